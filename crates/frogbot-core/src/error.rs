@@ -1,0 +1,45 @@
+//! The crate's one error enum.
+
+/// A boxed error returned by user code (hooks, tools) that FrogBot logs or reports.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Everything that can go wrong inside `frogbot-core`.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A chat id that is not 1–128 characters of `A-Z a-z 0-9 _ -`.
+    #[error("invalid chat id {0:?}: use 1-128 characters of A-Z a-z 0-9 _ -")]
+    InvalidChatId(String),
+    /// Input that does not fit its schema, with the reason.
+    #[error("invalid input: {0}")]
+    InvalidInput(String),
+    /// The store's database reported an error.
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
+    #[error("database: {0}")]
+    Database(#[from] sqlx::Error),
+    /// Applying the store's migrations failed.
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
+    #[error("migration: {0}")]
+    Migration(#[from] sqlx::migrate::MigrateError),
+    /// A stored JSON document could not be read back.
+    #[error("stored data is corrupt: {0}")]
+    Corrupt(String),
+    /// JSON (de)serialisation failed.
+    #[error("json: {0}")]
+    Json(#[from] serde_json::Error),
+    /// A write was fenced with a lease that is no longer held (another process took the chat over).
+    #[error("lease lost: chat {chat_id} is held by another turn")]
+    LeaseLost {
+        /// The chat whose lease was lost.
+        chat_id: String,
+    },
+    /// A lock on a question record could not be taken in time.
+    #[error("question {0} is locked by another process")]
+    Locked(String),
+    /// The database URL names no backend this build has.
+    #[error("unsupported database url {0:?}: use sqlite://PATH or postgres://…")]
+    UnsupportedDatabase(String),
+}
+
+/// `Result` with [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,174 @@
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use super::{
+    Actor, ChannelIdentity, ChannelRef, Interaction, ParseResult, QuestionCall, QuestionChange,
+    QuestionMessage, QuestionOutcome, QuestionRecord, UserId,
+};
+use crate::BoxError;
+
+/// The conversation a hook works in: the channel thread of the chat.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Thread {
+    /// The adapter's thread id (as in [`ChannelRef::thread`]).
+    pub id: String,
+    /// The adapter's platform name.
+    pub platform: String,
+    /// The FrogBot chat of this thread.
+    pub chat_id: String,
+}
+
+impl Thread {
+    /// The channel reference of this thread.
+    pub fn channel(&self) -> ChannelRef {
+        ChannelRef {
+            platform: self.platform.clone(),
+            thread: self.id.clone(),
+        }
+    }
+}
+
+/// The request a hook runs for (`req` in the specification): who is acting, once known.
+/// `stale` may run before the participant is identified, so `user` may be `None` there.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RequestContext {
+    /// The FrogBot user, once the identity hook resolved the participant.
+    pub user: Option<UserId>,
+    /// The participant's channel identity.
+    pub identity: Option<ChannelIdentity>,
+}
+
+/// One entry of what `render` returns: which calls a set of posted messages covers.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RenderedQuestion {
+    /// The tool call ids this entry covers (each gets its own record with the same messages).
+    pub calls: Vec<String>,
+    /// The messages posted (never empty).
+    pub messages: Vec<QuestionMessage>,
+    /// The piece's initial state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<serde_json::Value>,
+}
+
+/// Arguments of [`ChannelQuestions::supports`].
+#[derive(Clone, Copy, Debug)]
+pub struct SupportsArgs<'a> {
+    /// The conversation.
+    pub thread: &'a Thread,
+}
+
+/// Arguments of [`ChannelQuestions::render`].
+#[derive(Clone, Copy, Debug)]
+pub struct RenderArgs<'a> {
+    /// The calls waiting to be posted, in call order.
+    pub calls: &'a [QuestionCall],
+    /// The request.
+    pub req: &'a RequestContext,
+    /// The conversation.
+    pub thread: &'a Thread,
+}
+
+/// Arguments of [`ChannelQuestions::parse`].
+#[derive(Clone, Copy, Debug)]
+pub struct ParseArgs<'a> {
+    /// The call.
+    pub call: &'a QuestionCall,
+    /// The interaction to classify.
+    pub interaction: &'a Interaction,
+    /// The call's record.
+    pub question: &'a QuestionRecord,
+    /// Whether the question has already been answered (classify the same way; a match goes to `stale`).
+    pub settled: bool,
+}
+
+/// The arguments every hook after `render` shares.
+#[derive(Clone, Copy, Debug)]
+pub struct HookArgs<'a> {
+    /// The call.
+    pub call: &'a QuestionCall,
+    /// The call's record.
+    pub question: &'a QuestionRecord,
+    /// The request.
+    pub req: &'a RequestContext,
+    /// The conversation.
+    pub thread: &'a Thread,
+}
+
+/// The channel-questions hooks: how a channel draws the agent's questions with its own controls and
+/// reads its platform's interactions back as answers.
+///
+/// The piece holds its own platform client (the specification's `client` argument is `self` here).
+/// FrogBot keeps the record, decides staleness, checks identity and access, records the first answer,
+/// retries failed updates and continues the agent.
+#[async_trait]
+pub trait ChannelQuestions: Send + Sync {
+    /// Before each turn: may the model get the question tool in this thread? An error is logged and
+    /// means no.
+    async fn supports(&self, _args: SupportsArgs<'_>) -> Result<bool, BoxError> {
+        Ok(true)
+    }
+
+    /// After a turn stops to wait for answers: post one or more messages and say which calls each
+    /// entry covers. Calls left out are rendered once the posted ones are answered. An error means the
+    /// questions are posted again with the next message in the conversation.
+    async fn render(&self, args: RenderArgs<'_>) -> Result<Vec<RenderedQuestion>, BoxError>;
+
+    /// Classifies an interaction. Must be free of side effects: FrogBot may call it twice.
+    fn parse(&self, args: ParseArgs<'_>) -> ParseResult;
+
+    /// After `parse` returned `partial` (`interaction` set), or from a retry job (`interaction` unset):
+    /// show the current question. An error schedules a retry.
+    async fn updated(
+        &self,
+        _args: HookArgs<'_>,
+        _interaction: Option<&Interaction>,
+    ) -> Result<Option<QuestionChange>, BoxError> {
+        Ok(None)
+    }
+
+    /// After an answer or dismissal is recorded: replace the controls on every message of the call.
+    /// `actor` is `None` when FrogBot closes a question whose earlier close was interrupted.
+    async fn settled(
+        &self,
+        args: HookArgs<'_>,
+        actor: Option<&Actor>,
+        outcome: &QuestionOutcome,
+    ) -> Result<Option<QuestionChange>, BoxError>;
+
+    /// Show `reason` to the participant (a parse rejection, an invalid answer, or "still posting").
+    async fn rejected(
+        &self,
+        args: HookArgs<'_>,
+        interaction: &Interaction,
+        reason: &str,
+    ) -> Result<(), BoxError>;
+
+    /// The participant failed the access check; the question stays open.
+    async fn denied(&self, args: HookArgs<'_>, interaction: &Interaction) -> Result<(), BoxError>;
+
+    /// The interaction is out of date. May run before the participant is identified.
+    async fn stale(&self, args: HookArgs<'_>, interaction: &Interaction) -> Result<(), BoxError>;
+}
+
+/// The identity hook of a channel: maps a platform participant to a FrogBot user (`None`: unknown,
+/// treated as anonymous).
+#[async_trait]
+pub trait IdentityResolver: Send + Sync {
+    /// Resolves a channel identity.
+    async fn resolve(&self, identity: &ChannelIdentity) -> Result<Option<UserId>, BoxError>;
+}
+
+/// The default identity hook: every platform user becomes the FrogBot user `platform:id`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PrefixedIdentity;
+
+#[async_trait]
+impl IdentityResolver for PrefixedIdentity {
+    async fn resolve(&self, identity: &ChannelIdentity) -> Result<Option<UserId>, BoxError> {
+        Ok(Some(UserId(format!(
+            "{}:{}",
+            identity.platform, identity.user.id
+        ))))
+    }
+}

@@ -1,0 +1,202 @@
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::{PlatformUser, QuestionOutput};
+
+/// A button or menu event (`interaction.type == "action"`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ActionEvent {
+    /// The control's id (Slack `action_id`, Discord `custom_id`, decoded Telegram callback data…).
+    pub action_id: String,
+    /// The control's value, when it carries one (a select's chosen values are joined by the adapter
+    /// into `raw`; `value` holds the first or only one).
+    #[serde(default)]
+    pub value: Option<String>,
+    /// The platform message the control sits on.
+    pub message_id: String,
+    /// Who clicked.
+    pub user: PlatformUser,
+    /// The platform's handle for answering this event (Slack trigger id, Discord interaction token,
+    /// Telegram callback query id).
+    #[serde(default)]
+    pub trigger_id: Option<String>,
+    /// The platform's payload as it came.
+    #[serde(default)]
+    pub raw: Value,
+}
+
+/// A submitted form (`interaction.type == "modalSubmit"`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModalSubmitEvent {
+    /// The submitted values by input id.
+    #[serde(default)]
+    pub values: Map<String, Value>,
+    /// The form's private metadata (where a piece keeps a form locator).
+    #[serde(default)]
+    pub private_metadata: Option<String>,
+    /// The message the form was opened from, when the platform reports it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub related_message_id: Option<String>,
+    /// Who submitted.
+    pub user: PlatformUser,
+    /// The platform's handle for answering this event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trigger_id: Option<String>,
+    /// The platform's payload as it came.
+    #[serde(default)]
+    pub raw: Value,
+}
+
+/// `metadata` of a thread message.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadMessageMetadata {
+    /// When the platform says the message was sent (RFC 3339).
+    pub date_sent: String,
+}
+
+/// A reply in the conversation thread (`interaction.type == "message"`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadMessage {
+    /// The platform's message id.
+    #[serde(default)]
+    pub id: String,
+    /// The text.
+    pub text: String,
+    /// Who wrote it.
+    pub author: PlatformUser,
+    /// When it was sent.
+    pub metadata: ThreadMessageMetadata,
+    /// The message it replies to, when the platform reports one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_to: Option<String>,
+    /// The platform's payload as it came.
+    #[serde(default)]
+    pub raw: Value,
+}
+
+/// An interaction that may belong to a posted question.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+#[non_exhaustive]
+pub enum Interaction {
+    /// A button or menu event.
+    Action {
+        /// The event.
+        event: ActionEvent,
+    },
+    /// A submitted form.
+    ModalSubmit {
+        /// The event.
+        event: ModalSubmitEvent,
+    },
+    /// A reply in the conversation thread.
+    Message {
+        /// The message.
+        message: ThreadMessage,
+    },
+}
+
+impl Interaction {
+    /// The platform user behind the interaction.
+    pub fn user(&self) -> &PlatformUser {
+        match self {
+            Interaction::Action { event } => &event.user,
+            Interaction::ModalSubmit { event } => &event.user,
+            Interaction::Message { message } => &message.author,
+        }
+    }
+
+    /// The wire name of the kind.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Interaction::Action { .. } => "action",
+            Interaction::ModalSubmit { .. } => "modalSubmit",
+            Interaction::Message { .. } => "message",
+        }
+    }
+}
+
+/// What `parse` makes of an interaction.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+#[non_exhaustive]
+pub enum ParseResult {
+    /// Not for this question; a thread reply continues as an ordinary message.
+    Ignore,
+    /// A complete answer: access is checked, the answer recorded, `settled` called, the agent continued.
+    Answer {
+        /// The answer.
+        output: QuestionOutput,
+    },
+    /// A dismissal: access is checked, recorded, `settled` called, the turn stops.
+    Dismiss,
+    /// Progress: access is checked, `state` saved (if given) with `revision + 1`, `updated` called.
+    Partial {
+        /// The new state.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        state: Option<Value>,
+    },
+    /// A refusal: access is checked, `rejected` called with the reason.
+    Rejected {
+        /// Shown to the participant.
+        reason: String,
+    },
+    /// Out of date: `stale` is called.
+    Stale,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn interactions_use_the_spec_shapes() {
+        let i: Interaction = serde_json::from_value(json!({
+            "type": "action",
+            "event": {"actionId": "q:0", "value": "1", "messageId": "m1", "user": {"id": "U1"}, "triggerId": "t", "raw": {}}
+        }))
+        .unwrap();
+        assert_eq!(i.kind(), "action");
+        assert_eq!(i.user().id, "U1");
+        let m: Interaction = serde_json::from_value(json!({
+            "type": "message",
+            "message": {"text": "/answer 1", "author": {"id": "U2"}, "metadata": {"dateSent": "2026-01-01T00:00:00Z"}}
+        }))
+        .unwrap();
+        assert_eq!(m.kind(), "message");
+        let f: Interaction = serde_json::from_value(json!({
+            "type": "modalSubmit",
+            "event": {"values": {"a": "b"}, "privateMetadata": "fq1:[\"t\",\"m\"]", "user": {"id": "U3"}, "raw": null}
+        }))
+        .unwrap();
+        assert_eq!(f.kind(), "modalSubmit");
+    }
+
+    #[test]
+    fn parse_results_are_tagged_by_kind() {
+        assert_eq!(
+            serde_json::to_value(ParseResult::Ignore).unwrap(),
+            json!({"kind": "ignore"})
+        );
+        assert_eq!(
+            serde_json::to_value(ParseResult::Rejected {
+                reason: "no".into()
+            })
+            .unwrap(),
+            json!({"kind": "rejected", "reason": "no"})
+        );
+        let p: ParseResult =
+            serde_json::from_value(json!({"kind": "partial", "state": {"step": 1}})).unwrap();
+        assert_eq!(
+            p,
+            ParseResult::Partial {
+                state: Some(json!({"step": 1}))
+            }
+        );
+    }
+}

@@ -1,0 +1,264 @@
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::{Map, Value};
+
+use super::{Delivery, UserId};
+
+/// Who wrote a message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// A person (or a channel participant).
+    User,
+    /// The agent.
+    Assistant,
+}
+
+impl Role {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        }
+    }
+}
+
+/// A message's status in `metadata.status`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum MessageStatus {
+    /// Saved while a turn ran or a question waited; not yet sent to the model.
+    Queued,
+}
+
+/// `{"code", "message"}`: the error of a failed turn, and of every HTTP error body.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorInfo {
+    /// A stable machine-readable code such as `selection-unavailable`.
+    pub code: String,
+    /// A sentence for people.
+    pub message: String,
+}
+
+/// The `metadata` of a [`UiMessage`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MessageMetadata {
+    /// The FrogBot user who sent a user message (`None`: anonymous or the agent).
+    #[serde(default)]
+    pub author: Option<UserId>,
+    /// `queued` while the message waits for promotion.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<MessageStatus>,
+    /// The model id the message was sent with (user) or answered by (assistant).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The reasoning option the message was sent with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<String>,
+    /// When the message was first saved, RFC 3339.
+    #[serde(default)]
+    pub created_at: String,
+    /// Set on the assistant message of a failed turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorInfo>,
+    /// How a queued message asked to be delivered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivery: Option<Delivery>,
+}
+
+/// A chat message in the AI SDK `UIMessage` shape.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UiMessage {
+    /// The message id (client-chosen for user messages, or generated).
+    pub id: String,
+    /// Who wrote it.
+    pub role: Role,
+    /// Its content.
+    pub parts: Vec<MessagePart>,
+    /// Author, status, model, times, error.
+    #[serde(default)]
+    pub metadata: MessageMetadata,
+}
+
+impl UiMessage {
+    /// The concatenated text of the message's text parts.
+    pub fn text(&self) -> String {
+        self.parts
+            .iter()
+            .filter_map(|p| match p {
+                MessagePart::Text { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+            .join("")
+    }
+
+    /// The tool parts of the message.
+    pub fn tool_parts(&self) -> impl Iterator<Item = &ToolPart> {
+        self.parts.iter().filter_map(|p| match p {
+            MessagePart::Tool(t) => Some(t),
+            _ => None,
+        })
+    }
+}
+
+/// The state of a tool call part.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ToolState {
+    /// The call was made and waits for its output (a waiting question, or a call in progress).
+    InputAvailable,
+    /// The call has its output.
+    OutputAvailable,
+    /// The call failed; `errorText` says why.
+    OutputError,
+}
+
+/// A tool call inside a message: `{"type": "tool-NAME", "toolCallId", "state", "input", "output"?, "errorText"?}`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolPart {
+    /// The tool's name (the part's type is `tool-` followed by it).
+    pub tool_name: String,
+    /// The call's id.
+    pub tool_call_id: String,
+    /// Where the call stands.
+    pub state: ToolState,
+    /// The call's input.
+    pub input: Value,
+    /// The output, once available.
+    pub output: Option<Value>,
+    /// Why the call failed.
+    pub error_text: Option<String>,
+}
+
+/// One part of a [`UiMessage`].
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum MessagePart {
+    /// `{"type": "text", "text"}`.
+    Text {
+        /// The text.
+        text: String,
+    },
+    /// `{"type": "tool-NAME", …}`.
+    Tool(ToolPart),
+    /// Any other part (`step-start`, `reasoning`, `data-*`, …), kept as it came.
+    Other(Value),
+}
+
+impl MessagePart {
+    /// A text part.
+    pub fn text(text: impl Into<String>) -> Self {
+        MessagePart::Text { text: text.into() }
+    }
+}
+
+impl Serialize for MessagePart {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            MessagePart::Text { text } => {
+                let mut m = Map::new();
+                m.insert("type".into(), "text".into());
+                m.insert("text".into(), text.clone().into());
+                m.serialize(s)
+            }
+            MessagePart::Tool(t) => {
+                let mut m = Map::new();
+                m.insert("type".into(), format!("tool-{}", t.tool_name).into());
+                m.insert("toolCallId".into(), t.tool_call_id.clone().into());
+                m.insert(
+                    "state".into(),
+                    serde_json::to_value(t.state).map_err(serde::ser::Error::custom)?,
+                );
+                m.insert("input".into(), t.input.clone());
+                if let Some(o) = &t.output {
+                    m.insert("output".into(), o.clone());
+                }
+                if let Some(e) = &t.error_text {
+                    m.insert("errorText".into(), e.clone().into());
+                }
+                m.serialize(s)
+            }
+            MessagePart::Other(v) => v.serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for MessagePart {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error as _;
+        let v = Value::deserialize(d)?;
+        let ty = v
+            .get("type")
+            .and_then(Value::as_str)
+            .ok_or_else(|| D::Error::custom("a message part needs a string \"type\""))?;
+        if ty == "text" {
+            let text = v
+                .get("text")
+                .and_then(Value::as_str)
+                .ok_or_else(|| D::Error::custom("a text part needs a string \"text\""))?;
+            return Ok(MessagePart::Text { text: text.into() });
+        }
+        if let Some(name) = ty.strip_prefix("tool-") {
+            let tool_call_id = v
+                .get("toolCallId")
+                .and_then(Value::as_str)
+                .ok_or_else(|| D::Error::custom("a tool part needs a string \"toolCallId\""))?;
+            let state = serde_json::from_value(v.get("state").cloned().unwrap_or(Value::Null))
+                .map_err(D::Error::custom)?;
+            return Ok(MessagePart::Tool(ToolPart {
+                tool_name: name.into(),
+                tool_call_id: tool_call_id.into(),
+                state,
+                input: v.get("input").cloned().unwrap_or(Value::Null),
+                output: v.get("output").cloned(),
+                error_text: v.get("errorText").and_then(Value::as_str).map(Into::into),
+            }));
+        }
+        Ok(MessagePart::Other(v))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn parts_round_trip_in_the_ai_sdk_shape() {
+        let wire = json!([
+            {"type": "text", "text": "hi"},
+            {"type": "tool-question", "toolCallId": "c1", "state": "input-available", "input": {"questions": []}},
+            {"type": "tool-search", "toolCallId": "c2", "state": "output-error", "input": {}, "errorText": "boom"},
+            {"type": "step-start"}
+        ]);
+        let parts: Vec<MessagePart> = serde_json::from_value(wire.clone()).unwrap();
+        assert!(
+            matches!(&parts[1], MessagePart::Tool(t) if t.tool_name == "question" && t.state == ToolState::InputAvailable)
+        );
+        assert!(matches!(&parts[3], MessagePart::Other(_)));
+        assert_eq!(serde_json::to_value(&parts).unwrap(), wire);
+    }
+
+    #[test]
+    fn a_part_without_type_is_refused() {
+        assert!(serde_json::from_value::<MessagePart>(json!({"text": "x"})).is_err());
+        assert!(serde_json::from_value::<MessagePart>(json!({"type": "text"})).is_err());
+    }
+
+    #[test]
+    fn metadata_uses_camel_case() {
+        let m = MessageMetadata {
+            author: Some(UserId::new("alice")),
+            status: Some(MessageStatus::Queued),
+            created_at: "2026-01-01T00:00:00.000Z".into(),
+            ..Default::default()
+        };
+        let v = serde_json::to_value(&m).unwrap();
+        assert_eq!(v["status"], "queued");
+        assert_eq!(v["createdAt"], "2026-01-01T00:00:00.000Z");
+        assert_eq!(v["author"], "alice");
+    }
+}

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Runs every FrogBot test on a fresh machine: `bash scripts/test.sh`.
+#
+# What the tests need and this script provides:
+# - PostgreSQL server binaries (Debian's `postgresql` package): the tests start a private cluster
+#   themselves, as the unprivileged `postgres` user when run as root. Installed here when missing.
+# Extra arguments go to `cargo test` (e.g. `bash scripts/test.sh -p frogbot-core`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+have_pg() { ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1; }
+if ! have_pg; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        echo "installing PostgreSQL server (Debian package postgresql)…"
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+    else
+        echo "PostgreSQL server binaries not found; PostgreSQL tests will be skipped" \
+             "(or fail with FROGBOT_REQUIRE_POSTGRES=1)" >&2
+    fi
+fi
+
+if [ $# -eq 0 ]; then set -- --workspace; fi
+exec cargo test --locked "$@"
