@@ -13,6 +13,8 @@
 //! What it must not do: name any platform type (Slack, Discord, Telegram, Matrix belong to the
 //! adapter crates), or pull sqlx into a build that did not ask for a store backend.
 
+#[cfg(feature = "engine")]
+pub mod agent;
 pub mod error;
 pub mod model;
 #[cfg(feature = "engine")]

@@ -1,0 +1,123 @@
+//! The `Model` trait: one streaming model step, provider-neutral.
+
+use async_trait::async_trait;
+use futures::stream::BoxStream;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::BoxError;
+
+/// A tool as the model sees it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    /// The tool's name.
+    pub name: String,
+    /// What it does, for the model.
+    pub description: String,
+    /// The JSON schema of its input (an object schema).
+    pub input_schema: Value,
+}
+
+/// A tool call the model made.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolCallRequest {
+    /// The call id (echoed back with the result).
+    pub id: String,
+    /// The tool's name.
+    pub name: String,
+    /// The parsed arguments (`{}` when the model sent none; a string when they were not JSON).
+    pub input: Value,
+}
+
+/// One message of the conversation sent to the model.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "role", rename_all = "lowercase")]
+pub enum ModelMessage {
+    /// A user message.
+    User {
+        /// Its text.
+        text: String,
+    },
+    /// An assistant step: its text and the tool calls it made.
+    Assistant {
+        /// Its text.
+        text: String,
+        /// Its tool calls.
+        tool_calls: Vec<ToolCallRequest>,
+    },
+    /// The result of a tool call.
+    Tool {
+        /// The call it answers.
+        tool_call_id: String,
+        /// The tool's name.
+        name: String,
+        /// The result as JSON text (or the error text).
+        content: String,
+        /// Whether the call failed.
+        is_error: bool,
+    },
+}
+
+/// One model call.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ModelRequest {
+    /// The system instructions.
+    pub instructions: String,
+    /// The conversation so far.
+    pub messages: Vec<ModelMessage>,
+    /// The tools offered for this step.
+    pub tools: Vec<ToolSpec>,
+    /// The reasoning option chosen (`low`, `medium`, `high`, …), if any.
+    pub reasoning: Option<String>,
+}
+
+/// Why a step finished.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum FinishReason {
+    /// A final answer.
+    Stop,
+    /// The model wants its tool calls run.
+    ToolCalls,
+    /// The output hit its length limit.
+    Length,
+    /// Something else the provider reported.
+    Other(String),
+}
+
+/// Token usage of a step.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Prompt tokens.
+    pub input_tokens: u64,
+    /// Completion tokens.
+    pub output_tokens: u64,
+}
+
+/// What a streaming step yields.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub enum ModelEvent {
+    /// A piece of the reply text.
+    TextDelta(String),
+    /// A complete tool call (providers assemble streamed argument fragments first).
+    ToolCall(ToolCallRequest),
+    /// The step is over.
+    Finish {
+        /// Why.
+        reason: FinishReason,
+        /// Token usage, when reported.
+        usage: Option<Usage>,
+    },
+}
+
+/// A stream of step events.
+pub type ModelStream = BoxStream<'static, Result<ModelEvent, BoxError>>;
+
+/// A language model: one streaming step per call.
+#[async_trait]
+pub trait Model: Send + Sync + std::fmt::Debug {
+    /// Starts one step. The stream ends after `Finish` (or an error).
+    async fn stream(&self, request: ModelRequest) -> Result<ModelStream, BoxError>;
+}
