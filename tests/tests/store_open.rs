@@ -1,7 +1,9 @@
 //! Opening stores by URL, as `frogbot serve` does: a SQLite file is created on first open, its
 //! migrations are applied once, and what one process wrote is there for the next.
 
-use frogbot_core::model::{ChatId, Delivery, MessageMetadata, MessagePart, Role, UiMessage, UserId};
+use frogbot_core::model::{
+    ChatId, Delivery, MessageMetadata, MessagePart, Role, UiMessage, UserId,
+};
 use frogbot_core::store::{self, Backend, NewChat};
 
 fn message(id: &str) -> UiMessage {
@@ -60,5 +62,8 @@ async fn postgres_database_is_migrated_and_reopened() {
 #[tokio::test]
 async fn unknown_database_urls_are_refused() {
     let err = store::open("mysql://localhost/x").await.unwrap_err();
-    assert!(err.to_string().contains("unsupported database url"), "{err}");
+    assert!(
+        err.to_string().contains("unsupported database url"),
+        "{err}"
+    );
 }

@@ -36,6 +36,21 @@ pub enum Error {
     /// A lock on a question record could not be taken in time.
     #[error("question {0} is locked by another process")]
     Locked(String),
+    /// A turn is already running or a question is waiting in this chat (local `generate` calls do not queue).
+    #[error("turn in progress in chat {0}")]
+    TurnInProgress(String),
+    /// The chosen model or reasoning option is not offered.
+    #[error("selection unavailable: {0}")]
+    SelectionUnavailable(String),
+    /// No such chat, message or tool call.
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// The question call is already answered, dismissed, expired or cancelled.
+    #[error("stale: {0}")]
+    Stale(String),
+    /// An answer that does not fit the question's input.
+    #[error("invalid answer: {0}")]
+    InvalidAnswer(String),
     /// The database URL names no backend this build has.
     #[error("unsupported database url {0:?}: use sqlite://PATH or postgres://…")]
     UnsupportedDatabase(String),

@@ -1,4 +1,10 @@
 //! Agents: a model, instructions and tools; the turn engine that runs them.
 
+mod engine;
 pub mod model;
+pub mod scripted;
+mod tool;
+
+pub use engine::*;
 pub use model::*;
+pub use tool::*;

@@ -1,0 +1,95 @@
+//! Tools: user-defined async functions with a JSON-schema input.
+
+use async_trait::async_trait;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use super::ToolSpec;
+use crate::BoxError;
+use crate::model::{ChatId, UserId};
+
+/// What a tool call knows about where it runs.
+#[derive(Clone, Debug)]
+pub struct ToolContext {
+    /// The chat.
+    pub chat_id: ChatId,
+    /// The user driving the turn.
+    pub driver: Option<UserId>,
+    /// The call id.
+    pub tool_call_id: String,
+}
+
+/// A tool the agent may call. Its error becomes an error result the model sees in the next step.
+#[async_trait]
+pub trait Tool: Send + Sync {
+    /// Name, description and input schema.
+    fn spec(&self) -> ToolSpec;
+    /// Runs the tool.
+    async fn call(&self, input: Value, ctx: ToolContext) -> Result<Value, BoxError>;
+}
+
+/// A tool made from an async function whose input type derives `Deserialize` and `JsonSchema`.
+pub struct FnTool<I, F> {
+    name: String,
+    description: String,
+    schema: Value,
+    f: F,
+    _input: PhantomData<fn(I)>,
+}
+
+impl<I, F> std::fmt::Debug for FnTool<I, F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FnTool").field("name", &self.name).finish()
+    }
+}
+
+/// Makes a tool from an async function; the input schema is derived from `I` with `schemars`.
+///
+/// ```
+/// use frogbot_core::agent::tool_fn;
+/// #[derive(serde::Deserialize, schemars::JsonSchema)]
+/// struct Add { a: i64, b: i64 }
+/// let add = tool_fn("add", "Adds two numbers", |i: Add, _ctx| async move {
+///     Ok::<_, frogbot_core::BoxError>(serde_json::json!(i.a + i.b))
+/// });
+/// ```
+pub fn tool_fn<I, F, Fut>(name: &str, description: &str, f: F) -> Arc<dyn Tool>
+where
+    I: DeserializeOwned + schemars::JsonSchema + Send + 'static,
+    F: Fn(I, ToolContext) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Value, BoxError>> + Send + 'static,
+{
+    let schema = serde_json::to_value(schemars::schema_for!(I)).unwrap_or(Value::Null);
+    Arc::new(FnTool {
+        name: name.into(),
+        description: description.into(),
+        schema,
+        f,
+        _input: PhantomData,
+    })
+}
+
+#[async_trait]
+impl<I, F, Fut> Tool for FnTool<I, F>
+where
+    I: DeserializeOwned + Send + 'static,
+    F: Fn(I, ToolContext) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Value, BoxError>> + Send + 'static,
+{
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: self.name.clone(),
+            description: self.description.clone(),
+            input_schema: self.schema.clone(),
+        }
+    }
+
+    async fn call(&self, input: Value, ctx: ToolContext) -> Result<Value, BoxError> {
+        let input: I = serde_json::from_value(input)
+            .map_err(|e| format!("invalid input for tool {}: {e}", self.name))?;
+        (self.f)(input, ctx).await
+    }
+}

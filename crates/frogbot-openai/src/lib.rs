@@ -1,0 +1,36 @@
+//! `frogbot-openai`: FrogBot's [`Model`](frogbot_core::agent::Model) for any server that speaks
+//! OpenAI's **Chat Completions** API — OpenAI itself, Ollama, vLLM, LM Studio, OpenRouter and the
+//! like.
+//!
+//! What it is for: turning one [`ModelRequest`](frogbot_core::agent::ModelRequest) (instructions,
+//! conversation, tools, reasoning option) into one streamed `POST {base_url}/chat/completions`
+//! call, and the server's server-sent events back into
+//! [`ModelEvent`](frogbot_core::agent::ModelEvent)s: text deltas, complete tool calls (assembled
+//! from their streamed fragments) and a final `Finish` with the reason and token usage. A stream
+//! that breaks off before the server said why it finished yields an error item, never a made-up
+//! `Finish`. HTTP and server-sent-event handling come from `async-openai`; this crate only maps.
+//!
+//! What it must not do: know about chats, messages in the store, stores, turns, queues or
+//! platforms (Slack, Discord, Telegram, Matrix). It sees one model step at a time and keeps no
+//! state between steps; persisting, retrying a turn and running tools belong to `frogbot-core`'s
+//! engine.
+//!
+//! TLS: the HTTP client uses rustls without choosing a crypto provider by itself (a dependency
+//! tree may hold both `ring` and `aws-lc-rs`). Call [`install_crypto_provider`] once at start-up,
+//! or install a provider of your own, before [`OpenAiCompatible::new`].
+
+mod client;
+mod error;
+mod request;
+mod stream;
+
+pub use client::{OpenAiCompatible, OpenAiConfig};
+pub use error::Error;
+
+/// Installs rustls' `ring` crypto provider as the process default, unless a default is already
+/// installed (then it does nothing, so calling it twice, or after the application installed
+/// another provider, is fine).
+pub fn install_crypto_provider() {
+    // `Err` only means "a default is already installed"; that one stays.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}

@@ -1,0 +1,187 @@
+//! `ModelRequest` → Chat Completions request body.
+
+use async_openai::types::chat::{
+    ChatCompletionMessageToolCall, ChatCompletionMessageToolCalls,
+    ChatCompletionRequestAssistantMessage, ChatCompletionRequestAssistantMessageContent,
+    ChatCompletionRequestMessage, ChatCompletionRequestSystemMessage,
+    ChatCompletionRequestSystemMessageContent, ChatCompletionRequestToolMessage,
+    ChatCompletionRequestToolMessageContent, ChatCompletionRequestUserMessage,
+    ChatCompletionRequestUserMessageContent, ChatCompletionStreamOptions, ChatCompletionTool,
+    ChatCompletionTools, CreateChatCompletionRequest, FunctionCall, FunctionObject,
+    ReasoningEffort,
+};
+use frogbot_core::agent::{ModelMessage, ModelRequest, ToolCallRequest, ToolSpec};
+use serde_json::Value;
+
+use crate::error::Error;
+
+/// Builds the streaming request body for `model` (the upstream model name).
+pub(crate) fn build_request(
+    model: &str,
+    request: ModelRequest,
+) -> Result<CreateChatCompletionRequest, Error> {
+    let ModelRequest {
+        instructions,
+        messages,
+        tools,
+        reasoning,
+    } = request;
+    let reasoning_effort = reasoning
+        .as_deref()
+        .map(reasoning_effort)
+        .transpose()?
+        .flatten();
+
+    let mut chat = Vec::with_capacity(messages.len() + 1);
+    if !instructions.is_empty() {
+        chat.push(ChatCompletionRequestMessage::System(
+            ChatCompletionRequestSystemMessage {
+                content: ChatCompletionRequestSystemMessageContent::Text(instructions),
+                name: None,
+            },
+        ));
+    }
+    chat.extend(messages.into_iter().map(message));
+
+    let tools: Vec<ChatCompletionTools> = tools.into_iter().map(tool).collect();
+
+    Ok(CreateChatCompletionRequest {
+        model: model.to_owned(),
+        messages: chat,
+        // Some servers reject an empty `tools` array; leave it out instead.
+        tools: (!tools.is_empty()).then_some(tools),
+        reasoning_effort,
+        stream: Some(true),
+        stream_options: Some(ChatCompletionStreamOptions {
+            include_usage: Some(true),
+            include_obfuscation: None,
+        }),
+        ..Default::default()
+    })
+}
+
+/// Maps FrogBot's reasoning option onto `reasoning_effort`. A blank option means "not set".
+fn reasoning_effort(option: &str) -> Result<Option<ReasoningEffort>, Error> {
+    let effort = match option.trim().to_ascii_lowercase().as_str() {
+        "" => return Ok(None),
+        "none" => ReasoningEffort::None,
+        "minimal" => ReasoningEffort::Minimal,
+        "low" => ReasoningEffort::Low,
+        "medium" => ReasoningEffort::Medium,
+        "high" => ReasoningEffort::High,
+        "xhigh" => ReasoningEffort::Xhigh,
+        "max" => ReasoningEffort::Max,
+        _ => return Err(Error::UnsupportedReasoning(option.to_owned())),
+    };
+    Ok(Some(effort))
+}
+
+fn message(message: ModelMessage) -> ChatCompletionRequestMessage {
+    match message {
+        ModelMessage::User { text } => {
+            ChatCompletionRequestMessage::User(ChatCompletionRequestUserMessage {
+                content: ChatCompletionRequestUserMessageContent::Text(text),
+                name: None,
+            })
+        }
+        ModelMessage::Assistant { text, tool_calls } => {
+            // `content` may be left out only when there are tool calls.
+            let content = (!text.is_empty() || tool_calls.is_empty())
+                .then_some(ChatCompletionRequestAssistantMessageContent::Text(text));
+            let tool_calls = (!tool_calls.is_empty())
+                .then(|| tool_calls.into_iter().map(assistant_tool_call).collect());
+            ChatCompletionRequestMessage::Assistant(ChatCompletionRequestAssistantMessage {
+                content,
+                tool_calls,
+                ..Default::default()
+            })
+        }
+        // Chat Completions has no error flag on tool results; the content already says what went
+        // wrong, and the tool name is implied by the call id.
+        ModelMessage::Tool {
+            tool_call_id,
+            content,
+            ..
+        } => ChatCompletionRequestMessage::Tool(ChatCompletionRequestToolMessage {
+            content: ChatCompletionRequestToolMessageContent::Text(content),
+            tool_call_id,
+        }),
+    }
+}
+
+fn assistant_tool_call(call: ToolCallRequest) -> ChatCompletionMessageToolCalls {
+    let arguments = match call.input {
+        // Arguments that were not JSON came back as the raw text; send that text again.
+        Value::String(raw) => raw,
+        input => input.to_string(),
+    };
+    ChatCompletionMessageToolCalls::Function(ChatCompletionMessageToolCall {
+        id: call.id,
+        function: FunctionCall {
+            name: call.name,
+            arguments,
+        },
+    })
+}
+
+fn tool(spec: ToolSpec) -> ChatCompletionTools {
+    ChatCompletionTools::Function(ChatCompletionTool {
+        function: FunctionObject {
+            name: spec.name,
+            description: (!spec.description.is_empty()).then_some(spec.description),
+            parameters: Some(spec.input_schema),
+            strict: None,
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reasoning_options_map_onto_reasoning_effort() {
+        assert_eq!(reasoning_effort("low").unwrap(), Some(ReasoningEffort::Low));
+        assert_eq!(
+            reasoning_effort(" High ").unwrap(),
+            Some(ReasoningEffort::High)
+        );
+        assert_eq!(
+            reasoning_effort("minimal").unwrap(),
+            Some(ReasoningEffort::Minimal)
+        );
+        assert_eq!(
+            reasoning_effort("medium").unwrap(),
+            Some(ReasoningEffort::Medium)
+        );
+        assert_eq!(reasoning_effort("").unwrap(), None);
+        assert!(matches!(
+            reasoning_effort("turbo"),
+            Err(Error::UnsupportedReasoning(option)) if option == "turbo"
+        ));
+    }
+
+    #[test]
+    fn assistant_without_text_or_calls_keeps_empty_content() {
+        let body = build_request(
+            "m",
+            ModelRequest {
+                instructions: String::new(),
+                messages: vec![ModelMessage::Assistant {
+                    text: String::new(),
+                    tool_calls: vec![],
+                }],
+                tools: vec![],
+                reasoning: None,
+            },
+        )
+        .unwrap();
+        let json = serde_json::to_value(&body).unwrap();
+        assert_eq!(
+            json["messages"],
+            serde_json::json!([{ "role": "assistant", "content": "" }])
+        );
+        assert!(json.get("tools").is_none());
+        assert!(json.get("reasoning_effort").is_none());
+    }
+}

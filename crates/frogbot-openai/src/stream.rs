@@ -1,0 +1,363 @@
+//! Chat Completions stream chunks → `ModelEvent`s.
+//!
+//! `async-openai` parses the server-sent events and hands over one JSON chunk per `data:` line.
+//! The chunk types here are deliberately lenient (unknown `finish_reason` values, missing
+//! `index`es, `null`s) because "OpenAI-compatible" servers differ in the details; the strict
+//! `async-openai` response types would turn such differences into errors.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use async_openai::types::stream::StreamResponse;
+use frogbot_core::BoxError;
+use frogbot_core::agent::{FinishReason, ModelEvent, ToolCallRequest, Usage};
+use futures::{Stream, StreamExt};
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::error::Error;
+
+/// One `chat.completion.chunk` object (only the fields FrogBot reads).
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct Chunk {
+    #[serde(default)]
+    choices: Option<Vec<ChoiceChunk>>,
+    #[serde(default)]
+    usage: Option<UsageChunk>,
+    /// Some servers (OpenRouter, for one) report failures mid-stream as an `error` object.
+    #[serde(default)]
+    error: Option<Value>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct ChoiceChunk {
+    #[serde(default)]
+    index: Option<u32>,
+    #[serde(default)]
+    delta: Option<Delta>,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct Delta {
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    refusal: Option<String>,
+    #[serde(default)]
+    tool_calls: Option<Vec<ToolCallChunk>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct ToolCallChunk {
+    #[serde(default)]
+    index: Option<u32>,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    function: Option<FunctionChunk>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct FunctionChunk {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    arguments: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct UsageChunk {
+    #[serde(default)]
+    prompt_tokens: Option<u64>,
+    #[serde(default)]
+    completion_tokens: Option<u64>,
+}
+
+/// Turns the parsed chunk stream into model events: text deltas as they come, complete tool
+/// calls once the server sends a `finish_reason`, and `Finish` when the stream ends. Stops after
+/// the first error.
+pub(crate) fn events(
+    upstream: StreamResponse<Chunk>,
+) -> impl Stream<Item = Result<ModelEvent, BoxError>> + Send + 'static {
+    struct State {
+        upstream: Option<StreamResponse<Chunk>>,
+        assembler: Assembler,
+        pending: VecDeque<ModelEvent>,
+    }
+
+    let state = State {
+        upstream: Some(upstream),
+        assembler: Assembler::default(),
+        pending: VecDeque::new(),
+    };
+    futures::stream::unfold(state, |mut state| async move {
+        loop {
+            if let Some(event) = state.pending.pop_front() {
+                return Some((Ok(event), state));
+            }
+            // `None` here means the stream is over (ended, or failed and reported).
+            let next = state.upstream.as_mut()?.next().await;
+            let result = match next {
+                Some(Ok(chunk)) => state.assembler.push(chunk, &mut state.pending),
+                Some(Err(error)) => Err(Error::Stream(error)),
+                None => {
+                    state.upstream = None;
+                    state.assembler.end(&mut state.pending)
+                }
+            };
+            if let Err(error) = result {
+                // Drop the connection; nothing follows an error.
+                state.upstream = None;
+                state.pending.clear();
+                return Some((Err(error.into()), state));
+            }
+        }
+    })
+}
+
+/// A tool call whose fragments are still arriving.
+#[derive(Debug, Default)]
+struct PartialCall {
+    id: Option<String>,
+    name: String,
+    arguments: String,
+}
+
+/// Accumulates one step's chunks.
+#[derive(Debug, Default)]
+struct Assembler {
+    /// Tool calls being assembled, by their `index`.
+    calls: BTreeMap<u32, PartialCall>,
+    /// The slot the last fragment went to (for servers that send no `index`).
+    last_slot: Option<u32>,
+    finish: Option<FinishReason>,
+    usage: Option<Usage>,
+}
+
+impl Assembler {
+    fn push(&mut self, chunk: Chunk, out: &mut VecDeque<ModelEvent>) -> Result<(), Error> {
+        if let Some(error) = chunk.error {
+            return Err(Error::Provider(provider_error_message(&error)));
+        }
+        if let Some(usage) = chunk.usage {
+            self.usage = Some(Usage {
+                input_tokens: usage.prompt_tokens.unwrap_or(0),
+                output_tokens: usage.completion_tokens.unwrap_or(0),
+            });
+        }
+        // FrogBot asks for one choice (`n` unset); any other choice is ignored.
+        for choice in chunk.choices.unwrap_or_default() {
+            if choice.index.unwrap_or(0) != 0 {
+                continue;
+            }
+            if let Some(delta) = choice.delta {
+                for text in [delta.content, delta.refusal].into_iter().flatten() {
+                    if !text.is_empty() {
+                        out.push_back(ModelEvent::TextDelta(text));
+                    }
+                }
+                for fragment in delta.tool_calls.unwrap_or_default() {
+                    self.add_fragment(fragment);
+                }
+            }
+            if let Some(reason) = choice.finish_reason {
+                self.finish = Some(finish_reason(&reason));
+                self.flush_calls(out);
+            }
+        }
+        Ok(())
+    }
+
+    /// The upstream stream ended (`[DONE]` or end of body).
+    fn end(&mut self, out: &mut VecDeque<ModelEvent>) -> Result<(), Error> {
+        let Some(reason) = self.finish.take() else {
+            return Err(Error::Incomplete);
+        };
+        self.flush_calls(out);
+        out.push_back(ModelEvent::Finish {
+            reason,
+            usage: self.usage,
+        });
+        Ok(())
+    }
+
+    fn add_fragment(&mut self, fragment: ToolCallChunk) {
+        let id = fragment.id.filter(|id| !id.is_empty());
+        let slot = match fragment.index {
+            Some(index) => index,
+            // No index: a fragment with a new id starts a call, one without continues the last.
+            None => match &id {
+                Some(id) => self
+                    .calls
+                    .iter()
+                    .find(|(_, call)| call.id.as_ref() == Some(id))
+                    .map(|(slot, _)| *slot)
+                    .unwrap_or_else(|| self.calls.keys().next_back().map_or(0, |last| last + 1)),
+                None => self.last_slot.unwrap_or(0),
+            },
+        };
+        self.last_slot = Some(slot);
+        let call = self.calls.entry(slot).or_default();
+        if call.id.is_none() {
+            call.id = id;
+        }
+        if let Some(function) = fragment.function {
+            if let Some(name) = function.name.filter(|name| !name.is_empty())
+                && call.name.is_empty()
+            {
+                call.name = name;
+            }
+            if let Some(arguments) = function.arguments {
+                call.arguments.push_str(&arguments);
+            }
+        }
+    }
+
+    /// Emits every assembled tool call, in `index` order.
+    fn flush_calls(&mut self, out: &mut VecDeque<ModelEvent>) {
+        self.last_slot = None;
+        for (_, call) in std::mem::take(&mut self.calls) {
+            out.push_back(ModelEvent::ToolCall(ToolCallRequest {
+                // A server that sends no id still needs one echoed back with the result.
+                id: call
+                    .id
+                    .unwrap_or_else(|| format!("call_{}", uuid::Uuid::new_v4().simple())),
+                name: call.name,
+                input: parse_arguments(call.arguments),
+            }));
+        }
+    }
+}
+
+/// Parses a tool call's arguments: nothing → `{}`, JSON → that value, anything else → the raw
+/// text as a JSON string.
+fn parse_arguments(raw: String) -> Value {
+    if raw.trim().is_empty() {
+        return Value::Object(Default::default());
+    }
+    serde_json::from_str(&raw).unwrap_or(Value::String(raw))
+}
+
+fn finish_reason(reason: &str) -> FinishReason {
+    match reason {
+        "stop" => FinishReason::Stop,
+        "tool_calls" => FinishReason::ToolCalls,
+        "length" => FinishReason::Length,
+        other => FinishReason::Other(other.to_owned()),
+    }
+}
+
+fn provider_error_message(error: &Value) -> String {
+    match error.get("message").and_then(Value::as_str) {
+        Some(message) => match error.get("code") {
+            Some(code) if !code.is_null() => format!("{message} (code {code})"),
+            _ => message.to_owned(),
+        },
+        None => error.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn chunk(value: Value) -> Chunk {
+        serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn arguments_parse_to_json_empty_object_or_raw_string() {
+        assert_eq!(parse_arguments(String::new()), json!({}));
+        assert_eq!(parse_arguments("  ".into()), json!({}));
+        assert_eq!(parse_arguments(r#"{"a":1}"#.into()), json!({"a": 1}));
+        assert_eq!(parse_arguments("{broken".into()), json!("{broken"));
+    }
+
+    #[test]
+    fn finish_reasons_map_and_unknown_ones_pass_through() {
+        assert_eq!(finish_reason("stop"), FinishReason::Stop);
+        assert_eq!(finish_reason("tool_calls"), FinishReason::ToolCalls);
+        assert_eq!(finish_reason("length"), FinishReason::Length);
+        assert_eq!(
+            finish_reason("content_filter"),
+            FinishReason::Other("content_filter".into())
+        );
+    }
+
+    #[test]
+    fn fragments_without_index_are_assembled_by_id() {
+        let mut assembler = Assembler::default();
+        let mut out = VecDeque::new();
+        for value in [
+            json!({"choices": [{"delta": {"tool_calls": [{"id": "a", "function": {"name": "f", "arguments": "{\"x\""}}]}}]}),
+            json!({"choices": [{"delta": {"tool_calls": [{"function": {"arguments": ":1}"}}]}}]}),
+            json!({"choices": [{"delta": {"tool_calls": [{"id": "b", "function": {"name": "g", "arguments": ""}}]}}]}),
+            json!({"choices": [{"delta": {}, "finish_reason": "tool_calls"}]}),
+        ] {
+            assembler.push(chunk(value), &mut out).unwrap();
+        }
+        assembler.end(&mut out).unwrap();
+        let out: Vec<_> = out.into_iter().collect();
+        assert_eq!(
+            out,
+            vec![
+                ModelEvent::ToolCall(ToolCallRequest {
+                    id: "a".into(),
+                    name: "f".into(),
+                    input: json!({"x": 1})
+                }),
+                ModelEvent::ToolCall(ToolCallRequest {
+                    id: "b".into(),
+                    name: "g".into(),
+                    input: json!({})
+                }),
+                ModelEvent::Finish {
+                    reason: FinishReason::ToolCalls,
+                    usage: None
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn missing_ids_are_generated_and_unique() {
+        let mut assembler = Assembler::default();
+        let mut out = VecDeque::new();
+        assembler
+            .push(
+                chunk(json!({"choices": [{"index": 0, "delta": {"tool_calls": [
+                    {"index": 0, "function": {"name": "f", "arguments": "{}"}},
+                    {"index": 1, "function": {"name": "f", "arguments": "{}"}}
+                ]}, "finish_reason": "tool_calls"}]})),
+                &mut out,
+            )
+            .unwrap();
+        let ids: Vec<String> = out
+            .iter()
+            .map(|event| match event {
+                ModelEvent::ToolCall(call) => call.id.clone(),
+                other => panic!("unexpected {other:?}"),
+            })
+            .collect();
+        assert_eq!(ids.len(), 2);
+        assert!(ids.iter().all(|id| id.starts_with("call_")));
+        assert_ne!(ids[0], ids[1]);
+    }
+
+    #[test]
+    fn error_object_in_the_stream_is_an_error() {
+        let mut assembler = Assembler::default();
+        let error = assembler
+            .push(
+                chunk(json!({"error": {"message": "upstream overloaded", "code": 502}})),
+                &mut VecDeque::new(),
+            )
+            .unwrap_err();
+        assert!(
+            matches!(&error, Error::Provider(message) if message == "upstream overloaded (code 502)")
+        );
+    }
+}
