@@ -1240,6 +1240,22 @@ impl Engine {
         Ok(ran)
     }
 
+    /// Starts the background worker of this process: every `poll` it runs due durable jobs (such as
+    /// continuing a turn whose answer arrived while a dead process still held the chat). The store
+    /// is the only coordination between processes; this loop is the polling path.
+    pub fn spawn_worker(&self, poll: Duration) -> tokio::task::JoinHandle<()> {
+        let engine = self.clone();
+        let worker = format!("{}/worker", self.inner.process);
+        tokio::spawn(async move {
+            loop {
+                if let Err(e) = engine.run_due_jobs(&worker).await {
+                    warn!(error = %e, "job worker");
+                }
+                tokio::time::sleep(poll).await;
+            }
+        })
+    }
+
     /// The chat's state now.
     pub async fn state(&self, chat: &ChatId) -> Result<TurnState> {
         Ok(self
