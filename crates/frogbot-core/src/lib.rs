@@ -20,4 +20,4 @@ pub mod model;
 #[cfg(feature = "engine")]
 pub mod store;
 
-pub use error::{BoxError, Error};
+pub use error::{BoxError, Error, Result};

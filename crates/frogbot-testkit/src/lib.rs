@@ -65,6 +65,7 @@ pub struct PgCluster {
     port: u16,
     as_postgres: bool,
     counter: AtomicU32,
+    durable: bool,
 }
 
 static CLUSTER: OnceLock<Option<PgCluster>> = OnceLock::new();
@@ -91,7 +92,37 @@ impl PgCluster {
             .as_ref()
     }
 
+    /// The process's cluster started with durable settings — `fsync`, `synchronous_commit` and
+    /// `full_page_writes` on (PostgreSQL's defaults), an `initdb` that syncs — for benchmarks that
+    /// must measure real commits. It is the same cluster [`PgCluster::shared`] returns: whichever
+    /// is called first decides how it starts; see [`PgCluster::is_durable`].
+    pub fn shared_durable() -> Option<&'static PgCluster> {
+        CLUSTER
+            .get_or_init(|| match find_bin_dir() {
+                Some(bin) => Some(PgCluster::start_with(bin, true)),
+                None if postgres_required() => {
+                    panic!(
+                        "FROGBOT_REQUIRE_POSTGRES=1 but no PostgreSQL server binaries were found"
+                    )
+                }
+                None => {
+                    eprintln!("PostgreSQL server binaries not found");
+                    None
+                }
+            })
+            .as_ref()
+    }
+
+    /// Whether the cluster runs with durable settings (see [`PgCluster::shared_durable`]).
+    pub fn is_durable(&self) -> bool {
+        self.durable
+    }
+
     fn start(bin: PathBuf) -> PgCluster {
+        Self::start_with(bin, false)
+    }
+
+    fn start_with(bin: PathBuf, durable: bool) -> PgCluster {
         let as_postgres = is_root();
         let base = std::env::temp_dir().join(format!(
             "frogbot-pg-{}-{}",
@@ -114,24 +145,30 @@ impl PgCluster {
             port,
             as_postgres,
             counter: AtomicU32::new(0),
+            durable,
         };
-        cluster.run_server_tool(
-            "initdb",
-            &[
-                "-D",
-                path_str(&data),
-                "-U",
-                "frogbot",
-                "-A",
-                "trust",
-                "-E",
-                "UTF8",
-                "--no-sync",
-            ],
-        );
+        let mut initdb = vec![
+            "-D",
+            path_str(&data),
+            "-U",
+            "frogbot",
+            "-A",
+            "trust",
+            "-E",
+            "UTF8",
+        ];
+        if !durable {
+            initdb.push("--no-sync");
+        }
+        cluster.run_server_tool("initdb", &initdb);
+        let sync = if durable {
+            "-c fsync=on -c synchronous_commit=on -c full_page_writes=on"
+        } else {
+            "-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+        };
         let opts = format!(
-            "-p {port} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off \
-             -c full_page_writes=off -c max_connections=300 -c shared_buffers=128MB",
+            "-p {port} -k {} -c listen_addresses=127.0.0.1 {sync} \
+             -c max_connections=300 -c shared_buffers=128MB",
             path_str(&base)
         );
         cluster.run_server_tool(

@@ -217,16 +217,17 @@ enum Start {
 /// The turn engine. Cheap to clone.
 #[derive(Clone)]
 pub struct Engine {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
-struct Inner {
-    store: DynStore,
+pub(crate) struct Inner {
+    pub(crate) store: DynStore,
     offers: Vec<ModelOffer>,
     tools: Vec<Arc<dyn Tool>>,
     config: EngineConfig,
     process: String,
     events: broadcast::Sender<ChatEvent>,
+    pub(crate) channels: Vec<super::Channel>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -254,8 +255,21 @@ impl Engine {
                 config,
                 process: format!("p-{}", uuid::Uuid::new_v4().simple()),
                 events,
+                channels: Vec::new(),
             }),
         }
+    }
+
+    /// Registers a channel served by this process (before the engine is cloned or used).
+    ///
+    /// # Panics
+    /// When the engine was already cloned.
+    pub fn with_channel(mut self, channel: super::Channel) -> Self {
+        Arc::get_mut(&mut self.inner)
+            .expect("register channels before the engine is shared")
+            .channels
+            .push(channel);
+        self
     }
 
     /// The store.
@@ -296,7 +310,7 @@ impl Engine {
         });
     }
 
-    fn holder(&self) -> String {
+    pub(crate) fn holder(&self) -> String {
         format!("{}/{}", self.inner.process, uuid::Uuid::new_v4().simple())
     }
 
@@ -535,7 +549,13 @@ impl Engine {
                 Err(e) => break Err(e),
             };
 
+            if let Some(reply) = &outcome.reply {
+                self.deliver_reply(&chat, reply).await;
+            }
             if outcome.state == TurnState::Awaiting {
+                if let Err(e) = self.render_pending(&chat).await {
+                    warn!(error = %e, "rendering the questions failed");
+                }
                 let _ = tx.send(TurnEvent::Finish {
                     state: TurnState::Awaiting,
                 });
@@ -650,6 +670,10 @@ impl Engine {
                 (reply, position, m, r)
             }
         };
+        let offer_questions = match store.get_chat(&chat).await? {
+            Some(row) => self.questions_offered(&row).await,
+            None => true,
+        };
         let _ = tx.send(TurnEvent::Start {
             message_id: reply.id.clone(),
         });
@@ -692,7 +716,9 @@ impl Engine {
                         .await;
                 }
             };
-            let request = self.request(&chat, &reply, reasoning.clone()).await?;
+            let request = self
+                .request(&chat, &reply, reasoning.clone(), offer_questions)
+                .await?;
             let step_no = steps_done + 1;
             let step = self
                 .run_step(lease, &mut reply, position, &offer, request, tx, lost)
@@ -724,6 +750,20 @@ impl Engine {
                         })
                         .collect();
                     store.insert_questions(&rows, now).await?;
+                    if let Some(deadline) = rows.iter().filter_map(|r| r.answer_deadline).min() {
+                        store
+                            .enqueue_job(&NewJob {
+                                kind: super::channel::EXPIRE_JOB.into(),
+                                key: Some(format!(
+                                    "{}:{chat}:{}",
+                                    super::channel::EXPIRE_JOB,
+                                    reply.id
+                                )),
+                                payload: json!({"chat": chat, "message": reply.id}),
+                                run_at: deadline,
+                            })
+                            .await?;
+                    }
                     let saved = store
                         .save_turn_message(
                             lease,
@@ -802,6 +842,7 @@ impl Engine {
         chat: &ChatId,
         reply: &UiMessage,
         reasoning: Option<String>,
+        offer_questions: bool,
     ) -> Result<ModelRequest> {
         let history = self.inner.store.list_messages(chat).await?;
         let mut messages = Vec::new();
@@ -813,7 +854,9 @@ impl Engine {
         }
         to_model_messages(reply, &mut messages);
         let mut tools: Vec<ToolSpec> = self.inner.tools.iter().map(|t| t.spec()).collect();
-        tools.push(question_tool_spec());
+        if offer_questions {
+            tools.push(question_tool_spec());
+        }
         Ok(ModelRequest {
             instructions: self.inner.config.instructions.clone(),
             messages,
@@ -1046,10 +1089,14 @@ impl Engine {
         {
             return Err(Error::Stale(format!("{tool_call_id} is already settled")));
         }
+        self.close_outcomes_of(chat, &q.message_id).await;
         let driver = actor.and_then(|a| a.user);
         let state = self
             .continue_after_outcome(chat, &q.message_id, driver)
             .await?;
+        if state == TurnState::Awaiting {
+            self.render_pending(chat).await?;
+        }
         Ok(Settled { outcome, state })
     }
 
@@ -1079,6 +1126,7 @@ impl Engine {
                     .await?;
             }
         }
+        self.close_outcomes_of(chat, message_id).await;
         self.continue_after_outcome(chat, message_id, None).await?;
         Ok(true)
     }
@@ -1098,6 +1146,7 @@ impl Engine {
             }
         }
         if any {
+            self.close_outcomes_of(chat, message_id).await;
             self.continue_after_outcome(chat, message_id, None).await?;
         }
         Ok(())
@@ -1106,7 +1155,7 @@ impl Engine {
     /// After an outcome: if every call of the waiting reply has one, take the lease and continue
     /// (or end, on a dismissal or withdrawal). When a dead process still holds the lease, a durable
     /// job retries at its expiry.
-    async fn continue_after_outcome(
+    pub(crate) async fn continue_after_outcome(
         &self,
         chat: &ChatId,
         message_id: &str,
@@ -1208,6 +1257,25 @@ impl Engine {
         let mut ran = 0;
         while let Some(job) = store.claim_job(worker, 60_000, now_millis()).await? {
             ran += 1;
+            if let Some(result) = self.run_question_job(&job).await {
+                match result {
+                    Ok(true) => {
+                        store.complete_job(&job).await?;
+                    }
+                    Ok(false) if job.attempts >= super::UPDATED_MAX_RUNS => {
+                        store.bury_job(&job, "updated kept failing").await?;
+                    }
+                    Ok(false) => {
+                        let at = now_millis() + super::updated_backoff_ms(job.attempts);
+                        store.retry_job(&job, at, "updated failed").await?;
+                    }
+                    Err(e) => {
+                        let at = now_millis() + super::updated_backoff_ms(job.attempts);
+                        store.retry_job(&job, at, &e.to_string()).await?;
+                    }
+                }
+                continue;
+            }
             if job.kind != RESUME_JOB {
                 store
                     .retry_job(&job, now_millis() + 60_000, "no handler in this process")

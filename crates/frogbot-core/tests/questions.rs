@@ -1,0 +1,1021 @@
+//! The question engine against `frogbot-channel-questions.md`, driven by a test piece that
+//! reimplements the page's forum-style example in Rust (one message per question, `/answer N`
+//! replies, `/dismiss`), on SQLite (`sqlite::…`) and PostgreSQL (`postgres::…`).
+
+use async_trait::async_trait;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use frogbot_core::BoxError;
+use frogbot_core::agent::scripted::{ScriptedModel, call, reply};
+use frogbot_core::agent::{
+    AccessCheck, Channel, ChannelMessageOutcome, Engine, EngineConfig, InteractionOutcome,
+    ModelMessage, ModelOffer, ModelRequest, STILL_POSTING, Settle, channel_chat_id,
+};
+use frogbot_core::model::{
+    ActionEvent, Actor, ChannelQuestions, HookArgs, Interaction, ParseArgs, ParseResult,
+    PlatformUser, PrefixedIdentity, QuestionAnswer, QuestionChange, QuestionInput, QuestionMessage,
+    QuestionOutcome, QuestionOutput, RenderArgs, RenderedQuestion, SupportsArgs, ThreadMessage,
+    ThreadMessageMetadata, TurnState, UserId, millis_to_iso, now_millis,
+};
+use frogbot_core::store::{ChatRow, DynStore};
+use serde_json::json;
+
+// ---- the forum piece -----------------------------------------------------------------------------
+
+#[derive(Default)]
+struct Forum {
+    next: AtomicUsize,
+    posts: Mutex<Vec<(String, String)>>, // (id, text)
+    edits: Mutex<Vec<(String, String)>>,
+    notices: Mutex<Vec<(String, String)>>, // (kind, text)
+    fail_render: AtomicBool,
+    fail_updated: AtomicUsize,
+    fail_settled: AtomicBool,
+    unsupported: AtomicBool,
+    supports_errors: AtomicBool,
+    settled_actors: Mutex<Vec<Option<Actor>>>,
+    settled_outcomes: Mutex<Vec<QuestionOutcome>>,
+}
+
+impl Forum {
+    fn post(&self, text: String) -> QuestionMessage {
+        let n = self.next.fetch_add(1, Ordering::SeqCst);
+        let id = format!("post-{n}");
+        self.posts.lock().unwrap().push((id.clone(), text));
+        QuestionMessage {
+            id,
+            posted_at: millis_to_iso(now_millis()),
+            question: None,
+        }
+    }
+    fn notices(&self, kind: &str) -> Vec<String> {
+        self.notices
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(k, _)| k == kind)
+            .map(|(_, t)| t.clone())
+            .collect()
+    }
+}
+
+fn ask(item: &frogbot_core::model::QuestionItem) -> String {
+    let mut lines = vec![item.question.clone()];
+    lines.extend(
+        item.options
+            .iter()
+            .enumerate()
+            .map(|(i, o)| format!("{}. {}", i + 1, o.label)),
+    );
+    lines.join("\n")
+}
+
+fn step(question: &frogbot_core::model::QuestionRecord) -> (usize, Vec<String>) {
+    let s = question
+        .state
+        .clone()
+        .unwrap_or(json!({"step": 0, "picks": []}));
+    (
+        s["step"].as_u64().unwrap_or(0) as usize,
+        s["picks"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v.as_str().map(String::from))
+            .collect(),
+    )
+}
+
+struct ForumPiece(Arc<Forum>);
+
+#[async_trait]
+impl ChannelQuestions for ForumPiece {
+    async fn supports(&self, _args: SupportsArgs<'_>) -> Result<bool, BoxError> {
+        if self.0.supports_errors.load(Ordering::SeqCst) {
+            return Err("supports exploded".into());
+        }
+        Ok(!self.0.unsupported.load(Ordering::SeqCst))
+    }
+
+    async fn render(&self, args: RenderArgs<'_>) -> Result<Vec<RenderedQuestion>, BoxError> {
+        if self.0.fail_render.swap(false, Ordering::SeqCst) {
+            return Err("forum is down".into());
+        }
+        // Only the first call: the rest are rendered once it is answered.
+        let call = &args.calls[0];
+        let mut m = self.0.post(ask(&call.input.questions[0]));
+        m.question = Some(0);
+        Ok(vec![RenderedQuestion {
+            calls: vec![call.tool_call_id.clone()],
+            messages: vec![m],
+            state: None,
+        }])
+    }
+
+    fn parse(&self, args: ParseArgs<'_>) -> ParseResult {
+        let text = match args.interaction {
+            Interaction::Message { message } => {
+                let sent =
+                    frogbot_core::model::iso_to_millis(&message.metadata.date_sent).unwrap_or(0);
+                let current = args
+                    .question
+                    .messages
+                    .last()
+                    .and_then(|m| frogbot_core::model::iso_to_millis(&m.posted_at))
+                    .unwrap_or(0);
+                let t = message.text.trim().to_string();
+                if (t == "/dismiss" || t.starts_with("/answer ")) && sent < current {
+                    return ParseResult::Stale;
+                }
+                t
+            }
+            Interaction::Action { event } => {
+                format!("/answer {}", event.value.clone().unwrap_or_default())
+            }
+            _ => return ParseResult::Ignore,
+        };
+        if text == "/dismiss" {
+            return ParseResult::Dismiss;
+        }
+        let Some(n) = text
+            .strip_prefix("/answer ")
+            .and_then(|n| n.trim().parse::<usize>().ok())
+        else {
+            return ParseResult::Ignore;
+        };
+        let (step, picks) = step(args.question);
+        let item = &args.call.input.questions[step.min(args.call.input.questions.len() - 1)];
+        let Some(option) = n.checked_sub(1).and_then(|i| item.options.get(i)) else {
+            return ParseResult::Rejected {
+                reason: format!("Reply with a number from 1 to {}.", item.options.len()),
+            };
+        };
+        let mut selected = picks;
+        selected.push(option.label.clone());
+        if selected.len() < args.call.input.questions.len() {
+            return ParseResult::Partial {
+                state: Some(json!({"step": step + 1, "picks": selected})),
+            };
+        }
+        ParseResult::Answer {
+            output: QuestionOutput {
+                answers: args
+                    .call
+                    .input
+                    .questions
+                    .iter()
+                    .zip(selected)
+                    .map(|(q, s)| QuestionAnswer {
+                        header: q.header.clone(),
+                        selected: vec![s],
+                    })
+                    .collect(),
+            },
+        }
+    }
+
+    async fn updated(
+        &self,
+        args: HookArgs<'_>,
+        _interaction: Option<&Interaction>,
+    ) -> Result<Option<QuestionChange>, BoxError> {
+        if self.0.fail_updated.load(Ordering::SeqCst) > 0 {
+            self.0.fail_updated.fetch_sub(1, Ordering::SeqCst);
+            return Err("forum timed out".into());
+        }
+        let (step, _) = step(args.question);
+        let mut m = self.0.post(ask(&args.call.input.questions[step]));
+        m.question = Some(step);
+        let mut messages = args.question.messages.clone();
+        messages.push(m);
+        Ok(Some(QuestionChange {
+            messages: Some(messages),
+            state: None,
+        }))
+    }
+
+    async fn settled(
+        &self,
+        args: HookArgs<'_>,
+        actor: Option<&Actor>,
+        outcome: &QuestionOutcome,
+    ) -> Result<Option<QuestionChange>, BoxError> {
+        self.0.settled_actors.lock().unwrap().push(actor.cloned());
+        self.0
+            .settled_outcomes
+            .lock()
+            .unwrap()
+            .push(outcome.clone());
+        if self.0.fail_settled.load(Ordering::SeqCst) {
+            return Err("edit failed".into());
+        }
+        let text = match outcome {
+            QuestionOutcome::Answered(_) => "Answered.",
+            QuestionOutcome::Dismissed => "Dismissed.",
+            QuestionOutcome::Cancelled => "Cancelled.",
+            _ => "Expired.",
+        };
+        for m in &args.question.messages {
+            self.0
+                .edits
+                .lock()
+                .unwrap()
+                .push((m.id.clone(), text.into()));
+        }
+        Ok(Some(QuestionChange {
+            messages: None,
+            state: Some(json!({"closed": text})),
+        }))
+    }
+
+    async fn rejected(
+        &self,
+        _args: HookArgs<'_>,
+        _i: &Interaction,
+        reason: &str,
+    ) -> Result<(), BoxError> {
+        self.0
+            .notices
+            .lock()
+            .unwrap()
+            .push(("rejected".into(), reason.into()));
+        Ok(())
+    }
+
+    async fn denied(&self, _args: HookArgs<'_>, _i: &Interaction) -> Result<(), BoxError> {
+        self.0
+            .notices
+            .lock()
+            .unwrap()
+            .push(("denied".into(), String::new()));
+        Ok(())
+    }
+
+    async fn stale(&self, _args: HookArgs<'_>, _i: &Interaction) -> Result<(), BoxError> {
+        self.0
+            .notices
+            .lock()
+            .unwrap()
+            .push(("stale".into(), String::new()));
+        Ok(())
+    }
+}
+
+struct DenyMallory;
+
+#[async_trait]
+impl AccessCheck for DenyMallory {
+    async fn allow(&self, user: Option<&UserId>, _chat: &ChatRow) -> Result<bool, BoxError> {
+        Ok(user.is_none_or(|u| u.as_str() != "forum:mallory"))
+    }
+}
+
+// ---- the world -----------------------------------------------------------------------------------
+
+struct World {
+    engine: Engine,
+    store: DynStore,
+    forum: Arc<Forum>,
+    model: ScriptedModel,
+}
+
+fn last_user(req: &ModelRequest) -> String {
+    req.messages
+        .iter()
+        .rev()
+        .find_map(|m| match m {
+            ModelMessage::User { text } => Some(text.clone()),
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
+fn q(header: &str) -> serde_json::Value {
+    json!({"header": header, "question": format!("{header}?"), "options": [{"label": "red"}, {"label": "green"}, {"label": "blue"}]})
+}
+
+async fn world(url: &str) -> World {
+    let store = frogbot_core::store::open(url).await.unwrap();
+    let forum = Arc::new(Forum::default());
+    let model = ScriptedModel::new(|req: &ModelRequest| {
+        if let Some(ModelMessage::Tool { content, .. }) = req.messages.last() {
+            return reply(&format!("got {content}"));
+        }
+        let text = last_user(req);
+        let has_tool = req.tools.iter().any(|t| t.name == "question");
+        if text.contains("asktwo") && has_tool {
+            let mut e = call("c1", "question", json!({"questions": [q("First")]}));
+            e.insert(
+                1,
+                frogbot_core::agent::scripted::ScriptEvent::Event(
+                    frogbot_core::agent::ModelEvent::ToolCall(
+                        frogbot_core::agent::ToolCallRequest {
+                            id: "c2".into(),
+                            name: "question".into(),
+                            input: json!({"questions": [q("Second")]}),
+                        },
+                    ),
+                ),
+            );
+            return e;
+        }
+        if text.contains("askset") && has_tool {
+            return call(
+                "c1",
+                "question",
+                json!({"questions": [q("Colour"), q("Shade")]}),
+            );
+        }
+        if text.contains("askexp") && has_tool {
+            let mut a = q("Colour");
+            a["default"] = json!(["green"]);
+            return call(
+                "c1",
+                "question",
+                json!({"questions": [a], "expiresInSeconds": 1}),
+            );
+        }
+        if text.contains("ask") && has_tool {
+            return call("c1", "question", json!({"questions": [q("Colour")]}));
+        }
+        reply(&format!("echo {text} tools={has_tool}"))
+    });
+    let engine = Engine::new(
+        store.clone(),
+        vec![ModelOffer {
+            id: "main".into(),
+            model: Arc::new(model.clone()),
+            reasoning: vec![],
+        }],
+        vec![],
+        EngineConfig::default(),
+    )
+    .with_channel(Channel {
+        platform: "forum".into(),
+        questions: Some(Arc::new(ForumPiece(forum.clone()))),
+        identity: Arc::new(PrefixedIdentity),
+        access: Arc::new(DenyMallory),
+        outbox: None,
+    });
+    World {
+        engine,
+        store,
+        forum,
+        model,
+    }
+}
+
+const THREAD: &str = "t-1";
+
+fn reply_msg(who: &str, text: &str) -> ThreadMessage {
+    ThreadMessage {
+        id: format!("r-{}", now_millis()),
+        text: text.into(),
+        author: PlatformUser {
+            id: who.into(),
+            name: None,
+            is_bot: false,
+        },
+        metadata: ThreadMessageMetadata {
+            date_sent: millis_to_iso(now_millis() + 1),
+        },
+        reply_to: None,
+        raw: json!(null),
+    }
+}
+
+fn click(who: &str, message_id: &str, n: u32) -> Interaction {
+    Interaction::Action {
+        event: ActionEvent {
+            action_id: "answer".into(),
+            value: Some(n.to_string()),
+            message_id: message_id.into(),
+            user: PlatformUser {
+                id: who.into(),
+                name: None,
+                is_bot: false,
+            },
+            trigger_id: None,
+            raw: json!({}),
+        },
+    }
+}
+
+async fn say(w: &World, who: &str, text: &str) -> ChannelMessageOutcome {
+    w.engine
+        .channel_message("forum", THREAD, reply_msg(who, text))
+        .await
+        .unwrap()
+}
+
+async fn start_and_wait(w: &World, text: &str) {
+    match say(w, "alice", text).await {
+        ChannelMessageOutcome::Sent(frogbot_core::agent::Sent::Started(h)) => {
+            h.done.await.unwrap().unwrap();
+        }
+        other => panic!("expected a turn to start, got {other:?}"),
+    }
+}
+
+async fn idle(w: &World) {
+    let chat = channel_chat_id("forum", THREAD);
+    let mut ev = w.engine.subscribe();
+    while w.engine.state(&chat).await.unwrap() == TurnState::Running {
+        let _ = tokio::time::timeout(std::time::Duration::from_millis(100), ev.recv()).await;
+    }
+}
+
+fn consumed(o: ChannelMessageOutcome) -> InteractionOutcome {
+    match o {
+        ChannelMessageOutcome::Consumed(i) => i,
+        other => panic!("expected the reply to be consumed, got {other:?}"),
+    }
+}
+
+fn chat() -> frogbot_core::model::ChatId {
+    channel_chat_id("forum", THREAD)
+}
+
+// ---- the rules -----------------------------------------------------------------------------------
+
+pub async fn a_reply_answer_is_recorded_settled_and_continues_the_agent(url: &str) {
+    let w = world(url).await;
+    start_and_wait(&w, "please ask").await;
+    assert_eq!(w.engine.state(&chat()).await.unwrap(), TurnState::Awaiting);
+    assert_eq!(
+        w.forum.posts.lock().unwrap().len(),
+        1,
+        "render posted the question"
+    );
+    let out = consumed(say(&w, "bob", "/answer 2").await);
+    assert_eq!(out, InteractionOutcome::Answered);
+    idle(&w).await;
+    let q = w
+        .store
+        .get_question(&chat(), "c1", now_millis())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(q.closed);
+    assert_eq!(q.actor.unwrap().user, Some(UserId::new("forum:bob")));
+    assert_eq!(
+        w.forum.edits.lock().unwrap().as_slice(),
+        [("post-0".to_string(), "Answered.".to_string())]
+    );
+    assert_eq!(
+        q.record.state,
+        Some(json!({"closed": "Answered."})),
+        "settled's change is saved"
+    );
+    let last = w.model.requests().pop().unwrap();
+    assert!(
+        matches!(last.messages.last(), Some(ModelMessage::Tool { content, .. }) if content.contains("green"))
+    );
+    // The reply never reached the agent as a message.
+    assert!(
+        !w.model
+            .requests()
+            .iter()
+            .any(|r| last_user(r) == "/answer 2")
+    );
+}
+
+pub async fn a_partial_answer_saves_state_bumps_revision_and_calls_updated(url: &str) {
+    let w = world(url).await;
+    start_and_wait(&w, "askset").await;
+    assert_eq!(
+        consumed(say(&w, "bob", "/answer 1").await),
+        InteractionOutcome::Partial
+    );
+    let q = w
+        .store
+        .get_question(&chat(), "c1", now_millis())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(q.record.revision, 1);
+    assert_eq!(
+        q.record.messages.len(),
+        2,
+        "updated added the next question's message"
+    );
+    assert!(!q.posting);
+    assert_eq!(q.record.state.as_ref().unwrap()["picks"], json!(["red"]));
+    assert_eq!(
+        consumed(say(&w, "bob", "/answer 3").await),
+        InteractionOutcome::Answered
+    );
+    idle(&w).await;
+    let q = w
+        .store
+        .get_question(&chat(), "c1", now_millis())
+        .await
+        .unwrap()
+        .unwrap();
+    let QuestionOutcome::Answered(out) = q.outcome.unwrap() else {
+        panic!()
+    };
+    assert_eq!(out.answers[0].selected, ["red"]);
+    assert_eq!(out.answers[1].selected, ["blue"]);
+    // settled closes every message of the call.
+    assert_eq!(w.forum.edits.lock().unwrap().len(), 2);
+}
+
+pub async fn a_click_on_a_message_that_is_not_current_is_stale(url: &str) {
+    let w = world(url).await;
+    start_and_wait(&w, "askset").await;
+    consumed(say(&w, "bob", "/answer 1").await);
+    // post-0 left being current; a click on it still finds the question and is stale.
+    let out = w
+        .engine
+        .handle_interaction("forum", Some(THREAD), &click("bob", "post-0", 1))
+        .await
+        .unwrap();
+    assert_eq!(out, InteractionOutcome::Stale);
+    assert_eq!(w.forum.notices("stale").len(), 1);
+    let q = w
+        .store
+        .get_question(&chat(), "c1", now_millis())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(q.record.revision, 1, "nothing recorded");
+    // A click on the current message counts.
+    let out = w
+        .engine
+        .handle_interaction("forum", Some(THREAD), &click("bob", "post-1", 2))
+        .await
+        .unwrap();
+    assert_eq!(out, InteractionOutcome::Answered);
+}
+
+pub async fn parse_stale_and_a_second_answer_after_the_first_get_stale(url: &str) {
+    let w = world(url).await;
+    start_and_wait(&w, "ask").await;
+    // A reply sent before the current question was posted answers an earlier one: stale.
+    let mut early = reply_msg("bob", "/answer 1");
+    early.metadata.date_sent = "2000-01-01T00:00:00.000Z".into();
+    let out = w
+        .engine
+        .channel_message("forum", THREAD, early)
+        .await
+        .unwrap();
+    assert_eq!(consumed(out), InteractionOutcome::Stale);
+    assert!(
+        w.store
+            .get_question(&chat(), "c1", now_millis())
+            .await
+            .unwrap()
+            .unwrap()
+            .outcome
+            .is_none()
+    );
+    assert_eq!(
+        consumed(say(&w, "bob", "/answer 1").await),
+        InteractionOutcome::Answered
+    );
+    idle(&w).await;
+    let out = w
+        .engine
+        .handle_interaction("forum", Some(THREAD), &click("carol", "post-0", 2))
+        .await
+        .unwrap();
+    assert_eq!(
+        out,
+        InteractionOutcome::Stale,
+        "a second click after the answer"
+    );
+    let QuestionOutcome::Answered(o) = w
+        .store
+        .get_question(&chat(), "c1", now_millis())
+        .await
+        .unwrap()
+        .unwrap()
+        .outcome
+        .unwrap()
+    else {
+        panic!()
+    };
+    assert_eq!(o.answers[0].selected, ["red"], "the first answer stands");
+}
+
+pub async fn a_participant_failing_access_is_denied_and_the_question_stays_open(url: &str) {
+    let w = world(url).await;
+    start_and_wait(&w, "ask").await;
+    let out = w
+        .engine
+        .handle_interaction("forum", Some(THREAD), &click("mallory", "post-0", 1))
+        .await
+        .unwrap();
+    assert_eq!(out, InteractionOutcome::Denied);
+    assert_eq!(w.forum.notices("denied").len(), 1);
+    assert!(
+        w.store
+            .get_question(&chat(), "c1", now_millis())
+            .await
+            .unwrap()
+            .unwrap()
+            .outcome
+            .is_none()
+    );
+    assert_eq!(w.engine.state(&chat()).await.unwrap(), TurnState::Awaiting);
+}
+
+pub async fn a_rejected_parse_shows_the_reason_and_records_nothing(url: &str) {
+    let w = world(url).await;
+    start_and_wait(&w, "ask").await;
+    let out = consumed(say(&w, "bob", "/answer 9").await);
+    assert_eq!(
+        out,
+        InteractionOutcome::Rejected("Reply with a number from 1 to 3.".into())
+    );
+    assert_eq!(
+        w.forum.notices("rejected"),
+        ["Reply with a number from 1 to 3."]
+    );
+    assert!(
+        w.store
+            .get_question(&chat(), "c1", now_millis())
+            .await
+            .unwrap()
+            .unwrap()
+            .outcome
+            .is_none()
+    );
+}
+
+pub async fn an_ignored_reply_reaches_the_agent_as_a_queued_message(url: &str) {
+    let w = world(url).await;
+    start_and_wait(&w, "ask").await;
+    match say(&w, "bob", "just chatting").await {
+        ChannelMessageOutcome::Sent(frogbot_core::agent::Sent::Queued { .. }) => {}
+        other => panic!("expected queued, got {other:?}"),
+    }
+    assert_eq!(w.store.queued_messages(&chat()).await.unwrap().len(), 1);
+}
+
+pub async fn a_failing_updated_is_retried_as_a_durable_job_and_holds_interactions(url: &str) {
+    let w = world(url).await;
+    start_and_wait(&w, "askset").await;
+    w.forum.fail_updated.store(1, Ordering::SeqCst);
+    assert_eq!(
+        consumed(say(&w, "bob", "/answer 1").await),
+        InteractionOutcome::Partial
+    );
+    let q = w
+        .store
+        .get_question(&chat(), "c1", now_millis())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(q.posting, "still posting after updated failed");
+    assert_eq!(q.record.revision, 1);
+    // While posting, an interaction for the question is rejected and nothing is recorded.
+    let out = consumed(say(&w, "bob", "/answer 2").await);
+    assert_eq!(out, InteractionOutcome::Rejected(STILL_POSTING.into()));
+    assert_eq!(w.forum.notices("rejected"), [STILL_POSTING]);
+    // The retry job is stored with a run-at time: run it as if 5 s had passed.
+    let job = w
+        .store
+        .claim_job("test", 1_000, now_millis() + 60_000)
+        .await
+        .unwrap()
+        .expect("a retry job");
+    assert_eq!(job.kind, "question-updated");
+    w.store
+        .retry_job(&job, now_millis(), "test moved it")
+        .await
+        .unwrap();
+    w.engine.run_due_jobs("test").await.unwrap();
+    let q = w
+        .store
+        .get_question(&chat(), "c1", now_millis())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!q.posting, "the retry ran updated");
+    assert_eq!(q.record.messages.len(), 2);
+    assert_eq!(
+        consumed(say(&w, "bob", "/answer 2").await),
+        InteractionOutcome::Answered
+    );
+}
+
+pub async fn a_failing_settled_is_logged_and_the_question_closes_without_a_change(url: &str) {
+    let w = world(url).await;
+    start_and_wait(&w, "ask").await;
+    w.forum.fail_settled.store(true, Ordering::SeqCst);
+    assert_eq!(
+        consumed(say(&w, "bob", "/answer 1").await),
+        InteractionOutcome::Answered
+    );
+    let q = w
+        .store
+        .get_question(&chat(), "c1", now_millis())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(q.closed);
+    assert_eq!(q.record.state, None, "no change saved");
+    idle(&w).await;
+}
+
+pub async fn an_answer_recorded_but_not_closed_is_closed_by_the_next_interaction(url: &str) {
+    let w = world(url).await;
+    start_and_wait(&w, "ask").await;
+    // The process stopped during settled: the outcome is recorded, the question not closed.
+    let out = QuestionOutcome::Answered(QuestionOutput {
+        answers: vec![QuestionAnswer {
+            header: "Colour".into(),
+            selected: vec!["blue".into()],
+        }],
+    });
+    assert!(
+        w.store
+            .record_outcome(&chat(), "c1", &out, None, now_millis())
+            .await
+            .unwrap()
+    );
+    let r = w
+        .engine
+        .handle_interaction("forum", Some(THREAD), &click("bob", "post-0", 1))
+        .await
+        .unwrap();
+    assert_eq!(r, InteractionOutcome::Stale);
+    assert_eq!(
+        w.forum.settled_actors.lock().unwrap().as_slice(),
+        [None],
+        "settled with actor null"
+    );
+    assert_eq!(
+        w.forum.settled_outcomes.lock().unwrap().as_slice(),
+        [out],
+        "and the stored outcome"
+    );
+    assert!(
+        w.store
+            .get_question(&chat(), "c1", now_millis())
+            .await
+            .unwrap()
+            .unwrap()
+            .closed
+    );
+}
+
+pub async fn a_failing_render_posts_the_questions_again_with_the_next_message(url: &str) {
+    let w = world(url).await;
+    w.forum.fail_render.store(true, Ordering::SeqCst);
+    start_and_wait(&w, "ask").await;
+    assert!(w.forum.posts.lock().unwrap().is_empty());
+    say(&w, "bob", "hello?").await;
+    assert_eq!(
+        w.forum.posts.lock().unwrap().len(),
+        1,
+        "posted again with the next message"
+    );
+    assert_eq!(
+        consumed(say(&w, "bob", "/answer 1").await),
+        InteractionOutcome::Answered
+    );
+}
+
+pub async fn render_may_cover_some_calls_the_rest_follow_once_answered(url: &str) {
+    let w = world(url).await;
+    start_and_wait(&w, "asktwo").await;
+    assert_eq!(
+        w.forum.posts.lock().unwrap().len(),
+        1,
+        "only the first call is posted"
+    );
+    assert_eq!(
+        consumed(say(&w, "bob", "/answer 1").await),
+        InteractionOutcome::Answered
+    );
+    assert_eq!(
+        w.engine.state(&chat()).await.unwrap(),
+        TurnState::Awaiting,
+        "the second call still waits"
+    );
+    assert_eq!(
+        w.forum.posts.lock().unwrap().len(),
+        2,
+        "then the second is posted"
+    );
+    assert_eq!(
+        consumed(say(&w, "bob", "/answer 2").await),
+        InteractionOutcome::Answered
+    );
+    idle(&w).await;
+    assert_eq!(w.engine.state(&chat()).await.unwrap(), TurnState::Idle);
+}
+
+pub async fn the_question_tool_is_offered_only_where_supported(url: &str) {
+    let w = world(url).await;
+    w.forum.unsupported.store(true, Ordering::SeqCst);
+    start_and_wait(&w, "ask").await;
+    assert!(
+        !w.model.requests()[0]
+            .tools
+            .iter()
+            .any(|t| t.name == "question")
+    );
+    w.forum.unsupported.store(false, Ordering::SeqCst);
+    w.forum.supports_errors.store(true, Ordering::SeqCst);
+    start_and_wait(&w, "ask again").await;
+    assert!(
+        !w.model.requests()[1]
+            .tools
+            .iter()
+            .any(|t| t.name == "question"),
+        "supports failing means not offered"
+    );
+    w.forum.supports_errors.store(false, Ordering::SeqCst);
+    start_and_wait(&w, "ask once more").await;
+    assert!(
+        w.model.requests()[2]
+            .tools
+            .iter()
+            .any(|t| t.name == "question")
+    );
+}
+
+pub async fn the_first_answer_wins_across_http_and_channel(url: &str) {
+    let w = world(url).await;
+    for trial in 0..100 {
+        let thread = format!("trial-{trial}");
+        let h = match w
+            .engine
+            .channel_message("forum", &thread, reply_msg("alice", "ask"))
+            .await
+            .unwrap()
+        {
+            ChannelMessageOutcome::Sent(frogbot_core::agent::Sent::Started(h)) => h,
+            other => panic!("{other:?}"),
+        };
+        h.done.await.unwrap().unwrap();
+        let chat = channel_chat_id("forum", &thread);
+        let calls_before = w.model.requests().len();
+        let post = w
+            .store
+            .get_question(&chat, "c1", now_millis())
+            .await
+            .unwrap()
+            .unwrap()
+            .record
+            .messages[0]
+            .id
+            .clone();
+        let mut tasks = Vec::new();
+        for i in 0..32u32 {
+            let e = w.engine.clone();
+            let chat = chat.clone();
+            let thread = thread.clone();
+            let post = post.clone();
+            tasks.push(tokio::spawn(async move {
+                if i % 2 == 0 {
+                    let out = QuestionOutput {
+                        answers: vec![QuestionAnswer {
+                            header: "Colour".into(),
+                            selected: vec!["red".into()],
+                        }],
+                    };
+                    e.settle(&chat, "c1", Settle::Answer(out), None)
+                        .await
+                        .is_ok()
+                } else {
+                    e.handle_interaction(
+                        "forum",
+                        Some(&thread),
+                        &click(&format!("u{i}"), &post, 1 + i % 3),
+                    )
+                    .await
+                    .unwrap()
+                        == InteractionOutcome::Answered
+                }
+            }));
+        }
+        let mut wins = 0;
+        for t in tasks {
+            wins += usize::from(t.await.unwrap());
+        }
+        assert_eq!(wins, 1, "trial {trial}: exactly one answer recorded");
+        let mut ev = w.engine.subscribe();
+        while w.engine.state(&chat).await.unwrap() != TurnState::Idle {
+            let _ = tokio::time::timeout(std::time::Duration::from_millis(100), ev.recv()).await;
+        }
+        assert_eq!(
+            w.model.requests().len(),
+            calls_before + 1,
+            "trial {trial}: the agent continued once"
+        );
+    }
+}
+
+pub async fn an_expired_question_uses_its_default_and_reaches_agent_and_settled(url: &str) {
+    let w = world(url).await;
+    start_and_wait(&w, "askexp").await;
+    let q = w
+        .store
+        .get_question(&chat(), "c1", now_millis())
+        .await
+        .unwrap()
+        .unwrap();
+    let deadline = q.answer_deadline.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(
+        (deadline - now_millis()).max(0) as u64 + 10,
+    ))
+    .await;
+    w.engine.run_due_jobs("test").await.unwrap();
+    idle(&w).await;
+    let q = w
+        .store
+        .get_question(&chat(), "c1", now_millis())
+        .await
+        .unwrap()
+        .unwrap();
+    let QuestionOutcome::Expired(Some(out)) = q.outcome.clone().unwrap() else {
+        panic!("{:?}", q.outcome)
+    };
+    assert_eq!(out.answers[0].selected, ["green"]);
+    assert!(matches!(
+        w.forum.settled_outcomes.lock().unwrap().as_slice(),
+        [QuestionOutcome::Expired(Some(_))]
+    ));
+    let last = w.model.requests().pop().unwrap();
+    assert!(
+        matches!(last.messages.last(), Some(ModelMessage::Tool { content, .. }) if content.contains("green"))
+    );
+    // After expiry, answers are refused.
+    let r = w
+        .engine
+        .handle_interaction("forum", Some(THREAD), &click("bob", "post-0", 1))
+        .await
+        .unwrap();
+    assert_eq!(r, InteractionOutcome::Stale);
+}
+
+pub async fn a_withdrawn_question_is_cancelled_and_settled(url: &str) {
+    let w = world(url).await;
+    start_and_wait(&w, "ask").await;
+    let reply_id = w
+        .store
+        .get_chat(&chat())
+        .await
+        .unwrap()
+        .unwrap()
+        .awaiting_message_id
+        .unwrap();
+    assert!(w.engine.withdraw(&chat(), &reply_id).await.unwrap());
+    assert_eq!(w.engine.state(&chat()).await.unwrap(), TurnState::Idle);
+    assert_eq!(
+        w.forum.settled_outcomes.lock().unwrap().as_slice(),
+        [QuestionOutcome::Cancelled]
+    );
+    let _ = QuestionInput {
+        questions: vec![],
+        expires_in_seconds: None,
+    };
+}
+
+macro_rules! backends {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let db = frogbot_testkit::sqlite_db();
+                    super::$name(&db.url).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let Some(db) = frogbot_testkit::postgres_db() else { return };
+                    super::$name(&db.url).await;
+                }
+            )*
+        }
+    };
+}
+
+backends!(
+    a_reply_answer_is_recorded_settled_and_continues_the_agent,
+    a_partial_answer_saves_state_bumps_revision_and_calls_updated,
+    a_click_on_a_message_that_is_not_current_is_stale,
+    parse_stale_and_a_second_answer_after_the_first_get_stale,
+    a_participant_failing_access_is_denied_and_the_question_stays_open,
+    a_rejected_parse_shows_the_reason_and_records_nothing,
+    an_ignored_reply_reaches_the_agent_as_a_queued_message,
+    a_failing_updated_is_retried_as_a_durable_job_and_holds_interactions,
+    a_failing_settled_is_logged_and_the_question_closes_without_a_change,
+    an_answer_recorded_but_not_closed_is_closed_by_the_next_interaction,
+    a_failing_render_posts_the_questions_again_with_the_next_message,
+    render_may_cover_some_calls_the_rest_follow_once_answered,
+    the_question_tool_is_offered_only_where_supported,
+    the_first_answer_wins_across_http_and_channel,
+    an_expired_question_uses_its_default_and_reaches_agent_and_settled,
+    a_withdrawn_question_is_cancelled_and_settled,
+);
