@@ -228,6 +228,8 @@ pub(crate) struct Inner {
     process: String,
     events: broadcast::Sender<ChatEvent>,
     pub(crate) channels: Vec<super::Channel>,
+    active: std::sync::atomic::AtomicUsize,
+    idle: tokio::sync::Notify,
 }
 
 impl std::fmt::Debug for Engine {
@@ -256,6 +258,8 @@ impl Engine {
                 process: format!("p-{}", uuid::Uuid::new_v4().simple()),
                 events,
                 channels: Vec::new(),
+                active: std::sync::atomic::AtomicUsize::new(0),
+                idle: tokio::sync::Notify::new(),
             }),
         }
     }
@@ -515,7 +519,16 @@ impl Engine {
         };
         let engine = self.clone();
         let span = info_span!("turn", chat_id = %lease.chat_id, turn_id = %lease.holder);
-        tokio::spawn(async move { engine.run(lease, start, tx, done_tx).await }.instrument(span));
+        engine.inner.active.fetch_add(1, Ordering::SeqCst);
+        tokio::spawn(
+            async move {
+                engine.run(lease, start, tx, done_tx).await;
+                if engine.inner.active.fetch_sub(1, Ordering::SeqCst) == 1 {
+                    engine.inner.idle.notify_waiters();
+                }
+            }
+            .instrument(span),
+        );
         TurnHandle {
             message_id,
             events: rx,
@@ -1322,6 +1335,25 @@ impl Engine {
                 tokio::time::sleep(poll).await;
             }
         })
+    }
+
+    /// Waits (at most `grace`) for the turns running in this process to end, so their steps are
+    /// checkpointed and their leases released; a turn still running after that keeps its lease
+    /// until it expires, as after a crash.
+    pub async fn drain(&self, grace: Duration) {
+        let deadline = tokio::time::Instant::now() + grace;
+        loop {
+            let notified = self.inner.idle.notified();
+            let active = self.inner.active.load(Ordering::SeqCst);
+            if active == 0 {
+                return;
+            }
+            tracing::info!(active, "waiting for running turns");
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                warn!(active, "turns still running at shutdown: their leases expire on their own");
+                return;
+            }
+        }
     }
 
     /// The chat's state now.

@@ -1,0 +1,297 @@
+//! `frogbot.toml`: the keys, defaults and environment overrides of the serve contract.
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+/// A configuration that cannot start the server: one line naming the key and what is wrong.
+#[derive(Debug, thiserror::Error)]
+#[error("configuration: {0}")]
+pub struct ConfigError(pub String);
+
+fn default_listen() -> String {
+    "127.0.0.1:8787".into()
+}
+fn default_database() -> String {
+    "sqlite://frogbot.db".into()
+}
+fn default_lease() -> u64 {
+    60
+}
+fn default_instructions() -> String {
+    "You are a helpful assistant.".into()
+}
+fn default_max_steps() -> u32 {
+    20
+}
+
+/// `[[models]]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelConfig {
+    /// What clients send as `model`.
+    pub id: String,
+    /// `openai-compatible`.
+    pub provider: String,
+    /// The server's base URL.
+    pub base_url: Option<String>,
+    /// The upstream model name (defaults to `id`).
+    pub model: Option<String>,
+    /// The environment variable holding the API key.
+    pub api_key_env: Option<String>,
+    /// The reasoning options offered.
+    #[serde(default)]
+    pub reasoning: Vec<String>,
+}
+
+/// `[[users]]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UserConfig {
+    /// The user id.
+    pub id: String,
+    /// The bearer token.
+    pub token: String,
+}
+
+/// The whole file.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Where to listen.
+    #[serde(default = "default_listen")]
+    pub listen: String,
+    /// The database URL.
+    #[serde(default = "default_database")]
+    pub database: String,
+    /// How long a turn of a stopped process blocks its chat.
+    #[serde(default = "default_lease")]
+    pub turn_lease_seconds: u64,
+    /// The agent's instructions.
+    #[serde(default = "default_instructions")]
+    pub instructions: String,
+    /// Model steps per turn.
+    #[serde(default = "default_max_steps")]
+    pub max_steps: u32,
+    /// The default model id.
+    pub default_model: Option<String>,
+    /// Models offered.
+    #[serde(default)]
+    pub models: Vec<ModelConfig>,
+    /// Users and their tokens.
+    #[serde(default)]
+    pub users: Vec<UserConfig>,
+    /// One table per channel adapter.
+    #[serde(default)]
+    pub channels: BTreeMap<String, toml::Value>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        toml::from_str("").expect("every key has a default")
+    }
+}
+
+impl Config {
+    /// Reads the configuration: `--config PATH`, else `$FROGBOT_CONFIG`, else `./frogbot.toml` when
+    /// it exists, else defaults; then `FROGBOT_LISTEN` and `FROGBOT_DATABASE` override.
+    pub fn load(path: Option<&Path>) -> Result<Self, ConfigError> {
+        let path: Option<PathBuf> = path
+            .map(Path::to_path_buf)
+            .or_else(|| std::env::var_os("FROGBOT_CONFIG").map(PathBuf::from))
+            .or_else(|| {
+                let p = PathBuf::from("frogbot.toml");
+                p.exists().then_some(p)
+            });
+        let mut config = match path {
+            Some(p) => {
+                let text = std::fs::read_to_string(&p)
+                    .map_err(|e| ConfigError(format!("{}: {e}", p.display())))?;
+                Self::parse(&text)?
+            }
+            None => Self::default(),
+        };
+        if let Ok(v) = std::env::var("FROGBOT_LISTEN") {
+            config.listen = v;
+        }
+        if let Ok(v) = std::env::var("FROGBOT_DATABASE") {
+            config.database = v;
+        }
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Parses TOML text (without environment overrides or validation).
+    pub fn parse(text: &str) -> Result<Self, ConfigError> {
+        toml::from_str(text).map_err(|e| {
+            let msg = e.message().replace('\n', " ");
+            ConfigError(msg.trim().to_string())
+        })
+    }
+
+    /// Checks every key.
+    #[allow(clippy::too_many_lines)]
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |key: &str, what: String| Err(ConfigError(format!("`{key}`: {what}")));
+        if self.listen.parse::<SocketAddr>().is_err() {
+            return bad(
+                "listen",
+                format!("{:?} is not an address like 127.0.0.1:8787", self.listen),
+            );
+        }
+        if !(self.database.starts_with("sqlite:")
+            || self.database.starts_with("postgres://")
+            || self.database.starts_with("postgresql://"))
+        {
+            return bad(
+                "database",
+                format!("{:?} is not sqlite://PATH or postgres://…", self.database),
+            );
+        }
+        if self.turn_lease_seconds == 0 {
+            return bad("turn_lease_seconds", "must be at least 1".into());
+        }
+        if self.max_steps == 0 {
+            return bad("max_steps", "must be at least 1".into());
+        }
+        let mut ids = std::collections::HashSet::new();
+        for (i, m) in self.models.iter().enumerate() {
+            let key = format!("models[{i}]");
+            if m.id.trim().is_empty() {
+                return bad(&format!("{key}.id"), "is empty".into());
+            }
+            if !ids.insert(m.id.as_str()) {
+                return bad(&format!("{key}.id"), format!("{:?} is used twice", m.id));
+            }
+            if m.provider != "openai-compatible" {
+                return bad(
+                    &format!("{key}.provider"),
+                    format!(
+                        "{:?} is not a provider (use \"openai-compatible\")",
+                        m.provider
+                    ),
+                );
+            }
+            if let Some(var) = &m.api_key_env
+                && std::env::var(var).is_err()
+            {
+                return bad(
+                    &format!("{key}.api_key_env"),
+                    format!("the variable {var} is not set"),
+                );
+            }
+            if let Some(url) = &m.base_url
+                && !(url.starts_with("http://") || url.starts_with("https://"))
+            {
+                return bad(
+                    &format!("{key}.base_url"),
+                    format!("{url:?} is not an http(s) URL"),
+                );
+            }
+        }
+        if let Some(d) = &self.default_model {
+            let offered = if self.models.is_empty() {
+                d == "demo"
+            } else {
+                ids.contains(d.as_str())
+            };
+            if !offered {
+                return bad(
+                    "default_model",
+                    format!("{d:?} is not the id of one of [[models]]"),
+                );
+            }
+        }
+        let mut users = std::collections::HashSet::new();
+        let mut tokens = std::collections::HashSet::new();
+        for (i, u) in self.users.iter().enumerate() {
+            if u.id.trim().is_empty() {
+                return bad(&format!("users[{i}].id"), "is empty".into());
+            }
+            if !users.insert(u.id.as_str()) {
+                return bad(
+                    &format!("users[{i}].id"),
+                    format!("{:?} is used twice", u.id),
+                );
+            }
+            if u.token.len() < 8 {
+                return bad(
+                    &format!("users[{i}].token"),
+                    "must be at least 8 characters".into(),
+                );
+            }
+            if !tokens.insert(u.token.as_str()) {
+                return bad(
+                    &format!("users[{i}].token"),
+                    "is used by another user".into(),
+                );
+            }
+        }
+        if let Some(name) = self.channels.keys().next() {
+            return bad(
+                &format!("channels.{name}"),
+                "this build has no adapter for this channel yet".into(),
+            );
+        }
+        Ok(())
+    }
+
+    /// The default model id: the configured one, the first of `[[models]]`, or `demo`.
+    pub fn default_model_id(&self) -> String {
+        self.default_model
+            .clone()
+            .or_else(|| self.models.first().map(|m| m.id.clone()))
+            .unwrap_or_else(|| "demo".into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_file_takes_every_default() {
+        let c = Config::parse("").unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.listen, "127.0.0.1:8787");
+        assert_eq!(c.database, "sqlite://frogbot.db");
+        assert_eq!(c.turn_lease_seconds, 60);
+        assert_eq!(c.max_steps, 20);
+        assert_eq!(c.default_model_id(), "demo");
+    }
+
+    #[test]
+    fn bad_keys_are_named() {
+        let e = Config::parse("listen = 5").unwrap_err().to_string();
+        assert!(e.contains("listen") || e.contains("invalid type"), "{e}");
+        let e = Config::parse("lisen = \"x\"").unwrap_err().to_string();
+        assert!(e.contains("lisen"), "{e}");
+        let c = Config::parse("max_steps = 0").unwrap();
+        assert!(
+            c.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("`max_steps`")
+        );
+        let c = Config::parse(
+            "default_model = \"x\"\n[[models]]\nid = \"main\"\nprovider = \"openai-compatible\"",
+        )
+        .unwrap();
+        assert!(
+            c.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("`default_model`")
+        );
+        let c = Config::parse("[[models]]\nid = \"main\"\nprovider = \"magic\"").unwrap();
+        assert!(
+            c.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("models[0].provider")
+        );
+        let c = Config::parse("database = \"mysql://x\"").unwrap();
+        assert!(c.validate().unwrap_err().to_string().contains("`database`"));
+    }
+}

@@ -1,0 +1,683 @@
+//! The HTTP API of `serve-contract.md`, with axum.
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, patch, post};
+use futures::StreamExt;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use frogbot_core::Error as CoreError;
+use frogbot_core::agent::{ChatEvent, Engine, SendMessage, Sent, Settle};
+use frogbot_core::model::{
+    ChatId, Delivery, MessagePart, QuestionOutcome, QuestionOutput, TurnState, UiMessage, UserId,
+    millis_to_iso, now_millis,
+};
+use frogbot_core::store::{ChatRow, QueuedChange, QueuedEdit};
+
+/// Shared state of the HTTP handlers.
+#[derive(Clone, Debug)]
+pub struct AppState {
+    /// The engine.
+    pub engine: Engine,
+    /// Bearer token → user.
+    pub tokens: Arc<HashMap<String, UserId>>,
+}
+
+/// The router of every endpoint.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/", get(crate::web::index))
+        .route("/healthz", get(healthz))
+        .route("/api/chats", get(list_chats))
+        .route("/api/chats/{chat_id}", get(get_chat))
+        .route("/api/chats/{chat_id}/messages", post(post_message))
+        .route(
+            "/api/chats/{chat_id}/messages/{message_id}",
+            patch(patch_message).delete(delete_message),
+        )
+        .route("/api/chats/{chat_id}/pending", get(pending))
+        .route("/api/chats/{chat_id}/settle", post(settle))
+        .route("/api/chats/{chat_id}/events", get(events))
+        .with_state(state)
+}
+
+/// An API error: `{"error": {"code", "message"}}` with its status.
+#[derive(Debug)]
+pub struct ApiError {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+    chat: Option<String>,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            message: message.into(),
+            chat: None,
+        }
+    }
+    fn invalid(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "invalid-request", message)
+    }
+    fn forbidden() -> Self {
+        Self::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "this chat belongs to another user",
+        )
+    }
+    fn not_found(what: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not-found", what)
+    }
+    fn channel_chat() -> Self {
+        Self::new(
+            StatusCode::CONFLICT,
+            "channel-chat",
+            "this chat is continued only from its channel",
+        )
+    }
+    fn with_chat(mut self, chat: &ChatId) -> Self {
+        self.chat = Some(chat.to_string());
+        self
+    }
+}
+
+impl From<CoreError> for ApiError {
+    fn from(e: CoreError) -> Self {
+        match e {
+            CoreError::SelectionUnavailable(m) => {
+                Self::new(StatusCode::BAD_REQUEST, "selection-unavailable", m)
+            }
+            CoreError::InvalidAnswer(m) => Self::new(StatusCode::BAD_REQUEST, "invalid-answer", m),
+            CoreError::InvalidInput(m) => Self::invalid(m),
+            CoreError::InvalidChatId(m) => Self::invalid(format!("bad chat id {m:?}")),
+            CoreError::NotFound(m) => Self::not_found(m),
+            CoreError::Stale(m) => Self::new(StatusCode::CONFLICT, "stale", m),
+            other => {
+                tracing::error!(error = %other, "internal error");
+                Self::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal",
+                    "internal error",
+                )
+            }
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = json!({"error": {"code": self.code, "message": self.message}});
+        let mut res = (self.status, axum::Json(body)).into_response();
+        if let Some(chat) = self.chat.and_then(|c| HeaderValue::from_str(&c).ok()) {
+            res.headers_mut().insert(CHAT_HEADER, chat);
+        }
+        res
+    }
+}
+
+const CHAT_HEADER: HeaderName = HeaderName::from_static("x-frogbot-chat-id");
+
+fn with_chat(chat: &ChatId, res: impl IntoResponse) -> Response {
+    let mut res = res.into_response();
+    if let Ok(v) = HeaderValue::from_str(chat.as_str()) {
+        res.headers_mut().insert(CHAT_HEADER, v);
+    }
+    res
+}
+
+type ApiResult = Result<Response, ApiError>;
+
+/// The caller: `None` for anonymous. Unknown tokens are refused.
+fn caller(state: &AppState, headers: &HeaderMap) -> Result<Option<UserId>, ApiError> {
+    let Some(value) = headers.get(header::AUTHORIZATION) else {
+        return Ok(None);
+    };
+    let token = value
+        .to_str()
+        .ok()
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
+        .map(str::trim);
+    match token.and_then(|t| state.tokens.get(t)) {
+        Some(user) => Ok(Some(user.clone())),
+        None => Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "unknown bearer token",
+        )),
+    }
+}
+
+fn chat_id(raw: &str) -> Result<ChatId, ApiError> {
+    ChatId::new(raw).map_err(|_| {
+        ApiError::invalid(format!(
+            "bad chat id {raw:?}: use 1-128 characters of A-Z a-z 0-9 _ -"
+        ))
+    })
+}
+
+/// May `user` read `chat`? Owned chats: the owner only. Ownerless web chats: anyone who knows the
+/// id. Ownerless channel chats: nobody from the web.
+fn may_read(chat: &ChatRow, user: Option<&UserId>) -> bool {
+    match (&chat.owner, &chat.channel) {
+        (Some(owner), _) => Some(owner) == user,
+        (None, Some(_)) => false,
+        (None, None) => true,
+    }
+}
+
+async fn load_readable(
+    state: &AppState,
+    chat: &ChatId,
+    user: Option<&UserId>,
+) -> Result<ChatRow, ApiError> {
+    let row = state
+        .engine
+        .store()
+        .get_chat(chat)
+        .await
+        .map_err(ApiError::from)?
+        .ok_or_else(|| ApiError::not_found(format!("no chat {chat}")))?;
+    if !may_read(&row, user) {
+        return Err(ApiError::forbidden());
+    }
+    Ok(row)
+}
+
+async fn load_writable(
+    state: &AppState,
+    chat: &ChatId,
+    user: Option<&UserId>,
+) -> Result<ChatRow, ApiError> {
+    let row = load_readable(state, chat, user).await?;
+    if row.channel.is_some() {
+        return Err(ApiError::channel_chat());
+    }
+    Ok(row)
+}
+
+async fn healthz(State(state): State<AppState>) -> Response {
+    match state.engine.store().ping().await {
+        Ok(()) => (StatusCode::OK, "ok").into_response(),
+        Err(e) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("store unreachable: {e}"),
+        )
+            .into_response(),
+    }
+}
+
+fn chat_summary(row: &ChatRow) -> Value {
+    json!({
+        "chatId": row.chat_id,
+        "owner": row.owner,
+        "channel": row.channel,
+        "state": row.state(now_millis()),
+        "updatedAt": millis_to_iso(row.updated_at),
+    })
+}
+
+async fn list_chats(State(state): State<AppState>, headers: HeaderMap) -> ApiResult {
+    let user = caller(&state, &headers)?;
+    let rows = state.engine.store().list_chats(user.as_ref(), 500).await?;
+    let chats: Vec<Value> = rows
+        .iter()
+        .filter(|r| may_read(r, user.as_ref()))
+        .map(chat_summary)
+        .collect();
+    Ok(axum::Json(json!({"chats": chats})).into_response())
+}
+
+async fn get_chat(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(raw): Path<String>,
+) -> ApiResult {
+    let chat = chat_id(&raw)?;
+    let user = caller(&state, &headers).map_err(|e| e.with_chat(&chat))?;
+    let row = load_readable(&state, &chat, user.as_ref())
+        .await
+        .map_err(|e| e.with_chat(&chat))?;
+    let messages: Vec<UiMessage> = state
+        .engine
+        .store()
+        .list_messages(&chat)
+        .await?
+        .into_iter()
+        .map(|m| m.message)
+        .collect();
+    let mut body = chat_summary(&row);
+    body.as_object_mut().expect("object").remove("updatedAt");
+    body["messages"] = serde_json::to_value(messages).expect("messages serialise");
+    Ok(with_chat(&chat, axum::Json(body)))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PostBody {
+    id: Option<String>,
+    parts: Vec<MessagePart>,
+    delivery: Option<String>,
+    model: Option<String>,
+    reasoning: Option<String>,
+}
+
+fn parse_delivery(d: Option<&str>) -> Result<Delivery, ApiError> {
+    match d {
+        None | Some("queue") => Ok(Delivery::Queue),
+        Some("steer") => Ok(Delivery::Steer),
+        Some(other) => Err(ApiError::invalid(format!(
+            "unknown delivery {other:?}: use \"queue\" or \"steer\""
+        ))),
+    }
+}
+
+fn wants_stream(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("text/event-stream"))
+}
+
+async fn post_message(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(raw): Path<String>,
+    body: Bytes,
+) -> ApiResult {
+    let chat = chat_id(&raw)?;
+    let err = |e: ApiError| e.with_chat(&chat);
+    let user = caller(&state, &headers).map_err(err)?;
+    let body: PostBody = serde_json::from_slice(&body)
+        .map_err(|e| err(ApiError::invalid(format!("malformed JSON: {e}"))))?;
+    if body.parts.is_empty() {
+        return Err(err(ApiError::invalid("`parts` is empty")));
+    }
+    if let Some(id) = &body.id
+        && (id.is_empty() || id.len() > 256)
+    {
+        return Err(err(ApiError::invalid("`id` must be 1-256 characters")));
+    }
+    let delivery = parse_delivery(body.delivery.as_deref()).map_err(err)?;
+    if state.engine.store().get_chat(&chat).await?.is_some() {
+        load_writable(&state, &chat, user.as_ref())
+            .await
+            .map_err(err)?;
+    }
+    let sent = state
+        .engine
+        .send(SendMessage {
+            chat_id: chat.clone(),
+            id: body.id,
+            parts: body.parts,
+            author: user,
+            delivery,
+            model: body.model,
+            reasoning: body.reasoning,
+            channel: None,
+        })
+        .await
+        .map_err(|e| err(e.into()))?;
+    let stream = wants_stream(&headers);
+    match sent {
+        Sent::Queued {
+            message_id,
+            delivery,
+        } => {
+            if stream {
+                let part = json!({"type": "data-queued", "data": {"messageId": message_id, "delivery": delivery}, "transient": true});
+                let body = format!("data: {part}\n\ndata: [DONE]\n\n");
+                Ok(with_chat(&chat, sse_response(axum::body::Body::from(body))))
+            } else {
+                Ok(with_chat(
+                    &chat,
+                    (
+                        StatusCode::ACCEPTED,
+                        axum::Json(json!({"messageId": message_id, "delivery": delivery})),
+                    ),
+                ))
+            }
+        }
+        Sent::Started(handle) => {
+            if stream {
+                let body = crate::stream::ui_message_stream(handle);
+                Ok(with_chat(
+                    &chat,
+                    sse_response(axum::body::Body::from_stream(body)),
+                ))
+            } else {
+                let message_id = handle.message_id.clone();
+                let outcome = handle
+                    .done
+                    .await
+                    .map_err(|_| {
+                        err(ApiError::new(
+                            StatusCode::INTERNAL_SERVER_ERROR,
+                            "internal",
+                            "the turn was dropped",
+                        ))
+                    })?
+                    .map_err(|e| err(e.into()))?;
+                Ok(with_chat(
+                    &chat,
+                    axum::Json(
+                        json!({"chatId": chat, "messageId": message_id, "state": outcome.state, "reply": outcome.reply}),
+                    ),
+                ))
+            }
+        }
+    }
+}
+
+fn sse_response(body: axum::body::Body) -> Response {
+    let mut res = Response::new(body);
+    let h = res.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    h.insert(
+        HeaderName::from_static("x-vercel-ai-ui-message-stream"),
+        HeaderValue::from_static("v1"),
+    );
+    h.insert(
+        HeaderName::from_static("x-accel-buffering"),
+        HeaderValue::from_static("no"),
+    );
+    res
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PatchBody {
+    parts: Option<Vec<MessagePart>>,
+    delivery: Option<String>,
+}
+
+async fn patch_message(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path((raw, message_id)): Path<(String, String)>,
+    body: Bytes,
+) -> ApiResult {
+    let chat = chat_id(&raw)?;
+    let err = |e: ApiError| e.with_chat(&chat);
+    let user = caller(&state, &headers).map_err(err)?;
+    let body: PatchBody = serde_json::from_slice(&body)
+        .map_err(|e| err(ApiError::invalid(format!("malformed JSON: {e}"))))?;
+    if body.parts.as_ref().is_some_and(Vec::is_empty) {
+        return Err(err(ApiError::invalid("`parts` is empty")));
+    }
+    let delivery = match body.delivery.as_deref() {
+        Some(d) => Some(parse_delivery(Some(d)).map_err(err)?),
+        None => None,
+    };
+    load_writable(&state, &chat, user.as_ref())
+        .await
+        .map_err(err)?;
+    let change = state
+        .engine
+        .store()
+        .edit_queued(
+            &chat,
+            &message_id,
+            user.as_ref(),
+            &QueuedEdit {
+                parts: body.parts,
+                delivery,
+            },
+            now_millis(),
+        )
+        .await?;
+    match change {
+        QueuedChange::Done(Some(m)) => {
+            state.engine.kick(&chat).await?;
+            Ok(with_chat(&chat, axum::Json(m.message)))
+        }
+        other => Err(err(queued_error(other))),
+    }
+}
+
+fn queued_error(change: QueuedChange) -> ApiError {
+    match change {
+        QueuedChange::NotFound => ApiError::not_found("no such message"),
+        QueuedChange::Forbidden => ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "only the author may change a queued message",
+        ),
+        QueuedChange::NotQueued | QueuedChange::Done(_) => ApiError::new(
+            StatusCode::CONFLICT,
+            "not-queued",
+            "the message was already promoted",
+        ),
+    }
+}
+
+async fn delete_message(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path((raw, message_id)): Path<(String, String)>,
+) -> ApiResult {
+    let chat = chat_id(&raw)?;
+    let err = |e: ApiError| e.with_chat(&chat);
+    let user = caller(&state, &headers).map_err(err)?;
+    let row = load_writable(&state, &chat, user.as_ref())
+        .await
+        .map_err(err)?;
+    if row.awaiting_message_id.as_deref() == Some(message_id.as_str()) {
+        // Withdraw the waiting questions (the owner, or anyone in an ownerless chat: may_read).
+        state.engine.withdraw(&chat, &message_id).await?;
+        return Ok(with_chat(&chat, StatusCode::NO_CONTENT));
+    }
+    match state
+        .engine
+        .store()
+        .delete_queued(&chat, &message_id, user.as_ref())
+        .await?
+    {
+        QueuedChange::Done(None) => Ok(with_chat(&chat, StatusCode::NO_CONTENT)),
+        other => Err(err(queued_error(other))),
+    }
+}
+
+async fn pending(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(raw): Path<String>,
+) -> ApiResult {
+    let chat = chat_id(&raw)?;
+    let err = |e: ApiError| e.with_chat(&chat);
+    let user = caller(&state, &headers).map_err(err)?;
+    let row = load_readable(&state, &chat, user.as_ref())
+        .await
+        .map_err(err)?;
+    let now = now_millis();
+    let mut calls = Vec::new();
+    if let Some(message_id) = &row.awaiting_message_id {
+        for q in state
+            .engine
+            .store()
+            .questions_of_message(&chat, message_id, now)
+            .await?
+        {
+            if q.outcome.is_none() {
+                calls.push(
+                    json!({"toolCallId": q.tool_call_id, "toolName": "question", "input": q.input}),
+                );
+            }
+        }
+    }
+    Ok(with_chat(
+        &chat,
+        axum::Json(json!({"state": row.state(now), "calls": calls})),
+    ))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
+struct SettleBody {
+    tool_call_id: String,
+    output: Option<QuestionOutput>,
+    #[serde(default)]
+    dismissed: bool,
+}
+
+async fn settle(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(raw): Path<String>,
+    body: Bytes,
+) -> ApiResult {
+    let chat = chat_id(&raw)?;
+    let err = |e: ApiError| e.with_chat(&chat);
+    let user = caller(&state, &headers).map_err(err)?;
+    let body: SettleBody = serde_json::from_slice(&body)
+        .map_err(|e| err(ApiError::invalid(format!("malformed JSON: {e}"))))?;
+    let settle = match (body.output, body.dismissed) {
+        (Some(o), false) => Settle::Answer(o),
+        (None, true) => Settle::Dismiss,
+        _ => {
+            return Err(err(ApiError::invalid(
+                "send either `output` or `dismissed: true`",
+            )));
+        }
+    };
+    load_writable(&state, &chat, user.as_ref())
+        .await
+        .map_err(err)?;
+    let actor = frogbot_core::model::Actor {
+        user,
+        identity: None,
+    };
+    let done = state
+        .engine
+        .settle(&chat, &body.tool_call_id, settle, Some(actor))
+        .await
+        .map_err(|e| err(e.into()))?;
+    let outcome = match done.outcome {
+        QuestionOutcome::Dismissed => "dismissed",
+        _ => "answered",
+    };
+    Ok(with_chat(
+        &chat,
+        axum::Json(
+            json!({"toolCallId": body.tool_call_id, "outcome": outcome, "state": done.state}),
+        ),
+    ))
+}
+
+async fn events(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(raw): Path<String>,
+) -> ApiResult {
+    let chat = chat_id(&raw)?;
+    let err = |e: ApiError| e.with_chat(&chat);
+    let user = caller(&state, &headers).map_err(err)?;
+    let row = load_readable(&state, &chat, user.as_ref())
+        .await
+        .map_err(err)?;
+    let local = state.engine.subscribe();
+    let store = state.engine.store().clone();
+    // Live events of this process, plus a poll of the store so changes made by other processes
+    // appear too.
+    struct Watch {
+        local: tokio::sync::broadcast::Receiver<ChatEvent>,
+        store: frogbot_core::store::DynStore,
+        chat: ChatId,
+        last_state: TurnState,
+        last_updated: i64,
+        seen: HashMap<String, String>,
+        first: bool,
+    }
+    let watch = Watch {
+        local,
+        store,
+        chat: chat.clone(),
+        last_state: row.state(now_millis()),
+        last_updated: row.updated_at,
+        seen: HashMap::new(),
+        first: true,
+    };
+    let stream = futures::stream::unfold(watch, |mut w| async move {
+        if w.first {
+            w.first = false;
+            let ev = json!({"type": "state", "state": w.last_state});
+            return Some((Ok::<_, Infallible>(format!("data: {ev}\n\n")), w));
+        }
+        loop {
+            let tick = tokio::time::sleep(std::time::Duration::from_millis(1000));
+            tokio::select! {
+                ev = w.local.recv() => {
+                    match ev {
+                        Ok(ChatEvent::State { chat_id, state }) if chat_id == w.chat => {
+                            w.last_state = state;
+                            let ev = json!({"type": "state", "state": state});
+                            return Some((Ok(format!("data: {ev}\n\n")), w));
+                        }
+                        Ok(ChatEvent::Message { chat_id, message }) if chat_id == w.chat => {
+                            let text = serde_json::to_string(&message).unwrap_or_default();
+                            w.seen.insert(message.id.clone(), text);
+                            let ev = json!({"type": "message", "message": message});
+                            return Some((Ok(format!("data: {ev}\n\n")), w));
+                        }
+                        Ok(_) => continue,
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                        Err(_) => return None,
+                    }
+                }
+                _ = tick => {
+                    let Ok(Some(row)) = w.store.get_chat(&w.chat).await else { return None };
+                    let state = row.state(now_millis());
+                    let mut out = String::new();
+                    if state != w.last_state {
+                        w.last_state = state;
+                        out.push_str(&format!("data: {}\n\n", json!({"type": "state", "state": state})));
+                    }
+                    if row.updated_at != w.last_updated {
+                        w.last_updated = row.updated_at;
+                        if let Ok(messages) = w.store.list_messages(&w.chat).await {
+                            for m in messages {
+                                let text = serde_json::to_string(&m.message).unwrap_or_default();
+                                if w.seen.get(&m.message.id) != Some(&text) {
+                                    w.seen.insert(m.message.id.clone(), text);
+                                    out.push_str(&format!("data: {}\n\n", json!({"type": "message", "message": m.message})));
+                                }
+                            }
+                        }
+                    }
+                    if out.is_empty() {
+                        out.push_str(": keep-alive\n\n");
+                    }
+                    return Some((Ok(out), w));
+                }
+            }
+        }
+    });
+    let mut res = Response::new(axum::body::Body::from_stream(
+        stream.map(|r| r.map(Bytes::from)),
+    ));
+    res.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    res.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    Ok(with_chat(&chat, res))
+}
