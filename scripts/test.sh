@@ -2,6 +2,7 @@
 # Runs every FrogBot test on a fresh machine: `bash scripts/test.sh`.
 #
 # What the tests need and this script provides:
+# - Debian's chromium and the npm packages under crates/frogbot/tests/js (scripts/install-test-tools.sh).
 # - PostgreSQL server binaries (Debian's `postgresql` package): the tests start a private cluster
 #   themselves, as the unprivileged `postgres` user when run as root. Installed here when missing.
 # Extra arguments go to `cargo test` (e.g. `bash scripts/test.sh -p frogbot-core`).
@@ -17,6 +18,11 @@ if ! have_pg; then
         echo "PostgreSQL server binaries not found; PostgreSQL tests will be skipped" \
              "(or fail with FROGBOT_REQUIRE_POSTGRES=1)" >&2
     fi
+fi
+
+# Headless Chromium and the npm packages of the browser / AI SDK tests.
+if [ -f scripts/install-test-tools.sh ]; then
+    bash scripts/install-test-tools.sh
 fi
 
 if [ $# -eq 0 ]; then set -- --workspace; fi
