@@ -133,6 +133,14 @@ impl ChannelQuestions for ForumPiece {
             Interaction::Action { event } => {
                 format!("/answer {}", event.value.clone().unwrap_or_default())
             }
+            Interaction::ModalSubmit { event } => format!(
+                "/answer {}",
+                event
+                    .values
+                    .get("choice")
+                    .and_then(|v| v.as_str())
+                    .unwrap_or_default()
+            ),
             _ => return ParseResult::Ignore,
         };
         if text == "/dismiss" {
@@ -978,6 +986,162 @@ pub async fn a_withdrawn_question_is_cancelled_and_settled(url: &str) {
     };
 }
 
+fn form(who: &str, thread: &str, message_id: &str, n: u32) -> Interaction {
+    let mut values = serde_json::Map::new();
+    values.insert("choice".into(), json!(n.to_string()));
+    Interaction::ModalSubmit {
+        event: frogbot_core::model::ModalSubmitEvent {
+            values,
+            private_metadata: Some(frogbot_core::model::encode_question_modal_metadata(
+                &frogbot_core::model::QuestionModalMetadata {
+                    thread_id: thread.into(),
+                    message_id: message_id.into(),
+                },
+            )),
+            related_message_id: None,
+            user: PlatformUser {
+                id: who.into(),
+                name: None,
+                is_bot: false,
+            },
+            trigger_id: None,
+            raw: json!({}),
+        },
+    }
+}
+
+pub async fn a_form_is_found_by_its_locator_and_checked_like_a_click(url: &str) {
+    let w = world(url).await;
+    start_and_wait(&w, "askset").await;
+    consumed(say(&w, "bob", "/answer 1").await);
+    // A form opened from the message that is no longer current submits to stale.
+    let r = w
+        .engine
+        .handle_interaction("forum", None, &form("bob", THREAD, "post-0", 2))
+        .await
+        .unwrap();
+    assert_eq!(r, InteractionOutcome::Stale);
+    // A locator naming another conversation does not reach the question.
+    let r = w
+        .engine
+        .handle_interaction("forum", None, &form("bob", "another-thread", "post-1", 2))
+        .await
+        .unwrap();
+    assert_eq!(r, InteractionOutcome::Ignored);
+    // Still access-checked.
+    let r = w
+        .engine
+        .handle_interaction("forum", None, &form("mallory", THREAD, "post-1", 2))
+        .await
+        .unwrap();
+    assert_eq!(r, InteractionOutcome::Denied);
+    let r = w
+        .engine
+        .handle_interaction("forum", None, &form("bob", THREAD, "post-1", 2))
+        .await
+        .unwrap();
+    assert_eq!(r, InteractionOutcome::Answered);
+    let QuestionOutcome::Answered(o) = w
+        .store
+        .get_question(&chat(), "c1", now_millis())
+        .await
+        .unwrap()
+        .unwrap()
+        .outcome
+        .unwrap()
+    else {
+        panic!()
+    };
+    assert_eq!(o.answers[1].selected, ["green"]);
+}
+
+pub async fn after_a_restart_waiting_and_still_posting_questions_carry_on(url: &str) {
+    {
+        let w = world(url).await;
+        start_and_wait(&w, "askset").await;
+        w.forum.fail_updated.store(1, Ordering::SeqCst);
+        assert_eq!(
+            consumed(say(&w, "bob", "/answer 1").await),
+            InteractionOutcome::Partial
+        );
+        // The process stops here: the question waits, still posting, with a retry job stored.
+    }
+    let w = world(url).await; // a new process: new engine, new pool, same database
+    assert_eq!(w.engine.state(&chat()).await.unwrap(), TurnState::Awaiting);
+    let q = w
+        .store
+        .get_question(&chat(), "c1", now_millis())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(q.posting);
+    // A held interaction is rejected and queues the retry again.
+    assert_eq!(
+        consumed(say(&w, "bob", "/answer 2").await),
+        InteractionOutcome::Rejected(STILL_POSTING.into())
+    );
+    let job = w
+        .store
+        .claim_job("t", 1_000, now_millis() + 3_600_000)
+        .await
+        .unwrap()
+        .expect("the retry survived the restart");
+    w.store
+        .retry_job(&job, now_millis(), "moved")
+        .await
+        .unwrap();
+    w.engine.run_due_jobs("t").await.unwrap();
+    assert!(
+        !w.store
+            .get_question(&chat(), "c1", now_millis())
+            .await
+            .unwrap()
+            .unwrap()
+            .posting
+    );
+    assert_eq!(
+        consumed(say(&w, "bob", "/answer 2").await),
+        InteractionOutcome::Answered
+    );
+    idle(&w).await;
+    assert_eq!(w.engine.state(&chat()).await.unwrap(), TurnState::Idle);
+}
+
+pub async fn a_retry_that_finds_another_revision_does_nothing(url: &str) {
+    let w = world(url).await;
+    start_and_wait(&w, "askset").await;
+    let q = w
+        .store
+        .get_question(&chat(), "c1", now_millis())
+        .await
+        .unwrap()
+        .unwrap();
+    w.store
+        .enqueue_job(&frogbot_core::store::NewJob {
+            kind: "question-updated".into(),
+            key: None,
+            payload: json!({"chat": chat(), "call": "c1", "revision": q.record.revision + 5}),
+            run_at: 0,
+        })
+        .await
+        .unwrap();
+    let posts = w.forum.posts.lock().unwrap().len();
+    w.engine.run_due_jobs("t").await.unwrap();
+    assert_eq!(
+        w.forum.posts.lock().unwrap().len(),
+        posts,
+        "updated was not called"
+    );
+    assert!(
+        w.store
+            .claim_job("t", 1_000, now_millis())
+            .await
+            .unwrap()
+            .is_none(),
+        "the job finished"
+    );
+}
+
 macro_rules! backends {
     ($($name:ident),* $(,)?) => {
         mod sqlite {
@@ -1018,4 +1182,7 @@ backends!(
     the_first_answer_wins_across_http_and_channel,
     an_expired_question_uses_its_default_and_reaches_agent_and_settled,
     a_withdrawn_question_is_cancelled_and_settled,
+    a_form_is_found_by_its_locator_and_checked_like_a_click,
+    after_a_restart_waiting_and_still_posting_questions_carry_on,
+    a_retry_that_finds_another_revision_does_nothing,
 );
