@@ -74,11 +74,9 @@ impl State {
                 self.close_text(&mut out);
                 out.push_str(&line(&json!({"type": "error", "errorText": format!("{}: {}", info.code, info.message)})));
             }
-            TurnEvent::Finish { state } => {
+            TurnEvent::Finish { .. } => {
                 self.close_text(&mut out);
-                out.push_str(&line(
-                    &json!({"type": "finish", "messageMetadata": {"state": state}}),
-                ));
+                out.push_str(&line(&json!({"type": "finish"})));
                 out.push_str("data: [DONE]\n\n");
                 self.done = true;
             }

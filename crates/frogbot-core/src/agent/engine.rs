@@ -690,6 +690,7 @@ impl Engine {
         let _ = tx.send(TurnEvent::Start {
             message_id: reply.id.clone(),
         });
+        let mut checkpointed = false;
         let mut steps_done = reply.parts.iter().filter(|p| is_step_start(p)).count() as u32;
         loop {
             if lost.load(Ordering::SeqCst) {
@@ -795,9 +796,22 @@ impl Engine {
                         reply: Some(saved.message),
                     });
                 }
-                StepEnd::Continue => continue,
-                StepEnd::Final => break,
+                StepEnd::Continue => {
+                    checkpointed = true;
+                    continue;
+                }
+                StepEnd::Final => {
+                    checkpointed = true;
+                    break;
+                }
             }
+        }
+        if checkpointed {
+            // The last step's checkpoint already saved (and announced) the reply.
+            return Ok(TurnOutcome {
+                state: TurnState::Idle,
+                reply: Some(reply),
+            });
         }
         let saved = store
             .save_turn_message(lease, &reply, Slot::Reply { position }, None, now_millis())
@@ -1350,7 +1364,10 @@ impl Engine {
             }
             tracing::info!(active, "waiting for running turns");
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                warn!(active, "turns still running at shutdown: their leases expire on their own");
+                warn!(
+                    active,
+                    "turns still running at shutdown: their leases expire on their own"
+                );
                 return;
             }
         }

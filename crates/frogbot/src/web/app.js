@@ -1,0 +1,576 @@
+// FrogBot web chat: vanilla JavaScript over the HTTP API of serve-contract.md.
+"use strict";
+(() => {
+  const $ = (sel) => document.querySelector(sel);
+  const TOKEN_KEY = "frogbot.token";
+  const TITLES_KEY = "frogbot.titles";
+
+  const ui = {
+    list: $("#chat-list"),
+    newChat: $("#new-chat"),
+    token: $("#token"),
+    title: $("#chat-title"),
+    chatIdLabel: $("#chat-id"),
+    state: $("#state"),
+    error: $("#error"),
+    scroller: $("#messages"),
+    messages: $("#message-list"),
+    questions: $("#questions"),
+    composer: $("#composer"),
+    text: $("#composer textarea"),
+    send: $("#send"),
+    steerOption: $("#steer-option"),
+    steer: $("#steer"),
+    readonly: $("#readonly"),
+  };
+
+  const app = {
+    chatId: null,
+    chat: null, // the last GET /api/chats/{id}, or null for a chat that does not exist yet
+    pendingKey: "",
+    events: null, // AbortController of the event stream
+    refreshTimer: null,
+    refreshing: false,
+    refreshAgain: false,
+  };
+
+  // ---- helpers ----------------------------------------------------------------------------
+
+  function h(tag, attrs, ...children) {
+    const el = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === null || v === undefined || v === false) continue;
+      if (k === "class") el.className = v;
+      else if (k === "text") el.textContent = v;
+      else if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+      else if (k === "dataset") Object.assign(el.dataset, v);
+      else el.setAttribute(k, v === true ? "" : v);
+    }
+    for (const c of children.flat()) {
+      if (c === null || c === undefined || c === false) continue;
+      el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    }
+    return el;
+  }
+
+  function token() {
+    return (localStorage.getItem(TOKEN_KEY) || "").trim();
+  }
+
+  function headers(extra) {
+    const out = Object.assign({}, extra || {});
+    const t = token();
+    if (t) out.Authorization = "Bearer " + t;
+    return out;
+  }
+
+  class ApiError extends Error {
+    constructor(status, code, message) {
+      super(message);
+      this.status = status;
+      this.code = code;
+    }
+  }
+
+  async function api(method, path, body) {
+    const init = { method, headers: headers(body ? { "Content-Type": "application/json" } : {}) };
+    if (body) init.body = JSON.stringify(body);
+    const res = await fetch(path, init);
+    if (res.status === 204) return null;
+    const text = await res.text();
+    let data = null;
+    try { data = text ? JSON.parse(text) : null; } catch (_) { data = null; }
+    if (!res.ok) {
+      const err = (data && data.error) || {};
+      throw new ApiError(res.status, err.code || "http-" + res.status, err.message || text || res.statusText);
+    }
+    return data;
+  }
+
+  function showError(err) {
+    if (!err) {
+      ui.error.hidden = true;
+      ui.error.textContent = "";
+      return;
+    }
+    const msg = err instanceof ApiError ? `${err.message} (${err.code})` : String(err.message || err);
+    ui.error.textContent = msg;
+    ui.error.hidden = false;
+  }
+
+  function newId(prefix) {
+    const rnd = (crypto.randomUUID ? crypto.randomUUID().replace(/-/g, "") : Math.random().toString(36).slice(2) + Date.now().toString(36));
+    return prefix + rnd.slice(0, 12);
+  }
+
+  // Titles (the first words of a chat's first message) remembered by this browser.
+  function titles() {
+    try { return JSON.parse(localStorage.getItem(TITLES_KEY) || "{}") || {}; } catch (_) { return {}; }
+  }
+
+  function titleOf(id) {
+    return titles()[id] || null;
+  }
+
+  function rememberTitle(id, text) {
+    if (!id || !text || titleOf(id)) return;
+    const all = titles();
+    const words = text.replace(/\s+/g, " ").trim();
+    all[id] = words.length > 48 ? words.slice(0, 47) + "…" : words;
+    const keys = Object.keys(all);
+    if (keys.length > 300) delete all[keys[0]];
+    try { localStorage.setItem(TITLES_KEY, JSON.stringify(all)); } catch (_) { /* full: no titles */ }
+  }
+
+  function chatFromHash() {
+    const m = /(?:^#|&)chat=([A-Za-z0-9_-]{1,128})/.exec(location.hash);
+    return m ? m[1] : null;
+  }
+
+  function timeOf(iso) {
+    if (!iso) return "";
+    const d = new Date(iso);
+    if (isNaN(d)) return "";
+    const today = new Date().toDateString() === d.toDateString();
+    return today ? d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })
+      : d.toLocaleDateString([], { month: "short", day: "numeric" }) + " " + d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+  }
+
+  // ---- chat list --------------------------------------------------------------------------
+
+  async function loadChats() {
+    let data;
+    try {
+      data = await api("GET", "/api/chats");
+    } catch (err) {
+      ui.list.replaceChildren(h("div", { class: "empty", text: "Could not load chats." }));
+      showError(err);
+      return;
+    }
+    const chats = data.chats || [];
+    if (app.chatId && !chats.some((c) => c.chatId === app.chatId)) {
+      chats.unshift({ chatId: app.chatId, state: app.chat ? app.chat.state : "idle", channel: null, draft: !app.chat });
+    }
+    if (!chats.length) {
+      ui.list.replaceChildren(h("div", { class: "empty", text: "No chats yet." }));
+      return;
+    }
+    ui.list.replaceChildren(...chats.map((c) => h("a", {
+      class: "chat-item" + (c.chatId === app.chatId ? " active" : ""),
+      href: "#chat=" + encodeURIComponent(c.chatId),
+      title: c.chatId + (c.updatedAt ? " · " + timeOf(c.updatedAt) : ""),
+      dataset: { chatId: c.chatId, state: c.state },
+    },
+    h("span", { class: "name", text: c.draft ? "New chat" : titleOf(c.chatId) || c.chatId }),
+    c.channel ? h("span", { class: "channel", text: c.channel.platform }) : null,
+    h("span", { class: "dot", dataset: { state: c.state }, title: c.state }))));
+  }
+
+  // ---- one chat ---------------------------------------------------------------------------
+
+  function selectChat(id) {
+    if (app.chatId === id) return;
+    app.chatId = id;
+    app.chat = null;
+    app.pendingKey = "";
+    ui.questions.replaceChildren();
+    ui.questions.hidden = true;
+    showError(null);
+    renderChat();
+    stopEvents();
+    if (id) refresh(); // starts the event stream once the chat exists
+    loadChats();
+  }
+
+  function scheduleRefresh(delay) {
+    clearTimeout(app.refreshTimer);
+    app.refreshTimer = setTimeout(refresh, delay === undefined ? 60 : delay);
+  }
+
+  async function refresh() {
+    if (app.refreshing) {
+      app.refreshAgain = true;
+      return;
+    }
+    const id = app.chatId;
+    if (!id) return;
+    app.refreshing = true;
+    try {
+      let chat = null;
+      try {
+        chat = await api("GET", "/api/chats/" + encodeURIComponent(id));
+      } catch (err) {
+        if (!(err instanceof ApiError && err.status === 404)) throw err;
+      }
+      if (id !== app.chatId) return;
+      const wasState = app.chat ? app.chat.state : null;
+      app.chat = chat;
+      if (chat && !app.events) startEvents(id);
+      if (chat) {
+        const first = (chat.messages || []).find((m) => m.role === "user");
+        if (first) rememberTitle(id, (first.parts || []).filter((p) => p.type === "text").map((p) => p.text).join(" "));
+      }
+      renderChat();
+      let pending = { calls: [] };
+      if (chat && chat.state === "awaiting") {
+        pending = await api("GET", "/api/chats/" + encodeURIComponent(id) + "/pending");
+        if (id !== app.chatId) return;
+      }
+      renderQuestions(pending.calls || []);
+      if (!chat || wasState !== chat.state) loadChats();
+    } catch (err) {
+      showError(err);
+    } finally {
+      app.refreshing = false;
+      if (app.refreshAgain) {
+        app.refreshAgain = false;
+        scheduleRefresh(0);
+      }
+    }
+  }
+
+  function renderChat() {
+    const chat = app.chat;
+    const state = chat ? chat.state : "idle";
+    ui.title.textContent = app.chatId ? (chat ? titleOf(app.chatId) || app.chatId : "New chat") : "FrogBot";
+    ui.chatIdLabel.textContent = chat && titleOf(app.chatId) ? app.chatId : "";
+    ui.state.hidden = !chat;
+    ui.state.dataset.state = state;
+    ui.state.textContent = { idle: "idle", running: "working…", awaiting: "waiting for your answer" }[state] || state;
+    document.body.dataset.state = state;
+    const item = app.chatId ? ui.list.querySelector(`.chat-item[data-chat-id="${CSS.escape(app.chatId)}"]`) : null;
+    if (item && chat) {
+      item.dataset.state = state;
+      item.querySelector(".dot").dataset.state = state;
+      item.querySelector(".dot").title = state;
+    }
+
+    const readOnly = !!(chat && chat.channel);
+    ui.composer.hidden = readOnly || !app.chatId;
+    ui.readonly.hidden = !readOnly;
+    if (readOnly) {
+      ui.readonly.replaceChildren(h("div", {
+        text: `This chat belongs to a ${chat.channel.platform} thread; continue it there.`,
+      }));
+    }
+    ui.steerOption.hidden = state !== "running";
+    if (state !== "running") ui.steer.checked = false;
+
+    const nearBottom = ui.scroller.scrollHeight - ui.scroller.scrollTop - ui.scroller.clientHeight < 80;
+    const messages = chat ? chat.messages || [] : [];
+    if (!messages.length) {
+      ui.messages.replaceChildren(h("div", { class: "welcome" },
+        h("h2", { text: "Hi, I'm FrogBot." }),
+        h("p", {}, "Send a message to start. With the demo model, ", h("code", { text: "ask" }),
+          " makes it ask you a question and ", h("code", { text: "slow 3" }), " makes it take its time.")));
+      return;
+    }
+    const nodes = messages.map(renderMessage);
+    if (state === "running") {
+      // The reply being written lands before the queued messages.
+      const firstQueued = messages.findIndex((m) => (m.metadata || {}).status === "queued");
+      nodes.splice(firstQueued < 0 ? nodes.length : firstQueued, 0, h("div", { class: "typing", "aria-label": "FrogBot is working" }, h("span", { text: "●" }), " ", h("span", { text: "●" }), " ", h("span", { text: "●" })));
+    }
+    ui.messages.replaceChildren(...nodes);
+    if (nearBottom || app.stickToBottom) {
+      app.stickToBottom = false;
+      ui.scroller.scrollTop = ui.scroller.scrollHeight;
+    }
+  }
+
+  function renderMessage(m) {
+    const meta = m.metadata || {};
+    const queued = meta.status === "queued";
+    const cls = ["message", m.role];
+    if (queued) cls.push("queued");
+    const body = [];
+    let text = "";
+    const flushText = () => {
+      if (text.trim()) body.push(h("div", { class: "bubble", text: text.replace(/^\n+|\n+$/g, "") }));
+      text = "";
+    };
+    for (const p of m.parts || []) {
+      if (p.type === "text") {
+        text += p.text;
+      } else if (typeof p.type === "string" && p.type.startsWith("tool-")) {
+        flushText();
+        body.push(renderToolPart(p));
+      }
+    }
+    flushText();
+    if (!body.length && !meta.error) body.push(h("div", { class: "bubble", text: "…" }));
+    if (meta.error) {
+      body.push(h("div", { class: "error-text", text: `${meta.error.message || "The turn failed"} (${meta.error.code || "error"})` }));
+    }
+    const metaLine = [];
+    if (queued) metaLine.push(h("span", { class: "badge queued", text: "queued" }));
+    if (queued && meta.delivery === "steer") metaLine.push(h("span", { class: "badge steer", text: "steer" }));
+    if (m.role === "user" && meta.author && app.chat && app.chat.owner !== meta.author) metaLine.push(h("span", { text: meta.author }));
+    if (m.role === "assistant" && meta.model) metaLine.push(h("span", { text: meta.model }));
+    const t = timeOf(meta.createdAt);
+    if (t) metaLine.push(h("span", { text: t }));
+    if (queued && app.chat && !app.chat.channel) {
+      metaLine.push(h("button", {
+        type: "button", class: "link-button", text: "remove",
+        onclick: async () => {
+          try {
+            await api("DELETE", `/api/chats/${encodeURIComponent(app.chatId)}/messages/${encodeURIComponent(m.id)}`);
+            scheduleRefresh(0);
+          } catch (err) { showError(err); }
+        },
+      }));
+    }
+    return h("div", { class: cls.join(" "), dataset: { messageId: m.id, role: m.role, status: meta.status || "" } },
+      ...body, metaLine.length ? h("div", { class: "meta" }, ...metaLine) : null);
+  }
+
+  function renderToolPart(p) {
+    const name = p.type.slice(5);
+    if (name === "question") {
+      const qs = (p.input && p.input.questions) || [];
+      const title = qs.map((q) => q.question || q.header).join(" · ") || "Question";
+      if (p.state === "output-available") {
+        const answers = (p.output && p.output.answers) || [];
+        const summary = answers.map((a) => `${a.header}: ${(a.selected || []).join(", ")}`).join("; ");
+        return h("div", { class: "tool question-part", dataset: { state: p.state } }, "Asked ", h("strong", { text: title }), " → ", summary);
+      }
+      if (p.state === "output-error") {
+        return h("div", { class: "tool question-part", dataset: { state: p.state } }, "Asked ", h("strong", { text: title }), " — ", p.errorText || "not answered");
+      }
+      return h("div", { class: "tool question-part", dataset: { state: p.state } }, "Asking ", h("strong", { text: title }));
+    }
+    const status = p.state === "output-available" ? "done" : p.state === "output-error" ? (p.errorText || "failed") : "running";
+    return h("div", { class: "tool" + (p.state === "output-error" ? " error" : ""), dataset: { state: p.state } }, "Tool ", h("strong", { text: name }), " — ", status);
+  }
+
+  // ---- questions --------------------------------------------------------------------------
+
+  function renderQuestions(calls) {
+    const readOnly = !!(app.chat && app.chat.channel);
+    const key = JSON.stringify([readOnly, calls.map((c) => c.toolCallId)]);
+    if (key === app.pendingKey) return; // keep what the person already typed or ticked
+    app.pendingKey = key;
+    ui.questions.replaceChildren(...calls.map((c) => renderCall(c, readOnly)));
+    ui.questions.hidden = !calls.length;
+    if (calls.length) ui.scroller.scrollTop = ui.scroller.scrollHeight;
+  }
+
+  function renderCall(call, readOnly) {
+    const questions = (call.input && call.input.questions) || [];
+    const simple = questions.length === 1 && !questions[0].multiple;
+    const picks = questions.map(() => new Set());
+    const customs = [];
+    const card = h("div", { class: "question" + (readOnly ? " readonly" : ""), dataset: { toolCallId: call.toolCallId } });
+
+    const answerOf = () => questions.map((q, i) => {
+      const selected = [...picks[i]];
+      const own = customs[i] ? customs[i].value.trim() : "";
+      if (own) {
+        if (q.multiple) selected.push(own);
+        else return { header: q.header, selected: [own] };
+      }
+      return { header: q.header, selected };
+    });
+
+    const submit = async () => {
+      const answers = answerOf();
+      const missing = answers.findIndex((a) => !a.selected.length);
+      if (missing >= 0) {
+        showError(new Error(`Answer “${questions[missing].header}” first.`));
+        return;
+      }
+      await settle(card, { toolCallId: call.toolCallId, output: { answers } });
+    };
+
+    questions.forEach((q, i) => {
+      const opts = h("div", { class: "options" });
+      for (const o of q.options || []) {
+        if (q.multiple) {
+          const box = h("input", { type: "checkbox", value: o.label, disabled: readOnly, dataset: { label: o.label },
+            onchange: (e) => { if (e.target.checked) picks[i].add(o.label); else picks[i].delete(o.label); } });
+          opts.append(h("label", { title: o.description || null }, box, o.label));
+        } else {
+          const btn = h("button", { type: "button", disabled: readOnly, title: o.description || null, dataset: { label: o.label }, text: o.label });
+          btn.addEventListener("click", () => {
+            picks[i].clear();
+            picks[i].add(o.label);
+            if (customs[i]) customs[i].value = "";
+            if (simple) return submit();
+            opts.querySelectorAll("button").forEach((b) => b.classList.toggle("selected", b === btn));
+          });
+          opts.append(btn);
+        }
+      }
+      const described = (q.options || []).filter((o) => o.description);
+      const q_el = h("div", { class: "q", dataset: { header: q.header } },
+        h("div", { class: "q-header", text: q.header }),
+        q.question ? h("div", { class: "q-text", text: q.question }) : null,
+        opts,
+        described.length ? h("div", { class: "option-desc" }, described.map((o) => `${o.label}: ${o.description}`).join(" · ")) : null);
+      if (q.custom && !readOnly) {
+        const input = h("input", { type: "text", class: "custom-input", placeholder: q.multiple ? "Add your own…" : "Or type your own answer…" });
+        customs[i] = input;
+        if (!q.multiple) input.addEventListener("input", () => {
+          if (input.value.trim()) { picks[i].clear(); opts.querySelectorAll("button").forEach((b) => b.classList.remove("selected")); }
+        });
+        input.addEventListener("keydown", (e) => { if (e.key === "Enter") { e.preventDefault(); submit(); } });
+        q_el.append(h("div", { class: "custom" }, input, simple ? h("button", { type: "button", class: "custom-submit", text: "Answer", onclick: submit }) : null));
+      }
+      card.append(q_el);
+    });
+
+    if (!readOnly) {
+      card.append(h("div", { class: "actions" },
+        h("button", { type: "button", class: "dismiss", text: "Dismiss", onclick: () => settle(card, { toolCallId: call.toolCallId, dismissed: true }) }),
+        simple ? null : h("button", { type: "button", class: "submit", text: "Submit", onclick: submit })));
+    }
+    return card;
+  }
+
+  async function settle(card, body) {
+    card.querySelectorAll("button, input").forEach((el) => { el.disabled = true; });
+    try {
+      await api("POST", `/api/chats/${encodeURIComponent(app.chatId)}/settle`, body);
+      showError(null);
+      card.remove();
+      ui.questions.hidden = !ui.questions.children.length;
+      app.stickToBottom = true;
+    } catch (err) {
+      card.querySelectorAll("button, input").forEach((el) => { el.disabled = false; });
+      showError(err);
+    }
+    scheduleRefresh(0);
+  }
+
+  // ---- sending ----------------------------------------------------------------------------
+
+  async function sendMessage() {
+    const text = ui.text.value.trim();
+    if (!text || !app.chatId) return;
+    const chatId = app.chatId;
+    const body = { id: newId("msg-"), parts: [{ type: "text", text }] };
+    if (app.chat && app.chat.state === "running" && ui.steer.checked) body.delivery = "steer";
+    ui.text.value = "";
+    autosize();
+    ui.steer.checked = false;
+    showError(null);
+    app.stickToBottom = true;
+    const wasNew = !app.chat;
+    if (wasNew) rememberTitle(chatId, text);
+    const request = api("POST", `/api/chats/${encodeURIComponent(chatId)}/messages`, body);
+    // The JSON request answers when the turn ends; the event stream shows it meanwhile.
+    setTimeout(() => { if (chatId === app.chatId) { scheduleRefresh(0); if (wasNew) loadChats(); } }, 150);
+    try {
+      await request;
+    } catch (err) {
+      if (chatId === app.chatId) {
+        showError(err);
+        if (!ui.text.value) ui.text.value = text;
+      }
+    }
+    if (chatId === app.chatId) scheduleRefresh(0);
+    loadChats();
+  }
+
+  function autosize() {
+    ui.text.style.height = "auto";
+    ui.text.style.height = Math.min(ui.text.scrollHeight, 200) + "px";
+  }
+
+  // ---- live events (fetch-based SSE, so the bearer token can be sent) ---------------------
+
+  function stopEvents() {
+    if (app.events) app.events.abort();
+    app.events = null;
+  }
+
+  async function startEvents(id) {
+    const ctrl = new AbortController();
+    app.events = ctrl;
+    const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+    let delay = 500;
+    while (!ctrl.signal.aborted) {
+      try {
+        const res = await fetch(`/api/chats/${encodeURIComponent(id)}/events`, {
+          headers: headers({ Accept: "text/event-stream" }),
+          signal: ctrl.signal,
+        });
+        if (res.status === 404) { await sleep(1000); continue; } // not saved yet
+        if (res.status === 401 || res.status === 403) {
+          const data = await res.json().catch(() => ({}));
+          showError(new ApiError(res.status, (data.error || {}).code || "forbidden", (data.error || {}).message || "not allowed"));
+          return;
+        }
+        if (!res.ok || !res.body) throw new Error("events: HTTP " + res.status);
+        delay = 500;
+        scheduleRefresh(0);
+        const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+        let buf = "";
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          buf += value.replace(/\r\n/g, "\n");
+          let cut;
+          while ((cut = buf.indexOf("\n\n")) >= 0) {
+            const block = buf.slice(0, cut);
+            buf = buf.slice(cut + 2);
+            const data = block.split("\n").filter((l) => l.startsWith("data:")).map((l) => l.slice(5).replace(/^ /, "")).join("\n");
+            if (!data) continue;
+            try { onEvent(JSON.parse(data)); } catch (_) { /* not JSON: ignore */ }
+          }
+        }
+      } catch (err) {
+        if (ctrl.signal.aborted) return;
+      }
+      await sleep(delay);
+      delay = Math.min(delay * 2, 8000);
+    }
+  }
+
+  let listTimer = null;
+  function onEvent(ev) {
+    if (ev.type === "state") {
+      if (app.chat && app.chat.state !== ev.state) {
+        app.chat.state = ev.state;
+        renderChat();
+      }
+      clearTimeout(listTimer);
+      listTimer = setTimeout(loadChats, 150);
+    }
+    scheduleRefresh();
+  }
+
+  // ---- wiring -----------------------------------------------------------------------------
+
+  ui.composer.addEventListener("submit", (e) => { e.preventDefault(); sendMessage(); });
+  ui.text.addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && !e.shiftKey && !e.isComposing) { e.preventDefault(); sendMessage(); }
+  });
+  ui.text.addEventListener("input", autosize);
+  ui.newChat.addEventListener("click", () => {
+    location.hash = "chat=" + newId("web-");
+    ui.text.focus();
+  });
+  ui.token.value = token();
+  ui.token.addEventListener("change", () => {
+    const t = ui.token.value.trim();
+    if (t) localStorage.setItem(TOKEN_KEY, t); else localStorage.removeItem(TOKEN_KEY);
+    const id = app.chatId;
+    app.chatId = null;
+    selectChat(id);
+  });
+  window.addEventListener("hashchange", () => {
+    const id = chatFromHash();
+    if (id) selectChat(id);
+  });
+  window.addEventListener("focus", () => { loadChats(); if (app.chatId) scheduleRefresh(0); });
+
+  const initial = chatFromHash();
+  if (initial) {
+    selectChat(initial);
+  } else {
+    history.replaceState(null, "", "#chat=" + newId("web-"));
+    selectChat(chatFromHash());
+  }
+  ui.text.focus();
+})();

@@ -1,0 +1,139 @@
+// Drives the web chat at `/` in headless Chromium (Debian's /usr/bin/chromium through
+// playwright-core; no browser download).
+//
+//   node web-chat.mjs http://127.0.0.1:PORT [SCREENSHOT.png]
+//
+// Sends a slow message and a second one (queued, with its badge), then `ask`, answers the
+// question with a click on "Red" and waits for the agent's continued reply. Writes the screenshot
+// (and SCREENSHOT-question.png while the question waits). Prints `web-chat: ok` and exits 0, or
+// `web-chat: FAIL …` and exits 1.
+import { mkdtempSync, rmSync, mkdirSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { chromium } from "playwright-core";
+
+const base = (process.argv[2] || "").replace(/\/$/, "");
+const shot = process.argv[3] || join(process.cwd(), "web-chat.png");
+if (!base) {
+  console.error("usage: node web-chat.mjs BASE_URL [SCREENSHOT.png]");
+  process.exit(2);
+}
+const shotQuestion = shot.replace(/(\.png)?$/, "-question.png");
+const executablePath = process.env.CHROMIUM || "/usr/bin/chromium";
+const profile = mkdtempSync(join(tmpdir(), "frogbot-web-chat-"));
+const problems = [];
+let context;
+
+function done(code, line) {
+  console.log(line);
+  if (problems.length) console.log("  page problems:\n    " + problems.join("\n    "));
+  const close = context ? context.close().catch(() => {}) : Promise.resolve();
+  close.finally(() => {
+    rmSync(profile, { recursive: true, force: true });
+    process.exit(code);
+  });
+}
+
+const timer = setTimeout(() => done(1, "web-chat: FAIL timed out after 90 s"), 90_000);
+
+async function step(name, fn) {
+  try {
+    return await fn();
+  } catch (err) {
+    const page = context && context.pages()[0];
+    if (page) {
+      try {
+        mkdirSync(dirname(shot), { recursive: true });
+        await page.screenshot({ path: shot, fullPage: true });
+        console.log(`  (screenshot of the failure: ${shot})`);
+        const html = await page.locator("#main").innerHTML();
+        console.log("  #main: " + html.slice(0, 3000));
+      } catch (_) { /* best effort */ }
+    }
+    clearTimeout(timer);
+    done(1, `web-chat: FAIL ${name}: ${err && err.message ? err.message.split("\n")[0] : err}`);
+    await new Promise(() => {}); // exit happens in done()
+  }
+}
+
+context = await step("launch chromium", () =>
+  chromium.launchPersistentContext(profile, {
+    executablePath,
+    headless: true,
+    viewport: { width: 1200, height: 760 },
+    args: [
+      "--headless",
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+      "--no-first-run",
+      "--disable-quic",
+    ],
+  }),
+);
+const page = context.pages()[0] || (await context.newPage());
+page.setDefaultTimeout(20_000);
+page.on("pageerror", (err) => problems.push(`pageerror: ${err.message}`));
+page.on("console", (msg) => {
+  if (msg.type() === "error") problems.push(`console.error: ${msg.text()}`);
+});
+
+const chatId = `web-test-${Date.now().toString(36)}`;
+await step("open the page", async () => {
+  await page.goto(`${base}/#chat=${chatId}`);
+  await page.locator("#composer textarea").waitFor({ state: "visible" });
+});
+
+async function send(text) {
+  await page.locator("#composer textarea").fill(text);
+  await page.locator("#send").click();
+}
+
+// A slow turn, and a message sent meanwhile: queued, then answered.
+await step("slow turn runs", async () => {
+  await send("slow 2");
+  await page.locator("#state[data-state=running]").waitFor();
+  await page.locator("#steer-option").waitFor({ state: "visible" });
+});
+await step("a second message is queued", async () => {
+  await send("hi again");
+  await page.locator(".message.user.queued .badge.queued").waitFor();
+});
+await step("the slow reply and the queued message's reply arrive", async () => {
+  await page.locator(".message.assistant", { hasText: "You said: slow 2" }).waitFor();
+  await page.locator(".message.assistant", { hasText: "You said: hi again" }).waitFor();
+  await page.locator(".message.queued").waitFor({ state: "detached" });
+  await page.locator("#steer-option").waitFor({ state: "hidden" });
+});
+await step("the chat is listed", () => page.locator(`#chat-list .chat-item[data-chat-id="${chatId}"]`).waitFor());
+
+// A question, answered with a click.
+await step("ask shows the question", async () => {
+  await send("Please ask me a question");
+  await page.locator('.question button[data-label="Red"]').waitFor();
+  await page.locator(".question .q-header", { hasText: "Colour" }).waitFor();
+  await page.locator('.question button[data-label="Green"]').waitFor();
+  await page.locator(".question input.custom-input").waitFor();
+  await page.locator(".question button.dismiss").waitFor();
+});
+await step("screenshot of the question", async () => {
+  mkdirSync(dirname(shotQuestion), { recursive: true });
+  await page.screenshot({ path: shotQuestion });
+});
+await step("answer Red", () => page.locator('.question button[data-label="Red"]').click());
+await step("the agent continues", async () => {
+  await page.locator(".message.assistant", { hasText: "You chose Colour: Red." }).waitFor();
+  await page.locator(".question").waitFor({ state: "detached" });
+  await page.locator("#state[data-state=idle]").waitFor();
+});
+await step("screenshot", async () => {
+  mkdirSync(dirname(shot), { recursive: true });
+  await page.screenshot({ path: shot });
+});
+
+const fatal = problems.filter((p) => p.startsWith("pageerror"));
+clearTimeout(timer);
+if (fatal.length) done(1, "web-chat: FAIL the page threw errors");
+else done(0, `web-chat: ok (chat ${chatId}; screenshots ${shot}, ${shotQuestion})`);
