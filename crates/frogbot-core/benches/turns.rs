@@ -401,12 +401,30 @@ async fn postgres_store() -> Option<(Db, String)> {
     ))
 }
 
-async fn wal_lsn(pg: &Option<sqlx::PgPool>) -> Option<i64> {
+/// PostgreSQL's WAL position and next transaction id: their growth over a run is the WAL written
+/// and the number of writing transactions (each one a WAL flush at commit, with
+/// `synchronous_commit=on`).
+async fn wal_lsn(pg: &Option<sqlx::PgPool>) -> Option<(i64, i64)> {
     let pg = pg.as_ref()?;
-    sqlx::query_scalar("SELECT (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint")
-        .fetch_one(pg)
-        .await
-        .ok()
+    sqlx::query_as(
+        "SELECT (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint, \
+                pg_snapshot_xmax(pg_current_snapshot())::text::bigint",
+    )
+    .fetch_one(pg)
+    .await
+    .ok()
+}
+
+/// The median time of a trivial statement through the store's pool (`Store::ping`, `SELECT 1`):
+/// the floor under every store call.
+async fn round_trip(store: &DynStore) -> Duration {
+    let mut t = Vec::with_capacity(500);
+    for _ in 0..500 {
+        let s = Instant::now();
+        store.ping().await.expect("ping");
+        t.push(s.elapsed());
+    }
+    median(&t)
 }
 
 // ---- a store wrapper that counts and times every call (`--store-profile`) --------------------
@@ -724,8 +742,9 @@ impl Store for Timed {
 /// the SQL in `store/sql.rs` issues them on the path a plain turn takes.
 fn statements(name: &str) -> (u32, u32) {
     match name {
-        // INSERT … ON CONFLICT DO NOTHING (autocommit) + get_chat
-        "create_chat" => (2, 1),
+        // INSERT … ON CONFLICT DO NOTHING (autocommit; writes nothing once the chat exists) +
+        // get_chat
+        "create_chat" => (2, 0),
         "get_message" | "get_chat" | "list_messages" | "queued_messages" => (1, 0),
         "try_start_turn" | "end_turn" | "set_driver" | "renew_lease" => (1, 1),
         // BEGIN, fence UPDATE, UPDATE awaiting, SELECT MAX(position), INSERT … RETURNING, COMMIT
@@ -808,6 +827,10 @@ async fn run_backend(
             return;
         };
         println!("[{name}] {settings}");
+        println!(
+            "[{name}] one round trip (SELECT 1 through the pool): median {}",
+            fmt_us(round_trip(&db.store).await)
+        );
         let profile = Arc::new(Profile::default());
         let store: DynStore = if o.store_profile {
             Arc::new(Timed {
@@ -839,10 +862,12 @@ async fn run_backend(
         } else {
             o.chats * (o.chat_turns + 1)
         };
-        if let (Some(a), Some(b)) = (lsn0, lsn1) {
+        if let (Some((a, xa)), Some((b, xb))) = (lsn0, lsn1) {
             println!(
-                "[{name}] WAL written: {:.1} KiB per turn",
-                (b - a) as f64 / 1024.0 / all_turns as f64
+                "[{name}] per turn (warm-up included): {:.1} KiB of WAL, {:.2} writing transactions \
+                 (= WAL flushes at commit)",
+                (b - a) as f64 / 1024.0 / all_turns as f64,
+                (xb - xa) as f64 / all_turns as f64
             );
         }
         if o.store_profile {

@@ -266,7 +266,6 @@ async fn get_chat(
 }
 
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct PostBody {
     id: Option<String>,
     parts: Vec<MessagePart>,
@@ -402,7 +401,6 @@ fn sse_response(body: axum::body::Body) -> Response {
 }
 
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct PatchBody {
     parts: Option<Vec<MessagePart>>,
     delivery: Option<String>,
@@ -606,13 +604,27 @@ async fn events(
         seen: HashMap<String, String>,
         first: bool,
     }
+    // What the client already has (it loads the chat itself): only changes are streamed.
+    let seen: HashMap<String, String> = state
+        .engine
+        .store()
+        .list_messages(&chat)
+        .await?
+        .into_iter()
+        .map(|m| {
+            (
+                m.message.id.clone(),
+                serde_json::to_string(&m.message).unwrap_or_default(),
+            )
+        })
+        .collect();
     let watch = Watch {
         local,
         store,
         chat: chat.clone(),
         last_state: row.state(now_millis()),
         last_updated: row.updated_at,
-        seen: HashMap::new(),
+        seen,
         first: true,
     };
     let stream = futures::stream::unfold(watch, |mut w| async move {

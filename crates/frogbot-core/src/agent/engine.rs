@@ -569,6 +569,22 @@ impl Engine {
                 if let Err(e) = self.render_pending(&chat).await {
                     warn!(error = %e, "rendering the questions failed");
                 }
+                // An answer may have been recorded while this turn was still saving the question and
+                // holding the chat: the settle could not continue then, so continue now.
+                if let Some(reply) = &outcome.reply
+                    && let Ok(questions) = store
+                        .questions_of_message(&chat, &reply.id, now_millis())
+                        .await
+                    && !questions.is_empty()
+                    && questions.iter().all(|q| q.outcome.is_some())
+                {
+                    let driver = questions
+                        .iter()
+                        .find_map(|q| q.actor.as_ref().and_then(|a| a.user.clone()));
+                    if let Err(e) = self.continue_after_outcome(&chat, &reply.id, driver).await {
+                        warn!(error = %e, "continuing after an early answer failed");
+                    }
+                }
                 let _ = tx.send(TurnEvent::Finish {
                     state: TurnState::Awaiting,
                 });
