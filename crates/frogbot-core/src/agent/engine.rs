@@ -549,6 +549,9 @@ impl Engine {
         let chat = lease.chat_id.clone();
         let lost = Arc::new(AtomicBool::new(false));
         let renewer = self.spawn_renewer(lease.clone(), lost.clone());
+        // A chat's channel never changes: read it once for every turn of this run.
+        let row = store.get_chat(&chat).await.ok().flatten();
+        let is_channel = row.as_ref().is_some_and(|r| r.channel.is_some());
         let mut first = Some(tx);
         let mut next = Some(start);
         let result = 'turns: loop {
@@ -557,16 +560,19 @@ impl Engine {
             };
             // Only the first turn streams to the caller; promoted turns are saved and broadcast.
             let tx = first.take().unwrap_or_else(|| mpsc::unbounded_channel().0);
-            let outcome = match self.run_turn(&mut lease, start, &tx, &lost).await {
+            let outcome = match self
+                .run_turn(&mut lease, start, &tx, &lost, row.as_ref())
+                .await
+            {
                 Ok(o) => o,
                 Err(e) => break Err(e),
             };
 
-            if let Some(reply) = &outcome.reply {
+            if is_channel && let Some(reply) = &outcome.reply {
                 self.deliver_reply(&chat, reply).await;
             }
             if outcome.state == TurnState::Awaiting {
-                if let Err(e) = self.render_pending(&chat).await {
+                if is_channel && let Err(e) = self.render_pending(&chat).await {
                     warn!(error = %e, "rendering the questions failed");
                 }
                 // An answer may have been recorded while this turn was still saving the question and
@@ -661,6 +667,7 @@ impl Engine {
         start: Start,
         tx: &mpsc::UnboundedSender<TurnEvent>,
         lost: &AtomicBool,
+        row: Option<&crate::store::ChatRow>,
     ) -> Result<TurnOutcome> {
         let store = &self.inner.store;
         let chat = lease.chat_id.clone();
@@ -699,10 +706,12 @@ impl Engine {
                 (reply, position, m, r)
             }
         };
-        let offer_questions = match store.get_chat(&chat).await? {
-            Some(row) => self.questions_offered(&row).await,
-            None => true,
+        let offer_questions = match row {
+            Some(row) if row.channel.is_some() => self.questions_offered(row).await,
+            _ => true,
         };
+        // The history before this turn's reply, read once; steers that join are appended to it.
+        let mut history = self.history(&chat, &reply.id).await?;
         let _ = tx.send(TurnEvent::Start {
             message_id: reply.id.clone(),
         });
@@ -728,6 +737,7 @@ impl Engine {
                 reply.metadata.model = model.clone();
                 reply.metadata.reasoning = reasoning.clone();
                 for s in &steers {
+                    to_model_messages(&s.message, &mut history);
                     self.emit_message(&chat, &s.message);
                 }
             }
@@ -746,9 +756,7 @@ impl Engine {
                         .await;
                 }
             };
-            let request = self
-                .request(&chat, &reply, reasoning.clone(), offer_questions)
-                .await?;
+            let request = self.request(&history, &reply, reasoning.clone(), offer_questions);
             let step_no = steps_done + 1;
             let step = self
                 .run_step(lease, &mut reply, position, &offer, request, tx, lost)
@@ -880,32 +888,37 @@ impl Engine {
 
     /// The model request for the next step: the chat's history (queued messages excluded) with the
     /// reply so far.
-    async fn request(
-        &self,
-        chat: &ChatId,
-        reply: &UiMessage,
-        reasoning: Option<String>,
-        offer_questions: bool,
-    ) -> Result<ModelRequest> {
-        let history = self.inner.store.list_messages(chat).await?;
+    async fn history(&self, chat: &ChatId, reply_id: &str) -> Result<Vec<ModelMessage>> {
+        let stored = self.inner.store.list_messages(chat).await?;
         let mut messages = Vec::new();
-        for m in history
+        for m in stored
             .iter()
-            .filter(|m| !m.queued && m.message.id != reply.id)
+            .filter(|m| !m.queued && m.message.id != reply_id)
         {
             to_model_messages(&m.message, &mut messages);
         }
+        Ok(messages)
+    }
+
+    fn request(
+        &self,
+        history: &[ModelMessage],
+        reply: &UiMessage,
+        reasoning: Option<String>,
+        offer_questions: bool,
+    ) -> ModelRequest {
+        let mut messages = history.to_vec();
         to_model_messages(reply, &mut messages);
         let mut tools: Vec<ToolSpec> = self.inner.tools.iter().map(|t| t.spec()).collect();
         if offer_questions {
             tools.push(question_tool_spec());
         }
-        Ok(ModelRequest {
+        ModelRequest {
             instructions: self.inner.config.instructions.clone(),
             messages,
             tools,
             reasoning,
-        })
+        }
     }
 
     #[allow(clippy::too_many_arguments)]

@@ -644,6 +644,16 @@ macro_rules! impl_sql_store {
                 position: i64,
                 now: Millis,
             ) -> Result<Vec<StoredMessage>> {
+                // Most step boundaries have no steer: a read answers that without a write lock.
+                let any = sqlx::query(
+                    "SELECT 1 FROM messages WHERE chat_id = $1 AND queued AND delivery = 'steer' LIMIT 1",
+                )
+                .bind(lease.chat_id.as_str())
+                .fetch_optional(&self.pool)
+                .await?;
+                if any.is_none() {
+                    return Ok(Vec::new());
+                }
                 let mut tx = self.begin_write().await?;
                 Self::fence(&mut tx, lease, now).await?;
                 let rows = sqlx::query(concat!(
