@@ -39,6 +39,7 @@ macro_rules! job_cols {
     };
 }
 
+#[cfg(feature = "sqlite")]
 const CLAIM_JOB_SQLITE: &str = concat!(
     "UPDATE jobs SET claimed_by = $1, claim_until = $2, attempts = attempts + 1 \
      WHERE id = (SELECT id FROM jobs WHERE NOT dead AND run_at <= $3 \
@@ -47,6 +48,7 @@ const CLAIM_JOB_SQLITE: &str = concat!(
      RETURNING ",
     job_cols!()
 );
+#[cfg(feature = "postgres")]
 const CLAIM_JOB_POSTGRES: &str = concat!(
     "UPDATE jobs SET claimed_by = $1, claim_until = $2, attempts = attempts + 1 \
      WHERE id = (SELECT id FROM jobs WHERE NOT dead AND run_at <= $3 \
@@ -243,7 +245,7 @@ macro_rules! impl_sql_store {
                     Some(message_id) => query.bind(message_id),
                     None => query,
                 };
-                let row = query.fetch_optional(&self.pool).await?;
+                let row = query.fetch_optional(self.writer()).await?;
                 Ok(match row {
                     Some(r) => Some(Lease {
                         chat_id: chat.clone(),
@@ -264,7 +266,7 @@ macro_rules! impl_sql_store {
             }
 
             async fn ping(&self) -> Result<()> {
-                sqlx::query("SELECT 1").execute(&self.pool).await?;
+                sqlx::query("SELECT 1").execute(self.reader()).await?;
                 Ok(())
             }
 
@@ -278,7 +280,7 @@ macro_rules! impl_sql_store {
                 .bind(chat.channel.as_ref().map(|c| c.platform.as_str()))
                 .bind(chat.channel.as_ref().map(|c| c.thread.as_str()))
                 .bind(now)
-                .execute(&self.pool)
+                .execute(self.writer())
                 .await?;
                 let row = self
                     .get_chat(&chat.chat_id)
@@ -290,7 +292,7 @@ macro_rules! impl_sql_store {
             async fn get_chat(&self, chat: &ChatId) -> Result<Option<ChatRow>> {
                 let row = sqlx::query(concat!("SELECT ", chat_cols!(), " FROM chats WHERE chat_id = $1"))
                     .bind(chat.as_str())
-                    .fetch_optional(&self.pool)
+                    .fetch_optional(self.reader())
                     .await?;
                 row.as_ref().map(Self::chat_from_row).transpose()
             }
@@ -304,7 +306,7 @@ macro_rules! impl_sql_store {
                         ))
                         .bind(owner.as_str())
                         .bind(i64::from(limit))
-                        .fetch_all(&self.pool)
+                        .fetch_all(self.reader())
                         .await?
                     }
                     None => {
@@ -313,7 +315,7 @@ macro_rules! impl_sql_store {
                             " FROM chats WHERE owner IS NULL ORDER BY updated_at DESC, chat_id LIMIT $1"
                         ))
                         .bind(i64::from(limit))
-                        .fetch_all(&self.pool)
+                        .fetch_all(self.reader())
                         .await?
                     }
                 };
@@ -326,7 +328,7 @@ macro_rules! impl_sql_store {
                 ))
                 .bind(chat.as_str())
                 .bind(id)
-                .fetch_optional(&self.pool)
+                .fetch_optional(self.reader())
                 .await?;
                 row.as_ref().map(Self::message_from_row).transpose()
             }
@@ -337,7 +339,7 @@ macro_rules! impl_sql_store {
                     " FROM messages WHERE chat_id = $1 ORDER BY (position IS NULL), position, sub, seq"
                 ))
                 .bind(chat.as_str())
-                .fetch_all(&self.pool)
+                .fetch_all(self.reader())
                 .await?;
                 rows.iter().map(Self::message_from_row).collect()
             }
@@ -383,10 +385,10 @@ macro_rules! impl_sql_store {
             async fn queued_messages(&self, chat: &ChatId) -> Result<Vec<StoredMessage>> {
                 let rows = sqlx::query(concat!(
                     "SELECT ", msg_cols!(),
-                    " FROM messages WHERE chat_id = $1 AND queued ORDER BY seq"
+                    " FROM messages WHERE chat_id = $1 AND queued = TRUE ORDER BY seq"
                 ))
                 .bind(chat.as_str())
-                .fetch_all(&self.pool)
+                .fetch_all(self.reader())
                 .await?;
                 rows.iter().map(Self::message_from_row).collect()
             }
@@ -422,7 +424,7 @@ macro_rules! impl_sql_store {
                 let delivery = edit.delivery.unwrap_or(current.delivery);
                 let row = sqlx::query(concat!(
                     "UPDATE messages SET body = $3, delivery = $4, updated_at = $5 \
-                     WHERE chat_id = $1 AND seq = $2 AND queued RETURNING ", msg_cols!()
+                     WHERE chat_id = $1 AND seq = $2 AND queued = TRUE RETURNING ", msg_cols!()
                 ))
                 .bind(chat.as_str())
                 .bind(current.seq)
@@ -456,7 +458,7 @@ macro_rules! impl_sql_store {
                 if current.message.role != Role::User || current.author() != by {
                     return Ok(if current.queued { QueuedChange::Forbidden } else { QueuedChange::NotQueued });
                 }
-                let done = sqlx::query("DELETE FROM messages WHERE chat_id = $1 AND seq = $2 AND queued")
+                let done = sqlx::query("DELETE FROM messages WHERE chat_id = $1 AND seq = $2 AND queued = TRUE")
                     .bind(chat.as_str())
                     .bind(current.seq)
                     .execute(&mut *tx)
@@ -515,7 +517,7 @@ macro_rules! impl_sql_store {
                 .bind(chat.as_str())
                 .bind(awaiting_message_id)
                 .bind(now)
-                .execute(&self.pool)
+                .execute(self.writer())
                 .await?;
                 Ok(done.rows_affected() == 1)
             }
@@ -530,7 +532,7 @@ macro_rules! impl_sql_store {
                 .bind(&lease.holder)
                 .bind(lease.token)
                 .bind(expires_at)
-                .execute(&self.pool)
+                .execute(self.writer())
                 .await?;
                 if done.rows_affected() == 1 {
                     lease.expires_at = expires_at;
@@ -549,7 +551,7 @@ macro_rules! impl_sql_store {
                 .bind(&lease.holder)
                 .bind(lease.token)
                 .bind(driver.map(UserId::as_str))
-                .execute(&self.pool)
+                .execute(self.writer())
                 .await?;
                 if done.rows_affected() == 1 {
                     lease.driver = driver.cloned();
@@ -568,12 +570,23 @@ macro_rules! impl_sql_store {
                 now: Millis,
             ) -> Result<StoredMessage> {
                 let mut tx = self.begin_write().await?;
-                Self::fence(&mut tx, lease, now).await?;
-                sqlx::query("UPDATE chats SET awaiting_message_id = $2 WHERE chat_id = $1")
-                    .bind(lease.chat_id.as_str())
-                    .bind(awaiting)
-                    .execute(&mut *tx)
-                    .await?;
+                // The fence and the waiting mark in one statement.
+                let done = sqlx::query(
+                    "UPDATE chats SET updated_at = $4, awaiting_message_id = $5 \
+                     WHERE chat_id = $1 AND lease_holder = $2 AND lease_token = $3",
+                )
+                .bind(lease.chat_id.as_str())
+                .bind(&lease.holder)
+                .bind(lease.token)
+                .bind(now)
+                .bind(awaiting)
+                .execute(&mut *tx)
+                .await?;
+                if done.rows_affected() != 1 {
+                    return Err(Error::LeaseLost {
+                        chat_id: lease.chat_id.to_string(),
+                    });
+                }
                 let (position, sub) = match slot {
                     Slot::TurnStart => (Self::next_position(&mut tx, &lease.chat_id).await?, 0),
                     Slot::Reply { position } => (position, REPLY_SUB),
@@ -607,7 +620,7 @@ macro_rules! impl_sql_store {
                 Self::fence(&mut tx, lease, now).await?;
                 loop {
                     let next = sqlx::query(
-                        "SELECT seq FROM messages WHERE chat_id = $1 AND queued ORDER BY seq LIMIT 1",
+                        "SELECT seq FROM messages WHERE chat_id = $1 AND queued = TRUE ORDER BY seq LIMIT 1",
                     )
                     .bind(lease.chat_id.as_str())
                     .fetch_optional(&mut *tx)
@@ -620,7 +633,7 @@ macro_rules! impl_sql_store {
                     let position = Self::next_position(&mut tx, &lease.chat_id).await?;
                     let row = sqlx::query(concat!(
                         "UPDATE messages SET queued = FALSE, position = $3, sub = 0, updated_at = $4 \
-                         WHERE chat_id = $1 AND seq = $2 AND queued RETURNING ", msg_cols!()
+                         WHERE chat_id = $1 AND seq = $2 AND queued = TRUE RETURNING ", msg_cols!()
                     ))
                     .bind(lease.chat_id.as_str())
                     .bind(seq)
@@ -646,10 +659,10 @@ macro_rules! impl_sql_store {
             ) -> Result<Vec<StoredMessage>> {
                 // Most step boundaries have no steer: a read answers that without a write lock.
                 let any = sqlx::query(
-                    "SELECT 1 FROM messages WHERE chat_id = $1 AND queued AND delivery = 'steer' LIMIT 1",
+                    "SELECT 1 FROM messages WHERE chat_id = $1 AND queued = TRUE AND delivery = 'steer' LIMIT 1",
                 )
                 .bind(lease.chat_id.as_str())
-                .fetch_optional(&self.pool)
+                .fetch_optional(self.reader())
                 .await?;
                 if any.is_none() {
                     return Ok(Vec::new());
@@ -658,7 +671,7 @@ macro_rules! impl_sql_store {
                 Self::fence(&mut tx, lease, now).await?;
                 let rows = sqlx::query(concat!(
                     "UPDATE messages SET queued = FALSE, position = $3, sub = seq, updated_at = $4 \
-                     WHERE chat_id = $1 AND queued AND delivery = 'steer' AND role = 'user' \
+                     WHERE chat_id = $1 AND queued = TRUE AND delivery = 'steer' AND role = 'user' \
                        AND author IS NOT DISTINCT FROM $2 \
                      RETURNING ", msg_cols!()
                 ))
@@ -679,13 +692,13 @@ macro_rules! impl_sql_store {
                     TurnEnd::Idle => sqlx::query(
                         "UPDATE chats SET lease_holder = NULL, lease_until = 0, driver = NULL, updated_at = $4 \
                          WHERE chat_id = $1 AND lease_holder = $2 AND lease_token = $3 \
-                           AND NOT EXISTS (SELECT 1 FROM messages WHERE chat_id = $1 AND queued)",
+                           AND NOT EXISTS (SELECT 1 FROM messages WHERE chat_id = $1 AND queued = TRUE)",
                     )
                     .bind(lease.chat_id.as_str())
                     .bind(&lease.holder)
                     .bind(lease.token)
                     .bind(now)
-                    .execute(&self.pool)
+                    .execute(self.writer())
                     .await?,
                     TurnEnd::Awaiting(message_id) => sqlx::query(
                         "UPDATE chats SET lease_holder = NULL, lease_until = 0, driver = NULL, updated_at = $4, \
@@ -697,7 +710,7 @@ macro_rules! impl_sql_store {
                     .bind(lease.token)
                     .bind(now)
                     .bind(message_id)
-                    .execute(&self.pool)
+                    .execute(self.writer())
                     .await?,
                 };
                 if done.rows_affected() == 1 {
@@ -754,7 +767,7 @@ macro_rules! impl_sql_store {
                 .bind(chat.as_str())
                 .bind(tool_call_id)
                 .bind(now)
-                .fetch_optional(&self.pool)
+                .fetch_optional(self.reader())
                 .await?;
                 row.as_ref().map(Self::question_from_row).transpose()
             }
@@ -773,7 +786,7 @@ macro_rules! impl_sql_store {
                 .bind(chat.as_str())
                 .bind(message_id)
                 .bind(now)
-                .fetch_all(&self.pool)
+                .fetch_all(self.reader())
                 .await?;
                 rows.iter().map(Self::question_from_row).collect()
             }
@@ -798,7 +811,7 @@ macro_rules! impl_sql_store {
                 .bind(holder)
                 .bind(now + ttl_ms)
                 .bind(now)
-                .fetch_optional(&self.pool)
+                .fetch_optional(self.writer())
                 .await?;
                 Ok(match row {
                     Some(r) => Some(QuestionLock {
@@ -820,7 +833,7 @@ macro_rules! impl_sql_store {
                 .bind(&lock.tool_call_id)
                 .bind(&lock.holder)
                 .bind(lock.token)
-                .execute(&self.pool)
+                .execute(self.writer())
                 .await?;
                 Ok(())
             }
@@ -855,7 +868,7 @@ macro_rules! impl_sql_store {
                 .bind(update.closed)
                 .bind(now)
                 .bind(now + QUESTION_TTL_MS)
-                .fetch_optional(&self.pool)
+                .fetch_optional(self.writer())
                 .await?;
                 match row {
                     Some(r) => Self::question_from_row(&r),
@@ -882,7 +895,7 @@ macro_rules! impl_sql_store {
                 .bind(actor.map(to_json).transpose()?)
                 .bind(now)
                 .bind(now + ANSWERED_TTL_MS)
-                .execute(&self.pool)
+                .execute(self.writer())
                 .await?;
                 Ok(done.rows_affected() == 1)
             }
@@ -902,7 +915,7 @@ macro_rules! impl_sql_store {
                 .bind(message_id)
                 .bind(chat.as_str())
                 .bind(tool_call_id)
-                .execute(&self.pool)
+                .execute(self.writer())
                 .await?;
                 Ok(())
             }
@@ -923,7 +936,7 @@ macro_rules! impl_sql_store {
                 .bind(platform)
                 .bind(message_id)
                 .bind(now)
-                .fetch_all(&self.pool)
+                .fetch_all(self.reader())
                 .await?;
                 rows.iter()
                     .map(|r| Ok((chat_id(r.try_get("chat_id")?)?, r.try_get("tool_call_id")?)))
@@ -963,7 +976,7 @@ macro_rules! impl_sql_store {
                 .bind(job.key.as_deref())
                 .bind(to_json(&job.payload)?)
                 .bind(job.run_at)
-                .fetch_one(&self.pool)
+                .fetch_one(self.writer())
                 .await?;
                 Ok(row.try_get("id")?)
             }
@@ -973,7 +986,7 @@ macro_rules! impl_sql_store {
                     .bind(worker)
                     .bind(now + claim_ms)
                     .bind(now)
-                    .fetch_optional(&self.pool)
+                    .fetch_optional(self.writer())
                     .await?;
                 row.as_ref().map(Self::job_from_row).transpose()
             }
@@ -986,7 +999,7 @@ macro_rules! impl_sql_store {
                 .bind(job.claimed_by.as_deref())
                 .bind(job.attempts)
                 .bind(job.generation)
-                .execute(&self.pool)
+                .execute(self.writer())
                 .await?;
                 if done.rows_affected() == 1 {
                     return Ok(true);
@@ -999,7 +1012,7 @@ macro_rules! impl_sql_store {
                 .bind(job.id)
                 .bind(job.claimed_by.as_deref())
                 .bind(job.attempts)
-                .execute(&self.pool)
+                .execute(self.writer())
                 .await?;
                 Ok(done.rows_affected() == 1)
             }
@@ -1016,7 +1029,7 @@ macro_rules! impl_sql_store {
                 .bind(job.generation)
                 .bind(error)
                 .bind(run_at)
-                .execute(&self.pool)
+                .execute(self.writer())
                 .await?;
                 Ok(done.rows_affected() == 1)
             }
@@ -1032,7 +1045,7 @@ macro_rules! impl_sql_store {
                 .bind(job.attempts)
                 .bind(job.generation)
                 .bind(error)
-                .execute(&self.pool)
+                .execute(self.writer())
                 .await?;
                 Ok(done.rows_affected() == 1)
             }
@@ -1040,7 +1053,7 @@ macro_rules! impl_sql_store {
             async fn get_job(&self, id: i64) -> Result<Option<Job>> {
                 let row = sqlx::query(concat!("SELECT ", job_cols!(), " FROM jobs WHERE id = $1"))
                     .bind(id)
-                    .fetch_optional(&self.pool)
+                    .fetch_optional(self.reader())
                     .await?;
                 row.as_ref().map(Self::job_from_row).transpose()
             }
@@ -1062,7 +1075,11 @@ mod sqlite {
     /// `BEGIN IMMEDIATE`, a 5-second busy timeout.
     #[derive(Clone, Debug)]
     pub struct SqliteStore {
+        /// The one writer connection: writers queue here, in process, instead of sleeping in
+        /// SQLite's busy handler.
         pool: SqlitePool,
+        /// Readers (WAL lets them run beside the writer); `None` for an in-memory database.
+        readers: Option<SqlitePool>,
     }
 
     impl SqliteStore {
@@ -1082,23 +1099,26 @@ mod sqlite {
                 .busy_timeout(Duration::from_secs(5))
                 .foreign_keys(true);
             let pool = SqlitePoolOptions::new()
-                // An in-memory database lives in its one connection.
-                .max_connections(if memory { 1 } else { 8 })
-                .min_connections(if memory { 1 } else { 0 })
-                .idle_timeout(if memory {
-                    None
-                } else {
-                    Some(Duration::from_secs(600))
-                })
-                .max_lifetime(if memory {
-                    None
-                } else {
-                    Some(Duration::from_secs(1800))
-                })
-                .connect_with(options)
+                .max_connections(1)
+                .min_connections(1)
+                .idle_timeout(None)
+                .max_lifetime(None)
+                .connect_with(options.clone())
                 .await?;
             sqlx::migrate!("migrations/sqlite").run(&pool).await?;
-            Ok(Self { pool })
+            let readers = if memory {
+                // An in-memory database lives in its one connection.
+                None
+            } else {
+                Some(
+                    SqlitePoolOptions::new()
+                        .max_connections(8)
+                        .idle_timeout(Some(Duration::from_secs(600)))
+                        .connect_with(options.read_only(true))
+                        .await?,
+                )
+            };
+            Ok(Self { pool, readers })
         }
 
         /// Opens a SQLite file by path.
@@ -1108,11 +1128,19 @@ mod sqlite {
 
         /// The connection pool.
         pub fn pool(&self) -> &SqlitePool {
-            &self.pool
+            self.reader()
         }
 
         async fn begin_write(&self) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>> {
             Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
+        }
+
+        fn writer(&self) -> &SqlitePool {
+            &self.pool
+        }
+
+        fn reader(&self) -> &SqlitePool {
+            self.readers.as_ref().unwrap_or(&self.pool)
         }
     }
 
@@ -1149,11 +1177,19 @@ mod postgres {
 
         /// The connection pool.
         pub fn pool(&self) -> &PgPool {
-            &self.pool
+            self.reader()
         }
 
         async fn begin_write(&self) -> Result<sqlx::Transaction<'static, sqlx::Postgres>> {
             Ok(self.pool.begin().await?)
+        }
+
+        fn writer(&self) -> &PgPool {
+            &self.pool
+        }
+
+        fn reader(&self) -> &PgPool {
+            &self.pool
         }
     }
 

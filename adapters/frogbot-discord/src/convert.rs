@@ -1,0 +1,447 @@
+//! Pure conversion: serenity (Discord) events → FrogBot interactions and thread messages.
+//!
+//! Nothing here does I/O. The FrogBot thread id of a Discord conversation is the thread's channel
+//! id; an action's `messageId` is the message the component sits on; `triggerId` is the
+//! interaction token (what followups and modal responses need).
+
+use frogbot_core::model::{
+    ActionEvent, Interaction, ModalSubmitEvent, PlatformUser, ThreadMessage, ThreadMessageMetadata,
+};
+use serde_json::{Map, Value};
+use serenity::model::application::{
+    ActionRowComponent, ComponentInteraction, ComponentInteractionDataKind,
+    Interaction as DiscordInteraction, ModalInteraction,
+};
+use serenity::model::channel::Message;
+use serenity::model::id::UserId;
+use serenity::model::user::User;
+
+use crate::Error;
+
+/// Discord's limit on the length of one message's content, in characters.
+pub const MESSAGE_LIMIT: usize = 2000;
+
+/// A Discord user as a FrogBot platform user (`name`: the display name, else the username).
+pub fn platform_user(user: &User) -> PlatformUser {
+    PlatformUser {
+        id: user.id.to_string(),
+        name: Some(
+            user.global_name
+                .clone()
+                .unwrap_or_else(|| user.name.clone()),
+        ),
+        is_bot: user.bot,
+    }
+}
+
+/// The JSON of a serenity value (`Value::Null` if it does not serialise, which serenity's models
+/// always do).
+fn raw_of<T: serde::Serialize>(value: &T) -> Value {
+    serde_json::to_value(value).unwrap_or(Value::Null)
+}
+
+/// A button or select click → `Interaction::Action`.
+///
+/// `actionId` is the component's `custom_id`. `value` is the first selected value of a select
+/// (all of them stay in `raw.data.values`), or for a button the last `:`-separated segment of its
+/// custom id (buttons carry no value on Discord, so the adapter encodes it there), or nothing.
+pub fn action(interaction: &ComponentInteraction) -> Interaction {
+    let custom_id = interaction.data.custom_id.clone();
+    let value = match &interaction.data.kind {
+        ComponentInteractionDataKind::StringSelect { values } => values.first().cloned(),
+        ComponentInteractionDataKind::UserSelect { values } => {
+            values.first().map(|v| v.to_string())
+        }
+        ComponentInteractionDataKind::RoleSelect { values } => {
+            values.first().map(|v| v.to_string())
+        }
+        ComponentInteractionDataKind::ChannelSelect { values } => {
+            values.first().map(|v| v.to_string())
+        }
+        ComponentInteractionDataKind::MentionableSelect { values } => {
+            values.first().map(|v| v.to_string())
+        }
+        ComponentInteractionDataKind::Button => {
+            custom_id.rsplit_once(':').map(|(_, last)| last.to_owned())
+        }
+        _ => None,
+    };
+    Interaction::Action {
+        event: ActionEvent {
+            action_id: custom_id,
+            value,
+            message_id: interaction.message.id.to_string(),
+            user: platform_user(&interaction.user),
+            trigger_id: Some(interaction.token.clone()),
+            raw: raw_of(interaction),
+        },
+    }
+}
+
+/// The selected values of a select click, read back from an action's `raw` payload (empty for a
+/// button or anything else).
+pub fn selected_values(raw: &Value) -> Vec<String> {
+    raw.pointer("/data/values")
+        .and_then(Value::as_array)
+        .map(|values| {
+            values
+                .iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A modal submission → `Interaction::ModalSubmit`: `values` by text input `custom_id`,
+/// `privateMetadata` = the modal's `custom_id` (where the form locator lives), the message the modal
+/// was opened from as `relatedMessageId` when Discord reports it.
+pub fn modal_submit(interaction: &ModalInteraction) -> Interaction {
+    let mut values = Map::new();
+    for row in &interaction.data.components {
+        for component in &row.components {
+            if let ActionRowComponent::InputText(input) = component {
+                values.insert(
+                    input.custom_id.clone(),
+                    Value::String(input.value.clone().unwrap_or_default()),
+                );
+            }
+        }
+    }
+    Interaction::ModalSubmit {
+        event: ModalSubmitEvent {
+            values,
+            private_metadata: Some(interaction.data.custom_id.clone()),
+            related_message_id: interaction.message.as_ref().map(|m| m.id.to_string()),
+            user: platform_user(&interaction.user),
+            trigger_id: Some(interaction.token.clone()),
+            raw: raw_of(interaction),
+        },
+    }
+}
+
+/// A serenity interaction → a FrogBot interaction (components and modal submissions only).
+pub fn interaction(interaction: &DiscordInteraction) -> Result<Interaction, Error> {
+    match interaction {
+        DiscordInteraction::Component(c) => Ok(action(c)),
+        DiscordInteraction::Modal(m) => Ok(modal_submit(m)),
+        other => Err(Error::Unsupported(format!(
+            "interaction type {:?}",
+            other.kind()
+        ))),
+    }
+}
+
+/// Parses an `INTERACTION_CREATE` gateway dispatch (`{"op":0,"t":"INTERACTION_CREATE","d":{…}}`)
+/// or a bare interaction object (`d`, also the body of an interactions-endpoint POST) into
+/// serenity's type. Malformed JSON or another dispatch is an error, never a panic.
+pub fn parse_interaction_create(json: &str) -> Result<DiscordInteraction, Error> {
+    let value: Value = serde_json::from_str(json).map_err(|e| Error::Malformed(e.to_string()))?;
+    let data = match value.get("t") {
+        Some(t) if t.as_str() == Some("INTERACTION_CREATE") => value
+            .get("d")
+            .cloned()
+            .ok_or_else(|| Error::Malformed("dispatch without `d`".into()))?,
+        Some(t) => return Err(Error::Unsupported(format!("dispatch {t}"))),
+        None => value,
+    };
+    serde_json::from_value(data).map_err(|e| Error::Malformed(e.to_string()))
+}
+
+/// [`parse_interaction_create`] then [`interaction`].
+pub fn interaction_from_gateway(json: &str) -> Result<Interaction, Error> {
+    interaction(&parse_interaction_create(json)?)
+}
+
+/// A guild or thread message → a FrogBot thread message: `text` (the content), `author`,
+/// `metadata.dateSent` from the message id's snowflake timestamp, `id`, and `replyTo` (the message
+/// it replies to).
+pub fn thread_message(message: &Message) -> ThreadMessage {
+    let reply_to = message
+        .message_reference
+        .as_ref()
+        .and_then(|r| r.message_id)
+        .or_else(|| message.referenced_message.as_ref().map(|m| m.id))
+        .map(|id| id.to_string());
+    ThreadMessage {
+        id: message.id.to_string(),
+        text: message.content.clone(),
+        author: platform_user(&message.author),
+        metadata: ThreadMessageMetadata {
+            date_sent: message.id.created_at().to_string(),
+        },
+        reply_to,
+        raw: raw_of(message),
+    }
+}
+
+/// [`thread_message`] as an `Interaction::Message`.
+pub fn message_interaction(message: &Message) -> Interaction {
+    Interaction::Message {
+        message: thread_message(message),
+    }
+}
+
+/// The FrogBot thread id of a message: its channel id (the thread's channel id inside a thread).
+pub fn thread_id(message: &Message) -> String {
+    message.channel_id.to_string()
+}
+
+/// Whether the bot itself wrote the message (ignore it, or the bot answers itself).
+pub fn is_own_message(message: &Message, bot: UserId) -> bool {
+    message.author.id == bot
+}
+
+/// Whether the message mentions the bot (resolved mentions, or a raw `<@id>` / `<@!id>` in the
+/// text).
+pub fn mentions(message: &Message, bot: UserId) -> bool {
+    message.mentions.iter().any(|u| u.id == bot) || text_mentions(&message.content, bot)
+}
+
+/// Whether `text` holds a `<@id>` or `<@!id>` mention of `user`.
+pub fn text_mentions(text: &str, user: UserId) -> bool {
+    text.contains(&format!("<@{user}>")) || text.contains(&format!("<@!{user}>"))
+}
+
+/// `text` without mentions of `user`, trimmed.
+pub fn strip_mention(text: &str, user: UserId) -> String {
+    text.replace(&format!("<@{user}>"), "")
+        .replace(&format!("<@!{user}>"), "")
+        .trim()
+        .to_owned()
+}
+
+/// Splits `text` into pieces of at most `max` characters (Discord's limit is
+/// [`MESSAGE_LIMIT`]), preferring line breaks, then spaces; a word longer than `max` is cut at a
+/// character boundary. Never splits inside a UTF-8 character; no piece is empty.
+pub fn split_message(text: &str, max: usize) -> Vec<String> {
+    let max = max.max(1);
+    let mut pieces = Vec::new();
+    let mut rest = text;
+    loop {
+        if rest.chars().count() <= max {
+            if !rest.trim().is_empty() {
+                pieces.push(rest.to_owned());
+            }
+            return pieces;
+        }
+        // Byte offset just past the first `max` characters.
+        let limit = rest
+            .char_indices()
+            .nth(max)
+            .map_or(rest.len(), |(offset, _)| offset);
+        let window = &rest[..limit];
+        let (cut, skip) = if let Some(i) = window.rfind('\n').filter(|&i| i > 0) {
+            (i, 1)
+        } else if let Some(i) = window.rfind(' ').filter(|&i| i > 0) {
+            (i, 1)
+        } else {
+            (limit, 0)
+        };
+        let piece = &rest[..cut];
+        if !piece.trim().is_empty() {
+            pieces.push(piece.to_owned());
+        }
+        rest = &rest[cut + skip..];
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn message_json(id: &str, channel: &str, content: &str, author: &str) -> Value {
+        json!({
+            "id": id,
+            "channel_id": channel,
+            "guild_id": "1000000000000000001",
+            "author": {"id": author, "username": "alice", "global_name": "Alice", "discriminator": "0", "avatar": null},
+            "content": content,
+            "timestamp": "2026-01-01T00:00:00.000000+00:00",
+            "edited_timestamp": null,
+            "tts": false,
+            "mention_everyone": false,
+            "mentions": [],
+            "mention_roles": [],
+            "attachments": [],
+            "embeds": [],
+            "pinned": false,
+            "type": 0,
+            "components": []
+        })
+    }
+
+    fn user_json() -> Value {
+        json!({"id": "300000000000000003", "username": "bob", "global_name": "Bob", "discriminator": "0", "avatar": null})
+    }
+
+    fn dispatch(d: Value) -> String {
+        json!({"op": 0, "s": 42, "t": "INTERACTION_CREATE", "d": d}).to_string()
+    }
+
+    fn component_payload(data: Value) -> Value {
+        json!({
+            "id": "500000000000000005",
+            "application_id": "600000000000000006",
+            "type": 3,
+            "data": data,
+            "guild_id": "1000000000000000001",
+            "channel_id": "700000000000000007",
+            "member": {"user": user_json(), "roles": [], "joined_at": "2025-01-01T00:00:00.000000+00:00", "deaf": false, "mute": false, "flags": 0},
+            "user": user_json(),
+            "token": "tok-abc",
+            "version": 1,
+            "message": message_json("800000000000000008", "700000000000000007", "Pick one", "600000000000000006"),
+            "locale": "en-US",
+            "guild_locale": "en-US",
+            "app_permissions": "0",
+            "entitlements": [],
+            "authorizing_integration_owners": {"0": "1000000000000000001"},
+            "context": 0,
+            "attachment_size_limit": 26214400
+        })
+    }
+
+    #[test]
+    fn button_dispatch_becomes_an_action() {
+        let payload = dispatch(component_payload(
+            json!({"custom_id": "fq:0:0:2", "component_type": 2}),
+        ));
+        let Interaction::Action { event } = interaction_from_gateway(&payload).unwrap() else {
+            panic!("not an action")
+        };
+        assert_eq!(event.action_id, "fq:0:0:2");
+        assert_eq!(event.value.as_deref(), Some("2"));
+        assert_eq!(event.message_id, "800000000000000008");
+        assert_eq!(event.user.id, "300000000000000003");
+        assert_eq!(event.user.name.as_deref(), Some("Bob"));
+        assert_eq!(event.trigger_id.as_deref(), Some("tok-abc"));
+        assert_eq!(event.raw["data"]["custom_id"], "fq:0:0:2");
+    }
+
+    #[test]
+    fn string_select_dispatch_keeps_every_value() {
+        let payload = dispatch(component_payload(
+            json!({"custom_id": "fq:1:0:s", "component_type": 3, "values": ["0", "2"]}),
+        ));
+        let Interaction::Action { event } = interaction_from_gateway(&payload).unwrap() else {
+            panic!("not an action")
+        };
+        assert_eq!(event.value.as_deref(), Some("0"));
+        assert_eq!(selected_values(&event.raw), vec!["0", "2"]);
+    }
+
+    #[test]
+    fn modal_submit_dispatch_becomes_a_modal_submit() {
+        let payload = dispatch(json!({
+            "id": "500000000000000009",
+            "application_id": "600000000000000006",
+            "type": 5,
+            "data": {
+                "custom_id": "fq1:[\"700000000000000007\",\"800000000000000008\"]",
+                "components": [{"type": 1, "components": [
+                    {"type": 4, "custom_id": "fq:0:0:t", "value": "my own answer"}
+                ]}]
+            },
+            "guild_id": "1000000000000000001",
+            "channel_id": "700000000000000007",
+            "member": {"user": user_json(), "roles": [], "joined_at": "2025-01-01T00:00:00.000000+00:00", "deaf": false, "mute": false, "flags": 0},
+            "user": user_json(),
+            "token": "tok-modal",
+            "version": 1,
+            "locale": "en-US",
+            "entitlements": [],
+            "attachment_size_limit": 26214400
+        }));
+        let Interaction::ModalSubmit { event } = interaction_from_gateway(&payload).unwrap() else {
+            panic!("not a modal submit")
+        };
+        assert_eq!(event.values["fq:0:0:t"], "my own answer");
+        assert_eq!(
+            event.private_metadata.as_deref(),
+            Some("fq1:[\"700000000000000007\",\"800000000000000008\"]")
+        );
+        let locator = frogbot_core::model::decode_question_modal_metadata(
+            event.private_metadata.as_deref().unwrap(),
+        )
+        .unwrap();
+        assert_eq!(locator.thread_id, "700000000000000007");
+        assert_eq!(event.trigger_id.as_deref(), Some("tok-modal"));
+    }
+
+    #[test]
+    fn malformed_dispatches_are_errors() {
+        assert!(matches!(
+            interaction_from_gateway("{not json"),
+            Err(Error::Malformed(_))
+        ));
+        assert!(matches!(
+            interaction_from_gateway(&dispatch(json!({"type": 3, "id": "x"}))),
+            Err(Error::Malformed(_))
+        ));
+        assert!(matches!(
+            interaction_from_gateway(r#"{"op":0,"t":"INTERACTION_CREATE"}"#),
+            Err(Error::Malformed(_))
+        ));
+        assert!(matches!(
+            interaction_from_gateway(r#"{"op":0,"t":"MESSAGE_CREATE","d":{}}"#),
+            Err(Error::Unsupported(_))
+        ));
+        // A ping converts to nothing FrogBot handles.
+        let ping = json!({"id": "1", "application_id": "2", "type": 1, "token": "t", "version": 1});
+        assert!(interaction_from_gateway(&ping.to_string()).is_err());
+    }
+
+    #[test]
+    fn thread_messages_carry_the_snowflake_time_and_reply() {
+        let mut m = message_json(
+            "1318349183424823306",
+            "700000000000000007",
+            "hello <@600000000000000006>",
+            "300000000000000003",
+        );
+        m["message_reference"] =
+            json!({"message_id": "800000000000000008", "channel_id": "700000000000000007"});
+        let message: Message = serde_json::from_value(m).unwrap();
+        let t = thread_message(&message);
+        assert_eq!(t.id, "1318349183424823306");
+        assert_eq!(t.text, "hello <@600000000000000006>");
+        assert_eq!(t.author.id, "300000000000000003");
+        assert_eq!(t.reply_to.as_deref(), Some("800000000000000008"));
+        // (1318349183424823306 >> 22) + 1420070400000 ms = 2024-12-16T…
+        assert!(
+            t.metadata.date_sent.starts_with("2024-12-16T"),
+            "{}",
+            t.metadata.date_sent
+        );
+        assert_eq!(thread_id(&message), "700000000000000007");
+        let bot = UserId::new(600000000000000006);
+        assert!(mentions(&message, bot));
+        assert!(!is_own_message(&message, bot));
+        assert!(is_own_message(&message, UserId::new(300000000000000003)));
+        assert_eq!(strip_mention(&message.content, bot), "hello");
+    }
+
+    #[test]
+    fn split_message_respects_the_limit_and_boundaries() {
+        assert_eq!(split_message("short", 2000), vec!["short"]);
+        assert!(split_message("", 2000).is_empty());
+        let lines = format!("{}\n{}", "a".repeat(1500), "b".repeat(1500));
+        assert_eq!(
+            split_message(&lines, 2000),
+            vec!["a".repeat(1500), "b".repeat(1500)]
+        );
+        let words = "word ".repeat(1000);
+        for piece in split_message(&words, 2000) {
+            assert!(piece.chars().count() <= 2000);
+            assert!(!piece.starts_with(' '));
+            assert!(piece.trim_end().ends_with('d'));
+        }
+        // One long word of multi-byte characters: cut on character boundaries.
+        let frogs = "🐸".repeat(4500);
+        let pieces = split_message(&frogs, 2000);
+        assert_eq!(pieces.len(), 3);
+        assert_eq!(pieces.concat(), frogs);
+        assert!(pieces.iter().all(|p| p.chars().count() <= 2000));
+    }
+}

@@ -1,0 +1,52 @@
+//! Discord ↔ FrogBot: Discord interactions in, component questions out, on serenity 0.12.
+//!
+//! What it is for: turning Discord gateway events (component clicks, modal submissions, thread
+//! messages) into FrogBot [`Interaction`](frogbot_core::model::Interaction)s ([`convert`]), drawing
+//! the question tool's questions as buttons, string selects and modals ([`render`]), and tying both
+//! to serenity's `Http` as a [`ChannelQuestions`](frogbot_core::model::ChannelQuestions)
+//! implementation ([`DiscordQuestions`]), and verifying requests to an HTTP interactions endpoint
+//! ([`endpoint`], Ed25519). `convert` and `render` are pure and usable alone in any
+//! serenity bot (see `examples/discord-reuse`).
+//!
+//! What it must not do: depend on sqlx, on `frogbot-core`'s `engine` feature, or on any storage.
+//! Everything a later hook needs travels in the question record FrogBot passes in.
+//!
+//! Conventions: a FrogBot thread id is the Discord channel id of the thread (a snowflake as a
+//! string); a question message id is the Discord message id.
+
+pub mod convert;
+pub mod endpoint;
+pub mod questions;
+pub mod render;
+
+pub use questions::{DiscordQuestions, acknowledge, deferred_update};
+
+/// What can go wrong in this adapter.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A payload did not parse (malformed JSON, or not the Discord shape expected).
+    #[error("malformed Discord payload: {0}")]
+    Malformed(String),
+    /// A gateway dispatch or interaction kind this adapter does not convert.
+    #[error("unsupported Discord event: {0}")]
+    Unsupported(String),
+    /// An id that should be a Discord snowflake is not one.
+    #[error("not a Discord id: {0:?}")]
+    BadId(String),
+    /// A custom id is not one of this adapter's question controls.
+    #[error("not a question control: {0:?}")]
+    NotAControl(String),
+    /// An interactions-endpoint request whose Ed25519 signature does not verify (answer 401).
+    #[error("invalid request signature")]
+    BadSignature,
+    /// The Discord API call failed.
+    #[error("Discord API: {0}")]
+    Discord(Box<serenity::Error>),
+}
+
+impl From<serenity::Error> for Error {
+    fn from(e: serenity::Error) -> Self {
+        Error::Discord(Box::new(e))
+    }
+}

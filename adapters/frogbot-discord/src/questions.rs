@@ -1,0 +1,541 @@
+//! [`DiscordQuestions`]: the `ChannelQuestions` hooks over serenity's `Http`.
+//!
+//! A call's questions are asked one message at a time in the thread (channel id = FrogBot thread
+//! id). The record's `state` is `{"step": n, "picks": [[labels…]…]}`; every control id carries the
+//! record revision and the question index ([`render::Control`]), so `parse` answers `stale` for a
+//! control drawn for another step.
+//!
+//! The receiving layer (your gateway handler or interactions endpoint) must:
+//! - answer every component click and modal submission within 3 seconds: with
+//!   [`acknowledge`] (a deferred update, [`deferred_update`]) before handing the interaction to the
+//!   engine, or — for an "Other…" click ([`is_other`]) — with [`DiscordQuestions::open_other`],
+//!   which opens the modal (a modal must be the first response);
+//! - build `Http` with the application id set (followups need it).
+//!
+//! `rejected`, `denied` and `stale` answer a click or submission with an ephemeral followup
+//! through the interaction token (`ActionEvent::trigger_id`), and a thread message with a reply.
+
+use std::num::NonZeroU64;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use frogbot_core::BoxError;
+use frogbot_core::model::{
+    Actor, ChannelQuestions, HookArgs, Interaction, ParseArgs, ParseResult, QuestionAnswer,
+    QuestionCall, QuestionChange, QuestionMessage, QuestionModalMetadata, QuestionOutcome,
+    QuestionOutput, QuestionRecord, RenderArgs, RenderedQuestion, Thread,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use serenity::builder::{
+    CreateInteractionResponse, CreateInteractionResponseFollowup, CreateMessage,
+};
+use serenity::http::Http;
+use serenity::model::application::ComponentInteraction;
+use serenity::model::channel::Message;
+use serenity::model::id::{ChannelId, InteractionId, MessageId};
+
+use crate::Error;
+use crate::convert::selected_values;
+use crate::render::{self, Control, ControlKind};
+
+/// Shown when a participant fails the access check.
+pub const DENIED_TEXT: &str = "You can't answer this question.";
+/// Shown for an out-of-date control.
+pub const STALE_TEXT: &str = "This question is no longer open.";
+
+/// The deferred-update response (`DEFERRED_UPDATE_MESSAGE`, type 6): acknowledges a component
+/// click or modal submission without changing the message.
+pub fn deferred_update() -> CreateInteractionResponse {
+    CreateInteractionResponse::Acknowledge
+}
+
+/// Sends [`deferred_update`] for an interaction (id and token): do it within 3 seconds.
+pub async fn acknowledge(
+    http: &Http,
+    interaction_id: InteractionId,
+    token: &str,
+) -> Result<(), Error> {
+    http.create_interaction_response(interaction_id, token, &deferred_update(), vec![])
+        .await?;
+    Ok(())
+}
+
+/// Whether a component `custom_id` is an "Other…" button (open the modal instead of acknowledging).
+pub fn is_other(custom_id: &str) -> bool {
+    matches!(
+        Control::decode(custom_id),
+        Some(Control {
+            kind: ControlKind::Other,
+            ..
+        })
+    )
+}
+
+/// The piece's progress through a call's questions (the record's `state`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Progress {
+    /// The index of the question being asked.
+    pub step: usize,
+    /// The labels (or own text) picked for the questions before `step`.
+    #[serde(default)]
+    pub picks: Vec<Vec<String>>,
+}
+
+impl Progress {
+    /// The progress stored in a record (the start when there is none).
+    pub fn of(question: &QuestionRecord) -> Progress {
+        question
+            .state
+            .clone()
+            .and_then(|s| serde_json::from_value(s).ok())
+            .unwrap_or_default()
+    }
+
+    fn to_value(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+}
+
+/// Parses a thread id as a Discord channel id.
+pub fn channel_id(id: &str) -> Result<ChannelId, Error> {
+    id.parse::<NonZeroU64>()
+        .map(ChannelId::from)
+        .map_err(|_| Error::BadId(id.to_owned()))
+}
+
+fn message_id(id: &str) -> Result<MessageId, Error> {
+    id.parse::<NonZeroU64>()
+        .map(MessageId::from)
+        .map_err(|_| Error::BadId(id.to_owned()))
+}
+
+fn posted(message: &Message, step: usize) -> QuestionMessage {
+    QuestionMessage {
+        id: message.id.to_string(),
+        posted_at: message.timestamp.to_rfc3339().unwrap_or_default(),
+        question: Some(step),
+    }
+}
+
+/// The pure classification behind [`ChannelQuestions::parse`].
+pub fn parse(
+    call: &QuestionCall,
+    interaction: &Interaction,
+    question: &QuestionRecord,
+) -> ParseResult {
+    let progress = Progress::of(question);
+    let current = |control: &Control| {
+        control.revision == question.revision && control.question == progress.step
+    };
+    let Some(item) = call.input.questions.get(progress.step) else {
+        return ParseResult::Ignore;
+    };
+    match interaction {
+        Interaction::Action { event } => {
+            let Some(control) = Control::decode(&event.action_id) else {
+                return ParseResult::Ignore;
+            };
+            if !current(&control) {
+                return ParseResult::Stale;
+            }
+            let indices: Vec<String> = match control.kind {
+                ControlKind::Option(i) => vec![i.to_string()],
+                ControlKind::Select(_) => {
+                    let mut values = selected_values(&event.raw);
+                    if values.is_empty() {
+                        values.extend(event.value.clone());
+                    }
+                    values
+                }
+                // Opening the modal is the receiver's side effect (`open_other`).
+                _ => return ParseResult::Ignore,
+            };
+            let mut labels = Vec::new();
+            for index in &indices {
+                match index
+                    .parse::<usize>()
+                    .ok()
+                    .and_then(|i| item.options.get(i))
+                {
+                    Some(option) => labels.push(option.label.clone()),
+                    None => {
+                        return ParseResult::Rejected {
+                            reason: "That option is not available.".into(),
+                        };
+                    }
+                }
+            }
+            if labels.is_empty() {
+                return ParseResult::Rejected {
+                    reason: "Pick an option.".into(),
+                };
+            }
+            advance(call, progress, labels)
+        }
+        Interaction::ModalSubmit { event } => {
+            let Some((control, text)) = event.values.iter().find_map(|(key, value)| {
+                Control::decode(key)
+                    .filter(|c| c.kind == ControlKind::Text)
+                    .map(|c| (c, value.as_str().unwrap_or_default().trim().to_owned()))
+            }) else {
+                return ParseResult::Ignore;
+            };
+            if !current(&control) {
+                return ParseResult::Stale;
+            }
+            if !item.custom {
+                return ParseResult::Rejected {
+                    reason: "This question takes one of its options.".into(),
+                };
+            }
+            if text.is_empty() {
+                return ParseResult::Rejected {
+                    reason: "Type an answer.".into(),
+                };
+            }
+            advance(call, progress, vec![text])
+        }
+        _ => ParseResult::Ignore,
+    }
+}
+
+fn advance(call: &QuestionCall, mut progress: Progress, labels: Vec<String>) -> ParseResult {
+    progress.picks.truncate(progress.step);
+    progress.picks.push(labels);
+    let questions = &call.input.questions;
+    if progress.picks.len() < questions.len() {
+        progress.step += 1;
+        return ParseResult::Partial {
+            state: Some(progress.to_value()),
+        };
+    }
+    let output = QuestionOutput {
+        answers: questions
+            .iter()
+            .zip(progress.picks)
+            .map(|(item, selected)| QuestionAnswer {
+                header: item.header.clone(),
+                selected,
+            })
+            .collect(),
+    };
+    match call.input.check_output(&output) {
+        Ok(()) => ParseResult::Answer { output },
+        Err(reason) => ParseResult::Rejected { reason },
+    }
+}
+
+/// The Discord channel-questions piece.
+#[derive(Clone, Debug)]
+pub struct DiscordQuestions {
+    http: Arc<Http>,
+}
+
+impl DiscordQuestions {
+    /// Over serenity's `Http` (with the application id set, for followups).
+    pub fn new(http: Arc<Http>) -> Self {
+        DiscordQuestions { http }
+    }
+
+    /// The `Http` client.
+    pub fn http(&self) -> &Arc<Http> {
+        &self.http
+    }
+
+    /// Posts question `step` of `call` at `revision` in `thread`.
+    pub async fn post_question(
+        &self,
+        thread: &Thread,
+        call: &QuestionCall,
+        revision: u64,
+        step: usize,
+    ) -> Result<QuestionMessage, Error> {
+        let channel = channel_id(&thread.id)?;
+        let message = self
+            .http
+            .send_message(
+                channel,
+                vec![],
+                &render::question_message(call, revision, step),
+            )
+            .await?;
+        Ok(posted(&message, step))
+    }
+
+    /// Answers an "Other…" click by opening the modal for the clicked question (the interaction's
+    /// first response; don't acknowledge it before). The modal's custom id is the form locator of
+    /// the clicked message, so FrogBot routes the submission to the question.
+    pub async fn open_other(
+        &self,
+        interaction: &ComponentInteraction,
+        call: &QuestionCall,
+    ) -> Result<(), Error> {
+        let custom_id = &interaction.data.custom_id;
+        let control = Control::decode(custom_id)
+            .filter(|c| c.kind == ControlKind::Other)
+            .ok_or_else(|| Error::NotAControl(custom_id.clone()))?;
+        let item = call
+            .input
+            .questions
+            .get(control.question)
+            .ok_or_else(|| Error::NotAControl(custom_id.clone()))?;
+        let locator = QuestionModalMetadata {
+            thread_id: interaction.channel_id.to_string(),
+            message_id: interaction.message.id.to_string(),
+        };
+        let modal = render::other_modal(&locator, item, control.revision, control.question)?;
+        self.http
+            .create_interaction_response(
+                interaction.id,
+                &interaction.token,
+                &CreateInteractionResponse::Modal(modal),
+                vec![],
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Tells the participant `text`: an ephemeral followup for a click or submission, a reply in
+    /// the thread for a message.
+    pub async fn notify(
+        &self,
+        thread: &Thread,
+        interaction: &Interaction,
+        text: &str,
+    ) -> Result<(), Error> {
+        let token = match interaction {
+            Interaction::Action { event } => event.trigger_id.as_deref(),
+            Interaction::ModalSubmit { event } => event.trigger_id.as_deref(),
+            _ => None,
+        };
+        if let Some(token) = token {
+            let followup = CreateInteractionResponseFollowup::new()
+                .ephemeral(true)
+                .content(text);
+            self.http
+                .create_followup_message(token, &followup, vec![])
+                .await?;
+            return Ok(());
+        }
+        let mut reply =
+            CreateMessage::new().content(render::truncate(text, crate::convert::MESSAGE_LIMIT));
+        if let Interaction::Message { message } = interaction
+            && let Ok(id) = message_id(&message.id)
+        {
+            reply = reply.reference_message((channel_id(&thread.id)?, id));
+        }
+        self.http
+            .send_message(channel_id(&thread.id)?, vec![], &reply)
+            .await?;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl ChannelQuestions for DiscordQuestions {
+    async fn render(&self, args: RenderArgs<'_>) -> Result<Vec<RenderedQuestion>, BoxError> {
+        let mut rendered = Vec::new();
+        for call in args.calls {
+            let message = self.post_question(args.thread, call, 0, 0).await?;
+            rendered.push(RenderedQuestion {
+                calls: vec![call.tool_call_id.clone()],
+                messages: vec![message],
+                state: Some(Progress::default().to_value()),
+            });
+        }
+        Ok(rendered)
+    }
+
+    fn parse(&self, args: ParseArgs<'_>) -> ParseResult {
+        parse(args.call, args.interaction, args.question)
+    }
+
+    async fn updated(
+        &self,
+        args: HookArgs<'_>,
+        _interaction: Option<&Interaction>,
+    ) -> Result<Option<QuestionChange>, BoxError> {
+        let step = Progress::of(args.question).step;
+        if step >= args.call.input.questions.len() {
+            return Ok(None);
+        }
+        // A retry after the message was posted finds it already current: nothing to do.
+        let current = args.question.current();
+        if current.is_some_and(|m| m.question == Some(step)) && step > 0 {
+            return Ok(None);
+        }
+        let message = self
+            .post_question(args.thread, args.call, args.question.revision, step)
+            .await?;
+        let mut messages = args.question.messages.clone();
+        messages.push(message);
+        Ok(Some(QuestionChange {
+            messages: Some(messages),
+            state: None,
+        }))
+    }
+
+    async fn settled(
+        &self,
+        args: HookArgs<'_>,
+        _actor: Option<&Actor>,
+        outcome: &QuestionOutcome,
+    ) -> Result<Option<QuestionChange>, BoxError> {
+        let channel = channel_id(&args.thread.id)?;
+        let mut first_error = None;
+        for message in &args.question.messages {
+            let edit = render::settled_edit(args.call, message, outcome);
+            let result = match message_id(&message.id) {
+                Ok(id) => self
+                    .http
+                    .edit_message(channel, id, &edit, vec![])
+                    .await
+                    .map(drop)
+                    .map_err(Error::from),
+                Err(e) => Err(e),
+            };
+            if let Err(e) = result {
+                first_error.get_or_insert(e);
+            }
+        }
+        match first_error {
+            Some(e) => Err(e.into()),
+            None => Ok(None),
+        }
+    }
+
+    async fn rejected(
+        &self,
+        args: HookArgs<'_>,
+        interaction: &Interaction,
+        reason: &str,
+    ) -> Result<(), BoxError> {
+        Ok(self.notify(args.thread, interaction, reason).await?)
+    }
+
+    async fn denied(&self, args: HookArgs<'_>, interaction: &Interaction) -> Result<(), BoxError> {
+        Ok(self.notify(args.thread, interaction, DENIED_TEXT).await?)
+    }
+
+    async fn stale(&self, args: HookArgs<'_>, interaction: &Interaction) -> Result<(), BoxError> {
+        Ok(self.notify(args.thread, interaction, STALE_TEXT).await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use frogbot_core::model::{ModalSubmitEvent, PlatformUser};
+    use serde_json::{Map, json};
+
+    fn call() -> QuestionCall {
+        serde_json::from_value(json!({
+            "toolCallId": "c1",
+            "input": {"questions": [
+                {"header": "Name", "question": "What name?", "options": [{"label": "Frog"}], "custom": true}
+            ]}
+        }))
+        .unwrap()
+    }
+
+    fn record(revision: u64) -> QuestionRecord {
+        QuestionRecord {
+            messages: vec![QuestionMessage {
+                id: "9".into(),
+                posted_at: String::new(),
+                question: Some(0),
+            }],
+            revision,
+            state: None,
+        }
+    }
+
+    fn submit(key: &str, text: &str) -> Interaction {
+        let mut values = Map::new();
+        values.insert(key.into(), json!(text));
+        Interaction::ModalSubmit {
+            event: ModalSubmitEvent {
+                values,
+                private_metadata: Some("fq1:[\"1\",\"9\"]".into()),
+                related_message_id: None,
+                user: PlatformUser {
+                    id: "3".into(),
+                    name: None,
+                    is_bot: false,
+                },
+                trigger_id: Some("tok".into()),
+                raw: Value::Null,
+            },
+        }
+    }
+
+    #[test]
+    fn modal_submit_is_a_custom_answer() {
+        let result = parse(&call(), &submit("fq:0:0:t", "  Kermit "), &record(0));
+        assert_eq!(
+            result,
+            ParseResult::Answer {
+                output: QuestionOutput {
+                    answers: vec![QuestionAnswer {
+                        header: "Name".into(),
+                        selected: vec!["Kermit".into()]
+                    }]
+                }
+            }
+        );
+        assert!(matches!(
+            parse(&call(), &submit("fq:0:0:t", "   "), &record(0)),
+            ParseResult::Rejected { .. }
+        ));
+        assert_eq!(
+            parse(&call(), &submit("fq:0:0:t", "Kermit"), &record(1)),
+            ParseResult::Stale
+        );
+        assert_eq!(
+            parse(&call(), &submit("other", "Kermit"), &record(0)),
+            ParseResult::Ignore
+        );
+    }
+
+    #[test]
+    fn clicks_are_checked_against_revision_and_options() {
+        let click = |id: &str| Interaction::Action {
+            event: frogbot_core::model::ActionEvent {
+                action_id: id.into(),
+                value: None,
+                message_id: "9".into(),
+                user: PlatformUser {
+                    id: "3".into(),
+                    name: None,
+                    is_bot: false,
+                },
+                trigger_id: None,
+                raw: Value::Null,
+            },
+        };
+        assert!(matches!(
+            parse(&call(), &click("fq:2:0:0"), &record(2)),
+            ParseResult::Answer { .. }
+        ));
+        assert_eq!(
+            parse(&call(), &click("fq:1:0:0"), &record(2)),
+            ParseResult::Stale
+        );
+        assert!(matches!(
+            parse(&call(), &click("fq:2:0:7"), &record(2)),
+            ParseResult::Rejected { .. }
+        ));
+        assert_eq!(
+            parse(&call(), &click("fq:2:0:o"), &record(2)),
+            ParseResult::Ignore
+        );
+        assert_eq!(
+            parse(&call(), &click("hello"), &record(2)),
+            ParseResult::Ignore
+        );
+        assert_eq!(serde_json::to_value(deferred_update()).unwrap()["type"], 6);
+        assert!(is_other("fq:0:0:o") && !is_other("fq:0:0:1"));
+        assert!(matches!(channel_id("0"), Err(Error::BadId(_))));
+    }
+}

@@ -1,0 +1,540 @@
+//! Pure rendering: a question → serenity message builders (buttons, string selects, a modal).
+//!
+//! One Discord message shows one question of a call (`QuestionMessage::question` = its index); a
+//! question set is asked step by step. Every control's `custom_id` is
+//! `fq:{revision}:{question}:{what}` so a click on an older control is recognised as stale:
+//! `what` is an option index (a button), `s{k}` (the k-th string select, values = option indices),
+//! `o` (the "Other…" button) or `t` (the text input of the "Other…" modal).
+//!
+//! Layout (Discord's limits: 5 action rows, 5 buttons a row, 25 options a select, labels 80
+//! (button) / 100 (option) characters, custom ids 100 characters):
+//! - single choice with up to 25 controls (options, plus "Other…" when `custom`): buttons, 5 a row;
+//! - `multiple`, or a single choice with more options: string selects (`multiple`: one select,
+//!   `max_values` = its option count; single: up to 5 selects of 25, one row kept for "Other…").
+//!   Options beyond what fits are not shown (at most 25 for `multiple`, 125 for a single choice);
+//! - `custom`: an "Other…" button that opens a modal with one text input.
+//!
+//! The modal's `custom_id` is the form locator of `encode_question_modal_metadata` (thread id and
+//! message id). Discord snowflakes have at most 20 digits, so it is at most 51 characters and no
+//! stored token is needed; anything longer is refused with [`Error::Malformed`].
+
+use frogbot_core::model::{
+    QuestionCall, QuestionItem, QuestionMessage, QuestionModalMetadata, QuestionOutcome,
+    encode_question_modal_metadata,
+};
+use serenity::builder::{
+    CreateActionRow, CreateButton, CreateInputText, CreateMessage, CreateModal, CreateSelectMenu,
+    CreateSelectMenuKind, CreateSelectMenuOption, EditMessage,
+};
+use serenity::model::application::{ButtonStyle, InputTextStyle};
+
+use crate::Error;
+
+/// Discord's limit on a `custom_id`.
+pub const CUSTOM_ID_LIMIT: usize = 100;
+/// Discord's limit on action rows per message.
+pub const ROW_LIMIT: usize = 5;
+/// Discord's limit on buttons per action row.
+pub const BUTTONS_PER_ROW: usize = 5;
+/// Discord's limit on options per select.
+pub const SELECT_OPTION_LIMIT: usize = 25;
+const BUTTON_LABEL_LIMIT: usize = 80;
+const OPTION_TEXT_LIMIT: usize = 100;
+const MODAL_TITLE_LIMIT: usize = 45;
+const INPUT_LABEL_LIMIT: usize = 45;
+const PREFIX: &str = "fq";
+
+/// What a question control is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ControlKind {
+    /// A button choosing the option with this index.
+    Option(usize),
+    /// The k-th string select (its values are option indices).
+    Select(usize),
+    /// The "Other…" button.
+    Other,
+    /// The text input of the "Other…" modal.
+    Text,
+}
+
+/// A decoded question control id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Control {
+    /// The record revision the control was drawn at.
+    pub revision: u64,
+    /// The question index in the call's input.
+    pub question: usize,
+    /// What the control is.
+    pub kind: ControlKind,
+}
+
+impl Control {
+    /// The control's `custom_id`.
+    pub fn encode(&self) -> String {
+        let what = match self.kind {
+            ControlKind::Option(i) => i.to_string(),
+            ControlKind::Select(k) => format!("s{k}"),
+            ControlKind::Other => "o".into(),
+            ControlKind::Text => "t".into(),
+        };
+        format!("{PREFIX}:{}:{}:{what}", self.revision, self.question)
+    }
+
+    /// Decodes a `custom_id`; `None` for anything that is not a question control.
+    pub fn decode(custom_id: &str) -> Option<Control> {
+        let mut parts = custom_id.split(':');
+        if parts.next()? != PREFIX {
+            return None;
+        }
+        let revision = parts.next()?.parse().ok()?;
+        let question = parts.next()?.parse().ok()?;
+        let what = parts.next()?;
+        if parts.next().is_some() {
+            return None;
+        }
+        let kind = match what {
+            "o" => ControlKind::Other,
+            "t" => ControlKind::Text,
+            s => match s.strip_prefix('s') {
+                Some(k) => ControlKind::Select(k.parse().ok()?),
+                None => ControlKind::Option(s.parse().ok()?),
+            },
+        };
+        Some(Control {
+            revision,
+            question,
+            kind,
+        })
+    }
+}
+
+/// `text` cut to at most `max` characters (an ellipsis marks a cut).
+pub fn truncate(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_owned();
+    }
+    let mut cut: String = text.chars().take(max.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
+}
+
+/// The text of a question message: header (with the step of a set), question, option descriptions.
+pub fn question_content(item: &QuestionItem, index: usize, total: usize) -> String {
+    let mut text = if total > 1 {
+        format!(
+            "**{}** ({}/{total})\n{}",
+            item.header,
+            index + 1,
+            item.question
+        )
+    } else {
+        format!("**{}**\n{}", item.header, item.question)
+    };
+    for option in &item.options {
+        if let Some(description) = &option.description {
+            text.push_str(&format!("\n• **{}**: {description}", option.label));
+        }
+    }
+    truncate(&text, crate::convert::MESSAGE_LIMIT)
+}
+
+/// Whether a question is drawn with buttons (else with string selects).
+pub fn uses_buttons(item: &QuestionItem) -> bool {
+    !item.multiple && item.options.len() + usize::from(item.custom) <= ROW_LIMIT * BUTTONS_PER_ROW
+}
+
+/// The action rows of question `index` at `revision`.
+pub fn question_components(
+    item: &QuestionItem,
+    revision: u64,
+    index: usize,
+) -> Vec<CreateActionRow> {
+    let id = |kind| {
+        Control {
+            revision,
+            question: index,
+            kind,
+        }
+        .encode()
+    };
+    let other = || {
+        CreateButton::new(id(ControlKind::Other))
+            .label("Other…")
+            .style(ButtonStyle::Secondary)
+    };
+    if uses_buttons(item) {
+        let mut buttons: Vec<CreateButton> = item
+            .options
+            .iter()
+            .enumerate()
+            .map(|(i, option)| {
+                CreateButton::new(id(ControlKind::Option(i)))
+                    .label(truncate(&option.label, BUTTON_LABEL_LIMIT))
+                    .style(ButtonStyle::Primary)
+            })
+            .collect();
+        if item.custom {
+            buttons.push(other());
+        }
+        return buttons
+            .chunks(BUTTONS_PER_ROW)
+            .map(|row| CreateActionRow::Buttons(row.to_vec()))
+            .collect();
+    }
+    let select_rows = if item.multiple {
+        1
+    } else {
+        ROW_LIMIT - usize::from(item.custom)
+    };
+    let mut rows: Vec<CreateActionRow> = item
+        .options
+        .chunks(SELECT_OPTION_LIMIT)
+        .take(select_rows)
+        .enumerate()
+        .map(|(k, chunk)| {
+            let options = chunk
+                .iter()
+                .enumerate()
+                .map(|(j, option)| {
+                    let index = k * SELECT_OPTION_LIMIT + j;
+                    let mut o = CreateSelectMenuOption::new(
+                        truncate(&option.label, OPTION_TEXT_LIMIT),
+                        index.to_string(),
+                    );
+                    if let Some(description) = &option.description {
+                        o = o.description(truncate(description, OPTION_TEXT_LIMIT));
+                    }
+                    o
+                })
+                .collect::<Vec<_>>();
+            let count = u8::try_from(options.len()).unwrap_or(25);
+            let select = CreateSelectMenu::new(
+                id(ControlKind::Select(k)),
+                CreateSelectMenuKind::String { options },
+            )
+            .min_values(1);
+            let select = if item.multiple {
+                select.max_values(count).placeholder("Choose one or more…")
+            } else {
+                select.max_values(1).placeholder("Choose one…")
+            };
+            CreateActionRow::SelectMenu(select)
+        })
+        .collect();
+    if item.custom {
+        rows.push(CreateActionRow::Buttons(vec![other()]));
+    }
+    rows
+}
+
+/// The message asking question `index` of `call` at `revision`.
+pub fn question_message(call: &QuestionCall, revision: u64, index: usize) -> CreateMessage {
+    let questions = &call.input.questions;
+    match questions.get(index) {
+        Some(item) => CreateMessage::new()
+            .content(question_content(item, index, questions.len()))
+            .components(question_components(item, revision, index)),
+        None => CreateMessage::new().content("(no such question)"),
+    }
+}
+
+/// The "Other…" modal of question `item` at `revision`, opened from message `locator`: its
+/// `custom_id` is the form locator, its one text input's id the control id `fq:{rev}:{qi}:t`.
+pub fn other_modal(
+    locator: &QuestionModalMetadata,
+    item: &QuestionItem,
+    revision: u64,
+    index: usize,
+) -> Result<CreateModal, Error> {
+    let custom_id = encode_question_modal_metadata(locator);
+    if custom_id.chars().count() > CUSTOM_ID_LIMIT {
+        return Err(Error::Malformed(format!(
+            "form locator longer than {CUSTOM_ID_LIMIT} characters"
+        )));
+    }
+    let input = CreateInputText::new(
+        InputTextStyle::Paragraph,
+        truncate(&item.question, INPUT_LABEL_LIMIT),
+        Control {
+            revision,
+            question: index,
+            kind: ControlKind::Text,
+        }
+        .encode(),
+    )
+    .required(true)
+    .max_length(4000);
+    Ok(
+        CreateModal::new(custom_id, truncate(&item.header, MODAL_TITLE_LIMIT))
+            .components(vec![CreateActionRow::InputText(input)]),
+    )
+}
+
+/// How the outcome reads under question `item`.
+pub fn outcome_text(item: Option<&QuestionItem>, outcome: &QuestionOutcome) -> String {
+    let answer = |prefix: &str| {
+        let selected = outcome.output().and_then(|output| {
+            output
+                .answers
+                .iter()
+                .find(|a| item.is_some_and(|item| item.header == a.header))
+                .or(if item.is_none() {
+                    output.answers.first()
+                } else {
+                    None
+                })
+        });
+        match selected {
+            Some(a) => format!("{prefix}: {}", a.selected.join(", ")),
+            None => format!("{prefix}."),
+        }
+    };
+    match outcome {
+        QuestionOutcome::Answered(_) => answer("✅ Answered"),
+        QuestionOutcome::Dismissed => "✖️ Dismissed.".into(),
+        QuestionOutcome::Expired(Some(_)) => answer("⌛ Expired, defaults used"),
+        QuestionOutcome::Expired(None) => "⌛ Expired.".into(),
+        QuestionOutcome::Cancelled => "✖️ Withdrawn.".into(),
+        _ => "Closed.".into(),
+    }
+}
+
+/// The settled edit of one message of `call`: the question with the outcome, and no components.
+pub fn settled_edit(
+    call: &QuestionCall,
+    message: &QuestionMessage,
+    outcome: &QuestionOutcome,
+) -> EditMessage {
+    let questions = &call.input.questions;
+    let index = message.question.unwrap_or(0);
+    let item = questions.get(index);
+    let head = item.map_or_else(String::new, |item| {
+        format!("{}\n\n", question_content(item, index, questions.len()))
+    });
+    let text = truncate(
+        &format!("{head}{}", outcome_text(item, outcome)),
+        crate::convert::MESSAGE_LIMIT,
+    );
+    EditMessage::new().content(text).components(vec![])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use frogbot_core::model::{QuestionAnswer, QuestionInput, QuestionOutput};
+    use serde_json::{Value, json};
+
+    fn item(n: usize, multiple: bool, custom: bool) -> QuestionItem {
+        serde_json::from_value(json!({
+            "header": "Colour",
+            "question": "Which colour?",
+            "options": (0..n).map(|i| json!({"label": format!("option {i} {}", "x".repeat(150))})).collect::<Vec<_>>(),
+            "multiple": multiple,
+            "custom": custom
+        }))
+        .unwrap()
+    }
+
+    fn rows(item: &QuestionItem) -> Vec<Value> {
+        serde_json::to_value(question_components(item, 7, 0))
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .clone()
+    }
+
+    fn custom_ids(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::Object(map) => {
+                if let Some(Value::String(id)) = map.get("custom_id") {
+                    out.push(id.clone());
+                }
+                map.values().for_each(|v| custom_ids(v, out));
+            }
+            Value::Array(a) => a.iter().for_each(|v| custom_ids(v, out)),
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn control_ids_round_trip() {
+        for kind in [
+            ControlKind::Option(3),
+            ControlKind::Select(1),
+            ControlKind::Other,
+            ControlKind::Text,
+        ] {
+            let c = Control {
+                revision: 12,
+                question: 2,
+                kind,
+            };
+            assert_eq!(Control::decode(&c.encode()), Some(c));
+        }
+        assert_eq!(
+            Control::encode(&Control {
+                revision: 1,
+                question: 0,
+                kind: ControlKind::Option(4)
+            }),
+            "fq:1:0:4"
+        );
+        assert_eq!(Control::decode("other:1:0:4"), None);
+        assert_eq!(Control::decode("fq:1:0"), None);
+        assert_eq!(Control::decode("fq:x:0:1"), None);
+        assert_eq!(Control::decode("fq:1:0:1:9"), None);
+    }
+
+    #[test]
+    fn few_single_choice_options_are_buttons_in_one_row() {
+        let rows = rows(&item(3, false, false));
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0]["type"], 1);
+        let buttons = rows[0]["components"].as_array().unwrap();
+        assert_eq!(buttons.len(), 3);
+        assert_eq!(buttons[0]["type"], 2);
+        assert_eq!(buttons[0]["style"], 1);
+        assert_eq!(buttons[0]["custom_id"], "fq:7:0:0");
+        assert_eq!(buttons[2]["custom_id"], "fq:7:0:2");
+        assert!(buttons[0]["label"].as_str().unwrap().chars().count() <= 80);
+    }
+
+    #[test]
+    fn up_to_25_buttons_fill_five_rows_with_other_last() {
+        let rows = rows(&item(24, false, true));
+        assert_eq!(rows.len(), 5);
+        assert!(
+            rows.iter()
+                .all(|r| r["components"].as_array().unwrap().len() <= 5)
+        );
+        let last = rows[4]["components"].as_array().unwrap();
+        assert_eq!(last.last().unwrap()["custom_id"], "fq:7:0:o");
+        assert_eq!(last.last().unwrap()["label"], "Other…");
+    }
+
+    #[test]
+    fn many_options_become_string_selects() {
+        let rows = rows(&item(60, false, true));
+        // 3 selects (25 + 25 + 10) and the "Other…" row.
+        assert_eq!(rows.len(), 4);
+        let select = &rows[0]["components"][0];
+        assert_eq!(select["type"], 3);
+        assert_eq!(select["custom_id"], "fq:7:0:s0");
+        assert_eq!(select["max_values"], 1);
+        assert_eq!(select["options"].as_array().unwrap().len(), 25);
+        assert_eq!(rows[2]["components"][0]["options"][9]["value"], "59");
+        assert_eq!(rows[3]["components"][0]["custom_id"], "fq:7:0:o");
+        for option in select["options"].as_array().unwrap() {
+            assert!(option["label"].as_str().unwrap().chars().count() <= 100);
+        }
+    }
+
+    #[test]
+    fn multiple_choice_is_one_select_with_max_values() {
+        let rows = rows(&item(4, true, false));
+        assert_eq!(rows.len(), 1);
+        let select = &rows[0]["components"][0];
+        assert_eq!(select["type"], 3);
+        assert_eq!(select["min_values"], 1);
+        assert_eq!(select["max_values"], 4);
+        let rows = self::rows(&item(40, true, false));
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0]["components"][0]["max_values"], 25);
+        assert_eq!(
+            rows[0]["components"][0]["options"]
+                .as_array()
+                .unwrap()
+                .len(),
+            25
+        );
+    }
+
+    #[test]
+    fn every_custom_id_fits_and_rows_stay_within_limits() {
+        for (n, multiple, custom) in [
+            (1, false, true),
+            (5, false, false),
+            (25, false, false),
+            (130, false, true),
+            (130, true, true),
+        ] {
+            let json = serde_json::to_value(question_components(
+                &item(n, multiple, custom),
+                u64::MAX,
+                usize::MAX,
+            ))
+            .unwrap();
+            assert!(json.as_array().unwrap().len() <= ROW_LIMIT);
+            let mut ids = Vec::new();
+            custom_ids(&json, &mut ids);
+            assert!(!ids.is_empty());
+            assert!(ids.iter().all(|id| id.len() <= CUSTOM_ID_LIMIT), "{ids:?}");
+        }
+    }
+
+    #[test]
+    fn question_message_payload() {
+        let input: QuestionInput = serde_json::from_value(json!({"questions": [
+            {"header": "A", "question": "First?", "options": [{"label": "yes"}, {"label": "no", "description": "not at all"}]},
+            {"header": "B", "question": "Second?", "options": [{"label": "x"}]}
+        ]})).unwrap();
+        let call = QuestionCall {
+            tool_call_id: "c1".into(),
+            input,
+        };
+        let json = serde_json::to_value(question_message(&call, 0, 0)).unwrap();
+        assert_eq!(json["content"], "**A** (1/2)\nFirst?\n• **no**: not at all");
+        assert_eq!(json["components"].as_array().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn other_modal_carries_the_locator() {
+        let locator = QuestionModalMetadata {
+            thread_id: "18446744073709551615".into(),
+            message_id: "18446744073709551615".into(),
+        };
+        let modal = other_modal(&locator, &item(2, false, true), 3, 1).unwrap();
+        let json = serde_json::to_value(&modal).unwrap();
+        let id = json["custom_id"].as_str().unwrap();
+        assert!(id.len() <= CUSTOM_ID_LIMIT, "{id}");
+        assert_eq!(
+            frogbot_core::model::decode_question_modal_metadata(id),
+            Some(locator)
+        );
+        let input = &json["components"][0]["components"][0];
+        assert_eq!(input["type"], 4);
+        assert_eq!(input["custom_id"], "fq:3:1:t");
+        assert_eq!(input["style"], 2);
+        assert!(json["title"].as_str().unwrap().chars().count() <= 45);
+    }
+
+    #[test]
+    fn settled_edit_shows_the_outcome_and_removes_components() {
+        let input: QuestionInput = serde_json::from_value(json!({"questions": [
+            {"header": "A", "question": "First?", "options": [{"label": "yes"}]}
+        ]}))
+        .unwrap();
+        let call = QuestionCall {
+            tool_call_id: "c1".into(),
+            input,
+        };
+        let message = QuestionMessage {
+            id: "1".into(),
+            posted_at: String::new(),
+            question: Some(0),
+        };
+        let outcome = QuestionOutcome::Answered(QuestionOutput {
+            answers: vec![QuestionAnswer {
+                header: "A".into(),
+                selected: vec!["yes".into()],
+            }],
+        });
+        let json = serde_json::to_value(settled_edit(&call, &message, &outcome)).unwrap();
+        assert_eq!(json["content"], "**A**\nFirst?\n\n✅ Answered: yes");
+        assert_eq!(json["components"], json!([]));
+        let json = serde_json::to_value(settled_edit(&call, &message, &QuestionOutcome::Dismissed))
+            .unwrap();
+        assert_eq!(json["content"], "**A**\nFirst?\n\n✖️ Dismissed.");
+    }
+}

@@ -1,0 +1,391 @@
+//! Pure conversion of Slack payloads (slack-morphism types) into FrogBot interactions and thread
+//! messages. No I/O.
+//!
+//! Ids: a Slack message is `"{channel}:{ts}"`, a thread is `"{channel}:{thread_ts}"` (the thread's
+//! root ts, or the message's own ts when it starts a thread).
+
+use frogbot_core::model::{
+    ActionEvent, Interaction, ModalSubmitEvent, PlatformUser, ThreadMessage, ThreadMessageMetadata,
+    millis_to_iso,
+};
+use serde_json::{Map, Value};
+use slack_morphism::prelude::*;
+
+use crate::Error;
+
+/// The FrogBot id of a Slack message: `channel:ts`.
+pub fn message_id(channel: &str, ts: &str) -> String {
+    format!("{channel}:{ts}")
+}
+
+/// The FrogBot thread id of a Slack thread: `channel:thread_ts`.
+pub fn thread_id(channel: &str, thread_ts: &str) -> String {
+    format!("{channel}:{thread_ts}")
+}
+
+/// Splits a `channel:ts` id (message or thread) into its parts.
+pub fn split_id(id: &str) -> Result<(&str, &str), Error> {
+    match id.split_once(':') {
+        Some((c, t)) if !c.is_empty() && !t.is_empty() => Ok((c, t)),
+        _ => Err(Error::BadId(id.to_string())),
+    }
+}
+
+/// A Slack `ts` (`"1700000000.123456"`) as RFC 3339 (millisecond precision).
+pub fn ts_to_rfc3339(ts: &str) -> Option<String> {
+    let (secs, frac) = ts.split_once('.').unwrap_or((ts, "0"));
+    let secs: i64 = secs.parse().ok()?;
+    let frac = format!("{frac:0<3}");
+    let millis: i64 = frac.get(..3)?.parse().ok()?;
+    Some(millis_to_iso(secs * 1000 + millis))
+}
+
+/// Reads the `payload` field of an `application/x-www-form-urlencoded` interaction request body.
+pub fn payload_from_form(body: &str) -> Result<Value, Error> {
+    for pair in body.split('&') {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        if k == "payload" {
+            let json = percent_decode(v)?;
+            return serde_json::from_str(&json).map_err(|e| Error::Payload(e.to_string()));
+        }
+    }
+    Err(Error::Payload("no `payload` field in the form body".into()))
+}
+
+fn percent_decode(s: &str) -> Result<String, Error> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' => {
+                let hex = s
+                    .get(i + 1..i + 3)
+                    .ok_or_else(|| Error::Payload("truncated percent escape".into()))?;
+                let b = u8::from_str_radix(hex, 16)
+                    .map_err(|_| Error::Payload("bad percent escape".into()))?;
+                out.push(b);
+                i += 2;
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8(out).map_err(|e| Error::Payload(e.to_string()))
+}
+
+fn platform_user(info: &SlackBasicUserInfo) -> PlatformUser {
+    PlatformUser {
+        id: info.id.0.clone(),
+        name: info.username.clone().or_else(|| info.name.clone()),
+        is_bot: false,
+    }
+}
+
+/// Converts an interaction payload (the JSON inside the form's `payload` field) into an
+/// [`Interaction`]. `Ok(None)` for interaction kinds FrogBot does not take (shortcuts, …).
+pub fn interaction_from_payload(raw: &Value) -> Result<Option<Interaction>, Error> {
+    let event: SlackInteractionEvent =
+        serde_json::from_value(raw.clone()).map_err(|e| Error::Payload(e.to_string()))?;
+    Ok(interaction_from_event(&event, raw.clone()))
+}
+
+/// Converts a parsed interaction event; `raw` is kept in the interaction as the platform payload.
+pub fn interaction_from_event(event: &SlackInteractionEvent, raw: Value) -> Option<Interaction> {
+    match event {
+        SlackInteractionEvent::BlockActions(ev) => action_from_block_actions(ev, raw),
+        SlackInteractionEvent::ViewSubmission(ev) => {
+            Some(modal_submit_from_view_submission(ev, raw))
+        }
+        _ => None,
+    }
+}
+
+/// The values an action carries: a button's value, a select's chosen option, or a checkbox
+/// group's / multi-select's chosen options (in order).
+pub fn action_values(action: &SlackInteractionActionInfo) -> Vec<String> {
+    if let Some(opts) = &action.selected_options {
+        return opts.iter().map(|o| o.value.clone()).collect();
+    }
+    if let Some(opt) = &action.selected_option {
+        return vec![opt.value.clone()];
+    }
+    action.value.clone().into_iter().collect()
+}
+
+/// `block_actions` → [`Interaction::Action`] for its first action. `value` is the button value,
+/// the selected option's value, or — for checkboxes and multi-selects — the selected values joined
+/// by `,` (every one is also in `raw`). `messageId` is `channel:message_ts` (or `view:<id>` for a
+/// control inside a modal).
+pub fn action_from_block_actions(
+    ev: &SlackInteractionBlockActionsEvent,
+    raw: Value,
+) -> Option<Interaction> {
+    let action = ev.actions.as_ref()?.first()?;
+    let user = platform_user(ev.user.as_ref()?);
+    let message_id = match &ev.container {
+        SlackInteractionActionContainer::Message(m) => {
+            let channel = m
+                .channel_id
+                .as_ref()
+                .or(ev.channel.as_ref().map(|c| &c.id))?;
+            message_id(&channel.0, &m.message_ts.0)
+        }
+        SlackInteractionActionContainer::MessageAttachment(m) => {
+            let channel = m
+                .channel_id
+                .as_ref()
+                .or(ev.channel.as_ref().map(|c| &c.id))?;
+            message_id(&channel.0, &m.message_ts.0)
+        }
+        SlackInteractionActionContainer::View(v) => format!("view:{}", v.view_id.0),
+    };
+    let values = action_values(action);
+    let value = if values.is_empty() {
+        None
+    } else {
+        Some(values.join(","))
+    };
+    Some(Interaction::Action {
+        event: ActionEvent {
+            action_id: action.action_id.0.clone(),
+            value,
+            message_id,
+            user,
+            trigger_id: Some(ev.trigger_id.0.clone()),
+            raw,
+        },
+    })
+}
+
+/// `view_submission` → [`Interaction::ModalSubmit`]: values flattened by `action_id` (a text
+/// input's value or a single choice's option value as a string, several choices as an array).
+pub fn modal_submit_from_view_submission(
+    ev: &SlackInteractionViewSubmissionEvent,
+    raw: Value,
+) -> Interaction {
+    let mut values = Map::new();
+    if let Some(state) = &ev.view.state_params.state {
+        for block in state.values.values() {
+            for (action_id, v) in block {
+                let value = if let Some(opts) = &v.selected_options {
+                    Value::Array(
+                        opts.iter()
+                            .map(|o| Value::String(o.value.clone()))
+                            .collect(),
+                    )
+                } else if let Some(opt) = &v.selected_option {
+                    Value::String(opt.value.clone())
+                } else if let Some(text) = &v.value {
+                    Value::String(text.clone())
+                } else {
+                    Value::Null
+                };
+                values.insert(action_id.0.clone(), value);
+            }
+        }
+    }
+    let private_metadata = match &ev.view.view {
+        SlackView::Modal(m) => m.private_metadata.clone(),
+        SlackView::Home(h) => h.private_metadata.clone(),
+    };
+    Interaction::ModalSubmit {
+        event: ModalSubmitEvent {
+            values,
+            private_metadata,
+            related_message_id: None,
+            user: platform_user(&ev.user),
+            trigger_id: ev.trigger_id.as_ref().map(|t| t.0.clone()),
+            raw,
+        },
+    }
+}
+
+/// A message from the Events API, converted.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IncomingMessage {
+    /// The FrogBot thread id (`channel:thread_ts`).
+    pub thread: String,
+    /// Whether the message is a reply inside an existing thread (else it starts one).
+    pub in_thread: bool,
+    /// Whether the message mentions the bot (`<@BOT>`), or is an `app_mention` event.
+    pub mentioned: bool,
+    /// The message.
+    pub message: ThreadMessage,
+}
+
+/// Whether a message is the bot's own (it has a `bot_id`, or its user is the bot user).
+pub fn is_own_message(sender: &SlackMessageSender, bot_user_id: &str) -> bool {
+    sender.bot_id.is_some() || sender.user.as_ref().is_some_and(|u| u.0 == bot_user_id)
+}
+
+/// Whether `text` mentions the user `bot_user_id` (`<@U123>` or `<@U123|name>`).
+pub fn mentions(text: &str, bot_user_id: &str) -> bool {
+    text.contains(&format!("<@{bot_user_id}>")) || text.contains(&format!("<@{bot_user_id}|"))
+}
+
+/// `text` without mentions of `bot_user_id`, trimmed.
+pub fn strip_mention(text: &str, bot_user_id: &str) -> String {
+    let mut out = text.replace(&format!("<@{bot_user_id}>"), "");
+    while let Some(start) = out.find(&format!("<@{bot_user_id}|")) {
+        match out[start..].find('>') {
+            Some(end) => out.replace_range(start..start + end + 1, ""),
+            None => break,
+        }
+    }
+    out.trim().to_string()
+}
+
+fn build_message(
+    channel: &str,
+    origin: &SlackMessageOrigin,
+    text: String,
+    author: PlatformUser,
+    raw: Value,
+    mentioned: bool,
+) -> IncomingMessage {
+    let ts = &origin.ts.0;
+    let root = origin.thread_ts.as_ref().map(|t| t.0.as_str());
+    let in_thread = root.is_some_and(|r| r != ts);
+    IncomingMessage {
+        thread: thread_id(channel, root.unwrap_or(ts)),
+        in_thread,
+        mentioned,
+        message: ThreadMessage {
+            id: message_id(channel, ts),
+            text,
+            author,
+            metadata: ThreadMessageMetadata {
+                date_sent: ts_to_rfc3339(ts).unwrap_or_default(),
+            },
+            reply_to: root.filter(|r| *r != ts).map(|r| message_id(channel, r)),
+            raw,
+        },
+    }
+}
+
+/// A `message` event → [`IncomingMessage`]; `None` for the bot's own messages, edits, deletions
+/// and other subtypes that are not something a person wrote.
+pub fn message_from_event(
+    ev: &SlackMessageEvent,
+    bot_user_id: &str,
+    raw: Value,
+) -> Option<IncomingMessage> {
+    match &ev.subtype {
+        None
+        | Some(SlackMessageEventType::ThreadBroadcast)
+        | Some(SlackMessageEventType::FileShare)
+        | Some(SlackMessageEventType::MeMessage) => {}
+        Some(_) => return None,
+    }
+    if is_own_message(&ev.sender, bot_user_id) {
+        return None;
+    }
+    let channel = ev.origin.channel.as_ref()?;
+    let user = ev.sender.user.as_ref()?;
+    let text = ev
+        .content
+        .as_ref()
+        .and_then(|c| c.text.clone())
+        .unwrap_or_default();
+    let mentioned = mentions(&text, bot_user_id);
+    let author = PlatformUser {
+        id: user.0.clone(),
+        name: ev.sender.username.clone(),
+        is_bot: false,
+    };
+    Some(build_message(
+        &channel.0, &ev.origin, text, author, raw, mentioned,
+    ))
+}
+
+/// An `app_mention` event → [`IncomingMessage`] (always `mentioned`); `None` for the bot's own.
+pub fn message_from_mention(
+    ev: &SlackAppMentionEvent,
+    bot_user_id: &str,
+    raw: Value,
+) -> Option<IncomingMessage> {
+    if ev.user.0 == bot_user_id {
+        return None;
+    }
+    let text = ev.content.text.clone().unwrap_or_default();
+    let author = PlatformUser {
+        id: ev.user.0.clone(),
+        name: None,
+        is_bot: false,
+    };
+    Some(build_message(
+        &ev.channel.0,
+        &ev.origin,
+        text,
+        author,
+        raw,
+        true,
+    ))
+}
+
+/// An `event_callback` push → [`IncomingMessage`] for `message` and `app_mention` events.
+pub fn message_from_push(
+    cb: &SlackPushEventCallback,
+    bot_user_id: &str,
+) -> Option<IncomingMessage> {
+    let raw = serde_json::to_value(&cb.event).unwrap_or(Value::Null);
+    match &cb.event {
+        SlackEventCallbackBody::Message(ev) => message_from_event(ev, bot_user_id, raw),
+        SlackEventCallbackBody::AppMention(ev) => message_from_mention(ev, bot_user_id, raw),
+        _ => None,
+    }
+}
+
+/// Reads an Events API request body (`event_callback` JSON) and converts its message, if any.
+pub fn message_from_push_json(
+    body: &Value,
+    bot_user_id: &str,
+) -> Result<Option<IncomingMessage>, Error> {
+    let push: SlackPushEvent =
+        serde_json::from_value(body.clone()).map_err(|e| Error::Payload(e.to_string()))?;
+    Ok(match push {
+        SlackPushEvent::EventCallback(cb) => {
+            let raw = body.get("event").cloned().unwrap_or(Value::Null);
+            message_from_push(&cb, bot_user_id).map(|mut m| {
+                m.message.raw = raw;
+                m
+            })
+        }
+        _ => None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_and_times() {
+        assert_eq!(message_id("C1", "1.2"), "C1:1.2");
+        assert_eq!(split_id("C1:17.5").unwrap(), ("C1", "17.5"));
+        assert!(split_id("nocolon").is_err());
+        assert_eq!(
+            ts_to_rfc3339("1700000000.123456").unwrap(),
+            "2023-11-14T22:13:20.123Z"
+        );
+        assert_eq!(
+            ts_to_rfc3339("1700000000").unwrap(),
+            "2023-11-14T22:13:20.000Z"
+        );
+        assert!(ts_to_rfc3339("x").is_none());
+    }
+
+    #[test]
+    fn mentions_and_forms() {
+        assert!(mentions("hi <@UBOT> there", "UBOT"));
+        assert!(mentions("hi <@UBOT|frog>", "UBOT"));
+        assert!(!mentions("hi <@UOTHER>", "UBOT"));
+        assert_eq!(strip_mention("<@UBOT|frog> deploy", "UBOT"), "deploy");
+        assert_eq!(strip_mention("<@UBOT> deploy", "UBOT"), "deploy");
+        let v = payload_from_form("payload=%7B%22a%22%3A%22b+c%22%7D&x=1").unwrap();
+        assert_eq!(v, serde_json::json!({"a": "b c"}));
+        assert!(payload_from_form("x=1").is_err());
+    }
+}

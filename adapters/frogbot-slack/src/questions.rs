@@ -1,0 +1,345 @@
+//! [`SlackQuestions`]: FrogBot's channel-questions hooks for Slack, over a thin [`SlackApi`].
+
+use async_trait::async_trait;
+use frogbot_core::BoxError;
+use frogbot_core::model::{
+    Actor, ChannelQuestions, HookArgs, Interaction, ParseArgs, ParseResult, QuestionAnswer,
+    QuestionCall, QuestionChange, QuestionInput, QuestionMessage, QuestionModalMetadata,
+    QuestionOutcome, QuestionOutput, QuestionRecord, RenderArgs, RenderedQuestion, Thread,
+};
+use serde_json::{Map, Value};
+
+use crate::Error;
+use crate::client::SlackApi;
+use crate::convert::{message_id, split_id, ts_to_rfc3339};
+use crate::render::{
+    ActionKind, ActionRef, Progress, fallback_text, modal_input_id, modal_view,
+    question_blocks_for, settled_blocks,
+};
+
+/// What a participant sees for a denied interaction.
+pub const DENIED_TEXT: &str = "You can't answer this question.";
+/// What a participant sees for an out-of-date interaction.
+pub const STALE_TEXT: &str =
+    "This question has already been answered or has changed — your answer was not recorded.";
+
+/// Whether an action id is the "Other…" / "Answer…" button, whose modal the receiving layer opens
+/// with [`SlackQuestions::open_other`] (`parse` stays free of side effects and ignores it).
+pub fn is_open_form_action(action_id: &str) -> bool {
+    ActionRef::decode(action_id).is_some_and(|a| a.kind == ActionKind::Other)
+}
+
+/// FrogBot's channel-questions hooks for Slack: one Block Kit message per question call.
+#[derive(Debug)]
+pub struct SlackQuestions<A> {
+    api: A,
+}
+
+impl<A: SlackApi> SlackQuestions<A> {
+    /// Hooks over `api`.
+    pub fn new(api: A) -> Self {
+        Self { api }
+    }
+
+    /// The client.
+    pub fn api(&self) -> &A {
+        &self.api
+    }
+
+    /// Opens the modal for the whole question set (`views.open` with `trigger_id`); its
+    /// `private_metadata` is the form locator of the record's current message.
+    pub async fn open_other(
+        &self,
+        thread: &Thread,
+        call: &QuestionCall,
+        question: &QuestionRecord,
+        trigger_id: &str,
+    ) -> Result<(), Error> {
+        let current = question
+            .current()
+            .ok_or_else(|| Error::BadId("a question record without messages".into()))?;
+        let view = modal_view(
+            &call.input,
+            &QuestionModalMetadata {
+                thread_id: thread.id.clone(),
+                message_id: current.id.clone(),
+            },
+        )?;
+        self.api.open_view(trigger_id, view).await
+    }
+
+    async fn ephemeral(
+        &self,
+        thread: &Thread,
+        interaction: &Interaction,
+        text: &str,
+    ) -> Result<(), BoxError> {
+        let (channel, thread_ts) = split_id(&thread.id)?;
+        self.api
+            .post_ephemeral(channel, &interaction.user().id, Some(thread_ts), text)
+            .await?;
+        Ok(())
+    }
+}
+
+fn finish_or_partial(input: &QuestionInput, progress: Progress) -> ParseResult {
+    let complete: Option<Vec<QuestionAnswer>> = input
+        .questions
+        .iter()
+        .zip(&progress.picks)
+        .map(|(q, p)| {
+            p.clone().map(|selected| QuestionAnswer {
+                header: q.header.clone(),
+                selected,
+            })
+        })
+        .collect();
+    match complete {
+        Some(answers) => ParseResult::Answer {
+            output: QuestionOutput { answers },
+        },
+        None => ParseResult::Partial {
+            state: Some(progress.to_state()),
+        },
+    }
+}
+
+fn indices(value: Option<&str>) -> Option<Vec<usize>> {
+    match value {
+        None | Some("") => Some(Vec::new()),
+        Some(v) => v.split(',').map(|s| s.trim().parse().ok()).collect(),
+    }
+}
+
+fn parse_action(
+    input: &QuestionInput,
+    question: &QuestionRecord,
+    action_id: &str,
+    value: Option<&str>,
+) -> ParseResult {
+    let Some(a) = ActionRef::decode(action_id) else {
+        return ParseResult::Ignore;
+    };
+    if a.kind == ActionKind::Other {
+        return ParseResult::Ignore;
+    }
+    let Some(q) = input.questions.get(a.question) else {
+        return ParseResult::Ignore;
+    };
+    if a.revision != question.revision {
+        return ParseResult::Stale;
+    }
+    let mut progress = Progress::from_state(question.state.as_ref(), input.questions.len());
+    let label = |i: usize| q.options.get(i).map(|o| o.label.clone());
+    match a.kind {
+        ActionKind::Choose | ActionKind::Select => {
+            let option = a.option.or_else(|| value.and_then(|v| v.parse().ok()));
+            let Some(l) = option.and_then(label) else {
+                return ParseResult::Rejected {
+                    reason: "That option is not available.".into(),
+                };
+            };
+            progress.picks[a.question] = Some(vec![l]);
+            finish_or_partial(input, progress)
+        }
+        ActionKind::Toggle => {
+            let Some(checked) = indices(value) else {
+                return ParseResult::Rejected {
+                    reason: "That option is not available.".into(),
+                };
+            };
+            if checked.iter().any(|i| *i >= q.options.len()) {
+                return ParseResult::Rejected {
+                    reason: "That option is not available.".into(),
+                };
+            }
+            progress.checked[a.question] = checked;
+            ParseResult::Partial {
+                state: Some(progress.to_state()),
+            }
+        }
+        ActionKind::Submit => {
+            let checked = progress.checked[a.question].clone();
+            if checked.is_empty() {
+                return ParseResult::Rejected {
+                    reason: "Select at least one option, then press Submit.".into(),
+                };
+            }
+            let Some(labels) = checked.into_iter().map(label).collect::<Option<Vec<_>>>() else {
+                return ParseResult::Rejected {
+                    reason: "That option is not available.".into(),
+                };
+            };
+            progress.picks[a.question] = Some(labels);
+            finish_or_partial(input, progress)
+        }
+        ActionKind::Other => ParseResult::Ignore,
+    }
+}
+
+fn value_strings(v: Option<&Value>) -> Vec<String> {
+    match v {
+        Some(Value::String(s)) if !s.trim().is_empty() => vec![s.clone()],
+        Some(Value::Array(a)) => a
+            .iter()
+            .filter_map(|x| x.as_str().map(str::to_string))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Reads a modal submission into an answer (validated against the input).
+pub fn output_from_modal(
+    input: &QuestionInput,
+    values: &Map<String, Value>,
+) -> Result<QuestionOutput, String> {
+    let mut answers = Vec::new();
+    for (i, q) in input.questions.iter().enumerate() {
+        let mut selected = Vec::new();
+        for v in value_strings(values.get(&modal_input_id(i, false))) {
+            let label = v
+                .parse::<usize>()
+                .ok()
+                .and_then(|o| q.options.get(o))
+                .map(|o| o.label.clone())
+                .ok_or_else(|| format!("{:?}: that option is not available", q.header))?;
+            selected.push(label);
+        }
+        if q.custom
+            && let Some(text) = value_strings(values.get(&modal_input_id(i, true))).first()
+        {
+            let text = text.trim().to_string();
+            if q.multiple {
+                selected.push(text);
+            } else {
+                selected = vec![text];
+            }
+        }
+        answers.push(QuestionAnswer {
+            header: q.header.clone(),
+            selected,
+        });
+    }
+    let output = QuestionOutput { answers };
+    input.check_output(&output)?;
+    Ok(output)
+}
+
+#[async_trait]
+impl<A: SlackApi> ChannelQuestions for SlackQuestions<A> {
+    async fn render(&self, args: RenderArgs<'_>) -> Result<Vec<RenderedQuestion>, BoxError> {
+        let (channel, thread_ts) = split_id(&args.thread.id)?;
+        let mut out = Vec::new();
+        for call in args.calls {
+            let blocks = question_blocks_for(&call.input, 0, &Progress::default());
+            let ts = self
+                .api
+                .post_message(
+                    channel,
+                    Some(thread_ts),
+                    blocks,
+                    &fallback_text(&call.input),
+                )
+                .await?;
+            out.push(RenderedQuestion {
+                calls: vec![call.tool_call_id.clone()],
+                messages: vec![QuestionMessage {
+                    id: message_id(channel, &ts),
+                    posted_at: ts_to_rfc3339(&ts).unwrap_or_default(),
+                    question: None,
+                }],
+                state: None,
+            });
+        }
+        Ok(out)
+    }
+
+    fn parse(&self, args: ParseArgs<'_>) -> ParseResult {
+        let input = &args.call.input;
+        match args.interaction {
+            Interaction::Action { event } => parse_action(
+                input,
+                args.question,
+                &event.action_id,
+                event.value.as_deref(),
+            ),
+            Interaction::ModalSubmit { event } => {
+                let ours = event
+                    .raw
+                    .pointer("/view/callback_id")
+                    .and_then(Value::as_str)
+                    .is_none_or(|c| c == crate::render::MODAL_CALLBACK_ID);
+                if !ours {
+                    return ParseResult::Ignore;
+                }
+                match output_from_modal(input, &event.values) {
+                    Ok(output) => ParseResult::Answer { output },
+                    Err(reason) => ParseResult::Rejected { reason },
+                }
+            }
+            _ => ParseResult::Ignore,
+        }
+    }
+
+    async fn updated(
+        &self,
+        args: HookArgs<'_>,
+        _interaction: Option<&Interaction>,
+    ) -> Result<Option<QuestionChange>, BoxError> {
+        let input = &args.call.input;
+        let progress = Progress::from_state(args.question.state.as_ref(), input.questions.len());
+        let blocks = question_blocks_for(input, args.question.revision, &progress);
+        let current = args
+            .question
+            .current()
+            .ok_or_else(|| Error::BadId("a question record without messages".into()))?;
+        let (channel, ts) = split_id(&current.id)?;
+        self.api
+            .update_message(channel, ts, blocks, &fallback_text(input))
+            .await?;
+        Ok(None)
+    }
+
+    async fn settled(
+        &self,
+        args: HookArgs<'_>,
+        actor: Option<&Actor>,
+        outcome: &QuestionOutcome,
+    ) -> Result<Option<QuestionChange>, BoxError> {
+        let input = &args.call.input;
+        let text = crate::render::outcome_text(input, outcome, actor);
+        let mut first_err: Option<Error> = None;
+        for m in &args.question.messages {
+            let blocks = settled_blocks(input, outcome, actor);
+            let res = match split_id(&m.id) {
+                Ok((channel, ts)) => self.api.update_message(channel, ts, blocks, &text).await,
+                Err(e) => Err(e),
+            };
+            if let Err(e) = res {
+                tracing::warn!(message = %m.id, error = %e, "could not close a Slack question message");
+                first_err.get_or_insert(e);
+            }
+        }
+        match first_err {
+            Some(e) => Err(e.into()),
+            None => Ok(None),
+        }
+    }
+
+    async fn rejected(
+        &self,
+        args: HookArgs<'_>,
+        interaction: &Interaction,
+        reason: &str,
+    ) -> Result<(), BoxError> {
+        self.ephemeral(args.thread, interaction, reason).await
+    }
+
+    async fn denied(&self, args: HookArgs<'_>, interaction: &Interaction) -> Result<(), BoxError> {
+        self.ephemeral(args.thread, interaction, DENIED_TEXT).await
+    }
+
+    async fn stale(&self, args: HookArgs<'_>, interaction: &Interaction) -> Result<(), BoxError> {
+        self.ephemeral(args.thread, interaction, STALE_TEXT).await
+    }
+}

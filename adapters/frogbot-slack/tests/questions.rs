@@ -1,0 +1,527 @@
+//! `SlackQuestions` driven through slack-morphism's real client against a local fake of the Slack
+//! Web API (axum on 127.0.0.1:0), plus `parse` for every control.
+
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use axum::routing::post;
+use frogbot_core::model::{
+    ActionEvent, Actor, ChannelIdentity, ChannelQuestions, HookArgs, Interaction, ModalSubmitEvent,
+    ParseArgs, ParseResult, PlatformUser, QuestionAnswer, QuestionCall, QuestionInput,
+    QuestionMessage, QuestionOutcome, QuestionOutput, QuestionRecord, RenderArgs, RequestContext,
+    Thread, ThreadMessage, ThreadMessageMetadata, decode_question_modal_metadata,
+};
+use frogbot_slack::{SlackQuestions, SlackWebApi};
+use hyper_util::client::legacy::connect::HttpConnector;
+use serde_json::{Value, json};
+use slack_morphism::prelude::*;
+
+#[derive(Clone, Debug)]
+struct Call {
+    method: String,
+    auth: String,
+    body: Value,
+}
+
+#[derive(Clone, Default)]
+struct Fake {
+    calls: Arc<Mutex<Vec<Call>>>,
+    fail: Arc<Mutex<Option<String>>>,
+}
+
+impl Fake {
+    fn calls(&self, method: &str) -> Vec<Call> {
+        self.calls
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|c| c.method == method)
+            .cloned()
+            .collect()
+    }
+}
+
+async fn api(
+    State(fake): State<Fake>,
+    Path(method): Path<String>,
+    headers: HeaderMap,
+    body: String,
+) -> axum::Json<Value> {
+    let body: Value = serde_json::from_str(&body).unwrap_or(Value::String(body));
+    let auth = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    let n = {
+        let mut calls = fake.calls.lock().unwrap();
+        calls.push(Call {
+            method: method.clone(),
+            auth,
+            body: body.clone(),
+        });
+        calls.len()
+    };
+    if let Some(error) = fake.fail.lock().unwrap().clone() {
+        return axum::Json(json!({"ok": false, "error": error}));
+    }
+    let channel = body["channel"].as_str().unwrap_or("C42").to_string();
+    axum::Json(match method.as_str() {
+        "auth.test" => json!({
+            "ok": true, "url": "https://frogs.slack.com/", "team": "Frogs", "user": "frogbot",
+            "team_id": "T1", "user_id": "UBOT", "bot_id": "B1"
+        }),
+        "chat.postMessage" => {
+            let ts = format!("1700000100.{n:06}");
+            json!({
+                "ok": true, "channel": channel, "ts": ts,
+                "message": {
+                    "type": "message", "subtype": "bot_message", "text": body["text"],
+                    "ts": ts, "bot_id": "B1", "blocks": body["blocks"]
+                }
+            })
+        }
+        "chat.update" => json!({
+            "ok": true, "channel": channel, "ts": body["ts"], "text": body["text"],
+            "message": {"text": body["text"], "user": "UBOT", "bot_id": "B1", "blocks": body["blocks"]}
+        }),
+        "chat.postEphemeral" => json!({"ok": true, "message_ts": format!("1700000500.{n:06}")}),
+        "views.open" => {
+            let mut view = body["view"].clone();
+            view["id"] = json!("V1");
+            view["team_id"] = json!("T1");
+            view["hash"] = json!("1700000600.abc");
+            view["state"] = json!({"values": {}});
+            json!({"ok": true, "view": view})
+        }
+        _ => json!({"ok": false, "error": "unknown_method"}),
+    })
+}
+
+async fn start() -> (
+    Fake,
+    SlackQuestions<SlackWebApi<SlackClientHyperConnector<HttpConnector>>>,
+) {
+    let fake = Fake::default();
+    let app = Router::new()
+        .route("/api/{method}", post(api).get(api))
+        .with_state(fake.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let connector = SlackClientHyperConnector::with_connector(HttpConnector::new())
+        .with_slack_api_url(&format!("http://{addr}/api"));
+    let questions = SlackQuestions::new(SlackWebApi::new(connector, "xoxb-test-token"));
+    (fake, questions)
+}
+
+fn thread() -> Thread {
+    Thread {
+        id: "C42:1700000000.000100".into(),
+        platform: "slack".into(),
+        chat_id: "chat-1".into(),
+    }
+}
+
+fn call(id: &str, questions: Value) -> QuestionCall {
+    QuestionCall {
+        tool_call_id: id.into(),
+        input: serde_json::from_value::<QuestionInput>(json!({ "questions": questions })).unwrap(),
+    }
+}
+
+fn env_call() -> QuestionCall {
+    call(
+        "call-1",
+        json!([{"header": "Env", "question": "Where to deploy?", "options": [{"label": "staging"}, {"label": "prod"}], "custom": true}]),
+    )
+}
+
+fn set_call() -> QuestionCall {
+    call(
+        "call-2",
+        json!([
+            {"header": "Env", "question": "Where?", "options": [{"label": "staging"}, {"label": "prod"}]},
+            {"header": "Checks", "question": "Which checks?", "options": [{"label": "lint"}, {"label": "test"}, {"label": "bench"}], "multiple": true},
+            {"header": "Note", "question": "Anything else?", "options": [], "custom": true}
+        ]),
+    )
+}
+
+fn record(messages: &[&str], revision: u64, state: Option<Value>) -> QuestionRecord {
+    QuestionRecord {
+        messages: messages
+            .iter()
+            .map(|id| QuestionMessage {
+                id: id.to_string(),
+                posted_at: String::new(),
+                question: None,
+            })
+            .collect(),
+        revision,
+        state,
+    }
+}
+
+fn user() -> PlatformUser {
+    PlatformUser {
+        id: "U123".into(),
+        name: Some("ana".into()),
+        is_bot: false,
+    }
+}
+
+fn action(action_id: &str, value: Option<&str>) -> Interaction {
+    Interaction::Action {
+        event: ActionEvent {
+            action_id: action_id.into(),
+            value: value.map(str::to_string),
+            message_id: "C42:1700000100.000001".into(),
+            user: user(),
+            trigger_id: Some("trigger-1".into()),
+            raw: Value::Null,
+        },
+    }
+}
+
+fn modal(values: Value) -> Interaction {
+    let Value::Object(values) = values else {
+        panic!()
+    };
+    Interaction::ModalSubmit {
+        event: ModalSubmitEvent {
+            values,
+            private_metadata: None,
+            related_message_id: None,
+            user: user(),
+            trigger_id: None,
+            raw: Value::Null,
+        },
+    }
+}
+
+fn parse(
+    q: &SlackQuestions<impl frogbot_slack::SlackApi>,
+    call: &QuestionCall,
+    rec: &QuestionRecord,
+    i: &Interaction,
+) -> ParseResult {
+    q.parse(ParseArgs {
+        call,
+        interaction: i,
+        question: rec,
+        settled: false,
+    })
+}
+
+fn answer(pairs: &[(&str, &[&str])]) -> ParseResult {
+    ParseResult::Answer {
+        output: QuestionOutput {
+            answers: pairs
+                .iter()
+                .map(|(h, s)| QuestionAnswer {
+                    header: h.to_string(),
+                    selected: s.iter().map(|x| x.to_string()).collect(),
+                })
+                .collect(),
+        },
+    }
+}
+
+#[tokio::test]
+async fn render_posts_one_block_kit_message_per_call_in_the_thread() {
+    let (fake, q) = start().await;
+    let calls = [env_call(), set_call()];
+    let req = RequestContext::default();
+    let out = q
+        .render(RenderArgs {
+            calls: &calls,
+            req: &req,
+            thread: &thread(),
+        })
+        .await
+        .unwrap();
+    let posts = fake.calls("chat.postMessage");
+    assert_eq!(posts.len(), 2);
+    assert_eq!(posts[0].auth, "Bearer xoxb-test-token");
+    assert_eq!(posts[0].body["channel"], "C42");
+    assert_eq!(posts[0].body["thread_ts"], "1700000000.000100");
+    assert_eq!(posts[0].body["text"], "Where to deploy?");
+    let blocks = posts[0].body["blocks"].as_array().unwrap();
+    assert_eq!(blocks[0]["type"], "section");
+    let ids: Vec<_> = blocks[1]["elements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["action_id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ids, ["fb1:b:0:0:0", "fb1:b:0:1:0", "fb1:o:0:-:0"]);
+    assert_eq!(posts[1].body["blocks"].as_array().unwrap().len(), 6);
+
+    assert_eq!(out.len(), 2);
+    assert_eq!(out[0].calls, ["call-1"]);
+    assert_eq!(out[0].messages[0].id, "C42:1700000100.000001");
+    assert_eq!(out[0].messages[0].posted_at, "2023-11-14T22:15:00.000Z");
+    assert_eq!(out[1].calls, ["call-2"]);
+    assert_eq!(out[1].messages[0].id, "C42:1700000100.000002");
+}
+
+#[tokio::test]
+async fn settled_updates_every_message_of_the_record() {
+    let (fake, q) = start().await;
+    let c = env_call();
+    let rec = record(&["C42:1700000100.000001", "C42:1700000100.000009"], 0, None);
+    let actor = Actor {
+        user: None,
+        identity: Some(ChannelIdentity {
+            platform: "slack".into(),
+            user: user(),
+        }),
+    };
+    let outcome = QuestionOutcome::Answered(QuestionOutput {
+        answers: vec![QuestionAnswer {
+            header: "Env".into(),
+            selected: vec!["prod".into()],
+        }],
+    });
+    let req = RequestContext::default();
+    let args = HookArgs {
+        call: &c,
+        question: &rec,
+        req: &req,
+        thread: &thread(),
+    };
+    assert_eq!(q.settled(args, Some(&actor), &outcome).await.unwrap(), None);
+    let updates = fake.calls("chat.update");
+    assert_eq!(updates.len(), 2);
+    let ts: Vec<_> = updates.iter().map(|u| u.body["ts"].clone()).collect();
+    assert_eq!(ts, [json!("1700000100.000001"), json!("1700000100.000009")]);
+    for u in &updates {
+        assert_eq!(u.body["channel"], "C42");
+        let blocks = u.body["blocks"].as_array().unwrap();
+        assert_eq!(blocks.last().unwrap()["type"], "context");
+        assert_eq!(
+            blocks.last().unwrap()["elements"][0]["text"],
+            "✅ Answered by <@U123>: prod"
+        );
+        assert!(!u.body["blocks"].to_string().contains("\"actions\""));
+    }
+
+    // A failing update is reported (FrogBot logs it and closes the question anyway).
+    *fake.fail.lock().unwrap() = Some("message_not_found".into());
+    let err = q
+        .settled(args, None, &QuestionOutcome::Dismissed)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("chat.update"), "{err}");
+    assert_eq!(
+        fake.calls("chat.update").len(),
+        4,
+        "still tries every message"
+    );
+}
+
+#[tokio::test]
+async fn stale_rejected_and_denied_answer_the_clicking_user_privately() {
+    let (fake, q) = start().await;
+    let c = env_call();
+    let rec = record(&["C42:1700000100.000001"], 0, None);
+    let req = RequestContext::default();
+    let args = HookArgs {
+        call: &c,
+        question: &rec,
+        req: &req,
+        thread: &thread(),
+    };
+    let click = action("fb1:b:0:1:0", Some("1"));
+    q.stale(args, &click).await.unwrap();
+    q.rejected(args, &click, "Pick one of the buttons.")
+        .await
+        .unwrap();
+    q.denied(args, &click).await.unwrap();
+    let eph = fake.calls("chat.postEphemeral");
+    assert_eq!(eph.len(), 3);
+    for e in &eph {
+        assert_eq!(e.body["channel"], "C42");
+        assert_eq!(e.body["user"], "U123");
+        assert_eq!(e.body["thread_ts"], "1700000000.000100");
+    }
+    assert_eq!(eph[0].body["text"], frogbot_slack::questions::STALE_TEXT);
+    assert_eq!(eph[1].body["text"], "Pick one of the buttons.");
+    assert_eq!(eph[2].body["text"], frogbot_slack::questions::DENIED_TEXT);
+    assert!(fake.calls("chat.update").is_empty());
+}
+
+#[tokio::test]
+async fn open_other_opens_the_modal_with_the_form_locator() {
+    let (fake, q) = start().await;
+    let c = env_call();
+    let rec = record(&["C42:1700000100.000001", "C42:1700000100.000007"], 0, None);
+    let other = action("fb1:o:0:-:0", None);
+    // parse is free of side effects: the "Other…" button is ignored there…
+    assert_eq!(parse(&q, &c, &rec, &other), ParseResult::Ignore);
+    assert!(frogbot_slack::questions::is_open_form_action("fb1:o:0:-:0"));
+    assert!(fake.calls.lock().unwrap().is_empty());
+    // …and the receiving layer opens the form.
+    q.open_other(&thread(), &c, &rec, "trigger-1")
+        .await
+        .unwrap();
+    let opened = fake.calls("views.open");
+    assert_eq!(opened.len(), 1);
+    assert_eq!(opened[0].body["trigger_id"], "trigger-1");
+    let view = &opened[0].body["view"];
+    assert_eq!(view["type"], "modal");
+    let locator =
+        decode_question_modal_metadata(view["private_metadata"].as_str().unwrap()).unwrap();
+    assert_eq!(locator.thread_id, "C42:1700000000.000100");
+    assert_eq!(locator.message_id, "C42:1700000100.000007");
+    assert_eq!(view["blocks"][0]["element"]["type"], "radio_buttons");
+    assert_eq!(view["blocks"][1]["element"]["type"], "plain_text_input");
+}
+
+#[tokio::test]
+async fn updated_redraws_the_current_message_at_the_new_revision() {
+    let (fake, q) = start().await;
+    let c = set_call();
+    let state = json!({"picks": [["prod"], null, null], "checked": [[], [1], []]});
+    let rec = record(&["C42:1700000100.000001"], 3, Some(state));
+    let req = RequestContext::default();
+    let args = HookArgs {
+        call: &c,
+        question: &rec,
+        req: &req,
+        thread: &thread(),
+    };
+    assert_eq!(q.updated(args, None).await.unwrap(), None);
+    let updates = fake.calls("chat.update");
+    assert_eq!(updates.len(), 1);
+    assert_eq!(updates[0].body["ts"], "1700000100.000001");
+    let blocks = &updates[0].body["blocks"];
+    assert!(
+        blocks[0]["text"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("Selected: prod")
+    );
+    assert_eq!(blocks[1]["elements"][1]["style"], "primary");
+    assert_eq!(blocks[3]["elements"][0]["action_id"], "fb1:c:1:-:3");
+    assert_eq!(blocks[3]["elements"][0]["initial_options"][0]["value"], "1");
+}
+
+#[tokio::test]
+async fn parse_reads_every_control() {
+    let (fake, q) = start().await;
+    // A single question: a button answers it.
+    let c = env_call();
+    let rec = record(&["C42:1700000100.000001"], 0, None);
+    assert_eq!(
+        parse(&q, &c, &rec, &action("fb1:b:0:1:0", Some("1"))),
+        answer(&[("Env", &["prod"])])
+    );
+    // Controls drawn for another revision are stale.
+    assert_eq!(
+        parse(&q, &c, &rec, &action("fb1:b:0:1:1", Some("1"))),
+        ParseResult::Stale
+    );
+    // Not ours, or an option that does not exist.
+    assert_eq!(
+        parse(&q, &c, &rec, &action("approve", Some("1"))),
+        ParseResult::Ignore
+    );
+    assert!(matches!(
+        parse(&q, &c, &rec, &action("fb1:b:0:7:0", Some("7"))),
+        ParseResult::Rejected { .. }
+    ));
+    // Thread replies are not answers on Slack.
+    let reply = Interaction::Message {
+        message: ThreadMessage {
+            id: "C42:1700000200.000001".into(),
+            text: "prod".into(),
+            author: user(),
+            metadata: ThreadMessageMetadata {
+                date_sent: "2023-11-14T22:16:40.000Z".into(),
+            },
+            reply_to: None,
+            raw: Value::Null,
+        },
+    };
+    assert_eq!(parse(&q, &c, &rec, &reply), ParseResult::Ignore);
+
+    // A set: a pick is partial, checkboxes are partial, Submit completes.
+    let c = set_call();
+    let rec0 = record(&["C42:1700000100.000001"], 0, None);
+    let ParseResult::Partial { state: Some(s1) } =
+        parse(&q, &c, &rec0, &action("fb1:b:0:0:0", Some("0")))
+    else {
+        panic!("expected partial")
+    };
+    assert_eq!(s1["picks"][0], json!(["staging"]));
+    let rec1 = record(&["C42:1700000100.000001"], 1, Some(s1));
+    let ParseResult::Partial { state: Some(s2) } =
+        parse(&q, &c, &rec1, &action("fb1:c:1:-:1", Some("0,2")))
+    else {
+        panic!("expected partial")
+    };
+    assert_eq!(s2["checked"][1], json!([0, 2]));
+    let rec2 = record(&["C42:1700000100.000001"], 2, Some(s2));
+    // Submit at the old revision is stale; an empty Submit is rejected.
+    assert_eq!(
+        parse(&q, &c, &rec2, &action("fb1:u:1:-:1", None)),
+        ParseResult::Stale
+    );
+    assert!(matches!(
+        parse(&q, &c, &rec0, &action("fb1:u:1:-:0", None)),
+        ParseResult::Rejected { .. }
+    ));
+    let ParseResult::Partial { state: Some(s3) } =
+        parse(&q, &c, &rec2, &action("fb1:u:1:-:2", None))
+    else {
+        panic!("expected partial: the note is still open")
+    };
+    assert_eq!(s3["picks"][1], json!(["lint", "bench"]));
+
+    // The modal answers the whole set at once, validated.
+    let good = modal(json!({
+        "fb1:m:0:pick": "1",
+        "fb1:m:1:pick": ["0", "1"],
+        "fb1:m:2:text": "ship it"
+    }));
+    assert_eq!(
+        parse(&q, &c, &rec2, &good),
+        answer(&[
+            ("Env", &["prod"]),
+            ("Checks", &["lint", "test"]),
+            ("Note", &["ship it"])
+        ])
+    );
+    let missing = modal(json!({"fb1:m:0:pick": "1", "fb1:m:1:pick": []}));
+    assert!(matches!(
+        parse(&q, &c, &rec2, &missing),
+        ParseResult::Rejected { .. }
+    ));
+    let other_text = modal(json!({"fb1:m:0:text": "moon"}));
+    let c1 = env_call();
+    assert_eq!(
+        parse(&q, &c1, &rec0, &other_text),
+        answer(&[("Env", &["moon"])])
+    );
+    assert!(matches!(
+        parse(&q, &c1, &rec0, &modal(json!({"fb1:m:0:pick": "9"}))),
+        ParseResult::Rejected { .. }
+    ));
+    assert!(fake.calls.lock().unwrap().is_empty(), "parse made no call");
+}
+
+#[tokio::test]
+async fn auth_test_tells_the_bot_its_own_ids() {
+    let (fake, q) = start().await;
+    let me = q.api().bot_identity().await.unwrap();
+    assert_eq!(me.user_id, "UBOT");
+    assert_eq!(me.bot_id.as_deref(), Some("B1"));
+    assert_eq!(me.team_id, "T1");
+    let calls = fake.calls("auth.test");
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].auth, "Bearer xoxb-test-token");
+}
