@@ -35,6 +35,7 @@ pub enum ScriptEvent {
 pub struct ScriptedModel {
     script: Script,
     requests: Arc<std::sync::Mutex<Vec<ModelRequest>>>,
+    record: bool,
 }
 
 impl std::fmt::Debug for ScriptedModel {
@@ -44,11 +45,23 @@ impl std::fmt::Debug for ScriptedModel {
 }
 
 impl ScriptedModel {
-    /// A model that runs `script` for every step.
+    /// A model that runs `script` for every step and keeps every request it receives (for tests:
+    /// see [`ScriptedModel::requests`]).
     pub fn new(script: impl Fn(&ModelRequest) -> Vec<ScriptEvent> + Send + Sync + 'static) -> Self {
         Self {
             script: Arc::new(script),
             requests: Arc::default(),
+            record: true,
+        }
+    }
+
+    /// A model that runs `script` and keeps nothing (for long-running use, such as `demo`).
+    pub fn without_log(
+        script: impl Fn(&ModelRequest) -> Vec<ScriptEvent> + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            record: false,
+            ..Self::new(script)
         }
     }
 
@@ -89,10 +102,12 @@ pub fn finish(reason: FinishReason) -> ScriptEvent {
 #[async_trait]
 impl Model for ScriptedModel {
     async fn stream(&self, request: ModelRequest) -> Result<ModelStream, BoxError> {
-        self.requests
-            .lock()
-            .expect("requests lock")
-            .push(request.clone());
+        if self.record {
+            self.requests
+                .lock()
+                .expect("requests lock")
+                .push(request.clone());
+        }
         let events = (self.script)(&request);
         let stream = futures::stream::iter(events).then(|e| async move {
             match e {
@@ -118,7 +133,7 @@ impl Model for ScriptedModel {
 /// it asks a question with the question tool; when it contains `slow N` it waits N seconds before
 /// replying; otherwise it echoes. After a question is answered it says what was chosen.
 pub fn demo_model() -> ScriptedModel {
-    ScriptedModel::new(|req: &ModelRequest| {
+    ScriptedModel::without_log(|req: &ModelRequest| {
         // After a tool result: report it.
         if let Some(ModelMessage::Tool {
             content, is_error, ..
