@@ -371,7 +371,7 @@ impl Engine {
                 ..Default::default()
             },
         };
-        store
+        let (_, created) = store
             .create_chat(
                 &NewChat {
                     chat_id: req.chat_id.clone(),
@@ -381,10 +381,12 @@ impl Engine {
                 now,
             )
             .await?;
-        if store
-            .get_message(&req.chat_id, &message.id)
-            .await?
-            .is_some()
+        // A chat created just now has no messages to collide with.
+        if !created
+            && store
+                .get_message(&req.chat_id, &message.id)
+                .await?
+                .is_some()
         {
             return Err(Error::InvalidInput(format!(
                 "chat {} already has a message {:?}",

@@ -271,22 +271,26 @@ macro_rules! impl_sql_store {
             }
 
             async fn create_chat(&self, chat: &NewChat, now: Millis) -> Result<(ChatRow, bool)> {
-                let done = sqlx::query(
+                let inserted = sqlx::query(concat!(
                     "INSERT INTO chats (chat_id, owner, channel_platform, channel_thread, created_at, updated_at) \
-                     VALUES ($1, $2, $3, $4, $5, $5) ON CONFLICT (chat_id) DO NOTHING",
-                )
+                     VALUES ($1, $2, $3, $4, $5, $5) ON CONFLICT (chat_id) DO NOTHING RETURNING ",
+                    chat_cols!()
+                ))
                 .bind(chat.chat_id.as_str())
                 .bind(chat.owner.as_ref().map(UserId::as_str))
                 .bind(chat.channel.as_ref().map(|c| c.platform.as_str()))
                 .bind(chat.channel.as_ref().map(|c| c.thread.as_str()))
                 .bind(now)
-                .execute(self.writer())
+                .fetch_optional(self.writer())
                 .await?;
+                if let Some(row) = inserted {
+                    return Ok((Self::chat_from_row(&row)?, true));
+                }
                 let row = self
                     .get_chat(&chat.chat_id)
                     .await?
                     .ok_or_else(|| Error::Corrupt("chat vanished after insert".into()))?;
-                Ok((row, done.rows_affected() == 1))
+                Ok((row, false))
             }
 
             async fn get_chat(&self, chat: &ChatId) -> Result<Option<ChatRow>> {
