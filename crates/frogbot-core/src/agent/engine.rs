@@ -393,13 +393,14 @@ impl Engine {
                 req.chat_id, message.id
             )));
         }
-        if let Some(lease) = store
-            .try_start_turn(&req.chat_id, &self.lease_request(req.author.clone()))
+        if let Some((lease, stored)) = store
+            .start_turn_with(
+                &req.chat_id,
+                &self.lease_request(req.author.clone()),
+                &message,
+            )
             .await?
         {
-            let stored = store
-                .save_turn_message(&lease, &message, Slot::TurnStart, None, now_millis())
-                .await?;
             self.emit_message(&req.chat_id, &stored.message);
             self.emit_state(&req.chat_id, TurnState::Running);
             return Ok(Sent::Started(self.spawn_run(lease, Start::New(stored))));

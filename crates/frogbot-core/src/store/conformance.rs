@@ -375,6 +375,49 @@ pub async fn lease_fenced_writes_refused_after_takeover(url: &str) {
     );
 }
 
+pub async fn turn_start_with_message_is_all_or_nothing(url: &str) {
+    let s = handle(url).await;
+    let c = new_chat(&*s, "startwith", None).await;
+    let (lease, first) = s
+        .start_turn_with(
+            &c,
+            &lease_req("p", Some("alice"), T0),
+            &user_msg("u1", Some("alice"), "go"),
+        )
+        .await
+        .unwrap()
+        .expect("an idle chat starts a turn");
+    assert_eq!(first.position, Some(1));
+    assert!(!first.queued);
+    assert_eq!(lease.driver, Some(user("alice")));
+    assert!(
+        s.start_turn_with(
+            &c,
+            &lease_req("q", None, T0 + 1),
+            &user_msg("u2", None, "no")
+        )
+        .await
+        .unwrap()
+        .is_none(),
+        "a running chat starts nothing"
+    );
+    assert!(
+        s.get_message(&c, "u2").await.unwrap().is_none(),
+        "and saves nothing"
+    );
+    s.end_turn(&lease, TurnEnd::Idle, T0 + 2).await.unwrap();
+    let (_, second) = s
+        .start_turn_with(
+            &c,
+            &lease_req("r", None, T0 + 3),
+            &user_msg("u3", None, "again"),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(second.position, Some(2), "each turn gets the next position");
+}
+
 pub async fn turn_awaiting_blocks_new_turns_until_resumed(url: &str) {
     let s = handle(url).await;
     let c = new_chat(&*s, "await", None).await;
@@ -1267,6 +1310,7 @@ macro_rules! store_conformance_tests {
             lease_renewal_keeps_the_chat,
             lease_fenced_writes_refused_after_takeover,
             turn_awaiting_blocks_new_turns_until_resumed,
+            turn_start_with_message_is_all_or_nothing,
             queue_is_oldest_first_across_two_handles,
             queue_duplicate_message_id_is_refused,
             queue_edit_and_delete_only_by_author_before_promotion,

@@ -146,6 +146,24 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         now: Millis,
     ) -> Result<StoredMessage>;
 
+    /// Takes the lease for a new turn (as [`Store::try_start_turn`]) and saves the turn's user
+    /// message at a new turn position (as [`Store::save_turn_message`] with [`Slot::TurnStart`]), in
+    /// one step where the backend can. `None` when the chat is not idle; nothing is saved then.
+    async fn start_turn_with(
+        &self,
+        chat: &ChatId,
+        req: &LeaseRequest,
+        message: &UiMessage,
+    ) -> Result<Option<(Lease, StoredMessage)>> {
+        let Some(lease) = self.try_start_turn(chat, req).await? else {
+            return Ok(None);
+        };
+        let stored = self
+            .save_turn_message(&lease, message, Slot::TurnStart, None, req.now)
+            .await?;
+        Ok(Some((lease, stored)))
+    }
+
     /// Promotes the oldest queued message to start the next turn under `lease` (fenced), giving it
     /// a new turn position. `None` when nothing is queued.
     async fn promote_next(&self, lease: &Lease, now: Millis) -> Result<Option<StoredMessage>>;

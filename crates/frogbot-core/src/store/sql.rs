@@ -226,6 +226,36 @@ macro_rules! impl_sql_store {
                 Ok(row.try_get::<i64, _>("next")?)
             }
 
+            /// Inserts or replaces a message of a turn at (`position`, `sub`), no longer queued.
+            async fn put_turn_message(
+                tx: &mut sqlx::Transaction<'static, $db>,
+                chat: &ChatId,
+                message: &UiMessage,
+                position: i64,
+                sub: i64,
+                now: Millis,
+            ) -> Result<StoredMessage> {
+                let row = sqlx::query(concat!(
+                    "INSERT INTO messages (chat_id, id, role, author, queued, delivery, position, sub, body, created_at, updated_at) \
+                     VALUES ($1, $2, $3, $4, FALSE, 'queue', $5, $6, $7, $8, $8) \
+                     ON CONFLICT (chat_id, id) DO UPDATE SET role = excluded.role, author = excluded.author, \
+                        queued = FALSE, position = excluded.position, sub = excluded.sub, body = excluded.body, \
+                        updated_at = excluded.updated_at \
+                     RETURNING ", msg_cols!()
+                ))
+                .bind(chat.as_str())
+                .bind(&message.id)
+                .bind(message.role.as_str())
+                .bind(message.metadata.author.as_ref().map(UserId::as_str))
+                .bind(position)
+                .bind(sub)
+                .bind(message_body(message)?)
+                .bind(now)
+                .fetch_one(&mut **tx)
+                .await?;
+                Self::message_from_row(&row)
+            }
+
             async fn take_lease(
                 &self,
                 sql: &'static str,
@@ -595,27 +625,46 @@ macro_rules! impl_sql_store {
                     Slot::TurnStart => (Self::next_position(&mut tx, &lease.chat_id).await?, 0),
                     Slot::Reply { position } => (position, REPLY_SUB),
                 };
-                let row = sqlx::query(concat!(
-                    "INSERT INTO messages (chat_id, id, role, author, queued, delivery, position, sub, body, created_at, updated_at) \
-                     VALUES ($1, $2, $3, $4, FALSE, 'queue', $5, $6, $7, $8, $8) \
-                     ON CONFLICT (chat_id, id) DO UPDATE SET role = excluded.role, author = excluded.author, \
-                        queued = FALSE, position = excluded.position, sub = excluded.sub, body = excluded.body, \
-                        updated_at = excluded.updated_at \
-                     RETURNING ", msg_cols!()
-                ))
-                .bind(lease.chat_id.as_str())
-                .bind(&message.id)
-                .bind(message.role.as_str())
-                .bind(message.metadata.author.as_ref().map(UserId::as_str))
-                .bind(position)
-                .bind(sub)
-                .bind(message_body(message)?)
-                .bind(now)
-                .fetch_one(&mut *tx)
-                .await?;
-                let stored = Self::message_from_row(&row)?;
+                let stored = Self::put_turn_message(&mut tx, &lease.chat_id, message, position, sub, now).await?;
                 tx.commit().await?;
                 Ok(stored)
+            }
+
+            async fn start_turn_with(
+                &self,
+                chat: &ChatId,
+                req: &LeaseRequest,
+                message: &UiMessage,
+            ) -> Result<Option<(Lease, StoredMessage)>> {
+                use sqlx::Row;
+                let mut tx = self.begin_write().await?;
+                let expires_at = req.now + req.ttl_ms;
+                let row = sqlx::query(
+                    "UPDATE chats SET lease_holder = $2, lease_token = lease_token + 1, lease_until = $3, \
+                            driver = $4, updated_at = $5 \
+                     WHERE chat_id = $1 AND awaiting_message_id IS NULL \
+                       AND (lease_holder IS NULL OR lease_until <= $5) \
+                     RETURNING lease_token",
+                )
+                .bind(chat.as_str())
+                .bind(&req.holder)
+                .bind(expires_at)
+                .bind(req.driver.as_ref().map(UserId::as_str))
+                .bind(req.now)
+                .fetch_optional(&mut *tx)
+                .await?;
+                let Some(row) = row else { return Ok(None) };
+                let lease = Lease {
+                    chat_id: chat.clone(),
+                    holder: req.holder.clone(),
+                    token: row.try_get("lease_token")?,
+                    expires_at,
+                    driver: req.driver.clone(),
+                };
+                let position = Self::next_position(&mut tx, chat).await?;
+                let stored = Self::put_turn_message(&mut tx, chat, message, position, 0, req.now).await?;
+                tx.commit().await?;
+                Ok(Some((lease, stored)))
             }
 
             async fn promote_next(&self, lease: &Lease, now: Millis) -> Result<Option<StoredMessage>> {

@@ -1,0 +1,174 @@
+//! [`TelegramApi`]: the few Bot API calls the question hooks make, and their implementation on
+//! teloxide's [`Bot`], which waits out `429 Too Many Requests` (`retry_after`) and tries again.
+
+use std::future::Future;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use teloxide::payloads::{
+    AnswerCallbackQuerySetters, EditMessageReplyMarkupSetters, EditMessageTextSetters,
+    SendMessageSetters,
+};
+use teloxide::requests::{Request, Requester};
+use teloxide::types::{
+    CallbackQueryId, ChatId, InlineKeyboardMarkup, MessageId, ReplyMarkup, ReplyParameters,
+    ThreadId,
+};
+use teloxide::{ApiError, Bot, RequestError};
+
+use crate::Error;
+
+/// How many times a call is tried in all when Telegram keeps answering `429`.
+pub const MAX_ATTEMPTS: u32 = 4;
+
+/// A message the bot posted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SentMessage {
+    /// Its chat.
+    pub chat: ChatId,
+    /// Its id in the chat.
+    pub id: MessageId,
+    /// When Telegram posted it.
+    pub date: DateTime<Utc>,
+}
+
+/// The Bot API calls the question hooks need.
+#[async_trait]
+pub trait TelegramApi: Send + Sync {
+    /// `sendMessage`, in a forum topic when `topic` is set, replying to `reply_to` when set.
+    async fn send_message(
+        &self,
+        chat: ChatId,
+        topic: Option<ThreadId>,
+        text: &str,
+        markup: Option<ReplyMarkup>,
+        reply_to: Option<MessageId>,
+    ) -> Result<SentMessage, Error>;
+
+    /// `editMessageText`; `markup` replaces the inline keyboard (an empty one removes it).
+    async fn edit_message_text(
+        &self,
+        chat: ChatId,
+        id: MessageId,
+        text: &str,
+        markup: Option<InlineKeyboardMarkup>,
+    ) -> Result<(), Error>;
+
+    /// `editMessageReplyMarkup`; `None` removes the keyboard.
+    async fn edit_message_reply_markup(
+        &self,
+        chat: ChatId,
+        id: MessageId,
+        markup: Option<InlineKeyboardMarkup>,
+    ) -> Result<(), Error>;
+
+    /// `answerCallbackQuery`, showing `text` as a notice when set.
+    async fn answer_callback_query(&self, id: &str, text: Option<&str>) -> Result<(), Error>;
+}
+
+/// Runs a request, waiting out `retry_after` on `429` up to [`MAX_ATTEMPTS`] tries in all.
+async fn with_retry<T, F, Fut>(method: &'static str, mut call: F) -> Result<T, Error>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, RequestError>>,
+{
+    let mut attempt = 1;
+    loop {
+        match call().await {
+            Ok(v) => return Ok(v),
+            Err(RequestError::RetryAfter(wait)) if attempt < MAX_ATTEMPTS => {
+                tracing::warn!(
+                    method,
+                    seconds = wait.seconds(),
+                    "Telegram rate limit, retrying"
+                );
+                tokio::time::sleep(wait.duration()).await;
+                attempt += 1;
+            }
+            Err(e) => {
+                return Err(Error::Api {
+                    method,
+                    message: e.to_string(),
+                });
+            }
+        }
+    }
+}
+
+/// Editing a message to what it already shows is not a failure.
+fn ignore_not_modified<T>(r: Result<T, Error>) -> Result<(), Error> {
+    match r {
+        Ok(_) => Ok(()),
+        Err(Error::Api { message, .. })
+            if message.contains(&ApiError::MessageNotModified.to_string()) =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+#[async_trait]
+impl TelegramApi for Bot {
+    async fn send_message(
+        &self,
+        chat: ChatId,
+        topic: Option<ThreadId>,
+        text: &str,
+        markup: Option<ReplyMarkup>,
+        reply_to: Option<MessageId>,
+    ) -> Result<SentMessage, Error> {
+        let mut req = Requester::send_message(self, chat, text);
+        if let Some(t) = topic {
+            req = req.message_thread_id(t);
+        }
+        if let Some(m) = markup {
+            req = req.reply_markup(m);
+        }
+        if let Some(r) = reply_to {
+            req = req.reply_parameters(ReplyParameters::new(r).allow_sending_without_reply());
+        }
+        let m = with_retry("sendMessage", || req.send_ref()).await?;
+        Ok(SentMessage {
+            chat: m.chat.id,
+            id: m.id,
+            date: m.date,
+        })
+    }
+
+    async fn edit_message_text(
+        &self,
+        chat: ChatId,
+        id: MessageId,
+        text: &str,
+        markup: Option<InlineKeyboardMarkup>,
+    ) -> Result<(), Error> {
+        let mut req = Requester::edit_message_text(self, chat, id, text);
+        if let Some(m) = markup {
+            req = req.reply_markup(m);
+        }
+        ignore_not_modified(with_retry("editMessageText", || req.send_ref()).await)
+    }
+
+    async fn edit_message_reply_markup(
+        &self,
+        chat: ChatId,
+        id: MessageId,
+        markup: Option<InlineKeyboardMarkup>,
+    ) -> Result<(), Error> {
+        let mut req = Requester::edit_message_reply_markup(self, chat, id);
+        if let Some(m) = markup {
+            req = req.reply_markup(m);
+        }
+        ignore_not_modified(with_retry("editMessageReplyMarkup", || req.send_ref()).await)
+    }
+
+    async fn answer_callback_query(&self, id: &str, text: Option<&str>) -> Result<(), Error> {
+        let mut req = Requester::answer_callback_query(self, CallbackQueryId(id.to_owned()));
+        if let Some(t) = text {
+            req = req.text(t);
+        }
+        with_retry("answerCallbackQuery", || req.send_ref()).await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,47 @@
+//! Telegram ↔ FrogBot: turns Bot API updates (callback queries, messages) into FrogBot
+//! [`Interaction`](frogbot_core::model::Interaction)s and draws the agent's questions as messages
+//! with inline keyboards (on teloxide 0.17, lean: no storage, no dispatcher features).
+//!
+//! The crate is reusable alone: [`convert`] and [`render`] are pure functions over teloxide's types,
+//! and [`questions`] ties them to FrogBot's
+//! [`ChannelQuestions`](frogbot_core::model::ChannelQuestions) hooks over a thin [`TelegramApi`]
+//! client ([`client`]), implemented for teloxide's [`Bot`](teloxide::Bot).
+//!
+//! Ids: a message is `chat_id:message_id`; a thread is `chat_id`, or `chat_id:thread_id` for a
+//! forum topic. Callback data is a short token `q{revision}:{question}:{option}` (never a label), so
+//! it always fits Telegram's 64 bytes.
+//!
+//! What it must not do: it depends on `frogbot-core`'s model only (`default-features = false`):
+//! no sqlx, no engine, no storage. Everything a later hook needs travels in the question record
+//! FrogBot passes in; this crate keeps no state of its own.
+
+pub mod client;
+pub mod convert;
+pub mod questions;
+pub mod render;
+
+pub use client::{SentMessage, TelegramApi};
+pub use questions::TelegramQuestions;
+
+/// The platform name this adapter uses in `ChannelRef` / `ChannelIdentity`.
+pub const PLATFORM: &str = "telegram";
+
+/// Everything that can go wrong in this crate.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An update could not be read.
+    #[error("invalid Telegram update: {0}")]
+    Payload(String),
+    /// An id FrogBot handed in is not one this adapter made (`chat_id[:n]`).
+    #[error("not a Telegram id: {0:?}")]
+    BadId(String),
+    /// A Bot API call failed.
+    #[error("Telegram API call {method} failed: {message}")]
+    Api {
+        /// The Bot API method.
+        method: &'static str,
+        /// What went wrong.
+        message: String,
+    },
+}
