@@ -284,6 +284,11 @@ fn parse_delivery(d: Option<&str>) -> Result<Delivery, ApiError> {
     }
 }
 
+/// A JSON request body, or 400 `invalid-request`.
+fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(body).map_err(|e| ApiError::invalid(format!("malformed JSON: {e}")))
+}
+
 fn wants_stream(headers: &HeaderMap) -> bool {
     headers
         .get(header::ACCEPT)
@@ -300,8 +305,7 @@ async fn post_message(
     let chat = chat_id(&raw)?;
     let err = |e: ApiError| e.with_chat(&chat);
     let user = caller(&state, &headers).map_err(err)?;
-    let body: PostBody = serde_json::from_slice(&body)
-        .map_err(|e| err(ApiError::invalid(format!("malformed JSON: {e}"))))?;
+    let body: PostBody = parse_json(&body).map_err(err)?;
     if body.parts.is_empty() {
         return Err(err(ApiError::invalid("`parts` is empty")));
     }
@@ -415,8 +419,7 @@ async fn patch_message(
     let chat = chat_id(&raw)?;
     let err = |e: ApiError| e.with_chat(&chat);
     let user = caller(&state, &headers).map_err(err)?;
-    let body: PatchBody = serde_json::from_slice(&body)
-        .map_err(|e| err(ApiError::invalid(format!("malformed JSON: {e}"))))?;
+    let body: PatchBody = parse_json(&body).map_err(err)?;
     if body.parts.as_ref().is_some_and(Vec::is_empty) {
         return Err(err(ApiError::invalid("`parts` is empty")));
     }
@@ -545,8 +548,7 @@ async fn settle(
     let chat = chat_id(&raw)?;
     let err = |e: ApiError| e.with_chat(&chat);
     let user = caller(&state, &headers).map_err(err)?;
-    let body: SettleBody = serde_json::from_slice(&body)
-        .map_err(|e| err(ApiError::invalid(format!("malformed JSON: {e}"))))?;
+    let body: SettleBody = parse_json(&body).map_err(err)?;
     let settle = match (body.output, body.dismissed) {
         (Some(o), false) => Settle::Answer(o),
         (None, true) => Settle::Dismiss,

@@ -173,11 +173,8 @@ impl Engine {
     }
 
     /// Posts the reply of a channel chat's turn to its thread (when this process runs the channel).
-    pub(crate) async fn deliver_reply(&self, chat: &ChatId, reply: &UiMessage) {
-        let Ok(Some(row)) = self.inner.store.get_chat(chat).await else {
-            return;
-        };
-        let Some(thread) = thread_of(&row) else {
+    pub(crate) async fn deliver_reply(&self, chat: &ChatRow, reply: &UiMessage) {
+        let Some(thread) = thread_of(chat) else {
             return;
         };
         let Some(outbox) = self
@@ -187,7 +184,7 @@ impl Engine {
             return;
         };
         if let Err(e) = outbox.post_reply(&thread, reply).await {
-            error!(chat_id = %chat, error = %e, "posting the reply failed");
+            error!(chat_id = %chat.chat_id, error = %e, "posting the reply failed");
         }
     }
 
@@ -538,7 +535,7 @@ impl Engine {
             if let Some(from) = &from_message
                 && current.as_deref() != Some(from.as_str())
             {
-                self.close_if_needed(&hooks, &q, &thread_v).await;
+                self.close_if_needed(&hooks, &q, &thread_v, None).await;
                 let q = store
                     .get_question(&q.chat_id, &q.tool_call_id, now_millis())
                     .await?
@@ -560,7 +557,7 @@ impl Engine {
                 continue;
             }
             if settled || first == ParseResult::Stale {
-                self.close_if_needed(&hooks, &q, &thread_v).await;
+                self.close_if_needed(&hooks, &q, &thread_v, None).await;
                 let q = store
                     .get_question(&q.chat_id, &q.tool_call_id, now_millis())
                     .await?
@@ -807,6 +804,7 @@ impl Engine {
         hooks: &Arc<dyn ChannelQuestions>,
         q: &QuestionRow,
         thread: &Thread,
+        actor: Option<&Actor>,
     ) {
         if q.outcome.is_none() || q.closed {
             return;
@@ -826,7 +824,7 @@ impl Engine {
                 hooks,
                 &lock,
                 &fresh,
-                None,
+                actor,
                 &outcome,
                 &RequestContext::default(),
                 thread,
@@ -1027,34 +1025,9 @@ impl Engine {
         else {
             return;
         };
-        for q in questions
-            .iter()
-            .filter(|q| q.rendered && q.outcome.is_some() && !q.closed)
-        {
-            let actor = q.actor.clone();
-            let Ok(lock) = self.lock(chat, &q.tool_call_id).await else {
-                continue;
-            };
-            if let Ok(Some(fresh)) = self
-                .inner
-                .store
-                .get_question(chat, &q.tool_call_id, now_millis())
-                .await
-                && !fresh.closed
-                && let Some(outcome) = fresh.outcome.clone()
-            {
-                self.close(
-                    &hooks,
-                    &lock,
-                    &fresh,
-                    actor.as_ref(),
-                    &outcome,
-                    &RequestContext::default(),
-                    &thread,
-                )
+        for q in questions.iter().filter(|q| q.rendered) {
+            self.close_if_needed(&hooks, q, &thread, q.actor.as_ref())
                 .await;
-            }
-            let _ = self.inner.store.unlock_question(&lock).await;
         }
     }
 }

@@ -446,26 +446,23 @@ impl Engine {
                 now,
             )
             .await?;
-        let Some(lease) = store
-            .try_start_turn(chat_id, &self.lease_request(author.clone()))
-            .await?
-        else {
-            return Err(Error::TurnInProgress(chat_id.to_string()));
-        };
         let message = UiMessage {
             id: format!("msg_{}", uuid::Uuid::new_v4().simple()),
             role: Role::User,
             parts,
             metadata: MessageMetadata {
-                author,
+                author: author.clone(),
                 model: Some(self.inner.config.default_model.clone()),
                 created_at: millis_to_iso(now),
                 ..Default::default()
             },
         };
-        let stored = store
-            .save_turn_message(&lease, &message, Slot::TurnStart, None, now_millis())
-            .await?;
+        let Some((lease, stored)) = store
+            .start_turn_with(chat_id, &self.lease_request(author), &message)
+            .await?
+        else {
+            return Err(Error::TurnInProgress(chat_id.to_string()));
+        };
         Ok(self.spawn_run(lease, Start::New(stored)))
     }
 
@@ -557,7 +554,7 @@ impl Engine {
         let is_channel = row.as_ref().is_some_and(|r| r.channel.is_some());
         let mut first = Some(tx);
         let mut next = Some(start);
-        let result = 'turns: loop {
+        let result = loop {
             let Some(start) = next.take() else {
                 break Err(Error::InvalidInput("no turn to run".into()));
             };
@@ -571,8 +568,8 @@ impl Engine {
                 Err(e) => break Err(e),
             };
 
-            if is_channel && let Some(reply) = &outcome.reply {
-                self.deliver_reply(&chat, reply).await;
+            if let (Some(row), Some(reply)) = (&row, &outcome.reply) {
+                self.deliver_reply(row, reply).await;
             }
             if outcome.state == TurnState::Awaiting {
                 if is_channel && let Err(e) = self.render_pending(&chat).await {
@@ -601,40 +598,23 @@ impl Engine {
                 break Ok(outcome);
             }
             // The turn ended: release the chat, or promote the oldest queued message and run it.
-            loop {
-                let end = store.end_turn(&lease, TurnEnd::Idle, now_millis()).await;
-                if end.is_ok()
-                    && let Some(done) = done.take()
-                {
-                    let _ = tx.send(TurnEvent::Finish {
-                        state: TurnState::Idle,
-                    });
-                    let _ = done.send(Ok(outcome.clone()));
+            let ended = self.end_or_promote(lease.clone()).await;
+            if ended.is_ok()
+                && let Some(done) = done.take()
+            {
+                let _ = tx.send(TurnEvent::Finish {
+                    state: TurnState::Idle,
+                });
+                let _ = done.send(Ok(outcome.clone()));
+            }
+            match ended {
+                Ok(None) => break Ok(outcome),
+                Ok(Some((promoted_lease, promoted))) => {
+                    debug!(message_id = %promoted.message.id, "promoted queued message");
+                    lease = promoted_lease;
+                    next = Some(Start::New(promoted));
                 }
-                match end {
-                    Ok(EndTurn::Released) => {
-                        self.emit_state(&chat, TurnState::Idle);
-                        break 'turns Ok(outcome);
-                    }
-                    Ok(EndTurn::QueuedPending) => match store
-                        .promote_next(&lease, now_millis())
-                        .await
-                    {
-                        Ok(Some(promoted)) => {
-                            if let Err(e) = store.set_driver(&mut lease, promoted.author()).await {
-                                break 'turns Err(e);
-                            }
-                            debug!(message_id = %promoted.message.id, "promoted queued message");
-                            self.emit_message(&chat, &promoted.message);
-                            next = Some(Start::New(promoted));
-                            continue 'turns;
-                        }
-                        // Deleted by its author in between: try to release again.
-                        Ok(None) => continue,
-                        Err(e) => break 'turns Err(e),
-                    },
-                    Err(e) => break 'turns Err(e),
-                }
+                Err(e) => break Err(e),
             }
         };
         renewer.abort();
@@ -1255,7 +1235,11 @@ impl Engine {
                 .unwrap_or(TurnState::Idle));
         };
         let Some(stored) = store.get_message(chat, message_id).await? else {
-            store.end_turn(&lease, TurnEnd::Idle, now_millis()).await?;
+            // The waiting reply is gone: end as after any turn.
+            if let Some((lease, next)) = self.end_or_promote(lease).await? {
+                drop(self.spawn_run(lease, Start::New(next)).events);
+                return Ok(TurnState::Running);
+            }
             return Ok(TurnState::Idle);
         };
         let mut reply = stored.message;

@@ -39,6 +39,14 @@ macro_rules! job_cols {
     };
 }
 
+/// Takes a chat's turn lease for a new turn when it is idle ($1 chat, $2 holder, $3 expiry,
+/// $4 driver, $5 now).
+const START_TURN: &str = "UPDATE chats SET lease_holder = $2, lease_token = lease_token + 1, \
+     lease_until = $3, driver = $4, updated_at = $5 \
+     WHERE chat_id = $1 AND awaiting_message_id IS NULL \
+       AND (lease_holder IS NULL OR lease_until <= $5) \
+     RETURNING lease_token";
+
 #[cfg(feature = "sqlite")]
 const CLAIM_JOB_SQLITE: &str = concat!(
     "UPDATE jobs SET claimed_by = $1, claim_until = $2, attempts = attempts + 1 \
@@ -506,11 +514,7 @@ macro_rules! impl_sql_store {
 
             async fn try_start_turn(&self, chat: &ChatId, req: &LeaseRequest) -> Result<Option<Lease>> {
                 self.take_lease(
-                    "UPDATE chats SET lease_holder = $2, lease_token = lease_token + 1, lease_until = $3, \
-                            driver = $4, updated_at = $5 \
-                     WHERE chat_id = $1 AND awaiting_message_id IS NULL \
-                       AND (lease_holder IS NULL OR lease_until <= $5)\
-                     RETURNING lease_token",
+                    START_TURN,
                     chat,
                     None,
                     req,
@@ -639,13 +643,7 @@ macro_rules! impl_sql_store {
                 use sqlx::Row;
                 let mut tx = self.begin_write().await?;
                 let expires_at = req.now + req.ttl_ms;
-                let row = sqlx::query(
-                    "UPDATE chats SET lease_holder = $2, lease_token = lease_token + 1, lease_until = $3, \
-                            driver = $4, updated_at = $5 \
-                     WHERE chat_id = $1 AND awaiting_message_id IS NULL \
-                       AND (lease_holder IS NULL OR lease_until <= $5) \
-                     RETURNING lease_token",
-                )
+                let row = sqlx::query(START_TURN)
                 .bind(chat.as_str())
                 .bind(&req.holder)
                 .bind(expires_at)
