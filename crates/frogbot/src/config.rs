@@ -228,11 +228,8 @@ impl Config {
                 );
             }
         }
-        if let Some(name) = self.channels.keys().next() {
-            return bad(
-                &format!("channels.{name}"),
-                "this build has no adapter for this channel yet".into(),
-            );
+        for (name, value) in &self.channels {
+            crate::channels::validate(name, value)?;
         }
         Ok(())
     }

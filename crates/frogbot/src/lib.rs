@@ -6,6 +6,7 @@
 //! engine's, coordinated through the store), or name platform types (channels come from adapter
 //! crates).
 
+pub mod channels;
 pub mod config;
 pub mod http;
 pub mod stream;
@@ -103,13 +104,30 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     grace: Duration,
 ) -> Result<(), Error> {
-    let engine = build_engine(&config).await?;
+    let channels = channels::open(&config.channels).await?;
+    let mut engine = build_engine(&config).await?;
+    for ch in &channels {
+        engine = engine.with_channel(ch.channel());
+    }
     let worker = engine.spawn_worker(Duration::from_millis(500));
-    let app = app(&config, engine.clone());
+    let mut app = app(&config, engine.clone());
+    let stop_channels = tokio_util::sync::CancellationToken::new();
+    let mut receivers = Vec::new();
+    for ch in &channels {
+        if let Some(routes) = ch.routes(&engine) {
+            app = app.merge(routes);
+        }
+        receivers.extend(ch.start(engine.clone(), stop_channels.clone()));
+        tracing::info!(platform = %ch.channel().platform, "channel started");
+    }
     tracing::info!(addr = %listener.local_addr()?, database = %redact(&config.database), "frogbot serve listening");
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await?;
+    stop_channels.cancel();
+    for r in receivers {
+        let _ = tokio::time::timeout(grace, r).await;
+    }
     worker.abort();
     engine.drain(grace).await;
     tracing::info!("stopped");

@@ -55,6 +55,30 @@ impl AccessCheck for AllowAll {
     }
 }
 
+/// An access check from configuration: only the listed FrogBot users may talk to the agent (an
+/// empty list lets everyone in; anonymous callers are refused by a non-empty list).
+#[derive(Clone, Debug, Default)]
+pub struct AllowList {
+    /// The FrogBot user ids let in.
+    pub users: std::collections::HashSet<UserId>,
+}
+
+impl AllowList {
+    /// From FrogBot user ids.
+    pub fn new<I: IntoIterator<Item = S>, S: Into<String>>(users: I) -> Self {
+        Self {
+            users: users.into_iter().map(|u| UserId::new(u.into())).collect(),
+        }
+    }
+}
+
+#[async_trait]
+impl AccessCheck for AllowList {
+    async fn allow(&self, user: Option<&UserId>, _chat: &ChatRow) -> Result<bool, BoxError> {
+        Ok(self.users.is_empty() || user.is_some_and(|u| self.users.contains(u)))
+    }
+}
+
 /// Where a channel posts the agent's replies (in the same thread).
 #[async_trait]
 pub trait ChannelOutbox: Send + Sync {

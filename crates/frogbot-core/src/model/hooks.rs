@@ -172,3 +172,38 @@ impl IdentityResolver for PrefixedIdentity {
         ))))
     }
 }
+
+/// An identity hook from configuration: platform user ids listed in `map` become the FrogBot user
+/// given there; everyone else becomes `platform:id` (as [`PrefixedIdentity`]).
+#[derive(Clone, Debug, Default)]
+pub struct MappedIdentity {
+    /// Platform user id → FrogBot user.
+    pub map: std::collections::HashMap<String, UserId>,
+}
+
+impl MappedIdentity {
+    /// From `(platform user id, FrogBot user id)` pairs.
+    pub fn new<I, K, V>(pairs: I) -> Self
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: Into<String>,
+        V: Into<String>,
+    {
+        Self {
+            map: pairs
+                .into_iter()
+                .map(|(k, v)| (k.into(), UserId(v.into())))
+                .collect(),
+        }
+    }
+}
+
+#[async_trait]
+impl IdentityResolver for MappedIdentity {
+    async fn resolve(&self, identity: &ChannelIdentity) -> Result<Option<UserId>, BoxError> {
+        if let Some(user) = self.map.get(&identity.user.id) {
+            return Ok(Some(user.clone()));
+        }
+        PrefixedIdentity.resolve(identity).await
+    }
+}

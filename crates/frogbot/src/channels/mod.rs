@@ -1,0 +1,111 @@
+//! The channels `frogbot serve` runs: each `[channels.NAME]` table is parsed by the module of its
+//! adapter here, and the adapter crate's `engine` feature does the work (receiving, replies,
+//! question hooks). These modules name FrogBot types and the adapter crates' own API only, never a
+//! platform SDK's types.
+//!
+//! Keys every channel table shares: `users` (a table mapping platform user ids to FrogBot user
+//! ids; anyone else becomes `platform:id`) and `allow` (FrogBot user ids let in; empty: everyone).
+
+pub mod discord;
+pub mod matrix;
+pub mod slack;
+pub mod telegram;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use frogbot_core::agent::{AllowAll, AllowList, Channel, Engine};
+use frogbot_core::model::MappedIdentity;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::ConfigError;
+
+/// A channel of a running `frogbot serve`.
+pub trait ServeChannel: Send + Sync {
+    /// What the engine needs: question hooks, identity hook, access check, outbox.
+    fn channel(&self) -> Channel;
+    /// HTTP routes this channel adds to the server (webhooks, interactivity), if any.
+    fn routes(&self, _engine: &Engine) -> Option<axum::Router> {
+        None
+    }
+    /// Starts receiving in the background (gateway, polling, sync, socket); the task ends soon
+    /// after `shutdown` is cancelled.
+    fn start(
+        &self,
+        _engine: Engine,
+        _shutdown: CancellationToken,
+    ) -> Option<tokio::task::JoinHandle<()>> {
+        None
+    }
+}
+
+/// Checks the table `[channels.NAME]` (environment variables it names included).
+pub(crate) fn validate(name: &str, value: &toml::Value) -> Result<(), ConfigError> {
+    match name {
+        "slack" => slack::parse(value).map(drop),
+        "discord" => discord::parse(value).map(drop),
+        "telegram" => telegram::parse(value).map(drop),
+        "matrix" => matrix::parse(value).map(drop),
+        other => Err(ConfigError(format!(
+            "`channels.{other}`: unknown channel (slack, discord, telegram or matrix)"
+        ))),
+    }
+}
+
+/// Builds the configured channels (this may call the platform, e.g. to learn the bot's own id).
+pub async fn open(
+    channels: &BTreeMap<String, toml::Value>,
+) -> Result<Vec<Box<dyn ServeChannel>>, crate::Error> {
+    let mut out: Vec<Box<dyn ServeChannel>> = Vec::new();
+    for (name, value) in channels {
+        let ch = match name.as_str() {
+            "slack" => slack::open(slack::parse(value)?).await?,
+            "discord" => discord::open(discord::parse(value)?).await?,
+            "telegram" => telegram::open(telegram::parse(value)?).await?,
+            "matrix" => matrix::open(matrix::parse(value)?).await?,
+            _ => {
+                validate(name, value)?;
+                continue;
+            }
+        };
+        out.push(ch);
+    }
+    Ok(out)
+}
+
+/// Parses a channel table into its config struct, naming the channel in errors.
+pub(crate) fn parse_table<T: serde::de::DeserializeOwned>(
+    name: &str,
+    value: &toml::Value,
+) -> Result<T, ConfigError> {
+    T::deserialize(value.clone()).map_err(|e| {
+        ConfigError(format!(
+            "`channels.{name}`: {}",
+            e.message().replace('\n', " ").trim()
+        ))
+    })
+}
+
+/// The value of the environment variable named by the key `channels.NAME.KEY`.
+pub(crate) fn env_secret(name: &str, key: &str, var: &str) -> Result<String, ConfigError> {
+    match std::env::var(var) {
+        Ok(v) if !v.is_empty() => Ok(v),
+        _ => Err(ConfigError(format!(
+            "`channels.{name}.{key}`: environment variable {var} is not set"
+        ))),
+    }
+}
+
+/// The identity hook of the `users` table.
+pub(crate) fn identity(users: &BTreeMap<String, String>) -> Arc<MappedIdentity> {
+    Arc::new(MappedIdentity::new(users.clone()))
+}
+
+/// The access check of the `allow` list.
+pub(crate) fn access(allow: &[String]) -> Arc<dyn frogbot_core::agent::AccessCheck> {
+    if allow.is_empty() {
+        Arc::new(AllowAll)
+    } else {
+        Arc::new(AllowList::new(allow.iter().cloned()))
+    }
+}
