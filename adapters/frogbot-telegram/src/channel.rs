@@ -129,6 +129,27 @@ pub fn valid_secret(secret: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
+/// Reads a URL (the Bot API base, or the public webhook URL); a Bot API base gets the trailing
+/// `/` teloxide needs to append `bot<token>/<method>`.
+pub fn parse_url(text: &str, api_base: bool) -> Result<url::Url, Error> {
+    let mut text = text.trim().to_owned();
+    if api_base && !text.ends_with('/') {
+        text.push('/');
+    }
+    let url = url::Url::parse(&text).map_err(|e| Error::Config(format!("{text:?}: {e}")))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(Error::Config(format!("{text:?}: not an http(s) URL")));
+    }
+    Ok(url)
+}
+
+/// Whether `token` looks like a bot token from @BotFather (`123456:ABC-DEF…`).
+pub fn valid_token(token: &str) -> bool {
+    token.split_once(':').is_some_and(|(id, rest)| {
+        !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()) && !rest.is_empty()
+    })
+}
+
 /// The Telegram channel of a FrogBot engine.
 pub struct TelegramChannel {
     bot: Bot,

@@ -650,7 +650,7 @@ async fn the_webhook_refuses_requests_without_the_secret() {
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
     // The webhook is registered with the secret.
-    let set = s.fake.nth("setwebhook", 1).await;
+    let set = form(&s.fake.nth("setwebhook", 1).await).await;
     assert_eq!(set["url"], "https://bot.example/channels/telegram/webhook");
     assert_eq!(set["secret_token"], secret);
 
@@ -686,4 +686,18 @@ async fn the_webhook_refuses_requests_without_the_secret() {
         s.fake.calls("getupdates").is_empty(),
         "no polling in webhook mode"
     );
+}
+
+/// The fields of a multipart form the fake kept (see `fake::params`), as a JSON object.
+async fn form(call: &Value) -> Value {
+    let boundary = multer::parse_boundary(call["content_type"].as_str().unwrap()).unwrap();
+    let raw = call["multipart"].as_str().unwrap().to_owned();
+    let body = futures::stream::once(async move { Ok::<_, std::io::Error>(raw) });
+    let mut form = multer::Multipart::new(body, boundary);
+    let mut out = serde_json::Map::new();
+    while let Some(field) = form.next_field().await.unwrap() {
+        let name = field.name().unwrap().to_owned();
+        out.insert(name, Value::String(field.text().await.unwrap()));
+    }
+    Value::Object(out)
 }
