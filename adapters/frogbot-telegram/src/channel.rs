@@ -398,8 +398,12 @@ where
         self.0.stop_token()
     }
 
-    fn hint_allowed_updates(&mut self, hint: &mut dyn Iterator<Item = AllowedUpdate>) {
-        self.0.hint_allowed_updates(hint);
+    /// Asks Telegram for messages and callback queries only (the dispatcher's endpoint would
+    /// accept every kind; the others are ignored anyway).
+    fn hint_allowed_updates(&mut self, _hint: &mut dyn Iterator<Item = AllowedUpdate>) {
+        self.0.hint_allowed_updates(
+            &mut [AllowedUpdate::Message, AllowedUpdate::CallbackQuery].into_iter(),
+        );
     }
 }
 

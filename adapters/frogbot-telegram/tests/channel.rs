@@ -225,6 +225,11 @@ async fn a_private_message_is_answered_as_a_reply() {
     let first_delete = calls.iter().position(|c| c.method == "deletewebhook");
     let first_poll = calls.iter().position(|c| c.method == "getupdates");
     assert!(first_delete.unwrap() < first_poll.unwrap());
+    // Only the update kinds the channel handles are asked for.
+    assert_eq!(
+        calls[first_poll.unwrap()].body["allowed_updates"],
+        json!(["message", "callback_query"])
+    );
 
     // A long reply is split at 4,096 characters, each piece in the chat.
     s.fake.push(private_text(ADA, 6, "something long"));
@@ -633,6 +638,7 @@ async fn malformed_updates_are_dropped_with_a_log_line_and_polling_moves_on() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_webhook_refuses_requests_without_the_secret() {
+    let logs = logs();
     let secret = "s3cret-Token_1";
     let s = setup_with(
         Arc::new(AllowAll),
@@ -682,6 +688,29 @@ async fn the_webhook_refuses_requests_without_the_secret() {
         .wait_for("the reply", |c| sent_text(c, "echo:"))
         .await;
     assert_eq!(sent["text"], "echo: via webhook");
+    // A malformed update with the right secret is acknowledged (Telegram would resend it
+    // forever otherwise) and dropped with a log line.
+    let malformed = client
+        .post(&url)
+        .header("content-type", "application/json")
+        .header("x-telegram-bot-api-secret-token", secret)
+        .body(r#"{"update_id": 777, "message": {"text": "no chat"}}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(malformed.status(), 200);
+    let deadline = std::time::Instant::now() + fake::WAIT;
+    while !String::from_utf8_lossy(&logs.lock().unwrap())
+        .lines()
+        .any(|l| l.contains("malformed Telegram update dropped") && l.contains("update_id=777"))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no log line for update 777"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(s.model.requests().len(), 1);
     assert!(
         s.fake.calls("getupdates").is_empty(),
         "no polling in webhook mode"
