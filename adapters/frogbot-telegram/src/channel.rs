@@ -582,3 +582,39 @@ impl ChannelOutbox for TelegramOutbox {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bots_mention_is_removed() {
+        assert_eq!(
+            strip_mention("@FrogBot deploy now", "frogbot"),
+            "deploy now"
+        );
+        assert_eq!(
+            strip_mention("/ask@frogbot where?", "frogbot"),
+            "/ask where?"
+        );
+        assert_eq!(strip_mention("ask @other too", "frogbot"), "ask @other too");
+        assert_eq!(strip_mention("@frogbot", "frogbot"), "@frogbot");
+        assert_eq!(strip_mention("é @frogbot ü", "frogbot"), "é  ü");
+    }
+
+    #[test]
+    fn secrets_and_tokens_are_checked() {
+        assert!(valid_secret("abc-DEF_123"));
+        assert!(!valid_secret(""));
+        assert!(!valid_secret("has space"));
+        assert!(!valid_secret(&"a".repeat(257)));
+        assert!(valid_token("123456:ABC-def"));
+        assert!(!valid_token("ABC"));
+        assert!(!valid_token("x1:abc"));
+        assert_eq!(
+            parse_url("http://127.0.0.1:8081", true).unwrap().as_str(),
+            "http://127.0.0.1:8081/"
+        );
+        assert!(parse_url("ftp://x/", true).is_err());
+    }
+}
