@@ -1,11 +1,13 @@
 //! Telegram ↔ FrogBot: turns Bot API updates (callback queries, messages) into FrogBot
 //! [`Interaction`](frogbot_core::model::Interaction)s and draws the agent's questions as messages
-//! with inline keyboards (on teloxide 0.17, lean: no storage, no dispatcher features).
+//! with inline keyboards (on teloxide 0.17, lean: rustls, no storage features).
 //!
 //! The crate is reusable alone: [`convert`] and [`render`] are pure functions over teloxide's types,
 //! and [`questions`] ties them to FrogBot's
 //! [`ChannelQuestions`](frogbot_core::model::ChannelQuestions) hooks over a thin [`TelegramApi`]
-//! client ([`client`]), implemented for teloxide's [`Bot`](teloxide::Bot).
+//! client ([`client`]), implemented for teloxide's [`Bot`](teloxide::Bot). With the `engine`
+//! feature, `channel` receives updates (long polling or webhook) into FrogBot's engine and posts
+//! its replies: that is what `frogbot serve` runs for `[channels.telegram]`.
 //!
 //! Ids: a message is `chat_id:message_id`; a thread is `chat_id`, or `chat_id:thread_id` for a
 //! forum topic. Callback data is a short token `q{revision}:{question}:{option}` (never a label), so
@@ -15,6 +17,8 @@
 //! no sqlx, no engine, no storage. Everything a later hook needs travels in the question record
 //! FrogBot passes in; this crate keeps no state of its own.
 
+#[cfg(feature = "engine")]
+pub mod channel;
 pub mod client;
 pub mod convert;
 pub mod questions;
@@ -36,6 +40,9 @@ pub enum Error {
     /// An id FrogBot handed in is not one this adapter made (`chat_id[:n]`).
     #[error("not a Telegram id: {0:?}")]
     BadId(String),
+    /// The channel's configuration is unusable.
+    #[error("invalid Telegram channel configuration: {0}")]
+    Config(String),
     /// A Bot API call failed.
     #[error("Telegram API call {method} failed: {message}")]
     Api {

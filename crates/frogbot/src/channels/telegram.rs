@@ -1,23 +1,192 @@
-//! `[channels.telegram]`: not built yet.
+//! `[channels.telegram]`: the keys, their checks, and the channel `frogbot serve` runs from them
+//! (`frogbot_telegram::channel`: long polling by default, or the webhook route
+//! `POST /channels/telegram/webhook`).
+//!
+//! What it must not do: name teloxide's types; everything Telegram-specific lives in the adapter.
+//!
+//! ```toml
+//! [channels.telegram]
+//! token_env = "TELEGRAM_BOT_TOKEN"        # the variable holding @BotFather's token
+//! mode = "polling"                        # or "webhook"
+//! # webhook_secret_env = "TELEGRAM_WEBHOOK_SECRET"  # required for mode = "webhook"
+//! # webhook_url = "https://bot.example.com/channels/telegram/webhook"  # setWebhook at start
+//! # api_url = "http://127.0.0.1:8081/"    # a local Bot API server or a fake
+//! allow = ["alice"]                       # FrogBot users let in (empty: everyone)
+//!
+//! [channels.telegram.users]
+//! "123456789" = "alice"                   # Telegram user id → FrogBot user
+//! ```
 
-use super::ServeChannel;
+use std::collections::BTreeMap;
+
+use frogbot_core::agent::{Channel, Engine};
+use frogbot_telegram::channel::{
+    Receive, TelegramChannel, TelegramChannelConfig, parse_url, valid_secret, valid_token,
+};
+use serde::Deserialize;
+use tokio_util::sync::CancellationToken;
+
+use super::{ServeChannel, access, env_secret, identity, parse_table};
 use crate::config::ConfigError;
 
-/// The keys of `[channels.telegram]`.
-#[derive(Clone, Debug)]
-pub struct TelegramConfig {}
-
-/// Checks the table.
-pub(crate) fn parse(_value: &toml::Value) -> Result<TelegramConfig, ConfigError> {
-    Err(ConfigError(
-        "`channels.telegram`: this build has no adapter for this channel yet".into(),
-    ))
+/// How updates arrive.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum TelegramMode {
+    /// `getUpdates` long polling (no public URL needed).
+    #[default]
+    Polling,
+    /// Telegram posts to `POST /channels/telegram/webhook`.
+    Webhook,
 }
 
-/// Builds the channel.
-pub(crate) async fn open(_config: TelegramConfig) -> Result<Box<dyn ServeChannel>, crate::Error> {
-    Err(
-        ConfigError("`channels.telegram`: this build has no adapter for this channel yet".into())
-            .into(),
-    )
+/// The keys of `[channels.telegram]` (its `Debug` leaves out the token and the secret).
+#[derive(Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TelegramConfig {
+    /// The environment variable holding the bot token.
+    pub token_env: String,
+    /// `polling` (default) or `webhook`.
+    #[serde(default)]
+    pub mode: TelegramMode,
+    /// The environment variable holding the webhook secret token (required for `webhook`).
+    pub webhook_secret_env: Option<String>,
+    /// The public URL of the webhook route; when set, serve registers it (`setWebhook`) at start.
+    pub webhook_url: Option<String>,
+    /// The Bot API base URL (default `https://api.telegram.org/`).
+    pub api_url: Option<String>,
+    /// Telegram user id → FrogBot user id.
+    #[serde(default)]
+    pub users: BTreeMap<String, String>,
+    /// FrogBot users let in; empty: everyone.
+    #[serde(default)]
+    pub allow: Vec<String>,
+    /// The token read from `token_env`.
+    #[serde(skip)]
+    token: String,
+    /// The secret read from `webhook_secret_env`.
+    #[serde(skip)]
+    secret: Option<String>,
+}
+
+impl std::fmt::Debug for TelegramConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TelegramConfig")
+            .field("token_env", &self.token_env)
+            .field("mode", &self.mode)
+            .field("webhook_secret_env", &self.webhook_secret_env)
+            .field("webhook_url", &self.webhook_url)
+            .field("api_url", &self.api_url)
+            .field("users", &self.users)
+            .field("allow", &self.allow)
+            .finish_non_exhaustive()
+    }
+}
+
+fn key_error(key: &str, what: impl std::fmt::Display) -> ConfigError {
+    ConfigError(format!("`channels.telegram.{key}`: {what}"))
+}
+
+/// Checks the table (and reads the environment variables it names).
+pub(crate) fn parse(value: &toml::Value) -> Result<TelegramConfig, ConfigError> {
+    let mut c: TelegramConfig = parse_table("telegram", value)?;
+    c.token = env_secret("telegram", "token_env", &c.token_env)?;
+    if !valid_token(&c.token) {
+        return Err(key_error(
+            "token_env",
+            format!(
+                "{} does not hold a bot token (`123456:ABC…` from @BotFather)",
+                c.token_env
+            ),
+        ));
+    }
+    match c.mode {
+        TelegramMode::Webhook => {
+            let var = c.webhook_secret_env.as_deref().ok_or_else(|| {
+                key_error("webhook_secret_env", "required when mode = \"webhook\"")
+            })?;
+            let secret = env_secret("telegram", "webhook_secret_env", var)?;
+            if !valid_secret(&secret) {
+                return Err(key_error(
+                    "webhook_secret_env",
+                    format!("{var} must be 1-256 characters of A-Z, a-z, 0-9, _ and -"),
+                ));
+            }
+            c.secret = Some(secret);
+        }
+        TelegramMode::Polling => {
+            for (key, set) in [
+                ("webhook_secret_env", c.webhook_secret_env.is_some()),
+                ("webhook_url", c.webhook_url.is_some()),
+            ] {
+                if set {
+                    return Err(key_error(key, "only used with mode = \"webhook\""));
+                }
+            }
+        }
+    }
+    if let Some(u) = &c.webhook_url {
+        parse_url(u, false).map_err(|e| key_error("webhook_url", e))?;
+    }
+    if let Some(u) = &c.api_url {
+        parse_url(u, true).map_err(|e| key_error("api_url", e))?;
+    }
+    if let Some(id) = c.users.keys().find(|id| id.parse::<u64>().is_err()) {
+        return Err(key_error(
+            "users",
+            format!("{id:?} is not a Telegram user id (a number)"),
+        ));
+    }
+    Ok(c)
+}
+
+/// The running channel.
+struct TelegramServe(TelegramChannel);
+
+impl ServeChannel for TelegramServe {
+    fn channel(&self) -> Channel {
+        self.0.channel()
+    }
+
+    fn routes(&self, engine: &Engine) -> Option<axum::Router> {
+        self.0.routes(engine)
+    }
+
+    fn start(
+        &self,
+        engine: Engine,
+        shutdown: CancellationToken,
+    ) -> Option<tokio::task::JoinHandle<()>> {
+        self.0.start(engine, shutdown)
+    }
+}
+
+/// Builds the channel: asks Telegram who the bot is (`getMe`), so a wrong token stops serve.
+pub(crate) async fn open(config: TelegramConfig) -> Result<Box<dyn ServeChannel>, crate::Error> {
+    let receive = match (config.mode, config.secret) {
+        (TelegramMode::Webhook, Some(secret)) => Receive::Webhook {
+            secret,
+            url: match &config.webhook_url {
+                Some(u) => Some(parse_url(u, false).map_err(|e| key_error("webhook_url", e))?),
+                None => None,
+            },
+        },
+        _ => Receive::polling(),
+    };
+    let api_url = match &config.api_url {
+        Some(u) => Some(parse_url(u, true).map_err(|e| key_error("api_url", e))?),
+        None => None,
+    };
+    let channel = TelegramChannel::connect(TelegramChannelConfig {
+        token: config.token,
+        api_url,
+        receive,
+        identity: identity(&config.users),
+        access: access(&config.allow),
+    })
+    .await
+    .map_err(|e| ConfigError(format!("`channels.telegram`: {e}")))?;
+    tracing::info!(bot = channel.me().username(), "Telegram bot connected");
+    Ok(Box::new(TelegramServe(channel)))
 }

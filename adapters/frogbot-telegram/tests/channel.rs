@@ -1,0 +1,732 @@
+//! The receiving channel end to end: FrogBot's engine on SQLite, teloxide's `Bot` pointed at a
+//! fake Bot API (tests/fake), updates delivered by long polling (`getUpdates`) or posted to the
+//! webhook route; replies, questions with inline keyboards, callback queries, ForceReply answers.
+
+mod fake;
+
+use std::sync::{Arc, Mutex, OnceLock};
+
+use fake::{
+    BOT_USERNAME, Call, FakeBotApi, callback_update, group_chat, private_chat, text_update, user,
+};
+use frogbot_core::agent::scripted::{ScriptedModel, call, reply};
+use frogbot_core::agent::{
+    AccessCheck, AllowAll, AllowList, Engine, EngineConfig, ModelMessage, ModelOffer, ModelRequest,
+    channel_chat_id,
+};
+use frogbot_core::model::{MappedIdentity, UserId, now_millis};
+use frogbot_telegram::PLATFORM;
+use frogbot_telegram::channel::{
+    NOT_ALLOWED_TEXT, Receive, TelegramChannel, TelegramChannelConfig, WEBHOOK_PATH,
+};
+use frogbot_telegram::questions::{DENIED_TEXT, STALE_TEXT};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+const ADA: i64 = 42;
+const BOB: i64 = 77;
+
+fn last_user(req: &ModelRequest) -> String {
+    req.messages
+        .iter()
+        .rev()
+        .find_map(|m| match m {
+            ModelMessage::User { text } => Some(text.clone()),
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
+/// The agent: asks a question for "deploy" (single), "checks" (multiple) and "note" (own text
+/// only), replies at length for "long", echoes anything else, and reports a tool result.
+fn model() -> ScriptedModel {
+    ScriptedModel::new(|req: &ModelRequest| {
+        if let Some(ModelMessage::Tool { content, .. }) = req.messages.last() {
+            return reply(&format!("done: {content}"));
+        }
+        let text = last_user(req);
+        let ask = |input: Value| call("c1", "question", input);
+        if text.contains("deploy") {
+            return ask(json!({"questions": [{"header": "Env", "question": "Where?",
+                "options": [{"label": "staging"}, {"label": "prod"}]}]}));
+        }
+        if text.contains("checks") {
+            return ask(
+                json!({"questions": [{"header": "Checks", "question": "Which?",
+                "options": [{"label": "lint"}, {"label": "test"}, {"label": "bench"}], "multiple": true}]}),
+            );
+        }
+        if text.contains("note") {
+            return ask(
+                json!({"questions": [{"header": "Note", "question": "Anything else?",
+                "custom": true}]}),
+            );
+        }
+        if text.contains("long") {
+            return reply(&"word ".repeat(1000));
+        }
+        reply(&format!("echo: {text}"))
+    })
+}
+
+struct Setup {
+    fake: FakeBotApi,
+    engine: Engine,
+    model: ScriptedModel,
+    channel: TelegramChannel,
+    shutdown: CancellationToken,
+    _db: frogbot_testkit::TestDb,
+}
+
+impl Drop for Setup {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+async fn setup_with(access: Arc<dyn AccessCheck>, receive: Receive) -> Setup {
+    let fake = FakeBotApi::start().await;
+    let channel = TelegramChannel::connect(TelegramChannelConfig {
+        token: "123:TEST".into(),
+        api_url: Some(url::Url::parse(&fake.url).unwrap()),
+        receive,
+        identity: Arc::new(MappedIdentity::new([(ADA.to_string(), "ada")])),
+        access,
+    })
+    .await
+    .unwrap();
+    assert_eq!(channel.me().username(), BOT_USERNAME);
+    let db = frogbot_testkit::sqlite_db();
+    let store = frogbot_core::store::open(&db.url).await.unwrap();
+    let model = model();
+    let engine = Engine::new(
+        store,
+        vec![ModelOffer {
+            id: "main".into(),
+            model: Arc::new(model.clone()),
+            reasoning: vec![],
+        }],
+        vec![],
+        EngineConfig::default(),
+    )
+    .with_channel(channel.channel());
+    let shutdown = CancellationToken::new();
+    Setup {
+        fake,
+        engine,
+        model,
+        channel,
+        shutdown,
+        _db: db,
+    }
+}
+
+/// A channel receiving by long polling.
+async fn setup(access: Arc<dyn AccessCheck>) -> Setup {
+    let s = setup_with(access, Receive::polling()).await;
+    assert!(s.channel.routes(&s.engine).is_none());
+    s.channel
+        .start(s.engine.clone(), s.shutdown.clone())
+        .unwrap();
+    s
+}
+
+fn private_text(from: i64, message_id: i64, text: &str) -> Value {
+    let name = if from == ADA { "Ada" } else { "Bob" };
+    text_update(message_id, private_chat(from, name), user(from, name), text)
+}
+
+fn click(fake: &FakeBotApi, query: &str, from: i64, message_id: i64, data: &str) -> i64 {
+    let name = if from == ADA { "Ada" } else { "Bob" };
+    fake.push(callback_update(
+        query,
+        user(from, name),
+        fake.sent(message_id),
+        data,
+    ))
+}
+
+/// The bot's messages that carry an inline keyboard or a ForceReply, in order (every try).
+fn questions_sent(calls: &[Call]) -> Vec<&Call> {
+    calls
+        .iter()
+        .filter(|c| c.method == "sendmessage" && !c.body["reply_markup"].is_null())
+        .collect()
+}
+
+/// The `n`-th question message the fake accepted: (message id, its `sendMessage` body), once
+/// FrogBot has recorded it for question `c1` of `thread` (a person can only click or reply after
+/// seeing it; the tests are quicker).
+async fn question_message(s: &Setup, thread: &str, n: usize) -> (i64, Value) {
+    let (id, body) = s
+        .fake
+        .wait_for("a question message", |calls| {
+            questions_sent(calls)
+                .into_iter()
+                .filter_map(|c| Some((c.result.as_ref()?["message_id"].as_i64()?, c.body.clone())))
+                .nth(n - 1)
+        })
+        .await;
+    let chat = channel_chat_id(PLATFORM, thread);
+    let linked = format!("{}:{id}", body["chat_id"]);
+    let deadline = std::time::Instant::now() + fake::WAIT;
+    loop {
+        let q = s
+            .engine
+            .store()
+            .get_question(&chat, "c1", now_millis())
+            .await
+            .unwrap();
+        if q.is_some_and(|q| {
+            q.rendered && !q.posting && q.record.messages.iter().any(|m| m.id == linked)
+        }) {
+            return (id, body);
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "question never recorded as posted"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+fn answered(calls: &[Call], query: &str) -> Option<Value> {
+    calls
+        .iter()
+        .find(|c| c.method == "answercallbackquery" && c.body["callback_query_id"] == query)
+        .map(|c| c.body.clone())
+}
+
+fn sent_text(calls: &[Call], prefix: &str) -> Option<Value> {
+    calls
+        .iter()
+        .find(|c| {
+            c.method == "sendmessage"
+                && c.body["text"]
+                    .as_str()
+                    .is_some_and(|t| t.starts_with(prefix))
+        })
+        .map(|c| c.body.clone())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_private_message_is_answered_as_a_reply() {
+    let s = setup(Arc::new(AllowAll)).await;
+    s.fake.push(private_text(ADA, 5, "hello there"));
+    let sent = s
+        .fake
+        .wait_for("the reply", |c| sent_text(c, "echo:"))
+        .await;
+    assert_eq!(sent["text"], "echo: hello there");
+    assert_eq!(sent["chat_id"], json!(ADA));
+    assert_eq!(sent["reply_parameters"]["message_id"], 5);
+    // Polling began by removing any webhook.
+    let calls = s.fake.all_calls();
+    let first_delete = calls.iter().position(|c| c.method == "deletewebhook");
+    let first_poll = calls.iter().position(|c| c.method == "getupdates");
+    assert!(first_delete.unwrap() < first_poll.unwrap());
+    // Only the update kinds the channel handles are asked for.
+    assert_eq!(
+        calls[first_poll.unwrap()].body["allowed_updates"],
+        json!(["message", "callback_query"])
+    );
+
+    // A long reply is split at 4,096 characters, each piece in the chat.
+    s.fake.push(private_text(ADA, 6, "something long"));
+    let parts = s
+        .fake
+        .wait_for("two pieces", |c| {
+            let p: Vec<_> = c
+                .iter()
+                .filter(|c| {
+                    c.method == "sendmessage"
+                        && c.body["text"]
+                            .as_str()
+                            .is_some_and(|t| t.starts_with("word"))
+                })
+                .map(|c| c.body["text"].as_str().unwrap().to_owned())
+                .collect();
+            (p.len() == 2).then_some(p)
+        })
+        .await;
+    assert!(parts.iter().all(|p| p.chars().count() <= 4096));
+    assert_eq!(parts.join(" ").split_whitespace().count(), 1000);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn groups_answer_mentions_and_replies_in_the_same_topic() {
+    let s = setup(Arc::new(AllowAll)).await;
+    let forum = group_chat(-100300, true);
+    let in_topic = |id: i64, text: &str, entities: Value| {
+        json!({"message": {
+            "message_id": id, "message_thread_id": 7, "is_topic_message": true,
+            "date": 1_767_225_600, "chat": forum, "from": user(ADA, "Ada"), "text": text,
+            "entities": entities
+        }})
+    };
+    // Not addressed to the bot: ignored.
+    s.fake.push(in_topic(10, "just chatting", json!([])));
+    // A mention: answered, without the mention, in the topic, as a reply.
+    s.fake.push(in_topic(
+        11,
+        "@FrogBot status?",
+        json!([{"type": "mention", "offset": 0, "length": 8}]),
+    ));
+    let sent = s
+        .fake
+        .wait_for("the reply", |c| sent_text(c, "echo:"))
+        .await;
+    assert_eq!(sent["text"], "echo: status?");
+    assert_eq!(sent["chat_id"], json!(-100300));
+    assert_eq!(sent["message_thread_id"], 7);
+    assert_eq!(sent["reply_parameters"]["message_id"], 11);
+    // The ignored message never reached the agent; the topic is its own chat.
+    let requests = s.model.requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(last_user(&requests[0]), "status?");
+    let chat = channel_chat_id(PLATFORM, "-100300:7");
+    assert!(s.engine.store().get_chat(&chat).await.unwrap().is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_is_asked_clicked_answered_and_the_agent_continues() {
+    let s = setup(Arc::new(AllowAll)).await;
+    s.fake.push(private_text(ADA, 5, "deploy please"));
+    let (qid, body) = question_message(&s, &ADA.to_string(), 1).await;
+    let kb = &body["reply_markup"]["inline_keyboard"];
+    assert_eq!(kb[1][0]["text"], "prod");
+    let data = kb[1][0]["callback_data"].as_str().unwrap().to_owned();
+    assert!(data.len() <= 64);
+
+    click(&s.fake, "cbq-1", ADA, qid, &data);
+    let ack = s
+        .fake
+        .wait_for("the callback answer", |c| answered(c, "cbq-1"))
+        .await;
+    assert!(
+        ack.get("text").is_none(),
+        "an answer needs no notice: {ack}"
+    );
+    let edit = s
+        .fake
+        .wait_for("the settled edit", |c| {
+            c.iter()
+                .find(|c| c.method == "editmessagetext" && c.body["message_id"] == qid)
+                .map(|c| c.body.clone())
+        })
+        .await;
+    assert!(edit["text"].as_str().unwrap().ends_with("✅ prod"));
+    assert_eq!(edit["reply_markup"]["inline_keyboard"], json!([]));
+    let done = s
+        .fake
+        .wait_for("the agent's next reply", |c| sent_text(c, "done:"))
+        .await;
+    assert!(done["text"].as_str().unwrap().contains("prod"));
+
+    // Recorded once, by the mapped FrogBot user.
+    let chat = channel_chat_id(PLATFORM, &ADA.to_string());
+    let q = s
+        .engine
+        .store()
+        .get_question(&chat, "c1", now_millis())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(q.closed);
+    assert_eq!(q.actor.unwrap().user, Some(UserId::new("ada")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_click_after_the_answer_is_stale() {
+    let s = setup(Arc::new(AllowAll)).await;
+    s.fake.push(private_text(ADA, 5, "deploy"));
+    let (qid, body) = question_message(&s, &ADA.to_string(), 1).await;
+    let staging = body["reply_markup"]["inline_keyboard"][0][0]["callback_data"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let prod = body["reply_markup"]["inline_keyboard"][1][0]["callback_data"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    click(&s.fake, "cbq-1", ADA, qid, &staging);
+    s.fake
+        .wait_for("the agent's next reply", |c| sent_text(c, "done:"))
+        .await;
+    // The same keyboard, clicked again (a client that had not redrawn yet).
+    click(&s.fake, "cbq-2", ADA, qid, &prod);
+    let ack = s
+        .fake
+        .wait_for("the second callback answer", |c| answered(c, "cbq-2"))
+        .await;
+    assert_eq!(ack["text"], STALE_TEXT);
+    let chat = channel_chat_id(PLATFORM, &ADA.to_string());
+    let q = s
+        .engine
+        .store()
+        .get_question(&chat, "c1", now_millis())
+        .await
+        .unwrap()
+        .unwrap();
+    let out = q.outcome.unwrap();
+    assert_eq!(out.output().unwrap().answers[0].selected, ["staging"]);
+    // The agent continued once.
+    let continued = s
+        .model
+        .requests()
+        .iter()
+        .filter(|r| matches!(r.messages.last(), Some(ModelMessage::Tool { .. })))
+        .count();
+    assert_eq!(continued, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multiple_choice_toggles_then_done_and_old_keyboards_are_stale() {
+    let s = setup(Arc::new(AllowAll)).await;
+    s.fake.push(private_text(ADA, 5, "run checks"));
+    let (qid, body) = question_message(&s, &ADA.to_string(), 1).await;
+    let kb = &body["reply_markup"]["inline_keyboard"];
+    let texts: Vec<_> = kb
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r[0]["text"].clone())
+        .collect();
+    assert_eq!(texts, ["lint", "test", "bench", "Done"]);
+    let lint0 = kb[0][0]["callback_data"].as_str().unwrap().to_owned();
+
+    // Toggle lint: the keyboard is redrawn with ✓ and the next revision's tokens.
+    click(&s.fake, "cbq-1", ADA, qid, &lint0);
+    s.fake.wait_for("answer 1", |c| answered(c, "cbq-1")).await;
+    let redraw = s.fake.nth("editmessagereplymarkup", 1).await;
+    let kb1 = redraw["reply_markup"]["inline_keyboard"].clone();
+    assert_eq!(kb1[0][0]["text"], "✓ lint");
+    assert_ne!(kb1[0][0]["callback_data"], json!(lint0));
+
+    // A click on the old keyboard is stale and changes nothing.
+    let old_test = kb[1][0]["callback_data"].as_str().unwrap().to_owned();
+    click(&s.fake, "cbq-old", ADA, qid, &old_test);
+    let ack = s
+        .fake
+        .wait_for("stale answer", |c| answered(c, "cbq-old"))
+        .await;
+    assert_eq!(ack["text"], STALE_TEXT);
+
+    // Toggle bench on the current keyboard, then Done.
+    click(
+        &s.fake,
+        "cbq-2",
+        ADA,
+        qid,
+        kb1[2][0]["callback_data"].as_str().unwrap(),
+    );
+    let redraw = s.fake.nth("editmessagereplymarkup", 2).await;
+    let kb2 = redraw["reply_markup"]["inline_keyboard"].clone();
+    assert_eq!(kb2[0][0]["text"], "✓ lint");
+    assert_eq!(kb2[2][0]["text"], "✓ bench");
+    assert_eq!(kb2[1][0]["text"], "test");
+    click(
+        &s.fake,
+        "cbq-3",
+        ADA,
+        qid,
+        kb2[3][0]["callback_data"].as_str().unwrap(),
+    );
+    let edit = s
+        .fake
+        .wait_for("the settled edit", |c| {
+            c.iter()
+                .find(|c| c.method == "editmessagetext" && c.body["message_id"] == qid)
+                .map(|c| c.body.clone())
+        })
+        .await;
+    assert!(
+        edit["text"].as_str().unwrap().ends_with("✅ lint, bench"),
+        "{edit}"
+    );
+    let done = s
+        .fake
+        .wait_for("the agent's next reply", |c| sent_text(c, "done:"))
+        .await;
+    let text = done["text"].as_str().unwrap();
+    assert!(text.contains("lint") && text.contains("bench") && !text.contains("test"));
+    for q in ["cbq-1", "cbq-2", "cbq-3"] {
+        let ack = answered(&s.fake.all_calls(), q).unwrap();
+        assert!(ack.get("text").is_none(), "{q}: {ack}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_own_answer_comes_as_a_reply_to_the_force_reply_prompt() {
+    let s = setup(Arc::new(AllowAll)).await;
+    s.fake.push(private_text(ADA, 5, "note"));
+    let (prompt, body) = question_message(&s, &ADA.to_string(), 1).await;
+    assert_eq!(body["reply_markup"]["force_reply"], json!(true));
+    // Ada replies to the prompt.
+    let mut answer = private_text(ADA, 6, "ship it friday");
+    answer["message"]["reply_to_message"] = s.fake.sent(prompt);
+    s.fake.push(answer);
+    let done = s
+        .fake
+        .wait_for("the agent's next reply", |c| sent_text(c, "done:"))
+        .await;
+    assert!(done["text"].as_str().unwrap().contains("ship it friday"));
+    let edit = s
+        .fake
+        .wait_for("the settled prompt", |c| {
+            c.iter()
+                .find(|c| c.method == "editmessagetext" && c.body["message_id"] == prompt)
+                .map(|c| c.body.clone())
+        })
+        .await;
+    assert!(
+        edit["text"]
+            .as_str()
+            .unwrap()
+            .ends_with("✅ ship it friday")
+    );
+    // The reply answered the question: it never reached the agent as a message.
+    assert!(
+        s.model
+            .requests()
+            .iter()
+            .all(|r| !last_user(r).contains("ship it friday"))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denied_user_is_told_and_changes_nothing() {
+    let s = setup(Arc::new(AllowList::new(["ada"]))).await;
+    // Bob (telegram:77) writes to the bot: refused, no turn.
+    s.fake.push(private_text(BOB, 5, "hello"));
+    let sent = s
+        .fake
+        .wait_for("the refusal", |c| sent_text(c, NOT_ALLOWED_TEXT))
+        .await;
+    assert_eq!(sent["chat_id"], json!(BOB));
+    assert!(s.model.requests().is_empty());
+
+    // Ada asks in a group; Bob clicks: denied with a notice, the question stays open.
+    let group = group_chat(-100200, false);
+    s.fake.push(json!({"message": {
+        "message_id": 20, "date": 1, "chat": group, "from": user(ADA, "Ada"),
+        "text": "/deploy@frogbot", "entities": [{"type": "bot_command", "offset": 0, "length": 15}]
+    }}));
+    let (qid, body) = question_message(&s, "-100200", 1).await;
+    let data = body["reply_markup"]["inline_keyboard"][0][0]["callback_data"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    click(&s.fake, "cbq-bob", BOB, qid, &data);
+    let ack = s
+        .fake
+        .wait_for("Bob's answer", |c| answered(c, "cbq-bob"))
+        .await;
+    assert_eq!(ack["text"], DENIED_TEXT);
+    let chat = channel_chat_id(PLATFORM, "-100200");
+    let q = s
+        .engine
+        .store()
+        .get_question(&chat, "c1", now_millis())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(q.outcome.is_none());
+    // Ada's click still counts.
+    click(&s.fake, "cbq-ada", ADA, qid, &data);
+    s.fake
+        .wait_for("the agent's next reply", |c| sent_text(c, "done:"))
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_429_on_the_question_prompt_is_waited_out() {
+    let s = setup(Arc::new(AllowAll)).await;
+    s.fake.throttle_keyboard_sends(1);
+    s.fake.push(private_text(ADA, 5, "deploy"));
+    let (qid, _) = question_message(&s, &ADA.to_string(), 1).await;
+    let calls = s.fake.all_calls();
+    let tries = questions_sent(&calls);
+    assert_eq!(tries.len(), 2, "the throttled prompt was sent again");
+    assert!(tries[0].result.is_none(), "the first try got the 429");
+    assert_eq!(tries[0].body, tries[1].body);
+    assert!(tries[1].at - tries[0].at >= std::time::Duration::from_millis(900));
+    // The delivered prompt is the one the question record knows.
+    let chat = channel_chat_id(PLATFORM, &ADA.to_string());
+    let q = s
+        .engine
+        .store()
+        .get_question(&chat, "c1", now_millis())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(q.record.messages[0].id, format!("{ADA}:{qid}"));
+}
+
+/// Log lines, for the test that checks what is said about malformed updates.
+fn logs() -> Arc<Mutex<Vec<u8>>> {
+    static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
+    LOGS.get_or_init(|| {
+        let buf: Arc<Mutex<Vec<u8>>> = Arc::default();
+        let writer = buf.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_max_level(tracing::Level::WARN)
+            .with_writer(move || LogWriter(writer.clone()))
+            .finish();
+        tracing::subscriber::set_global_default(subscriber).unwrap();
+        buf
+    })
+    .clone()
+}
+
+struct LogWriter(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for LogWriter {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_updates_are_dropped_with_a_log_line_and_polling_moves_on() {
+    let logs = logs();
+    let s = setup(Arc::new(AllowAll)).await;
+    // A message without a chat (unreadable), and a callback query without data (unusable).
+    s.fake
+        .push(json!({"update_id": 500, "message": {"message_id": 1, "text": "no chat"}}));
+    s.fake.push(json!({"update_id": 501, "callback_query": {
+        "id": "cbq-nodata", "from": user(ADA, "Ada"), "chat_instance": "c",
+        "message": {"message_id": 3, "date": 1, "chat": private_chat(ADA, "Ada"), "text": "x"}
+    }}));
+    s.fake.push(json!({"update_id": 502, "message": {
+        "message_id": 9, "date": 1, "chat": private_chat(ADA, "Ada"), "from": user(ADA, "Ada"),
+        "text": "still here"
+    }}));
+    s.fake
+        .wait_for("the reply to the good update", |c| {
+            sent_text(c, "echo: still here")
+        })
+        .await;
+    // The unusable click was still answered, so the button stops spinning.
+    let ack = s
+        .fake
+        .wait_for("the unusable click's answer", |c| answered(c, "cbq-nodata"))
+        .await;
+    assert_eq!(ack["text"], STALE_TEXT);
+    // The offset moved past all three.
+    s.fake
+        .wait_for("a poll confirming 502", |c| {
+            c.iter()
+                .any(|c| c.method == "getupdates" && c.body["offset"].as_i64() >= Some(503))
+                .then_some(())
+        })
+        .await;
+    let text = String::from_utf8(logs.lock().unwrap().clone()).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.contains("malformed Telegram update dropped"))
+        .unwrap_or_else(|| panic!("no log line in {text}"));
+    assert!(line.contains("update_id=500"), "{line}");
+    assert!(text.contains("Telegram callback query dropped"), "{text}");
+    assert_eq!(s.model.requests().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_webhook_refuses_requests_without_the_secret() {
+    let logs = logs();
+    let secret = "s3cret-Token_1";
+    let s = setup_with(
+        Arc::new(AllowAll),
+        Receive::Webhook {
+            secret: secret.into(),
+            url: Some(url::Url::parse("https://bot.example/channels/telegram/webhook").unwrap()),
+        },
+    )
+    .await;
+    let router = s.channel.routes(&s.engine).unwrap();
+    s.channel
+        .start(s.engine.clone(), s.shutdown.clone())
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    // The webhook is registered with the secret.
+    let set = form(&s.fake.nth("setwebhook", 1).await).await;
+    assert_eq!(set["url"], "https://bot.example/channels/telegram/webhook");
+    assert_eq!(set["secret_token"], secret);
+
+    let update = serde_json::to_string(&{
+        let mut u = private_text(ADA, 5, "via webhook");
+        u["update_id"] = json!(1);
+        u
+    })
+    .unwrap();
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = reqwest::Client::new();
+    let url = format!("http://{addr}{WEBHOOK_PATH}");
+    let post = |header: Option<&str>| {
+        let mut req = client
+            .post(&url)
+            .header("content-type", "application/json")
+            .body(update.clone());
+        if let Some(h) = header {
+            req = req.header("x-telegram-bot-api-secret-token", h);
+        }
+        async move { req.send().await.unwrap().status().as_u16() }
+    };
+    assert_eq!(post(None).await, 401);
+    assert_eq!(post(Some("wrong")).await, 401);
+    assert!(s.model.requests().is_empty());
+    assert_eq!(post(Some(secret)).await, 200);
+    let sent = s
+        .fake
+        .wait_for("the reply", |c| sent_text(c, "echo:"))
+        .await;
+    assert_eq!(sent["text"], "echo: via webhook");
+    // A malformed update with the right secret is acknowledged (Telegram would resend it
+    // forever otherwise) and dropped with a log line.
+    let malformed = client
+        .post(&url)
+        .header("content-type", "application/json")
+        .header("x-telegram-bot-api-secret-token", secret)
+        .body(r#"{"update_id": 777, "message": {"text": "no chat"}}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(malformed.status(), 200);
+    let deadline = std::time::Instant::now() + fake::WAIT;
+    while !String::from_utf8_lossy(&logs.lock().unwrap())
+        .lines()
+        .any(|l| l.contains("malformed Telegram update dropped") && l.contains("update_id=777"))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no log line for update 777"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(s.model.requests().len(), 1);
+    assert!(
+        s.fake.calls("getupdates").is_empty(),
+        "no polling in webhook mode"
+    );
+}
+
+/// The fields of a multipart form the fake kept (see `fake::params`), as a JSON object.
+async fn form(call: &Value) -> Value {
+    let boundary = multer::parse_boundary(call["content_type"].as_str().unwrap()).unwrap();
+    let raw = call["multipart"].as_str().unwrap().to_owned();
+    let body = futures::stream::once(async move { Ok::<_, std::io::Error>(raw) });
+    let mut form = multer::Multipart::new(body, boundary);
+    let mut out = serde_json::Map::new();
+    while let Some(field) = form.next_field().await.unwrap() {
+        let name = field.name().unwrap().to_owned();
+        out.insert(name, Value::String(field.text().await.unwrap()));
+    }
+    Value::Object(out)
+}

@@ -1,0 +1,193 @@
+//! `[channels.telegram]` in the real `frogbot serve` binary against a fake Bot API (the adapter's
+//! tests/fake): a private message is answered by long polling; in webhook mode the route
+//! `/channels/telegram/webhook` is merged into serve's router and checks the secret token; and
+//! configuration mistakes name their key.
+
+#[path = "../../../adapters/frogbot-telegram/tests/fake/mod.rs"]
+mod fake;
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fake::{Call, FakeBotApi, private_chat, text_update, user};
+use serde_json::{Value, json};
+
+const TOKEN_VAR: &str = "FROGBOT_TEST_TELEGRAM_TOKEN";
+const SECRET_VAR: &str = "FROGBOT_TEST_TELEGRAM_SECRET";
+const SECRET: &str = "serve-secret_42";
+
+struct Serve {
+    child: Child,
+    base: String,
+    _dir: tempfile::TempDir,
+    _db: frogbot_testkit::TestDb,
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn client() -> reqwest::Client {
+    frogbot_openai::install_crypto_provider();
+    reqwest::Client::new()
+}
+
+/// Writes a configuration with `channel` as its `[channels.telegram]` table and runs
+/// `frogbot serve --config` with the token (and secret) in the environment.
+fn command(channel: &str) -> (Command, tempfile::TempDir, frogbot_testkit::TestDb, u16) {
+    let db = frogbot_testkit::sqlite_db();
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let path = dir.path().join("frogbot.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "listen = \"127.0.0.1:{port}\"\ndatabase = \"{}\"\n\n[channels.telegram]\n{channel}\n",
+            db.url
+        ),
+    )
+    .unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_frogbot"));
+    cmd.arg("serve")
+        .arg("--config")
+        .arg(&path)
+        .env(TOKEN_VAR, "123456:TEST-token")
+        .env(SECRET_VAR, SECRET)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null());
+    (cmd, dir, db, port)
+}
+
+async fn serve(channel: &str) -> Serve {
+    let (mut cmd, dir, db, port) = command(channel);
+    let child = cmd
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start frogbot serve");
+    let base = format!("http://127.0.0.1:{port}");
+    let client = client();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(r) = client.get(format!("{base}/healthz")).send().await
+            && r.status() == 200
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "frogbot serve did not become healthy"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Serve {
+        child,
+        base,
+        _dir: dir,
+        _db: db,
+    }
+}
+
+fn reply_to(calls: &[Call], text: &str) -> Option<Value> {
+    calls
+        .iter()
+        .find(|c| c.method == "sendmessage" && c.body["text"] == text)
+        .map(|c| c.body.clone())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_answers_a_private_telegram_message_by_polling() {
+    let fake = FakeBotApi::start().await;
+    let _serve = serve(&format!(
+        "token_env = \"{TOKEN_VAR}\"\napi_url = \"{}\"\n\n[channels.telegram.users]\n\"42\" = \"ada\"",
+        fake.url
+    ))
+    .await;
+    fake.push(text_update(
+        7,
+        private_chat(42, "Ada"),
+        user(42, "Ada"),
+        "hello frog",
+    ));
+    let sent = fake
+        .wait_for("the reply", |c| reply_to(c, "You said: hello frog"))
+        .await;
+    assert_eq!(sent["chat_id"], json!(42));
+    assert_eq!(sent["reply_parameters"]["message_id"], 7);
+    assert!(!fake.calls("deletewebhook").is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_mounts_the_webhook_route_and_checks_the_secret() {
+    let fake = FakeBotApi::start().await;
+    let serve = serve(&format!(
+        "token_env = \"{TOKEN_VAR}\"\nmode = \"webhook\"\nwebhook_secret_env = \"{SECRET_VAR}\"\napi_url = \"{}\"",
+        fake.url
+    ))
+    .await;
+    let update = {
+        let mut u = text_update(8, private_chat(42, "Ada"), user(42, "Ada"), "over the hook");
+        u["update_id"] = json!(1);
+        u
+    };
+    let url = format!("{}/channels/telegram/webhook", serve.base);
+    let post = |secret: Option<&str>| {
+        let mut req = client().post(&url).json(&update);
+        if let Some(s) = secret {
+            req = req.header("X-Telegram-Bot-Api-Secret-Token", s);
+        }
+        async move { req.send().await.unwrap().status().as_u16() }
+    };
+    assert_eq!(post(None).await, 401);
+    assert_eq!(post(Some("not-the-secret")).await, 401);
+    assert_eq!(post(Some(SECRET)).await, 200);
+    fake.wait_for("the reply", |c| reply_to(c, "You said: over the hook"))
+        .await;
+    assert!(
+        fake.calls("getupdates").is_empty(),
+        "no polling in webhook mode"
+    );
+}
+
+#[test]
+fn configuration_mistakes_name_their_key() {
+    let check = |table: &str| {
+        let text = format!("[channels.telegram]\n{table}\n");
+        match frogbot::Config::parse(&text).and_then(|c| c.validate()) {
+            Ok(()) => panic!("accepted: {table}"),
+            Err(e) => e.to_string(),
+        }
+    };
+    assert!(
+        check("token_env = \"FROGBOT_TEST_SURELY_UNSET\"")
+            .contains("`channels.telegram.token_env`")
+    );
+    assert!(check("token = \"123:abc\"").contains("`channels.telegram`"));
+
+    // With the token set (in the child's environment): webhook mode needs its secret.
+    let (mut cmd, _dir, _db, _) =
+        command(&format!("token_env = \"{TOKEN_VAR}\"\nmode = \"webhook\""));
+    let out = cmd.stderr(Stdio::piped()).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("`channels.telegram.webhook_secret_env`: required"),
+        "{stderr}"
+    );
+    let (mut cmd, _dir, _db, _) = command(&format!(
+        "token_env = \"{TOKEN_VAR}\"\nmode = \"sometimes\""
+    ));
+    let out = cmd.stderr(Stdio::piped()).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("`channels.telegram`"));
+}
