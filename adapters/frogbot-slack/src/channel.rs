@@ -692,7 +692,8 @@ impl Receiver {
     }
 }
 
-/// The thread of an interaction's message (`channel:thread_ts`), when the payload says.
+/// The thread of an interaction's message (`channel:thread_ts`), when the payload says (Socket
+/// Mode payloads, re-serialised by slack-morphism, do not: the engine then routes by message id).
 fn thread_of_payload(p: &Value) -> Option<String> {
     let channel = p
         .pointer("/container/channel_id")
@@ -701,7 +702,6 @@ fn thread_of_payload(p: &Value) -> Option<String> {
     let ts = p
         .pointer("/container/thread_ts")
         .or_else(|| p.pointer("/message/thread_ts"))
-        .or_else(|| p.pointer("/container/message_ts"))
         .and_then(Value::as_str)?;
     Some(thread_id(channel, ts))
 }
