@@ -484,14 +484,21 @@ impl Receiver {
             }
         };
         // A mention arrives twice (`app_mention` and `message.channels`) with one ts.
-        if !self
-            .inner()
-            .seen
-            .first(&format!("msg:{}", incoming.message.id))
-        {
+        let key = format!("msg:{}", incoming.message.id);
+        if !self.inner().seen.first(&key) {
             debug!(message = %incoming.message.id, "Slack message already handled");
             return Ok(());
         }
+        let out = self.route_message(body, incoming).await;
+        if out.is_err() {
+            self.inner().seen.forget(&key);
+        }
+        out
+    }
+
+    /// A new message: to its thread's chat when it is a DM, a mention, or a reply in a thread
+    /// FrogBot is part of.
+    async fn route_message(&self, body: Value, incoming: IncomingMessage) -> Result<(), Failure> {
         let dm = body.pointer("/event/channel_type").and_then(Value::as_str) == Some("im");
         let chat = channel_chat_id(PLATFORM, &incoming.thread);
         tracing::Span::current().record("chat_id", tracing::field::display(&chat));

@@ -811,3 +811,44 @@ async fn bad_input_is_refused_or_ignored_and_nothing_is_recorded() {
         .count();
     assert_eq!(onces, 1);
 }
+
+#[test]
+fn the_slack_table_is_checked_and_errors_name_the_key() {
+    let (tok, sec) = set_secrets();
+    let check = |table: &str| -> Result<(), String> {
+        let text = format!("database = \"sqlite::memory:\"\n[channels.slack]\n{table}");
+        let config = frogbot::Config::parse(&text).map_err(|e| e.to_string())?;
+        config.validate().map_err(|e| e.to_string())
+    };
+    check(&format!(
+        "bot_token_env = \"{tok}\"\nsigning_secret_env = \"{sec}\""
+    ))
+    .expect("http mode with both secrets");
+    let e = check(&format!("bot_token_env = \"{tok}\"")).unwrap_err();
+    assert!(e.contains("`channels.slack.signing_secret_env`"), "{e}");
+    let e = check(&format!("mode = \"socket\"\nbot_token_env = \"{tok}\"")).unwrap_err();
+    assert!(e.contains("`channels.slack.app_token_env`"), "{e}");
+    let e = check(&format!(
+        "bot_token_env = \"{tok}\"\nsigning_secret_env = \"FROGBOT_TEST_SLACK_UNSET\""
+    ))
+    .unwrap_err();
+    assert!(
+        e.contains("`channels.slack.signing_secret_env`") && e.contains("not set"),
+        "{e}"
+    );
+    let e = check(&format!(
+        "bot_token_env = \"{tok}\"\nsigning_secret_env = \"{sec}\"\nmode = \"webhook\""
+    ))
+    .unwrap_err();
+    assert!(e.contains("channels.slack"), "{e}");
+    let e = check(&format!(
+        "bot_token_env = \"{tok}\"\nsigning_secret_env = \"{sec}\"\nsigning_secret = \"inline\""
+    ))
+    .unwrap_err();
+    assert!(e.contains("signing_secret"), "{e}");
+    let e = check(&format!(
+        "bot_token_env = \"{tok}\"\nsigning_secret_env = \"{sec}\"\napi_url = \"slack.local\""
+    ))
+    .unwrap_err();
+    assert!(e.contains("`channels.slack.api_url`"), "{e}");
+}
