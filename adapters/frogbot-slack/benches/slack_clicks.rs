@@ -5,7 +5,8 @@
 //! received) and the process's peak resident memory (`VmHWM`).
 //!
 //! Run: `cargo bench -p frogbot-slack --features engine --bench slack_clicks`
-//! (`SLACK_BENCH_QUESTIONS=N` questions per level; default 1500, 300 at concurrency 1.)
+//! (`SLACK_BENCH_QUESTIONS=N` questions per level; default 1500, 300 at concurrency 1;
+//! `SLACK_BENCH_ACK_FIRST=1` acknowledges before processing, to show the ack latency alone.)
 //!
 //! Everything runs in this one process — the server, the fake Slack Web API that the hooks call
 //! (`chat.update` for the winner, `chat.postEphemeral` for the stale click, `chat.postMessage` for
@@ -253,28 +254,38 @@ async fn level(concurrency: usize, questions: usize, run: usize) {
         lat.extend(r.unwrap());
     }
     let acked = start.elapsed();
-    // Every answer recorded durably: the store says so for every question.
-    let mut answered = 0;
-    for q in &qs {
-        let chat = channel_chat_id("slack", &format!("{}:{}", q.channel, q.root));
-        let found = store
-            .find_questions_by_message(
-                "slack",
-                &format!("{}:{}", q.channel, q.msg_ts),
-                now_millis(),
-            )
-            .await
-            .unwrap();
-        let (c, id) = &found[0];
-        assert_eq!(c, &chat);
-        let row = store
-            .get_question(c, id, now_millis())
-            .await
-            .unwrap()
-            .unwrap();
-        if row.outcome.is_some() {
-            answered += 1;
+    // Every answer recorded durably: the store says so for every question (in ack-first mode,
+    // wait until the background processing has recorded them all).
+    let answered_now = || async {
+        let mut answered = 0;
+        for q in &qs {
+            let chat = channel_chat_id("slack", &format!("{}:{}", q.channel, q.root));
+            let found = store
+                .find_questions_by_message(
+                    "slack",
+                    &format!("{}:{}", q.channel, q.msg_ts),
+                    now_millis(),
+                )
+                .await
+                .unwrap();
+            let (c, id) = &found[0];
+            assert_eq!(c, &chat);
+            let row = store
+                .get_question(c, id, now_millis())
+                .await
+                .unwrap()
+                .unwrap();
+            if row.outcome.is_some() {
+                answered += 1;
+            }
         }
+        answered
+    };
+    let mut answered = answered_now().await;
+    let give_up = Instant::now() + Duration::from_secs(300);
+    while answered < questions && Instant::now() < give_up {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        answered = answered_now().await;
     }
     let recorded = start.elapsed();
     let calls: Vec<String> = log.lock().unwrap()[calls_before..]
@@ -287,15 +298,16 @@ async fn level(concurrency: usize, questions: usize, run: usize) {
     let pct = |p: f64| lat[((lat.len() as f64 * p) as usize).min(lat.len() - 1)];
     let n = bodies.len();
     println!(
-        "concurrency {concurrency:>2}: {n} deliveries in {:.2} s = {:>6.0} deliveries/s | ack p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms | answered {answered}/{questions}, chat.update {updates}, stale notes {stale} | VmHWM {} MB",
+        "concurrency {concurrency:>2}: {n} deliveries acked in {:.2} s = {:>6.0}/s, all answers recorded after {:.2} s = {:>6.0} deliveries/s | ack p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms | answered {answered}/{questions}, chat.update {updates}, stale notes {stale} | VmHWM {} MB",
         acked.as_secs_f64(),
         n as f64 / acked.as_secs_f64(),
+        recorded.as_secs_f64(),
+        n as f64 / recorded.as_secs_f64(),
         pct(0.50).as_secs_f64() * 1e3,
         pct(0.99).as_secs_f64() * 1e3,
         lat[lat.len() - 1].as_secs_f64() * 1e3,
         vm_hwm_kb().unwrap_or(0) / 1024,
     );
-    let _ = recorded;
     assert_eq!(answered, questions, "every question answered once");
     server_task.abort();
     fake_task.abort();
@@ -308,6 +320,12 @@ fn install_crypto() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
+/// `SLACK_BENCH_ACK_FIRST=1`: acknowledge at once and process in the background
+/// (`ack_deadline = 0`) instead of waiting for the delivery to be recorded.
+fn ack_first() -> bool {
+    std::env::var("SLACK_BENCH_ACK_FIRST").is_ok_and(|v| v == "1")
+}
+
 fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -317,6 +335,14 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(1500);
+    println!(
+        "mode: {}",
+        if ack_first() {
+            "ack first, record in the background (ack_deadline = 0)"
+        } else {
+            "record, then ack (ack_deadline = 2.5 s)"
+        }
+    );
     rt.block_on(async {
         level(1, (n / 5).max(50), 1).await;
         level(8, n, 8).await;
