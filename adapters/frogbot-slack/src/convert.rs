@@ -42,37 +42,19 @@ pub fn ts_to_rfc3339(ts: &str) -> Option<String> {
 
 /// Reads the `payload` field of an `application/x-www-form-urlencoded` interaction request body.
 pub fn payload_from_form(body: &str) -> Result<Value, Error> {
-    for pair in body.split('&') {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        if k == "payload" {
-            let json = percent_decode(v)?;
-            return serde_json::from_str(&json).map_err(|e| Error::Payload(e.to_string()));
-        }
-    }
-    Err(Error::Payload("no `payload` field in the form body".into()))
+    let payload = form_urlencoded::parse(body.as_bytes())
+        .find(|(k, _)| k == "payload")
+        .map(|(_, v)| v)
+        .ok_or_else(|| Error::Payload("no `payload` field in the form body".into()))?;
+    serde_json::from_str(&payload).map_err(|e| Error::Payload(e.to_string()))
 }
 
-fn percent_decode(s: &str) -> Result<String, Error> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'+' => out.push(b' '),
-            b'%' => {
-                let hex = s
-                    .get(i + 1..i + 3)
-                    .ok_or_else(|| Error::Payload("truncated percent escape".into()))?;
-                let b = u8::from_str_radix(hex, 16)
-                    .map_err(|_| Error::Payload("bad percent escape".into()))?;
-                out.push(b);
-                i += 2;
-            }
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8(out).map_err(|e| Error::Payload(e.to_string()))
+/// The form body Slack posts to the interactivity URL for `payload` (`payload=<urlencoded JSON>`);
+/// for tests and tools.
+pub fn form_from_payload(payload: &Value) -> String {
+    form_urlencoded::Serializer::new(String::new())
+        .append_pair("payload", &payload.to_string())
+        .finish()
 }
 
 fn platform_user(info: &SlackBasicUserInfo) -> PlatformUser {

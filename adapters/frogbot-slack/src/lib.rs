@@ -7,10 +7,15 @@
 //! FrogBot's [`ChannelQuestions`](frogbot_core::model::ChannelQuestions) hooks over a thin
 //! [`SlackApi`] client ([`client`]).
 //!
-//! What it must not do: it depends on `frogbot-core`'s model only (`default-features = false`):
-//! no sqlx, no engine, no storage. Everything a later hook needs travels in the question record
+//! With the feature `engine`, [`channel`] is the glue `frogbot serve` uses: the Events API and
+//! interactivity endpoints (axum), Socket Mode, and the outbox posting replies in threads.
+//!
+//! What it must not do: without `engine` it depends on `frogbot-core`'s model only
+//! (`default-features = false`); with it, on the engine but never on sqlx. No storage of its own. Everything a later hook needs travels in the question record
 //! FrogBot passes in; this crate keeps no state of its own.
 
+#[cfg(feature = "engine")]
+pub mod channel;
 pub mod client;
 pub mod convert;
 pub mod questions;

@@ -6,6 +6,7 @@ use frogbot_core::model::{
     Actor, ChannelQuestions, HookArgs, Interaction, ParseArgs, ParseResult, QuestionAnswer,
     QuestionCall, QuestionChange, QuestionInput, QuestionMessage, QuestionModalMetadata,
     QuestionOutcome, QuestionOutput, QuestionRecord, RenderArgs, RenderedQuestion, Thread,
+    iso_to_millis,
 };
 use serde_json::{Map, Value};
 
@@ -177,6 +178,65 @@ fn parse_action(
     }
 }
 
+/// A thread reply answers a set of one question: an option's label (any case) or number, several
+/// separated by `,` when `multiple`; any other text when `custom`. Anything else (and every reply
+/// to a set of several questions, which the buttons or the modal answer) is left to the agent. A
+/// reply sent before the current message was posted is `stale`; once the question is settled every
+/// reply is left to the agent.
+fn parse_reply(
+    input: &QuestionInput,
+    question: &QuestionRecord,
+    message: &frogbot_core::model::ThreadMessage,
+) -> ParseResult {
+    let [q] = input.questions.as_slice() else {
+        return ParseResult::Ignore;
+    };
+    let text = message.text.trim();
+    if text.is_empty() {
+        return ParseResult::Ignore;
+    }
+    let sent = iso_to_millis(&message.metadata.date_sent);
+    let posted = question.current().and_then(|m| iso_to_millis(&m.posted_at));
+    if let (Some(sent), Some(posted)) = (sent, posted)
+        && sent < posted
+    {
+        return ParseResult::Stale;
+    }
+    let pick = |s: &str| -> Option<String> {
+        let s = s.trim();
+        if let Ok(n) = s.parse::<usize>() {
+            return n
+                .checked_sub(1)
+                .and_then(|i| q.options.get(i))
+                .map(|o| o.label.clone());
+        }
+        q.options
+            .iter()
+            .find(|o| o.label.eq_ignore_ascii_case(s))
+            .map(|o| o.label.clone())
+    };
+    let parts: Vec<&str> = if q.multiple {
+        text.split(',').collect()
+    } else {
+        vec![text]
+    };
+    let selected = match parts.iter().map(|p| pick(p)).collect::<Option<Vec<_>>>() {
+        Some(labels) => labels,
+        None if q.custom => vec![text.to_string()],
+        None => return ParseResult::Ignore,
+    };
+    let output = QuestionOutput {
+        answers: vec![QuestionAnswer {
+            header: q.header.clone(),
+            selected,
+        }],
+    };
+    match input.check_output(&output) {
+        Ok(()) => ParseResult::Answer { output },
+        Err(reason) => ParseResult::Rejected { reason },
+    }
+}
+
 fn value_strings(v: Option<&Value>) -> Vec<String> {
     match v {
         Some(Value::String(s)) if !s.trim().is_empty() => vec![s.clone()],
@@ -277,6 +337,9 @@ impl<A: SlackApi> ChannelQuestions for SlackQuestions<A> {
                     Err(reason) => ParseResult::Rejected { reason },
                 }
             }
+            // Free text after the answer is the conversation going on, not a late answer.
+            Interaction::Message { .. } if args.settled => ParseResult::Ignore,
+            Interaction::Message { message } => parse_reply(input, args.question, message),
             _ => ParseResult::Ignore,
         }
     }

@@ -156,7 +156,7 @@ fn record(messages: &[&str], revision: u64, state: Option<Value>) -> QuestionRec
             .iter()
             .map(|id| QuestionMessage {
                 id: id.to_string(),
-                posted_at: String::new(),
+                posted_at: "2023-11-14T22:15:00.000Z".into(),
                 question: None,
             })
             .collect(),
@@ -434,20 +434,47 @@ async fn parse_reads_every_control() {
         parse(&q, &c, &rec, &action("fb1:b:0:7:0", Some("7"))),
         ParseResult::Rejected { .. }
     ));
-    // Thread replies are not answers on Slack.
-    let reply = Interaction::Message {
+    // A thread reply answers a single question: an option's label (any case) or number, else
+    // (with `custom`) its own text; one sent before the question was posted is stale; once the
+    // question is settled replies are the conversation's.
+    let reply = |text: &str, sent: &str| Interaction::Message {
         message: ThreadMessage {
             id: "C42:1700000200.000001".into(),
-            text: "prod".into(),
+            text: text.into(),
             author: user(),
             metadata: ThreadMessageMetadata {
-                date_sent: "2023-11-14T22:16:40.000Z".into(),
+                date_sent: sent.into(),
             },
             reply_to: None,
             raw: Value::Null,
         },
     };
-    assert_eq!(parse(&q, &c, &rec, &reply), ParseResult::Ignore);
+    let later = "2023-11-14T22:16:40.000Z";
+    assert_eq!(
+        parse(&q, &c, &rec, &reply("PROD", later)),
+        answer(&[("Env", &["prod"])])
+    );
+    assert_eq!(
+        parse(&q, &c, &rec, &reply("1", later)),
+        answer(&[("Env", &["staging"])])
+    );
+    assert_eq!(
+        parse(&q, &c, &rec, &reply("the moon", later)),
+        answer(&[("Env", &["the moon"])])
+    );
+    assert_eq!(
+        parse(&q, &c, &rec, &reply("prod", "2023-11-14T22:00:00.000Z")),
+        ParseResult::Stale
+    );
+    assert_eq!(
+        q.parse(ParseArgs {
+            call: &c,
+            interaction: &reply("prod", later),
+            question: &rec,
+            settled: true,
+        }),
+        ParseResult::Ignore
+    );
 
     // A set: a pick is partial, checkboxes are partial, Submit completes.
     let c = set_call();

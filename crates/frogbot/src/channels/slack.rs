@@ -1,23 +1,159 @@
-//! `[channels.slack]`: not built yet.
+//! `[channels.slack]`: a Slack app, receiving over HTTP (the Events API and interactivity routes
+//! under `/channels/slack/…`) or Socket Mode. The work is `frogbot_slack::channel`'s; this module
+//! only reads the table and the environment variables it names.
+//!
+//! ```toml
+//! [channels.slack]
+//! mode = "http"                          # or "socket"
+//! bot_token_env = "SLACK_BOT_TOKEN"      # xoxb-…
+//! signing_secret_env = "SLACK_SIGNING_SECRET"  # required for mode = "http"
+//! # app_token_env = "SLACK_APP_TOKEN"    # xapp-…, required for mode = "socket"
+//! # api_url = "http://127.0.0.1:9000/api"   # a fake or proxy of the Web API
+//! users = { U012ABCDEF = "alice" }
+//! allow = ["alice"]
+//! ```
 
-use super::ServeChannel;
+use std::collections::BTreeMap;
+
+use frogbot_core::agent::{Channel, Engine};
+use frogbot_slack::channel::{Mode, SlackChannel, SlackChannelConfig};
+use serde::Deserialize;
+use tokio_util::sync::CancellationToken;
+
+use super::{ServeChannel, access, env_secret, identity, parse_table};
 use crate::config::ConfigError;
 
-/// The keys of `[channels.slack]`.
-#[derive(Clone, Debug)]
-pub struct SlackConfig {}
+const NAME: &str = "slack";
 
-/// Checks the table.
-pub(crate) fn parse(_value: &toml::Value) -> Result<SlackConfig, ConfigError> {
-    Err(ConfigError(
-        "`channels.slack`: this build has no adapter for this channel yet".into(),
-    ))
+/// How Slack delivers to this server.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum SlackMode {
+    /// Events API and interactivity requests (needs a public URL and the signing secret).
+    #[default]
+    Http,
+    /// Socket Mode (needs an app-level token).
+    Socket,
 }
 
-/// Builds the channel.
-pub(crate) async fn open(_config: SlackConfig) -> Result<Box<dyn ServeChannel>, crate::Error> {
-    Err(
-        ConfigError("`channels.slack`: this build has no adapter for this channel yet".into())
-            .into(),
-    )
+/// The keys of `[channels.slack]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SlackConfig {
+    /// `http` (default) or `socket`.
+    #[serde(default)]
+    pub mode: SlackMode,
+    /// The variable holding the bot token.
+    pub bot_token_env: String,
+    /// The variable holding the signing secret (mode `http`).
+    #[serde(default)]
+    pub signing_secret_env: Option<String>,
+    /// The variable holding the app-level token (mode `socket`).
+    #[serde(default)]
+    pub app_token_env: Option<String>,
+    /// The Web API base URL (default Slack's).
+    #[serde(default)]
+    pub api_url: Option<String>,
+    /// Slack user id → FrogBot user id.
+    #[serde(default)]
+    pub users: BTreeMap<String, String>,
+    /// FrogBot user ids let in (empty: everyone).
+    #[serde(default)]
+    pub allow: Vec<String>,
+    /// The secrets, read at parse time.
+    #[serde(skip)]
+    secrets: Secrets,
+}
+
+#[derive(Clone, Debug, Default)]
+struct Secrets {
+    bot_token: String,
+    signing_secret: Option<String>,
+    app_token: Option<String>,
+}
+
+/// Checks the table and reads the secrets it names.
+pub(crate) fn parse(value: &toml::Value) -> Result<SlackConfig, ConfigError> {
+    let mut c: SlackConfig = parse_table(NAME, value)?;
+    c.secrets.bot_token = env_secret(NAME, "bot_token_env", &c.bot_token_env)?;
+    match c.mode {
+        SlackMode::Http => {
+            let var = c.signing_secret_env.as_deref().ok_or_else(|| {
+                ConfigError(
+                    "`channels.slack.signing_secret_env`: required when mode = \"http\"".into(),
+                )
+            })?;
+            c.secrets.signing_secret = Some(env_secret(NAME, "signing_secret_env", var)?);
+        }
+        SlackMode::Socket => {
+            let var = c.app_token_env.as_deref().ok_or_else(|| {
+                ConfigError(
+                    "`channels.slack.app_token_env`: required when mode = \"socket\"".into(),
+                )
+            })?;
+            c.secrets.app_token = Some(env_secret(NAME, "app_token_env", var)?);
+        }
+    }
+    if let Some(url) = &c.api_url
+        && !(url.starts_with("http://") || url.starts_with("https://"))
+    {
+        return Err(ConfigError(format!(
+            "`channels.slack.api_url`: {url:?} is not an http(s) URL"
+        )));
+    }
+    Ok(c)
+}
+
+struct Slack {
+    slack: SlackChannel,
+    channel: Channel,
+}
+
+impl ServeChannel for Slack {
+    fn channel(&self) -> Channel {
+        self.channel.clone()
+    }
+
+    fn routes(&self, engine: &Engine) -> Option<axum::Router> {
+        (self.slack.mode() == Mode::Http).then(|| self.slack.router(engine.clone()))
+    }
+
+    fn start(
+        &self,
+        engine: Engine,
+        shutdown: CancellationToken,
+    ) -> Option<tokio::task::JoinHandle<()>> {
+        if self.slack.mode() != Mode::Socket {
+            return None;
+        }
+        match self.slack.spawn_socket_mode(engine, shutdown) {
+            Ok(h) => Some(h),
+            Err(e) => {
+                tracing::error!(error = %e, "Slack Socket Mode not started");
+                None
+            }
+        }
+    }
+}
+
+/// Builds the channel (calls `auth.test` to learn the bot's user id).
+pub(crate) async fn open(config: SlackConfig) -> Result<Box<dyn ServeChannel>, crate::Error> {
+    let s = config.secrets;
+    let mut c = match config.mode {
+        SlackMode::Http => {
+            SlackChannelConfig::http(s.bot_token, s.signing_secret.unwrap_or_default())
+        }
+        SlackMode::Socket => {
+            SlackChannelConfig::socket(s.bot_token, s.app_token.unwrap_or_default())
+        }
+    };
+    if let Some(url) = &config.api_url {
+        c = c.with_api_url(url.clone());
+    }
+    let slack = SlackChannel::connect(c)
+        .await
+        .map_err(|e| ConfigError(format!("`channels.slack`: {e}")))?;
+    let channel = slack.channel(identity(&config.users), access(&config.allow));
+    Ok(Box::new(Slack { slack, channel }))
 }

@@ -1,0 +1,355 @@
+//! Signed `block_actions` deliveries per second through the HTTP interactivity endpoint
+//! (`frogbot_slack::channel` on axum), each routed to its question and the winning click recorded
+//! durably in SQLite; two clicks per question (one wins, one is answered `stale`), at concurrency
+//! 1, 8 and 64 on loopback. Reports throughput, ack latency (p50/p99/max: request sent → `200`
+//! received) and the process's peak resident memory (`VmHWM`).
+//!
+//! Run: `cargo bench -p frogbot-slack --features engine --bench slack_clicks`
+//! (`SLACK_BENCH_QUESTIONS=N` questions per level; default 1500, 300 at concurrency 1;
+//! `SLACK_BENCH_ACK_FIRST=1` acknowledges before processing, to show the ack latency alone.)
+//!
+//! Everything runs in this one process — the server, the fake Slack Web API that the hooks call
+//! (`chat.update` for the winner, `chat.postEphemeral` for the stale click, `chat.postMessage` for
+//! the agent's follow-up) and the load generator — so the memory figure is an upper bound for the
+//! server and the throughput shares the machine's cores with the client and the fake.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::routing::post;
+use frogbot_core::agent::scripted::{ScriptedModel, call, reply};
+use frogbot_core::agent::{
+    AllowAll, ChannelMessageOutcome, Engine, EngineConfig, ModelMessage, ModelOffer, ModelRequest,
+    Sent, channel_chat_id,
+};
+use frogbot_core::model::{
+    PlatformUser, PrefixedIdentity, ThreadMessage, ThreadMessageMetadata, now_millis,
+};
+use frogbot_slack::channel::{INTERACTIVITY_PATH, SlackChannel, SlackChannelConfig};
+use frogbot_slack::convert::form_from_payload;
+use frogbot_slack::verify::sign;
+use serde_json::{Value, json};
+
+const SECRET: &str = "bench-signing-secret";
+
+/// The fake Web API: (method, request body, the ts it answered).
+type Log = Arc<Mutex<Vec<(String, Value, String)>>>;
+
+async fn api(
+    State(log): State<Log>,
+    Path(method): Path<String>,
+    body: String,
+) -> axum::Json<Value> {
+    let body: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+    let mut l = log.lock().unwrap();
+    let ts = format!("{}.{:06}", now_millis() / 1000, l.len() % 1_000_000);
+    let out = match method.as_str() {
+        "auth.test" => json!({
+            "ok": true, "url": "https://b.slack.com/", "team": "B", "user": "frogbot",
+            "team_id": "T1", "user_id": "UBOT", "bot_id": "B1"
+        }),
+        "chat.postMessage" => {
+            json!({"ok": true, "channel": body["channel"], "ts": ts, "message": {"ts": ts, "text": ""}})
+        }
+        "chat.update" => {
+            json!({"ok": true, "channel": body["channel"], "ts": body["ts"], "message": {"text": ""}})
+        }
+        "chat.postEphemeral" => json!({"ok": true, "message_ts": ts}),
+        _ => json!({"ok": false, "error": "unknown_method"}),
+    };
+    // Keep only the question posts (the bench needs their ts); count the rest.
+    if method == "chat.postMessage" && body["blocks"].is_array() {
+        l.push((method, body, ts));
+    } else {
+        l.push((method, Value::Null, String::new()));
+    }
+    axum::Json(out)
+}
+
+fn asking_model() -> ScriptedModel {
+    ScriptedModel::without_log(|req: &ModelRequest| {
+        if let Some(ModelMessage::Tool { .. }) = req.messages.last() {
+            return reply("ok");
+        }
+        call(
+            &format!("q{}", req.messages.len()),
+            "question",
+            json!({"questions": [{"header": "Go", "question": "Ship it?",
+                   "options": [{"label": "Yes"}, {"label": "No"}]}]}),
+        )
+    })
+}
+
+struct Question {
+    channel: String,
+    root: String,
+    msg_ts: String,
+    action_id: String,
+    value: String,
+}
+
+fn vm_hwm_kb() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    s.lines()
+        .find(|l| l.starts_with("VmHWM:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+fn click_body(q: &Question, user: &str, trigger: &str) -> String {
+    form_from_payload(&json!({
+        "type": "block_actions",
+        "user": {"id": user, "username": user, "team_id": "T1"},
+        "api_app_id": "A1", "team": {"id": "T1", "domain": "b"},
+        "container": {"type": "message", "message_ts": q.msg_ts, "channel_id": q.channel,
+                      "is_ephemeral": false, "thread_ts": q.root},
+        "trigger_id": trigger, "channel": {"id": q.channel, "name": "bench"},
+        "actions": [{"type": "button", "action_id": q.action_id, "value": q.value,
+                     "action_ts": "1.1"}]
+    }))
+}
+
+async fn level(concurrency: usize, questions: usize, run: usize) {
+    let log: Log = Arc::default();
+    let fake = Router::new()
+        .route("/api/{method}", post(api).get(api))
+        .with_state(log.clone());
+    let fl = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let fake_addr = fl.local_addr().unwrap();
+    let fake_task = tokio::spawn(async move { axum::serve(fl, fake).await.unwrap() });
+
+    let slack = SlackChannel::connect(
+        SlackChannelConfig::http("xoxb-bench", SECRET)
+            .with_api_url(format!("http://{fake_addr}/api")),
+    )
+    .await
+    .unwrap();
+    let db = frogbot_testkit::sqlite_db();
+    let store = frogbot_core::store::open(&db.url).await.unwrap();
+    let engine = Engine::new(
+        store.clone(),
+        vec![ModelOffer {
+            id: "main".into(),
+            model: Arc::new(asking_model()),
+            reasoning: vec![],
+        }],
+        vec![],
+        EngineConfig::default(),
+    )
+    .with_channel(slack.channel(Arc::new(PrefixedIdentity), Arc::new(AllowAll)));
+    let sl = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let server_addr = sl.local_addr().unwrap();
+    let app = slack.router(engine.clone());
+    let server_task = tokio::spawn(async move { axum::serve(sl, app).await.unwrap() });
+
+    // Setup (not timed): one thread per question, each asked by a turn and posted to the fake.
+    let channel = format!("C{run}");
+    let sem = Arc::new(tokio::sync::Semaphore::new(16));
+    let mut setup = tokio::task::JoinSet::new();
+    for i in 0..questions {
+        let (engine, sem, channel) = (engine.clone(), sem.clone(), channel.clone());
+        setup.spawn(async move {
+            let _p = sem.acquire().await.unwrap();
+            let root = format!("1700000000.{i:06}");
+            let thread = format!("{channel}:{root}");
+            let msg = ThreadMessage {
+                id: thread.clone(),
+                text: "deploy".into(),
+                author: PlatformUser {
+                    id: "U1".into(),
+                    name: None,
+                    is_bot: false,
+                },
+                metadata: ThreadMessageMetadata {
+                    date_sent: "2023-11-14T22:13:20.000Z".into(),
+                },
+                reply_to: None,
+                raw: Value::Null,
+            };
+            match engine.channel_message("slack", &thread, msg).await.unwrap() {
+                ChannelMessageOutcome::Sent(Sent::Started(h)) => {
+                    h.done.await.unwrap().unwrap();
+                }
+                other => panic!("setup: {other:?}"),
+            }
+        });
+    }
+    while let Some(r) = setup.join_next().await {
+        r.unwrap();
+    }
+    let qs: Vec<Question> = log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(m, b, _)| m == "chat.postMessage" && b["blocks"].is_array())
+        .map(|(_, b, ts)| {
+            let button = &b["blocks"][1]["elements"][0];
+            Question {
+                channel: b["channel"].as_str().unwrap().to_string(),
+                root: b["thread_ts"].as_str().unwrap().to_string(),
+                msg_ts: ts.clone(),
+                action_id: button["action_id"].as_str().unwrap().to_string(),
+                value: button["value"].as_str().unwrap_or("0").to_string(),
+            }
+        })
+        .collect();
+    assert_eq!(qs.len(), questions);
+    // Two clicks per question, by different people, next to each other in the queue.
+    let bodies: Arc<Vec<String>> = Arc::new(
+        qs.iter()
+            .enumerate()
+            .flat_map(|(i, q)| {
+                [
+                    click_body(q, "UA", &format!("{run}.{i}.a")),
+                    click_body(q, "UB", &format!("{run}.{i}.b")),
+                ]
+            })
+            .collect(),
+    );
+    let calls_before = log.lock().unwrap().len();
+
+    install_crypto();
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(concurrency)
+        .build()
+        .unwrap();
+    let url = format!("http://{server_addr}{INTERACTIVITY_PATH}");
+    let next = Arc::new(AtomicUsize::new(0));
+    let start = Instant::now();
+    let mut workers = tokio::task::JoinSet::new();
+    for _ in 0..concurrency {
+        let (client, url, next, bodies) =
+            (client.clone(), url.clone(), next.clone(), bodies.clone());
+        workers.spawn(async move {
+            let mut lat = Vec::new();
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(body) = bodies.get(i) else { break };
+                let ts = (now_millis() / 1000).to_string();
+                let sig = sign(SECRET, &ts, body.as_bytes()).unwrap();
+                let t0 = Instant::now();
+                let res = client
+                    .post(&url)
+                    .header("content-type", "application/x-www-form-urlencoded")
+                    .header("x-slack-request-timestamp", ts)
+                    .header("x-slack-signature", sig)
+                    .body(body.clone())
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(res.status(), 200);
+                let _ = res.bytes().await;
+                lat.push(t0.elapsed());
+            }
+            lat
+        });
+    }
+    let mut lat: Vec<Duration> = Vec::new();
+    while let Some(r) = workers.join_next().await {
+        lat.extend(r.unwrap());
+    }
+    let acked = start.elapsed();
+    // Every answer recorded durably: the store says so for every question (in ack-first mode,
+    // wait until the background processing has recorded them all).
+    let answered_now = || async {
+        let mut answered = 0;
+        for q in &qs {
+            let chat = channel_chat_id("slack", &format!("{}:{}", q.channel, q.root));
+            let found = store
+                .find_questions_by_message(
+                    "slack",
+                    &format!("{}:{}", q.channel, q.msg_ts),
+                    now_millis(),
+                )
+                .await
+                .unwrap();
+            let (c, id) = &found[0];
+            assert_eq!(c, &chat);
+            let row = store
+                .get_question(c, id, now_millis())
+                .await
+                .unwrap()
+                .unwrap();
+            if row.outcome.is_some() {
+                answered += 1;
+            }
+        }
+        answered
+    };
+    let mut answered = answered_now().await;
+    let give_up = Instant::now() + Duration::from_secs(300);
+    while answered < questions && Instant::now() < give_up {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        answered = answered_now().await;
+    }
+    let recorded = start.elapsed();
+    let calls: Vec<String> = log.lock().unwrap()[calls_before..]
+        .iter()
+        .map(|(m, _, _)| m.clone())
+        .collect();
+    let stale = calls.iter().filter(|m| *m == "chat.postEphemeral").count();
+    let updates = calls.iter().filter(|m| *m == "chat.update").count();
+    lat.sort();
+    let pct = |p: f64| lat[((lat.len() as f64 * p) as usize).min(lat.len() - 1)];
+    let n = bodies.len();
+    println!(
+        "concurrency {concurrency:>2}: {n} deliveries acked in {:.2} s = {:>6.0}/s, all answers recorded after {:.2} s = {:>6.0} deliveries/s | ack p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms | answered {answered}/{questions}, chat.update {updates}, stale notes {stale} | VmHWM {} MB",
+        acked.as_secs_f64(),
+        n as f64 / acked.as_secs_f64(),
+        recorded.as_secs_f64(),
+        n as f64 / recorded.as_secs_f64(),
+        pct(0.50).as_secs_f64() * 1e3,
+        pct(0.99).as_secs_f64() * 1e3,
+        lat[lat.len() - 1].as_secs_f64() * 1e3,
+        vm_hwm_kb().unwrap_or(0) / 1024,
+    );
+    assert_eq!(answered, questions, "every question answered once");
+    server_task.abort();
+    fake_task.abort();
+    engine.drain(Duration::from_secs(5)).await;
+}
+
+/// reqwest is built without a default crypto provider (rustls with both ring and aws-lc-rs in the
+/// tree); plain HTTP needs none, but the builder wants one installed.
+fn install_crypto() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// `SLACK_BENCH_ACK_FIRST=1`: acknowledge at once and process in the background
+/// (`ack_deadline = 0`) instead of waiting for the delivery to be recorded.
+fn ack_first() -> bool {
+    std::env::var("SLACK_BENCH_ACK_FIRST").is_ok_and(|v| v == "1")
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let n: usize = std::env::var("SLACK_BENCH_QUESTIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1500);
+    println!(
+        "mode: {}",
+        if ack_first() {
+            "ack first, record in the background (ack_deadline = 0)"
+        } else {
+            "record, then ack (ack_deadline = 2.5 s)"
+        }
+    );
+    rt.block_on(async {
+        level(1, (n / 5).max(50), 1).await;
+        level(8, n, 8).await;
+        level(64, n, 64).await;
+    });
+    println!(
+        "peak resident memory of the process (server + fake Slack + load generator): {} MB",
+        vm_hwm_kb().unwrap_or(0) / 1024
+    );
+}

@@ -1,0 +1,847 @@
+//! The engine glue (feature `engine`): receives Slack deliveries — the Events API and
+//! interactivity over HTTP (an axum [`Router`]) or over Socket Mode — and hands them to FrogBot's
+//! engine; posts the agent's replies in the thread ([`ChannelOutbox`]).
+//!
+//! Receiving rules:
+//! - HTTP requests are verified with the signing secret ([`crate::verify`]: HMAC over
+//!   `v0:{timestamp}:{body}`, 5-minute window, constant-time compare) before anything is read;
+//!   a bad or missing signature is `401`, malformed JSON `400`, each with a `warn!` line.
+//! - Duplicates are processed once: Slack retries (`X-Slack-Retry-Num`) carry the same `event_id`,
+//!   a click the same `trigger_id`, and a mention arrives twice (`app_mention` and `message`) with
+//!   the same message `ts`; the keys go into a bounded in-memory set ([`Seen`]). That set is per
+//!   process: a retry that reaches another process (or this one after a restart) is not recognised
+//!   here; for clicks the store still records the first answer only (a repeat is answered `stale`).
+//! - Acknowledgement: a delivery is processed in a spawned task and the request waits for it up to
+//!   [`SlackChannelConfig::ack_deadline`] (2.5 s by default, under Slack's 3 s). In the normal case
+//!   the message or the click is therefore saved in the store *before* Slack gets its `200`, so an
+//!   acknowledged delivery is not lost if the process dies; a slow one is acknowledged at the
+//!   deadline and finishes in the background. A store failure before the deadline answers `500`
+//!   and forgets the key, so Slack's retry is processed.
+//! - Messages: a mention, a DM, or a reply in a thread whose chat exists starts or continues the
+//!   chat of its thread (`channel:thread_ts`); the bot's own messages (learned with `auth.test`)
+//!   and edits are ignored. A denied author gets an ephemeral note.
+//!
+//! What it must not do: keep conversation state (chats, questions and answers are the engine's, in
+//! the store), or acknowledge an unverified HTTP request.
+
+use std::collections::{HashSet, VecDeque};
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use frogbot_core::BoxError;
+use frogbot_core::agent::{
+    AccessCheck, Channel, ChannelMessageOutcome, ChannelOutbox, Engine, InteractionOutcome,
+    channel_chat_id,
+};
+use frogbot_core::model::{
+    ChannelQuestions, IdentityResolver, Interaction, QuestionCall, Thread, UiMessage, now_millis,
+};
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::connect::HttpConnector;
+use serde_json::{Value, json};
+use slack_morphism::prelude::*;
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, debug, error, info, info_span, warn};
+
+use crate::convert::{
+    IncomingMessage, interaction_from_payload, message_from_push_json, payload_from_form, split_id,
+    strip_mention, thread_id,
+};
+use crate::questions::{SlackQuestions, is_open_form_action};
+use crate::render::ActionRef;
+use crate::verify::{SIGNATURE_HEADER, TIMESTAMP_HEADER, verify};
+use crate::{BotIdentity, Error, PLATFORM, SlackWebApi};
+
+/// The Events API path.
+pub const EVENTS_PATH: &str = "/channels/slack/events";
+/// The interactivity path.
+pub const INTERACTIVITY_PATH: &str = "/channels/slack/interactivity";
+/// The header Slack sets on retried deliveries.
+pub const RETRY_HEADER: &str = "x-slack-retry-num";
+/// What a person not allowed to use the bot is told (ephemeral).
+pub const NOT_ALLOWED_TEXT: &str = "Sorry, you are not allowed to use this bot.";
+/// Slack's limit for a message's `text` is 40,000 characters; replies are cut below it.
+const MAX_TEXT_CHARS: usize = 39_000;
+
+/// The slack-morphism connector the channel uses: HTTPS with the system's roots, and plain HTTP
+/// for an `api_url` override (a local fake, a proxy).
+pub type Connector = SlackClientHyperConnector<HttpsConnector<HttpConnector>>;
+
+/// How the channel receives deliveries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Mode {
+    /// Events API and interactivity requests to this server (needs the signing secret).
+    Http,
+    /// Socket Mode (needs the app-level token `xapp-…`).
+    Socket,
+}
+
+/// Settings of the Slack channel.
+#[derive(Clone)]
+pub struct SlackChannelConfig {
+    /// How deliveries arrive.
+    pub mode: Mode,
+    /// The bot token (`xoxb-…`).
+    pub bot_token: String,
+    /// The app's signing secret (HTTP mode).
+    pub signing_secret: Option<String>,
+    /// The app-level token (`xapp-…`, Socket Mode).
+    pub app_token: Option<String>,
+    /// The Web API base (default `https://slack.com/api`).
+    pub api_url: Option<String>,
+    /// How long a request waits for its delivery to be processed before it is acknowledged anyway.
+    pub ack_deadline: Duration,
+    /// How many delivery keys the duplicate filter remembers.
+    pub dedup_capacity: usize,
+}
+
+impl std::fmt::Debug for SlackChannelConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SlackChannelConfig")
+            .field("mode", &self.mode)
+            .field("api_url", &self.api_url)
+            .field("ack_deadline", &self.ack_deadline)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SlackChannelConfig {
+    /// HTTP mode with a bot token and signing secret, other settings at their defaults.
+    pub fn http(bot_token: impl Into<String>, signing_secret: impl Into<String>) -> Self {
+        Self {
+            mode: Mode::Http,
+            bot_token: bot_token.into(),
+            signing_secret: Some(signing_secret.into()),
+            app_token: None,
+            api_url: None,
+            ack_deadline: Duration::from_millis(2500),
+            dedup_capacity: 100_000,
+        }
+    }
+
+    /// Socket Mode with a bot token and an app-level token.
+    pub fn socket(bot_token: impl Into<String>, app_token: impl Into<String>) -> Self {
+        Self {
+            mode: Mode::Socket,
+            signing_secret: None,
+            app_token: Some(app_token.into()),
+            ..Self::http(bot_token, "")
+        }
+    }
+
+    /// With a Web API base URL (e.g. `http://127.0.0.1:9000/api` for a fake).
+    pub fn with_api_url(mut self, url: impl Into<String>) -> Self {
+        self.api_url = Some(url.into());
+        self
+    }
+}
+
+/// The connector for `api_url` (`None`: slack.com), on rustls with `ring` and the system's roots.
+pub fn connector(api_url: Option<&str>) -> Result<Connector, Error> {
+    let https = hyper_rustls::HttpsConnectorBuilder::new()
+        // An explicit provider: the build has both ring and aws-lc-rs, so no process default.
+        .with_provider_and_native_roots(rustls::crypto::ring::default_provider())
+        .map_err(|e| Error::Api {
+            method: "connect",
+            message: format!("no TLS root certificates: {e}"),
+        })?
+        .https_or_http()
+        .enable_http1()
+        .enable_http2()
+        .build();
+    let c = SlackClientHyperConnector::with_connector(https);
+    Ok(match api_url {
+        Some(u) => c.with_slack_api_url(u.trim_end_matches('/')),
+        None => c,
+    })
+}
+
+/// A bounded set of recently seen delivery keys (oldest forgotten first).
+#[derive(Debug)]
+pub struct Seen {
+    cap: usize,
+    inner: Mutex<(HashSet<String>, VecDeque<String>)>,
+}
+
+impl Seen {
+    /// Remembers up to `cap` keys.
+    pub fn new(cap: usize) -> Self {
+        Self {
+            cap: cap.max(1),
+            inner: Mutex::new((HashSet::new(), VecDeque::new())),
+        }
+    }
+
+    /// `true` the first time `key` is seen (it is remembered), `false` for a duplicate.
+    pub fn first(&self, key: &str) -> bool {
+        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        if g.0.contains(key) {
+            return false;
+        }
+        if g.1.len() >= self.cap
+            && let Some(old) = g.1.pop_front()
+        {
+            g.0.remove(&old);
+        }
+        g.0.insert(key.to_string());
+        g.1.push_back(key.to_string());
+        true
+    }
+
+    /// Forgets `key` (its processing failed; a retry should be processed).
+    pub fn forget(&self, key: &str) {
+        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        if g.0.remove(key) {
+            g.1.retain(|k| k != key);
+        }
+    }
+}
+
+/// Why a delivery was not processed.
+#[derive(Debug)]
+enum Failure {
+    /// A store or engine failure: the delivery should be retried.
+    Retry(String),
+}
+
+/// The Slack channel: client, hooks, bot identity and the receiving side.
+#[derive(Clone)]
+pub struct SlackChannel {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: SlackChannelConfig,
+    client: Arc<SlackClient<Connector>>,
+    token: SlackApiToken,
+    questions: Arc<SlackQuestions<SlackWebApi<Connector>>>,
+    bot: BotIdentity,
+    seen: Seen,
+}
+
+impl std::fmt::Debug for SlackChannel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SlackChannel")
+            .field("bot", &self.inner.bot)
+            .field("config", &self.inner.config)
+            .finish()
+    }
+}
+
+impl SlackChannel {
+    /// Builds the client and learns who the bot is (`auth.test`).
+    pub async fn connect(config: SlackChannelConfig) -> Result<Self, Error> {
+        match config.mode {
+            Mode::Http if config.signing_secret.as_deref().is_none_or(str::is_empty) => {
+                return Err(Error::EmptySecret);
+            }
+            Mode::Socket if config.app_token.as_deref().is_none_or(str::is_empty) => {
+                return Err(Error::Api {
+                    method: "apps.connections.open",
+                    message: "Socket Mode needs an app-level token".into(),
+                });
+            }
+            _ => {}
+        }
+        let client = Arc::new(SlackClient::new(connector(config.api_url.as_deref())?));
+        let api = SlackWebApi::with_client(client.clone(), &config.bot_token);
+        let bot = api.bot_identity().await?;
+        info!(bot_user = %bot.user_id, team = %bot.team_id, "Slack bot identified (auth.test)");
+        Ok(Self {
+            inner: Arc::new(Inner {
+                token: SlackApiToken::new(SlackApiTokenValue(config.bot_token.clone())),
+                seen: Seen::new(config.dedup_capacity),
+                config,
+                client,
+                questions: Arc::new(SlackQuestions::new(api)),
+                bot,
+            }),
+        })
+    }
+
+    /// Who the bot is.
+    pub fn bot(&self) -> &BotIdentity {
+        &self.inner.bot
+    }
+
+    /// The mode.
+    pub fn mode(&self) -> Mode {
+        self.inner.config.mode
+    }
+
+    /// The question hooks.
+    pub fn questions(&self) -> Arc<dyn ChannelQuestions> {
+        self.inner.questions.clone()
+    }
+
+    /// The outbox posting replies in the thread.
+    pub fn outbox(&self) -> Arc<dyn ChannelOutbox> {
+        Arc::new(self.clone())
+    }
+
+    /// The engine's [`Channel`] for this Slack app.
+    pub fn channel(
+        &self,
+        identity: Arc<dyn IdentityResolver>,
+        access: Arc<dyn AccessCheck>,
+    ) -> Channel {
+        Channel {
+            platform: PLATFORM.into(),
+            questions: Some(self.questions()),
+            identity,
+            access,
+            outbox: Some(self.outbox()),
+        }
+    }
+
+    /// The HTTP routes: `POST /channels/slack/events` and `POST /channels/slack/interactivity`.
+    pub fn router(&self, engine: Engine) -> Router {
+        let rx = Receiver {
+            channel: self.clone(),
+            engine,
+        };
+        Router::new()
+            .route(EVENTS_PATH, post(events))
+            .route(INTERACTIVITY_PATH, post(interactivity))
+            .with_state(rx)
+    }
+
+    /// Starts Socket Mode (`apps.connections.open`, then the WebSocket); stops when `shutdown`
+    /// is cancelled.
+    pub fn spawn_socket_mode(
+        &self,
+        engine: Engine,
+        shutdown: CancellationToken,
+    ) -> Result<tokio::task::JoinHandle<()>, Error> {
+        let app_token = self
+            .inner
+            .config
+            .app_token
+            .clone()
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| Error::Api {
+                method: "apps.connections.open",
+                message: "Socket Mode needs an app-level token".into(),
+            })?;
+        let rx = Receiver {
+            channel: self.clone(),
+            engine,
+        };
+        let env = Arc::new(
+            SlackClientEventsListenerEnvironment::new(self.inner.client.clone())
+                .with_error_handler(socket_error)
+                .with_user_state(rx),
+        );
+        let callbacks = SlackSocketModeListenerCallbacks::new()
+            .with_push_events(socket_push)
+            .with_interaction_events(socket_interaction);
+        let listener =
+            SlackClientSocketModeListener::new(&SlackClientSocketModeConfig::new(), env, callbacks);
+        let token = SlackApiToken::new(SlackApiTokenValue(app_token));
+        Ok(tokio::spawn(async move {
+            if let Err(e) = listener.listen_for(&token).await {
+                error!(error = %e, "Slack Socket Mode could not register");
+                return;
+            }
+            listener.start().await;
+            info!("Slack Socket Mode started");
+            shutdown.cancelled().await;
+            listener.shutdown().await;
+        }))
+    }
+}
+
+#[async_trait]
+impl ChannelOutbox for SlackChannel {
+    async fn post_reply(&self, thread: &Thread, reply: &UiMessage) -> Result<(), BoxError> {
+        let mut text = reply.text();
+        if text.trim().is_empty() {
+            return Ok(());
+        }
+        if text.chars().count() > MAX_TEXT_CHARS {
+            text = text.chars().take(MAX_TEXT_CHARS).collect::<String>() + "…";
+        }
+        let (channel, thread_ts) = split_id(&thread.id)?;
+        let req = SlackApiChatPostMessageRequest::new(
+            SlackChannelId(channel.to_string()),
+            SlackMessageContent::new().with_text(text),
+        )
+        .with_thread_ts(SlackTs(thread_ts.to_string()));
+        self.inner
+            .client
+            .open_session(&self.inner.token)
+            .chat_post_message(&req)
+            .await
+            .map_err(|e| Error::Api {
+                method: "chat.postMessage",
+                message: e.to_string(),
+            })?;
+        Ok(())
+    }
+}
+
+/// The receiving side: the channel and the engine it feeds.
+#[derive(Clone)]
+struct Receiver {
+    channel: SlackChannel,
+    engine: Engine,
+}
+
+fn status(code: StatusCode, msg: &'static str) -> Response {
+    (code, msg).into_response()
+}
+
+impl Receiver {
+    fn inner(&self) -> &Inner {
+        &self.channel.inner
+    }
+
+    /// Checks the signature headers against the raw body.
+    fn verify(&self, headers: &HeaderMap, body: &[u8]) -> Result<(), Error> {
+        let h = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+        let ts = h(TIMESTAMP_HEADER).ok_or(Error::MalformedTimestamp)?;
+        let sig = h(SIGNATURE_HEADER).ok_or(Error::MalformedSignature)?;
+        let secret = self.inner().config.signing_secret.as_deref().unwrap_or("");
+        verify(secret, ts, sig, body, now_millis() / 1000)
+    }
+
+    /// Runs `work` in its own task and waits for it up to the ack deadline. `Ok` when it is done
+    /// or still running at the deadline (it carries on); `Err` when it failed in a way a retry
+    /// may fix (then `key` is forgotten).
+    async fn process<F>(&self, key: String, work: F) -> Result<(), Failure>
+    where
+        F: Future<Output = Result<(), Failure>> + Send + 'static,
+    {
+        let task = tokio::spawn(work);
+        match tokio::time::timeout(self.inner().config.ack_deadline, task).await {
+            Ok(Ok(Ok(()))) => Ok(()),
+            Ok(Ok(Err(f))) => {
+                self.inner().seen.forget(&key);
+                Err(f)
+            }
+            Ok(Err(join)) => {
+                error!(error = %join, "Slack delivery task failed");
+                self.inner().seen.forget(&key);
+                Err(Failure::Retry(join.to_string()))
+            }
+            Err(_) => {
+                info!(%key, "Slack delivery still processing at the ack deadline; acknowledged");
+                Ok(())
+            }
+        }
+    }
+
+    /// An Events API body (`event_callback`): dedup by `event_id`, then the message.
+    async fn on_event_callback(&self, body: Value, retry: Option<&str>) -> Result<(), Failure> {
+        let event_id = body["event_id"].as_str().unwrap_or_default().to_string();
+        let kind = body
+            .pointer("/event/type")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let key = format!("event:{event_id}");
+        if !event_id.is_empty() && !self.inner().seen.first(&key) {
+            info!(%event_id, retry = retry.unwrap_or("-"), "duplicate Slack event delivery ignored");
+            return Ok(());
+        }
+        if retry.is_some() {
+            info!(%event_id, retry, "Slack retry of an event not seen by this process");
+        }
+        if kind != "message" && kind != "app_mention" {
+            debug!(%event_id, %kind, "Slack event type not handled");
+            return Ok(());
+        }
+        let rx = self.clone();
+        let span = info_span!("slack_event", %event_id, %kind, chat_id = tracing::field::Empty);
+        self.process(
+            key,
+            async move { rx.on_message(body).await }.instrument(span),
+        )
+        .await
+    }
+
+    /// A `message` / `app_mention` event.
+    async fn on_message(&self, body: Value) -> Result<(), Failure> {
+        let bot = &self.inner().bot.user_id;
+        let incoming = match message_from_push_json(&body, bot) {
+            Ok(Some(m)) => m,
+            Ok(None) => {
+                debug!("Slack message ignored (the bot's own, an edit, or another subtype)");
+                return Ok(());
+            }
+            Err(e) => {
+                warn!(error = %e, "Slack event could not be read; ignored");
+                return Ok(());
+            }
+        };
+        // A mention arrives twice (`app_mention` and `message.channels`) with one ts.
+        let key = format!("msg:{}", incoming.message.id);
+        if !self.inner().seen.first(&key) {
+            debug!(message = %incoming.message.id, "Slack message already handled");
+            return Ok(());
+        }
+        let out = self.route_message(body, incoming).await;
+        if out.is_err() {
+            self.inner().seen.forget(&key);
+        }
+        out
+    }
+
+    /// A new message: to its thread's chat when it is a DM, a mention, or a reply in a thread
+    /// FrogBot is part of.
+    async fn route_message(&self, body: Value, incoming: IncomingMessage) -> Result<(), Failure> {
+        let dm = body.pointer("/event/channel_type").and_then(Value::as_str) == Some("im");
+        let chat = channel_chat_id(PLATFORM, &incoming.thread);
+        tracing::Span::current().record("chat_id", tracing::field::display(&chat));
+        if !(dm || incoming.mentioned) {
+            // A plain channel message: only replies in a thread FrogBot is part of.
+            let known = incoming.in_thread
+                && self
+                    .engine
+                    .store()
+                    .get_chat(&chat)
+                    .await
+                    .map_err(|e| Failure::Retry(e.to_string()))?
+                    .is_some();
+            if !known {
+                debug!(thread = %incoming.thread, "Slack message outside a FrogBot thread ignored");
+                return Ok(());
+            }
+        }
+        self.send(incoming).await
+    }
+
+    async fn send(&self, mut incoming: IncomingMessage) -> Result<(), Failure> {
+        incoming.message.text = strip_mention(&incoming.message.text, &self.inner().bot.user_id);
+        let user = incoming.message.author.id.clone();
+        let out = self
+            .engine
+            .channel_message(PLATFORM, &incoming.thread, incoming.message)
+            .await
+            .map_err(|e| {
+                error!(error = %e, "Slack message could not be handed to the engine");
+                Failure::Retry(e.to_string())
+            })?;
+        match out {
+            ChannelMessageOutcome::Denied => {
+                warn!(%user, thread = %incoming.thread, "Slack user not allowed; message refused");
+                if let Ok((channel, ts)) = split_id(&incoming.thread) {
+                    let api = self.inner().questions.api();
+                    use crate::client::SlackApi;
+                    if let Err(e) = api
+                        .post_ephemeral(channel, &user, Some(ts), NOT_ALLOWED_TEXT)
+                        .await
+                    {
+                        warn!(error = %e, "could not tell a Slack user they are not allowed");
+                    }
+                }
+            }
+            ChannelMessageOutcome::Consumed(o) => {
+                info!(outcome = ?o, "Slack thread reply taken by a question");
+            }
+            other => info!(outcome = ?other, "Slack message sent to its chat"),
+        }
+        Ok(())
+    }
+
+    /// An interaction payload (`block_actions`, `view_submission`, …).
+    async fn on_interaction(&self, payload: Value) -> Result<(), Failure> {
+        let kind = payload["type"].as_str().unwrap_or("").to_string();
+        let trigger = payload["trigger_id"].as_str().unwrap_or("");
+        let key = if trigger.is_empty() {
+            // No trigger id: fall back to the action's own timestamp or the view's hash.
+            format!(
+                "ia:{kind}:{}:{}",
+                payload
+                    .pointer("/actions/0/action_ts")
+                    .and_then(Value::as_str)
+                    .unwrap_or(""),
+                payload
+                    .pointer("/view/hash")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+            )
+        } else {
+            format!("ia:{trigger}")
+        };
+        if !self.inner().seen.first(&key) {
+            info!(%kind, "duplicate Slack interaction delivery ignored");
+            return Ok(());
+        }
+        let interaction = match interaction_from_payload(&payload) {
+            Ok(Some(i)) => i,
+            Ok(None) => {
+                debug!(%kind, "Slack interaction kind not handled");
+                return Ok(());
+            }
+            Err(e) => {
+                warn!(%kind, error = %e, "Slack interaction payload could not be read; ignored");
+                return Ok(());
+            }
+        };
+        let thread = thread_of_payload(&payload);
+        let rx = self.clone();
+        let span = info_span!(
+            "slack_interaction",
+            %kind,
+            chat_id = tracing::field::Empty,
+            question_id = tracing::field::Empty
+        );
+        self.process(
+            key,
+            async move { rx.interact(thread, interaction).await }.instrument(span),
+        )
+        .await
+    }
+
+    async fn interact(
+        &self,
+        thread: Option<String>,
+        interaction: Interaction,
+    ) -> Result<(), Failure> {
+        if let Interaction::Action { event } = &interaction
+            && is_open_form_action(&event.action_id)
+            && self.open_form(event).await?
+        {
+            return Ok(());
+        }
+        let out = self
+            .engine
+            .handle_interaction(PLATFORM, thread.as_deref(), &interaction)
+            .await
+            .map_err(|e| {
+                error!(error = %e, "Slack interaction could not be handled");
+                Failure::Retry(e.to_string())
+            })?;
+        match (&out, &interaction) {
+            (InteractionOutcome::Ignored, Interaction::Action { event }) => warn!(
+                action_id = %event.action_id,
+                message = %event.message_id,
+                "Slack action belongs to no question; ignored"
+            ),
+            (InteractionOutcome::Ignored, _) => {
+                warn!("Slack interaction belongs to no question; ignored")
+            }
+            _ => info!(outcome = ?out, "Slack interaction handled"),
+        }
+        Ok(())
+    }
+
+    /// The "Other…" button: opens the question set's modal while the clicked message is the
+    /// question's current, open one. `false` when it is not (the engine then answers `stale`).
+    async fn open_form(&self, event: &frogbot_core::model::ActionEvent) -> Result<bool, Failure> {
+        let store = self.engine.store();
+        let now = now_millis();
+        let retry = |e: frogbot_core::Error| Failure::Retry(e.to_string());
+        let found = store
+            .find_questions_by_message(PLATFORM, &event.message_id, now)
+            .await
+            .map_err(retry)?;
+        let Some((chat, call_id)) = found.into_iter().next() else {
+            return Ok(false);
+        };
+        tracing::Span::current().record("chat_id", tracing::field::display(&chat));
+        tracing::Span::current().record("question_id", call_id.as_str());
+        let Some(q) = store
+            .get_question(&chat, &call_id, now)
+            .await
+            .map_err(retry)?
+        else {
+            return Ok(false);
+        };
+        let current = q.record.current().map(|m| m.id.as_str());
+        let revision = ActionRef::decode(&event.action_id).map(|a| a.revision);
+        if q.outcome.is_some()
+            || current != Some(event.message_id.as_str())
+            || revision != Some(q.record.revision)
+        {
+            return Ok(false);
+        }
+        let Some(thread) = store
+            .get_chat(&chat)
+            .await
+            .map_err(retry)?
+            .and_then(|c| c.channel)
+        else {
+            return Ok(false);
+        };
+        let Some(trigger) = event.trigger_id.as_deref() else {
+            return Ok(false);
+        };
+        let thread = Thread {
+            id: thread.thread,
+            platform: PLATFORM.into(),
+            chat_id: chat.to_string(),
+        };
+        let call = QuestionCall {
+            tool_call_id: q.tool_call_id.clone(),
+            input: q.input.clone(),
+        };
+        match self
+            .inner()
+            .questions
+            .open_other(&thread, &call, &q.record, trigger)
+            .await
+        {
+            Ok(()) => info!("Slack question modal opened"),
+            Err(e) => warn!(error = %e, "could not open the Slack question modal"),
+        }
+        Ok(true)
+    }
+}
+
+/// The thread of an interaction's message (`channel:thread_ts`), when the payload says (Socket
+/// Mode payloads, re-serialised by slack-morphism, do not: the engine then routes by message id).
+fn thread_of_payload(p: &Value) -> Option<String> {
+    let channel = p
+        .pointer("/container/channel_id")
+        .or_else(|| p.pointer("/channel/id"))
+        .and_then(Value::as_str)?;
+    let ts = p
+        .pointer("/container/thread_ts")
+        .or_else(|| p.pointer("/message/thread_ts"))
+        .and_then(Value::as_str)?;
+    Some(thread_id(channel, ts))
+}
+
+fn retry_num(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get(RETRY_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+}
+
+fn failure_response(f: Failure) -> Response {
+    let Failure::Retry(msg) = f;
+    warn!(error = %msg, "Slack delivery failed; answering 500 so Slack retries");
+    status(StatusCode::INTERNAL_SERVER_ERROR, "retry later")
+}
+
+async fn events(State(rx): State<Receiver>, headers: HeaderMap, body: Bytes) -> Response {
+    if let Err(e) = rx.verify(&headers, &body) {
+        warn!(error = %e, path = EVENTS_PATH, "Slack request refused: signature check failed");
+        return status(StatusCode::UNAUTHORIZED, "invalid signature");
+    }
+    let value: Value = match serde_json::from_slice(&body) {
+        Ok(v @ Value::Object(_)) => v,
+        Ok(_) | Err(_) => {
+            warn!(
+                path = EVENTS_PATH,
+                "Slack event body is not a JSON object; ignored"
+            );
+            return status(StatusCode::BAD_REQUEST, "malformed JSON");
+        }
+    };
+    match value["type"].as_str() {
+        Some("url_verification") => {
+            info!("Slack url_verification answered");
+            axum::Json(json!({"challenge": value["challenge"]})).into_response()
+        }
+        Some("event_callback") => {
+            let retry = retry_num(&headers);
+            match rx.on_event_callback(value, retry.as_deref()).await {
+                Ok(()) => StatusCode::OK.into_response(),
+                Err(f) => failure_response(f),
+            }
+        }
+        other => {
+            debug!(kind = ?other, "Slack push type not handled; acknowledged");
+            StatusCode::OK.into_response()
+        }
+    }
+}
+
+async fn interactivity(State(rx): State<Receiver>, headers: HeaderMap, body: Bytes) -> Response {
+    if let Err(e) = rx.verify(&headers, &body) {
+        warn!(error = %e, path = INTERACTIVITY_PATH, "Slack request refused: signature check failed");
+        return status(StatusCode::UNAUTHORIZED, "invalid signature");
+    }
+    let payload = match std::str::from_utf8(&body)
+        .map_err(|e| Error::Payload(e.to_string()))
+        .and_then(payload_from_form)
+    {
+        Ok(v @ Value::Object(_)) => v,
+        Ok(_) => {
+            warn!(
+                path = INTERACTIVITY_PATH,
+                "Slack interaction payload is not a JSON object; ignored"
+            );
+            return status(StatusCode::BAD_REQUEST, "malformed payload");
+        }
+        Err(e) => {
+            warn!(path = INTERACTIVITY_PATH, error = %e, "Slack interaction body unreadable; ignored");
+            return status(StatusCode::BAD_REQUEST, "malformed payload");
+        }
+    };
+    if let Some(n) = retry_num(&headers) {
+        debug!(retry = %n, "Slack interactivity retry");
+    }
+    match rx.on_interaction(payload).await {
+        // An empty 200 acknowledges a click and closes a submitted modal.
+        Ok(()) => StatusCode::OK.into_response(),
+        Err(f) => failure_response(f),
+    }
+}
+
+// ---- Socket Mode ---------------------------------------------------------------------------
+
+async fn receiver_of(state: &SlackClientEventsUserState) -> Option<Receiver> {
+    state.read().await.get_user_state::<Receiver>().cloned()
+}
+
+async fn socket_push(
+    ev: SlackPushEventCallback,
+    _client: Arc<SlackHyperClient>,
+    state: SlackClientEventsUserState,
+) -> UserCallbackResult<()> {
+    let Some(rx) = receiver_of(&state).await else {
+        return Ok(());
+    };
+    let body = match serde_json::to_value(SlackPushEvent::EventCallback(ev)) {
+        Ok(b) => b,
+        Err(e) => {
+            warn!(error = %e, "Socket Mode event could not be re-read; ignored");
+            return Ok(());
+        }
+    };
+    rx.on_event_callback(body, None)
+        .await
+        .map_err(|Failure::Retry(m)| m.into())
+}
+
+async fn socket_interaction(
+    ev: SlackInteractionEvent,
+    _client: Arc<SlackHyperClient>,
+    state: SlackClientEventsUserState,
+) -> UserCallbackResult<SlackInteractionResponse> {
+    let Some(rx) = receiver_of(&state).await else {
+        return Ok(SlackInteractionResponse::Empty);
+    };
+    match serde_json::to_value(&ev) {
+        Ok(payload) => rx
+            .on_interaction(payload)
+            .await
+            .map_err(|Failure::Retry(m)| -> BoxError { m.into() })?,
+        Err(e) => warn!(error = %e, "Socket Mode interaction could not be re-read; ignored"),
+    }
+    Ok(SlackInteractionResponse::Empty)
+}
+
+/// A failed Socket Mode delivery is not acknowledged, so Slack sends it again.
+fn socket_error(
+    err: BoxError,
+    _client: Arc<SlackHyperClient>,
+    _state: SlackClientEventsUserState,
+) -> axum::http::StatusCode {
+    warn!(error = %err, "Slack Socket Mode delivery failed; not acknowledged (Slack redelivers)");
+    axum::http::StatusCode::INTERNAL_SERVER_ERROR
+}

@@ -1,0 +1,854 @@
+//! `[channels.slack]` in a real `frogbot serve` (in-process, SQLite, the demo model): signed
+//! payloads in Slack's documented shapes are posted to the real endpoints, and slack-morphism's
+//! client talks to a local fake of the Slack Web API that records every call.
+
+mod common;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use axum::routing::post;
+use frogbot_core::agent::channel_chat_id;
+use frogbot_core::model::now_millis;
+use frogbot_core::store::DynStore;
+use frogbot_slack::questions::{DENIED_TEXT, STALE_TEXT};
+use frogbot_slack::verify::sign;
+use serde_json::{Value, json};
+
+const SECRET: &str = "8f742231b10e8888abcd99yyyzzz85a5";
+const CHANNEL: &str = "C42";
+
+#[derive(Clone, Debug)]
+struct Call {
+    method: String,
+    auth: String,
+    body: Value,
+}
+
+#[derive(Clone, Default)]
+struct Fake {
+    calls: Arc<Mutex<Vec<Call>>>,
+}
+
+impl Fake {
+    fn calls(&self, method: &str) -> Vec<Call> {
+        self.calls
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|c| c.method == method)
+            .cloned()
+            .collect()
+    }
+    fn count(&self) -> usize {
+        self.calls.lock().unwrap().len()
+    }
+}
+
+fn now_secs() -> i64 {
+    now_millis() / 1000
+}
+
+/// The fake Web API: the methods the channel uses, answered in Slack's shapes.
+async fn api(
+    State(fake): State<Fake>,
+    Path(method): Path<String>,
+    headers: HeaderMap,
+    body: String,
+) -> axum::Json<Value> {
+    let body: Value = serde_json::from_str(&body).unwrap_or(Value::String(body));
+    let auth = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    let n = {
+        let mut calls = fake.calls.lock().unwrap();
+        calls.push(Call {
+            method: method.clone(),
+            auth,
+            body: body.clone(),
+        });
+        calls.len()
+    };
+    let channel = body["channel"].as_str().unwrap_or(CHANNEL).to_string();
+    axum::Json(match method.as_str() {
+        "auth.test" => json!({
+            "ok": true, "url": "https://frogs.slack.com/", "team": "Frogs", "user": "frogbot",
+            "team_id": "T1", "user_id": "UBOT", "bot_id": "B1"
+        }),
+        "chat.postMessage" => {
+            let ts = format!("{}.{n:06}", now_secs());
+            json!({
+                "ok": true, "channel": channel, "ts": ts,
+                "message": {"type": "message", "text": body["text"], "ts": ts, "bot_id": "B1"}
+            })
+        }
+        "chat.update" => json!({
+            "ok": true, "channel": channel, "ts": body["ts"], "text": body["text"],
+            "message": {"text": body["text"], "user": "UBOT", "bot_id": "B1"}
+        }),
+        "chat.postEphemeral" => json!({"ok": true, "message_ts": format!("{}.{n:06}", now_secs())}),
+        "views.open" => {
+            let mut view = body["view"].clone();
+            view["id"] = json!("V1");
+            view["team_id"] = json!("T1");
+            view["hash"] = json!("1700000600.abc");
+            view["state"] = json!({"values": {}});
+            json!({"ok": true, "view": view})
+        }
+        _ => json!({"ok": false, "error": "unknown_method"}),
+    })
+}
+
+struct Env {
+    fake: Fake,
+    base: String,
+    http: reqwest::Client,
+    store: DynStore,
+    seq: AtomicU64,
+    _db: frogbot_testkit::TestDb,
+    _server: tokio::task::JoinHandle<()>,
+}
+
+/// The variables `[channels.slack]` names, set once for the whole test binary.
+#[allow(unsafe_code)]
+fn set_secrets() -> (&'static str, &'static str) {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    const TOKEN_VAR: &str = "FROGBOT_TEST_SLACK_BOT_TOKEN";
+    const SECRET_VAR: &str = "FROGBOT_TEST_SLACK_SIGNING_SECRET";
+    ONCE.call_once(|| {
+        // SAFETY: set once, before any server of this binary reads them; every reader in this
+        // process goes through `std::env`, which serialises access to the environment.
+        unsafe {
+            std::env::set_var(TOKEN_VAR, "xoxb-test-token");
+            std::env::set_var(SECRET_VAR, SECRET);
+        }
+    });
+    (TOKEN_VAR, SECRET_VAR)
+}
+
+/// Starts the fake Web API and `frogbot serve` with `[channels.slack]` pointing at it.
+async fn start(extra: &str) -> Env {
+    let _ = tracing_subscriber::fmt()
+        .with_test_writer()
+        .with_max_level(tracing::Level::INFO)
+        .try_init();
+    let fake = Fake::default();
+    let app = Router::new()
+        .route("/api/{method}", post(api).get(api))
+        .with_state(fake.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let api_addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+
+    let (tok, sec) = set_secrets();
+    let db = frogbot_testkit::sqlite_db();
+    let config = common::config_with(
+        &db.url,
+        &format!(
+            r#"
+[channels.slack]
+mode = "http"
+bot_token_env = "{tok}"
+signing_secret_env = "{sec}"
+api_url = "http://{api_addr}/api"
+{extra}
+"#
+        ),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move {
+        frogbot::serve(
+            config,
+            listener,
+            std::future::pending(),
+            Duration::from_secs(1),
+        )
+        .await
+        .expect("serve");
+    });
+    let base = format!("http://{addr}");
+    let http = common::client();
+    // Answered once serving (after `auth.test` and the migrations).
+    let page = http
+        .get(format!("{base}/"))
+        .send()
+        .await
+        .expect("server up");
+    assert!(page.status().is_success());
+    let store = frogbot_core::store::open(&db.url).await.unwrap();
+    let env = Env {
+        fake,
+        base,
+        http,
+        store,
+        seq: AtomicU64::new(1),
+        _db: db,
+        _server: server,
+    };
+    assert_eq!(env.fake.calls("auth.test").len(), 1);
+    env
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        self._server.abort();
+    }
+}
+
+async fn wait(mut cond: impl FnMut() -> bool, what: &str) {
+    let deadline = tokio::time::Instant::now() + common::WAIT;
+    while !cond() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+enum Sig {
+    Good,
+    Wrong,
+    Stale,
+}
+
+impl Env {
+    /// A fresh Slack `ts` (now, with a unique fraction that sorts after the fake's).
+    fn ts(&self) -> String {
+        let n = self.seq.fetch_add(1, Ordering::SeqCst);
+        format!("{}.9{n:05}", now_secs())
+    }
+
+    async fn post_raw(
+        &self,
+        path: &str,
+        content_type: &str,
+        body: String,
+        sig: Sig,
+        retry: Option<u32>,
+    ) -> reqwest::Response {
+        let ts = match sig {
+            Sig::Stale => now_secs() - 6 * 60,
+            _ => now_secs(),
+        }
+        .to_string();
+        let signature = match sig {
+            Sig::Wrong => sign("not-the-secret", &ts, body.as_bytes()).unwrap(),
+            _ => sign(SECRET, &ts, body.as_bytes()).unwrap(),
+        };
+        let mut req = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .header("content-type", content_type)
+            .header("x-slack-request-timestamp", ts)
+            .header("x-slack-signature", signature)
+            .body(body);
+        if let Some(n) = retry {
+            req = req
+                .header("x-slack-retry-num", n.to_string())
+                .header("x-slack-retry-reason", "http_timeout");
+        }
+        req.send().await.expect("request")
+    }
+
+    async fn event(&self, event: Value) -> u16 {
+        self.event_with(event, &format!("Ev{}", self.ts()), None)
+            .await
+    }
+
+    async fn event_with(&self, event: Value, event_id: &str, retry: Option<u32>) -> u16 {
+        let body = json!({
+            "token": "legacy", "team_id": "T1", "api_app_id": "A1", "type": "event_callback",
+            "event_id": event_id, "event_time": now_secs(), "event": event,
+            "authorizations": [{"team_id": "T1", "user_id": "UBOT", "is_bot": true}]
+        });
+        self.post_raw(
+            "/channels/slack/events",
+            "application/json",
+            body.to_string(),
+            Sig::Good,
+            retry,
+        )
+        .await
+        .status()
+        .as_u16()
+    }
+
+    /// `app_mention` of the bot by `user`; returns the message ts (the thread root).
+    async fn mention(&self, user: &str, text: &str) -> String {
+        let ts = self.ts();
+        let status = self
+            .event(json!({
+                "type": "app_mention", "user": user, "text": format!("<@UBOT> {text}"),
+                "ts": ts, "channel": CHANNEL, "event_ts": ts
+            }))
+            .await;
+        assert_eq!(status, 200);
+        ts
+    }
+
+    /// A reply in the thread `root`.
+    async fn reply(&self, user: &str, root: &str, text: &str) -> u16 {
+        let ts = self.ts();
+        self.event(json!({
+            "type": "message", "channel": CHANNEL, "user": user, "text": text, "ts": ts,
+            "thread_ts": root, "event_ts": ts, "channel_type": "channel"
+        }))
+        .await
+    }
+
+    async fn interactivity(&self, payload: &Value, sig: Sig, retry: Option<u32>) -> u16 {
+        let body = frogbot_slack::convert::form_from_payload(payload);
+        self.post_raw(
+            "/channels/slack/interactivity",
+            "application/x-www-form-urlencoded",
+            body,
+            sig,
+            retry,
+        )
+        .await
+        .status()
+        .as_u16()
+    }
+
+    /// Waits for the `k`-th (0-based) `chat.postMessage` into thread `root`.
+    async fn posted(&self, root: &str, k: usize) -> Value {
+        let in_thread = || -> Vec<Value> {
+            self.fake
+                .calls("chat.postMessage")
+                .into_iter()
+                .filter(|c| c.body["thread_ts"] == root)
+                .map(|c| c.body)
+                .collect()
+        };
+        wait(|| in_thread().len() > k, "a message posted in the thread").await;
+        in_thread()[k].clone()
+    }
+
+    /// Waits until the chat of `root` has `n` messages in the store.
+    async fn chat_messages(&self, root: &str) -> usize {
+        let chat = channel_chat_id("slack", &format!("{CHANNEL}:{root}"));
+        self.store.list_messages(&chat).await.unwrap().len()
+    }
+
+    async fn question(&self, root: &str) -> frogbot_core::store::QuestionRow {
+        let chat = channel_chat_id("slack", &format!("{CHANNEL}:{root}"));
+        let row = self.store.get_chat(&chat).await.unwrap().expect("chat");
+        let msg = row.awaiting_message_id.clone();
+        let msgs = self.store.list_messages(&chat).await.unwrap();
+        let id = msg.unwrap_or_else(|| msgs.last().unwrap().message.id.clone());
+        let qs = self
+            .store
+            .questions_of_message(&chat, &id, now_millis())
+            .await
+            .unwrap();
+        qs.into_iter().next().expect("a question record")
+    }
+}
+
+/// The element of a Block Kit message whose text is `label`.
+fn element(blocks: &Value, label: &str) -> Value {
+    blocks
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|b| b["elements"].as_array().cloned().unwrap_or_default())
+        .find(|e| e["text"]["text"] == label)
+        .unwrap_or_else(|| panic!("no element {label:?} in {blocks}"))
+}
+
+/// A `block_actions` payload for a button click, as Slack sends it.
+fn click(user: &str, message_ts: &str, root: &str, button: &Value, trigger: &str) -> Value {
+    json!({
+        "type": "block_actions",
+        "user": {"id": user, "username": user.to_lowercase(), "name": user.to_lowercase(), "team_id": "T1"},
+        "api_app_id": "A1", "token": "legacy",
+        "container": {"type": "message", "message_ts": message_ts, "channel_id": CHANNEL,
+                      "is_ephemeral": false, "thread_ts": root},
+        "trigger_id": trigger,
+        "team": {"id": "T1", "domain": "frogs"},
+        "channel": {"id": CHANNEL, "name": "ops"},
+        "message": {"type": "message", "ts": message_ts, "thread_ts": root, "bot_id": "B1", "text": "question"},
+        "actions": [{"type": "button", "block_id": "b", "action_id": button["action_id"],
+                     "value": button["value"], "text": button["text"], "action_ts": format!("{}.1", now_secs())}]
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mention_is_answered_in_its_thread_and_own_messages_are_ignored() {
+    let env = start("").await;
+    // url_verification (the handshake when the events URL is saved).
+    let res = env
+        .post_raw(
+            "/channels/slack/events",
+            "application/json",
+            json!({"token": "t", "challenge": "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P", "type": "url_verification"}).to_string(),
+            Sig::Good,
+            None,
+        )
+        .await;
+    assert_eq!(res.status(), 200);
+    let v: Value = res.json().await.unwrap();
+    assert_eq!(
+        v["challenge"],
+        "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P"
+    );
+
+    let root = env.mention("U1", "hello frog").await;
+    let reply = env.posted(&root, 0).await;
+    assert_eq!(reply["channel"], CHANNEL);
+    assert_eq!(reply["text"], "You said: hello frog");
+    assert!(
+        env.fake.calls("chat.postMessage")[0]
+            .auth
+            .contains("xoxb-test-token")
+    );
+
+    // The same message also arrives as `message.channels`: handled once.
+    let status = env
+        .event(json!({
+            "type": "message", "channel": CHANNEL, "user": "U1", "text": "<@UBOT> hello frog",
+            "ts": root, "event_ts": root, "channel_type": "channel"
+        }))
+        .await;
+    assert_eq!(status, 200);
+    // The bot's own reply echoed back by Slack is ignored; a person's reply continues the chat.
+    let own = env.ts();
+    assert_eq!(
+        env.event(json!({
+            "type": "message", "subtype": "bot_message", "channel": CHANNEL, "bot_id": "B1",
+            "text": "You said: hello frog", "ts": own, "thread_ts": root, "event_ts": own,
+            "channel_type": "channel"
+        }))
+        .await,
+        200
+    );
+    assert_eq!(
+        env.event(json!({
+            "type": "message", "channel": CHANNEL, "user": "UBOT", "text": "me again",
+            "ts": env.ts(), "thread_ts": root, "channel_type": "channel"
+        }))
+        .await,
+        200
+    );
+    assert_eq!(env.reply("U1", &root, "and more").await, 200);
+    let second = env.posted(&root, 1).await;
+    assert_eq!(second["text"], "You said: and more");
+    // Two user messages and two replies: the duplicate and the bot's own never reached the chat.
+    assert_eq!(env.chat_messages(&root).await, 4);
+
+    // A message in another thread the bot is not part of is ignored.
+    let other = env.ts();
+    assert_eq!(env.reply("U1", &other, "chatter").await, 200);
+    let chat = channel_chat_id("slack", &format!("{CHANNEL}:{other}"));
+    assert!(env.store.get_chat(&chat).await.unwrap().is_none());
+
+    // A DM starts a chat without a mention.
+    let dm = env.ts();
+    assert_eq!(
+        env.event(json!({
+            "type": "message", "channel": "D9", "user": "U1", "text": "hi in private",
+            "ts": dm, "event_ts": dm, "channel_type": "im"
+        }))
+        .await,
+        200
+    );
+    wait(
+        || {
+            env.fake
+                .calls("chat.postMessage")
+                .iter()
+                .any(|c| c.body["channel"] == "D9" && c.body["thread_ts"] == dm.as_str())
+        },
+        "a DM reply",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_is_clicked_settled_and_the_agent_continues() {
+    let env = start("").await;
+    let root = env.mention("U1", "ask me").await;
+    let question = env.posted(&root, 0).await;
+    let blocks = question["blocks"].clone();
+    assert!(blocks.is_array(), "Block Kit posted: {question}");
+    let q = env.question(&root).await;
+    let msg_id = q.record.current().unwrap().id.clone();
+    let msg_ts = msg_id.split_once(':').unwrap().1.to_string();
+
+    let green = element(&blocks, "Green");
+    assert_eq!(
+        env.interactivity(
+            &click("U7", &msg_ts, &root, &green, "111.222.aaa"),
+            Sig::Good,
+            None
+        )
+        .await,
+        200
+    );
+    // Recorded before the ack (the delivery is processed within the ack deadline).
+    let q = env.question(&root).await;
+    assert!(q.outcome.is_some(), "answer recorded");
+    assert_eq!(
+        q.actor.as_ref().unwrap().user.as_ref().unwrap().as_str(),
+        "slack:U7"
+    );
+    let reply = env.posted(&root, 1).await;
+    assert_eq!(reply["text"], "You chose Colour: Green.");
+    let updates = env.fake.calls("chat.update");
+    assert_eq!(updates.len(), 1);
+    assert_eq!(updates[0].body["ts"], msg_ts.as_str());
+    assert!(
+        updates[0].body["text"]
+            .as_str()
+            .unwrap()
+            .contains("Answered by <@U7>"),
+        "{}",
+        updates[0].body
+    );
+
+    // A second click after the answer: a private note to that person, nothing recorded.
+    let red = element(&blocks, "Red");
+    assert_eq!(
+        env.interactivity(
+            &click("U8", &msg_ts, &root, &red, "111.222.bbb"),
+            Sig::Good,
+            None
+        )
+        .await,
+        200
+    );
+    wait(
+        || {
+            env.fake
+                .calls("chat.postEphemeral")
+                .iter()
+                .any(|c| c.body["user"] == "U8" && c.body["text"] == STALE_TEXT)
+        },
+        "the stale note",
+    )
+    .await;
+    let q = env.question(&root).await;
+    assert_eq!(
+        q.actor.as_ref().unwrap().user.as_ref().unwrap().as_str(),
+        "slack:U7"
+    );
+
+    // Ask again in the thread; a click on the old message is stale and the new question stays open.
+    assert_eq!(env.reply("U1", &root, "ask again").await, 200);
+    let second = env.posted(&root, 2).await;
+    assert!(second["blocks"].is_array());
+    assert_eq!(
+        env.interactivity(
+            &click("U9", &msg_ts, &root, &red, "111.222.ccc"),
+            Sig::Good,
+            None
+        )
+        .await,
+        200
+    );
+    wait(
+        || {
+            env.fake
+                .calls("chat.postEphemeral")
+                .iter()
+                .any(|c| c.body["user"] == "U9" && c.body["text"] == STALE_TEXT)
+        },
+        "the stale note on the old message",
+    )
+    .await;
+    let q2 = env.question(&root).await;
+    assert_ne!(q2.record.current().unwrap().id, msg_id);
+    assert!(q2.outcome.is_none());
+    assert_eq!(env.fake.calls("chat.update").len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_other_button_opens_a_modal_whose_submission_answers() {
+    let env = start("").await;
+    let root = env.mention("U1", "ask me").await;
+    let question = env.posted(&root, 0).await;
+    let q = env.question(&root).await;
+    let msg_ts = q
+        .record
+        .current()
+        .unwrap()
+        .id
+        .split_once(':')
+        .unwrap()
+        .1
+        .to_string();
+    let other = element(&question["blocks"], "Other…");
+    assert_eq!(
+        env.interactivity(
+            &click("U1", &msg_ts, &root, &other, "333.444.modal"),
+            Sig::Good,
+            None
+        )
+        .await,
+        200
+    );
+    let opened = env.fake.calls("views.open");
+    assert_eq!(opened.len(), 1, "views.open before the ack");
+    assert_eq!(opened[0].body["trigger_id"], "333.444.modal");
+    let mut view = opened[0].body["view"].clone();
+    let metadata = view["private_metadata"].as_str().unwrap().to_string();
+    let locator = frogbot_core::model::decode_question_modal_metadata(&metadata).unwrap();
+    assert_eq!(locator.thread_id, format!("{CHANNEL}:{root}"));
+    assert!(env.question(&root).await.outcome.is_none());
+
+    // The person types their own answer and submits: Slack's view_submission.
+    view["id"] = json!("V1");
+    view["team_id"] = json!("T1");
+    view["hash"] = json!("1700000600.abc");
+    view["state"] = json!({"values": {
+        "q0": {"fb1:m:0:pick": {"type": "radio_buttons", "selected_option": null}},
+        "q0t": {"fb1:m:0:text": {"type": "plain_text_input", "value": "Purple"}}
+    }});
+    let submission = json!({
+        "type": "view_submission",
+        "team": {"id": "T1", "domain": "frogs"},
+        "user": {"id": "U1", "username": "alice", "name": "alice", "team_id": "T1"},
+        "api_app_id": "A1", "token": "legacy", "trigger_id": "555.666.sub",
+        "view": view
+    });
+    assert_eq!(env.interactivity(&submission, Sig::Good, None).await, 200);
+    let reply = env.posted(&root, 1).await;
+    assert_eq!(reply["text"], "You chose Colour: Purple.");
+    assert_eq!(env.fake.calls("chat.update").len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thread_reply_answers_the_question() {
+    let env = start("").await;
+    let root = env.mention("U1", "please ask").await;
+    env.posted(&root, 0).await;
+    assert_eq!(env.reply("U2", &root, "blue").await, 200);
+    let reply = env.posted(&root, 1).await;
+    assert_eq!(reply["text"], "You chose Colour: Blue.");
+    let q = env.question(&root).await;
+    assert_eq!(
+        q.actor.as_ref().unwrap().user.as_ref().unwrap().as_str(),
+        "slack:U2"
+    );
+    // The reply was consumed: it never became a message of the chat.
+    let chat = channel_chat_id("slack", &format!("{CHANNEL}:{root}"));
+    let msgs = env.store.list_messages(&chat).await.unwrap();
+    assert!(msgs.iter().all(|m| !m.message.text().contains("blue")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_outside_the_allow_list_is_denied() {
+    let env = start("users = { U1 = \"alice\" }\nallow = [\"alice\"]").await;
+    let root = env.mention("U2", "hello").await;
+    wait(
+        || !env.fake.calls("chat.postEphemeral").is_empty(),
+        "the not-allowed note",
+    )
+    .await;
+    let note = &env.fake.calls("chat.postEphemeral")[0].body;
+    assert_eq!(note["user"], "U2");
+    assert_eq!(note["text"], frogbot_slack::channel::NOT_ALLOWED_TEXT);
+    let chat = channel_chat_id("slack", &format!("{CHANNEL}:{root}"));
+    assert!(env.store.list_messages(&chat).await.unwrap().is_empty());
+
+    // Alice asks; Bob's click is denied and nothing is recorded.
+    let root = env.mention("U1", "ask").await;
+    let question = env.posted(&root, 0).await;
+    let q = env.question(&root).await;
+    let msg_ts = q
+        .record
+        .current()
+        .unwrap()
+        .id
+        .split_once(':')
+        .unwrap()
+        .1
+        .to_string();
+    let red = element(&question["blocks"], "Red");
+    assert_eq!(
+        env.interactivity(
+            &click("U2", &msg_ts, &root, &red, "777.1.x"),
+            Sig::Good,
+            None
+        )
+        .await,
+        200
+    );
+    wait(
+        || {
+            env.fake
+                .calls("chat.postEphemeral")
+                .iter()
+                .any(|c| c.body["text"] == DENIED_TEXT && c.body["user"] == "U2")
+        },
+        "the denied note",
+    )
+    .await;
+    assert!(env.question(&root).await.outcome.is_none());
+    assert!(env.fake.calls("chat.update").is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_is_refused_or_ignored_and_nothing_is_recorded() {
+    let env = start("").await;
+    let root = env.mention("U1", "ask").await;
+    let question = env.posted(&root, 0).await;
+    let q = env.question(&root).await;
+    let msg_ts = q
+        .record
+        .current()
+        .unwrap()
+        .id
+        .split_once(':')
+        .unwrap()
+        .1
+        .to_string();
+    let green = element(&question["blocks"], "Green");
+    let good_click = click("U1", &msg_ts, &root, &green, "900.1.a");
+    let calls_before = env.fake.count();
+    let messages_before = env.chat_messages(&root).await;
+
+    // Wrong signature and a stale timestamp: 401, nothing read.
+    assert_eq!(env.interactivity(&good_click, Sig::Wrong, None).await, 401);
+    assert_eq!(env.interactivity(&good_click, Sig::Stale, None).await, 401);
+    let mention = json!({"type": "app_mention", "user": "U1", "text": "<@UBOT> hi", "ts": env.ts(), "channel": CHANNEL});
+    let body = json!({"type": "event_callback", "event_id": "EvX", "team_id": "T1", "api_app_id": "A1", "event": mention}).to_string();
+    assert_eq!(
+        env.post_raw(
+            "/channels/slack/events",
+            "application/json",
+            body.clone(),
+            Sig::Wrong,
+            None
+        )
+        .await
+        .status(),
+        401
+    );
+    let unsigned = env
+        .http
+        .post(format!("{}/channels/slack/events", env.base))
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unsigned.status(), 401);
+
+    // Malformed JSON: 400.
+    assert_eq!(
+        env.post_raw(
+            "/channels/slack/events",
+            "application/json",
+            "{\"type\": \"event_cal".into(),
+            Sig::Good,
+            None
+        )
+        .await
+        .status(),
+        400
+    );
+    assert_eq!(
+        env.post_raw(
+            "/channels/slack/interactivity",
+            "application/x-www-form-urlencoded",
+            "payload=%7B%22type%22%3A".into(),
+            Sig::Good,
+            None
+        )
+        .await
+        .status(),
+        400
+    );
+
+    // Unknown action ids (someone else's control; ours on a message FrogBot never posted).
+    let mut foreign = good_click.clone();
+    foreign["actions"][0]["action_id"] = json!("approve_deploy");
+    foreign["trigger_id"] = json!("900.1.b");
+    assert_eq!(env.interactivity(&foreign, Sig::Good, None).await, 200);
+    let nowhere = click("U1", "1111111111.000001", &root, &green, "900.1.c");
+    assert_eq!(env.interactivity(&nowhere, Sig::Good, None).await, 200);
+
+    assert_eq!(env.fake.count(), calls_before, "no Slack call was made");
+    assert!(
+        env.question(&root).await.outcome.is_none(),
+        "nothing recorded"
+    );
+    assert_eq!(env.chat_messages(&root).await, messages_before);
+
+    // A replayed click (Slack's retry of the same delivery) is processed once: one update and no
+    // "stale" note for the replay.
+    assert_eq!(env.interactivity(&good_click, Sig::Good, None).await, 200);
+    assert_eq!(
+        env.interactivity(&good_click, Sig::Good, Some(1)).await,
+        200
+    );
+    env.posted(&root, 1).await;
+    assert_eq!(env.fake.calls("chat.update").len(), 1);
+    assert!(env.fake.calls("chat.postEphemeral").is_empty());
+
+    // A replayed event (same event_id, X-Slack-Retry-Num) is processed once.
+    let ts = env.ts();
+    let event = json!({"type": "message", "channel": CHANNEL, "user": "U1", "text": "once", "ts": ts, "thread_ts": root, "channel_type": "channel"});
+    assert_eq!(env.event_with(event.clone(), "EvReplay", None).await, 200);
+    assert_eq!(env.event_with(event, "EvReplay", Some(1)).await, 200);
+    env.posted(&root, 2).await;
+    let chat = channel_chat_id("slack", &format!("{CHANNEL}:{root}"));
+    let onces = env
+        .store
+        .list_messages(&chat)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|m| m.message.text() == "once")
+        .count();
+    assert_eq!(onces, 1);
+}
+
+#[test]
+fn the_slack_table_is_checked_and_errors_name_the_key() {
+    let (tok, sec) = set_secrets();
+    let check = |table: &str| -> Result<(), String> {
+        let text = format!("database = \"sqlite::memory:\"\n[channels.slack]\n{table}");
+        let config = frogbot::Config::parse(&text).map_err(|e| e.to_string())?;
+        config.validate().map_err(|e| e.to_string())
+    };
+    check(&format!(
+        "bot_token_env = \"{tok}\"\nsigning_secret_env = \"{sec}\""
+    ))
+    .expect("http mode with both secrets");
+    let e = check(&format!("bot_token_env = \"{tok}\"")).unwrap_err();
+    assert!(e.contains("`channels.slack.signing_secret_env`"), "{e}");
+    let e = check(&format!("mode = \"socket\"\nbot_token_env = \"{tok}\"")).unwrap_err();
+    assert!(e.contains("`channels.slack.app_token_env`"), "{e}");
+    let e = check(&format!(
+        "bot_token_env = \"{tok}\"\nsigning_secret_env = \"FROGBOT_TEST_SLACK_UNSET\""
+    ))
+    .unwrap_err();
+    assert!(
+        e.contains("`channels.slack.signing_secret_env`") && e.contains("not set"),
+        "{e}"
+    );
+    let e = check(&format!(
+        "bot_token_env = \"{tok}\"\nsigning_secret_env = \"{sec}\"\nmode = \"webhook\""
+    ))
+    .unwrap_err();
+    assert!(e.contains("channels.slack"), "{e}");
+    let e = check(&format!(
+        "bot_token_env = \"{tok}\"\nsigning_secret_env = \"{sec}\"\nsigning_secret = \"inline\""
+    ))
+    .unwrap_err();
+    assert!(e.contains("signing_secret"), "{e}");
+    let e = check(&format!(
+        "bot_token_env = \"{tok}\"\nsigning_secret_env = \"{sec}\"\napi_url = \"slack.local\""
+    ))
+    .unwrap_err();
+    assert!(e.contains("`channels.slack.api_url`"), "{e}");
+}
