@@ -378,7 +378,10 @@ const THREAD: &str = "t-1";
 
 fn reply_msg(who: &str, text: &str) -> ThreadMessage {
     ThreadMessage {
-        id: format!("r-{}", now_millis()),
+        id: {
+            static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+            format!("r-{}", N.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+        },
         text: text.into(),
         author: PlatformUser {
             id: who.into(),
@@ -446,6 +449,42 @@ fn chat() -> frogbot_core::model::ChatId {
 }
 
 // ---- the rules -----------------------------------------------------------------------------------
+
+pub async fn a_repeated_platform_message_is_taken_once(url: &str) {
+    let w = world(url).await;
+    let first = reply_msg("alice", "hello");
+    start_and_wait_msg(&w, first.clone()).await;
+    // The platform delivers the same message again (a retry): nothing new is stored or run.
+    let again = w
+        .engine
+        .channel_message("forum", THREAD, first.clone())
+        .await
+        .unwrap();
+    assert!(
+        matches!(again, ChannelMessageOutcome::Duplicate),
+        "{again:?}"
+    );
+    let users = w
+        .store
+        .list_messages(&chat())
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|m| m.message.role == frogbot_core::model::Role::User)
+        .count();
+    assert_eq!(users, 1, "the repeated delivery was not stored");
+    // A new message with another platform id is taken.
+    start_and_wait_msg(&w, reply_msg("alice", "hello again")).await;
+}
+
+async fn start_and_wait_msg(w: &World, m: ThreadMessage) {
+    match w.engine.channel_message("forum", THREAD, m).await.unwrap() {
+        ChannelMessageOutcome::Sent(frogbot_core::agent::Sent::Started(h)) => {
+            h.done.await.unwrap().unwrap();
+        }
+        other => panic!("expected a turn to start, got {other:?}"),
+    }
+}
 
 pub async fn a_reply_answer_is_recorded_settled_and_continues_the_agent(url: &str) {
     let w = world(url).await;
@@ -1185,4 +1224,5 @@ backends!(
     a_form_is_found_by_its_locator_and_checked_like_a_click,
     after_a_restart_waiting_and_still_posting_questions_carry_on,
     a_retry_that_finds_another_revision_does_nothing,
+    a_repeated_platform_message_is_taken_once,
 );

@@ -974,6 +974,15 @@ impl Engine {
         };
         let store = &self.inner.store;
         let existing = store.get_chat(&chat_id).await?;
+        // The platform's message id names the stored message, so a delivery the platform repeats
+        // (a retry reaching this or another process) is recognised by the store, not run twice.
+        let message_id = (!message.id.is_empty()).then(|| channel_message_id(platform, &message.id));
+        if let (Some(_), Some(id)) = (&existing, &message_id)
+            && store.get_message(&chat_id, id).await?.is_some()
+        {
+            debug!(chat_id = %chat_id, message_id = id, "repeated channel message; already taken");
+            return Ok(ChannelMessageOutcome::Duplicate);
+        }
         let probe = existing.clone().unwrap_or(ChatRow {
             chat_id: chat_id.clone(),
             owner: None,
@@ -997,7 +1006,7 @@ impl Engine {
         let sent = self
             .send(super::SendMessage {
                 chat_id,
-                id: None,
+                id: message_id,
                 parts: vec![crate::model::MessagePart::text(message.text)],
                 author: actor.user,
                 delivery: crate::model::Delivery::Queue,
@@ -1066,6 +1075,13 @@ pub enum ChannelMessageOutcome {
     Denied,
     /// It started a turn or was queued.
     Sent(super::Sent),
+    /// The same platform message was taken before (a repeated delivery); nothing was done.
+    Duplicate,
+}
+
+/// The stored id of a channel message: the platform's message id, prefixed with the platform.
+pub fn channel_message_id(platform: &str, platform_message_id: &str) -> String {
+    format!("{platform}-{platform_message_id}")
 }
 
 fn ha<'a>(
