@@ -14,8 +14,12 @@
 //! Conventions: a FrogBot thread id is the Discord channel id of the thread (a snowflake as a
 //! string); a question message id is the Discord message id.
 
+#[cfg(feature = "engine")]
+pub mod channel;
 pub mod convert;
 pub mod endpoint;
+#[cfg(feature = "fake")]
+pub mod fake;
 pub mod questions;
 pub mod render;
 
