@@ -153,6 +153,21 @@ impl DiscordReceiver {
         self.me.get().copied()
     }
 
+    /// The bot's user id: from READY, or — for a message handled before the READY handler ran —
+    /// from `GET /users/@me`.
+    async fn me(&self) -> Option<UserId> {
+        if let Some(me) = self.bot_user() {
+            return Some(me);
+        }
+        match self.http.get_current_user().await {
+            Ok(user) => Some(*self.me.get_or_init(|| user.id)),
+            Err(e) => {
+                warn!(error = %e, "discord: GET /users/@me failed");
+                None
+            }
+        }
+    }
+
     /// The gateway event handler (for a serenity `Client` you build yourself).
     pub fn handler(&self, engine: Engine) -> impl EventHandler + 'static {
         Handler {
@@ -194,8 +209,8 @@ impl DiscordReceiver {
 
     /// Handles a gateway message (what the `message` event does).
     pub async fn on_message(&self, engine: &Engine, message: &Message) {
-        let Some(me) = self.bot_user() else {
-            warn!(message_id = %message.id, "discord: message before READY ignored");
+        let Some(me) = self.me().await else {
+            warn!(message_id = %message.id, "discord: the bot's own user id is unknown; message ignored");
             return;
         };
         if convert::is_own_message(message, me) {

@@ -208,6 +208,12 @@ async fn gateway(State(inner): State<Arc<Inner>>, method: Method, uri: Uri) -> R
     axum::Json(response).into_response()
 }
 
+async fn current_user(State(inner): State<Arc<Inner>>, method: Method, uri: Uri) -> Response {
+    let response = json!({"id": inner.bot_id.to_string(), "username": "frogbot", "discriminator": "0", "avatar": null, "bot": true, "verified": true, "mfa_enabled": false, "flags": 0});
+    inner.record(&method, &uri, "", &response);
+    axum::Json(response).into_response()
+}
+
 async fn create_message(
     State(inner): State<Arc<Inner>>,
     Path(channel): Path<String>,
@@ -376,6 +382,7 @@ impl FakeDiscord {
         let app = Router::new()
             .route("/api/v10/gateway", get(gateway))
             .route("/api/v10/gateway/bot", get(gateway))
+            .route("/api/v10/users/@me", get(current_user))
             .route("/api/v10/channels/{id}/messages", post(create_message))
             .route(
                 "/api/v10/channels/{cid}/messages/{mid}",
