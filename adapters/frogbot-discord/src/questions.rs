@@ -12,6 +12,10 @@
 //!   which opens the modal (a modal must be the first response);
 //! - build `Http` with the application id set (followups need it).
 //!
+//! A reply in the question's thread answers too: an option's label (any case) or number, several
+//! separated by commas for a `multiple` question, or — where `custom` is set — any other text; a
+//! reply older than the current question message (snowflake order) is stale.
+//!
 //! `rejected`, `denied` and `stale` answer a click or submission with an ephemeral followup
 //! through the interaction token (`ActionEvent::trigger_id`), and a thread message with a reply.
 
@@ -560,6 +564,49 @@ mod tests {
             parse(&call(), &submit("other", "Kermit"), &record(0)),
             ParseResult::Ignore
         );
+    }
+
+    #[test]
+    fn thread_replies_answer_by_label_number_or_own_text() {
+        let reply = |id: &str, text: &str| -> Interaction {
+            serde_json::from_value(json!({
+                "type": "message",
+                "message": {"id": id, "text": text, "author": {"id": "3"},
+                            "metadata": {"dateSent": "2026-01-01T00:00:00Z"}}
+            }))
+            .unwrap()
+        };
+        let answer = |label: &str| ParseResult::Answer {
+            output: QuestionOutput {
+                answers: vec![QuestionAnswer {
+                    header: "Name".into(),
+                    selected: vec![label.into()],
+                }],
+            },
+        };
+        assert_eq!(
+            parse(&call(), &reply("10", " frog "), &record(0)),
+            answer("Frog")
+        );
+        assert_eq!(
+            parse(&call(), &reply("10", "1"), &record(0)),
+            answer("Frog")
+        );
+        assert_eq!(
+            parse(&call(), &reply("10", "Kermit"), &record(0)),
+            answer("Kermit")
+        );
+        // Older than the question message ("9"): it answered something earlier.
+        assert_eq!(
+            parse(&call(), &reply("8", "Frog"), &record(0)),
+            ParseResult::Stale
+        );
+        let mut closed = call();
+        closed.input.questions[0].custom = false;
+        assert!(matches!(
+            parse(&closed, &reply("10", "Kermit"), &record(0)),
+            ParseResult::Rejected { reason } if reason.contains("Frog")
+        ));
     }
 
     #[test]
