@@ -48,6 +48,9 @@ use crate::{DiscordQuestions, Error, convert};
 /// The platform name of Discord chats.
 pub const PLATFORM: &str = "discord";
 
+/// How many gateway interactions the engine handles at once (the rest wait, already acknowledged).
+const ENGINE_SLOTS: usize = 4;
+
 /// The path of the HTTP interactions endpoint inside `frogbot serve`.
 pub const INTERACTIONS_PATH: &str = "/channels/discord/interactions";
 
@@ -91,6 +94,9 @@ pub struct DiscordReceiver {
     intents: GatewayIntents,
     verifier: Option<EndpointVerifier>,
     me: Arc<OnceLock<UserId>>,
+    /// Bounds how many interactions are in the engine at once, so a burst of clicks does not
+    /// starve the acknowledgements of the later ones (acks never wait for a slot).
+    engine_slots: Arc<tokio::sync::Semaphore>,
 }
 
 impl std::fmt::Debug for DiscordReceiver {
@@ -133,6 +139,7 @@ impl DiscordReceiver {
             intents,
             verifier,
             me: Arc::default(),
+            engine_slots: Arc::new(tokio::sync::Semaphore::new(ENGINE_SLOTS)),
         })
     }
 
@@ -356,6 +363,7 @@ impl DiscordReceiver {
             if let Err(e) = crate::acknowledge(&self.http, component.id, &component.token).await {
                 warn!(error = %e, "discord: acknowledging a click failed");
             }
+            let _slot = self.engine_slots.acquire().await;
             let converted = convert::action(component);
             let thread = component.channel_id.to_string();
             match engine
@@ -379,6 +387,7 @@ impl DiscordReceiver {
             if let Err(e) = crate::acknowledge(&self.http, modal.id, &modal.token).await {
                 warn!(error = %e, "discord: acknowledging a modal submission failed");
             }
+            let _slot = self.engine_slots.acquire().await;
             let converted = convert::modal_submit(modal);
             let thread = modal.channel_id.to_string();
             match engine
