@@ -86,6 +86,15 @@ fn model() -> ScriptedModel {
                     "options": [{"label": "red"}, {"label": "green"}], "custom": true}]}),
             );
         }
+        if text.contains("pick") {
+            return call(
+                "c1",
+                "question",
+                json!({"questions": [{"header": "Colours", "question": "Which colours?",
+                    "options": [{"label": "red"}, {"label": "green"}, {"label": "blue"}],
+                    "multiple": true}]}),
+            );
+        }
         if text.contains("long") {
             return reply(&"frog ".repeat(900));
         }
@@ -704,4 +713,42 @@ async fn the_interactions_endpoint_refuses_forged_signatures() {
     let signature = hex(&key.sign(format!("1700000001{ping}").as_bytes()).to_bytes());
     let (status, response) = post(signature, "1700000001", ping).await;
     assert_eq!((status, response.as_str()), (200, r#"{"type":1}"#));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_string_select_answers_with_every_value() {
+    let bot = start(&[], None).await;
+    let from = bot.fake.calls().len();
+    let thread = bot
+        .mention(980_000_000_000_000_001, &alice(), "pick some")
+        .await;
+    let posted = bot.posted_in(from, thread).await;
+    let message: u64 = posted.response["id"].as_str().unwrap().parse().unwrap();
+    let select = &posted.body["components"][0]["components"][0];
+    assert_eq!(select["type"], 3, "a string select");
+    assert_eq!(select["max_values"], 3);
+    let custom_id = select["custom_id"].as_str().unwrap().to_owned();
+    bot.idle_or_awaiting(thread).await;
+
+    let from = bot.fake.calls().len();
+    bot.fake.dispatch(
+        "INTERACTION_CREATE",
+        fake::component_interaction(
+            500_000_000_000_000_001,
+            APP,
+            thread,
+            message,
+            &alice(),
+            &custom_id,
+            Some(&["0", "2"]),
+            "tok-1",
+        ),
+    );
+    assert_eq!(bot.callback(from, 1).await.body["type"], 6);
+    let answer = bot.posted_in(from, thread).await;
+    let text = answer.body["content"].as_str().unwrap();
+    assert!(
+        text.contains("red") && text.contains("blue") && !text.contains("green"),
+        "{text}"
+    );
 }
