@@ -6,16 +6,23 @@
 //! to serenity's `Http` as a [`ChannelQuestions`](frogbot_core::model::ChannelQuestions)
 //! implementation ([`DiscordQuestions`]), and verifying requests to an HTTP interactions endpoint
 //! ([`endpoint`], Ed25519). `convert` and `render` are pure and usable alone in any
-//! serenity bot (see `examples/discord-reuse`).
+//! serenity bot (see `examples/discord-reuse`). With the `engine` feature, `channel` connects a
+//! serenity gateway `Client` (and optionally the interactions endpoint) to FrogBot's engine; with
+//! `fake`, `fake` is a local fake Discord (HTTP API + gateway) for tests and benchmarks.
 //!
-//! What it must not do: depend on sqlx, on `frogbot-core`'s `engine` feature, or on any storage.
+//! What it must not do: depend on sqlx, on `frogbot-core`'s `engine` feature (except through its
+//! own `engine` feature), or on any storage.
 //! Everything a later hook needs travels in the question record FrogBot passes in.
 //!
 //! Conventions: a FrogBot thread id is the Discord channel id of the thread (a snowflake as a
 //! string); a question message id is the Discord message id.
 
+#[cfg(feature = "engine")]
+pub mod channel;
 pub mod convert;
 pub mod endpoint;
+#[cfg(feature = "fake")]
+pub mod fake;
 pub mod questions;
 pub mod render;
 

@@ -12,6 +12,10 @@
 //!   which opens the modal (a modal must be the first response);
 //! - build `Http` with the application id set (followups need it).
 //!
+//! A reply in the question's thread answers too: an option's label (any case) or number, several
+//! separated by commas for a `multiple` question, or — where `custom` is set — any other text; a
+//! reply older than the current question message (snowflake order) is stale.
+//!
 //! `rejected`, `denied` and `stale` answer a click or submission with an ephemeral followup
 //! through the interaction token (`ActionEvent::trigger_id`), and a thread message with a reply.
 
@@ -196,8 +200,67 @@ pub fn parse(
             }
             advance(call, progress, vec![text])
         }
+        Interaction::Message { message } => {
+            // A reply older than the current question message answers an earlier question
+            // (snowflakes are ordered by time).
+            let current = question.current().and_then(|m| m.id.parse::<u64>().ok());
+            if let (Some(current), Ok(sent)) = (current, message.id.parse::<u64>())
+                && sent < current
+            {
+                return ParseResult::Stale;
+            }
+            match reply_labels(item, &message.text) {
+                Some(labels) => advance(call, progress, labels),
+                None if item.custom && !message.text.trim().is_empty() => {
+                    advance(call, progress, vec![message.text.trim().to_owned()])
+                }
+                None => ParseResult::Rejected {
+                    reason: format!(
+                        "Reply with one of: {} (or a number from 1 to {}).",
+                        item.options
+                            .iter()
+                            .map(|o| o.label.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        item.options.len()
+                    ),
+                },
+            }
+        }
         _ => ParseResult::Ignore,
     }
+}
+
+/// The options a thread reply names: an option's label (any case) or its number from 1, or — for a
+/// `multiple` question — several of them separated by commas. `None` when something does not match.
+fn reply_labels(item: &frogbot_core::model::QuestionItem, text: &str) -> Option<Vec<String>> {
+    let pick = |word: &str| {
+        let word = word.trim();
+        item.options
+            .iter()
+            .find(|o| o.label.eq_ignore_ascii_case(word))
+            .or_else(|| {
+                word.parse::<usize>()
+                    .ok()
+                    .and_then(|n| n.checked_sub(1))
+                    .and_then(|i| item.options.get(i))
+            })
+            .map(|o| o.label.clone())
+    };
+    if let Some(label) = pick(text) {
+        return Some(vec![label]);
+    }
+    if !item.multiple || !text.contains(',') {
+        return None;
+    }
+    let mut labels = Vec::new();
+    for word in text.split(',').filter(|w| !w.trim().is_empty()) {
+        let label = pick(word)?;
+        if !labels.contains(&label) {
+            labels.push(label);
+        }
+    }
+    (!labels.is_empty()).then_some(labels)
 }
 
 fn advance(call: &QuestionCall, mut progress: Progress, labels: Vec<String>) -> ParseResult {
@@ -263,14 +326,13 @@ impl DiscordQuestions {
         Ok(posted(&message, step))
     }
 
-    /// Answers an "Other…" click by opening the modal for the clicked question (the interaction's
-    /// first response; don't acknowledge it before). The modal's custom id is the form locator of
-    /// the clicked message, so FrogBot routes the submission to the question.
-    pub async fn open_other(
-        &self,
+    /// The response to an "Other…" click: the modal for the clicked question, its custom id the
+    /// form locator of the clicked message, so FrogBot routes the submission to the question. (On
+    /// the HTTP interactions endpoint this is the HTTP response body.)
+    pub fn other_modal_response(
         interaction: &ComponentInteraction,
         call: &QuestionCall,
-    ) -> Result<(), Error> {
+    ) -> Result<CreateInteractionResponse, Error> {
         let custom_id = &interaction.data.custom_id;
         let control = Control::decode(custom_id)
             .filter(|c| c.kind == ControlKind::Other)
@@ -285,13 +347,19 @@ impl DiscordQuestions {
             message_id: interaction.message.id.to_string(),
         };
         let modal = render::other_modal(&locator, item, control.revision, control.question)?;
+        Ok(CreateInteractionResponse::Modal(modal))
+    }
+
+    /// Answers an "Other…" click by opening the modal for the clicked question (the interaction's
+    /// first response; don't acknowledge it before), see [`Self::other_modal_response`].
+    pub async fn open_other(
+        &self,
+        interaction: &ComponentInteraction,
+        call: &QuestionCall,
+    ) -> Result<(), Error> {
+        let response = Self::other_modal_response(interaction, call)?;
         self.http
-            .create_interaction_response(
-                interaction.id,
-                &interaction.token,
-                &CreateInteractionResponse::Modal(modal),
-                vec![],
-            )
+            .create_interaction_response(interaction.id, &interaction.token, &response, vec![])
             .await?;
         Ok(())
     }
@@ -496,6 +564,49 @@ mod tests {
             parse(&call(), &submit("other", "Kermit"), &record(0)),
             ParseResult::Ignore
         );
+    }
+
+    #[test]
+    fn thread_replies_answer_by_label_number_or_own_text() {
+        let reply = |id: &str, text: &str| -> Interaction {
+            serde_json::from_value(json!({
+                "type": "message",
+                "message": {"id": id, "text": text, "author": {"id": "3"},
+                            "metadata": {"dateSent": "2026-01-01T00:00:00Z"}}
+            }))
+            .unwrap()
+        };
+        let answer = |label: &str| ParseResult::Answer {
+            output: QuestionOutput {
+                answers: vec![QuestionAnswer {
+                    header: "Name".into(),
+                    selected: vec![label.into()],
+                }],
+            },
+        };
+        assert_eq!(
+            parse(&call(), &reply("10", " frog "), &record(0)),
+            answer("Frog")
+        );
+        assert_eq!(
+            parse(&call(), &reply("10", "1"), &record(0)),
+            answer("Frog")
+        );
+        assert_eq!(
+            parse(&call(), &reply("10", "Kermit"), &record(0)),
+            answer("Kermit")
+        );
+        // Older than the question message ("9"): it answered something earlier.
+        assert_eq!(
+            parse(&call(), &reply("8", "Frog"), &record(0)),
+            ParseResult::Stale
+        );
+        let mut closed = call();
+        closed.input.questions[0].custom = false;
+        assert!(matches!(
+            parse(&closed, &reply("10", "Kermit"), &record(0)),
+            ParseResult::Rejected { reason } if reason.contains("Frog")
+        ));
     }
 
     #[test]

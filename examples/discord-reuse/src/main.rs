@@ -1,14 +1,14 @@
-// discord-reuse: frogbot-discord's pure `convert` and `render` inside a plain serenity bot — no
-// FrogBot engine, no database.
-//
-// Run it:
-//
-//     DISCORD_TOKEN=... cargo run -p discord-reuse
-//
-// (the bot needs the MESSAGE CONTENT intent enabled in the Discord developer portal). Mention the
-// bot in a channel with "ask": it posts a question with buttons. Clicking one acknowledges the
-// click and prints the FrogBot `Interaction` it converts to; the bot then replaces the controls with
-// the answer, the same rendering FrogBot's question engine uses.
+//! discord-reuse: frogbot-discord's pure `convert` and `render` inside a plain serenity bot — no
+//! FrogBot engine, no database.
+//!
+//! Run it:
+//!
+//!     DISCORD_TOKEN=... cargo run -p discord-reuse
+//!
+//! (the bot needs the MESSAGE CONTENT intent enabled in the Discord developer portal). Mention the
+//! bot in a channel with "ask": it posts a question with buttons. Clicking one acknowledges the
+//! click and prints the FrogBot `Interaction` it converts to; the bot then replaces the controls with
+//! the answer, the same rendering FrogBot's question engine uses.
 
 use frogbot_core::model::{
     QuestionAnswer, QuestionCall, QuestionMessage, QuestionOutcome, QuestionOutput,

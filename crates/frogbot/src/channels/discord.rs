@@ -1,23 +1,213 @@
-//! `[channels.discord]`: not built yet.
+//! `[channels.discord]`: a Discord bot on the gateway (and, with `public_key`, the HTTP
+//! interactions endpoint at `POST /channels/discord/interactions`), through `frogbot-discord`'s
+//! `channel` module.
+//!
+//! ```toml
+//! [channels.discord]
+//! token_env = "DISCORD_TOKEN"            # the variable holding the bot token
+//! application_id = "123456789012345678"
+//! intents = ["GUILD_MESSAGES", "DIRECT_MESSAGES", "MESSAGE_CONTENT"]   # the default
+//! # public_key = "…64 hex digits…"       # serve the interactions endpoint
+//! # api_url = "http://127.0.0.1:9000"    # instead of https://discord.com (fakes, proxies)
+//! users = { "112233445566778899" = "alice" }
+//! allow = ["alice"]
+//! ```
+//!
+//! What it must not do: name serenity types; everything Discord-specific is the adapter's.
 
-use super::ServeChannel;
+use std::collections::BTreeMap;
+
+use frogbot_core::agent::{Channel, Engine};
+use frogbot_discord::channel::{DiscordReceiver, PLATFORM, Settings, intents_from_names};
+use frogbot_discord::endpoint::EndpointVerifier;
+use serde::Deserialize;
+use tokio_util::sync::CancellationToken;
+
+use super::{ServeChannel, access, env_secret, identity, parse_table};
 use crate::config::ConfigError;
 
 /// The keys of `[channels.discord]`.
-#[derive(Clone, Debug)]
-pub struct DiscordConfig {}
+#[derive(Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DiscordConfig {
+    /// The environment variable holding the bot token.
+    pub token_env: String,
+    /// The application id (a snowflake, as a string or an integer).
+    pub application_id: Snowflake,
+    /// Gateway intent names; empty: guild messages, direct messages and message content.
+    #[serde(default)]
+    pub intents: Vec<String>,
+    /// The application's public key (64 hex digits): serve the HTTP interactions endpoint.
+    #[serde(default)]
+    pub public_key: Option<String>,
+    /// A base URL used instead of `https://discord.com` (a fake, a proxy).
+    #[serde(default)]
+    pub api_url: Option<String>,
+    /// Discord user ids → FrogBot user ids (anyone else is `discord:ID`).
+    #[serde(default)]
+    pub users: BTreeMap<String, String>,
+    /// FrogBot user ids allowed to talk to the agent (empty: everyone).
+    #[serde(default)]
+    pub allow: Vec<String>,
+    /// The token, read from `token_env` by [`parse`].
+    #[serde(skip)]
+    token: String,
+}
 
-/// Checks the table.
-pub(crate) fn parse(_value: &toml::Value) -> Result<DiscordConfig, ConfigError> {
-    Err(ConfigError(
-        "`channels.discord`: this build has no adapter for this channel yet".into(),
-    ))
+impl std::fmt::Debug for DiscordConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DiscordConfig")
+            .field("token_env", &self.token_env)
+            .field("application_id", &self.application_id)
+            .field("intents", &self.intents)
+            .field("public_key", &self.public_key)
+            .field("api_url", &self.api_url)
+            .field("users", &self.users)
+            .field("allow", &self.allow)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A Discord id in the configuration: a string of digits or an integer.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(untagged)]
+pub enum Snowflake {
+    /// `application_id = 123…`
+    Number(u64),
+    /// `application_id = "123…"`
+    Text(String),
+}
+
+impl Snowflake {
+    fn get(&self) -> Option<u64> {
+        match self {
+            Snowflake::Number(n) => Some(*n),
+            Snowflake::Text(t) => t.trim().parse().ok(),
+        }
+        .filter(|n| *n > 0)
+    }
+}
+
+/// Checks the table (and reads the token from its variable).
+pub(crate) fn parse(value: &toml::Value) -> Result<DiscordConfig, ConfigError> {
+    let mut config: DiscordConfig = parse_table("discord", value)?;
+    config.token = env_secret("discord", "token_env", &config.token_env)?;
+    if config.application_id.get().is_none() {
+        return Err(ConfigError(
+            "`channels.discord.application_id`: not a Discord id (a positive integer)".into(),
+        ));
+    }
+    intents_from_names(&config.intents)
+        .map_err(|e| ConfigError(format!("`channels.discord.intents`: {e}")))?;
+    if let Some(key) = &config.public_key {
+        EndpointVerifier::new(key)
+            .map_err(|e| ConfigError(format!("`channels.discord.public_key`: {e}")))?;
+    }
+    if let Some(url) = &config.api_url
+        && !(url.starts_with("http://") || url.starts_with("https://"))
+    {
+        return Err(ConfigError(
+            "`channels.discord.api_url`: must start with http:// or https://".into(),
+        ));
+    }
+    Ok(config)
+}
+
+struct DiscordChannel {
+    receiver: DiscordReceiver,
+    config: DiscordConfig,
 }
 
 /// Builds the channel.
-pub(crate) async fn open(_config: DiscordConfig) -> Result<Box<dyn ServeChannel>, crate::Error> {
-    Err(
-        ConfigError("`channels.discord`: this build has no adapter for this channel yet".into())
-            .into(),
-    )
+pub(crate) async fn open(config: DiscordConfig) -> Result<Box<dyn ServeChannel>, crate::Error> {
+    let receiver = DiscordReceiver::new(&Settings {
+        token: config.token.clone(),
+        application_id: config.application_id.get().unwrap_or_default(),
+        intents: config.intents.clone(),
+        public_key: config.public_key.clone(),
+        api_url: config.api_url.clone(),
+    })
+    .map_err(|e| ConfigError(format!("`channels.discord`: {e}")))?;
+    Ok(Box::new(DiscordChannel { receiver, config }))
+}
+
+impl ServeChannel for DiscordChannel {
+    fn channel(&self) -> Channel {
+        Channel {
+            platform: PLATFORM.into(),
+            questions: Some(self.receiver.questions()),
+            identity: identity(&self.config.users),
+            access: access(&self.config.allow),
+            outbox: Some(self.receiver.outbox()),
+        }
+    }
+
+    fn routes(&self, engine: &Engine) -> Option<axum::Router> {
+        self.receiver.interactions_router(engine.clone())
+    }
+
+    fn start(
+        &self,
+        engine: Engine,
+        shutdown: CancellationToken,
+    ) -> Option<tokio::task::JoinHandle<()>> {
+        let receiver = self.receiver.clone();
+        Some(tokio::spawn(async move {
+            if let Err(e) = receiver.run(engine, shutdown).await {
+                tracing::error!(error = %e, "discord: the gateway connection ended");
+            }
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(text: &str) -> toml::Value {
+        toml::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let err = |text: &str| parse(&table(text)).unwrap_err().0;
+        assert!(
+            err(r#"token_env = "FROGBOT_TEST_UNSET_VARIABLE"
+                   application_id = "1""#)
+            .starts_with("`channels.discord.token_env`: environment variable")
+        );
+        // PATH is set in every test environment.
+        assert!(
+            err(r#"token_env = "PATH"
+                   application_id = "x1""#)
+            .starts_with("`channels.discord.application_id`")
+        );
+        assert!(
+            err(r#"token_env = "PATH"
+                   application_id = 1
+                   intents = ["GUILD_MESAGES"]"#)
+            .starts_with("`channels.discord.intents`: ")
+        );
+        assert!(
+            err(r#"token_env = "PATH"
+                   application_id = 1
+                   public_key = "abc""#)
+            .starts_with("`channels.discord.public_key`: ")
+        );
+        assert!(
+            err(r#"token_env = "PATH"
+                   application_id = 1
+                   tokne = "x""#)
+            .contains("unknown field `tokne`")
+        );
+        let ok = parse(&table(
+            r#"token_env = "PATH"
+               application_id = "123"
+               intents = ["guild_messages", "MESSAGE_CONTENT"]
+               users = { "42" = "alice" }
+               allow = ["alice"]"#,
+        ))
+        .unwrap();
+        assert_eq!(ok.application_id.get(), Some(123));
+    }
 }

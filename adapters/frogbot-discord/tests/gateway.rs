@@ -1,0 +1,754 @@
+//! The Discord channel end to end: serenity's real gateway `Client` and `Http` against the fake
+//! Discord (`frogbot_discord::fake`: HTTP API + gateway websocket), FrogBot's engine on SQLite,
+//! a scripted model.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use frogbot_core::agent::scripted::{ScriptedModel, call, reply};
+use frogbot_core::agent::{
+    AccessCheck, AllowAll, AllowList, Channel, Engine, EngineConfig, ModelMessage, ModelOffer,
+    ModelRequest, channel_chat_id,
+};
+use frogbot_core::model::{MappedIdentity, TurnState, UserId, now_millis};
+use frogbot_discord::channel::{DiscordReceiver, PLATFORM, Settings};
+use frogbot_discord::fake::{self, Call, FakeDiscord};
+use frogbot_discord::questions::{DENIED_TEXT, STALE_TEXT};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+const APP: u64 = 600_000_000_000_000_006;
+const BOT: u64 = 610_000_000_000_000_006;
+const GUILD: u64 = 100_000_000_000_000_001;
+const CHANNEL: u64 = 700_000_000_000_000_007;
+const ALICE: u64 = 300_000_000_000_000_003;
+const MALLORY: u64 = 300_000_000_000_000_004;
+const WAIT: Duration = Duration::from_secs(20);
+
+/// Log lines, for the malformed-dispatch test.
+#[derive(Clone, Default)]
+struct Logs(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Logs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn logs() -> Logs {
+    static LOGS: std::sync::OnceLock<Logs> = std::sync::OnceLock::new();
+    LOGS.get_or_init(|| {
+        let logs = Logs::default();
+        let writer = logs.clone();
+        tracing_subscriber::fmt()
+            .with_env_filter("warn,frogbot_discord=debug")
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .init();
+        logs
+    })
+    .clone()
+}
+
+impl Logs {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+fn last_user(req: &ModelRequest) -> String {
+    req.messages
+        .iter()
+        .rev()
+        .find_map(|m| match m {
+            ModelMessage::User { text } => Some(text.clone()),
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
+fn model() -> ScriptedModel {
+    ScriptedModel::new(|req: &ModelRequest| {
+        if let Some(ModelMessage::Tool { content, .. }) = req.messages.last() {
+            return reply(&format!("got: {content}"));
+        }
+        let text = last_user(req);
+        if text.contains("ask") {
+            return call(
+                "c1",
+                "question",
+                json!({"questions": [{"header": "Colour", "question": "Which colour?",
+                    "options": [{"label": "red"}, {"label": "green"}], "custom": true}]}),
+            );
+        }
+        if text.contains("pick") {
+            return call(
+                "c1",
+                "question",
+                json!({"questions": [{"header": "Colours", "question": "Which colours?",
+                    "options": [{"label": "red"}, {"label": "green"}, {"label": "blue"}],
+                    "multiple": true}]}),
+            );
+        }
+        if text.contains("long") {
+            return reply(&"frog ".repeat(900));
+        }
+        reply(&format!("you said: {text}"))
+    })
+}
+
+struct Bot {
+    fake: FakeDiscord,
+    engine: Engine,
+    model: ScriptedModel,
+    receiver: DiscordReceiver,
+    shutdown: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+    _db: frogbot_testkit::TestDb,
+}
+
+impl Drop for Bot {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+        self.task.abort();
+    }
+}
+
+async fn start(allow: &[&str], public_key: Option<String>) -> Bot {
+    let _ = logs();
+    let fake = FakeDiscord::start(APP, BOT).await;
+    let receiver = DiscordReceiver::new(&Settings {
+        token: "fake-token".into(),
+        application_id: APP,
+        intents: vec![],
+        public_key,
+        api_url: Some(fake.api_url.clone()),
+    })
+    .unwrap();
+    let db = frogbot_testkit::sqlite_db();
+    let store = frogbot_core::store::open(&db.url).await.unwrap();
+    let model = model();
+    let users: BTreeMap<String, String> = [(ALICE.to_string(), "alice".to_string())].into();
+    let access: Arc<dyn AccessCheck> = if allow.is_empty() {
+        Arc::new(AllowAll)
+    } else {
+        Arc::new(AllowList::new(allow.iter().copied()))
+    };
+    let engine = Engine::new(
+        store,
+        vec![ModelOffer {
+            id: "main".into(),
+            model: Arc::new(model.clone()),
+            reasoning: vec![],
+        }],
+        vec![],
+        EngineConfig::default(),
+    )
+    .with_channel(Channel {
+        platform: PLATFORM.into(),
+        questions: Some(receiver.questions()),
+        identity: Arc::new(MappedIdentity::new(users)),
+        access,
+        outbox: Some(receiver.outbox()),
+    });
+    let shutdown = CancellationToken::new();
+    let task = {
+        let receiver = receiver.clone();
+        let engine = engine.clone();
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            receiver.run(engine, shutdown).await.unwrap();
+        })
+    };
+    assert!(fake.wait_ready(WAIT).await, "the client identified");
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while receiver.bot_user().is_none() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "READY reached the handler"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    Bot {
+        fake,
+        engine,
+        model,
+        receiver,
+        shutdown,
+        task,
+        _db: db,
+    }
+}
+
+fn alice() -> Value {
+    fake::user(ALICE, "alice", false)
+}
+
+fn bot_user() -> Value {
+    fake::user(BOT, "frogbot", true)
+}
+
+impl Bot {
+    /// Mentions the bot in the guild channel; returns the thread it opened.
+    async fn mention(&self, id: u64, author: &Value, text: &str) -> u64 {
+        let from = self.fake.calls().len();
+        self.fake.dispatch(
+            "MESSAGE_CREATE",
+            fake::message(
+                id,
+                CHANNEL,
+                Some(GUILD),
+                author,
+                &format!("<@{BOT}> {text}"),
+                &[bot_user()],
+            ),
+        );
+        let opened = self
+            .fake
+            .wait_for(from, WAIT, |c| c.path.ends_with("/threads"))
+            .await
+            .expect("a thread opened");
+        assert_eq!(
+            opened.path,
+            format!("/api/v10/channels/{CHANNEL}/messages/{id}/threads")
+        );
+        opened.response["id"].as_str().unwrap().parse().unwrap()
+    }
+
+    fn say(&self, id: u64, channel: u64, guild: Option<u64>, author: &Value, text: &str) {
+        self.fake.dispatch(
+            "MESSAGE_CREATE",
+            fake::message(id, channel, guild, author, text, &[]),
+        );
+    }
+
+    async fn posted_in(&self, from: usize, channel: u64) -> Call {
+        let path = format!("/api/v10/channels/{channel}/messages");
+        self.fake
+            .wait_for(from, WAIT, |c| c.method == "POST" && c.path == path)
+            .await
+            .unwrap_or_else(|| panic!("a message in {channel}: {:#?}", self.fake.calls()))
+    }
+
+    async fn idle(&self, thread: u64) {
+        let chat = channel_chat_id(PLATFORM, &thread.to_string());
+        let mut events = self.engine.subscribe();
+        let deadline = tokio::time::Instant::now() + WAIT;
+        while self.engine.state(&chat).await.unwrap() != TurnState::Idle {
+            assert!(tokio::time::Instant::now() < deadline, "chat idle");
+            let _ = tokio::time::timeout(Duration::from_millis(100), events.recv()).await;
+        }
+    }
+
+    fn click(&self, n: u64, thread: u64, message: u64, user: &Value, custom_id: &str) -> String {
+        let token = format!("tok-{n}");
+        self.fake.dispatch(
+            "INTERACTION_CREATE",
+            fake::component_interaction(
+                500_000_000_000_000_000 + n,
+                APP,
+                thread,
+                message,
+                user,
+                custom_id,
+                None,
+                &token,
+            ),
+        );
+        token
+    }
+
+    async fn callback(&self, from: usize, n: u64) -> Call {
+        let path = format!(
+            "/api/v10/interactions/{}/tok-{n}/callback",
+            500_000_000_000_000_000 + n
+        );
+        self.fake
+            .wait_for(from, WAIT, |c| c.path == path)
+            .await
+            .expect("the interaction was answered")
+    }
+
+    async fn followup(&self, from: usize, token: &str) -> Call {
+        let path = format!("/api/v10/webhooks/{APP}/{token}");
+        self.fake
+            .wait_for(from, WAIT, |c| c.path == path)
+            .await
+            .expect("an ephemeral followup")
+    }
+
+    /// Asks a question in a new thread; returns (thread, question message id, its components).
+    async fn ask(&self, id: u64) -> (u64, u64, Value) {
+        let from = self.fake.calls().len();
+        let thread = self.mention(id, &alice(), "ask me").await;
+        let posted = self.posted_in(from, thread).await;
+        let message: u64 = posted.response["id"].as_str().unwrap().parse().unwrap();
+        self.idle_or_awaiting(thread).await;
+        (thread, message, posted.body["components"].clone())
+    }
+
+    async fn idle_or_awaiting(&self, thread: u64) {
+        let chat = channel_chat_id(PLATFORM, &thread.to_string());
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let rendered = self
+                .engine
+                .store()
+                .get_question(&chat, "c1", now_millis())
+                .await
+                .unwrap()
+                .is_some_and(|q| q.rendered && !q.record.messages.is_empty());
+            if rendered && self.engine.state(&chat).await.unwrap() == TurnState::Awaiting {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "question posted and saved"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mention_opens_a_thread_and_the_thread_continues_the_chat() {
+    let bot = start(&[], None).await;
+    // Identify carried the default intents: GUILD_MESSAGES | DIRECT_MESSAGES | MESSAGE_CONTENT.
+    assert_eq!(
+        bot.fake.identifies()[0]["intents"],
+        (1 << 9) | (1 << 12) | (1 << 15)
+    );
+    assert_eq!(bot.fake.identifies()[0]["token"], "Bot fake-token");
+
+    let from = bot.fake.calls().len();
+    let thread = bot
+        .mention(910_000_000_000_000_001, &alice(), "hello")
+        .await;
+    let answer = bot.posted_in(from, thread).await;
+    assert_eq!(answer.body["content"], "you said: hello");
+    bot.idle(thread).await;
+
+    // A message in the thread (no mention) continues the same chat; the bot's own message there
+    // is ignored (the reply to the second message is the only thing posted).
+    let from = bot.fake.calls().len();
+    bot.say(
+        910_000_000_000_000_002,
+        thread,
+        Some(GUILD),
+        &bot_user(),
+        "my own words",
+    );
+    bot.say(
+        910_000_000_000_000_003,
+        thread,
+        Some(GUILD),
+        &alice(),
+        "and more",
+    );
+    let answer = bot.posted_in(from, thread).await;
+    assert_eq!(answer.body["content"], "you said: and more");
+    bot.idle(thread).await;
+    let after: Vec<Call> = bot.fake.calls().into_iter().skip(from).collect();
+    assert_eq!(after.len(), 1, "only the answer: {after:#?}");
+    let chat = channel_chat_id(PLATFORM, &thread.to_string());
+    let messages = bot.engine.store().list_messages(&chat).await.unwrap();
+    assert_eq!(messages.len(), 4, "two user messages, two replies");
+    assert_eq!(bot.model.requests().len(), 2);
+    assert_eq!(
+        messages[0].author(),
+        Some(&UserId::new("alice")),
+        "the users map names Alice"
+    );
+
+    // A message in another channel without a mention is not for the bot.
+    let from = bot.fake.calls().len();
+    bot.say(
+        910_000_000_000_000_004,
+        CHANNEL,
+        Some(GUILD),
+        &alice(),
+        "chatter",
+    );
+    // A DM is its own thread.
+    const DM: u64 = 720_000_000_000_000_001;
+    bot.say(910_000_000_000_000_005, DM, None, &alice(), "long please");
+    let first = bot.posted_in(from, DM).await;
+    bot.idle(DM).await;
+    let pieces: Vec<Call> = bot
+        .fake
+        .calls()
+        .into_iter()
+        .skip(from)
+        .filter(|c| c.path == format!("/api/v10/channels/{DM}/messages"))
+        .collect();
+    assert_eq!(pieces[0].body, first.body);
+    assert_eq!(pieces.len(), 3, "4,500 characters in three messages");
+    let mut joined = String::new();
+    for piece in &pieces {
+        let text = piece.body["content"].as_str().unwrap();
+        assert!(text.chars().count() <= 2000);
+        joined.push_str(text);
+        joined.push(' ');
+    }
+    assert_eq!(joined.split_whitespace().count(), 900);
+    assert!(
+        bot.fake
+            .calls()
+            .iter()
+            .skip(from)
+            .all(|c| !c.path.ends_with("/threads")),
+        "no thread for chatter or a DM"
+    );
+
+    // Heartbeats are acknowledged (the fake's interval is 1 s).
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while bot.fake.heartbeats() == 0 {
+        assert!(tokio::time::Instant::now() < deadline, "a heartbeat");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_click_is_acknowledged_recorded_settled_and_the_agent_continues() {
+    let bot = start(&[], None).await;
+    let (thread, message, components) = bot.ask(920_000_000_000_000_001).await;
+    let buttons = components[0]["components"].as_array().unwrap();
+    assert_eq!(buttons.len(), 3, "red, green, Other…");
+    let green = buttons[1]["custom_id"].as_str().unwrap().to_owned();
+    assert_eq!(buttons[1]["label"], "green");
+    assert_eq!(buttons[2]["label"], "Other…");
+
+    // An old control (another revision) on the current message is stale: acked, told privately.
+    let from = bot.fake.calls().len();
+    let token = bot.click(1, thread, message, &alice(), "fq:9:0:1");
+    assert_eq!(bot.callback(from, 1).await.body["type"], 6);
+    let note = bot.followup(from, &token).await;
+    assert_eq!(note.body["content"], STALE_TEXT);
+    assert_eq!(note.body["flags"], 64);
+
+    // The click on "green": deferred ack first, then the edit, then the agent's reply.
+    let from = bot.fake.calls().len();
+    bot.click(2, thread, message, &alice(), &green);
+    let ack = bot.callback(from, 2).await;
+    assert_eq!(ack.body["type"], 6, "DEFERRED_UPDATE_MESSAGE");
+    let edit_path = format!("/api/v10/channels/{thread}/messages/{message}");
+    let edit = bot
+        .fake
+        .wait_for(from, WAIT, |c| c.method == "PATCH" && c.path == edit_path)
+        .await
+        .expect("settled edits the question");
+    assert_eq!(edit.body["components"], json!([]));
+    assert!(edit.body["content"].as_str().unwrap().contains("green"));
+    assert!(ack.at <= edit.at);
+    let answer = bot.posted_in(from, thread).await;
+    assert!(
+        answer.body["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("got: ")
+    );
+    assert!(answer.body["content"].as_str().unwrap().contains("green"));
+    bot.idle(thread).await;
+    let chat = channel_chat_id(PLATFORM, &thread.to_string());
+    let q = bot
+        .engine
+        .store()
+        .get_question(&chat, "c1", now_millis())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(q.closed);
+    assert_eq!(q.actor.unwrap().user, Some(UserId::new("alice")));
+
+    // A second click after the answer: acked, and a private "no longer open".
+    let from = bot.fake.calls().len();
+    let token = bot.click(3, thread, message, &alice(), &green);
+    assert_eq!(bot.callback(from, 3).await.body["type"], 6);
+    assert_eq!(bot.followup(from, &token).await.body["content"], STALE_TEXT);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn other_opens_a_modal_whose_submission_answers() {
+    let bot = start(&[], None).await;
+    let (thread, message, components) = bot.ask(930_000_000_000_000_001).await;
+    let other = components[0]["components"][2]["custom_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let from = bot.fake.calls().len();
+    bot.click(1, thread, message, &alice(), &other);
+    let opened = bot.callback(from, 1).await;
+    assert_eq!(opened.body["type"], 9, "MODAL is the click's only response");
+    let modal = &opened.body["data"];
+    let locator = modal["custom_id"].as_str().unwrap().to_owned();
+    assert_eq!(locator, format!("fq1:[\"{thread}\",\"{message}\"]"));
+    let input = modal["components"][0]["components"][0]["custom_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let from = bot.fake.calls().len();
+    bot.fake.dispatch(
+        "INTERACTION_CREATE",
+        fake::modal_submit_interaction(
+            500_000_000_000_000_002,
+            APP,
+            thread,
+            &alice(),
+            &locator,
+            &[(&input, "chartreuse")],
+            "tok-2",
+        ),
+    );
+    assert_eq!(bot.callback(from, 2).await.body["type"], 6);
+    let answer = bot.posted_in(from, thread).await;
+    assert!(
+        answer.body["content"]
+            .as_str()
+            .unwrap()
+            .contains("chartreuse"),
+        "{answer:?}"
+    );
+    let edits = bot
+        .fake
+        .calls()
+        .into_iter()
+        .skip(from)
+        .filter(|c| c.method == "PATCH")
+        .count();
+    assert_eq!(edits, 1);
+    // Exactly one response per interaction: the modal was not also acked.
+    let responses = bot
+        .fake
+        .calls()
+        .iter()
+        .filter(|c| c.path.contains("500000000000000001/tok-1/callback"))
+        .count();
+    assert_eq!(responses, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_in_the_thread_answers_the_question() {
+    let bot = start(&[], None).await;
+    let (thread, message, _) = bot.ask(940_000_000_000_000_001).await;
+    let from = bot.fake.calls().len();
+    // Ids after the question message's (snowflakes order by time).
+    bot.say(message + 1, thread, Some(GUILD), &alice(), "Green");
+    let edit = bot
+        .fake
+        .wait_for(from, WAIT, |c| c.method == "PATCH")
+        .await
+        .unwrap_or_else(|| panic!("settled: {:#?}\n{}", bot.fake.calls(), logs().text()));
+    assert!(edit.body["content"].as_str().unwrap().contains("green"));
+    let answer = bot.posted_in(from, thread).await;
+    assert!(answer.body["content"].as_str().unwrap().contains("green"));
+    bot.idle(thread).await;
+    // The reply was consumed: the model saw the answer as the tool result, not a user message.
+    let users: Vec<String> = bot.model.requests().iter().map(last_user).collect();
+    assert!(users.iter().all(|u| u != "Green"), "{users:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn people_without_access_are_refused() {
+    let bot = start(&["alice"], None).await;
+    let mallory = fake::user(MALLORY, "mallory", false);
+    // Mallory's mention opens no thread and starts nothing; Alice's does.
+    let from = bot.fake.calls().len();
+    bot.fake.dispatch(
+        "MESSAGE_CREATE",
+        fake::message(
+            950_000_000_000_000_001,
+            CHANNEL,
+            Some(GUILD),
+            &mallory,
+            &format!("<@{BOT}> ask"),
+            &[bot_user()],
+        ),
+    );
+    let (thread, message, components) = bot.ask(950_000_000_000_000_002).await;
+    let calls: Vec<Call> = bot.fake.calls().into_iter().skip(from).collect();
+    assert_eq!(
+        calls
+            .iter()
+            .filter(|c| c.path.ends_with("/threads"))
+            .count(),
+        1,
+        "only Alice's mention opened a thread"
+    );
+    // Mallory's click on Alice's question: acked, denied privately, nothing recorded.
+    let green = components[0]["components"][1]["custom_id"]
+        .as_str()
+        .unwrap();
+    let from = bot.fake.calls().len();
+    let token = bot.click(1, thread, message, &mallory, green);
+    assert_eq!(bot.callback(from, 1).await.body["type"], 6);
+    assert_eq!(
+        bot.followup(from, &token).await.body["content"],
+        DENIED_TEXT
+    );
+    let chat = channel_chat_id(PLATFORM, &thread.to_string());
+    assert_eq!(bot.engine.state(&chat).await.unwrap(), TurnState::Awaiting);
+    let q = bot
+        .engine
+        .store()
+        .get_question(&chat, "c1", now_millis())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(q.outcome.is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_dispatches_are_ignored_with_a_log_line() {
+    let logs = logs();
+    let bot = start(&[], None).await;
+    // Not JSON; an INTERACTION_CREATE without the fields of an interaction; an application
+    // command (a kind FrogBot does not handle); a click on a control that is not FrogBot's.
+    bot.fake.send_raw("{not json");
+    bot.fake
+        .dispatch("INTERACTION_CREATE", json!({"type": 3, "data": 7}));
+    bot.fake.dispatch(
+        "INTERACTION_CREATE",
+        json!({"id": "500000000000000009", "application_id": APP.to_string(), "type": 2,
+               "data": {"id": "1", "name": "hello", "type": 1}, "channel_id": CHANNEL.to_string(),
+               "user": alice(), "token": "tok-9", "version": 1, "locale": "en-US",
+               "entitlements": [], "attachment_size_limit": 26214400}),
+    );
+    bot.click(8, CHANNEL, 990_000_000_000_000_001, &alice(), "not-ours");
+    // The connection survives: a later mention is answered.
+    let from = bot.fake.calls().len();
+    let thread = bot
+        .mention(960_000_000_000_000_001, &alice(), "still there?")
+        .await;
+    let answer = bot.posted_in(from, thread).await;
+    assert_eq!(answer.body["content"], "you said: still there?");
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let text = logs.text();
+        if text.contains("Err deserializing text")
+            && text.contains("interaction of a kind FrogBot does not handle ignored")
+            && text.contains("a click on no FrogBot question ignored")
+        {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "log lines: {text}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Nothing was sent for the malformed ones (the stray click was only acknowledged).
+    let calls = bot.fake.calls();
+    assert!(calls.iter().all(|c| !c.path.contains("tok-9")));
+    assert!(calls.iter().all(|c| !c.path.contains("/webhooks/")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_interactions_endpoint_refuses_forged_signatures() {
+    use ed25519_dalek::{Signer, SigningKey};
+    let key = SigningKey::from_bytes(&[5; 32]);
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    let bot = start(&[], Some(hex(key.verifying_key().as_bytes()))).await;
+    let (thread, message, components) = bot.ask(970_000_000_000_000_001).await;
+    let router = bot
+        .receiver
+        .interactions_router(bot.engine.clone())
+        .unwrap();
+    let green = components[0]["components"][1]["custom_id"]
+        .as_str()
+        .unwrap();
+    let body = fake::component_interaction(
+        500_000_000_000_000_001,
+        APP,
+        thread,
+        message,
+        &alice(),
+        green,
+        None,
+        "tok-e",
+    )
+    .to_string();
+    let post = |signature: String, timestamp: &'static str, body: String| {
+        let router = router.clone();
+        async move {
+            use tower::ServiceExt;
+            let request = axum::http::Request::post("/channels/discord/interactions")
+                .header("content-type", "application/json")
+                .header("x-signature-ed25519", signature)
+                .header("x-signature-timestamp", timestamp)
+                .body(axum::body::Body::from(body))
+                .unwrap();
+            let response = router.oneshot(request).await.unwrap();
+            let status = response.status().as_u16();
+            let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
+                .await
+                .unwrap();
+            (status, String::from_utf8_lossy(&bytes).into_owned())
+        }
+    };
+    // Forged: signed by another key, or the body changed after signing.
+    let other = SigningKey::from_bytes(&[6; 32]);
+    let forged = hex(&other
+        .sign(format!("1700000000{body}").as_bytes())
+        .to_bytes());
+    assert_eq!(post(forged, "1700000000", body.clone()).await.0, 401);
+    let signed = hex(&key.sign(format!("1700000000{body}").as_bytes()).to_bytes());
+    let changed = body.replace("tok-e", "tok-x");
+    assert_eq!(post(signed.clone(), "1700000000", changed).await.0, 401);
+    assert_eq!(post(String::new(), "1700000000", body.clone()).await.0, 401);
+    let chat = channel_chat_id(PLATFORM, &thread.to_string());
+    assert_eq!(bot.engine.state(&chat).await.unwrap(), TurnState::Awaiting);
+    // Signed correctly: the HTTP response is the deferred update and the click is recorded.
+    let from = bot.fake.calls().len();
+    let (status, response) = post(signed, "1700000000", body).await;
+    assert_eq!(status, 200);
+    assert_eq!(serde_json::from_str::<Value>(&response).unwrap()["type"], 6);
+    bot.posted_in(from, thread).await;
+    bot.idle(thread).await;
+    // A PING is answered with a PONG.
+    let ping = json!({"id": "1", "application_id": APP.to_string(), "type": 1, "token": "t", "version": 1}).to_string();
+    let signature = hex(&key.sign(format!("1700000001{ping}").as_bytes()).to_bytes());
+    let (status, response) = post(signature, "1700000001", ping).await;
+    assert_eq!((status, response.as_str()), (200, r#"{"type":1}"#));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_string_select_answers_with_every_value() {
+    let bot = start(&[], None).await;
+    let from = bot.fake.calls().len();
+    let thread = bot
+        .mention(980_000_000_000_000_001, &alice(), "pick some")
+        .await;
+    let posted = bot.posted_in(from, thread).await;
+    let message: u64 = posted.response["id"].as_str().unwrap().parse().unwrap();
+    let select = &posted.body["components"][0]["components"][0];
+    assert_eq!(select["type"], 3, "a string select");
+    assert_eq!(select["max_values"], 3);
+    let custom_id = select["custom_id"].as_str().unwrap().to_owned();
+    bot.idle_or_awaiting(thread).await;
+
+    let from = bot.fake.calls().len();
+    bot.fake.dispatch(
+        "INTERACTION_CREATE",
+        fake::component_interaction(
+            500_000_000_000_000_001,
+            APP,
+            thread,
+            message,
+            &alice(),
+            &custom_id,
+            Some(&["0", "2"]),
+            "tok-1",
+        ),
+    );
+    assert_eq!(bot.callback(from, 1).await.body["type"], 6);
+    let answer = bot.posted_in(from, thread).await;
+    let text = answer.body["content"].as_str().unwrap();
+    assert!(
+        text.contains("red") && text.contains("blue") && !text.contains("green"),
+        "{text}"
+    );
+}
