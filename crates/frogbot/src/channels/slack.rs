@@ -66,11 +66,18 @@ pub struct SlackConfig {
     secrets: Secrets,
 }
 
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 struct Secrets {
     bot_token: String,
     signing_secret: Option<String>,
     app_token: Option<String>,
+}
+
+/// Never prints the secrets themselves.
+impl std::fmt::Debug for Secrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secrets(redacted)")
+    }
 }
 
 /// Checks the table and reads the secrets it names.
