@@ -1,0 +1,1 @@
+//! Engine glue (to do).
