@@ -13,6 +13,9 @@
 //! What it must not do: depend on sqlx of ours or FrogBot's store (matrix-sdk's own SQLite store is
 //! fine), or decide anything the question engine decides (staleness, identity, first answer wins).
 
+// matrix-sdk's sync futures are deep: proving them `Send` needs a higher limit.
+#![recursion_limit = "256"]
+
 pub mod client;
 pub mod convert;
 pub mod questions;
