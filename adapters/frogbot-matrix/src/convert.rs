@@ -228,3 +228,8 @@ pub fn numbers(text: &str) -> Option<Vec<usize>> {
         .map(|p| p.trim_end_matches('.').parse::<usize>().ok())
         .collect()
 }
+
+/// Parses a Matrix user id (`@name:server`); `None` when it is not one.
+pub fn parse_user_id(id: &str) -> Option<matrix_sdk::ruma::OwnedUserId> {
+    UserId::parse(id).ok()
+}
