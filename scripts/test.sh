@@ -3,6 +3,8 @@
 #
 # What the tests need and this script provides:
 # - Debian's chromium and the npm packages under crates/frogbot/tests/js (scripts/install-test-tools.sh).
+# - Synapse (PyPI `matrix-synapse`) in a cached venv for the Matrix adapter's tests
+#   (scripts/synapse.sh); the tests start and stop it themselves.
 # - PostgreSQL server binaries (Debian's `postgresql` package): the tests start a private cluster
 #   themselves, as the unprivileged `postgres` user when run as root. Installed here when missing.
 # Extra arguments go to `cargo test` (e.g. `bash scripts/test.sh -p frogbot-core`).
@@ -23,6 +25,15 @@ fi
 # Headless Chromium and the npm packages of the browser / AI SDK tests.
 if [ -f scripts/install-test-tools.sh ]; then
     bash scripts/install-test-tools.sh
+fi
+
+# Synapse for the Matrix tests (skipped by them when missing, unless FROGBOT_REQUIRE_SYNAPSE=1).
+if ! bash scripts/synapse.sh; then
+    if [ "${FROGBOT_REQUIRE_SYNAPSE:-}" = 1 ]; then
+        echo "Synapse could not be installed (FROGBOT_REQUIRE_SYNAPSE=1)" >&2
+        exit 1
+    fi
+    echo "Synapse could not be installed; the Matrix tests will be skipped" >&2
 fi
 
 if [ $# -eq 0 ]; then set -- --workspace; fi

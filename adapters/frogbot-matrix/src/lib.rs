@@ -1,8 +1,60 @@
 //! `frogbot-matrix`: the Matrix adapter for FrogBot, on matrix-sdk 0.18 — poll responses,
-//! reactions and thread replies converted to FrogBot interactions, questions drawn as native polls.
+//! reactions and thread replies converted to FrogBot interactions, questions drawn as native polls
+//! (MSC3381) with a numbered plain-text fallback.
+//!
+//! Shape (as every adapter): [`convert`] (pure: Matrix events → FrogBot's model), [`render`] (pure:
+//! a question → poll / message contents), [`client`] (the thin send layer, implemented for
+//! matrix-sdk's `Client`), [`questions`] (the `ChannelQuestions` hooks) and, behind the `engine`
+//! feature, `channel` (login, session restore, auto-join, the sync loop into FrogBot's engine).
+//!
+//! Ids: a message id is `room_id|event_id`; a thread id is `room_id|root_event_id` (the bot always
+//! answers in an `m.thread` on the message that talked to it, so one thread is one FrogBot chat).
 //!
 //! What it must not do: depend on sqlx of ours or FrogBot's store (matrix-sdk's own SQLite store is
-//! fine), or decide anything the question engine decides.
+//! fine), or decide anything the question engine decides (staleness, identity, first answer wins).
+
+// matrix-sdk's sync futures are deep: proving them `Send` needs a higher limit.
+#![recursion_limit = "256"]
+
+pub mod client;
+pub mod convert;
+pub mod questions;
+pub mod render;
+
+#[cfg(feature = "engine")]
+pub mod channel;
+
+pub use client::MatrixApi;
+pub use questions::MatrixQuestions;
 
 /// The platform name of this adapter.
 pub const PLATFORM: &str = "matrix";
+
+/// Everything that can go wrong in this crate.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An event could not be read.
+    #[error("invalid Matrix event: {0}")]
+    Event(String),
+    /// An id FrogBot handed in is not one this adapter made (`room_id|event_id`).
+    #[error("not a Matrix message or thread id: {0:?}")]
+    BadId(String),
+    /// The bot is not in the room.
+    #[error("unknown Matrix room {0}")]
+    UnknownRoom(String),
+    /// A question cannot be drawn as a poll (e.g. more than 20 options).
+    #[error("cannot render the question: {0}")]
+    Render(String),
+    /// A client-server API call failed.
+    #[error("Matrix call {call} failed: {message}")]
+    Api {
+        /// What was called.
+        call: &'static str,
+        /// What went wrong.
+        message: String,
+    },
+    /// Logging in or restoring the session failed.
+    #[error("Matrix login failed: {0}")]
+    Login(String),
+}

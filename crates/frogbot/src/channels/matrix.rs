@@ -1,23 +1,157 @@
-//! `[channels.matrix]`: not built yet.
+//! `[channels.matrix]`: the Matrix channel of `frogbot serve` (frogbot-matrix's `channel` glue:
+//! login or a restored session, auto-join, the sync loop, native polls for questions).
+//!
+//! This module only reads configuration and hands it to the adapter crate; it names no matrix-sdk
+//! type.
+//!
+//! ```toml
+//! [channels.matrix]
+//! homeserver = "https://matrix.example.org"
+//! user_id = "@frogbot:example.org"
+//! password_env = "FROGBOT_MATRIX_PASSWORD"   # or access_token_env = "…"
+//! store_path = "/var/lib/frogbot/matrix"     # matrix-sdk's store and the saved session
+//! # store_passphrase_env = "FROGBOT_MATRIX_STORE_PASSPHRASE"
+//! # auto_join = true
+//! # poll_events = "stable"                   # or "unstable" (org.matrix.msc3381.poll.*)
+//! users = { "@alice:example.org" = "alice" }
+//! allow = ["alice"]
+//! ```
 
-use super::ServeChannel;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use frogbot_core::agent::{Channel, Engine};
+use frogbot_matrix::channel::{Login, MatrixChannel, MatrixSettings};
+use frogbot_matrix::render::PollEvents;
+use serde::Deserialize;
+use tokio_util::sync::CancellationToken;
+
+use super::{ServeChannel, access, env_secret, identity, parse_table};
 use crate::config::ConfigError;
 
-/// The keys of `[channels.matrix]`.
-#[derive(Clone, Debug)]
-pub struct MatrixConfig {}
+const NAME: &str = "matrix";
 
-/// Checks the table.
-pub(crate) fn parse(_value: &toml::Value) -> Result<MatrixConfig, ConfigError> {
-    Err(ConfigError(
-        "`channels.matrix`: this build has no adapter for this channel yet".into(),
-    ))
+/// The keys of `[channels.matrix]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MatrixConfig {
+    /// The homeserver's base URL.
+    pub homeserver: String,
+    /// The bot's user id.
+    pub user_id: String,
+    /// The environment variable holding the password (this or `access_token_env`).
+    #[serde(default)]
+    pub password_env: Option<String>,
+    /// The environment variable holding an access token (this or `password_env`).
+    #[serde(default)]
+    pub access_token_env: Option<String>,
+    /// The folder of matrix-sdk's store (state, encryption keys, sync token) and the session.
+    pub store_path: PathBuf,
+    /// The environment variable holding a passphrase that encrypts the store.
+    #[serde(default)]
+    pub store_passphrase_env: Option<String>,
+    /// Join rooms the bot is invited to (default true).
+    #[serde(default = "yes")]
+    pub auto_join: bool,
+    /// `stable` (`m.poll.*`, default) or `unstable` (`org.matrix.msc3381.poll.*`).
+    #[serde(default)]
+    pub poll_events: PollEvents,
+    /// Matrix user id → FrogBot user id.
+    #[serde(default)]
+    pub users: BTreeMap<String, String>,
+    /// FrogBot user ids let in (empty: everyone).
+    #[serde(default)]
+    pub allow: Vec<String>,
 }
 
-/// Builds the channel.
-pub(crate) async fn open(_config: MatrixConfig) -> Result<Box<dyn ServeChannel>, crate::Error> {
-    Err(
-        ConfigError("`channels.matrix`: this build has no adapter for this channel yet".into())
-            .into(),
-    )
+fn yes() -> bool {
+    true
+}
+
+/// Checks the table (and the environment variables it names).
+pub(crate) fn parse(value: &toml::Value) -> Result<MatrixConfig, ConfigError> {
+    let config: MatrixConfig = parse_table(NAME, value)?;
+    let bad = |key: &str, what: &str| ConfigError(format!("`channels.matrix.{key}`: {what}"));
+    if !(config.homeserver.starts_with("http://") || config.homeserver.starts_with("https://")) {
+        return Err(bad("homeserver", "must be an http:// or https:// URL"));
+    }
+    if frogbot_matrix::convert::parse_user_id(&config.user_id).is_none() {
+        return Err(bad(
+            "user_id",
+            "must be a Matrix user id like @frogbot:example.org",
+        ));
+    }
+    match (&config.password_env, &config.access_token_env) {
+        (Some(var), None) => {
+            env_secret(NAME, "password_env", var)?;
+        }
+        (None, Some(var)) => {
+            env_secret(NAME, "access_token_env", var)?;
+        }
+        (Some(_), Some(_)) => {
+            return Err(bad(
+                "password_env",
+                "set either password_env or access_token_env, not both",
+            ));
+        }
+        (None, None) => {
+            return Err(bad(
+                "password_env",
+                "set password_env or access_token_env (the name of an environment variable)",
+            ));
+        }
+    }
+    if let Some(var) = &config.store_passphrase_env {
+        env_secret(NAME, "store_passphrase_env", var)?;
+    }
+    if config.store_path.as_os_str().is_empty() {
+        return Err(bad("store_path", "must not be empty"));
+    }
+    Ok(config)
+}
+
+struct Served {
+    inner: MatrixChannel,
+    config: MatrixConfig,
+}
+
+/// Logs in (or restores the saved session) and builds the channel.
+pub(crate) async fn open(config: MatrixConfig) -> Result<Box<dyn ServeChannel>, crate::Error> {
+    let login = match (&config.password_env, &config.access_token_env) {
+        (Some(var), _) => Login::Password(env_secret(NAME, "password_env", var)?),
+        (None, Some(var)) => Login::AccessToken(env_secret(NAME, "access_token_env", var)?),
+        (None, None) => unreachable!("parse checked"),
+    };
+    let user_id = frogbot_matrix::convert::parse_user_id(&config.user_id)
+        .ok_or_else(|| ConfigError("`channels.matrix.user_id`: not a Matrix user id".into()))?;
+    let mut settings = MatrixSettings::new(
+        config.homeserver.clone(),
+        user_id,
+        login,
+        config.store_path.clone(),
+    );
+    settings.auto_join = config.auto_join;
+    settings.poll_events = config.poll_events;
+    if let Some(var) = &config.store_passphrase_env {
+        settings.store_passphrase = Some(env_secret(NAME, "store_passphrase_env", var)?);
+    }
+    let inner = MatrixChannel::connect(settings)
+        .await
+        .map_err(|e| ConfigError(format!("`channels.matrix`: {e}")))?;
+    Ok(Box::new(Served { inner, config }))
+}
+
+impl ServeChannel for Served {
+    fn channel(&self) -> Channel {
+        self.inner
+            .channel(identity(&self.config.users), access(&self.config.allow))
+    }
+
+    fn start(
+        &self,
+        engine: Engine,
+        shutdown: CancellationToken,
+    ) -> Option<tokio::task::JoinHandle<()>> {
+        Some(self.inner.start(engine, shutdown))
+    }
 }

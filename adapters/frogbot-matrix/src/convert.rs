@@ -1,0 +1,235 @@
+//! Pure conversions from Matrix timeline events (ruma types, as matrix-sdk hands them over) to
+//! FrogBot's model: poll responses (`m.poll.response` and `org.matrix.msc3381.poll.response`) and
+//! reactions become [`Interaction::Action`], room messages become [`ThreadMessage`]s with their
+//! thread; plus the id helpers. Nothing here talks to a server.
+
+use frogbot_core::model::{
+    ActionEvent, Interaction, PlatformUser, ThreadMessage, ThreadMessageMetadata, millis_to_iso,
+};
+use matrix_sdk::ruma::events::room::message::{MessageType, Relation, RoomMessageEventContent};
+use matrix_sdk::ruma::events::{
+    AnySyncMessageLikeEvent, AnySyncTimelineEvent, SyncMessageLikeEvent,
+};
+use matrix_sdk::ruma::serde::Raw;
+use matrix_sdk::ruma::{EventId, OwnedEventId, OwnedRoomId, RoomId, UserId};
+
+use crate::Error;
+
+/// The action id of a poll response.
+pub const POLL_ACTION: &str = "poll";
+/// The action id of a reaction.
+pub const REACTION_ACTION: &str = "reaction";
+
+/// A message or thread id: `room_id|event_id`.
+pub fn message_id(room: &RoomId, event: &EventId) -> String {
+    format!("{room}|{event}")
+}
+
+/// Splits a `room_id|event_id` id.
+pub fn split_message_id(id: &str) -> Result<(OwnedRoomId, OwnedEventId), Error> {
+    let bad = || Error::BadId(id.to_owned());
+    let (room, event) = id.split_once('|').ok_or_else(bad)?;
+    Ok((
+        RoomId::parse(room).map_err(|_| bad())?,
+        EventId::parse(event).map_err(|_| bad())?,
+    ))
+}
+
+/// A platform user as FrogBot sees it (the Matrix user id).
+pub fn platform_user(user: &UserId) -> PlatformUser {
+    PlatformUser {
+        id: user.to_string(),
+        name: None,
+        is_bot: false,
+    }
+}
+
+/// A room message that may be talking to the bot.
+#[derive(Clone, Debug)]
+pub struct IncomingMessage {
+    /// The thread it belongs to: its `m.thread` root, or the message itself (the bot answers in a
+    /// thread on it).
+    pub thread: String,
+    /// Whether it was sent inside an existing thread.
+    pub in_thread: bool,
+    /// Whether it mentions the bot (`m.mentions`, its user id in the body, or a pill link).
+    pub mentions_bot: bool,
+    /// The event it replies to (`m.in_reply_to`, not a thread's fallback), if any.
+    pub reply_to: Option<OwnedEventId>,
+    /// The FrogBot message.
+    pub message: ThreadMessage,
+}
+
+/// What a timeline event is for FrogBot.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum Incoming {
+    /// A text message.
+    Message(IncomingMessage),
+    /// A poll response or a reaction (routed by the message it relates to).
+    Action(Interaction),
+}
+
+/// Converts a timeline event of `room` (as delivered by sync, decrypted) into what FrogBot sees;
+/// `None` for everything else: other event types, redacted events, edits, the bot's own events.
+pub fn classify(
+    raw: &Raw<AnySyncTimelineEvent>,
+    room: &RoomId,
+    bot: &UserId,
+) -> Result<Option<Incoming>, Error> {
+    let event = raw.deserialize().map_err(|e| Error::Event(e.to_string()))?;
+    if event.sender() == bot {
+        return Ok(None);
+    }
+    let raw_json: serde_json::Value =
+        serde_json::from_str(raw.json().get()).map_err(|e| Error::Event(e.to_string()))?;
+    let AnySyncTimelineEvent::MessageLike(event) = event else {
+        return Ok(None);
+    };
+    let sender = event.sender().to_owned();
+    let event_id = event.event_id().to_owned();
+    let ts: i64 = event.origin_server_ts().get().into();
+    let action = |action_id: &str, target: &EventId, value: String| {
+        Incoming::Action(Interaction::Action {
+            event: ActionEvent {
+                action_id: action_id.into(),
+                value: Some(value),
+                message_id: message_id(room, target),
+                user: platform_user(&sender),
+                trigger_id: Some(message_id(room, &event_id)),
+                raw: raw_json.clone(),
+            },
+        })
+    };
+    Ok(match &event {
+        AnySyncMessageLikeEvent::PollResponse(SyncMessageLikeEvent::Original(e)) => Some(action(
+            POLL_ACTION,
+            &e.content.relates_to.event_id,
+            e.content.selections.join(","),
+        )),
+        AnySyncMessageLikeEvent::UnstablePollResponse(SyncMessageLikeEvent::Original(e)) => {
+            Some(action(
+                POLL_ACTION,
+                &e.content.relates_to.event_id,
+                e.content.poll_response.answers.join(","),
+            ))
+        }
+        AnySyncMessageLikeEvent::Reaction(SyncMessageLikeEvent::Original(e)) => Some(action(
+            REACTION_ACTION,
+            &e.content.relates_to.event_id,
+            e.content.relates_to.key.clone(),
+        )),
+        AnySyncMessageLikeEvent::RoomMessage(SyncMessageLikeEvent::Original(e)) => {
+            room_message(&e.content, room, &event_id, &sender, ts, bot, raw_json)
+                .map(Incoming::Message)
+        }
+        _ => None,
+    })
+}
+
+/// A room message as an [`IncomingMessage`]; `None` for edits and messages without text.
+pub fn room_message(
+    content: &RoomMessageEventContent,
+    room: &RoomId,
+    event_id: &EventId,
+    sender: &UserId,
+    origin_server_ts: i64,
+    bot: &UserId,
+    raw: serde_json::Value,
+) -> Option<IncomingMessage> {
+    let (body, formatted) = match &content.msgtype {
+        MessageType::Text(t) => (t.body.as_str(), t.formatted.as_ref().map(|f| &f.body)),
+        MessageType::Notice(t) => (t.body.as_str(), t.formatted.as_ref().map(|f| &f.body)),
+        MessageType::Emote(t) => (t.body.as_str(), t.formatted.as_ref().map(|f| &f.body)),
+        _ => return None,
+    };
+    let (thread_root, reply_to) = match &content.relates_to {
+        Some(Relation::Replacement(_)) => return None,
+        Some(Relation::Thread(t)) => (
+            Some(t.event_id.clone()),
+            t.in_reply_to
+                .as_ref()
+                .filter(|_| !t.is_falling_back)
+                .map(|r| r.event_id.clone()),
+        ),
+        Some(Relation::Reply(r)) => (None, Some(r.in_reply_to.event_id.clone())),
+        _ => (None, None),
+    };
+    let text = strip_reply_fallback(body);
+    let mentions_bot = content
+        .mentions
+        .as_ref()
+        .is_some_and(|m| m.user_ids.iter().any(|u| u == bot))
+        || body.contains(bot.as_str())
+        || formatted.is_some_and(|f| f.contains(&format!("matrix.to/#/{bot}")));
+    Some(IncomingMessage {
+        thread: message_id(room, thread_root.as_deref().unwrap_or(event_id)),
+        in_thread: thread_root.is_some(),
+        mentions_bot,
+        reply_to: reply_to.clone(),
+        message: ThreadMessage {
+            id: message_id(room, event_id),
+            text: strip_mention(&text, bot),
+            author: platform_user(sender),
+            metadata: ThreadMessageMetadata {
+                date_sent: millis_to_iso(origin_server_ts),
+            },
+            reply_to: reply_to.map(|r| message_id(room, &r)),
+            raw,
+        },
+    })
+}
+
+/// Drops the `> <@user> quoted` lines older clients put before a reply's text.
+pub fn strip_reply_fallback(body: &str) -> String {
+    if !body.starts_with("> ") {
+        return body.to_owned();
+    }
+    let rest: Vec<&str> = body.lines().skip_while(|l| l.starts_with('>')).collect();
+    rest.join("\n").trim_start().to_owned()
+}
+
+/// Removes a leading `@bot:server:` (or the bot's user id anywhere at the start) from the text.
+pub fn strip_mention(text: &str, bot: &UserId) -> String {
+    let t = text.trim_start();
+    match t.strip_prefix(bot.as_str()) {
+        Some(rest) => rest.trim_start_matches([':', ',']).trim_start().to_owned(),
+        None => text.to_owned(),
+    }
+}
+
+/// The option index a reaction key names: a keycap digit (`1️⃣`…`9️⃣`, `🔟`) or a plain number,
+/// counted from 1; `None` otherwise.
+pub fn reaction_option(key: &str) -> Option<usize> {
+    if key == "🔟" {
+        return Some(9);
+    }
+    let digits: String = key.chars().take_while(|c| c.is_ascii_digit()).collect();
+    let rest = &key[digits.len()..];
+    let keycap = rest.is_empty() || rest == "\u{fe0f}\u{20e3}" || rest == "\u{20e3}";
+    match digits.parse::<usize>() {
+        Ok(n) if n >= 1 && keycap => Some(n - 1),
+        _ => None,
+    }
+}
+
+/// Numbers in a reply (`2`, `1, 3`, `1 3`), each counted from 1; `None` when the text is not
+/// only numbers.
+pub fn numbers(text: &str) -> Option<Vec<usize>> {
+    let parts: Vec<&str> = text
+        .split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|p| !p.is_empty())
+        .collect();
+    if parts.is_empty() {
+        return None;
+    }
+    parts
+        .iter()
+        .map(|p| p.trim_end_matches('.').parse::<usize>().ok())
+        .collect()
+}
+
+/// Parses a Matrix user id (`@name:server`); `None` when it is not one.
+pub fn parse_user_id(id: &str) -> Option<matrix_sdk::ruma::OwnedUserId> {
+    UserId::parse(id).ok()
+}

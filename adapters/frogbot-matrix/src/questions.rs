@@ -1,0 +1,364 @@
+//! [`MatrixQuestions`]: FrogBot's channel-questions hooks for Matrix, over a thin [`MatrixApi`].
+//!
+//! Each question of a call gets its own message in the thread (`question` set in the record): a
+//! native poll when it has options, else a plain prompt. Answers come as poll responses (stable or
+//! unstable), keycap reactions on the poll, or thread replies: a number (`2`, `1 3` for several)
+//! picks options, other text is an own answer where the question allows one. A reply to one of the
+//! question messages targets that question; otherwise the first question still unanswered. Progress
+//! (answers so far, per question) lives in the record's state; this type keeps no state.
+
+use async_trait::async_trait;
+use frogbot_core::BoxError;
+use frogbot_core::model::{
+    Actor, ChannelQuestions, HookArgs, Interaction, ParseArgs, ParseResult, QuestionAnswer,
+    QuestionChange, QuestionInput, QuestionMessage, QuestionOutcome, QuestionOutput,
+    QuestionRecord, RenderArgs, RenderedQuestion, Thread,
+};
+use matrix_sdk::ruma::{OwnedEventId, UserId};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::client::MatrixApi;
+use crate::convert::{
+    POLL_ACTION, REACTION_ACTION, message_id, numbers, reaction_option, split_message_id,
+};
+use crate::render::{
+    PollEvents, mention_notice, message_replacement, option_of_answer, outcome_text, poll_end,
+    poll_replacement, poll_start, question_text, thread_message,
+};
+
+/// What a participant is told on a denied interaction.
+pub const DENIED_TEXT: &str = "you can't answer this question.";
+/// What a participant is told on an out-of-date interaction.
+pub const STALE_TEXT: &str = "this question has changed or was already answered.";
+
+/// FrogBot's channel-questions hooks for Matrix.
+#[derive(Debug)]
+pub struct MatrixQuestions<A> {
+    api: A,
+    events: PollEvents,
+}
+
+/// The answers given so far, one entry per question.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Progress {
+    /// The chosen labels (or own answer) of each question, `None` while unanswered.
+    pub picks: Vec<Option<Vec<String>>>,
+}
+
+impl Progress {
+    /// Reads the record's state (or starts empty).
+    pub fn from_state(input: &QuestionInput, state: Option<&Value>) -> Self {
+        let mut p: Progress = state
+            .and_then(|s| serde_json::from_value(s.clone()).ok())
+            .unwrap_or_default();
+        p.picks.resize(input.questions.len(), None);
+        p
+    }
+
+    /// As stored state.
+    pub fn to_state(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+}
+
+impl<A: MatrixApi> MatrixQuestions<A> {
+    /// Hooks over `api` (matrix-sdk's `Client`, or any other [`MatrixApi`]), sending `m.poll.*`.
+    pub fn new(api: A) -> Self {
+        Self {
+            api,
+            events: PollEvents::Stable,
+        }
+    }
+
+    /// Which poll event types to send (responses of both kinds are always read).
+    pub fn with_poll_events(mut self, events: PollEvents) -> Self {
+        self.events = events;
+        self
+    }
+
+    /// The client.
+    pub fn api(&self) -> &A {
+        &self.api
+    }
+
+    async fn send(
+        &self,
+        thread: &Thread,
+        content: crate::render::Content,
+    ) -> Result<String, BoxError> {
+        let (room, _) = split_message_id(&thread.id)?;
+        let id = self.api.send(&room, content.0, content.1).await?;
+        Ok(message_id(&room, &id))
+    }
+
+    /// Tells the participant `text` in the thread, mentioning them.
+    async fn notify(
+        &self,
+        thread: &Thread,
+        interaction: &Interaction,
+        text: &str,
+    ) -> Result<(), BoxError> {
+        let (room, root) = split_message_id(&thread.id)?;
+        let user = UserId::parse(interaction.user().id.as_str())
+            .map_err(|e| crate::Error::Event(e.to_string()))?;
+        let reply_to: Option<OwnedEventId> = match interaction {
+            Interaction::Message { message } => split_message_id(&message.id).ok().map(|(_, e)| e),
+            _ => None,
+        };
+        let content = mention_notice(&user, text, &root, reply_to)?;
+        self.api.send(&room, content.0, content.1).await?;
+        Ok(())
+    }
+}
+
+fn finish_or_partial(input: &QuestionInput, progress: Progress) -> ParseResult {
+    let complete: Option<Vec<QuestionAnswer>> = input
+        .questions
+        .iter()
+        .zip(&progress.picks)
+        .map(|(q, p)| {
+            p.clone().map(|selected| QuestionAnswer {
+                header: q.header.clone(),
+                selected,
+            })
+        })
+        .collect();
+    match complete {
+        Some(answers) => ParseResult::Answer {
+            output: QuestionOutput { answers },
+        },
+        None => ParseResult::Partial {
+            state: Some(progress.to_state()),
+        },
+    }
+}
+
+/// Picks options `chosen` (indices) for question `q`.
+fn pick(
+    input: &QuestionInput,
+    question: &QuestionRecord,
+    q: usize,
+    chosen: &[usize],
+) -> ParseResult {
+    let item = &input.questions[q];
+    let n = item.options.len();
+    if chosen.iter().any(|&o| o >= n) {
+        return ParseResult::Rejected {
+            reason: format!("pick a number from 1 to {n}."),
+        };
+    }
+    if !item.multiple && chosen.len() > 1 {
+        return ParseResult::Rejected {
+            reason: "pick only one option.".into(),
+        };
+    }
+    let mut labels: Vec<String> = Vec::new();
+    for &o in chosen {
+        let l = &item.options[o].label;
+        if !labels.contains(l) {
+            labels.push(l.clone());
+        }
+    }
+    let mut progress = Progress::from_state(input, question.state.as_ref());
+    progress.picks[q] = Some(labels);
+    finish_or_partial(input, progress)
+}
+
+fn parse_action(
+    input: &QuestionInput,
+    question: &QuestionRecord,
+    action: &str,
+    message: &str,
+    value: &str,
+) -> ParseResult {
+    let Some(target) = question.messages.iter().find(|m| m.id == message) else {
+        return ParseResult::Stale;
+    };
+    let Some(q) = target.question.filter(|&q| {
+        input
+            .questions
+            .get(q)
+            .is_some_and(|i| !i.options.is_empty())
+    }) else {
+        return ParseResult::Ignore;
+    };
+    match action {
+        POLL_ACTION => {
+            let ids: Vec<&str> = value.split(',').filter(|s| !s.is_empty()).collect();
+            if ids.is_empty() {
+                return ParseResult::Ignore; // a vote taken back
+            }
+            let Some(mut chosen) = ids
+                .iter()
+                .map(|a| option_of_answer(a))
+                .collect::<Option<Vec<usize>>>()
+            else {
+                return ParseResult::Rejected {
+                    reason: "that poll answer is not one of the options.".into(),
+                };
+            };
+            if !input.questions[q].multiple {
+                chosen.truncate(1); // MSC3381: only the first `max_selections` count
+            }
+            pick(input, question, q, &chosen)
+        }
+        REACTION_ACTION => match reaction_option(value) {
+            Some(o) => pick(input, question, q, &[o]),
+            None => ParseResult::Ignore,
+        },
+        _ => ParseResult::Ignore,
+    }
+}
+
+fn parse_message(
+    input: &QuestionInput,
+    question: &QuestionRecord,
+    reply_to: Option<&str>,
+    text: &str,
+) -> ParseResult {
+    let progress = Progress::from_state(input, question.state.as_ref());
+    let target = reply_to
+        .and_then(|r| question.messages.iter().find(|m| m.id == r))
+        .and_then(|m| m.question)
+        .filter(|&q| q < input.questions.len())
+        .or_else(|| progress.picks.iter().position(Option::is_none));
+    let Some(q) = target else {
+        return ParseResult::Ignore;
+    };
+    let item = &input.questions[q];
+    let text = text.trim();
+    if !item.options.is_empty()
+        && let Some(ns) = numbers(text)
+    {
+        if ns.contains(&0) {
+            return ParseResult::Rejected {
+                reason: format!("pick a number from 1 to {}.", item.options.len()),
+            };
+        }
+        let chosen: Vec<usize> = ns.iter().map(|n| n - 1).collect();
+        return pick(input, question, q, &chosen);
+    }
+    if !item.custom {
+        return ParseResult::Ignore;
+    }
+    if text.is_empty() {
+        return ParseResult::Rejected {
+            reason: "the answer is empty.".into(),
+        };
+    }
+    let mut progress = progress;
+    progress.picks[q] = Some(vec![text.to_owned()]);
+    finish_or_partial(input, progress)
+}
+
+#[async_trait]
+impl<A: MatrixApi> ChannelQuestions for MatrixQuestions<A> {
+    async fn render(&self, args: RenderArgs<'_>) -> Result<Vec<RenderedQuestion>, BoxError> {
+        let (_, root) = split_message_id(&args.thread.id)?;
+        let mut out = Vec::new();
+        for call in args.calls {
+            let input = &call.input;
+            let mut messages = Vec::new();
+            for (q, item) in input.questions.iter().enumerate() {
+                let content = if item.options.is_empty() {
+                    thread_message(&question_text(input, q), &root)?
+                } else {
+                    poll_start(input, q, &root, self.events)?
+                };
+                let id = self.send(args.thread, content).await?;
+                messages.push(QuestionMessage {
+                    id,
+                    posted_at: String::new(),
+                    question: Some(q),
+                });
+            }
+            out.push(RenderedQuestion {
+                calls: vec![call.tool_call_id.clone()],
+                messages,
+                state: Some(Progress::from_state(input, None).to_state()),
+            });
+        }
+        Ok(out)
+    }
+
+    fn parse(&self, args: ParseArgs<'_>) -> ParseResult {
+        let input = &args.call.input;
+        match args.interaction {
+            Interaction::Action { event } => parse_action(
+                input,
+                args.question,
+                &event.action_id,
+                &event.message_id,
+                event.value.as_deref().unwrap_or(""),
+            ),
+            Interaction::Message { message } => parse_message(
+                input,
+                args.question,
+                message.reply_to.as_deref(),
+                &message.text,
+            ),
+            _ => ParseResult::Ignore,
+        }
+    }
+
+    async fn settled(
+        &self,
+        args: HookArgs<'_>,
+        actor: Option<&Actor>,
+        outcome: &QuestionOutcome,
+    ) -> Result<Option<QuestionChange>, BoxError> {
+        let input = &args.call.input;
+        let by = actor
+            .and_then(|a| a.identity.as_ref())
+            .map(|i| i.user.id.clone());
+        let mut first_error: Option<BoxError> = None;
+        for m in &args.question.messages {
+            let q = m
+                .question
+                .filter(|&q| q < input.questions.len())
+                .unwrap_or(0);
+            let line = outcome_text(input, q, outcome, by.as_deref());
+            let result: Result<(), BoxError> = async {
+                let (room, event) = split_message_id(&m.id)?;
+                if input.questions[q].options.is_empty() {
+                    let text = format!("{}\n{line}", question_text(input, q));
+                    let c = message_replacement(&event, &text)?;
+                    self.api.send(&room, c.0, c.1).await?;
+                } else {
+                    let c = poll_end(&event, &line, self.events)?;
+                    self.api.send(&room, c.0, c.1).await?;
+                    let c = poll_replacement(input, q, &event, &line, self.events)?;
+                    self.api.send(&room, c.0, c.1).await?;
+                }
+                Ok(())
+            }
+            .await;
+            if let Err(e) = result {
+                tracing::warn!(message = %m.id, error = %e, "could not settle a Matrix question message");
+                first_error.get_or_insert(e);
+            }
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(None),
+        }
+    }
+
+    async fn rejected(
+        &self,
+        args: HookArgs<'_>,
+        interaction: &Interaction,
+        reason: &str,
+    ) -> Result<(), BoxError> {
+        self.notify(args.thread, interaction, reason).await
+    }
+
+    async fn denied(&self, args: HookArgs<'_>, interaction: &Interaction) -> Result<(), BoxError> {
+        self.notify(args.thread, interaction, DENIED_TEXT).await
+    }
+
+    async fn stale(&self, args: HookArgs<'_>, interaction: &Interaction) -> Result<(), BoxError> {
+        self.notify(args.thread, interaction, STALE_TEXT).await
+    }
+}

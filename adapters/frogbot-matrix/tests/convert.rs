@@ -1,0 +1,184 @@
+//! Pure conversions: Matrix events as they arrive from sync (JSON, the client-server API's shapes)
+//! → FrogBot interactions and messages.
+
+use frogbot_core::model::Interaction;
+use frogbot_matrix::convert::{Incoming, classify, numbers, reaction_option, strip_mention};
+use matrix_sdk::ruma::events::AnySyncTimelineEvent;
+use matrix_sdk::ruma::serde::Raw;
+use matrix_sdk::ruma::{room_id, user_id};
+use serde_json::{Value, json};
+
+fn raw(v: Value) -> Raw<AnySyncTimelineEvent> {
+    Raw::from_json(serde_json::value::to_raw_value(&v).unwrap())
+}
+
+fn event(kind: &str, sender: &str, content: Value) -> Raw<AnySyncTimelineEvent> {
+    raw(json!({"type": kind, "event_id": "$ev1", "sender": sender,
+               "origin_server_ts": 1_700_000_000_000_i64, "content": content}))
+}
+
+const BOT: &str = "@frogbot:localhost";
+
+fn run(r: Raw<AnySyncTimelineEvent>) -> Option<Incoming> {
+    classify(
+        &r,
+        room_id!("!room:localhost"),
+        user_id!("@frogbot:localhost"),
+    )
+    .unwrap()
+}
+
+fn action(i: Option<Incoming>) -> frogbot_core::model::ActionEvent {
+    match i {
+        Some(Incoming::Action(Interaction::Action { event })) => event,
+        other => panic!("expected an action, got {other:?}"),
+    }
+}
+
+#[test]
+fn poll_responses_stable_and_unstable_become_actions() {
+    let a = action(run(event(
+        "m.poll.response",
+        "@alice:localhost",
+        json!({"m.selections": ["o1"], "m.relates_to": {"rel_type": "m.reference", "event_id": "$poll"}}),
+    )));
+    assert_eq!(a.action_id, "poll");
+    assert_eq!(a.value.as_deref(), Some("o1"));
+    assert_eq!(a.message_id, "!room:localhost|$poll");
+    assert_eq!(a.trigger_id.as_deref(), Some("!room:localhost|$ev1"));
+    assert_eq!(a.user.id, "@alice:localhost");
+
+    let a = action(run(event(
+        "org.matrix.msc3381.poll.response",
+        "@alice:localhost",
+        json!({"org.matrix.msc3381.poll.response": {"answers": ["o0", "o2"]},
+               "m.relates_to": {"rel_type": "m.reference", "event_id": "$poll"}}),
+    )));
+    assert_eq!(a.value.as_deref(), Some("o0,o2"));
+}
+
+#[test]
+fn a_reaction_becomes_an_action_with_its_key() {
+    let a = action(run(event(
+        "m.reaction",
+        "@bob:localhost",
+        json!({"m.relates_to": {"rel_type": "m.annotation", "event_id": "$poll", "key": "2️⃣"}}),
+    )));
+    assert_eq!(a.action_id, "reaction");
+    assert_eq!(a.value.as_deref(), Some("2️⃣"));
+    assert_eq!(reaction_option("2️⃣"), Some(1));
+    assert_eq!(reaction_option("🔟"), Some(9));
+    assert_eq!(reaction_option("3"), Some(2));
+    assert_eq!(reaction_option("👍"), None);
+    assert_eq!(reaction_option("0️⃣"), None);
+}
+
+#[test]
+fn a_thread_reply_is_a_message_of_the_thread() {
+    let Some(Incoming::Message(m)) = run(event(
+        "m.room.message",
+        "@alice:localhost",
+        json!({"msgtype": "m.text", "body": "2",
+               "m.relates_to": {"rel_type": "m.thread", "event_id": "$root", "is_falling_back": true,
+                                "m.in_reply_to": {"event_id": "$root"}}}),
+    )) else {
+        panic!("expected a message")
+    };
+    assert_eq!(m.thread, "!room:localhost|$root");
+    assert!(m.in_thread);
+    assert!(!m.mentions_bot);
+    assert_eq!(m.reply_to, None, "a thread's fallback reply is not a reply");
+    assert_eq!(m.message.id, "!room:localhost|$ev1");
+    assert_eq!(m.message.text, "2");
+    assert_eq!(m.message.metadata.date_sent, "2023-11-14T22:13:20.000Z");
+
+    // A genuine reply inside a thread points at the message.
+    let Some(Incoming::Message(m)) = run(event(
+        "m.room.message",
+        "@alice:localhost",
+        json!({"msgtype": "m.text", "body": "1",
+               "m.relates_to": {"rel_type": "m.thread", "event_id": "$root", "is_falling_back": false,
+                                "m.in_reply_to": {"event_id": "$poll"}}}),
+    )) else {
+        panic!("expected a message")
+    };
+    assert_eq!(m.message.reply_to.as_deref(), Some("!room:localhost|$poll"));
+}
+
+#[test]
+fn a_top_level_mention_starts_its_own_thread() {
+    let Some(Incoming::Message(m)) = run(event(
+        "m.room.message",
+        "@alice:localhost",
+        json!({"msgtype": "m.text", "body": format!("{BOT}: deploy"), "m.mentions": {"user_ids": [BOT]}}),
+    )) else {
+        panic!("expected a message")
+    };
+    assert!(m.mentions_bot);
+    assert!(!m.in_thread);
+    assert_eq!(m.thread, "!room:localhost|$ev1");
+    assert_eq!(m.message.text, "deploy");
+    assert_eq!(
+        strip_mention("@frogbot:localhost, hi", user_id!("@frogbot:localhost")),
+        "hi"
+    );
+}
+
+#[test]
+fn own_events_edits_and_other_types_are_ignored() {
+    assert!(
+        run(event(
+            "m.room.message",
+            BOT,
+            json!({"msgtype": "m.text", "body": "x"})
+        ))
+        .is_none()
+    );
+    assert!(
+        run(event(
+            "m.room.message",
+            "@alice:localhost",
+            json!({"msgtype": "m.text", "body": "* x", "m.new_content": {"msgtype": "m.text", "body": "x"},
+                   "m.relates_to": {"rel_type": "m.replace", "event_id": "$old"}}),
+        ))
+        .is_none()
+    );
+    assert!(
+        run(event(
+            "m.room.message",
+            "@alice:localhost",
+            json!({"msgtype": "m.image", "body": "a.png", "url": "mxc://x/y"})
+        ))
+        .is_none()
+    );
+    assert!(
+        run(event(
+            "m.sticker",
+            "@alice:localhost",
+            json!({"body": "s", "url": "mxc://x/y", "info": {}})
+        ))
+        .is_none()
+    );
+}
+
+#[test]
+fn an_unreadable_event_is_an_error() {
+    let r = raw(json!({"type": "m.room.message", "content": {}}));
+    assert!(
+        classify(
+            &r,
+            room_id!("!room:localhost"),
+            user_id!("@frogbot:localhost")
+        )
+        .is_err()
+    );
+}
+
+#[test]
+fn numbers_in_replies() {
+    assert_eq!(numbers("2"), Some(vec![2]));
+    assert_eq!(numbers("1, 3"), Some(vec![1, 3]));
+    assert_eq!(numbers(" 1 3. "), Some(vec![1, 3]));
+    assert_eq!(numbers("1 and 3"), None);
+    assert_eq!(numbers(""), None);
+}

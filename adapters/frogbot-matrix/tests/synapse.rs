@@ -1,0 +1,588 @@
+//! End to end against a real Synapse on loopback (see `support`): the bot is `MatrixChannel` on
+//! matrix-sdk with FrogBot's engine on SQLite and a scripted model; people are second matrix-sdk
+//! clients. Skipped with a message when Synapse is not installed (`bash scripts/synapse.sh`),
+//! unless `FROGBOT_REQUIRE_SYNAPSE=1`.
+
+#![recursion_limit = "256"]
+
+mod support;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use frogbot_core::agent::scripted::{ScriptedModel, call, reply};
+use frogbot_core::agent::{
+    AccessCheck, AllowAll, AllowList, Engine, EngineConfig, ModelMessage, ModelOffer, ModelRequest,
+};
+use frogbot_core::model::PrefixedIdentity;
+use frogbot_matrix::channel::{Login, MatrixChannel, MatrixSettings};
+use matrix_sdk::ruma::{OwnedRoomId, RoomId};
+use serde_json::{Value, json};
+use support::{Account, Person, Synapse, thread_root};
+use tokio_util::sync::CancellationToken;
+
+const WAIT: u64 = 60;
+
+fn last_user(req: &ModelRequest) -> String {
+    req.messages
+        .iter()
+        .rev()
+        .find_map(|m| match m {
+            ModelMessage::User { text } => Some(text.clone()),
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
+/// `ask` → one single-choice question; `multi` → several allowed; `custom` → own answer allowed;
+/// after a tool result → `got: …`; anything else → `hello: …`.
+fn model() -> ScriptedModel {
+    ScriptedModel::new(|req: &ModelRequest| {
+        if let Some(ModelMessage::Tool { content, .. }) = req.messages.last() {
+            return reply(&format!("got: {content}"));
+        }
+        let text = last_user(req);
+        let n = req.messages.len();
+        let question = |q: Value| call(&format!("c{n}"), "question", json!({"questions": [q]}));
+        if text.contains("ask") {
+            return question(json!({"header": "Env", "question": "Where?",
+                "options": [{"label": "staging"}, {"label": "prod", "description": "careful"}]}));
+        }
+        if text.contains("multi") {
+            return question(
+                json!({"header": "Regions", "question": "Which?", "multiple": true,
+                "options": [{"label": "eu"}, {"label": "us"}, {"label": "asia"}]}),
+            );
+        }
+        if text.contains("custom") {
+            return question(
+                json!({"header": "Name", "question": "What name?", "custom": true,
+                "options": [{"label": "frog"}, {"label": "toad"}]}),
+            );
+        }
+        reply(&format!("hello: {text}"))
+    })
+}
+
+struct Bot {
+    channel: MatrixChannel,
+    shutdown: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+    worker: tokio::task::JoinHandle<()>,
+}
+
+impl Bot {
+    async fn start(
+        hs: &Synapse,
+        account: &Account,
+        store_dir: &Path,
+        db: &frogbot_core::store::DynStore,
+        access: Arc<dyn AccessCheck>,
+    ) -> Bot {
+        let settings = MatrixSettings::new(
+            hs.url.clone(),
+            account.user_id.clone(),
+            Login::Password(account.password.clone()),
+            store_dir,
+        );
+        let channel = MatrixChannel::connect(settings).await.unwrap();
+        let engine = Engine::new(
+            db.clone(),
+            vec![ModelOffer {
+                id: "main".into(),
+                model: Arc::new(model()),
+                reasoning: vec![],
+            }],
+            vec![],
+            EngineConfig::default(),
+        )
+        .with_channel(channel.channel(Arc::new(PrefixedIdentity), access));
+        let shutdown = CancellationToken::new();
+        let worker = engine.spawn_worker(Duration::from_millis(200));
+        let task = channel.start(engine, shutdown.clone());
+        Bot {
+            channel,
+            shutdown,
+            task,
+            worker,
+        }
+    }
+
+    async fn stop(self) {
+        self.shutdown.cancel();
+        self.task.await.unwrap();
+        self.worker.abort();
+    }
+}
+
+struct Setup {
+    hs: Arc<Synapse>,
+    bot_account: Account,
+    _store_dir: tempfile::TempDir,
+    _db: frogbot_testkit::TestDb,
+    db: frogbot_core::store::DynStore,
+    bot: Bot,
+}
+
+async fn setup(access: Option<Vec<String>>) -> Option<Setup> {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+    let hs = support::synapse().await?;
+    let bot_account = hs.register("frogbot").await;
+    let store_dir = tempfile::tempdir().unwrap();
+    let test_db = frogbot_testkit::sqlite_db();
+    let db = frogbot_core::store::open(&test_db.url).await.unwrap();
+    let access: Arc<dyn AccessCheck> = match access {
+        Some(list) => Arc::new(AllowList::new(list)),
+        None => Arc::new(AllowAll),
+    };
+    let bot = Bot::start(&hs, &bot_account, store_dir.path(), &db, access).await;
+    Some(Setup {
+        hs,
+        bot_account,
+        _store_dir: store_dir,
+        _db: test_db,
+        db,
+        bot,
+    })
+}
+
+fn text(body: &str) -> Value {
+    json!({"msgtype": "m.text", "body": body})
+}
+
+fn in_thread(body: &str, root: &str) -> Value {
+    json!({"msgtype": "m.text", "body": body,
+           "m.relates_to": {"rel_type": "m.thread", "event_id": root, "is_falling_back": true,
+                            "m.in_reply_to": {"event_id": root}}})
+}
+
+fn from(ev: &Value, user: &str) -> bool {
+    ev["sender"] == user
+}
+
+fn body(ev: &Value) -> &str {
+    ev["content"]["body"].as_str().unwrap_or("")
+}
+
+/// Waits until the bot has joined `room` (as seen by `person`).
+async fn bot_joined(person: &Person, room: &RoomId, bot: &str) {
+    person
+        .wait_for(room, WAIT, "the bot to join", |e| {
+            e["type"] == "m.room.member"
+                && e["state_key"] == bot
+                && e["content"]["membership"] == "join"
+        })
+        .await;
+}
+
+/// A DM (the person and the bot) with the bot joined.
+async fn dm(s: &Setup, person: &Person) -> OwnedRoomId {
+    let room = person.create_room(&[&s.bot_account.user_id], false).await;
+    bot_joined(person, &room, s.bot_account.user_id.as_str()).await;
+    room
+}
+
+async fn poll_in(person: &Person, room: &RoomId, bot: &str, root: &str, n: usize) -> Value {
+    let polls = |p: &Person| {
+        p.seen(room, |e| {
+            from(e, bot) && (e["type"] == "m.poll.start") && thread_root(e) == Some(root)
+        })
+    };
+    person
+        .wait_for(room, WAIT, "a poll", |_| polls(person).len() >= n)
+        .await;
+    polls(person)[n - 1].clone()
+}
+
+fn poll_response(poll: &str, answers: &[&str]) -> Value {
+    json!({"m.selections": answers, "m.relates_to": {"rel_type": "m.reference", "event_id": poll}})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mention_in_a_room_gets_a_threaded_reply_and_other_messages_are_ignored() {
+    let Some(s) = setup(None).await else { return };
+    let alice = s.hs.person(&s.hs.register("alice").await).await;
+    let bob_account = s.hs.register("bob").await;
+    let bob = s.hs.person(&bob_account).await;
+    let bot = s.bot_account.user_id.as_str();
+    let room = alice
+        .create_room(&[&s.bot_account.user_id, &bob_account.user_id], false)
+        .await;
+    bob.join(&room).await;
+    bot_joined(&alice, &room, bot).await;
+
+    let ignored = alice
+        .send(&room, "m.room.message", text("just chatting"))
+        .await;
+    let mention = alice
+        .send(
+            &room,
+            "m.room.message",
+            json!({"msgtype": "m.text", "body": format!("{bot}: how are you"),
+                   "m.mentions": {"user_ids": [bot]}}),
+        )
+        .await;
+    let reply = alice
+        .wait_for(&room, WAIT, "the bot's reply", |e| {
+            from(e, bot) && e["type"] == "m.room.message"
+        })
+        .await;
+    assert_eq!(thread_root(&reply), Some(mention.as_str()));
+    assert_eq!(body(&reply), "hello: how are you");
+
+    // A follow-up in the thread needs no mention: the thread is the bot's chat.
+    alice
+        .send(&room, "m.room.message", in_thread("and you?", &mention))
+        .await;
+    alice
+        .wait_for(&room, WAIT, "the follow-up reply", |e| {
+            from(e, bot) && body(e) == "hello: and you?"
+        })
+        .await;
+    // The unaddressed message got nothing.
+    assert!(
+        alice
+            .seen(&room, |e| from(e, bot)
+                && thread_root(e) == Some(ignored.as_str()))
+            .is_empty()
+    );
+    s.bot.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poll_response_answers_and_late_or_old_responses_are_stale() {
+    let Some(s) = setup(None).await else { return };
+    let alice = s.hs.person(&s.hs.register("alice").await).await;
+    let bot = s.bot_account.user_id.as_str();
+    let room = dm(&s, &alice).await;
+
+    let ask = alice
+        .send(&room, "m.room.message", text("ask please"))
+        .await;
+    let poll = poll_in(&alice, &room, bot, &ask, 1).await;
+    let c = &poll["content"];
+    assert_eq!(c["m.poll"]["kind"], "m.disclosed");
+    // `max_selections` 1 is the default, left out on the wire.
+    assert_eq!(c["m.poll"]["max_selections"].as_u64().unwrap_or(1), 1);
+    assert_eq!(c["m.poll"]["answers"][1]["m.id"], "o1");
+    let fallback = c["m.text"][0]["body"].as_str().unwrap();
+    assert!(
+        fallback.contains("1. staging\n2. prod — careful"),
+        "{fallback}"
+    );
+    let poll_id = poll["event_id"].as_str().unwrap().to_owned();
+
+    alice
+        .send(&room, "m.poll.response", poll_response(&poll_id, &["o1"]))
+        .await;
+    let got = alice
+        .wait_for(&room, WAIT, "the agent to continue", |e| {
+            from(e, bot) && body(e).starts_with("got:")
+        })
+        .await;
+    assert!(body(&got).contains("prod"), "{got}");
+    assert_eq!(thread_root(&got), Some(ask.as_str()));
+    // settled: the poll is ended and its message edited to show the outcome.
+    let end = alice
+        .wait_for(&room, WAIT, "the poll end", |e| {
+            from(e, bot) && e["type"] == "m.poll.end"
+        })
+        .await;
+    assert_eq!(end["content"]["m.relates_to"]["event_id"], poll_id.as_str());
+    let edit = alice
+        .wait_for(&room, WAIT, "the poll edit", |e| {
+            from(e, bot) && e["content"]["m.relates_to"]["rel_type"] == "m.replace"
+        })
+        .await;
+    let edited = edit["content"]["m.new_content"]["m.text"][0]["body"]
+        .as_str()
+        .unwrap();
+    assert!(edited.contains("✅ Answered by"), "{edited}");
+    assert!(edited.contains(": prod"), "{edited}");
+
+    // A second response after the answer: stale, told in the thread with a mention.
+    alice
+        .send(&room, "m.poll.response", poll_response(&poll_id, &["o0"]))
+        .await;
+    let stale = alice
+        .wait_for(&room, WAIT, "the stale notice", |e| {
+            from(e, bot) && body(e).contains("already answered")
+        })
+        .await;
+    assert_eq!(thread_root(&stale), Some(ask.as_str()));
+    assert_eq!(
+        stale["content"]["m.mentions"]["user_ids"][0],
+        alice.user_id().as_str()
+    );
+
+    // A new question in the same thread; a response to the old poll is stale, the new one counts.
+    alice
+        .send(&room, "m.room.message", in_thread("ask again", &ask))
+        .await;
+    let poll2 = poll_in(&alice, &room, bot, &ask, 2).await;
+    let poll2_id = poll2["event_id"].as_str().unwrap();
+    assert_ne!(poll2_id, poll_id);
+    alice
+        .send(&room, "m.poll.response", poll_response(&poll_id, &["o1"]))
+        .await;
+    alice
+        .wait_for(&room, WAIT, "a second stale notice", |_| {
+            alice
+                .seen(&room, |e| {
+                    from(e, bot) && body(e).contains("already answered")
+                })
+                .len()
+                >= 2
+        })
+        .await;
+    alice
+        .send(
+            &room,
+            "org.matrix.msc3381.poll.response",
+            json!({"org.matrix.msc3381.poll.response": {"answers": ["o0"]},
+                   "m.relates_to": {"rel_type": "m.reference", "event_id": poll2_id}}),
+        )
+        .await;
+    alice
+        .wait_for(&room, WAIT, "the second answer", |e| {
+            from(e, bot) && body(e).starts_with("got:") && body(e).contains("staging")
+        })
+        .await;
+    s.bot.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn numbered_replies_reactions_multiple_choice_and_own_answers() {
+    let Some(s) = setup(None).await else { return };
+    let alice = s.hs.person(&s.hs.register("alice").await).await;
+    let bot = s.bot_account.user_id.as_str();
+    let room = dm(&s, &alice).await;
+
+    // A number in the thread picks that option.
+    let ask = alice.send(&room, "m.room.message", text("ask")).await;
+    poll_in(&alice, &room, bot, &ask, 1).await;
+    alice
+        .send(&room, "m.room.message", in_thread("2", &ask))
+        .await;
+    let got = alice
+        .wait_for(&room, WAIT, "answer by number", |e| {
+            from(e, bot) && body(e).starts_with("got:") && thread_root(e) == Some(ask.as_str())
+        })
+        .await;
+    assert!(body(&got).contains("prod"), "{got}");
+
+    // A keycap reaction on the poll picks that option.
+    let ask2 = alice
+        .send(&room, "m.room.message", text("ask by reaction"))
+        .await;
+    let poll = poll_in(&alice, &room, bot, &ask2, 1).await;
+    alice
+        .send(
+            &room,
+            "m.reaction",
+            json!({"m.relates_to": {"rel_type": "m.annotation",
+                   "event_id": poll["event_id"], "key": "1\u{fe0f}\u{20e3}"}}),
+        )
+        .await;
+    let got = alice
+        .wait_for(&room, WAIT, "answer by reaction", |e| {
+            from(e, bot) && body(e).starts_with("got:") && thread_root(e) == Some(ask2.as_str())
+        })
+        .await;
+    assert!(body(&got).contains("staging"), "{got}");
+
+    // Multiple choice: max_selections is the number of options; `1 3` picks two.
+    let multi = alice.send(&room, "m.room.message", text("multi")).await;
+    let poll = poll_in(&alice, &room, bot, &multi, 1).await;
+    assert_eq!(poll["content"]["m.poll"]["max_selections"], 3);
+    alice
+        .send(&room, "m.room.message", in_thread("7", &multi))
+        .await;
+    alice
+        .wait_for(&room, WAIT, "the out-of-range rejection", |e| {
+            from(e, bot) && body(e).contains("pick a number from 1 to 3")
+        })
+        .await;
+    alice
+        .send(&room, "m.room.message", in_thread("1, 3", &multi))
+        .await;
+    let got = alice
+        .wait_for(&room, WAIT, "multiple answer", |e| {
+            from(e, bot) && body(e).starts_with("got:") && thread_root(e) == Some(multi.as_str())
+        })
+        .await;
+    assert!(
+        body(&got).contains("eu") && body(&got).contains("asia"),
+        "{got}"
+    );
+    assert!(!body(&got).contains("us\""), "{got}");
+
+    // An own answer, as a thread reply.
+    let custom = alice.send(&room, "m.room.message", text("custom")).await;
+    poll_in(&alice, &room, bot, &custom, 1).await;
+    alice
+        .send(&room, "m.room.message", in_thread("newt", &custom))
+        .await;
+    let got = alice
+        .wait_for(&room, WAIT, "own answer", |e| {
+            from(e, bot) && body(e).starts_with("got:") && thread_root(e) == Some(custom.as_str())
+        })
+        .await;
+    assert!(body(&got).contains("newt"), "{got}");
+    s.bot.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_without_access_is_denied_and_the_question_stays_open() {
+    let Some(hs) = support::synapse().await else {
+        return;
+    };
+    let alice_account = hs.register("alice").await;
+    let Some(s) = setup(Some(vec![format!("matrix:{}", alice_account.user_id)])).await else {
+        return;
+    };
+    let alice = hs.person(&alice_account).await;
+    let mallory_account = hs.register("mallory").await;
+    let mallory = hs.person(&mallory_account).await;
+    let bot = s.bot_account.user_id.as_str();
+    let room = alice
+        .create_room(&[&s.bot_account.user_id, &mallory_account.user_id], false)
+        .await;
+    mallory.join(&room).await;
+    bot_joined(&alice, &room, bot).await;
+
+    let ask = alice
+        .send(
+            &room,
+            "m.room.message",
+            json!({"msgtype": "m.text", "body": format!("{bot} ask"), "m.mentions": {"user_ids": [bot]}}),
+        )
+        .await;
+    let poll = poll_in(&alice, &room, bot, &ask, 1).await;
+    let poll_id = poll["event_id"].as_str().unwrap();
+    mallory
+        .send(&room, "m.poll.response", poll_response(poll_id, &["o1"]))
+        .await;
+    let denied = alice
+        .wait_for(&room, WAIT, "the denied notice", |e| {
+            from(e, bot) && body(e).contains("can't answer")
+        })
+        .await;
+    assert_eq!(
+        denied["content"]["m.mentions"]["user_ids"][0],
+        mallory_account.user_id.as_str()
+    );
+    // Mallory's own mention is refused too.
+    mallory
+        .send(
+            &room,
+            "m.room.message",
+            json!({"msgtype": "m.text", "body": format!("{bot} hi"), "m.mentions": {"user_ids": [bot]}}),
+        )
+        .await;
+    alice
+        .wait_for(&room, WAIT, "the not-allowed notice", |e| {
+            from(e, bot) && body(e).contains("not allowed")
+        })
+        .await;
+    // The question is still open: Alice answers it.
+    alice
+        .send(&room, "m.poll.response", poll_response(poll_id, &["o0"]))
+        .await;
+    let got = alice
+        .wait_for(&room, WAIT, "Alice's answer", |e| {
+            from(e, bot) && body(e).starts_with("got:")
+        })
+        .await;
+    assert!(body(&got).contains("staging"), "{got}");
+    s.bot.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_while_a_question_waits_resumes_without_replay() {
+    let Some(s) = setup(None).await else { return };
+    let alice = s.hs.person(&s.hs.register("alice").await).await;
+    let bot_id = s.bot_account.user_id.to_string();
+    let bot = bot_id.as_str();
+    let room = dm(&s, &alice).await;
+    let ask = alice.send(&room, "m.room.message", text("ask")).await;
+    let poll = poll_in(&alice, &room, bot, &ask, 1).await;
+    let device = s.bot.channel.client().device_id().unwrap().to_owned();
+
+    // Stop the bot, start it again on the same store and database.
+    let Setup {
+        hs,
+        bot_account,
+        _store_dir,
+        _db,
+        db,
+        bot: running,
+    } = s;
+    running.stop().await;
+    let restarted = Bot::start(
+        &hs,
+        &bot_account,
+        _store_dir.path(),
+        &db,
+        Arc::new(AllowAll),
+    )
+    .await;
+    assert_eq!(
+        restarted.channel.client().device_id().unwrap(),
+        device,
+        "the session was restored, not a new login"
+    );
+    alice
+        .send(
+            &room,
+            "m.poll.response",
+            poll_response(poll["event_id"].as_str().unwrap(), &["o1"]),
+        )
+        .await;
+    let got = alice
+        .wait_for(&room, WAIT, "the answer after the restart", |e| {
+            from(e, bot) && body(e).starts_with("got:")
+        })
+        .await;
+    assert!(body(&got).contains("prod"), "{got}");
+    // No replay: the first message was not answered again (one poll only).
+    alice.send(&room, "m.room.message", text("hi")).await;
+    alice
+        .wait_for(&room, WAIT, "a later reply", |e| {
+            from(e, bot) && body(e) == "hello: hi"
+        })
+        .await;
+    assert_eq!(
+        alice
+            .seen(&room, |e| from(e, bot)
+                && e["type"] == "m.poll.start"
+                && e["content"]["m.relates_to"]["rel_type"] == "m.thread")
+            .len(),
+        1
+    );
+    restarted.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_encrypted_dm_works() {
+    let Some(s) = setup(None).await else { return };
+    let alice = s.hs.person(&s.hs.register("alice").await).await;
+    let bot = s.bot_account.user_id.as_str();
+    let room = alice.create_room(&[&s.bot_account.user_id], true).await;
+    bot_joined(&alice, &room, bot).await;
+    let hello = alice
+        .send(&room, "m.room.message", text("secret hello"))
+        .await;
+    let reply = alice
+        .wait_for(&room, WAIT, "the decrypted reply", |e| {
+            from(e, bot) && e["type"] == "m.room.message"
+        })
+        .await;
+    assert_eq!(body(&reply), "hello: secret hello");
+    assert_eq!(thread_root(&reply), Some(hello.as_str()));
+    s.bot.stop().await;
+}
