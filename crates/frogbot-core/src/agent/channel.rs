@@ -976,7 +976,8 @@ impl Engine {
         let existing = store.get_chat(&chat_id).await?;
         // The platform's message id names the stored message, so a delivery the platform repeats
         // (a retry reaching this or another process) is recognised by the store, not run twice.
-        let message_id = (!message.id.is_empty()).then(|| channel_message_id(platform, &message.id));
+        let message_id =
+            (!message.id.is_empty()).then(|| channel_message_id(platform, &message.id));
         if let (Some(_), Some(id)) = (&existing, &message_id)
             && store.get_message(&chat_id, id).await?.is_some()
         {
