@@ -27,7 +27,7 @@ use frogbot_core::BoxError;
 use frogbot_core::model::{
     Actor, ChannelQuestions, HookArgs, Interaction, ParseArgs, ParseResult, QuestionAnswer,
     QuestionCall, QuestionChange, QuestionMessage, QuestionModalMetadata, QuestionOutcome,
-    QuestionOutput, QuestionRecord, RenderArgs, RenderedQuestion, Thread,
+    QuestionOutput, QuestionRecord, RenderArgs, RenderedQuestion, ReplyChoice, Thread,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -209,12 +209,13 @@ pub fn parse(
             {
                 return ParseResult::Stale;
             }
-            match reply_labels(item, &message.text) {
-                Some(labels) => advance(call, progress, labels),
-                None if item.custom && !message.text.trim().is_empty() => {
+            match item.choice_in_reply(&message.text) {
+                ReplyChoice::Options(labels) => advance(call, progress, labels),
+                ReplyChoice::Invalid(reason) => ParseResult::Rejected { reason },
+                ReplyChoice::Text if item.custom && !message.text.trim().is_empty() => {
                     advance(call, progress, vec![message.text.trim().to_owned()])
                 }
-                None => ParseResult::Rejected {
+                _ => ParseResult::Rejected {
                     reason: format!(
                         "Reply with one of: {} (or a number from 1 to {}).",
                         item.options
@@ -229,38 +230,6 @@ pub fn parse(
         }
         _ => ParseResult::Ignore,
     }
-}
-
-/// The options a thread reply names: an option's label (any case) or its number from 1, or — for a
-/// `multiple` question — several of them separated by commas. `None` when something does not match.
-fn reply_labels(item: &frogbot_core::model::QuestionItem, text: &str) -> Option<Vec<String>> {
-    let pick = |word: &str| {
-        let word = word.trim();
-        item.options
-            .iter()
-            .find(|o| o.label.eq_ignore_ascii_case(word))
-            .or_else(|| {
-                word.parse::<usize>()
-                    .ok()
-                    .and_then(|n| n.checked_sub(1))
-                    .and_then(|i| item.options.get(i))
-            })
-            .map(|o| o.label.clone())
-    };
-    if let Some(label) = pick(text) {
-        return Some(vec![label]);
-    }
-    if !item.multiple || !text.contains(',') {
-        return None;
-    }
-    let mut labels = Vec::new();
-    for word in text.split(',').filter(|w| !w.trim().is_empty()) {
-        let label = pick(word)?;
-        if !labels.contains(&label) {
-            labels.push(label);
-        }
-    }
-    (!labels.is_empty()).then_some(labels)
 }
 
 fn advance(call: &QuestionCall, mut progress: Progress, labels: Vec<String>) -> ParseResult {

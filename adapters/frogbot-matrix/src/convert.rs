@@ -70,6 +70,19 @@ pub enum Incoming {
     Action(Interaction),
 }
 
+impl Incoming {
+    /// What its handling must stay in order with: a message with the other messages of its thread,
+    /// a poll response or reaction with the others on the same event (so the first one wins).
+    /// Events of different keys may be handled concurrently.
+    pub fn order_key(&self) -> &str {
+        match self {
+            Incoming::Message(m) => &m.thread,
+            Incoming::Action(Interaction::Action { event }) => &event.message_id,
+            Incoming::Action(other) => other.user().id.as_str(),
+        }
+    }
+}
+
 /// Converts a timeline event of `room` (as delivered by sync, decrypted) into what FrogBot sees;
 /// `None` for everything else: other event types, redacted events, edits, the bot's own events.
 pub fn classify(
@@ -211,22 +224,6 @@ pub fn reaction_option(key: &str) -> Option<usize> {
         Ok(n) if n >= 1 && keycap => Some(n - 1),
         _ => None,
     }
-}
-
-/// Numbers in a reply (`2`, `1, 3`, `1 3`), each counted from 1; `None` when the text is not
-/// only numbers.
-pub fn numbers(text: &str) -> Option<Vec<usize>> {
-    let parts: Vec<&str> = text
-        .split(|c: char| c == ',' || c.is_whitespace())
-        .filter(|p| !p.is_empty())
-        .collect();
-    if parts.is_empty() {
-        return None;
-    }
-    parts
-        .iter()
-        .map(|p| p.trim_end_matches('.').parse::<usize>().ok())
-        .collect()
 }
 
 /// Parses a Matrix user id (`@name:server`); `None` when it is not one.

@@ -12,16 +12,14 @@ use frogbot_core::BoxError;
 use frogbot_core::model::{
     Actor, ChannelQuestions, HookArgs, Interaction, ParseArgs, ParseResult, QuestionAnswer,
     QuestionChange, QuestionInput, QuestionMessage, QuestionOutcome, QuestionOutput,
-    QuestionRecord, RenderArgs, RenderedQuestion, Thread,
+    QuestionRecord, RenderArgs, RenderedQuestion, ReplyChoice, Thread,
 };
 use matrix_sdk::ruma::{OwnedEventId, UserId};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::client::MatrixApi;
-use crate::convert::{
-    POLL_ACTION, REACTION_ACTION, message_id, numbers, reaction_option, split_message_id,
-};
+use crate::convert::{POLL_ACTION, REACTION_ACTION, message_id, reaction_option, split_message_id};
 use crate::render::{
     PollEvents, mention_notice, message_replacement, option_of_answer, outcome_text, poll_end,
     poll_replacement, poll_start, question_text, thread_message,
@@ -228,16 +226,14 @@ fn parse_message(
     };
     let item = &input.questions[q];
     let text = text.trim();
-    if !item.options.is_empty()
-        && let Some(ns) = numbers(text)
-    {
-        if ns.contains(&0) {
-            return ParseResult::Rejected {
-                reason: format!("pick a number from 1 to {}.", item.options.len()),
-            };
+    match item.choice_in_reply(text) {
+        ReplyChoice::Options(labels) => {
+            let mut progress = progress;
+            progress.picks[q] = Some(labels);
+            return finish_or_partial(input, progress);
         }
-        let chosen: Vec<usize> = ns.iter().map(|n| n - 1).collect();
-        return pick(input, question, q, &chosen);
+        ReplyChoice::Invalid(reason) => return ParseResult::Rejected { reason },
+        _ => {}
     }
     if !item.custom {
         return ParseResult::Ignore;

@@ -2,7 +2,7 @@
 //! → FrogBot interactions and messages.
 
 use frogbot_core::model::Interaction;
-use frogbot_matrix::convert::{Incoming, classify, numbers, reaction_option, strip_mention};
+use frogbot_matrix::convert::{Incoming, classify, reaction_option, strip_mention};
 use matrix_sdk::ruma::events::AnySyncTimelineEvent;
 use matrix_sdk::ruma::serde::Raw;
 use matrix_sdk::ruma::{room_id, user_id};
@@ -172,13 +172,4 @@ fn an_unreadable_event_is_an_error() {
         )
         .is_err()
     );
-}
-
-#[test]
-fn numbers_in_replies() {
-    assert_eq!(numbers("2"), Some(vec![2]));
-    assert_eq!(numbers("1, 3"), Some(vec![1, 3]));
-    assert_eq!(numbers(" 1 3. "), Some(vec![1, 3]));
-    assert_eq!(numbers("1 and 3"), None);
-    assert_eq!(numbers(""), None);
 }

@@ -191,10 +191,16 @@ fn answers_accumulate_across_polls_numbers_and_own_text() {
         panic!("expected partial")
     };
     let r = record(state);
-    // A numbered reply goes to the first unanswered question (Regions), several allowed.
+    // A numbered reply goes to the first unanswered question (Regions), several allowed; labels
+    // work as well as numbers.
+    let ParseResult::Partial { state: by_label } = parse(&h, &c, &r, &reply("EU, asia", None))
+    else {
+        panic!("expected partial")
+    };
     let ParseResult::Partial { state } = parse(&h, &c, &r, &reply("1 3", None)) else {
         panic!("expected partial")
     };
+    assert_eq!(by_label, state);
     let r = record(state);
     // Text for the last, own-text-only question.
     let ParseResult::Answer { output } = parse(&h, &c, &r, &reply("ship it", None)) else {

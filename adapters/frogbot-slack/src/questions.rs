@@ -5,8 +5,8 @@ use frogbot_core::BoxError;
 use frogbot_core::model::{
     Actor, ChannelQuestions, HookArgs, Interaction, ParseArgs, ParseResult, QuestionAnswer,
     QuestionCall, QuestionChange, QuestionInput, QuestionMessage, QuestionModalMetadata,
-    QuestionOutcome, QuestionOutput, QuestionRecord, RenderArgs, RenderedQuestion, Thread,
-    iso_to_millis,
+    QuestionOutcome, QuestionOutput, QuestionRecord, RenderArgs, RenderedQuestion, ReplyChoice,
+    Thread, iso_to_millis,
 };
 use serde_json::{Map, Value};
 
@@ -202,28 +202,11 @@ fn parse_reply(
     {
         return ParseResult::Stale;
     }
-    let pick = |s: &str| -> Option<String> {
-        let s = s.trim();
-        if let Ok(n) = s.parse::<usize>() {
-            return n
-                .checked_sub(1)
-                .and_then(|i| q.options.get(i))
-                .map(|o| o.label.clone());
-        }
-        q.options
-            .iter()
-            .find(|o| o.label.eq_ignore_ascii_case(s))
-            .map(|o| o.label.clone())
-    };
-    let parts: Vec<&str> = if q.multiple {
-        text.split(',').collect()
-    } else {
-        vec![text]
-    };
-    let selected = match parts.iter().map(|p| pick(p)).collect::<Option<Vec<_>>>() {
-        Some(labels) => labels,
-        None if q.custom => vec![text.to_string()],
-        None => return ParseResult::Ignore,
+    let selected = match q.choice_in_reply(text) {
+        ReplyChoice::Options(labels) => labels,
+        ReplyChoice::Invalid(reason) => return ParseResult::Rejected { reason },
+        ReplyChoice::Text if q.custom => vec![text.to_string()],
+        _ => return ParseResult::Ignore,
     };
     let output = QuestionOutput {
         answers: vec![QuestionAnswer {

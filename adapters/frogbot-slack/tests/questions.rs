@@ -462,6 +462,17 @@ async fn parse_reads_every_control() {
         parse(&q, &c, &rec, &reply("the moon", later)),
         answer(&[("Env", &["the moon"])])
     );
+    // Numbers that are no option, or two for a one-choice question, are rejected with a reason.
+    assert_eq!(
+        parse(&q, &c, &rec, &reply("1, 2", later)),
+        ParseResult::Rejected {
+            reason: "pick only one option.".into()
+        }
+    );
+    assert!(matches!(
+        parse(&q, &c, &rec, &reply("9", later)),
+        ParseResult::Rejected { reason } if reason.contains("from 1 to")
+    ));
     assert_eq!(
         parse(&q, &c, &rec, &reply("prod", "2023-11-14T22:00:00.000Z")),
         ParseResult::Stale

@@ -36,6 +36,80 @@ pub struct QuestionItem {
     pub default: Option<Vec<String>>,
 }
 
+/// What a typed reply (a thread reply on Slack, Discord or Matrix) says about one question: see
+/// [`QuestionItem::choice_in_reply`]. Every adapter reads replies with it, so the same text means
+/// the same on every platform.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReplyChoice {
+    /// The options it names (their labels, in the order given, each once).
+    Options(Vec<String>),
+    /// It names options wrongly (a number that is no option, several for a one-choice question):
+    /// rejected with this reason.
+    Invalid(String),
+    /// It names no option: the person's own text (an answer where the question is `custom`).
+    Text,
+}
+
+impl QuestionItem {
+    /// Reads a typed reply as a choice of this question's options. The whole text may be an
+    /// option's label (any case) or its number counting from 1; for several options, labels or
+    /// numbers separated by commas (numbers also by spaces: `1 3`, `1, 3`, `1. 3.`). A number out
+    /// of range, or several options for a one-choice question, is [`ReplyChoice::Invalid`];
+    /// anything else that is not all options is [`ReplyChoice::Text`].
+    pub fn choice_in_reply(&self, text: &str) -> ReplyChoice {
+        let text = text.trim();
+        if text.is_empty() || self.options.is_empty() {
+            return ReplyChoice::Text;
+        }
+        let label_of = |word: &str| {
+            self.options
+                .iter()
+                .position(|o| o.label.eq_ignore_ascii_case(word))
+        };
+        if let Some(i) = label_of(text) {
+            return ReplyChoice::Options(vec![self.options[i].label.clone()]);
+        }
+        let number = |word: &str| word.trim_end_matches('.').parse::<usize>().ok();
+        let mut parts: Vec<&str> = text
+            .split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .collect();
+        let spaced: Vec<&str> = text
+            .split(|c: char| c == ',' || c.is_whitespace())
+            .filter(|p| !p.is_empty())
+            .collect();
+        if spaced.iter().all(|w| number(w).is_some()) {
+            parts = spaced;
+        }
+        let n = self.options.len();
+        let mut chosen: Vec<usize> = Vec::new();
+        for part in parts {
+            let i = match (label_of(part), number(part)) {
+                (Some(i), _) => i,
+                (None, Some(k)) if (1..=n).contains(&k) => k - 1,
+                (None, Some(_)) => {
+                    return ReplyChoice::Invalid(format!("pick a number from 1 to {n}."));
+                }
+                (None, None) => return ReplyChoice::Text,
+            };
+            if !chosen.contains(&i) {
+                chosen.push(i);
+            }
+        }
+        if chosen.len() > 1 && !self.multiple {
+            return ReplyChoice::Invalid("pick only one option.".into());
+        }
+        ReplyChoice::Options(
+            chosen
+                .into_iter()
+                .map(|i| self.options[i].label.clone())
+                .collect(),
+        )
+    }
+}
+
 /// The question tool's input (`QuestionInput`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -356,6 +430,42 @@ mod tests {
                 })
                 .collect(),
         }
+    }
+
+    #[test]
+    fn replies_name_options_by_label_or_number() {
+        let i = input();
+        let (one, many, own) = (&i.questions[0], &i.questions[1], &i.questions[2]);
+        let opts = |l: &[&str]| ReplyChoice::Options(l.iter().map(|s| s.to_string()).collect());
+        assert_eq!(one.choice_in_reply(" PROD "), opts(&["prod"]));
+        assert_eq!(one.choice_in_reply("1"), opts(&["staging"]));
+        assert_eq!(one.choice_in_reply("2."), opts(&["prod"]));
+        assert_eq!(one.choice_in_reply("prod, prod"), opts(&["prod"]));
+        assert_eq!(
+            one.choice_in_reply("1, 2"),
+            ReplyChoice::Invalid("pick only one option.".into())
+        );
+        assert_eq!(
+            one.choice_in_reply("3"),
+            ReplyChoice::Invalid("pick a number from 1 to 2.".into())
+        );
+        assert_eq!(
+            one.choice_in_reply("0"),
+            ReplyChoice::Invalid("pick a number from 1 to 2.".into())
+        );
+        assert_eq!(one.choice_in_reply("somewhere else"), ReplyChoice::Text);
+        assert_eq!(one.choice_in_reply("2 apples"), ReplyChoice::Text);
+        assert_eq!(one.choice_in_reply("  "), ReplyChoice::Text);
+        assert_eq!(many.choice_in_reply("b, A"), opts(&["b", "a"]));
+        assert_eq!(many.choice_in_reply("2 1 2"), opts(&["b", "a"]));
+        assert_eq!(many.choice_in_reply("1. 2."), opts(&["a", "b"]));
+        assert_eq!(many.choice_in_reply("a, c"), ReplyChoice::Text);
+        assert_eq!(own.choice_in_reply("none"), opts(&["none"]));
+        assert_eq!(own.choice_in_reply("none at all"), ReplyChoice::Text);
+        // A label with a comma in it is still one option.
+        let mut odd = one.clone();
+        odd.options[0].label = "eu, west".into();
+        assert_eq!(odd.choice_in_reply("EU, West"), opts(&["eu, west"]));
     }
 
     #[test]
