@@ -2,9 +2,11 @@
 //! the recorded answer, and the latency until the poll is ended (`m.poll.end` seen by the person).
 //!
 //! Run: `bash scripts/synapse.sh && cargo bench -p frogbot-matrix --features engine --bench poll_responses`
-//! (`FROGBOT_BENCH_POLLS=N` changes the number of questions, default 40). It starts its own Synapse
-//! on loopback, a bot (MatrixChannel + the engine on SQLite + a scripted model) and one person; the
-//! person opens N threads in a DM, each asking a question, then answers all N polls back to back.
+//! (`FROGBOT_BENCH_POLLS=N` changes the number of questions, default 40;
+//! `FROGBOT_BENCH_CONCURRENCY=C` the responses in flight at once, default 8). It starts its own
+//! Synapse on loopback, a bot (MatrixChannel + the engine on SQLite + a scripted model) and one
+//! person; the person opens N threads in a DM, each asking a question, then answers all N polls,
+//! C at a time.
 //! Figures: Synapse's start time; answers/s = N / (last `outcome_at` − first response sent);
 //! p50/p99 of (poll end seen − response sent), and of (answer recorded − response sent).
 
@@ -38,6 +40,10 @@ async fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(40);
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .try_init();
     let Some(hs) = support::synapse().await else {
         eprintln!("no Synapse: run `bash scripts/synapse.sh` first");
         return;
@@ -122,18 +128,35 @@ async fn main() {
         .await;
     let polls = polls_of(&roots);
 
-    // Answer all of them back to back.
-    let mut sent_at: HashMap<String, (Instant, i64)> = HashMap::new();
+    // Answer them, `FROGBOT_BENCH_CONCURRENCY` (default 8) responses in flight at once.
+    let concurrency: usize = std::env::var("FROGBOT_BENCH_CONCURRENCY")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(8);
+    let permits = Arc::new(tokio::sync::Semaphore::new(concurrency.max(1)));
     let first = Instant::now();
     let first_ms = now_millis();
+    let mut sends = tokio::task::JoinSet::new();
     for root in &roots {
-        let poll = &polls[root];
-        let t = (Instant::now(), now_millis());
-        alice
-            .send(&room, "m.poll.response",
-                json!({"m.selections": ["o1"], "m.relates_to": {"rel_type": "m.reference", "event_id": poll}}))
-            .await;
-        sent_at.insert(poll.clone(), t);
+        let poll = polls[root].clone();
+        let room = alice.room(&room);
+        let permits = permits.clone();
+        sends.spawn(async move {
+            let _permit = permits.acquire_owned().await.unwrap();
+            let t = (Instant::now(), now_millis());
+            room.send_raw(
+                "m.poll.response",
+                json!({"m.selections": ["o1"], "m.relates_to": {"rel_type": "m.reference", "event_id": poll}}),
+            )
+            .await
+            .unwrap();
+            (poll, t)
+        });
+    }
+    let mut sent_at: HashMap<String, (Instant, i64)> = HashMap::new();
+    while let Some(r) = sends.join_next().await {
+        let (poll, t) = r.unwrap();
+        sent_at.insert(poll, t);
     }
     let send_time = first.elapsed();
 

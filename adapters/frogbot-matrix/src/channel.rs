@@ -7,11 +7,18 @@
 //! bot answers in an `m.thread` on the message, so one thread is one chat. Poll responses and
 //! reactions go to the question engine, routed by the poll's event id.
 //!
-//! What it must not do: replay old events. A fresh login syncs once before any handler is
-//! registered (history is skipped); a restored session resumes from the sync token in its store, so
-//! only events sent while the bot was away are delivered, once. Own events are ignored. It keeps no
-//! FrogBot state: the engine and its store decide everything.
+//! Every sync's timeline events are handled before the next sync; more events than one sync
+//! returns (a burst, or a restart after a while) are fetched with `/messages`, so none is skipped.
+//! Messages of one thread, and responses on one poll, are handled in order; different threads and
+//! polls concurrently.
+//!
+//! What it must not do: replay old events, or skip new ones. A fresh login syncs once and handles
+//! nothing of it (history is skipped); a restored session resumes from the token of the last
+//! handled sync (saved beside the store), so only events sent while the bot was away are
+//! delivered. Own events are ignored. It keeps no FrogBot state: the engine and its store decide
+//! everything.
 
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,11 +32,17 @@ use frogbot_core::model::{ChannelQuestions, IdentityResolver, Thread, UiMessage}
 use matrix_sdk::authentication::matrix::MatrixSession;
 use matrix_sdk::config::SyncSettings;
 use matrix_sdk::event_handler::EventHandlerHandle;
+use matrix_sdk::room::MessagesOptions;
+use matrix_sdk::ruma::UInt;
+use matrix_sdk::ruma::api::client::filter::FilterDefinition;
+use matrix_sdk::ruma::api::client::sync::sync_events::v3::Filter;
 use matrix_sdk::ruma::events::AnySyncTimelineEvent;
 use matrix_sdk::ruma::events::room::member::{MembershipState, StrippedRoomMemberEvent};
 use matrix_sdk::ruma::serde::Raw;
-use matrix_sdk::ruma::{OwnedUserId, UserId};
+use matrix_sdk::ruma::{OwnedEventId, OwnedRoomId, OwnedUserId, UserId};
+use matrix_sdk::sync::JoinedRoomUpdate;
 use matrix_sdk::{Client, Room, RoomMemberships, SessionMeta, SessionTokens};
+use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info, info_span, warn};
 
@@ -78,6 +91,10 @@ pub struct MatrixSettings {
     pub auto_join: bool,
     /// Which poll event types to send.
     pub poll_events: PollEvents,
+    /// How many timeline events one sync returns per room (the sync filter's `timeline.limit`).
+    /// More than that between two syncs is fetched with `/messages`, so nothing is skipped; a
+    /// larger limit means fewer extra requests after a burst or a restart.
+    pub sync_timeline_limit: u32,
 }
 
 impl MatrixSettings {
@@ -96,6 +113,7 @@ impl MatrixSettings {
             store_passphrase: None,
             auto_join: true,
             poll_events: PollEvents::Stable,
+            sync_timeline_limit: 100,
         }
     }
 }
@@ -107,10 +125,75 @@ pub struct MatrixChannel {
     bot: OwnedUserId,
     auto_join: bool,
     questions: Arc<MatrixQuestions<Client>>,
+    token_file: PathBuf,
+    timeline_limit: u32,
 }
 
 fn session_file(store: &Path) -> PathBuf {
     store.join("session.json")
+}
+
+/// The sync token up to which every event has been handled (matrix-sdk's own token is saved as
+/// soon as a response is read, before it is handled).
+fn token_file(store: &Path) -> PathBuf {
+    store.join("handled-sync-token")
+}
+
+fn read_token(file: &Path) -> Option<String> {
+    std::fs::read_to_string(file)
+        .ok()
+        .map(|t| t.trim().to_owned())
+        .filter(|t| !t.is_empty())
+}
+
+fn save_token(file: &Path, token: &str) -> std::io::Result<()> {
+    let tmp = file.with_extension("tmp");
+    std::fs::write(&tmp, token)?;
+    std::fs::rename(&tmp, file)
+}
+
+/// The sync filter: `limit` timeline events per room.
+fn sync_filter(limit: u32) -> Filter {
+    let mut def = FilterDefinition::default();
+    def.room.timeline.limit = Some(UInt::from(limit.max(1)));
+    Filter::FilterDefinition(def)
+}
+
+/// At most this many `/messages` pages (of [`GAP_PAGE`] events) fill one gap.
+const GAP_PAGES: usize = 50;
+const GAP_PAGE: u32 = 100;
+
+/// The events of a gap in `room`'s timeline: those before `from` (a limited sync's `prev_batch`)
+/// back to `to` (the token of the previous sync), oldest first.
+async fn fill_gap(room: &Room, from: String, to: &str) -> Vec<Raw<AnySyncTimelineEvent>> {
+    let mut out = Vec::new();
+    let mut from = Some(from);
+    for page in 0.. {
+        if page == GAP_PAGES {
+            warn!(room = %room.room_id(), events = out.len(), "Matrix timeline gap too long: older events skipped");
+            break;
+        }
+        let mut options = MessagesOptions::backward();
+        options.from = from.take();
+        options.to = Some(to.to_owned());
+        options.limit = UInt::from(GAP_PAGE);
+        match room.messages(options).await {
+            Ok(messages) => {
+                let done = messages.chunk.is_empty() || messages.end.is_none();
+                out.extend(messages.chunk.into_iter().map(|e| e.into_raw()));
+                if done {
+                    break;
+                }
+                from = messages.end;
+            }
+            Err(e) => {
+                warn!(room = %room.room_id(), error = %e, "could not fetch a Matrix timeline gap");
+                break;
+            }
+        }
+    }
+    out.reverse();
+    out
 }
 
 fn login_err(e: impl std::fmt::Display) -> Error {
@@ -213,15 +296,17 @@ impl MatrixChannel {
                     true
                 }
             };
+            let tokens = token_file(&settings.store_path);
             if fresh {
-                // Skip history: one sync before any handler exists.
-                client
-                    .sync_once(SyncSettings::default())
+                // Skip history: one sync before anything is handled.
+                let first = client
+                    .sync_once(SyncSettings::default().filter(sync_filter(1)))
                     .await
                     .map_err(|e| Error::Api {
                         call: "sync",
                         message: e.to_string(),
                     })?;
+                save_token(&tokens, &first.next_batch).map_err(login_err)?;
             }
             let questions = Arc::new(
                 MatrixQuestions::new(client.clone()).with_poll_events(settings.poll_events),
@@ -231,6 +316,8 @@ impl MatrixChannel {
                 bot: settings.user_id,
                 auto_join: settings.auto_join,
                 questions,
+                token_file: tokens,
+                timeline_limit: settings.sync_timeline_limit,
             })
         }
         .instrument(span)
@@ -276,6 +363,13 @@ impl MatrixChannel {
 
     /// Starts the sync loop; it ends soon after `shutdown` is cancelled (and its handlers are
     /// removed).
+    ///
+    /// Each sync's events are handled before the next sync: a gap (more events than the sync's
+    /// timeline limit) is first filled from `/messages`; then events of one thread (messages) or
+    /// on one event (poll responses, reactions) are handled in order, different ones
+    /// concurrently. The token of a fully handled sync is saved beside the store, and the next
+    /// start resumes from it, so a crash while handling delivers that sync again (the engine takes
+    /// a repeated message once).
     pub fn start(
         &self,
         engine: Engine,
@@ -303,22 +397,41 @@ impl MatrixChannel {
                 tokio::spawn(join(room));
             }
         }
-        let c = ctx.clone();
-        handles.push(client.add_event_handler(
-            move |raw: Raw<AnySyncTimelineEvent>, room: Room| {
-                let c = c.clone();
-                async move { c.on_event(raw, room).await }
-            },
-        ));
+        let token_file = self.token_file.clone();
+        let filter = sync_filter(self.timeline_limit);
         tokio::spawn(async move {
-            let settings = SyncSettings::default().timeout(Duration::from_secs(30));
+            let mut since = read_token(&token_file);
             loop {
-                tokio::select! {
+                let mut settings = SyncSettings::default()
+                    .timeout(Duration::from_secs(30))
+                    .filter(filter.clone());
+                if let Some(t) = &since {
+                    settings = settings.token(t.clone());
+                }
+                let began = tokio::time::Instant::now();
+                let result = tokio::select! {
                     _ = shutdown.cancelled() => break,
-                    r = client.sync(settings.clone()) => {
-                        if let Err(e) = r {
-                            warn!(error = %e, "Matrix sync failed; retrying in 2 s");
+                    r = client.sync_once(settings) => r,
+                };
+                match result {
+                    Ok(response) => {
+                        // A server that ignores the long-poll timeout is not hammered.
+                        let idle = response.rooms.is_empty();
+                        ctx.handle_sync(&client, response.rooms.joined, since.as_deref())
+                            .await;
+                        if let Err(e) = save_token(&token_file, &response.next_batch) {
+                            warn!(error = %e, file = %token_file.display(), "could not save the Matrix sync token");
                         }
+                        since = Some(response.next_batch);
+                        if idle {
+                            tokio::select! {
+                                _ = shutdown.cancelled() => break,
+                                _ = tokio::time::sleep_until(began + Duration::from_millis(500)) => {}
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        warn!(error = %e, "Matrix sync failed; retrying in 2 s");
                         tokio::select! {
                             _ = shutdown.cancelled() => break,
                             _ = tokio::time::sleep(Duration::from_secs(2)) => {}
@@ -359,15 +472,69 @@ struct Ctx {
 }
 
 impl Ctx {
-    async fn on_event(&self, raw: Raw<AnySyncTimelineEvent>, room: Room) {
-        let incoming = match classify(&raw, room.room_id(), &self.bot) {
-            Ok(Some(i)) => i,
-            Ok(None) => return,
-            Err(e) => {
-                warn!(room = %room.room_id(), error = %e, "unreadable Matrix event ignored");
-                return;
+    /// Handles the joined rooms' timelines of one sync (see [`MatrixChannel::start`]).
+    async fn handle_sync(
+        self: &Arc<Self>,
+        client: &Client,
+        joined: BTreeMap<OwnedRoomId, JoinedRoomUpdate>,
+        since: Option<&str>,
+    ) {
+        let mut groups: Vec<Vec<(Incoming, Room)>> = Vec::new();
+        let mut group_of: HashMap<String, usize> = HashMap::new();
+        for (room_id, update) in joined {
+            let Some(room) = client.get_room(&room_id) else {
+                continue;
+            };
+            let mut events = match (update.timeline.limited, update.timeline.prev_batch, since) {
+                (true, Some(from), Some(to)) => fill_gap(&room, from, to).await,
+                _ => Vec::new(),
+            };
+            events.extend(update.timeline.events.into_iter().map(|e| e.into_raw()));
+            let mut seen = HashSet::new();
+            for raw in events {
+                if let Ok(Some(id)) = raw.get_field::<OwnedEventId>("event_id")
+                    && !seen.insert(id)
+                {
+                    continue;
+                }
+                let incoming = match classify(&raw, &room_id, &self.bot) {
+                    Ok(Some(i)) => i,
+                    Ok(None) => continue,
+                    Err(e) => {
+                        warn!(room = %room_id, error = %e, "unreadable Matrix event ignored");
+                        continue;
+                    }
+                };
+                let next = groups.len();
+                let g = *group_of
+                    .entry(incoming.order_key().to_owned())
+                    .or_insert(next);
+                if g == next {
+                    groups.push(Vec::new());
+                }
+                groups[g].push((incoming, room.clone()));
             }
-        };
+        }
+        let mut tasks = JoinSet::new();
+        for group in groups {
+            let ctx = self.clone();
+            tasks.spawn(
+                async move {
+                    for (incoming, room) in group {
+                        ctx.on_incoming(incoming, &room).await;
+                    }
+                }
+                .in_current_span(),
+            );
+        }
+        while let Some(r) = tasks.join_next().await {
+            if let Err(e) = r {
+                warn!(error = %e, "a Matrix event handler panicked");
+            }
+        }
+    }
+
+    async fn on_incoming(&self, incoming: Incoming, room: &Room) {
         match incoming {
             Incoming::Action(interaction) => {
                 let span = info_span!("matrix_action", room = %room.room_id());
@@ -381,7 +548,7 @@ impl Ctx {
                     Err(e) => warn!(error = %e, "Matrix interaction failed"),
                 }
             }
-            Incoming::Message(m) => self.on_message(m, &room).await,
+            Incoming::Message(m) => self.on_message(m, room).await,
         }
     }
 

@@ -80,12 +80,25 @@ impl Bot {
         db: &frogbot_core::store::DynStore,
         access: Arc<dyn AccessCheck>,
     ) -> Bot {
-        let settings = MatrixSettings::new(
+        Self::start_with(hs, account, store_dir, db, access, 100).await
+    }
+
+    /// With `timeline_limit` events per room and sync.
+    async fn start_with(
+        hs: &Synapse,
+        account: &Account,
+        store_dir: &Path,
+        db: &frogbot_core::store::DynStore,
+        access: Arc<dyn AccessCheck>,
+        timeline_limit: u32,
+    ) -> Bot {
+        let mut settings = MatrixSettings::new(
             hs.url.clone(),
             account.user_id.clone(),
             Login::Password(account.password.clone()),
             store_dir,
         );
+        settings.sync_timeline_limit = timeline_limit;
         let channel = MatrixChannel::connect(settings).await.unwrap();
         let engine = Engine::new(
             db.clone(),
@@ -126,6 +139,10 @@ struct Setup {
 }
 
 async fn setup(access: Option<Vec<String>>) -> Option<Setup> {
+    setup_with(access, 100).await
+}
+
+async fn setup_with(access: Option<Vec<String>>, timeline_limit: u32) -> Option<Setup> {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_test_writer()
@@ -139,7 +156,15 @@ async fn setup(access: Option<Vec<String>>) -> Option<Setup> {
         Some(list) => Arc::new(AllowList::new(list)),
         None => Arc::new(AllowAll),
     };
-    let bot = Bot::start(&hs, &bot_account, store_dir.path(), &db, access).await;
+    let bot = Bot::start_with(
+        &hs,
+        &bot_account,
+        store_dir.path(),
+        &db,
+        access,
+        timeline_limit,
+    )
+    .await;
     Some(Setup {
         hs,
         bot_account,
@@ -585,4 +610,87 @@ async fn an_encrypted_dm_works() {
     assert_eq!(body(&reply), "hello: secret hello");
     assert_eq!(thread_root(&reply), Some(hello.as_str()));
     s.bot.stop().await;
+}
+
+/// More events than one sync returns (limit 3 here): a burst while running, and messages sent while
+/// the bot was stopped, are each answered once in their own thread; nothing skipped, nothing twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_beyond_one_sync_are_each_taken_once_while_running_and_after_a_restart() {
+    let Some(s) = setup_with(None, 3).await else {
+        return;
+    };
+    let alice = s.hs.person(&s.hs.register("alice").await).await;
+    let bot_id = s.bot_account.user_id.to_string();
+    let bot = bot_id.as_str();
+    let room = dm(&s, &alice).await;
+    let answered = |alice: &Person, roots: &[(String, String)]| {
+        roots
+            .iter()
+            .filter(|(root, text)| {
+                !alice
+                    .seen(&room, |e| {
+                        from(e, bot)
+                            && thread_root(e) == Some(root.as_str())
+                            && body(e) == format!("hello: {text}")
+                    })
+                    .is_empty()
+            })
+            .count()
+    };
+    let mut roots = Vec::new();
+    for i in 0..8 {
+        let t = format!("burst {i}");
+        roots.push((alice.send(&room, "m.room.message", text(&t)).await, t));
+    }
+    alice
+        .wait_for(&room, WAIT, "a reply to every message of the burst", |_| {
+            answered(&alice, &roots) == roots.len()
+        })
+        .await;
+
+    // Stopped: eight more messages arrive, then the bot starts again on the same store.
+    let Setup {
+        hs,
+        bot_account,
+        _store_dir,
+        _db,
+        db,
+        bot: running,
+    } = s;
+    running.stop().await;
+    for i in 0..8 {
+        let t = format!("away {i}");
+        roots.push((alice.send(&room, "m.room.message", text(&t)).await, t));
+    }
+    let restarted = Bot::start_with(
+        &hs,
+        &bot_account,
+        _store_dir.path(),
+        &db,
+        Arc::new(AllowAll),
+        3,
+    )
+    .await;
+    alice
+        .wait_for(
+            &room,
+            WAIT,
+            "a reply to every message sent while away",
+            |_| answered(&alice, &roots) == roots.len(),
+        )
+        .await;
+    // Once each: one reply per thread, no replay of the burst after the restart.
+    alice.send(&room, "m.room.message", text("last")).await;
+    alice
+        .wait_for(&room, WAIT, "the reply to a last message", |e| {
+            from(e, bot) && body(e) == "hello: last"
+        })
+        .await;
+    for (root, t) in &roots {
+        let replies = alice.seen(&room, |e| {
+            from(e, bot) && thread_root(e) == Some(root.as_str())
+        });
+        assert_eq!(replies.len(), 1, "{t}: {replies:#?}");
+    }
+    restarted.stop().await;
 }

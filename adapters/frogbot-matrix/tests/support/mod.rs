@@ -19,6 +19,8 @@ use std::time::{Duration, Instant};
 use hmac::{Hmac, Mac};
 use matrix_sdk::authentication::matrix::MatrixSession;
 use matrix_sdk::config::SyncSettings;
+use matrix_sdk::ruma::api::client::filter::FilterDefinition;
+use matrix_sdk::ruma::api::client::sync::sync_events::v3::Filter;
 use matrix_sdk::ruma::events::AnySyncTimelineEvent;
 use matrix_sdk::ruma::serde::Raw;
 use matrix_sdk::ruma::{OwnedDeviceId, OwnedRoomId, OwnedUserId, RoomId};
@@ -305,9 +307,17 @@ impl Synapse {
             }
         });
         let c = client.clone();
+        // A large timeline limit: matrix-sdk's loop syncs at most once a second, and a sync's
+        // default limit (10 events a room) would hide the rest of a burst from the recorder.
+        let mut filter = FilterDefinition::default();
+        filter.room.timeline.limit = Some(10_000u32.into());
         let task = tokio::spawn(async move {
             let _ = c
-                .sync(SyncSettings::default().timeout(Duration::from_secs(5)))
+                .sync(
+                    SyncSettings::default()
+                        .timeout(Duration::from_secs(5))
+                        .filter(Filter::FilterDefinition(filter)),
+                )
                 .await;
         });
         Person {

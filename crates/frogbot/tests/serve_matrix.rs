@@ -1,0 +1,176 @@
+//! `[channels.matrix]` in the real `frogbot serve` binary against a real Synapse on loopback (the
+//! adapter's test support starts it; skipped with a message when Synapse is not installed, unless
+//! `FROGBOT_REQUIRE_SYNAPSE=1`): serve logs in with the password from the environment variable the
+//! configuration names, joins a DM it is invited to, answers "ask" with a native poll in a thread,
+//! and takes the poll response as the answer; a person outside `allow` is told so in the thread.
+
+#![recursion_limit = "256"]
+
+#[path = "../../../adapters/frogbot-matrix/tests/support/mod.rs"]
+mod support;
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use support::thread_root;
+
+const PASSWORD_VAR: &str = "FROGBOT_TEST_MATRIX_PASSWORD";
+const WAIT: u64 = 60;
+
+struct Serve {
+    child: Child,
+    _dir: tempfile::TempDir,
+    _db: frogbot_testkit::TestDb,
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+async fn serve(table: &str, password: &str) -> Serve {
+    let db = frogbot_testkit::sqlite_db();
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let path = dir.path().join("frogbot.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "listen = \"127.0.0.1:{port}\"\ndatabase = \"{}\"\n\n[channels.matrix]\n{table}\nstore_path = \"{}\"\npassword_env = \"{PASSWORD_VAR}\"\n",
+            db.url,
+            dir.path().join("matrix").display()
+        ),
+    )
+    .unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_frogbot"))
+        .arg("serve")
+        .arg("--config")
+        .arg(&path)
+        .env(PASSWORD_VAR, password)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start frogbot serve");
+    frogbot_openai::install_crypto_provider();
+    let http = reqwest::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(r) = http
+            .get(format!("http://127.0.0.1:{port}/healthz"))
+            .send()
+            .await
+            && r.status() == 200
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "frogbot serve did not become healthy"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Serve {
+        child,
+        _dir: dir,
+        _db: db,
+    }
+}
+
+fn body(ev: &Value) -> &str {
+    ev["content"]["body"].as_str().unwrap_or("")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_answers_a_matrix_dm_with_a_poll_and_takes_the_response() {
+    let Some(hs) = support::synapse().await else {
+        return;
+    };
+    let bot = hs.register("servebot").await;
+    let alice_account = hs.register("alice").await;
+    let bob_account = hs.register("bob").await;
+    let _serve = serve(
+        &format!(
+            "homeserver = \"{}\"\nuser_id = \"{}\"\nusers = {{ \"{}\" = \"alice\" }}\nallow = [\"alice\"]",
+            hs.url, bot.user_id, alice_account.user_id
+        ),
+        &bot.password,
+    )
+    .await;
+    let alice = hs.person(&alice_account).await;
+    let bob = hs.person(&bob_account).await;
+    let bot_id = bot.user_id.to_string();
+    let from_bot = |e: &Value| e["sender"] == bot_id.as_str();
+
+    // A room of three: alice mentions the bot; bob (not allowed) does too.
+    let room = alice
+        .create_room(&[&bot.user_id, &bob_account.user_id], false)
+        .await;
+    bob.join(&room).await;
+    alice
+        .wait_for(&room, WAIT, "the bot to join", |e| {
+            e["type"] == "m.room.member"
+                && e["state_key"] == bot_id.as_str()
+                && e["content"]["membership"] == "join"
+        })
+        .await;
+    let mention = |text: &str| {
+        json!({"msgtype": "m.text", "body": format!("{bot_id}: {text}"),
+               "m.mentions": {"user_ids": [bot_id]}})
+    };
+    let ask = alice.send(&room, "m.room.message", mention("ask")).await;
+    let poll = alice
+        .wait_for(&room, WAIT, "the poll in the thread", |e| {
+            from_bot(e) && e["type"] == "m.poll.start" && thread_root(e) == Some(ask.as_str())
+        })
+        .await;
+    let answers = poll["content"]["m.poll"]["answers"].as_array().unwrap();
+    assert_eq!(answers.len(), 3, "{poll:#}");
+    let green = answers
+        .iter()
+        .find(|a| a["m.text"][0]["body"] == "Green")
+        .unwrap_or_else(|| panic!("no Green in {poll:#}"))["m.id"]
+        .clone();
+    alice
+        .send(
+            &room,
+            "m.poll.response",
+            json!({"m.selections": [green], "m.relates_to": {"rel_type": "m.reference", "event_id": poll["event_id"]}}),
+        )
+        .await;
+    let chose = alice
+        .wait_for(&room, WAIT, "the agent's continuation", |e| {
+            from_bot(e) && body(e).starts_with("You chose")
+        })
+        .await;
+    assert_eq!(body(&chose), "You chose Colour: Green.");
+    assert_eq!(thread_root(&chose), Some(ask.as_str()));
+    alice
+        .wait_for(&room, WAIT, "the poll's end", |e| {
+            from_bot(e) && e["type"] == "m.poll.end"
+        })
+        .await;
+
+    let hello = bob.send(&room, "m.room.message", mention("hello")).await;
+    let notice = bob
+        .wait_for(&room, WAIT, "the notice to bob", |e| {
+            from_bot(e) && thread_root(e) == Some(hello.as_str())
+        })
+        .await;
+    assert!(body(&notice).contains("not allowed"), "{notice:#}");
+    assert!(
+        bob.seen(&room, |e| from_bot(e) && body(e).starts_with("You said"))
+            .is_empty()
+    );
+}
