@@ -73,17 +73,7 @@ struct Bot {
 }
 
 impl Bot {
-    async fn start(
-        hs: &Synapse,
-        account: &Account,
-        store_dir: &Path,
-        db: &frogbot_core::store::DynStore,
-        access: Arc<dyn AccessCheck>,
-    ) -> Bot {
-        Self::start_with(hs, account, store_dir, db, access, 100).await
-    }
-
-    /// With `timeline_limit` events per room and sync.
+    /// A bot on `store_dir` and `db`, `timeline_limit` events per room and sync.
     async fn start_with(
         hs: &Synapse,
         account: &Account,
@@ -173,6 +163,40 @@ async fn setup_with(access: Option<Vec<String>>, timeline_limit: u32) -> Option<
         db,
         bot,
     })
+}
+
+impl Setup {
+    /// Stops the bot, runs `meanwhile`, and starts the bot again on the same store and database
+    /// (everyone allowed, `timeline_limit` events per sync).
+    async fn restart(self, timeline_limit: u32, meanwhile: impl Future<Output = ()>) -> Setup {
+        let Setup {
+            hs,
+            bot_account,
+            _store_dir,
+            _db,
+            db,
+            bot,
+        } = self;
+        bot.stop().await;
+        meanwhile.await;
+        let bot = Bot::start_with(
+            &hs,
+            &bot_account,
+            _store_dir.path(),
+            &db,
+            Arc::new(AllowAll),
+            timeline_limit,
+        )
+        .await;
+        Setup {
+            hs,
+            bot_account,
+            _store_dir,
+            _db,
+            db,
+            bot,
+        }
+    }
 }
 
 fn text(body: &str) -> Value {
@@ -539,23 +563,8 @@ async fn a_restart_while_a_question_waits_resumes_without_replay() {
     let device = s.bot.channel.client().device_id().unwrap().to_owned();
 
     // Stop the bot, start it again on the same store and database.
-    let Setup {
-        hs,
-        bot_account,
-        _store_dir,
-        _db,
-        db,
-        bot: running,
-    } = s;
-    running.stop().await;
-    let restarted = Bot::start(
-        &hs,
-        &bot_account,
-        _store_dir.path(),
-        &db,
-        Arc::new(AllowAll),
-    )
-    .await;
+    let s = s.restart(100, async {}).await;
+    let restarted = &s.bot;
     assert_eq!(
         restarted.channel.client().device_id().unwrap(),
         device,
@@ -589,7 +598,7 @@ async fn a_restart_while_a_question_waits_resumes_without_replay() {
             .len(),
         1
     );
-    restarted.stop().await;
+    s.bot.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -649,28 +658,14 @@ async fn messages_beyond_one_sync_are_each_taken_once_while_running_and_after_a_
         .await;
 
     // Stopped: eight more messages arrive, then the bot starts again on the same store.
-    let Setup {
-        hs,
-        bot_account,
-        _store_dir,
-        _db,
-        db,
-        bot: running,
-    } = s;
-    running.stop().await;
-    for i in 0..8 {
-        let t = format!("away {i}");
-        roots.push((alice.send(&room, "m.room.message", text(&t)).await, t));
-    }
-    let restarted = Bot::start_with(
-        &hs,
-        &bot_account,
-        _store_dir.path(),
-        &db,
-        Arc::new(AllowAll),
-        3,
-    )
-    .await;
+    let s = s
+        .restart(3, async {
+            for i in 0..8 {
+                let t = format!("away {i}");
+                roots.push((alice.send(&room, "m.room.message", text(&t)).await, t));
+            }
+        })
+        .await;
     alice
         .wait_for(
             &room,
@@ -692,5 +687,5 @@ async fn messages_beyond_one_sync_are_each_taken_once_while_running_and_after_a_
         });
         assert_eq!(replies.len(), 1, "{t}: {replies:#?}");
     }
-    restarted.stop().await;
+    s.bot.stop().await;
 }

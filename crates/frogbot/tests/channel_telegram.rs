@@ -6,8 +6,11 @@
 #[path = "../../../adapters/frogbot-telegram/tests/fake/mod.rs"]
 mod fake;
 
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+mod common;
+
+use std::process::{Command, Stdio};
+
+use common::child::{ServeProcess, config_file, free_port, frogbot, start};
 
 use fake::{Call, FakeBotApi, private_chat, text_update, user};
 use serde_json::{Value, json};
@@ -17,25 +20,10 @@ const SECRET_VAR: &str = "FROGBOT_TEST_TELEGRAM_SECRET";
 const SECRET: &str = "serve-secret_42";
 
 struct Serve {
-    child: Child,
+    _process: ServeProcess,
     base: String,
     _dir: tempfile::TempDir,
     _db: frogbot_testkit::TestDb,
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn client() -> reqwest::Client {
@@ -49,50 +37,27 @@ fn command(channel: &str) -> (Command, tempfile::TempDir, frogbot_testkit::TestD
     let db = frogbot_testkit::sqlite_db();
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let path = dir.path().join("frogbot.toml");
-    std::fs::write(
-        &path,
-        format!(
-            "listen = \"127.0.0.1:{port}\"\ndatabase = \"{}\"\n\n[channels.telegram]\n{channel}\n",
-            db.url
-        ),
-    )
-    .unwrap();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_frogbot"));
+    let path = config_file(
+        dir.path(),
+        port,
+        &db.url,
+        &format!("[channels.telegram]\n{channel}"),
+    );
+    let mut cmd = frogbot();
     cmd.arg("serve")
         .arg("--config")
         .arg(&path)
         .env(TOKEN_VAR, "123456:TEST-token")
-        .env(SECRET_VAR, SECRET)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null());
+        .env(SECRET_VAR, SECRET);
     (cmd, dir, db, port)
 }
 
 async fn serve(channel: &str) -> Serve {
-    let (mut cmd, dir, db, port) = command(channel);
-    let child = cmd
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start frogbot serve");
-    let base = format!("http://127.0.0.1:{port}");
-    let client = client();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Ok(r) = client.get(format!("{base}/healthz")).send().await
-            && r.status() == 200
-        {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "frogbot serve did not become healthy"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let (cmd, dir, db, port) = command(channel);
+    let process = start(cmd, port).await;
     Serve {
-        child,
-        base,
+        base: process.base.clone(),
+        _process: process,
         _dir: dir,
         _db: db,
     }

@@ -2,60 +2,24 @@
 //! running turn finish and releases its lease; two `frogbot serve` processes on one database serve
 //! the same chats.
 
-use std::process::{Child, Command, Stdio};
+mod common;
+
+use std::process::Command;
 use std::time::{Duration, Instant};
+
+use common::child::{ServeProcess, free_port, frogbot, start};
 
 use frogbot_core::model::{ChatId, TurnState, now_millis};
 use serde_json::{Value, json};
 
-struct Serve {
-    child: Child,
-    base: String,
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-async fn serve(database: &str) -> Serve {
+async fn serve(database: &str) -> ServeProcess {
     let port = free_port();
-    let child = Command::new(env!("CARGO_BIN_EXE_frogbot"))
-        .arg("serve")
+    let mut cmd = frogbot();
+    cmd.arg("serve")
         .env("FROGBOT_DATABASE", database)
         .env("FROGBOT_LISTEN", format!("127.0.0.1:{port}"))
-        .env("FROGBOT_CONFIG", "/dev/null")
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start frogbot serve");
-    let base = format!("http://127.0.0.1:{port}");
-    let client = client();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Ok(r) = client.get(format!("{base}/healthz")).send().await
-            && r.status() == 200
-        {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "frogbot serve did not become healthy"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    Serve { child, base }
+        .env("FROGBOT_CONFIG", "/dev/null");
+    start(cmd, port).await
 }
 
 fn client() -> reqwest::Client {

@@ -9,9 +9,9 @@
 #[path = "../../../adapters/frogbot-matrix/tests/support/mod.rs"]
 mod support;
 
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+mod common;
 
+use common::child::{ServeProcess, config_file, free_port, frogbot, start};
 use serde_json::{Value, json};
 use support::thread_root;
 
@@ -19,70 +19,32 @@ const PASSWORD_VAR: &str = "FROGBOT_TEST_MATRIX_PASSWORD";
 const WAIT: u64 = 60;
 
 struct Serve {
-    child: Child,
+    _process: ServeProcess,
     _dir: tempfile::TempDir,
     _db: frogbot_testkit::TestDb,
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 async fn serve(table: &str, password: &str) -> Serve {
     let db = frogbot_testkit::sqlite_db();
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let path = dir.path().join("frogbot.toml");
-    std::fs::write(
-        &path,
-        format!(
-            "listen = \"127.0.0.1:{port}\"\ndatabase = \"{}\"\n\n[channels.matrix]\n{table}\nstore_path = \"{}\"\npassword_env = \"{PASSWORD_VAR}\"\n",
-            db.url,
-            dir.path().join("matrix").display()
+    let store = dir.path().join("matrix");
+    let path = config_file(
+        dir.path(),
+        port,
+        &db.url,
+        &format!(
+            "[channels.matrix]\n{table}\nstore_path = \"{}\"\npassword_env = \"{PASSWORD_VAR}\"",
+            store.display()
         ),
-    )
-    .unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_frogbot"))
-        .arg("serve")
+    );
+    let mut cmd = frogbot();
+    cmd.arg("serve")
         .arg("--config")
         .arg(&path)
-        .env(PASSWORD_VAR, password)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start frogbot serve");
-    frogbot_openai::install_crypto_provider();
-    let http = reqwest::Client::new();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Ok(r) = http
-            .get(format!("http://127.0.0.1:{port}/healthz"))
-            .send()
-            .await
-            && r.status() == 200
-        {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "frogbot serve did not become healthy"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        .env(PASSWORD_VAR, password);
     Serve {
-        child,
+        _process: start(cmd, port).await,
         _dir: dir,
         _db: db,
     }

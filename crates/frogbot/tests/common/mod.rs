@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub(crate) mod child;
+
 use std::time::Duration;
 
 use frogbot_core::agent::Engine;
