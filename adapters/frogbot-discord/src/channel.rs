@@ -48,7 +48,8 @@ use crate::{DiscordQuestions, Error, convert};
 /// The platform name of Discord chats.
 pub const PLATFORM: &str = "discord";
 
-/// How many gateway interactions the engine handles at once (the rest wait, already acknowledged).
+/// How many interactions (from the gateway or the HTTP endpoint together) the engine handles at
+/// once; the rest wait, already acknowledged.
 const ENGINE_SLOTS: usize = 4;
 
 /// The path of the HTTP interactions endpoint inside `frogbot serve`.
@@ -553,7 +554,9 @@ async fn endpoint(State(state): State<Endpoint>, headers: HeaderMap, body: Bytes
                 }
             };
             let engine = state.engine.clone();
+            let slots = state.receiver.engine_slots.clone();
             tokio::spawn(async move {
+                let _slot = slots.acquire_owned().await;
                 match engine
                     .handle_interaction(PLATFORM, Some(&thread), &converted)
                     .await
