@@ -7,10 +7,9 @@
 //! bot answers in an `m.thread` on the message, so one thread is one chat. Poll responses and
 //! reactions go to the question engine, routed by the poll's event id.
 //!
-//! Every sync's timeline events are handled before the next sync; more events than one sync
-//! returns (a burst, or a restart after a while) are fetched with `/messages`, so none is skipped.
-//! Messages of one thread, and responses on one poll, are handled in order; different threads and
-//! polls concurrently.
+//! More events than one sync returns (a burst, or a restart after a while) are fetched with
+//! `/messages`, so none is skipped. Messages of one thread, and responses on one poll, are handled
+//! in order by one worker; different threads and polls concurrently, while the next sync runs.
 //!
 //! What it must not do: replay old events, or skip new ones. A fresh login syncs once and handles
 //! nothing of it (history is skipped); a restored session resumes from the token of the last
@@ -20,7 +19,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -42,7 +41,7 @@ use matrix_sdk::ruma::serde::Raw;
 use matrix_sdk::ruma::{OwnedEventId, OwnedRoomId, OwnedUserId, UserId};
 use matrix_sdk::sync::JoinedRoomUpdate;
 use matrix_sdk::{Client, Room, RoomMemberships, SessionMeta, SessionTokens};
-use tokio::task::JoinSet;
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info, info_span, warn};
 
@@ -364,12 +363,13 @@ impl MatrixChannel {
     /// Starts the sync loop; it ends soon after `shutdown` is cancelled (and its handlers are
     /// removed).
     ///
-    /// Each sync's events are handled before the next sync: a gap (more events than the sync's
-    /// timeline limit) is first filled from `/messages`; then events of one thread (messages) or
-    /// on one event (poll responses, reactions) are handled in order, different ones
-    /// concurrently. The token of a fully handled sync is saved beside the store, and the next
-    /// start resumes from it, so a crash while handling delivers that sync again (the engine takes
-    /// a repeated message once).
+    /// A sync's gap (more events than its timeline limit) is first filled from `/messages`; then
+    /// its events go to one worker per thread (messages) or per target event (poll responses,
+    /// reactions): a key's events in order, across syncs, different keys concurrently, and the next
+    /// sync starts at once (at most 8 syncs wait to be handled). The token of a sync whose events,
+    /// and every earlier sync's, are handled is saved beside the store, and the next start resumes
+    /// from it, so a crash while handling delivers those events again (the engine takes a repeated
+    /// message once). On shutdown the events already received are handled first.
     pub fn start(
         &self,
         engine: Engine,
@@ -398,9 +398,26 @@ impl MatrixChannel {
             }
         }
         let token_file = self.token_file.clone();
+        let token_file_for_loop = self.token_file.clone();
         let filter = sync_filter(self.timeline_limit);
         tokio::spawn(async move {
-            let mut since = read_token(&token_file);
+            let workers = Arc::new(Workers {
+                ctx,
+                queues: Mutex::new(HashMap::new()),
+            });
+            // Saves each sync's token once its events, and every earlier sync's, are handled; at
+            // most BATCHES_IN_FLIGHT syncs wait for that (then the sync loop waits too).
+            let (commit, mut pending) =
+                mpsc::channel::<(String, mpsc::Receiver<()>)>(BATCHES_IN_FLIGHT);
+            let committer = tokio::spawn(async move {
+                while let Some((token, mut handled)) = pending.recv().await {
+                    let _ = handled.recv().await; // None once every event of the batch is done
+                    if let Err(e) = save_token(&token_file, &token) {
+                        warn!(error = %e, file = %token_file.display(), "could not save the Matrix sync token");
+                    }
+                }
+            });
+            let mut since = read_token(&token_file_for_loop);
             loop {
                 let mut settings = SyncSettings::default()
                     .timeout(Duration::from_secs(30))
@@ -417,10 +434,17 @@ impl MatrixChannel {
                     Ok(response) => {
                         // A server that ignores the long-poll timeout is not hammered.
                         let idle = response.rooms.is_empty();
-                        ctx.handle_sync(&client, response.rooms.joined, since.as_deref())
+                        let (batch, handled) = mpsc::channel::<()>(1);
+                        workers
+                            .dispatch_sync(&client, response.rooms.joined, since.as_deref(), &batch)
                             .await;
-                        if let Err(e) = save_token(&token_file, &response.next_batch) {
-                            warn!(error = %e, file = %token_file.display(), "could not save the Matrix sync token");
+                        drop(batch);
+                        if commit
+                            .send((response.next_batch.clone(), handled))
+                            .await
+                            .is_err()
+                        {
+                            break;
                         }
                         since = Some(response.next_batch);
                         if idle {
@@ -439,11 +463,103 @@ impl MatrixChannel {
                     }
                 }
             }
+            // Let the events already received finish (and their tokens be saved).
+            drop(commit);
+            let _ = committer.await;
             for h in handles {
                 client.remove_event_handler(h);
             }
             info!("Matrix sync stopped");
         })
+    }
+}
+
+/// How many received syncs may be waiting for their events to be handled before the sync loop
+/// waits too (bounds what is held in memory when handling falls behind).
+const BATCHES_IN_FLIGHT: usize = 8;
+
+/// One job of a [`Workers`] queue: an event, and its sync's "handled" guard (dropped when done).
+struct Job {
+    incoming: Incoming,
+    room: Room,
+    _batch: mpsc::Sender<()>,
+}
+
+/// One worker task per order key ([`Incoming::order_key`]): a key's events are handled in the
+/// order received, across syncs; different keys concurrently. A worker ends when its queue is
+/// empty.
+struct Workers {
+    ctx: Arc<Ctx>,
+    queues: Mutex<HashMap<String, mpsc::UnboundedSender<Job>>>,
+}
+
+impl Workers {
+    /// Fills the gaps of one sync's joined rooms and hands their events to the workers.
+    async fn dispatch_sync(
+        self: &Arc<Self>,
+        client: &Client,
+        joined: BTreeMap<OwnedRoomId, JoinedRoomUpdate>,
+        since: Option<&str>,
+        batch: &mpsc::Sender<()>,
+    ) {
+        for (room_id, update) in joined {
+            let Some(room) = client.get_room(&room_id) else {
+                continue;
+            };
+            let mut events = match (update.timeline.limited, update.timeline.prev_batch, since) {
+                (true, Some(from), Some(to)) => fill_gap(&room, from, to).await,
+                _ => Vec::new(),
+            };
+            events.extend(update.timeline.events.into_iter().map(|e| e.into_raw()));
+            let mut seen = HashSet::new();
+            for raw in events {
+                if let Ok(Some(id)) = raw.get_field::<OwnedEventId>("event_id")
+                    && !seen.insert(id)
+                {
+                    continue;
+                }
+                match classify(&raw, &room_id, &self.ctx.bot) {
+                    Ok(Some(incoming)) => self.dispatch(Job {
+                        incoming,
+                        room: room.clone(),
+                        _batch: batch.clone(),
+                    }),
+                    Ok(None) => {}
+                    Err(e) => warn!(room = %room_id, error = %e, "unreadable Matrix event ignored"),
+                }
+            }
+        }
+    }
+
+    fn dispatch(self: &Arc<Self>, job: Job) {
+        let key = job.incoming.order_key().to_owned();
+        let mut queues = self.queues.lock().unwrap_or_else(|e| e.into_inner());
+        let job = match queues.get(&key) {
+            Some(queue) => match queue.send(job) {
+                Ok(()) => return,
+                Err(mpsc::error::SendError(job)) => job,
+            },
+            None => job,
+        };
+        let (queue, jobs) = mpsc::unbounded_channel();
+        let _ = queue.send(job);
+        queues.insert(key.clone(), queue);
+        drop(queues);
+        tokio::spawn(self.clone().run(key, jobs).in_current_span());
+    }
+
+    async fn run(self: Arc<Self>, key: String, mut jobs: mpsc::UnboundedReceiver<Job>) {
+        loop {
+            while let Ok(job) = jobs.try_recv() {
+                self.ctx.on_incoming(job.incoming, &job.room).await;
+            }
+            // Leave only with an empty queue, deciding under the lock `dispatch` sends under.
+            let mut queues = self.queues.lock().unwrap_or_else(|e| e.into_inner());
+            if jobs.is_empty() {
+                queues.remove(&key);
+                return;
+            }
+        }
     }
 }
 
@@ -472,68 +588,6 @@ struct Ctx {
 }
 
 impl Ctx {
-    /// Handles the joined rooms' timelines of one sync (see [`MatrixChannel::start`]).
-    async fn handle_sync(
-        self: &Arc<Self>,
-        client: &Client,
-        joined: BTreeMap<OwnedRoomId, JoinedRoomUpdate>,
-        since: Option<&str>,
-    ) {
-        let mut groups: Vec<Vec<(Incoming, Room)>> = Vec::new();
-        let mut group_of: HashMap<String, usize> = HashMap::new();
-        for (room_id, update) in joined {
-            let Some(room) = client.get_room(&room_id) else {
-                continue;
-            };
-            let mut events = match (update.timeline.limited, update.timeline.prev_batch, since) {
-                (true, Some(from), Some(to)) => fill_gap(&room, from, to).await,
-                _ => Vec::new(),
-            };
-            events.extend(update.timeline.events.into_iter().map(|e| e.into_raw()));
-            let mut seen = HashSet::new();
-            for raw in events {
-                if let Ok(Some(id)) = raw.get_field::<OwnedEventId>("event_id")
-                    && !seen.insert(id)
-                {
-                    continue;
-                }
-                let incoming = match classify(&raw, &room_id, &self.bot) {
-                    Ok(Some(i)) => i,
-                    Ok(None) => continue,
-                    Err(e) => {
-                        warn!(room = %room_id, error = %e, "unreadable Matrix event ignored");
-                        continue;
-                    }
-                };
-                let next = groups.len();
-                let g = *group_of
-                    .entry(incoming.order_key().to_owned())
-                    .or_insert(next);
-                if g == next {
-                    groups.push(Vec::new());
-                }
-                groups[g].push((incoming, room.clone()));
-            }
-        }
-        let mut tasks = JoinSet::new();
-        for group in groups {
-            let ctx = self.clone();
-            tasks.spawn(
-                async move {
-                    for (incoming, room) in group {
-                        ctx.on_incoming(incoming, &room).await;
-                    }
-                }
-                .in_current_span(),
-            );
-        }
-        while let Some(r) = tasks.join_next().await {
-            if let Err(e) = r {
-                warn!(error = %e, "a Matrix event handler panicked");
-            }
-        }
-    }
-
     async fn on_incoming(&self, incoming: Incoming, room: &Room) {
         match incoming {
             Incoming::Action(interaction) => {
