@@ -398,9 +398,9 @@ impl MatrixChannel {
             }
         }
         let token_file = self.token_file.clone();
-        let token_file_for_loop = self.token_file.clone();
         let filter = sync_filter(self.timeline_limit);
         tokio::spawn(async move {
+            let mut since = read_token(&token_file);
             let workers = Arc::new(Workers {
                 ctx,
                 queues: Mutex::new(HashMap::new()),
@@ -417,7 +417,6 @@ impl MatrixChannel {
                     }
                 }
             });
-            let mut since = read_token(&token_file_for_loop);
             loop {
                 let mut settings = SyncSettings::default()
                     .timeout(Duration::from_secs(30))

@@ -10,9 +10,9 @@
 use async_trait::async_trait;
 use frogbot_core::BoxError;
 use frogbot_core::model::{
-    Actor, ChannelQuestions, HookArgs, Interaction, ParseArgs, ParseResult, QuestionAnswer,
-    QuestionChange, QuestionInput, QuestionMessage, QuestionOutcome, QuestionOutput,
-    QuestionRecord, RenderArgs, RenderedQuestion, ReplyChoice, Thread,
+    Actor, ChannelQuestions, HookArgs, Interaction, ParseArgs, ParseResult, QuestionChange,
+    QuestionInput, QuestionMessage, QuestionOutcome, QuestionRecord, RenderArgs, RenderedQuestion,
+    ReplyChoice, Thread,
 };
 use matrix_sdk::ruma::{OwnedEventId, UserId};
 use serde::{Deserialize, Serialize};
@@ -111,21 +111,8 @@ impl<A: MatrixApi> MatrixQuestions<A> {
 }
 
 fn finish_or_partial(input: &QuestionInput, progress: Progress) -> ParseResult {
-    let complete: Option<Vec<QuestionAnswer>> = input
-        .questions
-        .iter()
-        .zip(&progress.picks)
-        .map(|(q, p)| {
-            p.clone().map(|selected| QuestionAnswer {
-                header: q.header.clone(),
-                selected,
-            })
-        })
-        .collect();
-    match complete {
-        Some(answers) => ParseResult::Answer {
-            output: QuestionOutput { answers },
-        },
+    match input.output_from_picks(&progress.picks) {
+        Some(output) => ParseResult::Answer { output },
         None => ParseResult::Partial {
             state: Some(progress.to_state()),
         },

@@ -84,21 +84,8 @@ impl<A: SlackApi> SlackQuestions<A> {
 }
 
 fn finish_or_partial(input: &QuestionInput, progress: Progress) -> ParseResult {
-    let complete: Option<Vec<QuestionAnswer>> = input
-        .questions
-        .iter()
-        .zip(&progress.picks)
-        .map(|(q, p)| {
-            p.clone().map(|selected| QuestionAnswer {
-                header: q.header.clone(),
-                selected,
-            })
-        })
-        .collect();
-    match complete {
-        Some(answers) => ParseResult::Answer {
-            output: QuestionOutput { answers },
-        },
+    match input.output_from_picks(&progress.picks) {
+        Some(output) => ParseResult::Answer { output },
         None => ParseResult::Partial {
             state: Some(progress.to_state()),
         },

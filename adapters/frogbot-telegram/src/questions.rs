@@ -9,9 +9,9 @@ use async_trait::async_trait;
 use chrono::SecondsFormat;
 use frogbot_core::BoxError;
 use frogbot_core::model::{
-    Actor, ChannelQuestions, HookArgs, Interaction, ParseArgs, ParseResult, QuestionAnswer,
-    QuestionChange, QuestionInput, QuestionMessage, QuestionOutcome, QuestionOutput,
-    QuestionRecord, RenderArgs, RenderedQuestion, Thread,
+    Actor, ChannelQuestions, HookArgs, Interaction, ParseArgs, ParseResult, QuestionChange,
+    QuestionInput, QuestionMessage, QuestionOutcome, QuestionRecord, RenderArgs, RenderedQuestion,
+    Thread,
 };
 use teloxide::types::ReplyMarkup;
 
@@ -99,21 +99,8 @@ fn posted(m: &SentMessage, question: usize) -> QuestionMessage {
 }
 
 fn finish_or_partial(input: &QuestionInput, progress: Progress) -> ParseResult {
-    let complete: Option<Vec<QuestionAnswer>> = input
-        .questions
-        .iter()
-        .zip(&progress.picks)
-        .map(|(q, p)| {
-            p.clone().map(|selected| QuestionAnswer {
-                header: q.header.clone(),
-                selected,
-            })
-        })
-        .collect();
-    match complete {
-        Some(answers) => ParseResult::Answer {
-            output: QuestionOutput { answers },
-        },
+    match input.output_from_picks(&progress.picks) {
+        Some(output) => ParseResult::Answer { output },
         None => ParseResult::Partial {
             state: Some(progress.to_state()),
         },

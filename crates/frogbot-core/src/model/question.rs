@@ -138,6 +138,26 @@ pub struct QuestionOutput {
 }
 
 impl QuestionInput {
+    /// The output once every question has its pick (`picks[i]`: the labels or own text chosen for
+    /// question `i`); `None` while one is still unanswered.
+    pub fn output_from_picks(&self, picks: &[Option<Vec<String>>]) -> Option<QuestionOutput> {
+        if picks.len() < self.questions.len() {
+            return None;
+        }
+        let answers = self
+            .questions
+            .iter()
+            .zip(picks)
+            .map(|(q, p)| {
+                p.clone().map(|selected| QuestionAnswer {
+                    header: q.header.clone(),
+                    selected,
+                })
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some(QuestionOutput { answers })
+    }
+
     /// Checks the input before anything is posted. The reason names the offending question.
     pub fn validate(&self) -> Result<(), String> {
         if self.questions.is_empty() {

@@ -23,11 +23,11 @@ use frogbot_discord::endpoint::EndpointVerifier;
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
-use super::{ServeChannel, access, env_secret, identity, parse_table};
+use super::{Secret, ServeChannel, access, env_secret, identity, parse_table};
 use crate::config::ConfigError;
 
 /// The keys of `[channels.discord]`.
-#[derive(Clone, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DiscordConfig {
     /// The environment variable holding the bot token.
@@ -51,21 +51,7 @@ pub struct DiscordConfig {
     pub allow: Vec<String>,
     /// The token, read from `token_env` by [`parse`].
     #[serde(skip)]
-    token: String,
-}
-
-impl std::fmt::Debug for DiscordConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DiscordConfig")
-            .field("token_env", &self.token_env)
-            .field("application_id", &self.application_id)
-            .field("intents", &self.intents)
-            .field("public_key", &self.public_key)
-            .field("api_url", &self.api_url)
-            .field("users", &self.users)
-            .field("allow", &self.allow)
-            .finish_non_exhaustive()
-    }
+    token: Secret,
 }
 
 /// A Discord id in the configuration: a string of digits or an integer.
@@ -91,7 +77,7 @@ impl Snowflake {
 /// Checks the table (and reads the token from its variable).
 pub(crate) fn parse(value: &toml::Value) -> Result<DiscordConfig, ConfigError> {
     let mut config: DiscordConfig = parse_table("discord", value)?;
-    config.token = env_secret("discord", "token_env", &config.token_env)?;
+    config.token = Secret(env_secret("discord", "token_env", &config.token_env)?);
     if config.application_id.get().is_none() {
         return Err(ConfigError(
             "`channels.discord.application_id`: not a Discord id (a positive integer)".into(),
@@ -121,7 +107,7 @@ struct DiscordChannel {
 /// Builds the channel.
 pub(crate) async fn open(config: DiscordConfig) -> Result<Box<dyn ServeChannel>, crate::Error> {
     let receiver = DiscordReceiver::new(&Settings {
-        token: config.token.clone(),
+        token: config.token.0.clone(),
         application_id: config.application_id.get().unwrap_or_default(),
         intents: config.intents.clone(),
         public_key: config.public_key.clone(),

@@ -86,6 +86,16 @@ pub(crate) fn parse_table<T: serde::de::DeserializeOwned>(
     })
 }
 
+/// A secret read from the environment; its `Debug` never prints it.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub(crate) struct Secret(pub(crate) String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(…)")
+    }
+}
+
 /// The value of the environment variable named by the key `channels.NAME.KEY`.
 pub(crate) fn env_secret(name: &str, key: &str, var: &str) -> Result<String, ConfigError> {
     match std::env::var(var) {
@@ -107,5 +117,16 @@ pub(crate) fn access(allow: &[String]) -> Arc<dyn frogbot_core::agent::AccessChe
         Arc::new(AllowAll)
     } else {
         Arc::new(AllowList::new(allow.iter().cloned()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Secret;
+
+    #[test]
+    fn a_secret_is_never_printed() {
+        let s = Secret("xoxb-very-secret".into());
+        assert!(!format!("{s:?} {:?}", Some(&s)).contains("very-secret"));
     }
 }

@@ -20,7 +20,7 @@ use frogbot_slack::channel::{Mode, SlackChannel, SlackChannelConfig};
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
-use super::{ServeChannel, access, env_secret, identity, parse_table};
+use super::{Secret, ServeChannel, access, env_secret, identity, parse_table};
 use crate::config::ConfigError;
 
 const NAME: &str = "slack";
@@ -66,24 +66,17 @@ pub struct SlackConfig {
     secrets: Secrets,
 }
 
-#[derive(Clone, Default)]
+#[derive(Clone, Debug, Default)]
 struct Secrets {
-    bot_token: String,
-    signing_secret: Option<String>,
-    app_token: Option<String>,
-}
-
-/// Never prints the secrets themselves.
-impl std::fmt::Debug for Secrets {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Secrets(redacted)")
-    }
+    bot_token: Secret,
+    signing_secret: Option<Secret>,
+    app_token: Option<Secret>,
 }
 
 /// Checks the table and reads the secrets it names.
 pub(crate) fn parse(value: &toml::Value) -> Result<SlackConfig, ConfigError> {
     let mut c: SlackConfig = parse_table(NAME, value)?;
-    c.secrets.bot_token = env_secret(NAME, "bot_token_env", &c.bot_token_env)?;
+    c.secrets.bot_token = Secret(env_secret(NAME, "bot_token_env", &c.bot_token_env)?);
     match c.mode {
         SlackMode::Http => {
             let var = c.signing_secret_env.as_deref().ok_or_else(|| {
@@ -91,7 +84,7 @@ pub(crate) fn parse(value: &toml::Value) -> Result<SlackConfig, ConfigError> {
                     "`channels.slack.signing_secret_env`: required when mode = \"http\"".into(),
                 )
             })?;
-            c.secrets.signing_secret = Some(env_secret(NAME, "signing_secret_env", var)?);
+            c.secrets.signing_secret = Some(Secret(env_secret(NAME, "signing_secret_env", var)?));
         }
         SlackMode::Socket => {
             let var = c.app_token_env.as_deref().ok_or_else(|| {
@@ -99,7 +92,7 @@ pub(crate) fn parse(value: &toml::Value) -> Result<SlackConfig, ConfigError> {
                     "`channels.slack.app_token_env`: required when mode = \"socket\"".into(),
                 )
             })?;
-            c.secrets.app_token = Some(env_secret(NAME, "app_token_env", var)?);
+            c.secrets.app_token = Some(Secret(env_secret(NAME, "app_token_env", var)?));
         }
     }
     if let Some(url) = &c.api_url
@@ -149,10 +142,10 @@ pub(crate) async fn open(config: SlackConfig) -> Result<Box<dyn ServeChannel>, c
     let s = config.secrets;
     let mut c = match config.mode {
         SlackMode::Http => {
-            SlackChannelConfig::http(s.bot_token, s.signing_secret.unwrap_or_default())
+            SlackChannelConfig::http(s.bot_token.0, s.signing_secret.unwrap_or_default().0)
         }
         SlackMode::Socket => {
-            SlackChannelConfig::socket(s.bot_token, s.app_token.unwrap_or_default())
+            SlackChannelConfig::socket(s.bot_token.0, s.app_token.unwrap_or_default().0)
         }
     };
     if let Some(url) = &config.api_url {

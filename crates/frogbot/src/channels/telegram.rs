@@ -26,7 +26,7 @@ use frogbot_telegram::channel::{
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
-use super::{ServeChannel, access, env_secret, identity, parse_table};
+use super::{Secret, ServeChannel, access, env_secret, identity, parse_table};
 use crate::config::ConfigError;
 
 /// How updates arrive.
@@ -42,7 +42,7 @@ pub enum TelegramMode {
 }
 
 /// The keys of `[channels.telegram]` (its `Debug` leaves out the token and the secret).
-#[derive(Clone, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TelegramConfig {
     /// The environment variable holding the bot token.
@@ -64,24 +64,10 @@ pub struct TelegramConfig {
     pub allow: Vec<String>,
     /// The token read from `token_env`.
     #[serde(skip)]
-    token: String,
+    token: Secret,
     /// The secret read from `webhook_secret_env`.
     #[serde(skip)]
-    secret: Option<String>,
-}
-
-impl std::fmt::Debug for TelegramConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TelegramConfig")
-            .field("token_env", &self.token_env)
-            .field("mode", &self.mode)
-            .field("webhook_secret_env", &self.webhook_secret_env)
-            .field("webhook_url", &self.webhook_url)
-            .field("api_url", &self.api_url)
-            .field("users", &self.users)
-            .field("allow", &self.allow)
-            .finish_non_exhaustive()
-    }
+    secret: Option<Secret>,
 }
 
 fn key_error(key: &str, what: impl std::fmt::Display) -> ConfigError {
@@ -91,8 +77,8 @@ fn key_error(key: &str, what: impl std::fmt::Display) -> ConfigError {
 /// Checks the table (and reads the environment variables it names).
 pub(crate) fn parse(value: &toml::Value) -> Result<TelegramConfig, ConfigError> {
     let mut c: TelegramConfig = parse_table("telegram", value)?;
-    c.token = env_secret("telegram", "token_env", &c.token_env)?;
-    if !valid_token(&c.token) {
+    c.token = Secret(env_secret("telegram", "token_env", &c.token_env)?);
+    if !valid_token(&c.token.0) {
         return Err(key_error(
             "token_env",
             format!(
@@ -113,7 +99,7 @@ pub(crate) fn parse(value: &toml::Value) -> Result<TelegramConfig, ConfigError> 
                     format!("{var} must be 1-256 characters of A-Z, a-z, 0-9, _ and -"),
                 ));
             }
-            c.secret = Some(secret);
+            c.secret = Some(Secret(secret));
         }
         TelegramMode::Polling => {
             for (key, set) in [
@@ -166,7 +152,7 @@ impl ServeChannel for TelegramServe {
 pub(crate) async fn open(config: TelegramConfig) -> Result<Box<dyn ServeChannel>, crate::Error> {
     let receive = match (config.mode, config.secret) {
         (TelegramMode::Webhook, Some(secret)) => Receive::Webhook {
-            secret,
+            secret: secret.0,
             url: match &config.webhook_url {
                 Some(u) => Some(parse_url(u, false).map_err(|e| key_error("webhook_url", e))?),
                 None => None,
@@ -179,7 +165,7 @@ pub(crate) async fn open(config: TelegramConfig) -> Result<Box<dyn ServeChannel>
         None => None,
     };
     let channel = TelegramChannel::connect(TelegramChannelConfig {
-        token: config.token,
+        token: config.token.0,
         api_url,
         receive,
         identity: identity(&config.users),
