@@ -88,6 +88,15 @@ impl Store for PausingStore {
     async fn get_chat(&self, chat: &ChatId) -> Result<Option<ChatRow>> {
         self.inner.get_chat(chat).await
     }
+    async fn get_channel_chat(&self, platform: &str, thread: &str) -> Result<Option<ChatRow>> {
+        self.inner.get_channel_chat(platform, thread).await
+    }
+    async fn expired_leases(&self, now: Millis, limit: u32) -> Result<Vec<ChatId>> {
+        self.inner.expired_leases(now, limit).await
+    }
+    async fn expire_lease(&self, lease: &Lease, now: Millis) -> Result<()> {
+        self.inner.expire_lease(lease, now).await
+    }
     async fn list_chats(&self, owner: Option<&UserId>, limit: u32) -> Result<Vec<ChatRow>> {
         self.inner.list_chats(owner, limit).await
     }
@@ -96,6 +105,9 @@ impl Store for PausingStore {
     }
     async fn list_messages(&self, chat: &ChatId) -> Result<Vec<StoredMessage>> {
         self.inner.list_messages(chat).await
+    }
+    async fn messages_since(&self, chat: &ChatId, since: Millis) -> Result<Vec<StoredMessage>> {
+        self.inner.messages_since(chat, since).await
     }
     async fn enqueue_message(
         &self,

@@ -477,6 +477,23 @@ impl Store for Timed {
     async fn get_chat(&self, chat: &ChatId) -> Result<Option<ChatRow>> {
         timed!(self, "get_chat", self.inner.get_chat(chat))
     }
+    async fn get_channel_chat(&self, platform: &str, thread: &str) -> Result<Option<ChatRow>> {
+        timed!(
+            self,
+            "get_channel_chat",
+            self.inner.get_channel_chat(platform, thread)
+        )
+    }
+    async fn expired_leases(&self, now: Millis, limit: u32) -> Result<Vec<ChatId>> {
+        timed!(
+            self,
+            "expired_leases",
+            self.inner.expired_leases(now, limit)
+        )
+    }
+    async fn expire_lease(&self, lease: &Lease, now: Millis) -> Result<()> {
+        timed!(self, "expire_lease", self.inner.expire_lease(lease, now))
+    }
     async fn list_chats(&self, owner: Option<&UserId>, limit: u32) -> Result<Vec<ChatRow>> {
         timed!(self, "list_chats", self.inner.list_chats(owner, limit))
     }
@@ -489,6 +506,13 @@ impl Store for Timed {
         let rows = r.as_ref().map(|v| v.len() as u64).unwrap_or(0);
         self.profile.record("list_messages", t.elapsed(), rows);
         r
+    }
+    async fn messages_since(&self, chat: &ChatId, since: Millis) -> Result<Vec<StoredMessage>> {
+        timed!(
+            self,
+            "messages_since",
+            self.inner.messages_since(chat, since)
+        )
     }
     async fn enqueue_message(
         &self,

@@ -42,6 +42,13 @@ pub enum Error {
     /// The chosen model or reasoning option is not offered.
     #[error("selection unavailable: {0}")]
     SelectionUnavailable(String),
+    /// The caller is not the chat's owner (a web chat is written by its owner only).
+    #[error("forbidden: {0}")]
+    Forbidden(String),
+    /// A channel chat written from outside its channel, or a channel-space chat id used by a web
+    /// or HTTP caller.
+    #[error("channel chat: {0}")]
+    ChannelChat(String),
     /// No such chat, message or tool call.
     #[error("not found: {0}")]
     NotFound(String),

@@ -1181,6 +1181,63 @@ pub async fn a_retry_that_finds_another_revision_does_nothing(url: &str) {
     );
 }
 
+/// Issue 14, defect 9: once a question is answered, replies in its thread reach the agent again,
+/// even one that reads like an answer and a piece whose `parse` does not look at `settled`.
+pub async fn a_reply_after_an_answered_question_reaches_the_agent(url: &str) {
+    let w = world(url).await;
+    start_and_wait(&w, "please ask").await;
+    assert_eq!(
+        consumed(say(&w, "bob", "/answer 2").await),
+        InteractionOutcome::Answered
+    );
+    idle(&w).await;
+    for text in ["great, thanks", "/answer 3"] {
+        match say(&w, "bob", text).await {
+            ChannelMessageOutcome::Sent(frogbot_core::agent::Sent::Started(h)) => {
+                h.done.await.unwrap().unwrap();
+            }
+            other => panic!("{text:?} should start a turn, got {other:?}"),
+        }
+        assert!(
+            w.model.requests().iter().any(|r| last_user(r) == text),
+            "the agent got {text:?}"
+        );
+    }
+    assert!(w.forum.notices("stale").is_empty(), "no stale notice");
+}
+
+/// Issue 14, defect 9: while a question is open, a reply its piece ignores is queued for the
+/// agent behind the question, and runs once the question is answered.
+pub async fn chatter_while_a_question_is_open_is_queued_not_consumed(url: &str) {
+    let w = world(url).await;
+    start_and_wait(&w, "please ask").await;
+    match say(&w, "bob", "what about blue?").await {
+        ChannelMessageOutcome::Sent(frogbot_core::agent::Sent::Queued { .. }) => {}
+        other => panic!("chatter should be queued, got {other:?}"),
+    }
+    assert_eq!(
+        consumed(say(&w, "bob", "/answer 1").await),
+        InteractionOutcome::Answered
+    );
+    let chat = chat();
+    let mut events = w.engine.subscribe();
+    tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        while !w
+            .model
+            .requests()
+            .iter()
+            .any(|r| last_user(r) == "what about blue?")
+        {
+            let _ =
+                tokio::time::timeout(std::time::Duration::from_millis(100), events.recv()).await;
+        }
+    })
+    .await
+    .expect("the queued chatter ran after the answer");
+    idle(&w).await;
+    assert_eq!(w.engine.state(&chat).await.unwrap(), TurnState::Idle);
+}
+
 macro_rules! backends {
     ($($name:ident),* $(,)?) => {
         mod sqlite {
@@ -1225,4 +1282,6 @@ backends!(
     after_a_restart_waiting_and_still_posting_questions_carry_on,
     a_retry_that_finds_another_revision_does_nothing,
     a_repeated_platform_message_is_taken_once,
+    a_reply_after_an_answered_question_reaches_the_agent,
+    chatter_while_a_question_is_open_is_queued_not_consumed,
 );

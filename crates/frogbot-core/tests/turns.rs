@@ -691,6 +691,49 @@ pub async fn a_stopped_process_frees_its_chat_after_the_lease_unless_a_question_
     );
 }
 
+/// Issue 14, defect 2: a process that stops with a turn still running past its grace ends that
+/// turn's lease at once; any other process's sweep then takes the chat over without waiting for
+/// the lease to run out, marks the interrupted reply and runs the queue.
+pub async fn a_drain_out_of_grace_hands_the_chat_on_at_once(url: &str) {
+    let a = world(url, &["a"], config()).await;
+    let c = chat("drained");
+    let h = started(a.engine.send(msg(&c, None, "gate forever")).await.unwrap());
+    let (_, _) = queued(
+        a.engine
+            .send(msg(&c, None, "after the stop"))
+            .await
+            .unwrap(),
+    );
+    a.engine.drain(std::time::Duration::from_millis(50)).await;
+    drop(h);
+    // Another process: the lease (60 s by default) is already over, so its sweep takes the chat.
+    let b = world(url, &["a"], config()).await;
+    assert_eq!(b.engine.recover_expired_leases().await.unwrap(), 1);
+    settle_down(&b, &c).await;
+    let stored = b.store.list_messages(&c).await.unwrap();
+    let first_reply = stored
+        .iter()
+        .find(|m| m.message.role == Role::Assistant)
+        .expect("the interrupted turn got a reply");
+    assert_eq!(
+        first_reply
+            .message
+            .metadata
+            .error
+            .as_ref()
+            .map(|e| e.code.as_str()),
+        Some("interrupted")
+    );
+    let t = texts(&b.store, &c).await;
+    assert_eq!(
+        t.last().map(|(r, x, q)| (*r, x.as_str(), *q)),
+        Some((Role::Assistant, "a says: after the stop", false)),
+        "{t:?}"
+    );
+    // Nothing else is left to recover.
+    assert_eq!(b.engine.recover_expired_leases().await.unwrap(), 0);
+}
+
 macro_rules! backends {
     ($($name:ident),* $(,)?) => {
         mod sqlite {
@@ -728,4 +771,5 @@ backends!(
     an_aborted_stream_saves_the_partial_step_with_unfinished_calls_as_errors,
     a_turn_stops_at_max_steps,
     a_stopped_process_frees_its_chat_after_the_lease_unless_a_question_waits,
+    a_drain_out_of_grace_hands_the_chat_on_at_once,
 );

@@ -25,6 +25,12 @@ fn default_instructions() -> String {
 fn default_max_steps() -> u32 {
     20
 }
+fn default_max_event_streams() -> usize {
+    1000
+}
+fn default_max_event_streams_per_user() -> usize {
+    100
+}
 
 /// `[[models]]`.
 #[derive(Clone, Debug, Deserialize)]
@@ -82,6 +88,13 @@ pub struct Config {
     /// Users and their tokens.
     #[serde(default)]
     pub users: Vec<UserConfig>,
+    /// Live event streams (`GET /api/chats/{id}/events`) open at once, in total; past it a new
+    /// stream gets 429 `too-many-streams`.
+    #[serde(default = "default_max_event_streams")]
+    pub max_event_streams: usize,
+    /// Live event streams open at once per caller (anonymous callers count as one caller).
+    #[serde(default = "default_max_event_streams_per_user")]
+    pub max_event_streams_per_user: usize,
     /// One table per channel adapter.
     #[serde(default)]
     pub channels: BTreeMap<String, toml::Value>,
@@ -154,6 +167,12 @@ impl Config {
         }
         if self.max_steps == 0 {
             return bad("max_steps", "must be at least 1".into());
+        }
+        if self.max_event_streams == 0 {
+            return bad("max_event_streams", "must be at least 1".into());
+        }
+        if self.max_event_streams_per_user == 0 {
+            return bad("max_event_streams_per_user", "must be at least 1".into());
         }
         let mut ids = std::collections::HashSet::new();
         for (i, m) in self.models.iter().enumerate() {

@@ -6,17 +6,15 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, patch, post};
-use futures::StreamExt;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::sync::Arc;
 
 use frogbot_core::Error as CoreError;
-use frogbot_core::agent::{ChatEvent, Engine, SendMessage, Sent, Settle};
+use frogbot_core::agent::{Engine, SendMessage, Sent, Settle};
 use frogbot_core::model::{
-    ChatId, Delivery, MessagePart, QuestionOutcome, QuestionOutput, TurnState, UiMessage, UserId,
+    ChatId, Delivery, MessagePart, QuestionOutcome, QuestionOutput, UiMessage, UserId,
     millis_to_iso, now_millis,
 };
 use frogbot_core::store::{ChatRow, QueuedChange, QueuedEdit};
@@ -28,6 +26,8 @@ pub struct AppState {
     pub engine: Engine,
     /// Bearer token → user.
     pub tokens: Arc<HashMap<String, UserId>>,
+    /// The live event streams.
+    pub watchers: crate::events::ChatWatchers,
 }
 
 /// The router of every endpoint.
@@ -103,6 +103,8 @@ impl From<CoreError> for ApiError {
             CoreError::InvalidChatId(m) => Self::invalid(format!("bad chat id {m:?}")),
             CoreError::NotFound(m) => Self::not_found(m),
             CoreError::Stale(m) => Self::new(StatusCode::CONFLICT, "stale", m),
+            CoreError::Forbidden(m) => Self::new(StatusCode::FORBIDDEN, "forbidden", m),
+            CoreError::ChannelChat(m) => Self::new(StatusCode::CONFLICT, "channel-chat", m),
             other => {
                 tracing::error!(error = %other, "internal error");
                 Self::new(
@@ -315,25 +317,32 @@ async fn post_message(
         return Err(err(ApiError::invalid("`id` must be 1-256 characters")));
     }
     let delivery = parse_delivery(body.delivery.as_deref()).map_err(err)?;
-    if state.engine.store().get_chat(&chat).await?.is_some() {
-        load_writable(&state, &chat, user.as_ref())
-            .await
-            .map_err(err)?;
-    }
+    // Who may write is decided by the store in the operation that creates or opens the chat
+    // (403 `forbidden`, 409 `channel-chat`), so two first messages racing cannot both get in.
     let sent = state
         .engine
         .send(SendMessage {
             chat_id: chat.clone(),
             id: body.id,
             parts: body.parts,
-            author: user,
+            author: user.clone(),
             delivery,
             model: body.model,
             reasoning: body.reasoning,
             channel: None,
         })
-        .await
-        .map_err(|e| err(e.into()))?;
+        .await;
+    let sent = match sent {
+        Ok(sent) => sent,
+        Err(CoreError::ChannelChat(m)) => {
+            // A chat the caller may not even read is not described to them.
+            return Err(err(match state.engine.store().get_chat(&chat).await? {
+                Some(row) if !may_read(&row, user.as_ref()) => ApiError::forbidden(),
+                _ => ApiError::new(StatusCode::CONFLICT, "channel-chat", m),
+            }));
+        }
+        Err(e) => return Err(err(e.into())),
+    };
     let stream = wants_stream(&headers);
     match sent {
         Sent::Queued {
@@ -593,100 +602,18 @@ async fn events(
     let row = load_readable(&state, &chat, user.as_ref())
         .await
         .map_err(err)?;
-    let local = state.engine.subscribe();
-    let store = state.engine.store().clone();
-    // Live events of this process, plus a poll of the store so changes made by other processes
-    // appear too.
-    struct Watch {
-        local: tokio::sync::broadcast::Receiver<ChatEvent>,
-        store: frogbot_core::store::DynStore,
-        chat: ChatId,
-        last_state: TurnState,
-        last_updated: i64,
-        seen: HashMap<String, String>,
-        first: bool,
-    }
-    // What the client already has (it loads the chat itself): only changes are streamed.
-    let seen: HashMap<String, String> = state
-        .engine
-        .store()
-        .list_messages(&chat)
-        .await?
-        .into_iter()
-        .map(|m| {
-            (
-                m.message.id.clone(),
-                serde_json::to_string(&m.message).unwrap_or_default(),
-            )
-        })
-        .collect();
-    let watch = Watch {
-        local,
-        store,
-        chat: chat.clone(),
-        last_state: row.state(now_millis()),
-        last_updated: row.updated_at,
-        seen,
-        first: true,
-    };
-    let stream = futures::stream::unfold(watch, |mut w| async move {
-        if w.first {
-            w.first = false;
-            let ev = json!({"type": "state", "state": w.last_state});
-            return Some((Ok::<_, Infallible>(format!("data: {ev}\n\n")), w));
-        }
-        loop {
-            let tick = tokio::time::sleep(std::time::Duration::from_millis(1000));
-            tokio::select! {
-                ev = w.local.recv() => {
-                    match ev {
-                        Ok(ChatEvent::State { chat_id, state }) if chat_id == w.chat => {
-                            w.last_state = state;
-                            let ev = json!({"type": "state", "state": state});
-                            return Some((Ok(format!("data: {ev}\n\n")), w));
-                        }
-                        Ok(ChatEvent::Message { chat_id, message }) if chat_id == w.chat => {
-                            let text = serde_json::to_string(&message).unwrap_or_default();
-                            w.seen.insert(message.id.clone(), text);
-                            let ev = json!({"type": "message", "message": message});
-                            return Some((Ok(format!("data: {ev}\n\n")), w));
-                        }
-                        Ok(_) => continue,
-                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
-                        Err(_) => return None,
-                    }
-                }
-                _ = tick => {
-                    let Ok(Some(row)) = w.store.get_chat(&w.chat).await else { return None };
-                    let state = row.state(now_millis());
-                    let mut out = String::new();
-                    if state != w.last_state {
-                        w.last_state = state;
-                        out.push_str(&format!("data: {}\n\n", json!({"type": "state", "state": state})));
-                    }
-                    if row.updated_at != w.last_updated {
-                        w.last_updated = row.updated_at;
-                        if let Ok(messages) = w.store.list_messages(&w.chat).await {
-                            for m in messages {
-                                let text = serde_json::to_string(&m.message).unwrap_or_default();
-                                if w.seen.get(&m.message.id) != Some(&text) {
-                                    w.seen.insert(m.message.id.clone(), text);
-                                    out.push_str(&format!("data: {}\n\n", json!({"type": "message", "message": m.message})));
-                                }
-                            }
-                        }
-                    }
-                    if out.is_empty() {
-                        out.push_str(": keep-alive\n\n");
-                    }
-                    return Some((Ok(out), w));
-                }
-            }
-        }
-    });
-    let mut res = Response::new(axum::body::Body::from_stream(
-        stream.map(|r| r.map(Bytes::from)),
-    ));
+    // Only changes are streamed: the client loads the chat itself.
+    let stream = state
+        .watchers
+        .open(&chat, user.as_ref(), row.state(now_millis()))
+        .map_err(|e| {
+            err(ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "too-many-streams",
+                e.to_string(),
+            ))
+        })?;
+    let mut res = Response::new(axum::body::Body::from_stream(stream));
     res.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/event-stream"),

@@ -8,6 +8,7 @@
 
 pub mod channels;
 pub mod config;
+pub mod events;
 pub mod http;
 pub mod stream;
 pub mod web;
@@ -90,9 +91,17 @@ pub fn app(config: &Config, engine: Engine) -> axum::Router {
         .iter()
         .map(|u| (u.token.clone(), UserId::new(u.id.clone())))
         .collect();
+    let watchers = events::ChatWatchers::new(
+        engine.clone(),
+        events::StreamLimits {
+            total: config.max_event_streams,
+            per_user: config.max_event_streams_per_user,
+        },
+    );
     http::router(http::AppState {
         engine,
         tokens: Arc::new(tokens),
+        watchers,
     })
 }
 
@@ -121,6 +130,13 @@ pub async fn serve(
         tracing::info!(platform = %ch.channel().platform, "channel started");
     }
     tracing::info!(addr = %listener.local_addr()?, database = %redact(&config.database), "frogbot serve listening");
+    // From the stop signal on, a turn that ends hands its chat's queue on (to the next process or
+    // this one restarted) instead of promoting it here.
+    let stopping = engine.clone();
+    let shutdown = async move {
+        shutdown.await;
+        stopping.begin_shutdown();
+    };
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await?;

@@ -4,6 +4,11 @@
 //!     frogbot migrate [--config PATH] # apply the store's migrations and exit
 
 use clap::{Parser, Subcommand, ValueEnum};
+
+/// An allocator that returns freed memory to the system, so memory taken by a burst of
+/// connections or streams is given back when they close.
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;

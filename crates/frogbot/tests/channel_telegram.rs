@@ -156,3 +156,90 @@ fn configuration_mistakes_name_their_key() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("`channels.telegram`"));
 }
+
+/// Issue 14, defect 1: a web caller who computes a Telegram private chat's chat id (the thread is
+/// the user's id) cannot take the conversation over. Creating the id over HTTP is refused, and
+/// a chat a caller made under the id scheme of older versions is never delivered into: the
+/// person's message and the bot's reply stay out of the caller's reach and the person is answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_web_caller_cannot_take_over_a_telegram_conversation() {
+    use frogbot_core::agent::channel_chat_id;
+    let fake = FakeBotApi::start().await;
+    let db = frogbot_testkit::sqlite_db();
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let path = config_file(
+        dir.path(),
+        port,
+        &db.url,
+        &format!(
+            "[[users]]\nid = \"mallory\"\ntoken = \"mallory-token\"\n\n\
+             [channels.telegram]\ntoken_env = \"{TOKEN_VAR}\"\napi_url = \"{}\"",
+            fake.url
+        ),
+    );
+    let mut cmd = frogbot();
+    cmd.arg("serve")
+        .arg("--config")
+        .arg(&path)
+        .env(TOKEN_VAR, "123456:TEST-token");
+    let serve = start(cmd, port).await;
+    let http = client();
+    let post = |chat: String, token: Option<&'static str>| {
+        let mut req = http
+            .post(format!("{}/api/chats/{chat}/messages", serve.base))
+            .json(&json!({"parts": [{"type": "text", "text": "waiting for the victim"}]}));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        async move {
+            let r = req.send().await.unwrap();
+            (
+                r.status().as_u16(),
+                r.json::<Value>().await.unwrap_or(Value::Null),
+            )
+        }
+    };
+    let read = |chat: String, token: Option<&'static str>| {
+        let mut req = http.get(format!("{}/api/chats/{chat}", serve.base));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        async move { req.send().await.unwrap().text().await.unwrap() }
+    };
+
+    // Two victims: 42 against a signed-in attacker, 43 against an anonymous one.
+    for (victim, token) in [(42_i64, Some("mallory-token")), (43, None)] {
+        let id = channel_chat_id("telegram", &victim.to_string());
+        // The thread's own chat id cannot be created from the web.
+        let (status, body) = post(id.to_string(), token).await;
+        assert_eq!(status, 409, "{body}");
+        assert_eq!(body["error"]["code"], "channel-chat", "{body}");
+        // The same hash without the channel prefix (the id older versions used) is a web chat like
+        // any other: the caller may create it, and nothing of the thread ever lands in it.
+        let legacy = id.as_str().trim_start_matches('_').to_string();
+        let (status, body) = post(legacy.clone(), token).await;
+        assert_eq!(status, 200, "{body}");
+
+        let secret = format!("my pin is 47{victim}");
+        fake.push(text_update(
+            100 + victim,
+            private_chat(victim, "Victim"),
+            user(victim, "Victim"),
+            &secret,
+        ));
+        let reply = format!("You said: {secret}");
+        let sent = fake
+            .wait_for("the victim's reply", |c| reply_to(c, &reply))
+            .await;
+        assert_eq!(sent["chat_id"], json!(victim), "the victim is answered");
+
+        for chat in [id.to_string(), legacy] {
+            let seen = read(chat.clone(), token).await;
+            assert!(
+                !seen.contains(&secret),
+                "the caller read the victim's message in {chat}: {seen}"
+            );
+        }
+    }
+}

@@ -1021,3 +1021,49 @@ async fn patch_of_assistant_messages_is_not_queued() {
     assert_eq!(c["state"], "awaiting");
     assert!(text_of(&messages(&c)[1]).is_empty());
 }
+
+/// Issue 14, defect 5: when two users send the first message of a new chat at the same moment,
+/// only one of them owns it and gets in; the other gets 403 and nothing of theirs is stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_users_racing_on_a_new_chat_only_its_owner_writes() {
+    let (s, _db) = server().await;
+    for trial in 0..100 {
+        let chat = chat_id(&format!("race{trial}"));
+        let (a, b) = tokio::join!(
+            s.send(&chat, Some(ALICE), "alice first"),
+            s.send(&chat, Some(BOB), "bob first")
+        );
+        let (winner, loser, owner) = match (a.status, b.status) {
+            (200 | 202, 403) => (a, b, "alice"),
+            (403, 200 | 202) => (b, a, "bob"),
+            other => panic!("trial {trial}: {other:?}: {} / {}", a.text, b.text),
+        };
+        loser.assert_error(403, "forbidden");
+        assert!(winner.status < 300);
+        let token = if owner == "alice" { ALICE } else { BOB };
+        let r = s.chat(&chat, Some(token)).await;
+        assert_eq!(r.json["owner"], owner, "trial {trial}");
+        for m in r.json["messages"].as_array().expect("messages") {
+            if m["role"] == "user" {
+                assert_eq!(
+                    m["metadata"]["author"], owner,
+                    "trial {trial}: another user's message in the chat: {m}"
+                );
+            }
+        }
+    }
+}
+
+/// Issue 14, defect 1: ids starting with `_` are the channel chats' id space; no HTTP caller
+/// creates a chat there (signed in or anonymous), so none can take a channel thread's id first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn channel_space_chat_ids_are_not_created_over_http() {
+    let (s, _db) = server().await;
+    for token in [Some(ALICE), None] {
+        let chat = format!("_telegram-{}", chat_id("x"));
+        let r = s.send(&chat, token, "first").await;
+        r.assert_error(409, "channel-chat");
+        r.assert_chat(&chat);
+        s.chat(&chat, token).await.assert_error(404, "not-found");
+    }
+}

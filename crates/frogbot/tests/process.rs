@@ -134,3 +134,189 @@ async fn two_serve_processes_on_one_postgres_database_share_chats() {
     };
     two_processes_share_chats(&db.url).await;
 }
+
+/// A `frogbot serve` on `database` with a `lease`-second turn lease.
+async fn serve_with_lease(database: &str, lease: u64, dir: &std::path::Path) -> ServeProcess {
+    let port = free_port();
+    let path = common::child::config_file(
+        dir,
+        port,
+        database,
+        &format!("turn_lease_seconds = {lease}"),
+    );
+    let mut cmd = frogbot();
+    cmd.arg("serve").arg("--config").arg(&path);
+    start(cmd, port).await
+}
+
+/// Sends `slow {slow}` to `chat` (the request is left running) and queues `n` messages behind it.
+async fn slow_turn_and_queue(base: &str, chat: &str, slow: u32, n: usize) -> Vec<String> {
+    tokio::spawn({
+        let (base, chat) = (base.to_string(), chat.to_string());
+        async move { post(&base, &chat, &format!("slow {slow}")).await }
+    });
+    wait_for("the turn to run", async || {
+        chat_state(base, chat).await == "running"
+    })
+    .await;
+    let mut texts = Vec::new();
+    for i in 0..n {
+        let text = format!("queued {i}");
+        let (status, body) = post(base, chat, &text).await;
+        assert_eq!(status, 202, "{body}");
+        texts.push(text);
+    }
+    texts
+}
+
+async fn chat_state(base: &str, id: &str) -> String {
+    chat(base, id).await["state"]
+        .as_str()
+        .unwrap_or("")
+        .to_string()
+}
+
+/// Waits (at most `within`) until every queued text has its reply, then checks the chat: each ran
+/// exactly once, in the order sent, and nothing is queued.
+async fn assert_queue_ran_in_order(base: &str, id: &str, texts: &[String], within: Duration) {
+    let deadline = Instant::now() + within;
+    let messages = loop {
+        let c = chat(base, id).await;
+        let messages = c["messages"].as_array().cloned().unwrap_or_default();
+        let answered = texts.iter().all(|t| {
+            messages
+                .iter()
+                .any(|m| m["parts"].to_string().contains(&format!("You said: {t}")))
+        });
+        if answered && c["state"] == "idle" {
+            break messages;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the queue did not run within {within:?}: {}",
+            serde_json::to_string_pretty(&c).unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(
+        messages.iter().all(|m| m["metadata"]["status"] != "queued"),
+        "nothing left queued"
+    );
+    // In stored order: each queued text, then its one reply, in the order they were sent.
+    let mut order = Vec::new();
+    for m in &messages {
+        let text: String = m["parts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|p| p["text"].as_str())
+            .collect();
+        order.push((m["role"].as_str().unwrap_or("").to_string(), text));
+    }
+    let mut expected = Vec::new();
+    for t in texts {
+        expected.push(("user".to_string(), t.clone()));
+        expected.push(("assistant".to_string(), format!("You said: {t}")));
+    }
+    let tail = &order[order.len() - expected.len()..];
+    assert_eq!(
+        tail,
+        expected.as_slice(),
+        "every queued message ran once, in order"
+    );
+}
+
+/// Issue 14, defect 2: after `kill -9` in the middle of a queue, the chat's queue runs again on its
+/// own once the lease runs out — every queued message once, in order, within the lease + 15 s,
+/// with no new message sent — and the interrupted turn's reply says it was interrupted.
+async fn after_kill_9_the_queue_runs_on_its_own_once_the_lease_runs_out(database: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let lease = 3;
+    let mut first = serve_with_lease(database, lease, dir.path()).await;
+    let texts = slow_turn_and_queue(&first.base.clone(), "killed", 60, 12).await;
+    first.child.kill().unwrap(); // SIGKILL
+    first.child.wait().unwrap();
+    let killed_at = Instant::now();
+    let second = serve_with_lease(database, lease, dir.path()).await;
+    assert_queue_ran_in_order(
+        &second.base,
+        "killed",
+        &texts,
+        Duration::from_secs(lease + 15).saturating_sub(killed_at.elapsed()),
+    )
+    .await;
+    let c = chat(&second.base, "killed").await;
+    let interrupted = c["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "assistant")
+        .expect("the interrupted turn has a reply");
+    assert_eq!(
+        interrupted["metadata"]["error"]["code"], "interrupted",
+        "{interrupted}"
+    );
+}
+
+/// Issue 14, defect 2: SIGTERM with messages queued lets the running turn finish, releases the
+/// chat and hands the queue on: the next process runs it at once (long before the 60 s lease).
+async fn sigterm_hands_the_queue_on_and_a_restart_runs_it_at_once(database: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut first = serve_with_lease(database, 60, dir.path()).await;
+    let texts = slow_turn_and_queue(&first.base.clone(), "termq", 2, 12).await;
+    let pid = first.child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let exit = first.child.wait().unwrap();
+    assert!(exit.success(), "exit status {exit:?}");
+    let stopped_at = Instant::now();
+    // The stopped process finished its turn and left the queue for the next one, released.
+    let store = frogbot_core::store::open(database).await.unwrap();
+    let row = store
+        .get_chat(&ChatId::new("termq").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(row.lease.is_none(), "the lease was released: {row:?}");
+    let second = serve_with_lease(database, 60, dir.path()).await;
+    assert_queue_ran_in_order(
+        &second.base,
+        "termq",
+        &texts,
+        Duration::from_secs(15).saturating_sub(stopped_at.elapsed()),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_mid_queue_on_sqlite() {
+    let db = frogbot_testkit::sqlite_db();
+    after_kill_9_the_queue_runs_on_its_own_once_the_lease_runs_out(&db.url).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_mid_queue_on_postgres() {
+    let Some(db) = frogbot_testkit::postgres_db() else {
+        return;
+    };
+    after_kill_9_the_queue_runs_on_its_own_once_the_lease_runs_out(&db.url).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_mid_queue_on_sqlite() {
+    let db = frogbot_testkit::sqlite_db();
+    sigterm_hands_the_queue_on_and_a_restart_runs_it_at_once(&db.url).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_mid_queue_on_postgres() {
+    let Some(db) = frogbot_testkit::postgres_db() else {
+        return;
+    };
+    sigterm_hands_the_queue_on_and_a_restart_runs_it_at_once(&db.url).await;
+}

@@ -139,7 +139,11 @@ impl InteractionOutcome {
     }
 }
 
-/// The chat id of a channel thread: stable, so every process maps a thread to the same chat.
+/// The chat id a channel thread's chat is created with: stable, so every process maps a thread to
+/// the same chat, and in the channel chats' id space (it starts with
+/// [`crate::model::CHANNEL_CHAT_PREFIX`]), which the HTTP API never creates, so no web caller can
+/// take it first. Chats are looked up by their channel thread ([`Engine::channel_thread_chat`]),
+/// so chats created before this id space existed stay in use.
 pub fn channel_chat_id(platform: &str, thread: &str) -> ChatId {
     use sha2::Digest;
     let digest = sha2::Sha256::digest(format!("{platform}\u{0}{thread}").as_bytes());
@@ -149,7 +153,11 @@ pub fn channel_chat_id(platform: &str, thread: &str) -> ChatId {
         .filter(|c| c.is_ascii_alphanumeric())
         .take(32)
         .collect();
-    ChatId::new(format!("{platform}-{hex}")).expect("alphanumerics, a dash and hex")
+    ChatId::new(format!(
+        "{}{platform}-{hex}",
+        crate::model::CHANNEL_CHAT_PREFIX
+    ))
+    .expect("the prefix, alphanumerics, a dash and hex")
 }
 
 fn thread_of(chat: &ChatRow) -> Option<Thread> {
@@ -168,6 +176,15 @@ fn call_of(q: &QuestionRow) -> QuestionCall {
 }
 
 impl Engine {
+    /// The chat of a channel thread, if its channel created one.
+    pub async fn channel_thread_chat(
+        &self,
+        platform: &str,
+        thread: &str,
+    ) -> Result<Option<ChatRow>> {
+        self.inner.store.get_channel_chat(platform, thread).await
+    }
+
     /// The channel registered for `platform`.
     pub fn channel(&self, platform: &str) -> Option<&Channel> {
         self.inner.channels.iter().find(|c| c.platform == platform)
@@ -206,6 +223,25 @@ impl Engine {
             .and_then(|c| c.outbox.clone())
         else {
             return;
+        };
+        // A failed or interrupted turn says so in the thread instead of leaving it silent.
+        let noted;
+        let reply = match &reply.metadata.error {
+            Some(error) => {
+                let mut copy = reply.clone();
+                let sep = if copy.text().trim().is_empty() {
+                    ""
+                } else {
+                    "\n\n"
+                };
+                copy.parts.push(crate::model::MessagePart::text(format!(
+                    "{sep}⚠️ {}",
+                    error.message
+                )));
+                noted = copy;
+                &noted
+            }
+            None => reply,
         };
         if let Err(e) = outbox.post_reply(&thread, reply).await {
             error!(chat_id = %chat.chat_id, error = %e, "posting the reply failed");
@@ -423,56 +459,38 @@ impl Engine {
                     Some(loc) => {
                         let found = by_message(loc.message_id).await?;
                         // The locator only finds the question: it must be of that conversation.
+                        let Some(chat) = store.get_channel_chat(platform, &loc.thread_id).await?
+                        else {
+                            return Ok(vec![]);
+                        };
                         Ok(found
                             .into_iter()
-                            .filter(|q| {
-                                *q.chat_id.as_str()
-                                    == *channel_chat_id(platform, &loc.thread_id).as_str()
-                            })
+                            .filter(|q| q.chat_id == chat.chat_id)
                             .collect())
                     }
                     None => Ok(vec![]),
                 }
             }
             Interaction::Message { .. } => {
+                // A thread reply may answer only an open question of the reply that waits: once a
+                // question is settled, replies in its thread are the agent's again.
                 let Some(thread) = thread else {
                     return Ok(vec![]);
                 };
-                let chat = channel_chat_id(platform, thread);
-                let Some(row) = store.get_chat(&chat).await? else {
+                let Some(row) = store.get_channel_chat(platform, thread).await? else {
                     return Ok(vec![]);
                 };
-                let message_id = match row.awaiting_message_id {
-                    Some(m) => m,
-                    None => match self.last_question_message(&chat).await? {
-                        Some(m) => m,
-                        None => return Ok(vec![]),
-                    },
+                let Some(message_id) = row.awaiting_message_id else {
+                    return Ok(vec![]);
                 };
                 Ok(store
-                    .questions_of_message(&chat, &message_id, now)
+                    .questions_of_message(&row.chat_id, &message_id, now)
                     .await?
                     .into_iter()
-                    .filter(|q| q.rendered)
+                    .filter(|q| q.rendered && q.outcome.is_none())
                     .collect())
             }
         }
-    }
-
-    async fn last_question_message(&self, chat: &ChatId) -> Result<Option<String>> {
-        Ok(self
-            .inner
-            .store
-            .list_messages(chat)
-            .await?
-            .into_iter()
-            .rev()
-            .find(|m| {
-                m.message
-                    .tool_parts()
-                    .any(|t| t.tool_name == crate::model::QUESTION_TOOL)
-            })
-            .map(|m| m.message.id))
     }
 
     /// Handles a click, a form submission or a thread reply from `platform` (in `thread`, when the
@@ -635,6 +653,10 @@ impl Engine {
                 return Ok(InteractionOutcome::Stale);
             };
             let settled = q.outcome.is_some();
+            if settled && matches!(interaction, Interaction::Message { .. }) {
+                // Answered while this reply was on its way: the reply is the agent's.
+                return Ok(InteractionOutcome::Ignored);
+            }
             let parsed = hooks.parse(ParseArgs {
                 call,
                 interaction,
@@ -967,13 +989,17 @@ impl Engine {
                 "no channel {platform:?} in this process"
             )));
         };
-        let chat_id = channel_chat_id(platform, thread);
         let channel_ref = ChannelRef {
             platform: platform.into(),
             thread: thread.into(),
         };
         let store = &self.inner.store;
-        let existing = store.get_chat(&chat_id).await?;
+        // The thread's chat is found by its channel, never by an id a web caller could have taken.
+        let existing = store.get_channel_chat(platform, thread).await?;
+        let chat_id = existing
+            .as_ref()
+            .map(|c| c.chat_id.clone())
+            .unwrap_or_else(|| channel_chat_id(platform, thread));
         // The platform's message id names the stored message, so a delivery the platform repeats
         // (a retry reaching this or another process) is recognised by the store, not run twice.
         let message_id =

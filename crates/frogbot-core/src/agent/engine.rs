@@ -205,6 +205,12 @@ pub struct Settled {
 }
 
 const RESUME_JOB: &str = "resume-chat";
+/// The durable job that runs a chat's queue handed on by a process that stopped.
+const RUN_QUEUE_JOB: &str = "run-queue";
+/// The error code on the reply of a turn whose process stopped before it finished.
+pub const INTERRUPTED: &str = "interrupted";
+/// How many chats with an expired lease one sweep recovers.
+const SWEEP_BATCH: u32 = 32;
 
 /// How a turn starts.
 enum Start {
@@ -230,6 +236,28 @@ pub(crate) struct Inner {
     pub(crate) channels: Vec<super::Channel>,
     active: std::sync::atomic::AtomicUsize,
     idle: tokio::sync::Notify,
+    /// Set when the process begins to stop: turns that end hand their chat's queue on instead of
+    /// promoting it here.
+    stopping: AtomicBool,
+    /// The runs of this process, by run id: their lease (to end it at shutdown) and how to stop them.
+    runs: std::sync::Mutex<std::collections::HashMap<u64, ActiveRun>>,
+    next_run: std::sync::atomic::AtomicU64,
+}
+
+/// A task aborted when this is dropped (a turn's lease renewer ends with its run, also when the
+/// run is stopped mid-way).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// A run in progress in this process.
+struct ActiveRun {
+    lease: Lease,
+    stop: tokio::sync::oneshot::Sender<()>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -260,6 +288,9 @@ impl Engine {
                 channels: Vec::new(),
                 active: std::sync::atomic::AtomicUsize::new(0),
                 idle: tokio::sync::Notify::new(),
+                stopping: AtomicBool::new(false),
+                runs: std::sync::Mutex::new(std::collections::HashMap::new()),
+                next_run: std::sync::atomic::AtomicU64::new(0),
             }),
         }
     }
@@ -355,6 +386,16 @@ impl Engine {
             ));
         }
         let store = &self.inner.store;
+        if req.channel.is_none()
+            && req.chat_id.is_channel_space()
+            && store.get_chat(&req.chat_id).await?.is_none()
+        {
+            // Only a channel creates a chat in the channel chats' id space.
+            return Err(Error::ChannelChat(format!(
+                "chat ids starting with {:?} are created only by channels",
+                crate::model::CHANNEL_CHAT_PREFIX
+            )));
+        }
         let now = now_millis();
         let message = UiMessage {
             id: req
@@ -401,6 +442,9 @@ impl Engine {
             )
             .await?
         {
+            if lease.taken_over {
+                self.mark_interrupted(&lease, stored.position).await?;
+            }
             self.emit_message(&req.chat_id, &stored.message);
             self.emit_state(&req.chat_id, TurnState::Running);
             return Ok(Sent::Started(self.spawn_run(lease, Start::New(stored))));
@@ -463,6 +507,9 @@ impl Engine {
         else {
             return Err(Error::TurnInProgress(chat_id.to_string()));
         };
+        if lease.taken_over {
+            self.mark_interrupted(&lease, stored.position).await?;
+        }
         Ok(self.spawn_run(lease, Start::New(stored)))
     }
 
@@ -473,12 +520,27 @@ impl Engine {
         if store.queued_messages(chat_id).await?.is_empty() {
             return Ok(false);
         }
+        self.take_and_run_queue(chat_id).await
+    }
+
+    /// Takes the chat's lease if it is free or ran out (marking the turn it ended as interrupted),
+    /// then promotes the oldest queued message and runs the queue in the background, or releases
+    /// the chat when nothing is queued. Returns whether a turn was started.
+    async fn take_and_run_queue(&self, chat_id: &ChatId) -> Result<bool> {
+        let store = &self.inner.store;
         let Some(lease) = store
             .try_start_turn(chat_id, &self.lease_request(None))
             .await?
         else {
             return Ok(false);
         };
+        if lease.taken_over {
+            self.mark_interrupted(&lease, None).await?;
+        }
+        if self.inner.stopping.load(Ordering::SeqCst) {
+            self.hand_on(&lease).await?;
+            return Ok(false);
+        }
         match self.end_or_promote(lease).await? {
             Some((lease, next)) => {
                 self.emit_state(chat_id, TurnState::Running);
@@ -489,10 +551,125 @@ impl Engine {
         }
     }
 
+    /// Marks the last turn before position `below` (the latest turn when `None`) as interrupted:
+    /// its holder stopped before the turn ended, so its reply gets the `interrupted` error (an
+    /// empty reply is created when none was saved) and is posted to its channel thread.
+    async fn mark_interrupted(&self, lease: &Lease, below: Option<i64>) -> Result<()> {
+        let store = &self.inner.store;
+        let chat = &lease.chat_id;
+        let messages = store.list_messages(chat).await?;
+        let Some(position) = messages
+            .iter()
+            .filter_map(|m| m.position)
+            .filter(|p| below.is_none_or(|b| *p < b))
+            .max()
+        else {
+            return Ok(());
+        };
+        let turn: Vec<&StoredMessage> = messages
+            .iter()
+            .filter(|m| m.position == Some(position))
+            .collect();
+        let info = ErrorInfo {
+            code: INTERRUPTED.into(),
+            message: "This reply was interrupted: the server stopped before it finished.".into(),
+        };
+        let reply = match turn.iter().find(|m| m.message.role == Role::Assistant) {
+            Some(r) if r.message.metadata.error.is_some() => return Ok(()),
+            Some(r) => {
+                let mut reply = r.message.clone();
+                reply.metadata.error = Some(info);
+                reply
+            }
+            None => {
+                let Some(user) = turn.iter().find(|m| m.message.role == Role::User) else {
+                    return Ok(());
+                };
+                UiMessage {
+                    id: format!("msg_{}", uuid::Uuid::new_v4().simple()),
+                    role: Role::Assistant,
+                    parts: vec![],
+                    metadata: MessageMetadata {
+                        model: user.message.metadata.model.clone(),
+                        reasoning: user.message.metadata.reasoning.clone(),
+                        created_at: millis_to_iso(now_millis()),
+                        error: Some(info),
+                        ..Default::default()
+                    },
+                }
+            }
+        };
+        warn!(chat_id = %chat, position, "the previous turn was interrupted: its process stopped");
+        let saved = store
+            .save_turn_message(lease, &reply, Slot::Reply { position }, None, now_millis())
+            .await?;
+        self.emit_message(chat, &saved.message);
+        if let Some(row) = store.get_chat(chat).await? {
+            self.deliver_reply(&row, &saved.message).await;
+        }
+        Ok(())
+    }
+
+    /// Releases the chat of a stopping process, leaving its queue for another process (or this
+    /// one after a restart): a durable job runs the queue at once, on any process.
+    async fn hand_on(&self, lease: &Lease) -> Result<()> {
+        let store = &self.inner.store;
+        store
+            .end_turn(lease, TurnEnd::Handoff, now_millis())
+            .await?;
+        self.emit_state(&lease.chat_id, TurnState::Idle);
+        if !store.queued_messages(&lease.chat_id).await?.is_empty() {
+            store
+                .enqueue_job(&NewJob {
+                    kind: RUN_QUEUE_JOB.into(),
+                    key: Some(format!("{RUN_QUEUE_JOB}:{}", lease.chat_id)),
+                    payload: json!({"chat": lease.chat_id}),
+                    run_at: now_millis(),
+                })
+                .await?;
+            debug!(chat_id = %lease.chat_id, "stopping: the queue is handed on");
+        }
+        Ok(())
+    }
+
+    /// Recovers chats whose turn lease ran out without being released (their process stopped):
+    /// each one's interrupted turn is marked and its queue runs, oldest first. Any process may do
+    /// it; the conditional take of the lease lets exactly one. Returns how many were taken.
+    pub async fn recover_expired_leases(&self) -> Result<usize> {
+        let chats = self
+            .inner
+            .store
+            .expired_leases(now_millis(), SWEEP_BATCH)
+            .await?;
+        let mut taken = 0;
+        for chat in chats {
+            match self.take_and_run_queue(&chat).await {
+                Ok(_) => taken += 1,
+                Err(e) => warn!(chat_id = %chat, error = %e, "recovering an expired turn lease"),
+            }
+        }
+        Ok(taken)
+    }
+
+    /// Begins a graceful stop: from now on a turn that ends releases its chat and hands the queue
+    /// on (a durable job) instead of promoting it in this process.
+    pub fn begin_shutdown(&self) {
+        self.inner.stopping.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether [`Engine::begin_shutdown`] was called.
+    pub fn is_stopping(&self) -> bool {
+        self.inner.stopping.load(Ordering::SeqCst)
+    }
+
     /// Ends the turn held by `lease`: releases the chat when nothing is queued, otherwise promotes
     /// the oldest queued message and returns it with the lease, driven by its sender.
     async fn end_or_promote(&self, mut lease: Lease) -> Result<Option<(Lease, StoredMessage)>> {
         let store = &self.inner.store;
+        if self.inner.stopping.load(Ordering::SeqCst) {
+            self.hand_on(&lease).await?;
+            return Ok(None);
+        }
         loop {
             match store.end_turn(&lease, TurnEnd::Idle, now_millis()).await? {
                 EndTurn::Released => {
@@ -520,9 +697,22 @@ impl Engine {
         let engine = self.clone();
         let span = info_span!("turn", chat_id = %lease.chat_id, turn_id = %lease.holder);
         engine.inner.active.fetch_add(1, Ordering::SeqCst);
+        let run_id = engine.inner.next_run.fetch_add(1, Ordering::SeqCst);
+        let (stop, stopped) = tokio::sync::oneshot::channel();
+        engine.inner.runs.lock().expect("runs").insert(
+            run_id,
+            ActiveRun {
+                lease: lease.clone(),
+                stop,
+            },
+        );
         tokio::spawn(
             async move {
-                engine.run(lease, start, tx, done_tx).await;
+                tokio::select! {
+                    () = engine.run(lease, start, tx, done_tx) => {}
+                    _ = stopped => debug!("run stopped at shutdown"),
+                }
+                engine.inner.runs.lock().expect("runs").remove(&run_id);
                 if engine.inner.active.fetch_sub(1, Ordering::SeqCst) == 1 {
                     engine.inner.idle.notify_waiters();
                 }
@@ -617,7 +807,7 @@ impl Engine {
                 Err(e) => break Err(e),
             }
         };
-        renewer.abort();
+        drop(renewer);
         if let Err(e) = &result {
             warn!(error = %e, "turn ended with an error");
         }
@@ -626,11 +816,11 @@ impl Engine {
         }
     }
 
-    fn spawn_renewer(&self, lease: Lease, lost: Arc<AtomicBool>) -> tokio::task::JoinHandle<()> {
+    fn spawn_renewer(&self, lease: Lease, lost: Arc<AtomicBool>) -> AbortOnDrop {
         let store = self.inner.store.clone();
         let ttl = self.inner.config.turn_lease_ms;
         let every = Duration::from_millis((ttl / 3).max(1) as u64);
-        tokio::spawn(async move {
+        AbortOnDrop(tokio::spawn(async move {
             let mut lease = lease;
             loop {
                 tokio::time::sleep(every).await;
@@ -640,7 +830,7 @@ impl Engine {
                     return;
                 }
             }
-        })
+        }))
     }
 
     /// Runs one turn: model steps until a final reply, a pending question, a failure or `max_steps`.
@@ -1319,6 +1509,26 @@ impl Engine {
                 }
                 continue;
             }
+            if job.kind == RUN_QUEUE_JOB {
+                if let Some(chat) = job.payload["chat"]
+                    .as_str()
+                    .and_then(|c| ChatId::new(c).ok())
+                {
+                    match self.kick(&chat).await {
+                        Ok(_) => {
+                            store.complete_job(&job).await?;
+                        }
+                        Err(e) => {
+                            store
+                                .retry_job(&job, now_millis() + 5_000, &e.to_string())
+                                .await?;
+                        }
+                    }
+                } else {
+                    store.bury_job(&job, "malformed payload").await?;
+                }
+                continue;
+            }
             if job.kind != RESUME_JOB {
                 store
                     .retry_job(&job, now_millis() + 60_000, "no handler in this process")
@@ -1359,8 +1569,13 @@ impl Engine {
         let worker = format!("{}/worker", self.inner.process);
         tokio::spawn(async move {
             loop {
-                if let Err(e) = engine.run_due_jobs(&worker).await {
-                    warn!(error = %e, "job worker");
+                if !engine.is_stopping() {
+                    if let Err(e) = engine.recover_expired_leases().await {
+                        warn!(error = %e, "lease sweeper");
+                    }
+                    if let Err(e) = engine.run_due_jobs(&worker).await {
+                        warn!(error = %e, "job worker");
+                    }
                 }
                 tokio::time::sleep(poll).await;
             }
@@ -1370,7 +1585,13 @@ impl Engine {
     /// Waits (at most `grace`) for the turns running in this process to end, so their steps are
     /// checkpointed and their leases released; a turn still running after that keeps its lease
     /// until it expires, as after a crash.
+    ///
+    /// Draining begins the stop ([`Engine::begin_shutdown`]): a turn that ends releases its chat and
+    /// hands the queue on. Turns still running when `grace` is over are stopped and their leases
+    /// ended at once, so another process (or this one, restarted) takes their chats over without
+    /// waiting for the leases to run out; their replies are marked interrupted then.
     pub async fn drain(&self, grace: Duration) {
+        self.begin_shutdown();
         let deadline = tokio::time::Instant::now() + grace;
         loop {
             let notified = self.inner.idle.notified();
@@ -1380,11 +1601,30 @@ impl Engine {
             }
             tracing::info!(active, "waiting for running turns");
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                warn!(
-                    active,
-                    "turns still running at shutdown: their leases expire on their own"
-                );
-                return;
+                break;
+            }
+        }
+        let runs: Vec<ActiveRun> = self
+            .inner
+            .runs
+            .lock()
+            .expect("runs")
+            .drain()
+            .map(|(_, r)| r)
+            .collect();
+        warn!(
+            turns = runs.len(),
+            "turns still running at shutdown: stopped, their chats handed on"
+        );
+        for run in runs {
+            let _ = run.stop.send(());
+            if let Err(e) = self
+                .inner
+                .store
+                .expire_lease(&run.lease, now_millis())
+                .await
+            {
+                debug!(chat_id = %run.lease.chat_id, error = %e, "ending the lease of a stopped turn");
             }
         }
     }

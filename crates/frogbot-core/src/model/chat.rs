@@ -27,7 +27,17 @@ impl ChatId {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// Whether the id is in the channel chats' id space: ids starting with
+    /// [`CHANNEL_CHAT_PREFIX`] are created only by a channel, never by a web or HTTP caller, so a
+    /// caller cannot take a channel thread's chat id before its channel does.
+    pub fn is_channel_space(&self) -> bool {
+        self.0.starts_with(CHANNEL_CHAT_PREFIX)
+    }
 }
+
+/// The first character of every channel chat id (see [`ChatId::is_channel_space`]).
+pub const CHANNEL_CHAT_PREFIX: char = '_';
 
 impl<'de> Deserialize<'de> for ChatId {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {

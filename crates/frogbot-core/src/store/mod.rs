@@ -53,9 +53,19 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
 
     // ---- chats -------------------------------------------------------------------------------
 
-    /// Creates the chat if it does not exist. Returns the stored chat and whether this call created
-    /// it (the first sender owns a chat).
+    /// Creates the chat if it does not exist, or opens the existing one for writing. Returns the
+    /// stored chat and whether this call created it (the first sender owns a chat). Who may write
+    /// is decided here, on the row this call created or found, so two first messages racing on a
+    /// new chat cannot both get in:
+    /// - an existing chat whose channel differs from `chat.channel` (a web chat for a channel
+    ///   message, a channel chat for a web message, another thread) fails with
+    ///   [`crate::Error::ChannelChat`];
+    /// - an existing web chat with an owner, written by anyone else, fails with
+    ///   [`crate::Error::Forbidden`] (channel chats are written by everyone in their thread).
     async fn create_chat(&self, chat: &NewChat, now: Millis) -> Result<(ChatRow, bool)>;
+
+    /// The chat of a channel thread, if one was created.
+    async fn get_channel_chat(&self, platform: &str, thread: &str) -> Result<Option<ChatRow>>;
 
     /// One chat.
     async fn get_chat(&self, chat: &ChatId) -> Result<Option<ChatRow>>;
@@ -71,6 +81,10 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// A chat's messages in stored order: turns in order (each turn's user message, the steers that
     /// joined it, its reply), then the queued messages oldest first.
     async fn list_messages(&self, chat: &ChatId) -> Result<Vec<StoredMessage>>;
+
+    /// The chat's messages saved or changed at or after `since` (by the store's `updated_at`), in
+    /// stored order: what live views poll for, without reading the whole chat.
+    async fn messages_since(&self, chat: &ChatId, since: Millis) -> Result<Vec<StoredMessage>>;
 
     /// Saves a user message as queued (not yet sent to the model). Fails with
     /// [`crate::Error::InvalidInput`] when the chat already has a message with this id.
@@ -106,7 +120,9 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     // ---- turns ---------------------------------------------------------------------------------
 
     /// Takes the chat's turn lease for a new turn when the chat is idle: no live lease and no
-    /// waiting question. `None` when a turn runs or a question waits. The chat must exist.
+    /// waiting question. `None` when a turn runs or a question waits. The chat must exist. The
+    /// lease says whether it was taken over from a turn that never released it
+    /// ([`Lease::taken_over`]).
     async fn try_start_turn(&self, chat: &ChatId, req: &LeaseRequest) -> Result<Option<Lease>>;
 
     /// Takes the lease to continue the turn whose assistant message `awaiting_message_id` waits on
@@ -127,6 +143,14 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         awaiting_message_id: &str,
         now: Millis,
     ) -> Result<bool>;
+
+    /// Chats whose turn lease ran out without being released (a turn whose process stopped), and
+    /// that wait on no question: at most `limit`, the longest expired first.
+    async fn expired_leases(&self, now: Millis, limit: u32) -> Result<Vec<ChatId>>;
+
+    /// Ends a held lease now without releasing it (fenced), so the next taker treats its turn as
+    /// interrupted: a process that stops with a turn still running hands the chat on at once.
+    async fn expire_lease(&self, lease: &Lease, now: Millis) -> Result<()>;
 
     /// Extends a lease. [`crate::Error::LeaseLost`] when it was taken over.
     async fn renew_lease(&self, lease: &mut Lease, ttl_ms: Millis, now: Millis) -> Result<()>;

@@ -39,12 +39,19 @@ macro_rules! job_cols {
     };
 }
 
-/// Takes a chat's turn lease for a new turn when it is idle ($1 chat, $2 holder, $3 expiry,
-/// $4 driver, $5 now).
+/// Takes a chat's free turn lease for a new turn when no question waits ($1 chat, $2 holder,
+/// $3 expiry, $4 driver, $5 now).
 const START_TURN: &str = "UPDATE chats SET lease_holder = $2, lease_token = lease_token + 1, \
      lease_until = $3, driver = $4, updated_at = $5 \
+     WHERE chat_id = $1 AND awaiting_message_id IS NULL AND lease_holder IS NULL \
+     RETURNING lease_token";
+/// Takes over a lease that ran out without being released (its turn was interrupted); same
+/// parameters as [`START_TURN`]. Tried when the free take finds the lease held, so the caller
+/// learns which of the two happened from which statement matched.
+const TAKE_EXPIRED: &str = "UPDATE chats SET lease_holder = $2, lease_token = lease_token + 1, \
+     lease_until = $3, driver = $4, updated_at = $5 \
      WHERE chat_id = $1 AND awaiting_message_id IS NULL \
-       AND (lease_holder IS NULL OR lease_until <= $5) \
+       AND lease_holder IS NOT NULL AND lease_until <= $5 \
      RETURNING lease_token";
 
 #[cfg(feature = "sqlite")]
@@ -66,6 +73,27 @@ const CLAIM_JOB_POSTGRES: &str = concat!(
      RETURNING ",
     job_cols!()
 );
+
+/// Whether the writer of a new message may write to the existing chat `row`: see
+/// [`Store::create_chat`]. Shared by every backend, so they decide alike.
+pub(crate) fn check_writer(row: &ChatRow, chat: &NewChat) -> Result<()> {
+    if row.channel != chat.channel {
+        return Err(Error::ChannelChat(match &row.channel {
+            Some(_) => format!("chat {} is continued only from its channel", row.chat_id),
+            None => format!("chat {} is not a chat of this channel thread", row.chat_id),
+        }));
+    }
+    if row.channel.is_none()
+        && let Some(owner) = &row.owner
+        && chat.owner.as_ref() != Some(owner)
+    {
+        return Err(Error::Forbidden(format!(
+            "chat {} belongs to another user",
+            row.chat_id
+        )));
+    }
+    Ok(())
+}
 
 fn to_json<T: serde::Serialize>(v: &T) -> Result<String> {
     Ok(serde_json::to_string(v)?)
@@ -291,6 +319,7 @@ macro_rules! impl_sql_store {
                         token: r.try_get("lease_token")?,
                         expires_at,
                         driver: req.driver.clone(),
+                        taken_over: sql == TAKE_EXPIRED,
                     }),
                     None => None,
                 })
@@ -328,7 +357,20 @@ macro_rules! impl_sql_store {
                     .get_chat(&chat.chat_id)
                     .await?
                     .ok_or_else(|| Error::Corrupt("chat vanished after insert".into()))?;
+                check_writer(&row, chat)?;
                 Ok((row, false))
+            }
+
+            async fn get_channel_chat(&self, platform: &str, thread: &str) -> Result<Option<ChatRow>> {
+                let row = sqlx::query(concat!(
+                    "SELECT ", chat_cols!(),
+                    " FROM chats WHERE channel_platform = $1 AND channel_thread = $2"
+                ))
+                .bind(platform)
+                .bind(thread)
+                .fetch_optional(self.reader())
+                .await?;
+                row.as_ref().map(Self::chat_from_row).transpose()
             }
 
             async fn get_chat(&self, chat: &ChatId) -> Result<Option<ChatRow>> {
@@ -381,6 +423,19 @@ macro_rules! impl_sql_store {
                     " FROM messages WHERE chat_id = $1 ORDER BY (position IS NULL), position, sub, seq"
                 ))
                 .bind(chat.as_str())
+                .fetch_all(self.reader())
+                .await?;
+                rows.iter().map(Self::message_from_row).collect()
+            }
+
+            async fn messages_since(&self, chat: &ChatId, since: Millis) -> Result<Vec<StoredMessage>> {
+                let rows = sqlx::query(concat!(
+                    "SELECT ", msg_cols!(),
+                    " FROM messages WHERE chat_id = $1 AND updated_at >= $2 \
+                     ORDER BY (position IS NULL), position, sub, seq"
+                ))
+                .bind(chat.as_str())
+                .bind(since)
                 .fetch_all(self.reader())
                 .await?;
                 rows.iter().map(Self::message_from_row).collect()
@@ -513,13 +568,44 @@ macro_rules! impl_sql_store {
             }
 
             async fn try_start_turn(&self, chat: &ChatId, req: &LeaseRequest) -> Result<Option<Lease>> {
-                self.take_lease(
-                    START_TURN,
-                    chat,
-                    None,
-                    req,
+                if let Some(lease) = self.take_lease(START_TURN, chat, None, req).await? {
+                    return Ok(Some(lease));
+                }
+                self.take_lease(TAKE_EXPIRED, chat, None, req).await
+            }
+
+            async fn expired_leases(&self, now: Millis, limit: u32) -> Result<Vec<ChatId>> {
+                use sqlx::Row;
+                let rows = sqlx::query(
+                    "SELECT chat_id FROM chats \
+                     WHERE lease_holder IS NOT NULL AND lease_until <= $1 AND awaiting_message_id IS NULL \
+                     ORDER BY lease_until LIMIT $2",
                 )
-                .await
+                .bind(now)
+                .bind(i64::from(limit))
+                .fetch_all(self.reader())
+                .await?;
+                rows.iter()
+                    .map(|r| chat_id(r.try_get::<String, _>("chat_id")?))
+                    .collect()
+            }
+
+            async fn expire_lease(&self, lease: &Lease, now: Millis) -> Result<()> {
+                let done = sqlx::query(
+                    "UPDATE chats SET lease_until = $4 \
+                     WHERE chat_id = $1 AND lease_holder = $2 AND lease_token = $3",
+                )
+                .bind(lease.chat_id.as_str())
+                .bind(&lease.holder)
+                .bind(lease.token)
+                .bind(now)
+                .execute(self.writer())
+                .await?;
+                if done.rows_affected() == 1 {
+                    Ok(())
+                } else {
+                    Err(Error::LeaseLost { chat_id: lease.chat_id.to_string() })
+                }
             }
 
             async fn try_resume_turn(
@@ -643,21 +729,29 @@ macro_rules! impl_sql_store {
                 use sqlx::Row;
                 let mut tx = self.begin_write().await?;
                 let expires_at = req.now + req.ttl_ms;
-                let row = sqlx::query(START_TURN)
-                .bind(chat.as_str())
-                .bind(&req.holder)
-                .bind(expires_at)
-                .bind(req.driver.as_ref().map(UserId::as_str))
-                .bind(req.now)
-                .fetch_optional(&mut *tx)
-                .await?;
-                let Some(row) = row else { return Ok(None) };
+                let mut taken = None;
+                for sql in [START_TURN, TAKE_EXPIRED] {
+                    let row = sqlx::query(sql)
+                        .bind(chat.as_str())
+                        .bind(&req.holder)
+                        .bind(expires_at)
+                        .bind(req.driver.as_ref().map(UserId::as_str))
+                        .bind(req.now)
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                    if let Some(row) = row {
+                        taken = Some((row.try_get::<i64, _>("lease_token")?, sql == TAKE_EXPIRED));
+                        break;
+                    }
+                }
+                let Some((token, taken_over)) = taken else { return Ok(None) };
                 let lease = Lease {
                     chat_id: chat.clone(),
                     holder: req.holder.clone(),
-                    token: row.try_get("lease_token")?,
+                    token,
                     expires_at,
                     driver: req.driver.clone(),
+                    taken_over,
                 };
                 let position = Self::next_position(&mut tx, chat).await?;
                 let stored = Self::put_turn_message(&mut tx, chat, message, position, 0, req.now).await?;
@@ -740,6 +834,16 @@ macro_rules! impl_sql_store {
 
             async fn end_turn(&self, lease: &Lease, end: TurnEnd<'_>, now: Millis) -> Result<EndTurn> {
                 let done = match end {
+                    TurnEnd::Handoff => sqlx::query(
+                        "UPDATE chats SET lease_holder = NULL, lease_until = 0, driver = NULL, updated_at = $4 \
+                         WHERE chat_id = $1 AND lease_holder = $2 AND lease_token = $3",
+                    )
+                    .bind(lease.chat_id.as_str())
+                    .bind(&lease.holder)
+                    .bind(lease.token)
+                    .bind(now)
+                    .execute(self.writer())
+                    .await?,
                     TurnEnd::Idle => sqlx::query(
                         "UPDATE chats SET lease_holder = NULL, lease_until = 0, driver = NULL, updated_at = $4 \
                          WHERE chat_id = $1 AND lease_holder = $2 AND lease_token = $3 \

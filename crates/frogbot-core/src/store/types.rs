@@ -96,6 +96,9 @@ pub struct Lease {
     pub expires_at: Millis,
     /// The user driving the turn.
     pub driver: Option<UserId>,
+    /// Whether taking it ended a turn that never released it: its holder stopped (a crash, a kill,
+    /// a lost lease) while the turn ran, so that turn was interrupted.
+    pub taken_over: bool,
 }
 
 /// Where [`super::Store::save_turn_message`] puts a message in the chat's order.
@@ -118,6 +121,9 @@ pub enum TurnEnd<'a> {
     Idle,
     /// The reply waits on questions.
     Awaiting(&'a str),
+    /// Release the chat even when messages are queued, leaving them for another process (a
+    /// graceful stop hands its chats' queues on).
+    Handoff,
 }
 
 /// What [`super::Store::end_turn`] did.

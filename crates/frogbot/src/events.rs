@@ -1,0 +1,361 @@
+//! Live chat events (`GET /api/chats/{id}/events`) for many listeners at little cost.
+//!
+//! A listener holds only a cursor into its chat's stream of changes: each watched chat has one
+//! task that learns of changes once — from this process's engine and, for changes made by other
+//! processes, by polling the store for the messages changed since it last looked — serialises each
+//! change once and fans the frame out to every listener of the chat. When a chat's last listener
+//! leaves, its task and everything it kept go. The number of streams is capped in total and per
+//! caller (`max_event_streams`, `max_event_streams_per_user`); past a cap a new stream gets 429.
+
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::Bytes;
+use frogbot_core::agent::{ChatEvent, Engine};
+use frogbot_core::model::{ChatId, Millis, TurnState, UiMessage, UserId, now_millis};
+use serde_json::json;
+use tokio::sync::{broadcast, mpsc};
+
+/// How often a watched chat is polled for changes made by other processes.
+const POLL: Duration = Duration::from_secs(1);
+/// How far back a poll looks before the newest change it saw (clocks of processes differ a little);
+/// changes seen before are recognised and not sent twice.
+const POLL_MARGIN_MS: Millis = 5_000;
+/// Frames a listener may fall behind before its stream ends (the client reconnects and reloads).
+const LAG_FRAMES: usize = 1024;
+/// A comment line sent on an idle stream, so proxies and clients see it is alive.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// The caps on live event streams.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamLimits {
+    /// Streams open at once, in total.
+    pub total: usize,
+    /// Streams open at once per caller (anonymous callers count as one).
+    pub per_user: usize,
+}
+
+/// Why a stream was refused.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum StreamRefused {
+    /// The server's cap is reached.
+    #[error("too many live event streams on this server (max_event_streams = {0})")]
+    Total(usize),
+    /// The caller's cap is reached.
+    #[error("too many live event streams for this caller (max_event_streams_per_user = {0})")]
+    PerUser(usize),
+}
+
+/// The live streams of one server: one fan-out per watched chat.
+#[derive(Clone)]
+pub struct ChatWatchers {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for ChatWatchers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = self.inner.state.lock().expect("watchers");
+        f.debug_struct("ChatWatchers")
+            .field("chats", &state.chats.len())
+            .field("streams", &state.total)
+            .finish()
+    }
+}
+
+struct Inner {
+    engine: Engine,
+    limits: StreamLimits,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    chats: HashMap<ChatId, Watched>,
+    total: usize,
+    per_user: HashMap<Option<UserId>, usize>,
+    dispatcher: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// A watched chat: the fan-out of its frames and its task (stopped when the last listener leaves).
+struct Watched {
+    frames: broadcast::Sender<Bytes>,
+    local: mpsc::UnboundedSender<ChatEvent>,
+    listeners: usize,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Watched {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl ChatWatchers {
+    /// Watchers over `engine`'s chats with `limits`.
+    pub fn new(engine: Engine, limits: StreamLimits) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                engine,
+                limits,
+                state: Mutex::new(State::default()),
+            }),
+        }
+    }
+
+    /// How many streams are open (for tests and operators).
+    pub fn open_streams(&self) -> usize {
+        self.inner.state.lock().expect("watchers").total
+    }
+
+    /// How many chats are watched.
+    pub fn watched_chats(&self) -> usize {
+        self.inner.state.lock().expect("watchers").chats.len()
+    }
+
+    /// Opens a stream of `chat`'s changes for `user`, starting with its current `state`.
+    pub fn open(
+        &self,
+        chat: &ChatId,
+        user: Option<&UserId>,
+        state: TurnState,
+    ) -> Result<
+        impl futures::Stream<Item = Result<Bytes, std::convert::Infallible>> + Send + 'static,
+        StreamRefused,
+    > {
+        let receiver = {
+            let mut st = self.inner.state.lock().expect("watchers");
+            if st.total >= self.inner.limits.total {
+                return Err(StreamRefused::Total(self.inner.limits.total));
+            }
+            let mine = st.per_user.get(&user.cloned()).copied().unwrap_or(0);
+            if mine >= self.inner.limits.per_user {
+                return Err(StreamRefused::PerUser(self.inner.limits.per_user));
+            }
+            st.total += 1;
+            *st.per_user.entry(user.cloned()).or_default() += 1;
+            if st.dispatcher.is_none() {
+                st.dispatcher = Some(tokio::spawn(dispatch(Arc::downgrade(&self.inner))));
+            }
+            let watched = st
+                .chats
+                .entry(chat.clone())
+                .or_insert_with(|| watch(&self.inner.engine, chat, state));
+            watched.listeners += 1;
+            watched.frames.subscribe()
+        };
+        let guard = Listener {
+            inner: self.inner.clone(),
+            chat: chat.clone(),
+            user: user.cloned(),
+        };
+        let first = frame(&json!({"type": "state", "state": state}));
+        let stopping = self.inner.engine.clone();
+        let stream = futures::stream::unfold(
+            (Some(first), receiver, guard),
+            move |(first, mut receiver, guard)| {
+                let stopping = stopping.clone();
+                async move {
+                    if let Some(first) = first {
+                        return Some((Ok(first), (None, receiver, guard)));
+                    }
+                    if stopping.is_stopping() {
+                        return None;
+                    }
+                    let next = tokio::time::timeout(KEEP_ALIVE, receiver.recv()).await;
+                    let bytes = match next {
+                        Err(_) => Bytes::from_static(b": keep-alive\n\n"),
+                        Ok(Ok(bytes)) => bytes,
+                        // Fell too far behind, or the chat's watch ended: the client reconnects
+                        // and reloads the chat.
+                        Ok(Err(_)) => return None,
+                    };
+                    Some((Ok(bytes), (None, receiver, guard)))
+                }
+            },
+        );
+        Ok(stream)
+    }
+}
+
+/// One open stream; dropping it (the client went away) releases its place and, for the chat's
+/// last listener, the chat's watch.
+struct Listener {
+    inner: Arc<Inner>,
+    chat: ChatId,
+    user: Option<UserId>,
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        let mut st = self.inner.state.lock().expect("watchers");
+        st.total = st.total.saturating_sub(1);
+        if let Some(n) = st.per_user.get_mut(&self.user) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                st.per_user.remove(&self.user);
+            }
+        }
+        let last = st.chats.get_mut(&self.chat).is_some_and(|w| {
+            w.listeners = w.listeners.saturating_sub(1);
+            w.listeners == 0
+        });
+        if last {
+            st.chats.remove(&self.chat);
+        }
+        if st.chats.is_empty() {
+            // Nothing watched: the dispatcher stops until the next stream opens.
+            if let Some(d) = st.dispatcher.take() {
+                d.abort();
+            }
+            st.chats.shrink_to_fit();
+            st.per_user.shrink_to_fit();
+        }
+    }
+}
+
+fn frame(value: &serde_json::Value) -> Bytes {
+    Bytes::from(format!("data: {value}\n\n"))
+}
+
+/// Routes this process's engine events to the watched chats.
+async fn dispatch(inner: std::sync::Weak<Inner>) {
+    let mut events = match inner.upgrade() {
+        Some(i) => i.engine.subscribe(),
+        None => return,
+    };
+    loop {
+        let event = match events.recv().await {
+            Ok(e) => e,
+            Err(broadcast::error::RecvError::Lagged(n)) => {
+                tracing::debug!(missed = n, "live events lagged; the store polls catch up");
+                continue;
+            }
+            Err(broadcast::error::RecvError::Closed) => return,
+        };
+        let Some(inner) = inner.upgrade() else { return };
+        let chat = match &event {
+            ChatEvent::State { chat_id, .. } | ChatEvent::Message { chat_id, .. } => chat_id,
+            _ => continue,
+        };
+        let st = inner.state.lock().expect("watchers");
+        if let Some(w) = st.chats.get(chat) {
+            let _ = w.local.send(event);
+        }
+    }
+}
+
+/// Starts watching `chat`: its task turns local events and polled changes into frames.
+fn watch(engine: &Engine, chat: &ChatId, state: TurnState) -> Watched {
+    let (frames, _) = broadcast::channel(LAG_FRAMES);
+    let (local, events) = mpsc::unbounded_channel();
+    let task = tokio::spawn(run_watch(
+        engine.clone(),
+        chat.clone(),
+        state,
+        frames.clone(),
+        events,
+    ));
+    Watched {
+        frames,
+        local,
+        listeners: 0,
+        task,
+    }
+}
+
+/// What a watch has sent: each message's last version (by a hash of its JSON), the last state.
+struct Seen {
+    versions: HashMap<String, u64>,
+    state: TurnState,
+    chat_updated: Millis,
+    cursor: Millis,
+}
+
+impl Seen {
+    /// The frame for `message` unless this version was sent already.
+    fn message(&mut self, message: &UiMessage) -> Option<Bytes> {
+        let text = serde_json::to_string(message).ok()?;
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        text.hash(&mut h);
+        let version = h.finish();
+        if self.versions.insert(message.id.clone(), version) == Some(version) {
+            return None;
+        }
+        Some(Bytes::from(format!(
+            "data: {{\"type\":\"message\",\"message\":{text}}}\n\n"
+        )))
+    }
+
+    fn state(&mut self, state: TurnState) -> Option<Bytes> {
+        if state == self.state {
+            return None;
+        }
+        self.state = state;
+        Some(frame(&json!({"type": "state", "state": state})))
+    }
+}
+
+async fn run_watch(
+    engine: Engine,
+    chat: ChatId,
+    state: TurnState,
+    frames: broadcast::Sender<Bytes>,
+    mut local: mpsc::UnboundedReceiver<ChatEvent>,
+) {
+    let store = engine.store().clone();
+    let start = now_millis();
+    let mut seen = Seen {
+        versions: HashMap::new(),
+        state,
+        chat_updated: 0,
+        cursor: start,
+    };
+    // What listeners already have (they load the chat themselves): the recent versions, so a poll
+    // does not send them again.
+    if let Ok(recent) = store.messages_since(&chat, start - POLL_MARGIN_MS).await {
+        for m in &recent {
+            let _ = seen.message(&m.message);
+        }
+    }
+    if let Ok(Some(row)) = store.get_chat(&chat).await {
+        seen.chat_updated = row.updated_at;
+    }
+    let mut tick = tokio::time::interval(POLL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            event = local.recv() => {
+                let Some(event) = event else { return };
+                let out = match event {
+                    ChatEvent::State { state, .. } => seen.state(state),
+                    ChatEvent::Message { message, .. } => seen.message(&message),
+                    _ => None,
+                };
+                if let Some(bytes) = out {
+                    let _ = frames.send(bytes);
+                }
+            }
+            _ = tick.tick() => {
+                // Changes made by other processes (and anything this process's events missed).
+                let Ok(Some(row)) = store.get_chat(&chat).await else { continue };
+                if let Some(bytes) = seen.state(row.state(now_millis())) {
+                    let _ = frames.send(bytes);
+                }
+                if row.updated_at == seen.chat_updated {
+                    continue;
+                }
+                seen.chat_updated = row.updated_at;
+                let since = seen.cursor - POLL_MARGIN_MS;
+                seen.cursor = now_millis();
+                let Ok(changed) = store.messages_since(&chat, since).await else { continue };
+                for m in &changed {
+                    if let Some(bytes) = seen.message(&m.message) {
+                        let _ = frames.send(bytes);
+                    }
+                }
+            }
+        }
+    }
+}
