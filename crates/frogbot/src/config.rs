@@ -55,6 +55,54 @@ pub struct UserConfig {
     pub token: String,
 }
 
+fn default_header_read_timeout() -> u64 {
+    30
+}
+fn default_body_read_timeout() -> u64 {
+    60
+}
+fn default_max_connections() -> usize {
+    1024
+}
+
+/// `[server]`: the limits of the HTTP server.
+///
+/// ```toml
+/// [server]
+/// header_read_timeout_seconds = 30  # a request's header must arrive within this; also how long
+///                                   # an idle keep-alive connection stays open
+/// body_read_timeout_seconds = 60    # a request's body must arrive within this once its header did
+/// max_connections = 1024            # open connections (event streams included); more get 503
+/// ```
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Seconds a client has to send a request's whole header, counted from when its connection
+    /// opened or its previous response ended; so it also closes idle keep-alive connections
+    /// (default 30).
+    #[serde(default = "default_header_read_timeout")]
+    pub header_read_timeout_seconds: u64,
+    /// Seconds a client has to send a request's whole body, counted from the end of its header;
+    /// later, the request is answered 408 and the connection closed (default 60).
+    #[serde(default = "default_body_read_timeout")]
+    pub body_read_timeout_seconds: u64,
+    /// Connections served at once, long-lived event streams included; one more is answered 503
+    /// and closed at once (default 1024). Keep it below the open-file limit, which `frogbot serve`
+    /// raises to its hard limit at start.
+    #[serde(default = "default_max_connections")]
+    pub max_connections: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            header_read_timeout_seconds: default_header_read_timeout(),
+            body_read_timeout_seconds: default_body_read_timeout(),
+            max_connections: default_max_connections(),
+        }
+    }
+}
+
 /// The whole file.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -82,6 +130,9 @@ pub struct Config {
     /// Users and their tokens.
     #[serde(default)]
     pub users: Vec<UserConfig>,
+    /// The HTTP server's timeouts and connection limit.
+    #[serde(default)]
+    pub server: ServerConfig,
     /// One table per channel adapter.
     #[serde(default)]
     pub channels: BTreeMap<String, toml::Value>,
@@ -154,6 +205,21 @@ impl Config {
         }
         if self.max_steps == 0 {
             return bad("max_steps", "must be at least 1".into());
+        }
+        for (key, value) in [
+            (
+                "server.header_read_timeout_seconds",
+                self.server.header_read_timeout_seconds,
+            ),
+            (
+                "server.body_read_timeout_seconds",
+                self.server.body_read_timeout_seconds,
+            ),
+            ("server.max_connections", self.server.max_connections as u64),
+        ] {
+            if value == 0 {
+                return bad(key, "must be at least 1".into());
+            }
         }
         let mut ids = std::collections::HashSet::new();
         for (i, m) in self.models.iter().enumerate() {
@@ -290,5 +356,16 @@ mod tests {
         );
         let c = Config::parse("database = \"mysql://x\"").unwrap();
         assert!(c.validate().unwrap_err().to_string().contains("`database`"));
+    }
+
+    #[test]
+    fn server_limits_have_defaults() {
+        let c = Config::parse("").unwrap();
+        assert_eq!(c.server.header_read_timeout_seconds, 30);
+        assert_eq!(c.server.body_read_timeout_seconds, 60);
+        assert_eq!(c.server.max_connections, 1024);
+        let c = Config::parse("[server]\nmax_connections = 4").unwrap();
+        assert_eq!(c.server.max_connections, 4);
+        assert_eq!(c.server.header_read_timeout_seconds, 30);
     }
 }

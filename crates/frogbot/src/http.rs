@@ -3,6 +3,7 @@
 mod errors;
 mod input;
 
+pub(crate) use errors::json_error;
 use input::{check_message_id, check_user_parts};
 
 use axum::Router;

@@ -9,6 +9,7 @@
 pub mod channels;
 pub mod config;
 pub mod http;
+pub mod server;
 pub mod stream;
 pub mod web;
 
@@ -120,10 +121,17 @@ pub async fn serve(
         receivers.extend(ch.start(engine.clone(), stop_channels.clone()));
         tracing::info!(platform = %ch.channel().platform, "channel started");
     }
+    if let Ok((files, _)) = rlimit::getrlimit(rlimit::Resource::NOFILE)
+        && config.server.max_connections as u64 + 64 > files
+    {
+        tracing::warn!(
+            max_connections = config.server.max_connections,
+            open_file_limit = files,
+            "server.max_connections is near the open file limit; connections may fail"
+        );
+    }
     tracing::info!(addr = %listener.local_addr()?, database = %redact(&config.database), "frogbot serve listening");
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await?;
+    server::run(listener, app, &config.server, shutdown, grace).await?;
     stop_channels.cancel();
     for r in receivers {
         let _ = tokio::time::timeout(grace, r).await;

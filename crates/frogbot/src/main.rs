@@ -85,6 +85,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    raise_open_file_limit();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -111,5 +112,13 @@ fn main() -> ExitCode {
             eprintln!("frogbot: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Raises the soft limit of open files to the hard limit: every connection is a file descriptor.
+fn raise_open_file_limit() {
+    match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(limit) => tracing::debug!(limit, "open file limit"),
+        Err(e) => tracing::warn!(error = %e, "could not raise the open file limit"),
     }
 }

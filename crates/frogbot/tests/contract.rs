@@ -1108,6 +1108,15 @@ async fn errors_of_routing_and_extractors_have_the_json_shape() {
         text,
     }
     .assert_error(413, "payload-too-large");
+    // A URI over 8 KiB: 414 from the server's own check (hyper answers bare 414s past 64 KiB).
+    let long = format!("/api/chats/{}", "a".repeat(9000));
+    s.get(&long, Some(ALICE))
+        .await
+        .assert_error(414, "uri-too-long");
+    let r = s
+        .get(&format!("/api/chats/x?q={}", "b".repeat(9000)), None)
+        .await;
+    r.assert_error(414, "uri-too-long");
     // Health stays plain.
     let r = s.get("/healthz", None).await;
     assert_eq!((r.status, r.text.as_str()), (200, "ok"));
