@@ -5,10 +5,119 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-/// A configuration that cannot start the server: one line naming the key and what is wrong.
+/// A configuration that cannot start the server: one line naming where (the file and line, or the
+/// environment variable), the key, and what is wrong, e.g.
+/// ``frogbot.toml line 3: `max_steps`: invalid type: string "x", expected u32``.
 #[derive(Debug, thiserror::Error)]
-#[error("configuration: {0}")]
-pub struct ConfigError(pub String);
+#[non_exhaustive]
+pub struct ConfigError {
+    /// The key as a path, e.g. `channels.slack.mode` or `models[0].provider`.
+    pub key: Option<String>,
+    /// What is wrong.
+    pub message: String,
+    /// The configuration file.
+    pub file: Option<PathBuf>,
+    /// The line in the file (from 1).
+    pub line: Option<usize>,
+    /// The environment variable the value came from.
+    pub env: Option<&'static str>,
+}
+
+impl ConfigError {
+    /// An error about the configuration as a whole.
+    pub fn new(message: impl std::fmt::Display) -> Self {
+        Self {
+            key: None,
+            message: message.to_string(),
+            file: None,
+            line: None,
+            env: None,
+        }
+    }
+
+    /// An error about `key` (a path like `channels.slack.mode`).
+    pub fn key(key: impl Into<String>, message: impl std::fmt::Display) -> Self {
+        Self {
+            key: Some(key.into()),
+            ..Self::new(message)
+        }
+    }
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (&self.file, self.line, self.env) {
+            (_, _, Some(var)) => write!(f, "{var}: ")?,
+            (Some(file), Some(line), None) => write!(f, "{} line {line}: ", file.display())?,
+            (Some(file), None, None) => write!(f, "{}: ", file.display())?,
+            (None, Some(line), None) => write!(f, "line {line}: ")?,
+            (None, None, None) => f.write_str("configuration: ")?,
+        }
+        if let Some(key) = &self.key {
+            write!(f, "`{key}`: ")?;
+        }
+        // One line, whatever the message.
+        let mut lines = self
+            .message
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty());
+        if let Some(first) = lines.next() {
+            f.write_str(first)?;
+        }
+        for l in lines {
+            write!(f, " {l}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The 1-based line of byte `offset` of `text`.
+fn line_at(text: &str, offset: usize) -> usize {
+    text.as_bytes()[..offset.min(text.len())]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}
+
+/// A key path (`channels.slack.mode`, `models[0].provider`) as table keys and array indexes.
+fn key_segments(key: &str) -> Vec<Result<&str, usize>> {
+    let mut out = Vec::new();
+    for part in key.split('.') {
+        let mut rest = part;
+        let name_end = rest.find('[').unwrap_or(rest.len());
+        if name_end > 0 {
+            out.push(Ok(&rest[..name_end]));
+        }
+        rest = &rest[name_end..];
+        while let Some(inner) = rest.strip_prefix('[') {
+            let Some(end) = inner.find(']') else { break };
+            if let Ok(i) = inner[..end].parse() {
+                out.push(Err(i));
+            }
+            rest = &inner[end + 1..];
+        }
+    }
+    out
+}
+
+/// The line where `key` is set in the TOML `text`, if it is there.
+fn line_of_key(text: &str, key: &str) -> Option<usize> {
+    let root = toml::de::DeTable::parse(text).ok()?;
+    let mut span = root.span();
+    let mut value = toml::de::DeValue::Table(root.into_inner());
+    for seg in key_segments(key) {
+        let next = match seg {
+            Ok(name) => value.get(name),
+            Err(i) => value.get(i),
+        }?;
+        span = next.span();
+        let inner = next.get_ref().clone();
+        value = inner;
+    }
+    Some(line_at(text, span.start))
+}
 
 fn default_listen() -> String {
     "127.0.0.1:8787".into()
@@ -26,10 +135,10 @@ fn default_max_steps() -> u32 {
     20
 }
 fn default_max_event_streams() -> usize {
-    1000
+    512
 }
 fn default_max_event_streams_per_user() -> usize {
-    100
+    64
 }
 
 /// `[[models]]`.
@@ -61,6 +170,65 @@ pub struct UserConfig {
     pub token: String,
 }
 
+fn default_header_read_timeout() -> u64 {
+    30
+}
+fn default_body_read_timeout() -> u64 {
+    60
+}
+fn default_max_connections() -> usize {
+    1024
+}
+
+/// `[server]`: the limits of the HTTP server.
+///
+/// ```toml
+/// [server]
+/// header_read_timeout_seconds = 30  # a request's header must arrive within this; also how long
+///                                   # an idle keep-alive connection stays open
+/// body_read_timeout_seconds = 60    # a request's body must arrive within this once its header did
+/// max_connections = 1024            # open connections (event streams included); more get 503
+/// max_event_streams = 512           # live event streams open at once; more get 429
+/// max_event_streams_per_user = 64   # … per caller (anonymous callers count as one)
+/// ```
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Seconds a client has to send a request's whole header, counted from when its connection
+    /// opened or its previous response ended; so it also closes idle keep-alive connections
+    /// (default 30).
+    #[serde(default = "default_header_read_timeout")]
+    pub header_read_timeout_seconds: u64,
+    /// Seconds a client has to send a request's whole body, counted from the end of its header;
+    /// later, the request is answered 408 and the connection closed (default 60).
+    #[serde(default = "default_body_read_timeout")]
+    pub body_read_timeout_seconds: u64,
+    /// Connections served at once, long-lived event streams included; one more is answered 503
+    /// and closed at once (default 1024). Keep it below the open-file limit, which `frogbot serve`
+    /// raises to its hard limit at start.
+    #[serde(default = "default_max_connections")]
+    pub max_connections: usize,
+    /// Live event streams (`GET /api/chats/{id}/events`) open at once, in total; one more gets 429
+    /// `too-many-streams` (default 512, so streams leave room for other requests).
+    #[serde(default = "default_max_event_streams")]
+    pub max_event_streams: usize,
+    /// Live event streams open at once per caller; anonymous callers count as one (default 64).
+    #[serde(default = "default_max_event_streams_per_user")]
+    pub max_event_streams_per_user: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            header_read_timeout_seconds: default_header_read_timeout(),
+            body_read_timeout_seconds: default_body_read_timeout(),
+            max_connections: default_max_connections(),
+            max_event_streams: default_max_event_streams(),
+            max_event_streams_per_user: default_max_event_streams_per_user(),
+        }
+    }
+}
+
 /// The whole file.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -88,13 +256,9 @@ pub struct Config {
     /// Users and their tokens.
     #[serde(default)]
     pub users: Vec<UserConfig>,
-    /// Live event streams (`GET /api/chats/{id}/events`) open at once, in total; past it a new
-    /// stream gets 429 `too-many-streams`.
-    #[serde(default = "default_max_event_streams")]
-    pub max_event_streams: usize,
-    /// Live event streams open at once per caller (anonymous callers count as one caller).
-    #[serde(default = "default_max_event_streams_per_user")]
-    pub max_event_streams_per_user: usize,
+    /// The HTTP server's timeouts and connection limit.
+    #[serde(default)]
+    pub server: ServerConfig,
     /// One table per channel adapter.
     #[serde(default)]
     pub channels: BTreeMap<String, toml::Value>,
@@ -117,36 +281,61 @@ impl Config {
                 let p = PathBuf::from("frogbot.toml");
                 p.exists().then_some(p)
             });
-        let mut config = match path {
+        let (mut config, text) = match &path {
             Some(p) => {
-                let text = std::fs::read_to_string(&p)
-                    .map_err(|e| ConfigError(format!("{}: {e}", p.display())))?;
-                Self::parse(&text)?
+                let in_file = |mut e: ConfigError| {
+                    e.file = Some(p.clone());
+                    e
+                };
+                let text = std::fs::read_to_string(p).map_err(|e| in_file(ConfigError::new(e)))?;
+                (Self::parse(&text).map_err(in_file)?, text)
             }
-            None => Self::default(),
+            None => (Self::default(), String::new()),
         };
+        let mut from_env = Vec::new();
         if let Ok(v) = std::env::var("FROGBOT_LISTEN") {
             config.listen = v;
+            from_env.push(("listen", "FROGBOT_LISTEN"));
         }
         if let Ok(v) = std::env::var("FROGBOT_DATABASE") {
             config.database = v;
+            from_env.push(("database", "FROGBOT_DATABASE"));
         }
-        config.validate()?;
+        config.validate().map_err(|mut e| {
+            let key = e.key.as_deref().unwrap_or_default();
+            if let Some((_, var)) = from_env.iter().find(|(k, _)| *k == key) {
+                e.env = Some(var);
+            } else if let Some(p) = &path {
+                e.line = line_of_key(&text, key);
+                e.file = Some(p.clone());
+            }
+            e
+        })?;
         Ok(config)
     }
 
-    /// Parses TOML text (without environment overrides or validation).
+    /// Parses TOML text (without environment overrides or validation). Errors name the key and
+    /// the line.
     pub fn parse(text: &str) -> Result<Self, ConfigError> {
-        toml::from_str(text).map_err(|e| {
-            let msg = e.message().replace('\n', " ");
-            ConfigError(msg.trim().to_string())
+        let de = toml::Deserializer::parse(text).map_err(|e| ConfigError {
+            line: e.span().map(|s| line_at(text, s.start)),
+            ..ConfigError::new(e.message())
+        })?;
+        serde_path_to_error::deserialize(de).map_err(|e| {
+            let path = e.path().to_string();
+            let inner = e.inner();
+            ConfigError {
+                key: (path != ".").then_some(path),
+                line: inner.span().map(|s| line_at(text, s.start)),
+                ..ConfigError::new(inner.message())
+            }
         })
     }
 
     /// Checks every key.
     #[allow(clippy::too_many_lines)]
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let bad = |key: &str, what: String| Err(ConfigError(format!("`{key}`: {what}")));
+        let bad = |key: &str, what: String| Err(ConfigError::key(key, what));
         if self.listen.parse::<SocketAddr>().is_err() {
             return bad(
                 "listen",
@@ -159,7 +348,10 @@ impl Config {
         {
             return bad(
                 "database",
-                format!("{:?} is not sqlite://PATH or postgres://…", self.database),
+                format!(
+                    "{:?} is not sqlite://PATH or postgres://…",
+                    crate::redact(&self.database)
+                ),
             );
         }
         if self.turn_lease_seconds == 0 {
@@ -168,11 +360,28 @@ impl Config {
         if self.max_steps == 0 {
             return bad("max_steps", "must be at least 1".into());
         }
-        if self.max_event_streams == 0 {
-            return bad("max_event_streams", "must be at least 1".into());
-        }
-        if self.max_event_streams_per_user == 0 {
-            return bad("max_event_streams_per_user", "must be at least 1".into());
+        for (key, value) in [
+            (
+                "server.header_read_timeout_seconds",
+                self.server.header_read_timeout_seconds,
+            ),
+            (
+                "server.body_read_timeout_seconds",
+                self.server.body_read_timeout_seconds,
+            ),
+            ("server.max_connections", self.server.max_connections as u64),
+            (
+                "server.max_event_streams",
+                self.server.max_event_streams as u64,
+            ),
+            (
+                "server.max_event_streams_per_user",
+                self.server.max_event_streams_per_user as u64,
+            ),
+        ] {
+            if value == 0 {
+                return bad(key, "must be at least 1".into());
+            }
         }
         let mut ids = std::collections::HashSet::new();
         for (i, m) in self.models.iter().enumerate() {
@@ -205,7 +414,7 @@ impl Config {
             {
                 return bad(
                     &format!("{key}.base_url"),
-                    format!("{url:?} is not an http(s) URL"),
+                    format!("{:?} is not an http(s) URL", crate::redact(url)),
                 );
             }
         }
@@ -309,5 +518,71 @@ mod tests {
         );
         let c = Config::parse("database = \"mysql://x\"").unwrap();
         assert!(c.validate().unwrap_err().to_string().contains("`database`"));
+    }
+
+    #[test]
+    fn type_and_syntax_errors_keep_the_key_and_line() {
+        let e = Config::parse("listen = \"127.0.0.1:1\"\n\nmax_steps = \"x\"\n").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "line 3: `max_steps`: invalid type: string \"x\", expected u32"
+        );
+        let e = Config::parse("[[models]]\nid = \"m\"\nprovider = 5\n").unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("models[0].provider"), "{e}");
+        assert_eq!(e.line, Some(3), "{e}");
+        let e = Config::parse("max_steps = 3\nlisten = \n").unwrap_err();
+        assert_eq!(e.line, Some(2), "{e}");
+        let e = Config::parse("max_steps = 3\nlisen = \"x\"\n").unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("line 2: `lisen`: unknown field `lisen`"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_files_errors_name_file_line_and_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("frogbot.toml");
+        let load = |text: &str| {
+            std::fs::write(&path, text).unwrap();
+            Config::load(Some(&path)).unwrap_err().to_string()
+        };
+        let file = path.display().to_string();
+        assert_eq!(
+            load("instructions = \"x\"\nmax_steps = 0\n"),
+            format!("{file} line 2: `max_steps`: must be at least 1")
+        );
+        let e = load("max_steps = 3\n\n[channels.slack]\nbot_token_env = \"PATH\"\nmode = 7\n");
+        assert!(
+            e.starts_with(&format!(
+                "{file} line 5: `channels.slack.mode`: invalid type"
+            )),
+            "{e}"
+        );
+        let e = load(
+            "[[models]]\nid = \"m\"\nprovider = \"openai-compatible\"\nbase_url = \"ftp://u:s3cret@x\"\n",
+        );
+        assert!(
+            e.starts_with(&format!("{file} line 4: `models[0].base_url`")),
+            "{e}"
+        );
+        assert!(!e.contains("s3cret"), "{e}");
+        let e = load("[server]\nmax_connections = 0\n");
+        assert_eq!(
+            e,
+            format!("{file} line 2: `server.max_connections`: must be at least 1")
+        );
+    }
+
+    #[test]
+    fn server_limits_have_defaults() {
+        let c = Config::parse("").unwrap();
+        assert_eq!(c.server.header_read_timeout_seconds, 30);
+        assert_eq!(c.server.body_read_timeout_seconds, 60);
+        assert_eq!(c.server.max_connections, 1024);
+        let c = Config::parse("[server]\nmax_connections = 4").unwrap();
+        assert_eq!(c.server.max_connections, 4);
+        assert_eq!(c.server.header_read_timeout_seconds, 30);
     }
 }

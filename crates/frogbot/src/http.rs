@@ -1,5 +1,11 @@
 //! The HTTP API of `serve-contract.md`, with axum.
 
+mod errors;
+mod input;
+
+pub(crate) use errors::json_error;
+use input::{check_message_id, check_user_parts};
+
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -32,7 +38,7 @@ pub struct AppState {
 
 /// The router of every endpoint.
 pub fn router(state: AppState) -> Router {
-    Router::new()
+    let routes = Router::new()
         .route("/", get(crate::web::index))
         .route("/healthz", get(healthz))
         .route("/api/chats", get(list_chats))
@@ -45,7 +51,8 @@ pub fn router(state: AppState) -> Router {
         .route("/api/chats/{chat_id}/pending", get(pending))
         .route("/api/chats/{chat_id}/settle", post(settle))
         .route("/api/chats/{chat_id}/events", get(events))
-        .with_state(state)
+        .with_state(state);
+    errors::json_errors(routes)
 }
 
 /// An API error: `{"error": {"code", "message"}}` with its status.
@@ -145,14 +152,13 @@ fn caller(state: &AppState, headers: &HeaderMap) -> Result<Option<UserId>, ApiEr
     let Some(value) = headers.get(header::AUTHORIZATION) else {
         return Ok(None);
     };
+    // The scheme is case-insensitive (RFC 7235).
     let token = value
         .to_str()
         .ok()
-        .and_then(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
-        })
-        .map(str::trim);
+        .and_then(|v| v.trim_start().split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim());
     match token.and_then(|t| state.tokens.get(t)) {
         Some(user) => Ok(Some(user.clone())),
         None => Err(ApiError::new(
@@ -311,11 +317,12 @@ async fn post_message(
     if body.parts.is_empty() {
         return Err(err(ApiError::invalid("`parts` is empty")));
     }
-    if let Some(id) = &body.id
-        && (id.is_empty() || id.len() > 256)
-    {
-        return Err(err(ApiError::invalid("`id` must be 1-256 characters")));
-    }
+    check_user_parts(&body.parts).map_err(err)?;
+    body.id
+        .as_deref()
+        .map(check_message_id)
+        .transpose()
+        .map_err(err)?;
     let delivery = parse_delivery(body.delivery.as_deref()).map_err(err)?;
     // Who may write is decided by the store in the operation that creates or opens the chat
     // (403 `forbidden`, 409 `channel-chat`), so two first messages racing cannot both get in.
@@ -432,6 +439,7 @@ async fn patch_message(
     if body.parts.as_ref().is_some_and(Vec::is_empty) {
         return Err(err(ApiError::invalid("`parts` is empty")));
     }
+    check_user_parts(body.parts.as_deref().unwrap_or_default()).map_err(err)?;
     let delivery = match body.delivery.as_deref() {
         Some(d) => Some(parse_delivery(Some(d)).map_err(err)?),
         None => None,

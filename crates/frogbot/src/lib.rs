@@ -10,6 +10,7 @@ pub mod channels;
 pub mod config;
 pub mod events;
 pub mod http;
+pub mod server;
 pub mod stream;
 pub mod web;
 
@@ -22,28 +23,101 @@ use frogbot_core::model::UserId;
 
 pub use config::{Config, ConfigError};
 
-/// Errors of the server.
+/// Errors of the server. [`Error::exit_code`] tells a start-up problem (2) from a failure of a
+/// running server (1).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// The configuration is bad (exit code 2).
+    /// The configuration is bad, or a channel could not start with it (exit code 2).
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// The database could not be opened at start (exit code 2); `url` has no password.
+    #[error("database {url}: {}", database_message(source))]
+    Database {
+        /// The database URL, redacted.
+        url: String,
+        /// What failed.
+        source: frogbot_core::Error,
+    },
+    /// The listen address could not be bound (exit code 2).
+    #[error("listen {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: String,
+        /// What failed.
+        source: std::io::Error,
+    },
+    /// A model provider could not be built (exit code 2).
+    #[error("models: {0}: {1}")]
+    Model(String, String),
     /// The store or engine failed.
     #[error(transparent)]
     Core(#[from] frogbot_core::Error),
-    /// A model provider could not be built.
-    #[error("model {0}: {1}")]
-    Model(String, String),
-    /// Listening failed.
-    #[error("listen: {0}")]
+    /// Serving failed.
+    #[error("serve: {0}")]
     Io(#[from] std::io::Error),
+}
+
+impl Error {
+    /// The process exit code for this error: 2 for a configuration or start-up problem, else 1.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Error::Config(_) | Error::Database { .. } | Error::Listen { .. } | Error::Model(..) => {
+                2
+            }
+            Error::Core(_) | Error::Io(_) => 1,
+        }
+    }
+}
+
+/// The database's own words for a store error (without the store's "database:" prefix).
+fn database_message(e: &frogbot_core::Error) -> String {
+    match e {
+        frogbot_core::Error::Database(sqlx::Error::Database(d)) => d.message().to_string(),
+        frogbot_core::Error::Database(sqlx::Error::Io(io)) => io.to_string(),
+        frogbot_core::Error::Database(other) => other.to_string(),
+        other => other.to_string(),
+    }
+}
+
+/// How long a PostgreSQL server may take to accept a connection at start.
+const POSTGRES_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Opens the store of `url` (applying migrations). A PostgreSQL server is first tried with one
+/// connection, so an unreachable host fails within [`POSTGRES_CONNECT_TIMEOUT`] with the reason
+/// rather than after the pool's retries.
+pub async fn open_store(url: &str) -> Result<frogbot_core::store::DynStore, Error> {
+    let failed = |source| Error::Database {
+        url: redact(url),
+        source,
+    };
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        use sqlx::ConnectOptions as _;
+        let options: sqlx::postgres::PgConnectOptions = url
+            .parse()
+            .map_err(|e| failed(frogbot_core::Error::Database(e)))?;
+        let timed_out = || {
+            sqlx::Error::Io(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!(
+                    "no connection within {} s",
+                    POSTGRES_CONNECT_TIMEOUT.as_secs()
+                ),
+            ))
+        };
+        let conn = tokio::time::timeout(POSTGRES_CONNECT_TIMEOUT, options.connect())
+            .await
+            .unwrap_or_else(|_| Err(timed_out()))
+            .map_err(|e| failed(frogbot_core::Error::Database(e)))?;
+        let _ = sqlx::Connection::close(conn).await;
+    }
+    frogbot_core::store::open(url).await.map_err(failed)
 }
 
 /// Builds the engine of a configuration (opening the store and applying migrations).
 pub async fn build_engine(config: &Config) -> Result<Engine, Error> {
     frogbot_openai::install_crypto_provider();
-    let store = frogbot_core::store::open(&config.database).await?;
+    let store = open_store(&config.database).await?;
     let mut offers = Vec::new();
     if config.models.is_empty() {
         offers.push(ModelOffer {
@@ -94,8 +168,8 @@ pub fn app(config: &Config, engine: Engine) -> axum::Router {
     let watchers = events::ChatWatchers::new(
         engine.clone(),
         events::StreamLimits {
-            total: config.max_event_streams,
-            per_user: config.max_event_streams_per_user,
+            total: config.server.max_event_streams,
+            per_user: config.server.max_event_streams_per_user,
         },
     );
     http::router(http::AppState {
@@ -129,6 +203,15 @@ pub async fn serve(
         receivers.extend(ch.start(engine.clone(), stop_channels.clone()));
         tracing::info!(platform = %ch.channel().platform, "channel started");
     }
+    if let Ok((files, _)) = rlimit::getrlimit(rlimit::Resource::NOFILE)
+        && config.server.max_connections as u64 + 64 > files
+    {
+        tracing::warn!(
+            max_connections = config.server.max_connections,
+            open_file_limit = files,
+            "server.max_connections is near the open file limit; connections may fail"
+        );
+    }
     tracing::info!(addr = %listener.local_addr()?, database = %redact(&config.database), "frogbot serve listening");
     // From the stop signal on, a turn that ends hands its chat's queue on (to the next process or
     // this one restarted) instead of promoting it here.
@@ -137,9 +220,7 @@ pub async fn serve(
         shutdown.await;
         stopping.begin_shutdown();
     };
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await?;
+    server::run(listener, app, &config.server, shutdown, grace).await?;
     stop_channels.cancel();
     for r in receivers {
         let _ = tokio::time::timeout(grace, r).await;
@@ -150,16 +231,90 @@ pub async fn serve(
     Ok(())
 }
 
-/// The database URL without its password, for logs.
+/// A URL as it may be printed: the password of its user info and the value of any `password`
+/// query parameter become `***` (database URLs, model base URLs, Matrix homeservers).
 pub fn redact(url: &str) -> String {
-    match (url.find("://"), url.find('@')) {
-        (Some(s), Some(at)) if at > s => {
-            let creds = &url[s + 3..at];
-            match creds.find(':') {
-                Some(c) => format!("{}{}:***{}", &url[..s + 3], &creds[..c], &url[at..]),
-                None => url.to_string(),
-            }
+    let mut parsed = match url::Url::parse(url) {
+        Ok(u) if !u.cannot_be_a_base() => u,
+        _ => return redact_unparsed(url),
+    };
+    let mut changed = false;
+    if parsed.password().is_some() {
+        changed |= parsed.set_password(Some("***")).is_ok();
+    }
+    let secret = |k: &str| k.eq_ignore_ascii_case("password");
+    if parsed.query_pairs().any(|(k, _)| secret(&k)) {
+        let pairs: Vec<(String, String)> = parsed
+            .query_pairs()
+            .map(|(k, v)| {
+                let v = if secret(&k) {
+                    "***".into()
+                } else {
+                    v.into_owned()
+                };
+                (k.into_owned(), v)
+            })
+            .collect();
+        parsed.query_pairs_mut().clear().extend_pairs(pairs);
+        changed = true;
+    }
+    if changed {
+        // `***` stays readable rather than percent-encoded.
+        parsed.to_string().replace("%2A%2A%2A", "***")
+    } else {
+        url.to_string()
+    }
+}
+
+/// [`redact`] of what does not parse as a URL with an authority: what stands between the user name and the last `@`
+/// (after `://`, if any), and any `password=` value.
+fn redact_unparsed(url: &str) -> String {
+    let mut out = url.to_string();
+    let s = out.find("://").map_or(0, |s| s + 3);
+    if let Some(at) = out[s..].rfind('@').map(|at| at + s)
+        && let Some(colon) = out[s..at].find(':').map(|c| c + s)
+    {
+        out.replace_range(colon + 1..at, "***");
+    }
+    let lower = out.to_ascii_lowercase();
+    if let Some(p) = lower.find("password=") {
+        let start = p + "password=".len();
+        let end = out[start..].find('&').map_or(out.len(), |e| e + start);
+        out.replace_range(start..end, "***");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact;
+
+    #[test]
+    fn redaction_hides_every_password() {
+        assert_eq!(
+            redact("postgres://u:s3cret@10.0.0.1:5432/db"),
+            "postgres://u:***@10.0.0.1:5432/db"
+        );
+        assert_eq!(
+            redact("postgres://u@db.local/app?password=s3cret&sslmode=require"),
+            "postgres://u@db.local/app?password=***&sslmode=require"
+        );
+        assert_eq!(
+            redact("https://bot:s3cret@matrix.example.org"),
+            "https://bot:***@matrix.example.org/"
+        );
+        assert_eq!(redact("sqlite://frogbot.db"), "sqlite://frogbot.db");
+        assert_eq!(
+            redact("http://127.0.0.1:11434/v1"),
+            "http://127.0.0.1:11434/v1"
+        );
+        for odd in [
+            "mysql://u:s3cret@h/db",
+            "x://u:s3cret@@h",
+            "u:s3cret@h?Password=s3cret",
+            "postgres://u:s3cr@t@h/db",
+        ] {
+            assert!(!redact(odd).contains("s3cr"), "{odd} → {}", redact(odd));
         }
-        _ => url.to_string(),
     }
 }

@@ -85,11 +85,9 @@ fn main() -> ExitCode {
     let (Command::Serve { config } | Command::Migrate { config }) = &cli.command;
     let config = match frogbot::Config::load(config.as_deref()) {
         Ok(c) => c,
-        Err(e) => {
-            eprintln!("{e}");
-            return ExitCode::from(2);
-        }
+        Err(e) => return fail(&frogbot::Error::Config(e)),
     };
+    raise_open_file_limit();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -97,7 +95,7 @@ fn main() -> ExitCode {
     let result = rt.block_on(async {
         match cli.command {
             Command::Migrate { .. } => {
-                frogbot_core::store::open(&config.database).await?;
+                frogbot::open_store(&config.database).await?;
                 println!(
                     "migrations applied to {}",
                     frogbot::redact(&config.database)
@@ -105,16 +103,37 @@ fn main() -> ExitCode {
                 Ok(())
             }
             Command::Serve { .. } => {
-                let listener = tokio::net::TcpListener::bind(&config.listen).await?;
+                let listener = tokio::net::TcpListener::bind(&config.listen)
+                    .await
+                    .map_err(|source| frogbot::Error::Listen {
+                        addr: config.listen.clone(),
+                        source,
+                    })?;
                 frogbot::serve(config, listener, shutdown_signal(), Duration::from_secs(20)).await
             }
         }
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("frogbot: {e}");
-            ExitCode::FAILURE
-        }
+        Err(e) => fail(&e),
+    }
+}
+
+/// Prints `e` as one line and returns its exit code (2 for configuration and start-up problems).
+fn fail(e: &frogbot::Error) -> ExitCode {
+    let line = e
+        .to_string()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    eprintln!("frogbot: {line}");
+    ExitCode::from(e.exit_code())
+}
+
+/// Raises the soft limit of open files to the hard limit: every connection is a file descriptor.
+fn raise_open_file_limit() {
+    match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(limit) => tracing::debug!(limit, "open file limit"),
+        Err(e) => tracing::warn!(error = %e, "could not raise the open file limit"),
     }
 }

@@ -8,7 +8,7 @@ fn config(table: &str) -> Result<Config, String> {
     let text = format!("[channels.matrix]\n{table}");
     Config::parse(&text)
         .and_then(|c| c.validate().map(|()| c))
-        .map_err(|e| e.0)
+        .map_err(|e| e.to_string())
 }
 
 // `std::env::set_var` is `unsafe` in edition 2024 (and `unsafe_code` is denied): the tests name

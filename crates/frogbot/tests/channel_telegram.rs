@@ -137,7 +137,8 @@ fn configuration_mistakes_name_their_key() {
         check("token_env = \"FROGBOT_TEST_SURELY_UNSET\"")
             .contains("`channels.telegram.token_env`")
     );
-    assert!(check("token = \"123:abc\"").contains("`channels.telegram`"));
+    // The unknown key itself is named.
+    assert!(check("token = \"123:abc\"").contains("`channels.telegram.token`: unknown field"));
 
     // With the token set (in the child's environment): webhook mode needs its secret.
     let (mut cmd, _dir, _db, _) =
@@ -154,7 +155,7 @@ fn configuration_mistakes_name_their_key() {
     ));
     let out = cmd.stderr(Stdio::piped()).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("`channels.telegram`"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("`channels.telegram.mode`"));
 }
 
 /// Issue 14, defect 1: a web caller who computes a Telegram private chat's chat id (the thread is

@@ -1066,4 +1066,202 @@ async fn channel_space_chat_ids_are_not_created_over_http() {
         r.assert_chat(&chat);
         s.chat(&chat, token).await.assert_error(404, "not-found");
     }
+
+/// A request with a raw `Authorization` header value.
+async fn get_with_auth(s: &Server, path: &str, auth: &str) -> Resp {
+    let res = s
+        .client
+        .get(format!("{}{path}", s.base))
+        .header("authorization", auth)
+        .send()
+        .await
+        .expect("request");
+    let status = res.status().as_u16();
+    let text = res.text().await.expect("body");
+    Resp {
+        status,
+        chat: None,
+        content_type: None,
+        json: serde_json::from_str(&text).unwrap_or(Value::Null),
+        text,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_of_routing_and_extractors_have_the_json_shape() {
+    let (s, _db) = server().await;
+    // No route: 404 anywhere under /api.
+    s.get("/api/nope", Some(ALICE))
+        .await
+        .assert_error(404, "not-found");
+    s.get("/api/chats/x/nope", Some(ALICE))
+        .await
+        .assert_error(404, "not-found");
+    // A route that does not take the method: 405, with `Allow`.
+    let res = s
+        .client
+        .put(format!("{}/api/chats/x/messages", s.base))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(
+        res.headers().get("allow").and_then(|v| v.to_str().ok()),
+        Some("POST")
+    );
+    let text = res.text().await.expect("body");
+    let r = Resp {
+        status: 405,
+        chat: None,
+        content_type: None,
+        json: serde_json::from_str(&text).unwrap_or(Value::Null),
+        text,
+    };
+    r.assert_error(405, "method-not-allowed");
+    s.call(reqwest::Method::DELETE, "/api/chats", None, None)
+        .await
+        .assert_error(405, "method-not-allowed");
+    // axum's `Path` rejection: a chat id that is not UTF-8 once decoded.
+    let r = s.get("/api/chats/%FF%FE", Some(ALICE)).await;
+    r.assert_error(400, "invalid-request");
+    assert!(
+        r.content_type.as_deref() == Some("application/json"),
+        "{r:?}"
+    );
+    s.send("%C3%28", Some(ALICE), "hi")
+        .await
+        .assert_error(400, "invalid-request");
+    // axum's `DefaultBodyLimit` (2 MiB).
+    let big = format!(
+        "{{\"parts\": [{{\"type\": \"text\", \"text\": \"{}\"}}]}}",
+        "x".repeat(3 << 20)
+    );
+    let res = s
+        .client
+        .post(format!("{}/api/chats/big/messages", s.base))
+        .header("content-type", "application/json")
+        .body(big)
+        .send()
+        .await
+        .expect("request");
+    let status = res.status().as_u16();
+    let text = res.text().await.expect("body");
+    Resp {
+        status,
+        chat: None,
+        content_type: None,
+        json: serde_json::from_str(&text).unwrap_or(Value::Null),
+        text,
+    }
+    .assert_error(413, "payload-too-large");
+    // A URI over 8 KiB: 414 from the server's own check (hyper answers bare 414s past 64 KiB).
+    let long = format!("/api/chats/{}", "a".repeat(9000));
+    s.get(&long, Some(ALICE))
+        .await
+        .assert_error(414, "uri-too-long");
+    let r = s
+        .get(&format!("/api/chats/x?q={}", "b".repeat(9000)), None)
+        .await;
+    r.assert_error(414, "uri-too-long");
+    // Health stays plain.
+    let r = s.get("/healthz", None).await;
+    assert_eq!((r.status, r.text.as_str()), (200, "ok"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_send_only_their_own_parts_and_sane_message_ids() {
+    let (s, _db) = server().await;
+    let chat = chat_id("parts");
+    let path = format!("/api/chats/{chat}/messages");
+    for ty in [
+        "tool-question",
+        "dynamic-tool",
+        "step-start",
+        "reasoning",
+        "source-url",
+        "source-document",
+    ] {
+        let body = json!({"parts": [
+            {"type": "text", "text": "hi"},
+            {"type": ty, "toolCallId": "call_1", "toolName": "question", "state": "output-available",
+             "input": {}, "output": {"answers": []}, "text": "x", "url": "https://x", "sourceId": "s"},
+        ]});
+        let r = s.post(&path, Some(ALICE), body).await;
+        r.assert_error(400, "invalid-request");
+        r.assert_chat(&chat);
+        assert!(
+            r.json["error"]["message"].as_str().unwrap().contains(ty),
+            "{}",
+            r.text
+        );
+    }
+    for id in ["../é/\u{0}", "", "a b", &"m".repeat(129)] {
+        let mut body = msg("hi");
+        body["id"] = json!(id);
+        let r = s.post(&path, Some(ALICE), body).await;
+        r.assert_error(400, "invalid-request");
+        assert!(
+            r.json["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("message id"),
+            "{}",
+            r.text
+        );
+    }
+    // None of that created the chat.
+    s.chat(&chat, Some(ALICE))
+        .await
+        .assert_error(404, "not-found");
+    // Text, file and data-* parts, and an id by the rules, are the client's.
+    let body = json!({"id": "msg-Client_1", "parts": [
+        {"type": "text", "text": "hi"},
+        {"type": "file", "mediaType": "text/plain", "url": "data:text/plain;base64,aGk="},
+        {"type": "data-note", "data": {"k": 1}},
+    ]});
+    let r = s.post(&path, Some(ALICE), body).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.json["messageId"], "msg-Client_1");
+    // PATCH of a queued message: the same part rules.
+    let held = hold_running(&s, &chat, Some(ALICE), 2).await;
+    let q = s.send(&chat, Some(ALICE), "queued").await;
+    assert_eq!(q.status, 202, "{}", q.text);
+    let mid = q.json["messageId"].as_str().expect("id").to_string();
+    let mpath = format!("/api/chats/{chat}/messages/{mid}");
+    let r = s
+        .patch(
+            &mpath,
+            Some(ALICE),
+            json!({"parts": [{"type": "tool-question", "toolCallId": "c", "state": "input-available", "input": {}}]}),
+        )
+        .await;
+    r.assert_error(400, "invalid-request");
+    r.assert_chat(&chat);
+    let r = s.patch(&mpath, Some(ALICE), msg("edited")).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    held.await.expect("held turn");
+    s.wait_settled(&chat, Some(ALICE)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bearer_scheme_is_case_insensitive() {
+    let (s, _db) = server().await;
+    let chat = chat_id("case");
+    let r = s.send(&chat, Some(ALICE), "mine").await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    for auth in [
+        format!("BEARER {ALICE}"),
+        format!("bEaReR {ALICE}"),
+        format!("bearer  {ALICE}"),
+    ] {
+        let r = get_with_auth(&s, &format!("/api/chats/{chat}"), &auth).await;
+        assert_eq!(r.status, 200, "{auth}: {}", r.text);
+        assert_eq!(r.json["owner"], "alice");
+    }
+    // Still only Bearer, and still only known tokens.
+    get_with_auth(&s, &format!("/api/chats/{chat}"), &format!("Basic {ALICE}"))
+        .await
+        .assert_error(401, "unauthorized");
+    get_with_auth(&s, &format!("/api/chats/{chat}"), "BEARER nope")
+        .await
+        .assert_error(401, "unauthorized");
 }

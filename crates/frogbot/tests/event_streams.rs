@@ -106,7 +106,7 @@ async fn five_hundred_listeners_on_a_4_mb_chat_cost_little_and_all_get_every_cha
     let server = serve(
         dir.path(),
         &db.url,
-        "max_event_streams = 1000\nmax_event_streams_per_user = 1000",
+        "[server]\nmax_event_streams = 1000\nmax_event_streams_per_user = 1000",
     )
     .await;
     let pid = server.child.id();
@@ -207,7 +207,7 @@ async fn streams_past_the_caps_get_429_and_a_closed_stream_frees_its_place() {
     let server = serve(
         dir.path(),
         &db.url,
-        "max_event_streams = 3\nmax_event_streams_per_user = 2\n\n\
+        "[server]\nmax_event_streams = 3\nmax_event_streams_per_user = 2\n\n\
          [[users]]\nid = \"alice\"\ntoken = \"alice-token\"",
     )
     .await;

@@ -319,4 +319,139 @@ async fn sigterm_mid_queue_on_postgres() {
         return;
     };
     sigterm_hands_the_queue_on_and_a_restart_runs_it_at_once(&db.url).await;
+
+/// Runs `frogbot serve` that must fail to start: its exit code and its stderr.
+async fn failed_start(mut cmd: Command) -> (Option<i32>, String) {
+    cmd.stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let out = tokio::task::spawn_blocking(move || cmd.output().expect("run frogbot"))
+        .await
+        .expect("join");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `frogbot serve` with `database` and `config` (a file's text) in a fresh directory.
+fn serve_cmd(dir: &std::path::Path, database: &str, config: &str) -> Command {
+    let path = dir.join("frogbot.toml");
+    std::fs::write(&path, config).unwrap();
+    let mut cmd = frogbot();
+    cmd.arg("serve")
+        .arg("--config")
+        .arg(&path)
+        .env("FROGBOT_DATABASE", database)
+        .env("FROGBOT_LISTEN", format!("127.0.0.1:{}", free_port()))
+        .env_remove("FROGBOT_CONFIG");
+    cmd
+}
+
+/// Exit code 2 and exactly one line on stderr, containing every one of `names`.
+#[track_caller]
+fn assert_one_line(result: &(Option<i32>, String), names: &[&str]) {
+    let (code, stderr) = result;
+    assert_eq!(*code, Some(2), "exit code; stderr: {stderr}");
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "one line: {stderr}");
+    assert!(lines[0].starts_with("frogbot: "), "{stderr}");
+    for name in names {
+        assert!(lines[0].contains(name), "{name:?} in {stderr}");
+    }
+}
+
+#[tokio::test]
+async fn configuration_errors_exit_2_naming_key_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("x.db").display());
+    let r = failed_start(serve_cmd(
+        dir.path(),
+        &db,
+        "instructions = \"hi\"\n\nmax_steps = \"x\"\n",
+    ))
+    .await;
+    assert_one_line(
+        &r,
+        &[
+            "frogbot.toml line 3",
+            "`max_steps`",
+            "invalid type: string \"x\", expected u32",
+        ],
+    );
+    let r = failed_start(serve_cmd(
+        dir.path(),
+        &db,
+        "[channels.slack]\nbot_token_env = \"PATH\"\nmode = 7\n",
+    ))
+    .await;
+    assert_one_line(&r, &["frogbot.toml line 3", "`channels.slack.mode`"]);
+    let r = failed_start(serve_cmd(dir.path(), &db, "max_steps = = 3\n")).await;
+    assert_one_line(&r, &["frogbot.toml line 1"]);
+    // The database URL is never printed with its password.
+    let r = failed_start(serve_cmd(dir.path(), "mysql://u:s3cret@db.local/x", "")).await;
+    assert_one_line(&r, &["FROGBOT_DATABASE", "`database`", "u:***@db.local"]);
+    assert!(!r.1.contains("s3cret"), "{}", r.1);
+}
+
+#[tokio::test]
+async fn start_up_problems_exit_2_naming_what_and_where() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("x.db").display());
+    // An SQLite file that cannot be opened.
+    let r = failed_start(serve_cmd(dir.path(), "sqlite:///nonexistent/dir/x.db", "")).await;
+    assert_one_line(
+        &r,
+        &["database sqlite:///nonexistent/dir/x.db", "unable to open"],
+    );
+    // A listen address in use.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let mut cmd = serve_cmd(dir.path(), &db, "");
+    cmd.env("FROGBOT_LISTEN", &addr);
+    let r = failed_start(cmd).await;
+    assert_one_line(&r, &[&format!("listen {addr}")]);
+    // A PostgreSQL server that is not there: named, without the password.
+    let port = free_port();
+    let r = failed_start(serve_cmd(
+        dir.path(),
+        &format!("postgres://u:s3cret@127.0.0.1:{port}/db"),
+        "",
+    ))
+    .await;
+    assert_one_line(
+        &r,
+        &[&format!("database postgres://u:***@127.0.0.1:{port}/db")],
+    );
+    assert!(!r.1.contains("s3cret"), "{}", r.1);
+}
+
+#[tokio::test]
+async fn a_platform_refusing_the_token_exits_2() {
+    // A Bot API that refuses every token.
+    let api = axum::Router::new().fallback(|| async {
+        (
+            axum::http::StatusCode::UNAUTHORIZED,
+            axum::Json(json!({"ok": false, "error_code": 401, "description": "Unauthorized"})),
+        )
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let api_addr = listener.local_addr().unwrap();
+    let fake = tokio::spawn(async move { axum::serve(listener, api).await });
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("x.db").display());
+    let mut cmd = serve_cmd(
+        dir.path(),
+        &db,
+        &format!(
+            "[channels.telegram]\ntoken_env = \"FROGBOT_TEST_TG_TOKEN\"\napi_url = \"http://{api_addr}/\"\n"
+        ),
+    );
+    cmd.env(
+        "FROGBOT_TEST_TG_TOKEN",
+        "123456:ABCdefGHIjklMNOpqrSTUvwxYZ012345678",
+    );
+    let r = failed_start(cmd).await;
+    assert_one_line(&r, &["`channels.telegram`"]);
+    assert!(!r.1.contains("ABCdef"), "{}", r.1);
+    fake.abort();
 }

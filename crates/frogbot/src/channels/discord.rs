@@ -79,21 +79,23 @@ pub(crate) fn parse(value: &toml::Value) -> Result<DiscordConfig, ConfigError> {
     let mut config: DiscordConfig = parse_table("discord", value)?;
     config.token = Secret(env_secret("discord", "token_env", &config.token_env)?);
     if config.application_id.get().is_none() {
-        return Err(ConfigError(
-            "`channels.discord.application_id`: not a Discord id (a positive integer)".into(),
+        return Err(ConfigError::key(
+            "channels.discord.application_id",
+            "not a Discord id (a positive integer)",
         ));
     }
     intents_from_names(&config.intents)
-        .map_err(|e| ConfigError(format!("`channels.discord.intents`: {e}")))?;
+        .map_err(|e| ConfigError::key("channels.discord.intents", e))?;
     if let Some(key) = &config.public_key {
         EndpointVerifier::new(key)
-            .map_err(|e| ConfigError(format!("`channels.discord.public_key`: {e}")))?;
+            .map_err(|e| ConfigError::key("channels.discord.public_key", e))?;
     }
     if let Some(url) = &config.api_url
         && !(url.starts_with("http://") || url.starts_with("https://"))
     {
-        return Err(ConfigError(
-            "`channels.discord.api_url`: must start with http:// or https://".into(),
+        return Err(ConfigError::key(
+            "channels.discord.api_url",
+            "must start with http:// or https://",
         ));
     }
     Ok(config)
@@ -113,7 +115,7 @@ pub(crate) async fn open(config: DiscordConfig) -> Result<Box<dyn ServeChannel>,
         public_key: config.public_key.clone(),
         api_url: config.api_url.clone(),
     })
-    .map_err(|e| ConfigError(format!("`channels.discord`: {e}")))?;
+    .map_err(|e| ConfigError::key("channels.discord", e))?;
     Ok(Box::new(DiscordChannel { receiver, config }))
 }
 
@@ -156,7 +158,10 @@ mod tests {
 
     #[test]
     fn errors_name_the_key() {
-        let err = |text: &str| parse(&table(text)).unwrap_err().0;
+        let err = |text: &str| {
+            let e = parse(&table(text)).unwrap_err();
+            format!("`{}`: {}", e.key.unwrap_or_default(), e.message)
+        };
         assert!(
             err(r#"token_env = "FROGBOT_TEST_UNSET_VARIABLE"
                    application_id = "1""#)

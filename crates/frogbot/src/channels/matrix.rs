@@ -71,7 +71,7 @@ fn yes() -> bool {
 /// Checks the table (and the environment variables it names).
 pub(crate) fn parse(value: &toml::Value) -> Result<MatrixConfig, ConfigError> {
     let config: MatrixConfig = parse_table(NAME, value)?;
-    let bad = |key: &str, what: &str| ConfigError(format!("`channels.matrix.{key}`: {what}"));
+    let bad = |key: &str, what: &str| ConfigError::key(format!("channels.matrix.{key}"), what);
     if !(config.homeserver.starts_with("http://") || config.homeserver.starts_with("https://")) {
         return Err(bad("homeserver", "must be an http:// or https:// URL"));
     }
@@ -123,7 +123,7 @@ pub(crate) async fn open(config: MatrixConfig) -> Result<Box<dyn ServeChannel>, 
         (None, None) => unreachable!("parse checked"),
     };
     let user_id = frogbot_matrix::convert::parse_user_id(&config.user_id)
-        .ok_or_else(|| ConfigError("`channels.matrix.user_id`: not a Matrix user id".into()))?;
+        .ok_or_else(|| ConfigError::key("channels.matrix.user_id", "not a Matrix user id"))?;
     let mut settings = MatrixSettings::new(
         config.homeserver.clone(),
         user_id,
@@ -137,7 +137,7 @@ pub(crate) async fn open(config: MatrixConfig) -> Result<Box<dyn ServeChannel>, 
     }
     let inner = MatrixChannel::connect(settings)
         .await
-        .map_err(|e| ConfigError(format!("`channels.matrix`: {e}")))?;
+        .map_err(|e| ConfigError::key("channels.matrix", e))?;
     Ok(Box::new(Served { inner, config }))
 }
 

@@ -46,9 +46,10 @@ pub(crate) fn validate(name: &str, value: &toml::Value) -> Result<(), ConfigErro
         "discord" => discord::parse(value).map(drop),
         "telegram" => telegram::parse(value).map(drop),
         "matrix" => matrix::parse(value).map(drop),
-        other => Err(ConfigError(format!(
-            "`channels.{other}`: unknown channel (slack, discord, telegram or matrix)"
-        ))),
+        other => Err(ConfigError::key(
+            format!("channels.{other}"),
+            "unknown channel (slack, discord, telegram or matrix)",
+        )),
     }
 }
 
@@ -78,11 +79,13 @@ pub(crate) fn parse_table<T: serde::de::DeserializeOwned>(
     name: &str,
     value: &toml::Value,
 ) -> Result<T, ConfigError> {
-    T::deserialize(value.clone()).map_err(|e| {
-        ConfigError(format!(
-            "`channels.{name}`: {}",
-            e.message().replace('\n', " ").trim()
-        ))
+    // The path inside the table names the key (`channels.slack.mode`), not just the table.
+    serde_path_to_error::deserialize(value.clone()).map_err(|e| {
+        let key = match e.path().to_string() {
+            p if p == "." => format!("channels.{name}"),
+            p => format!("channels.{name}.{p}"),
+        };
+        ConfigError::key(key, e.inner().message())
     })
 }
 
@@ -100,9 +103,10 @@ impl std::fmt::Debug for Secret {
 pub(crate) fn env_secret(name: &str, key: &str, var: &str) -> Result<String, ConfigError> {
     match std::env::var(var) {
         Ok(v) if !v.is_empty() => Ok(v),
-        _ => Err(ConfigError(format!(
-            "`channels.{name}.{key}`: environment variable {var} is not set"
-        ))),
+        _ => Err(ConfigError::key(
+            format!("channels.{name}.{key}"),
+            format!("environment variable {var} is not set"),
+        )),
     }
 }
 

@@ -80,16 +80,18 @@ pub(crate) fn parse(value: &toml::Value) -> Result<SlackConfig, ConfigError> {
     match c.mode {
         SlackMode::Http => {
             let var = c.signing_secret_env.as_deref().ok_or_else(|| {
-                ConfigError(
-                    "`channels.slack.signing_secret_env`: required when mode = \"http\"".into(),
+                ConfigError::key(
+                    "channels.slack.signing_secret_env",
+                    "required when mode = \"http\"",
                 )
             })?;
             c.secrets.signing_secret = Some(Secret(env_secret(NAME, "signing_secret_env", var)?));
         }
         SlackMode::Socket => {
             let var = c.app_token_env.as_deref().ok_or_else(|| {
-                ConfigError(
-                    "`channels.slack.app_token_env`: required when mode = \"socket\"".into(),
+                ConfigError::key(
+                    "channels.slack.app_token_env",
+                    "required when mode = \"socket\"",
                 )
             })?;
             c.secrets.app_token = Some(Secret(env_secret(NAME, "app_token_env", var)?));
@@ -98,9 +100,10 @@ pub(crate) fn parse(value: &toml::Value) -> Result<SlackConfig, ConfigError> {
     if let Some(url) = &c.api_url
         && !(url.starts_with("http://") || url.starts_with("https://"))
     {
-        return Err(ConfigError(format!(
-            "`channels.slack.api_url`: {url:?} is not an http(s) URL"
-        )));
+        return Err(ConfigError::key(
+            "channels.slack.api_url",
+            format!("{:?} is not an http(s) URL", crate::redact(url)),
+        ));
     }
     Ok(c)
 }
@@ -153,7 +156,7 @@ pub(crate) async fn open(config: SlackConfig) -> Result<Box<dyn ServeChannel>, c
     }
     let slack = SlackChannel::connect(c)
         .await
-        .map_err(|e| ConfigError(format!("`channels.slack`: {e}")))?;
+        .map_err(|e| ConfigError::key("channels.slack", e))?;
     let channel = slack.channel(identity(&config.users), access(&config.allow));
     Ok(Box::new(Slack { slack, channel }))
 }

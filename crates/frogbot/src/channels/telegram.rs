@@ -71,7 +71,7 @@ pub struct TelegramConfig {
 }
 
 fn key_error(key: &str, what: impl std::fmt::Display) -> ConfigError {
-    ConfigError(format!("`channels.telegram.{key}`: {what}"))
+    ConfigError::key(format!("channels.telegram.{key}"), what)
 }
 
 /// Checks the table (and reads the environment variables it names).
@@ -164,15 +164,17 @@ pub(crate) async fn open(config: TelegramConfig) -> Result<Box<dyn ServeChannel>
         Some(u) => Some(parse_url(u, true).map_err(|e| key_error("api_url", e))?),
         None => None,
     };
+    let token = config.token.0;
     let channel = TelegramChannel::connect(TelegramChannelConfig {
-        token: config.token.0,
+        token: token.clone(),
         api_url,
         receive,
         identity: identity(&config.users),
         access: access(&config.allow),
     })
     .await
-    .map_err(|e| ConfigError(format!("`channels.telegram`: {e}")))?;
+    // A failed request's URL holds the token (`/bot<token>/getMe`).
+    .map_err(|e| ConfigError::key("channels.telegram", e.to_string().replace(&token, "***")))?;
     tracing::info!(bot = channel.me().username(), "Telegram bot connected");
     Ok(Box::new(TelegramServe(channel)))
 }

@@ -82,8 +82,11 @@ pub(crate) async fn start_with(db: &TestDb, extra: &str) -> Server {
         .await
         .expect("bind");
     let addr = listener.local_addr().expect("addr");
+    let limits = config.server.clone();
     let task = tokio::spawn(async move {
-        axum::serve(listener, app).await.expect("serve");
+        frogbot::server::run(listener, app, &limits, std::future::pending(), WAIT)
+            .await
+            .expect("serve");
     });
     Server {
         base: format!("http://{addr}"),
@@ -481,8 +484,11 @@ pub(crate) async fn start_multi_step(
         .await
         .expect("bind");
     let addr = listener.local_addr().expect("addr");
+    let limits = config.server.clone();
     let task = tokio::spawn(async move {
-        axum::serve(listener, app).await.expect("serve");
+        frogbot::server::run(listener, app, &limits, std::future::pending(), WAIT)
+            .await
+            .expect("serve");
     });
     Server {
         base: format!("http://{addr}"),
