@@ -524,6 +524,10 @@ async fn endpoint(State(state): State<Endpoint>, headers: HeaderMap, body: Bytes
             warn!("discord: interactions endpoint request with a bad signature refused");
             return (StatusCode::UNAUTHORIZED, "invalid request signature").into_response();
         }
+        Err(Error::StaleTimestamp) => {
+            warn!("discord: interactions endpoint request with a timestamp outside the 5-minute window refused");
+            return (StatusCode::UNAUTHORIZED, "invalid request signature").into_response();
+        }
         Err(e) => {
             warn!(error = %e, "discord: malformed interactions endpoint request ignored");
             return (StatusCode::BAD_REQUEST, e.to_string()).into_response();

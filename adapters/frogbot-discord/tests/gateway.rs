@@ -671,7 +671,7 @@ async fn the_interactions_endpoint_refuses_forged_signatures() {
         "tok-e",
     )
     .to_string();
-    let post = |signature: String, timestamp: &'static str, body: String| {
+    let post = |signature: String, timestamp: String, body: String| {
         let router = router.clone();
         async move {
             use tower::ServiceExt;
@@ -689,29 +689,34 @@ async fn the_interactions_endpoint_refuses_forged_signatures() {
             (status, String::from_utf8_lossy(&bytes).into_owned())
         }
     };
+    let now = (now_millis() / 1000).to_string();
+    let sign = |key: &SigningKey, ts: &str, body: &str| {
+        hex(&key.sign(format!("{ts}{body}").as_bytes()).to_bytes())
+    };
     // Forged: signed by another key, or the body changed after signing.
     let other = SigningKey::from_bytes(&[6; 32]);
-    let forged = hex(&other
-        .sign(format!("1700000000{body}").as_bytes())
-        .to_bytes());
-    assert_eq!(post(forged, "1700000000", body.clone()).await.0, 401);
-    let signed = hex(&key.sign(format!("1700000000{body}").as_bytes()).to_bytes());
+    let forged = sign(&other, &now, &body);
+    assert_eq!(post(forged, now.clone(), body.clone()).await.0, 401);
+    let signed = sign(&key, &now, &body);
     let changed = body.replace("tok-e", "tok-x");
-    assert_eq!(post(signed.clone(), "1700000000", changed).await.0, 401);
-    assert_eq!(post(String::new(), "1700000000", body.clone()).await.0, 401);
+    assert_eq!(post(signed.clone(), now.clone(), changed).await.0, 401);
+    assert_eq!(post(String::new(), now.clone(), body.clone()).await.0, 401);
+    // Signed correctly but old (a replay): refused the same way, and nothing is recorded.
+    let old = (now_millis() / 1000 - 301).to_string();
+    let (status, _) = post(sign(&key, &old, &body), old, body.clone()).await;
+    assert_eq!(status, 401);
     let chat = channel_chat_id(PLATFORM, &thread.to_string());
     assert_eq!(bot.engine.state(&chat).await.unwrap(), TurnState::Awaiting);
     // Signed correctly: the HTTP response is the deferred update and the click is recorded.
     let from = bot.fake.calls().len();
-    let (status, response) = post(signed, "1700000000", body).await;
+    let (status, response) = post(signed, now.clone(), body).await;
     assert_eq!(status, 200);
     assert_eq!(serde_json::from_str::<Value>(&response).unwrap()["type"], 6);
     bot.posted_in(from, thread).await;
     bot.idle(thread).await;
     // A PING is answered with a PONG.
     let ping = json!({"id": "1", "application_id": APP.to_string(), "type": 1, "token": "t", "version": 1}).to_string();
-    let signature = hex(&key.sign(format!("1700000001{ping}").as_bytes()).to_bytes());
-    let (status, response) = post(signature, "1700000001", ping).await;
+    let (status, response) = post(sign(&key, &now, &ping), now.clone(), ping).await;
     assert_eq!((status, response.as_str()), (200, r#"{"type":1}"#));
 }
 
