@@ -525,7 +525,9 @@ async fn endpoint(State(state): State<Endpoint>, headers: HeaderMap, body: Bytes
             return (StatusCode::UNAUTHORIZED, "invalid request signature").into_response();
         }
         Err(Error::StaleTimestamp) => {
-            warn!("discord: interactions endpoint request with a timestamp outside the 5-minute window refused");
+            warn!(
+                "discord: interactions endpoint request with a timestamp outside the 5-minute window refused"
+            );
             return (StatusCode::UNAUTHORIZED, "invalid request signature").into_response();
         }
         Err(e) => {

@@ -664,7 +664,10 @@ async fn wait_for_log(logs: &Arc<Mutex<Vec<u8>>>, what: &str, found: impl Fn(&st
         .lines()
         .any(&found)
     {
-        assert!(std::time::Instant::now() < deadline, "no log line for {what}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no log line for {what}"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
 }
@@ -699,7 +702,13 @@ async fn the_webhook_refuses_requests_without_the_secret() {
     // Missing, wrong, a prefix or an extension of the secret, or characters a secret cannot
     // have: all 401, and the update reaches nothing.
     let longer = format!("{secret}x");
-    for wrong in [None, Some("wrong"), Some(&secret[..5]), Some(longer.as_str()), Some("not the secret!")] {
+    for wrong in [
+        None,
+        Some("wrong"),
+        Some(&secret[..5]),
+        Some(longer.as_str()),
+        Some("not the secret!"),
+    ] {
         assert_eq!(post(wrong).await, 401, "{wrong:?}");
     }
     assert!(s.model.requests().is_empty());
@@ -761,7 +770,10 @@ async fn an_unreadable_webhook_body_is_dropped_with_a_bounded_warning() {
         .unwrap();
     assert!(line.contains("WARN"), "{line}");
     assert!(line.len() < 1_000, "a bounded line: {} bytes", line.len());
-    assert!(!text.contains(&"Z".repeat(300)), "the body is not logged whole");
+    assert!(
+        !text.contains(&"Z".repeat(300)),
+        "the body is not logged whole"
+    );
     // Nothing reached the engine; a good update after it still does.
     assert!(s.model.requests().is_empty());
     let mut u = private_text(ADA, 6, "after the junk");
