@@ -546,9 +546,13 @@ async fn on_message(ctx: &Context, m: Message) {
 }
 
 async fn on_callback(ctx: &Context, q: CallbackQuery) {
-    let thread = q.message.as_ref().map(|m| match m {
-        MaybeInaccessibleMessage::Regular(m) => thread_id(m),
-        MaybeInaccessibleMessage::Inaccessible(m) => m.chat.id.0.to_string(),
+    // The conversation of the click, for the engine's same-conversation check. An inaccessible
+    // message (date 0) keeps only its chat and id, not its forum topic, so its thread is not
+    // known here: `None` lets the engine rely on the question found by the message id
+    // (`chat:message_id`, unique in the chat) and its own record of the thread.
+    let thread = q.message.as_ref().and_then(|m| match m {
+        MaybeInaccessibleMessage::Regular(m) => Some(thread_id(m)),
+        MaybeInaccessibleMessage::Inaccessible(_) => None,
     });
     // The hooks answer the query for stale, denied and rejected clicks (with a notice); every
     // other case is answered here, so no button is left spinning.

@@ -337,6 +337,52 @@ async fn a_question_is_asked_clicked_answered_and_the_agent_continues() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_click_on_an_inaccessible_question_message_in_a_forum_topic_answers() {
+    let s = setup(Arc::new(AllowAll)).await;
+    let forum = group_chat(-100400, true);
+    s.fake.push(json!({"message": {
+        "message_id": 20, "message_thread_id": 9, "is_topic_message": true,
+        "date": 1_767_225_600, "chat": forum, "from": user(ADA, "Ada"),
+        "text": "@FrogBot deploy please",
+        "entities": [{"type": "mention", "offset": 0, "length": 8}]
+    }}));
+    let (qid, body) = question_message(&s, "-100400:9", 1).await;
+    assert_eq!(body["message_thread_id"], 9);
+    let data = body["reply_markup"]["inline_keyboard"][1][0]["callback_data"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // Telegram reports the message as inaccessible (date 0): only its chat and id remain, not
+    // the topic.
+    s.fake.push(callback_update(
+        "cbq-topic",
+        user(ADA, "Ada"),
+        json!({"message_id": qid, "date": 0, "chat": forum}),
+        &data,
+    ));
+    let ack = s
+        .fake
+        .wait_for("the callback answer", |c| answered(c, "cbq-topic"))
+        .await;
+    assert!(ack.get("text").is_none(), "not stale: {ack}");
+    let done = s
+        .fake
+        .wait_for("the agent's next reply", |c| sent_text(c, "done:"))
+        .await;
+    assert!(done["text"].as_str().unwrap().contains("prod"), "{done}");
+    assert_eq!(done["message_thread_id"], 9);
+    let chat = channel_chat_id(PLATFORM, "-100400:9");
+    let q = s
+        .engine
+        .store()
+        .get_question(&chat, "c1", now_millis())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(q.outcome.is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_click_after_the_answer_is_stale() {
     let s = setup(Arc::new(AllowAll)).await;
     s.fake.push(private_text(ADA, 5, "deploy"));
