@@ -13,7 +13,7 @@ use serenity::interactions_endpoint::Verifier;
 use serenity::model::application::Interaction as DiscordInteraction;
 
 use crate::Error;
-use crate::convert::parse_interaction_create;
+use crate::convert::parse_interaction_json;
 
 /// The body answering a PING.
 pub const PONG: &str = r#"{"type":1}"#;
@@ -45,8 +45,14 @@ pub fn check_fresh(timestamp: &str, now_secs: i64) -> Result<(), Error> {
 pub enum EndpointRequest {
     /// Discord checks the endpoint: answer [`PONG`].
     Ping,
-    /// An interaction (boxed: serenity's interaction types are large).
-    Interaction(Box<DiscordInteraction>),
+    /// An interaction.
+    Interaction {
+        /// In serenity's types (boxed: they are large).
+        interaction: Box<DiscordInteraction>,
+        /// The interaction object as Discord sent it (what serenity drops, e.g. a modal's Label
+        /// components, is still here: see [`convert::modal_submit_json`](crate::convert::modal_submit_json)).
+        raw: serde_json::Value,
+    },
 }
 
 /// Verifies interactions-endpoint requests with the application's public key.
@@ -113,9 +119,12 @@ impl EndpointVerifier {
         self.verify(signature, timestamp, body)?;
         check_fresh(timestamp, now_secs)?;
         let text = std::str::from_utf8(body).map_err(|e| Error::Malformed(e.to_string()))?;
-        match parse_interaction_create(text)? {
-            DiscordInteraction::Ping(_) => Ok(EndpointRequest::Ping),
-            other => Ok(EndpointRequest::Interaction(Box::new(other))),
+        match parse_interaction_json(text)? {
+            (DiscordInteraction::Ping(_), _) => Ok(EndpointRequest::Ping),
+            (other, raw) => Ok(EndpointRequest::Interaction {
+                interaction: Box::new(other),
+                raw,
+            }),
         }
     }
 }
