@@ -388,6 +388,12 @@ impl DiscordReceiver {
             if let Err(e) = crate::acknowledge(&self.http, modal.id, &modal.token).await {
                 warn!(error = %e, "discord: acknowledging a modal submission failed");
             }
+            if convert::modal_lost_components(modal) {
+                // serenity 0.12's gateway types drop a Label's child (its typed text is gone);
+                // FrogBot's own modals use action rows, which it reads. The interactions
+                // endpoint reads both shapes.
+                warn!("discord: a modal submission with components serenity cannot read (Labels) came through the gateway; their values are lost");
+            }
             let _slot = self.engine_slots.acquire().await;
             let converted = convert::modal_submit(modal);
             let thread = modal.channel_id.to_string();
@@ -524,6 +530,12 @@ async fn endpoint(State(state): State<Endpoint>, headers: HeaderMap, body: Bytes
             warn!("discord: interactions endpoint request with a bad signature refused");
             return (StatusCode::UNAUTHORIZED, "invalid request signature").into_response();
         }
+        Err(Error::StaleTimestamp) => {
+            warn!(
+                "discord: interactions endpoint request with a timestamp outside the 5-minute window refused"
+            );
+            return (StatusCode::UNAUTHORIZED, "invalid request signature").into_response();
+        }
         Err(e) => {
             warn!(error = %e, "discord: malformed interactions endpoint request ignored");
             return (StatusCode::BAD_REQUEST, e.to_string()).into_response();
@@ -531,7 +543,7 @@ async fn endpoint(State(state): State<Endpoint>, headers: HeaderMap, body: Bytes
     };
     match request {
         EndpointRequest::Ping => ([("content-type", "application/json")], PONG).into_response(),
-        EndpointRequest::Interaction(interaction) => {
+        EndpointRequest::Interaction { interaction, raw } => {
             // The HTTP response is the interaction's response: the modal for a live "Other…"
             // click, else the deferred update; the engine runs after it, in the background.
             if let DiscordInteraction::Component(c) = &*interaction
@@ -545,9 +557,10 @@ async fn endpoint(State(state): State<Endpoint>, headers: HeaderMap, body: Bytes
             }
             let (converted, thread) = match &*interaction {
                 DiscordInteraction::Component(c) => (convert::action(c), c.channel_id.to_string()),
-                DiscordInteraction::Modal(m) => {
-                    (convert::modal_submit(m), m.channel_id.to_string())
-                }
+                DiscordInteraction::Modal(m) => (
+                    convert::modal_submit_json(m, &raw),
+                    m.channel_id.to_string(),
+                ),
                 other => {
                     warn!(kind = ?other.kind(), "discord: interactions endpoint: interaction of a kind FrogBot does not handle ignored");
                     return (StatusCode::BAD_REQUEST, "unsupported interaction").into_response();

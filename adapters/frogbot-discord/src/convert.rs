@@ -7,9 +7,10 @@
 use frogbot_core::model::{
     ActionEvent, Interaction, ModalSubmitEvent, PlatformUser, ThreadMessage, ThreadMessageMetadata,
 };
+use serde::Deserialize;
 use serde_json::{Map, Value};
 use serenity::model::application::{
-    ActionRowComponent, ComponentInteraction, ComponentInteractionDataKind,
+    ActionRowComponent, ComponentInteraction, ComponentInteractionDataKind, ComponentType,
     Interaction as DiscordInteraction, ModalInteraction,
 };
 use serenity::model::channel::Message;
@@ -92,9 +93,67 @@ pub fn selected_values(raw: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Discord's component type of a Label (a modal's title-and-description wrapper around one
+/// child: a text input or a select), which serenity 0.12 does not model.
+pub const LABEL: u64 = 18;
+
+/// The values of a modal submission's `data.components` (raw JSON), by child `custom_id`: a text
+/// input's `value` as a string, a select's `values` as an array of strings. Children are read
+/// inside action rows (type 1, the older shape) and inside Labels (type 18, `component`: the
+/// shape Discord documents now).
+pub fn modal_values(components: &Value) -> Map<String, Value> {
+    let mut values = Map::new();
+    let mut read = |child: &Value| {
+        let Some(id) = child.get("custom_id").and_then(Value::as_str) else {
+            return;
+        };
+        if let Some(text) = child.get("value").and_then(Value::as_str) {
+            values.insert(id.to_owned(), Value::String(text.to_owned()));
+        } else if let Some(chosen) = child.get("values").and_then(Value::as_array) {
+            let chosen = chosen
+                .iter()
+                .filter_map(|v| v.as_str().map(|v| Value::String(v.to_owned())))
+                .collect();
+            values.insert(id.to_owned(), Value::Array(chosen));
+        }
+    };
+    for top in components.as_array().into_iter().flatten() {
+        match top.get("type").and_then(Value::as_u64) {
+            Some(1) => top
+                .get("components")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .for_each(&mut read),
+            Some(LABEL) => {
+                if let Some(child) = top.get("component") {
+                    read(child);
+                }
+            }
+            _ => read(top),
+        }
+    }
+    values
+}
+
+/// Whether serenity's view of a modal submission lost components: a top-level component that is
+/// not an action row (a Label, type 18), whose child serenity 0.12 drops. Its values can only be
+/// read from the raw JSON ([`modal_submit_json`]).
+pub fn modal_lost_components(interaction: &ModalInteraction) -> bool {
+    interaction
+        .data
+        .components
+        .iter()
+        .any(|row| row.kind != ComponentType::ActionRow)
+}
+
 /// A modal submission → `Interaction::ModalSubmit`: `values` by text input `custom_id`,
 /// `privateMetadata` = the modal's `custom_id` (where the form locator lives), the message the modal
 /// was opened from as `relatedMessageId` when Discord reports it.
+///
+/// serenity 0.12 reads only text inputs inside action rows: a Label's child and a select's
+/// values are lost in its types. Where the JSON of the interaction is at hand (the interactions
+/// endpoint, [`interaction_from_gateway`]), use [`modal_submit_json`].
 pub fn modal_submit(interaction: &ModalInteraction) -> Interaction {
     let mut values = Map::new();
     for row in &interaction.data.components {
@@ -107,6 +166,22 @@ pub fn modal_submit(interaction: &ModalInteraction) -> Interaction {
             }
         }
     }
+    modal_event(interaction, values, raw_of(interaction))
+}
+
+/// [`modal_submit`] with the values read from `raw`, the interaction's JSON as Discord sent it
+/// ([`modal_values`] of `data.components`: text inputs and selects, in action rows or Labels);
+/// `raw` is kept as the event's platform payload.
+pub fn modal_submit_json(interaction: &ModalInteraction, raw: &Value) -> Interaction {
+    let values = modal_values(raw.pointer("/data/components").unwrap_or(&Value::Null));
+    modal_event(interaction, values, raw.clone())
+}
+
+fn modal_event(
+    interaction: &ModalInteraction,
+    values: Map<String, Value>,
+    raw: Value,
+) -> Interaction {
     Interaction::ModalSubmit {
         event: ModalSubmitEvent {
             values,
@@ -114,7 +189,7 @@ pub fn modal_submit(interaction: &ModalInteraction) -> Interaction {
             related_message_id: interaction.message.as_ref().map(|m| m.id.to_string()),
             user: platform_user(&interaction.user),
             trigger_id: Some(interaction.token.clone()),
-            raw: raw_of(interaction),
+            raw,
         },
     }
 }
@@ -135,6 +210,12 @@ pub fn interaction(interaction: &DiscordInteraction) -> Result<Interaction, Erro
 /// or a bare interaction object (`d`, also the body of an interactions-endpoint POST) into
 /// serenity's type. Malformed JSON or another dispatch is an error, never a panic.
 pub fn parse_interaction_create(json: &str) -> Result<DiscordInteraction, Error> {
+    Ok(parse_interaction_json(json)?.0)
+}
+
+/// [`parse_interaction_create`], also returning the interaction object's JSON (what serenity's
+/// types do not keep, such as a modal's Label components, is still in it).
+pub fn parse_interaction_json(json: &str) -> Result<(DiscordInteraction, Value), Error> {
     let value: Value = serde_json::from_str(json).map_err(|e| Error::Malformed(e.to_string()))?;
     let data = match value.get("t") {
         Some(t) if t.as_str() == Some("INTERACTION_CREATE") => value
@@ -144,12 +225,18 @@ pub fn parse_interaction_create(json: &str) -> Result<DiscordInteraction, Error>
         Some(t) => return Err(Error::Unsupported(format!("dispatch {t}"))),
         None => value,
     };
-    serde_json::from_value(data).map_err(|e| Error::Malformed(e.to_string()))
+    let interaction =
+        DiscordInteraction::deserialize(&data).map_err(|e| Error::Malformed(e.to_string()))?;
+    Ok((interaction, data))
 }
 
-/// [`parse_interaction_create`] then [`interaction`].
+/// [`parse_interaction_json`] then [`interaction`] (a modal submission with
+/// [`modal_submit_json`], so values inside Labels are read).
 pub fn interaction_from_gateway(json: &str) -> Result<Interaction, Error> {
-    interaction(&parse_interaction_create(json)?)
+    match parse_interaction_json(json)? {
+        (DiscordInteraction::Modal(m), raw) => Ok(modal_submit_json(&m, &raw)),
+        (other, _) => interaction(&other),
+    }
 }
 
 /// A guild or thread message → a FrogBot thread message: `text` (the content), `author`,
@@ -367,6 +454,74 @@ mod tests {
         .unwrap();
         assert_eq!(locator.thread_id, "700000000000000007");
         assert_eq!(event.trigger_id.as_deref(), Some("tok-modal"));
+    }
+
+    fn modal_payload(components: Value) -> Value {
+        json!({
+            "id": "500000000000000009",
+            "application_id": "600000000000000006",
+            "type": 5,
+            "data": {"custom_id": "fq1:[\"700000000000000007\",\"800000000000000008\"]", "components": components},
+            "channel_id": "700000000000000007",
+            "user": user_json(),
+            "token": "tok-modal",
+            "version": 1,
+            "locale": "en-US",
+            "entitlements": [],
+            "attachment_size_limit": 26214400
+        })
+    }
+
+    #[test]
+    fn modal_submit_reads_labels_as_well_as_action_rows() {
+        // The shape Discord documents now: each child in a Label (type 18).
+        let labels = modal_payload(json!([
+            {"type": 18, "id": 1, "component": {"type": 4, "id": 2, "custom_id": "fq:0:0:t", "value": "typed in a label"}},
+            {"type": 18, "id": 3, "component": {"type": 3, "id": 4, "custom_id": "fq:0:0:s", "values": ["0", "2"]}},
+            {"type": 10, "id": 5}
+        ]));
+        // serenity 0.12 reads the interaction, but keeps none of the Labels' children.
+        let (parsed, _) = parse_interaction_json(&dispatch(labels.clone())).unwrap();
+        let DiscordInteraction::Modal(typed) = &parsed else {
+            panic!("a modal")
+        };
+        assert!(modal_lost_components(typed));
+        let Interaction::ModalSubmit { event } = modal_submit(typed) else {
+            panic!()
+        };
+        assert!(event.values.is_empty());
+        // From the JSON: both children.
+        for json in [dispatch(labels.clone()), labels.to_string()] {
+            let Interaction::ModalSubmit { event } = interaction_from_gateway(&json).unwrap()
+            else {
+                panic!("not a modal submit")
+            };
+            assert_eq!(event.values["fq:0:0:t"], "typed in a label");
+            assert_eq!(event.values["fq:0:0:s"], json!(["0", "2"]));
+            assert_eq!(event.trigger_id.as_deref(), Some("tok-modal"));
+            assert_eq!(event.raw["data"]["components"][0]["type"], 18);
+        }
+        // The older shape (action rows) reads the same, typed or from the JSON.
+        let rows = modal_payload(json!([
+            {"type": 1, "components": [{"type": 4, "custom_id": "fq:0:0:t", "value": "typed in a row"}]}
+        ]));
+        let Interaction::ModalSubmit { event } =
+            interaction_from_gateway(&rows.to_string()).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(event.values["fq:0:0:t"], "typed in a row");
+        let (DiscordInteraction::Modal(typed), _) =
+            parse_interaction_json(&rows.to_string()).unwrap()
+        else {
+            panic!()
+        };
+        assert!(!modal_lost_components(&typed));
+        let Interaction::ModalSubmit { event } = modal_submit(&typed) else {
+            panic!()
+        };
+        assert_eq!(event.values["fq:0:0:t"], "typed in a row");
+        assert!(modal_values(&json!("not components")).is_empty());
     }
 
     #[test]

@@ -168,6 +168,40 @@ pub fn modal_submit_interaction(
     })
 }
 
+/// [`modal_submit_interaction`] in the shape of a modal built from Labels (component type 18,
+/// each wrapping one child): text inputs `values` (custom id, text) and string selects `selects`
+/// (custom id, chosen values).
+#[allow(clippy::too_many_arguments)] // one argument per field of the payload a test varies
+pub fn modal_submit_in_labels(
+    id: u64,
+    app_id: u64,
+    channel: u64,
+    submitter: &Value,
+    custom_id: &str,
+    values: &[(&str, &str)],
+    selects: &[(&str, &[&str])],
+    token: &str,
+) -> Value {
+    let mut n = 0;
+    let mut next = || {
+        n += 1;
+        n
+    };
+    let mut labels: Vec<Value> = Vec::new();
+    for (child, text) in values {
+        labels.push(json!({"type": 18, "id": next(), "component":
+            {"type": 4, "id": next(), "custom_id": child, "value": text}}));
+    }
+    for (child, chosen) in selects {
+        labels.push(json!({"type": 18, "id": next(), "component":
+            {"type": 3, "id": next(), "custom_id": child, "values": chosen}}));
+    }
+    let mut submit =
+        modal_submit_interaction(id, app_id, channel, submitter, custom_id, &[], token);
+    submit["data"]["components"] = Value::Array(labels);
+    submit
+}
+
 fn created_message(inner: &Inner, channel: &str, body: &Value) -> Value {
     let id = 900_000_000_000_000_000 + inner.next_id.fetch_add(1, Ordering::SeqCst);
     let mut m = message(

@@ -47,6 +47,10 @@ pub enum Error {
     /// An interactions-endpoint request whose Ed25519 signature does not verify (answer 401).
     #[error("invalid request signature")]
     BadSignature,
+    /// An interactions-endpoint request whose `X-Signature-Timestamp` is missing, not a number,
+    /// or more than [`endpoint::MAX_SKEW_SECS`] from now (a replay; answer 401).
+    #[error("request timestamp outside the accepted window")]
+    StaleTimestamp,
     /// The Discord API call failed.
     #[error("Discord API: {0}")]
     Discord(Box<serenity::Error>),

@@ -14,7 +14,9 @@
 //!
 //! A reply in the question's thread answers too: an option's label (any case) or number, several
 //! separated by commas for a `multiple` question, or — where `custom` is set — any other text; a
-//! reply older than the current question message (snowflake order) is stale.
+//! reply older than the current question message (snowflake order) is stale. Other text while a
+//! question is open, and every reply once it is answered, is not for the question: it reaches
+//! the agent.
 //!
 //! `rejected`, `denied` and `stale` answer a click or submission with an ephemeral followup
 //! through the interaction token (`ActionEvent::trigger_id`), and a thread message with a reply.
@@ -122,12 +124,18 @@ fn posted(message: &Message, step: usize) -> QuestionMessage {
     }
 }
 
-/// The pure classification behind [`ChannelQuestions::parse`].
-pub fn parse(
-    call: &QuestionCall,
-    interaction: &Interaction,
-    question: &QuestionRecord,
-) -> ParseResult {
+/// The pure classification behind [`ChannelQuestions::parse`]. Clicks and modal submissions are
+/// classified the same whether or not the question is `settled` (the engine answers a match as
+/// stale); a thread reply is for the question only while it is open and only when it answers
+/// (an option, or own text where `custom`); a wrong number, or several options for a one-choice
+/// question, is rejected; anything else is [`ParseResult::Ignore`]: it goes to the agent.
+pub fn parse(args: ParseArgs<'_>) -> ParseResult {
+    let ParseArgs {
+        call,
+        interaction,
+        question,
+        settled,
+    } = args;
     let progress = Progress::of(question);
     let current = |control: &Control| {
         control.revision == question.revision && control.question == progress.step
@@ -200,6 +208,8 @@ pub fn parse(
             }
             advance(call, progress, vec![text])
         }
+        // After the answer, thread replies are the conversation going on: they reach the agent.
+        Interaction::Message { .. } if settled => ParseResult::Ignore,
         Interaction::Message { message } => {
             // A reply older than the current question message answers an earlier question
             // (snowflakes are ordered by time).
@@ -209,23 +219,15 @@ pub fn parse(
             {
                 return ParseResult::Stale;
             }
-            match item.choice_in_reply(&message.text) {
+            let text = message.text.trim();
+            match item.choice_in_reply(text) {
                 ReplyChoice::Options(labels) => advance(call, progress, labels),
                 ReplyChoice::Invalid(reason) => ParseResult::Rejected { reason },
-                ReplyChoice::Text if item.custom && !message.text.trim().is_empty() => {
-                    advance(call, progress, vec![message.text.trim().to_owned()])
+                ReplyChoice::Text if item.custom && !text.is_empty() => {
+                    advance(call, progress, vec![text.to_owned()])
                 }
-                _ => ParseResult::Rejected {
-                    reason: format!(
-                        "Reply with one of: {} (or a number from 1 to {}).",
-                        item.options
-                            .iter()
-                            .map(|o| o.label.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", "),
-                        item.options.len()
-                    ),
-                },
+                // Not an answer (chatter while the question is open): for the agent.
+                _ => ParseResult::Ignore,
             }
         }
         _ => ParseResult::Ignore,
@@ -385,7 +387,7 @@ impl ChannelQuestions for DiscordQuestions {
     }
 
     fn parse(&self, args: ParseArgs<'_>) -> ParseResult {
-        parse(args.call, args.interaction, args.question)
+        parse(args)
     }
 
     async fn updated(
@@ -476,6 +478,20 @@ mod tests {
         .unwrap()
     }
 
+    /// `parse` of an open question.
+    fn open(
+        call: &QuestionCall,
+        interaction: &Interaction,
+        question: &QuestionRecord,
+    ) -> ParseResult {
+        parse(ParseArgs {
+            call,
+            interaction,
+            question,
+            settled: false,
+        })
+    }
+
     fn record(revision: u64) -> QuestionRecord {
         QuestionRecord {
             messages: vec![QuestionMessage {
@@ -509,7 +525,7 @@ mod tests {
 
     #[test]
     fn modal_submit_is_a_custom_answer() {
-        let result = parse(&call(), &submit("fq:0:0:t", "  Kermit "), &record(0));
+        let result = open(&call(), &submit("fq:0:0:t", "  Kermit "), &record(0));
         assert_eq!(
             result,
             ParseResult::Answer {
@@ -522,29 +538,21 @@ mod tests {
             }
         );
         assert!(matches!(
-            parse(&call(), &submit("fq:0:0:t", "   "), &record(0)),
+            open(&call(), &submit("fq:0:0:t", "   "), &record(0)),
             ParseResult::Rejected { .. }
         ));
         assert_eq!(
-            parse(&call(), &submit("fq:0:0:t", "Kermit"), &record(1)),
+            open(&call(), &submit("fq:0:0:t", "Kermit"), &record(1)),
             ParseResult::Stale
         );
         assert_eq!(
-            parse(&call(), &submit("other", "Kermit"), &record(0)),
+            open(&call(), &submit("other", "Kermit"), &record(0)),
             ParseResult::Ignore
         );
     }
 
     #[test]
     fn thread_replies_answer_by_label_number_or_own_text() {
-        let reply = |id: &str, text: &str| -> Interaction {
-            serde_json::from_value(json!({
-                "type": "message",
-                "message": {"id": id, "text": text, "author": {"id": "3"},
-                            "metadata": {"dateSent": "2026-01-01T00:00:00Z"}}
-            }))
-            .unwrap()
-        };
         let answer = |label: &str| ParseResult::Answer {
             output: QuestionOutput {
                 answers: vec![QuestionAnswer {
@@ -554,27 +562,97 @@ mod tests {
             },
         };
         assert_eq!(
-            parse(&call(), &reply("10", " frog "), &record(0)),
+            open(&call(), &reply("10", " frog "), &record(0)),
             answer("Frog")
         );
+        assert_eq!(open(&call(), &reply("10", "1"), &record(0)), answer("Frog"));
         assert_eq!(
-            parse(&call(), &reply("10", "1"), &record(0)),
-            answer("Frog")
-        );
-        assert_eq!(
-            parse(&call(), &reply("10", "Kermit"), &record(0)),
+            open(&call(), &reply("10", "Kermit"), &record(0)),
             answer("Kermit")
         );
         // Older than the question message ("9"): it answered something earlier.
         assert_eq!(
-            parse(&call(), &reply("8", "Frog"), &record(0)),
+            open(&call(), &reply("8", "Frog"), &record(0)),
             ParseResult::Stale
         );
-        let mut closed = call();
-        closed.input.questions[0].custom = false;
+    }
+
+    fn reply(id: &str, text: &str) -> Interaction {
+        serde_json::from_value(json!({
+            "type": "message",
+            "message": {"id": id, "text": text, "author": {"id": "3"},
+                        "metadata": {"dateSent": "2026-01-01T00:00:00Z"}}
+        }))
+        .unwrap()
+    }
+
+    /// A question without own answers: options only.
+    fn options_only() -> QuestionCall {
+        serde_json::from_value(json!({
+            "toolCallId": "c1",
+            "input": {"questions": [
+                {"header": "Env", "question": "Where?", "options": [{"label": "staging"}, {"label": "prod"}]}
+            ]}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn chatter_while_a_question_is_open_reaches_the_agent() {
+        let call = options_only();
+        // Not an answer: ignored (the engine sends it to the agent), not rejected.
+        for text in ["what do you mean?", "Kermit", "", "prod please"] {
+            assert_eq!(
+                open(&call, &reply("10", text), &record(0)),
+                ParseResult::Ignore,
+                "{text:?}"
+            );
+        }
+        // A real answer still answers; a wrong number or two options are still rejected.
         assert!(matches!(
-            parse(&closed, &reply("10", "Kermit"), &record(0)),
-            ParseResult::Rejected { reason } if reason.contains("Frog")
+            open(&call, &reply("10", "PROD"), &record(0)),
+            ParseResult::Answer { output } if output.answers[0].selected == ["prod"]
+        ));
+        assert!(matches!(
+            open(&call, &reply("10", "2"), &record(0)),
+            ParseResult::Answer { output } if output.answers[0].selected == ["prod"]
+        ));
+        assert!(matches!(
+            open(&call, &reply("10", "7"), &record(0)),
+            ParseResult::Rejected { reason } if reason.contains("1 to 2")
+        ));
+        assert!(matches!(
+            open(&call, &reply("10", "1, 2"), &record(0)),
+            ParseResult::Rejected { reason } if reason.contains("only one")
+        ));
+    }
+
+    #[test]
+    fn replies_after_the_answer_reach_the_agent() {
+        let settled = |call: &QuestionCall, interaction: &Interaction| {
+            parse(ParseArgs {
+                call,
+                interaction,
+                question: &record(0),
+                settled: true,
+            })
+        };
+        // Replies that would answer (a label, a number, own text) are the conversation now.
+        for text in ["prod", "1", "thanks!", "7"] {
+            assert_eq!(
+                settled(&options_only(), &reply("10", text)),
+                ParseResult::Ignore,
+                "{text:?}"
+            );
+        }
+        assert_eq!(
+            settled(&call(), &reply("10", "Kermit")),
+            ParseResult::Ignore
+        );
+        // Clicks and forms are classified as before: the engine answers a match as stale.
+        assert!(matches!(
+            settled(&call(), &submit("fq:0:0:t", "Kermit")),
+            ParseResult::Answer { .. }
         ));
     }
 
@@ -595,23 +673,23 @@ mod tests {
             },
         };
         assert!(matches!(
-            parse(&call(), &click("fq:2:0:0"), &record(2)),
+            open(&call(), &click("fq:2:0:0"), &record(2)),
             ParseResult::Answer { .. }
         ));
         assert_eq!(
-            parse(&call(), &click("fq:1:0:0"), &record(2)),
+            open(&call(), &click("fq:1:0:0"), &record(2)),
             ParseResult::Stale
         );
         assert!(matches!(
-            parse(&call(), &click("fq:2:0:7"), &record(2)),
+            open(&call(), &click("fq:2:0:7"), &record(2)),
             ParseResult::Rejected { .. }
         ));
         assert_eq!(
-            parse(&call(), &click("fq:2:0:o"), &record(2)),
+            open(&call(), &click("fq:2:0:o"), &record(2)),
             ParseResult::Ignore
         );
         assert_eq!(
-            parse(&call(), &click("hello"), &record(2)),
+            open(&call(), &click("hello"), &record(2)),
             ParseResult::Ignore
         );
         assert_eq!(serde_json::to_value(deferred_update()).unwrap()["type"], 6);

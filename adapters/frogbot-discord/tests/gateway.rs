@@ -533,6 +533,127 @@ async fn other_opens_a_modal_whose_submission_answers() {
     assert_eq!(responses, 1);
 }
 
+/// Posts `body` to the interactions endpoint of `router`, signed by `key` now: (status, body).
+async fn post_signed(
+    router: &axum::Router,
+    key: &ed25519_dalek::SigningKey,
+    body: &Value,
+) -> (u16, Value) {
+    use ed25519_dalek::Signer;
+    use tower::ServiceExt;
+    let body = body.to_string();
+    let ts = (now_millis() / 1000).to_string();
+    let signature: String = key
+        .sign(format!("{ts}{body}").as_bytes())
+        .to_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let request = axum::http::Request::post("/channels/discord/interactions")
+        .header("content-type", "application/json")
+        .header("x-signature-ed25519", signature)
+        .header("x-signature-timestamp", ts)
+        .body(axum::body::Body::from(body))
+        .unwrap();
+    let response = router.clone().oneshot(request).await.unwrap();
+    let status = response.status().as_u16();
+    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_modal_built_from_labels_answers_through_the_interactions_endpoint() {
+    let key = ed25519_dalek::SigningKey::from_bytes(&[8; 32]);
+    let public: String = key
+        .verifying_key()
+        .as_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let bot = start(&[], Some(public)).await;
+    let router = bot
+        .receiver
+        .interactions_router(bot.engine.clone())
+        .unwrap();
+    let (thread, message, components) = bot.ask(935_000_000_000_000_001).await;
+    let other = components[0]["components"][2]["custom_id"]
+        .as_str()
+        .unwrap();
+    // The "Other…" click: the HTTP response is the modal.
+    let click = fake::component_interaction(
+        500_000_000_000_000_011,
+        APP,
+        thread,
+        message,
+        &alice(),
+        other,
+        None,
+        "tok-l1",
+    );
+    let (status, modal) = post_signed(&router, &key, &click).await;
+    assert_eq!((status, modal["type"].as_u64()), (200, Some(9)));
+    let locator = modal["data"]["custom_id"].as_str().unwrap();
+    let input = modal["data"]["components"][0]["components"][0]["custom_id"]
+        .as_str()
+        .unwrap();
+    // Submitted in the Label shape: the typed text is the answer.
+    let from = bot.fake.calls().len();
+    let submit = fake::modal_submit_in_labels(
+        500_000_000_000_000_012,
+        APP,
+        thread,
+        &alice(),
+        locator,
+        &[(input, "vermilion")],
+        &[],
+        "tok-l2",
+    );
+    let (status, ack) = post_signed(&router, &key, &submit).await;
+    assert_eq!((status, ack["type"].as_u64()), (200, Some(6)));
+    let answer = bot.posted_in(from, thread).await;
+    assert!(
+        answer.body["content"]
+            .as_str()
+            .unwrap()
+            .contains("vermilion"),
+        "{answer:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_modal_built_from_labels_through_the_gateway_is_not_dropped_silently() {
+    let logs = logs();
+    let bot = start(&[], None).await;
+    let (thread, message, _) = bot.ask(936_000_000_000_000_001).await;
+    let locator = format!("fq1:[\"{thread}\",\"{message}\"]");
+    bot.fake.dispatch(
+        "INTERACTION_CREATE",
+        fake::modal_submit_in_labels(
+            500_000_000_000_000_013,
+            APP,
+            thread,
+            &alice(),
+            &locator,
+            &[("fq:0:0:t", "vermilion")],
+            &[],
+            "tok-13",
+        ),
+    );
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !logs
+        .text()
+        .contains("components serenity cannot read (Labels)")
+    {
+        assert!(tokio::time::Instant::now() < deadline, "no warning logged");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reply_in_the_thread_answers_the_question() {
     let bot = start(&[], None).await;
@@ -671,7 +792,7 @@ async fn the_interactions_endpoint_refuses_forged_signatures() {
         "tok-e",
     )
     .to_string();
-    let post = |signature: String, timestamp: &'static str, body: String| {
+    let post = |signature: String, timestamp: String, body: String| {
         let router = router.clone();
         async move {
             use tower::ServiceExt;
@@ -689,29 +810,34 @@ async fn the_interactions_endpoint_refuses_forged_signatures() {
             (status, String::from_utf8_lossy(&bytes).into_owned())
         }
     };
+    let now = (now_millis() / 1000).to_string();
+    let sign = |key: &SigningKey, ts: &str, body: &str| {
+        hex(&key.sign(format!("{ts}{body}").as_bytes()).to_bytes())
+    };
     // Forged: signed by another key, or the body changed after signing.
     let other = SigningKey::from_bytes(&[6; 32]);
-    let forged = hex(&other
-        .sign(format!("1700000000{body}").as_bytes())
-        .to_bytes());
-    assert_eq!(post(forged, "1700000000", body.clone()).await.0, 401);
-    let signed = hex(&key.sign(format!("1700000000{body}").as_bytes()).to_bytes());
+    let forged = sign(&other, &now, &body);
+    assert_eq!(post(forged, now.clone(), body.clone()).await.0, 401);
+    let signed = sign(&key, &now, &body);
     let changed = body.replace("tok-e", "tok-x");
-    assert_eq!(post(signed.clone(), "1700000000", changed).await.0, 401);
-    assert_eq!(post(String::new(), "1700000000", body.clone()).await.0, 401);
+    assert_eq!(post(signed.clone(), now.clone(), changed).await.0, 401);
+    assert_eq!(post(String::new(), now.clone(), body.clone()).await.0, 401);
+    // Signed correctly but old (a replay): refused the same way, and nothing is recorded.
+    let old = (now_millis() / 1000 - 301).to_string();
+    let (status, _) = post(sign(&key, &old, &body), old, body.clone()).await;
+    assert_eq!(status, 401);
     let chat = channel_chat_id(PLATFORM, &thread.to_string());
     assert_eq!(bot.engine.state(&chat).await.unwrap(), TurnState::Awaiting);
     // Signed correctly: the HTTP response is the deferred update and the click is recorded.
     let from = bot.fake.calls().len();
-    let (status, response) = post(signed, "1700000000", body).await;
+    let (status, response) = post(signed, now.clone(), body).await;
     assert_eq!(status, 200);
     assert_eq!(serde_json::from_str::<Value>(&response).unwrap()["type"], 6);
     bot.posted_in(from, thread).await;
     bot.idle(thread).await;
     // A PING is answered with a PONG.
     let ping = json!({"id": "1", "application_id": APP.to_string(), "type": 1, "token": "t", "version": 1}).to_string();
-    let signature = hex(&key.sign(format!("1700000001{ping}").as_bytes()).to_bytes());
-    let (status, response) = post(signature, "1700000001", ping).await;
+    let (status, response) = post(sign(&key, &now, &ping), now.clone(), ping).await;
     assert_eq!((status, response.as_str()), (200, r#"{"type":1}"#));
 }
 

@@ -4,7 +4,8 @@
 //! native poll when it has options, else a plain prompt. Answers come as poll responses (stable or
 //! unstable), keycap reactions on the poll, or thread replies: a number (`2`, `1 3` for several)
 //! picks options, other text is an own answer where the question allows one. A reply to one of the
-//! question messages targets that question; otherwise the first question still unanswered. Progress
+//! question messages targets that question; otherwise the first question still unanswered. Text
+//! that is no answer, and every reply once the question is answered, goes to the agent. Progress
 //! (answers so far, per question) lives in the record's state; this type keeps no state.
 
 use async_trait::async_trait;
@@ -275,6 +276,9 @@ impl<A: MatrixApi> ChannelQuestions for MatrixQuestions<A> {
                 &event.message_id,
                 event.value.as_deref().unwrap_or(""),
             ),
+            // After the answer, thread replies are the conversation going on: they reach the
+            // agent (poll responses and reactions are classified as before; a match is stale).
+            Interaction::Message { .. } if args.settled => ParseResult::Ignore,
             Interaction::Message { message } => parse_message(
                 input,
                 args.question,

@@ -251,6 +251,43 @@ fn bad_picks_are_rejected_and_unknown_messages_are_stale() {
     assert_eq!(state.unwrap()["picks"][1], json!(["us"]));
 }
 
+#[test]
+fn replies_after_the_answer_reach_the_agent() {
+    let h = MatrixQuestions::new(Recorder::default());
+    let c = two_questions();
+    // Everything answered but the last (own-text) question.
+    let r = record(Some(json!({"picks": [["prod"], ["eu"], null]})));
+    let settled = |i: &Interaction| {
+        h.parse(ParseArgs {
+            call: &c,
+            interaction: i,
+            question: &r,
+            settled: true,
+        })
+    };
+    // Own text, an option's number or label, a reply to a question message: after the answer,
+    // all of it is the conversation going on.
+    for i in [
+        reply("ship it", None),
+        reply("1", None),
+        reply("prod", None),
+        reply("2", Some("!r:localhost|$sent2")),
+        reply("5", None),
+    ] {
+        assert_eq!(settled(&i), ParseResult::Ignore, "{i:?}");
+    }
+    // Poll responses are classified as before (the engine answers a match as stale).
+    assert!(matches!(
+        settled(&poll("!r:localhost|$sent1", "o1")),
+        ParseResult::Answer { .. } | ParseResult::Partial { .. }
+    ));
+    // While open, the same own text answers.
+    assert!(matches!(
+        parse(&h, &c, &r, &reply("ship it", None)),
+        ParseResult::Answer { .. }
+    ));
+}
+
 #[tokio::test]
 async fn settled_ends_polls_and_edits_every_message_and_notices_mention_the_person() {
     let h = MatrixQuestions::new(Recorder::default());

@@ -26,7 +26,7 @@
 
 use std::collections::{HashSet, VecDeque};
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -48,6 +48,9 @@ use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::{Value, json};
 use slack_morphism::prelude::*;
+use slack_morphism::socket_mode::clients_manager::{
+    SlackSocketModeClientsManager, SlackSocketModeClientsManagerFactory,
+};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, error, info, info_span, warn};
 
@@ -338,24 +341,33 @@ impl SlackChannel {
         };
         let env = Arc::new(
             SlackClientEventsListenerEnvironment::new(self.inner.client.clone())
-                .with_error_handler(socket_error)
-                .with_user_state(rx),
+                .with_error_handler(socket_error),
         );
-        let callbacks = SlackSocketModeListenerCallbacks::new()
-            .with_push_events(socket_push)
-            .with_interaction_events(socket_interaction);
-        let listener =
-            SlackClientSocketModeListener::new(&SlackClientSocketModeConfig::new(), env, callbacks);
+        // slack-morphism keeps the connections (open, reconnect, ping); the envelopes are read
+        // here as JSON, not through its typed callbacks: those re-read a payload into types that
+        // drop fields HTTP mode sees (a click's `container.thread_ts`, its conversation).
+        let manager = env
+            .client
+            .http_api
+            .connector
+            .new_clients_manager(env.clone());
+        let envelopes = Arc::new(SocketEnvelopes {
+            rx,
+            manager: Arc::downgrade(&manager),
+        });
         let token = SlackApiToken::new(SlackApiTokenValue(app_token));
         Ok(tokio::spawn(async move {
-            if let Err(e) = listener.listen_for(&token).await {
+            if let Err(e) = manager
+                .register_new_token(&SlackClientSocketModeConfig::new(), token, envelopes)
+                .await
+            {
                 error!(error = %e, "Slack Socket Mode could not register");
                 return;
             }
-            listener.start().await;
+            manager.start().await;
             info!("Slack Socket Mode started");
             shutdown.cancelled().await;
-            listener.shutdown().await;
+            manager.shutdown().await;
         }))
     }
 }
@@ -699,8 +711,8 @@ impl Receiver {
     }
 }
 
-/// The thread of an interaction's message (`channel:thread_ts`), when the payload says (Socket
-/// Mode payloads, re-serialised by slack-morphism, do not: the engine then routes by message id).
+/// The thread of an interaction's message (`channel:thread_ts`), when the payload says (HTTP and
+/// Socket Mode payloads alike; without it the engine routes by message id alone).
 fn thread_of_payload(p: &Value) -> Option<String> {
     let channel = p
         .pointer("/container/channel_id")
@@ -794,54 +806,135 @@ async fn interactivity(State(rx): State<Receiver>, headers: HeaderMap, body: Byt
 
 // ---- Socket Mode ---------------------------------------------------------------------------
 
-async fn receiver_of(state: &SlackClientEventsUserState) -> Option<Receiver> {
-    state.read().await.get_user_state::<Receiver>().cloned()
+/// Reads Socket Mode envelopes (`hello`, `disconnect`, `events_api`, `interactive`, …) as JSON
+/// and hands their payloads, unchanged, to the handling HTTP mode uses. A delivery is
+/// acknowledged (`{"envelope_id": …}`) once handled, or when it can never be handled; a store or
+/// engine failure leaves it unacknowledged, so Slack sends it again.
+struct SocketEnvelopes {
+    rx: Receiver,
+    manager: Weak<dyn SlackSocketModeClientsManager + Send + Sync>,
 }
 
-async fn socket_push(
-    ev: SlackPushEventCallback,
-    _client: Arc<SlackHyperClient>,
-    state: SlackClientEventsUserState,
-) -> UserCallbackResult<()> {
-    let Some(rx) = receiver_of(&state).await else {
-        return Ok(());
-    };
-    let body = match serde_json::to_value(SlackPushEvent::EventCallback(ev)) {
-        Ok(b) => b,
-        Err(e) => {
-            warn!(error = %e, "Socket Mode event could not be re-read; ignored");
-            return Ok(());
+impl SocketEnvelopes {
+    async fn restart(&self, client_id: &SlackSocketModeWssClientId) {
+        if let Some(manager) = self.manager.upgrade() {
+            manager.restart_client(client_id).await;
         }
-    };
-    rx.on_event_callback(body, None)
-        .await
-        .map_err(|Failure::Retry(m)| m.into())
-}
-
-async fn socket_interaction(
-    ev: SlackInteractionEvent,
-    _client: Arc<SlackHyperClient>,
-    state: SlackClientEventsUserState,
-) -> UserCallbackResult<SlackInteractionResponse> {
-    let Some(rx) = receiver_of(&state).await else {
-        return Ok(SlackInteractionResponse::Empty);
-    };
-    match serde_json::to_value(&ev) {
-        Ok(payload) => rx
-            .on_interaction(payload)
-            .await
-            .map_err(|Failure::Retry(m)| -> BoxError { m.into() })?,
-        Err(e) => warn!(error = %e, "Socket Mode interaction could not be re-read; ignored"),
     }
-    Ok(SlackInteractionResponse::Empty)
 }
 
-/// A failed Socket Mode delivery is not acknowledged, so Slack sends it again.
+/// What a Socket Mode envelope asks for.
+#[derive(Debug, PartialEq)]
+enum Envelope {
+    /// Nothing to do or to acknowledge (`hello`, a frame that is no envelope).
+    Nothing,
+    /// Reconnect (`disconnect`).
+    Reconnect,
+    /// A delivery to acknowledge with this id once its payload is handled.
+    Deliver {
+        id: String,
+        kind: String,
+        payload: Value,
+    },
+}
+
+fn read_envelope(frame: &str) -> Envelope {
+    let Ok(mut envelope) = serde_json::from_str::<Value>(frame) else {
+        warn!("Socket Mode frame that is not JSON ignored");
+        return Envelope::Nothing;
+    };
+    let kind = envelope["type"].as_str().unwrap_or_default().to_owned();
+    match (kind.as_str(), envelope["envelope_id"].as_str()) {
+        ("disconnect", _) => Envelope::Reconnect,
+        (_, Some(id)) => Envelope::Deliver {
+            id: id.to_owned(),
+            payload: envelope["payload"].take(),
+            kind,
+        },
+        _ => Envelope::Nothing,
+    }
+}
+
+#[async_trait]
+impl SlackSocketModeClientListener for SocketEnvelopes {
+    async fn on_message(
+        &self,
+        client_id: &SlackSocketModeWssClientId,
+        message_body: String,
+    ) -> Option<String> {
+        let (id, kind, payload) = match read_envelope(&message_body) {
+            Envelope::Nothing => return None,
+            Envelope::Reconnect => {
+                self.restart(client_id).await;
+                return None;
+            }
+            Envelope::Deliver { id, kind, payload } => (id, kind, payload),
+        };
+        let handled = match kind.as_str() {
+            "events_api" => self.rx.on_event_callback(payload, None).await,
+            "interactive" => self.rx.on_interaction(payload).await,
+            other => {
+                debug!(
+                    kind = other,
+                    "Socket Mode envelope of a kind FrogBot does not take"
+                );
+                Ok(())
+            }
+        };
+        match handled {
+            Ok(()) => Some(json!({ "envelope_id": id }).to_string()),
+            Err(Failure::Retry(message)) => {
+                warn!(error = %message, "Slack Socket Mode delivery failed; not acknowledged (Slack redelivers)");
+                None
+            }
+        }
+    }
+
+    async fn on_error(&self, error: BoxError) {
+        warn!(error = %error, "Slack Socket Mode connection error");
+    }
+
+    async fn on_disconnect(&self, client_id: &SlackSocketModeWssClientId) {
+        self.restart(client_id).await;
+    }
+}
+
+/// Errors slack-morphism's connection manager reports (deliveries are handled, and their
+/// failures logged, by [`SocketEnvelopes`]).
 fn socket_error(
     err: BoxError,
     _client: Arc<SlackHyperClient>,
     _state: SlackClientEventsUserState,
 ) -> axum::http::StatusCode {
-    warn!(error = %err, "Slack Socket Mode delivery failed; not acknowledged (Slack redelivers)");
+    warn!(error = %err, "Slack Socket Mode error");
     axum::http::StatusCode::INTERNAL_SERVER_ERROR
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn socket_mode_envelopes_are_read_as_json() {
+        assert_eq!(
+            read_envelope(r#"{"type": "hello", "num_connections": 1}"#),
+            Envelope::Nothing
+        );
+        assert_eq!(read_envelope("{not json"), Envelope::Nothing);
+        assert_eq!(
+            read_envelope(r#"{"type": "disconnect", "reason": "refresh_requested"}"#),
+            Envelope::Reconnect
+        );
+        // The payload is kept as Slack sent it, fields slack-morphism's types lack included.
+        let click = json!({"envelope_id": "e1", "type": "interactive", "payload": {
+            "type": "block_actions",
+            "container": {"type": "message", "message_ts": "1.2", "channel_id": "C1", "thread_ts": "1.1"}
+        }});
+        let Envelope::Deliver { id, kind, payload } = read_envelope(&click.to_string()) else {
+            panic!("a delivery")
+        };
+        assert_eq!((id.as_str(), kind.as_str()), ("e1", "interactive"));
+        assert_eq!(payload, click["payload"]);
+        assert_eq!(thread_of_payload(&payload).as_deref(), Some("C1:1.1"));
+    }
 }

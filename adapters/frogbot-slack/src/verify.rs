@@ -47,7 +47,13 @@ pub fn verify(
         .trim()
         .parse()
         .map_err(|_| Error::MalformedTimestamp)?;
-    if (now_secs - ts).abs() > MAX_SKEW_SECS {
+    // Checked: `now - ts` overflows for timestamps near `i64::MIN` / `i64::MAX` (and `abs` of
+    // `i64::MIN` overflows too), which must not wrap into the window.
+    let fresh = now_secs
+        .checked_sub(ts)
+        .and_then(i64::checked_abs)
+        .is_some_and(|skew| skew <= MAX_SKEW_SECS);
+    if !fresh {
         return Err(Error::StaleTimestamp);
     }
     let hex_sig = signature

@@ -553,6 +553,47 @@ async fn parse_reads_every_control() {
 }
 
 #[tokio::test]
+async fn thread_replies_that_are_no_answer_reach_the_agent() {
+    let (_fake, q) = start().await;
+    let c = call(
+        "call-3",
+        json!([{"header": "Env", "question": "Where?", "options": [{"label": "staging"}, {"label": "prod"}]}]),
+    );
+    let rec = record(&["C42:1700000100.000001"], 0, None);
+    let reply = |text: &str| Interaction::Message {
+        message: ThreadMessage {
+            id: "C42:1700000200.000001".into(),
+            text: text.into(),
+            author: user(),
+            metadata: ThreadMessageMetadata {
+                date_sent: "2023-11-14T22:16:40.000Z".into(),
+            },
+            reply_to: None,
+            raw: Value::Null,
+        },
+    };
+    let parse_at = |text: &str, settled: bool| {
+        q.parse(ParseArgs {
+            call: &c,
+            interaction: &reply(text),
+            question: &rec,
+            settled,
+        })
+    };
+    // Open, options only: chatter is not for the question; answers and wrong numbers are.
+    assert_eq!(parse_at("what do you mean?", false), ParseResult::Ignore);
+    assert_eq!(parse_at("prod", false), answer(&[("Env", &["prod"])]));
+    assert!(matches!(
+        parse_at("3", false),
+        ParseResult::Rejected { reason } if reason.contains("1 to 2")
+    ));
+    // Answered: every reply is the conversation's.
+    for text in ["prod", "3", "thanks"] {
+        assert_eq!(parse_at(text, true), ParseResult::Ignore, "{text:?}");
+    }
+}
+
+#[tokio::test]
 async fn auth_test_tells_the_bot_its_own_ids() {
     let (fake, q) = start().await;
     let me = q.api().bot_identity().await.unwrap();

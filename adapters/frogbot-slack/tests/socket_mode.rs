@@ -265,6 +265,35 @@ async fn socket_mode_events_and_clicks_reach_the_engine_and_are_acknowledged() {
     let current = q.record.current().unwrap().id.clone();
     let (_, ts) = current.split_once(':').unwrap();
 
+    // The click's conversation is its container's thread, as over HTTP: one that claims another
+    // thread (`container.thread_ts`) is not an answer to this question. (slack-morphism's typed
+    // payload has no `container.thread_ts`: read through it, the click carried no thread and
+    // answered.)
+    let elsewhere = json!({
+        "type": "block_actions",
+        "user": {"id": "U7", "username": "bob", "team_id": "T1"},
+        "api_app_id": "A1", "team": {"id": "T1", "domain": "frogs"},
+        "container": {"type": "message", "message_ts": ts, "channel_id": "C42", "thread_ts": format!("{now}.111111")},
+        "trigger_id": "1.2.9", "channel": {"id": "C42", "name": "ops"},
+        "actions": [{"type": "button", "action_id": green["action_id"], "value": green["value"],
+                     "action_ts": format!("{now}.4")}]
+    });
+    conn.send
+        .send(envelope("env-9", "interactive", elsewhere))
+        .unwrap();
+    assert_eq!(conn.ack().await, json!({"envelope_id": "env-9"}));
+    let q = engine
+        .store()
+        .get_question(&chat, &q.tool_call_id, frogbot_core::model::now_millis())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        q.outcome.is_none(),
+        "a click from another thread answered: {:?}",
+        q.outcome
+    );
+
     let click = json!({
         "type": "block_actions",
         "user": {"id": "U7", "username": "bob", "team_id": "T1"},

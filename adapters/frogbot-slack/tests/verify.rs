@@ -57,6 +57,35 @@ fn stale_or_future_timestamps_are_refused() {
 }
 
 #[test]
+fn timestamps_that_overflow_the_skew_are_refused() {
+    // `now - ts` overflows for these (in a release build it wrapped to a negative skew, which
+    // passed the window; in a debug build it panicked).
+    for ts in [
+        NOW + i64::MIN, // now − 2^63
+        i64::MIN,
+        i64::MAX,
+        i64::MIN + 1,
+    ] {
+        let ts = ts.to_string();
+        let sig = sign(SECRET, &ts, BODY).unwrap();
+        assert!(
+            matches!(
+                verify(SECRET, &ts, &sig, BODY, NOW),
+                Err(Error::StaleTimestamp)
+            ),
+            "{ts}"
+        );
+    }
+    // The same at the extremes of `now`.
+    let ts = i64::MAX.to_string();
+    let sig = sign(SECRET, &ts, BODY).unwrap();
+    assert!(matches!(
+        verify(SECRET, &ts, &sig, BODY, i64::MIN),
+        Err(Error::StaleTimestamp)
+    ));
+}
+
+#[test]
 fn malformed_headers_are_refused() {
     let ts = NOW.to_string();
     let sig = sign(SECRET, &ts, BODY).unwrap();

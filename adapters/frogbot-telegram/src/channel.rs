@@ -3,11 +3,13 @@
 //! posts the agent's replies back.
 //!
 //! Receiving uses teloxide's own update listeners (`Polling`, after `deleteWebhook`; or the axum
-//! webhook listener, which refuses requests without the right `X-Telegram-Bot-Api-Secret-Token`
-//! with `401`) and teloxide's `Dispatcher` with its default distribution by chat id: one worker per
-//! Telegram chat, so each update is handled once and the updates of a chat in order, while
-//! different chats run in parallel. Updates teloxide cannot read are dropped with a `warn!` line;
-//! polling's offset still moves past them.
+//! webhook listener) and teloxide's `Dispatcher` with its default distribution by chat id: one
+//! worker per Telegram chat, so each update is handled once and the updates of a chat in order,
+//! while different chats run in parallel. In webhook mode a guard in front of teloxide's route
+//! checks `X-Telegram-Bot-Api-Secret-Token` in constant time (a missing or wrong one is `401`, and
+//! the request goes no further) and drops bodies that are no update (`200`, so Telegram does not
+//! resend them). Updates that cannot be read are dropped with a `warn!` line that shows at most
+//! [`LOGGED_PREFIX`] bytes of them; polling's offset still moves past them.
 //!
 //! Conversations: in a private chat every message talks to the bot; in a group only a mention, a
 //! command, or a reply to the bot does. A Telegram chat (a forum topic in forum supergroups) is one
@@ -24,6 +26,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use axum::extract::State;
 use frogbot_core::BoxError;
 use frogbot_core::agent::{
     AccessCheck, Channel, ChannelMessageOutcome, ChannelOutbox, Engine, InteractionOutcome,
@@ -60,6 +63,12 @@ pub const WEBHOOK_PATH: &str = "/channels/telegram/webhook";
 pub const NOT_ALLOWED_TEXT: &str = "Sorry, you are not allowed to talk to this bot.";
 /// What the user is told when the engine could not take a message.
 pub const FAILED_TEXT: &str = "Sorry, something went wrong; please send that again.";
+/// The header carrying the webhook's secret token.
+pub const SECRET_HEADER: &str = "x-telegram-bot-api-secret-token";
+/// How many bytes of an unreadable update (or of the error describing it) a log line shows.
+pub const LOGGED_PREFIX: usize = 256;
+/// The largest webhook body read (axum's default body limit).
+const MAX_UPDATE_BYTES: usize = 2 * 1024 * 1024;
 
 /// How updates arrive.
 #[derive(Clone, Debug)]
@@ -250,6 +259,11 @@ impl TelegramChannel {
             .path(WEBHOOK_PATH.into())
             .secret_token(secret.clone());
         let (listener, _stopped, router) = webhooks::axum_no_setup(options);
+        // The guard runs before teloxide's handler sees the request.
+        let router = router.layer(axum::middleware::from_fn_with_state(
+            Arc::<str>::from(secret.as_str()),
+            webhook_guard,
+        ));
         let bot = self.bot.clone();
         let register = url.clone().map(|u| (u, secret.clone()));
         let ctx = self.context(engine.clone());
@@ -309,6 +323,59 @@ impl TelegramChannel {
     }
 }
 
+/// At most [`LOGGED_PREFIX`] bytes of `text` (cut at a character boundary).
+pub fn log_prefix(text: &str) -> &str {
+    let mut end = text.len().min(LOGGED_PREFIX);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+/// In front of teloxide's webhook route: refuses (401) a request whose secret token is missing or
+/// wrong, compared in constant time, so teloxide's own (plain) comparison only ever sees the
+/// right token; and acknowledges without passing on (200) a body that is no Bot API update,
+/// logging a bounded prefix of it at WARN (teloxide would log all of it at ERROR).
+async fn webhook_guard(
+    State(secret): State<Arc<str>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::http::StatusCode;
+    use axum::response::IntoResponse;
+    use subtle::ConstantTimeEq;
+
+    let given = request
+        .headers()
+        .get(SECRET_HEADER)
+        .map(|v| v.as_bytes())
+        .unwrap_or_default();
+    if !bool::from(given.ct_eq(secret.as_bytes())) {
+        warn!("Telegram webhook request without the right secret token refused");
+        return StatusCode::UNAUTHORIZED.into_response();
+    }
+    let (parts, body) = request.into_parts();
+    let bytes = match axum::body::to_bytes(body, MAX_UPDATE_BYTES).await {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            warn!(error = %e, "Telegram webhook body could not be read");
+            return StatusCode::BAD_REQUEST.into_response();
+        }
+    };
+    if let Err(e) = serde_json::from_slice::<Update>(&bytes) {
+        let text = String::from_utf8_lossy(&bytes);
+        warn!(
+            error = log_prefix(&e.to_string()),
+            len = bytes.len(),
+            body = log_prefix(&text),
+            "unreadable Telegram update dropped"
+        );
+        return StatusCode::OK.into_response();
+    }
+    next.run(axum::extract::Request::from_parts(parts, bytes.into()))
+        .await
+}
+
 /// Runs teloxide's dispatcher (one worker per chat) over `listener` until `shutdown`.
 async fn dispatch<L>(bot: Bot, ctx: Arc<Context>, listener: L, shutdown: CancellationToken)
 where
@@ -362,7 +429,11 @@ fn keep_readable<E>(item: Item<E>) -> Ready<Option<Item<E>>> {
     if let Ok(update) = &item
         && let UpdateKind::Error(raw) = &update.kind
     {
-        warn!(update_id = update.id.0, raw = %raw, "malformed Telegram update dropped");
+        warn!(
+            update_id = update.id.0,
+            raw = log_prefix(&raw.to_string()),
+            "malformed Telegram update dropped"
+        );
         return ready(None);
     }
     ready(Some(item))
@@ -475,9 +546,13 @@ async fn on_message(ctx: &Context, m: Message) {
 }
 
 async fn on_callback(ctx: &Context, q: CallbackQuery) {
-    let thread = q.message.as_ref().map(|m| match m {
-        MaybeInaccessibleMessage::Regular(m) => thread_id(m),
-        MaybeInaccessibleMessage::Inaccessible(m) => m.chat.id.0.to_string(),
+    // The conversation of the click, for the engine's same-conversation check. An inaccessible
+    // message (date 0) keeps only its chat and id, not its forum topic, so its thread is not
+    // known here: `None` lets the engine rely on the question found by the message id
+    // (`chat:message_id`, unique in the chat) and its own record of the thread.
+    let thread = q.message.as_ref().and_then(|m| match m {
+        MaybeInaccessibleMessage::Regular(m) => Some(thread_id(m)),
+        MaybeInaccessibleMessage::Inaccessible(_) => None,
     });
     // The hooks answer the query for stale, denied and rejected clicks (with a notice); every
     // other case is answered here, so no button is left spinning.
@@ -616,5 +691,14 @@ mod tests {
             "http://127.0.0.1:8081/"
         );
         assert!(parse_url("ftp://x/", true).is_err());
+    }
+
+    #[test]
+    fn logged_prefixes_are_bounded_at_a_character_boundary() {
+        assert_eq!(log_prefix("short"), "short");
+        let long = "é".repeat(200); // 400 bytes
+        let cut = log_prefix(&long);
+        assert!(cut.len() <= LOGGED_PREFIX && cut.len() >= LOGGED_PREFIX - 1);
+        assert!(long.starts_with(cut));
     }
 }

@@ -200,6 +200,9 @@ impl<A: TelegramApi> ChannelQuestions for TelegramQuestions<A> {
                     None => ParseResult::Ignore,
                 }
             }
+            // After the answer, replies (even to the own-text prompt) are the conversation
+            // going on: they reach the agent. Clicks are classified as before (a match is stale).
+            Interaction::Message { .. } if args.settled => ParseResult::Ignore,
             Interaction::Message { message } => {
                 let Some(target) = message
                     .reply_to

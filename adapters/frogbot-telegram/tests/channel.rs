@@ -337,6 +337,52 @@ async fn a_question_is_asked_clicked_answered_and_the_agent_continues() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_click_on_an_inaccessible_question_message_in_a_forum_topic_answers() {
+    let s = setup(Arc::new(AllowAll)).await;
+    let forum = group_chat(-100400, true);
+    s.fake.push(json!({"message": {
+        "message_id": 20, "message_thread_id": 9, "is_topic_message": true,
+        "date": 1_767_225_600, "chat": forum, "from": user(ADA, "Ada"),
+        "text": "@FrogBot deploy please",
+        "entities": [{"type": "mention", "offset": 0, "length": 8}]
+    }}));
+    let (qid, body) = question_message(&s, "-100400:9", 1).await;
+    assert_eq!(body["message_thread_id"], 9);
+    let data = body["reply_markup"]["inline_keyboard"][1][0]["callback_data"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // Telegram reports the message as inaccessible (date 0): only its chat and id remain, not
+    // the topic.
+    s.fake.push(callback_update(
+        "cbq-topic",
+        user(ADA, "Ada"),
+        json!({"message_id": qid, "date": 0, "chat": forum}),
+        &data,
+    ));
+    let ack = s
+        .fake
+        .wait_for("the callback answer", |c| answered(c, "cbq-topic"))
+        .await;
+    assert!(ack.get("text").is_none(), "not stale: {ack}");
+    let done = s
+        .fake
+        .wait_for("the agent's next reply", |c| sent_text(c, "done:"))
+        .await;
+    assert!(done["text"].as_str().unwrap().contains("prod"), "{done}");
+    assert_eq!(done["message_thread_id"], 9);
+    let chat = channel_chat_id(PLATFORM, "-100400:9");
+    let q = s
+        .engine
+        .store()
+        .get_question(&chat, "c1", now_millis())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(q.outcome.is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_click_after_the_answer_is_stale() {
     let s = setup(Arc::new(AllowAll)).await;
     s.fake.push(private_text(ADA, 5, "deploy"));
@@ -636,10 +682,9 @@ async fn malformed_updates_are_dropped_with_a_log_line_and_polling_moves_on() {
     assert_eq!(s.model.requests().len(), 1);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_webhook_refuses_requests_without_the_secret() {
-    let logs = logs();
-    let secret = "s3cret-Token_1";
+/// A channel receiving by webhook (with `secret`), its route served on a local port: the setup
+/// and the webhook's URL.
+async fn webhook_setup(secret: &str) -> (Setup, String) {
     let s = setup_with(
         Arc::new(AllowAll),
         Receive::Webhook {
@@ -655,6 +700,29 @@ async fn the_webhook_refuses_requests_without_the_secret() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    (s, format!("http://{addr}{WEBHOOK_PATH}"))
+}
+
+async fn wait_for_log(logs: &Arc<Mutex<Vec<u8>>>, what: &str, found: impl Fn(&str) -> bool) {
+    let deadline = std::time::Instant::now() + fake::WAIT;
+    while !String::from_utf8_lossy(&logs.lock().unwrap())
+        .lines()
+        .any(&found)
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no log line for {what}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_webhook_refuses_requests_without_the_secret() {
+    let logs = logs();
+    let secret = "s3cret-Token_1";
+    let (s, url) = webhook_setup(secret).await;
     // The webhook is registered with the secret.
     let set = form(&s.fake.nth("setwebhook", 1).await).await;
     assert_eq!(set["url"], "https://bot.example/channels/telegram/webhook");
@@ -666,9 +734,7 @@ async fn the_webhook_refuses_requests_without_the_secret() {
         u
     })
     .unwrap();
-    let _ = rustls::crypto::ring::default_provider().install_default();
     let client = reqwest::Client::new();
-    let url = format!("http://{addr}{WEBHOOK_PATH}");
     let post = |header: Option<&str>| {
         let mut req = client
             .post(&url)
@@ -679,8 +745,18 @@ async fn the_webhook_refuses_requests_without_the_secret() {
         }
         async move { req.send().await.unwrap().status().as_u16() }
     };
-    assert_eq!(post(None).await, 401);
-    assert_eq!(post(Some("wrong")).await, 401);
+    // Missing, wrong, a prefix or an extension of the secret, or characters a secret cannot
+    // have: all 401, and the update reaches nothing.
+    let longer = format!("{secret}x");
+    for wrong in [
+        None,
+        Some("wrong"),
+        Some(&secret[..5]),
+        Some(longer.as_str()),
+        Some("not the secret!"),
+    ] {
+        assert_eq!(post(wrong).await, 401, "{wrong:?}");
+    }
     assert!(s.model.requests().is_empty());
     assert_eq!(post(Some(secret)).await, 200);
     let sent = s
@@ -699,22 +775,67 @@ async fn the_webhook_refuses_requests_without_the_secret() {
         .await
         .unwrap();
     assert_eq!(malformed.status(), 200);
-    let deadline = std::time::Instant::now() + fake::WAIT;
-    while !String::from_utf8_lossy(&logs.lock().unwrap())
-        .lines()
-        .any(|l| l.contains("malformed Telegram update dropped") && l.contains("update_id=777"))
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no log line for update 777"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    wait_for_log(&logs, "update 777", |l| {
+        l.contains("malformed Telegram update dropped") && l.contains("update_id=777")
+    })
+    .await;
     assert_eq!(s.model.requests().len(), 1);
     assert!(
         s.fake.calls("getupdates").is_empty(),
         "no polling in webhook mode"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreadable_webhook_body_is_dropped_with_a_bounded_warning() {
+    let logs = logs();
+    let secret = "s3cret-Token_2";
+    let (s, url) = webhook_setup(secret).await;
+    let client = reqwest::Client::new();
+    // No update at all (no `update_id`), large: acknowledged, not handled, and logged at WARN
+    // with a short prefix only.
+    let filler = "Z".repeat(20_000);
+    let body = format!(r#"{{"marker-unreadable": "{filler}"}}"#);
+    let response = client
+        .post(&url)
+        .header("content-type", "application/json")
+        .header("x-telegram-bot-api-secret-token", secret)
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    wait_for_log(&logs, "the unreadable body", |l| {
+        l.contains("unreadable Telegram update dropped") && l.contains("marker-unreadable")
+    })
+    .await;
+    let text = String::from_utf8_lossy(&logs.lock().unwrap()).into_owned();
+    let line = text
+        .lines()
+        .find(|l| l.contains("marker-unreadable"))
+        .unwrap();
+    assert!(line.contains("WARN"), "{line}");
+    assert!(line.len() < 1_000, "a bounded line: {} bytes", line.len());
+    assert!(
+        !text.contains(&"Z".repeat(300)),
+        "the body is not logged whole"
+    );
+    // Nothing reached the engine; a good update after it still does.
+    assert!(s.model.requests().is_empty());
+    let mut u = private_text(ADA, 6, "after the junk");
+    u["update_id"] = json!(2);
+    let ok = client
+        .post(&url)
+        .header("content-type", "application/json")
+        .header("x-telegram-bot-api-secret-token", secret)
+        .body(u.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), 200);
+    s.fake
+        .wait_for("the reply", |c| sent_text(c, "echo: after the junk"))
+        .await;
 }
 
 /// The fields of a multipart form the fake kept (see `fake::params`), as a JSON object.

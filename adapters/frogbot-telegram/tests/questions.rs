@@ -282,6 +282,40 @@ async fn parse_walks_the_question_set() {
 }
 
 #[tokio::test]
+async fn replies_after_the_answer_reach_the_agent() {
+    let (_fake, hooks) = start().await;
+    let c = call();
+    let m0 = format!("{CHAT}:100");
+    let m2 = format!("{CHAT}:102");
+    let state = json!({"prompts": [m2.clone()], "picks": [["prod"], ["b"], null]});
+    let q = record(&[(100, 0), (101, 1), (102, 2)], 3, Some(state));
+    let parse = |i: &Interaction, settled: bool| {
+        hooks.parse(ParseArgs {
+            call: &c,
+            interaction: i,
+            question: &q,
+            settled,
+        })
+    };
+    // Open: a reply to the own-text prompt answers; chatter (not a reply to the prompt) and
+    // replies to keyboard questions are not for the question.
+    assert!(matches!(
+        parse(&reply(&m2, "ship it"), false),
+        ParseResult::Answer { .. }
+    ));
+    assert_eq!(parse(&reply(&m0, "1"), false), ParseResult::Ignore);
+    assert_eq!(parse(&reply("1:1", "what?"), false), ParseResult::Ignore);
+    // Answered: even a reply to the prompt is the conversation going on.
+    assert_eq!(parse(&reply(&m2, "ship it"), true), ParseResult::Ignore);
+    assert_eq!(parse(&reply(&m2, ""), true), ParseResult::Ignore);
+    // Clicks are classified as before (the engine answers a match as stale).
+    assert!(!matches!(
+        parse(&click(&format!("{CHAT}:101"), "q3:1:d"), true),
+        ParseResult::Ignore
+    ));
+}
+
+#[tokio::test]
 async fn updated_redraws_keyboards_with_the_new_revision() {
     let (fake, hooks) = start().await;
     let c = call();
