@@ -13,14 +13,14 @@ pub enum Error {
     /// Input that does not fit its schema, with the reason.
     #[error("invalid input: {0}")]
     InvalidInput(String),
-    /// The store's database reported an error.
-    #[cfg(any(feature = "sqlite", feature = "postgres"))]
+    /// The store's database failed: unreachable, locked past its timeout, full, or any error of
+    /// the driver. Nothing of the operation was written; the caller may try again later (HTTP
+    /// answers 503).
     #[error("database: {0}")]
-    Database(#[from] sqlx::Error),
+    Storage(String),
     /// Applying the store's migrations failed.
-    #[cfg(any(feature = "sqlite", feature = "postgres"))]
     #[error("migration: {0}")]
-    Migration(#[from] sqlx::migrate::MigrateError),
+    Migration(String),
     /// A stored JSON document could not be read back.
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
@@ -61,6 +61,9 @@ pub enum Error {
     /// The database URL names no backend this build has.
     #[error("unsupported database url {0:?}: use sqlite://PATH or postgres://…")]
     UnsupportedDatabase(String),
+    /// The engine is stopping and takes no new work.
+    #[error("stopping")]
+    Stopping,
 }
 
 /// `Result` with [`Error`].

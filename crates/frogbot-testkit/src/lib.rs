@@ -32,6 +32,26 @@ impl std::fmt::Debug for TestDb {
     }
 }
 
+/// Opens the store of a test database URL (`sqlite://…` or `postgres://…`), applying migrations.
+///
+/// # Panics
+/// When the store cannot be opened.
+pub async fn open_store(url: &str) -> frogbot_core::store::DynStore {
+    if url.starts_with("postgres") {
+        std::sync::Arc::new(
+            frogbot_postgres::PostgresStore::open(url)
+                .await
+                .expect("open the PostgreSQL store"),
+        )
+    } else {
+        std::sync::Arc::new(
+            frogbot_sqlite::SqliteStore::open(url)
+                .await
+                .expect("open the SQLite store"),
+        )
+    }
+}
+
 /// A fresh SQLite database file in its own temporary directory (removed when the `TestDb` drops).
 pub fn sqlite_db() -> TestDb {
     let dir = tempfile::tempdir().expect("temp dir");

@@ -80,6 +80,17 @@ impl fmt::Display for UserId {
     }
 }
 
+/// What hooks and access checks see of a chat: its id, its owner and its channel thread.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChatInfo {
+    /// The chat.
+    pub chat_id: ChatId,
+    /// Its owner (the sender of its first message, as the identity hook mapped them).
+    pub owner: Option<UserId>,
+    /// Its channel thread, for a channel chat.
+    pub channel: Option<ChannelRef>,
+}
+
 /// The channel conversation a chat belongs to: `{"platform": "slack", "thread": "C123:1712345678.000100"}`.
 /// One FrogBot chat per platform thread.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

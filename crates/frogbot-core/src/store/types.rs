@@ -1,12 +1,24 @@
-//! The values the store takes and returns.
+//! The values the store takes and returns, and the rules every backend applies the same way
+//! ([`check_writer`], [`interrupted_reply`], [`steer_or_queue`]).
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::error::{Error, Result};
 use crate::model::{
-    Actor, ChannelRef, ChatId, Delivery, MessagePart, Millis, QuestionInput, QuestionOutcome,
-    QuestionRecord, TurnState, UiMessage, UserId,
+    Actor, ChannelRef, ChatId, Delivery, ErrorInfo, MessageMetadata, MessagePart, Millis,
+    QuestionInput, QuestionOutcome, QuestionRecord, Role, TurnState, UiMessage, UserId,
+    millis_to_iso,
 };
+
+/// `sub` of a turn's reply in the chat's order: after the turn's user message (0) and the steers
+/// that joined it (their `seq`).
+pub const REPLY_SUB: i64 = 1 << 52;
+
+/// The error code on the reply of a turn whose process stopped before it finished.
+pub const INTERRUPTED: &str = "interrupted";
+
+// ---- chats ---------------------------------------------------------------------------------------
 
 /// A chat to create.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -49,6 +61,10 @@ pub struct ChatRow {
     pub awaiting_message_id: Option<String>,
     /// The lease, when one was ever taken and not released (it may have run out).
     pub lease: Option<LeaseInfo>,
+    /// One higher on every write of one of its messages (saved, changed, promoted, deleted): a
+    /// reader holding the messages up to a version reads only what is newer
+    /// ([`super::Store::messages_since`]).
+    pub version: i64,
 }
 
 impl ChatRow {
@@ -68,7 +84,90 @@ impl ChatRow {
             TurnState::Idle
         }
     }
+
+    /// What hooks and access checks see of the chat.
+    pub fn info(&self) -> crate::model::ChatInfo {
+        crate::model::ChatInfo {
+            chat_id: self.chat_id.clone(),
+            owner: self.owner.clone(),
+            channel: self.channel.clone(),
+        }
+    }
 }
+
+/// Whether the writer of a new message may write to the existing chat `row` (the rule of
+/// [`super::Store::send`]):
+/// - a chat whose channel differs from `chat.channel` (a web chat for a channel message, a
+///   channel chat for a web message, another thread) is refused with [`Error::ChannelChat`];
+/// - a web chat with an owner is written by its owner only ([`Error::Forbidden`]); channel chats
+///   are written by everyone in their thread, ownerless web chats by anyone.
+pub fn check_writer(row: &ChatRow, chat: &NewChat) -> Result<()> {
+    if row.channel != chat.channel {
+        return Err(Error::ChannelChat(match &row.channel {
+            Some(_) => format!("chat {} is continued only from its channel", row.chat_id),
+            None => format!("chat {} is not a chat of this channel thread", row.chat_id),
+        }));
+    }
+    if row.channel.is_none()
+        && let Some(owner) = &row.owner
+        && chat.owner.as_ref() != Some(owner)
+    {
+        return Err(Error::Forbidden(format!(
+            "chat {} belongs to another user",
+            row.chat_id
+        )));
+    }
+    Ok(())
+}
+
+/// How a message sent while the chat is busy is saved: a steer joins the running turn only when
+/// it comes from the turn's driving user while a live lease is held; anything else is queued.
+pub fn steer_or_queue(
+    requested: Delivery,
+    chat: &ChatRow,
+    author: Option<&UserId>,
+    now: Millis,
+) -> Delivery {
+    match (requested, chat.live_lease(now)) {
+        (Delivery::Steer, Some(lease)) if lease.driver.as_ref() == author => Delivery::Steer,
+        _ => Delivery::Queue,
+    }
+}
+
+/// The reply to save for an interrupted turn, given the messages of that turn (its position's
+/// messages): the saved reply with the `interrupted` error, or an empty reply with it when none
+/// was saved. `None` when the turn has no user message, or its reply already says it failed.
+/// Backends call it when a lease is taken over, in the same transaction; `new_id` names the reply
+/// when one is created.
+pub fn interrupted_reply(turn: &[StoredMessage], new_id: &str, now: Millis) -> Option<UiMessage> {
+    let error = ErrorInfo {
+        code: INTERRUPTED.into(),
+        message: "This reply was interrupted: the server stopped before it finished.".into(),
+    };
+    if let Some(reply) = turn.iter().find(|m| m.message.role == Role::Assistant) {
+        if reply.message.metadata.error.is_some() {
+            return None;
+        }
+        let mut reply = reply.message.clone();
+        reply.metadata.error = Some(error);
+        return Some(reply);
+    }
+    let user = turn.iter().find(|m| m.message.role == Role::User)?;
+    Some(UiMessage {
+        id: new_id.to_string(),
+        role: Role::Assistant,
+        parts: vec![],
+        metadata: MessageMetadata {
+            model: user.message.metadata.model.clone(),
+            reasoning: user.message.metadata.reasoning.clone(),
+            created_at: millis_to_iso(now),
+            error: Some(error),
+            ..Default::default()
+        },
+    })
+}
+
+// ---- leases --------------------------------------------------------------------------------------
 
 /// Asking for a turn lease.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -101,39 +200,7 @@ pub struct Lease {
     pub taken_over: bool,
 }
 
-/// Where [`super::Store::save_turn_message`] puts a message in the chat's order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Slot {
-    /// The user message that starts a new turn: a new turn position after every other turn.
-    /// The saved message's `position` is the turn's position.
-    TurnStart,
-    /// The turn's reply at the turn's position (after its user message and joined steers).
-    Reply {
-        /// The turn's position.
-        position: i64,
-    },
-}
-
-/// How a turn ends.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TurnEnd<'a> {
-    /// Nothing waits: the chat goes idle unless messages are queued.
-    Idle,
-    /// The reply waits on questions.
-    Awaiting(&'a str),
-    /// Release the chat even when messages are queued, leaving them for another process (a
-    /// graceful stop hands its chats' queues on).
-    Handoff,
-}
-
-/// What [`super::Store::end_turn`] did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EndTurn {
-    /// The lease is released.
-    Released,
-    /// Messages are queued: the lease is still held, promote the next one.
-    QueuedPending,
-}
+// ---- messages ------------------------------------------------------------------------------------
 
 /// A stored message with its place in the chat.
 #[derive(Clone, Debug, PartialEq)]
@@ -146,10 +213,15 @@ pub struct StoredMessage {
     pub seq: i64,
     /// The turn position (`None` while queued).
     pub position: Option<i64>,
+    /// Its place within the turn: 0 for the user message, the steer's `seq` for a steer that
+    /// joined, [`REPLY_SUB`] for the reply.
+    pub sub: i64,
     /// Whether it waits for promotion.
     pub queued: bool,
     /// How it asked to be delivered.
     pub delivery: Delivery,
+    /// The chat's version when it was last written.
+    pub version: i64,
 }
 
 impl StoredMessage {
@@ -157,6 +229,25 @@ impl StoredMessage {
     pub fn author(&self) -> Option<&UserId> {
         self.message.metadata.author.as_ref()
     }
+
+    /// The key of the chat's stored order: turns by position (queued last), then `sub`, then `seq`.
+    pub fn order_key(&self) -> (bool, i64, i64, i64) {
+        (
+            self.position.is_none(),
+            self.position.unwrap_or(0),
+            self.sub,
+            self.seq,
+        )
+    }
+}
+
+/// What changed in a chat since a version ([`super::Store::messages_since`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChatChanges {
+    /// The chat's version now (`0` when the chat does not exist).
+    pub version: i64,
+    /// The messages written after the asked version, in stored order.
+    pub messages: Vec<StoredMessage>,
 }
 
 /// A change to a queued message: absent fields stay.
@@ -180,6 +271,199 @@ pub enum QueuedChange {
     /// The message was already promoted.
     NotQueued,
 }
+
+// ---- turn operations -----------------------------------------------------------------------------
+
+/// [`super::Store::send`]: a user message for a chat.
+#[derive(Clone, Copy, Debug)]
+pub struct SendOp<'a> {
+    /// The chat to create, or to open for writing ([`check_writer`] decides on the stored row).
+    pub chat: &'a NewChat,
+    /// The message (its id chosen by the caller). A message with this id in the chat already
+    /// makes the operation [`Sent::Duplicate`], changing nothing.
+    pub message: &'a UiMessage,
+    /// The delivery asked for while a turn runs ([`steer_or_queue`] decides).
+    pub delivery: Delivery,
+    /// The lease to take when the chat is idle (its driver is the sender).
+    pub lease: &'a LeaseRequest,
+    /// `false`: never queue — [`Sent::Busy`] when the chat is not idle (local `generate`).
+    pub queue_if_busy: bool,
+}
+
+/// What [`super::Store::send`] did.
+#[derive(Clone, Debug, PartialEq)]
+#[allow(clippy::large_enum_variant)]
+pub enum Sent {
+    /// The chat was idle: the lease is taken and the message saved at a new turn position.
+    Started {
+        /// The chat after the operation.
+        chat: ChatRow,
+        /// Whether this operation created the chat.
+        created: bool,
+        /// The chat's version before the operation.
+        prior_version: i64,
+        /// The turn's lease (driven by the sender).
+        lease: Lease,
+        /// The message as saved.
+        message: StoredMessage,
+        /// When the lease was taken over from a stopped turn: that turn's reply as saved with the
+        /// `interrupted` error ([`interrupted_reply`]).
+        interrupted: Option<StoredMessage>,
+    },
+    /// A turn runs or a question waits: the message is saved queued (or as a steer).
+    Queued {
+        /// The chat after the operation.
+        chat: ChatRow,
+        /// Whether this operation created the chat.
+        created: bool,
+        /// The message as saved.
+        message: StoredMessage,
+        /// `steer` when it will join the running turn, else `queue`.
+        delivery: Delivery,
+    },
+    /// The chat already has a message with this id (a repeated delivery); nothing changed.
+    Duplicate {
+        /// The chat.
+        chat: ChatRow,
+    },
+    /// `queue_if_busy` was `false` and the chat is not idle; nothing changed (the chat may have
+    /// been created).
+    Busy {
+        /// The chat.
+        chat: ChatRow,
+    },
+}
+
+/// [`super::Store::checkpoint`]: a step of a turn.
+#[derive(Clone, Copy, Debug)]
+pub struct CheckpointOp<'a> {
+    /// The turn's lease (the write is fenced with it).
+    pub lease: &'a Lease,
+    /// The reply so far, saved at the turn's reply slot.
+    pub reply: &'a UiMessage,
+    /// The turn's position.
+    pub position: i64,
+    /// Whether to join the queued steers of `lease.driver` to the turn (at a step boundary).
+    pub join_steers: bool,
+    /// Now.
+    pub now: Millis,
+}
+
+/// What [`super::Store::checkpoint`] did.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Checkpointed {
+    /// The reply as saved.
+    pub reply: StoredMessage,
+    /// The steers that joined the turn, oldest first (stored just before the reply).
+    pub steers: Vec<StoredMessage>,
+}
+
+/// [`super::Store::await_answers`]: a turn stops to wait on questions.
+#[derive(Clone, Copy, Debug)]
+pub struct AwaitOp<'a> {
+    /// The turn's lease (fenced; released by the operation).
+    pub lease: &'a Lease,
+    /// The reply, which becomes the chat's waiting message.
+    pub reply: &'a UiMessage,
+    /// The turn's position.
+    pub position: i64,
+    /// The question records of the reply's waiting calls.
+    pub questions: &'a [NewQuestion],
+    /// A job to schedule with them (the expiry of the set), if any.
+    pub job: Option<&'a NewJob>,
+    /// Now.
+    pub now: Millis,
+}
+
+/// How [`super::Store::end_turn`] ends a turn.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum EndMode<'a> {
+    /// Release the chat when nothing is queued, else promote the oldest queued message.
+    Next,
+    /// Release the chat whatever is queued (the process stops); when something is queued,
+    /// schedule this job (which runs the queue on any process).
+    Handoff(&'a NewJob),
+}
+
+/// [`super::Store::end_turn`].
+#[derive(Clone, Copy, Debug)]
+pub struct EndTurnOp<'a> {
+    /// The turn's lease (fenced).
+    pub lease: &'a Lease,
+    /// The turn's last reply to save first, with its position, when the last step did not save it.
+    pub reply: Option<(&'a UiMessage, i64)>,
+    /// Release, promote or hand on.
+    pub mode: EndMode<'a>,
+    /// Now.
+    pub now: Millis,
+}
+
+/// What [`super::Store::end_turn`] did.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TurnEnded {
+    /// The chat is idle: the lease is released.
+    Released {
+        /// The reply as saved, when the operation saved one.
+        reply: Option<StoredMessage>,
+    },
+    /// The oldest queued message was promoted to start the next turn under the same lease, now
+    /// driven by its sender.
+    Promoted {
+        /// The reply as saved, when the operation saved one.
+        reply: Option<StoredMessage>,
+        /// The lease, its driver changed.
+        lease: Lease,
+        /// The promoted message at its new turn position.
+        next: StoredMessage,
+    },
+    /// The chat was released for another process: `queued` says whether the job was scheduled.
+    HandedOn {
+        /// The reply as saved, when the operation saved one.
+        reply: Option<StoredMessage>,
+        /// Whether messages were left queued (and the job scheduled).
+        queued: bool,
+    },
+}
+
+/// What [`super::Store::take_chat`] took.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Taken {
+    /// When the lease was taken over from a stopped turn: that turn's reply, marked interrupted.
+    pub interrupted: Option<StoredMessage>,
+    /// The promoted message and its lease; `None` when nothing was queued (the chat was released
+    /// again).
+    pub next: Option<(Lease, StoredMessage)>,
+}
+
+/// What [`super::Store::resume_turn`] found.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Resume {
+    /// Every question of the reply has an outcome, and the lease is taken: continue the turn.
+    Taken {
+        /// The lease (driven by the request's driver).
+        lease: Lease,
+        /// The waiting reply.
+        reply: StoredMessage,
+        /// Its question records, in call order.
+        questions: Vec<QuestionRow>,
+        /// The model of the chat's latest user message (a continued turn uses it).
+        model: Option<String>,
+        /// Its reasoning option.
+        reasoning: Option<String>,
+    },
+    /// Some question of the reply is still open.
+    Open,
+    /// A live lease holds the chat (a turn that saved the questions has not released it yet, or
+    /// another process continues): try again at `until`.
+    Busy {
+        /// When the lease runs out unless renewed.
+        until: Millis,
+    },
+    /// The chat does not wait on this message (continued already, withdrawn, or no such chat).
+    NotWaiting,
+}
+
+// ---- questions -----------------------------------------------------------------------------------
 
 /// A question record to create.
 #[derive(Clone, Debug, PartialEq)]
@@ -233,6 +517,17 @@ pub struct QuestionRow {
     pub updated_at: Millis,
     /// When the record is gone.
     pub expires_at: Millis,
+    /// The holder of its lock, while one is held (it may have run out).
+    pub lock_holder: Option<String>,
+    /// Until when the lock is held.
+    pub lock_until: Millis,
+}
+
+impl QuestionRow {
+    /// Whether its lock is held at `now`.
+    pub fn locked(&self, now: Millis) -> bool {
+        self.lock_holder.is_some() && self.lock_until > now
+    }
 }
 
 /// A held question lock. Updates are fenced with it.
@@ -248,6 +543,137 @@ pub struct QuestionLock {
     pub token: i64,
 }
 
+/// One rendered call of [`RenderedOp`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct RenderedCall {
+    /// The call.
+    pub tool_call_id: String,
+    /// Its record: the posted messages (never empty) and the piece's state, revision 0.
+    pub record: QuestionRecord,
+}
+
+/// [`super::Store::mark_rendered`].
+#[derive(Clone, Copy, Debug)]
+pub struct RenderedOp<'a> {
+    /// The chat.
+    pub chat: &'a ChatId,
+    /// The channel's platform (the links' namespace).
+    pub platform: &'a str,
+    /// The rendered calls.
+    pub calls: &'a [RenderedCall],
+    /// Now.
+    pub now: Millis,
+}
+
+/// A lock to take with an operation: who and for how long.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LockRequest<'a> {
+    /// The holder.
+    pub holder: &'a str,
+    /// How long it is held unless released.
+    pub ttl_ms: Millis,
+}
+
+/// [`super::Store::record_outcome`].
+#[derive(Clone, Copy, Debug)]
+pub struct RecordOp<'a> {
+    /// The chat.
+    pub chat: &'a ChatId,
+    /// The question.
+    pub tool_call_id: &'a str,
+    /// The outcome to record.
+    pub outcome: &'a QuestionOutcome,
+    /// Who recorded it.
+    pub actor: Option<&'a Actor>,
+    /// Record only while the record is at this revision and not posting (the revision the caller's
+    /// `parse` read); `None`: whatever its revision (HTTP settle, expiry, withdrawal).
+    pub expected_revision: Option<u64>,
+    /// Take the question's lock with the outcome (to call `settled` and close it).
+    pub lock: Option<LockRequest<'a>>,
+    /// Now.
+    pub now: Millis,
+}
+
+/// What [`super::Store::record_outcome`] did. Each variant carries the record as it is after the
+/// operation (`None` when there is no live record).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Recorded {
+    /// This outcome was recorded (first); the record is kept 24 hours from now. With the lock when
+    /// one was asked for.
+    Won {
+        /// The record after.
+        question: QuestionRow,
+        /// The lock, when asked for.
+        lock: Option<QuestionLock>,
+    },
+    /// Another outcome was recorded first.
+    Settled {
+        /// The record.
+        question: QuestionRow,
+    },
+    /// The record moved on since it was read (another revision, posting, or locked by another
+    /// holder): read it again and decide again.
+    Changed {
+        /// The record now.
+        question: QuestionRow,
+    },
+    /// No live record.
+    Gone,
+}
+
+/// [`super::Store::advance_question`]: a partial answer.
+#[derive(Clone, Copy, Debug)]
+pub struct AdvanceOp<'a> {
+    /// The chat.
+    pub chat: &'a ChatId,
+    /// The question.
+    pub tool_call_id: &'a str,
+    /// The revision the caller's `parse` read.
+    pub expected_revision: u64,
+    /// The new state (`None`: keep it).
+    pub state: Option<&'a Value>,
+    /// The lock to hold while `updated` posts the next question.
+    pub lock: LockRequest<'a>,
+    /// Now.
+    pub now: Millis,
+}
+
+/// What [`super::Store::advance_question`] did.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Advanced {
+    /// Saved (`revision + 1`, posting), and locked.
+    Done {
+        /// The record after.
+        question: QuestionRow,
+        /// The lock.
+        lock: QuestionLock,
+    },
+    /// The record moved on (answered, another revision, posting or locked): read it again.
+    Changed {
+        /// The record now.
+        question: QuestionRow,
+    },
+    /// No live record.
+    Gone,
+}
+
+/// [`super::Store::update_question`]: a change under a held lock.
+#[derive(Clone, Copy, Debug)]
+pub struct UpdateQuestionOp<'a> {
+    /// The held lock.
+    pub lock: &'a QuestionLock,
+    /// The change.
+    pub update: &'a QuestionUpdate,
+    /// Link every message of the (new) record to the call under this platform.
+    pub link_platform: Option<&'a str>,
+    /// A job to schedule in the same transaction (a retry of `updated`).
+    pub job: Option<&'a NewJob>,
+    /// Keep holding the lock after the change.
+    pub keep_lock: bool,
+    /// Now.
+    pub now: Millis,
+}
+
 /// A change to a question record: absent fields stay.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct QuestionUpdate {
@@ -260,6 +686,8 @@ pub struct QuestionUpdate {
     /// Closed or not.
     pub closed: Option<bool>,
 }
+
+// ---- jobs ----------------------------------------------------------------------------------------
 
 /// A job to schedule.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

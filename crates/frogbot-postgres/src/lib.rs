@@ -1,0 +1,1 @@
+//! `frogbot-postgres`: FrogBot's PostgreSQL store (work in progress).

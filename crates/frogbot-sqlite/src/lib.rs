@@ -1,0 +1,1 @@
+//! `frogbot-sqlite`: FrogBot's embedded store (work in progress).
