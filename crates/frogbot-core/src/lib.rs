@@ -17,8 +17,7 @@
 //! adapter crates), depend on a database driver, or let an adapter reach the store (the engine's
 //! methods are the adapters' only way in).
 
-// Core v2 in progress: the engines are rewritten against the new store trait.
-#[cfg(all(feature = "engine", any()))]
+#[cfg(feature = "engine")]
 pub mod agent;
 pub mod error;
 pub mod model;

@@ -1,12 +1,37 @@
-//! Agents: a model, instructions and tools; the turn engine that runs them.
+//! Agents: a model, instructions and tools; the engines that run them.
+//!
+//! Three layers, each calling only the ones below it:
+//!
+//! - `channel` — messages arriving in platform threads, identity, the outbox; it listens to the
+//!   turn engine's turn ends to post replies and draw questions;
+//! - `questions` — routing clicks, forms and replies to question records, the one outcome path
+//!   (HTTP settle, channel answers, expiry, withdrawal), closing, drawing, `updated` retries;
+//! - `turn` — turns, the queue, steering, checkpoints, leases, continuing after answers;
+//!
+//! over the store. [`Engine`] wires them; `jobs` types the durable jobs; `clock` is the time.
 
 mod channel;
+pub mod clock;
 mod engine;
+pub mod jobs;
 pub mod model;
+mod questions;
+mod registry;
 pub mod scripted;
 mod tool;
+mod turn;
 
-pub use channel::*;
-pub use engine::*;
+pub use channel::{ChannelMessageOutcome, channel_chat_id, channel_message_id};
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use engine::Engine;
 pub use model::*;
+pub use questions::{
+    FormTarget, InteractionOutcome, STILL_POSTING, UPDATED_FIRST_BACKOFF_MS, UPDATED_MAX_RUNS,
+    updated_backoff_ms,
+};
+pub use registry::{AccessCheck, AllowAll, AllowList, Channel, ChannelOutbox};
 pub use tool::*;
+pub use turn::{
+    ChatEvent, EngineConfig, ModelOffer, SendMessage, Sent, Settle, Settled, TurnEvent, TurnHandle,
+    TurnOutcome, question_tool_spec, to_model_messages,
+};

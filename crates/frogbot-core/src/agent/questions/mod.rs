@@ -1,0 +1,1160 @@
+//! The question engine: how people answer the agent's `question` tool — with a channel's own
+//! controls, or through the settle endpoint.
+//!
+//! FrogBot keeps the record, decides what is out of date, checks who is answering, records the
+//! first answer once, retries a failed update as a durable job, closes the question and continues
+//! the agent. The channel's [`ChannelQuestions`] hooks only draw and read platform controls.
+//!
+//! Every outcome — an HTTP settle, a click, a thread reply, an expiry, a withdrawal — takes one
+//! path ([`Questions::conclude`]): record it (first wins, one store operation that also takes the
+//! lock for closing), call `settled` outside any transaction, save the closed record, and
+//! continue the turn. Concurrent interactions are decided optimistically: `parse` reads a record
+//! at a revision, and the store records the answer only if the record is still at it (otherwise
+//! the record is read and parsed again).
+
+use std::sync::Arc;
+use tracing::{Instrument, debug, error, info_span, warn};
+
+use super::registry::{Channel, Registry, thread_of};
+use super::turn::{Settle, Settled, Turns};
+use crate::error::{Error, Result};
+use crate::model::{
+    Actor, ChannelIdentity, ChannelQuestions, ChatId, ChatInfo, HookArgs, Interaction, ParseArgs,
+    ParseResult, PlatformUser, QuestionCall, QuestionChange, QuestionMessage, QuestionOutcome,
+    QuestionRecord, RenderArgs, RequestContext, SupportsArgs, Thread, TurnState,
+    decode_question_modal_metadata, millis_to_iso,
+};
+use crate::store::{
+    AdvanceOp, Advanced, ChatRow, LockRequest, QuestionLock, QuestionRow, QuestionUpdate, RecordOp,
+    Recorded, RenderedCall, RenderedOp, UpdateQuestionOp,
+};
+
+use super::jobs::EngineJob;
+
+/// The reason given to an interaction that arrives while the next question is still posting.
+pub const STILL_POSTING: &str = "The next question is still posting — try again in a moment.";
+/// `updated` retries: at most this many runs.
+pub const UPDATED_MAX_RUNS: i64 = 10;
+/// `updated` retries: the first backoff.
+pub const UPDATED_FIRST_BACKOFF_MS: i64 = 5_000;
+/// How long a question's lock is held for closing or posting before another process may take it.
+const LOCK_TTL_MS: i64 = 30_000;
+/// How often an interaction reads and parses a record again when it changed under it.
+const RETRIES: usize = 8;
+
+/// Backoff of the `n`-th `updated` retry (n ≥ 1): 5 s, 10 s, 20 s, …
+pub fn updated_backoff_ms(n: i64) -> i64 {
+    UPDATED_FIRST_BACKOFF_MS.saturating_mul(1_i64 << (n - 1).clamp(0, 20))
+}
+
+/// What the engine did with an interaction.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum InteractionOutcome {
+    /// It belongs to no question (a thread reply continues as an ordinary message).
+    Ignored,
+    /// The answer was recorded and the agent continues.
+    Answered,
+    /// The dismissal was recorded and the turn stops.
+    Dismissed,
+    /// Progress was saved (`updated` ran or a retry is scheduled).
+    Partial,
+    /// Refused with a reason shown to the participant.
+    Rejected(String),
+    /// The participant failed the access check.
+    Denied,
+    /// Out of date.
+    Stale,
+}
+
+impl InteractionOutcome {
+    /// Whether a thread reply was consumed (anything but `Ignored`).
+    pub fn consumed(&self) -> bool {
+        *self != InteractionOutcome::Ignored
+    }
+}
+
+/// What a channel needs to open a form for a question ("Other…"): the question, when the clicked
+/// message is its current message and it is still open.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FormTarget {
+    /// The chat.
+    pub chat_id: ChatId,
+    /// The question call.
+    pub call: QuestionCall,
+    /// Its record.
+    pub record: QuestionRecord,
+    /// Its thread.
+    pub thread: Thread,
+}
+
+/// The question engine.
+pub(crate) struct Questions {
+    pub(crate) turns: Arc<Turns>,
+    pub(crate) registry: Arc<Registry>,
+}
+
+impl std::fmt::Debug for Questions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Questions").finish_non_exhaustive()
+    }
+}
+
+fn call_of(q: &QuestionRow) -> QuestionCall {
+    QuestionCall {
+        tool_call_id: q.tool_call_id.clone(),
+        input: q.input.clone(),
+    }
+}
+
+fn ha<'a>(
+    call: &'a QuestionCall,
+    question: &'a QuestionRecord,
+    req: &'a RequestContext,
+    thread: &'a Thread,
+) -> HookArgs<'a> {
+    HookArgs {
+        call,
+        question,
+        req,
+        thread,
+    }
+}
+
+/// A record with a hook's change applied (`messages` replace the list; `state` replaces it).
+fn apply_change(
+    record: &QuestionRecord,
+    change: Option<QuestionChange>,
+    now: i64,
+) -> QuestionRecord {
+    let mut out = record.clone();
+    if let Some(change) = change {
+        if let Some(messages) = change.messages
+            && !messages.is_empty()
+        {
+            out.messages = messages
+                .into_iter()
+                .map(|m| QuestionMessage {
+                    posted_at: if m.posted_at.is_empty() {
+                        millis_to_iso(now)
+                    } else {
+                        m.posted_at
+                    },
+                    ..m
+                })
+                .collect();
+        }
+        if change.state.is_some() {
+            out.state = change.state;
+        }
+    }
+    out
+}
+
+/// Who closes a recorded outcome: the hooks and thread of its channel, when this process serves it.
+struct Closer {
+    hooks: Arc<dyn ChannelQuestions>,
+    thread: Thread,
+}
+
+impl Questions {
+    fn store(&self) -> &crate::store::DynStore {
+        &self.turns.store
+    }
+
+    fn now(&self) -> i64 {
+        self.turns.now()
+    }
+
+    /// Whether the model gets the question tool in a channel chat for the coming turn: when the
+    /// channel defines questions and `supports` does not say no (an error is logged and means no).
+    pub(crate) async fn offered_in(&self, chat: &ChatRow) -> bool {
+        let Some(thread) = thread_of(chat) else {
+            return true;
+        };
+        let Some(hooks) = self.registry.hooks(&thread.platform) else {
+            return false;
+        };
+        match hooks.supports(SupportsArgs { thread: &thread }).await {
+            Ok(ok) => ok,
+            Err(e) => {
+                error!(chat_id = %chat.chat_id, error = %e, "supports failed: questions not offered this turn");
+                false
+            }
+        }
+    }
+
+    /// Resolves the participant behind an interaction or message and runs the access check.
+    pub(crate) async fn identify(
+        &self,
+        channel: &Channel,
+        chat: &ChatInfo,
+        user: &PlatformUser,
+    ) -> (Actor, bool) {
+        let identity = ChannelIdentity {
+            platform: channel.platform.clone(),
+            user: user.clone(),
+        };
+        let resolved = match channel.identity.resolve(&identity).await {
+            Ok(u) => u,
+            Err(e) => {
+                warn!(error = %e, "identity hook failed: treated as denied");
+                return (
+                    Actor {
+                        user: None,
+                        identity: Some(identity),
+                    },
+                    false,
+                );
+            }
+        };
+        let allowed = match channel.access.allow(resolved.as_ref(), chat).await {
+            Ok(a) => a,
+            Err(e) => {
+                warn!(error = %e, "access check failed: denied");
+                false
+            }
+        };
+        (
+            Actor {
+                user: resolved,
+                identity: Some(identity),
+            },
+            allowed,
+        )
+    }
+
+    fn closer_for(&self, chat: &ChatRow) -> Option<Closer> {
+        let thread = thread_of(chat)?;
+        let hooks = self.registry.hooks(&thread.platform)?;
+        Some(Closer { hooks, thread })
+    }
+
+    // ---- the one outcome path ------------------------------------------------------------------
+
+    /// Records `outcome` on a question (first wins; fenced by `expected_revision` when given),
+    /// closes it with its channel's `settled` (outside any transaction) and continues the turn
+    /// once every question of the reply has an outcome. The record's outcome, when another one was
+    /// first, comes back as `Err(Settled)`.
+    async fn conclude(
+        &self,
+        chat: &ChatRow,
+        q: &QuestionRow,
+        outcome: &QuestionOutcome,
+        actor: Option<&Actor>,
+        expected_revision: Option<u64>,
+        req: &RequestContext,
+    ) -> Result<Concluded> {
+        let closer = q.rendered.then(|| self.closer_for(chat)).flatten();
+        let holder = self.turns.holder();
+        let recorded = self
+            .store()
+            .record_outcome(&RecordOp {
+                chat: &q.chat_id,
+                tool_call_id: &q.tool_call_id,
+                outcome,
+                actor,
+                expected_revision,
+                lock: closer.as_ref().map(|_| LockRequest {
+                    holder: &holder,
+                    ttl_ms: LOCK_TTL_MS,
+                }),
+                now: self.now(),
+            })
+            .await?;
+        let (question, lock) = match recorded {
+            Recorded::Won { question, lock } => (question, lock),
+            Recorded::Settled { question } => return Ok(Concluded::Settled(Box::new(question))),
+            Recorded::Changed { question } => return Ok(Concluded::Changed(Box::new(question))),
+            Recorded::Gone => return Ok(Concluded::Gone),
+        };
+        if let (Some(closer), Some(lock)) = (&closer, &lock) {
+            self.close(closer, lock, &question, actor, outcome, req)
+                .await;
+        }
+        let state = self.after_outcome(chat, &q.message_id, actor).await?;
+        Ok(Concluded::Won(state))
+    }
+
+    /// After an outcome: continue the turn once every question of the reply has one; while some
+    /// are open, draw those not drawn yet (a piece may ask a set one call at a time).
+    async fn after_outcome(
+        &self,
+        chat: &ChatRow,
+        message_id: &str,
+        actor: Option<&Actor>,
+    ) -> Result<TurnState> {
+        let driver = actor.and_then(|a| a.user.clone());
+        let state = self.turns.resume(&chat.chat_id, message_id, driver).await?;
+        debug!(?state, "after the outcome");
+        if state == TurnState::Awaiting {
+            self.render_pending(&chat.chat_id).await?;
+        }
+        Ok(state)
+    }
+
+    /// Calls `settled` and saves its change, closing the question and releasing its lock (a failing
+    /// `settled` is logged and the question closes without a change).
+    async fn close(
+        &self,
+        closer: &Closer,
+        lock: &QuestionLock,
+        q: &QuestionRow,
+        actor: Option<&Actor>,
+        outcome: &QuestionOutcome,
+        req: &RequestContext,
+    ) {
+        let call = call_of(q);
+        let change = match closer
+            .hooks
+            .settled(ha(&call, &q.record, req, &closer.thread), actor, outcome)
+            .await
+        {
+            Ok(c) => c,
+            Err(e) => {
+                error!(error = %e, "settled failed: the question closes without a change");
+                None
+            }
+        };
+        let update = QuestionUpdate {
+            record: Some(apply_change(&q.record, change, self.now())),
+            closed: Some(true),
+            ..Default::default()
+        };
+        if let Err(e) = self
+            .store()
+            .update_question(&UpdateQuestionOp {
+                lock,
+                update: &update,
+                link_platform: Some(&closer.thread.platform),
+                job: None,
+                keep_lock: false,
+                now: self.now(),
+            })
+            .await
+        {
+            error!(error = %e, "saving the closed question failed");
+        }
+    }
+
+    /// A question answered but not closed (the process stopped during `settled`) is closed now,
+    /// with `actor: null` and the stored outcome.
+    async fn close_if_needed(&self, closer: &Closer, q: &QuestionRow) {
+        if q.outcome.is_none() || q.closed {
+            return;
+        }
+        let Ok(Some((lock, fresh))) = self
+            .store()
+            .lock_question(
+                &q.chat_id,
+                &q.tool_call_id,
+                &self.turns.holder(),
+                LOCK_TTL_MS,
+                self.now(),
+            )
+            .await
+        else {
+            return;
+        };
+        match (fresh.closed, fresh.outcome.clone()) {
+            (false, Some(outcome)) => {
+                self.close(
+                    closer,
+                    &lock,
+                    &fresh,
+                    None,
+                    &outcome,
+                    &RequestContext::default(),
+                )
+                .await;
+            }
+            _ => {
+                let _ = self.store().unlock_question(&lock).await;
+            }
+        }
+    }
+
+    /// Calls `settled` for outcomes recorded without a close (by a process that stopped, or one
+    /// that does not serve the channel).
+    async fn close_outcomes_of(&self, chat: &ChatRow, message_id: &str) {
+        let Some(closer) = self.closer_for(chat) else {
+            return;
+        };
+        let Ok(questions) = self
+            .store()
+            .questions_of_message(&chat.chat_id, message_id, self.now())
+            .await
+        else {
+            return;
+        };
+        for q in questions.iter().filter(|q| q.rendered) {
+            self.close_if_needed(&closer, q).await;
+        }
+    }
+
+    // ---- HTTP, expiry, withdrawal ----------------------------------------------------------------
+
+    /// Records an answer or a dismissal of a waiting question call (the first one wins), then
+    /// continues the turn when the step's last waiting call is answered, or ends it on a dismissal.
+    pub(crate) async fn settle(
+        &self,
+        chat: &ChatId,
+        tool_call_id: &str,
+        settle: Settle,
+        actor: Option<Actor>,
+    ) -> Result<Settled> {
+        let now = self.now();
+        let Some(q) = self.store().get_question(chat, tool_call_id, now).await? else {
+            return Err(Error::NotFound(format!("tool call {tool_call_id}")));
+        };
+        if q.outcome.is_some() {
+            return Err(Error::Stale(format!("{tool_call_id} is already settled")));
+        }
+        let outcome = match settle {
+            Settle::Answer(output) => {
+                q.input
+                    .check_output(&output)
+                    .map_err(Error::InvalidAnswer)?;
+                QuestionOutcome::Answered(output)
+            }
+            Settle::Dismiss => QuestionOutcome::Dismissed,
+        };
+        if q.answer_deadline.is_some_and(|d| d <= now) {
+            self.expire(chat, &q.message_id).await?;
+            return Err(Error::Stale(format!("{tool_call_id} has expired")));
+        }
+        let Some(row) = self.store().get_chat(chat).await? else {
+            return Err(Error::NotFound(format!("chat {chat}")));
+        };
+        let req = RequestContext {
+            user: actor.as_ref().and_then(|a| a.user.clone()),
+            identity: None,
+        };
+        match self
+            .conclude(&row, &q, &outcome, actor.as_ref(), None, &req)
+            .await?
+        {
+            Concluded::Won(state) => Ok(Settled { outcome, state }),
+            Concluded::Gone => Err(Error::NotFound(format!("tool call {tool_call_id}"))),
+            Concluded::Settled(_) | Concluded::Changed(_) => {
+                Err(Error::Stale(format!("{tool_call_id} is already settled")))
+            }
+        }
+    }
+
+    /// Withdraws the questions of a waiting reply (cancelled) and returns the chat to idle (queued
+    /// messages then promote). `false` when `message_id` is not the waiting reply.
+    pub(crate) async fn withdraw(&self, chat: &ChatId, message_id: &str) -> Result<bool> {
+        let Some(row) = self.store().get_chat(chat).await? else {
+            return Ok(false);
+        };
+        if row.awaiting_message_id.as_deref() != Some(message_id) {
+            return Ok(false);
+        }
+        let req = RequestContext::default();
+        let mut concluded = false;
+        for q in self
+            .store()
+            .questions_of_message(chat, message_id, self.now())
+            .await?
+        {
+            if q.outcome.is_none() {
+                let c = self
+                    .conclude(&row, &q, &QuestionOutcome::Cancelled, None, None, &req)
+                    .await?;
+                concluded |= matches!(c, Concluded::Won(_));
+            }
+        }
+        if !concluded {
+            // Every outcome was recorded already (e.g. by a process that stopped): continue.
+            self.close_outcomes_of(&row, message_id).await;
+            self.after_outcome(&row, message_id, None).await?;
+        }
+        Ok(true)
+    }
+
+    /// Records `expired` (with the question's defaults when it has them) on the waiting calls of
+    /// `message_id` whose deadline passed, and continues.
+    pub(crate) async fn expire(&self, chat: &ChatId, message_id: &str) -> Result<()> {
+        let now = self.now();
+        let Some(row) = self.store().get_chat(chat).await? else {
+            return Ok(());
+        };
+        let req = RequestContext::default();
+        for q in self
+            .store()
+            .questions_of_message(chat, message_id, now)
+            .await?
+        {
+            if q.outcome.is_none() && q.answer_deadline.is_some_and(|d| d <= now) {
+                let outcome = QuestionOutcome::Expired(q.input.default_output());
+                self.conclude(&row, &q, &outcome, None, None, &req).await?;
+            }
+        }
+        Ok(())
+    }
+
+    // ---- channel interactions --------------------------------------------------------------------
+
+    /// Finds the questions an interaction may belong to, in call order.
+    async fn route(
+        &self,
+        platform: &str,
+        thread: Option<&str>,
+        interaction: &Interaction,
+    ) -> Result<Vec<QuestionRow>> {
+        let store = self.store();
+        let now = self.now();
+        match interaction {
+            Interaction::Action { event } => {
+                store
+                    .questions_by_platform_message(platform, &event.message_id, now)
+                    .await
+            }
+            Interaction::ModalSubmit { event } => {
+                if let Some(id) = &event.related_message_id {
+                    return store.questions_by_platform_message(platform, id, now).await;
+                }
+                let Some(loc) = event
+                    .private_metadata
+                    .as_deref()
+                    .and_then(decode_question_modal_metadata)
+                else {
+                    return Ok(vec![]);
+                };
+                let found = store
+                    .questions_by_platform_message(platform, &loc.message_id, now)
+                    .await?;
+                // The locator only finds the question: it must be of that conversation.
+                let Some(chat) = store.get_channel_chat(platform, &loc.thread_id).await? else {
+                    return Ok(vec![]);
+                };
+                Ok(found
+                    .into_iter()
+                    .filter(|q| q.chat_id == chat.chat_id)
+                    .collect())
+            }
+            Interaction::Message { .. } => {
+                // A thread reply may answer only an open question of the reply that waits: once
+                // a question is settled, replies in its thread are the agent's again.
+                let Some(thread) = thread else {
+                    return Ok(vec![]);
+                };
+                let Some(row) = store.get_channel_chat(platform, thread).await? else {
+                    return Ok(vec![]);
+                };
+                let Some(message_id) = row.awaiting_message_id else {
+                    return Ok(vec![]);
+                };
+                Ok(store
+                    .questions_of_message(&row.chat_id, &message_id, now)
+                    .await?
+                    .into_iter()
+                    .filter(|q| q.rendered && q.outcome.is_none())
+                    .collect())
+            }
+        }
+    }
+
+    /// Handles a click, a form submission or a thread reply from `platform` (in `thread`, when the
+    /// platform says). For a thread reply, anything but [`InteractionOutcome::Ignored`] means it was
+    /// consumed and must not reach the agent as a message.
+    pub(crate) async fn handle_interaction(
+        &self,
+        platform: &str,
+        thread: Option<&str>,
+        interaction: &Interaction,
+    ) -> Result<InteractionOutcome> {
+        let span = info_span!(
+            "interaction",
+            platform,
+            kind = interaction.kind(),
+            chat_id = tracing::field::Empty,
+            question_id = tracing::field::Empty
+        );
+        self.handle_interaction_inner(platform, thread, interaction, span.clone())
+            .instrument(span)
+            .await
+    }
+
+    async fn handle_interaction_inner(
+        &self,
+        platform: &str,
+        thread: Option<&str>,
+        interaction: &Interaction,
+        span: tracing::Span,
+    ) -> Result<InteractionOutcome> {
+        let Some(channel) = self.registry.get(platform) else {
+            warn!("interaction for a platform this process does not serve; ignored");
+            return Ok(InteractionOutcome::Ignored);
+        };
+        let Some(hooks) = channel.questions.clone() else {
+            return Ok(InteractionOutcome::Ignored);
+        };
+        let mut candidates = self.route(platform, thread, interaction).await?;
+        // Open questions first: a reply that fits an open call answers it rather than going stale
+        // on an answered call of the same step.
+        candidates.sort_by_key(|q| q.outcome.is_some());
+        if candidates.is_empty() {
+            if !matches!(interaction, Interaction::Message { .. }) {
+                debug!("interaction matches no live question; ignored");
+            }
+            return Ok(InteractionOutcome::Ignored);
+        }
+        let no_req = RequestContext::default();
+        for q in candidates {
+            let Some(chat) = self.store().get_chat(&q.chat_id).await? else {
+                continue;
+            };
+            let Some(thread_v) = thread_of(&chat) else {
+                continue;
+            };
+            // An answer only counts in the conversation the question was posted in.
+            if thread_v.platform != platform || thread.is_some_and(|t| t != thread_v.id) {
+                debug!(chat_id = %q.chat_id, "interaction from another conversation; ignored for this question");
+                continue;
+            }
+            span.record("chat_id", q.chat_id.as_str());
+            span.record("question_id", q.tool_call_id.as_str());
+            let closer = Closer {
+                hooks: hooks.clone(),
+                thread: thread_v.clone(),
+            };
+            let call = call_of(&q);
+            let current = q.record.current().map(|m| m.id.clone());
+            // Clicks and forms from a message that is not the current one are stale (checked here,
+            // before parse).
+            let from_message = match interaction {
+                Interaction::Action { event } => Some(event.message_id.clone()),
+                Interaction::ModalSubmit { event } => {
+                    event.related_message_id.clone().or_else(|| {
+                        event
+                            .private_metadata
+                            .as_deref()
+                            .and_then(decode_question_modal_metadata)
+                            .map(|l| l.message_id)
+                    })
+                }
+                Interaction::Message { .. } => None,
+            };
+            if let Some(from) = &from_message
+                && current.as_deref() != Some(from.as_str())
+            {
+                return Ok(self.stale(&closer, &q, interaction, &no_req).await);
+            }
+            let settled = q.outcome.is_some();
+            let first = hooks.parse(ParseArgs {
+                call: &call,
+                interaction,
+                question: &q.record,
+                settled,
+            });
+            if first == ParseResult::Ignore {
+                continue;
+            }
+            if settled || first == ParseResult::Stale {
+                return Ok(self.stale(&closer, &q, interaction, &no_req).await);
+            }
+            // Who is answering?
+            let (actor, allowed) = self
+                .identify(&channel, &chat.info(), interaction.user())
+                .await;
+            let req = RequestContext {
+                user: actor.user.clone(),
+                identity: actor.identity.clone(),
+            };
+            if !allowed {
+                let _ = hooks
+                    .denied(ha(&call, &q.record, &req, &thread_v), interaction)
+                    .await
+                    .map_err(|e| warn!(error = %e, "denied hook failed"));
+                return Ok(InteractionOutcome::Denied);
+            }
+            return self.act(&closer, &chat, q, interaction, &actor, &req).await;
+        }
+        Ok(InteractionOutcome::Ignored)
+    }
+
+    /// Out of date: a question answered but not closed is closed first, then `stale` is called.
+    async fn stale(
+        &self,
+        closer: &Closer,
+        q: &QuestionRow,
+        interaction: &Interaction,
+        req: &RequestContext,
+    ) -> InteractionOutcome {
+        self.close_if_needed(closer, q).await;
+        let fresh = self
+            .store()
+            .get_question(&q.chat_id, &q.tool_call_id, self.now())
+            .await
+            .ok()
+            .flatten();
+        let q = fresh.as_ref().unwrap_or(q);
+        let call = call_of(q);
+        let _ = closer
+            .hooks
+            .stale(ha(&call, &q.record, req, &closer.thread), interaction)
+            .await
+            .map_err(|e| warn!(error = %e, "stale hook failed"));
+        InteractionOutcome::Stale
+    }
+
+    /// Does what `parse` says with the record as read; when the store finds the record changed
+    /// under it, reads and parses again.
+    async fn act(
+        &self,
+        closer: &Closer,
+        chat: &ChatRow,
+        mut q: QuestionRow,
+        interaction: &Interaction,
+        actor: &Actor,
+        req: &RequestContext,
+    ) -> Result<InteractionOutcome> {
+        let hooks = &closer.hooks;
+        let thread = &closer.thread;
+        for _ in 0..RETRIES {
+            let call = call_of(&q);
+            let settled = q.outcome.is_some();
+            if settled && matches!(interaction, Interaction::Message { .. }) {
+                // Answered while this reply was on its way: the reply is the agent's.
+                return Ok(InteractionOutcome::Ignored);
+            }
+            let parsed = hooks.parse(ParseArgs {
+                call: &call,
+                interaction,
+                question: &q.record,
+                settled,
+            });
+            if parsed == ParseResult::Ignore {
+                return Ok(InteractionOutcome::Ignored);
+            }
+            if settled || parsed == ParseResult::Stale {
+                return Ok(self.stale(closer, &q, interaction, req).await);
+            }
+            if q.posting {
+                // Nothing is recorded against a question people cannot see yet; retry the update.
+                self.schedule_updated(&q, self.now()).await?;
+                let _ = hooks
+                    .rejected(
+                        ha(&call, &q.record, req, thread),
+                        interaction,
+                        STILL_POSTING,
+                    )
+                    .await
+                    .map_err(|e| warn!(error = %e, "rejected hook failed"));
+                return Ok(InteractionOutcome::Rejected(STILL_POSTING.into()));
+            }
+            let outcome = match parsed {
+                ParseResult::Rejected { reason } => {
+                    let _ = hooks
+                        .rejected(ha(&call, &q.record, req, thread), interaction, &reason)
+                        .await
+                        .map_err(|e| warn!(error = %e, "rejected hook failed"));
+                    return Ok(InteractionOutcome::Rejected(reason));
+                }
+                ParseResult::Partial { state } => {
+                    match self.partial(closer, &q, state, interaction, req).await? {
+                        Some(done) => return Ok(done),
+                        None => {
+                            q = match self.reread(&q).await? {
+                                Some(q) => q,
+                                None => return Ok(self.stale(closer, &q, interaction, req).await),
+                            };
+                            continue;
+                        }
+                    }
+                }
+                ParseResult::Answer { output } => {
+                    if let Err(reason) = q.input.check_output(&output) {
+                        let _ = hooks
+                            .rejected(ha(&call, &q.record, req, thread), interaction, &reason)
+                            .await
+                            .map_err(|e| warn!(error = %e, "rejected hook failed"));
+                        return Ok(InteractionOutcome::Rejected(reason));
+                    }
+                    if q.answer_deadline.is_some_and(|d| d <= self.now()) {
+                        return Ok(self.stale(closer, &q, interaction, req).await);
+                    }
+                    QuestionOutcome::Answered(output)
+                }
+                ParseResult::Dismiss => QuestionOutcome::Dismissed,
+                ParseResult::Ignore | ParseResult::Stale => unreachable!("handled above"),
+            };
+            let done = if matches!(outcome, QuestionOutcome::Dismissed) {
+                InteractionOutcome::Dismissed
+            } else {
+                InteractionOutcome::Answered
+            };
+            match self
+                .conclude(
+                    chat,
+                    &q,
+                    &outcome,
+                    Some(actor),
+                    Some(q.record.revision),
+                    req,
+                )
+                .await?
+            {
+                Concluded::Won(_) => return Ok(done),
+                Concluded::Gone => return Ok(self.stale(closer, &q, interaction, req).await),
+                Concluded::Settled(fresh) | Concluded::Changed(fresh) => {
+                    q = *fresh;
+                    if q.locked(self.now()) && q.outcome.is_none() && !q.posting {
+                        // Another interaction holds it for a moment: let it finish.
+                        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                        q = self.reread(&q).await?.unwrap_or(q);
+                    }
+                }
+            }
+        }
+        warn!("a question kept changing under this interaction; given up");
+        let call = call_of(&q);
+        let reason = "This question is busy — try again in a moment.".to_string();
+        let _ = hooks
+            .rejected(ha(&call, &q.record, req, thread), interaction, &reason)
+            .await;
+        Ok(InteractionOutcome::Rejected(reason))
+    }
+
+    async fn reread(&self, q: &QuestionRow) -> Result<Option<QuestionRow>> {
+        self.store()
+            .get_question(&q.chat_id, &q.tool_call_id, self.now())
+            .await
+    }
+
+    /// A partial answer: saves the state with the next revision (fenced by the revision parsed),
+    /// then calls `updated`. `None` when the record changed under it (read and parse again).
+    async fn partial(
+        &self,
+        closer: &Closer,
+        q: &QuestionRow,
+        state: Option<serde_json::Value>,
+        interaction: &Interaction,
+        req: &RequestContext,
+    ) -> Result<Option<InteractionOutcome>> {
+        let holder = self.turns.holder();
+        let advanced = self
+            .store()
+            .advance_question(&AdvanceOp {
+                chat: &q.chat_id,
+                tool_call_id: &q.tool_call_id,
+                expected_revision: q.record.revision,
+                state: state.as_ref(),
+                lock: LockRequest {
+                    holder: &holder,
+                    ttl_ms: LOCK_TTL_MS,
+                },
+                now: self.now(),
+            })
+            .await?;
+        let (saved, lock) = match advanced {
+            Advanced::Done { question, lock } => (question, lock),
+            Advanced::Changed { .. } => return Ok(None),
+            Advanced::Gone => return Ok(Some(InteractionOutcome::Stale)),
+        };
+        let call = call_of(&saved);
+        match closer
+            .hooks
+            .updated(
+                ha(&call, &saved.record, req, &closer.thread),
+                Some(interaction),
+            )
+            .await
+        {
+            Ok(change) => {
+                let update = QuestionUpdate {
+                    record: Some(apply_change(&saved.record, change, self.now())),
+                    posting: Some(false),
+                    ..Default::default()
+                };
+                self.store()
+                    .update_question(&UpdateQuestionOp {
+                        lock: &lock,
+                        update: &update,
+                        link_platform: Some(&closer.thread.platform),
+                        job: None,
+                        keep_lock: false,
+                        now: self.now(),
+                    })
+                    .await?;
+            }
+            Err(e) => {
+                error!(error = %e, "updated failed: a retry job will run it again");
+                let job = self
+                    .updated_job(&saved)
+                    .to_new_job(self.now() + UPDATED_FIRST_BACKOFF_MS);
+                self.store()
+                    .update_question(&UpdateQuestionOp {
+                        lock: &lock,
+                        update: &QuestionUpdate::default(),
+                        link_platform: None,
+                        job: Some(&job),
+                        keep_lock: false,
+                        now: self.now(),
+                    })
+                    .await?;
+            }
+        }
+        Ok(Some(InteractionOutcome::Partial))
+    }
+
+    fn updated_job(&self, q: &QuestionRow) -> EngineJob {
+        EngineJob::QuestionUpdated {
+            chat: q.chat_id.clone(),
+            call: q.tool_call_id.clone(),
+            revision: q.record.revision,
+        }
+    }
+
+    async fn schedule_updated(&self, q: &QuestionRow, run_at: i64) -> Result<()> {
+        self.store()
+            .enqueue_job(&self.updated_job(q).to_new_job(run_at))
+            .await?;
+        Ok(())
+    }
+
+    /// Runs one `updated` retry. `Ok(true)`: finished (done, or nothing to do); `Ok(false)`:
+    /// `updated` failed again, or another process serves the channel.
+    pub(crate) async fn run_updated_job(
+        &self,
+        chat: &ChatId,
+        call_id: &str,
+        revision: u64,
+    ) -> Result<bool> {
+        let Some(q) = self.store().get_question(chat, call_id, self.now()).await? else {
+            return Ok(true);
+        };
+        if q.outcome.is_some() || !q.posting || q.record.revision != revision {
+            return Ok(true); // answered, or at another revision: nothing to do
+        }
+        let Some(row) = self.store().get_chat(chat).await? else {
+            return Ok(true);
+        };
+        let Some(thread) = thread_of(&row) else {
+            return Ok(true);
+        };
+        let Some(hooks) = self.registry.hooks(&thread.platform) else {
+            return Ok(false); // another process serves this channel
+        };
+        let Some((lock, q)) = self
+            .store()
+            .lock_question(chat, call_id, &self.turns.holder(), LOCK_TTL_MS, self.now())
+            .await?
+        else {
+            return Ok(false);
+        };
+        if q.outcome.is_some() || !q.posting || q.record.revision != revision {
+            self.store().unlock_question(&lock).await?;
+            return Ok(true);
+        }
+        let call = call_of(&q);
+        let req = RequestContext::default();
+        match hooks
+            .updated(ha(&call, &q.record, &req, &thread), None)
+            .await
+        {
+            Ok(change) => {
+                let update = QuestionUpdate {
+                    record: Some(apply_change(&q.record, change, self.now())),
+                    posting: Some(false),
+                    ..Default::default()
+                };
+                self.store()
+                    .update_question(&UpdateQuestionOp {
+                        lock: &lock,
+                        update: &update,
+                        link_platform: Some(&thread.platform),
+                        job: None,
+                        keep_lock: false,
+                        now: self.now(),
+                    })
+                    .await?;
+                Ok(true)
+            }
+            Err(e) => {
+                error!(chat_id = %chat, question_id = call_id, error = %e, "updated retry failed");
+                self.store().unlock_question(&lock).await?;
+                Ok(false)
+            }
+        }
+    }
+
+    // ---- drawing questions -----------------------------------------------------------------------
+
+    /// Renders the waiting calls of the chat's waiting reply that are not posted yet, if every
+    /// posted one is answered. A failing `render` is logged; the next message in the conversation
+    /// renders again.
+    pub(crate) async fn render_pending(&self, chat: &ChatId) -> Result<()> {
+        let Some(row) = self.store().get_chat(chat).await? else {
+            return Ok(());
+        };
+        let (Some(message_id), Some(thread)) = (row.awaiting_message_id.clone(), thread_of(&row))
+        else {
+            return Ok(());
+        };
+        let Some(hooks) = self.registry.hooks(&thread.platform) else {
+            return Ok(());
+        };
+        let now = self.now();
+        let mut questions = self
+            .store()
+            .questions_of_message(chat, &message_id, now)
+            .await?;
+        if questions.is_empty() {
+            // The records expired while the reply still waits: post the questions again.
+            questions = self.recreate_records(chat, &message_id).await?;
+        }
+        if questions.iter().any(|q| q.rendered && q.outcome.is_none()) {
+            return Ok(()); // one at a time: the posted ones first
+        }
+        let pending: Vec<QuestionCall> = questions
+            .iter()
+            .filter(|q| !q.rendered && q.outcome.is_none())
+            .map(call_of)
+            .collect();
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let req = RequestContext::default();
+        let rendered = match hooks
+            .render(RenderArgs {
+                calls: &pending,
+                req: &req,
+                thread: &thread,
+            })
+            .await
+        {
+            Ok(r) => r,
+            Err(e) => {
+                error!(chat_id = %chat, error = %e, "render failed: the questions are posted again with the next message");
+                return Ok(());
+            }
+        };
+        let now = self.now();
+        let mut calls = Vec::new();
+        for entry in rendered {
+            if entry.messages.is_empty() {
+                warn!(chat_id = %chat, "render returned an entry without messages; ignored");
+                continue;
+            }
+            let messages: Vec<QuestionMessage> = entry
+                .messages
+                .iter()
+                .map(|m| QuestionMessage {
+                    posted_at: if m.posted_at.is_empty() {
+                        millis_to_iso(now)
+                    } else {
+                        m.posted_at.clone()
+                    },
+                    ..m.clone()
+                })
+                .collect();
+            for call_id in &entry.calls {
+                if !pending.iter().any(|c| &c.tool_call_id == call_id) {
+                    warn!(chat_id = %chat, tool_call_id = %call_id, "render covered a call that was not asked");
+                    continue;
+                }
+                calls.push(RenderedCall {
+                    tool_call_id: call_id.clone(),
+                    record: QuestionRecord {
+                        messages: messages.clone(),
+                        revision: 0,
+                        state: entry.state.clone(),
+                    },
+                });
+            }
+        }
+        if !calls.is_empty() {
+            self.store()
+                .mark_rendered(&RenderedOp {
+                    chat,
+                    platform: &thread.platform,
+                    calls: &calls,
+                    now,
+                })
+                .await?;
+        }
+        Ok(())
+    }
+
+    async fn recreate_records(&self, chat: &ChatId, message_id: &str) -> Result<Vec<QuestionRow>> {
+        let Some(stored) = self.store().get_message(chat, message_id).await? else {
+            return Ok(vec![]);
+        };
+        let rows: Vec<_> = stored
+            .message
+            .tool_parts()
+            .filter(|t| {
+                t.tool_name == crate::model::QUESTION_TOOL
+                    && t.state == crate::model::ToolState::InputAvailable
+            })
+            .enumerate()
+            .filter_map(|(i, t)| {
+                serde_json::from_value(t.input.clone()).ok().map(|input| {
+                    crate::store::NewQuestion {
+                        tool_call_id: t.tool_call_id.clone(),
+                        chat_id: chat.clone(),
+                        message_id: message_id.to_string(),
+                        call_index: i as i64,
+                        input,
+                        answer_deadline: None,
+                    }
+                })
+            })
+            .collect();
+        self.store().insert_questions(&rows, self.now()).await?;
+        self.store()
+            .questions_of_message(chat, message_id, self.now())
+            .await
+    }
+
+    /// The question a click on `message_id` would open a form for: its current message, still
+    /// open, in a conversation this process serves.
+    pub(crate) async fn form_target(
+        &self,
+        platform: &str,
+        message_id: &str,
+    ) -> Result<Option<FormTarget>> {
+        let now = self.now();
+        for q in self
+            .store()
+            .questions_by_platform_message(platform, message_id, now)
+            .await?
+        {
+            if q.outcome.is_some() || q.record.current().map(|m| m.id.as_str()) != Some(message_id)
+            {
+                continue;
+            }
+            let Some(chat) = self.store().get_chat(&q.chat_id).await? else {
+                continue;
+            };
+            let Some(thread) = thread_of(&chat) else {
+                continue;
+            };
+            if thread.platform != platform {
+                continue;
+            }
+            return Ok(Some(FormTarget {
+                chat_id: q.chat_id.clone(),
+                call: call_of(&q),
+                record: q.record,
+                thread,
+            }));
+        }
+        Ok(None)
+    }
+}
+
+/// What [`Questions::conclude`] did.
+enum Concluded {
+    /// Recorded (first): the chat's state after.
+    Won(TurnState),
+    /// Another outcome was first.
+    Settled(Box<QuestionRow>),
+    /// The record moved on since it was read.
+    Changed(Box<QuestionRow>),
+    /// No live record.
+    Gone,
+}

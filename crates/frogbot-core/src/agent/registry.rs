@@ -1,0 +1,128 @@
+//! The channels this process serves: for each platform its question hooks, its identity hook, the
+//! agent's access check and the outbox for replies. Plain data that every layer reads; it calls
+//! nothing.
+
+use async_trait::async_trait;
+use std::sync::{Arc, RwLock};
+
+use crate::BoxError;
+use crate::model::{ChannelQuestions, ChatInfo, IdentityResolver, Thread, UiMessage, UserId};
+use crate::store::ChatRow;
+
+/// The agent's access check: may this user talk to the agent in this chat? (`None`: anonymous.)
+#[async_trait]
+pub trait AccessCheck: Send + Sync {
+    /// `Ok(false)` denies.
+    async fn allow(&self, user: Option<&UserId>, chat: &ChatInfo) -> Result<bool, BoxError>;
+}
+
+/// Lets everyone in.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AllowAll;
+
+#[async_trait]
+impl AccessCheck for AllowAll {
+    async fn allow(&self, _user: Option<&UserId>, _chat: &ChatInfo) -> Result<bool, BoxError> {
+        Ok(true)
+    }
+}
+
+/// An access check from configuration: only the listed FrogBot users may talk to the agent (an
+/// empty list lets everyone in; anonymous callers are refused by a non-empty list).
+#[derive(Clone, Debug, Default)]
+pub struct AllowList {
+    /// The FrogBot user ids let in.
+    pub users: std::collections::HashSet<UserId>,
+}
+
+impl AllowList {
+    /// From FrogBot user ids.
+    pub fn new<I: IntoIterator<Item = S>, S: Into<String>>(users: I) -> Self {
+        Self {
+            users: users.into_iter().map(|u| UserId::new(u.into())).collect(),
+        }
+    }
+}
+
+#[async_trait]
+impl AccessCheck for AllowList {
+    async fn allow(&self, user: Option<&UserId>, _chat: &ChatInfo) -> Result<bool, BoxError> {
+        Ok(self.users.is_empty() || user.is_some_and(|u| self.users.contains(u)))
+    }
+}
+
+/// Where a channel posts the agent's replies (in the same thread).
+#[async_trait]
+pub trait ChannelOutbox: Send + Sync {
+    /// Posts the reply of a turn that ended (or stopped to wait) in `thread`.
+    async fn post_reply(&self, thread: &Thread, reply: &UiMessage) -> Result<(), BoxError>;
+}
+
+/// A channel served by this process.
+#[derive(Clone)]
+pub struct Channel {
+    /// Its platform name (`slack`, `discord`, …).
+    pub platform: String,
+    /// Its question hooks; `None`: the question tool is never offered in its conversations.
+    pub questions: Option<Arc<dyn ChannelQuestions>>,
+    /// The identity hook.
+    pub identity: Arc<dyn IdentityResolver>,
+    /// The agent's access check.
+    pub access: Arc<dyn AccessCheck>,
+    /// Where replies are posted.
+    pub outbox: Option<Arc<dyn ChannelOutbox>>,
+}
+
+impl std::fmt::Debug for Channel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Channel")
+            .field("platform", &self.platform)
+            .field("questions", &self.questions.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The channels of this process, by platform.
+#[derive(Default)]
+pub(crate) struct Registry {
+    channels: RwLock<Vec<Arc<Channel>>>,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry")
+            .field("channels", &self.channels.read().expect("registry").len())
+            .finish()
+    }
+}
+
+impl Registry {
+    pub(crate) fn add(&self, channel: Channel) {
+        let mut all = self.channels.write().expect("registry");
+        all.retain(|c| c.platform != channel.platform);
+        all.push(Arc::new(channel));
+    }
+
+    pub(crate) fn get(&self, platform: &str) -> Option<Arc<Channel>> {
+        self.channels
+            .read()
+            .expect("registry")
+            .iter()
+            .find(|c| c.platform == platform)
+            .cloned()
+    }
+
+    /// The question hooks of `platform`, when this process serves it with questions.
+    pub(crate) fn hooks(&self, platform: &str) -> Option<Arc<dyn ChannelQuestions>> {
+        self.get(platform).and_then(|c| c.questions.clone())
+    }
+}
+
+/// The channel thread of a chat, as hooks see it.
+pub(crate) fn thread_of(chat: &ChatRow) -> Option<Thread> {
+    chat.channel.as_ref().map(|c| Thread {
+        id: c.thread.clone(),
+        platform: c.platform.clone(),
+        chat_id: chat.chat_id.to_string(),
+    })
+}

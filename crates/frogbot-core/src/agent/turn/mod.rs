@@ -1,0 +1,970 @@
+//! The turn engine: one turn per chat (a store lease, renewed while the turn runs), the queue,
+//! steering, a checkpoint after every model step, crash recovery (a lease that runs out marks its
+//! turn interrupted and hands the chat on), and continuing a turn once its questions are answered.
+//!
+//! It knows nothing of channels or questions' hooks: what happens around a turn — offering the
+//! question tool, posting a reply, drawing questions — is a [`TurnListener`]'s business, told of
+//! each turn's end as an event.
+
+mod prompt;
+mod step;
+mod types;
+
+pub use prompt::{question_tool_spec, to_model_messages};
+pub use types::*;
+
+use async_trait::async_trait;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::Duration;
+use tokio::sync::{broadcast, mpsc};
+use tracing::{Instrument, debug, info_span, warn};
+
+use super::clock::Clock;
+use super::jobs::EngineJob;
+use super::{ModelRequest, Tool, ToolSpec};
+use crate::error::{Error, Result};
+use crate::model::{
+    ChatId, Delivery, ErrorInfo, MessageMetadata, MessagePart, QuestionOutcome, Role, ToolState,
+    TurnState, UiMessage, UserId, millis_to_iso,
+};
+use crate::store::{
+    self, AwaitOp, ChatRow, CheckpointOp, DynStore, EndMode, EndTurnOp, Lease, LeaseRequest,
+    NewChat, NewQuestion, Resume, SendOp, StoredMessage, Taken, TurnEnded,
+};
+use prompt::HistoryCache;
+
+/// What happens around turns, told by the turn engine (the channel layer listens).
+#[async_trait]
+pub(crate) trait TurnListener: Send + Sync {
+    /// Whether the model gets the question tool in `chat` for the coming turn.
+    async fn offers_questions(&self, chat: &ChatRow) -> bool;
+
+    /// A turn ended (`idle`), stopped to wait on questions (`awaiting`), or was found interrupted
+    /// (`idle`, its reply carrying the error): `reply` is its reply as saved. Awaited in the turn's
+    /// run, so replies of one chat are told in order.
+    async fn turn_ended(&self, chat: &ChatRow, reply: &UiMessage, state: TurnState);
+}
+
+/// How a run starts.
+pub(crate) enum Start {
+    /// A new user message saved at a new turn position; `known` is the chat's version before the
+    /// operation that saved it (the history cache is current if it holds that version).
+    New {
+        message: StoredMessage,
+        known: Option<i64>,
+    },
+    /// Continue the waiting reply at `position`, with the latest user message's selection.
+    Resume {
+        reply: UiMessage,
+        position: i64,
+        model: Option<String>,
+        reasoning: Option<String>,
+    },
+    /// Save the reply of a turn that stops after a dismissal or withdrawal, then end it.
+    Stop { reply: UiMessage, position: i64 },
+}
+
+/// What [`Turns::send`] did (the store's answer, with the turn started).
+pub(crate) enum SendResult {
+    Started(TurnHandle),
+    Queued {
+        message_id: String,
+        delivery: Delivery,
+    },
+    Duplicate,
+}
+
+/// A run in progress in this process.
+struct ActiveRun {
+    lease: Lease,
+    stop: tokio::sync::oneshot::Sender<()>,
+}
+
+/// A task aborted when this is dropped (a turn's lease renewer ends with its run, also when the
+/// run is stopped mid-way).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// The turn engine.
+pub(crate) struct Turns {
+    pub(crate) store: DynStore,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) offers: Vec<ModelOffer>,
+    tools: Vec<Arc<dyn Tool>>,
+    tool_specs: Vec<ToolSpec>,
+    pub(crate) config: EngineConfig,
+    pub(crate) process: String,
+    events: broadcast::Sender<ChatEvent>,
+    listener: OnceLock<Weak<dyn TurnListener>>,
+    active: AtomicUsize,
+    idle: tokio::sync::Notify,
+    stopping: AtomicBool,
+    runs: Mutex<HashMap<u64, ActiveRun>>,
+    next_run: AtomicU64,
+    history: HistoryCache,
+}
+
+impl std::fmt::Debug for Turns {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Turns")
+            .field("process", &self.process)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How many chats with an expired lease one sweep recovers.
+const SWEEP_BATCH: u32 = 32;
+
+impl Turns {
+    pub(crate) fn new(
+        store: DynStore,
+        clock: Arc<dyn Clock>,
+        offers: Vec<ModelOffer>,
+        tools: Vec<Arc<dyn Tool>>,
+        config: EngineConfig,
+    ) -> Self {
+        let (events, _) = broadcast::channel(1024);
+        let tool_specs = tools.iter().map(|t| t.spec()).collect();
+        Self {
+            store,
+            clock,
+            offers,
+            tools,
+            tool_specs,
+            history: HistoryCache::new(config.history_cache_messages),
+            config,
+            process: format!("p-{}", uuid::Uuid::new_v4().simple()),
+            events,
+            listener: OnceLock::new(),
+            active: AtomicUsize::new(0),
+            idle: tokio::sync::Notify::new(),
+            stopping: AtomicBool::new(false),
+            runs: Mutex::new(HashMap::new()),
+            next_run: AtomicU64::new(0),
+        }
+    }
+
+    pub(crate) fn set_listener(&self, listener: Weak<dyn TurnListener>) {
+        let _ = self.listener.set(listener);
+    }
+
+    fn listener(&self) -> Option<Arc<dyn TurnListener>> {
+        self.listener.get().and_then(Weak::upgrade)
+    }
+
+    pub(crate) fn now(&self) -> crate::model::Millis {
+        self.clock.now()
+    }
+
+    pub(crate) fn subscribe(&self) -> broadcast::Receiver<ChatEvent> {
+        self.events.subscribe()
+    }
+
+    pub(crate) fn emit_message(&self, chat: &ChatId, message: &UiMessage) {
+        let _ = self.events.send(ChatEvent::Message {
+            chat_id: chat.clone(),
+            message: Box::new(message.clone()),
+        });
+    }
+
+    pub(crate) fn emit_state(&self, chat: &ChatId, state: TurnState) {
+        let _ = self.events.send(ChatEvent::State {
+            chat_id: chat.clone(),
+            state,
+        });
+    }
+
+    pub(crate) fn holder(&self) -> String {
+        format!("{}/{}", self.process, uuid::Uuid::new_v4().simple())
+    }
+
+    pub(crate) fn lease_request(&self, driver: Option<UserId>) -> LeaseRequest {
+        LeaseRequest {
+            holder: self.holder(),
+            driver,
+            ttl_ms: self.config.turn_lease_ms,
+            now: self.now(),
+        }
+    }
+
+    pub(crate) fn is_stopping(&self) -> bool {
+        self.stopping.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn begin_shutdown(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
+    }
+
+    /// Checks a model/reasoning choice against the offers; returns the resolved model id.
+    pub(crate) fn check_selection(
+        &self,
+        model: Option<&str>,
+        reasoning: Option<&str>,
+    ) -> Result<String> {
+        let id = model.unwrap_or(&self.config.default_model);
+        let Some(offer) = self.offers.iter().find(|o| o.id == id) else {
+            return Err(Error::SelectionUnavailable(format!(
+                "model {id:?} is not offered"
+            )));
+        };
+        if let Some(r) = reasoning
+            && !offer.reasoning.iter().any(|o| o == r)
+        {
+            return Err(Error::SelectionUnavailable(format!(
+                "reasoning option {r:?} is not offered for model {id:?}"
+            )));
+        }
+        Ok(id.to_string())
+    }
+
+    fn offered(&self, model: Option<&str>, reasoning: Option<&str>) -> Result<ModelOffer> {
+        let id = self.check_selection(model, reasoning)?;
+        Ok(self
+            .offers
+            .iter()
+            .find(|o| o.id == id)
+            .cloned()
+            .expect("checked above"))
+    }
+
+    // ---- starting turns ------------------------------------------------------------------------
+
+    /// Sends a user message: one store operation creates or opens the chat, and starts a turn
+    /// (the chat was idle) or saves the message queued or as a steer.
+    pub(crate) async fn send(
+        self: &Arc<Self>,
+        req: SendMessage,
+        queue_if_busy: bool,
+    ) -> Result<SendResult> {
+        let model = self.check_selection(req.model.as_deref(), req.reasoning.as_deref())?;
+        if req.parts.is_empty() {
+            return Err(Error::InvalidInput(
+                "a message needs at least one part".into(),
+            ));
+        }
+        if req.channel.is_none()
+            && req.chat_id.is_channel_space()
+            && self.store.get_chat(&req.chat_id).await?.is_none()
+        {
+            // Only a channel creates a chat in the channel chats' id space.
+            return Err(Error::ChannelChat(format!(
+                "chat ids starting with {:?} are created only by channels",
+                crate::model::CHANNEL_CHAT_PREFIX
+            )));
+        }
+        let now = self.now();
+        let message = UiMessage {
+            id: req
+                .id
+                .clone()
+                .unwrap_or_else(|| format!("msg_{}", uuid::Uuid::new_v4().simple())),
+            role: Role::User,
+            parts: req.parts,
+            metadata: MessageMetadata {
+                author: req.author.clone(),
+                model: Some(model),
+                reasoning: req.reasoning,
+                created_at: millis_to_iso(now),
+                ..Default::default()
+            },
+        };
+        let chat = NewChat {
+            chat_id: req.chat_id.clone(),
+            owner: req.author.clone(),
+            channel: req.channel,
+        };
+        let lease = self.lease_request(req.author.clone());
+        let sent = self
+            .store
+            .send(&SendOp {
+                chat: &chat,
+                message: &message,
+                delivery: req.delivery,
+                lease: &lease,
+                queue_if_busy,
+            })
+            .await?;
+        match sent {
+            store::Sent::Started {
+                chat,
+                prior_version,
+                lease,
+                message,
+                interrupted,
+                ..
+            } => {
+                if let Some(reply) = &interrupted {
+                    self.history.note(&chat.chat_id, &[reply]);
+                    self.told_interrupted(&chat, reply).await;
+                }
+                self.history.note(&chat.chat_id, &[&message]);
+                self.emit_message(&chat.chat_id, &message.message);
+                self.emit_state(&chat.chat_id, TurnState::Running);
+                Ok(SendResult::Started(self.spawn_run(
+                    lease,
+                    chat,
+                    Start::New {
+                        message,
+                        known: Some(prior_version),
+                    },
+                )))
+            }
+            store::Sent::Queued {
+                chat,
+                message,
+                delivery,
+                ..
+            } => {
+                self.emit_message(&chat.chat_id, &message.message);
+                Ok(SendResult::Queued {
+                    message_id: message.message.id,
+                    delivery,
+                })
+            }
+            store::Sent::Duplicate { .. } => Ok(SendResult::Duplicate),
+            store::Sent::Busy { chat } => Err(Error::TurnInProgress(chat.chat_id.to_string())),
+        }
+    }
+
+    /// A reply marked interrupted: announced like a turn's end, so its channel says so.
+    async fn told_interrupted(&self, chat: &ChatRow, reply: &StoredMessage) {
+        warn!(chat_id = %chat.chat_id, "the previous turn was interrupted: its process stopped");
+        self.emit_message(&chat.chat_id, &reply.message);
+        if let Some(l) = self.listener() {
+            l.turn_ended(chat, &reply.message, TurnState::Idle).await;
+        }
+    }
+
+    /// If the chat is idle (its lease free, or run out) and has queued messages, promotes the
+    /// oldest and runs the queue in the background; a turn the expired lease ended is marked
+    /// interrupted. Returns whether a turn was started.
+    pub(crate) async fn run_queue(self: &Arc<Self>, chat: &ChatId) -> Result<bool> {
+        if self.is_stopping() {
+            return Ok(false);
+        }
+        let Some(Taken { interrupted, next }) = self
+            .store
+            .take_chat(chat, &self.lease_request(None))
+            .await?
+        else {
+            return Ok(false);
+        };
+        let row = self.store.get_chat(chat).await?;
+        if let (Some(reply), Some(row)) = (&interrupted, &row) {
+            self.history.note(chat, &[reply]);
+            self.told_interrupted(row, reply).await;
+        }
+        match (next, row) {
+            (Some((lease, next)), Some(row)) => {
+                self.history.note(chat, &[&next]);
+                self.emit_message(chat, &next.message);
+                self.emit_state(chat, TurnState::Running);
+                drop(self.spawn_run(
+                    lease,
+                    row,
+                    Start::New {
+                        message: next,
+                        known: None,
+                    },
+                ));
+                Ok(true)
+            }
+            _ => {
+                self.emit_state(chat, TurnState::Idle);
+                Ok(false)
+            }
+        }
+    }
+
+    /// Recovers chats whose turn lease ran out without being released (their process stopped):
+    /// each one's interrupted turn is marked and its queue runs, oldest first. Any process may do
+    /// it; the conditional take of the lease lets exactly one. Returns how many were taken.
+    pub(crate) async fn recover_expired_leases(self: &Arc<Self>) -> Result<usize> {
+        if self.is_stopping() {
+            return Ok(0);
+        }
+        let chats = self.store.expired_leases(self.now(), SWEEP_BATCH).await?;
+        let mut taken = 0;
+        for chat in chats {
+            match self.run_queue(&chat).await {
+                Ok(_) => taken += 1,
+                Err(e) => warn!(chat_id = %chat, error = %e, "recovering an expired turn lease"),
+            }
+        }
+        Ok(taken)
+    }
+
+    /// Continues the turn whose reply `message_id` waits on questions once all of them have an
+    /// outcome: the answers go into the reply's tool calls and the agent continues (or, after a
+    /// dismissal or withdrawal, the turn ends). When a live lease holds the chat (a process that
+    /// has not released it yet, or died), a durable job tries again at the lease's expiry.
+    pub(crate) async fn resume(
+        self: &Arc<Self>,
+        chat: &ChatId,
+        message_id: &str,
+        driver: Option<UserId>,
+    ) -> Result<TurnState> {
+        let resumed = self
+            .store
+            .resume_turn(chat, message_id, &self.lease_request(driver.clone()))
+            .await?;
+        let (lease, stored, questions, model, reasoning) = match resumed {
+            Resume::Taken {
+                lease,
+                reply,
+                questions,
+                model,
+                reasoning,
+            } => (lease, reply, questions, model, reasoning),
+            Resume::Open => return Ok(TurnState::Awaiting),
+            Resume::Busy { until } => {
+                let job = EngineJob::ResumeChat {
+                    chat: chat.clone(),
+                    message: message_id.to_string(),
+                    driver,
+                };
+                self.store.enqueue_job(&job.to_new_job(until)).await?;
+                return Ok(TurnState::Running);
+            }
+            Resume::NotWaiting => {
+                return Ok(self
+                    .store
+                    .get_chat(chat)
+                    .await?
+                    .map(|r| r.state(self.now()))
+                    .unwrap_or(TurnState::Idle));
+            }
+        };
+        let Some(row) = self.store.get_chat(chat).await? else {
+            return Ok(TurnState::Idle);
+        };
+        let mut reply = stored.message;
+        let mut stop = false;
+        for part in reply.parts.iter_mut() {
+            let MessagePart::Tool(t) = part else { continue };
+            if t.state != ToolState::InputAvailable {
+                continue;
+            }
+            let Some(q) = questions.iter().find(|q| q.tool_call_id == t.tool_call_id) else {
+                continue;
+            };
+            match q.outcome.as_ref() {
+                Some(o) if o.output().is_some() => {
+                    t.state = ToolState::OutputAvailable;
+                    t.output = Some(serde_json::to_value(o.output())?);
+                }
+                Some(QuestionOutcome::Dismissed) => {
+                    t.state = ToolState::OutputError;
+                    t.error_text = Some("The question was dismissed.".into());
+                    stop = true;
+                }
+                Some(QuestionOutcome::Cancelled) => {
+                    t.state = ToolState::OutputError;
+                    t.error_text = Some("The question was withdrawn.".into());
+                    stop = true;
+                }
+                _ => {
+                    t.state = ToolState::OutputError;
+                    t.error_text = Some("The question expired without an answer.".into());
+                }
+            }
+        }
+        let position = stored.position.unwrap_or_default();
+        self.emit_state(chat, TurnState::Running);
+        let start = if stop {
+            Start::Stop { reply, position }
+        } else {
+            Start::Resume {
+                reply,
+                position,
+                model,
+                reasoning,
+            }
+        };
+        drop(self.spawn_run(lease, row, start).events);
+        Ok(TurnState::Running)
+    }
+
+    // ---- running turns -------------------------------------------------------------------------
+
+    fn spawn_run(self: &Arc<Self>, lease: Lease, chat: ChatRow, start: Start) -> TurnHandle {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let (done_tx, done) = tokio::sync::oneshot::channel();
+        let message_id = match &start {
+            Start::New { message, .. } => message.message.id.clone(),
+            Start::Resume { reply, .. } | Start::Stop { reply, .. } => reply.id.clone(),
+        };
+        let turns = self.clone();
+        let span = info_span!("turn", chat_id = %lease.chat_id, turn_id = %lease.holder);
+        turns.active.fetch_add(1, Ordering::SeqCst);
+        let run_id = turns.next_run.fetch_add(1, Ordering::SeqCst);
+        let (stop, stopped) = tokio::sync::oneshot::channel();
+        turns.runs.lock().expect("runs").insert(
+            run_id,
+            ActiveRun {
+                lease: lease.clone(),
+                stop,
+            },
+        );
+        tokio::spawn(
+            async move {
+                tokio::select! {
+                    () = turns.run(lease, chat, start, tx, done_tx) => {}
+                    _ = stopped => debug!("run stopped at shutdown"),
+                }
+                turns.runs.lock().expect("runs").remove(&run_id);
+                if turns.active.fetch_sub(1, Ordering::SeqCst) == 1 {
+                    turns.idle.notify_waiters();
+                }
+            }
+            .instrument(span),
+        );
+        TurnHandle {
+            message_id,
+            events: rx,
+            done,
+        }
+    }
+
+    fn spawn_renewer(&self, lease: Lease, lost: Arc<AtomicBool>) -> AbortOnDrop {
+        let store = self.store.clone();
+        let clock = self.clock.clone();
+        let ttl = self.config.turn_lease_ms;
+        let every = Duration::from_millis((ttl / 3).max(1) as u64);
+        AbortOnDrop(tokio::spawn(async move {
+            let mut lease = lease;
+            loop {
+                tokio::time::sleep(every).await;
+                if let Err(e) = store.renew_lease(&mut lease, ttl, clock.now()).await {
+                    warn!(chat_id = %lease.chat_id, error = %e, "turn lease lost");
+                    lost.store(true, Ordering::SeqCst);
+                    return;
+                }
+            }
+        }))
+    }
+
+    /// Runs turns under `lease` until the chat is idle (promoting the queue) or waits on a question.
+    async fn run(
+        self: &Arc<Self>,
+        mut lease: Lease,
+        chat: ChatRow,
+        start: Start,
+        tx: mpsc::UnboundedSender<TurnEvent>,
+        done: tokio::sync::oneshot::Sender<Result<TurnOutcome>>,
+    ) {
+        let mut done = Some(done);
+        let lost = Arc::new(AtomicBool::new(false));
+        let renewer = self.spawn_renewer(lease.clone(), lost.clone());
+        let listener = self.listener();
+        let mut first = Some(tx);
+        let mut next = Some(start);
+        let result = loop {
+            let Some(start) = next.take() else {
+                break Err(Error::InvalidInput("no turn to run".into()));
+            };
+            // Only the first turn streams to the caller; promoted turns are saved and broadcast.
+            let tx = first.take().unwrap_or_else(|| mpsc::unbounded_channel().0);
+            let ended = match self.run_turn(&mut lease, &chat, start, &tx, &lost).await {
+                Ok(o) => o,
+                Err(e) => break Err(e),
+            };
+            let (outcome, pending) = match ended {
+                TurnEnd::Awaiting(reply) => {
+                    let outcome = TurnOutcome {
+                        state: TurnState::Awaiting,
+                        reply: Some(reply),
+                    };
+                    self.emit_state(&chat.chat_id, TurnState::Awaiting);
+                    if let (Some(l), Some(reply)) = (&listener, &outcome.reply) {
+                        l.turn_ended(&chat, reply, TurnState::Awaiting).await;
+                    }
+                    let _ = tx.send(TurnEvent::Finish {
+                        state: TurnState::Awaiting,
+                    });
+                    break Ok(outcome);
+                }
+                TurnEnd::Idle { reply, saved } => (reply, !saved),
+            };
+            let (outcome, position) = outcome;
+            // The turn ended: save its last reply and release the chat, or promote the oldest
+            // queued message under the same lease — one store operation. A stopping process hands
+            // the queue on instead.
+            let job;
+            let mode = if self.is_stopping() {
+                job = EngineJob::RunQueue {
+                    chat: chat.chat_id.clone(),
+                }
+                .to_new_job(self.now());
+                EndMode::Handoff(&job)
+            } else {
+                EndMode::Next
+            };
+            let ended = self
+                .store
+                .end_turn(&EndTurnOp {
+                    lease: &lease,
+                    reply: pending.then_some((&outcome, position)),
+                    mode,
+                    now: self.now(),
+                })
+                .await;
+            let ended = match ended {
+                Ok(e) => e,
+                Err(e) => break Err(e),
+            };
+            let (saved, promoted) = match ended {
+                TurnEnded::Released { reply } => (reply, None),
+                TurnEnded::Promoted { reply, lease, next } => (reply, Some((lease, next))),
+                TurnEnded::HandedOn { reply, queued } => {
+                    if queued {
+                        debug!(chat_id = %chat.chat_id, "stopping: the queue is handed on");
+                    }
+                    (reply, None)
+                }
+            };
+            let reply = match saved {
+                Some(s) => {
+                    self.history.note(&chat.chat_id, &[&s]);
+                    self.emit_message(&chat.chat_id, &s.message);
+                    s.message
+                }
+                None => outcome,
+            };
+            if promoted.is_none() {
+                self.emit_state(&chat.chat_id, TurnState::Idle);
+            }
+            if let Some(l) = &listener {
+                l.turn_ended(&chat, &reply, TurnState::Idle).await;
+            }
+            let outcome = TurnOutcome {
+                state: TurnState::Idle,
+                reply: Some(reply),
+            };
+            if let Some(done) = done.take() {
+                let _ = tx.send(TurnEvent::Finish {
+                    state: TurnState::Idle,
+                });
+                let _ = done.send(Ok(outcome.clone()));
+            }
+            match promoted {
+                None => break Ok(outcome),
+                Some((promoted_lease, promoted)) => {
+                    debug!(message_id = %promoted.message.id, "promoted queued message");
+                    self.history.note(&chat.chat_id, &[&promoted]);
+                    self.emit_message(&chat.chat_id, &promoted.message);
+                    lease = promoted_lease;
+                    next = Some(Start::New {
+                        message: promoted,
+                        known: None,
+                    });
+                }
+            }
+        };
+        drop(renewer);
+        if let Err(e) = &result {
+            warn!(error = %e, "turn ended with an error");
+        }
+        if let Some(done) = done.take() {
+            let _ = done.send(result);
+        }
+    }
+
+    /// Runs one turn: model steps until a final reply, a pending question, a failure or
+    /// `max_steps`.
+    async fn run_turn(
+        self: &Arc<Self>,
+        lease: &mut Lease,
+        chat: &ChatRow,
+        start: Start,
+        tx: &mpsc::UnboundedSender<TurnEvent>,
+        lost: &AtomicBool,
+    ) -> Result<TurnEnd> {
+        let chat_id = chat.chat_id.clone();
+        let (mut reply, position, mut model, mut reasoning, known) = match start {
+            Start::New { message, known } => {
+                let reply = UiMessage {
+                    id: format!("msg_{}", uuid::Uuid::new_v4().simple()),
+                    role: Role::Assistant,
+                    parts: vec![],
+                    metadata: MessageMetadata {
+                        model: message.message.metadata.model.clone(),
+                        reasoning: message.message.metadata.reasoning.clone(),
+                        created_at: millis_to_iso(self.now()),
+                        ..Default::default()
+                    },
+                };
+                (
+                    reply,
+                    message.position.unwrap_or_default(),
+                    message.message.metadata.model.clone(),
+                    message.message.metadata.reasoning.clone(),
+                    known,
+                )
+            }
+            Start::Resume {
+                reply,
+                position,
+                model,
+                reasoning,
+            } => (reply, position, model, reasoning, None),
+            Start::Stop { reply, position } => {
+                return Ok(TurnEnd::Idle {
+                    reply: with_position(reply, position),
+                    saved: false,
+                });
+            }
+        };
+        let offer_questions = match (&chat.channel, self.listener()) {
+            (None, _) => true,
+            (Some(_), Some(l)) => l.offers_questions(chat).await,
+            (Some(_), None) => false,
+        };
+        // The history before this turn's reply: from memory, reading only what is newer.
+        let mut history = self
+            .history
+            .history(&self.store, &chat_id, known, &reply.id)
+            .await?;
+        let _ = tx.send(TurnEvent::Start {
+            message_id: reply.id.clone(),
+        });
+        let mut steps_done = reply
+            .parts
+            .iter()
+            .filter(|p| prompt::is_step_start(p))
+            .count() as u32;
+        loop {
+            if lost.load(Ordering::SeqCst) {
+                return Err(Error::LeaseLost {
+                    chat_id: chat_id.to_string(),
+                });
+            }
+            if steps_done >= self.config.max_steps {
+                debug!(steps = steps_done, "max_steps reached");
+                return Ok(TurnEnd::Idle {
+                    reply: with_position(reply, position),
+                    saved: false,
+                });
+            }
+            let offer = match self.offered(model.as_deref(), reasoning.as_deref()) {
+                Ok(o) => o,
+                Err(e) => {
+                    return Ok(self.fail(
+                        reply,
+                        position,
+                        tx,
+                        "selection-unavailable",
+                        &e.to_string(),
+                    ));
+                }
+            };
+            let request = self.request(&history, &reply, reasoning.clone(), offer_questions);
+            let step_no = steps_done + 1;
+            let step = self
+                .run_step(lease, &mut reply, position, &offer, request, tx, lost)
+                .instrument(
+                    info_span!("step", chat_id = %chat_id, turn_id = %lease.holder, step = step_no),
+                )
+                .await?;
+            steps_done += 1;
+            match step {
+                step::StepEnd::Failed(info) => {
+                    return Ok(self.fail(reply, position, tx, &info.code, &info.message));
+                }
+                step::StepEnd::Questions(calls) => {
+                    return self.await_answers(lease, reply, position, calls).await;
+                }
+                step::StepEnd::Final => {
+                    // Saved with the turn's end, in one operation.
+                    return Ok(TurnEnd::Idle {
+                        reply: with_position(reply, position),
+                        saved: false,
+                    });
+                }
+                step::StepEnd::Continue => {
+                    // Checkpoint the step; the driving user's steers join here, at the step
+                    // boundary, before the next model call.
+                    let saved = self
+                        .store
+                        .checkpoint(&CheckpointOp {
+                            lease,
+                            reply: &reply,
+                            position,
+                            join_steers: true,
+                            now: self.now(),
+                        })
+                        .await?;
+                    let mut noted: Vec<&StoredMessage> = saved.steers.iter().collect();
+                    noted.push(&saved.reply);
+                    self.history.note(&chat_id, &noted);
+                    if let Some(last) = saved.steers.last() {
+                        model = last.message.metadata.model.clone();
+                        reasoning = last.message.metadata.reasoning.clone();
+                        reply.metadata.model = model.clone();
+                        reply.metadata.reasoning = reasoning.clone();
+                        for s in &saved.steers {
+                            to_model_messages(&s.message, &mut history);
+                            self.emit_message(&chat_id, &s.message);
+                        }
+                    }
+                    self.emit_message(&chat_id, &saved.reply.message);
+                }
+            }
+        }
+    }
+
+    /// The turn stops to wait on its questions: one operation saves the reply as the waiting
+    /// message, creates the question records (and the expiry job) and releases the lease.
+    async fn await_answers(
+        &self,
+        lease: &Lease,
+        reply: UiMessage,
+        position: i64,
+        calls: Vec<(String, crate::model::QuestionInput)>,
+    ) -> Result<TurnEnd> {
+        let now = self.now();
+        let chat = lease.chat_id.clone();
+        let rows: Vec<NewQuestion> = calls
+            .iter()
+            .enumerate()
+            .map(|(i, (id, input))| NewQuestion {
+                tool_call_id: id.clone(),
+                chat_id: chat.clone(),
+                message_id: reply.id.clone(),
+                call_index: i as i64,
+                input: input.clone(),
+                answer_deadline: input.expires_in_seconds.map(|s| now + (s as i64) * 1000),
+            })
+            .collect();
+        let job = rows
+            .iter()
+            .filter_map(|r| r.answer_deadline)
+            .min()
+            .map(|deadline| {
+                EngineJob::QuestionExpire {
+                    chat: chat.clone(),
+                    message: reply.id.clone(),
+                }
+                .to_new_job(deadline)
+            });
+        let saved = self
+            .store
+            .await_answers(&AwaitOp {
+                lease,
+                reply: &reply,
+                position,
+                questions: &rows,
+                job: job.as_ref(),
+                now,
+            })
+            .await?;
+        self.history.note(&chat, &[&saved]);
+        self.emit_message(&chat, &saved.message);
+        Ok(TurnEnd::Awaiting(saved.message))
+    }
+
+    fn fail(
+        &self,
+        mut reply: UiMessage,
+        position: i64,
+        tx: &mpsc::UnboundedSender<TurnEvent>,
+        code: &str,
+        message: &str,
+    ) -> TurnEnd {
+        let info = ErrorInfo {
+            code: code.into(),
+            message: message.into(),
+        };
+        warn!(code, message, "turn failed");
+        reply.metadata.error = Some(info.clone());
+        let _ = tx.send(TurnEvent::Error(info));
+        TurnEnd::Idle {
+            reply: with_position(reply, position),
+            saved: false,
+        }
+    }
+
+    fn request(
+        &self,
+        history: &[super::ModelMessage],
+        reply: &UiMessage,
+        reasoning: Option<String>,
+        offer_questions: bool,
+    ) -> ModelRequest {
+        let mut messages = history.to_vec();
+        to_model_messages(reply, &mut messages);
+        let mut tools = self.tool_specs.clone();
+        if offer_questions {
+            tools.push(question_tool_spec());
+        }
+        ModelRequest {
+            instructions: self.config.instructions.clone(),
+            messages,
+            tools,
+            reasoning,
+        }
+    }
+
+    // ---- stopping ------------------------------------------------------------------------------
+
+    /// Waits (at most `grace`) for the turns running in this process to end; the rest are stopped
+    /// and their leases ended at once (see [`crate::agent::Engine::drain`]).
+    pub(crate) async fn drain(&self, grace: Duration) {
+        self.begin_shutdown();
+        let deadline = tokio::time::Instant::now() + grace;
+        loop {
+            let notified = self.idle.notified();
+            let active = self.active.load(Ordering::SeqCst);
+            if active == 0 {
+                return;
+            }
+            tracing::info!(active, "waiting for running turns");
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                break;
+            }
+        }
+        let runs: Vec<ActiveRun> = self
+            .runs
+            .lock()
+            .expect("runs")
+            .drain()
+            .map(|(_, r)| r)
+            .collect();
+        warn!(
+            turns = runs.len(),
+            "turns still running at shutdown: stopped, their chats handed on"
+        );
+        for run in runs {
+            let _ = run.stop.send(());
+            if let Err(e) = self.store.expire_lease(&run.lease, self.now()).await {
+                debug!(chat_id = %run.lease.chat_id, error = %e, "ending the lease of a stopped turn");
+            }
+        }
+    }
+
+    pub(crate) fn tools(&self) -> &[Arc<dyn Tool>] {
+        &self.tools
+    }
+}
+
+/// How a turn ended, before the operation that ends it.
+enum TurnEnd {
+    /// It waits on questions (already saved and released).
+    Awaiting(UiMessage),
+    /// It ended: `reply` is its last reply, `saved` whether a checkpoint already stored it.
+    Idle {
+        reply: (UiMessage, i64),
+        saved: bool,
+    },
+}
+
+fn with_position(reply: UiMessage, position: i64) -> (UiMessage, i64) {
+    (reply, position)
+}

@@ -1,0 +1,209 @@
+//! One model step: stream the model's answer, run its tool calls, collect its questions.
+
+use futures::StreamExt;
+use serde_json::json;
+use std::sync::atomic::{AtomicBool, Ordering};
+use tokio::sync::mpsc;
+
+use super::super::{FinishReason, ModelEvent, ModelRequest, ToolCallRequest, ToolContext};
+use super::{ModelOffer, TurnEvent, Turns};
+use crate::error::{Error, Result};
+use crate::model::{
+    ErrorInfo, MessagePart, QUESTION_TOOL, QuestionInput, ToolPart, ToolState, UiMessage,
+};
+use crate::store::{CheckpointOp, Lease};
+
+/// How a step ended.
+pub(super) enum StepEnd {
+    /// It ran tool calls: another step follows.
+    Continue,
+    /// A final answer.
+    Final,
+    /// It asked questions: the turn waits.
+    Questions(Vec<(String, QuestionInput)>),
+    /// The model failed.
+    Failed(ErrorInfo),
+}
+
+impl Turns {
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn run_step(
+        &self,
+        lease: &Lease,
+        reply: &mut UiMessage,
+        position: i64,
+        offer: &ModelOffer,
+        request: ModelRequest,
+        tx: &mpsc::UnboundedSender<TurnEvent>,
+        lost: &AtomicBool,
+    ) -> Result<StepEnd> {
+        reply
+            .parts
+            .push(MessagePart::Other(json!({"type": "step-start"})));
+        let _ = tx.send(TurnEvent::StartStep);
+        let mut stream = match offer.model.stream(request).await {
+            Ok(s) => s,
+            Err(e) => {
+                return Ok(StepEnd::Failed(ErrorInfo {
+                    code: "model-error".into(),
+                    message: e.to_string(),
+                }));
+            }
+        };
+        let text_index = reply.parts.len();
+        let mut text = String::new();
+        let mut calls: Vec<ToolCallRequest> = Vec::new();
+        let mut finish: Option<FinishReason> = None;
+        let mut last_checkpoint = tokio::time::Instant::now();
+        let mut failure: Option<String> = None;
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(ModelEvent::TextDelta(d)) => {
+                    text.push_str(&d);
+                    let _ = tx.send(TurnEvent::TextDelta(d));
+                    if last_checkpoint.elapsed() >= self.config.partial_checkpoint {
+                        // Keep the text streamed so far, so a process that dies mid-step leaves it.
+                        let mut partial = reply.clone();
+                        partial.parts.push(MessagePart::text(text.clone()));
+                        self.store
+                            .checkpoint(&CheckpointOp {
+                                lease,
+                                reply: &partial,
+                                position,
+                                join_steers: false,
+                                now: self.now(),
+                            })
+                            .await?;
+                        last_checkpoint = tokio::time::Instant::now();
+                    }
+                }
+                Ok(ModelEvent::ToolCall(c)) => calls.push(c),
+                Ok(ModelEvent::Finish { reason, .. }) => {
+                    finish = Some(reason);
+                    break;
+                }
+                Err(e) => {
+                    failure = Some(e.to_string());
+                    break;
+                }
+            }
+            if lost.load(Ordering::SeqCst) {
+                return Err(Error::LeaseLost {
+                    chat_id: lease.chat_id.to_string(),
+                });
+            }
+        }
+        if finish.is_none() && failure.is_none() {
+            failure = Some("the model stream ended before the step finished".into());
+        }
+        if !text.is_empty() {
+            reply.parts.insert(text_index, MessagePart::text(text));
+        }
+        if let Some(message) = failure {
+            // Save the partial step: unfinished tool calls are marked as errors.
+            for c in calls {
+                let error_text = "the step was interrupted before this call ran".to_string();
+                let _ = tx.send(TurnEvent::ToolError {
+                    tool_call_id: c.id.clone(),
+                    error_text: error_text.clone(),
+                });
+                reply.parts.push(MessagePart::Tool(ToolPart {
+                    tool_name: c.name,
+                    tool_call_id: c.id,
+                    state: ToolState::OutputError,
+                    input: c.input,
+                    output: None,
+                    error_text: Some(error_text),
+                }));
+            }
+            let _ = tx.send(TurnEvent::FinishStep);
+            return Ok(StepEnd::Failed(ErrorInfo {
+                code: "model-error".into(),
+                message,
+            }));
+        }
+        let had_calls = !calls.is_empty();
+        let mut questions = Vec::new();
+        for c in calls {
+            let c = self.unique_call_id(reply, c);
+            let _ = tx.send(TurnEvent::ToolInput {
+                tool_call_id: c.id.clone(),
+                tool_name: c.name.clone(),
+                input: c.input.clone(),
+            });
+            let (state, output, error_text) = if c.name == QUESTION_TOOL {
+                match serde_json::from_value::<QuestionInput>(c.input.clone())
+                    .map_err(|e| e.to_string())
+                    .and_then(|i| i.validate().map(|_| i))
+                {
+                    Ok(input) => {
+                        questions.push((c.id.clone(), input));
+                        (ToolState::InputAvailable, None, None)
+                    }
+                    Err(e) => (
+                        ToolState::OutputError,
+                        None,
+                        Some(format!("invalid question input: {e}")),
+                    ),
+                }
+            } else if let Some(tool) = self.tools().iter().find(|t| t.spec().name == c.name) {
+                let ctx = ToolContext {
+                    chat_id: lease.chat_id.clone(),
+                    driver: lease.driver.clone(),
+                    tool_call_id: c.id.clone(),
+                };
+                match tool.call(c.input.clone(), ctx).await {
+                    Ok(v) => (ToolState::OutputAvailable, Some(v), None),
+                    Err(e) => (ToolState::OutputError, None, Some(e.to_string())),
+                }
+            } else {
+                (
+                    ToolState::OutputError,
+                    None,
+                    Some(format!("unknown tool {:?}", c.name)),
+                )
+            };
+            match (&output, &error_text) {
+                (Some(o), _) => {
+                    let _ = tx.send(TurnEvent::ToolOutput {
+                        tool_call_id: c.id.clone(),
+                        output: o.clone(),
+                    });
+                }
+                (None, Some(e)) => {
+                    let _ = tx.send(TurnEvent::ToolError {
+                        tool_call_id: c.id.clone(),
+                        error_text: e.clone(),
+                    });
+                }
+                _ => {}
+            }
+            reply.parts.push(MessagePart::Tool(ToolPart {
+                tool_name: c.name,
+                tool_call_id: c.id,
+                state,
+                input: c.input,
+                output,
+                error_text,
+            }));
+        }
+        let _ = tx.send(TurnEvent::FinishStep);
+        if !questions.is_empty() {
+            return Ok(StepEnd::Questions(questions));
+        }
+        // The caller checkpoints a step that continues, and saves the final one with the turn's end.
+        Ok(if had_calls {
+            StepEnd::Continue
+        } else {
+            StepEnd::Final
+        })
+    }
+
+    /// Tool call ids key question records per chat: a model that repeats an id gets a fresh one.
+    fn unique_call_id(&self, reply: &UiMessage, mut call: ToolCallRequest) -> ToolCallRequest {
+        if call.id.is_empty() || reply.tool_parts().any(|t| t.tool_call_id == call.id) {
+            call.id = format!("call_{}", uuid::Uuid::new_v4().simple());
+        }
+        call
+    }
+}
