@@ -28,9 +28,9 @@ use frogbot_core::agent::{
     ChannelMessageOutcome, ChannelOutbox, Engine, InteractionOutcome, channel_chat_id,
 };
 use frogbot_core::model::{
-    ChannelIdentity, ChannelRef, QuestionCall, Thread, UiMessage, now_millis,
+    ChannelIdentity, ChannelRef, QuestionCall, Thread, UiMessage,
 };
-use frogbot_core::store::ChatRow;
+use frogbot_core::model::ChatInfo;
 use serenity::all::{
     ChannelId, ClientBuilder, ComponentInteraction, Context, CreateThread, EventHandler,
     GatewayIntents, Interaction as DiscordInteraction, Message, ModalInteraction, Ready, UserId,
@@ -225,12 +225,8 @@ impl DiscordReceiver {
             return;
         }
         let channel = message.channel_id.to_string();
-        let known = match engine
-            .store()
-            .get_chat(&channel_chat_id(PLATFORM, &channel))
-            .await
-        {
-            Ok(chat) => chat.is_some(),
+        let known = match engine.channel_thread_known(PLATFORM, &channel).await {
+            Ok(known) => known,
             Err(e) => {
                 warn!(error = %e, "discord: store unavailable; message not handled");
                 return;
@@ -289,17 +285,13 @@ impl DiscordReceiver {
             }
         };
         let channel_id = message.channel_id.to_string();
-        let probe = ChatRow {
+        let probe = ChatInfo {
             chat_id: channel_chat_id(PLATFORM, &channel_id),
             owner: None,
             channel: Some(ChannelRef {
                 platform: PLATFORM.into(),
                 thread: channel_id,
             }),
-            created_at: 0,
-            updated_at: 0,
-            awaiting_message_id: None,
-            lease: None,
         };
         channel
             .access
@@ -420,28 +412,15 @@ impl DiscordReceiver {
         component: &ComponentInteraction,
     ) -> Option<QuestionCall> {
         let control = Control::decode(&component.data.custom_id)?;
-        let store = engine.store();
-        let now = now_millis();
-        let found = store
-            .find_questions_by_message(PLATFORM, &component.message.id.to_string(), now)
+        let target = engine
+            .question_for_form(PLATFORM, &component.message.id.to_string())
             .await
-            .ok()?;
-        for (chat, call_id) in found {
-            let Ok(Some(row)) = store.get_question(&chat, &call_id, now).await else {
-                continue;
-            };
-            tracing::Span::current().record("chat_id", tracing::field::display(&chat));
-            tracing::Span::current().record("question_id", call_id.as_str());
-            let step = Progress::of(&row.record).step;
-            if row.outcome.is_none()
-                && row.record.revision == control.revision
-                && step == control.question
-            {
-                return Some(QuestionCall {
-                    tool_call_id: row.tool_call_id,
-                    input: row.input,
-                });
-            }
+            .ok()??;
+        tracing::Span::current().record("chat_id", tracing::field::display(&target.chat_id));
+        tracing::Span::current().record("question_id", target.call.tool_call_id.as_str());
+        let step = Progress::of(&target.record).step;
+        if target.record.revision == control.revision && step == control.question {
+            return Some(target.call);
         }
         None
     }

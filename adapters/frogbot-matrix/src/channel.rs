@@ -632,8 +632,11 @@ impl Ctx {
         let chat = channel_chat_id(PLATFORM, &m.thread);
         let span = info_span!("matrix_message", chat = %chat, message = %m.message.id);
         async {
-            let known =
-                m.in_thread && matches!(self.engine.store().get_chat(&chat).await, Ok(Some(_)));
+            let known = m.in_thread
+                && matches!(
+                    self.engine.channel_thread_known(PLATFORM, &m.thread).await,
+                    Ok(true)
+                );
             if !known && !self.talks_to_bot(&m, room).await {
                 return;
             }

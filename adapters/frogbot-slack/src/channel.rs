@@ -42,7 +42,7 @@ use frogbot_core::agent::{
     channel_chat_id,
 };
 use frogbot_core::model::{
-    ChannelQuestions, IdentityResolver, Interaction, QuestionCall, Thread, UiMessage, now_millis,
+    ChannelQuestions, IdentityResolver, Interaction, Thread, UiMessage, now_millis,
 };
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -519,11 +519,9 @@ impl Receiver {
             let known = incoming.in_thread
                 && self
                     .engine
-                    .store()
-                    .get_chat(&chat)
+                    .channel_thread_known(PLATFORM, &incoming.thread)
                     .await
-                    .map_err(|e| Failure::Retry(e.to_string()))?
-                    .is_some();
+                    .map_err(|e| Failure::Retry(e.to_string()))?;
             if !known {
                 debug!(thread = %incoming.thread, "Slack message outside a FrogBot thread ignored");
                 return Ok(());
@@ -651,57 +649,28 @@ impl Receiver {
     /// The "Other…" button: opens the question set's modal while the clicked message is the
     /// question's current, open one. `false` when it is not (the engine then answers `stale`).
     async fn open_form(&self, event: &frogbot_core::model::ActionEvent) -> Result<bool, Failure> {
-        let store = self.engine.store();
-        let now = now_millis();
         let retry = |e: frogbot_core::Error| Failure::Retry(e.to_string());
-        let found = store
-            .find_questions_by_message(PLATFORM, &event.message_id, now)
-            .await
-            .map_err(retry)?;
-        let Some((chat, call_id)) = found.into_iter().next() else {
-            return Ok(false);
-        };
-        tracing::Span::current().record("chat_id", tracing::field::display(&chat));
-        tracing::Span::current().record("question_id", call_id.as_str());
-        let Some(q) = store
-            .get_question(&chat, &call_id, now)
+        let Some(target) = self
+            .engine
+            .question_for_form(PLATFORM, &event.message_id)
             .await
             .map_err(retry)?
         else {
             return Ok(false);
         };
-        let current = q.record.current().map(|m| m.id.as_str());
+        tracing::Span::current().record("chat_id", tracing::field::display(&target.chat_id));
+        tracing::Span::current().record("question_id", target.call.tool_call_id.as_str());
         let revision = ActionRef::decode(&event.action_id).map(|a| a.revision);
-        if q.outcome.is_some()
-            || current != Some(event.message_id.as_str())
-            || revision != Some(q.record.revision)
-        {
+        if revision != Some(target.record.revision) {
             return Ok(false);
         }
-        let Some(thread) = store
-            .get_chat(&chat)
-            .await
-            .map_err(retry)?
-            .and_then(|c| c.channel)
-        else {
-            return Ok(false);
-        };
         let Some(trigger) = event.trigger_id.as_deref() else {
             return Ok(false);
-        };
-        let thread = Thread {
-            id: thread.thread,
-            platform: PLATFORM.into(),
-            chat_id: chat.to_string(),
-        };
-        let call = QuestionCall {
-            tool_call_id: q.tool_call_id.clone(),
-            input: q.input.clone(),
         };
         match self
             .inner()
             .questions
-            .open_other(&thread, &call, &q.record, trigger)
+            .open_other(&target.thread, &target.call, &target.record, trigger)
             .await
         {
             Ok(()) => info!("Slack question modal opened"),

@@ -41,7 +41,7 @@ pub(crate) fn build_request(
             },
         ));
     }
-    chat.extend(messages.into_iter().map(message));
+    chat.extend(messages.iter().cloned().map(message));
 
     let tools: Vec<ChatCompletionTools> = tools.into_iter().map(tool).collect();
 
@@ -170,7 +170,8 @@ mod tests {
                 messages: vec![ModelMessage::Assistant {
                     text: String::new(),
                     tool_calls: vec![],
-                }],
+                }]
+                .into(),
                 tools: vec![],
                 reasoning: None,
             },

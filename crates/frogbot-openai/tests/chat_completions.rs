@@ -30,7 +30,8 @@ fn hello() -> ModelRequest {
         instructions: "You are a frog.".into(),
         messages: vec![ModelMessage::User {
             text: "Hello".into(),
-        }],
+        }]
+        .into(),
         tools: vec![],
         reasoning: None,
     }
@@ -281,7 +282,8 @@ async fn request_carries_model_key_instructions_tools_history_and_reasoning() {
             ModelMessage::User {
                 text: "Thanks!".into(),
             },
-        ],
+        ]
+        .into(),
         tools: vec![weather_tool()],
         reasoning: Some("high".into()),
     };

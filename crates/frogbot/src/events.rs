@@ -4,7 +4,8 @@
 //! task that learns of changes once — from this process's engine and, for changes made by other
 //! processes, by polling the store for the messages changed since it last looked — serialises each
 //! change once and fans the frame out to every listener of the chat. When a chat's last listener
-//! leaves, its task and everything it kept go. The number of streams is capped in total and per
+//! leaves, its task and everything it kept go. A poll reads the chat's row and, only when its
+//! version moved, the messages written since. The number of streams is capped in total and per
 //! caller (`max_event_streams`, `max_event_streams_per_user`); past a cap a new stream gets 429.
 
 use std::collections::HashMap;
@@ -14,15 +15,12 @@ use std::time::Duration;
 
 use axum::body::Bytes;
 use frogbot_core::agent::{ChatEvent, Engine};
-use frogbot_core::model::{ChatId, Millis, TurnState, UiMessage, UserId, now_millis};
+use frogbot_core::model::{ChatId, TurnState, UiMessage, UserId, now_millis};
 use serde_json::json;
 use tokio::sync::{broadcast, mpsc};
 
 /// How often a watched chat is polled for changes made by other processes.
 const POLL: Duration = Duration::from_secs(1);
-/// How far back a poll looks before the newest change it saw (clocks of processes differ a little);
-/// changes seen before are recognised and not sent twice.
-const POLL_MARGIN_MS: Millis = 5_000;
 /// Frames a listener may fall behind before its stream ends (the client reconnects and reloads).
 const LAG_FRAMES: usize = 1024;
 /// A comment line sent on an idle stream, so proxies and clients see it is alive.
@@ -265,12 +263,12 @@ fn watch(engine: &Engine, chat: &ChatId, state: TurnState) -> Watched {
     }
 }
 
-/// What a watch has sent: each message's last version (by a hash of its JSON), the last state.
+/// What a watch has sent: each message's last version (by a hash of its JSON), the last state,
+/// and the chat's version it has read up to.
 struct Seen {
     versions: HashMap<String, u64>,
     state: TurnState,
-    chat_updated: Millis,
-    cursor: Millis,
+    version: i64,
 }
 
 impl Seen {
@@ -304,23 +302,14 @@ async fn run_watch(
     frames: broadcast::Sender<Bytes>,
     mut local: mpsc::UnboundedReceiver<ChatEvent>,
 ) {
-    let store = engine.store().clone();
-    let start = now_millis();
     let mut seen = Seen {
         versions: HashMap::new(),
         state,
-        chat_updated: 0,
-        cursor: start,
+        version: 0,
     };
-    // What listeners already have (they load the chat themselves): the recent versions, so a poll
-    // does not send them again.
-    if let Ok(recent) = store.messages_since(&chat, start - POLL_MARGIN_MS).await {
-        for m in &recent {
-            let _ = seen.message(&m.message);
-        }
-    }
-    if let Ok(Some(row)) = store.get_chat(&chat).await {
-        seen.chat_updated = row.updated_at;
+    // Listeners load the chat themselves: only what is written after now is streamed.
+    if let Ok(Some(row)) = engine.chat(&chat).await {
+        seen.version = row.version;
     }
     let mut tick = tokio::time::interval(POLL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -338,19 +327,19 @@ async fn run_watch(
                 }
             }
             _ = tick.tick() => {
-                // Changes made by other processes (and anything this process's events missed).
-                let Ok(Some(row)) = store.get_chat(&chat).await else { continue };
+                // Changes made by other processes (and anything this process's events missed):
+                // the chat's version says whether anything was written, and only what is newer is
+                // read.
+                let Ok(Some(row)) = engine.chat(&chat).await else { continue };
                 if let Some(bytes) = seen.state(row.state(now_millis())) {
                     let _ = frames.send(bytes);
                 }
-                if row.updated_at == seen.chat_updated {
+                if row.version == seen.version {
                     continue;
                 }
-                seen.chat_updated = row.updated_at;
-                let since = seen.cursor - POLL_MARGIN_MS;
-                seen.cursor = now_millis();
-                let Ok(changed) = store.messages_since(&chat, since).await else { continue };
-                for m in &changed {
+                let Ok(changes) = engine.changes_since(&chat, seen.version).await else { continue };
+                seen.version = changes.version;
+                for m in &changes.messages {
                     if let Some(bytes) = seen.message(&m.message) {
                         let _ = frames.send(bytes);
                     }

@@ -194,8 +194,7 @@ async fn load_readable(
 ) -> Result<ChatRow, ApiError> {
     let row = state
         .engine
-        .store()
-        .get_chat(chat)
+        .chat(chat)
         .await
         .map_err(ApiError::from)?
         .ok_or_else(|| ApiError::not_found(format!("no chat {chat}")))?;
@@ -218,7 +217,7 @@ async fn load_writable(
 }
 
 async fn healthz(State(state): State<AppState>) -> Response {
-    match state.engine.store().ping().await {
+    match state.engine.ping().await {
         Ok(()) => (StatusCode::OK, "ok").into_response(),
         Err(e) => (
             StatusCode::SERVICE_UNAVAILABLE,
@@ -240,7 +239,7 @@ fn chat_summary(row: &ChatRow) -> Value {
 
 async fn list_chats(State(state): State<AppState>, headers: HeaderMap) -> ApiResult {
     let user = caller(&state, &headers)?;
-    let rows = state.engine.store().list_chats(user.as_ref(), 500).await?;
+    let rows = state.engine.chats(user.as_ref(), 500).await?;
     let chats: Vec<Value> = rows
         .iter()
         .filter(|r| may_read(r, user.as_ref()))
@@ -261,8 +260,7 @@ async fn get_chat(
         .map_err(|e| e.with_chat(&chat))?;
     let messages: Vec<UiMessage> = state
         .engine
-        .store()
-        .list_messages(&chat)
+        .messages(&chat)
         .await?
         .into_iter()
         .map(|m| m.message)
@@ -343,7 +341,7 @@ async fn post_message(
         Ok(sent) => sent,
         Err(CoreError::ChannelChat(m)) => {
             // A chat the caller may not even read is not described to them.
-            return Err(err(match state.engine.store().get_chat(&chat).await? {
+            return Err(err(match state.engine.chat(&chat).await? {
                 Some(row) if !may_read(&row, user.as_ref()) => ApiError::forbidden(),
                 _ => ApiError::new(StatusCode::CONFLICT, "channel-chat", m),
             }));
@@ -449,7 +447,6 @@ async fn patch_message(
         .map_err(err)?;
     let change = state
         .engine
-        .store()
         .edit_queued(
             &chat,
             &message_id,
@@ -458,7 +455,6 @@ async fn patch_message(
                 parts: body.parts,
                 delivery,
             },
-            now_millis(),
         )
         .await?;
     match change {
@@ -504,7 +500,6 @@ async fn delete_message(
     }
     match state
         .engine
-        .store()
         .delete_queued(&chat, &message_id, user.as_ref())
         .await?
     {
@@ -526,19 +521,8 @@ async fn pending(
         .map_err(err)?;
     let now = now_millis();
     let mut calls = Vec::new();
-    if let Some(message_id) = &row.awaiting_message_id {
-        for q in state
-            .engine
-            .store()
-            .questions_of_message(&chat, message_id, now)
-            .await?
-        {
-            if q.outcome.is_none() {
-                calls.push(
-                    json!({"toolCallId": q.tool_call_id, "toolName": "question", "input": q.input}),
-                );
-            }
-        }
+    for q in state.engine.pending(&row).await? {
+        calls.push(json!({"toolCallId": q.tool_call_id, "toolName": "question", "input": q.input}));
     }
     Ok(with_chat(
         &chat,

@@ -73,9 +73,7 @@ impl Error {
 /// The database's own words for a store error (without the store's "database:" prefix).
 fn database_message(e: &frogbot_core::Error) -> String {
     match e {
-        frogbot_core::Error::Database(sqlx::Error::Database(d)) => d.message().to_string(),
-        frogbot_core::Error::Database(sqlx::Error::Io(io)) => io.to_string(),
-        frogbot_core::Error::Database(other) => other.to_string(),
+        frogbot_core::Error::Storage(m) | frogbot_core::Error::Migration(m) => m.clone(),
         other => other.to_string(),
     }
 }
@@ -83,35 +81,36 @@ fn database_message(e: &frogbot_core::Error) -> String {
 /// How long a PostgreSQL server may take to accept a connection at start.
 const POSTGRES_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Opens the store of `url` (applying migrations). A PostgreSQL server is first tried with one
-/// connection, so an unreachable host fails within [`POSTGRES_CONNECT_TIMEOUT`] with the reason
-/// rather than after the pool's retries.
+/// Opens the store of `url` (applying migrations): `sqlite://PATH` (the embedded store, created
+/// when missing) or `postgres://…`. An unreachable PostgreSQL server fails within
+/// [`POSTGRES_CONNECT_TIMEOUT`], naming the host.
 pub async fn open_store(url: &str) -> Result<frogbot_core::store::DynStore, Error> {
     let failed = |source| Error::Database {
         url: redact(url),
         source,
     };
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        use sqlx::ConnectOptions as _;
-        let options: sqlx::postgres::PgConnectOptions = url
-            .parse()
-            .map_err(|e| failed(frogbot_core::Error::Database(e)))?;
-        let timed_out = || {
-            sqlx::Error::Io(std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
-                format!(
-                    "no connection within {} s",
-                    POSTGRES_CONNECT_TIMEOUT.as_secs()
-                ),
-            ))
-        };
-        let conn = tokio::time::timeout(POSTGRES_CONNECT_TIMEOUT, options.connect())
-            .await
-            .unwrap_or_else(|_| Err(timed_out()))
-            .map_err(|e| failed(frogbot_core::Error::Database(e)))?;
-        let _ = sqlx::Connection::close(conn).await;
+        let store = tokio::time::timeout(
+            POSTGRES_CONNECT_TIMEOUT,
+            frogbot_postgres::PostgresStore::open(url),
+        )
+        .await
+        .map_err(|_| {
+            failed(frogbot_core::Error::Storage(format!(
+                "no connection within {} s",
+                POSTGRES_CONNECT_TIMEOUT.as_secs()
+            )))
+        })?
+        .map_err(failed)?;
+        return Ok(std::sync::Arc::new(store));
     }
-    frogbot_core::store::open(url).await.map_err(failed)
+    if url.starts_with("sqlite:") {
+        let store = frogbot_sqlite::SqliteStore::open(url)
+            .await
+            .map_err(failed)?;
+        return Ok(std::sync::Arc::new(store));
+    }
+    Err(failed(frogbot_core::Error::UnsupportedDatabase(redact(url))))
 }
 
 /// Builds the engine of a configuration (opening the store and applying migrations).

@@ -51,10 +51,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         )?),
         None => Arc::new(demo_model()),
     };
-    let store = frogbot_core::store::open(
-        &env("DATABASE_URL").unwrap_or_else(|| "sqlite://discord-bot.db".into()),
-    )
-    .await?;
+    let store = std::sync::Arc::new(frogbot_sqlite::SqliteStore::open(&env("DATABASE_URL").unwrap_or_else(|| "sqlite://discord-bot.db".into()),).await?);
     let engine = Engine::new(
         store,
         vec![ModelOffer {

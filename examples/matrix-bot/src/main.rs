@@ -59,7 +59,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("logged in as {}", channel.user_id());
 
     let database = var("FROGBOT_DATABASE").unwrap_or_else(|| "sqlite://matrix-bot.db".into());
-    let store = frogbot_core::store::open(&database).await?;
+    let store = std::sync::Arc::new(frogbot_sqlite::SqliteStore::open(&database).await?);
     let engine = Engine::new(
         store,
         vec![ModelOffer {

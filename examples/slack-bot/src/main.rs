@@ -137,8 +137,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Arc::new(AllowList::new(approvers))
     };
 
-    let database = env("DATABASE_URL").unwrap_or_else(|| "sqlite://slack-bot.db?mode=rwc".into());
-    let store = frogbot_core::store::open(&database).await?;
+    let database = env("DATABASE_URL").unwrap_or_else(|| "sqlite://slack-bot.db".into());
+    let store = std::sync::Arc::new(frogbot_sqlite::SqliteStore::open(&database).await?);
     let deploy = tool_fn(
         "deploy",
         "Deploys a service to an environment",

@@ -62,7 +62,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
     tracing::info!(bot = channel.me().username(), "connected to Telegram");
 
     let database = env("DATABASE").unwrap_or_else(|| "sqlite://telegram-bot.db".into());
-    let store = frogbot_core::store::open(&database).await?;
+    let store = std::sync::Arc::new(frogbot_sqlite::SqliteStore::open(&database).await?);
     let engine = Engine::new(
         store,
         vec![ModelOffer {

@@ -58,13 +58,112 @@ pub enum ModelMessage {
     },
 }
 
+/// The conversation sent to the model, shared rather than copied: earlier turns are kept as
+/// immutable chunks that every step's request points to, so building a request costs the same
+/// however long the chat is. Read it like a slice (`iter`, `last`, `len`).
+#[derive(Clone, Debug, Default)]
+pub struct Transcript {
+    chunks: Vec<std::sync::Arc<[ModelMessage]>>,
+    len: usize,
+}
+
+impl Transcript {
+    /// An empty transcript.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Appends a chunk of messages (shared, not copied).
+    pub fn push_chunk(&mut self, chunk: std::sync::Arc<[ModelMessage]>) {
+        if chunk.is_empty() {
+            return;
+        }
+        self.len += chunk.len();
+        self.chunks.push(chunk);
+    }
+
+    /// Appends one message.
+    pub fn push(&mut self, message: ModelMessage) {
+        self.push_chunk(std::sync::Arc::from(vec![message]));
+    }
+
+    /// Appends messages.
+    pub fn extend(&mut self, messages: Vec<ModelMessage>) {
+        self.push_chunk(std::sync::Arc::from(messages));
+    }
+
+    /// The messages, oldest first.
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &ModelMessage> + Clone {
+        self.chunks.iter().flat_map(|c| c.iter())
+    }
+
+    /// The newest message.
+    pub fn last(&self) -> Option<&ModelMessage> {
+        self.chunks.last().and_then(|c| c.last())
+    }
+
+    /// The first message.
+    pub fn first(&self) -> Option<&ModelMessage> {
+        self.chunks.first().and_then(|c| c.first())
+    }
+
+    /// How many messages.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The messages as a vector (copied).
+    pub fn to_vec(&self) -> Vec<ModelMessage> {
+        self.iter().cloned().collect()
+    }
+}
+
+impl PartialEq for Transcript {
+    fn eq(&self, other: &Self) -> bool {
+        self.len == other.len && self.iter().eq(other.iter())
+    }
+}
+
+impl From<Vec<ModelMessage>> for Transcript {
+    fn from(messages: Vec<ModelMessage>) -> Self {
+        let mut t = Self::new();
+        t.extend(messages);
+        t
+    }
+}
+
+impl<'a> IntoIterator for &'a Transcript {
+    type Item = &'a ModelMessage;
+    type IntoIter = Box<dyn DoubleEndedIterator<Item = &'a ModelMessage> + 'a>;
+    fn into_iter(self) -> Self::IntoIter {
+        Box::new(self.iter())
+    }
+}
+
+impl Serialize for Transcript {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.iter())
+    }
+}
+
+impl<'de> Deserialize<'de> for Transcript {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(Vec::<ModelMessage>::deserialize(d)?.into())
+    }
+}
+
 /// One model call.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ModelRequest {
     /// The system instructions.
     pub instructions: String,
     /// The conversation so far.
-    pub messages: Vec<ModelMessage>,
+    pub messages: Transcript,
     /// The tools offered for this step.
     pub tools: Vec<ToolSpec>,
     /// The reasoning option chosen (`low`, `medium`, `high`, …), if any.

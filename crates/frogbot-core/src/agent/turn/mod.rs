@@ -810,7 +810,9 @@ impl Turns {
                         reply.metadata.model = model.clone();
                         reply.metadata.reasoning = reasoning.clone();
                         for s in &saved.steers {
-                            to_model_messages(&s.message, &mut history);
+                            let mut joined = Vec::new();
+                            to_model_messages(&s.message, &mut joined);
+                            history.extend(joined);
                             self.emit_message(&chat_id, &s.message);
                         }
                     }
@@ -893,13 +895,15 @@ impl Turns {
 
     fn request(
         &self,
-        history: &[super::ModelMessage],
+        history: &super::Transcript,
         reply: &UiMessage,
         reasoning: Option<String>,
         offer_questions: bool,
     ) -> ModelRequest {
-        let mut messages = history.to_vec();
-        to_model_messages(reply, &mut messages);
+        let mut messages = history.clone();
+        let mut so_far = Vec::new();
+        to_model_messages(reply, &mut so_far);
+        messages.extend(so_far);
         let mut tools = self.tool_specs.clone();
         if offer_questions {
             tools.push(question_tool_spec());

@@ -3,20 +3,26 @@
 
 use serde_json::{Value, json};
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
-use super::super::{ModelMessage, ToolCallRequest, ToolSpec};
+use super::super::{ModelMessage, ToolCallRequest, ToolSpec, Transcript};
 use crate::error::Result;
 use crate::model::{ChatId, MessagePart, QUESTION_TOOL, Role, ToolPart, ToolState, UiMessage};
 use crate::store::{DynStore, StoredMessage};
 
 /// A chat's history as this process last knew it: its non-queued messages in stored order, up to
-/// the chat's `version`.
+/// the chat's `version`, each with its model messages (converted once).
 #[derive(Clone, Debug, Default)]
 struct ChatHistory {
     version: i64,
-    messages: Vec<StoredMessage>,
+    messages: Vec<(StoredMessage, Arc<[ModelMessage]>)>,
     used: u64,
+}
+
+fn converted(m: &StoredMessage) -> Arc<[ModelMessage]> {
+    let mut out = Vec::new();
+    to_model_messages(&m.message, &mut out);
+    Arc::from(out)
 }
 
 impl ChatHistory {
@@ -27,10 +33,10 @@ impl ChatHistory {
         if let Some(i) = self
             .messages
             .iter()
-            .rposition(|x| x.message.id == m.message.id)
+            .rposition(|(x, _)| x.message.id == m.message.id)
         {
-            if !m.queued && self.messages[i].order_key() == m.order_key() {
-                self.messages[i] = m.clone();
+            if !m.queued && self.messages[i].0.order_key() == m.order_key() {
+                self.messages[i] = (m.clone(), converted(m));
                 return;
             }
             self.messages.remove(i);
@@ -39,8 +45,8 @@ impl ChatHistory {
             return;
         }
         let key = m.order_key();
-        let at = self.messages.partition_point(|x| x.order_key() <= key);
-        self.messages.insert(at, m.clone());
+        let at = self.messages.partition_point(|(x, _)| x.order_key() <= key);
+        self.messages.insert(at, (m.clone(), converted(m)));
     }
 }
 
@@ -74,14 +80,15 @@ impl HistoryCache {
     /// The chat's history up to now, as model messages, leaving out `except` (the reply being
     /// written). Reads from the store only what is newer than the cached version, unless the
     /// caller knows the cache is current (`current_as_of`: the chat's version before the caller's
-    /// own writes, which it has noted).
+    /// own writes, which it has noted). The transcript shares the cached messages: its cost does
+    /// not grow with the chat's length beyond one pointer per message.
     pub(crate) async fn history(
         &self,
         store: &DynStore,
         chat: &ChatId,
         current_as_of: Option<i64>,
         except: &str,
-    ) -> Result<Vec<ModelMessage>> {
+    ) -> Result<Transcript> {
         let cached = {
             let chats = self.chats.lock().expect("history cache");
             chats.get(chat).map(|h| h.version)
@@ -100,9 +107,11 @@ impl HistoryCache {
             entry.version = entry.version.max(changes.version);
         }
         entry.used = tick;
-        let mut out = Vec::new();
-        for m in entry.messages.iter().filter(|m| m.message.id != except) {
-            to_model_messages(&m.message, &mut out);
+        let mut out = Transcript::new();
+        for (m, chunk) in &entry.messages {
+            if m.message.id != except {
+                out.push_chunk(chunk.clone());
+            }
         }
         self.evict(&mut chats);
         Ok(out)
@@ -110,6 +119,9 @@ impl HistoryCache {
 
     fn evict(&self, chats: &mut HashMap<ChatId, ChatHistory>) {
         let mut total: usize = chats.values().map(|h| h.messages.len()).sum();
+        if total <= self.limit {
+            return;
+        }
         while total > self.limit && chats.len() > 1 {
             let Some(oldest) = chats
                 .iter()
