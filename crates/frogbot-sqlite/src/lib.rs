@@ -204,9 +204,7 @@ impl SqliteStore {
                         let _ = ready_tx.send(Err(e));
                     }
                 })
-                .map_err(|e| {
-                    Error::Storage(format!("{location}: start the writer thread: {e}"))
-                })?
+                .map_err(|e| Error::Storage(format!("{location}: start the writer thread: {e}")))?
         };
         let mut inner = Inner {
             location: location.clone(),
@@ -216,7 +214,9 @@ impl SqliteStore {
             stats,
         };
         ready_rx.await.map_err(|_| {
-            Error::Storage(format!("{location}: the writer thread stopped while opening"))
+            Error::Storage(format!(
+                "{location}: the writer thread stopped while opening"
+            ))
         })??;
         if let Target::File(path) = &target {
             let (tx, rx) = mpsc::channel::<ReadJob>();

@@ -15,7 +15,6 @@ const STEPS: &[M<'static>] = &[
     M::up(include_str!("../migrations/0003_versions.sql")),
 ];
 
-
 /// Brings the database to the latest schema.
 pub(crate) fn migrate(conn: &mut Connection, location: &str) -> Result<()> {
     let fail = |what: &str, e: &dyn std::fmt::Display| {

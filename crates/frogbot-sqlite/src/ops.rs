@@ -243,12 +243,7 @@ fn job_row(r: &Row<'_>) -> R<Job> {
 
 // ---- statement helpers ---------------------------------------------------------------------------
 
-fn opt<T>(
-    c: &Connection,
-    sql: &str,
-    p: impl Params,
-    f: impl Fn(&Row<'_>) -> R<T>,
-) -> R<Option<T>> {
+fn opt<T>(c: &Connection, sql: &str, p: impl Params, f: impl Fn(&Row<'_>) -> R<T>) -> R<Option<T>> {
     let mut stmt = c.prepare_cached(sql)?;
     let mut rows = stmt.query(p)?;
     match rows.next()? {
@@ -734,7 +729,12 @@ pub(crate) fn renew_lease(c: &Connection, lease: &Lease, ttl_ms: Millis, now: Mi
         c,
         "UPDATE chats SET lease_until = ?4 \
          WHERE chat_id = ?1 AND lease_holder = ?2 AND lease_token = ?3",
-        params![lease.chat_id.as_str(), lease.holder, lease.token, expires_at],
+        params![
+            lease.chat_id.as_str(),
+            lease.holder,
+            lease.token,
+            expires_at
+        ],
     )?;
     if n == 1 {
         Ok(expires_at)
@@ -1481,7 +1481,12 @@ pub(crate) fn complete_job(c: &Connection, job: &Job) -> R<bool> {
     let n = exec(
         c,
         "DELETE FROM jobs WHERE id = ?1 AND claimed_by = ?2 AND attempts = ?3 AND generation = ?4",
-        params![job.id, job.claimed_by.as_deref(), job.attempts, job.generation],
+        params![
+            job.id,
+            job.claimed_by.as_deref(),
+            job.attempts,
+            job.generation
+        ],
     )?;
     if n == 1 {
         return Ok(true);
