@@ -297,7 +297,7 @@ impl SqliteStore {
         T: Send + 'static,
         F: FnOnce(&Connection) -> R<T> + Send + 'static,
     {
-        let (task, rx) = Task::new(what, write, f);
+        let (task, rx) = Task::boxed(what, write, f);
         let Some(tx) = &self.inner.writer else {
             return Err(self.stopped(what));
         };

@@ -55,7 +55,7 @@ where
     T: Send + 'static,
     F: FnOnce(&Connection) -> R<T> + Send + 'static,
 {
-    pub(crate) fn new(
+    pub(crate) fn boxed(
         what: &'static str,
         write: bool,
         f: F,

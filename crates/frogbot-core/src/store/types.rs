@@ -400,6 +400,7 @@ pub struct EndTurnOp<'a> {
 
 /// What [`super::Store::end_turn`] did.
 #[derive(Clone, Debug, PartialEq)]
+#[allow(clippy::large_enum_variant)]
 pub enum TurnEnded {
     /// The chat is idle: the lease is released.
     Released {
@@ -437,6 +438,7 @@ pub struct Taken {
 
 /// What [`super::Store::resume_turn`] found.
 #[derive(Clone, Debug, PartialEq)]
+#[allow(clippy::large_enum_variant)]
 pub enum Resume {
     /// Every question of the reply has an outcome, and the lease is taken: continue the turn.
     Taken {
