@@ -361,17 +361,22 @@ pub(crate) fn list_messages(c: &Connection, chat: &ChatId) -> R<Vec<StoredMessag
 }
 
 pub(crate) fn messages_since(c: &Connection, chat: &ChatId, version: i64) -> R<ChatChanges> {
-    // One snapshot for both reads, so the version returned covers exactly the messages returned.
-    let tx = c.unchecked_transaction()?;
+    // One snapshot for both reads, so the version returned covers exactly the messages returned
+    // (on the writer, for an in-memory database, the batch's transaction is that snapshot).
+    let tx = if c.is_autocommit() {
+        Some(c.unchecked_transaction()?)
+    } else {
+        None
+    };
     let now = opt(
-        &tx,
+        c,
         "SELECT version FROM chats WHERE chat_id = ?1",
         [chat.as_str()],
         int,
     )?
     .unwrap_or(0);
     let messages = all(
-        &tx,
+        c,
         concat!(
             "SELECT ",
             msg_cols!(),
@@ -381,7 +386,9 @@ pub(crate) fn messages_since(c: &Connection, chat: &ChatId, version: i64) -> R<C
         params![chat.as_str(), version],
         message_row,
     )?;
-    tx.commit()?;
+    if let Some(tx) = tx {
+        tx.commit()?;
+    }
     Ok(ChatChanges {
         version: now,
         messages,

@@ -425,6 +425,9 @@ async fn an_in_memory_store_works() {
     ));
     let chat = ChatId::new("c").unwrap();
     assert_eq!(store.list_messages(&chat).await.unwrap().len(), 2);
+    let changes = store.messages_since(&chat, 1).await.unwrap();
+    assert_eq!(changes.version, 2);
+    assert_eq!(changes.messages.len(), 1);
     assert_eq!(store.stats().operations, 2, "reads are not counted");
     // Each in-memory store is its own database.
     let other = SqliteStore::open("sqlite::memory:").await.unwrap();
