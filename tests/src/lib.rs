@@ -37,7 +37,7 @@ use frogbot_core::model::{
     ChatId, Delivery, MessagePart, Millis, QUESTION_TOOL, QuestionAnswer, QuestionOutput, Role,
     TurnState, UserId,
 };
-use frogbot_core::store::{self, DynStore};
+use frogbot_core::store::DynStore;
 
 mod pausing;
 pub use pausing::{PausePoint, PausingStore};
@@ -333,7 +333,7 @@ impl Model for TestModel {
 /// An engine over its own store handle on `url` offering `model` as `main`, with turn leases of
 /// `turn_lease_ms`.
 pub async fn test_engine(url: &str, model: &TestModel, turn_lease_ms: Millis) -> Engine {
-    let store = store::open(url).await.expect("open store");
+    let store = frogbot_testkit::open_store(url).await;
     engine_over(store, model, turn_lease_ms)
 }
 

@@ -1,5 +1,5 @@
 //! [`PausingStore`]: a [`Store`] that delegates to another and holds the engine once at a chosen
-//! point between two of its writes, so a test can act in that window (a settle racing the turn
+//! point around one of its operations, so a test can act in that window (a settle racing the turn
 //! that asks the question) without sleeping and hoping.
 
 use std::sync::Arc;
@@ -10,24 +10,19 @@ use async_trait::async_trait;
 use tokio::sync::Semaphore;
 
 use frogbot_core::error::Result;
-use frogbot_core::model::{Actor, ChatId, Delivery, Millis, QuestionOutcome, UiMessage, UserId};
-use frogbot_core::store::{
-    Backend, ChatRow, DynStore, EndTurn, Job, Lease, LeaseRequest, NewChat, NewJob, NewQuestion,
-    QuestionLock, QuestionRow, QuestionUpdate, QueuedChange, QueuedEdit, Slot, Store,
-    StoredMessage, TurnEnd,
-};
+use frogbot_core::model::{ChatId, Millis, UserId};
+use frogbot_core::store::*;
 
 /// Where a [`PausingStore`] holds the engine (once).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PausePoint {
-    /// Before the checkpoint that saves a step asking a question (`save_turn_message` with a
-    /// waiting message): the question records are inserted, the chat is not waiting yet.
-    BeforeQuestionCheckpoint,
-    /// Before the turn that asked a question releases the chat (`end_turn(Awaiting)`): the chat
-    /// is waiting, and the asking turn still holds its lease.
-    BeforeReleaseAwaiting,
+    /// Before the operation that saves a step asking a question (`await_answers`): a client saw
+    /// the call streamed, the question record does not exist yet.
+    BeforeAwaitAnswers,
+    /// After it: the question records exist and the chat is released, the asking turn has not
+    /// finished (its channel has not drawn the question yet).
+    AfterAwaitAnswers,
 }
-
 /// A store that pauses the first call reaching its [`PausePoint`] until [`PausingStore::resume`].
 #[derive(Debug)]
 pub struct PausingStore {
@@ -76,26 +71,17 @@ impl PausingStore {
 
 #[async_trait]
 impl Store for PausingStore {
-    fn backend(&self) -> Backend {
+    fn backend(&self) -> &'static str {
         self.inner.backend()
     }
     async fn ping(&self) -> Result<()> {
         self.inner.ping().await
-    }
-    async fn create_chat(&self, chat: &NewChat, now: Millis) -> Result<(ChatRow, bool)> {
-        self.inner.create_chat(chat, now).await
     }
     async fn get_chat(&self, chat: &ChatId) -> Result<Option<ChatRow>> {
         self.inner.get_chat(chat).await
     }
     async fn get_channel_chat(&self, platform: &str, thread: &str) -> Result<Option<ChatRow>> {
         self.inner.get_channel_chat(platform, thread).await
-    }
-    async fn expired_leases(&self, now: Millis, limit: u32) -> Result<Vec<ChatId>> {
-        self.inner.expired_leases(now, limit).await
-    }
-    async fn expire_lease(&self, lease: &Lease, now: Millis) -> Result<()> {
-        self.inner.expire_lease(lease, now).await
     }
     async fn list_chats(&self, owner: Option<&UserId>, limit: u32) -> Result<Vec<ChatRow>> {
         self.inner.list_chats(owner, limit).await
@@ -106,105 +92,14 @@ impl Store for PausingStore {
     async fn list_messages(&self, chat: &ChatId) -> Result<Vec<StoredMessage>> {
         self.inner.list_messages(chat).await
     }
-    async fn messages_since(&self, chat: &ChatId, since: Millis) -> Result<Vec<StoredMessage>> {
-        self.inner.messages_since(chat, since).await
-    }
-    async fn enqueue_message(
-        &self,
-        chat: &ChatId,
-        message: &UiMessage,
-        delivery: Delivery,
-        now: Millis,
-    ) -> Result<StoredMessage> {
-        self.inner
-            .enqueue_message(chat, message, delivery, now)
-            .await
+    async fn messages_since(&self, chat: &ChatId, version: i64) -> Result<ChatChanges> {
+        self.inner.messages_since(chat, version).await
     }
     async fn queued_messages(&self, chat: &ChatId) -> Result<Vec<StoredMessage>> {
         self.inner.queued_messages(chat).await
     }
-    async fn edit_queued(
-        &self,
-        chat: &ChatId,
-        id: &str,
-        by: Option<&UserId>,
-        edit: &QueuedEdit,
-        now: Millis,
-    ) -> Result<QueuedChange> {
-        self.inner.edit_queued(chat, id, by, edit, now).await
-    }
-    async fn delete_queued(
-        &self,
-        chat: &ChatId,
-        id: &str,
-        by: Option<&UserId>,
-    ) -> Result<QueuedChange> {
-        self.inner.delete_queued(chat, id, by).await
-    }
-    async fn try_start_turn(&self, chat: &ChatId, req: &LeaseRequest) -> Result<Option<Lease>> {
-        self.inner.try_start_turn(chat, req).await
-    }
-    async fn try_resume_turn(
-        &self,
-        chat: &ChatId,
-        awaiting_message_id: &str,
-        req: &LeaseRequest,
-    ) -> Result<Option<Lease>> {
-        self.inner
-            .try_resume_turn(chat, awaiting_message_id, req)
-            .await
-    }
-    async fn clear_awaiting(
-        &self,
-        chat: &ChatId,
-        awaiting_message_id: &str,
-        now: Millis,
-    ) -> Result<bool> {
-        self.inner
-            .clear_awaiting(chat, awaiting_message_id, now)
-            .await
-    }
-    async fn renew_lease(&self, lease: &mut Lease, ttl_ms: Millis, now: Millis) -> Result<()> {
-        self.inner.renew_lease(lease, ttl_ms, now).await
-    }
-    async fn set_driver(&self, lease: &mut Lease, driver: Option<&UserId>) -> Result<()> {
-        self.inner.set_driver(lease, driver).await
-    }
-    async fn save_turn_message(
-        &self,
-        lease: &Lease,
-        message: &UiMessage,
-        slot: Slot,
-        awaiting: Option<&str>,
-        now: Millis,
-    ) -> Result<StoredMessage> {
-        if awaiting.is_some() {
-            self.point(PausePoint::BeforeQuestionCheckpoint).await;
-        }
-        self.inner
-            .save_turn_message(lease, message, slot, awaiting, now)
-            .await
-    }
-    async fn promote_next(&self, lease: &Lease, now: Millis) -> Result<Option<StoredMessage>> {
-        self.inner.promote_next(lease, now).await
-    }
-    async fn take_steers(
-        &self,
-        lease: &Lease,
-        driver: Option<&UserId>,
-        position: i64,
-        now: Millis,
-    ) -> Result<Vec<StoredMessage>> {
-        self.inner.take_steers(lease, driver, position, now).await
-    }
-    async fn end_turn(&self, lease: &Lease, end: TurnEnd<'_>, now: Millis) -> Result<EndTurn> {
-        if matches!(end, TurnEnd::Awaiting(_)) {
-            self.point(PausePoint::BeforeReleaseAwaiting).await;
-        }
-        self.inner.end_turn(lease, end, now).await
-    }
-    async fn insert_questions(&self, rows: &[NewQuestion], now: Millis) -> Result<()> {
-        self.inner.insert_questions(rows, now).await
+    async fn expired_leases(&self, now: Millis, limit: u32) -> Result<Vec<ChatId>> {
+        self.inner.expired_leases(now, limit).await
     }
     async fn get_question(
         &self,
@@ -222,61 +117,99 @@ impl Store for PausingStore {
     ) -> Result<Vec<QuestionRow>> {
         self.inner.questions_of_message(chat, message_id, now).await
     }
-    async fn try_lock_question(
+    async fn questions_by_platform_message(
+        &self,
+        platform: &str,
+        message_id: &str,
+        now: Millis,
+    ) -> Result<Vec<QuestionRow>> {
+        self.inner
+            .questions_by_platform_message(platform, message_id, now)
+            .await
+    }
+    async fn get_job(&self, id: i64) -> Result<Option<Job>> {
+        self.inner.get_job(id).await
+    }
+    async fn send(&self, op: &SendOp<'_>) -> Result<Sent> {
+        self.inner.send(op).await
+    }
+    async fn checkpoint(&self, op: &CheckpointOp<'_>) -> Result<Checkpointed> {
+        self.inner.checkpoint(op).await
+    }
+    async fn await_answers(&self, op: &AwaitOp<'_>) -> Result<StoredMessage> {
+        self.point(PausePoint::BeforeAwaitAnswers).await;
+        let saved = self.inner.await_answers(op).await;
+        self.point(PausePoint::AfterAwaitAnswers).await;
+        saved
+    }
+    async fn end_turn(&self, op: &EndTurnOp<'_>) -> Result<TurnEnded> {
+        self.inner.end_turn(op).await
+    }
+    async fn take_chat(&self, chat: &ChatId, req: &LeaseRequest) -> Result<Option<Taken>> {
+        self.inner.take_chat(chat, req).await
+    }
+    async fn resume_turn(
+        &self,
+        chat: &ChatId,
+        message_id: &str,
+        req: &LeaseRequest,
+    ) -> Result<Resume> {
+        self.inner.resume_turn(chat, message_id, req).await
+    }
+    async fn renew_lease(&self, lease: &mut Lease, ttl_ms: Millis, now: Millis) -> Result<()> {
+        self.inner.renew_lease(lease, ttl_ms, now).await
+    }
+    async fn expire_lease(&self, lease: &Lease, now: Millis) -> Result<()> {
+        self.inner.expire_lease(lease, now).await
+    }
+    async fn edit_queued(
+        &self,
+        chat: &ChatId,
+        id: &str,
+        by: Option<&UserId>,
+        edit: &QueuedEdit,
+        now: Millis,
+    ) -> Result<QueuedChange> {
+        self.inner.edit_queued(chat, id, by, edit, now).await
+    }
+    async fn delete_queued(
+        &self,
+        chat: &ChatId,
+        id: &str,
+        by: Option<&UserId>,
+        now: Millis,
+    ) -> Result<QueuedChange> {
+        self.inner.delete_queued(chat, id, by, now).await
+    }
+    async fn insert_questions(&self, rows: &[NewQuestion], now: Millis) -> Result<()> {
+        self.inner.insert_questions(rows, now).await
+    }
+    async fn mark_rendered(&self, op: &RenderedOp<'_>) -> Result<()> {
+        self.inner.mark_rendered(op).await
+    }
+    async fn record_outcome(&self, op: &RecordOp<'_>) -> Result<Recorded> {
+        self.inner.record_outcome(op).await
+    }
+    async fn advance_question(&self, op: &AdvanceOp<'_>) -> Result<Advanced> {
+        self.inner.advance_question(op).await
+    }
+    async fn lock_question(
         &self,
         chat: &ChatId,
         tool_call_id: &str,
         holder: &str,
         ttl_ms: Millis,
         now: Millis,
-    ) -> Result<Option<QuestionLock>> {
+    ) -> Result<Option<(QuestionLock, QuestionRow)>> {
         self.inner
-            .try_lock_question(chat, tool_call_id, holder, ttl_ms, now)
+            .lock_question(chat, tool_call_id, holder, ttl_ms, now)
             .await
+    }
+    async fn update_question(&self, op: &UpdateQuestionOp<'_>) -> Result<QuestionRow> {
+        self.inner.update_question(op).await
     }
     async fn unlock_question(&self, lock: &QuestionLock) -> Result<()> {
         self.inner.unlock_question(lock).await
-    }
-    async fn update_question(
-        &self,
-        lock: &QuestionLock,
-        update: &QuestionUpdate,
-        now: Millis,
-    ) -> Result<QuestionRow> {
-        self.inner.update_question(lock, update, now).await
-    }
-    async fn record_outcome(
-        &self,
-        chat: &ChatId,
-        tool_call_id: &str,
-        outcome: &QuestionOutcome,
-        actor: Option<&Actor>,
-        now: Millis,
-    ) -> Result<bool> {
-        self.inner
-            .record_outcome(chat, tool_call_id, outcome, actor, now)
-            .await
-    }
-    async fn link_question_message(
-        &self,
-        platform: &str,
-        message_id: &str,
-        chat: &ChatId,
-        tool_call_id: &str,
-    ) -> Result<()> {
-        self.inner
-            .link_question_message(platform, message_id, chat, tool_call_id)
-            .await
-    }
-    async fn find_questions_by_message(
-        &self,
-        platform: &str,
-        message_id: &str,
-        now: Millis,
-    ) -> Result<Vec<(ChatId, String)>> {
-        self.inner
-            .find_questions_by_message(platform, message_id, now)
-            .await
     }
     async fn purge_expired(&self, now: Millis) -> Result<u64> {
         self.inner.purge_expired(now).await
@@ -295,8 +228,5 @@ impl Store for PausingStore {
     }
     async fn bury_job(&self, job: &Job, error: &str) -> Result<bool> {
         self.inner.bury_job(job, error).await
-    }
-    async fn get_job(&self, id: i64) -> Result<Option<Job>> {
-        self.inner.get_job(id).await
     }
 }

@@ -39,7 +39,7 @@ async fn killed_mid_step_keeps_partial_text_frees_chat_after_lease_and_loses_no_
 
     let model = TestModel::new("parent");
     let engine = test_engine(url, &model, LEASE_MS).await;
-    let store = engine.store().clone();
+    let store = engine.store_for_tests().clone();
     assert_eq!(engine.state(&c).await.unwrap(), TurnState::Running);
 
     // The child's turn holds the chat: a message from this process is queued, not run.
@@ -151,7 +151,7 @@ async fn killed_while_awaiting_keeps_the_question_which_can_be_answered(url: &st
 
     let model = TestModel::new("parent");
     let engine = test_engine(url, &model, LEASE_MS).await;
-    let store = engine.store().clone();
+    let store = engine.store_for_tests().clone();
     assert_eq!(engine.state(&c).await.unwrap(), TurnState::Awaiting);
     // Still waiting once the dead process's lease time has passed: nothing expires a question.
     tokio::time::sleep(Duration::from_millis(LEASE_MS as u64 + 200)).await;
@@ -231,154 +231,7 @@ async fn killed_while_awaiting_keeps_the_question_which_can_be_answered(url: &st
     assert!(matches!(again, Err(Error::Stale(_))), "{again:?}");
 }
 
-/// A process that died right after the checkpoint that asked a question, before releasing its
-/// lease: the question waits while the dead lease still blocks the chat. An answer recorded then
-/// schedules a durable job; a worker continues the turn once the lease runs out.
-async fn killed_after_answer_recorded_while_lease_held_continues_via_job(url: &str) {
-    let c = chat("crash-job");
-    // The dead process, through the store: lease, user message, the checkpoint asking a question.
-    let dead_store = store::open(url).await.unwrap();
-    dead_store
-        .create_chat(
-            &NewChat {
-                chat_id: c.clone(),
-                owner: None,
-                channel: None,
-            },
-            now_millis(),
-        )
-        .await
-        .unwrap();
-    let lease = dead_store
-        .try_start_turn(
-            &c,
-            &LeaseRequest {
-                holder: "dead-process/turn".into(),
-                driver: Some(UserId::new("al")),
-                ttl_ms: LEASE_MS,
-                now: now_millis(),
-            },
-        )
-        .await
-        .unwrap()
-        .unwrap();
-    let user = UiMessage {
-        id: "u1".into(),
-        role: Role::User,
-        parts: vec![MessagePart::text("ask away")],
-        metadata: MessageMetadata {
-            author: Some(UserId::new("al")),
-            model: Some("main".into()),
-            ..Default::default()
-        },
-    };
-    let position = dead_store
-        .save_turn_message(&lease, &user, Slot::TurnStart, None, now_millis())
-        .await
-        .unwrap()
-        .position
-        .unwrap();
-    let input: QuestionInput = serde_json::from_value(ask_input()).unwrap();
-    let reply = UiMessage {
-        id: "r1".into(),
-        role: Role::Assistant,
-        parts: vec![
-            MessagePart::Other(serde_json::json!({"type": "step-start"})),
-            MessagePart::Tool(ToolPart {
-                tool_name: "question".into(),
-                tool_call_id: QUESTION_CALL.into(),
-                state: ToolState::InputAvailable,
-                input: ask_input(),
-                output: None,
-                error_text: None,
-            }),
-        ],
-        metadata: MessageMetadata {
-            model: Some("main".into()),
-            ..Default::default()
-        },
-    };
-    dead_store
-        .insert_questions(
-            &[NewQuestion {
-                tool_call_id: QUESTION_CALL.into(),
-                chat_id: c.clone(),
-                message_id: reply.id.clone(),
-                call_index: 0,
-                input,
-                answer_deadline: None,
-            }],
-            now_millis(),
-        )
-        .await
-        .unwrap();
-    dead_store
-        .save_turn_message(
-            &lease,
-            &reply,
-            Slot::Reply { position },
-            Some(&reply.id),
-            now_millis(),
-        )
-        .await
-        .unwrap();
-    drop(dead_store); // …and the process is gone, its lease never released.
-
-    let model = TestModel::new("parent");
-    let engine = test_engine(url, &model, LEASE_MS).await;
-    let store = engine.store().clone();
-    let worker = engine.spawn_worker(Duration::from_millis(50));
-    assert_eq!(engine.state(&c).await.unwrap(), TurnState::Running);
-
-    let settled = engine
-        .settle(&c, QUESTION_CALL, Settle::Answer(answer("yes")), None)
-        .await
-        .unwrap();
-    assert_eq!(settled.outcome, QuestionOutcome::Answered(answer("yes")));
-    assert_eq!(settled.state, TurnState::Running, "continuing is scheduled");
-    let q = store
-        .get_question(&c, QUESTION_CALL, now_millis())
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(q.outcome, Some(QuestionOutcome::Answered(answer("yes"))));
-
-    // Nothing runs while the dead lease holds the chat…
-    while now_millis() < lease.expires_at - 100 {
-        assert!(model.calls().is_empty(), "continued under a live lease");
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    // …then the worker's job continues the turn.
-    let calls = model.wait_calls(1).await;
-    assert!(
-        calls[0].after_tool && calls[0].text == "ask away",
-        "{calls:?}"
-    );
-    eventually(
-        "the continued turn to end",
-        Duration::from_secs(30),
-        async || engine.state(&c).await.unwrap() == TurnState::Idle,
-    )
-    .await;
-    worker.abort();
-    assert_eq!(model.calls().len(), 1, "continued exactly once");
-    let saved = store.get_message(&c, &reply.id).await.unwrap().unwrap();
-    assert_eq!(saved.message.text(), "parent continues: ask away");
-    let part = saved.message.tool_parts().next().unwrap();
-    assert_eq!(part.state, ToolState::OutputAvailable);
-    assert_eq!(
-        store
-            .get_chat(&c)
-            .await
-            .unwrap()
-            .unwrap()
-            .awaiting_message_id,
-        None
-    );
-}
-
 backends!(
     killed_mid_step_keeps_partial_text_frees_chat_after_lease_and_loses_no_queued_message,
     killed_while_awaiting_keeps_the_question_which_can_be_answered,
-    killed_after_answer_recorded_while_lease_held_continues_via_job,
 );

@@ -60,7 +60,7 @@ async fn two_engines_never_run_two_turns_of_one_chat(url: &str) {
     for end in ends {
         end.unwrap();
     }
-    let store = a.store().clone();
+    let store = a.store_for_tests().clone();
     wait_quiet(&store, &c).await;
     assert_eq!(ma.probe.max(), 1, "two turns of one chat ran at once");
     assert_eq!(ma.probe.current(), 0);
@@ -102,7 +102,7 @@ async fn a_turn_ending_in_one_engine_promotes_a_message_queued_through_the_other
     let (id, delivery) = queued(b.send(msg(&c, Some("bo"), "from b")).await.unwrap());
     assert_eq!(delivery, Delivery::Queue);
     assert_eq!(b.state(&c).await.unwrap(), TurnState::Running);
-    let stored = b.store().get_message(&c, &id).await.unwrap().unwrap();
+    let stored = b.store_for_tests().get_message(&c, &id).await.unwrap().unwrap();
     assert!(stored.queued);
 
     // A's turn ends: A promotes B's message and runs it (B has no turn and no worker running).
@@ -111,7 +111,7 @@ async fn a_turn_ending_in_one_engine_promotes_a_message_queued_through_the_other
     assert_eq!(out.reply.unwrap().text(), "a says: gate first");
     let calls = ma.wait_calls(2).await;
     assert_eq!(calls[1].text, "from b");
-    let store = a.store().clone();
+    let store = a.store_for_tests().clone();
     wait_quiet(&store, &c).await;
     assert!(mb.calls().is_empty(), "B's model never ran");
     assert_eq!(ma.calls().len(), 2);
@@ -168,7 +168,7 @@ async fn concurrent_settles_through_two_engines_record_one_answer(url: &str) {
     assert_eq!(settled.outcome, QuestionOutcome::Answered(answer(label)));
     assert_eq!(settled.state, TurnState::Running);
 
-    let store = a.store().clone();
+    let store = a.store_for_tests().clone();
     wait_quiet(&store, &c).await;
     let q = store
         .get_question(&c, QUESTION_CALL, now_millis())

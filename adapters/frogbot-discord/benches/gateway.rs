@@ -57,7 +57,7 @@ async fn setup() -> (
     })
     .unwrap();
     let db = frogbot_testkit::sqlite_db();
-    let store = frogbot_core::store::open(&db.url).await.unwrap();
+    let store = frogbot_testkit::open_store(&db.url).await;
     let model = ScriptedModel::new(|req: &ModelRequest| {
         if let Some(ModelMessage::Tool { content, .. }) = req.messages.last() {
             return reply(&format!("got: {content}"));
@@ -133,7 +133,7 @@ async fn questions(fake: &FakeDiscord, engine: &Engine, n: u64, base: u64) -> Ve
             for (thread, _) in &found {
                 let chat = channel_chat_id(PLATFORM, &thread.to_string());
                 if engine
-                    .store()
+                    .store_for_tests()
                     .get_question(&chat, "c1", now_millis())
                     .await
                     .unwrap()

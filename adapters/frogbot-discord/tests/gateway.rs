@@ -131,7 +131,7 @@ async fn start(allow: &[&str], public_key: Option<String>) -> Bot {
     })
     .unwrap();
     let db = frogbot_testkit::sqlite_db();
-    let store = frogbot_core::store::open(&db.url).await.unwrap();
+    let store = frogbot_testkit::open_store(&db.url).await;
     let model = model();
     let users: BTreeMap<String, String> = [(ALICE.to_string(), "alice".to_string())].into();
     let access: Arc<dyn AccessCheck> = if allow.is_empty() {
@@ -298,7 +298,7 @@ impl Bot {
         loop {
             let rendered = self
                 .engine
-                .store()
+                .store_for_tests()
                 .get_question(&chat, "c1", now_millis())
                 .await
                 .unwrap()
@@ -356,7 +356,7 @@ async fn a_mention_opens_a_thread_and_the_thread_continues_the_chat() {
     let after: Vec<Call> = bot.fake.calls().into_iter().skip(from).collect();
     assert_eq!(after.len(), 1, "only the answer: {after:#?}");
     let chat = channel_chat_id(PLATFORM, &thread.to_string());
-    let messages = bot.engine.store().list_messages(&chat).await.unwrap();
+    let messages = bot.engine.store_for_tests().list_messages(&chat).await.unwrap();
     assert_eq!(messages.len(), 4, "two user messages, two replies");
     assert_eq!(bot.model.requests().len(), 2);
     assert_eq!(
@@ -457,7 +457,7 @@ async fn a_click_is_acknowledged_recorded_settled_and_the_agent_continues() {
     let chat = channel_chat_id(PLATFORM, &thread.to_string());
     let q = bot
         .engine
-        .store()
+        .store_for_tests()
         .get_question(&chat, "c1", now_millis())
         .await
         .unwrap()
@@ -717,7 +717,7 @@ async fn people_without_access_are_refused() {
     assert_eq!(bot.engine.state(&chat).await.unwrap(), TurnState::Awaiting);
     let q = bot
         .engine
-        .store()
+        .store_for_tests()
         .get_question(&chat, "c1", now_millis())
         .await
         .unwrap()

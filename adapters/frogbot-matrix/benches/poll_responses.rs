@@ -52,7 +52,7 @@ async fn main() {
     let bot_account = hs.register("benchbot").await;
     let store_dir = tempfile::tempdir().unwrap();
     let test_db = frogbot_testkit::sqlite_db();
-    let db = frogbot_core::store::open(&test_db.url).await.unwrap();
+    let db = frogbot_testkit::open_store(&test_db.url).await;
     let model = ScriptedModel::new(|req| {
         if let Some(ModelMessage::Tool { .. }) = req.messages.last() {
             return reply("ok");

@@ -141,7 +141,7 @@ async fn setup_with(access: Option<Vec<String>>, timeline_limit: u32) -> Option<
     let bot_account = hs.register("frogbot").await;
     let store_dir = tempfile::tempdir().unwrap();
     let test_db = frogbot_testkit::sqlite_db();
-    let db = frogbot_core::store::open(&test_db.url).await.unwrap();
+    let db = frogbot_testkit::open_store(&test_db.url).await;
     let access: Arc<dyn AccessCheck> = match access {
         Some(list) => Arc::new(AllowList::new(list)),
         None => Arc::new(AllowAll),

@@ -130,7 +130,7 @@ async fn level(concurrency: usize, questions: usize, run: usize) {
     .await
     .unwrap();
     let db = frogbot_testkit::sqlite_db();
-    let store = frogbot_core::store::open(&db.url).await.unwrap();
+    let store = frogbot_testkit::open_store(&db.url).await;
     let engine = Engine::new(
         store.clone(),
         vec![ModelOffer {

@@ -71,7 +71,7 @@ async fn a_slack_click_is_recorded_and_the_agent_continues() {
     let questions = SlackQuestions::new(SlackWebApi::new(connector, "xoxb-test"));
 
     let db = frogbot_testkit::sqlite_db();
-    let store = frogbot_core::store::open(&db.url).await.unwrap();
+    let store = frogbot_testkit::open_store(&db.url).await;
     let model = ScriptedModel::new(|req: &ModelRequest| {
         if let Some(ModelMessage::Tool { content, .. }) = req.messages.last() {
             return reply(&format!("deploying: {content}"));

@@ -160,7 +160,7 @@ async fn socket_mode_events_and_clicks_reach_the_engine_and_are_acknowledged() {
     .await
     .unwrap();
     let db = frogbot_testkit::sqlite_db();
-    let store = frogbot_core::store::open(&db.url).await.unwrap();
+    let store = frogbot_testkit::open_store(&db.url).await;
     let engine = Engine::new(
         store,
         vec![ModelOffer {
@@ -251,9 +251,9 @@ async fn socket_mode_events_and_clicks_reach_the_engine_and_are_acknowledged() {
         .expect("a Green button");
     // The question message, from the store.
     let chat = frogbot_core::agent::channel_chat_id("slack", &format!("C42:{root}"));
-    let row = engine.store().get_chat(&chat).await.unwrap().unwrap();
+    let row = engine.store_for_tests().get_chat(&chat).await.unwrap().unwrap();
     let q = engine
-        .store()
+        .store_for_tests()
         .questions_of_message(
             &chat,
             row.awaiting_message_id.as_deref().unwrap(),
@@ -283,7 +283,7 @@ async fn socket_mode_events_and_clicks_reach_the_engine_and_are_acknowledged() {
         .unwrap();
     assert_eq!(conn.ack().await, json!({"envelope_id": "env-9"}));
     let q = engine
-        .store()
+        .store_for_tests()
         .get_question(&chat, &q.tool_call_id, frogbot_core::model::now_millis())
         .await
         .unwrap()
@@ -318,7 +318,7 @@ async fn socket_mode_events_and_clicks_reach_the_engine_and_are_acknowledged() {
     assert_eq!(updates, 1);
     // The redelivered mention never became a second message.
     let users = engine
-        .store()
+        .store_for_tests()
         .list_messages(&chat)
         .await
         .unwrap()

@@ -62,7 +62,7 @@ async fn ask_everyone(
         let deadline = Instant::now() + Duration::from_secs(60);
         let linked = loop {
             let q = engine
-                .store()
+                .store_for_tests()
                 .get_question(&chat, &tool_call, now_millis())
                 .await
                 .unwrap();
@@ -118,7 +118,7 @@ async fn run(n: usize) {
     .await
     .unwrap();
     let db = frogbot_testkit::sqlite_db();
-    let store = frogbot_core::store::open(&db.url).await.unwrap();
+    let store = frogbot_testkit::open_store(&db.url).await;
     // Asks "Env" with the round as the tool call id; reports the answer.
     let model = ScriptedModel::without_log(|req| {
         if let Some(ModelMessage::Tool { content, .. }) = req.messages.last() {

@@ -97,7 +97,7 @@ async fn setup_with(access: Arc<dyn AccessCheck>, receive: Receive) -> Setup {
     .unwrap();
     assert_eq!(channel.me().username(), BOT_USERNAME);
     let db = frogbot_testkit::sqlite_db();
-    let store = frogbot_core::store::open(&db.url).await.unwrap();
+    let store = frogbot_testkit::open_store(&db.url).await;
     let model = model();
     let engine = Engine::new(
         store,
@@ -173,7 +173,7 @@ async fn question_message(s: &Setup, thread: &str, n: usize) -> (i64, Value) {
     loop {
         let q = s
             .engine
-            .store()
+            .store_for_tests()
             .get_question(&chat, "c1", now_millis())
             .await
             .unwrap();
@@ -285,7 +285,7 @@ async fn groups_answer_mentions_and_replies_in_the_same_topic() {
     assert_eq!(requests.len(), 1);
     assert_eq!(last_user(&requests[0]), "status?");
     let chat = channel_chat_id(PLATFORM, "-100300:7");
-    assert!(s.engine.store().get_chat(&chat).await.unwrap().is_some());
+    assert!(s.engine.store_for_tests().get_chat(&chat).await.unwrap().is_some());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -327,7 +327,7 @@ async fn a_question_is_asked_clicked_answered_and_the_agent_continues() {
     let chat = channel_chat_id(PLATFORM, &ADA.to_string());
     let q = s
         .engine
-        .store()
+        .store_for_tests()
         .get_question(&chat, "c1", now_millis())
         .await
         .unwrap()
@@ -374,7 +374,7 @@ async fn a_click_on_an_inaccessible_question_message_in_a_forum_topic_answers() 
     let chat = channel_chat_id(PLATFORM, "-100400:9");
     let q = s
         .engine
-        .store()
+        .store_for_tests()
         .get_question(&chat, "c1", now_millis())
         .await
         .unwrap()
@@ -409,7 +409,7 @@ async fn a_second_click_after_the_answer_is_stale() {
     let chat = channel_chat_id(PLATFORM, &ADA.to_string());
     let q = s
         .engine
-        .store()
+        .store_for_tests()
         .get_question(&chat, "c1", now_millis())
         .await
         .unwrap()
@@ -572,7 +572,7 @@ async fn a_denied_user_is_told_and_changes_nothing() {
     let chat = channel_chat_id(PLATFORM, "-100200");
     let q = s
         .engine
-        .store()
+        .store_for_tests()
         .get_question(&chat, "c1", now_millis())
         .await
         .unwrap()
@@ -601,7 +601,7 @@ async fn a_429_on_the_question_prompt_is_waited_out() {
     let chat = channel_chat_id(PLATFORM, &ADA.to_string());
     let q = s
         .engine
-        .store()
+        .store_for_tests()
         .get_question(&chat, "c1", now_millis())
         .await
         .unwrap()

@@ -13,12 +13,12 @@ use frogbot_core::agent::{
     ModelMessage, ModelOffer, ModelRequest, STILL_POSTING, Settle, channel_chat_id,
 };
 use frogbot_core::model::{
-    ActionEvent, Actor, ChannelQuestions, HookArgs, Interaction, ParseArgs, ParseResult,
+    ActionEvent, Actor, ChannelQuestions, ChatInfo, HookArgs, Interaction, ParseArgs, ParseResult,
     PlatformUser, PrefixedIdentity, QuestionAnswer, QuestionChange, QuestionInput, QuestionMessage,
     QuestionOutcome, QuestionOutput, RenderArgs, RenderedQuestion, SupportsArgs, ThreadMessage,
     ThreadMessageMetadata, TurnState, UserId, millis_to_iso, now_millis,
 };
-use frogbot_core::store::{ChatRow, DynStore};
+use frogbot_core::store::DynStore;
 use serde_json::json;
 
 // ---- the forum piece -----------------------------------------------------------------------------
@@ -274,7 +274,7 @@ struct DenyMallory;
 
 #[async_trait]
 impl AccessCheck for DenyMallory {
-    async fn allow(&self, user: Option<&UserId>, _chat: &ChatRow) -> Result<bool, BoxError> {
+    async fn allow(&self, user: Option<&UserId>, _chat: &ChatInfo) -> Result<bool, BoxError> {
         Ok(user.is_none_or(|u| u.as_str() != "forum:mallory"))
     }
 }
@@ -304,7 +304,7 @@ fn q(header: &str) -> serde_json::Value {
 }
 
 async fn world(url: &str) -> World {
-    let store = frogbot_core::store::open(url).await.unwrap();
+    let store = frogbot_testkit::open_store(url).await;
     let forum = Arc::new(Forum::default());
     let model = ScriptedModel::new(|req: &ModelRequest| {
         if let Some(ModelMessage::Tool { content, .. }) = req.messages.last() {
@@ -778,11 +778,22 @@ pub async fn an_answer_recorded_but_not_closed_is_closed_by_the_next_interaction
             selected: vec!["blue".into()],
         }],
     });
+    let recorded = w
+        .store
+        .record_outcome(&frogbot_core::store::RecordOp {
+            chat: &chat(),
+            tool_call_id: "c1",
+            outcome: &out,
+            actor: None,
+            expected_revision: None,
+            lock: None,
+            now: now_millis(),
+        })
+        .await
+        .unwrap();
     assert!(
-        w.store
-            .record_outcome(&chat(), "c1", &out, None, now_millis())
-            .await
-            .unwrap()
+        matches!(recorded, frogbot_core::store::Recorded::Won { .. }),
+        "{recorded:?}"
     );
     let r = w
         .engine

@@ -12,7 +12,7 @@ use frogbot_core::model::{
     ChatId, Delivery, MessagePart, QuestionAnswer, QuestionOutput, Role, ToolState, TurnState,
     UserId,
 };
-use frogbot_core::store::{self, DynStore};
+use frogbot_core::store::DynStore;
 use frogbot_core::{BoxError, Error};
 use serde_json::json;
 use tokio::sync::{Semaphore, mpsc};
@@ -90,7 +90,7 @@ fn script(
 struct Empty {}
 
 async fn world(url: &str, offers: &[&'static str], config: EngineConfig) -> World {
-    let store = store::open(url).await.unwrap();
+    let store = frogbot_testkit::open_store(url).await;
     let gate = Arc::new(Semaphore::new(0));
     let (tx, calls) = mpsc::unbounded_channel();
     let models: Vec<ScriptedModel> = offers
@@ -173,6 +173,48 @@ async fn texts(store: &DynStore, c: &ChatId) -> Vec<(Role, String, bool)> {
         .into_iter()
         .map(|m| (m.message.role, m.message.text(), m.queued))
         .collect()
+}
+
+/// A turn started by a "dead process": it took the chat's lease with a user message and never
+/// renews or releases it.
+async fn dead_turn(
+    store: &DynStore,
+    c: &ChatId,
+    now: frogbot_core::model::Millis,
+    ttl_ms: frogbot_core::model::Millis,
+) -> frogbot_core::store::Lease {
+    let message = frogbot_core::model::UiMessage {
+        id: "dead-turn".into(),
+        role: Role::User,
+        parts: vec![MessagePart::text("dead turn")],
+        metadata: frogbot_core::model::MessageMetadata {
+            model: Some("a".into()),
+            ..Default::default()
+        },
+    };
+    let sent = store
+        .send(&frogbot_core::store::SendOp {
+            chat: &frogbot_core::store::NewChat {
+                chat_id: c.clone(),
+                owner: None,
+                channel: None,
+            },
+            message: &message,
+            delivery: Delivery::Queue,
+            lease: &frogbot_core::store::LeaseRequest {
+                holder: "dead".into(),
+                driver: None,
+                ttl_ms,
+                now,
+            },
+            queue_if_busy: false,
+        })
+        .await
+        .unwrap();
+    match sent {
+        frogbot_core::store::Sent::Started { lease, .. } => lease,
+        other => panic!("the dead turn did not start: {other:?}"),
+    }
 }
 
 /// Waits until the chat is idle with nothing queued (turns promoted in the background finished).
@@ -383,32 +425,8 @@ pub async fn a_selection_no_longer_offered_fails_the_turn_before_calling_the_mod
         Err(Error::SelectionUnavailable(_))
     ));
     // A turn holds the chat (a process that then stops), and a message is queued with model b.
-    w.store
-        .create_chat(
-            &frogbot_core::store::NewChat {
-                chat_id: c.clone(),
-                owner: None,
-                channel: None,
-            },
-            0,
-        )
-        .await
-        .unwrap();
     let now = frogbot_core::model::now_millis();
-    let dead = w
-        .store
-        .try_start_turn(
-            &c,
-            &frogbot_core::store::LeaseRequest {
-                holder: "dead".into(),
-                driver: None,
-                ttl_ms: 200,
-                now,
-            },
-        )
-        .await
-        .unwrap()
-        .unwrap();
+    let dead = dead_turn(&w.store, &c, now, 200).await;
     let mut m = msg(&c, None, "use b");
     m.model = Some("b".into());
     queued(w.engine.send(m).await.unwrap());
@@ -635,32 +653,8 @@ pub async fn a_stopped_process_frees_its_chat_after_the_lease_unless_a_question_
     )
     .await;
     let c = chat("crash");
-    w.store
-        .create_chat(
-            &frogbot_core::store::NewChat {
-                chat_id: c.clone(),
-                owner: None,
-                channel: None,
-            },
-            0,
-        )
-        .await
-        .unwrap();
     let now = frogbot_core::model::now_millis();
-    let dead = w
-        .store
-        .try_start_turn(
-            &c,
-            &frogbot_core::store::LeaseRequest {
-                holder: "dead".into(),
-                driver: None,
-                ttl_ms: 300,
-                now,
-            },
-        )
-        .await
-        .unwrap()
-        .unwrap();
+    let dead = dead_turn(&w.store, &c, now, 300).await;
     let (_, d) = queued(
         w.engine
             .send(msg(&c, None, "behind the crash"))
@@ -686,8 +680,16 @@ pub async fn a_stopped_process_frees_its_chat_after_the_lease_unless_a_question_
         .collect();
     assert_eq!(
         users,
-        [("after", false), ("behind the crash", false)],
+        [("dead turn", false), ("after", false), ("behind the crash", false)],
         "nothing queued is lost"
+    );
+    // The turn the dead process never finished says so.
+    let replies: Vec<_> = t.iter().filter(|(r, _, _)| *r == Role::Assistant).collect();
+    assert_eq!(replies.len(), 3, "{t:?}");
+    let stored = w.store.list_messages(&c).await.unwrap();
+    assert_eq!(
+        stored[1].message.metadata.error.as_ref().map(|e| e.code.as_str()),
+        Some("interrupted")
     );
 }
 

@@ -182,7 +182,7 @@ api_url = "http://{api_addr}/api"
         .await
         .expect("server up");
     assert!(page.status().is_success());
-    let store = frogbot_core::store::open(&db.url).await.unwrap();
+    let store = frogbot_testkit::open_store(&db.url).await;
     let env = Env {
         fake,
         base,

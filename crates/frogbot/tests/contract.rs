@@ -239,7 +239,7 @@ async fn channel_chat_rows() {
     let chat = chat_id("chan");
     let cid = ChatId::new(chat.clone()).expect("chat id");
     s.engine
-        .store()
+        .store_for_tests()
         .create_chat(
             &NewChat {
                 chat_id: cid,
@@ -293,7 +293,7 @@ async fn channel_chat_rows() {
     // A channel chat without an owner cannot be read from the web.
     let orphan = chat_id("orphan");
     s.engine
-        .store()
+        .store_for_tests()
         .create_chat(
             &NewChat {
                 chat_id: ChatId::new(orphan.clone()).expect("id"),
@@ -853,7 +853,7 @@ async fn channel_chat_patch_pending_events_and_listing() {
     let (s, _db) = server().await;
     let chat = chat_id("chan2");
     s.engine
-        .store()
+        .store_for_tests()
         .create_chat(
             &NewChat {
                 chat_id: ChatId::new(chat.clone()).expect("id"),
@@ -899,7 +899,7 @@ async fn channel_chat_patch_pending_events_and_listing() {
     // An ownerless channel chat is not listed for anonymous callers; an ownerless web chat is.
     let orphan = chat_id("orph");
     s.engine
-        .store()
+        .store_for_tests()
         .create_chat(
             &NewChat {
                 chat_id: ChatId::new(orphan.clone()).expect("id"),

@@ -85,7 +85,7 @@ async fn sigterm_lets_the_running_turn_finish_and_releases_its_lease() {
     let exit = server.child.wait().unwrap();
     assert!(exit.success(), "exit status {exit:?}");
     // The turn's lease was released: the chat is idle right away, not after the lease time.
-    let store = frogbot_core::store::open(&db.url).await.unwrap();
+    let store = frogbot_testkit::open_store(&db.url).await;
     let row = store
         .get_chat(&ChatId::new("term").unwrap())
         .await
@@ -276,7 +276,7 @@ async fn sigterm_hands_the_queue_on_and_a_restart_runs_it_at_once(database: &str
     assert!(exit.success(), "exit status {exit:?}");
     let stopped_at = Instant::now();
     // The stopped process finished its turn and left the queue for the next one, released.
-    let store = frogbot_core::store::open(database).await.unwrap();
+    let store = frogbot_testkit::open_store(database).await;
     let row = store
         .get_chat(&ChatId::new("termq").unwrap())
         .await

@@ -22,7 +22,6 @@ use frogbot_core::agent::{
     Engine, EngineConfig, ModelEvent, ModelOffer, ModelRequest, Sent, TurnEvent,
 };
 use frogbot_core::model::{QUESTION_TOOL, TurnState};
-use frogbot_core::store;
 use frogbot_e2e::{
     AWAITING, PARTIAL_TEXT, QUESTION_CALL, STEP_STARTED, after_tool, ask_input, chat, last_user,
     msg,
@@ -82,9 +81,7 @@ async fn main() {
     let turn_lease_ms: i64 = lease_ms
         .parse()
         .unwrap_or_else(|_| fail("TURN_LEASE_MS must be an integer"));
-    let store = store::open(url)
-        .await
-        .unwrap_or_else(|e| fail(&format!("open {url}: {e}")));
+    let store = frogbot_testkit::open_store(url).await;
     let engine = Engine::new(
         store.clone(),
         vec![ModelOffer {

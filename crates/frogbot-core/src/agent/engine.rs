@@ -99,6 +99,14 @@ impl Engine {
         &self.inner.turns.store
     }
 
+    /// The store, for tests that look behind the engine (feature `testing`; production code —
+    /// adapters, the HTTP API — uses the engine's methods).
+    #[cfg(feature = "testing")]
+    #[doc(hidden)]
+    pub fn store_for_tests(&self) -> &DynStore {
+        self.store()
+    }
+
     fn now(&self) -> Millis {
         self.inner.turns.now()
     }

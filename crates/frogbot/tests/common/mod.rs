@@ -442,7 +442,7 @@ pub(crate) async fn start_multi_step(
     use frogbot_core::agent::scripted::{ScriptEvent, ScriptedModel, call, reply};
     use frogbot_core::agent::{EngineConfig, ModelMessage, ModelOffer};
     let config = config(&db.url);
-    let store = frogbot_core::store::open(&db.url).await.expect("store");
+    let store = frogbot_testkit::open_store(&db.url).await;
     let model = ScriptedModel::new(move |req| {
         if matches!(req.messages.last(), Some(ModelMessage::Tool { .. })) {
             let users: Vec<String> = req

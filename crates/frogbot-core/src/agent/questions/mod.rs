@@ -39,6 +39,8 @@ pub const UPDATED_MAX_RUNS: i64 = 10;
 pub const UPDATED_FIRST_BACKOFF_MS: i64 = 5_000;
 /// How long a question's lock is held for closing or posting before another process may take it.
 const LOCK_TTL_MS: i64 = 30_000;
+/// How long a settle waits for a question record a running turn is about to save.
+const QUESTION_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 /// How often an interaction reads and parses a record again when it changed under it.
 const RETRIES: usize = 8;
 
@@ -403,10 +405,10 @@ impl Questions {
         settle: Settle,
         actor: Option<Actor>,
     ) -> Result<Settled> {
-        let now = self.now();
-        let Some(q) = self.store().get_question(chat, tool_call_id, now).await? else {
+        let Some(q) = self.question_soon(chat, tool_call_id).await? else {
             return Err(Error::NotFound(format!("tool call {tool_call_id}")));
         };
+        let now = self.now();
         if q.outcome.is_some() {
             return Err(Error::Stale(format!("{tool_call_id} is already settled")));
         }
@@ -439,6 +441,32 @@ impl Questions {
             Concluded::Settled(_) | Concluded::Changed(_) => {
                 Err(Error::Stale(format!("{tool_call_id} is already settled")))
             }
+        }
+    }
+
+    /// A question record; when there is none yet but a turn of the chat runs, waits a moment for
+    /// it: a client that saw the question streamed may answer before the turn has saved it.
+    async fn question_soon(&self, chat: &ChatId, tool_call_id: &str) -> Result<Option<QuestionRow>> {
+        let deadline = tokio::time::Instant::now() + QUESTION_WAIT;
+        let mut pause = std::time::Duration::from_millis(2);
+        loop {
+            if let Some(q) = self
+                .store()
+                .get_question(chat, tool_call_id, self.now())
+                .await?
+            {
+                return Ok(Some(q));
+            }
+            let running = self
+                .store()
+                .get_chat(chat)
+                .await?
+                .is_some_and(|r| r.live_lease(self.now()).is_some());
+            if !running || tokio::time::Instant::now() >= deadline {
+                return Ok(None);
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(std::time::Duration::from_millis(50));
         }
     }
 
