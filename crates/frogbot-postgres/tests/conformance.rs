@@ -37,27 +37,9 @@ async fn fresh_careful() -> Option<Db> {
     db(true).await
 }
 
-// `frogbot_core::store_conformance_tests!` does not compile at b6a7300 (`super::$fresh` with a
-// `$fresh:path` fragment); until the suite's new version lands, the same expansion by hand.
-macro_rules! conformance {
-    ($fresh:ident; $($name:ident),* $(,)?) => {
-        $(
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $name() {
-                let Some(db) = super::$fresh().await else { return };
-                frogbot_core::store::conformance::$name(db).await;
-            }
-        )*
-    };
-}
-
-mod store_conformance {
-    conformance!(fresh; conformance_harness_opens_a_store);
-}
+frogbot_core::store_conformance_tests!(fresh);
 
 mod careful {
     use super::fresh_careful;
-    mod store_conformance {
-        conformance!(fresh_careful; conformance_harness_opens_a_store);
-    }
+    frogbot_core::store_conformance_tests!(fresh_careful);
 }
