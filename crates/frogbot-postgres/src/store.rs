@@ -432,22 +432,29 @@ const INSERT_QUESTIONS: &str = "INSERT INTO questions (chat_id, tool_call_id, me
         message_id text, call_index bigint, input text, answer_deadline bigint) \
      ON CONFLICT (chat_id, tool_call_id) DO NOTHING";
 
-/// $1 chat, $2 platform, $3 calls (JSON), $4 now, $5 expiry.
+/// $1 chat, $2 platform, $3 calls (JSON), $4 now, $5 expiry. Writes nothing unless every call
+/// has a record (`missing` says which do not).
 const MARK_RENDERED: &str = "WITH calls AS ( \
         SELECT * FROM jsonb_to_recordset($3::text::jsonb) \
             AS x(tool_call_id text, record text, revision bigint, message_ids jsonb) \
+     ), missing AS ( \
+        SELECT c.tool_call_id FROM calls c WHERE NOT EXISTS (SELECT 1 FROM questions q \
+            WHERE q.chat_id = $1::text AND q.tool_call_id = c.tool_call_id) \
      ), upd AS ( \
         UPDATE questions q SET record = c.record, revision = c.revision, rendered = TRUE, \
             updated_at = $4::bigint, \
             expires_at = CASE WHEN q.outcome IS NULL THEN $5::bigint ELSE q.expires_at END \
         FROM calls c WHERE q.chat_id = $1::text AND q.tool_call_id = c.tool_call_id \
+          AND NOT EXISTS (SELECT 1 FROM missing) \
         RETURNING 1 \
      ), links AS ( \
         INSERT INTO question_links (platform, message_id, chat_id, tool_call_id) \
         SELECT $2::text, m.id, $1::text, c.tool_call_id \
         FROM calls c, jsonb_array_elements_text(c.message_ids) AS m(id) \
+        WHERE NOT EXISTS (SELECT 1 FROM missing) \
         ON CONFLICT DO NOTHING RETURNING 1 \
-     ) SELECT (SELECT count(*) FROM upd) AS updated, (SELECT count(*) FROM links) AS linked";
+     ) SELECT (SELECT string_agg(tool_call_id, ', ') FROM missing) AS missing, \
+        (SELECT count(*) FROM upd) AS updated, (SELECT count(*) FROM links) AS linked";
 
 /// $1 chat, $2 call, $3 outcome, $4 actor, $5 now, $6 expiry, $7 expected revision (or NULL),
 /// $8 lock holder (or NULL), $9 lock expiry.
@@ -595,15 +602,28 @@ fn empty_record() -> Result<String> {
     })
 }
 
-fn job_params(job: Option<&NewJob>) -> Result<(Option<&str>, Option<&str>, Option<String>, i64)> {
+/// A job to schedule with an operation, as its statement binds it (all NULL for none).
+struct JobParams<'a> {
+    kind: Option<&'a str>,
+    key: Option<&'a str>,
+    payload: Option<String>,
+    run_at: i64,
+}
+
+fn job_params(job: Option<&NewJob>) -> Result<JobParams<'_>> {
     Ok(match job {
-        Some(j) => (
-            Some(j.kind.as_str()),
-            j.key.as_deref(),
-            Some(to_json(&j.payload)?),
-            j.run_at,
-        ),
-        None => (None, None, None, 0),
+        Some(j) => JobParams {
+            kind: Some(j.kind.as_str()),
+            key: j.key.as_deref(),
+            payload: Some(to_json(&j.payload)?),
+            run_at: j.run_at,
+        },
+        None => JobParams {
+            kind: None,
+            key: None,
+            payload: None,
+            run_at: 0,
+        },
     })
 }
 
@@ -740,22 +760,21 @@ impl PostgresStore {
         Ok(interrupted_reply(&turn, &new_message_id(), now))
     }
 
+    /// Takes the (locked) chat's lease for `req`, driven by `driver`.
     async fn take_lease(
         &self,
         conn: &mut PgConnection,
         chat: &ChatId,
-        holder: &str,
-        expires_at: Millis,
+        req: &LeaseRequest,
         driver: Option<&UserId>,
-        now: Millis,
         version_step: i64,
     ) -> Result<ChatRow> {
         let row = sqlx::query(TAKE_LEASE)
             .bind(chat.as_str())
-            .bind(holder)
-            .bind(expires_at)
+            .bind(&req.holder)
+            .bind(req.now + req.ttl_ms)
             .bind(user_str(driver))
-            .bind(now)
+            .bind(req.now)
             .bind(version_step)
             .fetch_one(&mut *conn)
             .await
@@ -881,15 +900,7 @@ impl PostgresStore {
                 None
             };
             let chat = self
-                .take_lease(
-                    &mut tx,
-                    chat_id,
-                    &req.holder,
-                    now + req.ttl_ms,
-                    req.driver.as_ref(),
-                    now,
-                    1,
-                )
+                .take_lease(&mut tx, chat_id, req, req.driver.as_ref(), 1)
                 .await?;
             let interrupted = match interrupted {
                 Some(reply) => Some(
@@ -985,7 +996,12 @@ impl PostgresStore {
             EndMode::Next => ("next", None),
             EndMode::Handoff(job) => ("handoff", Some(job)),
         };
-        let (kind, key, payload, run_at) = job_params(job)?;
+        let JobParams {
+            kind,
+            key,
+            payload,
+            run_at,
+        } = job_params(job)?;
         let (reply, position) = match op.reply {
             Some((m, p)) => (Some(m), Some(p)),
             None => (None, None),
@@ -1066,16 +1082,8 @@ impl PostgresStore {
         let step = i64::from(interrupted.is_some() || next.is_some());
         let chat = match &next {
             Some((_, author)) => {
-                self.take_lease(
-                    &mut tx,
-                    chat_id,
-                    &req.holder,
-                    now + req.ttl_ms,
-                    author.as_ref(),
-                    now,
-                    step,
-                )
-                .await?
+                self.take_lease(&mut tx, chat_id, req, author.as_ref(), step)
+                    .await?
             }
             None if taken_over => {
                 let row = sqlx::query(CLEAR_TAKEN_LEASE)
@@ -1230,14 +1238,14 @@ impl PostgresStore {
                 reasoning,
             }));
         }
+        if holder.is_some() && until > req.now {
+            return Ok(Some(Resume::Busy { until }));
+        }
         if awaiting.as_deref() != Some(message_id) {
             return Ok(Some(Resume::NotWaiting));
         }
         if first.try_get::<bool, _>("open").db(self)? {
             return Ok(Some(Resume::Open));
-        }
-        if holder.is_some() && until > req.now {
-            return Ok(Some(Resume::Busy { until }));
         }
         // The swap lost to a concurrent change.
         Ok(None)
@@ -1532,7 +1540,12 @@ impl Store for PostgresStore {
                 }))
             })
             .collect::<Result<_>>()?;
-        let (kind, key, payload, run_at) = job_params(op.job)?;
+        let JobParams {
+            kind,
+            key,
+            payload,
+            run_at,
+        } = job_params(op.job)?;
         let row = sqlx::query(AWAIT)
             .bind(l.chat_id.as_str())
             .bind(&l.holder)
@@ -1801,7 +1814,7 @@ impl Store for PostgresStore {
                 }))
             })
             .collect::<Result<_>>()?;
-        sqlx::query(MARK_RENDERED)
+        let row = sqlx::query(MARK_RENDERED)
             .bind(op.chat.as_str())
             .bind(op.platform)
             .bind(to_json(&calls)?)
@@ -1810,7 +1823,13 @@ impl Store for PostgresStore {
             .fetch_one(&self.pool)
             .await
             .db(self)?;
-        Ok(())
+        match row.try_get::<Option<String>, _>("missing").db(self)? {
+            Some(missing) => Err(Error::NotFound(format!(
+                "question records of chat {}: {missing}",
+                op.chat
+            ))),
+            None => Ok(()),
+        }
     }
 
     async fn record_outcome(&self, op: &RecordOp<'_>) -> Result<Recorded> {
@@ -1954,7 +1973,12 @@ impl Store for PostgresStore {
                 "a question record's messages are never empty".into(),
             ));
         }
-        let (kind, key, payload, run_at) = job_params(op.job)?;
+        let JobParams {
+            kind,
+            key,
+            payload,
+            run_at,
+        } = job_params(op.job)?;
         let l = op.lock;
         let row = sqlx::query(UPDATE_QUESTION)
             .bind(l.chat_id.as_str())

@@ -713,7 +713,10 @@ async fn a_waiting_question_holds_the_chat_until_resumed(careful: bool) {
     assert_eq!(row.live_lease(T0 + 2).unwrap().holder, "r");
     assert_eq!(
         s.resume_turn(&id, "a1", &req).await.unwrap(),
-        Resume::NotWaiting
+        Resume::Busy {
+            until: lease.expires_at
+        },
+        "a live lease holds the chat"
     );
     // The continued turn ends: the message queued meanwhile runs.
     let ended = s
