@@ -41,6 +41,9 @@ use std::time::Duration;
 use frogbot_core::{Error, Result};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
+/// A pooled connection idle this long is pinged before use (a dead one is replaced).
+const IDLE_CHECK_AFTER: Duration = Duration::from_secs(10);
+
 /// How [`PostgresStore::open_with`] sizes and waits on its connection pool.
 #[derive(Clone, Debug)]
 pub struct StoreOptions {
@@ -110,6 +113,17 @@ impl PostgresStore {
         let pool = PgPoolOptions::new()
             .max_connections(options.max_connections)
             .acquire_timeout(options.acquire_timeout)
+            // sqlx's default pings every connection it hands out: a round trip before every
+            // operation. Only a connection idle long enough to have been cut is checked.
+            .test_before_acquire(false)
+            .before_acquire(|conn, meta| {
+                Box::pin(async move {
+                    if meta.idle_for < IDLE_CHECK_AFTER {
+                        return Ok(true);
+                    }
+                    Ok(sqlx::Connection::ping(conn).await.is_ok())
+                })
+            })
             .connect_lazy_with(connect);
         let store = Self {
             pool,
@@ -177,9 +191,14 @@ impl PostgresStore {
             sqlx::Error::Database(e) => {
                 let code = e.code().map(|c| c.to_string()).unwrap_or_default();
                 match code.as_str() {
-                    // admin_shutdown, crash_shutdown, cannot_connect_now
-                    "57P01" | "57P02" | "57P03" => format!(
-                        "the PostgreSQL server at {t} is shutting down or restarting: {}",
+                    // admin_shutdown (also a terminated backend), crash_shutdown
+                    "57P01" | "57P02" => format!(
+                        "the PostgreSQL server at {t} closed the connection: {}",
+                        e.message()
+                    ),
+                    // cannot_connect_now
+                    "57P03" => format!(
+                        "the PostgreSQL server at {t} is starting or stopping: {}",
                         e.message()
                     ),
                     // invalid_catalog_name
