@@ -159,7 +159,8 @@ pub async fn chat_first_creator_owns_it(url: &str) {
     assert!(created);
     assert_eq!(row.owner, Some(user("alice")));
     assert_eq!(row.state(T0), TurnState::Idle);
-    let (row, created) = s
+    // Another user does not get in: who writes a chat is decided on the row found.
+    let bob = s
         .create_chat(
             &NewChat {
                 chat_id: c.clone(),
@@ -168,10 +169,40 @@ pub async fn chat_first_creator_owns_it(url: &str) {
             },
             T0 + 1,
         )
+        .await;
+    assert!(matches!(bob, Err(crate::Error::Forbidden(_))), "{bob:?}");
+    let (row, created) = s
+        .create_chat(
+            &NewChat {
+                chat_id: c.clone(),
+                owner: Some(user("alice")),
+                channel: None,
+            },
+            T0 + 1,
+        )
         .await
         .unwrap();
     assert!(!created, "a second create must not replace the chat");
     assert_eq!(row.owner, Some(user("alice")));
+    // A channel message never lands in a web chat, nor a web message in a channel chat.
+    let thread = Some(crate::model::ChannelRef {
+        platform: "telegram".into(),
+        thread: "42".into(),
+    });
+    let mismatch = s
+        .create_chat(
+            &NewChat {
+                chat_id: c.clone(),
+                owner: Some(user("alice")),
+                channel: thread.clone(),
+            },
+            T0 + 2,
+        )
+        .await;
+    assert!(
+        matches!(mismatch, Err(crate::Error::ChannelChat(_))),
+        "{mismatch:?}"
+    );
     assert!(s.get_chat(&chat("missing")).await.unwrap().is_none());
 }
 
