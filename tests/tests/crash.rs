@@ -8,13 +8,12 @@ use std::time::Duration;
 use frogbot_core::Error;
 use frogbot_core::agent::{Settle, Settled};
 use frogbot_core::model::{
-    Delivery, MessageMetadata, MessagePart, QuestionInput, QuestionOutcome, Role, ToolPart,
-    ToolState, TurnState, UiMessage, UserId, now_millis,
+    Delivery, QuestionOutcome, Role, ToolState, TurnState, UserId, now_millis,
 };
-use frogbot_core::store::{self, LeaseInfo, LeaseRequest, NewChat, NewQuestion, Slot};
+use frogbot_core::store::LeaseInfo;
 use frogbot_e2e::{
-    AWAITING, CrashChild, PARTIAL_TEXT, QUESTION_CALL, STEP_STARTED, TestModel, answer, ask_input,
-    backends, chat, eventually, msg, queued, started, test_engine, texts, wait_quiet,
+    AWAITING, CrashChild, PARTIAL_TEXT, QUESTION_CALL, STEP_STARTED, TestModel, answer, backends,
+    chat, msg, queued, started, test_engine, texts, wait_quiet,
 };
 
 const CHILD: &str = env!("CARGO_BIN_EXE_frogbot-crash-child");

@@ -519,3 +519,60 @@ pub(crate) async fn start_running(
         .await;
     h
 }
+
+/// Creates a channel chat the way its channel would: the thread's first message (from `owner`,
+/// as the identity hook mapped them), its turn then ended without a reply.
+pub(crate) async fn create_channel_chat(
+    engine: &Engine,
+    chat: frogbot_core::model::ChatId,
+    owner: Option<frogbot_core::model::UserId>,
+    platform: &str,
+    thread: &str,
+) {
+    use frogbot_core::store::{EndMode, EndTurnOp, LeaseRequest, NewChat, SendOp, Sent};
+    let store = engine.store_for_tests();
+    let now = frogbot_core::model::now_millis();
+    let message = frogbot_core::model::UiMessage {
+        id: format!("{platform}-first"),
+        role: frogbot_core::model::Role::User,
+        parts: vec![frogbot_core::model::MessagePart::text("from the thread")],
+        metadata: frogbot_core::model::MessageMetadata {
+            author: owner.clone(),
+            ..Default::default()
+        },
+    };
+    let sent = store
+        .send(&SendOp {
+            chat: &NewChat {
+                chat_id: chat,
+                owner: owner.clone(),
+                channel: Some(frogbot_core::model::ChannelRef {
+                    platform: platform.into(),
+                    thread: thread.into(),
+                }),
+            },
+            message: &message,
+            delivery: frogbot_core::model::Delivery::Queue,
+            lease: &LeaseRequest {
+                holder: "test".into(),
+                driver: owner,
+                ttl_ms: 60_000,
+                now,
+            },
+            queue_if_busy: false,
+        })
+        .await
+        .expect("create the channel chat");
+    let Sent::Started { lease, .. } = sent else {
+        panic!("the channel chat existed: {sent:?}");
+    };
+    store
+        .end_turn(&EndTurnOp {
+            lease: &lease,
+            reply: None,
+            mode: EndMode::Next,
+            now,
+        })
+        .await
+        .expect("end the thread's first turn");
+}

@@ -62,8 +62,6 @@ pub(crate) enum Start {
         model: Option<String>,
         reasoning: Option<String>,
     },
-    /// Save the reply of a turn that stops after a dismissal or withdrawal, then end it.
-    Stop { reply: UiMessage, position: i64 },
 }
 
 /// What [`Turns::send`] did (the store's answer, with the turn started).
@@ -477,19 +475,85 @@ impl Turns {
             }
         }
         let position = stored.position.unwrap_or_default();
+        if stop {
+            // A dismissal or withdrawal ends the turn here and now: the caller is told the state
+            // that follows (idle, or running when a queued message was promoted).
+            return self.end_stopped(lease, row, reply, position).await;
+        }
         self.emit_state(chat, TurnState::Running);
-        let start = if stop {
-            Start::Stop { reply, position }
-        } else {
-            Start::Resume {
-                reply,
-                position,
-                model,
-                reasoning,
-            }
+        let start = Start::Resume {
+            reply,
+            position,
+            model,
+            reasoning,
         };
         drop(self.spawn_run(lease, row, start).events);
         Ok(TurnState::Running)
+    }
+
+    /// Saves the reply of a turn stopped by a dismissal or withdrawal and ends the turn (one
+    /// operation), promoting the queue.
+    async fn end_stopped(
+        self: &Arc<Self>,
+        lease: Lease,
+        chat: ChatRow,
+        reply: UiMessage,
+        position: i64,
+    ) -> Result<TurnState> {
+        let job;
+        let mode = if self.is_stopping() {
+            job = EngineJob::RunQueue {
+                chat: chat.chat_id.clone(),
+            }
+            .to_new_job(self.now());
+            EndMode::Handoff(&job)
+        } else {
+            EndMode::Next
+        };
+        let ended = self
+            .store
+            .end_turn(&EndTurnOp {
+                lease: &lease,
+                reply: Some((&reply, position)),
+                mode,
+                now: self.now(),
+            })
+            .await?;
+        let (saved, promoted) = match ended {
+            TurnEnded::Released { reply } | TurnEnded::HandedOn { reply, .. } => (reply, None),
+            TurnEnded::Promoted { reply, lease, next } => (reply, Some((lease, next))),
+        };
+        let reply = match saved {
+            Some(s) => {
+                self.history.note(&chat.chat_id, &[&s]);
+                self.emit_message(&chat.chat_id, &s.message);
+                s.message
+            }
+            None => reply,
+        };
+        if let Some(l) = self.listener() {
+            l.turn_ended(&chat, &reply, TurnState::Idle).await;
+        }
+        match promoted {
+            None => {
+                self.emit_state(&chat.chat_id, TurnState::Idle);
+                Ok(TurnState::Idle)
+            }
+            Some((lease, next)) => {
+                self.history.note(&chat.chat_id, &[&next]);
+                self.emit_message(&chat.chat_id, &next.message);
+                self.emit_state(&chat.chat_id, TurnState::Running);
+                drop(self.spawn_run(
+                    lease,
+                    chat,
+                    Start::New {
+                        message: next,
+                        known: None,
+                    },
+                ));
+                Ok(TurnState::Running)
+            }
+        }
     }
 
     // ---- running turns -------------------------------------------------------------------------
@@ -499,7 +563,7 @@ impl Turns {
         let (done_tx, done) = tokio::sync::oneshot::channel();
         let message_id = match &start {
             Start::New { message, .. } => message.message.id.clone(),
-            Start::Resume { reply, .. } | Start::Stop { reply, .. } => reply.id.clone(),
+            Start::Resume { reply, .. } => reply.id.clone(),
         };
         let turns = self.clone();
         let span = info_span!("turn", chat_id = %lease.chat_id, turn_id = %lease.holder);
@@ -715,12 +779,6 @@ impl Turns {
                 model,
                 reasoning,
             } => (reply, position, model, reasoning, None),
-            Start::Stop { reply, position } => {
-                return Ok(TurnEnd::Idle {
-                    reply: with_position(reply, position),
-                    saved: false,
-                });
-            }
         };
         let offer_questions = match (&chat.channel, self.listener()) {
             (None, _) => true,
