@@ -7,8 +7,6 @@
 //!
 //! `cargo bench -p frogbot-postgres --bench store_ops` (`FROGBOT_BENCH_SECS` per level, default 5).
 
-#[path = "../tests/support/mod.rs"]
-mod support;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -91,7 +89,7 @@ fn main() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(5);
-    let Some(cluster) = support::PgCluster::shared_durable() else {
+    let Some(cluster) = frogbot_testkit::PgCluster::shared_durable() else {
         eprintln!("no PostgreSQL server binaries: nothing to measure");
         return;
     };

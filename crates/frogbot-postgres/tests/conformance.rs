@@ -3,7 +3,6 @@
 //! with the one-statement fast paths, and with every operation forced down the careful
 //! (lock-first) path that the fast paths fall back to.
 
-mod support;
 
 use std::sync::Arc;
 
@@ -19,7 +18,7 @@ async fn open(url: String, careful: bool) -> DynStore {
 }
 
 async fn db(careful: bool) -> Option<Db> {
-    let test_db = support::postgres_db()?;
+    let test_db = frogbot_testkit::postgres_db()?;
     let url = test_db.url.clone();
     let store = open(url.clone(), careful).await;
     Some(Db::new(

@@ -1,7 +1,6 @@
 //! Races between processes, a client killed with SIGKILL mid-stream, and a database that goes away.
 
 mod common;
-mod support;
 
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Write};
@@ -19,7 +18,7 @@ use frogbot_postgres::{PostgresStore, StoreOptions};
 /// pools, as two processes): exactly one wins each time, the others see it settled.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thirty_two_concurrent_outcomes_one_winner_each_trial() {
-    let Some(db) = support::postgres_db() else {
+    let Some(db) = frogbot_testkit::postgres_db() else {
         return;
     };
     let a = open(&db.url, false).await;
@@ -75,7 +74,7 @@ async fn thirty_two_concurrent_outcomes_one_winner_each_trial() {
 /// idle and starts its own turn.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn send_racing_end_turn_never_strands_a_queued_message() {
-    let Some(db) = support::postgres_db() else {
+    let Some(db) = frogbot_testkit::postgres_db() else {
         return;
     };
     let a = open(&db.url, false).await;
@@ -207,7 +206,7 @@ async fn sigkill_child_sends() {
 /// A client process is SIGKILLed while it sends: every message it acknowledged is stored.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_mid_stream_loses_no_acknowledged_send() {
-    let Some(db) = support::postgres_db() else {
+    let Some(db) = frogbot_testkit::postgres_db() else {
         return;
     };
     let s = open(&db.url, false).await; // migrations applied before the child starts
@@ -282,7 +281,7 @@ async fn sigkill_mid_stream_loses_no_acknowledged_send() {
 /// A database dropped under a live store: operations fail with `Error::Storage` saying so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_database_is_a_storage_error() {
-    let Some(db) = support::postgres_db() else {
+    let Some(db) = frogbot_testkit::postgres_db() else {
         return;
     };
     let options = StoreOptions {
@@ -378,7 +377,7 @@ async fn an_unreachable_server_is_a_storage_error_without_the_password() {
 /// A stored document that no longer parses is `Error::Corrupt`, not a panic.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn corrupt_json_is_reported_as_corrupt() {
-    let Some(db) = support::postgres_db() else {
+    let Some(db) = frogbot_testkit::postgres_db() else {
         return;
     };
     let raw = PostgresStore::open(&db.url).await.unwrap();
@@ -407,7 +406,7 @@ async fn corrupt_json_is_reported_as_corrupt() {
 /// when opened: versions start at 0, a question's revision column takes its record's revision.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_old_database_upgrades_with_0003() {
-    let Some(db) = support::postgres_db() else {
+    let Some(db) = frogbot_testkit::postgres_db() else {
         return;
     };
     let old = std::env::temp_dir().join(format!("frogbot-pg-old-{}", std::process::id()));
@@ -467,7 +466,7 @@ async fn an_old_database_upgrades_with_0003() {
 /// unique index is no second arbiter of errors — every send gets in, one starts the turn.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn racing_first_messages_of_a_channel_chat_all_get_in() {
-    let Some(db) = support::postgres_db() else {
+    let Some(db) = frogbot_testkit::postgres_db() else {
         return;
     };
     let a = open(&db.url, false).await;
