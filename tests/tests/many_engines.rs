@@ -102,7 +102,12 @@ async fn a_turn_ending_in_one_engine_promotes_a_message_queued_through_the_other
     let (id, delivery) = queued(b.send(msg(&c, Some("al"), "from b")).await.unwrap());
     assert_eq!(delivery, Delivery::Queue);
     assert_eq!(b.state(&c).await.unwrap(), TurnState::Running);
-    let stored = b.store_for_tests().get_message(&c, &id).await.unwrap().unwrap();
+    let stored = b
+        .store_for_tests()
+        .get_message(&c, &id)
+        .await
+        .unwrap()
+        .unwrap();
     assert!(stored.queued);
 
     // A's turn ends: A promotes B's message and runs it (B has no turn and no worker running).

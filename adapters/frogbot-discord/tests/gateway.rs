@@ -356,7 +356,12 @@ async fn a_mention_opens_a_thread_and_the_thread_continues_the_chat() {
     let after: Vec<Call> = bot.fake.calls().into_iter().skip(from).collect();
     assert_eq!(after.len(), 1, "only the answer: {after:#?}");
     let chat = channel_chat_id(PLATFORM, &thread.to_string());
-    let messages = bot.engine.store_for_tests().list_messages(&chat).await.unwrap();
+    let messages = bot
+        .engine
+        .store_for_tests()
+        .list_messages(&chat)
+        .await
+        .unwrap();
     assert_eq!(messages.len(), 4, "two user messages, two replies");
     assert_eq!(bot.model.requests().len(), 2);
     assert_eq!(
@@ -379,13 +384,19 @@ async fn a_mention_opens_a_thread_and_the_thread_continues_the_chat() {
     bot.say(910_000_000_000_000_005, DM, None, &alice(), "long please");
     let first = bot.posted_in(from, DM).await;
     bot.idle(DM).await;
-    let pieces: Vec<Call> = bot
-        .fake
-        .calls()
-        .into_iter()
-        .skip(from)
-        .filter(|c| c.path == format!("/api/v10/channels/{DM}/messages"))
-        .collect();
+    // The reply is posted once the turn has ended: wait for its last piece.
+    let dm_posts = |calls: Vec<Call>| -> Vec<Call> {
+        calls
+            .into_iter()
+            .skip(from)
+            .filter(|c| c.path == format!("/api/v10/channels/{DM}/messages"))
+            .collect()
+    };
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while dm_posts(bot.fake.calls()).len() < 3 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let pieces = dm_posts(bot.fake.calls());
     assert_eq!(pieces[0].body, first.body);
     assert_eq!(pieces.len(), 3, "4,500 characters in three messages");
     let mut joined = String::new();

@@ -251,7 +251,12 @@ async fn socket_mode_events_and_clicks_reach_the_engine_and_are_acknowledged() {
         .expect("a Green button");
     // The question message, from the store.
     let chat = frogbot_core::agent::channel_chat_id("slack", &format!("C42:{root}"));
-    let row = engine.store_for_tests().get_chat(&chat).await.unwrap().unwrap();
+    let row = engine
+        .store_for_tests()
+        .get_chat(&chat)
+        .await
+        .unwrap()
+        .unwrap();
     let q = engine
         .store_for_tests()
         .questions_of_message(

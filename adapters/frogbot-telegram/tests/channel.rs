@@ -285,7 +285,14 @@ async fn groups_answer_mentions_and_replies_in_the_same_topic() {
     assert_eq!(requests.len(), 1);
     assert_eq!(last_user(&requests[0]), "status?");
     let chat = channel_chat_id(PLATFORM, "-100300:7");
-    assert!(s.engine.store_for_tests().get_chat(&chat).await.unwrap().is_some());
+    assert!(
+        s.engine
+            .store_for_tests()
+            .get_chat(&chat)
+            .await
+            .unwrap()
+            .is_some()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -158,7 +158,12 @@ async fn latency(engine: &Engine, stamps: &Stamps, n: usize) -> (Duration, Durat
         };
         h.done.await.unwrap().unwrap();
         let chat = channel_chat_id("bench", &thread);
-        let q = engine.store_for_tests().get_chat(&chat).await.unwrap().unwrap();
+        let q = engine
+            .store_for_tests()
+            .get_chat(&chat)
+            .await
+            .unwrap()
+            .unwrap();
         let reply_id = q.awaiting_message_id.unwrap();
         let qs = engine
             .store_for_tests()

@@ -692,7 +692,11 @@ pub async fn a_stopped_process_frees_its_chat_after_the_lease_unless_a_question_
         .collect();
     assert_eq!(
         users,
-        [("dead turn", false), ("after", false), ("behind the crash", false)],
+        [
+            ("dead turn", false),
+            ("after", false),
+            ("behind the crash", false)
+        ],
         "nothing queued is lost"
     );
     // The turn the dead process never finished says so.
@@ -700,7 +704,12 @@ pub async fn a_stopped_process_frees_its_chat_after_the_lease_unless_a_question_
     assert_eq!(replies.len(), 3, "{t:?}");
     let stored = w.store.list_messages(&c).await.unwrap();
     assert_eq!(
-        stored[1].message.metadata.error.as_ref().map(|e| e.code.as_str()),
+        stored[1]
+            .message
+            .metadata
+            .error
+            .as_ref()
+            .map(|e| e.code.as_str()),
         Some("interrupted")
     );
 }

@@ -7,7 +7,6 @@
 //!
 //! `cargo bench -p frogbot-postgres --bench store_ops` (`FROGBOT_BENCH_SECS` per level, default 5).
 
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

@@ -3,7 +3,6 @@
 //! with the one-statement fast paths, and with every operation forced down the careful
 //! (lock-first) path that the fast paths fall back to.
 
-
 use std::sync::Arc;
 
 use frogbot_core::store::DynStore;

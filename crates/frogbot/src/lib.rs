@@ -110,7 +110,9 @@ pub async fn open_store(url: &str) -> Result<frogbot_core::store::DynStore, Erro
             .map_err(failed)?;
         return Ok(std::sync::Arc::new(store));
     }
-    Err(failed(frogbot_core::Error::UnsupportedDatabase(redact(url))))
+    Err(failed(frogbot_core::Error::UnsupportedDatabase(redact(
+        url,
+    ))))
 }
 
 /// Builds the engine of a configuration (opening the store and applying migrations).

@@ -267,7 +267,11 @@ async fn channel_chat_rows() {
         r.json["channel"],
         json!({"platform": "slack", "thread": "T1"})
     );
-    assert_eq!(r.json["messages"].as_array().map(Vec::len), Some(1), "the thread's message");
+    assert_eq!(
+        r.json["messages"].as_array().map(Vec::len),
+        Some(1),
+        "the thread's message"
+    );
     let r = s.chat(&chat, Some(BOB)).await;
     r.assert_error(403, "forbidden");
     r.assert_chat(&chat);
@@ -277,7 +281,14 @@ async fn channel_chat_rows() {
 
     // A channel chat without an owner cannot be read from the web.
     let orphan = chat_id("orphan");
-    create_channel_chat(&s.engine, ChatId::new(orphan.clone()).expect("id"), None, "slack", "T2").await;
+    create_channel_chat(
+        &s.engine,
+        ChatId::new(orphan.clone()).expect("id"),
+        None,
+        "slack",
+        "T2",
+    )
+    .await;
     let r = s.chat(&orphan, None).await;
     r.assert_error(403, "forbidden");
     r.assert_chat(&orphan);
@@ -823,7 +834,14 @@ async fn more_error_rows_on_every_chat_path() {
 async fn channel_chat_patch_pending_events_and_listing() {
     let (s, _db) = server().await;
     let chat = chat_id("chan2");
-    create_channel_chat(&s.engine, ChatId::new(chat.clone()).expect("id"), Some(UserId::new("alice")), "slack", "T9").await;
+    create_channel_chat(
+        &s.engine,
+        ChatId::new(chat.clone()).expect("id"),
+        Some(UserId::new("alice")),
+        "slack",
+        "T9",
+    )
+    .await;
     let r = s
         .patch(
             &format!("/api/chats/{chat}/messages/m1"),
@@ -855,7 +873,14 @@ async fn channel_chat_patch_pending_events_and_listing() {
 
     // An ownerless channel chat is not listed for anonymous callers; an ownerless web chat is.
     let orphan = chat_id("orph");
-    create_channel_chat(&s.engine, ChatId::new(orphan.clone()).expect("id"), None, "slack", "T10").await;
+    create_channel_chat(
+        &s.engine,
+        ChatId::new(orphan.clone()).expect("id"),
+        None,
+        "slack",
+        "T10",
+    )
+    .await;
     let web = chat_id("anonweb");
     assert_eq!(s.send(&web, None, "hi").await.status, 200);
     let r = s.get("/api/chats", None).await;

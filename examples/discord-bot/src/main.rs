@@ -51,7 +51,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         )?),
         None => Arc::new(demo_model()),
     };
-    let store = std::sync::Arc::new(frogbot_sqlite::SqliteStore::open(&env("DATABASE_URL").unwrap_or_else(|| "sqlite://discord-bot.db".into()),).await?);
+    let store = std::sync::Arc::new(
+        frogbot_sqlite::SqliteStore::open(
+            &env("DATABASE_URL").unwrap_or_else(|| "sqlite://discord-bot.db".into()),
+        )
+        .await?,
+    );
     let engine = Engine::new(
         store,
         vec![ModelOffer {

@@ -76,6 +76,7 @@ impl Engine {
             turns: turns.clone(),
             questions: questions.clone(),
             registry: registry.clone(),
+            posting: Default::default(),
         });
         let listener: Arc<dyn TurnListener> = channels.clone();
         turns.set_listener(Arc::downgrade(&listener));

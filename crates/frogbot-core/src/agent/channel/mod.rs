@@ -63,6 +63,10 @@ pub(crate) struct Channels {
     pub(crate) turns: Arc<Turns>,
     pub(crate) questions: Arc<Questions>,
     pub(crate) registry: Arc<Registry>,
+    /// One posting at a time per chat, so a thread's replies are posted in the order their turns
+    /// ended (a turn releases its chat before its reply is posted, and the next may end quickly).
+    pub(crate) posting:
+        std::sync::Mutex<std::collections::HashMap<ChatId, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl std::fmt::Debug for Channels {
@@ -218,7 +222,23 @@ impl TurnListener for Channels {
         if chat.channel.is_none() {
             return;
         }
-        self.deliver_reply(chat, reply).await;
+        let order = self
+            .posting
+            .lock()
+            .expect("posting")
+            .entry(chat.chat_id.clone())
+            .or_default()
+            .clone();
+        {
+            let _turn = order.lock().await;
+            self.deliver_reply(chat, reply).await;
+        }
+        {
+            let mut posting = self.posting.lock().expect("posting");
+            if Arc::strong_count(&order) == 2 {
+                posting.remove(&chat.chat_id);
+            }
+        }
         if state == TurnState::Awaiting
             && let Err(e) = self.questions.render_pending(&chat.chat_id).await
         {

@@ -446,7 +446,11 @@ impl Questions {
 
     /// A question record; when there is none yet but a turn of the chat runs, waits a moment for
     /// it: a client that saw the question streamed may answer before the turn has saved it.
-    async fn question_soon(&self, chat: &ChatId, tool_call_id: &str) -> Result<Option<QuestionRow>> {
+    async fn question_soon(
+        &self,
+        chat: &ChatId,
+        tool_call_id: &str,
+    ) -> Result<Option<QuestionRow>> {
         let deadline = tokio::time::Instant::now() + QUESTION_WAIT;
         let mut pause = std::time::Duration::from_millis(2);
         loop {
