@@ -1,0 +1,404 @@
+//! Races between processes, a client killed with SIGKILL mid-stream, and a database that goes away.
+
+mod common;
+mod support;
+
+use std::collections::HashSet;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::*;
+use frogbot_core::Error;
+use frogbot_core::model::{Delivery, QuestionOutcome};
+use frogbot_core::store::*;
+use frogbot_postgres::{PostgresStore, StoreOptions};
+
+/// 100 trials: 32 concurrent `record_outcome` calls on one question, through two handles (two
+/// pools, as two processes): exactly one wins each time, the others see it settled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thirty_two_concurrent_outcomes_one_winner_each_trial() {
+    let Some(db) = support::postgres_db() else {
+        return;
+    };
+    let a = open(&db.url, false).await;
+    let b = open(&db.url, false).await;
+    let c = chat("race");
+    for trial in 0..100 {
+        let call = format!("call-{trial}");
+        a.insert_questions(&[new_question(&c, &call, "a1", 0)], T0)
+            .await
+            .unwrap();
+        let mut tasks = Vec::new();
+        for i in 0..32 {
+            let s = if i % 2 == 0 { a.clone() } else { b.clone() };
+            let (c, call) = (c.clone(), call.clone());
+            tasks.push(tokio::spawn(async move {
+                let holder = format!("h{i}");
+                let outcome = if i % 4 == 0 {
+                    QuestionOutcome::Dismissed
+                } else {
+                    answer("yes")
+                };
+                s.record_outcome(&RecordOp {
+                    chat: &c,
+                    tool_call_id: &call,
+                    outcome: &outcome,
+                    actor: None,
+                    // Half fenced by the revision they read, half not (HTTP settle, expiry).
+                    expected_revision: (i % 3 != 0).then_some(0),
+                    lock: (i % 5 == 0).then_some(LockRequest {
+                        holder: &holder,
+                        ttl_ms: 5000,
+                    }),
+                    now: T0 + 1,
+                })
+                .await
+                .unwrap()
+            }));
+        }
+        let mut won = 0;
+        for t in tasks {
+            match t.await.unwrap() {
+                Recorded::Won { .. } => won += 1,
+                Recorded::Settled { question } => assert!(question.outcome.is_some()),
+                other => panic!("trial {trial}: {other:?}"),
+            }
+        }
+        assert_eq!(won, 1, "trial {trial}: exactly one outcome wins");
+    }
+}
+
+/// A `send` racing the `end_turn` of the running turn (and each other) never leaves a message
+/// queued behind a released lease: either the turn's end promotes it, or the send finds the chat
+/// idle and starts its own turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_racing_end_turn_never_strands_a_queued_message() {
+    let Some(db) = support::postgres_db() else {
+        return;
+    };
+    let a = open(&db.url, false).await;
+    let b = open(&db.url, false).await;
+    let mut promoted = 0;
+    let mut started = 0;
+    for trial in 0..150 {
+        let nc = web_chat(&format!("r{trial}"), None);
+        let Sent::Started { lease, .. } = send(
+            &*a,
+            &nc,
+            &user_msg("u0", None, "go"),
+            Delivery::Queue,
+            "p0",
+            T0,
+        )
+        .await
+        else {
+            panic!()
+        };
+        let mut tasks = Vec::new();
+        for i in 0..3 {
+            let (b, nc) = (b.clone(), nc.clone());
+            tasks.push(tokio::spawn(async move {
+                let m = user_msg(&format!("m{i}"), None, "more");
+                matches!(
+                    send(
+                        &*b,
+                        &nc,
+                        &m,
+                        Delivery::Queue,
+                        &format!("p{}", i + 1),
+                        T0 + 1
+                    )
+                    .await,
+                    Sent::Started { .. }
+                )
+            }));
+        }
+        let ender = {
+            let a = a.clone();
+            tokio::spawn(async move {
+                a.end_turn(&EndTurnOp {
+                    lease: &lease,
+                    reply: Some((&assistant_msg("a0", "done"), 1)),
+                    mode: EndMode::Next,
+                    now: T0 + 1,
+                })
+                .await
+                .unwrap()
+            })
+        };
+        for t in tasks {
+            started += usize::from(t.await.unwrap());
+        }
+        if matches!(ender.await.unwrap(), TurnEnded::Promoted { .. }) {
+            promoted += 1;
+        }
+        let row = a.get_chat(&nc.chat_id).await.unwrap().unwrap();
+        let queued = a.queued_messages(&nc.chat_id).await.unwrap();
+        assert!(
+            row.lease.is_some() || queued.is_empty(),
+            "trial {trial}: {} message(s) queued behind a released lease",
+            queued.len()
+        );
+        let order: Vec<_> = a
+            .list_messages(&nc.chat_id)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter_map(|m| m.position)
+            .collect();
+        let mut sorted = order.clone();
+        sorted.dedup();
+        assert_eq!(
+            sorted.len(),
+            order.len() - 1,
+            "trial {trial}: one turn per position: {order:?}"
+        );
+    }
+    eprintln!(
+        "{promoted} turn ends promoted a racing message, {started} racing sends started a turn"
+    );
+}
+
+const KILL_URL: &str = "FROGBOT_PG_KILL_CHILD_URL";
+
+/// The child of [`sigkill_mid_stream_loses_no_acknowledged_send`]: concurrent sends, each
+/// acknowledged message printed the moment its call returns. Does nothing unless started by it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_child_sends() {
+    let Ok(url) = std::env::var(KILL_URL) else {
+        return;
+    };
+    let s = open(&url, false).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut tasks = Vec::new();
+    for t in 0..24 {
+        let s = s.clone();
+        tasks.push(tokio::spawn(async move {
+            // Eight chats: some sends start turns, most queue behind them.
+            let nc = web_chat(&format!("k{}", t % 8), None);
+            for i in 0..100_000 {
+                if Instant::now() > deadline {
+                    return;
+                }
+                let id = format!("t{t}-{i}");
+                let sent = send(
+                    &*s,
+                    &nc,
+                    &user_msg(&id, None, "x"),
+                    Delivery::Queue,
+                    &id,
+                    T0 + i,
+                )
+                .await;
+                assert!(matches!(sent, Sent::Started { .. } | Sent::Queued { .. }));
+                let mut out = std::io::stdout().lock();
+                writeln!(out, "ACK {} {id}", nc.chat_id).unwrap();
+                out.flush().unwrap();
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+}
+
+/// A client process is SIGKILLed while it sends: every message it acknowledged is stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_mid_stream_loses_no_acknowledged_send() {
+    let Some(db) = support::postgres_db() else {
+        return;
+    };
+    let s = open(&db.url, false).await; // migrations applied before the child starts
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "sigkill_child_sends",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(KILL_URL, &db.url)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the child");
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut acked = Vec::new();
+    let mut line = String::new();
+    let started = Instant::now();
+    let mut killed = false;
+    loop {
+        line.clear();
+        if out.read_line(&mut line).unwrap() == 0 {
+            break;
+        }
+        // Only whole lines: the acknowledgement was printed in full.
+        // (The test harness prints its own words too, sometimes on the same line.)
+        if let Some(l) = line.strip_suffix('\n')
+            && let Some(at) = l.find("ACK ")
+            && let Some((c, id)) = l[at + 4..].split_once(' ')
+        {
+            acked.push((c.to_string(), id.to_string()));
+        }
+        if !killed && (acked.len() >= 1500 || started.elapsed() > Duration::from_secs(45)) {
+            child.kill().unwrap(); // SIGKILL
+            killed = true;
+        }
+    }
+    let status = child.wait().unwrap();
+    assert!(killed, "the child ended before it was killed: {status:?}");
+    assert!(!status.success(), "killed: {status:?}");
+    assert!(
+        acked.len() >= 100,
+        "only {} sends acknowledged",
+        acked.len()
+    );
+    let mut missing = Vec::new();
+    let mut seen = HashSet::new();
+    for (c, id) in &acked {
+        assert!(seen.insert(id.clone()), "acknowledged twice: {id}");
+        if s.get_message(&chat(c), id).await.unwrap().is_none() {
+            missing.push(id.clone());
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "{} of {} acknowledged sends are missing: {missing:?}",
+        missing.len(),
+        acked.len()
+    );
+    // Every chat is consistent: each turn position holds one user message.
+    for k in 0..8 {
+        let msgs = s.list_messages(&chat(&format!("k{k}"))).await.unwrap();
+        let mut positions: Vec<_> = msgs.iter().filter_map(|m| m.position).collect();
+        let n = positions.len();
+        positions.dedup();
+        assert_eq!(positions.len(), n, "k{k}: one message per turn position");
+    }
+    eprintln!("{} acknowledged sends, all stored", acked.len());
+}
+
+/// A database dropped under a live store: operations fail with `Error::Storage` saying so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_database_is_a_storage_error() {
+    let Some(db) = support::postgres_db() else {
+        return;
+    };
+    let options = StoreOptions {
+        max_connections: 4,
+        acquire_timeout: Duration::from_secs(3),
+    };
+    let s = open_with(&db.url, false, options).await;
+    let nc = web_chat("gone", None);
+    send(
+        &*s,
+        &nc,
+        &user_msg("u1", None, "hi"),
+        Delivery::Queue,
+        "p",
+        T0,
+    )
+    .await;
+    let (base, name) = db.url.rsplit_once('/').unwrap();
+    let admin = PostgresStore::open(&format!("{base}/postgres"))
+        .await
+        .unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DROP DATABASE \"{name}\" WITH (FORCE)"
+    )))
+    .execute(admin.pool())
+    .await
+    .unwrap();
+    // Connections the server cut fail once each (closed by the server); then every operation
+    // says the database is gone.
+    let mut messages = Vec::new();
+    for _ in 0..6 {
+        let got = s.get_chat(&chat("gone")).await;
+        let Err(Error::Storage(msg)) = got else {
+            panic!("expected a storage error, got {got:?}")
+        };
+        assert!(msg.contains("127.0.0.1"), "{msg}");
+        messages.push(msg);
+    }
+    let req = lease_req("p2", None, T0);
+    let got = s
+        .send(&SendOp {
+            chat: &nc,
+            message: &user_msg("u2", None, "again"),
+            delivery: Delivery::Queue,
+            lease: &req,
+            queue_if_busy: true,
+        })
+        .await;
+    let Err(Error::Storage(msg)) = got else {
+        panic!("expected a storage error, got {got:?}")
+    };
+    assert!(
+        msg.contains("is gone") && msg.contains("does not exist"),
+        "the message says the database is gone: {msg}"
+    );
+    for m in &messages {
+        assert!(
+            m.contains("closed the connection") || m.contains("is gone"),
+            "a clear message: {m}"
+        );
+    }
+    eprintln!("{messages:#?}\n{msg}");
+}
+
+/// No server at the address: `open` fails with `Error::Storage`, naming the address, never the
+/// password.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_server_is_a_storage_error_without_the_password() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("postgres://frogbot:hunter2-s3cret@127.0.0.1:{port}/frogbot");
+    let options = StoreOptions {
+        max_connections: 2,
+        acquire_timeout: Duration::from_millis(800),
+    };
+    let got = PostgresStore::open_with(&url, options).await;
+    let Err(Error::Storage(msg)) = got else {
+        panic!("expected a storage error, got {got:?}")
+    };
+    assert!(!msg.contains("hunter2"), "{msg}");
+    assert!(msg.contains(&format!("127.0.0.1:{port}")), "{msg}");
+    eprintln!("{msg}");
+    let bad = PostgresStore::open("postgres://frogbot:hunter2@127.0.0.1:notaport/x").await;
+    let Err(Error::Storage(msg)) = bad else {
+        panic!("expected a storage error, got {bad:?}")
+    };
+    assert!(!msg.contains("hunter2"), "{msg}");
+}
+
+/// A stored document that no longer parses is `Error::Corrupt`, not a panic.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn corrupt_json_is_reported_as_corrupt() {
+    let Some(db) = support::postgres_db() else {
+        return;
+    };
+    let raw = PostgresStore::open(&db.url).await.unwrap();
+    let s: DynStore = Arc::new(raw.clone());
+    let nc = web_chat("bad", None);
+    send(
+        &*s,
+        &nc,
+        &user_msg("u1", None, "hi"),
+        Delivery::Queue,
+        "p",
+        T0,
+    )
+    .await;
+    sqlx::query("UPDATE messages SET body = '{not json' WHERE id = 'u1'")
+        .execute(raw.pool())
+        .await
+        .unwrap();
+    let got = s.get_message(&chat("bad"), "u1").await;
+    assert!(matches!(got, Err(Error::Corrupt(_))), "{got:?}");
+    let got = s.list_messages(&chat("bad")).await;
+    assert!(matches!(got, Err(Error::Corrupt(_))), "{got:?}");
+}

@@ -1,0 +1,324 @@
+//! A copy of `frogbot-testkit`'s private PostgreSQL cluster (without its `open_store`, which needs
+//! `frogbot_sqlite::SqliteStore`, not on this branch yet). Replace with `frogbot_testkit` once the
+//! testkit builds here.
+#![allow(unsafe_code, dead_code, unreachable_pub)] // atexit(3), to stop the cluster when the test process exits
+
+use std::any::Any;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// A fresh database for one test: its URL, and whatever keeps it alive.
+pub struct TestDb {
+    /// A `sqlite://…` or `postgres://…` URL.
+    pub url: String,
+    _guard: Box<dyn Any + Send + Sync>,
+}
+
+impl std::fmt::Debug for TestDb {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TestDb").field("url", &self.url).finish()
+    }
+}
+
+/// A fresh, empty PostgreSQL database on the shared private cluster, or `None` (with a message on
+/// stderr) when PostgreSQL is not installed and `FROGBOT_REQUIRE_POSTGRES` is not `1`.
+pub fn postgres_db() -> Option<TestDb> {
+    let cluster = PgCluster::shared()?;
+    Some(TestDb {
+        url: cluster.create_database(),
+        _guard: Box::new(()),
+    })
+}
+
+/// Whether PostgreSQL tests must run (`FROGBOT_REQUIRE_POSTGRES=1`).
+pub fn postgres_required() -> bool {
+    std::env::var("FROGBOT_REQUIRE_POSTGRES").is_ok_and(|v| v == "1")
+}
+
+/// A private PostgreSQL cluster.
+#[derive(Debug)]
+pub struct PgCluster {
+    dir: PathBuf,
+    bin: PathBuf,
+    port: u16,
+    as_postgres: bool,
+    counter: AtomicU32,
+    durable: bool,
+}
+
+static CLUSTER: OnceLock<Option<PgCluster>> = OnceLock::new();
+
+impl PgCluster {
+    /// The process's cluster, started on first use.
+    pub fn shared() -> Option<&'static PgCluster> {
+        CLUSTER
+            .get_or_init(|| match find_bin_dir() {
+                Some(bin) => Some(PgCluster::start(bin)),
+                None if postgres_required() => {
+                    panic!(
+                        "FROGBOT_REQUIRE_POSTGRES=1 but no PostgreSQL server binaries were found"
+                    )
+                }
+                None => {
+                    eprintln!(
+                        "PostgreSQL server binaries not found: PostgreSQL tests are skipped \
+                         (set FROGBOT_REQUIRE_POSTGRES=1 to make this an error)"
+                    );
+                    None
+                }
+            })
+            .as_ref()
+    }
+
+    /// The process's cluster started with durable settings — `fsync`, `synchronous_commit` and
+    /// `full_page_writes` on (PostgreSQL's defaults), an `initdb` that syncs — for benchmarks that
+    /// must measure real commits. It is the same cluster [`PgCluster::shared`] returns: whichever
+    /// is called first decides how it starts; see [`PgCluster::is_durable`].
+    pub fn shared_durable() -> Option<&'static PgCluster> {
+        CLUSTER
+            .get_or_init(|| match find_bin_dir() {
+                Some(bin) => Some(PgCluster::start_with(bin, true)),
+                None if postgres_required() => {
+                    panic!(
+                        "FROGBOT_REQUIRE_POSTGRES=1 but no PostgreSQL server binaries were found"
+                    )
+                }
+                None => {
+                    eprintln!("PostgreSQL server binaries not found");
+                    None
+                }
+            })
+            .as_ref()
+    }
+
+    /// Whether the cluster runs with durable settings (see [`PgCluster::shared_durable`]).
+    pub fn is_durable(&self) -> bool {
+        self.durable
+    }
+
+    fn start(bin: PathBuf) -> PgCluster {
+        Self::start_with(bin, false)
+    }
+
+    fn start_with(bin: PathBuf, durable: bool) -> PgCluster {
+        let as_postgres = is_root();
+        let base = std::env::temp_dir().join(format!(
+            "frogbot-pg-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or_default()
+        ));
+        std::fs::create_dir_all(&base).expect("create cluster dir");
+        if as_postgres {
+            let (uid, gid) = postgres_ids();
+            std::os::unix::fs::chown(&base, Some(uid), Some(gid)).expect("chown cluster dir");
+        }
+        let data = base.join("data");
+        let port = free_port();
+        let cluster = PgCluster {
+            dir: base.clone(),
+            bin,
+            port,
+            as_postgres,
+            counter: AtomicU32::new(0),
+            durable,
+        };
+        let mut initdb = vec![
+            "-D",
+            path_str(&data),
+            "-U",
+            "frogbot",
+            "-A",
+            "trust",
+            "-E",
+            "UTF8",
+        ];
+        if !durable {
+            initdb.push("--no-sync");
+        }
+        cluster.run_server_tool("initdb", &initdb);
+        let sync = if durable {
+            "-c fsync=on -c synchronous_commit=on -c full_page_writes=on"
+        } else {
+            "-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+        };
+        let opts = format!(
+            "-p {port} -k {} -c listen_addresses=127.0.0.1 {sync} \
+             -c max_connections=300 -c shared_buffers=128MB",
+            path_str(&base)
+        );
+        cluster.run_server_tool(
+            "pg_ctl",
+            &[
+                "-D",
+                path_str(&data),
+                "-l",
+                path_str(&base.join("server.log")),
+                "-o",
+                &opts,
+                "-w",
+                "-t",
+                "60",
+                "start",
+            ],
+        );
+        // Stop the cluster when the test process exits (statics are never dropped).
+        STOP.set(StopInfo {
+            pg_ctl: cluster.bin.join("pg_ctl"),
+            data,
+            base,
+            as_postgres,
+        })
+        .ok();
+        unsafe extern "C" {
+            fn atexit(cb: extern "C" fn()) -> i32;
+        }
+        // SAFETY: registering a plain `extern "C" fn()` with the C runtime.
+        unsafe {
+            atexit(stop_cluster);
+        }
+        cluster
+    }
+
+    fn run_server_tool(&self, tool: &str, args: &[&str]) {
+        let program = self.bin.join(tool);
+        let mut cmd = if self.as_postgres {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--"]).arg(&program);
+            c
+        } else {
+            Command::new(&program)
+        };
+        cmd.args(args).current_dir(&self.dir);
+        let out = cmd.output().unwrap_or_else(|e| panic!("run {tool}: {e}"));
+        assert!(
+            out.status.success(),
+            "{tool} failed: {}\n{}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// The loopback port the cluster listens on.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// A URL for database `name`.
+    pub fn url(&self, name: &str) -> String {
+        format!("postgres://frogbot@127.0.0.1:{}/{name}", self.port)
+    }
+
+    /// Creates a new empty database and returns its URL.
+    pub fn create_database(&self) -> String {
+        let n = self.counter.fetch_add(1, Ordering::SeqCst);
+        let name = format!("t{}_{n}", std::process::id());
+        let out = Command::new(self.bin.join("createdb"))
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                "frogbot",
+                &name,
+            ])
+            .output()
+            .expect("run createdb");
+        assert!(
+            out.status.success(),
+            "createdb failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        self.url(&name)
+    }
+}
+
+struct StopInfo {
+    pg_ctl: PathBuf,
+    data: PathBuf,
+    base: PathBuf,
+    as_postgres: bool,
+}
+
+static STOP: OnceLock<StopInfo> = OnceLock::new();
+
+extern "C" fn stop_cluster() {
+    let Some(s) = STOP.get() else { return };
+    let mut cmd = if s.as_postgres {
+        let mut c = Command::new("runuser");
+        c.args(["-u", "postgres", "--"]).arg(&s.pg_ctl);
+        c
+    } else {
+        Command::new(&s.pg_ctl)
+    };
+    let _ = cmd
+        .args(["-D", path_str(&s.data), "-m", "immediate", "-w", "stop"])
+        .output();
+    let _ = std::fs::remove_dir_all(&s.base);
+}
+
+fn path_str(p: &Path) -> &str {
+    p.to_str().expect("utf-8 path")
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false)
+}
+
+fn postgres_ids() -> (u32, u32) {
+    let id = |flag: &str| -> u32 {
+        let out = Command::new("id")
+            .args([flag, "postgres"])
+            .output()
+            .expect("run id");
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .expect("the postgres system user exists (it comes with the postgresql package)")
+    };
+    (id("-u"), id("-g"))
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+/// Finds the PostgreSQL server binaries: `$FROGBOT_PG_BIN`, the newest `/usr/lib/postgresql/*/bin`,
+/// or the directory of `pg_ctl` on `PATH`.
+fn find_bin_dir() -> Option<PathBuf> {
+    if let Ok(dir) = std::env::var("FROGBOT_PG_BIN") {
+        return Some(PathBuf::from(dir));
+    }
+    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let v: u32 = e.file_name().to_str()?.parse().ok()?;
+            let bin = e.path().join("bin");
+            bin.join("initdb").exists().then_some((v, bin))
+        })
+        .collect();
+    versions.sort();
+    if let Some((_, bin)) = versions.pop() {
+        return Some(bin);
+    }
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .find(|p| p.join("pg_ctl").exists() && p.join("initdb").exists())
+    })
+}
