@@ -40,14 +40,12 @@ use frogbot_core::agent::{
     Engine, EngineConfig, Model, ModelMessage, ModelOffer, ModelRequest, ModelStream, SendMessage,
     Sent, tool_fn,
 };
-use frogbot_core::model::{
-    ChatId, Delivery, MessagePart, Millis, ToolState, TurnState, UserId,
-};
+use frogbot_core::model::{ChatId, Delivery, MessagePart, Millis, ToolState, TurnState, UserId};
 use frogbot_core::store::{
     AdvanceOp, Advanced, AwaitOp, ChatChanges, ChatRow, CheckpointOp, Checkpointed, DynStore,
     EndTurnOp, Job, Lease, LeaseRequest, NewJob, NewQuestion, QuestionLock, QuestionRow,
-    QueuedChange, QueuedEdit, RecordOp, Recorded, RenderedOp, Resume, SendOp, Store,
-    StoredMessage, Taken, TurnEnded, UpdateQuestionOp,
+    QueuedChange, QueuedEdit, RecordOp, Recorded, RenderedOp, Resume, SendOp, Store, StoredMessage,
+    Taken, TurnEnded, UpdateQuestionOp,
 };
 use frogbot_core::{BoxError, Result};
 use frogbot_postgres::PostgresStore;
