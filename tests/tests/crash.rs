@@ -43,7 +43,12 @@ async fn killed_mid_step_keeps_partial_text_frees_chat_after_lease_and_loses_no_
     assert_eq!(engine.state(&c).await.unwrap(), TurnState::Running);
 
     // The child's turn holds the chat: a message from this process is queued, not run.
-    let (second_id, delivery) = queued(engine.send(msg(&c, Some("bob"), "second")).await.unwrap());
+    let (second_id, delivery) = queued(
+        engine
+            .send(msg(&c, Some("child-user"), "second"))
+            .await
+            .unwrap(),
+    );
     assert_eq!(delivery, Delivery::Queue);
     assert!(
         store
@@ -122,7 +127,12 @@ async fn killed_mid_step_keeps_partial_text_frees_chat_after_lease_and_loses_no_
     assert_eq!(store.queued_messages(&c).await.unwrap().len(), 1);
 
     // The next message starts a new turn; when it ends, the queued one is promoted and runs.
-    let h = started(engine.send(msg(&c, Some("carol"), "third")).await.unwrap());
+    let h = started(
+        engine
+            .send(msg(&c, Some("child-user"), "third"))
+            .await
+            .unwrap(),
+    );
     let out = h.done.await.unwrap().unwrap();
     assert_eq!(out.reply.unwrap().text(), "parent says: third");
     wait_quiet(&store, &c).await;
@@ -166,7 +176,7 @@ async fn killed_while_awaiting_keeps_the_question_which_can_be_answered(url: &st
     // A new message queues behind the waiting question and is not run.
     let (_, delivery) = queued(
         engine
-            .send(msg(&c, Some("bob"), "meanwhile"))
+            .send(msg(&c, Some("child-user"), "meanwhile"))
             .await
             .unwrap(),
     );

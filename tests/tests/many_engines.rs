@@ -35,7 +35,7 @@ async fn two_engines_never_run_two_turns_of_one_chat(url: &str) {
         .enumerate()
         .map(|(i, t)| {
             let engine = if i % 2 == 0 { a.clone() } else { b.clone() };
-            let m = msg(&c, Some(if i % 2 == 0 { "al" } else { "bo" }), t);
+            let m = msg(&c, Some("al"), t);
             tokio::spawn(async move { engine.send(m).await })
         })
         .collect();
@@ -99,7 +99,7 @@ async fn a_turn_ending_in_one_engine_promotes_a_message_queued_through_the_other
     ma.wait_calls(1).await;
 
     // B sees A's turn through the database: its message is queued.
-    let (id, delivery) = queued(b.send(msg(&c, Some("bo"), "from b")).await.unwrap());
+    let (id, delivery) = queued(b.send(msg(&c, Some("al"), "from b")).await.unwrap());
     assert_eq!(delivery, Delivery::Queue);
     assert_eq!(b.state(&c).await.unwrap(), TurnState::Running);
     let stored = b.store_for_tests().get_message(&c, &id).await.unwrap().unwrap();

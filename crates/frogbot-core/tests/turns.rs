@@ -458,22 +458,34 @@ pub async fn a_selection_no_longer_offered_fails_the_turn_before_calling_the_mod
     assert!(last.parts.is_empty());
 }
 
+/// A message in a channel thread's chat, which everyone in the thread writes (a web chat is
+/// written by its owner only).
+fn thread_msg(c: &ChatId, who: Option<&str>, text: &str) -> SendMessage {
+    SendMessage {
+        channel: Some(frogbot_core::model::ChannelRef {
+            platform: "test".into(),
+            thread: c.to_string(),
+        }),
+        ..msg(c, who, text)
+    }
+}
+
 pub async fn steer_joins_the_running_turn_at_the_next_step_boundary(url: &str) {
     let mut w = world(url, &["a", "b"], config()).await;
     let c = chat("steer");
     let h = started(
         w.engine
-            .send(msg(&c, Some("al"), "loop gate"))
+            .send(thread_msg(&c, Some("al"), "loop gate"))
             .await
             .unwrap(),
     );
     w.calls.recv().await.unwrap();
-    let mut s = msg(&c, Some("al"), "steer now");
+    let mut s = thread_msg(&c, Some("al"), "steer now");
     s.delivery = Delivery::Steer;
     s.model = Some("b".into());
     let (id, d) = queued(w.engine.send(s).await.unwrap());
     assert_eq!(d, Delivery::Steer);
-    let mut other = msg(&c, Some("eve"), "not the driver");
+    let mut other = thread_msg(&c, Some("eve"), "not the driver");
     other.delivery = Delivery::Steer;
     let (_, d) = queued(w.engine.send(other).await.unwrap());
     assert_eq!(d, Delivery::Queue, "a steer from anyone else is queued");

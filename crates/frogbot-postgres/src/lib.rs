@@ -17,7 +17,8 @@
 //!   `RETURNING` create or open the chat, take the lease and insert the message of a `send`
 //!   together; fence, save the reply and release or promote in an `end_turn`; record an outcome
 //!   and return the record either way; claim a job with `FOR UPDATE SKIP LOCKED`. Statements are
-//!   prepared once per connection, so each call is one network round trip.
+//!   prepared once per connection, and a pooled connection is not pinged before use (only one idle
+//!   for 10 s), so such a call is one network round trip.
 //! - A statement sees one snapshot, taken when it starts, and a row it locks may have changed
 //!   since. Where a decision rests on more than the locked row (is anything queued, the next turn
 //!   position, the messages of the turn to mark interrupted), the statement is a compare-and-swap:
@@ -32,6 +33,13 @@
 //!   [`frogbot_core::store::interrupted_reply`]; refusals) take the careful way directly, and apply
 //!   the shared rules ([`frogbot_core::store::check_writer`],
 //!   [`frogbot_core::store::steer_or_queue`]) in Rust on the locked row.
+//!
+//! In round trips: every read, `send` (create, start, queue or steer), `checkpoint`,
+//! `await_answers`, `end_turn`, `take_chat` of a free lease, `resume_turn`, `renew_lease`,
+//! `expire_lease`, `edit_queued`, `delete_queued` and every question and job operation take one.
+//! The careful way takes `BEGIN`, the lock, one to five statements and `COMMIT`; `record_outcome`
+//! and `advance_question` read the record once more when they lost a race, `complete_job` releases
+//! the claim in a second statement when the job was re-enqueued while the statement ran.
 
 mod rows;
 mod store;

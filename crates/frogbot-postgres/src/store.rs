@@ -101,7 +101,7 @@ const SEND: &str = concat!(
         SELECT $1::text, $2::text, $3::text, $4::text, $5::bigint, $5::bigint, $11::text, 1, \
             $12::bigint, $13::text, 1 \
         FROM decision WHERE d = 'create' \
-        ON CONFLICT (chat_id) DO NOTHING \
+        ON CONFLICT DO NOTHING \
         RETURNING * \
     ), old_chat AS ( \
         UPDATE chats c SET version = c.version + 1, updated_at = $5::bigint, \
@@ -142,7 +142,7 @@ const LOCK_CHAT: &str = concat!(
 
 const CREATE_CHAT: &str = concat!(
     "INSERT INTO chats AS c (chat_id, owner, channel_platform, channel_thread, created_at, \
-     updated_at) VALUES ($1, $2, $3, $4, $5, $5) ON CONFLICT (chat_id) DO NOTHING RETURNING ",
+     updated_at) VALUES ($1, $2, $3, $4, $5, $5) ON CONFLICT DO NOTHING RETURNING ",
     chat_cols!("c")
 );
 
@@ -681,7 +681,26 @@ impl PostgresStore {
                     created: true,
                 }));
             }
-            // Created by someone else since the lock attempt: lock it.
+            // Not inserted: the id was created since the lock attempt (lock it), or the channel
+            // thread has a chat under another id.
+            if let Some(channel) = &new.channel {
+                let other: Option<String> = sqlx::query_scalar(
+                    "SELECT chat_id FROM chats WHERE channel_platform = $1 AND channel_thread = $2",
+                )
+                .bind(&channel.platform)
+                .bind(&channel.thread)
+                .fetch_optional(&mut *conn)
+                .await
+                .db(self)?;
+                if let Some(other) = other
+                    && other != new.chat_id.as_str()
+                {
+                    return Err(Error::ChannelChat(format!(
+                        "channel thread {}:{} already has chat {other}",
+                        channel.platform, channel.thread
+                    )));
+                }
+            }
         }
     }
 

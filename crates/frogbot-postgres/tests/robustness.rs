@@ -402,3 +402,109 @@ async fn corrupt_json_is_reported_as_corrupt() {
     let got = s.list_messages(&chat("bad")).await;
     assert!(matches!(got, Err(Error::Corrupt(_))), "{got:?}");
 }
+
+/// A database made by the old store (migrations 0001 and 0002 in sqlx's table) upgrades with 0003
+/// when opened: versions start at 0, a question's revision column takes its record's revision.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_old_database_upgrades_with_0003() {
+    let Some(db) = support::postgres_db() else {
+        return;
+    };
+    let old = std::env::temp_dir().join(format!("frogbot-pg-old-{}", std::process::id()));
+    std::fs::create_dir_all(&old).unwrap();
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations");
+    for f in ["0001_init.sql", "0002_sweeps.sql"] {
+        std::fs::copy(dir.join(f), old.join(f)).unwrap();
+    }
+    let pool = sqlx::postgres::PgPool::connect(&db.url).await.unwrap();
+    sqlx::migrate::Migrator::new(old.as_path())
+        .await
+        .unwrap()
+        .run(&pool)
+        .await
+        .unwrap();
+    std::fs::remove_dir_all(&old).ok();
+    sqlx::raw_sql(
+        "INSERT INTO chats (chat_id, created_at, updated_at) VALUES ('old', 1, 1); \
+         INSERT INTO questions (chat_id, tool_call_id, message_id, call_index, input, record, \
+            created_at, updated_at, expires_at) \
+         VALUES ('old', 'c1', 'a1', 0, '{\"questions\":[]}', \
+            '{\"messages\":[{\"id\":\"m1\",\"postedAt\":\"\"}],\"revision\":3}', 1, 1, 9e15)",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let s = open(&db.url, false).await;
+    assert_eq!(s.get_chat(&chat("old")).await.unwrap().unwrap().version, 0);
+    let q = s
+        .get_question(&chat("old"), "c1", T0)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(q.record.revision, 3);
+    let rev: i64 = sqlx::query_scalar("SELECT revision FROM questions WHERE tool_call_id = 'c1'")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(rev, 3);
+    // Fenced by it: an answer read at revision 3 wins.
+    let won = s
+        .record_outcome(&RecordOp {
+            chat: &chat("old"),
+            tool_call_id: "c1",
+            outcome: &answer("yes"),
+            actor: None,
+            expected_revision: Some(3),
+            lock: None,
+            now: T0,
+        })
+        .await
+        .unwrap();
+    assert!(matches!(won, Recorded::Won { .. }), "{won:?}");
+}
+
+/// Sixteen first messages racing on a new channel chat (one id, one thread): the channel thread's
+/// unique index is no second arbiter of errors — every send gets in, one starts the turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_first_messages_of_a_channel_chat_all_get_in() {
+    let Some(db) = support::postgres_db() else {
+        return;
+    };
+    let a = open(&db.url, false).await;
+    let b = open(&db.url, false).await;
+    for trial in 0..40 {
+        let mut tasks = Vec::new();
+        for i in 0..16 {
+            let s = if i % 2 == 0 { a.clone() } else { b.clone() };
+            let nc = NewChat {
+                chat_id: chat(&format!("_t{trial}")),
+                owner: Some(user(&format!("u{i}"))),
+                channel: Some(frogbot_core::model::ChannelRef {
+                    platform: "slack".into(),
+                    thread: format!("C:{trial}"),
+                }),
+            };
+            tasks.push(tokio::spawn(async move {
+                let m = user_msg(&format!("m{i}"), Some(&format!("u{i}")), "x");
+                let req = lease_req(&format!("p{i}"), Some(&format!("u{i}")), T0);
+                s.send(&SendOp {
+                    chat: &nc,
+                    message: &m,
+                    delivery: Delivery::Queue,
+                    lease: &req,
+                    queue_if_busy: true,
+                })
+                .await
+            }));
+        }
+        let mut started = 0;
+        for t in tasks {
+            match t.await.unwrap() {
+                Ok(Sent::Started { .. }) => started += 1,
+                Ok(Sent::Queued { .. }) => {}
+                other => panic!("trial {trial}: {other:?}"),
+            }
+        }
+        assert_eq!(started, 1, "trial {trial}");
+    }
+}

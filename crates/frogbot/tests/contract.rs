@@ -1066,6 +1066,7 @@ async fn channel_space_chat_ids_are_not_created_over_http() {
         r.assert_chat(&chat);
         s.chat(&chat, token).await.assert_error(404, "not-found");
     }
+}
 
 /// A request with a raw `Authorization` header value.
 async fn get_with_auth(s: &Server, path: &str, auth: &str) -> Resp {

@@ -319,6 +319,7 @@ async fn sigterm_mid_queue_on_postgres() {
         return;
     };
     sigterm_hands_the_queue_on_and_a_restart_runs_it_at_once(&db.url).await;
+}
 
 /// Runs `frogbot serve` that must fail to start: its exit code and its stderr.
 async fn failed_start(mut cmd: Command) -> (Option<i32>, String) {
