@@ -1,16 +1,28 @@
-//! Question engine benchmarks, zero-latency scripted model, every write durable (SQLite file in WAL
-//! mode with `synchronous=NORMAL`, as `SqliteStore` opens it; PostgreSQL with `fsync` and
-//! `synchronous_commit` on).
+//! Question engine benchmarks, zero-latency scripted model, every write durable (SQLite through
+//! `frogbot_sqlite::SqliteStore`: a file in WAL mode with `synchronous=FULL`, one writer thread
+//! that group-commits; PostgreSQL through `frogbot_postgres::PostgresStore` on a private cluster
+//! with `fsync` and `synchronous_commit` on).
 //!
 //! 1. Latency from a channel interaction (a button click) arriving to the agent's next model call
 //!    starting: p50 / p99.
-//! 2. Full question cycles per second — a new chat, a step that calls `question`, the answer, a step
-//!    that replies — at concurrency 1 and 8.
+//! 2. Full question cycles per second — a new chat, a step that calls `question` (ask), the answer
+//!    (an HTTP-style settle), the turn continued, a step that replies (the final reply) — at
+//!    concurrency 1 and 8.
+//!
+//! Per scenario it also prints, for SQLite, the writer's group commit (`SqliteStore::stats()`:
+//! commits/s and operations per commit), and for PostgreSQL the writing transactions per cycle.
+//! The load average at the start is printed first; one table per backend and, last, one JSON line
+//! with every figure.
 //!
 //! ```text
 //! cargo bench -p frogbot-core --bench questions                # both backends
 //! cargo bench -p frogbot-core --bench questions -- sqlite      # one backend (or `postgres`)
 //! ```
+//!
+//! `--lean-model` plays the same script without `ScriptedModel`'s request log. Sizes:
+//! `--clicks=N` (300 measured clicks, after 20 unmeasured), `--cycles=N` (200 cycles at c=1),
+//! `--cycles8=N` (60 cycles per task at c=8). Unknown arguments (such as the `--bench` cargo
+//! passes) are ignored.
 
 use async_trait::async_trait;
 use std::sync::{Arc, Mutex};
@@ -25,11 +37,70 @@ use frogbot_core::agent::{
 use frogbot_core::model::{
     ActionEvent, Actor, ChannelQuestions, ChatId, Delivery, HookArgs, Interaction, MessagePart,
     ParseArgs, ParseResult, PlatformUser, PrefixedIdentity, QuestionAnswer, QuestionChange,
-    QuestionMessage, QuestionOutcome, QuestionOutput, RenderArgs, RenderedQuestion, ThreadMessage,
-    ThreadMessageMetadata, TurnState, millis_to_iso, now_millis,
+    QuestionMessage, QuestionOutcome, QuestionOutput, RenderArgs, RenderedQuestion, Role,
+    ThreadMessage, ThreadMessageMetadata, TurnState, millis_to_iso, now_millis,
 };
 use frogbot_core::store::DynStore;
-use serde_json::json;
+use frogbot_postgres::PostgresStore;
+use frogbot_sqlite::{SqliteStore, WriterStats};
+use serde_json::{Value, json};
+
+// ---- options ----------------------------------------------------------------------------------
+
+#[derive(Clone, Debug)]
+struct Options {
+    sqlite: bool,
+    postgres: bool,
+    clicks: usize,
+    cycles: usize,
+    cycles8: usize,
+    lean_model: bool,
+}
+
+const USAGE: &str = "cargo bench -p frogbot-core --bench questions -- [sqlite|postgres] \
+[--lean-model] [--clicks=N (300)] [--cycles=N (200, c=1)] [--cycles8=N (60 per task, c=8)]";
+
+impl Options {
+    fn parse() -> Self {
+        let mut o = Options {
+            sqlite: false,
+            postgres: false,
+            clicks: 300,
+            cycles: 200,
+            cycles8: 60,
+            lean_model: false,
+        };
+        let num = |a: &str, p: &str| -> Option<usize> { a.strip_prefix(p)?.parse().ok() };
+        for a in std::env::args().skip(1) {
+            match a.as_str() {
+                "sqlite" => o.sqlite = true,
+                "postgres" | "pg" => o.postgres = true,
+                "--lean-model" => o.lean_model = true,
+                "--help" | "-h" => {
+                    println!("{USAGE}");
+                    std::process::exit(0);
+                }
+                _ => {
+                    if let Some(n) = num(&a, "--clicks=") {
+                        o.clicks = n.max(1);
+                    } else if let Some(n) = num(&a, "--cycles=") {
+                        o.cycles = n.max(1);
+                    } else if let Some(n) = num(&a, "--cycles8=") {
+                        o.cycles8 = n.max(1);
+                    }
+                    // Anything else (`--bench`, libtest flags) is ignored.
+                }
+            }
+        }
+        if !o.sqlite && !o.postgres {
+            o.sqlite = true;
+            o.postgres = true;
+        }
+        o
+    }
+}
+
+// ---- the channel and the agent ----------------------------------------------------------------
 
 /// A piece whose platform is free: `render` returns a fresh message id, clicks answer.
 struct Buttons {
@@ -85,8 +156,8 @@ impl ChannelQuestions for Buttons {
 
 type Stamps = Arc<Mutex<Vec<Instant>>>;
 
-fn engine(store: DynStore, stamps: Stamps) -> Engine {
-    let model = ScriptedModel::new(move |req: &ModelRequest| {
+fn engine(store: DynStore, stamps: Stamps, lean: bool) -> Engine {
+    let script = move |req: &ModelRequest| {
         if let Some(ModelMessage::Tool { .. }) = req.messages.last() {
             stamps.lock().unwrap().push(Instant::now());
             return reply("thanks");
@@ -96,7 +167,12 @@ fn engine(store: DynStore, stamps: Stamps) -> Engine {
             "question",
             json!({"questions": [{"header": "Ship", "question": "Ship it?", "options": [{"label": "yes"}, {"label": "no"}]}]}),
         )
-    });
+    };
+    let model = if lean {
+        ScriptedModel::without_log(script)
+    } else {
+        ScriptedModel::new(script)
+    };
     Engine::new(
         store,
         vec![ModelOffer {
@@ -132,7 +208,7 @@ fn pct(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
 
-/// Scenario 1: click → next model call.
+/// Scenario 1: click → next model call. `n` measured clicks after 20 unmeasured.
 async fn latency(engine: &Engine, stamps: &Stamps, n: usize) -> (Duration, Duration) {
     let mut samples = Vec::with_capacity(n);
     for i in 0..n + 20 {
@@ -158,19 +234,22 @@ async fn latency(engine: &Engine, stamps: &Stamps, n: usize) -> (Duration, Durat
         };
         h.done.await.unwrap().unwrap();
         let chat = channel_chat_id("bench", &thread);
-        let q = engine
-            .store_for_tests()
-            .get_chat(&chat)
-            .await
-            .unwrap()
-            .unwrap();
-        let reply_id = q.awaiting_message_id.unwrap();
-        let qs = engine
-            .store_for_tests()
-            .questions_of_message(&chat, &reply_id, now_millis())
-            .await
-            .unwrap();
-        let message_id = qs[0].record.messages[0].id.clone();
+        // The posted question's platform message (through the engine's reads: the chat's open
+        // questions), once the channel has rendered it.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let message_id = loop {
+            let row = engine.chat(&chat).await.unwrap().expect("the chat");
+            let pending = engine.pending(&row).await.unwrap();
+            if let Some(m) = pending
+                .first()
+                .filter(|q| q.rendered)
+                .and_then(|q| q.record.messages.first())
+            {
+                break m.id.clone();
+            }
+            assert!(Instant::now() < deadline, "the question was never posted");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        };
         let click = Interaction::Action {
             event: ActionEvent {
                 action_id: "ship".into(),
@@ -207,13 +286,15 @@ async fn latency(engine: &Engine, stamps: &Stamps, n: usize) -> (Duration, Durat
     (pct(&samples, 0.5), pct(&samples, 0.99))
 }
 
-/// Scenario 2: full cycles (HTTP-style settle) at a concurrency.
+/// Scenario 2: full cycles (HTTP-style settle) at a concurrency. Returns cycles/s; afterwards
+/// (not timed) checks that every chat ended with the final reply.
 async fn cycles(engine: &Engine, concurrency: usize, per_task: usize) -> f64 {
     let started = Instant::now();
     let mut tasks = Vec::new();
     for t in 0..concurrency {
         let engine = engine.clone();
         tasks.push(tokio::spawn(async move {
+            let mut chats = Vec::with_capacity(per_task);
             for i in 0..per_task {
                 let chat = ChatId::new(format!("cyc-{t}-{i}-{}", now_millis())).unwrap();
                 let sent = engine
@@ -253,25 +334,144 @@ async fn cycles(engine: &Engine, concurrency: usize, per_task: usize) -> f64 {
                     .await
                     .unwrap();
                 wait_idle(&engine, &chat).await;
+                chats.push(chat);
             }
+            chats
         }));
     }
+    let mut chats = Vec::new();
     for t in tasks {
-        t.await.unwrap();
+        chats.extend(t.await.unwrap());
     }
-    (concurrency * per_task) as f64 / started.elapsed().as_secs_f64()
+    let per_sec = (concurrency * per_task) as f64 / started.elapsed().as_secs_f64();
+    for chat in &chats {
+        let messages = engine.messages(chat).await.unwrap();
+        let last = messages.last().expect("messages");
+        assert_eq!(last.message.role, Role::Assistant);
+        assert!(
+            last.message.text().ends_with("thanks"),
+            "chat {chat} ended without the final reply: {:?}",
+            last.message.text()
+        );
+    }
+    per_sec
 }
 
-async fn run(name: &str, url: &str) {
-    frogbot_core::store::open(url).await.unwrap(); // migrate once
+// ---- backends and counters --------------------------------------------------------------------
+
+/// The counters read around a scenario.
+#[derive(Clone, Copy, Debug, Default)]
+struct Snapshot {
+    sqlite: Option<WriterStats>,
+    /// PostgreSQL's next transaction id.
+    pg_xid: Option<i64>,
+    at: Option<Instant>,
+}
+
+struct Db {
+    store: DynStore,
+    sqlite: Option<SqliteStore>,
+    pg: Option<sqlx::PgPool>,
+}
+
+impl Db {
+    async fn snapshot(&self) -> Snapshot {
+        let pg_xid = match &self.pg {
+            Some(pool) => sqlx::query_scalar::<_, i64>(
+                "SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint",
+            )
+            .fetch_one(pool)
+            .await
+            .ok(),
+            None => None,
+        };
+        Snapshot {
+            sqlite: self.sqlite.as_ref().map(SqliteStore::stats),
+            pg_xid,
+            at: Some(Instant::now()),
+        }
+    }
+}
+
+/// One scenario's result, with what the store did meanwhile.
+struct Measure {
+    scenario: &'static str,
+    /// Cycles (or clicks) measured, for per-cycle figures.
+    units: usize,
+    before: Snapshot,
+    after: Snapshot,
+}
+
+impl Measure {
+    fn secs(&self) -> f64 {
+        match (self.before.at, self.after.at) {
+            (Some(a), Some(b)) => (b - a).as_secs_f64(),
+            _ => 0.0,
+        }
+    }
+
+    /// (commits, operations, commits/s, operations per commit).
+    fn group_commit(&self) -> Option<(u64, u64, f64, f64)> {
+        let (a, b) = (self.before.sqlite?, self.after.sqlite?);
+        let commits = b.commits - a.commits;
+        let ops = b.operations - a.operations;
+        Some((
+            commits,
+            ops,
+            commits as f64 / self.secs().max(1e-9),
+            ops as f64 / commits.max(1) as f64,
+        ))
+    }
+
+    /// Writing transactions per unit (PostgreSQL).
+    fn pg_xacts(&self) -> Option<f64> {
+        Some((self.after.pg_xid? - self.before.pg_xid?) as f64 / self.units as f64)
+    }
+
+    fn print(&self, name: &str) {
+        if let Some((commits, ops, per_s, per_commit)) = self.group_commit() {
+            println!(
+                "{name:<10} |   {:<22} group commit: {commits} commits = {per_s:.0} commits/s, \
+                 {ops} operations, {per_commit:.2} operations per commit, {:.2} commits per cycle",
+                self.scenario,
+                commits as f64 / self.units as f64,
+            );
+        }
+        if let Some(x) = self.pg_xacts() {
+            println!(
+                "{name:<10} |   {:<22} {x:.2} writing transactions per cycle",
+                self.scenario
+            );
+        }
+    }
+
+    fn json(&self) -> Value {
+        let mut v = json!({"units": self.units, "secs": (self.secs() * 1e3).round() / 1e3});
+        if let Some((commits, ops, per_s, per_commit)) = self.group_commit() {
+            v["group_commit"] = json!({
+                "commits": commits,
+                "operations": ops,
+                "commits_per_s": per_s.round(),
+                "operations_per_commit": (per_commit * 100.0).round() / 100.0,
+            });
+        }
+        if let Some(x) = self.pg_xacts() {
+            v["postgres_writing_transactions_per_unit"] = json!((x * 100.0).round() / 100.0);
+        }
+        v
+    }
+}
+
+async fn run(name: &'static str, db: Db, o: &Options) -> Value {
     let stamps: Stamps = Arc::default();
-    let engine = engine(
-        frogbot_core::store::open(url).await.unwrap(),
-        stamps.clone(),
-    );
-    let (p50, p99) = latency(&engine, &stamps, 300).await;
-    let c1 = cycles(&engine, 1, 200).await;
-    let c8 = cycles(&engine, 8, 60).await;
+    let engine = engine(db.store.clone(), stamps.clone(), o.lean_model);
+    let s0 = db.snapshot().await;
+    let (p50, p99) = latency(&engine, &stamps, o.clicks).await;
+    let s1 = db.snapshot().await;
+    let c1 = cycles(&engine, 1, o.cycles).await;
+    let s2 = db.snapshot().await;
+    let c8 = cycles(&engine, 8, o.cycles8).await;
+    let s3 = db.snapshot().await;
     println!(
         "{name:<10} | click→next model call p50 {:>7.2} ms  p99 {:>7.2} ms | cycles/s c=1 {:>7.0}  c=8 {:>7.0}",
         p50.as_secs_f64() * 1e3,
@@ -279,28 +479,113 @@ async fn run(name: &str, url: &str) {
         c1,
         c8
     );
+    let measures = [
+        Measure {
+            scenario: "clicks (incl. setup)",
+            units: o.clicks + 20,
+            before: s0,
+            after: s1,
+        },
+        Measure {
+            scenario: "cycles c=1",
+            units: o.cycles,
+            before: s1,
+            after: s2,
+        },
+        Measure {
+            scenario: "cycles c=8",
+            units: 8 * o.cycles8,
+            before: s2,
+            after: s3,
+        },
+    ];
+    for m in &measures {
+        m.print(name);
+    }
+    drop(engine);
+    json!({
+        "backend": name,
+        "click_to_next_model_call_ms": {
+            "p50": (p50.as_secs_f64() * 1e6).round() / 1e3,
+            "p99": (p99.as_secs_f64() * 1e6).round() / 1e3,
+        },
+        "cycles_per_s": {"c1": (c1 * 10.0).round() / 10.0, "c8": (c8 * 10.0).round() / 10.0},
+        "clicks": measures[0].json(),
+        "cycles_c1": measures[1].json(),
+        "cycles_c8": measures[2].json(),
+    })
+}
+
+/// The 1-, 5- and 15-minute load averages (`/proc/loadavg`).
+fn load_average() -> Option<[f64; 3]> {
+    let s = std::fs::read_to_string("/proc/loadavg").ok()?;
+    let mut it = s.split_whitespace().map(|v| v.parse::<f64>().ok());
+    Some([it.next()??, it.next()??, it.next()??])
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with("--"))
-        .collect();
-    let want = |b: &str| args.is_empty() || args.iter().any(|a| a == b);
+    let o = Options::parse();
+    let load = load_average();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .unwrap();
+    println!(
+        "question engine benchmark: zero-latency {} model, release={}",
+        if o.lean_model {
+            "lean (no request log)"
+        } else {
+            "ScriptedModel"
+        },
+        !cfg!(debug_assertions)
+    );
+    match load {
+        Some([a, b, c]) => println!("load average at start: {a:.2} {b:.2} {c:.2} (1, 5, 15 min)"),
+        None => println!("load average at start: unknown (no /proc/loadavg)"),
+    }
+    let mut results = Vec::new();
     rt.block_on(async {
-        if want("sqlite") {
-            let db = frogbot_testkit::sqlite_db();
-            run("sqlite", &db.url).await;
+        if o.sqlite {
+            let test_db = frogbot_testkit::sqlite_db();
+            let store = SqliteStore::open(&test_db.url).await.unwrap();
+            println!(
+                "sqlite     | {} (WAL, synchronous=FULL, one group-committing writer)",
+                store.location()
+            );
+            let db = Db {
+                store: Arc::new(store.clone()),
+                sqlite: Some(store),
+                pg: None,
+            };
+            results.push(run("sqlite", db, &o).await);
         }
-        if want("postgres") {
+        if o.postgres {
             match frogbot_testkit::PgCluster::shared_durable() {
-                Some(c) => run("postgres", &c.create_database()).await,
+                Some(c) => {
+                    assert!(c.is_durable(), "the cluster must run with durable settings");
+                    let url = c.create_database();
+                    let store = PostgresStore::open(&url).await.unwrap();
+                    println!("postgres   | {url} (fsync, synchronous_commit on)");
+                    let db = Db {
+                        pg: Some(store.pool().clone()),
+                        store: Arc::new(store),
+                        sqlite: None,
+                    };
+                    results.push(run("postgres", db, &o).await);
+                }
                 None => println!("postgres   | skipped: no PostgreSQL server binaries"),
             }
         }
     });
+    let summary = json!({
+        "bench": "questions",
+        "model": if o.lean_model { "lean" } else { "scripted" },
+        "release": !cfg!(debug_assertions),
+        "load_average_start": load.map(|l| l.to_vec()),
+        "load_average_end": load_average().map(|l| l.to_vec()),
+        "sizes": {"clicks": o.clicks, "cycles_c1": o.cycles, "cycles_c8_per_task": o.cycles8},
+        "results": results,
+    });
+    println!();
+    println!("{summary}");
 }

@@ -1,12 +1,22 @@
 //! Turn engine overhead: a zero-latency scripted model, three steps per turn (a tool call, another
 //! tool call, a text reply), every turn a real `Engine::send` → `Sent::Started` → `done`, every
-//! write durable. On SQLite (a file in WAL mode, as `SqliteStore` opens it) and PostgreSQL (a
-//! private cluster with `fsync`, `synchronous_commit` and `full_page_writes` on).
+//! write durable. On SQLite (`frogbot_sqlite::SqliteStore`: a file in WAL mode with
+//! `synchronous=FULL`, one writer thread that group-commits) and PostgreSQL
+//! (`frogbot_postgres::PostgresStore` on a private cluster with `fsync`, `synchronous_commit` and
+//! `full_page_writes` on).
 //!
 //! - Scenario A, "one chat": sequential turns on one chat; median / p90 / p99 wall time per turn.
-//!   The model costs nothing, so this is the engine's (and the store's) overhead.
+//!   The model costs nothing, so this is the engine's (and the store's) overhead. The warm-up runs
+//!   on a chat of its own, so the measured chat starts empty and turn #k has k - 1 turns of
+//!   history: the run prints the mean turn time at turn #10 (turns 1–20) and at turn #1,000
+//!   (turns 990–1,010) and their ratio — the turn's cost against the chat's length.
 //! - Scenario B, "100 chats": one task per chat running turns back to back, all concurrently;
 //!   turns per second overall.
+//!
+//! Per scenario it also prints, for SQLite, the writer's group commit over the measured turns
+//! (`SqliteStore::stats()`: commits/s and operations per commit), and for PostgreSQL the WAL
+//! written and the writing transactions per turn. The load average at the start is printed first;
+//! one table per backend and, last, one JSON line with every figure.
 //!
 //! ```text
 //! cargo bench -p frogbot-core --bench turns                 # everything
@@ -16,8 +26,9 @@
 //! ```
 //!
 //! `--lean-model` plays the same script without `ScriptedModel`'s request log (see `LeanModel`).
-//! Sizes: `--warmup=N` (50), `--turns=N` (500, scenario A), `--chats=N` (100), `--chat-turns=N`
-//! (20, scenario B). Unknown arguments (such as the `--bench` cargo passes) are ignored.
+//! Sizes: `--warmup=N` (50, on a chat of its own), `--turns=N` (1,010, scenario A; the turn #1,000
+//! figure needs at least 1,010), `--chats=N` (100), `--chat-turns=N` (20, scenario B). Unknown
+//! arguments (such as the `--bench` cargo passes) are ignored.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -29,19 +40,19 @@ use frogbot_core::agent::{
     Engine, EngineConfig, Model, ModelMessage, ModelOffer, ModelRequest, ModelStream, SendMessage,
     Sent, tool_fn,
 };
-use frogbot_core::model::{
-    Actor, ChatId, Delivery, MessagePart, Millis, QuestionOutcome, Role, ToolState, TurnState,
-    UiMessage, UserId,
-};
+use frogbot_core::model::{ChatId, Delivery, MessagePart, Millis, ToolState, TurnState, UserId};
 use frogbot_core::store::{
-    Backend, ChatRow, DynStore, EndTurn, Job, Lease, LeaseRequest, NewChat, NewJob, NewQuestion,
-    PostgresStore, QuestionLock, QuestionRow, QuestionUpdate, QueuedChange, QueuedEdit, Slot,
-    SqliteStore, Store, StoredMessage, TurnEnd,
+    AdvanceOp, Advanced, AwaitOp, ChatChanges, ChatRow, CheckpointOp, Checkpointed, DynStore,
+    EndTurnOp, Job, Lease, LeaseRequest, NewJob, NewQuestion, QuestionLock, QuestionRow,
+    QueuedChange, QueuedEdit, RecordOp, Recorded, RenderedOp, Resume, SendOp, Store, StoredMessage,
+    Taken, TurnEnded, UpdateQuestionOp,
 };
 use frogbot_core::{BoxError, Result};
+use frogbot_postgres::PostgresStore;
+use frogbot_sqlite::{SqliteStore, WriterStats};
 use frogbot_testkit::{PgCluster, TestDb};
 use futures::StreamExt;
-use serde_json::json;
+use serde_json::{Value, json};
 
 // ---- options ----------------------------------------------------------------------------------
 
@@ -59,6 +70,10 @@ struct Options {
     lean_model: bool,
 }
 
+const USAGE: &str = "cargo bench -p frogbot-core --bench turns -- [sqlite|postgres] [one|many] \
+[--store-profile] [--lean-model] [--warmup=N (50)] [--turns=N (1010)] [--chats=N (100)] \
+[--chat-turns=N (20)]";
+
 impl Options {
     fn parse() -> Self {
         let mut o = Options {
@@ -67,7 +82,7 @@ impl Options {
             one: false,
             many: false,
             warmup: 50,
-            turns: 500,
+            turns: 1010,
             chats: 100,
             chat_turns: 20,
             store_profile: false,
@@ -82,6 +97,10 @@ impl Options {
                 "many" => o.many = true,
                 "--store-profile" => o.store_profile = true,
                 "--lean-model" => o.lean_model = true,
+                "--help" | "-h" => {
+                    println!("{USAGE}");
+                    std::process::exit(0);
+                }
                 _ => {
                     if let Some(n) = num(&a, "--warmup=") {
                         o.warmup = n;
@@ -137,7 +156,8 @@ fn three_steps(req: &ModelRequest) -> Vec<ScriptEvent> {
 }
 
 /// The same script without [`ScriptedModel`]'s log of every request (`--lean-model`): the log
-/// clones each request — the whole history — and keeps it, a cost no real provider has.
+/// keeps every request (the transcript is shared, not copied, but each request and its tool specs
+/// are), a cost no real provider has.
 #[derive(Debug)]
 struct LeanModel;
 
@@ -202,7 +222,47 @@ async fn turn(engine: &Engine, chat: &ChatId, n: usize) -> Duration {
     elapsed
 }
 
+// ---- what a run reads around the measured turns -----------------------------------------------
+
+/// The counters read before and after the measured turns (after the warm-up).
+#[derive(Clone, Copy, Debug, Default)]
+struct Snapshot {
+    /// SQLite's writer counters.
+    sqlite: Option<WriterStats>,
+    /// PostgreSQL's WAL position and next transaction id.
+    pg: Option<(i64, i64)>,
+}
+
+/// What the scenarios read from the backend, and the store profile to reset after the warm-up.
+struct Probe {
+    sqlite: Option<SqliteStore>,
+    pg: Option<sqlx::PgPool>,
+    profile: Arc<Profile>,
+}
+
+impl Probe {
+    /// Reads the counters; with `reset`, drops the profile's calls so far (the warm-up's).
+    async fn snapshot(&self, reset: bool) -> Snapshot {
+        if reset {
+            self.profile.take();
+        }
+        Snapshot {
+            sqlite: self.sqlite.as_ref().map(SqliteStore::stats),
+            pg: wal_lsn(&self.pg).await,
+        }
+    }
+}
+
 // ---- scenarios --------------------------------------------------------------------------------
+
+/// Mean turn time over a window of turns (1-based, inclusive) of scenario A.
+#[derive(Clone, Debug)]
+struct Window {
+    label: String,
+    first: usize,
+    last: usize,
+    mean: Duration,
+}
 
 struct Row {
     backend: &'static str,
@@ -214,6 +274,12 @@ struct Row {
     per_sec: f64,
     wall: Duration,
     note: String,
+    /// Scenario A: early and late windows.
+    history: Option<(Window, Window)>,
+    before: Snapshot,
+    after: Snapshot,
+    /// `--store-profile`: (name, calls per turn, mean per call, write?) for the JSON line.
+    profile: Vec<(&'static str, f64, Duration, bool)>,
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -224,28 +290,50 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
-fn median(d: &[Duration]) -> Duration {
-    let mut d = d.to_vec();
-    d.sort();
-    percentile(&d, 50.0)
+fn mean(d: &[Duration]) -> Duration {
+    if d.is_empty() {
+        return Duration::ZERO;
+    }
+    d.iter().sum::<Duration>() / d.len() as u32
 }
 
-/// Scenario A: `warmup` + `turns` sequential turns on one chat.
-async fn one_chat(backend: &'static str, engine: &Engine, o: &Options, warm: &Profile) -> Row {
-    let chat = ChatId::new("bench-one").expect("chat id");
-    for n in 0..o.warmup {
-        turn(engine, &chat, n).await;
+/// The mean over turns `first..=last` (1-based) of `times`.
+fn window(times: &[Duration], label: String, first: usize, last: usize) -> Window {
+    let (first, last) = (first.max(1), last.min(times.len()));
+    Window {
+        label,
+        first,
+        last,
+        mean: mean(&times[first - 1..last]),
     }
-    warm.take();
+}
+
+/// Scenario A: `warmup` turns on a chat of their own, then `turns` sequential turns on a new chat.
+async fn one_chat(backend: &'static str, engine: &Engine, o: &Options, probe: &Probe) -> Row {
+    let warm = ChatId::new("bench-warm").expect("chat id");
+    for n in 0..o.warmup {
+        turn(engine, &warm, n).await;
+    }
+    let chat = ChatId::new("bench-one").expect("chat id");
+    let before = probe.snapshot(true).await;
     let t0 = Instant::now();
     let mut times = Vec::with_capacity(o.turns);
     for n in 0..o.turns {
-        times.push(turn(engine, &chat, o.warmup + n).await);
+        times.push(turn(engine, &chat, n).await);
     }
     let wall = t0.elapsed();
-    let k = (o.turns / 5).max(1);
-    let first = median(&times[..k.min(times.len())]);
-    let last = median(&times[times.len().saturating_sub(k)..]);
+    let after = probe.snapshot(false).await;
+    // Turn #10: turns 1–20; turn #1,000: turns 990–1,010 (or the last 21 turns of a shorter run,
+    // labelled by their middle turn).
+    let early = window(&times, "#10".into(), 1, 20);
+    let late_last = o.turns;
+    let late_first = late_last.saturating_sub(20).max(1);
+    let late = window(
+        &times,
+        format!("#{}", (late_first + late_last) / 2),
+        late_first,
+        late_last,
+    );
     let mut sorted = times.clone();
     sorted.sort();
     Row {
@@ -258,17 +346,28 @@ async fn one_chat(backend: &'static str, engine: &Engine, o: &Options, warm: &Pr
         per_sec: o.turns as f64 / wall.as_secs_f64(),
         wall,
         note: format!(
-            "median of first {k}: {}, of last {k}: {} (history {} -> {} turns)",
-            fmt_ms(first),
-            fmt_ms(last),
+            "turn {} (mean of turns {}–{}): {}, turn {} (mean of turns {}–{}): {}, ratio {:.2} \
+             (warm-up: {} turns on another chat)",
+            early.label,
+            early.first,
+            early.last,
+            fmt_ms(early.mean),
+            late.label,
+            late.first,
+            late.last,
+            fmt_ms(late.mean),
+            late.mean.as_secs_f64() / early.mean.as_secs_f64().max(1e-12),
             o.warmup,
-            o.warmup + o.turns
         ),
+        history: Some((early, late)),
+        before,
+        after,
+        profile: Vec::new(),
     }
 }
 
 /// Scenario B: `chats` tasks, each running `chat_turns` turns back to back on its own chat.
-async fn many_chats(backend: &'static str, engine: &Engine, o: &Options, warm: &Profile) -> Row {
+async fn many_chats(backend: &'static str, engine: &Engine, o: &Options, probe: &Probe) -> Row {
     let chats: Vec<ChatId> = (0..o.chats)
         .map(|i| ChatId::new(format!("bench-many-{i}")).expect("chat id"))
         .collect();
@@ -281,7 +380,7 @@ async fn many_chats(backend: &'static str, engine: &Engine, o: &Options, warm: &
     for t in tasks {
         t.await.expect("warm-up task");
     }
-    warm.take();
+    let before = probe.snapshot(true).await;
     let start = Arc::new(tokio::sync::Barrier::new(o.chats + 1));
     let mut tasks = Vec::new();
     for c in &chats {
@@ -302,6 +401,7 @@ async fn many_chats(backend: &'static str, engine: &Engine, o: &Options, warm: &
         times.extend(t.await.expect("chat task"));
     }
     let wall = t0.elapsed();
+    let after = probe.snapshot(false).await;
     times.sort();
     let total = o.chats * o.chat_turns;
     Row {
@@ -317,6 +417,10 @@ async fn many_chats(backend: &'static str, engine: &Engine, o: &Options, warm: &
             "wall {:.2} s; latencies are per turn under load",
             wall.as_secs_f64()
         ),
+        history: None,
+        before,
+        after,
+        profile: Vec::new(),
     }
 }
 
@@ -324,38 +428,33 @@ async fn many_chats(backend: &'static str, engine: &Engine, o: &Options, warm: &
 
 struct Db {
     store: DynStore,
-    _keep: Option<TestDb>,
+    sqlite: Option<SqliteStore>,
     pg: Option<sqlx::PgPool>,
+    _keep: Option<TestDb>,
 }
 
 async fn sqlite_store() -> (Db, String) {
     let db = frogbot_testkit::sqlite_db();
     let store = SqliteStore::open(&db.url).await.expect("open sqlite");
-    let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
-        .fetch_one(store.pool())
-        .await
-        .expect("journal_mode");
-    let sync: i64 = sqlx::query_scalar("PRAGMA synchronous")
-        .fetch_one(store.pool())
-        .await
-        .expect("synchronous");
-    let sync = match sync {
-        0 => "OFF",
-        1 => "NORMAL",
-        2 => "FULL",
-        3 => "EXTRA",
-        _ => "?",
-    };
-    assert_eq!(mode.to_lowercase(), "wal", "SQLite must be in WAL mode");
+    // SqliteStore sets `journal_mode=WAL` (refusing to open otherwise) and `synchronous=FULL` on
+    // its writer connection; the WAL file beside the database shows the mode from outside.
+    let wal = std::path::PathBuf::from(format!("{}-wal", store.location()));
+    assert!(
+        wal.exists(),
+        "SQLite must be in WAL mode: {} is missing",
+        wal.display()
+    );
     let settings = format!(
-        "SQLite {}: journal_mode={mode}, synchronous={sync} (pool of 8 connections)",
-        db.url
+        "SQLite {}: journal_mode=wal, synchronous=FULL (SqliteStore: one writer thread that \
+         group-commits, 4 reader threads)",
+        store.location()
     );
     (
         Db {
-            store: Arc::new(store),
-            _keep: Some(db),
+            store: Arc::new(store.clone()),
+            sqlite: Some(store),
             pg: None,
+            _keep: Some(db),
         },
         settings,
     )
@@ -394,8 +493,9 @@ async fn postgres_store() -> Option<(Db, String)> {
     Some((
         Db {
             store: Arc::new(store),
-            _keep: None,
+            sqlite: None,
             pg: Some(pg),
+            _keep: None,
         },
         settings,
     ))
@@ -415,8 +515,8 @@ async fn wal_lsn(pg: &Option<sqlx::PgPool>) -> Option<(i64, i64)> {
     .ok()
 }
 
-/// The median time of a trivial statement through the store's pool (`Store::ping`, `SELECT 1`):
-/// the floor under every store call.
+/// The median time of `Store::ping` (SQLite: a hand-off to a reader thread and back; PostgreSQL:
+/// `SELECT 1` through the pool): the floor under every store call.
 async fn round_trip(store: &DynStore) -> Duration {
     let mut t = Vec::with_capacity(500);
     for _ in 0..500 {
@@ -424,11 +524,13 @@ async fn round_trip(store: &DynStore) -> Duration {
         store.ping().await.expect("ping");
         t.push(s.elapsed());
     }
-    median(&t)
+    t.sort();
+    percentile(&t, 50.0)
 }
 
 // ---- a store wrapper that counts and times every call (`--store-profile`) --------------------
 
+/// Per method: calls, total time, messages returned (the message reads).
 #[derive(Default, Debug)]
 struct Profile {
     calls: Mutex<BTreeMap<&'static str, (u64, Duration, u64)>>,
@@ -448,6 +550,7 @@ impl Profile {
     }
 }
 
+/// A [`Store`] that forwards every method to `inner` and records its time under its name.
 #[derive(Debug)]
 struct Timed {
     inner: DynStore,
@@ -461,18 +564,49 @@ macro_rules! timed {
         $self.profile.record($name, t.elapsed(), 0);
         r
     }};
+    ($self:ident, $name:expr, $call:expr, rows = $rows:expr) => {{
+        let t = Instant::now();
+        let r = $call.await;
+        let rows: u64 = r.as_ref().map($rows).unwrap_or(0) as u64;
+        $self.profile.record($name, t.elapsed(), rows);
+        r
+    }};
 }
+
+/// The methods that write (one transaction each); the rest read.
+const WRITES: &[&str] = &[
+    "send",
+    "checkpoint",
+    "await_answers",
+    "end_turn",
+    "take_chat",
+    "resume_turn",
+    "renew_lease",
+    "expire_lease",
+    "edit_queued",
+    "delete_queued",
+    "insert_questions",
+    "mark_rendered",
+    "record_outcome",
+    "advance_question",
+    "lock_question",
+    "update_question",
+    "unlock_question",
+    "purge_expired",
+    "enqueue_job",
+    "claim_job",
+    "complete_job",
+    "retry_job",
+    "bury_job",
+];
 
 #[async_trait]
 impl Store for Timed {
-    fn backend(&self) -> Backend {
+    fn backend(&self) -> &'static str {
         self.inner.backend()
     }
     async fn ping(&self) -> Result<()> {
         timed!(self, "ping", self.inner.ping())
-    }
-    async fn create_chat(&self, chat: &NewChat, now: Millis) -> Result<(ChatRow, bool)> {
-        timed!(self, "create_chat", self.inner.create_chat(chat, now))
     }
     async fn get_chat(&self, chat: &ChatId) -> Result<Option<ChatRow>> {
         timed!(self, "get_chat", self.inner.get_chat(chat))
@@ -484,16 +618,6 @@ impl Store for Timed {
             self.inner.get_channel_chat(platform, thread)
         )
     }
-    async fn expired_leases(&self, now: Millis, limit: u32) -> Result<Vec<ChatId>> {
-        timed!(
-            self,
-            "expired_leases",
-            self.inner.expired_leases(now, limit)
-        )
-    }
-    async fn expire_lease(&self, lease: &Lease, now: Millis) -> Result<()> {
-        timed!(self, "expire_lease", self.inner.expire_lease(lease, now))
-    }
     async fn list_chats(&self, owner: Option<&UserId>, limit: u32) -> Result<Vec<ChatRow>> {
         timed!(self, "list_chats", self.inner.list_chats(owner, limit))
     }
@@ -501,142 +625,34 @@ impl Store for Timed {
         timed!(self, "get_message", self.inner.get_message(chat, id))
     }
     async fn list_messages(&self, chat: &ChatId) -> Result<Vec<StoredMessage>> {
-        let t = Instant::now();
-        let r = self.inner.list_messages(chat).await;
-        let rows = r.as_ref().map(|v| v.len() as u64).unwrap_or(0);
-        self.profile.record("list_messages", t.elapsed(), rows);
-        r
+        timed!(
+            self,
+            "list_messages",
+            self.inner.list_messages(chat),
+            rows = Vec::len
+        )
     }
-    async fn messages_since(&self, chat: &ChatId, since: Millis) -> Result<Vec<StoredMessage>> {
+    async fn messages_since(&self, chat: &ChatId, version: i64) -> Result<ChatChanges> {
         timed!(
             self,
             "messages_since",
-            self.inner.messages_since(chat, since)
-        )
-    }
-    async fn enqueue_message(
-        &self,
-        chat: &ChatId,
-        message: &UiMessage,
-        delivery: Delivery,
-        now: Millis,
-    ) -> Result<StoredMessage> {
-        timed!(
-            self,
-            "enqueue_message",
-            self.inner.enqueue_message(chat, message, delivery, now)
+            self.inner.messages_since(chat, version),
+            rows = |c: &ChatChanges| c.messages.len()
         )
     }
     async fn queued_messages(&self, chat: &ChatId) -> Result<Vec<StoredMessage>> {
-        timed!(self, "queued_messages", self.inner.queued_messages(chat))
-    }
-    async fn edit_queued(
-        &self,
-        chat: &ChatId,
-        id: &str,
-        by: Option<&UserId>,
-        edit: &QueuedEdit,
-        now: Millis,
-    ) -> Result<QueuedChange> {
         timed!(
             self,
-            "edit_queued",
-            self.inner.edit_queued(chat, id, by, edit, now)
+            "queued_messages",
+            self.inner.queued_messages(chat),
+            rows = Vec::len
         )
     }
-    async fn delete_queued(
-        &self,
-        chat: &ChatId,
-        id: &str,
-        by: Option<&UserId>,
-    ) -> Result<QueuedChange> {
+    async fn expired_leases(&self, now: Millis, limit: u32) -> Result<Vec<ChatId>> {
         timed!(
             self,
-            "delete_queued",
-            self.inner.delete_queued(chat, id, by)
-        )
-    }
-    async fn try_start_turn(&self, chat: &ChatId, req: &LeaseRequest) -> Result<Option<Lease>> {
-        timed!(self, "try_start_turn", self.inner.try_start_turn(chat, req))
-    }
-    async fn try_resume_turn(
-        &self,
-        chat: &ChatId,
-        awaiting_message_id: &str,
-        req: &LeaseRequest,
-    ) -> Result<Option<Lease>> {
-        timed!(
-            self,
-            "try_resume_turn",
-            self.inner.try_resume_turn(chat, awaiting_message_id, req)
-        )
-    }
-    async fn clear_awaiting(
-        &self,
-        chat: &ChatId,
-        awaiting_message_id: &str,
-        now: Millis,
-    ) -> Result<bool> {
-        timed!(
-            self,
-            "clear_awaiting",
-            self.inner.clear_awaiting(chat, awaiting_message_id, now)
-        )
-    }
-    async fn renew_lease(&self, lease: &mut Lease, ttl_ms: Millis, now: Millis) -> Result<()> {
-        timed!(
-            self,
-            "renew_lease",
-            self.inner.renew_lease(lease, ttl_ms, now)
-        )
-    }
-    async fn set_driver(&self, lease: &mut Lease, driver: Option<&UserId>) -> Result<()> {
-        timed!(self, "set_driver", self.inner.set_driver(lease, driver))
-    }
-    async fn save_turn_message(
-        &self,
-        lease: &Lease,
-        message: &UiMessage,
-        slot: Slot,
-        awaiting: Option<&str>,
-        now: Millis,
-    ) -> Result<StoredMessage> {
-        let name = match (slot, message.role) {
-            (Slot::TurnStart, _) => "save_turn_message (user, TurnStart)",
-            (Slot::Reply { .. }, Role::Assistant) => "save_turn_message (reply checkpoint)",
-            (Slot::Reply { .. }, _) => "save_turn_message (other)",
-        };
-        timed!(
-            self,
-            name,
-            self.inner
-                .save_turn_message(lease, message, slot, awaiting, now)
-        )
-    }
-    async fn promote_next(&self, lease: &Lease, now: Millis) -> Result<Option<StoredMessage>> {
-        timed!(self, "promote_next", self.inner.promote_next(lease, now))
-    }
-    async fn take_steers(
-        &self,
-        lease: &Lease,
-        driver: Option<&UserId>,
-        position: i64,
-        now: Millis,
-    ) -> Result<Vec<StoredMessage>> {
-        timed!(
-            self,
-            "take_steers",
-            self.inner.take_steers(lease, driver, position, now)
-        )
-    }
-    async fn end_turn(&self, lease: &Lease, end: TurnEnd<'_>, now: Millis) -> Result<EndTurn> {
-        timed!(self, "end_turn", self.inner.end_turn(lease, end, now))
-    }
-    async fn insert_questions(&self, rows: &[NewQuestion], now: Millis) -> Result<()> {
-        timed!(
-            self,
-            "insert_questions",
-            self.inner.insert_questions(rows, now)
+            "expired_leases",
+            self.inner.expired_leases(now, limit)
         )
     }
     async fn get_question(
@@ -663,77 +679,122 @@ impl Store for Timed {
             self.inner.questions_of_message(chat, message_id, now)
         )
     }
-    async fn try_lock_question(
+    async fn questions_by_platform_message(
+        &self,
+        platform: &str,
+        message_id: &str,
+        now: Millis,
+    ) -> Result<Vec<QuestionRow>> {
+        timed!(
+            self,
+            "questions_by_platform_message",
+            self.inner
+                .questions_by_platform_message(platform, message_id, now)
+        )
+    }
+    async fn get_job(&self, id: i64) -> Result<Option<Job>> {
+        timed!(self, "get_job", self.inner.get_job(id))
+    }
+    async fn send(&self, op: &SendOp<'_>) -> Result<Sent2> {
+        timed!(self, "send", self.inner.send(op))
+    }
+    async fn checkpoint(&self, op: &CheckpointOp<'_>) -> Result<Checkpointed> {
+        timed!(self, "checkpoint", self.inner.checkpoint(op))
+    }
+    async fn await_answers(&self, op: &AwaitOp<'_>) -> Result<StoredMessage> {
+        timed!(self, "await_answers", self.inner.await_answers(op))
+    }
+    async fn end_turn(&self, op: &EndTurnOp<'_>) -> Result<TurnEnded> {
+        timed!(self, "end_turn", self.inner.end_turn(op))
+    }
+    async fn take_chat(&self, chat: &ChatId, req: &LeaseRequest) -> Result<Option<Taken>> {
+        timed!(self, "take_chat", self.inner.take_chat(chat, req))
+    }
+    async fn resume_turn(
+        &self,
+        chat: &ChatId,
+        message_id: &str,
+        req: &LeaseRequest,
+    ) -> Result<Resume> {
+        timed!(
+            self,
+            "resume_turn",
+            self.inner.resume_turn(chat, message_id, req)
+        )
+    }
+    async fn renew_lease(&self, lease: &mut Lease, ttl_ms: Millis, now: Millis) -> Result<()> {
+        timed!(
+            self,
+            "renew_lease",
+            self.inner.renew_lease(lease, ttl_ms, now)
+        )
+    }
+    async fn expire_lease(&self, lease: &Lease, now: Millis) -> Result<()> {
+        timed!(self, "expire_lease", self.inner.expire_lease(lease, now))
+    }
+    async fn edit_queued(
+        &self,
+        chat: &ChatId,
+        id: &str,
+        by: Option<&UserId>,
+        edit: &QueuedEdit,
+        now: Millis,
+    ) -> Result<QueuedChange> {
+        timed!(
+            self,
+            "edit_queued",
+            self.inner.edit_queued(chat, id, by, edit, now)
+        )
+    }
+    async fn delete_queued(
+        &self,
+        chat: &ChatId,
+        id: &str,
+        by: Option<&UserId>,
+        now: Millis,
+    ) -> Result<QueuedChange> {
+        timed!(
+            self,
+            "delete_queued",
+            self.inner.delete_queued(chat, id, by, now)
+        )
+    }
+    async fn insert_questions(&self, rows: &[NewQuestion], now: Millis) -> Result<()> {
+        timed!(
+            self,
+            "insert_questions",
+            self.inner.insert_questions(rows, now)
+        )
+    }
+    async fn mark_rendered(&self, op: &RenderedOp<'_>) -> Result<()> {
+        timed!(self, "mark_rendered", self.inner.mark_rendered(op))
+    }
+    async fn record_outcome(&self, op: &RecordOp<'_>) -> Result<Recorded> {
+        timed!(self, "record_outcome", self.inner.record_outcome(op))
+    }
+    async fn advance_question(&self, op: &AdvanceOp<'_>) -> Result<Advanced> {
+        timed!(self, "advance_question", self.inner.advance_question(op))
+    }
+    async fn lock_question(
         &self,
         chat: &ChatId,
         tool_call_id: &str,
         holder: &str,
         ttl_ms: Millis,
         now: Millis,
-    ) -> Result<Option<QuestionLock>> {
+    ) -> Result<Option<(QuestionLock, QuestionRow)>> {
         timed!(
             self,
-            "try_lock_question",
+            "lock_question",
             self.inner
-                .try_lock_question(chat, tool_call_id, holder, ttl_ms, now)
+                .lock_question(chat, tool_call_id, holder, ttl_ms, now)
         )
+    }
+    async fn update_question(&self, op: &UpdateQuestionOp<'_>) -> Result<QuestionRow> {
+        timed!(self, "update_question", self.inner.update_question(op))
     }
     async fn unlock_question(&self, lock: &QuestionLock) -> Result<()> {
         timed!(self, "unlock_question", self.inner.unlock_question(lock))
-    }
-    async fn update_question(
-        &self,
-        lock: &QuestionLock,
-        update: &QuestionUpdate,
-        now: Millis,
-    ) -> Result<QuestionRow> {
-        timed!(
-            self,
-            "update_question",
-            self.inner.update_question(lock, update, now)
-        )
-    }
-    async fn record_outcome(
-        &self,
-        chat: &ChatId,
-        tool_call_id: &str,
-        outcome: &QuestionOutcome,
-        actor: Option<&Actor>,
-        now: Millis,
-    ) -> Result<bool> {
-        timed!(
-            self,
-            "record_outcome",
-            self.inner
-                .record_outcome(chat, tool_call_id, outcome, actor, now)
-        )
-    }
-    async fn link_question_message(
-        &self,
-        platform: &str,
-        message_id: &str,
-        chat: &ChatId,
-        tool_call_id: &str,
-    ) -> Result<()> {
-        timed!(
-            self,
-            "link_question_message",
-            self.inner
-                .link_question_message(platform, message_id, chat, tool_call_id)
-        )
-    }
-    async fn find_questions_by_message(
-        &self,
-        platform: &str,
-        message_id: &str,
-        now: Millis,
-    ) -> Result<Vec<(ChatId, String)>> {
-        timed!(
-            self,
-            "find_questions_by_message",
-            self.inner
-                .find_questions_by_message(platform, message_id, now)
-        )
     }
     async fn purge_expired(&self, now: Millis) -> Result<u64> {
         timed!(self, "purge_expired", self.inner.purge_expired(now))
@@ -757,74 +818,65 @@ impl Store for Timed {
     async fn bury_job(&self, job: &Job, error: &str) -> Result<bool> {
         timed!(self, "bury_job", self.inner.bury_job(job, error))
     }
-    async fn get_job(&self, id: i64) -> Result<Option<Job>> {
-        timed!(self, "get_job", self.inner.get_job(id))
-    }
 }
 
-/// SQL round trips (statements incl. BEGIN/COMMIT) and write transactions (commits) per call, as
-/// the SQL in `store/sql.rs` issues them on the path a plain turn takes (read off the code; keep in
-/// step with it — on PostgreSQL the run also counts writing transactions from the server).
-fn statements(name: &str) -> (u32, u32) {
-    match name {
-        // INSERT … ON CONFLICT DO NOTHING (autocommit; writes nothing once the chat exists) +
-        // get_chat
-        "create_chat" => (2, 0),
-        "get_message" | "get_chat" | "list_messages" | "queued_messages" => (1, 0),
-        "try_start_turn" | "end_turn" | "set_driver" | "renew_lease" => (1, 1),
-        // BEGIN, fence UPDATE, UPDATE awaiting, SELECT MAX(position), INSERT … RETURNING, COMMIT
-        "save_turn_message (user, TurnStart)" => (6, 1),
-        // BEGIN, fence UPDATE, UPDATE awaiting, INSERT … ON CONFLICT DO UPDATE RETURNING, COMMIT
-        "save_turn_message (reply checkpoint)" => (5, 1),
-        // A probe read; only when a steer waits: BEGIN, fence UPDATE, UPDATE … RETURNING, COMMIT
-        "take_steers" => (1, 0),
-        _ => (0, 0),
-    }
-}
+/// The store's `Sent` (the engine's `Sent` is imported under its own name).
+type Sent2 = frogbot_core::store::Sent;
 
-fn print_profile(title: &str, turns: usize, turn_time: Duration, p: &Profile) {
+/// Prints calls per turn and mean time per call for every method called during the measured turns;
+/// returns (name, calls per turn, mean per call, write?) for the JSON line.
+fn print_profile(
+    title: &str,
+    turns: usize,
+    turn_time: Duration,
+    p: &Profile,
+) -> Vec<(&'static str, f64, Duration, bool)> {
     let calls = p.take();
     let total_store: Duration = calls.values().map(|c| c.1).sum();
     println!("\n  store calls per turn — {title} ({turns} turns):");
     println!(
-        "  {:<38} {:>9} {:>10} {:>12} {:>8} {:>6} {:>6}",
-        "call", "per turn", "mean", "per turn", "share", "stmts", "commits"
+        "  {:<30} {:>5} {:>9} {:>10} {:>12} {:>8}",
+        "call", "kind", "per turn", "mean", "per turn", "share"
     );
     let mut rows: Vec<_> = calls.iter().collect();
     rows.sort_by_key(|(_, c)| std::cmp::Reverse(c.1));
-    let (mut stmts, mut commits) = (0.0, 0.0);
+    let (mut all, mut writes) = (0.0, 0.0);
+    let mut out = Vec::new();
     for (name, (n, d, r)) in rows {
         let per_turn = *n as f64 / turns as f64;
-        let (s, c) = statements(name);
-        stmts += per_turn * f64::from(s);
-        commits += per_turn * f64::from(c);
+        let write = WRITES.contains(name);
+        all += per_turn;
+        if write {
+            writes += per_turn;
+        }
         let extra = if *r > 0 {
-            format!("  ({:.0} rows/call)", *r as f64 / *n as f64)
+            format!("  ({:.1} messages/call)", *r as f64 / *n as f64)
         } else {
             String::new()
         };
+        let mean_call = *d / (*n).max(1) as u32;
         println!(
-            "  {:<38} {:>9.2} {:>10} {:>12} {:>7.1}% {:>6} {:>6}{extra}",
+            "  {:<30} {:>5} {:>9.2} {:>10} {:>12} {:>7.1}%{extra}",
             name,
+            if write { "write" } else { "read" },
             per_turn,
-            fmt_us(*d / (*n).max(1) as u32),
+            fmt_us(mean_call),
             fmt_us(d.div_f64(turns as f64)),
             100.0 * d.as_secs_f64() / turn_time.as_secs_f64(),
-            s,
-            c,
         );
+        out.push((*name, per_turn, mean_call, write));
     }
     let per_turn_store = total_store.div_f64(turns as f64);
     let per_turn = turn_time.div_f64(turns as f64);
     println!(
-        "  total: {:.0} SQL round trips and {:.0} write commits per turn; store time {} of {} \
-         per turn (sum of turn wall times; the rest is engine CPU, task hand-offs and, under \
-         concurrency, waiting for the runtime)",
-        stmts,
-        commits,
+        "  total: {all:.2} store calls per turn ({writes:.2} writes — one transaction each — and \
+         {:.2} reads); store time {} of {} per turn (sum of turn wall times; the rest is engine \
+         CPU, task hand-offs and, under concurrency, waiting for the runtime)",
+        all - writes,
         fmt_us(per_turn_store),
         fmt_us(per_turn),
     );
+    out
 }
 
 // ---- main -------------------------------------------------------------------------------------
@@ -835,6 +887,39 @@ fn fmt_ms(d: Duration) -> String {
 
 fn fmt_us(d: Duration) -> String {
     format!("{:.1} µs", d.as_secs_f64() * 1e6)
+}
+
+fn ms(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1e6).round() / 1e3
+}
+
+/// The 1-, 5- and 15-minute load averages (`/proc/loadavg`).
+fn load_average() -> Option<[f64; 3]> {
+    let s = std::fs::read_to_string("/proc/loadavg").ok()?;
+    let mut it = s.split_whitespace().map(|v| v.parse::<f64>().ok());
+    Some([it.next()??, it.next()??, it.next()??])
+}
+
+/// Group commit over the measured turns: (commits, operations, commits/s, operations per commit).
+fn group_commit(r: &Row) -> Option<(u64, u64, f64, f64)> {
+    let (a, b) = (r.before.sqlite?, r.after.sqlite?);
+    let commits = b.commits - a.commits;
+    let ops = b.operations - a.operations;
+    Some((
+        commits,
+        ops,
+        commits as f64 / r.wall.as_secs_f64(),
+        ops as f64 / (commits.max(1)) as f64,
+    ))
+}
+
+/// PostgreSQL over the measured turns: (KiB of WAL per turn, writing transactions per turn).
+fn pg_per_turn(r: &Row) -> Option<(f64, f64)> {
+    let ((a, xa), (b, xb)) = (r.before.pg?, r.after.pg?);
+    Some((
+        (b - a) as f64 / 1024.0 / r.turns as f64,
+        (xb - xa) as f64 / r.turns as f64,
+    ))
 }
 
 async fn run_backend(
@@ -853,7 +938,7 @@ async fn run_backend(
         };
         println!("[{name}] {settings}");
         println!(
-            "[{name}] one round trip (SELECT 1 through the pool): median {}",
+            "[{name}] one store round trip (Store::ping): median {}",
             fmt_us(round_trip(&db.store).await)
         );
         let profile = Arc::new(Profile::default());
@@ -865,14 +950,17 @@ async fn run_backend(
         } else {
             db.store.clone()
         };
-        let engine = engine(store, o.lean_model);
-        let lsn0 = wal_lsn(&db.pg).await;
-        let row = if scenario == "one" {
-            one_chat(name, &engine, o, &profile).await
-        } else {
-            many_chats(name, &engine, o, &profile).await
+        let probe = Probe {
+            sqlite: db.sqlite.clone(),
+            pg: db.pg.clone(),
+            profile: profile.clone(),
         };
-        let lsn1 = wal_lsn(&db.pg).await;
+        let engine = engine(store, o.lean_model);
+        let mut row = if scenario == "one" {
+            one_chat(name, &engine, o, &probe).await
+        } else {
+            many_chats(name, &engine, o, &probe).await
+        };
         println!(
             "[{name}] {}: median {}, p90 {}, p99 {}, {:.0} turns/s — {}",
             row.scenario,
@@ -882,17 +970,19 @@ async fn run_backend(
             row.per_sec,
             row.note
         );
-        let all_turns = if scenario == "one" {
-            o.warmup + o.turns
-        } else {
-            o.chats * (o.chat_turns + 1)
-        };
-        if let (Some((a, xa)), Some((b, xb))) = (lsn0, lsn1) {
+        if let Some((commits, ops, per_s, per_commit)) = group_commit(&row) {
             println!(
-                "[{name}] per turn (warm-up included): {:.1} KiB of WAL, {:.2} writing transactions \
-                 (= WAL flushes at commit)",
-                (b - a) as f64 / 1024.0 / all_turns as f64,
-                (xb - xa) as f64 / all_turns as f64
+                "[{name}] group commit (measured turns): {commits} commits = {per_s:.0} commits/s, \
+                 {ops} write operations, {per_commit:.2} operations per commit; per turn {:.2} \
+                 commits, {:.2} operations",
+                commits as f64 / row.turns as f64,
+                ops as f64 / row.turns as f64,
+            );
+        }
+        if let Some((wal, xacts)) = pg_per_turn(&row) {
+            println!(
+                "[{name}] per turn (measured turns): {wal:.1} KiB of WAL, {xacts:.2} writing \
+                 transactions (= WAL flushes at commit)"
             );
         }
         if o.store_profile {
@@ -903,34 +993,141 @@ async fn run_backend(
             } else {
                 row.wall.mul_f64(o.chats as f64)
             };
-            print_profile(
+            row.profile = print_profile(
                 &format!("{name}, {}", row.scenario),
                 row.turns,
                 summed,
                 &profile,
             );
         }
+        drop(engine);
         rows.push(row);
     }
 }
 
+fn print_table(rows: &[&Row]) {
+    println!(
+        "{:<9} {:<28} {:>6} {:>10} {:>10} {:>10} {:>10} {:>11} {:>11} {:>7} {:>10}",
+        "backend",
+        "scenario",
+        "turns",
+        "median",
+        "p90",
+        "p99",
+        "turns/s",
+        "turn #10",
+        "turn #late",
+        "ratio",
+        "ops/commit"
+    );
+    for r in rows {
+        let (early, late, ratio) = match &r.history {
+            Some((e, l)) => (
+                fmt_ms(e.mean),
+                format!("{} {}", l.label, fmt_ms(l.mean)),
+                format!(
+                    "{:.2}",
+                    l.mean.as_secs_f64() / e.mean.as_secs_f64().max(1e-12)
+                ),
+            ),
+            None => ("-".into(), "-".into(), "-".into()),
+        };
+        let per_commit = group_commit(r).map_or("-".into(), |g| format!("{:.2}", g.3));
+        println!(
+            "{:<9} {:<28} {:>6} {:>10} {:>10} {:>10} {:>10.0} {:>11} {:>11} {:>7} {:>10}",
+            r.backend,
+            r.scenario,
+            r.turns,
+            fmt_ms(r.median),
+            fmt_ms(r.p90),
+            fmt_ms(r.p99),
+            r.per_sec,
+            early,
+            late,
+            ratio,
+            per_commit,
+        );
+    }
+}
+
+fn row_json(r: &Row) -> Value {
+    let mut v = json!({
+        "backend": r.backend,
+        "scenario": r.scenario,
+        "turns": r.turns,
+        "median_ms": ms(r.median),
+        "p90_ms": ms(r.p90),
+        "p99_ms": ms(r.p99),
+        "turns_per_s": (r.per_sec * 10.0).round() / 10.0,
+        "wall_s": (r.wall.as_secs_f64() * 1e3).round() / 1e3,
+    });
+    if let Some((e, l)) = &r.history {
+        v["history"] = json!({
+            "early": {"label": e.label, "turns": [e.first, e.last], "mean_ms": ms(e.mean)},
+            "late": {"label": l.label, "turns": [l.first, l.last], "mean_ms": ms(l.mean)},
+            "ratio": ((l.mean.as_secs_f64() / e.mean.as_secs_f64().max(1e-12)) * 100.0).round()
+                / 100.0,
+        });
+    }
+    if let Some((commits, ops, per_s, per_commit)) = group_commit(r) {
+        v["group_commit"] = json!({
+            "commits": commits,
+            "operations": ops,
+            "commits_per_s": per_s.round(),
+            "operations_per_commit": (per_commit * 100.0).round() / 100.0,
+        });
+    }
+    if let Some((wal, xacts)) = pg_per_turn(r) {
+        v["postgres_per_turn"] = json!({
+            "wal_kib": (wal * 10.0).round() / 10.0,
+            "writing_transactions": (xacts * 100.0).round() / 100.0,
+        });
+    }
+    if !r.profile.is_empty() {
+        let total: f64 = r.profile.iter().map(|p| p.1).sum();
+        let writes: f64 = r.profile.iter().filter(|p| p.3).map(|p| p.1).sum();
+        let calls: serde_json::Map<String, Value> = r
+            .profile
+            .iter()
+            .map(|(name, per_turn, mean, _)| {
+                (
+                    (*name).to_string(),
+                    json!({
+                        "per_turn": (per_turn * 100.0).round() / 100.0,
+                        "mean_us": (mean.as_secs_f64() * 1e7).round() / 10.0,
+                    }),
+                )
+            })
+            .collect();
+        v["store_calls_per_turn"] = json!((total * 100.0).round() / 100.0);
+        v["store_writes_per_turn"] = json!((writes * 100.0).round() / 100.0);
+        v["store_profile"] = Value::Object(calls);
+    }
+    v
+}
+
 fn main() {
     let o = Options::parse();
+    let load = load_average();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("tokio runtime");
+    let workers = std::thread::available_parallelism().map_or(0, |n| n.get());
     println!(
         "turn engine benchmark: zero-latency {} model, 3 steps per turn (echo tool, echo \
-         tool, text), tokio multi-thread runtime with {} workers, release={}",
+         tool, text), tokio multi-thread runtime with {workers} workers, release={}",
         if o.lean_model {
             "lean (no request log)"
         } else {
             "ScriptedModel"
         },
-        std::thread::available_parallelism().map_or(0, |n| n.get()),
         !cfg!(debug_assertions)
     );
+    match load {
+        Some([a, b, c]) => println!("load average at start: {a:.2} {b:.2} {c:.2} (1, 5, 15 min)"),
+        None => println!("load average at start: unknown (no /proc/loadavg)"),
+    }
     let mut rows = Vec::new();
     rt.block_on(async {
         if o.sqlite {
@@ -940,22 +1137,13 @@ fn main() {
             run_backend("postgres", async || postgres_store().await, &o, &mut rows).await;
         }
     });
-    println!();
-    println!(
-        "{:<9} {:<28} {:>6} {:>10} {:>10} {:>10} {:>10}",
-        "backend", "scenario", "turns", "median", "p90", "p99", "turns/s"
-    );
-    for r in &rows {
-        println!(
-            "{:<9} {:<28} {:>6} {:>10} {:>10} {:>10} {:>10.0}",
-            r.backend,
-            r.scenario,
-            r.turns,
-            fmt_ms(r.median),
-            fmt_ms(r.p90),
-            fmt_ms(r.p99),
-            r.per_sec
-        );
+    for backend in ["sqlite", "postgres"] {
+        let of: Vec<&Row> = rows.iter().filter(|r| r.backend == backend).collect();
+        if of.is_empty() {
+            continue;
+        }
+        println!();
+        print_table(&of);
     }
     println!();
     println!(
@@ -978,4 +1166,19 @@ fn main() {
             if met { "MET" } else { "MISSED" }
         );
     }
+    let summary = json!({
+        "bench": "turns",
+        "model": if o.lean_model { "lean" } else { "scripted" },
+        "store_profile": o.store_profile,
+        "workers": workers,
+        "release": !cfg!(debug_assertions),
+        "load_average_start": load.map(|l| l.to_vec()),
+        "load_average_end": load_average().map(|l| l.to_vec()),
+        "sizes": {
+            "warmup": o.warmup, "turns": o.turns, "chats": o.chats, "chat_turns": o.chat_turns,
+        },
+        "results": rows.iter().map(row_json).collect::<Vec<_>>(),
+    });
+    println!();
+    println!("{summary}");
 }
