@@ -43,7 +43,7 @@ pub(crate) fn build_request(
     }
     chat.extend(messages.iter().cloned().map(message));
 
-    let tools: Vec<ChatCompletionTools> = tools.into_iter().map(tool).collect();
+    let tools: Vec<ChatCompletionTools> = tools.iter().cloned().map(tool).collect();
 
     Ok(CreateChatCompletionRequest {
         model: model.to_owned(),
@@ -172,7 +172,7 @@ mod tests {
                     tool_calls: vec![],
                 }]
                 .into(),
-                tools: vec![],
+                tools: vec![].into(),
                 reasoning: None,
             },
         )

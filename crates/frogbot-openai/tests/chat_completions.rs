@@ -32,7 +32,7 @@ fn hello() -> ModelRequest {
             text: "Hello".into(),
         }]
         .into(),
-        tools: vec![],
+        tools: vec![].into(),
         reasoning: None,
     }
 }
@@ -187,7 +187,7 @@ async fn interleaved_tool_call_fragments_are_assembled_by_index() {
     .await;
     let model = model(server.base_url(), Some("KEY"));
     let mut request = hello();
-    request.tools = vec![weather_tool()];
+    request.tools = vec![weather_tool()].into();
 
     let events = collect_ok(model.stream(request).await.unwrap()).await;
 
@@ -284,7 +284,7 @@ async fn request_carries_model_key_instructions_tools_history_and_reasoning() {
             },
         ]
         .into(),
-        tools: vec![weather_tool()],
+        tools: vec![weather_tool()].into(),
         reasoning: Some("high".into()),
     };
 

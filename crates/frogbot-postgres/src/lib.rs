@@ -75,6 +75,10 @@ impl Default for StoreOptions {
 #[derive(Clone)]
 pub struct PostgresStore {
     pool: PgPool,
+    /// Connections with `synchronous_commit = off`, for step checkpoints: such a commit survives
+    /// the FrogBot process dying (the server has it) without waiting for the server's disk; the
+    /// next synchronous commit (the turn's end) flushes it with everything before it.
+    relaxed: PgPool,
     /// `host:port/database`, for error messages (never the password).
     target: String,
     /// The URL's password, scrubbed from any error message that might echo it.
@@ -132,9 +136,23 @@ impl PostgresStore {
                     Ok(sqlx::Connection::ping(conn).await.is_ok())
                 })
             })
-            .connect_lazy_with(connect);
+            .connect_lazy_with(connect.clone());
+        let relaxed = PgPoolOptions::new()
+            .max_connections(options.max_connections.div_ceil(2).max(1))
+            .acquire_timeout(options.acquire_timeout)
+            .test_before_acquire(false)
+            .before_acquire(|conn, meta| {
+                Box::pin(async move {
+                    if meta.idle_for < IDLE_CHECK_AFTER {
+                        return Ok(true);
+                    }
+                    Ok(sqlx::Connection::ping(conn).await.is_ok())
+                })
+            })
+            .connect_lazy_with(connect.options([("synchronous_commit", "off")]));
         let store = Self {
             pool,
+            relaxed,
             target,
             password,
             acquire_timeout: options.acquire_timeout,
@@ -161,6 +179,7 @@ impl PostgresStore {
     /// Closes the pool's connections (the handle answers [`Error::Storage`] afterwards).
     pub async fn close(&self) {
         self.pool.close().await;
+        self.relaxed.close().await;
     }
 
     /// Tests only: a handle whose every operation takes the careful, lock-first way, so that path

@@ -1522,8 +1522,9 @@ impl Store for PostgresStore {
     }
 
     async fn checkpoint(&self, op: &CheckpointOp<'_>) -> Result<Checkpointed> {
+        // A step checkpoint commits without waiting for the server's disk (see `relaxed`).
         if !self.careful_only {
-            let mut conn = self.pool.acquire().await.db(self)?;
+            let mut conn = self.relaxed.acquire().await.db(self)?;
             if let Some(done) = self.run_checkpoint(&mut conn, op).await? {
                 return Ok(done);
             }
@@ -1532,7 +1533,7 @@ impl Store for PostgresStore {
                 return Err(lease_lost(&op.lease.chat_id));
             }
         }
-        let mut tx = self.begin().await?;
+        let mut tx = self.relaxed.begin().await.db(self)?;
         self.lock_fenced(&mut tx, op.lease).await?;
         let done = self
             .run_checkpoint(&mut tx, op)

@@ -8,7 +8,9 @@
 //!   **group-commits**: it takes every operation already waiting (up to 256), runs them in one
 //!   `BEGIN IMMEDIATE` transaction, each in a `SAVEPOINT` of its own (an operation that fails — a
 //!   lost lease, a refused writer — is rolled back alone and answers its error), commits once, and
-//!   only then answers. An answered operation is durable: WAL with `synchronous = FULL`.
+//!   only then answers. An answered operation is durable: WAL with `synchronous = FULL` — except a
+//!   batch made only of step checkpoints, which commits with `synchronous = NORMAL` (no fsync: it
+//!   survives the process dying, and the next batch with anything else fsyncs the WAL with it).
 //! - **Readers beside it**: a few reader threads with read-only connections serve the reads, which
 //!   WAL lets run while the writer commits. (`sqlite::memory:` has no second connection: its reads
 //!   go to the writer.)
@@ -289,15 +291,31 @@ impl SqliteStore {
         T: Send + 'static,
         F: FnOnce(&Connection) -> R<T> + Send + 'static,
     {
-        self.on_writer(what, true, f).await
+        self.on_writer(what, true, false, f).await
     }
 
-    async fn on_writer<T, F>(&self, what: &'static str, write: bool, f: F) -> Result<T>
+    /// [`Self::write`] for an operation that may commit without waiting for the disk (a step
+    /// checkpoint): see the writer loop.
+    async fn write_relaxed<T, F>(&self, what: &'static str, f: F) -> Result<T>
     where
         T: Send + 'static,
         F: FnOnce(&Connection) -> R<T> + Send + 'static,
     {
-        let (task, rx) = Task::boxed(what, write, f);
+        self.on_writer(what, true, true, f).await
+    }
+
+    async fn on_writer<T, F>(
+        &self,
+        what: &'static str,
+        write: bool,
+        relaxed: bool,
+        f: F,
+    ) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> R<T> + Send + 'static,
+    {
+        let (task, rx) = Task::boxed(what, write, relaxed, f);
         let Some(tx) = &self.inner.writer else {
             return Err(self.stopped(what));
         };
@@ -312,7 +330,7 @@ impl SqliteStore {
         F: FnOnce(&Connection) -> R<T> + Send + 'static,
     {
         let Some(readers) = &self.inner.readers else {
-            return self.on_writer(what, false, f).await;
+            return self.on_writer(what, false, false, f).await;
         };
         let (tx, rx) = oneshot::channel();
         let job: ReadJob = Box::new(move |c: &Connection| {
@@ -457,7 +475,7 @@ impl Store for SqliteStore {
         let body = ops::message_body(op.reply)?;
         let (lease, reply) = (op.lease.clone(), op.reply.clone());
         let (position, join_steers, now) = (op.position, op.join_steers, op.now);
-        self.write("checkpoint", move |c| {
+        self.write_relaxed("checkpoint", move |c| {
             let op = CheckpointOp {
                 lease: &lease,
                 reply: &reply,

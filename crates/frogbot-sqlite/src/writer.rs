@@ -40,6 +40,8 @@ pub(crate) trait Pending: Send {
     fn answer(self: Box<Self>);
     /// Whether it is a write (counted in the stats).
     fn is_write(&self) -> bool;
+    /// Whether the operation may commit without waiting for the disk (a step checkpoint).
+    fn relaxed(&self) -> bool;
 }
 
 pub(crate) struct Task<T, F> {
@@ -48,6 +50,7 @@ pub(crate) struct Task<T, F> {
     out: Option<Result<T>>,
     tx: oneshot::Sender<Result<T>>,
     write: bool,
+    relaxed: bool,
 }
 
 impl<T, F> Task<T, F>
@@ -58,6 +61,7 @@ where
     pub(crate) fn boxed(
         what: &'static str,
         write: bool,
+        relaxed: bool,
         f: F,
     ) -> (Box<dyn Pending>, oneshot::Receiver<Result<T>>) {
         let (tx, rx) = oneshot::channel();
@@ -67,6 +71,7 @@ where
             out: None,
             tx,
             write,
+            relaxed,
         };
         (Box::new(task), rx)
     }
@@ -116,17 +121,38 @@ where
     fn is_write(&self) -> bool {
         self.write
     }
+
+    fn relaxed(&self) -> bool {
+        self.relaxed
+    }
 }
 
 /// The writer thread's loop: until every sender is gone.
 pub(crate) fn writer_loop(conn: Connection, rx: Receiver<Box<dyn Pending>>, stats: Arc<Counters>) {
     let mut batch: Vec<Box<dyn Pending>> = Vec::with_capacity(MAX_BATCH);
+    // The connection starts with `synchronous = FULL`.
+    let mut full = true;
     while let Ok(first) = rx.recv() {
         batch.push(first);
         while batch.len() < MAX_BATCH {
             match rx.try_recv() {
                 Ok(op) => batch.push(op),
                 Err(_) => break,
+            }
+        }
+        // A batch of step checkpoints only commits without an fsync (`synchronous = NORMAL`):
+        // it survives the process dying, and the next batch with anything else (a user's message,
+        // a turn's end, an answer) fsyncs the WAL with it. Every other batch waits for the disk.
+        let want_full = batch.iter().any(|op| !op.relaxed());
+        if want_full != full {
+            let pragma = if want_full {
+                "PRAGMA synchronous = FULL"
+            } else {
+                "PRAGMA synchronous = NORMAL"
+            };
+            match conn.execute_batch(pragma) {
+                Ok(()) => full = want_full,
+                Err(e) => tracing::warn!(error = %e, "could not switch SQLite's synchronous mode"),
             }
         }
         run_batch(&conn, &mut batch, &stats);

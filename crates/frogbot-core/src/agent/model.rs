@@ -164,8 +164,8 @@ pub struct ModelRequest {
     pub instructions: String,
     /// The conversation so far.
     pub messages: Transcript,
-    /// The tools offered for this step.
-    pub tools: Vec<ToolSpec>,
+    /// The tools offered for this step (shared between requests).
+    pub tools: std::sync::Arc<[ToolSpec]>,
     /// The reasoning option chosen (`low`, `medium`, `high`, …), if any.
     pub reasoning: Option<String>,
 }

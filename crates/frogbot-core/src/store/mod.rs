@@ -113,6 +113,11 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
 
     /// Saves a step of the turn that holds `op.lease` (fenced), and joins the queued steers of the
     /// turn's driving user to the turn when `op.join_steers`.
+    ///
+    /// The one operation that may commit without waiting for the disk: a step checkpoint must
+    /// survive the FrogBot process dying (what it is for), while a power loss may take the last
+    /// steps of a running turn with it — the next operation that waits for the disk (the turn's
+    /// end) makes them durable. Every other write method is durable when it returns.
     async fn checkpoint(&self, op: &CheckpointOp<'_>) -> Result<Checkpointed>;
 
     /// The turn stops to wait on questions: saves the reply as the chat's waiting message, creates

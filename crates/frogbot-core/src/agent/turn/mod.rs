@@ -96,7 +96,10 @@ pub(crate) struct Turns {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) offers: Vec<ModelOffer>,
     tools: Vec<Arc<dyn Tool>>,
-    tool_specs: Vec<ToolSpec>,
+    /// The tools offered, without and with the question tool (built once, shared by every
+    /// request).
+    tool_specs: Arc<[ToolSpec]>,
+    tool_specs_with_question: Arc<[ToolSpec]>,
     pub(crate) config: EngineConfig,
     pub(crate) process: String,
     events: broadcast::Sender<ChatEvent>,
@@ -129,13 +132,16 @@ impl Turns {
         config: EngineConfig,
     ) -> Self {
         let (events, _) = broadcast::channel(1024);
-        let tool_specs = tools.iter().map(|t| t.spec()).collect();
+        let plain: Vec<ToolSpec> = tools.iter().map(|t| t.spec()).collect();
+        let mut with_question = plain.clone();
+        with_question.push(question_tool_spec());
         Self {
+            tool_specs: plain.into(),
+            tool_specs_with_question: with_question.into(),
             store,
             clock,
             offers,
             tools,
-            tool_specs,
             history: HistoryCache::new(config.history_cache_messages),
             config,
             process: format!("p-{}", uuid::Uuid::new_v4().simple()),
@@ -166,6 +172,9 @@ impl Turns {
     }
 
     pub(crate) fn emit_message(&self, chat: &ChatId, message: &UiMessage) {
+        if self.events.receiver_count() == 0 {
+            return; // nobody listens: no copy
+        }
         let _ = self.events.send(ChatEvent::Message {
             chat_id: chat.clone(),
             message: Box::new(message.clone()),
@@ -962,10 +971,11 @@ impl Turns {
         let mut so_far = Vec::new();
         to_model_messages(reply, &mut so_far);
         messages.extend(so_far);
-        let mut tools = self.tool_specs.clone();
-        if offer_questions {
-            tools.push(question_tool_spec());
-        }
+        let tools = if offer_questions {
+            self.tool_specs_with_question.clone()
+        } else {
+            self.tool_specs.clone()
+        };
         ModelRequest {
             instructions: self.config.instructions.clone(),
             messages,
