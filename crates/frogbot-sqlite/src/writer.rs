@@ -169,14 +169,22 @@ fn fail_all(batch: &mut [Box<dyn Pending>], why: &str) {
     }
 }
 
+/// Runs a cached statement that returns no rows (BEGIN, SAVEPOINT, RELEASE, COMMIT): parsed once
+/// per connection.
+fn control(c: &Connection, sql: &str) -> rusqlite::Result<()> {
+    c.prepare_cached(sql)?.execute([]).map(drop)
+}
+
 fn run_batch(c: &Connection, batch: &mut [Box<dyn Pending>], stats: &Counters) {
-    if let Err(e) = c.execute_batch("BEGIN IMMEDIATE") {
+    if let Err(e) = control(c, "BEGIN IMMEDIATE") {
         let why = storage("begin a write transaction", &e).to_string();
         fail_all(batch, &why);
         return;
     }
+    // One operation alone needs no savepoint: if it fails, the transaction is rolled back.
+    let alone = batch.len() == 1;
     for i in 0..batch.len() {
-        if let Err(e) = c.execute_batch("SAVEPOINT op") {
+        if !alone && let Err(e) = control(c, "SAVEPOINT op") {
             rollback(c);
             fail_all(batch, &storage("open a savepoint", &e).to_string());
             return;
@@ -191,18 +199,25 @@ fn run_batch(c: &Connection, batch: &mut [Box<dyn Pending>], stats: &Counters) {
             );
             return;
         }
+        if alone {
+            if !ok {
+                rollback(c);
+                return;
+            }
+            continue;
+        }
         let end = if ok {
-            "RELEASE op"
+            control(c, "RELEASE op")
         } else {
-            "ROLLBACK TO op; RELEASE op"
+            control(c, "ROLLBACK TO op").and_then(|()| control(c, "RELEASE op"))
         };
-        if let Err(e) = c.execute_batch(end) {
+        if let Err(e) = end {
             rollback(c);
             fail_all(batch, &storage("end a savepoint", &e).to_string());
             return;
         }
     }
-    match c.execute_batch("COMMIT") {
+    match control(c, "COMMIT") {
         Ok(()) => {
             let writes = batch.iter().filter(|op| op.is_write()).count() as u64;
             if writes > 0 {
