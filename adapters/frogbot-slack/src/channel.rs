@@ -521,7 +521,10 @@ impl Receiver {
                     .engine
                     .channel_thread_known(PLATFORM, &incoming.thread)
                     .await
-                    .map_err(|e| Failure::Retry(e.to_string()))?;
+                    .map_err(|e| {
+                        error!(error = %e, "Slack message: the thread could not be looked up");
+                        Failure::Retry(e.to_string())
+                    })?;
             if !known {
                 debug!(thread = %incoming.thread, "Slack message outside a FrogBot thread ignored");
                 return Ok(());
@@ -649,7 +652,10 @@ impl Receiver {
     /// The "Other…" button: opens the question set's modal while the clicked message is the
     /// question's current, open one. `false` when it is not (the engine then answers `stale`).
     async fn open_form(&self, event: &frogbot_core::model::ActionEvent) -> Result<bool, Failure> {
-        let retry = |e: frogbot_core::Error| Failure::Retry(e.to_string());
+        let retry = |e: frogbot_core::Error| {
+            error!(error = %e, "Slack \"Other…\" click: the form could not be opened");
+            Failure::Retry(e.to_string())
+        };
         let Some(target) = self
             .engine
             .question_for_form(PLATFORM, &event.message_id)
@@ -703,7 +709,8 @@ fn retry_num(headers: &HeaderMap) -> Option<String> {
 
 fn failure_response(f: Failure) -> Response {
     let Failure::Retry(msg) = f;
-    warn!(error = %msg, "Slack delivery failed; answering 500 so Slack retries");
+    // Logged once, where it failed; here only what Slack is told.
+    debug!(error = %msg, "Slack delivery failed; answering 500 so Slack retries");
     status(StatusCode::INTERNAL_SERVER_ERROR, "retry later")
 }
 
@@ -853,7 +860,7 @@ impl SlackSocketModeClientListener for SocketEnvelopes {
         match handled {
             Ok(()) => Some(json!({ "envelope_id": id }).to_string()),
             Err(Failure::Retry(message)) => {
-                warn!(error = %message, "Slack Socket Mode delivery failed; not acknowledged (Slack redelivers)");
+                debug!(error = %message, "Slack Socket Mode delivery failed; not acknowledged (Slack redelivers)");
                 None
             }
         }

@@ -14,59 +14,140 @@ use frogbot_core::model::{Delivery, QuestionOutcome};
 use frogbot_core::store::*;
 use frogbot_postgres::{PostgresStore, StoreOptions};
 
-/// 100 trials: 32 concurrent `record_outcome` calls on one question, through two handles (two
-/// pools, as two processes): exactly one wins each time, the others see it settled.
+const RACE_URL: &str = "FROGBOT_PG_RACE_CHILD_URL";
+
+/// Fires 16 concurrent `record_outcome` calls on question `call-{trial}` of chat `race`, the
+/// `i`-th of them as call `2 * i + parity` of the 32 (mixed outcomes, fences and lock requests);
+/// returns how many won. Panics on anything but `Won` / `Settled`.
+async fn race_sixteen(s: DynStore, trial: usize, parity: usize) -> usize {
+    let c = chat("race");
+    let call = format!("call-{trial}");
+    let mut tasks = Vec::new();
+    for i in (0..32).filter(|i| i % 2 == parity) {
+        let (s, c, call) = (s.clone(), c.clone(), call.clone());
+        tasks.push(tokio::spawn(async move {
+            let holder = format!("h{i}");
+            let outcome = if i % 4 == 0 {
+                QuestionOutcome::Dismissed
+            } else {
+                answer("yes")
+            };
+            s.record_outcome(&RecordOp {
+                chat: &c,
+                tool_call_id: &call,
+                outcome: &outcome,
+                actor: None,
+                // Some fenced by the revision they read, some not (HTTP settle, expiry).
+                expected_revision: (i % 3 != 0).then_some(0),
+                lock: (i % 5 == 0).then_some(LockRequest {
+                    holder: &holder,
+                    ttl_ms: 5000,
+                }),
+                now: T0 + 1,
+            })
+            .await
+            .unwrap()
+        }));
+    }
+    let mut won = 0;
+    for t in tasks {
+        match t.await.unwrap() {
+            Recorded::Won { .. } => won += 1,
+            Recorded::Settled { question } => assert!(question.outcome.is_some()),
+            other => panic!("trial {trial}: {other:?}"),
+        }
+    }
+    won
+}
+
+/// The second process of [`thirty_two_concurrent_outcomes_one_winner_each_trial`]: for each trial
+/// number read from stdin, its 16 calls; prints `WON {trial} {count}`. Does nothing unless started
+/// by it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn race_child_answers() {
+    let Ok(url) = std::env::var(RACE_URL) else {
+        return;
+    };
+    let s = open(&url, false).await;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<usize>();
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lines() {
+            let Ok(line) = line else { return };
+            if tx
+                .send(line.trim().parse().expect("a trial number"))
+                .is_err()
+            {
+                return;
+            }
+        }
+    });
+    while let Some(trial) = rx.recv().await {
+        let won = race_sixteen(s.clone(), trial, 1).await;
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "WON {trial} {won}").unwrap();
+        out.flush().unwrap();
+    }
+}
+
+/// 100 trials: 32 concurrent `record_outcome` calls on one question from two real processes (this
+/// test and a child copy of this binary, 16 each, started together per trial): exactly one wins
+/// each time, the others see it settled.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thirty_two_concurrent_outcomes_one_winner_each_trial() {
     let Some(db) = frogbot_testkit::postgres_db() else {
         return;
     };
-    let a = open(&db.url, false).await;
-    let b = open(&db.url, false).await;
+    let a = open(&db.url, false).await; // migrations applied before the child starts
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "race_child_answers",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(RACE_URL, &db.url)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the second process");
+    let mut to_child = child.stdin.take().unwrap();
+    let mut from_child = BufReader::new(child.stdout.take().unwrap());
     let c = chat("race");
+    let mut child_wins = 0;
     for trial in 0..100 {
         let call = format!("call-{trial}");
         a.insert_questions(&[new_question(&c, &call, "a1", 0)], T0)
             .await
             .unwrap();
-        let mut tasks = Vec::new();
-        for i in 0..32 {
-            let s = if i % 2 == 0 { a.clone() } else { b.clone() };
-            let (c, call) = (c.clone(), call.clone());
-            tasks.push(tokio::spawn(async move {
-                let holder = format!("h{i}");
-                let outcome = if i % 4 == 0 {
-                    QuestionOutcome::Dismissed
-                } else {
-                    answer("yes")
-                };
-                s.record_outcome(&RecordOp {
-                    chat: &c,
-                    tool_call_id: &call,
-                    outcome: &outcome,
-                    actor: None,
-                    // Half fenced by the revision they read, half not (HTTP settle, expiry).
-                    expected_revision: (i % 3 != 0).then_some(0),
-                    lock: (i % 5 == 0).then_some(LockRequest {
-                        holder: &holder,
-                        ttl_ms: 5000,
-                    }),
-                    now: T0 + 1,
-                })
-                .await
-                .unwrap()
-            }));
-        }
-        let mut won = 0;
-        for t in tasks {
-            match t.await.unwrap() {
-                Recorded::Won { .. } => won += 1,
-                Recorded::Settled { question } => assert!(question.outcome.is_some()),
-                other => panic!("trial {trial}: {other:?}"),
+        writeln!(to_child, "{trial}").unwrap();
+        to_child.flush().unwrap();
+        let ours = race_sixteen(a.clone(), trial, 0).await;
+        // The child's answer for this trial (the harness may print on the same line).
+        let theirs = tokio::task::block_in_place(|| {
+            let mut line = String::new();
+            loop {
+                line.clear();
+                assert!(
+                    from_child.read_line(&mut line).unwrap() > 0,
+                    "the second process ended early"
+                );
+                if let Some(at) = line.find("WON ") {
+                    let mut f = line[at + 4..].split_whitespace();
+                    let t: usize = f.next().unwrap().parse().unwrap();
+                    assert_eq!(t, trial, "the second process answers in order");
+                    return f.next().unwrap().parse::<usize>().unwrap();
+                }
             }
-        }
-        assert_eq!(won, 1, "trial {trial}: exactly one outcome wins");
+        });
+        child_wins += theirs;
+        assert_eq!(ours + theirs, 1, "trial {trial}: exactly one outcome wins");
     }
+    drop(to_child);
+    let status = child.wait().unwrap();
+    assert!(status.success(), "the second process failed: {status:?}");
+    // Both processes took part: neither side won every trial by being alone.
+    eprintln!("the second process won {child_wins} of 100 trials");
 }
 
 /// A `send` racing the `end_turn` of the running turn (and each other) never leaves a message

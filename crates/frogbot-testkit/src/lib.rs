@@ -361,3 +361,55 @@ fn find_bin_dir() -> Option<PathBuf> {
             .find(|p| p.join("pg_ctl").exists() && p.join("initdb").exists())
     })
 }
+
+/// A write lock on a SQLite test database held by a second connection, as another process would
+/// hold it (`BEGIN IMMEDIATE`): the store's writes wait for their busy timeout, then fail. Released
+/// when dropped.
+pub struct SqliteWriteLock {
+    conn: Option<rusqlite::Connection>,
+}
+
+impl std::fmt::Debug for SqliteWriteLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteWriteLock").finish_non_exhaustive()
+    }
+}
+
+/// Takes the write lock of the SQLite database at `url` (`sqlite://PATH`).
+///
+/// # Panics
+/// When the database cannot be opened or locked.
+pub fn lock_sqlite(url: &str) -> SqliteWriteLock {
+    let path = url.trim_start_matches("sqlite://");
+    let conn = rusqlite::Connection::open(path).expect("open the SQLite database");
+    conn.execute_batch("BEGIN IMMEDIATE")
+        .expect("take the SQLite write lock");
+    SqliteWriteLock { conn: Some(conn) }
+}
+
+impl Drop for SqliteWriteLock {
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            let _ = conn.execute_batch("ROLLBACK");
+        }
+    }
+}
+
+/// Drops the PostgreSQL test database at `url` under whoever uses it (`WITH (FORCE)` cuts their
+/// connections): every later operation of a store on it fails.
+///
+/// # Panics
+/// When the server cannot be reached or the database not dropped.
+pub async fn drop_postgres_db(url: &str) {
+    use sqlx::Connection as _;
+    let (base, name) = url.rsplit_once('/').expect("a database URL");
+    let mut admin = sqlx::PgConnection::connect(&format!("{base}/postgres"))
+        .await
+        .expect("connect to the cluster");
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DROP DATABASE \"{name}\" WITH (FORCE)"
+    )))
+    .execute(&mut admin)
+    .await
+    .expect("drop the test database");
+}

@@ -62,6 +62,8 @@ pub struct ApiError {
     code: &'static str,
     message: String,
     chat: Option<String>,
+    /// Adds `Retry-After: 1` (a 503 the caller should retry).
+    retry_after: bool,
 }
 
 impl ApiError {
@@ -71,6 +73,7 @@ impl ApiError {
             code,
             message: message.into(),
             chat: None,
+            retry_after: false,
         }
     }
     fn invalid(message: impl Into<String>) -> Self {
@@ -101,7 +104,7 @@ impl ApiError {
 
 impl From<CoreError> for ApiError {
     fn from(e: CoreError) -> Self {
-        match e {
+        match &e {
             CoreError::SelectionUnavailable(m) => {
                 Self::new(StatusCode::BAD_REQUEST, "selection-unavailable", m)
             }
@@ -112,6 +115,19 @@ impl From<CoreError> for ApiError {
             CoreError::Stale(m) => Self::new(StatusCode::CONFLICT, "stale", m),
             CoreError::Forbidden(m) => Self::new(StatusCode::FORBIDDEN, "forbidden", m),
             CoreError::ChannelChat(m) => Self::new(StatusCode::CONFLICT, "channel-chat", m),
+            // The database failed (unreachable, locked past its timeout, full): the operation
+            // changed nothing and may be tried again. Logged here, once, with the driver's words;
+            // the caller gets a clear message without them (they may name hosts).
+            CoreError::Storage(_) | CoreError::Locked(_) => {
+                tracing::error!(error = %e, "store unavailable; answering 503");
+                let mut err = Self::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "unavailable",
+                    "the database is unavailable; nothing was changed, try again later",
+                );
+                err.retry_after = true;
+                err
+            }
             other => {
                 tracing::error!(error = %other, "internal error");
                 Self::new(
@@ -130,6 +146,10 @@ impl IntoResponse for ApiError {
         let mut res = (self.status, axum::Json(body)).into_response();
         if let Some(chat) = self.chat.and_then(|c| HeaderValue::from_str(&c).ok()) {
             res.headers_mut().insert(CHAT_HEADER, chat);
+        }
+        if self.retry_after {
+            res.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         }
         res
     }

@@ -134,6 +134,11 @@ fn set_secrets() -> (&'static str, &'static str) {
 
 /// Starts the fake Web API and `frogbot serve` with `[channels.slack]` pointing at it.
 async fn start(extra: &str) -> Env {
+    start_on(frogbot_testkit::sqlite_db(), extra).await
+}
+
+/// [`start`] on a given database.
+async fn start_on(db: frogbot_testkit::TestDb, extra: &str) -> Env {
     let _ = tracing_subscriber::fmt()
         .with_test_writer()
         .with_max_level(tracing::Level::INFO)
@@ -147,7 +152,6 @@ async fn start(extra: &str) -> Env {
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
 
     let (tok, sec) = set_secrets();
-    let db = frogbot_testkit::sqlite_db();
     let config = common::config_with(
         &db.url,
         &format!(
@@ -568,6 +572,59 @@ async fn a_question_is_clicked_settled_and_the_agent_continues() {
     assert_ne!(q2.record.current().unwrap().id, msg_id);
     assert!(q2.outcome.is_none());
     assert_eq!(env.fake.calls("chat.update").len(), 1);
+}
+
+/// The store fails under a running channel (its PostgreSQL database is dropped): a thread reply,
+/// a new mention and a click are each answered with a non-200 (500), so Slack retries the events
+/// (and shows the clicker that it failed) instead of taking an acknowledgement for a delivery that
+/// was not stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_failure_is_not_acknowledged_so_slack_retries() {
+    let Some(db) = frogbot_testkit::postgres_db() else {
+        return;
+    };
+    let url = db.url.clone();
+    let env = start_on(db, "").await;
+    let root = env.mention("U1", "ask me").await;
+    let question = env.posted(&root, 0).await;
+    let q = env.question(&root).await;
+    let msg_ts = q
+        .record
+        .current()
+        .unwrap()
+        .id
+        .split_once(':')
+        .unwrap()
+        .1
+        .to_string();
+    let green = element(&question["blocks"], "Green");
+
+    frogbot_testkit::drop_postgres_db(&url).await;
+    // Connections the server cut fail first, then every operation finds the database gone; each
+    // delivery is refused either way.
+    for k in 0..3 {
+        assert_eq!(
+            env.reply("U1", &root, "still there?").await,
+            500,
+            "reply {k}"
+        );
+        let ts = env.ts();
+        let status = env
+            .event(json!({
+                "type": "app_mention", "user": "U2", "text": "<@UBOT> hello",
+                "ts": ts, "channel": CHANNEL, "event_ts": ts
+            }))
+            .await;
+        assert_eq!(status, 500, "mention {k}");
+        let click = click("U7", &msg_ts, &root, &green, &format!("111.222.{k}"));
+        assert_eq!(
+            env.interactivity(&click, Sig::Good, None).await,
+            500,
+            "click {k}"
+        );
+    }
+    // Nothing was acknowledged, so nothing was answered either.
+    assert_eq!(env.fake.calls("chat.update").len(), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
