@@ -82,6 +82,33 @@ impl Transcript {
         self.chunks.push(chunk);
     }
 
+    /// Appends a chunk and keeps the chunk count logarithmic in the length: while the newest
+    /// chunk is at least as long as the one before it, the two are merged (copied once into one),
+    /// like a binary counter. A transcript built this way is cloned in O(log n); every message is
+    /// copied O(log n) times over the transcript's life. Used for the long-lived history a
+    /// process keeps per chat; a request's own additions use [`Transcript::push_chunk`].
+    pub(crate) fn push_compacting(&mut self, chunk: std::sync::Arc<[ModelMessage]>) {
+        if chunk.is_empty() {
+            return;
+        }
+        self.len += chunk.len();
+        self.chunks.push(chunk);
+        while let [.., older, newer] = self.chunks.as_slice()
+            && older.len() <= newer.len()
+        {
+            let merged: std::sync::Arc<[ModelMessage]> =
+                older.iter().chain(newer.iter()).cloned().collect();
+            self.chunks.truncate(self.chunks.len() - 2);
+            self.chunks.push(merged);
+        }
+    }
+
+    /// How many chunks (for tests of the compaction).
+    #[cfg(test)]
+    pub(crate) fn chunk_count(&self) -> usize {
+        self.chunks.len()
+    }
+
     /// Appends one message.
     pub fn push(&mut self, message: ModelMessage) {
         self.push_chunk(std::sync::Arc::from(vec![message]));

@@ -12,12 +12,23 @@ use crate::store::{DynStore, StoredMessage};
 
 /// A chat's history as this process last knew it: its non-queued messages in stored order, up to
 /// the chat's `version`, each with its model messages (converted once).
+///
+/// Nothing here costs in proportion to the chat's length once warm: a message is found by its id
+/// through `keys` and a binary search on the order key, and the transcript of every message but the
+/// newest is kept compacted (`prefix`, O(log n) chunks), so a request clones a few pointers.
 #[derive(Clone, Debug, Default)]
 struct ChatHistory {
     version: i64,
     messages: Vec<(StoredMessage, Arc<[ModelMessage]>)>,
+    /// The order key of every message in `messages`, by id.
+    keys: HashMap<String, OrderKey>,
+    /// The model messages of `messages[..prefix_len]`, compacted.
+    prefix: Transcript,
+    prefix_len: usize,
     used: u64,
 }
+
+type OrderKey = (bool, i64, i64, i64);
 
 fn converted(m: &StoredMessage) -> Arc<[ModelMessage]> {
     let mut out = Vec::new();
@@ -26,20 +37,33 @@ fn converted(m: &StoredMessage) -> Arc<[ModelMessage]> {
 }
 
 impl ChatHistory {
+    /// Where the message `id` is in `messages`.
+    fn index_of(&self, id: &str) -> Option<usize> {
+        let key = *self.keys.get(id)?;
+        let i = self.messages.partition_point(|(x, _)| x.order_key() < key);
+        (i < self.messages.len() && self.messages[i].0.message.id == id).then_some(i)
+    }
+
+    /// `messages[i]` changed: the compacted prefix no longer holds if it covered it.
+    fn touched(&mut self, i: usize) {
+        if i < self.prefix_len {
+            self.prefix = Transcript::new();
+            self.prefix_len = 0;
+        }
+    }
+
     /// Puts `m` in its place (replacing an older version of it); queued messages are not history.
     fn apply(&mut self, m: &StoredMessage) {
         self.version = self.version.max(m.version);
-        // Most writes touch the latest turn: look from the end.
-        if let Some(i) = self
-            .messages
-            .iter()
-            .rposition(|(x, _)| x.message.id == m.message.id)
-        {
+        if let Some(i) = self.index_of(&m.message.id) {
             if !m.queued && self.messages[i].0.order_key() == m.order_key() {
                 self.messages[i] = (m.clone(), converted(m));
+                self.touched(i);
                 return;
             }
             self.messages.remove(i);
+            self.keys.remove(&m.message.id);
+            self.touched(i);
         }
         if m.queued {
             return;
@@ -47,6 +71,41 @@ impl ChatHistory {
         let key = m.order_key();
         let at = self.messages.partition_point(|(x, _)| x.order_key() <= key);
         self.messages.insert(at, (m.clone(), converted(m)));
+        self.keys.insert(m.message.id.clone(), key);
+        self.touched(at);
+    }
+
+    /// The model messages of the history without the message `except` (the reply being written).
+    fn transcript(&mut self, except: &str) -> Transcript {
+        // Every message but the newest is settled enough to compact (the newest is usually the
+        // reply being rewritten at each step).
+        let settled = self.messages.len().saturating_sub(1);
+        while self.prefix_len < settled {
+            self.prefix
+                .push_compacting(self.messages[self.prefix_len].1.clone());
+            self.prefix_len += 1;
+        }
+        match self.index_of(except) {
+            // Rare: the excepted message is not among the newest; build without it.
+            Some(skip) if skip < self.prefix_len => {
+                let mut out = Transcript::new();
+                for (i, (_, chunk)) in self.messages.iter().enumerate() {
+                    if i != skip {
+                        out.push_chunk(chunk.clone());
+                    }
+                }
+                out
+            }
+            _ => {
+                let mut out = self.prefix.clone();
+                for (m, chunk) in &self.messages[self.prefix_len..] {
+                    if m.message.id != except {
+                        out.push_chunk(chunk.clone());
+                    }
+                }
+                out
+            }
+        }
     }
 }
 
@@ -107,12 +166,7 @@ impl HistoryCache {
             entry.version = entry.version.max(changes.version);
         }
         entry.used = tick;
-        let mut out = Transcript::new();
-        for (m, chunk) in &entry.messages {
-            if m.message.id != except {
-                out.push_chunk(chunk.clone());
-            }
-        }
+        let out = entry.transcript(except);
         self.evict(&mut chats);
         Ok(out)
     }
@@ -239,5 +293,165 @@ pub fn to_model_messages(m: &UiMessage, out: &mut Vec<ModelMessage>) {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Delivery, MessageMetadata};
+    use crate::store::REPLY_SUB;
+
+    fn stored(
+        id: &str,
+        role: Role,
+        text: &str,
+        position: Option<i64>,
+        sub: i64,
+        seq: i64,
+    ) -> StoredMessage {
+        StoredMessage {
+            chat_id: ChatId::new("c").unwrap(),
+            message: UiMessage {
+                id: id.into(),
+                role,
+                parts: vec![MessagePart::text(text)],
+                metadata: MessageMetadata::default(),
+            },
+            seq,
+            position,
+            sub,
+            queued: position.is_none(),
+            delivery: Delivery::Queue,
+            version: seq,
+        }
+    }
+
+    /// What the history must be: the non-queued messages in order, converted, minus `except`.
+    fn naive(all: &HashMap<String, StoredMessage>, except: &str) -> Vec<ModelMessage> {
+        let mut ms: Vec<&StoredMessage> = all.values().filter(|m| !m.queued).collect();
+        ms.sort_by_key(|m| m.order_key());
+        let mut out = Vec::new();
+        for m in ms.into_iter().filter(|m| m.message.id != except) {
+            to_model_messages(&m.message, &mut out);
+        }
+        out
+    }
+
+    /// A long sequence of turns, rewritten replies, steers, queued messages promoted or deleted
+    /// and rewrites of old messages: the kept history always equals the history rebuilt from
+    /// scratch, and its compacted transcript stays a few chunks long.
+    #[test]
+    fn the_kept_history_equals_a_rebuild_and_stays_compact() {
+        let mut h = ChatHistory::default();
+        let mut all: HashMap<String, StoredMessage> = HashMap::new();
+        let mut seq = 0;
+        let mut rng: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = |n: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % n
+        };
+        let mut put =
+            |h: &mut ChatHistory, all: &mut HashMap<String, StoredMessage>, m: StoredMessage| {
+                h.apply(&m);
+                all.insert(m.message.id.clone(), m);
+            };
+        for pos in 1..=400i64 {
+            seq += 1;
+            put(
+                &mut h,
+                &mut all,
+                stored(&format!("u{pos}"), Role::User, "hi", Some(pos), 0, seq),
+            );
+            let reply = format!("a{pos}");
+            for step in 0..3 {
+                seq += 1;
+                put(
+                    &mut h,
+                    &mut all,
+                    stored(
+                        &reply,
+                        Role::Assistant,
+                        &format!("step {step}"),
+                        Some(pos),
+                        REPLY_SUB,
+                        seq,
+                    ),
+                );
+                let got = h.transcript(&reply);
+                assert_eq!(got.to_vec(), naive(&all, &reply), "turn {pos} step {step}");
+            }
+            match next(6) {
+                // A steer that joins the turn.
+                0 => {
+                    seq += 1;
+                    put(
+                        &mut h,
+                        &mut all,
+                        stored(&format!("s{pos}"), Role::User, "steer", Some(pos), seq, seq),
+                    );
+                }
+                // A queued message (not history), then the same message promoted into a turn
+                // of its own (history, at its new place).
+                1 => {
+                    seq += 1;
+                    let mut q = stored(&format!("q{pos}"), Role::User, "queued", None, 0, seq);
+                    put(&mut h, &mut all, q.clone());
+                    assert_eq!(h.transcript("none").to_vec(), naive(&all, "none"));
+                    seq += 1;
+                    q.position = Some(pos);
+                    q.sub = seq;
+                    q.queued = false;
+                    q.version = seq;
+                    put(&mut h, &mut all, q);
+                }
+                // An old message rewritten in place (an answered question's reply).
+                2 if pos > 5 => {
+                    let old = format!("a{}", next(pos as u64 - 1) + 1);
+                    let mut m = all[&old].clone();
+                    seq += 1;
+                    m.message.parts = vec![MessagePart::text(format!("answered {seq}"))];
+                    m.version = seq;
+                    put(&mut h, &mut all, m);
+                }
+                _ => {}
+            }
+            let got = h.transcript("none");
+            assert_eq!(got.to_vec(), naive(&all, "none"), "after turn {pos}");
+            // Excepting an old message works too.
+            if pos > 3 {
+                let old = format!("u{}", next(pos as u64 - 1) + 1);
+                assert_eq!(h.transcript(&old).to_vec(), naive(&all, &old));
+            }
+            assert!(
+                h.prefix.chunk_count()
+                    <= 2 * (64 - (h.prefix_len as u64).leading_zeros() as usize) + 2,
+                "{} chunks for {} messages",
+                h.prefix.chunk_count(),
+                h.prefix_len
+            );
+        }
+    }
+
+    #[test]
+    fn compaction_keeps_order_and_a_logarithmic_chunk_count() {
+        let mut t = Transcript::new();
+        for i in 0..1000 {
+            t.push_compacting(Arc::from(vec![ModelMessage::User {
+                text: i.to_string(),
+            }]));
+        }
+        assert_eq!(t.len(), 1000);
+        assert!(t.chunk_count() <= 10, "{}", t.chunk_count());
+        let texts: Vec<String> = t
+            .iter()
+            .map(|m| match m {
+                ModelMessage::User { text } => text.clone(),
+                _ => unreachable!(),
+            })
+            .collect();
+        assert_eq!(texts, (0..1000).map(|i| i.to_string()).collect::<Vec<_>>());
     }
 }
