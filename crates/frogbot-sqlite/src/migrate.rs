@@ -13,6 +13,7 @@ const STEPS: &[M<'static>] = &[
     M::up(include_str!("../migrations/0001_init.sql")),
     M::up(include_str!("../migrations/0002_sweeps.sql")),
     M::up(include_str!("../migrations/0003_versions.sql")),
+    M::up(include_str!("../migrations/0004_lean_writes.sql")),
 ];
 
 /// Brings the database to the latest schema.

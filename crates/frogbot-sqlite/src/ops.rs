@@ -522,7 +522,35 @@ fn put_turn_message(
     now: Millis,
 ) -> R<StoredMessage> {
     let version = bump(c, chat)?;
-    let (seq, delivery) = opt(
+    // The common case — a reply rewritten at its place by the next step — sets only what changed,
+    // so the indexes on the other columns are left alone; anything else takes the upsert.
+    let rewritten = opt(
+        c,
+        "UPDATE messages SET body = ?3, updated_at = ?4, version = ?5 \
+         WHERE chat_id = ?1 AND id = ?2 AND queued = FALSE AND position = ?6 AND sub = ?7 \
+           AND role = ?8 AND author IS ?9 \
+         RETURNING seq, delivery",
+        params![
+            chat.as_str(),
+            m.id,
+            body,
+            now,
+            version,
+            position,
+            sub,
+            m.role.as_str(),
+            m.metadata.author.as_ref().map(UserId::as_str),
+        ],
+        |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                parse_delivery(&r.get::<_, String>(1)?)?,
+            ))
+        },
+    )?;
+    let (seq, delivery) = match rewritten {
+        Some(found) => found,
+        None => opt(
         c,
         "INSERT INTO messages (chat_id, id, role, author, queued, delivery, position, sub, body, \
                                created_at, updated_at, version) \
@@ -545,7 +573,8 @@ fn put_turn_message(
         ],
         |r| Ok((r.get::<_, i64>(0)?, parse_delivery(&r.get::<_, String>(1)?)?)),
     )?
-    .ok_or_else(|| E::Core(Error::Corrupt("upsert returned nothing".into())))?;
+    .ok_or_else(|| E::Core(Error::Corrupt("upsert returned nothing".into())))?,
+    };
     Ok(stored(
         chat,
         m,
@@ -697,14 +726,17 @@ fn take_lease(c: &Connection, chat: &ChatId, req: &LeaseRequest, taken_over: boo
 }
 
 /// Fences the operation with `lease`: touches the chat, or fails with `LeaseLost`.
-fn fence(c: &Connection, lease: &Lease, now: Millis) -> R<()> {
-    let n = exec(
+/// Checks that `lease` still holds its chat. A read: the writer's transaction holds the database's
+/// write lock, so nothing can take the chat between this check and the operation's writes (and the
+/// chat's `updated_at` is left to the writes that mean something to a reader: start, end, release).
+fn fence(c: &Connection, lease: &Lease, _now: Millis) -> R<()> {
+    let held = opt(
         c,
-        "UPDATE chats SET updated_at = ?4 \
-         WHERE chat_id = ?1 AND lease_holder = ?2 AND lease_token = ?3",
-        params![lease.chat_id.as_str(), lease.holder, lease.token, now],
+        "SELECT 1 FROM chats WHERE chat_id = ?1 AND lease_holder = ?2 AND lease_token = ?3",
+        params![lease.chat_id.as_str(), lease.holder, lease.token],
+        int,
     )?;
-    if n == 1 {
+    if held.is_some() {
         Ok(())
     } else {
         Err(lease_lost(lease))
