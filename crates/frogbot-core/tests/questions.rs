@@ -787,6 +787,7 @@ pub async fn an_answer_recorded_but_not_closed_is_closed_by_the_next_interaction
             actor: None,
             expected_revision: None,
             lock: None,
+            resume: None,
             now: now_millis(),
         })
         .await

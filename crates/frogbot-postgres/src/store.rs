@@ -1853,59 +1853,40 @@ impl Store for PostgresStore {
     }
 
     async fn record_outcome(&self, op: &RecordOp<'_>) -> Result<Recorded> {
-        let expected = op
-            .expected_revision
-            .map(|r| i64::try_from(r).unwrap_or(i64::MAX));
-        let row = sqlx::query(RECORD_OUTCOME)
-            .bind(op.chat.as_str())
-            .bind(op.tool_call_id)
-            .bind(to_json(op.outcome)?)
-            .bind(op.actor.map(to_json).transpose()?)
-            .bind(op.now)
-            .bind(op.now + ANSWERED_TTL_MS)
-            .bind(expected)
-            .bind(op.lock.map(|l| l.holder))
-            .bind(op.lock.map_or(0, |l| op.now + l.ttl_ms))
-            .fetch_optional(&self.pool)
-            .await
-            .db(self)?;
-        let Some(row) = row else {
-            return Ok(Recorded::Gone);
+        let Some(req) = op.resume else {
+            let mut conn = self.pool.acquire().await.db(self)?;
+            return self.record_on(&mut conn, op).await;
         };
-        let question = rows::question(&row, "")?;
-        if row.try_get::<bool, _>("won").db(self)? {
-            let lock = match op.lock {
-                Some(l) => Some(QuestionLock {
-                    chat_id: op.chat.clone(),
-                    tool_call_id: op.tool_call_id.to_string(),
-                    holder: l.holder.to_string(),
-                    token: row.try_get("lock_token").db(self)?,
-                }),
-                None => None,
+        // Record and continue the turn in one transaction (one commit).
+        let mut tx = self.begin().await?;
+        let mut recorded = self.record_on(&mut tx, op).await?;
+        if let Recorded::Won {
+            question, resumed, ..
+        } = &mut recorded
+        {
+            let fast = if self.careful_only {
+                None
+            } else {
+                self.resume_once(&mut tx, op.chat, &question.message_id, req)
+                    .await?
             };
-            return Ok(Recorded::Won { question, lock });
+            *resumed = Some(match fast {
+                Some(r) => r,
+                None => {
+                    self.lock_chat(&mut tx, op.chat, None).await?;
+                    self.resume_once(&mut tx, op.chat, &question.message_id, req)
+                        .await?
+                        .ok_or_else(|| {
+                            Error::Storage(format!(
+                                "resuming chat {} failed under its lock",
+                                op.chat
+                            ))
+                        })?
+                }
+            });
         }
-        if question.outcome.is_some() {
-            return Ok(Recorded::Settled { question });
-        }
-        let fits = expected.is_none_or(|e| {
-            question.record.revision == e as u64 && !question.posting && !question.locked(op.now)
-        });
-        if !fits {
-            return Ok(Recorded::Changed { question });
-        }
-        // The snapshot says it should have won: an outcome (or a change) committed while this
-        // statement waited for the row. Read what is there now.
-        Ok(
-            match self
-                .fresh_question(op.chat, op.tool_call_id, op.now)
-                .await?
-            {
-                None => Recorded::Gone,
-                Some(q) if q.outcome.is_some() => Recorded::Settled { question: q },
-                Some(q) => Recorded::Changed { question: q },
-            },
-        )
+        tx.commit().await.db(self)?;
+        Ok(recorded)
     }
 
     async fn advance_question(&self, op: &AdvanceOp<'_>) -> Result<Advanced> {
@@ -2172,5 +2153,69 @@ mod tests {
             reply_sub!().parse::<i64>().unwrap(),
             frogbot_core::store::REPLY_SUB
         );
+    }
+}
+
+impl PostgresStore {
+    /// [`Store::record_outcome`] on `conn` (a pooled connection, or a transaction that continues
+    /// the turn after it).
+    async fn record_on(&self, conn: &mut PgConnection, op: &RecordOp<'_>) -> Result<Recorded> {
+        let expected = op
+            .expected_revision
+            .map(|r| i64::try_from(r).unwrap_or(i64::MAX));
+        let row = sqlx::query(RECORD_OUTCOME)
+            .bind(op.chat.as_str())
+            .bind(op.tool_call_id)
+            .bind(to_json(op.outcome)?)
+            .bind(op.actor.map(to_json).transpose()?)
+            .bind(op.now)
+            .bind(op.now + ANSWERED_TTL_MS)
+            .bind(expected)
+            .bind(op.lock.map(|l| l.holder))
+            .bind(op.lock.map_or(0, |l| op.now + l.ttl_ms))
+            .fetch_optional(&mut *conn)
+            .await
+            .db(self)?;
+        let Some(row) = row else {
+            return Ok(Recorded::Gone);
+        };
+        let question = rows::question(&row, "")?;
+        if row.try_get::<bool, _>("won").db(self)? {
+            let lock = match op.lock {
+                Some(l) => Some(QuestionLock {
+                    chat_id: op.chat.clone(),
+                    tool_call_id: op.tool_call_id.to_string(),
+                    holder: l.holder.to_string(),
+                    token: row.try_get("lock_token").db(self)?,
+                }),
+                None => None,
+            };
+            return Ok(Recorded::Won {
+                question,
+                lock,
+                resumed: None,
+            });
+        }
+        if question.outcome.is_some() {
+            return Ok(Recorded::Settled { question });
+        }
+        let fits = expected.is_none_or(|e| {
+            question.record.revision == e as u64 && !question.posting && !question.locked(op.now)
+        });
+        if !fits {
+            return Ok(Recorded::Changed { question });
+        }
+        // The snapshot says it should have won: an outcome (or a change) committed while this
+        // statement waited for the row. Read what is there now.
+        Ok(
+            match self
+                .fresh_question(op.chat, op.tool_call_id, op.now)
+                .await?
+            {
+                None => Recorded::Gone,
+                Some(q) if q.outcome.is_some() => Recorded::Settled { question: q },
+                Some(q) => Recorded::Changed { question: q },
+            },
+        )
     }
 }

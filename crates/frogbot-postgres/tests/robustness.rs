@@ -43,6 +43,7 @@ async fn race_sixteen(s: DynStore, trial: usize, parity: usize) -> usize {
                     holder: &holder,
                     ttl_ms: 5000,
                 }),
+                resume: None,
                 now: T0 + 1,
             })
             .await
@@ -536,6 +537,7 @@ async fn an_old_database_upgrades_with_0003() {
             actor: None,
             expected_revision: Some(3),
             lock: None,
+            resume: None,
             now: T0,
         })
         .await

@@ -663,6 +663,7 @@ async fn a_waiting_question_holds_the_chat_until_resumed(careful: bool) {
             actor: None,
             expected_revision: None,
             lock: None,
+            resume: None,
             now: T0 + 2,
         })
         .await
@@ -677,6 +678,7 @@ async fn a_waiting_question_holds_the_chat_until_resumed(careful: bool) {
             actor: None,
             expected_revision: Some(0),
             lock: None,
+            resume: None,
             now: T0 + 2,
         })
         .await
@@ -1060,6 +1062,7 @@ async fn question_outcomes_are_fenced_by_revision_posting_and_lock(careful: bool
             holder: "closer",
             ttl_ms: 5000,
         }),
+        resume: None,
         now,
     };
     // Stale revision, still posting, locked: Changed.
@@ -1103,6 +1106,7 @@ async fn question_outcomes_are_fenced_by_revision_posting_and_lock(careful: bool
     let Recorded::Won {
         question,
         lock: Some(close),
+        ..
     } = won
     else {
         panic!("{won:?}")

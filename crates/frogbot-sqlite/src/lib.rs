@@ -629,6 +629,7 @@ impl Store for SqliteStore {
         );
         let actor = op.actor.cloned();
         let lock = op.lock.map(|l| (l.holder.to_string(), l.ttl_ms));
+        let resume = op.resume.cloned();
         let (expected_revision, now) = (op.expected_revision, op.now);
         self.write("record_outcome", move |c| {
             let op = RecordOp {
@@ -641,6 +642,7 @@ impl Store for SqliteStore {
                     holder,
                     ttl_ms: *ttl_ms,
                 }),
+                resume: resume.as_ref(),
                 now,
             };
             ops::record_outcome(c, &op)

@@ -1321,9 +1321,15 @@ pub(crate) fn record_outcome(c: &Connection, op: &RecordOp<'_>) -> R<Recorded> {
         )?),
         None => None,
     };
+    let question = question_after(c, op.chat, op.tool_call_id, op.now)?;
+    let resumed = match op.resume {
+        Some(req) => Some(resume_turn(c, op.chat, &question.message_id, req)?),
+        None => None,
+    };
     Ok(Recorded::Won {
-        question: question_after(c, op.chat, op.tool_call_id, op.now)?,
+        question,
         lock,
+        resumed,
     })
 }
 

@@ -95,6 +95,7 @@ macro_rules! store_conformance_tests {
             end_turn_handoff_releases_and_schedules,
             take_chat_runs_the_queue_of_an_idle_chat,
             resume_turn_each_answer,
+            record_outcome_continues_the_turn_when_asked,
             turn_awaiting_blocks_new_turns_until_resumed,
             // messages and the queue
             queue_is_oldest_first_across_two_handles,
@@ -421,6 +422,7 @@ async fn record_op(
         actor: None,
         expected_revision,
         lock,
+        resume: None,
         now,
     })
     .await
@@ -1708,6 +1710,101 @@ pub async fn resume_turn_each_answer(db: Db) {
     );
 }
 
+/// `record_outcome` with `resume`: the winning outcome continues the turn in the same operation,
+/// exactly as `resume_turn` would (open while a question waits, taken once all have outcomes); an
+/// outcome that does not win continues nothing.
+pub async fn record_outcome_continues_the_turn_when_asked(db: Db) {
+    let s = &*db.store;
+    let c = web("rec-resume", None);
+    let mut u1 = user_msg("u1", Some("alice"), "ask");
+    u1.metadata.model = Some("model-a".into());
+    let (l, _) = started(send_as(s, &c, &u1, Delivery::Queue, "p", T0).await.unwrap());
+    s.await_answers(&AwaitOp {
+        lease: &l,
+        reply: &assistant_msg("a1", "?"),
+        position: 1,
+        questions: &[
+            new_question(&c.chat_id, "call-1", "a1", 0),
+            new_question(&c.chat_id, "call-2", "a1", 1),
+        ],
+        job: None,
+        now: T0 + 1,
+    })
+    .await
+    .unwrap();
+    let req = |now| lease_req("resumer", Some("bob"), now);
+    let chat = &c.chat_id;
+    let record = |call: &'static str, outcome: QuestionOutcome, now: Millis| {
+        let r = req(now);
+        async move {
+            s.record_outcome(&RecordOp {
+                chat,
+                tool_call_id: call,
+                outcome: &outcome,
+                actor: None,
+                expected_revision: None,
+                lock: None,
+                resume: Some(&r),
+                now,
+            })
+            .await
+            .unwrap()
+        }
+    };
+    // The first of two: recorded, the turn still waits.
+    let Recorded::Won { resumed, .. } = record("call-1", answer("yes"), T0 + 2).await else {
+        panic!("the first outcome wins")
+    };
+    assert_eq!(resumed, Some(Resume::Open));
+    assert_eq!(
+        chat_row(s, &c).await.awaiting_message_id.as_deref(),
+        Some("a1")
+    );
+    // The same call again: not won, nothing continued.
+    assert!(matches!(
+        record("call-1", answer("no"), T0 + 3).await,
+        Recorded::Settled { .. }
+    ));
+    assert_eq!(chat_row(s, &c).await.state(T0 + 3), TurnState::Awaiting);
+    // The last: recorded and the turn taken, in one operation.
+    let Recorded::Won {
+        question, resumed, ..
+    } = record("call-2", QuestionOutcome::Dismissed, T0 + 4).await
+    else {
+        panic!("the second outcome wins")
+    };
+    assert_eq!(question.outcome, Some(QuestionOutcome::Dismissed));
+    let Some(Resume::Taken {
+        lease,
+        reply,
+        questions,
+        model,
+        ..
+    }) = resumed
+    else {
+        panic!("every question has an outcome: {resumed:?}")
+    };
+    assert_eq!(
+        (lease.holder.as_str(), lease.driver.clone()),
+        ("resumer", Some(user("bob")))
+    );
+    assert!(lease.token > l.token);
+    assert_eq!(reply.message.id, "a1");
+    assert_eq!(questions.len(), 2);
+    assert!(questions.iter().all(|q| q.outcome.is_some()));
+    assert_eq!(model.as_deref(), Some("model-a"));
+    let row = chat_row(s, &c).await;
+    assert_eq!(row.awaiting_message_id, None);
+    assert_eq!(row.state(T0 + 4), TurnState::Running);
+    assert_eq!(
+        s.resume_turn(&c.chat_id, "a1", &req(T0 + 5)).await.unwrap(),
+        Resume::Busy {
+            until: lease.expires_at
+        },
+        "the lease the record took holds the chat"
+    );
+}
+
 pub async fn turn_awaiting_blocks_new_turns_until_resumed(db: Db) {
     let a = Arc::clone(&db.store);
     let b = db.second_handle().await;
@@ -2425,6 +2522,7 @@ pub async fn record_outcome_first_wins_and_is_fenced(db: Db) {
     let Recorded::Won {
         question,
         lock: Some(closer),
+        ..
     } = r
     else {
         panic!("{r:?}")
@@ -2495,6 +2593,7 @@ pub async fn record_outcome_first_wins_and_is_fenced(db: Db) {
     let Recorded::Won {
         question,
         lock: None,
+        ..
     } = r
     else {
         panic!("{r:?}")
@@ -2979,6 +3078,7 @@ pub async fn question_answered_lives_24_hours(db: Db) {
             actor: Some(&actor),
             expected_revision: Some(0),
             lock: None,
+            resume: None,
             now: at,
         })
         .await

@@ -592,6 +592,11 @@ pub struct RecordOp<'a> {
     pub expected_revision: Option<u64>,
     /// Take the question's lock with the outcome (to call `settled` and close it).
     pub lock: Option<LockRequest<'a>>,
+    /// When this outcome wins, continue the turn in the same transaction as
+    /// [`super::Store::resume_turn`] would for the record's message (taking the lease with this
+    /// request): one commit for an answer that needs no `settled` hook first (an HTTP settle, an
+    /// expiry). The result comes back in [`Recorded::Won::resumed`].
+    pub resume: Option<&'a LeaseRequest>,
     /// Now.
     pub now: Millis,
 }
@@ -607,6 +612,8 @@ pub enum Recorded {
         question: QuestionRow,
         /// The lock, when asked for.
         lock: Option<QuestionLock>,
+        /// What continuing the turn found, when [`RecordOp::resume`] asked for it.
+        resumed: Option<Resume>,
     },
     /// Another outcome was recorded first.
     Settled {

@@ -249,6 +249,12 @@ impl Questions {
     ) -> Result<Concluded> {
         let closer = q.rendered.then(|| self.closer_for(chat)).flatten();
         let holder = self.turns.holder();
+        let driver = actor.and_then(|a| a.user.clone());
+        // Without a `settled` hook to call first, the turn continues in the same transaction as
+        // the record (one commit per answer).
+        let resume = closer
+            .is_none()
+            .then(|| self.turns.lease_request(driver.clone()));
         let recorded = self
             .store()
             .record_outcome(&RecordOp {
@@ -261,11 +267,16 @@ impl Questions {
                     holder: &holder,
                     ttl_ms: LOCK_TTL_MS,
                 }),
+                resume: resume.as_ref(),
                 now: self.now(),
             })
             .await?;
-        let (question, lock) = match recorded {
-            Recorded::Won { question, lock } => (question, lock),
+        let (question, lock, resumed) = match recorded {
+            Recorded::Won {
+                question,
+                lock,
+                resumed,
+            } => (question, lock, resumed),
             Recorded::Settled { question } => return Ok(Concluded::Settled(Box::new(question))),
             Recorded::Changed { question } => return Ok(Concluded::Changed(Box::new(question))),
             Recorded::Gone => return Ok(Concluded::Gone),
@@ -274,7 +285,19 @@ impl Questions {
             self.close(closer, lock, &question, actor, outcome, req)
                 .await;
         }
-        let state = self.after_outcome(chat, &q.message_id, actor).await?;
+        let state = match resumed {
+            Some(resumed) => {
+                let state = self
+                    .turns
+                    .resumed(&chat.chat_id, &q.message_id, driver, resumed)
+                    .await?;
+                if state == TurnState::Awaiting {
+                    self.render_pending(&chat.chat_id).await?;
+                }
+                state
+            }
+            None => self.after_outcome(chat, &q.message_id, actor).await?,
+        };
         Ok(Concluded::Won(state))
     }
 

@@ -422,6 +422,19 @@ impl Turns {
             .store
             .resume_turn(chat, message_id, &self.lease_request(driver.clone()))
             .await?;
+        self.resumed(chat, message_id, driver, resumed).await
+    }
+
+    /// Goes on from what [`Store::resume_turn`] found (or what `record_outcome` found when it
+    /// continued the turn in the same transaction): runs the continued turn, ends it on a
+    /// dismissal, schedules a retry while another lease holds the chat.
+    pub(crate) async fn resumed(
+        self: &Arc<Self>,
+        chat: &ChatId,
+        message_id: &str,
+        driver: Option<UserId>,
+        resumed: Resume,
+    ) -> Result<TurnState> {
         let (lease, stored, questions, model, reasoning) = match resumed {
             Resume::Taken {
                 lease,
