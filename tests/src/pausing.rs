@@ -22,6 +22,11 @@ pub enum PausePoint {
     /// After it: the question records exist and the chat is released, the asking turn has not
     /// finished (its channel has not drawn the question yet).
     AfterAwaitAnswers,
+    /// Before `await_answers`, held until a look-up of a question record (`get_question`) finds
+    /// none; then the held save runs to its end before that look-up answers "none" — the save
+    /// lands between a reader's two reads, the worst moment for a settle that looks for the record
+    /// and at the chat. Released by the look-up, not by [`PausingStore::resume`].
+    SaveDuringLookUp,
 }
 /// A store that pauses the first call reaching its [`PausePoint`] until [`PausingStore::resume`].
 #[derive(Debug)]
@@ -31,6 +36,10 @@ pub struct PausingStore {
     armed: AtomicBool,
     arrived: Semaphore,
     go_on: Semaphore,
+    /// `SaveDuringLookUp`: the held save has finished.
+    saved: Semaphore,
+    /// `SaveDuringLookUp`: a save is held (the look-up releases it once).
+    holding: AtomicBool,
 }
 
 impl PausingStore {
@@ -42,6 +51,8 @@ impl PausingStore {
             armed: AtomicBool::new(true),
             arrived: Semaphore::new(0),
             go_on: Semaphore::new(0),
+            saved: Semaphore::new(0),
+            holding: AtomicBool::new(false),
         })
     }
 
@@ -61,6 +72,9 @@ impl PausingStore {
 
     async fn point(&self, here: PausePoint) {
         if here == self.at && self.armed.swap(false, Ordering::SeqCst) {
+            if here == PausePoint::SaveDuringLookUp {
+                self.holding.store(true, Ordering::SeqCst);
+            }
             self.arrived.add_permits(1);
             if let Ok(p) = self.go_on.acquire().await {
                 p.forget();
@@ -107,7 +121,17 @@ impl Store for PausingStore {
         tool_call_id: &str,
         now: Millis,
     ) -> Result<Option<QuestionRow>> {
-        self.inner.get_question(chat, tool_call_id, now).await
+        let found = self.inner.get_question(chat, tool_call_id, now).await?;
+        if found.is_none() && self.holding.swap(false, Ordering::SeqCst) {
+            // Let the held save run to its end, then answer what was read before it.
+            self.go_on.add_permits(1);
+            tokio::time::timeout(Duration::from_secs(30), self.saved.acquire())
+                .await
+                .expect("the held save finishes")
+                .expect("semaphore open")
+                .forget();
+        }
+        Ok(found)
     }
     async fn questions_of_message(
         &self,
@@ -138,7 +162,11 @@ impl Store for PausingStore {
     }
     async fn await_answers(&self, op: &AwaitOp<'_>) -> Result<StoredMessage> {
         self.point(PausePoint::BeforeAwaitAnswers).await;
+        self.point(PausePoint::SaveDuringLookUp).await;
         let saved = self.inner.await_answers(op).await;
+        if self.at == PausePoint::SaveDuringLookUp {
+            self.saved.add_permits(1);
+        }
         self.point(PausePoint::AfterAwaitAnswers).await;
         saved
     }

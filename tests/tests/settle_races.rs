@@ -40,6 +40,10 @@ async fn answer_in_window(url: &str, at: PausePoint) {
         let settled = settling.await.unwrap().unwrap();
         assert_eq!(settled.outcome, QuestionOutcome::Answered(answer("yes")));
         paused.resume();
+    } else if at == PausePoint::SaveDuringLookUp {
+        // The settle's own look-up lets the save through.
+        let settled = settling.await.unwrap().unwrap();
+        assert_eq!(settled.outcome, QuestionOutcome::Answered(answer("yes")));
     } else {
         paused.resume();
         let settled = settling.await.unwrap().unwrap();
@@ -76,6 +80,12 @@ async fn an_answer_sent_before_the_question_is_saved_waits_for_it_and_continues_
     answer_in_window(url, PausePoint::BeforeAwaitAnswers).await;
 }
 
+/// Regression: the settle looked for the record, then at the chat; a save landing between the
+/// two reads (record missing, chat no longer running) was answered "no such tool call".
+async fn an_answer_whose_question_is_saved_between_two_reads_finds_it(url: &str) {
+    answer_in_window(url, PausePoint::SaveDuringLookUp).await;
+}
+
 async fn an_answer_recorded_before_the_asking_turn_finishes_continues_at_once(url: &str) {
     answer_in_window(url, PausePoint::AfterAwaitAnswers).await;
 }
@@ -83,4 +93,5 @@ async fn an_answer_recorded_before_the_asking_turn_finishes_continues_at_once(ur
 backends!(
     an_answer_sent_before_the_question_is_saved_waits_for_it_and_continues_the_turn,
     an_answer_recorded_before_the_asking_turn_finishes_continues_at_once,
+    an_answer_whose_question_is_saved_between_two_reads_finds_it,
 );

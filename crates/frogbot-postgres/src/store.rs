@@ -2145,17 +2145,6 @@ fn queued_refusal(
     Ok(None)
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn reply_sub_matches_the_constant() {
-        assert_eq!(
-            reply_sub!().parse::<i64>().unwrap(),
-            frogbot_core::store::REPLY_SUB
-        );
-    }
-}
-
 impl PostgresStore {
     /// [`Store::record_outcome`] on `conn` (a pooled connection, or a transaction that continues
     /// the turn after it).
@@ -2217,5 +2206,16 @@ impl PostgresStore {
                 Some(q) => Recorded::Changed { question: q },
             },
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn reply_sub_matches_the_constant() {
+        assert_eq!(
+            reply_sub!().parse::<i64>().unwrap(),
+            frogbot_core::store::REPLY_SUB
+        );
     }
 }

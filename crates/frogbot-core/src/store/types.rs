@@ -604,6 +604,7 @@ pub struct RecordOp<'a> {
 /// What [`super::Store::record_outcome`] did. Each variant carries the record as it is after the
 /// operation (`None` when there is no live record).
 #[derive(Clone, Debug, PartialEq)]
+#[allow(clippy::large_enum_variant)]
 pub enum Recorded {
     /// This outcome was recorded (first); the record is kept 24 hours from now. With the lock when
     /// one was asked for.

@@ -477,6 +477,15 @@ impl Questions {
         let deadline = tokio::time::Instant::now() + QUESTION_WAIT;
         let mut pause = std::time::Duration::from_millis(2);
         loop {
+            // The chat first, then the record: the turn saves its questions and releases the chat
+            // in one operation, so a turn seen running before the look-up either had saved the
+            // record already or is still to — never "not running, and no record" by a race
+            // between the two reads.
+            let running = self
+                .store()
+                .get_chat(chat)
+                .await?
+                .is_some_and(|r| r.live_lease(self.now()).is_some());
             if let Some(q) = self
                 .store()
                 .get_question(chat, tool_call_id, self.now())
@@ -484,11 +493,6 @@ impl Questions {
             {
                 return Ok(Some(q));
             }
-            let running = self
-                .store()
-                .get_chat(chat)
-                .await?
-                .is_some_and(|r| r.live_lease(self.now()).is_some());
             if !running || tokio::time::Instant::now() >= deadline {
                 return Ok(None);
             }

@@ -353,7 +353,7 @@ mod tests {
             rng ^= rng << 17;
             rng % n
         };
-        let mut put =
+        let put =
             |h: &mut ChatHistory, all: &mut HashMap<String, StoredMessage>, m: StoredMessage| {
                 h.apply(&m);
                 all.insert(m.message.id.clone(), m);
