@@ -1280,6 +1280,29 @@ impl PostgresStore {
     ) -> Result<Option<QuestionRow>> {
         self.get_question(chat, tool_call_id, now).await
     }
+
+    /// [`Store::get_question`] on `conn` (inside the caller's transaction, or on the connection
+    /// it already holds: never a second connection from the pool while holding one).
+    async fn question_on(
+        &self,
+        conn: &mut PgConnection,
+        chat: &ChatId,
+        tool_call_id: &str,
+        now: Millis,
+    ) -> Result<Option<QuestionRow>> {
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            question_cols!("q", ""),
+            " FROM questions q WHERE q.chat_id = $1 AND q.tool_call_id = $2 AND q.expires_at > $3"
+        ))
+        .bind(chat.as_str())
+        .bind(tool_call_id)
+        .bind(now)
+        .fetch_optional(&mut *conn)
+        .await
+        .db(self)?;
+        row.map(|r| rows::question(&r, "")).transpose()
+    }
 }
 
 /// A `Taken` that took nothing (the chat was idle with an empty queue).
@@ -2198,7 +2221,7 @@ impl PostgresStore {
         // statement waited for the row. Read what is there now.
         Ok(
             match self
-                .fresh_question(op.chat, op.tool_call_id, op.now)
+                .question_on(conn, op.chat, op.tool_call_id, op.now)
                 .await?
             {
                 None => Recorded::Gone,

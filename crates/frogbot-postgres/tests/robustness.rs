@@ -27,6 +27,13 @@ async fn race_sixteen(s: DynStore, trial: usize, parity: usize) -> usize {
         let (s, c, call) = (s.clone(), c.clone(), call.clone());
         tasks.push(tokio::spawn(async move {
             let holder = format!("h{i}");
+            // Some continue the turn in the same transaction (an HTTP settle does).
+            let resume = (i % 3 == 1).then(|| LeaseRequest {
+                holder: format!("r{i}"),
+                driver: None,
+                ttl_ms: 5000,
+                now: T0 + 1,
+            });
             let outcome = if i % 4 == 0 {
                 QuestionOutcome::Dismissed
             } else {
@@ -43,7 +50,7 @@ async fn race_sixteen(s: DynStore, trial: usize, parity: usize) -> usize {
                     holder: &holder,
                     ttl_ms: 5000,
                 }),
-                resume: None,
+                resume: resume.as_ref(),
                 now: T0 + 1,
             })
             .await
@@ -53,7 +60,14 @@ async fn race_sixteen(s: DynStore, trial: usize, parity: usize) -> usize {
     let mut won = 0;
     for t in tasks {
         match t.await.unwrap() {
-            Recorded::Won { .. } => won += 1,
+            Recorded::Won { resumed, .. } => {
+                won += 1;
+                // No turn waits on this question: nothing to continue.
+                assert!(
+                    matches!(resumed, None | Some(Resume::NotWaiting)),
+                    "{resumed:?}"
+                );
+            }
             Recorded::Settled { question } => assert!(question.outcome.is_some()),
             other => panic!("trial {trial}: {other:?}"),
         }
