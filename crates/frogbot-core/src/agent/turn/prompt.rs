@@ -19,7 +19,9 @@ use crate::store::{DynStore, StoredMessage};
 #[derive(Clone, Debug, Default)]
 struct ChatHistory {
     version: i64,
-    messages: Vec<(StoredMessage, Arc<[ModelMessage]>)>,
+    /// Each message's id and place, with its model messages (the stored message itself is not
+    /// kept: only what the model sees).
+    messages: Vec<(Held, Arc<[ModelMessage]>)>,
     /// The order key of every message in `messages`, by id.
     keys: HashMap<String, OrderKey>,
     /// The model messages of `messages[..prefix_len]`, compacted.
@@ -29,6 +31,22 @@ struct ChatHistory {
 }
 
 type OrderKey = (bool, i64, i64, i64);
+
+/// What the history keeps of a stored message besides its model messages.
+#[derive(Clone, Debug)]
+struct Held {
+    id: String,
+    key: OrderKey,
+}
+
+impl Held {
+    fn of(m: &StoredMessage) -> Self {
+        Self {
+            id: m.message.id.clone(),
+            key: m.order_key(),
+        }
+    }
+}
 
 fn converted(m: &StoredMessage) -> Arc<[ModelMessage]> {
     let mut out = Vec::new();
@@ -40,8 +58,8 @@ impl ChatHistory {
     /// Where the message `id` is in `messages`.
     fn index_of(&self, id: &str) -> Option<usize> {
         let key = *self.keys.get(id)?;
-        let i = self.messages.partition_point(|(x, _)| x.order_key() < key);
-        (i < self.messages.len() && self.messages[i].0.message.id == id).then_some(i)
+        let i = self.messages.partition_point(|(x, _)| x.key < key);
+        (i < self.messages.len() && self.messages[i].0.id == id).then_some(i)
     }
 
     /// `messages[i]` changed: the compacted prefix no longer holds if it covered it.
@@ -56,8 +74,8 @@ impl ChatHistory {
     fn apply(&mut self, m: &StoredMessage) {
         self.version = self.version.max(m.version);
         if let Some(i) = self.index_of(&m.message.id) {
-            if !m.queued && self.messages[i].0.order_key() == m.order_key() {
-                self.messages[i] = (m.clone(), converted(m));
+            if !m.queued && self.messages[i].0.key == m.order_key() {
+                self.messages[i].1 = converted(m);
                 self.touched(i);
                 return;
             }
@@ -69,8 +87,8 @@ impl ChatHistory {
             return;
         }
         let key = m.order_key();
-        let at = self.messages.partition_point(|(x, _)| x.order_key() <= key);
-        self.messages.insert(at, (m.clone(), converted(m)));
+        let at = self.messages.partition_point(|(x, _)| x.key <= key);
+        self.messages.insert(at, (Held::of(m), converted(m)));
         self.keys.insert(m.message.id.clone(), key);
         self.touched(at);
     }
@@ -99,7 +117,7 @@ impl ChatHistory {
             _ => {
                 let mut out = self.prefix.clone();
                 for (m, chunk) in &self.messages[self.prefix_len..] {
-                    if m.message.id != except {
+                    if m.id != except {
                         out.push_chunk(chunk.clone());
                     }
                 }
