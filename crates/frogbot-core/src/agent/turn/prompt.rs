@@ -27,7 +27,6 @@ struct ChatHistory {
     /// The model messages of `messages[..prefix_len]`, compacted.
     prefix: Transcript,
     prefix_len: usize,
-    used: u64,
 }
 
 type OrderKey = (bool, i64, i64, i64);
@@ -127,38 +126,70 @@ impl ChatHistory {
     }
 }
 
-/// The histories of recently used chats, bounded by a total number of messages.
+/// The histories of recently used chats, bounded by a total number of messages: least recently
+/// used chats are dropped first (a linked hash map keeps the order; nothing here scans every chat).
 #[derive(Debug)]
 pub(crate) struct HistoryCache {
-    chats: Mutex<HashMap<ChatId, ChatHistory>>,
+    inner: Mutex<Cached>,
     limit: usize,
-    tick: std::sync::atomic::AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct Cached {
+    /// Least recently used first.
+    chats: hashlink::LinkedHashMap<ChatId, ChatHistory>,
+    /// Messages held across all chats.
+    total: usize,
+}
+
+impl Cached {
+    /// Applies `f` to the chat's history (when held), keeping `total` right.
+    fn with<R>(&mut self, chat: &ChatId, f: impl FnOnce(&mut ChatHistory) -> R) -> Option<R> {
+        let h = self.chats.get_mut(chat)?;
+        let before = h.messages.len();
+        let out = f(h);
+        let after = h.messages.len();
+        self.total = self.total + after - before;
+        Some(out)
+    }
+}
+
+impl Cached {
+    /// Drops least recently used chats while more than `limit` messages are held (never the most
+    /// recent one).
+    fn evict(&mut self, limit: usize) {
+        while self.total > limit && self.chats.len() > 1 {
+            let Some((_, dropped)) = self.chats.pop_front() else {
+                break;
+            };
+            self.total -= dropped.messages.len();
+        }
+    }
 }
 
 impl HistoryCache {
     pub(crate) fn new(limit: usize) -> Self {
         Self {
-            chats: Mutex::new(HashMap::new()),
+            inner: Mutex::new(Cached::default()),
             limit,
-            tick: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
     /// Records messages this process just wrote (or read) for `chat`.
     pub(crate) fn note(&self, chat: &ChatId, written: &[&StoredMessage]) {
-        let mut chats = self.chats.lock().expect("history cache");
-        if let Some(h) = chats.get_mut(chat) {
+        let mut inner = self.inner.lock().expect("history cache");
+        inner.with(chat, |h| {
             for m in written {
                 h.apply(m);
             }
-        }
+        });
     }
 
     /// The chat's history up to now, as model messages, leaving out `except` (the reply being
     /// written). Reads from the store only what is newer than the cached version, unless the
     /// caller knows the cache is current (`current_as_of`: the chat's version before the caller's
     /// own writes, which it has noted). The transcript shares the cached messages: its cost does
-    /// not grow with the chat's length beyond one pointer per message.
+    /// not grow with the chat's length.
     pub(crate) async fn history(
         &self,
         store: &DynStore,
@@ -167,43 +198,31 @@ impl HistoryCache {
         except: &str,
     ) -> Result<Transcript> {
         let cached = {
-            let chats = self.chats.lock().expect("history cache");
-            chats.get(chat).map(|h| h.version)
+            let inner = self.inner.lock().expect("history cache");
+            inner.chats.get(chat).map(|h| h.version)
         };
         let fresh = match (cached, current_as_of) {
             (Some(v), Some(known)) if known <= v => None,
             (v, _) => Some(store.messages_since(chat, v.unwrap_or(0)).await?),
         };
-        let tick = self.tick.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let mut chats = self.chats.lock().expect("history cache");
-        let entry = chats.entry(chat.clone()).or_default();
-        if let Some(changes) = fresh {
-            for m in &changes.messages {
-                entry.apply(m);
-            }
-            entry.version = entry.version.max(changes.version);
+        let mut inner = self.inner.lock().expect("history cache");
+        // Most recently used last.
+        if inner.chats.to_back(chat).is_none() {
+            inner.chats.insert(chat.clone(), ChatHistory::default());
         }
-        entry.used = tick;
-        let out = entry.transcript(except);
-        self.evict(&mut chats);
+        let out = inner
+            .with(chat, |entry| {
+                if let Some(changes) = fresh {
+                    for m in &changes.messages {
+                        entry.apply(m);
+                    }
+                    entry.version = entry.version.max(changes.version);
+                }
+                entry.transcript(except)
+            })
+            .expect("just inserted");
+        inner.evict(self.limit);
         Ok(out)
-    }
-
-    fn evict(&self, chats: &mut HashMap<ChatId, ChatHistory>) {
-        let mut total: usize = chats.values().map(|h| h.messages.len()).sum();
-        if total <= self.limit {
-            return;
-        }
-        while total > self.limit && chats.len() > 1 {
-            let Some(oldest) = chats
-                .iter()
-                .min_by_key(|(_, h)| h.used)
-                .map(|(c, _)| c.clone())
-            else {
-                break;
-            };
-            total -= chats.remove(&oldest).map(|h| h.messages.len()).unwrap_or(0);
-        }
     }
 }
 
@@ -451,6 +470,47 @@ mod tests {
                 h.prefix_len
             );
         }
+    }
+
+    /// The least recently used chats go first, the total stays counted, a used chat stays.
+    #[test]
+    fn the_cache_drops_least_recently_used_chats_past_its_limit() {
+        let mut c = Cached::default();
+        let chat = |s: &str| ChatId::new(s).unwrap();
+        for (i, name) in ["a", "b", "c"].iter().enumerate() {
+            c.chats.insert(chat(name), ChatHistory::default());
+            c.with(&chat(name), |h| {
+                for k in 0..3 {
+                    let seq = (i * 10 + k) as i64 + 1;
+                    h.apply(&stored(
+                        &format!("{name}{k}"),
+                        Role::User,
+                        "x",
+                        Some(k as i64 + 1),
+                        0,
+                        seq,
+                    ));
+                }
+            });
+        }
+        assert_eq!(c.total, 9);
+        // "a" used again: "b" is now the least recently used.
+        c.chats.to_back(&chat("a"));
+        c.evict(6);
+        assert_eq!(c.total, 6);
+        assert!(c.chats.get(&chat("b")).is_none());
+        assert!(c.chats.get(&chat("a")).is_some() && c.chats.get(&chat("c")).is_some());
+        // A message removed from a chat (promoted elsewhere) is counted out.
+        c.with(&chat("a"), |h| {
+            let mut m = stored("a0", Role::User, "x", None, 0, 100);
+            m.version = 100;
+            h.apply(&m);
+        });
+        assert_eq!(c.total, 5);
+        c.evict(0);
+        assert_eq!(c.chats.len(), 1, "the most recent chat stays");
+        assert!(c.chats.get(&chat("a")).is_some());
+        assert_eq!(c.total, 2);
     }
 
     #[test]
