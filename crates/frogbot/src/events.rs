@@ -112,12 +112,14 @@ impl ChatWatchers {
         self.inner.state.lock().expect("watchers").chats.len()
     }
 
-    /// Opens a stream of `chat`'s changes for `user`, starting with its current `state`.
+    /// Opens a stream of `chat`'s changes for `user`, starting with its `state` as of the chat
+    /// row the caller read at `version`: everything written after that read is streamed.
     pub fn open(
         &self,
         chat: &ChatId,
         user: Option<&UserId>,
         state: TurnState,
+        version: i64,
     ) -> Result<
         impl futures::Stream<Item = Result<Bytes, std::convert::Infallible>> + Send + 'static,
         StreamRefused,
@@ -139,7 +141,7 @@ impl ChatWatchers {
             let watched = st
                 .chats
                 .entry(chat.clone())
-                .or_insert_with(|| watch(&self.inner.engine, chat, state));
+                .or_insert_with(|| watch(&self.inner.engine, chat, state, version));
             watched.listeners += 1;
             watched.frames.subscribe()
         };
@@ -245,13 +247,13 @@ async fn dispatch(inner: std::sync::Weak<Inner>) {
 }
 
 /// Starts watching `chat`: its task turns local events and polled changes into frames.
-fn watch(engine: &Engine, chat: &ChatId, state: TurnState) -> Watched {
+fn watch(engine: &Engine, chat: &ChatId, state: TurnState, version: i64) -> Watched {
     let (frames, _) = broadcast::channel(LAG_FRAMES);
     let (local, events) = mpsc::unbounded_channel();
     let task = tokio::spawn(run_watch(
         engine.clone(),
         chat.clone(),
-        state,
+        (state, version),
         frames.clone(),
         events,
     ));
@@ -298,19 +300,18 @@ impl Seen {
 async fn run_watch(
     engine: Engine,
     chat: ChatId,
-    state: TurnState,
+    (state, version): (TurnState, i64),
     frames: broadcast::Sender<Bytes>,
     mut local: mpsc::UnboundedReceiver<ChatEvent>,
 ) {
+    // Listeners load the chat themselves: what is written after the read that opened the stream
+    // is streamed. The baseline is that read, not a later one of this task: a write landing
+    // between the two was lost (a turn started on another process never showed its message).
     let mut seen = Seen {
         versions: HashMap::new(),
         state,
-        version: 0,
+        version,
     };
-    // Listeners load the chat themselves: only what is written after now is streamed.
-    if let Ok(Some(row)) = engine.chat(&chat).await {
-        seen.version = row.version;
-    }
     let mut tick = tokio::time::interval(POLL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {

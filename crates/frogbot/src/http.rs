@@ -617,7 +617,7 @@ async fn events(
     // Only changes are streamed: the client loads the chat itself.
     let stream = state
         .watchers
-        .open(&chat, user.as_ref(), row.state(now_millis()))
+        .open(&chat, user.as_ref(), row.state(now_millis()), row.version)
         .map_err(|e| {
             err(ApiError::new(
                 StatusCode::TOO_MANY_REQUESTS,
