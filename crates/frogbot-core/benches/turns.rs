@@ -9,7 +9,10 @@
 //!   The model costs nothing, so this is the engine's (and the store's) overhead. The warm-up runs
 //!   on a chat of its own, so the measured chat starts empty and turn #k has k - 1 turns of
 //!   history: the run prints the median (and mean) turn time at turn #10 (turns 1–20) and at turn #1,000
-//!   (turns 990–1,010) and the ratio of the medians — the turn's cost against the chat's length.
+//!   (turns 990–1,010) and the ratio of the medians — the turn's cost against the chat's length;
+//!   then 21 turns of a fresh chat interleaved with 21 more of the long one, so both meet the same
+//!   disk, and that ratio (the table's `ratio`, marked `p`): a shared machine's fsync latency drifts
+//!   more between the two windows than the engine's cost does.
 //! - Scenario B, "100 chats": one task per chat running turns back to back, all concurrently;
 //!   turns per second overall.
 //!
@@ -279,6 +282,9 @@ struct Row {
     note: String,
     /// Scenario A: early and late windows.
     history: Option<(Window, Window)>,
+    /// Scenario A: a fresh chat's turns #1–#21 interleaved with 21 more turns of the long chat,
+    /// so both meet the same disk (its fsync latency drifts minute to minute on shared machines).
+    paired: Option<(Window, Window)>,
     before: Snapshot,
     after: Snapshot,
     /// `--store-profile`: (name, calls per turn, mean per call, write?) for the JSON line.
@@ -329,6 +335,16 @@ async fn one_chat(backend: &'static str, engine: &Engine, o: &Options, probe: &P
     }
     let wall = t0.elapsed();
     let after = probe.snapshot(false).await;
+    let fresh = ChatId::new("bench-fresh").expect("chat id");
+    let (mut young, mut old) = (Vec::new(), Vec::new());
+    for n in 0..21 {
+        young.push(turn(engine, &fresh, n).await);
+        old.push(turn(engine, &chat, o.turns + n).await);
+    }
+    let paired = (
+        window(&young, "#11".into(), 1, 21),
+        window(&old, format!("#{}", o.turns + 11), 1, 21),
+    );
     // Turn #10: turns 1–20; turn #1,000: turns 990–1,010 (or the last 21 turns of a shorter run,
     // labelled by their middle turn).
     let early = window(&times, "#10".into(), 1, 20);
@@ -367,8 +383,17 @@ async fn one_chat(backend: &'static str, engine: &Engine, o: &Options, probe: &P
             late.median.as_secs_f64() / early.median.as_secs_f64().max(1e-12),
             late.mean.as_secs_f64() / early.mean.as_secs_f64().max(1e-12),
             o.warmup,
+        ) + &format!(
+            "; interleaved with a fresh chat: its turn {} median {}, the long chat's turn {} median {}, \
+             ratio {:.2}",
+            paired.0.label,
+            fmt_ms(paired.0.median),
+            paired.1.label,
+            fmt_ms(paired.1.median),
+            paired.1.median.as_secs_f64() / paired.0.median.as_secs_f64().max(1e-12),
         ),
         history: Some((early, late)),
+        paired: Some(paired),
         before,
         after,
         profile: Vec::new(),
@@ -427,6 +452,7 @@ async fn many_chats(backend: &'static str, engine: &Engine, o: &Options, probe: 
             wall.as_secs_f64()
         ),
         history: None,
+        paired: None,
         before,
         after,
         profile: Vec::new(),
@@ -1034,10 +1060,17 @@ fn print_table(rows: &[&Row]) {
             Some((e, l)) => (
                 fmt_ms(e.median),
                 format!("{} {}", l.label, fmt_ms(l.median)),
-                format!(
-                    "{:.2}",
-                    l.median.as_secs_f64() / e.median.as_secs_f64().max(1e-12)
-                ),
+                match &r.paired {
+                    // The ratio with the disk's drift taken out (see `Row::paired`).
+                    Some((y, o)) => format!(
+                        "{:.2}p",
+                        o.median.as_secs_f64() / y.median.as_secs_f64().max(1e-12)
+                    ),
+                    None => format!(
+                        "{:.2}",
+                        l.median.as_secs_f64() / e.median.as_secs_f64().max(1e-12)
+                    ),
+                },
             ),
             None => ("-".into(), "-".into(), "-".into()),
         };
@@ -1078,6 +1111,11 @@ fn row_json(r: &Row) -> Value {
                 / 100.0,
             "ratio_of_means": ((l.mean.as_secs_f64() / e.mean.as_secs_f64().max(1e-12)) * 100.0).round()
                 / 100.0,
+            "paired": r.paired.as_ref().map(|(y, o)| json!({
+                "fresh": {"label": y.label, "median_ms": ms(y.median)},
+                "long": {"label": o.label, "median_ms": ms(o.median)},
+                "ratio": ((o.median.as_secs_f64() / y.median.as_secs_f64().max(1e-12)) * 100.0).round() / 100.0,
+            })),
         });
     }
     if let Some((commits, ops, per_s, per_commit)) = group_commit(r) {
