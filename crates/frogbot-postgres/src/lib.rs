@@ -122,34 +122,13 @@ impl PostgresStore {
             connect.get_port(),
             connect.get_database().unwrap_or("")
         );
-        let pool = PgPoolOptions::new()
-            .max_connections(options.max_connections)
-            .acquire_timeout(options.acquire_timeout)
-            // sqlx's default pings every connection it hands out: a round trip before every
-            // operation. Only a connection idle long enough to have been cut is checked.
-            .test_before_acquire(false)
-            .before_acquire(|conn, meta| {
-                Box::pin(async move {
-                    if meta.idle_for < IDLE_CHECK_AFTER {
-                        return Ok(true);
-                    }
-                    Ok(sqlx::Connection::ping(conn).await.is_ok())
-                })
-            })
+        let pool = pool_options(options.max_connections, options.acquire_timeout)
             .connect_lazy_with(connect.clone());
-        let relaxed = PgPoolOptions::new()
-            .max_connections(options.max_connections.div_ceil(2).max(1))
-            .acquire_timeout(options.acquire_timeout)
-            .test_before_acquire(false)
-            .before_acquire(|conn, meta| {
-                Box::pin(async move {
-                    if meta.idle_for < IDLE_CHECK_AFTER {
-                        return Ok(true);
-                    }
-                    Ok(sqlx::Connection::ping(conn).await.is_ok())
-                })
-            })
-            .connect_lazy_with(connect.options([("synchronous_commit", "off")]));
+        let relaxed = pool_options(
+            options.max_connections.div_ceil(2).max(1),
+            options.acquire_timeout,
+        )
+        .connect_lazy_with(connect.options([("synchronous_commit", "off")]));
         let store = Self {
             pool,
             relaxed,
@@ -299,6 +278,23 @@ fn scrub(msg: String, password: Option<&str>) -> String {
         Some(p) if !p.is_empty() => msg.replace(p, "***"),
         _ => msg,
     }
+}
+
+/// The options of both pools. sqlx's default pings every connection it hands out: a round trip
+/// before every operation. Only a connection idle long enough to have been cut is checked.
+fn pool_options(max_connections: u32, acquire_timeout: Duration) -> PgPoolOptions {
+    PgPoolOptions::new()
+        .max_connections(max_connections)
+        .acquire_timeout(acquire_timeout)
+        .test_before_acquire(false)
+        .before_acquire(|conn, meta| {
+            Box::pin(async move {
+                if meta.idle_for < IDLE_CHECK_AFTER {
+                    return Ok(true);
+                }
+                Ok(sqlx::Connection::ping(conn).await.is_ok())
+            })
+        })
 }
 
 #[cfg(test)]

@@ -779,6 +779,36 @@ impl PostgresStore {
         Ok(interrupted_reply(&turn, &new_message_id(), now))
     }
 
+    /// Saves the interrupted turn's reply (from [`Self::interrupted_turn`]) at its turn's reply
+    /// slot, with the chat's new `version`.
+    async fn save_interrupted(
+        &self,
+        conn: &mut PgConnection,
+        chat: &ChatId,
+        reply: Option<UiMessage>,
+        position: i64,
+        now: Millis,
+        version: i64,
+    ) -> Result<Option<StoredMessage>> {
+        let Some(reply) = reply else {
+            return Ok(None);
+        };
+        let saved = self
+            .put_message(
+                conn,
+                chat,
+                &reply,
+                false,
+                Delivery::Queue,
+                Some(position),
+                REPLY_SUB,
+                now,
+                version,
+            )
+            .await?;
+        Ok(Some(saved))
+    }
+
     /// Takes the (locked) chat's lease for `req`, driven by `driver`.
     async fn take_lease(
         &self,
@@ -921,23 +951,16 @@ impl PostgresStore {
             let chat = self
                 .take_lease(&mut tx, chat_id, req, req.driver.as_ref(), 1)
                 .await?;
-            let interrupted = match interrupted {
-                Some(reply) => Some(
-                    self.put_message(
-                        &mut tx,
-                        chat_id,
-                        &reply,
-                        false,
-                        Delivery::Queue,
-                        Some(last_position),
-                        REPLY_SUB,
-                        now,
-                        chat.version,
-                    )
-                    .await?,
-                ),
-                None => None,
-            };
+            let interrupted = self
+                .save_interrupted(
+                    &mut tx,
+                    chat_id,
+                    interrupted,
+                    last_position,
+                    now,
+                    chat.version,
+                )
+                .await?;
             let message = self
                 .put_message(
                     &mut tx,
@@ -1116,23 +1139,16 @@ impl PostgresStore {
             }
             None => return Ok(Some(took_nothing())),
         };
-        let interrupted = match interrupted {
-            Some(reply) => Some(
-                self.put_message(
-                    &mut tx,
-                    chat_id,
-                    &reply,
-                    false,
-                    Delivery::Queue,
-                    Some(last_position),
-                    REPLY_SUB,
-                    now,
-                    chat.version,
-                )
-                .await?,
-            ),
-            None => None,
-        };
+        let interrupted = self
+            .save_interrupted(
+                &mut tx,
+                chat_id,
+                interrupted,
+                last_position,
+                now,
+                chat.version,
+            )
+            .await?;
         let next = match next {
             Some((seq, author)) => {
                 let row = sqlx::query(PROMOTE)

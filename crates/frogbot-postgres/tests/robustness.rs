@@ -16,6 +16,19 @@ use frogbot_postgres::{PostgresStore, StoreOptions};
 
 const RACE_URL: &str = "FROGBOT_PG_RACE_CHILD_URL";
 
+/// Starts this test binary again as a second process running only `test`, which acts because
+/// `var` (the database URL) is set; its stdin and stdout are piped to the caller.
+fn spawn_self(test: &str, var: &str, url: &str) -> std::process::Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .env(var, url)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the second process")
+}
+
 /// Fires 16 concurrent `record_outcome` calls on question `call-{trial}` of chat `race`, the
 /// `i`-th of them as call `2 * i + parity` of the 32 (mixed outcomes, fences and lock requests);
 /// returns how many won. Panics on anything but `Won` / `Settled`.
@@ -113,19 +126,7 @@ async fn thirty_two_concurrent_outcomes_one_winner_each_trial() {
         return;
     };
     let a = open(&db.url, false).await; // migrations applied before the child starts
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "race_child_answers",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(RACE_URL, &db.url)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start the second process");
+    let mut child = spawn_self("race_child_answers", RACE_URL, &db.url);
     let mut to_child = child.stdin.take().unwrap();
     let mut from_child = BufReader::new(child.stdout.take().unwrap());
     let c = chat("race");
@@ -306,18 +307,7 @@ async fn sigkill_mid_stream_loses_no_acknowledged_send() {
         return;
     };
     let s = open(&db.url, false).await; // migrations applied before the child starts
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "sigkill_child_sends",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(KILL_URL, &db.url)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start the child");
+    let mut child = spawn_self("sigkill_child_sends", KILL_URL, &db.url);
     let mut out = BufReader::new(child.stdout.take().unwrap());
     let mut acked = Vec::new();
     let mut line = String::new();
@@ -395,16 +385,7 @@ async fn a_dropped_database_is_a_storage_error() {
         T0,
     )
     .await;
-    let (base, name) = db.url.rsplit_once('/').unwrap();
-    let admin = PostgresStore::open(&format!("{base}/postgres"))
-        .await
-        .unwrap();
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "DROP DATABASE \"{name}\" WITH (FORCE)"
-    )))
-    .execute(admin.pool())
-    .await
-    .unwrap();
+    frogbot_testkit::drop_postgres_db(&db.url).await;
     // Connections the server cut fail once each (closed by the server); then every operation
     // says the database is gone.
     let mut messages = Vec::new();

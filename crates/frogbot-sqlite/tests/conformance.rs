@@ -75,17 +75,8 @@ async fn send(s: &SqliteStore, chat: &str, id: &str, now: i64) -> frogbot_core::
 }
 
 /// Holds SQLite's write lock from outside the store (as another process would) until dropped.
-struct WriteLock(rusqlite::Connection);
-
-impl WriteLock {
-    fn take(path: &Path) -> Self {
-        let c = rusqlite::Connection::open(path).unwrap();
-        c.execute_batch("BEGIN IMMEDIATE").unwrap();
-        Self(c)
-    }
-    fn release(self) {
-        self.0.execute_batch("COMMIT").unwrap();
-    }
+fn take_write_lock(path: &Path) -> frogbot_testkit::SqliteWriteLock {
+    frogbot_testkit::lock_sqlite(&format!("sqlite://{}", path.display()))
 }
 
 // ---- group commit --------------------------------------------------------------------------------
@@ -150,7 +141,7 @@ async fn a_failing_operation_is_rolled_back_alone() {
 
     // Another process holds the write lock: the writer blocks in BEGIN IMMEDIATE with a first
     // operation, and everything sent meanwhile waits for the next batch.
-    let lock = WriteLock::take(&path);
+    let lock = take_write_lock(&path);
     let blocker = {
         let s = store.clone();
         tokio::spawn(async move { send(&s, "blocker", "b1", T0).await })
@@ -217,7 +208,7 @@ async fn a_failing_operation_is_rolled_back_alone() {
         })
     };
     tokio::time::sleep(Duration::from_millis(100)).await;
-    lock.release();
+    drop(lock);
     assert!(blocker.await.unwrap().is_ok());
     for t in oks {
         assert!(matches!(t.await.unwrap(), Ok(Sent::Started { .. })));
@@ -496,7 +487,7 @@ async fn corrupt_json_is_reported_as_corrupt() {
 async fn a_writer_held_by_another_process_fails_clearly_after_the_busy_timeout() {
     let (_dir, path) = temp_db();
     let store = SqliteStore::open_path(&path).await.unwrap();
-    let lock = WriteLock::take(&path);
+    let lock = take_write_lock(&path);
     let started = std::time::Instant::now();
     let err = send(&store, "c", "m1", T0).await.unwrap_err();
     assert!(started.elapsed() >= Duration::from_secs(4), "it waited");
@@ -504,7 +495,7 @@ async fn a_writer_held_by_another_process_fails_clearly_after_the_busy_timeout()
         panic!("{err:?}")
     };
     assert!(message.contains("locked"), "{message}");
-    lock.release();
+    drop(lock);
     // Nothing was written, and the writer goes on.
     assert!(matches!(
         send(&store, "c", "m1", T0).await.unwrap(),

@@ -342,6 +342,13 @@ impl Env {
         self.store.list_messages(&chat).await.unwrap().len()
     }
 
+    /// The Slack `ts` of the question's current message in thread `root`.
+    async fn question_ts(&self, root: &str) -> String {
+        let q = self.question(root).await;
+        let id = &q.record.current().expect("a posted question").id;
+        id.split_once(':').expect("channel:ts").1.to_string()
+    }
+
     async fn question(&self, root: &str) -> frogbot_core::store::QuestionRow {
         let chat = channel_chat_id("slack", &format!("{CHANNEL}:{root}"));
         let row = self.store.get_chat(&chat).await.unwrap().expect("chat");
@@ -587,16 +594,7 @@ async fn a_store_failure_is_not_acknowledged_so_slack_retries() {
     let env = start_on(db, "").await;
     let root = env.mention("U1", "ask me").await;
     let question = env.posted(&root, 0).await;
-    let q = env.question(&root).await;
-    let msg_ts = q
-        .record
-        .current()
-        .unwrap()
-        .id
-        .split_once(':')
-        .unwrap()
-        .1
-        .to_string();
+    let msg_ts = env.question_ts(&root).await;
     let green = element(&question["blocks"], "Green");
 
     frogbot_testkit::drop_postgres_db(&url).await;
@@ -632,16 +630,7 @@ async fn the_other_button_opens_a_modal_whose_submission_answers() {
     let env = start("").await;
     let root = env.mention("U1", "ask me").await;
     let question = env.posted(&root, 0).await;
-    let q = env.question(&root).await;
-    let msg_ts = q
-        .record
-        .current()
-        .unwrap()
-        .id
-        .split_once(':')
-        .unwrap()
-        .1
-        .to_string();
+    let msg_ts = env.question_ts(&root).await;
     let other = element(&question["blocks"], "Other…");
     assert_eq!(
         env.interactivity(
@@ -719,16 +708,7 @@ async fn a_user_outside_the_allow_list_is_denied() {
     // Alice asks; Bob's click is denied and nothing is recorded.
     let root = env.mention("U1", "ask").await;
     let question = env.posted(&root, 0).await;
-    let q = env.question(&root).await;
-    let msg_ts = q
-        .record
-        .current()
-        .unwrap()
-        .id
-        .split_once(':')
-        .unwrap()
-        .1
-        .to_string();
+    let msg_ts = env.question_ts(&root).await;
     let red = element(&question["blocks"], "Red");
     assert_eq!(
         env.interactivity(
@@ -758,16 +738,7 @@ async fn bad_input_is_refused_or_ignored_and_nothing_is_recorded() {
     let env = start("").await;
     let root = env.mention("U1", "ask").await;
     let question = env.posted(&root, 0).await;
-    let q = env.question(&root).await;
-    let msg_ts = q
-        .record
-        .current()
-        .unwrap()
-        .id
-        .split_once(':')
-        .unwrap()
-        .1
-        .to_string();
+    let msg_ts = env.question_ts(&root).await;
     let green = element(&question["blocks"], "Green");
     let good_click = click("U1", &msg_ts, &root, &green, "900.1.a");
     let calls_before = env.fake.count();

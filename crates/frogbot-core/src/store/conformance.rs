@@ -1606,13 +1606,13 @@ pub async fn take_chat_runs_the_queue_of_an_idle_chat(db: Db) {
     );
 }
 
-pub async fn resume_turn_each_answer(db: Db) {
-    let s = &*db.store;
-    let c = web("resume", None);
+/// Alice's message (model `model-a`, reasoning `high`) starts a turn whose reply `a1` waits on
+/// two questions, `call-1` and `call-2`; the chat is released. Returns the turn's lease.
+async fn waiting_on_two_questions(s: &dyn Store, c: &NewChat) -> Lease {
     let mut u1 = user_msg("u1", Some("alice"), "ask");
     u1.metadata.model = Some("model-a".into());
     u1.metadata.reasoning = Some("high".into());
-    let (l, _) = started(send_as(s, &c, &u1, Delivery::Queue, "p", T0).await.unwrap());
+    let (l, _) = started(send_as(s, c, &u1, Delivery::Queue, "p", T0).await.unwrap());
     s.await_answers(&AwaitOp {
         lease: &l,
         reply: &assistant_msg("a1", "?"),
@@ -1626,6 +1626,13 @@ pub async fn resume_turn_each_answer(db: Db) {
     })
     .await
     .unwrap();
+    l
+}
+
+pub async fn resume_turn_each_answer(db: Db) {
+    let s = &*db.store;
+    let c = web("resume", None);
+    let l = waiting_on_two_questions(s, &c).await;
     let req = |now| lease_req("resumer", Some("bob"), now);
     assert_eq!(
         s.resume_turn(&c.chat_id, "a1", &req(T0 + 2)).await.unwrap(),
@@ -1716,22 +1723,7 @@ pub async fn resume_turn_each_answer(db: Db) {
 pub async fn record_outcome_continues_the_turn_when_asked(db: Db) {
     let s = &*db.store;
     let c = web("rec-resume", None);
-    let mut u1 = user_msg("u1", Some("alice"), "ask");
-    u1.metadata.model = Some("model-a".into());
-    let (l, _) = started(send_as(s, &c, &u1, Delivery::Queue, "p", T0).await.unwrap());
-    s.await_answers(&AwaitOp {
-        lease: &l,
-        reply: &assistant_msg("a1", "?"),
-        position: 1,
-        questions: &[
-            new_question(&c.chat_id, "call-1", "a1", 0),
-            new_question(&c.chat_id, "call-2", "a1", 1),
-        ],
-        job: None,
-        now: T0 + 1,
-    })
-    .await
-    .unwrap();
+    let l = waiting_on_two_questions(s, &c).await;
     let req = |now| lease_req("resumer", Some("bob"), now);
     let chat = &c.chat_id;
     let record = |call: &'static str, outcome: QuestionOutcome, now: Millis| {

@@ -428,7 +428,7 @@ impl Questions {
         settle: Settle,
         actor: Option<Actor>,
     ) -> Result<Settled> {
-        let Some(q) = self.question_soon(chat, tool_call_id).await? else {
+        let Some((q, row)) = self.question_soon(chat, tool_call_id).await? else {
             return Err(Error::NotFound(format!("tool call {tool_call_id}")));
         };
         let now = self.now();
@@ -448,7 +448,9 @@ impl Questions {
             self.expire(chat, &q.message_id).await?;
             return Err(Error::Stale(format!("{tool_call_id} has expired")));
         }
-        let Some(row) = self.store().get_chat(chat).await? else {
+        // The row read with the record: the outcome path uses only what never changes (its id,
+        // its channel thread).
+        let Some(row) = row else {
             return Err(Error::NotFound(format!("chat {chat}")));
         };
         let req = RequestContext {
@@ -467,13 +469,14 @@ impl Questions {
         }
     }
 
-    /// A question record; when there is none yet but a turn of the chat runs, waits a moment for
-    /// it: a client that saw the question streamed may answer before the turn has saved it.
+    /// A question record, with its chat's row as read just before it; when there is none yet but a
+    /// turn of the chat runs, waits a moment for it: a client that saw the question streamed may
+    /// answer before the turn has saved it.
     async fn question_soon(
         &self,
         chat: &ChatId,
         tool_call_id: &str,
-    ) -> Result<Option<QuestionRow>> {
+    ) -> Result<Option<(QuestionRow, Option<ChatRow>)>> {
         let deadline = tokio::time::Instant::now() + QUESTION_WAIT;
         let mut pause = std::time::Duration::from_millis(2);
         loop {
@@ -481,17 +484,16 @@ impl Questions {
             // in one operation, so a turn seen running before the look-up either had saved the
             // record already or is still to — never "not running, and no record" by a race
             // between the two reads.
-            let running = self
-                .store()
-                .get_chat(chat)
-                .await?
+            let row = self.store().get_chat(chat).await?;
+            let running = row
+                .as_ref()
                 .is_some_and(|r| r.live_lease(self.now()).is_some());
             if let Some(q) = self
                 .store()
                 .get_question(chat, tool_call_id, self.now())
                 .await?
             {
-                return Ok(Some(q));
+                return Ok(Some((q, row)));
             }
             if !running || tokio::time::Instant::now() >= deadline {
                 return Ok(None);

@@ -513,6 +513,32 @@ impl Turns {
         Ok(TurnState::Running)
     }
 
+    /// Ends the turn holding `lease` (one store operation): saves `reply` at its position, then
+    /// releases the chat or promotes its oldest queued message — or, while this process stops,
+    /// releases it with a `run-queue` job so another process (or the restart) runs the queue.
+    async fn end_turn(
+        &self,
+        lease: &Lease,
+        chat: &ChatId,
+        reply: Option<(&UiMessage, i64)>,
+    ) -> Result<TurnEnded> {
+        let job;
+        let mode = if self.is_stopping() {
+            job = EngineJob::RunQueue { chat: chat.clone() }.to_new_job(self.now());
+            EndMode::Handoff(&job)
+        } else {
+            EndMode::Next
+        };
+        self.store
+            .end_turn(&EndTurnOp {
+                lease,
+                reply,
+                mode,
+                now: self.now(),
+            })
+            .await
+    }
+
     /// Saves the reply of a turn stopped by a dismissal or withdrawal and ends the turn (one
     /// operation), promoting the queue.
     async fn end_stopped(
@@ -522,24 +548,8 @@ impl Turns {
         reply: UiMessage,
         position: i64,
     ) -> Result<TurnState> {
-        let job;
-        let mode = if self.is_stopping() {
-            job = EngineJob::RunQueue {
-                chat: chat.chat_id.clone(),
-            }
-            .to_new_job(self.now());
-            EndMode::Handoff(&job)
-        } else {
-            EndMode::Next
-        };
         let ended = self
-            .store
-            .end_turn(&EndTurnOp {
-                lease: &lease,
-                reply: Some((&reply, position)),
-                mode,
-                now: self.now(),
-            })
+            .end_turn(&lease, &chat.chat_id, Some((&reply, position)))
             .await?;
         let (saved, promoted) = match ended {
             TurnEnded::Released { reply } | TurnEnded::HandedOn { reply, .. } => (reply, None),
@@ -683,24 +693,12 @@ impl Turns {
             // The turn ended: save its last reply and release the chat, or promote the oldest
             // queued message under the same lease — one store operation. A stopping process hands
             // the queue on instead.
-            let job;
-            let mode = if self.is_stopping() {
-                job = EngineJob::RunQueue {
-                    chat: chat.chat_id.clone(),
-                }
-                .to_new_job(self.now());
-                EndMode::Handoff(&job)
-            } else {
-                EndMode::Next
-            };
             let ended = self
-                .store
-                .end_turn(&EndTurnOp {
-                    lease: &lease,
-                    reply: pending.then_some((&outcome, position)),
-                    mode,
-                    now: self.now(),
-                })
+                .end_turn(
+                    &lease,
+                    &chat.chat_id,
+                    pending.then_some((&outcome, position)),
+                )
                 .await;
             let ended = match ended {
                 Ok(e) => e,
