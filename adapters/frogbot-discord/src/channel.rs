@@ -23,12 +23,12 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use frogbot_core::BoxError;
+use frogbot_model::BoxError;
 use frogbot_core::agent::{
     ChannelMessageOutcome, ChannelOutbox, Engine, InteractionOutcome, channel_chat_id,
 };
-use frogbot_core::model::ChatInfo;
-use frogbot_core::model::{ChannelIdentity, ChannelRef, QuestionCall, Thread, UiMessage};
+use frogbot_model::ChatInfo;
+use frogbot_model::{ChannelIdentity, ChannelRef, QuestionCall, Thread, UiMessage};
 use serenity::all::{
     ChannelId, ClientBuilder, ComponentInteraction, Context, CreateThread, EventHandler,
     GatewayIntents, Interaction as DiscordInteraction, Message, ModalInteraction, Ready, UserId,

@@ -4,7 +4,7 @@
 //! id; an action's `messageId` is the message the component sits on; `triggerId` is the
 //! interaction token (what followups and modal responses need).
 
-use frogbot_core::model::{
+use frogbot_model::{
     ActionEvent, Interaction, ModalSubmitEvent, PlatformUser, ThreadMessage, ThreadMessageMetadata,
 };
 use serde::Deserialize;
@@ -448,7 +448,7 @@ mod tests {
             event.private_metadata.as_deref(),
             Some("fq1:[\"700000000000000007\",\"800000000000000008\"]")
         );
-        let locator = frogbot_core::model::decode_question_modal_metadata(
+        let locator = frogbot_model::decode_question_modal_metadata(
             event.private_metadata.as_deref().unwrap(),
         )
         .unwrap();

@@ -104,7 +104,7 @@ impl EndpointVerifier {
         timestamp: &str,
         body: &[u8],
     ) -> Result<EndpointRequest, Error> {
-        let now_secs = frogbot_core::model::now_millis() / 1000;
+        let now_secs = frogbot_model::now_millis() / 1000;
         self.receive_at(signature, timestamp, body, now_secs)
     }
 

@@ -1,9 +1,9 @@
 //! Discord ↔ FrogBot: Discord interactions in, component questions out, on serenity 0.12.
 //!
 //! What it is for: turning Discord gateway events (component clicks, modal submissions, thread
-//! messages) into FrogBot [`Interaction`](frogbot_core::model::Interaction)s ([`convert`]), drawing
+//! messages) into FrogBot [`Interaction`](frogbot_model::Interaction)s ([`convert`]), drawing
 //! the question tool's questions as buttons, string selects and modals ([`render`]), and tying both
-//! to serenity's `Http` as a [`ChannelQuestions`](frogbot_core::model::ChannelQuestions)
+//! to serenity's `Http` as a [`ChannelQuestions`](frogbot_model::ChannelQuestions)
 //! implementation ([`DiscordQuestions`]), and verifying requests to an HTTP interactions endpoint
 //! ([`endpoint`], Ed25519). `convert` and `render` are pure and usable alone in any
 //! serenity bot (see `examples/discord-reuse`). With the `engine` feature, `channel` connects a

@@ -25,8 +25,8 @@ use std::num::NonZeroU64;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use frogbot_core::BoxError;
-use frogbot_core::model::{
+use frogbot_model::BoxError;
+use frogbot_model::{
     Actor, ChannelQuestions, HookArgs, Interaction, ParseArgs, ParseResult, QuestionAnswer,
     QuestionCall, QuestionChange, QuestionMessage, QuestionModalMetadata, QuestionOutcome,
     QuestionOutput, QuestionRecord, RenderArgs, RenderedQuestion, ReplyChoice, Thread,
@@ -230,7 +230,6 @@ pub fn parse(args: ParseArgs<'_>) -> ParseResult {
                 _ => ParseResult::Ignore,
             }
         }
-        _ => ParseResult::Ignore,
     }
 }
 
@@ -465,7 +464,7 @@ impl ChannelQuestions for DiscordQuestions {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use frogbot_core::model::{ModalSubmitEvent, PlatformUser};
+    use frogbot_model::{ModalSubmitEvent, PlatformUser};
     use serde_json::{Map, json};
 
     fn call() -> QuestionCall {
@@ -659,7 +658,7 @@ mod tests {
     #[test]
     fn clicks_are_checked_against_revision_and_options() {
         let click = |id: &str| Interaction::Action {
-            event: frogbot_core::model::ActionEvent {
+            event: frogbot_model::ActionEvent {
                 action_id: id.into(),
                 value: None,
                 message_id: "9".into(),

@@ -18,7 +18,7 @@
 //! message id). Discord snowflakes have at most 20 digits, so it is at most 51 characters and no
 //! stored token is needed; anything longer is refused with [`Error::Malformed`].
 
-use frogbot_core::model::{
+use frogbot_model::{
     QuestionCall, QuestionItem, QuestionMessage, QuestionModalMetadata, QuestionOutcome,
     encode_question_modal_metadata,
 };
@@ -322,7 +322,7 @@ pub fn settled_edit(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use frogbot_core::model::{QuestionAnswer, QuestionInput, QuestionOutput};
+    use frogbot_model::{QuestionAnswer, QuestionInput, QuestionOutput};
     use serde_json::{Value, json};
 
     fn item(n: usize, multiple: bool, custom: bool) -> QuestionItem {
@@ -499,7 +499,7 @@ mod tests {
         let id = json["custom_id"].as_str().unwrap();
         assert!(id.len() <= CUSTOM_ID_LIMIT, "{id}");
         assert_eq!(
-            frogbot_core::model::decode_question_modal_metadata(id),
+            frogbot_model::decode_question_modal_metadata(id),
             Some(locator)
         );
         let input = &json["components"][0]["components"][0];

@@ -23,11 +23,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use frogbot_core::BoxError;
+use frogbot_model::BoxError;
 use frogbot_core::agent::{
     AccessCheck, Channel, ChannelMessageOutcome, ChannelOutbox, Engine, channel_chat_id,
 };
-use frogbot_core::model::{ChannelQuestions, IdentityResolver, Thread, UiMessage};
+use frogbot_model::{ChannelQuestions, IdentityResolver, Thread, UiMessage};
 use matrix_sdk::authentication::matrix::MatrixSession;
 use matrix_sdk::config::SyncSettings;
 use matrix_sdk::event_handler::EventHandlerHandle;

@@ -3,7 +3,7 @@
 //! reactions become [`Interaction::Action`], room messages become [`ThreadMessage`]s with their
 //! thread; plus the id helpers. Nothing here talks to a server.
 
-use frogbot_core::model::{
+use frogbot_model::{
     ActionEvent, Interaction, PlatformUser, ThreadMessage, ThreadMessageMetadata, millis_to_iso,
 };
 use matrix_sdk::ruma::events::room::message::{MessageType, Relation, RoomMessageEventContent};

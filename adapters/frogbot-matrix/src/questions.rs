@@ -9,8 +9,8 @@
 //! (answers so far, per question) lives in the record's state; this type keeps no state.
 
 use async_trait::async_trait;
-use frogbot_core::BoxError;
-use frogbot_core::model::{
+use frogbot_model::BoxError;
+use frogbot_model::{
     Actor, ChannelQuestions, HookArgs, Interaction, ParseArgs, ParseResult, QuestionChange,
     QuestionInput, QuestionMessage, QuestionOutcome, QuestionRecord, RenderArgs, RenderedQuestion,
     ReplyChoice, Thread,

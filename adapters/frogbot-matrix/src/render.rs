@@ -4,7 +4,7 @@
 //! and the notices (rejected / denied / stale) that mention the person. Contents are returned as
 //! `(event type, JSON content)` so the client layer can send them raw (and encrypted).
 
-use frogbot_core::model::{QuestionInput, QuestionOutcome};
+use frogbot_model::{QuestionInput, QuestionOutcome};
 use matrix_sdk::ruma::events::Mentions;
 use matrix_sdk::ruma::events::message::TextContentBlock;
 use matrix_sdk::ruma::events::poll::end::PollEndEventContent;

@@ -36,12 +36,12 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use frogbot_core::BoxError;
+use frogbot_model::BoxError;
 use frogbot_core::agent::{
     AccessCheck, Channel, ChannelMessageOutcome, ChannelOutbox, Engine, InteractionOutcome,
     channel_chat_id,
 };
-use frogbot_core::model::{
+use frogbot_model::{
     ChannelQuestions, IdentityResolver, Interaction, Thread, UiMessage, now_millis,
 };
 use hyper_rustls::HttpsConnector;
@@ -651,7 +651,7 @@ impl Receiver {
 
     /// The "Other…" button: opens the question set's modal while the clicked message is the
     /// question's current, open one. `false` when it is not (the engine then answers `stale`).
-    async fn open_form(&self, event: &frogbot_core::model::ActionEvent) -> Result<bool, Failure> {
+    async fn open_form(&self, event: &frogbot_model::ActionEvent) -> Result<bool, Failure> {
         let retry = |e: frogbot_core::Error| {
             error!(error = %e, "Slack \"Other…\" click: the form could not be opened");
             Failure::Retry(e.to_string())

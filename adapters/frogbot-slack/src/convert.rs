@@ -4,7 +4,7 @@
 //! Ids: a Slack message is `"{channel}:{ts}"`, a thread is `"{channel}:{thread_ts}"` (the thread's
 //! root ts, or the message's own ts when it starts a thread).
 
-use frogbot_core::model::{
+use frogbot_model::{
     ActionEvent, Interaction, ModalSubmitEvent, PlatformUser, ThreadMessage, ThreadMessageMetadata,
     millis_to_iso,
 };

@@ -1,10 +1,10 @@
 //! Slack ↔ FrogBot: turns Slack interaction payloads and Events API messages into FrogBot
-//! [`Interaction`](frogbot_core::model::Interaction)s and [`ThreadMessage`](frogbot_core::model::ThreadMessage)s,
+//! [`Interaction`](frogbot_model::Interaction)s and [`ThreadMessage`](frogbot_model::ThreadMessage)s,
 //! and draws the agent's questions as Block Kit messages and modals (on slack-morphism 2.x).
 //!
 //! The crate is reusable alone: [`verify`] checks Slack request signatures, [`convert`] and
 //! [`render`] are pure functions over slack-morphism's types, and [`questions`] ties them to
-//! FrogBot's [`ChannelQuestions`](frogbot_core::model::ChannelQuestions) hooks over a thin
+//! FrogBot's [`ChannelQuestions`](frogbot_model::ChannelQuestions) hooks over a thin
 //! [`SlackApi`] client ([`client`]).
 //!
 //! With the feature `engine`, [`channel`] is the glue `frogbot serve` uses: the Events API and

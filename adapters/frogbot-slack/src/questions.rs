@@ -1,8 +1,8 @@
 //! [`SlackQuestions`]: FrogBot's channel-questions hooks for Slack, over a thin [`SlackApi`].
 
 use async_trait::async_trait;
-use frogbot_core::BoxError;
-use frogbot_core::model::{
+use frogbot_model::BoxError;
+use frogbot_model::{
     Actor, ChannelQuestions, HookArgs, Interaction, ParseArgs, ParseResult, QuestionAnswer,
     QuestionCall, QuestionChange, QuestionInput, QuestionMessage, QuestionModalMetadata,
     QuestionOutcome, QuestionOutput, QuestionRecord, RenderArgs, RenderedQuestion, ReplyChoice,
@@ -173,7 +173,7 @@ fn parse_action(
 fn parse_reply(
     input: &QuestionInput,
     question: &QuestionRecord,
-    message: &frogbot_core::model::ThreadMessage,
+    message: &frogbot_model::ThreadMessage,
 ) -> ParseResult {
     let [q] = input.questions.as_slice() else {
         return ParseResult::Ignore;
@@ -310,7 +310,6 @@ impl<A: SlackApi> ChannelQuestions for SlackQuestions<A> {
             // Free text after the answer is the conversation going on, not a late answer.
             Interaction::Message { .. } if args.settled => ParseResult::Ignore,
             Interaction::Message { message } => parse_reply(input, args.question, message),
-            _ => ParseResult::Ignore,
         }
     }
 

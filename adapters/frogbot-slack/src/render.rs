@@ -9,7 +9,7 @@
 //! Control ids are `fb1:{kind}:{question}:{option}:{revision}` (see [`ActionRef`]), so a click on
 //! controls drawn for an older revision of the record is recognisably stale.
 
-use frogbot_core::model::{
+use frogbot_model::{
     Actor, QuestionInput, QuestionItem, QuestionModalMetadata, QuestionOutcome, QuestionOutput,
     encode_question_modal_metadata,
 };
@@ -521,7 +521,7 @@ pub fn settled_blocks(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use frogbot_core::model::{ChannelIdentity, PlatformUser, QuestionAnswer, QuestionOption};
+    use frogbot_model::{ChannelIdentity, PlatformUser, QuestionAnswer, QuestionOption};
     use serde_json::{Value, json};
 
     fn item(header: &str, n: usize, multiple: bool, custom: bool) -> QuestionItem {

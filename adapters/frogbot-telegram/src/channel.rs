@@ -27,11 +27,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use axum::extract::State;
-use frogbot_core::BoxError;
+use frogbot_model::BoxError;
 use frogbot_core::agent::{
     AccessCheck, Channel, ChannelMessageOutcome, ChannelOutbox, Engine, InteractionOutcome,
 };
-use frogbot_core::model::{IdentityResolver, Interaction, Thread, UiMessage};
+use frogbot_model::{IdentityResolver, Interaction, Thread, UiMessage};
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use teloxide::Bot;

@@ -3,7 +3,7 @@
 //! [`split_text`].
 
 use chrono::SecondsFormat;
-use frogbot_core::model::{
+use frogbot_model::{
     ActionEvent, Interaction, PlatformUser, ThreadMessage, ThreadMessageMetadata,
 };
 use teloxide::types::Message;

@@ -1,10 +1,10 @@
 //! Telegram ↔ FrogBot: turns Bot API updates (callback queries, messages) into FrogBot
-//! [`Interaction`](frogbot_core::model::Interaction)s and draws the agent's questions as messages
+//! [`Interaction`](frogbot_model::Interaction)s and draws the agent's questions as messages
 //! with inline keyboards (on teloxide 0.17, lean: rustls, no storage features).
 //!
 //! The crate is reusable alone: [`convert`] and [`render`] are pure functions over teloxide's types,
 //! and [`questions`] ties them to FrogBot's
-//! [`ChannelQuestions`](frogbot_core::model::ChannelQuestions) hooks over a thin [`TelegramApi`]
+//! [`ChannelQuestions`](frogbot_model::ChannelQuestions) hooks over a thin [`TelegramApi`]
 //! client ([`client`]), implemented for teloxide's [`Bot`](teloxide::Bot). With the `engine`
 //! feature, `channel` receives updates (long polling or webhook) into FrogBot's engine and posts
 //! its replies: that is what `frogbot serve` runs for `[channels.telegram]`.

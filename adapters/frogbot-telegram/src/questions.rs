@@ -7,8 +7,8 @@
 
 use async_trait::async_trait;
 use chrono::SecondsFormat;
-use frogbot_core::BoxError;
-use frogbot_core::model::{
+use frogbot_model::BoxError;
+use frogbot_model::{
     Actor, ChannelQuestions, HookArgs, Interaction, ParseArgs, ParseResult, QuestionChange,
     QuestionInput, QuestionMessage, QuestionOutcome, QuestionRecord, RenderArgs, RenderedQuestion,
     Thread,

@@ -1,7 +1,7 @@
 //! Pure drawing of questions: message texts, inline keyboards with short callback tokens, the
 //! ForceReply prompt for own answers, the settled text, and the piece's progress state.
 
-use frogbot_core::model::{QuestionInput, QuestionOutcome};
+use frogbot_model::{QuestionInput, QuestionOutcome};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use teloxide::types::{ForceReply, InlineKeyboardButton, InlineKeyboardMarkup};

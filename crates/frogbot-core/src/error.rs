@@ -1,7 +1,6 @@
 //! The crate's one error enum.
 
-/// A boxed error returned by user code (hooks, tools) that FrogBot logs or reports.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+pub use frogbot_model::BoxError;
 
 /// Everything that can go wrong inside `frogbot-core`.
 #[derive(Debug, thiserror::Error)]
@@ -68,3 +67,12 @@ pub enum Error {
 
 /// `Result` with [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl From<frogbot_model::Error> for Error {
+    fn from(e: frogbot_model::Error) -> Self {
+        match e {
+            frogbot_model::Error::InvalidChatId(id) => Error::InvalidChatId(id),
+            other => Error::InvalidInput(other.to_string()),
+        }
+    }
+}

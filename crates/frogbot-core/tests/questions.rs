@@ -141,7 +141,6 @@ impl ChannelQuestions for ForumPiece {
                     .and_then(|v| v.as_str())
                     .unwrap_or_default()
             ),
-            _ => return ParseResult::Ignore,
         };
         if text == "/dismiss" {
             return ParseResult::Dismiss;

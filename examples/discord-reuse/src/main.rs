@@ -10,7 +10,7 @@
 //! click and prints the FrogBot `Interaction` it converts to; the bot then replaces the controls with
 //! the answer, the same rendering FrogBot's question engine uses.
 
-use frogbot_core::model::{
+use frogbot_model::{
     QuestionAnswer, QuestionCall, QuestionMessage, QuestionOutcome, QuestionOutput,
 };
 use frogbot_discord::{convert, render};

@@ -5,7 +5,7 @@
 // payload back as a FrogBot interaction. Swap the canned payload for what your own Slack endpoint
 // receives, and send the blocks with your own `SlackClient`.
 
-use frogbot_core::model::{Interaction, QuestionInput};
+use frogbot_model::{Interaction, QuestionInput};
 use frogbot_slack::convert::interaction_from_payload;
 use frogbot_slack::render::{ActionRef, Progress, fallback_text, question_blocks_for};
 use serde_json::json;

@@ -81,7 +81,6 @@ pub struct ThreadMessage {
 /// An interaction that may belong to a posted question.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "camelCase")]
-#[non_exhaustive]
 pub enum Interaction {
     /// A button or menu event.
     Action {
@@ -123,7 +122,6 @@ impl Interaction {
 /// What `parse` makes of an interaction.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "camelCase")]
-#[non_exhaustive]
 pub enum ParseResult {
     /// Not for this question; a thread reply continues as an ordinary message.
     Ignore,

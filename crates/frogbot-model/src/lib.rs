@@ -1,0 +1,68 @@
+//! `frogbot-model`: FrogBot's platform-neutral model, shared by the engines and every channel
+//! adapter. JSON field names follow the specification (`serve-contract.md`, the channel-questions
+//! page): camelCase on the wire, snake_case in Rust.
+//!
+//! What it is for: chats, messages and their parts, users and channel identities, turn state,
+//! queued messages and delivery, the `question` tool's input and output and their validation,
+//! question records and changes, the three interaction kinds, parse results and outcomes, the
+//! [`ChannelQuestions`] and [`IdentityResolver`] hook traits every adapter implements, the
+//! multi-step question [`Progress`] adapters keep in a record's state, and [`text`]: splitting and
+//! truncating text to a platform's limits (UTF-8 and code-block aware).
+//!
+//! What it must not do: depend on an async runtime, a database or a platform SDK. The engines
+//! (`frogbot-core`) and the adapters (`adapters/*`) depend on it, never the other way; the compiler
+//! keeps that boundary (this crate's dependency list is the whole of what an adapter's model
+//! needs). With the feature `testing`, [`conformance`] holds the `ChannelQuestions` conformance
+//! suite every adapter runs against its fake platform.
+
+mod chat;
+mod hooks;
+mod interaction;
+mod message;
+mod progress;
+mod question;
+pub mod text;
+
+#[cfg(feature = "testing")]
+pub mod conformance;
+
+pub use chat::*;
+pub use hooks::*;
+pub use interaction::*;
+pub use message::*;
+pub use progress::Progress;
+pub use question::*;
+
+/// A boxed error returned by user code (hooks, tools) that FrogBot logs or reports.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// What the model refuses.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A chat id that is not 1–128 characters of `A-Z a-z 0-9 _ -`.
+    #[error("invalid chat id {0:?}: use 1-128 characters of A-Z a-z 0-9 _ -")]
+    InvalidChatId(String),
+}
+
+/// Milliseconds since the Unix epoch: the one time unit of the store.
+pub type Millis = i64;
+
+/// Now, in [`Millis`].
+pub fn now_millis() -> Millis {
+    chrono::Utc::now().timestamp_millis()
+}
+
+/// [`Millis`] as an ISO-8601 / RFC 3339 string (UTC, millisecond precision), as the wire shows times.
+pub fn millis_to_iso(ms: Millis) -> String {
+    chrono::DateTime::<chrono::Utc>::from_timestamp_millis(ms)
+        .unwrap_or_default()
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// An ISO-8601 / RFC 3339 string as [`Millis`]; `None` when it does not parse.
+pub fn iso_to_millis(iso: &str) -> Option<Millis> {
+    chrono::DateTime::parse_from_rfc3339(iso)
+        .ok()
+        .map(|t| t.timestamp_millis())
+}

@@ -1,0 +1,271 @@
+//! Text to a platform's limits: [`split`] a reply into messages and [`truncate`] a label, both
+//! counting characters (never cutting inside a UTF-8 character) and keeping fenced code blocks
+//! whole on each side of a cut: a block cut in two is closed at the end of one piece and opened
+//! again (with its info string) at the start of the next, so every piece renders as code.
+//!
+//! Where to cut comes from `text-splitter`'s Markdown splitter (the largest semantic unit that
+//! fits: sections, then blocks, then lines, sentences, words, graphemes).
+
+use text_splitter::{ChunkConfig, MarkdownSplitter};
+
+/// A fenced code block of the text: where its content starts and ends (byte offsets) and the
+/// fences that open and close it.
+#[derive(Debug)]
+struct Fence {
+    /// The opening line, e.g. "```rust".
+    open: String,
+    /// Byte offset of the opening line.
+    open_at: usize,
+    /// Byte offset just past the closing line.
+    close_end: usize,
+    /// The closing marker, e.g. "```".
+    close: String,
+    /// Byte offset of the content's first line (just after the opening line's newline).
+    content: usize,
+    /// Byte offset of the closing line (the text's end when the block is never closed).
+    end: usize,
+}
+
+/// The fenced code blocks of `text` (CommonMark: ``` or ~~~, three or more, indented at most
+/// three spaces; closed by the same character at least as long, with nothing after it).
+fn fences(text: &str) -> Vec<Fence> {
+    let mut out = Vec::new();
+    let mut open: Option<(char, usize, String, usize, usize)> = None;
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        let start = offset;
+        offset += line.len();
+        let body = line.trim_end_matches(['\n', '\r']);
+        let indent = body.len() - body.trim_start_matches(' ').len();
+        if indent > 3 {
+            continue;
+        }
+        let rest = &body[indent..];
+        let Some(c) = rest.chars().next().filter(|c| *c == '`' || *c == '~') else {
+            continue;
+        };
+        let n = rest.chars().take_while(|x| *x == c).count();
+        if n < 3 {
+            continue;
+        }
+        match &open {
+            None => {
+                let info = &rest[n..];
+                if c == '`' && info.contains('`') {
+                    continue;
+                }
+                open = Some((c, n, body.trim().to_owned(), start, offset));
+            }
+            Some((oc, on, ..)) if *oc == c && n >= *on && rest[n..].trim().is_empty() => {
+                let (c, n, line, open_at, content) = open.take().expect("open fence");
+                out.push(Fence {
+                    open: line,
+                    open_at,
+                    close_end: offset,
+                    close: std::iter::repeat_n(c, n).collect(),
+                    content,
+                    end: start,
+                });
+            }
+            Some(_) => {}
+        }
+    }
+    if let Some((c, n, line, open_at, content)) = open {
+        out.push(Fence {
+            open: line,
+            open_at,
+            close_end: text.len(),
+            close: std::iter::repeat_n(c, n).collect(),
+            content,
+            end: text.len(),
+        });
+    }
+    out
+}
+
+/// Splits `text` into messages of at most `max` characters each. Whitespace-only text gives no
+/// message (platforms refuse empty ones); text that fits is one message, unchanged. Longer text is
+/// cut at the largest Markdown unit that fits (a section, a paragraph, a line, a sentence, a
+/// word), and a fenced code block cut in two is closed and reopened so each piece renders as code.
+/// Pieces are trimmed at the cut.
+pub fn split(text: &str, max: usize) -> Vec<String> {
+    let max = max.max(1);
+    if text.trim().is_empty() {
+        return Vec::new();
+    }
+    if text.chars().count() <= max {
+        return vec![text.to_owned()];
+    }
+    let blocks = fences(text);
+    // Room for the fences a piece may gain: the longest opening line and closing marker, plus
+    // two newlines. Never more than half the limit.
+    let reserve = blocks
+        .iter()
+        .map(|f| f.open.chars().count() + f.close.chars().count() + 2)
+        .max()
+        .unwrap_or(0)
+        .min(max / 2);
+    let size = (max - reserve).max(1);
+    let splitter = MarkdownSplitter::new(ChunkConfig::new(size).with_trim(true));
+    let inside = |at: usize| blocks.iter().find(|f| f.content < at && at < f.end);
+    let starts_inside = |at: usize| blocks.iter().find(|f| f.content <= at && at < f.end);
+    splitter
+        .chunk_indices(text)
+        .filter_map(|(mut start, piece)| {
+            let mut end = start + piece.len();
+            // A piece ending on a block's opening line leaves that line to the next piece (which
+            // opens the block itself); one starting on a closing line drops it (the piece before
+            // closed the block already).
+            if let Some(f) = blocks.iter().find(|f| f.open_at < end && end <= f.content) {
+                end = f.open_at.max(start);
+            }
+            if let Some(f) = blocks.iter().find(|f| f.end <= start && start < f.close_end) {
+                start = f.close_end.min(end);
+            }
+            let slice = &text[start..end];
+            let start = start + (slice.len() - slice.trim_start().len());
+            let end = end - (slice.len() - slice.trim_end().len());
+            if start >= end {
+                return None;
+            }
+            let piece = &text[start..end];
+            let mut out = String::with_capacity(piece.len() + reserve);
+            if let Some(f) = starts_inside(start) {
+                out.push_str(&f.open);
+                out.push('\n');
+            }
+            out.push_str(piece);
+            if let Some(f) = inside(end) {
+                out.push('\n');
+                out.push_str(&f.close);
+            }
+            Some(out)
+        })
+        .collect()
+}
+
+/// `text` cut to at most `max` characters, an ellipsis marking a cut. A cut inside a fenced code
+/// block closes the block (within the limit) so the rest of the message still renders.
+pub fn truncate(text: &str, max: usize) -> String {
+    if max == 0 {
+        return String::new();
+    }
+    if text.chars().count() <= max {
+        return text.to_owned();
+    }
+    let keep = |n: usize| -> (String, usize) {
+        let cut: String = text.chars().take(n).collect();
+        let bytes = cut.len();
+        (cut, bytes)
+    };
+    let (mut cut, bytes) = keep(max.saturating_sub(1));
+    if let Some(f) = fences(text)
+        .into_iter()
+        .find(|f| f.content <= bytes && bytes < f.end)
+    {
+        let tail = f.close.chars().count() + 2;
+        if max > tail + 1 {
+            (cut, _) = keep(max - 1 - tail);
+            cut.push('…');
+            cut.push('\n');
+            cut.push_str(&f.close);
+            return cut;
+        }
+    }
+    cut.push('…');
+    cut
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chars(s: &str) -> usize {
+        s.chars().count()
+    }
+
+    #[test]
+    fn text_that_fits_is_one_message_unchanged() {
+        assert_eq!(split("  hello\n", 10), vec!["  hello\n"]);
+        assert_eq!(split("abc", 3), vec!["abc"]);
+    }
+
+    #[test]
+    fn empty_or_blank_text_gives_no_message() {
+        assert!(split("", 10).is_empty());
+        assert!(split(" \n\t ", 10).is_empty());
+    }
+
+    #[test]
+    fn long_text_is_cut_between_words_within_the_limit() {
+        let text = "alpha beta gamma delta epsilon zeta eta theta";
+        let parts = split(text, 12);
+        assert!(parts.len() > 1);
+        assert!(parts.iter().all(|p| chars(p) <= 12), "{parts:?}");
+        assert_eq!(parts.join(" "), text);
+    }
+
+    #[test]
+    fn paragraphs_are_preferred_to_words() {
+        let text = format!("{}\n\n{}", "a ".repeat(20).trim(), "b ".repeat(20).trim());
+        let parts = split(&text, 50);
+        assert_eq!(parts.len(), 2, "{parts:?}");
+        assert!(parts[0].starts_with('a') && parts[1].starts_with('b'));
+    }
+
+    #[test]
+    fn multibyte_text_is_never_cut_inside_a_character() {
+        let text = "é".repeat(10_000);
+        let parts = split(&text, 2000);
+        assert!(parts.iter().all(|p| chars(p) <= 2000));
+        assert_eq!(parts.concat(), text);
+        let emoji = "🐸".repeat(301);
+        let parts = split(&emoji, 100);
+        assert_eq!(parts.concat(), emoji);
+    }
+
+    #[test]
+    fn a_code_block_cut_in_two_is_closed_and_reopened() {
+        let code: String = (0..60).map(|i| format!("let x{i} = {i};\n")).collect();
+        let text = format!("Here it is:\n\n```rust\n{code}```\n\nDone.");
+        let parts = split(&text, 300);
+        assert!(parts.len() > 2, "{parts:?}");
+        for p in &parts {
+            assert!(chars(p) <= 300, "{} > 300: {p:?}", chars(p));
+            let fences = p.lines().filter(|l| l.trim_start().starts_with("```")).count();
+            assert_eq!(fences % 2, 0, "unbalanced fences in {p:?}");
+        }
+        let middle = &parts[1];
+        assert!(middle.starts_with("```rust\n"), "{middle:?}");
+        // Every line of code survives, in order.
+        let joined = parts.join("\n");
+        let mut at = 0;
+        for i in 0..60 {
+            let line = format!("let x{i} = {i};");
+            at += joined[at..].find(&line).expect("line kept") + line.len();
+        }
+    }
+
+    #[test]
+    fn a_word_longer_than_the_limit_is_cut() {
+        let parts = split(&"x".repeat(25), 10);
+        assert_eq!(parts, vec!["x".repeat(10), "x".repeat(10), "x".repeat(5)]);
+    }
+
+    #[test]
+    fn truncate_marks_the_cut_and_keeps_the_limit() {
+        assert_eq!(truncate("short", 10), "short");
+        assert_eq!(truncate("abcdef", 4), "abc…");
+        assert_eq!(truncate("ééééé", 3), "éé…");
+        assert_eq!(truncate("abc", 0), "");
+        assert_eq!(truncate("abc", 1), "…");
+    }
+
+    #[test]
+    fn truncate_inside_a_code_block_closes_it() {
+        let text = format!("```\n{}\n```", "y".repeat(100));
+        let out = truncate(&text, 40);
+        assert!(chars(&out) <= 40, "{out:?}");
+        assert!(out.ends_with("…\n```"), "{out:?}");
+    }
+}
