@@ -10,6 +10,7 @@
 //!
 //! over the store. [`Engine`] wires them; `jobs` types the durable jobs; `clock` is the time.
 
+mod adapter;
 mod channel;
 pub mod clock;
 mod engine;
@@ -21,6 +22,7 @@ pub mod scripted;
 mod tool;
 mod turn;
 
+pub use adapter::Adapter;
 pub use channel::{ChannelMessageOutcome, channel_chat_id, channel_message_id};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use engine::Engine;
