@@ -9,7 +9,7 @@ use super::{Channel, Engine};
 /// (after checking the configuration and learning what it needs from the platform, e.g. the
 /// bot's own id); the host then registers [`Adapter::channel`] with the engine, merges
 /// [`Adapter::routes`] into its HTTP server, and calls [`Adapter::start`].
-pub trait Adapter: Send + Sync + std::fmt::Debug {
+pub trait Adapter: Send + Sync {
     /// The platform name (as in `ChannelRef::platform`).
     fn platform(&self) -> &'static str;
 

@@ -23,7 +23,7 @@ use frogbot_discord::endpoint::EndpointVerifier;
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
-use super::{Secret, ServeChannel, access, env_secret, identity, parse_table};
+use super::{Secret, Adapter, access, env_secret, identity, parse_table};
 use crate::config::ConfigError;
 
 /// The keys of `[channels.discord]`.
@@ -107,7 +107,7 @@ struct DiscordChannel {
 }
 
 /// Builds the channel.
-pub(crate) async fn open(config: DiscordConfig) -> Result<Box<dyn ServeChannel>, crate::Error> {
+pub(crate) async fn open(config: DiscordConfig) -> Result<Box<dyn Adapter>, crate::Error> {
     let receiver = DiscordReceiver::new(&Settings {
         token: config.token.0.clone(),
         application_id: config.application_id.get().unwrap_or_default(),
@@ -119,7 +119,11 @@ pub(crate) async fn open(config: DiscordConfig) -> Result<Box<dyn ServeChannel>,
     Ok(Box::new(DiscordChannel { receiver, config }))
 }
 
-impl ServeChannel for DiscordChannel {
+impl Adapter for DiscordChannel {
+    fn platform(&self) -> &'static str {
+        "discord"
+    }
+
     fn channel(&self) -> Channel {
         Channel {
             platform: PLATFORM.into(),

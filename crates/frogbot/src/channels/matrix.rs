@@ -26,7 +26,7 @@ use frogbot_matrix::render::PollEvents;
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
-use super::{ServeChannel, access, env_secret, identity, parse_table};
+use super::{Adapter, access, env_secret, identity, parse_table};
 use crate::config::ConfigError;
 
 const NAME: &str = "matrix";
@@ -116,7 +116,7 @@ struct Served {
 }
 
 /// Logs in (or restores the saved session) and builds the channel.
-pub(crate) async fn open(config: MatrixConfig) -> Result<Box<dyn ServeChannel>, crate::Error> {
+pub(crate) async fn open(config: MatrixConfig) -> Result<Box<dyn Adapter>, crate::Error> {
     let login = match (&config.password_env, &config.access_token_env) {
         (Some(var), _) => Login::Password(env_secret(NAME, "password_env", var)?),
         (None, Some(var)) => Login::AccessToken(env_secret(NAME, "access_token_env", var)?),
@@ -141,7 +141,11 @@ pub(crate) async fn open(config: MatrixConfig) -> Result<Box<dyn ServeChannel>, 
     Ok(Box::new(Served { inner, config }))
 }
 
-impl ServeChannel for Served {
+impl Adapter for Served {
+    fn platform(&self) -> &'static str {
+        "matrix"
+    }
+
     fn channel(&self) -> Channel {
         self.inner
             .channel(identity(&self.config.users), access(&self.config.allow))

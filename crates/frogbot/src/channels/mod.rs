@@ -1,5 +1,6 @@
 //! The channels `frogbot serve` runs: each `[channels.NAME]` table is parsed by the module of its
-//! adapter here, and the adapter crate's `engine` feature does the work (receiving, replies,
+//! adapter here into the adapter crate's config, and the adapter's [`Adapter`] (its `engine`
+//! feature) does the work (receiving, replies,
 //! question hooks). These modules name FrogBot types and the adapter crates' own API only, never a
 //! platform SDK's types.
 //!
@@ -14,30 +15,11 @@ pub mod telegram;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use frogbot_core::agent::{AllowAll, AllowList, Channel, Engine};
+use frogbot_core::agent::{AllowAll, AllowList};
+pub use frogbot_core::agent::Adapter;
 use frogbot_core::model::MappedIdentity;
-use tokio_util::sync::CancellationToken;
 
 use crate::config::ConfigError;
-
-/// A channel of a running `frogbot serve`.
-pub trait ServeChannel: Send + Sync {
-    /// What the engine needs: question hooks, identity hook, access check, outbox.
-    fn channel(&self) -> Channel;
-    /// HTTP routes this channel adds to the server (webhooks, interactivity), if any.
-    fn routes(&self, _engine: &Engine) -> Option<axum::Router> {
-        None
-    }
-    /// Starts receiving in the background (gateway, polling, sync, socket); the task ends soon
-    /// after `shutdown` is cancelled.
-    fn start(
-        &self,
-        _engine: Engine,
-        _shutdown: CancellationToken,
-    ) -> Option<tokio::task::JoinHandle<()>> {
-        None
-    }
-}
 
 /// Checks the table `[channels.NAME]` (environment variables it names included).
 pub(crate) fn validate(name: &str, value: &toml::Value) -> Result<(), ConfigError> {
@@ -56,8 +38,8 @@ pub(crate) fn validate(name: &str, value: &toml::Value) -> Result<(), ConfigErro
 /// Builds the configured channels (this may call the platform, e.g. to learn the bot's own id).
 pub async fn open(
     channels: &BTreeMap<String, toml::Value>,
-) -> Result<Vec<Box<dyn ServeChannel>>, crate::Error> {
-    let mut out: Vec<Box<dyn ServeChannel>> = Vec::new();
+) -> Result<Vec<Box<dyn Adapter>>, crate::Error> {
+    let mut out: Vec<Box<dyn Adapter>> = Vec::new();
     for (name, value) in channels {
         let ch = match name.as_str() {
             "slack" => slack::open(slack::parse(value)?).await?,

@@ -20,7 +20,7 @@ use frogbot_slack::channel::{Mode, SlackChannel, SlackChannelConfig};
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
-use super::{Secret, ServeChannel, access, env_secret, identity, parse_table};
+use super::{Secret, Adapter, access, env_secret, identity, parse_table};
 use crate::config::ConfigError;
 
 const NAME: &str = "slack";
@@ -113,7 +113,11 @@ struct Slack {
     channel: Channel,
 }
 
-impl ServeChannel for Slack {
+impl Adapter for Slack {
+    fn platform(&self) -> &'static str {
+        "slack"
+    }
+
     fn channel(&self) -> Channel {
         self.channel.clone()
     }
@@ -141,7 +145,7 @@ impl ServeChannel for Slack {
 }
 
 /// Builds the channel (calls `auth.test` to learn the bot's user id).
-pub(crate) async fn open(config: SlackConfig) -> Result<Box<dyn ServeChannel>, crate::Error> {
+pub(crate) async fn open(config: SlackConfig) -> Result<Box<dyn Adapter>, crate::Error> {
     let s = config.secrets;
     let mut c = match config.mode {
         SlackMode::Http => {

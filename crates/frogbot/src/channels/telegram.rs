@@ -26,7 +26,7 @@ use frogbot_telegram::channel::{
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
-use super::{Secret, ServeChannel, access, env_secret, identity, parse_table};
+use super::{Secret, Adapter, access, env_secret, identity, parse_table};
 use crate::config::ConfigError;
 
 /// How updates arrive.
@@ -130,7 +130,11 @@ pub(crate) fn parse(value: &toml::Value) -> Result<TelegramConfig, ConfigError> 
 /// The running channel.
 struct TelegramServe(TelegramChannel);
 
-impl ServeChannel for TelegramServe {
+impl Adapter for TelegramServe {
+    fn platform(&self) -> &'static str {
+        "telegram"
+    }
+
     fn channel(&self) -> Channel {
         self.0.channel()
     }
@@ -149,7 +153,7 @@ impl ServeChannel for TelegramServe {
 }
 
 /// Builds the channel: asks Telegram who the bot is (`getMe`), so a wrong token stops serve.
-pub(crate) async fn open(config: TelegramConfig) -> Result<Box<dyn ServeChannel>, crate::Error> {
+pub(crate) async fn open(config: TelegramConfig) -> Result<Box<dyn Adapter>, crate::Error> {
     let receive = match (config.mode, config.secret) {
         (TelegramMode::Webhook, Some(secret)) => Receive::Webhook {
             secret: secret.0,
