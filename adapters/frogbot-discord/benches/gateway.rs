@@ -10,12 +10,12 @@ use std::time::{Duration, Instant};
 
 use frogbot_core::agent::scripted::{ScriptedModel, call, reply};
 use frogbot_core::agent::{
-    AllowAll, Channel, Engine, EngineConfig, ModelMessage, ModelOffer, ModelRequest,
-    channel_chat_id,
+    Adapter, Engine, EngineConfig, ModelMessage, ModelOffer, ModelRequest, channel_chat_id,
 };
-use frogbot_core::model::{PrefixedIdentity, now_millis};
-use frogbot_discord::channel::{DiscordReceiver, PLATFORM, Settings};
-use frogbot_discord::fake::{self, FakeDiscord};
+use frogbot_core::model::now_millis;
+use frogbot_discord::PLATFORM;
+use frogbot_discord::channel;
+use frogbot_discord::testing::{self as fake, FakeDiscord};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -48,14 +48,7 @@ async fn setup() -> (
     frogbot_testkit::TestDb,
 ) {
     let fake = FakeDiscord::start(APP, BOT).await;
-    let receiver = DiscordReceiver::new(&Settings {
-        token: "fake-token".into(),
-        application_id: APP,
-        intents: vec![],
-        public_key: None,
-        api_url: Some(fake.api_url.clone()),
-    })
-    .unwrap();
+    let adapter = channel::connect(fake.config()).await.unwrap();
     let db = frogbot_testkit::sqlite_db();
     let store = frogbot_testkit::open_store(&db.url).await;
     let model = ScriptedModel::new(|req: &ModelRequest| {
@@ -79,19 +72,9 @@ async fn setup() -> (
         vec![],
         EngineConfig::default(),
     )
-    .with_channel(Channel {
-        platform: PLATFORM.into(),
-        questions: Some(receiver.questions()),
-        identity: Arc::new(PrefixedIdentity),
-        access: Arc::new(AllowAll),
-        outbox: Some(receiver.outbox()),
-    });
+    .with_channel(adapter.channel());
     let shutdown = CancellationToken::new();
-    {
-        let engine = engine.clone();
-        let shutdown = shutdown.clone();
-        tokio::spawn(async move { receiver.run(engine, shutdown).await.unwrap() });
-    }
+    adapter.start(engine.clone(), shutdown.clone());
     assert!(fake.wait_ready(WAIT).await);
     (fake, engine, shutdown, db)
 }

@@ -1,14 +1,25 @@
-//! Pure conversion: serenity (Discord) events → FrogBot interactions and thread messages.
+//! Pure conversion: serenity (Discord) events → FrogBot interactions and thread messages, the
+//! bot's own messages and mentions, and the verification of HTTP interactions-endpoint requests.
 //!
 //! Nothing here does I/O. The FrogBot thread id of a Discord conversation is the thread's channel
 //! id; an action's `messageId` is the message the component sits on; `triggerId` is the
 //! interaction token (what followups and modal responses need).
+//!
+//! The HTTP interactions endpoint: Discord can deliver interactions by POST to an "Interactions
+//! Endpoint URL" instead of the gateway. Every request carries `X-Signature-Ed25519` and
+//! `X-Signature-Timestamp`; a request whose signature does not verify against the application's
+//! public key must be answered 401 ([`EndpointVerifier`]). The signature covers the timestamp, so
+//! a request is also refused (401) when its timestamp is more than [`MAX_SKEW_SECS`] from now: a
+//! captured request cannot be replayed later. A PING (type 1) is answered `{"type": 1}`
+//! ([`PONG`]); anything else is an interaction to convert and acknowledge in the HTTP response
+//! (e.g. `{"type": 6}`, the deferred update) within 3 seconds.
 
 use frogbot_model::{
     ActionEvent, Interaction, ModalSubmitEvent, PlatformUser, ThreadMessage, ThreadMessageMetadata,
 };
 use serde::Deserialize;
 use serde_json::{Map, Value};
+use serenity::interactions_endpoint::Verifier;
 use serenity::model::application::{
     ActionRowComponent, ComponentInteraction, ComponentInteractionDataKind, ComponentType,
     Interaction as DiscordInteraction, ModalInteraction,
@@ -18,9 +29,6 @@ use serenity::model::id::UserId;
 use serenity::model::user::User;
 
 use crate::Error;
-
-/// Discord's limit on the length of one message's content, in characters.
-pub const MESSAGE_LIMIT: usize = 2000;
 
 /// A Discord user as a FrogBot platform user (`name`: the display name, else the username).
 pub fn platform_user(user: &User) -> PlatformUser {
@@ -297,38 +305,119 @@ pub fn strip_mention(text: &str, user: UserId) -> String {
         .to_owned()
 }
 
-/// Splits `text` into pieces of at most `max` characters (Discord's limit is
-/// [`MESSAGE_LIMIT`]), preferring line breaks, then spaces; a word longer than `max` is cut at a
-/// character boundary. Never splits inside a UTF-8 character; no piece is empty.
-pub fn split_message(text: &str, max: usize) -> Vec<String> {
-    let max = max.max(1);
-    let mut pieces = Vec::new();
-    let mut rest = text;
-    loop {
-        if rest.chars().count() <= max {
-            if !rest.trim().is_empty() {
-                pieces.push(rest.to_owned());
-            }
-            return pieces;
+// ---- The HTTP interactions endpoint ----
+
+/// The body answering a PING.
+pub const PONG: &str = r#"{"type":1}"#;
+
+/// How far `X-Signature-Timestamp` may be from now, in seconds (either way).
+pub const MAX_SKEW_SECS: i64 = 5 * 60;
+
+/// Checks that `timestamp` (Unix seconds, the raw header value) is within [`MAX_SKEW_SECS`] of
+/// `now_secs`; checked arithmetic, so no timestamp can wrap around into the window.
+pub fn check_fresh(timestamp: &str, now_secs: i64) -> Result<(), Error> {
+    let ts: i64 = timestamp
+        .trim()
+        .parse()
+        .map_err(|_| Error::StaleTimestamp)?;
+    let fresh = now_secs
+        .checked_sub(ts)
+        .and_then(i64::checked_abs)
+        .is_some_and(|skew| skew <= MAX_SKEW_SECS);
+    if fresh {
+        Ok(())
+    } else {
+        Err(Error::StaleTimestamp)
+    }
+}
+
+/// What a verified endpoint request is.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum EndpointRequest {
+    /// Discord checks the endpoint: answer [`PONG`].
+    Ping,
+    /// An interaction.
+    Interaction {
+        /// In serenity's types (boxed: they are large).
+        interaction: Box<DiscordInteraction>,
+        /// The interaction object as Discord sent it (what serenity drops, e.g. a modal's Label
+        /// components, is still here: see [`modal_submit_json`]).
+        raw: serde_json::Value,
+    },
+}
+
+/// Verifies interactions-endpoint requests with the application's public key.
+#[derive(Clone)]
+pub struct EndpointVerifier {
+    verifier: Verifier,
+}
+
+impl std::fmt::Debug for EndpointVerifier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EndpointVerifier").finish_non_exhaustive()
+    }
+}
+
+fn parse_hex_key(hex: &str) -> Option<[u8; 32]> {
+    let hex = hex.trim();
+    if hex.len() != 64 || !hex.is_ascii() {
+        return None;
+    }
+    let mut key = [0u8; 32];
+    for (i, byte) in key.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(key)
+}
+
+impl EndpointVerifier {
+    /// From the application's public key (64 hex digits, as the developer portal shows it).
+    pub fn new(public_key_hex: &str) -> Result<Self, Error> {
+        let key = parse_hex_key(public_key_hex)
+            .ok_or_else(|| Error::Malformed("public key must be 64 hex digits".into()))?;
+        let verifier =
+            Verifier::try_new(key).map_err(|e| Error::Malformed(format!("public key: {e}")))?;
+        Ok(EndpointVerifier { verifier })
+    }
+
+    /// Checks the `X-Signature-Ed25519` / `X-Signature-Timestamp` headers against the raw body.
+    pub fn verify(&self, signature: &str, timestamp: &str, body: &[u8]) -> Result<(), Error> {
+        self.verifier
+            .verify(signature, timestamp, body)
+            .map_err(|()| Error::BadSignature)
+    }
+
+    /// Verifies a request (signature, then the timestamp's freshness against the clock) and
+    /// parses its body: [`EndpointRequest::Ping`] or an interaction.
+    pub fn receive(
+        &self,
+        signature: &str,
+        timestamp: &str,
+        body: &[u8],
+    ) -> Result<EndpointRequest, Error> {
+        let now_secs = frogbot_model::now_millis() / 1000;
+        self.receive_at(signature, timestamp, body, now_secs)
+    }
+
+    /// [`Self::receive`] at `now_secs` (Unix seconds).
+    pub fn receive_at(
+        &self,
+        signature: &str,
+        timestamp: &str,
+        body: &[u8],
+        now_secs: i64,
+    ) -> Result<EndpointRequest, Error> {
+        self.verify(signature, timestamp, body)?;
+        check_fresh(timestamp, now_secs)?;
+        let text = std::str::from_utf8(body).map_err(|e| Error::Malformed(e.to_string()))?;
+        match parse_interaction_json(text)? {
+            (DiscordInteraction::Ping(_), _) => Ok(EndpointRequest::Ping),
+            (other, raw) => Ok(EndpointRequest::Interaction {
+                interaction: Box::new(other),
+                raw,
+            }),
         }
-        // Byte offset just past the first `max` characters.
-        let limit = rest
-            .char_indices()
-            .nth(max)
-            .map_or(rest.len(), |(offset, _)| offset);
-        let window = &rest[..limit];
-        let (cut, skip) = if let Some(i) = window.rfind('\n').filter(|&i| i > 0) {
-            (i, 1)
-        } else if let Some(i) = window.rfind(' ').filter(|&i| i > 0) {
-            (i, 1)
-        } else {
-            (limit, 0)
-        };
-        let piece = &rest[..cut];
-        if !piece.trim().is_empty() {
-            pieces.push(piece.to_owned());
-        }
-        rest = &rest[cut + skip..];
     }
 }
 
@@ -577,26 +666,85 @@ mod tests {
         assert_eq!(strip_mention(&message.content, bot), "hello");
     }
 
+    // ---- The interactions endpoint ----
+
+    use ed25519_dalek::{Signer, SigningKey};
+
+    fn hex(bytes: &[u8]) -> String {
+        bytes.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    fn signed(key: &SigningKey, timestamp: &str, body: &str) -> String {
+        hex(&key
+            .sign(&[timestamp.as_bytes(), body.as_bytes()].concat())
+            .to_bytes())
+    }
+
     #[test]
-    fn split_message_respects_the_limit_and_boundaries() {
-        assert_eq!(split_message("short", 2000), vec!["short"]);
-        assert!(split_message("", 2000).is_empty());
-        let lines = format!("{}\n{}", "a".repeat(1500), "b".repeat(1500));
-        assert_eq!(
-            split_message(&lines, 2000),
-            vec!["a".repeat(1500), "b".repeat(1500)]
-        );
-        let words = "word ".repeat(1000);
-        for piece in split_message(&words, 2000) {
-            assert!(piece.chars().count() <= 2000);
-            assert!(!piece.starts_with(' '));
-            assert!(piece.trim_end().ends_with('d'));
+    fn verifies_signatures_and_answers_pings() {
+        let key = SigningKey::from_bytes(&[7; 32]);
+        let verifier = EndpointVerifier::new(&hex(key.verifying_key().as_bytes())).unwrap();
+        let ping = json!({"id": "1", "application_id": "2", "type": 1, "token": "t", "version": 1})
+            .to_string();
+        let signature = signed(&key, "1700000000", &ping);
+        let now = 1_700_000_010;
+        assert!(matches!(
+            verifier.receive_at(&signature, "1700000000", ping.as_bytes(), now),
+            Ok(EndpointRequest::Ping)
+        ));
+        // Another timestamp, a changed body, a foreign key or garbage: 401.
+        assert!(matches!(
+            verifier.receive_at(&signature, "1700000001", ping.as_bytes(), now),
+            Err(Error::BadSignature)
+        ));
+        assert!(matches!(
+            verifier.verify(&signature, "1700000000", b"{}"),
+            Err(Error::BadSignature)
+        ));
+        let other = SigningKey::from_bytes(&[9; 32]);
+        assert!(matches!(
+            verifier.verify(&signed(&other, "1", &ping), "1", ping.as_bytes()),
+            Err(Error::BadSignature)
+        ));
+        assert!(matches!(
+            verifier.verify("zz", "1", ping.as_bytes()),
+            Err(Error::BadSignature)
+        ));
+        assert!(EndpointVerifier::new("abc").is_err());
+        // A signed but malformed body is an error, not a panic.
+        let bad = r#"{"type": 3}"#;
+        assert!(matches!(
+            verifier.receive_at(&signed(&key, "1", bad), "1", bad.as_bytes(), 1),
+            Err(Error::Malformed(_))
+        ));
+    }
+
+    #[test]
+    fn old_or_future_timestamps_are_refused_even_when_signed() {
+        let key = SigningKey::from_bytes(&[7; 32]);
+        let verifier = EndpointVerifier::new(&hex(key.verifying_key().as_bytes())).unwrap();
+        let ping = json!({"id": "1", "application_id": "2", "type": 1, "token": "t", "version": 1})
+            .to_string();
+        let now: i64 = 1_700_000_000;
+        let at = |ts: i64| {
+            let ts = ts.to_string();
+            verifier.receive_at(&signed(&key, &ts, &ping), &ts, ping.as_bytes(), now)
+        };
+        assert!(matches!(at(now - 300), Ok(EndpointRequest::Ping)));
+        assert!(matches!(at(now + 300), Ok(EndpointRequest::Ping)));
+        for ts in [now - 301, now + 301, 0, now + i64::MIN, i64::MIN, i64::MAX] {
+            assert!(matches!(at(ts), Err(Error::StaleTimestamp)), "{ts}");
         }
-        // One long word of multi-byte characters: cut on character boundaries.
-        let frogs = "🐸".repeat(4500);
-        let pieces = split_message(&frogs, 2000);
-        assert_eq!(pieces.len(), 3);
-        assert_eq!(pieces.concat(), frogs);
-        assert!(pieces.iter().all(|p| p.chars().count() <= 2000));
+        // Not a number (but signed): refused as well.
+        assert!(matches!(
+            verifier.receive_at(&signed(&key, "soon", &ping), "soon", ping.as_bytes(), now),
+            Err(Error::StaleTimestamp)
+        ));
+        // The clock-reading `receive` refuses the long-past 1700000000.
+        let ts = now.to_string();
+        assert!(matches!(
+            verifier.receive(&signed(&key, &ts, &ping), &ts, ping.as_bytes()),
+            Err(Error::StaleTimestamp)
+        ));
     }
 }

@@ -1,11 +1,11 @@
-//! [`DiscordQuestions`]: the `ChannelQuestions` hooks over serenity's `Http`.
+//! [`DiscordQuestions`]: the `ChannelQuestions` hooks over a [`DiscordApi`] (serenity's `Http`).
 //!
 //! A call's questions are asked one message at a time in the thread (channel id = FrogBot thread
-//! id). The record's `state` is `{"step": n, "picks": [[labels…]…]}`; every control id carries the
-//! record revision and the question index ([`render::Control`]), so `parse` answers `stale` for a
-//! control drawn for another step.
+//! id). The record's `state` is `frogbot_model::Progress` (older `{"step", "picks"}` states still
+//! read); every control id carries the record revision and the question index
+//! ([`crate::ids::Control`]), so `parse` answers `stale` for a control drawn for another step.
 //!
-//! The receiving layer (your gateway handler or interactions endpoint) must:
+//! The receiving layer (the `channel` module, or your own gateway handler) must:
 //! - answer every component click and modal submission within 3 seconds: with
 //!   [`acknowledge`] (a deferred update, [`deferred_update`]) before handing the interaction to the
 //!   engine, or — for an "Other…" click ([`is_other`]) — with [`DiscordQuestions::open_other`],
@@ -21,29 +21,28 @@
 //! `rejected`, `denied` and `stale` answer a click or submission with an ephemeral followup
 //! through the interaction token (`ActionEvent::trigger_id`), and a thread message with a reply.
 
-use std::num::NonZeroU64;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use frogbot_model::BoxError;
+use frogbot_model::text::truncate;
 use frogbot_model::{
-    Actor, ChannelQuestions, HookArgs, Interaction, ParseArgs, ParseResult, QuestionAnswer,
+    Actor, BoxError, ChannelQuestions, HookArgs, Interaction, ParseArgs, ParseResult, Progress,
     QuestionCall, QuestionChange, QuestionMessage, QuestionModalMetadata, QuestionOutcome,
-    QuestionOutput, QuestionRecord, RenderArgs, RenderedQuestion, ReplyChoice, Thread,
+    RenderArgs, RenderedQuestion, ReplyChoice, Thread,
 };
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use serenity::builder::{
     CreateInteractionResponse, CreateInteractionResponseFollowup, CreateMessage,
 };
 use serenity::http::Http;
 use serenity::model::application::ComponentInteraction;
-use serenity::model::channel::Message;
-use serenity::model::id::{ChannelId, InteractionId, MessageId};
+use serenity::model::id::InteractionId;
 
 use crate::Error;
+use crate::client::DiscordApi;
 use crate::convert::selected_values;
-use crate::render::{self, Control, ControlKind};
+pub use crate::ids::is_other;
+use crate::ids::{Control, ControlKind, channel_id, message_id};
+use crate::render::{self, MESSAGE_LIMIT};
 
 /// Shown when a participant fails the access check.
 pub const DENIED_TEXT: &str = "You can't answer this question.";
@@ -57,71 +56,37 @@ pub fn deferred_update() -> CreateInteractionResponse {
 }
 
 /// Sends [`deferred_update`] for an interaction (id and token): do it within 3 seconds.
-pub async fn acknowledge(
-    http: &Http,
+pub async fn acknowledge<A: DiscordApi + ?Sized>(
+    api: &A,
     interaction_id: InteractionId,
     token: &str,
 ) -> Result<(), Error> {
-    http.create_interaction_response(interaction_id, token, &deferred_update(), vec![])
-        .await?;
-    Ok(())
+    api.create_interaction_response(interaction_id, token, &deferred_update())
+        .await
 }
 
-/// Whether a component `custom_id` is an "Other…" button (open the modal instead of acknowledging).
-pub fn is_other(custom_id: &str) -> bool {
-    matches!(
-        Control::decode(custom_id),
-        Some(Control {
-            kind: ControlKind::Other,
-            ..
-        })
-    )
-}
-
-/// The piece's progress through a call's questions (the record's `state`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Progress {
-    /// The index of the question being asked.
-    pub step: usize,
-    /// The labels (or own text) picked for the questions before `step`.
-    #[serde(default)]
-    pub picks: Vec<Vec<String>>,
-}
-
-impl Progress {
-    /// The progress stored in a record (the start when there is none).
-    pub fn of(question: &QuestionRecord) -> Progress {
-        question
-            .state
-            .clone()
-            .and_then(|s| serde_json::from_value(s).ok())
-            .unwrap_or_default()
-    }
-
-    fn to_value(&self) -> Value {
-        serde_json::to_value(self).unwrap_or(Value::Null)
-    }
-}
-
-/// Parses a thread id as a Discord channel id.
-pub fn channel_id(id: &str) -> Result<ChannelId, Error> {
-    id.parse::<NonZeroU64>()
-        .map(ChannelId::from)
-        .map_err(|_| Error::BadId(id.to_owned()))
-}
-
-fn message_id(id: &str) -> Result<MessageId, Error> {
-    id.parse::<NonZeroU64>()
-        .map(MessageId::from)
-        .map_err(|_| Error::BadId(id.to_owned()))
-}
-
-fn posted(message: &Message, step: usize) -> QuestionMessage {
-    QuestionMessage {
-        id: message.id.to_string(),
-        posted_at: message.timestamp.to_rfc3339().unwrap_or_default(),
-        question: Some(step),
-    }
+/// The response to an "Other…" click: the modal for the clicked question, its custom id the
+/// form locator of the clicked message, so FrogBot routes the submission to the question. (On
+/// the HTTP interactions endpoint this is the HTTP response body.)
+pub fn other_modal_response(
+    interaction: &ComponentInteraction,
+    call: &QuestionCall,
+) -> Result<CreateInteractionResponse, Error> {
+    let custom_id = &interaction.data.custom_id;
+    let control = Control::decode(custom_id)
+        .filter(|c| c.kind == ControlKind::Other)
+        .ok_or_else(|| Error::NotAControl(custom_id.clone()))?;
+    let item = call
+        .input
+        .questions
+        .get(control.question)
+        .ok_or_else(|| Error::NotAControl(custom_id.clone()))?;
+    let locator = QuestionModalMetadata {
+        thread_id: interaction.channel_id.to_string(),
+        message_id: interaction.message.id.to_string(),
+    };
+    let modal = render::other_modal(&locator, item, control.revision, control.question)?;
+    Ok(CreateInteractionResponse::Modal(modal))
 }
 
 /// The pure classification behind [`ChannelQuestions::parse`]. Clicks and modal submissions are
@@ -136,11 +101,13 @@ pub fn parse(args: ParseArgs<'_>) -> ParseResult {
         question,
         settled,
     } = args;
-    let progress = Progress::of(question);
-    let current = |control: &Control| {
-        control.revision == question.revision && control.question == progress.step
+    let progress = Progress::of(&call.input, question);
+    let Some(step) = progress.step() else {
+        return ParseResult::Ignore;
     };
-    let Some(item) = call.input.questions.get(progress.step) else {
+    let current =
+        |control: &Control| control.revision == question.revision && control.question == step;
+    let Some(item) = call.input.questions.get(step) else {
         return ParseResult::Ignore;
     };
     match interaction {
@@ -183,7 +150,7 @@ pub fn parse(args: ParseArgs<'_>) -> ParseResult {
                     reason: "Pick an option.".into(),
                 };
             }
-            advance(call, progress, labels)
+            advance(call, progress, step, labels)
         }
         Interaction::ModalSubmit { event } => {
             let Some((control, text)) = event.values.iter().find_map(|(key, value)| {
@@ -206,7 +173,7 @@ pub fn parse(args: ParseArgs<'_>) -> ParseResult {
                     reason: "Type an answer.".into(),
                 };
             }
-            advance(call, progress, vec![text])
+            advance(call, progress, step, vec![text])
         }
         // After the answer, thread replies are the conversation going on: they reach the agent.
         Interaction::Message { .. } if settled => ParseResult::Ignore,
@@ -221,10 +188,10 @@ pub fn parse(args: ParseArgs<'_>) -> ParseResult {
             }
             let text = message.text.trim();
             match item.choice_in_reply(text) {
-                ReplyChoice::Options(labels) => advance(call, progress, labels),
+                ReplyChoice::Options(labels) => advance(call, progress, step, labels),
                 ReplyChoice::Invalid(reason) => ParseResult::Rejected { reason },
                 ReplyChoice::Text if item.custom && !text.is_empty() => {
-                    advance(call, progress, vec![text.to_owned()])
+                    advance(call, progress, step, vec![text.to_owned()])
                 }
                 // Not an answer (chatter while the question is open): for the agent.
                 _ => ParseResult::Ignore,
@@ -233,25 +200,18 @@ pub fn parse(args: ParseArgs<'_>) -> ParseResult {
     }
 }
 
-fn advance(call: &QuestionCall, mut progress: Progress, labels: Vec<String>) -> ParseResult {
-    progress.picks.truncate(progress.step);
-    progress.picks.push(labels);
-    let questions = &call.input.questions;
-    if progress.picks.len() < questions.len() {
-        progress.step += 1;
+/// Records `labels` as the answer of question `step`: the next step, or the set's answer.
+fn advance(
+    call: &QuestionCall,
+    mut progress: Progress,
+    step: usize,
+    labels: Vec<String>,
+) -> ParseResult {
+    progress.pick(step, labels);
+    let Some(output) = progress.output(&call.input) else {
         return ParseResult::Partial {
-            state: Some(progress.to_value()),
+            state: Some(progress.to_state()),
         };
-    }
-    let output = QuestionOutput {
-        answers: questions
-            .iter()
-            .zip(progress.picks)
-            .map(|(item, selected)| QuestionAnswer {
-                header: item.header.clone(),
-                selected,
-            })
-            .collect(),
     };
     match call.input.check_output(&output) {
         Ok(()) => ParseResult::Answer { output },
@@ -259,21 +219,34 @@ fn advance(call: &QuestionCall, mut progress: Progress, labels: Vec<String>) -> 
     }
 }
 
-/// The Discord channel-questions piece.
-#[derive(Clone, Debug)]
-pub struct DiscordQuestions {
-    http: Arc<Http>,
+/// The Discord channel-questions piece, over a [`DiscordApi`] (serenity's `Http` by default).
+pub struct DiscordQuestions<A: DiscordApi = Http> {
+    api: Arc<A>,
 }
 
-impl DiscordQuestions {
-    /// Over serenity's `Http` (with the application id set, for followups).
-    pub fn new(http: Arc<Http>) -> Self {
-        DiscordQuestions { http }
+impl<A: DiscordApi> Clone for DiscordQuestions<A> {
+    fn clone(&self) -> Self {
+        DiscordQuestions {
+            api: self.api.clone(),
+        }
+    }
+}
+
+impl<A: DiscordApi> std::fmt::Debug for DiscordQuestions<A> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DiscordQuestions").finish_non_exhaustive()
+    }
+}
+
+impl<A: DiscordApi> DiscordQuestions<A> {
+    /// Over `api` (serenity's `Http` with the application id set, for followups).
+    pub fn new(api: Arc<A>) -> Self {
+        DiscordQuestions { api }
     }
 
-    /// The `Http` client.
-    pub fn http(&self) -> &Arc<Http> {
-        &self.http
+    /// The API client.
+    pub fn api(&self) -> &Arc<A> {
+        &self.api
     }
 
     /// Posts question `step` of `call` at `revision` in `thread`.
@@ -284,94 +257,66 @@ impl DiscordQuestions {
         revision: u64,
         step: usize,
     ) -> Result<QuestionMessage, Error> {
-        let channel = channel_id(&thread.id)?;
-        let message = self
-            .http
+        let posted = self
+            .api
             .send_message(
-                channel,
-                vec![],
+                channel_id(&thread.id)?,
                 &render::question_message(call, revision, step),
             )
             .await?;
-        Ok(posted(&message, step))
-    }
-
-    /// The response to an "Other…" click: the modal for the clicked question, its custom id the
-    /// form locator of the clicked message, so FrogBot routes the submission to the question. (On
-    /// the HTTP interactions endpoint this is the HTTP response body.)
-    pub fn other_modal_response(
-        interaction: &ComponentInteraction,
-        call: &QuestionCall,
-    ) -> Result<CreateInteractionResponse, Error> {
-        let custom_id = &interaction.data.custom_id;
-        let control = Control::decode(custom_id)
-            .filter(|c| c.kind == ControlKind::Other)
-            .ok_or_else(|| Error::NotAControl(custom_id.clone()))?;
-        let item = call
-            .input
-            .questions
-            .get(control.question)
-            .ok_or_else(|| Error::NotAControl(custom_id.clone()))?;
-        let locator = QuestionModalMetadata {
-            thread_id: interaction.channel_id.to_string(),
-            message_id: interaction.message.id.to_string(),
-        };
-        let modal = render::other_modal(&locator, item, control.revision, control.question)?;
-        Ok(CreateInteractionResponse::Modal(modal))
+        Ok(QuestionMessage {
+            id: posted.id.to_string(),
+            posted_at: posted.timestamp,
+            question: Some(step),
+        })
     }
 
     /// Answers an "Other…" click by opening the modal for the clicked question (the interaction's
-    /// first response; don't acknowledge it before), see [`Self::other_modal_response`].
+    /// first response; don't acknowledge it before), see [`other_modal_response`].
     pub async fn open_other(
         &self,
         interaction: &ComponentInteraction,
         call: &QuestionCall,
     ) -> Result<(), Error> {
-        let response = Self::other_modal_response(interaction, call)?;
-        self.http
-            .create_interaction_response(interaction.id, &interaction.token, &response, vec![])
-            .await?;
-        Ok(())
+        let response = other_modal_response(interaction, call)?;
+        self.api
+            .create_interaction_response(interaction.id, &interaction.token, &response)
+            .await
     }
 
-    /// Tells the participant `text`: an ephemeral followup for a click or submission, a reply in
-    /// the thread for a message.
-    pub async fn notify(
+    /// Tells the participant `text` (the body of `rejected`, `denied` and `stale`): an ephemeral
+    /// followup for a click or submission, a reply in the thread for a message.
+    async fn notify(
         &self,
         thread: &Thread,
         interaction: &Interaction,
         text: &str,
     ) -> Result<(), Error> {
+        let text = truncate(text, MESSAGE_LIMIT);
         let token = match interaction {
             Interaction::Action { event } => event.trigger_id.as_deref(),
             Interaction::ModalSubmit { event } => event.trigger_id.as_deref(),
-            _ => None,
+            Interaction::Message { .. } => None,
         };
         if let Some(token) = token {
             let followup = CreateInteractionResponseFollowup::new()
                 .ephemeral(true)
                 .content(text);
-            self.http
-                .create_followup_message(token, &followup, vec![])
-                .await?;
-            return Ok(());
+            return self.api.create_followup(token, &followup).await;
         }
-        let mut reply =
-            CreateMessage::new().content(render::truncate(text, crate::convert::MESSAGE_LIMIT));
+        let channel = channel_id(&thread.id)?;
+        let mut reply = CreateMessage::new().content(text);
         if let Interaction::Message { message } = interaction
             && let Ok(id) = message_id(&message.id)
         {
-            reply = reply.reference_message((channel_id(&thread.id)?, id));
+            reply = reply.reference_message((channel, id));
         }
-        self.http
-            .send_message(channel_id(&thread.id)?, vec![], &reply)
-            .await?;
-        Ok(())
+        self.api.send_message(channel, &reply).await.map(drop)
     }
 }
 
 #[async_trait]
-impl ChannelQuestions for DiscordQuestions {
+impl<A: DiscordApi> ChannelQuestions for DiscordQuestions<A> {
     async fn render(&self, args: RenderArgs<'_>) -> Result<Vec<RenderedQuestion>, BoxError> {
         let mut rendered = Vec::new();
         for call in args.calls {
@@ -379,7 +324,7 @@ impl ChannelQuestions for DiscordQuestions {
             rendered.push(RenderedQuestion {
                 calls: vec![call.tool_call_id.clone()],
                 messages: vec![message],
-                state: Some(Progress::default().to_value()),
+                state: Some(Progress::from_state(&call.input, None).to_state()),
             });
         }
         Ok(rendered)
@@ -394,10 +339,9 @@ impl ChannelQuestions for DiscordQuestions {
         args: HookArgs<'_>,
         _interaction: Option<&Interaction>,
     ) -> Result<Option<QuestionChange>, BoxError> {
-        let step = Progress::of(args.question).step;
-        if step >= args.call.input.questions.len() {
+        let Some(step) = Progress::of(&args.call.input, args.question).step() else {
             return Ok(None);
-        }
+        };
         // A retry after the message was posted finds it already current: nothing to do.
         let current = args.question.current();
         if current.is_some_and(|m| m.question == Some(step)) && step > 0 {
@@ -425,12 +369,7 @@ impl ChannelQuestions for DiscordQuestions {
         for message in &args.question.messages {
             let edit = render::settled_edit(args.call, message, outcome);
             let result = match message_id(&message.id) {
-                Ok(id) => self
-                    .http
-                    .edit_message(channel, id, &edit, vec![])
-                    .await
-                    .map(drop)
-                    .map_err(Error::from),
+                Ok(id) => self.api.edit_message(channel, id, &edit).await,
                 Err(e) => Err(e),
             };
             if let Err(e) = result {
@@ -464,8 +403,10 @@ impl ChannelQuestions for DiscordQuestions {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use frogbot_model::{ModalSubmitEvent, PlatformUser};
-    use serde_json::{Map, json};
+    use frogbot_model::{
+        ModalSubmitEvent, PlatformUser, QuestionAnswer, QuestionOutput, QuestionRecord,
+    };
+    use serde_json::{Map, Value, json};
 
     fn call() -> QuestionCall {
         serde_json::from_value(json!({
@@ -692,7 +633,102 @@ mod tests {
             ParseResult::Ignore
         );
         assert_eq!(serde_json::to_value(deferred_update()).unwrap()["type"], 6);
-        assert!(is_other("fq:0:0:o") && !is_other("fq:0:0:1"));
-        assert!(matches!(channel_id("0"), Err(Error::BadId(_))));
+    }
+
+    #[tokio::test]
+    async fn hooks_through_the_recording_client() {
+        use crate::RecordingDiscord;
+        use frogbot_model::{RequestContext, Thread};
+        let api = Arc::new(RecordingDiscord::new());
+        let piece = DiscordQuestions::new(api.clone());
+        let call: QuestionCall = serde_json::from_value(json!({
+            "toolCallId": "c1",
+            "input": {"questions": [
+                {"header": "A", "question": "First?", "options": [{"label": "x"}, {"label": "y"}]},
+                {"header": "B", "question": "Second?", "options": [{"label": "z"}]}
+            ]}
+        }))
+        .unwrap();
+        let thread = Thread {
+            id: "700000000000000007".into(),
+            platform: "discord".into(),
+            chat_id: "discord:700000000000000007".into(),
+        };
+        let req = RequestContext::default();
+        let rendered = piece
+            .render(RenderArgs {
+                calls: std::slice::from_ref(&call),
+                req: &req,
+                thread: &thread,
+            })
+            .await
+            .unwrap();
+        let mut record = QuestionRecord {
+            messages: rendered[0].messages.clone(),
+            revision: 0,
+            state: rendered[0].state.clone(),
+        };
+        // A click on "y" is a step; `updated` posts the second question at the new revision.
+        let click = Interaction::Action {
+            event: frogbot_model::ActionEvent {
+                action_id: "fq:0:0:1".into(),
+                value: None,
+                message_id: record.messages[0].id.clone(),
+                user: PlatformUser {
+                    id: "3".into(),
+                    name: None,
+                    is_bot: false,
+                },
+                trigger_id: Some("tok".into()),
+                raw: Value::Null,
+            },
+        };
+        let ParseResult::Partial { state } = piece.parse(ParseArgs {
+            call: &call,
+            interaction: &click,
+            question: &record,
+            settled: false,
+        }) else {
+            panic!("a step")
+        };
+        record.state = state;
+        record.revision = 1;
+        let args = HookArgs {
+            call: &call,
+            question: &record,
+            req: &req,
+            thread: &thread,
+        };
+        let change = piece.updated(args, Some(&click)).await.unwrap().unwrap();
+        let messages = change.messages.unwrap();
+        assert_eq!(messages.len(), 2);
+        piece.stale(args, &click).await.unwrap();
+        let calls = api.calls();
+        let methods: Vec<&str> = calls.iter().map(|c| c.method).collect();
+        assert_eq!(methods, ["send_message", "send_message", "create_followup"]);
+        assert_eq!(
+            calls[1].body["components"][0]["components"][0]["custom_id"],
+            "fq:1:1:0"
+        );
+        assert_eq!(calls[2].target, ["tok"]);
+        assert_eq!(calls[2].body["content"], STALE_TEXT);
+        // Settling edits every message of the call, even when one edit fails.
+        api.fail_edits_of(crate::ids::message_id(&messages[0].id).unwrap());
+        let both = QuestionRecord {
+            messages,
+            ..record.clone()
+        };
+        let args = HookArgs {
+            question: &both,
+            ..args
+        };
+        let settled = piece.settled(args, None, &QuestionOutcome::Dismissed).await;
+        assert!(settled.is_err());
+        let edits = api
+            .calls()
+            .iter()
+            .filter(|c| c.method == "edit_message")
+            .count();
+        assert_eq!(edits, 2);
     }
 }

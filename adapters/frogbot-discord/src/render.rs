@@ -1,10 +1,9 @@
 //! Pure rendering: a question → serenity message builders (buttons, string selects, a modal).
 //!
 //! One Discord message shows one question of a call (`QuestionMessage::question` = its index); a
-//! question set is asked step by step. Every control's `custom_id` is
-//! `fq:{revision}:{question}:{what}` so a click on an older control is recognised as stale:
-//! `what` is an option index (a button), `s{k}` (the k-th string select, values = option indices),
-//! `o` (the "Other…" button) or `t` (the text input of the "Other…" modal).
+//! question set is asked step by step. Every control's `custom_id` is a [`Control`] (revision,
+//! question, option: see [`crate::ids`]) so a click on an older control is recognised as stale.
+//! Texts are cut with `frogbot_model::text::truncate`.
 //!
 //! Layout (Discord's limits: 5 action rows, 5 buttons a row, 25 options a select, labels 80
 //! (button) / 100 (option) characters, custom ids 100 characters):
@@ -28,8 +27,13 @@ use serenity::builder::{
 };
 use serenity::model::application::{ButtonStyle, InputTextStyle};
 
-use crate::Error;
+use frogbot_model::text::truncate;
 
+use crate::Error;
+use crate::ids::{Control, ControlKind};
+
+/// Discord's limit on the length of one message's content, in characters.
+pub const MESSAGE_LIMIT: usize = 2000;
 /// Discord's limit on a `custom_id`.
 pub const CUSTOM_ID_LIMIT: usize = 100;
 /// Discord's limit on action rows per message.
@@ -42,82 +46,6 @@ const BUTTON_LABEL_LIMIT: usize = 80;
 const OPTION_TEXT_LIMIT: usize = 100;
 const MODAL_TITLE_LIMIT: usize = 45;
 const INPUT_LABEL_LIMIT: usize = 45;
-const PREFIX: &str = "fq";
-
-/// What a question control is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ControlKind {
-    /// A button choosing the option with this index.
-    Option(usize),
-    /// The k-th string select (its values are option indices).
-    Select(usize),
-    /// The "Other…" button.
-    Other,
-    /// The text input of the "Other…" modal.
-    Text,
-}
-
-/// A decoded question control id.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Control {
-    /// The record revision the control was drawn at.
-    pub revision: u64,
-    /// The question index in the call's input.
-    pub question: usize,
-    /// What the control is.
-    pub kind: ControlKind,
-}
-
-impl Control {
-    /// The control's `custom_id`.
-    pub fn encode(&self) -> String {
-        let what = match self.kind {
-            ControlKind::Option(i) => i.to_string(),
-            ControlKind::Select(k) => format!("s{k}"),
-            ControlKind::Other => "o".into(),
-            ControlKind::Text => "t".into(),
-        };
-        format!("{PREFIX}:{}:{}:{what}", self.revision, self.question)
-    }
-
-    /// Decodes a `custom_id`; `None` for anything that is not a question control.
-    pub fn decode(custom_id: &str) -> Option<Control> {
-        let mut parts = custom_id.split(':');
-        if parts.next()? != PREFIX {
-            return None;
-        }
-        let revision = parts.next()?.parse().ok()?;
-        let question = parts.next()?.parse().ok()?;
-        let what = parts.next()?;
-        if parts.next().is_some() {
-            return None;
-        }
-        let kind = match what {
-            "o" => ControlKind::Other,
-            "t" => ControlKind::Text,
-            s => match s.strip_prefix('s') {
-                Some(k) => ControlKind::Select(k.parse().ok()?),
-                None => ControlKind::Option(s.parse().ok()?),
-            },
-        };
-        Some(Control {
-            revision,
-            question,
-            kind,
-        })
-    }
-}
-
-/// `text` cut to at most `max` characters (an ellipsis marks a cut).
-pub fn truncate(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_owned();
-    }
-    let mut cut: String = text.chars().take(max.saturating_sub(1)).collect();
-    cut.push('…');
-    cut
-}
 
 /// The text of a question message: header (with the step of a set), question, option descriptions.
 pub fn question_content(item: &QuestionItem, index: usize, total: usize) -> String {
@@ -136,7 +64,7 @@ pub fn question_content(item: &QuestionItem, index: usize, total: usize) -> Stri
             text.push_str(&format!("\n• **{}**: {description}", option.label));
         }
     }
-    truncate(&text, crate::convert::MESSAGE_LIMIT)
+    truncate(&text, MESSAGE_LIMIT)
 }
 
 /// Whether a question is drawn with buttons (else with string selects).
@@ -314,7 +242,7 @@ pub fn settled_edit(
     });
     let text = truncate(
         &format!("{head}{}", outcome_text(item, outcome)),
-        crate::convert::MESSAGE_LIMIT,
+        MESSAGE_LIMIT,
     );
     EditMessage::new().content(text).components(vec![])
 }
@@ -355,35 +283,6 @@ mod tests {
             Value::Array(a) => a.iter().for_each(|v| custom_ids(v, out)),
             _ => {}
         }
-    }
-
-    #[test]
-    fn control_ids_round_trip() {
-        for kind in [
-            ControlKind::Option(3),
-            ControlKind::Select(1),
-            ControlKind::Other,
-            ControlKind::Text,
-        ] {
-            let c = Control {
-                revision: 12,
-                question: 2,
-                kind,
-            };
-            assert_eq!(Control::decode(&c.encode()), Some(c));
-        }
-        assert_eq!(
-            Control::encode(&Control {
-                revision: 1,
-                question: 0,
-                kind: ControlKind::Option(4)
-            }),
-            "fq:1:0:4"
-        );
-        assert_eq!(Control::decode("other:1:0:4"), None);
-        assert_eq!(Control::decode("fq:1:0"), None);
-        assert_eq!(Control::decode("fq:x:0:1"), None);
-        assert_eq!(Control::decode("fq:1:0:1:9"), None);
     }
 
     #[test]

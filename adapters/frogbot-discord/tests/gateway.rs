@@ -1,20 +1,20 @@
 //! The Discord channel end to end: serenity's real gateway `Client` and `Http` against the fake
-//! Discord (`frogbot_discord::fake`: HTTP API + gateway websocket), FrogBot's engine on SQLite,
-//! a scripted model.
+//! Discord (`frogbot_discord::testing`: HTTP API + gateway websocket), connected with
+//! `channel::connect` and run as a `frogbot_core::agent::Adapter`; FrogBot's engine on SQLite, a
+//! scripted model.
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use frogbot_core::agent::scripted::{ScriptedModel, call, reply};
 use frogbot_core::agent::{
-    AccessCheck, AllowAll, AllowList, Channel, Engine, EngineConfig, ModelMessage, ModelOffer,
-    ModelRequest, channel_chat_id,
+    Adapter, Engine, EngineConfig, ModelMessage, ModelOffer, ModelRequest, channel_chat_id,
 };
-use frogbot_core::model::{MappedIdentity, TurnState, UserId, now_millis};
-use frogbot_discord::channel::{DiscordReceiver, PLATFORM, Settings};
-use frogbot_discord::fake::{self, Call, FakeDiscord};
+use frogbot_core::model::{TurnState, UserId, now_millis};
+use frogbot_discord::PLATFORM;
+use frogbot_discord::channel::{self, Config, DiscordAdapter};
 use frogbot_discord::questions::{DENIED_TEXT, STALE_TEXT};
+use frogbot_discord::testing::{self as fake, Call, FakeDiscord};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -106,7 +106,7 @@ struct Bot {
     fake: FakeDiscord,
     engine: Engine,
     model: ScriptedModel,
-    receiver: DiscordReceiver,
+    adapter: DiscordAdapter,
     shutdown: CancellationToken,
     task: tokio::task::JoinHandle<()>,
     _db: frogbot_testkit::TestDb,
@@ -122,23 +122,18 @@ impl Drop for Bot {
 async fn start(allow: &[&str], public_key: Option<String>) -> Bot {
     let _ = logs();
     let fake = FakeDiscord::start(APP, BOT).await;
-    let receiver = DiscordReceiver::new(&Settings {
-        token: "fake-token".into(),
-        application_id: APP,
-        intents: vec![],
+    let adapter = channel::connect(Config {
         public_key,
-        api_url: Some(fake.api_url.clone()),
+        users: [(ALICE.to_string(), "alice".to_string())].into(),
+        allow: allow.iter().map(|a| a.to_string()).collect(),
+        ..fake.config()
     })
+    .await
     .unwrap();
+    assert_eq!(adapter.bot_user().get(), BOT, "connect learnt the bot's id");
     let db = frogbot_testkit::sqlite_db();
     let store = frogbot_testkit::open_store(&db.url).await;
     let model = model();
-    let users: BTreeMap<String, String> = [(ALICE.to_string(), "alice".to_string())].into();
-    let access: Arc<dyn AccessCheck> = if allow.is_empty() {
-        Arc::new(AllowAll)
-    } else {
-        Arc::new(AllowList::new(allow.iter().copied()))
-    };
     let engine = Engine::new(
         store,
         vec![ModelOffer {
@@ -149,36 +144,17 @@ async fn start(allow: &[&str], public_key: Option<String>) -> Bot {
         vec![],
         EngineConfig::default(),
     )
-    .with_channel(Channel {
-        platform: PLATFORM.into(),
-        questions: Some(receiver.questions()),
-        identity: Arc::new(MappedIdentity::new(users)),
-        access,
-        outbox: Some(receiver.outbox()),
-    });
+    .with_channel(adapter.channel());
     let shutdown = CancellationToken::new();
-    let task = {
-        let receiver = receiver.clone();
-        let engine = engine.clone();
-        let shutdown = shutdown.clone();
-        tokio::spawn(async move {
-            receiver.run(engine, shutdown).await.unwrap();
-        })
-    };
+    let task = adapter
+        .start(engine.clone(), shutdown.clone())
+        .expect("the gateway task");
     assert!(fake.wait_ready(WAIT).await, "the client identified");
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while receiver.bot_user().is_none() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "READY reached the handler"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
     Bot {
         fake,
         engine,
         model,
-        receiver,
+        adapter,
         shutdown,
         task,
         _db: db,
@@ -587,10 +563,7 @@ async fn a_modal_built_from_labels_answers_through_the_interactions_endpoint() {
         .map(|b| format!("{b:02x}"))
         .collect();
     let bot = start(&[], Some(public)).await;
-    let router = bot
-        .receiver
-        .interactions_router(bot.engine.clone())
-        .unwrap();
+    let router = bot.adapter.routes(&bot.engine).unwrap();
     let (thread, message, components) = bot.ask(935_000_000_000_000_001).await;
     let other = components[0]["components"][2]["custom_id"]
         .as_str()
@@ -785,10 +758,7 @@ async fn the_interactions_endpoint_refuses_forged_signatures() {
     let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
     let bot = start(&[], Some(hex(key.verifying_key().as_bytes()))).await;
     let (thread, message, components) = bot.ask(970_000_000_000_000_001).await;
-    let router = bot
-        .receiver
-        .interactions_router(bot.engine.clone())
-        .unwrap();
+    let router = bot.adapter.routes(&bot.engine).unwrap();
     let green = components[0]["components"][1]["custom_id"]
         .as_str()
         .unwrap();

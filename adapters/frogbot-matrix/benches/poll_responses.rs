@@ -1,10 +1,10 @@
 //! Benchmark (a plain binary, `harness = false`): poll responses per second from Synapse's sync to
 //! the recorded answer, and the latency until the poll is ended (`m.poll.end` seen by the person).
 //!
-//! Run: `bash scripts/synapse.sh && cargo bench -p frogbot-matrix --features engine --bench poll_responses`
+//! Run: `bash scripts/synapse.sh && cargo bench -p frogbot-matrix --features engine,testing --bench poll_responses`
 //! (`FROGBOT_BENCH_POLLS=N` changes the number of questions, default 40;
 //! `FROGBOT_BENCH_CONCURRENCY=C` the responses in flight at once, default 8). It starts its own
-//! Synapse on loopback, a bot (MatrixChannel + the engine on SQLite + a scripted model) and one
+//! Synapse on loopback (`frogbot_matrix::testing::synapse`), a bot (the adapter + the engine on SQLite + a scripted model) and one
 //! person; the person opens N threads in a DM, each asking a question, then answers all N polls,
 //! C at a time.
 //! Figures: Synapse's start time; answers/s = N / (last `outcome_at` − first response sent);
@@ -12,20 +12,18 @@
 
 #![recursion_limit = "256"]
 
-#[path = "../tests/support/mod.rs"]
-mod support;
-
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use frogbot_core::agent::scripted::{ScriptedModel, call, reply};
 use frogbot_core::agent::{
-    AllowAll, Engine, EngineConfig, ModelMessage, ModelOffer, channel_chat_id,
+    Adapter, Engine, EngineConfig, ModelMessage, ModelOffer, channel_chat_id,
 };
-use frogbot_core::model::{PrefixedIdentity, now_millis};
+use frogbot_core::model::now_millis;
 use frogbot_matrix::PLATFORM;
-use frogbot_matrix::channel::{Login, MatrixChannel, MatrixSettings};
+use frogbot_matrix::channel::{Config, Login, connect};
+use frogbot_matrix::testing::synapse as support;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -64,7 +62,7 @@ async fn main() {
             "options": [{"label": "staging"}, {"label": "prod"}]}]}),
         )
     });
-    let channel = MatrixChannel::connect(MatrixSettings::new(
+    let channel = connect(Config::new(
         hs.url.clone(),
         bot_account.user_id.clone(),
         Login::Password(bot_account.password.clone()),
@@ -82,9 +80,11 @@ async fn main() {
         vec![],
         EngineConfig::default(),
     )
-    .with_channel(channel.channel(Arc::new(PrefixedIdentity), Arc::new(AllowAll)));
+    .with_channel(channel.channel());
     let shutdown = CancellationToken::new();
-    let task = channel.start(engine.clone(), shutdown.clone());
+    let task = channel
+        .start(engine.clone(), shutdown.clone())
+        .expect("the sync loop");
 
     let alice = hs.person(&hs.register("benchalice").await).await;
     let bot = bot_account.user_id.to_string();
@@ -146,7 +146,7 @@ async fn main() {
             let t = (Instant::now(), now_millis());
             room.send_raw(
                 "m.poll.response",
-                json!({"m.selections": ["o1"], "m.relates_to": {"rel_type": "m.reference", "event_id": poll}}),
+                json!({"m.selections": ["r0o1"], "m.relates_to": {"rel_type": "m.reference", "event_id": poll}}),
             )
             .await
             .unwrap();

@@ -1,7 +1,8 @@
 //! Pure conversions from Matrix timeline events (ruma types, as matrix-sdk hands them over) to
 //! FrogBot's model: poll responses (`m.poll.response` and `org.matrix.msc3381.poll.response`) and
 //! reactions become [`Interaction::Action`], room messages become [`ThreadMessage`]s with their
-//! thread; plus the id helpers. Nothing here talks to a server.
+//! thread; the bot's own events are dropped and a leading mention of the bot is stripped. Nothing
+//! here talks to a server (and nothing here needs the `engine` feature).
 
 use frogbot_model::{
     ActionEvent, Interaction, PlatformUser, ThreadMessage, ThreadMessageMetadata, millis_to_iso,
@@ -11,29 +12,10 @@ use matrix_sdk::ruma::events::{
     AnySyncMessageLikeEvent, AnySyncTimelineEvent, SyncMessageLikeEvent,
 };
 use matrix_sdk::ruma::serde::Raw;
-use matrix_sdk::ruma::{EventId, OwnedEventId, OwnedRoomId, RoomId, UserId};
+use matrix_sdk::ruma::{EventId, OwnedEventId, RoomId, UserId};
 
 use crate::Error;
-
-/// The action id of a poll response.
-pub const POLL_ACTION: &str = "poll";
-/// The action id of a reaction.
-pub const REACTION_ACTION: &str = "reaction";
-
-/// A message or thread id: `room_id|event_id`.
-pub fn message_id(room: &RoomId, event: &EventId) -> String {
-    format!("{room}|{event}")
-}
-
-/// Splits a `room_id|event_id` id.
-pub fn split_message_id(id: &str) -> Result<(OwnedRoomId, OwnedEventId), Error> {
-    let bad = || Error::BadId(id.to_owned());
-    let (room, event) = id.split_once('|').ok_or_else(bad)?;
-    Ok((
-        RoomId::parse(room).map_err(|_| bad())?,
-        EventId::parse(event).map_err(|_| bad())?,
-    ))
-}
+use crate::ids::{POLL_ACTION, REACTION_ACTION, message_id};
 
 /// A platform user as FrogBot sees it (the Matrix user id).
 pub fn platform_user(user: &UserId) -> PlatformUser {
@@ -71,9 +53,10 @@ pub enum Incoming {
 }
 
 impl Incoming {
-    /// What its handling must stay in order with: a message with the other messages of its thread,
-    /// a poll response or reaction with the others on the same event (so the first one wins).
-    /// Events of different keys may be handled concurrently.
+    /// The queue its handling must stay in order in: a message with the other messages of its
+    /// thread; a poll response or reaction with the others on the same event (the event names no
+    /// thread, only the poll it answers, which sits in one thread). Different keys may be handled
+    /// concurrently.
     pub fn order_key(&self) -> &str {
         match self {
             Incoming::Message(m) => &m.thread,
@@ -208,21 +191,6 @@ pub fn strip_mention(text: &str, bot: &UserId) -> String {
     match t.strip_prefix(bot.as_str()) {
         Some(rest) => rest.trim_start_matches([':', ',']).trim_start().to_owned(),
         None => text.to_owned(),
-    }
-}
-
-/// The option index a reaction key names: a keycap digit (`1️⃣`…`9️⃣`, `🔟`) or a plain number,
-/// counted from 1; `None` otherwise.
-pub fn reaction_option(key: &str) -> Option<usize> {
-    if key == "🔟" {
-        return Some(9);
-    }
-    let digits: String = key.chars().take_while(|c| c.is_ascii_digit()).collect();
-    let rest = &key[digits.len()..];
-    let keycap = rest.is_empty() || rest == "\u{fe0f}\u{20e3}" || rest == "\u{20e3}";
-    match digits.parse::<usize>() {
-        Ok(n) if n >= 1 && keycap => Some(n - 1),
-        _ => None,
     }
 }
 

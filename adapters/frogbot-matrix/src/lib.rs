@@ -2,10 +2,14 @@
 //! reactions and thread replies converted to FrogBot interactions, questions drawn as native polls
 //! (MSC3381) with a numbered plain-text fallback.
 //!
-//! Shape (as every adapter): [`convert`] (pure: Matrix events → FrogBot's model), [`render`] (pure:
-//! a question → poll / message contents), [`client`] (the thin send layer, implemented for
-//! matrix-sdk's `Client`), [`questions`] (the `ChannelQuestions` hooks) and, behind the `engine`
-//! feature, `channel` (login, session restore, auto-join, the sync loop into FrogBot's engine).
+//! Shape (as every adapter): [`ids`] (message/thread ids, poll answer ids carrying the revision),
+//! [`convert`] (pure: Matrix events → FrogBot's model), [`render`] (pure: a question → poll /
+//! message contents), [`client`] (the thin send layer [`MatrixApi`], implemented for matrix-sdk's
+//! `Client`, and [`client::RecordingMatrix`] for unit tests), [`questions`] (the
+//! `ChannelQuestions` hooks), behind the `engine` feature `channel` (`channel::connect(config)` →
+//! an adapter: login, session restore, auto-join, the sync loop into FrogBot's engine, the
+//! outbox), and behind the `testing` feature `testing` (a fake homeserver, the conformance
+//! harness over it, and the real-Synapse test support).
 //!
 //! Ids: a message id is `room_id|event_id`; a thread id is `room_id|root_event_id` (the bot always
 //! answers in an `m.thread` on the message that talked to it, so one thread is one FrogBot chat).
@@ -18,13 +22,16 @@
 
 pub mod client;
 pub mod convert;
+pub mod ids;
 pub mod questions;
 pub mod render;
 
 #[cfg(feature = "engine")]
 pub mod channel;
+#[cfg(feature = "testing")]
+pub mod testing;
 
-pub use client::MatrixApi;
+pub use client::{MatrixApi, RecordingMatrix};
 pub use questions::MatrixQuestions;
 
 /// The platform name of this adapter.

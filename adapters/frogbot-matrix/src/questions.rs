@@ -6,59 +6,43 @@
 //! picks options, other text is an own answer where the question allows one. A reply to one of the
 //! question messages targets that question; otherwise the first question still unanswered. Text
 //! that is no answer, and every reply once the question is answered, goes to the agent. Progress
-//! (answers so far, per question) lives in the record's state; this type keeps no state.
+//! ([`frogbot_model::Progress`]: answers so far, per question) lives in the record's state; this
+//! type keeps no state.
+//!
+//! Poll answer ids carry the set's revision ([`crate::ids::answer_id`]): after a step (one
+//! question of several answered), `updated` redraws the polls still open with the new revision's
+//! ids (an `m.replace` edit), so a response to the old answers is stale. A keycap reaction carries
+//! no revision: one on a question already answered is stale.
 
 use async_trait::async_trait;
-use frogbot_model::BoxError;
 use frogbot_model::{
-    Actor, ChannelQuestions, HookArgs, Interaction, ParseArgs, ParseResult, QuestionChange,
-    QuestionInput, QuestionMessage, QuestionOutcome, QuestionRecord, RenderArgs, RenderedQuestion,
-    ReplyChoice, Thread,
+    Actor, BoxError, ChannelQuestions, HookArgs, Interaction, ParseArgs, ParseResult, Progress,
+    QuestionChange, QuestionInput, QuestionMessage, QuestionOutcome, QuestionRecord, RenderArgs,
+    RenderedQuestion, ReplyChoice, Thread,
 };
 use matrix_sdk::ruma::{OwnedEventId, UserId};
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use crate::client::MatrixApi;
-use crate::convert::{POLL_ACTION, REACTION_ACTION, message_id, reaction_option, split_message_id};
+use crate::ids::{
+    POLL_ACTION, REACTION_ACTION, message_id, parse_answer_id, reaction_option, split_message_id,
+};
 use crate::render::{
-    PollEvents, mention_notice, message_replacement, option_of_answer, outcome_text, poll_end,
-    poll_replacement, poll_start, question_text, thread_message,
+    PollEvents, mention_notice, message_replacement, outcome_text, poll_end, poll_replacement,
+    poll_start, question_text, thread_message,
 };
 
 /// What a participant is told on a denied interaction.
 pub const DENIED_TEXT: &str = "you can't answer this question.";
 /// What a participant is told on an out-of-date interaction.
 pub const STALE_TEXT: &str = "this question has changed or was already answered.";
+/// What a participant is told before the reason of a rejected answer.
+pub const REJECTED_TEXT: &str = "that answer was not taken:";
 
 /// FrogBot's channel-questions hooks for Matrix.
 #[derive(Debug)]
 pub struct MatrixQuestions<A> {
     api: A,
     events: PollEvents,
-}
-
-/// The answers given so far, one entry per question.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Progress {
-    /// The chosen labels (or own answer) of each question, `None` while unanswered.
-    pub picks: Vec<Option<Vec<String>>>,
-}
-
-impl Progress {
-    /// Reads the record's state (or starts empty).
-    pub fn from_state(input: &QuestionInput, state: Option<&Value>) -> Self {
-        let mut p: Progress = state
-            .and_then(|s| serde_json::from_value(s.clone()).ok())
-            .unwrap_or_default();
-        p.picks.resize(input.questions.len(), None);
-        p
-    }
-
-    /// As stored state.
-    pub fn to_state(&self) -> Value {
-        serde_json::to_value(self).unwrap_or(Value::Null)
-    }
 }
 
 impl<A: MatrixApi> MatrixQuestions<A> {
@@ -91,7 +75,8 @@ impl<A: MatrixApi> MatrixQuestions<A> {
         Ok(message_id(&room, &id))
     }
 
-    /// Tells the participant `text` in the thread, mentioning them.
+    /// Tells the participant `text` in the thread, mentioning them (replying to their message
+    /// when the interaction is one): the one body of the rejected, denied and stale hooks.
     async fn notify(
         &self,
         thread: &Thread,
@@ -112,7 +97,7 @@ impl<A: MatrixApi> MatrixQuestions<A> {
 }
 
 fn finish_or_partial(input: &QuestionInput, progress: Progress) -> ParseResult {
-    match input.output_from_picks(&progress.picks) {
+    match progress.output(input) {
         Some(output) => ParseResult::Answer { output },
         None => ParseResult::Partial {
             state: Some(progress.to_state()),
@@ -146,8 +131,8 @@ fn pick(
             labels.push(l.clone());
         }
     }
-    let mut progress = Progress::from_state(input, question.state.as_ref());
-    progress.picks[q] = Some(labels);
+    let mut progress = Progress::of(input, question);
+    progress.pick(q, labels);
     finish_or_partial(input, progress)
 }
 
@@ -175,21 +160,28 @@ fn parse_action(
             if ids.is_empty() {
                 return ParseResult::Ignore; // a vote taken back
             }
-            let Some(mut chosen) = ids
+            let Some(answers) = ids
                 .iter()
-                .map(|a| option_of_answer(a))
-                .collect::<Option<Vec<usize>>>()
+                .map(|a| parse_answer_id(a))
+                .collect::<Option<Vec<_>>>()
             else {
                 return ParseResult::Rejected {
                     reason: "that poll answer is not one of the options.".into(),
                 };
             };
+            // Answers drawn at another revision of the set: the poll has been redrawn since.
+            if answers.iter().any(|a| a.revision != question.revision) {
+                return ParseResult::Stale;
+            }
+            let mut chosen: Vec<usize> = answers.iter().map(|a| a.option).collect();
             if !input.questions[q].multiple {
                 chosen.truncate(1); // MSC3381: only the first `max_selections` count
             }
             pick(input, question, q, &chosen)
         }
         REACTION_ACTION => match reaction_option(value) {
+            // A reaction names no revision: on a question answered already, it is out of date.
+            Some(_) if Progress::of(input, question).picks[q].is_some() => ParseResult::Stale,
             Some(o) => pick(input, question, q, &[o]),
             None => ParseResult::Ignore,
         },
@@ -203,12 +195,12 @@ fn parse_message(
     reply_to: Option<&str>,
     text: &str,
 ) -> ParseResult {
-    let progress = Progress::from_state(input, question.state.as_ref());
+    let mut progress = Progress::of(input, question);
     let target = reply_to
         .and_then(|r| question.messages.iter().find(|m| m.id == r))
         .and_then(|m| m.question)
         .filter(|&q| q < input.questions.len())
-        .or_else(|| progress.picks.iter().position(Option::is_none));
+        .or_else(|| progress.step());
     let Some(q) = target else {
         return ParseResult::Ignore;
     };
@@ -216,8 +208,7 @@ fn parse_message(
     let text = text.trim();
     match item.choice_in_reply(text) {
         ReplyChoice::Options(labels) => {
-            let mut progress = progress;
-            progress.picks[q] = Some(labels);
+            progress.pick(q, labels);
             return finish_or_partial(input, progress);
         }
         ReplyChoice::Invalid(reason) => return ParseResult::Rejected { reason },
@@ -231,8 +222,7 @@ fn parse_message(
             reason: "the answer is empty.".into(),
         };
     }
-    let mut progress = progress;
-    progress.picks[q] = Some(vec![text.to_owned()]);
+    progress.pick(q, vec![text.to_owned()]);
     finish_or_partial(input, progress)
 }
 
@@ -248,7 +238,7 @@ impl<A: MatrixApi> ChannelQuestions for MatrixQuestions<A> {
                 let content = if item.options.is_empty() {
                     thread_message(&question_text(input, q), &root)?
                 } else {
-                    poll_start(input, q, &root, self.events)?
+                    poll_start(input, q, &root, self.events, 0)?
                 };
                 let id = self.send(args.thread, content).await?;
                 messages.push(QuestionMessage {
@@ -264,6 +254,32 @@ impl<A: MatrixApi> ChannelQuestions for MatrixQuestions<A> {
             });
         }
         Ok(out)
+    }
+
+    /// After a step: the polls of the questions still open are redrawn (an `m.replace` edit) with
+    /// answer ids of the new revision, so responses to the old ones are stale.
+    async fn updated(
+        &self,
+        args: HookArgs<'_>,
+        _interaction: Option<&Interaction>,
+    ) -> Result<Option<QuestionChange>, BoxError> {
+        let input = &args.call.input;
+        let progress = Progress::of(input, args.question);
+        for m in &args.question.messages {
+            let Some(q) = m.question.filter(|&q| {
+                input
+                    .questions
+                    .get(q)
+                    .is_some_and(|i| !i.options.is_empty())
+                    && progress.picks[q].is_none()
+            }) else {
+                continue;
+            };
+            let (room, event) = split_message_id(&m.id)?;
+            let c = poll_replacement(input, q, &event, None, self.events, args.question.revision)?;
+            self.api.send(&room, c.0, c.1).await?;
+        }
+        Ok(None)
     }
 
     fn parse(&self, args: ParseArgs<'_>) -> ParseResult {
@@ -315,7 +331,14 @@ impl<A: MatrixApi> ChannelQuestions for MatrixQuestions<A> {
                 } else {
                     let c = poll_end(&event, &line, self.events)?;
                     self.api.send(&room, c.0, c.1).await?;
-                    let c = poll_replacement(input, q, &event, &line, self.events)?;
+                    let c = poll_replacement(
+                        input,
+                        q,
+                        &event,
+                        Some(&line),
+                        self.events,
+                        args.question.revision,
+                    )?;
                     self.api.send(&room, c.0, c.1).await?;
                 }
                 Ok(())
@@ -338,7 +361,12 @@ impl<A: MatrixApi> ChannelQuestions for MatrixQuestions<A> {
         interaction: &Interaction,
         reason: &str,
     ) -> Result<(), BoxError> {
-        self.notify(args.thread, interaction, reason).await
+        self.notify(
+            args.thread,
+            interaction,
+            &format!("{REJECTED_TEXT} {reason}"),
+        )
+        .await
     }
 
     async fn denied(&self, args: HookArgs<'_>, interaction: &Interaction) -> Result<(), BoxError> {

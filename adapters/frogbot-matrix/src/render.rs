@@ -1,8 +1,14 @@
 //! Pure rendering: a FrogBot question → an MSC3381 poll start (disclosed, `max_selections` from
-//! `multiple`, answers `o0`, `o1`, …) whose plain-text fallback lists numbered options, or a plain
-//! prompt for a question with only an own answer; the settled view (poll end + an `m.replace` edit)
-//! and the notices (rejected / denied / stale) that mention the person. Contents are returned as
-//! `(event type, JSON content)` so the client layer can send them raw (and encrypted).
+//! `multiple`, answer ids carrying the revision, see [`crate::ids::answer_id`]) whose plain-text
+//! fallback lists numbered options, or a plain prompt for a question with only an own answer; the
+//! edit that redraws an open poll at a new revision, the settled view (poll end + an `m.replace`
+//! edit) and the notices (rejected / denied / stale) that mention the person. Contents are returned
+//! as `(event type, JSON content)` so the client layer can send them raw (and encrypted).
+//!
+//! Matrix sets no limit on a poll's texts, only on the whole event (65,536 bytes); texts are cut
+//! ([`frogbot_model::text::truncate`]) so that even an edit, which carries the poll twice, stays
+//! well under it: an answer at [`ANSWER_CHARS`], the poll's question at [`QUESTION_CHARS`], the
+//! fallback text at [`FALLBACK_CHARS`]. At most [`MAX_ANSWERS`] options (MSC3381).
 
 use frogbot_model::{QuestionInput, QuestionOutcome};
 use matrix_sdk::ruma::events::Mentions;
@@ -26,20 +32,17 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::Error;
+use crate::ids::answer_id;
+use frogbot_model::text::truncate;
 
-/// Keycaps for reacting to options 1–10.
-pub const KEYCAPS: [&str; 10] = [
-    "1\u{fe0f}\u{20e3}",
-    "2\u{fe0f}\u{20e3}",
-    "3\u{fe0f}\u{20e3}",
-    "4\u{fe0f}\u{20e3}",
-    "5\u{fe0f}\u{20e3}",
-    "6\u{fe0f}\u{20e3}",
-    "7\u{fe0f}\u{20e3}",
-    "8\u{fe0f}\u{20e3}",
-    "9\u{fe0f}\u{20e3}",
-    "🔟",
-];
+/// Characters of a poll answer's text (an option label is cut there; answers are told apart by id).
+pub const ANSWER_CHARS: usize = 100;
+/// Characters of a poll's question (`header: question`).
+pub const QUESTION_CHARS: usize = 500;
+/// Characters of the plain-text fallback (question, numbered options, how to answer).
+pub const FALLBACK_CHARS: usize = 4_000;
+/// The most answers one poll may have (MSC3381).
+pub const MAX_ANSWERS: usize = 20;
 
 /// Which poll event types to send. Responses of both kinds are always read.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -58,16 +61,6 @@ pub type Content = (&'static str, Value);
 
 fn json<T: Serialize>(v: &T) -> Result<Value, Error> {
     serde_json::to_value(v).map_err(|e| Error::Render(e.to_string()))
-}
-
-/// The answer id of option `o`.
-pub fn answer_id(o: usize) -> String {
-    format!("o{o}")
-}
-
-/// The option index of an answer id.
-pub fn option_of_answer(id: &str) -> Option<usize> {
-    id.strip_prefix('o')?.parse().ok()
 }
 
 /// The plain text of question `q`: header, question, numbered options, and how to answer.
@@ -95,26 +88,53 @@ pub fn question_text(input: &QuestionInput, q: usize) -> String {
         }
         s.push('.');
     }
-    s
+    truncate(&s, FALLBACK_CHARS)
+}
+
+fn poll_question(input: &QuestionInput, q: usize) -> String {
+    let item = &input.questions[q];
+    truncate(
+        &format!("{}: {}", item.header, item.question),
+        QUESTION_CHARS,
+    )
+}
+
+fn answer_text(label: &str) -> String {
+    truncate(label, ANSWER_CHARS)
 }
 
 fn thread(root: &EventId) -> Thread {
     Thread::plain(root.to_owned(), root.to_owned())
 }
 
-fn poll_block(input: &QuestionInput, q: usize) -> Result<PollContentBlock, Error> {
+fn check_answers(input: &QuestionInput, q: usize) -> Result<(), Error> {
+    let n = input.questions[q].options.len();
+    if n > MAX_ANSWERS {
+        return Err(Error::Render(format!(
+            "a poll has at most {MAX_ANSWERS} answers, question {} has {n} options",
+            q + 1
+        )));
+    }
+    Ok(())
+}
+
+fn poll_block(input: &QuestionInput, q: usize, revision: u64) -> Result<PollContentBlock, Error> {
+    check_answers(input, q)?;
     let item = &input.questions[q];
     let answers: Vec<PollAnswer> = item
         .options
         .iter()
         .enumerate()
-        .map(|(i, o)| PollAnswer::new(answer_id(i), TextContentBlock::plain(o.label.clone())))
+        .map(|(i, o)| {
+            PollAnswer::new(
+                answer_id(revision, i),
+                TextContentBlock::plain(answer_text(&o.label)),
+            )
+        })
         .collect();
     let answers = PollAnswers::try_from(answers).map_err(|e| Error::Render(e.to_string()))?;
-    let mut block = PollContentBlock::new(
-        TextContentBlock::plain(format!("{}: {}", item.header, item.question)),
-        answers,
-    );
+    let mut block =
+        PollContentBlock::new(TextContentBlock::plain(poll_question(input, q)), answers);
     block.kind = PollKind::Disclosed;
     block.max_selections = max_selections(input, q);
     Ok(block)
@@ -126,42 +146,51 @@ fn max_selections(input: &QuestionInput, q: usize) -> UInt {
     UInt::try_from(n.max(1)).unwrap_or(UInt::MIN)
 }
 
-fn unstable_block(input: &QuestionInput, q: usize) -> Result<UnstablePollStartContentBlock, Error> {
+fn unstable_block(
+    input: &QuestionInput,
+    q: usize,
+    revision: u64,
+) -> Result<UnstablePollStartContentBlock, Error> {
+    check_answers(input, q)?;
     let item = &input.questions[q];
     let answers: Vec<UnstablePollAnswer> = item
         .options
         .iter()
         .enumerate()
-        .map(|(i, o)| UnstablePollAnswer::new(answer_id(i), o.label.clone()))
+        .map(|(i, o)| UnstablePollAnswer::new(answer_id(revision, i), answer_text(&o.label)))
         .collect();
     let answers =
         UnstablePollAnswers::try_from(answers).map_err(|e| Error::Render(e.to_string()))?;
-    let mut block =
-        UnstablePollStartContentBlock::new(format!("{}: {}", item.header, item.question), answers);
+    let mut block = UnstablePollStartContentBlock::new(poll_question(input, q), answers);
     block.kind = PollKind::Disclosed;
     block.max_selections = max_selections(input, q);
     Ok(block)
 }
 
-/// The poll start of question `q` (which must have options) in the thread on `root`.
+/// The poll start of question `q` (which must have options) in the thread on `root`, its answer
+/// ids drawn at `revision` of the question set.
 pub fn poll_start(
     input: &QuestionInput,
     q: usize,
     root: &EventId,
     events: PollEvents,
+    revision: u64,
 ) -> Result<Content, Error> {
     let text = question_text(input, q);
     match events {
         PollEvents::Stable => {
-            let mut c = PollStartEventContent::with_plain_text(text, poll_block(input, q)?);
+            let mut c =
+                PollStartEventContent::with_plain_text(text, poll_block(input, q, revision)?);
             c.relates_to = Some(matrix_sdk::ruma::events::room::message::Relation::Thread(
                 thread(root),
             ));
             Ok(("m.poll.start", json(&c)?))
         }
         PollEvents::Unstable => {
-            let mut c =
-                NewUnstablePollStartEventContent::plain_text(text, unstable_block(input, q)?);
+            let mut c = NewUnstablePollStartEventContent::plain_text(
+                text,
+                unstable_block(input, q, revision)?,
+            );
             c.relates_to = Some(
                 matrix_sdk::ruma::events::room::message::RelationWithoutReplacement::Thread(
                     thread(root),
@@ -188,8 +217,9 @@ pub fn mention_notice(
     root: &EventId,
     reply_to: Option<OwnedEventId>,
 ) -> Result<Content, Error> {
-    let mut c = RoomMessageEventContent::notice_plain(format!("{user}: {text}"))
-        .add_mentions(Mentions::with_user_ids([user.to_owned()]));
+    let mut c =
+        RoomMessageEventContent::notice_plain(truncate(&format!("{user}: {text}"), FALLBACK_CHARS))
+            .add_mentions(Mentions::with_user_ids([user.to_owned()]));
     let mut t = thread(root);
     if let Some(r) = reply_to {
         t = Thread::reply(root.to_owned(), r);
@@ -243,22 +273,31 @@ pub fn poll_end(poll: &EventId, text: &str, events: PollEvents) -> Result<Conten
     }
 }
 
-/// An edit (`m.replace`) of the poll start `poll` of question `q` whose text shows `outcome_line`.
+/// An edit (`m.replace`) of the poll start `poll` of question `q`, its answer ids drawn at
+/// `revision`: redrawn after a step of the set (`outcome_line` `None`), or showing the outcome.
 pub fn poll_replacement(
     input: &QuestionInput,
     q: usize,
     poll: &EventId,
-    outcome_line: &str,
+    outcome_line: Option<&str>,
     events: PollEvents,
+    revision: u64,
 ) -> Result<Content, Error> {
-    let text = format!("{}\n{outcome_line}", question_text(input, q));
+    let text = match outcome_line {
+        Some(line) => format!("{}\n{line}", question_text(input, q)),
+        None => question_text(input, q),
+    };
     match events {
         PollEvents::Stable => {
-            let new = PollStartEventContentWithoutRelation::from(
-                PollStartEventContent::with_plain_text(text.clone(), poll_block(input, q)?),
+            let new =
+                PollStartEventContentWithoutRelation::from(PollStartEventContent::with_plain_text(
+                    text.clone(),
+                    poll_block(input, q, revision)?,
+                ));
+            let mut c = PollStartEventContent::with_plain_text(
+                format!("* {text}"),
+                poll_block(input, q, revision)?,
             );
-            let mut c =
-                PollStartEventContent::with_plain_text(format!("* {text}"), poll_block(input, q)?);
             c.relates_to = Some(
                 matrix_sdk::ruma::events::room::message::Relation::Replacement(Replacement::new(
                     poll.to_owned(),
@@ -270,7 +309,7 @@ pub fn poll_replacement(
         PollEvents::Unstable => {
             let c = ReplacementUnstablePollStartEventContent::plain_text(
                 text,
-                unstable_block(input, q)?,
+                unstable_block(input, q, revision)?,
                 poll.to_owned(),
             );
             Ok(("org.matrix.msc3381.poll.start", json(&c)?))

@@ -1,8 +1,9 @@
 //! Pure conversions: Matrix events as they arrive from sync (JSON, the client-server API's shapes)
 //! → FrogBot interactions and messages.
 
-use frogbot_core::model::Interaction;
-use frogbot_matrix::convert::{Incoming, classify, reaction_option, strip_mention};
+use frogbot_matrix::convert::{Incoming, classify, strip_mention};
+use frogbot_matrix::ids::reaction_option;
+use frogbot_model::Interaction;
 use matrix_sdk::ruma::events::AnySyncTimelineEvent;
 use matrix_sdk::ruma::serde::Raw;
 use matrix_sdk::ruma::{room_id, user_id};
@@ -28,7 +29,7 @@ fn run(r: Raw<AnySyncTimelineEvent>) -> Option<Incoming> {
     .unwrap()
 }
 
-fn action(i: Option<Incoming>) -> frogbot_core::model::ActionEvent {
+fn action(i: Option<Incoming>) -> frogbot_model::ActionEvent {
     match i {
         Some(Incoming::Action(Interaction::Action { event })) => event,
         other => panic!("expected an action, got {other:?}"),

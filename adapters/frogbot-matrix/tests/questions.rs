@@ -1,38 +1,27 @@
-//! `MatrixQuestions` over a recording `MatrixApi`: what render sends (polls in the thread, numbered
-//! fallback), how parse reads poll responses, reactions and thread replies, and what settled and
-//! the notices send. (The same hooks run against a real Synapse in tests/synapse.rs.)
+//! `MatrixQuestions` over the recording `MatrixApi` (`RecordingMatrix`): what render sends (polls in
+//! the thread, numbered fallback), how parse reads poll responses, reactions and thread replies,
+//! what updated, settled and the notices send. (The same hooks run against the fake homeserver in
+//! tests/conformance.rs and against a real Synapse in tests/synapse.rs.)
 
-use std::sync::Mutex;
-
-use async_trait::async_trait;
-use frogbot_core::model::{
+use frogbot_matrix::render::PollEvents;
+use frogbot_matrix::{MatrixQuestions, RecordingMatrix};
+use frogbot_model::{
     ActionEvent, Actor, ChannelIdentity, ChannelQuestions, HookArgs, Interaction, ParseArgs,
     ParseResult, PlatformUser, QuestionAnswer, QuestionCall, QuestionInput, QuestionMessage,
     QuestionOutcome, QuestionOutput, QuestionRecord, RenderArgs, RequestContext, Thread,
     ThreadMessage, ThreadMessageMetadata,
 };
-use frogbot_matrix::render::PollEvents;
-use frogbot_matrix::{Error, MatrixApi, MatrixQuestions};
-use matrix_sdk::ruma::{OwnedEventId, RoomId};
 use serde_json::{Value, json};
 
-#[derive(Default)]
-struct Recorder {
-    sent: Mutex<Vec<(String, String, Value)>>,
-}
+type Recorder = RecordingMatrix;
 
-#[async_trait]
-impl MatrixApi for Recorder {
-    async fn send(
-        &self,
-        room: &RoomId,
-        event_type: &str,
-        content: Value,
-    ) -> Result<OwnedEventId, Error> {
-        let mut s = self.sent.lock().unwrap();
-        s.push((room.to_string(), event_type.to_owned(), content));
-        Ok(format!("$sent{}", s.len()).try_into().unwrap())
-    }
+/// What the recorder sent: `(room, event type, content)`.
+fn sent_by(h: &MatrixQuestions<Recorder>) -> Vec<(String, String, Value)> {
+    h.api()
+        .sent()
+        .into_iter()
+        .map(|s| (s.room, s.event_type, s.content))
+        .collect()
 }
 
 fn call(q: Value) -> QuestionCall {
@@ -149,7 +138,7 @@ async fn render_posts_a_poll_per_question_in_the_thread_and_a_prompt_for_own_tex
             ("!r:localhost|$sent3", Some(2))
         ]
     );
-    let sent = h.api().sent.lock().unwrap().clone();
+    let sent = sent_by(&h);
     assert_eq!(sent[0].1, "m.poll.start");
     assert_eq!(sent[0].2["m.relates_to"]["rel_type"], "m.thread");
     assert_eq!(sent[0].2["m.relates_to"]["event_id"], "$root");
@@ -173,11 +162,11 @@ async fn render_posts_a_poll_per_question_in_the_thread_and_a_prompt_for_own_tex
     })
     .await
     .unwrap();
-    let sent = h.api().sent.lock().unwrap().clone();
+    let sent = sent_by(&h);
     assert_eq!(sent[0].1, "org.matrix.msc3381.poll.start");
     assert_eq!(
         sent[0].2["org.matrix.msc3381.poll.start"]["answers"][1]["id"],
-        "o1"
+        "r0o1"
     );
 }
 
@@ -186,7 +175,7 @@ fn answers_accumulate_across_polls_numbers_and_own_text() {
     let h = MatrixQuestions::new(Recorder::default());
     let c = two_questions();
     let r = record(None);
-    let ParseResult::Partial { state } = parse(&h, &c, &r, &poll("!r:localhost|$sent1", "o1"))
+    let ParseResult::Partial { state } = parse(&h, &c, &r, &poll("!r:localhost|$sent1", "r0o1"))
     else {
         panic!("expected partial")
     };
@@ -325,7 +314,7 @@ async fn settled_ends_polls_and_edits_every_message_and_notices_mention_the_pers
         thread: &t,
     };
     h.settled(args, Some(&actor), &outcome).await.unwrap();
-    let sent = h.api().sent.lock().unwrap().clone();
+    let sent = sent_by(&h);
     let kinds: Vec<&str> = sent.iter().map(|s| s.1.as_str()).collect();
     assert_eq!(
         kinds,
@@ -354,7 +343,7 @@ async fn settled_ends_polls_and_edits_every_message_and_notices_mention_the_pers
             .ends_with(": ok")
     );
 
-    h.api().sent.lock().unwrap().clear();
+    h.api().clear();
     let args = HookArgs {
         call: &c,
         question: &r,
@@ -362,7 +351,7 @@ async fn settled_ends_polls_and_edits_every_message_and_notices_mention_the_pers
         thread: &t,
     };
     h.stale(args, &reply("1", None)).await.unwrap();
-    let sent = h.api().sent.lock().unwrap().clone();
+    let sent = sent_by(&h);
     assert_eq!(sent[0].2["msgtype"], "m.notice");
     assert_eq!(sent[0].2["m.mentions"]["user_ids"][0], "@alice:localhost");
     assert!(
@@ -376,4 +365,89 @@ async fn settled_ends_polls_and_edits_every_message_and_notices_mention_the_pers
         sent[0].2["m.relates_to"]["m.in_reply_to"]["event_id"],
         "$reply"
     );
+}
+
+#[tokio::test]
+async fn a_step_redraws_the_open_polls_at_the_new_revision_and_old_answers_are_stale() {
+    let h = MatrixQuestions::new(Recorder::default());
+    let c = two_questions();
+    let r = record(None);
+    let first = poll("!r:localhost|$sent1", "r0o1");
+    let ParseResult::Partial { state } = parse(&h, &c, &r, &first) else {
+        panic!("expected partial")
+    };
+    let mut r = record(state);
+    r.revision = 1;
+    let req = RequestContext::default();
+    let t = thread();
+    let args = HookArgs {
+        call: &c,
+        question: &r,
+        req: &req,
+        thread: &t,
+    };
+    assert_eq!(h.updated(args, Some(&first)).await.unwrap(), None);
+    // Only the poll still open (Regions) is redrawn; the prompt without options is not.
+    let sent = sent_by(&h);
+    assert_eq!(sent.len(), 1, "{sent:#?}");
+    assert_eq!(sent[0].2["m.relates_to"]["rel_type"], "m.replace");
+    assert_eq!(sent[0].2["m.relates_to"]["event_id"], "$sent2");
+    assert_eq!(
+        sent[0].2["m.new_content"]["m.poll"]["answers"][2]["m.id"],
+        "r1o2"
+    );
+    // The first poll's answers are of revision 0 now: stale; a reaction there too.
+    assert_eq!(parse(&h, &c, &r, &first), ParseResult::Stale);
+    assert_eq!(
+        parse(&h, &c, &r, &poll("!r:localhost|$sent2", "r0o0")),
+        ParseResult::Stale
+    );
+    let mut reaction = poll("!r:localhost|$sent1", "1\u{fe0f}\u{20e3}");
+    if let Interaction::Action { event } = &mut reaction {
+        event.action_id = "reaction".into();
+    }
+    assert_eq!(parse(&h, &c, &r, &reaction), ParseResult::Stale);
+    assert!(matches!(
+        parse(&h, &c, &r, &poll("!r:localhost|$sent2", "r1o0,r1o2")),
+        ParseResult::Partial { .. }
+    ));
+}
+
+#[tokio::test]
+async fn long_texts_are_cut_and_more_than_20_options_are_refused() {
+    let h = MatrixQuestions::new(Recorder::default());
+    let long = |n: usize| "é".repeat(n);
+    let c = call(
+        json!({"questions": [{"header": "H", "question": long(5_000),
+        "options": (0..20).map(|i| json!({"label": format!("{i}{}", long(500)), "description": long(500)})).collect::<Vec<_>>()}]}),
+    );
+    h.render(RenderArgs {
+        calls: std::slice::from_ref(&c),
+        req: &RequestContext::default(),
+        thread: &thread(),
+    })
+    .await
+    .unwrap();
+    let sent = sent_by(&h);
+    let content = &sent[0].2;
+    assert!(serde_json::to_vec(content).unwrap().len() < 30_000);
+    let label = content["m.poll"]["answers"][0]["m.text"][0]["body"]
+        .as_str()
+        .unwrap();
+    assert!(
+        label.chars().count() <= frogbot_matrix::render::ANSWER_CHARS && label.ends_with('…'),
+        "{label}"
+    );
+
+    let c = call(json!({"questions": [{"header": "H", "question": "?",
+        "options": (0..21).map(|i| json!({"label": format!("o{i}")})).collect::<Vec<_>>()}]}));
+    let e = h
+        .render(RenderArgs {
+            calls: std::slice::from_ref(&c),
+            req: &RequestContext::default(),
+            thread: &thread(),
+        })
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("at most 20"), "{e}");
 }

@@ -1,25 +1,22 @@
-//! End to end against a real Synapse on loopback (see `support`): the bot is `MatrixChannel` on
+//! End to end against a real Synapse on loopback (`frogbot_matrix::testing::synapse`): the bot is
+//! `channel::connect`'s adapter on
 //! matrix-sdk with FrogBot's engine on SQLite and a scripted model; people are second matrix-sdk
 //! clients. Skipped with a message when Synapse is not installed (`bash scripts/synapse.sh`),
 //! unless `FROGBOT_REQUIRE_SYNAPSE=1`.
 
 #![recursion_limit = "256"]
 
-mod support;
-
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use frogbot_core::agent::scripted::{ScriptedModel, call, reply};
-use frogbot_core::agent::{
-    AccessCheck, AllowAll, AllowList, Engine, EngineConfig, ModelMessage, ModelOffer, ModelRequest,
-};
-use frogbot_core::model::PrefixedIdentity;
-use frogbot_matrix::channel::{Login, MatrixChannel, MatrixSettings};
+use frogbot_core::agent::{Adapter, Engine, EngineConfig, ModelMessage, ModelOffer, ModelRequest};
+use frogbot_matrix::channel::{Config, Login, MatrixAdapter, connect};
+use frogbot_matrix::testing::synapse;
 use matrix_sdk::ruma::{OwnedRoomId, RoomId};
 use serde_json::{Value, json};
-use support::{Account, Person, Synapse, thread_root};
+use synapse::{Account, Person, Synapse, thread_root};
 use tokio_util::sync::CancellationToken;
 
 const WAIT: u64 = 60;
@@ -66,7 +63,7 @@ fn model() -> ScriptedModel {
 }
 
 struct Bot {
-    channel: MatrixChannel,
+    channel: MatrixAdapter,
     shutdown: CancellationToken,
     task: tokio::task::JoinHandle<()>,
     worker: tokio::task::JoinHandle<()>,
@@ -79,17 +76,18 @@ impl Bot {
         account: &Account,
         store_dir: &Path,
         db: &frogbot_core::store::DynStore,
-        access: Arc<dyn AccessCheck>,
+        allow: Vec<String>,
         timeline_limit: u32,
     ) -> Bot {
-        let mut settings = MatrixSettings::new(
+        let mut config = Config::new(
             hs.url.clone(),
             account.user_id.clone(),
             Login::Password(account.password.clone()),
             store_dir,
         );
-        settings.sync_timeline_limit = timeline_limit;
-        let channel = MatrixChannel::connect(settings).await.unwrap();
+        config.sync_timeline_limit = timeline_limit;
+        config.allow = allow;
+        let channel = connect(config).await.unwrap();
         let engine = Engine::new(
             db.clone(),
             vec![ModelOffer {
@@ -100,10 +98,12 @@ impl Bot {
             vec![],
             EngineConfig::default(),
         )
-        .with_channel(channel.channel(Arc::new(PrefixedIdentity), access));
+        .with_channel(channel.channel());
         let shutdown = CancellationToken::new();
         let worker = engine.spawn_worker(Duration::from_millis(200));
-        let task = channel.start(engine, shutdown.clone());
+        let task = channel
+            .start(engine, shutdown.clone())
+            .expect("the sync loop");
         Bot {
             channel,
             shutdown,
@@ -137,15 +137,12 @@ async fn setup_with(access: Option<Vec<String>>, timeline_limit: u32) -> Option<
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_test_writer()
         .try_init();
-    let hs = support::synapse().await?;
+    let hs = synapse::synapse().await?;
     let bot_account = hs.register("frogbot").await;
     let store_dir = tempfile::tempdir().unwrap();
     let test_db = frogbot_testkit::sqlite_db();
     let db = frogbot_testkit::open_store(&test_db.url).await;
-    let access: Arc<dyn AccessCheck> = match access {
-        Some(list) => Arc::new(AllowList::new(list)),
-        None => Arc::new(AllowAll),
-    };
+    let access = access.unwrap_or_default();
     let bot = Bot::start_with(
         &hs,
         &bot_account,
@@ -184,7 +181,7 @@ impl Setup {
             &bot_account,
             _store_dir.path(),
             &db,
-            Arc::new(AllowAll),
+            Vec::new(),
             timeline_limit,
         )
         .await;
@@ -317,7 +314,8 @@ async fn a_poll_response_answers_and_late_or_old_responses_are_stale() {
     assert_eq!(c["m.poll"]["kind"], "m.disclosed");
     // `max_selections` 1 is the default, left out on the wire.
     assert_eq!(c["m.poll"]["max_selections"].as_u64().unwrap_or(1), 1);
-    assert_eq!(c["m.poll"]["answers"][1]["m.id"], "o1");
+    // Answer ids carry the question set's revision (0 when posted).
+    assert_eq!(c["m.poll"]["answers"][1]["m.id"], "r0o1");
     let fallback = c["m.text"][0]["body"].as_str().unwrap();
     assert!(
         fallback.contains("1. staging\n2. prod — careful"),
@@ -326,7 +324,7 @@ async fn a_poll_response_answers_and_late_or_old_responses_are_stale() {
     let poll_id = poll["event_id"].as_str().unwrap().to_owned();
 
     alice
-        .send(&room, "m.poll.response", poll_response(&poll_id, &["o1"]))
+        .send(&room, "m.poll.response", poll_response(&poll_id, &["r0o1"]))
         .await;
     let got = alice
         .wait_for(&room, WAIT, "the agent to continue", |e| {
@@ -355,7 +353,7 @@ async fn a_poll_response_answers_and_late_or_old_responses_are_stale() {
 
     // A second response after the answer: stale, told in the thread with a mention.
     alice
-        .send(&room, "m.poll.response", poll_response(&poll_id, &["o0"]))
+        .send(&room, "m.poll.response", poll_response(&poll_id, &["r0o0"]))
         .await;
     let stale = alice
         .wait_for(&room, WAIT, "the stale notice", |e| {
@@ -376,7 +374,7 @@ async fn a_poll_response_answers_and_late_or_old_responses_are_stale() {
     let poll2_id = poll2["event_id"].as_str().unwrap();
     assert_ne!(poll2_id, poll_id);
     alice
-        .send(&room, "m.poll.response", poll_response(&poll_id, &["o1"]))
+        .send(&room, "m.poll.response", poll_response(&poll_id, &["r0o1"]))
         .await;
     alice
         .wait_for(&room, WAIT, "a second stale notice", |_| {
@@ -392,7 +390,7 @@ async fn a_poll_response_answers_and_late_or_old_responses_are_stale() {
         .send(
             &room,
             "org.matrix.msc3381.poll.response",
-            json!({"org.matrix.msc3381.poll.response": {"answers": ["o0"]},
+            json!({"org.matrix.msc3381.poll.response": {"answers": ["r0o0"]},
                    "m.relates_to": {"rel_type": "m.reference", "event_id": poll2_id}}),
         )
         .await;
@@ -487,7 +485,7 @@ async fn numbered_replies_reactions_multiple_choice_and_own_answers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_person_without_access_is_denied_and_the_question_stays_open() {
-    let Some(hs) = support::synapse().await else {
+    let Some(hs) = synapse::synapse().await else {
         return;
     };
     let alice_account = hs.register("alice").await;
@@ -514,7 +512,7 @@ async fn a_person_without_access_is_denied_and_the_question_stays_open() {
     let poll = poll_in(&alice, &room, bot, &ask, 1).await;
     let poll_id = poll["event_id"].as_str().unwrap();
     mallory
-        .send(&room, "m.poll.response", poll_response(poll_id, &["o1"]))
+        .send(&room, "m.poll.response", poll_response(poll_id, &["r0o1"]))
         .await;
     let denied = alice
         .wait_for(&room, WAIT, "the denied notice", |e| {
@@ -540,7 +538,7 @@ async fn a_person_without_access_is_denied_and_the_question_stays_open() {
         .await;
     // The question is still open: Alice answers it.
     alice
-        .send(&room, "m.poll.response", poll_response(poll_id, &["o0"]))
+        .send(&room, "m.poll.response", poll_response(poll_id, &["r0o0"]))
         .await;
     let got = alice
         .wait_for(&room, WAIT, "Alice's answer", |e| {
@@ -574,7 +572,7 @@ async fn a_restart_while_a_question_waits_resumes_without_replay() {
         .send(
             &room,
             "m.poll.response",
-            poll_response(poll["event_id"].as_str().unwrap(), &["o1"]),
+            poll_response(poll["event_id"].as_str().unwrap(), &["r0o1"]),
         )
         .await;
     let got = alice

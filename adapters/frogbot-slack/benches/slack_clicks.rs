@@ -4,78 +4,30 @@
 //! 1, 8 and 64 on loopback. Reports throughput, ack latency (p50/p99/max: request sent → `200`
 //! received) and the process's peak resident memory (`VmHWM`).
 //!
-//! Run: `cargo bench -p frogbot-slack --features engine --bench slack_clicks`
+//! Run: `cargo bench -p frogbot-slack --features testing --bench slack_clicks`
 //! (`SLACK_BENCH_QUESTIONS=N` questions per level; default 1500, 300 at concurrency 1;
 //! `SLACK_BENCH_ACK_FIRST=1` acknowledges before processing, to show the ack latency alone.)
 //!
-//! Everything runs in this one process — the server, the fake Slack Web API that the hooks call
-//! (`chat.update` for the winner, `chat.postEphemeral` for the stale click, `chat.postMessage` for
-//! the agent's follow-up) and the load generator — so the memory figure is an upper bound for the
-//! server and the throughput shares the machine's cores with the client and the fake.
+//! Everything runs in this one process — the server, the fake Slack (`frogbot_slack::testing`:
+//! the Web API the hooks call — `chat.update` for the winner, `chat.postEphemeral` for the stale
+//! click, `chat.postMessage` for the agent's follow-up — which records every call and keeps every
+//! message) and the load generator — so the memory figure is an upper bound for the server and
+//! the throughput shares the machine's cores with the client and the fake.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::Router;
-use axum::extract::{Path, State};
-use axum::routing::post;
 use frogbot_core::agent::scripted::{ScriptedModel, call, reply};
 use frogbot_core::agent::{
-    AllowAll, ChannelMessageOutcome, Engine, EngineConfig, ModelMessage, ModelOffer, ModelRequest,
+    Adapter, ChannelMessageOutcome, Engine, EngineConfig, ModelMessage, ModelOffer, ModelRequest,
     Sent, channel_chat_id,
 };
-use frogbot_core::model::{
-    PlatformUser, PrefixedIdentity, ThreadMessage, ThreadMessageMetadata, now_millis,
-};
-use frogbot_slack::channel::{INTERACTIVITY_PATH, SlackChannel, SlackChannelConfig};
-use frogbot_slack::convert::form_from_payload;
-use frogbot_slack::verify::sign;
+use frogbot_core::model::{PlatformUser, ThreadMessage, ThreadMessageMetadata, now_millis};
+use frogbot_slack::channel::INTERACTIVITY_PATH;
+use frogbot_slack::convert::{form_from_payload, sign};
+use frogbot_slack::testing::{FakeSlack, SIGNING_SECRET};
 use serde_json::{Value, json};
-
-const SECRET: &str = "bench-signing-secret";
-
-/// The fake Web API: (method, request body, the ts it answered).
-/// The fake Web API's log: every call's method, and for a question post what the bench needs to
-/// click it (kept small, so the process's memory is the server's, not the log's).
-type Log = Arc<Mutex<Vec<(String, Option<Question>)>>>;
-
-async fn api(
-    State(log): State<Log>,
-    Path(method): Path<String>,
-    body: String,
-) -> axum::Json<Value> {
-    let body: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
-    let mut l = log.lock().unwrap();
-    let ts = format!("{}.{:06}", now_millis() / 1000, l.len() % 1_000_000);
-    let out = match method.as_str() {
-        "auth.test" => json!({
-            "ok": true, "url": "https://b.slack.com/", "team": "B", "user": "frogbot",
-            "team_id": "T1", "user_id": "UBOT", "bot_id": "B1"
-        }),
-        "chat.postMessage" => {
-            json!({"ok": true, "channel": body["channel"], "ts": ts, "message": {"ts": ts, "text": ""}})
-        }
-        "chat.update" => {
-            json!({"ok": true, "channel": body["channel"], "ts": body["ts"], "message": {"text": ""}})
-        }
-        "chat.postEphemeral" => json!({"ok": true, "message_ts": ts}),
-        _ => json!({"ok": false, "error": "unknown_method"}),
-    };
-    // Keep only what clicking a question post needs; count the rest.
-    let posted = (method == "chat.postMessage" && body["blocks"].is_array()).then(|| {
-        let button = &body["blocks"][1]["elements"][0];
-        Question {
-            channel: body["channel"].as_str().unwrap_or_default().to_string(),
-            root: body["thread_ts"].as_str().unwrap_or_default().to_string(),
-            msg_ts: ts.clone(),
-            action_id: button["action_id"].as_str().unwrap_or_default().to_string(),
-            value: button["value"].as_str().unwrap_or("0").to_string(),
-        }
-    });
-    l.push((method, posted));
-    axum::Json(out)
-}
 
 fn asking_model() -> ScriptedModel {
     ScriptedModel::without_log(|req: &ModelRequest| {
@@ -91,13 +43,12 @@ fn asking_model() -> ScriptedModel {
     })
 }
 
+/// A posted question: its message and the payload of a click on its first button.
 #[derive(Clone)]
 struct Question {
     channel: String,
     root: String,
     msg_ts: String,
-    action_id: String,
-    value: String,
 }
 
 fn vm_hwm_kb() -> Option<u64> {
@@ -110,34 +61,21 @@ fn vm_hwm_kb() -> Option<u64> {
         .ok()
 }
 
-fn click_body(q: &Question, user: &str, trigger: &str) -> String {
-    form_from_payload(&json!({
-        "type": "block_actions",
-        "user": {"id": user, "username": user, "team_id": "T1"},
-        "api_app_id": "A1", "team": {"id": "T1", "domain": "b"},
-        "container": {"type": "message", "message_ts": q.msg_ts, "channel_id": q.channel,
-                      "is_ephemeral": false, "thread_ts": q.root},
-        "trigger_id": trigger, "channel": {"id": q.channel, "name": "bench"},
-        "actions": [{"type": "button", "action_id": q.action_id, "value": q.value,
-                     "action_ts": "1.1"}]
-    }))
+fn click_body(fake: &FakeSlack, q: &Question, user: &str, trigger: &str) -> String {
+    let message = format!("{}:{}", q.channel, q.msg_ts);
+    let action = fake
+        .element(&message, "Yes")
+        .expect("the question shows a Yes button");
+    form_from_payload(&fake.block_actions(user, &message, action, json!({}), trigger))
 }
 
 async fn level(concurrency: usize, questions: usize, run: usize) {
-    let log: Log = Arc::default();
-    let fake = Router::new()
-        .route("/api/{method}", post(api).get(api))
-        .with_state(log.clone());
-    let fl = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let fake_addr = fl.local_addr().unwrap();
-    let fake_task = tokio::spawn(async move { axum::serve(fl, fake).await.unwrap() });
-
-    let slack = SlackChannel::connect(
-        SlackChannelConfig::http("xoxb-bench", SECRET)
-            .with_api_url(format!("http://{fake_addr}/api")),
-    )
-    .await
-    .unwrap();
+    let fake = FakeSlack::start().await;
+    let mut config = fake.http_config();
+    if ack_first() {
+        config.ack_deadline = Duration::ZERO;
+    }
+    let slack = frogbot_slack::channel::connect(config).await.unwrap();
     let db = frogbot_testkit::sqlite_db();
     let store = frogbot_testkit::open_store(&db.url).await;
     let engine = Engine::new(
@@ -150,10 +88,10 @@ async fn level(concurrency: usize, questions: usize, run: usize) {
         vec![],
         EngineConfig::default(),
     )
-    .with_channel(slack.channel(Arc::new(PrefixedIdentity), Arc::new(AllowAll)));
+    .with_channel(slack.channel());
     let sl = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let server_addr = sl.local_addr().unwrap();
-    let app = slack.router(engine.clone());
+    let app = slack.routes(&engine).expect("HTTP mode has routes");
     let server_task = tokio::spawn(async move { axum::serve(sl, app).await.unwrap() });
 
     // Setup (not timed): one thread per question, each asked by a turn and posted to the fake.
@@ -191,28 +129,40 @@ async fn level(concurrency: usize, questions: usize, run: usize) {
     while let Some(r) = setup.join_next().await {
         r.unwrap();
     }
-    let qs: Vec<Question> = log
-        .lock()
-        .unwrap()
-        .iter()
-        .filter_map(|(_, q)| q.clone())
+    let qs: Vec<Question> = fake
+        .calls("chat.postMessage")
+        .into_iter()
+        .filter(|c| c.body["blocks"].is_array())
+        .map(|c| {
+            let channel = c.body["channel"].as_str().unwrap_or_default().to_string();
+            let root = c.body["thread_ts"].as_str().unwrap_or_default().to_string();
+            let msg_ts = fake
+                .thread_messages(&format!("{channel}:{root}"))
+                .into_iter()
+                .find(|m| m.bot)
+                .expect("the posted question")
+                .ts;
+            Question {
+                channel,
+                root,
+                msg_ts,
+            }
+        })
         .collect();
-    assert_eq!(qs.len(), questions);
     // Two clicks per question, by different people, next to each other in the queue.
     let bodies: Arc<Vec<String>> = Arc::new(
         qs.iter()
             .enumerate()
             .flat_map(|(i, q)| {
                 [
-                    click_body(q, "UA", &format!("{run}.{i}.a")),
-                    click_body(q, "UB", &format!("{run}.{i}.b")),
+                    click_body(&fake, q, "UA", &format!("{run}.{i}.a")),
+                    click_body(&fake, q, "UB", &format!("{run}.{i}.b")),
                 ]
             })
             .collect(),
     );
-    let calls_before = log.lock().unwrap().len();
+    let calls_before = fake.count();
 
-    install_crypto();
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(concurrency)
         .build()
@@ -230,7 +180,7 @@ async fn level(concurrency: usize, questions: usize, run: usize) {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(body) = bodies.get(i) else { break };
                 let ts = (now_millis() / 1000).to_string();
-                let sig = sign(SECRET, &ts, body.as_bytes()).unwrap();
+                let sig = sign(SIGNING_SECRET, &ts, body.as_bytes()).unwrap();
                 let t0 = Instant::now();
                 let res = client
                     .post(&url)
@@ -282,9 +232,9 @@ async fn level(concurrency: usize, questions: usize, run: usize) {
         answered = answered_now().await;
     }
     let recorded = start.elapsed();
-    let calls: Vec<String> = log.lock().unwrap()[calls_before..]
+    let calls: Vec<String> = fake.all_calls()[calls_before..]
         .iter()
-        .map(|(m, _)| m.clone())
+        .map(|c| c.method.clone())
         .collect();
     let stale = calls.iter().filter(|m| *m == "chat.postEphemeral").count();
     let updates = calls.iter().filter(|m| *m == "chat.update").count();
@@ -304,14 +254,7 @@ async fn level(concurrency: usize, questions: usize, run: usize) {
     );
     assert_eq!(answered, questions, "every question answered once");
     server_task.abort();
-    fake_task.abort();
     engine.drain(Duration::from_secs(5)).await;
-}
-
-/// reqwest is built without a default crypto provider (rustls with both ring and aws-lc-rs in the
-/// tree); plain HTTP needs none, but the builder wants one installed.
-fn install_crypto() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
 /// `SLACK_BENCH_ACK_FIRST=1`: acknowledge at once and process in the background
@@ -320,7 +263,7 @@ fn ack_first() -> bool {
     std::env::var("SLACK_BENCH_ACK_FIRST").is_ok_and(|v| v == "1")
 }
 
-const USAGE: &str = "cargo bench -p frogbot-slack --features engine --bench slack_clicks
+const USAGE: &str = "cargo bench -p frogbot-slack --features testing --bench slack_clicks
   env SLACK_BENCH_QUESTIONS=N  questions per level (default 1500; a fifth, at least 50, at concurrency 1)
   env SLACK_BENCH_ACK_FIRST=1  acknowledge first and record in the background (ack_deadline = 0)
 Prints, per concurrency level (1, 8, 64): deliveries/s acked and recorded, ack p50/p99/max, and the

@@ -1,5 +1,6 @@
-//! The thin Slack Web API client the hooks use: the [`SlackApi`] trait and its implementation over
-//! slack-morphism's [`SlackClient`].
+//! The thin Slack Web API client the hooks and the outbox use: the [`SlackApi`] trait, its
+//! implementation over slack-morphism's [`SlackClient`] ([`SlackWebApi`]), and [`RecordingSlack`],
+//! a recording implementation for unit tests.
 
 use std::sync::Arc;
 
@@ -12,7 +13,7 @@ use crate::Error;
 /// The Slack Web API calls the hooks need.
 #[async_trait]
 pub trait SlackApi: Send + Sync {
-    /// `chat.postMessage`; returns the new message's `ts`.
+    /// `chat.postMessage` (`blocks` empty: a plain text message); returns the new message's `ts`.
     async fn post_message(
         &self,
         channel: &str,
@@ -108,10 +109,15 @@ fn api_err(method: &'static str) -> impl FnOnce(SlackClientError) -> Error {
     }
 }
 
+/// A message's content: `text` alone for a plain reply (no `blocks` key), else blocks with
+/// `text` as the notification fallback.
 fn content(blocks: Vec<SlackBlock>, text: &str) -> SlackMessageContent {
-    SlackMessageContent::new()
-        .with_text(text.to_string())
-        .with_blocks(blocks)
+    let c = SlackMessageContent::new().with_text(text.to_string());
+    if blocks.is_empty() {
+        c
+    } else {
+        c.with_blocks(blocks)
+    }
 }
 
 #[async_trait]
@@ -189,5 +195,160 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackApi for SlackWebApi<C> {
             .await
             .map_err(api_err("views.open"))?;
         Ok(())
+    }
+}
+
+/// A call [`RecordingSlack`] received.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum SlackCall {
+    /// `chat.postMessage`.
+    PostMessage {
+        /// The conversation.
+        channel: String,
+        /// The thread, if any.
+        thread_ts: Option<String>,
+        /// The blocks, as JSON.
+        blocks: serde_json::Value,
+        /// The notification text.
+        text: String,
+    },
+    /// `chat.update`.
+    UpdateMessage {
+        /// The conversation.
+        channel: String,
+        /// The message.
+        ts: String,
+        /// The blocks, as JSON.
+        blocks: serde_json::Value,
+        /// The notification text.
+        text: String,
+    },
+    /// `chat.postEphemeral`.
+    PostEphemeral {
+        /// The conversation.
+        channel: String,
+        /// Who sees it.
+        user: String,
+        /// The thread, if any.
+        thread_ts: Option<String>,
+        /// The text.
+        text: String,
+    },
+    /// `views.open`.
+    OpenView {
+        /// The trigger of the click that opens it.
+        trigger_id: String,
+        /// The view, as JSON.
+        view: serde_json::Value,
+    },
+}
+
+/// A [`SlackApi`] for unit tests: records every call and answers with canned ids (message `ts`
+/// `1700000100.000001`, `…002`, … in call order), no network. For the real Web API shapes and
+/// Slack's limits, use the fake of the `testing` feature.
+#[derive(Debug, Default)]
+pub struct RecordingSlack {
+    calls: std::sync::Mutex<Vec<SlackCall>>,
+}
+
+impl RecordingSlack {
+    /// An empty recorder.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Every call so far, in order.
+    pub fn calls(&self) -> Vec<SlackCall> {
+        self.calls.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn record(&self, call: SlackCall) -> usize {
+        let mut calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+        calls.push(call);
+        calls.len()
+    }
+}
+
+fn to_json<T: serde::Serialize>(v: &T) -> serde_json::Value {
+    serde_json::to_value(v).unwrap_or(serde_json::Value::Null)
+}
+
+#[async_trait]
+impl SlackApi for RecordingSlack {
+    async fn post_message(
+        &self,
+        channel: &str,
+        thread_ts: Option<&str>,
+        blocks: Vec<SlackBlock>,
+        text: &str,
+    ) -> Result<String, Error> {
+        let n = self.record(SlackCall::PostMessage {
+            channel: channel.into(),
+            thread_ts: thread_ts.map(Into::into),
+            blocks: to_json(&blocks),
+            text: text.into(),
+        });
+        Ok(format!("1700000100.{n:06}"))
+    }
+
+    async fn update_message(
+        &self,
+        channel: &str,
+        ts: &str,
+        blocks: Vec<SlackBlock>,
+        text: &str,
+    ) -> Result<(), Error> {
+        self.record(SlackCall::UpdateMessage {
+            channel: channel.into(),
+            ts: ts.into(),
+            blocks: to_json(&blocks),
+            text: text.into(),
+        });
+        Ok(())
+    }
+
+    async fn post_ephemeral(
+        &self,
+        channel: &str,
+        user: &str,
+        thread_ts: Option<&str>,
+        text: &str,
+    ) -> Result<(), Error> {
+        self.record(SlackCall::PostEphemeral {
+            channel: channel.into(),
+            user: user.into(),
+            thread_ts: thread_ts.map(Into::into),
+            text: text.into(),
+        });
+        Ok(())
+    }
+
+    async fn open_view(&self, trigger_id: &str, view: SlackView) -> Result<(), Error> {
+        self.record(SlackCall::OpenView {
+            trigger_id: trigger_id.into(),
+            view: to_json(&view),
+        });
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_recorder_records_and_answers_in_order() {
+        let r = RecordingSlack::new();
+        assert_eq!(
+            r.post_message("C1", Some("1.0"), vec![], "hi")
+                .await
+                .unwrap(),
+            "1700000100.000001"
+        );
+        r.post_ephemeral("C1", "U1", None, "psst").await.unwrap();
+        let calls = r.calls();
+        assert_eq!(calls.len(), 2);
+        assert!(matches!(&calls[1], SlackCall::PostEphemeral { user, .. } if user == "U1"));
     }
 }

@@ -1,34 +1,82 @@
-//! Pure conversion of Slack payloads (slack-morphism types) into FrogBot interactions and thread
-//! messages. No I/O.
+//! Pure reading of what Slack sends: request signatures ([`verify`]: `X-Slack-Signature`,
+//! `X-Slack-Request-Timestamp`), interaction payloads and Events API messages (slack-morphism
+//! types) into FrogBot interactions and thread messages, mentions and the bot's own messages.
+//! No I/O.
 //!
-//! Ids: a Slack message is `"{channel}:{ts}"`, a thread is `"{channel}:{thread_ts}"` (the thread's
-//! root ts, or the message's own ts when it starts a thread).
+//! Slack signs `v0:{timestamp}:{body}` with HMAC-SHA256 under the app's signing secret and sends
+//! `v0=<hex>`. Requests more than five minutes old (or ahead) are refused to stop replays.
 
 use frogbot_model::{
     ActionEvent, Interaction, ModalSubmitEvent, PlatformUser, ThreadMessage, ThreadMessageMetadata,
     millis_to_iso,
 };
+use hmac::{Hmac, Mac};
 use serde_json::{Map, Value};
+use sha2::Sha256;
 use slack_morphism::prelude::*;
 
 use crate::Error;
+use crate::ids::{message_id, thread_id};
 
-/// The FrogBot id of a Slack message: `channel:ts`.
-pub fn message_id(channel: &str, ts: &str) -> String {
-    format!("{channel}:{ts}")
-}
+/// The signature header.
+pub const SIGNATURE_HEADER: &str = "x-slack-signature";
+/// The timestamp header.
+pub const TIMESTAMP_HEADER: &str = "x-slack-request-timestamp";
+/// How far a request timestamp may be from now, in seconds.
+pub const MAX_SKEW_SECS: i64 = 5 * 60;
 
-/// The FrogBot thread id of a Slack thread: `channel:thread_ts`.
-pub fn thread_id(channel: &str, thread_ts: &str) -> String {
-    format!("{channel}:{thread_ts}")
-}
-
-/// Splits a `channel:ts` id (message or thread) into its parts.
-pub fn split_id(id: &str) -> Result<(&str, &str), Error> {
-    match id.split_once(':') {
-        Some((c, t)) if !c.is_empty() && !t.is_empty() => Ok((c, t)),
-        _ => Err(Error::BadId(id.to_string())),
+fn mac(secret: &str, timestamp: &str, body: &[u8]) -> Result<Hmac<Sha256>, Error> {
+    if secret.is_empty() {
+        return Err(Error::EmptySecret);
     }
+    let mut mac =
+        Hmac::<Sha256>::new_from_slice(secret.as_bytes()).map_err(|_| Error::EmptySecret)?;
+    mac.update(b"v0:");
+    mac.update(timestamp.as_bytes());
+    mac.update(b":");
+    mac.update(body);
+    Ok(mac)
+}
+
+/// The `X-Slack-Signature` value Slack would send for this body (`v0=<hex>`); for tests and tools.
+pub fn sign(secret: &str, timestamp: &str, body: &[u8]) -> Result<String, Error> {
+    let tag = mac(secret, timestamp, body)?.finalize().into_bytes();
+    Ok(format!("v0={}", hex::encode(tag)))
+}
+
+/// Verifies a Slack request: `timestamp` and `signature` are the raw header values, `body` the raw
+/// request body, `now_secs` the current Unix time in seconds. The comparison is constant-time.
+pub fn verify(
+    secret: &str,
+    timestamp: &str,
+    signature: &str,
+    body: &[u8],
+    now_secs: i64,
+) -> Result<(), Error> {
+    let ts: i64 = timestamp
+        .trim()
+        .parse()
+        .map_err(|_| Error::MalformedTimestamp)?;
+    // Checked: `now - ts` overflows for timestamps near `i64::MIN` / `i64::MAX` (and `abs` of
+    // `i64::MIN` overflows too), which must not wrap into the window.
+    let fresh = now_secs
+        .checked_sub(ts)
+        .and_then(i64::checked_abs)
+        .is_some_and(|skew| skew <= MAX_SKEW_SECS);
+    if !fresh {
+        return Err(Error::StaleTimestamp);
+    }
+    let hex_sig = signature
+        .trim()
+        .strip_prefix("v0=")
+        .ok_or(Error::MalformedSignature)?;
+    let expected = hex::decode(hex_sig).map_err(|_| Error::MalformedSignature)?;
+    if expected.len() != 32 {
+        return Err(Error::MalformedSignature);
+    }
+    mac(secret, timestamp.trim(), body)?
+        .verify_slice(&expected)
+        .map_err(|_| Error::BadSignature)
 }
 
 /// A Slack `ts` (`"1700000000.123456"`) as RFC 3339 (millisecond precision).
@@ -139,6 +187,35 @@ pub fn action_from_block_actions(
             raw,
         },
     })
+}
+
+/// The selections the message's inputs held when the action was taken (a `block_actions`
+/// payload's `state.values`, which Slack sends with every click): `(action_id, chosen values)` of
+/// every checkbox group and select, in payload order.
+pub fn state_selections(raw: &Value) -> Vec<(String, Vec<String>)> {
+    let Some(Value::Object(blocks)) = raw.pointer("/state/values") else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for block in blocks.values() {
+        let Value::Object(inputs) = block else {
+            continue;
+        };
+        for (action_id, v) in inputs {
+            let values: Vec<String> = if let Some(Value::Array(opts)) = v.get("selected_options") {
+                opts.iter()
+                    .filter_map(|o| o["value"].as_str().map(str::to_string))
+                    .collect()
+            } else if let Some(value) = v.pointer("/selected_option/value").and_then(Value::as_str)
+            {
+                vec![value.to_string()]
+            } else {
+                continue;
+            };
+            out.push((action_id.clone(), values));
+        }
+    }
+    out
 }
 
 /// `view_submission` → [`Interaction::ModalSubmit`]: values flattened by `action_id` (a text
@@ -344,10 +421,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ids_and_times() {
-        assert_eq!(message_id("C1", "1.2"), "C1:1.2");
-        assert_eq!(split_id("C1:17.5").unwrap(), ("C1", "17.5"));
-        assert!(split_id("nocolon").is_err());
+    fn times() {
         assert_eq!(
             ts_to_rfc3339("1700000000.123456").unwrap(),
             "2023-11-14T22:13:20.123Z"
@@ -369,5 +443,16 @@ mod tests {
         let v = payload_from_form("payload=%7B%22a%22%3A%22b+c%22%7D&x=1").unwrap();
         assert_eq!(v, serde_json::json!({"a": "b c"}));
         assert!(payload_from_form("x=1").is_err());
+    }
+
+    #[test]
+    fn signs_slack_documented_example() {
+        // The example from Slack's "Verifying requests from Slack" page.
+        let secret = "8f742231b10e8888abcd99yyyzzz85a5";
+        let ts = "1531420618";
+        let body = "token=xyzz0WbapA4vBCDEFasx0q6G&team_id=T1DC2JH3J&team_domain=testteamnow&channel_id=G8PSS9T3V&channel_name=foobar&user_id=U2CERLKJA&user_name=roadrunner&command=%2Fwebhook-collect&text=&response_url=https%3A%2F%2Fhooks.slack.com%2Fcommands%2FT1DC2JH3J%2F397700885554%2F96rGlfmibIGlgcZRskXaIFfN&trigger_id=398738663015.47445629121.803a0bc887a14d10d2c447fce8b6703c";
+        let sig = "v0=a2114d57b48eac39b9ad189dd8316235a7b4a8d21a10bd27519666489c69b503";
+        assert_eq!(sign(secret, ts, body.as_bytes()).unwrap(), sig);
+        verify(secret, ts, sig, body.as_bytes(), 1531420618 + 10).unwrap();
     }
 }

@@ -2,28 +2,42 @@
 //! [`Interaction`](frogbot_model::Interaction)s and [`ThreadMessage`](frogbot_model::ThreadMessage)s,
 //! and draws the agent's questions as Block Kit messages and modals (on slack-morphism 2.x).
 //!
-//! The crate is reusable alone: [`verify`] checks Slack request signatures, [`convert`] and
-//! [`render`] are pure functions over slack-morphism's types, and [`questions`] ties them to
-//! FrogBot's [`ChannelQuestions`](frogbot_model::ChannelQuestions) hooks over a thin
-//! [`SlackApi`] client ([`client`]).
+//! The modules, the same in every FrogBot adapter:
+//! - [`ids`]: the control id codec (`fb1:{kind}:{question}:{option}:{revision}`) and Slack's
+//!   `channel:ts` message / thread ids;
+//! - [`convert`]: pure — request signature checks, interaction payloads and Events API messages →
+//!   FrogBot's model, mentions, the bot's own messages;
+//! - [`render`]: pure — a question set → Block Kit blocks and the modal, within Slack's limits;
+//! - [`client`]: the [`SlackApi`] trait the hooks call, [`SlackWebApi`] over slack-morphism's
+//!   client, and [`RecordingSlack`] for unit tests;
+//! - [`questions`]: [`SlackQuestions`], FrogBot's
+//!   [`ChannelQuestions`](frogbot_model::ChannelQuestions) hooks;
+//! - [`channel`] (feature `engine`): `channel::connect(Config)` → [`channel::SlackAdapter`],
+//!   FrogBot's `Adapter`: the engine `Channel` (hooks, identity, access, outbox), the Events API
+//!   and interactivity routes (HTTP mode) or Socket Mode, per-thread ordering of deliveries;
+//! - `testing` (feature `testing`): a fake of Slack (Web API with its limits, Socket Mode, signed
+//!   HTTP deliveries) and the `ChannelQuestions` conformance harness over it.
 //!
-//! With the feature `engine`, [`channel`] is the glue `frogbot serve` uses: the Events API and
-//! interactivity endpoints (axum), Socket Mode, and the outbox posting replies in threads.
+//! The crate is reusable alone: without `engine` it needs only `frogbot-model` (no runtime, no
+//! database); [`slack_morphism`] is re-exported for the types [`render`] and [`convert`] speak.
 //!
-//! What it must not do: without `engine` it depends on `frogbot-core`'s model only
-//! (`default-features = false`); with it, on the engine but never on sqlx. No storage of its own. Everything a later hook needs travels in the question record
-//! FrogBot passes in; this crate keeps no state of its own.
+//! What it must not do: depend on `frogbot-core` outside the `engine` feature, or on a database
+//! anywhere; keep state of its own — everything a later hook needs travels in the question record
+//! FrogBot passes in, and chats, questions and answers are the engine's, in its store.
 
 #[cfg(feature = "engine")]
 pub mod channel;
 pub mod client;
 pub mod convert;
+pub mod ids;
 pub mod questions;
 pub mod render;
-pub mod verify;
+#[cfg(feature = "testing")]
+pub mod testing;
 
-pub use client::{BotIdentity, SlackApi, SlackWebApi};
+pub use client::{BotIdentity, RecordingSlack, SlackApi, SlackCall, SlackWebApi};
 pub use questions::SlackQuestions;
+pub use slack_morphism;
 
 /// The platform name this adapter uses in `ChannelRef` / `ChannelIdentity`.
 pub const PLATFORM: &str = "slack";

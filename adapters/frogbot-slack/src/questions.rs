@@ -1,22 +1,24 @@
-//! [`SlackQuestions`]: FrogBot's channel-questions hooks for Slack, over a thin [`SlackApi`].
+//! [`SlackQuestions`]: FrogBot's channel-questions hooks for Slack, over a thin [`SlackApi`]:
+//! `render` posts Block Kit ([`crate::render`]), `parse` reads clicks, modal submissions and thread
+//! replies (ids from [`crate::ids`]), `updated`/`settled` redraw with `chat.update`, and the
+//! `rejected`/`denied`/`stale` notices go to the person as ephemeral messages. The multi-step
+//! progress is [`frogbot_model::Progress`] in the record's state.
 
 use async_trait::async_trait;
 use frogbot_model::BoxError;
 use frogbot_model::{
-    Actor, ChannelQuestions, HookArgs, Interaction, ParseArgs, ParseResult, QuestionAnswer,
-    QuestionCall, QuestionChange, QuestionInput, QuestionMessage, QuestionModalMetadata,
-    QuestionOutcome, QuestionOutput, QuestionRecord, RenderArgs, RenderedQuestion, ReplyChoice,
-    Thread, iso_to_millis,
+    Actor, ChannelQuestions, HookArgs, Interaction, ParseArgs, ParseResult, Progress,
+    QuestionAnswer, QuestionCall, QuestionChange, QuestionInput, QuestionMessage,
+    QuestionModalMetadata, QuestionOutcome, QuestionOutput, QuestionRecord, RenderArgs,
+    RenderedQuestion, ReplyChoice, Thread, iso_to_millis,
 };
 use serde_json::{Map, Value};
 
 use crate::Error;
 use crate::client::SlackApi;
-use crate::convert::{message_id, split_id, ts_to_rfc3339};
-use crate::render::{
-    ActionKind, ActionRef, Progress, fallback_text, modal_input_id, modal_view,
-    question_blocks_for, settled_blocks,
-};
+use crate::convert::{state_selections, ts_to_rfc3339};
+use crate::ids::{ActionKind, ActionRef, MODAL_CALLBACK_ID, message_id, modal_input_id, split_id};
+use crate::render::{fallback_text, modal_view, question_blocks_for, settled_blocks};
 
 /// What a participant sees for a denied interaction.
 pub const DENIED_TEXT: &str = "You can't answer this question.";
@@ -69,7 +71,9 @@ impl<A: SlackApi> SlackQuestions<A> {
         self.api.open_view(trigger_id, view).await
     }
 
-    async fn ephemeral(
+    /// Tells the person behind `interaction` `text`, privately in the thread
+    /// (`chat.postEphemeral`): the body of the `rejected`, `denied` and `stale` hooks.
+    async fn notify(
         &self,
         thread: &Thread,
         interaction: &Interaction,
@@ -83,8 +87,13 @@ impl<A: SlackApi> SlackQuestions<A> {
     }
 }
 
+/// Why a control's option is refused.
+const NOT_AVAILABLE: &str = "That option is not available.";
+/// Why an empty Submit is refused.
+const SELECT_FIRST: &str = "Select at least one option, then press Submit.";
+
 fn finish_or_partial(input: &QuestionInput, progress: Progress) -> ParseResult {
-    match input.output_from_picks(&progress.picks) {
+    match progress.output(input) {
         Some(output) => ParseResult::Answer { output },
         None => ParseResult::Partial {
             state: Some(progress.to_state()),
@@ -99,11 +108,26 @@ fn indices(value: Option<&str>) -> Option<Vec<usize>> {
     }
 }
 
+/// The options of question `q` the payload's `state.values` shows checked (Slack sends the
+/// message's input state with every click), when it has that question's checkbox group.
+fn checked_in_state(raw: &Value, q: usize) -> Option<Vec<usize>> {
+    state_selections(raw).into_iter().find_map(|(id, values)| {
+        let a = ActionRef::decode(&id)?;
+        (a.kind == ActionKind::Toggle && a.question == q).then(|| {
+            values
+                .iter()
+                .map(|v| v.parse().ok())
+                .collect::<Option<Vec<usize>>>()
+        })?
+    })
+}
+
 fn parse_action(
     input: &QuestionInput,
     question: &QuestionRecord,
     action_id: &str,
     value: Option<&str>,
+    raw: &Value,
 ) -> ParseResult {
     let Some(a) = ActionRef::decode(action_id) else {
         return ParseResult::Ignore;
@@ -117,28 +141,28 @@ fn parse_action(
     if a.revision != question.revision {
         return ParseResult::Stale;
     }
-    let mut progress = Progress::from_state(question.state.as_ref(), input.questions.len());
+    let mut progress = Progress::of(input, question);
     let label = |i: usize| q.options.get(i).map(|o| o.label.clone());
     match a.kind {
         ActionKind::Choose | ActionKind::Select => {
             let option = a.option.or_else(|| value.and_then(|v| v.parse().ok()));
             let Some(l) = option.and_then(label) else {
                 return ParseResult::Rejected {
-                    reason: "That option is not available.".into(),
+                    reason: NOT_AVAILABLE.into(),
                 };
             };
-            progress.picks[a.question] = Some(vec![l]);
+            progress.pick(a.question, vec![l]);
             finish_or_partial(input, progress)
         }
         ActionKind::Toggle => {
             let Some(checked) = indices(value) else {
                 return ParseResult::Rejected {
-                    reason: "That option is not available.".into(),
+                    reason: NOT_AVAILABLE.into(),
                 };
             };
             if checked.iter().any(|i| *i >= q.options.len()) {
                 return ParseResult::Rejected {
-                    reason: "That option is not available.".into(),
+                    reason: NOT_AVAILABLE.into(),
                 };
             }
             progress.checked[a.question] = checked;
@@ -147,18 +171,26 @@ fn parse_action(
             }
         }
         ActionKind::Submit => {
-            let checked = progress.checked[a.question].clone();
+            // What the person sees checked when pressing Submit; else what earlier toggles saved.
+            let checked = checked_in_state(raw, a.question)
+                .unwrap_or_else(|| progress.checked(a.question).to_vec());
             if checked.is_empty() {
                 return ParseResult::Rejected {
-                    reason: "Select at least one option, then press Submit.".into(),
+                    reason: SELECT_FIRST.into(),
                 };
             }
-            let Some(labels) = checked.into_iter().map(label).collect::<Option<Vec<_>>>() else {
+            let Some(labels) = checked
+                .iter()
+                .copied()
+                .map(label)
+                .collect::<Option<Vec<_>>>()
+            else {
                 return ParseResult::Rejected {
-                    reason: "That option is not available.".into(),
+                    reason: NOT_AVAILABLE.into(),
                 };
             };
-            progress.picks[a.question] = Some(labels);
+            progress.checked[a.question] = checked;
+            progress.pick(a.question, labels);
             finish_or_partial(input, progress)
         }
         ActionKind::Other => ParseResult::Ignore,
@@ -261,7 +293,8 @@ impl<A: SlackApi> ChannelQuestions for SlackQuestions<A> {
         let (channel, thread_ts) = split_id(&args.thread.id)?;
         let mut out = Vec::new();
         for call in args.calls {
-            let blocks = question_blocks_for(&call.input, 0, &Progress::default());
+            let blocks =
+                question_blocks_for(&call.input, 0, &Progress::from_state(&call.input, None));
             let ts = self
                 .api
                 .post_message(
@@ -292,13 +325,14 @@ impl<A: SlackApi> ChannelQuestions for SlackQuestions<A> {
                 args.question,
                 &event.action_id,
                 event.value.as_deref(),
+                &event.raw,
             ),
             Interaction::ModalSubmit { event } => {
                 let ours = event
                     .raw
                     .pointer("/view/callback_id")
                     .and_then(Value::as_str)
-                    .is_none_or(|c| c == crate::render::MODAL_CALLBACK_ID);
+                    .is_none_or(|c| c == MODAL_CALLBACK_ID);
                 if !ours {
                     return ParseResult::Ignore;
                 }
@@ -319,7 +353,7 @@ impl<A: SlackApi> ChannelQuestions for SlackQuestions<A> {
         _interaction: Option<&Interaction>,
     ) -> Result<Option<QuestionChange>, BoxError> {
         let input = &args.call.input;
-        let progress = Progress::from_state(args.question.state.as_ref(), input.questions.len());
+        let progress = Progress::of(input, args.question);
         let blocks = question_blocks_for(input, args.question.revision, &progress);
         let current = args
             .question
@@ -364,14 +398,14 @@ impl<A: SlackApi> ChannelQuestions for SlackQuestions<A> {
         interaction: &Interaction,
         reason: &str,
     ) -> Result<(), BoxError> {
-        self.ephemeral(args.thread, interaction, reason).await
+        self.notify(args.thread, interaction, reason).await
     }
 
     async fn denied(&self, args: HookArgs<'_>, interaction: &Interaction) -> Result<(), BoxError> {
-        self.ephemeral(args.thread, interaction, DENIED_TEXT).await
+        self.notify(args.thread, interaction, DENIED_TEXT).await
     }
 
     async fn stale(&self, args: HookArgs<'_>, interaction: &Interaction) -> Result<(), BoxError> {
-        self.ephemeral(args.thread, interaction, STALE_TEXT).await
+        self.notify(args.thread, interaction, STALE_TEXT).await
     }
 }

@@ -6,20 +6,29 @@
 //! (it opens the modal of [`modal_view`]). A set that would need more than 25 blocks is drawn
 //! compact: one summary section and an "Answer…" button that opens the modal.
 //!
-//! Control ids are `fb1:{kind}:{question}:{option}:{revision}` (see [`ActionRef`]), so a click on
-//! controls drawn for an older revision of the record is recognisably stale.
+//! Control ids come from [`crate::ids`]; texts are cut to Slack's limits with
+//! [`frogbot_model::text::truncate`].
 
+use frogbot_model::text::truncate;
 use frogbot_model::{
-    Actor, QuestionInput, QuestionItem, QuestionModalMetadata, QuestionOutcome, QuestionOutput,
-    encode_question_modal_metadata,
+    Actor, Progress, QuestionInput, QuestionItem, QuestionModalMetadata, QuestionOutcome,
+    QuestionOutput, encode_question_modal_metadata,
 };
-use serde::{Deserialize, Serialize};
 use slack_morphism::prelude::*;
 
 use crate::Error;
+use crate::ids::{ActionKind, ActionRef, MODAL_CALLBACK_ID, modal_input_id};
 
-/// Slack: at most 50 blocks per message; FrogBot keeps a message to 25.
+/// Slack: at most 50 blocks per message.
+pub const SLACK_MAX_MESSAGE_BLOCKS: usize = 50;
+/// FrogBot keeps a question message to 25 blocks (Slack allows 50).
 pub const MAX_MESSAGE_BLOCKS: usize = 25;
+/// Slack: at most 25 elements in an actions block.
+pub const MAX_ACTIONS_ELEMENTS: usize = 25;
+/// Slack: a message's `text` (longer text is truncated by Slack).
+pub const MAX_MESSAGE_TEXT: usize = 40_000;
+/// Slack: an `action_id`.
+pub const MAX_ACTION_ID: usize = 255;
 /// Slack: at most 100 blocks in a modal.
 pub const MAX_MODAL_BLOCKS: usize = 100;
 /// Slack: a button's text.
@@ -42,147 +51,6 @@ pub const MAX_CHECKBOX_OPTIONS: usize = 10;
 pub const MAX_BUTTONS: usize = 5;
 /// Slack: a modal's private metadata.
 pub const MAX_PRIVATE_METADATA: usize = 3000;
-
-const PREFIX: &str = "fb1";
-
-/// What a control does.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum ActionKind {
-    /// A single-choice button (`option` set).
-    Choose,
-    /// A single-choice static select (the option comes in the value).
-    Select,
-    /// A checkbox group or multi-select changed (the options come in the value).
-    Toggle,
-    /// Submit the checked options of a `multiple` question.
-    Submit,
-    /// Open the modal ("Other…" / "Answer…").
-    Other,
-}
-
-impl ActionKind {
-    fn code(self) -> &'static str {
-        match self {
-            ActionKind::Choose => "b",
-            ActionKind::Select => "s",
-            ActionKind::Toggle => "c",
-            ActionKind::Submit => "u",
-            ActionKind::Other => "o",
-        }
-    }
-
-    fn from_code(code: &str) -> Option<Self> {
-        Some(match code {
-            "b" => ActionKind::Choose,
-            "s" => ActionKind::Select,
-            "c" => ActionKind::Toggle,
-            "u" => ActionKind::Submit,
-            "o" => ActionKind::Other,
-            _ => return None,
-        })
-    }
-}
-
-/// A decoded control id.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ActionRef {
-    /// What the control does.
-    pub kind: ActionKind,
-    /// The question index (0 for a set-wide control).
-    pub question: usize,
-    /// The option index, for a button.
-    pub option: Option<usize>,
-    /// The record revision the control was drawn for.
-    pub revision: u64,
-}
-
-impl ActionRef {
-    /// Encodes the control id (`fb1:{kind}:{question}:{option|-}:{revision}`, well under 255 chars).
-    pub fn encode(&self) -> String {
-        let opt = self
-            .option
-            .map_or_else(|| "-".to_string(), |o| o.to_string());
-        format!(
-            "{PREFIX}:{}:{}:{opt}:{}",
-            self.kind.code(),
-            self.question,
-            self.revision
-        )
-    }
-
-    /// Decodes a control id; `None` when it is not one of ours.
-    pub fn decode(id: &str) -> Option<Self> {
-        let mut parts = id.split(':');
-        if parts.next()? != PREFIX {
-            return None;
-        }
-        let kind = ActionKind::from_code(parts.next()?)?;
-        let question = parts.next()?.parse().ok()?;
-        let option = match parts.next()? {
-            "-" => None,
-            o => Some(o.parse().ok()?),
-        };
-        let revision = parts.next()?.parse().ok()?;
-        if parts.next().is_some() {
-            return None;
-        }
-        Some(ActionRef {
-            kind,
-            question,
-            option,
-            revision,
-        })
-    }
-}
-
-/// The input ids of the modal: `fb1:m:{question}:pick` and `fb1:m:{question}:text`.
-pub fn modal_input_id(question: usize, text: bool) -> String {
-    format!(
-        "{PREFIX}:m:{question}:{}",
-        if text { "text" } else { "pick" }
-    )
-}
-
-/// The modal's callback id.
-pub const MODAL_CALLBACK_ID: &str = "fb1:questions";
-
-/// A question set's progress while it is answered in the message (kept in the record's `state`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Progress {
-    /// Confirmed answers by question (labels).
-    #[serde(default)]
-    pub picks: Vec<Option<Vec<String>>>,
-    /// Checked but not yet submitted options of `multiple` questions (option indices).
-    #[serde(default)]
-    pub checked: Vec<Vec<usize>>,
-}
-
-impl Progress {
-    /// The progress in a record's state (empty when absent or unreadable), sized for `n` questions.
-    pub fn from_state(state: Option<&serde_json::Value>, n: usize) -> Self {
-        let mut p: Progress = state
-            .and_then(|s| serde_json::from_value(s.clone()).ok())
-            .unwrap_or_default();
-        p.picks.resize(n, None);
-        p.checked.resize(n, Vec::new());
-        p
-    }
-
-    /// As record state.
-    pub fn to_state(&self) -> serde_json::Value {
-        serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
-    }
-}
-
-/// Truncates to at most `max` characters (an ellipsis marks a cut).
-pub fn truncate(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_string();
-    }
-    let mut out: String = text.chars().take(max.saturating_sub(1)).collect();
-    out.push('…');
-    out
-}
 
 fn plain(text: &str, max: usize) -> SlackBlockPlainTextOnly {
     SlackBlockPlainText::new(truncate(text, max)).into()
@@ -556,36 +424,6 @@ mod tests {
     }
 
     #[test]
-    fn action_ids_round_trip_and_reject_foreign_ids() {
-        let a = ActionRef {
-            kind: ActionKind::Choose,
-            question: 3,
-            option: Some(4),
-            revision: 17,
-        };
-        assert_eq!(a.encode(), "fb1:b:3:4:17");
-        assert_eq!(ActionRef::decode(&a.encode()), Some(a));
-        let s = ActionRef {
-            kind: ActionKind::Submit,
-            question: 0,
-            option: None,
-            revision: 0,
-        };
-        assert_eq!(ActionRef::decode(&s.encode()), Some(s));
-        for bad in [
-            "",
-            "approve",
-            "fb1:x:0:-:0",
-            "fb1:b:0:-",
-            "fb1:b:0:-:0:9",
-            "fb2:b:0:1:0",
-        ] {
-            assert_eq!(ActionRef::decode(bad), None, "{bad}");
-        }
-        assert!(a.encode().len() <= 255);
-    }
-
-    #[test]
     fn up_to_five_options_are_buttons_carrying_the_option_index() {
         let b = json(&question_blocks_for(
             &input(vec![item("Env", 5, false, false)]),
@@ -656,8 +494,6 @@ mod tests {
         for o in elements(&b, 1)[0]["options"].as_array().unwrap() {
             assert!(o["text"]["text"].as_str().unwrap().chars().count() <= MAX_OPTION_TEXT);
         }
-        assert_eq!(truncate("abc", 3), "abc");
-        assert_eq!(truncate("abcd", 3), "ab…");
     }
 
     #[test]
@@ -668,6 +504,7 @@ mod tests {
             &Progress {
                 picks: vec![None],
                 checked: vec![vec![1]],
+                prompts: vec![],
             },
         ));
         let els = elements(&b, 1);

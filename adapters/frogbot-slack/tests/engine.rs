@@ -1,50 +1,20 @@
 //! End to end with FrogBot's engine (SQLite): a Slack mention starts a turn, the agent asks, the
-//! question is posted as Block Kit to a fake Slack Web API, a button click converted from a real
-//! `block_actions` payload is recorded, every message is closed, and the agent continues.
+//! question is posted as Block Kit to the fake Slack, a button click converted from the
+//! `block_actions` payload Slack sends for the posted blocks is recorded, every message is
+//! closed, and the agent continues.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use axum::Router;
-use axum::extract::{Path, State};
-use axum::routing::post;
 use frogbot_core::agent::scripted::{ScriptedModel, call, reply};
 use frogbot_core::agent::{
     AllowAll, Channel, ChannelMessageOutcome, Engine, EngineConfig, InteractionOutcome,
     ModelMessage, ModelOffer, ModelRequest, Sent, channel_chat_id,
 };
 use frogbot_core::model::{PrefixedIdentity, TurnState, UserId, now_millis};
+use frogbot_slack::PLATFORM;
 use frogbot_slack::convert::{interaction_from_payload, message_from_push_json};
-use frogbot_slack::{PLATFORM, SlackQuestions, SlackWebApi};
-use hyper_util::client::legacy::connect::HttpConnector;
-use serde_json::{Value, json};
-use slack_morphism::prelude::*;
-
-type Calls = Arc<Mutex<Vec<(String, Value)>>>;
-
-async fn api(
-    State(calls): State<Calls>,
-    Path(method): Path<String>,
-    body: String,
-) -> axum::Json<Value> {
-    let body: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
-    let n = {
-        let mut c = calls.lock().unwrap();
-        c.push((method.clone(), body.clone()));
-        c.len()
-    };
-    let channel = body["channel"].clone();
-    axum::Json(match method.as_str() {
-        "chat.postMessage" => {
-            let ts = format!("1700000100.{n:06}");
-            json!({"ok": true, "channel": channel, "ts": ts, "message": {"ts": ts, "text": body["text"]}})
-        }
-        "chat.update" => {
-            json!({"ok": true, "channel": channel, "ts": body["ts"], "message": {"text": body["text"]}})
-        }
-        "chat.postEphemeral" => json!({"ok": true, "message_ts": "1700000500.000001"}),
-        _ => json!({"ok": false, "error": "unknown_method"}),
-    })
-}
+use frogbot_slack::testing::{BOT_USER, FakeSlack};
+use serde_json::json;
 
 fn last_user(req: &ModelRequest) -> String {
     req.messages
@@ -59,16 +29,8 @@ fn last_user(req: &ModelRequest) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slack_click_is_recorded_and_the_agent_continues() {
-    let calls: Calls = Arc::default();
-    let app = Router::new()
-        .route("/api/{method}", post(api))
-        .with_state(calls.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    let connector = SlackClientHyperConnector::with_connector(HttpConnector::new())
-        .with_slack_api_url(&format!("http://{addr}/api"));
-    let questions = SlackQuestions::new(SlackWebApi::new(connector, "xoxb-test"));
+    let fake = FakeSlack::start().await;
+    let questions = fake.questions();
 
     let db = frogbot_testkit::sqlite_db();
     let store = frogbot_testkit::open_store(&db.url).await;
@@ -104,15 +66,11 @@ async fn a_slack_click_is_recorded_and_the_agent_continues() {
     });
 
     // Someone mentions the bot in a channel: the mention starts a thread at its own ts.
-    let push = json!({
-        "token": "t", "team_id": "T1", "api_app_id": "A1", "type": "event_callback",
-        "event_id": "Ev1", "event_time": 1700000000,
-        "event": {"type": "app_mention", "user": "U123", "text": "<@UBOT> deploy please",
-                  "ts": "1700000000.000100", "channel": "C42", "event_ts": "1700000000.000100"}
-    });
-    let incoming = message_from_push_json(&push, "UBOT").unwrap().unwrap();
+    let said = fake.user_message("C42", None, "U123", &format!("<@{BOT_USER}> deploy please"));
+    let push = fake.event_callback(fake.mention_event(&said));
+    let incoming = message_from_push_json(&push, BOT_USER).unwrap().unwrap();
     assert!(incoming.mentioned);
-    assert_eq!(incoming.thread, "C42:1700000000.000100");
+    assert_eq!(incoming.thread, format!("C42:{}", said.ts));
     match engine
         .channel_message(PLATFORM, &incoming.thread, incoming.message)
         .await
@@ -125,22 +83,16 @@ async fn a_slack_click_is_recorded_and_the_agent_continues() {
     }
     let chat = channel_chat_id(PLATFORM, &incoming.thread);
     assert_eq!(engine.state(&chat).await.unwrap(), TurnState::Awaiting);
-    let posted = calls.lock().unwrap().clone();
-    assert_eq!(posted.len(), 1);
-    assert_eq!(posted[0].0, "chat.postMessage");
-    assert_eq!(posted[0].1["thread_ts"], "1700000000.000100");
-    let button = &posted[0].1["blocks"][1]["elements"][1];
+    let posted = fake.all_calls();
+    assert_eq!(posted.len(), 1, "{posted:?}");
+    assert_eq!(posted[0].method, "chat.postMessage");
+    assert_eq!(posted[0].body["thread_ts"], said.ts.as_str());
+    let question = fake.thread_messages(&incoming.thread).pop().unwrap();
+    let button = fake.element(&question.id(), "prod").expect("a prod button");
     assert_eq!(button["text"]["text"], "prod");
 
-    // A click on "prod", as Slack sends it.
-    let payload = json!({
-        "type": "block_actions",
-        "user": {"id": "U777", "username": "bob", "team_id": "T1"},
-        "api_app_id": "A1", "team": {"id": "T1", "domain": "frogs"},
-        "container": {"type": "message", "message_ts": "1700000100.000001", "channel_id": "C42"},
-        "trigger_id": "1.2.3", "channel": {"id": "C42", "name": "ops"},
-        "actions": [{"type": "button", "action_id": button["action_id"], "value": button["value"], "action_ts": "1700000150.1"}]
-    });
+    // A click on "prod", as Slack sends it for the blocks it shows.
+    let payload = fake.click("U777", &question.id(), "prod").unwrap();
     let click = interaction_from_payload(&payload).unwrap().unwrap();
     let out = engine
         .handle_interaction(PLATFORM, Some(&incoming.thread), &click)
@@ -160,19 +112,14 @@ async fn a_slack_click_is_recorded_and_the_agent_continues() {
     assert!(q.closed);
     assert_eq!(q.actor.unwrap().user, Some(UserId::new("slack:U777")));
     // settled closed the message.
-    let updates: Vec<_> = calls
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|(m, _)| m == "chat.update")
-        .cloned()
-        .collect();
+    let updates = fake.calls("chat.update");
     assert_eq!(updates.len(), 1);
-    assert_eq!(updates[0].1["ts"], "1700000100.000001");
+    assert_eq!(updates[0].body["ts"], question.ts.as_str());
     assert_eq!(
-        updates[0].1["blocks"][1]["elements"][0]["text"],
+        updates[0].body["blocks"][1]["elements"][0]["text"],
         "✅ Answered by <@U777>: prod"
     );
+    assert_eq!(fake.controls(&question.id()), 0, "no controls left");
     // The agent continued with the answer.
     let last = model.requests().pop().unwrap();
     assert!(
@@ -186,10 +133,46 @@ async fn a_slack_click_is_recorded_and_the_agent_continues() {
         .unwrap();
     assert_eq!(late, InteractionOutcome::Stale);
     assert!(
-        calls
-            .lock()
-            .unwrap()
+        fake.notices("U777")
             .iter()
-            .any(|(m, b)| m == "chat.postEphemeral" && b["user"] == "U777")
+            .any(|t| t == frogbot_slack::questions::STALE_TEXT)
     );
+}
+
+#[tokio::test]
+async fn a_long_reply_is_split_within_slacks_text_limit() {
+    use frogbot_core::agent::Adapter;
+    use frogbot_core::model::{Thread, UiMessage};
+    let fake = FakeSlack::start().await;
+    let slack = frogbot_slack::channel::connect(fake.http_config())
+        .await
+        .unwrap();
+    let outbox = slack.channel().outbox.expect("an outbox");
+    let thread = Thread {
+        id: "C42:1700000000.000100".into(),
+        platform: PLATFORM.into(),
+        chat_id: "chat-1".into(),
+    };
+    let paragraph = format!("{}\n\n", "word ".repeat(2000));
+    let reply: UiMessage = serde_json::from_value(json!({
+        "id": "m1", "role": "assistant",
+        "parts": [{"type": "text", "text": paragraph.repeat(9)}]
+    }))
+    .unwrap();
+    outbox.post_reply(&thread, &reply).await.unwrap();
+    let posts = fake.calls("chat.postMessage");
+    assert!(posts.len() >= 3, "90,000 characters need three messages");
+    for p in &posts {
+        assert_eq!(p.body["thread_ts"], "1700000000.000100");
+        assert!(p.body["text"].as_str().unwrap().chars().count() <= 39_000);
+        assert!(p.body.get("blocks").is_none(), "a plain text reply");
+    }
+    assert!(fake.violations().is_empty());
+    // Blank text posts nothing.
+    let blank: UiMessage = serde_json::from_value(json!({
+        "id": "m2", "role": "assistant", "parts": [{"type": "text", "text": "  \n"}]
+    }))
+    .unwrap();
+    outbox.post_reply(&thread, &blank).await.unwrap();
+    assert_eq!(fake.calls("chat.postMessage").len(), posts.len());
 }

@@ -1,119 +1,21 @@
-//! `SlackQuestions` driven through slack-morphism's real client against a local fake of the Slack
-//! Web API (axum on 127.0.0.1:0), plus `parse` for every control.
+//! `SlackQuestions` driven through slack-morphism's real client against the fake Slack
+//! (`frogbot_slack::testing`), plus `parse` for every control.
 
-use std::sync::{Arc, Mutex};
-
-use axum::Router;
-use axum::extract::{Path, State};
-use axum::http::HeaderMap;
-use axum::routing::post;
 use frogbot_core::model::{
     ActionEvent, Actor, ChannelIdentity, ChannelQuestions, HookArgs, Interaction, ModalSubmitEvent,
     ParseArgs, ParseResult, PlatformUser, QuestionAnswer, QuestionCall, QuestionInput,
     QuestionMessage, QuestionOutcome, QuestionOutput, QuestionRecord, RenderArgs, RequestContext,
     Thread, ThreadMessage, ThreadMessageMetadata, decode_question_modal_metadata,
 };
+use frogbot_slack::channel::Connector;
+use frogbot_slack::convert::ts_to_rfc3339;
+use frogbot_slack::testing::{BOT_TOKEN, FakeSlack};
 use frogbot_slack::{SlackQuestions, SlackWebApi};
-use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::{Value, json};
-use slack_morphism::prelude::*;
 
-#[derive(Clone, Debug)]
-struct Call {
-    method: String,
-    auth: String,
-    body: Value,
-}
-
-#[derive(Clone, Default)]
-struct Fake {
-    calls: Arc<Mutex<Vec<Call>>>,
-    fail: Arc<Mutex<Option<String>>>,
-}
-
-impl Fake {
-    fn calls(&self, method: &str) -> Vec<Call> {
-        self.calls
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|c| c.method == method)
-            .cloned()
-            .collect()
-    }
-}
-
-async fn api(
-    State(fake): State<Fake>,
-    Path(method): Path<String>,
-    headers: HeaderMap,
-    body: String,
-) -> axum::Json<Value> {
-    let body: Value = serde_json::from_str(&body).unwrap_or(Value::String(body));
-    let auth = headers
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_string();
-    let n = {
-        let mut calls = fake.calls.lock().unwrap();
-        calls.push(Call {
-            method: method.clone(),
-            auth,
-            body: body.clone(),
-        });
-        calls.len()
-    };
-    if let Some(error) = fake.fail.lock().unwrap().clone() {
-        return axum::Json(json!({"ok": false, "error": error}));
-    }
-    let channel = body["channel"].as_str().unwrap_or("C42").to_string();
-    axum::Json(match method.as_str() {
-        "auth.test" => json!({
-            "ok": true, "url": "https://frogs.slack.com/", "team": "Frogs", "user": "frogbot",
-            "team_id": "T1", "user_id": "UBOT", "bot_id": "B1"
-        }),
-        "chat.postMessage" => {
-            let ts = format!("1700000100.{n:06}");
-            json!({
-                "ok": true, "channel": channel, "ts": ts,
-                "message": {
-                    "type": "message", "subtype": "bot_message", "text": body["text"],
-                    "ts": ts, "bot_id": "B1", "blocks": body["blocks"]
-                }
-            })
-        }
-        "chat.update" => json!({
-            "ok": true, "channel": channel, "ts": body["ts"], "text": body["text"],
-            "message": {"text": body["text"], "user": "UBOT", "bot_id": "B1", "blocks": body["blocks"]}
-        }),
-        "chat.postEphemeral" => json!({"ok": true, "message_ts": format!("1700000500.{n:06}")}),
-        "views.open" => {
-            let mut view = body["view"].clone();
-            view["id"] = json!("V1");
-            view["team_id"] = json!("T1");
-            view["hash"] = json!("1700000600.abc");
-            view["state"] = json!({"values": {}});
-            json!({"ok": true, "view": view})
-        }
-        _ => json!({"ok": false, "error": "unknown_method"}),
-    })
-}
-
-async fn start() -> (
-    Fake,
-    SlackQuestions<SlackWebApi<SlackClientHyperConnector<HttpConnector>>>,
-) {
-    let fake = Fake::default();
-    let app = Router::new()
-        .route("/api/{method}", post(api).get(api))
-        .with_state(fake.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    let connector = SlackClientHyperConnector::with_connector(HttpConnector::new())
-        .with_slack_api_url(&format!("http://{addr}/api"));
-    let questions = SlackQuestions::new(SlackWebApi::new(connector, "xoxb-test-token"));
+async fn start() -> (FakeSlack, SlackQuestions<SlackWebApi<Connector>>) {
+    let fake = FakeSlack::start().await;
+    let questions = fake.questions();
     (fake, questions)
 }
 
@@ -123,6 +25,26 @@ fn thread() -> Thread {
         platform: "slack".into(),
         chat_id: "chat-1".into(),
     }
+}
+
+/// `n` question messages the bot posted in the thread (so `chat.update` finds them); their ids.
+async fn posted(fake: &FakeSlack, n: usize) -> Vec<String> {
+    let api = fake.client(BOT_TOKEN);
+    let mut ids = Vec::new();
+    for _ in 0..n {
+        let ts = frogbot_slack::SlackApi::post_message(
+            &api,
+            "C42",
+            Some("1700000000.000100"),
+            Vec::new(),
+            "a question",
+        )
+        .await
+        .unwrap();
+        ids.push(format!("C42:{ts}"));
+    }
+    fake.fail_with(None);
+    ids
 }
 
 fn call(id: &str, questions: Value) -> QuestionCall {
@@ -245,7 +167,7 @@ async fn render_posts_one_block_kit_message_per_call_in_the_thread() {
         .unwrap();
     let posts = fake.calls("chat.postMessage");
     assert_eq!(posts.len(), 2);
-    assert_eq!(posts[0].auth, "Bearer xoxb-test-token");
+    assert_eq!(posts[0].auth, format!("Bearer {BOT_TOKEN}"));
     assert_eq!(posts[0].body["channel"], "C42");
     assert_eq!(posts[0].body["thread_ts"], "1700000000.000100");
     assert_eq!(posts[0].body["text"], "Where to deploy?");
@@ -261,18 +183,25 @@ async fn render_posts_one_block_kit_message_per_call_in_the_thread() {
     assert_eq!(posts[1].body["blocks"].as_array().unwrap().len(), 6);
 
     assert_eq!(out.len(), 2);
+    let shown = fake.thread_messages("C42:1700000000.000100");
+    assert_eq!(shown.len(), 2, "both posted in the thread");
     assert_eq!(out[0].calls, ["call-1"]);
-    assert_eq!(out[0].messages[0].id, "C42:1700000100.000001");
-    assert_eq!(out[0].messages[0].posted_at, "2023-11-14T22:15:00.000Z");
+    assert_eq!(out[0].messages[0].id, format!("C42:{}", shown[0].ts));
+    assert_eq!(
+        out[0].messages[0].posted_at,
+        ts_to_rfc3339(&shown[0].ts).unwrap()
+    );
     assert_eq!(out[1].calls, ["call-2"]);
-    assert_eq!(out[1].messages[0].id, "C42:1700000100.000002");
+    assert_eq!(out[1].messages[0].id, format!("C42:{}", shown[1].ts));
+    assert!(fake.violations().is_empty(), "{:?}", fake.violations());
 }
 
 #[tokio::test]
 async fn settled_updates_every_message_of_the_record() {
     let (fake, q) = start().await;
     let c = env_call();
-    let rec = record(&["C42:1700000100.000001", "C42:1700000100.000009"], 0, None);
+    let ids = posted(&fake, 2).await;
+    let rec = record(&[ids[0].as_str(), ids[1].as_str()], 0, None);
     let actor = Actor {
         user: None,
         identity: Some(ChannelIdentity {
@@ -297,7 +226,15 @@ async fn settled_updates_every_message_of_the_record() {
     let updates = fake.calls("chat.update");
     assert_eq!(updates.len(), 2);
     let ts: Vec<_> = updates.iter().map(|u| u.body["ts"].clone()).collect();
-    assert_eq!(ts, [json!("1700000100.000001"), json!("1700000100.000009")]);
+    let want: Vec<_> = ids
+        .iter()
+        .map(|id| json!(id.split_once(':').unwrap().1))
+        .collect();
+    assert_eq!(ts, want);
+    // What a person sees now: the outcome, no controls.
+    for id in &ids {
+        assert_eq!(fake.controls(id), 0);
+    }
     for u in &updates {
         assert_eq!(u.body["channel"], "C42");
         let blocks = u.body["blocks"].as_array().unwrap();
@@ -310,7 +247,7 @@ async fn settled_updates_every_message_of_the_record() {
     }
 
     // A failing update is reported (FrogBot logs it and closes the question anyway).
-    *fake.fail.lock().unwrap() = Some("message_not_found".into());
+    fake.fail_with(Some("message_not_found"));
     let err = q
         .settled(args, None, &QuestionOutcome::Dismissed)
         .await
@@ -363,7 +300,7 @@ async fn open_other_opens_the_modal_with_the_form_locator() {
     // parse is free of side effects: the "Other…" button is ignored there…
     assert_eq!(parse(&q, &c, &rec, &other), ParseResult::Ignore);
     assert!(frogbot_slack::questions::is_open_form_action("fb1:o:0:-:0"));
-    assert!(fake.calls.lock().unwrap().is_empty());
+    assert_eq!(fake.count(), 0);
     // …and the receiving layer opens the form.
     q.open_other(&thread(), &c, &rec, "trigger-1")
         .await
@@ -386,7 +323,8 @@ async fn updated_redraws_the_current_message_at_the_new_revision() {
     let (fake, q) = start().await;
     let c = set_call();
     let state = json!({"picks": [["prod"], null, null], "checked": [[], [1], []]});
-    let rec = record(&["C42:1700000100.000001"], 3, Some(state));
+    let ids = posted(&fake, 1).await;
+    let rec = record(&[ids[0].as_str()], 3, Some(state));
     let req = RequestContext::default();
     let args = HookArgs {
         call: &c,
@@ -397,7 +335,7 @@ async fn updated_redraws_the_current_message_at_the_new_revision() {
     assert_eq!(q.updated(args, None).await.unwrap(), None);
     let updates = fake.calls("chat.update");
     assert_eq!(updates.len(), 1);
-    assert_eq!(updates[0].body["ts"], "1700000100.000001");
+    assert_eq!(updates[0].body["ts"], ids[0].split_once(':').unwrap().1);
     let blocks = &updates[0].body["blocks"];
     assert!(
         blocks[0]["text"]["text"]
@@ -549,7 +487,7 @@ async fn parse_reads_every_control() {
         parse(&q, &c1, &rec0, &modal(json!({"fb1:m:0:pick": "9"}))),
         ParseResult::Rejected { .. }
     ));
-    assert!(fake.calls.lock().unwrap().is_empty(), "parse made no call");
+    assert_eq!(fake.count(), 0, "parse made no call");
 }
 
 #[tokio::test]
@@ -602,5 +540,115 @@ async fn auth_test_tells_the_bot_its_own_ids() {
     assert_eq!(me.team_id, "T1");
     let calls = fake.calls("auth.test");
     assert_eq!(calls.len(), 1);
-    assert_eq!(calls[0].auth, "Bearer xoxb-test-token");
+    assert_eq!(calls[0].auth, format!("Bearer {BOT_TOKEN}"));
+}
+
+#[tokio::test]
+async fn the_fake_refuses_what_slack_refuses() {
+    use frogbot_slack::SlackApi;
+    use frogbot_slack::slack_morphism::prelude::*;
+    let (fake, _q) = start().await;
+    let api = fake.client(BOT_TOKEN);
+    let section = |text: &str| -> SlackBlock {
+        SlackSectionBlock::new()
+            .with_text(SlackBlockMarkDownText::new(text.into()).into())
+            .into()
+    };
+    let button = |text: &str, id: usize| -> SlackActionBlockElement {
+        SlackBlockButtonElement::new(SlackBlockPlainText::new(text.into()).into())
+            .with_action_id(SlackActionId(format!("a{id}")))
+            .into()
+    };
+    // 51 blocks, a 3001-character section, a 76-character button, 26 elements in an actions block.
+    let cases: Vec<(Vec<SlackBlock>, &str)> = vec![
+        ((0..51).map(|_| section("x")).collect(), "/blocks"),
+        (vec![section(&"y".repeat(3001))], "/blocks/0/text/text"),
+        (
+            vec![SlackActionsBlock::new(vec![button(&"z".repeat(76), 0)]).into()],
+            "/blocks/0/elements/0/text/text",
+        ),
+        (
+            vec![SlackActionsBlock::new((0..26).map(|i| button("ok", i)).collect()).into()],
+            "/blocks/0/elements",
+        ),
+    ];
+    for (blocks, pointer) in cases {
+        let err = api
+            .post_message("C42", None, blocks, "t")
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("invalid_blocks"), "{err}");
+        assert!(
+            fake.violations()
+                .last()
+                .is_some_and(|v| v.contains(pointer)),
+            "{pointer}: {:?}",
+            fake.violations()
+        );
+    }
+    // Within the limits: accepted, and shown as sent (every block gets a block_id).
+    let ts = api
+        .post_message("C42", None, vec![section(&"y".repeat(3000))], "t")
+        .await
+        .unwrap();
+    let shown = fake.message(&format!("C42:{ts}")).unwrap();
+    assert!(shown.blocks[0]["block_id"].is_string());
+    // A text over 40,000 characters is too long; an unknown message cannot be updated.
+    assert!(
+        api.post_message("C42", None, vec![], &"w".repeat(40_001))
+            .await
+            .is_err()
+    );
+    let err = api
+        .update_message("C42", "1.000001", vec![section("x")], "t")
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("message_not_found"), "{err}");
+}
+
+#[tokio::test]
+async fn the_recording_client_records_what_the_hooks_call() {
+    use frogbot_slack::{RecordingSlack, SlackCall};
+    let q = SlackQuestions::new(RecordingSlack::new());
+    let req = RequestContext::default();
+    let out = q
+        .render(RenderArgs {
+            calls: &[env_call()],
+            req: &req,
+            thread: &thread(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(out[0].messages[0].id, "C42:1700000100.000001");
+    let calls = q.api().calls();
+    assert!(matches!(
+        &calls[..],
+        [SlackCall::PostMessage { channel, thread_ts: Some(t), .. }]
+            if channel == "C42" && t == "1700000000.000100"
+    ));
+}
+
+#[tokio::test]
+async fn submit_takes_the_checks_the_message_shows() {
+    let (_fake, q) = start().await;
+    let c = set_call();
+    let rec = record(&["C42:1700000100.000001"], 2, None);
+    // Slack sends the message's input state with the Submit click.
+    let submit = Interaction::Action {
+        event: ActionEvent {
+            action_id: "fb1:u:1:-:2".into(),
+            value: None,
+            message_id: "C42:1700000100.000001".into(),
+            user: user(),
+            trigger_id: None,
+            raw: json!({"state": {"values": {"b3": {"fb1:c:1:-:2": {
+                "type": "checkboxes",
+                "selected_options": [{"value": "0"}, {"value": "2"}]
+            }}}}}),
+        },
+    };
+    let ParseResult::Partial { state: Some(s) } = parse(&q, &c, &rec, &submit) else {
+        panic!("expected partial: the other questions are open")
+    };
+    assert_eq!(s["picks"][1], json!(["lint", "bench"]));
 }

@@ -1,7 +1,7 @@
 //! Slack request signature verification.
 
 use frogbot_slack::Error;
-use frogbot_slack::verify::{sign, verify};
+use frogbot_slack::convert::{sign, verify};
 
 const SECRET: &str = "8f742231b10e8888abcd99yyyzzz85a5";
 const BODY: &[u8] = br#"payload=%7B%22type%22%3A%22block_actions%22%7D"#;

@@ -1,7 +1,8 @@
-//! Callback queries against the fake Bot API (tests/fake), end to end through teloxide's polling
-//! listener and dispatcher, FrogBot's engine on SQLite, and the question hooks.
+//! Callback queries against the fake Bot API (`frogbot_telegram::testing`), end to end through
+//! teloxide's polling listener, the adapter's per-thread queues, FrogBot's engine on SQLite, and the
+//! question hooks.
 //!
-//! Run: `cargo bench -p frogbot-telegram --features engine --bench callbacks`
+//! Run: `cargo bench -p frogbot-telegram --features engine,testing --bench callbacks`
 //! (`CHATS=n` sets how many chats, each with one open question; default 200).
 //!
 //! Measures, per callback query, the time from `getUpdates` serving its update to the fake
@@ -11,20 +12,19 @@
 //! - latency: clicks one after another, each pushed once the previous one was answered (a chat
 //!   whose question waits, as a person clicks); p50 / p99 / max. Target: p99 ≤ 50 ms.
 
-#[path = "../tests/fake/mod.rs"]
-mod fake;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fake::{Call, FakeBotApi, callback_update, private_chat, text_update, user};
 use frogbot_core::agent::scripted::{ScriptedModel, call, reply};
 use frogbot_core::agent::{
-    AllowAll, Engine, EngineConfig, ModelMessage, ModelOffer, channel_chat_id,
+    Adapter, Engine, EngineConfig, ModelMessage, ModelOffer, channel_chat_id,
 };
-use frogbot_core::model::{PrefixedIdentity, now_millis};
+use frogbot_core::model::now_millis;
 use frogbot_telegram::PLATFORM;
-use frogbot_telegram::channel::{Receive, TelegramChannel, TelegramChannelConfig};
+use frogbot_telegram::channel::{Config, connect};
+use frogbot_telegram::testing::{
+    Call, FakeBotApi, callback_update, private_chat, text_update, user,
+};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -108,15 +108,9 @@ fn main() {
 
 async fn run(n: usize) {
     let fake = FakeBotApi::start().await;
-    let channel = TelegramChannel::connect(TelegramChannelConfig {
-        token: "123:BENCH".into(),
-        api_url: Some(url::Url::parse(&fake.url).unwrap()),
-        receive: Receive::polling(),
-        identity: Arc::new(PrefixedIdentity),
-        access: Arc::new(AllowAll),
-    })
-    .await
-    .unwrap();
+    let mut config = Config::new("123:BENCH");
+    config.api_url = Some(fake.api_url());
+    let channel = connect(config).await.unwrap();
     let db = frogbot_testkit::sqlite_db();
     let store = frogbot_testkit::open_store(&db.url).await;
     // Asks "Env" with the round as the tool call id; reports the answer.

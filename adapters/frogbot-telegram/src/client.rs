@@ -1,7 +1,10 @@
-//! [`TelegramApi`]: the few Bot API calls the question hooks make, and their implementation on
-//! teloxide's [`Bot`], which waits out `429 Too Many Requests` (`retry_after`) and tries again.
+//! [`TelegramApi`]: the few Bot API calls the question hooks make; their implementation on
+//! teloxide's [`Bot`], which waits out `429 Too Many Requests` (`retry_after`) and tries again; and
+//! [`RecordingTelegram`], which records the calls and answers with canned ids (for unit tests).
 
 use std::future::Future;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicI32, Ordering};
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -169,6 +172,145 @@ impl TelegramApi for Bot {
             req = req.text(t);
         }
         with_retry("answerCallbackQuery", || req.send_ref()).await?;
+        Ok(())
+    }
+}
+
+/// One call [`RecordingTelegram`] recorded.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum ApiCall {
+    /// `sendMessage`.
+    SendMessage {
+        /// The chat.
+        chat: ChatId,
+        /// The forum topic.
+        topic: Option<ThreadId>,
+        /// The text.
+        text: String,
+        /// The keyboard or ForceReply.
+        markup: Option<ReplyMarkup>,
+        /// The message replied to.
+        reply_to: Option<MessageId>,
+    },
+    /// `editMessageText`.
+    EditMessageText {
+        /// The chat.
+        chat: ChatId,
+        /// The message.
+        id: MessageId,
+        /// The new text.
+        text: String,
+        /// The new keyboard.
+        markup: Option<InlineKeyboardMarkup>,
+    },
+    /// `editMessageReplyMarkup`.
+    EditMessageReplyMarkup {
+        /// The chat.
+        chat: ChatId,
+        /// The message.
+        id: MessageId,
+        /// The new keyboard.
+        markup: Option<InlineKeyboardMarkup>,
+    },
+    /// `answerCallbackQuery`.
+    AnswerCallbackQuery {
+        /// The callback query.
+        id: String,
+        /// The notice.
+        text: Option<String>,
+    },
+}
+
+/// A [`TelegramApi`] that calls nothing: it records every call and answers `sendMessage` with
+/// message ids 100, 101, … dated 2026-01-01T00:00:00Z. For unit tests of the hooks; the fake Bot API
+/// (`testing`, feature `testing`) tests them over HTTP through teloxide.
+#[derive(Debug)]
+pub struct RecordingTelegram {
+    calls: Mutex<Vec<ApiCall>>,
+    next_id: AtomicI32,
+}
+
+impl Default for RecordingTelegram {
+    fn default() -> Self {
+        Self {
+            calls: Mutex::default(),
+            next_id: AtomicI32::new(100),
+        }
+    }
+}
+
+impl RecordingTelegram {
+    /// A recorder with no calls yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Every call so far, in order.
+    pub fn calls(&self) -> Vec<ApiCall> {
+        self.calls.lock().expect("not poisoned").clone()
+    }
+
+    fn record(&self, call: ApiCall) {
+        self.calls.lock().expect("not poisoned").push(call);
+    }
+}
+
+#[async_trait]
+impl TelegramApi for RecordingTelegram {
+    async fn send_message(
+        &self,
+        chat: ChatId,
+        topic: Option<ThreadId>,
+        text: &str,
+        markup: Option<ReplyMarkup>,
+        reply_to: Option<MessageId>,
+    ) -> Result<SentMessage, Error> {
+        self.record(ApiCall::SendMessage {
+            chat,
+            topic,
+            text: text.to_owned(),
+            markup,
+            reply_to,
+        });
+        Ok(SentMessage {
+            chat,
+            id: MessageId(self.next_id.fetch_add(1, Ordering::SeqCst)),
+            date: DateTime::from_timestamp(1_767_225_600, 0).unwrap_or_default(),
+        })
+    }
+
+    async fn edit_message_text(
+        &self,
+        chat: ChatId,
+        id: MessageId,
+        text: &str,
+        markup: Option<InlineKeyboardMarkup>,
+    ) -> Result<(), Error> {
+        self.record(ApiCall::EditMessageText {
+            chat,
+            id,
+            text: text.to_owned(),
+            markup,
+        });
+        Ok(())
+    }
+
+    async fn edit_message_reply_markup(
+        &self,
+        chat: ChatId,
+        id: MessageId,
+        markup: Option<InlineKeyboardMarkup>,
+    ) -> Result<(), Error> {
+        self.record(ApiCall::EditMessageReplyMarkup { chat, id, markup });
+        Ok(())
+    }
+
+    async fn answer_callback_query(&self, id: &str, text: Option<&str>) -> Result<(), Error> {
+        self.record(ApiCall::AnswerCallbackQuery {
+            id: id.to_owned(),
+            text: text.map(str::to_owned),
+        });
         Ok(())
     }
 }

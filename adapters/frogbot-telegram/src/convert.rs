@@ -1,20 +1,15 @@
 //! Pure conversions from teloxide's types to FrogBot's model: callback queries become
-//! [`Interaction::Action`], messages become [`Interaction::Message`], plus the id helpers and
-//! [`split_text`].
+//! [`Interaction::Action`], messages become [`Interaction::Message`]; plus who a message talks to
+//! ([`talks_to_bot`], [`is_own_message`]) and [`strip_mention`].
 
 use chrono::SecondsFormat;
-use frogbot_model::{
-    ActionEvent, Interaction, PlatformUser, ThreadMessage, ThreadMessageMetadata,
-};
-use teloxide::types::Message;
+use frogbot_model::{ActionEvent, Interaction, PlatformUser, ThreadMessage, ThreadMessageMetadata};
 use teloxide::types::{
-    CallbackQuery, ChatId, MessageEntityKind, MessageId, ThreadId, Update, UpdateKind, User,
+    CallbackQuery, Message, MessageEntityKind, Update, UpdateKind, User, UserId,
 };
 
 use crate::Error;
-
-/// Telegram's limit on a message's text, in characters.
-pub const MAX_TEXT: usize = 4096;
+use crate::ids::message_id;
 
 /// Reads a Bot API update (`{"update_id": …, "callback_query" | "message": …}`) into teloxide's
 /// [`Update`]; an update teloxide cannot read is an error.
@@ -48,41 +43,6 @@ pub fn platform_user(user: &User) -> PlatformUser {
         id: user.id.0.to_string(),
         name: Some(name),
         is_bot: user.is_bot,
-    }
-}
-
-/// A message id: `chat_id:message_id`.
-pub fn message_id(chat: ChatId, id: MessageId) -> String {
-    format!("{}:{}", chat.0, id.0)
-}
-
-/// Splits a `chat_id:message_id` id.
-pub fn split_message_id(id: &str) -> Result<(ChatId, MessageId), Error> {
-    let bad = || Error::BadId(id.to_owned());
-    let (chat, msg) = id.split_once(':').ok_or_else(bad)?;
-    Ok((
-        ChatId(chat.parse().map_err(|_| bad())?),
-        MessageId(msg.parse().map_err(|_| bad())?),
-    ))
-}
-
-/// The thread id of a message: its chat, or `chat_id:thread_id` for a forum topic message.
-pub fn thread_id(message: &Message) -> String {
-    match message.thread_id {
-        Some(t) if message.is_topic_message => format!("{}:{}", message.chat.id.0, t.0.0),
-        _ => message.chat.id.0.to_string(),
-    }
-}
-
-/// Splits a thread id into the chat and, for a forum topic, the topic.
-pub fn split_thread_id(id: &str) -> Result<(ChatId, Option<ThreadId>), Error> {
-    let bad = || Error::BadId(id.to_owned());
-    match id.split_once(':') {
-        None => Ok((ChatId(id.parse().map_err(|_| bad())?), None)),
-        Some((chat, topic)) => Ok((
-            ChatId(chat.parse().map_err(|_| bad())?),
-            Some(ThreadId(MessageId(topic.parse().map_err(|_| bad())?))),
-        )),
     }
 }
 
@@ -144,11 +104,7 @@ pub fn thread_message(message: &Message) -> Result<Interaction, Error> {
 
 /// Whether a message is addressed to the bot: always in a private chat; in a group when it
 /// mentions `@bot_username`, is a command (`/x` or `/x@bot_username`), or replies to the bot.
-pub fn talks_to_bot(
-    message: &Message,
-    bot_id: teloxide::types::UserId,
-    bot_username: &str,
-) -> bool {
+pub fn talks_to_bot(message: &Message, bot_id: UserId, bot_username: &str) -> bool {
     if message.chat.is_private() {
         return true;
     }
@@ -176,38 +132,28 @@ pub fn talks_to_bot(
 }
 
 /// Whether the bot itself sent a message (its own messages are never conversation input).
-pub fn is_own_message(message: &Message, bot_id: teloxide::types::UserId) -> bool {
+pub fn is_own_message(message: &Message, bot_id: UserId) -> bool {
     message.from.as_ref().is_some_and(|u| u.id == bot_id)
 }
 
-/// Splits text into pieces of at most `max` characters, preferring line breaks, then spaces.
-pub fn split_text(text: &str, max: usize) -> Vec<String> {
-    let max = max.max(1);
-    let mut out = Vec::new();
-    let mut rest = text;
-    while rest.chars().count() > max {
-        let cut = rest
-            .char_indices()
-            .nth(max)
-            .map(|(i, _)| i)
-            .unwrap_or(rest.len());
-        let head = &rest[..cut];
-        let at = head
-            .rfind('\n')
-            .or_else(|| head.rfind(' '))
-            .filter(|&i| i > 0)
-            .unwrap_or(cut);
-        out.push(rest[..at].to_owned());
-        rest = &rest[at..];
-        if at < cut {
-            // Drop the separator we split on.
-            rest = &rest[1..];
-        }
+/// Removes the bot's `@username` from a message (`/cmd@bot x` → `/cmd x`, `@bot hi` → `hi`); a
+/// message that is only the mention stays as it is.
+pub fn strip_mention(text: &str, username: &str) -> String {
+    let needle = format!("@{}", username.trim_start_matches('@')).to_ascii_lowercase();
+    let lower = text.to_ascii_lowercase();
+    let mut out = String::with_capacity(text.len());
+    let mut rest = 0;
+    for (at, _) in lower.match_indices(&needle) {
+        out.push_str(&text[rest..at]);
+        rest = at + needle.len();
     }
-    if !rest.is_empty() || out.is_empty() {
-        out.push(rest.to_owned());
+    out.push_str(&text[rest..]);
+    let trimmed = out.trim();
+    if trimmed.is_empty() {
+        text.trim().to_owned()
+    } else {
+        trimmed.to_owned()
     }
-    out
 }
 
 #[cfg(test)]
@@ -215,30 +161,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn split_text_respects_the_limit() {
-        assert_eq!(split_text("", 10), vec![String::new()]);
-        assert_eq!(split_text("abc", 10), vec!["abc"]);
-        assert_eq!(split_text("aaaa bbbb cccc", 9), vec!["aaaa", "bbbb cccc"]);
-        assert_eq!(split_text("line1\nline2", 8), vec!["line1", "line2"]);
-        let long = "é".repeat(10_000);
-        let parts = split_text(&long, MAX_TEXT);
-        assert!(parts.iter().all(|p| p.chars().count() <= MAX_TEXT));
-        assert_eq!(parts.concat(), long);
-    }
-
-    #[test]
-    fn ids_round_trip() {
-        let id = message_id(ChatId(-100123), MessageId(42));
-        assert_eq!(id, "-100123:42");
+    fn the_bots_mention_is_removed() {
         assert_eq!(
-            split_message_id(&id).unwrap(),
-            (ChatId(-100123), MessageId(42))
+            strip_mention("@FrogBot deploy now", "frogbot"),
+            "deploy now"
         );
-        assert!(split_message_id("x").is_err());
-        assert_eq!(split_thread_id("-5").unwrap(), (ChatId(-5), None));
         assert_eq!(
-            split_thread_id("-5:7").unwrap(),
-            (ChatId(-5), Some(ThreadId(MessageId(7))))
+            strip_mention("/ask@frogbot where?", "frogbot"),
+            "/ask where?"
         );
+        assert_eq!(strip_mention("ask @other too", "frogbot"), "ask @other too");
+        assert_eq!(strip_mention("@frogbot", "frogbot"), "@frogbot");
+        assert_eq!(strip_mention("é @frogbot ü", "frogbot"), "é  ü");
     }
 }

@@ -2,29 +2,34 @@
 //! [`Interaction`](frogbot_model::Interaction)s and draws the agent's questions as messages
 //! with inline keyboards (on teloxide 0.17, lean: rustls, no storage features).
 //!
-//! The crate is reusable alone: [`convert`] and [`render`] are pure functions over teloxide's types,
-//! and [`questions`] ties them to FrogBot's
-//! [`ChannelQuestions`](frogbot_model::ChannelQuestions) hooks over a thin [`TelegramApi`]
-//! client ([`client`]), implemented for teloxide's [`Bot`](teloxide::Bot). With the `engine`
-//! feature, `channel` receives updates (long polling or webhook) into FrogBot's engine and posts
-//! its replies: that is what `frogbot serve` runs for `[channels.telegram]`.
+//! What it is for: a Telegram bot that asks FrogBot's questions. The crate is reusable alone:
+//! [`ids`], [`convert`] and [`render`] are pure functions over teloxide's types, and [`questions`]
+//! ties them to FrogBot's [`ChannelQuestions`](frogbot_model::ChannelQuestions) hooks over a thin
+//! [`TelegramApi`] client ([`client`]), implemented for teloxide's [`Bot`](teloxide::Bot). With the
+//! `engine` feature, [`channel`](crate::channel) receives updates (long polling or webhook) into
+//! FrogBot's engine and posts its replies: that is what `frogbot serve` runs for
+//! `[channels.telegram]`. With the `testing` feature, `testing` is a fake Telegram Bot API for
+//! tests.
 //!
 //! Ids: a message is `chat_id:message_id`; a thread is `chat_id`, or `chat_id:thread_id` for a
 //! forum topic. Callback data is a short token `q{revision}:{question}:{option}` (never a label), so
 //! it always fits Telegram's 64 bytes.
 //!
-//! What it must not do: it depends on `frogbot-core`'s model only (`default-features = false`):
-//! no sqlx, no engine, no storage. Everything a later hook needs travels in the question record
-//! FrogBot passes in; this crate keeps no state of its own.
+//! What it must not do: outside `channel`, depend on anything but `frogbot-model` (no sqlx, no
+//! engine, no storage). Everything a later hook needs travels in the question record FrogBot passes
+//! in; this crate keeps no state of its own.
 
 #[cfg(feature = "engine")]
 pub mod channel;
 pub mod client;
 pub mod convert;
+pub mod ids;
 pub mod questions;
 pub mod render;
+#[cfg(feature = "testing")]
+pub mod testing;
 
-pub use client::{SentMessage, TelegramApi};
+pub use client::{RecordingTelegram, SentMessage, TelegramApi};
 pub use questions::TelegramQuestions;
 
 /// The platform name this adapter uses in `ChannelRef` / `ChannelIdentity`.

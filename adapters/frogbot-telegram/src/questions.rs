@@ -3,22 +3,25 @@
 //!
 //! Each question of a call gets its own message with an inline keyboard (`question` set in the
 //! record); a question that allows an own answer also gets a ForceReply prompt, and a reply to it
-//! is that question's answer. Progress (picks, toggles, prompt ids) lives in the record's state.
+//! is that question's answer. A message replying to a question's message answers it by option
+//! number or label (or, where `custom`, with its own text); for a one-question set any message in
+//! the thread does (a reply that names no option and is no own answer is left to the agent).
+//! Progress (picks, checked options, prompt ids: [`Progress`]) lives in the record's state.
 
 use async_trait::async_trait;
 use chrono::SecondsFormat;
-use frogbot_model::BoxError;
+use frogbot_model::text::truncate;
 use frogbot_model::{
-    Actor, ChannelQuestions, HookArgs, Interaction, ParseArgs, ParseResult, QuestionChange,
-    QuestionInput, QuestionMessage, QuestionOutcome, QuestionRecord, RenderArgs, RenderedQuestion,
-    Thread,
+    Actor, BoxError, ChannelQuestions, HookArgs, Interaction, ParseArgs, ParseResult, Progress,
+    QuestionChange, QuestionInput, QuestionMessage, QuestionOutcome, QuestionRecord, RenderArgs,
+    RenderedQuestion, ReplyChoice, Thread, ThreadMessage,
 };
 use teloxide::types::ReplyMarkup;
 
 use crate::client::{SentMessage, TelegramApi};
-use crate::convert::{MAX_TEXT, message_id, split_message_id, split_text, split_thread_id};
+use crate::ids::{Pick, Token, message_id, split_message_id, split_thread_id};
 use crate::render::{
-    Pick, Progress, Token, force_reply, keyboard, no_keyboard, prompt_text, question_text,
+    MAX_NOTICE, MAX_TEXT, force_reply, keyboard, no_keyboard, prompt_text, question_text,
     settled_text,
 };
 
@@ -28,6 +31,8 @@ pub const DENIED_TEXT: &str = "You can't answer this question.";
 pub const STALE_TEXT: &str = "This question has changed or was already answered.";
 /// The reason given when Done is pressed with nothing selected.
 pub const NOTHING_SELECTED: &str = "Select at least one option first.";
+/// The reason given for an empty reply to an own-answer prompt.
+pub const EMPTY_ANSWER: &str = "The answer is empty.";
 
 /// FrogBot's channel-questions hooks for Telegram.
 #[derive(Debug)]
@@ -53,18 +58,16 @@ impl<A: TelegramApi> TelegramQuestions<A> {
         markup: Option<ReplyMarkup>,
     ) -> Result<SentMessage, BoxError> {
         let (chat, topic) = split_thread_id(&thread.id)?;
-        let mut parts = split_text(text, MAX_TEXT);
-        let last = parts.pop().unwrap_or_default();
-        for p in parts {
-            self.api.send_message(chat, topic, &p, None, None).await?;
-        }
+        // The render texts fit one message already; the cut is a guard.
+        let text = truncate(text, MAX_TEXT);
         Ok(self
             .api
-            .send_message(chat, topic, &last, markup, None)
+            .send_message(chat, topic, &text, markup, None)
             .await?)
     }
 
-    /// Tells the participant `text`: a callback notice for a button, a reply for a message.
+    /// Tells the participant `text` (the body of `rejected`, `denied` and `stale`): a callback
+    /// notice (cut to [`MAX_NOTICE`]) for a button, a reply in the thread for a message.
     async fn notify(
         &self,
         thread: &Thread,
@@ -74,14 +77,15 @@ impl<A: TelegramApi> TelegramQuestions<A> {
         match interaction {
             Interaction::Action { event } => {
                 if let Some(id) = &event.trigger_id {
-                    self.api.answer_callback_query(id, Some(text)).await?;
+                    let notice = truncate(text, MAX_NOTICE);
+                    self.api.answer_callback_query(id, Some(&notice)).await?;
                 }
             }
             Interaction::Message { message } => {
                 let (chat, topic) = split_thread_id(&thread.id)?;
                 let reply_to = split_message_id(&message.id).ok().map(|(_, id)| id);
                 self.api
-                    .send_message(chat, topic, text, None, reply_to)
+                    .send_message(chat, topic, &truncate(text, MAX_TEXT), None, reply_to)
                     .await?;
             }
             _ => {}
@@ -99,7 +103,7 @@ fn posted(m: &SentMessage, question: usize) -> QuestionMessage {
 }
 
 fn finish_or_partial(input: &QuestionInput, progress: Progress) -> ParseResult {
-    match input.output_from_picks(&progress.picks) {
+    match progress.output(input) {
         Some(output) => ParseResult::Answer { output },
         None => ParseResult::Partial {
             state: Some(progress.to_state()),
@@ -128,12 +132,13 @@ fn parse_action(
                     state: Some(progress.to_state()),
                 }
             } else {
-                progress.picks[token.question] = Some(vec![item.options[o].label.clone()]);
+                progress.pick(token.question, vec![item.options[o].label.clone()]);
                 finish_or_partial(input, progress)
             }
         }
         Pick::Done if item.multiple => {
-            let selected: Vec<String> = progress.toggled[token.question]
+            let selected: Vec<String> = progress
+                .checked(token.question)
                 .iter()
                 .filter_map(|&o| item.options.get(o).map(|x| x.label.clone()))
                 .collect();
@@ -142,11 +147,57 @@ fn parse_action(
                     reason: NOTHING_SELECTED.into(),
                 };
             }
-            progress.picks[token.question] = Some(selected);
+            progress.pick(token.question, selected);
             finish_or_partial(input, progress)
         }
         _ => ParseResult::Ignore,
     }
+}
+
+/// A message as an answer: to the question whose message it replies to, or (no reply) to the only
+/// question of a one-question set. By option number or label, or own text where `custom`.
+fn parse_message(
+    input: &QuestionInput,
+    question: &QuestionRecord,
+    message: &ThreadMessage,
+) -> ParseResult {
+    let (q, to_prompt) = match message.reply_to.as_deref() {
+        Some(r) => {
+            let Some(target) = question.messages.iter().find(|m| m.id == r) else {
+                // A reply to something else is the conversation going on.
+                return ParseResult::Ignore;
+            };
+            let Some(q) = target.question.filter(|&q| q < input.questions.len()) else {
+                return ParseResult::Ignore;
+            };
+            let prompts = Progress::of(input, question).prompts;
+            (q, prompts.contains(&target.id))
+        }
+        None if input.questions.len() == 1 => (0, false),
+        None => return ParseResult::Ignore,
+    };
+    let item = &input.questions[q];
+    let mut progress = Progress::of(input, question);
+    if progress.picks[q].is_some() {
+        return ParseResult::Ignore;
+    }
+    let text = message.text.trim();
+    let selected = match item.choice_in_reply(text) {
+        ReplyChoice::Options(labels) => labels,
+        ReplyChoice::Invalid(reason) => return ParseResult::Rejected { reason },
+        ReplyChoice::Text if item.custom && text.is_empty() => {
+            if to_prompt {
+                return ParseResult::Rejected {
+                    reason: EMPTY_ANSWER.into(),
+                };
+            }
+            return ParseResult::Ignore;
+        }
+        ReplyChoice::Text if item.custom => vec![text.to_owned()],
+        _ => return ParseResult::Ignore,
+    };
+    progress.pick(q, selected);
+    finish_or_partial(input, progress)
 }
 
 #[async_trait]
@@ -203,30 +254,7 @@ impl<A: TelegramApi> ChannelQuestions for TelegramQuestions<A> {
             // After the answer, replies (even to the own-text prompt) are the conversation
             // going on: they reach the agent. Clicks are classified as before (a match is stale).
             Interaction::Message { .. } if args.settled => ParseResult::Ignore,
-            Interaction::Message { message } => {
-                let Some(target) = message
-                    .reply_to
-                    .as_deref()
-                    .and_then(|r| args.question.messages.iter().find(|m| m.id == r))
-                else {
-                    return ParseResult::Ignore;
-                };
-                let Some(q) = target
-                    .question
-                    .filter(|&q| input.questions.get(q).is_some_and(|item| item.custom))
-                else {
-                    return ParseResult::Ignore;
-                };
-                let text = message.text.trim();
-                if text.is_empty() {
-                    return ParseResult::Rejected {
-                        reason: "The answer is empty.".into(),
-                    };
-                }
-                let mut progress = Progress::from_state(input, args.question.state.as_ref());
-                progress.picks[q] = Some(vec![text.to_owned()]);
-                finish_or_partial(input, progress)
-            }
+            Interaction::Message { message } => parse_message(input, args.question, message),
             _ => ParseResult::Ignore,
         }
     }

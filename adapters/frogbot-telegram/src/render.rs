@@ -1,117 +1,33 @@
-//! Pure drawing of questions: message texts, inline keyboards with short callback tokens, the
-//! ForceReply prompt for own answers, the settled text, and the piece's progress state.
+//! Pure drawing of questions: message texts (cut to Telegram's limits with
+//! [`frogbot_model::text::truncate`]), inline keyboards with short callback tokens ([`crate::ids`]),
+//! the ForceReply prompt for own answers, and the settled text.
 
-use frogbot_model::{QuestionInput, QuestionOutcome};
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use frogbot_model::text::truncate;
+use frogbot_model::{Progress, QuestionInput, QuestionOutcome};
 use teloxide::types::{ForceReply, InlineKeyboardButton, InlineKeyboardMarkup};
 
-/// Telegram's limit on callback data, in bytes.
-pub const MAX_CALLBACK_DATA: usize = 64;
+use crate::ids::{Pick, Token};
 
-/// What a button does.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Pick {
-    /// Selects (or, for `multiple`, toggles) option `n`.
-    Option(usize),
-    /// Finishes a `multiple` selection.
-    Done,
-}
-
-/// The callback token of a button: `q{revision}:{question}:{option}` or `q{revision}:{question}:d`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Token {
-    /// The record revision the keyboard was drawn for.
-    pub revision: u64,
-    /// Index into `input.questions`.
-    pub question: usize,
-    /// What the button does.
-    pub pick: Pick,
-}
-
-impl Token {
-    /// The callback data (at most 20 + 20 + 20 digits and three more bytes: always ≤ 64 bytes).
-    pub fn encode(&self) -> String {
-        match self.pick {
-            Pick::Option(o) => format!("q{}:{}:{o}", self.revision, self.question),
-            Pick::Done => format!("q{}:{}:d", self.revision, self.question),
-        }
-    }
-
-    /// Reads callback data; `None` when it is not a token of this adapter.
-    pub fn decode(data: &str) -> Option<Token> {
-        let rest = data.strip_prefix('q')?;
-        let mut parts = rest.split(':');
-        let revision = parts.next()?.parse().ok()?;
-        let question = parts.next()?.parse().ok()?;
-        let pick = match parts.next()? {
-            "d" => Pick::Done,
-            o => Pick::Option(o.parse().ok()?),
-        };
-        if parts.next().is_some() {
-            return None;
-        }
-        Some(Token {
-            revision,
-            question,
-            pick,
-        })
-    }
-
-    /// Reads an action as [`crate::convert::action`] split it (`action_id`, `value`).
-    pub fn from_action(action_id: &str, value: Option<&str>) -> Option<Token> {
-        match value {
-            Some(v) => Token::decode(&format!("{action_id}:{v}")),
-            None => Token::decode(action_id),
-        }
-    }
-}
-
-/// The piece's progress, kept in the record's `state`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Progress {
-    /// Per question: the final selection, once made.
-    #[serde(default)]
-    pub picks: Vec<Option<Vec<String>>>,
-    /// Per question: the options toggled on so far (for `multiple`).
-    #[serde(default)]
-    pub toggled: Vec<Vec<usize>>,
-    /// Ids of the ForceReply prompt messages (they carry no keyboard).
-    #[serde(default)]
-    pub prompts: Vec<String>,
-}
-
-impl Progress {
-    /// The progress in `state`, sized for `input` (fresh when absent or unreadable).
-    pub fn from_state(input: &QuestionInput, state: Option<&Value>) -> Progress {
-        let mut p: Progress = state
-            .and_then(|s| serde_json::from_value(s.clone()).ok())
-            .unwrap_or_default();
-        let n = input.questions.len();
-        p.picks.resize(n, None);
-        p.toggled.resize(n, Vec::new());
-        p
-    }
-
-    /// As JSON for the record.
-    pub fn to_state(&self) -> Value {
-        serde_json::to_value(self).expect("progress always serialises")
-    }
-
-    /// Toggles option `o` of question `q`.
-    pub fn toggle(&mut self, q: usize, o: usize) {
-        let t = &mut self.toggled[q];
-        if let Some(i) = t.iter().position(|&x| x == o) {
-            t.remove(i);
-        } else {
-            t.push(o);
-            t.sort_unstable();
-        }
-    }
-}
+/// Telegram's limit on a message's text, in characters (`sendMessage`, `editMessageText`).
+pub const MAX_TEXT: usize = 4096;
+/// Telegram's limit on an `answerCallbackQuery` notice, in characters.
+pub const MAX_NOTICE: usize = 200;
+/// The most buttons Telegram accepts in one inline keyboard.
+pub const MAX_BUTTONS: usize = 100;
+/// The longest button text this adapter draws, in characters: Telegram documents no maximum, but
+/// a longer label cannot be read on a button; it is cut (the question text lists it whole when it
+/// has a description).
+pub const MAX_BUTTON_TEXT: usize = 64;
+/// Room kept in a question message for the outcome line its settled text adds.
+const OUTCOME_ROOM: usize = 300;
 
 /// The text of question `q`: header, question, and option descriptions.
+/// The text is cut to fit a message with room for the outcome line of [`settled_text`].
 pub fn question_text(input: &QuestionInput, q: usize) -> String {
+    truncate(&full_question_text(input, q), MAX_TEXT - OUTCOME_ROOM)
+}
+
+fn full_question_text(input: &QuestionInput, q: usize) -> String {
     let item = &input.questions[q];
     let mut text = format!("❓ {}\n{}", item.header, item.question);
     for o in &item.options {
@@ -125,8 +41,9 @@ pub fn question_text(input: &QuestionInput, q: usize) -> String {
     text
 }
 
-/// The keyboard of question `q` at `revision`: one button per option ("✓ label" when selected),
-/// plus "Done" for `multiple`.
+/// The keyboard of question `q` at `revision`: one button per option ("✓ label" when selected,
+/// cut to [`MAX_BUTTON_TEXT`]), plus "Done" for `multiple`; at most [`MAX_BUTTONS`] buttons (later
+/// options can still be answered by a reply naming them).
 pub fn keyboard(
     input: &QuestionInput,
     q: usize,
@@ -135,21 +52,27 @@ pub fn keyboard(
 ) -> InlineKeyboardMarkup {
     let item = &input.questions[q];
     let picked = progress.picks.get(q).and_then(|p| p.as_ref());
-    let toggled = progress.toggled.get(q);
+    let checked = progress.checked(q);
+    let room = if item.multiple {
+        MAX_BUTTONS - 1
+    } else {
+        MAX_BUTTONS
+    };
     let mut rows: Vec<Vec<InlineKeyboardButton>> = item
         .options
         .iter()
         .enumerate()
+        .take(room)
         .map(|(o, opt)| {
             let on = if item.multiple {
-                toggled.is_some_and(|t| t.contains(&o))
+                checked.contains(&o)
             } else {
                 picked.is_some_and(|p| p.contains(&opt.label))
             };
             let text = if on {
-                format!("✓ {}", opt.label)
+                truncate(&format!("✓ {}", opt.label), MAX_BUTTON_TEXT)
             } else {
-                opt.label.clone()
+                truncate(&opt.label, MAX_BUTTON_TEXT)
             };
             let token = Token {
                 revision,
@@ -170,20 +93,21 @@ pub fn keyboard(
     InlineKeyboardMarkup::new(rows)
 }
 
-/// The text of the ForceReply prompt for question `q`'s own answer.
+/// The text of the ForceReply prompt for question `q`'s own answer (cut like [`question_text`]).
 pub fn prompt_text(input: &QuestionInput, q: usize) -> String {
     let item = &input.questions[q];
-    if item.options.is_empty() {
+    let text = if item.options.is_empty() {
         format!(
             "{}\n\n✎ Reply to this message with your answer.",
-            question_text(input, q)
+            full_question_text(input, q)
         )
     } else {
         format!(
             "✎ {}: reply to this message to answer in your own words.",
             item.header
         )
-    }
+    };
+    truncate(&text, MAX_TEXT - OUTCOME_ROOM)
 }
 
 /// The ForceReply markup of a prompt.
@@ -208,7 +132,7 @@ pub fn outcome_line(input: &QuestionInput, q: usize, outcome: &QuestionOutcome) 
     }
 }
 
-/// The settled text of a message of question `q`: its text and the outcome.
+/// The settled text of a message of question `q`: its text and the outcome (within [`MAX_TEXT`]).
 pub fn settled_text(
     input: &QuestionInput,
     q: usize,
@@ -220,7 +144,8 @@ pub fn settled_text(
     } else {
         question_text(input, q)
     };
-    format!("{body}\n\n{}", outcome_line(input, q, outcome))
+    let line = truncate(&outcome_line(input, q, outcome), OUTCOME_ROOM - 2);
+    format!("{body}\n\n{line}")
 }
 
 /// An empty keyboard: sent with an edit, it removes the buttons.
@@ -231,6 +156,7 @@ pub fn no_keyboard() -> InlineKeyboardMarkup {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::MAX_CALLBACK_DATA;
     use serde_json::json;
     use teloxide::types::InlineKeyboardButtonKind;
 
@@ -250,13 +176,7 @@ mod tests {
     }
 
     #[test]
-    fn callback_data_fits_64_bytes() {
-        let worst = Token {
-            revision: u64::MAX,
-            question: usize::MAX,
-            pick: Pick::Option(usize::MAX),
-        };
-        assert!(worst.encode().len() <= MAX_CALLBACK_DATA);
+    fn callback_data_fits_64_bytes_and_labels_never_travel() {
         let kb = keyboard(&input(), 0, u64::MAX, &Progress::default());
         for b in kb.inline_keyboard.iter().flatten() {
             assert!(data(b).len() <= MAX_CALLBACK_DATA, "{}", data(b));
@@ -264,15 +184,26 @@ mod tests {
                 !data(b).contains("prod"),
                 "labels never travel in callback data"
             );
+            assert!(b.text.chars().count() <= MAX_BUTTON_TEXT);
         }
-        assert_eq!(Token::decode(&worst.encode()), Some(worst));
-        assert_eq!(Token::decode("q1:2:d").unwrap().pick, Pick::Done);
-        assert_eq!(Token::decode("x1:2:3"), None);
-        assert_eq!(Token::decode("q1:2:3:4"), None);
-        assert_eq!(
-            Token::from_action("q1:2", Some("3")),
-            Token::decode("q1:2:3")
-        );
+    }
+
+    #[test]
+    fn long_texts_fit_a_message_and_many_options_a_keyboard() {
+        let mut i = input();
+        i.questions[0].question = "why? ".repeat(2000);
+        i.questions[1].options = (0..150)
+            .map(|n| serde_json::from_value(json!({"label": format!("o{n}")})).unwrap())
+            .collect();
+        assert!(question_text(&i, 0).chars().count() <= MAX_TEXT);
+        let outcome: QuestionOutcome = serde_json::from_value(
+            json!({"output": {"answers": [{"header": "Env", "selected": ["x".repeat(5000)]}]}}),
+        )
+        .unwrap();
+        assert!(settled_text(&i, 0, false, &outcome).chars().count() <= MAX_TEXT);
+        let kb = keyboard(&i, 1, 0, &Progress::from_state(&i, None));
+        assert_eq!(kb.inline_keyboard.iter().flatten().count(), MAX_BUTTONS);
+        assert_eq!(kb.inline_keyboard.last().unwrap()[0].text, "Done");
     }
 
     #[test]
@@ -290,7 +221,7 @@ mod tests {
         assert_eq!(texts, ["a", "✓ b", "Done"]);
         assert_eq!(data(&kb.inline_keyboard[2][0]), "q3:1:d");
         p.toggle(1, 1);
-        assert!(p.toggled[1].is_empty());
+        assert!(p.checked(1).is_empty());
         let back = Progress::from_state(&i, Some(&p.to_state()));
         assert_eq!(back, p);
     }

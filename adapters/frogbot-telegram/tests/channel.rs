@@ -1,25 +1,24 @@
 //! The receiving channel end to end: FrogBot's engine on SQLite, teloxide's `Bot` pointed at a
-//! fake Bot API (tests/fake), updates delivered by long polling (`getUpdates`) or posted to the
-//! webhook route; replies, questions with inline keyboards, callback queries, ForceReply answers.
-
-mod fake;
+//! fake Bot API (`frogbot_telegram::testing`), updates delivered by long polling (`getUpdates`) or
+//! posted to the webhook route; replies, questions with inline keyboards, callback queries,
+//! ForceReply answers, per-thread order.
 
 use std::sync::{Arc, Mutex, OnceLock};
 
-use fake::{
-    BOT_USERNAME, Call, FakeBotApi, callback_update, group_chat, private_chat, text_update, user,
-};
 use frogbot_core::agent::scripted::{ScriptedModel, call, reply};
 use frogbot_core::agent::{
-    AccessCheck, AllowAll, AllowList, Engine, EngineConfig, ModelMessage, ModelOffer, ModelRequest,
-    channel_chat_id,
+    Adapter, Engine, EngineConfig, ModelMessage, ModelOffer, ModelRequest, channel_chat_id,
 };
-use frogbot_core::model::{MappedIdentity, UserId, now_millis};
+use frogbot_core::model::{UserId, now_millis};
 use frogbot_telegram::PLATFORM;
 use frogbot_telegram::channel::{
-    NOT_ALLOWED_TEXT, Receive, TelegramChannel, TelegramChannelConfig, WEBHOOK_PATH,
+    Config, NOT_ALLOWED_TEXT, Receive, TelegramAdapter, WEBHOOK_PATH, connect,
 };
 use frogbot_telegram::questions::{DENIED_TEXT, STALE_TEXT};
+use frogbot_telegram::testing::{
+    self, BOT_USERNAME, Call, FakeBotApi, callback_update, group_chat, post_update, private_chat,
+    text_update, user,
+};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -73,7 +72,7 @@ struct Setup {
     fake: FakeBotApi,
     engine: Engine,
     model: ScriptedModel,
-    channel: TelegramChannel,
+    channel: TelegramAdapter,
     shutdown: CancellationToken,
     _db: frogbot_testkit::TestDb,
 }
@@ -84,17 +83,18 @@ impl Drop for Setup {
     }
 }
 
-async fn setup_with(access: Arc<dyn AccessCheck>, receive: Receive) -> Setup {
+/// Who may talk to the bot: everyone, or only the FrogBot user `ada` (Telegram user 42).
+const EVERYONE: &[&str] = &[];
+const ONLY_ADA: &[&str] = &["ada"];
+
+async fn setup_with(allow: &[&str], receive: Receive) -> Setup {
     let fake = FakeBotApi::start().await;
-    let channel = TelegramChannel::connect(TelegramChannelConfig {
-        token: "123:TEST".into(),
-        api_url: Some(url::Url::parse(&fake.url).unwrap()),
-        receive,
-        identity: Arc::new(MappedIdentity::new([(ADA.to_string(), "ada")])),
-        access,
-    })
-    .await
-    .unwrap();
+    let mut config = Config::new("123:TEST");
+    config.api_url = Some(fake.api_url());
+    config.receive = receive;
+    config.users = [(ADA.to_string(), "ada".to_string())].into();
+    config.allow = allow.iter().map(|s| s.to_string()).collect();
+    let channel = connect(config).await.unwrap();
     assert_eq!(channel.me().username(), BOT_USERNAME);
     let db = frogbot_testkit::sqlite_db();
     let store = frogbot_testkit::open_store(&db.url).await;
@@ -122,8 +122,8 @@ async fn setup_with(access: Arc<dyn AccessCheck>, receive: Receive) -> Setup {
 }
 
 /// A channel receiving by long polling.
-async fn setup(access: Arc<dyn AccessCheck>) -> Setup {
-    let s = setup_with(access, Receive::polling()).await;
+async fn setup(allow: &[&str]) -> Setup {
+    let s = setup_with(allow, Receive::polling()).await;
     assert!(s.channel.routes(&s.engine).is_none());
     s.channel
         .start(s.engine.clone(), s.shutdown.clone())
@@ -169,7 +169,7 @@ async fn question_message(s: &Setup, thread: &str, n: usize) -> (i64, Value) {
         .await;
     let chat = channel_chat_id(PLATFORM, thread);
     let linked = format!("{}:{id}", body["chat_id"]);
-    let deadline = std::time::Instant::now() + fake::WAIT;
+    let deadline = std::time::Instant::now() + testing::WAIT;
     loop {
         let q = s
             .engine
@@ -211,7 +211,7 @@ fn sent_text(calls: &[Call], prefix: &str) -> Option<Value> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_private_message_is_answered_as_a_reply() {
-    let s = setup(Arc::new(AllowAll)).await;
+    let s = setup(EVERYONE).await;
     s.fake.push(private_text(ADA, 5, "hello there"));
     let sent = s
         .fake
@@ -255,7 +255,7 @@ async fn a_private_message_is_answered_as_a_reply() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn groups_answer_mentions_and_replies_in_the_same_topic() {
-    let s = setup(Arc::new(AllowAll)).await;
+    let s = setup(EVERYONE).await;
     let forum = group_chat(-100300, true);
     let in_topic = |id: i64, text: &str, entities: Value| {
         json!({"message": {
@@ -297,7 +297,7 @@ async fn groups_answer_mentions_and_replies_in_the_same_topic() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_question_is_asked_clicked_answered_and_the_agent_continues() {
-    let s = setup(Arc::new(AllowAll)).await;
+    let s = setup(EVERYONE).await;
     s.fake.push(private_text(ADA, 5, "deploy please"));
     let (qid, body) = question_message(&s, &ADA.to_string(), 1).await;
     let kb = &body["reply_markup"]["inline_keyboard"];
@@ -345,7 +345,7 @@ async fn a_question_is_asked_clicked_answered_and_the_agent_continues() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_click_on_an_inaccessible_question_message_in_a_forum_topic_answers() {
-    let s = setup(Arc::new(AllowAll)).await;
+    let s = setup(EVERYONE).await;
     let forum = group_chat(-100400, true);
     s.fake.push(json!({"message": {
         "message_id": 20, "message_thread_id": 9, "is_topic_message": true,
@@ -391,7 +391,7 @@ async fn a_click_on_an_inaccessible_question_message_in_a_forum_topic_answers() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_click_after_the_answer_is_stale() {
-    let s = setup(Arc::new(AllowAll)).await;
+    let s = setup(EVERYONE).await;
     s.fake.push(private_text(ADA, 5, "deploy"));
     let (qid, body) = question_message(&s, &ADA.to_string(), 1).await;
     let staging = body["reply_markup"]["inline_keyboard"][0][0]["callback_data"]
@@ -435,7 +435,7 @@ async fn a_second_click_after_the_answer_is_stale() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn multiple_choice_toggles_then_done_and_old_keyboards_are_stale() {
-    let s = setup(Arc::new(AllowAll)).await;
+    let s = setup(EVERYONE).await;
     s.fake.push(private_text(ADA, 5, "run checks"));
     let (qid, body) = question_message(&s, &ADA.to_string(), 1).await;
     let kb = &body["reply_markup"]["inline_keyboard"];
@@ -511,7 +511,7 @@ async fn multiple_choice_toggles_then_done_and_old_keyboards_are_stale() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_own_answer_comes_as_a_reply_to_the_force_reply_prompt() {
-    let s = setup(Arc::new(AllowAll)).await;
+    let s = setup(EVERYONE).await;
     s.fake.push(private_text(ADA, 5, "note"));
     let (prompt, body) = question_message(&s, &ADA.to_string(), 1).await;
     assert_eq!(body["reply_markup"]["force_reply"], json!(true));
@@ -549,7 +549,7 @@ async fn an_own_answer_comes_as_a_reply_to_the_force_reply_prompt() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_denied_user_is_told_and_changes_nothing() {
-    let s = setup(Arc::new(AllowList::new(["ada"]))).await;
+    let s = setup(ONLY_ADA).await;
     // Bob (telegram:77) writes to the bot: refused, no turn.
     s.fake.push(private_text(BOB, 5, "hello"));
     let sent = s
@@ -594,7 +594,7 @@ async fn a_denied_user_is_told_and_changes_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_429_on_the_question_prompt_is_waited_out() {
-    let s = setup(Arc::new(AllowAll)).await;
+    let s = setup(EVERYONE).await;
     s.fake.throttle_keyboard_sends(1);
     s.fake.push(private_text(ADA, 5, "deploy"));
     let (qid, _) = question_message(&s, &ADA.to_string(), 1).await;
@@ -648,7 +648,7 @@ impl std::io::Write for LogWriter {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_updates_are_dropped_with_a_log_line_and_polling_moves_on() {
     let logs = logs();
-    let s = setup(Arc::new(AllowAll)).await;
+    let s = setup(EVERYONE).await;
     // A message without a chat (unreadable), and a callback query without data (unusable).
     s.fake
         .push(json!({"update_id": 500, "message": {"message_id": 1, "text": "no chat"}}));
@@ -693,7 +693,7 @@ async fn malformed_updates_are_dropped_with_a_log_line_and_polling_moves_on() {
 /// and the webhook's URL.
 async fn webhook_setup(secret: &str) -> (Setup, String) {
     let s = setup_with(
-        Arc::new(AllowAll),
+        EVERYONE,
         Receive::Webhook {
             secret: secret.into(),
             url: Some(url::Url::parse("https://bot.example/channels/telegram/webhook").unwrap()),
@@ -701,18 +701,19 @@ async fn webhook_setup(secret: &str) -> (Setup, String) {
     )
     .await;
     let router = s.channel.routes(&s.engine).unwrap();
+    // Building the route registers nothing with Telegram; start does.
+    assert!(s.fake.calls("setwebhook").is_empty());
     s.channel
         .start(s.engine.clone(), s.shutdown.clone())
         .unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
-    let _ = rustls::crypto::ring::default_provider().install_default();
     (s, format!("http://{addr}{WEBHOOK_PATH}"))
 }
 
 async fn wait_for_log(logs: &Arc<Mutex<Vec<u8>>>, what: &str, found: impl Fn(&str) -> bool) {
-    let deadline = std::time::Instant::now() + fake::WAIT;
+    let deadline = std::time::Instant::now() + testing::WAIT;
     while !String::from_utf8_lossy(&logs.lock().unwrap())
         .lines()
         .any(&found)
@@ -731,9 +732,11 @@ async fn the_webhook_refuses_requests_without_the_secret() {
     let secret = "s3cret-Token_1";
     let (s, url) = webhook_setup(secret).await;
     // The webhook is registered with the secret.
-    let set = form(&s.fake.nth("setwebhook", 1).await).await;
+    let set = s.fake.nth("setwebhook", 1).await;
     assert_eq!(set["url"], "https://bot.example/channels/telegram/webhook");
     assert_eq!(set["secret_token"], secret);
+    let registered = s.fake.webhook().unwrap();
+    assert_eq!(registered.secret.as_deref(), Some(secret));
 
     let update = serde_json::to_string(&{
         let mut u = private_text(ADA, 5, "via webhook");
@@ -741,17 +744,7 @@ async fn the_webhook_refuses_requests_without_the_secret() {
         u
     })
     .unwrap();
-    let client = reqwest::Client::new();
-    let post = |header: Option<&str>| {
-        let mut req = client
-            .post(&url)
-            .header("content-type", "application/json")
-            .body(update.clone());
-        if let Some(h) = header {
-            req = req.header("x-telegram-bot-api-secret-token", h);
-        }
-        async move { req.send().await.unwrap().status().as_u16() }
-    };
+    let post = |header: Option<&str>| post_update(&url, header, &update);
     // Missing, wrong, a prefix or an extension of the secret, or characters a secret cannot
     // have: all 401, and the update reaches nothing.
     let longer = format!("{secret}x");
@@ -773,15 +766,13 @@ async fn the_webhook_refuses_requests_without_the_secret() {
     assert_eq!(sent["text"], "echo: via webhook");
     // A malformed update with the right secret is acknowledged (Telegram would resend it
     // forever otherwise) and dropped with a log line.
-    let malformed = client
-        .post(&url)
-        .header("content-type", "application/json")
-        .header("x-telegram-bot-api-secret-token", secret)
-        .body(r#"{"update_id": 777, "message": {"text": "no chat"}}"#)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(malformed.status(), 200);
+    let malformed = post_update(
+        &url,
+        Some(secret),
+        r#"{"update_id": 777, "message": {"text": "no chat"}}"#,
+    )
+    .await;
+    assert_eq!(malformed, 200);
     wait_for_log(&logs, "update 777", |l| {
         l.contains("malformed Telegram update dropped") && l.contains("update_id=777")
     })
@@ -798,20 +789,11 @@ async fn an_unreadable_webhook_body_is_dropped_with_a_bounded_warning() {
     let logs = logs();
     let secret = "s3cret-Token_2";
     let (s, url) = webhook_setup(secret).await;
-    let client = reqwest::Client::new();
     // No update at all (no `update_id`), large: acknowledged, not handled, and logged at WARN
     // with a short prefix only.
     let filler = "Z".repeat(20_000);
     let body = format!(r#"{{"marker-unreadable": "{filler}"}}"#);
-    let response = client
-        .post(&url)
-        .header("content-type", "application/json")
-        .header("x-telegram-bot-api-secret-token", secret)
-        .body(body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200);
+    assert_eq!(post_update(&url, Some(secret), &body).await, 200);
     wait_for_log(&logs, "the unreadable body", |l| {
         l.contains("unreadable Telegram update dropped") && l.contains("marker-unreadable")
     })
@@ -831,30 +813,8 @@ async fn an_unreadable_webhook_body_is_dropped_with_a_bounded_warning() {
     assert!(s.model.requests().is_empty());
     let mut u = private_text(ADA, 6, "after the junk");
     u["update_id"] = json!(2);
-    let ok = client
-        .post(&url)
-        .header("content-type", "application/json")
-        .header("x-telegram-bot-api-secret-token", secret)
-        .body(u.to_string())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(ok.status(), 200);
+    assert_eq!(post_update(&url, Some(secret), &u.to_string()).await, 200);
     s.fake
         .wait_for("the reply", |c| sent_text(c, "echo: after the junk"))
         .await;
-}
-
-/// The fields of a multipart form the fake kept (see `fake::params`), as a JSON object.
-async fn form(call: &Value) -> Value {
-    let boundary = multer::parse_boundary(call["content_type"].as_str().unwrap()).unwrap();
-    let raw = call["multipart"].as_str().unwrap().to_owned();
-    let body = futures::stream::once(async move { Ok::<_, std::io::Error>(raw) });
-    let mut form = multer::Multipart::new(body, boundary);
-    let mut out = serde_json::Map::new();
-    while let Some(field) = form.next_field().await.unwrap() {
-        let name = field.name().unwrap().to_owned();
-        out.insert(name, Value::String(field.text().await.unwrap()));
-    }
-    Value::Object(out)
 }

@@ -1,9 +1,10 @@
 //! Bot API updates (the documented JSON shapes) read with teloxide, then converted.
 
-use frogbot_core::model::Interaction;
+use frogbot_model::Interaction;
 use frogbot_telegram::convert::{
-    interaction, is_own_message, parse_update, talks_to_bot, thread_id, thread_message,
+    interaction, is_own_message, parse_update, talks_to_bot, thread_message,
 };
+use frogbot_telegram::ids::thread_id;
 use serde_json::{Value, json};
 use teloxide::types::{UpdateKind, UserId};
 
@@ -47,6 +48,47 @@ fn callback_query_becomes_an_action() {
     assert_eq!(event.user.name.as_deref(), Some("Ada"));
     assert_eq!(event.trigger_id.as_deref(), Some("4382bfdwdsb323b2d9"));
     assert_eq!(event.raw["data"], "q3:0:1");
+}
+
+/// A click as Telegram delivers it in a private chat (the shape of captured real updates: the
+/// user's `language_code`, the bot's message with its keyboard, a long numeric `chat_instance`).
+#[test]
+fn a_private_chat_click_as_telegram_sends_it() {
+    let update = parse_update(
+        r#"{
+        "update_id": 734997100,
+        "callback_query": {
+            "id": "4278655576057498999",
+            "from": {"id": 996202000, "is_bot": false, "first_name": "Ada",
+                     "username": "ada_l", "language_code": "en"},
+            "message": {
+                "message_id": 61,
+                "from": {"id": 6097692000, "is_bot": true, "first_name": "FrogBot",
+                         "username": "frogbot"},
+                "chat": {"id": 996202000, "first_name": "Ada", "username": "ada_l",
+                         "type": "private"},
+                "date": 1686214500,
+                "text": "\u2753 Env\nWhere?",
+                "reply_markup": {"inline_keyboard": [
+                    [{"text": "staging", "callback_data": "q0:0:0"}],
+                    [{"text": "prod", "callback_data": "q0:0:1"}]
+                ]}
+            },
+            "chat_instance": "-2291384178539442000",
+            "data": "q0:0:1"
+        }
+    }"#
+        .as_bytes(),
+    )
+    .unwrap();
+    let Some(Interaction::Action { event }) = interaction(&update).unwrap() else {
+        panic!("not an action");
+    };
+    assert_eq!(event.action_id, "q0:0");
+    assert_eq!(event.value.as_deref(), Some("1"));
+    assert_eq!(event.message_id, "996202000:61");
+    assert_eq!(event.user.id, "996202000");
+    assert_eq!(event.trigger_id.as_deref(), Some("4278655576057498999"));
 }
 
 #[test]

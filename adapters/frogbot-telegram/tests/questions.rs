@@ -1,113 +1,41 @@
 //! The question hooks against a local fake Bot API (axum on 127.0.0.1:0), with teloxide's `Bot`
 //! pointed at it: documented response shapes, a `429` with `retry_after`, and the pure `parse`.
 
-use std::sync::atomic::{AtomicI64, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::Router;
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::{StatusCode, Uri};
-use axum::response::{IntoResponse, Response};
-use frogbot_core::model::{
+use frogbot_model::{
     ActionEvent, ChannelQuestions, HookArgs, Interaction, ParseArgs, ParseResult, PlatformUser,
     QuestionCall, QuestionMessage, QuestionOutcome, QuestionRecord, RenderArgs, RequestContext,
     Thread, ThreadMessage, ThreadMessageMetadata,
 };
-use frogbot_telegram::TelegramQuestions;
+use frogbot_telegram::client::ApiCall;
 use frogbot_telegram::questions::STALE_TEXT;
+use frogbot_telegram::render::MAX_NOTICE;
+use frogbot_telegram::testing::FakeBotApi;
+use frogbot_telegram::{RecordingTelegram, TelegramQuestions};
 use serde_json::{Value, json};
 use teloxide::Bot;
 
 const CHAT: i64 = -100200;
 
-#[derive(Default)]
-struct Fake {
-    /// (method in lower case, JSON body) of every call.
-    calls: Mutex<Vec<(String, Value)>>,
-    next_id: AtomicI64,
-    /// How many `sendMessage` calls still get a 429.
-    throttle_sends: AtomicU32,
+async fn start() -> (FakeBotApi, TelegramQuestions<Bot>) {
+    let fake = FakeBotApi::start().await;
+    let hooks = TelegramQuestions::new(fake.bot());
+    (fake, hooks)
 }
 
-impl Fake {
-    fn calls(&self, method: &str) -> Vec<Value> {
-        self.calls
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|(m, _)| m == method)
-            .map(|(_, b)| b.clone())
-            .collect()
-    }
-}
-
-fn message(id: i64, chat: &Value, text: &Value) -> Value {
-    json!({
-        "message_id": id, "date": 1_767_225_600,
-        "chat": {"id": chat, "type": "supergroup", "title": "Ops"},
-        "from": {"id": 999, "is_bot": true, "first_name": "FrogBot", "username": "frogbot"},
-        "text": text
-    })
-}
-
-async fn api(State(fake): State<Arc<Fake>>, uri: Uri, body: Bytes) -> Response {
-    let method = uri
-        .path()
-        .rsplit('/')
-        .next()
-        .unwrap_or_default()
-        .to_lowercase();
-    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    fake.calls
-        .lock()
-        .unwrap()
-        .push((method.clone(), body.clone()));
-    let ok = |result: Value| axum::Json(json!({"ok": true, "result": result})).into_response();
-    match method.as_str() {
-        "sendmessage" => {
-            let throttled = fake
-                .throttle_sends
-                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-                .is_ok();
-            if throttled {
-                return (
-                    StatusCode::TOO_MANY_REQUESTS,
-                    axum::Json(json!({
-                        "ok": false, "error_code": 429,
-                        "description": "Too Many Requests: retry after 1",
-                        "parameters": {"retry_after": 1}
-                    })),
-                )
-                    .into_response();
-            }
-            let id = fake.next_id.fetch_add(1, Ordering::SeqCst) + 100;
-            ok(message(id, &body["chat_id"], &body["text"]))
-        }
-        "editmessagetext" | "editmessagereplymarkup" => ok(message(
-            body["message_id"].as_i64().unwrap_or(0),
-            &body["chat_id"],
-            &body.get("text").cloned().unwrap_or(json!("x")),
-        )),
-        "answercallbackquery" => ok(json!(true)),
-        _ => (
-            StatusCode::NOT_FOUND,
-            axum::Json(json!({"ok": false, "error_code": 404, "description": "Not Found"})),
-        )
-            .into_response(),
-    }
-}
-
-async fn start() -> (Arc<Fake>, TelegramQuestions<Bot>) {
-    let fake = Arc::new(Fake::default());
-    let app = Router::new().fallback(api).with_state(fake.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    let url = url::Url::parse(&format!("http://{addr}/")).unwrap();
-    let bot = Bot::new("123:TEST").set_api_url(url);
-    (fake, TelegramQuestions::new(bot))
+/// Renders [`call`] in [`thread`] (messages 100, 101 and the prompt 102).
+async fn render_call(hooks: &TelegramQuestions<Bot>) {
+    let c = call();
+    let req = RequestContext::default();
+    hooks
+        .render(RenderArgs {
+            calls: std::slice::from_ref(&c),
+            req: &req,
+            thread: &thread(),
+        })
+        .await
+        .unwrap();
 }
 
 fn thread() -> Thread {
@@ -204,7 +132,7 @@ async fn render_sends_keyboards_and_a_force_reply_prompt() {
         ]
     );
     assert_eq!(out[0].messages[2].question, Some(2));
-    assert_eq!(out[0].messages[0].posted_at, "2026-01-01T00:00:00Z");
+    assert!(out[0].messages[0].posted_at.ends_with('Z'));
     let sent = fake.calls("sendmessage");
     assert_eq!(sent.len(), 3);
     assert_eq!(sent[0]["chat_id"], json!(CHAT));
@@ -262,7 +190,7 @@ async fn parse_walks_the_question_set() {
     let ParseResult::Partial { state: Some(s) } = parse(&click(&m1, "q1:1:1"), &q) else {
         panic!("expected partial")
     };
-    assert_eq!(s["toggled"][1], json!([1]));
+    assert_eq!(s["checked"][1], json!([1]));
     let q = record(&[(100, 0), (101, 1), (102, 2)], 2, Some(s));
     let ParseResult::Partial { state: Some(s) } = parse(&click(&m1, "q2:1:d"), &q) else {
         panic!("expected partial")
@@ -318,6 +246,7 @@ async fn replies_after_the_answer_reach_the_agent() {
 #[tokio::test]
 async fn updated_redraws_keyboards_with_the_new_revision() {
     let (fake, hooks) = start().await;
+    render_call(&hooks).await;
     let c = call();
     let req = RequestContext::default();
     let t = thread();
@@ -344,6 +273,7 @@ async fn updated_redraws_keyboards_with_the_new_revision() {
 #[tokio::test]
 async fn settled_edits_every_message_and_removes_keyboards() {
     let (fake, hooks) = start().await;
+    render_call(&hooks).await;
     let c = call();
     let req = RequestContext::default();
     let t = thread();
@@ -419,7 +349,7 @@ async fn stale_answers_the_callback_query_with_a_notice() {
 #[tokio::test]
 async fn a_429_is_waited_out_and_the_message_is_not_dropped() {
     let (fake, hooks) = start().await;
-    fake.throttle_sends.store(1, Ordering::SeqCst);
+    fake.throttle_keyboard_sends(1);
     let c: QuestionCall = serde_json::from_value(json!({"toolCallId": "call-2", "input": {
         "questions": [{"header": "Env", "question": "Where?", "options": [{"label": "prod"}]}]
     }}))
@@ -443,4 +373,115 @@ async fn a_429_is_waited_out_and_the_message_is_not_dropped() {
     assert_eq!(sent[0], sent[1]);
     assert_eq!(out[0].messages.len(), 1);
     assert_eq!(out[0].messages[0].id, format!("{CHAT}:100"));
+}
+
+#[tokio::test]
+async fn replies_name_options_by_number_or_label() {
+    let (_fake, hooks) = start().await;
+    let c = call();
+    let m0 = format!("{CHAT}:100");
+    let m1 = format!("{CHAT}:101");
+    let q = record(
+        &[(100, 0), (101, 1), (102, 2)],
+        0,
+        Some(json!({"prompts": [format!("{CHAT}:102")]})),
+    );
+    let parse = |i: &Interaction| {
+        hooks.parse(ParseArgs {
+            call: &c,
+            interaction: i,
+            question: &q,
+            settled: false,
+        })
+    };
+    // A reply to a question's message answers it by number or by label.
+    let ParseResult::Partial { state: Some(s) } = parse(&reply(&m0, "2")) else {
+        panic!("expected partial")
+    };
+    assert_eq!(s["picks"][0], json!(["prod"]));
+    let ParseResult::Partial { state: Some(s) } = parse(&reply(&m1, "a, b")) else {
+        panic!("expected partial")
+    };
+    assert_eq!(s["picks"][1], json!(["a", "b"]));
+    // A number that is no option is refused; several on a one-choice question too.
+    assert!(matches!(
+        parse(&reply(&m0, "7")),
+        ParseResult::Rejected { .. }
+    ));
+    assert!(matches!(
+        parse(&reply(&m0, "1, 2")),
+        ParseResult::Rejected { .. }
+    ));
+    // A message that replies to nothing does not say which of three questions it answers.
+    let mut plain = reply(&m0, "2");
+    if let Interaction::Message { message } = &mut plain {
+        message.reply_to = None;
+    }
+    assert_eq!(parse(&plain), ParseResult::Ignore);
+}
+
+#[tokio::test]
+async fn in_a_one_question_set_any_message_answers() {
+    let (_fake, hooks) = start().await;
+    let c: QuestionCall = serde_json::from_value(json!({"toolCallId": "call-3", "input": {
+        "questions": [{"header": "Env", "question": "Where?",
+            "options": [{"label": "staging"}, {"label": "prod"}], "custom": true}]
+    }}))
+    .unwrap();
+    let q = record(&[(100, 0)], 0, None);
+    let parse = |text: &str| {
+        let mut i = reply("x", text);
+        if let Interaction::Message { message } = &mut i {
+            message.reply_to = None;
+        }
+        hooks.parse(ParseArgs {
+            call: &c,
+            interaction: &i,
+            question: &q,
+            settled: false,
+        })
+    };
+    let ParseResult::Answer { output } = parse("PROD") else {
+        panic!("expected an answer")
+    };
+    assert_eq!(output.answers[0].selected, ["prod"]);
+    let ParseResult::Answer { output } = parse("the blue one") else {
+        panic!("expected an answer")
+    };
+    assert_eq!(output.answers[0].selected, ["the blue one"]);
+    assert_eq!(parse("   "), ParseResult::Ignore);
+}
+
+#[tokio::test]
+async fn a_long_notice_is_cut_to_what_a_callback_answer_shows() {
+    let api = RecordingTelegram::new();
+    let hooks = TelegramQuestions::new(api);
+    let c = call();
+    let req = RequestContext::default();
+    let t = thread();
+    let q = record(&[(100, 0)], 0, None);
+    let args = HookArgs {
+        call: &c,
+        question: &q,
+        req: &req,
+        thread: &t,
+    };
+    let reason = "too long ".repeat(100);
+    hooks
+        .rejected(args, &click(&format!("{CHAT}:100"), "q0:0:1"), &reason)
+        .await
+        .unwrap();
+    let calls = hooks.api().calls();
+    let [
+        ApiCall::AnswerCallbackQuery {
+            id,
+            text: Some(text),
+        },
+    ] = calls.as_slice()
+    else {
+        panic!("{calls:?}")
+    };
+    assert_eq!(id, "cbq-1");
+    assert!(text.chars().count() <= MAX_NOTICE);
+    assert!(text.starts_with("too long"));
 }

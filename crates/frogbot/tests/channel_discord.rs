@@ -1,11 +1,11 @@
 //! `frogbot serve` with `[channels.discord]` pointing at a fake Discord (HTTP API + gateway
-//! websocket from `frogbot_discord::fake`): the real server connects to the gateway, a mention is
+//! websocket from `frogbot_discord::testing`): the real server connects to the gateway, a mention is
 //! answered in a thread the bot opens, and with `public_key` the interactions endpoint is mounted
 //! and refuses a forged signature.
 
 use std::time::Duration;
 
-use frogbot_discord::fake::{self, FakeDiscord};
+use frogbot_discord::testing::{self as fake, FakeDiscord};
 
 const APP: u64 = 600_000_000_000_000_006;
 const BOT: u64 = 610_000_000_000_000_006;

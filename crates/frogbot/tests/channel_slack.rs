@@ -1,116 +1,26 @@
-//! `[channels.slack]` in a real `frogbot serve` (in-process, SQLite, the demo model): signed
-//! payloads in Slack's documented shapes are posted to the real endpoints, and slack-morphism's
-//! client talks to a local fake of the Slack Web API that records every call.
+//! `[channels.slack]` in a real `frogbot serve` (in-process, SQLite, the demo model) against the
+//! fake Slack (`frogbot_slack::testing`): signed payloads in Slack's documented shapes are posted
+//! to the real endpoints, and slack-morphism's client talks to the fake's Web API, which records
+//! every call.
 
 mod common;
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::Router;
-use axum::extract::{Path, State};
-use axum::http::HeaderMap;
-use axum::routing::post;
 use frogbot_core::agent::channel_chat_id;
 use frogbot_core::model::now_millis;
 use frogbot_core::store::DynStore;
 use frogbot_slack::questions::{DENIED_TEXT, STALE_TEXT};
-use frogbot_slack::verify::sign;
+use frogbot_slack::testing::{BOT_TOKEN, FakeSlack, SIGNING_SECRET, Signature as Sig};
 use serde_json::{Value, json};
 
-const SECRET: &str = "8f742231b10e8888abcd99yyyzzz85a5";
 const CHANNEL: &str = "C42";
 
-#[derive(Clone, Debug)]
-struct Call {
-    method: String,
-    auth: String,
-    body: Value,
-}
-
-#[derive(Clone, Default)]
-struct Fake {
-    calls: Arc<Mutex<Vec<Call>>>,
-}
-
-impl Fake {
-    fn calls(&self, method: &str) -> Vec<Call> {
-        self.calls
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|c| c.method == method)
-            .cloned()
-            .collect()
-    }
-    fn count(&self) -> usize {
-        self.calls.lock().unwrap().len()
-    }
-}
-
-fn now_secs() -> i64 {
-    now_millis() / 1000
-}
-
-/// The fake Web API: the methods the channel uses, answered in Slack's shapes.
-async fn api(
-    State(fake): State<Fake>,
-    Path(method): Path<String>,
-    headers: HeaderMap,
-    body: String,
-) -> axum::Json<Value> {
-    let body: Value = serde_json::from_str(&body).unwrap_or(Value::String(body));
-    let auth = headers
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_string();
-    let n = {
-        let mut calls = fake.calls.lock().unwrap();
-        calls.push(Call {
-            method: method.clone(),
-            auth,
-            body: body.clone(),
-        });
-        calls.len()
-    };
-    let channel = body["channel"].as_str().unwrap_or(CHANNEL).to_string();
-    axum::Json(match method.as_str() {
-        "auth.test" => json!({
-            "ok": true, "url": "https://frogs.slack.com/", "team": "Frogs", "user": "frogbot",
-            "team_id": "T1", "user_id": "UBOT", "bot_id": "B1"
-        }),
-        "chat.postMessage" => {
-            let ts = format!("{}.{n:06}", now_secs());
-            json!({
-                "ok": true, "channel": channel, "ts": ts,
-                "message": {"type": "message", "text": body["text"], "ts": ts, "bot_id": "B1"}
-            })
-        }
-        "chat.update" => json!({
-            "ok": true, "channel": channel, "ts": body["ts"], "text": body["text"],
-            "message": {"text": body["text"], "user": "UBOT", "bot_id": "B1"}
-        }),
-        "chat.postEphemeral" => json!({"ok": true, "message_ts": format!("{}.{n:06}", now_secs())}),
-        "views.open" => {
-            let mut view = body["view"].clone();
-            view["id"] = json!("V1");
-            view["team_id"] = json!("T1");
-            view["hash"] = json!("1700000600.abc");
-            view["state"] = json!({"values": {}});
-            json!({"ok": true, "view": view})
-        }
-        _ => json!({"ok": false, "error": "unknown_method"}),
-    })
-}
-
 struct Env {
-    fake: Fake,
+    fake: FakeSlack,
     base: String,
     http: reqwest::Client,
     store: DynStore,
-    seq: AtomicU64,
     _db: frogbot_testkit::TestDb,
     _server: tokio::task::JoinHandle<()>,
 }
@@ -125,8 +35,8 @@ fn set_secrets() -> (&'static str, &'static str) {
         // SAFETY: set once, before any server of this binary reads them; every reader in this
         // process goes through `std::env`, which serialises access to the environment.
         unsafe {
-            std::env::set_var(TOKEN_VAR, "xoxb-test-token");
-            std::env::set_var(SECRET_VAR, SECRET);
+            std::env::set_var(TOKEN_VAR, BOT_TOKEN);
+            std::env::set_var(SECRET_VAR, SIGNING_SECRET);
         }
     });
     (TOKEN_VAR, SECRET_VAR)
@@ -143,13 +53,8 @@ async fn start_on(db: frogbot_testkit::TestDb, extra: &str) -> Env {
         .with_test_writer()
         .with_max_level(tracing::Level::INFO)
         .try_init();
-    let fake = Fake::default();
-    let app = Router::new()
-        .route("/api/{method}", post(api).get(api))
-        .with_state(fake.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let api_addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let fake = FakeSlack::start().await;
+    let api_url = fake.api_url();
 
     let (tok, sec) = set_secrets();
     let config = common::config_with(
@@ -160,7 +65,7 @@ async fn start_on(db: frogbot_testkit::TestDb, extra: &str) -> Env {
 mode = "http"
 bot_token_env = "{tok}"
 signing_secret_env = "{sec}"
-api_url = "http://{api_addr}/api"
+api_url = "{api_url}"
 {extra}
 "#
         ),
@@ -192,7 +97,6 @@ api_url = "http://{api_addr}/api"
         base,
         http,
         store,
-        seq: AtomicU64::new(1),
         _db: db,
         _server: server,
     };
@@ -217,17 +121,10 @@ async fn wait(mut cond: impl FnMut() -> bool, what: &str) {
     }
 }
 
-enum Sig {
-    Good,
-    Wrong,
-    Stale,
-}
-
 impl Env {
-    /// A fresh Slack `ts` (now, with a unique fraction that sorts after the fake's).
+    /// A fresh Slack `ts` (the fake's clock: later than every `ts` before).
     fn ts(&self) -> String {
-        let n = self.seq.fetch_add(1, Ordering::SeqCst);
-        format!("{}.9{n:05}", now_secs())
+        self.fake.next_ts()
     }
 
     async fn post_raw(
@@ -238,28 +135,15 @@ impl Env {
         sig: Sig,
         retry: Option<u32>,
     ) -> reqwest::Response {
-        let ts = match sig {
-            Sig::Stale => now_secs() - 6 * 60,
-            _ => now_secs(),
-        }
-        .to_string();
-        let signature = match sig {
-            Sig::Wrong => sign("not-the-secret", &ts, body.as_bytes()).unwrap(),
-            _ => sign(SECRET, &ts, body.as_bytes()).unwrap(),
-        };
-        let mut req = self
-            .http
-            .post(format!("{}{path}", self.base))
-            .header("content-type", content_type)
-            .header("x-slack-request-timestamp", ts)
-            .header("x-slack-signature", signature)
-            .body(body);
-        if let Some(n) = retry {
-            req = req
-                .header("x-slack-retry-num", n.to_string())
-                .header("x-slack-retry-reason", "http_timeout");
-        }
-        req.send().await.expect("request")
+        self.fake
+            .post_signed(
+                &format!("{}{path}", self.base),
+                content_type,
+                body,
+                sig,
+                retry,
+            )
+            .await
     }
 
     async fn event(&self, event: Value) -> u16 {
@@ -268,58 +152,36 @@ impl Env {
     }
 
     async fn event_with(&self, event: Value, event_id: &str, retry: Option<u32>) -> u16 {
-        let body = json!({
-            "token": "legacy", "team_id": "T1", "api_app_id": "A1", "type": "event_callback",
-            "event_id": event_id, "event_time": now_secs(), "event": event,
-            "authorizations": [{"team_id": "T1", "user_id": "UBOT", "is_bot": true}]
-        });
-        self.post_raw(
-            "/channels/slack/events",
-            "application/json",
-            body.to_string(),
-            Sig::Good,
-            retry,
-        )
-        .await
-        .status()
-        .as_u16()
+        let body = self.fake.event_callback_with_id(event, event_id);
+        self.fake
+            .post_event(&self.base, &body, Sig::Good, retry)
+            .await
+            .status()
+            .as_u16()
     }
 
     /// `app_mention` of the bot by `user`; returns the message ts (the thread root).
     async fn mention(&self, user: &str, text: &str) -> String {
-        let ts = self.ts();
-        let status = self
-            .event(json!({
-                "type": "app_mention", "user": user, "text": format!("<@UBOT> {text}"),
-                "ts": ts, "channel": CHANNEL, "event_ts": ts
-            }))
-            .await;
+        let said = self
+            .fake
+            .user_message(CHANNEL, None, user, &format!("<@UBOT> {text}"));
+        let status = self.event(self.fake.mention_event(&said)).await;
         assert_eq!(status, 200);
-        ts
+        said.ts
     }
 
     /// A reply in the thread `root`.
     async fn reply(&self, user: &str, root: &str, text: &str) -> u16 {
-        let ts = self.ts();
-        self.event(json!({
-            "type": "message", "channel": CHANNEL, "user": user, "text": text, "ts": ts,
-            "thread_ts": root, "event_ts": ts, "channel_type": "channel"
-        }))
-        .await
+        let said = self.fake.user_message(CHANNEL, Some(root), user, text);
+        self.event(self.fake.message_event(&said, "channel")).await
     }
 
     async fn interactivity(&self, payload: &Value, sig: Sig, retry: Option<u32>) -> u16 {
-        let body = frogbot_slack::convert::form_from_payload(payload);
-        self.post_raw(
-            "/channels/slack/interactivity",
-            "application/x-www-form-urlencoded",
-            body,
-            sig,
-            retry,
-        )
-        .await
-        .status()
-        .as_u16()
+        self.fake
+            .post_interaction(&self.base, payload, sig, retry)
+            .await
+            .status()
+            .as_u16()
     }
 
     /// Waits for the `k`-th (0-based) `chat.postMessage` into thread `root`.
@@ -375,21 +237,25 @@ fn element(blocks: &Value, label: &str) -> Value {
         .unwrap_or_else(|| panic!("no element {label:?} in {blocks}"))
 }
 
-/// A `block_actions` payload for a button click, as Slack sends it.
-fn click(user: &str, message_ts: &str, root: &str, button: &Value, trigger: &str) -> Value {
-    json!({
-        "type": "block_actions",
-        "user": {"id": user, "username": user.to_lowercase(), "name": user.to_lowercase(), "team_id": "T1"},
-        "api_app_id": "A1", "token": "legacy",
-        "container": {"type": "message", "message_ts": message_ts, "channel_id": CHANNEL,
-                      "is_ephemeral": false, "thread_ts": root},
-        "trigger_id": trigger,
-        "team": {"id": "T1", "domain": "frogs"},
-        "channel": {"id": CHANNEL, "name": "ops"},
-        "message": {"type": "message", "ts": message_ts, "thread_ts": root, "bot_id": "B1", "text": "question"},
-        "actions": [{"type": "button", "block_id": "b", "action_id": button["action_id"],
-                     "value": button["value"], "text": button["text"], "action_ts": format!("{}.1", now_secs())}]
-    })
+/// A `block_actions` payload for a click on `button` (an element of the posted blocks) of the
+/// message `message_ts` in thread `root`, as Slack sends it.
+fn click(
+    env: &Env,
+    user: &str,
+    message_ts: &str,
+    root: &str,
+    button: &Value,
+    trigger: &str,
+) -> Value {
+    let mut payload = env.fake.block_actions(
+        user,
+        &format!("{CHANNEL}:{message_ts}"),
+        button.clone(),
+        json!({}),
+        trigger,
+    );
+    payload["container"]["thread_ts"] = json!(root);
+    payload
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -497,7 +363,7 @@ async fn a_question_is_clicked_settled_and_the_agent_continues() {
     let green = element(&blocks, "Green");
     assert_eq!(
         env.interactivity(
-            &click("U7", &msg_ts, &root, &green, "111.222.aaa"),
+            &click(&env, "U7", &msg_ts, &root, &green, "111.222.aaa"),
             Sig::Good,
             None
         )
@@ -529,7 +395,7 @@ async fn a_question_is_clicked_settled_and_the_agent_continues() {
     let red = element(&blocks, "Red");
     assert_eq!(
         env.interactivity(
-            &click("U8", &msg_ts, &root, &red, "111.222.bbb"),
+            &click(&env, "U8", &msg_ts, &root, &red, "111.222.bbb"),
             Sig::Good,
             None
         )
@@ -558,7 +424,7 @@ async fn a_question_is_clicked_settled_and_the_agent_continues() {
     assert!(second["blocks"].is_array());
     assert_eq!(
         env.interactivity(
-            &click("U9", &msg_ts, &root, &red, "111.222.ccc"),
+            &click(&env, "U9", &msg_ts, &root, &red, "111.222.ccc"),
             Sig::Good,
             None
         )
@@ -614,7 +480,7 @@ async fn a_store_failure_is_not_acknowledged_so_slack_retries() {
             }))
             .await;
         assert_eq!(status, 500, "mention {k}");
-        let click = click("U7", &msg_ts, &root, &green, &format!("111.222.{k}"));
+        let click = click(&env, "U7", &msg_ts, &root, &green, &format!("111.222.{k}"));
         assert_eq!(
             env.interactivity(&click, Sig::Good, None).await,
             500,
@@ -634,7 +500,7 @@ async fn the_other_button_opens_a_modal_whose_submission_answers() {
     let other = element(&question["blocks"], "Other…");
     assert_eq!(
         env.interactivity(
-            &click("U1", &msg_ts, &root, &other, "333.444.modal"),
+            &click(&env, "U1", &msg_ts, &root, &other, "333.444.modal"),
             Sig::Good,
             None
         )
@@ -712,7 +578,7 @@ async fn a_user_outside_the_allow_list_is_denied() {
     let red = element(&question["blocks"], "Red");
     assert_eq!(
         env.interactivity(
-            &click("U2", &msg_ts, &root, &red, "777.1.x"),
+            &click(&env, "U2", &msg_ts, &root, &red, "777.1.x"),
             Sig::Good,
             None
         )
@@ -740,7 +606,7 @@ async fn bad_input_is_refused_or_ignored_and_nothing_is_recorded() {
     let question = env.posted(&root, 0).await;
     let msg_ts = env.question_ts(&root).await;
     let green = element(&question["blocks"], "Green");
-    let good_click = click("U1", &msg_ts, &root, &green, "900.1.a");
+    let good_click = click(&env, "U1", &msg_ts, &root, &green, "900.1.a");
     let calls_before = env.fake.count();
     let messages_before = env.chat_messages(&root).await;
 
@@ -801,7 +667,7 @@ async fn bad_input_is_refused_or_ignored_and_nothing_is_recorded() {
     foreign["actions"][0]["action_id"] = json!("approve_deploy");
     foreign["trigger_id"] = json!("900.1.b");
     assert_eq!(env.interactivity(&foreign, Sig::Good, None).await, 200);
-    let nowhere = click("U1", "1111111111.000001", &root, &green, "900.1.c");
+    let nowhere = click(&env, "U1", "1111111111.000001", &root, &green, "900.1.c");
     assert_eq!(env.interactivity(&nowhere, Sig::Good, None).await, 200);
 
     assert_eq!(env.fake.count(), calls_before, "no Slack call was made");

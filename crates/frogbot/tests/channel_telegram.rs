@@ -1,10 +1,7 @@
-//! `[channels.telegram]` in the real `frogbot serve` binary against a fake Bot API (the adapter's
-//! tests/fake): a private message is answered by long polling; in webhook mode the route
-//! `/channels/telegram/webhook` is merged into serve's router and checks the secret token; and
-//! configuration mistakes name their key.
-
-#[path = "../../../adapters/frogbot-telegram/tests/fake/mod.rs"]
-mod fake;
+//! `[channels.telegram]` in the real `frogbot serve` binary against the fake Bot API of
+//! `frogbot_telegram::testing`: a private message is answered by long polling; in webhook mode the
+//! route `/channels/telegram/webhook` is merged into serve's router and checks the secret token;
+//! and configuration mistakes name their key.
 
 mod common;
 
@@ -12,7 +9,7 @@ use std::process::{Command, Stdio};
 
 use common::child::{ServeProcess, config_file, free_port, frogbot, start};
 
-use fake::{Call, FakeBotApi, private_chat, text_update, user};
+use frogbot_telegram::testing::{Call, FakeBotApi, private_chat, text_update, user};
 use serde_json::{Value, json};
 
 const TOKEN_VAR: &str = "FROGBOT_TEST_TELEGRAM_TOKEN";

@@ -428,23 +428,17 @@ async fn start_up_problems_exit_2_naming_what_and_where() {
 
 #[tokio::test]
 async fn a_platform_refusing_the_token_exits_2() {
-    // A Bot API that refuses every token.
-    let api = axum::Router::new().fallback(|| async {
-        (
-            axum::http::StatusCode::UNAUTHORIZED,
-            axum::Json(json!({"ok": false, "error_code": 401, "description": "Unauthorized"})),
-        )
-    });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let api_addr = listener.local_addr().unwrap();
-    let fake = tokio::spawn(async move { axum::serve(listener, api).await });
+    // The fake Bot API, refusing the token as Telegram refuses a revoked one.
+    let fake = frogbot_telegram::testing::FakeBotApi::start().await;
+    fake.refuse_token();
     let dir = tempfile::tempdir().unwrap();
     let db = format!("sqlite://{}", dir.path().join("x.db").display());
     let mut cmd = serve_cmd(
         dir.path(),
         &db,
         &format!(
-            "[channels.telegram]\ntoken_env = \"FROGBOT_TEST_TG_TOKEN\"\napi_url = \"http://{api_addr}/\"\n"
+            "[channels.telegram]\ntoken_env = \"FROGBOT_TEST_TG_TOKEN\"\napi_url = \"{}\"\n",
+            fake.url
         ),
     );
     cmd.env(
@@ -454,5 +448,5 @@ async fn a_platform_refusing_the_token_exits_2() {
     let r = failed_start(cmd).await;
     assert_one_line(&r, &["`channels.telegram`"]);
     assert!(!r.1.contains("ABCdef"), "{}", r.1);
-    fake.abort();
+    assert_eq!(fake.calls("getme").len(), 1, "serve asked who the bot is");
 }

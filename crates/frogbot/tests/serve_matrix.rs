@@ -1,17 +1,15 @@
-//! `[channels.matrix]` in the real `frogbot serve` binary against a real Synapse on loopback (the
-//! adapter's test support starts it; skipped with a message when Synapse is not installed, unless
+//! `[channels.matrix]` in the real `frogbot serve` binary against a real Synapse on loopback
+//! (`frogbot_matrix::testing::synapse` starts it; skipped with a message when Synapse is not installed, unless
 //! `FROGBOT_REQUIRE_SYNAPSE=1`): serve logs in with the password from the environment variable the
 //! configuration names, joins a DM it is invited to, answers "ask" with a native poll in a thread,
 //! and takes the poll response as the answer; a person outside `allow` is told so in the thread.
 
 #![recursion_limit = "256"]
 
-#[path = "../../../adapters/frogbot-matrix/tests/support/mod.rs"]
-mod support;
-
 mod common;
 
 use common::child::{ServeProcess, config_file, free_port, frogbot, start};
+use frogbot_matrix::testing::synapse as support;
 use serde_json::{Value, json};
 use support::thread_root;
 

@@ -13,9 +13,8 @@
 use std::sync::Arc;
 
 use frogbot_core::agent::scripted::demo_model;
-use frogbot_core::agent::{AllowAll, Channel, Engine, EngineConfig, ModelOffer};
-use frogbot_core::model::PrefixedIdentity;
-use frogbot_discord::channel::{DiscordReceiver, PLATFORM, Settings};
+use frogbot_core::agent::{Adapter, Engine, EngineConfig, ModelOffer};
+use frogbot_discord::channel::{Config, connect};
 use tokio_util::sync::CancellationToken;
 
 fn env(name: &str) -> Option<String> {
@@ -32,13 +31,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let application_id = env("DISCORD_APPLICATION_ID")
         .ok_or("set DISCORD_APPLICATION_ID")?
         .parse()?;
-    let receiver = DiscordReceiver::new(&Settings {
-        token,
-        application_id,
-        intents: vec![],
-        public_key: None,
-        api_url: None,
-    })?;
+    // Checks the config and learns the bot's own user id from Discord. Everyone may talk to the
+    // agent (`allow` empty); Discord users are `discord:ID` (`users` maps them to FrogBot users).
+    let adapter = connect(Config::new(token, application_id)).await?;
 
     let model: Arc<dyn frogbot_core::agent::Model> = match env("OPENAI_API_KEY") {
         Some(key) => Arc::new(frogbot_openai::OpenAiCompatible::new(
@@ -67,13 +62,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         vec![],
         EngineConfig::default(),
     )
-    .with_channel(Channel {
-        platform: PLATFORM.into(),
-        questions: Some(receiver.questions()),
-        identity: Arc::new(PrefixedIdentity),
-        access: Arc::new(AllowAll),
-        outbox: Some(receiver.outbox()),
-    });
+    .with_channel(adapter.channel());
     let worker = engine.spawn_worker(std::time::Duration::from_millis(500));
 
     let shutdown = CancellationToken::new();
@@ -82,7 +71,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let _ = tokio::signal::ctrl_c().await;
         stop.cancel();
     });
-    receiver.run(engine.clone(), shutdown).await?;
+    // The gateway client; it ends once `shutdown` is cancelled (Ctrl-C).
+    if let Some(gateway) = adapter.start(engine.clone(), shutdown) {
+        gateway.await?;
+    }
     worker.abort();
     engine.drain(std::time::Duration::from_secs(10)).await;
     Ok(())

@@ -1,5 +1,6 @@
-//! discord-reuse: frogbot-discord's pure `convert` and `render` inside a plain serenity bot — no
-//! FrogBot engine, no database.
+//! discord-reuse: frogbot-discord's pure `ids`, `convert` and `render` inside a plain serenity
+//! bot — frogbot-discord without its `engine` feature and frogbot-model only: no FrogBot engine,
+//! no database.
 //!
 //! Run it:
 //!
@@ -10,10 +11,11 @@
 //! click and prints the FrogBot `Interaction` it converts to; the bot then replaces the controls with
 //! the answer, the same rendering FrogBot's question engine uses.
 
+use frogbot_discord::ids::{Control, ControlKind};
+use frogbot_discord::{convert, render};
 use frogbot_model::{
     QuestionAnswer, QuestionCall, QuestionMessage, QuestionOutcome, QuestionOutput,
 };
-use frogbot_discord::{convert, render};
 use serenity::all::{Context, EventHandler, GatewayIntents, Interaction, Message, Ready};
 use serenity::async_trait;
 use serenity::model::id::UserId;
@@ -69,7 +71,9 @@ impl EventHandler for Handler {
         let Interaction::Component(click) = &interaction else {
             return;
         };
-        if let Err(e) = frogbot_discord::acknowledge(&ctx.http, click.id, &click.token).await {
+        if let Err(e) =
+            frogbot_discord::acknowledge(ctx.http.as_ref(), click.id, &click.token).await
+        {
             eprintln!("acknowledging failed: {e}");
         }
         let converted = convert::action(click);
@@ -78,10 +82,10 @@ impl EventHandler for Handler {
             serde_json::to_string_pretty(&converted).unwrap_or_default()
         );
         let call = demo_call();
-        let Some(render::Control {
-            kind: render::ControlKind::Option(i),
+        let Some(Control {
+            kind: ControlKind::Option(i),
             ..
-        }) = render::Control::decode(&click.data.custom_id)
+        }) = Control::decode(&click.data.custom_id)
         else {
             return;
         };

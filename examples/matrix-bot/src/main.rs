@@ -20,9 +20,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use frogbot_core::agent::scripted::demo_model;
-use frogbot_core::agent::{AllowAll, Engine, EngineConfig, ModelOffer};
-use frogbot_core::model::PrefixedIdentity;
-use frogbot_matrix::channel::{Login, MatrixChannel, MatrixSettings};
+use frogbot_core::agent::{Adapter, Engine, EngineConfig, ModelOffer};
+use frogbot_matrix::channel::{Config, Login, connect};
 use frogbot_matrix::convert::parse_user_id;
 use frogbot_matrix::render::PollEvents;
 use tokio_util::sync::CancellationToken;
@@ -50,13 +49,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         (None, None) => return Err("set MATRIX_PASSWORD or MATRIX_ACCESS_TOKEN".into()),
     };
     let store = var("MATRIX_STORE").unwrap_or_else(|| "matrix-bot-store".into());
-    let mut settings = MatrixSettings::new(homeserver, user_id, login, store);
+    let mut config = Config::new(homeserver, user_id, login, store);
     if var("MATRIX_POLLS").as_deref() == Some("unstable") {
-        settings.poll_events = PollEvents::Unstable;
+        config.poll_events = PollEvents::Unstable;
     }
 
-    let channel = MatrixChannel::connect(settings).await?;
-    println!("logged in as {}", channel.user_id());
+    // Everyone may talk to the bot (set `config.allow` to FrogBot user ids such as
+    // `matrix:@alice:example.org` to restrict it, `config.users` to map Matrix users).
+    let adapter = connect(config).await?;
+    println!("logged in as {}", adapter.user_id());
 
     let database = var("FROGBOT_DATABASE").unwrap_or_else(|| "sqlite://matrix-bot.db".into());
     let store = std::sync::Arc::new(frogbot_sqlite::SqliteStore::open(&database).await?);
@@ -70,11 +71,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         vec![],
         EngineConfig::default(),
     )
-    .with_channel(channel.channel(Arc::new(PrefixedIdentity), Arc::new(AllowAll)));
+    .with_channel(adapter.channel());
 
     let shutdown = CancellationToken::new();
     let worker = engine.spawn_worker(Duration::from_secs(1));
-    let sync = channel.start(engine.clone(), shutdown.clone());
+    let sync = adapter
+        .start(engine.clone(), shutdown.clone())
+        .ok_or("the Matrix adapter has no sync loop")?;
     println!("syncing; invite the bot to a room or DM it (Ctrl-C stops)");
     tokio::signal::ctrl_c().await?;
     shutdown.cancel();

@@ -21,11 +21,10 @@ use std::time::Duration;
 
 use frogbot_core::agent::scripted::{ScriptedModel, call, reply};
 use frogbot_core::agent::{
-    AccessCheck, AllowAll, AllowList, Engine, EngineConfig, ModelMessage, ModelOffer, ModelRequest,
-    tool_fn,
+    Adapter, Engine, EngineConfig, ModelMessage, ModelOffer, ModelRequest, tool_fn,
 };
-use frogbot_core::model::{PrefixedIdentity, QUESTION_TOOL};
-use frogbot_slack::channel::{Mode, SlackChannel, SlackChannelConfig};
+use frogbot_core::model::QUESTION_TOOL;
+use frogbot_slack::channel::{Config, connect};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -113,17 +112,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         )
         .init();
     let bot_token = env("SLACK_BOT_TOKEN").ok_or("SLACK_BOT_TOKEN is not set")?;
-    let mut config = match (env("SLACK_SIGNING_SECRET"), env("SLACK_APP_TOKEN")) {
-        (_, Some(app)) => SlackChannelConfig::socket(bot_token, app),
-        (Some(secret), None) => SlackChannelConfig::http(bot_token, secret),
+    let config = match (env("SLACK_SIGNING_SECRET"), env("SLACK_APP_TOKEN")) {
+        (_, Some(app)) => Config::socket(bot_token, app),
+        (Some(secret), None) => Config::http(bot_token, secret),
         (None, None) => return Err("set SLACK_SIGNING_SECRET (HTTP) or SLACK_APP_TOKEN".into()),
     };
-    if let Some(url) = env("SLACK_API_URL") {
-        config = config.with_api_url(url);
-    }
-    let slack = SlackChannel::connect(config).await?;
-
-    // Approvers: Slack user ids allowed to talk to the bot and answer (empty: everyone).
+    // Approvers: Slack user ids allowed to talk to the bot and answer (empty: everyone); each
+    // is FrogBot user `slack:<id>` (no `users` map here).
     let approvers: Vec<String> = env("APPROVERS")
         .map(|a| {
             a.split(',')
@@ -131,11 +126,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .collect()
         })
         .unwrap_or_default();
-    let access: Arc<dyn AccessCheck> = if approvers.is_empty() {
-        Arc::new(AllowAll)
-    } else {
-        Arc::new(AllowList::new(approvers))
-    };
+    let mut config = config.with_allow(approvers);
+    if let Some(url) = env("SLACK_API_URL") {
+        config = config.with_api_url(url);
+    }
+    // Checks the tokens and learns the bot's own id (`auth.test`).
+    let slack = connect(config).await?;
 
     let database = env("DATABASE_URL").unwrap_or_else(|| "sqlite://slack-bot.db".into());
     let store = std::sync::Arc::new(frogbot_sqlite::SqliteStore::open(&database).await?);
@@ -161,7 +157,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             ..Default::default()
         },
     )
-    .with_channel(slack.channel(Arc::new(PrefixedIdentity), access));
+    .with_channel(slack.channel());
     let worker = engine.spawn_worker(Duration::from_millis(500));
 
     let shutdown = CancellationToken::new();
@@ -170,19 +166,21 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let _ = tokio::signal::ctrl_c().await;
         stop.cancel();
     });
-    match slack.mode() {
-        Mode::Socket => {
-            let task = slack.spawn_socket_mode(engine.clone(), shutdown.clone())?;
-            task.await?;
-        }
-        _ => {
+    // HTTP mode: serve the adapter's routes; Socket Mode: it receives on its own.
+    match slack.routes(&engine) {
+        Some(routes) => {
             let listen = env("LISTEN").unwrap_or_else(|| "0.0.0.0:3000".into());
             let listener = tokio::net::TcpListener::bind(&listen).await?;
             tracing::info!(%listen, "Slack events at /channels/slack/events, interactivity at /channels/slack/interactivity");
             let stop = shutdown.clone();
-            axum::serve(listener, slack.router(engine.clone()))
+            axum::serve(listener, routes)
                 .with_graceful_shutdown(async move { stop.cancelled().await })
                 .await?;
+        }
+        None => {
+            if let Some(task) = slack.start(engine.clone(), shutdown.clone()) {
+                task.await?;
+            }
         }
     }
     worker.abort();

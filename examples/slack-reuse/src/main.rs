@@ -1,15 +1,17 @@
 // How to run: `cargo run -p slack-reuse` (no network, no FrogBot engine, no database).
 //
-// Reuses `frogbot-slack`'s pure halves in a plain slack-morphism setting: `render` draws a question
+// Reuses `frogbot-slack`'s pure halves (no `engine` feature: no FrogBot engine, no runtime) in a
+// plain slack-morphism setting (slack-morphism as `frogbot_slack` re-exports it): `render` draws a question
 // as Block Kit blocks ready for `chat.postMessage`, and `convert` reads a Slack `block_actions`
 // payload back as a FrogBot interaction. Swap the canned payload for what your own Slack endpoint
 // receives, and send the blocks with your own `SlackClient`.
 
-use frogbot_model::{Interaction, QuestionInput};
+use frogbot_model::{Interaction, Progress, QuestionInput};
 use frogbot_slack::convert::interaction_from_payload;
-use frogbot_slack::render::{ActionRef, Progress, fallback_text, question_blocks_for};
+use frogbot_slack::ids::ActionRef;
+use frogbot_slack::render::{fallback_text, question_blocks_for};
+use frogbot_slack::slack_morphism::prelude::*;
 use serde_json::json;
-use slack_morphism::prelude::*;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let input: QuestionInput = serde_json::from_value(json!({"questions": [{
@@ -19,7 +21,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }]}))?;
 
     // A `chat.postMessage` request body with the question's blocks.
-    let blocks = question_blocks_for(&input, 0, &Progress::default());
+    let blocks = question_blocks_for(&input, 0, &Progress::from_state(&input, None));
     let request = SlackApiChatPostMessageRequest::new(
         SlackChannelId("C0123456789".into()),
         SlackMessageContent::new()

@@ -8,7 +8,8 @@
 //! ask a question with buttons (and a "reply to answer" prompt for your own words).
 //!
 //! A FrogBot agent with the offline demo model, its chats in a SQLite file (`DATABASE`, default
-//! `sqlite://telegram-bot.db`), talking to Telegram through `frogbot_telegram::channel`:
+//! `sqlite://telegram-bot.db`), talking to Telegram through `frogbot_telegram::channel::connect`
+//! (the adapter: `channel()` for the engine, `routes()` for the webhook, `start()` to receive):
 //! long polling by default; with `TELEGRAM_WEBHOOK_SECRET` set, a webhook served on
 //! `LISTEN` (default `127.0.0.1:8787`) at `/channels/telegram/webhook`, registered with Telegram
 //! when `TELEGRAM_WEBHOOK_URL` is set. `frogbot serve` with `[channels.telegram]` does the same
@@ -19,9 +20,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use frogbot_core::agent::scripted::demo_model;
-use frogbot_core::agent::{AllowAll, Engine, EngineConfig, ModelOffer};
-use frogbot_core::model::PrefixedIdentity;
-use frogbot_telegram::channel::{Receive, TelegramChannel, TelegramChannelConfig, parse_url};
+use frogbot_core::agent::{Adapter, Engine, EngineConfig, ModelOffer};
+use frogbot_telegram::channel::{Config, Receive, connect, parse_url};
 use tokio_util::sync::CancellationToken;
 
 fn env(name: &str) -> Option<String> {
@@ -48,17 +48,14 @@ async fn main() -> Result<(), Box<dyn Error>> {
         },
         None => Receive::polling(),
     };
-    let channel = TelegramChannel::connect(TelegramChannelConfig {
-        token,
-        api_url: env("TELEGRAM_API_URL")
-            .map(|u| parse_url(&u, true))
-            .transpose()?,
-        receive,
-        // Telegram user 42 becomes FrogBot user `telegram:42`; let everyone in.
-        identity: Arc::new(PrefixedIdentity),
-        access: Arc::new(AllowAll),
-    })
-    .await?;
+    // No `users` map: Telegram user 42 becomes FrogBot user `telegram:42`; an empty `allow` list
+    // lets everyone in.
+    let mut config = Config::new(token);
+    config.api_url = env("TELEGRAM_API_URL")
+        .map(|u| parse_url(&u, true))
+        .transpose()?;
+    config.receive = receive;
+    let channel = connect(config).await?;
     tracing::info!(bot = channel.me().username(), "connected to Telegram");
 
     let database = env("DATABASE").unwrap_or_else(|| "sqlite://telegram-bot.db".into());

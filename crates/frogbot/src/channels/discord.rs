@@ -13,17 +13,15 @@
 //! allow = ["alice"]
 //! ```
 //!
-//! What it must not do: name serenity types; everything Discord-specific is the adapter's.
+//! What it must not do: name serenity types; everything Discord-specific is the adapter's
+//! (`frogbot_discord::channel::connect` gives the `Adapter`: hooks, identity, access, receiving).
 
 use std::collections::BTreeMap;
 
-use frogbot_core::agent::{Channel, Engine};
-use frogbot_discord::channel::{DiscordReceiver, PLATFORM, Settings, intents_from_names};
-use frogbot_discord::endpoint::EndpointVerifier;
+use frogbot_discord::channel::Config;
 use serde::Deserialize;
-use tokio_util::sync::CancellationToken;
 
-use super::{Secret, Adapter, access, env_secret, identity, parse_table};
+use super::{Adapter, Secret, env_secret, parse_table};
 use crate::config::ConfigError;
 
 /// The keys of `[channels.discord]`.
@@ -84,12 +82,13 @@ pub(crate) fn parse(value: &toml::Value) -> Result<DiscordConfig, ConfigError> {
             "not a Discord id (a positive integer)",
         ));
     }
-    intents_from_names(&config.intents)
+    let checked = config.adapter_config();
+    checked
+        .gateway_intents()
         .map_err(|e| ConfigError::key("channels.discord.intents", e))?;
-    if let Some(key) = &config.public_key {
-        EndpointVerifier::new(key)
-            .map_err(|e| ConfigError::key("channels.discord.public_key", e))?;
-    }
+    checked
+        .verifier()
+        .map_err(|e| ConfigError::key("channels.discord.public_key", e))?;
     if let Some(url) = &config.api_url
         && !(url.starts_with("http://") || url.starts_with("https://"))
     {
@@ -101,55 +100,27 @@ pub(crate) fn parse(value: &toml::Value) -> Result<DiscordConfig, ConfigError> {
     Ok(config)
 }
 
-struct DiscordChannel {
-    receiver: DiscordReceiver,
-    config: DiscordConfig,
-}
-
-/// Builds the channel.
-pub(crate) async fn open(config: DiscordConfig) -> Result<Box<dyn Adapter>, crate::Error> {
-    let receiver = DiscordReceiver::new(&Settings {
-        token: config.token.0.clone(),
-        application_id: config.application_id.get().unwrap_or_default(),
-        intents: config.intents.clone(),
-        public_key: config.public_key.clone(),
-        api_url: config.api_url.clone(),
-    })
-    .map_err(|e| ConfigError::key("channels.discord", e))?;
-    Ok(Box::new(DiscordChannel { receiver, config }))
-}
-
-impl Adapter for DiscordChannel {
-    fn platform(&self) -> &'static str {
-        "discord"
-    }
-
-    fn channel(&self) -> Channel {
-        Channel {
-            platform: PLATFORM.into(),
-            questions: Some(self.receiver.questions()),
-            identity: identity(&self.config.users),
-            access: access(&self.config.allow),
-            outbox: Some(self.receiver.outbox()),
+impl DiscordConfig {
+    /// The adapter's config.
+    fn adapter_config(&self) -> Config {
+        Config {
+            token: self.token.0.clone(),
+            application_id: self.application_id.get().unwrap_or_default(),
+            intents: self.intents.clone(),
+            public_key: self.public_key.clone(),
+            api_url: self.api_url.clone(),
+            users: self.users.clone(),
+            allow: self.allow.clone(),
         }
     }
+}
 
-    fn routes(&self, engine: &Engine) -> Option<axum::Router> {
-        self.receiver.interactions_router(engine.clone())
-    }
-
-    fn start(
-        &self,
-        engine: Engine,
-        shutdown: CancellationToken,
-    ) -> Option<tokio::task::JoinHandle<()>> {
-        let receiver = self.receiver.clone();
-        Some(tokio::spawn(async move {
-            if let Err(e) = receiver.run(engine, shutdown).await {
-                tracing::error!(error = %e, "discord: the gateway connection ended");
-            }
-        }))
-    }
+/// Connects the bot (learning its own user id from Discord).
+pub(crate) async fn open(config: DiscordConfig) -> Result<Box<dyn Adapter>, crate::Error> {
+    let adapter = frogbot_discord::channel::connect(config.adapter_config())
+        .await
+        .map_err(|e| ConfigError::key("channels.discord", e))?;
+    Ok(Box::new(adapter))
 }
 
 #[cfg(test)]

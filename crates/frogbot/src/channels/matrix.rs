@@ -20,13 +20,11 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use frogbot_core::agent::{Channel, Engine};
-use frogbot_matrix::channel::{Login, MatrixChannel, MatrixSettings};
+use frogbot_matrix::channel::{Config, Login, connect};
 use frogbot_matrix::render::PollEvents;
 use serde::Deserialize;
-use tokio_util::sync::CancellationToken;
 
-use super::{Adapter, access, env_secret, identity, parse_table};
+use super::{Adapter, env_secret, parse_table};
 use crate::config::ConfigError;
 
 const NAME: &str = "matrix";
@@ -110,12 +108,8 @@ pub(crate) fn parse(value: &toml::Value) -> Result<MatrixConfig, ConfigError> {
     Ok(config)
 }
 
-struct Served {
-    inner: MatrixChannel,
-    config: MatrixConfig,
-}
-
-/// Logs in (or restores the saved session) and builds the channel.
+/// Logs in (or restores the saved session): the adapter builds its channel and runs its sync
+/// loop.
 pub(crate) async fn open(config: MatrixConfig) -> Result<Box<dyn Adapter>, crate::Error> {
     let login = match (&config.password_env, &config.access_token_env) {
         (Some(var), _) => Login::Password(env_secret(NAME, "password_env", var)?),
@@ -124,38 +118,16 @@ pub(crate) async fn open(config: MatrixConfig) -> Result<Box<dyn Adapter>, crate
     };
     let user_id = frogbot_matrix::convert::parse_user_id(&config.user_id)
         .ok_or_else(|| ConfigError::key("channels.matrix.user_id", "not a Matrix user id"))?;
-    let mut settings = MatrixSettings::new(
-        config.homeserver.clone(),
-        user_id,
-        login,
-        config.store_path.clone(),
-    );
-    settings.auto_join = config.auto_join;
-    settings.poll_events = config.poll_events;
+    let mut c = Config::new(config.homeserver, user_id, login, config.store_path);
+    c.auto_join = config.auto_join;
+    c.poll_events = config.poll_events;
+    c.users = config.users;
+    c.allow = config.allow;
     if let Some(var) = &config.store_passphrase_env {
-        settings.store_passphrase = Some(env_secret(NAME, "store_passphrase_env", var)?);
+        c.store_passphrase = Some(env_secret(NAME, "store_passphrase_env", var)?);
     }
-    let inner = MatrixChannel::connect(settings)
+    let adapter = connect(c)
         .await
         .map_err(|e| ConfigError::key("channels.matrix", e))?;
-    Ok(Box::new(Served { inner, config }))
-}
-
-impl Adapter for Served {
-    fn platform(&self) -> &'static str {
-        "matrix"
-    }
-
-    fn channel(&self) -> Channel {
-        self.inner
-            .channel(identity(&self.config.users), access(&self.config.allow))
-    }
-
-    fn start(
-        &self,
-        engine: Engine,
-        shutdown: CancellationToken,
-    ) -> Option<tokio::task::JoinHandle<()>> {
-        Some(self.inner.start(engine, shutdown))
-    }
+    Ok(Box::new(adapter))
 }

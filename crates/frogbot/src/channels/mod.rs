@@ -13,11 +13,8 @@ pub mod slack;
 pub mod telegram;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
-use frogbot_core::agent::{AllowAll, AllowList};
 pub use frogbot_core::agent::Adapter;
-use frogbot_core::model::MappedIdentity;
 
 use crate::config::ConfigError;
 
@@ -89,20 +86,6 @@ pub(crate) fn env_secret(name: &str, key: &str, var: &str) -> Result<String, Con
             format!("channels.{name}.{key}"),
             format!("environment variable {var} is not set"),
         )),
-    }
-}
-
-/// The identity hook of the `users` table.
-pub(crate) fn identity(users: &BTreeMap<String, String>) -> Arc<MappedIdentity> {
-    Arc::new(MappedIdentity::new(users.clone()))
-}
-
-/// The access check of the `allow` list.
-pub(crate) fn access(allow: &[String]) -> Arc<dyn frogbot_core::agent::AccessCheck> {
-    if allow.is_empty() {
-        Arc::new(AllowAll)
-    } else {
-        Arc::new(AllowList::new(allow.iter().cloned()))
     }
 }
 

@@ -15,12 +15,10 @@
 
 use std::collections::BTreeMap;
 
-use frogbot_core::agent::{Channel, Engine};
-use frogbot_slack::channel::{Mode, SlackChannel, SlackChannelConfig};
+use frogbot_slack::channel::Config;
 use serde::Deserialize;
-use tokio_util::sync::CancellationToken;
 
-use super::{Secret, Adapter, access, env_secret, identity, parse_table};
+use super::{Adapter, Secret, env_secret, parse_table};
 use crate::config::ConfigError;
 
 const NAME: &str = "slack";
@@ -108,59 +106,20 @@ pub(crate) fn parse(value: &toml::Value) -> Result<SlackConfig, ConfigError> {
     Ok(c)
 }
 
-struct Slack {
-    slack: SlackChannel,
-    channel: Channel,
-}
-
-impl Adapter for Slack {
-    fn platform(&self) -> &'static str {
-        "slack"
-    }
-
-    fn channel(&self) -> Channel {
-        self.channel.clone()
-    }
-
-    fn routes(&self, engine: &Engine) -> Option<axum::Router> {
-        (self.slack.mode() == Mode::Http).then(|| self.slack.router(engine.clone()))
-    }
-
-    fn start(
-        &self,
-        engine: Engine,
-        shutdown: CancellationToken,
-    ) -> Option<tokio::task::JoinHandle<()>> {
-        if self.slack.mode() != Mode::Socket {
-            return None;
-        }
-        match self.slack.spawn_socket_mode(engine, shutdown) {
-            Ok(h) => Some(h),
-            Err(e) => {
-                tracing::error!(error = %e, "Slack Socket Mode not started");
-                None
-            }
-        }
-    }
-}
-
-/// Builds the channel (calls `auth.test` to learn the bot's user id).
+/// Connects the Slack app (calls `auth.test` to learn the bot's user id).
 pub(crate) async fn open(config: SlackConfig) -> Result<Box<dyn Adapter>, crate::Error> {
     let s = config.secrets;
     let mut c = match config.mode {
-        SlackMode::Http => {
-            SlackChannelConfig::http(s.bot_token.0, s.signing_secret.unwrap_or_default().0)
-        }
-        SlackMode::Socket => {
-            SlackChannelConfig::socket(s.bot_token.0, s.app_token.unwrap_or_default().0)
-        }
-    };
-    if let Some(url) = &config.api_url {
-        c = c.with_api_url(url.clone());
+        SlackMode::Http => Config::http(s.bot_token.0, s.signing_secret.unwrap_or_default().0),
+        SlackMode::Socket => Config::socket(s.bot_token.0, s.app_token.unwrap_or_default().0),
     }
-    let slack = SlackChannel::connect(c)
+    .with_users(config.users)
+    .with_allow(config.allow);
+    if let Some(url) = config.api_url {
+        c = c.with_api_url(url);
+    }
+    let adapter = frogbot_slack::channel::connect(c)
         .await
         .map_err(|e| ConfigError::key("channels.slack", e))?;
-    let channel = slack.channel(identity(&config.users), access(&config.allow));
-    Ok(Box::new(Slack { slack, channel }))
+    Ok(Box::new(adapter))
 }

@@ -1,5 +1,5 @@
-//! `[channels.telegram]`: the keys, their checks, and the channel `frogbot serve` runs from them
-//! (`frogbot_telegram::channel`: long polling by default, or the webhook route
+//! `[channels.telegram]`: the keys, their checks, and the adapter `frogbot serve` runs from them
+//! (`frogbot_telegram::channel::connect`: long polling by default, or the webhook route
 //! `POST /channels/telegram/webhook`).
 //!
 //! What it must not do: name teloxide's types; everything Telegram-specific lives in the adapter.
@@ -19,14 +19,10 @@
 
 use std::collections::BTreeMap;
 
-use frogbot_core::agent::{Channel, Engine};
-use frogbot_telegram::channel::{
-    Receive, TelegramChannel, TelegramChannelConfig, parse_url, valid_secret, valid_token,
-};
+use frogbot_telegram::channel::{Config, Receive, connect, parse_url, valid_secret, valid_token};
 use serde::Deserialize;
-use tokio_util::sync::CancellationToken;
 
-use super::{Secret, Adapter, access, env_secret, identity, parse_table};
+use super::{Adapter, Secret, env_secret, parse_table};
 use crate::config::ConfigError;
 
 /// How updates arrive.
@@ -127,31 +123,6 @@ pub(crate) fn parse(value: &toml::Value) -> Result<TelegramConfig, ConfigError> 
     Ok(c)
 }
 
-/// The running channel.
-struct TelegramServe(TelegramChannel);
-
-impl Adapter for TelegramServe {
-    fn platform(&self) -> &'static str {
-        "telegram"
-    }
-
-    fn channel(&self) -> Channel {
-        self.0.channel()
-    }
-
-    fn routes(&self, engine: &Engine) -> Option<axum::Router> {
-        self.0.routes(engine)
-    }
-
-    fn start(
-        &self,
-        engine: Engine,
-        shutdown: CancellationToken,
-    ) -> Option<tokio::task::JoinHandle<()>> {
-        self.0.start(engine, shutdown)
-    }
-}
-
 /// Builds the channel: asks Telegram who the bot is (`getMe`), so a wrong token stops serve.
 pub(crate) async fn open(config: TelegramConfig) -> Result<Box<dyn Adapter>, crate::Error> {
     let receive = match (config.mode, config.secret) {
@@ -169,16 +140,16 @@ pub(crate) async fn open(config: TelegramConfig) -> Result<Box<dyn Adapter>, cra
         None => None,
     };
     let token = config.token.0;
-    let channel = TelegramChannel::connect(TelegramChannelConfig {
+    let adapter = connect(Config {
         token: token.clone(),
         api_url,
         receive,
-        identity: identity(&config.users),
-        access: access(&config.allow),
+        users: config.users,
+        allow: config.allow,
     })
     .await
     // A failed request's URL holds the token (`/bot<token>/getMe`).
     .map_err(|e| ConfigError::key("channels.telegram", e.to_string().replace(&token, "***")))?;
-    tracing::info!(bot = channel.me().username(), "Telegram bot connected");
-    Ok(Box::new(TelegramServe(channel)))
+    tracing::info!(bot = adapter.me().username(), "Telegram bot connected");
+    Ok(Box::new(adapter))
 }

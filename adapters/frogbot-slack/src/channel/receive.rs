@@ -1,9 +1,8 @@
-//! The engine glue (feature `engine`): receives Slack deliveries — the Events API and
-//! interactivity over HTTP (an axum [`Router`]) or over Socket Mode — and hands them to FrogBot's
-//! engine; posts the agent's replies in the thread ([`ChannelOutbox`]).
+//! Receiving (feature `engine`): the Events API and interactivity over HTTP (an axum router) or
+//! Socket Mode, handed to FrogBot's engine in order per thread.
 //!
 //! Receiving rules:
-//! - HTTP requests are verified with the signing secret ([`crate::verify`]: HMAC over
+//! - HTTP requests are verified with the signing secret ([`crate::convert::verify`]: HMAC over
 //!   `v0:{timestamp}:{body}`, 5-minute window, constant-time compare) before anything is read;
 //!   a bad or missing signature is `401`, malformed JSON `400`, each with a `warn!` line.
 //! - Duplicates are processed once: Slack retries (`X-Slack-Retry-Num`) carry the same `event_id`,
@@ -11,21 +10,23 @@
 //!   the same message `ts`; the keys go into a bounded in-memory set ([`Seen`]). That set is per
 //!   process: a retry that reaches another process (or this one after a restart) is not recognised
 //!   here; for clicks the store still records the first answer only (a repeat is answered `stale`).
-//! - Acknowledgement: a delivery is processed in a spawned task and the request waits for it up to
-//!   [`SlackChannelConfig::ack_deadline`] (2.5 s by default, under Slack's 3 s). In the normal case
-//!   the message or the click is therefore saved in the store *before* Slack gets its `200`, so an
-//!   acknowledged delivery is not lost if the process dies; a slow one is acknowledged at the
-//!   deadline and finishes in the background. A store failure before the deadline answers `500`
-//!   and forgets the key, so Slack's retry is processed.
+//! - Ordering: every delivery goes into its thread's queue (one tokio task per busy thread, ended
+//!   once the thread is idle): the deliveries of one thread reach the engine in arrival order,
+//!   different threads run in parallel.
+//! - Acknowledgement: the request waits for its delivery to be processed up to
+//!   [`Config::ack_deadline`](super::Config::ack_deadline) (2.5 s by default, under Slack's 3 s).
+//!   In the normal case the message or the click is therefore saved in the store *before* Slack
+//!   gets its `200`, so an acknowledged delivery is not lost if the process dies; a slow one (or
+//!   one queued behind a slow one) is acknowledged at the deadline and still processed, in order.
+//!   A store failure before the deadline answers `500` and forgets the key, so Slack's retry is
+//!   processed. Over Socket Mode the same holds with the envelope's acknowledgement.
 //! - Messages: a mention, a DM, or a reply in a thread whose chat exists starts or continues the
 //!   chat of its thread (`channel:thread_ts`); the bot's own messages (learned with `auth.test`)
 //!   and edits are ignored. A denied author gets an ephemeral note.
-//!
-//! What it must not do: keep conversation state (chats, questions and answers are the engine's, in
-//! the store), or acknowledge an unverified HTTP request.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -36,32 +37,26 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use frogbot_model::BoxError;
-use frogbot_core::agent::{
-    AccessCheck, Channel, ChannelMessageOutcome, ChannelOutbox, Engine, InteractionOutcome,
-    channel_chat_id,
-};
-use frogbot_model::{
-    ChannelQuestions, IdentityResolver, Interaction, Thread, UiMessage, now_millis,
-};
-use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::connect::HttpConnector;
+use frogbot_core::agent::{ChannelMessageOutcome, Engine, InteractionOutcome, channel_chat_id};
+use frogbot_model::{BoxError, Interaction, decode_question_modal_metadata, now_millis};
 use serde_json::{Value, json};
 use slack_morphism::prelude::*;
 use slack_morphism::socket_mode::clients_manager::{
     SlackSocketModeClientsManager, SlackSocketModeClientsManagerFactory,
 };
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, error, info, info_span, warn};
 
+use super::{Inner, SlackAdapter};
+use crate::client::SlackApi;
 use crate::convert::{
-    IncomingMessage, interaction_from_payload, message_from_push_json, payload_from_form, split_id,
-    strip_mention, thread_id,
+    IncomingMessage, SIGNATURE_HEADER, TIMESTAMP_HEADER, interaction_from_payload,
+    message_from_push_json, payload_from_form, strip_mention, verify,
 };
-use crate::questions::{SlackQuestions, is_open_form_action};
-use crate::render::ActionRef;
-use crate::verify::{SIGNATURE_HEADER, TIMESTAMP_HEADER, verify};
-use crate::{BotIdentity, Error, PLATFORM, SlackWebApi};
+use crate::ids::{ActionRef, message_id, split_id, thread_id};
+use crate::questions::is_open_form_action;
+use crate::{Error, PLATFORM};
 
 /// The Events API path.
 pub const EVENTS_PATH: &str = "/channels/slack/events";
@@ -71,102 +66,8 @@ pub const INTERACTIVITY_PATH: &str = "/channels/slack/interactivity";
 pub const RETRY_HEADER: &str = "x-slack-retry-num";
 /// What a person not allowed to use the bot is told (ephemeral).
 pub const NOT_ALLOWED_TEXT: &str = "Sorry, you are not allowed to use this bot.";
-/// Slack's limit for a message's `text` is 40,000 characters; replies are cut below it.
-const MAX_TEXT_CHARS: usize = 39_000;
-
-/// The slack-morphism connector the channel uses: HTTPS with the system's roots, and plain HTTP
-/// for an `api_url` override (a local fake, a proxy).
-pub type Connector = SlackClientHyperConnector<HttpsConnector<HttpConnector>>;
-
-/// How the channel receives deliveries.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Mode {
-    /// Events API and interactivity requests to this server (needs the signing secret).
-    Http,
-    /// Socket Mode (needs the app-level token `xapp-…`).
-    Socket,
-}
-
-/// Settings of the Slack channel.
-#[derive(Clone)]
-pub struct SlackChannelConfig {
-    /// How deliveries arrive.
-    pub mode: Mode,
-    /// The bot token (`xoxb-…`).
-    pub bot_token: String,
-    /// The app's signing secret (HTTP mode).
-    pub signing_secret: Option<String>,
-    /// The app-level token (`xapp-…`, Socket Mode).
-    pub app_token: Option<String>,
-    /// The Web API base (default `https://slack.com/api`).
-    pub api_url: Option<String>,
-    /// How long a request waits for its delivery to be processed before it is acknowledged anyway.
-    pub ack_deadline: Duration,
-    /// How many delivery keys the duplicate filter remembers.
-    pub dedup_capacity: usize,
-}
-
-impl std::fmt::Debug for SlackChannelConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SlackChannelConfig")
-            .field("mode", &self.mode)
-            .field("api_url", &self.api_url)
-            .field("ack_deadline", &self.ack_deadline)
-            .finish_non_exhaustive()
-    }
-}
-
-impl SlackChannelConfig {
-    /// HTTP mode with a bot token and signing secret, other settings at their defaults.
-    pub fn http(bot_token: impl Into<String>, signing_secret: impl Into<String>) -> Self {
-        Self {
-            mode: Mode::Http,
-            bot_token: bot_token.into(),
-            signing_secret: Some(signing_secret.into()),
-            app_token: None,
-            api_url: None,
-            ack_deadline: Duration::from_millis(2500),
-            dedup_capacity: 100_000,
-        }
-    }
-
-    /// Socket Mode with a bot token and an app-level token.
-    pub fn socket(bot_token: impl Into<String>, app_token: impl Into<String>) -> Self {
-        Self {
-            mode: Mode::Socket,
-            signing_secret: None,
-            app_token: Some(app_token.into()),
-            ..Self::http(bot_token, "")
-        }
-    }
-
-    /// With a Web API base URL (e.g. `http://127.0.0.1:9000/api` for a fake).
-    pub fn with_api_url(mut self, url: impl Into<String>) -> Self {
-        self.api_url = Some(url.into());
-        self
-    }
-}
-
-/// The connector for `api_url` (`None`: slack.com), on rustls with `ring` and the system's roots.
-pub fn connector(api_url: Option<&str>) -> Result<Connector, Error> {
-    let https = hyper_rustls::HttpsConnectorBuilder::new()
-        // An explicit provider: the build has both ring and aws-lc-rs, so no process default.
-        .with_provider_and_native_roots(rustls::crypto::ring::default_provider())
-        .map_err(|e| Error::Api {
-            method: "connect",
-            message: format!("no TLS root certificates: {e}"),
-        })?
-        .https_or_http()
-        .enable_http1()
-        .enable_http2()
-        .build();
-    let c = SlackClientHyperConnector::with_connector(https);
-    Ok(match api_url {
-        Some(u) => c.with_slack_api_url(u.trim_end_matches('/')),
-        None => c,
-    })
-}
+/// How long a thread's queue task waits for another delivery before it ends.
+const QUEUE_IDLE: Duration = Duration::from_secs(30);
 
 /// A bounded set of recently seen delivery keys (oldest forgotten first).
 #[derive(Debug)]
@@ -216,195 +117,131 @@ enum Failure {
     Retry(String),
 }
 
-/// The Slack channel: client, hooks, bot identity and the receiving side.
-#[derive(Clone)]
-pub struct SlackChannel {
-    inner: Arc<Inner>,
+type Job = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// One ordered queue per thread: a tokio task per thread with deliveries pending, which runs them
+/// one after the other and ends once the thread has been idle for a while.
+pub(crate) struct ThreadQueues {
+    map: Arc<Mutex<HashMap<String, mpsc::UnboundedSender<Job>>>>,
+    idle: Duration,
 }
 
-struct Inner {
-    config: SlackChannelConfig,
-    client: Arc<SlackClient<Connector>>,
-    token: SlackApiToken,
-    questions: Arc<SlackQuestions<SlackWebApi<Connector>>>,
-    bot: BotIdentity,
-    seen: Seen,
-}
-
-impl std::fmt::Debug for SlackChannel {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SlackChannel")
-            .field("bot", &self.inner.bot)
-            .field("config", &self.inner.config)
-            .finish()
-    }
-}
-
-impl SlackChannel {
-    /// Builds the client and learns who the bot is (`auth.test`).
-    pub async fn connect(config: SlackChannelConfig) -> Result<Self, Error> {
-        match config.mode {
-            Mode::Http if config.signing_secret.as_deref().is_none_or(str::is_empty) => {
-                return Err(Error::EmptySecret);
-            }
-            Mode::Socket if config.app_token.as_deref().is_none_or(str::is_empty) => {
-                return Err(Error::Api {
-                    method: "apps.connections.open",
-                    message: "Socket Mode needs an app-level token".into(),
-                });
-            }
-            _ => {}
-        }
-        let client = Arc::new(SlackClient::new(connector(config.api_url.as_deref())?));
-        let api = SlackWebApi::with_client(client.clone(), &config.bot_token);
-        let bot = api.bot_identity().await?;
-        info!(bot_user = %bot.user_id, team = %bot.team_id, "Slack bot identified (auth.test)");
-        Ok(Self {
-            inner: Arc::new(Inner {
-                token: SlackApiToken::new(SlackApiTokenValue(config.bot_token.clone())),
-                seen: Seen::new(config.dedup_capacity),
-                config,
-                client,
-                questions: Arc::new(SlackQuestions::new(api)),
-                bot,
-            }),
-        })
-    }
-
-    /// Who the bot is.
-    pub fn bot(&self) -> &BotIdentity {
-        &self.inner.bot
-    }
-
-    /// The mode.
-    pub fn mode(&self) -> Mode {
-        self.inner.config.mode
-    }
-
-    /// The question hooks.
-    pub fn questions(&self) -> Arc<dyn ChannelQuestions> {
-        self.inner.questions.clone()
-    }
-
-    /// The outbox posting replies in the thread.
-    pub fn outbox(&self) -> Arc<dyn ChannelOutbox> {
-        Arc::new(self.clone())
-    }
-
-    /// The engine's [`Channel`] for this Slack app.
-    pub fn channel(
-        &self,
-        identity: Arc<dyn IdentityResolver>,
-        access: Arc<dyn AccessCheck>,
-    ) -> Channel {
-        Channel {
-            platform: PLATFORM.into(),
-            questions: Some(self.questions()),
-            identity,
-            access,
-            outbox: Some(self.outbox()),
+impl Default for ThreadQueues {
+    fn default() -> Self {
+        Self {
+            map: Arc::default(),
+            idle: QUEUE_IDLE,
         }
     }
+}
 
-    /// The HTTP routes: `POST /channels/slack/events` and `POST /channels/slack/interactivity`.
-    pub fn router(&self, engine: Engine) -> Router {
-        let rx = Receiver {
-            channel: self.clone(),
-            engine,
+impl ThreadQueues {
+    /// Appends `job` to the queue of `thread` (starting its task when it has none).
+    fn push(&self, thread: &str, job: Job) {
+        // Sending under the lock: a task ending (which removes itself under the lock, once its
+        // queue is empty) never drops a job sent to it.
+        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        let job = match map.get(thread) {
+            Some(tx) => match tx.send(job) {
+                Ok(()) => return,
+                Err(mpsc::error::SendError(job)) => job,
+            },
+            None => job,
         };
-        Router::new()
-            .route(EVENTS_PATH, post(events))
-            .route(INTERACTIVITY_PATH, post(interactivity))
-            .with_state(rx)
-    }
-
-    /// Starts Socket Mode (`apps.connections.open`, then the WebSocket); stops when `shutdown`
-    /// is cancelled.
-    pub fn spawn_socket_mode(
-        &self,
-        engine: Engine,
-        shutdown: CancellationToken,
-    ) -> Result<tokio::task::JoinHandle<()>, Error> {
-        let app_token = self
-            .inner
-            .config
-            .app_token
-            .clone()
-            .filter(|t| !t.is_empty())
-            .ok_or_else(|| Error::Api {
-                method: "apps.connections.open",
-                message: "Socket Mode needs an app-level token".into(),
-            })?;
-        let rx = Receiver {
-            channel: self.clone(),
-            engine,
-        };
-        let env = Arc::new(
-            SlackClientEventsListenerEnvironment::new(self.inner.client.clone())
-                .with_error_handler(socket_error),
-        );
-        // slack-morphism keeps the connections (open, reconnect, ping); the envelopes are read
-        // here as JSON, not through its typed callbacks: those re-read a payload into types that
-        // drop fields HTTP mode sees (a click's `container.thread_ts`, its conversation).
-        let manager = env
-            .client
-            .http_api
-            .connector
-            .new_clients_manager(env.clone());
-        let envelopes = Arc::new(SocketEnvelopes {
-            rx,
-            manager: Arc::downgrade(&manager),
+        let (tx, mut rx) = mpsc::unbounded_channel::<Job>();
+        let _ = tx.send(job);
+        map.insert(thread.to_owned(), tx);
+        let (key, queues, idle) = (thread.to_owned(), self.map.clone(), self.idle);
+        tokio::spawn(async move {
+            loop {
+                match tokio::time::timeout(idle, rx.recv()).await {
+                    // Its own task: a panic fails that delivery only, not the queue.
+                    Ok(Some(job)) => {
+                        let _ = tokio::spawn(job).await;
+                    }
+                    Ok(None) => break,
+                    Err(_) => {
+                        let mut map = queues.lock().unwrap_or_else(|p| p.into_inner());
+                        if rx.is_empty() {
+                            map.remove(&key);
+                            break;
+                        }
+                    }
+                }
+            }
         });
-        let token = SlackApiToken::new(SlackApiTokenValue(app_token));
-        Ok(tokio::spawn(async move {
-            if let Err(e) = manager
-                .register_new_token(&SlackClientSocketModeConfig::new(), token, envelopes)
-                .await
-            {
-                error!(error = %e, "Slack Socket Mode could not register");
-                return;
-            }
-            manager.start().await;
-            info!("Slack Socket Mode started");
-            shutdown.cancelled().await;
-            manager.shutdown().await;
-        }))
+    }
+
+    /// How many threads have a queue task now.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.map.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 }
 
-#[async_trait]
-impl ChannelOutbox for SlackChannel {
-    async fn post_reply(&self, thread: &Thread, reply: &UiMessage) -> Result<(), BoxError> {
-        let mut text = reply.text();
-        if text.trim().is_empty() {
-            return Ok(());
-        }
-        if text.chars().count() > MAX_TEXT_CHARS {
-            text = text.chars().take(MAX_TEXT_CHARS).collect::<String>() + "…";
-        }
-        let (channel, thread_ts) = split_id(&thread.id)?;
-        let req = SlackApiChatPostMessageRequest::new(
-            SlackChannelId(channel.to_string()),
-            SlackMessageContent::new().with_text(text),
-        )
-        .with_thread_ts(SlackTs(thread_ts.to_string()));
-        self.inner
-            .client
-            .open_session(&self.inner.token)
-            .chat_post_message(&req)
+/// The HTTP routes: `POST /channels/slack/events` and `POST /channels/slack/interactivity`.
+pub(crate) fn router(adapter: SlackAdapter, engine: Engine) -> Router {
+    let rx = Receiver { adapter, engine };
+    Router::new()
+        .route(EVENTS_PATH, post(events))
+        .route(INTERACTIVITY_PATH, post(interactivity))
+        .with_state(rx)
+}
+
+/// Starts Socket Mode (`apps.connections.open`, then the WebSocket); stops when `shutdown` is
+/// cancelled.
+pub(crate) fn spawn_socket_mode(
+    adapter: SlackAdapter,
+    engine: Engine,
+    shutdown: CancellationToken,
+) -> Result<tokio::task::JoinHandle<()>, Error> {
+    let app_token = adapter
+        .inner
+        .config
+        .app_token
+        .clone()
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| Error::Api {
+            method: "apps.connections.open",
+            message: "Socket Mode needs an app-level token".into(),
+        })?;
+    let env = Arc::new(
+        SlackClientEventsListenerEnvironment::new(adapter.inner.client.clone())
+            .with_error_handler(socket_error),
+    );
+    let rx = Receiver { adapter, engine };
+    // slack-morphism keeps the connections (open, reconnect, ping); the envelopes are read
+    // here as JSON, not through its typed callbacks: those re-read a payload into types that
+    // drop fields HTTP mode sees (a click's `container.thread_ts`, its conversation).
+    let manager = env
+        .client
+        .http_api
+        .connector
+        .new_clients_manager(env.clone());
+    let envelopes = Arc::new(SocketEnvelopes {
+        rx,
+        manager: Arc::downgrade(&manager),
+    });
+    let token = SlackApiToken::new(SlackApiTokenValue(app_token));
+    Ok(tokio::spawn(async move {
+        if let Err(e) = manager
+            .register_new_token(&SlackClientSocketModeConfig::new(), token, envelopes)
             .await
-            .map_err(|e| Error::Api {
-                method: "chat.postMessage",
-                message: e.to_string(),
-            })?;
-        Ok(())
-    }
+        {
+            error!(error = %e, "Slack Socket Mode could not register");
+            return;
+        }
+        manager.start().await;
+        info!("Slack Socket Mode started");
+        shutdown.cancelled().await;
+        manager.shutdown().await;
+    }))
 }
 
-/// The receiving side: the channel and the engine it feeds.
+/// The receiving side: the adapter and the engine it feeds.
 #[derive(Clone)]
 struct Receiver {
-    channel: SlackChannel,
+    adapter: SlackAdapter,
     engine: Engine,
 }
 
@@ -414,7 +251,7 @@ fn status(code: StatusCode, msg: &'static str) -> Response {
 
 impl Receiver {
     fn inner(&self) -> &Inner {
-        &self.channel.inner
+        &self.adapter.inner
     }
 
     /// Checks the signature headers against the raw body.
@@ -426,24 +263,30 @@ impl Receiver {
         verify(secret, ts, sig, body, now_millis() / 1000)
     }
 
-    /// Runs `work` in its own task and waits for it up to the ack deadline. `Ok` when it is done
-    /// or still running at the deadline (it carries on); `Err` when it failed in a way a retry
-    /// may fix (then `key` is forgotten).
-    async fn process<F>(&self, key: String, work: F) -> Result<(), Failure>
+    /// Queues `work` in the queue of `thread` and waits for it up to the ack deadline. `Ok` when
+    /// it is done or still queued or running at the deadline (it carries on); `Err` when it failed
+    /// in a way a retry may fix (then `key` is forgotten).
+    async fn process<F>(&self, key: String, thread: &str, work: F) -> Result<(), Failure>
     where
         F: Future<Output = Result<(), Failure>> + Send + 'static,
     {
-        let task = tokio::spawn(work);
-        match tokio::time::timeout(self.inner().config.ack_deadline, task).await {
+        let (done, result) = oneshot::channel();
+        self.inner().queues.push(
+            thread,
+            Box::pin(async move {
+                let _ = done.send(work.await);
+            }),
+        );
+        match tokio::time::timeout(self.inner().config.ack_deadline, result).await {
             Ok(Ok(Ok(()))) => Ok(()),
             Ok(Ok(Err(f))) => {
                 self.inner().seen.forget(&key);
                 Err(f)
             }
-            Ok(Err(join)) => {
-                error!(error = %join, "Slack delivery task failed");
+            Ok(Err(_)) => {
+                error!(%key, "Slack delivery task failed");
                 self.inner().seen.forget(&key);
-                Err(Failure::Retry(join.to_string()))
+                Err(Failure::Retry("the delivery task failed".into()))
             }
             Err(_) => {
                 info!(%key, "Slack delivery still processing at the ack deadline; acknowledged");
@@ -452,7 +295,8 @@ impl Receiver {
         }
     }
 
-    /// An Events API body (`event_callback`): dedup by `event_id`, then the message.
+    /// An Events API body (`event_callback`): dedup by `event_id`, then the message (dedup by
+    /// its id: a mention arrives twice), in its thread's queue.
     async fn on_event_callback(&self, body: Value, retry: Option<&str>) -> Result<(), Failure> {
         let event_id = body["event_id"].as_str().unwrap_or_default().to_string();
         let kind = body
@@ -472,17 +316,6 @@ impl Receiver {
             debug!(%event_id, %kind, "Slack event type not handled");
             return Ok(());
         }
-        let rx = self.clone();
-        let span = info_span!("slack_event", %event_id, %kind, chat_id = tracing::field::Empty);
-        self.process(
-            key,
-            async move { rx.on_message(body).await }.instrument(span),
-        )
-        .await
-    }
-
-    /// A `message` / `app_mention` event.
-    async fn on_message(&self, body: Value) -> Result<(), Failure> {
         let bot = &self.inner().bot.user_id;
         let incoming = match message_from_push_json(&body, bot) {
             Ok(Some(m)) => m,
@@ -496,14 +329,23 @@ impl Receiver {
             }
         };
         // A mention arrives twice (`app_mention` and `message.channels`) with one ts.
-        let key = format!("msg:{}", incoming.message.id);
-        if !self.inner().seen.first(&key) {
+        let msg_key = format!("msg:{}", incoming.message.id);
+        if !self.inner().seen.first(&msg_key) {
             debug!(message = %incoming.message.id, "Slack message already handled");
             return Ok(());
         }
-        let out = self.route_message(body, incoming).await;
+        let thread = incoming.thread.clone();
+        let rx = self.clone();
+        let span = info_span!("slack_event", %event_id, %kind, chat_id = tracing::field::Empty);
+        let out = self
+            .process(
+                key,
+                &thread,
+                async move { rx.route_message(body, incoming).await }.instrument(span),
+            )
+            .await;
         if out.is_err() {
-            self.inner().seen.forget(&key);
+            self.inner().seen.forget(&msg_key);
         }
         out
     }
@@ -549,7 +391,6 @@ impl Receiver {
                 warn!(%user, thread = %incoming.thread, "Slack user not allowed; message refused");
                 if let Ok((channel, ts)) = split_id(&incoming.thread) {
                     let api = self.inner().questions.api();
-                    use crate::client::SlackApi;
                     if let Err(e) = api
                         .post_ephemeral(channel, &user, Some(ts), NOT_ALLOWED_TEXT)
                         .await
@@ -602,6 +443,7 @@ impl Receiver {
             }
         };
         let thread = thread_of_payload(&payload);
+        let queue = queue_of_payload(&payload, thread.as_deref());
         let rx = self.clone();
         let span = info_span!(
             "slack_interaction",
@@ -611,6 +453,7 @@ impl Receiver {
         );
         self.process(
             key,
+            &queue,
             async move { rx.interact(thread, interaction).await }.instrument(span),
         )
         .await
@@ -698,6 +541,30 @@ fn thread_of_payload(p: &Value) -> Option<String> {
         .or_else(|| p.pointer("/message/thread_ts"))
         .and_then(Value::as_str)?;
     Some(thread_id(channel, ts))
+}
+
+/// The queue a click or a submission goes into: its thread when the payload says (a modal's
+/// form locator says for a submission), else its message.
+fn queue_of_payload(p: &Value, thread: Option<&str>) -> String {
+    if let Some(t) = thread {
+        return t.to_owned();
+    }
+    if let Some(locator) = p
+        .pointer("/view/private_metadata")
+        .and_then(Value::as_str)
+        .and_then(decode_question_modal_metadata)
+    {
+        return locator.thread_id;
+    }
+    let channel = p
+        .pointer("/container/channel_id")
+        .or_else(|| p.pointer("/channel/id"))
+        .and_then(Value::as_str);
+    let ts = p.pointer("/container/message_ts").and_then(Value::as_str);
+    match (channel, ts) {
+        (Some(c), Some(ts)) => message_id(c, ts),
+        _ => "slack:interactions".to_owned(),
+    }
 }
 
 fn retry_num(headers: &HeaderMap) -> Option<String> {
@@ -889,6 +756,39 @@ fn socket_error(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn one_thread_in_order_threads_in_parallel_queues_end_when_idle() {
+        let queues = ThreadQueues {
+            map: Arc::default(),
+            idle: Duration::from_millis(50),
+        };
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let (done_tx, mut done) = mpsc::unbounded_channel();
+        let job = |name: &'static str, ms: u64| -> Job {
+            let (log, done_tx) = (log.clone(), done_tx.clone());
+            Box::pin(async move {
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                log.lock().unwrap().push(name);
+                let _ = done_tx.send(());
+            })
+        };
+        // Thread A: a slow delivery, then a fast one; thread B: one fast delivery.
+        queues.push("A", job("a1", 150));
+        queues.push("A", job("a2", 0));
+        queues.push("B", job("b1", 0));
+        assert_eq!(queues.len(), 2);
+        for _ in 0..3 {
+            done.recv().await.unwrap();
+        }
+        assert_eq!(*log.lock().unwrap(), ["b1", "a1", "a2"]);
+        // Idle queues end; a later delivery starts a new one.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(queues.len(), 0);
+        queues.push("A", job("a3", 0));
+        done.recv().await.unwrap();
+        assert_eq!(log.lock().unwrap().last(), Some(&"a3"));
+    }
 
     #[test]
     fn socket_mode_envelopes_are_read_as_json() {

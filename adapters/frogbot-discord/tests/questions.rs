@@ -1,131 +1,58 @@
-//! `DiscordQuestions` against a local fake Discord HTTP API (axum on 127.0.0.1), with serenity's
-//! real `Http` pointed at it through its proxy setting (which needs the rate limiter disabled).
+//! `DiscordQuestions` against the fake Discord (`frogbot_discord::testing`), with serenity's real
+//! `Http` pointed at it through its proxy setting (which needs the rate limiter disabled).
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-
-use axum::Router;
-use axum::extract::{Path, State};
-use axum::http::{Method, StatusCode, Uri};
-use axum::response::{IntoResponse, Response};
-use axum::routing::{patch, post};
 use frogbot_core::model::{
     ActionEvent, ChannelQuestions, HookArgs, Interaction, ParseArgs, ParseResult, PlatformUser,
     QuestionAnswer, QuestionCall, QuestionOutcome, QuestionOutput, QuestionRecord, RenderArgs,
     RequestContext, Thread,
 };
 use frogbot_discord::DiscordQuestions;
+use frogbot_discord::testing::{self, FakeDiscord};
 use serde_json::{Value, json};
-use serenity::http::{Http, HttpBuilder};
-use serenity::model::id::{ApplicationId, InteractionId};
+use serenity::model::id::InteractionId;
 
 const APP_ID: u64 = 600000000000000006;
+const BOT_ID: u64 = 610000000000000006;
 const THREAD: &str = "700000000000000007";
 
-#[derive(Clone, Default)]
-struct Fake {
-    calls: Arc<Mutex<Vec<(Method, String, Value)>>>,
-    next_id: Arc<AtomicU64>,
+async fn start() -> (FakeDiscord, DiscordQuestions) {
+    let fake = FakeDiscord::start(APP_ID, BOT_ID).await;
+    let piece = DiscordQuestions::new(fake.http());
+    (fake, piece)
 }
 
-impl Fake {
-    fn record(&self, method: Method, uri: &Uri, body: &str) {
-        let body = serde_json::from_str(body).unwrap_or(Value::Null);
-        self.calls
-            .lock()
-            .unwrap()
-            .push((method, uri.path().to_owned(), body));
-    }
-
-    fn calls(&self) -> Vec<(Method, String, Value)> {
-        self.calls.lock().unwrap().clone()
-    }
+/// The calls as (method, path, body).
+fn calls_of(fake: &FakeDiscord) -> Vec<(String, String, Value)> {
+    fake.calls()
+        .into_iter()
+        .map(|c| (c.method, c.path, c.body))
+        .collect()
 }
 
-fn message(id: &str, channel: &str, body: &Value) -> Value {
-    json!({
-        "id": id,
-        "channel_id": channel,
-        "author": {"id": APP_ID.to_string(), "username": "frogbot", "discriminator": "0", "avatar": null, "bot": true},
-        "content": body.get("content").cloned().unwrap_or(json!("")),
-        "timestamp": "2026-01-01T00:00:00.000000+00:00",
-        "edited_timestamp": null,
-        "tts": false,
-        "mention_everyone": false,
-        "mentions": [],
-        "mention_roles": [],
-        "attachments": [],
-        "embeds": [],
-        "pinned": false,
-        "type": 0,
-        "components": body.get("components").cloned().unwrap_or(json!([]))
-    })
+/// Posts a bot message in the thread (so it can be edited); returns its id.
+async fn posted(piece: &DiscordQuestions, call: &QuestionCall, step: usize) -> String {
+    piece
+        .post_question(&thread(), call, 0, step)
+        .await
+        .unwrap()
+        .id
 }
 
-async fn create_message(
-    State(fake): State<Fake>,
-    Path(channel): Path<String>,
-    uri: Uri,
-    body: String,
-) -> Response {
-    fake.record(Method::POST, &uri, &body);
-    let id = 900000000000000000 + fake.next_id.fetch_add(1, Ordering::SeqCst);
-    let body: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
-    axum::Json(message(&id.to_string(), &channel, &body)).into_response()
-}
-
-async fn edit_message(
-    State(fake): State<Fake>,
-    Path((channel, id)): Path<(String, String)>,
-    uri: Uri,
-    body: String,
-) -> Response {
-    fake.record(Method::PATCH, &uri, &body);
-    if id == "404" {
-        return (
-            StatusCode::NOT_FOUND,
-            axum::Json(json!({"message": "Unknown Message", "code": 10008})),
-        )
-            .into_response();
-    }
-    let body: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
-    axum::Json(message(&id, &channel, &body)).into_response()
-}
-
-async fn followup(State(fake): State<Fake>, uri: Uri, body: String) -> Response {
-    fake.record(Method::POST, &uri, &body);
-    let body: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
-    axum::Json(message("950000000000000000", THREAD, &body)).into_response()
-}
-
-async fn callback(State(fake): State<Fake>, uri: Uri, body: String) -> StatusCode {
-    fake.record(Method::POST, &uri, &body);
-    StatusCode::NO_CONTENT
-}
-
-async fn start() -> (Fake, Arc<Http>) {
-    let fake = Fake::default();
-    let app = Router::new()
-        .route("/api/v10/channels/{id}/messages", post(create_message))
-        .route(
-            "/api/v10/channels/{cid}/messages/{mid}",
-            patch(edit_message),
-        )
-        .route("/api/v10/webhooks/{app}/{token}", post(followup))
-        .route(
-            "/api/v10/interactions/{id}/{token}/callback",
-            post(callback),
-        )
-        .with_state(fake.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    let http = HttpBuilder::new("fake-token")
-        .proxy(format!("http://{addr}"))
-        .ratelimiter_disabled(true)
-        .application_id(ApplicationId::new(APP_ID))
-        .build();
-    (fake, Arc::new(http))
+/// Registers an interaction with `token` by `user` at the fake (as a gateway delivery would).
+fn issue(fake: &FakeDiscord, id: u64, token: &str) {
+    fake.register_interaction(
+        &testing::component_interaction(
+            id,
+            APP_ID,
+            THREAD.parse().unwrap(),
+            910000000000000001,
+            &testing::user(300000000000000003, "bob", false),
+            "fq:0:0:0",
+            None,
+            token,
+        ),
+        false,
+    );
 }
 
 fn thread() -> Thread {
@@ -166,8 +93,7 @@ fn click(action_id: &str, message_id: &str, values: &[&str]) -> Interaction {
 
 #[tokio::test]
 async fn render_posts_components_and_steps_through_the_set() {
-    let (fake, http) = start().await;
-    let piece = DiscordQuestions::new(http);
+    let (fake, piece) = start().await;
     let call = call();
     let req = RequestContext::default();
     let thread = thread();
@@ -186,10 +112,10 @@ async fn render_posts_components_and_steps_through_the_set() {
     assert_eq!(first.question, Some(0));
     assert!(first.posted_at.starts_with("2026-01-01T00:00:00"));
 
-    let calls = fake.calls();
+    let calls = calls_of(&fake);
     assert_eq!(calls.len(), 1);
     let (method, path, body) = &calls[0];
-    assert_eq!(*method, Method::POST);
+    assert_eq!(method, "POST");
     assert_eq!(path, &format!("/api/v10/channels/{THREAD}/messages"));
     assert_eq!(body["content"], "**Colour** (1/2)\nWhich colour?");
     let buttons = body["components"][0]["components"].as_array().unwrap();
@@ -231,7 +157,7 @@ async fn render_posts_components_and_steps_through_the_set() {
     let messages = change.messages.unwrap();
     assert_eq!(messages.len(), 2);
     assert_eq!(messages[1].question, Some(1));
-    let (_, _, body) = fake.calls().pop().unwrap();
+    let (_, _, body) = calls_of(&fake).pop().unwrap();
     let select = &body["components"][0]["components"][0];
     assert_eq!(select["custom_id"], "fq:1:1:s0");
     assert_eq!(select["max_values"], 3);
@@ -286,15 +212,20 @@ async fn render_posts_components_and_steps_through_the_set() {
 
 #[tokio::test]
 async fn settled_edits_every_message_and_removes_components() {
-    let (fake, http) = start().await;
-    let piece = DiscordQuestions::new(http);
+    let (fake, piece) = start().await;
     let call = call();
     let req = RequestContext::default();
     let thread = thread();
+    let (m0, m1) = (
+        posted(&piece, &call, 0).await,
+        posted(&piece, &call, 1).await,
+    );
+    let from = fake.calls().len();
+    // An older state (`{step, picks}`) still reads.
     let record: QuestionRecord = serde_json::from_value(json!({
         "messages": [
-            {"id": "910000000000000001", "postedAt": "", "question": 0},
-            {"id": "910000000000000002", "postedAt": "", "question": 1}
+            {"id": m0, "postedAt": "", "question": 0},
+            {"id": m1, "postedAt": "", "question": 1}
         ],
         "revision": 1,
         "state": {"step": 1, "picks": [["red"]]}
@@ -326,13 +257,12 @@ async fn settled_edits_every_message_and_removes_components() {
         .await
         .unwrap();
     assert_eq!(change, None);
-    let calls = fake.calls();
+    let calls: Vec<_> = calls_of(&fake).into_iter().skip(from).collect();
     assert_eq!(calls.len(), 2);
-    for ((method, path, body), (id, answer)) in calls
-        .iter()
-        .zip([("910000000000000001", "red"), ("910000000000000002", "M")])
+    for ((method, path, body), (id, answer)) in
+        calls.iter().zip([(m0.as_str(), "red"), (m1.as_str(), "M")])
     {
-        assert_eq!(*method, Method::PATCH);
+        assert_eq!(method, "PATCH");
         assert_eq!(path, &format!("/api/v10/channels/{THREAD}/messages/{id}"));
         assert_eq!(body["components"], json!([]));
         assert!(
@@ -347,8 +277,7 @@ async fn settled_edits_every_message_and_removes_components() {
 
 #[tokio::test]
 async fn stale_and_denied_send_ephemeral_followups() {
-    let (fake, http) = start().await;
-    let piece = DiscordQuestions::new(http);
+    let (fake, piece) = start().await;
     let call = call();
     let req = RequestContext::default();
     let thread = thread();
@@ -363,6 +292,7 @@ async fn stale_and_denied_send_ephemeral_followups() {
         req: &req,
         thread: &thread,
     };
+    issue(&fake, 500000000000000001, "tok-click");
     let clicked = click("fq:0:0:0", "910000000000000001", &[]);
     piece.stale(args, &clicked).await.unwrap();
     piece.denied(args, &clicked).await.unwrap();
@@ -370,14 +300,14 @@ async fn stale_and_denied_send_ephemeral_followups() {
         .rejected(args, &clicked, "Not that one.")
         .await
         .unwrap();
-    let calls = fake.calls();
+    let calls = calls_of(&fake);
     assert_eq!(calls.len(), 3);
     for ((method, path, body), text) in calls.iter().zip([
         frogbot_discord::questions::STALE_TEXT,
         frogbot_discord::questions::DENIED_TEXT,
         "Not that one.",
     ]) {
-        assert_eq!(*method, Method::POST);
+        assert_eq!(method, "POST");
         assert_eq!(path, &format!("/api/v10/webhooks/{APP_ID}/tok-click"));
         assert_eq!(body["content"], text);
         assert_eq!(body["flags"], 64, "ephemeral");
@@ -386,11 +316,16 @@ async fn stale_and_denied_send_ephemeral_followups() {
 
 #[tokio::test]
 async fn deferred_ack_and_other_modal_use_the_callback() {
-    let (fake, http) = start().await;
-    frogbot_discord::acknowledge(&http, InteractionId::new(500000000000000005), "tok-ack")
-        .await
-        .unwrap();
-    let calls = fake.calls();
+    let (fake, piece) = start().await;
+    issue(&fake, 500000000000000005, "tok-ack");
+    frogbot_discord::acknowledge(
+        piece.api().as_ref(),
+        InteractionId::new(500000000000000005),
+        "tok-ack",
+    )
+    .await
+    .unwrap();
+    let calls = calls_of(&fake);
     assert_eq!(calls.len(), 1);
     assert_eq!(
         calls[0].1,
@@ -399,7 +334,6 @@ async fn deferred_ack_and_other_modal_use_the_callback() {
     assert_eq!(calls[0].2["type"], 6, "DEFERRED_UPDATE_MESSAGE");
 
     // "Other…": open the modal as the first response, its custom id the form locator.
-    let piece = DiscordQuestions::new(http);
     let payload = json!({
         "id": "500000000000000006",
         "application_id": APP_ID.to_string(),
@@ -409,18 +343,19 @@ async fn deferred_ack_and_other_modal_use_the_callback() {
         "user": {"id": "300000000000000003", "username": "bob", "discriminator": "0", "avatar": null},
         "token": "tok-other",
         "version": 1,
-        "message": message("910000000000000002", THREAD, &json!({})),
+        "message": testing::message(910000000000000002, THREAD.parse().unwrap(), None, &testing::user(APP_ID, "frogbot", true), "", &[]),
         "locale": "en-US",
         "entitlements": [],
         "attachment_size_limit": 26214400
     });
+    fake.register_interaction(&payload, false);
     let interaction: serenity::model::application::ComponentInteraction =
         serde_json::from_value(payload).unwrap();
     assert!(frogbot_discord::questions::is_other(
         &interaction.data.custom_id
     ));
     piece.open_other(&interaction, &call()).await.unwrap();
-    let (_, path, body) = fake.calls().pop().unwrap();
+    let (_, path, body) = calls_of(&fake).pop().unwrap();
     assert_eq!(
         path,
         "/api/v10/interactions/500000000000000006/tok-other/callback"
@@ -438,15 +373,17 @@ async fn deferred_ack_and_other_modal_use_the_callback() {
 
 #[tokio::test]
 async fn settled_tries_every_message_even_when_one_edit_fails() {
-    let (fake, http) = start().await;
-    let piece = DiscordQuestions::new(http);
+    let (fake, piece) = start().await;
     let call = call();
     let req = RequestContext::default();
     let thread = thread();
+    // The first message is unknown to Discord (deleted): its edit fails with a 404.
+    let m1 = posted(&piece, &call, 1).await;
+    let from = fake.calls().len();
     let record: QuestionRecord = serde_json::from_value(json!({
         "messages": [
             {"id": "404", "postedAt": "", "question": 0},
-            {"id": "910000000000000002", "postedAt": "", "question": 1}
+            {"id": m1, "postedAt": "", "question": 1}
         ],
         "revision": 1
     }))
@@ -459,34 +396,132 @@ async fn settled_tries_every_message_even_when_one_edit_fails() {
     };
     let result = piece.settled(args, None, &QuestionOutcome::Dismissed).await;
     assert!(result.is_err());
-    let calls = fake.calls();
+    let calls: Vec<_> = calls_of(&fake).into_iter().skip(from).collect();
     assert_eq!(calls.len(), 2);
     assert_eq!(
+        calls[0].1,
+        format!("/api/v10/channels/{THREAD}/messages/404")
+    );
+    assert_eq!(fake.calls()[from].status, 404);
+    assert_eq!(
         calls[1].1,
-        format!("/api/v10/channels/{THREAD}/messages/910000000000000002")
+        format!("/api/v10/channels/{THREAD}/messages/{m1}")
     );
     assert_eq!(calls[1].2["components"], json!([]));
 }
 
 #[tokio::test]
 async fn a_thread_message_is_answered_with_a_reply() {
-    let (fake, http) = start().await;
-    let piece = DiscordQuestions::new(http);
+    let (fake, piece) = start().await;
+    let call = call();
+    let req = RequestContext::default();
+    let thread = thread();
+    let record = QuestionRecord {
+        messages: vec![],
+        revision: 0,
+        state: None,
+    };
+    let args = HookArgs {
+        call: &call,
+        question: &record,
+        req: &req,
+        thread: &thread,
+    };
     let reply: Interaction = serde_json::from_value(json!({
         "type": "message",
         "message": {"id": "920000000000000001", "text": "maybe", "author": {"id": "3"}, "metadata": {"dateSent": "2026-01-01T00:00:00Z"}}
     }))
     .unwrap();
     piece
-        .notify(&thread(), &reply, "Pick a button.")
+        .rejected(args, &reply, "Pick a button.")
         .await
         .unwrap();
-    let (method, path, body) = fake.calls().pop().unwrap();
-    assert_eq!(method, Method::POST);
+    let (method, path, body) = calls_of(&fake).pop().unwrap();
+    assert_eq!(method, "POST");
     assert_eq!(path, format!("/api/v10/channels/{THREAD}/messages"));
     assert_eq!(body["content"], "Pick a button.");
     assert_eq!(
         body["message_reference"]["message_id"],
         "920000000000000001"
     );
+}
+
+#[tokio::test]
+async fn the_fake_refuses_what_discord_refuses() {
+    use frogbot_discord::DiscordApi;
+    use serenity::builder::{
+        CreateActionRow, CreateButton, CreateInteractionResponseFollowup, CreateMessage,
+        CreateSelectMenu, CreateSelectMenuKind, CreateSelectMenuOption,
+    };
+    use serenity::model::id::ChannelId;
+    let (fake, piece) = start().await;
+    let api: &dyn DiscordApi = piece.api().as_ref();
+    let channel = ChannelId::new(THREAD.parse().unwrap());
+    let status = |fake: &FakeDiscord| fake.calls().last().unwrap().status;
+    let buttons = |n: usize, prefix: &str| {
+        CreateActionRow::Buttons(
+            (0..n)
+                .map(|i| CreateButton::new(format!("{prefix}{i}")).label("b"))
+                .collect(),
+        )
+    };
+    // Content over 2,000 characters.
+    let long = CreateMessage::new().content("x".repeat(2001));
+    assert!(api.send_message(channel, &long).await.is_err());
+    assert_eq!(status(&fake), 400);
+    // Six action rows; six buttons in a row; a button label over 80; a custom id over 100.
+    let rows = CreateMessage::new()
+        .content("q")
+        .components((0..6).map(|r| buttons(1, &format!("r{r}-"))).collect());
+    assert!(api.send_message(channel, &rows).await.is_err());
+    let wide = CreateMessage::new()
+        .content("q")
+        .components(vec![buttons(6, "w")]);
+    assert!(api.send_message(channel, &wide).await.is_err());
+    let label = CreateMessage::new()
+        .content("q")
+        .components(vec![CreateActionRow::Buttons(vec![
+            CreateButton::new("l").label("x".repeat(81)),
+        ])]);
+    assert!(api.send_message(channel, &label).await.is_err());
+    let id = CreateMessage::new()
+        .content("q")
+        .components(vec![CreateActionRow::Buttons(vec![
+            CreateButton::new("i".repeat(101)).label("b"),
+        ])]);
+    assert!(api.send_message(channel, &id).await.is_err());
+    // A select of 26 options.
+    let options = (0..26)
+        .map(|i| CreateSelectMenuOption::new(format!("o{i}"), i.to_string()))
+        .collect();
+    let select = CreateMessage::new()
+        .content("q")
+        .components(vec![CreateActionRow::SelectMenu(CreateSelectMenu::new(
+            "s",
+            CreateSelectMenuKind::String { options },
+        ))]);
+    assert!(api.send_message(channel, &select).await.is_err());
+    assert_eq!(status(&fake), 400);
+    // Within the limits: accepted and kept, components numbered as Discord numbers them.
+    let fine = CreateMessage::new()
+        .content("q")
+        .components(vec![buttons(5, "ok")]);
+    let posted = api.send_message(channel, &fine).await.unwrap();
+    let kept = fake.message(&posted.id.to_string()).unwrap();
+    assert_eq!(kept["components"][0]["components"][4]["custom_id"], "ok4");
+    assert!(kept["components"][0]["id"].is_u64());
+    // A followup with a token Discord never issued; a second response to one interaction.
+    let followup = CreateInteractionResponseFollowup::new().content("hi");
+    assert!(
+        api.create_followup("never-issued", &followup)
+            .await
+            .is_err()
+    );
+    assert_eq!(status(&fake), 404);
+    issue(&fake, 500000000000000042, "tok-twice");
+    let ack =
+        || frogbot_discord::acknowledge(api, InteractionId::new(500000000000000042), "tok-twice");
+    ack().await.unwrap();
+    assert!(ack().await.is_err(), "one response per interaction");
+    assert_eq!(fake.calls().last().unwrap().response["code"], 40060);
 }

@@ -1,0 +1,243 @@
+//! Engine glue (feature `engine`): [`connect`] a bot from its [`Config`] and get a
+//! [`DiscordAdapter`], the `frogbot_core::agent::Adapter` a host runs — its engine `Channel`
+//! (question hooks, identity from the `users` map, access from the `allow` list, the outbox), the
+//! HTTP interactions endpoint as routes (when a public key is configured), and the gateway
+//! client.
+//!
+//! What it does:
+//! - a mention in a guild channel opens a thread on the message and starts that thread's chat (one
+//!   FrogBot chat per thread); messages in a thread the bot has a chat for continue it; a DM
+//!   channel is its own thread. The bot's own messages are ignored.
+//! - every component click is acknowledged first (deferred update, `type 6`) and then handed to the
+//!   engine; an "Other…" click on a live question opens the modal instead (that is its response);
+//!   a modal submission is acknowledged the same way. Discord's 3 s window is never at the mercy
+//!   of the engine's speed. Deliveries of one thread reach the engine in arrival order, threads in
+//!   parallel ([`receive`]).
+//! - replies longer than 2,000 characters are split ([`outbox`]).
+//!
+//! What it must not do: keep conversation state in memory (the engine and its store decide what a
+//! thread is; the only in-process state is the bot's own user id), or name sqlx.
+
+pub mod outbox;
+pub mod receive;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use frogbot_core::agent::{
+    AccessCheck, Adapter, AllowAll, AllowList, Channel, ChannelOutbox, Engine,
+};
+use frogbot_core::model::MappedIdentity;
+use frogbot_model::IdentityResolver;
+use serenity::all::{GatewayIntents, UserId};
+use serenity::http::{Http, HttpBuilder};
+use serenity::model::id::ApplicationId;
+use tokio_util::sync::CancellationToken;
+
+pub use crate::PLATFORM;
+use crate::client::DiscordApi;
+use crate::convert::EndpointVerifier;
+use crate::{DiscordQuestions, Error};
+pub use receive::INTERACTIONS_PATH;
+
+/// The intents used when none are configured: guild messages, DMs and message content.
+pub const DEFAULT_INTENTS: &[&str] = &["GUILD_MESSAGES", "DIRECT_MESSAGES", "MESSAGE_CONTENT"];
+
+/// Gateway intents from their names (`GUILD_MESSAGES`, `direct_messages`, …; case-insensitive).
+pub fn intents_from_names<S: AsRef<str>>(names: &[S]) -> Result<GatewayIntents, Error> {
+    let mut intents = GatewayIntents::empty();
+    for name in names {
+        let upper = name.as_ref().trim().to_ascii_uppercase();
+        let flag = GatewayIntents::from_name(&upper).ok_or_else(|| {
+            Error::Malformed(format!("unknown gateway intent {:?}", name.as_ref()))
+        })?;
+        intents |= flag;
+    }
+    Ok(intents)
+}
+
+/// What a Discord bot needs (`[channels.discord]` in `frogbot serve`).
+#[derive(Clone, Default)]
+pub struct Config {
+    /// The bot token.
+    pub token: String,
+    /// The application id (followups and modal responses need it).
+    pub application_id: u64,
+    /// Gateway intent names ([`DEFAULT_INTENTS`] when empty).
+    pub intents: Vec<String>,
+    /// The application's public key (64 hex digits): serve the HTTP interactions endpoint.
+    pub public_key: Option<String>,
+    /// A base URL replacing `https://discord.com` (a fake or a proxy); the gateway URL comes from
+    /// `GET /api/v10/gateway` there.
+    pub api_url: Option<String>,
+    /// Discord user ids → FrogBot user ids (anyone else is `discord:ID`).
+    pub users: BTreeMap<String, String>,
+    /// FrogBot user ids allowed to talk to the agent (empty: everyone).
+    pub allow: Vec<String>,
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("application_id", &self.application_id)
+            .field("intents", &self.intents)
+            .field("endpoint", &self.public_key.is_some())
+            .field("api_url", &self.api_url)
+            .field("users", &self.users)
+            .field("allow", &self.allow)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Config {
+    /// A config with the token and application id, everything else default.
+    pub fn new(token: impl Into<String>, application_id: u64) -> Self {
+        Config {
+            token: token.into(),
+            application_id,
+            ..Config::default()
+        }
+    }
+
+    /// The gateway intents (checked names; [`DEFAULT_INTENTS`] when none are configured).
+    pub fn gateway_intents(&self) -> Result<GatewayIntents, Error> {
+        if self.intents.is_empty() {
+            intents_from_names(DEFAULT_INTENTS)
+        } else {
+            intents_from_names(&self.intents)
+        }
+    }
+
+    /// The endpoint verifier of the public key, when one is configured.
+    pub fn verifier(&self) -> Result<Option<EndpointVerifier>, Error> {
+        self.public_key
+            .as_deref()
+            .map(EndpointVerifier::new)
+            .transpose()
+    }
+
+    /// Checks what can be checked without Discord: the application id, intents, public key and
+    /// API URL.
+    pub fn check(&self) -> Result<(), Error> {
+        if self.application_id == 0 {
+            return Err(Error::BadId(self.application_id.to_string()));
+        }
+        self.gateway_intents()?;
+        self.verifier()?;
+        if let Some(url) = &self.api_url
+            && !(url.starts_with("http://") || url.starts_with("https://"))
+        {
+            return Err(Error::Malformed(
+                "api_url must start with http:// or https://".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// serenity's HTTP client for this config (application id set; pointed at `api_url`, rate
+    /// limiter off, when given: serenity's proxy setting requires it).
+    pub fn http(&self) -> Result<Http, Error> {
+        let application_id = std::num::NonZeroU64::new(self.application_id)
+            .ok_or_else(|| Error::BadId(self.application_id.to_string()))?;
+        let mut builder =
+            HttpBuilder::new(&self.token).application_id(ApplicationId::from(application_id));
+        if let Some(url) = &self.api_url {
+            builder = builder
+                .proxy(url.trim_end_matches('/'))
+                .ratelimiter_disabled(true);
+        }
+        Ok(builder.build())
+    }
+}
+
+/// Checks `config`, builds the client and learns the bot's own user id (`GET /users/@me`).
+pub async fn connect(config: Config) -> Result<DiscordAdapter, Error> {
+    config.check()?;
+    let intents = config.gateway_intents()?;
+    let verifier = config.verifier()?;
+    let http = Arc::new(config.http()?);
+    let me: UserId = http.current_user().await?;
+    let identity: Arc<dyn IdentityResolver> = Arc::new(MappedIdentity::new(config.users.clone()));
+    let access: Arc<dyn AccessCheck> = if config.allow.is_empty() {
+        Arc::new(AllowAll)
+    } else {
+        Arc::new(AllowList::new(config.allow.iter().cloned()))
+    };
+    let questions = Arc::new(DiscordQuestions::new(http.clone()));
+    Ok(DiscordAdapter {
+        shared: Arc::new(receive::Shared::new(
+            http, questions, intents, verifier, me, identity, access,
+        )),
+    })
+}
+
+/// A connected Discord bot (cheap to clone): see [`Adapter`].
+#[derive(Clone)]
+pub struct DiscordAdapter {
+    shared: Arc<receive::Shared>,
+}
+
+impl std::fmt::Debug for DiscordAdapter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DiscordAdapter")
+            .field("me", &self.shared.me)
+            .field("endpoint", &self.shared.verifier.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl DiscordAdapter {
+    /// The question hooks.
+    pub fn questions(&self) -> Arc<DiscordQuestions> {
+        self.shared.questions.clone()
+    }
+
+    /// Where the agent's replies go.
+    pub fn outbox(&self) -> Arc<dyn ChannelOutbox> {
+        Arc::new(outbox::DiscordOutbox::new(self.shared.http.clone()))
+    }
+
+    /// The bot's own user id.
+    pub fn bot_user(&self) -> UserId {
+        self.shared.me
+    }
+
+    /// The gateway event handler delivering into `engine`, for a serenity `Client` you build
+    /// yourself ([`Adapter::start`] builds one).
+    pub fn handler(&self, engine: Engine) -> impl serenity::all::EventHandler + 'static {
+        receive::Handler::new(self.shared.clone(), engine)
+    }
+}
+
+impl Adapter for DiscordAdapter {
+    fn platform(&self) -> &'static str {
+        PLATFORM
+    }
+
+    fn channel(&self) -> Channel {
+        Channel {
+            platform: PLATFORM.into(),
+            questions: Some(self.questions()),
+            identity: self.shared.identity.clone(),
+            access: self.shared.access.clone(),
+            outbox: Some(self.outbox()),
+        }
+    }
+
+    fn routes(&self, engine: &Engine) -> Option<axum::Router> {
+        receive::router(self.shared.clone(), engine.clone())
+    }
+
+    fn start(
+        &self,
+        engine: Engine,
+        shutdown: CancellationToken,
+    ) -> Option<tokio::task::JoinHandle<()>> {
+        let shared = self.shared.clone();
+        Some(tokio::spawn(async move {
+            if let Err(e) = receive::run_gateway(shared, engine, shutdown).await {
+                tracing::error!(error = %e, "discord: the gateway connection ended");
+            }
+        }))
+    }
+}

@@ -1,0 +1,594 @@
+//! Receiving: the gateway (a serenity `Client` and its event handler), the HTTP interactions
+//! endpoint (`POST /channels/discord/interactions`), and the per-thread ordering of what is handed
+//! to the engine.
+//!
+//! Acknowledgements (and the "Other…" modal) are sent at once, outside any queue: Discord's 3 s
+//! window never waits for the engine. What goes to the engine — a message, a click, a modal
+//! submission — is queued on its thread (the Discord channel it arrived in): one ordered queue
+//! per thread, handled by a task of its own that ends when the queue has been idle a while, so
+//! deliveries of one thread reach the engine in arrival order and different threads run in
+//! parallel.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use frogbot_core::agent::{
+    AccessCheck, ChannelMessageOutcome, Engine, InteractionOutcome, channel_chat_id,
+};
+use frogbot_model::text::truncate;
+use frogbot_model::{
+    ChannelIdentity, ChannelRef, ChatInfo, IdentityResolver, Progress, QuestionCall,
+};
+use serenity::all::{
+    ClientBuilder, ComponentInteraction, Context, CreateThread, EventHandler, GatewayIntents,
+    Interaction as DiscordInteraction, Message, ModalInteraction, Ready, UserId,
+};
+use serenity::http::{Http, HttpBuilder};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, debug, info, info_span, warn};
+
+use crate::client::DiscordApi;
+use crate::convert::{self, EndpointRequest, EndpointVerifier, PONG};
+use crate::ids::{Control, is_other};
+use crate::questions::other_modal_response;
+use crate::{DiscordQuestions, Error, PLATFORM};
+
+/// The path of the HTTP interactions endpoint inside `frogbot serve`.
+pub const INTERACTIONS_PATH: &str = "/channels/discord/interactions";
+
+/// How long a thread's queue task waits for more work before it ends.
+const QUEUE_IDLE: Duration = Duration::from_secs(30);
+
+type Job = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// One ordered queue per thread: a job pushed for a thread runs after the jobs pushed before it
+/// for the same thread; threads run in parallel.
+#[derive(Default)]
+pub(super) struct ThreadQueues {
+    queues: Arc<Mutex<HashMap<String, mpsc::UnboundedSender<Job>>>>,
+}
+
+impl ThreadQueues {
+    /// Queues `job` on `thread`'s queue (starting its task when there is none).
+    fn push(&self, thread: &str, job: Job) {
+        let mut queues = self.queues.lock().expect("thread queues");
+        let job = match queues.get(thread) {
+            Some(tx) => match tx.send(job) {
+                Ok(()) => return,
+                Err(mpsc::error::SendError(job)) => job,
+            },
+            None => job,
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        let _ = tx.send(job);
+        queues.insert(thread.to_owned(), tx);
+        tokio::spawn(Self::drain(self.queues.clone(), thread.to_owned(), rx));
+    }
+
+    async fn drain(
+        queues: Arc<Mutex<HashMap<String, mpsc::UnboundedSender<Job>>>>,
+        thread: String,
+        mut rx: mpsc::UnboundedReceiver<Job>,
+    ) {
+        loop {
+            match tokio::time::timeout(QUEUE_IDLE, rx.recv()).await {
+                Ok(Some(job)) => job.await,
+                Ok(None) => return,
+                Err(_) => {
+                    // Idle: end, unless a job slipped in (pushes hold the lock while sending).
+                    let mut map = queues.lock().expect("thread queues");
+                    match rx.try_recv() {
+                        Ok(job) => {
+                            drop(map);
+                            job.await;
+                        }
+                        Err(_) => {
+                            map.remove(&thread);
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// How many thread queues are running.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.queues.lock().expect("thread queues").len()
+    }
+}
+
+/// What the adapter's receiving shares between the gateway handler, the endpoint and the hooks.
+pub(super) struct Shared {
+    pub(super) http: Arc<Http>,
+    pub(super) questions: Arc<DiscordQuestions>,
+    intents: GatewayIntents,
+    pub(super) verifier: Option<EndpointVerifier>,
+    pub(super) me: UserId,
+    pub(super) identity: Arc<dyn IdentityResolver>,
+    pub(super) access: Arc<dyn AccessCheck>,
+    queues: ThreadQueues,
+}
+
+impl Shared {
+    #[allow(clippy::too_many_arguments)] // the parts `connect` checked and built
+    pub(super) fn new(
+        http: Arc<Http>,
+        questions: Arc<DiscordQuestions>,
+        intents: GatewayIntents,
+        verifier: Option<EndpointVerifier>,
+        me: UserId,
+        identity: Arc<dyn IdentityResolver>,
+        access: Arc<dyn AccessCheck>,
+    ) -> Self {
+        Shared {
+            http,
+            questions,
+            intents,
+            verifier,
+            me,
+            identity,
+            access,
+            queues: ThreadQueues::default(),
+        }
+    }
+}
+
+/// Connects to the gateway and receives until `shutdown` is cancelled.
+pub(super) async fn run_gateway(
+    shared: Arc<Shared>,
+    engine: Engine,
+    shutdown: CancellationToken,
+) -> Result<(), Error> {
+    let mut client = ClientBuilder::new_with_http(clone_http(&shared.http), shared.intents)
+        .event_handler(Handler::new(shared, engine))
+        .await?;
+    let shards = client.shard_manager.clone();
+    tokio::select! {
+        result = client.start() => result.map_err(Error::from),
+        () = shutdown.cancelled() => {
+            shards.shutdown_all().await;
+            Ok(())
+        }
+    }
+}
+
+/// Copies the configuration of an `Http` (serenity's `Client` takes one by value).
+fn clone_http(http: &Http) -> Http {
+    let mut builder = HttpBuilder::new(http.token());
+    if let Some(app) = http.application_id() {
+        builder = builder.application_id(app);
+    }
+    if let Some(proxy) = &http.proxy {
+        builder = builder.proxy(proxy.clone()).ratelimiter_disabled(true);
+    }
+    builder.build()
+}
+
+/// The gateway event handler.
+pub(super) struct Handler {
+    shared: Arc<Shared>,
+    engine: Engine,
+}
+
+impl Handler {
+    pub(super) fn new(shared: Arc<Shared>, engine: Engine) -> Self {
+        Handler { shared, engine }
+    }
+}
+
+#[async_trait]
+impl EventHandler for Handler {
+    async fn ready(&self, _ctx: Context, ready: Ready) {
+        info!(user = %ready.user.id, "discord: gateway ready");
+    }
+
+    async fn message(&self, _ctx: Context, message: Message) {
+        if convert::is_own_message(&message, self.shared.me) {
+            return;
+        }
+        let (shared, engine) = (self.shared.clone(), self.engine.clone());
+        let thread = convert::thread_id(&message);
+        self.shared.queues.push(
+            &thread,
+            Box::pin(async move { on_message(&shared, &engine, &message).await }),
+        );
+    }
+
+    async fn interaction_create(&self, _ctx: Context, interaction: DiscordInteraction) {
+        match interaction {
+            DiscordInteraction::Component(component) => {
+                on_component(&self.shared, &self.engine, component).await;
+            }
+            DiscordInteraction::Modal(modal) => on_modal(&self.shared, &self.engine, modal).await,
+            other => warn!(
+                kind = ?other.kind(),
+                "discord: interaction of a kind FrogBot does not handle ignored"
+            ),
+        }
+    }
+}
+
+/// Handles a gateway message (queued on its channel).
+async fn on_message(shared: &Shared, engine: &Engine, message: &Message) {
+    let me = shared.me;
+    let channel = message.channel_id.to_string();
+    let known = match engine.channel_thread_known(PLATFORM, &channel).await {
+        Ok(known) => known,
+        Err(e) => {
+            warn!(error = %e, "discord: store unavailable; message not handled");
+            return;
+        }
+    };
+    let dm = message.guild_id.is_none();
+    let thread = if dm || known {
+        channel
+    } else if convert::mentions(message, me) {
+        if !may_start(shared, message).await {
+            info!(user = %message.author.id, "discord: mention from a user without access ignored");
+            return;
+        }
+        match open_thread(shared, message).await {
+            Ok(thread) => thread,
+            Err(e) => {
+                // E.g. a mention inside a thread the bot did not open: answer right there.
+                warn!(error = %e, "discord: could not open a thread; answering in the channel");
+                channel
+            }
+        }
+    } else {
+        return;
+    };
+    let mut incoming = convert::thread_message(message);
+    incoming.text = convert::strip_mention(&incoming.text, me);
+    let span = info_span!("discord_message", thread = %thread, chat_id = %channel_chat_id(PLATFORM, &thread));
+    match engine
+        .channel_message(PLATFORM, &thread, incoming)
+        .instrument(span)
+        .await
+    {
+        Ok(ChannelMessageOutcome::Denied) => {
+            info!(user = %message.author.id, thread, "discord: message from a user without access ignored");
+        }
+        Ok(outcome) => debug!(?outcome, thread, "discord: message handled"),
+        Err(e) => warn!(error = %e, thread, "discord: message not handled"),
+    }
+}
+
+/// Whether the author of a message may start a conversation (the adapter's identity and access
+/// hooks), checked before a thread is opened for them.
+async fn may_start(shared: &Shared, message: &Message) -> bool {
+    let identity = ChannelIdentity {
+        platform: PLATFORM.into(),
+        user: convert::platform_user(&message.author),
+    };
+    let user = match shared.identity.resolve(&identity).await {
+        Ok(user) => user,
+        Err(e) => {
+            warn!(error = %e, "discord: identity hook failed: denied");
+            return false;
+        }
+    };
+    let channel_id = message.channel_id.to_string();
+    let probe = ChatInfo {
+        chat_id: channel_chat_id(PLATFORM, &channel_id),
+        owner: None,
+        channel: Some(ChannelRef {
+            platform: PLATFORM.into(),
+            thread: channel_id,
+        }),
+    };
+    shared
+        .access
+        .allow(user.as_ref(), &probe)
+        .await
+        .unwrap_or_else(|e| {
+            warn!(error = %e, "discord: access check failed: denied");
+            false
+        })
+}
+
+async fn open_thread(shared: &Shared, message: &Message) -> Result<String, Error> {
+    let text = convert::strip_mention(&message.content, shared.me);
+    let name = if text.is_empty() {
+        "FrogBot".into()
+    } else {
+        truncate(&text, 100)
+    };
+    let thread = DiscordApi::create_thread(
+        shared.http.as_ref(),
+        message.channel_id,
+        message.id,
+        &CreateThread::new(name),
+    )
+    .await?;
+    Ok(thread.to_string())
+}
+
+/// Hands an interaction to the engine on its thread's queue.
+fn enqueue(
+    shared: &Shared,
+    engine: &Engine,
+    thread: String,
+    converted: frogbot_model::Interaction,
+    what: &'static str,
+    span: tracing::Span,
+) {
+    let engine = engine.clone();
+    let key = thread.clone();
+    shared.queues.push(
+        &key,
+        Box::pin(
+            async move {
+                match engine
+                    .handle_interaction(PLATFORM, Some(&thread), &converted)
+                    .await
+                {
+                    Ok(InteractionOutcome::Ignored) => {
+                        warn!("discord: a {what} on no FrogBot question ignored");
+                    }
+                    Ok(outcome) => debug!(?outcome, "discord: {what} handled"),
+                    Err(e) => warn!(error = %e, "discord: {what} not handled"),
+                }
+            }
+            .instrument(span),
+        ),
+    );
+}
+
+async fn on_component(shared: &Shared, engine: &Engine, component: ComponentInteraction) {
+    let custom_id = component.data.custom_id.clone();
+    let span = info_span!("discord_component", custom_id = %custom_id, message_id = %component.message.id, chat_id = tracing::field::Empty, question_id = tracing::field::Empty);
+    async {
+        if is_other(&custom_id)
+            && let Some(call) = live_call(engine, &component).await
+        {
+            match shared.questions.open_other(&component, &call).await {
+                Ok(()) => return,
+                Err(e) => warn!(error = %e, "discord: opening the \"Other…\" modal failed"),
+            }
+        }
+        if let Err(e) =
+            crate::acknowledge(shared.http.as_ref(), component.id, &component.token).await
+        {
+            warn!(error = %e, "discord: acknowledging a click failed");
+        }
+        let converted = convert::action(&component);
+        let thread = component.channel_id.to_string();
+        enqueue(
+            shared,
+            engine,
+            thread,
+            converted,
+            "click",
+            tracing::Span::current(),
+        );
+    }
+    .instrument(span.clone())
+    .await;
+}
+
+async fn on_modal(shared: &Shared, engine: &Engine, modal: ModalInteraction) {
+    let span = info_span!("discord_modal", custom_id = %modal.data.custom_id, chat_id = tracing::field::Empty, question_id = tracing::field::Empty);
+    async {
+        if let Err(e) = crate::acknowledge(shared.http.as_ref(), modal.id, &modal.token).await {
+            warn!(error = %e, "discord: acknowledging a modal submission failed");
+        }
+        if convert::modal_lost_components(&modal) {
+            // serenity 0.12's gateway types drop a Label's child (its typed text is gone);
+            // FrogBot's own modals use action rows, which it reads. The interactions
+            // endpoint reads both shapes.
+            warn!("discord: a modal submission with components serenity cannot read (Labels) came through the gateway; their values are lost");
+        }
+        let converted = convert::modal_submit(&modal);
+        let thread = modal.channel_id.to_string();
+        enqueue(shared, engine, thread, converted, "modal submission", tracing::Span::current());
+    }
+    .instrument(span)
+    .await;
+}
+
+/// The question call a click belongs to, when the clicked control is the current one of a
+/// question still open (else the engine answers the click as stale).
+async fn live_call(engine: &Engine, component: &ComponentInteraction) -> Option<QuestionCall> {
+    let control = Control::decode(&component.data.custom_id)?;
+    let target = engine
+        .question_for_form(PLATFORM, &component.message.id.to_string())
+        .await
+        .ok()??;
+    tracing::Span::current().record("chat_id", tracing::field::display(&target.chat_id));
+    tracing::Span::current().record("question_id", target.call.tool_call_id.as_str());
+    let step = Progress::of(&target.call.input, &target.record).step();
+    if target.record.revision == control.revision && step == Some(control.question) {
+        return Some(target.call);
+    }
+    None
+}
+
+#[derive(Clone)]
+struct Endpoint {
+    shared: Arc<Shared>,
+    engine: Engine,
+}
+
+/// `POST /channels/discord/interactions` when a public key is configured.
+pub(super) fn router(shared: Arc<Shared>, engine: Engine) -> Option<Router> {
+    shared.verifier.as_ref()?;
+    Some(
+        Router::new()
+            .route(INTERACTIONS_PATH, post(endpoint))
+            .with_state(Endpoint { shared, engine }),
+    )
+}
+
+async fn endpoint(State(state): State<Endpoint>, headers: HeaderMap, body: Bytes) -> Response {
+    let Some(verifier) = &state.shared.verifier else {
+        return StatusCode::NOT_FOUND.into_response();
+    };
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let request = match verifier.receive(
+        &header("x-signature-ed25519"),
+        &header("x-signature-timestamp"),
+        &body,
+    ) {
+        Ok(request) => request,
+        Err(Error::BadSignature) => {
+            warn!("discord: interactions endpoint request with a bad signature refused");
+            return (StatusCode::UNAUTHORIZED, "invalid request signature").into_response();
+        }
+        Err(Error::StaleTimestamp) => {
+            warn!(
+                "discord: interactions endpoint request with a timestamp outside the 5-minute window refused"
+            );
+            return (StatusCode::UNAUTHORIZED, "invalid request signature").into_response();
+        }
+        Err(e) => {
+            warn!(error = %e, "discord: malformed interactions endpoint request ignored");
+            return (StatusCode::BAD_REQUEST, e.to_string()).into_response();
+        }
+    };
+    match request {
+        EndpointRequest::Ping => ([("content-type", "application/json")], PONG).into_response(),
+        EndpointRequest::Interaction { interaction, raw } => {
+            // The HTTP response is the interaction's response: the modal for a live "Other…"
+            // click, else the deferred update; the engine runs after it, on the thread's queue.
+            if let DiscordInteraction::Component(c) = &*interaction
+                && is_other(&c.data.custom_id)
+                && let Some(call) = live_call(&state.engine, c).await
+            {
+                match other_modal_response(c, &call) {
+                    Ok(modal) => return json_response(&modal),
+                    Err(e) => warn!(error = %e, "discord: the \"Other…\" modal could not be built"),
+                }
+            }
+            let (converted, thread, what) = match &*interaction {
+                DiscordInteraction::Component(c) => {
+                    (convert::action(c), c.channel_id.to_string(), "click")
+                }
+                DiscordInteraction::Modal(m) => (
+                    convert::modal_submit_json(m, &raw),
+                    m.channel_id.to_string(),
+                    "modal submission",
+                ),
+                other => {
+                    warn!(kind = ?other.kind(), "discord: interactions endpoint: interaction of a kind FrogBot does not handle ignored");
+                    return (StatusCode::BAD_REQUEST, "unsupported interaction").into_response();
+                }
+            };
+            let span = info_span!("discord_endpoint", thread = %thread);
+            enqueue(&state.shared, &state.engine, thread, converted, what, span);
+            json_response(&crate::deferred_update())
+        }
+    }
+}
+
+fn json_response(response: &serenity::builder::CreateInteractionResponse) -> Response {
+    match serde_json::to_string(response) {
+        Ok(body) => ([("content-type", "application/json")], body).into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn one_thread_in_order_threads_in_parallel() {
+        let queues = ThreadQueues::default();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let (release, gate) = tokio::sync::watch::channel(false);
+        // Thread "a": a slow first job, then four quick ones; they finish in order.
+        for i in 0..5 {
+            let log = log.clone();
+            let mut gate = gate.clone();
+            queues.push(
+                "a",
+                Box::pin(async move {
+                    if i == 0 {
+                        let _ = gate.wait_for(|open| *open).await;
+                    }
+                    log.lock().unwrap().push(format!("a{i}"));
+                }),
+            );
+        }
+        // Thread "b" is not held up by "a"'s slow job.
+        let done = Arc::new(AtomicUsize::new(0));
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        {
+            let log = log.clone();
+            let done = done.clone();
+            queues.push(
+                "b",
+                Box::pin(async move {
+                    log.lock().unwrap().push("b0".into());
+                    done.fetch_add(1, Ordering::SeqCst);
+                    let _ = tx.send(());
+                }),
+            );
+        }
+        tokio::time::timeout(Duration::from_secs(5), rx)
+            .await
+            .expect("b ran while a waits")
+            .unwrap();
+        assert_eq!(*log.lock().unwrap(), vec!["b0"]);
+        assert_eq!(queues.len(), 2);
+        release.send(true).unwrap();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while log.lock().unwrap().len() < 6 {
+            assert!(tokio::time::Instant::now() < deadline);
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let a: Vec<String> = log
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|s| s.starts_with('a'))
+            .cloned()
+            .collect();
+        assert_eq!(a, vec!["a0", "a1", "a2", "a3", "a4"]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_queue_ends_and_a_later_job_starts_a_new_one() {
+        let queues = ThreadQueues::default();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        queues.push(
+            "t",
+            Box::pin(async move {
+                let _ = tx.send(());
+            }),
+        );
+        rx.await.unwrap();
+        assert_eq!(queues.len(), 1);
+        tokio::time::sleep(QUEUE_IDLE * 2).await;
+        assert_eq!(queues.len(), 0, "the idle task ended");
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        queues.push(
+            "t",
+            Box::pin(async move {
+                let _ = tx.send(());
+            }),
+        );
+        rx.await.unwrap();
+    }
+}

@@ -1,0 +1,266 @@
+//! [`DiscordApi`]: the Discord API calls the question hooks, the receiver and the outbox make,
+//! implemented for serenity's [`Http`] (the real client) and by [`RecordingDiscord`] (records the
+//! calls and answers with made-up ids: for unit tests of code that calls Discord).
+//!
+//! The calls take serenity's builders, so what is sent is what serenity would send.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use async_trait::async_trait;
+use serde::Serialize;
+use serde_json::Value;
+use serenity::builder::{
+    CreateInteractionResponse, CreateInteractionResponseFollowup, CreateMessage, CreateThread,
+    EditMessage,
+};
+use serenity::http::Http;
+use serenity::model::id::{ChannelId, InteractionId, MessageId, UserId};
+
+use crate::Error;
+
+/// A message Discord created: its id and creation time (RFC 3339).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Posted {
+    /// The message id.
+    pub id: MessageId,
+    /// When it was posted (RFC 3339), as Discord reports it.
+    pub timestamp: String,
+}
+
+/// The Discord API calls this adapter makes.
+#[async_trait]
+pub trait DiscordApi: Send + Sync + 'static {
+    /// `POST /channels/{channel}/messages`.
+    async fn send_message(
+        &self,
+        channel: ChannelId,
+        message: &CreateMessage,
+    ) -> Result<Posted, Error>;
+
+    /// `PATCH /channels/{channel}/messages/{message}`.
+    async fn edit_message(
+        &self,
+        channel: ChannelId,
+        message: MessageId,
+        edit: &EditMessage,
+    ) -> Result<(), Error>;
+
+    /// `POST /interactions/{id}/{token}/callback`: the interaction's (one) response.
+    async fn create_interaction_response(
+        &self,
+        interaction: InteractionId,
+        token: &str,
+        response: &CreateInteractionResponse,
+    ) -> Result<(), Error>;
+
+    /// `POST /webhooks/{application}/{token}`: a followup message of an answered interaction.
+    async fn create_followup(
+        &self,
+        token: &str,
+        followup: &CreateInteractionResponseFollowup,
+    ) -> Result<(), Error>;
+
+    /// `POST /channels/{channel}/messages/{message}/threads`: a thread on a message; its id.
+    async fn create_thread(
+        &self,
+        channel: ChannelId,
+        message: MessageId,
+        thread: &CreateThread<'_>,
+    ) -> Result<ChannelId, Error>;
+
+    /// `GET /users/@me`: the bot's own user id.
+    async fn current_user(&self) -> Result<UserId, Error>;
+}
+
+#[async_trait]
+impl DiscordApi for Http {
+    async fn send_message(
+        &self,
+        channel: ChannelId,
+        message: &CreateMessage,
+    ) -> Result<Posted, Error> {
+        let message = Http::send_message(self, channel, vec![], message).await?;
+        Ok(Posted {
+            id: message.id,
+            timestamp: message.timestamp.to_rfc3339().unwrap_or_default(),
+        })
+    }
+
+    async fn edit_message(
+        &self,
+        channel: ChannelId,
+        message: MessageId,
+        edit: &EditMessage,
+    ) -> Result<(), Error> {
+        Http::edit_message(self, channel, message, edit, vec![]).await?;
+        Ok(())
+    }
+
+    async fn create_interaction_response(
+        &self,
+        interaction: InteractionId,
+        token: &str,
+        response: &CreateInteractionResponse,
+    ) -> Result<(), Error> {
+        Http::create_interaction_response(self, interaction, token, response, vec![]).await?;
+        Ok(())
+    }
+
+    async fn create_followup(
+        &self,
+        token: &str,
+        followup: &CreateInteractionResponseFollowup,
+    ) -> Result<(), Error> {
+        Http::create_followup_message(self, token, followup, vec![]).await?;
+        Ok(())
+    }
+
+    async fn create_thread(
+        &self,
+        channel: ChannelId,
+        message: MessageId,
+        thread: &CreateThread<'_>,
+    ) -> Result<ChannelId, Error> {
+        let thread = Http::create_thread_from_message(
+            self,
+            channel,
+            message,
+            thread,
+            Some("FrogBot conversation"),
+        )
+        .await?;
+        Ok(thread.id)
+    }
+
+    async fn current_user(&self) -> Result<UserId, Error> {
+        Ok(self.get_current_user().await?.id)
+    }
+}
+
+/// One call [`RecordingDiscord`] received.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Recorded {
+    /// The method: `send_message`, `edit_message`, `create_interaction_response`,
+    /// `create_followup`, `create_thread` or `current_user`.
+    pub method: &'static str,
+    /// The ids the call named (channel, message, interaction id, token…), as strings.
+    pub target: Vec<String>,
+    /// The builder as the JSON serenity sends.
+    pub body: Value,
+}
+
+/// A [`DiscordApi`] that records every call and answers with ids counting up from
+/// 900000000000000001 (messages and threads) and the bot user [`RecordingDiscord::BOT`].
+#[derive(Debug, Default)]
+pub struct RecordingDiscord {
+    calls: Mutex<Vec<Recorded>>,
+    next: AtomicU64,
+    fail_edits_of: Mutex<Vec<MessageId>>,
+}
+
+impl RecordingDiscord {
+    /// The bot user id `current_user` answers.
+    pub const BOT: u64 = 610_000_000_000_000_006;
+
+    /// A new recorder.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Every call so far.
+    pub fn calls(&self) -> Vec<Recorded> {
+        self.calls.lock().expect("calls").clone()
+    }
+
+    /// Makes `edit_message` of `message` fail (as for a deleted message).
+    pub fn fail_edits_of(&self, message: MessageId) {
+        self.fail_edits_of.lock().expect("fail").push(message);
+    }
+
+    fn record(&self, method: &'static str, target: Vec<String>, body: &impl Serialize) {
+        self.calls.lock().expect("calls").push(Recorded {
+            method,
+            target,
+            body: serde_json::to_value(body).unwrap_or(Value::Null),
+        });
+    }
+
+    fn next_id(&self) -> u64 {
+        900_000_000_000_000_001 + self.next.fetch_add(1, Ordering::SeqCst)
+    }
+}
+
+#[async_trait]
+impl DiscordApi for RecordingDiscord {
+    async fn send_message(
+        &self,
+        channel: ChannelId,
+        message: &CreateMessage,
+    ) -> Result<Posted, Error> {
+        self.record("send_message", vec![channel.to_string()], message);
+        Ok(Posted {
+            id: MessageId::new(self.next_id()),
+            timestamp: "2026-01-01T00:00:00.000Z".into(),
+        })
+    }
+
+    async fn edit_message(
+        &self,
+        channel: ChannelId,
+        message: MessageId,
+        edit: &EditMessage,
+    ) -> Result<(), Error> {
+        self.record(
+            "edit_message",
+            vec![channel.to_string(), message.to_string()],
+            edit,
+        );
+        if self.fail_edits_of.lock().expect("fail").contains(&message) {
+            return Err(Error::Malformed(format!("Unknown Message {message}")));
+        }
+        Ok(())
+    }
+
+    async fn create_interaction_response(
+        &self,
+        interaction: InteractionId,
+        token: &str,
+        response: &CreateInteractionResponse,
+    ) -> Result<(), Error> {
+        self.record(
+            "create_interaction_response",
+            vec![interaction.to_string(), token.to_owned()],
+            response,
+        );
+        Ok(())
+    }
+
+    async fn create_followup(
+        &self,
+        token: &str,
+        followup: &CreateInteractionResponseFollowup,
+    ) -> Result<(), Error> {
+        self.record("create_followup", vec![token.to_owned()], followup);
+        Ok(())
+    }
+
+    async fn create_thread(
+        &self,
+        channel: ChannelId,
+        message: MessageId,
+        thread: &CreateThread<'_>,
+    ) -> Result<ChannelId, Error> {
+        self.record(
+            "create_thread",
+            vec![channel.to_string(), message.to_string()],
+            thread,
+        );
+        Ok(ChannelId::new(self.next_id()))
+    }
+
+    async fn current_user(&self) -> Result<UserId, Error> {
+        self.record("current_user", vec![], &Value::Null);
+        Ok(UserId::new(Self::BOT))
+    }
+}

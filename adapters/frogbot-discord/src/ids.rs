@@ -1,0 +1,162 @@
+//! Ids: the question control codec (the `custom_id` of every button, select and text input this
+//! adapter draws, carrying the record revision, the question and the option) and Discord's
+//! snowflake ids (a FrogBot thread id is a channel id, a question message id a message id).
+//!
+//! A control's `custom_id` is `fq:{revision}:{question}:{what}`: `what` is an option index (a
+//! button), `s{k}` (the k-th string select, values = option indices), `o` (the "Other…" button)
+//! or `t` (the text input of the "Other…" modal). At most 47 characters (two `u64`s), within
+//! Discord's 100.
+
+use std::num::NonZeroU64;
+
+use serenity::model::id::{ChannelId, MessageId, UserId};
+
+use crate::Error;
+
+const PREFIX: &str = "fq";
+
+/// What a question control is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ControlKind {
+    /// A button choosing the option with this index.
+    Option(usize),
+    /// The k-th string select (its values are option indices).
+    Select(usize),
+    /// The "Other…" button.
+    Other,
+    /// The text input of the "Other…" modal.
+    Text,
+}
+
+/// A decoded question control id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Control {
+    /// The record revision the control was drawn at.
+    pub revision: u64,
+    /// The question index in the call's input.
+    pub question: usize,
+    /// What the control is.
+    pub kind: ControlKind,
+}
+
+impl Control {
+    /// The control's `custom_id`.
+    pub fn encode(&self) -> String {
+        let what = match self.kind {
+            ControlKind::Option(i) => i.to_string(),
+            ControlKind::Select(k) => format!("s{k}"),
+            ControlKind::Other => "o".into(),
+            ControlKind::Text => "t".into(),
+        };
+        format!("{PREFIX}:{}:{}:{what}", self.revision, self.question)
+    }
+
+    /// Decodes a `custom_id`; `None` for anything that is not a question control.
+    pub fn decode(custom_id: &str) -> Option<Control> {
+        let mut parts = custom_id.split(':');
+        if parts.next()? != PREFIX {
+            return None;
+        }
+        let revision = parts.next()?.parse().ok()?;
+        let question = parts.next()?.parse().ok()?;
+        let what = parts.next()?;
+        if parts.next().is_some() {
+            return None;
+        }
+        let kind = match what {
+            "o" => ControlKind::Other,
+            "t" => ControlKind::Text,
+            s => match s.strip_prefix('s') {
+                Some(k) => ControlKind::Select(k.parse().ok()?),
+                None => ControlKind::Option(s.parse().ok()?),
+            },
+        };
+        Some(Control {
+            revision,
+            question,
+            kind,
+        })
+    }
+}
+
+/// Whether a component `custom_id` is an "Other…" button (open the modal instead of acknowledging).
+pub fn is_other(custom_id: &str) -> bool {
+    matches!(
+        Control::decode(custom_id),
+        Some(Control {
+            kind: ControlKind::Other,
+            ..
+        })
+    )
+}
+
+/// A snowflake (a positive 64-bit integer written in decimal).
+pub fn snowflake(id: &str) -> Result<NonZeroU64, Error> {
+    id.parse::<NonZeroU64>()
+        .map_err(|_| Error::BadId(id.to_owned()))
+}
+
+/// Parses a FrogBot thread id as a Discord channel id.
+pub fn channel_id(id: &str) -> Result<ChannelId, Error> {
+    snowflake(id).map(ChannelId::from)
+}
+
+/// Parses a question message id as a Discord message id.
+pub fn message_id(id: &str) -> Result<MessageId, Error> {
+    snowflake(id).map(MessageId::from)
+}
+
+/// Parses a user id.
+pub fn user_id(id: &str) -> Result<UserId, Error> {
+    snowflake(id).map(UserId::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_ids_round_trip() {
+        for kind in [
+            ControlKind::Option(3),
+            ControlKind::Select(1),
+            ControlKind::Other,
+            ControlKind::Text,
+        ] {
+            let c = Control {
+                revision: 12,
+                question: 2,
+                kind,
+            };
+            assert_eq!(Control::decode(&c.encode()), Some(c));
+        }
+        assert_eq!(
+            Control::encode(&Control {
+                revision: 1,
+                question: 0,
+                kind: ControlKind::Option(4)
+            }),
+            "fq:1:0:4"
+        );
+        assert_eq!(Control::decode("other:1:0:4"), None);
+        assert_eq!(Control::decode("fq:1:0"), None);
+        assert_eq!(Control::decode("fq:x:0:1"), None);
+        assert_eq!(Control::decode("fq:1:0:1:9"), None);
+        let longest = Control {
+            revision: u64::MAX,
+            question: usize::MAX,
+            kind: ControlKind::Select(usize::MAX),
+        };
+        assert!(longest.encode().len() <= 100);
+    }
+
+    #[test]
+    fn ids_are_snowflakes() {
+        assert!(is_other("fq:0:0:o") && !is_other("fq:0:0:1"));
+        assert!(matches!(channel_id("0"), Err(Error::BadId(_))));
+        assert!(matches!(message_id("x"), Err(Error::BadId(_))));
+        assert_eq!(channel_id("42").unwrap().get(), 42);
+        assert_eq!(user_id("7").unwrap().get(), 7);
+    }
+}

@@ -1,0 +1,1195 @@
+//! A fake Discord for tests and benchmarks (feature `testing`), like matrix-sdk's
+//! `MatrixMockServer`: the HTTP API routes this adapter uses and a gateway websocket, both on
+//! 127.0.0.1, speaking Discord's documented shapes; plus [`DiscordHarness`], the
+//! `ChannelQuestions` conformance harness over it.
+//!
+//! What it is for: pointing serenity's real `Http` (through `HttpBuilder::proxy`, rate limiter
+//! disabled: [`FakeDiscord::http`]) and real gateway `Client` at something local.
+//! `GET /api/v10/gateway` and `GET /api/v10/gateway/bot` return the fake gateway's `ws://` URL;
+//! the gateway sends Hello (op 10), answers Identify (op 2) with a READY dispatch and heartbeats
+//! (op 1) with op 11, and then forwards whatever [`FakeDiscord::dispatch`] /
+//! [`FakeDiscord::send_raw`] are given (an `INTERACTION_CREATE` dispatched is registered, so its
+//! token answers followups).
+//!
+//! It keeps the messages the bot posted (components included: [`FakeDiscord::message`]) and
+//! refuses, as Discord does (400 `Invalid Form Body`, code 50035), what breaks Discord's limits:
+//! content over 2,000 characters, more than 5 action rows, more than 5 buttons a row or a select
+//! sharing its row, a select with no or more than 25 options or `max_values` above its option
+//! count, a button label over 80 characters, a select option label, value or description over
+//! 100, a placeholder over 150, a `custom_id` over 100 or used twice in a message, a modal title
+//! or text-input label over 45, more than 5 modal rows, a thread name over 100. An edit of an
+//! unknown message is 404 (`Unknown Message`, 10008); a followup with an unknown interaction
+//! token 404 (`Unknown Webhook`, 10015); a second response to one interaction 400 (40060). Every
+//! HTTP call is recorded ([`FakeDiscord::calls`], [`FakeDiscord::wait_for`]).
+//!
+//! What it must not do: be used by a bot. It checks no tokens and no rate limits and keeps
+//! everything in memory.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::{Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, patch, post};
+use frogbot_model::conformance::{Harness, Limits};
+use frogbot_model::{
+    ChannelQuestions, Interaction, PlatformUser, QuestionCall, QuestionRecord, Thread,
+};
+use futures::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use serenity::http::{Http, HttpBuilder};
+use serenity::model::id::ApplicationId;
+use tokio::sync::{Notify, mpsc};
+use tokio_tungstenite::tungstenite::Message as WsMessage;
+
+use crate::DiscordQuestions;
+use crate::convert;
+
+/// One recorded HTTP call.
+#[derive(Clone, Debug)]
+pub struct Call {
+    /// `GET`, `POST`, `PATCH`, …
+    pub method: String,
+    /// The path, e.g. `/api/v10/channels/1/messages`.
+    pub path: String,
+    /// The JSON body (`null` when there was none).
+    pub body: Value,
+    /// The HTTP status the fake answered.
+    pub status: u16,
+    /// What the fake answered (`null` for an empty response).
+    pub response: Value,
+    /// When it arrived.
+    pub at: Instant,
+}
+
+/// An interaction the fake delivered (or was told about): whose it is and whether it was answered.
+#[derive(Clone, Debug)]
+struct Issued {
+    id: String,
+    user: String,
+    responded: bool,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    calls: Mutex<Vec<Call>>,
+    changed: Notify,
+    next_id: AtomicU64,
+    seq: AtomicU64,
+    sessions: Mutex<Vec<mpsc::UnboundedSender<String>>>,
+    identifies: Mutex<Vec<Value>>,
+    heartbeats: AtomicU64,
+    readies: AtomicU64,
+    app_id: u64,
+    bot_id: u64,
+    gateway_url: Mutex<String>,
+    heartbeat_ms: u64,
+    /// Messages by id (what the bot posted and what users said through the fake).
+    messages: Mutex<HashMap<String, Value>>,
+    /// Interactions by token.
+    interactions: Mutex<HashMap<String, Issued>>,
+}
+
+/// A running fake Discord (its servers live as long as the Tokio runtime).
+#[derive(Clone, Debug)]
+pub struct FakeDiscord {
+    inner: Arc<Inner>,
+    /// The HTTP base URL to give `HttpBuilder::proxy` (`http://127.0.0.1:PORT`).
+    pub api_url: String,
+    /// The gateway URL (`ws://127.0.0.1:PORT`).
+    pub gateway_url: String,
+}
+
+/// A Discord user object.
+pub fn user(id: u64, name: &str, bot: bool) -> Value {
+    json!({"id": id.to_string(), "username": name, "global_name": name, "discriminator": "0", "avatar": null, "bot": bot})
+}
+
+/// A message object (`MESSAGE_CREATE`'s `d`, and what the HTTP API returns). `guild` `None`: a DM.
+pub fn message(
+    id: u64,
+    channel: u64,
+    guild: Option<u64>,
+    author: &Value,
+    content: &str,
+    mentions: &[Value],
+) -> Value {
+    let mut m = json!({
+        "id": id.to_string(),
+        "channel_id": channel.to_string(),
+        "author": author,
+        "content": content,
+        "timestamp": "2026-01-01T00:00:00.000000+00:00",
+        "edited_timestamp": null,
+        "tts": false,
+        "mention_everyone": false,
+        "mentions": mentions,
+        "mention_roles": [],
+        "attachments": [],
+        "embeds": [],
+        "pinned": false,
+        "type": 0,
+        "flags": 0,
+        "components": []
+    });
+    if let Some(guild) = guild {
+        m["guild_id"] = json!(guild.to_string());
+    }
+    m
+}
+
+/// An `INTERACTION_CREATE` of type 3 (`MESSAGE_COMPONENT`) as Discord sends it: a click on
+/// `custom_id` (component type 2, a button) or, with `values`, a string select (component type 3),
+/// on `message_id` in `channel` (a DM-shaped interaction: `user`, no `member`).
+#[allow(clippy::too_many_arguments)] // one argument per field of the payload a test varies
+pub fn component_interaction(
+    id: u64,
+    app_id: u64,
+    channel: u64,
+    message_id: u64,
+    clicker: &Value,
+    custom_id: &str,
+    values: Option<&[&str]>,
+    token: &str,
+) -> Value {
+    let shown = message(
+        message_id,
+        channel,
+        None,
+        &user(app_id, "frogbot", true),
+        "",
+        &[],
+    );
+    component_on(id, app_id, &shown, None, clicker, custom_id, values, token)
+}
+
+/// [`component_interaction`] on the message object `shown` (as the fake keeps it: its
+/// components are in the payload, as Discord sends them). In a `guild` the clicker comes as
+/// `member` (with `user` inside) and `guild_id` is set, as Discord sends it; else as `user`.
+#[allow(clippy::too_many_arguments)] // one argument per field of the payload a test varies
+pub fn component_on(
+    id: u64,
+    app_id: u64,
+    shown: &Value,
+    guild: Option<u64>,
+    clicker: &Value,
+    custom_id: &str,
+    values: Option<&[&str]>,
+    token: &str,
+) -> Value {
+    let data = match values {
+        Some(values) => json!({"custom_id": custom_id, "component_type": 3, "values": values}),
+        None => json!({"custom_id": custom_id, "component_type": 2}),
+    };
+    let channel = shown["channel_id"].clone();
+    let mut payload = json!({
+        "id": id.to_string(),
+        "application_id": app_id.to_string(),
+        "type": 3,
+        "data": data,
+        "channel_id": channel,
+        "channel": {"id": channel, "type": if guild.is_some() { 11 } else { 1 }},
+        "token": token,
+        "version": 1,
+        "message": shown,
+        "app_permissions": "2248473465835073",
+        "locale": "en-US",
+        "entitlements": [],
+        "attachment_size_limit": 26214400
+    });
+    match guild {
+        Some(guild) => {
+            payload["guild_id"] = json!(guild.to_string());
+            payload["guild_locale"] = json!("en-US");
+            payload["member"] = json!({
+                "user": clicker, "roles": [], "joined_at": "2025-01-01T00:00:00.000000+00:00",
+                "deaf": false, "mute": false, "flags": 0, "pending": false,
+                "permissions": "2248473465835073", "nick": null, "avatar": null
+            });
+            payload["authorizing_integration_owners"] = json!({"0": guild.to_string()});
+            payload["context"] = json!(0);
+        }
+        None => {
+            payload["user"] = clicker.clone();
+            payload["authorizing_integration_owners"] = json!({"1": clicker["id"]});
+            payload["context"] = json!(1);
+        }
+    }
+    payload
+}
+
+/// An `INTERACTION_CREATE` of type 5 (`MODAL_SUBMIT`): text inputs `values` (custom id, text) in
+/// action rows, in a modal whose custom id is `custom_id`.
+pub fn modal_submit_interaction(
+    id: u64,
+    app_id: u64,
+    channel: u64,
+    submitter: &Value,
+    custom_id: &str,
+    values: &[(&str, &str)],
+    token: &str,
+) -> Value {
+    let rows: Vec<Value> = values
+        .iter()
+        .map(|(id, text)| {
+            json!({"type": 1, "components": [{"type": 4, "custom_id": id, "value": text}]})
+        })
+        .collect();
+    json!({
+        "id": id.to_string(),
+        "application_id": app_id.to_string(),
+        "type": 5,
+        "data": {"custom_id": custom_id, "components": rows},
+        "channel_id": channel.to_string(),
+        "user": submitter,
+        "token": token,
+        "version": 1,
+        "locale": "en-US",
+        "entitlements": [],
+        "attachment_size_limit": 26214400
+    })
+}
+
+/// [`modal_submit_interaction`] in the shape of a modal built from Labels (component type 18,
+/// each wrapping one child): text inputs `values` (custom id, text) and string selects `selects`
+/// (custom id, chosen values).
+#[allow(clippy::too_many_arguments)] // one argument per field of the payload a test varies
+pub fn modal_submit_in_labels(
+    id: u64,
+    app_id: u64,
+    channel: u64,
+    submitter: &Value,
+    custom_id: &str,
+    values: &[(&str, &str)],
+    selects: &[(&str, &[&str])],
+    token: &str,
+) -> Value {
+    let mut n = 0;
+    let mut next = || {
+        n += 1;
+        n
+    };
+    let mut labels: Vec<Value> = Vec::new();
+    for (child, text) in values {
+        labels.push(json!({"type": 18, "id": next(), "component":
+            {"type": 4, "id": next(), "custom_id": child, "value": text}}));
+    }
+    for (child, chosen) in selects {
+        labels.push(json!({"type": 18, "id": next(), "component":
+            {"type": 3, "id": next(), "custom_id": child, "values": chosen}}));
+    }
+    let mut submit =
+        modal_submit_interaction(id, app_id, channel, submitter, custom_id, &[], token);
+    submit["data"]["components"] = Value::Array(labels);
+    submit
+}
+
+// ---- Discord's limits ----
+
+/// What Discord allows (checked on every body the bot sends).
+mod limits {
+    pub(super) const CONTENT: usize = 2000;
+    pub(super) const ROWS: usize = 5;
+    pub(super) const BUTTONS_PER_ROW: usize = 5;
+    pub(super) const SELECT_OPTIONS: usize = 25;
+    pub(super) const BUTTON_LABEL: usize = 80;
+    pub(super) const OPTION_TEXT: usize = 100;
+    pub(super) const PLACEHOLDER: usize = 150;
+    pub(super) const CUSTOM_ID: usize = 100;
+    pub(super) const MODAL_TITLE: usize = 45;
+    pub(super) const INPUT_LABEL: usize = 45;
+    pub(super) const INPUT_LENGTH: u64 = 4000;
+    pub(super) const THREAD_NAME: usize = 100;
+}
+
+fn chars(v: &Value) -> usize {
+    v.as_str().map_or(0, |s| s.chars().count())
+}
+
+/// The first limit `body` (a message create/edit/followup body) breaks.
+fn check_message(body: &Value) -> Result<(), String> {
+    if chars(&body["content"]) > limits::CONTENT {
+        return Err(format!(
+            "content: Must be {} or fewer in length.",
+            limits::CONTENT
+        ));
+    }
+    let Some(rows) = body.get("components").and_then(Value::as_array) else {
+        return Ok(());
+    };
+    if rows.len() > limits::ROWS {
+        return Err(format!(
+            "components: Must be {} or fewer in length.",
+            limits::ROWS
+        ));
+    }
+    let mut ids = std::collections::HashSet::new();
+    for (r, row) in rows.iter().enumerate() {
+        if row["type"] != 1 {
+            return Err(format!("components.{r}: an action row (type 1) expected"));
+        }
+        let children = row["components"].as_array().cloned().unwrap_or_default();
+        if children.is_empty() || children.len() > limits::BUTTONS_PER_ROW {
+            return Err(format!("components.{r}.components: 1 to 5 components"));
+        }
+        for (c, child) in children.iter().enumerate() {
+            let at = format!("components.{r}.components.{c}");
+            let id = &child["custom_id"];
+            if chars(id) > limits::CUSTOM_ID {
+                return Err(format!("{at}.custom_id: Must be 100 or fewer in length."));
+            }
+            if let Some(id) = id.as_str()
+                && !ids.insert(id.to_owned())
+            {
+                return Err(format!(
+                    "{at}.custom_id: Component custom id cannot be duplicated"
+                ));
+            }
+            match child["type"].as_u64() {
+                Some(2) => {
+                    if chars(&child["label"]) > limits::BUTTON_LABEL {
+                        return Err(format!("{at}.label: Must be 80 or fewer in length."));
+                    }
+                    if child["style"].as_u64() != Some(5) && id.as_str().is_none() {
+                        return Err(format!("{at}.custom_id: required"));
+                    }
+                }
+                Some(3) => {
+                    if children.len() != 1 {
+                        return Err(format!("{at}: a select must be alone in its row"));
+                    }
+                    let options = child["options"].as_array().cloned().unwrap_or_default();
+                    if options.is_empty() || options.len() > limits::SELECT_OPTIONS {
+                        return Err(format!("{at}.options: 1 to 25 options"));
+                    }
+                    for (o, option) in options.iter().enumerate() {
+                        for key in ["label", "value", "description"] {
+                            if chars(&option[key]) > limits::OPTION_TEXT {
+                                return Err(format!(
+                                    "{at}.options.{o}.{key}: Must be 100 or fewer in length."
+                                ));
+                            }
+                        }
+                    }
+                    if chars(&child["placeholder"]) > limits::PLACEHOLDER {
+                        return Err(format!("{at}.placeholder: Must be 150 or fewer in length."));
+                    }
+                    let min = child["min_values"].as_u64().unwrap_or(1);
+                    let max = child["max_values"].as_u64().unwrap_or(1);
+                    if min > 25 || max == 0 || max > 25 || min > max || max > options.len() as u64 {
+                        return Err(format!("{at}: min_values/max_values out of range"));
+                    }
+                }
+                other => return Err(format!("{at}.type: unexpected component type {other:?}")),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The first limit a modal (`data` of an interaction response of type 9) breaks.
+fn check_modal(data: &Value) -> Result<(), String> {
+    if chars(&data["title"]) > limits::MODAL_TITLE || chars(&data["title"]) == 0 {
+        return Err("title: 1 to 45 characters".into());
+    }
+    if chars(&data["custom_id"]) > limits::CUSTOM_ID {
+        return Err("custom_id: Must be 100 or fewer in length.".into());
+    }
+    let rows = data["components"].as_array().cloned().unwrap_or_default();
+    if rows.is_empty() || rows.len() > limits::ROWS {
+        return Err("components: 1 to 5 components".into());
+    }
+    for (r, row) in rows.iter().enumerate() {
+        for input in row["components"].as_array().into_iter().flatten() {
+            if chars(&input["label"]) > limits::INPUT_LABEL {
+                return Err(format!("components.{r}: label over 45 characters"));
+            }
+            if chars(&input["custom_id"]) > limits::CUSTOM_ID {
+                return Err(format!("components.{r}: custom_id over 100 characters"));
+            }
+            if input["max_length"].as_u64().unwrap_or(0) > limits::INPUT_LENGTH {
+                return Err(format!("components.{r}: max_length over 4000"));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn invalid_form(reason: &str) -> (StatusCode, Value) {
+    (
+        StatusCode::BAD_REQUEST,
+        json!({"code": 50035, "message": "Invalid Form Body", "errors": {"_errors": [{"code": "BASE_TYPE_INVALID", "message": reason}]}}),
+    )
+}
+
+impl Inner {
+    fn record(&self, method: &Method, uri: &Uri, body: &str, status: StatusCode, response: &Value) {
+        let at = Instant::now();
+        let body = serde_json::from_str(body).unwrap_or(Value::Null);
+        self.calls.lock().unwrap().push(Call {
+            method: method.to_string(),
+            path: uri.path().to_owned(),
+            body,
+            status: status.as_u16(),
+            response: response.clone(),
+            at,
+        });
+        self.changed.notify_waiters();
+    }
+
+    fn next_id(&self) -> u64 {
+        900_000_000_000_000_000 + self.next_id.fetch_add(1, Ordering::SeqCst)
+    }
+
+    /// Stores a message the bot posted in `channel`.
+    fn post(&self, channel: &str, body: &Value) -> Value {
+        let mut m = message(
+            self.next_id(),
+            channel.parse().unwrap_or(1),
+            None,
+            &user(self.bot_id, "frogbot", true),
+            body.get("content").and_then(Value::as_str).unwrap_or(""),
+            &[],
+        );
+        m["components"] = numbered(body.get("components").cloned().unwrap_or(json!([])));
+        if let Some(reference) = body.get("message_reference") {
+            m["message_reference"] = reference.clone();
+        }
+        if let Some(flags) = body.get("flags") {
+            m["flags"] = flags.clone();
+        }
+        self.messages
+            .lock()
+            .unwrap()
+            .insert(m["id"].as_str().unwrap_or_default().to_owned(), m.clone());
+        m
+    }
+
+    /// Registers an interaction payload (its token answers followups and one callback).
+    fn issue(&self, payload: &Value, responded: bool) {
+        let Some(token) = payload["token"].as_str() else {
+            return;
+        };
+        let user = payload["user"]["id"]
+            .as_str()
+            .or_else(|| payload["member"]["user"]["id"].as_str())
+            .unwrap_or_default();
+        self.interactions.lock().unwrap().insert(
+            token.to_owned(),
+            Issued {
+                id: payload["id"].as_str().unwrap_or_default().to_owned(),
+                user: user.to_owned(),
+                responded,
+            },
+        );
+    }
+}
+
+/// Components as Discord stores them: every component gets a numeric `id` (1, 2, … in order)
+/// when the sender gave none.
+fn numbered(mut components: Value) -> Value {
+    fn walk(v: &mut Value, n: &mut u64) {
+        if let Some(list) = v.as_array_mut() {
+            for c in list {
+                *n += 1;
+                if c.get("id").is_none() {
+                    c["id"] = json!(*n);
+                }
+                if let Some(children) = c.get_mut("components") {
+                    walk(children, n);
+                }
+            }
+        }
+    }
+    walk(&mut components, &mut 0);
+    components
+}
+
+type Reply = (StatusCode, Value);
+
+fn respond(
+    inner: &Inner,
+    method: &Method,
+    uri: &Uri,
+    body: &str,
+    (status, value): Reply,
+) -> Response {
+    inner.record(method, uri, body, status, &value);
+    if value.is_null() {
+        return status.into_response();
+    }
+    (status, axum::Json(value)).into_response()
+}
+
+fn parse_body(body: &str) -> Value {
+    serde_json::from_str(body).unwrap_or(Value::Null)
+}
+
+async fn gateway(State(inner): State<Arc<Inner>>, method: Method, uri: Uri) -> Response {
+    let url = inner.gateway_url.lock().unwrap().clone();
+    let response = json!({
+        "url": url,
+        "shards": 1,
+        "session_start_limit": {"total": 1000, "remaining": 999, "reset_after": 0, "max_concurrency": 1}
+    });
+    respond(&inner, &method, &uri, "", (StatusCode::OK, response))
+}
+
+async fn current_user(State(inner): State<Arc<Inner>>, method: Method, uri: Uri) -> Response {
+    let response = json!({"id": inner.bot_id.to_string(), "username": "frogbot", "discriminator": "0", "avatar": null, "bot": true, "verified": true, "mfa_enabled": false, "flags": 0});
+    respond(&inner, &method, &uri, "", (StatusCode::OK, response))
+}
+
+async fn create_message(
+    State(inner): State<Arc<Inner>>,
+    Path(channel): Path<String>,
+    method: Method,
+    uri: Uri,
+    body: String,
+) -> Response {
+    let parsed = parse_body(&body);
+    let reply = match check_message(&parsed) {
+        Err(reason) => invalid_form(&reason),
+        Ok(())
+            if chars(&parsed["content"]) == 0
+                && parsed["components"].as_array().is_none_or(Vec::is_empty) =>
+        {
+            (
+                StatusCode::BAD_REQUEST,
+                json!({"code": 50006, "message": "Cannot send an empty message"}),
+            )
+        }
+        Ok(()) => (StatusCode::OK, inner.post(&channel, &parsed)),
+    };
+    respond(&inner, &method, &uri, &body, reply)
+}
+
+async fn edit_message(
+    State(inner): State<Arc<Inner>>,
+    Path((_channel, id)): Path<(String, String)>,
+    method: Method,
+    uri: Uri,
+    body: String,
+) -> Response {
+    let parsed = parse_body(&body);
+    let reply = match check_message(&parsed) {
+        Err(reason) => invalid_form(&reason),
+        Ok(()) => {
+            let mut messages = inner.messages.lock().unwrap();
+            match messages.get_mut(&id) {
+                None => (
+                    StatusCode::NOT_FOUND,
+                    json!({"message": "Unknown Message", "code": 10008}),
+                ),
+                Some(m) => {
+                    if let Some(v) = parsed.get("content") {
+                        m["content"] = v.clone();
+                    }
+                    if let Some(v) = parsed.get("components") {
+                        m["components"] = numbered(v.clone());
+                    }
+                    m["edited_timestamp"] = json!("2026-01-01T00:00:01.000000+00:00");
+                    (StatusCode::OK, m.clone())
+                }
+            }
+        }
+    };
+    respond(&inner, &method, &uri, &body, reply)
+}
+
+async fn start_thread(
+    State(inner): State<Arc<Inner>>,
+    Path((channel, _message)): Path<(String, String)>,
+    method: Method,
+    uri: Uri,
+    body: String,
+) -> Response {
+    let parsed = parse_body(&body);
+    let name = chars(&parsed["name"]);
+    let reply = if name == 0 || name > limits::THREAD_NAME {
+        invalid_form("name: 1 to 100 characters")
+    } else {
+        let id = 800_000_000_000_000_000 + inner.next_id.fetch_add(1, Ordering::SeqCst);
+        (
+            StatusCode::CREATED,
+            json!({
+                "id": id.to_string(),
+                "type": 11,
+                "guild_id": "100000000000000001",
+                "parent_id": channel,
+                "owner_id": inner.bot_id.to_string(),
+                "name": parsed["name"],
+                "last_message_id": null,
+                "rate_limit_per_user": 0,
+                "message_count": 0,
+                "member_count": 1,
+                "thread_metadata": {"archived": false, "auto_archive_duration": 1440, "archive_timestamp": "2026-01-01T00:00:00.000000+00:00", "locked": false},
+                "flags": 0
+            }),
+        )
+    };
+    respond(&inner, &method, &uri, &body, reply)
+}
+
+async fn followup(
+    State(inner): State<Arc<Inner>>,
+    Path((app, token)): Path<(String, String)>,
+    method: Method,
+    uri: Uri,
+    body: String,
+) -> Response {
+    let parsed = parse_body(&body);
+    let known = inner.interactions.lock().unwrap().contains_key(&token);
+    let reply = if app != inner.app_id.to_string() || !known {
+        (
+            StatusCode::NOT_FOUND,
+            json!({"message": "Unknown Webhook", "code": 10015}),
+        )
+    } else {
+        match check_message(&parsed) {
+            Err(reason) => invalid_form(&reason),
+            Ok(()) => (StatusCode::OK, inner.post("1", &parsed)),
+        }
+    };
+    respond(&inner, &method, &uri, &body, reply)
+}
+
+async fn callback(
+    State(inner): State<Arc<Inner>>,
+    Path((id, token)): Path<(String, String)>,
+    method: Method,
+    uri: Uri,
+    body: String,
+) -> Response {
+    let parsed = parse_body(&body);
+    let reply = {
+        let mut issued = inner.interactions.lock().unwrap();
+        match issued.get_mut(&token).filter(|i| i.id == id) {
+            None => (
+                StatusCode::NOT_FOUND,
+                json!({"message": "Unknown interaction", "code": 10062}),
+            ),
+            Some(i) if i.responded => (
+                StatusCode::BAD_REQUEST,
+                json!({"message": "Interaction has already been acknowledged.", "code": 40060}),
+            ),
+            Some(i) => {
+                let check = match parsed["type"].as_u64() {
+                    Some(9) => check_modal(&parsed["data"]),
+                    Some(4 | 7) => check_message(&parsed["data"]),
+                    Some(5 | 6) => Ok(()),
+                    other => Err(format!("type: unknown response type {other:?}")),
+                };
+                match check {
+                    Ok(()) => {
+                        i.responded = true;
+                        (StatusCode::NO_CONTENT, Value::Null)
+                    }
+                    Err(reason) => invalid_form(&reason),
+                }
+            }
+        }
+    };
+    respond(&inner, &method, &uri, &body, reply)
+}
+
+async fn unknown(
+    State(inner): State<Arc<Inner>>,
+    method: Method,
+    uri: Uri,
+    body: String,
+) -> Response {
+    let response = json!({"message": "404: Not Found", "code": 0});
+    respond(
+        &inner,
+        &method,
+        &uri,
+        &body,
+        (StatusCode::NOT_FOUND, response),
+    )
+}
+
+async fn gateway_session(inner: Arc<Inner>, stream: tokio::net::TcpStream) {
+    let Ok(ws) = tokio_tungstenite::accept_async(stream).await else {
+        return;
+    };
+    let (mut sink, mut source) = ws.split();
+    let (tx, mut rx) = mpsc::unbounded_channel::<String>();
+    let hello =
+        json!({"op": 10, "d": {"heartbeat_interval": inner.heartbeat_ms}, "s": null, "t": null});
+    if sink.send(WsMessage::Text(hello.to_string())).await.is_err() {
+        return;
+    }
+    loop {
+        tokio::select! {
+            outgoing = rx.recv() => {
+                let Some(text) = outgoing else { break };
+                if sink.send(WsMessage::Text(text)).await.is_err() {
+                    break;
+                }
+            }
+            incoming = source.next() => {
+                let Some(Ok(frame)) = incoming else { break };
+                let WsMessage::Text(text) = frame else { continue };
+                let Ok(payload) = serde_json::from_str::<Value>(&text) else { continue };
+                match payload["op"].as_u64() {
+                    Some(1) => {
+                        inner.heartbeats.fetch_add(1, Ordering::SeqCst);
+                        let ack = json!({"op": 11, "d": null, "s": null, "t": null}).to_string();
+                        if sink.send(WsMessage::Text(ack)).await.is_err() {
+                            break;
+                        }
+                    }
+                    Some(2) => {
+                        inner.identifies.lock().unwrap().push(payload["d"].clone());
+                        let url = inner.gateway_url.lock().unwrap().clone();
+                        let ready = json!({
+                            "v": 10,
+                            "user": {"id": inner.bot_id.to_string(), "username": "frogbot", "discriminator": "0", "avatar": null, "bot": true, "verified": true, "mfa_enabled": false, "flags": 0},
+                            "guilds": [],
+                            "session_id": "fake-session",
+                            "resume_gateway_url": url,
+                            "shard": [0, 1],
+                            "application": {"id": inner.app_id.to_string(), "flags": 0}
+                        });
+                        let seq = inner.seq.fetch_add(1, Ordering::SeqCst) + 1;
+                        let text = json!({"op": 0, "s": seq, "t": "READY", "d": ready}).to_string();
+                        if sink.send(WsMessage::Text(text)).await.is_err() {
+                            break;
+                        }
+                        inner.sessions.lock().unwrap().push(tx.clone());
+                        inner.readies.fetch_add(1, Ordering::SeqCst);
+                        inner.changed.notify_waiters();
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+}
+
+impl FakeDiscord {
+    /// Starts the fake for application `app_id` whose bot user is `bot_id` (heartbeat interval
+    /// 1 s, so a test sees heartbeats).
+    pub async fn start(app_id: u64, bot_id: u64) -> FakeDiscord {
+        let http = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind fake API");
+        let ws = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind fake gateway");
+        let api_url = format!("http://{}", http.local_addr().expect("addr"));
+        let gateway_url = format!("ws://{}", ws.local_addr().expect("addr"));
+        let inner = Arc::new(Inner {
+            app_id,
+            bot_id,
+            heartbeat_ms: 1000,
+            gateway_url: Mutex::new(gateway_url.clone()),
+            ..Default::default()
+        });
+        let app = Router::new()
+            .route("/api/v10/gateway", get(gateway))
+            .route("/api/v10/gateway/bot", get(gateway))
+            .route("/api/v10/users/@me", get(current_user))
+            .route("/api/v10/channels/{id}/messages", post(create_message))
+            .route(
+                "/api/v10/channels/{cid}/messages/{mid}",
+                patch(edit_message),
+            )
+            .route(
+                "/api/v10/channels/{cid}/messages/{mid}/threads",
+                post(start_thread),
+            )
+            .route("/api/v10/webhooks/{app}/{token}", post(followup))
+            .route(
+                "/api/v10/interactions/{id}/{token}/callback",
+                post(callback),
+            )
+            .fallback(unknown)
+            .with_state(inner.clone());
+        tokio::spawn(async move {
+            let _ = axum::serve(http, app).await;
+        });
+        let accept = inner.clone();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = ws.accept().await {
+                tokio::spawn(gateway_session(accept.clone(), stream));
+            }
+        });
+        FakeDiscord {
+            inner,
+            api_url,
+            gateway_url,
+        }
+    }
+
+    /// The application id.
+    pub fn app_id(&self) -> u64 {
+        self.inner.app_id
+    }
+
+    /// The bot's user id.
+    pub fn bot_id(&self) -> u64 {
+        self.inner.bot_id
+    }
+
+    /// serenity's real `Http`, pointed at the fake (application id set, rate limiter off).
+    pub fn http(&self) -> Arc<Http> {
+        Arc::new(
+            HttpBuilder::new("fake-token")
+                .proxy(self.api_url.clone())
+                .ratelimiter_disabled(true)
+                .application_id(ApplicationId::new(self.inner.app_id))
+                .build(),
+        )
+    }
+
+    /// A config for `channel::connect` against the fake (token `fake-token`).
+    #[cfg(feature = "engine")]
+    pub fn config(&self) -> crate::channel::Config {
+        crate::channel::Config {
+            api_url: Some(self.api_url.clone()),
+            ..crate::channel::Config::new("fake-token", self.inner.app_id)
+        }
+    }
+
+    /// A new id (snowflake order: later ids are larger), for channels, users and messages.
+    pub fn new_id(&self) -> u64 {
+        self.inner.next_id()
+    }
+
+    /// Every HTTP call so far.
+    pub fn calls(&self) -> Vec<Call> {
+        self.inner.calls.lock().unwrap().clone()
+    }
+
+    /// The message `id` as the fake shows it now (`None`: no such message).
+    pub fn message(&self, id: &str) -> Option<Value> {
+        self.inner.messages.lock().unwrap().get(id).cloned()
+    }
+
+    /// Stores a message `author` wrote in `channel` (ids after every earlier message's) and
+    /// returns it; dispatch it as `MESSAGE_CREATE` to deliver it.
+    pub fn user_message(
+        &self,
+        channel: u64,
+        guild: Option<u64>,
+        author: &Value,
+        text: &str,
+    ) -> Value {
+        let m = message(self.new_id(), channel, guild, author, text, &[]);
+        self.inner
+            .messages
+            .lock()
+            .unwrap()
+            .insert(m["id"].as_str().unwrap_or_default().to_owned(), m.clone());
+        m
+    }
+
+    /// Registers an interaction payload delivered some other way than the gateway (e.g. posted
+    /// to the interactions endpoint, whose HTTP response is its answer: `responded`), so its
+    /// token answers followups.
+    pub fn register_interaction(&self, payload: &Value, responded: bool) {
+        self.inner.issue(payload, responded);
+    }
+
+    /// The identify payloads received (`d` of op 2).
+    pub fn identifies(&self) -> Vec<Value> {
+        self.inner.identifies.lock().unwrap().clone()
+    }
+
+    /// How many heartbeats (op 1) were acknowledged.
+    pub fn heartbeats(&self) -> u64 {
+        self.inner.heartbeats.load(Ordering::SeqCst)
+    }
+
+    /// Every text shown to the user `user_id`: ephemeral interaction responses and followups of
+    /// their interactions, and bot messages mentioning them or replying to their messages.
+    pub fn notices(&self, user_id: &str) -> Vec<String> {
+        let issued = self.inner.interactions.lock().unwrap().clone();
+        let messages = self.inner.messages.lock().unwrap().clone();
+        let theirs = |token: &str| issued.get(token).is_some_and(|i| i.user == user_id);
+        let ephemeral = |v: &Value| v["flags"].as_u64().unwrap_or(0) & 64 != 0;
+        let mut out = Vec::new();
+        for call in self
+            .calls()
+            .iter()
+            .filter(|c| c.status < 300 && c.method == "POST")
+        {
+            let parts: Vec<&str> = call
+                .path
+                .trim_start_matches("/api/v10/")
+                .split('/')
+                .collect();
+            let text = match parts.as_slice() {
+                ["webhooks", _, token] if theirs(token) && ephemeral(&call.body) => {
+                    call.body["content"].as_str()
+                }
+                ["interactions", _, token, "callback"]
+                    if theirs(token) && call.body["type"] == 4 && ephemeral(&call.body["data"]) =>
+                {
+                    call.body["data"]["content"].as_str()
+                }
+                ["channels", _, "messages"] => {
+                    let content = call.body["content"].as_str().unwrap_or_default();
+                    let replied = call.body["message_reference"]["message_id"]
+                        .as_str()
+                        .and_then(|id| messages.get(id))
+                        .is_some_and(|m| m["author"]["id"] == user_id);
+                    let mentioned = content.contains(&format!("<@{user_id}>"));
+                    (replied || mentioned).then_some(content)
+                }
+                _ => None,
+            };
+            out.extend(text.map(str::to_owned));
+        }
+        out
+    }
+
+    /// Waits until `check` holds for the state, or `timeout` passes (then `false`).
+    async fn wait_until(&self, timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let notified = self.inner.changed.notified();
+            if check() {
+                return true;
+            }
+            // Poll too: a change may land between `check` and `notified`.
+            let wait = tokio::time::sleep(Duration::from_millis(50));
+            tokio::select! {
+                () = notified => {}
+                () = wait => {}
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return check();
+            }
+        }
+    }
+
+    /// Waits until a client has identified and received READY.
+    pub async fn wait_ready(&self, timeout: Duration) -> bool {
+        self.wait_until(timeout, || self.inner.readies.load(Ordering::SeqCst) > 0)
+            .await
+    }
+
+    /// Waits for the first call (at index `from` or later) that `pred` accepts.
+    pub async fn wait_for(
+        &self,
+        from: usize,
+        timeout: Duration,
+        pred: impl Fn(&Call) -> bool,
+    ) -> Option<Call> {
+        let mut found = None;
+        self.wait_until(timeout, || {
+            found = self.calls().into_iter().skip(from).find(|c| pred(c));
+            found.is_some()
+        })
+        .await;
+        found
+    }
+
+    /// Sends a dispatch (op 0) `t` with data `d` to every identified session; returns the time it
+    /// was handed to the sockets. An `INTERACTION_CREATE` is registered first (its token then
+    /// answers one callback and followups).
+    pub fn dispatch(&self, t: &str, d: Value) -> Instant {
+        if t == "INTERACTION_CREATE" {
+            self.inner.issue(&d, false);
+        }
+        let seq = self.inner.seq.fetch_add(1, Ordering::SeqCst) + 1;
+        self.send_raw(&json!({"op": 0, "s": seq, "t": t, "d": d}).to_string())
+    }
+
+    /// Sends a raw text frame to every identified session (for malformed payloads).
+    pub fn send_raw(&self, text: &str) -> Instant {
+        let at = Instant::now();
+        self.inner
+            .sessions
+            .lock()
+            .unwrap()
+            .retain(|s| s.send(text.to_owned()).is_ok());
+        at
+    }
+}
+
+// ---- The conformance harness ----
+
+/// The guild the harness's threads are in.
+const GUILD: u64 = 100_000_000_000_000_001;
+
+/// The `ChannelQuestions` conformance harness: [`DiscordQuestions`] over serenity's real `Http`
+/// against a [`FakeDiscord`]. Interactions are built from the components the fake shows on the
+/// message (their real `custom_id`s and option values), as Discord delivers them
+/// (`INTERACTION_CREATE` JSON with a token the fake knows), and converted through
+/// [`convert::interaction_from_gateway`]; replies through [`convert::message_interaction`].
+pub struct DiscordHarness {
+    /// The fake.
+    pub fake: FakeDiscord,
+    hooks: DiscordQuestions,
+    users: Mutex<HashMap<String, u64>>,
+}
+
+impl std::fmt::Debug for DiscordHarness {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DiscordHarness")
+            .field("fake", &self.fake.api_url)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A fresh fake Discord and a harness over it.
+pub async fn conformance_harness() -> DiscordHarness {
+    let fake = FakeDiscord::start(600_000_000_000_000_006, 610_000_000_000_000_006).await;
+    DiscordHarness {
+        hooks: DiscordQuestions::new(fake.http()),
+        fake,
+        users: Mutex::default(),
+    }
+}
+
+impl DiscordHarness {
+    /// The Discord user object standing for `user` (a snowflake of its own per id).
+    fn discord_user(&self, user: &PlatformUser) -> Value {
+        let id = *self
+            .users
+            .lock()
+            .unwrap()
+            .entry(user.id.clone())
+            .or_insert_with(|| self.fake.new_id());
+        self::user(id, user.name.as_deref().unwrap_or("someone"), user.is_bot)
+    }
+
+    /// The components of question `q`'s current message of `record`, as the fake shows them.
+    fn shown(&self, record: &QuestionRecord, q: usize) -> Option<Value> {
+        let m = record
+            .messages
+            .iter()
+            .rev()
+            .find(|m| m.question == Some(q))
+            .or(record.messages.last())?;
+        self.fake.message(&m.id)
+    }
+}
+
+/// The answer controls of a message's components: buttons (but "Other…", which opens a form)
+/// and select options, as `(custom_id, Some(value) for a select option)`, in display order.
+fn answer_controls(shown: &Value) -> Vec<(String, Option<String>)> {
+    let mut out = Vec::new();
+    for row in shown["components"].as_array().into_iter().flatten() {
+        for c in row["components"].as_array().into_iter().flatten() {
+            let id = c["custom_id"].as_str().unwrap_or_default().to_owned();
+            match c["type"].as_u64() {
+                Some(2) if c["label"] != "Other…" => out.push((id, None)),
+                Some(3) => {
+                    for o in c["options"].as_array().into_iter().flatten() {
+                        out.push((id.clone(), o["value"].as_str().map(str::to_owned)));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+#[async_trait]
+impl Harness for DiscordHarness {
+    fn hooks(&self) -> &dyn ChannelQuestions {
+        &self.hooks
+    }
+
+    async fn thread(&self) -> Thread {
+        let id = self.fake.new_id().to_string();
+        Thread {
+            chat_id: format!("discord:{id}"),
+            id,
+            platform: crate::PLATFORM.into(),
+        }
+    }
+
+    fn limits(&self) -> Limits {
+        // One question a message, asked in turn; up to 5 string selects of 25 options.
+        Limits {
+            questions: 10,
+            options: 125,
+            label: 100,
+        }
+    }
+
+    async fn choose(
+        &self,
+        _thread: &Thread,
+        _call: &QuestionCall,
+        record: &QuestionRecord,
+        q: usize,
+        options: &[usize],
+        user: &PlatformUser,
+    ) -> Vec<Interaction> {
+        let Some(shown) = self.shown(record, q) else {
+            return Vec::new();
+        };
+        let controls = answer_controls(&shown);
+        // One interaction per control: a button click each, or one select with every value.
+        let mut picked: Vec<(String, Vec<String>, bool)> = Vec::new();
+        for &o in options {
+            let Some((id, value)) = controls.get(o) else {
+                continue;
+            };
+            match (
+                value,
+                picked.iter_mut().find(|(p, _, select)| p == id && *select),
+            ) {
+                (Some(v), Some((_, values, _))) => values.push(v.clone()),
+                (Some(v), None) => picked.push((id.clone(), vec![v.clone()], true)),
+                (None, _) => picked.push((id.clone(), vec![], false)),
+            }
+        }
+        let clicker = self.discord_user(user);
+        picked
+            .into_iter()
+            .map(|(custom_id, values, select)| {
+                let id = self.fake.new_id();
+                let token = format!("tok-{id}");
+                let values: Vec<&str> = values.iter().map(String::as_str).collect();
+                let payload = component_on(
+                    id,
+                    self.fake.app_id(),
+                    &shown,
+                    Some(GUILD),
+                    &clicker,
+                    &custom_id,
+                    select.then_some(values.as_slice()),
+                    &token,
+                );
+                self.fake.register_interaction(&payload, false);
+                let dispatch = json!({"op": 0, "s": 1, "t": "INTERACTION_CREATE", "d": payload});
+                convert::interaction_from_gateway(&dispatch.to_string())
+                    .expect("the fake's interaction converts")
+            })
+            .collect()
+    }
+
+    async fn reply(&self, thread: &Thread, text: &str, user: &PlatformUser) -> Interaction {
+        let author = self.discord_user(user);
+        let channel = thread.id.parse().expect("a snowflake thread");
+        let m = self.fake.user_message(channel, Some(GUILD), &author, text);
+        let message: serenity::model::channel::Message =
+            serde_json::from_value(m).expect("a Discord message");
+        convert::message_interaction(&message)
+    }
+
+    async fn controls(&self, message_id: &str) -> usize {
+        self.fake
+            .message(message_id)
+            .map_or(0, |m| answer_controls(&m).len())
+    }
+
+    async fn notices(&self, user: &PlatformUser) -> Vec<String> {
+        let id = self.discord_user(user);
+        self.fake.notices(id["id"].as_str().unwrap_or_default())
+    }
+}

@@ -1,0 +1,344 @@
+//! The engine glue `frogbot serve` uses (feature `engine`): [`connect`] logs in (password or
+//! access token) or restores the session saved beside matrix-sdk's own SQLite store and returns a
+//! [`MatrixAdapter`], which implements FrogBot's [`Adapter`]: [`Adapter::channel`] builds the
+//! engine's channel (the question hooks, the identity map and allow list of the [`Config`], the
+//! [`outbox`]), [`Adapter::start`] runs the sync loop ([`receive`]). Matrix needs no HTTP routes.
+//!
+//! Conversations: in a DM (a room of two) every message talks to the bot; in a room a mention or a
+//! reply to the bot does, and so does any message in a thread that already is a FrogBot chat. The
+//! bot answers in an `m.thread` on the message, so one thread is one chat. Poll responses and
+//! reactions go to the question engine, routed by the poll's event id.
+//!
+//! What it must not do: replay old events, or skip new ones. A fresh login syncs once and handles
+//! nothing of it (history is skipped); a restored session resumes from the token of the last
+//! handled sync (saved beside the store), so only events sent while the bot was away are
+//! delivered. Own events are ignored. It keeps no FrogBot state: the engine and its store decide
+//! everything.
+
+pub mod outbox;
+pub mod receive;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use frogbot_core::agent::{
+    AccessCheck, Adapter, AllowAll, AllowList, Channel, ChannelOutbox, Engine,
+};
+use frogbot_core::model::MappedIdentity;
+use frogbot_model::ChannelQuestions;
+use matrix_sdk::authentication::matrix::MatrixSession;
+use matrix_sdk::config::SyncSettings;
+use matrix_sdk::ruma::{OwnedUserId, UserId};
+use matrix_sdk::{Client, SessionMeta, SessionTokens};
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, info, info_span};
+
+use crate::render::PollEvents;
+use crate::{Error, MatrixQuestions, PLATFORM};
+
+pub use outbox::MatrixOutbox;
+
+/// What a person who fails the access check is told.
+pub const NOT_ALLOWED_TEXT: &str = "you are not allowed to talk to this bot.";
+
+/// How the bot logs in.
+#[derive(Clone)]
+#[non_exhaustive]
+pub enum Login {
+    /// `m.login.password` with the user id's localpart.
+    Password(String),
+    /// An existing access token (its device is learnt with `whoami`).
+    AccessToken(String),
+}
+
+impl std::fmt::Debug for Login {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Login::Password(_) => "Password(…)",
+            Login::AccessToken(_) => "AccessToken(…)",
+        })
+    }
+}
+
+/// How to connect, and who may talk to the bot.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct Config {
+    /// The homeserver's base URL.
+    pub homeserver: String,
+    /// The bot's user id (`@frogbot:example.org`).
+    pub user_id: OwnedUserId,
+    /// Password or access token.
+    pub login: Login,
+    /// The folder of matrix-sdk's SQLite store (state, crypto keys, sync token) and the saved
+    /// session (`session.json`).
+    pub store_path: PathBuf,
+    /// Encrypts the SQLite store.
+    pub store_passphrase: Option<String>,
+    /// Join rooms the bot is invited to.
+    pub auto_join: bool,
+    /// Which poll event types to send.
+    pub poll_events: PollEvents,
+    /// How many timeline events one sync returns per room (the sync filter's `timeline.limit`).
+    /// More than that between two syncs is fetched with `/messages`, so nothing is skipped; a
+    /// larger limit means fewer extra requests after a burst or a restart.
+    pub sync_timeline_limit: u32,
+    /// Matrix user id → FrogBot user id (anyone else is `matrix:@user:server`).
+    pub users: BTreeMap<String, String>,
+    /// FrogBot user ids let in (empty: everyone).
+    pub allow: Vec<String>,
+}
+
+impl Config {
+    /// A configuration with the defaults: auto-join on, stable poll events, no store passphrase,
+    /// 100 timeline events per sync, no user map, everyone allowed.
+    pub fn new(
+        homeserver: impl Into<String>,
+        user_id: OwnedUserId,
+        login: Login,
+        store_path: impl Into<PathBuf>,
+    ) -> Self {
+        Self {
+            homeserver: homeserver.into(),
+            user_id,
+            login,
+            store_path: store_path.into(),
+            store_passphrase: None,
+            auto_join: true,
+            poll_events: PollEvents::Stable,
+            sync_timeline_limit: 100,
+            users: BTreeMap::new(),
+            allow: Vec::new(),
+        }
+    }
+}
+
+/// A logged-in bot: FrogBot's [`Adapter`] for Matrix.
+#[derive(Clone, Debug)]
+pub struct MatrixAdapter {
+    client: Client,
+    bot: OwnedUserId,
+    auto_join: bool,
+    questions: Arc<MatrixQuestions<Client>>,
+    token_file: PathBuf,
+    timeline_limit: u32,
+    users: BTreeMap<String, String>,
+    allow: Vec<String>,
+}
+
+fn session_file(store: &Path) -> PathBuf {
+    store.join("session.json")
+}
+
+/// The sync token up to which every event has been handled (matrix-sdk's own token is saved as
+/// soon as a response is read, before it is handled).
+fn token_file(store: &Path) -> PathBuf {
+    store.join("handled-sync-token")
+}
+
+fn read_token(file: &Path) -> Option<String> {
+    std::fs::read_to_string(file)
+        .ok()
+        .map(|t| t.trim().to_owned())
+        .filter(|t| !t.is_empty())
+}
+
+fn save_token(file: &Path, token: &str) -> std::io::Result<()> {
+    let tmp = file.with_extension("tmp");
+    std::fs::write(&tmp, token)?;
+    std::fs::rename(&tmp, file)
+}
+
+fn login_err(e: impl std::fmt::Display) -> Error {
+    Error::Login(e.to_string())
+}
+
+/// Logs in, or restores the session saved by an earlier start (no new login, no replay).
+pub async fn connect(config: Config) -> Result<MatrixAdapter, Error> {
+    let span = info_span!("matrix_connect", user = %config.user_id);
+    async move {
+        std::fs::create_dir_all(&config.store_path).map_err(login_err)?;
+        let client = Client::builder()
+            .homeserver_url(&config.homeserver)
+            .sqlite_store(&config.store_path, config.store_passphrase.as_deref())
+            .build()
+            .await
+            .map_err(login_err)?;
+        let file = session_file(&config.store_path);
+        let saved: Option<MatrixSession> = match std::fs::read(&file) {
+            Ok(bytes) => Some(serde_json::from_slice(&bytes).map_err(|e| {
+                Error::Login(format!("unreadable saved session {}: {e}", file.display()))
+            })?),
+            Err(_) => None,
+        };
+        let fresh = match saved {
+            Some(session) => {
+                if session.meta.user_id != config.user_id {
+                    return Err(Error::Login(format!(
+                        "the store at {} belongs to {}, not {}",
+                        config.store_path.display(),
+                        session.meta.user_id,
+                        config.user_id
+                    )));
+                }
+                client.restore_session(session).await.map_err(login_err)?;
+                info!("restored the saved Matrix session");
+                false
+            }
+            None => {
+                match &config.login {
+                    Login::Password(password) => {
+                        client
+                            .matrix_auth()
+                            .login_username(&config.user_id, password)
+                            .initial_device_display_name("FrogBot")
+                            .await
+                            .map_err(login_err)?;
+                    }
+                    Login::AccessToken(token) => {
+                        let session = MatrixSession {
+                            meta: SessionMeta {
+                                user_id: config.user_id.clone(),
+                                device_id: "UNKNOWN".into(),
+                            },
+                            tokens: SessionTokens {
+                                access_token: token.clone(),
+                                refresh_token: None,
+                            },
+                        };
+                        // whoami needs a token: ask with a throwaway client.
+                        let probe = Client::builder()
+                            .homeserver_url(&config.homeserver)
+                            .build()
+                            .await
+                            .map_err(login_err)?;
+                        probe
+                            .restore_session(session.clone())
+                            .await
+                            .map_err(login_err)?;
+                        let who = probe.whoami().await.map_err(login_err)?;
+                        if who.user_id != config.user_id {
+                            return Err(Error::Login(format!(
+                                "the access token belongs to {}, not {}",
+                                who.user_id, config.user_id
+                            )));
+                        }
+                        let device = who
+                            .device_id
+                            .ok_or_else(|| Error::Login("the access token has no device".into()))?;
+                        client
+                            .restore_session(MatrixSession {
+                                meta: SessionMeta {
+                                    user_id: config.user_id.clone(),
+                                    device_id: device,
+                                },
+                                ..session
+                            })
+                            .await
+                            .map_err(login_err)?;
+                    }
+                }
+                let session = client
+                    .matrix_auth()
+                    .session()
+                    .ok_or_else(|| Error::Login("no session after login".into()))?;
+                std::fs::write(&file, serde_json::to_vec(&session).map_err(login_err)?)
+                    .map_err(login_err)?;
+                info!("logged in to Matrix; session saved");
+                true
+            }
+        };
+        let tokens = token_file(&config.store_path);
+        if fresh {
+            // Skip history: one sync before anything is handled.
+            let first = client
+                .sync_once(SyncSettings::default().filter(receive::sync_filter(1)))
+                .await
+                .map_err(|e| Error::Api {
+                    call: "sync",
+                    message: e.to_string(),
+                })?;
+            save_token(&tokens, &first.next_batch).map_err(login_err)?;
+        }
+        let questions =
+            Arc::new(MatrixQuestions::new(client.clone()).with_poll_events(config.poll_events));
+        Ok(MatrixAdapter {
+            client,
+            bot: config.user_id,
+            auto_join: config.auto_join,
+            questions,
+            token_file: tokens,
+            timeline_limit: config.sync_timeline_limit,
+            users: config.users,
+            allow: config.allow,
+        })
+    }
+    .instrument(span)
+    .await
+}
+
+impl MatrixAdapter {
+    /// The matrix-sdk client.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// The bot's user id.
+    pub fn user_id(&self) -> &UserId {
+        &self.bot
+    }
+
+    /// The question hooks (native polls).
+    pub fn questions(&self) -> Arc<dyn ChannelQuestions> {
+        self.questions.clone()
+    }
+
+    /// The outbox: replies in the thread.
+    pub fn outbox(&self) -> Arc<dyn ChannelOutbox> {
+        Arc::new(MatrixOutbox::new(self.client.clone()))
+    }
+
+    fn access(&self) -> Arc<dyn AccessCheck> {
+        if self.allow.is_empty() {
+            Arc::new(AllowAll)
+        } else {
+            Arc::new(AllowList::new(self.allow.iter().cloned()))
+        }
+    }
+}
+
+impl Adapter for MatrixAdapter {
+    fn platform(&self) -> &'static str {
+        PLATFORM
+    }
+
+    fn channel(&self) -> Channel {
+        Channel {
+            platform: PLATFORM.into(),
+            questions: Some(self.questions()),
+            identity: Arc::new(MappedIdentity::new(self.users.clone())),
+            access: self.access(),
+            outbox: Some(self.outbox()),
+        }
+    }
+
+    /// Starts the sync loop ([`receive::start`]); it ends soon after `shutdown` is cancelled.
+    fn start(
+        &self,
+        engine: Engine,
+        shutdown: CancellationToken,
+    ) -> Option<tokio::task::JoinHandle<()>> {
+        Some(receive::start(
+            receive::Receiver {
+                client: self.client.clone(),
+                bot: self.bot.clone(),
+                auto_join: self.auto_join,
+                token_file: self.token_file.clone(),
+                timeline_limit: self.timeline_limit,
+            },
+            engine,
+            shutdown,
+        ))
+    }
+}

@@ -1,0 +1,402 @@
+//! Receiving (feature `engine`): the sync loop whose events feed FrogBot's engine, the auto-join
+//! of invites, and the per-thread ordering of deliveries.
+//!
+//! More events than one sync returns (a burst, or a restart after a while) are fetched with
+//! `/messages`, so none is skipped. Deliveries are ordered per thread: one queue and one worker
+//! task per thread (messages) or per poll (its responses and reactions, which name the poll and
+//! not its thread), handed to the engine in arrival order; different threads and polls
+//! concurrently, while the next sync runs. A worker ends when its queue is idle.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use frogbot_core::agent::{ChannelMessageOutcome, Engine, channel_chat_id};
+use matrix_sdk::config::SyncSettings;
+use matrix_sdk::event_handler::EventHandlerHandle;
+use matrix_sdk::room::MessagesOptions;
+use matrix_sdk::ruma::UInt;
+use matrix_sdk::ruma::api::client::filter::FilterDefinition;
+use matrix_sdk::ruma::api::client::sync::sync_events::v3::Filter;
+use matrix_sdk::ruma::events::AnySyncTimelineEvent;
+use matrix_sdk::ruma::events::room::member::{MembershipState, StrippedRoomMemberEvent};
+use matrix_sdk::ruma::serde::Raw;
+use matrix_sdk::ruma::{OwnedEventId, OwnedRoomId, OwnedUserId, UserId};
+use matrix_sdk::sync::JoinedRoomUpdate;
+use matrix_sdk::{Client, Room, RoomMemberships};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, debug, info, info_span, warn};
+
+use super::{NOT_ALLOWED_TEXT, read_token, save_token};
+use crate::PLATFORM;
+use crate::client::MatrixApi;
+use crate::convert::{Incoming, IncomingMessage, classify};
+use crate::ids::split_message_id;
+use crate::render::mention_notice;
+
+/// What the sync loop needs of a connected adapter.
+#[derive(Clone, Debug)]
+pub struct Receiver {
+    /// The logged-in client.
+    pub client: Client,
+    /// The bot's user id (its own events are ignored).
+    pub bot: OwnedUserId,
+    /// Join rooms the bot is invited to.
+    pub auto_join: bool,
+    /// Where the token of the last handled sync is kept.
+    pub token_file: PathBuf,
+    /// Timeline events per room and sync.
+    pub timeline_limit: u32,
+}
+
+/// The sync filter: `limit` timeline events per room.
+pub(super) fn sync_filter(limit: u32) -> Filter {
+    let mut def = FilterDefinition::default();
+    def.room.timeline.limit = Some(UInt::from(limit.max(1)));
+    Filter::FilterDefinition(def)
+}
+
+/// At most this many `/messages` pages (of [`GAP_PAGE`] events) fill one gap.
+const GAP_PAGES: usize = 50;
+const GAP_PAGE: u32 = 100;
+
+/// The events of a gap in `room`'s timeline: those before `from` (a limited sync's `prev_batch`)
+/// back to `to` (the token of the previous sync), oldest first.
+async fn fill_gap(room: &Room, from: String, to: &str) -> Vec<Raw<AnySyncTimelineEvent>> {
+    let mut out = Vec::new();
+    let mut from = Some(from);
+    for page in 0.. {
+        if page == GAP_PAGES {
+            warn!(room = %room.room_id(), events = out.len(), "Matrix timeline gap too long: older events skipped");
+            break;
+        }
+        let mut options = MessagesOptions::backward();
+        options.from = from.take();
+        options.to = Some(to.to_owned());
+        options.limit = UInt::from(GAP_PAGE);
+        match room.messages(options).await {
+            Ok(messages) => {
+                let done = messages.chunk.is_empty() || messages.end.is_none();
+                out.extend(messages.chunk.into_iter().map(|e| e.into_raw()));
+                if done {
+                    break;
+                }
+                from = messages.end;
+            }
+            Err(e) => {
+                warn!(room = %room.room_id(), error = %e, "could not fetch a Matrix timeline gap");
+                break;
+            }
+        }
+    }
+    out.reverse();
+    out
+}
+
+/// Starts the sync loop; it ends soon after `shutdown` is cancelled (and its handlers are
+/// removed).
+///
+/// A sync's gap (more events than its timeline limit) is first filled from `/messages`; then
+/// its events go to one worker per thread (messages) or per target event (poll responses,
+/// reactions): a key's events in order, across syncs, different keys concurrently, and the next
+/// sync starts at once (at most 8 syncs wait to be handled). The token of a sync whose events,
+/// and every earlier sync's, are handled is saved beside the store, and the next start resumes
+/// from it, so a crash while handling delivers those events again (the engine takes a repeated
+/// message once). On shutdown the events already received are handled first.
+pub fn start(
+    receiver: Receiver,
+    engine: Engine,
+    shutdown: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    let client = receiver.client.clone();
+    let mut handles: Vec<EventHandlerHandle> = Vec::new();
+    let ctx = Arc::new(Ctx {
+        engine,
+        bot: receiver.bot.clone(),
+    });
+    if receiver.auto_join {
+        let bot = receiver.bot.clone();
+        handles.push(
+            client.add_event_handler(move |ev: StrippedRoomMemberEvent, room: Room| {
+                let bot = bot.clone();
+                async move {
+                    if ev.state_key == bot && ev.content.membership == MembershipState::Invite {
+                        tokio::spawn(join(room));
+                    }
+                }
+            }),
+        );
+        for room in client.invited_rooms() {
+            tokio::spawn(join(room));
+        }
+    }
+    let token_file = receiver.token_file.clone();
+    let filter = sync_filter(receiver.timeline_limit);
+    tokio::spawn(async move {
+        let mut since = read_token(&token_file);
+        let workers = Arc::new(Workers {
+            ctx,
+            queues: Mutex::new(HashMap::new()),
+        });
+        // Saves each sync's token once its events, and every earlier sync's, are handled; at
+        // most BATCHES_IN_FLIGHT syncs wait for that (then the sync loop waits too).
+        let (commit, mut pending) =
+            mpsc::channel::<(String, mpsc::Receiver<()>)>(BATCHES_IN_FLIGHT);
+        let committer = tokio::spawn(async move {
+            while let Some((token, mut handled)) = pending.recv().await {
+                let _ = handled.recv().await; // None once every event of the batch is done
+                if let Err(e) = save_token(&token_file, &token) {
+                    warn!(error = %e, file = %token_file.display(), "could not save the Matrix sync token");
+                }
+            }
+        });
+        loop {
+            let mut settings = SyncSettings::default()
+                .timeout(Duration::from_secs(30))
+                .filter(filter.clone());
+            if let Some(t) = &since {
+                settings = settings.token(t.clone());
+            }
+            let began = tokio::time::Instant::now();
+            let result = tokio::select! {
+                _ = shutdown.cancelled() => break,
+                r = client.sync_once(settings) => r,
+            };
+            match result {
+                Ok(response) => {
+                    // A server that ignores the long-poll timeout is not hammered.
+                    let idle = response.rooms.is_empty();
+                    let (batch, handled) = mpsc::channel::<()>(1);
+                    workers
+                        .dispatch_sync(&client, response.rooms.joined, since.as_deref(), &batch)
+                        .await;
+                    drop(batch);
+                    if commit
+                        .send((response.next_batch.clone(), handled))
+                        .await
+                        .is_err()
+                    {
+                        break;
+                    }
+                    since = Some(response.next_batch);
+                    if idle {
+                        tokio::select! {
+                            _ = shutdown.cancelled() => break,
+                            _ = tokio::time::sleep_until(began + Duration::from_millis(500)) => {}
+                        }
+                    }
+                }
+                Err(e) => {
+                    warn!(error = %e, "Matrix sync failed; retrying in 2 s");
+                    tokio::select! {
+                        _ = shutdown.cancelled() => break,
+                        _ = tokio::time::sleep(Duration::from_secs(2)) => {}
+                    }
+                }
+            }
+        }
+        // Let the events already received finish (and their tokens be saved).
+        drop(commit);
+        let _ = committer.await;
+        for h in handles {
+            client.remove_event_handler(h);
+        }
+        info!("Matrix sync stopped");
+    })
+}
+
+/// How many received syncs may be waiting for their events to be handled before the sync loop
+/// waits too (bounds what is held in memory when handling falls behind).
+const BATCHES_IN_FLIGHT: usize = 8;
+
+/// One job of a [`Workers`] queue: an event, and its sync's "handled" guard (dropped when done).
+struct Job {
+    incoming: Incoming,
+    room: Room,
+    _batch: mpsc::Sender<()>,
+}
+
+/// The per-thread ordering: one queue, and one worker task, per order key
+/// ([`Incoming::order_key`]: a message's thread; for a poll response or reaction, the poll it
+/// answers). A key's events are handed to the engine in the order received, across syncs;
+/// different keys concurrently. A worker ends when its queue is empty.
+struct Workers {
+    ctx: Arc<Ctx>,
+    queues: Mutex<HashMap<String, mpsc::UnboundedSender<Job>>>,
+}
+
+impl Workers {
+    /// Fills the gaps of one sync's joined rooms and hands their events to the workers.
+    async fn dispatch_sync(
+        self: &Arc<Self>,
+        client: &Client,
+        joined: BTreeMap<OwnedRoomId, JoinedRoomUpdate>,
+        since: Option<&str>,
+        batch: &mpsc::Sender<()>,
+    ) {
+        for (room_id, update) in joined {
+            let Some(room) = client.get_room(&room_id) else {
+                continue;
+            };
+            let mut events = match (update.timeline.limited, update.timeline.prev_batch, since) {
+                (true, Some(from), Some(to)) => fill_gap(&room, from, to).await,
+                _ => Vec::new(),
+            };
+            events.extend(update.timeline.events.into_iter().map(|e| e.into_raw()));
+            let mut seen = HashSet::new();
+            for raw in events {
+                if let Ok(Some(id)) = raw.get_field::<OwnedEventId>("event_id")
+                    && !seen.insert(id)
+                {
+                    continue;
+                }
+                match classify(&raw, &room_id, &self.ctx.bot) {
+                    Ok(Some(incoming)) => self.dispatch(Job {
+                        incoming,
+                        room: room.clone(),
+                        _batch: batch.clone(),
+                    }),
+                    Ok(None) => {}
+                    Err(e) => warn!(room = %room_id, error = %e, "unreadable Matrix event ignored"),
+                }
+            }
+        }
+    }
+
+    fn dispatch(self: &Arc<Self>, job: Job) {
+        let key = job.incoming.order_key().to_owned();
+        let mut queues = self.queues.lock().unwrap_or_else(|e| e.into_inner());
+        let job = match queues.get(&key) {
+            Some(queue) => match queue.send(job) {
+                Ok(()) => return,
+                Err(mpsc::error::SendError(job)) => job,
+            },
+            None => job,
+        };
+        let (queue, jobs) = mpsc::unbounded_channel();
+        let _ = queue.send(job);
+        queues.insert(key.clone(), queue);
+        drop(queues);
+        tokio::spawn(self.clone().run(key, jobs).in_current_span());
+    }
+
+    async fn run(self: Arc<Self>, key: String, mut jobs: mpsc::UnboundedReceiver<Job>) {
+        loop {
+            while let Ok(job) = jobs.try_recv() {
+                self.ctx.on_incoming(job.incoming, &job.room).await;
+            }
+            // Leave only with an empty queue, deciding under the lock `dispatch` sends under.
+            let mut queues = self.queues.lock().unwrap_or_else(|e| e.into_inner());
+            if jobs.is_empty() {
+                queues.remove(&key);
+                return;
+            }
+        }
+    }
+}
+
+/// Joins a room the bot was invited to; Synapse may refuse a join that races the invite, so it
+/// tries a few times.
+async fn join(room: Room) {
+    let mut delay = Duration::from_millis(200);
+    for attempt in 1..=5 {
+        match room.join().await {
+            Ok(()) => {
+                info!(room = %room.room_id(), "joined Matrix room");
+                return;
+            }
+            Err(e) => {
+                warn!(room = %room.room_id(), attempt, error = %e, "could not join Matrix room");
+                tokio::time::sleep(delay).await;
+                delay *= 2;
+            }
+        }
+    }
+}
+
+struct Ctx {
+    engine: Engine,
+    bot: OwnedUserId,
+}
+
+impl Ctx {
+    async fn on_incoming(&self, incoming: Incoming, room: &Room) {
+        match incoming {
+            Incoming::Action(interaction) => {
+                let span = info_span!("matrix_action", room = %room.room_id());
+                match self
+                    .engine
+                    .handle_interaction(PLATFORM, None, &interaction)
+                    .instrument(span)
+                    .await
+                {
+                    Ok(outcome) => debug!(?outcome, "Matrix poll response or reaction handled"),
+                    Err(e) => warn!(error = %e, "Matrix interaction failed"),
+                }
+            }
+            Incoming::Message(m) => self.on_message(m, room).await,
+        }
+    }
+
+    async fn talks_to_bot(&self, m: &IncomingMessage, room: &Room) -> bool {
+        if m.mentions_bot {
+            return true;
+        }
+        // A room of two is a DM (the summary's counts may lag: ask for the members, cached after
+        // the first call).
+        match room.members(RoomMemberships::JOIN).await {
+            Ok(members) if members.len() <= 2 => return true,
+            Ok(_) => {}
+            Err(e) => warn!(room = %room.room_id(), error = %e, "could not list room members"),
+        }
+        if room.is_direct().await.unwrap_or(false) {
+            return true;
+        }
+        if let Some(reply_to) = &m.reply_to
+            && let Ok(ev) = room.load_or_fetch_event(reply_to, None).await
+            && let Ok(sender) = ev.raw().get_field::<OwnedUserId>("sender")
+        {
+            return sender.as_deref() == Some(self.bot.as_ref());
+        }
+        false
+    }
+
+    async fn on_message(&self, m: IncomingMessage, room: &Room) {
+        let chat = channel_chat_id(PLATFORM, &m.thread);
+        let span = info_span!("matrix_message", chat = %chat, message = %m.message.id);
+        async {
+            let known = m.in_thread
+                && matches!(
+                    self.engine.channel_thread_known(PLATFORM, &m.thread).await,
+                    Ok(true)
+                );
+            if !known && !self.talks_to_bot(&m, room).await {
+                return;
+            }
+            let author = m.message.author.id.clone();
+            let message_event = split_message_id(&m.message.id).ok().map(|(_, e)| e);
+            match self
+                .engine
+                .channel_message(PLATFORM, &m.thread, m.message)
+                .await
+            {
+                Ok(ChannelMessageOutcome::Denied) => {
+                    info!("message from a person without access");
+                    if let (Ok((room_id, root)), Ok(user)) =
+                        (split_message_id(&m.thread), UserId::parse(author.as_str()))
+                        && let Ok(c) = mention_notice(&user, NOT_ALLOWED_TEXT, &root, message_event)
+                        && let Err(e) = MatrixApi::send(&room.client(), &room_id, c.0, c.1).await
+                    {
+                        warn!(error = %e, "could not tell a person they have no access");
+                    }
+                }
+                Ok(outcome) => debug!(?outcome, "Matrix message handled"),
+                Err(e) => warn!(error = %e, "Matrix message could not be handled"),
+            }
+        }
+        .instrument(span)
+        .await
+    }
+}

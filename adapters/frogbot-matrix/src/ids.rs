@@ -1,0 +1,136 @@
+//! Ids: the `room_id|event_id` message and thread ids FrogBot keeps, and the control codec — poll
+//! answer ids carrying the question set's revision (`r{revision}o{option}`), the action ids of
+//! poll responses and reactions, and the keycap reactions naming an option.
+
+use matrix_sdk::ruma::{EventId, OwnedEventId, OwnedRoomId, RoomId};
+
+use crate::Error;
+
+/// The action id of a poll response.
+pub const POLL_ACTION: &str = "poll";
+/// The action id of a reaction.
+pub const REACTION_ACTION: &str = "reaction";
+
+/// Keycaps for reacting to options 1–10.
+pub const KEYCAPS: [&str; 10] = [
+    "1\u{fe0f}\u{20e3}",
+    "2\u{fe0f}\u{20e3}",
+    "3\u{fe0f}\u{20e3}",
+    "4\u{fe0f}\u{20e3}",
+    "5\u{fe0f}\u{20e3}",
+    "6\u{fe0f}\u{20e3}",
+    "7\u{fe0f}\u{20e3}",
+    "8\u{fe0f}\u{20e3}",
+    "9\u{fe0f}\u{20e3}",
+    "🔟",
+];
+
+/// A message or thread id: `room_id|event_id`.
+pub fn message_id(room: &RoomId, event: &EventId) -> String {
+    format!("{room}|{event}")
+}
+
+/// Splits a `room_id|event_id` id.
+pub fn split_message_id(id: &str) -> Result<(OwnedRoomId, OwnedEventId), Error> {
+    let bad = || Error::BadId(id.to_owned());
+    let (room, event) = id.split_once('|').ok_or_else(bad)?;
+    Ok((
+        RoomId::parse(room).map_err(|_| bad())?,
+        EventId::parse(event).map_err(|_| bad())?,
+    ))
+}
+
+/// The poll answer id of option `o` drawn at `revision` of the question set: `r{revision}o{o}`.
+pub fn answer_id(revision: u64, o: usize) -> String {
+    format!("r{revision}o{o}")
+}
+
+/// A poll answer id read back: the revision it was drawn at and the option index. Ids of polls
+/// drawn before answer ids carried a revision (`o{o}`) read as revision 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AnswerId {
+    /// The revision of the question set when the poll (or its edit) was sent.
+    pub revision: u64,
+    /// The option index.
+    pub option: usize,
+}
+
+/// Parses an answer id made by [`answer_id`] (or an older `o{o}`); `None` for anything else.
+pub fn parse_answer_id(id: &str) -> Option<AnswerId> {
+    let (revision, option) = match id.strip_prefix('r') {
+        Some(rest) => {
+            let (revision, option) = rest.split_once('o')?;
+            (revision.parse().ok()?, option)
+        }
+        None => (0, id.strip_prefix('o')?),
+    };
+    if option.is_empty() || !option.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some(AnswerId {
+        revision,
+        option: option.parse().ok()?,
+    })
+}
+
+/// The option index a reaction key names: a keycap digit (`1️⃣`…`9️⃣`, `🔟`) or a plain number,
+/// counted from 1; `None` otherwise.
+pub fn reaction_option(key: &str) -> Option<usize> {
+    if key == "🔟" {
+        return Some(9);
+    }
+    let digits: String = key.chars().take_while(|c| c.is_ascii_digit()).collect();
+    let rest = &key[digits.len()..];
+    let keycap = rest.is_empty() || rest == "\u{fe0f}\u{20e3}" || rest == "\u{20e3}";
+    match digits.parse::<usize>() {
+        Ok(n) if n >= 1 && keycap => Some(n - 1),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answer_ids_carry_the_revision_and_old_ids_read_as_revision_0() {
+        assert_eq!(answer_id(3, 12), "r3o12");
+        assert_eq!(
+            parse_answer_id("r3o12"),
+            Some(AnswerId {
+                revision: 3,
+                option: 12
+            })
+        );
+        assert_eq!(
+            parse_answer_id("o1"),
+            Some(AnswerId {
+                revision: 0,
+                option: 1
+            })
+        );
+        for bad in ["", "o", "r1", "r1o", "rxo1", "o-1", "x1", "r1o1x"] {
+            assert_eq!(parse_answer_id(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn message_ids_round_trip() {
+        let room = RoomId::parse("!r:localhost").unwrap();
+        let ev = EventId::parse("$e").unwrap();
+        let id = message_id(&room, &ev);
+        assert_eq!(id, "!r:localhost|$e");
+        assert_eq!(split_message_id(&id).unwrap(), (room, ev));
+        assert!(split_message_id("nope").is_err());
+    }
+
+    #[test]
+    fn keycaps_name_options() {
+        for (i, k) in KEYCAPS.iter().enumerate() {
+            assert_eq!(reaction_option(k), Some(i));
+        }
+        assert_eq!(reaction_option("3"), Some(2));
+        assert_eq!(reaction_option("0"), None);
+        assert_eq!(reaction_option("👍"), None);
+    }
+}

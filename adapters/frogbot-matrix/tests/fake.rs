@@ -1,0 +1,233 @@
+//! The whole adapter against the fake homeserver (`frogbot_matrix::testing::FakeHomeserver`):
+//! `channel::connect` logs in, the sync loop receives what people send, FrogBot's engine (on
+//! SQLite, with a scripted model) answers through the outbox and the question hooks. Fast; the
+//! real-Synapse tests (tests/synapse.rs) cover encryption, gaps and restarts.
+
+#![recursion_limit = "256"]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use frogbot_core::agent::scripted::{ScriptedModel, call, reply};
+use frogbot_core::agent::{Adapter, Engine, EngineConfig, ModelMessage, ModelOffer, ModelRequest};
+use frogbot_matrix::channel::outbox::MESSAGE_CHARS;
+use frogbot_matrix::channel::{Config, Login, MatrixAdapter, connect};
+use frogbot_matrix::testing::{BOT_PASSWORD, FakeHomeserver};
+use matrix_sdk::ruma::{OwnedUserId, RoomId};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+const WAIT: u64 = 30;
+
+fn model() -> ScriptedModel {
+    ScriptedModel::new(|req: &ModelRequest| {
+        if let Some(ModelMessage::Tool { content, .. }) = req.messages.last() {
+            return reply(&format!("got: {content}"));
+        }
+        let text = req
+            .messages
+            .iter()
+            .rev()
+            .find_map(|m| match m {
+                ModelMessage::User { text } => Some(text.clone()),
+                _ => None,
+            })
+            .unwrap_or_default();
+        if text.contains("ask") {
+            return call(
+                &format!("c{}", req.messages.len()),
+                "question",
+                json!({"questions": [{"header": "Env", "question": "Where?",
+                    "options": [{"label": "staging"}, {"label": "prod"}]}]}),
+            );
+        }
+        if text.contains("long") {
+            return reply(&"frog ".repeat(MESSAGE_CHARS / 5 + 100));
+        }
+        reply(&format!("hello: {text}"))
+    })
+}
+
+struct Bot {
+    _adapter: MatrixAdapter,
+    shutdown: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+    worker: tokio::task::JoinHandle<()>,
+    _store: tempfile::TempDir,
+    _db: frogbot_testkit::TestDb,
+}
+
+async fn bot(fake: &FakeHomeserver, allow: Vec<String>) -> Bot {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let store = tempfile::tempdir().unwrap();
+    let mut config = Config::new(
+        fake.url(),
+        fake.bot().to_owned(),
+        Login::Password(BOT_PASSWORD.into()),
+        store.path(),
+    );
+    config.allow = allow;
+    let adapter = connect(config).await.unwrap();
+    let db = frogbot_testkit::sqlite_db();
+    let engine = Engine::new(
+        frogbot_testkit::open_store(&db.url).await,
+        vec![ModelOffer {
+            id: "main".into(),
+            model: Arc::new(model()),
+            reasoning: vec![],
+        }],
+        vec![],
+        EngineConfig::default(),
+    )
+    .with_channel(adapter.channel());
+    let shutdown = CancellationToken::new();
+    let worker = engine.spawn_worker(Duration::from_millis(100));
+    let task = adapter
+        .start(engine, shutdown.clone())
+        .expect("a sync loop");
+    Bot {
+        _adapter: adapter,
+        shutdown,
+        task,
+        worker,
+        _store: store,
+        _db: db,
+    }
+}
+
+impl Bot {
+    async fn stop(self) {
+        self.shutdown.cancel();
+        self.task.await.unwrap();
+        self.worker.abort();
+    }
+}
+
+fn person(name: &str) -> OwnedUserId {
+    OwnedUserId::try_from(format!("@{name}:fake.test")).unwrap()
+}
+
+fn text(body: &str) -> Value {
+    json!({"msgtype": "m.text", "body": body})
+}
+
+fn from_bot(fake: &FakeHomeserver, e: &Value) -> bool {
+    e["sender"] == fake.bot().as_str()
+}
+
+fn body(e: &Value) -> &str {
+    e["content"]["body"].as_str().unwrap_or("")
+}
+
+fn in_thread(e: &Value, root: &str) -> bool {
+    e["content"]["m.relates_to"]["rel_type"] == "m.thread"
+        && e["content"]["m.relates_to"]["event_id"] == root
+}
+
+async fn wait_reply(fake: &FakeHomeserver, room: &RoomId, root: &str, starts: &str) -> Value {
+    fake.wait_for(room, WAIT, starts, |e| {
+        from_bot(fake, e) && in_thread(e, root) && body(e).starts_with(starts)
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dm_is_answered_in_a_thread_and_a_poll_response_answers_the_question() {
+    let fake = FakeHomeserver::start().await;
+    let alice = person("alice");
+    let room = fake.create_room(&[&alice]);
+    let bot = bot(&fake, Vec::new()).await;
+
+    let hi = fake.inject(&room, &alice, "m.room.message", text("hi there"));
+    let answer = wait_reply(&fake, &room, hi.as_str(), "hello:").await;
+    assert_eq!(body(&answer), "hello: hi there");
+
+    let ask = fake.inject(&room, &alice, "m.room.message", text("ask"));
+    let poll = fake
+        .wait_for(&room, WAIT, "the poll", |e| {
+            from_bot(&fake, e) && e["type"] == "m.poll.start" && in_thread(e, ask.as_str())
+        })
+        .await;
+    let poll_id = poll["event_id"].as_str().unwrap();
+    let shown = fake.open_answers(&format!("{room}|{poll_id}"));
+    assert_eq!(shown[1].1, "prod");
+    fake.inject(
+        &room,
+        &alice,
+        "m.poll.response",
+        json!({"m.selections": [shown[1].0], "m.relates_to": {"rel_type": "m.reference", "event_id": poll_id}}),
+    );
+    let got = wait_reply(&fake, &room, ask.as_str(), "got:").await;
+    assert!(body(&got).contains("prod"), "{got}");
+    fake.wait_for(&room, WAIT, "the poll's end", |e| {
+        from_bot(&fake, e) && e["type"] == "m.poll.end"
+    })
+    .await;
+    assert!(fake.open_answers(&format!("{room}|{poll_id}")).is_empty());
+    bot.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_reply_is_split_and_a_person_without_access_is_told_so() {
+    let fake = FakeHomeserver::start().await;
+    let alice = person("alice");
+    let mallory = person("mallory");
+    let room = fake.create_room(&[&alice]);
+    let bot = bot(&fake, vec![format!("matrix:{alice}")]).await;
+
+    let long = fake.inject(&room, &alice, "m.room.message", text("long please"));
+    fake.wait_for(&room, WAIT, "two parts", |_| {
+        fake.events(&room)
+            .iter()
+            .filter(|e| from_bot(&fake, e) && in_thread(e, long.as_str()))
+            .count()
+            >= 2
+    })
+    .await;
+    for part in fake
+        .events(&room)
+        .iter()
+        .filter(|e| from_bot(&fake, e) && in_thread(e, long.as_str()))
+    {
+        assert!(body(part).chars().count() <= MESSAGE_CHARS);
+    }
+
+    let dm = fake.create_room(&[&mallory]);
+    let hello = fake.inject(&dm, &mallory, "m.room.message", text("hello"));
+    let notice = fake
+        .wait_for(&dm, WAIT, "the notice", |e| {
+            from_bot(&fake, e) && in_thread(e, hello.as_str())
+        })
+        .await;
+    assert!(body(&notice).contains("not allowed"), "{notice}");
+    assert_eq!(
+        notice["content"]["m.mentions"]["user_ids"][0],
+        mallory.as_str()
+    );
+    bot.stop().await;
+}
+
+/// Per-thread ordering: many threads at once are each answered once, in their own thread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_threads_at_once_are_each_answered_once() {
+    let fake = FakeHomeserver::start().await;
+    let alice = person("alice");
+    let room = fake.create_room(&[&alice]);
+    let bot = bot(&fake, Vec::new()).await;
+    let roots: Vec<_> = (0..10)
+        .map(|i| fake.inject(&room, &alice, "m.room.message", text(&format!("burst {i}"))))
+        .collect();
+    for (i, root) in roots.iter().enumerate() {
+        let r = wait_reply(&fake, &room, root.as_str(), "hello:").await;
+        assert_eq!(body(&r), format!("hello: burst {i}"));
+    }
+    for root in &roots {
+        let n = fake
+            .events(&room)
+            .iter()
+            .filter(|e| from_bot(&fake, e) && in_thread(e, root.as_str()))
+            .count();
+        assert_eq!(n, 1);
+    }
+    bot.stop().await;
+}

@@ -1,0 +1,272 @@
+//! The engine glue (feature `engine`): [`connect`] a Slack app from a [`Config`] and get a
+//! [`SlackAdapter`], FrogBot's [`Adapter`] for Slack: its [`Channel`] (question hooks, identity
+//! from the `users` map, access from the `allow` list, the outbox), the Events API and
+//! interactivity routes in HTTP mode ([`receive`]), Socket Mode in socket mode.
+//!
+//! What it must not do: keep conversation state (chats, questions and answers are the engine's, in
+//! the store), or acknowledge an unverified HTTP request.
+
+pub mod outbox;
+pub mod receive;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use frogbot_core::agent::{
+    AccessCheck, Adapter, AllowAll, AllowList, Channel, ChannelOutbox, Engine,
+};
+use frogbot_core::model::MappedIdentity;
+use frogbot_model::ChannelQuestions;
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::connect::HttpConnector;
+use slack_morphism::prelude::*;
+use tokio_util::sync::CancellationToken;
+use tracing::info;
+
+pub use receive::{EVENTS_PATH, INTERACTIVITY_PATH, NOT_ALLOWED_TEXT, RETRY_HEADER, Seen};
+
+use crate::{BotIdentity, Error, PLATFORM, SlackQuestions, SlackWebApi};
+
+/// The slack-morphism connector the channel uses: HTTPS with the system's roots, and plain HTTP
+/// for an `api_url` override (a local fake, a proxy).
+pub type Connector = SlackClientHyperConnector<HttpsConnector<HttpConnector>>;
+
+/// How the channel receives deliveries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Mode {
+    /// Events API and interactivity requests to this server (needs the signing secret).
+    Http,
+    /// Socket Mode (needs the app-level token `xapp-…`).
+    Socket,
+}
+
+/// Settings of the Slack channel.
+#[derive(Clone)]
+pub struct Config {
+    /// How deliveries arrive.
+    pub mode: Mode,
+    /// The bot token (`xoxb-…`).
+    pub bot_token: String,
+    /// The app's signing secret (HTTP mode).
+    pub signing_secret: Option<String>,
+    /// The app-level token (`xapp-…`, Socket Mode).
+    pub app_token: Option<String>,
+    /// The Web API base (default `https://slack.com/api`).
+    pub api_url: Option<String>,
+    /// Slack user id → FrogBot user id (anyone else is `slack:<id>`).
+    pub users: BTreeMap<String, String>,
+    /// FrogBot user ids let in (empty: everyone).
+    pub allow: Vec<String>,
+    /// How long a request waits for its delivery to be processed before it is acknowledged anyway
+    /// (Slack wants the acknowledgement within 3 s).
+    pub ack_deadline: Duration,
+    /// How many delivery keys the duplicate filter remembers.
+    pub dedup_capacity: usize,
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("mode", &self.mode)
+            .field("api_url", &self.api_url)
+            .field("users", &self.users)
+            .field("allow", &self.allow)
+            .field("ack_deadline", &self.ack_deadline)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Config {
+    /// HTTP mode with a bot token and signing secret, other settings at their defaults.
+    pub fn http(bot_token: impl Into<String>, signing_secret: impl Into<String>) -> Self {
+        Self {
+            mode: Mode::Http,
+            bot_token: bot_token.into(),
+            signing_secret: Some(signing_secret.into()),
+            app_token: None,
+            api_url: None,
+            users: BTreeMap::new(),
+            allow: Vec::new(),
+            ack_deadline: Duration::from_millis(2500),
+            dedup_capacity: 100_000,
+        }
+    }
+
+    /// Socket Mode with a bot token and an app-level token.
+    pub fn socket(bot_token: impl Into<String>, app_token: impl Into<String>) -> Self {
+        Self {
+            mode: Mode::Socket,
+            signing_secret: None,
+            app_token: Some(app_token.into()),
+            ..Self::http(bot_token, "")
+        }
+    }
+
+    /// With a Web API base URL (e.g. `http://127.0.0.1:9000/api` for a fake).
+    pub fn with_api_url(mut self, url: impl Into<String>) -> Self {
+        self.api_url = Some(url.into());
+        self
+    }
+
+    /// With the identity map (Slack user id → FrogBot user id).
+    pub fn with_users<I, K, V>(mut self, users: I) -> Self
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: Into<String>,
+        V: Into<String>,
+    {
+        self.users = users
+            .into_iter()
+            .map(|(k, v)| (k.into(), v.into()))
+            .collect();
+        self
+    }
+
+    /// With the allow list (FrogBot user ids; empty: everyone).
+    pub fn with_allow<I: IntoIterator<Item = S>, S: Into<String>>(mut self, allow: I) -> Self {
+        self.allow = allow.into_iter().map(Into::into).collect();
+        self
+    }
+}
+
+/// The connector for `api_url` (`None`: slack.com), on rustls with `ring` and the system's roots.
+pub fn connector(api_url: Option<&str>) -> Result<Connector, Error> {
+    let https = hyper_rustls::HttpsConnectorBuilder::new()
+        // An explicit provider: the build has both ring and aws-lc-rs, so no process default.
+        .with_provider_and_native_roots(rustls::crypto::ring::default_provider())
+        .map_err(|e| Error::Api {
+            method: "connect",
+            message: format!("no TLS root certificates: {e}"),
+        })?
+        .https_or_http()
+        .enable_http1()
+        .enable_http2()
+        .build();
+    let c = SlackClientHyperConnector::with_connector(https);
+    Ok(match api_url {
+        Some(u) => c.with_slack_api_url(u.trim_end_matches('/')),
+        None => c,
+    })
+}
+
+/// Checks `config`, builds the client and learns who the bot is (`auth.test`).
+pub async fn connect(config: Config) -> Result<SlackAdapter, Error> {
+    match config.mode {
+        Mode::Http if config.signing_secret.as_deref().is_none_or(str::is_empty) => {
+            return Err(Error::EmptySecret);
+        }
+        Mode::Socket if config.app_token.as_deref().is_none_or(str::is_empty) => {
+            return Err(Error::Api {
+                method: "apps.connections.open",
+                message: "Socket Mode needs an app-level token".into(),
+            });
+        }
+        _ => {}
+    }
+    let client = Arc::new(SlackClient::new(connector(config.api_url.as_deref())?));
+    let api = SlackWebApi::with_client(client.clone(), &config.bot_token);
+    let bot = api.bot_identity().await?;
+    info!(bot_user = %bot.user_id, team = %bot.team_id, "Slack bot identified (auth.test)");
+    Ok(SlackAdapter {
+        inner: Arc::new(Inner {
+            seen: Seen::new(config.dedup_capacity),
+            queues: receive::ThreadQueues::default(),
+            config,
+            client,
+            questions: Arc::new(SlackQuestions::new(api)),
+            bot,
+        }),
+    })
+}
+
+/// A connected Slack app: FrogBot's [`Adapter`] for Slack.
+#[derive(Clone)]
+pub struct SlackAdapter {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: Config,
+    client: Arc<SlackClient<Connector>>,
+    questions: Arc<SlackQuestions<SlackWebApi<Connector>>>,
+    bot: BotIdentity,
+    seen: Seen,
+    queues: receive::ThreadQueues,
+}
+
+impl std::fmt::Debug for SlackAdapter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SlackAdapter")
+            .field("bot", &self.inner.bot)
+            .field("config", &self.inner.config)
+            .finish()
+    }
+}
+
+impl SlackAdapter {
+    /// Who the bot is.
+    pub fn bot(&self) -> &BotIdentity {
+        &self.inner.bot
+    }
+
+    /// The mode.
+    pub fn mode(&self) -> Mode {
+        self.inner.config.mode
+    }
+
+    /// The question hooks.
+    pub fn questions(&self) -> Arc<dyn ChannelQuestions> {
+        self.inner.questions.clone()
+    }
+
+    fn access(&self) -> Arc<dyn AccessCheck> {
+        let allow = &self.inner.config.allow;
+        if allow.is_empty() {
+            Arc::new(AllowAll)
+        } else {
+            Arc::new(AllowList::new(allow.iter().cloned()))
+        }
+    }
+}
+
+impl Adapter for SlackAdapter {
+    fn platform(&self) -> &'static str {
+        PLATFORM
+    }
+
+    fn channel(&self) -> Channel {
+        let outbox: Arc<dyn ChannelOutbox> = Arc::new(self.clone());
+        Channel {
+            platform: PLATFORM.into(),
+            questions: Some(self.questions()),
+            identity: Arc::new(MappedIdentity::new(self.inner.config.users.clone())),
+            access: self.access(),
+            outbox: Some(outbox),
+        }
+    }
+
+    /// `POST /channels/slack/events` and `POST /channels/slack/interactivity` in HTTP mode.
+    fn routes(&self, engine: &Engine) -> Option<axum::Router> {
+        (self.mode() == Mode::Http).then(|| receive::router(self.clone(), engine.clone()))
+    }
+
+    /// Socket Mode (`apps.connections.open`, then the WebSocket) in socket mode.
+    fn start(
+        &self,
+        engine: Engine,
+        shutdown: CancellationToken,
+    ) -> Option<tokio::task::JoinHandle<()>> {
+        if self.mode() != Mode::Socket {
+            return None;
+        }
+        match receive::spawn_socket_mode(self.clone(), engine, shutdown) {
+            Ok(h) => Some(h),
+            Err(e) => {
+                tracing::error!(error = %e, "Slack Socket Mode not started");
+                None
+            }
+        }
+    }
+}

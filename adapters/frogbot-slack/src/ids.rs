@@ -1,0 +1,174 @@
+//! The control id codec and Slack's message / thread ids.
+//!
+//! Control ids (`action_id`s) are `fb1:{kind}:{question}:{option}:{revision}` (see [`ActionRef`]),
+//! so a click on controls drawn for an older revision of the record is recognisably stale; the
+//! modal's inputs are `fb1:m:{question}:pick|text`. A Slack message is `"{channel}:{ts}"`, a
+//! thread `"{channel}:{thread_ts}"` (the thread's root ts, or the message's own ts when it starts
+//! a thread).
+
+use serde::{Deserialize, Serialize};
+
+use crate::Error;
+
+const PREFIX: &str = "fb1";
+
+/// The modal's callback id.
+pub const MODAL_CALLBACK_ID: &str = "fb1:questions";
+
+/// What a control does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ActionKind {
+    /// A single-choice button (`option` set).
+    Choose,
+    /// A single-choice static select (the option comes in the value).
+    Select,
+    /// A checkbox group or multi-select changed (the options come in the value).
+    Toggle,
+    /// Submit the checked options of a `multiple` question.
+    Submit,
+    /// Open the modal ("Other…" / "Answer…").
+    Other,
+}
+
+impl ActionKind {
+    fn code(self) -> &'static str {
+        match self {
+            ActionKind::Choose => "b",
+            ActionKind::Select => "s",
+            ActionKind::Toggle => "c",
+            ActionKind::Submit => "u",
+            ActionKind::Other => "o",
+        }
+    }
+
+    fn from_code(code: &str) -> Option<Self> {
+        Some(match code {
+            "b" => ActionKind::Choose,
+            "s" => ActionKind::Select,
+            "c" => ActionKind::Toggle,
+            "u" => ActionKind::Submit,
+            "o" => ActionKind::Other,
+            _ => return None,
+        })
+    }
+}
+
+/// A decoded control id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActionRef {
+    /// What the control does.
+    pub kind: ActionKind,
+    /// The question index (0 for a set-wide control).
+    pub question: usize,
+    /// The option index, for a button.
+    pub option: Option<usize>,
+    /// The record revision the control was drawn for.
+    pub revision: u64,
+}
+
+impl ActionRef {
+    /// Encodes the control id (`fb1:{kind}:{question}:{option|-}:{revision}`, well under 255 chars).
+    pub fn encode(&self) -> String {
+        let opt = self
+            .option
+            .map_or_else(|| "-".to_string(), |o| o.to_string());
+        format!(
+            "{PREFIX}:{}:{}:{opt}:{}",
+            self.kind.code(),
+            self.question,
+            self.revision
+        )
+    }
+
+    /// Decodes a control id; `None` when it is not one of ours.
+    pub fn decode(id: &str) -> Option<Self> {
+        let mut parts = id.split(':');
+        if parts.next()? != PREFIX {
+            return None;
+        }
+        let kind = ActionKind::from_code(parts.next()?)?;
+        let question = parts.next()?.parse().ok()?;
+        let option = match parts.next()? {
+            "-" => None,
+            o => Some(o.parse().ok()?),
+        };
+        let revision = parts.next()?.parse().ok()?;
+        if parts.next().is_some() {
+            return None;
+        }
+        Some(ActionRef {
+            kind,
+            question,
+            option,
+            revision,
+        })
+    }
+}
+
+/// The input ids of the modal: `fb1:m:{question}:pick` and `fb1:m:{question}:text`.
+pub fn modal_input_id(question: usize, text: bool) -> String {
+    format!(
+        "{PREFIX}:m:{question}:{}",
+        if text { "text" } else { "pick" }
+    )
+}
+
+/// The FrogBot id of a Slack message: `channel:ts`.
+pub fn message_id(channel: &str, ts: &str) -> String {
+    format!("{channel}:{ts}")
+}
+
+/// The FrogBot thread id of a Slack thread: `channel:thread_ts`.
+pub fn thread_id(channel: &str, thread_ts: &str) -> String {
+    format!("{channel}:{thread_ts}")
+}
+
+/// Splits a `channel:ts` id (message or thread) into its parts.
+pub fn split_id(id: &str) -> Result<(&str, &str), Error> {
+    match id.split_once(':') {
+        Some((c, t)) if !c.is_empty() && !t.is_empty() => Ok((c, t)),
+        _ => Err(Error::BadId(id.to_string())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids() {
+        assert_eq!(message_id("C1", "1.2"), "C1:1.2");
+        assert_eq!(split_id("C1:17.5").unwrap(), ("C1", "17.5"));
+        assert!(split_id("nocolon").is_err());
+    }
+
+    #[test]
+    fn action_ids_round_trip_and_reject_foreign_ids() {
+        let a = ActionRef {
+            kind: ActionKind::Choose,
+            question: 3,
+            option: Some(4),
+            revision: 17,
+        };
+        assert_eq!(a.encode(), "fb1:b:3:4:17");
+        assert_eq!(ActionRef::decode(&a.encode()), Some(a));
+        let s = ActionRef {
+            kind: ActionKind::Submit,
+            question: 0,
+            option: None,
+            revision: 0,
+        };
+        assert_eq!(ActionRef::decode(&s.encode()), Some(s));
+        for bad in [
+            "",
+            "approve",
+            "fb1:x:0:-:0",
+            "fb1:b:0:-",
+            "fb1:b:0:-:0:9",
+            "fb2:b:0:1:0",
+        ] {
+            assert_eq!(ActionRef::decode(bad), None, "{bad}");
+        }
+        assert!(a.encode().len() <= 255);
+    }
+}

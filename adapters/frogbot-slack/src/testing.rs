@@ -1,0 +1,1351 @@
+//! A fake of Slack for tests and benches (feature `testing`), like matrix-sdk's `MatrixMockServer`:
+//! one local HTTP server speaking Slack's real shapes.
+//!
+//! - **Web API** (`POST|GET /api/{method}`; point slack-morphism at [`FakeSlack::api_url`], e.g.
+//!   with [`Config::with_api_url`](crate::channel::Config::with_api_url)): `auth.test`,
+//!   `apps.connections.open`, `chat.postMessage`, `chat.update`, `chat.postEphemeral`,
+//!   `views.open`, `conversations.replies`. Every call is recorded ([`FakeSlack::calls`]); the
+//!   messages are kept as Slack keeps them (a `chat.update` replaces the blocks), so a test reads
+//!   what a person would see ([`FakeSlack::message`]). Slack's documented limits are enforced: a
+//!   call that breaks one (more than 50 blocks, a section text over 3,000 characters, a button
+//!   text over 75, more than 25 elements in an actions block, an option text over 75, …) is
+//!   answered `invalid_blocks` like Slack does, and the breach is kept in
+//!   [`FakeSlack::violations`].
+//! - **Socket Mode**: `apps.connections.open` hands out the `ws://` URL of the fake's WebSocket
+//!   server, which greets with `hello`, sends the envelopes a test gives it and reads the
+//!   acknowledgements ([`FakeSlack::socket`], [`SocketConnection`]).
+//! - **Events API and interactivity**: the payloads Slack posts (`event_callback`, `block_actions`
+//!   built from the blocks the fake shows, `view_submission`) and signed requests to an app's
+//!   endpoints ([`FakeSlack::post_event`], [`FakeSlack::post_interaction`]).
+//! - **Conformance**: [`FakeSlack::harness`] gives the `ChannelQuestions` conformance
+//!   [`Harness`] over the fake, driving the crate's real [`SlackQuestions`] and client.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, Uri};
+use axum::routing::post;
+use frogbot_model::conformance::{Harness, Limits};
+use frogbot_model::{
+    ChannelQuestions, Interaction, PlatformUser, QuestionCall, QuestionRecord, Thread, now_millis,
+};
+use futures::{SinkExt, StreamExt};
+use serde_json::{Map, Value, json};
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::Message as WsMessage;
+
+use crate::channel::{Connector, EVENTS_PATH, INTERACTIVITY_PATH, RETRY_HEADER, connector};
+use crate::convert::{
+    SIGNATURE_HEADER, TIMESTAMP_HEADER, form_from_payload, interaction_from_payload,
+    message_from_push_json, sign,
+};
+use crate::ids::{message_id, split_id, thread_id};
+use crate::{PLATFORM, SlackQuestions, SlackWebApi};
+
+/// The bot user the fake's `auth.test` names.
+pub const BOT_USER: &str = "UBOT";
+/// The bot id the fake's `auth.test` names.
+pub const BOT_ID: &str = "B1";
+/// The workspace.
+pub const TEAM: &str = "T1";
+/// The app.
+pub const APP: &str = "A1";
+/// The bot token tests use.
+pub const BOT_TOKEN: &str = "xoxb-test-token";
+/// The app-level token tests use (Socket Mode).
+pub const APP_TOKEN: &str = "xapp-test-token";
+/// The signing secret the fake signs deliveries with (the one of Slack's documented example).
+pub const SIGNING_SECRET: &str = "8f742231b10e8888abcd99yyyzzz85a5";
+
+/// Slack's documented limits the fake enforces.
+pub mod limits {
+    /// Blocks in a message.
+    pub const MESSAGE_BLOCKS: usize = 50;
+    /// Blocks in a modal.
+    pub const MODAL_BLOCKS: usize = 100;
+    /// A message's `text`.
+    pub const MESSAGE_TEXT: usize = 40_000;
+    /// A section's text.
+    pub const SECTION_TEXT: usize = 3000;
+    /// A section's fields.
+    pub const SECTION_FIELDS: usize = 10;
+    /// A context block's elements.
+    pub const CONTEXT_ELEMENTS: usize = 10;
+    /// An actions block's elements.
+    pub const ACTIONS_ELEMENTS: usize = 25;
+    /// A button's text.
+    pub const BUTTON_TEXT: usize = 75;
+    /// A button's value.
+    pub const BUTTON_VALUE: usize = 2000;
+    /// An `action_id` or `block_id`.
+    pub const ID: usize = 255;
+    /// A select's options.
+    pub const SELECT_OPTIONS: usize = 100;
+    /// A checkbox group's or radio group's options.
+    pub const CHECKBOX_OPTIONS: usize = 10;
+    /// An option's text.
+    pub const OPTION_TEXT: usize = 75;
+    /// An option's value.
+    pub const OPTION_VALUE: usize = 150;
+    /// An option's description.
+    pub const OPTION_DESCRIPTION: usize = 75;
+    /// A placeholder.
+    pub const PLACEHOLDER: usize = 150;
+    /// An input block's label.
+    pub const LABEL: usize = 2000;
+    /// A modal's title, submit and close texts.
+    pub const MODAL_TITLE: usize = 24;
+    /// A modal's private metadata.
+    pub const PRIVATE_METADATA: usize = 3000;
+}
+
+/// A Web API call the fake received.
+#[derive(Clone, Debug)]
+pub struct Call {
+    /// The method (`chat.postMessage`, …).
+    pub method: String,
+    /// The `Authorization` header.
+    pub auth: String,
+    /// The arguments: the JSON body, or the form / query fields as an object.
+    pub body: Value,
+}
+
+/// A message as the fake keeps it.
+#[derive(Clone, Debug)]
+pub struct Message {
+    /// The conversation.
+    pub channel: String,
+    /// Its `ts`.
+    pub ts: String,
+    /// The thread's root `ts`, when it is in a thread.
+    pub thread_ts: Option<String>,
+    /// Who wrote it (the bot's messages: [`BOT_USER`]).
+    pub user: String,
+    /// Whether the bot posted it.
+    pub bot: bool,
+    /// Its text.
+    pub text: String,
+    /// Its blocks as Slack shows them (every block has a `block_id`), `[]` without.
+    pub blocks: Value,
+}
+
+impl Message {
+    /// `channel:ts`.
+    pub fn id(&self) -> String {
+        message_id(&self.channel, &self.ts)
+    }
+
+    /// The message as the Web API returns it.
+    fn json(&self) -> Value {
+        let mut m = json!({"type": "message", "text": self.text, "user": self.user, "ts": self.ts,
+                           "team": TEAM});
+        if self.bot {
+            m["bot_id"] = json!(BOT_ID);
+            m["app_id"] = json!(APP);
+        }
+        if let Some(t) = &self.thread_ts {
+            m["thread_ts"] = json!(t);
+        }
+        if self.blocks.as_array().is_some_and(|b| !b.is_empty()) {
+            m["blocks"] = self.blocks.clone();
+        }
+        m
+    }
+}
+
+/// An ephemeral message the fake showed someone.
+#[derive(Clone, Debug)]
+pub struct Ephemeral {
+    /// The conversation.
+    pub channel: String,
+    /// Who saw it.
+    pub user: String,
+    /// The thread, if any.
+    pub thread_ts: Option<String>,
+    /// The text.
+    pub text: String,
+}
+
+/// How a delivery to an app is signed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Signature {
+    /// With the signing secret, now.
+    Good,
+    /// With another secret.
+    Wrong,
+    /// With the secret, six minutes ago (outside Slack's five-minute window).
+    Stale,
+}
+
+#[derive(Default)]
+struct Store {
+    calls: Vec<Call>,
+    messages: Vec<Message>,
+    ephemerals: Vec<Ephemeral>,
+    violations: Vec<String>,
+    fail: Option<String>,
+}
+
+struct Shared {
+    store: Mutex<Store>,
+    seq: AtomicU64,
+    base_secs: i64,
+    ws_url: String,
+    connections: tokio::sync::Mutex<mpsc::UnboundedReceiver<SocketConnection>>,
+    secret: String,
+}
+
+/// The fake Slack. Cheap to clone (all clones are the same fake); the servers stop when the
+/// runtime does.
+#[derive(Clone)]
+pub struct FakeSlack {
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+    http: reqwest::Client,
+}
+
+impl std::fmt::Debug for FakeSlack {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FakeSlack")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock(shared: &Shared) -> std::sync::MutexGuard<'_, Store> {
+    shared.store.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl FakeSlack {
+    /// Starts the fake (Web API and Socket Mode servers on 127.0.0.1).
+    pub async fn start() -> FakeSlack {
+        // reqwest is built without a default crypto provider; plain HTTP needs none, but its
+        // builder wants one installed.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let ws = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind the fake Socket Mode server");
+        let ws_addr = ws.local_addr().expect("local address");
+        let (conn_tx, conn_rx) = mpsc::unbounded_channel();
+        tokio::spawn(ws_server(ws, conn_tx));
+        let shared = Arc::new(Shared {
+            store: Mutex::new(Store::default()),
+            seq: AtomicU64::new(0),
+            base_secs: now_millis() / 1000,
+            ws_url: format!("ws://{ws_addr}/link/?ticket=fake-ticket&app_id={APP}"),
+            connections: tokio::sync::Mutex::new(conn_rx),
+            secret: SIGNING_SECRET.to_owned(),
+        });
+        let app = Router::new()
+            .route("/api/{method}", post(api).get(api))
+            .with_state(shared.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind the fake Web API");
+        let addr = listener.local_addr().expect("local address");
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        FakeSlack {
+            shared,
+            addr,
+            http: reqwest::Client::new(),
+        }
+    }
+
+    /// The Web API base (`http://127.0.0.1:N/api`).
+    pub fn api_url(&self) -> String {
+        format!("http://{}/api", self.addr)
+    }
+
+    /// A [`Config`](crate::channel::Config) for HTTP mode against this fake.
+    pub fn http_config(&self) -> crate::channel::Config {
+        crate::channel::Config::http(BOT_TOKEN, self.shared.secret.clone())
+            .with_api_url(self.api_url())
+    }
+
+    /// A [`Config`](crate::channel::Config) for Socket Mode against this fake.
+    pub fn socket_config(&self) -> crate::channel::Config {
+        crate::channel::Config::socket(BOT_TOKEN, APP_TOKEN).with_api_url(self.api_url())
+    }
+
+    /// The crate's real client, pointed at this fake, with `token`.
+    pub fn client(&self, token: &str) -> SlackWebApi<Connector> {
+        SlackWebApi::new(
+            connector(Some(&self.api_url())).expect("a connector"),
+            token,
+        )
+    }
+
+    /// [`SlackQuestions`] over [`FakeSlack::client`] with [`BOT_TOKEN`].
+    pub fn questions(&self) -> SlackQuestions<SlackWebApi<Connector>> {
+        SlackQuestions::new(self.client(BOT_TOKEN))
+    }
+
+    /// A fresh `ts`: the fake's clock (its start time) plus one millisecond per `ts` handed out,
+    /// so every `ts` is later than the ones before, also at millisecond precision.
+    pub fn next_ts(&self) -> String {
+        next_ts(&self.shared)
+    }
+
+    /// Every Web API call so far.
+    pub fn all_calls(&self) -> Vec<Call> {
+        lock(&self.shared).calls.clone()
+    }
+
+    /// The calls of `method` so far.
+    pub fn calls(&self, method: &str) -> Vec<Call> {
+        lock(&self.shared)
+            .calls
+            .iter()
+            .filter(|c| c.method == method)
+            .cloned()
+            .collect()
+    }
+
+    /// How many Web API calls so far.
+    pub fn count(&self) -> usize {
+        lock(&self.shared).calls.len()
+    }
+
+    /// The limits calls broke so far (each also answered `invalid_blocks` or `msg_too_long`).
+    pub fn violations(&self) -> Vec<String> {
+        lock(&self.shared).violations.clone()
+    }
+
+    /// From now on, every Web API call but `auth.test` fails with `error` (`None`: they succeed).
+    pub fn fail_with(&self, error: Option<&str>) {
+        lock(&self.shared).fail = error.map(str::to_owned);
+    }
+
+    /// The message `channel:ts`, as it is now.
+    pub fn message(&self, id: &str) -> Option<Message> {
+        let (channel, ts) = split_id(id).ok()?;
+        lock(&self.shared)
+            .messages
+            .iter()
+            .find(|m| m.channel == channel && m.ts == ts)
+            .cloned()
+    }
+
+    /// The messages of the thread `channel:thread_ts` (its root first), in order.
+    pub fn thread_messages(&self, thread: &str) -> Vec<Message> {
+        let Ok((channel, root)) = split_id(thread) else {
+            return Vec::new();
+        };
+        lock(&self.shared)
+            .messages
+            .iter()
+            .filter(|m| {
+                m.channel == channel && (m.ts == root || m.thread_ts.as_deref() == Some(root))
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// The ephemeral messages shown so far.
+    pub fn ephemerals(&self) -> Vec<Ephemeral> {
+        lock(&self.shared).ephemerals.clone()
+    }
+
+    /// Records a message written by a person (as Slack stores it before delivering the event)
+    /// and returns it. `thread_ts` makes it a reply in that thread.
+    pub fn user_message(
+        &self,
+        channel: &str,
+        thread_ts: Option<&str>,
+        user: &str,
+        text: &str,
+    ) -> Message {
+        let m = Message {
+            channel: channel.to_owned(),
+            ts: self.next_ts(),
+            thread_ts: thread_ts.map(str::to_owned),
+            user: user.to_owned(),
+            bot: false,
+            text: text.to_owned(),
+            blocks: json!([]),
+        };
+        lock(&self.shared).messages.push(m.clone());
+        m
+    }
+
+    /// The `message` event of `m` (a channel message; `channel_type` as given).
+    pub fn message_event(&self, m: &Message, channel_type: &str) -> Value {
+        let mut e = json!({"type": "message", "channel": m.channel, "user": m.user,
+                           "text": m.text, "ts": m.ts, "event_ts": m.ts,
+                           "channel_type": channel_type, "team": TEAM});
+        if let Some(t) = &m.thread_ts {
+            e["thread_ts"] = json!(t);
+        }
+        e
+    }
+
+    /// The `app_mention` event of `m`.
+    pub fn mention_event(&self, m: &Message) -> Value {
+        let mut e = json!({"type": "app_mention", "channel": m.channel, "user": m.user,
+                           "text": m.text, "ts": m.ts, "event_ts": m.ts, "team": TEAM});
+        if let Some(t) = &m.thread_ts {
+            e["thread_ts"] = json!(t);
+        }
+        e
+    }
+
+    /// The Events API body Slack posts for `event` (`event_callback`), with a fresh `event_id`.
+    pub fn event_callback(&self, event: Value) -> Value {
+        let id = format!("Ev{:08}", self.shared.seq.fetch_add(1, Ordering::Relaxed));
+        self.event_callback_with_id(event, &id)
+    }
+
+    /// [`FakeSlack::event_callback`] with a given `event_id` (a retry carries the same one).
+    pub fn event_callback_with_id(&self, event: Value, event_id: &str) -> Value {
+        json!({
+            "token": "legacy-verification-token", "team_id": TEAM, "api_app_id": APP,
+            "type": "event_callback", "event_id": event_id,
+            "event_time": now_millis() / 1000, "event": event,
+            "event_context": format!("4-{event_id}"),
+            "authorizations": [{"enterprise_id": null, "team_id": TEAM, "user_id": BOT_USER,
+                                "is_bot": true, "is_enterprise_install": false}],
+            "is_ext_shared_channel": false
+        })
+    }
+
+    /// A fresh `trigger_id`.
+    pub fn trigger_id(&self) -> String {
+        let n = self.shared.seq.fetch_add(1, Ordering::Relaxed);
+        format!("{n}.{}.fake{n:x}", self.shared.base_secs)
+    }
+
+    /// The `block_actions` payload Slack sends when `user` uses `action` (an element of the
+    /// message's blocks, as [`FakeSlack::element`] finds it, plus what the person chose) on the
+    /// message `channel:message_ts` (which the fake need not know: a foreign message). `state` is
+    /// the message's input state (`state.values`); the message's blocks are included as Slack
+    /// does.
+    pub fn block_actions(
+        &self,
+        user: &str,
+        message: &str,
+        action: Value,
+        state: Value,
+        trigger_id: &str,
+    ) -> Value {
+        let (channel, ts) = split_id(message).unwrap_or(("C0UNKNOWN", message));
+        let known = self.message(message);
+        let thread_ts = known
+            .as_ref()
+            .and_then(|m| m.thread_ts.clone())
+            .unwrap_or_else(|| ts.to_owned());
+        let mut action = action;
+        action["action_ts"] = json!(format!("{}.{:06}", now_millis() / 1000, 1));
+        let msg = known.map(|m| m.json()).unwrap_or_else(
+            || json!({"type": "message", "ts": ts, "bot_id": BOT_ID, "text": "", "user": BOT_USER}),
+        );
+        json!({
+            "type": "block_actions",
+            "user": {"id": user, "username": user.to_lowercase(), "name": user.to_lowercase(),
+                     "team_id": TEAM},
+            "api_app_id": APP,
+            "token": "legacy-verification-token",
+            "container": {"type": "message", "message_ts": ts, "channel_id": channel,
+                          "is_ephemeral": false, "thread_ts": thread_ts},
+            "trigger_id": trigger_id,
+            "team": {"id": TEAM, "domain": "frogs"},
+            "enterprise": null,
+            "is_enterprise_install": false,
+            "channel": {"id": channel, "name": "ops"},
+            "message": msg,
+            "state": {"values": state},
+            "response_url": format!("https://hooks.slack.com/actions/{TEAM}/1/fake"),
+            "actions": [action]
+        })
+    }
+
+    /// The button labelled `label` on message `message` as Slack reports it in an action
+    /// (`type`, `block_id`, `action_id`, `text`, `value`, `style`).
+    pub fn element(&self, message: &str, label: &str) -> Option<Value> {
+        let m = self.message(message)?;
+        for block in m.blocks.as_array()? {
+            for e in block["elements"].as_array().into_iter().flatten() {
+                if e["type"] == "button" && e["text"]["text"] == label {
+                    let mut a = e.clone();
+                    a["block_id"] = block["block_id"].clone();
+                    return Some(a);
+                }
+            }
+        }
+        None
+    }
+
+    /// `user` clicking the button labelled `label` on message `message`: the `block_actions`
+    /// payload (with the message's input state).
+    pub fn click(&self, user: &str, message: &str, label: &str) -> Option<Value> {
+        let action = self.element(message, label)?;
+        let state = self
+            .message(message)
+            .map(|m| input_state(&m.blocks, &HashMap::new()))
+            .unwrap_or_else(|| json!({}));
+        Some(self.block_actions(user, message, action, state, &self.trigger_id()))
+    }
+
+    /// How many answer controls (buttons, select and checkbox options) message `id` shows.
+    pub fn controls(&self, id: &str) -> usize {
+        let Some(m) = self.message(id) else {
+            return 0;
+        };
+        let count = |e: &Value| match e["type"].as_str() {
+            Some("button") => 1,
+            Some(_) => e["options"].as_array().map_or(0, Vec::len),
+            None => 0,
+        };
+        m.blocks
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|b| {
+                b["elements"]
+                    .as_array()
+                    .filter(|_| b["type"] == "actions")
+                    .into_iter()
+                    .flatten()
+                    .map(count)
+                    .sum::<usize>()
+                    + b.get("accessory").map_or(0, count)
+            })
+            .sum()
+    }
+
+    /// Every text shown to `user`: ephemeral messages to them, and messages mentioning them.
+    pub fn notices(&self, user: &str) -> Vec<String> {
+        let mention = format!("<@{user}>");
+        let store = lock(&self.shared);
+        let mut out: Vec<String> = store
+            .ephemerals
+            .iter()
+            .filter(|e| e.user == user)
+            .map(|e| e.text.clone())
+            .collect();
+        out.extend(
+            store
+                .messages
+                .iter()
+                .filter(|m| m.bot && m.text.contains(&mention))
+                .map(|m| m.text.clone()),
+        );
+        out
+    }
+
+    /// The next Socket Mode connection an app opens (it has received `hello`).
+    pub async fn socket(&self) -> SocketConnection {
+        let mut rx = self.shared.connections.lock().await;
+        tokio::time::timeout(Duration::from_secs(20), rx.recv())
+            .await
+            .expect("the app connects to Socket Mode in time")
+            .expect("the fake's Socket Mode server runs")
+    }
+
+    /// Posts `body` to `url` signed as Slack does (`X-Slack-Signature`,
+    /// `X-Slack-Request-Timestamp`), with `X-Slack-Retry-Num` when `retry` is given.
+    pub async fn post_signed(
+        &self,
+        url: &str,
+        content_type: &str,
+        body: String,
+        sig: Signature,
+        retry: Option<u32>,
+    ) -> reqwest::Response {
+        let now = now_millis() / 1000;
+        let ts = match sig {
+            Signature::Stale => now - 6 * 60,
+            _ => now,
+        }
+        .to_string();
+        let secret = match sig {
+            Signature::Wrong => "not-the-signing-secret",
+            _ => &self.shared.secret,
+        };
+        let signature = sign(secret, &ts, body.as_bytes()).expect("a signature");
+        let mut req = self
+            .http
+            .post(url)
+            .header("content-type", content_type)
+            .header(TIMESTAMP_HEADER, ts)
+            .header(SIGNATURE_HEADER, signature)
+            .body(body);
+        if let Some(n) = retry {
+            req = req
+                .header(RETRY_HEADER, n.to_string())
+                .header("x-slack-retry-reason", "http_timeout");
+        }
+        req.send().await.expect("the app answers")
+    }
+
+    /// Posts an Events API body to the app at `base` (`http://host:port`), signed.
+    pub async fn post_event(
+        &self,
+        base: &str,
+        body: &Value,
+        sig: Signature,
+        retry: Option<u32>,
+    ) -> reqwest::Response {
+        self.post_signed(
+            &format!("{base}{EVENTS_PATH}"),
+            "application/json",
+            body.to_string(),
+            sig,
+            retry,
+        )
+        .await
+    }
+
+    /// Posts an interaction payload to the app at `base` as Slack does
+    /// (`payload=<urlencoded JSON>`), signed.
+    pub async fn post_interaction(
+        &self,
+        base: &str,
+        payload: &Value,
+        sig: Signature,
+        retry: Option<u32>,
+    ) -> reqwest::Response {
+        self.post_signed(
+            &format!("{base}{INTERACTIVITY_PATH}"),
+            "application/x-www-form-urlencoded",
+            form_from_payload(payload),
+            sig,
+            retry,
+        )
+        .await
+    }
+
+    /// The `ChannelQuestions` conformance harness over a new fake.
+    pub async fn harness() -> SlackHarness {
+        let fake = FakeSlack::start().await;
+        let hooks = fake.questions();
+        SlackHarness { fake, hooks }
+    }
+}
+
+fn next_ts(shared: &Shared) -> String {
+    let n = shared.seq.fetch_add(1, Ordering::Relaxed) + 1;
+    let micros = n * 1000;
+    format!(
+        "{}.{:06}",
+        shared.base_secs + (micros / 1_000_000) as i64,
+        micros % 1_000_000
+    )
+}
+
+/// The `state.values` of a message's inputs: each checkbox group and select with its initial
+/// options, unless `chosen` (by `action_id`) says what the person picked.
+fn input_state(blocks: &Value, chosen: &HashMap<String, Vec<Value>>) -> Value {
+    let mut values = Map::new();
+    for block in blocks.as_array().into_iter().flatten() {
+        let elements = block["elements"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .chain(block.get("accessory").cloned());
+        let mut inputs = Map::new();
+        for e in elements {
+            let Some(kind) = e["type"].as_str() else {
+                continue;
+            };
+            let id = e["action_id"].as_str().unwrap_or_default().to_owned();
+            let picked = chosen.get(&id).cloned();
+            match kind {
+                "checkboxes" | "multi_static_select" => {
+                    let opts = picked.unwrap_or_else(|| {
+                        e["initial_options"].as_array().cloned().unwrap_or_default()
+                    });
+                    inputs.insert(id, json!({"type": kind, "selected_options": opts}));
+                }
+                "static_select" | "radio_buttons" => {
+                    let opt = picked
+                        .and_then(|p| p.into_iter().next())
+                        .or_else(|| e.get("initial_option").cloned())
+                        .unwrap_or(Value::Null);
+                    inputs.insert(id, json!({"type": kind, "selected_option": opt}));
+                }
+                _ => {}
+            }
+        }
+        if !inputs.is_empty()
+            && let Some(b) = block["block_id"].as_str()
+        {
+            values.insert(b.to_owned(), Value::Object(inputs));
+        }
+    }
+    Value::Object(values)
+}
+
+// ---- the Web API ----------------------------------------------------------------------------
+
+fn args(query: HashMap<String, String>, body: &str) -> Value {
+    let mut v: Value = serde_json::from_str(body).unwrap_or_else(|_| {
+        Value::Object(
+            form_urlencoded::parse(body.as_bytes())
+                .map(|(k, v)| (k.into_owned(), Value::String(v.into_owned())))
+                .collect(),
+        )
+    });
+    if let Value::Object(o) = &mut v {
+        for (k, val) in query {
+            o.entry(k).or_insert(Value::String(val));
+        }
+    }
+    // Form-encoded blocks / views arrive as JSON strings.
+    for key in ["blocks", "view"] {
+        if let Some(s) = v.get(key).and_then(Value::as_str)
+            && let Ok(parsed) = serde_json::from_str::<Value>(s)
+        {
+            v[key] = parsed;
+        }
+    }
+    v
+}
+
+fn error(e: &str) -> Value {
+    json!({"ok": false, "error": e})
+}
+
+async fn api(
+    State(shared): State<Arc<Shared>>,
+    Path(method): Path<String>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: String,
+) -> axum::Json<Value> {
+    let query = form_urlencoded::parse(uri.query().unwrap_or_default().as_bytes())
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect();
+    let body = args(query, &body);
+    let auth = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let fail = {
+        let mut store = lock(&shared);
+        store.calls.push(Call {
+            method: method.clone(),
+            auth: auth.clone(),
+            body: body.clone(),
+        });
+        store.fail.clone()
+    };
+    if auth.is_empty() && method != "api.test" {
+        return axum::Json(error("not_authed"));
+    }
+    if let Some(e) = fail
+        && method != "auth.test"
+    {
+        return axum::Json(error(&e));
+    }
+    axum::Json(match method.as_str() {
+        "auth.test" => json!({
+            "ok": true, "url": "https://frogs.slack.com/", "team": "Frogs", "user": "frogbot",
+            "team_id": TEAM, "user_id": BOT_USER, "bot_id": BOT_ID, "is_enterprise_install": false
+        }),
+        "apps.connections.open" if auth.contains("xapp-") => {
+            json!({"ok": true, "url": shared.ws_url})
+        }
+        "apps.connections.open" => error("not_allowed_token_type"),
+        "chat.postMessage" => post_message(&shared, &body),
+        "chat.update" => update_message(&shared, &body),
+        "chat.postEphemeral" => post_ephemeral(&shared, &body),
+        "views.open" => open_view(&shared, &body),
+        "conversations.replies" => replies(&shared, &body),
+        _ => error("unknown_method"),
+    })
+}
+
+fn str_of<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    v.get(key).and_then(Value::as_str).filter(|s| !s.is_empty())
+}
+
+fn refuse(shared: &Shared, method: &str, errors: Vec<String>, code: &str) -> Value {
+    let mut store = lock(shared);
+    store
+        .violations
+        .extend(errors.iter().map(|e| format!("{method}: {e}")));
+    json!({"ok": false, "error": code, "errors": errors,
+           "response_metadata": {"messages": errors.iter().map(|e| format!("[ERROR] {e}")).collect::<Vec<_>>()}})
+}
+
+/// Checks a message's `text` and `blocks`; `Err` is the answer Slack gives.
+fn check_message(shared: &Shared, method: &str, body: &Value) -> Result<(), Value> {
+    let text = str_of(body, "text").unwrap_or_default();
+    let blocks = body.get("blocks").cloned().unwrap_or(Value::Null);
+    if text.is_empty() && blocks.as_array().is_none_or(Vec::is_empty) {
+        return Err(error("no_text"));
+    }
+    if text.chars().count() > limits::MESSAGE_TEXT {
+        return Err(refuse(
+            shared,
+            method,
+            vec![format!(
+                "text longer than {} characters",
+                limits::MESSAGE_TEXT
+            )],
+            "msg_too_long",
+        ));
+    }
+    let mut errors = Vec::new();
+    check_blocks(&blocks, limits::MESSAGE_BLOCKS, &mut errors);
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(refuse(shared, method, errors, "invalid_blocks"))
+    }
+}
+
+fn too_long(errors: &mut Vec<String>, v: &Value, max: usize, at: &str) {
+    if let Some(s) = v.as_str() {
+        let n = s.chars().count();
+        if n > max {
+            errors.push(format!(
+                "must be less than {} characters (was {n}) [json-pointer:{at}]",
+                max + 1
+            ));
+        } else if n == 0 {
+            errors.push(format!("must be at least 1 character [json-pointer:{at}]"));
+        }
+    }
+}
+
+fn too_many(errors: &mut Vec<String>, v: &Value, max: usize, at: &str) {
+    if let Some(a) = v.as_array()
+        && a.len() > max
+    {
+        errors.push(format!(
+            "must contain at most {max} items (was {}) [json-pointer:{at}]",
+            a.len()
+        ));
+    }
+}
+
+fn check_blocks(blocks: &Value, max: usize, errors: &mut Vec<String>) {
+    let Some(list) = blocks.as_array() else {
+        return;
+    };
+    too_many(errors, blocks, max, "/blocks");
+    for (i, b) in list.iter().enumerate() {
+        let at = format!("/blocks/{i}");
+        too_long(
+            errors,
+            &b["block_id"],
+            limits::ID,
+            &format!("{at}/block_id"),
+        );
+        match b["type"].as_str() {
+            Some("section") => {
+                too_long(
+                    errors,
+                    &b["text"]["text"],
+                    limits::SECTION_TEXT,
+                    &format!("{at}/text/text"),
+                );
+                too_many(
+                    errors,
+                    &b["fields"],
+                    limits::SECTION_FIELDS,
+                    &format!("{at}/fields"),
+                );
+                if let Some(a) = b.get("accessory") {
+                    check_element(a, &format!("{at}/accessory"), errors);
+                }
+            }
+            Some("actions") => {
+                too_many(
+                    errors,
+                    &b["elements"],
+                    limits::ACTIONS_ELEMENTS,
+                    &format!("{at}/elements"),
+                );
+                for (j, e) in b["elements"].as_array().into_iter().flatten().enumerate() {
+                    check_element(e, &format!("{at}/elements/{j}"), errors);
+                }
+            }
+            Some("context") => too_many(
+                errors,
+                &b["elements"],
+                limits::CONTEXT_ELEMENTS,
+                &format!("{at}/elements"),
+            ),
+            Some("input") => {
+                too_long(
+                    errors,
+                    &b["label"]["text"],
+                    limits::LABEL,
+                    &format!("{at}/label/text"),
+                );
+                check_element(&b["element"], &format!("{at}/element"), errors);
+            }
+            Some("header") => too_long(errors, &b["text"]["text"], 150, &format!("{at}/text/text")),
+            Some("divider" | "image" | "rich_text" | "file" | "video") => {}
+            other => errors.push(format!("unknown block type {other:?} [json-pointer:{at}]")),
+        }
+    }
+}
+
+fn check_option(o: &Value, at: &str, errors: &mut Vec<String>) {
+    too_long(
+        errors,
+        &o["text"]["text"],
+        limits::OPTION_TEXT,
+        &format!("{at}/text/text"),
+    );
+    too_long(
+        errors,
+        &o["value"],
+        limits::OPTION_VALUE,
+        &format!("{at}/value"),
+    );
+    too_long(
+        errors,
+        &o["description"]["text"],
+        limits::OPTION_DESCRIPTION,
+        &format!("{at}/description/text"),
+    );
+}
+
+fn check_element(e: &Value, at: &str, errors: &mut Vec<String>) {
+    too_long(
+        errors,
+        &e["action_id"],
+        limits::ID,
+        &format!("{at}/action_id"),
+    );
+    too_long(
+        errors,
+        &e["placeholder"]["text"],
+        limits::PLACEHOLDER,
+        &format!("{at}/placeholder/text"),
+    );
+    let options_max = match e["type"].as_str() {
+        Some("button") => {
+            too_long(
+                errors,
+                &e["text"]["text"],
+                limits::BUTTON_TEXT,
+                &format!("{at}/text/text"),
+            );
+            too_long(
+                errors,
+                &e["value"],
+                limits::BUTTON_VALUE,
+                &format!("{at}/value"),
+            );
+            return;
+        }
+        Some("checkboxes" | "radio_buttons") => limits::CHECKBOX_OPTIONS,
+        Some("static_select" | "multi_static_select" | "overflow") => limits::SELECT_OPTIONS,
+        Some(_) => return,
+        None => {
+            errors.push(format!("an element without a type [json-pointer:{at}]"));
+            return;
+        }
+    };
+    too_many(errors, &e["options"], options_max, &format!("{at}/options"));
+    for key in ["options", "initial_options"] {
+        for (k, o) in e[key].as_array().into_iter().flatten().enumerate() {
+            check_option(o, &format!("{at}/{key}/{k}"), errors);
+        }
+    }
+}
+
+/// Gives every block without a `block_id` one, as Slack does.
+fn with_block_ids(blocks: Value, ts: &str) -> Value {
+    let Value::Array(list) = blocks else {
+        return json!([]);
+    };
+    Value::Array(
+        list.into_iter()
+            .enumerate()
+            .map(|(i, mut b)| {
+                if b.get("block_id").is_none_or(Value::is_null) {
+                    b["block_id"] = json!(format!("b{i}-{}", ts.replace('.', "")));
+                }
+                b
+            })
+            .collect(),
+    )
+}
+
+fn post_message(shared: &Shared, body: &Value) -> Value {
+    let Some(channel) = str_of(body, "channel") else {
+        return error("channel_not_found");
+    };
+    if let Err(e) = check_message(shared, "chat.postMessage", body) {
+        return e;
+    }
+    let ts = next_ts(shared);
+    let m = Message {
+        channel: channel.to_owned(),
+        thread_ts: str_of(body, "thread_ts").map(str::to_owned),
+        user: BOT_USER.to_owned(),
+        bot: true,
+        text: str_of(body, "text").unwrap_or_default().to_owned(),
+        blocks: with_block_ids(body.get("blocks").cloned().unwrap_or(Value::Null), &ts),
+        ts,
+    };
+    let out = json!({"ok": true, "channel": m.channel, "ts": m.ts, "message": m.json()});
+    lock(shared).messages.push(m);
+    out
+}
+
+fn update_message(shared: &Shared, body: &Value) -> Value {
+    let (Some(channel), Some(ts)) = (str_of(body, "channel"), str_of(body, "ts")) else {
+        return error("message_not_found");
+    };
+    if let Err(e) = check_message(shared, "chat.update", body) {
+        return e;
+    }
+    let mut store = lock(shared);
+    let Some(m) = store
+        .messages
+        .iter_mut()
+        .find(|m| m.channel == channel && m.ts == ts)
+    else {
+        return error("message_not_found");
+    };
+    if !m.bot {
+        return error("cant_update_message");
+    }
+    m.text = str_of(body, "text").unwrap_or_default().to_owned();
+    m.blocks = with_block_ids(body.get("blocks").cloned().unwrap_or(Value::Null), ts);
+    json!({"ok": true, "channel": channel, "ts": ts, "text": m.text, "message": m.json()})
+}
+
+fn post_ephemeral(shared: &Shared, body: &Value) -> Value {
+    let (Some(channel), Some(user)) = (str_of(body, "channel"), str_of(body, "user")) else {
+        return error("user_not_in_channel");
+    };
+    if let Err(e) = check_message(shared, "chat.postEphemeral", body) {
+        return e;
+    }
+    let ts = next_ts(shared);
+    lock(shared).ephemerals.push(Ephemeral {
+        channel: channel.to_owned(),
+        user: user.to_owned(),
+        thread_ts: str_of(body, "thread_ts").map(str::to_owned),
+        text: str_of(body, "text").unwrap_or_default().to_owned(),
+    });
+    json!({"ok": true, "message_ts": ts})
+}
+
+fn open_view(shared: &Shared, body: &Value) -> Value {
+    if str_of(body, "trigger_id").is_none() {
+        return error("invalid_trigger_id");
+    }
+    let mut view = body["view"].clone();
+    let mut errors = Vec::new();
+    check_blocks(&view["blocks"], limits::MODAL_BLOCKS, &mut errors);
+    for key in ["title", "submit", "close"] {
+        too_long(
+            &mut errors,
+            &view[key]["text"],
+            limits::MODAL_TITLE,
+            &format!("/view/{key}/text"),
+        );
+    }
+    too_long(
+        &mut errors,
+        &view["private_metadata"],
+        limits::PRIVATE_METADATA,
+        "/view/private_metadata",
+    );
+    too_long(
+        &mut errors,
+        &view["callback_id"],
+        limits::ID,
+        "/view/callback_id",
+    );
+    if !errors.is_empty() {
+        return refuse(shared, "views.open", errors, "invalid_arguments");
+    }
+    let n = shared.seq.fetch_add(1, Ordering::Relaxed);
+    view["id"] = json!(format!("V{n:08}"));
+    view["team_id"] = json!(TEAM);
+    view["app_id"] = json!(APP);
+    view["bot_id"] = json!(BOT_ID);
+    view["hash"] = json!(format!("{}.fake{n}", shared.base_secs));
+    view["state"] = json!({"values": {}});
+    view["blocks"] = with_block_ids(view["blocks"].take(), &n.to_string());
+    json!({"ok": true, "view": view})
+}
+
+fn replies(shared: &Shared, body: &Value) -> Value {
+    let (Some(channel), Some(ts)) = (str_of(body, "channel"), str_of(body, "ts")) else {
+        return error("thread_not_found");
+    };
+    let store = lock(shared);
+    let messages: Vec<Value> = store
+        .messages
+        .iter()
+        .filter(|m| m.channel == channel && (m.ts == ts || m.thread_ts.as_deref() == Some(ts)))
+        .map(Message::json)
+        .collect();
+    if messages.is_empty() {
+        return error("thread_not_found");
+    }
+    json!({"ok": true, "messages": messages, "has_more": false})
+}
+
+// ---- Socket Mode ------------------------------------------------------------------------------
+
+/// One Socket Mode connection an app opened: envelopes to send it, acknowledgements it sent.
+#[derive(Debug)]
+pub struct SocketConnection {
+    send: mpsc::UnboundedSender<String>,
+    recv: mpsc::UnboundedReceiver<String>,
+    seq: u64,
+}
+
+impl SocketConnection {
+    /// Sends an envelope of `kind` (`events_api`, `interactive`, …) carrying `payload`; returns
+    /// its `envelope_id`.
+    pub fn send(&mut self, kind: &str, payload: Value) -> String {
+        self.seq += 1;
+        let id = format!("fake-envelope-{}", self.seq);
+        self.send_envelope(&id, kind, payload);
+        id
+    }
+
+    /// Sends an envelope with a given id.
+    pub fn send_envelope(&self, id: &str, kind: &str, payload: Value) {
+        self.send_frame(
+            json!({"envelope_id": id, "type": kind, "accepts_response_payload": kind != "events_api",
+                   "retry_attempt": 0, "retry_reason": "", "payload": payload})
+            .to_string(),
+        );
+    }
+
+    /// Sends a raw text frame (e.g. `{"type": "disconnect", …}`).
+    pub fn send_frame(&self, frame: String) {
+        let _ = self.send.send(frame);
+    }
+
+    /// The next frame the app sends (an acknowledgement `{"envelope_id": …}`), within 20 s.
+    pub async fn ack(&mut self) -> Value {
+        let frame = tokio::time::timeout(Duration::from_secs(20), self.recv.recv())
+            .await
+            .expect("an acknowledgement in time")
+            .expect("the socket is open");
+        serde_json::from_str(&frame).expect("an acknowledgement is JSON")
+    }
+}
+
+async fn ws_server(
+    listener: tokio::net::TcpListener,
+    conns: mpsc::UnboundedSender<SocketConnection>,
+) {
+    while let Ok((tcp, _)) = listener.accept().await {
+        let conns = conns.clone();
+        tokio::spawn(async move {
+            let Ok(ws) = tokio_tungstenite::accept_async(tcp).await else {
+                return;
+            };
+            let (mut sink, mut stream) = ws.split();
+            let (to_app, mut outbox) = mpsc::unbounded_channel::<String>();
+            let (from_app, inbox) = mpsc::unbounded_channel::<String>();
+            let hello = json!({
+                "type": "hello", "num_connections": 1,
+                "debug_info": {"host": "applink-fake", "approximate_connection_time": 18060},
+                "connection_info": {"app_id": APP}
+            });
+            if sink.send(WsMessage::text(hello.to_string())).await.is_err() {
+                return;
+            }
+            let _ = conns.send(SocketConnection {
+                send: to_app,
+                recv: inbox,
+                seq: 0,
+            });
+            loop {
+                tokio::select! {
+                    out = outbox.recv() => match out {
+                        Some(f) => if sink.send(WsMessage::text(f)).await.is_err() { return },
+                        None => return,
+                    },
+                    msg = stream.next() => match msg {
+                        Some(Ok(WsMessage::Text(t))) => { let _ = from_app.send(t.to_string()); }
+                        Some(Ok(WsMessage::Ping(p))) => { let _ = sink.send(WsMessage::Pong(p)).await; }
+                        Some(Ok(_)) => {}
+                        _ => return,
+                    },
+                }
+            }
+        });
+    }
+}
+
+// ---- the conformance harness -----------------------------------------------------------------
+
+/// The `ChannelQuestions` conformance [`Harness`] over a [`FakeSlack`]: the crate's
+/// [`SlackQuestions`] talking to the fake through its real client.
+#[derive(Debug)]
+pub struct SlackHarness {
+    /// The fake.
+    pub fake: FakeSlack,
+    hooks: SlackQuestions<SlackWebApi<Connector>>,
+}
+
+/// The conversation the harness's threads live in.
+const CONFORMANCE_CHANNEL: &str = "C0CONFORM";
+
+#[async_trait]
+impl Harness for SlackHarness {
+    fn hooks(&self) -> &dyn ChannelQuestions {
+        &self.hooks
+    }
+
+    async fn thread(&self) -> Thread {
+        let root = self.fake.user_message(
+            CONFORMANCE_CHANNEL,
+            None,
+            &frogbot_model::conformance::participant().id,
+            &format!("<@{BOT_USER}> ask me"),
+        );
+        let id = thread_id(CONFORMANCE_CHANNEL, &root.ts);
+        Thread {
+            chat_id: format!("chat-{id}"),
+            id,
+            platform: PLATFORM.into(),
+        }
+    }
+
+    fn limits(&self) -> Limits {
+        // Twelve questions of two blocks each stay under FrogBot's 25 blocks (Slack allows 50);
+        // a static select takes 100 options; Slack cuts nothing of a 75-character option text.
+        Limits {
+            questions: 12,
+            options: 100,
+            label: 75,
+        }
+    }
+
+    async fn choose(
+        &self,
+        _thread: &Thread,
+        call: &QuestionCall,
+        record: &QuestionRecord,
+        q: usize,
+        options: &[usize],
+        user: &PlatformUser,
+    ) -> Vec<Interaction> {
+        let Some(current) = record.current() else {
+            return Vec::new();
+        };
+        let Some(message) = self.fake.message(&current.id) else {
+            return Vec::new();
+        };
+        let Some(blocks) = message.blocks.as_array() else {
+            return Vec::new();
+        };
+        // Question `q` is drawn as its section and the `q`-th actions block after it.
+        let Some(at) = blocks
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| b["type"] == "actions")
+            .map(|(i, _)| i)
+            .nth(q)
+        else {
+            return Vec::new();
+        };
+        let actions = &blocks[at];
+        let section = at.checked_sub(1).map(|i| &blocks[i]);
+        let with_block = |e: &Value, block: &Value| {
+            let mut a = e.clone();
+            a["block_id"] = block["block_id"].clone();
+            a
+        };
+        let elements = actions["elements"].as_array().cloned().unwrap_or_default();
+        let multiple = call.input.questions.get(q).is_some_and(|x| x.multiple);
+        let (action, chosen) = if multiple {
+            // Checks (a checkbox group, or a multi-select beside the question), then Submit: the
+            // Submit click carries what is checked in the message's state, as Slack sends it.
+            let Some(group) = elements
+                .iter()
+                .find(|e| e["type"] == "checkboxes")
+                .or_else(|| section.and_then(|s| s.get("accessory")))
+            else {
+                return Vec::new();
+            };
+            let picked: Vec<Value> = options
+                .iter()
+                .filter_map(|&o| group["options"].get(o).cloned())
+                .collect();
+            let Some(submit) = elements.iter().find(|e| e["type"] == "button") else {
+                return Vec::new();
+            };
+            let id = group["action_id"].as_str().unwrap_or_default().to_owned();
+            (with_block(submit, actions), HashMap::from([(id, picked)]))
+        } else {
+            let &[o] = options else {
+                return Vec::new();
+            };
+            // Option buttons carry a value (Submit and "Other…" carry none); else a select.
+            let buttons: Vec<&Value> = elements
+                .iter()
+                .filter(|e| e["type"] == "button" && e.get("value").is_some())
+                .collect();
+            if let Some(b) = buttons.get(o) {
+                (with_block(b, actions), HashMap::new())
+            } else if let Some(select) = elements.iter().find(|e| e["type"] == "static_select") {
+                let Some(opt) = select["options"].get(o).cloned() else {
+                    return Vec::new();
+                };
+                let a = json!({
+                    "type": "static_select", "action_id": select["action_id"],
+                    "block_id": actions["block_id"], "selected_option": opt,
+                    "placeholder": select["placeholder"]
+                });
+                let id = select["action_id"].as_str().unwrap_or_default().to_owned();
+                (a, HashMap::from([(id, vec![opt])]))
+            } else {
+                return Vec::new();
+            }
+        };
+        let state = input_state(&message.blocks, &chosen);
+        let payload = self.fake.block_actions(
+            &user.id,
+            &current.id,
+            action,
+            state,
+            &self.fake.trigger_id(),
+        );
+        match interaction_from_payload(&payload) {
+            Ok(Some(i)) => vec![i],
+            _ => Vec::new(),
+        }
+    }
+
+    async fn reply(&self, thread: &Thread, text: &str, user: &PlatformUser) -> Interaction {
+        let (channel, root) = split_id(&thread.id).expect("a Slack thread id");
+        let m = self.fake.user_message(channel, Some(root), &user.id, text);
+        let body = self
+            .fake
+            .event_callback(self.fake.message_event(&m, "channel"));
+        let incoming = message_from_push_json(&body, BOT_USER)
+            .expect("a readable event")
+            .expect("a person's message");
+        Interaction::Message {
+            message: incoming.message,
+        }
+    }
+
+    async fn controls(&self, message_id: &str) -> usize {
+        self.fake.controls(message_id)
+    }
+
+    async fn notices(&self, user: &PlatformUser) -> Vec<String> {
+        self.fake.notices(&user.id)
+    }
+}

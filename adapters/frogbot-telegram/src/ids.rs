@@ -1,0 +1,155 @@
+//! The ids this adapter makes: the callback-data codec of question buttons
+//! (`q{revision}:{question}:{option}`, `q{revision}:{question}:d` for Done) and the message and
+//! thread ids FrogBot stores (`chat_id:message_id`; `chat_id` or `chat_id:thread_id` for a forum
+//! topic).
+
+use teloxide::types::{ChatId, Message, MessageId, ThreadId};
+
+use crate::Error;
+
+/// Telegram's limit on callback data, in bytes.
+pub const MAX_CALLBACK_DATA: usize = 64;
+
+/// What a button does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pick {
+    /// Selects (or, for `multiple`, toggles) option `n`.
+    Option(usize),
+    /// Finishes a `multiple` selection.
+    Done,
+}
+
+/// The callback token of a button: `q{revision}:{question}:{option}` or `q{revision}:{question}:d`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Token {
+    /// The record revision the keyboard was drawn for.
+    pub revision: u64,
+    /// Index into `input.questions`.
+    pub question: usize,
+    /// What the button does.
+    pub pick: Pick,
+}
+
+impl Token {
+    /// The callback data (at most 20 + 20 + 20 digits and three more bytes: always ≤ 64 bytes).
+    pub fn encode(&self) -> String {
+        match self.pick {
+            Pick::Option(o) => format!("q{}:{}:{o}", self.revision, self.question),
+            Pick::Done => format!("q{}:{}:d", self.revision, self.question),
+        }
+    }
+
+    /// Reads callback data; `None` when it is not a token of this adapter.
+    pub fn decode(data: &str) -> Option<Token> {
+        let rest = data.strip_prefix('q')?;
+        let mut parts = rest.split(':');
+        let revision = parts.next()?.parse().ok()?;
+        let question = parts.next()?.parse().ok()?;
+        let pick = match parts.next()? {
+            "d" => Pick::Done,
+            o => Pick::Option(o.parse().ok()?),
+        };
+        if parts.next().is_some() {
+            return None;
+        }
+        Some(Token {
+            revision,
+            question,
+            pick,
+        })
+    }
+
+    /// Reads an action as [`crate::convert::action`] split it (`action_id`, `value`).
+    pub fn from_action(action_id: &str, value: Option<&str>) -> Option<Token> {
+        match value {
+            Some(v) => Token::decode(&format!("{action_id}:{v}")),
+            None => Token::decode(action_id),
+        }
+    }
+}
+
+/// A message id: `chat_id:message_id`.
+pub fn message_id(chat: ChatId, id: MessageId) -> String {
+    format!("{}:{}", chat.0, id.0)
+}
+
+/// Splits a `chat_id:message_id` id.
+pub fn split_message_id(id: &str) -> Result<(ChatId, MessageId), Error> {
+    let bad = || Error::BadId(id.to_owned());
+    let (chat, msg) = id.split_once(':').ok_or_else(bad)?;
+    Ok((
+        ChatId(chat.parse().map_err(|_| bad())?),
+        MessageId(msg.parse().map_err(|_| bad())?),
+    ))
+}
+
+/// The thread id of a message: its chat, or `chat_id:thread_id` for a forum topic message.
+pub fn thread_id(message: &Message) -> String {
+    match message.thread_id {
+        Some(t) if message.is_topic_message => join_thread_id(message.chat.id, Some(t)),
+        _ => join_thread_id(message.chat.id, None),
+    }
+}
+
+/// A thread id from its chat and, for a forum topic, the topic.
+pub fn join_thread_id(chat: ChatId, topic: Option<ThreadId>) -> String {
+    match topic {
+        Some(t) => format!("{}:{}", chat.0, t.0.0),
+        None => chat.0.to_string(),
+    }
+}
+
+/// Splits a thread id into the chat and, for a forum topic, the topic.
+pub fn split_thread_id(id: &str) -> Result<(ChatId, Option<ThreadId>), Error> {
+    let bad = || Error::BadId(id.to_owned());
+    match id.split_once(':') {
+        None => Ok((ChatId(id.parse().map_err(|_| bad())?), None)),
+        Some((chat, topic)) => Ok((
+            ChatId(chat.parse().map_err(|_| bad())?),
+            Some(ThreadId(MessageId(topic.parse().map_err(|_| bad())?))),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn callback_data_fits_64_bytes_and_round_trips() {
+        let worst = Token {
+            revision: u64::MAX,
+            question: usize::MAX,
+            pick: Pick::Option(usize::MAX),
+        };
+        assert!(worst.encode().len() <= MAX_CALLBACK_DATA);
+        assert_eq!(Token::decode(&worst.encode()), Some(worst));
+        assert_eq!(Token::decode("q1:2:d").unwrap().pick, Pick::Done);
+        assert_eq!(Token::decode("x1:2:3"), None);
+        assert_eq!(Token::decode("q1:2:3:4"), None);
+        assert_eq!(
+            Token::from_action("q1:2", Some("3")),
+            Token::decode("q1:2:3")
+        );
+    }
+
+    #[test]
+    fn ids_round_trip() {
+        let id = message_id(ChatId(-100123), MessageId(42));
+        assert_eq!(id, "-100123:42");
+        assert_eq!(
+            split_message_id(&id).unwrap(),
+            (ChatId(-100123), MessageId(42))
+        );
+        assert!(split_message_id("x").is_err());
+        assert_eq!(split_thread_id("-5").unwrap(), (ChatId(-5), None));
+        assert_eq!(
+            split_thread_id("-5:7").unwrap(),
+            (ChatId(-5), Some(ThreadId(MessageId(7))))
+        );
+        assert_eq!(
+            join_thread_id(ChatId(-5), Some(ThreadId(MessageId(7)))),
+            "-5:7"
+        );
+    }
+}

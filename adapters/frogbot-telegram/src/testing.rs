@@ -1,0 +1,935 @@
+//! A fake Telegram Bot API for tests (feature `testing`), like matrix-sdk's `MatrixMockServer`:
+//! [`FakeBotApi`] is an HTTP server on 127.0.0.1 speaking the Bot API's shapes
+//! (`{"ok": true, "result": …}` / `{"ok": false, "error_code", "description"}`) for `getMe`,
+//! `getUpdates` (a long poll: held until an update is queued or `timeout` passes; `offset`
+//! confirms and forgets earlier updates), `setWebhook`, `deleteWebhook`, `sendMessage`,
+//! `editMessageText`, `editMessageReplyMarkup` and `answerCallbackQuery`. It keeps every message
+//! it knows (the bot's, with their current keyboards, and the users' it made), records every call
+//! with its arrival time, and refuses what Telegram refuses: texts of 0 or more than 4,096
+//! characters, callback data of 0 or more than 64 bytes, more than 100 buttons or 8 in a row,
+//! notices over 200 characters, an edit that changes nothing, a message that does not exist; a
+//! token it was told to refuse gets `401 Unauthorized`. The push side: [`FakeBotApi::push`] queues
+//! an update for `getUpdates`, [`post_update`] posts one to a bot's webhook with the secret token.
+//!
+//! Also here: builders of real update shapes ([`user`], [`private_chat`], [`group_chat`],
+//! [`text_update`], [`callback_update`]) and [`ConformanceHarness`], the `ChannelQuestions`
+//! conformance harness over the fake.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{FromRequest, Request, State};
+use axum::http::header::CONTENT_TYPE;
+use axum::http::{StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use frogbot_model::conformance::{Harness, Limits};
+use frogbot_model::{
+    ChannelQuestions, HookArgs, Interaction, ParseArgs, ParseResult, PlatformUser, QuestionCall,
+    QuestionRecord, RequestContext, Thread,
+};
+use serde_json::{Value, json};
+use teloxide::Bot;
+use tokio::sync::watch;
+
+use crate::convert::{interaction, parse_update};
+use crate::ids::{MAX_CALLBACK_DATA, split_message_id};
+use crate::render::{MAX_BUTTON_TEXT, MAX_BUTTONS, MAX_NOTICE, MAX_TEXT};
+use crate::{PLATFORM, TelegramQuestions};
+
+/// The bot's own user id.
+pub const BOT_ID: i64 = 999;
+/// The bot's username.
+pub const BOT_USERNAME: &str = "frogbot";
+/// The token [`FakeBotApi::bot`] uses.
+pub const TOKEN: &str = "123456:TEST-token";
+/// How long [`FakeBotApi::wait_for`] waits for a condition before failing.
+pub const WAIT: Duration = Duration::from_secs(20);
+/// The most buttons Telegram accepts in one row of an inline keyboard.
+pub const MAX_ROW: usize = 8;
+/// What Telegram answers an edit that changes nothing.
+pub const NOT_MODIFIED: &str = "Bad Request: message is not modified: specified new message \
+    content and reply markup are exactly the same as a current content and reply markup of the message";
+
+/// One recorded Bot API call.
+#[derive(Clone, Debug)]
+pub struct Call {
+    /// The method, lower case (`sendmessage`).
+    pub method: String,
+    /// Its parameters (the JSON body, or the fields of a multipart form).
+    pub body: Value,
+    /// The `result` the fake answered with (`None` for errors and `getUpdates`).
+    pub result: Option<Value>,
+    /// When it arrived.
+    pub at: Instant,
+}
+
+/// The webhook a bot registered (`setWebhook`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Webhook {
+    /// The public URL.
+    pub url: String,
+    /// The secret token Telegram sends in `X-Telegram-Bot-Api-Secret-Token`.
+    pub secret: Option<String>,
+}
+
+struct Inner {
+    calls: Mutex<Vec<Call>>,
+    /// Updates not yet confirmed by an `offset`.
+    pending: Mutex<Vec<Value>>,
+    /// update_id → when `getUpdates` first returned it.
+    served: Mutex<HashMap<i64, Instant>>,
+    /// Every message the fake knows, by message id (ids are unique across chats here).
+    messages: Mutex<HashMap<i64, Value>>,
+    /// Callback query id → the user who clicked.
+    queries: Mutex<HashMap<String, i64>>,
+    webhook: Mutex<Option<Webhook>>,
+    next_update: AtomicI64,
+    next_message: AtomicI64,
+    next_query: AtomicI64,
+    /// How many `sendMessage` calls carrying an inline keyboard still get a 429.
+    throttle_keyboard_sends: AtomicU32,
+    refuse_token: AtomicBool,
+    queued: watch::Sender<u64>,
+    recorded: watch::Sender<u64>,
+}
+
+/// The running fake Bot API (cheap to clone; the server runs until the runtime ends).
+#[derive(Clone)]
+pub struct FakeBotApi {
+    inner: Arc<Inner>,
+    /// Its base URL (`http://127.0.0.1:port/`), for `Bot::set_api_url` / `api_url`.
+    pub url: String,
+}
+
+impl std::fmt::Debug for FakeBotApi {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FakeBotApi")
+            .field("url", &self.url)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FakeBotApi {
+    /// Starts the fake on a free local port.
+    pub async fn start() -> FakeBotApi {
+        let inner = Arc::new(Inner {
+            calls: Mutex::default(),
+            pending: Mutex::default(),
+            served: Mutex::default(),
+            messages: Mutex::default(),
+            queries: Mutex::default(),
+            webhook: Mutex::default(),
+            next_update: AtomicI64::new(1),
+            next_message: AtomicI64::new(100),
+            next_query: AtomicI64::new(1),
+            throttle_keyboard_sends: AtomicU32::new(0),
+            refuse_token: AtomicBool::new(false),
+            queued: watch::channel(0).0,
+            recorded: watch::channel(0).0,
+        });
+        let app = Router::new().fallback(api).with_state(inner.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a free local port");
+        let addr = listener.local_addr().expect("a bound address");
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        FakeBotApi {
+            inner,
+            url: format!("http://{addr}/"),
+        }
+    }
+
+    /// The base URL, parsed.
+    pub fn api_url(&self) -> url::Url {
+        url::Url::parse(&self.url).expect("the fake's URL is valid")
+    }
+
+    /// A teloxide client pointed at the fake.
+    pub fn bot(&self) -> Bot {
+        Bot::new(TOKEN).set_api_url(self.api_url())
+    }
+
+    /// From now on every call gets `401 Unauthorized`, as Telegram answers a revoked token.
+    pub fn refuse_token(&self) {
+        self.inner.refuse_token.store(true, Ordering::SeqCst);
+    }
+
+    /// Queues an update (`{"message": …}` etc.) for `getUpdates`; its `update_id` is assigned
+    /// unless given. Returns the `update_id`.
+    pub fn push(&self, mut update: Value) -> i64 {
+        let id = match update["update_id"].as_i64() {
+            Some(id) => {
+                self.inner.next_update.fetch_max(id + 1, Ordering::SeqCst);
+                id
+            }
+            None => {
+                let id = self.inner.next_update.fetch_add(1, Ordering::SeqCst);
+                update["update_id"] = json!(id);
+                id
+            }
+        };
+        self.note_query(&update);
+        self.inner
+            .pending
+            .lock()
+            .expect("not poisoned")
+            .push(update);
+        self.inner.queued.send_modify(|n| *n += 1);
+        id
+    }
+
+    fn note_query(&self, update: &Value) {
+        let q = &update["callback_query"];
+        if let (Some(id), Some(from)) = (q["id"].as_str(), q["from"]["id"].as_i64()) {
+            self.inner
+                .queries
+                .lock()
+                .expect("not poisoned")
+                .insert(id.to_owned(), from);
+        }
+    }
+
+    /// A `callback_query` update: `from` clicked the button with `data` under message
+    /// `message_id` as the fake shows it now (the query id is made up and remembered).
+    pub fn click(&self, from: &Value, message_id: i64, data: &str) -> Value {
+        let n = self.inner.next_query.fetch_add(1, Ordering::SeqCst);
+        let update = callback_update(
+            &format!("fake-cbq-{n}"),
+            from.clone(),
+            self.sent(message_id),
+            data,
+        );
+        self.note_query(&update);
+        update
+    }
+
+    /// A message `from` writes in `chat` (replying to message `reply_to` when set), as a
+    /// `message` update; the fake keeps the message. Not queued: [`Self::push`] it, post it, or
+    /// convert it.
+    pub fn user_message(
+        &self,
+        chat: Value,
+        from: Value,
+        text: &str,
+        reply_to: Option<i64>,
+    ) -> Value {
+        let id = self.inner.next_message.fetch_add(1, Ordering::SeqCst);
+        let mut m = json!({
+            "message_id": id, "date": now(), "chat": chat, "from": from, "text": text
+        });
+        if let Some(r) = reply_to {
+            m["reply_to_message"] = self.sent(r);
+        }
+        self.inner
+            .messages
+            .lock()
+            .expect("not poisoned")
+            .insert(id, m.clone());
+        json!({"message": m})
+    }
+
+    /// Makes the next `n` `sendMessage` calls that carry an inline keyboard fail with `429`.
+    pub fn throttle_keyboard_sends(&self, n: u32) {
+        self.inner
+            .throttle_keyboard_sends
+            .store(n, Ordering::SeqCst);
+    }
+
+    /// Every call so far.
+    pub fn all_calls(&self) -> Vec<Call> {
+        self.inner.calls.lock().expect("not poisoned").clone()
+    }
+
+    /// The parameters of the calls of `method` (lower case).
+    pub fn calls(&self, method: &str) -> Vec<Value> {
+        self.inner
+            .calls
+            .lock()
+            .expect("not poisoned")
+            .iter()
+            .filter(|c| c.method == method)
+            .map(|c| c.body.clone())
+            .collect()
+    }
+
+    /// When `getUpdates` first returned update `id`.
+    pub fn served_at(&self, id: i64) -> Option<Instant> {
+        self.inner
+            .served
+            .lock()
+            .expect("not poisoned")
+            .get(&id)
+            .copied()
+    }
+
+    /// A message as the fake shows it now (text, keyboard); panics when it knows none.
+    pub fn sent(&self, message_id: i64) -> Value {
+        self.message(message_id)
+            .unwrap_or_else(|| panic!("the fake knows no message {message_id}"))
+    }
+
+    /// A message as the fake shows it now, if it knows it.
+    pub fn message(&self, message_id: i64) -> Option<Value> {
+        self.inner
+            .messages
+            .lock()
+            .expect("not poisoned")
+            .get(&message_id)
+            .cloned()
+    }
+
+    /// The webhook registered by the last `setWebhook` (`None` before, or after `deleteWebhook`).
+    pub fn webhook(&self) -> Option<Webhook> {
+        self.inner.webhook.lock().expect("not poisoned").clone()
+    }
+
+    /// How many buttons message `message_id` shows now.
+    pub fn buttons(&self, message_id: i64) -> usize {
+        self.message(message_id).map_or(0, |m| {
+            m["reply_markup"]["inline_keyboard"]
+                .as_array()
+                .map_or(0, |rows| {
+                    rows.iter().filter_map(Value::as_array).map(Vec::len).sum()
+                })
+        })
+    }
+
+    /// The latest message of the bot in `chat` asking for a reply (ForceReply) that no message
+    /// of the fake replies to yet: a Telegram client opens the reply to it.
+    pub fn open_force_reply(&self, chat: i64) -> Option<i64> {
+        let messages = self.inner.messages.lock().expect("not poisoned");
+        let answered: Vec<i64> = messages
+            .values()
+            .filter_map(|m| m["reply_to_message"]["message_id"].as_i64())
+            .collect();
+        messages
+            .iter()
+            .filter(|(id, m)| {
+                m["chat"]["id"] == chat
+                    && m["reply_markup"]["force_reply"] == true
+                    && !answered.contains(id)
+            })
+            .map(|(id, _)| *id)
+            .max()
+    }
+
+    /// Every text the bot showed user `user_id`: notices on their callback queries, and messages
+    /// replying to one of theirs or mentioning them.
+    pub fn notices(&self, user_id: i64) -> Vec<String> {
+        let queries = self.inner.queries.lock().expect("not poisoned").clone();
+        let messages = self.inner.messages.lock().expect("not poisoned").clone();
+        let authored = |id: Option<i64>| {
+            id.and_then(|id| messages.get(&id))
+                .is_some_and(|m| m["from"]["id"] == user_id)
+        };
+        self.all_calls()
+            .into_iter()
+            .filter(|c| c.result.is_some())
+            .filter_map(|c| match c.method.as_str() {
+                "answercallbackquery" => {
+                    let from = c.body["callback_query_id"]
+                        .as_str()
+                        .and_then(|q| queries.get(q));
+                    (from == Some(&user_id))
+                        .then(|| c.body["text"].as_str().map(str::to_owned))
+                        .flatten()
+                }
+                "sendmessage" => {
+                    let text = c.body["text"].as_str()?.to_owned();
+                    let replies = authored(c.body["reply_parameters"]["message_id"].as_i64());
+                    let mentions = c.body["entities"]
+                        .as_array()
+                        .is_some_and(|e| e.iter().any(|e| e["user"]["id"] == user_id));
+                    (replies || mentions).then_some(text)
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Waits until `ready` holds over the recorded calls (failing after [`WAIT`]); returns what
+    /// `ready` returned.
+    pub async fn wait_for<T>(&self, what: &str, ready: impl Fn(&[Call]) -> Option<T>) -> T {
+        let mut rx = self.inner.recorded.subscribe();
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            if let Some(v) = ready(&self.inner.calls.lock().expect("not poisoned")) {
+                return v;
+            }
+            if tokio::time::timeout_at(deadline, rx.changed())
+                .await
+                .is_err()
+            {
+                let calls: Vec<_> = self
+                    .all_calls()
+                    .into_iter()
+                    .map(|c| (c.method, c.body))
+                    .collect();
+                panic!("timed out waiting for {what}; calls: {calls:#?}");
+            }
+        }
+    }
+
+    /// Waits for the `n`-th (1-based) call of `method` and returns its parameters.
+    pub async fn nth(&self, method: &str, n: usize) -> Value {
+        self.wait_for(&format!("{method} #{n}"), |calls| {
+            calls
+                .iter()
+                .filter(|c| c.method == method)
+                .nth(n - 1)
+                .map(|c| c.body.clone())
+        })
+        .await
+    }
+}
+
+/// Posts `body` to a bot's webhook at `url` as Telegram does (JSON, with the secret token header
+/// when given); the future gives the HTTP status.
+pub fn post_update(
+    url: &str,
+    secret: Option<&str>,
+    body: &str,
+) -> impl Future<Output = u16> + Send + use<> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut req = reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .body(body.to_owned());
+    if let Some(s) = secret {
+        req = req.header("x-telegram-bot-api-secret-token", s);
+    }
+    let url = url.to_owned();
+    async move {
+        req.send()
+            .await
+            .map(|r| r.status().as_u16())
+            .unwrap_or_else(|e| panic!("posting to the webhook {url} failed: {e}"))
+    }
+}
+
+fn now() -> i64 {
+    chrono::Utc::now().timestamp()
+}
+
+/// A user.
+pub fn user(id: i64, name: &str) -> Value {
+    json!({"id": id, "is_bot": false, "first_name": name, "username": name.to_lowercase()})
+}
+
+/// A private chat with user `id`.
+pub fn private_chat(id: i64, name: &str) -> Value {
+    json!({"id": id, "type": "private", "first_name": name})
+}
+
+/// A supergroup (a forum when `forum`).
+pub fn group_chat(id: i64, forum: bool) -> Value {
+    json!({"id": id, "type": "supergroup", "title": "Ops", "is_forum": forum})
+}
+
+/// A `message` update with text from `from` in `chat`.
+pub fn text_update(message_id: i64, chat: Value, from: Value, text: &str) -> Value {
+    json!({"message": {
+        "message_id": message_id, "date": 1_767_225_600, "chat": chat, "from": from, "text": text
+    }})
+}
+
+/// A `callback_query` update: `from` pressed the button with `data` on the bot's `message`.
+pub fn callback_update(query_id: &str, from: Value, message: Value, data: &str) -> Value {
+    json!({"callback_query": {
+        "id": query_id, "from": from, "message": message,
+        "chat_instance": "-4242", "data": data
+    }})
+}
+
+fn bot_user() -> Value {
+    json!({"id": BOT_ID, "is_bot": true, "first_name": "FrogBot", "username": BOT_USERNAME})
+}
+
+fn chat_of(id: &Value) -> Value {
+    match id.as_i64() {
+        Some(n) if n > 0 => private_chat(n, "Someone"),
+        _ => group_chat(id.as_i64().unwrap_or(0), true),
+    }
+}
+
+fn ok(result: Value) -> Response {
+    axum::Json(json!({"ok": true, "result": result})).into_response()
+}
+
+fn error(status: StatusCode, description: &str, parameters: Option<Value>) -> Response {
+    let mut body = json!({"ok": false, "error_code": status.as_u16(), "description": description});
+    if let Some(p) = parameters {
+        body["parameters"] = p;
+    }
+    (status, axum::Json(body)).into_response()
+}
+
+/// The request's parameters: its JSON body, or the fields of a multipart form (teloxide sends
+/// `setWebhook` as one) as a JSON object of strings.
+async fn params(req: Request) -> Value {
+    let content_type = req
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let body = Bytes::from_request(req, &()).await.unwrap_or_default();
+    if content_type.starts_with("multipart/form-data") {
+        let Ok(boundary) = multer::parse_boundary(&content_type) else {
+            return Value::Null;
+        };
+        let stream = futures::stream::once(async move { Ok::<_, std::io::Error>(body) });
+        let mut form = multer::Multipart::new(stream, boundary);
+        let mut out = serde_json::Map::new();
+        while let Ok(Some(field)) = form.next_field().await {
+            let name = field.name().unwrap_or_default().to_owned();
+            let text = field.text().await.unwrap_or_default();
+            out.insert(name, Value::String(text));
+        }
+        return Value::Object(out);
+    }
+    serde_json::from_slice(&body).unwrap_or(Value::Null)
+}
+
+async fn api(State(fake): State<Arc<Inner>>, uri: Uri, req: Request) -> Response {
+    let method = uri
+        .path()
+        .rsplit('/')
+        .next()
+        .unwrap_or_default()
+        .to_lowercase();
+    let body = params(req).await;
+    let at = Instant::now();
+    if fake.refuse_token.load(Ordering::SeqCst) {
+        record(&fake, &method, &body, None, at);
+        return error(StatusCode::UNAUTHORIZED, "Unauthorized", None);
+    }
+    if method == "getupdates" {
+        record(&fake, &method, &body, None, at);
+        return get_updates(&fake, &body).await;
+    }
+    let (response, result) = respond(&fake, &method, &body);
+    record(&fake, &method, &body, result, at);
+    response
+}
+
+fn record(fake: &Inner, method: &str, body: &Value, result: Option<Value>, at: Instant) {
+    fake.calls.lock().expect("not poisoned").push(Call {
+        method: method.to_owned(),
+        body: body.clone(),
+        result,
+        at,
+    });
+    fake.recorded.send_modify(|n| *n += 1);
+}
+
+/// Why Telegram would refuse `text` as a message text.
+fn refuse_text(text: &Value) -> Option<&'static str> {
+    let text = text.as_str().unwrap_or_default();
+    if text.trim().is_empty() {
+        Some("Bad Request: message text is empty")
+    } else if text.chars().count() > MAX_TEXT {
+        Some("Bad Request: message is too long")
+    } else {
+        None
+    }
+}
+
+/// Why Telegram would refuse `markup` (an inline keyboard; other markups pass).
+fn refuse_markup(markup: &Value) -> Option<&'static str> {
+    let rows = markup.get("inline_keyboard")?;
+    let Some(rows) = rows.as_array() else {
+        return Some(
+            "Bad Request: can't parse inline keyboard button: field \"inline_keyboard\" must be an Array",
+        );
+    };
+    let buttons: Vec<&Value> = rows.iter().filter_map(Value::as_array).flatten().collect();
+    if buttons.len() > MAX_BUTTONS {
+        return Some("Bad Request: reply markup is too long");
+    }
+    if rows
+        .iter()
+        .any(|r| r.as_array().is_some_and(|r| r.len() > MAX_ROW))
+    {
+        return Some("Bad Request: too many buttons in a row");
+    }
+    for b in buttons {
+        let text = b["text"].as_str().unwrap_or_default();
+        if text.is_empty() || text.chars().count() > MAX_BUTTON_TEXT {
+            return Some("Bad Request: BUTTON_TEXT_INVALID");
+        }
+        if let Some(data) = b.get("callback_data") {
+            let len = data.as_str().map_or(0, str::len);
+            if !(1..=MAX_CALLBACK_DATA).contains(&len) {
+                return Some("Bad Request: BUTTON_DATA_INVALID");
+            }
+        }
+    }
+    None
+}
+
+fn respond(fake: &Inner, method: &str, body: &Value) -> (Response, Option<Value>) {
+    let ok = |result: Value| (ok(result.clone()), Some(result));
+    let bad = |description: &str| (error(StatusCode::BAD_REQUEST, description, None), None);
+    match method {
+        "getme" => ok(json!({
+            "id": BOT_ID, "is_bot": true, "first_name": "FrogBot", "username": BOT_USERNAME,
+            "can_join_groups": true, "can_read_all_group_messages": false,
+            "supports_inline_queries": false, "can_connect_to_business": false,
+            "has_main_web_app": false
+        })),
+        "setwebhook" => {
+            let url = body["url"].as_str().unwrap_or_default();
+            if !url.starts_with("https://") {
+                return bad("Bad Request: bad webhook: An HTTPS URL must be provided for webhook");
+            }
+            *fake.webhook.lock().expect("not poisoned") = Some(Webhook {
+                url: url.to_owned(),
+                secret: body["secret_token"].as_str().map(str::to_owned),
+            });
+            ok(json!(true))
+        }
+        "deletewebhook" => {
+            *fake.webhook.lock().expect("not poisoned") = None;
+            ok(json!(true))
+        }
+        "answercallbackquery" => {
+            let text = body["text"].as_str().unwrap_or_default();
+            if text.chars().count() > MAX_NOTICE {
+                return bad("Bad Request: MESSAGE_TOO_LONG");
+            }
+            ok(json!(true))
+        }
+        "sendmessage" => {
+            if let Some(why) =
+                refuse_text(&body["text"]).or_else(|| refuse_markup(&body["reply_markup"]))
+            {
+                return bad(why);
+            }
+            let has_keyboard = body["reply_markup"]["inline_keyboard"].is_array();
+            let throttled = has_keyboard
+                && fake
+                    .throttle_keyboard_sends
+                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                    .is_ok();
+            if throttled {
+                return (
+                    error(
+                        StatusCode::TOO_MANY_REQUESTS,
+                        "Too Many Requests: retry after 1",
+                        Some(json!({"retry_after": 1})),
+                    ),
+                    None,
+                );
+            }
+            let id = fake.next_message.fetch_add(1, Ordering::SeqCst);
+            let mut m = json!({
+                "message_id": id, "date": now(), "chat": chat_of(&body["chat_id"]),
+                "from": bot_user(), "text": body["text"]
+            });
+            if let Some(t) = body["message_thread_id"].as_i64() {
+                m["message_thread_id"] = json!(t);
+                m["is_topic_message"] = json!(true);
+            }
+            if !body["reply_markup"].is_null() {
+                m["reply_markup"] = body["reply_markup"].clone();
+            }
+            let mut messages = fake.messages.lock().expect("not poisoned");
+            if let Some(r) = body["reply_parameters"]["message_id"].as_i64()
+                && let Some(original) = messages.get(&r)
+            {
+                m["reply_to_message"] = original.clone();
+            }
+            messages.insert(id, m.clone());
+            // What a client shows: ForceReply is no keyboard of the message.
+            let mut shown = m.clone();
+            if shown["reply_markup"]["inline_keyboard"].is_null()
+                && let Some(o) = shown.as_object_mut()
+            {
+                o.remove("reply_markup");
+            }
+            ok(shown)
+        }
+        "editmessagetext" | "editmessagereplymarkup" => {
+            if method == "editmessagetext"
+                && let Some(why) = refuse_text(&body["text"])
+            {
+                return bad(why);
+            }
+            if let Some(why) = refuse_markup(&body["reply_markup"]) {
+                return bad(why);
+            }
+            let id = body["message_id"].as_i64().unwrap_or(0);
+            let mut messages = fake.messages.lock().expect("not poisoned");
+            let Some(m) = messages
+                .get_mut(&id)
+                .filter(|m| m["chat"]["id"] == body["chat_id"] && m["from"]["id"] == BOT_ID)
+            else {
+                return bad("Bad Request: message to edit not found");
+            };
+            let mut edited = m.clone();
+            if let Some(t) = body.get("text") {
+                edited["text"] = t.clone();
+            }
+            match body.get("reply_markup") {
+                Some(k)
+                    if k["inline_keyboard"]
+                        .as_array()
+                        .is_some_and(|r| !r.is_empty()) =>
+                {
+                    edited["reply_markup"] = k.clone();
+                }
+                _ => {
+                    if let Some(o) = edited.as_object_mut() {
+                        o.remove("reply_markup");
+                    }
+                }
+            }
+            if edited == *m {
+                return bad(NOT_MODIFIED);
+            }
+            *m = edited.clone();
+            ok(edited)
+        }
+        _ => (error(StatusCode::NOT_FOUND, "Not Found", None), None),
+    }
+}
+
+async fn get_updates(fake: &Inner, body: &Value) -> Response {
+    let offset = body["offset"].as_i64().unwrap_or(0);
+    let limit = body["limit"].as_u64().unwrap_or(100).clamp(1, 100) as usize;
+    let timeout = Duration::from_secs(body["timeout"].as_u64().unwrap_or(0));
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut rx = fake.queued.subscribe();
+    loop {
+        let batch: Vec<Value> = {
+            let mut pending = fake.pending.lock().expect("not poisoned");
+            // An offset confirms every update before it: they are forgotten.
+            pending.retain(|u| u["update_id"].as_i64().unwrap_or(0) >= offset);
+            pending.iter().take(limit).cloned().collect()
+        };
+        if !batch.is_empty() {
+            let now = Instant::now();
+            let mut served = fake.served.lock().expect("not poisoned");
+            for u in &batch {
+                served
+                    .entry(u["update_id"].as_i64().unwrap_or(0))
+                    .or_insert(now);
+            }
+            return ok(Value::Array(batch));
+        }
+        if tokio::time::timeout_at(deadline, rx.changed())
+            .await
+            .is_err()
+        {
+            return ok(json!([]));
+        }
+    }
+}
+
+/// The `ChannelQuestions` conformance harness over [`FakeBotApi`]: the hooks under test are
+/// [`TelegramQuestions`] over teloxide's `Bot` pointed at the fake; every interaction is a real
+/// update shape (built from what the fake shows) read back through [`crate::convert`].
+#[derive(Debug)]
+pub struct ConformanceHarness {
+    /// The fake the hooks talk to.
+    pub fake: FakeBotApi,
+    hooks: TelegramQuestions<Bot>,
+    /// FrogBot participant id → Telegram user id.
+    users: Mutex<HashMap<String, i64>>,
+    next_thread: AtomicI64,
+}
+
+impl ConformanceHarness {
+    /// A harness over a fresh fake.
+    pub async fn start() -> Self {
+        let fake = FakeBotApi::start().await;
+        let hooks = TelegramQuestions::new(fake.bot());
+        Self {
+            fake,
+            hooks,
+            users: Mutex::default(),
+            next_thread: AtomicI64::new(1),
+        }
+    }
+
+    /// The Telegram user id standing for `user` (numeric ids are used as they are).
+    fn user_id(&self, user: &PlatformUser) -> i64 {
+        if let Ok(id) = user.id.parse() {
+            return id;
+        }
+        let mut users = self.users.lock().expect("not poisoned");
+        let next = 4_200 + users.len() as i64;
+        *users.entry(user.id.clone()).or_insert(next)
+    }
+
+    fn user_json(&self, user: &PlatformUser) -> Value {
+        json!({
+            "id": self.user_id(user), "is_bot": user.is_bot,
+            "first_name": user.name.clone().unwrap_or_else(|| "Someone".into())
+        })
+    }
+
+    /// The message of question `q` that shows its keyboard.
+    fn keyboard_message(&self, record: &QuestionRecord, q: usize) -> Option<i64> {
+        record
+            .messages
+            .iter()
+            .filter(|m| m.question == Some(q))
+            .filter_map(|m| split_message_id(&m.id).ok())
+            .map(|(_, id)| i64::from(id.0))
+            .find(|&id| self.fake.buttons(id) > 0)
+    }
+
+    /// The click on the `index`-th button of message `id` (or the button with text `text`).
+    fn click(&self, user: &PlatformUser, id: i64, button: Button<'_>) -> Interaction {
+        let message = self.fake.sent(id);
+        let buttons: Vec<Value> = message["reply_markup"]["inline_keyboard"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_array)
+            .flatten()
+            .cloned()
+            .collect();
+        let found = match button {
+            Button::Nth(n) => buttons.get(n),
+            Button::Text(t) => buttons.iter().find(|b| b["text"] == t),
+        }
+        .unwrap_or_else(|| panic!("message {id} shows no such button: {message}"));
+        let data = found["callback_data"].as_str().expect("a callback button");
+        let update = self
+            .fake
+            .push_free(self.fake.click(&self.user_json(user), id, data));
+        let update = parse_update(update.to_string().as_bytes()).expect("a readable update");
+        interaction(&update)
+            .expect("a usable callback query")
+            .expect("an interaction")
+    }
+}
+
+enum Button<'a> {
+    Nth(usize),
+    Text(&'a str),
+}
+
+impl FakeBotApi {
+    /// Gives `update` an `update_id` without queueing it.
+    fn push_free(&self, mut update: Value) -> Value {
+        update["update_id"] = json!(self.inner.next_update.fetch_add(1, Ordering::SeqCst));
+        update
+    }
+}
+
+#[async_trait]
+impl Harness for ConformanceHarness {
+    fn hooks(&self) -> &dyn ChannelQuestions {
+        &self.hooks
+    }
+
+    async fn thread(&self) -> Thread {
+        // A private chat with the participant is where a person answers the bot; each thread of
+        // the suite gets its own FrogBot chat.
+        let n = self.next_thread.fetch_add(1, Ordering::SeqCst);
+        let chat = self.user_id(&frogbot_model::conformance::participant());
+        Thread {
+            id: chat.to_string(),
+            platform: PLATFORM.into(),
+            chat_id: format!("conformance-{n}"),
+        }
+    }
+
+    fn limits(&self) -> Limits {
+        // One message per question (no limit but patience), a keyboard of at most 100 buttons
+        // (one is Done on a `multiple` question), button texts cut to 64 characters.
+        Limits {
+            questions: 10,
+            options: MAX_BUTTONS - 1,
+            label: MAX_BUTTON_TEXT,
+        }
+    }
+
+    async fn choose(
+        &self,
+        thread: &Thread,
+        call: &QuestionCall,
+        record: &QuestionRecord,
+        q: usize,
+        options: &[usize],
+        user: &PlatformUser,
+    ) -> Vec<Interaction> {
+        let Some(id) = self.keyboard_message(record, q) else {
+            return Vec::new();
+        };
+        if !call.input.questions[q].multiple {
+            return options
+                .iter()
+                .map(|&o| self.click(user, id, Button::Nth(o)))
+                .collect();
+        }
+        // Each check redraws the keyboard (a new revision in its callback data) before the person
+        // presses the next button: play the engine's part on a copy of the record so every click
+        // is read off the keyboard the fake shows at that moment.
+        let mut record = record.clone();
+        let req = RequestContext::default();
+        let mut clicks = Vec::new();
+        for &o in options {
+            let click = self.click(user, id, Button::Nth(o));
+            let result = self.hooks.parse(ParseArgs {
+                call,
+                interaction: &click,
+                question: &record,
+                settled: false,
+            });
+            if let ParseResult::Partial { state } = result {
+                if state.is_some() {
+                    record.state = state;
+                }
+                record.revision += 1;
+                let args = HookArgs {
+                    call,
+                    question: &record,
+                    req: &req,
+                    thread,
+                };
+                self.hooks
+                    .updated(args, Some(&click))
+                    .await
+                    .unwrap_or_else(|e| panic!("updated failed: {e}"));
+            }
+            clicks.push(click);
+        }
+        clicks.push(self.click(user, id, Button::Text("Done")));
+        clicks
+    }
+
+    async fn reply(&self, thread: &Thread, text: &str, user: &PlatformUser) -> Interaction {
+        let chat: i64 = thread.id.parse().expect("a private chat's thread id");
+        let from = self.user_json(user);
+        // A client shows an open ForceReply prompt's reply field: the message replies to it.
+        let reply_to = self.fake.open_force_reply(chat);
+        let chat_json = private_chat(chat, from["first_name"].as_str().unwrap_or("Someone"));
+        let update = self
+            .fake
+            .push_free(self.fake.user_message(chat_json, from, text, reply_to));
+        let update = parse_update(update.to_string().as_bytes()).expect("a readable update");
+        interaction(&update)
+            .expect("a usable message")
+            .expect("an interaction")
+    }
+
+    async fn controls(&self, message_id: &str) -> usize {
+        split_message_id(message_id).map_or(0, |(_, id)| self.fake.buttons(i64::from(id.0)))
+    }
+
+    async fn notices(&self, user: &PlatformUser) -> Vec<String> {
+        self.fake.notices(self.user_id(user))
+    }
+}

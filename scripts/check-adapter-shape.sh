@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Every adapter crate has the same modules with the same roles (ARCHITECTURE.md, "Adapters"):
+# the same source files, the same features, no `#[path]` includes. Run by .ci/run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+expected="src/channel/mod.rs
+src/channel/outbox.rs
+src/channel/receive.rs
+src/client.rs
+src/convert.rs
+src/ids.rs
+src/lib.rs
+src/questions.rs
+src/render.rs
+src/testing.rs"
+
+status=0
+for dir in adapters/*/; do
+    [ -f "$dir/Cargo.toml" ] || continue
+    got=$(cd "$dir" && find src -name '*.rs' | LC_ALL=C sort)
+    if [ "$got" != "$expected" ]; then
+        echo "$dir: the source files differ from the adapter shape:" >&2
+        diff <(echo "$expected") <(echo "$got") >&2 || true
+        status=1
+    fi
+    for feature in engine testing; do
+        if ! grep -Eq "^$feature = " "$dir/Cargo.toml"; then
+            echo "$dir: no \`$feature\` feature" >&2
+            status=1
+        fi
+    done
+    if grep -q '^frogbot-core = { workspace = true }$\|^frogbot-core.workspace = true$' "$dir/Cargo.toml"; then
+        echo "$dir: frogbot-core must be optional (only under \`engine\`)" >&2
+        status=1
+    fi
+done
+if grep -rn --include='*.rs' '#\[path' crates adapters examples tests; then
+    echo "no #[path] includes: share code through a crate (e.g. an adapter's \`testing\` module)" >&2
+    status=1
+fi
+[ "$status" = 0 ] && echo "adapters: $(ls -d adapters/*/ | wc -l) crates, one module list, no #[path] includes"
+exit "$status"
