@@ -23,7 +23,7 @@ use frogbot_discord::endpoint::EndpointVerifier;
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
-use super::{Secret, Adapter, access, env_secret, identity, parse_table};
+use super::{Adapter, Secret, access, env_secret, identity, parse_table};
 use crate::config::ConfigError;
 
 /// The keys of `[channels.discord]`.

@@ -15,8 +15,8 @@ pub mod telegram;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use frogbot_core::agent::{AllowAll, AllowList};
 pub use frogbot_core::agent::Adapter;
+use frogbot_core::agent::{AllowAll, AllowList};
 use frogbot_core::model::MappedIdentity;
 
 use crate::config::ConfigError;

@@ -20,7 +20,7 @@ use frogbot_slack::channel::{Mode, SlackChannel, SlackChannelConfig};
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
-use super::{Secret, Adapter, access, env_secret, identity, parse_table};
+use super::{Adapter, Secret, access, env_secret, identity, parse_table};
 use crate::config::ConfigError;
 
 const NAME: &str = "slack";

@@ -26,7 +26,7 @@ use frogbot_telegram::channel::{
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
-use super::{Secret, Adapter, access, env_secret, identity, parse_table};
+use super::{Adapter, Secret, access, env_secret, identity, parse_table};
 use crate::config::ConfigError;
 
 /// How updates arrive.
