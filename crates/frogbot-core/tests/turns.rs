@@ -5,8 +5,7 @@ use std::sync::Arc;
 
 use frogbot_core::agent::scripted::{ScriptEvent, ScriptedModel, call, reply};
 use frogbot_core::agent::{
-    Engine, EngineConfig, ModelMessage, ModelOffer, ModelRequest, SendMessage, Sent, Settle,
-    TurnHandle, tool_fn,
+    Engine, EngineConfig, ModelMessage, ModelOffer, ModelRequest, SendMessage, Settle, tool_fn,
 };
 use frogbot_core::model::{
     ChatId, Delivery, MessagePart, QuestionAnswer, QuestionOutput, Role, ToolState, TurnState,
