@@ -11,9 +11,10 @@ use frogbot_core::model::{
     Delivery, QuestionOutcome, Role, ToolState, TurnState, UserId, now_millis,
 };
 use frogbot_core::store::LeaseInfo;
-use frogbot_e2e::{
-    AWAITING, CrashChild, PARTIAL_TEXT, QUESTION_CALL, STEP_STARTED, TestModel, answer, backends,
-    chat, msg, queued, started, test_engine, texts, wait_quiet,
+use frogbot_e2e::{AWAITING, CrashChild, PARTIAL_TEXT, STEP_STARTED};
+use frogbot_testkit::{
+    QUESTION_CALL, TestModel, answer, backends, chat, msg, queued, started, test_engine, texts,
+    wait_quiet,
 };
 
 const CHILD: &str = env!("CARGO_BIN_EXE_frogbot-crash-child");
@@ -237,7 +238,7 @@ async fn killed_while_awaiting_keeps_the_question_which_can_be_answered(url: &st
     let again = engine
         .settle(&c, QUESTION_CALL, Settle::Answer(answer("no")), None)
         .await;
-    assert!(matches!(again, Err(Error::Stale(_))), "{again:?}");
+    assert!(matches!(again, Err(Error::Stale { .. })), "{again:?}");
 }
 
 backends!(

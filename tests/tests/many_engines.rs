@@ -9,7 +9,7 @@ use std::time::Duration;
 use frogbot_core::Error;
 use frogbot_core::agent::{Engine, Sent, Settle};
 use frogbot_core::model::{Delivery, QuestionOutcome, Role, ToolState, TurnState, now_millis};
-use frogbot_e2e::{
+use frogbot_testkit::{
     Concurrency, QUESTION_CALL, TestModel, answer, backends, chat, msg, queued, started,
     test_engine, texts, wait_quiet,
 };
@@ -164,7 +164,7 @@ async fn concurrent_settles_through_two_engines_record_one_answer(url: &str) {
     for s in settles {
         match s.await.unwrap() {
             (label, Ok(settled)) => ok.push((label, settled)),
-            (_, Err(Error::Stale(_))) => {}
+            (_, Err(Error::Stale { .. })) => {}
             (_, Err(e)) => panic!("a settle failed with {e:?}, not Stale"),
         }
     }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use frogbot_core::agent::Settle;
 use frogbot_core::model::{QuestionOutcome, ToolState, TurnState};
-use frogbot_e2e::{
+use frogbot_testkit::{
     PausePoint, PausingStore, QUESTION_CALL, TestModel, answer, backends, chat, engine_over,
     eventually, msg, started,
 };

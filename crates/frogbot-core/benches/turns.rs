@@ -38,19 +38,20 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use frogbot_core::BoxError;
 use frogbot_core::agent::scripted::{ScriptEvent, ScriptedModel, call, reply};
 use frogbot_core::agent::{
     Engine, EngineConfig, Model, ModelMessage, ModelOffer, ModelRequest, ModelStream, SendMessage,
     Sent, tool_fn,
 };
 use frogbot_core::model::{ChatId, Delivery, MessagePart, Millis, ToolState, TurnState, UserId};
+use frogbot_core::store::Result;
 use frogbot_core::store::{
     AdvanceOp, Advanced, AwaitOp, ChatChanges, ChatRow, CheckpointOp, Checkpointed, DynStore,
     EndTurnOp, Job, Lease, LeaseRequest, NewJob, NewQuestion, QuestionLock, QuestionRow,
     QueuedChange, QueuedEdit, RecordOp, Recorded, RenderedOp, Resume, SendOp, Store, StoredMessage,
     Taken, TurnEnded, UpdateQuestionOp,
 };
-use frogbot_core::{BoxError, Result};
 use frogbot_postgres::PostgresStore;
 use frogbot_sqlite::{SqliteStore, WriterStats};
 use frogbot_testkit::{PgCluster, TestDb};

@@ -1,8 +1,60 @@
-//! The crate's one error enum.
+//! The engine's error, [`Error`]; the store's is [`crate::store::StoreError`].
 
 pub use frogbot_model::BoxError;
 
-/// Everything that can go wrong inside `frogbot-core`.
+use crate::model::ChatId;
+use crate::store::StoreError;
+
+/// What an id names, in [`Error::NotFound`] and [`StoreError::NotFound`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Item {
+    /// A chat.
+    Chat,
+    /// A message.
+    Message,
+    /// A tool call (a question call).
+    ToolCall,
+    /// A durable job.
+    Job,
+}
+
+impl std::fmt::Display for Item {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Item::Chat => "chat",
+            Item::Message => "message",
+            Item::ToolCall => "tool call",
+            Item::Job => "job",
+        })
+    }
+}
+
+/// Why a question call can no longer be settled ([`Error::Stale`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StaleReason {
+    /// It is already answered, dismissed or cancelled.
+    Settled,
+    /// It has expired.
+    Expired,
+}
+
+impl std::fmt::Display for StaleReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            StaleReason::Settled => "is already settled",
+            StaleReason::Expired => "has expired",
+        })
+    }
+}
+
+/// Everything the engines (turns, questions, channels) can fail with.
+///
+/// The store's decisions ([`StoreError::Forbidden`], [`StoreError::ChannelChat`],
+/// [`StoreError::NotFound`], [`StoreError::InvalidInput`]) arrive as the variants of the same
+/// name here (see the `From<StoreError>` impl); [`Error::Store`] carries only failures of the
+/// store itself (unavailable, locked, lease lost, corrupt, migration).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -10,69 +62,134 @@ pub enum Error {
     #[error("invalid chat id {0:?}: use 1-128 characters of A-Z a-z 0-9 _ -")]
     InvalidChatId(String),
     /// Input that does not fit its schema, with the reason.
-    #[error("invalid input: {0}")]
-    InvalidInput(String),
-    /// The store's database failed: unreachable, locked past its timeout, full, or any error of
-    /// the driver. Nothing of the operation was written; the caller may try again later (HTTP
-    /// answers 503).
-    #[error("database: {0}")]
-    Storage(String),
-    /// Applying the store's migrations failed.
-    #[error("migration: {0}")]
-    Migration(String),
-    /// A stored JSON document could not be read back.
-    #[error("stored data is corrupt: {0}")]
-    Corrupt(String),
-    /// JSON (de)serialisation failed.
-    #[error("json: {0}")]
-    Json(#[from] serde_json::Error),
-    /// A write was fenced with a lease that is no longer held (another process took the chat over).
-    #[error("lease lost: chat {chat_id} is held by another turn")]
-    LeaseLost {
-        /// The chat whose lease was lost.
-        chat_id: String,
+    #[error("invalid input: {reason}")]
+    InvalidInput {
+        /// Why.
+        reason: String,
     },
-    /// A lock on a question record could not be taken in time.
-    #[error("question {0} is locked by another process")]
-    Locked(String),
-    /// A turn is already running or a question is waiting in this chat (local `generate` calls do not queue).
-    #[error("turn in progress in chat {0}")]
-    TurnInProgress(String),
+    /// A client message id the chat has already (HTTP answers 409).
+    #[error("chat {chat_id} already has a message {message_id:?}")]
+    DuplicateMessage {
+        /// The chat.
+        chat_id: ChatId,
+        /// The message id sent again.
+        message_id: String,
+    },
+    /// A turn is already running or a question is waiting in this chat (local `generate` calls
+    /// do not queue).
+    #[error("turn in progress in chat {chat_id}")]
+    TurnInProgress {
+        /// The chat.
+        chat_id: ChatId,
+    },
     /// The chosen model or reasoning option is not offered.
-    #[error("selection unavailable: {0}")]
-    SelectionUnavailable(String),
+    #[error("selection unavailable: {}", selection_message(model, reasoning.as_deref()))]
+    SelectionUnavailable {
+        /// The model id asked for (or the default).
+        model: String,
+        /// The reasoning option asked for, when it is the one not offered for `model`.
+        reasoning: Option<String>,
+    },
     /// The caller is not the chat's owner (a web chat is written by its owner only).
-    #[error("forbidden: {0}")]
-    Forbidden(String),
+    #[error("forbidden: chat {chat_id} belongs to another user")]
+    Forbidden {
+        /// The chat.
+        chat_id: ChatId,
+    },
     /// A channel chat written from outside its channel, or a channel-space chat id used by a web
     /// or HTTP caller.
-    #[error("channel chat: {0}")]
-    ChannelChat(String),
+    #[error("channel chat: chat {chat_id} {reason}")]
+    ChannelChat {
+        /// The chat.
+        chat_id: ChatId,
+        /// Why, as the rest of a sentence (`"is continued only from its channel"`).
+        reason: &'static str,
+    },
     /// No such chat, message or tool call.
-    #[error("not found: {0}")]
-    NotFound(String),
+    #[error("not found: {item} {id}")]
+    NotFound {
+        /// What is missing.
+        item: Item,
+        /// Its id.
+        id: String,
+    },
     /// The question call is already answered, dismissed, expired or cancelled.
-    #[error("stale: {0}")]
-    Stale(String),
+    #[error("stale: {tool_call_id} {reason}")]
+    Stale {
+        /// The question's tool call id.
+        tool_call_id: String,
+        /// Why it cannot be settled.
+        reason: StaleReason,
+    },
     /// An answer that does not fit the question's input.
-    #[error("invalid answer: {0}")]
-    InvalidAnswer(String),
-    /// The database URL names no backend this build has.
-    #[error("unsupported database url {0:?}: use sqlite://PATH or postgres://…")]
-    UnsupportedDatabase(String),
+    #[error("invalid answer: {reason}")]
+    InvalidAnswer {
+        /// Why.
+        reason: String,
+    },
     /// The engine is stopping and takes no new work.
     #[error("stopping")]
     Stopping,
+    /// The store failed (see [`StoreError`]); [`Error::is_transient`] tells whether trying again
+    /// later may help.
+    #[error(transparent)]
+    Store(StoreError),
+    /// An internal invariant does not hold: a bug, not the caller's fault (HTTP answers 500).
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+fn selection_message(model: &str, reasoning: Option<&str>) -> String {
+    match reasoning {
+        Some(r) => format!("reasoning option {r:?} is not offered for model {model:?}"),
+        None => format!("model {model:?} is not offered"),
+    }
 }
 
 /// `Result` with [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+impl Error {
+    /// [`Error::InvalidInput`].
+    pub fn invalid(reason: impl Into<String>) -> Self {
+        Error::InvalidInput {
+            reason: reason.into(),
+        }
+    }
+
+    /// Whether trying the same operation again later may succeed: the store was unavailable or
+    /// a question record was locked ([`StoreError::is_transient`]). Channel adapters answer such
+    /// failures with a retry.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Error::Store(e) if e.is_transient())
+    }
+
+    /// The store's error, when this is one.
+    pub fn as_store(&self) -> Option<&StoreError> {
+        match self {
+            Error::Store(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<StoreError> for Error {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Forbidden { chat_id } => Error::Forbidden { chat_id },
+            StoreError::ChannelChat { chat_id, reason } => Error::ChannelChat { chat_id, reason },
+            StoreError::NotFound { item, id } => Error::NotFound { item, id },
+            StoreError::InvalidInput { reason } => Error::InvalidInput { reason },
+            other => Error::Store(other),
+        }
+    }
+}
+
 impl From<frogbot_model::Error> for Error {
     fn from(e: frogbot_model::Error) -> Self {
         match e {
             frogbot_model::Error::InvalidChatId(id) => Error::InvalidChatId(id),
-            other => Error::InvalidInput(other.to_string()),
+            other => Error::invalid(other.to_string()),
         }
     }
 }

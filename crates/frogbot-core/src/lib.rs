@@ -19,5 +19,6 @@ pub mod agent;
 pub mod error;
 pub mod store;
 
-pub use error::{BoxError, Error, Result};
+pub use error::{BoxError, Error, Item, Result, StaleReason};
 pub use frogbot_model as model;
+pub use store::StoreError;

@@ -19,6 +19,7 @@ use frogbot_core::model::{
     ThreadMessageMetadata, TurnState, UserId, millis_to_iso, now_millis,
 };
 use frogbot_core::store::DynStore;
+use frogbot_testkit::last_user;
 use serde_json::json;
 
 // ---- the forum piece -----------------------------------------------------------------------------
@@ -285,17 +286,6 @@ struct World {
     store: DynStore,
     forum: Arc<Forum>,
     model: ScriptedModel,
-}
-
-fn last_user(req: &ModelRequest) -> String {
-    req.messages
-        .iter()
-        .rev()
-        .find_map(|m| match m {
-            ModelMessage::User { text } => Some(text.clone()),
-            _ => None,
-        })
-        .unwrap_or_default()
 }
 
 fn q(header: &str) -> serde_json::Value {
@@ -1249,30 +1239,7 @@ pub async fn chatter_while_a_question_is_open_is_queued_not_consumed(url: &str) 
     assert_eq!(w.engine.state(&chat).await.unwrap(), TurnState::Idle);
 }
 
-macro_rules! backends {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    let db = frogbot_testkit::sqlite_db();
-                    super::$name(&db.url).await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    let Some(db) = frogbot_testkit::postgres_db() else { return };
-                    super::$name(&db.url).await;
-                }
-            )*
-        }
-    };
-}
-
-backends!(
+frogbot_testkit::backends!(
     a_reply_answer_is_recorded_settled_and_continues_the_agent,
     a_partial_answer_saves_state_bumps_revision_and_calls_updated,
     a_click_on_a_message_that_is_not_current_is_stale,

@@ -5,8 +5,7 @@ use std::sync::Arc;
 
 use frogbot_core::agent::scripted::{ScriptEvent, ScriptedModel, call, reply};
 use frogbot_core::agent::{
-    Engine, EngineConfig, ModelMessage, ModelOffer, ModelRequest, SendMessage, Sent, Settle,
-    TurnHandle, tool_fn,
+    Engine, EngineConfig, ModelMessage, ModelOffer, ModelRequest, SendMessage, Settle, tool_fn,
 };
 use frogbot_core::model::{
     ChatId, Delivery, MessagePart, QuestionAnswer, QuestionOutput, Role, ToolState, TurnState,
@@ -14,6 +13,7 @@ use frogbot_core::model::{
 };
 use frogbot_core::store::DynStore;
 use frogbot_core::{BoxError, Error};
+use frogbot_testkit::{chat, last_user, msg, queued, started, texts};
 use serde_json::json;
 use tokio::sync::{Semaphore, mpsc};
 
@@ -25,17 +25,6 @@ struct World {
     gate: Arc<Semaphore>,
     calls: mpsc::UnboundedReceiver<String>,
     store: DynStore,
-}
-
-fn last_user(req: &ModelRequest) -> String {
-    req.messages
-        .iter()
-        .rev()
-        .find_map(|m| match m {
-            ModelMessage::User { text } => Some(text.clone()),
-            _ => None,
-        })
-        .unwrap_or_default()
 }
 
 fn script(
@@ -131,50 +120,6 @@ fn config() -> EngineConfig {
     }
 }
 
-fn chat(id: &str) -> ChatId {
-    ChatId::new(id).unwrap()
-}
-
-fn msg(c: &ChatId, who: Option<&str>, text: &str) -> SendMessage {
-    SendMessage {
-        chat_id: c.clone(),
-        id: None,
-        parts: vec![MessagePart::text(text)],
-        author: who.map(UserId::new),
-        delivery: Delivery::Queue,
-        model: None,
-        reasoning: None,
-        channel: None,
-    }
-}
-
-fn started(s: Sent) -> TurnHandle {
-    match s {
-        Sent::Started(h) => h,
-        Sent::Queued { .. } => panic!("expected a turn to start"),
-    }
-}
-
-fn queued(s: Sent) -> (String, Delivery) {
-    match s {
-        Sent::Queued {
-            message_id,
-            delivery,
-        } => (message_id, delivery),
-        Sent::Started(_) => panic!("expected the message to be queued"),
-    }
-}
-
-async fn texts(store: &DynStore, c: &ChatId) -> Vec<(Role, String, bool)> {
-    store
-        .list_messages(c)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|m| (m.message.role, m.message.text(), m.queued))
-        .collect()
-}
-
 /// A turn started by a "dead process": it took the chat's lease with a user message and never
 /// renews or releases it.
 async fn dead_turn(
@@ -254,7 +199,7 @@ pub async fn at_most_one_turn_per_chat_and_generate_rejects_with_turn_in_progres
         .generate(&c, vec![MessagePart::text("x")], None)
         .await
         .unwrap_err();
-    assert!(matches!(err, Error::TurnInProgress(_)), "{err}");
+    assert!(matches!(err, Error::TurnInProgress { .. }), "{err}");
     w.gate.add_permits(1);
     let out = h.done.await.unwrap().unwrap();
     assert_eq!(out.state, TurnState::Idle);
@@ -381,7 +326,7 @@ pub async fn messages_sent_while_a_question_waits_stay_queued_until_it_is_answer
     // A second settle is stale.
     assert!(matches!(
         w.engine.settle(&c, "q1", Settle::Answer(yes()), None).await,
-        Err(Error::Stale(_))
+        Err(Error::Stale { .. })
     ));
 }
 
@@ -416,13 +361,13 @@ pub async fn a_selection_no_longer_offered_fails_the_turn_before_calling_the_mod
     bad.model = Some("zzz".into());
     assert!(matches!(
         w.engine.send(bad).await,
-        Err(Error::SelectionUnavailable(_))
+        Err(Error::SelectionUnavailable { .. })
     ));
     let mut bad = msg(&c, None, "x");
     bad.reasoning = Some("extreme".into());
     assert!(matches!(
         w.engine.send(bad).await,
-        Err(Error::SelectionUnavailable(_))
+        Err(Error::SelectionUnavailable { .. })
     ));
     // A turn holds the chat (a process that then stops), and a message is queued with model b.
     let now = frogbot_core::model::now_millis();
@@ -757,30 +702,7 @@ pub async fn a_drain_out_of_grace_hands_the_chat_on_at_once(url: &str) {
     assert_eq!(b.engine.recover_expired_leases().await.unwrap(), 0);
 }
 
-macro_rules! backends {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    let db = frogbot_testkit::sqlite_db();
-                    super::$name(&db.url).await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    let Some(db) = frogbot_testkit::postgres_db() else { return };
-                    super::$name(&db.url).await;
-                }
-            )*
-        }
-    };
-}
-
-backends!(
+frogbot_testkit::backends!(
     at_most_one_turn_per_chat_and_generate_rejects_with_turn_in_progress,
     message_during_a_turn_is_queued_and_not_sent_to_the_model,
     promoted_message_runs_as_its_sender_with_its_model_and_the_next_waits,

@@ -46,7 +46,7 @@ mod store;
 
 use std::time::Duration;
 
-use frogbot_core::{Error, Result};
+use frogbot_core::store::{Result, StoreError};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
 /// A pooled connection idle this long is pinged before use (a dead one is replaced).
@@ -58,7 +58,7 @@ pub struct StoreOptions {
     /// The most connections this handle opens (default 16).
     pub max_connections: u32,
     /// How long an operation waits for a connection before failing with
-    /// [`Error::Storage`] (default 10 s).
+    /// [`StoreError::Unavailable`] (default 10 s).
     pub acquire_timeout: Duration,
 }
 
@@ -100,8 +100,8 @@ impl PostgresStore {
     /// Connects to `postgres://…` with [`StoreOptions::default`] and applies the migrations.
     ///
     /// # Errors
-    /// [`Error::Storage`] when the URL is malformed or the server cannot be reached,
-    /// [`Error::Migration`] when a migration fails.
+    /// [`StoreError::Unavailable`] when the URL is malformed or the server cannot be reached,
+    /// [`StoreError::Migration`] when a migration fails.
     pub async fn open(url: &str) -> Result<Self> {
         Self::open_with(url, StoreOptions::default()).await
     }
@@ -113,9 +113,9 @@ impl PostgresStore {
     pub async fn open_with(url: &str, options: StoreOptions) -> Result<Self> {
         let password = url_password(url);
         let scrub = |msg: String| scrub(msg, password.as_deref());
-        let connect: PgConnectOptions = url
-            .parse()
-            .map_err(|e: sqlx::Error| Error::Storage(scrub(format!("bad PostgreSQL URL: {e}"))))?;
+        let connect: PgConnectOptions = url.parse().map_err(|e: sqlx::Error| {
+            StoreError::unavailable_msg(scrub(format!("bad PostgreSQL URL: {e}")))
+        })?;
         let target = format!(
             "{}:{}/{}",
             connect.get_host(),
@@ -145,7 +145,10 @@ impl PostgresStore {
                 sqlx::migrate::MigrateError::Execute(e) if is_connection_error(&e) => {
                     store.storage(e)
                 }
-                e => Error::Migration(store.scrub(e.to_string())),
+                e => StoreError::Migration {
+                    message: store.scrub(e.to_string()),
+                    source: None,
+                },
             })?;
         Ok(store)
     }
@@ -155,7 +158,7 @@ impl PostgresStore {
         &self.pool
     }
 
-    /// Closes the pool's connections (the handle answers [`Error::Storage`] afterwards).
+    /// Closes the pool's connections (the handle answers [`StoreError::Unavailable`] afterwards).
     pub async fn close(&self) {
         self.pool.close().await;
         self.relaxed.close().await;
@@ -173,11 +176,11 @@ impl PostgresStore {
         scrub(msg, self.password.as_deref())
     }
 
-    /// A driver error as the store reports it: [`Error::Storage`] with a sentence naming what
-    /// failed and where, or [`Error::Corrupt`] for a value that does not decode.
-    pub(crate) fn storage(&self, e: sqlx::Error) -> Error {
+    /// A driver error as the store reports it: [`StoreError::Unavailable`] with a sentence naming what
+    /// failed and where, or [`StoreError::Corrupt`] for a value that does not decode.
+    pub(crate) fn storage(&self, e: sqlx::Error) -> StoreError {
         let t = &self.target;
-        let msg = match e {
+        let msg = match &e {
             sqlx::Error::Io(e) => format!("cannot talk to the PostgreSQL server at {t}: {e}"),
             sqlx::Error::PoolTimedOut => format!(
                 "no connection to the PostgreSQL server at {t} within {} s (is it running and \
@@ -190,9 +193,9 @@ impl PostgresStore {
                 format!("the connection to the PostgreSQL server at {t} broke: {e}")
             }
             sqlx::Error::Database(e) if e.constraint() == Some("chats_by_channel") => {
-                return Error::ChannelChat(
-                    "this channel thread already has a chat under another id".into(),
-                );
+                return StoreError::Conflict {
+                    message: "this channel thread already has a chat under another id".into(),
+                };
             }
             sqlx::Error::Database(e) => {
                 let code = e.code().map(|c| c.to_string()).unwrap_or_default();
@@ -219,12 +222,21 @@ impl PostgresStore {
                 }
             }
             sqlx::Error::ColumnDecode { index, source } => {
-                return Error::Corrupt(format!("column {index}: {source}"));
+                let what = format!("column {index}: {source}");
+                return StoreError::corrupt(what, e);
             }
-            sqlx::Error::Decode(e) => return Error::Corrupt(e.to_string()),
+            sqlx::Error::Decode(d) => {
+                let what = d.to_string();
+                return StoreError::corrupt(what, e);
+            }
             e => format!("PostgreSQL at {t}: {e}"),
         };
-        Error::Storage(self.scrub(msg))
+        // The driver's error is kept as the source, except a configuration error (it may
+        // quote the URL, password and all).
+        match e {
+            sqlx::Error::Configuration(_) => StoreError::unavailable_msg(self.scrub(msg)),
+            e => StoreError::unavailable(self.scrub(msg), e),
+        }
     }
 }
 

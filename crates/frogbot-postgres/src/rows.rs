@@ -8,7 +8,7 @@ use frogbot_core::model::{
     ChannelRef, ChatId, Delivery, MessageStatus, QuestionOutcome, UiMessage, UserId,
 };
 use frogbot_core::store::{ChatRow, Job, LeaseInfo, QuestionRow, StoredMessage};
-use frogbot_core::{Error, Result};
+use frogbot_core::store::{Result, StoreError};
 use serde_json::Value;
 use sqlx::Row;
 use sqlx::postgres::PgRow;
@@ -184,11 +184,11 @@ macro_rules! job_cols {
 pub(crate) use {chat_cols, job_cols, msg_cols, question_cols};
 
 pub(crate) fn to_json<T: serde::Serialize + ?Sized>(v: &T) -> Result<String> {
-    Ok(serde_json::to_string(v)?)
+    serde_json::to_string(v).map_err(|e| StoreError::corrupt("a value does not encode as JSON", e))
 }
 
 pub(crate) fn from_json<T: serde::de::DeserializeOwned>(what: &str, s: &str) -> Result<T> {
-    serde_json::from_str(s).map_err(|e| Error::Corrupt(format!("{what}: {e}")))
+    serde_json::from_str(s).map_err(|e| StoreError::corrupt_msg(format!("{what}: {e}")))
 }
 
 /// A column read, with decoding failures reported as corrupt data.
@@ -197,20 +197,22 @@ where
     T: sqlx::Decode<'r, sqlx::Postgres> + sqlx::Type<sqlx::Postgres>,
 {
     r.try_get(col).map_err(|e| match e {
-        sqlx::Error::ColumnNotFound(c) => Error::Storage(format!("internal: no column {c}")),
-        e => Error::Corrupt(format!("column {col}: {e}")),
+        sqlx::Error::ColumnNotFound(c) => {
+            StoreError::unavailable_msg(format!("internal: no column {c}"))
+        }
+        e => StoreError::corrupt_msg(format!("column {col}: {e}")),
     })
 }
 
 fn chat_id(s: String) -> Result<ChatId> {
-    ChatId::new(s).map_err(|e| Error::Corrupt(e.to_string()))
+    ChatId::new(s).map_err(|e| StoreError::corrupt_msg(e.to_string()))
 }
 
 pub(crate) fn delivery(s: &str) -> Result<Delivery> {
     match s {
         "queue" => Ok(Delivery::Queue),
         "steer" => Ok(Delivery::Steer),
-        other => Err(Error::Corrupt(format!("delivery {other:?}"))),
+        other => Err(StoreError::corrupt_msg(format!("delivery {other:?}"))),
     }
 }
 

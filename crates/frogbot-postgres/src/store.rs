@@ -8,7 +8,7 @@ use sqlx::postgres::{PgConnection, PgRow};
 
 use frogbot_core::model::{ChatId, Delivery, Millis, QuestionRecord, Role, UiMessage, UserId};
 use frogbot_core::store::*;
-use frogbot_core::{Error, Result};
+use frogbot_core::store::{Result, StoreError};
 
 use crate::PostgresStore;
 use crate::rows::{self, chat_cols, job_cols, msg_cols, question_cols, to_json};
@@ -588,9 +588,9 @@ fn user_str(u: Option<&UserId>) -> Option<&str> {
     u.map(UserId::as_str)
 }
 
-fn lease_lost(chat: &ChatId) -> Error {
-    Error::LeaseLost {
-        chat_id: chat.to_string(),
+fn lease_lost(chat: &ChatId) -> StoreError {
+    StoreError::LeaseLost {
+        chat_id: chat.clone(),
     }
 }
 
@@ -695,10 +695,11 @@ impl PostgresStore {
                 if let Some(other) = other
                     && other != new.chat_id.as_str()
                 {
-                    return Err(Error::ChannelChat(format!(
-                        "channel thread {}:{} already has chat {other}",
-                        channel.platform, channel.thread
-                    )));
+                    return Err(StoreError::ChannelChat {
+                        chat_id: new.chat_id.clone(),
+                        reason: "is not its channel thread's chat: the thread has a chat of \
+                                 another id",
+                    });
                 }
             }
         }
@@ -885,7 +886,7 @@ impl PostgresStore {
                 let lease = chat
                     .lease
                     .as_ref()
-                    .ok_or_else(|| Error::Corrupt("a started chat has no lease".into()))?;
+                    .ok_or_else(|| StoreError::corrupt_msg("a started chat has no lease"))?;
                 Sent::Started {
                     lease: Lease {
                         chat_id: chat.chat_id.clone(),
@@ -929,7 +930,7 @@ impl PostgresStore {
         let Locked { chat, created } = self
             .lock_chat(&mut tx, chat_id, Some((op.chat, now)))
             .await?
-            .ok_or_else(|| Error::Corrupt(format!("chat {chat_id} vanished")))?;
+            .ok_or_else(|| StoreError::corrupt_msg(format!("chat {chat_id} vanished")))?;
         if !created {
             check_writer(&chat, op.chat)?;
         }
@@ -1242,7 +1243,7 @@ impl PostgresStore {
         let taken: Option<i64> = first.try_get("taken_token").db(self)?;
         if let Some(token) = taken {
             let reply = rows::message_opt(first, "r_")?.ok_or_else(|| {
-                Error::Corrupt(format!(
+                StoreError::corrupt_msg(format!(
                     "chat {chat} waits on a missing message {message_id}"
                 ))
             })?;
@@ -1471,7 +1472,7 @@ impl Store for PostgresStore {
         rows.iter()
             .map(|r| {
                 ChatId::new(r.try_get::<String, _>("chat_id").db(self)?)
-                    .map_err(|e| Error::Corrupt(e.to_string()))
+                    .map_err(|e| StoreError::corrupt_msg(e.to_string()))
             })
             .collect()
     }
@@ -1674,7 +1675,7 @@ impl Store for PostgresStore {
                 }
                 if let Some(token) = row.try_get::<Option<i64>, _>("taken_token").db(self)? {
                     let next = rows::message_opt(&row, "p_")?
-                        .ok_or_else(|| Error::Corrupt("a promoted message vanished".into()))?;
+                        .ok_or_else(|| StoreError::corrupt_msg("a promoted message vanished"))?;
                     return Ok(Some(Taken {
                         interrupted: None,
                         next: Some((
@@ -1713,7 +1714,9 @@ impl Store for PostgresStore {
         let resume = self
             .resume_once(&mut tx, chat, message_id, req)
             .await?
-            .ok_or_else(|| Error::Storage(format!("resuming chat {chat} failed under its lock")))?;
+            .ok_or_else(|| {
+                StoreError::unavailable_msg(format!("resuming chat {chat} failed under its lock"))
+            })?;
         tx.commit().await.db(self)?;
         Ok(resume)
     }
@@ -1860,7 +1863,7 @@ impl Store for PostgresStore {
             .iter()
             .map(|c| {
                 if c.record.messages.is_empty() {
-                    return Err(Error::InvalidInput(format!(
+                    return Err(StoreError::invalid(format!(
                         "question {}: a rendered record has at least one message",
                         c.tool_call_id
                     )));
@@ -1883,10 +1886,7 @@ impl Store for PostgresStore {
             .await
             .db(self)?;
         match row.try_get::<Option<String>, _>("missing").db(self)? {
-            Some(missing) => Err(Error::NotFound(format!(
-                "question records of chat {}: {missing}",
-                op.chat
-            ))),
+            Some(missing) => Err(StoreError::not_found(Item::ToolCall, missing)),
             None => Ok(()),
         }
     }
@@ -1916,7 +1916,7 @@ impl Store for PostgresStore {
                     self.resume_once(&mut tx, op.chat, &question.message_id, req)
                         .await?
                         .ok_or_else(|| {
-                            Error::Storage(format!(
+                            StoreError::unavailable_msg(format!(
                                 "resuming chat {} failed under its lock",
                                 op.chat
                             ))
@@ -2009,8 +2009,8 @@ impl Store for PostgresStore {
             && record.messages.is_empty()
             && u.rendered != Some(false)
         {
-            return Err(Error::InvalidInput(
-                "a question record's messages are never empty".into(),
+            return Err(StoreError::invalid(
+                "a question record's messages are never empty",
             ));
         }
         let JobParams {
@@ -2047,7 +2047,9 @@ impl Store for PostgresStore {
             .db(self)?;
         match row {
             Some(row) => rows::question(&row, ""),
-            None => Err(Error::Locked(l.tool_call_id.clone())),
+            None => Err(StoreError::Locked {
+                question: l.tool_call_id.clone(),
+            }),
         }
     }
 

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
-use frogbot_core::Error;
+use frogbot_core::StoreError;
 use frogbot_core::model::{Delivery, QuestionOutcome};
 use frogbot_core::store::*;
 use frogbot_postgres::{PostgresStore, StoreOptions};
@@ -364,7 +364,7 @@ async fn sigkill_mid_stream_loses_no_acknowledged_send() {
     eprintln!("{} acknowledged sends, all stored", acked.len());
 }
 
-/// A database dropped under a live store: operations fail with `Error::Storage` saying so.
+/// A database dropped under a live store: operations fail with `StoreError::Unavailable` saying so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_database_is_a_storage_error() {
     let Some(db) = frogbot_testkit::postgres_db() else {
@@ -391,7 +391,7 @@ async fn a_dropped_database_is_a_storage_error() {
     let mut messages = Vec::new();
     for _ in 0..6 {
         let got = s.get_chat(&chat("gone")).await;
-        let Err(Error::Storage(msg)) = got else {
+        let Err(StoreError::Unavailable { message: msg, .. }) = got else {
             panic!("expected a storage error, got {got:?}")
         };
         assert!(msg.contains("127.0.0.1"), "{msg}");
@@ -407,7 +407,7 @@ async fn a_dropped_database_is_a_storage_error() {
             queue_if_busy: true,
         })
         .await;
-    let Err(Error::Storage(msg)) = got else {
+    let Err(StoreError::Unavailable { message: msg, .. }) = got else {
         panic!("expected a storage error, got {got:?}")
     };
     assert!(
@@ -423,7 +423,7 @@ async fn a_dropped_database_is_a_storage_error() {
     eprintln!("{messages:#?}\n{msg}");
 }
 
-/// No server at the address: `open` fails with `Error::Storage`, naming the address, never the
+/// No server at the address: `open` fails with `StoreError::Unavailable`, naming the address, never the
 /// password.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_server_is_a_storage_error_without_the_password() {
@@ -438,20 +438,20 @@ async fn an_unreachable_server_is_a_storage_error_without_the_password() {
         acquire_timeout: Duration::from_millis(800),
     };
     let got = PostgresStore::open_with(&url, options).await;
-    let Err(Error::Storage(msg)) = got else {
+    let Err(StoreError::Unavailable { message: msg, .. }) = got else {
         panic!("expected a storage error, got {got:?}")
     };
     assert!(!msg.contains("hunter2"), "{msg}");
     assert!(msg.contains(&format!("127.0.0.1:{port}")), "{msg}");
     eprintln!("{msg}");
     let bad = PostgresStore::open("postgres://frogbot:hunter2@127.0.0.1:notaport/x").await;
-    let Err(Error::Storage(msg)) = bad else {
+    let Err(StoreError::Unavailable { message: msg, .. }) = bad else {
         panic!("expected a storage error, got {bad:?}")
     };
     assert!(!msg.contains("hunter2"), "{msg}");
 }
 
-/// A stored document that no longer parses is `Error::Corrupt`, not a panic.
+/// A stored document that no longer parses is `StoreError::Corrupt`, not a panic.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn corrupt_json_is_reported_as_corrupt() {
     let Some(db) = frogbot_testkit::postgres_db() else {
@@ -474,9 +474,9 @@ async fn corrupt_json_is_reported_as_corrupt() {
         .await
         .unwrap();
     let got = s.get_message(&chat("bad"), "u1").await;
-    assert!(matches!(got, Err(Error::Corrupt(_))), "{got:?}");
+    assert!(matches!(got, Err(StoreError::Corrupt { .. })), "{got:?}");
     let got = s.list_messages(&chat("bad")).await;
-    assert!(matches!(got, Err(Error::Corrupt(_))), "{got:?}");
+    assert!(matches!(got, Err(StoreError::Corrupt { .. })), "{got:?}");
 }
 
 /// A database made by the old store (migrations 0001 and 0002 in sqlx's table) upgrades with 0003

@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use frogbot_core::Error;
+use frogbot_core::StoreError;
 use frogbot_core::model::{
     ChannelRef, Delivery, MessagePart, QuestionMessage, QuestionOutcome, QuestionRecord,
 };
@@ -110,7 +110,10 @@ async fn send_creates_starts_queues_steers_and_refuses(careful: bool) {
             queue_if_busy: true,
         })
         .await;
-    assert!(matches!(refused, Err(Error::Forbidden(_))), "{refused:?}");
+    assert!(
+        matches!(refused, Err(StoreError::Forbidden { .. })),
+        "{refused:?}"
+    );
     let thread = NewChat {
         chat_id: chat_id("c1"),
         owner: Some(user("alice")),
@@ -128,7 +131,10 @@ async fn send_creates_starts_queues_steers_and_refuses(careful: bool) {
             queue_if_busy: true,
         })
         .await;
-    assert!(matches!(refused, Err(Error::ChannelChat(_))), "{refused:?}");
+    assert!(
+        matches!(refused, Err(StoreError::ChannelChat { .. })),
+        "{refused:?}"
+    );
 
     // While the turn runs: the driver's steer is a steer, anything else is queued.
     let Sent::Queued {
@@ -224,7 +230,10 @@ async fn send_creates_starts_queues_steers_and_refuses(careful: bool) {
             queue_if_busy: true,
         })
         .await;
-    assert!(matches!(refused, Err(Error::ChannelChat(_))), "{refused:?}");
+    assert!(
+        matches!(refused, Err(StoreError::ChannelChat { .. })),
+        "{refused:?}"
+    );
     assert_eq!(
         s.get_channel_chat("slack", "C1:1")
             .await
@@ -423,7 +432,10 @@ async fn steers_join_and_the_queue_runs_in_order(careful: bool) {
             now: T0 + 8,
         })
         .await;
-    assert!(matches!(lost, Err(Error::LeaseLost { .. })), "{lost:?}");
+    assert!(
+        matches!(lost, Err(StoreError::LeaseLost { .. })),
+        "{lost:?}"
+    );
     let lost = s
         .checkpoint(&CheckpointOp {
             lease: &lease,
@@ -433,7 +445,10 @@ async fn steers_join_and_the_queue_runs_in_order(careful: bool) {
             now: T0 + 8,
         })
         .await;
-    assert!(matches!(lost, Err(Error::LeaseLost { .. })), "{lost:?}");
+    assert!(
+        matches!(lost, Err(StoreError::LeaseLost { .. })),
+        "{lost:?}"
+    );
     assert_eq!(
         s.get_message(&chat("order"), "a3")
             .await
@@ -507,7 +522,7 @@ async fn an_expired_lease_is_taken_over_and_its_turn_marked_interrupted(careful:
     let mut old = lease.clone();
     assert!(matches!(
         s.renew_lease(&mut old, TTL, later).await,
-        Err(Error::LeaseLost { .. })
+        Err(StoreError::LeaseLost { .. })
     ));
 
     // A turn with no reply saved: take_chat makes an empty interrupted reply, then runs the queue.
@@ -1213,7 +1228,10 @@ async fn question_locks_fence_updates_and_links_outlive_messages(careful: bool) 
             now: T0 + 1001,
         })
         .await;
-    assert!(matches!(refused, Err(Error::Locked(_))), "{refused:?}");
+    assert!(
+        matches!(refused, Err(StoreError::Locked { .. })),
+        "{refused:?}"
+    );
     let job = NewJob {
         kind: "updated-retry".into(),
         key: None,
@@ -1276,7 +1294,10 @@ async fn question_locks_fence_updates_and_links_outlive_messages(careful: bool) 
             now: T0 + 1002,
         })
         .await;
-    assert!(matches!(empty, Err(Error::InvalidInput(_))), "{empty:?}");
+    assert!(
+        matches!(empty, Err(StoreError::InvalidInput { .. })),
+        "{empty:?}"
+    );
     // Released: a new holder takes it at once; unlocking a lost lock is a no-op.
     let (lock3, _) = s
         .lock_question(&id, "c1", "h3", 1000, T0 + 1003)

@@ -25,8 +25,8 @@
 //! What it must not do: decide any rule of its own (the rules are the trait's and the shared
 //! functions' in `frogbot_core::store`), block an async task on SQLite (every call is handed to a
 //! thread), answer a write before its commit, or panic on a database error (errors are
-//! [`frogbot_core::Error::Storage`], [`frogbot_core::Error::Corrupt`] or
-//! [`frogbot_core::Error::Migration`]).
+//! [`frogbot_core::StoreError::Unavailable`], [`frogbot_core::StoreError::Corrupt`] or
+//! [`frogbot_core::StoreError::Migration`]).
 
 mod migrate;
 mod ops;
@@ -45,7 +45,7 @@ use tokio::sync::oneshot;
 
 use frogbot_core::model::{ChatId, Millis, UserId};
 use frogbot_core::store::*;
-use frogbot_core::{Error, Result};
+use frogbot_core::store::{Result, StoreError};
 
 use ops::R;
 use writer::{Counters, Pending, ReadJob, Readers, Task};
@@ -116,7 +116,9 @@ enum Target {
 
 fn parse_url(url: &str) -> Result<Target> {
     let Some(rest) = url.strip_prefix("sqlite:") else {
-        return Err(Error::UnsupportedDatabase(url.to_string()));
+        return Err(StoreError::UnsupportedDatabase {
+            url: url.to_string(),
+        });
     };
     let rest = rest.strip_prefix("//").unwrap_or(rest);
     let (path, query) = match rest.split_once('?') {
@@ -127,13 +129,17 @@ fn parse_url(url: &str) -> Result<Target> {
         return Ok(Target::Memory);
     }
     if path.is_empty() {
-        return Err(Error::UnsupportedDatabase(url.to_string()));
+        return Err(StoreError::UnsupportedDatabase {
+            url: url.to_string(),
+        });
     }
     Ok(Target::File(PathBuf::from(path)))
 }
 
 fn open_writer(target: &Target, location: &str) -> Result<Connection> {
-    let fail = |what: &str, e: rusqlite::Error| Error::Storage(format!("{location}: {what}: {e}"));
+    let fail = |what: &str, e: rusqlite::Error| {
+        StoreError::unavailable(format!("{location}: {what}: {e}"), e)
+    };
     let mut conn = match target {
         Target::Memory => Connection::open_in_memory().map_err(|e| fail("open", e))?,
         Target::File(path) => Connection::open_with_flags(
@@ -151,7 +157,7 @@ fn open_writer(target: &Target, location: &str) -> Result<Connection> {
             .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
             .map_err(|e| fail("switch to WAL", e))?;
         if !mode.eq_ignore_ascii_case("wal") {
-            return Err(Error::Storage(format!(
+            return Err(StoreError::unavailable_msg(format!(
                 "{location}: the database stays in journal mode {mode:?}, not WAL"
             )));
         }
@@ -164,7 +170,9 @@ fn open_writer(target: &Target, location: &str) -> Result<Connection> {
 }
 
 fn open_reader(path: &Path, location: &str) -> Result<Connection> {
-    let fail = |what: &str, e: rusqlite::Error| Error::Storage(format!("{location}: {what}: {e}"));
+    let fail = |what: &str, e: rusqlite::Error| {
+        StoreError::unavailable(format!("{location}: {what}: {e}"), e)
+    };
     let conn = Connection::open_with_flags(
         path,
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
@@ -206,7 +214,9 @@ impl SqliteStore {
                         let _ = ready_tx.send(Err(e));
                     }
                 })
-                .map_err(|e| Error::Storage(format!("{location}: start the writer thread: {e}")))?
+                .map_err(|e| {
+                    StoreError::unavailable_msg(format!("{location}: start the writer thread: {e}"))
+                })?
         };
         let mut inner = Inner {
             location: location.clone(),
@@ -216,7 +226,7 @@ impl SqliteStore {
             stats,
         };
         ready_rx.await.map_err(|_| {
-            Error::Storage(format!(
+            StoreError::unavailable_msg(format!(
                 "{location}: the writer thread stopped while opening"
             ))
         })??;
@@ -243,7 +253,9 @@ impl SqliteStore {
                         }
                     })
                     .map_err(|e| {
-                        Error::Storage(format!("{location}: start a reader thread: {e}"))
+                        StoreError::unavailable_msg(format!(
+                            "{location}: start a reader thread: {e}"
+                        ))
                     })?;
                 readers.threads.push(t);
                 waits.push(ready_rx);
@@ -251,7 +263,9 @@ impl SqliteStore {
             inner.readers = Some(readers);
             for ready in waits {
                 ready.await.map_err(|_| {
-                    Error::Storage(format!("{location}: a reader thread stopped while opening"))
+                    StoreError::unavailable_msg(format!(
+                        "{location}: a reader thread stopped while opening"
+                    ))
                 })??;
             }
         }
@@ -278,8 +292,8 @@ impl SqliteStore {
         &self.inner.location
     }
 
-    fn stopped(&self, what: &str) -> Error {
-        Error::Storage(format!(
+    fn stopped(&self, what: &str) -> StoreError {
+        StoreError::unavailable_msg(format!(
             "{what}: the SQLite store of {} is shut down",
             self.inner.location
         ))
@@ -780,11 +794,11 @@ mod tests {
         }
         assert!(matches!(
             parse_url("postgres://x"),
-            Err(Error::UnsupportedDatabase(_))
+            Err(StoreError::UnsupportedDatabase { .. })
         ));
         assert!(matches!(
             parse_url("sqlite://"),
-            Err(Error::UnsupportedDatabase(_))
+            Err(StoreError::UnsupportedDatabase { .. })
         ));
     }
 }

@@ -7,7 +7,7 @@
 use rusqlite::Connection;
 use rusqlite_migration::{M, Migrations};
 
-use frogbot_core::{Error, Result};
+use frogbot_core::store::{Result, StoreError};
 
 const STEPS: &[M<'static>] = &[
     M::up(include_str!("../migrations/0001_init.sql")),
@@ -18,8 +18,9 @@ const STEPS: &[M<'static>] = &[
 
 /// Brings the database to the latest schema.
 pub(crate) fn migrate(conn: &mut Connection, location: &str) -> Result<()> {
-    let fail = |what: &str, e: &dyn std::fmt::Display| {
-        Error::Migration(format!("{location}: {what}: {e}"))
+    let fail = |what: &str, e: &dyn std::fmt::Display| StoreError::Migration {
+        message: format!("{location}: {what}: {e}"),
+        source: None,
     };
     adopt_sqlx(conn).map_err(|e| fail("adopt the sqlx migrations", &e))?;
     Migrations::from_slice(STEPS)

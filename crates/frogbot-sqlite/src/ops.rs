@@ -9,7 +9,6 @@
 use rusqlite::{Connection, ErrorCode, Params, Row, params};
 use serde_json::Value;
 
-use frogbot_core::Error;
 use frogbot_core::model::{
     Actor, ChannelRef, ChatId, Delivery, MessageStatus, Millis, QuestionOutcome, QuestionRecord,
     Role, UiMessage, UserId,
@@ -22,7 +21,7 @@ use frogbot_core::store::*;
 #[derive(Debug)]
 pub(crate) enum E {
     Sql(rusqlite::Error),
-    Core(Error),
+    Core(StoreError),
 }
 
 impl From<rusqlite::Error> for E {
@@ -31,23 +30,23 @@ impl From<rusqlite::Error> for E {
     }
 }
 
-impl From<Error> for E {
-    fn from(e: Error) -> Self {
+impl From<StoreError> for E {
+    fn from(e: StoreError) -> Self {
         E::Core(e)
     }
 }
 
 impl From<serde_json::Error> for E {
     fn from(e: serde_json::Error) -> Self {
-        E::Core(Error::Json(e))
+        E::Core(StoreError::corrupt("a value does not encode as JSON", e))
     }
 }
 
 impl E {
     /// The store error, naming what failed.
-    pub(crate) fn into_error(self, what: &str) -> Error {
+    pub(crate) fn into_error(self, what: &str) -> StoreError {
         match self {
-            E::Sql(e) => storage(what, &e),
+            E::Sql(e) => storage(what, e),
             E::Core(e) => e,
         }
     }
@@ -55,17 +54,23 @@ impl E {
 
 pub(crate) type R<T> = std::result::Result<T, E>;
 
-/// A SQLite failure as [`Error::Storage`], saying what failed.
-pub(crate) fn storage(what: &str, e: &rusqlite::Error) -> Error {
+/// A SQLite failure as [`StoreError::Unavailable`], saying what failed, with the driver's error
+/// as its source.
+pub(crate) fn storage(what: &str, e: rusqlite::Error) -> StoreError {
+    StoreError::unavailable(storage_message(what, &e), e)
+}
+
+/// The sentence of [`storage`]'s error.
+pub(crate) fn storage_message(what: &str, e: &rusqlite::Error) -> String {
     if let rusqlite::Error::SqliteFailure(f, _) = e
         && matches!(f.code, ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
     {
-        return Error::Storage(format!(
+        return format!(
             "{what}: the database is locked by another writer (another process on the same file?) \
              past the busy timeout: {e}"
-        ));
+        );
     }
-    Error::Storage(format!("{what}: {e}"))
+    format!("{what}: {e}")
 }
 
 // ---- rows ----------------------------------------------------------------------------------------
@@ -95,11 +100,11 @@ macro_rules! job_cols {
 }
 
 fn chat_id(s: String) -> R<ChatId> {
-    ChatId::new(s).map_err(|e| E::Core(Error::Corrupt(e.to_string())))
+    ChatId::new(s).map_err(|e| E::Core(StoreError::corrupt_msg(e.to_string())))
 }
 
 fn from_json<T: serde::de::DeserializeOwned>(what: &str, s: &str) -> R<T> {
-    serde_json::from_str(s).map_err(|e| E::Core(Error::Corrupt(format!("{what}: {e}"))))
+    serde_json::from_str(s).map_err(|e| E::Core(StoreError::corrupt_msg(format!("{what}: {e}"))))
 }
 
 fn to_json<T: serde::Serialize>(v: &T) -> R<String> {
@@ -107,18 +112,21 @@ fn to_json<T: serde::Serialize>(v: &T) -> R<String> {
 }
 
 /// The body stored for a message: the message without the column-owned `status` and `delivery`.
-pub(crate) fn message_body(m: &UiMessage) -> frogbot_core::Result<String> {
+pub(crate) fn message_body(m: &UiMessage) -> frogbot_core::store::Result<String> {
     let mut m = m.clone();
     m.metadata.status = None;
     m.metadata.delivery = None;
-    Ok(serde_json::to_string(&m)?)
+    serde_json::to_string(&m)
+        .map_err(|e| StoreError::corrupt("a message does not encode as JSON", e))
 }
 
 fn parse_delivery(s: &str) -> R<Delivery> {
     match s {
         "queue" => Ok(Delivery::Queue),
         "steer" => Ok(Delivery::Steer),
-        other => Err(E::Core(Error::Corrupt(format!("delivery {other:?}")))),
+        other => Err(E::Core(StoreError::corrupt_msg(format!(
+            "delivery {other:?}"
+        )))),
     }
 }
 
@@ -271,8 +279,8 @@ fn int(r: &Row<'_>) -> R<i64> {
 }
 
 fn lease_lost(lease: &Lease) -> E {
-    E::Core(Error::LeaseLost {
-        chat_id: lease.chat_id.to_string(),
+    E::Core(StoreError::LeaseLost {
+        chat_id: lease.chat_id.clone(),
     })
 }
 
@@ -293,7 +301,8 @@ pub(crate) fn get_chat(c: &Connection, chat: &ChatId) -> R<Option<ChatRow>> {
 }
 
 fn chat_after(c: &Connection, chat: &ChatId) -> R<ChatRow> {
-    get_chat(c, chat)?.ok_or_else(|| E::Core(Error::Corrupt(format!("chat {chat} vanished"))))
+    get_chat(c, chat)?
+        .ok_or_else(|| E::Core(StoreError::corrupt_msg(format!("chat {chat} vanished"))))
 }
 
 pub(crate) fn get_channel_chat(c: &Connection, platform: &str, thread: &str) -> R<Option<ChatRow>> {
@@ -496,7 +505,7 @@ fn bump(c: &Connection, chat: &ChatId) -> R<i64> {
         [chat.as_str()],
         int,
     )?
-    .ok_or_else(|| E::Core(Error::NotFound(format!("chat {chat}"))))
+    .ok_or_else(|| E::Core(StoreError::not_found(Item::Chat, chat.as_str())))
 }
 
 fn next_position(c: &Connection, chat: &ChatId) -> R<i64> {
@@ -573,7 +582,7 @@ fn put_turn_message(
         ],
         |r| Ok((r.get::<_, i64>(0)?, parse_delivery(&r.get::<_, String>(1)?)?)),
     )?
-    .ok_or_else(|| E::Core(Error::Corrupt("upsert returned nothing".into())))?,
+    .ok_or_else(|| E::Core(StoreError::corrupt_msg("upsert returned nothing")))?,
     };
     Ok(stored(
         chat,
@@ -613,7 +622,7 @@ fn insert_queued(
         ],
         int,
     )?
-    .ok_or_else(|| E::Core(Error::Corrupt("insert returned nothing".into())))?;
+    .ok_or_else(|| E::Core(StoreError::corrupt_msg("insert returned nothing")))?;
     Ok(stored(chat, m, seq, None, 0, true, delivery, version))
 }
 
@@ -639,7 +648,11 @@ fn unqueue(
         params![chat.as_str(), seq, position, steer, version, now],
         message_row,
     )?
-    .ok_or_else(|| E::Core(Error::Corrupt(format!("queued message {seq} vanished"))))
+    .ok_or_else(|| {
+        E::Core(StoreError::corrupt_msg(format!(
+            "queued message {seq} vanished"
+        )))
+    })
 }
 
 fn oldest_queued(c: &Connection, chat: &ChatId) -> R<Option<i64>> {
@@ -714,7 +727,7 @@ fn take_lease(c: &Connection, chat: &ChatId, req: &LeaseRequest, taken_over: boo
         ],
         int,
     )?
-    .ok_or_else(|| E::Core(Error::NotFound(format!("chat {chat}"))))?;
+    .ok_or_else(|| E::Core(StoreError::not_found(Item::Chat, chat.as_str())))?;
     Ok(Lease {
         chat_id: chat.clone(),
         holder: req.holder.clone(),
@@ -815,9 +828,10 @@ pub(crate) fn send(c: &Connection, op: &SendOp<'_>, body: &str) -> R<Sent> {
     )? == 1;
     let Some(chat) = get_chat(c, id)? else {
         // The insert met the channel-thread index: the thread has a chat under another id.
-        return Err(E::Core(Error::ChannelChat(format!(
-            "the channel thread of chat {id} already has a chat of another id"
-        ))));
+        return Err(E::Core(StoreError::ChannelChat {
+            chat_id: id.clone(),
+            reason: "is not its channel thread's chat: the thread has a chat of another id",
+        }));
     };
     if !created {
         check_writer(&chat, op.chat)?;
@@ -1044,7 +1058,7 @@ pub(crate) fn resume_turn(
         return Ok(Resume::NotWaiting);
     }
     let Some(reply) = get_message(c, id, message_id)? else {
-        return Err(E::Core(Error::Corrupt(format!(
+        return Err(E::Core(StoreError::corrupt_msg(format!(
             "chat {id} waits on message {message_id}, which is not stored"
         ))));
     };
@@ -1214,13 +1228,13 @@ fn link(c: &Connection, platform: &str, message_id: &str, chat: &ChatId, call: &
 
 fn revision(record: &QuestionRecord) -> R<i64> {
     i64::try_from(record.revision)
-        .map_err(|_| E::Core(Error::InvalidInput("question revision out of range".into())))
+        .map_err(|_| E::Core(StoreError::invalid("question revision out of range")))
 }
 
 pub(crate) fn mark_rendered(c: &Connection, op: &RenderedOp<'_>) -> R<()> {
     for call in op.calls {
         if call.record.messages.is_empty() {
-            return Err(E::Core(Error::InvalidInput(format!(
+            return Err(E::Core(StoreError::invalid(format!(
                 "question {}: a rendered record's messages are never empty",
                 call.tool_call_id
             ))));
@@ -1240,10 +1254,10 @@ pub(crate) fn mark_rendered(c: &Connection, op: &RenderedOp<'_>) -> R<()> {
             ],
         )?;
         if n != 1 {
-            return Err(E::Core(Error::NotFound(format!(
-                "question {} in chat {}",
-                call.tool_call_id, op.chat
-            ))));
+            return Err(E::Core(StoreError::not_found(
+                Item::ToolCall,
+                call.tool_call_id.as_str(),
+            )));
         }
         for m in &call.record.messages {
             link(c, op.platform, &m.id, op.chat, &call.tool_call_id)?;
@@ -1276,13 +1290,13 @@ fn take_question_lock(
         params![chat.as_str(), call, lock.holder, now + lock.ttl_ms],
         int,
     )?
-    .ok_or_else(|| E::Core(Error::NotFound(format!("question {call}"))))?;
+    .ok_or_else(|| E::Core(StoreError::not_found(Item::ToolCall, call)))?;
     Ok(question_lock(chat, call, lock.holder, token))
 }
 
 fn question_after(c: &Connection, chat: &ChatId, call: &str, now: Millis) -> R<QuestionRow> {
     get_question(c, chat, call, now)?
-        .ok_or_else(|| E::Core(Error::Corrupt(format!("question {call} vanished"))))
+        .ok_or_else(|| E::Core(StoreError::corrupt_msg(format!("question {call} vanished"))))
 }
 
 pub(crate) fn record_outcome(c: &Connection, op: &RecordOp<'_>) -> R<Recorded> {
@@ -1403,8 +1417,8 @@ pub(crate) fn update_question(c: &Connection, op: &UpdateQuestionOp<'_>) -> R<Qu
         && record.messages.is_empty()
         && update.rendered != Some(false)
     {
-        return Err(E::Core(Error::InvalidInput(
-            "a question record's messages are never empty".into(),
+        return Err(E::Core(StoreError::invalid(
+            "a question record's messages are never empty",
         )));
     }
     let record = update.record.as_ref().map(to_json).transpose()?;
@@ -1439,7 +1453,9 @@ pub(crate) fn update_question(c: &Connection, op: &UpdateQuestionOp<'_>) -> R<Qu
         question_row,
     )?;
     let Some(row) = row else {
-        return Err(E::Core(Error::Locked(lock.tool_call_id.clone())));
+        return Err(E::Core(StoreError::Locked {
+            question: lock.tool_call_id.clone(),
+        }));
     };
     if let Some(platform) = op.link_platform {
         for m in &row.record.messages {
@@ -1499,7 +1515,7 @@ pub(crate) fn enqueue_job(c: &Connection, job: &NewJob) -> R<i64> {
         ],
         int,
     )?
-    .ok_or_else(|| E::Core(Error::Corrupt("job insert returned nothing".into())))
+    .ok_or_else(|| E::Core(StoreError::corrupt_msg("job insert returned nothing")))
 }
 
 pub(crate) fn claim_job(

@@ -16,9 +16,9 @@ use std::thread::JoinHandle;
 use rusqlite::Connection;
 use tokio::sync::oneshot;
 
-use frogbot_core::{Error, Result};
+use frogbot_core::store::{Result, StoreError};
 
-use crate::ops::{R, storage};
+use crate::ops::{R, storage_message};
 
 /// At most this many operations share one transaction.
 pub(crate) const MAX_BATCH: usize = 256;
@@ -85,7 +85,9 @@ pub(crate) fn run_guarded<T>(
 ) -> Result<T> {
     match catch_unwind(AssertUnwindSafe(|| f(c))) {
         Ok(r) => r.map_err(|e| e.into_error(what)),
-        Err(_) => Err(Error::Storage(format!("{what}: the operation panicked"))),
+        Err(_) => Err(StoreError::unavailable_msg(format!(
+            "{what}: the operation panicked"
+        ))),
     }
 }
 
@@ -97,7 +99,10 @@ where
     fn run(&mut self, c: &Connection) -> bool {
         let out = match self.f.take() {
             Some(f) => run_guarded(self.what, c, f),
-            None => Err(Error::Storage(format!("{}: run twice", self.what))),
+            None => Err(StoreError::unavailable_msg(format!(
+                "{}: run twice",
+                self.what
+            ))),
         };
         let ok = out.is_ok();
         self.out = Some(out);
@@ -106,15 +111,21 @@ where
 
     fn fail(&mut self, why: &str) {
         if !matches!(self.out, Some(Err(_))) {
-            self.out = Some(Err(Error::Storage(format!("{}: {why}", self.what))));
+            self.out = Some(Err(StoreError::unavailable_msg(format!(
+                "{}: {why}",
+                self.what
+            ))));
         }
     }
 
     fn answer(self: Box<Self>) {
         let this = *self;
-        let out = this
-            .out
-            .unwrap_or_else(|| Err(Error::Storage(format!("{}: never ran", this.what))));
+        let out = this.out.unwrap_or_else(|| {
+            Err(StoreError::unavailable_msg(format!(
+                "{}: never ran",
+                this.what
+            )))
+        });
         let _ = this.tx.send(out);
     }
 
@@ -177,7 +188,7 @@ fn control(c: &Connection, sql: &str) -> rusqlite::Result<()> {
 
 fn run_batch(c: &Connection, batch: &mut [Box<dyn Pending>], stats: &Counters) {
     if let Err(e) = control(c, "BEGIN IMMEDIATE") {
-        let why = storage("begin a write transaction", &e).to_string();
+        let why = storage_message("begin a write transaction", &e);
         fail_all(batch, &why);
         return;
     }
@@ -186,7 +197,7 @@ fn run_batch(c: &Connection, batch: &mut [Box<dyn Pending>], stats: &Counters) {
     for i in 0..batch.len() {
         if !alone && let Err(e) = control(c, "SAVEPOINT op") {
             rollback(c);
-            fail_all(batch, &storage("open a savepoint", &e).to_string());
+            fail_all(batch, &storage_message("open a savepoint", &e));
             return;
         }
         let ok = batch[i].run(c);
@@ -213,7 +224,7 @@ fn run_batch(c: &Connection, batch: &mut [Box<dyn Pending>], stats: &Counters) {
         };
         if let Err(e) = end {
             rollback(c);
-            fail_all(batch, &storage("end a savepoint", &e).to_string());
+            fail_all(batch, &storage_message("end a savepoint", &e));
             return;
         }
     }
@@ -227,7 +238,7 @@ fn run_batch(c: &Connection, batch: &mut [Box<dyn Pending>], stats: &Counters) {
         }
         Err(e) => {
             rollback(c);
-            fail_all(batch, &storage("commit", &e).to_string());
+            fail_all(batch, &storage_message("commit", &e));
         }
     }
 }

@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use frogbot_core::Error;
+use frogbot_core::StoreError;
 use frogbot_core::model::{ChatId, Delivery, MessageMetadata, MessagePart, Role, UiMessage};
 use frogbot_core::store::conformance::{Db, Reopen};
 use frogbot_core::store::*;
@@ -57,7 +57,12 @@ fn user_msg(id: &str) -> UiMessage {
     }
 }
 
-async fn send(s: &SqliteStore, chat: &str, id: &str, now: i64) -> frogbot_core::Result<Sent> {
+async fn send(
+    s: &SqliteStore,
+    chat: &str,
+    id: &str,
+    now: i64,
+) -> frogbot_core::store::Result<Sent> {
     let req = LeaseRequest {
         holder: format!("h-{id}"),
         driver: None,
@@ -213,10 +218,13 @@ async fn a_failing_operation_is_rolled_back_alone() {
     for t in oks {
         assert!(matches!(t.await.unwrap(), Ok(Sent::Started { .. })));
     }
-    assert!(matches!(partial.await.unwrap(), Err(Error::NotFound(_))));
+    assert!(matches!(
+        partial.await.unwrap(),
+        Err(StoreError::NotFound { .. })
+    ));
     assert!(matches!(
         fenced.await.unwrap(),
-        Err(Error::LeaseLost { .. })
+        Err(StoreError::LeaseLost { .. })
     ));
     let after = store.stats();
     assert_eq!(
@@ -442,7 +450,7 @@ async fn open_errors_name_the_path() {
     let err = SqliteStore::open_path("/nonexistent-frogbot-dir/sub/frogbot.db")
         .await
         .unwrap_err();
-    let Error::Storage(message) = &err else {
+    let StoreError::Unavailable { message, .. } = &err else {
         panic!("{err:?}")
     };
     assert!(
@@ -451,7 +459,7 @@ async fn open_errors_name_the_path() {
     );
     assert!(matches!(
         SqliteStore::open("postgres://x").await,
-        Err(Error::UnsupportedDatabase(_))
+        Err(StoreError::UnsupportedDatabase { .. })
     ));
     // A file that is no database.
     let (_dir, path) = temp_db();
@@ -478,7 +486,7 @@ async fn corrupt_json_is_reported_as_corrupt() {
     drop(c);
     let chat = ChatId::new("c").unwrap();
     let err = store.list_messages(&chat).await.unwrap_err();
-    assert!(matches!(err, Error::Corrupt(_)), "{err:?}");
+    assert!(matches!(err, StoreError::Corrupt { .. }), "{err:?}");
     // The store goes on.
     assert!(store.get_chat(&chat).await.unwrap().is_some());
 }
@@ -491,7 +499,7 @@ async fn a_writer_held_by_another_process_fails_clearly_after_the_busy_timeout()
     let started = std::time::Instant::now();
     let err = send(&store, "c", "m1", T0).await.unwrap_err();
     assert!(started.elapsed() >= Duration::from_secs(4), "it waited");
-    let Error::Storage(message) = &err else {
+    let StoreError::Unavailable { message, .. } = &err else {
         panic!("{err:?}")
     };
     assert!(message.contains("locked"), "{message}");

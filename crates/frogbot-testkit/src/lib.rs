@@ -1,5 +1,22 @@
-//! `frogbot-testkit`: what FrogBot's test suites share — a private, throwaway PostgreSQL cluster
-//! and fresh databases for every test (SQLite files or PostgreSQL databases).
+//! `frogbot-testkit`: what FrogBot's test suites share, in one place (no suite defines its own
+//! copy, no `#[path]` includes):
+//!
+//! - databases: a private, throwaway PostgreSQL cluster ([`PgCluster`]) and a fresh database for
+//!   every test ([`sqlite_db`], [`postgres_db`], [`TestDb`]), the store of a URL ([`open_store`]),
+//!   and ways to break one under a running store ([`lock_sqlite`], [`drop_postgres_db`]);
+//! - the backend matrix: [`backends!`] runs `async fn NAME(url: &str)` tests once on SQLite and
+//!   once on PostgreSQL;
+//! - engines: [`TestModel`] (a scripted model that records its calls, can be held at a gate and
+//!   measures concurrent steps with a [`Concurrency`] probe), [`test_engine`] / [`engine_over`]
+//!   (an engine over a store offering a `TestModel` as `main`), [`offer`], and shorthands for
+//!   messages and questions ([`chat`], [`msg`], [`started`], [`queued`], [`ask_input`],
+//!   [`answer`]);
+//! - waiting: [`eventually`] (poll a condition with a deadline) and [`wait_quiet`];
+//! - [`PausingStore`]: a store wrapper that holds the engine once at a [`PausePoint`] between two
+//!   of its writes, so a test can act inside that window.
+//!
+//! The dependency graph stays acyclic: this crate depends on `frogbot-core`, `frogbot-sqlite` and
+//! `frogbot-postgres`; those use it only as a dev-dependency.
 //!
 //! The cluster is started once per test process with Debian's PostgreSQL server binaries (`initdb`,
 //! `pg_ctl`) on a temporary directory and a free loopback port, as the unprivileged `postgres`
@@ -11,6 +28,15 @@
 //! published crate.
 
 #![allow(unsafe_code)] // atexit(3), to stop the cluster when the test process exits
+
+mod engine;
+mod pausing;
+
+pub use engine::{
+    Call, Concurrency, QUESTION_CALL, TestModel, after_tool, answer, ask_input, chat, engine_over,
+    eventually, last_user, msg, offer, queued, started, test_engine, texts, wait_quiet,
+};
+pub use pausing::{PausePoint, PausingStore};
 
 use std::any::Any;
 use std::net::TcpListener;
@@ -395,6 +421,18 @@ impl Drop for SqliteWriteLock {
     }
 }
 
+/// Runs `sql` on the SQLite test database at `url` (`sqlite://PATH`) from a second connection, as
+/// another process (or a disk fault) would: for tests that need stored data the store itself
+/// never writes, such as a document that no longer parses.
+///
+/// # Panics
+/// When the database cannot be opened or the SQL fails.
+pub fn sqlite_exec(url: &str, sql: &str) {
+    let path = url.trim_start_matches("sqlite://");
+    let conn = rusqlite::Connection::open(path).expect("open the SQLite database");
+    conn.execute_batch(sql).expect("run the SQL");
+}
+
 /// Drops the PostgreSQL test database at `url` under whoever uses it (`WITH (FORCE)` cuts their
 /// connections): every later operation of a store on it fails.
 ///
@@ -412,4 +450,61 @@ pub async fn drop_postgres_db(url: &str) {
     .execute(&mut admin)
     .await
     .expect("drop the test database");
+}
+
+/// Instantiates `async fn NAME(url: &str)` test functions for both backends: `sqlite::NAME` on a
+/// fresh SQLite file and `postgres::NAME` on a fresh PostgreSQL database (returning early, with
+/// the testkit's message, when PostgreSQL is not installed). Attributes written before a name
+/// (`#[ignore = "…"]`) go on both tests. With `db:` first, the functions take the [`TestDb`]
+/// itself (`async fn NAME(db: TestDb)`), for suites that keep it (a server's configuration).
+///
+/// ```ignore
+/// async fn a_chat_starts_idle(url: &str) { /* … */ }
+/// frogbot_testkit::backends!(a_chat_starts_idle);
+/// ```
+#[macro_export]
+macro_rules! backends {
+    (db: $($(#[$meta:meta])* $name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                $(#[$meta])*
+                #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name($crate::sqlite_db()).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                $(#[$meta])*
+                #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let Some(db) = $crate::postgres_db() else { return };
+                    super::$name(db).await;
+                }
+            )*
+        }
+    };
+    ($($(#[$meta:meta])* $name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                $(#[$meta])*
+                #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let db = $crate::sqlite_db();
+                    super::$name(&db.url).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                $(#[$meta])*
+                #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let Some(db) = $crate::postgres_db() else { return };
+                    super::$name(&db.url).await;
+                }
+            )*
+        }
+    };
 }

@@ -18,6 +18,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use frogbot_core::Error as CoreError;
+use frogbot_core::StoreError;
 use frogbot_core::agent::{Engine, SendMessage, Sent, Settle};
 use frogbot_core::model::{
     ChatId, Delivery, MessagePart, QuestionOutcome, QuestionOutput, UiMessage, UserId,
@@ -102,23 +103,68 @@ impl ApiError {
     }
 }
 
+/// The engine's errors as HTTP answers (`serve-contract.md`'s table, and what it leaves open):
+///
+/// | error | status | code |
+/// |---|---|---|
+/// | `InvalidInput`, `InvalidChatId` | 400 | `invalid-request` |
+/// | `SelectionUnavailable` | 400 | `selection-unavailable` |
+/// | `InvalidAnswer` | 400 | `invalid-answer` |
+/// | `Forbidden` | 403 | `forbidden` |
+/// | `NotFound` | 404 | `not-found` |
+/// | `ChannelChat` | 409 | `channel-chat` |
+/// | `Stale` | 409 | `stale` |
+/// | `DuplicateMessage` | 409 | `duplicate-message` |
+/// | `TurnInProgress` | 409 | `turn-in-progress` |
+/// | `Store(Conflict)` | 409 | `conflict` |
+/// | `Store(Unavailable \| Locked)` | 503 + `Retry-After: 1` | `unavailable` |
+/// | `Stopping` | 503 + `Retry-After: 1` | `stopping` |
+/// | `Internal`, `Store(LeaseLost \| Corrupt \| Migration \| …)` | 500 | `internal` |
 impl From<CoreError> for ApiError {
     fn from(e: CoreError) -> Self {
         match &e {
-            CoreError::SelectionUnavailable(m) => {
-                Self::new(StatusCode::BAD_REQUEST, "selection-unavailable", m)
+            CoreError::SelectionUnavailable { .. } => Self::new(
+                StatusCode::BAD_REQUEST,
+                "selection-unavailable",
+                e.to_string(),
+            ),
+            CoreError::InvalidAnswer { reason } => {
+                Self::new(StatusCode::BAD_REQUEST, "invalid-answer", reason)
             }
-            CoreError::InvalidAnswer(m) => Self::new(StatusCode::BAD_REQUEST, "invalid-answer", m),
-            CoreError::InvalidInput(m) => Self::invalid(m),
+            CoreError::InvalidInput { reason } => Self::invalid(reason),
             CoreError::InvalidChatId(m) => Self::invalid(format!("bad chat id {m:?}")),
-            CoreError::NotFound(m) => Self::not_found(m),
-            CoreError::Stale(m) => Self::new(StatusCode::CONFLICT, "stale", m),
-            CoreError::Forbidden(m) => Self::new(StatusCode::FORBIDDEN, "forbidden", m),
-            CoreError::ChannelChat(m) => Self::new(StatusCode::CONFLICT, "channel-chat", m),
+            CoreError::NotFound { item, id } => Self::not_found(format!("{item} {id}")),
+            CoreError::Stale {
+                tool_call_id,
+                reason,
+            } => Self::new(
+                StatusCode::CONFLICT,
+                "stale",
+                format!("{tool_call_id} {reason}"),
+            ),
+            CoreError::Forbidden { chat_id } => Self::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                format!("chat {chat_id} belongs to another user"),
+            ),
+            CoreError::ChannelChat { chat_id, reason } => Self::new(
+                StatusCode::CONFLICT,
+                "channel-chat",
+                format!("chat {chat_id} {reason}"),
+            ),
+            CoreError::DuplicateMessage { .. } => {
+                Self::new(StatusCode::CONFLICT, "duplicate-message", e.to_string())
+            }
+            CoreError::TurnInProgress { .. } => {
+                Self::new(StatusCode::CONFLICT, "turn-in-progress", e.to_string())
+            }
+            CoreError::Store(StoreError::Conflict { message }) => {
+                Self::new(StatusCode::CONFLICT, "conflict", message)
+            }
             // The database failed (unreachable, locked past its timeout, full): the operation
             // changed nothing and may be tried again. Logged here, once, with the driver's words;
             // the caller gets a clear message without them (they may name hosts).
-            CoreError::Storage(_) | CoreError::Locked(_) => {
+            e if e.is_transient() => {
                 tracing::error!(error = %e, "store unavailable; answering 503");
                 let mut err = Self::new(
                     StatusCode::SERVICE_UNAVAILABLE,
@@ -128,6 +174,17 @@ impl From<CoreError> for ApiError {
                 err.retry_after = true;
                 err
             }
+            CoreError::Stopping => {
+                let mut err = Self::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "stopping",
+                    "the server is stopping; try again later",
+                );
+                err.retry_after = true;
+                err
+            }
+            // An invariant that does not hold, stored data that does not read back, a lost lease:
+            // the server's fault. Logged with the details; the caller learns nothing more.
             other => {
                 tracing::error!(error = %other, "internal error");
                 Self::new(
@@ -359,11 +416,11 @@ async fn post_message(
         .await;
     let sent = match sent {
         Ok(sent) => sent,
-        Err(CoreError::ChannelChat(m)) => {
+        Err(e @ CoreError::ChannelChat { .. }) => {
             // A chat the caller may not even read is not described to them.
             return Err(err(match state.engine.chat(&chat).await? {
                 Some(row) if !may_read(&row, user.as_ref()) => ApiError::forbidden(),
-                _ => ApiError::new(StatusCode::CONFLICT, "channel-chat", m),
+                _ => e.into(),
             }));
         }
         Err(e) => return Err(err(e.into())),
@@ -633,4 +690,75 @@ async fn events(
     res.headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     Ok(with_chat(&chat, res))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use frogbot_core::Item;
+
+    fn mapped(e: CoreError) -> (u16, &'static str, bool) {
+        let a = ApiError::from(e);
+        (a.status.as_u16(), a.code, a.retry_after)
+    }
+
+    #[test]
+    fn engine_errors_map_to_the_contracts_statuses() {
+        let chat = ChatId::new("c1").unwrap();
+        assert_eq!(
+            mapped(CoreError::DuplicateMessage {
+                chat_id: chat.clone(),
+                message_id: "m1".into()
+            }),
+            (409, "duplicate-message", false)
+        );
+        assert_eq!(
+            mapped(CoreError::Internal("a turn loop has no turn".into())),
+            (500, "internal", false)
+        );
+        assert_eq!(
+            mapped(CoreError::Store(StoreError::LeaseLost {
+                chat_id: chat.clone()
+            })),
+            (500, "internal", false)
+        );
+        assert_eq!(
+            mapped(CoreError::Store(StoreError::corrupt_msg("row"))),
+            (500, "internal", false)
+        );
+        assert_eq!(
+            mapped(CoreError::Store(StoreError::unavailable_msg("down"))),
+            (503, "unavailable", true)
+        );
+        assert_eq!(
+            mapped(CoreError::Store(StoreError::Locked {
+                question: "q1".into()
+            })),
+            (503, "unavailable", true)
+        );
+        assert_eq!(
+            mapped(CoreError::Store(StoreError::Conflict {
+                message: "taken".into()
+            })),
+            (409, "conflict", false)
+        );
+        assert_eq!(
+            mapped(CoreError::from(StoreError::Forbidden {
+                chat_id: chat.clone()
+            })),
+            (403, "forbidden", false)
+        );
+        assert_eq!(
+            mapped(CoreError::NotFound {
+                item: Item::ToolCall,
+                id: "q9".into()
+            }),
+            (404, "not-found", false)
+        );
+        assert_eq!(
+            mapped(CoreError::TurnInProgress { chat_id: chat }),
+            (409, "turn-in-progress", false)
+        );
+        assert_eq!(mapped(CoreError::Stopping), (503, "stopping", true));
+    }
 }

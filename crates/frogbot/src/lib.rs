@@ -37,7 +37,7 @@ pub enum Error {
         /// The database URL, redacted.
         url: String,
         /// What failed.
-        source: frogbot_core::Error,
+        source: frogbot_core::StoreError,
     },
     /// The listen address could not be bound (exit code 2).
     #[error("listen {addr}: {source}")]
@@ -71,9 +71,10 @@ impl Error {
 }
 
 /// The database's own words for a store error (without the store's "database:" prefix).
-fn database_message(e: &frogbot_core::Error) -> String {
+fn database_message(e: &frogbot_core::StoreError) -> String {
     match e {
-        frogbot_core::Error::Storage(m) | frogbot_core::Error::Migration(m) => m.clone(),
+        frogbot_core::StoreError::Unavailable { message, .. }
+        | frogbot_core::StoreError::Migration { message, .. } => message.clone(),
         other => other.to_string(),
     }
 }
@@ -96,7 +97,7 @@ pub async fn open_store(url: &str) -> Result<frogbot_core::store::DynStore, Erro
         )
         .await
         .map_err(|_| {
-            failed(frogbot_core::Error::Storage(format!(
+            failed(frogbot_core::StoreError::unavailable_msg(format!(
                 "no connection within {} s",
                 POSTGRES_CONNECT_TIMEOUT.as_secs()
             )))
@@ -110,9 +111,9 @@ pub async fn open_store(url: &str) -> Result<frogbot_core::store::DynStore, Erro
             .map_err(failed)?;
         return Ok(std::sync::Arc::new(store));
     }
-    Err(failed(frogbot_core::Error::UnsupportedDatabase(redact(
-        url,
-    ))))
+    Err(failed(frogbot_core::StoreError::UnsupportedDatabase {
+        url: redact(url),
+    }))
 }
 
 /// Builds the engine of a configuration (opening the store and applying migrations).

@@ -398,13 +398,13 @@ async fn post_and_get_shapes() {
         assert!(m["metadata"].get("status").is_none_or(Value::is_null));
     }
 
-    // A duplicate client id is refused, not stored twice.
+    // A duplicate client id is refused as a conflict (409, not a 400), not stored twice.
     let mut body = msg("again");
     body["id"] = json!("client-1");
     let r = s
         .post(&format!("/api/chats/{chat}/messages"), Some(ALICE), body)
         .await;
-    r.assert_error(400, "invalid-request");
+    r.assert_error(409, "duplicate-message");
     assert_eq!(messages(&s.chat(&chat, Some(ALICE)).await.json).len(), 2);
 }
 

@@ -346,33 +346,16 @@ async fn steer_joins_multi_step_turn(db: TestDb) {
     );
 }
 
-macro_rules! scenarios {
-    ($db:expr) => {
-        scenarios!(@one $db, queue_while_running);
-        scenarios!(@one $db, steer_joins_or_queues);
-        scenarios!(@one $db, steer_while_awaiting_is_queued);
-        scenarios!(@one $db, steer_joins_multi_step_turn);
-        scenarios!(@one $db, edit_and_delete_queued);
-        scenarios!(@one $db, anonymous_queue_shared);
-        scenarios!(@one $db, question_answered);
-        scenarios!(@one $db, question_dismissed);
-        scenarios!(@one $db, queue_behind_question);
-        scenarios!(@one $db, delete_waiting_message);
-        scenarios!(@one $db, delete_waiting_message_idle);
-    };
-    (@one $db:expr, $name:ident) => {
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn $name() {
-            let Some(db) = $db else { return };
-            super::$name(db).await;
-        }
-    };
-}
-
-mod sqlite {
-    scenarios!(Some(frogbot_testkit::sqlite_db()));
-}
-
-mod postgres {
-    scenarios!(frogbot_testkit::postgres_db());
-}
+frogbot_testkit::backends!(
+    db: queue_while_running,
+    steer_joins_or_queues,
+    steer_while_awaiting_is_queued,
+    steer_joins_multi_step_turn,
+    edit_and_delete_queued,
+    anonymous_queue_shared,
+    question_answered,
+    question_dismissed,
+    queue_behind_question,
+    delete_waiting_message,
+    delete_waiting_message_idle,
+);

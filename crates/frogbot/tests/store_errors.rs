@@ -69,3 +69,45 @@ async fn a_lost_postgres_database_is_a_503() {
         r.assert_error(503, "unavailable");
     }
 }
+
+/// A client message id the chat already has is a conflict: 409 `duplicate-message` (not a 400:
+/// the request is well formed, it collides with what is stored), and nothing is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_duplicate_message_id_is_a_409_and_nothing_is_written() {
+    let db = frogbot_testkit::sqlite_db();
+    let s = start(&db).await;
+    let chat = chat_id("dup");
+    let mut body = msg("first");
+    body["id"] = serde_json::json!("client-1");
+    let path = format!("/api/chats/{chat}/messages");
+    assert_eq!(s.post(&path, Some(ALICE), body.clone()).await.status, 200);
+    s.wait_state(&chat, Some(ALICE), "idle").await;
+    let before = messages(&s.chat(&chat, Some(ALICE)).await.json).len();
+
+    body["parts"][0]["text"] = serde_json::json!("again");
+    let r = s.post(&path, Some(ALICE), body).await;
+    r.assert_error(409, "duplicate-message");
+    assert!(r.text.contains("client-1"), "{}", r.text);
+    let after = s.chat(&chat, Some(ALICE)).await;
+    assert_eq!(messages(&after.json).len(), before, "nothing was written");
+    assert_eq!(after.json["state"], "idle");
+}
+
+/// Stored data that no longer reads back (a broken invariant of the store, not the caller's
+/// fault) is a 500 `internal` whose message says nothing about the data.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stored_data_that_does_not_read_back_is_a_500() {
+    let db = frogbot_testkit::sqlite_db();
+    let s = start(&db).await;
+    let chat = chat_id("corrupt");
+    assert_eq!(s.send(&chat, Some(ALICE), "hi").await.status, 200);
+    s.wait_state(&chat, Some(ALICE), "idle").await;
+    frogbot_testkit::sqlite_exec(
+        &db.url,
+        &format!("UPDATE messages SET body = 'not json' WHERE chat_id = '{chat}'"),
+    );
+    let r = s.chat(&chat, Some(ALICE)).await;
+    r.assert_error(500, "internal");
+    assert!(!r.text.contains("not json"), "{}", r.text);
+    assert!(!r.text.contains("corrupt"), "{}", r.text);
+}

@@ -22,10 +22,8 @@ use frogbot_core::agent::{
     Engine, EngineConfig, ModelEvent, ModelOffer, ModelRequest, Sent, TurnEvent,
 };
 use frogbot_core::model::{QUESTION_TOOL, TurnState};
-use frogbot_e2e::{
-    AWAITING, PARTIAL_TEXT, QUESTION_CALL, STEP_STARTED, after_tool, ask_input, chat, last_user,
-    msg,
-};
+use frogbot_e2e::{AWAITING, PARTIAL_TEXT, STEP_STARTED};
+use frogbot_testkit::{QUESTION_CALL, after_tool, ask_input, chat, last_user, msg};
 
 fn say(line: &str) {
     let mut out = std::io::stdout().lock();

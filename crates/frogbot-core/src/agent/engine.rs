@@ -137,7 +137,7 @@ impl Engine {
     /// Sends a user message: starts a turn when the chat is idle, otherwise saves it as queued
     /// (or as a steer for the running turn, from its driving user). Who may write the chat is
     /// decided in the same store operation ([`Error::Forbidden`], [`Error::ChannelChat`]); a
-    /// message id the chat has already is [`Error::InvalidInput`].
+    /// message id the chat has already is [`Error::DuplicateMessage`].
     pub async fn send(&self, req: SendMessage) -> Result<Sent> {
         let chat = req.chat_id.clone();
         let id = req.id.clone();
@@ -150,10 +150,10 @@ impl Engine {
                 message_id,
                 delivery,
             }),
-            SendResult::Duplicate => Err(Error::InvalidInput(format!(
-                "chat {chat} already has a message {:?}",
-                id.unwrap_or_default()
-            ))),
+            SendResult::Duplicate => Err(Error::DuplicateMessage {
+                chat_id: chat,
+                message_id: id.unwrap_or_default(),
+            }),
         }
     }
 
@@ -177,7 +177,9 @@ impl Engine {
         };
         match self.inner.turns.send(req, false).await? {
             SendResult::Started(h) => Ok(h),
-            _ => Err(Error::TurnInProgress(chat_id.to_string())),
+            _ => Err(Error::TurnInProgress {
+                chat_id: chat_id.clone(),
+            }),
         }
     }
 
@@ -282,27 +284,33 @@ impl Engine {
 
     /// Whether the store answers.
     pub async fn ping(&self) -> Result<()> {
-        self.store().ping().await
+        self.store().ping().await.map_err(Error::from)
     }
 
     /// One chat.
     pub async fn chat(&self, chat: &ChatId) -> Result<Option<ChatRow>> {
-        self.store().get_chat(chat).await
+        self.store().get_chat(chat).await.map_err(Error::from)
     }
 
     /// The chats owned by `owner` (`None`: the ownerless ones), newest first.
     pub async fn chats(&self, owner: Option<&UserId>, limit: u32) -> Result<Vec<ChatRow>> {
-        self.store().list_chats(owner, limit).await
+        self.store()
+            .list_chats(owner, limit)
+            .await
+            .map_err(Error::from)
     }
 
     /// A chat's messages in stored order.
     pub async fn messages(&self, chat: &ChatId) -> Result<Vec<StoredMessage>> {
-        self.store().list_messages(chat).await
+        self.store().list_messages(chat).await.map_err(Error::from)
     }
 
     /// The messages of a chat written after `version`, with its version now.
     pub async fn changes_since(&self, chat: &ChatId, version: i64) -> Result<ChatChanges> {
-        self.store().messages_since(chat, version).await
+        self.store()
+            .messages_since(chat, version)
+            .await
+            .map_err(Error::from)
     }
 
     /// The open question calls of the chat's waiting reply, in call order.
@@ -344,7 +352,10 @@ impl Engine {
         id: &str,
         by: Option<&UserId>,
     ) -> Result<QueuedChange> {
-        self.store().delete_queued(chat, id, by, self.now()).await
+        self.store()
+            .delete_queued(chat, id, by, self.now())
+            .await
+            .map_err(Error::from)
     }
 
     // ---- jobs and life cycle -------------------------------------------------------------------

@@ -25,12 +25,12 @@ use std::sync::Arc;
 use serde_json::json;
 
 use super::*;
-use crate::Error;
 use crate::model::{
     Actor, ChannelRef, ChatId, Delivery, ErrorInfo, MessageMetadata, MessagePart, MessageStatus,
     QuestionAnswer, QuestionInput, QuestionItem, QuestionMessage, QuestionOption, QuestionOutcome,
     QuestionOutput, QuestionRecord, Role, TurnState, UiMessage, UserId,
 };
+use crate::store::StoreError;
 
 /// Opens another handle on the same database.
 pub type Reopen = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = DynStore> + Send>> + Send + Sync>;
@@ -330,7 +330,7 @@ fn ids(messages: &[StoredMessage]) -> Vec<String> {
 }
 
 fn lost<T: std::fmt::Debug>(r: Result<T>) -> bool {
-    matches!(r, Err(Error::LeaseLost { .. }))
+    matches!(r, Err(StoreError::LeaseLost { .. }))
 }
 
 fn question_input() -> QuestionInput {
@@ -578,7 +578,7 @@ pub async fn send_checks_who_writes_a_chat(db: Db) {
         T0,
     )
     .await;
-    assert!(matches!(r, Err(Error::Forbidden(_))), "{r:?}");
+    assert!(matches!(r, Err(StoreError::Forbidden { .. })), "{r:?}");
     let r = send_as(
         s,
         &web("owned", None),
@@ -589,7 +589,7 @@ pub async fn send_checks_who_writes_a_chat(db: Db) {
     )
     .await;
     assert!(
-        matches!(r, Err(Error::Forbidden(_))),
+        matches!(r, Err(StoreError::Forbidden { .. })),
         "an anonymous writer: {r:?}"
     );
     // A web chat written from a channel, and the other way round, and another thread.
@@ -602,7 +602,7 @@ pub async fn send_checks_who_writes_a_chat(db: Db) {
         T0,
     )
     .await;
-    assert!(matches!(r, Err(Error::ChannelChat(_))), "{r:?}");
+    assert!(matches!(r, Err(StoreError::ChannelChat { .. })), "{r:?}");
     let chan = in_thread("_chan", Some("alice"), "t1");
     start(s, &chan, "c1", Some("alice"), T0).await;
     let r = send_as(
@@ -614,7 +614,7 @@ pub async fn send_checks_who_writes_a_chat(db: Db) {
         T0,
     )
     .await;
-    assert!(matches!(r, Err(Error::ChannelChat(_))), "{r:?}");
+    assert!(matches!(r, Err(StoreError::ChannelChat { .. })), "{r:?}");
     let r = send_as(
         s,
         &in_thread("_chan", Some("alice"), "t2"),
@@ -624,7 +624,7 @@ pub async fn send_checks_who_writes_a_chat(db: Db) {
         T0,
     )
     .await;
-    assert!(matches!(r, Err(Error::ChannelChat(_))), "{r:?}");
+    assert!(matches!(r, Err(StoreError::ChannelChat { .. })), "{r:?}");
     // Refused sends saved nothing.
     for (chat, id) in [
         (&owned, "o2"),
@@ -2306,7 +2306,7 @@ pub async fn mark_rendered_saves_records_and_links(db: Db) {
             now,
         })
         .await;
-    assert!(matches!(r, Err(Error::InvalidInput(_))), "{r:?}");
+    assert!(matches!(r, Err(StoreError::InvalidInput { .. })), "{r:?}");
     let partial = [
         RenderedCall {
             tool_call_id: "call-1".into(),
@@ -2527,7 +2527,7 @@ pub async fn record_outcome_first_wins_and_is_fenced(db: Db) {
     assert!(closer.token > l.token);
     assert!(matches!(
         update(s, &l, &QuestionUpdate::default(), at).await,
-        Err(Error::Locked(_))
+        Err(StoreError::Locked { .. })
     ));
     let closed = update(
         s,
@@ -2812,7 +2812,7 @@ pub async fn update_question_under_lock(db: Db) {
     assert!(!row.locked(T0 + 11));
     assert!(matches!(
         update(s, &a, &QuestionUpdate::default(), T0 + 12).await,
-        Err(Error::Locked(_))
+        Err(StoreError::Locked { .. })
     ));
     // A lock taken over after its time ran out fences the old holder.
     let old = lock(s, &c, "call-1", "old", 10, T0 + 20).await.unwrap();
@@ -2832,7 +2832,7 @@ pub async fn update_question_under_lock(db: Db) {
             now: T0 + 31,
         })
         .await;
-    assert!(matches!(r, Err(Error::Locked(_))), "{r:?}");
+    assert!(matches!(r, Err(StoreError::Locked { .. })), "{r:?}");
     assert!(
         s.claim_job("w", 1_000, T0 + 1_000).await.unwrap().is_none(),
         "the refused update scheduled nothing"
@@ -2855,7 +2855,7 @@ pub async fn update_question_under_lock(db: Db) {
         T0 + 32,
     )
     .await;
-    assert!(matches!(r, Err(Error::InvalidInput(_))), "{r:?}");
+    assert!(matches!(r, Err(StoreError::InvalidInput { .. })), "{r:?}");
     assert!(
         update(
             s,
@@ -2896,7 +2896,7 @@ pub async fn question_lock_is_exclusive_and_fences_updates(db: Db) {
     };
     assert!(matches!(
         s.update_question(&keep(&a)).await,
-        Err(Error::Locked(_))
+        Err(StoreError::Locked { .. })
     ));
     assert!(s.update_question(&keep(&b)).await.unwrap().posting);
     s.unlock_question(&a).await.unwrap(); // the old holder's unlock is a no-op

@@ -18,7 +18,10 @@
 //!
 //! Time is passed in by the caller (milliseconds since the epoch); no method reads a clock.
 
+mod error;
 mod types;
+pub use crate::error::Item;
+pub use error::{Result, StoreError};
 pub use types::*;
 
 #[cfg(feature = "testing")]
@@ -27,7 +30,6 @@ pub mod conformance;
 use async_trait::async_trait;
 use std::sync::Arc;
 
-use crate::error::Result;
 use crate::model::{ChatId, Millis, UserId};
 
 /// How long an unanswered question record lives after its last change: 30 days.
@@ -144,7 +146,7 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         req: &LeaseRequest,
     ) -> Result<Resume>;
 
-    /// Extends a lease. [`crate::Error::LeaseLost`] when it was taken over.
+    /// Extends a lease. [`StoreError::LeaseLost`] when it was taken over.
     async fn renew_lease(&self, lease: &mut Lease, ttl_ms: Millis, now: Millis) -> Result<()>;
 
     /// Ends a held lease now without releasing it (fenced), so the next taker treats its turn as
@@ -201,7 +203,7 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     ) -> Result<Option<(QuestionLock, QuestionRow)>>;
 
     /// Under a held lock: applies `op.update`, links the record's messages to the call, enqueues
-    /// `op.job`, and releases the lock (unless `op.keep_lock`). [`crate::Error::Locked`] when the
+    /// `op.job`, and releases the lock (unless `op.keep_lock`). [`StoreError::Locked`] when the
     /// lock is no longer held. The expiry is refreshed (30 days from now, unchanged once an outcome
     /// is recorded).
     async fn update_question(&self, op: &UpdateQuestionOp<'_>) -> Result<QuestionRow>;

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::error::{Error, Result};
+use super::error::{Result, StoreError};
 use crate::model::{
     Actor, ChannelRef, ChatId, Delivery, ErrorInfo, MessageMetadata, MessagePart, Millis,
     QuestionInput, QuestionOutcome, QuestionRecord, Role, TurnState, UiMessage, UserId,
@@ -95,27 +95,34 @@ impl ChatRow {
     }
 }
 
+/// [`StoreError::ChannelChat`]'s reason for a channel chat written from elsewhere.
+pub const CONTINUED_FROM_ITS_CHANNEL: &str = "is continued only from its channel";
+/// [`StoreError::ChannelChat`]'s reason for a chat that is not the writing channel thread's.
+pub const NOT_OF_THIS_THREAD: &str = "is not a chat of this channel thread";
+
 /// Whether the writer of a new message may write to the existing chat `row` (the rule of
 /// [`super::Store::send`]):
 /// - a chat whose channel differs from `chat.channel` (a web chat for a channel message, a
-///   channel chat for a web message, another thread) is refused with [`Error::ChannelChat`];
-/// - a web chat with an owner is written by its owner only ([`Error::Forbidden`]); channel chats
+///   channel chat for a web message, another thread) is refused with [`StoreError::ChannelChat`];
+/// - a web chat with an owner is written by its owner only ([`StoreError::Forbidden`]); channel chats
 ///   are written by everyone in their thread, ownerless web chats by anyone.
 pub fn check_writer(row: &ChatRow, chat: &NewChat) -> Result<()> {
     if row.channel != chat.channel {
-        return Err(Error::ChannelChat(match &row.channel {
-            Some(_) => format!("chat {} is continued only from its channel", row.chat_id),
-            None => format!("chat {} is not a chat of this channel thread", row.chat_id),
-        }));
+        return Err(StoreError::ChannelChat {
+            chat_id: row.chat_id.clone(),
+            reason: match &row.channel {
+                Some(_) => CONTINUED_FROM_ITS_CHANNEL,
+                None => NOT_OF_THIS_THREAD,
+            },
+        });
     }
     if row.channel.is_none()
         && let Some(owner) = &row.owner
         && chat.owner.as_ref() != Some(owner)
     {
-        return Err(Error::Forbidden(format!(
-            "chat {} belongs to another user",
-            row.chat_id
-        )));
+        return Err(StoreError::Forbidden {
+            chat_id: row.chat_id.clone(),
+        });
     }
     Ok(())
 }

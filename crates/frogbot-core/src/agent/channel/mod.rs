@@ -142,7 +142,7 @@ impl Channels {
             return Ok(ChannelMessageOutcome::Consumed(handled));
         }
         let Some(channel) = self.registry.get(platform) else {
-            return Err(Error::InvalidInput(format!(
+            return Err(Error::invalid(format!(
                 "no channel {platform:?} in this process"
             )));
         };

@@ -17,7 +17,7 @@ use tracing::{Instrument, debug, error, info_span, warn};
 
 use super::registry::{Channel, Registry, thread_of};
 use super::turn::{Settle, Settled, Turns};
-use crate::error::{Error, Result};
+use crate::error::{Error, Item, Result, StaleReason};
 use crate::model::{
     Actor, ChannelIdentity, ChannelQuestions, ChatId, ChatInfo, HookArgs, Interaction, ParseArgs,
     ParseResult, PlatformUser, QuestionCall, QuestionChange, QuestionMessage, QuestionOutcome,
@@ -429,29 +429,41 @@ impl Questions {
         actor: Option<Actor>,
     ) -> Result<Settled> {
         let Some((q, row)) = self.question_soon(chat, tool_call_id).await? else {
-            return Err(Error::NotFound(format!("tool call {tool_call_id}")));
+            return Err(Error::NotFound {
+                item: Item::ToolCall,
+                id: tool_call_id.into(),
+            });
         };
         let now = self.now();
         if q.outcome.is_some() {
-            return Err(Error::Stale(format!("{tool_call_id} is already settled")));
+            return Err(Error::Stale {
+                tool_call_id: tool_call_id.into(),
+                reason: StaleReason::Settled,
+            });
         }
         let outcome = match settle {
             Settle::Answer(output) => {
                 q.input
                     .check_output(&output)
-                    .map_err(Error::InvalidAnswer)?;
+                    .map_err(|reason| Error::InvalidAnswer { reason })?;
                 QuestionOutcome::Answered(output)
             }
             Settle::Dismiss => QuestionOutcome::Dismissed,
         };
         if q.answer_deadline.is_some_and(|d| d <= now) {
             self.expire(chat, &q.message_id).await?;
-            return Err(Error::Stale(format!("{tool_call_id} has expired")));
+            return Err(Error::Stale {
+                tool_call_id: tool_call_id.into(),
+                reason: StaleReason::Expired,
+            });
         }
         // The row read with the record: the outcome path uses only what never changes (its id,
         // its channel thread).
         let Some(row) = row else {
-            return Err(Error::NotFound(format!("chat {chat}")));
+            return Err(Error::NotFound {
+                item: Item::Chat,
+                id: chat.to_string(),
+            });
         };
         let req = RequestContext {
             user: actor.as_ref().and_then(|a| a.user.clone()),
@@ -462,10 +474,14 @@ impl Questions {
             .await?
         {
             Concluded::Won(state) => Ok(Settled { outcome, state }),
-            Concluded::Gone => Err(Error::NotFound(format!("tool call {tool_call_id}"))),
-            Concluded::Settled(_) | Concluded::Changed(_) => {
-                Err(Error::Stale(format!("{tool_call_id} is already settled")))
-            }
+            Concluded::Gone => Err(Error::NotFound {
+                item: Item::ToolCall,
+                id: tool_call_id.into(),
+            }),
+            Concluded::Settled(_) | Concluded::Changed(_) => Err(Error::Stale {
+                tool_call_id: tool_call_id.into(),
+                reason: StaleReason::Settled,
+            }),
         }
     }
 
@@ -567,14 +583,16 @@ impl Questions {
         let store = self.store();
         let now = self.now();
         match interaction {
-            Interaction::Action { event } => {
-                store
-                    .questions_by_platform_message(platform, &event.message_id, now)
-                    .await
-            }
+            Interaction::Action { event } => store
+                .questions_by_platform_message(platform, &event.message_id, now)
+                .await
+                .map_err(Error::from),
             Interaction::ModalSubmit { event } => {
                 if let Some(id) = &event.related_message_id {
-                    return store.questions_by_platform_message(platform, id, now).await;
+                    return store
+                        .questions_by_platform_message(platform, id, now)
+                        .await
+                        .map_err(Error::from);
                 }
                 let Some(loc) = event
                     .private_metadata
@@ -883,6 +901,7 @@ impl Questions {
         self.store()
             .get_question(&q.chat_id, &q.tool_call_id, self.now())
             .await
+            .map_err(Error::from)
     }
 
     /// A partial answer: saves the state with the next revision (fenced by the revision parsed),
@@ -1169,6 +1188,7 @@ impl Questions {
         self.store()
             .questions_of_message(chat, message_id, self.now())
             .await
+            .map_err(Error::from)
     }
 
     /// The question a click on `message_id` would open a form for: its current message, still

@@ -29,6 +29,7 @@ use crate::model::{
     ChatId, Delivery, ErrorInfo, MessageMetadata, MessagePart, QuestionOutcome, Role, ToolState,
     TurnState, UiMessage, UserId, millis_to_iso,
 };
+use crate::store::StoreError;
 use crate::store::{
     self, AwaitOp, ChatRow, CheckpointOp, DynStore, EndMode, EndTurnOp, Lease, LeaseRequest,
     NewChat, NewQuestion, Resume, SendOp, StoredMessage, Taken, TurnEnded,
@@ -217,16 +218,18 @@ impl Turns {
     ) -> Result<String> {
         let id = model.unwrap_or(&self.config.default_model);
         let Some(offer) = self.offers.iter().find(|o| o.id == id) else {
-            return Err(Error::SelectionUnavailable(format!(
-                "model {id:?} is not offered"
-            )));
+            return Err(Error::SelectionUnavailable {
+                model: id.to_string(),
+                reasoning: None,
+            });
         };
         if let Some(r) = reasoning
             && !offer.reasoning.iter().any(|o| o == r)
         {
-            return Err(Error::SelectionUnavailable(format!(
-                "reasoning option {r:?} is not offered for model {id:?}"
-            )));
+            return Err(Error::SelectionUnavailable {
+                model: id.to_string(),
+                reasoning: Some(r.to_string()),
+            });
         }
         Ok(id.to_string())
     }
@@ -252,19 +255,17 @@ impl Turns {
     ) -> Result<SendResult> {
         let model = self.check_selection(req.model.as_deref(), req.reasoning.as_deref())?;
         if req.parts.is_empty() {
-            return Err(Error::InvalidInput(
-                "a message needs at least one part".into(),
-            ));
+            return Err(Error::invalid("a message needs at least one part"));
         }
         if req.channel.is_none()
             && req.chat_id.is_channel_space()
             && self.store.get_chat(&req.chat_id).await?.is_none()
         {
             // Only a channel creates a chat in the channel chats' id space.
-            return Err(Error::ChannelChat(format!(
-                "chat ids starting with {:?} are created only by channels",
-                crate::model::CHANNEL_CHAT_PREFIX
-            )));
+            return Err(Error::ChannelChat {
+                chat_id: req.chat_id.clone(),
+                reason: "has an id in the channel chats' space: only a channel creates it",
+            });
         }
         let now = self.now();
         let message = UiMessage {
@@ -336,7 +337,9 @@ impl Turns {
                 })
             }
             store::Sent::Duplicate { .. } => Ok(SendResult::Duplicate),
-            store::Sent::Busy { chat } => Err(Error::TurnInProgress(chat.chat_id.to_string())),
+            store::Sent::Busy { chat } => Err(Error::TurnInProgress {
+                chat_id: chat.chat_id,
+            }),
         }
     }
 
@@ -478,7 +481,9 @@ impl Turns {
             match q.outcome.as_ref() {
                 Some(o) if o.output().is_some() => {
                     t.state = ToolState::OutputAvailable;
-                    t.output = Some(serde_json::to_value(o.output())?);
+                    t.output = Some(serde_json::to_value(o.output()).map_err(|e| {
+                        Error::Internal(format!("a question output does not serialise: {e}"))
+                    })?);
                 }
                 Some(QuestionOutcome::Dismissed) => {
                     t.state = ToolState::OutputError;
@@ -537,6 +542,7 @@ impl Turns {
                 now: self.now(),
             })
             .await
+            .map_err(Error::from)
     }
 
     /// Saves the reply of a turn stopped by a dismissal or withdrawal and ends the turn (one
@@ -664,7 +670,7 @@ impl Turns {
         let mut next = Some(start);
         let result = loop {
             let Some(start) = next.take() else {
-                break Err(Error::InvalidInput("no turn to run".into()));
+                break Err(Error::Internal("a turn loop has no turn to run".into()));
             };
             // Only the first turn streams to the caller; promoted turns are saved and broadcast.
             let tx = first.take().unwrap_or_else(|| mpsc::unbounded_channel().0);
@@ -820,9 +826,9 @@ impl Turns {
             .count() as u32;
         loop {
             if lost.load(Ordering::SeqCst) {
-                return Err(Error::LeaseLost {
-                    chat_id: chat_id.to_string(),
-                });
+                return Err(Error::Store(StoreError::LeaseLost {
+                    chat_id: chat_id.clone(),
+                }));
             }
             if steps_done >= self.config.max_steps {
                 debug!(steps = steps_done, "max_steps reached");

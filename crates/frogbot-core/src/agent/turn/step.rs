@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 use crate::model::{
     ErrorInfo, MessagePart, QUESTION_TOOL, QuestionInput, ToolPart, ToolState, UiMessage,
 };
+use crate::store::StoreError;
 use crate::store::{CheckpointOp, Lease};
 
 /// How a step ended.
@@ -88,9 +89,9 @@ impl Turns {
                 }
             }
             if lost.load(Ordering::SeqCst) {
-                return Err(Error::LeaseLost {
-                    chat_id: lease.chat_id.to_string(),
-                });
+                return Err(Error::Store(StoreError::LeaseLost {
+                    chat_id: lease.chat_id.clone(),
+                }));
             }
         }
         if finish.is_none() && failure.is_none() {

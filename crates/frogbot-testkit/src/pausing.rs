@@ -9,8 +9,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::sync::Semaphore;
 
-use frogbot_core::error::Result;
 use frogbot_core::model::{ChatId, Millis, UserId};
+use frogbot_core::store::Result;
 use frogbot_core::store::*;
 
 /// Where a [`PausingStore`] holds the engine (once).
