@@ -35,7 +35,7 @@ for dir in adapters/*/; do
         status=1
     fi
 done
-if grep -rn --include='*.rs' '#\[path' crates adapters examples tests; then
+if grep -rnE --include='*.rs' '^\s*#\[path' crates adapters examples tests; then
     echo "no #[path] includes: share code through a crate (e.g. an adapter's \`testing\` module)" >&2
     status=1
 fi

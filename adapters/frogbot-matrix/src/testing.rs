@@ -155,7 +155,11 @@ fn is_poll_end(t: &str) -> bool {
 }
 
 /// Checks an event the bot sends the way a homeserver (and clients) would refuse it.
-fn check_event(event_type: &str, content: &Value, event: &Value) -> Result<(), (StatusCode, &'static str, String)> {
+fn check_event(
+    event_type: &str,
+    content: &Value,
+    event: &Value,
+) -> Result<(), (StatusCode, &'static str, String)> {
     let bytes = serde_json::to_vec(event).map(|v| v.len()).unwrap_or(0);
     if bytes > MAX_EVENT_BYTES {
         return Err((

@@ -439,7 +439,7 @@ fn chat() -> frogbot_core::model::ChatId {
 
 // ---- the rules -----------------------------------------------------------------------------------
 
-pub async fn a_repeated_platform_message_is_taken_once(url: &str) {
+async fn a_repeated_platform_message_is_taken_once(url: &str) {
     let w = world(url).await;
     let first = reply_msg("alice", "hello");
     start_and_wait_msg(&w, first.clone()).await;
@@ -475,7 +475,7 @@ async fn start_and_wait_msg(w: &World, m: ThreadMessage) {
     }
 }
 
-pub async fn a_reply_answer_is_recorded_settled_and_continues_the_agent(url: &str) {
+async fn a_reply_answer_is_recorded_settled_and_continues_the_agent(url: &str) {
     let w = world(url).await;
     start_and_wait(&w, "please ask").await;
     assert_eq!(w.engine.state(&chat()).await.unwrap(), TurnState::Awaiting);
@@ -517,7 +517,7 @@ pub async fn a_reply_answer_is_recorded_settled_and_continues_the_agent(url: &st
     );
 }
 
-pub async fn a_partial_answer_saves_state_bumps_revision_and_calls_updated(url: &str) {
+async fn a_partial_answer_saves_state_bumps_revision_and_calls_updated(url: &str) {
     let w = world(url).await;
     start_and_wait(&w, "askset").await;
     assert_eq!(
@@ -558,7 +558,7 @@ pub async fn a_partial_answer_saves_state_bumps_revision_and_calls_updated(url: 
     assert_eq!(w.forum.edits.lock().unwrap().len(), 2);
 }
 
-pub async fn a_click_on_a_message_that_is_not_current_is_stale(url: &str) {
+async fn a_click_on_a_message_that_is_not_current_is_stale(url: &str) {
     let w = world(url).await;
     start_and_wait(&w, "askset").await;
     consumed(say(&w, "bob", "/answer 1").await);
@@ -586,7 +586,7 @@ pub async fn a_click_on_a_message_that_is_not_current_is_stale(url: &str) {
     assert_eq!(out, InteractionOutcome::Answered);
 }
 
-pub async fn parse_stale_and_a_second_answer_after_the_first_get_stale(url: &str) {
+async fn parse_stale_and_a_second_answer_after_the_first_get_stale(url: &str) {
     let w = world(url).await;
     start_and_wait(&w, "ask").await;
     // A reply sent before the current question was posted answers an earlier one: stale.
@@ -636,7 +636,7 @@ pub async fn parse_stale_and_a_second_answer_after_the_first_get_stale(url: &str
     assert_eq!(o.answers[0].selected, ["red"], "the first answer stands");
 }
 
-pub async fn a_participant_failing_access_is_denied_and_the_question_stays_open(url: &str) {
+async fn a_participant_failing_access_is_denied_and_the_question_stays_open(url: &str) {
     let w = world(url).await;
     start_and_wait(&w, "ask").await;
     let out = w
@@ -658,7 +658,7 @@ pub async fn a_participant_failing_access_is_denied_and_the_question_stays_open(
     assert_eq!(w.engine.state(&chat()).await.unwrap(), TurnState::Awaiting);
 }
 
-pub async fn a_rejected_parse_shows_the_reason_and_records_nothing(url: &str) {
+async fn a_rejected_parse_shows_the_reason_and_records_nothing(url: &str) {
     let w = world(url).await;
     start_and_wait(&w, "ask").await;
     let out = consumed(say(&w, "bob", "/answer 9").await);
@@ -681,7 +681,7 @@ pub async fn a_rejected_parse_shows_the_reason_and_records_nothing(url: &str) {
     );
 }
 
-pub async fn an_ignored_reply_reaches_the_agent_as_a_queued_message(url: &str) {
+async fn an_ignored_reply_reaches_the_agent_as_a_queued_message(url: &str) {
     let w = world(url).await;
     start_and_wait(&w, "ask").await;
     match say(&w, "bob", "just chatting").await {
@@ -691,7 +691,7 @@ pub async fn an_ignored_reply_reaches_the_agent_as_a_queued_message(url: &str) {
     assert_eq!(w.store.queued_messages(&chat()).await.unwrap().len(), 1);
 }
 
-pub async fn a_failing_updated_is_retried_as_a_durable_job_and_holds_interactions(url: &str) {
+async fn a_failing_updated_is_retried_as_a_durable_job_and_holds_interactions(url: &str) {
     let w = world(url).await;
     start_and_wait(&w, "askset").await;
     w.forum.fail_updated.store(1, Ordering::SeqCst);
@@ -738,7 +738,7 @@ pub async fn a_failing_updated_is_retried_as_a_durable_job_and_holds_interaction
     );
 }
 
-pub async fn a_failing_settled_is_logged_and_the_question_closes_without_a_change(url: &str) {
+async fn a_failing_settled_is_logged_and_the_question_closes_without_a_change(url: &str) {
     let w = world(url).await;
     start_and_wait(&w, "ask").await;
     w.forum.fail_settled.store(true, Ordering::SeqCst);
@@ -757,7 +757,7 @@ pub async fn a_failing_settled_is_logged_and_the_question_closes_without_a_chang
     idle(&w).await;
 }
 
-pub async fn an_answer_recorded_but_not_closed_is_closed_by_the_next_interaction(url: &str) {
+async fn an_answer_recorded_but_not_closed_is_closed_by_the_next_interaction(url: &str) {
     let w = world(url).await;
     start_and_wait(&w, "ask").await;
     // The process stopped during settled: the outcome is recorded, the question not closed.
@@ -811,7 +811,7 @@ pub async fn an_answer_recorded_but_not_closed_is_closed_by_the_next_interaction
     );
 }
 
-pub async fn a_failing_render_posts_the_questions_again_with_the_next_message(url: &str) {
+async fn a_failing_render_posts_the_questions_again_with_the_next_message(url: &str) {
     let w = world(url).await;
     w.forum.fail_render.store(true, Ordering::SeqCst);
     start_and_wait(&w, "ask").await;
@@ -828,7 +828,7 @@ pub async fn a_failing_render_posts_the_questions_again_with_the_next_message(ur
     );
 }
 
-pub async fn render_may_cover_some_calls_the_rest_follow_once_answered(url: &str) {
+async fn render_may_cover_some_calls_the_rest_follow_once_answered(url: &str) {
     let w = world(url).await;
     start_and_wait(&w, "asktwo").await;
     assert_eq!(
@@ -858,7 +858,7 @@ pub async fn render_may_cover_some_calls_the_rest_follow_once_answered(url: &str
     assert_eq!(w.engine.state(&chat()).await.unwrap(), TurnState::Idle);
 }
 
-pub async fn the_question_tool_is_offered_only_where_supported(url: &str) {
+async fn the_question_tool_is_offered_only_where_supported(url: &str) {
     let w = world(url).await;
     w.forum.unsupported.store(true, Ordering::SeqCst);
     start_and_wait(&w, "ask").await;
@@ -888,7 +888,7 @@ pub async fn the_question_tool_is_offered_only_where_supported(url: &str) {
     );
 }
 
-pub async fn the_first_answer_wins_across_http_and_channel(url: &str) {
+async fn the_first_answer_wins_across_http_and_channel(url: &str) {
     let w = world(url).await;
     for trial in 0..100 {
         let thread = format!("trial-{trial}");
@@ -960,7 +960,7 @@ pub async fn the_first_answer_wins_across_http_and_channel(url: &str) {
     }
 }
 
-pub async fn an_expired_question_uses_its_default_and_reaches_agent_and_settled(url: &str) {
+async fn an_expired_question_uses_its_default_and_reaches_agent_and_settled(url: &str) {
     let w = world(url).await;
     start_and_wait(&w, "askexp").await;
     let q = w
@@ -1003,7 +1003,7 @@ pub async fn an_expired_question_uses_its_default_and_reaches_agent_and_settled(
     assert_eq!(r, InteractionOutcome::Stale);
 }
 
-pub async fn a_withdrawn_question_is_cancelled_and_settled(url: &str) {
+async fn a_withdrawn_question_is_cancelled_and_settled(url: &str) {
     let w = world(url).await;
     start_and_wait(&w, "ask").await;
     let reply_id = w
@@ -1050,7 +1050,7 @@ fn form(who: &str, thread: &str, message_id: &str, n: u32) -> Interaction {
     }
 }
 
-pub async fn a_form_is_found_by_its_locator_and_checked_like_a_click(url: &str) {
+async fn a_form_is_found_by_its_locator_and_checked_like_a_click(url: &str) {
     let w = world(url).await;
     start_and_wait(&w, "askset").await;
     consumed(say(&w, "bob", "/answer 1").await);
@@ -1095,7 +1095,7 @@ pub async fn a_form_is_found_by_its_locator_and_checked_like_a_click(url: &str) 
     assert_eq!(o.answers[1].selected, ["green"]);
 }
 
-pub async fn after_a_restart_waiting_and_still_posting_questions_carry_on(url: &str) {
+async fn after_a_restart_waiting_and_still_posting_questions_carry_on(url: &str) {
     {
         let w = world(url).await;
         start_and_wait(&w, "askset").await;
@@ -1147,7 +1147,7 @@ pub async fn after_a_restart_waiting_and_still_posting_questions_carry_on(url: &
     assert_eq!(w.engine.state(&chat()).await.unwrap(), TurnState::Idle);
 }
 
-pub async fn a_retry_that_finds_another_revision_does_nothing(url: &str) {
+async fn a_retry_that_finds_another_revision_does_nothing(url: &str) {
     let w = world(url).await;
     start_and_wait(&w, "askset").await;
     let q = w
@@ -1184,7 +1184,7 @@ pub async fn a_retry_that_finds_another_revision_does_nothing(url: &str) {
 
 /// Issue 14, defect 9: once a question is answered, replies in its thread reach the agent again,
 /// even one that reads like an answer and a piece whose `parse` does not look at `settled`.
-pub async fn a_reply_after_an_answered_question_reaches_the_agent(url: &str) {
+async fn a_reply_after_an_answered_question_reaches_the_agent(url: &str) {
     let w = world(url).await;
     start_and_wait(&w, "please ask").await;
     assert_eq!(
@@ -1209,7 +1209,7 @@ pub async fn a_reply_after_an_answered_question_reaches_the_agent(url: &str) {
 
 /// Issue 14, defect 9: while a question is open, a reply its piece ignores is queued for the
 /// agent behind the question, and runs once the question is answered.
-pub async fn chatter_while_a_question_is_open_is_queued_not_consumed(url: &str) {
+async fn chatter_while_a_question_is_open_is_queued_not_consumed(url: &str) {
     let w = world(url).await;
     start_and_wait(&w, "please ask").await;
     match say(&w, "bob", "what about blue?").await {

@@ -188,7 +188,7 @@ fn yes() -> QuestionOutput {
 
 // ---- the tests -----------------------------------------------------------------------------------
 
-pub async fn at_most_one_turn_per_chat_and_generate_rejects_with_turn_in_progress(url: &str) {
+async fn at_most_one_turn_per_chat_and_generate_rejects_with_turn_in_progress(url: &str) {
     let mut w = world(url, &["a"], config()).await;
     let c = chat("one");
     let h = started(w.engine.send(msg(&c, None, "gate please")).await.unwrap());
@@ -213,7 +213,7 @@ pub async fn at_most_one_turn_per_chat_and_generate_rejects_with_turn_in_progres
     assert_eq!(g.done.await.unwrap().unwrap().state, TurnState::Idle);
 }
 
-pub async fn message_during_a_turn_is_queued_and_not_sent_to_the_model(url: &str) {
+async fn message_during_a_turn_is_queued_and_not_sent_to_the_model(url: &str) {
     let mut w = world(url, &["a"], config()).await;
     let c = chat("queue");
     let h = started(
@@ -254,7 +254,7 @@ pub async fn message_during_a_turn_is_queued_and_not_sent_to_the_model(url: &str
     );
 }
 
-pub async fn promoted_message_runs_as_its_sender_with_its_model_and_the_next_waits(url: &str) {
+async fn promoted_message_runs_as_its_sender_with_its_model_and_the_next_waits(url: &str) {
     let mut w = world(url, &["a", "b"], config()).await;
     let c = chat("promote");
     let h = started(w.engine.send(msg(&c, None, "gate one")).await.unwrap());
@@ -298,7 +298,7 @@ pub async fn promoted_message_runs_as_its_sender_with_its_model_and_the_next_wai
     assert!(w.store.queued_messages(&c).await.unwrap().is_empty());
 }
 
-pub async fn messages_sent_while_a_question_waits_stay_queued_until_it_is_answered(url: &str) {
+async fn messages_sent_while_a_question_waits_stay_queued_until_it_is_answered(url: &str) {
     let mut w = world(url, &["a"], config()).await;
     let c = chat("waitq");
     let h = started(w.engine.send(msg(&c, None, "ask me")).await.unwrap());
@@ -330,7 +330,7 @@ pub async fn messages_sent_while_a_question_waits_stay_queued_until_it_is_answer
     ));
 }
 
-pub async fn a_continued_turn_uses_the_latest_user_messages_model(url: &str) {
+async fn a_continued_turn_uses_the_latest_user_messages_model(url: &str) {
     let mut w = world(url, &["a", "b"], config()).await;
     let c = chat("contmodel");
     let mut m = msg(&c, None, "ask with b");
@@ -353,7 +353,7 @@ pub async fn a_continued_turn_uses_the_latest_user_messages_model(url: &str) {
     settle_down(&w, &c).await;
 }
 
-pub async fn a_selection_no_longer_offered_fails_the_turn_before_calling_the_model(url: &str) {
+async fn a_selection_no_longer_offered_fails_the_turn_before_calling_the_model(url: &str) {
     let w = world(url, &["a", "b"], config()).await;
     let c = chat("gone");
     // Refused at send time when not offered.
@@ -415,7 +415,7 @@ fn thread_msg(c: &ChatId, who: Option<&str>, text: &str) -> SendMessage {
     }
 }
 
-pub async fn steer_joins_the_running_turn_at_the_next_step_boundary(url: &str) {
+async fn steer_joins_the_running_turn_at_the_next_step_boundary(url: &str) {
     let mut w = world(url, &["a", "b"], config()).await;
     let c = chat("steer");
     let h = started(
@@ -460,7 +460,7 @@ pub async fn steer_joins_the_running_turn_at_the_next_step_boundary(url: &str) {
     );
 }
 
-pub async fn a_steer_while_a_question_waits_is_queued_never_an_answer(url: &str) {
+async fn a_steer_while_a_question_waits_is_queued_never_an_answer(url: &str) {
     let w = world(url, &["a"], config()).await;
     let c = chat("steerq");
     started(w.engine.send(msg(&c, Some("al"), "ask")).await.unwrap())
@@ -481,7 +481,7 @@ pub async fn a_steer_while_a_question_waits_is_queued_never_an_answer(url: &str)
     assert!(q.outcome.is_none(), "the steer did not answer the question");
 }
 
-pub async fn awaiting_returns_to_running_on_answer_and_idle_on_dismissal_or_deletion(url: &str) {
+async fn awaiting_returns_to_running_on_answer_and_idle_on_dismissal_or_deletion(url: &str) {
     let mut w = world(url, &["a"], config()).await;
     let c = chat("states");
     started(w.engine.send(msg(&c, None, "ask")).await.unwrap())
@@ -526,7 +526,7 @@ pub async fn awaiting_returns_to_running_on_answer_and_idle_on_dismissal_or_dele
     );
 }
 
-pub async fn every_step_is_checkpointed_and_tool_failures_reach_the_model(url: &str) {
+async fn every_step_is_checkpointed_and_tool_failures_reach_the_model(url: &str) {
     let mut w = world(url, &["a"], config()).await;
     let c = chat("steps");
     let out = started(w.engine.send(msg(&c, None, "tools")).await.unwrap())
@@ -558,7 +558,7 @@ pub async fn every_step_is_checkpointed_and_tool_failures_reach_the_model(url: &
     );
 }
 
-pub async fn an_aborted_stream_saves_the_partial_step_with_unfinished_calls_as_errors(url: &str) {
+async fn an_aborted_stream_saves_the_partial_step_with_unfinished_calls_as_errors(url: &str) {
     let w = world(url, &["a"], config()).await;
     let c = chat("abort");
     let out = started(w.engine.send(msg(&c, None, "fail")).await.unwrap())
@@ -576,7 +576,7 @@ pub async fn an_aborted_stream_saves_the_partial_step_with_unfinished_calls_as_e
     assert_eq!(w.engine.state(&c).await.unwrap(), TurnState::Idle);
 }
 
-pub async fn a_turn_stops_at_max_steps(url: &str) {
+async fn a_turn_stops_at_max_steps(url: &str) {
     let w = world(
         url,
         &["a"],
@@ -597,7 +597,7 @@ pub async fn a_turn_stops_at_max_steps(url: &str) {
     assert_eq!(out.reply.unwrap().tool_parts().count(), 3);
 }
 
-pub async fn a_stopped_process_frees_its_chat_after_the_lease_unless_a_question_waits(url: &str) {
+async fn a_stopped_process_frees_its_chat_after_the_lease_unless_a_question_waits(url: &str) {
     // A "dead process": it took the lease and never renews or releases it.
     let w = world(
         url,
@@ -662,7 +662,7 @@ pub async fn a_stopped_process_frees_its_chat_after_the_lease_unless_a_question_
 /// Issue 14, defect 2: a process that stops with a turn still running past its grace ends that
 /// turn's lease at once; any other process's sweep then takes the chat over without waiting for
 /// the lease to run out, marks the interrupted reply and runs the queue.
-pub async fn a_drain_out_of_grace_hands_the_chat_on_at_once(url: &str) {
+async fn a_drain_out_of_grace_hands_the_chat_on_at_once(url: &str) {
     let a = world(url, &["a"], config()).await;
     let c = chat("drained");
     let h = started(a.engine.send(msg(&c, None, "gate forever")).await.unwrap());

@@ -255,8 +255,13 @@ pub async fn one_click_answers(h: &dyn Harness) {
     let thread = h.thread().await;
     let c = call("call-click", 1, 3, false, false);
     let mut record = render(h, &thread, &c).await;
-    let clicks = h.choose(&thread, &c, &record, 0, &[1], &participant()).await;
-    assert!(!clicks.is_empty(), "the platform offers a control for option 2");
+    let clicks = h
+        .choose(&thread, &c, &record, 0, &[1], &participant())
+        .await;
+    assert!(
+        !clicks.is_empty(),
+        "the platform offers a control for option 2"
+    );
     let result = drive(h, &thread, &c, &mut record, &clicks).await;
     let output = answered(&result);
     assert_eq!(output.answers.len(), 1);
@@ -269,7 +274,9 @@ pub async fn an_old_control_is_stale(h: &dyn Harness) {
     let thread = h.thread().await;
     let c = call("call-stale", 2, 3, false, false);
     let mut record = render(h, &thread, &c).await;
-    let first = h.choose(&thread, &c, &record, 0, &[0], &participant()).await;
+    let first = h
+        .choose(&thread, &c, &record, 0, &[0], &participant())
+        .await;
     let step = drive(h, &thread, &c, &mut record, &first).await;
     assert!(
         matches!(step, ParseResult::Partial { .. }),
@@ -282,7 +289,9 @@ pub async fn an_old_control_is_stale(h: &dyn Harness) {
         ParseResult::Stale,
         "a control of revision 0 after the step"
     );
-    let second = h.choose(&thread, &c, &record, 1, &[2], &participant()).await;
+    let second = h
+        .choose(&thread, &c, &record, 1, &[2], &participant())
+        .await;
     let done = drive(h, &thread, &c, &mut record, &second).await;
     let output = answered(&done);
     assert_eq!(output.answers[0].selected, vec![label(&c, 0, 0)]);
@@ -294,7 +303,9 @@ pub async fn a_settled_view_removes_the_controls(h: &dyn Harness) {
     let thread = h.thread().await;
     let c = call("call-settle", 1, 2, false, false);
     let mut record = render(h, &thread, &c).await;
-    let clicks = h.choose(&thread, &c, &record, 0, &[0], &participant()).await;
+    let clicks = h
+        .choose(&thread, &c, &record, 0, &[0], &participant())
+        .await;
     let result = drive(h, &thread, &c, &mut record, &clicks).await;
     let output = answered(&result).clone();
     let req = request(&participant(), &thread);
@@ -417,9 +428,7 @@ pub async fn custom_text_answers(h: &dyn Harness) {
     let thread = h.thread().await;
     let c = call("call-custom", 1, 2, false, true);
     let mut record = render(h, &thread, &c).await;
-    let reply = h
-        .reply(&thread, "something else entirely", &user)
-        .await;
+    let reply = h.reply(&thread, "something else entirely", &user).await;
     let result = drive(h, &thread, &c, &mut record, &[reply]).await;
     assert_eq!(
         answered(&result).answers[0].selected,
@@ -435,7 +444,10 @@ pub async fn multiple_choice_answers(h: &dyn Harness) {
     let clicks = h
         .choose(&thread, &c, &record, 0, &[0, 2], &participant())
         .await;
-    assert!(!clicks.is_empty(), "the platform offers controls for several options");
+    assert!(
+        !clicks.is_empty(),
+        "the platform offers controls for several options"
+    );
     let result = drive(h, &thread, &c, &mut record, &clicks).await;
     let mut selected = answered(&result).answers[0].selected.clone();
     selected.sort();

@@ -119,7 +119,10 @@ pub fn split(text: &str, max: usize) -> Vec<String> {
             if let Some(f) = blocks.iter().find(|f| f.open_at < end && end <= f.content) {
                 end = f.open_at.max(start);
             }
-            if let Some(f) = blocks.iter().find(|f| f.end <= start && start < f.close_end) {
+            if let Some(f) = blocks
+                .iter()
+                .find(|f| f.end <= start && start < f.close_end)
+            {
                 start = f.close_end.min(end);
             }
             let slice = &text[start..end];
@@ -232,7 +235,10 @@ mod tests {
         assert!(parts.len() > 2, "{parts:?}");
         for p in &parts {
             assert!(chars(p) <= 300, "{} > 300: {p:?}", chars(p));
-            let fences = p.lines().filter(|l| l.trim_start().starts_with("```")).count();
+            let fences = p
+                .lines()
+                .filter(|l| l.trim_start().starts_with("```"))
+                .count();
             assert_eq!(fences % 2, 0, "unbalanced fences in {p:?}");
         }
         let middle = &parts[1];

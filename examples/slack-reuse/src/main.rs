@@ -1,10 +1,10 @@
-// How to run: `cargo run -p slack-reuse` (no network, no FrogBot engine, no database).
-//
-// Reuses `frogbot-slack`'s pure halves (no `engine` feature: no FrogBot engine, no runtime) in a
-// plain slack-morphism setting (slack-morphism as `frogbot_slack` re-exports it): `render` draws a question
-// as Block Kit blocks ready for `chat.postMessage`, and `convert` reads a Slack `block_actions`
-// payload back as a FrogBot interaction. Swap the canned payload for what your own Slack endpoint
-// receives, and send the blocks with your own `SlackClient`.
+//! How to run: `cargo run -p slack-reuse` (no network, no FrogBot engine, no database).
+//!
+//! Reuses `frogbot-slack`'s pure halves (no `engine` feature: no FrogBot engine, no runtime) in a
+//! plain slack-morphism setting (slack-morphism as `frogbot_slack` re-exports it): `render` draws a question
+//! as Block Kit blocks ready for `chat.postMessage`, and `convert` reads a Slack `block_actions`
+//! payload back as a FrogBot interaction. Swap the canned payload for what your own Slack endpoint
+//! receives, and send the blocks with your own `SlackClient`.
 
 use frogbot_model::{Interaction, Progress, QuestionInput};
 use frogbot_slack::convert::interaction_from_payload;
