@@ -24,6 +24,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use frogbot_model::Notice;
 use frogbot_model::text::truncate;
 use frogbot_model::{
     Actor, BoxError, ChannelQuestions, HookArgs, Interaction, ParseArgs, ParseResult, Progress,
@@ -44,10 +45,8 @@ pub use crate::ids::is_other;
 use crate::ids::{Control, ControlKind, channel_id, message_id};
 use crate::render::{self, MESSAGE_LIMIT};
 
-/// Shown when a participant fails the access check.
-pub const DENIED_TEXT: &str = "You can't answer this question.";
-/// Shown for an out-of-date control.
-pub const STALE_TEXT: &str = "This question is no longer open.";
+/// What a participant is told on a denied or an out-of-date interaction (the shared texts).
+pub use frogbot_model::{DENIED_TEXT, STALE_TEXT};
 
 /// The deferred-update response (`DEFERRED_UPDATE_MESSAGE`, type 6): acknowledges a component
 /// click or modal submission without changing the message.
@@ -283,36 +282,6 @@ impl<A: DiscordApi> DiscordQuestions<A> {
             .create_interaction_response(interaction.id, &interaction.token, &response)
             .await
     }
-
-    /// Tells the participant `text` (the body of `rejected`, `denied` and `stale`): an ephemeral
-    /// followup for a click or submission, a reply in the thread for a message.
-    async fn notify(
-        &self,
-        thread: &Thread,
-        interaction: &Interaction,
-        text: &str,
-    ) -> Result<(), Error> {
-        let text = truncate(text, MESSAGE_LIMIT);
-        let token = match interaction {
-            Interaction::Action { event } => event.trigger_id.as_deref(),
-            Interaction::ModalSubmit { event } => event.trigger_id.as_deref(),
-            Interaction::Message { .. } => None,
-        };
-        if let Some(token) = token {
-            let followup = CreateInteractionResponseFollowup::new()
-                .ephemeral(true)
-                .content(text);
-            return self.api.create_followup(token, &followup).await;
-        }
-        let channel = channel_id(&thread.id)?;
-        let mut reply = CreateMessage::new().content(text);
-        if let Interaction::Message { message } = interaction
-            && let Ok(id) = message_id(&message.id)
-        {
-            reply = reply.reference_message((channel, id));
-        }
-        self.api.send_message(channel, &reply).await.map(drop)
-    }
 }
 
 #[async_trait]
@@ -382,21 +351,35 @@ impl<A: DiscordApi> ChannelQuestions for DiscordQuestions<A> {
         }
     }
 
-    async fn rejected(
+    /// Tells the participant the notice (the body of `rejected`, `denied` and `stale`): an ephemeral
+    /// followup for a click or submission, a reply in the thread for a message.
+    async fn notify(
         &self,
         args: HookArgs<'_>,
         interaction: &Interaction,
-        reason: &str,
+        notice: Notice<'_>,
     ) -> Result<(), BoxError> {
-        Ok(self.notify(args.thread, interaction, reason).await?)
-    }
-
-    async fn denied(&self, args: HookArgs<'_>, interaction: &Interaction) -> Result<(), BoxError> {
-        Ok(self.notify(args.thread, interaction, DENIED_TEXT).await?)
-    }
-
-    async fn stale(&self, args: HookArgs<'_>, interaction: &Interaction) -> Result<(), BoxError> {
-        Ok(self.notify(args.thread, interaction, STALE_TEXT).await?)
+        let text = truncate(notice.text(), MESSAGE_LIMIT);
+        let token = match interaction {
+            Interaction::Action { event } => event.trigger_id.as_deref(),
+            Interaction::ModalSubmit { event } => event.trigger_id.as_deref(),
+            Interaction::Message { .. } => None,
+        };
+        if let Some(token) = token {
+            let followup = CreateInteractionResponseFollowup::new()
+                .ephemeral(true)
+                .content(text);
+            return Ok(self.api.create_followup(token, &followup).await?);
+        }
+        let channel = channel_id(&args.thread.id)?;
+        let mut reply = CreateMessage::new().content(text);
+        if let Interaction::Message { message } = interaction
+            && let Ok(id) = message_id(&message.id)
+        {
+            reply = reply.reference_message((channel, id));
+        }
+        self.api.send_message(channel, &reply).await?;
+        Ok(())
     }
 }
 

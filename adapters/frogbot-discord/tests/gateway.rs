@@ -452,7 +452,7 @@ async fn a_click_is_acknowledged_recorded_settled_and_the_agent_continues() {
     assert!(q.closed);
     assert_eq!(q.actor.unwrap().user, Some(UserId::new("alice")));
 
-    // A second click after the answer: acked, and a private "no longer open".
+    // A second click after the answer: acked, and a private stale notice.
     let from = bot.fake.calls().len();
     let token = bot.click(3, thread, message, &alice(), &green);
     assert_eq!(bot.callback(from, 3).await.body["type"], 6);

@@ -15,6 +15,7 @@
 //! no revision: one on a question already answered is stale.
 
 use async_trait::async_trait;
+use frogbot_model::Notice;
 use frogbot_model::{
     Actor, BoxError, ChannelQuestions, HookArgs, Interaction, ParseArgs, ParseResult, Progress,
     QuestionChange, QuestionInput, QuestionMessage, QuestionOutcome, QuestionRecord, RenderArgs,
@@ -31,12 +32,10 @@ use crate::render::{
     poll_start, question_text, thread_message,
 };
 
-/// What a participant is told on a denied interaction.
-pub const DENIED_TEXT: &str = "you can't answer this question.";
-/// What a participant is told on an out-of-date interaction.
-pub const STALE_TEXT: &str = "this question has changed or was already answered.";
+/// What a participant is told on a denied or an out-of-date interaction (the shared texts).
+pub use frogbot_model::{DENIED_TEXT, STALE_TEXT};
 /// What a participant is told before the reason of a rejected answer.
-pub const REJECTED_TEXT: &str = "that answer was not taken:";
+pub const REJECTED_TEXT: &str = "That answer was not taken:";
 
 /// FrogBot's channel-questions hooks for Matrix.
 #[derive(Debug)]
@@ -73,26 +72,6 @@ impl<A: MatrixApi> MatrixQuestions<A> {
         let (room, _) = split_message_id(&thread.id)?;
         let id = self.api.send(&room, content.0, content.1).await?;
         Ok(message_id(&room, &id))
-    }
-
-    /// Tells the participant `text` in the thread, mentioning them (replying to their message
-    /// when the interaction is one): the one body of the rejected, denied and stale hooks.
-    async fn notify(
-        &self,
-        thread: &Thread,
-        interaction: &Interaction,
-        text: &str,
-    ) -> Result<(), BoxError> {
-        let (room, root) = split_message_id(&thread.id)?;
-        let user = UserId::parse(interaction.user().id.as_str())
-            .map_err(|e| crate::Error::Event(e.to_string()))?;
-        let reply_to: Option<OwnedEventId> = match interaction {
-            Interaction::Message { message } => split_message_id(&message.id).ok().map(|(_, e)| e),
-            _ => None,
-        };
-        let content = mention_notice(&user, text, &root, reply_to)?;
-        self.api.send(&room, content.0, content.1).await?;
-        Ok(())
     }
 }
 
@@ -355,25 +334,27 @@ impl<A: MatrixApi> ChannelQuestions for MatrixQuestions<A> {
         }
     }
 
-    async fn rejected(
+    /// Tells the participant the notice in the thread, mentioning them (replying to their message
+    /// when the interaction is one): the one body of the rejected, denied and stale hooks.
+    async fn notify(
         &self,
         args: HookArgs<'_>,
         interaction: &Interaction,
-        reason: &str,
+        notice: Notice<'_>,
     ) -> Result<(), BoxError> {
-        self.notify(
-            args.thread,
-            interaction,
-            &format!("{REJECTED_TEXT} {reason}"),
-        )
-        .await
-    }
-
-    async fn denied(&self, args: HookArgs<'_>, interaction: &Interaction) -> Result<(), BoxError> {
-        self.notify(args.thread, interaction, DENIED_TEXT).await
-    }
-
-    async fn stale(&self, args: HookArgs<'_>, interaction: &Interaction) -> Result<(), BoxError> {
-        self.notify(args.thread, interaction, STALE_TEXT).await
+        let text = match notice {
+            Notice::Rejected(reason) => format!("{REJECTED_TEXT} {reason}"),
+            _ => notice.text().to_string(),
+        };
+        let (room, root) = split_message_id(&args.thread.id)?;
+        let user = UserId::parse(interaction.user().id.as_str())
+            .map_err(|e| crate::Error::Event(e.to_string()))?;
+        let reply_to: Option<OwnedEventId> = match interaction {
+            Interaction::Message { message } => split_message_id(&message.id).ok().map(|(_, e)| e),
+            _ => None,
+        };
+        let content = mention_notice(&user, &text, &root, reply_to)?;
+        self.api.send(&room, content.0, content.1).await?;
+        Ok(())
     }
 }

@@ -357,7 +357,7 @@ async fn a_poll_response_answers_and_late_or_old_responses_are_stale() {
         .await;
     let stale = alice
         .wait_for(&room, WAIT, "the stale notice", |e| {
-            from(e, bot) && body(e).contains("already answered")
+            from(e, bot) && body(e).contains(frogbot_matrix::questions::STALE_TEXT)
         })
         .await;
     assert_eq!(thread_root(&stale), Some(ask.as_str()));
@@ -380,7 +380,7 @@ async fn a_poll_response_answers_and_late_or_old_responses_are_stale() {
         .wait_for(&room, WAIT, "a second stale notice", |_| {
             alice
                 .seen(&room, |e| {
-                    from(e, bot) && body(e).contains("already answered")
+                    from(e, bot) && body(e).contains(frogbot_matrix::questions::STALE_TEXT)
                 })
                 .len()
                 >= 2
@@ -516,7 +516,7 @@ async fn a_person_without_access_is_denied_and_the_question_stays_open() {
         .await;
     let denied = alice
         .wait_for(&room, WAIT, "the denied notice", |e| {
-            from(e, bot) && body(e).contains("can't answer")
+            from(e, bot) && body(e).contains(frogbot_matrix::questions::DENIED_TEXT)
         })
         .await;
     assert_eq!(

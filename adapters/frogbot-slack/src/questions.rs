@@ -6,6 +6,7 @@
 
 use async_trait::async_trait;
 use frogbot_model::BoxError;
+use frogbot_model::Notice;
 use frogbot_model::{
     Actor, ChannelQuestions, HookArgs, Interaction, ParseArgs, ParseResult, Progress,
     QuestionAnswer, QuestionCall, QuestionChange, QuestionInput, QuestionMessage,
@@ -20,11 +21,8 @@ use crate::convert::{state_selections, ts_to_rfc3339};
 use crate::ids::{ActionKind, ActionRef, MODAL_CALLBACK_ID, message_id, modal_input_id, split_id};
 use crate::render::{fallback_text, modal_view, question_blocks_for, settled_blocks};
 
-/// What a participant sees for a denied interaction.
-pub const DENIED_TEXT: &str = "You can't answer this question.";
-/// What a participant sees for an out-of-date interaction.
-pub const STALE_TEXT: &str =
-    "This question has already been answered or has changed — your answer was not recorded.";
+/// What a participant is told on a denied or an out-of-date interaction (the shared texts).
+pub use frogbot_model::{DENIED_TEXT, STALE_TEXT};
 
 /// Whether an action id is the "Other…" / "Answer…" button, whose modal the receiving layer opens
 /// with [`SlackQuestions::open_other`] (`parse` stays free of side effects and ignores it).
@@ -69,21 +67,6 @@ impl<A: SlackApi> SlackQuestions<A> {
             },
         )?;
         self.api.open_view(trigger_id, view).await
-    }
-
-    /// Tells the person behind `interaction` `text`, privately in the thread
-    /// (`chat.postEphemeral`): the body of the `rejected`, `denied` and `stale` hooks.
-    async fn notify(
-        &self,
-        thread: &Thread,
-        interaction: &Interaction,
-        text: &str,
-    ) -> Result<(), BoxError> {
-        let (channel, thread_ts) = split_id(&thread.id)?;
-        self.api
-            .post_ephemeral(channel, &interaction.user().id, Some(thread_ts), text)
-            .await?;
-        Ok(())
     }
 }
 
@@ -392,20 +375,19 @@ impl<A: SlackApi> ChannelQuestions for SlackQuestions<A> {
         }
     }
 
-    async fn rejected(
+    /// Tells the person behind `interaction` the notice, privately in the thread
+    /// (`chat.postEphemeral`): the body of the `rejected`, `denied` and `stale` hooks.
+    async fn notify(
         &self,
         args: HookArgs<'_>,
         interaction: &Interaction,
-        reason: &str,
+        notice: Notice<'_>,
     ) -> Result<(), BoxError> {
-        self.notify(args.thread, interaction, reason).await
-    }
-
-    async fn denied(&self, args: HookArgs<'_>, interaction: &Interaction) -> Result<(), BoxError> {
-        self.notify(args.thread, interaction, DENIED_TEXT).await
-    }
-
-    async fn stale(&self, args: HookArgs<'_>, interaction: &Interaction) -> Result<(), BoxError> {
-        self.notify(args.thread, interaction, STALE_TEXT).await
+        let text = notice.text();
+        let (channel, thread_ts) = split_id(&args.thread.id)?;
+        self.api
+            .post_ephemeral(channel, &interaction.user().id, Some(thread_ts), text)
+            .await?;
+        Ok(())
     }
 }

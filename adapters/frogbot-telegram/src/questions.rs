@@ -10,6 +10,7 @@
 
 use async_trait::async_trait;
 use chrono::SecondsFormat;
+use frogbot_model::Notice;
 use frogbot_model::text::truncate;
 use frogbot_model::{
     Actor, BoxError, ChannelQuestions, HookArgs, Interaction, ParseArgs, ParseResult, Progress,
@@ -25,10 +26,8 @@ use crate::render::{
     settled_text,
 };
 
-/// What a participant sees for a denied interaction.
-pub const DENIED_TEXT: &str = "You can't answer this question.";
-/// What a participant sees for an out-of-date interaction.
-pub const STALE_TEXT: &str = "This question has changed or was already answered.";
+/// What a participant is told on a denied or an out-of-date interaction (the shared texts).
+pub use frogbot_model::{DENIED_TEXT, STALE_TEXT};
 /// The reason given when Done is pressed with nothing selected.
 pub const NOTHING_SELECTED: &str = "Select at least one option first.";
 /// The reason given for an empty reply to an own-answer prompt.
@@ -64,33 +63,6 @@ impl<A: TelegramApi> TelegramQuestions<A> {
             .api
             .send_message(chat, topic, &text, markup, None)
             .await?)
-    }
-
-    /// Tells the participant `text` (the body of `rejected`, `denied` and `stale`): a callback
-    /// notice (cut to [`MAX_NOTICE`]) for a button, a reply in the thread for a message.
-    async fn notify(
-        &self,
-        thread: &Thread,
-        interaction: &Interaction,
-        text: &str,
-    ) -> Result<(), BoxError> {
-        match interaction {
-            Interaction::Action { event } => {
-                if let Some(id) = &event.trigger_id {
-                    let notice = truncate(text, MAX_NOTICE);
-                    self.api.answer_callback_query(id, Some(&notice)).await?;
-                }
-            }
-            Interaction::Message { message } => {
-                let (chat, topic) = split_thread_id(&thread.id)?;
-                let reply_to = split_message_id(&message.id).ok().map(|(_, id)| id);
-                self.api
-                    .send_message(chat, topic, &truncate(text, MAX_TEXT), None, reply_to)
-                    .await?;
-            }
-            _ => {}
-        }
-        Ok(())
     }
 }
 
@@ -316,20 +288,31 @@ impl<A: TelegramApi> ChannelQuestions for TelegramQuestions<A> {
         }
     }
 
-    async fn rejected(
+    /// Tells the participant the notice (the body of `rejected`, `denied` and `stale`): a callback
+    /// notice (cut to [`MAX_NOTICE`]) for a button, a reply in the thread for a message.
+    async fn notify(
         &self,
         args: HookArgs<'_>,
         interaction: &Interaction,
-        reason: &str,
+        notice: Notice<'_>,
     ) -> Result<(), BoxError> {
-        self.notify(args.thread, interaction, reason).await
-    }
-
-    async fn denied(&self, args: HookArgs<'_>, interaction: &Interaction) -> Result<(), BoxError> {
-        self.notify(args.thread, interaction, DENIED_TEXT).await
-    }
-
-    async fn stale(&self, args: HookArgs<'_>, interaction: &Interaction) -> Result<(), BoxError> {
-        self.notify(args.thread, interaction, STALE_TEXT).await
+        let text = notice.text();
+        match interaction {
+            Interaction::Action { event } => {
+                if let Some(id) = &event.trigger_id {
+                    let notice = truncate(text, MAX_NOTICE);
+                    self.api.answer_callback_query(id, Some(&notice)).await?;
+                }
+            }
+            Interaction::Message { message } => {
+                let (chat, topic) = split_thread_id(&args.thread.id)?;
+                let reply_to = split_message_id(&message.id).ok().map(|(_, id)| id);
+                self.api
+                    .send_message(chat, topic, &truncate(text, MAX_TEXT), None, reply_to)
+                    .await?;
+            }
+            _ => {}
+        }
+        Ok(())
     }
 }

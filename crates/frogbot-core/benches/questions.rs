@@ -36,7 +36,7 @@ use frogbot_core::agent::{
 };
 use frogbot_core::model::{
     ActionEvent, Actor, ChannelQuestions, ChatId, Delivery, HookArgs, Interaction, MessagePart,
-    ParseArgs, ParseResult, PlatformUser, PrefixedIdentity, QuestionAnswer, QuestionChange,
+    Notice, ParseArgs, ParseResult, PlatformUser, PrefixedIdentity, QuestionAnswer, QuestionChange,
     QuestionMessage, QuestionOutcome, QuestionOutput, RenderArgs, RenderedQuestion, Role,
     ThreadMessage, ThreadMessageMetadata, TurnState, millis_to_iso, now_millis,
 };
@@ -143,13 +143,12 @@ impl ChannelQuestions for Buttons {
     ) -> Result<Option<QuestionChange>, BoxError> {
         Ok(None)
     }
-    async fn rejected(&self, _a: HookArgs<'_>, _i: &Interaction, _r: &str) -> Result<(), BoxError> {
-        Ok(())
-    }
-    async fn denied(&self, _a: HookArgs<'_>, _i: &Interaction) -> Result<(), BoxError> {
-        Ok(())
-    }
-    async fn stale(&self, _a: HookArgs<'_>, _i: &Interaction) -> Result<(), BoxError> {
+    async fn notify(
+        &self,
+        _a: HookArgs<'_>,
+        _i: &Interaction,
+        _n: Notice<'_>,
+    ) -> Result<(), BoxError> {
         Ok(())
     }
 }

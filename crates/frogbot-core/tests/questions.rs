@@ -13,10 +13,10 @@ use frogbot_core::agent::{
     ModelMessage, ModelOffer, ModelRequest, STILL_POSTING, Settle, channel_chat_id,
 };
 use frogbot_core::model::{
-    ActionEvent, Actor, ChannelQuestions, ChatInfo, HookArgs, Interaction, ParseArgs, ParseResult,
-    PlatformUser, PrefixedIdentity, QuestionAnswer, QuestionChange, QuestionInput, QuestionMessage,
-    QuestionOutcome, QuestionOutput, RenderArgs, RenderedQuestion, SupportsArgs, ThreadMessage,
-    ThreadMessageMetadata, TurnState, UserId, millis_to_iso, now_millis,
+    ActionEvent, Actor, ChannelQuestions, ChatInfo, HookArgs, Interaction, Notice, ParseArgs,
+    ParseResult, PlatformUser, PrefixedIdentity, QuestionAnswer, QuestionChange, QuestionInput,
+    QuestionMessage, QuestionOutcome, QuestionOutput, RenderArgs, RenderedQuestion, SupportsArgs,
+    ThreadMessage, ThreadMessageMetadata, TurnState, UserId, millis_to_iso, now_millis,
 };
 use frogbot_core::store::DynStore;
 use frogbot_testkit::last_user;
@@ -237,35 +237,22 @@ impl ChannelQuestions for ForumPiece {
         }))
     }
 
-    async fn rejected(
+    async fn notify(
         &self,
         _args: HookArgs<'_>,
         _i: &Interaction,
-        reason: &str,
+        notice: Notice<'_>,
     ) -> Result<(), BoxError> {
+        let (kind, text) = match notice {
+            Notice::Rejected(reason) => ("rejected", reason),
+            Notice::Denied => ("denied", ""),
+            Notice::Stale => ("stale", ""),
+        };
         self.0
             .notices
             .lock()
             .unwrap()
-            .push(("rejected".into(), reason.into()));
-        Ok(())
-    }
-
-    async fn denied(&self, _args: HookArgs<'_>, _i: &Interaction) -> Result<(), BoxError> {
-        self.0
-            .notices
-            .lock()
-            .unwrap()
-            .push(("denied".into(), String::new()));
-        Ok(())
-    }
-
-    async fn stale(&self, _args: HookArgs<'_>, _i: &Interaction) -> Result<(), BoxError> {
-        self.0
-            .notices
-            .lock()
-            .unwrap()
-            .push(("stale".into(), String::new()));
+            .push((kind.into(), text.into()));
         Ok(())
     }
 }

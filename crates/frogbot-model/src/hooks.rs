@@ -136,19 +136,65 @@ pub trait ChannelQuestions: Send + Sync {
         outcome: &QuestionOutcome,
     ) -> Result<Option<QuestionChange>, BoxError>;
 
+    /// Show `notice` to the one participant whose `interaction` it is about — privately where the
+    /// platform can (an ephemeral message, a callback-query toast), else as a reply that mentions
+    /// them. The single place a piece speaks to one person; `rejected`, `denied` and `stale` call it.
+    async fn notify(
+        &self,
+        args: HookArgs<'_>,
+        interaction: &Interaction,
+        notice: Notice<'_>,
+    ) -> Result<(), BoxError>;
+
     /// Show `reason` to the participant (a parse rejection, an invalid answer, or "still posting").
     async fn rejected(
         &self,
         args: HookArgs<'_>,
         interaction: &Interaction,
         reason: &str,
-    ) -> Result<(), BoxError>;
+    ) -> Result<(), BoxError> {
+        self.notify(args, interaction, Notice::Rejected(reason))
+            .await
+    }
 
     /// The participant failed the access check; the question stays open.
-    async fn denied(&self, args: HookArgs<'_>, interaction: &Interaction) -> Result<(), BoxError>;
+    async fn denied(&self, args: HookArgs<'_>, interaction: &Interaction) -> Result<(), BoxError> {
+        self.notify(args, interaction, Notice::Denied).await
+    }
 
     /// The interaction is out of date. May run before the participant is identified.
-    async fn stale(&self, args: HookArgs<'_>, interaction: &Interaction) -> Result<(), BoxError>;
+    async fn stale(&self, args: HookArgs<'_>, interaction: &Interaction) -> Result<(), BoxError> {
+        self.notify(args, interaction, Notice::Stale).await
+    }
+}
+
+/// What a participant is told on a denied interaction.
+pub const DENIED_TEXT: &str = "You can't answer this question.";
+/// What a participant is told on an out-of-date interaction.
+pub const STALE_TEXT: &str =
+    "This question has already been answered or has changed — your answer was not recorded.";
+
+/// What [`ChannelQuestions::notify`] tells one participant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Notice<'a> {
+    /// Their answer was not taken, for this reason (a parse rejection, an invalid answer, or
+    /// "still posting").
+    Rejected(&'a str),
+    /// They failed the access check; the question stays open.
+    Denied,
+    /// Their control or reply is out of date.
+    Stale,
+}
+
+impl<'a> Notice<'a> {
+    /// The notice's text: the reason of a rejection, [`DENIED_TEXT`], [`STALE_TEXT`].
+    pub fn text(&self) -> &'a str {
+        match self {
+            Notice::Rejected(reason) => reason,
+            Notice::Denied => DENIED_TEXT,
+            Notice::Stale => STALE_TEXT,
+        }
+    }
 }
 
 /// The identity hook of a channel: maps a platform participant to a FrogBot user (`None`: unknown,
