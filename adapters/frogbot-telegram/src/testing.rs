@@ -15,7 +15,7 @@
 //! [`text_update`], [`callback_update`]) and [`ConformanceHarness`], the `ChannelQuestions`
 //! conformance harness over the fake.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -29,8 +29,7 @@ use axum::http::{StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use frogbot_model::conformance::{Harness, Limits};
 use frogbot_model::{
-    ChannelQuestions, HookArgs, Interaction, ParseArgs, ParseResult, PlatformUser, QuestionCall,
-    QuestionRecord, RequestContext, Thread,
+    ChannelQuestions, Interaction, PlatformUser, QuestionCall, QuestionRecord, Thread,
 };
 use serde_json::{Value, json};
 use teloxide::Bot;
@@ -87,6 +86,8 @@ struct Inner {
     messages: Mutex<HashMap<i64, Value>>,
     /// Callback query id → the user who clicked.
     queries: Mutex<HashMap<String, i64>>,
+    /// Callback queries already answered (Telegram takes one answer per query).
+    answered: Mutex<HashSet<String>>,
     webhook: Mutex<Option<Webhook>>,
     next_update: AtomicI64,
     next_message: AtomicI64,
@@ -123,6 +124,7 @@ impl FakeBotApi {
             served: Mutex::default(),
             messages: Mutex::default(),
             queries: Mutex::default(),
+            answered: Mutex::default(),
             webhook: Mutex::default(),
             next_update: AtomicI64::new(1),
             next_message: AtomicI64::new(100),
@@ -605,6 +607,20 @@ fn respond(fake: &Inner, method: &str, body: &Value) -> (Response, Option<Value>
             if text.chars().count() > MAX_NOTICE {
                 return bad("Bad Request: MESSAGE_TOO_LONG");
             }
+            // A query the fake never sent, or one already answered, is refused as Telegram does.
+            let id = body["callback_query_id"].as_str().unwrap_or_default();
+            let known = fake.queries.lock().expect("not poisoned").contains_key(id);
+            if !known
+                || !fake
+                    .answered
+                    .lock()
+                    .expect("not poisoned")
+                    .insert(id.to_owned())
+            {
+                return bad(
+                    "Bad Request: query is too old and response timeout expired or query ID is invalid",
+                );
+            }
             ok(json!(true))
         }
         "sendmessage" => {
@@ -858,7 +874,7 @@ impl Harness for ConformanceHarness {
 
     async fn choose(
         &self,
-        thread: &Thread,
+        _thread: &Thread,
         call: &QuestionCall,
         record: &QuestionRecord,
         q: usize,
@@ -874,40 +890,25 @@ impl Harness for ConformanceHarness {
                 .map(|&o| self.click(user, id, Button::Nth(o)))
                 .collect();
         }
-        // Each check redraws the keyboard (a new revision in its callback data) before the person
-        // presses the next button: play the engine's part on a copy of the record so every click
-        // is read off the keyboard the fake shows at that moment.
-        let mut record = record.clone();
-        let req = RequestContext::default();
-        let mut clicks = Vec::new();
-        for &o in options {
-            let click = self.click(user, id, Button::Nth(o));
-            let result = self.hooks.parse(ParseArgs {
-                call,
-                interaction: &click,
-                question: &record,
-                settled: false,
-            });
-            if let ParseResult::Partial { state } = result {
-                if state.is_some() {
-                    record.state = state;
-                }
-                record.revision += 1;
-                let args = HookArgs {
-                    call,
-                    question: &record,
-                    req: &req,
-                    thread,
-                };
-                self.hooks
-                    .updated(args, Some(&click))
-                    .await
-                    .unwrap_or_else(|e| panic!("updated failed: {e}"));
-            }
-            clicks.push(click);
-        }
-        clicks.push(self.click(user, id, Button::Text("Done")));
-        clicks
+        // Each check redraws the keyboard (a new revision in its callback data): press the first
+        // chosen option the keyboard does not show checked ("✓ label"), or Done once all are.
+        let message = self.fake.sent(id);
+        let texts: Vec<String> = message["reply_markup"]["inline_keyboard"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_array)
+            .flatten()
+            .filter_map(|b| b["text"].as_str().map(String::from))
+            .collect();
+        let next = options
+            .iter()
+            .copied()
+            .find(|&o| texts.get(o).is_some_and(|t| !t.starts_with("✓ ")));
+        vec![match next {
+            Some(o) => self.click(user, id, Button::Nth(o)),
+            None => self.click(user, id, Button::Text("Done")),
+        }]
     }
 
     async fn reply(&self, thread: &Thread, text: &str, user: &PlatformUser) -> Interaction {

@@ -323,14 +323,25 @@ async fn stale_answers_the_callback_query_with_a_notice() {
         req: &req,
         thread: &t,
     };
-    hooks
-        .stale(args, &click(&format!("{CHAT}:100"), "q0:0:1"))
-        .await
-        .unwrap();
+    render_call(&hooks).await;
+    // A click the fake really delivered: Telegram takes one answer per callback query.
+    let update = fake.click(
+        &json!({"id": 42, "is_bot": false, "first_name": "Ada"}),
+        100,
+        "q0:0:1",
+    );
+    let query = update["callback_query"]["id"].as_str().unwrap().to_owned();
+    let mut stale = click(&format!("{CHAT}:100"), "q0:0:1");
+    if let Interaction::Action { event } = &mut stale {
+        event.trigger_id = Some(query.clone());
+    }
+    hooks.stale(args, &stale).await.unwrap();
     let answers = fake.calls("answercallbackquery");
     assert_eq!(answers.len(), 1);
-    assert_eq!(answers[0]["callback_query_id"], "cbq-1");
+    assert_eq!(answers[0]["callback_query_id"], query.as_str());
     assert_eq!(answers[0]["text"], STALE_TEXT);
+    // A second answer to the same query is refused, as Telegram refuses it.
+    assert!(hooks.stale(args, &stale).await.is_err());
     // A rejected reply message gets a reply in the thread instead.
     hooks
         .rejected(
@@ -341,9 +352,13 @@ async fn stale_answers_the_callback_query_with_a_notice() {
         .await
         .unwrap();
     let sent = fake.calls("sendmessage");
-    assert_eq!(sent.len(), 1);
-    assert_eq!(sent[0]["text"], "The answer is empty.");
-    assert_eq!(sent[0]["reply_parameters"]["message_id"], 500);
+    assert_eq!(
+        sent.len(),
+        4,
+        "three messages of the question, then the reply"
+    );
+    assert_eq!(sent[3]["text"], "The answer is empty.");
+    assert_eq!(sent[3]["reply_parameters"]["message_id"], 500);
 }
 
 #[tokio::test]
