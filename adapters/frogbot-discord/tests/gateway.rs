@@ -7,9 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use frogbot_core::agent::scripted::{ScriptedModel, call, reply};
-use frogbot_core::agent::{
-    Adapter, Engine, EngineConfig, ModelMessage, ModelOffer, ModelRequest, channel_chat_id,
-};
+use frogbot_core::agent::{Adapter, Engine, ModelMessage, ModelRequest, channel_chat_id};
 use frogbot_core::model::{TurnState, UserId, now_millis};
 use frogbot_discord::PLATFORM;
 use frogbot_discord::channel::{self, Config, DiscordAdapter};
@@ -134,17 +132,7 @@ async fn start(allow: &[&str], public_key: Option<String>) -> Bot {
     let db = frogbot_testkit::sqlite_db();
     let store = frogbot_testkit::open_store(&db.url).await;
     let model = model();
-    let engine = Engine::new(
-        store,
-        vec![ModelOffer {
-            id: "main".into(),
-            model: Arc::new(model.clone()),
-            reasoning: vec![],
-        }],
-        vec![],
-        EngineConfig::default(),
-    )
-    .with_channel(adapter.channel());
+    let engine = frogbot_testkit::engine_with(store, model.clone()).with_channel(adapter.channel());
     let shutdown = CancellationToken::new();
     let task = adapter
         .start(engine.clone(), shutdown.clone())

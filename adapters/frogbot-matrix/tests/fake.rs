@@ -5,11 +5,10 @@
 
 #![recursion_limit = "256"]
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use frogbot_core::agent::scripted::{ScriptedModel, call, reply};
-use frogbot_core::agent::{Adapter, Engine, EngineConfig, ModelMessage, ModelOffer, ModelRequest};
+use frogbot_core::agent::{Adapter, ModelMessage, ModelRequest};
 use frogbot_matrix::channel::outbox::MESSAGE_CHARS;
 use frogbot_matrix::channel::{Config, Login, MatrixAdapter, connect};
 use frogbot_matrix::testing::{BOT_PASSWORD, FakeHomeserver};
@@ -69,17 +68,8 @@ async fn bot(fake: &FakeHomeserver, allow: Vec<String>) -> Bot {
     config.allow = allow;
     let adapter = connect(config).await.unwrap();
     let db = frogbot_testkit::sqlite_db();
-    let engine = Engine::new(
-        frogbot_testkit::open_store(&db.url).await,
-        vec![ModelOffer {
-            id: "main".into(),
-            model: Arc::new(model()),
-            reasoning: vec![],
-        }],
-        vec![],
-        EngineConfig::default(),
-    )
-    .with_channel(adapter.channel());
+    let engine = frogbot_testkit::engine_with(frogbot_testkit::open_store(&db.url).await, model())
+        .with_channel(adapter.channel());
     let shutdown = CancellationToken::new();
     let worker = engine.spawn_worker(Duration::from_millis(100));
     let task = adapter

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use frogbot_core::agent::scripted::{ScriptedModel, call, reply};
-use frogbot_core::agent::{Adapter, Engine, EngineConfig, ModelMessage, ModelOffer, ModelRequest};
+use frogbot_core::agent::{Adapter, ModelMessage, ModelRequest};
 use frogbot_matrix::channel::{Config, Login, MatrixAdapter, connect};
 use frogbot_matrix::testing::synapse;
 use matrix_sdk::ruma::{OwnedRoomId, RoomId};
@@ -88,17 +88,8 @@ impl Bot {
         config.sync_timeline_limit = timeline_limit;
         config.allow = allow;
         let channel = connect(config).await.unwrap();
-        let engine = Engine::new(
-            db.clone(),
-            vec![ModelOffer {
-                id: "main".into(),
-                model: Arc::new(model()),
-                reasoning: vec![],
-            }],
-            vec![],
-            EngineConfig::default(),
-        )
-        .with_channel(channel.channel());
+        let engine =
+            frogbot_testkit::engine_with(db.clone(), model()).with_channel(channel.channel());
         let shutdown = CancellationToken::new();
         let worker = engine.spawn_worker(Duration::from_millis(200));
         let task = channel

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use frogbot_core::agent::scripted::{ScriptedModel, call, reply};
 use frogbot_core::agent::{
-    AllowAll, Channel, ChannelMessageOutcome, Engine, EngineConfig, InteractionOutcome,
-    ModelMessage, ModelOffer, ModelRequest, Sent, channel_chat_id,
+    AllowAll, Channel, ChannelMessageOutcome, InteractionOutcome, ModelMessage, ModelRequest, Sent,
+    channel_chat_id,
 };
 use frogbot_core::model::{PrefixedIdentity, TurnState, UserId, now_millis};
 use frogbot_slack::PLATFORM;
@@ -47,17 +47,7 @@ async fn a_slack_click_is_recorded_and_the_agent_continues() {
         }
         reply("hello")
     });
-    let engine = Engine::new(
-        store.clone(),
-        vec![ModelOffer {
-            id: "main".into(),
-            model: Arc::new(model.clone()),
-            reasoning: vec![],
-        }],
-        vec![],
-        EngineConfig::default(),
-    )
-    .with_channel(Channel {
+    let engine = frogbot_testkit::engine_with(store.clone(), model.clone()).with_channel(Channel {
         platform: PLATFORM.into(),
         questions: Some(Arc::new(questions)),
         identity: Arc::new(PrefixedIdentity),

@@ -3,11 +3,10 @@
 //! envelopes (`hello`, `events_api`, `interactive`) and reads the acknowledgements. Deliveries go
 //! into the same handling as HTTP mode (engine on SQLite, the demo model).
 
-use std::sync::Arc;
 use std::time::Duration;
 
+use frogbot_core::agent::Adapter;
 use frogbot_core::agent::scripted::demo_model;
-use frogbot_core::agent::{Adapter, Engine, EngineConfig, ModelOffer};
 use frogbot_slack::testing::{APP_TOKEN, BOT_USER, FakeSlack};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -35,20 +34,7 @@ async fn socket_mode_events_and_clicks_reach_the_engine_and_are_acknowledged() {
         .unwrap();
     let db = frogbot_testkit::sqlite_db();
     let store = frogbot_testkit::open_store(&db.url).await;
-    let engine = Engine::new(
-        store,
-        vec![ModelOffer {
-            id: "demo".into(),
-            model: Arc::new(demo_model()),
-            reasoning: vec![],
-        }],
-        vec![],
-        EngineConfig {
-            default_model: "demo".into(),
-            ..Default::default()
-        },
-    )
-    .with_channel(slack.channel());
+    let engine = frogbot_testkit::engine_with(store, demo_model()).with_channel(slack.channel());
     assert!(
         slack.routes(&engine).is_none(),
         "no HTTP routes in Socket Mode"

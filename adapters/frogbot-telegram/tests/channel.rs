@@ -6,9 +6,7 @@
 use std::sync::{Arc, Mutex, OnceLock};
 
 use frogbot_core::agent::scripted::{ScriptedModel, call, reply};
-use frogbot_core::agent::{
-    Adapter, Engine, EngineConfig, ModelMessage, ModelOffer, ModelRequest, channel_chat_id,
-};
+use frogbot_core::agent::{Adapter, Engine, ModelMessage, ModelRequest, channel_chat_id};
 use frogbot_core::model::{UserId, now_millis};
 use frogbot_telegram::PLATFORM;
 use frogbot_telegram::channel::{
@@ -99,17 +97,7 @@ async fn setup_with(allow: &[&str], receive: Receive) -> Setup {
     let db = frogbot_testkit::sqlite_db();
     let store = frogbot_testkit::open_store(&db.url).await;
     let model = model();
-    let engine = Engine::new(
-        store,
-        vec![ModelOffer {
-            id: "main".into(),
-            model: Arc::new(model.clone()),
-            reasoning: vec![],
-        }],
-        vec![],
-        EngineConfig::default(),
-    )
-    .with_channel(channel.channel());
+    let engine = frogbot_testkit::engine_with(store, model.clone()).with_channel(channel.channel());
     let shutdown = CancellationToken::new();
     Setup {
         fake,

@@ -332,6 +332,17 @@ pub fn engine_over(store: DynStore, model: &TestModel, turn_lease_ms: Millis) ->
     )
 }
 
+/// An engine over `store` offering `model` as `main`, with the default configuration — what an
+/// adapter's tests wire their channel into.
+pub fn engine_with(store: DynStore, model: impl Model + 'static) -> Engine {
+    Engine::new(
+        store,
+        vec![offer("main", model)],
+        vec![],
+        EngineConfig::default(),
+    )
+}
+
 /// A model offer `id` for `model`, with no reasoning options.
 pub fn offer(id: &str, model: impl Model + 'static) -> ModelOffer {
     ModelOffer {

@@ -34,7 +34,8 @@ mod pausing;
 
 pub use engine::{
     Call, Concurrency, QUESTION_CALL, TestModel, after_tool, answer, ask_input, chat, engine_over,
-    eventually, last_user, msg, offer, queued, started, test_engine, texts, wait_quiet,
+    engine_with, eventually, last_user, msg, offer, queued, started, test_engine, texts,
+    wait_quiet,
 };
 pub use pausing::{PausePoint, PausingStore};
 
