@@ -10,7 +10,7 @@ use frogbot_core::agent::{Adapter, Engine, ModelMessage, ModelRequest, channel_c
 use frogbot_core::model::{UserId, now_millis};
 use frogbot_telegram::PLATFORM;
 use frogbot_telegram::channel::{
-    Config, NOT_ALLOWED_TEXT, Receive, TelegramAdapter, WEBHOOK_PATH, connect,
+    Config, MAX_UPDATE_BYTES, NOT_ALLOWED_TEXT, Receive, TelegramAdapter, WEBHOOK_PATH, connect,
 };
 use frogbot_telegram::questions::{DENIED_TEXT, STALE_TEXT};
 use frogbot_telegram::testing::{
@@ -92,6 +92,8 @@ async fn setup_with(allow: &[&str], receive: Receive) -> Setup {
     config.receive = receive;
     config.users = [(ADA.to_string(), "ada".to_string())].into();
     config.allow = allow.iter().map(|s| s.to_string()).collect();
+    // Short, so the slow-body test does not wait the default 30 s; local posts are far faster.
+    config.webhook_body_timeout = std::time::Duration::from_millis(800);
     let channel = connect(config).await.unwrap();
     assert_eq!(channel.me().username(), BOT_USERNAME);
     let db = frogbot_testkit::sqlite_db();
@@ -805,4 +807,100 @@ async fn an_unreadable_webhook_body_is_dropped_with_a_bounded_warning() {
     s.fake
         .wait_for("the reply", |c| sent_text(c, "echo: after the junk"))
         .await;
+}
+
+/// Opens a connection to the webhook at `url` and sends a POST header with `secret` (when set)
+/// and `framing` (`Content-Length: n` or `Transfer-Encoding: chunked`).
+async fn webhook_head(url: &str, secret: Option<&str>, framing: &str) -> tokio::net::TcpStream {
+    use tokio::io::AsyncWriteExt;
+    let url = url::Url::parse(url).unwrap();
+    let addr = format!("{}:{}", url.host_str().unwrap(), url.port().unwrap());
+    let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let secret = secret
+        .map(|s| format!("X-Telegram-Bot-Api-Secret-Token: {s}\r\n"))
+        .unwrap_or_default();
+    let head = format!(
+        "POST {} HTTP/1.1\r\nHost: bot.example\r\nContent-Type: application/json\r\n{secret}{framing}\r\n\r\n",
+        url.path()
+    );
+    conn.write_all(head.as_bytes()).await.unwrap();
+    conn
+}
+
+/// The status code of the response on `conn` (its first line), waited for up to [`testing::WAIT`].
+async fn response_status(conn: &mut tokio::net::tcp::OwnedReadHalf) -> u16 {
+    use tokio::io::AsyncReadExt;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 1024];
+    let read = async {
+        while !got.windows(2).any(|w| w == b"\r\n") {
+            let n = conn.read(&mut buf).await.unwrap();
+            assert!(n > 0, "the connection closed without a response");
+            got.extend_from_slice(&buf[..n]);
+        }
+    };
+    tokio::time::timeout(testing::WAIT, read)
+        .await
+        .expect("a response while the body is still unfinished");
+    let line = String::from_utf8_lossy(&got).into_owned();
+    line.split(' ').nth(1).unwrap().parse().unwrap()
+}
+
+/// Writes `chunk` to `conn` until the peer stops taking it (an endless body).
+fn write_forever(mut conn: tokio::net::tcp::OwnedWriteHalf, chunk: Vec<u8>) {
+    use tokio::io::AsyncWriteExt;
+    tokio::spawn(async move { while conn.write_all(&chunk).await.is_ok() {} });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_webhook_bounds_huge_endless_and_slow_bodies() {
+    let secret = "s3cret-Token_3";
+    let (s, url) = webhook_setup(secret).await;
+
+    // A wrong secret with a body that claims 100 MB and never stops: 401 at once, unread.
+    let (mut rd, wr) = webhook_head(&url, Some("wrong"), "Content-Length: 104857600")
+        .await
+        .into_split();
+    write_forever(wr, vec![b'{'; 16 * 1024]);
+    assert_eq!(response_status(&mut rd).await, 401);
+
+    // The right secret and a declared length over the limit: 413 before any of it is sent.
+    let over = format!("Content-Length: {}", MAX_UPDATE_BYTES + 1);
+    let (mut rd, _wr) = webhook_head(&url, Some(secret), &over).await.into_split();
+    assert_eq!(response_status(&mut rd).await, 413);
+
+    // The right secret and an endless chunked body: 413 once past the limit, while the sender
+    // is still sending.
+    let (mut rd, wr) = webhook_head(&url, Some(secret), "Transfer-Encoding: chunked")
+        .await
+        .into_split();
+    let mut chunk = format!("{:x}\r\n", 16 * 1024).into_bytes();
+    chunk.extend(std::iter::repeat_n(b' ', 16 * 1024));
+    chunk.extend_from_slice(b"\r\n");
+    write_forever(wr, chunk);
+    assert_eq!(response_status(&mut rd).await, 413);
+
+    // The right secret and a body that stops arriving: 408 after the body timeout.
+    let (mut rd, mut wr) = webhook_head(&url, Some(secret), "Content-Length: 1000")
+        .await
+        .into_split();
+    tokio::io::AsyncWriteExt::write_all(&mut wr, br#"{"update_id": 9"#)
+        .await
+        .unwrap();
+    assert_eq!(response_status(&mut rd).await, 408);
+
+    // None of it reached the engine; a good update afterwards still does.
+    assert!(s.model.requests().is_empty());
+    let update = serde_json::to_string(&{
+        let mut u = private_text(ADA, 6, "after the junk");
+        u["update_id"] = json!(2);
+        u
+    })
+    .unwrap();
+    assert_eq!(post_update(&url, Some(secret), &update).await, 200);
+    let sent = s
+        .fake
+        .wait_for("the reply", |c| sent_text(c, "echo: after the junk"))
+        .await;
+    assert_eq!(sent["text"], "echo: after the junk");
 }

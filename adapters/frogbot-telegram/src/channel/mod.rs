@@ -29,7 +29,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 pub use outbox::TelegramOutbox;
-pub use receive::{FAILED_TEXT, LOGGED_PREFIX, NOT_ALLOWED_TEXT, SECRET_HEADER, WEBHOOK_PATH};
+pub use receive::{
+    FAILED_TEXT, LOGGED_PREFIX, MAX_UPDATE_BYTES, NOT_ALLOWED_TEXT, SECRET_HEADER, WEBHOOK_PATH,
+};
 
 use crate::{Error, PLATFORM, TelegramQuestions};
 use receive::Deliveries;
@@ -81,6 +83,9 @@ pub struct Config {
     pub users: BTreeMap<String, String>,
     /// FrogBot users let in; empty: everyone.
     pub allow: Vec<String>,
+    /// In webhook mode, how long a request body may take to arrive once its header is in; a
+    /// slower one is answered `408` (default 30 s). Bounds what a slow client holds.
+    pub webhook_body_timeout: Duration,
 }
 
 impl Config {
@@ -92,6 +97,7 @@ impl Config {
             receive: Receive::polling(),
             users: BTreeMap::new(),
             allow: Vec::new(),
+            webhook_body_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -103,6 +109,7 @@ impl Debug for Config {
             .field("receive", &self.receive.kind())
             .field("users", &self.users)
             .field("allow", &self.allow)
+            .field("webhook_body_timeout", &self.webhook_body_timeout)
             .finish_non_exhaustive()
     }
 }
@@ -175,6 +182,7 @@ pub async fn connect(config: Config) -> Result<TelegramAdapter, Error> {
         bot,
         me,
         receive: config.receive,
+        webhook_body_timeout: config.webhook_body_timeout,
         identity: Arc::new(MappedIdentity::new(config.users)),
         access,
         webhook: Mutex::default(),
@@ -186,6 +194,7 @@ pub struct TelegramAdapter {
     bot: Bot,
     me: Me,
     receive: Receive,
+    webhook_body_timeout: Duration,
     questions: Arc<TelegramQuestions<Bot>>,
     outbox: Arc<TelegramOutbox>,
     identity: Arc<MappedIdentity>,
@@ -247,7 +256,11 @@ impl Adapter for TelegramAdapter {
         };
         let deliveries = self.deliveries(engine.clone());
         *self.webhook.lock().expect("not poisoned") = Some(deliveries.clone());
-        Some(receive::webhook_router(secret, deliveries))
+        Some(receive::webhook_router(
+            secret,
+            self.webhook_body_timeout,
+            deliveries,
+        ))
     }
 
     /// Starts receiving: long polling (after `deleteWebhook`); or, in webhook mode, registers the

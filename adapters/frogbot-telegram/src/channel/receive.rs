@@ -20,9 +20,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use frogbot_core::agent::{ChannelMessageOutcome, Engine, InteractionOutcome};
 use frogbot_model::Interaction;
 use futures::StreamExt;
@@ -55,6 +54,9 @@ pub const FAILED_TEXT: &str = "Sorry, something went wrong; please send that aga
 pub const SECRET_HEADER: &str = "x-telegram-bot-api-secret-token";
 /// How many bytes of an unreadable update (or of the error describing it) a log line shows.
 pub const LOGGED_PREFIX: usize = 256;
+/// The largest webhook body read: an update is a few KiB (a message is at most 4,096 characters
+/// with its entities); a longer body is refused `413` once this much has arrived.
+pub const MAX_UPDATE_BYTES: usize = 1024 * 1024;
 /// How long a thread's queue waits for its next update before its task ends.
 pub const IDLE: Duration = Duration::from_secs(10);
 
@@ -220,9 +222,14 @@ pub(crate) async fn poll(
 }
 
 /// The webhook route: `POST` [`WEBHOOK_PATH`], checking the secret token.
-pub(crate) fn webhook_router(secret: &str, deliveries: Arc<Deliveries>) -> axum::Router {
+pub(crate) fn webhook_router(
+    secret: &str,
+    body_timeout: Duration,
+    deliveries: Arc<Deliveries>,
+) -> axum::Router {
     let state = Arc::new(Webhook {
         secret: secret.as_bytes().to_vec(),
+        body_timeout,
         deliveries,
     });
     axum::Router::new()
@@ -232,16 +239,21 @@ pub(crate) fn webhook_router(secret: &str, deliveries: Arc<Deliveries>) -> axum:
 
 struct Webhook {
     secret: Vec<u8>,
+    body_timeout: Duration,
     deliveries: Arc<Deliveries>,
 }
 
-/// One webhook request: `401` without the right secret token (compared in constant time), `503`
-/// once shut down (Telegram tries again later), else `200` (an unreadable body is logged, with a
-/// bounded prefix, and dropped).
-async fn webhook(State(hook): State<Arc<Webhook>>, headers: HeaderMap, body: Bytes) -> StatusCode {
+/// One webhook request: `401` without the right secret token (compared in constant time, before
+/// any of the body is read), `503` once shut down (Telegram tries again later), `413` for a body
+/// over [`MAX_UPDATE_BYTES`] and `408` for one slower than the configured body timeout (neither
+/// is read further), else `200` (an unreadable body is logged, with a bounded prefix, and
+/// dropped).
+async fn webhook(State(hook): State<Arc<Webhook>>, request: axum::extract::Request) -> StatusCode {
     use subtle::ConstantTimeEq;
 
-    let given = headers
+    let (parts, body) = request.into_parts();
+    let given = parts
+        .headers
         .get(SECRET_HEADER)
         .map(|v| v.as_bytes())
         .unwrap_or_default();
@@ -252,6 +264,35 @@ async fn webhook(State(hook): State<Arc<Webhook>>, headers: HeaderMap, body: Byt
     if hook.deliveries.closed() {
         return StatusCode::SERVICE_UNAVAILABLE;
     }
+    let declared = parts
+        .headers
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > MAX_UPDATE_BYTES as u64) {
+        warn!(
+            content_length = declared,
+            "Telegram webhook body over the limit refused"
+        );
+        return StatusCode::PAYLOAD_TOO_LARGE;
+    }
+    let read = axum::body::to_bytes(body, MAX_UPDATE_BYTES);
+    let body = match tokio::time::timeout(hook.body_timeout, read).await {
+        Ok(Ok(body)) => body,
+        Ok(Err(e)) => {
+            let too_large = std::error::Error::source(&e)
+                .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
+            warn!(error = %e, "Telegram webhook body refused");
+            return if too_large {
+                StatusCode::PAYLOAD_TOO_LARGE
+            } else {
+                StatusCode::BAD_REQUEST
+            };
+        }
+        Err(_) => {
+            warn!(timeout = ?hook.body_timeout, "Telegram webhook body too slow; refused");
+            return StatusCode::REQUEST_TIMEOUT;
+        }
+    };
     match serde_json::from_slice::<Update>(&body) {
         Ok(update) => hook.deliveries.accept(update),
         Err(e) => {

@@ -141,11 +141,11 @@ pub(crate) async fn open(config: TelegramConfig) -> Result<Box<dyn Adapter>, cra
     };
     let token = config.token.0;
     let adapter = connect(Config {
-        token: token.clone(),
         api_url,
         receive,
         users: config.users,
         allow: config.allow,
+        ..Config::new(token.clone())
     })
     .await
     // A failed request's URL holds the token (`/bot<token>/getMe`).
