@@ -32,6 +32,36 @@ pub enum MessageStatus {
     Queued,
 }
 
+/// How far the agent is with a user's message (the rply acknowledgements): shown on the platform
+/// as a reaction on the message (replaced, never piled up) and over HTTP as `metadata.ack`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Ack {
+    /// Stored: the agent will read it (also while it waits in the queue).
+    Seen,
+    /// Its turn is running.
+    Working,
+    /// Its reply is posted.
+    Done,
+    /// Its turn failed (or it could not be taken).
+    Failed,
+}
+
+impl Ack {
+    /// The reaction that shows it: 👀, ⏳, ✅, ❌.
+    pub fn emoji(self) -> &'static str {
+        match self {
+            Ack::Seen => "👀",
+            Ack::Working => "⏳",
+            Ack::Done => "✅",
+            Ack::Failed => "❌",
+        }
+    }
+
+    /// Every state, in order.
+    pub const ALL: [Ack; 4] = [Ack::Seen, Ack::Working, Ack::Done, Ack::Failed];
+}
+
 /// `{"code", "message"}`: the error of a failed turn, and of every HTTP error body.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorInfo {
@@ -66,6 +96,10 @@ pub struct MessageMetadata {
     /// How a queued message asked to be delivered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delivery: Option<Delivery>,
+    /// On a user message read over HTTP: how far the agent is with it (derived from the chat,
+    /// never stored).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ack: Option<Ack>,
 }
 
 /// A chat message in the AI SDK `UIMessage` shape.

@@ -14,7 +14,7 @@ use super::questions::{FormTarget, InteractionOutcome, Questions, UPDATED_MAX_RU
 use super::registry::{Channel, Registry};
 use super::turn::{
     ChatEvent, EngineConfig, ModelOffer, SendMessage, SendResult, Sent, Settle, Settled,
-    TurnHandle, TurnListener, Turns,
+    StopOutcome, TurnHandle, TurnListener, Turns,
 };
 use super::{Tool, questions::updated_backoff_ms};
 use crate::error::{Error, Result};
@@ -72,12 +72,12 @@ impl Engine {
             turns: turns.clone(),
             registry: registry.clone(),
         });
-        let channels = Arc::new(Channels {
-            turns: turns.clone(),
-            questions: questions.clone(),
-            registry: registry.clone(),
-            posting: Default::default(),
-        });
+        let channels = Arc::new(Channels::new(
+            turns.clone(),
+            questions.clone(),
+            registry.clone(),
+        ));
+        channels.set_self();
         let listener: Arc<dyn TurnListener> = channels.clone();
         turns.set_listener(Arc::downgrade(&listener));
         Self {
@@ -254,6 +254,16 @@ impl Engine {
             .questions
             .handle_interaction(platform, thread, interaction)
             .await
+    }
+
+    /// Stops the running turn of `chat` when `by` is the user driving it (anyone who may write
+    /// the chat, for a turn without a driver): it stops at the next step boundary, a streaming
+    /// model answer is cut off, and what it produced is kept with a [`STOPPED_TEXT`] mark. Only a
+    /// turn running in this process can be stopped. The caller checks that `by` may write `chat`.
+    ///
+    /// [`STOPPED_TEXT`]: super::STOPPED_TEXT
+    pub fn stop(&self, chat: &ChatId, by: Option<&UserId>) -> StopOutcome {
+        self.inner.turns.stop(chat, by)
     }
 
     /// Handles a message in a channel thread: a reply that answers a question is consumed; else,

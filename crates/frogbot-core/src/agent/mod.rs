@@ -23,7 +23,10 @@ mod tool;
 mod turn;
 
 pub use adapter::Adapter;
-pub use channel::{ChannelMessageOutcome, channel_chat_id, channel_message_id};
+pub use channel::{
+    ChannelMessageOutcome, MAX_STEPS_TEXT, QUEUED_BEHIND_QUESTION_TEXT, QUEUED_TEXT,
+    STOP_REFUSED_TEXT, channel_chat_id, channel_message_id, failure_text, is_stop_word,
+};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use engine::Engine;
 pub use model::*;
@@ -34,6 +37,6 @@ pub use questions::{
 pub use registry::{AccessCheck, AllowAll, AllowList, Channel, ChannelOutbox};
 pub use tool::*;
 pub use turn::{
-    ChatEvent, EngineConfig, ModelOffer, SendMessage, Sent, Settle, Settled, TurnEvent, TurnHandle,
-    TurnOutcome, question_tool_spec, to_model_messages,
+    ChatEvent, EngineConfig, ModelOffer, STOPPED_TEXT, SendMessage, Sent, Settle, Settled,
+    StopOutcome, TurnEvent, TurnHandle, TurnOutcome, question_tool_spec, to_model_messages,
 };

@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use std::sync::{Arc, RwLock};
 
 use crate::BoxError;
-use crate::model::{ChannelQuestions, ChatInfo, IdentityResolver, Thread, UiMessage, UserId};
+use crate::model::{Ack, ChannelQuestions, ChatInfo, IdentityResolver, Thread, UiMessage, UserId};
 use crate::store::ChatRow;
 
 /// The agent's access check: may this user talk to the agent in this chat? (`None`: anonymous.)
@@ -51,11 +51,35 @@ impl AccessCheck for AllowList {
     }
 }
 
-/// Where a channel posts the agent's replies (in the same thread).
+/// Where a channel posts the agent's replies (in the same thread), and how it shows a person that
+/// their message was taken and is being worked on.
+///
+/// The engine calls these in order per thread: `ack(Seen)` when a message is stored,
+/// `ack(Working)` and `working` when its turn starts (`working` again every
+/// [`ChannelOutbox::working_every`] while it runs), `post_reply`, then `ack(Done)` — or
+/// `ack(Failed)` when the turn failed. Errors are logged; none stops a turn.
 #[async_trait]
 pub trait ChannelOutbox: Send + Sync {
-    /// Posts the reply of a turn that ended (or stopped to wait) in `thread`.
+    /// Posts the reply of a turn that ended (or stopped to wait) in `thread`, or a short notice
+    /// of the engine's (a queued message's note, a failure, a stop).
     async fn post_reply(&self, thread: &Thread, reply: &UiMessage) -> Result<(), BoxError>;
+
+    /// Marks the person's message `message_id` (the platform's id) in `thread` with `ack`,
+    /// replacing the mark before it (a reaction by default; nothing when the channel's acks are
+    /// off).
+    async fn ack(&self, _thread: &Thread, _message_id: &str, _ack: Ack) -> Result<(), BoxError> {
+        Ok(())
+    }
+
+    /// A turn runs in `thread`: show the platform's progress sign (typing, a status).
+    async fn working(&self, _thread: &Thread) -> Result<(), BoxError> {
+        Ok(())
+    }
+
+    /// How often `working` is repeated while a turn runs (the platform's sign fades after a while).
+    fn working_every(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(4)
+    }
 }
 
 /// A channel served by this process.

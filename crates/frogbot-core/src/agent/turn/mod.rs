@@ -42,10 +42,48 @@ pub(crate) trait TurnListener: Send + Sync {
     /// Whether the model gets the question tool in `chat` for the coming turn.
     async fn offers_questions(&self, chat: &ChatRow) -> bool;
 
+    /// A turn starts in `chat`; `message_id` is the stored id of the user message it answers
+    /// (`None` when a turn continues after its questions were answered). Must return quickly.
+    async fn turn_started(&self, chat: &ChatRow, message_id: Option<&str>);
+
     /// A turn ended (`idle`), stopped to wait on questions (`awaiting`), or was found interrupted
-    /// (`idle`, its reply carrying the error): `reply` is its reply as saved. Awaited in the turn's
-    /// run, so replies of one chat are told in order.
-    async fn turn_ended(&self, chat: &ChatRow, reply: &UiMessage, state: TurnState);
+    /// (`idle`, its reply carrying the error): `reply` is its reply as saved, `why` how it ended.
+    /// Awaited in the turn's run, so replies of one chat are told in order.
+    async fn turn_ended(&self, chat: &ChatRow, reply: &UiMessage, state: TurnState, why: EndWhy);
+}
+
+/// Why a turn ended, for what a channel tells the person.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum EndWhy {
+    /// A final answer, a failure (the reply carries the error) or a wait on questions.
+    Reply,
+    /// `max_steps` model steps ran without a final answer.
+    MaxSteps,
+    /// The driving user stopped it.
+    Stopped,
+}
+
+/// What a stop request found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StopOutcome {
+    /// The running turn stops at its next step boundary (a streaming model answer is cut off);
+    /// what it produced is kept.
+    Stopping,
+    /// No turn of the chat runs in this process.
+    NotRunning,
+    /// Only the user driving the turn may stop it.
+    NotDriver,
+}
+
+/// The text a stopped turn's reply ends with.
+pub const STOPPED_TEXT: &str = "(stopped)";
+
+/// A running turn's stop switch and who may use it.
+struct Halt {
+    id: u64,
+    driver: Option<UserId>,
+    token: tokio_util::sync::CancellationToken,
 }
 
 /// How a run starts.
@@ -109,6 +147,8 @@ pub(crate) struct Turns {
     idle: tokio::sync::Notify,
     stopping: AtomicBool,
     runs: Mutex<HashMap<u64, ActiveRun>>,
+    /// The stop switch of each chat's running turn in this process.
+    halts: Mutex<HashMap<ChatId, Halt>>,
     next_run: AtomicU64,
     history: HistoryCache,
 }
@@ -152,6 +192,7 @@ impl Turns {
             idle: tokio::sync::Notify::new(),
             stopping: AtomicBool::new(false),
             runs: Mutex::new(HashMap::new()),
+            halts: Mutex::new(HashMap::new()),
             next_run: AtomicU64::new(0),
         }
     }
@@ -348,7 +389,8 @@ impl Turns {
         warn!(chat_id = %chat.chat_id, "the previous turn was interrupted: its process stopped");
         self.emit_message(&chat.chat_id, &reply.message);
         if let Some(l) = self.listener() {
-            l.turn_ended(chat, &reply.message, TurnState::Idle).await;
+            l.turn_ended(chat, &reply.message, TurnState::Idle, EndWhy::Reply)
+                .await;
         }
     }
 
@@ -570,7 +612,8 @@ impl Turns {
             None => reply,
         };
         if let Some(l) = self.listener() {
-            l.turn_ended(&chat, &reply, TurnState::Idle).await;
+            l.turn_ended(&chat, &reply, TurnState::Idle, EndWhy::Reply)
+                .await;
         }
         match promoted {
             None => {
@@ -590,6 +633,20 @@ impl Turns {
                     },
                 ));
                 Ok(TurnState::Running)
+            }
+        }
+    }
+
+    /// Stops the running turn of `chat` in this process when `by` drives it (a turn without a
+    /// driver may be stopped by anyone who may write the chat).
+    pub(crate) fn stop(&self, chat: &ChatId, by: Option<&UserId>) -> StopOutcome {
+        let halts = self.halts.lock().expect("halts");
+        match halts.get(chat) {
+            None => StopOutcome::NotRunning,
+            Some(h) if h.driver.is_some() && h.driver.as_ref() != by => StopOutcome::NotDriver,
+            Some(h) => {
+                h.token.cancel();
+                StopOutcome::Stopping
             }
         }
     }
@@ -686,15 +743,17 @@ impl Turns {
                     };
                     self.emit_state(&chat.chat_id, TurnState::Awaiting);
                     if let (Some(l), Some(reply)) = (&listener, &outcome.reply) {
-                        l.turn_ended(&chat, reply, TurnState::Awaiting).await;
+                        l.turn_ended(&chat, reply, TurnState::Awaiting, EndWhy::Reply)
+                            .await;
                     }
                     let _ = tx.send(TurnEvent::Finish {
                         state: TurnState::Awaiting,
                     });
                     break Ok(outcome);
                 }
-                TurnEnd::Idle { reply, saved } => (reply, !saved),
+                TurnEnd::Idle { reply, saved, why } => ((reply, why), !saved),
             };
+            let ((outcome, why), pending) = (outcome, pending);
             let (outcome, position) = outcome;
             // The turn ended: save its last reply and release the chat, or promote the oldest
             // queued message under the same lease — one store operation. A stopping process hands
@@ -732,7 +791,7 @@ impl Turns {
                 self.emit_state(&chat.chat_id, TurnState::Idle);
             }
             if let Some(l) = &listener {
-                l.turn_ended(&chat, &reply, TurnState::Idle).await;
+                l.turn_ended(&chat, &reply, TurnState::Idle, why).await;
             }
             let outcome = TurnOutcome {
                 state: TurnState::Idle,
@@ -778,6 +837,30 @@ impl Turns {
         lost: &AtomicBool,
     ) -> Result<TurnEnd> {
         let chat_id = chat.chat_id.clone();
+        let started_by = match &start {
+            Start::New { message, .. } => Some(message.message.id.clone()),
+            Start::Resume { .. } => None,
+        };
+        let halt = tokio_util::sync::CancellationToken::new();
+        let halt_id = self.next_run.fetch_add(1, Ordering::SeqCst);
+        self.halts.lock().expect("halts").insert(
+            chat_id.clone(),
+            Halt {
+                id: halt_id,
+                driver: lease.driver.clone(),
+                token: halt.clone(),
+            },
+        );
+        let _unhalt = Unhalt {
+            turns: self,
+            chat: &chat_id,
+            id: halt_id,
+        };
+        if chat.channel.is_some()
+            && let Some(l) = self.listener()
+        {
+            l.turn_started(chat, started_by.as_deref()).await;
+        }
         let (mut reply, position, mut model, mut reasoning, known) = match start {
             Start::New { message, known } => {
                 let reply = UiMessage {
@@ -830,11 +913,16 @@ impl Turns {
                     chat_id: chat_id.clone(),
                 }));
             }
+            if halt.is_cancelled() {
+                debug!("stopped by the driving user");
+                return Ok(stopped(reply, position));
+            }
             if steps_done >= self.config.max_steps {
                 debug!(steps = steps_done, "max_steps reached");
                 return Ok(TurnEnd::Idle {
                     reply: with_position(reply, position),
                     saved: false,
+                    why: EndWhy::MaxSteps,
                 });
             }
             let offer = match self.offered(model.as_deref(), reasoning.as_deref()) {
@@ -852,7 +940,9 @@ impl Turns {
             let request = self.request(&history, &reply, reasoning.clone(), offer_questions);
             let step_no = steps_done + 1;
             let step = self
-                .run_step(lease, &mut reply, position, &offer, request, tx, lost)
+                .run_step(
+                    lease, &mut reply, position, &offer, request, tx, lost, &halt,
+                )
                 .instrument(
                     info_span!("step", chat_id = %chat_id, turn_id = %lease.holder, step = step_no),
                 )
@@ -862,6 +952,10 @@ impl Turns {
                 step::StepEnd::Failed(info) => {
                     return Ok(self.fail(reply, position, tx, &info.code, &info.message));
                 }
+                step::StepEnd::Stopped => {
+                    debug!("stopped by the driving user mid-step");
+                    return Ok(stopped(reply, position));
+                }
                 step::StepEnd::Questions(calls) => {
                     return self.await_answers(lease, reply, position, calls).await;
                 }
@@ -870,6 +964,7 @@ impl Turns {
                     return Ok(TurnEnd::Idle {
                         reply: with_position(reply, position),
                         saved: false,
+                        why: EndWhy::Reply,
                     });
                 }
                 step::StepEnd::Continue => {
@@ -974,6 +1069,7 @@ impl Turns {
         TurnEnd::Idle {
             reply: with_position(reply, position),
             saved: false,
+            why: EndWhy::Reply,
         }
     }
 
@@ -1051,7 +1147,34 @@ enum TurnEnd {
     Idle {
         reply: (UiMessage, i64),
         saved: bool,
+        why: EndWhy,
     },
+}
+
+/// A turn the driving user stopped: what it produced, and a mark that says so.
+fn stopped(mut reply: UiMessage, position: i64) -> TurnEnd {
+    reply.parts.push(MessagePart::text(STOPPED_TEXT));
+    TurnEnd::Idle {
+        reply: with_position(reply, position),
+        saved: false,
+        why: EndWhy::Stopped,
+    }
+}
+
+/// Removes a turn's stop switch when the turn ends (unless a newer turn of the chat replaced it).
+struct Unhalt<'a> {
+    turns: &'a Turns,
+    chat: &'a ChatId,
+    id: u64,
+}
+
+impl Drop for Unhalt<'_> {
+    fn drop(&mut self) {
+        let mut halts = self.turns.halts.lock().expect("halts");
+        if halts.get(self.chat).is_some_and(|h| h.id == self.id) {
+            halts.remove(self.chat);
+        }
+    }
 }
 
 fn with_position(reply: UiMessage, position: i64) -> (UiMessage, i64) {

@@ -24,6 +24,8 @@ pub(super) enum StepEnd {
     Questions(Vec<(String, QuestionInput)>),
     /// The model failed.
     Failed(ErrorInfo),
+    /// The driving user stopped the turn while the model answered; the text so far is kept.
+    Stopped,
 }
 
 impl Turns {
@@ -37,6 +39,7 @@ impl Turns {
         request: ModelRequest,
         tx: &mpsc::UnboundedSender<TurnEvent>,
         lost: &AtomicBool,
+        halt: &tokio_util::sync::CancellationToken,
     ) -> Result<StepEnd> {
         reply
             .parts
@@ -57,7 +60,19 @@ impl Turns {
         let mut finish: Option<FinishReason> = None;
         let mut last_checkpoint = tokio::time::Instant::now();
         let mut failure: Option<String> = None;
-        while let Some(event) = stream.next().await {
+        let mut halted = false;
+        loop {
+            let event = tokio::select! {
+                biased;
+                () = halt.cancelled() => {
+                    halted = true;
+                    break;
+                }
+                event = stream.next() => match event {
+                    Some(e) => e,
+                    None => break,
+                },
+            };
             match event {
                 Ok(ModelEvent::TextDelta(d)) => {
                     text.push_str(&d);
@@ -94,11 +109,31 @@ impl Turns {
                 }));
             }
         }
-        if finish.is_none() && failure.is_none() {
+        if finish.is_none() && failure.is_none() && !halted {
             failure = Some("the model stream ended before the step finished".into());
         }
         if !text.is_empty() {
             reply.parts.insert(text_index, MessagePart::text(text));
+        }
+        if halted {
+            // The model's answer is cut off: its tool calls never run.
+            for c in calls {
+                let error_text = "the turn was stopped before this call ran".to_string();
+                let _ = tx.send(TurnEvent::ToolError {
+                    tool_call_id: c.id.clone(),
+                    error_text: error_text.clone(),
+                });
+                reply.parts.push(MessagePart::Tool(ToolPart {
+                    tool_name: c.name,
+                    tool_call_id: c.id,
+                    state: ToolState::OutputError,
+                    input: c.input,
+                    output: None,
+                    error_text: Some(error_text),
+                }));
+            }
+            let _ = tx.send(TurnEvent::FinishStep);
+            return Ok(StepEnd::Stopped);
         }
         if let Some(message) = failure {
             // Save the partial step: unfinished tool calls are marked as errors.
