@@ -10,9 +10,9 @@ use async_trait::async_trait;
 use frogbot_core::BoxError;
 use frogbot_core::agent::scripted::{ScriptEvent, ScriptedModel, call, reply};
 use frogbot_core::agent::{
-    AllowAll, Channel, ChannelMessageOutcome, ChannelOutbox, Engine, EngineConfig, MAX_STEPS_TEXT,
-    ModelEvent, ModelRequest, QUEUED_TEXT, STOP_REFUSED_TEXT, STOPPED_TEXT, StopOutcome,
-    channel_chat_id, failure_text, tool_fn,
+    AllowAll, Channel, ChannelMessageOutcome, ChannelOutbox, ChannelSettings, Engine, EngineConfig,
+    MAX_STEPS_TEXT, ModelEvent, ModelRequest, QUEUED_TEXT, STOP_REFUSED_TEXT, STOPPED_TEXT,
+    StopOutcome, channel_chat_id, failure_text, tool_fn,
 };
 use frogbot_core::model::{
     Ack, PlatformUser, PrefixedIdentity, Thread, ThreadMessage, ThreadMessageMetadata, TurnState,
@@ -329,6 +329,63 @@ async fn the_driver_stops_a_turn_and_others_cannot(url: &str) {
     w.until_ack("m4", Ack::Done).await;
 }
 
+async fn a_channels_settings_choose_its_model_and_can_turn_acks_off(url: &str) {
+    let store = frogbot_testkit::open_store(url).await;
+    let main = ScriptedModel::new(|_req: &ModelRequest| reply("from main"));
+    let alt = ScriptedModel::new(|_req: &ModelRequest| reply("from alt"));
+    let rec = Arc::new(Recorder::default());
+    let engine = Engine::new(
+        store,
+        vec![
+            frogbot_testkit::offer("main", main),
+            frogbot_testkit::offer("alt", alt),
+        ],
+        vec![],
+        EngineConfig::default(),
+    )
+    .with_channel(Channel {
+        platform: PLATFORM.into(),
+        questions: None,
+        identity: Arc::new(PrefixedIdentity),
+        access: Arc::new(AllowAll),
+        outbox: Some(Arc::new(Outbox(rec.clone()))),
+    });
+    assert!(
+        engine
+            .clone()
+            .with_channel_settings(
+                PLATFORM,
+                ChannelSettings {
+                    model: Some("nope".into()),
+                    ..Default::default()
+                }
+            )
+            .is_err(),
+        "a model that is not offered is refused up front"
+    );
+    let engine = engine
+        .with_channel_settings(
+            PLATFORM,
+            ChannelSettings {
+                model: Some("alt".into()),
+                acks: false,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    engine
+        .channel_message(PLATFORM, THREAD, said("m1", "ada", "hi"))
+        .await
+        .unwrap();
+    eventually("the reply", WAIT, async || {
+        rec.shown
+            .lock()
+            .unwrap()
+            .contains(&Shown::Post("from alt".into()))
+    })
+    .await;
+}
+
 frogbot_testkit::backends!(
     a_message_is_seen_worked_on_answered_and_done_in_that_order,
     progress_repeats_while_a_turn_runs,
@@ -336,4 +393,5 @@ frogbot_testkit::backends!(
     a_failing_model_posts_a_short_notice_and_failed,
     running_out_of_steps_says_so,
     the_driver_stops_a_turn_and_others_cannot,
+    a_channels_settings_choose_its_model_and_can_turn_acks_off,
 );

@@ -458,6 +458,37 @@ impl Config {
         }
         for (name, value) in &self.channels {
             crate::channels::validate(name, value)?;
+            let crate::channels::ChannelSettings {
+                model, reasoning, ..
+            } = crate::channels::settings(name, value)?;
+            let model_id = model.clone().unwrap_or_else(|| self.default_model_id());
+            if let Some(m) = &model {
+                let offered = if self.models.is_empty() {
+                    m == "demo"
+                } else {
+                    ids.contains(m.as_str())
+                };
+                if !offered {
+                    return bad(
+                        &format!("channels.{name}.model"),
+                        format!("{m:?} is not the id of one of [[models]]"),
+                    );
+                }
+            }
+            if let Some(r) = &reasoning {
+                let options = self
+                    .models
+                    .iter()
+                    .find(|m| m.id == model_id)
+                    .map(|m| m.reasoning.clone())
+                    .unwrap_or_default();
+                if !options.contains(r) {
+                    return bad(
+                        &format!("channels.{name}.reasoning"),
+                        format!("{r:?} is not a reasoning option of model {model_id:?}"),
+                    );
+                }
+            }
         }
         Ok(())
     }
@@ -518,6 +549,54 @@ mod tests {
         );
         let c = Config::parse("database = \"mysql://x\"").unwrap();
         assert!(c.validate().unwrap_err().to_string().contains("`database`"));
+    }
+
+    #[test]
+    fn a_channels_model_and_reasoning_are_checked_against_the_offers() {
+        // PATH is set in every environment: it stands in for a token variable.
+        let base = "[[models]]\nid = \"main\"\nprovider = \"openai-compatible\"\nreasoning = [\"low\"]\n\
+                    [[models]]\nid = \"small\"\nprovider = \"openai-compatible\"\n\
+                    [channels.telegram]\ntoken_env = \"PATH\"\n";
+        let ok = Config::parse(&format!("{base}model = \"small\"\n")).unwrap();
+        ok.validate().unwrap();
+        let settings = crate::channels::settings("telegram", &ok.channels["telegram"]).unwrap();
+        assert_eq!(settings.model.as_deref(), Some("small"));
+        assert!(settings.acks, "reactions by default");
+        let off = Config::parse(&format!("{base}acks = \"none\"\n")).unwrap();
+        off.validate().unwrap();
+        assert!(
+            !crate::channels::settings("telegram", &off.channels["telegram"])
+                .unwrap()
+                .acks
+        );
+        let e = Config::parse(&format!("{base}acks = \"emoji\"\n"))
+            .unwrap()
+            .validate()
+            .unwrap_err();
+        assert!(e.to_string().contains("`channels.telegram.acks`"), "{e}");
+        let e = Config::parse(&format!("{base}model = \"big\"\n"))
+            .unwrap()
+            .validate()
+            .unwrap_err();
+        assert!(e.to_string().contains("`channels.telegram.model`"), "{e}");
+        // The default model's reasoning options, or the chosen model's.
+        Config::parse(&format!("{base}reasoning = \"low\"\n"))
+            .unwrap()
+            .validate()
+            .unwrap();
+        let e = Config::parse(&format!("{base}model = \"small\"\nreasoning = \"low\"\n"))
+            .unwrap()
+            .validate()
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("`channels.telegram.reasoning`"),
+            "{e}"
+        );
+        let e = Config::parse(&format!("{base}model = 3\n"))
+            .unwrap()
+            .validate()
+            .unwrap_err();
+        assert!(e.to_string().contains("`channels.telegram.model`"), "{e}");
     }
 
     #[test]

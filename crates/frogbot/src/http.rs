@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use frogbot_core::Error as CoreError;
 use frogbot_core::StoreError;
-use frogbot_core::agent::{Engine, SendMessage, Sent, Settle};
+use frogbot_core::agent::{Engine, SendMessage, Sent, Settle, StopOutcome};
 use frogbot_core::model::{
     ChatId, Delivery, MessagePart, QuestionOutcome, QuestionOutput, UiMessage, UserId,
     millis_to_iso, now_millis,
@@ -51,6 +51,7 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/api/chats/{chat_id}/pending", get(pending))
         .route("/api/chats/{chat_id}/settle", post(settle))
+        .route("/api/chats/{chat_id}/stop", post(stop))
         .route("/api/chats/{chat_id}/events", get(events))
         .with_state(state);
     errors::json_errors(routes)
@@ -335,13 +336,14 @@ async fn get_chat(
     let row = load_readable(&state, &chat, user.as_ref())
         .await
         .map_err(|e| e.with_chat(&chat))?;
-    let messages: Vec<UiMessage> = state
+    let mut messages: Vec<UiMessage> = state
         .engine
         .messages(&chat)
         .await?
         .into_iter()
         .map(|m| m.message)
         .collect();
+    with_acks(&mut messages, row.state(now_millis()));
     let mut body = chat_summary(&row);
     body.as_object_mut().expect("object").remove("updatedAt");
     body["messages"] = serde_json::to_value(messages).expect("messages serialise");
@@ -658,6 +660,76 @@ async fn settle(
             json!({"toolCallId": body.tool_call_id, "outcome": outcome, "state": done.state}),
         ),
     ))
+}
+
+/// `POST /api/chats/{id}/stop`: the user driving the running turn stops it (the same ownership
+/// rules as sending; a channel chat is stopped from its thread). 200 `{"chatId", "stopping",
+/// "state"}` — `stopping: false` when no turn of the chat runs in this process; 403 `forbidden`
+/// for someone else than the driver.
+async fn stop(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(raw): Path<String>,
+) -> ApiResult {
+    let chat = chat_id(&raw)?;
+    let err = |e: ApiError| e.with_chat(&chat);
+    let user = caller(&state, &headers).map_err(err)?;
+    load_writable(&state, &chat, user.as_ref())
+        .await
+        .map_err(err)?;
+    let stopping = match state.engine.stop(&chat, user.as_ref()) {
+        StopOutcome::Stopping => true,
+        StopOutcome::NotDriver => {
+            return Err(err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                "only the user who started this turn can stop it",
+            )));
+        }
+        _ => false,
+    };
+    let state_now = state.engine.state(&chat).await?;
+    Ok(with_chat(
+        &chat,
+        axum::Json(json!({"chatId": chat, "stopping": stopping, "state": state_now})),
+    ))
+}
+
+/// Sets `metadata.ack` on the user messages of a chat's history (derived, never stored): a
+/// queued message is `seen`; while a turn runs, the last message it took is `working` (its reply
+/// may be saved part-way already); one answered by a later assistant message is `done` (`failed`
+/// when that reply carries an error); any other is `seen`.
+pub(crate) fn with_acks(messages: &mut [UiMessage], state: frogbot_core::model::TurnState) {
+    use frogbot_core::model::{Ack, MessageStatus, Role, TurnState};
+    let queued = |m: &UiMessage| m.metadata.status == Some(MessageStatus::Queued);
+    let current = (state == TurnState::Running)
+        .then(|| {
+            messages
+                .iter()
+                .rposition(|m| m.role == Role::User && !queued(m))
+        })
+        .flatten();
+    let mut answer: Option<Ack> = None;
+    for (i, m) in messages.iter_mut().enumerate().rev() {
+        match m.role {
+            Role::Assistant => {
+                answer = Some(if m.metadata.error.is_some() {
+                    Ack::Failed
+                } else {
+                    Ack::Done
+                });
+            }
+            Role::User => {
+                m.metadata.ack = Some(if queued(m) {
+                    Ack::Seen
+                } else if Some(i) == current {
+                    Ack::Working
+                } else {
+                    answer.unwrap_or(Ack::Seen)
+                });
+            }
+        }
+    }
 }
 
 async fn events(

@@ -192,7 +192,18 @@ pub async fn serve(
     let channels = channels::open(&config.channels).await?;
     let mut engine = build_engine(&config).await?;
     for ch in &channels {
-        engine = engine.with_channel(ch.channel());
+        let channel = ch.channel();
+        let platform = channel.platform.clone();
+        let settings = config
+            .channels
+            .get(&platform)
+            .map(|v| channels::settings(&platform, v))
+            .transpose()?
+            .unwrap_or_default();
+        // Checked against the offers in `Config::validate` already.
+        engine = engine
+            .with_channel(channel)
+            .with_channel_settings(&platform, settings)?;
     }
     let worker = engine.spawn_worker(Duration::from_millis(500));
     let mut app = app(&config, engine.clone());

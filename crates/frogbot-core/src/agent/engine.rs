@@ -11,7 +11,7 @@ use super::channel::{ChannelMessageOutcome, Channels};
 use super::clock::{Clock, SystemClock};
 use super::jobs::EngineJob;
 use super::questions::{FormTarget, InteractionOutcome, Questions, UPDATED_MAX_RUNS};
-use super::registry::{Channel, Registry};
+use super::registry::{Channel, ChannelSettings, Registry};
 use super::turn::{
     ChatEvent, EngineConfig, ModelOffer, SendMessage, SendResult, Sent, Settle, Settled,
     StopOutcome, TurnHandle, TurnListener, Turns,
@@ -254,6 +254,15 @@ impl Engine {
             .questions
             .handle_interaction(platform, thread, interaction)
             .await
+    }
+
+    /// Sets how `platform`'s chats are treated: the model and reasoning option their messages
+    /// are sent with, and whether messages get acknowledgements. The selection is checked like
+    /// any: an id that is not offered is an error here, not at the first message.
+    pub fn with_channel_settings(self, platform: &str, settings: ChannelSettings) -> Result<Self> {
+        self.check_selection(settings.model.as_deref(), settings.reasoning.as_deref())?;
+        self.inner.registry.set(platform, settings);
+        Ok(self)
     }
 
     /// Stops the running turn of `chat` when `by` is the user driving it (anyone who may write

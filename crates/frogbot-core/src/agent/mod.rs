@@ -34,7 +34,7 @@ pub use questions::{
     FormTarget, InteractionOutcome, STILL_POSTING, UPDATED_FIRST_BACKOFF_MS, UPDATED_MAX_RUNS,
     updated_backoff_ms,
 };
-pub use registry::{AccessCheck, AllowAll, AllowList, Channel, ChannelOutbox};
+pub use registry::{AccessCheck, AllowAll, AllowList, Channel, ChannelOutbox, ChannelSettings};
 pub use tool::*;
 pub use turn::{
     ChatEvent, EngineConfig, ModelOffer, STOPPED_TEXT, SendMessage, Sent, Settle, Settled,

@@ -106,10 +106,33 @@ impl std::fmt::Debug for Channel {
     }
 }
 
+/// How FrogBot treats one platform's chats (`[channels.NAME]`'s shared keys).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChannelSettings {
+    /// The model its messages are sent with (`None`: the engine's default).
+    pub model: Option<String>,
+    /// The reasoning option they are sent with.
+    pub reasoning: Option<String>,
+    /// Whether messages get acknowledgements (Seen, Working, Done, Failed); `false`: none.
+    pub acks: bool,
+}
+
+impl Default for ChannelSettings {
+    fn default() -> Self {
+        Self {
+            model: None,
+            reasoning: None,
+            acks: true,
+        }
+    }
+}
+
 /// The channels of this process, by platform.
 #[derive(Default)]
 pub(crate) struct Registry {
     channels: RwLock<Vec<Arc<Channel>>>,
+    /// Per platform: its settings (absent: the defaults).
+    settings: RwLock<std::collections::HashMap<String, ChannelSettings>>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -125,6 +148,23 @@ impl Registry {
         let mut all = self.channels.write().expect("registry");
         all.retain(|c| c.platform != channel.platform);
         all.push(Arc::new(channel));
+    }
+
+    pub(crate) fn set(&self, platform: &str, settings: ChannelSettings) {
+        self.settings
+            .write()
+            .expect("registry")
+            .insert(platform.to_owned(), settings);
+    }
+
+    /// `platform`'s settings.
+    pub(crate) fn settings(&self, platform: &str) -> ChannelSettings {
+        self.settings
+            .read()
+            .expect("registry")
+            .get(platform)
+            .cloned()
+            .unwrap_or_default()
     }
 
     pub(crate) fn get(&self, platform: &str) -> Option<Arc<Channel>> {

@@ -5,7 +5,10 @@
 //! platform SDK's types.
 //!
 //! Keys every channel table shares: `users` (a table mapping platform user ids to FrogBot user
-//! ids; anyone else becomes `platform:id`) and `allow` (FrogBot user ids let in; empty: everyone).
+//! ids; anyone else becomes `platform:id`), `allow` (FrogBot user ids let in; empty: everyone),
+//! `model` / `reasoning` (the model and reasoning option of that platform's chats; default: the
+//! server's default model) and `acks` (`"reactions"`, the default, or `"none"`). The last three
+//! are read here ([`settings`]); the adapter's parser never sees them.
 
 pub mod discord;
 pub mod matrix;
@@ -14,12 +17,55 @@ pub mod telegram;
 
 use std::collections::BTreeMap;
 
-pub use frogbot_core::agent::Adapter;
+pub use frogbot_core::agent::{Adapter, ChannelSettings};
 
 use crate::config::ConfigError;
 
+/// The keys every channel table may carry that FrogBot reads itself, not the adapter.
+const SHARED_KEYS: [&str; 3] = ["model", "reasoning", "acks"];
+
+/// `[channels.NAME]`'s `model`, `reasoning` and `acks`.
+pub(crate) fn settings(name: &str, value: &toml::Value) -> Result<ChannelSettings, ConfigError> {
+    let get = |key: &str| match value.get(key) {
+        None => Ok(None),
+        Some(toml::Value::String(s)) if !s.trim().is_empty() => Ok(Some(s.clone())),
+        Some(_) => Err(ConfigError::key(
+            format!("channels.{name}.{key}"),
+            "must be a non-empty string",
+        )),
+    };
+    let acks = match get("acks")?.as_deref() {
+        None | Some("reactions") => true,
+        Some("none") => false,
+        Some(other) => {
+            return Err(ConfigError::key(
+                format!("channels.{name}.acks"),
+                format!("{other:?}: use \"reactions\" or \"none\""),
+            ));
+        }
+    };
+    Ok(ChannelSettings {
+        model: get("model")?,
+        reasoning: get("reasoning")?,
+        acks,
+    })
+}
+
+/// The table without [`SHARED_KEYS`], for the adapter's own parser.
+fn adapter_table(value: &toml::Value) -> toml::Value {
+    let mut value = value.clone();
+    if let Some(t) = value.as_table_mut() {
+        for k in SHARED_KEYS {
+            t.remove(k);
+        }
+    }
+    value
+}
+
 /// Checks the table `[channels.NAME]` (environment variables it names included).
 pub(crate) fn validate(name: &str, value: &toml::Value) -> Result<(), ConfigError> {
+    settings(name, value)?;
+    let value = &adapter_table(value);
     match name {
         "slack" => slack::parse(value).map(drop),
         "discord" => discord::parse(value).map(drop),
@@ -38,6 +84,7 @@ pub async fn open(
 ) -> Result<Vec<Box<dyn Adapter>>, crate::Error> {
     let mut out: Vec<Box<dyn Adapter>> = Vec::new();
     for (name, value) in channels {
+        let value = &adapter_table(value);
         let ch = match name.as_str() {
             "slack" => slack::open(slack::parse(value)?).await?,
             "discord" => discord::open(discord::parse(value)?).await?,

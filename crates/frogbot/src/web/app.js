@@ -19,6 +19,7 @@
     composer: $("#composer"),
     text: $("#composer textarea"),
     send: $("#send"),
+    stop: $("#stop"),
     steerOption: $("#steer-option"),
     steer: $("#steer"),
     readonly: $("#readonly"),
@@ -246,6 +247,7 @@
     }
 
     const readOnly = !!(chat && chat.channel);
+    ui.stop.hidden = readOnly || state !== "running";
     ui.composer.hidden = readOnly || !app.chatId;
     ui.readonly.hidden = !readOnly;
     if (readOnly) {
@@ -303,6 +305,8 @@
       body.push(h("div", { class: "error-text", text: `${meta.error.message || "The turn failed"} (${meta.error.code || "error"})` }));
     }
     const metaLine = [];
+    const ACKS = { seen: "👀 seen", working: "⏳ working", done: "✅ done", failed: "❌ failed" };
+    if (m.role === "user" && ACKS[meta.ack]) metaLine.push(h("span", { class: "ack", dataset: { ack: meta.ack }, text: ACKS[meta.ack] }));
     if (queued) metaLine.push(h("span", { class: "badge queued", text: "queued" }));
     if (queued && meta.delivery === "steer") metaLine.push(h("span", { class: "badge steer", text: "steer" }));
     if (m.role === "user" && meta.author && app.chat && app.chat.owner !== meta.author) metaLine.push(h("span", { text: meta.author }));
@@ -543,6 +547,12 @@
   // ---- wiring -----------------------------------------------------------------------------
 
   ui.composer.addEventListener("submit", (e) => { e.preventDefault(); sendMessage(); });
+  ui.stop.addEventListener("click", async () => {
+    try {
+      await api("POST", `/api/chats/${encodeURIComponent(app.chatId)}/stop`, {});
+      scheduleRefresh(0);
+    } catch (err) { showError(err); }
+  });
   ui.text.addEventListener("keydown", (e) => {
     if (e.key === "Enter" && !e.shiftKey && !e.isComposing) { e.preventDefault(); sendMessage(); }
   });

@@ -107,6 +107,20 @@ await step("the slow reply and the queued message's reply arrive", async () => {
   await page.locator(".message.queued").waitFor({ state: "detached" });
   await page.locator("#steer-option").waitFor({ state: "hidden" });
 });
+
+// Acknowledgements on the user's messages, and Stop on a running turn.
+await step("user messages show their acknowledgement", async () => {
+  await page.locator('.message.user .ack[data-ack="done"]', { hasText: "done" }).first().waitFor();
+});
+await step("Stop stops a running turn and keeps it marked", async () => {
+  await send("slow 3600");
+  await page.locator("#state[data-state=running]").waitFor();
+  await page.locator('.message.user .ack[data-ack="working"]').waitFor();
+  await page.locator("#stop").click();
+  await page.locator(".message.assistant", { hasText: "(stopped)" }).waitFor();
+  await page.locator("#state[data-state=idle]").waitFor();
+  await page.locator("#stop").waitFor({ state: "hidden" });
+});
 await step("the chat is listed", () => page.locator(`#chat-list .chat-item[data-chat-id="${chatId}"]`).waitFor());
 
 // A question, answered with a click.

@@ -338,8 +338,9 @@ impl Channels {
         }
         // Seen is queued before the message is sent, so the turn's Working (decided in its own
         // task) is shown after it; what to show is known once `send` returns.
+        let settings = self.registry.settings(platform);
         let (seen_tx, seen_rx) = tokio::sync::oneshot::channel::<Option<Ack>>();
-        if let Some(o) = outbox.clone()
+        if let Some(o) = outbox.clone().filter(|_| settings.acks)
             && !message.id.is_empty()
         {
             let (thread, id) = (thread_hook.clone(), message.id.clone());
@@ -351,6 +352,7 @@ impl Channels {
         }
         let message_id =
             (!message.id.is_empty()).then(|| channel_message_id(platform, &message.id));
+        let (model, reasoning) = (settings.model.clone(), settings.reasoning.clone());
         let sent = self
             .turns
             .send(
@@ -360,8 +362,8 @@ impl Channels {
                     parts: vec![crate::model::MessagePart::text(message.text)],
                     author: actor.user,
                     delivery: crate::model::Delivery::Queue,
-                    model: None,
-                    reasoning: None,
+                    model,
+                    reasoning,
                     channel: Some(channel_ref),
                 },
                 true,
@@ -426,6 +428,7 @@ impl TurnListener for Channels {
         let prefix = format!("{}-", thread.platform);
         let platform_id = message_id
             .and_then(|id| id.strip_prefix(&prefix))
+            .filter(|_| self.registry.settings(&thread.platform).acks)
             .map(str::to_owned);
         let every = outbox.working_every();
         let working = {
