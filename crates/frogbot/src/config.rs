@@ -553,19 +553,21 @@ mod tests {
 
     #[test]
     fn a_channels_model_and_reasoning_are_checked_against_the_offers() {
-        // PATH is set in every environment: it stands in for a token variable.
+        // PATH is set in every environment: it stands in for the password variable.
         let base = "[[models]]\nid = \"main\"\nprovider = \"openai-compatible\"\nreasoning = [\"low\"]\n\
                     [[models]]\nid = \"small\"\nprovider = \"openai-compatible\"\n\
-                    [channels.telegram]\ntoken_env = \"PATH\"\n";
+                    [channels.matrix]\nhomeserver = \"https://matrix.example.org\"\n\
+                    user_id = \"@frogbot:example.org\"\npassword_env = \"PATH\"\n\
+                    store_path = \"/tmp/frogbot-config-test\"\n";
         let ok = Config::parse(&format!("{base}model = \"small\"\n")).unwrap();
         ok.validate().unwrap();
-        let settings = crate::channels::settings("telegram", &ok.channels["telegram"]).unwrap();
+        let settings = crate::channels::settings("matrix", &ok.channels["matrix"]).unwrap();
         assert_eq!(settings.model.as_deref(), Some("small"));
         assert!(settings.acks, "reactions by default");
         let off = Config::parse(&format!("{base}acks = \"none\"\n")).unwrap();
         off.validate().unwrap();
         assert!(
-            !crate::channels::settings("telegram", &off.channels["telegram"])
+            !crate::channels::settings("matrix", &off.channels["matrix"])
                 .unwrap()
                 .acks
         );
@@ -573,12 +575,12 @@ mod tests {
             .unwrap()
             .validate()
             .unwrap_err();
-        assert!(e.to_string().contains("`channels.telegram.acks`"), "{e}");
+        assert!(e.to_string().contains("`channels.matrix.acks`"), "{e}");
         let e = Config::parse(&format!("{base}model = \"big\"\n"))
             .unwrap()
             .validate()
             .unwrap_err();
-        assert!(e.to_string().contains("`channels.telegram.model`"), "{e}");
+        assert!(e.to_string().contains("`channels.matrix.model`"), "{e}");
         // The default model's reasoning options, or the chosen model's.
         Config::parse(&format!("{base}reasoning = \"low\"\n"))
             .unwrap()
@@ -588,15 +590,12 @@ mod tests {
             .unwrap()
             .validate()
             .unwrap_err();
-        assert!(
-            e.to_string().contains("`channels.telegram.reasoning`"),
-            "{e}"
-        );
+        assert!(e.to_string().contains("`channels.matrix.reasoning`"), "{e}");
         let e = Config::parse(&format!("{base}model = 3\n"))
             .unwrap()
             .validate()
             .unwrap_err();
-        assert!(e.to_string().contains("`channels.telegram.model`"), "{e}");
+        assert!(e.to_string().contains("`channels.matrix.model`"), "{e}");
     }
 
     #[test]
