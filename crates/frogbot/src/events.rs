@@ -215,6 +215,14 @@ impl Drop for Listener {
     }
 }
 
+/// `{"type": "ack", "messageId", "ack"}`: a user message's acknowledgement changed.
+fn ack_frame(id: &str, ack: frogbot_core::model::Ack) -> String {
+    format!(
+        "data: {}\n\n",
+        json!({"type": "ack", "messageId": id, "ack": ack})
+    )
+}
+
 fn frame(value: &serde_json::Value) -> Bytes {
     Bytes::from(format!("data: {value}\n\n"))
 }
@@ -271,29 +279,93 @@ struct Seen {
     versions: HashMap<String, u64>,
     state: TurnState,
     version: i64,
+    /// User messages taken by a turn (not queued) since the last reply: what a reply marks done.
+    unanswered: Vec<String>,
+    /// The latest reply's outcome (done or failed), told to `unanswered` once that reply is final:
+    /// when the chat stops running, or a promoted message starts the next turn.
+    reply: Option<frogbot_core::model::Ack>,
 }
 
 impl Seen {
-    /// The frame for `message` unless this version was sent already.
+    /// The `ack` frames of the messages the latest reply answered.
+    fn answered(&mut self, out: &mut String) {
+        if let Some(ack) = self.reply.take() {
+            for id in self.unanswered.drain(..) {
+                out.push_str(&ack_frame(&id, ack));
+            }
+        }
+    }
+}
+
+impl Seen {
+    /// The frames for `message` unless this version was sent already: the message (a user
+    /// message with its `metadata.ack`), and for a reply the `ack` frames of the user messages it
+    /// answers.
     fn message(&mut self, message: &UiMessage) -> Option<Bytes> {
-        let text = serde_json::to_string(message).ok()?;
+        use frogbot_core::model::{Ack, MessageStatus, Role};
+        // A version sent already changes nothing (the poll finds what the local events told).
+        let plain = serde_json::to_string(message).ok()?;
         let mut h = std::collections::hash_map::DefaultHasher::new();
-        text.hash(&mut h);
+        plain.hash(&mut h);
         let version = h.finish();
         if self.versions.insert(message.id.clone(), version) == Some(version) {
             return None;
         }
-        Some(Bytes::from(format!(
-            "data: {{\"type\":\"message\",\"message\":{text}}}\n\n"
-        )))
+        let mut acks = String::new();
+        let mut message = std::borrow::Cow::Borrowed(message);
+        match message.role {
+            Role::User => {
+                let queued = message.metadata.status == Some(MessageStatus::Queued);
+                if !queued {
+                    // A promoted message: the reply before it is final.
+                    self.answered(&mut acks);
+                }
+                if !queued && !self.unanswered.contains(&message.id) {
+                    self.unanswered.push(message.id.clone());
+                }
+                let ack = if !queued && self.state == TurnState::Running {
+                    Ack::Working
+                } else {
+                    Ack::Seen
+                };
+                message.to_mut().metadata.ack = Some(ack);
+            }
+            Role::Assistant => {
+                self.reply = Some(if message.metadata.error.is_some() {
+                    Ack::Failed
+                } else {
+                    Ack::Done
+                });
+                if self.state != TurnState::Running {
+                    self.answered(&mut acks);
+                }
+            }
+        }
+        let text = match message {
+            std::borrow::Cow::Borrowed(_) => plain,
+            std::borrow::Cow::Owned(m) => serde_json::to_string(&m).ok()?,
+        };
+        let mut out = format!("data: {{\"type\":\"message\",\"message\":{text}}}\n\n");
+        out.push_str(&acks);
+        Some(Bytes::from(out))
     }
 
+    /// The frame of a state change; a turn that starts marks the message it took `working`.
     fn state(&mut self, state: TurnState) -> Option<Bytes> {
         if state == self.state {
             return None;
         }
         self.state = state;
-        Some(frame(&json!({"type": "state", "state": state})))
+        let mut out = format!("data: {}\n\n", json!({"type": "state", "state": state}));
+        if state != TurnState::Running {
+            self.answered(&mut out);
+        }
+        if state == TurnState::Running
+            && let Some(id) = self.unanswered.last()
+        {
+            out.push_str(&ack_frame(id, frogbot_core::model::Ack::Working));
+        }
+        Some(Bytes::from(out))
     }
 }
 
@@ -311,6 +383,8 @@ async fn run_watch(
         versions: HashMap::new(),
         state,
         version,
+        unanswered: Vec::new(),
+        reply: None,
     };
     let mut tick = tokio::time::interval(POLL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

@@ -110,3 +110,38 @@ async fn a_turn_without_a_driver_stops_for_anyone_who_may_write_an_owned_one_for
         .expect("stopped")
         .expect("held");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_events_stream_reports_each_messages_acknowledgement() {
+    let db = frogbot_testkit::sqlite_db();
+    let s = start(&db).await;
+    let chat = chat_id("ev-acks");
+    assert_eq!(s.send(&chat, Some(ALICE), "first").await.status, 200);
+    let res = s
+        .client
+        .get(format!("{}/api/chats/{chat}/events", s.base))
+        .bearer_auth(ALICE)
+        .send()
+        .await
+        .expect("events");
+    let mut stream = Box::pin(res.bytes_stream());
+    let mut buf = String::new();
+    common::next_event(&mut stream, &mut buf, |v| v["type"] == "state").await;
+
+    let r = s.send(&chat, Some(ALICE), "second").await;
+    assert_eq!(r.status, 200);
+    // The message arrives seen, its turn marks it working, its reply done — in that order.
+    let m = common::next_event(&mut stream, &mut buf, |v| {
+        v["type"] == "message" && v["message"]["role"] == "user"
+    })
+    .await;
+    let id = m["message"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(m["message"]["metadata"]["ack"], "seen");
+    let working = common::next_event(&mut stream, &mut buf, |v| v["type"] == "ack").await;
+    assert_eq!(
+        working,
+        json!({"type": "ack", "messageId": id, "ack": "working"})
+    );
+    let done = common::next_event(&mut stream, &mut buf, |v| v["type"] == "ack").await;
+    assert_eq!(done, json!({"type": "ack", "messageId": id, "ack": "done"}));
+}
