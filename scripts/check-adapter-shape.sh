@@ -9,6 +9,7 @@ src/channel/outbox.rs
 src/channel/receive.rs
 src/client.rs
 src/convert.rs
+src/format.rs
 src/ids.rs
 src/lib.rs
 src/questions.rs

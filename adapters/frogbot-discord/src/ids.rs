@@ -3,8 +3,9 @@
 //! snowflake ids (a FrogBot thread id is a channel id, a question message id a message id).
 //!
 //! A control's `custom_id` is `fq:{revision}:{question}:{what}`: `what` is an option index (a
-//! button), `s{k}` (the k-th string select, values = option indices), `o` (the "Other…" button)
-//! or `t` (the text input of the "Other…" modal). At most 47 characters (two `u64`s), within
+//! button), `s{k}` (the k-th string select, values = option indices), `o` (the "Other…" button),
+//! `k` (the "Skip" button, which dismisses the whole call) or `t` (the text input of the "Other…"
+//! modal). At most 47 characters (two `u64`s), within
 //! Discord's 100.
 
 use std::num::NonZeroU64;
@@ -25,6 +26,8 @@ pub enum ControlKind {
     Select(usize),
     /// The "Other…" button.
     Other,
+    /// The "Skip" button: dismisses the whole call.
+    Skip,
     /// The text input of the "Other…" modal.
     Text,
 }
@@ -47,6 +50,7 @@ impl Control {
             ControlKind::Option(i) => i.to_string(),
             ControlKind::Select(k) => format!("s{k}"),
             ControlKind::Other => "o".into(),
+            ControlKind::Skip => "k".into(),
             ControlKind::Text => "t".into(),
         };
         format!("{PREFIX}:{}:{}:{what}", self.revision, self.question)
@@ -66,6 +70,7 @@ impl Control {
         }
         let kind = match what {
             "o" => ControlKind::Other,
+            "k" => ControlKind::Skip,
             "t" => ControlKind::Text,
             s => match s.strip_prefix('s') {
                 Some(k) => ControlKind::Select(k.parse().ok()?),
@@ -122,6 +127,7 @@ mod tests {
             ControlKind::Option(3),
             ControlKind::Select(1),
             ControlKind::Other,
+            ControlKind::Skip,
             ControlKind::Text,
         ] {
             let c = Control {
@@ -139,6 +145,20 @@ mod tests {
             }),
             "fq:1:0:4"
         );
+        assert_eq!(
+            Control {
+                revision: 3,
+                question: 1,
+                kind: ControlKind::Skip
+            }
+            .encode(),
+            "fq:3:1:k"
+        );
+        assert_eq!(
+            Control::decode("fq:3:1:k").map(|c| (c.kind, c.revision)),
+            Some((ControlKind::Skip, 3))
+        );
+        assert!(!is_other("fq:3:1:k"));
         assert_eq!(Control::decode("other:1:0:4"), None);
         assert_eq!(Control::decode("fq:1:0"), None);
         assert_eq!(Control::decode("fq:x:0:1"), None);

@@ -14,7 +14,9 @@
 //!
 //! A reply in the question's thread answers too: an option's label (any case) or number, several
 //! separated by commas for a `multiple` question, or — where `custom` is set — any other text; a
-//! reply older than the current question message (snowflake order) is stale. Other text while a
+//! reply older than the current question message (snowflake order) is stale. Every question
+//! message has a "Skip" button, and a reply `skip` or `/skip` skips too (also on a `custom`
+//! question): either dismisses the whole call. Other text while a
 //! question is open, and every reply once it is answered, is not for the question: it reaches
 //! the agent.
 //!
@@ -91,8 +93,9 @@ pub fn other_modal_response(
 /// The pure classification behind [`ChannelQuestions::parse`]. Clicks and modal submissions are
 /// classified the same whether or not the question is `settled` (the engine answers a match as
 /// stale); a thread reply is for the question only while it is open and only when it answers
-/// (an option, or own text where `custom`); a wrong number, or several options for a one-choice
-/// question, is rejected; anything else is [`ParseResult::Ignore`]: it goes to the agent.
+/// (an option, or own text where `custom`) or skips (`skip`, `/skip`); a wrong number, or several
+/// options for a one-choice question, is rejected; anything else is [`ParseResult::Ignore`]: it
+/// goes to the agent. The "Skip" button, and a reply that skips, dismiss the whole call.
 pub fn parse(args: ParseArgs<'_>) -> ParseResult {
     let ParseArgs {
         call,
@@ -114,6 +117,14 @@ pub fn parse(args: ParseArgs<'_>) -> ParseResult {
             let Some(control) = Control::decode(&event.action_id) else {
                 return ParseResult::Ignore;
             };
+            // Skip dismisses the whole call, from the revision it was drawn at.
+            if control.kind == ControlKind::Skip {
+                return if control.revision == question.revision {
+                    ParseResult::Dismiss
+                } else {
+                    ParseResult::Stale
+                };
+            }
             if !current(&control) {
                 return ParseResult::Stale;
             }
@@ -186,6 +197,9 @@ pub fn parse(args: ParseArgs<'_>) -> ParseResult {
                 return ParseResult::Stale;
             }
             let text = message.text.trim();
+            if item.skip_in_reply(text) {
+                return ParseResult::Dismiss;
+            }
             match item.choice_in_reply(text) {
                 ReplyChoice::Options(labels) => advance(call, progress, step, labels),
                 ReplyChoice::Invalid(reason) => ParseResult::Rejected { reason },
@@ -330,13 +344,13 @@ impl<A: DiscordApi> ChannelQuestions for DiscordQuestions<A> {
     async fn settled(
         &self,
         args: HookArgs<'_>,
-        _actor: Option<&Actor>,
+        actor: Option<&Actor>,
         outcome: &QuestionOutcome,
     ) -> Result<Option<QuestionChange>, BoxError> {
         let channel = channel_id(&args.thread.id)?;
         let mut first_error = None;
         for message in &args.question.messages {
-            let edit = render::settled_edit(args.call, message, outcome);
+            let edit = render::settled_edit(args.call, message, outcome, actor);
             let result = match message_id(&message.id) {
                 Ok(id) => self.api.edit_message(channel, id, &edit).await,
                 Err(e) => Err(e),
@@ -577,6 +591,72 @@ mod tests {
             settled(&call(), &submit("fq:0:0:t", "Kermit")),
             ParseResult::Answer { .. }
         ));
+    }
+
+    #[test]
+    fn skip_clicks_and_typed_skips_dismiss() {
+        let click = |id: &str| Interaction::Action {
+            event: frogbot_model::ActionEvent {
+                action_id: id.into(),
+                value: None,
+                message_id: "9".into(),
+                user: PlatformUser {
+                    id: "3".into(),
+                    name: None,
+                    is_bot: false,
+                },
+                trigger_id: None,
+                raw: Value::Null,
+            },
+        };
+        let skip = |revision| {
+            Control {
+                revision,
+                question: 0,
+                kind: ControlKind::Skip,
+            }
+            .encode()
+        };
+        assert_eq!(
+            open(&call(), &click(&skip(2)), &record(2)),
+            ParseResult::Dismiss
+        );
+        // A Skip drawn at another revision is stale.
+        assert_eq!(
+            open(&call(), &click(&skip(1)), &record(2)),
+            ParseResult::Stale
+        );
+        // Typed: on a `custom` question the word alone skips, it is no own answer.
+        for text in ["skip", " Skip ", "/skip", "/SKIP"] {
+            assert_eq!(
+                open(&call(), &reply("10", text), &record(0)),
+                ParseResult::Dismiss,
+                "{text:?}"
+            );
+            assert_eq!(
+                open(&options_only(), &reply("10", text), &record(0)),
+                ParseResult::Dismiss,
+                "{text:?}"
+            );
+        }
+        assert!(matches!(
+            open(&call(), &reply("10", "skip it"), &record(0)),
+            ParseResult::Answer { output } if output.answers[0].selected == ["skip it"]
+        ));
+        // Older than the question message, or after the answer: not a skip of this question.
+        assert_eq!(
+            open(&call(), &reply("8", "skip"), &record(0)),
+            ParseResult::Stale
+        );
+        assert_eq!(
+            parse(ParseArgs {
+                call: &call(),
+                interaction: &reply("10", "skip"),
+                question: &record(0),
+                settled: true,
+            }),
+            ParseResult::Ignore
+        );
     }
 
     #[test]

@@ -7,19 +7,22 @@
 //!
 //! Layout (Discord's limits: 5 action rows, 5 buttons a row, 25 options a select, labels 80
 //! (button) / 100 (option) characters, custom ids 100 characters):
-//! - single choice with up to 25 controls (options, plus "Other…" when `custom`): buttons, 5 a row;
+//! - single choice with up to 25 buttons (options, plus "Other…" when `custom`, plus "Skip"):
+//!   buttons, 5 a row, "Skip" last;
 //! - `multiple`, or a single choice with more options: string selects (`multiple`: one select,
-//!   `max_values` = its option count; single: up to 5 selects of 25, one row kept for "Other…").
-//!   Options beyond what fits are not shown (at most 25 for `multiple`, 125 for a single choice);
-//! - `custom`: an "Other…" button that opens a modal with one text input.
+//!   `max_values` = its option count; single: up to 4 selects of 25), and a last row of buttons
+//!   ("Other…" where `custom`, "Skip"). Options beyond what fits are not shown (at most 25 for
+//!   `multiple`, 100 for a single choice);
+//! - `custom`: an "Other…" button that opens a modal with one text input;
+//! - every question message: a "Skip" button that dismisses the whole call.
 //!
 //! The modal's `custom_id` is the form locator of `encode_question_modal_metadata` (thread id and
 //! message id). Discord snowflakes have at most 20 digits, so it is at most 51 characters and no
 //! stored token is needed; anything longer is refused with [`Error::Malformed`].
 
 use frogbot_model::{
-    QuestionCall, QuestionItem, QuestionMessage, QuestionModalMetadata, QuestionOutcome,
-    encode_question_modal_metadata,
+    Actor, QuestionCall, QuestionItem, QuestionMessage, QuestionModalMetadata, QuestionOutcome,
+    SKIP_LABEL, encode_question_modal_metadata, skipped_text,
 };
 use serenity::builder::{
     CreateActionRow, CreateButton, CreateInputText, CreateMessage, CreateModal, CreateSelectMenu,
@@ -67,9 +70,10 @@ pub fn question_content(item: &QuestionItem, index: usize, total: usize) -> Stri
     truncate(&text, MESSAGE_LIMIT)
 }
 
-/// Whether a question is drawn with buttons (else with string selects).
+/// Whether a question is drawn with buttons (else with string selects): its options, "Other…"
+/// where `custom`, and "Skip" fit 5 rows of 5.
 pub fn uses_buttons(item: &QuestionItem) -> bool {
-    !item.multiple && item.options.len() + usize::from(item.custom) <= ROW_LIMIT * BUTTONS_PER_ROW
+    !item.multiple && item.options.len() + usize::from(item.custom) < ROW_LIMIT * BUTTONS_PER_ROW
 }
 
 /// The action rows of question `index` at `revision`.
@@ -91,6 +95,11 @@ pub fn question_components(
             .label("Other…")
             .style(ButtonStyle::Secondary)
     };
+    let skip = || {
+        CreateButton::new(id(ControlKind::Skip))
+            .label(SKIP_LABEL)
+            .style(ButtonStyle::Secondary)
+    };
     if uses_buttons(item) {
         let mut buttons: Vec<CreateButton> = item
             .options
@@ -105,16 +114,14 @@ pub fn question_components(
         if item.custom {
             buttons.push(other());
         }
+        buttons.push(skip());
         return buttons
             .chunks(BUTTONS_PER_ROW)
             .map(|row| CreateActionRow::Buttons(row.to_vec()))
             .collect();
     }
-    let select_rows = if item.multiple {
-        1
-    } else {
-        ROW_LIMIT - usize::from(item.custom)
-    };
+    // The last row is kept for the buttons ("Other…", "Skip").
+    let select_rows = if item.multiple { 1 } else { ROW_LIMIT - 1 };
     let mut rows: Vec<CreateActionRow> = item
         .options
         .chunks(SELECT_OPTION_LIMIT)
@@ -150,9 +157,12 @@ pub fn question_components(
             CreateActionRow::SelectMenu(select)
         })
         .collect();
+    let mut buttons = Vec::new();
     if item.custom {
-        rows.push(CreateActionRow::Buttons(vec![other()]));
+        buttons.push(other());
     }
+    buttons.push(skip());
+    rows.push(CreateActionRow::Buttons(buttons));
     rows
 }
 
@@ -199,8 +209,22 @@ pub fn other_modal(
     )
 }
 
-/// How the outcome reads under question `item`.
-pub fn outcome_text(item: Option<&QuestionItem>, outcome: &QuestionOutcome) -> String {
+/// The actor as Discord shows them: a mention (`<@id>`, shown as their name) when the id is a
+/// snowflake, else their name.
+fn actor_name(actor: Option<&Actor>) -> Option<String> {
+    let user = &actor?.identity.as_ref()?.user;
+    match user.id.parse::<u64>() {
+        Ok(_) => Some(format!("<@{}>", user.id)),
+        Err(_) => Some(user.name.clone().unwrap_or_else(|| user.id.clone())),
+    }
+}
+
+/// How the outcome reads under question `item` (a dismissal: "⏭️ Skipped by <@id>").
+pub fn outcome_text(
+    item: Option<&QuestionItem>,
+    outcome: &QuestionOutcome,
+    actor: Option<&Actor>,
+) -> String {
     let answer = |prefix: &str| {
         let selected = outcome.output().and_then(|output| {
             output
@@ -220,7 +244,9 @@ pub fn outcome_text(item: Option<&QuestionItem>, outcome: &QuestionOutcome) -> S
     };
     match outcome {
         QuestionOutcome::Answered(_) => answer("✅ Answered"),
-        QuestionOutcome::Dismissed => "✖️ Dismissed.".into(),
+        QuestionOutcome::Dismissed => {
+            format!("⏭️ {}", skipped_text(actor_name(actor).as_deref()))
+        }
         QuestionOutcome::Expired(Some(_)) => answer("⌛ Expired, defaults used"),
         QuestionOutcome::Expired(None) => "⌛ Expired.".into(),
         QuestionOutcome::Cancelled => "✖️ Withdrawn.".into(),
@@ -228,11 +254,13 @@ pub fn outcome_text(item: Option<&QuestionItem>, outcome: &QuestionOutcome) -> S
     }
 }
 
-/// The settled edit of one message of `call`: the question with the outcome, and no components.
+/// The settled edit of one message of `call`: the question with the outcome (by `actor`), and no
+/// components.
 pub fn settled_edit(
     call: &QuestionCall,
     message: &QuestionMessage,
     outcome: &QuestionOutcome,
+    actor: Option<&Actor>,
 ) -> EditMessage {
     let questions = &call.input.questions;
     let index = message.question.unwrap_or(0);
@@ -241,7 +269,7 @@ pub fn settled_edit(
         format!("{}\n\n", question_content(item, index, questions.len()))
     });
     let text = truncate(
-        &format!("{head}{}", outcome_text(item, outcome)),
+        &format!("{head}{}", outcome_text(item, outcome, actor)),
         MESSAGE_LIMIT,
     );
     EditMessage::new().content(text).components(vec![])
@@ -291,7 +319,10 @@ mod tests {
         assert_eq!(rows.len(), 1);
         assert_eq!(rows[0]["type"], 1);
         let buttons = rows[0]["components"].as_array().unwrap();
-        assert_eq!(buttons.len(), 3);
+        assert_eq!(buttons.len(), 4, "three options and Skip");
+        assert_eq!(buttons[3]["label"], "Skip");
+        assert_eq!(buttons[3]["custom_id"], "fq:7:0:k");
+        assert_eq!(buttons[3]["style"], 2);
         assert_eq!(buttons[0]["type"], 2);
         assert_eq!(buttons[0]["style"], 1);
         assert_eq!(buttons[0]["custom_id"], "fq:7:0:0");
@@ -300,16 +331,23 @@ mod tests {
     }
 
     #[test]
-    fn up_to_25_buttons_fill_five_rows_with_other_last() {
-        let rows = rows(&item(24, false, true));
+    fn up_to_25_buttons_fill_five_rows_with_other_and_skip_last() {
+        let rows = rows(&item(23, false, true));
         assert_eq!(rows.len(), 5);
         assert!(
             rows.iter()
                 .all(|r| r["components"].as_array().unwrap().len() <= 5)
         );
         let last = rows[4]["components"].as_array().unwrap();
-        assert_eq!(last.last().unwrap()["custom_id"], "fq:7:0:o");
-        assert_eq!(last.last().unwrap()["label"], "Other…");
+        assert_eq!(last[3]["custom_id"], "fq:7:0:o");
+        assert_eq!(last[3]["label"], "Other…");
+        assert_eq!(last[4]["custom_id"], "fq:7:0:k");
+        assert_eq!(last[4]["label"], "Skip");
+        // One more option does not fit 25 buttons with Skip: string selects.
+        assert_eq!(
+            self::rows(&item(24, false, true))[0]["components"][0]["type"],
+            3
+        );
     }
 
     #[test]
@@ -324,6 +362,12 @@ mod tests {
         assert_eq!(select["options"].as_array().unwrap().len(), 25);
         assert_eq!(rows[2]["components"][0]["options"][9]["value"], "59");
         assert_eq!(rows[3]["components"][0]["custom_id"], "fq:7:0:o");
+        assert_eq!(rows[3]["components"][1]["custom_id"], "fq:7:0:k");
+        // Without "Other…", four selects (100 options) and the Skip row.
+        let rows = self::rows(&item(130, false, false));
+        assert_eq!(rows.len(), 5);
+        assert_eq!(rows[3]["components"][0]["options"][24]["value"], "99");
+        assert_eq!(rows[4]["components"][0]["label"], "Skip");
         for option in select["options"].as_array().unwrap() {
             assert!(option["label"].as_str().unwrap().chars().count() <= 100);
         }
@@ -332,13 +376,14 @@ mod tests {
     #[test]
     fn multiple_choice_is_one_select_with_max_values() {
         let rows = rows(&item(4, true, false));
-        assert_eq!(rows.len(), 1);
+        assert_eq!(rows.len(), 2, "the select and Skip");
+        assert_eq!(rows[1]["components"][0]["custom_id"], "fq:7:0:k");
         let select = &rows[0]["components"][0];
         assert_eq!(select["type"], 3);
         assert_eq!(select["min_values"], 1);
         assert_eq!(select["max_values"], 4);
         let rows = self::rows(&item(40, true, false));
-        assert_eq!(rows.len(), 1);
+        assert_eq!(rows.len(), 2);
         assert_eq!(rows[0]["components"][0]["max_values"], 25);
         assert_eq!(
             rows[0]["components"][0]["options"]
@@ -429,11 +474,34 @@ mod tests {
                 selected: vec!["yes".into()],
             }],
         });
-        let json = serde_json::to_value(settled_edit(&call, &message, &outcome)).unwrap();
+        let json = serde_json::to_value(settled_edit(&call, &message, &outcome, None)).unwrap();
         assert_eq!(json["content"], "**A**\nFirst?\n\n✅ Answered: yes");
         assert_eq!(json["components"], json!([]));
-        let json = serde_json::to_value(settled_edit(&call, &message, &QuestionOutcome::Dismissed))
-            .unwrap();
-        assert_eq!(json["content"], "**A**\nFirst?\n\n✖️ Dismissed.");
+        let skipped = |actor: Option<&Actor>| {
+            let edit = settled_edit(&call, &message, &QuestionOutcome::Dismissed, actor);
+            serde_json::to_value(edit).unwrap()
+        };
+        let json = skipped(None);
+        assert_eq!(json["content"], "**A**\nFirst?\n\n⏭️ Skipped.");
+        assert_eq!(json["components"], json!([]));
+        let actor = |id: &str| Actor {
+            user: None,
+            identity: Some(frogbot_model::ChannelIdentity {
+                platform: "discord".into(),
+                user: frogbot_model::PlatformUser {
+                    id: id.into(),
+                    name: Some("Ada".into()),
+                    is_bot: false,
+                },
+            }),
+        };
+        assert_eq!(
+            skipped(Some(&actor("42")))["content"],
+            "**A**\nFirst?\n\n⏭️ Skipped by <@42>"
+        );
+        assert_eq!(
+            skipped(Some(&actor("not-a-snowflake")))["content"],
+            "**A**\nFirst?\n\n⏭️ Skipped by Ada"
+        );
     }
 }

@@ -1075,18 +1075,33 @@ impl DiscordHarness {
     }
 }
 
-/// The answer controls of a message's components: buttons (but "Other…", which opens a form)
-/// and select options, as `(custom_id, Some(value) for a select option)`, in display order.
+/// The answer controls of a message's components: buttons (but "Other…", which opens a form, and
+/// "Skip") and select options, as `(custom_id, Some(value) for a select option)`, in display
+/// order.
 fn answer_controls(shown: &Value) -> Vec<(String, Option<String>)> {
+    controls_of(shown)
+        .into_iter()
+        .filter(|(_, label, _)| label != "Other…" && label != "Skip")
+        .map(|(id, _, value)| (id, value))
+        .collect()
+}
+
+/// Every control of a message's components: each button as `(custom_id, label, None)`, each
+/// select option as `(select's custom_id, "", Some(value))`, in display order.
+fn controls_of(shown: &Value) -> Vec<(String, String, Option<String>)> {
     let mut out = Vec::new();
     for row in shown["components"].as_array().into_iter().flatten() {
         for c in row["components"].as_array().into_iter().flatten() {
             let id = c["custom_id"].as_str().unwrap_or_default().to_owned();
             match c["type"].as_u64() {
-                Some(2) if c["label"] != "Other…" => out.push((id, None)),
+                Some(2) => {
+                    let label = c["label"].as_str().unwrap_or_default().to_owned();
+                    out.push((id, label, None));
+                }
                 Some(3) => {
                     for o in c["options"].as_array().into_iter().flatten() {
-                        out.push((id.clone(), o["value"].as_str().map(str::to_owned)));
+                        let value = o["value"].as_str().map(str::to_owned);
+                        out.push((id.clone(), String::new(), value));
                     }
                 }
                 _ => {}
@@ -1112,10 +1127,11 @@ impl Harness for DiscordHarness {
     }
 
     fn limits(&self) -> Limits {
-        // One question a message, asked in turn; up to 5 string selects of 25 options.
+        // One question a message, asked in turn; up to 4 string selects of 25 options (the
+        // fifth row holds "Skip").
         Limits {
             questions: 10,
-            options: 125,
+            options: 100,
             label: 100,
         }
     }
@@ -1182,10 +1198,50 @@ impl Harness for DiscordHarness {
         convert::message_interaction(&message)
     }
 
+    async fn skip(
+        &self,
+        _thread: &Thread,
+        _call: &QuestionCall,
+        record: &QuestionRecord,
+        user: &PlatformUser,
+    ) -> Interaction {
+        let current = record.current().expect("a question message");
+        let shown = self
+            .fake
+            .message(&current.id)
+            .unwrap_or_else(|| panic!("the fake knows no message {}", current.id));
+        let (custom_id, _, _) = controls_of(&shown)
+            .into_iter()
+            .find(|(_, label, _)| label == "Skip")
+            .unwrap_or_else(|| panic!("message {} shows no Skip button: {shown}", current.id));
+        let id = self.fake.new_id();
+        let token = format!("tok-{id}");
+        let payload = component_on(
+            id,
+            self.fake.app_id(),
+            &shown,
+            Some(GUILD),
+            &self.discord_user(user),
+            &custom_id,
+            None,
+            &token,
+        );
+        self.fake.register_interaction(&payload, false);
+        let dispatch = json!({"op": 0, "s": 1, "t": "INTERACTION_CREATE", "d": payload});
+        convert::interaction_from_gateway(&dispatch.to_string())
+            .expect("the fake's interaction converts")
+    }
+
     async fn controls(&self, message_id: &str) -> usize {
         self.fake
             .message(message_id)
-            .map_or(0, |m| answer_controls(&m).len())
+            .map_or(0, |m| controls_of(&m).len())
+    }
+
+    async fn shown_text(&self, message_id: &str) -> String {
+        self.fake.message(message_id).map_or_else(String::new, |m| {
+            m["content"].as_str().unwrap_or_default().to_owned()
+        })
     }
 
     async fn notices(&self, user: &PlatformUser) -> Vec<String> {

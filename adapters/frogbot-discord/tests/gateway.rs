@@ -393,10 +393,11 @@ async fn a_click_is_acknowledged_recorded_settled_and_the_agent_continues() {
     let bot = start(&[], None).await;
     let (thread, message, components) = bot.ask(920_000_000_000_000_001).await;
     let buttons = components[0]["components"].as_array().unwrap();
-    assert_eq!(buttons.len(), 3, "red, green, Other…");
+    assert_eq!(buttons.len(), 4, "red, green, Other…, Skip");
     let green = buttons[1]["custom_id"].as_str().unwrap().to_owned();
     assert_eq!(buttons[1]["label"], "green");
     assert_eq!(buttons[2]["label"], "Other…");
+    assert_eq!(buttons[3]["label"], "Skip");
 
     // An old control (another revision) on the current message is stale: acked, told privately.
     let from = bot.fake.calls().len();

@@ -119,9 +119,11 @@ async fn render_posts_components_and_steps_through_the_set() {
     assert_eq!(path, &format!("/api/v10/channels/{THREAD}/messages"));
     assert_eq!(body["content"], "**Colour** (1/2)\nWhich colour?");
     let buttons = body["components"][0]["components"].as_array().unwrap();
-    assert_eq!(buttons.len(), 2);
+    assert_eq!(buttons.len(), 3, "red, green, Skip");
     assert_eq!(buttons[1]["custom_id"], "fq:0:0:1");
     assert_eq!(buttons[1]["label"], "green");
+    assert_eq!(buttons[2]["custom_id"], "fq:0:0:k");
+    assert_eq!(buttons[2]["label"], "Skip");
 
     // A click on "green" advances the set.
     let mut record = QuestionRecord {
@@ -164,6 +166,10 @@ async fn render_posts_components_and_steps_through_the_set() {
     assert_eq!(
         body["components"][1]["components"][0]["custom_id"],
         "fq:1:1:o"
+    );
+    assert_eq!(
+        body["components"][1]["components"][1]["custom_id"],
+        "fq:1:1:k"
     );
     record.messages = messages;
 

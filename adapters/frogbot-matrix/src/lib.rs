@@ -22,6 +22,7 @@
 
 pub mod client;
 pub mod convert;
+pub mod format;
 pub mod ids;
 pub mod questions;
 pub mod render;

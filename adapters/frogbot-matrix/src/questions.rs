@@ -3,7 +3,9 @@
 //! Each question of a call gets its own message in the thread (`question` set in the record): a
 //! native poll when it has options, else a plain prompt. Answers come as poll responses (stable or
 //! unstable), keycap reactions on the poll, or thread replies: a number (`2`, `1 3` for several)
-//! picks options, other text is an own answer where the question allows one. A reply to one of the
+//! picks options, other text is an own answer where the question allows one; `skip` or `/skip`
+//! (also on a question that takes an own answer) skips: it dismisses the whole call, and every
+//! question's text says so in its last line (polls have no buttons). A reply to one of the
 //! question messages targets that question; otherwise the first question still unanswered. Text
 //! that is no answer, and every reply once the question is answered, goes to the agent. Progress
 //! ([`frogbot_model::Progress`]: answers so far, per question) lives in the record's state; this
@@ -185,6 +187,9 @@ fn parse_message(
     };
     let item = &input.questions[q];
     let text = text.trim();
+    if item.skip_in_reply(text) {
+        return ParseResult::Dismiss;
+    }
     match item.choice_in_reply(text) {
         ReplyChoice::Options(labels) => {
             progress.pick(q, labels);
@@ -356,5 +361,83 @@ impl<A: MatrixApi> ChannelQuestions for MatrixQuestions<A> {
         let content = mention_notice(&user, &text, &root, reply_to)?;
         self.api.send(&room, content.0, content.1).await?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::render::SKIP_LINE;
+    use frogbot_model::QuestionCall;
+    use serde_json::json;
+
+    fn input() -> QuestionInput {
+        let call: QuestionCall = serde_json::from_value(json!({"toolCallId": "c", "input": {
+            "questions": [
+                {"header": "Env", "question": "Where?", "options": [{"label": "staging"}, {"label": "prod"}]},
+                {"header": "Note", "question": "Anything else?", "custom": true}
+            ]}}))
+        .unwrap();
+        call.input
+    }
+
+    fn record() -> QuestionRecord {
+        QuestionRecord {
+            messages: (0..2)
+                .map(|q| QuestionMessage {
+                    id: format!("!r:localhost|$q{q}"),
+                    posted_at: String::new(),
+                    question: Some(q),
+                })
+                .collect(),
+            revision: 0,
+            state: None,
+        }
+    }
+
+    #[test]
+    fn a_typed_skip_dismisses_the_question_it_addresses() {
+        for text in ["skip", " Skip ", "/skip", "/SKIP"] {
+            // In the thread (the question being asked), and as a reply to either question,
+            // also the one that takes an own answer.
+            for reply_to in [None, Some("!r:localhost|$q0"), Some("!r:localhost|$q1")] {
+                assert_eq!(
+                    parse_message(&input(), &record(), reply_to, text),
+                    ParseResult::Dismiss,
+                    "{text:?} replying to {reply_to:?}"
+                );
+            }
+        }
+        // "skip it" is an own answer where one is taken, chatter where not.
+        assert!(matches!(
+            parse_message(&input(), &record(), Some("!r:localhost|$q1"), "skip it"),
+            ParseResult::Partial { .. }
+        ));
+        assert_eq!(
+            parse_message(&input(), &record(), None, "skip it"),
+            ParseResult::Ignore
+        );
+    }
+
+    #[test]
+    fn every_question_says_how_to_skip_it_and_the_settled_view_who_did() {
+        let mut long = input();
+        long.questions[0].question = "why? ".repeat(2000);
+        for i in [input(), long] {
+            for q in 0..2 {
+                let text = question_text(&i, q);
+                assert!(text.ends_with(&format!("\n{SKIP_LINE}")), "{text}");
+                assert!(text.chars().count() <= crate::render::FALLBACK_CHARS);
+            }
+        }
+        let i = input();
+        assert_eq!(
+            outcome_text(&i, 0, &QuestionOutcome::Dismissed, Some("@ada:localhost")),
+            "⏭ Skipped by @ada:localhost"
+        );
+        assert_eq!(
+            outcome_text(&i, 0, &QuestionOutcome::Dismissed, None),
+            "⏭ Skipped."
+        );
     }
 }

@@ -10,7 +10,7 @@
 //! well under it: an answer at [`ANSWER_CHARS`], the poll's question at [`QUESTION_CHARS`], the
 //! fallback text at [`FALLBACK_CHARS`]. At most [`MAX_ANSWERS`] options (MSC3381).
 
-use frogbot_model::{QuestionInput, QuestionOutcome};
+use frogbot_model::{QuestionInput, QuestionOutcome, skipped_text};
 use matrix_sdk::ruma::events::Mentions;
 use matrix_sdk::ruma::events::message::TextContentBlock;
 use matrix_sdk::ruma::events::poll::end::PollEndEventContent;
@@ -63,7 +63,12 @@ fn json<T: Serialize>(v: &T) -> Result<Value, Error> {
     serde_json::to_value(v).map_err(|e| Error::Render(e.to_string()))
 }
 
-/// The plain text of question `q`: header, question, numbered options, and how to answer.
+/// The last line of every question's text: polls have no buttons, so a reply `skip` in the thread
+/// skips (dismisses the call).
+pub const SKIP_LINE: &str = "Reply skip to skip this question.";
+
+/// The plain text of question `q`: header, question, numbered options, how to answer, and last
+/// how to skip it ([`SKIP_LINE`], kept when the rest is cut).
 pub fn question_text(input: &QuestionInput, q: usize) -> String {
     let item = &input.questions[q];
     let mut s = format!("{}: {}", item.header, item.question);
@@ -88,7 +93,8 @@ pub fn question_text(input: &QuestionInput, q: usize) -> String {
         }
         s.push('.');
     }
-    truncate(&s, FALLBACK_CHARS)
+    let room = FALLBACK_CHARS - SKIP_LINE.chars().count() - 1;
+    format!("{}\n{SKIP_LINE}", truncate(&s, room))
 }
 
 fn poll_question(input: &QuestionInput, q: usize) -> String {
@@ -228,7 +234,7 @@ pub fn mention_notice(
     Ok(("m.room.message", json(&c)?))
 }
 
-/// The outcome line shown on a settled question.
+/// The outcome line shown on a settled question ("⏭ Skipped by @user:server" for a dismissal).
 pub fn outcome_text(
     input: &QuestionInput,
     q: usize,
@@ -236,6 +242,7 @@ pub fn outcome_text(
     by: Option<&str>,
 ) -> String {
     let item = &input.questions[q];
+    let skipped = skipped_text(by);
     let by = by.map(|u| format!(" by {u}")).unwrap_or_default();
     match outcome {
         QuestionOutcome::Answered(o) | QuestionOutcome::Expired(Some(o)) => {
@@ -252,7 +259,7 @@ pub fn outcome_text(
                 format!("✅ Answered{by}: {picked}")
             }
         }
-        QuestionOutcome::Dismissed => format!("✖ Dismissed{by}"),
+        QuestionOutcome::Dismissed => format!("⏭ {skipped}"),
         QuestionOutcome::Expired(None) => "⌛ Expired".into(),
         QuestionOutcome::Cancelled => "✖ Cancelled".into(),
         _ => "Closed".into(),

@@ -146,6 +146,17 @@ fn poll_answers(content: &Value) -> Vec<(String, String)> {
         .unwrap_or_default()
 }
 
+/// The text a content shows: a stable poll's `m.text`, an unstable one's
+/// `org.matrix.msc1767.text`, a message's `body`.
+fn content_text(content: &Value) -> String {
+    content["m.text"][0]["body"]
+        .as_str()
+        .or_else(|| content["org.matrix.msc1767.text"].as_str())
+        .or_else(|| content["body"].as_str())
+        .unwrap_or_default()
+        .to_owned()
+}
+
 fn is_poll_start(t: &str) -> bool {
     t == "m.poll.start" || t == "org.matrix.msc3381.poll.start"
 }
@@ -602,6 +613,33 @@ impl FakeHomeserver {
         }
     }
 
+    /// The text message `message_id` (`room|event`, a poll or a plain message) shows now: its
+    /// latest edit's (by its sender), else its own.
+    pub fn shown_text(&self, message_id: &str) -> String {
+        let Ok((room, event)) = split_message_id(message_id) else {
+            return String::new();
+        };
+        let inner = self.shared.lock();
+        let in_room: Vec<&Value> = inner
+            .events
+            .iter()
+            .filter(|e| e.room == room)
+            .map(|e| &e.event)
+            .collect();
+        let Some(original) = in_room.iter().find(|e| e["event_id"] == event.as_str()) else {
+            return String::new();
+        };
+        let edit = in_room.iter().rev().find(|e| {
+            e["sender"] == original["sender"]
+                && e["content"]["m.relates_to"]["rel_type"] == "m.replace"
+                && e["content"]["m.relates_to"]["event_id"] == event.as_str()
+        });
+        match edit {
+            Some(edit) => content_text(&edit["content"]["m.new_content"]),
+            None => content_text(&original["content"]),
+        }
+    }
+
     /// Paths the bot called that the fake does not serve.
     pub fn unknown_calls(&self) -> Vec<String> {
         self.shared.lock().unknown.clone()
@@ -792,8 +830,29 @@ impl Harness for MatrixHarness {
         self.deliver(&room, &reply)
     }
 
+    async fn skip(
+        &self,
+        thread: &Thread,
+        _call: &QuestionCall,
+        record: &QuestionRecord,
+        user: &PlatformUser,
+    ) -> Interaction {
+        // Polls have no buttons: the question says to reply `skip` in the thread.
+        let current = record.current().expect("a question message");
+        let shown = self.fake.shown_text(&current.id);
+        assert!(
+            shown.contains("Reply skip to skip"),
+            "the question says how to skip it: {shown:?}"
+        );
+        self.reply(thread, "skip", user).await
+    }
+
     async fn controls(&self, message_id: &str) -> usize {
         self.fake.open_answers(message_id).len()
+    }
+
+    async fn shown_text(&self, message_id: &str) -> String {
+        self.fake.shown_text(message_id)
     }
 
     async fn notices(&self, user: &PlatformUser) -> Vec<String> {

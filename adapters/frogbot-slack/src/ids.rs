@@ -1,6 +1,7 @@
 //! The control id codec and Slack's message / thread ids.
 //!
-//! Control ids (`action_id`s) are `fb1:{kind}:{question}:{option}:{revision}` (see [`ActionRef`]),
+//! Control ids (`action_id`s) are `fb1:{kind}:{question}:{option}:{revision}` (see [`ActionRef`];
+//! the Skip button is `fb1:k:0:-:{revision}`),
 //! so a click on controls drawn for an older revision of the record is recognisably stale; the
 //! modal's inputs are `fb1:m:{question}:pick|text`. A Slack message is `"{channel}:{ts}"`, a
 //! thread `"{channel}:{thread_ts}"` (the thread's root ts, or the message's own ts when it starts
@@ -28,6 +29,8 @@ pub enum ActionKind {
     Submit,
     /// Open the modal ("Other…" / "Answer…").
     Other,
+    /// Skip: dismiss the whole call (set-wide: `question` 0, no option).
+    Skip,
 }
 
 impl ActionKind {
@@ -38,6 +41,7 @@ impl ActionKind {
             ActionKind::Toggle => "c",
             ActionKind::Submit => "u",
             ActionKind::Other => "o",
+            ActionKind::Skip => "k",
         }
     }
 
@@ -48,6 +52,7 @@ impl ActionKind {
             "c" => ActionKind::Toggle,
             "u" => ActionKind::Submit,
             "o" => ActionKind::Other,
+            "k" => ActionKind::Skip,
             _ => return None,
         })
     }
@@ -170,5 +175,23 @@ mod tests {
             assert_eq!(ActionRef::decode(bad), None, "{bad}");
         }
         assert!(a.encode().len() <= 255);
+    }
+
+    #[test]
+    fn the_skip_id_carries_the_revision() {
+        let skip = ActionRef {
+            kind: ActionKind::Skip,
+            question: 0,
+            option: None,
+            revision: 4,
+        };
+        assert_eq!(skip.encode(), "fb1:k:0:-:4");
+        assert_eq!(ActionRef::decode("fb1:k:0:-:4"), Some(skip));
+        assert_eq!(ActionRef::decode("fb1:k:0:-"), None);
+        let worst = ActionRef {
+            revision: u64::MAX,
+            ..skip
+        };
+        assert!(worst.encode().len() <= 255);
     }
 }

@@ -8,6 +8,7 @@
 //! - [`convert`]: pure — request signature checks, interaction payloads and Events API messages →
 //!   FrogBot's model, mentions, the bot's own messages;
 //! - [`render`]: pure — a question set → Block Kit blocks and the modal, within Slack's limits;
+//! - [`format`]: pure — the model's Markdown → Slack `mrkdwn`, split into messages;
 //! - [`client`]: the [`SlackApi`] trait the hooks call, [`SlackWebApi`] over slack-morphism's
 //!   client, and [`RecordingSlack`] for unit tests;
 //! - [`questions`]: [`SlackQuestions`], FrogBot's
@@ -29,6 +30,7 @@
 pub mod channel;
 pub mod client;
 pub mod convert;
+pub mod format;
 pub mod ids;
 pub mod questions;
 pub mod render;

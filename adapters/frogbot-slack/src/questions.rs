@@ -176,15 +176,19 @@ fn parse_action(
             progress.pick(a.question, labels);
             finish_or_partial(input, progress)
         }
+        // Skip dismisses the whole call (an old Skip is stale above: the message is edited in
+        // place, so only the revision tells an old one apart).
+        ActionKind::Skip => ParseResult::Dismiss,
         ActionKind::Other => ParseResult::Ignore,
     }
 }
 
 /// A thread reply answers a set of one question: an option's label (any case) or number, several
-/// separated by `,` when `multiple`; any other text when `custom`. Anything else (and every reply
-/// to a set of several questions, which the buttons or the modal answer) is left to the agent. A
-/// reply sent before the current message was posted is `stale`; once the question is settled every
-/// reply is left to the agent.
+/// separated by `,` when `multiple`; any other text when `custom`; `skip` or `/skip` skips it
+/// (dismisses; on a `custom` question too). Anything else (and every reply to a set of several
+/// questions, which the buttons or the modal answer and its Skip button skips) is left to the
+/// agent. A reply sent before the current message was posted is `stale`; once the question is
+/// settled every reply is left to the agent.
 fn parse_reply(
     input: &QuestionInput,
     question: &QuestionRecord,
@@ -203,6 +207,9 @@ fn parse_reply(
         && sent < posted
     {
         return ParseResult::Stale;
+    }
+    if q.skip_in_reply(text) {
+        return ParseResult::Dismiss;
     }
     let selected = match q.choice_in_reply(text) {
         ReplyChoice::Options(labels) => labels,
@@ -389,5 +396,114 @@ impl<A: SlackApi> ChannelQuestions for SlackQuestions<A> {
             .post_ephemeral(channel, &interaction.user().id, Some(thread_ts), text)
             .await?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use frogbot_model::{PlatformUser, ThreadMessageMetadata};
+    use serde_json::json;
+
+    fn input(questions: Value) -> QuestionInput {
+        serde_json::from_value(json!({ "questions": questions })).unwrap()
+    }
+
+    fn one(custom: bool) -> QuestionInput {
+        input(json!([{"header": "Env", "question": "Where?",
+                      "options": [{"label": "staging"}, {"label": "prod"}], "custom": custom}]))
+    }
+
+    fn record(revision: u64) -> QuestionRecord {
+        QuestionRecord {
+            messages: vec![QuestionMessage {
+                id: "C1:1700000000.000200".into(),
+                posted_at: "2023-11-14T22:13:20.000Z".into(),
+                question: None,
+            }],
+            revision,
+            state: None,
+        }
+    }
+
+    fn reply(text: &str, sent: &str) -> frogbot_model::ThreadMessage {
+        frogbot_model::ThreadMessage {
+            id: "C1:1700000001.000000".into(),
+            text: text.into(),
+            author: PlatformUser {
+                id: "U1".into(),
+                name: None,
+                is_bot: false,
+            },
+            metadata: ThreadMessageMetadata {
+                date_sent: sent.into(),
+            },
+            reply_to: None,
+            raw: Value::Null,
+        }
+    }
+
+    #[test]
+    fn a_skip_click_dismisses_and_an_old_one_is_stale() {
+        let i = one(false);
+        let skip = |revision| {
+            ActionRef {
+                kind: ActionKind::Skip,
+                question: 0,
+                option: None,
+                revision,
+            }
+            .encode()
+        };
+        assert_eq!(
+            parse_action(&i, &record(2), &skip(2), None, &Value::Null),
+            ParseResult::Dismiss
+        );
+        assert_eq!(
+            parse_action(&i, &record(2), &skip(1), None, &Value::Null),
+            ParseResult::Stale
+        );
+        assert!(!is_open_form_action(&skip(0)));
+    }
+
+    #[test]
+    fn a_typed_skip_dismisses_a_question_it_addresses() {
+        let later = "2023-11-14T22:13:21.000Z";
+        for custom in [false, true] {
+            for text in ["skip", " SKIP ", "/skip", "/Skip"] {
+                assert_eq!(
+                    parse_reply(&one(custom), &record(0), &reply(text, later)),
+                    ParseResult::Dismiss,
+                    "{text:?} (custom: {custom})"
+                );
+            }
+        }
+        // Other words are no skip; "skip it" is an own answer of a `custom` question.
+        assert_eq!(
+            parse_reply(&one(false), &record(0), &reply("skip it", later)),
+            ParseResult::Ignore
+        );
+        assert!(matches!(
+            parse_reply(&one(true), &record(0), &reply("skip it", later)),
+            ParseResult::Answer { output } if output.answers[0].selected == ["skip it"]
+        ));
+        // Sent before the question was posted: stale, like any answer.
+        assert_eq!(
+            parse_reply(
+                &one(false),
+                &record(0),
+                &reply("skip", "2023-11-14T22:13:19.000Z")
+            ),
+            ParseResult::Stale
+        );
+        // A set of several questions takes no typed reply (its Skip button skips it).
+        let two = input(json!([
+            {"header": "A", "question": "A?", "options": [{"label": "x"}]},
+            {"header": "B", "question": "B?", "options": [{"label": "y"}]}
+        ]));
+        assert_eq!(
+            parse_reply(&two, &record(0), &reply("skip", later)),
+            ParseResult::Ignore
+        );
     }
 }

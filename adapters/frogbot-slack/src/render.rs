@@ -3,8 +3,9 @@
 //! One message per question call. Per question: a section with the question, then an actions
 //! block: ≤ 5 options as buttons, more as a static select (≤ 100 options), `multiple` as checkboxes
 //! (a multi-select above 10 options) plus a Submit button, and an "Other…" button where `custom`
-//! (it opens the modal of [`modal_view`]). A set that would need more than 25 blocks is drawn
-//! compact: one summary section and an "Answer…" button that opens the modal.
+//! (it opens the modal of [`modal_view`]). Below the questions, an actions block with a "Skip"
+//! button dismisses the whole call. A set that would need more than 25 blocks is drawn compact:
+//! one summary section, and an "Answer…" button that opens the modal beside "Skip".
 //!
 //! Control ids come from [`crate::ids`]; texts are cut to Slack's limits with
 //! [`frogbot_model::text::truncate`].
@@ -12,7 +13,7 @@
 use frogbot_model::text::truncate;
 use frogbot_model::{
     Actor, Progress, QuestionInput, QuestionItem, QuestionModalMetadata, QuestionOutcome,
-    QuestionOutput, encode_question_modal_metadata,
+    QuestionOutput, SKIP_LABEL, encode_question_modal_metadata, skipped_text,
 };
 use slack_morphism::prelude::*;
 
@@ -188,25 +189,39 @@ fn question_blocks(
     vec![section.into(), SlackActionsBlock::new(elements).into()]
 }
 
-/// The blocks of the message for a question set, at `revision` with `progress`.
+/// The "Skip" button of a question set at `revision`: it dismisses the whole call.
+fn skip_button(revision: u64) -> SlackBlockButtonElement {
+    let skip = ActionRef {
+        kind: ActionKind::Skip,
+        question: 0,
+        option: None,
+        revision,
+    };
+    button(SKIP_LABEL, skip, None)
+}
+
+/// The blocks of the message for a question set, at `revision` with `progress`: each
+/// question's section and controls, then the "Skip" button in an actions block of its own.
 pub fn question_blocks_for(
     input: &QuestionInput,
     revision: u64,
     progress: &Progress,
 ) -> Vec<SlackBlock> {
-    let blocks: Vec<SlackBlock> = input
+    let mut blocks: Vec<SlackBlock> = input
         .questions
         .iter()
         .enumerate()
         .flat_map(|(i, q)| question_blocks(i, q, progress, revision))
         .collect();
-    if blocks.len() <= MAX_MESSAGE_BLOCKS {
+    if blocks.len() < MAX_MESSAGE_BLOCKS {
+        blocks.push(SlackActionsBlock::new(vec![skip_button(revision).into()]).into());
         return blocks;
     }
     compact_blocks(input, revision)
 }
 
-/// The compact message for a set too large for one message: a summary and an "Answer…" button.
+/// The compact message for a set too large for one message: a summary, an "Answer…" button and
+/// "Skip".
 pub fn compact_blocks(input: &QuestionInput, revision: u64) -> Vec<SlackBlock> {
     let summary = input
         .questions
@@ -227,6 +242,7 @@ pub fn compact_blocks(input: &QuestionInput, revision: u64) -> Vec<SlackBlock> {
             button("Answer…", open, None)
                 .with_style(SlackBlockButtonStyle::Primary)
                 .into(),
+            skip_button(revision).into(),
         ])
         .into(),
     ]
@@ -335,15 +351,21 @@ fn answers_text(output: &QuestionOutput, single: bool) -> String {
         .join(" · ")
 }
 
-fn by(actor: Option<&Actor>) -> String {
-    match actor.and_then(|a| a.identity.as_ref()) {
-        Some(id) => format!(" by <@{}>", id.user.id),
-        None => String::new(),
-    }
+/// The actor as a Slack mention (`<@U…>`), which Slack shows as their name.
+fn mention(actor: Option<&Actor>) -> Option<String> {
+    actor
+        .and_then(|a| a.identity.as_ref())
+        .map(|id| format!("<@{}>", id.user.id))
 }
 
-/// The outcome line of a settled question ("✅ Answered by <@U…>: Label", dismissed, expired,
-/// cancelled).
+fn by(actor: Option<&Actor>) -> String {
+    mention(actor)
+        .map(|m| format!(" by {m}"))
+        .unwrap_or_default()
+}
+
+/// The outcome line of a settled question ("✅ Answered by <@U…>: Label", "⏭️ Skipped by <@U…>"
+/// for a dismissal, expired, cancelled).
 pub fn outcome_text(
     input: &QuestionInput,
     outcome: &QuestionOutcome,
@@ -354,7 +376,7 @@ pub fn outcome_text(
         QuestionOutcome::Answered(o) => {
             format!("✅ Answered{}: {}", by(actor), answers_text(o, single))
         }
-        QuestionOutcome::Dismissed => format!("🚫 Dismissed{}", by(actor)),
+        QuestionOutcome::Dismissed => format!("⏭️ {}", skipped_text(mention(actor).as_deref())),
         QuestionOutcome::Expired(Some(o)) => {
             format!("⌛ Expired — defaults used: {}", answers_text(o, single))
         }
@@ -430,13 +452,19 @@ mod tests {
             2,
             &Progress::default(),
         ));
-        assert_eq!(b.as_array().unwrap().len(), 2);
+        assert_eq!(b.as_array().unwrap().len(), 3);
         assert_eq!(b[0]["type"], "section");
         let els = elements(&b, 1);
         assert_eq!(els.len(), 5);
         assert!(els.iter().all(|e| e["type"] == "button"));
         assert_eq!(els[3]["value"], "3");
         assert_eq!(els[3]["action_id"], "fb1:b:0:3:2");
+        // Skip, below the questions, carries the revision and no value.
+        let skip = elements(&b, 2);
+        assert_eq!(skip.len(), 1);
+        assert_eq!(skip[0]["text"]["text"], "Skip");
+        assert_eq!(skip[0]["action_id"], "fb1:k:0:-:2");
+        assert!(skip[0].get("value").is_none());
     }
 
     #[test]
@@ -530,9 +558,10 @@ mod tests {
         let twelve: Vec<_> = (0..12)
             .map(|i| item(&format!("Q{i}"), 2, false, false))
             .collect();
+        // Twelve questions of two blocks each, and Skip's actions block.
         assert_eq!(
             question_blocks_for(&input(twelve), 0, &Progress::default()).len(),
-            24
+            25
         );
         let thirteen: Vec<_> = (0..13)
             .map(|i| item(&format!("Q{i}"), 2, false, false))
@@ -544,6 +573,8 @@ mod tests {
         ));
         assert_eq!(b.as_array().unwrap().len(), 2);
         assert_eq!(elements(&b, 1)[0]["action_id"], "fb1:o:0:-:4");
+        assert_eq!(elements(&b, 1)[1]["text"]["text"], "Skip");
+        assert_eq!(elements(&b, 1)[1]["action_id"], "fb1:k:0:-:4");
     }
 
     #[test]
@@ -627,7 +658,11 @@ mod tests {
         assert!(!b.to_string().contains("\"actions\""));
         assert_eq!(
             outcome_text(&i, &QuestionOutcome::Dismissed, Some(&actor)),
-            "🚫 Dismissed by <@U42>"
+            "⏭️ Skipped by <@U42>"
+        );
+        assert_eq!(
+            outcome_text(&i, &QuestionOutcome::Dismissed, None),
+            "⏭️ Skipped."
         );
         assert_eq!(
             outcome_text(&i, &QuestionOutcome::Expired(None), None),

@@ -1341,8 +1341,49 @@ impl Harness for SlackHarness {
         }
     }
 
+    async fn skip(
+        &self,
+        _thread: &Thread,
+        _call: &QuestionCall,
+        record: &QuestionRecord,
+        user: &PlatformUser,
+    ) -> Interaction {
+        let current = record.current().expect("a question message");
+        let payload = self
+            .fake
+            .click(&user.id, &current.id, "Skip")
+            .unwrap_or_else(|| panic!("message {} shows no Skip button", current.id));
+        interaction_from_payload(&payload)
+            .expect("a readable click")
+            .expect("an interaction")
+    }
+
     async fn controls(&self, message_id: &str) -> usize {
         self.fake.controls(message_id)
+    }
+
+    async fn shown_text(&self, message_id: &str) -> String {
+        fn texts(v: &Value, out: &mut Vec<String>) {
+            match v {
+                Value::Object(o) => {
+                    if let Some(Value::String(t)) = o.get("text") {
+                        out.push(t.clone());
+                    }
+                    o.values().for_each(|v| texts(v, out));
+                }
+                Value::Array(a) => a.iter().for_each(|v| texts(v, out)),
+                _ => {}
+            }
+        }
+        let Some(m) = self.fake.message(message_id) else {
+            return String::new();
+        };
+        let mut out = Vec::new();
+        texts(&m.blocks, &mut out);
+        if out.is_empty() {
+            out.push(m.text);
+        }
+        out.join("\n")
     }
 
     async fn notices(&self, user: &PlatformUser) -> Vec<String> {

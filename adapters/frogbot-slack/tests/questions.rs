@@ -180,7 +180,11 @@ async fn render_posts_one_block_kit_message_per_call_in_the_thread() {
         .map(|e| e["action_id"].as_str().unwrap().to_string())
         .collect();
     assert_eq!(ids, ["fb1:b:0:0:0", "fb1:b:0:1:0", "fb1:o:0:-:0"]);
-    assert_eq!(posts[1].body["blocks"].as_array().unwrap().len(), 6);
+    // Last, "Skip" in an actions block of its own.
+    assert_eq!(blocks.len(), 3);
+    assert_eq!(blocks[2]["elements"][0]["action_id"], "fb1:k:0:-:0");
+    assert_eq!(blocks[2]["elements"][0]["text"]["text"], "Skip");
+    assert_eq!(posts[1].body["blocks"].as_array().unwrap().len(), 7);
 
     assert_eq!(out.len(), 2);
     let shown = fake.thread_messages("C42:1700000000.000100");

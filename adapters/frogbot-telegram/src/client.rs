@@ -14,8 +14,8 @@ use teloxide::payloads::{
 };
 use teloxide::requests::{Request, Requester};
 use teloxide::types::{
-    CallbackQueryId, ChatId, InlineKeyboardMarkup, MessageId, ReplyMarkup, ReplyParameters,
-    ThreadId,
+    CallbackQueryId, ChatId, InlineKeyboardMarkup, MessageId, ParseMode, ReplyMarkup,
+    ReplyParameters, ThreadId,
 };
 use teloxide::{ApiError, Bot, RequestError};
 
@@ -45,6 +45,16 @@ pub trait TelegramApi: Send + Sync {
         topic: Option<ThreadId>,
         text: &str,
         markup: Option<ReplyMarkup>,
+        reply_to: Option<MessageId>,
+    ) -> Result<SentMessage, Error>;
+
+    /// `sendMessage` of `html` with `parse_mode` `HTML` (as [`crate::format`] writes it), in a
+    /// forum topic when `topic` is set, replying to `reply_to` when set; no keyboard.
+    async fn send_html(
+        &self,
+        chat: ChatId,
+        topic: Option<ThreadId>,
+        html: &str,
         reply_to: Option<MessageId>,
     ) -> Result<SentMessage, Error>;
 
@@ -139,6 +149,28 @@ impl TelegramApi for Bot {
         })
     }
 
+    async fn send_html(
+        &self,
+        chat: ChatId,
+        topic: Option<ThreadId>,
+        html: &str,
+        reply_to: Option<MessageId>,
+    ) -> Result<SentMessage, Error> {
+        let mut req = Requester::send_message(self, chat, html).parse_mode(ParseMode::Html);
+        if let Some(t) = topic {
+            req = req.message_thread_id(t);
+        }
+        if let Some(r) = reply_to {
+            req = req.reply_parameters(ReplyParameters::new(r).allow_sending_without_reply());
+        }
+        let m = with_retry("sendMessage", || req.send_ref()).await?;
+        Ok(SentMessage {
+            chat: m.chat.id,
+            id: m.id,
+            date: m.date,
+        })
+    }
+
     async fn edit_message_text(
         &self,
         chat: ChatId,
@@ -192,6 +224,8 @@ pub enum ApiCall {
         markup: Option<ReplyMarkup>,
         /// The message replied to.
         reply_to: Option<MessageId>,
+        /// `HTML` for a formatted reply ([`TelegramApi::send_html`]), else none (plain text).
+        parse_mode: Option<ParseMode>,
     },
     /// `editMessageText`.
     EditMessageText {
@@ -254,6 +288,15 @@ impl RecordingTelegram {
     fn record(&self, call: ApiCall) {
         self.calls.lock().expect("not poisoned").push(call);
     }
+
+    /// The next message id, dated 2026-01-01T00:00:00Z.
+    fn sent(&self, chat: ChatId) -> SentMessage {
+        SentMessage {
+            chat,
+            id: MessageId(self.next_id.fetch_add(1, Ordering::SeqCst)),
+            date: DateTime::from_timestamp(1_767_225_600, 0).unwrap_or_default(),
+        }
+    }
 }
 
 #[async_trait]
@@ -272,12 +315,27 @@ impl TelegramApi for RecordingTelegram {
             text: text.to_owned(),
             markup,
             reply_to,
+            parse_mode: None,
         });
-        Ok(SentMessage {
+        Ok(self.sent(chat))
+    }
+
+    async fn send_html(
+        &self,
+        chat: ChatId,
+        topic: Option<ThreadId>,
+        html: &str,
+        reply_to: Option<MessageId>,
+    ) -> Result<SentMessage, Error> {
+        self.record(ApiCall::SendMessage {
             chat,
-            id: MessageId(self.next_id.fetch_add(1, Ordering::SeqCst)),
-            date: DateTime::from_timestamp(1_767_225_600, 0).unwrap_or_default(),
-        })
+            topic,
+            text: html.to_owned(),
+            markup: None,
+            reply_to,
+            parse_mode: Some(ParseMode::Html),
+        });
+        Ok(self.sent(chat))
     }
 
     async fn edit_message_text(

@@ -1,5 +1,6 @@
 //! The ids this adapter makes: the callback-data codec of question buttons
-//! (`q{revision}:{question}:{option}`, `q{revision}:{question}:d` for Done) and the message and
+//! (`q{revision}:{question}:{option}`, `q{revision}:{question}:d` for Done,
+//! `q{revision}:{question}:s` for Skip) and the message and
 //! thread ids FrogBot stores (`chat_id:message_id`; `chat_id` or `chat_id:thread_id` for a forum
 //! topic).
 
@@ -17,9 +18,12 @@ pub enum Pick {
     Option(usize),
     /// Finishes a `multiple` selection.
     Done,
+    /// Skips: dismisses the whole call.
+    Skip,
 }
 
-/// The callback token of a button: `q{revision}:{question}:{option}` or `q{revision}:{question}:d`.
+/// The callback token of a button: `q{revision}:{question}:{option}`, `q{revision}:{question}:d`
+/// (Done) or `q{revision}:{question}:s` (Skip).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Token {
     /// The record revision the keyboard was drawn for.
@@ -36,6 +40,7 @@ impl Token {
         match self.pick {
             Pick::Option(o) => format!("q{}:{}:{o}", self.revision, self.question),
             Pick::Done => format!("q{}:{}:d", self.revision, self.question),
+            Pick::Skip => format!("q{}:{}:s", self.revision, self.question),
         }
     }
 
@@ -47,6 +52,7 @@ impl Token {
         let question = parts.next()?.parse().ok()?;
         let pick = match parts.next()? {
             "d" => Pick::Done,
+            "s" => Pick::Skip,
             o => Pick::Option(o.parse().ok()?),
         };
         if parts.next().is_some() {
@@ -131,6 +137,25 @@ mod tests {
             Token::from_action("q1:2", Some("3")),
             Token::decode("q1:2:3")
         );
+    }
+
+    #[test]
+    fn the_skip_token_carries_the_revision() {
+        let skip = Token {
+            revision: 5,
+            question: 1,
+            pick: Pick::Skip,
+        };
+        assert_eq!(skip.encode(), "q5:1:s");
+        assert_eq!(Token::decode("q5:1:s"), Some(skip));
+        // As a callback query arrives: `q5:1` and the value `s`.
+        assert_eq!(Token::from_action("q5:1", Some("s")), Some(skip));
+        let worst = Token {
+            revision: u64::MAX,
+            question: usize::MAX,
+            pick: Pick::Skip,
+        };
+        assert!(worst.encode().len() <= MAX_CALLBACK_DATA);
     }
 
     #[test]

@@ -23,6 +23,7 @@
 pub mod channel;
 pub mod client;
 pub mod convert;
+pub mod format;
 pub mod ids;
 pub mod questions;
 pub mod render;

@@ -6,6 +6,9 @@
 //! is that question's answer. A message replying to a question's message answers it by option
 //! number or label (or, where `custom`, with its own text); for a one-question set any message in
 //! the thread does (a reply that names no option and is no own answer is left to the agent).
+//! Every keyboard ends with "Skip", and such a reply `skip` or `/skip` skips too (also on a
+//! `custom` question, and on a question with only an own answer, which has no keyboard): either
+//! dismisses the whole call.
 //! Progress (picks, checked options, prompt ids: [`Progress`]) lives in the record's state.
 
 use async_trait::async_trait;
@@ -108,6 +111,8 @@ fn parse_action(
                 finish_or_partial(input, progress)
             }
         }
+        // Skip dismisses the whole call (an old one is stale above).
+        Pick::Skip => ParseResult::Dismiss,
         Pick::Done if item.multiple => {
             let selected: Vec<String> = progress
                 .checked(token.question)
@@ -127,7 +132,8 @@ fn parse_action(
 }
 
 /// A message as an answer: to the question whose message it replies to, or (no reply) to the only
-/// question of a one-question set. By option number or label, or own text where `custom`.
+/// question of a one-question set. By option number or label, or own text where `custom`; `skip`
+/// or `/skip` dismisses the call.
 fn parse_message(
     input: &QuestionInput,
     question: &QuestionRecord,
@@ -154,6 +160,9 @@ fn parse_message(
         return ParseResult::Ignore;
     }
     let text = message.text.trim();
+    if item.skip_in_reply(text) {
+        return ParseResult::Dismiss;
+    }
     let selected = match item.choice_in_reply(text) {
         ReplyChoice::Options(labels) => labels,
         ReplyChoice::Invalid(reason) => return ParseResult::Rejected { reason },
@@ -257,18 +266,26 @@ impl<A: TelegramApi> ChannelQuestions for TelegramQuestions<A> {
     async fn settled(
         &self,
         args: HookArgs<'_>,
-        _actor: Option<&Actor>,
+        actor: Option<&Actor>,
         outcome: &QuestionOutcome,
     ) -> Result<Option<QuestionChange>, BoxError> {
         let input = &args.call.input;
         let progress = Progress::from_state(input, args.question.state.as_ref());
+        let by = actor.and_then(|a| a.identity.as_ref()).map(|i| {
+            i.user
+                .name
+                .clone()
+                .filter(|n| !n.trim().is_empty())
+                .unwrap_or_else(|| i.user.id.clone())
+        });
         let mut first_error = None;
         for m in &args.question.messages {
             let q = m
                 .question
                 .filter(|&q| q < input.questions.len())
                 .unwrap_or(0);
-            let text = settled_text(input, q, progress.prompts.contains(&m.id), outcome);
+            let prompt = progress.prompts.contains(&m.id);
+            let text = settled_text(input, q, prompt, outcome, by.as_deref());
             let result = match split_message_id(&m.id) {
                 Ok((chat, id)) => {
                     self.api
@@ -314,5 +331,102 @@ impl<A: TelegramApi> ChannelQuestions for TelegramQuestions<A> {
             _ => {}
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use frogbot_model::{PlatformUser, QuestionCall, ThreadMessageMetadata};
+    use serde_json::{Value, json};
+
+    fn input() -> QuestionInput {
+        let call: QuestionCall = serde_json::from_value(json!({"toolCallId": "c", "input": {
+            "questions": [
+                {"header": "Env", "question": "Where?", "options": [{"label": "staging"}, {"label": "prod"}]},
+                {"header": "Note", "question": "Anything else?", "custom": true}
+            ]}}))
+        .unwrap();
+        call.input
+    }
+
+    /// The keyboard message of question 0 (`-5:100`) and the prompt of question 1 (`-5:101`).
+    fn record(revision: u64) -> QuestionRecord {
+        let message = |id: &str, q| QuestionMessage {
+            id: id.into(),
+            posted_at: String::new(),
+            question: Some(q),
+        };
+        QuestionRecord {
+            messages: vec![message("-5:100", 0), message("-5:101", 1)],
+            revision,
+            state: Some(json!({"picks": [null, null], "prompts": ["-5:101"]})),
+        }
+    }
+
+    fn reply(text: &str, reply_to: Option<&str>) -> ThreadMessage {
+        ThreadMessage {
+            id: "-5:200".into(),
+            text: text.into(),
+            author: PlatformUser {
+                id: "42".into(),
+                name: Some("Ada".into()),
+                is_bot: false,
+            },
+            metadata: ThreadMessageMetadata {
+                date_sent: "2026-01-01T00:00:00Z".into(),
+            },
+            reply_to: reply_to.map(str::to_owned),
+            raw: Value::Null,
+        }
+    }
+
+    #[test]
+    fn a_skip_button_dismisses_and_an_old_one_is_stale() {
+        let skip = |revision| Token {
+            revision,
+            question: 0,
+            pick: Pick::Skip,
+        };
+        assert_eq!(
+            parse_action(&input(), &record(3), "-5:100", skip(3)),
+            ParseResult::Dismiss
+        );
+        assert_eq!(
+            parse_action(&input(), &record(3), "-5:100", skip(2)),
+            ParseResult::Stale
+        );
+        assert_eq!(
+            parse_action(&input(), &record(3), "-5:999", skip(3)),
+            ParseResult::Stale
+        );
+    }
+
+    #[test]
+    fn a_typed_skip_dismisses_the_question_it_replies_to() {
+        for text in ["skip", " Skip ", "/skip", "/SKIP"] {
+            // To the keyboard message, and to the own-answer prompt (no keyboard there).
+            for to in ["-5:100", "-5:101"] {
+                assert_eq!(
+                    parse_message(&input(), &record(0), &reply(text, Some(to))),
+                    ParseResult::Dismiss,
+                    "{text:?} to {to}"
+                );
+            }
+        }
+        // On the own-answer prompt, other text is the answer.
+        assert!(matches!(
+            parse_message(&input(), &record(0), &reply("skip it", Some("-5:101"))),
+            ParseResult::Partial { .. }
+        ));
+        // Not addressed to a question of a set of two: left to the agent.
+        assert_eq!(
+            parse_message(&input(), &record(0), &reply("skip", None)),
+            ParseResult::Ignore
+        );
+        assert_eq!(
+            parse_message(&input(), &record(0), &reply("skip", Some("-5:7"))),
+            ParseResult::Ignore
+        );
     }
 }

@@ -3,7 +3,7 @@
 //! the ForceReply prompt for own answers, and the settled text.
 
 use frogbot_model::text::truncate;
-use frogbot_model::{Progress, QuestionInput, QuestionOutcome};
+use frogbot_model::{Progress, QuestionInput, QuestionOutcome, SKIP_LABEL, skipped_text};
 use teloxide::types::{ForceReply, InlineKeyboardButton, InlineKeyboardMarkup};
 
 use crate::ids::{Pick, Token};
@@ -42,8 +42,9 @@ fn full_question_text(input: &QuestionInput, q: usize) -> String {
 }
 
 /// The keyboard of question `q` at `revision`: one button per option ("✓ label" when selected,
-/// cut to [`MAX_BUTTON_TEXT`]), plus "Done" for `multiple`; at most [`MAX_BUTTONS`] buttons (later
-/// options can still be answered by a reply naming them).
+/// cut to [`MAX_BUTTON_TEXT`]), plus "Done" for `multiple`, and last "Skip", which dismisses the
+/// whole call; at most [`MAX_BUTTONS`] buttons (later options can still be answered by a reply
+/// naming them).
 pub fn keyboard(
     input: &QuestionInput,
     q: usize,
@@ -53,11 +54,8 @@ pub fn keyboard(
     let item = &input.questions[q];
     let picked = progress.picks.get(q).and_then(|p| p.as_ref());
     let checked = progress.checked(q);
-    let room = if item.multiple {
-        MAX_BUTTONS - 1
-    } else {
-        MAX_BUTTONS
-    };
+    // Skip takes one button, Done another.
+    let room = MAX_BUTTONS - 1 - usize::from(item.multiple);
     let mut rows: Vec<Vec<InlineKeyboardButton>> = item
         .options
         .iter()
@@ -90,6 +88,15 @@ pub fn keyboard(
         };
         rows.push(vec![InlineKeyboardButton::callback("Done", token.encode())]);
     }
+    let skip = Token {
+        revision,
+        question: q,
+        pick: Pick::Skip,
+    };
+    rows.push(vec![InlineKeyboardButton::callback(
+        SKIP_LABEL,
+        skip.encode(),
+    )]);
     InlineKeyboardMarkup::new(rows)
 }
 
@@ -97,8 +104,9 @@ pub fn keyboard(
 pub fn prompt_text(input: &QuestionInput, q: usize) -> String {
     let item = &input.questions[q];
     let text = if item.options.is_empty() {
+        // No keyboard to carry a Skip button: a reply `skip` skips.
         format!(
-            "{}\n\n✎ Reply to this message with your answer.",
+            "{}\n\n✎ Reply to this message with your answer, or with skip to skip it.",
             full_question_text(input, q)
         )
     } else {
@@ -115,8 +123,13 @@ pub fn force_reply() -> ForceReply {
     ForceReply::new().input_field_placeholder(Some("Your answer".to_owned()))
 }
 
-/// The line that says how question `q` ended.
-pub fn outcome_line(input: &QuestionInput, q: usize, outcome: &QuestionOutcome) -> String {
+/// The line that says how question `q` ended; a dismissal names who skipped it (`by`).
+pub fn outcome_line(
+    input: &QuestionInput,
+    q: usize,
+    outcome: &QuestionOutcome,
+    by: Option<&str>,
+) -> String {
     let header = &input.questions[q].header;
     let answer = outcome
         .output()
@@ -125,26 +138,28 @@ pub fn outcome_line(input: &QuestionInput, q: usize, outcome: &QuestionOutcome) 
     match (outcome, answer) {
         (QuestionOutcome::Expired(_), Some(a)) => format!("⌛ Expired — default: {a}"),
         (QuestionOutcome::Expired(_), None) => "⌛ Expired.".into(),
-        (QuestionOutcome::Dismissed, _) => "✖ Dismissed.".into(),
+        (QuestionOutcome::Dismissed, _) => format!("⏭ {}", skipped_text(by)),
         (QuestionOutcome::Cancelled, _) => "✖ Cancelled.".into(),
         (_, Some(a)) => format!("✅ {a}"),
         (_, None) => "✅ Answered.".into(),
     }
 }
 
-/// The settled text of a message of question `q`: its text and the outcome (within [`MAX_TEXT`]).
+/// The settled text of a message of question `q`: its text and the outcome, by `by` (within
+/// [`MAX_TEXT`]).
 pub fn settled_text(
     input: &QuestionInput,
     q: usize,
     prompt: bool,
     outcome: &QuestionOutcome,
+    by: Option<&str>,
 ) -> String {
     let body = if prompt {
         prompt_text(input, q)
     } else {
         question_text(input, q)
     };
-    let line = truncate(&outcome_line(input, q, outcome), OUTCOME_ROOM - 2);
+    let line = truncate(&outcome_line(input, q, outcome, by), OUTCOME_ROOM - 2);
     format!("{body}\n\n{line}")
 }
 
@@ -200,10 +215,12 @@ mod tests {
             json!({"output": {"answers": [{"header": "Env", "selected": ["x".repeat(5000)]}]}}),
         )
         .unwrap();
-        assert!(settled_text(&i, 0, false, &outcome).chars().count() <= MAX_TEXT);
+        assert!(settled_text(&i, 0, false, &outcome, None).chars().count() <= MAX_TEXT);
         let kb = keyboard(&i, 1, 0, &Progress::from_state(&i, None));
         assert_eq!(kb.inline_keyboard.iter().flatten().count(), MAX_BUTTONS);
-        assert_eq!(kb.inline_keyboard.last().unwrap()[0].text, "Done");
+        let n = kb.inline_keyboard.len();
+        assert_eq!(kb.inline_keyboard[n - 2][0].text, "Done");
+        assert_eq!(kb.inline_keyboard[n - 1][0].text, "Skip");
     }
 
     #[test]
@@ -218,8 +235,9 @@ mod tests {
             .flatten()
             .map(|b| b.text.clone())
             .collect();
-        assert_eq!(texts, ["a", "✓ b", "Done"]);
+        assert_eq!(texts, ["a", "✓ b", "Done", "Skip"]);
         assert_eq!(data(&kb.inline_keyboard[2][0]), "q3:1:d");
+        assert_eq!(data(&kb.inline_keyboard[3][0]), "q3:1:s");
         p.toggle(1, 1);
         assert!(p.checked(1).is_empty());
         let back = Progress::from_state(&i, Some(&p.to_state()));
@@ -229,7 +247,9 @@ mod tests {
     #[test]
     fn settled_text_names_the_outcome() {
         let i = input();
-        assert!(settled_text(&i, 0, false, &QuestionOutcome::Dismissed).ends_with("✖ Dismissed."));
+        let skipped = |by| settled_text(&i, 0, false, &QuestionOutcome::Dismissed, by);
+        assert!(skipped(None).ends_with("⏭ Skipped."));
+        assert!(skipped(Some("Ada")).ends_with("⏭ Skipped by Ada"));
         assert!(no_keyboard().inline_keyboard.is_empty());
     }
 }

@@ -6,7 +6,9 @@
 //! `editMessageText`, `editMessageReplyMarkup` and `answerCallbackQuery`. It keeps every message
 //! it knows (the bot's, with their current keyboards, and the users' it made), records every call
 //! with its arrival time, and refuses what Telegram refuses: texts of 0 or more than 4,096
-//! characters, callback data of 0 or more than 64 bytes, more than 100 buttons or 8 in a row,
+//! characters (counted after entity parsing with `parse_mode` `HTML`), HTML it cannot parse
+//! (unknown or unbalanced tags, `code` / `pre` inside another entity, a bare `<`, `>` or `&`:
+//! "Bad Request: can't parse entities: …"), callback data of 0 or more than 64 bytes, more than 100 buttons or 8 in a row,
 //! notices over 200 characters, an edit that changes nothing, a message that does not exist; a
 //! token it was told to refuse gets `401 Unauthorized`. The push side: [`FakeBotApi::push`] queues
 //! an update for `getUpdates`, [`post_update`] posts one to a bot's webhook with the secret token.
@@ -532,15 +534,151 @@ fn record(fake: &Inner, method: &str, body: &Value, result: Option<Value>, at: I
     fake.recorded.send_modify(|n| *n += 1);
 }
 
-/// Why Telegram would refuse `text` as a message text.
-fn refuse_text(text: &Value) -> Option<&'static str> {
-    let text = text.as_str().unwrap_or_default();
+/// Why Telegram would refuse the message text of `body` (its `text`, parsed as HTML when its
+/// `parse_mode` is `HTML`).
+fn refuse_text(body: &Value) -> Option<String> {
+    let text = match shown_text(body) {
+        Ok(text) => text,
+        Err(why) => return Some(format!("Bad Request: can't parse entities: {why}")),
+    };
     if text.trim().is_empty() {
-        Some("Bad Request: message text is empty")
+        Some("Bad Request: message text is empty".into())
     } else if text.chars().count() > MAX_TEXT {
-        Some("Bad Request: message is too long")
+        Some("Bad Request: message is too long".into())
     } else {
         None
+    }
+}
+
+/// The text a message of `body` shows: its `text`, or with `parse_mode` `HTML` what is left of it
+/// after entity parsing (what Telegram returns as the message's `text`).
+fn shown_text(body: &Value) -> Result<String, String> {
+    let text = body["text"].as_str().unwrap_or_default();
+    match body["parse_mode"].as_str() {
+        Some(mode) if mode.eq_ignore_ascii_case("html") => parse_html(text),
+        Some(mode) => Err(format!("unsupported parse_mode {mode:?} in this fake")),
+        None => Ok(text.to_owned()),
+    }
+}
+
+/// The tags Telegram's HTML parse mode knows.
+const HTML_TAGS: &str =
+    "b strong i em u ins s strike del span tg-spoiler a code pre blockquote tg-emoji";
+
+/// Decodes the HTML entity at the start of `s` (which starts with `&`): the character and the
+/// entity's length. Telegram knows `&lt;`, `&gt;`, `&amp;`, `&quot;` and numeric entities.
+fn html_entity(s: &str) -> Option<(char, usize)> {
+    let end = s.find(';')?;
+    let name = &s[1..end];
+    let c = match name {
+        "lt" => '<',
+        "gt" => '>',
+        "amp" => '&',
+        "quot" => '"',
+        _ => {
+            let n = name.strip_prefix('#')?;
+            let code = match n.strip_prefix(['x', 'X']) {
+                Some(hex) => u32::from_str_radix(hex, 16).ok()?,
+                None => n.parse().ok()?,
+            };
+            char::from_u32(code)?
+        }
+    };
+    Some((c, end + 1))
+}
+
+/// Parses `html` as Telegram's HTML parse mode does: the text left after entity parsing, or why
+/// it cannot be parsed (as Telegram words it after "can't parse entities: ").
+fn parse_html(html: &str) -> Result<String, String> {
+    let mut shown = String::new();
+    let mut open: Vec<&str> = Vec::new();
+    let mut at = 0;
+    while at < html.len() {
+        let rest = &html[at..];
+        let c = rest.chars().next().expect("not at the end");
+        match c {
+            '&' => {
+                let (c, len) = html_entity(rest).ok_or_else(|| {
+                    format!("Character '&' is reserved and must be escaped as \"&amp;\" at byte offset {at}")
+                })?;
+                shown.push(c);
+                at += len;
+            }
+            '>' => {
+                return Err(format!(
+                    "Character '>' is reserved and must be escaped as \"&gt;\" at byte offset {at}"
+                ));
+            }
+            '<' => {
+                let end = rest
+                    .find('>')
+                    .filter(|&e| !rest[1..e].contains('<'))
+                    .ok_or_else(|| format!("Unexpected end of name token at byte offset {at}"))?;
+                let inner = &rest[1..end];
+                if let Some(name) = inner.strip_prefix('/') {
+                    let name = name.trim();
+                    match open.pop() {
+                        Some(top) if top == name => {}
+                        Some(top) => {
+                            return Err(format!(
+                                "Unmatched end tag at byte offset {at}, expected \"</{top}>\", found \"</{name}>\""
+                            ));
+                        }
+                        None => return Err(format!("Unexpected end tag at byte offset {at}")),
+                    }
+                } else {
+                    let name = inner
+                        .split(|c: char| c.is_whitespace())
+                        .next()
+                        .unwrap_or_default();
+                    let Some(name) = HTML_TAGS.split(' ').find(|t| *t == name) else {
+                        return Err(format!(
+                            "Unsupported start tag \"{name}\" at byte offset {at}"
+                        ));
+                    };
+                    let attrs = &inner[name.len()..];
+                    let has = |attr: &str| attrs.contains(&format!("{attr}="));
+                    let inside = |names: &[&str]| open.iter().any(|o| names.contains(o));
+                    let refused = if name == "a" && !has("href") {
+                        Some("Tag \"a\" must have an href".to_owned())
+                    } else if name == "span" && !attrs.contains("tg-spoiler") {
+                        Some("Tag \"span\" must have class \"tg-spoiler\"".to_owned())
+                    } else if inside(&["code"]) || (inside(&["pre"]) && name != "code") {
+                        Some(format!(
+                            "Entity \"{name}\" can't be inside \"code\" or \"pre\""
+                        ))
+                    } else if name == "pre" && !open.is_empty() {
+                        // Documented: pre and code entities can't be part of any other entity.
+                        Some("Entity \"pre\" can't be inside another entity".to_owned())
+                    } else if name == "code"
+                        && open.iter().any(|o| !["pre", "blockquote"].contains(o))
+                    {
+                        Some("Entity \"code\" can't be inside another entity".to_owned())
+                    } else if name == "blockquote" && inside(&["blockquote"]) {
+                        Some("Entity \"blockquote\" can't be nested".to_owned())
+                    } else if name == "a" && inside(&["a"]) {
+                        Some("Entity \"a\" can't be nested".to_owned())
+                    } else {
+                        None
+                    };
+                    if let Some(why) = refused {
+                        return Err(format!("{why} at byte offset {at}"));
+                    }
+                    open.push(name);
+                }
+                at += end + 1;
+            }
+            c => {
+                shown.push(c);
+                at += c.len_utf8();
+            }
+        }
+    }
+    match open.last() {
+        Some(name) => Err(format!(
+            "Can't find end tag corresponding to start tag \"{name}\""
+        )),
+        None => Ok(shown),
     }
 }
 
@@ -625,9 +763,9 @@ fn respond(fake: &Inner, method: &str, body: &Value) -> (Response, Option<Value>
         }
         "sendmessage" => {
             if let Some(why) =
-                refuse_text(&body["text"]).or_else(|| refuse_markup(&body["reply_markup"]))
+                refuse_text(body).or_else(|| refuse_markup(&body["reply_markup"]).map(Into::into))
             {
-                return bad(why);
+                return bad(&why);
             }
             let has_keyboard = body["reply_markup"]["inline_keyboard"].is_array();
             let throttled = has_keyboard
@@ -648,7 +786,7 @@ fn respond(fake: &Inner, method: &str, body: &Value) -> (Response, Option<Value>
             let id = fake.next_message.fetch_add(1, Ordering::SeqCst);
             let mut m = json!({
                 "message_id": id, "date": now(), "chat": chat_of(&body["chat_id"]),
-                "from": bot_user(), "text": body["text"]
+                "from": bot_user(), "text": shown_text(body).unwrap_or_default()
             });
             if let Some(t) = body["message_thread_id"].as_i64() {
                 m["message_thread_id"] = json!(t);
@@ -675,9 +813,9 @@ fn respond(fake: &Inner, method: &str, body: &Value) -> (Response, Option<Value>
         }
         "editmessagetext" | "editmessagereplymarkup" => {
             if method == "editmessagetext"
-                && let Some(why) = refuse_text(&body["text"])
+                && let Some(why) = refuse_text(body)
             {
-                return bad(why);
+                return bad(&why);
             }
             if let Some(why) = refuse_markup(&body["reply_markup"]) {
                 return bad(why);
@@ -691,8 +829,8 @@ fn respond(fake: &Inner, method: &str, body: &Value) -> (Response, Option<Value>
                 return bad("Bad Request: message to edit not found");
             };
             let mut edited = m.clone();
-            if let Some(t) = body.get("text") {
-                edited["text"] = t.clone();
+            if body.get("text").is_some() {
+                edited["text"] = json!(shown_text(body).unwrap_or_default());
             }
             match body.get("reply_markup") {
                 Some(k)
@@ -864,7 +1002,8 @@ impl Harness for ConformanceHarness {
 
     fn limits(&self) -> Limits {
         // One message per question (no limit but patience), a keyboard of at most 100 buttons
-        // (one is Done on a `multiple` question), button texts cut to 64 characters.
+        // (one is Skip; on a `multiple` question one more is Done, so it shows one option
+        // fewer), button texts cut to 64 characters.
         Limits {
             questions: 10,
             options: MAX_BUTTONS - 1,
@@ -926,8 +1065,46 @@ impl Harness for ConformanceHarness {
             .expect("an interaction")
     }
 
+    async fn skip(
+        &self,
+        _thread: &Thread,
+        _call: &QuestionCall,
+        record: &QuestionRecord,
+        user: &PlatformUser,
+    ) -> Interaction {
+        // The latest message of the call whose keyboard shows Skip.
+        let id = record
+            .messages
+            .iter()
+            .rev()
+            .filter_map(|m| split_message_id(&m.id).ok())
+            .map(|(_, id)| i64::from(id.0))
+            .find(|&id| {
+                self.fake.message(id).is_some_and(|m| {
+                    m["reply_markup"]["inline_keyboard"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(Value::as_array)
+                        .flatten()
+                        .any(|b| b["text"] == "Skip")
+                })
+            })
+            .unwrap_or_else(|| panic!("no message of the call shows Skip: {record:?}"));
+        self.click(user, id, Button::Text("Skip"))
+    }
+
     async fn controls(&self, message_id: &str) -> usize {
         split_message_id(message_id).map_or(0, |(_, id)| self.fake.buttons(i64::from(id.0)))
+    }
+
+    async fn shown_text(&self, message_id: &str) -> String {
+        split_message_id(message_id)
+            .ok()
+            .and_then(|(_, id)| self.fake.message(i64::from(id.0)))
+            .map_or_else(String::new, |m| {
+                m["text"].as_str().unwrap_or_default().to_owned()
+            })
     }
 
     async fn notices(&self, user: &PlatformUser) -> Vec<String> {

@@ -435,7 +435,7 @@ async fn multiple_choice_toggles_then_done_and_old_keyboards_are_stale() {
         .iter()
         .map(|r| r[0]["text"].clone())
         .collect();
-    assert_eq!(texts, ["lint", "test", "bench", "Done"]);
+    assert_eq!(texts, ["lint", "test", "bench", "Done", "Skip"]);
     let lint0 = kb[0][0]["callback_data"].as_str().unwrap().to_owned();
 
     // Toggle lint: the keyboard is redrawn with ✓ and the next revision's tokens.

@@ -144,6 +144,9 @@ async fn render_sends_keyboards_and_a_force_reply_prompt() {
         sent[1]["reply_markup"]["inline_keyboard"][2][0]["callback_data"],
         "q0:1:d"
     );
+    // Every keyboard ends with Skip.
+    assert_eq!(kb[2][0]["text"], "Skip");
+    assert_eq!(kb[2][0]["callback_data"], "q0:0:s");
     assert_eq!(sent[2]["reply_markup"]["force_reply"], json!(true));
     assert_eq!(
         out[0].state.as_ref().unwrap()["prompts"],

@@ -24,7 +24,9 @@
 //! - `rejected`, `denied` and `stale` notices reach the person;
 //! - a thread reply answers by option number and by label, custom text answers a `custom`
 //!   question, and chatter on a closed-options question is left to the agent;
-//! - several options of a `multiple` question answer it together.
+//! - several options of a `multiple` question answer it together;
+//! - a Skip dismisses the call: the settled view says "Skipped by …" and shows no control on any
+//!   message of the call, and a Skip control of an older revision is stale.
 
 use async_trait::async_trait;
 use serde_json::json;
@@ -78,9 +80,24 @@ pub trait Harness: Send + Sync {
     /// A thread reply `text` by `user` in `thread`, as the platform delivers it.
     async fn reply(&self, thread: &Thread, text: &str, user: &PlatformUser) -> Interaction;
 
-    /// How many answer controls (buttons, menu options, open poll answers) the fake shows on
-    /// message `id` now.
+    /// The Skip `user` uses now on the call of `record`: a click on the Skip control the fake
+    /// shows on the call's current message, built from what the fake displays (never from the
+    /// adapter's own codec); on a platform without buttons, the typed reply `skip` in the
+    /// question's thread, as the platform delivers it. Panics when the fake shows no Skip.
+    async fn skip(
+        &self,
+        thread: &Thread,
+        call: &QuestionCall,
+        record: &QuestionRecord,
+        user: &PlatformUser,
+    ) -> Interaction;
+
+    /// How many controls (answer buttons, Skip, "Other…", menu options, open poll answers) the
+    /// fake shows on message `id` now.
     async fn controls(&self, message_id: &str) -> usize;
+
+    /// The text the fake shows on message `id` now (every text of it a person reads).
+    async fn shown_text(&self, message_id: &str) -> String;
 
     /// Every text the fake showed `user` so far: ephemeral messages, direct messages, replies or
     /// mentions addressed to them, alerts on a click.
@@ -479,6 +496,77 @@ pub async fn multiple_choice_answers(h: &dyn Harness) {
     assert_eq!(selected, vec![label(&c, 0, 0), label(&c, 0, 2)]);
 }
 
+/// Rule: a Skip dismisses the call. After a step, the Skip drawn before it is stale (a control
+/// carries its revision; a typed reply carries none), while the Skip shown now parses as
+/// [`ParseResult::Dismiss`]; the settled view of the dismissal reads "Skipped by …" and shows no
+/// control on any message of the call.
+pub async fn skip_dismisses(h: &dyn Harness) {
+    let user = participant();
+    let thread = h.thread().await;
+    let c = call("call-skip", 2, 3, false, false);
+    let mut record = render(h, &thread, &c).await;
+    let old = h.skip(&thread, &c, &record, &user).await;
+    assert_eq!(
+        parse(h, &c, &record, &old, false),
+        ParseResult::Dismiss,
+        "a Skip dismisses the call"
+    );
+    let first = h.choose(&thread, &c, &record, 0, &[0], &user).await;
+    let step = drive(h, &thread, &c, &mut record, &first).await;
+    assert!(
+        matches!(step, ParseResult::Partial { .. }),
+        "the first of two questions is a step, got {step:?}"
+    );
+    if matches!(old, Interaction::Action { .. }) {
+        assert_eq!(
+            parse(h, &c, &record, &old, false),
+            ParseResult::Stale,
+            "a Skip of revision 0 after the step"
+        );
+    }
+    let skip = h.skip(&thread, &c, &record, &user).await;
+    assert_eq!(
+        parse(h, &c, &record, &skip, false),
+        ParseResult::Dismiss,
+        "the Skip shown after the step dismisses the call"
+    );
+    // The engine records the dismissal and closes the question.
+    let req = request(&user, &thread);
+    let actor = Actor {
+        user: req.user.clone(),
+        identity: req.identity.clone(),
+    };
+    let change = h
+        .hooks()
+        .settled(
+            HookArgs {
+                call: &c,
+                question: &record,
+                req: &req,
+                thread: &thread,
+            },
+            Some(&actor),
+            &QuestionOutcome::Dismissed,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("settled failed: {e}"));
+    apply(&mut record, change);
+    for m in &record.messages {
+        assert_eq!(
+            h.controls(&m.id).await,
+            0,
+            "message {} still shows controls after the Skip",
+            m.id
+        );
+        let text = h.shown_text(&m.id).await;
+        assert!(
+            text.contains("Skipped by"),
+            "message {} says who skipped: {text:?}",
+            m.id
+        );
+    }
+}
+
 /// Expands to one `#[tokio::test]` per rule of the suite. `$harness` is an expression (it may
 /// `.await`) giving a fresh [`Harness`]; each test builds its own.
 #[macro_export]
@@ -492,7 +580,8 @@ macro_rules! channel_questions_conformance {
             notices_reach_the_person,
             thread_replies_by_number_and_label,
             custom_text_answers,
-            multiple_choice_answers
+            multiple_choice_answers,
+            skip_dismisses
         );
     };
     (@rules $harness:expr; $($rule:ident),+) => {

@@ -115,6 +115,15 @@ pub trait ChannelQuestions: Send + Sync {
     async fn render(&self, args: RenderArgs<'_>) -> Result<Vec<RenderedQuestion>, BoxError>;
 
     /// Classifies an interaction. Must be free of side effects: FrogBot may call it twice.
+    ///
+    /// Every question can be skipped, which dismisses the whole call ([`ParseResult::Dismiss`]):
+    /// with a [`SKIP_LABEL`] control where the platform draws controls (its id carries the
+    /// revision like the others, so an old Skip is [`ParseResult::Stale`]), and with a typed
+    /// reply `skip` or `/skip` (trimmed, any case: [`crate::is_skip_reply`]) wherever the
+    /// adapter takes the reply as addressed to the question
+    /// ([`crate::QuestionItem::skip_in_reply`]). On a `custom` question the word `skip` alone
+    /// means skip, not an own answer "skip"; only an option labelled "skip" takes the bare
+    /// word as its choice.
     fn parse(&self, args: ParseArgs<'_>) -> ParseResult;
 
     /// After `parse` returned `partial` (`interaction` set), or from a retry job (`interaction` unset):
@@ -128,7 +137,8 @@ pub trait ChannelQuestions: Send + Sync {
     }
 
     /// After an answer or dismissal is recorded: replace the controls on every message of the call.
-    /// `actor` is `None` when FrogBot closes a question whose earlier close was interrupted.
+    /// `actor` is `None` when FrogBot closes a question whose earlier close was interrupted. A
+    /// dismissal reads [`skipped_text`]: "Skipped by <name>", or "Skipped." without an actor.
     async fn settled(
         &self,
         args: HookArgs<'_>,
@@ -173,6 +183,18 @@ pub const DENIED_TEXT: &str = "You can't answer this question.";
 /// What a participant is told on an out-of-date interaction.
 pub const STALE_TEXT: &str =
     "This question has already been answered or has changed — your answer was not recorded.";
+
+/// The label of the control that skips (dismisses) a question call.
+pub const SKIP_LABEL: &str = "Skip";
+
+/// How a skipped (dismissed) question reads once settled: "Skipped by <name>" with the actor's
+/// name as the platform writes it (a mention, a display name), "Skipped." without one.
+pub fn skipped_text(by: Option<&str>) -> String {
+    match by {
+        Some(name) if !name.trim().is_empty() => format!("Skipped by {name}"),
+        _ => "Skipped.".to_owned(),
+    }
+}
 
 /// What [`ChannelQuestions::notify`] tells one participant.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -108,6 +108,30 @@ impl QuestionItem {
                 .collect(),
         )
     }
+
+    /// Whether a typed reply addressed to this question asks to skip it ([`is_skip_reply`]): the
+    /// adapter's `parse` then returns `ParseResult::Dismiss`. The word `skip` alone means skip
+    /// also on a `custom` question (it is not taken as an own answer); only an option labelled
+    /// `skip` (any case) takes the bare word as its choice, while `/skip` skips always.
+    pub fn skip_in_reply(&self, text: &str) -> bool {
+        let text = text.trim();
+        is_skip_reply(text)
+            && !(text.eq_ignore_ascii_case(SKIP_WORD)
+                && self
+                    .options
+                    .iter()
+                    .any(|o| o.label.trim().eq_ignore_ascii_case(SKIP_WORD)))
+    }
+}
+
+const SKIP_WORD: &str = "skip";
+
+/// Whether a typed reply is a request to skip a question: `skip` or `/skip`, trimmed, in any
+/// case. Adapters ask [`QuestionItem::skip_in_reply`] for the question a reply is addressed to.
+pub fn is_skip_reply(text: &str) -> bool {
+    let text = text.trim();
+    let word = text.strip_prefix('/').unwrap_or(text);
+    word.eq_ignore_ascii_case(SKIP_WORD)
 }
 
 /// The question tool's input (`QuestionInput`).
@@ -450,6 +474,26 @@ mod tests {
                 })
                 .collect(),
         }
+    }
+
+    #[test]
+    fn skip_and_slash_skip_skip_a_question() {
+        let i = input();
+        for text in ["skip", " Skip ", "SKIP", "/skip", "/Skip\n"] {
+            assert!(is_skip_reply(text), "{text:?}");
+            assert!(i.questions[0].skip_in_reply(text), "{text:?}");
+            // On a `custom` question too: the word alone is no own answer.
+            assert!(i.questions[2].skip_in_reply(text), "{text:?}");
+        }
+        for text in ["skip it", "skipping", "/ skip", "//skip", "", "please skip"] {
+            assert!(!is_skip_reply(text), "{text:?}");
+            assert!(!i.questions[2].skip_in_reply(text), "{text:?}");
+        }
+        // An option labelled "Skip" takes the bare word; `/skip` still skips.
+        let mut labelled = i.questions[0].clone();
+        labelled.options[1].label = "Skip".into();
+        assert!(!labelled.skip_in_reply("skip"));
+        assert!(labelled.skip_in_reply("/skip"));
     }
 
     #[test]

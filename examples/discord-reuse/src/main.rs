@@ -9,7 +9,7 @@
 //! (the bot needs the MESSAGE CONTENT intent enabled in the Discord developer portal). Mention the
 //! bot in a channel with "ask": it posts a question with buttons. Clicking one acknowledges the
 //! click and prints the FrogBot `Interaction` it converts to; the bot then replaces the controls with
-//! the answer, the same rendering FrogBot's question engine uses.
+//! the answer ("Skipped." for the Skip button), the same rendering FrogBot's question engine uses.
 
 use frogbot_discord::ids::{Control, ControlKind};
 use frogbot_discord::{convert, render};
@@ -82,28 +82,29 @@ impl EventHandler for Handler {
             serde_json::to_string_pretty(&converted).unwrap_or_default()
         );
         let call = demo_call();
-        let Some(Control {
-            kind: ControlKind::Option(i),
-            ..
-        }) = Control::decode(&click.data.custom_id)
-        else {
-            return;
+        let outcome = match Control::decode(&click.data.custom_id).map(|c| c.kind) {
+            Some(ControlKind::Option(i)) => {
+                let Some(option) = call.input.questions[0].options.get(i) else {
+                    return;
+                };
+                QuestionOutcome::Answered(QuestionOutput {
+                    answers: vec![QuestionAnswer {
+                        header: "Pond".into(),
+                        selected: vec![option.label.clone()],
+                    }],
+                })
+            }
+            // "Skip" dismisses the question.
+            Some(ControlKind::Skip) => QuestionOutcome::Dismissed,
+            _ => return,
         };
-        let Some(option) = call.input.questions[0].options.get(i) else {
-            return;
-        };
-        let outcome = QuestionOutcome::Answered(QuestionOutput {
-            answers: vec![QuestionAnswer {
-                header: "Pond".into(),
-                selected: vec![option.label.clone()],
-            }],
-        });
         let message = QuestionMessage {
             id: click.message.id.to_string(),
             posted_at: String::new(),
             question: Some(0),
         };
-        let edit = render::settled_edit(&call, &message, &outcome);
+        // FrogBot passes who answered (shown on a skip: "Skipped by …"); this demo does not.
+        let edit = render::settled_edit(&call, &message, &outcome, None);
         if let Err(e) = ctx
             .http
             .edit_message(click.channel_id, click.message.id, &edit, vec![])

@@ -8,8 +8,9 @@
 //!
 //! (a token from @BotFather, see README.md). Write "ask" to the bot: it posts a question with an
 //! inline keyboard. Clicking a button answers the callback query and prints the FrogBot
-//! `Interaction` it converts to; the bot then edits the message to the answer and removes the
-//! buttons, the same rendering FrogBot's question engine uses.
+//! `Interaction` it converts to; the bot then edits the message to the answer (or "Skipped by …"
+//! for the Skip button) and removes the buttons, the same rendering FrogBot's question engine
+//! uses.
 
 use frogbot_model::{
     Interaction, Progress, QuestionAnswer, QuestionCall, QuestionOutcome, QuestionOutput,
@@ -74,15 +75,28 @@ async fn clicked(bot: &Bot, query: &CallbackQuery) -> Result<(), Error> {
     };
     let call = demo_call();
     let item = &call.input.questions[0];
-    let label = match Token::from_action(&event.action_id, event.value.as_deref()) {
+    let outcome = match Token::from_action(&event.action_id, event.value.as_deref()) {
         Some(Token {
             revision: 0,
             question: 0,
             pick: Pick::Option(o),
-        }) => item.options.get(o).map(|o| o.label.clone()),
+        }) => item.options.get(o).map(|o| {
+            QuestionOutcome::Answered(QuestionOutput {
+                answers: vec![QuestionAnswer {
+                    header: item.header.clone(),
+                    selected: vec![o.label.clone()],
+                }],
+            })
+        }),
+        // "Skip" dismisses the question.
+        Some(Token {
+            revision: 0,
+            question: 0,
+            pick: Pick::Skip,
+        }) => Some(QuestionOutcome::Dismissed),
         _ => None,
     };
-    let Some(label) = label else {
+    let Some(outcome) = outcome else {
         bot.answer_callback_query(query.id.clone())
             .text("That button is not one of this question's.")
             .send()
@@ -90,17 +104,12 @@ async fn clicked(bot: &Bot, query: &CallbackQuery) -> Result<(), Error> {
         return Ok(());
     };
     bot.answer_callback_query(query.id.clone()).send().await?;
-    let outcome = QuestionOutcome::Answered(QuestionOutput {
-        answers: vec![QuestionAnswer {
-            header: item.header.clone(),
-            selected: vec![label],
-        }],
-    });
+    let by = convert::platform_user(&query.from).name;
     let (chat, id) = split_message_id(&event.message_id)?;
     bot.edit_message_text(
         chat,
         id,
-        render::settled_text(&call.input, 0, false, &outcome),
+        render::settled_text(&call.input, 0, false, &outcome, by.as_deref()),
     )
     .reply_markup(render::no_keyboard())
     .send()

@@ -1,14 +1,15 @@
 //! The `ChannelOutbox`: the agent's replies posted in the thread, split with
-//! `frogbot_model::text::split` at Discord's 2,000 characters.
+//! `frogbot_model::text::split` at Discord's 2,000 characters; Markdown as the model wrote it
+//! ([`crate::format`]), sent with empty `allowed_mentions` so a reply pings no one.
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use frogbot_core::agent::ChannelOutbox;
 use frogbot_model::{BoxError, Thread, UiMessage};
-use serenity::builder::CreateMessage;
 
 use crate::client::DiscordApi;
+use crate::format;
 use crate::ids::channel_id;
 use crate::render::MESSAGE_LIMIT;
 
@@ -34,9 +35,9 @@ impl<A: DiscordApi> std::fmt::Debug for DiscordOutbox<A> {
 impl<A: DiscordApi> ChannelOutbox for DiscordOutbox<A> {
     async fn post_reply(&self, thread: &Thread, reply: &UiMessage) -> Result<(), BoxError> {
         let channel = channel_id(&thread.id)?;
-        for piece in frogbot_model::text::split(&reply.text(), MESSAGE_LIMIT) {
+        for piece in format::messages(&reply.text(), MESSAGE_LIMIT) {
             self.api
-                .send_message(channel, &CreateMessage::new().content(piece))
+                .send_message(channel, &format::reply_message(piece))
                 .await?;
         }
         Ok(())
@@ -65,12 +66,48 @@ mod tests {
         let calls = api.calls();
         assert_eq!(calls.len(), 3);
         assert!(calls.iter().all(|c| c.method == "send_message"
-            && c.body["content"].as_str().unwrap().chars().count() <= 2000));
+            && c.body["content"].as_str().unwrap().chars().count() <= 2000
+            && c.body["allowed_mentions"]["parse"] == serde_json::json!([])));
         let empty: UiMessage = serde_json::from_value(serde_json::json!({
             "id": "m", "role": "assistant", "parts": [{"type": "text", "text": "  "}]
         }))
         .unwrap();
         outbox.post_reply(&thread, &empty).await.unwrap();
         assert_eq!(api.calls().len(), 3);
+    }
+
+    /// Over serenity's HTTP client and the fake Discord: what is sent is what Discord gets.
+    #[tokio::test]
+    async fn replies_go_out_with_empty_allowed_mentions() {
+        let fake = crate::testing::FakeDiscord::start(1, 2).await;
+        let outbox = DiscordOutbox::new(fake.http());
+        let thread = Thread {
+            id: "700000000000000007".into(),
+            platform: "discord".into(),
+            chat_id: "c".into(),
+        };
+        let text = "@everyone look: <@&42> and <@7>\n\n| a | b |\n|---|---|\n| 1 | 2 |";
+        let reply: UiMessage = serde_json::from_value(serde_json::json!({
+            "id": "m", "role": "assistant", "parts": [{"type": "text", "text": text}]
+        }))
+        .unwrap();
+        outbox.post_reply(&thread, &reply).await.unwrap();
+        let posts: Vec<_> = fake
+            .calls()
+            .into_iter()
+            .filter(|c| {
+                c.method == "POST" && c.path.ends_with("/channels/700000000000000007/messages")
+            })
+            .collect();
+        assert_eq!(posts.len(), 1);
+        assert_eq!(posts[0].status, 200);
+        assert_eq!(
+            posts[0].body["allowed_mentions"],
+            serde_json::json!({"parse": [], "users": [], "roles": []})
+        );
+        assert_eq!(
+            posts[0].body["content"],
+            "@everyone look: <@&42> and <@7>\n\n```\na | b\n--+--\n1 | 2\n```"
+        );
     }
 }

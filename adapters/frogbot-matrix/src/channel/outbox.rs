@@ -1,14 +1,15 @@
-//! The outbox (feature `engine`): the agent's replies, posted in the thread as `m.room.message`s,
-//! split with [`frogbot_model::text::split`] at [`MESSAGE_CHARS`] characters (Matrix has no
-//! message-length limit of its own, only the 65,536-byte event limit: 32,000 characters of text
-//! stay well under it even as a multi-byte body).
+//! The outbox (feature `engine`): the agent's replies, posted in the thread as `m.room.message`s
+//! with the Markdown as `body` and its HTML as `formatted_body` ([`crate::format`]), split with
+//! [`frogbot_model::text::split`] at [`MESSAGE_CHARS`] characters of `body` and
+//! [`MAX_TEXT_BYTES`](crate::format::MAX_TEXT_BYTES) of both texts (Matrix has no message-length
+//! limit of its own, only the 65,536-byte event limit).
 
 use async_trait::async_trait;
 use frogbot_core::agent::ChannelOutbox;
-use frogbot_model::text::split;
 use frogbot_model::{BoxError, Thread, UiMessage};
 
 use crate::client::MatrixApi;
+use crate::format;
 use crate::ids::split_message_id;
 use crate::render::thread_message;
 
@@ -36,14 +37,15 @@ impl<A: MatrixApi> MatrixOutbox<A> {
 #[async_trait]
 impl<A: MatrixApi> ChannelOutbox for MatrixOutbox<A> {
     async fn post_reply(&self, thread: &Thread, reply: &UiMessage) -> Result<(), BoxError> {
-        let parts = split(&reply.text(), MESSAGE_CHARS);
+        let parts = format::messages(&reply.text(), MESSAGE_CHARS);
         if parts.is_empty() {
             return Ok(());
         }
         let (room, root) = split_message_id(&thread.id)?;
         for part in parts {
-            let c = thread_message(&part, &root)?;
-            self.api.send(&room, c.0, c.1).await?;
+            let (event_type, mut content) = thread_message(&part.body, &root)?;
+            part.add_to(&mut content);
+            self.api.send(&room, event_type, content).await?;
         }
         Ok(())
     }
@@ -77,12 +79,34 @@ mod tests {
         let long = "word ".repeat(MESSAGE_CHARS / 5 * 2 + 10);
         outbox.post_reply(&thread(), &reply(&long)).await.unwrap();
         let sent = outbox.api().sent();
-        assert_eq!(sent.len(), 3, "{} chars in 3 parts", long.len());
+        // 64,050 characters: 4 parts of at most 18,000 (body and HTML keep the event's bytes).
+        assert_eq!(sent.len(), 4, "{} chars in 4 parts", long.len());
         for s in &sent {
             assert_eq!(s.event_type, "m.room.message");
             assert_eq!(s.content["m.relates_to"]["rel_type"], "m.thread");
             assert_eq!(s.content["m.relates_to"]["event_id"], "$root");
             assert!(s.content["body"].as_str().unwrap().chars().count() <= MESSAGE_CHARS);
+            assert!(serde_json::to_string(&s.content).unwrap().len() < 45_000);
         }
+    }
+
+    #[tokio::test]
+    async fn replies_carry_the_markdown_as_body_and_its_html_as_formatted_body() {
+        let outbox = MatrixOutbox::new(RecordingMatrix::new());
+        let text = "**Hi** <b>there</b> & [docs](https://x.io)\n\n```sh\nls\n```";
+        outbox.post_reply(&thread(), &reply(text)).await.unwrap();
+        let sent = outbox.api().sent();
+        assert_eq!(sent.len(), 1);
+        let c = &sent[0].content;
+        assert_eq!(c["msgtype"], "m.text");
+        assert_eq!(c["body"], text);
+        assert_eq!(c["format"], "org.matrix.custom.html");
+        assert_eq!(
+            c["formatted_body"],
+            "<p><strong>Hi</strong> &lt;b&gt;there&lt;/b&gt; &amp; \
+             <a href=\"https://x.io\">docs</a></p>\n\
+             <pre><code class=\"language-sh\">ls\n</code></pre>"
+        );
+        assert_eq!(c["m.relates_to"]["rel_type"], "m.thread");
     }
 }

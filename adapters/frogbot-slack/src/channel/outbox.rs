@@ -1,5 +1,6 @@
-//! The outbox (feature `engine`): posts the agent's replies in their Slack thread, split with
-//! [`frogbot_model::text::split`] below Slack's 40,000-character `text` limit.
+//! The outbox (feature `engine`): posts the agent's replies in their Slack thread as `mrkdwn`
+//! ([`crate::format`]), split with [`frogbot_model::text::split`] below Slack's 40,000-character
+//! `text` limit.
 
 use async_trait::async_trait;
 use frogbot_core::agent::ChannelOutbox;
@@ -16,7 +17,7 @@ pub const MAX_REPLY_CHARS: usize = 39_000;
 #[async_trait]
 impl ChannelOutbox for SlackAdapter {
     async fn post_reply(&self, thread: &Thread, reply: &UiMessage) -> Result<(), BoxError> {
-        let pieces = frogbot_model::text::split(&reply.text(), MAX_REPLY_CHARS);
+        let pieces = crate::format::messages(&reply.text(), MAX_REPLY_CHARS);
         if pieces.is_empty() {
             return Ok(());
         }

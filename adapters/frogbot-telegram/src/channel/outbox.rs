@@ -1,19 +1,20 @@
 //! [`TelegramOutbox`]: the engine's [`ChannelOutbox`] for Telegram. Posts the agent's replies in
-//! the thread (forum topic), as a reply to the last message that talked to the bot there, split
-//! with [`frogbot_model::text::split`] at Telegram's 4,096 characters.
+//! the thread (forum topic), as a reply to the last message that talked to the bot there, in
+//! Telegram's HTML ([`crate::format`], `parse_mode` `HTML`), split with
+//! [`frogbot_model::text::split`] at Telegram's 4,096 characters (of the text shown).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
 use async_trait::async_trait;
 use frogbot_core::agent::ChannelOutbox;
-use frogbot_model::text::split;
 use frogbot_model::{BoxError, Thread, UiMessage};
 use teloxide::Bot;
 use teloxide::types::MessageId;
 use tracing::warn;
 
 use crate::client::TelegramApi;
+use crate::format;
 use crate::ids::split_thread_id;
 use crate::render::MAX_TEXT;
 
@@ -58,7 +59,7 @@ impl TelegramOutbox {
 #[async_trait]
 impl ChannelOutbox for TelegramOutbox {
     async fn post_reply(&self, thread: &Thread, reply: &UiMessage) -> Result<(), BoxError> {
-        let parts = split(&reply.text(), MAX_TEXT);
+        let parts = format::messages(&reply.text(), MAX_TEXT);
         if parts.is_empty() {
             return Ok(());
         }
@@ -70,8 +71,112 @@ impl ChannelOutbox for TelegramOutbox {
             .get(&thread.id)
             .copied();
         for part in parts {
-            TelegramApi::send_message(&self.api, chat, topic, &part, None, reply_to).await?;
+            TelegramApi::send_html(&self.api, chat, topic, &part, reply_to).await?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use teloxide::types::ChatId;
+
+    use super::*;
+    use crate::testing::FakeBotApi;
+
+    fn reply(text: &str) -> UiMessage {
+        serde_json::from_value(serde_json::json!({
+            "id": "m1", "role": "assistant", "parts": [{"type": "text", "text": text}]
+        }))
+        .unwrap()
+    }
+
+    fn thread() -> Thread {
+        Thread {
+            id: "42".into(),
+            platform: "telegram".into(),
+            chat_id: "telegram-42".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn the_fake_refuses_html_telegram_cannot_parse() {
+        let fake = FakeBotApi::start().await;
+        let bot = fake.bot();
+        for bad in [
+            "<b>open",
+            "<b>crossed</i>",
+            "closed</b>",
+            "<foo>unknown</foo>",
+            "a < b",
+            "a > b",
+            "fish & chips",
+            "&nbsp;",
+            "<b><code>code in bold</code></b>",
+            "<blockquote><blockquote>nested</blockquote></blockquote>",
+            "<pre><b>bold in pre</b></pre>",
+            "<a>no href</a>",
+        ] {
+            let err = TelegramApi::send_html(&bot, ChatId(42), None, bad, None)
+                .await
+                .expect_err(bad);
+            assert!(
+                err.to_string().contains("can't parse entities"),
+                "{bad}: {err}"
+            );
+        }
+        let ok = "<b>bold <i>both</i></b> &lt;&gt;&amp;&quot;&#128056; \
+                  <a href=\"https://x.io/?a=1&amp;b=2\">link</a> <code>x</code> \
+                  <pre><code class=\"language-rust\">fn</code></pre> <blockquote>q</blockquote>";
+        let sent = TelegramApi::send_html(&bot, ChatId(42), None, ok, None)
+            .await
+            .unwrap();
+        // Telegram returns the text left after entity parsing.
+        assert_eq!(
+            fake.message(i64::from(sent.id.0)).unwrap()["text"],
+            "bold both <>&\"🐸 link x fn q"
+        );
+        // Without parse_mode the same characters are plain text.
+        TelegramApi::send_message(&bot, ChatId(42), None, "a < b & c", None, None)
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_long_formatted_reply_is_accepted_piece_by_piece_within_the_limit() {
+        let fake = FakeBotApi::start().await;
+        let outbox = TelegramOutbox::new(fake.bot());
+        let prose = "Some **words** about _frogs_ & <toads>, see [docs](https://x.io). ".repeat(60);
+        let code: String = (0..300)
+            .map(|i| format!("let x{i} = \"<{i}>\"; // & more\n"))
+            .collect();
+        let text = format!("# Frogs\n\n{prose}\n\n```rust\n{code}```\n\n- one\n- two\n\n{prose}");
+        assert!(text.chars().count() >= 10_000);
+        outbox.post_reply(&thread(), &reply(&text)).await.unwrap();
+        let calls = fake.all_calls();
+        let sent: Vec<_> = calls.iter().filter(|c| c.method == "sendmessage").collect();
+        assert!(sent.len() >= 4, "{} messages", sent.len());
+        for c in &sent {
+            assert_eq!(c.body["parse_mode"], "HTML");
+            let result = c.result.as_ref().expect("accepted by the fake");
+            let shown = result["text"].as_str().unwrap();
+            assert!(shown.chars().count() <= MAX_TEXT);
+            let html = c.body["text"].as_str().unwrap();
+            assert_eq!(
+                html.matches("<pre>").count(),
+                html.matches("</pre>").count()
+            );
+        }
+        let code_lines: usize = sent
+            .iter()
+            .map(|c| {
+                let shown = c.result.as_ref().unwrap()["text"].as_str().unwrap();
+                shown.lines().filter(|l| l.starts_with("let x")).count()
+            })
+            .sum();
+        assert_eq!(code_lines, 300);
+        // Blank replies post nothing.
+        outbox.post_reply(&thread(), &reply(" \n ")).await.unwrap();
+        assert_eq!(fake.all_calls().len(), calls.len());
     }
 }
