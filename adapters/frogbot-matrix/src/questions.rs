@@ -77,15 +77,6 @@ impl<A: MatrixApi> MatrixQuestions<A> {
     }
 }
 
-fn finish_or_partial(input: &QuestionInput, progress: Progress) -> ParseResult {
-    match progress.output(input) {
-        Some(output) => ParseResult::Answer { output },
-        None => ParseResult::Partial {
-            state: Some(progress.to_state()),
-        },
-    }
-}
-
 /// Picks options `chosen` (indices) for question `q`.
 fn pick(
     input: &QuestionInput,
@@ -114,7 +105,7 @@ fn pick(
     }
     let mut progress = Progress::of(input, question);
     progress.pick(q, labels);
-    finish_or_partial(input, progress)
+    progress.parse_result(input)
 }
 
 fn parse_action(
@@ -193,7 +184,7 @@ fn parse_message(
     match item.choice_in_reply(text) {
         ReplyChoice::Options(labels) => {
             progress.pick(q, labels);
-            return finish_or_partial(input, progress);
+            return progress.parse_result(input);
         }
         ReplyChoice::Invalid(reason) => return ParseResult::Rejected { reason },
         _ => {}
@@ -207,7 +198,7 @@ fn parse_message(
         };
     }
     progress.pick(q, vec![text.to_owned()]);
-    finish_or_partial(input, progress)
+    progress.parse_result(input)
 }
 
 #[async_trait]

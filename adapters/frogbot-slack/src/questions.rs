@@ -75,15 +75,6 @@ const NOT_AVAILABLE: &str = "That option is not available.";
 /// Why an empty Submit is refused.
 const SELECT_FIRST: &str = "Select at least one option, then press Submit.";
 
-fn finish_or_partial(input: &QuestionInput, progress: Progress) -> ParseResult {
-    match progress.output(input) {
-        Some(output) => ParseResult::Answer { output },
-        None => ParseResult::Partial {
-            state: Some(progress.to_state()),
-        },
-    }
-}
-
 fn indices(value: Option<&str>) -> Option<Vec<usize>> {
     match value {
         None | Some("") => Some(Vec::new()),
@@ -135,7 +126,7 @@ fn parse_action(
                 };
             };
             progress.pick(a.question, vec![l]);
-            finish_or_partial(input, progress)
+            progress.parse_result(input)
         }
         ActionKind::Toggle => {
             let Some(checked) = indices(value) else {
@@ -174,7 +165,7 @@ fn parse_action(
             };
             progress.checked[a.question] = checked;
             progress.pick(a.question, labels);
-            finish_or_partial(input, progress)
+            progress.parse_result(input)
         }
         // Skip dismisses the whole call (an old Skip is stale above: the message is edited in
         // place, so only the revision tells an old one apart).

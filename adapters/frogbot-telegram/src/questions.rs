@@ -77,15 +77,6 @@ fn posted(m: &SentMessage, question: usize) -> QuestionMessage {
     }
 }
 
-fn finish_or_partial(input: &QuestionInput, progress: Progress) -> ParseResult {
-    match progress.output(input) {
-        Some(output) => ParseResult::Answer { output },
-        None => ParseResult::Partial {
-            state: Some(progress.to_state()),
-        },
-    }
-}
-
 fn parse_action(
     input: &QuestionInput,
     question: &QuestionRecord,
@@ -108,7 +99,7 @@ fn parse_action(
                 }
             } else {
                 progress.pick(token.question, vec![item.options[o].label.clone()]);
-                finish_or_partial(input, progress)
+                progress.parse_result(input)
             }
         }
         // Skip dismisses the whole call (an old one is stale above).
@@ -125,7 +116,7 @@ fn parse_action(
                 };
             }
             progress.pick(token.question, selected);
-            finish_or_partial(input, progress)
+            progress.parse_result(input)
         }
         _ => ParseResult::Ignore,
     }
@@ -178,7 +169,7 @@ fn parse_message(
         _ => return ParseResult::Ignore,
     };
     progress.pick(q, selected);
-    finish_or_partial(input, progress)
+    progress.parse_result(input)
 }
 
 #[async_trait]

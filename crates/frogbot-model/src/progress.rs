@@ -83,6 +83,17 @@ impl Progress {
     pub fn output(&self, input: &QuestionInput) -> Option<QuestionOutput> {
         input.output_from_picks(&self.picks)
     }
+
+    /// What `parse` returns after a step: the answer once every question has one, else a partial
+    /// answer that saves this progress.
+    pub fn parse_result(&self, input: &QuestionInput) -> crate::ParseResult {
+        match self.output(input) {
+            Some(output) => crate::ParseResult::Answer { output },
+            None => crate::ParseResult::Partial {
+                state: Some(self.to_state()),
+            },
+        }
+    }
 }
 
 #[cfg(test)]
