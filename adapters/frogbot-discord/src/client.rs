@@ -71,6 +71,22 @@ pub trait DiscordApi: Send + Sync + 'static {
 
     /// `GET /users/@me`: the bot's own user id.
     async fn current_user(&self) -> Result<UserId, Error>;
+
+    /// `PUT /channels/{channel}/messages/{message}/reactions/{emoji}/@me`: the bot reacts.
+    async fn react(&self, channel: ChannelId, message: MessageId, emoji: &str)
+    -> Result<(), Error>;
+
+    /// `DELETE /channels/{channel}/messages/{message}/reactions/{emoji}/@me`: the bot's reaction
+    /// goes.
+    async fn unreact(
+        &self,
+        channel: ChannelId,
+        message: MessageId,
+        emoji: &str,
+    ) -> Result<(), Error>;
+
+    /// `POST /channels/{channel}/typing`: "typing…" for 10 seconds.
+    async fn typing(&self, channel: ChannelId) -> Result<(), Error>;
 }
 
 #[async_trait]
@@ -136,13 +152,40 @@ impl DiscordApi for Http {
     async fn current_user(&self) -> Result<UserId, Error> {
         Ok(self.get_current_user().await?.id)
     }
+
+    async fn react(
+        &self,
+        channel: ChannelId,
+        message: MessageId,
+        emoji: &str,
+    ) -> Result<(), Error> {
+        let emoji = serenity::model::channel::ReactionType::Unicode(emoji.to_owned());
+        Http::create_reaction(self, channel, message, &emoji).await?;
+        Ok(())
+    }
+
+    async fn unreact(
+        &self,
+        channel: ChannelId,
+        message: MessageId,
+        emoji: &str,
+    ) -> Result<(), Error> {
+        let emoji = serenity::model::channel::ReactionType::Unicode(emoji.to_owned());
+        Http::delete_reaction_me(self, channel, message, &emoji).await?;
+        Ok(())
+    }
+
+    async fn typing(&self, channel: ChannelId) -> Result<(), Error> {
+        Http::broadcast_typing(self, channel).await?;
+        Ok(())
+    }
 }
 
 /// One call [`RecordingDiscord`] received.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Recorded {
     /// The method: `send_message`, `edit_message`, `create_interaction_response`,
-    /// `create_followup`, `create_thread` or `current_user`.
+    /// `create_followup`, `create_thread`, `current_user`, `react`, `unreact` or `typing`.
     pub method: &'static str,
     /// The ids the call named (channel, message, interaction id, token…), as strings.
     pub target: Vec<String>,
@@ -262,5 +305,38 @@ impl DiscordApi for RecordingDiscord {
     async fn current_user(&self) -> Result<UserId, Error> {
         self.record("current_user", vec![], &Value::Null);
         Ok(UserId::new(Self::BOT))
+    }
+
+    async fn react(
+        &self,
+        channel: ChannelId,
+        message: MessageId,
+        emoji: &str,
+    ) -> Result<(), Error> {
+        self.record(
+            "react",
+            vec![channel.to_string(), message.to_string(), emoji.to_owned()],
+            &Value::Null,
+        );
+        Ok(())
+    }
+
+    async fn unreact(
+        &self,
+        channel: ChannelId,
+        message: MessageId,
+        emoji: &str,
+    ) -> Result<(), Error> {
+        self.record(
+            "unreact",
+            vec![channel.to_string(), message.to_string(), emoji.to_owned()],
+            &Value::Null,
+        );
+        Ok(())
+    }
+
+    async fn typing(&self, channel: ChannelId) -> Result<(), Error> {
+        self.record("typing", vec![channel.to_string()], &Value::Null);
+        Ok(())
     }
 }

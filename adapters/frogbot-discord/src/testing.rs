@@ -35,7 +35,7 @@ use axum::Router;
 use axum::extract::{Path, State};
 use axum::http::{Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, patch, post};
+use axum::routing::{get, patch, post, put};
 use frogbot_model::conformance::{Harness, Limits};
 use frogbot_model::{
     ChannelQuestions, Interaction, PlatformUser, QuestionCall, QuestionRecord, Thread,
@@ -569,6 +569,53 @@ async fn create_message(
     respond(&inner, &method, &uri, &body, reply)
 }
 
+/// `PUT` / `DELETE …/reactions/{emoji}/@me`: 204 on a message the fake knows (its `reactions` by
+/// the bot kept in `me_reactions`), 404 `Unknown Message` otherwise.
+async fn own_reaction(
+    State(inner): State<Arc<Inner>>,
+    Path((_channel, id, emoji)): Path<(String, String, String)>,
+    method: Method,
+    uri: Uri,
+    body: String,
+) -> Response {
+    let reply = {
+        let mut messages = inner.messages.lock().unwrap();
+        match messages.get_mut(&id) {
+            None => (
+                StatusCode::NOT_FOUND,
+                json!({"message": "Unknown Message", "code": 10008}),
+            ),
+            Some(m) => {
+                let mut mine: Vec<Value> =
+                    m["me_reactions"].as_array().cloned().unwrap_or_default();
+                mine.retain(|e| e != &json!(emoji));
+                if method == Method::PUT {
+                    mine.push(json!(emoji));
+                }
+                m["me_reactions"] = json!(mine);
+                (StatusCode::NO_CONTENT, Value::Null)
+            }
+        }
+    };
+    respond(&inner, &method, &uri, &body, reply)
+}
+
+/// `POST /channels/{id}/typing`: 204.
+async fn typing(
+    State(inner): State<Arc<Inner>>,
+    method: Method,
+    uri: Uri,
+    body: String,
+) -> Response {
+    respond(
+        &inner,
+        &method,
+        &uri,
+        &body,
+        (StatusCode::NO_CONTENT, Value::Null),
+    )
+}
+
 async fn edit_message(
     State(inner): State<Arc<Inner>>,
     Path((_channel, id)): Path<(String, String)>,
@@ -805,6 +852,11 @@ impl FakeDiscord {
                 "/api/v10/channels/{cid}/messages/{mid}/threads",
                 post(start_thread),
             )
+            .route(
+                "/api/v10/channels/{cid}/messages/{mid}/reactions/{emoji}/@me",
+                put(own_reaction).delete(own_reaction),
+            )
+            .route("/api/v10/channels/{cid}/typing", post(typing))
             .route("/api/v10/webhooks/{app}/{token}", post(followup))
             .route(
                 "/api/v10/interactions/{id}/{token}/callback",

@@ -317,7 +317,14 @@ async fn a_mention_opens_a_thread_and_the_thread_continues_the_chat() {
     let answer = bot.posted_in(from, thread).await;
     assert_eq!(answer.body["content"], "you said: and more");
     bot.idle(thread).await;
-    let after: Vec<Call> = bot.fake.calls().into_iter().skip(from).collect();
+    // Acknowledgement reactions and typing aside (a test of their own), only the answer.
+    let after: Vec<Call> = bot
+        .fake
+        .calls()
+        .into_iter()
+        .skip(from)
+        .filter(|c| !c.path.contains("/reactions/") && !c.path.ends_with("/typing"))
+        .collect();
     assert_eq!(after.len(), 1, "only the answer: {after:#?}");
     let chat = channel_chat_id(PLATFORM, &thread.to_string());
     let messages = bot
@@ -846,5 +853,80 @@ async fn a_string_select_answers_with_every_value() {
     assert!(
         text.contains("red") && text.contains("blue") && !text.contains("green"),
         "{text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thread_message_is_marked_seen_working_and_done_with_typing_shown() {
+    let bot = start(&[], None).await;
+    // Older than the fake's ids, so the thread and the message in it come after it.
+    let start = bot.fake.calls().len();
+    let thread = bot
+        .mention(790_000_000_000_000_001, &alice(), "hello")
+        .await;
+    // The thread is the bot's once its first answer is posted there.
+    bot.posted_in(start, thread).await;
+    bot.idle(thread).await;
+    let from = bot.fake.calls().len();
+    // A message in the thread (stored by the fake, as Discord keeps it).
+    let m = bot
+        .fake
+        .user_message(thread, Some(GUILD), &alice(), "and now?");
+    let id = m["id"].as_str().unwrap().to_owned();
+    bot.fake.dispatch("MESSAGE_CREATE", m);
+    let on_it = format!("/api/v10/channels/{thread}/messages/{id}/reactions/");
+    let done = format!("{on_it}%E2%9C%85/@me");
+    // The last step: Working's reaction taken off once Done shows.
+    let working_off = format!("{on_it}%E2%8F%B3/@me");
+    bot.fake
+        .wait_for(from, WAIT, |c| {
+            c.method == "DELETE" && c.path == working_off
+        })
+        .await
+        .unwrap_or_else(|| panic!("Done shown: {:#?}", bot.fake.calls()));
+    let calls: Vec<Call> = bot.fake.calls().into_iter().skip(from).collect();
+    let reactions: Vec<(String, String)> = calls
+        .iter()
+        .filter_map(|c| {
+            let emoji = c.path.strip_prefix(&on_it)?.strip_suffix("/@me")?;
+            Some((c.method.clone(), emoji.to_owned()))
+        })
+        .collect();
+    let eyes = "%F0%9F%91%80";
+    let hourglass = "%E2%8F%B3";
+    let check = "%E2%9C%85";
+    assert_eq!(
+        reactions,
+        [
+            ("PUT".to_owned(), eyes.to_owned()),
+            ("PUT".to_owned(), hourglass.to_owned()),
+            ("DELETE".to_owned(), eyes.to_owned()),
+            ("PUT".to_owned(), check.to_owned()),
+            ("DELETE".to_owned(), hourglass.to_owned()),
+        ],
+        "one ack reaction at a time"
+    );
+    assert!(
+        calls
+            .iter()
+            .filter(|c| c.path.starts_with(&on_it))
+            .all(|c| c.status == 204)
+    );
+    // The reply is posted before Done; typing was shown in the thread.
+    let reply = calls
+        .iter()
+        .position(|c| {
+            c.method == "POST" && c.path == format!("/api/v10/channels/{thread}/messages")
+        })
+        .expect("the reply");
+    let done_at = calls
+        .iter()
+        .position(|c| c.method == "PUT" && c.path == done)
+        .unwrap();
+    assert!(reply < done_at);
+    assert!(
+        calls
+            .iter()
+            .any(|c| c.method == "POST" && c.path == format!("/api/v10/channels/{thread}/typing"))
     );
 }

@@ -180,6 +180,15 @@ impl FakeBotApi {
             }
         };
         self.note_query(&update);
+        // A message a person sends is one the bot may react to later.
+        if let Some(id) = update["message"]["message_id"].as_i64() {
+            self.inner
+                .messages
+                .lock()
+                .expect("not poisoned")
+                .entry(id)
+                .or_insert_with(|| update["message"].clone());
+        }
         self.inner
             .pending
             .lock()
@@ -715,6 +724,83 @@ fn refuse_markup(markup: &Value) -> Option<&'static str> {
     None
 }
 
+/// The emojis a bot may react with (the Bot API's `ReactionTypeEmoji` list).
+const REACTION_EMOJIS: &[&str] = &[
+    "👍",
+    "👎",
+    "❤",
+    "🔥",
+    "🥰",
+    "👏",
+    "😁",
+    "🤔",
+    "🤯",
+    "😱",
+    "🤬",
+    "😢",
+    "🎉",
+    "🤩",
+    "🤮",
+    "💩",
+    "🙏",
+    "👌",
+    "🕊",
+    "🤡",
+    "🥱",
+    "🥴",
+    "😍",
+    "🐳",
+    "❤\u{200d}🔥",
+    "🌚",
+    "🌭",
+    "💯",
+    "🤣",
+    "⚡",
+    "🍌",
+    "🏆",
+    "💔",
+    "🤨",
+    "😐",
+    "🍓",
+    "🍾",
+    "💋",
+    "🖕",
+    "😈",
+    "😴",
+    "😭",
+    "🤓",
+    "👻",
+    "👨\u{200d}💻",
+    "👀",
+    "🎃",
+    "🙈",
+    "😇",
+    "😨",
+    "🤝",
+    "✍",
+    "🤗",
+    "🫡",
+    "🎅",
+    "🎄",
+    "☃",
+    "💅",
+    "🤪",
+    "🗿",
+    "🆒",
+    "💘",
+    "🙉",
+    "🦄",
+    "😘",
+    "💊",
+    "🙊",
+    "😎",
+    "👾",
+    "🤷\u{200d}♂",
+    "🤷",
+    "🤷\u{200d}♀",
+    "😡",
+];
+
 fn respond(fake: &Inner, method: &str, body: &Value) -> (Response, Option<Value>) {
     let ok = |result: Value| (ok(result.clone()), Some(result));
     let bad = |description: &str| (error(StatusCode::BAD_REQUEST, description, None), None);
@@ -738,6 +824,38 @@ fn respond(fake: &Inner, method: &str, body: &Value) -> (Response, Option<Value>
         }
         "deletewebhook" => {
             *fake.webhook.lock().expect("not poisoned") = None;
+            ok(json!(true))
+        }
+        "setmessagereaction" => {
+            // A bot sets at most one reaction, from Telegram's list; the message must exist.
+            let reactions = body["reaction"].as_array().cloned().unwrap_or_default();
+            if reactions.len() > 1 {
+                return bad("Bad Request: REACTIONS_TOO_MANY");
+            }
+            let allowed = reactions.iter().all(|r| {
+                r["type"] == "emoji"
+                    && r["emoji"]
+                        .as_str()
+                        .is_some_and(|e| REACTION_EMOJIS.contains(&e))
+            });
+            if !allowed {
+                return bad("Bad Request: REACTION_INVALID");
+            }
+            let id = body["message_id"].as_i64().unwrap_or_default();
+            if !fake
+                .messages
+                .lock()
+                .expect("not poisoned")
+                .contains_key(&id)
+            {
+                return bad("Bad Request: message to react not found");
+            }
+            ok(json!(true))
+        }
+        "sendchataction" => {
+            if body["action"].as_str().is_none() {
+                return bad("Bad Request: wrong parameter action in request");
+            }
             ok(json!(true))
         }
         "answercallbackquery" => {

@@ -904,3 +904,54 @@ async fn the_webhook_bounds_huge_endless_and_slow_bodies() {
         .await;
     assert_eq!(sent["text"], "echo: after the junk");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_is_marked_seen_working_and_done_and_typing_is_shown() {
+    let s = setup(EVERYONE).await;
+    s.fake.push(private_text(ADA, 7, "react please"));
+    let reactions = |calls: &[Call]| -> Vec<String> {
+        calls
+            .iter()
+            .filter(|c| c.method == "setmessagereaction" && c.result.is_some())
+            .map(|c| {
+                assert_eq!(c.body["message_id"], 7);
+                assert_eq!(
+                    c.body["reaction"].as_array().map(Vec::len),
+                    Some(1),
+                    "one at a time"
+                );
+                c.body["reaction"][0]["emoji"].as_str().unwrap().to_owned()
+            })
+            .collect()
+    };
+    let calls = s
+        .fake
+        .wait_for("done", |c| {
+            (reactions(c).last().map(String::as_str) == Some("👌")).then(|| c.to_vec())
+        })
+        .await;
+    assert_eq!(reactions(&calls), ["👀", "✍", "👌"]);
+    // The reply is posted before Done, and typing was shown in the chat while the turn ran.
+    let reply = calls
+        .iter()
+        .position(|c| c.method == "sendmessage" && c.body["text"] == "echo: react please")
+        .expect("the reply");
+    let done = calls
+        .iter()
+        .rposition(|c| c.method == "setmessagereaction")
+        .unwrap();
+    assert!(reply < done, "the reply before Done");
+    assert!(
+        calls.iter().any(|c| c.method == "sendchataction"
+            && c.body["action"] == "typing"
+            && c.body["chat_id"] == json!(ADA)),
+        "typing shown"
+    );
+    // Every reaction the bot used is one Telegram accepts (the fake refuses others).
+    assert!(
+        calls
+            .iter()
+            .filter(|c| c.method == "setmessagereaction")
+            .all(|c| c.result.is_some())
+    );
+}

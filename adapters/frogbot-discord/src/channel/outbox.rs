@@ -6,22 +6,31 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use frogbot_core::agent::ChannelOutbox;
-use frogbot_model::{BoxError, Thread, UiMessage};
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use frogbot_model::{Ack, BoxError, Thread, UiMessage};
+use serenity::model::id::MessageId;
 
 use crate::client::DiscordApi;
 use crate::format;
-use crate::ids::channel_id;
+use crate::ids::{channel_id, message_id as message_id_of};
 use crate::render::MESSAGE_LIMIT;
 
 /// Posts the agent's replies, split at Discord's 2,000 characters (nothing for an empty reply).
 pub struct DiscordOutbox<A: DiscordApi> {
     api: Arc<A>,
+    /// The ack reaction each message shows now, until its last (Done or Failed).
+    shown: Mutex<HashMap<MessageId, Ack>>,
 }
 
 impl<A: DiscordApi> DiscordOutbox<A> {
     /// Over `api`.
     pub fn new(api: Arc<A>) -> Self {
-        DiscordOutbox { api }
+        DiscordOutbox {
+            api,
+            shown: Mutex::default(),
+        }
     }
 }
 
@@ -41,6 +50,42 @@ impl<A: DiscordApi> ChannelOutbox for DiscordOutbox<A> {
                 .await?;
         }
         Ok(())
+    }
+
+    /// Adds `ack`'s emoji as the bot's reaction, then takes the bot's previous ack reaction off
+    /// (a failure there is logged: the new state shows either way).
+    async fn ack(&self, thread: &Thread, message_id: &str, ack: Ack) -> Result<(), BoxError> {
+        let channel = channel_id(&thread.id)?;
+        let message = message_id_of(message_id)?;
+        self.api.react(channel, message, ack.emoji()).await?;
+        let before = {
+            let mut shown = self.shown.lock().expect("not poisoned");
+            let before = match ack {
+                Ack::Done | Ack::Failed => shown.remove(&message),
+                _ => shown.insert(message, ack),
+            };
+            // A message whose turn never ended (a crash) is forgotten rather than kept forever.
+            if shown.len() > 10_000 {
+                shown.clear();
+            }
+            before
+        };
+        if let Some(before) = before.filter(|b| *b != ack)
+            && let Err(e) = self.api.unreact(channel, message, before.emoji()).await
+        {
+            tracing::debug!(message = %message, error = %e, "removing the previous ack reaction failed");
+        }
+        Ok(())
+    }
+
+    /// "Typing…" in the thread, which Discord shows for 10 seconds.
+    async fn working(&self, thread: &Thread) -> Result<(), BoxError> {
+        self.api.typing(channel_id(&thread.id)?).await?;
+        Ok(())
+    }
+
+    fn working_every(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(8)
     }
 }
 

@@ -8,14 +8,18 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 use frogbot_core::agent::ChannelOutbox;
-use frogbot_model::{BoxError, Thread, UiMessage};
+use std::time::Duration;
+
+use frogbot_model::{Ack, BoxError, Thread, UiMessage};
 use teloxide::Bot;
-use teloxide::types::MessageId;
+use teloxide::payloads::{SendChatActionSetters, SetMessageReactionSetters};
+use teloxide::prelude::Requester;
+use teloxide::types::{ChatAction, MessageId, ReactionType};
 use tracing::warn;
 
 use crate::client::TelegramApi;
 use crate::format;
-use crate::ids::split_thread_id;
+use crate::ids::{split_message_id, split_thread_id};
 use crate::render::MAX_TEXT;
 
 /// Posts the agent's replies to Telegram.
@@ -74,6 +78,45 @@ impl ChannelOutbox for TelegramOutbox {
             TelegramApi::send_html(&self.api, chat, topic, &part, reply_to).await?;
         }
         Ok(())
+    }
+
+    /// `setMessageReaction`: a bot sets one reaction per message, so the call replaces the one
+    /// before. Telegram takes only its own list of reaction emojis: see [`reaction`].
+    async fn ack(&self, _thread: &Thread, message_id: &str, ack: Ack) -> Result<(), BoxError> {
+        let (chat, id) = split_message_id(message_id)?;
+        self.api
+            .set_message_reaction(chat, id)
+            .reaction(vec![ReactionType::Emoji {
+                emoji: reaction(ack).to_owned(),
+            }])
+            .await?;
+        Ok(())
+    }
+
+    /// `sendChatAction` typing (in the forum topic), which Telegram shows for 5 seconds.
+    async fn working(&self, thread: &Thread) -> Result<(), BoxError> {
+        let (chat, topic) = split_thread_id(&thread.id)?;
+        let mut req = self.api.send_chat_action(chat, ChatAction::Typing);
+        if let Some(t) = topic {
+            req = req.message_thread_id(t);
+        }
+        req.await?;
+        Ok(())
+    }
+
+    fn working_every(&self) -> Duration {
+        Duration::from_secs(4)
+    }
+}
+
+/// The reaction that shows `ack` on Telegram, from the emojis bots may use: 👀 seen, ✍ working,
+/// 👌 done, 😢 failed (⏳, ✅ and ❌ are not on Telegram's list).
+pub fn reaction(ack: Ack) -> &'static str {
+    match ack {
+        Ack::Seen => "👀",
+        Ack::Working => "✍",
+        Ack::Done => "👌",
+        Ack::Failed => "😢",
     }
 }
 
