@@ -204,10 +204,27 @@ impl Env {
         self.store.list_messages(&chat).await.unwrap().len()
     }
 
-    /// The Slack `ts` of the question's current message in thread `root`.
+    /// The Slack `ts` of the question's current message in thread `root`, once FrogBot has
+    /// recorded it (the message shows on Slack a moment before its record is saved; a person
+    /// clicks only after seeing it, the test is quicker).
     async fn question_ts(&self, root: &str) -> String {
-        let q = self.question(root).await;
-        let id = &q.record.current().expect("a posted question").id;
+        let chat = channel_chat_id("slack", &format!("{CHANNEL}:{root}"));
+        let recorded = || async {
+            match self.store.get_chat(&chat).await.unwrap() {
+                Some(row) if row.awaiting_message_id.is_some() => self
+                    .question(root)
+                    .await
+                    .record
+                    .current()
+                    .map(|m| m.id.clone()),
+                _ => None,
+            }
+        };
+        frogbot_testkit::eventually("a posted question recorded", common::WAIT, async || {
+            recorded().await.is_some()
+        })
+        .await;
+        let id = recorded().await.expect("recorded");
         id.split_once(':').expect("channel:ts").1.to_string()
     }
 
