@@ -70,25 +70,28 @@ async fn socket_mode_events_and_clicks_reach_the_engine_and_are_acknowledged() {
             .collect()
     };
     wait(|| !posts().is_empty(), "the question posted").await;
-    // The question message, from the store.
+    // The question message, from the store, once FrogBot has recorded it (it shows on Slack a
+    // moment before its record is saved).
     let chat = frogbot_core::agent::channel_chat_id("slack", &format!("C42:{root}"));
-    let row = engine
-        .store_for_tests()
-        .get_chat(&chat)
-        .await
-        .unwrap()
-        .unwrap();
-    let q = engine
-        .store_for_tests()
-        .questions_of_message(
-            &chat,
-            row.awaiting_message_id.as_deref().unwrap(),
-            frogbot_core::model::now_millis(),
-        )
-        .await
-        .unwrap()
-        .remove(0);
-    let current = q.record.current().unwrap().id.clone();
+    let recorded = || async {
+        let row = engine.store_for_tests().get_chat(&chat).await.unwrap()?;
+        let waiting = row.awaiting_message_id?;
+        let q = engine
+            .store_for_tests()
+            .questions_of_message(&chat, &waiting, frogbot_core::model::now_millis())
+            .await
+            .unwrap()
+            .into_iter()
+            .next()?;
+        Some((q.tool_call_id.clone(), q.record.current()?.id.clone()))
+    };
+    frogbot_testkit::eventually(
+        "the question recorded",
+        Duration::from_secs(20),
+        async || recorded().await.is_some(),
+    )
+    .await;
+    let (call_id, current) = recorded().await.expect("recorded");
 
     // The click's conversation is its container's thread, as over HTTP: one that claims another
     // thread (`container.thread_ts`) is not an answer to this question. (slack-morphism's typed
@@ -100,7 +103,7 @@ async fn socket_mode_events_and_clicks_reach_the_engine_and_are_acknowledged() {
     assert_eq!(conn.ack().await, json!({"envelope_id": "env-9"}));
     let q = engine
         .store_for_tests()
-        .get_question(&chat, &q.tool_call_id, frogbot_core::model::now_millis())
+        .get_question(&chat, &call_id, frogbot_core::model::now_millis())
         .await
         .unwrap()
         .unwrap();

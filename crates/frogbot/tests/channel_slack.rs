@@ -373,9 +373,11 @@ async fn a_question_is_clicked_settled_and_the_agent_continues() {
     let question = env.posted(&root, 0).await;
     let blocks = question["blocks"].clone();
     assert!(blocks.is_array(), "Block Kit posted: {question}");
+    // Once FrogBot has recorded the posted question.
+    let msg_ts = env.question_ts(&root).await;
     let q = env.question(&root).await;
     let msg_id = q.record.current().unwrap().id.clone();
-    let msg_ts = msg_id.split_once(':').unwrap().1.to_string();
+    assert_eq!(msg_id.split_once(':').unwrap().1, msg_ts);
 
     let green = element(&blocks, "Green");
     assert_eq!(
@@ -559,6 +561,8 @@ async fn a_thread_reply_answers_the_question() {
     let env = start("").await;
     let root = env.mention("U1", "please ask").await;
     env.posted(&root, 0).await;
+    // A person answers once the question shows; FrogBot records it a moment after posting it.
+    env.question_ts(&root).await;
     assert_eq!(env.reply("U2", &root, "blue").await, 200);
     let reply = env.posted(&root, 1).await;
     assert_eq!(reply["text"], "You chose Colour: Blue.");
