@@ -441,6 +441,11 @@ async fn a_question_is_clicked_settled_and_the_agent_continues() {
     assert_eq!(env.reply("U1", &root, "ask again").await, 200);
     let second = env.posted(&root, 2).await;
     assert!(second["blocks"].is_array());
+    // Once FrogBot has recorded the second question (it shows on the fake a moment before).
+    frogbot_testkit::eventually("the second question recorded", common::WAIT, async || {
+        env.question_ts(&root).await != msg_ts
+    })
+    .await;
     assert_eq!(
         env.interactivity(
             &click(&env, "U9", &msg_ts, &root, &red, "111.222.ccc"),
