@@ -93,6 +93,8 @@ struct Inner {
     messages: Mutex<HashMap<String, Value>>,
     /// Interactions by token.
     interactions: Mutex<HashMap<String, Issued>>,
+    /// Whether removing the bot's reactions is refused (`403 Missing Access`).
+    refuse_unreact: std::sync::atomic::AtomicBool,
 }
 
 /// A running fake Discord (its servers live as long as the Tokio runtime).
@@ -578,6 +580,17 @@ async fn own_reaction(
     uri: Uri,
     body: String,
 ) -> Response {
+    let refused = method == Method::DELETE
+        && inner
+            .refuse_unreact
+            .load(std::sync::atomic::Ordering::SeqCst);
+    if refused {
+        let reply = (
+            StatusCode::FORBIDDEN,
+            json!({"message": "Missing Access", "code": 50001}),
+        );
+        return respond(&inner, &method, &uri, &body, reply);
+    }
     let reply = {
         let mut messages = inner.messages.lock().unwrap();
         match messages.get_mut(&id) {
@@ -918,6 +931,24 @@ impl FakeDiscord {
     /// Every HTTP call so far.
     pub fn calls(&self) -> Vec<Call> {
         self.inner.calls.lock().unwrap().clone()
+    }
+
+    /// From now on removing the bot's reactions is refused with `403 Missing Access` (`true`), or
+    /// done again.
+    pub fn refuse_reaction_removals(&self, refuse: bool) {
+        self.inner
+            .refuse_unreact
+            .store(refuse, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// The emojis of the bot's own reactions on the message `id` now, in the order it added them.
+    pub fn own_reactions(&self, id: &str) -> Vec<String> {
+        self.message(id)
+            .and_then(|m| m["me_reactions"].as_array().cloned())
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|e| e.as_str().map(str::to_owned))
+            .collect()
     }
 
     /// The message `id` as the fake shows it now (`None`: no such message).

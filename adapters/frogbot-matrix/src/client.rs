@@ -1,4 +1,5 @@
-//! The thin client layer: [`MatrixApi`] sends one room event and returns its id; implemented for
+//! The thin client layer: [`MatrixApi`] sends one room event and returns its id, redacts one and
+//! sends typing notices; implemented for
 //! matrix-sdk's [`Client`](matrix_sdk::Client) (which encrypts in encrypted rooms) and by
 //! [`RecordingMatrix`] (records what would be sent, for unit tests). No retries or decisions here:
 //! matrix-sdk's HTTP layer retries transient failures and honours 429s.
@@ -6,7 +7,7 @@
 use std::sync::Mutex;
 
 use async_trait::async_trait;
-use matrix_sdk::ruma::{OwnedEventId, RoomId};
+use matrix_sdk::ruma::{EventId, OwnedEventId, RoomId};
 use serde_json::Value;
 
 use crate::Error;
@@ -21,6 +22,18 @@ pub trait MatrixApi: Send + Sync {
         event_type: &str,
         content: Value,
     ) -> Result<OwnedEventId, Error>;
+
+    /// Redacts the event `event` of `room` (`PUT /rooms/{room}/redact/{event}/{txn}`).
+    async fn redact(
+        &self,
+        room: &RoomId,
+        event: &EventId,
+        reason: Option<&str>,
+    ) -> Result<(), Error>;
+
+    /// The bot's typing notice in `room` (`PUT /rooms/{room}/typing/{bot}`): on for a few
+    /// seconds (`true`), or off.
+    async fn typing(&self, room: &RoomId, typing: bool) -> Result<(), Error>;
 }
 
 #[async_trait]
@@ -43,6 +56,37 @@ impl MatrixApi for matrix_sdk::Client {
             })?;
         Ok(sent.response.event_id)
     }
+
+    async fn redact(
+        &self,
+        room: &RoomId,
+        event: &EventId,
+        reason: Option<&str>,
+    ) -> Result<(), Error> {
+        let joined = self
+            .get_room(room)
+            .ok_or_else(|| Error::UnknownRoom(room.to_string()))?;
+        joined
+            .redact(event, reason, None)
+            .await
+            .map_err(|e| Error::Api {
+                call: "redact",
+                message: e.to_string(),
+            })?;
+        Ok(())
+    }
+
+    /// matrix-sdk's `typing_notice`: a notice of 4 seconds, sent again only once 3 seconds have
+    /// passed since the last one.
+    async fn typing(&self, room: &RoomId, typing: bool) -> Result<(), Error> {
+        let joined = self
+            .get_room(room)
+            .ok_or_else(|| Error::UnknownRoom(room.to_string()))?;
+        joined.typing_notice(typing).await.map_err(|e| Error::Api {
+            call: "typing",
+            message: e.to_string(),
+        })
+    }
 }
 
 #[async_trait]
@@ -55,9 +99,23 @@ impl<A: MatrixApi + ?Sized> MatrixApi for std::sync::Arc<A> {
     ) -> Result<OwnedEventId, Error> {
         (**self).send(room, event_type, content).await
     }
+
+    async fn redact(
+        &self,
+        room: &RoomId,
+        event: &EventId,
+        reason: Option<&str>,
+    ) -> Result<(), Error> {
+        (**self).redact(room, event, reason).await
+    }
+
+    async fn typing(&self, room: &RoomId, typing: bool) -> Result<(), Error> {
+        (**self).typing(room, typing).await
+    }
 }
 
-/// One event a [`RecordingMatrix`] was asked to send.
+/// One event a [`RecordingMatrix`] was asked to send (a redaction: `m.room.redaction` with
+/// `{"redacts": id}`; a typing notice: `m.typing` with `{"typing": bool}`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct SentEvent {
     /// The room.
@@ -94,6 +152,18 @@ impl RecordingMatrix {
     }
 }
 
+impl RecordingMatrix {
+    fn record(&self, room: &RoomId, event_type: &str, content: Value) -> usize {
+        let mut sent = self.sent.lock().unwrap_or_else(|e| e.into_inner());
+        sent.push(SentEvent {
+            room: room.to_string(),
+            event_type: event_type.to_owned(),
+            content,
+        });
+        1 + self.count.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
 #[async_trait]
 impl MatrixApi for RecordingMatrix {
     async fn send(
@@ -102,13 +172,26 @@ impl MatrixApi for RecordingMatrix {
         event_type: &str,
         content: Value,
     ) -> Result<OwnedEventId, Error> {
-        let mut sent = self.sent.lock().unwrap_or_else(|e| e.into_inner());
-        sent.push(SentEvent {
-            room: room.to_string(),
-            event_type: event_type.to_owned(),
-            content,
-        });
-        let n = 1 + self.count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let n = self.record(room, event_type, content);
         OwnedEventId::try_from(format!("$sent{n}")).map_err(|e| Error::Event(e.to_string()))
+    }
+
+    async fn redact(
+        &self,
+        room: &RoomId,
+        event: &EventId,
+        reason: Option<&str>,
+    ) -> Result<(), Error> {
+        let mut content = serde_json::json!({"redacts": event});
+        if let Some(r) = reason {
+            content["reason"] = r.into();
+        }
+        self.record(room, "m.room.redaction", content);
+        Ok(())
+    }
+
+    async fn typing(&self, room: &RoomId, typing: bool) -> Result<(), Error> {
+        self.record(room, "m.typing", serde_json::json!({"typing": typing}));
+        Ok(())
     }
 }

@@ -69,6 +69,11 @@ struct Inner {
     txns: HashMap<String, String>,
     /// Paths the fake does not serve that were called (for debugging a test).
     unknown: Vec<String>,
+    /// The bot's typing notices (`PUT …/typing/{user}`): the room, the stream position (how
+    /// many events came before it) and the body, in order.
+    typing: Vec<(OwnedRoomId, usize, Value)>,
+    /// Whether redactions are refused (`M_FORBIDDEN`), to test what the bot does then.
+    refuse_redactions: bool,
     next: u64,
 }
 
@@ -352,10 +357,102 @@ async fn send(
     if let Err((status, errcode, message)) = check_event(&event_type, &content, &preview) {
         return error(status, errcode, &message);
     }
+    if event_type == "m.reaction"
+        && let Err((status, errcode, message)) = check_annotation(&s, &room, &content)
+    {
+        return error(status, errcode, &message);
+    }
     let bot = s.bot.clone();
     let id = s.append(&room, &bot, &event_type, json!({"content": content}));
     s.lock().txns.insert(key, id.clone());
     Json(json!({"event_id": id})).into_response()
+}
+
+/// Checks the bot's `m.reaction` as Synapse does: an `m.annotation` of an event the room has
+/// (`400 Can't send relation to unknown event`), not the same key twice on one event by the same
+/// sender unless the first was redacted (`400 M_DUPLICATE_ANNOTATION`).
+fn check_annotation(
+    s: &Shared,
+    room: &RoomId,
+    content: &Value,
+) -> Result<(), (StatusCode, &'static str, String)> {
+    let rel = &content["m.relates_to"];
+    let (Some(target), Some(key)) = (rel["event_id"].as_str(), rel["key"].as_str()) else {
+        return Err((
+            StatusCode::BAD_REQUEST,
+            "M_BAD_JSON",
+            "a reaction needs m.relates_to.event_id and key".into(),
+        ));
+    };
+    if rel["rel_type"] != "m.annotation" {
+        return Err((
+            StatusCode::BAD_REQUEST,
+            "M_BAD_JSON",
+            "a reaction is an m.annotation".into(),
+        ));
+    }
+    let inner = s.lock();
+    let in_room = || inner.events.iter().filter(|e| e.room == room);
+    if !in_room().any(|e| e.event["event_id"] == target) {
+        return Err((
+            StatusCode::BAD_REQUEST,
+            "M_UNKNOWN",
+            "Can't send relation to unknown event".into(),
+        ));
+    }
+    let redacted = |id: &Value| {
+        in_room().any(|e| e.event["type"] == "m.room.redaction" && &e.event["redacts"] == id)
+    };
+    let twice = in_room().any(|e| {
+        e.event["type"] == "m.reaction"
+            && e.event["sender"] == s.bot.as_str()
+            && e.event["content"]["m.relates_to"]["event_id"] == target
+            && e.event["content"]["m.relates_to"]["key"] == key
+            && !redacted(&e.event["event_id"])
+    });
+    if twice {
+        return Err((
+            StatusCode::BAD_REQUEST,
+            "M_DUPLICATE_ANNOTATION",
+            "Can't send same reaction twice".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// `PUT /rooms/{room}/typing/{user}` with `{"typing": true, "timeout": ms}` or
+/// `{"typing": false}`: only for the bot itself, in a room it is in.
+async fn typing(
+    State(s): St,
+    Path((room, user)): Path<(String, String)>,
+    body: axum::body::Bytes,
+) -> Response {
+    let Ok(body) = serde_json::from_slice::<Value>(&body) else {
+        return error(StatusCode::BAD_REQUEST, "M_NOT_JSON", "content is not JSON");
+    };
+    let Ok(room) = RoomId::parse(&room) else {
+        return error(StatusCode::BAD_REQUEST, "M_INVALID_PARAM", "bad room id");
+    };
+    if user != s.bot.as_str() {
+        return error(
+            StatusCode::FORBIDDEN,
+            "M_FORBIDDEN",
+            "Cannot set another user's typing state",
+        );
+    }
+    let Some(on) = body["typing"].as_bool() else {
+        return error(StatusCode::BAD_REQUEST, "M_BAD_JSON", "typing is required");
+    };
+    if on && body["timeout"].as_u64().is_none() {
+        return error(StatusCode::BAD_REQUEST, "M_BAD_JSON", "timeout is required");
+    }
+    let mut inner = s.lock();
+    if !inner.rooms.contains_key(&room) {
+        return error(StatusCode::FORBIDDEN, "M_FORBIDDEN", "not in the room");
+    }
+    let at = inner.events.len();
+    inner.typing.push((room, at, body));
+    Json(json!({})).into_response()
 }
 
 async fn redact(
@@ -367,8 +464,18 @@ async fn redact(
     let Ok(room) = RoomId::parse(&room) else {
         return error(StatusCode::BAD_REQUEST, "M_INVALID_PARAM", "bad room id");
     };
-    if !s.lock().rooms.contains_key(&room) {
-        return error(StatusCode::FORBIDDEN, "M_FORBIDDEN", "not in the room");
+    {
+        let inner = s.lock();
+        if !inner.rooms.contains_key(&room) {
+            return error(StatusCode::FORBIDDEN, "M_FORBIDDEN", "not in the room");
+        }
+        if inner.refuse_redactions {
+            return error(
+                StatusCode::FORBIDDEN,
+                "M_FORBIDDEN",
+                "You don't have permission to redact events",
+            );
+        }
     }
     let bot = s.bot.clone();
     let id = s.append(
@@ -468,6 +575,7 @@ impl FakeHomeserver {
             .route(&format!("{rooms}/join"), post(join))
             .route(&format!("{rooms}/send/{{type}}/{{txn}}"), put(send))
             .route(&format!("{rooms}/redact/{{event}}/{{txn}}"), put(redact))
+            .route(&format!("{rooms}/typing/{{user}}"), put(typing))
             .route(&format!("{rooms}/state/{{type}}/{{key}}"), get(state_keyed))
             .route(&format!("{rooms}/state/{{type}}/"), get(state_empty))
             .route(&format!("{rooms}/state/{{type}}"), get(state_empty))
@@ -638,6 +746,46 @@ impl FakeHomeserver {
             Some(edit) => content_text(&edit["content"]["m.new_content"]),
             None => content_text(&original["content"]),
         }
+    }
+
+    /// The keys of the bot's reactions on the message `message_id` (`room|event`) that are not
+    /// redacted, in the order it sent them.
+    pub fn bot_reactions(&self, message_id: &str) -> Vec<String> {
+        let Ok((room, event)) = split_message_id(message_id) else {
+            return Vec::new();
+        };
+        let inner = self.shared.lock();
+        let in_room = || inner.events.iter().filter(|e| e.room == room);
+        in_room()
+            .filter(|e| {
+                e.event["type"] == "m.reaction"
+                    && e.event["sender"] == self.shared.bot.as_str()
+                    && e.event["content"]["m.relates_to"]["event_id"] == event.as_str()
+                    && !in_room().any(|r| {
+                        r.event["type"] == "m.room.redaction"
+                            && r.event["redacts"] == e.event["event_id"]
+                    })
+            })
+            .filter_map(|e| e.event["content"]["m.relates_to"]["key"].as_str())
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// The bot's typing notices in `room`, in order: each with how many events of the whole
+    /// server came before it, and its body (`{"typing": true, "timeout": ms}`).
+    pub fn typing(&self, room: &RoomId) -> Vec<(usize, Value)> {
+        self.shared
+            .lock()
+            .typing
+            .iter()
+            .filter(|(r, _, _)| r == room)
+            .map(|(_, at, body)| (*at, body.clone()))
+            .collect()
+    }
+
+    /// From now on redactions are refused with `403 M_FORBIDDEN` (`true`), or accepted again.
+    pub fn refuse_redactions(&self, refuse: bool) {
+        self.shared.lock().refuse_redactions = refuse;
     }
 
     /// Paths the bot called that the fake does not serve.

@@ -221,3 +221,121 @@ async fn many_threads_at_once_are_each_answered_once() {
     }
     bot.stop().await;
 }
+
+fn reactions_and_redactions(fake: &FakeHomeserver, room: &RoomId, target: &str) -> Vec<String> {
+    // Each reaction as `react KEY`, each redaction as `redact KEY` (of the reaction it removes).
+    let events = fake.events(room);
+    let key_of = |id: &Value| {
+        events
+            .iter()
+            .find(|e| &e["event_id"] == id)
+            .and_then(|e| e["content"]["m.relates_to"]["key"].as_str())
+            .unwrap_or("?")
+            .to_owned()
+    };
+    events
+        .iter()
+        .filter(|e| from_bot(fake, e))
+        .filter_map(|e| match e["type"].as_str()? {
+            "m.reaction" if e["content"]["m.relates_to"]["event_id"] == target => {
+                Some(format!("react {}", key_of(&e["event_id"])))
+            }
+            "m.room.redaction" => Some(format!("redact {}", key_of(&e["redacts"]))),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acks_replace_each_other_as_one_reaction_and_working_sends_typing() {
+    use frogbot_core::agent::ChannelOutbox;
+    use frogbot_core::model::{Ack, Thread};
+    use frogbot_matrix::channel::MatrixOutbox;
+    let fake = FakeHomeserver::start().await;
+    let alice = person("alice");
+    let room = fake.create_room(&[&alice]);
+    let outbox = MatrixOutbox::new(fake.client().await);
+    let said = fake.inject(&room, &alice, "m.room.message", text("hi"));
+    let id = format!("{room}|{said}");
+    let thread = Thread {
+        id: id.clone(),
+        platform: "matrix".into(),
+        chat_id: "chat-1".into(),
+    };
+    for ack in [Ack::Seen, Ack::Working, Ack::Done] {
+        outbox.ack(&thread, &id, ack).await.unwrap();
+        assert_eq!(fake.bot_reactions(&id), [ack.emoji()], "{ack:?}");
+    }
+    assert_eq!(
+        reactions_and_redactions(&fake, &room, said.as_str()),
+        ["react 👀", "react ⏳", "redact 👀", "react ✅", "redact ⏳"]
+    );
+    outbox.working(&thread).await.unwrap();
+    let typing = fake.typing(&room);
+    assert_eq!(typing.len(), 1);
+    assert_eq!(typing[0].1, json!({"typing": true, "timeout": 4000}));
+
+    // A failed turn; a refused redaction does not fail the ack (the old reaction stays).
+    let other = fake.inject(&room, &alice, "m.room.message", text("again"));
+    let other_id = format!("{room}|{other}");
+    outbox.ack(&thread, &other_id, Ack::Seen).await.unwrap();
+    fake.refuse_redactions(true);
+    outbox.ack(&thread, &other_id, Ack::Working).await.unwrap();
+    assert_eq!(fake.bot_reactions(&other_id), ["👀", "⏳"]);
+    fake.refuse_redactions(false);
+    outbox.ack(&thread, &other_id, Ack::Failed).await.unwrap();
+    assert_eq!(fake.bot_reactions(&other_id), ["👀", "❌"]);
+    // A reaction to an event the room does not have is refused, and the ack fails.
+    assert!(
+        outbox
+            .ack(&thread, &format!("{room}|$nowhere"), Ack::Seen)
+            .await
+            .is_err()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_engine_marks_a_message_seen_working_then_done_after_the_reply() {
+    let fake = FakeHomeserver::start().await;
+    let alice = person("alice");
+    let room = fake.create_room(&[&alice]);
+    let bot = bot(&fake, Vec::new()).await;
+    let hi = fake.inject(&room, &alice, "m.room.message", text("hi there"));
+    let id = format!("{room}|{hi}");
+    let answer = wait_reply(&fake, &room, hi.as_str(), "hello:").await;
+    fake.wait_for(&room, WAIT, "Done", |_| fake.bot_reactions(&id) == ["✅"])
+        .await;
+    let events = fake.events(&room);
+    let at = |pred: &dyn Fn(&Value) -> bool| events.iter().position(pred).unwrap();
+    let hi_id = hi.as_str();
+    let reaction = |key: &'static str| {
+        move |e: &Value| {
+            e["type"] == "m.reaction"
+                && e["content"]["m.relates_to"]["event_id"] == hi_id
+                && e["content"]["m.relates_to"]["key"] == key
+        }
+    };
+    let (seen, working, done) = (
+        at(&reaction("👀")),
+        at(&reaction("⏳")),
+        at(&reaction("✅")),
+    );
+    let reply = at(&|e: &Value| e["event_id"] == answer["event_id"]);
+    assert!(
+        seen < working && working < reply && reply < done,
+        "{events:#?}"
+    );
+    assert_eq!(
+        reactions_and_redactions(&fake, &room, hi.as_str()),
+        ["react 👀", "react ⏳", "redact 👀", "react ✅", "redact ⏳"]
+    );
+    // Typing was shown while the turn ran (before the reply).
+    let typing = fake.typing(&room);
+    assert!(
+        typing
+            .iter()
+            .any(|(before, body)| *before <= reply && body["typing"] == true),
+        "{typing:?}"
+    );
+    bot.stop().await;
+}

@@ -42,6 +42,14 @@ pub trait SlackApi: Send + Sync {
 
     /// `views.open`.
     async fn open_view(&self, trigger_id: &str, view: SlackView) -> Result<(), Error>;
+
+    /// `reactions.add`: the bot reacts with the emoji `name` (`eyes`, no colons) to the message
+    /// `ts`; `already_reacted` counts as done.
+    async fn add_reaction(&self, channel: &str, ts: &str, name: &str) -> Result<(), Error>;
+
+    /// `reactions.remove`: the bot's reaction `name` on the message `ts` goes; `no_reaction`
+    /// counts as done.
+    async fn remove_reaction(&self, channel: &str, ts: &str, name: &str) -> Result<(), Error>;
 }
 
 /// [`SlackApi`] over slack-morphism's [`SlackClient`] with a bot token.
@@ -100,6 +108,19 @@ pub struct BotIdentity {
     pub bot_id: Option<String>,
     /// The workspace.
     pub team_id: String,
+}
+
+/// `Ok` for a call that failed with Slack's error `code` (it means the call's effect is there
+/// already), else the error.
+fn unless_code(
+    r: Result<(), SlackClientError>,
+    method: &'static str,
+    code: &str,
+) -> Result<(), Error> {
+    match r {
+        Err(SlackClientError::ApiError(e)) if e.code == code => Ok(()),
+        other => other.map_err(api_err(method)),
+    }
 }
 
 fn api_err(method: &'static str) -> impl FnOnce(SlackClientError) -> Error {
@@ -196,6 +217,26 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackApi for SlackWebApi<C> {
             .map_err(api_err("views.open"))?;
         Ok(())
     }
+
+    async fn add_reaction(&self, channel: &str, ts: &str, name: &str) -> Result<(), Error> {
+        let session = self.client.open_session(&self.token);
+        let req = SlackApiReactionsAddRequest::new(
+            SlackChannelId(channel.to_string()),
+            SlackReactionName(name.to_string()),
+            SlackTs(ts.to_string()),
+        );
+        let r = session.reactions_add(&req).await.map(drop);
+        unless_code(r, "reactions.add", "already_reacted")
+    }
+
+    async fn remove_reaction(&self, channel: &str, ts: &str, name: &str) -> Result<(), Error> {
+        let session = self.client.open_session(&self.token);
+        let req = SlackApiReactionsRemoveRequest::new(SlackReactionName(name.to_string()))
+            .with_channel(SlackChannelId(channel.to_string()))
+            .with_timestamp(SlackTs(ts.to_string()));
+        let r = session.reactions_remove(&req).await.map(drop);
+        unless_code(r, "reactions.remove", "no_reaction")
+    }
 }
 
 /// A call [`RecordingSlack`] received.
@@ -241,6 +282,24 @@ pub enum SlackCall {
         trigger_id: String,
         /// The view, as JSON.
         view: serde_json::Value,
+    },
+    /// `reactions.add`.
+    AddReaction {
+        /// The conversation.
+        channel: String,
+        /// The message.
+        ts: String,
+        /// The emoji's name (`eyes`).
+        name: String,
+    },
+    /// `reactions.remove`.
+    RemoveReaction {
+        /// The conversation.
+        channel: String,
+        /// The message.
+        ts: String,
+        /// The emoji's name.
+        name: String,
     },
 }
 
@@ -328,6 +387,24 @@ impl SlackApi for RecordingSlack {
         self.record(SlackCall::OpenView {
             trigger_id: trigger_id.into(),
             view: to_json(&view),
+        });
+        Ok(())
+    }
+
+    async fn add_reaction(&self, channel: &str, ts: &str, name: &str) -> Result<(), Error> {
+        self.record(SlackCall::AddReaction {
+            channel: channel.into(),
+            ts: ts.into(),
+            name: name.into(),
+        });
+        Ok(())
+    }
+
+    async fn remove_reaction(&self, channel: &str, ts: &str, name: &str) -> Result<(), Error> {
+        self.record(SlackCall::RemoveReaction {
+            channel: channel.into(),
+            ts: ts.into(),
+            name: name.into(),
         });
         Ok(())
     }

@@ -133,12 +133,23 @@ pub struct Message {
     pub text: String,
     /// Its blocks as Slack shows them (every block has a `block_id`), `[]` without.
     pub blocks: Value,
+    /// Its reactions, `(emoji name, user)` in the order they were added.
+    pub reactions: Vec<(String, String)>,
 }
 
 impl Message {
     /// `channel:ts`.
     pub fn id(&self) -> String {
         message_id(&self.channel, &self.ts)
+    }
+
+    /// The names of the emojis the bot reacted with, in the order it added them.
+    pub fn bot_reactions(&self) -> Vec<String> {
+        self.reactions
+            .iter()
+            .filter(|(_, user)| user == BOT_USER)
+            .map(|(name, _)| name.clone())
+            .collect()
     }
 
     /// The message as the Web API returns it.
@@ -154,6 +165,20 @@ impl Message {
         }
         if self.blocks.as_array().is_some_and(|b| !b.is_empty()) {
             m["blocks"] = self.blocks.clone();
+        }
+        // `[{"name", "users", "count"}]`, one per emoji, as the Web API groups them.
+        let mut reactions: Vec<Value> = Vec::new();
+        for (name, user) in &self.reactions {
+            match reactions.iter_mut().find(|r| r["name"] == name.as_str()) {
+                Some(r) => {
+                    r["users"].as_array_mut().expect("users").push(json!(user));
+                    r["count"] = json!(r["users"].as_array().map_or(0, Vec::len));
+                }
+                None => reactions.push(json!({"name": name, "users": [user], "count": 1})),
+            }
+        }
+        if !reactions.is_empty() {
+            m["reactions"] = json!(reactions);
         }
         m
     }
@@ -190,6 +215,7 @@ struct Store {
     ephemerals: Vec<Ephemeral>,
     violations: Vec<String>,
     fail: Option<String>,
+    fail_method: HashMap<String, String>,
 }
 
 struct Shared {
@@ -324,6 +350,15 @@ impl FakeSlack {
         lock(&self.shared).fail = error.map(str::to_owned);
     }
 
+    /// From now on, every call of `method` fails with `error` (`None`: it succeeds again).
+    pub fn fail_method(&self, method: &str, error: Option<&str>) {
+        let mut store = lock(&self.shared);
+        match error {
+            Some(e) => store.fail_method.insert(method.to_owned(), e.to_owned()),
+            None => store.fail_method.remove(method),
+        };
+    }
+
     /// The message `channel:ts`, as it is now.
     pub fn message(&self, id: &str) -> Option<Message> {
         let (channel, ts) = split_id(id).ok()?;
@@ -371,6 +406,7 @@ impl FakeSlack {
             bot: false,
             text: text.to_owned(),
             blocks: json!([]),
+            reactions: Vec::new(),
         };
         lock(&self.shared).messages.push(m.clone());
         m
@@ -737,7 +773,11 @@ async fn api(
             auth: auth.clone(),
             body: body.clone(),
         });
-        store.fail.clone()
+        store
+            .fail_method
+            .get(&method)
+            .or(store.fail.as_ref())
+            .cloned()
     };
     if auth.is_empty() && method != "api.test" {
         return axum::Json(error("not_authed"));
@@ -760,6 +800,8 @@ async fn api(
         "chat.update" => update_message(&shared, &body),
         "chat.postEphemeral" => post_ephemeral(&shared, &body),
         "views.open" => open_view(&shared, &body),
+        "reactions.add" => reaction(&shared, &body, true),
+        "reactions.remove" => reaction(&shared, &body, false),
         "conversations.replies" => replies(&shared, &body),
         _ => error("unknown_method"),
     })
@@ -994,6 +1036,7 @@ fn post_message(shared: &Shared, body: &Value) -> Value {
         text: str_of(body, "text").unwrap_or_default().to_owned(),
         blocks: with_block_ids(body.get("blocks").cloned().unwrap_or(Value::Null), &ts),
         ts,
+        reactions: Vec::new(),
     };
     let out = json!({"ok": true, "channel": m.channel, "ts": m.ts, "message": m.json()});
     lock(shared).messages.push(m);
@@ -1079,6 +1122,50 @@ fn open_view(shared: &Shared, body: &Value) -> Value {
     view["state"] = json!({"values": {}});
     view["blocks"] = with_block_ids(view["blocks"].take(), &n.to_string());
     json!({"ok": true, "view": view})
+}
+
+/// The most reactions one message takes (distinct emojis and users), as Slack limits them.
+const MAX_REACTIONS: usize = 50;
+
+/// `reactions.add` (`add`) or `reactions.remove` by the bot on the message `channel` + `timestamp`
+/// with the emoji `name` (no colons): `already_reacted`, `no_reaction`, `message_not_found`,
+/// `invalid_name` as Slack answers them.
+fn reaction(shared: &Shared, body: &Value, add: bool) -> Value {
+    let (Some(channel), Some(ts)) = (str_of(body, "channel"), str_of(body, "timestamp")) else {
+        return error("no_item_specified");
+    };
+    let Some(name) = str_of(body, "name") else {
+        return error("invalid_name");
+    };
+    let valid = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || "_+-'".contains(c);
+    if !name.chars().all(valid) {
+        return error("invalid_name");
+    }
+    let mut store = lock(shared);
+    let Some(m) = store
+        .messages
+        .iter_mut()
+        .find(|m| m.channel == channel && m.ts == ts)
+    else {
+        return error("message_not_found");
+    };
+    let at = m
+        .reactions
+        .iter()
+        .position(|(n, u)| n == name && u == BOT_USER);
+    match (add, at) {
+        (true, Some(_)) => error("already_reacted"),
+        (true, None) if m.reactions.len() >= MAX_REACTIONS => error("too_many_reactions"),
+        (true, None) => {
+            m.reactions.push((name.to_owned(), BOT_USER.to_owned()));
+            json!({"ok": true})
+        }
+        (false, None) => error("no_reaction"),
+        (false, Some(i)) => {
+            m.reactions.remove(i);
+            json!({"ok": true})
+        }
+    }
 }
 
 fn replies(shared: &Shared, body: &Value) -> Value {

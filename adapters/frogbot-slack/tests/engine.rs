@@ -166,3 +166,177 @@ async fn a_long_reply_is_split_within_slacks_text_limit() {
     outbox.post_reply(&thread, &blank).await.unwrap();
     assert_eq!(fake.calls("chat.postMessage").len(), posts.len());
 }
+
+fn thread_of(id: &str) -> frogbot_core::model::Thread {
+    frogbot_core::model::Thread {
+        id: id.into(),
+        platform: PLATFORM.into(),
+        chat_id: "chat-1".into(),
+    }
+}
+
+#[tokio::test]
+async fn acks_replace_each_other_as_one_reaction() {
+    use frogbot_core::agent::Adapter;
+    use frogbot_core::model::Ack;
+    let fake = FakeSlack::start().await;
+    let slack = frogbot_slack::channel::connect(fake.http_config())
+        .await
+        .unwrap();
+    let outbox = slack.channel().outbox.expect("an outbox");
+    let root = fake.user_message("C42", None, "U123", "hello");
+    let said = fake.user_message("C42", Some(&root.ts), "U123", "and more");
+    let thread = thread_of(&root.id());
+    let from = fake.count();
+    for (ack, shown) in [
+        (Ack::Seen, "eyes"),
+        (Ack::Working, "hourglass_flowing_sand"),
+        (Ack::Done, "white_check_mark"),
+    ] {
+        outbox.ack(&thread, &said.id(), ack).await.unwrap();
+        assert_eq!(fake.message(&said.id()).unwrap().bot_reactions(), [shown]);
+    }
+    // The calls: channel + timestamp + name, each new reaction added before the old one goes.
+    let calls: Vec<(String, String)> = fake.all_calls()[from..]
+        .iter()
+        .map(|c| {
+            assert_eq!(c.body["channel"], "C42");
+            assert_eq!(c.body["timestamp"], said.ts.as_str());
+            (
+                c.method.clone(),
+                c.body["name"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let call = |m: &str, n: &str| (m.to_owned(), n.to_owned());
+    assert_eq!(
+        calls,
+        [
+            call("reactions.add", "eyes"),
+            call("reactions.add", "hourglass_flowing_sand"),
+            call("reactions.remove", "eyes"),
+            call("reactions.add", "white_check_mark"),
+            call("reactions.remove", "hourglass_flowing_sand"),
+        ]
+    );
+    // Slack shows them in the message (conversations.replies).
+    let shown = fake.message(&said.id()).unwrap();
+    assert_eq!(
+        shown.reactions,
+        [("white_check_mark".to_owned(), BOT_USER.to_owned())]
+    );
+    // `working` makes no call on Slack: the ⏳ reaction shows the turn running.
+    let before = fake.count();
+    outbox.working(&thread).await.unwrap();
+    assert_eq!(fake.count(), before);
+
+    // A failed turn: ❌ replaces ⏳.
+    let other = fake.user_message("C42", Some(&root.ts), "U123", "fail please");
+    for ack in [Ack::Seen, Ack::Working, Ack::Failed] {
+        outbox.ack(&thread, &other.id(), ack).await.unwrap();
+    }
+    assert_eq!(fake.message(&other.id()).unwrap().bot_reactions(), ["x"]);
+    // Reacting twice with the same emoji (`already_reacted`) is no failure.
+    outbox.ack(&thread, &other.id(), Ack::Seen).await.unwrap();
+    outbox.ack(&thread, &other.id(), Ack::Seen).await.unwrap();
+    assert!(
+        fake.calls("reactions.add")
+            .iter()
+            .any(|c| c.body["name"] == "eyes" && c.body["timestamp"] == other.ts.as_str()),
+    );
+    // A message Slack does not know: the ack fails (the engine logs it).
+    assert!(
+        outbox
+            .ack(&thread, "C42:1.000001", Ack::Seen)
+            .await
+            .is_err()
+    );
+}
+
+#[tokio::test]
+async fn a_failed_removal_does_not_fail_the_ack() {
+    use frogbot_core::agent::Adapter;
+    use frogbot_core::model::Ack;
+    let fake = FakeSlack::start().await;
+    let slack = frogbot_slack::channel::connect(fake.http_config())
+        .await
+        .unwrap();
+    let outbox = slack.channel().outbox.expect("an outbox");
+    let said = fake.user_message("C42", None, "U123", "hello");
+    let thread = thread_of(&said.id());
+    outbox.ack(&thread, &said.id(), Ack::Seen).await.unwrap();
+    fake.fail_method("reactions.remove", Some("ratelimited"));
+    outbox.ack(&thread, &said.id(), Ack::Working).await.unwrap();
+    // The new state shows; the old reaction stayed, as Slack refused to remove it.
+    assert_eq!(
+        fake.message(&said.id()).unwrap().bot_reactions(),
+        ["eyes", "hourglass_flowing_sand"]
+    );
+    fake.fail_method("reactions.remove", None);
+    outbox.ack(&thread, &said.id(), Ack::Done).await.unwrap();
+    assert_eq!(
+        fake.message(&said.id()).unwrap().bot_reactions(),
+        ["eyes", "white_check_mark"]
+    );
+    // Failing to add the new one fails the ack.
+    fake.fail_method("reactions.add", Some("ratelimited"));
+    assert!(outbox.ack(&thread, &said.id(), Ack::Seen).await.is_err());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_engine_marks_a_message_seen_working_then_done_after_the_reply() {
+    use frogbot_core::agent::Adapter;
+    let fake = FakeSlack::start().await;
+    let slack = frogbot_slack::channel::connect(fake.http_config())
+        .await
+        .unwrap();
+    let db = frogbot_testkit::sqlite_db();
+    let store = frogbot_testkit::open_store(&db.url).await;
+    let model = ScriptedModel::new(|_: &ModelRequest| reply("hello there"));
+    let engine = frogbot_testkit::engine_with(store, model).with_channel(slack.channel());
+    let said = fake.user_message("C42", None, "U123", &format!("<@{BOT_USER}> hi"));
+    let push = fake.event_callback(fake.mention_event(&said));
+    let incoming = message_from_push_json(&push, BOT_USER).unwrap().unwrap();
+    let from = fake.count();
+    match engine
+        .channel_message(PLATFORM, &incoming.thread, incoming.message)
+        .await
+        .unwrap()
+    {
+        ChannelMessageOutcome::Sent(Sent::Started(h)) => {
+            h.done.await.unwrap().unwrap();
+        }
+        other => panic!("expected a turn, got {other:?}"),
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while fake.message(&said.id()).unwrap().bot_reactions() != ["white_check_mark"] {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{:#?}",
+            fake.all_calls()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let calls: Vec<String> = fake.all_calls()[from..]
+        .iter()
+        .map(|c| match c.body["name"].as_str() {
+            Some(name) => format!("{} {name}", c.method),
+            None => c.method.clone(),
+        })
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            "reactions.add eyes",
+            "reactions.add hourglass_flowing_sand",
+            "reactions.remove eyes",
+            "chat.postMessage",
+            "reactions.add white_check_mark",
+            "reactions.remove hourglass_flowing_sand",
+        ]
+    );
+    assert_eq!(
+        fake.calls("chat.postMessage")[0].body["text"],
+        "hello there"
+    );
+}

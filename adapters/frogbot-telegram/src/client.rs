@@ -10,12 +10,12 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use teloxide::payloads::{
     AnswerCallbackQuerySetters, EditMessageReplyMarkupSetters, EditMessageTextSetters,
-    SendMessageSetters,
+    SendChatActionSetters, SendMessageSetters, SetMessageReactionSetters,
 };
 use teloxide::requests::{Request, Requester};
 use teloxide::types::{
-    CallbackQueryId, ChatId, InlineKeyboardMarkup, MessageId, ParseMode, ReplyMarkup,
-    ReplyParameters, ThreadId,
+    CallbackQueryId, ChatAction, ChatId, InlineKeyboardMarkup, MessageId, ParseMode, ReactionType,
+    ReplyMarkup, ReplyParameters, ThreadId,
 };
 use teloxide::{ApiError, Bot, RequestError};
 
@@ -77,6 +77,13 @@ pub trait TelegramApi: Send + Sync {
 
     /// `answerCallbackQuery`, showing `text` as a notice when set.
     async fn answer_callback_query(&self, id: &str, text: Option<&str>) -> Result<(), Error>;
+
+    /// `setMessageReaction` with the one reaction `emoji` (from Telegram's list), which replaces
+    /// the bot's reaction on the message before.
+    async fn set_reaction(&self, chat: ChatId, id: MessageId, emoji: &str) -> Result<(), Error>;
+
+    /// `sendChatAction` `typing` (shown 5 seconds), in a forum topic when `topic` is set.
+    async fn typing(&self, chat: ChatId, topic: Option<ThreadId>) -> Result<(), Error>;
 }
 
 /// Runs a request, waiting out `retry_after` on `429` up to [`MAX_ATTEMPTS`] tries in all.
@@ -206,6 +213,28 @@ impl TelegramApi for Bot {
         with_retry("answerCallbackQuery", || req.send_ref()).await?;
         Ok(())
     }
+
+    async fn set_reaction(&self, chat: ChatId, id: MessageId, emoji: &str) -> Result<(), Error> {
+        let req =
+            Requester::set_message_reaction(self, chat, id).reaction(vec![ReactionType::Emoji {
+                emoji: emoji.to_owned(),
+            }]);
+        with_retry("setMessageReaction", || req.send_ref()).await?;
+        Ok(())
+    }
+
+    async fn typing(&self, chat: ChatId, topic: Option<ThreadId>) -> Result<(), Error> {
+        let mut req = Requester::send_chat_action(self, chat, ChatAction::Typing);
+        if let Some(t) = topic {
+            req = req.message_thread_id(t);
+        }
+        // Not retried: the next one is due in a few seconds anyway.
+        req.send().await.map_err(|e| Error::Api {
+            method: "sendChatAction",
+            message: e.to_string(),
+        })?;
+        Ok(())
+    }
 }
 
 /// One call [`RecordingTelegram`] recorded.
@@ -253,6 +282,22 @@ pub enum ApiCall {
         id: String,
         /// The notice.
         text: Option<String>,
+    },
+    /// `setMessageReaction` with one emoji.
+    SetReaction {
+        /// The chat.
+        chat: ChatId,
+        /// The message.
+        id: MessageId,
+        /// The emoji.
+        emoji: String,
+    },
+    /// `sendChatAction` `typing`.
+    Typing {
+        /// The chat.
+        chat: ChatId,
+        /// The forum topic.
+        topic: Option<ThreadId>,
     },
 }
 
@@ -369,6 +414,20 @@ impl TelegramApi for RecordingTelegram {
             id: id.to_owned(),
             text: text.map(str::to_owned),
         });
+        Ok(())
+    }
+
+    async fn set_reaction(&self, chat: ChatId, id: MessageId, emoji: &str) -> Result<(), Error> {
+        self.record(ApiCall::SetReaction {
+            chat,
+            id,
+            emoji: emoji.to_owned(),
+        });
+        Ok(())
+    }
+
+    async fn typing(&self, chat: ChatId, topic: Option<ThreadId>) -> Result<(), Error> {
+        self.record(ApiCall::Typing { chat, topic });
         Ok(())
     }
 }

@@ -160,6 +160,19 @@ impl FakeBotApi {
         Bot::new(TOKEN).set_api_url(self.api_url())
     }
 
+    /// The emojis of the bot's reactions on the message `message_id` now (`setMessageReaction`
+    /// replaces them).
+    pub fn bot_reactions(&self, message_id: i64) -> Vec<String> {
+        let messages = self.inner.messages.lock().expect("not poisoned");
+        messages
+            .get(&message_id)
+            .and_then(|m| m["bot_reactions"].as_array())
+            .into_iter()
+            .flatten()
+            .filter_map(|r| r["emoji"].as_str().map(str::to_owned))
+            .collect()
+    }
+
     /// From now on every call gets `401 Unauthorized`, as Telegram answers a revoked token.
     pub fn refuse_token(&self) {
         self.inner.refuse_token.store(true, Ordering::SeqCst);
@@ -842,14 +855,12 @@ fn respond(fake: &Inner, method: &str, body: &Value) -> (Response, Option<Value>
                 return bad("Bad Request: REACTION_INVALID");
             }
             let id = body["message_id"].as_i64().unwrap_or_default();
-            if !fake
-                .messages
-                .lock()
-                .expect("not poisoned")
-                .contains_key(&id)
-            {
+            let mut messages = fake.messages.lock().expect("not poisoned");
+            let Some(m) = messages.get_mut(&id) else {
                 return bad("Bad Request: message to react not found");
-            }
+            };
+            // The bot's reactions now: the call replaces them all.
+            m["bot_reactions"] = json!(reactions);
             ok(json!(true))
         }
         "sendchataction" => {

@@ -121,6 +121,67 @@ mod tests {
         assert_eq!(api.calls().len(), 3);
     }
 
+    /// Over serenity's HTTP client and the fake Discord: one ack reaction at a time.
+    #[tokio::test]
+    async fn acks_replace_each_other_as_one_reaction_and_working_types() {
+        let fake = crate::testing::FakeDiscord::start(1, 2).await;
+        let outbox = DiscordOutbox::new(fake.http());
+        let channel = fake.new_id();
+        let thread = Thread {
+            id: channel.to_string(),
+            platform: "discord".into(),
+            chat_id: "c".into(),
+        };
+        let alice = crate::testing::user(fake.new_id(), "alice", false);
+        let said = fake.user_message(channel, None, &alice, "hi");
+        let id = said["id"].as_str().unwrap().to_owned();
+        for ack in [Ack::Seen, Ack::Working, Ack::Done] {
+            outbox.ack(&thread, &id, ack).await.unwrap();
+            assert_eq!(fake.own_reactions(&id), [ack.emoji()], "{ack:?}");
+        }
+        outbox.working(&thread).await.unwrap();
+        let calls: Vec<(String, String)> = fake
+            .calls()
+            .into_iter()
+            .map(|c| (c.method, c.path))
+            .collect();
+        let on = format!("/api/v10/channels/{channel}/messages/{id}/reactions");
+        let call = |m: &str, emoji: &str| (m.to_owned(), format!("{on}/{emoji}/@me"));
+        assert_eq!(
+            calls,
+            [
+                call("PUT", "%F0%9F%91%80"),
+                call("PUT", "%E2%8F%B3"),
+                call("DELETE", "%F0%9F%91%80"),
+                call("PUT", "%E2%9C%85"),
+                call("DELETE", "%E2%8F%B3"),
+                (
+                    "POST".to_owned(),
+                    format!("/api/v10/channels/{channel}/typing")
+                ),
+            ]
+        );
+        assert_eq!(outbox.working_every(), std::time::Duration::from_secs(8));
+
+        // A failed turn; a refused removal does not fail the ack (the old reaction stays).
+        let other = fake.user_message(channel, None, &alice, "again");
+        let other = other["id"].as_str().unwrap().to_owned();
+        outbox.ack(&thread, &other, Ack::Seen).await.unwrap();
+        fake.refuse_reaction_removals(true);
+        outbox.ack(&thread, &other, Ack::Working).await.unwrap();
+        assert_eq!(fake.own_reactions(&other), ["👀", "⏳"]);
+        fake.refuse_reaction_removals(false);
+        outbox.ack(&thread, &other, Ack::Failed).await.unwrap();
+        assert_eq!(fake.own_reactions(&other), ["👀", "❌"]);
+        // A message Discord does not know: the ack fails (the engine logs it).
+        assert!(
+            outbox
+                .ack(&thread, "700000000000000099", Ack::Seen)
+                .await
+                .is_err()
+        );
+    }
+
     /// Over serenity's HTTP client and the fake Discord: what is sent is what Discord gets.
     #[tokio::test]
     async fn replies_go_out_with_empty_allowed_mentions() {

@@ -2,11 +2,18 @@
 //! with the Markdown as `body` and its HTML as `formatted_body` ([`crate::format`]), split with
 //! [`frogbot_model::text::split`] at [`MESSAGE_CHARS`] characters of `body` and
 //! [`MAX_TEXT_BYTES`](crate::format::MAX_TEXT_BYTES) of both texts (Matrix has no message-length
-//! limit of its own, only the 65,536-byte event limit).
+//! limit of its own, only the 65,536-byte event limit). Acknowledgements are `m.reaction`
+//! annotations on the person's message, each new one replacing (redacting) the one before; progress
+//! is the bot's typing notice.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use frogbot_core::agent::ChannelOutbox;
-use frogbot_model::{BoxError, Thread, UiMessage};
+use frogbot_model::{Ack, BoxError, Thread, UiMessage};
+use matrix_sdk::ruma::OwnedEventId;
 
 use crate::client::MatrixApi;
 use crate::format;
@@ -16,16 +23,26 @@ use crate::render::thread_message;
 /// The most characters of one reply message; longer replies are split.
 pub const MESSAGE_CHARS: usize = 32_000;
 
+/// How many messages the outbox remembers the ack reaction of before it forgets them all (a
+/// message whose turn never ended, e.g. a crash, is not kept forever).
+const MAX_MARKED: usize = 10_000;
+
 /// Posts the agent's replies in the thread, over any [`MatrixApi`].
 #[derive(Debug)]
 pub struct MatrixOutbox<A> {
     api: A,
+    /// The ack reaction event each message (`room|event`) shows now, until its last (Done or
+    /// Failed): the one the next ack redacts.
+    shown: Mutex<HashMap<String, OwnedEventId>>,
 }
 
 impl<A: MatrixApi> MatrixOutbox<A> {
     /// An outbox sending through `api` (matrix-sdk's `Client`, or a recording one in tests).
     pub fn new(api: A) -> Self {
-        Self { api }
+        Self {
+            api,
+            shown: Mutex::default(),
+        }
     }
 
     /// The client.
@@ -49,6 +66,46 @@ impl<A: MatrixApi> ChannelOutbox for MatrixOutbox<A> {
         }
         Ok(())
     }
+
+    /// An `m.reaction` annotation on the message with `ack`'s emoji as its key, then the
+    /// redaction of the bot's previous ack reaction there (a failed redaction is logged: the new
+    /// state shows either way).
+    async fn ack(&self, _thread: &Thread, message_id: &str, ack: Ack) -> Result<(), BoxError> {
+        let (room, event) = split_message_id(message_id)?;
+        let content = serde_json::json!({"m.relates_to": {
+            "rel_type": "m.annotation", "event_id": event, "key": ack.emoji()
+        }});
+        let reaction = self.api.send(&room, "m.reaction", content).await?;
+        let before = {
+            let mut shown = self.shown.lock().unwrap_or_else(|p| p.into_inner());
+            let before = match ack {
+                Ack::Done | Ack::Failed => shown.remove(message_id),
+                Ack::Seen | Ack::Working => shown.insert(message_id.to_owned(), reaction),
+            };
+            if shown.len() > MAX_MARKED {
+                shown.clear();
+            }
+            before
+        };
+        if let Some(before) = before
+            && let Err(e) = self.api.redact(&room, &before, None).await
+        {
+            tracing::debug!(message = %message_id, error = %e, "redacting the previous ack reaction failed");
+        }
+        Ok(())
+    }
+
+    /// The bot's typing notice in the room (4 seconds long, renewed every 3).
+    async fn working(&self, thread: &Thread) -> Result<(), BoxError> {
+        let (room, _) = split_message_id(&thread.id)?;
+        self.api.typing(&room, true).await?;
+        Ok(())
+    }
+
+    /// 3 seconds: matrix-sdk's typing notice lasts 4 and is sent again once 3 have passed.
+    fn working_every(&self) -> Duration {
+        Duration::from_secs(3)
+    }
 }
 
 #[cfg(test)]
@@ -69,6 +126,56 @@ mod tests {
             "id": "m1", "role": "assistant", "parts": [{"type": "text", "text": text}]
         }))
         .unwrap()
+    }
+
+    #[tokio::test]
+    async fn each_ack_reacts_and_redacts_the_reaction_before() {
+        let outbox = MatrixOutbox::new(RecordingMatrix::new());
+        let said = "!r:localhost|$said";
+        for ack in [Ack::Seen, Ack::Working, Ack::Done] {
+            outbox.ack(&thread(), said, ack).await.unwrap();
+        }
+        let sent: Vec<(String, serde_json::Value)> = outbox
+            .api()
+            .sent()
+            .into_iter()
+            .map(|s| {
+                assert_eq!(s.room, "!r:localhost");
+                (s.event_type, s.content)
+            })
+            .collect();
+        let react = |key: &str| {
+            (
+                "m.reaction".to_owned(),
+                serde_json::json!({"m.relates_to": {
+                    "rel_type": "m.annotation", "event_id": "$said", "key": key}}),
+            )
+        };
+        let redact = |id: &str| {
+            (
+                "m.room.redaction".to_owned(),
+                serde_json::json!({"redacts": id}),
+            )
+        };
+        assert_eq!(
+            sent,
+            [
+                react("👀"),
+                react("⏳"),
+                redact("$sent1"),
+                react("✅"),
+                redact("$sent2"),
+            ]
+        );
+        assert!(outbox.shown.lock().unwrap().is_empty(), "forgotten at Done");
+        outbox.working(&thread()).await.unwrap();
+        let last = outbox.api().sent().pop().unwrap();
+        assert_eq!(
+            (last.event_type.as_str(), last.content),
+            ("m.typing", serde_json::json!({"typing": true}))
+        );
+        assert_eq!(outbox.working_every(), Duration::from_secs(3));
+        assert!(outbox.ack(&thread(), "no-bar", Ack::Seen).await.is_err());
     }
 
     #[tokio::test]

@@ -177,6 +177,7 @@ pub async fn connect(config: Config) -> Result<SlackAdapter, Error> {
             client,
             questions: Arc::new(SlackQuestions::new(api)),
             bot,
+            acks: outbox::AckMarks::default(),
         }),
     })
 }
@@ -194,6 +195,7 @@ struct Inner {
     bot: BotIdentity,
     seen: Seen,
     queues: receive::ThreadQueues,
+    acks: outbox::AckMarks,
 }
 
 impl std::fmt::Debug for SlackAdapter {

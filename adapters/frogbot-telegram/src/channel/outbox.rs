@@ -12,9 +12,7 @@ use std::time::Duration;
 
 use frogbot_model::{Ack, BoxError, Thread, UiMessage};
 use teloxide::Bot;
-use teloxide::payloads::{SendChatActionSetters, SetMessageReactionSetters};
-use teloxide::prelude::Requester;
-use teloxide::types::{ChatAction, MessageId, ReactionType};
+use teloxide::types::MessageId;
 use tracing::warn;
 
 use crate::client::TelegramApi;
@@ -84,23 +82,14 @@ impl ChannelOutbox for TelegramOutbox {
     /// before. Telegram takes only its own list of reaction emojis: see [`reaction`].
     async fn ack(&self, _thread: &Thread, message_id: &str, ack: Ack) -> Result<(), BoxError> {
         let (chat, id) = split_message_id(message_id)?;
-        self.api
-            .set_message_reaction(chat, id)
-            .reaction(vec![ReactionType::Emoji {
-                emoji: reaction(ack).to_owned(),
-            }])
-            .await?;
+        TelegramApi::set_reaction(&self.api, chat, id, reaction(ack)).await?;
         Ok(())
     }
 
     /// `sendChatAction` typing (in the forum topic), which Telegram shows for 5 seconds.
     async fn working(&self, thread: &Thread) -> Result<(), BoxError> {
         let (chat, topic) = split_thread_id(&thread.id)?;
-        let mut req = self.api.send_chat_action(chat, ChatAction::Typing);
-        if let Some(t) = topic {
-            req = req.message_thread_id(t);
-        }
-        req.await?;
+        TelegramApi::typing(&self.api, chat, topic).await?;
         Ok(())
     }
 
@@ -140,6 +129,51 @@ mod tests {
             platform: "telegram".into(),
             chat_id: "telegram-42".into(),
         }
+    }
+
+    #[tokio::test]
+    async fn each_ack_replaces_the_one_reaction_and_working_types() {
+        let fake = FakeBotApi::start().await;
+        let outbox = TelegramOutbox::new(fake.bot());
+        let chat = crate::testing::private_chat(42, "Ada");
+        let said = fake.user_message(chat.clone(), crate::testing::user(42, "Ada"), "hi", None);
+        let n = said["message"]["message_id"].as_i64().unwrap();
+        let id = format!("42:{n}");
+        for ack in [Ack::Seen, Ack::Working, Ack::Done] {
+            outbox.ack(&thread(), &id, ack).await.unwrap();
+            assert_eq!(fake.bot_reactions(n), [reaction(ack)], "{ack:?}");
+        }
+        let calls = fake.calls("setmessagereaction");
+        assert_eq!(calls.len(), 3, "one call each: {calls:?}");
+        assert_eq!(calls[0]["chat_id"], 42);
+        assert_eq!(calls[0]["message_id"], n);
+        assert_eq!(
+            calls[0]["reaction"],
+            serde_json::json!([{"type": "emoji", "emoji": "👀"}])
+        );
+        // A failed turn.
+        let other = fake.user_message(chat, crate::testing::user(42, "Ada"), "again", None);
+        let m = other["message"]["message_id"].as_i64().unwrap();
+        for ack in [Ack::Seen, Ack::Working, Ack::Failed] {
+            outbox
+                .ack(&thread(), &format!("42:{m}"), ack)
+                .await
+                .unwrap();
+        }
+        assert_eq!(fake.bot_reactions(m), ["😢"]);
+        // Every emoji is one Telegram lets bots use (the fake refuses others).
+        for ack in Ack::ALL {
+            outbox.ack(&thread(), &id, ack).await.unwrap();
+        }
+        // A message Telegram does not know: the ack fails (the engine logs it).
+        assert!(outbox.ack(&thread(), "42:99999", Ack::Seen).await.is_err());
+
+        outbox.working(&thread()).await.unwrap();
+        let typing = fake.calls("sendchataction");
+        assert_eq!(typing.len(), 1);
+        assert_eq!(typing[0]["chat_id"], 42);
+        assert_eq!(typing[0]["action"], "typing");
+        assert_eq!(outbox.working_every(), Duration::from_secs(4));
     }
 
     #[tokio::test]
