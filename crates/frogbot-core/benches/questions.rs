@@ -306,6 +306,8 @@ async fn cycles(engine: &Engine, concurrency: usize, per_task: usize) -> f64 {
                         model: None,
                         reasoning: None,
                         channel: None,
+                        speaker: None,
+                        context: None,
                     })
                     .await
                     .unwrap();

@@ -208,6 +208,8 @@ async fn turn(engine: &Engine, chat: &ChatId, n: usize) -> Duration {
             model: None,
             reasoning: None,
             channel: None,
+            speaker: None,
+            context: None,
         })
         .await
         .expect("send");

@@ -10,9 +10,10 @@ use async_trait::async_trait;
 use frogbot_core::BoxError;
 use frogbot_core::agent::scripted::{ScriptEvent, ScriptedModel, call, reply};
 use frogbot_core::agent::{
-    AllowAll, Channel, ChannelMessageOutcome, ChannelOutbox, ChannelSettings, Engine, EngineConfig,
-    MAX_STEPS_TEXT, ModelEvent, ModelRequest, QUEUED_TEXT, STOP_REFUSED_TEXT, STOPPED_TEXT,
-    StopOutcome, channel_chat_id, failure_text, tool_fn,
+    AllowAll, Channel, ChannelMessageOutcome, ChannelOutbox, ChannelSettings, DraftMessages,
+    EditStream, Engine, EngineConfig, INTERRUPTED_MARK, MAX_STEPS_TEXT, ModelEvent, ModelRequest,
+    QUEUED_TEXT, ReplyStream, STOP_REFUSED_TEXT, STOPPED_TEXT, StopOutcome, channel_chat_id,
+    failure_text, tool_fn,
 };
 use frogbot_core::model::{
     Ack, PlatformUser, PrefixedIdentity, Thread, ThreadMessage, ThreadMessageMetadata, TurnState,
@@ -31,12 +32,104 @@ const WAIT: Duration = Duration::from_secs(20);
 enum Shown {
     Ack(String, Ack),
     Post(String),
+    /// A streamed reply's message posted: id, text, Stop control.
+    Draft(String, String, bool),
+    /// One edited: id, text, Stop control.
+    Edit(String, String, bool),
 }
 
 #[derive(Default)]
 struct Recorder {
     shown: Mutex<Vec<Shown>>,
     working: Mutex<u32>,
+    /// When each draft post or edit was made, by message id.
+    edits_at: Mutex<Vec<(String, tokio::time::Instant)>>,
+    /// What `thread_history` answers, and how often it was asked.
+    history: Mutex<Vec<ThreadMessage>>,
+    history_reads: Mutex<u32>,
+}
+
+/// The most characters of one streamed message (so a long reply spans several).
+const PIECE: usize = 40;
+
+/// An outbox that streams replies by post and edit ([`EditStream`]) and reads thread history.
+struct Streaming(Arc<Recorder>);
+
+#[async_trait]
+impl DraftMessages for Streaming {
+    async fn post(&self, text: &str, stop: bool) -> Result<String, BoxError> {
+        let mut shown = self.0.shown.lock().unwrap();
+        let id = format!("d{}", shown.len());
+        shown.push(Shown::Draft(id.clone(), text.into(), stop));
+        self.0
+            .edits_at
+            .lock()
+            .unwrap()
+            .push((id.clone(), tokio::time::Instant::now()));
+        Ok(id)
+    }
+
+    async fn edit(&self, id: &str, text: &str, stop: bool) -> Result<(), BoxError> {
+        self.0
+            .shown
+            .lock()
+            .unwrap()
+            .push(Shown::Edit(id.into(), text.into(), stop));
+        self.0
+            .edits_at
+            .lock()
+            .unwrap()
+            .push((id.into(), tokio::time::Instant::now()));
+        Ok(())
+    }
+
+    fn pieces(&self, text: &str) -> Vec<String> {
+        let chars: Vec<char> = text.chars().collect();
+        chars.chunks(PIECE).map(|c| c.iter().collect()).collect()
+    }
+}
+
+#[async_trait]
+impl ChannelOutbox for Streaming {
+    async fn post_reply(&self, thread: &Thread, reply: &UiMessage) -> Result<(), BoxError> {
+        Outbox(self.0.clone()).post_reply(thread, reply).await
+    }
+
+    async fn ack(&self, thread: &Thread, message_id: &str, ack: Ack) -> Result<(), BoxError> {
+        Outbox(self.0.clone()).ack(thread, message_id, ack).await
+    }
+
+    async fn start_stream(
+        &self,
+        _thread: &Thread,
+    ) -> Result<Option<Box<dyn ReplyStream>>, BoxError> {
+        Ok(Some(Box::new(EditStream::new(Streaming(self.0.clone())))))
+    }
+
+    fn pieces(&self, text: &str) -> Vec<String> {
+        DraftMessages::pieces(self, text)
+    }
+
+    async fn edit_message(
+        &self,
+        _thread: &Thread,
+        message_id: &str,
+        text: &str,
+    ) -> Result<(), BoxError> {
+        self.edit(message_id, text, false).await
+    }
+
+    async fn thread_history(
+        &self,
+        _thread: &Thread,
+        before: &str,
+        limit: usize,
+    ) -> Result<Vec<ThreadMessage>, BoxError> {
+        *self.0.history_reads.lock().unwrap() += 1;
+        let all = self.0.history.lock().unwrap().clone();
+        let earlier: Vec<ThreadMessage> = all.into_iter().take_while(|m| m.id != before).collect();
+        Ok(earlier[earlier.len().saturating_sub(limit)..].to_vec())
+    }
 }
 
 struct Outbox(Arc<Recorder>);
@@ -195,7 +288,8 @@ async fn a_message_is_seen_worked_on_answered_and_done_in_that_order(url: &str) 
         vec![
             Shown::Ack("m1".into(), Ack::Seen),
             Shown::Ack("m1".into(), Ack::Working),
-            Shown::Post("re: hello".into()),
+            // The model sees who spoke.
+            Shown::Post("re: ada: hello".into()),
             Shown::Ack("m1".into(), Ack::Done),
         ]
     );
@@ -250,7 +344,11 @@ async fn queued_messages_keep_seen_and_get_one_note_per_queue(url: &str) {
         .collect();
     assert_eq!(
         posts,
-        ["thinking… re: gate first", "re: second", "re: third"]
+        [
+            "thinking… re: ada: gate first",
+            "re: ada: second",
+            "re: bob: third"
+        ]
     );
 }
 
@@ -386,6 +484,320 @@ async fn a_channels_settings_choose_its_model_and_can_turn_acks_off(url: &str) {
     .await;
 }
 
+/// A world whose outbox streams, with `settings` and a model playing `script`.
+async fn streaming_world(
+    url: &str,
+    settings: ChannelSettings,
+    config: EngineConfig,
+    model: ScriptedModel,
+) -> World {
+    let store = frogbot_testkit::open_store(url).await;
+    let rec = Arc::new(Recorder::default());
+    let engine = Engine::new(
+        store.clone(),
+        vec![frogbot_testkit::offer("main", model)],
+        vec![],
+        config,
+    )
+    .with_channel(Channel {
+        platform: PLATFORM.into(),
+        questions: None,
+        identity: Arc::new(PrefixedIdentity),
+        access: Arc::new(AllowAll),
+        outbox: Some(Arc::new(Streaming(rec.clone()))),
+    })
+    .with_channel_settings(PLATFORM, settings)
+    .unwrap();
+    World {
+        engine,
+        rec,
+        gate: Arc::new(Semaphore::new(0)),
+        _store: store,
+    }
+}
+
+fn words(n: usize, pause: Duration) -> Vec<ScriptEvent> {
+    let mut events = Vec::new();
+    for i in 0..n {
+        events.push(ScriptEvent::Event(ModelEvent::TextDelta(format!("w{i} "))));
+        events.push(ScriptEvent::Pause(pause));
+    }
+    events.extend(reply("end."));
+    events
+}
+
+/// Text appears as the model writes it: after Seen and Working, a first message with a Stop
+/// control, edits no more often than the interval, more messages past the platform's limit, and a
+/// final state of the complete reply without the control — then Done. Nothing is posted whole.
+async fn a_streamed_reply_shows_text_as_it_comes_and_ends_complete(url: &str) {
+    let interval = Duration::from_millis(150);
+    let model = ScriptedModel::new(|_req: &ModelRequest| words(40, Duration::from_millis(10)));
+    let w = streaming_world(
+        url,
+        ChannelSettings {
+            stream_interval: interval,
+            ..Default::default()
+        },
+        EngineConfig::default(),
+        model,
+    )
+    .await;
+    w.say("m1", "ada", "talk").await;
+    w.until_ack("m1", Ack::Done).await;
+    let shown = w.shown();
+    let full: String = (0..40).map(|i| format!("w{i} ")).collect::<String>() + "end.";
+    // Seen, Working, then the stream; Done last.
+    assert_eq!(shown[0], Shown::Ack("m1".into(), Ack::Seen), "{shown:?}");
+    assert_eq!(shown[1], Shown::Ack("m1".into(), Ack::Working), "{shown:?}");
+    assert!(
+        matches!(&shown[2], Shown::Draft(id, text, true) if id == "d2" && full.starts_with(text.as_str())),
+        "the first text, with Stop: {shown:?}"
+    );
+    assert_eq!(shown.last(), Some(&Shown::Ack("m1".into(), Ack::Done)));
+    assert!(
+        !shown.iter().any(|s| matches!(s, Shown::Post(_))),
+        "streamed, not posted whole: {shown:?}"
+    );
+    // The final state: each message holds its piece of the complete reply, no Stop control.
+    let mut last_text: std::collections::BTreeMap<String, (String, bool)> = Default::default();
+    let mut order = Vec::new();
+    for s in &shown {
+        if let Shown::Draft(id, t, stop) | Shown::Edit(id, t, stop) = s {
+            if !order.contains(id) {
+                order.push(id.clone());
+            }
+            last_text.insert(id.clone(), (t.clone(), *stop));
+        }
+    }
+    let finals: Vec<(String, bool)> = order.iter().map(|id| last_text[id].clone()).collect();
+    let pieces: Vec<(String, bool)> = full
+        .chars()
+        .collect::<Vec<_>>()
+        .chunks(PIECE)
+        .map(|c| (c.iter().collect(), false))
+        .collect();
+    assert_eq!(finals, pieces, "split at the limit, complete");
+    // Throttled: one message is updated at most once per interval (the final state aside).
+    let at = w.rec.edits_at.lock().unwrap().clone();
+    for id in &order {
+        let times: Vec<_> = at
+            .iter()
+            .filter(|(i, _)| i == id)
+            .map(|(_, t)| *t)
+            .collect();
+        for pair in times.windows(2).take(times.len().saturating_sub(2)) {
+            assert!(
+                pair[1] - pair[0] >= interval - Duration::from_millis(5),
+                "{id} updated twice within the interval"
+            );
+        }
+    }
+    // 40 words over ≥ 400 ms at 150 ms: a handful of updates, not one per word.
+    assert!(at.len() < 20, "{} updates", at.len());
+}
+
+/// `stream = false`: the reply is posted whole at the end, as before.
+async fn stream_off_posts_the_reply_whole(url: &str) {
+    let model = ScriptedModel::new(|_req: &ModelRequest| words(3, Duration::from_millis(5)));
+    let w = streaming_world(
+        url,
+        ChannelSettings {
+            stream: false,
+            ..Default::default()
+        },
+        EngineConfig::default(),
+        model,
+    )
+    .await;
+    w.say("m1", "ada", "talk").await;
+    w.until_ack("m1", Ack::Done).await;
+    assert_eq!(
+        w.shown(),
+        vec![
+            Shown::Ack("m1".into(), Ack::Seen),
+            Shown::Ack("m1".into(), Ack::Working),
+            Shown::Post("w0 w1 w2 end.".into()),
+            Shown::Ack("m1".into(), Ack::Done),
+        ]
+    );
+}
+
+/// The Stop control: the driving user stops the turn; anyone else is refused and it runs on.
+async fn the_stop_control_works_for_the_driver_only(url: &str) {
+    let gate = Arc::new(Semaphore::new(0));
+    let g = gate.clone();
+    let model = ScriptedModel::new(move |_req: &ModelRequest| {
+        let mut e = vec![ScriptEvent::Event(ModelEvent::TextDelta("partial ".into()))];
+        e.push(ScriptEvent::Gate(g.clone()));
+        e.extend(reply("never"));
+        e
+    });
+    let w = streaming_world(url, Default::default(), EngineConfig::default(), model).await;
+    let chat = channel_chat_id(PLATFORM, THREAD);
+    let user = |id: &str| PlatformUser {
+        id: id.into(),
+        name: None,
+        is_bot: false,
+    };
+    assert_eq!(
+        w.engine
+            .channel_stop(PLATFORM, THREAD, &user("ada"))
+            .await
+            .unwrap(),
+        StopOutcome::NotRunning
+    );
+    w.say("m1", "ada", "go").await;
+    eventually("the first text shown", WAIT, async || {
+        w.shown().iter().any(|s| matches!(s, Shown::Draft(..)))
+    })
+    .await;
+    assert_eq!(
+        w.engine
+            .channel_stop(PLATFORM, THREAD, &user("bob"))
+            .await
+            .unwrap(),
+        StopOutcome::NotDriver
+    );
+    assert_eq!(w.engine.state(&chat).await.unwrap(), TurnState::Running);
+    assert_eq!(
+        w.engine
+            .channel_stop(PLATFORM, THREAD, &user("ada"))
+            .await
+            .unwrap(),
+        StopOutcome::Stopping
+    );
+    w.until_ack("m1", Ack::Done).await;
+    let last_edit = w
+        .shown()
+        .into_iter()
+        .rev()
+        .find_map(|s| match s {
+            Shown::Edit(_, t, stop) | Shown::Draft(_, t, stop) => Some((t, stop)),
+            _ => None,
+        })
+        .unwrap();
+    assert!(last_edit.0.starts_with("partial"), "{last_edit:?}");
+    assert!(last_edit.0.contains(STOPPED_TEXT), "{last_edit:?}");
+    assert!(!last_edit.1, "the Stop control is gone");
+    assert_eq!(gate.available_permits(), 0, "cut off, not waited for");
+}
+
+/// A mention in a thread the bot has not seen: the model's request holds the thread's earlier
+/// messages with their speakers' names (within the budget, newest kept), read once.
+async fn a_mention_mid_thread_reads_the_earlier_messages_with_names(url: &str) {
+    let model = ScriptedModel::new(|_req: &ModelRequest| reply("ok"));
+    let requests = model.clone();
+    let w = streaming_world(
+        url,
+        ChannelSettings {
+            context_messages: 3,
+            stream: false,
+            ..Default::default()
+        },
+        EngineConfig::default(),
+        model,
+    )
+    .await;
+    *w.rec.history.lock().unwrap() = vec![
+        said("h0", "zed", "too old to be read"),
+        said("h1", "alice", "the build is red"),
+        said("h2", "bob", "since the last merge"),
+        said("h3", "alice", "who can look?"),
+        said("m1", "carol", "@bot what broke?"),
+    ];
+    w.say("m1", "carol", "@bot what broke?").await;
+    w.until_ack("m1", Ack::Done).await;
+    w.say("m2", "alice", "thanks").await;
+    w.until_ack("m2", Ack::Done).await;
+    assert_eq!(
+        *w.rec.history_reads.lock().unwrap(),
+        1,
+        "read once, for the first message"
+    );
+    let reqs = requests.requests();
+    let first = last_user(&reqs[0]);
+    assert_eq!(
+        first,
+        "[Earlier messages in this thread]\nalice: the build is red\nbob: since the last merge\nalice: who can look?\n[End of earlier messages]\n\ncarol: @bot what broke?"
+    );
+    assert_eq!(
+        last_user(&reqs[1]),
+        "alice: thanks",
+        "every speaker is named"
+    );
+}
+
+/// The thread context stays within its character budget, keeping the newest messages.
+async fn the_thread_context_keeps_to_its_budget(url: &str) {
+    let model = ScriptedModel::new(|_req: &ModelRequest| reply("ok"));
+    let requests = model.clone();
+    let w = streaming_world(
+        url,
+        ChannelSettings {
+            context_chars: 30,
+            stream: false,
+            ..Default::default()
+        },
+        EngineConfig::default(),
+        model,
+    )
+    .await;
+    *w.rec.history.lock().unwrap() = vec![
+        said("h1", "alice", "a long message that does not fit"),
+        said("h2", "bob", "short one"),
+        said("m1", "carol", "hi"),
+    ];
+    w.say("m1", "carol", "hi").await;
+    w.until_ack("m1", Ack::Done).await;
+    let first = last_user(&requests.requests()[0]);
+    assert!(first.contains("bob: short one"), "{first}");
+    assert!(!first.contains("alice"), "{first}");
+}
+
+/// A process dies while a reply streams; the process that finds the turn interrupted leaves the
+/// streamed message with its partial text and the mark, and says what happened.
+async fn a_stream_cut_off_by_a_crash_is_marked_interrupted(url: &str) {
+    let gate = Arc::new(Semaphore::new(0));
+    let g = gate.clone();
+    let model = ScriptedModel::new(move |_req: &ModelRequest| {
+        vec![
+            ScriptEvent::Event(ModelEvent::TextDelta("half an ".into())),
+            ScriptEvent::Pause(Duration::from_millis(300)),
+            ScriptEvent::Event(ModelEvent::TextDelta("answer".into())),
+            ScriptEvent::Gate(g.clone()),
+        ]
+    });
+    let config = EngineConfig {
+        partial_checkpoint: Duration::ZERO,
+        ..Default::default()
+    };
+    let a = streaming_world(url, Default::default(), config.clone(), model.clone()).await;
+    a.say("m1", "ada", "go").await;
+    eventually(
+        "the stream started and was checkpointed",
+        WAIT,
+        async || {
+            let chat = channel_chat_id(PLATFORM, THREAD);
+            let stored = a.engine.messages(&chat).await.unwrap();
+            stored.iter().any(|m| !m.message.metadata.drafts.is_empty())
+        },
+    )
+    .await;
+    // The process stops past its grace: the turn is cut off, its lease ended.
+    a.engine.drain(Duration::from_millis(20)).await;
+    let b = streaming_world(url, Default::default(), config, model).await;
+    assert_eq!(b.engine.recover_expired_leases().await.unwrap(), 1);
+    eventually("the mark and the notice", WAIT, async || {
+        let shown = b.shown();
+        shown.contains(&Shown::Edit(
+            "d2".into(),
+            format!("half an answer {INTERRUPTED_MARK}"),
+            false,
+        )) && shown.contains(&Shown::Post(failure_text("interrupted").into()))
+    })
+    .await;
+}
+
 frogbot_testkit::backends!(
     a_message_is_seen_worked_on_answered_and_done_in_that_order,
     progress_repeats_while_a_turn_runs,
@@ -394,4 +806,10 @@ frogbot_testkit::backends!(
     running_out_of_steps_says_so,
     the_driver_stops_a_turn_and_others_cannot,
     a_channels_settings_choose_its_model_and_can_turn_acks_off,
+    a_streamed_reply_shows_text_as_it_comes_and_ends_complete,
+    stream_off_posts_the_reply_whole,
+    the_stop_control_works_for_the_driver_only,
+    a_mention_mid_thread_reads_the_earlier_messages_with_names,
+    the_thread_context_keeps_to_its_budget,
+    a_stream_cut_off_by_a_crash_is_marked_interrupted,
 );

@@ -1187,7 +1187,11 @@ async fn a_reply_after_an_answered_question_reaches_the_agent(url: &str) {
             other => panic!("{text:?} should start a turn, got {other:?}"),
         }
         assert!(
-            w.model.requests().iter().any(|r| last_user(r) == text),
+            // The model sees who spoke in the thread.
+            w.model
+                .requests()
+                .iter()
+                .any(|r| last_user(r) == format!("bob: {text}")),
             "the agent got {text:?}"
         );
     }
@@ -1214,7 +1218,7 @@ async fn chatter_while_a_question_is_open_is_queued_not_consumed(url: &str) {
             .model
             .requests()
             .iter()
-            .any(|r| last_user(r) == "what about blue?")
+            .any(|r| last_user(r) == "bob: what about blue?")
         {
             let _ =
                 tokio::time::timeout(std::time::Duration::from_millis(100), events.recv()).await;

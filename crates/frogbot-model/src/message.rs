@@ -100,6 +100,18 @@ pub struct MessageMetadata {
     /// never stored).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ack: Option<Ack>,
+    /// On a user message from a channel thread: the speaker's display name, which the model sees
+    /// before the text (several people may talk in one thread).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speaker: Option<String>,
+    /// On the first user message of a channel thread the bot joined late: the thread's earlier
+    /// messages (`name: text` lines, oldest first), which the model sees before this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
+    /// On an assistant message a channel streamed: the platform ids of the messages it was drawn
+    /// in, so a stream a crash cut off is found and marked.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub drafts: Vec<String>,
 }
 
 /// A chat message in the AI SDK `UIMessage` shape.

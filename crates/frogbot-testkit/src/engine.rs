@@ -42,6 +42,8 @@ pub fn msg(chat: &ChatId, who: Option<&str>, text: &str) -> SendMessage {
         model: None,
         reasoning: None,
         channel: None,
+        speaker: None,
+        context: None,
     }
 }
 

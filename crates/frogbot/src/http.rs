@@ -414,6 +414,8 @@ async fn post_message(
             model: body.model,
             reasoning: body.reasoning,
             channel: None,
+            speaker: None,
+            context: None,
         })
         .await;
     let sent = match sent {

@@ -174,6 +174,8 @@ impl Engine {
             model: None,
             reasoning: None,
             channel: None,
+            speaker: None,
+            context: None,
         };
         match self.inner.turns.send(req, false).await? {
             SendResult::Started(h) => Ok(h),
@@ -273,6 +275,20 @@ impl Engine {
     /// [`STOPPED_TEXT`]: super::STOPPED_TEXT
     pub fn stop(&self, chat: &ChatId, by: Option<&UserId>) -> StopOutcome {
         self.inner.turns.stop(chat, by)
+    }
+
+    /// Stops the running turn of a channel thread's chat for the platform user `who` (the Stop
+    /// control on a streamed reply): `NotDriver` for anyone but the person driving the turn.
+    pub async fn channel_stop(
+        &self,
+        platform: &str,
+        thread: &str,
+        who: &crate::model::PlatformUser,
+    ) -> Result<StopOutcome> {
+        self.inner
+            .channels
+            .channel_stop(platform, thread, who)
+            .await
     }
 
     /// Handles a message in a channel thread: a reply that answers a question is consumed; else,

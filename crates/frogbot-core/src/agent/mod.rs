@@ -24,8 +24,9 @@ mod turn;
 
 pub use adapter::Adapter;
 pub use channel::{
-    ChannelMessageOutcome, MAX_STEPS_TEXT, QUEUED_BEHIND_QUESTION_TEXT, QUEUED_TEXT,
-    STOP_REFUSED_TEXT, channel_chat_id, channel_message_id, failure_text, is_stop_word,
+    ChannelMessageOutcome, INTERRUPTED_MARK, MAX_STEPS_TEXT, QUEUED_BEHIND_QUESTION_TEXT,
+    QUEUED_TEXT, STOP_REFUSED_TEXT, channel_chat_id, channel_message_id, failure_text,
+    is_stop_word,
 };
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use engine::Engine;
@@ -34,7 +35,10 @@ pub use questions::{
     FormTarget, InteractionOutcome, STILL_POSTING, UPDATED_FIRST_BACKOFF_MS, UPDATED_MAX_RUNS,
     updated_backoff_ms,
 };
-pub use registry::{AccessCheck, AllowAll, AllowList, Channel, ChannelOutbox, ChannelSettings};
+pub use registry::{
+    AccessCheck, AllowAll, AllowList, Channel, ChannelOutbox, ChannelSettings, DraftMessages,
+    EditStream, ReplyStream,
+};
 pub use tool::*;
 pub use turn::{
     ChatEvent, EngineConfig, ModelOffer, STOPPED_TEXT, SendMessage, Sent, Settle, Settled,

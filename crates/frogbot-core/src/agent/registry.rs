@@ -6,7 +6,9 @@ use async_trait::async_trait;
 use std::sync::{Arc, RwLock};
 
 use crate::BoxError;
-use crate::model::{Ack, ChannelQuestions, ChatInfo, IdentityResolver, Thread, UiMessage, UserId};
+use crate::model::{
+    Ack, ChannelQuestions, ChatInfo, IdentityResolver, Thread, ThreadMessage, UiMessage, UserId,
+};
 use crate::store::ChatRow;
 
 /// The agent's access check: may this user talk to the agent in this chat? (`None`: anonymous.)
@@ -80,6 +82,145 @@ pub trait ChannelOutbox: Send + Sync {
     fn working_every(&self) -> std::time::Duration {
         std::time::Duration::from_secs(4)
     }
+
+    /// Starts showing a reply as the model writes it in `thread` (`Ok(None)`: this outbox does
+    /// not stream; the reply is posted whole when its turn ends). The engine then calls
+    /// [`ReplyStream::show`] at most once per [`ChannelSettings::stream_interval`] and
+    /// [`ReplyStream::finish`] once. Most outboxes return an [`EditStream`] over their
+    /// [`DraftMessages`]; Slack its native stream.
+    async fn start_stream(
+        &self,
+        _thread: &Thread,
+    ) -> Result<Option<Box<dyn ReplyStream>>, BoxError> {
+        Ok(None)
+    }
+
+    /// `text` cut into the messages `post_reply` would post (one by default).
+    fn pieces(&self, text: &str) -> Vec<String> {
+        vec![text.to_owned()]
+    }
+
+    /// Replaces the text of message `message_id` (the platform's id) that a stream posted, with
+    /// no controls: how a stream a crash cut off is left with its partial text and a mark.
+    async fn edit_message(
+        &self,
+        _thread: &Thread,
+        _message_id: &str,
+        _text: &str,
+    ) -> Result<(), BoxError> {
+        Err("this channel does not edit messages".into())
+    }
+
+    /// The thread's messages before `before` (the platform's message id), oldest first, at most
+    /// `limit` of them: read from the platform when the bot is first mentioned in a thread it
+    /// has not seen (none by default; Telegram has no history for bots).
+    async fn thread_history(
+        &self,
+        _thread: &Thread,
+        _before: &str,
+        _limit: usize,
+    ) -> Result<Vec<ThreadMessage>, BoxError> {
+        Ok(Vec::new())
+    }
+}
+
+/// A reply shown while the model writes it.
+#[async_trait]
+pub trait ReplyStream: Send {
+    /// Shows `text`, the reply's whole text so far (it only grows while streaming), with a Stop
+    /// control.
+    async fn show(&mut self, text: &str) -> Result<(), BoxError>;
+
+    /// The final state: `text` (the complete reply, which may differ from what was shown: a
+    /// notice, a mark) split at the platform's limit, the Stop control gone.
+    async fn finish(&mut self, text: &str) -> Result<(), BoxError>;
+
+    /// The platform ids of the messages posted so far (kept with the reply, so a stream a crash
+    /// cut off is found again).
+    fn message_ids(&self) -> Vec<String>;
+}
+
+/// The messages a streamed reply is drawn in, for [`EditStream`]: post one, edit one, and how a
+/// text is cut into messages.
+#[async_trait]
+pub trait DraftMessages: Send + Sync {
+    /// Posts a message showing `text` (with the Stop control when `stop`) and returns its id.
+    async fn post(&self, text: &str, stop: bool) -> Result<String, BoxError>;
+    /// Replaces message `id`'s text (Stop control when `stop`).
+    async fn edit(&self, id: &str, text: &str, stop: bool) -> Result<(), BoxError>;
+    /// `text` cut into messages, the way the outbox's `post_reply` cuts it.
+    fn pieces(&self, text: &str) -> Vec<String>;
+}
+
+/// A [`ReplyStream`] by post and edit: the text's pieces are shown in messages posted one after
+/// the other; a piece that changed is edited, a new one posted. The last message carries the Stop
+/// control while streaming.
+pub struct EditStream<D> {
+    drafts: D,
+    ids: Vec<String>,
+    shown: Vec<(String, bool)>,
+}
+
+impl<D: DraftMessages> EditStream<D> {
+    /// A stream that has posted nothing yet.
+    pub fn new(drafts: D) -> Self {
+        Self::resume(drafts, Vec::new())
+    }
+
+    /// A stream whose messages `ids` were posted before (their texts unknown: each is edited).
+    pub fn resume(drafts: D, ids: Vec<String>) -> Self {
+        let shown = ids.iter().map(|_| (String::new(), true)).collect();
+        Self { drafts, ids, shown }
+    }
+
+    /// The drafts.
+    pub fn drafts(&self) -> &D {
+        &self.drafts
+    }
+
+    async fn draw(&mut self, text: &str, stop: bool) -> Result<(), BoxError> {
+        let pieces = self.drafts.pieces(text);
+        let last = pieces.len().saturating_sub(1);
+        for (i, piece) in pieces.into_iter().enumerate() {
+            let with_stop = stop && i == last;
+            match self.shown.get(i) {
+                Some((shown, had_stop)) if *shown == piece && *had_stop == with_stop => {}
+                Some(_) => {
+                    self.drafts.edit(&self.ids[i], &piece, with_stop).await?;
+                    self.shown[i] = (piece, with_stop);
+                }
+                None => {
+                    let id = self.drafts.post(&piece, with_stop).await?;
+                    self.ids.push(id);
+                    self.shown.push((piece, with_stop));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<D> std::fmt::Debug for EditStream<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EditStream")
+            .field("ids", &self.ids)
+            .finish_non_exhaustive()
+    }
+}
+
+#[async_trait]
+impl<D: DraftMessages> ReplyStream for EditStream<D> {
+    async fn show(&mut self, text: &str) -> Result<(), BoxError> {
+        self.draw(text, true).await
+    }
+
+    async fn finish(&mut self, text: &str) -> Result<(), BoxError> {
+        self.draw(text, false).await
+    }
+
+    fn message_ids(&self) -> Vec<String> {
+        self.ids.clone()
+    }
 }
 
 /// A channel served by this process.
@@ -115,6 +256,14 @@ pub struct ChannelSettings {
     pub reasoning: Option<String>,
     /// Whether messages get acknowledgements (Seen, Working, Done, Failed); `false`: none.
     pub acks: bool,
+    /// Whether replies are shown as the model writes them (when the outbox can).
+    pub stream: bool,
+    /// The least time between two updates of a streamed reply.
+    pub stream_interval: std::time::Duration,
+    /// How many earlier messages of a thread are read when the bot is first mentioned in it.
+    pub context_messages: usize,
+    /// The most characters of those earlier messages handed to the model (the newest kept).
+    pub context_chars: usize,
 }
 
 impl Default for ChannelSettings {
@@ -123,6 +272,10 @@ impl Default for ChannelSettings {
             model: None,
             reasoning: None,
             acks: true,
+            stream: true,
+            stream_interval: std::time::Duration::from_secs(1),
+            context_messages: 50,
+            context_chars: 8_000,
         }
     }
 }

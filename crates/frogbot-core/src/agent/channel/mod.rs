@@ -12,12 +12,15 @@ use tokio::sync::mpsc;
 use tracing::{debug, error, warn};
 
 use super::questions::{InteractionOutcome, Questions};
-use super::registry::ChannelOutbox;
+use super::registry::{ChannelOutbox, ReplyStream};
 use super::registry::{Registry, thread_of};
-use super::turn::{EndWhy, SendMessage, SendResult, Sent, StopOutcome, TurnListener, Turns};
+use super::turn::{
+    EndWhy, SendMessage, SendResult, Sent, StopOutcome, TurnListener, TurnWatch, Turns,
+};
 use crate::error::{Error, Result};
 use crate::model::{
-    Ack, ChannelRef, ChatId, ChatInfo, Interaction, Thread, ThreadMessage, TurnState, UiMessage,
+    Ack, ChannelRef, ChatId, ChatInfo, Interaction, MessagePart, PlatformUser, QUESTION_TOOL,
+    Thread, ThreadMessage, ToolState, TurnState, UiMessage,
 };
 use crate::store::ChatRow;
 
@@ -78,6 +81,8 @@ pub const QUEUED_TEXT: &str = "Got it — I'll get to this once I've finished th
 /// Said once while messages wait behind an open question.
 pub const QUEUED_BEHIND_QUESTION_TEXT: &str =
     "Got it — this waits until the question above is answered or skipped.";
+/// The mark a streamed reply that a crash cut off is left with.
+pub const INTERRUPTED_MARK: &str = "(interrupted)";
 /// Said when a turn ran out of steps.
 pub const MAX_STEPS_TEXT: &str =
     "⚠️ I stopped after the most steps I may take in one reply. Send a message to continue.";
@@ -108,6 +113,9 @@ struct Progress {
     working: Option<tokio::task::AbortHandle>,
     /// A queued note was posted since the running turn started.
     queue_noted: bool,
+    /// The running turn's streamed reply: the task showing it, which hands the stream back for
+    /// its final state once the turn's text ends.
+    stream: Option<tokio::task::JoinHandle<Option<Box<dyn ReplyStream>>>>,
 }
 
 impl Progress {
@@ -127,6 +135,7 @@ impl Progress {
             current: None,
             working: None,
             queue_noted: false,
+            stream: None,
         }
     }
 }
@@ -180,6 +189,7 @@ impl Channels {
         if all.get(chat).is_some_and(|p| {
             p.current.is_none()
                 && p.working.is_none()
+                && p.stream.is_none()
                 && p.pending.load(std::sync::atomic::Ordering::SeqCst) == 0
         }) {
             all.remove(chat);
@@ -207,6 +217,128 @@ impl Channels {
     }
 }
 
+/// The text of `reply` not yet posted to its thread: what follows its last answered question
+/// (the text before a question was posted when the turn stopped to wait for it).
+fn unposted_text(reply: &UiMessage) -> String {
+    let after = reply
+        .parts
+        .iter()
+        .rposition(|p| {
+            matches!(p, MessagePart::Tool(t)
+                if t.tool_name == QUESTION_TOOL && t.state != ToolState::InputAvailable)
+        })
+        .map_or(0, |i| i + 1);
+    reply.parts[after..]
+        .iter()
+        .filter_map(|p| match p {
+            MessagePart::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Shows one turn's reply as the model writes it: the first text at once, then at most one
+/// update per `every`; each update goes through the chat's show queue, so it follows the turn's
+/// Working acknowledgement. Returns the stream when the turn's text ends (for its final state).
+struct Streamer {
+    channels: std::sync::Weak<Channels>,
+    chat: ChatId,
+    outbox: Arc<dyn ChannelOutbox>,
+    thread: Thread,
+    every: std::time::Duration,
+    drafts: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+/// Where a streamer is with its stream.
+enum Live {
+    /// Nothing shown yet.
+    NotStarted,
+    /// Showing.
+    On(Box<dyn ReplyStream>),
+    /// The outbox does not stream here, or starting failed: the reply is posted whole.
+    Off,
+}
+
+impl Streamer {
+    async fn run(self, mut rx: mpsc::UnboundedReceiver<String>) -> Option<Box<dyn ReplyStream>> {
+        let mut text = String::new();
+        let mut live = Live::NotStarted;
+        loop {
+            // Wait for text, then take all that has arrived.
+            match rx.recv().await {
+                Some(d) => text.push_str(&d),
+                None => break,
+            }
+            while let Ok(d) = rx.try_recv() {
+                text.push_str(&d);
+            }
+            if matches!(live, Live::Off) || text.trim().is_empty() {
+                continue;
+            }
+            let shown_at = tokio::time::Instant::now();
+            live = self.show(live, text.clone()).await;
+            // At most one update per interval: collect text until it has passed.
+            let next = shown_at + self.every;
+            loop {
+                tokio::select! {
+                    () = tokio::time::sleep_until(next) => break,
+                    d = rx.recv() => match d {
+                        Some(d) => text.push_str(&d),
+                        None => return Self::handed_back(live),
+                    },
+                }
+            }
+        }
+        Self::handed_back(live)
+    }
+
+    fn handed_back(live: Live) -> Option<Box<dyn ReplyStream>> {
+        match live {
+            Live::On(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// Starts the stream (first text) or updates it, in the chat's show queue.
+    async fn show(&self, live: Live, text: String) -> Live {
+        let Some(channels) = self.channels.upgrade() else {
+            return live;
+        };
+        let (back, back_rx) = tokio::sync::oneshot::channel();
+        let (outbox, thread, drafts) = (
+            self.outbox.clone(),
+            self.thread.clone(),
+            self.drafts.clone(),
+        );
+        channels.show(&self.chat, async move {
+            let started = match live {
+                Live::NotStarted => match outbox.start_stream(&thread).await {
+                    Ok(Some(s)) => Some(s),
+                    Ok(None) => None,
+                    Err(e) => {
+                        warn!(thread = %thread.id, error = %e, "starting a streamed reply failed; it is posted whole");
+                        None
+                    }
+                },
+                Live::On(s) => Some(s),
+                Live::Off => None,
+            };
+            let live = match started {
+                Some(mut s) => {
+                    if let Err(e) = s.show(&text).await {
+                        debug!(thread = %thread.id, error = %e, "updating a streamed reply failed");
+                    }
+                    *drafts.lock().expect("drafts") = s.message_ids();
+                    Live::On(s)
+                }
+                None => Live::Off,
+            };
+            let _ = back.send(live);
+        });
+        back_rx.await.unwrap_or(Live::Off)
+    }
+}
+
 impl std::fmt::Debug for Channels {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Channels").finish_non_exhaustive()
@@ -215,43 +347,136 @@ impl std::fmt::Debug for Channels {
 
 impl Channels {
     /// Posts the reply of a channel chat's turn to its thread (when this process runs the
-    /// channel). A failed or interrupted turn says so in the thread instead of leaving it silent.
-    async fn deliver_reply(&self, chat: &ChatRow, reply: &UiMessage, why: EndWhy) {
+    /// channel): the final state of its stream, or the whole reply. Only the text not posted
+    /// before is shown (text before a question was posted when the turn stopped to wait). A
+    /// failed or interrupted turn says so in the thread instead of leaving it silent; a stream a
+    /// crash cut off is left with its partial text and [`INTERRUPTED_MARK`].
+    async fn deliver_reply(
+        &self,
+        chat: &ChatRow,
+        reply: &UiMessage,
+        why: EndWhy,
+        stream: Option<Box<dyn ReplyStream>>,
+    ) {
         let Some(thread) = thread_of(chat) else {
             return;
         };
-        let Some(outbox) = self
-            .registry
-            .get(&thread.platform)
-            .and_then(|c| c.outbox.clone())
-        else {
+        let Some(outbox) = self.outbox(&thread.platform) else {
             return;
         };
-        let noted;
         let notice = match (&reply.metadata.error, why) {
             (Some(error), _) => Some(failure_text(&error.code)),
             (None, EndWhy::MaxSteps) => Some(MAX_STEPS_TEXT),
             _ => None,
         };
-        let reply = match notice {
-            Some(text) => {
-                // What the turn produced stays; the notice follows it. Details are in the logs.
-                let mut copy = reply.clone();
-                let sep = if copy.text().trim().is_empty() {
-                    ""
-                } else {
-                    "\n\n"
-                };
-                copy.parts
-                    .push(crate::model::MessagePart::text(format!("{sep}{text}")));
-                noted = copy;
-                &noted
+        let mut text = unposted_text(reply);
+        let recovered = stream.is_none() && !reply.metadata.drafts.is_empty();
+        if recovered {
+            // A crash cut the stream off: its messages keep the partial text, marked.
+            let marked = format!("{} {INTERRUPTED_MARK}", text.trim_end());
+            let pieces = outbox.pieces(&marked);
+            for (id, piece) in reply.metadata.drafts.iter().zip(&pieces) {
+                if let Err(e) = outbox.edit_message(&thread, id, piece).await {
+                    warn!(chat_id = %chat.chat_id, error = %e, "marking an interrupted reply failed");
+                }
             }
-            None => reply,
+            let rest: String = pieces
+                .iter()
+                .skip(reply.metadata.drafts.len())
+                .map(String::as_str)
+                .collect();
+            text = rest;
+        }
+        if let Some(notice) = notice {
+            // What the turn produced stays; the notice follows it. Details are in the logs.
+            if !text.trim().is_empty() {
+                text.push_str("\n\n");
+            }
+            text.push_str(notice);
+        }
+        let result = match stream {
+            Some(mut s) => s.finish(&text).await,
+            None if text.trim().is_empty() => Ok(()),
+            None => {
+                let message = UiMessage {
+                    id: reply.id.clone(),
+                    role: reply.role,
+                    parts: vec![MessagePart::text(text)],
+                    metadata: reply.metadata.clone(),
+                };
+                outbox.post_reply(&thread, &message).await
+            }
         };
-        if let Err(e) = outbox.post_reply(&thread, reply).await {
+        if let Err(e) = result {
             error!(chat_id = %chat.chat_id, error = %e, "posting the reply failed");
         }
+    }
+
+    /// Stops the running turn of a channel thread's chat for the platform user `who` (a Stop
+    /// control on the streamed reply): only the person driving the turn may.
+    pub(crate) async fn channel_stop(
+        &self,
+        platform: &str,
+        thread: &str,
+        who: &PlatformUser,
+    ) -> Result<StopOutcome> {
+        let Some(channel) = self.registry.get(platform) else {
+            return Err(Error::invalid(format!(
+                "no channel {platform:?} in this process"
+            )));
+        };
+        let Some(chat) = self.turns.store.get_channel_chat(platform, thread).await? else {
+            return Ok(StopOutcome::NotRunning);
+        };
+        let (actor, allowed) = self.questions.identify(&channel, &chat.info(), who).await;
+        if !allowed {
+            return Ok(StopOutcome::NotDriver);
+        }
+        Ok(self.turns.stop(&chat.chat_id, actor.user.as_ref()))
+    }
+
+    /// The thread's earlier messages as `name: text` lines, oldest first, at most
+    /// `context_chars` characters (the newest kept): read from the platform for the first
+    /// message of a thread the bot has not seen. A failure is logged and nothing is read.
+    async fn thread_context(
+        outbox: &dyn ChannelOutbox,
+        thread: &Thread,
+        before: &str,
+        settings: &super::registry::ChannelSettings,
+    ) -> Option<String> {
+        if settings.context_messages == 0 || before.is_empty() {
+            return None;
+        }
+        let earlier = match outbox
+            .thread_history(thread, before, settings.context_messages)
+            .await
+        {
+            Ok(m) => m,
+            Err(e) => {
+                warn!(thread = %thread.id, error = %e, "reading the thread's earlier messages failed");
+                return None;
+            }
+        };
+        let mut lines: Vec<String> = Vec::new();
+        let mut used = 0usize;
+        for m in earlier.iter().rev().take(settings.context_messages) {
+            if m.text.trim().is_empty() {
+                continue;
+            }
+            let name = m.author.name.as_deref().unwrap_or(&m.author.id);
+            let line = format!("{name}: {}", m.text.trim());
+            let chars = line.chars().count() + 1;
+            if used + chars > settings.context_chars {
+                break;
+            }
+            used += chars;
+            lines.push(line);
+        }
+        if lines.is_empty() {
+            return None;
+        }
+        lines.reverse();
+        Some(lines.join("\n"))
     }
 
     /// Whether a channel thread has a chat (a thread the bot takes part in).
@@ -353,6 +578,18 @@ impl Channels {
         let message_id =
             (!message.id.is_empty()).then(|| channel_message_id(platform, &message.id));
         let (model, reasoning) = (settings.model.clone(), settings.reasoning.clone());
+        let context = match (&existing, &outbox) {
+            (None, Some(o)) => {
+                Self::thread_context(o.as_ref(), &thread_hook, &message.id, &settings).await
+            }
+            _ => None,
+        };
+        let speaker = message
+            .author
+            .name
+            .clone()
+            .filter(|n| !n.trim().is_empty())
+            .or_else(|| Some(message.author.id.clone()));
         let sent = self
             .turns
             .send(
@@ -365,6 +602,8 @@ impl Channels {
                     model,
                     reasoning,
                     channel: Some(channel_ref),
+                    speaker,
+                    context,
                 },
                 true,
             )
@@ -417,18 +656,15 @@ impl TurnListener for Channels {
         self.questions.offered_in(chat).await
     }
 
-    async fn turn_started(&self, chat: &ChatRow, message_id: Option<&str>) {
-        let Some(thread) = thread_of(chat) else {
-            return;
-        };
-        let Some(outbox) = self.outbox(&thread.platform) else {
-            return;
-        };
+    async fn turn_started(&self, chat: &ChatRow, message_id: Option<&str>) -> Option<TurnWatch> {
+        let thread = thread_of(chat)?;
+        let outbox = self.outbox(&thread.platform)?;
+        let settings = self.registry.settings(&thread.platform);
         // A stored channel message id is `platform-<the platform's id>`.
         let prefix = format!("{}-", thread.platform);
         let platform_id = message_id
             .and_then(|id| id.strip_prefix(&prefix))
-            .filter(|_| self.registry.settings(&thread.platform).acks)
+            .filter(|_| settings.acks)
             .map(str::to_owned);
         let every = outbox.working_every();
         let working = {
@@ -443,12 +679,35 @@ impl TurnListener for Channels {
             })
             .abort_handle()
         };
+        let watch = settings.stream.then(|| TurnWatch {
+            text: mpsc::unbounded_channel().0,
+            drafts: Default::default(),
+        });
+        let (watch, streamer) = match (watch, self.me.get()) {
+            (Some(mut w), Some(me)) => {
+                let (tx, rx) = mpsc::unbounded_channel();
+                w.text = tx;
+                let task = Streamer {
+                    channels: me.clone(),
+                    chat: chat.chat_id.clone(),
+                    outbox: outbox.clone(),
+                    thread: thread.clone(),
+                    every: settings.stream_interval,
+                    drafts: w.drafts.clone(),
+                };
+                (Some(w), Some(tokio::spawn(task.run(rx))))
+            }
+            _ => (None, None),
+        };
         {
             let mut all = self.progress.lock().expect("progress");
             let p = all
                 .entry(chat.chat_id.clone())
                 .or_insert_with(Progress::new);
             if let Some(old) = p.working.replace(working) {
+                old.abort();
+            }
+            if let Some(old) = std::mem::replace(&mut p.stream, streamer) {
                 old.abort();
             }
             p.queue_noted = false;
@@ -461,20 +720,28 @@ impl TurnListener for Channels {
                 Self::ack(outbox.as_ref(), &thread, &id, Ack::Working).await;
             });
         }
+        watch
     }
 
     async fn turn_ended(&self, chat: &ChatRow, reply: &UiMessage, state: TurnState, why: EndWhy) {
         if chat.channel.is_none() {
             return;
         }
-        let current = {
+        let (current, streamer) = {
             let mut all = self.progress.lock().expect("progress");
-            all.get_mut(&chat.chat_id).and_then(|p| {
-                if let Some(w) = p.working.take() {
-                    w.abort();
-                }
-                p.current.take()
-            })
+            all.get_mut(&chat.chat_id)
+                .map(|p| {
+                    if let Some(w) = p.working.take() {
+                        w.abort();
+                    }
+                    (p.current.take(), p.stream.take())
+                })
+                .unwrap_or_default()
+        };
+        // The turn's text has ended (its watch is gone): the streamer hands its stream back.
+        let stream = match streamer {
+            Some(task) => task.await.ok().flatten(),
+            None => None,
         };
         // The reply and then Done (or Failed), after everything shown before; awaited, so the
         // replies of one chat are posted in the order their turns ended.
@@ -483,7 +750,7 @@ impl TurnListener for Channels {
         if let Some(this) = this {
             let (chat_row, reply, why) = (chat.clone(), reply.clone(), why);
             self.show(&chat.chat_id, async move {
-                this.deliver_reply(&chat_row, &reply, why).await;
+                this.deliver_reply(&chat_row, &reply, why, stream).await;
                 if let (Some(thread), Some(id)) = (thread_of(&chat_row), current)
                     && let Some(outbox) = this.outbox(&thread.platform)
                 {

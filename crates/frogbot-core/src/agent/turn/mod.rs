@@ -44,12 +44,33 @@ pub(crate) trait TurnListener: Send + Sync {
 
     /// A turn starts in `chat`; `message_id` is the stored id of the user message it answers
     /// (`None` when a turn continues after its questions were answered). Must return quickly.
-    async fn turn_started(&self, chat: &ChatRow, message_id: Option<&str>);
+    /// A listener that shows the reply as it is written returns where its text goes.
+    async fn turn_started(&self, chat: &ChatRow, message_id: Option<&str>) -> Option<TurnWatch>;
 
     /// A turn ended (`idle`), stopped to wait on questions (`awaiting`), or was found interrupted
     /// (`idle`, its reply carrying the error): `reply` is its reply as saved, `why` how it ended.
     /// Awaited in the turn's run, so replies of one chat are told in order.
     async fn turn_ended(&self, chat: &ChatRow, reply: &UiMessage, state: TurnState, why: EndWhy);
+}
+
+/// What a listener follows of a running turn: the reply's text as the model writes it, and the
+/// messages it is shown in (kept with the reply's checkpoints, so a crash leaves them findable).
+#[derive(Debug)]
+pub(crate) struct TurnWatch {
+    /// Receives each piece of reply text.
+    pub(crate) text: mpsc::UnboundedSender<String>,
+    /// The platform ids of the messages the reply is streamed into.
+    pub(crate) drafts: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl TurnWatch {
+    /// Notes the streamed messages on `reply` before it is checkpointed.
+    pub(crate) fn mark(&self, reply: &mut UiMessage) {
+        let drafts = self.drafts.lock().expect("drafts");
+        if reply.metadata.drafts != *drafts {
+            reply.metadata.drafts = drafts.clone();
+        }
+    }
 }
 
 /// Why a turn ended, for what a channel tells the person.
@@ -320,6 +341,8 @@ impl Turns {
                 author: req.author.clone(),
                 model: Some(model),
                 reasoning: req.reasoning,
+                speaker: req.speaker,
+                context: req.context,
                 created_at: millis_to_iso(now),
                 ..Default::default()
             },
@@ -856,11 +879,10 @@ impl Turns {
             chat: &chat_id,
             id: halt_id,
         };
-        if chat.channel.is_some()
-            && let Some(l) = self.listener()
-        {
-            l.turn_started(chat, started_by.as_deref()).await;
-        }
+        let watch = match (&chat.channel, self.listener()) {
+            (Some(_), Some(l)) => l.turn_started(chat, started_by.as_deref()).await,
+            _ => None,
+        };
         let (mut reply, position, mut model, mut reasoning, known) = match start {
             Start::New { message, known } => {
                 let reply = UiMessage {
@@ -941,7 +963,15 @@ impl Turns {
             let step_no = steps_done + 1;
             let step = self
                 .run_step(
-                    lease, &mut reply, position, &offer, request, tx, lost, &halt,
+                    lease,
+                    &mut reply,
+                    position,
+                    &offer,
+                    request,
+                    tx,
+                    lost,
+                    &halt,
+                    watch.as_ref(),
                 )
                 .instrument(
                     info_span!("step", chat_id = %chat_id, turn_id = %lease.holder, step = step_no),
@@ -970,6 +1000,9 @@ impl Turns {
                 step::StepEnd::Continue => {
                     // Checkpoint the step; the driving user's steers join here, at the step
                     // boundary, before the next model call.
+                    if let Some(w) = &watch {
+                        w.mark(&mut reply);
+                    }
                     let saved = self
                         .store
                         .checkpoint(&CheckpointOp {

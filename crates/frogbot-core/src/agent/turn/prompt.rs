@@ -270,11 +270,33 @@ pub fn question_tool_spec() -> ToolSpec {
     }
 }
 
+/// A user message as the model reads it: the thread's earlier messages it was sent with, then
+/// the speaker's name (channel threads) before the text.
+fn user_text(m: &UiMessage) -> String {
+    let text = m.text();
+    let md = &m.metadata;
+    if md.context.is_none() && md.speaker.is_none() {
+        return text;
+    }
+    let mut out = String::new();
+    if let Some(context) = &md.context {
+        out.push_str("[Earlier messages in this thread]\n");
+        out.push_str(context);
+        out.push_str("\n[End of earlier messages]\n\n");
+    }
+    if let Some(speaker) = &md.speaker {
+        out.push_str(speaker);
+        out.push_str(": ");
+    }
+    out.push_str(&text);
+    out
+}
+
 /// Converts a stored message into model messages: a user message into one; an assistant message
 /// into one assistant message per step followed by its tool results.
 pub fn to_model_messages(m: &UiMessage, out: &mut Vec<ModelMessage>) {
     match m.role {
-        Role::User => out.push(ModelMessage::User { text: m.text() }),
+        Role::User => out.push(ModelMessage::User { text: user_text(m) }),
         Role::Assistant => {
             let mut steps: Vec<Vec<&MessagePart>> = vec![vec![]];
             for p in &m.parts {

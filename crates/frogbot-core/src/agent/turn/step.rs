@@ -40,6 +40,7 @@ impl Turns {
         tx: &mpsc::UnboundedSender<TurnEvent>,
         lost: &AtomicBool,
         halt: &tokio_util::sync::CancellationToken,
+        watch: Option<&super::TurnWatch>,
     ) -> Result<StepEnd> {
         reply
             .parts
@@ -76,10 +77,16 @@ impl Turns {
             match event {
                 Ok(ModelEvent::TextDelta(d)) => {
                     text.push_str(&d);
+                    if let Some(w) = watch {
+                        let _ = w.text.send(d.clone());
+                    }
                     let _ = tx.send(TurnEvent::TextDelta(d));
                     if last_checkpoint.elapsed() >= self.config.partial_checkpoint {
                         // Keep the text streamed so far, so a process that dies mid-step leaves it.
                         let mut partial = reply.clone();
+                        if let Some(w) = watch {
+                            w.mark(&mut partial);
+                        }
                         partial.parts.push(MessagePart::text(text.clone()));
                         self.store
                             .checkpoint(&CheckpointOp {

@@ -74,6 +74,10 @@ pub struct SendMessage {
     pub reasoning: Option<String>,
     /// The channel thread, for a channel chat's first message.
     pub channel: Option<ChannelRef>,
+    /// The speaker's display name in a channel thread (the model sees it before the text).
+    pub speaker: Option<String>,
+    /// The thread's earlier messages, for the first message of a thread the bot joined late.
+    pub context: Option<String>,
 }
 
 /// What happened to a sent message.
