@@ -134,6 +134,9 @@ fn default_instructions() -> String {
 fn default_max_steps() -> u32 {
     20
 }
+fn default_history_bytes() -> usize {
+    400_000
+}
 fn default_max_event_streams() -> usize {
     512
 }
@@ -248,6 +251,10 @@ pub struct Config {
     /// Model steps per turn.
     #[serde(default = "default_max_steps")]
     pub max_steps: u32,
+    /// The most of a chat's earlier conversation sent to the model, in bytes of text: the oldest
+    /// turns are left out first (instructions and the turn in progress always go).
+    #[serde(default = "default_history_bytes")]
+    pub history_bytes: usize,
     /// The default model id.
     pub default_model: Option<String>,
     /// Models offered.
@@ -356,6 +363,9 @@ impl Config {
         }
         if self.turn_lease_seconds == 0 {
             return bad("turn_lease_seconds", "must be at least 1".into());
+        }
+        if self.history_bytes < 1_000 {
+            return bad("history_bytes", "must be at least 1000".into());
         }
         if self.max_steps == 0 {
             return bad("max_steps", "must be at least 1".into());
@@ -596,6 +606,55 @@ mod tests {
             .validate()
             .unwrap_err();
         assert!(e.to_string().contains("`channels.matrix.model`"), "{e}");
+    }
+
+    #[test]
+    fn the_history_budget_is_read_and_checked() {
+        assert_eq!(Config::parse("").unwrap().history_bytes, 400_000);
+        let c = Config::parse("history_bytes = 50000").unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.history_bytes, 50_000);
+        let e = Config::parse("history_bytes = 10")
+            .unwrap()
+            .validate()
+            .unwrap_err();
+        assert!(e.to_string().contains("`history_bytes`"), "{e}");
+    }
+
+    #[test]
+    fn a_channels_streaming_and_context_keys_are_read_and_checked() {
+        let base = "[channels.matrix]\nhomeserver = \"https://matrix.example.org\"\n\
+                    user_id = \"@frogbot:example.org\"\npassword_env = \"PATH\"\n\
+                    store_path = \"/tmp/frogbot-config-test\"\n";
+        let read = |extra: &str| {
+            let c = Config::parse(&format!("{base}{extra}")).unwrap();
+            c.validate()?;
+            Ok::<_, ConfigError>(crate::channels::settings("matrix", &c.channels["matrix"])?)
+        };
+        let d = read("").unwrap();
+        assert!(d.stream);
+        assert_eq!(d.stream_interval, std::time::Duration::from_secs(1));
+        assert_eq!((d.context_messages, d.context_chars), (50, 8_000));
+        let s = read(
+            "stream = false\nstream_interval_ms = 1500\ncontext_messages = 0\ncontext_chars = 100\n",
+        )
+        .unwrap();
+        assert!(!s.stream);
+        assert_eq!(s.stream_interval, std::time::Duration::from_millis(1500));
+        assert_eq!((s.context_messages, s.context_chars), (0, 100));
+        for (bad, key) in [
+            ("stream = \"yes\"\n", "stream"),
+            ("stream_interval_ms = 50\n", "stream_interval_ms"),
+            ("stream_interval_ms = 1.5\n", "stream_interval_ms"),
+            ("context_messages = -1\n", "context_messages"),
+            ("context_chars = \"lots\"\n", "context_chars"),
+        ] {
+            let e = read(bad).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("`channels.matrix.{key}`")),
+                "{bad}: {e}"
+            );
+        }
     }
 
     #[test]

@@ -152,6 +152,7 @@ pub async fn build_engine(config: &Config) -> Result<Engine, Error> {
         EngineConfig {
             instructions: config.instructions.clone(),
             max_steps: config.max_steps,
+            history_bytes: config.history_bytes,
             turn_lease_ms: (config.turn_lease_seconds as i64) * 1000,
             default_model: config.default_model_id(),
             ..Default::default()

@@ -64,7 +64,26 @@ pub enum ModelMessage {
 #[derive(Clone, Debug, Default)]
 pub struct Transcript {
     chunks: Vec<std::sync::Arc<[ModelMessage]>>,
+    /// The size of each chunk ([`ModelMessage::size`] summed).
+    chunk_sizes: Vec<usize>,
     len: usize,
+}
+
+impl ModelMessage {
+    /// Its size for the context budget: the bytes of its text, tool inputs and results.
+    pub fn size(&self) -> usize {
+        match self {
+            ModelMessage::User { text } => text.len(),
+            ModelMessage::Assistant { text, tool_calls } => {
+                text.len()
+                    + tool_calls
+                        .iter()
+                        .map(|c| c.name.len() + c.input.to_string().len())
+                        .sum::<usize>()
+            }
+            ModelMessage::Tool { content, name, .. } => content.len() + name.len(),
+        }
+    }
 }
 
 impl Transcript {
@@ -79,7 +98,76 @@ impl Transcript {
             return;
         }
         self.len += chunk.len();
+        self.chunk_sizes
+            .push(chunk.iter().map(ModelMessage::size).sum());
         self.chunks.push(chunk);
+    }
+
+    /// The size of all messages ([`ModelMessage::size`]).
+    pub fn size(&self) -> usize {
+        self.chunk_sizes.iter().sum()
+    }
+
+    /// The newest messages within `budget` (sizes as [`ModelMessage::size`]): the oldest turns
+    /// are left out first, and what is kept starts at a user message (a tool result is never
+    /// separated from its call). The newest user message and what follows it are always kept,
+    /// whatever their size. Costs the kept part's size at most, never the whole chat's.
+    pub fn within(&self, budget: usize) -> Transcript {
+        if self.size() <= budget {
+            return self.clone();
+        }
+        // Whole chunks that fit, newest first.
+        let mut used = 0;
+        let mut first_whole = self.chunks.len();
+        while first_whole > 0 && used + self.chunk_sizes[first_whole - 1] <= budget {
+            first_whole -= 1;
+            used += self.chunk_sizes[first_whole];
+        }
+        // The newest messages of the chunk before them that still fit.
+        let mut head: Vec<ModelMessage> = Vec::new();
+        if first_whole > 0 {
+            let chunk = &self.chunks[first_whole - 1];
+            let mut from = chunk.len();
+            while from > 0 && used + chunk[from - 1].size() <= budget {
+                from -= 1;
+                used += chunk[from].size();
+            }
+            head = chunk[from..].to_vec();
+        }
+        let is_user = |m: &ModelMessage| matches!(m, ModelMessage::User { .. });
+        let mut out = Transcript::new();
+        if let Some(start) = head.iter().position(is_user) {
+            out.extend(head.split_off(start));
+            for c in &self.chunks[first_whole..] {
+                out.push_chunk(c.clone());
+            }
+            return out;
+        }
+        // Start at the first user message of the whole chunks kept.
+        for (k, c) in self.chunks.iter().enumerate().skip(first_whole) {
+            if let Some(start) = c.iter().position(is_user) {
+                if start == 0 {
+                    out.push_chunk(c.clone());
+                } else {
+                    out.extend(c[start..].to_vec());
+                }
+                for rest in &self.chunks[k + 1..] {
+                    out.push_chunk(rest.clone());
+                }
+                return out;
+            }
+        }
+        // Nothing fits from a user message on: the newest user message and what follows.
+        for (k, c) in self.chunks.iter().enumerate().rev() {
+            if let Some(start) = c.iter().rposition(is_user) {
+                out.extend(c[start..].to_vec());
+                for rest in &self.chunks[k + 1..] {
+                    out.push_chunk(rest.clone());
+                }
+                return out;
+            }
+        }
+        self.clone()
     }
 
     /// Appends a chunk and keeps the chunk count logarithmic in the length: while the newest
@@ -92,6 +180,8 @@ impl Transcript {
             return;
         }
         self.len += chunk.len();
+        self.chunk_sizes
+            .push(chunk.iter().map(ModelMessage::size).sum());
         self.chunks.push(chunk);
         while let [.., older, newer] = self.chunks.as_slice()
             && older.len() <= newer.len()
@@ -100,6 +190,9 @@ impl Transcript {
                 older.iter().chain(newer.iter()).cloned().collect();
             self.chunks.truncate(self.chunks.len() - 2);
             self.chunks.push(merged);
+            let newer = self.chunk_sizes.pop().unwrap_or(0);
+            let older = self.chunk_sizes.pop().unwrap_or(0);
+            self.chunk_sizes.push(older + newer);
         }
     }
 

@@ -7,8 +7,12 @@
 //! Keys every channel table shares: `users` (a table mapping platform user ids to FrogBot user
 //! ids; anyone else becomes `platform:id`), `allow` (FrogBot user ids let in; empty: everyone),
 //! `model` / `reasoning` (the model and reasoning option of that platform's chats; default: the
-//! server's default model) and `acks` (`"reactions"`, the default, or `"none"`). The last three
-//! are read here ([`settings`]); the adapter's parser never sees them.
+//! server's default model), `acks` (`"reactions"`, the default, or `"none"`), `stream` (replies
+//! shown as they are written; default `true`), `stream_interval_ms` (the least time between two
+//! updates of a streamed message, ≥ 200, default 1000), `context_messages` (how many earlier
+//! messages of a thread are read when the bot is first mentioned in it, default 50, 0: none) and
+//! `context_chars` (their budget in characters, default 8000). All but `users` and `allow` are
+//! read here ([`settings`]); the adapter's parser never sees them.
 
 pub mod discord;
 pub mod matrix;
@@ -22,9 +26,21 @@ pub use frogbot_core::agent::{Adapter, ChannelSettings};
 use crate::config::ConfigError;
 
 /// The keys every channel table may carry that FrogBot reads itself, not the adapter.
-const SHARED_KEYS: [&str; 3] = ["model", "reasoning", "acks"];
+const SHARED_KEYS: [&str; 7] = [
+    "model",
+    "reasoning",
+    "acks",
+    "stream",
+    "stream_interval_ms",
+    "context_messages",
+    "context_chars",
+];
 
-/// `[channels.NAME]`'s `model`, `reasoning` and `acks`.
+/// The least `stream_interval_ms` (platforms rate-limit edits; Slack and Discord near one per
+/// second per message).
+pub const MIN_STREAM_INTERVAL_MS: i64 = 200;
+
+/// `[channels.NAME]`'s shared keys: model, reasoning, acks, streaming and thread context.
 pub(crate) fn settings(name: &str, value: &toml::Value) -> Result<ChannelSettings, ConfigError> {
     let get = |key: &str| match value.get(key) {
         None => Ok(None),
@@ -44,10 +60,37 @@ pub(crate) fn settings(name: &str, value: &toml::Value) -> Result<ChannelSetting
             ));
         }
     };
+    let key = |k: &str| format!("channels.{name}.{k}");
+    let defaults = ChannelSettings::default();
+    let stream = match value.get("stream") {
+        None => defaults.stream,
+        Some(toml::Value::Boolean(b)) => *b,
+        Some(_) => return Err(ConfigError::key(key("stream"), "must be true or false")),
+    };
+    let int = |k: &str, min: i64, max: i64| match value.get(k) {
+        None => Ok(None),
+        Some(toml::Value::Integer(n)) if (min..=max).contains(n) => Ok(Some(*n)),
+        Some(_) => Err(ConfigError::key(
+            key(k),
+            format!("must be a whole number from {min} to {max}"),
+        )),
+    };
+    let stream_interval = int("stream_interval_ms", MIN_STREAM_INTERVAL_MS, 60_000)?
+        .map_or(defaults.stream_interval, |ms| {
+            std::time::Duration::from_millis(ms as u64)
+        });
+    let context_messages =
+        int("context_messages", 0, 1_000)?.map_or(defaults.context_messages, |n| n as usize);
+    let context_chars =
+        int("context_chars", 0, 1_000_000)?.map_or(defaults.context_chars, |n| n as usize);
     Ok(ChannelSettings {
         model: get("model")?,
         reasoning: get("reasoning")?,
         acks,
+        stream,
+        stream_interval,
+        context_messages,
+        context_chars,
     })
 }
 

@@ -1113,7 +1113,8 @@ impl Turns {
         reasoning: Option<String>,
         offer_questions: bool,
     ) -> ModelRequest {
-        let mut messages = history.clone();
+        // The oldest turns are left out past the budget; the turn in progress is always sent.
+        let mut messages = history.within(self.config.history_bytes);
         let mut so_far = Vec::new();
         to_model_messages(reply, &mut so_far);
         messages.extend(so_far);

@@ -535,6 +535,71 @@ mod tests {
         assert_eq!(c.total, 2);
     }
 
+    /// A chat of `turns` turns, each a user message, a tool call, its result and an answer,
+    /// built the way the history cache builds it (one chunk per turn, compacting).
+    fn chat_of(turns: usize, sizes: &[usize]) -> Transcript {
+        let mut t = Transcript::new();
+        for i in 0..turns {
+            let n = sizes[i % sizes.len()];
+            t.push_compacting(Arc::from(vec![
+                ModelMessage::User {
+                    text: format!("{i}:{}", "u".repeat(n)),
+                },
+                ModelMessage::Assistant {
+                    text: String::new(),
+                    tool_calls: vec![ToolCallRequest {
+                        id: format!("c{i}"),
+                        name: "echo".into(),
+                        input: serde_json::json!({}),
+                    }],
+                },
+                ModelMessage::Tool {
+                    tool_call_id: format!("c{i}"),
+                    name: "echo".into(),
+                    content: "x".repeat(n),
+                    is_error: false,
+                },
+                ModelMessage::Assistant {
+                    text: "a".repeat(n),
+                    tool_calls: vec![],
+                },
+            ]));
+        }
+        t
+    }
+
+    proptest::proptest! {
+        /// Within a budget: a suffix of the chat that starts at a user message, fits the budget
+        /// (or is the newest turn alone), and leaves out only what did not fit.
+        #[test]
+        fn a_long_chat_keeps_its_newest_whole_turns_within_the_budget(
+            turns in 1usize..60,
+            sizes in proptest::collection::vec(0usize..300, 1..5),
+            budget in 0usize..20_000,
+        ) {
+            let t = chat_of(turns, &sizes);
+            let kept = t.within(budget);
+            let all = t.to_vec();
+            let kept_v = kept.to_vec();
+            proptest::prop_assert!(kept_v.len() <= all.len());
+            proptest::prop_assert_eq!(&all[all.len() - kept_v.len()..], &kept_v[..], "a suffix");
+            let starts_at_user = matches!(kept_v.first(), Some(ModelMessage::User { .. }));
+            proptest::prop_assert!(starts_at_user);
+            let newest_turn = 4;
+            proptest::prop_assert!(kept.size() <= budget || kept_v.len() == newest_turn);
+            if t.size() <= budget {
+                proptest::prop_assert_eq!(kept_v.len(), all.len());
+            } else {
+                // One more turn would not have fitted.
+                let bigger = all.len() - kept_v.len();
+                if bigger >= newest_turn {
+                    let with_one_more: usize = all[bigger - newest_turn..].iter().map(ModelMessage::size).sum();
+                    proptest::prop_assert!(with_one_more > budget);
+                }
+            }
+        }
+    }
+
     #[test]
     fn compaction_keeps_order_and_a_logarithmic_chunk_count() {
         let mut t = Transcript::new();

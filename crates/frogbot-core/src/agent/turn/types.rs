@@ -40,6 +40,10 @@ pub struct EngineConfig {
     /// How many stored messages the history cache keeps across chats (least recently used chats
     /// go first). A chat's history is read once and then only what is newer.
     pub history_cache_messages: usize,
+    /// The most of the conversation before the current turn sent to the model, in bytes of text
+    /// ([`crate::agent::ModelMessage::size`]): the oldest turns are left out first. The
+    /// instructions and the turn in progress (with an open question) are always sent.
+    pub history_bytes: usize,
 }
 
 impl Default for EngineConfig {
@@ -51,6 +55,7 @@ impl Default for EngineConfig {
             default_model: "main".into(),
             partial_checkpoint: Duration::from_millis(250),
             history_cache_messages: 100_000,
+            history_bytes: 400_000,
         }
     }
 }
