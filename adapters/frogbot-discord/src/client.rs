@@ -15,6 +15,7 @@ use serenity::builder::{
     EditMessage,
 };
 use serenity::http::Http;
+use serenity::model::channel::Message;
 use serenity::model::id::{ChannelId, InteractionId, MessageId, UserId};
 
 use crate::Error;
@@ -87,6 +88,15 @@ pub trait DiscordApi: Send + Sync + 'static {
 
     /// `POST /channels/{channel}/typing`: "typing…" for 10 seconds.
     async fn typing(&self, channel: ChannelId) -> Result<(), Error>;
+
+    /// `GET /channels/{channel}/messages?before={before}&limit={limit}`: the channel's messages
+    /// before `before`, newest first (as Discord returns them), at most `limit` (1–100).
+    async fn messages_before(
+        &self,
+        channel: ChannelId,
+        before: MessageId,
+        limit: u8,
+    ) -> Result<Vec<Message>, Error>;
 }
 
 #[async_trait]
@@ -179,13 +189,29 @@ impl DiscordApi for Http {
         Http::broadcast_typing(self, channel).await?;
         Ok(())
     }
+
+    async fn messages_before(
+        &self,
+        channel: ChannelId,
+        before: MessageId,
+        limit: u8,
+    ) -> Result<Vec<Message>, Error> {
+        Ok(Http::get_messages(
+            self,
+            channel,
+            Some(serenity::http::MessagePagination::Before(before)),
+            Some(limit.clamp(1, 100)),
+        )
+        .await?)
+    }
 }
 
 /// One call [`RecordingDiscord`] received.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Recorded {
     /// The method: `send_message`, `edit_message`, `create_interaction_response`,
-    /// `create_followup`, `create_thread`, `current_user`, `react`, `unreact` or `typing`.
+    /// `create_followup`, `create_thread`, `current_user`, `react`, `unreact`, `typing` or
+    /// `messages_before`.
     pub method: &'static str,
     /// The ids the call named (channel, message, interaction id, token…), as strings.
     pub target: Vec<String>,
@@ -338,5 +364,19 @@ impl DiscordApi for RecordingDiscord {
     async fn typing(&self, channel: ChannelId) -> Result<(), Error> {
         self.record("typing", vec![channel.to_string()], &Value::Null);
         Ok(())
+    }
+
+    async fn messages_before(
+        &self,
+        channel: ChannelId,
+        before: MessageId,
+        limit: u8,
+    ) -> Result<Vec<Message>, Error> {
+        self.record(
+            "messages_before",
+            vec![channel.to_string(), before.to_string()],
+            &limit,
+        );
+        Ok(Vec::new())
     }
 }

@@ -20,7 +20,10 @@
 //! or text-input label over 45, more than 5 modal rows, a thread name over 100. An edit of an
 //! unknown message is 404 (`Unknown Message`, 10008); a followup with an unknown interaction
 //! token 404 (`Unknown Webhook`, 10015); a second response to one interaction 400 (40060). Every
-//! HTTP call is recorded ([`FakeDiscord::calls`], [`FakeDiscord::wait_for`]).
+//! HTTP call is recorded ([`FakeDiscord::calls`], [`FakeDiscord::wait_for`]). Message edits
+//! (`PATCH`) change the kept message; `GET /channels/{id}/messages?before=&limit=` pages a
+//! channel's messages newest first ([`FakeDiscord::channel_messages`]); starting a thread on a
+//! message in a thread ([`FakeDiscord::mark_thread`]) is 400 (50024).
 //!
 //! What it must not do: be used by a bot. It checks no tokens and no rate limits and keeps
 //! everything in memory.
@@ -95,6 +98,8 @@ struct Inner {
     interactions: Mutex<HashMap<String, Issued>>,
     /// Whether removing the bot's reactions is refused (`403 Missing Access`).
     refuse_unreact: std::sync::atomic::AtomicBool,
+    /// Channels that are threads (no thread can be started on their messages).
+    threads: Mutex<std::collections::HashSet<String>>,
 }
 
 /// A running fake Discord (its servers live as long as the Tokio runtime).
@@ -662,6 +667,50 @@ async fn edit_message(
     respond(&inner, &method, &uri, &body, reply)
 }
 
+/// `GET /channels/{id}/messages?before=&after=&limit=`: the channel's messages (the bot's and
+/// people's), newest first, at most `limit` (1–100, default 50; out of range: 50035).
+async fn channel_messages(
+    State(inner): State<Arc<Inner>>,
+    Path(channel): Path<String>,
+    method: Method,
+    uri: Uri,
+) -> Response {
+    let query: HashMap<String, String> = uri
+        .query()
+        .unwrap_or_default()
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+    let num = |k: &str| query.get(k).and_then(|v| v.parse::<u64>().ok());
+    let limit = num("limit").unwrap_or(50);
+    let reply = if !(1..=100).contains(&limit) {
+        invalid_form("limit: int value should be less than or equal to 100.")
+    } else {
+        let mut list: Vec<Value> = inner
+            .messages
+            .lock()
+            .unwrap()
+            .values()
+            .filter(|m| m["channel_id"] == channel.as_str())
+            .filter(|m| {
+                let id = m["id"]
+                    .as_str()
+                    .and_then(|i| i.parse::<u64>().ok())
+                    .unwrap_or(0);
+                num("before").is_none_or(|b| id < b) && num("after").is_none_or(|a| id > a)
+            })
+            .cloned()
+            .collect();
+        list.sort_by_key(|m| {
+            std::cmp::Reverse(m["id"].as_str().and_then(|i| i.parse::<u64>().ok()))
+        });
+        list.truncate(limit as usize);
+        (StatusCode::OK, Value::Array(list))
+    };
+    respond(&inner, &method, &uri, "", reply)
+}
+
 async fn start_thread(
     State(inner): State<Arc<Inner>>,
     Path((channel, _message)): Path<(String, String)>,
@@ -671,7 +720,13 @@ async fn start_thread(
 ) -> Response {
     let parsed = parse_body(&body);
     let name = chars(&parsed["name"]);
-    let reply = if name == 0 || name > limits::THREAD_NAME {
+    let in_thread = inner.threads.lock().unwrap().contains(&channel);
+    let reply = if in_thread {
+        (
+            StatusCode::BAD_REQUEST,
+            json!({"message": "Cannot execute action on this channel type", "code": 50024}),
+        )
+    } else if name == 0 || name > limits::THREAD_NAME {
         invalid_form("name: 1 to 100 characters")
     } else {
         let id = 800_000_000_000_000_000 + inner.next_id.fetch_add(1, Ordering::SeqCst);
@@ -856,7 +911,10 @@ impl FakeDiscord {
             .route("/api/v10/gateway", get(gateway))
             .route("/api/v10/gateway/bot", get(gateway))
             .route("/api/v10/users/@me", get(current_user))
-            .route("/api/v10/channels/{id}/messages", post(create_message))
+            .route(
+                "/api/v10/channels/{id}/messages",
+                post(create_message).get(channel_messages),
+            )
             .route(
                 "/api/v10/channels/{cid}/messages/{mid}",
                 patch(edit_message),
@@ -949,6 +1007,31 @@ impl FakeDiscord {
             .iter()
             .filter_map(|e| e.as_str().map(str::to_owned))
             .collect()
+    }
+
+    /// Makes `channel` a thread (a thread channel somebody else started): starting a thread on
+    /// one of its messages is refused (400, code 50024), as Discord refuses it.
+    pub fn mark_thread(&self, channel: u64) {
+        self.inner
+            .threads
+            .lock()
+            .unwrap()
+            .insert(channel.to_string());
+    }
+
+    /// The messages of `channel` now (the bot's and people's), oldest first.
+    pub fn channel_messages(&self, channel: u64) -> Vec<Value> {
+        let mut list: Vec<Value> = self
+            .inner
+            .messages
+            .lock()
+            .unwrap()
+            .values()
+            .filter(|m| m["channel_id"] == channel.to_string().as_str())
+            .cloned()
+            .collect();
+        list.sort_by_key(|m| m["id"].as_str().and_then(|i| i.parse::<u64>().ok()));
+        list
     }
 
     /// The message `id` as the fake shows it now (`None`: no such message).

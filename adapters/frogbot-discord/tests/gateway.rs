@@ -75,7 +75,12 @@ fn model() -> ScriptedModel {
         if let Some(ModelMessage::Tool { content, .. }) = req.messages.last() {
             return reply(&format!("got: {content}"));
         }
-        let text = last_user(req);
+        // The model sees channel speakers by name (`alice: hello`).
+        let said = last_user(req);
+        let text = said
+            .split_once(": ")
+            .map_or(said.as_str(), |(_, t)| t)
+            .to_owned();
         if text.contains("ask") {
             return call(
                 "c1",
@@ -325,7 +330,16 @@ async fn a_mention_opens_a_thread_and_the_thread_continues_the_chat() {
         .skip(from)
         .filter(|c| !c.path.contains("/reactions/") && !c.path.ends_with("/typing"))
         .collect();
-    assert_eq!(after.len(), 1, "only the answer: {after:#?}");
+    // The answer streams: posted with a Stop button, then edited to its final state (no
+    // components).
+    let (posts, edits): (Vec<&Call>, Vec<&Call>) = after.iter().partition(|c| c.method == "POST");
+    assert_eq!(posts.len(), 1, "only the answer: {after:#?}");
+    assert!(edits.iter().all(|c| c.method == "PATCH" && c.status == 200));
+    let answer_id = posts[0].response["id"].as_str().unwrap();
+    frogbot_testkit::eventually("the answer's final state", WAIT, async || {
+        bot.fake.message(answer_id).unwrap()["components"] == json!([])
+    })
+    .await;
     let chat = channel_chat_id(PLATFORM, &thread.to_string());
     let messages = bot
         .engine
@@ -360,7 +374,7 @@ async fn a_mention_opens_a_thread_and_the_thread_continues_the_chat() {
         calls
             .into_iter()
             .skip(from)
-            .filter(|c| c.path == format!("/api/v10/channels/{DM}/messages"))
+            .filter(|c| c.method == "POST" && c.path == format!("/api/v10/channels/{DM}/messages"))
             .collect()
     };
     let deadline = tokio::time::Instant::now() + WAIT;

@@ -50,6 +50,82 @@ pub trait SlackApi: Send + Sync {
     /// `reactions.remove`: the bot's reaction `name` on the message `ts` goes; `no_reaction`
     /// counts as done.
     async fn remove_reaction(&self, channel: &str, ts: &str, name: &str) -> Result<(), Error>;
+
+    /// `chat.startStream`: starts a streamed reply in the thread `thread_ts` showing `markdown`
+    /// (Markdown, at most 12,000 characters); `recipient` (user, team) is who the stream is for,
+    /// which Slack requires outside DMs. Returns the streaming message's `ts`.
+    async fn start_stream(
+        &self,
+        channel: &str,
+        thread_ts: &str,
+        recipient: Option<(&str, &str)>,
+        markdown: &str,
+    ) -> Result<String, Error>;
+
+    /// `chat.appendStream`: appends `markdown` to the streaming message `ts`.
+    async fn append_stream(&self, channel: &str, ts: &str, markdown: &str) -> Result<(), Error>;
+
+    /// `chat.stopStream`: finalises the streaming message `ts`.
+    async fn stop_stream(&self, channel: &str, ts: &str) -> Result<(), Error>;
+
+    /// `assistant.threads.setStatus`: the status line of an assistant thread (`""` clears it).
+    async fn set_status(&self, channel: &str, thread_ts: &str, status: &str) -> Result<(), Error>;
+
+    /// `conversations.replies`: the messages of the thread `ts` before `latest` (exclusive),
+    /// oldest first, at most `limit` (the oldest ones: Slack pages from the start).
+    async fn replies(
+        &self,
+        channel: &str,
+        ts: &str,
+        latest: &str,
+        limit: u16,
+    ) -> Result<Vec<HistoryMessage>, Error>;
+}
+
+/// A thread message as `conversations.replies` gives it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HistoryMessage {
+    /// Its `ts`.
+    pub ts: String,
+    /// The author's user id (`U…`), or the bot id for a bot without a user.
+    pub user: String,
+    /// The author's display name when Slack includes their profile (`user_profile`,
+    /// `bot_profile`).
+    pub name: Option<String>,
+    /// Whether a bot wrote it.
+    pub bot: bool,
+    /// Its text (`mrkdwn`).
+    pub text: String,
+}
+
+impl HistoryMessage {
+    fn from_slack(m: &SlackHistoryMessage) -> Self {
+        let s = &m.sender;
+        let profile_name = s.user_profile.as_ref().and_then(|p| {
+            [&p.display_name, &p.real_name]
+                .into_iter()
+                .flatten()
+                .find(|n| !n.trim().is_empty())
+                .cloned()
+        });
+        let name = profile_name
+            .or_else(|| s.bot_profile.as_ref().map(|b| b.name.clone()))
+            .or_else(|| s.username.clone())
+            .filter(|n| !n.trim().is_empty());
+        let user = s
+            .user
+            .as_ref()
+            .map(|u| u.0.clone())
+            .or_else(|| s.bot_id.as_ref().map(|b| b.0.clone()))
+            .unwrap_or_default();
+        Self {
+            ts: m.origin.ts.0.clone(),
+            user,
+            name,
+            bot: s.bot_id.is_some(),
+            text: m.content.text.clone().unwrap_or_default(),
+        }
+    }
 }
 
 /// [`SlackApi`] over slack-morphism's [`SlackClient`] with a bot token.
@@ -237,6 +313,97 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackApi for SlackWebApi<C> {
         let r = session.reactions_remove(&req).await.map(drop);
         unless_code(r, "reactions.remove", "no_reaction")
     }
+
+    async fn start_stream(
+        &self,
+        channel: &str,
+        thread_ts: &str,
+        recipient: Option<(&str, &str)>,
+        markdown: &str,
+    ) -> Result<String, Error> {
+        let session = self.client.open_session(&self.token);
+        let mut req = SlackApiChatStartStreamRequest::new(SlackChannelId(channel.to_string()))
+            .with_thread_ts(SlackTs(thread_ts.to_string()))
+            .with_markdown_text(markdown.to_string());
+        if let Some((user, team)) = recipient {
+            req = req
+                .with_recipient_user_id(SlackUserId(user.to_string()))
+                .with_recipient_team_id(SlackTeamId(team.to_string()));
+        }
+        let res = session
+            .chat_start_stream(&req)
+            .await
+            .map_err(api_err("chat.startStream"))?;
+        Ok(res.ts.0)
+    }
+
+    async fn append_stream(&self, channel: &str, ts: &str, markdown: &str) -> Result<(), Error> {
+        let session = self.client.open_session(&self.token);
+        let req = SlackApiChatAppendStreamRequest::new(
+            SlackChannelId(channel.to_string()),
+            SlackTs(ts.to_string()),
+        )
+        .with_markdown_text(markdown.to_string());
+        session
+            .chat_append_stream(&req)
+            .await
+            .map_err(api_err("chat.appendStream"))?;
+        Ok(())
+    }
+
+    async fn stop_stream(&self, channel: &str, ts: &str) -> Result<(), Error> {
+        let session = self.client.open_session(&self.token);
+        let req = SlackApiChatStopStreamRequest::new(
+            SlackChannelId(channel.to_string()),
+            SlackTs(ts.to_string()),
+            SlackMessageContent::new(),
+        );
+        session
+            .chat_stop_stream(&req)
+            .await
+            .map_err(api_err("chat.stopStream"))?;
+        Ok(())
+    }
+
+    async fn set_status(&self, channel: &str, thread_ts: &str, status: &str) -> Result<(), Error> {
+        let session = self.client.open_session(&self.token);
+        let req = SlackApiAssistantThreadsSetStatusRequest::new(
+            SlackChannelId(channel.to_string()),
+            status.to_string(),
+            SlackTs(thread_ts.to_string()),
+        );
+        session
+            .assistant_threads_set_status(&req)
+            .await
+            .map_err(api_err("assistant.threads.setStatus"))?;
+        Ok(())
+    }
+
+    async fn replies(
+        &self,
+        channel: &str,
+        ts: &str,
+        latest: &str,
+        limit: u16,
+    ) -> Result<Vec<HistoryMessage>, Error> {
+        let session = self.client.open_session(&self.token);
+        let req = SlackApiConversationsRepliesRequest::new(
+            SlackChannelId(channel.to_string()),
+            SlackTs(ts.to_string()),
+        )
+        .with_latest(SlackTs(latest.to_string()))
+        .with_inclusive(false)
+        .with_limit(limit);
+        let res = session
+            .conversations_replies(&req)
+            .await
+            .map_err(api_err("conversations.replies"))?;
+        Ok(res
+            .messages
+            .iter()
+            .map(HistoryMessage::from_slack)
+            .collect())
+    }
 }
 
 /// A call [`RecordingSlack`] received.
@@ -300,6 +467,47 @@ pub enum SlackCall {
         ts: String,
         /// The emoji's name.
         name: String,
+    },
+    /// `chat.startStream`.
+    StartStream {
+        /// The conversation.
+        channel: String,
+        /// The thread.
+        thread_ts: String,
+        /// The first Markdown.
+        markdown: String,
+    },
+    /// `chat.appendStream`.
+    AppendStream {
+        /// The conversation.
+        channel: String,
+        /// The streaming message.
+        ts: String,
+        /// The Markdown appended.
+        markdown: String,
+    },
+    /// `chat.stopStream`.
+    StopStream {
+        /// The conversation.
+        channel: String,
+        /// The streaming message.
+        ts: String,
+    },
+    /// `assistant.threads.setStatus`.
+    SetStatus {
+        /// The conversation.
+        channel: String,
+        /// The thread.
+        thread_ts: String,
+        /// The status.
+        status: String,
+    },
+    /// `conversations.replies`.
+    Replies {
+        /// The conversation.
+        channel: String,
+        /// The thread.
+        ts: String,
     },
 }
 
@@ -407,6 +615,61 @@ impl SlackApi for RecordingSlack {
             name: name.into(),
         });
         Ok(())
+    }
+
+    async fn start_stream(
+        &self,
+        channel: &str,
+        thread_ts: &str,
+        _recipient: Option<(&str, &str)>,
+        markdown: &str,
+    ) -> Result<String, Error> {
+        let n = self.record(SlackCall::StartStream {
+            channel: channel.into(),
+            thread_ts: thread_ts.into(),
+            markdown: markdown.into(),
+        });
+        Ok(format!("1700000100.{n:06}"))
+    }
+
+    async fn append_stream(&self, channel: &str, ts: &str, markdown: &str) -> Result<(), Error> {
+        self.record(SlackCall::AppendStream {
+            channel: channel.into(),
+            ts: ts.into(),
+            markdown: markdown.into(),
+        });
+        Ok(())
+    }
+
+    async fn stop_stream(&self, channel: &str, ts: &str) -> Result<(), Error> {
+        self.record(SlackCall::StopStream {
+            channel: channel.into(),
+            ts: ts.into(),
+        });
+        Ok(())
+    }
+
+    async fn set_status(&self, channel: &str, thread_ts: &str, status: &str) -> Result<(), Error> {
+        self.record(SlackCall::SetStatus {
+            channel: channel.into(),
+            thread_ts: thread_ts.into(),
+            status: status.into(),
+        });
+        Ok(())
+    }
+
+    async fn replies(
+        &self,
+        channel: &str,
+        ts: &str,
+        _latest: &str,
+        _limit: u16,
+    ) -> Result<Vec<HistoryMessage>, Error> {
+        self.record(SlackCall::Replies {
+            channel: channel.into(),
+            ts: ts.into(),
+        });
+        Ok(Vec::new())
     }
 }
 

@@ -37,7 +37,7 @@ pub mod render;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use client::{BotIdentity, RecordingSlack, SlackApi, SlackCall, SlackWebApi};
+pub use client::{BotIdentity, HistoryMessage, RecordingSlack, SlackApi, SlackCall, SlackWebApi};
 pub use questions::SlackQuestions;
 pub use slack_morphism;
 

@@ -71,6 +71,8 @@ pub mod limits {
     pub const MODAL_BLOCKS: usize = 100;
     /// A message's `text`.
     pub const MESSAGE_TEXT: usize = 40_000;
+    /// `markdown_text` of a streaming call, and a `markdown` block's text.
+    pub const MARKDOWN_TEXT: usize = 12_000;
     /// A section's text.
     pub const SECTION_TEXT: usize = 3000;
     /// A section's fields.
@@ -114,6 +116,8 @@ pub struct Call {
     pub auth: String,
     /// The arguments: the JSON body, or the form / query fields as an object.
     pub body: Value,
+    /// When the fake received it.
+    pub at: std::time::Instant,
 }
 
 /// A message as the fake keeps it.
@@ -135,6 +139,12 @@ pub struct Message {
     pub blocks: Value,
     /// Its reactions, `(emoji name, user)` in the order they were added.
     pub reactions: Vec<(String, String)>,
+    /// Whether it is a native stream not stopped yet (`chat.startStream` until
+    /// `chat.stopStream`).
+    pub streaming: bool,
+    /// The author's display name (`user_profile.display_name` in the Web API), when set with
+    /// [`FakeSlack::set_user_name`].
+    pub user_name: Option<String>,
 }
 
 impl Message {
@@ -159,6 +169,11 @@ impl Message {
         if self.bot {
             m["bot_id"] = json!(BOT_ID);
             m["app_id"] = json!(APP);
+            m["bot_profile"] = json!({"id": BOT_ID, "app_id": APP, "name": "frogbot",
+                                      "user_id": BOT_USER, "team_id": TEAM, "deleted": false});
+        } else if let Some(name) = &self.user_name {
+            m["user_profile"] = json!({"display_name": name, "real_name": name,
+                                       "name": name.to_lowercase(), "team": TEAM});
         }
         if let Some(t) = &self.thread_ts {
             m["thread_ts"] = json!(t);
@@ -216,6 +231,9 @@ struct Store {
     violations: Vec<String>,
     fail: Option<String>,
     fail_method: HashMap<String, String>,
+    names: HashMap<String, String>,
+    refuse_streaming: Option<String>,
+    statuses: Vec<(String, String, String)>,
 }
 
 struct Shared {
@@ -359,6 +377,34 @@ impl FakeSlack {
         };
     }
 
+    /// From now on `chat.startStream` fails with `error` (e.g. `not_allowed_token_type`, as for
+    /// a workspace that does not let the app stream; `None`: streams are allowed).
+    pub fn refuse_streaming(&self, error: Option<&str>) {
+        lock(&self.shared).refuse_streaming = error.map(str::to_owned);
+    }
+
+    /// `user`'s display name, shown in the `user_profile` of their messages from now on.
+    pub fn set_user_name(&self, user: &str, name: &str) {
+        lock(&self.shared)
+            .names
+            .insert(user.to_owned(), name.to_owned());
+    }
+
+    /// The assistant thread statuses set so far: `(channel, thread_ts, status)`.
+    pub fn statuses(&self) -> Vec<(String, String, String)> {
+        lock(&self.shared).statuses.clone()
+    }
+
+    /// The `assistant_thread_started` event of a person opening an assistant thread
+    /// (`channel` a DM, `thread_ts` its root).
+    pub fn assistant_thread_started(&self, user: &str, channel: &str, thread_ts: &str) -> Value {
+        json!({"type": "assistant_thread_started",
+               "assistant_thread": {"user_id": user, "channel_id": channel, "thread_ts": thread_ts,
+                                    "context": {"channel_id": null, "team_id": TEAM,
+                                                "enterprise_id": null}},
+               "event_ts": self.next_ts()})
+    }
+
     /// The message `channel:ts`, as it is now.
     pub fn message(&self, id: &str) -> Option<Message> {
         let (channel, ts) = split_id(id).ok()?;
@@ -398,6 +444,7 @@ impl FakeSlack {
         user: &str,
         text: &str,
     ) -> Message {
+        let user_name = lock(&self.shared).names.get(user).cloned();
         let m = Message {
             channel: channel.to_owned(),
             ts: self.next_ts(),
@@ -407,6 +454,8 @@ impl FakeSlack {
             text: text.to_owned(),
             blocks: json!([]),
             reactions: Vec::new(),
+            streaming: false,
+            user_name,
         };
         lock(&self.shared).messages.push(m.clone());
         m
@@ -772,6 +821,7 @@ async fn api(
             method: method.clone(),
             auth: auth.clone(),
             body: body.clone(),
+            at: std::time::Instant::now(),
         });
         store
             .fail_method
@@ -803,6 +853,10 @@ async fn api(
         "reactions.add" => reaction(&shared, &body, true),
         "reactions.remove" => reaction(&shared, &body, false),
         "conversations.replies" => replies(&shared, &body),
+        "chat.startStream" => start_stream(&shared, &body),
+        "chat.appendStream" => append_stream(&shared, &body),
+        "chat.stopStream" => stop_stream(&shared, &body),
+        "assistant.threads.setStatus" => set_status(&shared, &body),
         _ => error("unknown_method"),
     })
 }
@@ -930,6 +984,12 @@ fn check_blocks(blocks: &Value, max: usize, errors: &mut Vec<String>) {
                 check_element(&b["element"], &format!("{at}/element"), errors);
             }
             Some("header") => too_long(errors, &b["text"]["text"], 150, &format!("{at}/text/text")),
+            Some("markdown") => too_long(
+                errors,
+                &b["text"],
+                limits::MARKDOWN_TEXT,
+                &format!("{at}/text"),
+            ),
             Some("divider" | "image" | "rich_text" | "file" | "video") => {}
             other => errors.push(format!("unknown block type {other:?} [json-pointer:{at}]")),
         }
@@ -1037,6 +1097,8 @@ fn post_message(shared: &Shared, body: &Value) -> Value {
         blocks: with_block_ids(body.get("blocks").cloned().unwrap_or(Value::Null), &ts),
         ts,
         reactions: Vec::new(),
+        streaming: false,
+        user_name: None,
     };
     let out = json!({"ok": true, "channel": m.channel, "ts": m.ts, "message": m.json()});
     lock(shared).messages.push(m);
@@ -1060,6 +1122,9 @@ fn update_message(shared: &Shared, body: &Value) -> Value {
     };
     if !m.bot {
         return error("cant_update_message");
+    }
+    if m.streaming {
+        return error("message_not_editable");
     }
     m.text = str_of(body, "text").unwrap_or_default().to_owned();
     m.blocks = with_block_ids(body.get("blocks").cloned().unwrap_or(Value::Null), ts);
@@ -1173,16 +1238,152 @@ fn replies(shared: &Shared, body: &Value) -> Value {
         return error("thread_not_found");
     };
     let store = lock(shared);
-    let messages: Vec<Value> = store
+    let thread: Vec<&Message> = store
         .messages
         .iter()
         .filter(|m| m.channel == channel && (m.ts == ts || m.thread_ts.as_deref() == Some(ts)))
-        .map(Message::json)
         .collect();
-    if messages.is_empty() {
+    if thread.is_empty() {
         return error("thread_not_found");
     }
-    json!({"ok": true, "messages": messages, "has_more": false})
+    // `latest` (exclusive unless `inclusive`), oldest first, the first `limit` (default 1000).
+    let inclusive = matches!(body.get("inclusive"), Some(Value::Bool(true)))
+        || str_of(body, "inclusive").is_some_and(|v| v == "true" || v == "1");
+    let latest = str_of(body, "latest").map(ts_key);
+    let limit = body
+        .get("limit")
+        .and_then(|v| {
+            v.as_u64()
+                .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+        })
+        .unwrap_or(1000)
+        .clamp(1, 1000) as usize;
+    let within: Vec<&&Message> = thread
+        .iter()
+        .filter(|m| match latest {
+            Some(l) if inclusive => ts_key(&m.ts) <= l,
+            Some(l) => ts_key(&m.ts) < l,
+            None => true,
+        })
+        .collect();
+    let has_more = within.len() > limit;
+    let messages: Vec<Value> = within.iter().take(limit).map(|m| m.json()).collect();
+    json!({"ok": true, "messages": messages, "has_more": has_more})
+}
+
+fn ts_key(ts: &str) -> (u64, u64) {
+    let (s, f) = ts.split_once('.').unwrap_or((ts, "0"));
+    (s.parse().unwrap_or(0), f.parse().unwrap_or(0))
+}
+
+/// `chat.startStream`: a new bot message in `thread_ts`, streaming, showing `markdown_text`.
+fn start_stream(shared: &Shared, body: &Value) -> Value {
+    if let Some(e) = lock(shared).refuse_streaming.clone() {
+        return error(&e);
+    }
+    let Some(channel) = str_of(body, "channel") else {
+        return error("channel_not_found");
+    };
+    let Some(thread_ts) = str_of(body, "thread_ts") else {
+        return error("invalid_arguments");
+    };
+    let text = str_of(body, "markdown_text").unwrap_or_default();
+    if text.chars().count() > limits::MARKDOWN_TEXT {
+        return refuse(
+            shared,
+            "chat.startStream",
+            vec![format!(
+                "markdown_text longer than {}",
+                limits::MARKDOWN_TEXT
+            )],
+            "msg_too_long",
+        );
+    }
+    let ts = next_ts(shared);
+    let m = Message {
+        channel: channel.to_owned(),
+        thread_ts: Some(thread_ts.to_owned()),
+        user: BOT_USER.to_owned(),
+        bot: true,
+        text: text.to_owned(),
+        blocks: json!([]),
+        ts: ts.clone(),
+        reactions: Vec::new(),
+        streaming: true,
+        user_name: None,
+    };
+    lock(shared).messages.push(m);
+    json!({"ok": true, "channel": channel, "ts": ts})
+}
+
+/// `chat.appendStream`: `markdown_text` appended to the streaming message `ts`.
+fn append_stream(shared: &Shared, body: &Value) -> Value {
+    let (Some(channel), Some(ts)) = (str_of(body, "channel"), str_of(body, "ts")) else {
+        return error("invalid_arguments");
+    };
+    let Some(text) = str_of(body, "markdown_text") else {
+        return error("invalid_arguments");
+    };
+    let mut store = lock(shared);
+    let Some(m) = store
+        .messages
+        .iter_mut()
+        .find(|m| m.channel == channel && m.ts == ts)
+    else {
+        return error("message_not_found");
+    };
+    if !m.streaming {
+        return error("message_not_in_streaming_state");
+    }
+    if text.chars().count() > limits::MARKDOWN_TEXT
+        || (m.text.chars().count() + text.chars().count()) > limits::MESSAGE_TEXT
+    {
+        drop(store);
+        return refuse(
+            shared,
+            "chat.appendStream",
+            vec!["markdown_text too long".into()],
+            "msg_too_long",
+        );
+    }
+    m.text.push_str(text);
+    json!({"ok": true, "channel": channel, "ts": ts})
+}
+
+/// `chat.stopStream`: the streaming message `ts` is final (with `markdown_text` appended).
+fn stop_stream(shared: &Shared, body: &Value) -> Value {
+    let (Some(channel), Some(ts)) = (str_of(body, "channel"), str_of(body, "ts")) else {
+        return error("invalid_arguments");
+    };
+    let mut store = lock(shared);
+    let Some(m) = store
+        .messages
+        .iter_mut()
+        .find(|m| m.channel == channel && m.ts == ts)
+    else {
+        return error("message_not_found");
+    };
+    if !m.streaming {
+        return error("message_not_in_streaming_state");
+    }
+    if let Some(text) = str_of(body, "markdown_text") {
+        m.text.push_str(text);
+    }
+    m.streaming = false;
+    let message = m.json();
+    json!({"ok": true, "channel": channel, "ts": ts, "message": message})
+}
+
+/// `assistant.threads.setStatus`.
+fn set_status(shared: &Shared, body: &Value) -> Value {
+    let (Some(channel), Some(ts)) = (str_of(body, "channel_id"), str_of(body, "thread_ts")) else {
+        return error("invalid_arguments");
+    };
+    let status = body["status"].as_str().unwrap_or_default().to_owned();
+    lock(shared)
+        .statuses
+        .push((channel.to_owned(), ts.to_owned(), status));
+    json!({"ok": true})
 }
 
 // ---- Socket Mode ------------------------------------------------------------------------------

@@ -330,13 +330,15 @@ async fn the_engine_marks_a_message_seen_working_then_done_after_the_reply() {
             "reactions.add eyes",
             "reactions.add hourglass_flowing_sand",
             "reactions.remove eyes",
-            "chat.postMessage",
+            "chat.startStream",
+            "chat.stopStream",
             "reactions.add white_check_mark",
             "reactions.remove hourglass_flowing_sand",
         ]
     );
+    // The reply streams natively: its text in `chat.startStream`, finalised by `chat.stopStream`.
     assert_eq!(
-        fake.calls("chat.postMessage")[0].body["text"],
+        fake.calls("chat.startStream")[0].body["markdown_text"],
         "hello there"
     );
 }

@@ -117,8 +117,21 @@ async fn socket_mode_events_and_clicks_reach_the_engine_and_are_acknowledged() {
     assert_eq!(click["container"]["thread_ts"], root.as_str());
     conn.send_envelope("env-3", "interactive", click);
     assert_eq!(conn.ack().await, json!({"envelope_id": "env-3"}));
-    wait(|| posts().len() >= 2, "the agent's reply after the answer").await;
-    assert_eq!(posts()[1]["text"], "You chose Colour: Green.");
+    // The agent's reply after the answer streams in the thread (`chat.startStream`).
+    let streamed = || -> Vec<Value> {
+        fake.calls("chat.startStream")
+            .into_iter()
+            .filter(|c| c.body["thread_ts"] == root.as_str())
+            .map(|c| c.body)
+            .collect()
+    };
+    wait(
+        || !streamed().is_empty(),
+        "the agent's reply after the answer",
+    )
+    .await;
+    assert_eq!(streamed()[0]["markdown_text"], "You chose Colour: Green.");
+    assert_eq!(posts().len(), 1, "only the question was posted");
     assert_eq!(fake.calls("chat.update").len(), 1);
     assert_eq!(fake.controls(&current), 0);
     // The redelivered mention never became a second message.

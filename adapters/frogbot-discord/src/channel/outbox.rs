@@ -1,21 +1,91 @@
 //! The `ChannelOutbox`: the agent's replies posted in the thread, split with
 //! `frogbot_model::text::split` at Discord's 2,000 characters; Markdown as the model wrote it
 //! ([`crate::format`]), sent with empty `allowed_mentions` so a reply pings no one.
+//!
+//! Streamed replies are an [`EditStream`] over [`DiscordDrafts`]: the first text is posted
+//! (create message), then the message is edited (`PATCH`) as the model writes, at most once per
+//! `stream_interval`, with a Stop button (`custom_id` [`STOP_CUSTOM_ID`]) until the final state,
+//! which has no components. Thread context is the thread's channel history
+//! (`GET /channels/{thread}/messages?before=…`).
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use frogbot_core::agent::ChannelOutbox;
+use frogbot_core::agent::{ChannelOutbox, DraftMessages, EditStream, ReplyStream};
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use frogbot_model::{Ack, BoxError, Thread, UiMessage};
-use serenity::model::id::MessageId;
+use frogbot_model::{Ack, BoxError, Thread, ThreadMessage, ThreadMessageMetadata, UiMessage};
+use serenity::all::ButtonStyle;
+use serenity::builder::{CreateActionRow, CreateButton, EditMessage};
+use serenity::model::id::{ChannelId, MessageId};
 
 use crate::client::DiscordApi;
 use crate::format;
 use crate::ids::{channel_id, message_id as message_id_of};
 use crate::render::MESSAGE_LIMIT;
+
+/// The `custom_id` of the Stop button on a streamed reply.
+pub const STOP_CUSTOM_ID: &str = "frogbot-stop";
+
+/// The Stop button's row.
+pub fn stop_row() -> CreateActionRow {
+    CreateActionRow::Buttons(vec![
+        CreateButton::new(STOP_CUSTOM_ID)
+            .label("Stop")
+            .style(ButtonStyle::Danger),
+    ])
+}
+
+/// The messages a streamed reply is drawn in: posted and edited in the thread's channel.
+pub struct DiscordDrafts<A: DiscordApi> {
+    api: Arc<A>,
+    channel: ChannelId,
+}
+
+impl<A: DiscordApi> std::fmt::Debug for DiscordDrafts<A> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DiscordDrafts")
+            .field("channel", &self.channel)
+            .finish_non_exhaustive()
+    }
+}
+
+/// An edit to `content` (no mention pings), with the Stop button when `stop`, else none.
+fn edit_to(content: &str, stop: bool) -> EditMessage {
+    EditMessage::new()
+        .content(content)
+        .allowed_mentions(format::no_mentions())
+        .components(if stop { vec![stop_row()] } else { Vec::new() })
+}
+
+#[async_trait]
+impl<A: DiscordApi> DraftMessages for DiscordDrafts<A> {
+    async fn post(&self, text: &str, stop: bool) -> Result<String, BoxError> {
+        let mut message = format::reply_message(text);
+        if stop {
+            message = message.components(vec![stop_row()]);
+        }
+        Ok(self
+            .api
+            .send_message(self.channel, &message)
+            .await?
+            .id
+            .to_string())
+    }
+
+    async fn edit(&self, id: &str, text: &str, stop: bool) -> Result<(), BoxError> {
+        let message = message_id_of(id)?;
+        self.api
+            .edit_message(self.channel, message, &edit_to(text, stop))
+            .await?;
+        Ok(())
+    }
+
+    fn pieces(&self, text: &str) -> Vec<String> {
+        format::messages(text, MESSAGE_LIMIT)
+    }
+}
 
 /// Posts the agent's replies, split at Discord's 2,000 characters (nothing for an empty reply).
 pub struct DiscordOutbox<A: DiscordApi> {
@@ -86,6 +156,64 @@ impl<A: DiscordApi> ChannelOutbox for DiscordOutbox<A> {
 
     fn working_every(&self) -> std::time::Duration {
         std::time::Duration::from_secs(8)
+    }
+
+    async fn start_stream(
+        &self,
+        thread: &Thread,
+    ) -> Result<Option<Box<dyn ReplyStream>>, BoxError> {
+        let drafts = DiscordDrafts {
+            api: self.api.clone(),
+            channel: channel_id(&thread.id)?,
+        };
+        Ok(Some(Box::new(EditStream::new(drafts))))
+    }
+
+    fn pieces(&self, text: &str) -> Vec<String> {
+        format::messages(text, MESSAGE_LIMIT)
+    }
+
+    /// `PATCH` of the message to `text` (a piece of [`ChannelOutbox::pieces`]), no components.
+    async fn edit_message(
+        &self,
+        thread: &Thread,
+        message_id: &str,
+        text: &str,
+    ) -> Result<(), BoxError> {
+        let channel = channel_id(&thread.id)?;
+        let message = message_id_of(message_id)?;
+        self.api
+            .edit_message(channel, message, &edit_to(text, false))
+            .await?;
+        Ok(())
+    }
+
+    /// The thread channel's messages before `before` (Discord's newest-first page, reversed),
+    /// named by the author's global name, else username.
+    async fn thread_history(
+        &self,
+        thread: &Thread,
+        before: &str,
+        limit: usize,
+    ) -> Result<Vec<ThreadMessage>, BoxError> {
+        let channel = channel_id(&thread.id)?;
+        let before = message_id_of(before)?;
+        let limit = u8::try_from(limit.clamp(1, 100)).unwrap_or(100);
+        let mut page = self.api.messages_before(channel, before, limit).await?;
+        page.sort_by_key(|m| m.id);
+        Ok(page
+            .iter()
+            .map(|m| ThreadMessage {
+                id: m.id.to_string(),
+                text: m.content.clone(),
+                author: crate::convert::platform_user(&m.author),
+                metadata: ThreadMessageMetadata {
+                    date_sent: m.timestamp.to_rfc3339().unwrap_or_default(),
+                },
+                reply_to: None,
+                raw: serde_json::Value::Null,
+            })
+            .collect())
     }
 }
 

@@ -23,14 +23,16 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use frogbot_core::agent::{
-    AccessCheck, ChannelMessageOutcome, Engine, InteractionOutcome, channel_chat_id,
+    AccessCheck, ChannelMessageOutcome, Engine, InteractionOutcome, STOP_REFUSED_TEXT, StopOutcome,
+    channel_chat_id,
 };
 use frogbot_model::text::truncate;
 use frogbot_model::{
     ChannelIdentity, ChannelRef, ChatInfo, IdentityResolver, Progress, QuestionCall,
 };
 use serenity::all::{
-    ClientBuilder, ComponentInteraction, Context, CreateThread, EventHandler, GatewayIntents,
+    ClientBuilder, ComponentInteraction, Context, CreateInteractionResponse,
+    CreateInteractionResponseMessage, CreateThread, EventHandler, GatewayIntents,
     Interaction as DiscordInteraction, Message, ModalInteraction, Ready, UserId,
 };
 use serenity::http::{Http, HttpBuilder};
@@ -38,6 +40,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info, info_span, warn};
 
+use super::outbox::STOP_CUSTOM_ID;
 use crate::client::DiscordApi;
 use crate::convert::{self, EndpointRequest, EndpointVerifier, PONG};
 use crate::ids::{Control, is_other};
@@ -348,10 +351,53 @@ fn enqueue(
     );
 }
 
+/// What a click on a streamed reply's Stop button is answered with: the turn stops when the
+/// clicker drives it; anyone else gets [`STOP_REFUSED_TEXT`] ephemerally. Never a question's
+/// answer.
+async fn stop_response(
+    engine: &Engine,
+    component: &ComponentInteraction,
+) -> CreateInteractionResponse {
+    let who = convert::platform_user(&component.user);
+    let thread = component.channel_id.to_string();
+    match engine.channel_stop(PLATFORM, &thread, &who).await {
+        Ok(StopOutcome::NotDriver) => {
+            info!(user = %who.id, thread, "discord: Stop from someone else refused");
+            CreateInteractionResponse::Message(
+                CreateInteractionResponseMessage::new()
+                    .ephemeral(true)
+                    .content(STOP_REFUSED_TEXT),
+            )
+        }
+        Ok(outcome) => {
+            info!(?outcome, user = %who.id, thread, "discord: Stop click");
+            crate::deferred_update()
+        }
+        Err(e) => {
+            warn!(error = %e, thread, "discord: Stop click not handled");
+            crate::deferred_update()
+        }
+    }
+}
+
 async fn on_component(shared: &Shared, engine: &Engine, component: ComponentInteraction) {
     let custom_id = component.data.custom_id.clone();
     let span = info_span!("discord_component", custom_id = %custom_id, message_id = %component.message.id, chat_id = tracing::field::Empty, question_id = tracing::field::Empty);
     async {
+        if custom_id == STOP_CUSTOM_ID {
+            let response = stop_response(engine, &component).await;
+            if let Err(e) = DiscordApi::create_interaction_response(
+                shared.http.as_ref(),
+                component.id,
+                &component.token,
+                &response,
+            )
+            .await
+            {
+                warn!(error = %e, "discord: answering a Stop click failed");
+            }
+            return;
+        }
         if is_other(&custom_id)
             && let Some(call) = live_call(engine, &component).await
         {
@@ -470,6 +516,11 @@ async fn endpoint(State(state): State<Endpoint>, headers: HeaderMap, body: Bytes
         EndpointRequest::Interaction { interaction, raw } => {
             // The HTTP response is the interaction's response: the modal for a live "Other…"
             // click, else the deferred update; the engine runs after it, on the thread's queue.
+            if let DiscordInteraction::Component(c) = &*interaction
+                && c.data.custom_id == STOP_CUSTOM_ID
+            {
+                return json_response(&stop_response(&state.engine, c).await);
+            }
             if let DiscordInteraction::Component(c) = &*interaction
                 && is_other(&c.data.custom_id)
                 && let Some(call) = live_call(&state.engine, c).await

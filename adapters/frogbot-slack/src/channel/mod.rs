@@ -178,6 +178,7 @@ pub async fn connect(config: Config) -> Result<SlackAdapter, Error> {
             questions: Arc::new(SlackQuestions::new(api)),
             bot,
             acks: outbox::AckMarks::default(),
+            threads: outbox::ThreadFacts::default(),
         }),
     })
 }
@@ -196,6 +197,7 @@ struct Inner {
     seen: Seen,
     queues: receive::ThreadQueues,
     acks: outbox::AckMarks,
+    threads: outbox::ThreadFacts,
 }
 
 impl std::fmt::Debug for SlackAdapter {

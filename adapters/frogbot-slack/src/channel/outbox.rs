@@ -1,17 +1,297 @@
 //! The outbox (feature `engine`): posts the agent's replies in their Slack thread as `mrkdwn`
 //! ([`crate::format`]), split with [`frogbot_model::text::split`] below Slack's 40,000-character
 //! `text` limit, and marks the person's messages with the acknowledgement reactions.
+//!
+//! Streamed replies ([`SlackStream`]) use Slack's native streaming (`chat.startStream`,
+//! `chat.appendStream`, `chat.stopStream`, Markdown of at most [`STREAM_MAX_CHARS`] per
+//! message: a stream that would grow past it is stopped and a new one continues). When the
+//! workspace refuses `chat.startStream` (any error: a token type, a plan, an unknown method) the
+//! reply falls back to post + edit ([`SlackDrafts`]: `chat.postMessage` / `chat.update` with a
+//! `markdown` block and, while streaming, a Stop button `frogbot-stop`).
+//! While a turn runs in an assistant thread (learned from `assistant_thread_started`), its
+//! status says "is thinking…" (`assistant.threads.setStatus`).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
 use async_trait::async_trait;
-use frogbot_core::agent::ChannelOutbox;
-use frogbot_model::{Ack, BoxError, Thread, UiMessage};
+use frogbot_core::agent::{ChannelOutbox, DraftMessages, EditStream, ReplyStream};
+use frogbot_model::{Ack, BoxError, PlatformUser, Thread, ThreadMessage, UiMessage};
+use serde_json::json;
+use slack_morphism::prelude::SlackBlock;
+use tracing::{debug, info};
 
 use super::SlackAdapter;
 use crate::client::SlackApi;
-use crate::ids::split_id;
+use crate::ids::{message_id, split_id};
+
+/// The most Markdown characters one streamed message takes: Slack's limit on `markdown_text`
+/// and on a `markdown` block.
+pub const STREAM_MAX_CHARS: usize = 12_000;
+
+/// The `action_id` of the Stop button on a streamed reply.
+pub const STOP_ACTION_ID: &str = "frogbot-stop";
+
+/// The assistant thread status shown while a turn runs.
+pub const THINKING_STATUS: &str = "is thinking…";
+
+/// How many threads [`ThreadFacts`] remembers before it forgets them all.
+const MAX_THREADS: usize = 10_000;
+
+/// What the adapter learned about threads from deliveries: which are assistant threads, and who
+/// last wrote in each (the recipient a native stream is for).
+#[derive(Debug, Default)]
+pub struct ThreadFacts {
+    assistant: Mutex<HashSet<String>>,
+    speakers: Mutex<HashMap<String, (String, String)>>,
+}
+
+impl ThreadFacts {
+    /// `thread` (`channel:thread_ts`) is an assistant thread.
+    pub fn assistant_thread(&self, thread: &str) {
+        let mut set = self.assistant.lock().unwrap_or_else(|p| p.into_inner());
+        if set.len() > MAX_THREADS {
+            set.clear();
+        }
+        set.insert(thread.to_owned());
+    }
+
+    /// Whether `thread` is an assistant thread.
+    pub fn is_assistant_thread(&self, thread: &str) -> bool {
+        self.assistant
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(thread)
+    }
+
+    /// `user` of workspace `team` wrote in `thread`.
+    pub fn spoke(&self, thread: &str, user: &str, team: &str) {
+        let mut map = self.speakers.lock().unwrap_or_else(|p| p.into_inner());
+        if map.len() > MAX_THREADS {
+            map.clear();
+        }
+        map.insert(thread.to_owned(), (user.to_owned(), team.to_owned()));
+    }
+
+    /// Who last wrote in `thread` (user, team).
+    pub fn speaker(&self, thread: &str) -> Option<(String, String)> {
+        self.speakers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(thread)
+            .cloned()
+    }
+}
+
+/// The blocks of a streamed message: its Markdown in a `markdown` block, and the Stop button
+/// while `stop`.
+pub fn stream_blocks(markdown: &str, stop: bool) -> Vec<SlackBlock> {
+    let mut blocks = vec![json!({"type": "markdown", "text": markdown})];
+    if stop {
+        blocks.push(
+            json!({"type": "actions", "block_id": "frogbot-stop", "elements": [{
+                "type": "button", "action_id": STOP_ACTION_ID, "style": "danger",
+                "text": {"type": "plain_text", "text": "Stop"}
+            }]}),
+        );
+    }
+    serde_json::from_value(json!(blocks)).unwrap_or_default()
+}
+
+/// The notification text of a streamed message (`mrkdwn`, within Slack's `text` limit).
+fn fallback_text(markdown: &str) -> String {
+    frogbot_model::text::truncate(&crate::format::to_mrkdwn(markdown), MAX_REPLY_CHARS)
+}
+
+/// The messages a streamed reply is drawn in when native streaming is refused: post + edit.
+#[derive(Clone, Debug)]
+pub struct SlackDrafts {
+    slack: SlackAdapter,
+    channel: String,
+    thread_ts: String,
+}
+
+#[async_trait]
+impl DraftMessages for SlackDrafts {
+    async fn post(&self, text: &str, stop: bool) -> Result<String, BoxError> {
+        let ts = self
+            .slack
+            .inner
+            .questions
+            .api()
+            .post_message(
+                &self.channel,
+                Some(&self.thread_ts),
+                stream_blocks(text, stop),
+                &fallback_text(text),
+            )
+            .await?;
+        Ok(message_id(&self.channel, &ts))
+    }
+
+    async fn edit(&self, id: &str, text: &str, stop: bool) -> Result<(), BoxError> {
+        let (channel, ts) = split_id(id)?;
+        self.slack
+            .inner
+            .questions
+            .api()
+            .update_message(channel, ts, stream_blocks(text, stop), &fallback_text(text))
+            .await?;
+        Ok(())
+    }
+
+    fn pieces(&self, text: &str) -> Vec<String> {
+        stream_pieces(text)
+    }
+}
+
+/// `text` cut into streamed messages: Markdown of at most [`STREAM_MAX_CHARS`] each, code
+/// blocks closed and reopened at a cut.
+pub fn stream_pieces(text: &str) -> Vec<String> {
+    frogbot_model::text::split(text, STREAM_MAX_CHARS)
+}
+
+/// One natively streamed message.
+#[derive(Debug)]
+struct Native {
+    ts: String,
+    /// The Markdown it shows.
+    sent: String,
+    /// Still streaming (not stopped).
+    open: bool,
+}
+
+/// A streamed reply on Slack: native streaming, or post + edit when the workspace refuses it.
+pub struct SlackStream {
+    slack: SlackAdapter,
+    channel: String,
+    thread_ts: String,
+    recipient: Option<(String, String)>,
+    native: Vec<Native>,
+    fallback: Option<EditStream<SlackDrafts>>,
+}
+
+impl std::fmt::Debug for SlackStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SlackStream")
+            .field("channel", &self.channel)
+            .field("thread_ts", &self.thread_ts)
+            .field("native", &self.native)
+            .field("fallback", &self.fallback.is_some())
+            .finish()
+    }
+}
+
+impl SlackStream {
+    async fn stop(&mut self, i: usize) -> Result<(), BoxError> {
+        let api = self.slack.inner.questions.api();
+        let m = &mut self.native[i];
+        if m.open {
+            m.open = false;
+            api.stop_stream(&self.channel, &m.ts).await?;
+        }
+        Ok(())
+    }
+
+    async fn draw(&mut self, text: &str, last: bool) -> Result<(), BoxError> {
+        if let Some(f) = &mut self.fallback {
+            return if last {
+                f.finish(text).await
+            } else {
+                f.show(text).await
+            };
+        }
+        let pieces = stream_pieces(text);
+        let count = pieces.len();
+        for (i, piece) in pieces.into_iter().enumerate() {
+            let more = i + 1 < count;
+            let slack = self.slack.clone();
+            let api = slack.inner.questions.api();
+            if i < self.native.len() {
+                let m = &mut self.native[i];
+                if m.open
+                    && let Some(delta) = piece.strip_prefix(m.sent.as_str())
+                    && !delta.is_empty()
+                {
+                    api.append_stream(&self.channel, &m.ts, delta).await?;
+                    m.sent = piece.clone();
+                }
+                if more || last {
+                    self.stop(i).await?;
+                }
+                let m = &mut self.native[i];
+                if last && !m.open && m.sent != piece {
+                    // The cut moved, or the final text is not what was streamed: replace it.
+                    api.update_message(
+                        &self.channel,
+                        &m.ts,
+                        stream_blocks(&piece, false),
+                        &fallback_text(&piece),
+                    )
+                    .await?;
+                    m.sent = piece;
+                }
+                continue;
+            }
+            let recipient = self
+                .recipient
+                .as_ref()
+                .map(|(u, t)| (u.as_str(), t.as_str()));
+            match api
+                .start_stream(&self.channel, &self.thread_ts, recipient, &piece)
+                .await
+            {
+                Ok(ts) => self.native.push(Native {
+                    ts,
+                    sent: piece,
+                    open: true,
+                }),
+                Err(e) if self.native.is_empty() => {
+                    info!(channel = %self.channel, error = %e, "Slack refused a native stream; posting and editing instead");
+                    let drafts = SlackDrafts {
+                        slack: self.slack.clone(),
+                        channel: self.channel.clone(),
+                        thread_ts: self.thread_ts.clone(),
+                    };
+                    self.fallback = Some(EditStream::new(drafts));
+                    return Box::pin(self.draw(text, last)).await;
+                }
+                Err(e) => return Err(e.into()),
+            }
+            if more || last {
+                self.stop(i).await?;
+            }
+        }
+        if last {
+            for i in 0..self.native.len() {
+                self.stop(i).await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl ReplyStream for SlackStream {
+    async fn show(&mut self, text: &str) -> Result<(), BoxError> {
+        self.draw(text, false).await
+    }
+
+    async fn finish(&mut self, text: &str) -> Result<(), BoxError> {
+        self.draw(text, true).await
+    }
+
+    fn message_ids(&self) -> Vec<String> {
+        match &self.fallback {
+            Some(f) => f.message_ids(),
+            None => self
+                .native
+                .iter()
+                .map(|m| message_id(&self.channel, &m.ts))
+                .collect(),
+        }
+    }
+}
 
 /// Slack truncates a message's `text` beyond 40,000 characters; a reply is split into messages of
 /// at most this many (a margin for what Slack counts differently, e.g. escaped `&<>`).
@@ -98,11 +378,114 @@ impl ChannelOutbox for SlackAdapter {
             .await
     }
 
-    /// Nothing: the ⏳ reaction shows the turn running. (`assistant.threads.setStatus` would
-    /// need to know which threads are assistant threads, which the adapter does not track.)
-    async fn working(&self, _thread: &Thread) -> Result<(), BoxError> {
+    /// In an assistant thread, its status "is thinking…" (`assistant.threads.setStatus`; Slack
+    /// clears it when the reply is posted); elsewhere nothing: the ⏳ reaction shows the turn
+    /// running.
+    async fn working(&self, thread: &Thread) -> Result<(), BoxError> {
+        if !self.inner.threads.is_assistant_thread(&thread.id) {
+            return Ok(());
+        }
+        let (channel, thread_ts) = split_id(&thread.id)?;
+        self.inner
+            .questions
+            .api()
+            .set_status(channel, thread_ts, THINKING_STATUS)
+            .await?;
         Ok(())
     }
+
+    async fn start_stream(
+        &self,
+        thread: &Thread,
+    ) -> Result<Option<Box<dyn ReplyStream>>, BoxError> {
+        let (channel, thread_ts) = split_id(&thread.id)?;
+        Ok(Some(Box::new(SlackStream {
+            slack: self.clone(),
+            channel: channel.to_owned(),
+            thread_ts: thread_ts.to_owned(),
+            recipient: self.inner.threads.speaker(&thread.id),
+            native: Vec::new(),
+            fallback: None,
+        })))
+    }
+
+    fn pieces(&self, text: &str) -> Vec<String> {
+        stream_pieces(text)
+    }
+
+    /// `chat.update` of a streamed message to `text` (Markdown), no Stop button.
+    async fn edit_message(
+        &self,
+        _thread: &Thread,
+        message_id: &str,
+        text: &str,
+    ) -> Result<(), BoxError> {
+        let (channel, ts) = split_id(message_id)?;
+        self.inner
+            .questions
+            .api()
+            .update_message(
+                channel,
+                ts,
+                stream_blocks(text, false),
+                &fallback_text(text),
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// `conversations.replies` of the thread before `before`; names from the messages'
+    /// profiles (else the user id).
+    async fn thread_history(
+        &self,
+        thread: &Thread,
+        before: &str,
+        limit: usize,
+    ) -> Result<Vec<ThreadMessage>, BoxError> {
+        let (channel, root) = split_id(&thread.id)?;
+        let latest = split_id(before).map(|(_, ts)| ts).unwrap_or(before);
+        if !ts_before(root, latest) {
+            // The message starts the thread: nothing came before it.
+            return Ok(Vec::new());
+        }
+        let mut messages = self
+            .inner
+            .questions
+            .api()
+            .replies(channel, root, latest, 1000)
+            .await?;
+        // Slack pages from the oldest; `latest` is exclusive, but a parent may come regardless.
+        messages.retain(|m| ts_before(&m.ts, latest));
+        let skip = messages.len().saturating_sub(limit);
+        debug!(thread = %thread.id, read = messages.len(), "Slack thread history read");
+        Ok(messages
+            .into_iter()
+            .skip(skip)
+            .map(|m| ThreadMessage {
+                id: message_id(channel, &m.ts),
+                text: m.text,
+                author: PlatformUser {
+                    id: m.user,
+                    name: m.name,
+                    is_bot: m.bot,
+                },
+                metadata: frogbot_model::ThreadMessageMetadata {
+                    date_sent: String::new(),
+                },
+                reply_to: None,
+                raw: serde_json::Value::Null,
+            })
+            .collect())
+    }
+}
+
+/// Whether the Slack `ts` `a` is earlier than `b` (`seconds.micros`).
+fn ts_before(a: &str, b: &str) -> bool {
+    let key = |t: &str| {
+        let (s, f) = t.split_once('.').unwrap_or((t, "0"));
+        (s.parse::<u64>().unwrap_or(0), f.parse::<u64>().unwrap_or(0))
+    };
+    key(a) < key(b)
 }
 
 #[cfg(test)]

@@ -37,8 +37,13 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use frogbot_core::agent::{ChannelMessageOutcome, Engine, InteractionOutcome, channel_chat_id};
-use frogbot_model::{BoxError, Interaction, decode_question_modal_metadata, now_millis};
+use frogbot_core::agent::{
+    ChannelMessageOutcome, Engine, InteractionOutcome, STOP_REFUSED_TEXT, StopOutcome,
+    channel_chat_id,
+};
+use frogbot_model::{
+    BoxError, Interaction, PlatformUser, decode_question_modal_metadata, now_millis,
+};
 use serde_json::{Value, json};
 use slack_morphism::prelude::*;
 use slack_morphism::socket_mode::clients_manager::{
@@ -48,6 +53,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, error, info, info_span, warn};
 
+use super::outbox::STOP_ACTION_ID;
 use super::{Inner, SlackAdapter};
 use crate::client::SlackApi;
 use crate::convert::{
@@ -312,6 +318,22 @@ impl Receiver {
         if retry.is_some() {
             info!(%event_id, retry, "Slack retry of an event not seen by this process");
         }
+        if kind == "assistant_thread_started" {
+            // `{"assistant_thread": {"user_id", "channel_id", "thread_ts", "context": {…}}}`
+            let t = body.pointer("/event/assistant_thread");
+            let field = |k: &str| t.and_then(|t| t[k].as_str()).unwrap_or_default();
+            let (channel, ts) = (field("channel_id"), field("thread_ts"));
+            if !channel.is_empty() && !ts.is_empty() {
+                let thread = thread_id(channel, ts);
+                info!(%thread, "Slack assistant thread started");
+                self.inner().threads.assistant_thread(&thread);
+                let (user, team) = (field("user_id"), body["team_id"].as_str().unwrap_or(""));
+                if !user.is_empty() {
+                    self.inner().threads.spoke(&thread, user, team);
+                }
+            }
+            return Ok(());
+        }
         if kind != "message" && kind != "app_mention" {
             debug!(%event_id, %kind, "Slack event type not handled");
             return Ok(());
@@ -356,6 +378,10 @@ impl Receiver {
         let dm = body.pointer("/event/channel_type").and_then(Value::as_str) == Some("im");
         let chat = channel_chat_id(PLATFORM, &incoming.thread);
         tracing::Span::current().record("chat_id", tracing::field::display(&chat));
+        let team = body["team_id"]
+            .as_str()
+            .or_else(|| body.pointer("/event/team").and_then(Value::as_str))
+            .unwrap_or_default();
         if !(dm || incoming.mentioned) {
             // A plain channel message: only replies in a thread FrogBot is part of.
             let known = incoming.in_thread
@@ -372,6 +398,9 @@ impl Receiver {
                 return Ok(());
             }
         }
+        self.inner()
+            .threads
+            .spoke(&incoming.thread, &incoming.message.author.id, team);
         self.send(incoming).await
     }
 
@@ -443,6 +472,13 @@ impl Receiver {
             }
         };
         let thread = thread_of_payload(&payload);
+        if let (Interaction::Action { event }, Some(thread)) = (&interaction, thread.as_deref())
+            && event.action_id == STOP_ACTION_ID
+        {
+            // Not queued behind the thread's deliveries, and never a question's answer.
+            let span = info_span!("slack_stop", %thread);
+            return self.stop_click(thread, &event.user).instrument(span).await;
+        }
         let queue = queue_of_payload(&payload, thread.as_deref());
         let rx = self.clone();
         let span = info_span!(
@@ -488,6 +524,32 @@ impl Receiver {
                 warn!("Slack interaction belongs to no question; ignored")
             }
             _ => info!(outcome = ?out, "Slack interaction handled"),
+        }
+        Ok(())
+    }
+
+    /// A click on a streamed reply's Stop button: stops the thread's turn when the person drives
+    /// it; anyone else is told privately that they cannot.
+    async fn stop_click(&self, thread: &str, who: &PlatformUser) -> Result<(), Failure> {
+        let out = self
+            .engine
+            .channel_stop(PLATFORM, thread, who)
+            .await
+            .map_err(|e| {
+                error!(error = %e, "Slack Stop click could not be handled");
+                Failure::Retry(e.to_string())
+            })?;
+        info!(outcome = ?out, user = %who.id, "Slack Stop click");
+        if out == StopOutcome::NotDriver
+            && let Ok((channel, ts)) = split_id(thread)
+            && let Err(e) = self
+                .inner()
+                .questions
+                .api()
+                .post_ephemeral(channel, &who.id, Some(ts), STOP_REFUSED_TEXT)
+                .await
+        {
+            warn!(error = %e, "could not tell a Slack user they cannot stop the turn");
         }
         Ok(())
     }
