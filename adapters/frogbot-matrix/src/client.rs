@@ -1,5 +1,5 @@
-//! The thin client layer: [`MatrixApi`] sends one room event and returns its id, redacts one and
-//! sends typing notices; implemented for
+//! The thin client layer: [`MatrixApi`] sends one room event and returns its id, redacts one,
+//! sends typing notices and reads a thread's events and a member's name; implemented for
 //! matrix-sdk's [`Client`](matrix_sdk::Client) (which encrypts in encrypted rooms) and by
 //! [`RecordingMatrix`] (records what would be sent, for unit tests). No retries or decisions here:
 //! matrix-sdk's HTTP layer retries transient failures and honours 429s.
@@ -7,7 +7,7 @@
 use std::sync::Mutex;
 
 use async_trait::async_trait;
-use matrix_sdk::ruma::{EventId, OwnedEventId, RoomId};
+use matrix_sdk::ruma::{EventId, OwnedEventId, RoomId, UserId};
 use serde_json::Value;
 
 use crate::Error;
@@ -34,6 +34,19 @@ pub trait MatrixApi: Send + Sync {
     /// The bot's typing notice in `room` (`PUT /rooms/{room}/typing/{bot}`): on for a few
     /// seconds (`true`), or off.
     async fn typing(&self, room: &RoomId, typing: bool) -> Result<(), Error>;
+
+    /// The thread on `root`: the root event, then its newest `limit` thread events
+    /// (`/rooms/{room}/relations/{root}/m.thread`), oldest first, as JSON (decrypted where the
+    /// client can).
+    async fn thread_events(
+        &self,
+        room: &RoomId,
+        root: &EventId,
+        limit: usize,
+    ) -> Result<Vec<Value>, Error>;
+
+    /// The display name `user` has in `room` (their member event), if any.
+    async fn member_name(&self, room: &RoomId, user: &UserId) -> Option<String>;
 }
 
 #[async_trait]
@@ -87,6 +100,53 @@ impl MatrixApi for matrix_sdk::Client {
             message: e.to_string(),
         })
     }
+
+    /// matrix-sdk's `Room::relations` (type `m.thread`, backwards) and `Room::event` (the root).
+    async fn thread_events(
+        &self,
+        room: &RoomId,
+        root: &EventId,
+        limit: usize,
+    ) -> Result<Vec<Value>, Error> {
+        use matrix_sdk::room::{IncludeRelations, RelationsOptions};
+        use matrix_sdk::ruma::api::Direction;
+        use matrix_sdk::ruma::events::relation::RelationType;
+
+        let joined = self
+            .get_room(room)
+            .ok_or_else(|| Error::UnknownRoom(room.to_string()))?;
+        let api = |call: &'static str| {
+            move |e: matrix_sdk::Error| Error::Api {
+                call,
+                message: e.to_string(),
+            }
+        };
+        let opts = RelationsOptions {
+            dir: Direction::Backward,
+            limit: matrix_sdk::ruma::UInt::new(limit.min(1_000) as u64),
+            include_relations: IncludeRelations::RelationsOfType(RelationType::Thread),
+            ..Default::default()
+        };
+        let related = joined
+            .relations(root.to_owned(), opts)
+            .await
+            .map_err(api("relations"))?;
+        let first = joined.event(root, None).await.map_err(api("event"))?;
+        let json = |e: &matrix_sdk::deserialized_responses::TimelineEvent| {
+            e.raw().deserialize_as::<Value>().ok()
+        };
+        let mut events: Vec<Value> = related.chunk.iter().rev().filter_map(json).collect();
+        if let Some(root) = json(&first) {
+            events.insert(0, root);
+        }
+        Ok(events)
+    }
+
+    async fn member_name(&self, room: &RoomId, user: &UserId) -> Option<String> {
+        let joined = self.get_room(room)?;
+        let member = joined.get_member(user).await.ok()??;
+        member.display_name().map(str::to_owned)
+    }
 }
 
 #[async_trait]
@@ -111,6 +171,19 @@ impl<A: MatrixApi + ?Sized> MatrixApi for std::sync::Arc<A> {
 
     async fn typing(&self, room: &RoomId, typing: bool) -> Result<(), Error> {
         (**self).typing(room, typing).await
+    }
+
+    async fn thread_events(
+        &self,
+        room: &RoomId,
+        root: &EventId,
+        limit: usize,
+    ) -> Result<Vec<Value>, Error> {
+        (**self).thread_events(room, root, limit).await
+    }
+
+    async fn member_name(&self, room: &RoomId, user: &UserId) -> Option<String> {
+        (**self).member_name(room, user).await
     }
 }
 
@@ -193,5 +266,19 @@ impl MatrixApi for RecordingMatrix {
     async fn typing(&self, room: &RoomId, typing: bool) -> Result<(), Error> {
         self.record(room, "m.typing", serde_json::json!({"typing": typing}));
         Ok(())
+    }
+
+    /// None: a recorder has no room history to read.
+    async fn thread_events(
+        &self,
+        _room: &RoomId,
+        _root: &EventId,
+        _limit: usize,
+    ) -> Result<Vec<Value>, Error> {
+        Ok(Vec::new())
+    }
+
+    async fn member_name(&self, _room: &RoomId, _user: &UserId) -> Option<String> {
+        None
     }
 }

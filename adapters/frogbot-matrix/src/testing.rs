@@ -1,6 +1,6 @@
 //! A fake of the platform (feature `testing`): [`FakeHomeserver`], a local HTTP server speaking
 //! the client-server API the adapter uses (login, `/sync` as the push side, sending and redacting
-//! events, room state, members, `/messages`, single events), recording every event, enforcing
+//! events, room state, members, `/messages`, single events, thread relations), recording every event, enforcing
 //! Matrix's limits (65,536 bytes an event, 1–20 poll answers, known rooms), and able to inject
 //! people's events, which the bot then receives through `/sync`. The adapter's real client
 //! (matrix-sdk's `Client`) talks to it; [`MatrixHarness`] runs the `ChannelQuestions`
@@ -538,6 +538,33 @@ async fn event(State(s): St, Path((room, id)): Path<(String, String)>) -> Respon
     }
 }
 
+/// `GET /_matrix/client/v1/rooms/{room}/relations/{event}/{relType}`: the events of `room` whose
+/// `m.relates_to` has that `rel_type` and `event_id`, newest first (`dir=b`, the default) or oldest
+/// first (`dir=f`), at most `limit` (default 5 here; no pagination tokens).
+async fn relations(
+    State(s): St,
+    Path((room, id, rel_type)): Path<(String, String, String)>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    let inner = s.lock();
+    let mut chunk: Vec<Value> = inner
+        .events
+        .iter()
+        .filter(|e| {
+            e.room.as_str() == room
+                && e.event["content"]["m.relates_to"]["rel_type"] == rel_type.as_str()
+                && e.event["content"]["m.relates_to"]["event_id"] == id.as_str()
+        })
+        .map(|e| e.event.clone())
+        .collect();
+    if q.get("dir").map(String::as_str) != Some("f") {
+        chunk.reverse();
+    }
+    let limit = q.get("limit").and_then(|l| l.parse().ok()).unwrap_or(5);
+    chunk.truncate(limit);
+    Json(json!({"chunk": chunk})).into_response()
+}
+
 async fn join(State(s): St, Path(room): Path<String>) -> Response {
     match RoomId::parse(&room) {
         Ok(r) if s.lock().rooms.contains_key(&r) => Json(json!({"room_id": r})).into_response(),
@@ -582,6 +609,10 @@ impl FakeHomeserver {
             .route(&format!("{rooms}/members"), get(members))
             .route(&format!("{rooms}/messages"), get(messages))
             .route(&format!("{rooms}/event/{{event}}"), get(event))
+            .route(
+                "/_matrix/client/v1/rooms/{room}/relations/{event}/{rel_type}",
+                get(relations),
+            )
             .fallback(fallback)
             .with_state(shared.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -632,6 +663,16 @@ impl FakeHomeserver {
             );
         }
         room
+    }
+
+    /// Sets `user`'s display name in `room` (a new `m.room.member` join event with `displayname`).
+    pub fn set_display_name(&self, room: &RoomId, user: &UserId, name: &str) {
+        self.shared.append(
+            room,
+            user,
+            "m.room.member",
+            json!({"state_key": user, "content": {"membership": "join", "displayname": name}}),
+        );
     }
 
     /// Injects an event `sender` sends to `room` (the bot receives it through `/sync`); returns

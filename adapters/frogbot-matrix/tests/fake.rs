@@ -7,8 +7,8 @@
 
 use std::time::Duration;
 
-use frogbot_core::agent::scripted::{ScriptedModel, call, reply};
-use frogbot_core::agent::{Adapter, ModelMessage, ModelRequest};
+use frogbot_core::agent::scripted::{ScriptEvent, ScriptedModel, call, reply};
+use frogbot_core::agent::{Adapter, ModelEvent, ModelMessage, ModelRequest};
 use frogbot_matrix::channel::outbox::MESSAGE_CHARS;
 use frogbot_matrix::channel::{Config, Login, MatrixAdapter, connect};
 use frogbot_matrix::testing::{BOT_PASSWORD, FakeHomeserver};
@@ -32,6 +32,22 @@ fn model() -> ScriptedModel {
                 _ => None,
             })
             .unwrap_or_default();
+        // What the person typed: after the thread's earlier messages and their name.
+        let text = text
+            .rsplit_once("\n\n")
+            .map_or(text.clone(), |(_, t)| t.to_owned());
+        let text = text
+            .split_once(": ")
+            .map_or(text.clone(), |(_, t)| t.to_owned());
+        if text.contains("stream") {
+            let mut e = Vec::new();
+            for i in 0..30 {
+                e.push(ScriptEvent::Event(ModelEvent::TextDelta(format!("w{i} "))));
+                e.push(ScriptEvent::Pause(Duration::from_millis(50)));
+            }
+            e.extend(reply("end."));
+            return e;
+        }
         if text.contains("ask") {
             return call(
                 &format!("c{}", req.messages.len()),
@@ -48,6 +64,7 @@ fn model() -> ScriptedModel {
 }
 
 struct Bot {
+    model: ScriptedModel,
     _adapter: MatrixAdapter,
     shutdown: CancellationToken,
     task: tokio::task::JoinHandle<()>,
@@ -68,14 +85,17 @@ async fn bot(fake: &FakeHomeserver, allow: Vec<String>) -> Bot {
     config.allow = allow;
     let adapter = connect(config).await.unwrap();
     let db = frogbot_testkit::sqlite_db();
-    let engine = frogbot_testkit::engine_with(frogbot_testkit::open_store(&db.url).await, model())
-        .with_channel(adapter.channel());
+    let model = model();
+    let engine =
+        frogbot_testkit::engine_with(frogbot_testkit::open_store(&db.url).await, model.clone())
+            .with_channel(adapter.channel());
     let shutdown = CancellationToken::new();
     let worker = engine.spawn_worker(Duration::from_millis(100));
     let task = adapter
         .start(engine, shutdown.clone())
         .expect("a sync loop");
     Bot {
+        model,
         _adapter: adapter,
         shutdown,
         task,
@@ -336,6 +356,102 @@ async fn the_engine_marks_a_message_seen_working_then_done_after_the_reply() {
             .iter()
             .any(|(before, body)| *before <= reply && body["typing"] == true),
         "{typing:?}"
+    );
+    bot.stop().await;
+}
+
+fn edits_of<'a>(events: &'a [Value], id: &str) -> Vec<&'a Value> {
+    events
+        .iter()
+        .filter(|e| {
+            e["content"]["m.relates_to"]["rel_type"] == "m.replace"
+                && e["content"]["m.relates_to"]["event_id"] == id
+        })
+        .collect()
+}
+
+/// A streamed reply: one message in the thread as soon as the model writes, then `m.replace`
+/// edits (whole new content, `* ` fallback) ending with the complete reply; Done after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamed_reply_is_a_message_then_replace_edits_ending_complete() {
+    let fake = FakeHomeserver::start().await;
+    let alice = person("alice");
+    let room = fake.create_room(&[&alice]);
+    let bot = bot(&fake, Vec::new()).await;
+    let hi = fake.inject(&room, &alice, "m.room.message", text("stream please"));
+    let id = format!("{room}|{hi}");
+    fake.wait_for(&room, WAIT, "Done", |_| fake.bot_reactions(&id) == ["✅"])
+        .await;
+    let events = fake.events(&room);
+    let posted: Vec<&Value> = events
+        .iter()
+        .filter(|e| from_bot(&fake, e) && in_thread(e, hi.as_str()))
+        .collect();
+    assert_eq!(posted.len(), 1, "one message: {posted:#?}");
+    let first = posted[0];
+    assert!(body(first).starts_with("w0"), "{first}");
+    assert_eq!(first["content"]["format"], "org.matrix.custom.html");
+    let first_id = first["event_id"].as_str().unwrap();
+    let edits = edits_of(&events, first_id);
+    assert!(
+        !edits.is_empty() && edits.len() < 10,
+        "{} edits",
+        edits.len()
+    );
+    let full: String = (0..30).map(|i| format!("w{i} ")).collect::<String>() + "end.";
+    let last = edits.last().unwrap();
+    assert_eq!(last["content"]["m.new_content"]["body"], full);
+    assert_eq!(
+        last["content"]["m.new_content"]["formatted_body"],
+        format!("<p>{full}</p>")
+    );
+    assert_eq!(last["content"]["body"], format!("* {full}"));
+    assert!(last["content"]["m.new_content"]["m.relates_to"].is_null());
+    // Ordered: the message, its edits, then Done.
+    let at = |e: &Value| {
+        events
+            .iter()
+            .position(|x| x["event_id"] == e["event_id"])
+            .unwrap()
+    };
+    let done = events
+        .iter()
+        .position(|e| e["type"] == "m.reaction" && e["content"]["m.relates_to"]["key"] == "✅")
+        .unwrap();
+    assert!(at(first) < at(edits[0]) && at(last) < done);
+    bot.stop().await;
+}
+
+/// A mention in the middle of a thread the bot has not seen: the model gets the thread's earlier
+/// messages, with the senders' display names (their user id when they have none).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mention_mid_thread_gives_the_model_the_earlier_messages_with_names() {
+    let fake = FakeHomeserver::start().await;
+    let alice = person("alice");
+    let bob = person("bob");
+    let room = fake.create_room(&[&alice, &bob]);
+    fake.set_display_name(&room, &bob, "Bob Builder");
+    let bot = bot(&fake, Vec::new()).await;
+    let root = fake.inject(&room, &alice, "m.room.message", text("where should we go?"));
+    let in_root = |body: &str| {
+        json!({"msgtype": "m.text", "body": body,
+            "m.relates_to": {"rel_type": "m.thread", "event_id": root}})
+    };
+    fake.inject(&room, &bob, "m.room.message", in_root("Lisbon, surely"));
+    let mut mention = in_root(&format!("{} what do you think?", fake.bot()));
+    mention["m.mentions"] = json!({"user_ids": [fake.bot()]});
+    fake.inject(&room, &alice, "m.room.message", mention);
+    wait_reply(&fake, &room, root.as_str(), "hello:").await;
+    let requests = bot.model.requests();
+    let seen = format!("{:?}", requests[0].messages);
+    assert!(
+        seen.contains("@alice:fake.test: where should we go?"),
+        "{seen}"
+    );
+    assert!(seen.contains("Bob Builder: Lisbon, surely"), "{seen}");
+    assert!(
+        seen.find("Lisbon").unwrap() < seen.find("what do you think").unwrap(),
+        "{seen}"
     );
     bot.stop().await;
 }

@@ -10,8 +10,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use frogbot_core::agent::scripted::{ScriptedModel, call, reply};
-use frogbot_core::agent::{Adapter, ModelMessage, ModelRequest};
+use frogbot_core::agent::scripted::{ScriptEvent, ScriptedModel, call, reply};
+use frogbot_core::agent::{Adapter, ModelEvent, ModelMessage, ModelRequest};
 use frogbot_matrix::channel::{Config, Login, MatrixAdapter, connect};
 use frogbot_matrix::testing::synapse;
 use matrix_sdk::ruma::{OwnedRoomId, RoomId};
@@ -21,15 +21,23 @@ use tokio_util::sync::CancellationToken;
 
 const WAIT: u64 = 60;
 
+/// What the person last typed (the model sees it after the thread's earlier messages and their
+/// name: `@alice:localhost: …`).
 fn last_user(req: &ModelRequest) -> String {
-    req.messages
+    let text = req
+        .messages
         .iter()
         .rev()
         .find_map(|m| match m {
             ModelMessage::User { text } => Some(text.clone()),
             _ => None,
         })
-        .unwrap_or_default()
+        .unwrap_or_default();
+    let text = text
+        .rsplit_once("\n\n")
+        .map_or(text.clone(), |(_, t)| t.to_owned());
+    text.split_once(": ")
+        .map_or(text.clone(), |(_, t)| t.to_owned())
 }
 
 /// `ask` → one single-choice question; `multi` → several allowed; `custom` → own answer allowed;
@@ -57,6 +65,15 @@ fn model() -> ScriptedModel {
                 json!({"header": "Name", "question": "What name?", "custom": true,
                 "options": [{"label": "frog"}, {"label": "toad"}]}),
             );
+        }
+        if text.contains("stream") {
+            let mut e = Vec::new();
+            for i in 0..40 {
+                e.push(ScriptEvent::Event(ModelEvent::TextDelta(format!("w{i} "))));
+                e.push(ScriptEvent::Pause(Duration::from_millis(100)));
+            }
+            e.extend(reply("end."));
+            return e;
         }
         reply(&format!("hello: {text}"))
     })
@@ -676,5 +693,218 @@ async fn messages_beyond_one_sync_are_each_taken_once_while_running_and_after_a_
         });
         assert_eq!(replies.len(), 1, "{t}: {replies:#?}");
     }
+    s.bot.stop().await;
+}
+
+/// A streamed reply on Synapse: the person's client gets one message in the thread, then
+/// `m.replace` edits whose last holds the complete reply; and sees the bot typing meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamed_reply_arrives_as_replace_edits_and_the_bot_is_seen_typing() {
+    use matrix_sdk::ruma::events::typing::SyncTypingEvent;
+    let Some(s) = setup(None).await else { return };
+    let alice = s.hs.person(&s.hs.register("alice").await).await;
+    let bot = s.bot_account.user_id.clone();
+    let typing: Arc<std::sync::Mutex<bool>> = Arc::default();
+    let t = typing.clone();
+    let b = bot.clone();
+    alice.client.add_event_handler(move |ev: SyncTypingEvent| {
+        let (t, b) = (t.clone(), b.clone());
+        async move {
+            if ev.content.user_ids.contains(&b) {
+                *t.lock().unwrap() = true;
+            }
+        }
+    });
+    let room = dm(&s, &alice).await;
+    let asked = alice
+        .send(&room, "m.room.message", text("stream please"))
+        .await;
+    let full: String = (0..40).map(|i| format!("w{i} ")).collect::<String>() + "end.";
+    let first = alice
+        .wait_for(&room, WAIT, "the first text", |e| {
+            from(e, bot.as_str())
+                && e["type"] == "m.room.message"
+                && thread_root(e) == Some(asked.as_str())
+        })
+        .await;
+    assert!(body(&first).starts_with("w0"), "{first}");
+    let first_id = first["event_id"].as_str().unwrap().to_owned();
+    let last = alice
+        .wait_for(&room, WAIT, "the complete reply", |e| {
+            e["content"]["m.relates_to"]["rel_type"] == "m.replace"
+                && e["content"]["m.relates_to"]["event_id"] == first_id.as_str()
+                && e["content"]["m.new_content"]["body"] == full.as_str()
+        })
+        .await;
+    assert_eq!(last["content"]["body"], format!("* {full}"));
+    assert_eq!(
+        last["content"]["m.new_content"]["format"],
+        "org.matrix.custom.html"
+    );
+    let edits = alice.seen(&room, |e| {
+        e["content"]["m.relates_to"]["rel_type"] == "m.replace"
+            && e["content"]["m.relates_to"]["event_id"] == first_id.as_str()
+    });
+    // 40 words over 4 s, at most one edit a second.
+    assert!(
+        (2..=8).contains(&edits.len()),
+        "{} edits: {edits:#?}",
+        edits.len()
+    );
+    assert!(
+        *typing.lock().unwrap(),
+        "the bot's typing notice reached alice"
+    );
+    s.bot.stop().await;
+}
+
+/// The question records the bot's event `event` in `room` belongs to, read from the store.
+async fn records_of(
+    db: &frogbot_core::store::DynStore,
+    room: &RoomId,
+    event: &str,
+) -> Vec<frogbot_core::store::QuestionRow> {
+    let event = matrix_sdk::ruma::EventId::parse(event).unwrap();
+    db.questions_by_platform_message(
+        frogbot_matrix::PLATFORM,
+        &frogbot_matrix::ids::message_id(room, &event),
+        frogbot_core::model::now_millis(),
+    )
+    .await
+    .unwrap()
+}
+
+/// A poll question skipped by a `skip` reply in its thread: the record is dismissed once (by the
+/// person), the poll is ended and its message edited to "Skipped by …", the turn ends; a second
+/// `skip` is plain conversation and changes nothing about the question.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_skip_reply_dismisses_a_poll_question_once() {
+    use frogbot_core::model::QuestionOutcome;
+    let Some(s) = setup(None).await else { return };
+    let alice = s.hs.person(&s.hs.register("alice").await).await;
+    let bot_id = s.bot_account.user_id.to_string();
+    let bot = bot_id.as_str();
+    let alice_id = alice.user_id().to_string();
+    let room = dm(&s, &alice).await;
+
+    let ask = alice.send(&room, "m.room.message", text("ask")).await;
+    let poll = poll_in(&alice, &room, bot, &ask, 1).await;
+    let poll_id = poll["event_id"].as_str().unwrap().to_owned();
+    let fallback = poll["content"]["m.text"][0]["body"].as_str().unwrap();
+    assert!(
+        fallback.ends_with(&format!("\n{}", frogbot_matrix::render::SKIP_LINE)),
+        "{fallback}"
+    );
+    let open = records_of(&s.db, &room, &poll_id).await;
+    assert_eq!(open.len(), 1, "{open:#?}");
+    assert_eq!(open[0].outcome, None);
+    let thread = frogbot_matrix::ids::message_id(
+        &room,
+        &matrix_sdk::ruma::EventId::parse(ask.as_str()).unwrap(),
+    );
+    let chat = |s: &Setup| {
+        let (db, thread) = (s.db.clone(), thread.clone());
+        async move {
+            db.get_channel_chat(frogbot_matrix::PLATFORM, &thread)
+                .await
+                .unwrap()
+                .expect("the thread's chat")
+        }
+    };
+    assert!(chat(&s).await.awaiting_message_id.is_some());
+
+    let settled =
+        |e: &Value| from(e, bot) && e["content"]["m.relates_to"]["event_id"] == poll_id.as_str();
+    let ends = |p: &Person| p.seen(&room, |e| settled(e) && e["type"] == "m.poll.end");
+    let edits = |p: &Person| {
+        p.seen(&room, |e| {
+            settled(e) && e["content"]["m.relates_to"]["rel_type"] == "m.replace"
+        })
+    };
+
+    alice
+        .send(&room, "m.room.message", in_thread("skip", &ask))
+        .await;
+    let end = alice
+        .wait_for(&room, WAIT, "the poll end", |e| {
+            settled(e) && e["type"] == "m.poll.end"
+        })
+        .await;
+    let skipped = format!("Skipped by {alice_id}");
+    let end_text = end["content"]["m.text"][0]["body"].as_str().unwrap_or("");
+    assert!(end_text.contains(&skipped), "{end:#}");
+    let edit = alice
+        .wait_for(&room, WAIT, "the poll edit", |e| {
+            settled(e) && e["content"]["m.relates_to"]["rel_type"] == "m.replace"
+        })
+        .await;
+    let edited = edit["content"]["m.new_content"]["m.text"][0]["body"]
+        .as_str()
+        .unwrap();
+    assert!(edited.ends_with(&format!("\n⏭ {skipped}")), "{edited}");
+    assert!(edited.starts_with("Env: Where?\n1. staging"), "{edited}");
+
+    // The record: dismissed, by Alice; the turn ended without asking the model again.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(WAIT);
+    let dismissed = loop {
+        let rows = records_of(&s.db, &room, &poll_id).await;
+        if rows.iter().all(|r| r.outcome.is_some() && r.closed) {
+            break rows;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the record to be dismissed and closed: {rows:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(dismissed.len(), 1, "{dismissed:#?}");
+    let row = &dismissed[0];
+    assert_eq!(row.outcome, Some(QuestionOutcome::Dismissed), "{row:#?}");
+    let actor = row.actor.as_ref().and_then(|a| a.identity.as_ref());
+    assert_eq!(actor.map(|i| i.user.id.as_str()), Some(alice_id.as_str()));
+    assert_eq!(chat(&s).await.awaiting_message_id, None);
+    assert!(
+        alice
+            .seen(&room, |e| from(e, bot) && body(e).starts_with("got:"))
+            .is_empty(),
+        "a dismissal gives the model no answer"
+    );
+
+    // A second skip: the question is settled, so it is conversation (the model answers it) and
+    // neither the record nor the settled view changes.
+    alice
+        .send(&room, "m.room.message", in_thread("skip", &ask))
+        .await;
+    let reply = alice
+        .wait_for(&room, WAIT, "the reply to the second skip", |e| {
+            from(e, bot) && body(e) == "hello: skip"
+        })
+        .await;
+    assert_eq!(thread_root(&reply), Some(ask.as_str()));
+    let after = records_of(&s.db, &room, &poll_id).await;
+    assert_eq!(after.len(), 1, "{after:#?}");
+    assert_eq!(after[0].outcome, row.outcome);
+    assert_eq!(after[0].outcome_at, row.outcome_at);
+    assert_eq!(after[0].actor, row.actor);
+    assert_eq!(after[0].record.revision, row.record.revision);
+    assert_eq!(ends(&alice).len(), 1, "{:#?}", ends(&alice));
+    assert_eq!(edits(&alice).len(), 1, "{:#?}", edits(&alice));
+    assert!(
+        alice
+            .seen(&room, |e| from(e, bot)
+                && (body(e).contains(frogbot_matrix::questions::STALE_TEXT)
+                    || body(e)
+                        .contains(frogbot_matrix::questions::REJECTED_TEXT)))
+            .is_empty()
+    );
+    assert_eq!(
+        alice
+            .seen(&room, |e| from(e, bot)
+                && e["type"] == "m.poll.start"
+                && thread_root(e) == Some(ask.as_str()))
+            .len(),
+        1,
+        "no new question"
+    );
     s.bot.stop().await;
 }

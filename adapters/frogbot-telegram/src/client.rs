@@ -58,6 +58,29 @@ pub trait TelegramApi: Send + Sync {
         reply_to: Option<MessageId>,
     ) -> Result<SentMessage, Error>;
 
+    /// `sendMessage` of `html` with `parse_mode` `HTML` and the inline keyboard `keyboard` (a
+    /// streamed reply's Stop button), in a forum topic when `topic` is set, replying to
+    /// `reply_to` when set.
+    async fn send_html_keyboard(
+        &self,
+        chat: ChatId,
+        topic: Option<ThreadId>,
+        html: &str,
+        keyboard: Option<InlineKeyboardMarkup>,
+        reply_to: Option<MessageId>,
+    ) -> Result<SentMessage, Error>;
+
+    /// `editMessageText` of `html` with `parse_mode` `HTML`: `keyboard` is the message's inline
+    /// keyboard after the edit (`None`: none, as Telegram drops the keyboard of a text edit that
+    /// carries no `reply_markup`). "message is not modified" counts as done.
+    async fn edit_html(
+        &self,
+        chat: ChatId,
+        id: MessageId,
+        html: &str,
+        keyboard: Option<InlineKeyboardMarkup>,
+    ) -> Result<(), Error>;
+
     /// `editMessageText`; `markup` replaces the inline keyboard (an empty one removes it).
     async fn edit_message_text(
         &self,
@@ -84,6 +107,17 @@ pub trait TelegramApi: Send + Sync {
 
     /// `sendChatAction` `typing` (shown 5 seconds), in a forum topic when `topic` is set.
     async fn typing(&self, chat: ChatId, topic: Option<ThreadId>) -> Result<(), Error>;
+
+    /// `sendMessageDraft` (Bot API 9.3): shows `html` (`parse_mode` `HTML`) as the draft
+    /// `draft_id` of a reply being written in the private chat `chat` — an ephemeral preview that
+    /// the message sent at the end replaces. Refused where the bot may not draft.
+    async fn send_draft(
+        &self,
+        chat: ChatId,
+        topic: Option<ThreadId>,
+        draft_id: u32,
+        html: &str,
+    ) -> Result<(), Error>;
 }
 
 /// Runs a request, waiting out `retry_after` on `429` up to [`MAX_ATTEMPTS`] tries in all.
@@ -178,6 +212,47 @@ impl TelegramApi for Bot {
         })
     }
 
+    async fn send_html_keyboard(
+        &self,
+        chat: ChatId,
+        topic: Option<ThreadId>,
+        html: &str,
+        keyboard: Option<InlineKeyboardMarkup>,
+        reply_to: Option<MessageId>,
+    ) -> Result<SentMessage, Error> {
+        let mut req = Requester::send_message(self, chat, html).parse_mode(ParseMode::Html);
+        if let Some(t) = topic {
+            req = req.message_thread_id(t);
+        }
+        if let Some(k) = keyboard {
+            req = req.reply_markup(ReplyMarkup::InlineKeyboard(k));
+        }
+        if let Some(r) = reply_to {
+            req = req.reply_parameters(ReplyParameters::new(r).allow_sending_without_reply());
+        }
+        let m = with_retry("sendMessage", || req.send_ref()).await?;
+        Ok(SentMessage {
+            chat: m.chat.id,
+            id: m.id,
+            date: m.date,
+        })
+    }
+
+    async fn edit_html(
+        &self,
+        chat: ChatId,
+        id: MessageId,
+        html: &str,
+        keyboard: Option<InlineKeyboardMarkup>,
+    ) -> Result<(), Error> {
+        let mut req =
+            Requester::edit_message_text(self, chat, id, html).parse_mode(ParseMode::Html);
+        if let Some(k) = keyboard {
+            req = req.reply_markup(k);
+        }
+        ignore_not_modified(with_retry("editMessageText", || req.send_ref()).await)
+    }
+
     async fn edit_message_text(
         &self,
         chat: ChatId,
@@ -235,6 +310,65 @@ impl TelegramApi for Bot {
         })?;
         Ok(())
     }
+
+    /// teloxide 0.17 has no `sendMessageDraft`: the same JSON request teloxide makes, through
+    /// the bot's own HTTP client and API URL, with `retry_after` waited out like every call.
+    async fn send_draft(
+        &self,
+        chat: ChatId,
+        topic: Option<ThreadId>,
+        draft_id: u32,
+        html: &str,
+    ) -> Result<(), Error> {
+        const METHOD: &str = "sendMessageDraft";
+        let failed = |message: String| Error::Api {
+            method: METHOD,
+            message,
+        };
+        let mut url = self.api_url();
+        url.path_segments_mut()
+            .map_err(|()| failed("the API URL cannot take a path".into()))?
+            .push(&format!("bot{}", self.token()))
+            .push(METHOD);
+        let mut body = serde_json::json!({
+            "chat_id": chat.0, "draft_id": draft_id, "text": html, "parse_mode": "HTML"
+        });
+        if let Some(t) = topic {
+            body["message_thread_id"] = t.0.0.into();
+        }
+        let mut attempt = 1;
+        loop {
+            let answer: serde_json::Value = self
+                .client()
+                .post(url.clone())
+                .json(&body)
+                .send()
+                .await
+                .map_err(|e| failed(e.to_string()))?
+                .json()
+                .await
+                .map_err(|e| failed(e.to_string()))?;
+            if answer["ok"] == true {
+                return Ok(());
+            }
+            let retry_after = answer["parameters"]["retry_after"].as_u64();
+            if answer["error_code"] == 429
+                && attempt < MAX_ATTEMPTS
+                && let Some(seconds) = retry_after
+            {
+                tracing::warn!(method = METHOD, seconds, "Telegram rate limit, retrying");
+                tokio::time::sleep(std::time::Duration::from_secs(seconds)).await;
+                attempt += 1;
+                continue;
+            }
+            return Err(failed(
+                answer["description"]
+                    .as_str()
+                    .unwrap_or("refused without a description")
+                    .to_owned(),
+            ));
+        }
+    }
 }
 
 /// One call [`RecordingTelegram`] recorded.
@@ -267,6 +401,17 @@ pub enum ApiCall {
         /// The new keyboard.
         markup: Option<InlineKeyboardMarkup>,
     },
+    /// `editMessageText` with `parse_mode` `HTML` ([`TelegramApi::edit_html`]).
+    EditHtml {
+        /// The chat.
+        chat: ChatId,
+        /// The message.
+        id: MessageId,
+        /// The new HTML.
+        html: String,
+        /// The keyboard after the edit.
+        keyboard: Option<InlineKeyboardMarkup>,
+    },
     /// `editMessageReplyMarkup`.
     EditMessageReplyMarkup {
         /// The chat.
@@ -298,6 +443,15 @@ pub enum ApiCall {
         chat: ChatId,
         /// The forum topic.
         topic: Option<ThreadId>,
+    },
+    /// `sendMessageDraft`.
+    SendDraft {
+        /// The private chat.
+        chat: ChatId,
+        /// The draft.
+        draft_id: u32,
+        /// Its HTML.
+        html: String,
     },
 }
 
@@ -383,6 +537,41 @@ impl TelegramApi for RecordingTelegram {
         Ok(self.sent(chat))
     }
 
+    async fn send_html_keyboard(
+        &self,
+        chat: ChatId,
+        topic: Option<ThreadId>,
+        html: &str,
+        keyboard: Option<InlineKeyboardMarkup>,
+        reply_to: Option<MessageId>,
+    ) -> Result<SentMessage, Error> {
+        self.record(ApiCall::SendMessage {
+            chat,
+            topic,
+            text: html.to_owned(),
+            markup: keyboard.map(ReplyMarkup::InlineKeyboard),
+            reply_to,
+            parse_mode: Some(ParseMode::Html),
+        });
+        Ok(self.sent(chat))
+    }
+
+    async fn edit_html(
+        &self,
+        chat: ChatId,
+        id: MessageId,
+        html: &str,
+        keyboard: Option<InlineKeyboardMarkup>,
+    ) -> Result<(), Error> {
+        self.record(ApiCall::EditHtml {
+            chat,
+            id,
+            html: html.to_owned(),
+            keyboard,
+        });
+        Ok(())
+    }
+
     async fn edit_message_text(
         &self,
         chat: ChatId,
@@ -428,6 +617,21 @@ impl TelegramApi for RecordingTelegram {
 
     async fn typing(&self, chat: ChatId, topic: Option<ThreadId>) -> Result<(), Error> {
         self.record(ApiCall::Typing { chat, topic });
+        Ok(())
+    }
+
+    async fn send_draft(
+        &self,
+        chat: ChatId,
+        _topic: Option<ThreadId>,
+        draft_id: u32,
+        html: &str,
+    ) -> Result<(), Error> {
+        self.record(ApiCall::SendDraft {
+            chat,
+            draft_id,
+            html: html.to_owned(),
+        });
         Ok(())
     }
 }

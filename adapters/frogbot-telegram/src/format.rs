@@ -24,6 +24,17 @@ fn options() -> Options {
 /// each piece converted with [`to_html`], and a piece that came out longer split finer. Blank
 /// text gives no message.
 pub fn messages(markdown: &str, max: usize) -> Vec<String> {
+    pieces(markdown, max)
+        .into_iter()
+        .map(|piece| to_html(&piece))
+        .collect()
+}
+
+/// The Markdown pieces [`messages`] converts: `markdown` split with
+/// [`frogbot_model::text::split`] (never inside a code block or an entity), a piece whose HTML
+/// shows more than `max` characters split finer, blank pieces left out. A streamed reply is
+/// drawn in these pieces, one message each.
+pub fn pieces(markdown: &str, max: usize) -> Vec<String> {
     let mut out = Vec::new();
     // The shown text is the Markdown less its markup, but for tables (padded columns) and
     // links to non-web URLs (" (url)"), which are split finer when they grow past `max`.
@@ -39,7 +50,7 @@ fn fit(markdown: &str, budget: usize, max: usize, out: &mut Vec<String>) {
             continue;
         }
         if shown.chars().count() <= max || budget <= 1 {
-            out.push(html);
+            out.push(piece);
         } else {
             fit(&piece, budget / 2, max, out);
         }

@@ -11,6 +11,10 @@ use crate::Error;
 /// Telegram's limit on callback data, in bytes.
 pub const MAX_CALLBACK_DATA: usize = 64;
 
+/// The callback data of a streamed reply's Stop button (never a question's token, which starts
+/// with `q`).
+pub const STOP_DATA: &str = "frogbot-stop";
+
 /// What a button does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Pick {

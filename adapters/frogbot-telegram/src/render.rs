@@ -10,6 +10,8 @@ use crate::ids::{Pick, Token};
 
 /// Telegram's limit on a message's text, in characters (`sendMessage`, `editMessageText`).
 pub const MAX_TEXT: usize = 4096;
+/// The label of a streamed reply's Stop button.
+pub const STOP_LABEL: &str = "⏹ Stop";
 /// Telegram's limit on an `answerCallbackQuery` notice, in characters.
 pub const MAX_NOTICE: usize = 200;
 /// The most buttons Telegram accepts in one inline keyboard.
@@ -166,6 +168,15 @@ pub fn settled_text(
 /// An empty keyboard: sent with an edit, it removes the buttons.
 pub fn no_keyboard() -> InlineKeyboardMarkup {
     InlineKeyboardMarkup::new(Vec::<Vec<InlineKeyboardButton>>::new())
+}
+
+/// The inline keyboard of a reply being streamed: one Stop button (callback data
+/// [`STOP_DATA`](crate::ids::STOP_DATA)).
+pub fn stop_keyboard() -> InlineKeyboardMarkup {
+    InlineKeyboardMarkup::new([[InlineKeyboardButton::callback(
+        STOP_LABEL,
+        crate::ids::STOP_DATA,
+    )]])
 }
 
 #[cfg(test)]

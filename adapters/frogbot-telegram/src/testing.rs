@@ -97,6 +97,8 @@ struct Inner {
     /// How many `sendMessage` calls carrying an inline keyboard still get a 429.
     throttle_keyboard_sends: AtomicU32,
     refuse_token: AtomicBool,
+    /// Set: `sendMessageDraft` is refused with this description.
+    refuse_drafts: Mutex<Option<String>>,
     queued: watch::Sender<u64>,
     recorded: watch::Sender<u64>,
 }
@@ -133,6 +135,7 @@ impl FakeBotApi {
             next_query: AtomicI64::new(1),
             throttle_keyboard_sends: AtomicU32::new(0),
             refuse_token: AtomicBool::new(false),
+            refuse_drafts: Mutex::new(None),
             queued: watch::channel(0).0,
             recorded: watch::channel(0).0,
         });
@@ -171,6 +174,12 @@ impl FakeBotApi {
             .flatten()
             .filter_map(|r| r["emoji"].as_str().map(str::to_owned))
             .collect()
+    }
+
+    /// From now on `sendMessageDraft` is refused with `description` (`None`: drafts work again), as
+    /// Telegram refuses bots that may not draft.
+    pub fn refuse_drafts(&self, description: Option<&str>) {
+        *self.inner.refuse_drafts.lock().expect("not poisoned") = description.map(str::to_owned);
     }
 
     /// From now on every call gets `401 Unauthorized`, as Telegram answers a revoked token.
@@ -861,6 +870,22 @@ fn respond(fake: &Inner, method: &str, body: &Value) -> (Response, Option<Value>
             };
             // The bot's reactions now: the call replaces them all.
             m["bot_reactions"] = json!(reactions);
+            ok(json!(true))
+        }
+        "sendmessagedraft" => {
+            // Bot API 9.3: private chats only, a non-zero draft id, 1–4,096 characters of text.
+            if let Some(why) = fake.refuse_drafts.lock().expect("not poisoned").clone() {
+                return bad(&why);
+            }
+            if body["chat_id"].as_i64().is_none_or(|c| c <= 0) {
+                return bad("Bad Request: chat not found");
+            }
+            if body["draft_id"].as_i64().is_none_or(|d| d == 0) {
+                return bad("Bad Request: DRAFT_ID_INVALID");
+            }
+            if let Some(why) = refuse_text(body) {
+                return bad(&why);
+            }
             ok(json!(true))
         }
         "sendchataction" => {

@@ -23,15 +23,21 @@ use tokio_util::sync::CancellationToken;
 const ADA: i64 = 42;
 const BOB: i64 = 77;
 
+/// The person's last message as they typed it (the model sees it after their name: `Ada: …`).
 fn last_user(req: &ModelRequest) -> String {
-    req.messages
+    let text = req
+        .messages
         .iter()
         .rev()
         .find_map(|m| match m {
             ModelMessage::User { text } => Some(text.clone()),
             _ => None,
         })
-        .unwrap_or_default()
+        .unwrap_or_default();
+    ["Ada: ", "Bob: "]
+        .iter()
+        .find_map(|name| text.strip_prefix(name))
+        .map_or(text.clone(), str::to_owned)
 }
 
 /// The agent: asks a question for "deploy" (single), "checks" (multiple) and "note" (own text
@@ -136,11 +142,17 @@ fn click(fake: &FakeBotApi, query: &str, from: i64, message_id: i64, data: &str)
     ))
 }
 
-/// The bot's messages that carry an inline keyboard or a ForceReply, in order (every try).
+/// The bot's messages that carry an inline keyboard or a ForceReply, in order (every try), but
+/// for a streamed reply's Stop button.
 fn questions_sent(calls: &[Call]) -> Vec<&Call> {
     calls
         .iter()
-        .filter(|c| c.method == "sendmessage" && !c.body["reply_markup"].is_null())
+        .filter(|c| {
+            c.method == "sendmessage"
+                && !c.body["reply_markup"].is_null()
+                && c.body["reply_markup"]["inline_keyboard"][0][0]["callback_data"]
+                    != "frogbot-stop"
+        })
         .collect()
 }
 

@@ -5,19 +5,32 @@
 //! limit of its own, only the 65,536-byte event limit). Acknowledgements are `m.reaction`
 //! annotations on the person's message, each new one replacing (redacting) the one before; progress
 //! is the bot's typing notice.
+//!
+//! Streamed replies ([`ChannelOutbox::start_stream`]) are an [`EditStream`] over
+//! [`MatrixDrafts`]: each piece is posted as an `m.room.message` in the thread, then replaced by
+//! `m.replace` edits (`m.new_content` with the whole new `body` / `formatted_body`, the `* `
+//! fallback outside it, as the spec's "Event replacements" section says). Matrix messages have no
+//! buttons: the Stop control is the typed `stop` in the thread (the engine handles it), so a
+//! streamed message shows only the reply's text. A thread's earlier messages
+//! ([`ChannelOutbox::thread_history`]) are read with the relations API.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use frogbot_core::agent::ChannelOutbox;
-use frogbot_model::{Ack, BoxError, Thread, UiMessage};
-use matrix_sdk::ruma::OwnedEventId;
+use frogbot_core::agent::{ChannelOutbox, DraftMessages, EditStream, ReplyStream};
+use frogbot_model::{
+    Ack, BoxError, PlatformUser, Thread, ThreadMessage, ThreadMessageMetadata, UiMessage,
+    millis_to_iso,
+};
+use matrix_sdk::ruma::{OwnedEventId, OwnedRoomId};
+use serde_json::{Value, json};
 
 use crate::client::MatrixApi;
-use crate::format;
-use crate::ids::split_message_id;
+use crate::convert::{parse_user_id, strip_reply_fallback};
+use crate::format::{self, Formatted};
+use crate::ids::{message_id, split_message_id};
 use crate::render::thread_message;
 
 /// The most characters of one reply message; longer replies are split.
@@ -51,8 +64,21 @@ impl<A: MatrixApi> MatrixOutbox<A> {
     }
 }
 
+impl<A: MatrixApi + Clone> MatrixOutbox<A> {
+    /// The messages a streamed reply in `thread` is drawn in.
+    pub fn drafts(&self, thread: &Thread) -> Result<MatrixDrafts<A>, BoxError> {
+        let (room, root) = split_message_id(&thread.id)?;
+        Ok(MatrixDrafts {
+            api: self.api.clone(),
+            room,
+            root,
+            bodies: Mutex::default(),
+        })
+    }
+}
+
 #[async_trait]
-impl<A: MatrixApi> ChannelOutbox for MatrixOutbox<A> {
+impl<A: MatrixApi + Clone + 'static> ChannelOutbox for MatrixOutbox<A> {
     async fn post_reply(&self, thread: &Thread, reply: &UiMessage) -> Result<(), BoxError> {
         let parts = format::messages(&reply.text(), MESSAGE_CHARS);
         if parts.is_empty() {
@@ -106,6 +132,165 @@ impl<A: MatrixApi> ChannelOutbox for MatrixOutbox<A> {
     fn working_every(&self) -> Duration {
         Duration::from_secs(3)
     }
+
+    /// Post + `m.replace` edits ([`MatrixDrafts`]).
+    async fn start_stream(
+        &self,
+        thread: &Thread,
+    ) -> Result<Option<Box<dyn ReplyStream>>, BoxError> {
+        Ok(Some(Box::new(EditStream::new(self.drafts(thread)?))))
+    }
+
+    /// The Markdown pieces `post_reply` posts, one message each.
+    fn pieces(&self, text: &str) -> Vec<String> {
+        format::messages(text, MESSAGE_CHARS)
+            .into_iter()
+            .map(|f| f.body)
+            .collect()
+    }
+
+    /// An `m.replace` edit of the message.
+    async fn edit_message(
+        &self,
+        thread: &Thread,
+        message_id: &str,
+        text: &str,
+    ) -> Result<(), BoxError> {
+        self.drafts(thread)?.edit(message_id, text, false).await
+    }
+
+    /// The thread's root and thread events before `before` (matrix-sdk's relations API), oldest
+    /// first, at most `limit`: their text (`body`, less a reply fallback; edits and other events
+    /// left out) and the sender's display name in the room (their user id when they have none).
+    async fn thread_history(
+        &self,
+        thread: &Thread,
+        before: &str,
+        limit: usize,
+    ) -> Result<Vec<ThreadMessage>, BoxError> {
+        let (room, root) = split_message_id(&thread.id)?;
+        let before = split_message_id(before).ok().map(|(_, e)| e);
+        // The newest events come first from the server: the one mentioning the bot and a few
+        // after it may be among them.
+        let events = self.api.thread_events(&room, &root, limit + 10).await?;
+        let mut out = Vec::new();
+        for e in events {
+            if before.as_ref().is_some_and(|b| e["event_id"] == b.as_str()) {
+                break;
+            }
+            if let Some(m) = self.history_message(&room, &e).await {
+                out.push(m);
+            }
+        }
+        let skip = out.len().saturating_sub(limit);
+        out.drain(..skip);
+        Ok(out)
+    }
+}
+
+impl<A: MatrixApi> MatrixOutbox<A> {
+    /// A thread event as a [`ThreadMessage`]: `m.room.message`s with a text body, not edits.
+    async fn history_message(&self, room: &OwnedRoomId, e: &Value) -> Option<ThreadMessage> {
+        if e["type"] != "m.room.message" || e["content"]["m.relates_to"]["rel_type"] == "m.replace"
+        {
+            return None;
+        }
+        let body = e["content"]["body"].as_str()?;
+        let event = e["event_id"].as_str()?;
+        let event = matrix_sdk::ruma::EventId::parse(event).ok()?;
+        let sender = parse_user_id(e["sender"].as_str()?)?;
+        let name = self.api.member_name(room, &sender).await;
+        Some(ThreadMessage {
+            id: message_id(room, &event),
+            text: strip_reply_fallback(body),
+            author: PlatformUser {
+                id: sender.to_string(),
+                name: Some(name.unwrap_or_else(|| sender.to_string())),
+                is_bot: false,
+            },
+            metadata: ThreadMessageMetadata {
+                date_sent: millis_to_iso(e["origin_server_ts"].as_i64().unwrap_or_default()),
+            },
+            reply_to: None,
+            raw: e.clone(),
+        })
+    }
+}
+
+/// The messages of one streamed reply in a thread: [`DraftMessages`] for [`EditStream`]. Ids are
+/// `room|event`, as everywhere in this adapter; `stop` draws nothing (Matrix has no buttons: the
+/// typed `stop` is the control).
+#[derive(Debug)]
+pub struct MatrixDrafts<A> {
+    api: A,
+    room: OwnedRoomId,
+    root: OwnedEventId,
+    /// Each message's text as last sent: an edit to the same text (only the Stop control, which
+    /// Matrix does not draw, changed) sends nothing.
+    bodies: Mutex<HashMap<String, String>>,
+}
+
+/// The content of an `m.replace` edit of `event` to `new`: `m.new_content` the whole new
+/// message, the outer `body` / `formatted_body` the `* ` fallback for clients without edits.
+pub fn replacement(event: &str, new: &Formatted) -> Value {
+    json!({
+        "msgtype": "m.text",
+        "body": format!("* {}", new.body),
+        "format": format::HTML_FORMAT,
+        "formatted_body": format!("* {}", new.html),
+        "m.new_content": {
+            "msgtype": "m.text",
+            "body": new.body,
+            "format": format::HTML_FORMAT,
+            "formatted_body": new.html,
+        },
+        "m.relates_to": {"rel_type": "m.replace", "event_id": event},
+    })
+}
+
+#[async_trait]
+impl<A: MatrixApi> DraftMessages for MatrixDrafts<A> {
+    /// An `m.room.message` in the thread (Markdown `body`, HTML `formatted_body`).
+    async fn post(&self, text: &str, _stop: bool) -> Result<String, BoxError> {
+        let f = Formatted::new(text);
+        let (event_type, mut content) = thread_message(&f.body, &self.root)?;
+        f.add_to(&mut content);
+        let id = self.api.send(&self.room, event_type, content).await?;
+        let id = message_id(&self.room, &id);
+        self.bodies
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id.clone(), text.to_owned());
+        Ok(id)
+    }
+
+    /// An `m.replace` edit with the piece's whole text.
+    async fn edit(&self, id: &str, text: &str, _stop: bool) -> Result<(), BoxError> {
+        let same = self
+            .bodies
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id)
+            .is_some_and(|b| b == text);
+        if same {
+            return Ok(());
+        }
+        let (room, event) = split_message_id(id)?;
+        let content = replacement(event.as_str(), &Formatted::new(text));
+        self.api.send(&room, "m.room.message", content).await?;
+        self.bodies
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id.to_owned(), text.to_owned());
+        Ok(())
+    }
+
+    fn pieces(&self, text: &str) -> Vec<String> {
+        format::messages(text, MESSAGE_CHARS)
+            .into_iter()
+            .map(|f| f.body)
+            .collect()
+    }
 }
 
 #[cfg(test)]
@@ -130,7 +315,7 @@ mod tests {
 
     #[tokio::test]
     async fn each_ack_reacts_and_redacts_the_reaction_before() {
-        let outbox = MatrixOutbox::new(RecordingMatrix::new());
+        let outbox = MatrixOutbox::new(std::sync::Arc::new(RecordingMatrix::new()));
         let said = "!r:localhost|$said";
         for ack in [Ack::Seen, Ack::Working, Ack::Done] {
             outbox.ack(&thread(), said, ack).await.unwrap();
@@ -180,7 +365,7 @@ mod tests {
 
     #[tokio::test]
     async fn long_replies_are_split_in_the_thread_and_blank_ones_send_nothing() {
-        let outbox = MatrixOutbox::new(RecordingMatrix::new());
+        let outbox = MatrixOutbox::new(std::sync::Arc::new(RecordingMatrix::new()));
         outbox.post_reply(&thread(), &reply("  \n ")).await.unwrap();
         assert!(outbox.api().sent().is_empty());
         let long = "word ".repeat(MESSAGE_CHARS / 5 * 2 + 10);
@@ -199,7 +384,7 @@ mod tests {
 
     #[tokio::test]
     async fn replies_carry_the_markdown_as_body_and_its_html_as_formatted_body() {
-        let outbox = MatrixOutbox::new(RecordingMatrix::new());
+        let outbox = MatrixOutbox::new(std::sync::Arc::new(RecordingMatrix::new()));
         let text = "**Hi** <b>there</b> & [docs](https://x.io)\n\n```sh\nls\n```";
         outbox.post_reply(&thread(), &reply(text)).await.unwrap();
         let sent = outbox.api().sent();

@@ -2,23 +2,35 @@
 //! the thread (forum topic), as a reply to the last message that talked to the bot there, in
 //! Telegram's HTML ([`crate::format`], `parse_mode` `HTML`), split with
 //! [`frogbot_model::text::split`] at Telegram's 4,096 characters (of the text shown).
+//!
+//! Streamed replies ([`ChannelOutbox::start_stream`]): in a private chat, the Bot API's message
+//! drafts ([`DraftStream`]: `sendMessageDraft` shows the text being written as an ephemeral
+//! preview, each finished 4,096-character piece and the final one are sent as messages; a draft
+//! carries no button, so there the typed `stop` is the Stop control). Where the bot may not draft
+//! (a group, a topic, a refusal) they are drawn by post + edit ([`EditStream`] over
+//! [`TelegramDrafts`]): `sendMessage`, then `editMessageText` (both HTML), the last message
+//! carrying a Stop button ([`render::stop_keyboard`]) while the model writes, none once the reply
+//! is final.
+//!
+//! Telegram gives bots no history of a chat, so [`ChannelOutbox::thread_history`] keeps its
+//! default (nothing): the model sees only the messages the bot received.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
 use async_trait::async_trait;
-use frogbot_core::agent::ChannelOutbox;
+use frogbot_core::agent::{ChannelOutbox, DraftMessages, EditStream, ReplyStream};
 use std::time::Duration;
 
 use frogbot_model::{Ack, BoxError, Thread, UiMessage};
 use teloxide::Bot;
-use teloxide::types::MessageId;
+use teloxide::types::{ChatId, MessageId, ThreadId};
 use tracing::warn;
 
 use crate::client::TelegramApi;
 use crate::format;
 use crate::ids::{split_message_id, split_thread_id};
-use crate::render::MAX_TEXT;
+use crate::render::{self, MAX_TEXT};
 
 /// Posts the agent's replies to Telegram.
 #[derive(Debug)]
@@ -45,6 +57,25 @@ impl TelegramOutbox {
             .insert(thread.to_owned(), id);
     }
 
+    fn reply_to(&self, thread: &str) -> Option<MessageId> {
+        self.reply_to
+            .lock()
+            .expect("not poisoned")
+            .get(thread)
+            .copied()
+    }
+
+    /// The messages a streamed reply in `thread` is drawn in.
+    pub fn drafts(&self, thread: &Thread) -> Result<TelegramDrafts, BoxError> {
+        let (chat, topic) = split_thread_id(&thread.id)?;
+        Ok(TelegramDrafts {
+            api: self.api.clone(),
+            chat,
+            topic,
+            reply_to: self.reply_to(&thread.id),
+        })
+    }
+
     /// Posts a notice (a refusal, a failure) in `thread`; a failure is logged.
     pub(crate) async fn say(&self, thread: &str, text: &str, reply_to: Option<MessageId>) {
         let Ok((chat, topic)) = split_thread_id(thread) else {
@@ -66,12 +97,7 @@ impl ChannelOutbox for TelegramOutbox {
             return Ok(());
         }
         let (chat, topic) = split_thread_id(&thread.id)?;
-        let reply_to = self
-            .reply_to
-            .lock()
-            .expect("not poisoned")
-            .get(&thread.id)
-            .copied();
+        let reply_to = self.reply_to(&thread.id);
         for part in parts {
             TelegramApi::send_html(&self.api, chat, topic, &part, reply_to).await?;
         }
@@ -95,6 +121,161 @@ impl ChannelOutbox for TelegramOutbox {
 
     fn working_every(&self) -> Duration {
         Duration::from_secs(4)
+    }
+
+    /// Message drafts in a private chat ([`DraftStream`]), else post + edit
+    /// ([`TelegramDrafts`]) with a Stop button while the model writes.
+    async fn start_stream(
+        &self,
+        thread: &Thread,
+    ) -> Result<Option<Box<dyn ReplyStream>>, BoxError> {
+        let drafts = self.drafts(thread)?;
+        // Private chats have the user's (positive) id; groups and channels negative ones.
+        if drafts.chat.0 > 0 && drafts.topic.is_none() {
+            return Ok(Some(Box::new(DraftStream::new(drafts))));
+        }
+        Ok(Some(Box::new(EditStream::new(drafts))))
+    }
+
+    /// The Markdown pieces `post_reply` posts one message each ([`format::pieces`]).
+    fn pieces(&self, text: &str) -> Vec<String> {
+        format::pieces(text, MAX_TEXT)
+    }
+
+    /// `editMessageText` (HTML, no keyboard) of message `chat:id`.
+    async fn edit_message(
+        &self,
+        thread: &Thread,
+        message_id: &str,
+        text: &str,
+    ) -> Result<(), BoxError> {
+        self.drafts(thread)?.edit(message_id, text, false).await
+    }
+}
+
+/// The messages of one streamed reply in a chat (forum topic): [`DraftMessages`] for
+/// [`EditStream`]. Ids are `chat:message_id`, as everywhere in this adapter.
+#[derive(Clone, Debug)]
+pub struct TelegramDrafts {
+    api: Bot,
+    chat: ChatId,
+    topic: Option<ThreadId>,
+    reply_to: Option<MessageId>,
+}
+
+fn keyboard(stop: bool) -> Option<teloxide::types::InlineKeyboardMarkup> {
+    stop.then(render::stop_keyboard)
+}
+
+#[async_trait]
+impl DraftMessages for TelegramDrafts {
+    /// `sendMessage` of the piece's HTML (replying to the person's message), with the Stop button
+    /// when `stop`.
+    async fn post(&self, text: &str, stop: bool) -> Result<String, BoxError> {
+        let html = format::to_html(text);
+        let sent = TelegramApi::send_html_keyboard(
+            &self.api,
+            self.chat,
+            self.topic,
+            &html,
+            keyboard(stop),
+            self.reply_to,
+        )
+        .await?;
+        Ok(crate::ids::message_id(sent.chat, sent.id))
+    }
+
+    /// `editMessageText` of the piece's HTML; the Stop button stays only when `stop` ("message is
+    /// not modified" is no failure).
+    async fn edit(&self, id: &str, text: &str, stop: bool) -> Result<(), BoxError> {
+        let (chat, id) = split_message_id(id)?;
+        let html = format::to_html(text);
+        TelegramApi::edit_html(&self.api, chat, id, &html, keyboard(stop)).await?;
+        Ok(())
+    }
+
+    fn pieces(&self, text: &str) -> Vec<String> {
+        format::pieces(text, MAX_TEXT)
+    }
+}
+
+/// A reply streamed in a private chat with the Bot API's message drafts: the piece being written
+/// is the draft `draft_id` (`sendMessageDraft`, an ephemeral preview), each finished piece and the
+/// last one at the end are sent as messages (which replace the preview). A refused draft (the
+/// bot may not draft here) turns the rest of the reply into post + edit ([`EditStream`]).
+#[derive(Debug)]
+pub struct DraftStream {
+    drafts: TelegramDrafts,
+    draft_id: u32,
+    /// The messages sent so far (finished pieces).
+    sent: Vec<String>,
+    /// Post + edit, once a draft was refused.
+    fallback: Option<EditStream<TelegramDrafts>>,
+}
+
+impl DraftStream {
+    /// A stream with a fresh draft id.
+    pub fn new(drafts: TelegramDrafts) -> Self {
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+        let draft_id = NEXT
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            .max(1);
+        Self {
+            drafts,
+            draft_id,
+            sent: Vec::new(),
+            fallback: None,
+        }
+    }
+
+    /// Sends the pieces of `pieces[..upto]` not sent yet as messages.
+    async fn send_finished(&mut self, pieces: &[String], upto: usize) -> Result<(), BoxError> {
+        while self.sent.len() < upto {
+            let id = self.drafts.post(&pieces[self.sent.len()], false).await?;
+            self.sent.push(id);
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl ReplyStream for DraftStream {
+    async fn show(&mut self, text: &str) -> Result<(), BoxError> {
+        if let Some(f) = &mut self.fallback {
+            return f.show(text).await;
+        }
+        let pieces = self.drafts.pieces(text);
+        let Some(last) = pieces.last() else {
+            return Ok(());
+        };
+        self.send_finished(&pieces, pieces.len() - 1).await?;
+        let html = format::to_html(last);
+        let d = &self.drafts;
+        match TelegramApi::send_draft(&d.api, d.chat, d.topic, self.draft_id, &html).await {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                tracing::debug!(error = %e, "message drafts refused; the reply is posted and edited");
+                let mut f = EditStream::resume(self.drafts.clone(), self.sent.clone());
+                let shown = f.show(text).await;
+                self.fallback = Some(f);
+                shown
+            }
+        }
+    }
+
+    async fn finish(&mut self, text: &str) -> Result<(), BoxError> {
+        if let Some(f) = &mut self.fallback {
+            return f.finish(text).await;
+        }
+        let pieces = self.drafts.pieces(text);
+        self.send_finished(&pieces, pieces.len()).await
+    }
+
+    fn message_ids(&self) -> Vec<String> {
+        match &self.fallback {
+            Some(f) => f.message_ids(),
+            None => self.sent.clone(),
+        }
     }
 }
 

@@ -22,7 +22,9 @@ use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::StatusCode;
-use frogbot_core::agent::{ChannelMessageOutcome, Engine, InteractionOutcome};
+use frogbot_core::agent::{
+    ChannelMessageOutcome, Engine, InteractionOutcome, STOP_REFUSED_TEXT, StopOutcome,
+};
 use frogbot_model::Interaction;
 use futures::StreamExt;
 use futures::future::BoxFuture;
@@ -40,8 +42,10 @@ use tracing::{Instrument, debug, info, info_span, warn};
 use super::TelegramOutbox;
 use crate::PLATFORM;
 use crate::client::TelegramApi;
-use crate::convert::{action, is_own_message, strip_mention, talks_to_bot, thread_message};
-use crate::ids::thread_id;
+use crate::convert::{
+    action, is_own_message, platform_user, strip_mention, talks_to_bot, thread_message,
+};
+use crate::ids::{STOP_DATA, thread_id};
 use crate::questions::STALE_TEXT;
 
 /// Where `frogbot serve` mounts the webhook route.
@@ -385,6 +389,9 @@ async fn on_callback(ctx: &Context, q: CallbackQuery) {
         MaybeInaccessibleMessage::Regular(m) => Some(thread_id(m)),
         MaybeInaccessibleMessage::Inaccessible(_) => None,
     });
+    if q.data.as_deref() == Some(STOP_DATA) {
+        return on_stop(ctx, &q, thread).await;
+    }
     // The hooks answer the query for stale, denied and rejected clicks (with a notice); every
     // other case is answered here, so no button is left spinning.
     let notice = match action(&q) {
@@ -412,6 +419,38 @@ async fn on_callback(ctx: &Context, q: CallbackQuery) {
                     warn!(callback_query_id = %q.id, error = %e, "the engine could not take a callback query");
                     Some(FAILED_TEXT)
                 }
+            }
+        }
+    };
+    if let Err(e) = TelegramApi::answer_callback_query(&ctx.bot, &q.id.0, notice).await {
+        warn!(callback_query_id = %q.id, error = %e, "answerCallbackQuery failed");
+    }
+}
+
+/// A click on a streamed reply's Stop button: the engine stops the thread's turn when the
+/// clicker drives it; anyone else is told [`STOP_REFUSED_TEXT`] (as a denied answer is told its
+/// notice). Never a question's interaction.
+async fn on_stop(ctx: &Context, q: &CallbackQuery, thread: Option<String>) {
+    let thread = thread.or_else(|| match &q.message {
+        Some(MaybeInaccessibleMessage::Inaccessible(m)) => Some(m.chat.id.0.to_string()),
+        _ => None,
+    });
+    let notice = match thread {
+        None => Some(STALE_TEXT),
+        Some(thread) => {
+            let who = platform_user(&q.from);
+            match ctx.engine.channel_stop(PLATFORM, &thread, &who).await {
+                Ok(StopOutcome::Stopping) => {
+                    info!(thread = %thread, "turn stopped from Telegram");
+                    None
+                }
+                Ok(StopOutcome::NotDriver) => Some(STOP_REFUSED_TEXT),
+                Err(e) => {
+                    warn!(thread = %thread, error = %e, "the engine could not stop a turn");
+                    Some(FAILED_TEXT)
+                }
+                // Nothing runs (it ended already): acknowledged quietly.
+                Ok(_) => None,
             }
         }
     };

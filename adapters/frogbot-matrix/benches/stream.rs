@@ -1,0 +1,161 @@
+//! Streamed replies against the fake homeserver (`frogbot_matrix::testing::FakeHomeserver`):
+//! FrogBot's engine on SQLite, the Matrix channel's sync loop, a scripted model,
+//! `stream_interval` at its default (1 s).
+//!
+//! Run: `cargo bench -p frogbot-matrix --features engine,testing --bench stream` (`TURNS=n` sets
+//! the turns of the latency part, default 200; `LONG=n` the 1,000-token replies, default 3: each
+//! takes ~2.5 s of model time).
+//!
+//! Prints the time from the model emitting its first delta to the fake first holding a message
+//! with that text (p50 / p99; target ≤ 300 ms; the fake is watched for the event, so the time
+//! includes the watcher's wake-up), and the client-server calls one 1,000-token reply costs (the
+//! events the bot sent in the room: reactions, redactions, the message, its edits).
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use frogbot_core::agent::scripted::{ScriptEvent, ScriptedModel, reply};
+use frogbot_core::agent::{Adapter, ModelEvent, ModelMessage, ModelRequest};
+use frogbot_matrix::channel::{Config, Login, connect};
+use frogbot_matrix::testing::{BOT_PASSWORD, FakeHomeserver};
+use matrix_sdk::ruma::OwnedUserId;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+type Starts = Arc<Mutex<std::collections::HashMap<String, Instant>>>;
+
+/// `turn N` → "tN " then 4 short deltas; `long N` → "tN " then 999 deltas "tok " 2 ms apart.
+fn model(starts: Starts) -> ScriptedModel {
+    ScriptedModel::new(move |req: &ModelRequest| {
+        let text = req
+            .messages
+            .iter()
+            .rev()
+            .find_map(|m| match m {
+                ModelMessage::User { text } => Some(text.clone()),
+                _ => None,
+            })
+            .unwrap_or_default();
+        let n: String = text
+            .rsplit(' ')
+            .next()
+            .unwrap_or_default()
+            .chars()
+            .filter(char::is_ascii_digit)
+            .collect();
+        let tag = format!("t{n}");
+        let deltas = if text.contains("long") { 999 } else { 4 };
+        let mut events = vec![ScriptEvent::Event(ModelEvent::TextDelta(format!("{tag} ")))];
+        for _ in 0..deltas {
+            events.push(ScriptEvent::Pause(Duration::from_millis(2)));
+            events.push(ScriptEvent::Event(ModelEvent::TextDelta("tok ".into())));
+        }
+        events.extend(reply(""));
+        starts.lock().unwrap().insert(tag, Instant::now());
+        events
+    })
+}
+
+fn main() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let env = |k: &str, d: usize| {
+        std::env::var(k)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(d)
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(run(env("TURNS", 200), env("LONG", 3)));
+}
+
+async fn run(turns: usize, long: usize) {
+    let fake = FakeHomeserver::start().await;
+    let store = tempfile::tempdir().unwrap();
+    let channel = connect(Config::new(
+        fake.url(),
+        fake.bot().to_owned(),
+        Login::Password(BOT_PASSWORD.into()),
+        store.path(),
+    ))
+    .await
+    .unwrap();
+    let db = frogbot_testkit::sqlite_db();
+    let starts: Starts = Arc::default();
+    let engine = frogbot_testkit::engine_with(
+        frogbot_testkit::open_store(&db.url).await,
+        model(starts.clone()),
+    )
+    .with_channel(channel.channel());
+    let shutdown = CancellationToken::new();
+    let _task = channel.start(engine.clone(), shutdown.clone()).unwrap();
+    let alice = OwnedUserId::try_from("@alice:fake.test").unwrap();
+    let room = fake.create_room(&[&alice]);
+    let bot = fake.bot().to_string();
+    let text = |body: String| json!({"msgtype": "m.text", "body": body});
+
+    let mut latencies = Vec::new();
+    for i in 0..turns {
+        let said = fake.inject(&room, &alice, "m.room.message", text(format!("turn {i}")));
+        let tag = format!("t{i} ");
+        fake.wait_for(&room, 60, "the first text", |e| {
+            e["sender"] == bot.as_str()
+                && e["type"] == "m.room.message"
+                && e["content"]["body"]
+                    .as_str()
+                    .is_some_and(|b| b.starts_with(&tag))
+        })
+        .await;
+        let shown = Instant::now();
+        let start = starts.lock().unwrap()[tag.trim_end()];
+        latencies.push(shown.saturating_duration_since(start));
+        let id = format!("{room}|{said}");
+        fake.wait_for(&room, 60, "Done", |_| fake.bot_reactions(&id) == ["✅"])
+            .await;
+    }
+    latencies.sort();
+    let pct = |p: f64| {
+        let i = ((latencies.len() as f64 * p).ceil() as usize).clamp(1, latencies.len()) - 1;
+        latencies[i].as_secs_f64() * 1000.0
+    };
+    println!(
+        "matrix first-token→first-visible: p50 {:.1} ms, p99 {:.1} ms (n={})",
+        pct(0.50),
+        pct(0.99),
+        latencies.len()
+    );
+
+    let (mut all, mut edits) = (0usize, 0usize);
+    for i in 0..long {
+        let before = fake.events(&room).len();
+        let typed = fake.typing(&room).len();
+        let said = fake.inject(
+            &room,
+            &alice,
+            "m.room.message",
+            text(format!("long {}", 100_000 + i)),
+        );
+        let id = format!("{room}|{said}");
+        fake.wait_for(&room, 60, "Done", |_| fake.bot_reactions(&id) == ["✅"])
+            .await;
+        let events = fake.events(&room).split_off(before);
+        let mine: Vec<_> = events
+            .iter()
+            .filter(|e| e["sender"] == bot.as_str() && e["type"] != "m.room.member")
+            .collect();
+        all += mine.len() + fake.typing(&room).len() - typed;
+        edits += mine
+            .iter()
+            .filter(|e| e["content"]["m.relates_to"]["rel_type"] == "m.replace")
+            .count();
+    }
+    let long = long.max(1);
+    println!(
+        "matrix API calls per 1,000-token reply: {} (of which edits/appends: {}) (mean of {long} replies)",
+        all / long,
+        edits / long
+    );
+    shutdown.cancel();
+}
