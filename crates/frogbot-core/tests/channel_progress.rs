@@ -11,9 +11,9 @@ use frogbot_core::BoxError;
 use frogbot_core::agent::scripted::{ScriptEvent, ScriptedModel, call, reply};
 use frogbot_core::agent::{
     AllowAll, Channel, ChannelMessageOutcome, ChannelOutbox, ChannelSettings, DraftMessages,
-    EditStream, Engine, EngineConfig, INTERRUPTED_MARK, MAX_STEPS_TEXT, ModelEvent, ModelRequest,
-    QUEUED_TEXT, ReplyStream, STOP_REFUSED_TEXT, STOPPED_TEXT, StopOutcome, channel_chat_id,
-    failure_text, tool_fn,
+    EditStream, Engine, EngineConfig, INTERRUPTED_MARK, MAX_STEPS_TEXT, ModelEvent, ModelMessage,
+    ModelRequest, QUEUED_TEXT, ReplyStream, STOP_REFUSED_TEXT, STOPPED_TEXT, StopOutcome,
+    channel_chat_id, failure_text, tool_fn,
 };
 use frogbot_core::model::{
     Ack, PlatformUser, PrefixedIdentity, Thread, ThreadMessage, ThreadMessageMetadata, TurnState,
@@ -288,8 +288,7 @@ async fn a_message_is_seen_worked_on_answered_and_done_in_that_order(url: &str) 
         vec![
             Shown::Ack("m1".into(), Ack::Seen),
             Shown::Ack("m1".into(), Ack::Working),
-            // The model sees who spoke.
-            Shown::Post("re: ada: hello".into()),
+            Shown::Post("re: hello".into()),
             Shown::Ack("m1".into(), Ack::Done),
         ]
     );
@@ -344,11 +343,8 @@ async fn queued_messages_keep_seen_and_get_one_note_per_queue(url: &str) {
         .collect();
     assert_eq!(
         posts,
-        [
-            "thinking… re: ada: gate first",
-            "re: ada: second",
-            "re: bob: third"
-        ]
+        // Once a second person speaks, the model sees every speaker's name.
+        ["thinking… re: gate first", "re: second", "re: bob: third"]
     );
 }
 
@@ -727,6 +723,40 @@ async fn a_mention_mid_thread_reads_the_earlier_messages_with_names(url: &str) {
     );
 }
 
+/// One person in a thread: the model sees the text as written; a second person names everyone,
+/// the first person's earlier messages included.
+async fn speakers_are_named_once_a_second_person_speaks(url: &str) {
+    let model = ScriptedModel::new(|_req: &ModelRequest| reply("ok"));
+    let requests = model.clone();
+    let w = streaming_world(
+        url,
+        ChannelSettings {
+            stream: false,
+            ..Default::default()
+        },
+        EngineConfig::default(),
+        model,
+    )
+    .await;
+    w.say("m1", "ada", "first").await;
+    w.until_ack("m1", Ack::Done).await;
+    w.say("m2", "ada", "second").await;
+    w.until_ack("m2", Ack::Done).await;
+    w.say("m3", "bob", "third").await;
+    w.until_ack("m3", Ack::Done).await;
+    let reqs = requests.requests();
+    assert_eq!(last_user(&reqs[1]), "second");
+    let users: Vec<String> = reqs[2]
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            ModelMessage::User { text } => Some(text.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(users, ["ada: first", "ada: second", "bob: third"]);
+}
+
 /// The thread context stays within its character budget, keeping the newest messages.
 async fn the_thread_context_keeps_to_its_budget(url: &str) {
     let model = ScriptedModel::new(|_req: &ModelRequest| reply("ok"));
@@ -810,6 +840,7 @@ frogbot_testkit::backends!(
     stream_off_posts_the_reply_whole,
     the_stop_control_works_for_the_driver_only,
     a_mention_mid_thread_reads_the_earlier_messages_with_names,
+    speakers_are_named_once_a_second_person_speaks,
     the_thread_context_keeps_to_its_budget,
     a_stream_cut_off_by_a_crash_is_marked_interrupted,
 );

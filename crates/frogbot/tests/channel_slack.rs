@@ -184,18 +184,25 @@ impl Env {
             .as_u16()
     }
 
-    /// Waits for the `k`-th (0-based) `chat.postMessage` into thread `root`.
+    /// The `k`-th (0-based) message the bot posted in thread `root`, once it is final.
     async fn posted(&self, root: &str, k: usize) -> Value {
-        let in_thread = || -> Vec<Value> {
+        // The bot's messages in the thread as Slack shows them (a reply streams natively, so it
+        // is read once its stream is stopped).
+        let thread = format!("{CHANNEL}:{root}");
+        let in_thread = || -> Vec<frogbot_slack::testing::Message> {
             self.fake
-                .calls("chat.postMessage")
+                .thread_messages(&thread)
                 .into_iter()
-                .filter(|c| c.body["thread_ts"] == root)
-                .map(|c| c.body)
+                .filter(|m| m.bot)
                 .collect()
         };
-        wait(|| in_thread().len() > k, "a message posted in the thread").await;
-        in_thread()[k].clone()
+        wait(
+            || in_thread().get(k).is_some_and(|m| !m.streaming),
+            "a message posted in the thread",
+        )
+        .await;
+        let m = in_thread()[k].clone();
+        json!({"channel": m.channel, "text": m.text, "blocks": m.blocks, "ts": m.ts, "thread_ts": m.thread_ts})
     }
 
     /// Waits until the chat of `root` has `n` messages in the store.
@@ -299,8 +306,9 @@ async fn a_mention_is_answered_in_its_thread_and_own_messages_are_ignored() {
     let reply = env.posted(&root, 0).await;
     assert_eq!(reply["channel"], CHANNEL);
     assert_eq!(reply["text"], "You said: hello frog");
+    // Streamed natively, with the bot token.
     assert!(
-        env.fake.calls("chat.postMessage")[0]
+        env.fake.calls("chat.startStream")[0]
             .auth
             .contains("xoxb-test-token")
     );
@@ -357,9 +365,9 @@ async fn a_mention_is_answered_in_its_thread_and_own_messages_are_ignored() {
     wait(
         || {
             env.fake
-                .calls("chat.postMessage")
+                .thread_messages(&format!("D9:{dm}"))
                 .iter()
-                .any(|c| c.body["channel"] == "D9" && c.body["thread_ts"] == dm.as_str())
+                .any(|m| m.bot && !m.streaming && m.text == "You said: hi in private")
         },
         "a DM reply",
     )

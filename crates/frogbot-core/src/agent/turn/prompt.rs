@@ -27,6 +27,11 @@ struct ChatHistory {
     /// The model messages of `messages[..prefix_len]`, compacted.
     prefix: Transcript,
     prefix_len: usize,
+    /// The speaker of the first user message that named one (channel threads).
+    first_speaker: Option<String>,
+    /// Whether several people speak in the chat (or it began with a thread's earlier messages):
+    /// then the model sees every user message with its speaker's name.
+    named: bool,
 }
 
 type OrderKey = (bool, i64, i64, i64);
@@ -36,21 +41,21 @@ type OrderKey = (bool, i64, i64, i64);
 struct Held {
     id: String,
     key: OrderKey,
+    /// Its model messages with the speaker named (the same as without for a message with none).
+    named: Arc<[ModelMessage]>,
 }
 
-impl Held {
-    fn of(m: &StoredMessage) -> Self {
-        Self {
-            id: m.message.id.clone(),
-            key: m.order_key(),
-        }
+/// `m`'s model messages without and with its speaker named.
+fn converted(m: &StoredMessage) -> (Arc<[ModelMessage]>, Arc<[ModelMessage]>) {
+    let mut named = Vec::new();
+    convert(&m.message, true, &mut named);
+    let named: Arc<[ModelMessage]> = Arc::from(named);
+    if m.message.metadata.speaker.is_none() {
+        return (named.clone(), named);
     }
-}
-
-fn converted(m: &StoredMessage) -> Arc<[ModelMessage]> {
-    let mut out = Vec::new();
-    to_model_messages(&m.message, &mut out);
-    Arc::from(out)
+    let mut plain = Vec::new();
+    convert(&m.message, false, &mut plain);
+    (Arc::from(plain), named)
 }
 
 impl ChatHistory {
@@ -69,12 +74,47 @@ impl ChatHistory {
         }
     }
 
+    /// Notes `m`'s speaker: a second person (or a thread's earlier messages) names every
+    /// speaker from then on, the messages converted before included (once per chat).
+    fn note_speaker(&mut self, m: &StoredMessage) {
+        if self.named || m.queued {
+            return;
+        }
+        let md = &m.message.metadata;
+        let second = match (&self.first_speaker, &md.speaker) {
+            (_, None) => false,
+            (None, Some(s)) => {
+                self.first_speaker = Some(s.clone());
+                false
+            }
+            (Some(first), Some(s)) => first != s,
+        };
+        if second || md.context.is_some() {
+            self.named = true;
+            for (held, current) in &mut self.messages {
+                *current = held.named.clone();
+            }
+            self.prefix = Transcript::new();
+            self.prefix_len = 0;
+        }
+    }
+
     /// Puts `m` in its place (replacing an older version of it); queued messages are not history.
     fn apply(&mut self, m: &StoredMessage) {
         self.version = self.version.max(m.version);
+        self.note_speaker(m);
+        let (plain, named) = converted(m);
+        let current = if self.named { named.clone() } else { plain };
         if let Some(i) = self.index_of(&m.message.id) {
             if !m.queued && self.messages[i].0.key == m.order_key() {
-                self.messages[i].1 = converted(m);
+                self.messages[i] = (
+                    Held {
+                        id: m.message.id.clone(),
+                        key: m.order_key(),
+                        named,
+                    },
+                    current,
+                );
                 self.touched(i);
                 return;
             }
@@ -87,7 +127,12 @@ impl ChatHistory {
         }
         let key = m.order_key();
         let at = self.messages.partition_point(|(x, _)| x.key <= key);
-        self.messages.insert(at, (Held::of(m), converted(m)));
+        let held = Held {
+            id: m.message.id.clone(),
+            key,
+            named,
+        };
+        self.messages.insert(at, (held, current));
         self.keys.insert(m.message.id.clone(), key);
         self.touched(at);
     }
@@ -271,11 +316,11 @@ pub fn question_tool_spec() -> ToolSpec {
 }
 
 /// A user message as the model reads it: the thread's earlier messages it was sent with, then
-/// the speaker's name (channel threads) before the text.
-fn user_text(m: &UiMessage) -> String {
+/// (when `named`: several people speak in the thread) the speaker's name before the text.
+fn user_text(m: &UiMessage, named: bool) -> String {
     let text = m.text();
     let md = &m.metadata;
-    if md.context.is_none() && md.speaker.is_none() {
+    if md.context.is_none() && (md.speaker.is_none() || !named) {
         return text;
     }
     let mut out = String::new();
@@ -284,7 +329,7 @@ fn user_text(m: &UiMessage) -> String {
         out.push_str(context);
         out.push_str("\n[End of earlier messages]\n\n");
     }
-    if let Some(speaker) = &md.speaker {
+    if let Some(speaker) = md.speaker.as_ref().filter(|_| named) {
         out.push_str(speaker);
         out.push_str(": ");
     }
@@ -294,9 +339,16 @@ fn user_text(m: &UiMessage) -> String {
 
 /// Converts a stored message into model messages: a user message into one; an assistant message
 /// into one assistant message per step followed by its tool results.
+/// A user message's speaker is named.
 pub fn to_model_messages(m: &UiMessage, out: &mut Vec<ModelMessage>) {
+    convert(m, true, out);
+}
+
+fn convert(m: &UiMessage, named: bool, out: &mut Vec<ModelMessage>) {
     match m.role {
-        Role::User => out.push(ModelMessage::User { text: user_text(m) }),
+        Role::User => out.push(ModelMessage::User {
+            text: user_text(m, named),
+        }),
         Role::Assistant => {
             let mut steps: Vec<Vec<&MessagePart>> = vec![vec![]];
             for p in &m.parts {
