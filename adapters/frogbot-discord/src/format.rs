@@ -72,7 +72,7 @@ pub fn to_discord(markdown: &str) -> String {
                 Event::End(TagEnd::Table) => {
                     out.push_str(&markdown[copied..*start]);
                     out.push_str("```\n");
-                    out.push_str(&no_fence(&table_text(align, rows)));
+                    out.push_str(&no_fence(&frogbot_model::text::table_text(align, rows)));
                     out.push_str("\n```");
                     copied = range.end;
                     table = None;
@@ -112,41 +112,6 @@ fn no_fence(text: &str) -> String {
         out.push(c);
     }
     out
-}
-
-/// A table as plain lines of aligned columns: the header, a rule, the rows.
-fn table_text(align: &[Alignment], rows: &[Vec<String>]) -> String {
-    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let width = |c: usize| {
-        rows.iter()
-            .filter_map(|r| r.get(c))
-            .map(|s| s.chars().count())
-            .max()
-            .unwrap_or(0)
-    };
-    let widths: Vec<usize> = (0..columns).map(width).collect();
-    let mut lines = Vec::new();
-    for (i, row) in rows.iter().enumerate() {
-        let cells: Vec<String> = (0..columns)
-            .map(|c| {
-                let s = row.get(c).map_or("", String::as_str);
-                let pad = widths[c] - s.chars().count();
-                match align.get(c) {
-                    Some(Alignment::Right) => format!("{}{s}", " ".repeat(pad)),
-                    Some(Alignment::Center) => {
-                        format!("{}{s}{}", " ".repeat(pad / 2), " ".repeat(pad - pad / 2))
-                    }
-                    _ => format!("{s}{}", " ".repeat(pad)),
-                }
-            })
-            .collect();
-        lines.push(cells.join(" | ").trim_end().to_owned());
-        if i == 0 {
-            let rule: Vec<String> = widths.iter().map(|w| "-".repeat((*w).max(1))).collect();
-            lines.push(rule.join("-+-"));
-        }
-    }
-    lines.join("\n")
 }
 
 #[cfg(test)]

@@ -450,48 +450,13 @@ impl Writer {
             }
             Event::End(TagEnd::Table) => {
                 let table = self.table.take().expect("table");
-                let text = table_text(&table.align, &table.rows);
+                let text = frogbot_model::text::table_text(&table.align, &table.rows);
                 self.code_block(&no_fence(&escape(&text)));
                 self.pending = 2;
             }
             _ => {}
         }
     }
-}
-
-/// A table as plain lines of aligned columns: the header, a rule, the rows.
-fn table_text(align: &[Alignment], rows: &[Vec<String>]) -> String {
-    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let width = |c: usize| {
-        rows.iter()
-            .filter_map(|r| r.get(c))
-            .map(|s| s.chars().count())
-            .max()
-            .unwrap_or(0)
-    };
-    let widths: Vec<usize> = (0..columns).map(width).collect();
-    let mut lines = Vec::new();
-    for (i, row) in rows.iter().enumerate() {
-        let cells: Vec<String> = (0..columns)
-            .map(|c| {
-                let s = row.get(c).map_or("", String::as_str);
-                let pad = widths[c] - s.chars().count();
-                match align.get(c) {
-                    Some(Alignment::Right) => format!("{}{s}", " ".repeat(pad)),
-                    Some(Alignment::Center) => {
-                        format!("{}{s}{}", " ".repeat(pad / 2), " ".repeat(pad - pad / 2))
-                    }
-                    _ => format!("{s}{}", " ".repeat(pad)),
-                }
-            })
-            .collect();
-        lines.push(cells.join(" | ").trim_end().to_owned());
-        if i == 0 {
-            let rule: Vec<String> = widths.iter().map(|w| "-".repeat((*w).max(1))).collect();
-            lines.push(rule.join("-+-"));
-        }
-    }
-    lines.join("\n")
 }
 
 #[cfg(test)]

@@ -4,8 +4,10 @@
 //! again (with its info string) at the start of the next, so every piece renders as code.
 //!
 //! Where to cut comes from `text-splitter`'s Markdown splitter (the largest semantic unit that
-//! fits: sections, then blocks, then lines, sentences, words, graphemes).
+//! fits: sections, then blocks, then lines, sentences, words, graphemes). [`table_text`] draws a
+//! Markdown table as aligned plain lines for platforms without tables.
 
+use pulldown_cmark::Alignment;
 use text_splitter::{ChunkConfig, MarkdownSplitter};
 
 /// A fenced code block of the text: where its content starts and ends (byte offsets) and the
@@ -179,9 +181,61 @@ pub fn truncate(text: &str, max: usize) -> String {
     cut
 }
 
+/// A Markdown table (pulldown-cmark's column alignments and the cells' text, header row first)
+/// as plain lines of aligned columns: the header, a rule, the rows — for platforms that draw no
+/// tables (set in a code block there).
+pub fn table_text(align: &[Alignment], rows: &[Vec<String>]) -> String {
+    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let width = |c: usize| {
+        rows.iter()
+            .filter_map(|r| r.get(c))
+            .map(|s| s.chars().count())
+            .max()
+            .unwrap_or(0)
+    };
+    let widths: Vec<usize> = (0..columns).map(width).collect();
+    let mut lines = Vec::new();
+    for (i, row) in rows.iter().enumerate() {
+        let cells: Vec<String> = (0..columns)
+            .map(|c| {
+                let s = row.get(c).map_or("", String::as_str);
+                let pad = widths[c] - s.chars().count();
+                match align.get(c) {
+                    Some(Alignment::Right) => format!("{}{s}", " ".repeat(pad)),
+                    Some(Alignment::Center) => {
+                        format!("{}{s}{}", " ".repeat(pad / 2), " ".repeat(pad - pad / 2))
+                    }
+                    _ => format!("{s}{}", " ".repeat(pad)),
+                }
+            })
+            .collect();
+        lines.push(cells.join(" | ").trim_end().to_owned());
+        if i == 0 {
+            let rule: Vec<String> = widths.iter().map(|w| "-".repeat((*w).max(1))).collect();
+            lines.push(rule.join("-+-"));
+        }
+    }
+    lines.join("\n")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_table_becomes_aligned_lines() {
+        let rows = vec![
+            vec!["name".to_owned(), "n".to_owned(), "mid".to_owned()],
+            vec!["ada".to_owned(), "12".to_owned(), "x".to_owned()],
+            vec!["bo".to_owned(), "3".to_owned()],
+        ];
+        let align = [Alignment::None, Alignment::Right, Alignment::Center];
+        assert_eq!(
+            table_text(&align, &rows),
+            "name |  n | mid\n-----+----+----\nada  | 12 |  x\nbo   |  3 |"
+        );
+        assert_eq!(table_text(&[], &[]), "");
+    }
 
     fn chars(s: &str) -> usize {
         s.chars().count()

@@ -203,6 +203,13 @@ impl Channels {
         }
     }
 
+    /// Shows the platform's progress sign in `thread`; a failure is logged.
+    async fn progress(outbox: &dyn ChannelOutbox, thread: &Thread) {
+        if let Err(e) = outbox.working(thread).await {
+            debug!(thread = %thread.id, error = %e, "showing progress failed");
+        }
+    }
+
     /// Posts a short notice of the engine's in `thread`; a failure is logged.
     async fn notice(outbox: &dyn ChannelOutbox, thread: &Thread, text: &str) {
         let message = UiMessage {
@@ -667,14 +674,14 @@ impl TurnListener for Channels {
             .filter(|_| settings.acks)
             .map(str::to_owned);
         let every = outbox.working_every();
+        // The first progress sign is shown in order (after Working, before any text); the
+        // repeats run beside the turn until it ends.
         let working = {
             let (outbox, thread) = (outbox.clone(), thread.clone());
             tokio::spawn(async move {
                 loop {
-                    if let Err(e) = outbox.working(&thread).await {
-                        debug!(thread = %thread.id, error = %e, "showing progress failed");
-                    }
                     tokio::time::sleep(every).await;
+                    Self::progress(outbox.as_ref(), &thread).await;
                 }
             })
             .abort_handle()
@@ -715,11 +722,12 @@ impl TurnListener for Channels {
                 p.current = platform_id.clone();
             }
         }
-        if let Some(id) = platform_id {
-            self.show(&chat.chat_id, async move {
+        self.show(&chat.chat_id, async move {
+            if let Some(id) = platform_id {
                 Self::ack(outbox.as_ref(), &thread, &id, Ack::Working).await;
-            });
-        }
+            }
+            Self::progress(outbox.as_ref(), &thread).await;
+        });
         watch
     }
 
