@@ -828,6 +828,104 @@ async fn a_stream_cut_off_by_a_crash_is_marked_interrupted(url: &str) {
     .await;
 }
 
+/// A model that goes silent mid-answer: its step is aborted after `stream_idle_timeout`, the text
+/// it sent is kept, the thread is told the reply failed, and the chat is free again.
+async fn a_silent_model_times_out_and_the_thread_is_told(url: &str) {
+    let gate = Arc::new(Semaphore::new(0));
+    let g = gate.clone();
+    let model = ScriptedModel::new(move |_req: &ModelRequest| {
+        vec![
+            ScriptEvent::Event(ModelEvent::TextDelta("half an ".into())),
+            ScriptEvent::Gate(g.clone()),
+        ]
+    });
+    let w = streaming_world(
+        url,
+        Default::default(),
+        EngineConfig {
+            stream_idle_timeout: Duration::from_millis(200),
+            ..Default::default()
+        },
+        model,
+    )
+    .await;
+    w.say("m1", "ada", "go").await;
+    w.until_ack("m1", Ack::Failed).await;
+    w.idle().await;
+    // The streamed messages end as the partial text and the notice (over several pieces).
+    let mut finals: Vec<(String, String)> = Vec::new();
+    for s in w.shown() {
+        if let Shown::Draft(id, t, _) | Shown::Edit(id, t, _) = s {
+            match finals.iter_mut().find(|(i, _)| *i == id) {
+                Some(f) => f.1 = t,
+                None => finals.push((id, t)),
+            }
+        }
+    }
+    let shown: String = finals.into_iter().map(|(_, t)| t).collect();
+    assert_eq!(
+        shown,
+        format!("half an \n\n{}", failure_text("model-timeout"))
+    );
+    let chat = channel_chat_id(PLATFORM, THREAD);
+    let stored = w.engine.messages(&chat).await.unwrap();
+    let reply = stored.last().unwrap();
+    assert_eq!(
+        reply
+            .message
+            .metadata
+            .error
+            .as_ref()
+            .map(|e| e.code.as_str()),
+        Some("model-timeout")
+    );
+    assert_eq!(reply.message.text(), "half an ", "the partial step is kept");
+    assert_eq!(gate.available_permits(), 0);
+}
+
+/// A model that keeps trickling text never goes idle, but its step still ends at `step_timeout`.
+async fn a_step_that_runs_too_long_times_out(url: &str) {
+    let model = ScriptedModel::new(|_req: &ModelRequest| {
+        let mut e = Vec::new();
+        for _ in 0..1_000 {
+            e.push(ScriptEvent::Event(ModelEvent::TextDelta("x".into())));
+            e.push(ScriptEvent::Pause(Duration::from_millis(20)));
+        }
+        e
+    });
+    let w = streaming_world(
+        url,
+        ChannelSettings {
+            stream: false,
+            ..Default::default()
+        },
+        EngineConfig {
+            stream_idle_timeout: Duration::from_secs(10),
+            step_timeout: Duration::from_millis(400),
+            ..Default::default()
+        },
+        model,
+    )
+    .await;
+    let started = tokio::time::Instant::now();
+    w.say("m1", "ada", "go").await;
+    w.until_ack("m1", Ack::Failed).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "not the idle timeout"
+    );
+    let posted = w
+        .shown()
+        .into_iter()
+        .find_map(|s| match s {
+            Shown::Post(t) => Some(t),
+            _ => None,
+        })
+        .unwrap();
+    assert!(posted.starts_with('x'), "{posted}");
+    assert!(posted.ends_with(failure_text("model-timeout")), "{posted}");
+}
+
 frogbot_testkit::backends!(
     a_message_is_seen_worked_on_answered_and_done_in_that_order,
     progress_repeats_while_a_turn_runs,
@@ -843,4 +941,6 @@ frogbot_testkit::backends!(
     speakers_are_named_once_a_second_person_speaks,
     the_thread_context_keeps_to_its_budget,
     a_stream_cut_off_by_a_crash_is_marked_interrupted,
+    a_silent_model_times_out_and_the_thread_is_told,
+    a_step_that_runs_too_long_times_out,
 );

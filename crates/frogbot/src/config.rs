@@ -137,6 +137,12 @@ fn default_max_steps() -> u32 {
 fn default_history_bytes() -> usize {
     400_000
 }
+fn default_stream_idle_timeout() -> u64 {
+    60
+}
+fn default_step_timeout() -> u64 {
+    600
+}
 fn default_max_event_streams() -> usize {
     512
 }
@@ -255,6 +261,13 @@ pub struct Config {
     /// turns are left out first (instructions and the turn in progress always go).
     #[serde(default = "default_history_bytes")]
     pub history_bytes: usize,
+    /// How long a model's stream may send nothing before the step is aborted and the turn fails
+    /// visibly (`model-timeout`), keeping what it produced.
+    #[serde(default = "default_stream_idle_timeout")]
+    pub stream_idle_timeout_seconds: u64,
+    /// How long one model step may take in all.
+    #[serde(default = "default_step_timeout")]
+    pub step_timeout_seconds: u64,
     /// The default model id.
     pub default_model: Option<String>,
     /// Models offered.
@@ -363,6 +376,15 @@ impl Config {
         }
         if self.turn_lease_seconds == 0 {
             return bad("turn_lease_seconds", "must be at least 1".into());
+        }
+        if !(1..=3_600).contains(&self.stream_idle_timeout_seconds) {
+            return bad(
+                "stream_idle_timeout_seconds",
+                "must be from 1 to 3600".into(),
+            );
+        }
+        if !(1..=86_400).contains(&self.step_timeout_seconds) {
+            return bad("step_timeout_seconds", "must be from 1 to 86400".into());
         }
         if self.history_bytes < 1_000 {
             return bad("history_bytes", "must be at least 1000".into());
@@ -606,6 +628,32 @@ mod tests {
             .validate()
             .unwrap_err();
         assert!(e.to_string().contains("`channels.matrix.model`"), "{e}");
+    }
+
+    #[test]
+    fn the_model_timeouts_are_read_and_checked() {
+        let c = Config::parse("").unwrap();
+        assert_eq!(
+            (c.stream_idle_timeout_seconds, c.step_timeout_seconds),
+            (60, 600)
+        );
+        let c =
+            Config::parse("stream_idle_timeout_seconds = 5\nstep_timeout_seconds = 30").unwrap();
+        c.validate().unwrap();
+        assert_eq!(
+            (c.stream_idle_timeout_seconds, c.step_timeout_seconds),
+            (5, 30)
+        );
+        for (bad, key) in [
+            (
+                "stream_idle_timeout_seconds = 0",
+                "stream_idle_timeout_seconds",
+            ),
+            ("step_timeout_seconds = 0", "step_timeout_seconds"),
+        ] {
+            let e = Config::parse(bad).unwrap().validate().unwrap_err();
+            assert!(e.to_string().contains(&format!("`{key}`")), "{e}");
+        }
     }
 
     #[test]

@@ -153,6 +153,8 @@ pub async fn build_engine(config: &Config) -> Result<Engine, Error> {
             instructions: config.instructions.clone(),
             max_steps: config.max_steps,
             history_bytes: config.history_bytes,
+            stream_idle_timeout: std::time::Duration::from_secs(config.stream_idle_timeout_seconds),
+            step_timeout: std::time::Duration::from_secs(config.step_timeout_seconds),
             turn_lease_ms: (config.turn_lease_seconds as i64) * 1000,
             default_model: config.default_model_id(),
             ..Default::default()

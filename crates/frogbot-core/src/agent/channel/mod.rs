@@ -92,6 +92,9 @@ pub const MAX_STEPS_TEXT: &str =
 pub fn failure_text(code: &str) -> &'static str {
     match code {
         "interrupted" => "⚠️ My reply was interrupted. Send your message again to retry.",
+        "model-timeout" => {
+            "⚠️ The model stopped answering, so I gave up on this reply. Send your message again to retry."
+        }
         "selection-unavailable" => {
             "⚠️ The model chosen for this chat is not available any more. Send your message again once it is, or ask the admin."
         }

@@ -14,6 +14,10 @@ use crate::model::{
 use crate::store::StoreError;
 use crate::store::{CheckpointOp, Lease};
 
+/// The error code of a step whose model went silent past `stream_idle_timeout` or ran past
+/// `step_timeout`.
+pub(crate) const MODEL_TIMEOUT: &str = "model-timeout";
+
 /// How a step ended.
 pub(super) enum StepEnd {
     /// It ran tool calls: another step follows.
@@ -46,12 +50,25 @@ impl Turns {
             .parts
             .push(MessagePart::Other(json!({"type": "step-start"})));
         let _ = tx.send(TurnEvent::StartStep);
-        let mut stream = match offer.model.stream(request).await {
-            Ok(s) => s,
-            Err(e) => {
+        // The whole step (opening the stream included) has `step_timeout`; the stream may be
+        // silent for `stream_idle_timeout` at most.
+        let step_deadline = tokio::time::Instant::now() + self.config.step_timeout;
+        let opened = tokio::time::timeout_at(step_deadline, offer.model.stream(request)).await;
+        let mut stream = match opened {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
                 return Ok(StepEnd::Failed(ErrorInfo {
                     code: "model-error".into(),
                     message: e.to_string(),
+                }));
+            }
+            Err(_) => {
+                return Ok(StepEnd::Failed(ErrorInfo {
+                    code: MODEL_TIMEOUT.into(),
+                    message: format!(
+                        "the model did not answer within the step timeout ({:?})",
+                        self.config.step_timeout
+                    ),
                 }));
             }
         };
@@ -61,12 +78,27 @@ impl Turns {
         let mut finish: Option<FinishReason> = None;
         let mut last_checkpoint = tokio::time::Instant::now();
         let mut failure: Option<String> = None;
+        let mut timed_out = false;
         let mut halted = false;
         loop {
+            let idle_deadline =
+                (tokio::time::Instant::now() + self.config.stream_idle_timeout).min(step_deadline);
             let event = tokio::select! {
                 biased;
                 () = halt.cancelled() => {
                     halted = true;
+                    break;
+                }
+                () = tokio::time::sleep_until(idle_deadline) => {
+                    timed_out = true;
+                    failure = Some(if idle_deadline == step_deadline {
+                        format!("the step ran past its timeout ({:?})", self.config.step_timeout)
+                    } else {
+                        format!(
+                            "the model sent nothing for {:?}",
+                            self.config.stream_idle_timeout
+                        )
+                    });
                     break;
                 }
                 event = stream.next() => match event {
@@ -161,7 +193,12 @@ impl Turns {
             }
             let _ = tx.send(TurnEvent::FinishStep);
             return Ok(StepEnd::Failed(ErrorInfo {
-                code: "model-error".into(),
+                code: if timed_out {
+                    MODEL_TIMEOUT
+                } else {
+                    "model-error"
+                }
+                .into(),
                 message,
             }));
         }

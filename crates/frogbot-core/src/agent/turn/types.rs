@@ -44,6 +44,11 @@ pub struct EngineConfig {
     /// ([`crate::agent::ModelMessage::size`]): the oldest turns are left out first. The
     /// instructions and the turn in progress (with an open question) are always sent.
     pub history_bytes: usize,
+    /// How long a model's stream may send nothing before its step is aborted (the partial step
+    /// kept, the turn failed with `model-timeout`).
+    pub stream_idle_timeout: Duration,
+    /// How long one model step may take in all, from the request to its last chunk.
+    pub step_timeout: Duration,
 }
 
 impl Default for EngineConfig {
@@ -56,6 +61,8 @@ impl Default for EngineConfig {
             partial_checkpoint: Duration::from_millis(250),
             history_cache_messages: 100_000,
             history_bytes: 400_000,
+            stream_idle_timeout: Duration::from_secs(60),
+            step_timeout: Duration::from_secs(600),
         }
     }
 }
