@@ -15,7 +15,7 @@ use teloxide::payloads::{
 use teloxide::requests::{Request, Requester};
 use teloxide::types::{
     CallbackQueryId, ChatAction, ChatId, InlineKeyboardMarkup, MessageId, ParseMode, ReactionType,
-    ReplyMarkup, ReplyParameters, ThreadId,
+    ReplyMarkup, ReplyParameters, Seconds, ThreadId,
 };
 use teloxide::{ApiError, Bot, RequestError};
 
@@ -312,7 +312,8 @@ impl TelegramApi for Bot {
     }
 
     /// teloxide 0.17 has no `sendMessageDraft`: the same JSON request teloxide makes, through
-    /// the bot's own HTTP client and API URL, with `retry_after` waited out like every call.
+    /// the bot's own HTTP client and API URL, its answer read into teloxide's errors so
+    /// [`with_retry`] waits out `retry_after` as for every call.
     async fn send_draft(
         &self,
         chat: ChatId,
@@ -321,13 +322,12 @@ impl TelegramApi for Bot {
         html: &str,
     ) -> Result<(), Error> {
         const METHOD: &str = "sendMessageDraft";
-        let failed = |message: String| Error::Api {
-            method: METHOD,
-            message,
-        };
         let mut url = self.api_url();
         url.path_segments_mut()
-            .map_err(|()| failed("the API URL cannot take a path".into()))?
+            .map_err(|()| Error::Api {
+                method: METHOD,
+                message: "the API URL cannot take a path".into(),
+            })?
             .push(&format!("bot{}", self.token()))
             .push(METHOD);
         let mut body = serde_json::json!({
@@ -336,38 +336,29 @@ impl TelegramApi for Bot {
         if let Some(t) = topic {
             body["message_thread_id"] = t.0.0.into();
         }
-        let mut attempt = 1;
-        loop {
+        with_retry(METHOD, || async {
             let answer: serde_json::Value = self
                 .client()
                 .post(url.clone())
                 .json(&body)
                 .send()
-                .await
-                .map_err(|e| failed(e.to_string()))?
+                .await?
                 .json()
-                .await
-                .map_err(|e| failed(e.to_string()))?;
+                .await?;
             if answer["ok"] == true {
                 return Ok(());
             }
-            let retry_after = answer["parameters"]["retry_after"].as_u64();
-            if answer["error_code"] == 429
-                && attempt < MAX_ATTEMPTS
-                && let Some(seconds) = retry_after
-            {
-                tracing::warn!(method = METHOD, seconds, "Telegram rate limit, retrying");
-                tokio::time::sleep(std::time::Duration::from_secs(seconds)).await;
-                attempt += 1;
-                continue;
+            if let Some(seconds) = answer["parameters"]["retry_after"].as_u64() {
+                let seconds = u32::try_from(seconds).unwrap_or(u32::MAX);
+                return Err(RequestError::RetryAfter(Seconds::from_seconds(seconds)));
             }
-            return Err(failed(
-                answer["description"]
-                    .as_str()
-                    .unwrap_or("refused without a description")
-                    .to_owned(),
-            ));
-        }
+            let description = answer["description"].clone();
+            Err(RequestError::Api(
+                serde_json::from_value(description)
+                    .unwrap_or_else(|_| ApiError::Unknown("refused without a description".into())),
+            ))
+        })
+        .await
     }
 }
 

@@ -11,9 +11,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use frogbot_core::agent::{ChannelOutbox, DraftMessages, EditStream, ReplyStream};
-use std::collections::HashMap;
-use std::sync::Mutex;
+use frogbot_core::agent::{ChannelOutbox, DraftMessages, EditStream, ReplyStream, ShownAcks};
 
 use frogbot_model::{Ack, BoxError, Thread, ThreadMessage, ThreadMessageMetadata, UiMessage};
 use serenity::all::ButtonStyle;
@@ -91,7 +89,7 @@ impl<A: DiscordApi> DraftMessages for DiscordDrafts<A> {
 pub struct DiscordOutbox<A: DiscordApi> {
     api: Arc<A>,
     /// The ack reaction each message shows now, until its last (Done or Failed).
-    shown: Mutex<HashMap<MessageId, Ack>>,
+    shown: ShownAcks<MessageId, Ack>,
 }
 
 impl<A: DiscordApi> DiscordOutbox<A> {
@@ -99,7 +97,7 @@ impl<A: DiscordApi> DiscordOutbox<A> {
     pub fn new(api: Arc<A>) -> Self {
         DiscordOutbox {
             api,
-            shown: Mutex::default(),
+            shown: ShownAcks::default(),
         }
     }
 }
@@ -128,18 +126,7 @@ impl<A: DiscordApi> ChannelOutbox for DiscordOutbox<A> {
         let channel = channel_id(&thread.id)?;
         let message = message_id_of(message_id)?;
         self.api.react(channel, message, ack.emoji()).await?;
-        let before = {
-            let mut shown = self.shown.lock().expect("not poisoned");
-            let before = match ack {
-                Ack::Done | Ack::Failed => shown.remove(&message),
-                _ => shown.insert(message, ack),
-            };
-            // A message whose turn never ended (a crash) is forgotten rather than kept forever.
-            if shown.len() > 10_000 {
-                shown.clear();
-            }
-            before
-        };
+        let before = self.shown.replace(message, ack, ack);
         if let Some(before) = before.filter(|b| *b != ack)
             && let Err(e) = self.api.unreact(channel, message, before.emoji()).await
         {

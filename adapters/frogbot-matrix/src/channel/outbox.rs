@@ -19,7 +19,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use frogbot_core::agent::{ChannelOutbox, DraftMessages, EditStream, ReplyStream};
+use frogbot_core::agent::{ChannelOutbox, DraftMessages, EditStream, ReplyStream, ShownAcks};
 use frogbot_model::{
     Ack, BoxError, PlatformUser, Thread, ThreadMessage, ThreadMessageMetadata, UiMessage,
     millis_to_iso,
@@ -36,17 +36,13 @@ use crate::render::thread_message;
 /// The most characters of one reply message; longer replies are split.
 pub const MESSAGE_CHARS: usize = 32_000;
 
-/// How many messages the outbox remembers the ack reaction of before it forgets them all (a
-/// message whose turn never ended, e.g. a crash, is not kept forever).
-const MAX_MARKED: usize = 10_000;
-
 /// Posts the agent's replies in the thread, over any [`MatrixApi`].
 #[derive(Debug)]
 pub struct MatrixOutbox<A> {
     api: A,
     /// The ack reaction event each message (`room|event`) shows now, until its last (Done or
     /// Failed): the one the next ack redacts.
-    shown: Mutex<HashMap<String, OwnedEventId>>,
+    shown: ShownAcks<String, OwnedEventId>,
 }
 
 impl<A: MatrixApi> MatrixOutbox<A> {
@@ -54,7 +50,7 @@ impl<A: MatrixApi> MatrixOutbox<A> {
     pub fn new(api: A) -> Self {
         Self {
             api,
-            shown: Mutex::default(),
+            shown: ShownAcks::default(),
         }
     }
 
@@ -102,17 +98,7 @@ impl<A: MatrixApi + Clone + 'static> ChannelOutbox for MatrixOutbox<A> {
             "rel_type": "m.annotation", "event_id": event, "key": ack.emoji()
         }});
         let reaction = self.api.send(&room, "m.reaction", content).await?;
-        let before = {
-            let mut shown = self.shown.lock().unwrap_or_else(|p| p.into_inner());
-            let before = match ack {
-                Ack::Done | Ack::Failed => shown.remove(message_id),
-                Ack::Seen | Ack::Working => shown.insert(message_id.to_owned(), reaction),
-            };
-            if shown.len() > MAX_MARKED {
-                shown.clear();
-            }
-            before
-        };
+        let before = self.shown.replace(message_id.to_owned(), ack, reaction);
         if let Some(before) = before
             && let Err(e) = self.api.redact(&room, &before, None).await
         {
@@ -352,7 +338,7 @@ mod tests {
                 redact("$sent2"),
             ]
         );
-        assert!(outbox.shown.lock().unwrap().is_empty(), "forgotten at Done");
+        assert!(outbox.shown.is_empty(), "forgotten at Done");
         outbox.working(&thread()).await.unwrap();
         let last = outbox.api().sent().pop().unwrap();
         assert_eq!(

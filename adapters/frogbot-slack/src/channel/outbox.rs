@@ -15,7 +15,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
 use async_trait::async_trait;
-use frogbot_core::agent::{ChannelOutbox, DraftMessages, EditStream, ReplyStream};
+use frogbot_core::agent::{ChannelOutbox, DraftMessages, EditStream, ReplyStream, ShownAcks};
 use frogbot_model::{Ack, BoxError, PlatformUser, Thread, ThreadMessage, UiMessage};
 use serde_json::json;
 use slack_morphism::prelude::SlackBlock;
@@ -297,10 +297,6 @@ impl ReplyStream for SlackStream {
 /// at most this many (a margin for what Slack counts differently, e.g. escaped `&<>`).
 pub const MAX_REPLY_CHARS: usize = 39_000;
 
-/// How many messages [`AckMarks`] remembers before it forgets them all (a message whose turn
-/// never ended, e.g. a crash, is not kept forever).
-const MAX_MARKED: usize = 10_000;
-
 /// The Slack emoji name (for `reactions.add`, no colons) that shows `ack`: `eyes` 👀,
 /// `hourglass_flowing_sand` ⏳, `white_check_mark` ✅, `x` ❌.
 pub fn reaction_name(ack: Ack) -> &'static str {
@@ -316,7 +312,7 @@ pub fn reaction_name(ack: Ack) -> &'static str {
 /// Failed), so the next one replaces it.
 #[derive(Debug, Default)]
 pub struct AckMarks {
-    shown: Mutex<HashMap<String, Ack>>,
+    shown: ShownAcks<String, Ack>,
 }
 
 impl AckMarks {
@@ -331,17 +327,7 @@ impl AckMarks {
     ) -> Result<(), BoxError> {
         let (channel, ts) = split_id(message_id)?;
         api.add_reaction(channel, ts, reaction_name(ack)).await?;
-        let before = {
-            let mut shown = self.shown.lock().unwrap_or_else(|p| p.into_inner());
-            let before = match ack {
-                Ack::Done | Ack::Failed => shown.remove(message_id),
-                Ack::Seen | Ack::Working => shown.insert(message_id.to_owned(), ack),
-            };
-            if shown.len() > MAX_MARKED {
-                shown.clear();
-            }
-            before
-        };
+        let before = self.shown.replace(message_id.to_owned(), ack, ack);
         if let Some(before) = before.filter(|b| *b != ack)
             && let Err(e) = api
                 .remove_reaction(channel, ts, reaction_name(before))
@@ -529,7 +515,7 @@ mod tests {
             ]
         );
         // Its last ack forgets the message.
-        assert!(marks.shown.lock().unwrap().is_empty());
+        assert!(marks.shown.is_empty());
         assert!(marks.mark(&api, "no-colon", Ack::Seen).await.is_err());
     }
 }

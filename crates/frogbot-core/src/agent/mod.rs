@@ -37,7 +37,7 @@ pub use questions::{
 };
 pub use registry::{
     AccessCheck, AllowAll, AllowList, Channel, ChannelOutbox, ChannelSettings, DraftMessages,
-    EditStream, ReplyStream,
+    EditStream, ReplyStream, ShownAcks,
 };
 pub use tool::*;
 pub use turn::{

@@ -124,6 +124,50 @@ pub trait ChannelOutbox: Send + Sync {
     }
 }
 
+/// The acknowledgement each message shows now, for an outbox whose marks replace one another
+/// (a reaction added, the previous one taken off): [`ShownAcks::replace`] records the new mark and
+/// hands back the one to take off. A message is forgotten at its last mark (Done or Failed); past
+/// [`ShownAcks::MAX`] messages (turns that never ended, e.g. a crash) all are forgotten.
+#[derive(Debug)]
+pub struct ShownAcks<K, V> {
+    shown: std::sync::Mutex<std::collections::HashMap<K, V>>,
+}
+
+impl<K, V> Default for ShownAcks<K, V> {
+    fn default() -> Self {
+        Self {
+            shown: Default::default(),
+        }
+    }
+}
+
+impl<K: std::hash::Hash + Eq, V> ShownAcks<K, V> {
+    /// How many messages are remembered at most.
+    pub const MAX: usize = 10_000;
+
+    /// `message` now shows `ack`, drawn as `mark` (the mark's own id where the platform gives
+    /// one, else the ack): returns the mark it showed before, which the caller takes off.
+    pub fn replace(&self, message: K, ack: Ack, mark: V) -> Option<V> {
+        let mut shown = self.shown.lock().unwrap_or_else(|p| p.into_inner());
+        let before = match ack {
+            Ack::Done | Ack::Failed => shown.remove(&message),
+            Ack::Seen | Ack::Working => shown.insert(message, mark),
+        };
+        if shown.len() > Self::MAX {
+            shown.clear();
+        }
+        before
+    }
+
+    /// Whether no message is remembered.
+    pub fn is_empty(&self) -> bool {
+        self.shown
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_empty()
+    }
+}
+
 /// A reply shown while the model writes it.
 #[async_trait]
 pub trait ReplyStream: Send {
@@ -342,4 +386,24 @@ pub(crate) fn thread_of(chat: &ChatRow) -> Option<Thread> {
         platform: c.platform.clone(),
         chat_id: chat.chat_id.to_string(),
     })
+}
+
+#[cfg(test)]
+mod shown_acks_tests {
+    use super::*;
+
+    #[test]
+    fn each_mark_replaces_the_one_before_and_the_last_forgets_the_message() {
+        let shown: ShownAcks<&str, u32> = ShownAcks::default();
+        assert_eq!(shown.replace("m", Ack::Seen, 1), None);
+        assert_eq!(shown.replace("m", Ack::Working, 2), Some(1));
+        assert_eq!(shown.replace("m", Ack::Done, 3), Some(2));
+        assert!(shown.is_empty());
+        // Past the bound, every message is forgotten.
+        let many: ShownAcks<usize, ()> = ShownAcks::default();
+        for m in 0..=ShownAcks::<usize, ()>::MAX {
+            many.replace(m, Ack::Seen, ());
+        }
+        assert!(many.is_empty());
+    }
 }
