@@ -784,3 +784,41 @@ impl TurnListener for Channels {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Role, ToolPart};
+
+    fn question(state: ToolState) -> MessagePart {
+        MessagePart::Tool(ToolPart {
+            tool_name: QUESTION_TOOL.into(),
+            tool_call_id: "q1".into(),
+            state,
+            input: serde_json::json!({}),
+            output: None,
+            error_text: None,
+        })
+    }
+
+    /// The text before a question was posted when the turn stopped to wait for it: once the
+    /// question is answered, only what follows is posted (it was posted twice before).
+    #[test]
+    fn only_the_text_after_the_last_answered_question_is_posted() {
+        let mut reply = UiMessage {
+            id: "r".into(),
+            role: Role::Assistant,
+            parts: vec![
+                MessagePart::text("Let me ask. "),
+                question(ToolState::InputAvailable),
+            ],
+            metadata: Default::default(),
+        };
+        // Waiting: the text before the question is posted.
+        assert_eq!(unposted_text(&reply), "Let me ask. ");
+        // Answered, the turn goes on: only the new text.
+        reply.parts[1] = question(ToolState::OutputAvailable);
+        reply.parts.push(MessagePart::text("You chose green."));
+        assert_eq!(unposted_text(&reply), "You chose green.");
+    }
+}
