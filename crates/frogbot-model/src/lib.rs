@@ -7,13 +7,15 @@
 //! question records and changes, the three interaction kinds, parse results and outcomes, the
 //! [`ChannelQuestions`] and [`IdentityResolver`] hook traits every adapter implements, the
 //! multi-step question [`Progress`] adapters keep in a record's state, and [`text`]: splitting and
-//! truncating text to a platform's limits (UTF-8 and code-block aware).
+//! truncating text to a platform's limits (UTF-8 and code-block aware), and [`Transient`]: the
+//! mark a failed platform or model call carries when it is worth retrying.
 //!
 //! What it must not do: depend on an async runtime, a database or a platform SDK. The engines
 //! (`frogbot-core`) and the adapters (`adapters/*`) depend on it, never the other way; the compiler
 //! keeps that boundary (this crate's dependency list is the whole of what an adapter's model
 //! needs). With the feature `testing`, [`conformance`] holds the `ChannelQuestions` conformance
-//! suite every adapter runs against its fake platform.
+//! suite every adapter runs against its fake platform, and [`faults`] the seeded fault plans the
+//! fakes inject.
 
 mod chat;
 mod hooks;
@@ -21,10 +23,13 @@ mod interaction;
 mod message;
 mod progress;
 mod question;
+mod retry;
 pub mod text;
 
 #[cfg(feature = "testing")]
 pub mod conformance;
+#[cfg(feature = "testing")]
+pub mod faults;
 
 pub use chat::*;
 pub use hooks::*;
@@ -32,6 +37,7 @@ pub use interaction::*;
 pub use message::*;
 pub use progress::Progress;
 pub use question::*;
+pub use retry::Transient;
 
 /// A boxed error returned by user code (hooks, tools) that FrogBot logs or reports.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;

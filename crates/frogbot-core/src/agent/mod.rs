@@ -36,8 +36,8 @@ pub use questions::{
     updated_backoff_ms,
 };
 pub use registry::{
-    AccessCheck, AllowAll, AllowList, Channel, ChannelOutbox, ChannelSettings, DraftMessages,
-    EditStream, ReplyStream, ShownAcks,
+    AccessCheck, AllowAll, AllowList, Channel, ChannelOutbox, ChannelSettings, Delivery,
+    DraftMessages, EditStream, ReplyStream, ShownAcks,
 };
 pub use tool::*;
 pub use turn::{

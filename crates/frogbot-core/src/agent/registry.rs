@@ -66,6 +66,26 @@ pub trait ChannelOutbox: Send + Sync {
     /// of the engine's (a queued message's note, a failure, a stop).
     async fn post_reply(&self, thread: &Thread, reply: &UiMessage) -> Result<(), BoxError>;
 
+    /// Posts `reply` as the durable delivery `delivery` (see [`Delivery`]): the engine calls it
+    /// again with the same key after a failure marked [`Transient`](crate::model::Transient)
+    /// (network, 5xx, 429 — its `retry_after` is waited out), in this process or another.
+    ///
+    /// A retry must not post again a piece an earlier attempt posted, where the platform makes
+    /// that possible: Matrix sends each piece under a transaction id made from
+    /// [`Delivery::piece_key`], Discord under a nonce made from it (`enforce_nonce`), Slack looks
+    /// in the thread for pieces carrying it in their metadata before posting; Telegram has no
+    /// idempotency key, so it delivers at least once. Errors without a `Transient` are permanent.
+    /// By default: [`ChannelOutbox::post_reply`].
+    async fn deliver(
+        &self,
+        thread: &Thread,
+        reply: &UiMessage,
+        delivery: &Delivery,
+    ) -> Result<(), BoxError> {
+        let _ = delivery;
+        self.post_reply(thread, reply).await
+    }
+
     /// Marks the person's message `message_id` (the platform's id) in `thread` with `ack`,
     /// replacing the mark before it (a reaction by default; nothing when the channel's acks are
     /// off).
@@ -121,6 +141,36 @@ pub trait ChannelOutbox: Send + Sync {
         _limit: usize,
     ) -> Result<Vec<ThreadMessage>, BoxError> {
         Ok(Vec::new())
+    }
+}
+
+/// One reply's durable delivery, as [`ChannelOutbox::deliver`] sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    /// The same on every attempt, in every process: `deliver:{chat}:{message}:{from}` (at most
+    /// 200 bytes of `A-Z a-z 0-9 _ - :`).
+    pub key: String,
+    /// 0 on the first attempt; from 1 an earlier attempt failed, and may have posted some pieces.
+    pub attempt: u32,
+}
+
+impl Delivery {
+    /// The first attempt of delivery `key`.
+    pub fn new(key: impl Into<String>) -> Self {
+        Self {
+            key: key.into(),
+            attempt: 0,
+        }
+    }
+
+    /// The key of the reply's piece `index` (0-based), stable like [`Delivery::key`].
+    pub fn piece_key(&self, index: usize) -> String {
+        format!("{}:{index}", self.key)
+    }
+
+    /// Whether an earlier attempt may have posted some pieces (look before posting).
+    pub fn is_retry(&self) -> bool {
+        self.attempt > 0
     }
 }
 
