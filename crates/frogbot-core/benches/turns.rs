@@ -856,6 +856,15 @@ impl Store for Timed {
     async fn bury_job(&self, job: &Job, error: &str) -> Result<bool> {
         timed!(self, "bury_job", self.inner.bury_job(job, error))
     }
+    async fn delete_job(&self, key: &str) -> Result<bool> {
+        timed!(self, "delete_job", self.inner.delete_job(key))
+    }
+    async fn dead_jobs(&self, limit: u32) -> Result<Vec<Job>> {
+        timed!(self, "dead_jobs", self.inner.dead_jobs(limit))
+    }
+    async fn purge_dead_jobs(&self, before: Millis) -> Result<u64> {
+        timed!(self, "purge_dead_jobs", self.inner.purge_dead_jobs(before))
+    }
 }
 
 /// The store's `Sent` (the engine's `Sent` is imported under its own name).

@@ -69,6 +69,7 @@ async fn worker(store: Arc<PostgresStore>, chat: String, until: Instant) -> (u64
                 reply: Some((&reply, message.position.unwrap())),
                 mode: EndMode::Next,
                 now,
+                delivery: None,
             })
             .await
             .expect("end_turn");

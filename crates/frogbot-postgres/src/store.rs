@@ -6,12 +6,14 @@ use serde_json::{Value, json};
 use sqlx::Row;
 use sqlx::postgres::{PgConnection, PgRow};
 
-use frogbot_core::model::{ChatId, Delivery, Millis, QuestionRecord, Role, UiMessage, UserId};
+use frogbot_core::model::{
+    ChatId, Delivery, Millis, QuestionOutcome, QuestionRecord, Role, UiMessage, UserId,
+};
 use frogbot_core::store::*;
 use frogbot_core::store::{Result, StoreError};
 
 use crate::PostgresStore;
-use crate::rows::{self, chat_cols, job_cols, msg_cols, question_cols, to_json};
+use crate::rows::{self, chat_cols, from_json, job_cols, msg_cols, question_cols, to_json};
 
 /// Maps a driver error to the store's error (see [`PostgresStore::storage`]).
 trait Db<T> {
@@ -205,7 +207,8 @@ const PROMOTE: &str = concat!(
 ///
 /// $1 chat, $2 holder, $3 token, $4 now, $5 mode (`next`/`handoff`), $6 reply id (or NULL),
 /// $7 reply role, $8 reply author, $9 reply body, $10 reply position, $11 job kind (or NULL),
-/// $12 job key, $13 job payload, $14 job run-at.
+/// $12 job key, $13 job payload, $14 job run-at, $15 delivery job kind (or NULL), $16 its key,
+/// $17 its payload, $18 its run-at.
 const END_TURN: &str = concat!(
     "WITH snap AS (SELECT version FROM chats WHERE chat_id = $1::text), \
      next_msg AS (SELECT m.seq, m.author FROM messages m WHERE m.chat_id = $1::text AND m.queued \
@@ -241,6 +244,12 @@ const END_TURN: &str = concat!(
         SELECT $11::text, $12::text, $13::text, $14::bigint, $4::bigint FROM chat \
         WHERE $5::text = 'handoff' AND $11::text IS NOT NULL \
           AND EXISTS (SELECT 1 FROM next_msg)",
+    job_upsert_tail!(),
+    "RETURNING id \
+     ), delivery AS ( \
+        INSERT INTO jobs (kind, key, payload, run_at, created_at) \
+        SELECT $15::text, $16::text, $17::text, $18::bigint, $4::bigint FROM chat \
+        WHERE $15::text IS NOT NULL",
     job_upsert_tail!(),
     "RETURNING id \
      ) \
@@ -322,7 +331,8 @@ const CHECKPOINT: &str = concat!(
 ///
 /// $1 chat, $2 holder, $3 token, $4 now, $5 reply id, $6 role, $7 author, $8 body, $9 position,
 /// $10 questions (JSON), $11 empty record, $12 record expiry, $13 job kind (or NULL), $14 key,
-/// $15 payload, $16 run-at.
+/// $15 payload, $16 run-at, $17 delivery job kind (or NULL), $18 its key, $19 its payload,
+/// $20 its run-at.
 const AWAIT: &str = concat!(
     "WITH chat AS ( \
         UPDATE chats c SET version = c.version + 1, updated_at = $4::bigint, \
@@ -348,6 +358,11 @@ const AWAIT: &str = concat!(
         INSERT INTO jobs (kind, key, payload, run_at, created_at) \
         SELECT $13::text, $14::text, $15::text, $16::bigint, $4::bigint FROM chat \
         WHERE $13::text IS NOT NULL",
+    job_upsert_tail!(),
+    "), delivery AS ( \
+        INSERT INTO jobs (kind, key, payload, run_at, created_at) \
+        SELECT $17::text, $18::text, $19::text, $20::bigint, $4::bigint FROM chat \
+        WHERE $17::text IS NOT NULL",
     job_upsert_tail!(),
     ") SELECT ",
     msg_cols!("r", ""),
@@ -777,7 +792,27 @@ impl PostgresStore {
             .iter()
             .map(|r| rows::message(r, ""))
             .collect::<Result<Vec<_>>>()?;
-        Ok(interrupted_reply(&turn, &new_message_id(), now))
+        let mut outcomes = Vec::new();
+        if let Some(reply) = turn.iter().find(|m| m.message.role == Role::Assistant) {
+            let rows = sqlx::query(
+                "SELECT tool_call_id, outcome FROM questions \
+                 WHERE chat_id = $1 AND message_id = $2 AND outcome IS NOT NULL",
+            )
+            .bind(chat.as_str())
+            .bind(&reply.message.id)
+            .fetch_all(&mut *conn)
+            .await
+            .db(self)?;
+            for r in &rows {
+                let id: String = r.try_get("tool_call_id").db(self)?;
+                let outcome: String = r.try_get("outcome").db(self)?;
+                outcomes.push((
+                    id,
+                    from_json::<QuestionOutcome>("question outcome", &outcome)?,
+                ));
+            }
+        }
+        Ok(interrupted_reply(&turn, &outcomes, &new_message_id(), now))
     }
 
     /// Saves the interrupted turn's reply (from [`Self::interrupted_turn`]) at its turn's reply
@@ -1045,6 +1080,7 @@ impl PostgresStore {
             payload,
             run_at,
         } = job_params(job)?;
+        let delivery = job_params(op.delivery)?;
         let (reply, position) = match op.reply {
             Some((m, p)) => (Some(m), Some(p)),
             None => (None, None),
@@ -1064,6 +1100,10 @@ impl PostgresStore {
             .bind(key)
             .bind(payload)
             .bind(run_at)
+            .bind(delivery.kind)
+            .bind(delivery.key)
+            .bind(delivery.payload)
+            .bind(delivery.run_at)
             .fetch_optional(&mut *conn)
             .await
             .db(self)?;
@@ -1606,6 +1646,7 @@ impl Store for PostgresStore {
             payload,
             run_at,
         } = job_params(op.job)?;
+        let delivery = job_params(op.delivery)?;
         let row = sqlx::query(AWAIT)
             .bind(l.chat_id.as_str())
             .bind(&l.holder)
@@ -1623,6 +1664,10 @@ impl Store for PostgresStore {
             .bind(key)
             .bind(payload)
             .bind(run_at)
+            .bind(delivery.kind)
+            .bind(delivery.key)
+            .bind(delivery.payload)
+            .bind(delivery.run_at)
             .fetch_optional(&self.pool)
             .await
             .db(self)?;
@@ -2143,6 +2188,37 @@ impl Store for PostgresStore {
         .await
         .db(self)?;
         Ok(done.rows_affected() == 1)
+    }
+
+    async fn delete_job(&self, key: &str) -> Result<bool> {
+        let done = sqlx::query("DELETE FROM jobs WHERE key = $1")
+            .bind(key)
+            .execute(&self.pool)
+            .await
+            .db(self)?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn dead_jobs(&self, limit: u32) -> Result<Vec<Job>> {
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            job_cols!(),
+            " FROM jobs WHERE dead ORDER BY created_at, id LIMIT $1"
+        ))
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await
+        .db(self)?;
+        rows.iter().map(rows::job).collect()
+    }
+
+    async fn purge_dead_jobs(&self, before: Millis) -> Result<u64> {
+        let done = sqlx::query("DELETE FROM jobs WHERE dead AND created_at < $1")
+            .bind(before)
+            .execute(&self.pool)
+            .await
+            .db(self)?;
+        Ok(done.rows_affected())
     }
 
     async fn bury_job(&self, job: &Job, error: &str) -> Result<bool> {

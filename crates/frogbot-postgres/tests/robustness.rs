@@ -219,6 +219,7 @@ async fn send_racing_end_turn_never_strands_a_queued_message() {
                     reply: Some((&assistant_msg("a0", "done"), 1)),
                     mode: EndMode::Next,
                     now: T0 + 1,
+                    delivery: None,
                 })
                 .await
                 .unwrap()

@@ -372,6 +372,7 @@ async fn steers_join_and_the_queue_runs_in_order(careful: bool) {
             reply: Some((&assistant_msg("a1", "done"), p1)),
             mode: EndMode::Next,
             now: T0 + 5,
+            delivery: None,
         })
         .await
         .unwrap();
@@ -399,6 +400,7 @@ async fn steers_join_and_the_queue_runs_in_order(careful: bool) {
             reply: None,
             mode: EndMode::Next,
             now: T0 + 6,
+            delivery: None,
         })
         .await
         .unwrap()
@@ -413,6 +415,7 @@ async fn steers_join_and_the_queue_runs_in_order(careful: bool) {
             reply: Some((&assistant_msg("a3", "ok"), p1 + 2)),
             mode: EndMode::Next,
             now: T0 + 7,
+            delivery: None,
         })
         .await
         .unwrap();
@@ -430,6 +433,7 @@ async fn steers_join_and_the_queue_runs_in_order(careful: bool) {
             reply: None,
             mode: EndMode::Next,
             now: T0 + 8,
+            delivery: None,
         })
         .await;
     assert!(
@@ -627,6 +631,7 @@ async fn a_waiting_question_holds_the_chat_until_resumed(careful: bool) {
             ],
             job: Some(&job),
             now: T0,
+            delivery: None,
         })
         .await
         .unwrap();
@@ -741,6 +746,7 @@ async fn a_waiting_question_holds_the_chat_until_resumed(careful: bool) {
             reply: Some((&assistant_msg("a1", "shipped"), 1)),
             mode: EndMode::Next,
             now: T0 + 3,
+            delivery: None,
         })
         .await
         .unwrap();
@@ -782,6 +788,7 @@ async fn handing_on_schedules_the_queue(careful: bool) {
             reply: None,
             mode: EndMode::Handoff(&job),
             now: T0 + 1,
+            delivery: None,
         })
         .await
         .unwrap();
@@ -820,6 +827,7 @@ async fn handing_on_schedules_the_queue(careful: bool) {
             reply: Some((&assistant_msg("a2", "partial"), 2)),
             mode: EndMode::Handoff(&job),
             now: T0 + 4,
+            delivery: None,
         })
         .await
         .unwrap();
@@ -954,6 +962,7 @@ async fn queued_messages_are_edited_and_deleted_by_their_author(careful: bool) {
         reply: None,
         mode: EndMode::Next,
         now: T0 + 2,
+        delivery: None,
     })
     .await
     .unwrap();

@@ -73,6 +73,7 @@ async fn turn(store: &SqliteStore, chat: &NewChat, i: usize) {
             reply: Some((&reply, m.position.unwrap())),
             mode: EndMode::Next,
             now: T0 + i as i64,
+            delivery: None,
         })
         .await
         .unwrap();

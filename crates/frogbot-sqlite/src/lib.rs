@@ -506,6 +506,7 @@ impl Store for SqliteStore {
         let body = ops::message_body(op.reply)?;
         let (lease, reply) = (op.lease.clone(), op.reply.clone());
         let (questions, job) = (op.questions.to_vec(), op.job.cloned());
+        let delivery = op.delivery.cloned();
         let (position, now) = (op.position, op.now);
         self.write("await_answers", move |c| {
             let op = AwaitOp {
@@ -515,6 +516,7 @@ impl Store for SqliteStore {
                 questions: &questions,
                 job: job.as_ref(),
                 now,
+                delivery: delivery.as_ref(),
             };
             ops::await_answers(c, &op, &body)
         })
@@ -530,6 +532,7 @@ impl Store for SqliteStore {
             EndMode::Handoff(job) => Some(job.clone()),
         };
         let now = op.now;
+        let delivery = op.delivery.cloned();
         self.write("end_turn", move |c| {
             let op = EndTurnOp {
                 lease: &lease,
@@ -539,6 +542,7 @@ impl Store for SqliteStore {
                     Some(job) => EndMode::Handoff(job),
                 },
                 now,
+                delivery: delivery.as_ref(),
             };
             ops::end_turn(c, &op, body.as_deref())
         })
@@ -766,6 +770,22 @@ impl Store for SqliteStore {
     async fn bury_job(&self, job: &Job, error: &str) -> Result<bool> {
         let (job, error) = (job.clone(), error.to_string());
         self.write("bury_job", move |c| ops::bury_job(c, &job, &error))
+            .await
+    }
+
+    async fn delete_job(&self, key: &str) -> Result<bool> {
+        let key = key.to_string();
+        self.write("delete_job", move |c| ops::delete_job(c, &key))
+            .await
+    }
+
+    async fn dead_jobs(&self, limit: u32) -> Result<Vec<Job>> {
+        self.read("dead_jobs", move |c| ops::dead_jobs(c, limit))
+            .await
+    }
+
+    async fn purge_dead_jobs(&self, before: Millis) -> Result<u64> {
+        self.write("purge_dead_jobs", move |c| ops::purge_dead_jobs(c, before))
             .await
     }
 }

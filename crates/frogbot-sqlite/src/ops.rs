@@ -673,6 +673,28 @@ fn promote_next(c: &Connection, chat: &ChatId, now: Millis) -> R<Option<StoredMe
     Ok(Some(unqueue(c, chat, seq, position, false, now)?))
 }
 
+/// The recorded outcomes of `message`'s question calls: (tool call id, outcome).
+fn recorded_outcomes(
+    c: &Connection,
+    chat: &ChatId,
+    message: &str,
+) -> R<Vec<(String, QuestionOutcome)>> {
+    all(
+        c,
+        "SELECT tool_call_id, outcome FROM questions \
+         WHERE chat_id = ?1 AND message_id = ?2 AND outcome IS NOT NULL",
+        params![chat.as_str(), message],
+        |r| {
+            let id: String = r.get(0)?;
+            let outcome: String = r.get(1)?;
+            Ok((
+                id,
+                from_json::<QuestionOutcome>("question outcome", &outcome)?,
+            ))
+        },
+    )
+}
+
 /// Marks the last turn of the chat (its highest position) interrupted: see
 /// [`interrupted_reply`]. Called when a lease is taken over.
 fn mark_interrupted(c: &Connection, chat: &ChatId, now: Millis) -> R<Option<StoredMessage>> {
@@ -692,7 +714,11 @@ fn mark_interrupted(c: &Connection, chat: &ChatId, now: Millis) -> R<Option<Stor
         return Ok(None);
     };
     let new_id = uuid::Uuid::now_v7().to_string();
-    let Some(reply) = interrupted_reply(&turn, &new_id, now) else {
+    let outcomes = match turn.iter().find(|m| m.message.role == Role::Assistant) {
+        Some(reply) => recorded_outcomes(c, chat, &reply.message.id)?,
+        None => Vec::new(),
+    };
+    let Some(reply) = interrupted_reply(&turn, &outcomes, &new_id, now) else {
         return Ok(None);
     };
     let body = message_body(&reply)?;
@@ -945,6 +971,9 @@ pub(crate) fn await_answers(c: &Connection, op: &AwaitOp<'_>, body: &str) -> R<S
     if let Some(job) = op.job {
         enqueue_job(c, job)?;
     }
+    if let Some(job) = op.delivery {
+        enqueue_job(c, job)?;
+    }
     Ok(reply)
 }
 
@@ -964,6 +993,9 @@ pub(crate) fn end_turn(c: &Connection, op: &EndTurnOp<'_>, body: Option<&str>) -
         )?),
         _ => None,
     };
+    if let Some(job) = op.delivery {
+        enqueue_job(c, job)?;
+    }
     match op.mode {
         EndMode::Next => match promote_next(c, chat, op.now)? {
             None => {
@@ -1595,4 +1627,29 @@ pub(crate) fn bury_job(c: &Connection, job: &Job, error: &str) -> R<bool> {
         ],
     )?;
     Ok(n == 1)
+}
+
+pub(crate) fn delete_job(c: &Connection, key: &str) -> R<bool> {
+    Ok(exec(c, "DELETE FROM jobs WHERE key = ?1", [key])? == 1)
+}
+
+pub(crate) fn dead_jobs(c: &Connection, limit: u32) -> R<Vec<Job>> {
+    all(
+        c,
+        concat!(
+            "SELECT ",
+            job_cols!(),
+            " FROM jobs WHERE dead ORDER BY created_at, id LIMIT ?1"
+        ),
+        [limit],
+        job_row,
+    )
+}
+
+pub(crate) fn purge_dead_jobs(c: &Connection, before: Millis) -> R<u64> {
+    Ok(exec(
+        c,
+        "DELETE FROM jobs WHERE dead AND created_at < ?1",
+        [before],
+    )? as u64)
 }

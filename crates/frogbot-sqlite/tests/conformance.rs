@@ -208,6 +208,7 @@ async fn a_failing_operation_is_rolled_back_alone() {
                 reply: Some((&user_msg("late"), 1)),
                 mode: EndMode::Next,
                 now: T0 + 2,
+                delivery: None,
             })
             .await
         })

@@ -257,4 +257,13 @@ impl Store for PausingStore {
     async fn bury_job(&self, job: &Job, error: &str) -> Result<bool> {
         self.inner.bury_job(job, error).await
     }
+    async fn delete_job(&self, key: &str) -> Result<bool> {
+        self.inner.delete_job(key).await
+    }
+    async fn dead_jobs(&self, limit: u32) -> Result<Vec<Job>> {
+        self.inner.dead_jobs(limit).await
+    }
+    async fn purge_dead_jobs(&self, before: Millis) -> Result<u64> {
+        self.inner.purge_dead_jobs(before).await
+    }
 }

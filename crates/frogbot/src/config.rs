@@ -140,6 +140,14 @@ fn default_history_bytes() -> usize {
 fn default_stream_idle_timeout() -> u64 {
     60
 }
+fn default_delivery_grace() -> u64 {
+    120
+}
+
+fn default_dead_job_retention() -> u64 {
+    7
+}
+
 fn default_step_timeout() -> u64 {
     600
 }
@@ -268,6 +276,13 @@ pub struct Config {
     /// How long one model step may take in all.
     #[serde(default = "default_step_timeout")]
     pub step_timeout_seconds: u64,
+    /// How long a channel reply's delivery is left to the process whose turn wrote it (it retries
+    /// failed posts for half of it) before any process's worker takes it over.
+    #[serde(default = "default_delivery_grace")]
+    pub delivery_grace_seconds: u64,
+    /// How long a dead job (a reply or update given up on) is kept for operators.
+    #[serde(default = "default_dead_job_retention")]
+    pub dead_job_retention_days: u64,
     /// The default model id.
     pub default_model: Option<String>,
     /// Models offered.
@@ -385,6 +400,12 @@ impl Config {
         }
         if !(1..=86_400).contains(&self.step_timeout_seconds) {
             return bad("step_timeout_seconds", "must be from 1 to 86400".into());
+        }
+        if !(2..=3_600).contains(&self.delivery_grace_seconds) {
+            return bad("delivery_grace_seconds", "must be from 2 to 3600".into());
+        }
+        if !(1..=3_650).contains(&self.dead_job_retention_days) {
+            return bad("dead_job_retention_days", "must be from 1 to 3650".into());
         }
         if self.history_bytes < 1_000 {
             return bad("history_bytes", "must be at least 1000".into());

@@ -155,6 +155,10 @@ pub async fn build_engine(config: &Config) -> Result<Engine, Error> {
             history_bytes: config.history_bytes,
             stream_idle_timeout: std::time::Duration::from_secs(config.stream_idle_timeout_seconds),
             step_timeout: std::time::Duration::from_secs(config.step_timeout_seconds),
+            delivery_grace: std::time::Duration::from_secs(config.delivery_grace_seconds),
+            dead_job_retention: std::time::Duration::from_secs(
+                config.dead_job_retention_days * 24 * 3_600,
+            ),
             turn_lease_ms: (config.turn_lease_seconds as i64) * 1000,
             default_model: config.default_model_id(),
             ..Default::default()

@@ -5,10 +5,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::broadcast;
-use tracing::warn;
+use tracing::{error, warn};
 
-use super::channel::{ChannelMessageOutcome, Channels};
+use super::channel::{ChannelMessageOutcome, Channels, DeliveryRun};
 use super::clock::{Clock, SystemClock};
+use super::delivery::{DELIVERY_MAX_ATTEMPTS, job_backoff_ms};
 use super::jobs::EngineJob;
 use super::questions::{FormTarget, InteractionOutcome, Questions, UPDATED_MAX_RUNS};
 use super::registry::{Channel, ChannelSettings, Registry};
@@ -22,8 +23,23 @@ use crate::model::{
     Actor, ChatId, Interaction, MessagePart, Millis, ThreadMessage, TurnState, UserId,
 };
 use crate::store::{
-    ChatChanges, ChatRow, DynStore, QuestionRow, QueuedChange, QueuedEdit, StoredMessage,
+    ChatChanges, ChatRow, DynStore, Job, QuestionRow, QueuedChange, QueuedEdit, StoredMessage,
 };
+
+/// How many dead jobs housekeeping names in its warning.
+const HOUSEKEEPING_DEAD_REPORT: u32 = 100;
+
+/// What [`Engine::housekeep`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Housekeeping {
+    /// Expired question records removed.
+    pub questions_purged: u64,
+    /// Dead jobs past their retention removed.
+    pub dead_jobs_purged: u64,
+    /// Dead jobs kept (at most 100 counted).
+    pub dead_jobs: usize,
+}
 
 /// The engine: turns, questions and channels over one store. Cheap to clone.
 #[derive(Clone)]
@@ -408,6 +424,10 @@ impl Engine {
                     .await?;
                 continue;
             };
+            if let EngineJob::Deliver { .. } = &typed {
+                self.finish_delivery_job(&job, &typed).await?;
+                continue;
+            }
             let result = match &typed {
                 EngineJob::ResumeChat {
                     chat,
@@ -438,6 +458,7 @@ impl Engine {
                     .expire(chat, message)
                     .await
                     .map(|_| true),
+                EngineJob::Deliver { .. } => Ok(true),
             };
             let retry_at = |attempts: i64| self.now() + updated_backoff_ms(attempts);
             match result {
@@ -464,6 +485,61 @@ impl Engine {
         Ok(ran)
     }
 
+    /// A worker's attempt at a reply's delivery its process did not finish: done, retried with
+    /// backoff (at least the platform's wait), or buried after [`DELIVERY_MAX_ATTEMPTS`] or a
+    /// permanent failure (an error log; the dead job stays for operators).
+    async fn finish_delivery_job(&self, job: &Job, typed: &EngineJob) -> Result<()> {
+        let store = self.store();
+        let attempt = u32::try_from(job.attempts).unwrap_or(u32::MAX);
+        let run = self.inner.channels.run_delivery_job(typed, attempt).await;
+        let key = job.key.as_deref().unwrap_or_default();
+        let (why, transient) = match run {
+            DeliveryRun::Done => {
+                store.complete_job(job).await?;
+                return Ok(());
+            }
+            DeliveryRun::NotHere => (
+                "no channel for this thread in this process".to_string(),
+                true,
+            ),
+            DeliveryRun::Failed(e, transient) => (e.to_string(), transient),
+        };
+        if transient && job.attempts < DELIVERY_MAX_ATTEMPTS {
+            warn!(key, attempt = job.attempts, error = %why, "delivering a reply failed; retrying later");
+            let at = self.now() + job_backoff_ms(job.attempts);
+            store.retry_job(job, at, &why).await?;
+        } else {
+            error!(key, attempts = job.attempts, error = %why, "giving up on delivering a reply: the thread misses it (dead job kept)");
+            store.bury_job(job, &why).await?;
+        }
+        Ok(())
+    }
+
+    /// Housekeeping: removes expired question records and the dead jobs older than
+    /// [`EngineConfig::dead_job_retention`], and warns about the dead jobs kept (the replies or
+    /// updates given up on).
+    pub async fn housekeep(&self) -> Result<Housekeeping> {
+        let store = self.store();
+        let now = self.now();
+        let questions = store.purge_expired(now).await?;
+        let retention =
+            Millis::try_from(self.config().dead_job_retention.as_millis()).unwrap_or(Millis::MAX);
+        let dead_jobs_purged = store.purge_dead_jobs(now.saturating_sub(retention)).await?;
+        let dead = store.dead_jobs(HOUSEKEEPING_DEAD_REPORT).await?;
+        if !dead.is_empty() {
+            let kinds: Vec<String> = dead
+                .iter()
+                .map(|j| j.key.clone().unwrap_or_else(|| j.kind.clone()))
+                .collect();
+            warn!(count = dead.len(), jobs = ?kinds, "dead jobs are kept for inspection");
+        }
+        Ok(Housekeeping {
+            questions_purged: questions,
+            dead_jobs_purged,
+            dead_jobs: dead.len(),
+        })
+    }
+
     /// Recovers chats whose turn lease ran out without being released: marks each one's
     /// interrupted turn and runs its queue. Returns how many were taken.
     pub async fn recover_expired_leases(&self) -> Result<usize> {
@@ -477,6 +553,8 @@ impl Engine {
         let engine = self.clone();
         let worker = format!("{}/worker", self.inner.turns.process);
         tokio::spawn(async move {
+            let every = engine.config().housekeeping_every;
+            let mut next_housekeeping = tokio::time::Instant::now() + every;
             loop {
                 if !engine.is_stopping() {
                     if let Err(e) = engine.recover_expired_leases().await {
@@ -484,6 +562,13 @@ impl Engine {
                     }
                     if let Err(e) = engine.run_due_jobs(&worker).await {
                         warn!(error = %e, "job worker");
+                    }
+                    if tokio::time::Instant::now() >= next_housekeeping {
+                        next_housekeeping = tokio::time::Instant::now() + every;
+                        match engine.housekeep().await {
+                            Ok(h) => tracing::debug!(?h, "housekeeping"),
+                            Err(e) => warn!(error = %e, "housekeeping"),
+                        }
                     }
                 }
                 tokio::time::sleep(poll).await;

@@ -42,6 +42,21 @@ pub enum EngineJob {
         /// The waiting reply.
         message: String,
     },
+    /// Post a reply's text (its parts `from..to`) to the chat's channel thread: written with the
+    /// reply, removed by the process that posted it; run by a worker when that process did not.
+    Deliver {
+        /// The chat.
+        chat: ChatId,
+        /// The reply.
+        message: String,
+        /// Its first part not posted before.
+        from: usize,
+        /// Its parts' end when the job was written.
+        to: usize,
+        /// The turn ran out of steps (the thread is told).
+        #[serde(default)]
+        max_steps: bool,
+    },
 }
 
 impl EngineJob {
@@ -52,6 +67,7 @@ impl EngineJob {
             EngineJob::RunQueue { .. } => "run-queue",
             EngineJob::QuestionUpdated { .. } => "question-updated",
             EngineJob::QuestionExpire { .. } => "question-expire",
+            EngineJob::Deliver { .. } => "deliver",
         }
     }
 
@@ -66,6 +82,12 @@ impl EngineJob {
             EngineJob::QuestionExpire { chat, message } => {
                 format!("question-expire:{chat}:{message}")
             }
+            EngineJob::Deliver {
+                chat,
+                message,
+                from,
+                ..
+            } => format!("deliver:{chat}:{message}:{from}"),
         }
     }
 
@@ -115,6 +137,13 @@ mod tests {
             EngineJob::QuestionExpire {
                 chat: chat.clone(),
                 message: "m".into(),
+            },
+            EngineJob::Deliver {
+                chat: chat.clone(),
+                message: "m".into(),
+                from: 2,
+                to: 5,
+                max_steps: true,
             },
         ] {
             let new = job.to_new_job(5);

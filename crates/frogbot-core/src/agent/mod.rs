@@ -8,11 +8,13 @@
 //!   (HTTP settle, channel answers, expiry, withdrawal), closing, drawing, `updated` retries;
 //! - `turn` — turns, the queue, steering, checkpoints, leases, continuing after answers;
 //!
-//! over the store. [`Engine`] wires them; `jobs` types the durable jobs; `clock` is the time.
+//! over the store. [`Engine`] wires them; `jobs` types the durable jobs; `delivery` says what a
+//! thread is owed of a reply and how its posting is retried; `clock` is the time.
 
 mod adapter;
 mod channel;
 pub mod clock;
+mod delivery;
 mod engine;
 pub mod jobs;
 pub mod model;
@@ -29,7 +31,7 @@ pub use channel::{
     is_stop_word,
 };
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use engine::Engine;
+pub use engine::{Engine, Housekeeping};
 pub use model::*;
 pub use questions::{
     FormTarget, InteractionOutcome, STILL_POSTING, UPDATED_FIRST_BACKOFF_MS, UPDATED_MAX_RUNS,

@@ -27,8 +27,9 @@ use serde_json::json;
 use super::*;
 use crate::model::{
     Actor, ChannelRef, ChatId, Delivery, ErrorInfo, MessageMetadata, MessagePart, MessageStatus,
-    QuestionAnswer, QuestionInput, QuestionItem, QuestionMessage, QuestionOption, QuestionOutcome,
-    QuestionOutput, QuestionRecord, Role, TurnState, UiMessage, UserId,
+    QUESTION_TOOL, QuestionAnswer, QuestionInput, QuestionItem, QuestionMessage, QuestionOption,
+    QuestionOutcome, QuestionOutput, QuestionRecord, Role, ToolPart, ToolState, TurnState,
+    UiMessage, UserId,
 };
 use crate::store::StoreError;
 
@@ -87,6 +88,7 @@ macro_rules! store_conformance_tests {
             lease_renewal_keeps_the_chat,
             lease_fenced_writes_refused_after_takeover,
             takeover_marks_the_interrupted_turn,
+            takeover_keeps_settled_answers_in_the_interrupted_reply,
             expired_leases_and_expire_lease,
             // turns
             checkpoint_joins_the_drivers_steers_in_order,
@@ -119,6 +121,8 @@ macro_rules! store_conformance_tests {
             job_is_retried_at_its_run_at_time,
             job_key_reschedules_and_revives,
             job_survives_reopening_the_store,
+            delivery_job_is_written_with_the_turns_end,
+            dead_jobs_are_listed_and_purged,
         );
     };
     (@tests $fresh:path; $($name:ident),* $(,)?) => {
@@ -317,6 +321,7 @@ async fn end_next(s: &dyn Store, lease: &Lease, now: Millis) -> Result<TurnEnded
         reply: None,
         mode: EndMode::Next,
         now,
+        delivery: None,
     })
     .await
 }
@@ -809,6 +814,7 @@ pub async fn send_steers_only_from_the_driver_while_live(db: Db) {
         questions: &[new_question(&c.chat_id, "call-1", "a1", 0)],
         job: None,
         now: T0 + 2,
+        delivery: None,
     })
     .await
     .unwrap();
@@ -1031,6 +1037,7 @@ pub async fn lease_fenced_writes_refused_after_takeover(db: Db) {
             reply: Some((&assistant_msg("a1", "late"), position)),
             mode: EndMode::Handoff(&job("run-queue", None, late)),
             now: late,
+            delivery: Some(&job("deliver", Some("deliver:late-end"), late)),
         })
         .await
     ));
@@ -1042,6 +1049,7 @@ pub async fn lease_fenced_writes_refused_after_takeover(db: Db) {
             questions: &[new_question(&c.chat_id, "call-1", "a1", 0)],
             job: Some(&job("expire", None, late)),
             now: late,
+            delivery: Some(&job("deliver", Some("deliver:late-await"), late)),
         })
         .await
     ));
@@ -1222,6 +1230,7 @@ pub async fn expired_leases_and_expire_lease(db: Db) {
         questions: &[new_question(&d.chat_id, "call-d", "d2", 0)],
         job: None,
         now: T0 + 1,
+        delivery: None,
     })
     .await
     .unwrap();
@@ -1334,6 +1343,7 @@ pub async fn await_answers_saves_questions_and_releases(db: Db) {
             questions: &questions,
             job: Some(&job("expire", Some("expire:a1"), T0 + 500)),
             now: T0 + 1,
+            delivery: None,
         })
         .await
         .unwrap();
@@ -1389,6 +1399,7 @@ pub async fn end_turn_next_releases_or_promotes(db: Db) {
             reply: Some((&assistant_msg("a1", "done"), u1.position.unwrap())),
             mode: EndMode::Next,
             now: T0 + 1,
+            delivery: None,
         })
         .await
         .unwrap();
@@ -1448,6 +1459,7 @@ pub async fn end_turn_handoff_releases_and_schedules(db: Db) {
             reply: None,
             mode: EndMode::Handoff(&run_queue),
             now: T0 + 1,
+            delivery: None,
         })
         .await
         .unwrap();
@@ -1472,6 +1484,7 @@ pub async fn end_turn_handoff_releases_and_schedules(db: Db) {
             reply: Some((&assistant_msg("a2", "bye"), u2.position.unwrap())),
             mode: EndMode::Handoff(&run_queue),
             now: T0 + 4,
+            delivery: None,
         })
         .await
         .unwrap();
@@ -1534,6 +1547,7 @@ pub async fn take_chat_runs_the_queue_of_an_idle_chat(db: Db) {
         reply: None,
         mode: EndMode::Handoff(&job("run", None, T0)),
         now: T0 + 6,
+        delivery: None,
     })
     .await
     .unwrap();
@@ -1594,6 +1608,7 @@ pub async fn take_chat_runs_the_queue_of_an_idle_chat(db: Db) {
         questions: &[],
         job: None,
         now: T0 + 3 * TTL,
+        delivery: None,
     })
     .await
     .unwrap();
@@ -1623,6 +1638,7 @@ async fn waiting_on_two_questions(s: &dyn Store, c: &NewChat) -> Lease {
         ],
         job: None,
         now: T0 + 1,
+        delivery: None,
     })
     .await
     .unwrap();
@@ -1809,6 +1825,7 @@ pub async fn turn_awaiting_blocks_new_turns_until_resumed(db: Db) {
         questions: &[new_question(&c.chat_id, "call-1", "a1", 0)],
         job: None,
         now: T0,
+        delivery: None,
     })
     .await
     .unwrap();
@@ -3277,4 +3294,163 @@ pub async fn job_survives_reopening_the_store(db: Db) {
     assert!(s.claim_job("w", 1_000, T0 + 9_999).await.unwrap().is_none());
     let j = s.claim_job("w", 1_000, T0 + 10_000).await.unwrap().unwrap();
     assert_eq!(j.attempts, 2);
+}
+
+pub async fn delivery_job_is_written_with_the_turns_end(db: Db) {
+    let s = &*db.store;
+    let c = web("delivery", None);
+    let (l, u1) = start(s, &c, "u1", None, T0).await;
+    let d1 = job("deliver", Some("deliver:a1"), T0 + 100);
+    s.end_turn(&EndTurnOp {
+        lease: &l,
+        reply: Some((&assistant_msg("a1", "hi"), u1.position.unwrap())),
+        mode: EndMode::Next,
+        now: T0 + 1,
+        delivery: Some(&d1),
+    })
+    .await
+    .unwrap();
+    assert!(
+        s.claim_job("w", 1_000, T0 + 99).await.unwrap().is_none(),
+        "due at its run-at time"
+    );
+    let j = s
+        .claim_job("w", 1_000, T0 + 100)
+        .await
+        .unwrap()
+        .expect("the delivery is scheduled with the reply");
+    assert_eq!(
+        (j.kind.as_str(), j.key.as_deref()),
+        ("deliver", Some("deliver:a1"))
+    );
+    // Removed by key whoever holds it (the posting process finished first).
+    assert!(s.delete_job("deliver:a1").await.unwrap());
+    assert!(!s.delete_job("deliver:a1").await.unwrap());
+    assert!(
+        !s.complete_job(&j).await.unwrap(),
+        "the claim is gone with it"
+    );
+
+    // Waiting on questions: the text before them is owed too.
+    let (l, u2) = start(s, &c, "u2", None, T0 + 200).await;
+    s.await_answers(&AwaitOp {
+        lease: &l,
+        reply: &assistant_msg("a2", "let me ask"),
+        position: u2.position.unwrap(),
+        questions: &[new_question(&c.chat_id, "call-d", "a2", 0)],
+        job: None,
+        now: T0 + 201,
+        delivery: Some(&job("deliver", Some("deliver:a2"), T0 + 300)),
+    })
+    .await
+    .unwrap();
+    let j = s
+        .claim_job("w", 1_000, T0 + 300)
+        .await
+        .unwrap()
+        .expect("scheduled with the waiting reply");
+    assert_eq!(j.key.as_deref(), Some("deliver:a2"));
+    assert!(s.complete_job(&j).await.unwrap());
+}
+
+pub async fn dead_jobs_are_listed_and_purged(db: Db) {
+    let s = &*db.store;
+    assert!(s.dead_jobs(10).await.unwrap().is_empty());
+    s.enqueue_job(&job("deliver", Some("deliver:x"), T0))
+        .await
+        .unwrap();
+    s.enqueue_job(&job("deliver", Some("deliver:y"), T0 + 10))
+        .await
+        .unwrap();
+    let x = s.claim_job("w", 1_000, T0).await.unwrap().unwrap();
+    assert!(s.bury_job(&x, "channel_not_found").await.unwrap());
+    let dead = s.dead_jobs(10).await.unwrap();
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].key.as_deref(), Some("deliver:x"));
+    assert_eq!(dead[0].last_error.as_deref(), Some("channel_not_found"));
+    assert!(dead[0].dead);
+    // Not yet past the retention: kept. The live job is never purged.
+    assert_eq!(s.purge_dead_jobs(T0).await.unwrap(), 0);
+    assert_eq!(s.purge_dead_jobs(T0 + 1_000).await.unwrap(), 1);
+    assert!(s.dead_jobs(10).await.unwrap().is_empty());
+    let y = s.claim_job("w", 1_000, T0 + 10).await.unwrap();
+    assert_eq!(y.unwrap().key.as_deref(), Some("deliver:y"));
+}
+
+/// An answer settled just before the continued turn's process died (it had taken the lease,
+/// not yet saved a step) is kept in the interrupted reply, not only in its record (issue 18: the
+/// soak lost such answers).
+pub async fn takeover_keeps_settled_answers_in_the_interrupted_reply(db: Db) {
+    let s = &*db.store;
+    let c = web("settled-then-died", None);
+    let u1 = user_msg("u1", Some("alice"), "ask");
+    let (l, _) = started(send_as(s, &c, &u1, Delivery::Queue, "p", T0).await.unwrap());
+    let mut reply = assistant_msg("a1", "Let me ask. ");
+    for call in ["call-1", "call-2"] {
+        reply.parts.push(MessagePart::Tool(ToolPart {
+            tool_name: QUESTION_TOOL.into(),
+            tool_call_id: call.into(),
+            state: ToolState::InputAvailable,
+            input: json!({}),
+            output: None,
+            error_text: None,
+        }));
+    }
+    s.await_answers(&AwaitOp {
+        lease: &l,
+        reply: &reply,
+        position: 1,
+        questions: &[
+            new_question(&c.chat_id, "call-1", "a1", 0),
+            new_question(&c.chat_id, "call-2", "a1", 1),
+        ],
+        job: None,
+        now: T0 + 1,
+        delivery: None,
+    })
+    .await
+    .unwrap();
+    let yes = answer("yes");
+    record_op(s, &c.chat_id, "call-1", &yes, None, None, T0 + 2).await;
+    record_op(
+        s,
+        &c.chat_id,
+        "call-2",
+        &QuestionOutcome::Expired(None),
+        None,
+        None,
+        T0 + 2,
+    )
+    .await;
+    // The continued turn's process takes the chat, then dies before its first checkpoint.
+    let resumed = s
+        .resume_turn(&c.chat_id, "a1", &lease_req("resumer", None, T0 + 3))
+        .await
+        .unwrap();
+    assert!(matches!(resumed, Resume::Taken { .. }), "{resumed:?}");
+    let taken = s
+        .take_chat(&c.chat_id, &lease_req("sweeper", None, T0 + 3 + TTL))
+        .await
+        .unwrap()
+        .expect("the expired lease is taken over");
+    let marked = taken.interrupted.expect("the reply is marked interrupted");
+    let stored = s.get_message(&c.chat_id, "a1").await.unwrap().unwrap();
+    for m in [&marked.message, &stored.message] {
+        let tools: Vec<&ToolPart> = m
+            .parts
+            .iter()
+            .filter_map(|p| match p {
+                MessagePart::Tool(t) => Some(t),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(tools.len(), 2);
+        assert_eq!(tools[0].state, ToolState::OutputAvailable, "{m:?}");
+        assert_eq!(
+            tools[0].output,
+            Some(serde_json::to_value(yes.output().unwrap()).unwrap())
+        );
+        assert_eq!(tools[1].state, ToolState::OutputError);
+        assert_eq!(m.metadata.error.as_ref().unwrap().code, INTERRUPTED);
+    }
 }

@@ -232,6 +232,16 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
 
     /// Marks a claimed job dead (kept for inspection, never run again unless re-enqueued by key).
     async fn bury_job(&self, job: &Job, error: &str) -> Result<bool>;
+
+    /// Removes the job of `key` whoever holds it, dead or not (its work was done elsewhere: a
+    /// reply its turn's process posted). `false` when there was none.
+    async fn delete_job(&self, key: &str) -> Result<bool>;
+
+    /// The dead jobs, oldest first, at most `limit` (for operators and the housekeeping report).
+    async fn dead_jobs(&self, limit: u32) -> Result<Vec<Job>>;
+
+    /// Removes the dead jobs created before `before`. Returns how many.
+    async fn purge_dead_jobs(&self, before: Millis) -> Result<u64>;
 }
 
 /// A shared store handle.

@@ -7,8 +7,8 @@ use serde_json::Value;
 use super::error::{Result, StoreError};
 use crate::model::{
     Actor, ChannelRef, ChatId, Delivery, ErrorInfo, MessageMetadata, MessagePart, Millis,
-    QuestionInput, QuestionOutcome, QuestionRecord, Role, TurnState, UiMessage, UserId,
-    millis_to_iso,
+    QuestionInput, QuestionOutcome, QuestionRecord, Role, ToolPart, ToolState, TurnState,
+    UiMessage, UserId, millis_to_iso,
 };
 
 /// `sub` of a turn's reply in the chat's order: after the turn's user message (0) and the steers
@@ -146,7 +146,16 @@ pub fn steer_or_queue(
 /// was saved. `None` when the turn has no user message, or its reply already says it failed.
 /// Backends call it when a lease is taken over, in the same transaction; `new_id` names the reply
 /// when one is created.
-pub fn interrupted_reply(turn: &[StoredMessage], new_id: &str, now: Millis) -> Option<UiMessage> {
+///
+/// `outcomes` are the recorded outcomes of the reply's question calls (tool call id, outcome):
+/// a waiting call that has one is filled in ([`fill_question_part`]), so an answer settled just
+/// before its continued turn's process died is kept in the reply, not only in its record.
+pub fn interrupted_reply(
+    turn: &[StoredMessage],
+    outcomes: &[(String, QuestionOutcome)],
+    new_id: &str,
+    now: Millis,
+) -> Option<UiMessage> {
     let error = ErrorInfo {
         code: INTERRUPTED.into(),
         message: "This reply was interrupted: the server stopped before it finished.".into(),
@@ -156,6 +165,13 @@ pub fn interrupted_reply(turn: &[StoredMessage], new_id: &str, now: Millis) -> O
             return None;
         }
         let mut reply = reply.message.clone();
+        for part in reply.parts.iter_mut() {
+            if let MessagePart::Tool(t) = part
+                && let Some((_, o)) = outcomes.iter().find(|(id, _)| *id == t.tool_call_id)
+            {
+                fill_question_part(t, o);
+            }
+        }
         reply.metadata.error = Some(error);
         return Some(reply);
     }
@@ -172,6 +188,30 @@ pub fn interrupted_reply(turn: &[StoredMessage], new_id: &str, now: Millis) -> O
             ..Default::default()
         },
     })
+}
+
+/// Fills a waiting question call (`input-available`) with its recorded outcome: the answer as
+/// its output, or an error text (dismissed, withdrawn, expired without an answer). Returns
+/// whether the outcome ends the turn (a dismissal or a withdrawal). A call not waiting is left.
+pub fn fill_question_part(t: &mut ToolPart, outcome: &QuestionOutcome) -> bool {
+    if t.state != ToolState::InputAvailable {
+        return false;
+    }
+    if let Some(output) = outcome.output()
+        && let Ok(value) = serde_json::to_value(output)
+    {
+        t.state = ToolState::OutputAvailable;
+        t.output = Some(value);
+        return false;
+    }
+    t.state = ToolState::OutputError;
+    let (text, stop) = match outcome {
+        QuestionOutcome::Dismissed => ("The question was dismissed.", true),
+        QuestionOutcome::Cancelled => ("The question was withdrawn.", true),
+        _ => ("The question expired without an answer.", false),
+    };
+    t.error_text = Some(text.into());
+    stop
 }
 
 // ---- leases --------------------------------------------------------------------------------------
@@ -378,6 +418,9 @@ pub struct AwaitOp<'a> {
     pub questions: &'a [NewQuestion],
     /// A job to schedule with them (the expiry of the set), if any.
     pub job: Option<&'a NewJob>,
+    /// The reply's delivery to its channel thread, scheduled in the same operation (a `deliver`
+    /// job the posting process removes once posted), if any.
+    pub delivery: Option<&'a NewJob>,
     /// Now.
     pub now: Millis,
 }
@@ -401,6 +444,9 @@ pub struct EndTurnOp<'a> {
     pub reply: Option<(&'a UiMessage, i64)>,
     /// Release, promote or hand on.
     pub mode: EndMode<'a>,
+    /// The reply's delivery to its channel thread, scheduled in the same operation (a `deliver`
+    /// job the posting process removes once posted), if any.
+    pub delivery: Option<&'a NewJob>,
     /// Now.
     pub now: Millis,
 }

@@ -572,6 +572,7 @@ pub(crate) async fn create_channel_chat(
             reply: None,
             mode: EndMode::Next,
             now,
+            delivery: None,
         })
         .await
         .expect("end the thread's first turn");

@@ -11,18 +11,31 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 use tracing::{debug, error, warn};
 
+use super::delivery;
+use super::jobs::EngineJob;
 use super::questions::{InteractionOutcome, Questions};
-use super::registry::{ChannelOutbox, ReplyStream};
+use super::registry::{ChannelOutbox, Delivery, ReplyStream};
 use super::registry::{Registry, thread_of};
 use super::turn::{
     EndWhy, SendMessage, SendResult, Sent, StopOutcome, TurnListener, TurnWatch, Turns,
 };
 use crate::error::{Error, Result};
 use crate::model::{
-    Ack, ChannelRef, ChatId, ChatInfo, Interaction, MessagePart, PlatformUser, QUESTION_TOOL,
-    Thread, ThreadMessage, ToolState, TurnState, UiMessage,
+    Ack, ChannelRef, ChatId, ChatInfo, Interaction, MessagePart, PlatformUser, Thread,
+    ThreadMessage, TurnState, UiMessage,
 };
 use crate::store::ChatRow;
+
+/// How a worker's attempt at a `deliver` job went.
+#[derive(Debug)]
+pub(crate) enum DeliveryRun {
+    /// Posted, or nothing is owed any more (the chat or reply is gone).
+    Done,
+    /// This process does not serve the thread's platform (another may).
+    NotHere,
+    /// The post failed: the error, and whether it is worth retrying.
+    Failed(crate::BoxError, bool),
+}
 
 /// The chat id a channel thread's chat is created with: stable, so every process maps a thread to
 /// the same chat, and in the channel chats' id space (it starts with
@@ -101,6 +114,9 @@ pub fn failure_text(code: &str) -> &'static str {
         _ => "⚠️ Something went wrong while I was answering. Send your message again to retry.",
     }
 }
+
+/// How long a notice of the engine's (queued, refused, stopped) is retried.
+const NOTICE_RETRY_FOR: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// What a chat's thread shows of its running turn.
 struct Progress {
@@ -221,30 +237,27 @@ impl Channels {
             parts: vec![crate::model::MessagePart::text(text)],
             metadata: Default::default(),
         };
-        if let Err(e) = outbox.post_reply(thread, &message).await {
-            warn!(thread = %thread.id, error = %e, "posting a notice failed");
+        // Not durable (a notice is about the moment), but retried for a while under one key.
+        let mut delivery = Delivery::new(message.id.clone());
+        let started = tokio::time::Instant::now();
+        let mut backoff = delivery::backoff();
+        loop {
+            let Err(e) = outbox.deliver(thread, &message, &delivery).await else {
+                return;
+            };
+            let step = backoff.next().unwrap_or(std::time::Duration::from_secs(5));
+            match delivery::retry_wait(&e, step) {
+                Some(wait) if started.elapsed() + wait < NOTICE_RETRY_FOR => {
+                    tokio::time::sleep(wait).await;
+                    delivery.attempt += 1;
+                }
+                _ => {
+                    warn!(thread = %thread.id, error = %e, "posting a notice failed");
+                    return;
+                }
+            }
         }
     }
-}
-
-/// The text of `reply` not yet posted to its thread: what follows its last answered question
-/// (the text before a question was posted when the turn stopped to wait for it).
-fn unposted_text(reply: &UiMessage) -> String {
-    let after = reply
-        .parts
-        .iter()
-        .rposition(|p| {
-            matches!(p, MessagePart::Tool(t)
-                if t.tool_name == QUESTION_TOOL && t.state != ToolState::InputAvailable)
-        })
-        .map_or(0, |i| i + 1);
-    reply.parts[after..]
-        .iter()
-        .filter_map(|p| match p {
-            MessagePart::Text { text } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect()
 }
 
 /// Shows one turn's reply as the model writes it: the first text at once, then at most one
@@ -356,46 +369,49 @@ impl std::fmt::Debug for Channels {
 }
 
 impl Channels {
-    /// Posts the reply of a channel chat's turn to its thread (when this process runs the
-    /// channel): the final state of its stream, or the whole reply. Only the text not posted
-    /// before is shown (text before a question was posted when the turn stopped to wait). A
-    /// failed or interrupted turn says so in the thread instead of leaving it silent; a stream a
-    /// crash cut off is left with its partial text and [`INTERRUPTED_MARK`].
-    async fn deliver_reply(
-        &self,
-        chat: &ChatRow,
+    /// One attempt to post what `reply` owes its thread: the text of its parts `from..to` — as
+    /// the final state of its stream, or posted whole —, a failure or out-of-steps notice after
+    /// it. A stream a crash cut off (no stream here, drafts noted on the reply) has its messages
+    /// edited to the text (marked [`INTERRUPTED_MARK`] when the turn was interrupted) and only
+    /// the rest is posted.
+    #[allow(clippy::too_many_arguments)]
+    async fn post_owed(
+        outbox: &dyn ChannelOutbox,
+        thread: &Thread,
         reply: &UiMessage,
-        why: EndWhy,
-        stream: Option<Box<dyn ReplyStream>>,
-    ) {
-        let Some(thread) = thread_of(chat) else {
-            return;
+        (from, to): (usize, usize),
+        max_steps: bool,
+        stream: &mut Option<Box<dyn ReplyStream>>,
+        delivery: &Delivery,
+    ) -> std::result::Result<(), crate::BoxError> {
+        let notice = match &reply.metadata.error {
+            Some(error) => Some(failure_text(&error.code)),
+            None if max_steps => Some(MAX_STEPS_TEXT),
+            None => None,
         };
-        let Some(outbox) = self.outbox(&thread.platform) else {
-            return;
-        };
-        let notice = match (&reply.metadata.error, why) {
-            (Some(error), _) => Some(failure_text(&error.code)),
-            (None, EndWhy::MaxSteps) => Some(MAX_STEPS_TEXT),
-            _ => None,
-        };
-        let mut text = unposted_text(reply);
-        let recovered = stream.is_none() && !reply.metadata.drafts.is_empty();
-        if recovered {
-            // A crash cut the stream off: its messages keep the partial text, marked.
-            let marked = format!("{} {INTERRUPTED_MARK}", text.trim_end());
-            let pieces = outbox.pieces(&marked);
+        let mut text = delivery::text_of(reply, from, to);
+        if stream.is_none() && !reply.metadata.drafts.is_empty() {
+            let interrupted = reply
+                .metadata
+                .error
+                .as_ref()
+                .is_some_and(|e| e.code == crate::store::INTERRUPTED);
+            let shown = if interrupted {
+                format!("{} {INTERRUPTED_MARK}", text.trim_end())
+            } else {
+                text.clone()
+            };
+            let pieces = outbox.pieces(&shown);
             for (id, piece) in reply.metadata.drafts.iter().zip(&pieces) {
-                if let Err(e) = outbox.edit_message(&thread, id, piece).await {
-                    warn!(chat_id = %chat.chat_id, error = %e, "marking an interrupted reply failed");
+                if let Err(e) = outbox.edit_message(thread, id, piece).await {
+                    warn!(thread = %thread.id, error = %e, "editing a streamed reply's message failed");
                 }
             }
-            let rest: String = pieces
+            text = pieces
                 .iter()
                 .skip(reply.metadata.drafts.len())
                 .map(String::as_str)
                 .collect();
-            text = rest;
         }
         if let Some(notice) = notice {
             // What the turn produced stays; the notice follows it. Details are in the logs.
@@ -404,8 +420,8 @@ impl Channels {
             }
             text.push_str(notice);
         }
-        let result = match stream {
-            Some(mut s) => s.finish(&text).await,
+        match stream {
+            Some(s) => s.finish(&text).await,
             None if text.trim().is_empty() => Ok(()),
             None => {
                 let message = UiMessage {
@@ -414,11 +430,146 @@ impl Channels {
                     parts: vec![MessagePart::text(text)],
                     metadata: reply.metadata.clone(),
                 };
-                outbox.post_reply(&thread, &message).await
+                outbox.deliver(thread, &message, delivery).await
             }
+        }
+    }
+
+    /// Posts the reply of a channel chat's turn to its thread (when this process runs the
+    /// channel), retrying what the outbox marks transient for half of the delivery grace, then
+    /// removes its delivery job. A delivery still failing is left to the job (any process's
+    /// worker posts it once the grace is over).
+    async fn deliver_reply(
+        &self,
+        chat: &ChatRow,
+        reply: &UiMessage,
+        why: EndWhy,
+        mut stream: Option<Box<dyn ReplyStream>>,
+    ) {
+        let Some(job) = delivery::owed(chat, reply, why) else {
+            return;
         };
-        if let Err(e) = result {
-            error!(chat_id = %chat.chat_id, error = %e, "posting the reply failed");
+        let Some(thread) = thread_of(chat) else {
+            return;
+        };
+        let Some(outbox) = self.outbox(&thread.platform) else {
+            return;
+        };
+        let EngineJob::Deliver {
+            from,
+            to,
+            max_steps,
+            ..
+        } = &job
+        else {
+            return;
+        };
+        let key = job.key();
+        let mut delivery = Delivery::new(key.clone());
+        let budget = self.turns.config.delivery_grace / 2;
+        let started = tokio::time::Instant::now();
+        let mut backoff = delivery::backoff();
+        loop {
+            let result = Self::post_owed(
+                outbox.as_ref(),
+                &thread,
+                reply,
+                (*from, *to),
+                *max_steps,
+                &mut stream,
+                &delivery,
+            )
+            .await;
+            let e = match result {
+                Ok(()) => break,
+                Err(e) => e,
+            };
+            let step = backoff.next().unwrap_or(std::time::Duration::from_secs(10));
+            match delivery::retry_wait(&e, step) {
+                Some(wait) if started.elapsed() + wait < budget => {
+                    debug!(chat_id = %chat.chat_id, key, attempt = delivery.attempt, error = %e, ?wait, "posting the reply failed; retrying");
+                    tokio::time::sleep(wait).await;
+                    delivery.attempt += 1;
+                }
+                Some(_) => {
+                    warn!(chat_id = %chat.chat_id, key, error = %e, "posting the reply keeps failing; its delivery job takes over");
+                    return;
+                }
+                None => {
+                    error!(chat_id = %chat.chat_id, key, error = %e, "posting the reply failed; its delivery job tries again");
+                    return;
+                }
+            }
+        }
+        if let Err(e) = self.turns.store.delete_job(&key).await {
+            warn!(chat_id = %chat.chat_id, key, error = %e, "a posted reply's delivery job is left (it may be posted again)");
+        }
+    }
+
+    /// Runs a `deliver` job (a worker's attempt, in the chat's show queue): the reply's text
+    /// its process did not post.
+    pub(crate) async fn run_delivery_job(&self, job: &EngineJob, attempt: u32) -> DeliveryRun {
+        let EngineJob::Deliver {
+            chat,
+            message,
+            from,
+            to,
+            max_steps,
+        } = job
+        else {
+            return DeliveryRun::Done;
+        };
+        let row = match self.turns.store.get_chat(chat).await {
+            Ok(Some(row)) => row,
+            Ok(None) => return DeliveryRun::Done,
+            Err(e) => return DeliveryRun::Failed(Box::new(e), true),
+        };
+        let Some(thread) = thread_of(&row) else {
+            return DeliveryRun::Done;
+        };
+        let Some(outbox) = self.outbox(&thread.platform) else {
+            return DeliveryRun::NotHere;
+        };
+        let reply = match self.turns.store.get_message(chat, message).await {
+            Ok(Some(m)) => m.message,
+            Ok(None) => return DeliveryRun::Done,
+            Err(e) => return DeliveryRun::Failed(Box::new(e), true),
+        };
+        let delivery = Delivery {
+            key: job.key(),
+            attempt: attempt.max(1),
+        };
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let (parts, max_steps) = ((*from, *to), *max_steps);
+        let awaiting = row.awaiting_message_id.as_deref() == Some(message.as_str());
+        self.show(chat, async move {
+            let mut none = None;
+            let result = Self::post_owed(
+                outbox.as_ref(),
+                &thread,
+                &reply,
+                parts,
+                max_steps,
+                &mut none,
+                &delivery,
+            )
+            .await;
+            let _ = tx.send(result);
+        });
+        let result = rx.await;
+        self.tidy(chat);
+        match result {
+            Ok(Ok(())) => {
+                if awaiting && let Err(e) = self.questions.render_pending(chat).await {
+                    warn!(chat_id = %chat, error = %e, "rendering the questions after a delivery failed");
+                }
+                DeliveryRun::Done
+            }
+            Ok(Err(e)) => {
+                let transient = crate::model::Transient::is_transient(e.as_ref());
+                DeliveryRun::Failed(e, transient)
+            }
+            Err(_) => DeliveryRun::NotHere,
         }
     }
 
@@ -782,43 +933,5 @@ impl TurnListener for Channels {
         {
             error!(chat_id = %chat.chat_id, error = %e, "rendering the questions failed");
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::model::{Role, ToolPart};
-
-    fn question(state: ToolState) -> MessagePart {
-        MessagePart::Tool(ToolPart {
-            tool_name: QUESTION_TOOL.into(),
-            tool_call_id: "q1".into(),
-            state,
-            input: serde_json::json!({}),
-            output: None,
-            error_text: None,
-        })
-    }
-
-    /// The text before a question was posted when the turn stopped to wait for it: once the
-    /// question is answered, only what follows is posted (it was posted twice before).
-    #[test]
-    fn only_the_text_after_the_last_answered_question_is_posted() {
-        let mut reply = UiMessage {
-            id: "r".into(),
-            role: Role::Assistant,
-            parts: vec![
-                MessagePart::text("Let me ask. "),
-                question(ToolState::InputAvailable),
-            ],
-            metadata: Default::default(),
-        };
-        // Waiting: the text before the question is posted.
-        assert_eq!(unposted_text(&reply), "Let me ask. ");
-        // Answered, the turn goes on: only the new text.
-        reply.parts[1] = question(ToolState::OutputAvailable);
-        reply.parts.push(MessagePart::text("You chose green."));
-        assert_eq!(unposted_text(&reply), "You chose green.");
     }
 }

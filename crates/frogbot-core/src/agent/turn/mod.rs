@@ -26,8 +26,8 @@ use super::jobs::EngineJob;
 use super::{ModelRequest, Tool, ToolSpec};
 use crate::error::{Error, Result};
 use crate::model::{
-    ChatId, Delivery, ErrorInfo, MessageMetadata, MessagePart, QuestionOutcome, Role, ToolState,
-    TurnState, UiMessage, UserId, millis_to_iso,
+    ChatId, Delivery, ErrorInfo, MessageMetadata, MessagePart, QuestionOutcome, Role, TurnState,
+    UiMessage, UserId, millis_to_iso,
 };
 use crate::store::StoreError;
 use crate::store::{
@@ -537,34 +537,13 @@ impl Turns {
         let mut stop = false;
         for part in reply.parts.iter_mut() {
             let MessagePart::Tool(t) = part else { continue };
-            if t.state != ToolState::InputAvailable {
-                continue;
-            }
             let Some(q) = questions.iter().find(|q| q.tool_call_id == t.tool_call_id) else {
                 continue;
             };
-            match q.outcome.as_ref() {
-                Some(o) if o.output().is_some() => {
-                    t.state = ToolState::OutputAvailable;
-                    t.output = Some(serde_json::to_value(o.output()).map_err(|e| {
-                        Error::Internal(format!("a question output does not serialise: {e}"))
-                    })?);
-                }
-                Some(QuestionOutcome::Dismissed) => {
-                    t.state = ToolState::OutputError;
-                    t.error_text = Some("The question was dismissed.".into());
-                    stop = true;
-                }
-                Some(QuestionOutcome::Cancelled) => {
-                    t.state = ToolState::OutputError;
-                    t.error_text = Some("The question was withdrawn.".into());
-                    stop = true;
-                }
-                _ => {
-                    t.state = ToolState::OutputError;
-                    t.error_text = Some("The question expired without an answer.".into());
-                }
-            }
+            // A waiting call without an outcome cannot be here (the turn resumes once all have
+            // one); it reads as expired, as before.
+            let outcome = q.outcome.clone().unwrap_or(QuestionOutcome::Expired(None));
+            stop |= store::fill_question_part(t, &outcome);
         }
         let position = stored.position.unwrap_or_default();
         if stop {
@@ -591,7 +570,9 @@ impl Turns {
         lease: &Lease,
         chat: &ChatId,
         reply: Option<(&UiMessage, i64)>,
+        delivery: Option<EngineJob>,
     ) -> Result<TurnEnded> {
+        let delivery = delivery.map(|d| d.to_new_job(self.now() + self.delivery_grace_ms()));
         let job;
         let mode = if self.is_stopping() {
             job = EngineJob::RunQueue { chat: chat.clone() }.to_new_job(self.now());
@@ -605,9 +586,16 @@ impl Turns {
                 reply,
                 mode,
                 now: self.now(),
+                delivery: delivery.as_ref(),
             })
             .await
             .map_err(Error::from)
+    }
+
+    /// When a reply's delivery job falls due: after the grace its process has to post it.
+    fn delivery_grace_ms(&self) -> crate::model::Millis {
+        crate::model::Millis::try_from(self.config.delivery_grace.as_millis())
+            .unwrap_or(crate::model::Millis::MAX / 2)
     }
 
     /// Saves the reply of a turn stopped by a dismissal or withdrawal and ends the turn (one
@@ -619,8 +607,9 @@ impl Turns {
         reply: UiMessage,
         position: i64,
     ) -> Result<TurnState> {
+        let owed = super::delivery::owed(&chat, &reply, EndWhy::Reply);
         let ended = self
-            .end_turn(&lease, &chat.chat_id, Some((&reply, position)))
+            .end_turn(&lease, &chat.chat_id, Some((&reply, position)), owed)
             .await?;
         let (saved, promoted) = match ended {
             TurnEnded::Released { reply } | TurnEnded::HandedOn { reply, .. } => (reply, None),
@@ -781,11 +770,13 @@ impl Turns {
             // The turn ended: save its last reply and release the chat, or promote the oldest
             // queued message under the same lease — one store operation. A stopping process hands
             // the queue on instead.
+            let owed = super::delivery::owed(&chat, &outcome, why);
             let ended = self
                 .end_turn(
                     &lease,
                     &chat.chat_id,
                     pending.then_some((&outcome, position)),
+                    owed,
                 )
                 .await;
             let ended = match ended {
@@ -987,7 +978,9 @@ impl Turns {
                     return Ok(stopped(reply, position));
                 }
                 step::StepEnd::Questions(calls) => {
-                    return self.await_answers(lease, reply, position, calls).await;
+                    return self
+                        .await_answers(lease, chat, reply, position, calls)
+                        .await;
                 }
                 step::StepEnd::Final => {
                     // Saved with the turn's end, in one operation.
@@ -1039,6 +1032,7 @@ impl Turns {
     async fn await_answers(
         &self,
         lease: &Lease,
+        chat_row: &ChatRow,
         reply: UiMessage,
         position: i64,
         calls: Vec<(String, crate::model::QuestionInput)>,
@@ -1068,6 +1062,8 @@ impl Turns {
                 }
                 .to_new_job(deadline)
             });
+        let delivery = super::delivery::owed(chat_row, &reply, EndWhy::Reply)
+            .map(|d| d.to_new_job(now + self.delivery_grace_ms()));
         let saved = self
             .store
             .await_answers(&AwaitOp {
@@ -1077,6 +1073,7 @@ impl Turns {
                 questions: &rows,
                 job: job.as_ref(),
                 now,
+                delivery: delivery.as_ref(),
             })
             .await?;
         self.history.note(&chat, &[&saved]);

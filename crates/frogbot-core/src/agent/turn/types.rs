@@ -49,6 +49,14 @@ pub struct EngineConfig {
     pub stream_idle_timeout: Duration,
     /// How long one model step may take in all, from the request to its last chunk.
     pub step_timeout: Duration,
+    /// How long a channel reply's delivery is left to the turn's process before any process's
+    /// worker takes it over (the process retries failed posts for half of it).
+    pub delivery_grace: Duration,
+    /// How often the worker purges expired question records and old dead jobs and reports the
+    /// dead ones.
+    pub housekeeping_every: Duration,
+    /// How long a dead job is kept for operators before housekeeping removes it.
+    pub dead_job_retention: Duration,
 }
 
 impl Default for EngineConfig {
@@ -63,6 +71,9 @@ impl Default for EngineConfig {
             history_bytes: 400_000,
             stream_idle_timeout: Duration::from_secs(60),
             step_timeout: Duration::from_secs(600),
+            delivery_grace: Duration::from_secs(120),
+            housekeeping_every: Duration::from_secs(600),
+            dead_job_retention: Duration::from_secs(7 * 24 * 3600),
         }
     }
 }

@@ -1,0 +1,155 @@
+//! What a channel thread is owed of a reply, and how its delivery is retried.
+//!
+//! A channel chat's turn that ends (or stops to wait on questions) writes a `deliver` job in the
+//! same store operation that saves its reply ([`owed`]). The turn's process posts the reply in
+//! the chat's show queue, retrying what the outbox marks [`Transient`] for half of
+//! [`EngineConfig::delivery_grace`](super::EngineConfig::delivery_grace), then removes the job.
+//! When the process dies or gives up first, any process's worker posts it once the grace is over
+//! (the job's run-at), [`DELIVERY_MAX_ATTEMPTS`] times at most, then buries it (an error log and a
+//! dead job operators see). Every attempt carries the same key, so platforms that can tell a
+//! repeat (Matrix, Discord, Slack) post each piece once.
+
+use std::time::Duration;
+
+use super::jobs::EngineJob;
+use super::turn::EndWhy;
+use crate::model::{BoxError, MessagePart, Millis, QUESTION_TOOL, ToolState, Transient, UiMessage};
+use crate::store::ChatRow;
+
+/// How many times a worker tries a delivery before burying it (with [`job_backoff_ms`]: about
+/// 25 minutes after the grace).
+pub(crate) const DELIVERY_MAX_ATTEMPTS: i64 = 12;
+
+/// The part index from which `reply`'s text is not posted yet: what follows its last answered
+/// question (the text before a question was posted when the turn stopped to wait for it).
+pub(crate) fn unposted_from(reply: &UiMessage) -> usize {
+    reply
+        .parts
+        .iter()
+        .rposition(|p| {
+            matches!(p, MessagePart::Tool(t)
+                if t.tool_name == QUESTION_TOOL && t.state != ToolState::InputAvailable)
+        })
+        .map_or(0, |i| i + 1)
+}
+
+/// The text of `reply`'s parts `from..to` (clamped to the parts it has).
+pub(crate) fn text_of(reply: &UiMessage, from: usize, to: usize) -> String {
+    let to = to.min(reply.parts.len());
+    let from = from.min(to);
+    reply.parts[from..to]
+        .iter()
+        .filter_map(|p| match p {
+            MessagePart::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The delivery job a channel chat's turn end owes its thread, due at `run_at` (`None`: not a
+/// channel chat, or nothing to post).
+pub(crate) fn owed(chat: &ChatRow, reply: &UiMessage, why: EndWhy) -> Option<EngineJob> {
+    chat.channel.as_ref()?;
+    let from = unposted_from(reply);
+    let to = reply.parts.len();
+    let max_steps = why == EndWhy::MaxSteps;
+    let something = !text_of(reply, from, to).trim().is_empty()
+        || reply.metadata.error.is_some()
+        || max_steps
+        || !reply.metadata.drafts.is_empty();
+    something.then(|| EngineJob::Deliver {
+        chat: chat.chat_id.clone(),
+        message: reply.id.clone(),
+        from,
+        to,
+        max_steps,
+    })
+}
+
+/// The wait before retry `attempt` (1-based) of a worker's delivery: 10 s doubling, at most
+/// 5 minutes.
+pub(crate) fn job_backoff_ms(attempt: i64) -> Millis {
+    let exp = u32::try_from(attempt.saturating_sub(1).clamp(0, 10)).unwrap_or(10);
+    (10_000_i64 << exp).min(300_000)
+}
+
+/// How long to wait after `error` before trying again, or `None` when it is permanent: the
+/// platform's own wait when it gave one, else `backoff`'s next step.
+pub(crate) fn retry_wait(error: &BoxError, backoff: Duration) -> Option<Duration> {
+    let transient = Transient::find(error.as_ref())?;
+    Some(transient.wait().map_or(backoff, |w| w.max(backoff)))
+}
+
+/// The in-process backoff of a delivery: 250 ms doubling to 10 s, with jitter.
+pub(crate) fn backoff() -> impl Iterator<Item = Duration> {
+    use backon::BackoffBuilder;
+    backon::ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(250))
+        .with_max_delay(Duration::from_secs(10))
+        .with_jitter()
+        .without_max_times()
+        .build()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Role, ToolPart};
+
+    fn question(state: ToolState) -> MessagePart {
+        MessagePart::Tool(ToolPart {
+            tool_name: QUESTION_TOOL.into(),
+            tool_call_id: "q1".into(),
+            state,
+            input: serde_json::json!({}),
+            output: None,
+            error_text: None,
+        })
+    }
+
+    /// The text before a question was posted when the turn stopped to wait for it: once the
+    /// question is answered, only what follows is posted (it was posted twice before).
+    #[test]
+    fn only_the_text_after_the_last_answered_question_is_owed() {
+        let mut reply = UiMessage {
+            id: "r".into(),
+            role: Role::Assistant,
+            parts: vec![
+                MessagePart::text("Let me ask. "),
+                question(ToolState::InputAvailable),
+            ],
+            metadata: Default::default(),
+        };
+        let from = unposted_from(&reply);
+        assert_eq!(text_of(&reply, from, reply.parts.len()), "Let me ask. ");
+        reply.parts[1] = question(ToolState::OutputAvailable);
+        reply.parts.push(MessagePart::text("You chose green."));
+        let from = unposted_from(&reply);
+        assert_eq!(from, 2);
+        assert_eq!(text_of(&reply, from, reply.parts.len()), "You chose green.");
+        // Out-of-range indexes (a job for a reply that changed) read nothing, never panic.
+        assert_eq!(text_of(&reply, 9, 20), "");
+        assert_eq!(text_of(&reply, 3, 1), "");
+    }
+
+    #[test]
+    fn worker_backoff_grows_and_is_bounded() {
+        assert_eq!(job_backoff_ms(1), 10_000);
+        assert_eq!(job_backoff_ms(2), 20_000);
+        assert_eq!(job_backoff_ms(50), 300_000);
+        assert_eq!(job_backoff_ms(-3), 10_000);
+        let total: Millis = (1..DELIVERY_MAX_ATTEMPTS).map(job_backoff_ms).sum();
+        assert!(total > 20 * 60_000 && total < 40 * 60_000, "{total}");
+    }
+
+    #[test]
+    fn only_transient_errors_are_retried_and_their_wait_is_kept() {
+        let b = Duration::from_millis(100);
+        let permanent: BoxError = "channel_not_found".into();
+        assert_eq!(retry_wait(&permanent, b), None);
+        let t: BoxError = Box::new(Transient::new("429").retry_after(Duration::from_secs(2)));
+        assert_eq!(retry_wait(&t, b), Some(Duration::from_secs(2)));
+        let t: BoxError = Box::new(Transient::new("500"));
+        assert_eq!(retry_wait(&t, b), Some(b));
+    }
+}

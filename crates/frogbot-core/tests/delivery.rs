@@ -1,0 +1,390 @@
+//! Nothing a thread is owed is lost (issue 18): a channel reply's delivery is a durable job
+//! written with the reply; the turn's process retries transient failures (one delivery key on
+//! every attempt), another process's worker posts what a process could not, a delivery failing
+//! for good is buried where operators see it, and housekeeping tidies up — on SQLite
+//! (`sqlite::…`) and PostgreSQL (`postgres::…`).
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use frogbot_core::BoxError;
+use frogbot_core::agent::scripted::{ScriptedModel, reply};
+use frogbot_core::agent::{
+    AllowAll, Channel, ChannelMessageOutcome, ChannelOutbox, Clock, Delivery, Engine, EngineConfig,
+    ManualClock, ModelRequest, SystemClock,
+};
+use frogbot_core::model::{
+    PlatformUser, PrefixedIdentity, Thread, ThreadMessage, ThreadMessageMetadata, Transient,
+    UiMessage,
+};
+use frogbot_core::store::DynStore;
+use frogbot_testkit::{eventually, last_user};
+use serde_json::json;
+
+const PLATFORM: &str = "test";
+const THREAD: &str = "T1";
+const WAIT: Duration = Duration::from_secs(20);
+
+/// How the next post fails.
+#[derive(Clone, Copy, Debug)]
+enum Fail {
+    /// A 5xx: nothing posted, worth retrying.
+    Transient,
+    /// The post went through, the answer was lost (a reset): worth retrying, may be done.
+    AfterPosting,
+    /// Refused for good (e.g. the bot was removed from the channel).
+    Permanent,
+}
+
+/// A thread that keeps each piece once per delivery key (as Matrix's transaction ids and
+/// Discord's nonces do), failing posts as told.
+#[derive(Default)]
+struct Thread1 {
+    /// Texts shown, in order.
+    posted: Mutex<Vec<String>>,
+    /// Keys already posted.
+    keys: Mutex<Vec<String>>,
+    /// Each attempt: its key and attempt number.
+    attempts: Mutex<Vec<(String, u32)>>,
+    /// How the next posts fail (then they succeed) …
+    next: Mutex<VecDeque<Fail>>,
+    /// … or every post fails like this.
+    always: Mutex<Option<Fail>>,
+}
+
+struct Outbox(Arc<Thread1>);
+
+#[async_trait]
+impl ChannelOutbox for Outbox {
+    async fn post_reply(&self, thread: &Thread, reply: &UiMessage) -> Result<(), BoxError> {
+        let key = format!("plain:{}", reply.id);
+        self.deliver(thread, reply, &Delivery::new(key)).await
+    }
+
+    async fn deliver(
+        &self,
+        _thread: &Thread,
+        reply: &UiMessage,
+        delivery: &Delivery,
+    ) -> Result<(), BoxError> {
+        let t = &self.0;
+        t.attempts
+            .lock()
+            .unwrap()
+            .push((delivery.key.clone(), delivery.attempt));
+        let fail = {
+            let always = *t.always.lock().unwrap();
+            always.or_else(|| t.next.lock().unwrap().pop_front())
+        };
+        let post = || {
+            let mut keys = t.keys.lock().unwrap();
+            if !keys.contains(&delivery.key) {
+                keys.push(delivery.key.clone());
+                t.posted.lock().unwrap().push(reply.text());
+            }
+        };
+        match fail {
+            None => {
+                post();
+                Ok(())
+            }
+            Some(Fail::Transient) => Err(Box::new(
+                Transient::new("HTTP 503").retry_after(Duration::from_millis(20)),
+            )),
+            Some(Fail::AfterPosting) => {
+                post();
+                Err(Box::new(Transient::new("connection reset").maybe_done()))
+            }
+            Some(Fail::Permanent) => Err("channel_not_found".into()),
+        }
+    }
+}
+
+fn config(grace: Duration) -> EngineConfig {
+    EngineConfig {
+        delivery_grace: grace,
+        ..Default::default()
+    }
+}
+
+fn engine(
+    store: DynStore,
+    thread: Arc<Thread1>,
+    config: EngineConfig,
+    clock: Arc<ManualClock>,
+) -> Engine {
+    let model = ScriptedModel::new(|req: &ModelRequest| reply(&format!("re: {}", last_user(req))));
+    Engine::with_clock(
+        store,
+        vec![frogbot_testkit::offer("main", model)],
+        vec![],
+        config,
+        clock,
+    )
+    .with_channel(Channel {
+        platform: PLATFORM.into(),
+        questions: None,
+        identity: Arc::new(PrefixedIdentity),
+        access: Arc::new(AllowAll),
+        outbox: Some(Arc::new(Outbox(thread))),
+    })
+}
+
+fn said(id: &str, text: &str) -> ThreadMessage {
+    ThreadMessage {
+        id: id.into(),
+        text: text.into(),
+        author: PlatformUser {
+            id: "ada".into(),
+            name: Some("ada".into()),
+            is_bot: false,
+        },
+        metadata: ThreadMessageMetadata {
+            date_sent: "2026-12-01T00:00:00Z".into(),
+        },
+        reply_to: None,
+        raw: json!(null),
+    }
+}
+
+async fn say(engine: &Engine, id: &str, text: &str) {
+    let outcome = engine
+        .channel_message(PLATFORM, THREAD, said(id, text))
+        .await
+        .unwrap();
+    assert!(
+        matches!(outcome, ChannelMessageOutcome::Sent(_)),
+        "{outcome:?}"
+    );
+}
+
+/// The delivery jobs still in the store (claimed far in the future, so every one is seen).
+async fn deliver_jobs(store: &DynStore, now: i64) -> Vec<String> {
+    let (mut keys, mut seen) = (Vec::new(), Vec::new());
+    while let Some(job) = store
+        .claim_job("probe", 1_000, now + 365 * 24 * 3_600_000)
+        .await
+        .unwrap()
+    {
+        store.retry_job(&job, job.run_at, "probe").await.unwrap();
+        if seen.contains(&job.id) {
+            break;
+        }
+        seen.push(job.id);
+        keys.push(job.key.clone().unwrap_or_default());
+    }
+    keys.retain(|k| k.starts_with("deliver:"));
+    keys.sort();
+    keys.dedup();
+    keys
+}
+
+fn clock() -> Arc<ManualClock> {
+    Arc::new(ManualClock::at_system_time())
+}
+
+/// Transient failures (one after the post went through) are retried under one key until the
+/// reply is posted — once — and its job is gone.
+async fn a_reply_that_fails_to_post_is_retried_and_posted_once(url: &str) {
+    let store = frogbot_testkit::open_store(url).await;
+    let thread = Arc::new(Thread1::default());
+    thread
+        .next
+        .lock()
+        .unwrap()
+        .extend([Fail::Transient, Fail::AfterPosting, Fail::Transient]);
+    let clock = clock();
+    let e = engine(
+        store.clone(),
+        thread.clone(),
+        config(Duration::from_secs(120)),
+        clock.clone(),
+    );
+    say(&e, "m1", "hello").await;
+    eventually("the reply is posted", WAIT, async || {
+        thread.posted.lock().unwrap().len() == 1 && thread.next.lock().unwrap().is_empty()
+    })
+    .await;
+    eventually("its job is gone", WAIT, async || {
+        deliver_jobs(&store, clock.now()).await.is_empty()
+    })
+    .await;
+    assert_eq!(
+        *thread.posted.lock().unwrap(),
+        vec!["re: hello".to_string()]
+    );
+    let attempts = thread.attempts.lock().unwrap().clone();
+    assert_eq!(attempts.len(), 4, "{attempts:?}");
+    assert!(
+        attempts.iter().all(|(k, _)| k == &attempts[0].0),
+        "one key on every attempt: {attempts:?}"
+    );
+    assert_eq!(
+        attempts.iter().map(|(_, a)| *a).collect::<Vec<_>>(),
+        vec![0, 1, 2, 3]
+    );
+    assert!(attempts[0].0.starts_with("deliver:"), "{attempts:?}");
+}
+
+/// A reply its process could not post (the platform was down past the process's retries) is
+/// posted by a worker — of another process — once the grace is over, under the same key.
+async fn a_reply_its_process_could_not_post_is_posted_by_a_worker(url: &str) {
+    let store = frogbot_testkit::open_store(url).await;
+    let down = Arc::new(Thread1::default());
+    *down.always.lock().unwrap() = Some(Fail::Transient);
+    let clock = clock();
+    let grace = Duration::from_millis(600);
+    let a = engine(store.clone(), down.clone(), config(grace), clock.clone());
+    say(&a, "m1", "hello").await;
+    // Process A gives up after half the grace; the job stays.
+    eventually("process A tried and left it to the job", WAIT, async || {
+        !down.attempts.lock().unwrap().is_empty()
+            && !deliver_jobs(&store, clock.now()).await.is_empty()
+    })
+    .await;
+    let key = down.attempts.lock().unwrap()[0].0.clone();
+    tokio::time::sleep(grace).await; // A's in-process budget is over (it stops retrying).
+    let tried_by_a = down.attempts.lock().unwrap().len();
+    assert!(down.posted.lock().unwrap().is_empty());
+    // Not due before the grace is over.
+    let up = Arc::new(Thread1::default());
+    let b = engine(store.clone(), up.clone(), config(grace), clock.clone());
+    b.run_due_jobs("B").await.unwrap();
+    assert!(
+        up.attempts.lock().unwrap().is_empty(),
+        "ran before its time"
+    );
+    clock.advance(grace.as_millis() as i64 + 1);
+    eventually("process B's worker posts it", WAIT, async || {
+        b.run_due_jobs("B").await.unwrap();
+        up.posted.lock().unwrap().len() == 1
+    })
+    .await;
+    assert_eq!(*up.posted.lock().unwrap(), vec!["re: hello".to_string()]);
+    let attempts = up.attempts.lock().unwrap().clone();
+    assert_eq!(attempts.len(), 1);
+    assert_eq!(attempts[0].0, key, "the same key as process A's attempts");
+    assert!(
+        attempts[0].1 >= 1,
+        "a worker's attempt is a retry (look first)"
+    );
+    assert!(deliver_jobs(&store, clock.now()).await.is_empty());
+    assert_eq!(down.attempts.lock().unwrap().len(), tried_by_a, "A stopped");
+    assert!(b.housekeep().await.unwrap().dead_jobs == 0);
+}
+
+/// A delivery refused for good is buried (an error log and a dead job operators see) — after
+/// the process's attempt and one worker attempt; a platform that stays down is given up on
+/// after the bounded attempts. Housekeeping reports dead jobs and purges them after their
+/// retention.
+async fn a_delivery_that_keeps_failing_is_buried_and_purged_later(url: &str) {
+    let store = frogbot_testkit::open_store(url).await;
+    let thread = Arc::new(Thread1::default());
+    *thread.always.lock().unwrap() = Some(Fail::Permanent);
+    let clock = clock();
+    let grace = Duration::from_millis(200);
+    let e = engine(store.clone(), thread.clone(), config(grace), clock.clone());
+    say(&e, "m1", "hello").await;
+    eventually("the process tried once", WAIT, async || {
+        thread.attempts.lock().unwrap().len() == 1
+    })
+    .await;
+    clock.advance(1_000);
+    eventually("a worker tries once more and buries it", WAIT, async || {
+        e.run_due_jobs("w").await.unwrap();
+        e.housekeep().await.unwrap().dead_jobs == 1
+    })
+    .await;
+    assert_eq!(thread.attempts.lock().unwrap().len(), 2);
+    let dead = store.dead_jobs(10).await.unwrap();
+    assert_eq!(dead.len(), 1);
+    assert!(dead[0].key.as_deref().unwrap().starts_with("deliver:"));
+    assert_eq!(dead[0].last_error.as_deref(), Some("channel_not_found"));
+
+    // A platform that stays down: retried with backoff, then buried.
+    *thread.always.lock().unwrap() = Some(Fail::Transient);
+    say(&e, "m2", "again").await;
+    eventually("the second reply's job exists", WAIT, async || {
+        deliver_jobs(&store, clock.now()).await.len() == 1
+    })
+    .await;
+    tokio::time::sleep(grace).await;
+    let mut rounds = 0;
+    while e.housekeep().await.unwrap().dead_jobs < 2 {
+        clock.advance(10 * 60_000);
+        e.run_due_jobs("w").await.unwrap();
+        rounds += 1;
+        assert!(rounds < 40, "never given up on");
+    }
+    assert!((10..=14).contains(&rounds), "bounded attempts: {rounds}");
+    assert!(thread.posted.lock().unwrap().is_empty());
+
+    // Past their retention, dead jobs go.
+    clock.advance(8 * 24 * 3_600_000);
+    let h = e.housekeep().await.unwrap();
+    assert_eq!(h.dead_jobs_purged, 2);
+    assert_eq!(h.dead_jobs, 0);
+}
+
+/// Replies of one thread stay in order when the first one needs retries.
+async fn replies_keep_their_order_through_retries(url: &str) {
+    let store = frogbot_testkit::open_store(url).await;
+    let thread = Arc::new(Thread1::default());
+    thread
+        .next
+        .lock()
+        .unwrap()
+        .extend([Fail::Transient, Fail::Transient]);
+    let clock = clock();
+    let e = engine(
+        store.clone(),
+        thread.clone(),
+        config(Duration::from_secs(120)),
+        clock,
+    );
+    say(&e, "m1", "one").await;
+    say(&e, "m2", "two").await;
+    // (A "queued" note may come between them: the second message can arrive mid-turn.)
+    let replies = || {
+        let posted = thread.posted.lock().unwrap().clone();
+        posted
+            .into_iter()
+            .filter(|p| p.starts_with("re: "))
+            .collect::<Vec<_>>()
+    };
+    eventually("both replies are posted", WAIT, async || {
+        replies().len() == 2
+    })
+    .await;
+    assert_eq!(
+        replies(),
+        vec!["re: one".to_string(), "re: two".to_string()]
+    );
+}
+
+/// Housekeeping runs on a store with nothing to do (and the system clock) without error.
+async fn housekeeping_on_an_empty_store_does_nothing(url: &str) {
+    let store = frogbot_testkit::open_store(url).await;
+    let e = Engine::with_clock(
+        store,
+        vec![],
+        vec![],
+        EngineConfig::default(),
+        Arc::new(SystemClock),
+    );
+    let h = e.housekeep().await.unwrap();
+    assert_eq!(
+        (h.questions_purged, h.dead_jobs_purged, h.dead_jobs),
+        (0, 0, 0)
+    );
+}
+
+frogbot_testkit::backends!(
+    a_reply_that_fails_to_post_is_retried_and_posted_once,
+    a_reply_its_process_could_not_post_is_posted_by_a_worker,
+    a_delivery_that_keeps_failing_is_buried_and_purged_later,
+    replies_keep_their_order_through_retries,
+    housekeeping_on_an_empty_store_does_nothing,
+);
