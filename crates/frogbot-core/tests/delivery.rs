@@ -36,6 +36,8 @@ enum Fail {
     AfterPosting,
     /// Refused for good (e.g. the bot was removed from the channel).
     Permanent,
+    /// Never answers.
+    Hang,
 }
 
 /// A thread that keeps each piece once per delivery key (as Matrix's transaction ids and
@@ -98,6 +100,7 @@ impl ChannelOutbox for Outbox {
                 Err(Box::new(Transient::new("connection reset").maybe_done()))
             }
             Some(Fail::Permanent) => Err("channel_not_found".into()),
+            Some(Fail::Hang) => std::future::pending().await,
         }
     }
 }
@@ -328,6 +331,36 @@ async fn a_delivery_that_keeps_failing_is_buried_and_purged_later(url: &str) {
     assert_eq!(h.dead_jobs, 0);
 }
 
+/// A post that never answers is cut off at the process's budget (so it cannot overlap the
+/// worker's attempt), and the worker posts the reply.
+async fn a_hanging_post_is_cut_off_and_left_to_the_job(url: &str) {
+    let store = frogbot_testkit::open_store(url).await;
+    let hung = Arc::new(Thread1::default());
+    *hung.always.lock().unwrap() = Some(Fail::Hang);
+    let clock = clock();
+    let grace = Duration::from_millis(600);
+    let a = engine(store.clone(), hung.clone(), config(grace), clock.clone());
+    say(&a, "m1", "hello").await;
+    eventually("the post is tried", WAIT, async || {
+        !hung.attempts.lock().unwrap().is_empty()
+    })
+    .await;
+    let up = Arc::new(Thread1::default());
+    let b = engine(store.clone(), up.clone(), config(grace), clock.clone());
+    clock.advance(grace.as_millis() as i64 + 1);
+    eventually("the worker posts it", WAIT, async || {
+        b.run_due_jobs("B").await.unwrap();
+        up.posted.lock().unwrap().len() == 1
+    })
+    .await;
+    assert_eq!(
+        hung.attempts.lock().unwrap().len(),
+        1,
+        "one cut-off attempt"
+    );
+    assert!(deliver_jobs(&store, clock.now()).await.is_empty());
+}
+
 /// Replies of one thread stay in order when the first one needs retries.
 async fn replies_keep_their_order_through_retries(url: &str) {
     let store = frogbot_testkit::open_store(url).await;
@@ -386,5 +419,6 @@ frogbot_testkit::backends!(
     a_reply_its_process_could_not_post_is_posted_by_a_worker,
     a_delivery_that_keeps_failing_is_buried_and_purged_later,
     replies_keep_their_order_through_retries,
+    a_hanging_post_is_cut_off_and_left_to_the_job,
     housekeeping_on_an_empty_store_does_nothing,
 );

@@ -115,6 +115,9 @@ pub fn failure_text(code: &str) -> &'static str {
     }
 }
 
+/// How long a worker's attempt at a delivery may take: less than its job's claim (60 s).
+pub(crate) const DELIVERY_ATTEMPT_LIMIT: std::time::Duration = std::time::Duration::from_secs(45);
+
 /// How long a notice of the engine's (queued, refused, stopped) is retried.
 const NOTICE_RETRY_FOR: std::time::Duration = std::time::Duration::from_secs(10);
 
@@ -470,7 +473,10 @@ impl Channels {
         let started = tokio::time::Instant::now();
         let mut backoff = delivery::backoff();
         loop {
-            let result = Self::post_owed(
+            // One attempt may not outlast the budget (the worker could take the job over while
+            // it still ran): cut off, its outcome is unknown and the job takes over.
+            let left = budget.saturating_sub(started.elapsed());
+            let attempt = Self::post_owed(
                 outbox.as_ref(),
                 &thread,
                 reply,
@@ -478,11 +484,14 @@ impl Channels {
                 *max_steps,
                 &mut stream,
                 &delivery,
-            )
-            .await;
-            let e = match result {
-                Ok(()) => break,
-                Err(e) => e,
+            );
+            let e = match tokio::time::timeout(left, attempt).await {
+                Ok(Ok(())) => break,
+                Ok(Err(e)) => e,
+                Err(_) => {
+                    warn!(chat_id = %chat.chat_id, key, "posting the reply took too long; its delivery job takes over");
+                    return;
+                }
             };
             let step = backoff.next().unwrap_or(std::time::Duration::from_secs(10));
             match delivery::retry_wait(&e, step) {
@@ -544,7 +553,7 @@ impl Channels {
         let awaiting = row.awaiting_message_id.as_deref() == Some(message.as_str());
         self.show(chat, async move {
             let mut none = None;
-            let result = Self::post_owed(
+            let attempt = Self::post_owed(
                 outbox.as_ref(),
                 &thread,
                 &reply,
@@ -552,8 +561,14 @@ impl Channels {
                 max_steps,
                 &mut none,
                 &delivery,
-            )
-            .await;
+            );
+            // Within the job's claim (another worker may claim it once the claim runs out).
+            let result = match tokio::time::timeout(DELIVERY_ATTEMPT_LIMIT, attempt).await {
+                Ok(r) => r,
+                Err(_) => Err(Box::new(
+                    crate::model::Transient::new("posting the reply took too long").maybe_done(),
+                ) as crate::BoxError),
+            };
             let _ = tx.send(result);
         });
         let result = rx.await;
