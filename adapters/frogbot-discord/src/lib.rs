@@ -23,6 +23,17 @@
 //! Conventions: a FrogBot thread id is the Discord channel id of the thread (a snowflake as a
 //! string); a question message id is the Discord message id.
 
+//! Delivery guarantee (issue 18): a reply handed to `ChannelOutbox::deliver` is posted piece by
+//! piece, each with a `nonce` made from its piece key and `enforce_nonce: true`; a retry after a
+//! failure (a timeout, a dropped connection, a 5xx, a 429) posts the same nonces, and Discord
+//! returns the message it created instead of creating another — **exactly once per piece** as long
+//! as the retry comes within Discord's nonce memory ("the past few minutes"); a retry later than
+//! that may repeat a piece whose first post's answer was lost. API failures worth retrying are
+//! [`Error::Unavailable`] (a [`frogbot_model::Transient`] in the source chain; a `429` reaching the
+//! adapter carries no wait, serenity keeps none). The bot has one serenity `Http` (one rate
+//! limiter). Receiving: every gateway event is handled, or logged with its kind (debug); a
+//! failure to hand one to the engine is logged as an error.
+//!
 #[cfg(feature = "engine")]
 pub mod channel;
 pub mod client;

@@ -244,7 +244,12 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackWebApi<C> {
 
     /// Runs `call` (a Web API call of `method`) within the timeout, retrying by the policy;
     /// `harmless`: repeating a call that may have been carried out does no harm.
-    async fn run<T, F, Fut>(&self, method: &'static str, harmless: bool, call: F) -> Result<T, Error>
+    async fn run<T, F, Fut>(
+        &self,
+        method: &'static str,
+        harmless: bool,
+        call: F,
+    ) -> Result<T, Error>
     where
         F: Fn() -> Fut,
         Fut: std::future::Future<Output = Result<T, SlackClientError>>,
@@ -284,9 +289,7 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackWebApi<C> {
     /// detection need.
     pub async fn bot_identity(&self) -> Result<BotIdentity, Error> {
         let session = self.client.open_session(&self.token);
-        let res = self
-            .run("auth.test", true, || session.auth_test())
-            .await?;
+        let res = self.run("auth.test", true, || session.auth_test()).await?;
         Ok(BotIdentity {
             user_id: res.user_id.0,
             bot_id: res.bot_id.map(|b| b.0),
@@ -413,7 +416,12 @@ struct NextCursor {
 /// {"key": …}}`), if any.
 fn metadata_key(metadata: &serde_json::Value, event_type: &str) -> Option<String> {
     (metadata.get("event_type")?.as_str()? == event_type)
-        .then(|| metadata.pointer("/event_payload/key")?.as_str().map(str::to_owned))
+        .then(|| {
+            metadata
+                .pointer("/event_payload/key")?
+                .as_str()
+                .map(str::to_owned)
+        })
         .flatten()
 }
 
@@ -435,7 +443,9 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackApi for SlackWebApi<C> {
             req = req.with_thread_ts(SlackTs(t.to_string()));
         }
         let res = self
-            .run("chat.postMessage", false, || session.chat_post_message(&req))
+            .run("chat.postMessage", false, || {
+                session.chat_post_message(&req)
+            })
             .await?;
         Ok(res.ts.0)
     }
@@ -458,7 +468,9 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackApi for SlackWebApi<C> {
         )
         .with_thread_ts(SlackTs(thread_ts.to_string()));
         let res = self
-            .run("chat.postMessage", false, || session.chat_post_message(&req))
+            .run("chat.postMessage", false, || {
+                session.chat_post_message(&req)
+            })
             .await?;
         Ok(res.ts.0)
     }
@@ -560,7 +572,10 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackApi for SlackWebApi<C> {
             SlackTs(ts.to_string()),
         );
         self.run("reactions.add", true, || async {
-            unless_code(session.reactions_add(&req).await.map(drop), "already_reacted")
+            unless_code(
+                session.reactions_add(&req).await.map(drop),
+                "already_reacted",
+            )
         })
         .await
     }
@@ -571,7 +586,10 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackApi for SlackWebApi<C> {
             .with_channel(SlackChannelId(channel.to_string()))
             .with_timestamp(SlackTs(ts.to_string()));
         self.run("reactions.remove", true, || async {
-            unless_code(session.reactions_remove(&req).await.map(drop), "no_reaction")
+            unless_code(
+                session.reactions_remove(&req).await.map(drop),
+                "no_reaction",
+            )
         })
         .await
     }
@@ -593,7 +611,9 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackApi for SlackWebApi<C> {
                 .with_recipient_team_id(SlackTeamId(team.to_string()));
         }
         let res = self
-            .run("chat.startStream", false, || session.chat_start_stream(&req))
+            .run("chat.startStream", false, || {
+                session.chat_start_stream(&req)
+            })
             .await?;
         Ok(res.ts.0)
     }

@@ -27,6 +27,19 @@
 //! anywhere; keep state of its own — everything a later hook needs travels in the question record
 //! FrogBot passes in, and chats, questions and answers are the engine's, in its store.
 
+//! Delivery guarantee (issue 18): a reply handed to `ChannelOutbox::deliver` is posted piece by
+//! piece, each carrying message metadata `{"event_type": "frogbot_delivery", "event_payload":
+//! {"key": <piece key>}}`; a retry first reads the thread (`conversations.replies`,
+//! `include_all_metadata=true`) and posts only the pieces not there — **exactly once per piece**,
+//! provided the piece an earlier attempt posted is readable in the thread by the time of the
+//! retry (Slack's history is read right after a failure; a message Slack accepted but does not
+//! list yet could be posted twice). Web API failures worth retrying are [`Error::Unavailable`]
+//! (a [`frogbot_model::Transient`] in the source chain, with Slack's `Retry-After` on a 429;
+//! `maybe_done` after a timeout or a dropped connection); the client also retries by itself a
+//! few times ([`RetryPolicy`]). Receiving sheds load past
+//! [`channel::Config::max_pending`](crate::channel::Config) deliveries (`503`, Slack retries)
+//! rather than miss the 3-second acknowledgement.
+//!
 #[cfg(feature = "engine")]
 pub mod channel;
 pub mod client;

@@ -30,8 +30,8 @@ use async_trait::async_trait;
 use axum::Router;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, Uri};
-use axum::routing::post;
 use axum::response::{IntoResponse, Response};
+use axum::routing::post;
 use frogbot_model::conformance::{Harness, Limits};
 use frogbot_model::faults::{Fault, FaultPlan};
 use frogbot_model::{
@@ -941,7 +941,11 @@ async fn api(
         }
         Some(Fault::Timeout) => {
             tokio::time::sleep(hold).await;
-            return (axum::http::StatusCode::INTERNAL_SERVER_ERROR, "fake: too late").into_response();
+            return (
+                axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                "fake: too late",
+            )
+                .into_response();
         }
         Some(Fault::ResetAfterProcessing) | None => {}
     }

@@ -101,13 +101,20 @@ async fn every_piece_arrives_exactly_once_in_order_under_faults() {
     for (t, th) in threads.iter().enumerate() {
         let mut expected = Vec::new();
         for r in 0..REPLIES {
-            let d = Delivery::new(format!("deliver:{}:m{r}:0", th.chat_id.replace([':', '.'], "-")));
+            let d = Delivery::new(format!(
+                "deliver:{}:m{r}:0",
+                th.chat_id.replace([':', '.'], "-")
+            ));
             let n = frogbot_slack::format::messages(&text_of(t, r), 39_000).len();
             assert_eq!(n, if r % 4 == 3 { 3 } else { 1 }, "reply {r}'s pieces");
             expected.extend((0..n).map(|i| d.piece_key(i)));
         }
         pieces += expected.len();
-        assert_eq!(fake.thread_keys(&th.id), expected, "thread {t}: every piece once, in order");
+        assert_eq!(
+            fake.thread_keys(&th.id),
+            expected,
+            "thread {t}: every piece once, in order"
+        );
         // The texts too: each posted message is the piece its key names.
         let texts: Vec<String> = fake
             .thread_messages(&th.id)
@@ -131,8 +138,14 @@ async fn every_piece_arrives_exactly_once_in_order_under_faults() {
         fake.calls("chat.postMessage").len(),
         elapsed
     );
-    assert!(resets > 0 && timeouts > 0 && e429 > 0 && e500 > 0, "every fault drawn");
-    assert!(attempts as usize > THREADS * REPLIES, "some deliveries were retried");
+    assert!(
+        resets > 0 && timeouts > 0 && e429 > 0 && e500 > 0,
+        "every fault drawn"
+    );
+    assert!(
+        attempts as usize > THREADS * REPLIES,
+        "some deliveries were retried"
+    );
 }
 
 #[tokio::test]
@@ -152,7 +165,10 @@ async fn a_retry_skips_the_pieces_an_earlier_attempt_posted() {
     api.post_keyed(channel, root, first, "frogbot_delivery", &d.piece_key(0))
         .await
         .unwrap();
-    let retry = Delivery { attempt: 1, ..d.clone() };
+    let retry = Delivery {
+        attempt: 1,
+        ..d.clone()
+    };
     slack.deliver(&th, &reply(&text), &retry).await.unwrap();
     assert_eq!(
         fake.thread_keys(&th.id),
@@ -183,7 +199,12 @@ async fn a_429_is_transient_with_slacks_retry_after_and_a_reset_may_be_done() {
     let (channel, root) = th.id.split_once(':').unwrap();
     use frogbot_model::faults::Fault;
     let cases = [
-        (Fault::RateLimited(Duration::from_millis(1500)), Some(Duration::from_secs(2)), false, 0),
+        (
+            Fault::RateLimited(Duration::from_millis(1500)),
+            Some(Duration::from_secs(2)),
+            false,
+            0,
+        ),
         (Fault::ServerError, None, false, 0),
         (Fault::Timeout, None, true, 0),
         (Fault::ResetAfterProcessing, None, true, 1),
@@ -200,7 +221,11 @@ async fn a_429_is_transient_with_slacks_retry_after_and_a_reset_may_be_done() {
         let t = Transient::find(&err).unwrap_or_else(|| panic!("{fault:?}: not transient: {err}"));
         assert_eq!(t.wait(), wait, "{fault:?}");
         assert_eq!(t.may_be_done(), maybe_done, "{fault:?}");
-        assert_eq!(fake.calls("chat.postMessage").len() - before, posted, "{fault:?}");
+        assert_eq!(
+            fake.calls("chat.postMessage").len() - before,
+            posted,
+            "{fault:?}"
+        );
     }
     // A permanent error stays permanent.
     fake.fail_method("chat.postMessage", Some("channel_not_found"));
@@ -214,9 +239,8 @@ async fn a_429_is_transient_with_slacks_retry_after_and_a_reset_may_be_done() {
 /// A plan failing its first call (a 429 asking to wait 1 s) and not its second.
 fn first_call_rate_limited() -> impl Fn() -> FaultPlan {
     use frogbot_model::faults::Fault;
-    let plan = |seed| {
-        FaultPlan::new(seed, 0.5).only(&[Fault::RateLimited(Duration::from_millis(1000))])
-    };
+    let plan =
+        |seed| FaultPlan::new(seed, 0.5).only(&[Fault::RateLimited(Duration::from_millis(1000))]);
     let seed = (0..1000)
         .find(|&seed| {
             let p = plan(seed);
@@ -287,17 +311,25 @@ async fn http_mode_answers_503_past_max_pending_and_slacks_retry_is_processed() 
         fake.event_callback(fake.mention_event(&m))
     };
     for c in ["C1", "C2"] {
-        let res = fake.post_event(&base, &mention(c), Signature::Good, None).await;
+        let res = fake
+            .post_event(&base, &mention(c), Signature::Good, None)
+            .await;
         // Acknowledged at the deadline, still pending.
         assert_eq!(res.status(), 200);
     }
     let third = mention("C3");
     let res = fake.post_event(&base, &third, Signature::Good, None).await;
-    assert_eq!(res.status(), 503, "past max_pending the delivery is refused");
+    assert_eq!(
+        res.status(),
+        503,
+        "past max_pending the delivery is refused"
+    );
     fake.release("chat.postEphemeral");
-    frogbot_testkit::eventually("the held deliveries end", Duration::from_secs(20), async || {
-        fake.ephemerals().len() == 2
-    })
+    frogbot_testkit::eventually(
+        "the held deliveries end",
+        Duration::from_secs(20),
+        async || fake.ephemerals().len() == 2,
+    )
     .await;
     // Slack's retry of the refused delivery (same event_id) is processed, not taken for a
     // duplicate.
@@ -308,9 +340,11 @@ async fn http_mode_answers_503_past_max_pending_and_slacks_retry_is_processed() 
             == 200
     })
     .await;
-    frogbot_testkit::eventually("the retry is processed", Duration::from_secs(20), async || {
-        fake.ephemerals().iter().any(|e| e.channel == "C3")
-    })
+    frogbot_testkit::eventually(
+        "the retry is processed",
+        Duration::from_secs(20),
+        async || fake.ephemerals().iter().any(|e| e.channel == "C3"),
+    )
     .await;
 }
 

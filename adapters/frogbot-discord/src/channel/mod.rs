@@ -269,3 +269,19 @@ impl Adapter for DiscordAdapter {
         }))
     }
 }
+
+#[cfg(all(test, feature = "testing"))]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_hooks_the_outbox_and_the_gateway_share_one_http() {
+        let fake =
+            crate::testing::FakeDiscord::start(600_000_000_000_000_006, 610_000_000_000_000_006)
+                .await;
+        let adapter = connect(fake.config()).await.unwrap();
+        let gateway = adapter.shared.gateway_http().expect("the gateway client");
+        // One `Http`, so one rate limiter with its buckets, for every call of the bot.
+        assert!(Arc::ptr_eq(&adapter.shared.http, &gateway));
+    }
+}

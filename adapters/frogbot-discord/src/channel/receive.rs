@@ -166,6 +166,18 @@ pub(super) async fn gateway_client(http: Http, intents: GatewayIntents) -> Resul
     Ok((client, slot))
 }
 
+impl Shared {
+    /// The gateway client's `Http`, until the gateway starts.
+    #[cfg(test)]
+    pub(super) fn gateway_http(&self) -> Option<Arc<Http>> {
+        self.gateway
+            .lock()
+            .expect("gateway")
+            .as_ref()
+            .map(|(client, _)| client.http.clone())
+    }
+}
+
 /// Connects to the gateway and receives until `shutdown` is cancelled (once: the client built
 /// by `connect` is taken).
 pub(super) async fn run_gateway(
@@ -205,14 +217,18 @@ impl EventHandler for Deferred {
     async fn message(&self, ctx: Context, message: Message) {
         match self.0.get() {
             Some(h) => h.message(ctx, message).await,
-            None => error!(message = %message.id, "discord: message before the engine was attached; not handled"),
+            None => {
+                error!(message = %message.id, "discord: message before the engine was attached; not handled")
+            }
         }
     }
 
     async fn interaction_create(&self, ctx: Context, interaction: DiscordInteraction) {
         match self.0.get() {
             Some(h) => h.interaction_create(ctx, interaction).await,
-            None => error!(kind = ?interaction.kind(), "discord: interaction before the engine was attached; not handled"),
+            None => {
+                error!(kind = ?interaction.kind(), "discord: interaction before the engine was attached; not handled")
+            }
         }
     }
 }
@@ -372,7 +388,9 @@ async fn open_thread(shared: &Shared, message: &Message) -> Result<String, Error
     open_thread_with(shared.http.as_ref(), shared.me, message).await
 }
 
-pub(super) async fn open_thread_with<A: DiscordApi + ?Sized>(
+/// Opens the thread of a mention over any [`DiscordApi`], retrying as the gateway does (see
+/// [`THREAD_ATTEMPTS`]): the thread's channel id.
+pub async fn open_thread_with<A: DiscordApi + ?Sized>(
     api: &A,
     me: UserId,
     message: &Message,
@@ -388,7 +406,11 @@ pub(super) async fn open_thread_with<A: DiscordApi + ?Sized>(
     loop {
         attempt += 1;
         match api
-            .create_thread(message.channel_id, message.id, &CreateThread::new(name.clone()))
+            .create_thread(
+                message.channel_id,
+                message.id,
+                &CreateThread::new(name.clone()),
+            )
             .await
         {
             Ok(thread) => return Ok(thread.to_string()),

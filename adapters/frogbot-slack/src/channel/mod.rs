@@ -24,9 +24,7 @@ use slack_morphism::prelude::*;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
-pub use receive::{
-    EVENTS_PATH, INTERACTIVITY_PATH, NOT_ALLOWED_TEXT, RETRY_HEADER, Seen, Pending,
-};
+pub use receive::{EVENTS_PATH, INTERACTIVITY_PATH, NOT_ALLOWED_TEXT, Pending, RETRY_HEADER, Seen};
 
 use crate::{BotIdentity, Error, PLATFORM, SlackQuestions, SlackWebApi};
 

@@ -461,15 +461,17 @@ impl ChannelOutbox for SlackAdapter {
         match api.stop_stream(channel, ts).await {
             Ok(()) => {}
             Err(e) if e.transient().is_some() => return Err(e.into()),
-            Err(e) => debug!(message = %message_id, error = %e, "stopping the stream before an edit failed"),
+            Err(e) => {
+                debug!(message = %message_id, error = %e, "stopping the stream before an edit failed")
+            }
         }
         api.update_message(
-                channel,
-                ts,
-                stream_blocks(text, false),
-                &fallback_text(text),
-            )
-            .await?;
+            channel,
+            ts,
+            stream_blocks(text, false),
+            &fallback_text(text),
+        )
+        .await?;
         Ok(())
     }
 
