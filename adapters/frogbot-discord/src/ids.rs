@@ -180,3 +180,28 @@ mod tests {
         assert_eq!(user_id("7").unwrap().get(), 7);
     }
 }
+
+/// The `nonce` a reply's piece is posted with (`enforce_nonce`: Discord creates one message per
+/// nonce and author within a few minutes, a repeat gets the first message back): `fb` and 23 hex
+/// digits of the SHA-256 of its piece key (Discord takes at most
+/// 25 characters), the same in every process.
+pub fn delivery_nonce(piece_key: &str) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(piece_key.as_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("fb{}", &hex[..23])
+}
+
+#[cfg(test)]
+mod nonce_tests {
+    use super::delivery_nonce;
+
+    #[test]
+    fn a_delivery_nonce_is_stable_short_and_distinct() {
+        let a = delivery_nonce("deliver:chat:m1:0:0");
+        assert_eq!(a, delivery_nonce("deliver:chat:m1:0:0"));
+        assert_eq!(a.len(), 25);
+        assert_ne!(a, delivery_nonce("deliver:chat:m1:0:1"));
+        assert!(a.chars().all(|c| c.is_ascii_alphanumeric()));
+    }
+}

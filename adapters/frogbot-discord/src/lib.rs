@@ -23,6 +23,17 @@
 //! Conventions: a FrogBot thread id is the Discord channel id of the thread (a snowflake as a
 //! string); a question message id is the Discord message id.
 
+//! Delivery guarantee (issue 18): a reply handed to `ChannelOutbox::deliver` is posted piece by
+//! piece, each with a `nonce` made from its piece key and `enforce_nonce: true`; a retry after a
+//! failure (a timeout, a dropped connection, a 5xx, a 429) posts the same nonces, and Discord
+//! returns the message it created instead of creating another — **exactly once per piece** as long
+//! as the retry comes within Discord's nonce memory ("the past few minutes"); a retry later than
+//! that may repeat a piece whose first post's answer was lost. API failures worth retrying are
+//! [`Error::Unavailable`] (a [`frogbot_model::Transient`] in the source chain; a `429` reaching the
+//! adapter carries no wait, serenity keeps none). The bot has one serenity `Http` (one rate
+//! limiter). Receiving: every gateway event is handled, or logged with its kind (debug); a
+//! failure to hand one to the engine is logged as an error.
+//!
 #[cfg(feature = "engine")]
 pub mod channel;
 pub mod client;
@@ -66,10 +77,74 @@ pub enum Error {
     /// The Discord API call failed.
     #[error("Discord API: {0}")]
     Discord(Box<serenity::Error>),
+    /// The Discord API call failed in a way worth retrying: a `429` that reached the adapter, a
+    /// `5xx`, a network failure, no answer in time. The
+    /// [`Transient`](frogbot_model::Transient) in its source chain says whether the call may
+    /// have been carried out (a timeout, a connection dropped after the request was sent).
+    /// serenity's rate limiter waits out the `429`s it sees with a `Retry-After` itself; the one
+    /// reaching the adapter (serenity's limiter is off behind a proxy) carries no wait, because
+    /// serenity's error keeps neither the headers nor the body's `retry_after`: the caller backs
+    /// off.
+    #[error("Discord API (worth retrying): {source}")]
+    Unavailable {
+        /// Why, and whether it may be done.
+        #[source]
+        source: frogbot_model::Transient,
+    },
+}
+
+impl Error {
+    /// The [`Transient`](frogbot_model::Transient) of an [`Error::Unavailable`].
+    pub fn transient(&self) -> Option<&frogbot_model::Transient> {
+        match self {
+            Error::Unavailable { source } => Some(source),
+            _ => None,
+        }
+    }
+
+    /// Discord's JSON error code of a refused call (`10008` Unknown Message, `160004` a thread
+    /// exists already, …).
+    pub fn discord_code(&self) -> Option<isize> {
+        match self {
+            Error::Discord(e) => match e.as_ref() {
+                serenity::Error::Http(serenity::http::HttpError::UnsuccessfulRequest(r)) => {
+                    Some(r.error.code)
+                }
+                _ => None,
+            },
+            _ => None,
+        }
+    }
 }
 
 impl From<serenity::Error> for Error {
+    /// A `429`, a `5xx` (`502`/`504`: maybe carried out), a network failure (maybe carried out
+    /// unless the connection was never made) → [`Error::Unavailable`]; anything else →
+    /// [`Error::Discord`].
     fn from(e: serenity::Error) -> Self {
-        Error::Discord(Box::new(e))
+        use serenity::http::HttpError;
+        // Some(maybe carried out) when worth retrying.
+        let retry = match &e {
+            serenity::Error::Http(HttpError::UnsuccessfulRequest(r)) => {
+                match r.status_code.as_u16() {
+                    429 => Some(false),
+                    502 | 504 => Some(true),
+                    500..=599 => Some(false),
+                    _ => None,
+                }
+            }
+            serenity::Error::Http(HttpError::Request(r)) => Some(!r.is_connect()),
+            serenity::Error::Io(_) => Some(true),
+            _ => None,
+        };
+        match retry {
+            None => Error::Discord(Box::new(e)),
+            Some(maybe_done) => {
+                let t = frogbot_model::Transient::from_source(format!("Discord API: {e}"), e);
+                Error::Unavailable {
+                    source: if maybe_done { t.maybe_done() } else { t },
+                }
+            }
+        }
     }
 }

@@ -40,6 +40,7 @@ use axum::http::{Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, patch, post, put};
 use frogbot_model::conformance::{Harness, Limits};
+use frogbot_model::faults::{Fault, FaultPlan};
 use frogbot_model::{
     ChannelQuestions, Interaction, PlatformUser, QuestionCall, QuestionRecord, Thread,
 };
@@ -100,7 +101,22 @@ struct Inner {
     refuse_unreact: std::sync::atomic::AtomicBool,
     /// Channels that are threads (no thread can be started on their messages).
     threads: Mutex<std::collections::HashSet<String>>,
+    /// Messages a thread was started from (a second start is refused, `160004`).
+    started: Mutex<std::collections::HashSet<String>>,
+    /// The bot's message nonces (with `enforce_nonce`): nonce → (message id, when).
+    nonces: Mutex<HashMap<String, (String, Instant)>>,
+    /// Injected faults on the write endpoints.
+    faults: Mutex<Option<Arc<FaultPlan>>>,
+    /// How long a [`Fault::Timeout`] holds its request (`None`: [`DEFAULT_FAULT_HOLD`]).
+    fault_hold: Mutex<Option<Duration>>,
 }
+
+/// How long Discord remembers a message nonce for `enforce_nonce` ("the past few minutes").
+pub const NONCE_WINDOW: Duration = Duration::from_secs(5 * 60);
+
+/// How long a [`Fault::Timeout`] holds its request by default before answering `500` (having
+/// done nothing): longer than a test's client timeout.
+pub const DEFAULT_FAULT_HOLD: Duration = Duration::from_secs(2);
 
 /// A running fake Discord (its servers live as long as the Tokio runtime).
 #[derive(Clone, Debug)]
@@ -470,11 +486,40 @@ impl Inner {
         if let Some(flags) = body.get("flags") {
             m["flags"] = flags.clone();
         }
+        if let Some(nonce) = body.get("nonce").filter(|n| !n.is_null()) {
+            m["nonce"] = nonce.clone();
+        }
         self.messages
             .lock()
             .unwrap()
             .insert(m["id"].as_str().unwrap_or_default().to_owned(), m.clone());
         m
+    }
+
+    /// Posts a message, unless it carries a `nonce` with `enforce_nonce: true` that a message of
+    /// the bot's carried within [`NONCE_WINDOW`]: then that message is returned, nothing posted
+    /// (Discord's de-duplication).
+    fn post_once(&self, channel: &str, body: &Value) -> Value {
+        let nonce = match &body["nonce"] {
+            Value::String(s) => Some(s.clone()),
+            Value::Number(n) => Some(n.to_string()),
+            _ => None,
+        };
+        let enforce = body["enforce_nonce"] == true;
+        if let (Some(nonce), true) = (&nonce, enforce) {
+            let mut nonces = self.nonces.lock().unwrap();
+            nonces.retain(|_, (_, at)| at.elapsed() < NONCE_WINDOW);
+            if let Some((id, _)) = nonces.get(nonce)
+                && let Some(m) = self.messages.lock().unwrap().get(id)
+            {
+                return m.clone();
+            }
+            let m = self.post(channel, body);
+            let id = m["id"].as_str().unwrap_or_default().to_owned();
+            nonces.insert(nonce.clone(), (id, Instant::now()));
+            return m;
+        }
+        self.post(channel, body)
     }
 
     /// Registers an interaction payload (its token answers followups and one callback).
@@ -537,6 +582,78 @@ fn parse_body(body: &str) -> Value {
     serde_json::from_str(body).unwrap_or(Value::Null)
 }
 
+/// A `200` whose body breaks off: the connection drops after the call was carried out.
+fn reset_response() -> Response {
+    let broken = futures::stream::once(async {
+        Err::<axum::body::Bytes, std::io::Error>(std::io::Error::new(
+            std::io::ErrorKind::ConnectionReset,
+            "fake: connection reset after processing",
+        ))
+    });
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        axum::body::Body::from_stream(broken),
+    )
+        .into_response()
+}
+
+/// Injects the [`FakeDiscord::set_faults`] plan's faults into the write calls (every method but
+/// `GET`).
+async fn inject_faults(
+    State(inner): State<Arc<Inner>>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let fault = if req.method() == Method::GET {
+        None
+    } else {
+        inner
+            .faults
+            .lock()
+            .unwrap()
+            .as_ref()
+            .and_then(|plan| plan.next())
+    };
+    match fault {
+        None => next.run(req).await,
+        Some(Fault::ServerError) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            axum::Json(json!({"message": "500: Internal Server Error", "code": 0})),
+        )
+            .into_response(),
+        Some(Fault::RateLimited(wait)) => {
+            let secs = wait.as_secs_f64();
+            (
+                StatusCode::TOO_MANY_REQUESTS,
+                [
+                    ("retry-after", format!("{}", secs.ceil().max(1.0) as u64)),
+                    ("x-ratelimit-limit", "5".to_owned()),
+                    ("x-ratelimit-remaining", "0".to_owned()),
+                    ("x-ratelimit-reset-after", format!("{secs:.3}")),
+                    ("x-ratelimit-bucket", "fakebucket".to_owned()),
+                    ("x-ratelimit-scope", "user".to_owned()),
+                ],
+                axum::Json(json!({"message": "You are being rate limited.",
+                                  "retry_after": secs, "global": false})),
+            )
+                .into_response()
+        }
+        Some(Fault::Timeout) => {
+            let hold = inner
+                .fault_hold
+                .lock()
+                .unwrap()
+                .unwrap_or(DEFAULT_FAULT_HOLD);
+            tokio::time::sleep(hold).await;
+            (StatusCode::INTERNAL_SERVER_ERROR, "fake: too late").into_response()
+        }
+        Some(Fault::ResetAfterProcessing) => {
+            let _ = next.run(req).await;
+            reset_response()
+        }
+    }
+}
+
 async fn gateway(State(inner): State<Arc<Inner>>, method: Method, uri: Uri) -> Response {
     let url = inner.gateway_url.lock().unwrap().clone();
     let response = json!({
@@ -571,7 +688,7 @@ async fn create_message(
                 json!({"code": 50006, "message": "Cannot send an empty message"}),
             )
         }
-        Ok(()) => (StatusCode::OK, inner.post(&channel, &parsed)),
+        Ok(()) => (StatusCode::OK, inner.post_once(&channel, &parsed)),
     };
     respond(&inner, &method, &uri, &body, reply)
 }
@@ -713,7 +830,7 @@ async fn channel_messages(
 
 async fn start_thread(
     State(inner): State<Arc<Inner>>,
-    Path((channel, _message)): Path<(String, String)>,
+    Path((channel, message)): Path<(String, String)>,
     method: Method,
     uri: Uri,
     body: String,
@@ -721,7 +838,13 @@ async fn start_thread(
     let parsed = parse_body(&body);
     let name = chars(&parsed["name"]);
     let in_thread = inner.threads.lock().unwrap().contains(&channel);
-    let reply = if in_thread {
+    let started = inner.started.lock().unwrap().contains(&message);
+    let reply = if started {
+        (
+            StatusCode::BAD_REQUEST,
+            json!({"message": "A thread has already been created for this message", "code": 160004}),
+        )
+    } else if in_thread {
         (
             StatusCode::BAD_REQUEST,
             json!({"message": "Cannot execute action on this channel type", "code": 50024}),
@@ -729,11 +852,13 @@ async fn start_thread(
     } else if name == 0 || name > limits::THREAD_NAME {
         invalid_form("name: 1 to 100 characters")
     } else {
-        let id = 800_000_000_000_000_000 + inner.next_id.fetch_add(1, Ordering::SeqCst);
+        // A thread started from a message has the message's id.
+        let id = message.clone();
+        inner.started.lock().unwrap().insert(message.clone());
         (
             StatusCode::CREATED,
             json!({
-                "id": id.to_string(),
+                "id": id,
                 "type": 11,
                 "guild_id": "100000000000000001",
                 "parent_id": channel,
@@ -934,6 +1059,10 @@ impl FakeDiscord {
                 post(callback),
             )
             .fallback(unknown)
+            .layer(axum::middleware::from_fn_with_state(
+                inner.clone(),
+                inject_faults,
+            ))
             .with_state(inner.clone());
         tokio::spawn(async move {
             let _ = axum::serve(http, app).await;
@@ -979,6 +1108,29 @@ impl FakeDiscord {
             api_url: Some(self.api_url.clone()),
             ..crate::channel::Config::new("fake-token", self.inner.app_id)
         }
+    }
+
+    /// From now on the write calls (every method but `GET`) fail as `plan` draws, as Discord
+    /// fails them: [`Fault::ServerError`] → `500`, nothing done; [`Fault::RateLimited`] → `429`
+    /// with `Retry-After` (whole seconds), the `X-RateLimit-*` headers and
+    /// `{"message": "You are being rate limited.", "retry_after": <seconds>, "global": false}`,
+    /// nothing done; [`Fault::Timeout`] → no answer for [`DEFAULT_FAULT_HOLD`], then `500`,
+    /// nothing done; [`Fault::ResetAfterProcessing`] → the call IS carried out, then the
+    /// connection drops before the answer's body. Returns the plan (for its counts).
+    pub fn set_faults(&self, plan: FaultPlan) -> Arc<FaultPlan> {
+        let plan = Arc::new(plan);
+        *self.inner.faults.lock().unwrap() = Some(plan.clone());
+        plan
+    }
+
+    /// No more injected faults.
+    pub fn clear_faults(&self) {
+        *self.inner.faults.lock().unwrap() = None;
+    }
+
+    /// How long a [`Fault::Timeout`] holds its request.
+    pub fn set_fault_hold(&self, hold: Duration) {
+        *self.inner.fault_hold.lock().unwrap() = Some(hold);
     }
 
     /// A new id (snowflake order: later ids are larger), for channels, users and messages.

@@ -8,6 +8,8 @@ use async_trait::async_trait;
 use slack_morphism::errors::SlackClientError;
 use slack_morphism::prelude::*;
 
+use frogbot_model::Transient;
+
 use crate::Error;
 
 /// The Slack Web API calls the hooks need.
@@ -21,6 +23,28 @@ pub trait SlackApi: Send + Sync {
         blocks: Vec<SlackBlock>,
         text: &str,
     ) -> Result<String, Error>;
+
+    /// `chat.postMessage` of a plain text reply in the thread `thread_ts`, carrying the message
+    /// metadata `{"event_type": event_type, "event_payload": {"key": key}}` (how a retried
+    /// delivery finds the pieces an earlier attempt posted, [`SlackApi::thread_keys`]); returns
+    /// the new message's `ts`.
+    async fn post_keyed(
+        &self,
+        channel: &str,
+        thread_ts: &str,
+        text: &str,
+        event_type: &str,
+        key: &str,
+    ) -> Result<String, Error>;
+
+    /// `conversations.replies` with `include_all_metadata=true`, every page: the keys of the
+    /// thread's messages whose metadata has `event_type` (see [`SlackApi::post_keyed`]).
+    async fn thread_keys(
+        &self,
+        channel: &str,
+        thread_ts: &str,
+        event_type: &str,
+    ) -> Result<Vec<String>, Error>;
 
     /// `chat.update`.
     async fn update_message(
@@ -128,7 +152,46 @@ impl HistoryMessage {
     }
 }
 
+/// How [`SlackWebApi`] retries a call by itself: at most `attempts` calls in all; a failure
+/// worth retrying ([`Error::Unavailable`]) is retried after Slack's `Retry-After` (a 429) or a
+/// short backoff (250 ms, then 500 ms, …) — unless Slack asked to wait longer than `max_wait`
+/// (the error goes up, carrying the wait, and the caller's own retry waits it out), or the call
+/// may have been carried out (a timeout, a reset after sending) and repeating it is not
+/// harmless (`chat.postMessage`, `chat.postEphemeral`, `views.open`, `chat.startStream`,
+/// `chat.appendStream`). Calls whose repetition is harmless (`chat.update`, reactions,
+/// `chat.stopStream`, statuses, reads) are retried on any such failure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Calls in all (1: no retry).
+    pub attempts: u32,
+    /// The longest `Retry-After` waited out here.
+    pub max_wait: std::time::Duration,
+}
+
+impl Default for RetryPolicy {
+    /// Three calls, waiting at most 10 s.
+    fn default() -> Self {
+        Self {
+            attempts: 3,
+            max_wait: std::time::Duration::from_secs(10),
+        }
+    }
+}
+
+/// How long [`SlackWebApi`] waits for an answer by default.
+pub const DEFAULT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The message metadata `event_type` of a reply's pieces ([`SlackApi::post_keyed`]).
+pub const DELIVERY_EVENT_TYPE: &str = "frogbot_delivery";
+
+/// The most pages of a thread [`SlackApi::thread_keys`] reads (1,000 messages each).
+const MAX_REPLY_PAGES: usize = 20;
+
 /// [`SlackApi`] over slack-morphism's [`SlackClient`] with a bot token.
+///
+/// Every call is bounded by a timeout ([`DEFAULT_TIMEOUT`], [`SlackWebApi::with_timeout`]) and
+/// retried by the [`RetryPolicy`]; a failure worth retrying comes back as
+/// [`Error::Unavailable`] (a [`Transient`] in the source chain), any other as [`Error::Api`].
 ///
 /// For production use `SlackClientHyperConnector::new()` (HTTPS; install a rustls crypto provider
 /// first when the build enables more than one); tests point a connector at a local fake with
@@ -136,11 +199,16 @@ impl HistoryMessage {
 pub struct SlackWebApi<C: SlackClientHttpConnector + Send + Sync> {
     client: Arc<SlackClient<C>>,
     token: SlackApiToken,
+    timeout: std::time::Duration,
+    retry: RetryPolicy,
 }
 
 impl<C: SlackClientHttpConnector + Send + Sync> std::fmt::Debug for SlackWebApi<C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SlackWebApi").finish_non_exhaustive()
+        f.debug_struct("SlackWebApi")
+            .field("timeout", &self.timeout)
+            .field("retry", &self.retry)
+            .finish_non_exhaustive()
     }
 }
 
@@ -155,18 +223,73 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackWebApi<C> {
         Self {
             client,
             token: SlackApiToken::new(SlackApiTokenValue(token.to_string())),
+            timeout: DEFAULT_TIMEOUT,
+            retry: RetryPolicy::default(),
+        }
+    }
+
+    /// A call without an answer after `timeout` fails ([`Error::Unavailable`], maybe done).
+    #[must_use]
+    pub fn with_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Retries by `retry` (see [`RetryPolicy`]).
+    #[must_use]
+    pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// Runs `call` (a Web API call of `method`) within the timeout, retrying by the policy;
+    /// `harmless`: repeating a call that may have been carried out does no harm.
+    async fn run<T, F, Fut>(
+        &self,
+        method: &'static str,
+        harmless: bool,
+        call: F,
+    ) -> Result<T, Error>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = Result<T, SlackClientError>>,
+    {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let err = match tokio::time::timeout(self.timeout, call()).await {
+                Ok(Ok(v)) => return Ok(v),
+                Ok(Err(e)) => classify(method, e),
+                Err(_) => Error::Unavailable {
+                    method,
+                    source: Transient::new(format!(
+                        "{method}: no answer within {:?}",
+                        self.timeout
+                    ))
+                    .maybe_done(),
+                },
+            };
+            let Some(t) = err.transient() else {
+                return Err(err);
+            };
+            if attempt >= self.retry.attempts || (t.may_be_done() && !harmless) {
+                return Err(err);
+            }
+            let wait = match t.wait() {
+                Some(w) if w > self.retry.max_wait => return Err(err),
+                Some(w) => w,
+                None => std::time::Duration::from_millis(250 << (attempt - 1).min(4)),
+            };
+            tracing::debug!(method, attempt, ?wait, error = %err, "Slack call failed; retrying");
+            tokio::time::sleep(wait).await;
         }
     }
 
     /// Who the bot is (`auth.test`): what [`crate::convert::is_own_message`] and mention
     /// detection need.
     pub async fn bot_identity(&self) -> Result<BotIdentity, Error> {
-        let res = self
-            .client
-            .open_session(&self.token)
-            .auth_test()
-            .await
-            .map_err(api_err("auth.test"))?;
+        let session = self.client.open_session(&self.token);
+        let res = self.run("auth.test", true, || session.auth_test()).await?;
         Ok(BotIdentity {
             user_id: res.user_id.0,
             bot_id: res.bot_id.map(|b| b.0),
@@ -187,23 +310,72 @@ pub struct BotIdentity {
 }
 
 /// `Ok` for a call that failed with Slack's error `code` (it means the call's effect is there
-/// already), else the error.
-fn unless_code(
-    r: Result<(), SlackClientError>,
-    method: &'static str,
-    code: &str,
-) -> Result<(), Error> {
+/// already), else the result.
+fn unless_code(r: Result<(), SlackClientError>, code: &str) -> Result<(), SlackClientError> {
     match r {
         Err(SlackClientError::ApiError(e)) if e.code == code => Ok(()),
-        other => other.map_err(api_err(method)),
+        other => other,
     }
 }
 
-fn api_err(method: &'static str) -> impl FnOnce(SlackClientError) -> Error {
-    move |e| Error::Api {
-        method,
-        message: e.to_string(),
+/// Whether a transport error happened before the request was sent (no connection was made).
+fn not_sent(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(e);
+    while let Some(e) = next {
+        if let Some(io) = e.downcast_ref::<std::io::Error>()
+            && io.kind() == std::io::ErrorKind::ConnectionRefused
+        {
+            return true;
+        }
+        if e.to_string().contains("client error (Connect)") {
+            return true;
+        }
+        next = e.source();
     }
+    false
+}
+
+/// slack-morphism's error as this crate's: a 429 (`RateLimitError`, its `Retry-After`), a 5xx,
+/// Slack's `ratelimited` / `internal_error` / `fatal_error` / `service_unavailable`, a network
+/// failure → [`Error::Unavailable`]; anything else → [`Error::Api`].
+pub fn classify(method: &'static str, e: SlackClientError) -> Error {
+    // (worth retrying, Slack's wait, maybe carried out)
+    let (retry, wait, maybe_done) = match &e {
+        SlackClientError::RateLimitError(r) => (true, r.retry_after, false),
+        SlackClientError::ApiError(a) => match a.code.as_str() {
+            "ratelimited" | "service_unavailable" => (true, None, false),
+            // "It's possible some aspect of the operation succeeded before the error was raised."
+            "internal_error" | "fatal_error" => (true, None, true),
+            _ => (false, None, false),
+        },
+        SlackClientError::HttpError(h) => {
+            let code = h.status_code.as_u16();
+            match code {
+                429 => (true, None, false),
+                502 | 504 => (true, None, true),
+                500..=599 => (true, None, false),
+                _ => (false, None, false),
+            }
+        }
+        SlackClientError::HttpProtocolError(_) => (true, None, !not_sent(&e)),
+        // Reading the answer failed (the connection dropped after the request went out).
+        SlackClientError::SystemError(_) | SlackClientError::EndOfStream(_) => (true, None, true),
+        _ => (false, None, false),
+    };
+    if !retry {
+        return Error::Api {
+            method,
+            message: e.to_string(),
+        };
+    }
+    let mut t = Transient::from_source(format!("{method}: {e}"), e);
+    if let Some(w) = wait {
+        t = t.retry_after(w);
+    }
+    if maybe_done {
+        t = t.maybe_done();
+    }
+    Error::Unavailable { method, source: t }
 }
 
 /// A message's content: `text` alone for a plain reply (no `blocks` key), else blocks with
@@ -215,6 +387,42 @@ fn content(blocks: Vec<SlackBlock>, text: &str) -> SlackMessageContent {
     } else {
         c.with_blocks(blocks)
     }
+}
+
+/// One page of `conversations.replies` as far as [`SlackApi::thread_keys`] reads it.
+#[derive(serde::Deserialize)]
+struct MetadataPage {
+    #[serde(default)]
+    messages: Vec<MetadataMessage>,
+    #[serde(default)]
+    has_more: bool,
+    #[serde(default)]
+    response_metadata: Option<NextCursor>,
+}
+
+#[derive(serde::Deserialize)]
+struct MetadataMessage {
+    #[serde(default)]
+    metadata: Option<serde_json::Value>,
+}
+
+#[derive(serde::Deserialize)]
+struct NextCursor {
+    #[serde(default)]
+    next_cursor: Option<String>,
+}
+
+/// The piece key a message's metadata carries (`{"event_type": event_type, "event_payload":
+/// {"key": …}}`), if any.
+fn metadata_key(metadata: &serde_json::Value, event_type: &str) -> Option<String> {
+    (metadata.get("event_type")?.as_str()? == event_type)
+        .then(|| {
+            metadata
+                .pointer("/event_payload/key")?
+                .as_str()
+                .map(str::to_owned)
+        })
+        .flatten()
 }
 
 #[async_trait]
@@ -234,11 +442,77 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackApi for SlackWebApi<C> {
         if let Some(t) = thread_ts {
             req = req.with_thread_ts(SlackTs(t.to_string()));
         }
-        let res = session
-            .chat_post_message(&req)
-            .await
-            .map_err(api_err("chat.postMessage"))?;
+        let res = self
+            .run("chat.postMessage", false, || {
+                session.chat_post_message(&req)
+            })
+            .await?;
         Ok(res.ts.0)
+    }
+
+    async fn post_keyed(
+        &self,
+        channel: &str,
+        thread_ts: &str,
+        text: &str,
+        event_type: &str,
+        key: &str,
+    ) -> Result<String, Error> {
+        let session = self.client.open_session(&self.token);
+        let metadata = SlackMessageMetadata::new(event_type.to_string()).with_event_payload(
+            std::collections::HashMap::from([("key".to_string(), key.to_string())]),
+        );
+        let req = SlackApiChatPostMessageRequest::new(
+            SlackChannelId(channel.to_string()),
+            content(Vec::new(), text).with_metadata(metadata),
+        )
+        .with_thread_ts(SlackTs(thread_ts.to_string()));
+        let res = self
+            .run("chat.postMessage", false, || {
+                session.chat_post_message(&req)
+            })
+            .await?;
+        Ok(res.ts.0)
+    }
+
+    async fn thread_keys(
+        &self,
+        channel: &str,
+        thread_ts: &str,
+        event_type: &str,
+    ) -> Result<Vec<String>, Error> {
+        let session = self.client.open_session(&self.token);
+        let mut keys = Vec::new();
+        let mut cursor: Option<String> = None;
+        for _ in 0..MAX_REPLY_PAGES {
+            let params: Vec<(&str, Option<String>)> = vec![
+                ("channel", Some(channel.to_string())),
+                ("ts", Some(thread_ts.to_string())),
+                ("include_all_metadata", Some("true".to_string())),
+                ("limit", Some("1000".to_string())),
+                ("cursor", cursor.clone()),
+            ];
+            let page: MetadataPage = self
+                .run("conversations.replies", true, || {
+                    session
+                        .http_session_api
+                        .http_get("conversations.replies", &params, None)
+                })
+                .await?;
+            keys.extend(
+                page.messages
+                    .iter()
+                    .filter_map(|m| metadata_key(m.metadata.as_ref()?, event_type)),
+            );
+            cursor = page
+                .response_metadata
+                .and_then(|r| r.next_cursor)
+                .filter(|c| !c.is_empty());
+            if !page.has_more || cursor.is_none() {
+                break;
+            }
+        }
+        Ok(keys)
     }
 
     async fn update_message(
@@ -254,10 +528,8 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackApi for SlackWebApi<C> {
             content(blocks, text),
             SlackTs(ts.to_string()),
         );
-        session
-            .chat_update(&req)
-            .await
-            .map_err(api_err("chat.update"))?;
+        self.run("chat.update", true, || session.chat_update(&req))
+            .await?;
         Ok(())
     }
 
@@ -277,20 +549,18 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackApi for SlackWebApi<C> {
         if let Some(t) = thread_ts {
             req = req.with_thread_ts(SlackTs(t.to_string()));
         }
-        session
-            .chat_post_ephemeral(&req)
-            .await
-            .map_err(api_err("chat.postEphemeral"))?;
+        self.run("chat.postEphemeral", false, || {
+            session.chat_post_ephemeral(&req)
+        })
+        .await?;
         Ok(())
     }
 
     async fn open_view(&self, trigger_id: &str, view: SlackView) -> Result<(), Error> {
         let session = self.client.open_session(&self.token);
         let req = SlackApiViewsOpenRequest::new(SlackTriggerId(trigger_id.to_string()), view);
-        session
-            .views_open(&req)
-            .await
-            .map_err(api_err("views.open"))?;
+        self.run("views.open", false, || session.views_open(&req))
+            .await?;
         Ok(())
     }
 
@@ -301,8 +571,13 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackApi for SlackWebApi<C> {
             SlackReactionName(name.to_string()),
             SlackTs(ts.to_string()),
         );
-        let r = session.reactions_add(&req).await.map(drop);
-        unless_code(r, "reactions.add", "already_reacted")
+        self.run("reactions.add", true, || async {
+            unless_code(
+                session.reactions_add(&req).await.map(drop),
+                "already_reacted",
+            )
+        })
+        .await
     }
 
     async fn remove_reaction(&self, channel: &str, ts: &str, name: &str) -> Result<(), Error> {
@@ -310,8 +585,13 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackApi for SlackWebApi<C> {
         let req = SlackApiReactionsRemoveRequest::new(SlackReactionName(name.to_string()))
             .with_channel(SlackChannelId(channel.to_string()))
             .with_timestamp(SlackTs(ts.to_string()));
-        let r = session.reactions_remove(&req).await.map(drop);
-        unless_code(r, "reactions.remove", "no_reaction")
+        self.run("reactions.remove", true, || async {
+            unless_code(
+                session.reactions_remove(&req).await.map(drop),
+                "no_reaction",
+            )
+        })
+        .await
     }
 
     async fn start_stream(
@@ -330,10 +610,11 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackApi for SlackWebApi<C> {
                 .with_recipient_user_id(SlackUserId(user.to_string()))
                 .with_recipient_team_id(SlackTeamId(team.to_string()));
         }
-        let res = session
-            .chat_start_stream(&req)
-            .await
-            .map_err(api_err("chat.startStream"))?;
+        let res = self
+            .run("chat.startStream", false, || {
+                session.chat_start_stream(&req)
+            })
+            .await?;
         Ok(res.ts.0)
     }
 
@@ -344,13 +625,15 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackApi for SlackWebApi<C> {
             SlackTs(ts.to_string()),
         )
         .with_markdown_text(markdown.to_string());
-        session
-            .chat_append_stream(&req)
-            .await
-            .map_err(api_err("chat.appendStream"))?;
+        self.run("chat.appendStream", false, || {
+            session.chat_append_stream(&req)
+        })
+        .await?;
         Ok(())
     }
 
+    /// `message_not_in_streaming_state` counts as done: the message is stopped (by an earlier
+    /// call whose answer was lost, or it never streamed).
     async fn stop_stream(&self, channel: &str, ts: &str) -> Result<(), Error> {
         let session = self.client.open_session(&self.token);
         let req = SlackApiChatStopStreamRequest::new(
@@ -358,11 +641,13 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackApi for SlackWebApi<C> {
             SlackTs(ts.to_string()),
             SlackMessageContent::new(),
         );
-        session
-            .chat_stop_stream(&req)
-            .await
-            .map_err(api_err("chat.stopStream"))?;
-        Ok(())
+        self.run("chat.stopStream", true, || async {
+            unless_code(
+                session.chat_stop_stream(&req).await.map(drop),
+                NOT_STREAMING,
+            )
+        })
+        .await
     }
 
     async fn set_status(&self, channel: &str, thread_ts: &str, status: &str) -> Result<(), Error> {
@@ -372,10 +657,10 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackApi for SlackWebApi<C> {
             status.to_string(),
             SlackTs(thread_ts.to_string()),
         );
-        session
-            .assistant_threads_set_status(&req)
-            .await
-            .map_err(api_err("assistant.threads.setStatus"))?;
+        self.run("assistant.threads.setStatus", true, || {
+            session.assistant_threads_set_status(&req)
+        })
+        .await?;
         Ok(())
     }
 
@@ -394,10 +679,11 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackApi for SlackWebApi<C> {
         .with_latest(SlackTs(latest.to_string()))
         .with_inclusive(false)
         .with_limit(limit);
-        let res = session
-            .conversations_replies(&req)
-            .await
-            .map_err(api_err("conversations.replies"))?;
+        let res = self
+            .run("conversations.replies", true, || {
+                session.conversations_replies(&req)
+            })
+            .await?;
         Ok(res
             .messages
             .iter()
@@ -405,6 +691,10 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackApi for SlackWebApi<C> {
             .collect())
     }
 }
+
+/// Slack's answer to `chat.stopStream` (and `chat.appendStream`) of a message that is not
+/// streaming.
+pub const NOT_STREAMING: &str = "message_not_in_streaming_state";
 
 /// A call [`RecordingSlack`] received.
 #[derive(Clone, Debug, PartialEq)]
@@ -420,6 +710,26 @@ pub enum SlackCall {
         blocks: serde_json::Value,
         /// The notification text.
         text: String,
+    },
+    /// `chat.postMessage` of a reply's piece with its metadata key.
+    PostKeyed {
+        /// The conversation.
+        channel: String,
+        /// The thread.
+        thread_ts: String,
+        /// The text.
+        text: String,
+        /// The metadata's `event_type`.
+        event_type: String,
+        /// The metadata's `event_payload.key`.
+        key: String,
+    },
+    /// `conversations.replies` with `include_all_metadata`.
+    ThreadKeys {
+        /// The conversation.
+        channel: String,
+        /// The thread.
+        thread_ts: String,
     },
     /// `chat.update`.
     UpdateMessage {
@@ -557,6 +867,52 @@ impl SlackApi for RecordingSlack {
             text: text.into(),
         });
         Ok(format!("1700000100.{n:06}"))
+    }
+
+    async fn post_keyed(
+        &self,
+        channel: &str,
+        thread_ts: &str,
+        text: &str,
+        event_type: &str,
+        key: &str,
+    ) -> Result<String, Error> {
+        let n = self.record(SlackCall::PostKeyed {
+            channel: channel.into(),
+            thread_ts: thread_ts.into(),
+            text: text.into(),
+            event_type: event_type.into(),
+            key: key.into(),
+        });
+        Ok(format!("1700000100.{n:06}"))
+    }
+
+    /// The keys of the pieces recorded in that thread with that `event_type`.
+    async fn thread_keys(
+        &self,
+        channel: &str,
+        thread_ts: &str,
+        event_type: &str,
+    ) -> Result<Vec<String>, Error> {
+        let keys = self
+            .calls()
+            .into_iter()
+            .filter_map(|c| match c {
+                SlackCall::PostKeyed {
+                    channel: c,
+                    thread_ts: t,
+                    event_type: e,
+                    key,
+                    ..
+                } if c == channel && t == thread_ts && e == event_type => Some(key),
+                _ => None,
+            })
+            .collect();
+        self.record(SlackCall::ThreadKeys {
+            channel: channel.into(),
+            thread_ts: thread_ts.into(),
+        });
+        Ok(keys)
     }
 
     async fn update_message(

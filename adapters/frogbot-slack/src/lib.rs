@@ -19,13 +19,27 @@
 //! - `testing` (feature `testing`): a fake of Slack (Web API with its limits, Socket Mode, signed
 //!   HTTP deliveries) and the `ChannelQuestions` conformance harness over it.
 //!
-//! The crate is reusable alone: without `engine` it needs only `frogbot-model` (no runtime, no
-//! database); [`slack_morphism`] is re-exported for the types [`render`] and [`convert`] speak.
+//! The crate is reusable alone: without `engine` it needs only `frogbot-model` (no database; tokio
+//! only for the Web API client's timeouts and retry waits, slack-morphism's connector runs on it
+//! anyway); [`slack_morphism`] is re-exported for the types [`render`] and [`convert`] speak.
 //!
 //! What it must not do: depend on `frogbot-core` outside the `engine` feature, or on a database
 //! anywhere; keep state of its own — everything a later hook needs travels in the question record
 //! FrogBot passes in, and chats, questions and answers are the engine's, in its store.
 
+//! Delivery guarantee (issue 18): a reply handed to `ChannelOutbox::deliver` is posted piece by
+//! piece, each carrying message metadata `{"event_type": "frogbot_delivery", "event_payload":
+//! {"key": <piece key>}}`; a retry first reads the thread (`conversations.replies`,
+//! `include_all_metadata=true`) and posts only the pieces not there — **exactly once per piece**,
+//! provided the piece an earlier attempt posted is readable in the thread by the time of the
+//! retry (Slack's history is read right after a failure; a message Slack accepted but does not
+//! list yet could be posted twice). Web API failures worth retrying are [`Error::Unavailable`]
+//! (a [`frogbot_model::Transient`] in the source chain, with Slack's `Retry-After` on a 429;
+//! `maybe_done` after a timeout or a dropped connection); the client also retries by itself a
+//! few times ([`RetryPolicy`]). Receiving sheds load past
+//! [`channel::Config::max_pending`](crate::channel::Config) deliveries (`503`, Slack retries)
+//! rather than miss the 3-second acknowledgement.
+//!
 #[cfg(feature = "engine")]
 pub mod channel;
 pub mod client;
@@ -37,7 +51,9 @@ pub mod render;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use client::{BotIdentity, HistoryMessage, RecordingSlack, SlackApi, SlackCall, SlackWebApi};
+pub use client::{
+    BotIdentity, HistoryMessage, RecordingSlack, RetryPolicy, SlackApi, SlackCall, SlackWebApi,
+};
 pub use questions::SlackQuestions;
 pub use slack_morphism;
 
@@ -80,4 +96,27 @@ pub enum Error {
         /// What went wrong.
         message: String,
     },
+    /// A Slack Web API call failed in a way worth retrying: a 429 (with Slack's `Retry-After`),
+    /// a 5xx or Slack's `internal_error` / `fatal_error` / `service_unavailable` / `ratelimited`,
+    /// a network failure, no answer in time. The [`Transient`](frogbot_model::Transient) in its
+    /// source chain says how long Slack asked to wait and whether the call may have been carried
+    /// out (a timeout, a connection reset after the request was sent).
+    #[error("Slack API call {method} failed (worth retrying): {source}")]
+    Unavailable {
+        /// The Web API method.
+        method: &'static str,
+        /// Why, how long to wait, whether it may be done.
+        #[source]
+        source: frogbot_model::Transient,
+    },
+}
+
+impl Error {
+    /// The [`Transient`](frogbot_model::Transient) of an [`Error::Unavailable`].
+    pub fn transient(&self) -> Option<&frogbot_model::Transient> {
+        match self {
+            Error::Unavailable { source, .. } => Some(source),
+            _ => None,
+        }
+    }
 }

@@ -30,8 +30,10 @@ use async_trait::async_trait;
 use axum::Router;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, Uri};
+use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use frogbot_model::conformance::{Harness, Limits};
+use frogbot_model::faults::{Fault, FaultPlan};
 use frogbot_model::{
     ChannelQuestions, Interaction, PlatformUser, QuestionCall, QuestionRecord, Thread, now_millis,
 };
@@ -145,6 +147,9 @@ pub struct Message {
     /// The author's display name (`user_profile.display_name` in the Web API), when set with
     /// [`FakeSlack::set_user_name`].
     pub user_name: Option<String>,
+    /// The message metadata it was posted with (`{"event_type", "event_payload"}`), returned by
+    /// `conversations.replies` with `include_all_metadata=true`.
+    pub metadata: Option<Value>,
 }
 
 impl Message {
@@ -160,6 +165,15 @@ impl Message {
             .filter(|(_, user)| user == BOT_USER)
             .map(|(name, _)| name.clone())
             .collect()
+    }
+
+    /// The message as `conversations.replies` with `include_all_metadata=true` returns it.
+    fn json_with_metadata(&self) -> Value {
+        let mut m = self.json();
+        if let Some(meta) = &self.metadata {
+            m["metadata"] = meta.clone();
+        }
+        m
     }
 
     /// The message as the Web API returns it.
@@ -234,7 +248,28 @@ struct Store {
     names: HashMap<String, String>,
     refuse_streaming: Option<String>,
     statuses: Vec<(String, String, String)>,
+    faults: Option<Arc<FaultPlan>>,
+    fault_hold: Option<Duration>,
+    holds: HashMap<String, Arc<tokio::sync::Semaphore>>,
 }
+
+/// The Web API methods that change something: the ones faults are injected into.
+pub const WRITE_METHODS: &[&str] = &[
+    "chat.postMessage",
+    "chat.update",
+    "chat.postEphemeral",
+    "views.open",
+    "reactions.add",
+    "reactions.remove",
+    "chat.startStream",
+    "chat.appendStream",
+    "chat.stopStream",
+    "assistant.threads.setStatus",
+];
+
+/// How long a [`Fault::Timeout`] holds its request by default before answering `500` (having
+/// done nothing): longer than a test's client timeout.
+pub const DEFAULT_FAULT_HOLD: Duration = Duration::from_secs(2);
 
 struct Shared {
     store: Mutex<Store>,
@@ -383,6 +418,59 @@ impl FakeSlack {
         lock(&self.shared).refuse_streaming = error.map(str::to_owned);
     }
 
+    /// From now on the write methods ([`WRITE_METHODS`]) fail as `plan` draws, as Slack fails
+    /// them: [`Fault::ServerError`] → `500`, nothing done; [`Fault::RateLimited`] → `429` with
+    /// `Retry-After` (whole seconds, rounded up, as Slack sends it) and
+    /// `{"ok": false, "error": "ratelimited"}`, nothing done; [`Fault::Timeout`] → no answer for
+    /// [`DEFAULT_FAULT_HOLD`] ([`FakeSlack::set_fault_hold`]), then `500`, nothing done;
+    /// [`Fault::ResetAfterProcessing`] → the call IS carried out, then the connection is dropped
+    /// before the answer's body. Returns the plan (for its counts).
+    pub fn set_faults(&self, plan: FaultPlan) -> Arc<FaultPlan> {
+        let plan = Arc::new(plan);
+        lock(&self.shared).faults = Some(plan.clone());
+        plan
+    }
+
+    /// No more injected faults.
+    pub fn clear_faults(&self) {
+        lock(&self.shared).faults = None;
+    }
+
+    /// How long a [`Fault::Timeout`] holds its request.
+    pub fn set_fault_hold(&self, hold: Duration) {
+        lock(&self.shared).fault_hold = Some(hold);
+    }
+
+    /// From now on calls of `method` are held (recorded, not answered) until
+    /// [`FakeSlack::release`].
+    pub fn hold(&self, method: &str) {
+        lock(&self.shared)
+            .holds
+            .insert(method.to_owned(), Arc::new(tokio::sync::Semaphore::new(0)));
+    }
+
+    /// Lets the held calls of `method` (and later ones) go on.
+    pub fn release(&self, method: &str) {
+        if let Some(gate) = lock(&self.shared).holds.remove(method) {
+            gate.close();
+        }
+    }
+
+    /// The metadata keys (`event_payload.key`) of the bot's messages in thread `thread`
+    /// (`channel:thread_ts`), in order, each as many times as it was posted.
+    pub fn thread_keys(&self, thread: &str) -> Vec<String> {
+        self.thread_messages(thread)
+            .iter()
+            .filter_map(|m| {
+                m.metadata
+                    .as_ref()?
+                    .pointer("/event_payload/key")?
+                    .as_str()
+                    .map(str::to_owned)
+            })
+            .collect()
+    }
+
     /// `user`'s display name, shown in the `user_profile` of their messages from now on.
     pub fn set_user_name(&self, user: &str, name: &str) {
         lock(&self.shared)
@@ -456,6 +544,7 @@ impl FakeSlack {
             reactions: Vec::new(),
             streaming: false,
             user_name,
+            metadata: None,
         };
         lock(&self.shared).messages.push(m.clone());
         m
@@ -785,7 +874,7 @@ fn args(query: HashMap<String, String>, body: &str) -> Value {
         }
     }
     // Form-encoded blocks / views arrive as JSON strings.
-    for key in ["blocks", "view"] {
+    for key in ["blocks", "view", "metadata"] {
         if let Some(s) = v.get(key).and_then(Value::as_str)
             && let Ok(parsed) = serde_json::from_str::<Value>(s)
         {
@@ -799,9 +888,77 @@ fn error(e: &str) -> Value {
     json!({"ok": false, "error": e})
 }
 
+/// A `200` whose body breaks off: the connection drops after the call was carried out.
+fn reset_response() -> Response {
+    let broken = futures::stream::once(async {
+        Err::<axum::body::Bytes, std::io::Error>(std::io::Error::new(
+            std::io::ErrorKind::ConnectionReset,
+            "fake: connection reset after processing",
+        ))
+    });
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        axum::body::Body::from_stream(broken),
+    )
+        .into_response()
+}
+
 async fn api(
     State(shared): State<Arc<Shared>>,
     Path(method): Path<String>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: String,
+) -> Response {
+    let (fault, hold, gate) = {
+        let store = lock(&shared);
+        let fault = if WRITE_METHODS.contains(&method.as_str()) {
+            store.faults.as_ref().and_then(|p| p.next())
+        } else {
+            None
+        };
+        (
+            fault,
+            store.fault_hold.unwrap_or(DEFAULT_FAULT_HOLD),
+            store.holds.get(&method).cloned(),
+        )
+    };
+    if let Some(gate) = gate {
+        let _ = gate.acquire().await;
+    }
+    match fault {
+        Some(Fault::ServerError) => {
+            return (axum::http::StatusCode::INTERNAL_SERVER_ERROR, "fake: 500").into_response();
+        }
+        Some(Fault::RateLimited(wait)) => {
+            let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
+            return (
+                axum::http::StatusCode::TOO_MANY_REQUESTS,
+                [(axum::http::header::RETRY_AFTER, secs.to_string())],
+                axum::Json(error("ratelimited")),
+            )
+                .into_response();
+        }
+        Some(Fault::Timeout) => {
+            tokio::time::sleep(hold).await;
+            return (
+                axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                "fake: too late",
+            )
+                .into_response();
+        }
+        Some(Fault::ResetAfterProcessing) | None => {}
+    }
+    let answer = api_answer(&shared, method, uri, headers, body);
+    if fault == Some(Fault::ResetAfterProcessing) {
+        return reset_response();
+    }
+    answer.into_response()
+}
+
+fn api_answer(
+    shared: &Arc<Shared>,
+    method: String,
     uri: Uri,
     headers: HeaderMap,
     body: String,
@@ -816,7 +973,7 @@ async fn api(
         .unwrap_or_default()
         .to_owned();
     let fail = {
-        let mut store = lock(&shared);
+        let mut store = lock(shared);
         store.calls.push(Call {
             method: method.clone(),
             auth: auth.clone(),
@@ -846,17 +1003,17 @@ async fn api(
             json!({"ok": true, "url": shared.ws_url})
         }
         "apps.connections.open" => error("not_allowed_token_type"),
-        "chat.postMessage" => post_message(&shared, &body),
-        "chat.update" => update_message(&shared, &body),
-        "chat.postEphemeral" => post_ephemeral(&shared, &body),
-        "views.open" => open_view(&shared, &body),
-        "reactions.add" => reaction(&shared, &body, true),
-        "reactions.remove" => reaction(&shared, &body, false),
-        "conversations.replies" => replies(&shared, &body),
-        "chat.startStream" => start_stream(&shared, &body),
-        "chat.appendStream" => append_stream(&shared, &body),
-        "chat.stopStream" => stop_stream(&shared, &body),
-        "assistant.threads.setStatus" => set_status(&shared, &body),
+        "chat.postMessage" => post_message(shared, &body),
+        "chat.update" => update_message(shared, &body),
+        "chat.postEphemeral" => post_ephemeral(shared, &body),
+        "views.open" => open_view(shared, &body),
+        "reactions.add" => reaction(shared, &body, true),
+        "reactions.remove" => reaction(shared, &body, false),
+        "conversations.replies" => replies(shared, &body),
+        "chat.startStream" => start_stream(shared, &body),
+        "chat.appendStream" => append_stream(shared, &body),
+        "chat.stopStream" => stop_stream(shared, &body),
+        "assistant.threads.setStatus" => set_status(shared, &body),
         _ => error("unknown_method"),
     })
 }
@@ -1099,6 +1256,10 @@ fn post_message(shared: &Shared, body: &Value) -> Value {
         reactions: Vec::new(),
         streaming: false,
         user_name: None,
+        metadata: body
+            .get("metadata")
+            .filter(|m| m.get("event_type").is_some())
+            .cloned(),
     };
     let out = json!({"ok": true, "channel": m.channel, "ts": m.ts, "message": m.json()});
     lock(shared).messages.push(m);
@@ -1266,9 +1427,33 @@ fn replies(shared: &Shared, body: &Value) -> Value {
             None => true,
         })
         .collect();
-    let has_more = within.len() > limit;
-    let messages: Vec<Value> = within.iter().take(limit).map(|m| m.json()).collect();
-    json!({"ok": true, "messages": messages, "has_more": has_more})
+    // `cursor`: where the page before ended (the fake's cursors are offsets).
+    let offset = str_of(body, "cursor")
+        .and_then(|c| c.strip_prefix("off:"))
+        .and_then(|n| n.parse::<usize>().ok())
+        .unwrap_or(0);
+    let has_more = within.len() > offset + limit;
+    let all_metadata = matches!(body.get("include_all_metadata"), Some(Value::Bool(true)))
+        || str_of(body, "include_all_metadata").is_some_and(|v| v == "true" || v == "1");
+    let messages: Vec<Value> = within
+        .iter()
+        .skip(offset)
+        .take(limit)
+        .map(|m| {
+            if all_metadata {
+                m.json_with_metadata()
+            } else {
+                m.json()
+            }
+        })
+        .collect();
+    let next = if has_more {
+        format!("off:{}", offset + limit)
+    } else {
+        String::new()
+    };
+    json!({"ok": true, "messages": messages, "has_more": has_more,
+           "response_metadata": {"next_cursor": next}})
 }
 
 fn ts_key(ts: &str) -> (u64, u64) {
@@ -1311,6 +1496,7 @@ fn start_stream(shared: &Shared, body: &Value) -> Value {
         reactions: Vec::new(),
         streaming: true,
         user_name: None,
+        metadata: None,
     };
     lock(shared).messages.push(m);
     json!({"ok": true, "channel": channel, "ts": ts})

@@ -23,6 +23,7 @@ pub mod receive;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use frogbot_core::agent::{
     AccessCheck, Adapter, AllowAll, AllowList, Channel, ChannelOutbox, Engine,
@@ -74,7 +75,12 @@ pub struct Config {
     pub users: BTreeMap<String, String>,
     /// FrogBot user ids allowed to talk to the agent (empty: everyone).
     pub allow: Vec<String>,
+    /// How long an API call waits for Discord's answer (`Duration::ZERO`: [`DEFAULT_TIMEOUT`]).
+    pub api_timeout: Duration,
 }
+
+/// How long an API call waits for Discord's answer by default.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl std::fmt::Debug for Config {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -85,6 +91,7 @@ impl std::fmt::Debug for Config {
             .field("api_url", &self.api_url)
             .field("users", &self.users)
             .field("allow", &self.allow)
+            .field("api_timeout", &self.api_timeout)
             .finish_non_exhaustive()
     }
 }
@@ -134,13 +141,25 @@ impl Config {
         Ok(())
     }
 
-    /// serenity's HTTP client for this config (application id set; pointed at `api_url`, rate
-    /// limiter off, when given: serenity's proxy setting requires it).
+    /// serenity's HTTP client for this config (application id set; requests time out after
+    /// [`Config::api_timeout`]; pointed at `api_url`, rate limiter off, when given: serenity's
+    /// proxy setting requires it). `connect` builds the bot's one `Http` from it.
     pub fn http(&self) -> Result<Http, Error> {
         let application_id = std::num::NonZeroU64::new(self.application_id)
             .ok_or_else(|| Error::BadId(self.application_id.to_string()))?;
-        let mut builder =
-            HttpBuilder::new(&self.token).application_id(ApplicationId::from(application_id));
+        let timeout = if self.api_timeout.is_zero() {
+            DEFAULT_TIMEOUT
+        } else {
+            self.api_timeout
+        };
+        let client = reqwest012::Client::builder()
+            .use_rustls_tls()
+            .timeout(timeout)
+            .build()
+            .map_err(|e| Error::Malformed(format!("the HTTP client could not be built: {e}")))?;
+        let mut builder = HttpBuilder::new(&self.token)
+            .client(client)
+            .application_id(ApplicationId::from(application_id));
         if let Some(url) = &self.api_url {
             builder = builder
                 .proxy(url.trim_end_matches('/'))
@@ -155,7 +174,10 @@ pub async fn connect(config: Config) -> Result<DiscordAdapter, Error> {
     config.check()?;
     let intents = config.gateway_intents()?;
     let verifier = config.verifier()?;
-    let http = Arc::new(config.http()?);
+    // One `Http` per bot: the gateway client's, shared with the hooks and the outbox, so
+    // serenity's rate limiter sees every call.
+    let gateway = receive::gateway_client(config.http()?, intents).await?;
+    let http = gateway.0.http.clone();
     let me: UserId = http.current_user().await?;
     let identity: Arc<dyn IdentityResolver> = Arc::new(MappedIdentity::new(config.users.clone()));
     let access: Arc<dyn AccessCheck> = if config.allow.is_empty() {
@@ -166,7 +188,13 @@ pub async fn connect(config: Config) -> Result<DiscordAdapter, Error> {
     let questions = Arc::new(DiscordQuestions::new(http.clone()));
     Ok(DiscordAdapter {
         shared: Arc::new(receive::Shared::new(
-            http, questions, intents, verifier, me, identity, access,
+            http,
+            questions,
+            Some(gateway),
+            verifier,
+            me,
+            identity,
+            access,
         )),
     })
 }
@@ -239,5 +267,21 @@ impl Adapter for DiscordAdapter {
                 tracing::error!(error = %e, "discord: the gateway connection ended");
             }
         }))
+    }
+}
+
+#[cfg(all(test, feature = "testing"))]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_hooks_the_outbox_and_the_gateway_share_one_http() {
+        let fake =
+            crate::testing::FakeDiscord::start(600_000_000_000_000_006, 610_000_000_000_000_006)
+                .await;
+        let adapter = connect(fake.config()).await.unwrap();
+        let gateway = adapter.shared.gateway_http().expect("the gateway client");
+        // One `Http`, so one rate limiter with its buckets, for every call of the bot.
+        assert!(Arc::ptr_eq(&adapter.shared.http, &gateway));
     }
 }

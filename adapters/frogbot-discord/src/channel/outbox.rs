@@ -2,6 +2,10 @@
 //! `frogbot_model::text::split` at Discord's 2,000 characters; Markdown as the model wrote it
 //! ([`crate::format`]), sent with empty `allowed_mentions` so a reply pings no one.
 //!
+//! Durable delivery ([`ChannelOutbox::deliver`]): each piece is posted with a `nonce` made from
+//! its piece key ([`delivery_nonce`]) and `enforce_nonce: true`, so Discord creates it once
+//! however often a retry posts it again (within Discord's few minutes of nonce memory).
+//!
 //! Streamed replies are an [`EditStream`] over [`DiscordDrafts`]: the first text is posted
 //! (create message), then the message is edited (`PATCH`) as the model writes, at most once per
 //! `stream_interval`, with a Stop button (`custom_id` [`STOP_CUSTOM_ID`]) until the final state,
@@ -11,7 +15,9 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use frogbot_core::agent::{ChannelOutbox, DraftMessages, EditStream, ReplyStream, ShownAcks};
+use frogbot_core::agent::{
+    ChannelOutbox, Delivery, DraftMessages, EditStream, ReplyStream, ShownAcks,
+};
 
 use frogbot_model::{Ack, BoxError, Thread, ThreadMessage, ThreadMessageMetadata, UiMessage};
 use serenity::all::ButtonStyle;
@@ -20,7 +26,7 @@ use serenity::model::id::{ChannelId, MessageId};
 
 use crate::client::DiscordApi;
 use crate::format;
-use crate::ids::{channel_id, message_id as message_id_of};
+use crate::ids::{channel_id, delivery_nonce, message_id as message_id_of};
 use crate::render::MESSAGE_LIMIT;
 
 /// The `custom_id` of the Stop button on a streamed reply.
@@ -116,6 +122,30 @@ impl<A: DiscordApi> ChannelOutbox for DiscordOutbox<A> {
             self.api
                 .send_message(channel, &format::reply_message(piece))
                 .await?;
+        }
+        Ok(())
+    }
+
+    /// Posts the pieces of `reply` in order, each with the nonce of its piece key and
+    /// `enforce_nonce`: a piece an earlier attempt posted comes back instead of being posted
+    /// again. A failure stops at that piece; 429s, 5xx and network failures come back
+    /// [`Transient`](frogbot_model::Transient).
+    async fn deliver(
+        &self,
+        thread: &Thread,
+        reply: &UiMessage,
+        delivery: &Delivery,
+    ) -> Result<(), BoxError> {
+        let channel = channel_id(&thread.id)?;
+        for (i, piece) in format::messages(&reply.text(), MESSAGE_LIMIT)
+            .into_iter()
+            .enumerate()
+        {
+            let nonce = delivery_nonce(&delivery.piece_key(i));
+            let message = format::reply_message(piece)
+                .nonce(serenity::model::channel::Nonce::String(nonce))
+                .enforce_nonce(true);
+            self.api.send_message(channel, &message).await?;
         }
         Ok(())
     }

@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -31,14 +31,14 @@ use frogbot_model::{
     ChannelIdentity, ChannelRef, ChatInfo, IdentityResolver, Progress, QuestionCall,
 };
 use serenity::all::{
-    ClientBuilder, ComponentInteraction, Context, CreateInteractionResponse,
-    CreateInteractionResponseMessage, CreateThread, EventHandler, GatewayIntents,
-    Interaction as DiscordInteraction, Message, ModalInteraction, Ready, UserId,
+    Client, ClientBuilder, ComponentInteraction, Context, CreateInteractionResponse,
+    CreateInteractionResponseMessage, CreateThread, Event, EventHandler, GatewayIntents,
+    Interaction as DiscordInteraction, Message, ModalInteraction, RawEventHandler, Ready, UserId,
 };
-use serenity::http::{Http, HttpBuilder};
+use serenity::http::Http;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use tracing::{Instrument, debug, info, info_span, warn};
+use tracing::{Instrument, debug, error, info, info_span, warn};
 
 use super::outbox::STOP_CUSTOM_ID;
 use crate::client::DiscordApi;
@@ -113,11 +113,16 @@ impl ThreadQueues {
     }
 }
 
+/// The gateway client `connect` built (its `Http` is the adapter's one `Http`), and the slot its
+/// event handler reads the engine's handler from once the gateway starts.
+pub(super) type Gateway = (Client, Arc<OnceLock<Handler>>);
+
 /// What the adapter's receiving shares between the gateway handler, the endpoint and the hooks.
 pub(super) struct Shared {
     pub(super) http: Arc<Http>,
     pub(super) questions: Arc<DiscordQuestions>,
-    intents: GatewayIntents,
+    /// Until the gateway starts ([`run_gateway`] takes it).
+    gateway: Mutex<Option<Gateway>>,
     pub(super) verifier: Option<EndpointVerifier>,
     pub(super) me: UserId,
     pub(super) identity: Arc<dyn IdentityResolver>,
@@ -130,7 +135,7 @@ impl Shared {
     pub(super) fn new(
         http: Arc<Http>,
         questions: Arc<DiscordQuestions>,
-        intents: GatewayIntents,
+        gateway: Option<Gateway>,
         verifier: Option<EndpointVerifier>,
         me: UserId,
         identity: Arc<dyn IdentityResolver>,
@@ -139,7 +144,7 @@ impl Shared {
         Shared {
             http,
             questions,
-            intents,
+            gateway: Mutex::new(gateway),
             verifier,
             me,
             identity,
@@ -149,15 +154,44 @@ impl Shared {
     }
 }
 
-/// Connects to the gateway and receives until `shutdown` is cancelled.
+/// The gateway client over `http` (serenity's `Client` takes its `Http` by value and shares it as
+/// `client.http`: the adapter then uses that one, so every call of the bot goes through one
+/// rate limiter), its handlers waiting for the engine. Asks Discord for the gateway URL.
+pub(super) async fn gateway_client(http: Http, intents: GatewayIntents) -> Result<Gateway, Error> {
+    let slot: Arc<OnceLock<Handler>> = Arc::default();
+    let client = ClientBuilder::new_with_http(http, intents)
+        .event_handler(Deferred(slot.clone()))
+        .raw_event_handler(Unhandled)
+        .await?;
+    Ok((client, slot))
+}
+
+impl Shared {
+    /// The gateway client's `Http`, until the gateway starts.
+    #[cfg(test)]
+    pub(super) fn gateway_http(&self) -> Option<Arc<Http>> {
+        self.gateway
+            .lock()
+            .expect("gateway")
+            .as_ref()
+            .map(|(client, _)| client.http.clone())
+    }
+}
+
+/// Connects to the gateway and receives until `shutdown` is cancelled (once: the client built
+/// by `connect` is taken).
 pub(super) async fn run_gateway(
     shared: Arc<Shared>,
     engine: Engine,
     shutdown: CancellationToken,
 ) -> Result<(), Error> {
-    let mut client = ClientBuilder::new_with_http(clone_http(&shared.http), shared.intents)
-        .event_handler(Handler::new(shared, engine))
-        .await?;
+    let taken = shared.gateway.lock().expect("gateway").take();
+    let Some((mut client, slot)) = taken else {
+        return Err(Error::Malformed(
+            "the gateway was started already (one gateway per adapter)".into(),
+        ));
+    };
+    let _ = slot.set(Handler::new(shared, engine));
     let shards = client.shard_manager.clone();
     tokio::select! {
         result = client.start() => result.map_err(Error::from),
@@ -168,16 +202,52 @@ pub(super) async fn run_gateway(
     }
 }
 
-/// Copies the configuration of an `Http` (serenity's `Client` takes one by value).
-fn clone_http(http: &Http) -> Http {
-    let mut builder = HttpBuilder::new(http.token());
-    if let Some(app) = http.application_id() {
-        builder = builder.application_id(app);
+/// The gateway client's event handler: the engine's [`Handler`] once the gateway started.
+struct Deferred(Arc<OnceLock<Handler>>);
+
+#[async_trait]
+impl EventHandler for Deferred {
+    async fn ready(&self, ctx: Context, ready: Ready) {
+        match self.0.get() {
+            Some(h) => h.ready(ctx, ready).await,
+            None => warn!("discord: gateway ready before the engine was attached"),
+        }
     }
-    if let Some(proxy) = &http.proxy {
-        builder = builder.proxy(proxy.clone()).ratelimiter_disabled(true);
+
+    async fn message(&self, ctx: Context, message: Message) {
+        match self.0.get() {
+            Some(h) => h.message(ctx, message).await,
+            None => {
+                error!(message = %message.id, "discord: message before the engine was attached; not handled")
+            }
+        }
     }
-    builder.build()
+
+    async fn interaction_create(&self, ctx: Context, interaction: DiscordInteraction) {
+        match self.0.get() {
+            Some(h) => h.interaction_create(ctx, interaction).await,
+            None => {
+                error!(kind = ?interaction.kind(), "discord: interaction before the engine was attached; not handled")
+            }
+        }
+    }
+}
+
+/// Every gateway dispatch, raw: the kinds FrogBot does not handle are logged (debug) with their
+/// name, never dropped silently (serenity logs the ones it cannot read).
+struct Unhandled;
+
+/// The dispatches [`Handler`] handles.
+const HANDLED: &[&str] = &["READY", "MESSAGE_CREATE", "INTERACTION_CREATE"];
+
+#[async_trait]
+impl RawEventHandler for Unhandled {
+    async fn raw_event(&self, _ctx: Context, event: Event) {
+        let name = event.name().unwrap_or_else(|| "UNKNOWN".to_owned());
+        if !HANDLED.contains(&name.as_str()) {
+            debug!(kind = %name, "discord: gateway event FrogBot does not handle");
+        }
+    }
 }
 
 /// The gateway event handler.
@@ -231,7 +301,7 @@ async fn on_message(shared: &Shared, engine: &Engine, message: &Message) {
     let known = match engine.channel_thread_known(PLATFORM, &channel).await {
         Ok(known) => known,
         Err(e) => {
-            warn!(error = %e, "discord: store unavailable; message not handled");
+            error!(error = %e, "discord: store unavailable; message not handled");
             return;
         }
     };
@@ -266,7 +336,7 @@ async fn on_message(shared: &Shared, engine: &Engine, message: &Message) {
             info!(user = %message.author.id, thread, "discord: message from a user without access ignored");
         }
         Ok(outcome) => debug!(?outcome, thread, "discord: message handled"),
-        Err(e) => warn!(error = %e, thread, "discord: message not handled"),
+        Err(e) => error!(error = %e, thread, "discord: message not handled"),
     }
 }
 
@@ -303,21 +373,66 @@ async fn may_start(shared: &Shared, message: &Message) -> bool {
         })
 }
 
+/// How many times opening a thread is tried when it fails in a way worth retrying.
+pub const THREAD_ATTEMPTS: u32 = 4;
+
+/// Discord's code for "A thread has already been created for this message".
+const THREAD_EXISTS: isize = 160_004;
+
+/// Opens the thread of a mention (named after its text), retrying failures worth retrying
+/// ([`THREAD_ATTEMPTS`] in all, 250 ms, 500 ms, 1 s apart) so the answer does not land in the
+/// parent channel under a passing fault. A thread started from a message has that message's id:
+/// when an earlier attempt opened it and only its answer was lost, Discord refuses the repeat
+/// (`160004`) and that id is the thread.
 async fn open_thread(shared: &Shared, message: &Message) -> Result<String, Error> {
-    let text = convert::strip_mention(&message.content, shared.me);
+    open_thread_with(shared.http.as_ref(), shared.me, message).await
+}
+
+/// Opens the thread of a mention over any [`DiscordApi`], retrying as the gateway does (see
+/// [`THREAD_ATTEMPTS`]): the thread's channel id.
+pub async fn open_thread_with<A: DiscordApi + ?Sized>(
+    api: &A,
+    me: UserId,
+    message: &Message,
+) -> Result<String, Error> {
+    let text = convert::strip_mention(&message.content, me);
     let name = if text.is_empty() {
         "FrogBot".into()
     } else {
         truncate(&text, 100)
     };
-    let thread = DiscordApi::create_thread(
-        shared.http.as_ref(),
-        message.channel_id,
-        message.id,
-        &CreateThread::new(name),
-    )
-    .await?;
-    Ok(thread.to_string())
+    let mut attempt = 0;
+    let mut tried = false;
+    loop {
+        attempt += 1;
+        match api
+            .create_thread(
+                message.channel_id,
+                message.id,
+                &CreateThread::new(name.clone()),
+            )
+            .await
+        {
+            Ok(thread) => return Ok(thread.to_string()),
+            Err(e) if tried && e.discord_code() == Some(THREAD_EXISTS) => {
+                info!(message = %message.id, "discord: the thread was opened by an earlier attempt");
+                return Ok(message.id.to_string());
+            }
+            Err(e) if attempt < THREAD_ATTEMPTS => match e.transient() {
+                Some(t) => {
+                    let wait = t
+                        .wait()
+                        .unwrap_or(Duration::from_millis(250 << (attempt - 1)))
+                        .min(Duration::from_secs(10));
+                    warn!(error = %e, attempt, ?wait, "discord: opening a thread failed; retrying");
+                    tried = true;
+                    tokio::time::sleep(wait).await;
+                }
+                None => return Err(e),
+            },
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// Hands an interaction to the engine on its thread's queue.
@@ -343,7 +458,7 @@ fn enqueue(
                         warn!("discord: a {what} on no FrogBot question ignored");
                     }
                     Ok(outcome) => debug!(?outcome, "discord: {what} handled"),
-                    Err(e) => warn!(error = %e, "discord: {what} not handled"),
+                    Err(e) => error!(error = %e, "discord: {what} not handled"),
                 }
             }
             .instrument(span),
@@ -374,7 +489,7 @@ async fn stop_response(
             crate::deferred_update()
         }
         Err(e) => {
-            warn!(error = %e, thread, "discord: Stop click not handled");
+            error!(error = %e, thread, "discord: Stop click not handled");
             crate::deferred_update()
         }
     }

@@ -24,7 +24,7 @@ use slack_morphism::prelude::*;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
-pub use receive::{EVENTS_PATH, INTERACTIVITY_PATH, NOT_ALLOWED_TEXT, RETRY_HEADER, Seen};
+pub use receive::{EVENTS_PATH, INTERACTIVITY_PATH, NOT_ALLOWED_TEXT, Pending, RETRY_HEADER, Seen};
 
 use crate::{BotIdentity, Error, PLATFORM, SlackQuestions, SlackWebApi};
 
@@ -64,7 +64,18 @@ pub struct Config {
     pub ack_deadline: Duration,
     /// How many delivery keys the duplicate filter remembers.
     pub dedup_capacity: usize,
+    /// How many deliveries (HTTP mode and Socket Mode alike) may wait or run at once; past it a
+    /// delivery is refused (`503` in HTTP mode, no acknowledgement in Socket Mode) so Slack
+    /// sends it again later, instead of it waiting past Slack's 3-second acknowledgement
+    /// window. [`DEFAULT_MAX_PENDING`] by default.
+    pub max_pending: usize,
+    /// How long a Web API call waits for Slack's answer (30 s by default); see
+    /// [`SlackWebApi`](crate::SlackWebApi) for its retries.
+    pub api_timeout: Duration,
 }
+
+/// How many deliveries wait or run at once by default ([`Config::max_pending`]).
+pub const DEFAULT_MAX_PENDING: usize = 1024;
 
 impl std::fmt::Debug for Config {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -74,6 +85,8 @@ impl std::fmt::Debug for Config {
             .field("users", &self.users)
             .field("allow", &self.allow)
             .field("ack_deadline", &self.ack_deadline)
+            .field("max_pending", &self.max_pending)
+            .field("api_timeout", &self.api_timeout)
             .finish_non_exhaustive()
     }
 }
@@ -91,6 +104,8 @@ impl Config {
             allow: Vec::new(),
             ack_deadline: Duration::from_millis(2500),
             dedup_capacity: 100_000,
+            max_pending: DEFAULT_MAX_PENDING,
+            api_timeout: crate::client::DEFAULT_TIMEOUT,
         }
     }
 
@@ -166,13 +181,15 @@ pub async fn connect(config: Config) -> Result<SlackAdapter, Error> {
         _ => {}
     }
     let client = Arc::new(SlackClient::new(connector(config.api_url.as_deref())?));
-    let api = SlackWebApi::with_client(client.clone(), &config.bot_token);
+    let api = SlackWebApi::with_client(client.clone(), &config.bot_token)
+        .with_timeout(config.api_timeout);
     let bot = api.bot_identity().await?;
     info!(bot_user = %bot.user_id, team = %bot.team_id, "Slack bot identified (auth.test)");
     Ok(SlackAdapter {
         inner: Arc::new(Inner {
             seen: Seen::new(config.dedup_capacity),
             queues: receive::ThreadQueues::default(),
+            pending: receive::Pending::new(config.max_pending),
             config,
             client,
             questions: Arc::new(SlackQuestions::new(api)),
@@ -196,6 +213,7 @@ struct Inner {
     bot: BotIdentity,
     seen: Seen,
     queues: receive::ThreadQueues,
+    pending: receive::Pending,
     acks: outbox::AckMarks,
     threads: outbox::ThreadFacts,
 }

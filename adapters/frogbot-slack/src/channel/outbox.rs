@@ -8,6 +8,11 @@
 //! workspace refuses `chat.startStream` (any error: a token type, a plan, an unknown method) the
 //! reply falls back to post + edit ([`SlackDrafts`]: `chat.postMessage` / `chat.update` with a
 //! `markdown` block and, while streaming, a Stop button `frogbot-stop`).
+//! Durable delivery ([`ChannelOutbox::deliver`]): each piece of a reply carries message metadata
+//! (`{"event_type": "frogbot_delivery", "event_payload": {"key": <the piece key>}}`); a retried
+//! delivery reads the thread first (`conversations.replies`, `include_all_metadata=true`) and
+//! skips the pieces an earlier attempt posted. See the crate docs for the guarantee.
+//!
 //! While a turn runs in an assistant thread (learned from `assistant_thread_started`), its
 //! status says "is thinking…" (`assistant.threads.setStatus`).
 
@@ -15,14 +20,16 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
 use async_trait::async_trait;
-use frogbot_core::agent::{ChannelOutbox, DraftMessages, EditStream, ReplyStream, ShownAcks};
+use frogbot_core::agent::{
+    ChannelOutbox, Delivery, DraftMessages, EditStream, ReplyStream, ShownAcks,
+};
 use frogbot_model::{Ack, BoxError, PlatformUser, Thread, ThreadMessage, UiMessage};
 use serde_json::json;
 use slack_morphism::prelude::SlackBlock;
 use tracing::{debug, info};
 
 use super::SlackAdapter;
-use crate::client::SlackApi;
+use crate::client::{DELIVERY_EVENT_TYPE, SlackApi};
 use crate::ids::{message_id, split_id};
 
 /// The most Markdown characters one streamed message takes: Slack's limit on `markdown_text`
@@ -183,12 +190,14 @@ impl std::fmt::Debug for SlackStream {
 }
 
 impl SlackStream {
+    /// Stops the streamed message `i` (`chat.stopStream`). It counts as stopped only once Slack
+    /// said so: a failed stop leaves it open, so the next `show` / `finish` (or the engine's
+    /// retry) stops it again.
     async fn stop(&mut self, i: usize) -> Result<(), BoxError> {
         let api = self.slack.inner.questions.api();
-        let m = &mut self.native[i];
-        if m.open {
-            m.open = false;
-            api.stop_stream(&self.channel, &m.ts).await?;
+        if self.native[i].open {
+            api.stop_stream(&self.channel, &self.native[i].ts).await?;
+            self.native[i].open = false;
         }
         Ok(())
     }
@@ -355,6 +364,43 @@ impl ChannelOutbox for SlackAdapter {
         Ok(())
     }
 
+    /// Posts the pieces of `reply` in order, each with the metadata key
+    /// [`Delivery::piece_key`] ([`SlackApi::post_keyed`]); on a retry
+    /// ([`Delivery::is_retry`]) the thread's keys are read first and the pieces already there
+    /// skipped. A failure stops at that piece (the pieces after it wait for the retry); Slack's
+    /// 429s, 5xx and network failures come back [`Transient`](frogbot_model::Transient).
+    async fn deliver(
+        &self,
+        thread: &Thread,
+        reply: &UiMessage,
+        delivery: &Delivery,
+    ) -> Result<(), BoxError> {
+        let pieces = crate::format::messages(&reply.text(), MAX_REPLY_CHARS);
+        if pieces.is_empty() {
+            return Ok(());
+        }
+        let (channel, thread_ts) = split_id(&thread.id)?;
+        let api = self.inner.questions.api();
+        let present: HashSet<String> = if delivery.is_retry() {
+            api.thread_keys(channel, thread_ts, DELIVERY_EVENT_TYPE)
+                .await?
+                .into_iter()
+                .collect()
+        } else {
+            HashSet::new()
+        };
+        for (i, piece) in pieces.iter().enumerate() {
+            let key = delivery.piece_key(i);
+            if present.contains(&key) {
+                debug!(thread = %thread.id, %key, "Slack reply piece already posted; skipped");
+                continue;
+            }
+            api.post_keyed(channel, thread_ts, piece, DELIVERY_EVENT_TYPE, &key)
+                .await?;
+        }
+        Ok(())
+    }
+
     /// `reactions.add` with the new state's emoji, then `reactions.remove` of the one before
     /// (see [`AckMarks`]).
     async fn ack(&self, _thread: &Thread, message_id: &str, ack: Ack) -> Result<(), BoxError> {
@@ -399,7 +445,11 @@ impl ChannelOutbox for SlackAdapter {
         stream_pieces(text)
     }
 
-    /// `chat.update` of a streamed message to `text` (Markdown), no Stop button.
+    /// `chat.update` of a streamed message to `text` (Markdown), no Stop button. A native
+    /// stream a crash left open is stopped first (`chat.stopStream`: Slack refuses to update a
+    /// streaming message); a message that is not streaming answers that it is not, which counts
+    /// as stopped. A stop failing for another reason worth retrying is returned (retry later);
+    /// any other is logged and the update tried anyway.
     async fn edit_message(
         &self,
         _thread: &Thread,
@@ -407,16 +457,21 @@ impl ChannelOutbox for SlackAdapter {
         text: &str,
     ) -> Result<(), BoxError> {
         let (channel, ts) = split_id(message_id)?;
-        self.inner
-            .questions
-            .api()
-            .update_message(
-                channel,
-                ts,
-                stream_blocks(text, false),
-                &fallback_text(text),
-            )
-            .await?;
+        let api = self.inner.questions.api();
+        match api.stop_stream(channel, ts).await {
+            Ok(()) => {}
+            Err(e) if e.transient().is_some() => return Err(e.into()),
+            Err(e) => {
+                debug!(message = %message_id, error = %e, "stopping the stream before an edit failed")
+            }
+        }
+        api.update_message(
+            channel,
+            ts,
+            stream_blocks(text, false),
+            &fallback_text(text),
+        )
+        .await?;
         Ok(())
     }
 

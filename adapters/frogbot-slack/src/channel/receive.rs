@@ -20,6 +20,11 @@
 //!   one queued behind a slow one) is acknowledged at the deadline and still processed, in order.
 //!   A store failure before the deadline answers `500` and forgets the key, so Slack's retry is
 //!   processed. Over Socket Mode the same holds with the envelope's acknowledgement.
+//! - Load shedding: at most [`Config::max_pending`](super::Config::max_pending) deliveries
+//!   (1,024 by default) wait in the thread queues or run at once. Past it a delivery is refused at
+//!   once — `503` in HTTP mode, no acknowledgement in Socket Mode — and its key forgotten, so
+//!   Slack's retry (HTTP mode: after about a minute, then five) or redelivery is processed,
+//!   instead of the request waiting behind the backlog past Slack's 3-second window.
 //! - Messages: a mention, a DM, or a reply in a thread whose chat exists starts or continues the
 //!   chat of its thread (`channel:thread_ts`); the bot's own messages (learned with `auth.test`)
 //!   and edits are ignored. A denied author gets an ephemeral note.
@@ -27,6 +32,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -116,11 +122,65 @@ impl Seen {
     }
 }
 
+/// How many deliveries wait in the thread queues or run now, bounded: a delivery takes a place
+/// before it is queued and gives it back when it is done (or its task failed).
+#[derive(Debug)]
+pub struct Pending {
+    max: usize,
+    now: Arc<AtomicUsize>,
+}
+
+impl Pending {
+    /// At most `max` (at least 1) at once.
+    pub fn new(max: usize) -> Self {
+        Self {
+            max: max.max(1),
+            now: Arc::default(),
+        }
+    }
+
+    /// How many there are now.
+    pub fn len(&self) -> usize {
+        self.now.load(Ordering::SeqCst)
+    }
+
+    /// Whether none waits or runs.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The bound.
+    pub fn max(&self) -> usize {
+        self.max
+    }
+
+    /// A place for one more, or `None` when all are taken.
+    fn take(&self) -> Option<Place> {
+        self.now
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < self.max).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| Place(self.now.clone()))
+    }
+}
+
+/// A delivery's place in [`Pending`], given back when dropped.
+struct Place(Arc<AtomicUsize>);
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// Why a delivery was not processed.
 #[derive(Debug)]
 enum Failure {
     /// A store or engine failure: the delivery should be retried.
     Retry(String),
+    /// Too many deliveries wait or run ([`Pending`]): refused, Slack sends it again later.
+    Busy,
 }
 
 type Job = Pin<Box<dyn Future<Output = ()> + Send>>;
@@ -276,10 +336,16 @@ impl Receiver {
     where
         F: Future<Output = Result<(), Failure>> + Send + 'static,
     {
+        let Some(place) = self.inner().pending.take() else {
+            self.inner().seen.forget(&key);
+            warn!(%key, max = self.inner().pending.max(), "too many Slack deliveries pending; refused, Slack sends it again later");
+            return Err(Failure::Busy);
+        };
         let (done, result) = oneshot::channel();
         self.inner().queues.push(
             thread,
             Box::pin(async move {
+                let _place = place;
                 let _ = done.send(work.await);
             }),
         );
@@ -637,10 +703,14 @@ fn retry_num(headers: &HeaderMap) -> Option<String> {
 }
 
 fn failure_response(f: Failure) -> Response {
-    let Failure::Retry(msg) = f;
-    // Logged once, where it failed; here only what Slack is told.
-    debug!(error = %msg, "Slack delivery failed; answering 500 so Slack retries");
-    status(StatusCode::INTERNAL_SERVER_ERROR, "retry later")
+    match f {
+        Failure::Retry(msg) => {
+            // Logged once, where it failed; here only what Slack is told.
+            debug!(error = %msg, "Slack delivery failed; answering 500 so Slack retries");
+            status(StatusCode::INTERNAL_SERVER_ERROR, "retry later")
+        }
+        Failure::Busy => status(StatusCode::SERVICE_UNAVAILABLE, "busy, retry later"),
+    }
 }
 
 async fn events(State(rx): State<Receiver>, headers: HeaderMap, body: Bytes) -> Response {
@@ -790,6 +860,10 @@ impl SlackSocketModeClientListener for SocketEnvelopes {
             Ok(()) => Some(json!({ "envelope_id": id }).to_string()),
             Err(Failure::Retry(message)) => {
                 debug!(error = %message, "Slack Socket Mode delivery failed; not acknowledged (Slack redelivers)");
+                None
+            }
+            Err(Failure::Busy) => {
+                debug!("Slack Socket Mode delivery refused (too many pending); not acknowledged");
                 None
             }
         }

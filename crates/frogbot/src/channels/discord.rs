@@ -111,6 +111,7 @@ impl DiscordConfig {
             api_url: self.api_url.clone(),
             users: self.users.clone(),
             allow: self.allow.clone(),
+            ..Config::default()
         }
     }
 }
