@@ -195,6 +195,9 @@ impl Inner {
             .send()
             .await;
         match sent {
+            Ok(response) if response.status().is_success() && is_json(&response) => {
+                Err(not_a_stream(response).await)
+            }
             Ok(response) if response.status().is_success() => Ok(response),
             Ok(response) => Err(status_error(response).await),
             Err(error) => Err(connection_error(error)),
@@ -232,11 +235,30 @@ pub(crate) fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
     text
 }
 
-/// An HTTP error answer: its message, and whether it is worth retrying (408, 429 unless the
-/// account's quota is used up, 5xx) with the wait the server asked for.
-async fn status_error(mut response: Response) -> Error {
-    let status = response.status();
-    let wait = retry_after(response.headers(), SystemTime::now());
+/// Whether a response says its body is JSON (not an event stream).
+fn is_json(response: &Response) -> bool {
+    response
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.trim_start().starts_with("application/json"))
+}
+
+/// A 2xx answer in JSON where an event stream was asked for: a server that does not stream (or
+/// reports an error so). Permanent: asking again gets the same.
+async fn not_a_stream(response: Response) -> Error {
+    let (text, json) = read_error_body(response).await;
+    let message = json
+        .as_ref()
+        .and_then(api_error_message)
+        .unwrap_or_else(|| text::truncate(text.trim(), ERROR_MESSAGE_CHARS));
+    Error::Malformed(format!(
+        "the server answered JSON instead of an event stream (does it support `stream: true`?): {message}"
+    ))
+}
+
+/// The start of an error answer's body, and its JSON when it is JSON.
+async fn read_error_body(mut response: Response) -> (String, Option<Value>) {
     let mut body = Vec::new();
     while body.len() < ERROR_BODY_LIMIT {
         match response.chunk().await {
@@ -246,8 +268,17 @@ async fn status_error(mut response: Response) -> Error {
         }
     }
     body.truncate(ERROR_BODY_LIMIT);
-    let text = String::from_utf8_lossy(&body);
-    let json: Option<Value> = serde_json::from_str(&text).ok();
+    let text = String::from_utf8_lossy(&body).into_owned();
+    let json = serde_json::from_str(&text).ok();
+    (text, json)
+}
+
+/// An HTTP error answer: its message, and whether it is worth retrying (408, 429 unless the
+/// account's quota is used up, 5xx) with the wait the server asked for.
+async fn status_error(response: Response) -> Error {
+    let status = response.status();
+    let wait = retry_after(response.headers(), SystemTime::now());
+    let (text, json) = read_error_body(response).await;
     let message = json
         .as_ref()
         .and_then(api_error_message)

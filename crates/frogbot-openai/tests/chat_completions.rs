@@ -580,3 +580,29 @@ async fn unreachable_server_is_a_request_error() {
     let transient = frogbot_core::model::Transient::find(error.as_ref()).expect("transient");
     assert!(!transient.may_be_done(), "a refused connection did nothing");
 }
+
+#[tokio::test]
+async fn a_json_answer_instead_of_a_stream_is_a_clear_permanent_error() {
+    // A server that ignores `stream: true` (or says 200 with an error object).
+    let server = FakeServer::start(Reply::Json(
+        200,
+        json!({ "error": { "message": "streaming is not supported" } }).to_string(),
+    ))
+    .await;
+    let model = model(server.base_url(), None);
+
+    let error = model
+        .stream(hello())
+        .await
+        .err()
+        .expect("not an event stream");
+
+    assert!(matches!(error_of(&error), Error::Malformed(_)), "{error:?}");
+    assert!(
+        error.to_string().contains("streaming is not supported"),
+        "{error}"
+    );
+    assert!(!frogbot_core::model::Transient::is_transient(
+        error.as_ref()
+    ));
+}

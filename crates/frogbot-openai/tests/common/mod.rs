@@ -32,6 +32,8 @@ pub enum Reply {
     SseThenAbort(Vec<String>, Arc<Notify>),
     /// An HTTP error status with this body (as JSON if it parses as JSON).
     Status(u16, String),
+    /// This status with a JSON body (`application/json`), whatever the request asked for.
+    Json(u16, String),
     /// An HTTP error status with these headers and this body.
     StatusWith(u16, Vec<(&'static str, String)>, String),
 }
@@ -151,6 +153,11 @@ async fn handle(
             event_stream(Body::from_stream(body))
         }
         Reply::Status(code, text) => status(StatusCode::from_u16(code).unwrap(), &text),
+        Reply::Json(code, text) => Response::builder()
+            .status(code)
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(text))
+            .unwrap(),
         Reply::StatusWith(code, headers, text) => {
             let mut response = status(StatusCode::from_u16(code).unwrap(), &text);
             for (name, value) in headers {
