@@ -84,6 +84,10 @@ pub struct MessageMetadata {
     /// The model id the message was sent with (user) or answered by (assistant).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// On an assistant message: the configured fallback model that answered (a step of) it
+    /// because `model` failed before answering (the last one, when several steps fell back).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<String>,
     /// The reasoning option the message was sent with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning: Option<String>,

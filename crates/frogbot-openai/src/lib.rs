@@ -8,12 +8,21 @@
 //! [`ModelEvent`](frogbot_core::agent::ModelEvent)s: text deltas, complete tool calls (assembled
 //! from their streamed fragments) and a final `Finish` with the reason and token usage. A stream
 //! that breaks off before the server said why it finished yields an error item, never a made-up
-//! `Finish`. HTTP and server-sent-event handling come from `async-openai`; this crate only maps.
+//! `Finish`. The request body's types come from `async-openai`, the server-sent events are split
+//! by `eventsource-stream`; this crate maps, and retries.
+//!
+//! Resilience: a failed request is tried again ([`OpenAiConfig::max_retries`], default 2) when
+//! the server answered 408, 429 or 5xx, the connection was refused, reset or timed out, or the
+//! stream broke off **before any event reached the caller**, after an exponential backoff with
+//! jitter or the server's `Retry-After` (a wait over 60 s is not waited: the call fails at once).
+//! Once an event was yielded nothing is retried. A retryable failure, also once the retries are
+//! used up, carries a [`Transient`](frogbot_core::model::Transient) in its source chain.
+//! [`WithFallbacks`] hands a step to other models when a model fails so before answering.
 //!
 //! What it must not do: know about chats, messages in the store, stores, turns, queues or
 //! platforms (Slack, Discord, Telegram, Matrix). It sees one model step at a time and keeps no
 //! state between steps; persisting, retrying a turn and running tools belong to `frogbot-core`'s
-//! engine.
+//! engine, and so do the step's idle and overall timeouts.
 //!
 //! TLS: the HTTP client uses rustls without choosing a crypto provider by itself (a dependency
 //! tree may hold both `ring` and `aws-lc-rs`). Call [`install_crypto_provider`] once at start-up,
@@ -21,11 +30,14 @@
 
 mod client;
 mod error;
+mod fallback;
 mod request;
+mod retry;
 mod stream;
 
-pub use client::{OpenAiCompatible, OpenAiConfig};
+pub use client::{DEFAULT_MAX_RETRIES, MAX_RETRIES, OpenAiCompatible, OpenAiConfig};
 pub use error::Error;
+pub use fallback::{AllFailed, WithFallbacks};
 
 /// Installs rustls' `ring` crypto provider as the process default, unless a default is already
 /// installed (then it does nothing, so calling it twice, or after the application installed

@@ -1,20 +1,58 @@
-//! Chat Completions stream chunks → `ModelEvent`s.
+//! Chat Completions server-sent events → `ModelEvent`s.
 //!
-//! `async-openai` parses the server-sent events and hands over one JSON chunk per `data:` line.
-//! The chunk types here are deliberately lenient (unknown `finish_reason` values, missing
-//! `index`es, `null`s) because "OpenAI-compatible" servers differ in the details; the strict
-//! `async-openai` response types would turn such differences into errors.
+//! `eventsource-stream` splits the response body into events; each `data:` line is one JSON
+//! chunk. The chunk types here are deliberately lenient (unknown `finish_reason` values, missing
+//! `index`es, `null`s) because "OpenAI-compatible" servers differ in the details; strict response
+//! types would turn such differences into errors.
 
 use std::collections::{BTreeMap, VecDeque};
 
-use async_openai::types::stream::StreamResponse;
+use eventsource_stream::{EventStreamError, Eventsource};
 use frogbot_core::BoxError;
 use frogbot_core::agent::{FinishReason, ModelEvent, ToolCallRequest, Usage};
+use frogbot_core::model::{Transient, text};
+use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::client::{Call, error_chain};
 use crate::error::Error;
+
+/// The chunks of one response, ending at `data: [DONE]` or the end of the body.
+pub(crate) type Chunks = BoxStream<'static, Result<Chunk, Error>>;
+
+/// The most characters of a malformed event quoted in its error.
+const QUOTE_CHARS: usize = 200;
+
+/// Reads a streaming response's body as chunks.
+pub(crate) fn chunks(response: reqwest::Response) -> Chunks {
+    response
+        .bytes_stream()
+        .eventsource()
+        .take_while(|item| {
+            futures::future::ready(!matches!(item, Ok(event) if event.data.trim() == "[DONE]"))
+        })
+        .filter_map(|item| {
+            futures::future::ready(match item {
+                // Comments never get here; keep-alives and empty events carry nothing.
+                Ok(event) if event.event == "keepalive" || event.data.trim().is_empty() => None,
+                Ok(event) => Some(serde_json::from_str::<Chunk>(&event.data).map_err(|error| {
+                    Error::Malformed(format!(
+                        "the server sent a chunk that is not valid JSON ({error}): {}",
+                        text::truncate(&event.data, QUOTE_CHARS)
+                    ))
+                })),
+                Err(EventStreamError::Transport(error)) => Some(Err(Error::Stream(
+                    Transient::from_source(error_chain(&error), error).maybe_done(),
+                ))),
+                Err(error) => Some(Err(Error::Malformed(format!(
+                    "the server sent something that is not server-sent events: {error}"
+                )))),
+            })
+        })
+        .boxed()
+}
 
 /// One `chat.completion.chunk` object (only the fields FrogBot reads).
 #[derive(Debug, Default, Deserialize)]
@@ -74,43 +112,61 @@ struct UsageChunk {
     completion_tokens: Option<u64>,
 }
 
-/// Turns the parsed chunk stream into model events: text deltas as they come, complete tool
-/// calls once the server sends a `finish_reason`, and `Finish` when the stream ends. Stops after
-/// the first error.
+/// Turns the chunks into model events: text deltas as they come, complete tool calls once the
+/// server sends a `finish_reason`, and `Finish` when the stream ends. Stops after the first
+/// error. A retryable failure before any event came out (the connection reset or closed early,
+/// an error object with a 429 or 5xx code) opens the call again within its retry budget; after
+/// the first event, every failure is the stream's last item.
 pub(crate) fn events(
-    upstream: StreamResponse<Chunk>,
+    call: Call,
+    first: Chunks,
 ) -> impl Stream<Item = Result<ModelEvent, BoxError>> + Send + 'static {
     struct State {
-        upstream: Option<StreamResponse<Chunk>>,
+        call: Call,
+        chunks: Option<Chunks>,
         assembler: Assembler,
         pending: VecDeque<ModelEvent>,
+        /// Whether an event was yielded (from then on nothing is retried).
+        yielded: bool,
     }
 
     let state = State {
-        upstream: Some(upstream),
+        call,
+        chunks: Some(first),
         assembler: Assembler::default(),
         pending: VecDeque::new(),
+        yielded: false,
     };
     futures::stream::unfold(state, |mut state| async move {
         loop {
             if let Some(event) = state.pending.pop_front() {
+                state.yielded = true;
                 return Some((Ok(event), state));
             }
             // `None` here means the stream is over (ended, or failed and reported).
-            let next = state.upstream.as_mut()?.next().await;
+            let next = state.chunks.as_mut()?.next().await;
             let result = match next {
                 Some(Ok(chunk)) => state.assembler.push(chunk, &mut state.pending),
-                Some(Err(error)) => Err(Error::Stream(error)),
+                Some(Err(error)) => Err(error),
                 None => {
-                    state.upstream = None;
+                    state.chunks = None;
                     state.assembler.end(&mut state.pending)
                 }
             };
-            if let Err(error) = result {
-                // Drop the connection; nothing follows an error.
-                state.upstream = None;
-                state.pending.clear();
+            let Err(error) = result else { continue };
+            // Drop the connection; nothing of it follows an error.
+            state.chunks = None;
+            state.pending.clear();
+            if state.yielded {
                 return Some((Err(error.into()), state));
+            }
+            // Nothing reached the caller yet: the call may start over.
+            match state.call.reopen(error).await {
+                Ok(chunks) => {
+                    state.chunks = Some(chunks);
+                    state.assembler = Assembler::default();
+                }
+                Err(error) => return Some((Err(error.into()), state)),
             }
         }
     })
@@ -138,7 +194,7 @@ struct Assembler {
 impl Assembler {
     fn push(&mut self, chunk: Chunk, out: &mut VecDeque<ModelEvent>) -> Result<(), Error> {
         if let Some(error) = chunk.error {
-            return Err(Error::Provider(provider_error_message(&error)));
+            return Err(provider_error(&error));
         }
         if let Some(usage) = chunk.usage {
             self.usage = Some(Usage {
@@ -172,7 +228,9 @@ impl Assembler {
     /// The upstream stream ended (`[DONE]` or end of body).
     fn end(&mut self, out: &mut VecDeque<ModelEvent>) -> Result<(), Error> {
         let Some(reason) = self.finish.take() else {
-            return Err(Error::Incomplete);
+            return Err(Error::Incomplete(
+                Transient::new("the stream ended before the model finished").maybe_done(),
+            ));
         };
         self.flush_calls(out);
         out.push_back(ModelEvent::Finish {
@@ -248,13 +306,27 @@ fn finish_reason(reason: &str) -> FinishReason {
     }
 }
 
-fn provider_error_message(error: &Value) -> String {
-    match error.get("message").and_then(Value::as_str) {
+/// An `error` object in the stream; a 429 or 5xx `code` (a number or a numeric string) makes it
+/// transient.
+fn provider_error(error: &Value) -> Error {
+    let message = match error.get("message").and_then(Value::as_str) {
         Some(message) => match error.get("code") {
             Some(code) if !code.is_null() => format!("{message} (code {code})"),
             _ => message.to_owned(),
         },
         None => error.to_string(),
+    };
+    let code = error.get("code").and_then(|code| match code {
+        Value::Number(n) => n.as_u64(),
+        Value::String(s) => s.parse().ok(),
+        _ => None,
+    });
+    let transient = code
+        .filter(|code| *code == 429 || (500..600).contains(code))
+        .map(|code| Transient::new(format!("the server reported error {code} in the stream")));
+    Error::Provider {
+        message: text::truncate(&message, QUOTE_CHARS * 2),
+        transient,
     }
 }
 
@@ -357,7 +429,25 @@ mod tests {
             )
             .unwrap_err();
         assert!(
-            matches!(&error, Error::Provider(message) if message == "upstream overloaded (code 502)")
+            matches!(&error, Error::Provider { message, .. } if message == "upstream overloaded (code 502)")
         );
+        assert!(error.transient().is_some(), "a 502 is worth retrying");
+        for (code, transient) in [
+            (json!(429), true),
+            (json!("503"), true),
+            (json!(400), false),
+            (json!("invalid_request"), false),
+            (Value::Null, false),
+        ] {
+            let error = provider_error(&json!({"message": "x", "code": code}));
+            assert_eq!(error.transient().is_some(), transient, "{code}");
+        }
+    }
+
+    #[test]
+    fn a_stream_that_ends_without_finish_reason_is_transient() {
+        let error = Assembler::default().end(&mut VecDeque::new()).unwrap_err();
+        assert!(matches!(error, Error::Incomplete(_)), "{error:?}");
+        assert!(error.transient().is_some_and(|t| t.may_be_done()));
     }
 }

@@ -21,6 +21,8 @@ fn model(base_url: String, api_key: Option<&str>) -> OpenAiCompatible {
         base_url,
         api_key: api_key.map(str::to_owned),
         model: UPSTREAM_MODEL.to_owned(),
+        // These tests look at one request each; tests/retries.rs covers retrying.
+        max_retries: 0,
     })
     .unwrap()
 }
@@ -392,7 +394,14 @@ async fn http_500_is_an_error() {
         .err()
         .expect("HTTP 500 must fail");
 
-    assert!(matches!(error_of(&error), Error::Request(_)), "{error:?}");
+    assert!(
+        matches!(error_of(&error), Error::Status { status: 500, .. }),
+        "{error:?}"
+    );
+    assert!(
+        frogbot_core::model::Transient::is_transient(error.as_ref()),
+        "a 500 is worth retrying"
+    );
     let message = error.to_string();
     assert!(message.contains("500"), "{message}");
     assert!(message.contains("upstream exploded"), "{message}");
@@ -415,7 +424,13 @@ async fn http_401_reports_the_server_message() {
         .err()
         .expect("HTTP 401 must fail");
 
-    assert!(matches!(error_of(&error), Error::Request(_)), "{error:?}");
+    assert!(
+        matches!(error_of(&error), Error::Status { status: 401, .. }),
+        "{error:?}"
+    );
+    assert!(!frogbot_core::model::Transient::is_transient(
+        error.as_ref()
+    ));
     assert!(
         error.to_string().contains("Incorrect API key provided"),
         "{error}"
@@ -445,7 +460,7 @@ async fn malformed_chunk_is_an_error_item_and_ends_the_stream() {
         &ModelEvent::TextDelta("Hi".into())
     );
     let error = items[1].as_ref().unwrap_err();
-    assert!(matches!(error_of(error), Error::Stream(_)), "{error:?}");
+    assert!(matches!(error_of(error), Error::Malformed(_)), "{error:?}");
 }
 
 #[tokio::test]
@@ -472,7 +487,7 @@ async fn stream_ending_before_finish_reason_is_an_error_item() {
         &ModelEvent::TextDelta("Half an".into())
     );
     let error = items[1].as_ref().unwrap_err();
-    assert!(matches!(error_of(error), Error::Incomplete), "{error:?}");
+    assert!(matches!(error_of(error), Error::Incomplete(_)), "{error:?}");
 }
 
 #[tokio::test]
@@ -489,7 +504,7 @@ async fn done_without_finish_reason_is_an_error_item() {
     assert_eq!(items.len(), 2, "{items:?}");
     assert!(matches!(
         error_of(items[1].as_ref().unwrap_err()),
-        Error::Incomplete
+        Error::Incomplete(_)
     ));
 }
 
@@ -539,7 +554,7 @@ async fn error_object_in_the_stream_is_an_error_item() {
     assert_eq!(items.len(), 2, "{items:?}");
     let error = items[1].as_ref().unwrap_err();
     assert!(
-        matches!(error_of(error), Error::Provider(message) if message.contains("Provider disconnected")),
+        matches!(error_of(error), Error::Provider { message, .. } if message.contains("Provider disconnected")),
         "{error:?}"
     );
 }
@@ -558,5 +573,36 @@ async fn unreachable_server_is_a_request_error() {
         .err()
         .expect("no server must fail");
 
-    assert!(matches!(error_of(&error), Error::Request(_)), "{error:?}");
+    assert!(
+        matches!(error_of(&error), Error::Connection(_)),
+        "{error:?}"
+    );
+    let transient = frogbot_core::model::Transient::find(error.as_ref()).expect("transient");
+    assert!(!transient.may_be_done(), "a refused connection did nothing");
+}
+
+#[tokio::test]
+async fn a_json_answer_instead_of_a_stream_is_a_clear_permanent_error() {
+    // A server that ignores `stream: true` (or says 200 with an error object).
+    let server = FakeServer::start(Reply::Json(
+        200,
+        json!({ "error": { "message": "streaming is not supported" } }).to_string(),
+    ))
+    .await;
+    let model = model(server.base_url(), None);
+
+    let error = model
+        .stream(hello())
+        .await
+        .err()
+        .expect("not an event stream");
+
+    assert!(matches!(error_of(&error), Error::Malformed(_)), "{error:?}");
+    assert!(
+        error.to_string().contains("streaming is not supported"),
+        "{error}"
+    );
+    assert!(!frogbot_core::model::Transient::is_transient(
+        error.as_ref()
+    ));
 }

@@ -9,6 +9,7 @@ fn new_requires_a_crypto_provider_and_install_is_idempotent() {
         base_url: "http://127.0.0.1:9/v1".into(),
         api_key: None,
         model: "m".into(),
+        max_retries: 2,
     };
 
     let error = OpenAiCompatible::new(config.clone()).unwrap_err();

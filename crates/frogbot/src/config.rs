@@ -158,7 +158,24 @@ fn default_max_event_streams_per_user() -> usize {
     64
 }
 
-/// `[[models]]`.
+fn default_max_retries() -> u32 {
+    frogbot_openai::DEFAULT_MAX_RETRIES
+}
+
+/// `[[models]]`: one model offered.
+///
+/// ```toml
+/// [[models]]
+/// id = "main"                       # what clients send as `model`
+/// provider = "openai-compatible"
+/// base_url = "https://api.openai.com/v1"
+/// model = "gpt-4.1-mini"            # the upstream name (default: id)
+/// api_key_env = "OPENAI_API_KEY"
+/// reasoning = ["low", "high"]
+/// max_retries = 2                   # 0 to 10: tries again after a 408/429/5xx, a refused, reset or
+///                                   # timed-out connection, a stream broken before its first event
+/// fallback = ["local"]              # ids of [[models]] tried in order once those retries are used up
+/// ```
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelConfig {
@@ -175,6 +192,19 @@ pub struct ModelConfig {
     /// The reasoning options offered.
     #[serde(default)]
     pub reasoning: Vec<String>,
+    /// How many times a failed request is tried again, 0 to 10 (default 2): after an HTTP 408,
+    /// 429 or 5xx, a connection refused, reset or timed out, or a stream that broke off before
+    /// its first event — never once the model's answer started. The wait is the server's
+    /// `Retry-After` (one over 60 s is not waited: the request fails at once), else an exponential
+    /// backoff with jitter (0.5 s, 1 s, 2 s, … 8 s).
+    #[serde(default = "default_max_retries")]
+    pub max_retries: u32,
+    /// Ids of other `[[models]]` that answer a step, in this order, when this model fails before
+    /// answering once its retries are used up (each fallback's own fallbacks follow it). The
+    /// reply's `metadata.fallback` names the one that answered. A reasoning option a fallback
+    /// does not offer is left out of its request.
+    #[serde(default)]
+    pub fallback: Vec<String>,
 }
 
 /// `[[users]]`.
@@ -470,7 +500,14 @@ impl Config {
                     format!("{:?} is not an http(s) URL", crate::redact(url)),
                 );
             }
+            if m.max_retries > frogbot_openai::MAX_RETRIES {
+                return bad(
+                    &format!("{key}.max_retries"),
+                    format!("must be from 0 to {}", frogbot_openai::MAX_RETRIES),
+                );
+            }
         }
+        self.validate_fallbacks()?;
         if let Some(d) = &self.default_model {
             let offered = if self.models.is_empty() {
                 d == "demo"
@@ -544,6 +581,104 @@ impl Config {
             }
         }
         Ok(())
+    }
+
+    /// Checks every `[[models]].fallback`: ids of other models, each once, without a cycle.
+    fn validate_fallbacks(&self) -> Result<(), ConfigError> {
+        let index: std::collections::HashMap<&str, usize> = self
+            .models
+            .iter()
+            .enumerate()
+            .map(|(i, m)| (m.id.as_str(), i))
+            .collect();
+        for (i, m) in self.models.iter().enumerate() {
+            let key = format!("models[{i}].fallback");
+            let mut seen = std::collections::HashSet::new();
+            for f in &m.fallback {
+                if *f == m.id {
+                    return Err(ConfigError::key(key, format!("{f:?} is this model itself")));
+                }
+                if !index.contains_key(f.as_str()) {
+                    return Err(ConfigError::key(
+                        key,
+                        format!("{f:?} is not the id of one of [[models]]"),
+                    ));
+                }
+                if !seen.insert(f.as_str()) {
+                    return Err(ConfigError::key(key, format!("{f:?} is listed twice")));
+                }
+            }
+        }
+        // A cycle (a → b → a) would hand a failing step around forever: depth-first search, with
+        // the path so far to name it.
+        #[derive(Clone, Copy, PartialEq)]
+        enum Mark {
+            New,
+            OnPath,
+            Done,
+        }
+        fn visit<'a>(
+            models: &'a [ModelConfig],
+            index: &std::collections::HashMap<&str, usize>,
+            marks: &mut [Mark],
+            path: &mut Vec<&'a str>,
+            at: usize,
+        ) -> Result<(), Vec<&'a str>> {
+            marks[at] = Mark::OnPath;
+            path.push(&models[at].id);
+            for f in &models[at].fallback {
+                let next = index[f.as_str()];
+                match marks[next] {
+                    Mark::OnPath => {
+                        let start = path.iter().position(|id| *id == f).unwrap_or(0);
+                        let mut cycle = path[start..].to_vec();
+                        cycle.push(f);
+                        return Err(cycle);
+                    }
+                    Mark::New => visit(models, index, marks, path, next)?,
+                    Mark::Done => {}
+                }
+            }
+            path.pop();
+            marks[at] = Mark::Done;
+            Ok(())
+        }
+        let mut marks = vec![Mark::New; self.models.len()];
+        for start in 0..self.models.len() {
+            if marks[start] == Mark::New
+                && let Err(cycle) = visit(&self.models, &index, &mut marks, &mut Vec::new(), start)
+            {
+                let at = index[cycle[0]];
+                return Err(ConfigError::key(
+                    format!("models[{at}].fallback"),
+                    format!("the fallbacks go round in a cycle: {}", cycle.join(" → ")),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The models that answer for `id` when it fails, in the order they are tried: its
+    /// `fallback` list, each one followed by its own fallbacks (depth first), each model once,
+    /// never `id` itself. Empty for an unknown id. Assumes a validated configuration (no cycle).
+    pub fn fallback_chain(&self, id: &str) -> Vec<&ModelConfig> {
+        fn walk<'a>(config: &'a Config, id: &str, root: &str, out: &mut Vec<&'a ModelConfig>) {
+            let Some(model) = config.models.iter().find(|m| m.id == id) else {
+                return;
+            };
+            for f in &model.fallback {
+                if f == root || out.iter().any(|m| m.id == *f) {
+                    continue;
+                }
+                if let Some(fm) = config.models.iter().find(|m| m.id == *f) {
+                    out.push(fm);
+                    walk(config, &fm.id, root, out);
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(self, id, id, &mut out);
+        out
     }
 
     /// The default model id: the configured one, the first of `[[models]]`, or `demo`.
@@ -779,6 +914,94 @@ mod tests {
             e,
             format!("{file} line 2: `server.max_connections`: must be at least 1")
         );
+    }
+
+    #[test]
+    fn max_retries_and_fallbacks_are_read_and_checked() {
+        let model = |id: &str, extra: &str| {
+            format!("[[models]]\nid = \"{id}\"\nprovider = \"openai-compatible\"\n{extra}\n")
+        };
+        let c = Config::parse(&model("main", "")).unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.models[0].max_retries, 2, "openai-python's default");
+        assert!(c.models[0].fallback.is_empty());
+        let text = [
+            model("a", "max_retries = 0\nfallback = [\"b\", \"c\"]"),
+            model("b", "max_retries = 10\nfallback = [\"d\", \"c\"]"),
+            model("c", "fallback = [\"d\"]"),
+            model("d", ""),
+        ]
+        .concat();
+        let c = Config::parse(&text).unwrap();
+        c.validate().unwrap();
+        assert_eq!((c.models[0].max_retries, c.models[1].max_retries), (0, 10));
+        let chain = |id: &str| -> Vec<String> {
+            c.fallback_chain(id).iter().map(|m| m.id.clone()).collect()
+        };
+        // Depth first, each model once: b's own fallbacks (d, c) come before a's next one.
+        assert_eq!(chain("a"), ["b", "d", "c"]);
+        assert_eq!(chain("b"), ["d", "c"]);
+        assert_eq!(chain("d"), Vec::<String>::new());
+
+        let check = |text: String| {
+            Config::parse(&text)
+                .unwrap()
+                .validate()
+                .unwrap_err()
+                .to_string()
+        };
+        let e = check(model("a", "max_retries = 11"));
+        assert!(
+            e.contains("`models[0].max_retries`: must be from 0 to 10"),
+            "{e}"
+        );
+        let e = Config::parse(&model("a", "max_retries = -1")).unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("models[0].max_retries"), "{e}");
+        let e = Config::parse(&model("a", "fallback = \"b\"")).unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("models[0].fallback"), "{e}");
+        let e = check(model("a", "fallback = [\"a\"]"));
+        assert!(
+            e.contains("`models[0].fallback`: \"a\" is this model itself"),
+            "{e}"
+        );
+        let e = check(model("a", "fallback = [\"nope\"]"));
+        assert!(
+            e.contains("`models[0].fallback`: \"nope\" is not the id"),
+            "{e}"
+        );
+        let e = check([model("a", "fallback = [\"b\", \"b\"]"), model("b", "")].concat());
+        assert!(e.contains("listed twice"), "{e}");
+        let e = check(
+            [
+                model("a", "fallback = [\"b\"]"),
+                model("b", "fallback = [\"c\"]"),
+                model("c", "fallback = [\"a\"]"),
+            ]
+            .concat(),
+        );
+        assert!(
+            e.contains("`models[0].fallback`: the fallbacks go round in a cycle: a → b → c → a"),
+            "{e}"
+        );
+        let e = check(
+            [
+                model("a", "fallback = [\"b\"]"),
+                model("b", "fallback = [\"c\"]"),
+                model("c", "fallback = [\"b\"]"),
+            ]
+            .concat(),
+        );
+        assert!(e.contains("cycle: b → c → b"), "{e}");
+        // The error names the file's line.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("frogbot.toml");
+        std::fs::write(
+            &path,
+            [model("a", ""), model("b", "fallback = [\"x\"]")].concat(),
+        )
+        .unwrap();
+        let e = Config::load(Some(&path)).unwrap_err().to_string();
+        assert!(e.contains("line 8: `models[1].fallback`"), "{e}");
     }
 
     #[test]

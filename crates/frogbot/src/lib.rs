@@ -128,6 +128,8 @@ pub async fn build_engine(config: &Config) -> Result<Engine, Error> {
             reasoning: vec![],
         });
     }
+    // Each model's own client first, then every offer with its fallbacks (when it has some).
+    let mut clients: HashMap<&str, Arc<dyn frogbot_core::agent::Model>> = HashMap::new();
     for m in &config.models {
         let api_key = m.api_key_env.as_ref().and_then(|v| std::env::var(v).ok());
         let model = frogbot_openai::OpenAiCompatible::new(frogbot_openai::OpenAiConfig {
@@ -137,11 +139,26 @@ pub async fn build_engine(config: &Config) -> Result<Engine, Error> {
                 .unwrap_or_else(|| "https://api.openai.com/v1".into()),
             api_key,
             model: m.model.clone().unwrap_or_else(|| m.id.clone()),
+            max_retries: m.max_retries,
         })
         .map_err(|e| Error::Model(m.id.clone(), e.to_string()))?;
+        clients.insert(&m.id, Arc::new(model));
+    }
+    for m in &config.models {
+        let chain = config.fallback_chain(&m.id);
+        let model = if chain.is_empty() {
+            clients[m.id.as_str()].clone()
+        } else {
+            let mut with =
+                frogbot_openai::WithFallbacks::new(&m.id, clients[m.id.as_str()].clone());
+            for f in chain {
+                with = with.fallback(&f.id, clients[f.id.as_str()].clone(), f.reasoning.clone());
+            }
+            Arc::new(with)
+        };
         offers.push(ModelOffer {
             id: m.id.clone(),
-            model: Arc::new(model),
+            model,
             reasoning: m.reasoning.clone(),
         });
     }

@@ -42,6 +42,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     .unwrap_or_else(|| "https://api.openai.com/v1".into()),
                 api_key: Some(key),
                 model: env("OPENAI_MODEL").unwrap_or_else(|| "gpt-4o-mini".into()),
+                ..Default::default()
             },
         )?),
         None => Arc::new(demo_model()),

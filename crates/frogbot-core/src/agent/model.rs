@@ -322,6 +322,12 @@ pub enum ModelEvent {
     TextDelta(String),
     /// A complete tool call (providers assemble streamed argument fragments first).
     ToolCall(ToolCallRequest),
+    /// A fallback model answers this step (the one asked for failed before answering): its
+    /// configured id. Comes before the step's other events.
+    Fallback {
+        /// The id of the model that answers.
+        model: String,
+    },
     /// The step is over.
     Finish {
         /// Why.

@@ -1,11 +1,12 @@
 //! A fake OpenAI Chat Completions server for the tests: `POST /v1/chat/completions` answers with a
-//! scripted `text/event-stream` (or an HTTP error) and records every request it received.
+//! scripted `text/event-stream` (or an HTTP error) and records every request it received. Given a
+//! sequence of replies, the n-th request gets the n-th (the last one repeats).
 
 #![allow(dead_code, unreachable_pub)]
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -31,6 +32,10 @@ pub enum Reply {
     SseThenAbort(Vec<String>, Arc<Notify>),
     /// An HTTP error status with this body (as JSON if it parses as JSON).
     Status(u16, String),
+    /// This status with a JSON body (`application/json`), whatever the request asked for.
+    Json(u16, String),
+    /// An HTTP error status with these headers and this body.
+    StatusWith(u16, Vec<(&'static str, String)>, String),
 }
 
 /// One request the fake server received.
@@ -40,11 +45,13 @@ pub struct Received {
     pub path: String,
     pub headers: HeaderMap,
     pub body: Value,
+    /// When it arrived.
+    pub at: Instant,
 }
 
 #[derive(Clone)]
 struct Shared {
-    reply: Reply,
+    replies: Arc<Vec<Reply>>,
     received: Arc<Mutex<Vec<Received>>>,
 }
 
@@ -57,9 +64,15 @@ pub struct FakeServer {
 
 impl FakeServer {
     pub async fn start(reply: Reply) -> Self {
+        Self::start_seq(vec![reply]).await
+    }
+
+    /// A server whose n-th request gets `replies[n]` (the last one once they run out).
+    pub async fn start_seq(replies: Vec<Reply>) -> Self {
+        assert!(!replies.is_empty());
         let received = Arc::new(Mutex::new(Vec::new()));
         let shared = Shared {
-            reply,
+            replies: Arc::new(replies),
             received: received.clone(),
         };
         let app = Router::new().fallback(handle).with_state(shared);
@@ -100,12 +113,18 @@ async fn handle(
     body: Bytes,
 ) -> Response {
     let body_json = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    shared.received.lock().unwrap().push(Received {
-        method: method.clone(),
-        path: uri.path().to_owned(),
-        headers,
-        body: body_json.clone(),
-    });
+    let reply = {
+        let mut received = shared.received.lock().unwrap();
+        let reply = shared.replies[received.len().min(shared.replies.len() - 1)].clone();
+        received.push(Received {
+            method: method.clone(),
+            path: uri.path().to_owned(),
+            headers,
+            body: body_json.clone(),
+            at: Instant::now(),
+        });
+        reply
+    };
 
     if method != Method::POST || uri.path() != "/v1/chat/completions" {
         return status(
@@ -120,7 +139,7 @@ async fn handle(
         );
     }
 
-    match shared.reply {
+    match reply {
         Reply::Sse(pieces) => {
             let body = futures::stream::iter(pieces.into_iter().map(Ok::<_, std::io::Error>));
             event_stream(Body::from_stream(body))
@@ -134,6 +153,18 @@ async fn handle(
             event_stream(Body::from_stream(body))
         }
         Reply::Status(code, text) => status(StatusCode::from_u16(code).unwrap(), &text),
+        Reply::Json(code, text) => Response::builder()
+            .status(code)
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(text))
+            .unwrap(),
+        Reply::StatusWith(code, headers, text) => {
+            let mut response = status(StatusCode::from_u16(code).unwrap(), &text);
+            for (name, value) in headers {
+                response.headers_mut().insert(name, value.parse().unwrap());
+            }
+            response
+        }
     }
 }
 

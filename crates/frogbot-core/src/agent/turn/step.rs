@@ -133,6 +133,7 @@ impl Turns {
                     }
                 }
                 Ok(ModelEvent::ToolCall(c)) => calls.push(c),
+                Ok(ModelEvent::Fallback { model }) => reply.metadata.fallback = Some(model),
                 Ok(ModelEvent::Finish { reason, .. }) => {
                     finish = Some(reason);
                     break;
