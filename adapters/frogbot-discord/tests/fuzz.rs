@@ -114,7 +114,7 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 proptest! {
-    #![proptest_config(config(192))]
+    #![proptest_config(config(96))]
 
     #[test]
     fn interactions_never_panic(v in json_input(interaction_samples())) {
