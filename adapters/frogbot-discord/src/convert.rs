@@ -202,8 +202,24 @@ fn modal_event(
     }
 }
 
-/// A serenity interaction → a FrogBot interaction (components and modal submissions only).
+/// Whether `user` is someone: serenity fills an interaction's `user` with a default (id 1, no
+/// name) when the JSON had neither `user` nor `member.user`, and such an interaction must not be
+/// credited to anybody.
+pub fn is_someone(user: &User) -> bool {
+    !(user.id == UserId::default() && user.name.is_empty())
+}
+
+/// A serenity interaction → a FrogBot interaction (components and modal submissions only); an
+/// interaction without a user ([`is_someone`]) is refused.
 pub fn interaction(interaction: &DiscordInteraction) -> Result<Interaction, Error> {
+    let user = match interaction {
+        DiscordInteraction::Component(c) => Some(&c.user),
+        DiscordInteraction::Modal(m) => Some(&m.user),
+        _ => None,
+    };
+    if user.is_some_and(|u| !is_someone(u)) {
+        return Err(Error::Malformed("an interaction without a user".into()));
+    }
     match interaction {
         DiscordInteraction::Component(c) => Ok(action(c)),
         DiscordInteraction::Modal(m) => Ok(modal_submit(m)),
@@ -233,9 +249,38 @@ pub fn parse_interaction_json(json: &str) -> Result<(DiscordInteraction, Value),
         Some(t) => return Err(Error::Unsupported(format!("dispatch {t}"))),
         None => value,
     };
-    let interaction =
+    let mut interaction =
         DiscordInteraction::deserialize(&data).map_err(|e| Error::Malformed(e.to_string()))?;
+    who_acted(&mut interaction, &data)?;
     Ok((interaction, data))
+}
+
+/// Makes sure a click or a submission names who did it: `user` (in a DM) or `member.user` (in a
+/// guild). serenity takes `member.user` only when `guild_id` is there too and otherwise leaves a
+/// default user (id 1): the member's user is taken here, and an interaction naming nobody is
+/// refused rather than credited to user 1.
+fn who_acted(interaction: &mut DiscordInteraction, data: &Value) -> Result<(), Error> {
+    let (user, member) = match interaction {
+        DiscordInteraction::Component(c) => (&mut c.user, c.member.as_ref()),
+        DiscordInteraction::Modal(m) => (&mut m.user, m.member.as_ref()),
+        _ => return Ok(()),
+    };
+    let has = |pointer: &str| data.pointer(pointer).is_some_and(|v| !v.is_null());
+    if !has("/user/id") {
+        match member {
+            Some(m) if has("/member/user/id") => *user = m.user.clone(),
+            _ => {
+                return Err(Error::Malformed(
+                    "an interaction without a user or member".into(),
+                ));
+            }
+        }
+    }
+    if is_someone(user) {
+        Ok(())
+    } else {
+        Err(Error::Malformed("an interaction without a user".into()))
+    }
 }
 
 /// [`parse_interaction_json`] then [`interaction`] (a modal submission with
@@ -634,6 +679,29 @@ mod tests {
         // A ping converts to nothing FrogBot handles.
         let ping = json!({"id": "1", "application_id": "2", "type": 1, "token": "t", "version": 1});
         assert!(interaction_from_gateway(&ping.to_string()).is_err());
+    }
+
+    #[test]
+    fn an_interaction_without_a_user_is_refused() {
+        // Found by fuzzing: serenity's default user (id 1) got the click.
+        let mut payload = component_payload(json!({"custom_id": "fq:0:0:2", "component_type": 2}));
+        payload.as_object_mut().unwrap().remove("user");
+        payload.as_object_mut().unwrap().remove("member");
+        for json in [payload.to_string(), dispatch(payload.clone())] {
+            assert!(
+                matches!(interaction_from_gateway(&json), Err(Error::Malformed(_))),
+                "{json}"
+            );
+        }
+        // A member without `guild_id` (serenity copies `member.user` only with it): the member.
+        let mut payload = component_payload(json!({"custom_id": "fq:0:0:2", "component_type": 2}));
+        payload.as_object_mut().unwrap().remove("user");
+        payload.as_object_mut().unwrap().remove("guild_id");
+        let Interaction::Action { event } = interaction_from_gateway(&payload.to_string()).unwrap()
+        else {
+            panic!("not an action")
+        };
+        assert_eq!(event.user.id, "300000000000000003");
     }
 
     #[test]

@@ -79,13 +79,17 @@ pub fn verify(
         .map_err(|_| Error::BadSignature)
 }
 
-/// A Slack `ts` (`"1700000000.123456"`) as RFC 3339 (millisecond precision).
+/// A Slack `ts` (`"1700000000.123456"`) as RFC 3339 (millisecond precision); `None` when it is
+/// not digits, a dot and digits, or too large for a time (checked: it never overflows).
 pub fn ts_to_rfc3339(ts: &str) -> Option<String> {
     let (secs, frac) = ts.split_once('.').unwrap_or((ts, "0"));
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(secs) || !digits(frac) {
+        return None;
+    }
     let secs: i64 = secs.parse().ok()?;
-    let frac = format!("{frac:0<3}");
-    let millis: i64 = frac.get(..3)?.parse().ok()?;
-    Some(millis_to_iso(secs * 1000 + millis))
+    let millis: i64 = format!("{frac:0<3}").get(..3)?.parse().ok()?;
+    Some(millis_to_iso(secs.checked_mul(1000)?.checked_add(millis)?))
 }
 
 /// Reads the `payload` field of an `application/x-www-form-urlencoded` interaction request body.
@@ -324,6 +328,53 @@ fn build_message(
     }
 }
 
+/// The fields of a message's content besides `text` (rich text blocks, attachments, files…): what
+/// FrogBot does not read, and what must not cost a message its text when slack-morphism cannot
+/// read it.
+const CONTENT_FIELDS: [&str; 6] = [
+    "blocks",
+    "attachments",
+    "files",
+    "metadata",
+    "reactions",
+    "upload",
+];
+
+/// A message's text: the content's, else the event's `text` field as Slack sent it (slack-morphism
+/// drops the whole content when one of its fields, e.g. a block, cannot be read).
+fn text_of(content: Option<&SlackMessageContent>, raw: &Value) -> String {
+    content
+        .and_then(|c| c.text.clone())
+        .or_else(|| raw.get("text").and_then(Value::as_str).map(str::to_owned))
+        .unwrap_or_default()
+}
+
+/// Refuses a message event whose text cannot be read: a `text` that is not a string, or content
+/// slack-morphism could not read (a malformed block…) with no text beside it. Such a message
+/// would otherwise reach the conversation as an empty text.
+fn check_text(event: &Value) -> Result<(), Error> {
+    match event.get("text") {
+        None | Some(Value::Null) | Some(Value::String(_)) => {}
+        Some(_) => {
+            return Err(Error::Payload(
+                "the message's `text` is not a string".into(),
+            ));
+        }
+    }
+    let has_text = event
+        .get("text")
+        .and_then(Value::as_str)
+        .is_some_and(|t| !t.trim().is_empty());
+    let has_content = CONTENT_FIELDS.iter().any(|k| event.get(k).is_some());
+    let typed: Option<SlackMessageContent> = serde_json::from_value(event.clone()).ok();
+    if has_content && !has_text && typed.is_none() {
+        return Err(Error::Payload(
+            "the message's content could not be read and it has no text".into(),
+        ));
+    }
+    Ok(())
+}
+
 /// A `message` event → [`IncomingMessage`]; `None` for the bot's own messages, edits, deletions
 /// and other subtypes that are not something a person wrote.
 pub fn message_from_event(
@@ -343,11 +394,7 @@ pub fn message_from_event(
     }
     let channel = ev.origin.channel.as_ref()?;
     let user = ev.sender.user.as_ref()?;
-    let text = ev
-        .content
-        .as_ref()
-        .and_then(|c| c.text.clone())
-        .unwrap_or_default();
+    let text = text_of(ev.content.as_ref(), &raw);
     let mentioned = mentions(&text, bot_user_id);
     let author = PlatformUser {
         id: user.0.clone(),
@@ -368,7 +415,7 @@ pub fn message_from_mention(
     if ev.user.0 == bot_user_id {
         return None;
     }
-    let text = ev.content.text.clone().unwrap_or_default();
+    let text = text_of(Some(&ev.content), &raw);
     let author = PlatformUser {
         id: ev.user.0.clone(),
         name: None,
@@ -404,16 +451,61 @@ pub fn message_from_push_json(
 ) -> Result<Option<IncomingMessage>, Error> {
     let push: SlackPushEvent =
         serde_json::from_value(body.clone()).map_err(|e| Error::Payload(e.to_string()))?;
-    Ok(match push {
-        SlackPushEvent::EventCallback(cb) => {
-            let raw = body.get("event").cloned().unwrap_or(Value::Null);
-            message_from_push(&cb, bot_user_id).map(|mut m| {
-                m.message.raw = raw;
-                m
-            })
+    let SlackPushEvent::EventCallback(cb) = push else {
+        return Ok(None);
+    };
+    let raw = body.get("event").cloned().unwrap_or(Value::Null);
+    let event = match cb.event {
+        // slack-morphism files an event it cannot read (a malformed block, attachment or file)
+        // as `Unknown`: a person's message must not vanish with it.
+        SlackEventCallbackBody::Unknown(_) => match reread(&raw)? {
+            Some(event) => event,
+            None => return Ok(None),
+        },
+        event => event,
+    };
+    Ok(match &event {
+        SlackEventCallbackBody::Message(ev) => {
+            check_text(&raw)?;
+            message_from_event(ev, bot_user_id, raw)
+        }
+        SlackEventCallbackBody::AppMention(ev) => {
+            check_text(&raw)?;
+            message_from_mention(ev, bot_user_id, raw)
         }
         _ => None,
     })
+}
+
+/// A `message` or `app_mention` event slack-morphism could not read, read again without the
+/// content fields FrogBot does not take ([`CONTENT_FIELDS`]; the text is what it takes).
+/// `Ok(None)` for other event types and for message subtypes FrogBot ignores anyway; an error
+/// when even that does not read.
+fn reread(raw: &Value) -> Result<Option<SlackEventCallbackBody>, Error> {
+    let kind = raw.get("type").and_then(Value::as_str).unwrap_or_default();
+    if kind != "message" && kind != "app_mention" {
+        return Ok(None);
+    }
+    let taken = ["thread_broadcast", "file_share", "me_message"];
+    match raw.get("subtype") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(s)) if taken.contains(&s.as_str()) => {}
+        Some(_) => return Ok(None),
+    }
+    let mut lean = raw.clone();
+    if let Some(ev) = lean.as_object_mut() {
+        for k in CONTENT_FIELDS {
+            ev.remove(k);
+        }
+    }
+    match serde_json::from_value(lean) {
+        Ok(ev @ (SlackEventCallbackBody::Message(_) | SlackEventCallbackBody::AppMention(_))) => {
+            Ok(Some(ev))
+        }
+        _ => Err(Error::Payload(format!(
+            "a Slack `{kind}` event that could not be read"
+        ))),
+    }
 }
 
 #[cfg(test)]
@@ -431,6 +523,23 @@ mod tests {
             "2023-11-14T22:13:20.000Z"
         );
         assert!(ts_to_rfc3339("x").is_none());
+    }
+
+    #[test]
+    fn overflowing_or_odd_timestamps_are_no_time() {
+        // Found by fuzzing: `secs * 1000` overflowed (a panic in debug builds).
+        assert_eq!(ts_to_rfc3339("9223372036854775807.000000"), None);
+        assert_eq!(ts_to_rfc3339("9223372036854775.999"), None);
+        for ts in [
+            "-1.5", "+1.5", "1.-5", "1.", ".5", "", "1.5.6", "1.é", "１.5",
+        ] {
+            assert_eq!(ts_to_rfc3339(ts), None, "{ts:?}");
+        }
+        // Huge but representable: clamped to year 9999.
+        assert_eq!(
+            ts_to_rfc3339("9223372036854775.000").as_deref(),
+            Some("9999-12-31T23:59:59.999Z")
+        );
     }
 
     #[test]

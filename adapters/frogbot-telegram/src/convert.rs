@@ -116,19 +116,52 @@ pub fn talks_to_bot(message: &Message, bot_id: UserId, bot_username: &str) -> bo
         return true;
     }
     let bot = bot_username.trim_start_matches('@');
-    let entities = message
-        .parse_entities()
-        .or_else(|| message.parse_caption_entities())
-        .unwrap_or_default();
-    entities.iter().any(|e| match e.kind() {
-        MessageEntityKind::Mention => e.text().trim_start_matches('@').eq_ignore_ascii_case(bot),
-        MessageEntityKind::TextMention { user } => user.id == bot_id,
-        MessageEntityKind::BotCommand => match e.text().split_once('@') {
-            Some((_, name)) => name.eq_ignore_ascii_case(bot),
-            None => true,
+    // Not teloxide's `parse_entities`: it panics on an entity past the text or inside a UTF-16
+    // surrogate pair (which a client can send), and a panic here ends the thread's queue.
+    let (text, entities) = match (message.text(), message.entities()) {
+        (Some(text), Some(entities)) => (text, entities),
+        _ => match (message.caption(), message.caption_entities()) {
+            (Some(text), Some(entities)) => (text, entities),
+            _ => return false,
         },
-        _ => false,
+    };
+    entities.iter().any(|e| {
+        let Some(covered) = entity_text(text, e.offset, e.length) else {
+            return false;
+        };
+        match &e.kind {
+            MessageEntityKind::Mention => covered.trim_start_matches('@').eq_ignore_ascii_case(bot),
+            MessageEntityKind::TextMention { user } => user.id == bot_id,
+            MessageEntityKind::BotCommand => match covered.split_once('@') {
+                Some((_, name)) => name.eq_ignore_ascii_case(bot),
+                None => true,
+            },
+            _ => false,
+        }
     })
+}
+
+/// The part of `text` an entity covers. Telegram counts `offset` and `length` in UTF-16 code
+/// units; `None` for an entity that does not fit the text (past its end, starting or ending
+/// inside a surrogate pair, or too large to add up) — never a panic.
+pub fn entity_text(text: &str, offset: usize, length: usize) -> Option<&str> {
+    let end = offset.checked_add(length)?;
+    let (mut from, mut to) = (None, None);
+    let mut units = 0usize;
+    for (at, c) in text.char_indices().chain([(text.len(), '\0')]) {
+        if units == offset {
+            from = Some(at);
+        }
+        if units == end {
+            to = Some(at);
+            break;
+        }
+        if units > end {
+            break;
+        }
+        units += c.len_utf16();
+    }
+    text.get(from?..to?)
 }
 
 /// Whether the bot itself sent a message (its own messages are never conversation input).
@@ -159,6 +192,23 @@ pub fn strip_mention(text: &str, username: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn entities_are_read_in_utf16_units_and_never_panic() {
+        assert_eq!(entity_text("hi @frogbot", 3, 8), Some("@frogbot"));
+        // 🐸 is two UTF-16 units.
+        assert_eq!(entity_text("🐸 @frogbot", 3, 8), Some("@frogbot"));
+        assert_eq!(entity_text("🐸", 0, 2), Some("🐸"));
+        assert_eq!(entity_text("abc", 3, 0), Some(""));
+        // Found by fuzzing (teloxide's parse_entities panicked on these): inside the pair, past
+        // the end, overflowing.
+        assert_eq!(entity_text("🐸", 1, 1), None);
+        assert_eq!(entity_text("🐸", 0, 1), None);
+        assert_eq!(entity_text("abc", 2, 5), None);
+        assert_eq!(entity_text("abc", 7, 0), None);
+        assert_eq!(entity_text("abc", usize::MAX, 2), None);
+        assert_eq!(entity_text("abc", 1, usize::MAX), None);
+    }
 
     #[test]
     fn the_bots_mention_is_removed() {

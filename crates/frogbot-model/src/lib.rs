@@ -14,8 +14,9 @@
 //! (`frogbot-core`) and the adapters (`adapters/*`) depend on it, never the other way; the compiler
 //! keeps that boundary (this crate's dependency list is the whole of what an adapter's model
 //! needs). With the feature `testing`, [`conformance`] holds the `ChannelQuestions` conformance
-//! suite every adapter runs against its fake platform, and [`faults`] the seeded fault plans the
-//! fakes inject.
+//! suite every adapter runs against its fake platform, [`faults`] the seeded fault plans the
+//! fakes inject, and [`fuzz`] the proptest strategies (arbitrary and mutated real-shaped JSON)
+//! every reader of platform or HTTP input is fuzzed with.
 
 mod chat;
 mod hooks;
@@ -30,6 +31,8 @@ pub mod text;
 pub mod conformance;
 #[cfg(feature = "testing")]
 pub mod faults;
+#[cfg(feature = "testing")]
+pub mod fuzz;
 
 pub use chat::*;
 pub use hooks::*;
@@ -59,8 +62,19 @@ pub fn now_millis() -> Millis {
     chrono::Utc::now().timestamp_millis()
 }
 
+/// The earliest time [`millis_to_iso`] writes: `0000-01-01T00:00:00.000Z`.
+pub const MIN_ISO_MILLIS: Millis = -62_167_219_200_000;
+
+/// The latest time [`millis_to_iso`] writes: `9999-12-31T23:59:59.999Z`.
+pub const MAX_ISO_MILLIS: Millis = 253_402_300_799_999;
+
 /// [`Millis`] as an ISO-8601 / RFC 3339 string (UTC, millisecond precision), as the wire shows times.
+///
+/// RFC 3339 has four-digit years: a time before year 0 or after year 9999 (a platform's garbage
+/// timestamp) is clamped to [`MIN_ISO_MILLIS`] / [`MAX_ISO_MILLIS`], so the string always parses
+/// back ([`iso_to_millis`]) and keeps the order of times.
 pub fn millis_to_iso(ms: Millis) -> String {
+    let ms = ms.clamp(MIN_ISO_MILLIS, MAX_ISO_MILLIS);
     chrono::DateTime::<chrono::Utc>::from_timestamp_millis(ms)
         .unwrap_or_default()
         .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
@@ -71,4 +85,27 @@ pub fn iso_to_millis(iso: &str) -> Option<Millis> {
     chrono::DateTime::parse_from_rfc3339(iso)
         .ok()
         .map(|t| t.timestamp_millis())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_outside_rfc3339_years_are_clamped() {
+        assert_eq!(millis_to_iso(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(millis_to_iso(MAX_ISO_MILLIS), "9999-12-31T23:59:59.999Z");
+        assert_eq!(millis_to_iso(MIN_ISO_MILLIS), "0000-01-01T00:00:00.000Z");
+        // Past year 9999 (was "+10000-…", or the epoch past chrono's range).
+        for ms in [MAX_ISO_MILLIS + 1, 253_402_300_800_000 * 3, i64::MAX] {
+            assert_eq!(millis_to_iso(ms), "9999-12-31T23:59:59.999Z", "{ms}");
+        }
+        // Before year 0 (was "-0001-…", or the epoch).
+        for ms in [MIN_ISO_MILLIS - 1, i64::MIN] {
+            assert_eq!(millis_to_iso(ms), "0000-01-01T00:00:00.000Z", "{ms}");
+        }
+        for ms in [MIN_ISO_MILLIS, -1, 0, 1_700_000_000_123, MAX_ISO_MILLIS] {
+            assert_eq!(iso_to_millis(&millis_to_iso(ms)), Some(ms));
+        }
+    }
 }

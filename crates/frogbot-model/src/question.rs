@@ -101,6 +101,10 @@ impl QuestionItem {
         if chosen.len() > 1 && !self.multiple {
             return ReplyChoice::Invalid("pick only one option.".into());
         }
+        if chosen.is_empty() {
+            // Only separators (`,`, `, ,`): no option named.
+            return ReplyChoice::Text;
+        }
         ReplyChoice::Options(
             chosen
                 .into_iter()
@@ -133,6 +137,10 @@ pub fn is_skip_reply(text: &str) -> bool {
     let word = text.strip_prefix('/').unwrap_or(text);
     word.eq_ignore_ascii_case(SKIP_WORD)
 }
+
+/// The longest `expiresInSeconds` a question set may have: one year (365 days). Longer is refused
+/// by [`QuestionInput::validate`] (a huge value would overflow the deadline's time).
+pub const MAX_EXPIRES_IN_SECONDS: u64 = 365 * 24 * 60 * 60;
 
 /// The question tool's input (`QuestionInput`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -218,8 +226,14 @@ impl QuestionInput {
                 check_selection(q, default).map_err(|e| format!("question {n}: default: {e}"))?;
             }
         }
-        if self.expires_in_seconds == Some(0) {
-            return Err("`expiresInSeconds` must be positive".into());
+        match self.expires_in_seconds {
+            Some(0) => return Err("`expiresInSeconds` must be positive".into()),
+            Some(s) if s > MAX_EXPIRES_IN_SECONDS => {
+                return Err(format!(
+                    "`expiresInSeconds` must be at most {MAX_EXPIRES_IN_SECONDS} (one year)"
+                ));
+            }
+            _ => {}
         }
         Ok(())
     }
@@ -530,6 +544,48 @@ mod tests {
         let mut odd = one.clone();
         odd.options[0].label = "eu, west".into();
         assert_eq!(odd.choice_in_reply("EU, West"), opts(&["eu, west"]));
+    }
+
+    #[test]
+    fn a_reply_of_only_commas_names_no_option() {
+        let i = input();
+        for text in [",", ", ,", " , ", ",,,", ". ,"] {
+            for q in &i.questions {
+                assert_ne!(
+                    q.choice_in_reply(text),
+                    ReplyChoice::Options(vec![]),
+                    "{text:?}"
+                );
+            }
+            assert_eq!(
+                i.questions[1].choice_in_reply(text),
+                ReplyChoice::Text,
+                "{text:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn expiry_is_positive_and_at_most_a_year() {
+        let mut i = input();
+        for (s, ok) in [
+            (Some(1), true),
+            (None, true),
+            (Some(MAX_EXPIRES_IN_SECONDS), true),
+            (Some(0), false),
+            (Some(MAX_EXPIRES_IN_SECONDS + 1), false),
+            (Some(u64::MAX), false),
+            (Some(i64::MAX as u64 / 1000 + 1), false),
+        ] {
+            i.expires_in_seconds = s;
+            assert_eq!(i.validate().is_ok(), ok, "{s:?}: {:?}", i.validate());
+        }
+        let huge: QuestionInput = serde_json::from_value(json!({
+            "questions": [{"header": "h", "question": "q", "custom": true}],
+            "expiresInSeconds": u64::MAX
+        }))
+        .unwrap();
+        assert!(huge.validate().unwrap_err().contains("expiresInSeconds"));
     }
 
     #[test]

@@ -134,19 +134,35 @@ pub fn split(text: &str, max: usize) -> Vec<String> {
                 return None;
             }
             let piece = &text[start..end];
-            let mut out = String::with_capacity(piece.len() + reserve);
-            if let Some(f) = starts_inside(start) {
-                out.push_str(&f.open);
-                out.push('\n');
+            let (open, close) = (starts_inside(start), inside(end).map(|f| f.close.as_str()));
+            // The block's own opening line; when that does not fit (a long info string, a tiny
+            // limit), the bare fence; when no fence fits, the piece alone: never past `max`.
+            let full = wrap(piece, open.map(|f| f.open.as_str()), close);
+            if full.chars().count() <= max {
+                return Some(full);
             }
-            out.push_str(piece);
-            if let Some(f) = inside(end) {
-                out.push('\n');
-                out.push_str(&f.close);
+            let bare = wrap(piece, open.map(|f| f.close.as_str()), close);
+            if bare.chars().count() <= max {
+                return Some(bare);
             }
-            Some(out)
+            Some(piece.to_owned())
         })
         .collect()
+}
+
+/// `piece` with `open` (an opening fence line) before it and `close` (a closing fence) after it.
+fn wrap(piece: &str, open: Option<&str>, close: Option<&str>) -> String {
+    let mut out = String::with_capacity(piece.len() + 16);
+    if let Some(open) = open {
+        out.push_str(open);
+        out.push('\n');
+    }
+    out.push_str(piece);
+    if let Some(close) = close {
+        out.push('\n');
+        out.push_str(close);
+    }
+    out
 }
 
 /// `text` cut to at most `max` characters, an ellipsis marking a cut. A cut inside a fenced code
@@ -304,6 +320,22 @@ mod tests {
             let line = format!("let x{i} = {i};");
             at += joined[at..].find(&line).expect("line kept") + line.len();
         }
+    }
+
+    #[test]
+    fn fences_that_do_not_fit_the_limit_are_shortened_or_left_out() {
+        // Found by fuzzing: a piece of a code block grew past a tiny limit with its fences.
+        for p in split("```\n🐸\n", 1) {
+            assert!(chars(&p) <= 1, "{p:?}");
+        }
+        // An info string longer than half the limit: the reopened block gets the bare fence.
+        let text = format!("```{}\n{}```\n", "i".repeat(30), "code line\n".repeat(10));
+        let parts = split(&text, 40);
+        assert!(parts.len() > 1, "{parts:?}");
+        for p in &parts {
+            assert!(chars(p) <= 40, "{} > 40: {p:?}", chars(p));
+        }
+        assert!(parts[1].starts_with("```\n"), "{parts:?}");
     }
 
     #[test]

@@ -68,12 +68,29 @@ pub struct ApiError {
     retry_after: bool,
 }
 
+/// The most characters an error message keeps: a message quoting the request (a JSON parser's
+/// "invalid type: string \"…\"", a bad id) is cut to an excerpt, never the whole body echoed.
+const MAX_ERROR_MESSAGE: usize = 300;
+
+/// `message` cut to [`MAX_ERROR_MESSAGE`] characters: its start and its end (where a JSON error
+/// says the line and column) around an ellipsis.
+fn excerpt(message: String) -> String {
+    let n = message.chars().count();
+    if n <= MAX_ERROR_MESSAGE {
+        return message;
+    }
+    const TAIL: usize = 60;
+    let head: String = message.chars().take(MAX_ERROR_MESSAGE - TAIL - 1).collect();
+    let tail: String = message.chars().skip(n - TAIL).collect();
+    format!("{head}…{tail}")
+}
+
 impl ApiError {
     fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
         Self {
             status,
             code,
-            message: message.into(),
+            message: excerpt(message.into()),
             chat: None,
             retry_after: false,
         }
@@ -774,6 +791,31 @@ mod tests {
     fn mapped(e: CoreError) -> (u16, &'static str, bool) {
         let a = ApiError::from(e);
         (a.status.as_u16(), a.code, a.retry_after)
+    }
+
+    #[test]
+    fn error_messages_are_excerpts_of_the_request() {
+        // Found by fuzzing: a 1 MiB string in a body came back whole in the 400's message.
+        let huge = "é".repeat(1 << 20);
+        let e =
+            super::parse_json::<super::PostBody>(format!("{{\"parts\": \"{huge}\"}}").as_bytes())
+                .err()
+                .unwrap();
+        assert!(
+            e.message.chars().count() <= super::MAX_ERROR_MESSAGE,
+            "{}",
+            e.message.len()
+        );
+        assert!(
+            e.message.starts_with("malformed JSON: invalid type"),
+            "{}",
+            e.message
+        );
+        assert!(e.message.contains("line 1 column"), "{}", e.message);
+        let short = super::excerpt("short".into());
+        assert_eq!(short, "short");
+        let long = super::excerpt("x".repeat(1000));
+        assert_eq!(long.chars().count(), super::MAX_ERROR_MESSAGE);
     }
 
     #[test]

@@ -1048,7 +1048,9 @@ impl Turns {
                 message_id: reply.id.clone(),
                 call_index: i as i64,
                 input: input.clone(),
-                answer_deadline: input.expires_in_seconds.map(|s| now + (s as i64) * 1000),
+                answer_deadline: input.expires_in_seconds.map(|s| {
+                    now.saturating_add(i64::try_from(s).unwrap_or(i64::MAX).saturating_mul(1000))
+                }),
             })
             .collect();
         let job = rows
