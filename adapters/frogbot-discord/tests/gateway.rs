@@ -469,6 +469,52 @@ async fn a_click_is_acknowledged_recorded_settled_and_the_agent_continues() {
     assert_eq!(bot.followup(from, &token).await.body["content"], STALE_TEXT);
 }
 
+/// A gateway click naming nobody (serenity reads it as user 1) is ignored: never credited with
+/// an answer (issue 18 fuzzing found it; the interactions endpoint refuses it already).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_click_naming_nobody_is_not_credited() {
+    let bot = start(&[], None).await;
+    let (thread, message, components) = bot.ask(920_000_000_000_000_011).await;
+    let green = components[0]["components"][1]["custom_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut nobody = fake::component_interaction(
+        500_000_000_000_000_040,
+        APP,
+        thread,
+        message,
+        &alice(),
+        &green,
+        None,
+        "tok-40",
+    );
+    nobody.as_object_mut().unwrap().remove("user");
+    nobody.as_object_mut().unwrap().remove("member");
+    let from = bot.fake.calls().len();
+    bot.fake.dispatch("INTERACTION_CREATE", nobody);
+    // Then alice's own click: hers is the answer, and the nameless one got no callback.
+    bot.click(41, thread, message, &alice(), &green);
+    bot.callback(from, 41).await;
+    bot.idle(thread).await;
+    let chat = channel_chat_id(PLATFORM, &thread.to_string());
+    let q = bot
+        .engine
+        .store_for_tests()
+        .get_question(&chat, "c1", now_millis())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(q.actor.unwrap().user, Some(UserId::new("alice")));
+    assert!(
+        !bot.fake
+            .calls()
+            .iter()
+            .any(|c| c.path.contains("/tok-40/callback")),
+        "the nameless click was not handled"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn other_opens_a_modal_whose_submission_answers() {
     let bot = start(&[], None).await;

@@ -499,6 +499,11 @@ async fn on_component(shared: &Shared, engine: &Engine, component: ComponentInte
     let custom_id = component.data.custom_id.clone();
     let span = info_span!("discord_component", custom_id = %custom_id, message_id = %component.message.id, chat_id = tracing::field::Empty, question_id = tracing::field::Empty);
     async {
+        if !convert::is_someone(&component.user) {
+            // serenity reads a click without a user as user 1: never credit anyone with it.
+            warn!("discord: a click naming no user ignored");
+            return;
+        }
         if custom_id == STOP_CUSTOM_ID {
             let response = stop_response(engine, &component).await;
             if let Err(e) = DiscordApi::create_interaction_response(
@@ -552,6 +557,10 @@ async fn on_modal(shared: &Shared, engine: &Engine, modal: ModalInteraction) {
             // FrogBot's own modals use action rows, which it reads. The interactions
             // endpoint reads both shapes.
             warn!("discord: a modal submission with components serenity cannot read (Labels) came through the gateway; their values are lost");
+        }
+        if !convert::is_someone(&modal.user) {
+            warn!("discord: a modal submission naming no user ignored");
+            return;
         }
         let converted = convert::modal_submit(&modal);
         let thread = modal.channel_id.to_string();
