@@ -46,14 +46,21 @@ pub(crate) fn text_of(reply: &UiMessage, from: usize, to: usize) -> String {
         .collect()
 }
 
-/// The delivery job a channel chat's turn end owes its thread, due at `run_at` (`None`: not a
-/// channel chat, or nothing to post).
-pub(crate) fn owed(chat: &ChatRow, reply: &UiMessage, why: EndWhy) -> Option<EngineJob> {
+/// The delivery job a channel chat's turn end owes its thread (`None`: not a channel chat, or
+/// nothing to post). A reply `waiting` on questions always owes one: its job also sees the
+/// questions drawn (a process that died before drawing them leaves them to the job).
+pub(crate) fn owed(
+    chat: &ChatRow,
+    reply: &UiMessage,
+    why: EndWhy,
+    waiting: bool,
+) -> Option<EngineJob> {
     chat.channel.as_ref()?;
     let from = unposted_from(reply);
     let to = reply.parts.len();
     let max_steps = why == EndWhy::MaxSteps;
-    let something = !text_of(reply, from, to).trim().is_empty()
+    let something = waiting
+        || !text_of(reply, from, to).trim().is_empty()
         || reply.metadata.error.is_some()
         || max_steps
         || !reply.metadata.drafts.is_empty();

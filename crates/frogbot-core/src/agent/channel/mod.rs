@@ -439,25 +439,21 @@ impl Channels {
     }
 
     /// Posts the reply of a channel chat's turn to its thread (when this process runs the
-    /// channel), retrying what the outbox marks transient for half of the delivery grace, then
-    /// removes its delivery job. A delivery still failing is left to the job (any process's
-    /// worker posts it once the grace is over).
+    /// channel), retrying what the outbox marks transient for half of the delivery grace.
+    /// Returns the key of its delivery job once posted (the caller removes the job when all
+    /// the job stands for is done); `None` leaves it to the job (any process's worker posts it
+    /// once the grace is over).
     async fn deliver_reply(
         &self,
         chat: &ChatRow,
         reply: &UiMessage,
         why: EndWhy,
+        waiting: bool,
         mut stream: Option<Box<dyn ReplyStream>>,
-    ) {
-        let Some(job) = delivery::owed(chat, reply, why) else {
-            return;
-        };
-        let Some(thread) = thread_of(chat) else {
-            return;
-        };
-        let Some(outbox) = self.outbox(&thread.platform) else {
-            return;
-        };
+    ) -> Option<String> {
+        let job = delivery::owed(chat, reply, why, waiting)?;
+        let thread = thread_of(chat)?;
+        let outbox = self.outbox(&thread.platform)?;
         let EngineJob::Deliver {
             from,
             to,
@@ -465,7 +461,7 @@ impl Channels {
             ..
         } = &job
         else {
-            return;
+            return None;
         };
         let key = job.key();
         let mut delivery = Delivery::new(key.clone());
@@ -490,7 +486,7 @@ impl Channels {
                 Ok(Err(e)) => e,
                 Err(_) => {
                     warn!(chat_id = %chat.chat_id, key, "posting the reply took too long; its delivery job takes over");
-                    return;
+                    return None;
                 }
             };
             let step = backoff.next().unwrap_or(std::time::Duration::from_secs(10));
@@ -502,16 +498,21 @@ impl Channels {
                 }
                 Some(_) => {
                     warn!(chat_id = %chat.chat_id, key, error = %e, "posting the reply keeps failing; its delivery job takes over");
-                    return;
+                    return None;
                 }
                 None => {
                     error!(chat_id = %chat.chat_id, key, error = %e, "posting the reply failed; its delivery job tries again");
-                    return;
+                    return None;
                 }
             }
         }
-        if let Err(e) = self.turns.store.delete_job(&key).await {
-            warn!(chat_id = %chat.chat_id, key, error = %e, "a posted reply's delivery job is left (it may be posted again)");
+        Some(key)
+    }
+
+    /// Removes the delivery job `key`: what it stood for is posted.
+    async fn delivered(&self, chat: &ChatId, key: &str) {
+        if let Err(e) = self.turns.store.delete_job(key).await {
+            warn!(chat_id = %chat, key, error = %e, "a posted reply's delivery job is left (it may be posted again)");
         }
     }
 
@@ -576,7 +577,8 @@ impl Channels {
         match result {
             Ok(Ok(())) => {
                 if awaiting && let Err(e) = self.questions.render_pending(chat).await {
-                    warn!(chat_id = %chat, error = %e, "rendering the questions after a delivery failed");
+                    warn!(chat_id = %chat, error = %e, "drawing the questions after a delivery failed");
+                    return DeliveryRun::Failed(Box::new(e), true);
                 }
                 DeliveryRun::Done
             }
@@ -924,10 +926,14 @@ impl TurnListener for Channels {
         // replies of one chat are posted in the order their turns ended.
         let (done_tx, done) = tokio::sync::oneshot::channel();
         let this = self.me.get().and_then(std::sync::Weak::upgrade);
+        let waiting = state == TurnState::Awaiting;
+        let mut posted = None;
         if let Some(this) = this {
             let (chat_row, reply, why) = (chat.clone(), reply.clone(), why);
             self.show(&chat.chat_id, async move {
-                this.deliver_reply(&chat_row, &reply, why, stream).await;
+                let posted = this
+                    .deliver_reply(&chat_row, &reply, why, waiting, stream)
+                    .await;
                 if let (Some(thread), Some(id)) = (thread_of(&chat_row), current)
                     && let Some(outbox) = this.outbox(&thread.platform)
                 {
@@ -938,15 +944,18 @@ impl TurnListener for Channels {
                     };
                     Self::ack(outbox.as_ref(), &thread, &id, ack).await;
                 }
-                let _ = done_tx.send(());
+                let _ = done_tx.send(posted);
             });
-            let _ = done.await;
+            posted = done.await.ok().flatten();
         }
         self.tidy(&chat.chat_id);
-        if state == TurnState::Awaiting
-            && let Err(e) = self.questions.render_pending(&chat.chat_id).await
-        {
+        if waiting && let Err(e) = self.questions.render_pending(&chat.chat_id).await {
+            // Left to the delivery job, which draws them after the text.
             error!(chat_id = %chat.chat_id, error = %e, "rendering the questions failed");
+            return;
+        }
+        if let Some(key) = posted {
+            self.delivered(&chat.chat_id, &key).await;
         }
     }
 }

@@ -411,6 +411,14 @@ impl Turns {
     async fn told_interrupted(&self, chat: &ChatRow, reply: &StoredMessage) {
         warn!(chat_id = %chat.chat_id, "the previous turn was interrupted: its process stopped");
         self.emit_message(&chat.chat_id, &reply.message);
+        // Owed to its thread like any reply: a job first, so that this process dying before it
+        // posted leaves it to another (the take-over that marked it wrote none).
+        if let Some(job) = super::delivery::owed(chat, &reply.message, EndWhy::Reply, false) {
+            let job = job.to_new_job(self.now() + self.delivery_grace_ms());
+            if let Err(e) = self.store.enqueue_job(&job).await {
+                warn!(chat_id = %chat.chat_id, error = %e, "the interrupted reply's delivery job was not written");
+            }
+        }
         if let Some(l) = self.listener() {
             l.turn_ended(chat, &reply.message, TurnState::Idle, EndWhy::Reply)
                 .await;
@@ -607,7 +615,7 @@ impl Turns {
         reply: UiMessage,
         position: i64,
     ) -> Result<TurnState> {
-        let owed = super::delivery::owed(&chat, &reply, EndWhy::Reply);
+        let owed = super::delivery::owed(&chat, &reply, EndWhy::Reply, false);
         let ended = self
             .end_turn(&lease, &chat.chat_id, Some((&reply, position)), owed)
             .await?;
@@ -770,7 +778,7 @@ impl Turns {
             // The turn ended: save its last reply and release the chat, or promote the oldest
             // queued message under the same lease — one store operation. A stopping process hands
             // the queue on instead.
-            let owed = super::delivery::owed(&chat, &outcome, why);
+            let owed = super::delivery::owed(&chat, &outcome, why, false);
             let ended = self
                 .end_turn(
                     &lease,
@@ -1064,7 +1072,7 @@ impl Turns {
                 }
                 .to_new_job(deadline)
             });
-        let delivery = super::delivery::owed(chat_row, &reply, EndWhy::Reply)
+        let delivery = super::delivery::owed(chat_row, &reply, EndWhy::Reply, true)
             .map(|d| d.to_new_job(now + self.delivery_grace_ms()));
         let saved = self
             .store
