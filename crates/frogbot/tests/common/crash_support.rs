@@ -417,9 +417,9 @@ pub(crate) fn squash(text: &str) -> String {
 }
 
 /// Where each of `segments` (whitespace squashed) is found, in order, in the concatenation of
-/// `pieces` (squashed): `Ok` with the pieces each segment covers, or `Err` with the index of
-/// the first segment not found after the previous one.
-pub(crate) fn cover(pieces: &[String], segments: &[String]) -> Result<Vec<bool>, usize> {
+/// `pieces` (squashed): which pieces the found segments cover, and the indexes of the segments
+/// not found after the previous one found (the search goes on after them).
+pub(crate) fn cover(pieces: &[String], segments: &[String]) -> (Vec<bool>, Vec<usize>) {
     let mut all = String::new();
     let mut bounds = Vec::new();
     for p in pieces {
@@ -428,13 +428,15 @@ pub(crate) fn cover(pieces: &[String], segments: &[String]) -> Result<Vec<bool>,
         bounds.push((start, all.len()));
     }
     let mut used = vec![false; pieces.len()];
+    let mut missing = Vec::new();
     let mut at = 0;
     for (i, seg) in segments.iter().enumerate() {
         if seg.is_empty() {
             continue;
         }
         let Some(found) = all[at..].find(seg.as_str()) else {
-            return Err(i);
+            missing.push(i);
+            continue;
         };
         let (start, end) = (at + found, at + found + seg.len());
         for (j, &(s, e)) in bounds.iter().enumerate() {
@@ -444,7 +446,7 @@ pub(crate) fn cover(pieces: &[String], segments: &[String]) -> Result<Vec<bool>,
         }
         at = end;
     }
-    Ok(used)
+    (used, missing)
 }
 
 #[test]
@@ -458,7 +460,62 @@ fn tags_are_read_and_segments_found_in_order() {
     // A repeated piece is left unused; order matters.
     assert_eq!(
         cover(&pieces, &["abcd".into(), "ef".into()]),
-        Ok(vec![true, true, false, true, false])
+        (vec![true, true, false, true, false], vec![])
     );
-    assert_eq!(cover(&pieces, &["x".into(), "ab".into()]), Err(1));
+    assert_eq!(
+        cover(&pieces, &["x".into(), "ab".into(), "zz".into()]),
+        (vec![false, false, false, false, true], vec![1, 2])
+    );
+}
+
+/// A "process" in the test: a runtime of its own on its own thread. [`Process::kill`] drops every
+/// task it runs at once, where they stand — as SIGKILL would (what it wrote stays in the store).
+#[derive(Debug)]
+pub(crate) struct Process {
+    handle: tokio::runtime::Handle,
+    stop: Option<std::sync::mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Process {
+    pub(crate) fn start() -> Process {
+        let (handle_tx, handle_rx) = std::sync::mpsc::channel();
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()
+                .unwrap();
+            handle_tx.send(rt.handle().clone()).unwrap();
+            let _ = stopped.recv();
+            rt.shutdown_background();
+        });
+        Process {
+            handle: handle_rx.recv().unwrap(),
+            stop: Some(stop),
+            thread: Some(thread),
+        }
+    }
+
+    /// Runs `work` in the process and waits for its result.
+    pub(crate) async fn run<T: Send + 'static>(
+        &self,
+        work: impl Future<Output = T> + Send + 'static,
+    ) -> T {
+        self.handle.spawn(work).await.expect("the process ran it")
+    }
+
+    /// Starts `work` in the process.
+    pub(crate) fn spawn(&self, work: impl Future<Output = ()> + Send + 'static) {
+        drop(self.handle.spawn(work));
+    }
+
+    /// Drops everything the process runs.
+    pub(crate) fn kill(mut self) {
+        self.stop.take();
+        if let Some(t) = self.thread.take() {
+            t.join().unwrap();
+        }
+    }
 }
