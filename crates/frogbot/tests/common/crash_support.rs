@@ -127,11 +127,7 @@ fn answer(messages: &[Value], call_no: u64) -> Answer {
         let result = content_text(tool);
         let picked = serde_json::from_str::<Value>(&result)
             .ok()
-            .and_then(|v| {
-                v["answers"][0]["selected"][0]
-                    .as_str()
-                    .map(str::to_owned)
-            })
+            .and_then(|v| v["answers"][0]["selected"][0].as_str().map(str::to_owned))
             .unwrap_or_else(|| "nothing".into());
         let text = match kind {
             Kind::Ask => format!(
@@ -340,10 +336,8 @@ impl BotLog {
                 }
             }
         }
-        self.activity.fetch_add(
-            touched.len() as u64,
-            std::sync::atomic::Ordering::SeqCst,
-        );
+        self.activity
+            .fetch_add(touched.len() as u64, std::sync::atomic::Ordering::SeqCst);
         touched.sort_unstable();
         touched.dedup();
         for chat in touched {
