@@ -66,7 +66,7 @@ const REPEATS_PER_KILL: usize = 8;
 const CHAT_BASE: i64 = 10_000;
 
 /// The two backends share two cores: one run at a time.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// A conversation: who, what, when.
 #[derive(Clone, Debug)]
@@ -656,7 +656,7 @@ async fn audit(ctx: &Ctx, store: &DynStore, plan: &Plan, model: &FakeModel) -> A
 /// The whole run on `db`; `strict_receive`: a confirmed update whose message is not stored fails
 /// it (else such losses are printed).
 async fn crash_during_delivery_on(db: TestDb, strict: Strict) {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = ONE_AT_A_TIME.lock().await;
     let plan = Plan::new(seed());
     let seed = plan.seed;
     let backend = if db.url.starts_with("postgres") {
@@ -870,7 +870,13 @@ async fn crash_during_delivery_on(db: TestDb, strict: Strict) {
             audit.out_of_order
         );
     }
-    if strict.prompts {}
+    if strict.prompts {
+        assert!(
+            audit.unshown.is_empty(),
+            "questions waiting unseen: {:#?}",
+            audit.unshown
+        );
+    }
     assert!(
         audit.unanswered.is_empty(),
         "stored user messages without a reply: {:#?}",
