@@ -398,7 +398,8 @@ struct Audit {
     /// … of them, segments of interrupted replies (the reply a lease's expiry marked interrupted
     /// is posted by the process that found it, with no delivery job behind it).
     missing_interrupted: Vec<String>,
-    /// Owed segments received, but not in order (after a later reply).
+    /// Owed segments received, but not in order (after a later reply, or with another reply's
+    /// pieces between theirs).
     out_of_order: Vec<String>,
     /// Chats still running, or idle with messages queued.
     busy: Vec<String>,
@@ -486,6 +487,21 @@ fn is_reply_piece(text: &str) -> bool {
             NOT_ALLOWED_TEXT,
         ]
         .contains(&text))
+}
+
+/// Whether `segment` is made of received `pieces` in order, other pieces between them (a later
+/// reply posted in the middle of an owed one).
+fn interleaved(pieces: &[String], segment: &str) -> bool {
+    let mut rest = segment;
+    for p in pieces {
+        if rest.is_empty() {
+            break;
+        }
+        if !p.is_empty() && rest.starts_with(p.as_str()) {
+            rest = &rest[p.len()..];
+        }
+    }
+    rest.is_empty()
 }
 
 async fn audit(ctx: &Ctx, store: &DynStore, plan: &Plan, model: &FakeModel) -> Audit {
@@ -617,7 +633,7 @@ async fn audit(ctx: &Ctx, store: &DynStore, plan: &Plan, model: &FakeModel) -> A
                 pieces.iter().map(|t| short(t)).collect::<Vec<_>>(),
             );
             let owed = texts.iter().filter(|t| *t == s).count();
-            if all.matches(s.as_str()).count() >= owed {
+            if all.matches(s.as_str()).count() >= owed || interleaved(&pieces, s) {
                 a.out_of_order.push(line);
             } else if *interrupted {
                 a.missing_interrupted.push(line);
