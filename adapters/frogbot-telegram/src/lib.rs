@@ -57,4 +57,15 @@ pub enum Error {
         /// What went wrong.
         message: String,
     },
+    /// A Bot API call failed in a way worth retrying (a network failure, a `5xx`, a `429`): its
+    /// source is the [`Transient`](frogbot_model::Transient) saying how (Telegram's
+    /// `retry_after`, whether the request may have been carried out).
+    #[error("Telegram API call {method} failed: {source}")]
+    Unavailable {
+        /// The Bot API method.
+        method: &'static str,
+        /// Why, and when to try again.
+        #[source]
+        source: frogbot_model::Transient,
+    },
 }
