@@ -77,6 +77,9 @@ pub const IDLE: Duration = Duration::from_secs(10);
 /// How much longer than its long-poll `timeout` a `getUpdates` request may take before the
 /// client gives up on it.
 pub const POLL_MARGIN: Duration = Duration::from_secs(10);
+/// While the oldest update taken is still being handled (so `getUpdates` answers at once with
+/// it), how often polling asks for new updates.
+pub const BUSY_POLL: Duration = Duration::from_secs(1);
 /// The longest wait between two `getUpdates` after failures (doubling from 1 second).
 pub const MAX_POLL_BACKOFF: Duration = Duration::from_secs(30);
 
@@ -409,14 +412,12 @@ pub(crate) async fn poll(
             }
         }
         if returned > 0 && fresh == 0 {
-            // Only updates being handled came back (the oldest holds the offset): wait for one
-            // to finish before asking again.
+            // Only updates being handled came back (the oldest holds the offset, so Telegram
+            // answers at once): ask again once one finishes, or after BUSY_POLL for new ones.
             tokio::select! {
                 () = shutdown.cancelled() => break 'poll,
-                done = handling.next() => match done {
-                    Some(done) => note(&mut offsets, done),
-                    None => tokio::time::sleep(Duration::from_secs(1)).await,
-                },
+                Some(done) = handling.next(), if !handling.is_empty() => note(&mut offsets, done),
+                () = tokio::time::sleep(BUSY_POLL) => {}
             }
         }
     }
@@ -678,7 +679,7 @@ async fn on_stop(ctx: &Context, q: &CallbackQuery, thread: Option<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use crate::testing::{self, FakeBotApi};
 
     fn message(update_id: i64, chat: i64, text: &str) -> Update {
         let update = json!({"update_id": update_id, "message": {
@@ -719,6 +720,204 @@ mod tests {
         assert_eq!(seen, ["2a", "2b", "1a", "1b"]);
         // Shut down: nothing more is taken.
         assert!(deliveries.closed());
+    }
+
+    /// The text of a message update.
+    fn text_of(update: &Update) -> String {
+        match &update.kind {
+            UpdateKind::Message(m) => m.text().unwrap_or_default().to_owned(),
+            _ => String::new(),
+        }
+    }
+
+    /// A handler that logs the text of each update it finished (and says so on `finished`), and
+    /// holds the update with text `hold` until `release` fires (telling `started` when it began).
+    fn holding(
+        hold: &'static str,
+        started: mpsc::UnboundedSender<()>,
+        release: Arc<tokio::sync::Notify>,
+        log: Arc<Mutex<Vec<String>>>,
+    ) -> (Handler, mpsc::UnboundedReceiver<String>) {
+        let (finished, finishes) = mpsc::unbounded_channel();
+        let handler: Handler = Arc::new(move |update: Update| {
+            let (started, release, log) = (started.clone(), release.clone(), log.clone());
+            let finished = finished.clone();
+            Box::pin(async move {
+                let text = text_of(&update);
+                if text == hold {
+                    let _ = started.send(());
+                    release.notified().await;
+                }
+                log.lock().unwrap().push(text.clone());
+                let _ = finished.send(text);
+            })
+        });
+        (handler, finishes)
+    }
+
+    fn push_text(fake: &FakeBotApi, chat: i64, text: &str) -> i64 {
+        fake.push(testing::text_update(
+            fake.next_message_id(),
+            testing::private_chat(chat, "A"),
+            testing::user(chat, "A"),
+            text,
+        ))
+    }
+
+    fn offsets(calls: &[testing::Call]) -> Vec<Option<i64>> {
+        calls
+            .iter()
+            .filter(|c| c.method == "getupdates")
+            .map(|c| c.body["offset"].as_i64())
+            .collect()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn polling_confirms_an_update_only_once_it_was_handled() {
+        let fake = FakeBotApi::start().await;
+        let a = push_text(&fake, 1, "a");
+        let b = push_text(&fake, 2, "b");
+        let (started, mut began) = mpsc::unbounded_channel();
+        let release = Arc::new(tokio::sync::Notify::new());
+        let log: Arc<Mutex<Vec<String>>> = Arc::default();
+        let (handler, mut finishes) = holding("a", started, release.clone(), log.clone());
+        let deliveries = Deliveries::with_handler(handler);
+        let shutdown = CancellationToken::new();
+        let polling = tokio::spawn(poll(
+            fake.bot(),
+            Duration::from_secs(1),
+            deliveries,
+            shutdown.clone(),
+        ));
+        began.recv().await.expect("a is being handled");
+        // b (another chat) is handled meanwhile, and c, which comes later; polling goes on,
+        // asking from a: a stays with Telegram, b and c too (they come after a).
+        assert_eq!(finishes.recv().await.unwrap(), "b");
+        let c = push_text(&fake, 3, "c");
+        assert_eq!(finishes.recv().await.unwrap(), "c");
+        fake.wait_for("two polls from a", |calls| {
+            let from_a = offsets(calls).iter().filter(|o| **o == Some(a)).count();
+            (from_a >= 2).then_some(())
+        })
+        .await;
+        assert_eq!(*log.lock().unwrap(), ["b", "c"]);
+        let asked = offsets(&fake.all_calls());
+        assert!(
+            asked.iter().all(|o| o.is_none_or(|o| o <= a)),
+            "confirmed past the update being handled: {asked:?}"
+        );
+        // Handled: the next poll confirms both.
+        release.notify_one();
+        fake.wait_for("a poll past c", |calls| {
+            offsets(calls).contains(&Some(c + 1)).then_some(())
+        })
+        .await;
+        assert!(b < c);
+        // Each was handed over once, though Telegram returned them several times.
+        assert_eq!(*log.lock().unwrap(), ["b", "c", "a"]);
+        shutdown.cancel();
+        polling.await.unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_update_being_handled_when_the_process_dies_is_received_again() {
+        let fake = FakeBotApi::start().await;
+        push_text(&fake, 1, "a");
+        let (started, mut began) = mpsc::unbounded_channel();
+        let never = Arc::new(tokio::sync::Notify::new());
+        let first_log: Arc<Mutex<Vec<String>>> = Arc::default();
+        let first = Deliveries::with_handler(holding("a", started, never, first_log.clone()).0);
+        let polling = tokio::spawn(poll(
+            fake.bot(),
+            Duration::from_secs(1),
+            first,
+            CancellationToken::new(),
+        ));
+        began.recv().await.expect("a is being handled");
+        // The process dies mid-handling: its polling loop is gone, the handler never finishes.
+        polling.abort();
+        assert!(polling.await.unwrap_err().is_cancelled());
+        assert!(first_log.lock().unwrap().is_empty());
+        // The next process receives a again.
+        let log: Arc<Mutex<Vec<String>>> = Arc::default();
+        let (started, _began) = mpsc::unbounded_channel();
+        let second = Deliveries::with_handler(holding("-", started, Arc::default(), log.clone()).0);
+        let shutdown = CancellationToken::new();
+        let polling = tokio::spawn(poll(
+            fake.bot(),
+            Duration::from_secs(1),
+            second,
+            shutdown.clone(),
+        ));
+        fake.wait_for("a handled again", |_| {
+            (log.lock().unwrap().as_slice() == ["a"]).then_some(())
+        })
+        .await;
+        shutdown.cancel();
+        polling.await.unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_webhook_answers_once_the_update_is_handled_and_500_when_its_handler_failed() {
+        let (started, mut began) = mpsc::unbounded_channel();
+        let release = Arc::new(tokio::sync::Notify::new());
+        let log: Arc<Mutex<Vec<String>>> = Arc::default();
+        let held = holding("a", started, release.clone(), log.clone()).0;
+        let handler: Handler = Arc::new(move |update: Update| {
+            if text_of(&update) == "boom" {
+                return Box::pin(async { panic!("a handler fails") });
+            }
+            held(update)
+        });
+        let deliveries = Deliveries::with_handler(handler);
+        let app = webhook_router("s3cret", Duration::from_secs(5), deliveries.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}{WEBHOOK_PATH}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let body = |id: i64, text: &str| {
+            let mut u = testing::text_update(
+                id,
+                testing::private_chat(1, "A"),
+                testing::user(1, "A"),
+                text,
+            );
+            u["update_id"] = json!(id);
+            u.to_string()
+        };
+
+        let post = testing::post_update(&url, Some("s3cret"), &body(1, "a"));
+        tokio::pin!(post);
+        tokio::select! {
+            status = &mut post => panic!("answered {status} before the update was handled"),
+            _ = began.recv() => {}
+        }
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert!(
+            futures::poll!(&mut post).is_pending(),
+            "answered while handling"
+        );
+        release.notify_one();
+        assert_eq!(post.await, 200);
+        assert_eq!(*log.lock().unwrap(), ["a"]);
+
+        // A handler that panics: 500, so Telegram sends the update again; the queue goes on.
+        assert_eq!(
+            testing::post_update(&url, Some("s3cret"), &body(2, "boom")).await,
+            500
+        );
+        assert_eq!(
+            testing::post_update(&url, Some("s3cret"), &body(3, "c")).await,
+            200
+        );
+        assert_eq!(*log.lock().unwrap(), ["a", "c"]);
+        // Shut down: not taken, Telegram keeps it.
+        deliveries.close().await;
+        assert_eq!(
+            testing::post_update(&url, Some("s3cret"), &body(4, "d")).await,
+            503
+        );
     }
 
     #[test]
