@@ -2,15 +2,107 @@
 //! sends typing notices and reads a thread's events and a member's name; implemented for
 //! matrix-sdk's [`Client`](matrix_sdk::Client) (which encrypts in encrypted rooms) and by
 //! [`RecordingMatrix`] (records what would be sent, for unit tests). No retries or decisions here:
-//! matrix-sdk's HTTP layer retries transient failures and honours 429s.
+//! matrix-sdk's HTTP layer retries transient failures and honours 429s, bounded by
+//! [`request_config`] (the clients the adapter builds use it). A failure still worth retrying
+//! after that (`M_LIMIT_EXCEEDED` with its `retry_after_ms`, a `5xx`, a network failure —
+//! [`Transient::maybe_done`] once the request may have reached the server) is an
+//! [`Error::Unavailable`] carrying a [`Transient`]; the rest is [`Error::Api`].
 
 use std::sync::Mutex;
+use std::time::Duration;
 
 use async_trait::async_trait;
-use matrix_sdk::ruma::{EventId, OwnedEventId, RoomId, UserId};
+use frogbot_model::Transient;
+use matrix_sdk::config::RequestConfig;
+use matrix_sdk::ruma::{EventId, OwnedEventId, RoomId, TransactionId, UserId};
 use serde_json::Value;
 
 use crate::Error;
+
+/// How many times matrix-sdk tries a request in all before its error comes back.
+pub const MAX_ATTEMPTS: usize = 3;
+/// The longest backoff matrix-sdk waits between two tries of a request (it waits a longer
+/// `retry_after_ms` when the server asks for it).
+pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// How long one try of a request may take (matrix-sdk adds a sync's long-poll time to it).
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The request configuration of the adapter's clients: matrix-sdk's default retries a `429` or
+/// a `5xx` for up to 15 minutes (and a network failure not at all); this one tries a request at
+/// most [`MAX_ATTEMPTS`] times (network failures included: a send keeps its transaction id, so
+/// the homeserver deduplicates), each try at most [`REQUEST_TIMEOUT`].
+pub fn request_config() -> RequestConfig {
+    RequestConfig::new()
+        .retry_limit(MAX_ATTEMPTS)
+        .max_retry_time(MAX_BACKOFF)
+        .timeout(REQUEST_TIMEOUT)
+}
+
+/// The error of call `call`: [`Error::Unavailable`] when worth retrying, else [`Error::Api`].
+pub fn call_error(call: &'static str, e: matrix_sdk::Error) -> Error {
+    let found = match &e {
+        matrix_sdk::Error::Http(http) => transient(http),
+        _ => None,
+    };
+    match found {
+        Some(t) => {
+            let mut source = Transient::from_source(e.to_string(), e);
+            if let Some(wait) = t.wait {
+                source = source.retry_after(wait);
+            }
+            if t.maybe_done {
+                source = source.maybe_done();
+            }
+            Error::Unavailable { call, source }
+        }
+        None => Error::Api {
+            call,
+            message: e.to_string(),
+        },
+    }
+}
+
+/// How a failed request is worth retrying.
+struct Retry {
+    wait: Option<Duration>,
+    maybe_done: bool,
+}
+
+/// Whether an HTTP failure is worth retrying: a network failure (after sending: maybe done), a
+/// `429` / `M_LIMIT_EXCEEDED` (with its wait), a `5xx`.
+fn transient(http: &matrix_sdk::HttpError) -> Option<Retry> {
+    use matrix_sdk::HttpError;
+    use matrix_sdk::ruma::api::error::{ErrorKind, RetryAfter};
+    match http {
+        HttpError::Reqwest(e) => Some(Retry {
+            wait: None,
+            maybe_done: !e.is_connect(),
+        }),
+        HttpError::Cached(inner) => transient(inner),
+        HttpError::Api(_) => {
+            let api = http.as_client_api_error()?;
+            if let Some(ErrorKind::LimitExceeded(limit)) = api.error_kind() {
+                let wait = match &limit.retry_after {
+                    Some(RetryAfter::Delay(d)) => Some(*d),
+                    Some(RetryAfter::DateTime(at)) => {
+                        at.duration_since(std::time::SystemTime::now()).ok()
+                    }
+                    None => None,
+                };
+                return Some(Retry {
+                    wait,
+                    maybe_done: false,
+                });
+            }
+            let status = api.status_code;
+            (status.as_u16() == 429 || status.is_server_error()).then_some(Retry {
+                wait: None,
+                maybe_done: false,
+            })
+        }
+        _ => None,
+    }
+}
 
 /// What the question hooks and the outbox need from Matrix.
 #[async_trait]
@@ -22,6 +114,20 @@ pub trait MatrixApi: Send + Sync {
         event_type: &str,
         content: Value,
     ) -> Result<OwnedEventId, Error>;
+
+    /// [`MatrixApi::send`] under the transaction id `txn` (`PUT …/send/{type}/{txn}`): the
+    /// homeserver answers a repeated transaction id with the event it made the first time, so a
+    /// retry posts nothing twice. By default: `send` (a new transaction id).
+    async fn send_once(
+        &self,
+        room: &RoomId,
+        event_type: &str,
+        content: Value,
+        txn: &str,
+    ) -> Result<OwnedEventId, Error> {
+        let _ = txn;
+        self.send(room, event_type, content).await
+    }
 
     /// Redacts the event `event` of `room` (`PUT /rooms/{room}/redact/{event}/{txn}`).
     async fn redact(
@@ -63,10 +169,26 @@ impl MatrixApi for matrix_sdk::Client {
         let sent = joined
             .send_raw(event_type, content)
             .await
-            .map_err(|e| Error::Api {
-                call: "send",
-                message: e.to_string(),
-            })?;
+            .map_err(|e| call_error("send", e))?;
+        Ok(sent.response.event_id)
+    }
+
+    async fn send_once(
+        &self,
+        room: &RoomId,
+        event_type: &str,
+        content: Value,
+        txn: &str,
+    ) -> Result<OwnedEventId, Error> {
+        let joined = self
+            .get_room(room)
+            .ok_or_else(|| Error::UnknownRoom(room.to_string()))?;
+        let txn: &TransactionId = txn.into();
+        let sent = joined
+            .send_raw(event_type, content)
+            .with_transaction_id(txn)
+            .await
+            .map_err(|e| call_error("send", e))?;
         Ok(sent.response.event_id)
     }
 
@@ -82,10 +204,7 @@ impl MatrixApi for matrix_sdk::Client {
         joined
             .redact(event, reason, None)
             .await
-            .map_err(|e| Error::Api {
-                call: "redact",
-                message: e.to_string(),
-            })?;
+            .map_err(|e| call_error("redact", e.into()))?;
         Ok(())
     }
 
@@ -95,10 +214,10 @@ impl MatrixApi for matrix_sdk::Client {
         let joined = self
             .get_room(room)
             .ok_or_else(|| Error::UnknownRoom(room.to_string()))?;
-        joined.typing_notice(typing).await.map_err(|e| Error::Api {
-            call: "typing",
-            message: e.to_string(),
-        })
+        joined
+            .typing_notice(typing)
+            .await
+            .map_err(|e| call_error("typing", e))
     }
 
     /// matrix-sdk's `Room::relations` (type `m.thread`, backwards) and `Room::event` (the root).
@@ -115,12 +234,7 @@ impl MatrixApi for matrix_sdk::Client {
         let joined = self
             .get_room(room)
             .ok_or_else(|| Error::UnknownRoom(room.to_string()))?;
-        let api = |call: &'static str| {
-            move |e: matrix_sdk::Error| Error::Api {
-                call,
-                message: e.to_string(),
-            }
-        };
+        let api = |call: &'static str| move |e: matrix_sdk::Error| call_error(call, e);
         let opts = RelationsOptions {
             dir: Direction::Backward,
             limit: matrix_sdk::ruma::UInt::new(limit.min(1_000) as u64),
@@ -158,6 +272,16 @@ impl<A: MatrixApi + ?Sized> MatrixApi for std::sync::Arc<A> {
         content: Value,
     ) -> Result<OwnedEventId, Error> {
         (**self).send(room, event_type, content).await
+    }
+
+    async fn send_once(
+        &self,
+        room: &RoomId,
+        event_type: &str,
+        content: Value,
+        txn: &str,
+    ) -> Result<OwnedEventId, Error> {
+        (**self).send_once(room, event_type, content, txn).await
     }
 
     async fn redact(

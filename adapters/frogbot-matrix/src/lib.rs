@@ -14,6 +14,15 @@
 //! Ids: a message id is `room_id|event_id`; a thread id is `room_id|root_event_id` (the bot always
 //! answers in an `m.thread` on the message that talked to it, so one thread is one FrogBot chat).
 //!
+//! Delivery guarantee: exactly once for replies. Each piece of a reply is sent under a
+//! transaction id made from its delivery key ([`channel::outbox::txn_id`]), so the homeserver
+//! answers a retry (matrix-sdk's own, bounded by [`client::request_config`], or the engine's, in
+//! this process or after a restart on the same device) with the event it already made; this holds
+//! while the homeserver remembers the transaction (Synapse keeps it for the device's session).
+//! `M_LIMIT_EXCEEDED` (with `retry_after_ms`), a `5xx` and a network failure come back as a
+//! [`Transient`](frogbot_model::Transient) ([`Error::Unavailable`]). Receiving: a message in a
+//! room whose members cannot be listed is not dropped (see [`channel::receive`]).
+//!
 //! What it must not do: depend on sqlx of ours or FrogBot's store (matrix-sdk's own SQLite store is
 //! fine), or decide anything the question engine decides (staleness, identity, first answer wins).
 
@@ -61,6 +70,17 @@ pub enum Error {
         call: &'static str,
         /// What went wrong.
         message: String,
+    },
+    /// A client-server API call failed in a way worth retrying (a network failure, a `5xx`,
+    /// `M_LIMIT_EXCEEDED`): its source is the [`Transient`](frogbot_model::Transient) saying how
+    /// (the server's `retry_after_ms`, whether the request may have been carried out).
+    #[error("Matrix call {call} failed: {source}")]
+    Unavailable {
+        /// What was called.
+        call: &'static str,
+        /// Why, and when to try again.
+        #[source]
+        source: frogbot_model::Transient,
     },
     /// Logging in or restoring the session failed.
     #[error("Matrix login failed: {0}")]

@@ -6,6 +6,14 @@
 //! (matrix-sdk's `Client`) talks to it; [`MatrixHarness`] runs the `ChannelQuestions`
 //! conformance suite over it.
 //!
+//! Faults ([`FakeHomeserver::inject_faults`]): a [`FaultPlan`] decides for each
+//! `PUT /rooms/{room}/send/{type}/{txn}` whether it fails, as a homeserver and the network do:
+//! `500` `{"errcode": "M_UNKNOWN"}` (nothing done); `429` `{"errcode": "M_LIMIT_EXCEEDED",
+//! "retry_after_ms": N}` (nothing done); a timeout (the connection is dropped without an answer,
+//! nothing done); a reset after processing (the event is stored under its transaction id, then
+//! the answer is cut off). Like a real homeserver, a repeated transaction id is answered with the
+//! event it made the first time.
+//!
 //! [`synapse`] is the other platform the tests use: a real Synapse on loopback (slower, started
 //! once per test binary), for the end-to-end tests of encryption, gaps and restarts.
 //!
@@ -24,6 +32,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use frogbot_model::conformance::{Harness, Limits};
+use frogbot_model::faults::{Fault, FaultPlan};
 use frogbot_model::{
     ChannelQuestions, Interaction, PlatformUser, QuestionCall, QuestionRecord, Thread,
 };
@@ -74,6 +83,10 @@ struct Inner {
     typing: Vec<(OwnedRoomId, usize, Value)>,
     /// Whether redactions are refused (`M_FORBIDDEN`), to test what the bot does then.
     refuse_redactions: bool,
+    /// Which sends fail, and how.
+    faults: Option<Arc<FaultPlan>>,
+    /// The rooms whose `/members` fails (`500`).
+    failing_members: Vec<OwnedRoomId>,
     next: u64,
 }
 
@@ -343,6 +356,47 @@ async fn send(
         return error(StatusCode::BAD_REQUEST, "M_INVALID_PARAM", "bad room id");
     };
     let key = format!("{room}|{txn}");
+    let fault = s.lock().faults.as_ref().and_then(|plan| plan.next());
+    match fault {
+        Some(Fault::ServerError) => {
+            return error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "M_UNKNOWN",
+                "Internal server error",
+            );
+        }
+        Some(Fault::RateLimited(wait)) => {
+            let body = json!({"errcode": "M_LIMIT_EXCEEDED", "error": "Too Many Requests",
+                "retry_after_ms": wait.as_millis() as u64});
+            return (StatusCode::TOO_MANY_REQUESTS, Json(body)).into_response();
+        }
+        Some(Fault::Timeout) => return reset(),
+        Some(Fault::ResetAfterProcessing) | None => {}
+    }
+    let answer = send_event(&s, &room, &event_type, &key, content);
+    if fault == Some(Fault::ResetAfterProcessing) {
+        return reset();
+    }
+    answer
+}
+
+/// An answer cut off after its status line: the body fails, the connection is dropped.
+fn reset() -> Response {
+    let cut = futures::stream::once(async {
+        Err::<axum::body::Bytes, _>(std::io::Error::new(
+            std::io::ErrorKind::ConnectionReset,
+            "connection reset",
+        ))
+    });
+    Response::new(axum::body::Body::from_stream(cut))
+}
+
+/// Stores the bot's event `content` under the transaction `key` (`room|txn`), or answers the
+/// event a repeated transaction made.
+fn send_event(s: &Shared, room: &RoomId, event_type: &str, key: &str, content: Value) -> Response {
+    let room = room.to_owned();
+    let event_type = event_type.to_owned();
+    let key = key.to_owned();
     {
         let inner = s.lock();
         if !inner.rooms.contains_key(&room) {
@@ -358,7 +412,7 @@ async fn send(
         return error(status, errcode, &message);
     }
     if event_type == "m.reaction"
-        && let Err((status, errcode, message)) = check_annotation(&s, &room, &content)
+        && let Err((status, errcode, message)) = check_annotation(s, &room, &content)
     {
         return error(status, errcode, &message);
     }
@@ -511,6 +565,13 @@ async fn state_empty(State(s): St, Path((room, t)): Path<(String, String)>) -> R
 
 async fn members(State(s): St, Path(room): Path<String>) -> Response {
     let inner = s.lock();
+    if inner.failing_members.iter().any(|r| r.as_str() == room) {
+        return error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "M_UNKNOWN",
+            "Internal server error",
+        );
+    }
     let chunk: Vec<Value> = inner
         .events
         .iter()
@@ -633,6 +694,20 @@ impl FakeHomeserver {
     /// The bot's user id (`@frogbot:fake.test`; password [`BOT_PASSWORD`]).
     pub fn bot(&self) -> &UserId {
         &self.shared.bot
+    }
+
+    /// From now on each `PUT …/send/{type}/{txn}` asks `plan` whether to fail (see the module).
+    pub fn inject_faults(&self, plan: Arc<FaultPlan>) {
+        self.shared.lock().faults = Some(plan);
+    }
+
+    /// From now on `/members` of `room` fails with `500` (`fail` false: it works again).
+    pub fn fail_members(&self, room: &RoomId, fail: bool) {
+        let mut inner = self.shared.lock();
+        inner.failing_members.retain(|r| r != room);
+        if fail {
+            inner.failing_members.push(room.to_owned());
+        }
     }
 
     /// A room where the bot and `people` are joined (a room of two is a DM).
@@ -865,6 +940,7 @@ impl FakeHomeserver {
     pub async fn client(&self) -> Client {
         let client = Client::builder()
             .homeserver_url(&self.url)
+            .request_config(crate::client::request_config())
             .build()
             .await
             .expect("a client");

@@ -455,3 +455,19 @@ async fn a_mention_mid_thread_gives_the_model_the_earlier_messages_with_names() 
     );
     bot.stop().await;
 }
+
+/// Regression: a DM whose `/members` call failed dropped the person's message (the room's size
+/// was not known, it was not marked direct, the message mentioned no one). Now `/members` is
+/// tried again, and a room not known to be a group counts as a DM.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dm_whose_members_cannot_be_listed_is_still_answered() {
+    let fake = FakeHomeserver::start().await;
+    let alice = person("alice");
+    let room = fake.create_room(&[&alice]);
+    fake.fail_members(&room, true);
+    let bot = bot(&fake, Vec::new()).await;
+    let hi = fake.inject(&room, &alice, "m.room.message", text("hi there"));
+    let answer = wait_reply(&fake, &room, hi.as_str(), "hello:").await;
+    assert_eq!(body(&answer), "hello: hi there");
+    bot.stop().await;
+}

@@ -908,3 +908,67 @@ async fn a_skip_reply_dismisses_a_poll_question_once() {
     );
     s.bot.stop().await;
 }
+
+/// A delivery retried with the same key (the engine after a lost answer, in this process or
+/// another) posts nothing twice: Synapse answers each piece's transaction id with the event it
+/// made the first time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_delivery_is_deduplicated_by_its_transaction_ids() {
+    use frogbot_core::agent::Delivery;
+    use frogbot_core::model::Thread;
+    use frogbot_matrix::channel::outbox::MESSAGE_CHARS;
+
+    let Some(s) = setup(None).await else { return };
+    let alice = s.hs.person(&s.hs.register("alice").await).await;
+    let bot = s.bot_account.user_id.as_str();
+    let room = dm(&s, &alice).await;
+    let root = alice.send(&room, "m.room.message", text("hi")).await;
+    alice
+        .wait_for(&room, WAIT, "the bot's reply", |e| {
+            from(e, bot) && body(e) == "hello: hi"
+        })
+        .await;
+    let thread = Thread {
+        id: format!("{room}|{root}"),
+        platform: "matrix".into(),
+        chat_id: "chat-dedup".into(),
+    };
+    let words = MESSAGE_CHARS / 8 + 10;
+    let text: String = (0..words).map(|i| format!("once{i} ")).collect();
+    let reply: frogbot_core::model::UiMessage = serde_json::from_value(json!({
+        "id": "m1", "role": "assistant", "parts": [{"type": "text", "text": text}]
+    }))
+    .unwrap();
+    let outbox = s.bot.channel.outbox();
+    let pieces = outbox.pieces(&text).len();
+    assert!(pieces >= 2, "{pieces}");
+    let mut delivery = Delivery::new("deliver:dedup:1:a");
+    outbox.deliver(&thread, &reply, &delivery).await.unwrap();
+    delivery.attempt = 1;
+    outbox.deliver(&thread, &reply, &delivery).await.unwrap();
+    // A marker after both: once it shows, everything before it does.
+    let marker = reply_text("marker");
+    outbox
+        .deliver(&thread, &marker, &Delivery::new("deliver:dedup:2:a"))
+        .await
+        .unwrap();
+    alice
+        .wait_for(&room, WAIT, "the marker", |e| {
+            from(e, bot) && body(e) == "marker"
+        })
+        .await;
+    let shown = alice.seen(&room, |e| from(e, bot) && body(e).starts_with("once0 "));
+    assert_eq!(shown.len(), 1, "the first piece once: {shown:#?}");
+    let all = alice.seen(&room, |e| {
+        from(e, bot) && e["type"] == "m.room.message" && body(e).contains("once")
+    });
+    assert_eq!(all.len(), pieces, "every piece once");
+    s.bot.stop().await;
+}
+
+fn reply_text(text: &str) -> frogbot_core::model::UiMessage {
+    serde_json::from_value(json!({
+        "id": "m2", "role": "assistant", "parts": [{"type": "text", "text": text}]
+    }))
+    .unwrap()
+}

@@ -1,28 +1,57 @@
 //! [`TelegramApi`]: the few Bot API calls the question hooks make; their implementation on
-//! teloxide's [`Bot`], which waits out `429 Too Many Requests` (`retry_after`) and tries again; and
-//! [`RecordingTelegram`], which records the calls and answers with canned ids (for unit tests).
+//! teloxide's [`Bot`]; and [`RecordingTelegram`], which records the calls and answers with canned
+//! ids (for unit tests).
+//!
+//! Every Bot API call goes through [`request`]: teloxide's typed payloads, posted as JSON through
+//! the bot's own HTTP client and API URL, the answer read here rather than by teloxide, because
+//! teloxide 0.17's `RequestError` keeps neither the HTTP status nor `error_code` (a `500` whose
+//! body is no JSON is an `InvalidJson`), and it sleeps 10 seconds before reading any `5xx`. A
+//! failure worth retrying is an [`Error::Unavailable`] carrying a [`Transient`]: a `429` (with
+//! Telegram's `parameters.retry_after`), a `5xx`, a network failure (marked
+//! [`Transient::maybe_done`] when the request may have reached Telegram: a timeout or a reset
+//! after it was sent). Anything else Telegram refuses is a permanent [`Error::Api`].
+//!
+//! The [`TelegramApi`] calls on [`Bot`] retry by themselves ([`with_retry`]): at most
+//! [`MAX_ATTEMPTS`] tries, waiting Telegram's `retry_after` (or a short backoff after a `5xx` or a
+//! network failure); a `retry_after` over [`MAX_WAIT`] (60 s) is not waited here: the call fails
+//! with it, for its caller to schedule. A `sendMessage` whose answer was lost may be repeated:
+//! Telegram has no idempotency key, so its messages are delivered at least once. The reply
+//! outbox does not retry in-process: [`send_html_once`] hands the `Transient` to the engine's
+//! durable delivery, which retries with the same key.
 
 use std::future::Future;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use frogbot_model::Transient;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use teloxide::Bot;
 use teloxide::payloads::{
-    AnswerCallbackQuerySetters, EditMessageReplyMarkupSetters, EditMessageTextSetters,
-    SendChatActionSetters, SendMessageSetters, SetMessageReactionSetters,
+    AnswerCallbackQuery, AnswerCallbackQuerySetters, EditMessageReplyMarkup,
+    EditMessageReplyMarkupSetters, EditMessageText, EditMessageTextSetters, SendChatAction,
+    SendChatActionSetters, SendMessage, SendMessageSetters, SetMessageReaction,
+    SetMessageReactionSetters,
 };
-use teloxide::requests::{Request, Requester};
+use teloxide::requests::Payload;
 use teloxide::types::{
-    CallbackQueryId, ChatAction, ChatId, InlineKeyboardMarkup, MessageId, ParseMode, ReactionType,
-    ReplyMarkup, ReplyParameters, Seconds, ThreadId,
+    CallbackQueryId, ChatAction, ChatId, InlineKeyboardMarkup, Message, MessageId, ParseMode,
+    ReactionType, ReplyMarkup, ReplyParameters, ThreadId,
 };
-use teloxide::{ApiError, Bot, RequestError};
 
 use crate::Error;
 
-/// How many times a call is tried in all when Telegram keeps answering `429`.
+/// How many times a call the adapter retries by itself is tried in all.
 pub const MAX_ATTEMPTS: u32 = 4;
+/// The longest `retry_after` a retried call waits in-process; a longer one fails the call with
+/// the [`Transient`] carrying it.
+pub const MAX_WAIT: Duration = Duration::from_secs(60);
+/// The first wait after a `5xx` or a network failure (doubled per attempt) when Telegram gave no
+/// `retry_after`.
+pub const BACKOFF: Duration = Duration::from_millis(500);
 
 /// A message the bot posted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,6 +62,16 @@ pub struct SentMessage {
     pub id: MessageId,
     /// When Telegram posted it.
     pub date: DateTime<Utc>,
+}
+
+impl From<Message> for SentMessage {
+    fn from(m: Message) -> Self {
+        SentMessage {
+            chat: m.chat.id,
+            id: m.id,
+            date: m.date,
+        }
+    }
 }
 
 /// The Bot API calls the question hooks need.
@@ -120,32 +159,137 @@ pub trait TelegramApi: Send + Sync {
     ) -> Result<(), Error>;
 }
 
-/// Runs a request, waiting out `retry_after` on `429` up to [`MAX_ATTEMPTS`] tries in all.
-async fn with_retry<T, F, Fut>(method: &'static str, mut call: F) -> Result<T, Error>
+/// One Bot API call: `POST {api_url}bot{token}/{method}` with `body` as JSON (as teloxide sends
+/// it), through the bot's HTTP client (`timeout`: this request's own, e.g. a long poll's), its
+/// `result` read as `T`. Failures are classified as the module says.
+pub async fn request<T: DeserializeOwned>(
+    bot: &Bot,
+    method: &'static str,
+    body: &(impl Serialize + ?Sized),
+    timeout: Option<Duration>,
+) -> Result<T, Error> {
+    let api = |message: String| Error::Api { method, message };
+    let unavailable = |source: Transient| Error::Unavailable { method, source };
+    let mut url = bot.api_url();
+    url.path_segments_mut()
+        .map_err(|()| api("the API URL cannot take a path".into()))?
+        .pop_if_empty()
+        .push(&format!("bot{}", bot.token()))
+        .push(method);
+    let mut req = bot.client().post(url).json(body);
+    if let Some(t) = timeout {
+        req = req.timeout(t);
+    }
+    let response = req.send().await.map_err(|e| {
+        // Refused before anything was sent (no connection): not done. Anything later (a timeout,
+        // a reset while waiting for the answer) may have reached Telegram.
+        let transient = if e.is_connect() {
+            Transient::from_source("could not connect to the Bot API", e)
+        } else {
+            Transient::from_source("no answer from the Bot API", e).maybe_done()
+        };
+        unavailable(transient)
+    })?;
+    let status = response.status().as_u16();
+    let text = response.text().await.map_err(|e| {
+        unavailable(Transient::from_source("the Bot API's answer was cut off", e).maybe_done())
+    })?;
+    read_answer(status, &text).map_err(|failure| match failure {
+        Failure::Transient(t) => unavailable(t),
+        Failure::Refused(message) => api(message),
+    })
+}
+
+/// Why an answer is no result.
+#[derive(Debug)]
+enum Failure {
+    Transient(Transient),
+    Refused(String),
+}
+
+/// An answer of the Bot API (`{"ok": true, "result": …}` or `{"ok": false, "error_code",
+/// "description", "parameters": {"retry_after"}}`) with its HTTP status.
+fn read_answer<T: DeserializeOwned>(status: u16, text: &str) -> Result<T, Failure> {
+    let answer: serde_json::Value = match serde_json::from_str(text) {
+        Ok(v) => v,
+        // A proxy's HTML error page, say.
+        Err(_) if status >= 500 => {
+            return Err(Failure::Transient(Transient::new(format!(
+                "the Bot API answered {status}"
+            ))));
+        }
+        Err(e) => {
+            return Err(Failure::Refused(format!(
+                "unreadable answer ({status}): {e}"
+            )));
+        }
+    };
+    if answer["ok"] == true {
+        return serde_json::from_value(answer["result"].clone())
+            .map_err(|e| Failure::Refused(format!("unreadable result: {e}")));
+    }
+    let code = answer["error_code"]
+        .as_u64()
+        .and_then(|c| u16::try_from(c).ok())
+        .unwrap_or(status);
+    let description = answer["description"]
+        .as_str()
+        .map_or_else(|| format!("refused with {code}"), str::to_owned);
+    let retry_after = answer["parameters"]["retry_after"].as_u64();
+    if let Some(seconds) = retry_after {
+        return Err(Failure::Transient(
+            Transient::new(description).retry_after(Duration::from_secs(seconds)),
+        ));
+    }
+    if code == 429 || status == 429 || code >= 500 || status >= 500 {
+        return Err(Failure::Transient(Transient::new(description)));
+    }
+    Err(Failure::Refused(description))
+}
+
+/// One typed call (`P::NAME` with the payload as its JSON body).
+async fn call<P>(bot: &Bot, payload: &P) -> Result<P::Output, Error>
+where
+    P: Payload + Serialize,
+    P::Output: DeserializeOwned,
+{
+    request(bot, P::NAME, payload, None).await
+}
+
+impl Error {
+    /// The [`Transient`] this error carries (a call worth retrying), if any.
+    pub fn transient(&self) -> Option<&Transient> {
+        match self {
+            Error::Unavailable { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+/// Runs a call, trying again after a failure worth retrying up to [`MAX_ATTEMPTS`] tries in all:
+/// waiting Telegram's `retry_after` (a longer one than [`MAX_WAIT`] is not waited: the call fails
+/// with it), else [`BACKOFF`] doubled per attempt.
+pub async fn with_retry<T, F, Fut>(method: &'static str, mut call: F) -> Result<T, Error>
 where
     F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, RequestError>>,
+    Fut: Future<Output = Result<T, Error>>,
 {
     let mut attempt = 1;
     loop {
-        match call().await {
+        let e = match call().await {
             Ok(v) => return Ok(v),
-            Err(RequestError::RetryAfter(wait)) if attempt < MAX_ATTEMPTS => {
-                tracing::warn!(
-                    method,
-                    seconds = wait.seconds(),
-                    "Telegram rate limit, retrying"
-                );
-                tokio::time::sleep(wait.duration()).await;
-                attempt += 1;
-            }
-            Err(e) => {
-                return Err(Error::Api {
-                    method,
-                    message: e.to_string(),
-                });
-            }
+            Err(e) => e,
+        };
+        let Some(t) = e.transient().filter(|_| attempt < MAX_ATTEMPTS) else {
+            return Err(e);
+        };
+        let wait = t.wait().unwrap_or(BACKOFF * 2u32.pow(attempt - 1));
+        if wait > MAX_WAIT {
+            return Err(e);
         }
+        tracing::warn!(method, attempt, ?wait, error = %t, "Telegram call failed; retrying");
+        tokio::time::sleep(wait).await;
+        attempt += 1;
     }
 }
 
@@ -153,13 +297,41 @@ where
 fn ignore_not_modified<T>(r: Result<T, Error>) -> Result<(), Error> {
     match r {
         Ok(_) => Ok(()),
-        Err(Error::Api { message, .. })
-            if message.contains(&ApiError::MessageNotModified.to_string()) =>
-        {
-            Ok(())
-        }
+        Err(Error::Api { message, .. }) if message.contains("message is not modified") => Ok(()),
         Err(e) => Err(e),
     }
+}
+
+/// The `sendMessage` of `html` (`parse_mode` `HTML`) a reply piece is: in a forum topic when
+/// `topic` is set, replying to `reply_to` when set.
+fn html_message(
+    chat: ChatId,
+    topic: Option<ThreadId>,
+    html: &str,
+    reply_to: Option<MessageId>,
+) -> SendMessage {
+    let mut req = SendMessage::new(chat, html).parse_mode(ParseMode::Html);
+    if let Some(t) = topic {
+        req = req.message_thread_id(t);
+    }
+    if let Some(r) = reply_to {
+        req = req.reply_parameters(ReplyParameters::new(r).allow_sending_without_reply());
+    }
+    req
+}
+
+/// One `sendMessage` of `html`, not retried: what the reply outbox posts each piece with (its
+/// failure goes back to the engine's durable delivery).
+pub async fn send_html_once(
+    bot: &Bot,
+    chat: ChatId,
+    topic: Option<ThreadId>,
+    html: &str,
+    reply_to: Option<MessageId>,
+) -> Result<SentMessage, Error> {
+    Ok(call(bot, &html_message(chat, topic, html, reply_to))
+        .await?
+        .into())
 }
 
 #[async_trait]
@@ -172,7 +344,7 @@ impl TelegramApi for Bot {
         markup: Option<ReplyMarkup>,
         reply_to: Option<MessageId>,
     ) -> Result<SentMessage, Error> {
-        let mut req = Requester::send_message(self, chat, text);
+        let mut req = SendMessage::new(chat, text);
         if let Some(t) = topic {
             req = req.message_thread_id(t);
         }
@@ -182,12 +354,8 @@ impl TelegramApi for Bot {
         if let Some(r) = reply_to {
             req = req.reply_parameters(ReplyParameters::new(r).allow_sending_without_reply());
         }
-        let m = with_retry("sendMessage", || req.send_ref()).await?;
-        Ok(SentMessage {
-            chat: m.chat.id,
-            id: m.id,
-            date: m.date,
-        })
+        let m = with_retry("sendMessage", || call(self, &req)).await?;
+        Ok(m.into())
     }
 
     async fn send_html(
@@ -197,19 +365,9 @@ impl TelegramApi for Bot {
         html: &str,
         reply_to: Option<MessageId>,
     ) -> Result<SentMessage, Error> {
-        let mut req = Requester::send_message(self, chat, html).parse_mode(ParseMode::Html);
-        if let Some(t) = topic {
-            req = req.message_thread_id(t);
-        }
-        if let Some(r) = reply_to {
-            req = req.reply_parameters(ReplyParameters::new(r).allow_sending_without_reply());
-        }
-        let m = with_retry("sendMessage", || req.send_ref()).await?;
-        Ok(SentMessage {
-            chat: m.chat.id,
-            id: m.id,
-            date: m.date,
-        })
+        let req = html_message(chat, topic, html, reply_to);
+        let m = with_retry("sendMessage", || call(self, &req)).await?;
+        Ok(m.into())
     }
 
     async fn send_html_keyboard(
@@ -220,22 +378,12 @@ impl TelegramApi for Bot {
         keyboard: Option<InlineKeyboardMarkup>,
         reply_to: Option<MessageId>,
     ) -> Result<SentMessage, Error> {
-        let mut req = Requester::send_message(self, chat, html).parse_mode(ParseMode::Html);
-        if let Some(t) = topic {
-            req = req.message_thread_id(t);
-        }
+        let mut req = html_message(chat, topic, html, reply_to);
         if let Some(k) = keyboard {
             req = req.reply_markup(ReplyMarkup::InlineKeyboard(k));
         }
-        if let Some(r) = reply_to {
-            req = req.reply_parameters(ReplyParameters::new(r).allow_sending_without_reply());
-        }
-        let m = with_retry("sendMessage", || req.send_ref()).await?;
-        Ok(SentMessage {
-            chat: m.chat.id,
-            id: m.id,
-            date: m.date,
-        })
+        let m = with_retry("sendMessage", || call(self, &req)).await?;
+        Ok(m.into())
     }
 
     async fn edit_html(
@@ -245,12 +393,11 @@ impl TelegramApi for Bot {
         html: &str,
         keyboard: Option<InlineKeyboardMarkup>,
     ) -> Result<(), Error> {
-        let mut req =
-            Requester::edit_message_text(self, chat, id, html).parse_mode(ParseMode::Html);
+        let mut req = EditMessageText::new(chat, id, html).parse_mode(ParseMode::Html);
         if let Some(k) = keyboard {
             req = req.reply_markup(k);
         }
-        ignore_not_modified(with_retry("editMessageText", || req.send_ref()).await)
+        ignore_not_modified(with_retry("editMessageText", || call(self, &req)).await)
     }
 
     async fn edit_message_text(
@@ -260,11 +407,11 @@ impl TelegramApi for Bot {
         text: &str,
         markup: Option<InlineKeyboardMarkup>,
     ) -> Result<(), Error> {
-        let mut req = Requester::edit_message_text(self, chat, id, text);
+        let mut req = EditMessageText::new(chat, id, text);
         if let Some(m) = markup {
             req = req.reply_markup(m);
         }
-        ignore_not_modified(with_retry("editMessageText", || req.send_ref()).await)
+        ignore_not_modified(with_retry("editMessageText", || call(self, &req)).await)
     }
 
     async fn edit_message_reply_markup(
@@ -273,47 +420,41 @@ impl TelegramApi for Bot {
         id: MessageId,
         markup: Option<InlineKeyboardMarkup>,
     ) -> Result<(), Error> {
-        let mut req = Requester::edit_message_reply_markup(self, chat, id);
+        let mut req = EditMessageReplyMarkup::new(chat, id);
         if let Some(m) = markup {
             req = req.reply_markup(m);
         }
-        ignore_not_modified(with_retry("editMessageReplyMarkup", || req.send_ref()).await)
+        ignore_not_modified(with_retry("editMessageReplyMarkup", || call(self, &req)).await)
     }
 
     async fn answer_callback_query(&self, id: &str, text: Option<&str>) -> Result<(), Error> {
-        let mut req = Requester::answer_callback_query(self, CallbackQueryId(id.to_owned()));
+        let mut req = AnswerCallbackQuery::new(CallbackQueryId(id.to_owned()));
         if let Some(t) = text {
             req = req.text(t);
         }
-        with_retry("answerCallbackQuery", || req.send_ref()).await?;
+        with_retry("answerCallbackQuery", || call(self, &req)).await?;
         Ok(())
     }
 
     async fn set_reaction(&self, chat: ChatId, id: MessageId, emoji: &str) -> Result<(), Error> {
-        let req =
-            Requester::set_message_reaction(self, chat, id).reaction(vec![ReactionType::Emoji {
-                emoji: emoji.to_owned(),
-            }]);
-        with_retry("setMessageReaction", || req.send_ref()).await?;
+        let req = SetMessageReaction::new(chat, id).reaction(vec![ReactionType::Emoji {
+            emoji: emoji.to_owned(),
+        }]);
+        with_retry("setMessageReaction", || call(self, &req)).await?;
         Ok(())
     }
 
     async fn typing(&self, chat: ChatId, topic: Option<ThreadId>) -> Result<(), Error> {
-        let mut req = Requester::send_chat_action(self, chat, ChatAction::Typing);
+        let mut req = SendChatAction::new(chat, ChatAction::Typing);
         if let Some(t) = topic {
             req = req.message_thread_id(t);
         }
         // Not retried: the next one is due in a few seconds anyway.
-        req.send().await.map_err(|e| Error::Api {
-            method: "sendChatAction",
-            message: e.to_string(),
-        })?;
+        call(self, &req).await?;
         Ok(())
     }
 
-    /// teloxide 0.17 has no `sendMessageDraft`: the same JSON request teloxide makes, through
-    /// the bot's own HTTP client and API URL, its answer read into teloxide's errors so
-    /// [`with_retry`] waits out `retry_after` as for every call.
+    /// teloxide 0.17 has no `sendMessageDraft`: the same JSON request, through [`request`].
     async fn send_draft(
         &self,
         chat: ChatId,
@@ -322,43 +463,17 @@ impl TelegramApi for Bot {
         html: &str,
     ) -> Result<(), Error> {
         const METHOD: &str = "sendMessageDraft";
-        let mut url = self.api_url();
-        url.path_segments_mut()
-            .map_err(|()| Error::Api {
-                method: METHOD,
-                message: "the API URL cannot take a path".into(),
-            })?
-            .push(&format!("bot{}", self.token()))
-            .push(METHOD);
         let mut body = serde_json::json!({
             "chat_id": chat.0, "draft_id": draft_id, "text": html, "parse_mode": "HTML"
         });
         if let Some(t) = topic {
             body["message_thread_id"] = t.0.0.into();
         }
-        with_retry(METHOD, || async {
-            let answer: serde_json::Value = self
-                .client()
-                .post(url.clone())
-                .json(&body)
-                .send()
-                .await?
-                .json()
-                .await?;
-            if answer["ok"] == true {
-                return Ok(());
-            }
-            if let Some(seconds) = answer["parameters"]["retry_after"].as_u64() {
-                let seconds = u32::try_from(seconds).unwrap_or(u32::MAX);
-                return Err(RequestError::RetryAfter(Seconds::from_seconds(seconds)));
-            }
-            let description = answer["description"].clone();
-            Err(RequestError::Api(
-                serde_json::from_value(description)
-                    .unwrap_or_else(|_| ApiError::Unknown("refused without a description".into())),
-            ))
+        with_retry(METHOD, || {
+            request::<serde_json::Value>(self, METHOD, &body, None)
         })
-        .await
+        .await?;
+        Ok(())
     }
 }
 

@@ -15,6 +15,16 @@
 //! forum topic. Callback data is a short token `q{revision}:{question}:{option}` (never a label), so
 //! it always fits Telegram's 64 bytes.
 //!
+//! Delivery guarantees: at least once, both ways. A reply is posted piece by piece with no
+//! idempotency key (the Bot API has none): a piece whose answer was lost after Telegram posted it
+//! (a reset, a timeout) is posted again when the engine retries the delivery; within one process
+//! the outbox remembers the pieces it posted under each delivery key, so only the missing ones are
+//! posted again ([`channel::outbox`]). Every call reads a `429`'s `retry_after`, a `5xx` and a
+//! network failure as a [`Transient`](frogbot_model::Transient) ([`client`]); the calls the
+//! adapter retries by itself wait at most 60 s. Updates are confirmed to Telegram (the polling
+//! offset, the webhook's `200`) only after they were handed to the engine, which drops a message
+//! it has stored already ([`channel::receive`]).
+//!
 //! What it must not do: outside `channel`, depend on anything but `frogbot-model` (no sqlx, no
 //! engine, no storage). Everything a later hook needs travels in the question record FrogBot passes
 //! in; this crate keeps no state of its own.
@@ -56,5 +66,16 @@ pub enum Error {
         method: &'static str,
         /// What went wrong.
         message: String,
+    },
+    /// A Bot API call failed in a way worth retrying (a network failure, a `5xx`, a `429`): its
+    /// source is the [`Transient`](frogbot_model::Transient) saying how (Telegram's
+    /// `retry_after`, whether the request may have been carried out).
+    #[error("Telegram API call {method} failed: {source}")]
+    Unavailable {
+        /// The Bot API method.
+        method: &'static str,
+        /// Why, and when to try again.
+        #[source]
+        source: frogbot_model::Transient,
     },
 }

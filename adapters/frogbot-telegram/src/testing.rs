@@ -13,6 +13,16 @@
 //! token it was told to refuse gets `401 Unauthorized`. The push side: [`FakeBotApi::push`] queues
 //! an update for `getUpdates`, [`post_update`] posts one to a bot's webhook with the secret token.
 //!
+//! Faults ([`FakeBotApi::inject_faults`]): a [`FaultPlan`] decides for each call of the chosen
+//! methods whether it fails, as Telegram and the network do: `500` `{"ok": false, "error_code":
+//! 500, "description": "Internal Server Error"}` (nothing done); `429` `{"ok": false,
+//! "error_code": 429, "description": "Too Many Requests: retry after N", "parameters":
+//! {"retry_after": N}}` (whole seconds, at least 1; nothing done); a timeout (the request is held
+//! past the client's timeout, then answered `500`; nothing done — see
+//! [`FakeBotApi::bot_with_timeout`]); a reset after processing (the call is carried out — a
+//! `sendMessage` posts its message — then the answer is cut off: the status line goes out, the
+//! body fails and the connection is dropped).
+//!
 //! Also here: builders of real update shapes ([`user`], [`private_chat`], [`group_chat`],
 //! [`text_update`], [`callback_update`]) and [`ConformanceHarness`], the `ChannelQuestions`
 //! conformance harness over the fake.
@@ -30,6 +40,7 @@ use axum::http::header::CONTENT_TYPE;
 use axum::http::{StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use frogbot_model::conformance::{Harness, Limits};
+use frogbot_model::faults::{Fault, FaultPlan};
 use frogbot_model::{
     ChannelQuestions, Interaction, PlatformUser, QuestionCall, QuestionRecord, Thread,
 };
@@ -67,6 +78,8 @@ pub struct Call {
     pub result: Option<Value>,
     /// When it arrived.
     pub at: Instant,
+    /// The fault injected into it, if any (a reset call was carried out: its `result` is set).
+    pub fault: Option<Fault>,
 }
 
 /// The webhook a bot registered (`setWebhook`).
@@ -99,6 +112,8 @@ struct Inner {
     refuse_token: AtomicBool,
     /// Set: `sendMessageDraft` is refused with this description.
     refuse_drafts: Mutex<Option<String>>,
+    /// The fault plan and the methods it applies to (empty: all but `getUpdates`).
+    faults: Mutex<Option<(Arc<FaultPlan>, Vec<String>)>>,
     queued: watch::Sender<u64>,
     recorded: watch::Sender<u64>,
 }
@@ -136,6 +151,7 @@ impl FakeBotApi {
             throttle_keyboard_sends: AtomicU32::new(0),
             refuse_token: AtomicBool::new(false),
             refuse_drafts: Mutex::new(None),
+            faults: Mutex::new(None),
             queued: watch::channel(0).0,
             recorded: watch::channel(0).0,
         });
@@ -161,6 +177,23 @@ impl FakeBotApi {
     /// A teloxide client pointed at the fake.
     pub fn bot(&self) -> Bot {
         Bot::new(TOKEN).set_api_url(self.api_url())
+    }
+
+    /// A teloxide client pointed at the fake that gives up on a call after `timeout` (what an
+    /// injected [`Fault::Timeout`] needs to end soon).
+    pub fn bot_with_timeout(&self, timeout: Duration) -> Bot {
+        let client = teloxide::net::default_reqwest_settings()
+            .timeout(timeout)
+            .build()
+            .expect("a reqwest client");
+        Bot::with_client(TOKEN, client).set_api_url(self.api_url())
+    }
+
+    /// From now on each call of `methods` (lower case, e.g. `sendmessage`; empty: every method
+    /// but `getUpdates`) asks `plan` whether to fail (see the module for how each fault looks).
+    pub fn inject_faults(&self, plan: Arc<FaultPlan>, methods: &[&str]) {
+        let methods = methods.iter().map(|m| m.to_lowercase()).collect();
+        *self.inner.faults.lock().expect("not poisoned") = Some((plan, methods));
     }
 
     /// The emojis of the bot's reactions on the message `message_id` now (`setMessageReaction`
@@ -268,6 +301,11 @@ impl FakeBotApi {
             .expect("not poisoned")
             .insert(id, m.clone());
         json!({"message": m})
+    }
+
+    /// A fresh message id (for [`text_update`] and the like).
+    pub fn next_message_id(&self) -> i64 {
+        self.inner.next_message.fetch_add(1, Ordering::SeqCst)
     }
 
     /// Makes the next `n` `sendMessage` calls that carry an inline keyboard fail with `429`.
@@ -543,24 +581,107 @@ async fn api(State(fake): State<Arc<Inner>>, uri: Uri, req: Request) -> Response
     let body = params(req).await;
     let at = Instant::now();
     if fake.refuse_token.load(Ordering::SeqCst) {
-        record(&fake, &method, &body, None, at);
+        record(&fake, &method, &body, None, at, None);
         return error(StatusCode::UNAUTHORIZED, "Unauthorized", None);
     }
+    let fault = fake.fault(&method);
+    match fault {
+        None => {}
+        Some(Fault::ServerError) => {
+            record(&fake, &method, &body, None, at, fault);
+            return error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "Internal Server Error",
+                None,
+            );
+        }
+        Some(Fault::RateLimited(wait)) => {
+            record(&fake, &method, &body, None, at, fault);
+            // Telegram's retry_after is whole seconds.
+            let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+            let seconds = seconds.max(1);
+            return error(
+                StatusCode::TOO_MANY_REQUESTS,
+                &format!("Too Many Requests: retry after {seconds}"),
+                Some(json!({ "retry_after": seconds })),
+            );
+        }
+        Some(Fault::Timeout) => {
+            record(&fake, &method, &body, None, at, fault);
+            tokio::time::sleep(HOLD).await;
+            return error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "Internal Server Error",
+                None,
+            );
+        }
+        Some(Fault::ResetAfterProcessing) => {
+            let result = if method == "getupdates" {
+                // Served, and lost on the way.
+                let _ = get_updates(&fake, &body).await;
+                None
+            } else {
+                respond(&fake, &method, &body).1
+            };
+            record(&fake, &method, &body, result, at, fault);
+            return reset();
+        }
+    }
     if method == "getupdates" {
-        record(&fake, &method, &body, None, at);
+        record(&fake, &method, &body, None, at, None);
         return get_updates(&fake, &body).await;
     }
     let (response, result) = respond(&fake, &method, &body);
-    record(&fake, &method, &body, result, at);
+    record(&fake, &method, &body, result, at, None);
     response
 }
 
-fn record(fake: &Inner, method: &str, body: &Value, result: Option<Value>, at: Instant) {
+/// How long an injected timeout holds a request (longer than any client waits in tests).
+const HOLD: Duration = Duration::from_secs(60);
+
+/// An answer cut off after its status line: the body fails, the connection is dropped.
+fn reset() -> Response {
+    let cut = futures::stream::once(async {
+        Err::<Bytes, _>(std::io::Error::new(
+            std::io::ErrorKind::ConnectionReset,
+            "connection reset after processing",
+        ))
+    });
+    let mut response = Response::new(axum::body::Body::from_stream(cut));
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, "application/json".parse().expect("a header"));
+    response
+}
+
+impl Inner {
+    /// The fault injected into this call of `method`, if any.
+    fn fault(&self, method: &str) -> Option<Fault> {
+        let faults = self.faults.lock().expect("not poisoned");
+        let (plan, methods) = faults.as_ref()?;
+        let applies = if methods.is_empty() {
+            method != "getupdates"
+        } else {
+            methods.iter().any(|m| m == method)
+        };
+        if applies { plan.next() } else { None }
+    }
+}
+
+fn record(
+    fake: &Inner,
+    method: &str,
+    body: &Value,
+    result: Option<Value>,
+    at: Instant,
+    fault: Option<Fault>,
+) {
     fake.calls.lock().expect("not poisoned").push(Call {
         method: method.to_owned(),
         body: body.clone(),
         result,
         at,
+        fault,
     });
     fake.recorded.send_modify(|n| *n += 1);
 }

@@ -161,6 +161,7 @@ pub async fn connect(config: Config) -> Result<MatrixAdapter, Error> {
         std::fs::create_dir_all(&config.store_path).map_err(login_err)?;
         let client = Client::builder()
             .homeserver_url(&config.homeserver)
+            .request_config(crate::client::request_config())
             .sqlite_store(&config.store_path, config.store_passphrase.as_deref())
             .build()
             .await
@@ -210,6 +211,7 @@ pub async fn connect(config: Config) -> Result<MatrixAdapter, Error> {
                         // whoami needs a token: ask with a throwaway client.
                         let probe = Client::builder()
                             .homeserver_url(&config.homeserver)
+                            .request_config(crate::client::request_config())
                             .build()
                             .await
                             .map_err(login_err)?;
@@ -255,10 +257,7 @@ pub async fn connect(config: Config) -> Result<MatrixAdapter, Error> {
             let first = client
                 .sync_once(SyncSettings::default().filter(receive::sync_filter(1)))
                 .await
-                .map_err(|e| Error::Api {
-                    call: "sync",
-                    message: e.to_string(),
-                })?;
+                .map_err(|e| crate::client::call_error("sync", e))?;
             save_token(&tokens, &first.next_batch).map_err(login_err)?;
         }
         let questions =

@@ -13,13 +13,22 @@
 //! buttons: the Stop control is the typed `stop` in the thread (the engine handles it), so a
 //! streamed message shows only the reply's text. A thread's earlier messages
 //! ([`ChannelOutbox::thread_history`]) are read with the relations API.
+//!
+//! Durable delivery ([`ChannelOutbox::deliver`]): each piece is sent under a transaction id made
+//! from its [`Delivery::piece_key`] ([`txn_id`]), so when the engine retries a delivery (after a
+//! [`Transient`](frogbot_model::Transient) failure: `M_LIMIT_EXCEEDED` with its `retry_after_ms`,
+//! a `5xx`, a network failure), in this process or another, the homeserver answers the pieces it
+//! already has with their first event and posts only the missing ones: exactly once, as long as
+//! the homeserver remembers the transaction (the same device: the adapter restores its session).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use frogbot_core::agent::{ChannelOutbox, DraftMessages, EditStream, ReplyStream, ShownAcks};
+use frogbot_core::agent::{
+    ChannelOutbox, Delivery, DraftMessages, EditStream, ReplyStream, ShownAcks,
+};
 use frogbot_model::{
     Ack, BoxError, PlatformUser, Thread, ThreadMessage, ThreadMessageMetadata, UiMessage,
     millis_to_iso,
@@ -35,6 +44,12 @@ use crate::render::thread_message;
 
 /// The most characters of one reply message; longer replies are split.
 pub const MESSAGE_CHARS: usize = 32_000;
+
+/// The transaction id piece `piece_key` of a durable delivery is sent under (the same on every
+/// attempt, in every process).
+pub fn txn_id(piece_key: &str) -> String {
+    format!("frogbot-{piece_key}")
+}
 
 /// Posts the agent's replies in the thread, over any [`MatrixApi`].
 #[derive(Debug)]
@@ -85,6 +100,28 @@ impl<A: MatrixApi + Clone + 'static> ChannelOutbox for MatrixOutbox<A> {
             let (event_type, mut content) = thread_message(&part.body, &root)?;
             part.add_to(&mut content);
             self.api.send(&room, event_type, content).await?;
+        }
+        Ok(())
+    }
+
+    /// Each piece sent under the transaction id of its [`Delivery::piece_key`] ([`txn_id`]): a
+    /// retry of the delivery posts only the pieces the homeserver does not have yet.
+    async fn deliver(
+        &self,
+        thread: &Thread,
+        reply: &UiMessage,
+        delivery: &Delivery,
+    ) -> Result<(), BoxError> {
+        let parts = format::messages(&reply.text(), MESSAGE_CHARS);
+        if parts.is_empty() {
+            return Ok(());
+        }
+        let (room, root) = split_message_id(&thread.id)?;
+        for (i, part) in parts.into_iter().enumerate() {
+            let (event_type, mut content) = thread_message(&part.body, &root)?;
+            part.add_to(&mut content);
+            let txn = txn_id(&delivery.piece_key(i));
+            self.api.send_once(&room, event_type, content, &txn).await?;
         }
         Ok(())
     }

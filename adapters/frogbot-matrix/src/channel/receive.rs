@@ -6,6 +6,11 @@
 //! task per thread (messages) or per poll (its responses and reactions, which name the poll and
 //! not its thread), handed to the engine in arrival order; different threads and polls
 //! concurrently, while the next sync runs. A worker ends when its queue is idle.
+//!
+//! Whether a message talks to the bot: a mention, a reply to the bot, or any message in a room of
+//! two (a DM). When the room's members cannot be listed (`/members` failed
+//! [`MEMBERS_ATTEMPTS`] times), a room that the sync summary does not show as a group (more than
+//! two joined) counts as a DM: a person's message is never dropped because a call failed.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
@@ -59,6 +64,11 @@ pub(super) fn sync_filter(limit: u32) -> Filter {
 }
 
 /// At most this many `/messages` pages (of [`GAP_PAGE`] events) fill one gap.
+/// How many times `/members` is asked before a room's size counts as unknown.
+pub const MEMBERS_ATTEMPTS: u32 = 3;
+/// The wait after the first failed `/members` (then twice that, …).
+pub const MEMBERS_BACKOFF: Duration = Duration::from_millis(200);
+
 const GAP_PAGES: usize = 50;
 const GAP_PAGE: u32 = 100;
 
@@ -340,16 +350,41 @@ impl Ctx {
         }
     }
 
+    /// How many members `room` has joined (`/members`, tried [`MEMBERS_ATTEMPTS`] times), or
+    /// `None` when it cannot be read.
+    async fn joined_members(&self, room: &Room) -> Option<usize> {
+        for attempt in 1..=MEMBERS_ATTEMPTS {
+            match room.members(RoomMemberships::JOIN).await {
+                Ok(members) => return Some(members.len()),
+                Err(e) => {
+                    debug!(room = %room.room_id(), attempt, error = %e, "listing room members failed");
+                    if attempt < MEMBERS_ATTEMPTS {
+                        tokio::time::sleep(MEMBERS_BACKOFF * attempt).await;
+                    }
+                }
+            }
+        }
+        None
+    }
+
     async fn talks_to_bot(&self, m: &IncomingMessage, room: &Room) -> bool {
         if m.mentions_bot {
             return true;
         }
         // A room of two is a DM (the summary's counts may lag: ask for the members, cached after
-        // the first call).
-        match room.members(RoomMemberships::JOIN).await {
-            Ok(members) if members.len() <= 2 => return true,
-            Ok(_) => {}
-            Err(e) => warn!(room = %room.room_id(), error = %e, "could not list room members"),
+        // the first call; tried again when the call fails).
+        match self.joined_members(room).await {
+            Some(n) if n <= 2 => return true,
+            Some(_) => {}
+            None => {
+                // Not known: a room the summary does not show as a group is taken as a DM, so a
+                // person's message is never dropped because a call failed.
+                let summary = room.joined_members_count();
+                warn!(room = %room.room_id(), summary, "could not list room members");
+                if summary <= 2 {
+                    return true;
+                }
+            }
         }
         if room.is_direct().await.unwrap_or(false) {
             return true;

@@ -22,8 +22,6 @@ use std::time::Duration;
 use frogbot_core::agent::{AccessCheck, Adapter, AllowAll, AllowList, Channel, Engine};
 use frogbot_core::model::MappedIdentity;
 use teloxide::Bot;
-use teloxide::payloads::SetWebhookSetters;
-use teloxide::requests::{Request, Requester};
 use teloxide::types::Me;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -162,10 +160,11 @@ pub async fn connect(config: Config) -> Result<TelegramAdapter, Error> {
     if let Some(url) = config.api_url {
         bot = bot.set_api_url(url);
     }
-    let me = bot.get_me().send().await.map_err(|e| Error::Api {
-        method: "getMe",
-        message: e.to_string(),
-    })?;
+    let no_params = serde_json::json!({});
+    let me: Me = crate::client::with_retry("getMe", || {
+        crate::client::request(&bot, "getMe", &no_params, None)
+    })
+    .await?;
     if me.user.username.is_none() {
         return Err(Error::Payload(
             "getMe returned a bot without a username".into(),
@@ -288,12 +287,11 @@ impl Adapter for TelegramAdapter {
                 let register = url.clone().map(|u| (u, secret.clone()));
                 Some(tokio::spawn(async move {
                     if let Some((url, secret)) = register {
-                        match bot
-                            .set_webhook(url.clone())
-                            .secret_token(secret)
-                            .send()
-                            .await
-                        {
+                        let body = serde_json::json!({"url": url, "secret_token": secret});
+                        let set = crate::client::with_retry("setWebhook", || {
+                            crate::client::request::<bool>(&bot, "setWebhook", &body, None)
+                        });
+                        match set.await {
                             Ok(_) => info!(url = %url, "Telegram webhook registered"),
                             Err(e) => {
                                 warn!(url = %url, error = %e, "setWebhook failed; updates may not arrive")

@@ -14,12 +14,21 @@
 //!
 //! Telegram gives bots no history of a chat, so [`ChannelOutbox::thread_history`] keeps its
 //! default (nothing): the model sees only the messages the bot received.
+//!
+//! Durable delivery ([`ChannelOutbox::deliver`]): at least once. Each piece is one `sendMessage`,
+//! not retried here: a failure worth retrying (a `429` with its `retry_after`, a `5xx`, a network
+//! failure) goes back to the engine as a [`Transient`](frogbot_model::Transient) and the engine
+//! calls `deliver` again with the same key. The outbox remembers in-process the pieces it posted
+//! under each [`Delivery::piece_key`] (the last [`MAX_POSTED_PIECES`]), so a retry posts only the
+//! pieces still missing. The Bot API has no idempotency key and no way to look: a piece whose
+//! answer was lost (a reset after Telegram posted it) is posted again, and a retry in another
+//! process posts the whole reply again.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Mutex;
 
 use async_trait::async_trait;
-use frogbot_core::agent::{ChannelOutbox, DraftMessages, EditStream, ReplyStream};
+use frogbot_core::agent::{ChannelOutbox, Delivery, DraftMessages, EditStream, ReplyStream};
 use std::time::Duration;
 
 use frogbot_model::{Ack, BoxError, Thread, UiMessage};
@@ -27,10 +36,39 @@ use teloxide::Bot;
 use teloxide::types::{ChatId, MessageId, ThreadId};
 use tracing::warn;
 
-use crate::client::TelegramApi;
+use crate::client::{TelegramApi, send_html_once};
 use crate::format;
 use crate::ids::{split_message_id, split_thread_id};
 use crate::render::{self, MAX_TEXT};
+
+/// How many posted pieces the outbox remembers (their [`Delivery::piece_key`]s, the oldest
+/// forgotten first): far more than the deliveries being retried at any time.
+pub const MAX_POSTED_PIECES: usize = 10_000;
+
+/// The piece keys posted lately, in order, at most [`MAX_POSTED_PIECES`].
+#[derive(Debug, Default)]
+struct Posted {
+    keys: HashSet<String>,
+    order: VecDeque<String>,
+}
+
+impl Posted {
+    fn contains(&self, key: &str) -> bool {
+        self.keys.contains(key)
+    }
+
+    fn insert(&mut self, key: String) {
+        if !self.keys.insert(key.clone()) {
+            return;
+        }
+        self.order.push_back(key);
+        while self.order.len() > MAX_POSTED_PIECES {
+            if let Some(old) = self.order.pop_front() {
+                self.keys.remove(&old);
+            }
+        }
+    }
+}
 
 /// Posts the agent's replies to Telegram.
 #[derive(Debug)]
@@ -38,6 +76,8 @@ pub struct TelegramOutbox {
     api: Bot,
     /// Thread id → the last message addressed to the bot there (a hint for `reply_parameters`).
     reply_to: Mutex<HashMap<String, MessageId>>,
+    /// The pieces of durable deliveries posted lately.
+    posted: Mutex<Posted>,
 }
 
 impl TelegramOutbox {
@@ -46,7 +86,13 @@ impl TelegramOutbox {
         Self {
             api,
             reply_to: Mutex::default(),
+            posted: Mutex::default(),
         }
+    }
+
+    /// Whether piece `key` of a durable delivery was posted by this outbox (lately).
+    pub fn posted(&self, key: &str) -> bool {
+        self.posted.lock().expect("not poisoned").contains(key)
     }
 
     /// Remembers `id` as the message of `thread` replies answer.
@@ -100,6 +146,34 @@ impl ChannelOutbox for TelegramOutbox {
         let reply_to = self.reply_to(&thread.id);
         for part in parts {
             TelegramApi::send_html(&self.api, chat, topic, &part, reply_to).await?;
+        }
+        Ok(())
+    }
+
+    /// Posts each piece not posted yet under its [`Delivery::piece_key`] with one `sendMessage`
+    /// (not retried here): a failure goes back to the engine, a [`Transient`] one to be retried
+    /// with the same key, which posts the pieces still missing. At least once (see the module).
+    ///
+    /// [`Transient`]: frogbot_model::Transient
+    async fn deliver(
+        &self,
+        thread: &Thread,
+        reply: &UiMessage,
+        delivery: &Delivery,
+    ) -> Result<(), BoxError> {
+        let parts = format::messages(&reply.text(), MAX_TEXT);
+        if parts.is_empty() {
+            return Ok(());
+        }
+        let (chat, topic) = split_thread_id(&thread.id)?;
+        let reply_to = self.reply_to(&thread.id);
+        for (i, part) in parts.iter().enumerate() {
+            let key = delivery.piece_key(i);
+            if self.posted(&key) {
+                continue;
+            }
+            send_html_once(&self.api, chat, topic, part, reply_to).await?;
+            self.posted.lock().expect("not poisoned").insert(key);
         }
         Ok(())
     }
@@ -310,6 +384,19 @@ mod tests {
             platform: "telegram".into(),
             chat_id: "telegram-42".into(),
         }
+    }
+
+    #[test]
+    fn posted_pieces_are_bounded() {
+        let mut posted = Posted::default();
+        for i in 0..MAX_POSTED_PIECES + 5 {
+            posted.insert(format!("k:{i}"));
+        }
+        posted.insert("k:9".into()); // again: no second entry
+        assert_eq!(posted.order.len(), MAX_POSTED_PIECES);
+        assert_eq!(posted.keys.len(), MAX_POSTED_PIECES);
+        assert!(!posted.contains("k:0") && !posted.contains("k:4"));
+        assert!(posted.contains("k:5") && posted.contains(&format!("k:{}", MAX_POSTED_PIECES + 4)));
     }
 
     #[tokio::test]

@@ -1,9 +1,19 @@
-//! Receiving (feature `engine`): Bot API updates arrive by long polling ([`poll`], teloxide's
-//! `Polling` listener) or on the webhook route [`WEBHOOK_PATH`] ([`webhook_router`]), and are
+//! Receiving (feature `engine`): Bot API updates arrive by long polling ([`poll`], our own
+//! `getUpdates` loop) or on the webhook route [`WEBHOOK_PATH`] ([`webhook_router`]), and are
 //! handed to FrogBot's engine in order per thread: one queue (a tokio task fed by a channel) per
 //! thread, so the updates of a thread (a chat, or a forum topic) are handled one after another in
 //! arrival order while different threads run in parallel; a queue's task ends when it has been
 //! idle for [`IDLE`].
+//!
+//! At least once: an update is confirmed to Telegram only once it has been handled (handed to the
+//! engine, which stores a message before it answers; the store drops a message id it has seen, so
+//! an update received twice is harmless). Polling confirms with the next `getUpdates`' `offset`,
+//! which never passes the oldest update still being handled: a process that dies between fetching
+//! and handling leaves the update with Telegram, and the next one receives it again (updates
+//! after it that were handled may come again too). While the oldest is handled, later updates
+//! still arrive (up to `getUpdates`' 100 per call). The webhook answers `200` only after the
+//! update was handled, `503` while shutting down and `500` when its handler failed, so Telegram
+//! delivers it again.
 //!
 //! The webhook route checks `X-Telegram-Bot-Api-Secret-Token` in constant time (a missing or wrong
 //! one is `401`, and the request goes no further) and acknowledges bodies that are no update
@@ -15,7 +25,8 @@
 //! command, or a reply to the bot does. A Telegram chat (a forum topic in forum supergroups) is one
 //! FrogBot chat. Callback queries go to `Engine::handle_interaction` and are always answered.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -26,22 +37,22 @@ use frogbot_core::agent::{
     ChannelMessageOutcome, Engine, InteractionOutcome, STOP_REFUSED_TEXT, StopOutcome,
 };
 use frogbot_model::Interaction;
-use futures::StreamExt;
 use futures::future::BoxFuture;
+use futures::stream::FuturesUnordered;
+use futures::{FutureExt, StreamExt};
+use serde_json::{Value, json};
 use teloxide::Bot;
-use teloxide::requests::{Request, Requester};
 use teloxide::types::{
-    AllowedUpdate, CallbackQuery, MaybeInaccessibleMessage, Me, Message, Update, UpdateKind,
+    CallbackQuery, MaybeInaccessibleMessage, Me, Message, Update, UpdateId, UpdateKind,
 };
-use teloxide::update_listeners::{AsUpdateStream, Polling, UpdateListener};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{Instrument, debug, info, info_span, warn};
 
 use super::TelegramOutbox;
 use crate::PLATFORM;
-use crate::client::TelegramApi;
+use crate::client::{self, MAX_WAIT, TelegramApi};
 use crate::convert::{
     action, is_own_message, platform_user, strip_mention, talks_to_bot, thread_message,
 };
@@ -63,6 +74,14 @@ pub const LOGGED_PREFIX: usize = 256;
 pub const MAX_UPDATE_BYTES: usize = 1024 * 1024;
 /// How long a thread's queue waits for its next update before its task ends.
 pub const IDLE: Duration = Duration::from_secs(10);
+/// How much longer than its long-poll `timeout` a `getUpdates` request may take before the
+/// client gives up on it.
+pub const POLL_MARGIN: Duration = Duration::from_secs(10);
+/// While the oldest update taken is still being handled (so `getUpdates` answers at once with
+/// it), how often polling asks for new updates.
+pub const BUSY_POLL: Duration = Duration::from_secs(1);
+/// The longest wait between two `getUpdates` after failures (doubling from 1 second).
+pub const MAX_POLL_BACKOFF: Duration = Duration::from_secs(30);
 
 /// What every handler shares.
 pub(crate) struct Context {
@@ -75,10 +94,25 @@ pub(crate) struct Context {
 /// What a queue does with an update.
 type Handler = Arc<dyn Fn(Update) -> BoxFuture<'static, ()> + Send + Sync>;
 
+/// An update in its thread's queue, and who learns when it was handled (`true`) or its handler
+/// failed (`false`, a panic).
+type Job = (Update, oneshot::Sender<bool>);
+
+/// What became of an update [`Deliveries::accept`] was given.
+#[derive(Debug)]
+pub(crate) enum Accepted {
+    /// Nothing to do (no update for the engine: malformed, another kind): handled.
+    Nothing,
+    /// Queued: the receiver learns when it was handled (`true`) or its handler failed (`false`).
+    Queued(oneshot::Receiver<bool>),
+    /// Shutting down: not taken (Telegram keeps it).
+    Closed,
+}
+
 /// The per-thread queues updates go through to the engine.
 pub(crate) struct Deliveries {
     handler: Handler,
-    queues: Mutex<HashMap<String, mpsc::UnboundedSender<Update>>>,
+    queues: Mutex<HashMap<String, mpsc::UnboundedSender<Job>>>,
     tasks: TaskTracker,
     closed: AtomicBool,
 }
@@ -104,13 +138,13 @@ impl Deliveries {
 
     /// Takes an update: a malformed one is dropped with a log line; any other goes to its
     /// thread's queue (after [`Self::close`], nowhere).
-    pub(crate) fn accept(self: &Arc<Self>, update: Update) {
+    pub(crate) fn accept(self: &Arc<Self>, update: Update) -> Accepted {
         if self.closed() {
             debug!(
                 update_id = update.id.0,
                 "shutting down; Telegram update not taken"
             );
-            return;
+            return Accepted::Closed;
         }
         if let UpdateKind::Error(raw) = &update.kind {
             warn!(
@@ -118,42 +152,45 @@ impl Deliveries {
                 raw = log_prefix(&raw.to_string()),
                 "malformed Telegram update dropped"
             );
-            return;
+            return Accepted::Nothing;
         }
         let Some(key) = queue_key(&update) else {
             debug!(
                 update_id = update.id.0,
                 "Telegram update of another kind; ignored"
             );
-            return;
+            return Accepted::Nothing;
         };
+        let (done, handled) = oneshot::channel();
         let mut queues = self.queues.lock().expect("not poisoned");
         // Sending under the lock: a queue that is going idle removes itself under it too, so an
         // update is never sent to a queue whose task has ended.
-        let update = match queues.get(&key) {
-            Some(tx) => match tx.send(update) {
-                Ok(()) => return,
-                Err(mpsc::error::SendError(update)) => update,
+        let job = match queues.get(&key) {
+            Some(tx) => match tx.send((update, done)) {
+                Ok(()) => return Accepted::Queued(handled),
+                Err(mpsc::error::SendError(job)) => job,
             },
-            None => update,
+            None => (update, done),
         };
         let (tx, rx) = mpsc::unbounded_channel();
-        let _ = tx.send(update);
+        let _ = tx.send(job);
         queues.insert(key.clone(), tx);
         let this = self.clone();
         self.tasks.spawn(async move { this.work(key, rx).await });
+        Accepted::Queued(handled)
     }
 
-    /// One thread's queue: its updates, one after another.
-    async fn work(self: Arc<Self>, key: String, mut rx: mpsc::UnboundedReceiver<Update>) {
+    /// One thread's queue: its updates, one after another. A handler that panics is logged and
+    /// reported (`false`); the queue goes on.
+    async fn work(self: Arc<Self>, key: String, mut rx: mpsc::UnboundedReceiver<Job>) {
         loop {
-            let update = match tokio::time::timeout(IDLE, rx.recv()).await {
-                Ok(Some(update)) => update,
+            let (update, done) = match tokio::time::timeout(IDLE, rx.recv()).await {
+                Ok(Some(job)) => job,
                 Ok(None) => return,
                 Err(_) => {
                     let mut queues = self.queues.lock().expect("not poisoned");
                     match rx.try_recv() {
-                        Ok(update) => update,
+                        Ok(job) => job,
                         Err(_) => {
                             queues.remove(&key);
                             return;
@@ -161,7 +198,15 @@ impl Deliveries {
                     }
                 }
             };
-            (self.handler)(update).await;
+            let update_id = update.id.0;
+            let handled = AssertUnwindSafe((self.handler)(update))
+                .catch_unwind()
+                .await
+                .is_ok();
+            if !handled {
+                tracing::error!(update_id, "handling a Telegram update panicked");
+            }
+            let _ = done.send(handled);
         }
     }
 
@@ -192,37 +237,201 @@ fn queue_key(update: &Update) -> Option<String> {
     }
 }
 
+/// What polling may confirm: the updates taken and the ones still being handled.
+#[derive(Debug, Default)]
+struct Offsets {
+    /// The highest update id handed over so far.
+    highest: Option<u32>,
+    /// Updates handed over and not handled yet.
+    handling: BTreeSet<u32>,
+}
+
+impl Offsets {
+    /// The `offset` of the next `getUpdates`: the oldest update still being handled, else the
+    /// one after the highest taken (`None` before any: Telegram's oldest unconfirmed).
+    fn offset(&self) -> Option<i32> {
+        let next = self
+            .handling
+            .first()
+            .copied()
+            .or(self.highest.map(|h| h.saturating_add(1)))?;
+        Some(i32::try_from(next).unwrap_or(i32::MAX))
+    }
+
+    /// Whether update `id` is new to this process (a `getUpdates` returns again the updates still
+    /// being handled, which are not handed over twice).
+    fn fresh(&self, id: u32) -> bool {
+        self.highest.is_none_or(|h| id > h)
+    }
+
+    fn taken(&mut self, id: u32, queued: bool) {
+        self.highest = Some(self.highest.map_or(id, |h| h.max(id)));
+        if queued {
+            self.handling.insert(id);
+        }
+    }
+
+    fn handled(&mut self, id: u32) {
+        self.handling.remove(&id);
+    }
+}
+
+/// Which updates `getUpdates` asks for.
+const ALLOWED_UPDATES: [&str; 2] = ["message", "callback_query"];
+
+/// One `getUpdates` from `offset`, held up to `timeout` by Telegram. An update teloxide cannot
+/// read keeps its id (as [`UpdateKind::Error`] with its JSON) so the offset moves past it.
+async fn fetch(
+    bot: &Bot,
+    offset: Option<i32>,
+    timeout: Duration,
+) -> Result<Vec<Update>, crate::Error> {
+    let mut body = json!({"timeout": timeout.as_secs(), "allowed_updates": ALLOWED_UPDATES});
+    if let Some(o) = offset {
+        body["offset"] = o.into();
+    }
+    let raw: Vec<Value> =
+        client::request(bot, "getUpdates", &body, Some(timeout + POLL_MARGIN)).await?;
+    Ok(raw.into_iter().filter_map(read_update).collect())
+}
+
+/// An update of a `getUpdates` answer (`None`: it has no `update_id`; logged). Read from text:
+/// teloxide's `Update` does not read from a `serde_json::Value`.
+fn read_update(raw: Value) -> Option<Update> {
+    match serde_json::from_str::<Update>(&raw.to_string()) {
+        Ok(mut update) => {
+            if let UpdateKind::Error(kept) = &mut update.kind {
+                *kept = raw;
+            }
+            Some(update)
+        }
+        Err(e) => match raw["update_id"]
+            .as_u64()
+            .and_then(|id| u32::try_from(id).ok())
+        {
+            Some(id) => Some(Update {
+                id: UpdateId(id),
+                kind: UpdateKind::Error(raw),
+            }),
+            None => {
+                warn!(error = %e, raw = log_prefix(&raw.to_string()), "Telegram update without an id dropped");
+                None
+            }
+        },
+    }
+}
+
+/// The updates being handled, each giving its id once its handler is done.
+type Handling =
+    FuturesUnordered<BoxFuture<'static, (u32, Result<bool, oneshot::error::RecvError>)>>;
+
+fn note(offsets: &mut Offsets, (id, done): (u32, Result<bool, oneshot::error::RecvError>)) {
+    match done {
+        Ok(true) => offsets.handled(id),
+        Ok(false) => {
+            // A handler that panics would panic again: the update is given up, not retried.
+            warn!(
+                update_id = id,
+                "a Telegram update whose handler failed is confirmed"
+            );
+            offsets.handled(id);
+        }
+        // Its task was dropped without handling it (the runtime is going away): not confirmed.
+        Err(_) => debug!(update_id = id, "Telegram update not handled; not confirmed"),
+    }
+}
+
 /// Long polling until `shutdown`: `deleteWebhook`, then `getUpdates` (messages and callback
-/// queries only) through teloxide's listener, which confirms the offset and backs off on errors.
+/// queries only), each with the `offset` that confirms exactly the updates handled so far
+/// ([`Offsets`]); failures are retried after Telegram's `retry_after` (at most [`MAX_WAIT`]) or a
+/// backoff doubling up to [`MAX_POLL_BACKOFF`]. At shutdown the queued updates are handled, then
+/// confirmed with a last `getUpdates`.
 pub(crate) async fn poll(
     bot: Bot,
     timeout: Duration,
     deliveries: Arc<Deliveries>,
     shutdown: CancellationToken,
 ) {
-    if let Err(e) = bot.delete_webhook().send().await {
+    let body = json!({});
+    let deleted = client::with_retry("deleteWebhook", || {
+        client::request::<bool>(&bot, "deleteWebhook", &body, None)
+    });
+    if let Err(e) = deleted.await {
         warn!(error = %e, "deleteWebhook failed; getUpdates may be refused");
     }
-    let mut listener = Polling::builder(bot).timeout(timeout).build();
-    listener.hint_allowed_updates(
-        &mut [AllowedUpdate::Message, AllowedUpdate::CallbackQuery].into_iter(),
-    );
-    let stop = listener.stop_token();
-    let stopper = tokio::spawn(async move {
-        shutdown.cancelled().await;
-        stop.stop();
-    });
-    {
-        let mut stream = std::pin::pin!(listener.as_stream());
-        while let Some(item) = stream.next().await {
-            match item {
-                Ok(update) => deliveries.accept(update),
-                Err(e) => warn!(error = %e, "receiving Telegram updates failed; retrying"),
+    let mut offsets = Offsets::default();
+    let mut handling = Handling::new();
+    let mut failures: u32 = 0;
+    'poll: loop {
+        let fetched = {
+            let fetch = fetch(&bot, offsets.offset(), timeout);
+            tokio::pin!(fetch);
+            loop {
+                tokio::select! {
+                    () = shutdown.cancelled() => break 'poll,
+                    Some(done) = handling.next(), if !handling.is_empty() => note(&mut offsets, done),
+                    fetched = &mut fetch => break fetched,
+                }
+            }
+        };
+        let updates = match fetched {
+            Ok(updates) => {
+                failures = 0;
+                updates
+            }
+            Err(e) => {
+                failures = failures.saturating_add(1);
+                let backoff = Duration::from_secs(1 << failures.min(5)).min(MAX_POLL_BACKOFF);
+                let wait = e
+                    .transient()
+                    .and_then(|t| t.wait())
+                    .map_or(backoff, |w| w.min(MAX_WAIT));
+                warn!(error = %e, ?wait, "receiving Telegram updates failed; retrying");
+                tokio::select! {
+                    () = shutdown.cancelled() => break 'poll,
+                    () = tokio::time::sleep(wait) => {}
+                }
+                continue;
+            }
+        };
+        let returned = updates.len();
+        let mut fresh = 0;
+        for update in updates {
+            let id = update.id.0;
+            if !offsets.fresh(id) {
+                continue;
+            }
+            fresh += 1;
+            match deliveries.accept(update) {
+                Accepted::Nothing => offsets.taken(id, false),
+                Accepted::Queued(handled) => {
+                    offsets.taken(id, true);
+                    handling.push(async move { (id, handled.await) }.boxed());
+                }
+                Accepted::Closed => break 'poll,
+            }
+        }
+        if returned > 0 && fresh == 0 {
+            // Only updates being handled came back (the oldest holds the offset, so Telegram
+            // answers at once): ask again once one finishes, or after BUSY_POLL for new ones.
+            tokio::select! {
+                () = shutdown.cancelled() => break 'poll,
+                Some(done) = handling.next(), if !handling.is_empty() => note(&mut offsets, done),
+                () = tokio::time::sleep(BUSY_POLL) => {}
             }
         }
     }
-    stopper.abort();
     deliveries.close().await;
+    while let Some(done) = handling.next().await {
+        note(&mut offsets, done);
+    }
+    if let Some(offset) = offsets.offset() {
+        // Confirms what was handled; the updates it returns stay with Telegram for the next run.
+        let body = json!({"offset": offset, "limit": 1, "timeout": 0});
+        if let Err(e) = client::request::<Vec<Value>>(&bot, "getUpdates", &body, None).await {
+            warn!(error = %e, "confirming the handled Telegram updates failed; they may come again");
+        }
+    }
 }
 
 /// The webhook route: `POST` [`WEBHOOK_PATH`], checking the secret token.
@@ -250,8 +459,8 @@ struct Webhook {
 /// One webhook request: `401` without the right secret token (compared in constant time, before
 /// any of the body is read), `503` once shut down (Telegram tries again later), `413` for a body
 /// over [`MAX_UPDATE_BYTES`] and `408` for one slower than the configured body timeout (neither
-/// is read further), else `200` (an unreadable body is logged, with a bounded prefix, and
-/// dropped).
+/// is read further), else `200` once the update was handled (`500` when its handler failed, so
+/// Telegram sends it again; an unreadable body is logged, with a bounded prefix, and dropped).
 async fn webhook(State(hook): State<Arc<Webhook>>, request: axum::extract::Request) -> StatusCode {
     use subtle::ConstantTimeEq;
 
@@ -298,7 +507,15 @@ async fn webhook(State(hook): State<Arc<Webhook>>, request: axum::extract::Reque
         }
     };
     match serde_json::from_slice::<Update>(&body) {
-        Ok(update) => hook.deliveries.accept(update),
+        Ok(update) => match hook.deliveries.accept(update) {
+            Accepted::Nothing => {}
+            Accepted::Closed => return StatusCode::SERVICE_UNAVAILABLE,
+            Accepted::Queued(handled) => match handled.await {
+                Ok(true) => {}
+                Ok(false) => return StatusCode::INTERNAL_SERVER_ERROR,
+                Err(_) => return StatusCode::SERVICE_UNAVAILABLE,
+            },
+        },
         Err(e) => {
             let text = String::from_utf8_lossy(&body);
             warn!(
@@ -462,7 +679,7 @@ async fn on_stop(ctx: &Context, q: &CallbackQuery, thread: Option<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use crate::testing::{self, FakeBotApi};
 
     fn message(update_id: i64, chat: i64, text: &str) -> Update {
         let update = json!({"update_id": update_id, "message": {
@@ -494,15 +711,213 @@ mod tests {
                 log.lock().unwrap().push(text);
             })
         }));
-        deliveries.accept(message(1, 1, "1a"));
-        deliveries.accept(message(2, 1, "1b"));
-        deliveries.accept(message(3, 2, "2a"));
-        deliveries.accept(message(4, 2, "2b"));
+        let _ = deliveries.accept(message(1, 1, "1a"));
+        let _ = deliveries.accept(message(2, 1, "1b"));
+        let _ = deliveries.accept(message(3, 2, "2a"));
+        let _ = deliveries.accept(message(4, 2, "2b"));
         deliveries.close().await;
         let seen = seen.lock().unwrap().clone();
         assert_eq!(seen, ["2a", "2b", "1a", "1b"]);
         // Shut down: nothing more is taken.
         assert!(deliveries.closed());
+    }
+
+    /// The text of a message update.
+    fn text_of(update: &Update) -> String {
+        match &update.kind {
+            UpdateKind::Message(m) => m.text().unwrap_or_default().to_owned(),
+            _ => String::new(),
+        }
+    }
+
+    /// A handler that logs the text of each update it finished (and says so on `finished`), and
+    /// holds the update with text `hold` until `release` fires (telling `started` when it began).
+    fn holding(
+        hold: &'static str,
+        started: mpsc::UnboundedSender<()>,
+        release: Arc<tokio::sync::Notify>,
+        log: Arc<Mutex<Vec<String>>>,
+    ) -> (Handler, mpsc::UnboundedReceiver<String>) {
+        let (finished, finishes) = mpsc::unbounded_channel();
+        let handler: Handler = Arc::new(move |update: Update| {
+            let (started, release, log) = (started.clone(), release.clone(), log.clone());
+            let finished = finished.clone();
+            Box::pin(async move {
+                let text = text_of(&update);
+                if text == hold {
+                    let _ = started.send(());
+                    release.notified().await;
+                }
+                log.lock().unwrap().push(text.clone());
+                let _ = finished.send(text);
+            })
+        });
+        (handler, finishes)
+    }
+
+    fn push_text(fake: &FakeBotApi, chat: i64, text: &str) -> i64 {
+        fake.push(testing::text_update(
+            fake.next_message_id(),
+            testing::private_chat(chat, "A"),
+            testing::user(chat, "A"),
+            text,
+        ))
+    }
+
+    fn offsets(calls: &[testing::Call]) -> Vec<Option<i64>> {
+        calls
+            .iter()
+            .filter(|c| c.method == "getupdates")
+            .map(|c| c.body["offset"].as_i64())
+            .collect()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn polling_confirms_an_update_only_once_it_was_handled() {
+        let fake = FakeBotApi::start().await;
+        let a = push_text(&fake, 1, "a");
+        let b = push_text(&fake, 2, "b");
+        let (started, mut began) = mpsc::unbounded_channel();
+        let release = Arc::new(tokio::sync::Notify::new());
+        let log: Arc<Mutex<Vec<String>>> = Arc::default();
+        let (handler, mut finishes) = holding("a", started, release.clone(), log.clone());
+        let deliveries = Deliveries::with_handler(handler);
+        let shutdown = CancellationToken::new();
+        let polling = tokio::spawn(poll(
+            fake.bot(),
+            Duration::from_secs(1),
+            deliveries,
+            shutdown.clone(),
+        ));
+        began.recv().await.expect("a is being handled");
+        // b (another chat) is handled meanwhile, and c, which comes later; polling goes on,
+        // asking from a: a stays with Telegram, b and c too (they come after a).
+        assert_eq!(finishes.recv().await.unwrap(), "b");
+        let c = push_text(&fake, 3, "c");
+        assert_eq!(finishes.recv().await.unwrap(), "c");
+        fake.wait_for("two polls from a", |calls| {
+            let from_a = offsets(calls).iter().filter(|o| **o == Some(a)).count();
+            (from_a >= 2).then_some(())
+        })
+        .await;
+        assert_eq!(*log.lock().unwrap(), ["b", "c"]);
+        let asked = offsets(&fake.all_calls());
+        assert!(
+            asked.iter().all(|o| o.is_none_or(|o| o <= a)),
+            "confirmed past the update being handled: {asked:?}"
+        );
+        // Handled: the next poll confirms both.
+        release.notify_one();
+        fake.wait_for("a poll past c", |calls| {
+            offsets(calls).contains(&Some(c + 1)).then_some(())
+        })
+        .await;
+        assert!(b < c);
+        // Each was handed over once, though Telegram returned them several times.
+        assert_eq!(*log.lock().unwrap(), ["b", "c", "a"]);
+        shutdown.cancel();
+        polling.await.unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_update_being_handled_when_the_process_dies_is_received_again() {
+        let fake = FakeBotApi::start().await;
+        push_text(&fake, 1, "a");
+        let (started, mut began) = mpsc::unbounded_channel();
+        let never = Arc::new(tokio::sync::Notify::new());
+        let first_log: Arc<Mutex<Vec<String>>> = Arc::default();
+        let first = Deliveries::with_handler(holding("a", started, never, first_log.clone()).0);
+        let polling = tokio::spawn(poll(
+            fake.bot(),
+            Duration::from_secs(1),
+            first,
+            CancellationToken::new(),
+        ));
+        began.recv().await.expect("a is being handled");
+        // The process dies mid-handling: its polling loop is gone, the handler never finishes.
+        polling.abort();
+        assert!(polling.await.unwrap_err().is_cancelled());
+        assert!(first_log.lock().unwrap().is_empty());
+        // The next process receives a again.
+        let log: Arc<Mutex<Vec<String>>> = Arc::default();
+        let (started, _began) = mpsc::unbounded_channel();
+        let second = Deliveries::with_handler(holding("-", started, Arc::default(), log.clone()).0);
+        let shutdown = CancellationToken::new();
+        let polling = tokio::spawn(poll(
+            fake.bot(),
+            Duration::from_secs(1),
+            second,
+            shutdown.clone(),
+        ));
+        fake.wait_for("a handled again", |_| {
+            (log.lock().unwrap().as_slice() == ["a"]).then_some(())
+        })
+        .await;
+        shutdown.cancel();
+        polling.await.unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_webhook_answers_once_the_update_is_handled_and_500_when_its_handler_failed() {
+        let (started, mut began) = mpsc::unbounded_channel();
+        let release = Arc::new(tokio::sync::Notify::new());
+        let log: Arc<Mutex<Vec<String>>> = Arc::default();
+        let held = holding("a", started, release.clone(), log.clone()).0;
+        let handler: Handler = Arc::new(move |update: Update| {
+            if text_of(&update) == "boom" {
+                return Box::pin(async { panic!("a handler fails") });
+            }
+            held(update)
+        });
+        let deliveries = Deliveries::with_handler(handler);
+        let app = webhook_router("s3cret", Duration::from_secs(5), deliveries.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}{WEBHOOK_PATH}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let body = |id: i64, text: &str| {
+            let mut u = testing::text_update(
+                id,
+                testing::private_chat(1, "A"),
+                testing::user(1, "A"),
+                text,
+            );
+            u["update_id"] = json!(id);
+            u.to_string()
+        };
+
+        let post = testing::post_update(&url, Some("s3cret"), &body(1, "a"));
+        tokio::pin!(post);
+        tokio::select! {
+            status = &mut post => panic!("answered {status} before the update was handled"),
+            _ = began.recv() => {}
+        }
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert!(
+            futures::poll!(&mut post).is_pending(),
+            "answered while handling"
+        );
+        release.notify_one();
+        assert_eq!(post.await, 200);
+        assert_eq!(*log.lock().unwrap(), ["a"]);
+
+        // A handler that panics: 500, so Telegram sends the update again; the queue goes on.
+        assert_eq!(
+            testing::post_update(&url, Some("s3cret"), &body(2, "boom")).await,
+            500
+        );
+        assert_eq!(
+            testing::post_update(&url, Some("s3cret"), &body(3, "c")).await,
+            200
+        );
+        assert_eq!(*log.lock().unwrap(), ["a", "c"]);
+        // Shut down: not taken, Telegram keeps it.
+        deliveries.close().await;
+        assert_eq!(
+            testing::post_update(&url, Some("s3cret"), &body(4, "d")).await,
+            503
+        );
     }
 
     #[test]
