@@ -1300,10 +1300,7 @@ frogbot_testkit::backends!(db:
     every_waiting_question_is_shown,
     #[ignore = "defect (issue 18): a deliver job claimed by a worker that dies mid-post stays claimed for 60 s (Engine::run_due_jobs: claim_job(worker, 60_000, …)), far past delivery_grace; the thread's next replies are posted before the rest of the owed one"]
     replies_stay_in_order,
-    #[ignore = "defect (issue 18): Channels::turn_ended deletes the delivery job (deliver_reply) before render_pending draws the question; a process dying in between leaves the question unseen"]
     a_question_after_text_is_drawn_after_its_process_died,
-    #[ignore = "defect (issue 18): delivery::owed writes no job for a turn that stops on a question with no text before it; a process dying before render_pending leaves the question unseen"]
     a_question_alone_is_drawn_after_its_process_died,
-    #[ignore = "defect (issue 18): Store::take_chat marks the expired turn's reply interrupted but writes no delivery job; Turns::told_interrupted posts it in-process only, so a process dying before the post loses it"]
     an_interrupted_reply_is_posted_after_its_finder_died,
 );

@@ -45,6 +45,9 @@ use crate::render::{self, MAX_TEXT};
 /// forgotten first): far more than the deliveries being retried at any time.
 pub const MAX_POSTED_PIECES: usize = 10_000;
 
+/// How many threads' "message replies answer" the outbox remembers before it forgets them all.
+pub const MAX_REPLY_TO: usize = 10_000;
+
 /// The piece keys posted lately, in order, at most [`MAX_POSTED_PIECES`].
 #[derive(Debug, Default)]
 struct Posted {
@@ -97,10 +100,12 @@ impl TelegramOutbox {
 
     /// Remembers `id` as the message of `thread` replies answer.
     pub(crate) fn remember(&self, thread: &str, id: MessageId) {
-        self.reply_to
-            .lock()
-            .expect("not poisoned")
-            .insert(thread.to_owned(), id);
+        let mut map = self.reply_to.lock().expect("not poisoned");
+        if map.len() >= MAX_REPLY_TO && !map.contains_key(thread) {
+            // Bounded: past it every thread is forgotten (a reply then quotes nothing).
+            map.clear();
+        }
+        map.insert(thread.to_owned(), id);
     }
 
     fn reply_to(&self, thread: &str) -> Option<MessageId> {
