@@ -1,0 +1,337 @@
+//! Nothing owed is lost, end to end (issue 18): FrogBot's engine (SQLite, and PostgreSQL when it
+//! is installed) with the Slack adapter in HTTP mode against the fake Slack, which fails 20 % of
+//! its write calls (500, 429 with `Retry-After`, no answer until the client times out, the
+//! connection reset after the call WAS carried out), the engine's worker running and a short
+//! `delivery_grace` (so replies the turn's process cannot post in time are posted by the worker).
+//! Many people write at once, each in a thread of their own: a mention, then a reply in the
+//! thread once the first is answered; some replies are long enough for several messages.
+//!
+//! At the end (once every delivery job is gone): each person's messages are stored and answered,
+//! and each thread holds every piece of every stored reply exactly once, in order.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use frogbot_core::agent::scripted::{ScriptedModel, reply};
+use frogbot_core::agent::{
+    Adapter,
+    ChannelSettings, Delivery, Engine, EngineConfig, ModelRequest, channel_chat_id,
+    channel_message_id,
+};
+use frogbot_core::model::{ChatId, Role};
+use frogbot_core::store::{DynStore, NewJob};
+use frogbot_model::faults::FaultPlan;
+use frogbot_slack::PLATFORM;
+use frogbot_slack::channel::outbox::MAX_REPLY_CHARS;
+use frogbot_slack::testing::{BOT_USER, FakeSlack, Signature};
+use frogbot_testkit::{eventually, last_user};
+use serde_json::json;
+
+/// Conversations (threads), and how many run at once.
+const CONVERSATIONS: usize = 250;
+const IN_FLIGHT: usize = 20;
+/// The fraction of write calls that fail.
+const FAULTS: f64 = 0.2;
+const WAIT: Duration = Duration::from_secs(120);
+
+/// The seed of the fault plan: `FROGBOT_FAULT_SEED`, else 18.
+fn seed() -> u64 {
+    std::env::var("FROGBOT_FAULT_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(18)
+}
+
+/// The tag of a person's message (`c12m0`: conversation 12, its first message); `long` asks
+/// for a reply of several messages.
+fn tag(conversation: usize, message: usize) -> String {
+    format!("c{conversation}m{message}")
+}
+
+/// Answers each message with its tag; a message saying `long` gets three paragraphs of about
+/// 35,000 characters (three Slack messages).
+fn model() -> ScriptedModel {
+    ScriptedModel::new(|req: &ModelRequest| {
+        let said = last_user(req);
+        let tag = said
+            .split_whitespace()
+            .find(|w| w.starts_with('c') && w.contains('m'))
+            .unwrap_or("?");
+        if said.contains("long") {
+            let text = (0..3)
+                .map(|p| format!("re {tag} piece {p}: {}", "frog ".repeat(7_000)))
+                .collect::<Vec<_>>()
+                .join("\n\n");
+            return reply(&text);
+        }
+        reply(&format!("re {tag}"))
+    })
+}
+
+/// One person's thread.
+struct Conversation {
+    /// `channel:root_ts`.
+    thread: String,
+    chat: ChatId,
+    /// The stored ids of the person's messages, with their tags.
+    said: Vec<(String, String)>,
+}
+
+/// Whether `said` (a stored message id) is stored and followed by a reply naming `tag`.
+async fn answered(store: &DynStore, chat: &ChatId, said: &str, tag: &str) -> bool {
+    let Ok(messages) = store.list_messages(chat).await else {
+        return false;
+    };
+    let Some(at) = messages.iter().position(|m| m.message.id == said) else {
+        return false;
+    };
+    messages[at + 1..].iter().any(|m| {
+        m.message.role == Role::Assistant && m.message.text().starts_with(&format!("re {tag}"))
+    })
+}
+
+/// Waits (polling) until `said` is stored and answered.
+async fn wait_answered(store: &DynStore, chat: &ChatId, said: &str, tag: &str) {
+    let deadline = Instant::now() + WAIT;
+    while !answered(store, chat, said, tag).await {
+        assert!(Instant::now() < deadline, "{tag} not answered in {WAIT:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The delivery keys of the pieces the stored replies of `chat` owe its thread, in order.
+async fn owed(store: &DynStore, chat: &ChatId) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for m in store.list_messages(chat).await.expect("the chat's messages") {
+        let reply = m.message;
+        if reply.role != Role::Assistant {
+            continue;
+        }
+        assert!(reply.metadata.error.is_none(), "a failed turn: {reply:?}");
+        let d = Delivery::new(format!("deliver:{chat}:{}:0", reply.id));
+        for (i, piece) in frogbot_slack::format::messages(&reply.text(), MAX_REPLY_CHARS)
+            .into_iter()
+            .enumerate()
+        {
+            out.push((d.piece_key(i), piece));
+        }
+    }
+    out
+}
+
+/// The delivery jobs left in the store (every job id up to a probe job's is looked at).
+async fn pending_deliveries(store: &DynStore) -> Vec<String> {
+    let far = frogbot_core::model::now_millis() + 365 * 24 * 3_600_000;
+    let last = store
+        .enqueue_job(&NewJob {
+            kind: "engine-faults-probe".into(),
+            key: None,
+            payload: json!({}),
+            run_at: far,
+        })
+        .await
+        .expect("a probe job");
+    let mut left = Vec::new();
+    for id in 1..last {
+        if let Some(job) = store.get_job(id).await.expect("a job")
+            && !job.dead
+            && let Some(key) = job.key.filter(|k| k.starts_with("deliver:"))
+        {
+            left.push(key);
+        }
+    }
+    left
+}
+
+/// Posts the Events API delivery of `event` to the app until it is taken (a `503` asks to try
+/// again, as Slack would).
+async fn push(fake: &FakeSlack, base: &str, event: serde_json::Value) {
+    let body = fake.event_callback(event);
+    for retry in 0.. {
+        let res = fake
+            .post_event(base, &body, Signature::Good, (retry > 0).then_some(retry))
+            .await;
+        if res.status() == 200 {
+            return;
+        }
+        assert_eq!(res.status(), 503, "the app refused a delivery");
+        assert!(retry < 50, "the app keeps refusing a delivery");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// One person's conversation: a mention in channel `C<n>`, then once it is answered a reply in
+/// the thread.
+async fn converse(
+    n: usize,
+    fake: FakeSlack,
+    base: Arc<str>,
+    store: DynStore,
+) -> Conversation {
+    let channel = format!("C{n:04}");
+    let user = format!("U{n:04}");
+    let long = if n % 5 == 0 { " long" } else { "" };
+    let first = tag(n, 0);
+    let root = fake.user_message(
+        &channel,
+        None,
+        &user,
+        &format!("<@{BOT_USER}> {first}{long} please"),
+    );
+    let thread = root.id();
+    let chat = channel_chat_id(PLATFORM, &thread);
+    push(&fake, &base, fake.mention_event(&root)).await;
+    let said0 = channel_message_id(PLATFORM, &root.id());
+    wait_answered(&store, &chat, &said0, &first).await;
+    let second = tag(n, 1);
+    let more = fake.user_message(&channel, Some(&root.ts), &user, &format!("and {second}"));
+    push(&fake, &base, fake.message_event(&more, "channel")).await;
+    let said1 = channel_message_id(PLATFORM, &more.id());
+    wait_answered(&store, &chat, &said1, &second).await;
+    Conversation {
+        thread,
+        chat,
+        said: vec![(said0, first), (said1, second)],
+    }
+}
+
+async fn every_reply_piece_arrives_once_in_order_under_faults(url: &str) {
+    let started = Instant::now();
+    let fake = FakeSlack::start().await;
+    let mut config = fake.http_config();
+    config.api_timeout = Duration::from_millis(300);
+    let slack = frogbot_slack::channel::connect(config).await.unwrap();
+    fake.set_fault_hold(Duration::from_millis(900));
+    let store = frogbot_testkit::open_store(url).await;
+    let engine = Engine::new(
+        store.clone(),
+        vec![frogbot_testkit::offer("main", model())],
+        vec![],
+        EngineConfig {
+            delivery_grace: Duration::from_secs(2),
+            ..Default::default()
+        },
+    )
+    .with_channel(slack.channel())
+    // Replies posted whole: every piece goes through the durable delivery.
+    .with_channel_settings(
+        PLATFORM,
+        ChannelSettings {
+            stream: false,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let worker = engine.spawn_worker(Duration::from_millis(100));
+    let app = slack.routes(&engine).expect("HTTP routes");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base: Arc<str> = format!("http://{}", listener.local_addr().unwrap()).into();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+
+    let seed = seed();
+    let plan = fake.set_faults(FaultPlan::new(seed, FAULTS));
+    let gate = Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT));
+    let mut tasks = tokio::task::JoinSet::new();
+    for n in 0..CONVERSATIONS {
+        let permit = gate.clone().acquire_owned().await.unwrap();
+        let (fake, base, store) = (fake.clone(), base.clone(), store.clone());
+        tasks.spawn(async move {
+            let c = converse(n, fake, base, store).await;
+            drop(permit);
+            (n, c)
+        });
+    }
+    let mut conversations: Vec<(usize, Conversation)> = tasks.join_all().await;
+    conversations.sort_by_key(|(n, _)| *n);
+    let answered_at = started.elapsed();
+
+    // Quiescence: every owed piece is in its thread and no delivery job is left.
+    let mut polls = 0;
+    eventually("every delivery done", WAIT, async || {
+        polls += 1;
+        for (_, c) in &conversations {
+            let there: HashSet<String> = fake.thread_keys(&c.thread).into_iter().collect();
+            if owed(&store, &c.chat)
+                .await
+                .iter()
+                .any(|(k, _)| !there.contains(k))
+            {
+                return false;
+            }
+        }
+        pending_deliveries(&store).await.is_empty()
+    })
+    .await;
+    let elapsed = started.elapsed();
+    let (e500, e429, timeouts, resets) = plan.counts();
+    fake.clear_faults();
+    worker.abort();
+
+    let (mut pieces, mut duplicates, mut said) = (0, 0, 0);
+    let mut wrong = Vec::new();
+    for (n, c) in &conversations {
+        for (id, tag) in &c.said {
+            assert!(
+                answered(&store, &c.chat, id, tag).await,
+                "conversation {n}: {tag} stored and answered"
+            );
+            said += 1;
+        }
+        let want = owed(&store, &c.chat).await;
+        pieces += want.len();
+        let bot: Vec<(String, String)> = fake
+            .thread_messages(&c.thread)
+            .into_iter()
+            .filter(|m| m.bot)
+            .filter_map(|m| {
+                let key = m.metadata.as_ref()?.pointer("/event_payload/key")?.as_str()?;
+                key.starts_with("deliver:")
+                    .then(|| (key.to_owned(), m.text.clone()))
+            })
+            .collect();
+        let distinct: HashSet<&String> = bot.iter().map(|(k, _)| k).collect();
+        duplicates += bot.len() - distinct.len();
+        if bot != want {
+            if wrong.is_empty() {
+                let short = |v: &[(String, String)]| -> Vec<String> {
+                    v.iter()
+                        .map(|(k, t)| format!("{k} {:.20}", t))
+                        .collect()
+                };
+                println!(
+                    "conversation {n}: posted {:#?}\nowed {:#?}",
+                    short(&bot),
+                    short(&want)
+                );
+            }
+            wrong.push((*n, bot.len(), want.len()));
+        }
+    }
+    println!(
+        "slack engine faults ({}): seed {seed}, {CONVERSATIONS} conversations ({said} messages, \
+         {IN_FLIGHT} at once), {pieces} reply pieces; faults injected: {} (500: {e500}, 429: \
+         {e429}, timeout: {timeouts}, reset after processing: {resets}); {} chat.postMessage \
+         carried out; duplicates: {duplicates}; threads wrong: {}; answered in {answered_at:.1?}, \
+         all delivered in {elapsed:.1?} ({polls} polls)",
+        url.split(':').next().unwrap_or("?"),
+        plan.injected(),
+        fake.calls("chat.postMessage").len(),
+        wrong.len(),
+    );
+    assert_eq!(duplicates, 0, "pieces posted twice");
+    assert!(
+        wrong.is_empty(),
+        "threads not holding their pieces once, in order (conversation, posted, owed): {wrong:?}"
+    );
+    let dead = store.dead_jobs(100).await.unwrap();
+    assert!(dead.is_empty(), "buried deliveries: {dead:?}");
+    assert!(
+        e500 > 0 && e429 > 0 && timeouts > 0 && resets > 0,
+        "every fault drawn"
+    );
+}
+
+frogbot_testkit::backends!(every_reply_piece_arrives_once_in_order_under_faults);
