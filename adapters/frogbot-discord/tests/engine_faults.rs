@@ -203,25 +203,32 @@ impl Clock for FastForward {
     }
 }
 
-/// The delivery jobs left in the store (every job id up to a probe job's is looked at).
-async fn pending_deliveries(store: &DynStore) -> Vec<String> {
-    let far = frogbot_core::model::now_millis() + 365 * 24 * 3_600_000;
-    let last = store
-        .enqueue_job(&NewJob {
-            kind: "engine-faults-probe".into(),
-            key: None,
-            payload: json!({}),
-            run_at: far,
-        })
-        .await
-        .expect("a probe job");
+/// The delivery jobs left in the store among `ids` (`None`: every job id up to a probe job's):
+/// their ids and keys.
+async fn pending_deliveries(store: &DynStore, ids: Option<Vec<i64>>) -> Vec<(i64, String)> {
+    let ids = match ids {
+        Some(ids) => ids,
+        None => {
+            let far = frogbot_core::model::now_millis() + 365 * 24 * 3_600_000;
+            let last = store
+                .enqueue_job(&NewJob {
+                    kind: "engine-faults-probe".into(),
+                    key: None,
+                    payload: json!({}),
+                    run_at: far,
+                })
+                .await
+                .expect("a probe job");
+            (1..last).collect()
+        }
+    };
     let mut left = Vec::new();
-    for id in 1..last {
+    for id in ids {
         if let Some(job) = store.get_job(id).await.expect("a job")
             && !job.dead
             && let Some(key) = job.key.filter(|k| k.starts_with("deliver:"))
         {
-            left.push(key);
+            left.push((id, key));
         }
     }
     left
@@ -359,23 +366,33 @@ async fn run(url: &str, thread_order: bool) {
     }
     let deadline = Instant::now() + WAIT;
     let mut polls = 0;
+    // The conversations still missing a piece (a piece once posted stays), and the delivery jobs
+    // left at the first look (no turn runs: no new one comes).
+    let mut missing: Vec<usize> = (0..conversations.len()).collect();
+    let mut pending = None;
+    let complete = |i: usize| {
+        let c = &conversations[i].1;
+        let want = &owed_all[i];
+        let nonces: HashSet<&str> = want.iter().map(|(n, ..)| n.as_str()).collect();
+        let there: HashSet<String> = posted(&fake, c.thread, &nonces)
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
+        want.iter().all(|(n, ..)| there.contains(n))
+    };
     loop {
         polls += 1;
-        let all_there = conversations.iter().zip(&owed_all).all(|((_, c), want)| {
-            let nonces: HashSet<&str> = want.iter().map(|(n, ..)| n.as_str()).collect();
-            let there: HashSet<String> = posted(&fake, c.thread, &nonces)
-                .into_iter()
-                .map(|(n, _)| n)
-                .collect();
-            want.iter().all(|(n, ..)| there.contains(n))
-        });
-        if all_there && pending_deliveries(&store).await.is_empty() {
-            break;
+        missing.retain(|&i| !complete(i));
+        if missing.is_empty() {
+            let left = pending_deliveries(&store, pending.take()).await;
+            if left.is_empty() {
+                break;
+            }
+            pending = Some(left.iter().map(|(id, _)| *id).collect());
         }
         assert!(
             Instant::now() < deadline,
-            "deliveries still owed after {WAIT:?}: {:?}",
-            pending_deliveries(&store).await
+            "deliveries still owed after {WAIT:?}: conversations {missing:?}"
         );
         clock.advance(1_000);
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -430,6 +447,9 @@ async fn run(url: &str, thread_order: bool) {
         .map(|(_, c)| c.chat.to_string())
         .collect();
     let in_channel = conversations.iter().filter(|(_, c)| c.in_channel).count();
+    if std::env::var_os("FROGBOT_FAULT_LOG").is_some() {
+        println!("{}", String::from_utf8_lossy(&logs.0.lock().unwrap()));
+    }
     let gave_up = logs.count("its delivery job takes over", &chats);
     let worker_retries = logs.count("delivering a reply failed; retrying later", &chats);
     let creates = fake
