@@ -14,6 +14,10 @@
 //! defect of the engine (`…_in_thread_order`, ignored): when the turn's process gives up on a
 //! reply (half the grace) and leaves it to the worker (after the grace), the thread's next reply,
 //! delivered in-process meanwhile, comes before it.
+//!
+//! Once every conversation is answered, the engine's clock is moved forward (1 s every 200 ms)
+//! so the worker's retries (10 s, 20 s, 40 s … apart) do not make the run long. The fault seed is
+//! `FROGBOT_FAULT_SEED` (18 by default); `FROGBOT_FAULT_LOG=1` prints the engine's warnings.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};

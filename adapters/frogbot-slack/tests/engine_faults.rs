@@ -12,6 +12,10 @@
 //! (`…_in_thread_order`, ignored): when the turn's process gives up on a reply (half the grace)
 //! and leaves it to the worker (after the grace), the thread's next reply, delivered in-process
 //! meanwhile, comes before it.
+//!
+//! Once every conversation is answered, the engine's clock is moved forward (1 s every 200 ms)
+//! so the worker's retries (10 s, 20 s, 40 s … apart) do not make the run long. The fault seed is
+//! `FROGBOT_FAULT_SEED` (18 by default); `FROGBOT_FAULT_LOG=1` prints the engine's warnings.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -431,6 +435,9 @@ async fn run(url: &str, thread_order: bool) {
         .iter()
         .map(|(_, c)| c.chat.to_string())
         .collect();
+    if std::env::var_os("FROGBOT_FAULT_LOG").is_some() {
+        println!("{}", String::from_utf8_lossy(&logs.0.lock().unwrap()));
+    }
     let gave_up = logs.count("its delivery job takes over", &chats);
     let worker_retries = logs.count("delivering a reply failed; retrying later", &chats);
     println!(
