@@ -35,11 +35,7 @@ impl std::fmt::Display for Finding {
             Kind::Loss => "LOSS",
             Kind::Duplicate => "DUPLICATE",
         };
-        write!(
-            f,
-            "{kind}: chat {} {}: {}",
-            self.chat, self.item, self.what
-        )
+        write!(f, "{kind}: chat {} {}: {}", self.chat, self.item, self.what)
     }
 }
 
@@ -59,7 +55,10 @@ pub(crate) struct Facts {
 }
 
 fn messages(chat: &Value) -> &[Value] {
-    chat["messages"].as_array().map(Vec::as_slice).unwrap_or(&[])
+    chat["messages"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or(&[])
 }
 
 /// The user messages of a chat that have no reply: those after its last reply, and any still
@@ -166,8 +165,23 @@ pub(crate) fn check_chat(id: &str, rec: &ChatRec, chat: Option<&Value>) -> (Vec<
     // A message that started a turn (200) opens its turn: user messages right before it, with
     // no reply between, had a turn whose reply is missing.
     let mut run: Vec<&str> = Vec::new();
+    let mut previous_reply: Option<&str> = None;
     for m in ms {
         if m["role"] == "assistant" {
+            // One reply per turn: two in a row answered one turn twice.
+            let rid = m["id"].as_str().unwrap_or("?");
+            if run.is_empty()
+                && let Some(prev) = previous_reply
+            {
+                out.push(finding(
+                    Kind::Duplicate,
+                    format!("reply {rid}"),
+                    format!(
+                        "follows reply {prev} with no user message between (a turn answered twice)"
+                    ),
+                ));
+            }
+            previous_reply = Some(rid);
             facts.replies += 1;
             match m["metadata"]["error"]["code"].as_str() {
                 Some("interrupted") => facts.interrupted += 1,
@@ -178,6 +192,7 @@ pub(crate) fn check_chat(id: &str, rec: &ChatRec, chat: Option<&Value>) -> (Vec<
             run.clear();
             continue;
         }
+        previous_reply = None;
         let mid = m["id"].as_str().unwrap_or("?");
         let opened = rec.messages.iter().any(|s| s.id == mid && s.started_turn);
         if opened {
@@ -259,9 +274,10 @@ pub(crate) fn check_chat(id: &str, rec: &ChatRec, chat: Option<&Value>) -> (Vec<
             )),
             Some(r) if r != Recorded::Outcome(first.answer.clone()) => {
                 // Another outcome is recorded: was it one that another settle sent?
-                let sent_by_other = rec.settles.iter().any(|s| {
-                    s.call == call && Recorded::Outcome(s.answer.clone()) == r
-                });
+                let sent_by_other = rec
+                    .settles
+                    .iter()
+                    .any(|s| s.call == call && Recorded::Outcome(s.answer.clone()) == r);
                 out.push(finding(
                     if sent_by_other {
                         Kind::Duplicate
@@ -352,7 +368,8 @@ mod tests {
     fn a_replied_chat_is_clean_and_a_missing_reply_or_message_is_a_loss() {
         let ok = json!({"state": "idle", "messages": [user("m1"), reply(json!([])), user("m2"), reply(json!([]))]});
         assert!(check_chat("c", &rec(), Some(&ok)).0.is_empty());
-        let no_reply = json!({"state": "idle", "messages": [user("m1"), reply(json!([])), user("m2")]});
+        let no_reply =
+            json!({"state": "idle", "messages": [user("m1"), reply(json!([])), user("m2")]});
         let (f, _) = check_chat("c", &rec(), Some(&no_reply));
         assert_eq!(f.len(), 1, "{f:?}");
         assert_eq!(f[0].kind, Kind::Loss);
@@ -368,6 +385,15 @@ mod tests {
         let (f, _) = check_chat("c", &r, Some(&mid));
         assert_eq!(f.len(), 1, "{f:?}");
         assert_eq!(f[0].item, "message m2");
+    }
+
+    #[test]
+    fn two_replies_in_a_row_are_a_duplicate() {
+        let twice = json!({"state": "idle", "messages": [user("m1"), reply(json!([])), reply(json!([])), user("m2"), reply(json!([]))]});
+        let (f, _) = check_chat("c", &rec(), Some(&twice));
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(f[0].kind, Kind::Duplicate);
+        assert!(f[0].item.starts_with("reply "), "{}", f[0]);
     }
 
     #[test]

@@ -139,6 +139,20 @@ impl Fleet {
         Err(last)
     }
 
+    /// Lines each process logged (warnings and errors: they run with `RUST_LOG=warn`), over all
+    /// its starts, and where its log is.
+    pub(crate) fn logged(&self) -> Vec<(usize, PathBuf)> {
+        (0..self.len())
+            .map(|i| {
+                let path = self.dir.join(format!("serve-{}.log", slot_name(i)));
+                let lines = std::fs::read_to_string(&path)
+                    .map(|t| t.lines().filter(|l| !l.starts_with("==== soak:")).count())
+                    .unwrap_or(0);
+                (lines, path)
+            })
+            .collect()
+    }
+
     /// Stops every process (SIGKILL; nothing is left to finish).
     pub(crate) async fn stop_all(&self) {
         for i in 0..self.len() {
@@ -241,7 +255,10 @@ fn free_port() -> u16 {
         .expect("a free loopback port")
 }
 
-type SpawnRequest = (Command, tokio::sync::oneshot::Sender<std::io::Result<Child>>);
+type SpawnRequest = (
+    Command,
+    tokio::sync::oneshot::Sender<std::io::Result<Child>>,
+);
 
 /// Spawns `cmd` from one long-lived thread, so the child's parent-death signal (SIGKILL when
 /// this process dies, however it dies) is tied to a thread that lives as long as the process:

@@ -163,13 +163,15 @@ impl Ledger {
             .collect()
     }
 
-    /// A recent chat that exists (has an accepted message), with its owner.
+    /// A recent chat that exists (has an accepted message), with its owner: one of the newest
+    /// 16 three times in four (mostly chats still in use), else one of the newest 64.
     pub(crate) fn recent(&self, rng: &mut fastrand::Rng) -> Option<(String, usize)> {
         let live = self.live.lock().expect("lock");
-        if live.is_empty() {
-            None
+        let from = if rng.usize(..4) < 3 {
+            live.len().saturating_sub(16)
         } else {
-            Some(live[rng.usize(..live.len())].clone())
-        }
+            0
+        };
+        (from < live.len()).then(|| live[rng.usize(from..live.len())].clone())
     }
 }

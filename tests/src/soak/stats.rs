@@ -8,7 +8,7 @@ use crate::check::{Finding, Kind};
 /// Everything counted during the run.
 #[derive(Debug, Default)]
 pub(crate) struct Stats {
-    /// Turns whose reply a client saw (a 200 JSON answer, or a streamed `finish`).
+    /// Turns: replies stored, counted when a worker's chat comes to rest.
     pub(crate) turns: AtomicU64,
     /// User messages accepted.
     pub(crate) accepted: AtomicU64,
@@ -122,7 +122,11 @@ pub(crate) fn rss_line(sample: &[Option<u64>]) -> String {
         .iter()
         .enumerate()
         .map(|(i, kb)| match kb {
-            Some(kb) => format!("{} {:.1}MB", crate::fleet::slot_name(i), *kb as f64 / 1024.0),
+            Some(kb) => format!(
+                "{} {:.1}MB",
+                crate::fleet::slot_name(i),
+                *kb as f64 / 1024.0
+            ),
             None => format!("{} down", crate::fleet::slot_name(i)),
         })
         .collect::<Vec<_>>()

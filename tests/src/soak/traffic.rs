@@ -132,6 +132,7 @@ async fn worker(s: Arc<Soak>, w: usize, mut rng: fastrand::Rng) {
         let owner = rng.usize(..USERS);
         s.ledger.new_chat(&chat, owner);
         let mut next_id = 0;
+        let mut replies = 0;
         let mut id = || {
             next_id += 1;
             format!("{chat}-m{next_id}")
@@ -156,7 +157,13 @@ async fn worker(s: Arc<Soak>, w: usize, mut rng: fastrand::Rng) {
                 question(&s, &chat, owner, &mid, &mut rng).await;
             }
             let deadline = Instant::now() + s.rest_bound();
-            if !drive_to_rest(&s, &chat, owner, deadline, &mut rng).await && !s.stopping() {
+            if let Some(n) = drive_to_rest(&s, &chat, owner, deadline, &mut rng).await {
+                // Turns are counted from the replies stored at rest (queued turns included).
+                s.stats
+                    .turns
+                    .fetch_add(n.saturating_sub(replies) as u64, Ordering::Relaxed);
+                replies = replies.max(n);
+            } else if !s.stopping() {
                 s.stats.anomaly(format!(
                     "chat {chat} did not come to rest within {:?} at {:.0}s (checked again at the end)",
                     s.rest_bound(),
@@ -166,7 +173,11 @@ async fn worker(s: Arc<Soak>, w: usize, mut rng: fastrand::Rng) {
             sleep_ms(rng.u64(0..150)).await;
         }
         let deadline = Instant::now() + s.rest_bound();
-        if !s.stopping() && drive_to_rest(&s, &chat, owner, deadline, &mut rng).await {
+        if !s.stopping()
+            && drive_to_rest(&s, &chat, owner, deadline, &mut rng)
+                .await
+                .is_some()
+        {
             let (findings, _) = check_now(&s, &chat, &mut rng).await;
             for f in &findings {
                 println!("[{:>5.0}s] {f}", s.now());
@@ -295,8 +306,7 @@ async fn send(
         let url = format!("{base}/api/chats/{chat}/messages");
         let started = Instant::now();
         let res = if stream {
-            match send_streamed(s, &url, owner, &body, chat, mid, &via, fast && attempt == 1)
-                .await
+            match send_streamed(s, &url, owner, &body, chat, mid, &via, fast && attempt == 1).await
             {
                 Streamed::Done => return Sent { accepted: true },
                 Streamed::Answer(res) => res,
@@ -315,7 +325,6 @@ async fn send(
             Res::Http { status: 200, body } => {
                 s.ledger.accepted(chat, mid, format!("200 {via}"), true);
                 inc(&s.stats.accepted);
-                inc(&s.stats.turns);
                 if fast && attempt == 1 && body["state"] == "idle" {
                     let ms = started.elapsed().as_secs_f64() * 1000.0;
                     s.stats.reply_ms.lock().expect("lock").push((s.now(), ms));
@@ -428,11 +437,8 @@ async fn send_streamed(
         .accepted(chat, mid, format!("200 stream {via}"), false);
     inc(&s.stats.accepted);
     let mut text = String::new();
-    loop {
-        match r.chunk().await {
-            Ok(Some(bytes)) => text.push_str(&String::from_utf8_lossy(&bytes)),
-            _ => break,
-        }
+    while let Ok(Some(bytes)) = r.chunk().await {
+        text.push_str(&String::from_utf8_lossy(&bytes));
     }
     if text.contains("\"data-queued\"") {
         inc(&s.stats.queued);
@@ -443,12 +449,9 @@ async fn send_streamed(
         // It started a turn: it opens its turn in the stored order.
         s.ledger
             .accepted(chat, mid, format!("200 stream {via}"), true);
-        if text.contains("\"type\":\"finish\"") {
-            inc(&s.stats.turns);
-            if timed && !text.contains("tool-input-available") {
-                let ms = started.elapsed().as_secs_f64() * 1000.0;
-                s.stats.reply_ms.lock().expect("lock").push((s.now(), ms));
-            }
+        if text.contains("\"type\":\"finish\"") && timed && !text.contains("tool-input-available") {
+            let ms = started.elapsed().as_secs_f64() * 1000.0;
+            s.stats.reply_ms.lock().expect("lock").push((s.now(), ms));
         }
     }
     Streamed::Done
@@ -612,17 +615,17 @@ async fn settle_once(
 }
 
 /// Waits until the chat is idle with every user message replied to, answering the questions it
-/// waits on; `false` at `deadline`.
+/// waits on: the number of replies then stored, or `None` at `deadline`.
 async fn drive_to_rest(
     s: &Arc<Soak>,
     chat: &str,
     owner: usize,
     deadline: Instant,
     rng: &mut fastrand::Rng,
-) -> bool {
+) -> Option<usize> {
     loop {
         if Instant::now() > deadline {
-            return false;
+            return None;
         }
         let Some((_, base)) = s.fleet.pick(rng) else {
             sleep_ms(200).await;
@@ -638,7 +641,15 @@ async fn drive_to_rest(
             .await;
         match res {
             Res::Http { status: 200, body } => match body["state"].as_str() {
-                Some("idle") if check::unreplied(&body).is_empty() => return true,
+                Some("idle") if check::unreplied(&body).is_empty() => {
+                    let replies = body["messages"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter(|m| m["role"] == "assistant")
+                        .count();
+                    return Some(replies);
+                }
                 Some("awaiting") => {
                     let pending = s
                         .api
@@ -663,7 +674,7 @@ async fn drive_to_rest(
                     .chat(chat)
                     .is_some_and(|c| c.messages.iter().any(|m| m.accepted.is_some()));
                 if !accepted {
-                    return true; // nothing was ever stored
+                    return Some(0); // nothing was ever stored
                 }
                 sleep_ms(250).await;
             }
@@ -710,7 +721,8 @@ async fn check_now(s: &Arc<Soak>, chat: &str, rng: &mut fastrand::Rng) -> (Vec<F
 /// slow (a chunk every few seconds) or idle (never reads), 5–30 s each.
 async fn listener(s: Arc<Soak>, mut rng: fastrand::Rng) {
     while !s.stopping() {
-        let (Some((chat, owner)), Some((_, base))) = (s.ledger.recent(&mut rng), s.fleet.pick(&mut rng))
+        let (Some((chat, owner)), Some((_, base))) =
+            (s.ledger.recent(&mut rng), s.fleet.pick(&mut rng))
         else {
             sleep_ms(500).await;
             continue;
@@ -736,15 +748,13 @@ async fn listener(s: Arc<Soak>, mut rng: fastrand::Rng) {
                 if status == 429 {
                     inc(&s.stats.sse_refused);
                 } else {
-                    s.stats
-                        .anomaly(format!("events of chat {chat}: {status}"));
+                    s.stats.anomaly(format!("events of chat {chat}: {status}"));
                 }
                 sleep_ms(500).await;
                 continue;
             }
             Err(e) => {
-                s.api
-                    .count(&Res::Failed(crate::client::describe(&e)));
+                s.api.count(&Res::Failed(crate::client::describe(&e)));
                 sleep_ms(300).await;
                 continue;
             }
@@ -754,6 +764,7 @@ async fn listener(s: Arc<Soak>, mut rng: fastrand::Rng) {
             body: Value::Null,
         });
         s.stats.sse_open.fetch_add(1, Ordering::Relaxed);
+        let mut pending = String::new();
         while !s.stopping() && Instant::now() < end {
             let left = end.saturating_duration_since(Instant::now());
             if mode == 2 {
@@ -763,8 +774,20 @@ async fn listener(s: Arc<Soak>, mut rng: fastrand::Rng) {
             match tokio::time::timeout(left.min(Duration::from_secs(1)), r.chunk()).await {
                 Err(_) => {}
                 Ok(Ok(Some(bytes))) => {
-                    let n = String::from_utf8_lossy(&bytes).matches("data:").count();
-                    s.stats.sse_events.fetch_add(n as u64, Ordering::Relaxed);
+                    pending.push_str(&String::from_utf8_lossy(&bytes));
+                    // Whole lines only: every `data:` line is one JSON event.
+                    while let Some(end) = pending.find('\n') {
+                        let line: String = pending.drain(..=end).collect();
+                        let Some(data) = line.trim_end().strip_prefix("data:") else {
+                            continue;
+                        };
+                        inc(&s.stats.sse_events);
+                        if serde_json::from_str::<Value>(data.trim()).is_err() {
+                            s.stats.anomaly(format!(
+                                "events of chat {chat}: a data line that is not JSON: {data:?}"
+                            ));
+                        }
+                    }
                     if mode == 1 {
                         sleep_ms(rng.u64(1_000..4_000)).await;
                     }
@@ -866,7 +889,9 @@ async fn finish(s: &Arc<Soak>) -> ExitCode {
             let s = s.clone();
             async move {
                 let mut rng = fastrand::Rng::with_seed(i as u64);
-                (!drive_to_rest(&s, chat, rec.owner, deadline, &mut rng).await)
+                drive_to_rest(&s, chat, rec.owner, deadline, &mut rng)
+                    .await
+                    .is_none()
                     .then(|| chat.clone())
             }
         })
@@ -908,10 +933,8 @@ async fn finish(s: &Arc<Soak>) -> ExitCode {
         rest_secs
     );
     println!(
-        "throughput: {requests} requests ({:.1}/s), {} turns seen by clients ({:.1}/s); stored: {} user messages, {} replies ({:.1}/s)",
+        "throughput: {requests} requests ({:.1}/s); stored: {} user messages, {} replies = turns ({:.1}/s)",
         requests as f64 / traffic_secs,
-        get(&st.turns),
-        get(&st.turns) as f64 / traffic_secs,
         facts.user,
         facts.replies,
         facts.replies as f64 / traffic_secs
@@ -969,6 +992,15 @@ async fn finish(s: &Arc<Soak>) -> ExitCode {
             }
         }
     }
+    for (i, (lines, path)) in s.fleet.logged().into_iter().enumerate() {
+        if lines > 0 {
+            println!(
+                "{} logged {lines} warning/error line(s): {}",
+                slot_name(i),
+                path.display()
+            );
+        }
+    }
     let anomalies = st.anomalies.lock().expect("lock").clone();
     if !anomalies.is_empty() {
         println!(
@@ -992,7 +1024,10 @@ async fn finish(s: &Arc<Soak>) -> ExitCode {
         .filter(|l| !findings.iter().any(|f| f.to_string() == l.to_string()))
         .collect();
     if !gone.is_empty() {
-        println!("seen during the run, no longer at the end ({}):", gone.len());
+        println!(
+            "seen during the run, no longer at the end ({}):",
+            gone.len()
+        );
         for f in gone {
             println!("  {f}");
         }
