@@ -61,9 +61,25 @@ pub(crate) async fn run(
     let killer = tokio::spawn(killer(s.clone(), plan));
     let reporter = tokio::spawn(crate::traffic::report_every(s.clone(), 10.0));
 
+    // Ctrl-C once stops the traffic early (the end phase still runs); twice quits at once.
+    let interrupted = Arc::new(tokio::sync::Notify::new());
+    tokio::spawn({
+        let interrupted = interrupted.clone();
+        async move {
+            if tokio::signal::ctrl_c().await.is_err() {
+                return;
+            }
+            println!("interrupted: stopping the traffic early (Ctrl-C again quits at once)");
+            interrupted.notify_one();
+            if tokio::signal::ctrl_c().await.is_ok() {
+                eprintln!("soak: interrupted");
+                std::process::exit(130);
+            }
+        }
+    });
     tokio::select! {
         _ = tokio::time::sleep(traffic_for) => {}
-        _ = tokio::signal::ctrl_c() => println!("interrupted: stopping the traffic early"),
+        _ = interrupted.notified() => {}
         _ = fatal(&s) => {}
     }
     s.stop.store(true, Ordering::SeqCst);
@@ -565,6 +581,18 @@ async fn settle_once(
         let result = match res.status() {
             None => None,
             Some(200) => {
+                let expected = match answer {
+                    Answer::Dismiss => "dismissed",
+                    Answer::Pick(_) => "answered",
+                };
+                if let Res::Http { body, .. } = &res
+                    && body["outcome"] != expected
+                {
+                    s.stats.anomaly(format!(
+                        "settle chat {chat} call {call} ({answer}) {via}: 200 with outcome {}",
+                        body["outcome"]
+                    ));
+                }
                 if attempts == 1 {
                     let ms = started.elapsed().as_secs_f64() * 1000.0;
                     s.stats.settle_ms.lock().expect("lock").push((s.now(), ms));
