@@ -91,15 +91,16 @@ pub(crate) async fn run(
     let bound = s.rest_bound() + Duration::from_secs(150);
     let deadline = tokio::time::Instant::now() + bound;
     let mut stragglers = 0;
-    for t in worker_tasks {
-        match tokio::time::timeout_at(deadline, t).await {
-            Ok(_) => {}
-            Err(_) => stragglers += 1,
+    for mut t in worker_tasks {
+        if tokio::time::timeout_at(deadline, &mut t).await.is_err() {
+            // Stopped, so nothing changes a chat while the end phase reads it.
+            t.abort();
+            stragglers += 1;
         }
     }
     if stragglers > 0 {
         s.stats.anomaly(format!(
-            "{stragglers} worker(s) still waiting after {bound:?}; left behind"
+            "{stragglers} worker(s) still waiting after {bound:?}; stopped"
         ));
     }
     for t in listener_tasks {
