@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub(crate) mod child;
+pub(crate) mod crash_support;
 
 use std::time::Duration;
 
