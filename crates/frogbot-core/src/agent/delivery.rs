@@ -82,20 +82,62 @@ pub(crate) fn job_backoff_ms(attempt: i64) -> Millis {
 
 /// How long to wait after `error` before trying again, or `None` when it is permanent: the
 /// platform's own wait when it gave one, else `backoff`'s next step.
-pub(crate) fn retry_wait(error: &BoxError, backoff: Duration) -> Option<Duration> {
+fn retry_wait(error: &BoxError, backoff: Duration) -> Option<Duration> {
     let transient = Transient::find(error.as_ref())?;
     Some(transient.wait().map_or(backoff, |w| w.max(backoff)))
 }
 
-/// The in-process backoff of a delivery: 250 ms doubling to 10 s, with jitter.
-pub(crate) fn backoff() -> impl Iterator<Item = Duration> {
-    use backon::BackoffBuilder;
-    backon::ExponentialBuilder::default()
-        .with_min_delay(Duration::from_millis(250))
-        .with_max_delay(Duration::from_secs(10))
-        .with_jitter()
-        .without_max_times()
-        .build()
+/// What to do after an in-process attempt failed.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Next {
+    /// Sleep this long, then try again.
+    After(Duration),
+    /// Worth retrying, but the budget is spent.
+    OutOfTime,
+    /// Not worth retrying.
+    Permanent,
+}
+
+/// In-process retries within a time budget: backoff of 250 ms doubling to 10 s with jitter, at
+/// least the platform's wait, only for [`Transient`] failures.
+#[derive(Debug)]
+pub(crate) struct Retries {
+    started: tokio::time::Instant,
+    budget: Duration,
+    backoff: backon::ExponentialBackoff,
+}
+
+impl Retries {
+    /// Retries for at most `budget` from now.
+    pub(crate) fn within(budget: Duration) -> Self {
+        use backon::BackoffBuilder;
+        let backoff = backon::ExponentialBuilder::default()
+            .with_min_delay(Duration::from_millis(250))
+            .with_max_delay(Duration::from_secs(10))
+            .with_jitter()
+            .without_max_times()
+            .build();
+        Self {
+            started: tokio::time::Instant::now(),
+            budget,
+            backoff,
+        }
+    }
+
+    /// What is left of the budget (an attempt may not run longer).
+    pub(crate) fn left(&self) -> Duration {
+        self.budget.saturating_sub(self.started.elapsed())
+    }
+
+    /// After `error`: wait and retry, or stop.
+    pub(crate) fn next(&mut self, error: &BoxError) -> Next {
+        let step = self.backoff.next().unwrap_or(Duration::from_secs(10));
+        match retry_wait(error, step) {
+            Some(wait) if self.started.elapsed() + wait < self.budget => Next::After(wait),
+            Some(_) => Next::OutOfTime,
+            None => Next::Permanent,
+        }
+    }
 }
 
 #[cfg(test)]

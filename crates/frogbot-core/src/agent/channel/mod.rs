@@ -242,19 +242,17 @@ impl Channels {
         };
         // Not durable (a notice is about the moment), but retried for a while under one key.
         let mut delivery = Delivery::new(message.id.clone());
-        let started = tokio::time::Instant::now();
-        let mut backoff = delivery::backoff();
+        let mut retries = delivery::Retries::within(NOTICE_RETRY_FOR);
         loop {
             let Err(e) = outbox.deliver(thread, &message, &delivery).await else {
                 return;
             };
-            let step = backoff.next().unwrap_or(std::time::Duration::from_secs(5));
-            match delivery::retry_wait(&e, step) {
-                Some(wait) if started.elapsed() + wait < NOTICE_RETRY_FOR => {
+            match retries.next(&e) {
+                delivery::Next::After(wait) => {
                     tokio::time::sleep(wait).await;
                     delivery.attempt += 1;
                 }
-                _ => {
+                delivery::Next::OutOfTime | delivery::Next::Permanent => {
                     warn!(thread = %thread.id, error = %e, "posting a notice failed");
                     return;
                 }
@@ -465,13 +463,11 @@ impl Channels {
         };
         let key = job.key();
         let mut delivery = Delivery::new(key.clone());
-        let budget = self.turns.config.delivery_grace / 2;
-        let started = tokio::time::Instant::now();
-        let mut backoff = delivery::backoff();
+        let mut retries = delivery::Retries::within(self.turns.config.delivery_grace / 2);
         loop {
             // One attempt may not outlast the budget (the worker could take the job over while
             // it still ran): cut off, its outcome is unknown and the job takes over.
-            let left = budget.saturating_sub(started.elapsed());
+            let left = retries.left();
             let attempt = Self::post_owed(
                 outbox.as_ref(),
                 &thread,
@@ -489,18 +485,17 @@ impl Channels {
                     return None;
                 }
             };
-            let step = backoff.next().unwrap_or(std::time::Duration::from_secs(10));
-            match delivery::retry_wait(&e, step) {
-                Some(wait) if started.elapsed() + wait < budget => {
+            match retries.next(&e) {
+                delivery::Next::After(wait) => {
                     debug!(chat_id = %chat.chat_id, key, attempt = delivery.attempt, error = %e, ?wait, "posting the reply failed; retrying");
                     tokio::time::sleep(wait).await;
                     delivery.attempt += 1;
                 }
-                Some(_) => {
+                delivery::Next::OutOfTime => {
                     warn!(chat_id = %chat.chat_id, key, error = %e, "posting the reply keeps failing; its delivery job takes over");
                     return None;
                 }
-                None => {
+                delivery::Next::Permanent => {
                     error!(chat_id = %chat.chat_id, key, error = %e, "posting the reply failed; its delivery job tries again");
                     return None;
                 }
