@@ -104,7 +104,10 @@ fn link_url(url: &str) -> String {
 
 /// Whether Slack makes a link of `url` (an absolute URL or `mailto:`).
 fn linkable(url: &str) -> bool {
-    url.contains("://") || url.starts_with("mailto:")
+    // Only the schemes Slack links: a made-up one (`<ahttps://…>`, an autolink to CommonMark)
+    // would reach the reader as a raw `<…>`.
+    let lower = url.get(..8).unwrap_or(url).to_ascii_lowercase();
+    lower.starts_with("https://") || lower.starts_with("http://") || lower.starts_with("mailto:")
 }
 
 /// The Markdown `markdown` as Slack `mrkdwn` (no length limit: see [`messages`]).
@@ -278,6 +281,12 @@ impl Writer {
                 };
                 let native = linkable(&url) && self.links.is_empty();
                 let auto = native && link_type == LinkType::Autolink;
+                // An autolink's text is its URL: not written twice when it is not linked.
+                let url = if link_type == LinkType::Autolink && !native {
+                    String::new()
+                } else {
+                    url
+                };
                 if native {
                     self.write(&format!("<{}", link_url(&url)));
                     if !auto {
@@ -563,6 +572,16 @@ mod tests {
             assert_eq!(m.matches("```").count() % 2, 0, "{m}");
         }
         assert!(out.concat().contains("<https://x.io%60%60%60>"), "{out:?}");
+    }
+
+    /// Found by the property below: `<ahttps://x.io>` is an autolink to CommonMark (any scheme of
+    /// letters), and was written as a raw Slack link with a scheme Slack does not know.
+    #[test]
+    fn an_autolink_with_an_unknown_scheme_is_plain_text() {
+        let out = to_mrkdwn("[&~((-``````[<ahttps://x.io>a&");
+        assert!(!out.contains('<'), "{out:?}");
+        assert_eq!(out.matches("ahttps://x.io").count(), 1, "{out:?}");
+        assert_eq!(to_mrkdwn("<HTTPS://x.io>"), "<HTTPS://x.io>");
     }
 
     proptest::proptest! {
