@@ -47,6 +47,8 @@ struct Recorder {
     /// What `thread_history` answers, and how often it was asked.
     history: Mutex<Vec<ThreadMessage>>,
     history_reads: Mutex<u32>,
+    /// How many of the next recovery edits (`edit_message`) fail with a transient error.
+    failing_edits: Mutex<u32>,
 }
 
 /// The most characters of one streamed message (so a long reply spans several).
@@ -116,6 +118,13 @@ impl ChannelOutbox for Streaming {
         message_id: &str,
         text: &str,
     ) -> Result<(), BoxError> {
+        {
+            let mut failing = self.0.failing_edits.lock().unwrap();
+            if *failing > 0 {
+                *failing -= 1;
+                return Err(Box::new(frogbot_model::Transient::new("503 from the fake")));
+            }
+        }
         self.edit(message_id, text, false).await
     }
 
@@ -828,6 +837,55 @@ async fn a_stream_cut_off_by_a_crash_is_marked_interrupted(url: &str) {
     .await;
 }
 
+/// The process that finds a cut-off stream cannot edit its messages at first (a transient
+/// failure): the edit is tried again, never skipped (it was, and the piece was lost).
+async fn a_cut_off_streams_edit_that_fails_is_retried(url: &str) {
+    let gate = Arc::new(Semaphore::new(0));
+    let g = gate.clone();
+    let model = ScriptedModel::new(move |_req: &ModelRequest| {
+        vec![
+            ScriptEvent::Event(ModelEvent::TextDelta("half an ".into())),
+            ScriptEvent::Pause(Duration::from_millis(300)),
+            ScriptEvent::Event(ModelEvent::TextDelta("answer".into())),
+            ScriptEvent::Gate(g.clone()),
+        ]
+    });
+    let config = EngineConfig {
+        partial_checkpoint: Duration::ZERO,
+        ..Default::default()
+    };
+    let a = streaming_world(url, Default::default(), config.clone(), model.clone()).await;
+    a.say("m1", "ada", "go").await;
+    eventually("the stream was checkpointed", WAIT, async || {
+        let chat = channel_chat_id(PLATFORM, THREAD);
+        let stored = a.engine.messages(&chat).await.unwrap();
+        stored.iter().any(|m| !m.message.metadata.drafts.is_empty())
+    })
+    .await;
+    a.engine.drain(Duration::from_millis(20)).await;
+    let b = streaming_world(url, Default::default(), config, model).await;
+    *b.rec.failing_edits.lock().unwrap() = 2;
+    assert_eq!(b.engine.recover_expired_leases().await.unwrap(), 1);
+    eventually("the mark, after the failed edits", WAIT, async || {
+        b.shown().contains(&Shown::Edit(
+            "d2".into(),
+            format!("half an answer {INTERRUPTED_MARK}"),
+            false,
+        ))
+    })
+    .await;
+    assert_eq!(*b.rec.failing_edits.lock().unwrap(), 0);
+    let posted: Vec<Shown> = b
+        .shown()
+        .into_iter()
+        .filter(|s| matches!(s, Shown::Post(t) if t.contains("answer")))
+        .collect();
+    assert!(
+        posted.is_empty(),
+        "the text is drawn in its message, not posted again: {posted:?}"
+    );
+}
+
 /// A model that goes silent mid-answer: its step is aborted after `stream_idle_timeout`, the text
 /// it sent is kept, the thread is told the reply failed, and the chat is free again.
 async fn a_silent_model_times_out_and_the_thread_is_told(url: &str) {
@@ -941,6 +999,7 @@ frogbot_testkit::backends!(
     speakers_are_named_once_a_second_person_speaks,
     the_thread_context_keeps_to_its_budget,
     a_stream_cut_off_by_a_crash_is_marked_interrupted,
+    a_cut_off_streams_edit_that_fails_is_retried,
     a_silent_model_times_out_and_the_thread_is_told,
     a_step_that_runs_too_long_times_out,
 );

@@ -151,6 +151,7 @@ async fn dead_turn(
                 driver: None,
                 ttl_ms,
                 now,
+                interrupted: None,
             },
             queue_if_busy: false,
         })

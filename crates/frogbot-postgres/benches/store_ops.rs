@@ -48,6 +48,7 @@ async fn worker(store: Arc<PostgresStore>, chat: String, until: Instant) -> (u64
             driver: Some(author.clone()),
             ttl_ms: 60_000,
             now,
+            interrupted: None,
         };
         let sent = store
             .send(&SendOp {

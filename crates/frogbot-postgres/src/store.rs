@@ -817,14 +817,14 @@ impl PostgresStore {
 
     /// Saves the interrupted turn's reply (from [`Self::interrupted_turn`]) at its turn's reply
     /// slot, with the chat's new `version`.
+    /// and writes what it owes its thread (`req.interrupted`), in the same transaction.
     async fn save_interrupted(
         &self,
         conn: &mut PgConnection,
-        chat: &ChatId,
+        row: &ChatRow,
+        req: &LeaseRequest,
         reply: Option<UiMessage>,
         position: i64,
-        now: Millis,
-        version: i64,
     ) -> Result<Option<StoredMessage>> {
         let Some(reply) = reply else {
             return Ok(None);
@@ -832,16 +832,26 @@ impl PostgresStore {
         let saved = self
             .put_message(
                 conn,
-                chat,
+                &row.chat_id,
                 &reply,
                 false,
                 Delivery::Queue,
                 Some(position),
                 REPLY_SUB,
-                now,
-                version,
+                req.now,
+                row.version,
             )
             .await?;
+        if let Some(job) = req.interrupted.and_then(|d| d.job_for(row, &saved.message)) {
+            sqlx::query(ENQUEUE_JOB)
+                .bind(&job.kind)
+                .bind(job.key.as_deref())
+                .bind(to_json(&job.payload)?)
+                .bind(job.run_at)
+                .fetch_one(&mut *conn)
+                .await
+                .db(self)?;
+        }
         Ok(Some(saved))
     }
 
@@ -988,14 +998,7 @@ impl PostgresStore {
                 .take_lease(&mut tx, chat_id, req, req.driver.as_ref(), 1)
                 .await?;
             let interrupted = self
-                .save_interrupted(
-                    &mut tx,
-                    chat_id,
-                    interrupted,
-                    last_position,
-                    now,
-                    chat.version,
-                )
+                .save_interrupted(&mut tx, &chat, req, interrupted, last_position)
                 .await?;
             let message = self
                 .put_message(
@@ -1181,14 +1184,7 @@ impl PostgresStore {
             None => return Ok(Some(took_nothing())),
         };
         let interrupted = self
-            .save_interrupted(
-                &mut tx,
-                chat_id,
-                interrupted,
-                last_position,
-                now,
-                chat.version,
-            )
+            .save_interrupted(&mut tx, &chat, req, interrupted, last_position)
             .await?;
         let next = match next {
             Some((seq, author)) => {

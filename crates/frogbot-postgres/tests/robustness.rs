@@ -46,6 +46,7 @@ async fn race_sixteen(s: DynStore, trial: usize, parity: usize) -> usize {
                 driver: None,
                 ttl_ms: 5000,
                 now: T0 + 1,
+                interrupted: None,
             });
             let outcome = if i % 4 == 0 {
                 QuestionOutcome::Dismissed

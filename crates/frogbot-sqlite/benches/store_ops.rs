@@ -44,6 +44,7 @@ async fn turn(store: &SqliteStore, chat: &NewChat, i: usize) {
         driver: None,
         ttl_ms: 60_000,
         now: T0 + i as i64,
+        interrupted: None,
     };
     let user = message(format!("u{i}"), Role::User, "hello, how are you?");
     let sent = store

@@ -696,8 +696,10 @@ fn recorded_outcomes(
 }
 
 /// Marks the last turn of the chat (its highest position) interrupted: see
-/// [`interrupted_reply`]. Called when a lease is taken over.
-fn mark_interrupted(c: &Connection, chat: &ChatId, now: Millis) -> R<Option<StoredMessage>> {
+/// [`interrupted_reply`], and writes what the reply owes its thread (`req.interrupted`). Called
+/// when a lease is taken over, in its transaction.
+fn mark_interrupted(c: &Connection, row: &ChatRow, req: &LeaseRequest) -> R<Option<StoredMessage>> {
+    let (chat, now) = (&row.chat_id, req.now);
     let turn = all(
         c,
         concat!(
@@ -722,7 +724,7 @@ fn mark_interrupted(c: &Connection, chat: &ChatId, now: Millis) -> R<Option<Stor
         return Ok(None);
     };
     let body = message_body(&reply)?;
-    Ok(Some(put_turn_message(
+    let saved = put_turn_message(
         c,
         chat,
         &reply,
@@ -731,7 +733,11 @@ fn mark_interrupted(c: &Connection, chat: &ChatId, now: Millis) -> R<Option<Stor
         REPLY_SUB,
         Delivery::Queue,
         now,
-    )?))
+    )?;
+    if let Some(job) = req.interrupted.and_then(|d| d.job_for(row, &saved.message)) {
+        enqueue_job(c, &job)?;
+    }
+    Ok(Some(saved))
 }
 
 // ---- leases --------------------------------------------------------------------------------------
@@ -877,7 +883,7 @@ pub(crate) fn send(c: &Connection, op: &SendOp<'_>, body: &str) -> R<Sent> {
         let taken_over = chat.lease.is_some();
         let lease = take_lease(c, id, op.lease, taken_over)?;
         let interrupted = if taken_over {
-            mark_interrupted(c, id, now)?
+            mark_interrupted(c, &chat, op.lease)?
         } else {
             None
         };
@@ -1044,7 +1050,7 @@ pub(crate) fn take_chat(c: &Connection, id: &ChatId, req: &LeaseRequest) -> R<Op
     }
     let lease = take_lease(c, id, req, taken_over)?;
     let interrupted = if taken_over {
-        mark_interrupted(c, id, req.now)?
+        mark_interrupted(c, &chat, req)?
     } else {
         None
     };

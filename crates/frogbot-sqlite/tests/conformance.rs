@@ -68,6 +68,7 @@ async fn send(
         driver: None,
         ttl_ms: 3_600_000,
         now,
+        interrupted: None,
     };
     s.send(&SendOp {
         chat: &web(chat),

@@ -491,17 +491,20 @@ fn is_reply_piece(text: &str) -> bool {
 
 /// Whether `segment` is made of received `pieces` in order, other pieces between them (a later
 /// reply posted in the middle of an owed one).
+/// Any choice of pieces counts (not only the first that fits): a draft a kill left with a
+/// prefix of its piece is followed by the piece posted whole.
 fn interleaved(pieces: &[String], segment: &str) -> bool {
-    let mut rest = segment;
-    for p in pieces {
-        if rest.is_empty() {
-            break;
-        }
-        if !p.is_empty() && rest.starts_with(p.as_str()) {
-            rest = &rest[p.len()..];
-        }
+    // The lengths of the segment's prefixes that chosen pieces make, in order.
+    let mut made: std::collections::BTreeSet<usize> = [0].into();
+    for p in pieces.iter().filter(|p| !p.is_empty()) {
+        let next: Vec<usize> = made
+            .iter()
+            .filter(|&&at| segment[at..].starts_with(p.as_str()))
+            .map(|at| at + p.len())
+            .collect();
+        made.extend(next);
     }
-    rest.is_empty()
+    made.contains(&segment.len())
 }
 
 async fn audit(ctx: &Ctx, store: &DynStore, plan: &Plan, model: &FakeModel) -> Audit {

@@ -14,7 +14,7 @@ use std::time::Duration;
 use super::jobs::EngineJob;
 use super::turn::EndWhy;
 use crate::model::{BoxError, MessagePart, Millis, QUESTION_TOOL, ToolState, Transient, UiMessage};
-use crate::store::ChatRow;
+use crate::store::{ChatRow, NewJob};
 
 /// How many times a worker tries a delivery before burying it (with [`job_backoff_ms`]: about
 /// 25 minutes after the grace).
@@ -71,6 +71,12 @@ pub(crate) fn owed(
         to,
         max_steps,
     })
+}
+
+/// What a reply marked interrupted owes its channel thread (the notice, and any text not
+/// posted): the store writes it with the take-over ([`crate::store::InterruptedDelivery`]).
+pub(crate) fn interrupted_job(chat: &ChatRow, reply: &UiMessage) -> Option<NewJob> {
+    owed(chat, reply, EndWhy::Reply, false).map(|job| job.to_new_job(0))
 }
 
 /// The wait before retry `attempt` (1-based) of a worker's delivery: 10 s doubling, at most

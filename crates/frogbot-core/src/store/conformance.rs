@@ -89,6 +89,7 @@ macro_rules! store_conformance_tests {
             lease_fenced_writes_refused_after_takeover,
             takeover_marks_the_interrupted_turn,
             takeover_keeps_settled_answers_in_the_interrupted_reply,
+            takeover_writes_what_the_interrupted_reply_owes,
             expired_leases_and_expire_lease,
             // turns
             checkpoint_joins_the_drivers_steers_in_order,
@@ -215,6 +216,7 @@ fn lease_req(holder: &str, driver: Option<&str>, now: Millis) -> LeaseRequest {
         driver: driver.map(user),
         ttl_ms: TTL,
         now,
+        interrupted: None,
     }
 }
 
@@ -232,6 +234,7 @@ async fn send_as(
         driver: message.metadata.author.clone(),
         ttl_ms: TTL,
         now,
+        interrupted: None,
     };
     s.send(&SendOp {
         chat,
@@ -3386,6 +3389,8 @@ pub async fn takeover_keeps_settled_answers_in_the_interrupted_reply(db: Db) {
     let u1 = user_msg("u1", Some("alice"), "ask");
     let (l, _) = started(send_as(s, &c, &u1, Delivery::Queue, "p", T0).await.unwrap());
     let mut reply = assistant_msg("a1", "Let me ask. ");
+    // The text before the questions was streamed into two messages.
+    reply.metadata.drafts = vec!["m-1".into(), "m-2".into()];
     for call in ["call-1", "call-2"] {
         reply.parts.push(MessagePart::Tool(ToolPart {
             tool_name: QUESTION_TOOL.into(),
@@ -3452,5 +3457,117 @@ pub async fn takeover_keeps_settled_answers_in_the_interrupted_reply(db: Db) {
         );
         assert_eq!(tools[1].state, ToolState::OutputError);
         assert_eq!(m.metadata.error.as_ref().unwrap().code, INTERRUPTED);
+        // Those messages show the text before the questions: the continuation's is never
+        // drawn over them (the crash suite lost first segments so).
+        assert!(m.metadata.drafts.is_empty(), "{:?}", m.metadata.drafts);
     }
+}
+
+/// The job `InterruptedDelivery` asks for in the conformance test: one per reply.
+fn owed_test_job(chat: &ChatRow, reply: &UiMessage) -> Option<NewJob> {
+    Some(NewJob {
+        kind: "owed".into(),
+        key: Some(format!("owed:{}:{}", chat.chat_id, reply.id)),
+        payload: json!({"error": reply.metadata.error.as_ref().map(|e| e.code.clone())}),
+        run_at: 0,
+    })
+}
+
+/// A take-over that marks a reply interrupted writes what it owes in the same transaction (a
+/// process killed right after it lost the notice when the engine wrote the job after), on both
+/// ways in: a new message (`send`) and the queue sweep (`take_chat`); a take-over that
+/// interrupts nothing writes none.
+pub async fn takeover_writes_what_the_interrupted_reply_owes(db: Db) {
+    let s = &*db.store;
+    let owed = |run_at| {
+        Some(InterruptedDelivery {
+            job: owed_test_job,
+            run_at,
+        })
+    };
+    // By send.
+    let c = web("owed-by-send", None);
+    let (l, _) = start(s, &c, "u1", Some("alice"), T0).await;
+    checkpoint(s, &l, &assistant_msg("a1", "partial"), 1, false, T0 + 1)
+        .await
+        .unwrap();
+    let req = LeaseRequest {
+        interrupted: owed(T0 + TTL + 500),
+        ..lease_req("new", Some("alice"), T0 + TTL)
+    };
+    let sent = s
+        .send(&SendOp {
+            chat: &c,
+            message: &user_msg("u2", Some("alice"), "x"),
+            delivery: Delivery::Queue,
+            lease: &req,
+            queue_if_busy: true,
+        })
+        .await
+        .unwrap();
+    assert!(
+        matches!(
+            sent,
+            Sent::Started {
+                interrupted: Some(_),
+                ..
+            }
+        ),
+        "{sent:?}"
+    );
+    assert!(
+        s.claim_job("w", 1_000, T0 + TTL + 499)
+            .await
+            .unwrap()
+            .is_none(),
+        "due at the run_at asked for"
+    );
+    let job = s
+        .claim_job("w", 1_000, T0 + TTL + 500)
+        .await
+        .unwrap()
+        .expect("the job is written with the take-over");
+    assert_eq!(job.key.as_deref(), Some("owed:owed-by-send:a1"));
+    assert_eq!(job.payload["error"], INTERRUPTED);
+    s.complete_job(&job).await.unwrap();
+    // By the queue sweep, on a turn that saved nothing yet: its new reply is owed.
+    let c = web("owed-by-sweep", None);
+    start(s, &c, "u1", Some("alice"), T0).await;
+    let req = LeaseRequest {
+        interrupted: owed(T0 + TTL),
+        ..lease_req("sweeper", None, T0 + TTL)
+    };
+    let taken = s.take_chat(&c.chat_id, &req).await.unwrap().unwrap();
+    let reply = taken.interrupted.expect("marked");
+    let job = s
+        .claim_job("w", 1_000, T0 + TTL)
+        .await
+        .unwrap()
+        .expect("the job is written with the take-over");
+    assert_eq!(
+        job.key,
+        Some(format!("owed:owed-by-sweep:{}", reply.message.id))
+    );
+    s.complete_job(&job).await.unwrap();
+    // Nothing interrupted: no job.
+    let c = web("owed-nothing", None);
+    let req = LeaseRequest {
+        interrupted: owed(T0),
+        ..lease_req("first", Some("alice"), T0)
+    };
+    s.send(&SendOp {
+        chat: &c,
+        message: &user_msg("u1", Some("alice"), "x"),
+        delivery: Delivery::Queue,
+        lease: &req,
+        queue_if_busy: true,
+    })
+    .await
+    .unwrap();
+    assert!(
+        s.claim_job("w", 1_000, T0 + TTL * 10)
+            .await
+            .unwrap()
+            .is_none()
+    );
 }

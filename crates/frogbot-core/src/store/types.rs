@@ -165,12 +165,20 @@ pub fn interrupted_reply(
             return None;
         }
         let mut reply = reply.message.clone();
+        let mut continued = false;
         for part in reply.parts.iter_mut() {
             if let MessagePart::Tool(t) = part
+                && t.state == ToolState::InputAvailable
                 && let Some((_, o)) = outcomes.iter().find(|(id, _)| *id == t.tool_call_id)
             {
                 fill_question_part(t, o);
+                continued = true;
             }
+        }
+        if continued {
+            // Its streamed messages drew the text before these questions (posted with the
+            // wait): the interrupted continuation's text is posted anew, never drawn over them.
+            reply.metadata.drafts.clear();
         }
         reply.metadata.error = Some(error);
         return Some(reply);
@@ -216,6 +224,44 @@ pub fn fill_question_part(t: &mut ToolPart, outcome: &QuestionOutcome) -> bool {
 
 // ---- leases --------------------------------------------------------------------------------------
 
+/// The engine's rule for what a reply marked interrupted owes its thread: a backend that marks
+/// one (taking over an expired lease) writes this job in the same transaction, so a process
+/// killed right after the take-over leaves it owed, not forgotten.
+#[derive(Clone, Copy)]
+pub struct InterruptedDelivery {
+    /// The job for the chat (as the take-over found it) and the reply marked interrupted;
+    /// `None`: nothing is owed (not a channel chat).
+    pub job: fn(&ChatRow, &UiMessage) -> Option<NewJob>,
+    /// When the job is due (its `run_at`).
+    pub run_at: Millis,
+}
+
+impl InterruptedDelivery {
+    /// The job owed for `reply`, due at [`Self::run_at`].
+    pub fn job_for(&self, chat: &ChatRow, reply: &UiMessage) -> Option<NewJob> {
+        (self.job)(chat, reply).map(|j| NewJob {
+            run_at: self.run_at,
+            ..j
+        })
+    }
+}
+
+impl std::fmt::Debug for InterruptedDelivery {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InterruptedDelivery")
+            .field("run_at", &self.run_at)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PartialEq for InterruptedDelivery {
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::fn_addr_eq(self.job, other.job) && self.run_at == other.run_at
+    }
+}
+
+impl Eq for InterruptedDelivery {}
+
 /// Asking for a turn lease.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LeaseRequest {
@@ -227,6 +273,8 @@ pub struct LeaseRequest {
     pub ttl_ms: Millis,
     /// Now.
     pub now: Millis,
+    /// What a turn this request interrupts (an expired lease taken over) owes its thread.
+    pub interrupted: Option<InterruptedDelivery>,
 }
 
 /// A held turn lease. Writes of the turn are fenced with it.

@@ -63,6 +63,7 @@ pub fn lease_req(holder: &str, driver: Option<&str>, now: Millis) -> LeaseReques
         driver: driver.map(user),
         ttl_ms: TTL,
         now,
+        interrupted: None,
     }
 }
 
@@ -88,6 +89,7 @@ pub async fn send(
         driver: msg.metadata.author.clone(),
         ttl_ms: TTL,
         now,
+        interrupted: None,
     };
     s.send(&SendOp {
         chat: c,

@@ -70,8 +70,16 @@ fn is_json(res: &Response) -> bool {
 /// other headers (`Allow`, `X-FrogBot-Chat-Id`).
 async fn json_rejections(req: Request, next: Next) -> Response {
     let api = is_api(req.uri().path());
-    let res = next.run(req).await;
+    let mut res = next.run(req).await;
     let status = res.status();
+    if status == StatusCode::PAYLOAD_TOO_LARGE {
+        // The body was not read to its end: the connection is closed after this answer, and
+        // the client is told so (one that reused it would see its next request fail).
+        res.headers_mut().insert(
+            header::CONNECTION,
+            header::HeaderValue::from_static("close"),
+        );
+    }
     if !api || !(status.is_client_error() || status.is_server_error()) || is_json(&res) {
         return res;
     }

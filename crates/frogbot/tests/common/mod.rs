@@ -559,6 +559,7 @@ pub(crate) async fn create_channel_chat(
                 driver: owner,
                 ttl_ms: 60_000,
                 now,
+                interrupted: None,
             },
             queue_if_busy: false,
         })

@@ -391,7 +391,11 @@ impl Channels {
             None => None,
         };
         let mut text = delivery::text_of(reply, from, to);
-        if stream.is_none() && !reply.metadata.drafts.is_empty() {
+        // The drafts noted on the reply draw its latest segment: a job for an earlier one (its
+        // process died before removing it, and the reply has gone on past an answer) never
+        // draws over them — the crash suite lost a continuation's first piece so.
+        let drafts_are_ours = delivery::unposted_from(reply) == from;
+        if stream.is_none() && !reply.metadata.drafts.is_empty() && drafts_are_ours {
             let interrupted = reply
                 .metadata
                 .error
@@ -403,16 +407,23 @@ impl Channels {
                 text.clone()
             };
             let pieces = outbox.pieces(&shown);
+            // Each draft shows its piece; a draft that cannot be edited for good (deleted)
+            // has its piece and the rest posted anew. A transient failure fails the attempt
+            // (an edit to the same text is harmless when it is retried).
+            let mut kept = 0;
             for (id, piece) in reply.metadata.drafts.iter().zip(&pieces) {
-                if let Err(e) = outbox.edit_message(thread, id, piece).await {
-                    warn!(thread = %thread.id, error = %e, "editing a streamed reply's message failed");
+                match outbox.edit_message(thread, id, piece).await {
+                    Ok(()) => kept += 1,
+                    Err(e) if frogbot_model::Transient::is_transient(e.as_ref()) => {
+                        return Err(e);
+                    }
+                    Err(e) => {
+                        warn!(thread = %thread.id, error = %e, "a streamed reply's message cannot be edited; the rest of the reply is posted anew");
+                        break;
+                    }
                 }
             }
-            text = pieces
-                .iter()
-                .skip(reply.metadata.drafts.len())
-                .map(String::as_str)
-                .collect();
+            text = pieces.iter().skip(kept).map(String::as_str).collect();
         }
         if let Some(notice) = notice {
             // What the turn produced stays; the notice follows it. Details are in the logs.

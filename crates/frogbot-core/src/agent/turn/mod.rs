@@ -31,8 +31,8 @@ use crate::model::{
 };
 use crate::store::StoreError;
 use crate::store::{
-    self, AwaitOp, ChatRow, CheckpointOp, DynStore, EndMode, EndTurnOp, Lease, LeaseRequest,
-    NewChat, NewQuestion, Resume, SendOp, StoredMessage, Taken, TurnEnded,
+    self, AwaitOp, ChatRow, CheckpointOp, DynStore, EndMode, EndTurnOp, InterruptedDelivery, Lease,
+    LeaseRequest, NewChat, NewQuestion, Resume, SendOp, StoredMessage, Taken, TurnEnded,
 };
 use prompt::HistoryCache;
 
@@ -256,11 +256,16 @@ impl Turns {
     }
 
     pub(crate) fn lease_request(&self, driver: Option<UserId>) -> LeaseRequest {
+        let now = self.now();
         LeaseRequest {
             holder: self.holder(),
             driver,
             ttl_ms: self.config.turn_lease_ms,
-            now: self.now(),
+            now,
+            interrupted: Some(InterruptedDelivery {
+                job: super::delivery::interrupted_job,
+                run_at: now + self.delivery_grace_ms(),
+            }),
         }
     }
 
@@ -411,14 +416,8 @@ impl Turns {
     async fn told_interrupted(&self, chat: &ChatRow, reply: &StoredMessage) {
         warn!(chat_id = %chat.chat_id, "the previous turn was interrupted: its process stopped");
         self.emit_message(&chat.chat_id, &reply.message);
-        // Owed to its thread like any reply: a job first, so that this process dying before it
-        // posted leaves it to another (the take-over that marked it wrote none).
-        if let Some(job) = super::delivery::owed(chat, &reply.message, EndWhy::Reply, false) {
-            let job = job.to_new_job(self.now() + self.delivery_grace_ms());
-            if let Err(e) = self.store.enqueue_job(&job).await {
-                warn!(chat_id = %chat.chat_id, error = %e, "the interrupted reply's delivery job was not written");
-            }
-        }
+        // Owed to its thread like any reply: the take-over that marked it wrote its delivery
+        // job ([`LeaseRequest::interrupted`]), so this process dying now leaves it to another.
         if let Some(l) = self.listener() {
             l.turn_ended(chat, &reply.message, TurnState::Idle, EndWhy::Reply)
                 .await;
@@ -553,6 +552,9 @@ impl Turns {
             let outcome = q.outcome.clone().unwrap_or(QuestionOutcome::Expired(None));
             stop |= store::fill_question_part(t, &outcome);
         }
+        // The messages noted on the reply drew the text before its questions, which is posted:
+        // the continuation streams (and notes) its own.
+        reply.metadata.drafts.clear();
         let position = stored.position.unwrap_or_default();
         if stop {
             // A dismissal or withdrawal ends the turn here and now: the caller is told the state
@@ -986,12 +988,20 @@ impl Turns {
                     return Ok(stopped(reply, position));
                 }
                 step::StepEnd::Questions(calls) => {
+                    // The messages streamed so far are saved with the wait, so a process that
+                    // dies before posting the rest edits them instead of posting them again.
+                    if let Some(w) = &watch {
+                        w.mark(&mut reply);
+                    }
                     return self
                         .await_answers(lease, chat, reply, position, calls)
                         .await;
                 }
                 step::StepEnd::Final => {
-                    // Saved with the turn's end, in one operation.
+                    // Saved with the turn's end, in one operation (with its streamed messages).
+                    if let Some(w) = &watch {
+                        w.mark(&mut reply);
+                    }
                     return Ok(TurnEnd::Idle {
                         reply: with_position(reply, position),
                         saved: false,
