@@ -8,10 +8,8 @@
 //!
 //! At the end (once every delivery job is gone): each person's messages are stored and answered,
 //! and each thread holds every piece of every stored reply exactly once, each reply's pieces in
-//! order. The replies of one thread in the order of their turns is a known defect of the engine
-//! (`…_in_thread_order`, ignored): when the turn's process gives up on a reply (half the grace)
-//! and leaves it to the worker (after the grace), the thread's next reply, delivered in-process
-//! meanwhile, comes before it.
+//! order, and the replies of one thread in the order of their turns (a reply its process left
+//! to the worker holds the next one back; its job posts it after).
 //!
 //! Once every conversation is answered, the engine's clock is moved forward (2 s every 200 ms)
 //! so the worker's retries (10 s, 20 s, 40 s … apart) do not make the run long. The fault seed is
@@ -489,18 +487,8 @@ async fn run(url: &str, thread_order: bool) {
     );
 }
 
-async fn every_reply_piece_arrives_once_under_faults(url: &str) {
-    run(url, false).await;
-}
-
 async fn every_reply_piece_arrives_once_in_thread_order_under_faults(url: &str) {
     run(url, true).await;
 }
 
-frogbot_testkit::backends!(
-    every_reply_piece_arrives_once_under_faults,
-    #[ignore = "defect (issue 18): a reply its process left to the worker (frogbot-core \
-                agent/channel/mod.rs, Channels::deliver_reply gives up after half the grace) is \
-                posted after the thread's next reply, which its turn's process posts meanwhile"]
-    every_reply_piece_arrives_once_in_thread_order_under_faults,
-);
+frogbot_testkit::backends!(every_reply_piece_arrives_once_in_thread_order_under_faults);

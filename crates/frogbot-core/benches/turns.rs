@@ -859,6 +859,12 @@ impl Store for Timed {
     async fn delete_job(&self, key: &str) -> Result<bool> {
         timed!(self, "delete_job", self.inner.delete_job(key))
     }
+    async fn earlier_job(&self, key_prefix: &str, key: &str) -> Result<Option<Job>> {
+        timed!(self, "earlier_job", self.inner.earlier_job(key_prefix, key))
+    }
+    async fn defer_job(&self, job: &Job, run_at: Millis) -> Result<bool> {
+        timed!(self, "defer_job", self.inner.defer_job(job, run_at))
+    }
     async fn dead_jobs(&self, limit: u32) -> Result<Vec<Job>> {
         timed!(self, "dead_jobs", self.inner.dead_jobs(limit))
     }

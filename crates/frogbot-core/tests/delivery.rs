@@ -16,7 +16,7 @@ use frogbot_core::agent::{
     ManualClock, ModelRequest, SystemClock,
 };
 use frogbot_core::model::{
-    PlatformUser, PrefixedIdentity, Thread, ThreadMessage, ThreadMessageMetadata, Transient,
+    Ack, PlatformUser, PrefixedIdentity, Thread, ThreadMessage, ThreadMessageMetadata, Transient,
     UiMessage,
 };
 use frogbot_core::store::DynStore;
@@ -54,12 +54,19 @@ struct Thread1 {
     next: Mutex<VecDeque<Fail>>,
     /// … or every post fails like this.
     always: Mutex<Option<Fail>>,
+    /// The acknowledgements set: (platform message id, ack).
+    acks: Mutex<Vec<(String, Ack)>>,
 }
 
 struct Outbox(Arc<Thread1>);
 
 #[async_trait]
 impl ChannelOutbox for Outbox {
+    async fn ack(&self, _thread: &Thread, message_id: &str, ack: Ack) -> Result<(), BoxError> {
+        self.0.acks.lock().unwrap().push((message_id.into(), ack));
+        Ok(())
+    }
+
     async fn post_reply(&self, thread: &Thread, reply: &UiMessage) -> Result<(), BoxError> {
         let key = format!("plain:{}", reply.id);
         self.deliver(thread, reply, &Delivery::new(key)).await
@@ -163,24 +170,24 @@ async fn say(engine: &Engine, id: &str, text: &str) {
     );
 }
 
-/// The delivery jobs still in the store (claimed far in the future, so every one is seen).
+/// The delivery jobs still in the store (each claimed far in the future, so every one is seen,
+/// then released as it was).
 async fn deliver_jobs(store: &DynStore, now: i64) -> Vec<String> {
-    let (mut keys, mut seen) = (Vec::new(), Vec::new());
+    let mut claimed = Vec::new();
     while let Some(job) = store
         .claim_job("probe", 1_000, now + 365 * 24 * 3_600_000)
         .await
         .unwrap()
     {
-        store.retry_job(&job, job.run_at, "probe").await.unwrap();
-        if seen.contains(&job.id) {
-            break;
-        }
-        seen.push(job.id);
+        claimed.push(job);
+    }
+    let mut keys = Vec::new();
+    for job in claimed {
+        store.defer_job(&job, job.run_at).await.unwrap();
         keys.push(job.key.clone().unwrap_or_default());
     }
     keys.retain(|k| k.starts_with("deliver:"));
     keys.sort();
-    keys.dedup();
     keys
 }
 
@@ -397,6 +404,55 @@ async fn replies_keep_their_order_through_retries(url: &str) {
     );
 }
 
+/// A reply given up to its job (the post hung past the process's budget) holds the thread's
+/// next reply back: the next is not posted before it — its job posts it after, in order — and a
+/// waiting job does not spend its attempts.
+async fn a_reply_waits_for_the_one_owed_before_it(url: &str) {
+    let store = frogbot_testkit::open_store(url).await;
+    let thread = Arc::new(Thread1::default());
+    *thread.always.lock().unwrap() = Some(Fail::Hang);
+    let clock = clock();
+    let grace = Duration::from_millis(400);
+    let e = engine(store.clone(), thread.clone(), config(grace), clock.clone());
+    let done = |id: &'static str| {
+        let thread = thread.clone();
+        move || {
+            thread
+                .acks
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|(m, a)| m == id && *a == Ack::Done)
+        }
+    };
+    say(&e, "m1", "one").await;
+    eventually("the first reply is given up to its job", WAIT, async || {
+        done("m1")()
+    })
+    .await;
+    say(&e, "m2", "two").await;
+    eventually("the second turn is done", WAIT, async || done("m2")()).await;
+    assert_eq!(
+        thread.attempts.lock().unwrap().len(),
+        1,
+        "the second reply is not tried while the first is owed"
+    );
+    assert_eq!(deliver_jobs(&store, clock.now()).await.len(), 2);
+    // The platform is back; the second job comes due first (a worker that finds it before the
+    // first defers it, without counting an attempt).
+    *thread.always.lock().unwrap() = None;
+    clock.advance(grace.as_millis() as i64 + 1);
+    let replies = || thread.posted.lock().unwrap().clone();
+    eventually("a worker posts both", WAIT, async || {
+        e.run_due_jobs("w").await.unwrap();
+        replies().len() == 2
+    })
+    .await;
+    assert_eq!(replies(), ["re: one", "re: two"]);
+    assert!(deliver_jobs(&store, clock.now()).await.is_empty());
+    assert_eq!(store.dead_jobs(10).await.unwrap().len(), 0);
+}
+
 /// Housekeeping runs on a store with nothing to do (and the system clock) without error.
 async fn housekeeping_on_an_empty_store_does_nothing(url: &str) {
     let store = frogbot_testkit::open_store(url).await;
@@ -419,6 +475,7 @@ frogbot_testkit::backends!(
     a_reply_its_process_could_not_post_is_posted_by_a_worker,
     a_delivery_that_keeps_failing_is_buried_and_purged_later,
     replies_keep_their_order_through_retries,
+    a_reply_waits_for_the_one_owed_before_it,
     a_hanging_post_is_cut_off_and_left_to_the_job,
     housekeeping_on_an_empty_store_does_nothing,
 );

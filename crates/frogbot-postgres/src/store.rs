@@ -2195,6 +2195,40 @@ impl Store for PostgresStore {
         Ok(done.rows_affected() == 1)
     }
 
+    async fn earlier_job(&self, key_prefix: &str, key: &str) -> Result<Option<Job>> {
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            job_cols!(),
+            " FROM jobs WHERE NOT dead AND starts_with(key, $1) AND key <> $2 \
+               AND id < COALESCE((SELECT id FROM jobs WHERE key = $2), 9223372036854775807) \
+             ORDER BY id LIMIT 1"
+        ))
+        .bind(key_prefix)
+        .bind(key)
+        .fetch_optional(&self.pool)
+        .await
+        .db(self)?;
+        row.as_ref().map(rows::job).transpose()
+    }
+
+    async fn defer_job(&self, job: &Job, run_at: Millis) -> Result<bool> {
+        let done = sqlx::query(
+            "UPDATE jobs SET claimed_by = NULL, claim_until = NULL, \
+                    attempts = GREATEST(attempts - 1, 0), \
+                    run_at = CASE WHEN generation <> $4 AND run_at < $5 THEN run_at ELSE $5 END \
+             WHERE id = $1 AND claimed_by = $2 AND attempts = $3",
+        )
+        .bind(job.id)
+        .bind(job.claimed_by.as_deref())
+        .bind(job.attempts)
+        .bind(job.generation)
+        .bind(run_at)
+        .execute(&self.pool)
+        .await
+        .db(self)?;
+        Ok(done.rows_affected() == 1)
+    }
+
     async fn dead_jobs(&self, limit: u32) -> Result<Vec<Job>> {
         let rows = sqlx::query(concat!(
             "SELECT ",

@@ -779,6 +779,18 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn earlier_job(&self, key_prefix: &str, key: &str) -> Result<Option<Job>> {
+        let (prefix, key) = (key_prefix.to_string(), key.to_string());
+        self.read("earlier_job", move |c| ops::earlier_job(c, &prefix, &key))
+            .await
+    }
+
+    async fn defer_job(&self, job: &Job, run_at: Millis) -> Result<bool> {
+        let job = job.clone();
+        self.write("defer_job", move |c| ops::defer_job(c, &job, run_at))
+            .await
+    }
+
     async fn dead_jobs(&self, limit: u32) -> Result<Vec<Job>> {
         self.read("dead_jobs", move |c| ops::dead_jobs(c, limit))
             .await

@@ -1639,6 +1639,51 @@ pub(crate) fn delete_job(c: &Connection, key: &str) -> R<bool> {
     Ok(exec(c, "DELETE FROM jobs WHERE key = ?1", [key])? == 1)
 }
 
+/// `key_prefix` with the `LIKE` wildcards escaped (`\\`), then `%`.
+fn like_prefix(key_prefix: &str) -> String {
+    let mut p = String::with_capacity(key_prefix.len() + 1);
+    for ch in key_prefix.chars() {
+        if matches!(ch, '%' | '_' | '\\') {
+            p.push('\\');
+        }
+        p.push(ch);
+    }
+    p.push('%');
+    p
+}
+
+pub(crate) fn earlier_job(c: &Connection, key_prefix: &str, key: &str) -> R<Option<Job>> {
+    opt(
+        c,
+        concat!(
+            "SELECT ",
+            job_cols!(),
+            " FROM jobs WHERE NOT dead AND key LIKE ?1 ESCAPE '\\' AND key <> ?2 \
+               AND id < COALESCE((SELECT id FROM jobs WHERE key = ?2), 9223372036854775807) \
+             ORDER BY id LIMIT 1"
+        ),
+        params![like_prefix(key_prefix), key],
+        job_row,
+    )
+}
+
+pub(crate) fn defer_job(c: &Connection, job: &Job, run_at: Millis) -> R<bool> {
+    let n = exec(
+        c,
+        "UPDATE jobs SET claimed_by = NULL, claim_until = NULL, attempts = MAX(attempts - 1, 0), \
+                run_at = CASE WHEN generation <> ?4 AND run_at < ?5 THEN run_at ELSE ?5 END \
+         WHERE id = ?1 AND claimed_by = ?2 AND attempts = ?3",
+        params![
+            job.id,
+            job.claimed_by.as_deref(),
+            job.attempts,
+            job.generation,
+            run_at
+        ],
+    )?;
+    Ok(n == 1)
+}
+
 pub(crate) fn dead_jobs(c: &Connection, limit: u32) -> R<Vec<Job>> {
     all(
         c,

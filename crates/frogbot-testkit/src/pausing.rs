@@ -260,6 +260,12 @@ impl Store for PausingStore {
     async fn delete_job(&self, key: &str) -> Result<bool> {
         self.inner.delete_job(key).await
     }
+    async fn earlier_job(&self, key_prefix: &str, key: &str) -> Result<Option<Job>> {
+        self.inner.earlier_job(key_prefix, key).await
+    }
+    async fn defer_job(&self, job: &Job, run_at: Millis) -> Result<bool> {
+        self.inner.defer_job(job, run_at).await
+    }
     async fn dead_jobs(&self, limit: u32) -> Result<Vec<Job>> {
         self.inner.dead_jobs(limit).await
     }

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::broadcast;
-use tracing::{error, warn};
+use tracing::{debug, error, warn};
 
 use super::channel::{ChannelMessageOutcome, Channels, DeliveryRun};
 use super::clock::{Clock, SystemClock};
@@ -28,6 +28,9 @@ use crate::store::{
 
 /// How many dead jobs housekeeping names in its warning.
 const HOUSEKEEPING_DEAD_REPORT: u32 = 100;
+
+/// How long after the reply owed before it a waiting reply's job is due again.
+const DELIVERY_ORDER_WAIT_MS: Millis = 500;
 
 /// What [`Engine::housekeep`] did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -490,9 +493,22 @@ impl Engine {
     /// permanent failure (an error log; the dead job stays for operators).
     async fn finish_delivery_job(&self, job: &Job, typed: &EngineJob) -> Result<()> {
         let store = self.store();
+        let key = job.key.as_deref().unwrap_or_default();
+        // A thread's replies in order: one owed before this one goes first (this claim does
+        // not count as an attempt).
+        if let EngineJob::Deliver { chat, .. } = typed
+            && let Some(earlier) = store
+                .earlier_job(&EngineJob::deliver_prefix(chat), key)
+                .await?
+        {
+            let after = earlier.run_at.max(earlier.claim_until.unwrap_or(0));
+            let at = after.max(self.now()) + DELIVERY_ORDER_WAIT_MS;
+            debug!(key, earlier = ?earlier.key, "a reply owed before this one goes first");
+            store.defer_job(job, at).await?;
+            return Ok(());
+        }
         let attempt = u32::try_from(job.attempts).unwrap_or(u32::MAX);
         let run = self.inner.channels.run_delivery_job(typed, attempt).await;
-        let key = job.key.as_deref().unwrap_or_default();
         let (why, transient) = match run {
             DeliveryRun::Done => {
                 store.complete_job(job).await?;

@@ -91,6 +91,11 @@ impl EngineJob {
         }
     }
 
+    /// The start of every `deliver` job's key of `chat` (see [`EngineJob::key`]).
+    pub fn deliver_prefix(chat: &ChatId) -> String {
+        format!("deliver:{chat}:")
+    }
+
     /// The job to store, due at `run_at`.
     pub fn to_new_job(&self, run_at: Millis) -> NewJob {
         let mut payload = serde_json::to_value(self).expect("jobs serialise");

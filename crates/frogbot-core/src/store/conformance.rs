@@ -90,6 +90,8 @@ macro_rules! store_conformance_tests {
             takeover_marks_the_interrupted_turn,
             takeover_keeps_settled_answers_in_the_interrupted_reply,
             takeover_writes_what_the_interrupted_reply_owes,
+            earlier_jobs_are_found_by_key_prefix_in_order,
+            a_deferred_job_keeps_its_attempts,
             expired_leases_and_expire_lease,
             // turns
             checkpoint_joins_the_drivers_steers_in_order,
@@ -3570,4 +3572,68 @@ pub async fn takeover_writes_what_the_interrupted_reply_owes(db: Db) {
             .unwrap()
             .is_none()
     );
+}
+
+fn keyed_job(key: &str, run_at: Millis) -> NewJob {
+    NewJob {
+        kind: "deliver".into(),
+        key: Some(key.into()),
+        payload: json!({}),
+        run_at,
+    }
+}
+
+/// `earlier_job`: the oldest live job of a key prefix enqueued before a key (the engine keeps a
+/// thread's replies in order with it); other prefixes, later jobs and dead jobs do not count,
+/// and the prefix is literal (`_` and `%` are no wildcards).
+pub async fn earlier_jobs_are_found_by_key_prefix_in_order(db: Db) {
+    let s = &*db.store;
+    for key in ["d:a_1:m1", "d:a%1:m1", "d:ab1:m1", "d:a_1:m2", "d:a_1:m3"] {
+        s.enqueue_job(&keyed_job(key, T0)).await.unwrap();
+    }
+    let earlier = |key: &'static str| async move {
+        s.earlier_job("d:a_1:", key)
+            .await
+            .unwrap()
+            .and_then(|j| j.key)
+    };
+    assert_eq!(earlier("d:a_1:m1").await, None, "the first has none");
+    assert_eq!(earlier("d:a_1:m2").await.as_deref(), Some("d:a_1:m1"));
+    assert_eq!(earlier("d:a_1:m3").await.as_deref(), Some("d:a_1:m1"));
+    // A key without a job: any job of the prefix but itself.
+    assert_eq!(earlier("d:a_1:zz").await.as_deref(), Some("d:a_1:m1"));
+    // The first done (removed): the second is the earliest.
+    s.delete_job("d:a_1:m1").await.unwrap();
+    assert_eq!(earlier("d:a_1:m3").await.as_deref(), Some("d:a_1:m2"));
+    assert_eq!(earlier("d:a_1:m2").await, None);
+    // A dead job is given up on: it holds nothing back.
+    for other in ["d:a%1:m1", "d:ab1:m1"] {
+        let job = s.claim_job("w", 1_000, T0).await.unwrap().unwrap();
+        assert_eq!(job.key.as_deref(), Some(other), "claimed in order");
+        s.complete_job(&job).await.unwrap();
+    }
+    let job2 = s.claim_job("w", 1_000, T0).await.unwrap().unwrap();
+    assert_eq!(job2.key.as_deref(), Some("d:a_1:m2"));
+    s.bury_job(&job2, "gone").await.unwrap();
+    assert_eq!(earlier("d:a_1:m3").await, None);
+}
+
+/// `defer_job`: the claim is released and the job runs again at the time asked for, its
+/// attempts as before the claim; a lost claim defers nothing.
+pub async fn a_deferred_job_keeps_its_attempts(db: Db) {
+    let s = &*db.store;
+    s.enqueue_job(&keyed_job("d:x:1", T0)).await.unwrap();
+    let job = s.claim_job("w", 1_000, T0).await.unwrap().unwrap();
+    assert_eq!(job.attempts, 1);
+    assert!(s.defer_job(&job, T0 + 5_000).await.unwrap());
+    assert!(s.claim_job("w", 1_000, T0 + 4_999).await.unwrap().is_none());
+    let again = s.claim_job("w2", 1_000, T0 + 5_000).await.unwrap().unwrap();
+    assert_eq!(again.attempts, 1, "the deferred claim is not counted");
+    assert!(
+        !s.defer_job(&job, T0 + 9_000).await.unwrap(),
+        "another worker's old claim defers nothing"
+    );
+    assert!(s.retry_job(&again, T0 + 6_000, "failed").await.unwrap());
+    let third = s.claim_job("w", 1_000, T0 + 6_000).await.unwrap().unwrap();
+    assert_eq!(third.attempts, 2, "a failed attempt counts");
 }

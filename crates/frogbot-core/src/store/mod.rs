@@ -237,6 +237,15 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// reply its turn's process posted). `false` when there was none.
     async fn delete_job(&self, key: &str) -> Result<bool>;
 
+    /// The oldest live (not dead) job whose key starts with `key_prefix`, enqueued before the
+    /// job of `key` (a lower id; when `key` has no job, any such job but `key`). The engine keeps
+    /// a thread's replies in order with it: a reply waits for the replies owed before it.
+    async fn earlier_job(&self, key_prefix: &str, key: &str) -> Result<Option<Job>>;
+
+    /// Releases a claimed job to run at `run_at` without counting the claim as an attempt (it
+    /// waited for another; it did not fail). `false` when the claim was lost.
+    async fn defer_job(&self, job: &Job, run_at: Millis) -> Result<bool>;
+
     /// The dead jobs, oldest first, at most `limit` (for operators and the housekeeping report).
     async fn dead_jobs(&self, limit: u32) -> Result<Vec<Job>>;
 

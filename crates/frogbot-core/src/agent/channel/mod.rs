@@ -334,8 +334,12 @@ impl Streamer {
             self.thread.clone(),
             self.drafts.clone(),
         );
+        let (me, chat) = (channels.clone(), self.chat.clone());
         channels.show(&self.chat, async move {
             let started = match live {
+                // A reply owed before this one is not posted yet: streaming now would show this
+                // one first; it is posted whole, after that one.
+                Live::NotStarted if me.owes_earlier(&chat).await => None,
                 Live::NotStarted => match outbox.start_stream(&thread).await {
                     Ok(Some(s)) => Some(s),
                     Ok(None) => None,
@@ -513,6 +517,47 @@ impl Channels {
             }
         }
         Some(key)
+    }
+
+    /// Whether a reply `chat` owes its thread from before `reply` is not posted yet (its
+    /// delivery job is pending): `reply` then waits for it, so the thread sees them in order.
+    /// A failed look counts as owed (the job posts it, in order).
+    async fn owed_before(
+        &self,
+        chat: &ChatRow,
+        reply: &UiMessage,
+        why: EndWhy,
+        waiting: bool,
+    ) -> bool {
+        let Some(job) = delivery::owed(chat, reply, why, waiting) else {
+            return false;
+        };
+        let prefix = EngineJob::deliver_prefix(&chat.chat_id);
+        match self.turns.store.earlier_job(&prefix, &job.key()).await {
+            Ok(None) => false,
+            Ok(Some(earlier)) => {
+                debug!(chat_id = %chat.chat_id, earlier = ?earlier.key, "a reply owed before this one is not posted yet: this one waits for it");
+                true
+            }
+            Err(e) => {
+                warn!(chat_id = %chat.chat_id, error = %e, "could not look for replies owed before this one: its delivery job posts it");
+                true
+            }
+        }
+    }
+
+    /// Whether `chat` owes its thread a reply not posted yet (a delivery job is pending) — looked
+    /// at in the show queue, where this process's own replies are posted and their jobs removed.
+    /// A failed look counts as owed.
+    async fn owes_earlier(&self, chat: &ChatId) -> bool {
+        let prefix = EngineJob::deliver_prefix(chat);
+        match self.turns.store.earlier_job(&prefix, "").await {
+            Ok(found) => found.is_some(),
+            Err(e) => {
+                warn!(chat_id = %chat, error = %e, "could not look for replies owed: the reply is not streamed");
+                true
+            }
+        }
     }
 
     /// Removes the delivery job `key`: what it stood for is posted.
@@ -933,13 +978,27 @@ impl TurnListener for Channels {
         let (done_tx, done) = tokio::sync::oneshot::channel();
         let this = self.me.get().and_then(std::sync::Weak::upgrade);
         let waiting = state == TurnState::Awaiting;
-        let mut posted = None;
+        let (mut posted, mut behind) = (None, false);
         if let Some(this) = this {
             let (chat_row, reply, why) = (chat.clone(), reply.clone(), why);
             self.show(&chat.chat_id, async move {
-                let posted = this
-                    .deliver_reply(&chat_row, &reply, why, waiting, stream)
-                    .await;
+                // Looked at in the show queue, where this process's earlier replies are posted
+                // (and their jobs removed): a job still there was given up here, or left by a
+                // process that died. This reply waits for it: its own job posts it after, then
+                // draws its questions.
+                let behind = this.owed_before(&chat_row, &reply, why, waiting).await;
+                let posted = if behind {
+                    None
+                } else {
+                    this.deliver_reply(&chat_row, &reply, why, waiting, stream)
+                        .await
+                };
+                if let Some(key) = &posted
+                    && !waiting
+                {
+                    // Removed before the next reply in the queue looks.
+                    this.delivered(&chat_row.chat_id, key).await;
+                }
                 if let (Some(thread), Some(id)) = (thread_of(&chat_row), current)
                     && let Some(outbox) = this.outbox(&thread.platform)
                 {
@@ -950,12 +1009,15 @@ impl TurnListener for Channels {
                     };
                     Self::ack(outbox.as_ref(), &thread, &id, ack).await;
                 }
-                let _ = done_tx.send(posted);
+                let _ = done_tx.send((posted, behind));
             });
-            posted = done.await.ok().flatten();
+            (posted, behind) = done.await.unwrap_or_default();
         }
         self.tidy(&chat.chat_id);
-        if waiting && let Err(e) = self.questions.render_pending(&chat.chat_id).await {
+        if behind || !waiting {
+            return;
+        }
+        if let Err(e) = self.questions.render_pending(&chat.chat_id).await {
             // Left to the delivery job, which draws them after the text.
             error!(chat_id = %chat.chat_id, error = %e, "rendering the questions failed");
             return;

@@ -77,6 +77,11 @@ impl Turns {
         let mut calls: Vec<ToolCallRequest> = Vec::new();
         let mut finish: Option<FinishReason> = None;
         let mut last_checkpoint = tokio::time::Instant::now();
+        // How many streamed messages the last checkpoint noted: a new one is noted at the next
+        // text, not only at the interval (a process killed meanwhile left it unknown, and its
+        // partial text stood beside the recovered reply).
+        let drafts_now = || watch.map_or(0, |w| w.drafts.lock().expect("drafts").len());
+        let mut drafts_noted = drafts_now();
         let mut failure: Option<String> = None;
         let mut timed_out = false;
         let mut halted = false;
@@ -113,7 +118,11 @@ impl Turns {
                         let _ = w.text.send(d.clone());
                     }
                     let _ = tx.send(TurnEvent::TextDelta(d));
-                    if last_checkpoint.elapsed() >= self.config.partial_checkpoint {
+                    let drafts = drafts_now();
+                    if last_checkpoint.elapsed() >= self.config.partial_checkpoint
+                        || drafts != drafts_noted
+                    {
+                        drafts_noted = drafts;
                         // Keep the text streamed so far, so a process that dies mid-step leaves it.
                         let mut partial = reply.clone();
                         if let Some(w) = watch {
