@@ -49,6 +49,8 @@ struct Recorder {
     history_reads: Mutex<u32>,
     /// How many of the next recovery edits (`edit_message`) fail with a transient error.
     failing_edits: Mutex<u32>,
+    /// How long each progress sign takes (a slow platform call keeps the show queue busy).
+    working_takes: Mutex<Duration>,
 }
 
 /// The most characters of one streamed message (so a long reply spans several).
@@ -163,6 +165,8 @@ impl ChannelOutbox for Outbox {
 
     async fn working(&self, _thread: &Thread) -> Result<(), BoxError> {
         *self.0.working.lock().unwrap() += 1;
+        let takes = *self.0.working_takes.lock().unwrap();
+        tokio::time::sleep(takes).await;
         Ok(())
     }
 
@@ -886,6 +890,28 @@ async fn a_cut_off_streams_edit_that_fails_is_retried(url: &str) {
     );
 }
 
+/// A reply whose turn ended before its first text reached the show queue (a fast model behind a
+/// slow progress sign): its own delivery job, already written, is no reply owed before it — it
+/// is still streamed (it was posted whole: Slack's engine test caught it).
+async fn a_fast_reply_behind_a_busy_queue_still_streams(url: &str) {
+    let model = ScriptedModel::new(|_req: &ModelRequest| reply("quick answer"));
+    let w = streaming_world(url, Default::default(), EngineConfig::default(), model).await;
+    *w.rec.working_takes.lock().unwrap() = Duration::from_millis(300);
+    w.say("m1", "ada", "go").await;
+    w.until_ack("m1", Ack::Done).await;
+    let shown = w.shown();
+    assert!(
+        shown
+            .iter()
+            .any(|s| matches!(s, Shown::Draft(_, t, _) if t == "quick answer")),
+        "streamed: {shown:?}"
+    );
+    assert!(
+        !shown.iter().any(|s| matches!(s, Shown::Post(_))),
+        "not posted whole: {shown:?}"
+    );
+}
+
 /// A model that goes silent mid-answer: its step is aborted after `stream_idle_timeout`, the text
 /// it sent is kept, the thread is told the reply failed, and the chat is free again.
 async fn a_silent_model_times_out_and_the_thread_is_told(url: &str) {
@@ -1000,6 +1026,7 @@ frogbot_testkit::backends!(
     the_thread_context_keeps_to_its_budget,
     a_stream_cut_off_by_a_crash_is_marked_interrupted,
     a_cut_off_streams_edit_that_fails_is_retried,
+    a_fast_reply_behind_a_busy_queue_still_streams,
     a_silent_model_times_out_and_the_thread_is_told,
     a_step_that_runs_too_long_times_out,
 );

@@ -271,6 +271,9 @@ struct Streamer {
     thread: Thread,
     every: std::time::Duration,
     drafts: Arc<std::sync::Mutex<Vec<String>>>,
+    /// The key of the delivery job this reply will have (its turn's end writes it): not one
+    /// owed before it.
+    own_key: String,
 }
 
 /// Where a streamer is with its stream.
@@ -334,12 +337,12 @@ impl Streamer {
             self.thread.clone(),
             self.drafts.clone(),
         );
-        let (me, chat) = (channels.clone(), self.chat.clone());
+        let (me, chat, own) = (channels.clone(), self.chat.clone(), self.own_key.clone());
         channels.show(&self.chat, async move {
             let started = match live {
                 // A reply owed before this one is not posted yet: streaming now would show this
                 // one first; it is posted whole, after that one.
-                Live::NotStarted if me.owes_earlier(&chat).await => None,
+                Live::NotStarted if me.owes_earlier(&chat, &own).await => None,
                 Live::NotStarted => match outbox.start_stream(&thread).await {
                     Ok(Some(s)) => Some(s),
                     Ok(None) => None,
@@ -546,12 +549,12 @@ impl Channels {
         }
     }
 
-    /// Whether `chat` owes its thread a reply not posted yet (a delivery job is pending) — looked
-    /// at in the show queue, where this process's own replies are posted and their jobs removed.
-    /// A failed look counts as owed.
-    async fn owes_earlier(&self, chat: &ChatId) -> bool {
+    /// Whether `chat` owes its thread a reply from before the one whose delivery job is (or
+    /// will be) `key`, not posted yet — looked at in the show queue, where this process's own
+    /// replies are posted and their jobs removed. A failed look counts as owed.
+    async fn owes_earlier(&self, chat: &ChatId, key: &str) -> bool {
         let prefix = EngineJob::deliver_prefix(chat);
-        match self.turns.store.earlier_job(&prefix, "").await {
+        match self.turns.store.earlier_job(&prefix, key).await {
             Ok(found) => found.is_some(),
             Err(e) => {
                 warn!(chat_id = %chat, error = %e, "could not look for replies owed: the reply is not streamed");
@@ -885,7 +888,12 @@ impl TurnListener for Channels {
         self.questions.offered_in(chat).await
     }
 
-    async fn turn_started(&self, chat: &ChatRow, message_id: Option<&str>) -> Option<TurnWatch> {
+    async fn turn_started(
+        &self,
+        chat: &ChatRow,
+        message_id: Option<&str>,
+        reply: &UiMessage,
+    ) -> Option<TurnWatch> {
         let thread = thread_of(chat)?;
         let outbox = self.outbox(&thread.platform)?;
         let settings = self.registry.settings(&thread.platform);
@@ -923,6 +931,14 @@ impl TurnListener for Channels {
                     thread: thread.clone(),
                     every: settings.stream_interval,
                     drafts: w.drafts.clone(),
+                    own_key: EngineJob::Deliver {
+                        chat: chat.chat_id.clone(),
+                        message: reply.id.clone(),
+                        from: delivery::unposted_from(reply),
+                        to: 0,
+                        max_steps: false,
+                    }
+                    .key(),
                 };
                 (Some(w), Some(tokio::spawn(task.run(rx))))
             }

@@ -43,9 +43,15 @@ pub(crate) trait TurnListener: Send + Sync {
     async fn offers_questions(&self, chat: &ChatRow) -> bool;
 
     /// A turn starts in `chat`; `message_id` is the stored id of the user message it answers
-    /// (`None` when a turn continues after its questions were answered). Must return quickly.
-    /// A listener that shows the reply as it is written returns where its text goes.
-    async fn turn_started(&self, chat: &ChatRow, message_id: Option<&str>) -> Option<TurnWatch>;
+    /// (`None` when a turn continues after its questions were answered), `reply` its reply so
+    /// far. Must return quickly. A listener that shows the reply as it is written returns where
+    /// its text goes.
+    async fn turn_started(
+        &self,
+        chat: &ChatRow,
+        message_id: Option<&str>,
+        reply: &UiMessage,
+    ) -> Option<TurnWatch>;
 
     /// A turn ended (`idle`), stopped to wait on questions (`awaiting`), or was found interrupted
     /// (`idle`, its reply carrying the error): `reply` is its reply as saved, `why` how it ended.
@@ -880,10 +886,6 @@ impl Turns {
             chat: &chat_id,
             id: halt_id,
         };
-        let watch = match (&chat.channel, self.listener()) {
-            (Some(_), Some(l)) => l.turn_started(chat, started_by.as_deref()).await,
-            _ => None,
-        };
         let (mut reply, position, mut model, mut reasoning, known) = match start {
             Start::New { message, known } => {
                 let reply = UiMessage {
@@ -911,6 +913,10 @@ impl Turns {
                 model,
                 reasoning,
             } => (reply, position, model, reasoning, None),
+        };
+        let watch = match (&chat.channel, self.listener()) {
+            (Some(_), Some(l)) => l.turn_started(chat, started_by.as_deref(), &reply).await,
+            _ => None,
         };
         let offer_questions = match (&chat.channel, self.listener()) {
             (None, _) => true,
