@@ -221,8 +221,12 @@ impl FakeBotApi {
     }
 
     /// Queues an update (`{"message": …}` etc.) for `getUpdates`; its `update_id` is assigned
-    /// unless given. Returns the `update_id`.
+    /// unless given. Returns the `update_id`. The id is assigned and the update queued under one
+    /// lock, so updates are visible in id order, as Telegram's are (two pushes racing queued a
+    /// higher id first; a bot confirming it then lost the lower one — a loss of the fake's making
+    /// that the crash suite reported).
     pub fn push(&self, mut update: Value) -> i64 {
+        let mut pending = self.inner.pending.lock().expect("not poisoned");
         let id = match update["update_id"].as_i64() {
             Some(id) => {
                 self.inner.next_update.fetch_max(id + 1, Ordering::SeqCst);
@@ -244,11 +248,8 @@ impl FakeBotApi {
                 .entry(id)
                 .or_insert_with(|| update["message"].clone());
         }
-        self.inner
-            .pending
-            .lock()
-            .expect("not poisoned")
-            .push(update);
+        pending.push(update);
+        drop(pending);
         self.inner.queued.send_modify(|n| *n += 1);
         id
     }
