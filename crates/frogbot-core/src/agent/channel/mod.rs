@@ -532,20 +532,9 @@ impl Channels {
         why: EndWhy,
         waiting: bool,
     ) -> bool {
-        let Some(job) = delivery::owed(chat, reply, why, waiting) else {
-            return false;
-        };
-        let prefix = EngineJob::deliver_prefix(&chat.chat_id);
-        match self.turns.store.earlier_job(&prefix, &job.key()).await {
-            Ok(None) => false,
-            Ok(Some(earlier)) => {
-                debug!(chat_id = %chat.chat_id, earlier = ?earlier.key, "a reply owed before this one is not posted yet: this one waits for it");
-                true
-            }
-            Err(e) => {
-                warn!(chat_id = %chat.chat_id, error = %e, "could not look for replies owed before this one: its delivery job posts it");
-                true
-            }
+        match delivery::owed(chat, reply, why, waiting) {
+            Some(job) => self.owes_earlier(&chat.chat_id, &job.key()).await,
+            None => false,
         }
     }
 
@@ -555,9 +544,13 @@ impl Channels {
     async fn owes_earlier(&self, chat: &ChatId, key: &str) -> bool {
         let prefix = EngineJob::deliver_prefix(chat);
         match self.turns.store.earlier_job(&prefix, key).await {
-            Ok(found) => found.is_some(),
+            Ok(None) => false,
+            Ok(Some(earlier)) => {
+                debug!(chat_id = %chat, earlier = ?earlier.key, "a reply owed before this one is not posted yet: this one waits for it");
+                true
+            }
             Err(e) => {
-                warn!(chat_id = %chat, error = %e, "could not look for replies owed: the reply is not streamed");
+                warn!(chat_id = %chat, error = %e, "could not look for replies owed before this one: this one waits for its delivery job");
                 true
             }
         }
