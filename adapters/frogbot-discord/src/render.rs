@@ -426,6 +426,7 @@ mod tests {
         let call = QuestionCall {
             tool_call_id: "c1".into(),
             input,
+            expires_at: None,
         };
         let json = serde_json::to_value(question_message(&call, 0, 0)).unwrap();
         assert_eq!(json["content"], "**A** (1/2)\nFirst?\n• **no**: not at all");
@@ -462,6 +463,7 @@ mod tests {
         let call = QuestionCall {
             tool_call_id: "c1".into(),
             input,
+            expires_at: None,
         };
         let message = QuestionMessage {
             id: "1".into(),

@@ -28,6 +28,7 @@ fn call(q: Value) -> QuestionCall {
     QuestionCall {
         tool_call_id: "c1".into(),
         input: serde_json::from_value::<QuestionInput>(q).unwrap(),
+        expires_at: None,
     }
 }
 

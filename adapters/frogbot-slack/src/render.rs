@@ -427,6 +427,7 @@ mod tests {
             multiple,
             custom,
             default: None,
+            ..Default::default()
         }
     }
 

@@ -51,6 +51,7 @@ fn call(id: &str, questions: Value) -> QuestionCall {
     QuestionCall {
         tool_call_id: id.into(),
         input: serde_json::from_value::<QuestionInput>(json!({ "questions": questions })).unwrap(),
+        expires_at: None,
     }
 }
 

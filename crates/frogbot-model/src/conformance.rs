@@ -144,6 +144,7 @@ pub fn call(id: &str, n: usize, options: usize, multiple: bool, custom: bool) ->
     QuestionCall {
         tool_call_id: id.into(),
         input,
+        expires_at: None,
     }
 }
 

@@ -181,6 +181,9 @@ pub struct ToolPart {
     pub output: Option<Value>,
     /// Why the call failed.
     pub error_text: Option<String>,
+    /// For a question with an expiry: when it stops accepting answers (RFC 3339,
+    /// `expiresAt`), set when the turn starts waiting on it.
+    pub expires_at: Option<String>,
 }
 
 /// One part of a [`UiMessage`].
@@ -229,6 +232,9 @@ impl Serialize for MessagePart {
                 if let Some(e) = &t.error_text {
                     m.insert("errorText".into(), e.clone().into());
                 }
+                if let Some(e) = &t.expires_at {
+                    m.insert("expiresAt".into(), e.clone().into());
+                }
                 m.serialize(s)
             }
             MessagePart::Other(v) => v.serialize(s),
@@ -265,6 +271,7 @@ impl<'de> Deserialize<'de> for MessagePart {
                 input: v.get("input").cloned().unwrap_or(Value::Null),
                 output: v.get("output").cloned(),
                 error_text: v.get("errorText").and_then(Value::as_str).map(Into::into),
+                expires_at: v.get("expiresAt").and_then(Value::as_str).map(Into::into),
             }));
         }
         Ok(MessagePart::Other(v))
@@ -280,7 +287,7 @@ mod tests {
     fn parts_round_trip_in_the_ai_sdk_shape() {
         let wire = json!([
             {"type": "text", "text": "hi"},
-            {"type": "tool-question", "toolCallId": "c1", "state": "input-available", "input": {"questions": []}},
+            {"type": "tool-question", "toolCallId": "c1", "state": "input-available", "input": {"questions": []}, "expiresAt": "2026-12-01T14:05:00.000Z"},
             {"type": "tool-search", "toolCallId": "c2", "state": "output-error", "input": {}, "errorText": "boom"},
             {"type": "step-start"}
         ]);

@@ -15,25 +15,178 @@ pub struct QuestionOption {
     pub description: Option<String>,
 }
 
-/// One question of a question set.
+/// What kind of input a question is (rply's input blocks). `choice` is the question tool's
+/// original kind and the default, so a question without `kind` is a choice.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum InputKind {
+    /// Options to pick (`multiple` for several, `custom` for the person's own text).
+    #[default]
+    Choice,
+    /// Free text (`placeholder`, `multiline`, `maxLength`).
+    TextInput,
+    /// A number (`min`, `max`, `step`, `unit`).
+    NumberInput,
+    /// On or off (`label`); answered `"on"` or `"off"`.
+    Toggle,
+    /// One button (`label`, e.g. "Approve"; `danger` for a destructive action); answered with
+    /// the label.
+    Confirm,
+}
+
+impl InputKind {
+    /// The kind's wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InputKind::Choice => "choice",
+            InputKind::TextInput => "text_input",
+            InputKind::NumberInput => "number_input",
+            InputKind::Toggle => "toggle",
+            InputKind::Confirm => "confirm",
+        }
+    }
+
+    fn is_choice(&self) -> bool {
+        *self == InputKind::Choice
+    }
+}
+
+/// A toggle's answer when on.
+pub const TOGGLE_ON: &str = "on";
+/// A toggle's answer when off.
+pub const TOGGLE_OFF: &str = "off";
+/// A confirm input's button label when it names none.
+pub const CONFIRM_LABEL: &str = "Confirm";
+/// The longest text a `text_input` accepts when it sets no `maxLength` (Discord's and Slack's
+/// own limits are 4,000 and 3,000; an adapter clamps to its platform's).
+pub const TEXT_INPUT_MAX: u32 = 4000;
+
+fn yes() -> bool {
+    true
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// One question (one input) of a question set.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QuestionItem {
     /// A short title; answers name their question by it.
     pub header: String,
     /// The question itself.
     pub question: String,
-    /// The options to choose from.
+    /// The kind of input; `choice` when absent.
+    #[serde(default, skip_serializing_if = "InputKind::is_choice")]
+    pub kind: InputKind,
+    /// The options to choose from (`choice` only).
     #[serde(default)]
     pub options: Vec<QuestionOption>,
-    /// Several options may be selected.
-    #[serde(default)]
+    /// Several options may be selected (`choice` only).
+    #[serde(default, skip_serializing_if = "is_false")]
     pub multiple: bool,
-    /// The person may answer with their own text.
-    #[serde(default)]
+    /// The person may answer with their own text (`choice` only).
+    #[serde(default, skip_serializing_if = "is_false")]
     pub custom: bool,
-    /// The answer used when the question set expires unanswered (labels, or text where `custom`).
+    /// A hint shown in an empty text field (`text_input`, `number_input`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placeholder: Option<String>,
+    /// A text field of several lines (`text_input`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub multiline: bool,
+    /// The longest answer in characters (`text_input`; at most [`TEXT_INPUT_MAX`]).
+    #[serde(
+        default,
+        rename = "maxLength",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub max_length: Option<u32>,
+    /// The smallest number accepted (`number_input`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<serde_json::Number>,
+    /// The largest number accepted (`number_input`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<serde_json::Number>,
+    /// Accepted numbers are `min` (or 0) plus a whole multiple of `step` (`number_input`); a
+    /// whole `step` with a whole `min` makes the input whole numbers only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<serde_json::Number>,
+    /// The unit shown beside the number (`number_input`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unit: Option<String>,
+    /// A toggle's label, or a confirm button's label ([`CONFIRM_LABEL`] when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    /// A confirm button for a destructive action (drawn in the platform's danger style, with a
+    /// confirmation dialog where the platform has one).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub danger: bool,
+    /// Whether the set needs an answer to this input; an optional one may be left empty
+    /// (`selected: []`). Default `true`.
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub required: bool,
+    /// The answer used when the question set expires unanswered: labels (or own text where
+    /// `custom`) for a choice, the text, a number, `true`/`false` (or `"on"`/`"off"`) for a
+    /// toggle, `true` (or the label) for a confirm. Stored as the answer's `selected` strings.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient_default"
+    )]
     pub default: Option<Vec<String>>,
+}
+
+impl Default for QuestionItem {
+    fn default() -> Self {
+        QuestionItem {
+            header: String::new(),
+            question: String::new(),
+            kind: InputKind::Choice,
+            options: Vec::new(),
+            multiple: false,
+            custom: false,
+            placeholder: None,
+            multiline: false,
+            max_length: None,
+            min: None,
+            max: None,
+            step: None,
+            unit: None,
+            label: None,
+            danger: false,
+            required: true,
+            default: None,
+        }
+    }
+}
+
+/// A default given as a string, a number, a bool or an array of strings: each is kept as the
+/// answer's strings (`true` → `"on"`, `false` → `"off"`; a confirm's `"on"` is read as its label
+/// by [`QuestionInput::validate`]'s normalising).
+fn lenient_default<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D::Error> {
+    use serde::de::Error as _;
+    let v = Option::<Value>::deserialize(d)?;
+    let one = |v: &Value| -> Result<String, D::Error> {
+        match v {
+            Value::String(s) => Ok(s.clone()),
+            Value::Number(n) => Ok(n.to_string()),
+            Value::Bool(true) => Ok(TOGGLE_ON.into()),
+            Value::Bool(false) => Ok(TOGGLE_OFF.into()),
+            _ => Err(D::Error::custom(
+                "`default` is a string, a number, a boolean or an array of strings",
+            )),
+        }
+    };
+    Ok(match v {
+        None | Some(Value::Null) => None,
+        Some(Value::Array(items)) => Some(items.iter().map(one).collect::<Result<_, _>>()?),
+        Some(v) => Some(vec![one(&v)?]),
+    })
 }
 
 /// What a typed reply (a thread reply on Slack, Discord or Matrix) says about one question: see
@@ -57,8 +210,51 @@ impl QuestionItem {
     /// numbers separated by commas (numbers also by spaces: `1 3`, `1, 3`, `1. 3.`). A number out
     /// of range, or several options for a one-choice question, is [`ReplyChoice::Invalid`];
     /// anything else that is not all options is [`ReplyChoice::Text`].
+    ///
+    /// For the other kinds the reply is the answer itself: a `text_input` takes the text (too long
+    /// is invalid), a `number_input` a number within its bounds (text with a digit that is no
+    /// valid number is invalid with the reason; text without one is [`ReplyChoice::Text`]), a
+    /// `toggle` yes/no/on/off or its label, a `confirm` its label, `yes` or `ok`.
     pub fn choice_in_reply(&self, text: &str) -> ReplyChoice {
         let text = text.trim();
+        match self.kind {
+            InputKind::Choice => {}
+            InputKind::TextInput => {
+                if text.is_empty() {
+                    return ReplyChoice::Text;
+                }
+                return match self.check_text(text) {
+                    Ok(()) => ReplyChoice::Options(vec![text.to_owned()]),
+                    Err(reason) => ReplyChoice::Invalid(format!("{reason}.")),
+                };
+            }
+            InputKind::NumberInput => {
+                return match self.read_number(text) {
+                    Ok(n) => ReplyChoice::Options(vec![n]),
+                    Err(reason) if text.chars().any(|c| c.is_ascii_digit()) => {
+                        ReplyChoice::Invalid(format!("{reason}."))
+                    }
+                    Err(_) => ReplyChoice::Text,
+                };
+            }
+            InputKind::Toggle => {
+                return match self.read_toggle(text) {
+                    Some(v) => ReplyChoice::Options(vec![v.to_owned()]),
+                    None => ReplyChoice::Text,
+                };
+            }
+            InputKind::Confirm => {
+                let label = self.confirm_label();
+                let yes = ["yes", "y", "ok", "confirm"];
+                return if text.eq_ignore_ascii_case(label)
+                    || yes.iter().any(|w| text.eq_ignore_ascii_case(w))
+                {
+                    ReplyChoice::Options(vec![label.to_owned()])
+                } else {
+                    ReplyChoice::Text
+                };
+            }
+        }
         if text.is_empty() || self.options.is_empty() {
             return ReplyChoice::Text;
         }
@@ -128,6 +324,185 @@ impl QuestionItem {
     }
 }
 
+impl QuestionItem {
+    /// A confirm input's button label ([`CONFIRM_LABEL`] when it names none).
+    pub fn confirm_label(&self) -> &str {
+        self.label
+            .as_deref()
+            .filter(|l| !l.trim().is_empty())
+            .unwrap_or(CONFIRM_LABEL)
+    }
+
+    /// The longest text a `text_input` accepts, in characters.
+    pub fn text_limit(&self) -> u32 {
+        self.max_length.unwrap_or(TEXT_INPUT_MAX).min(TEXT_INPUT_MAX)
+    }
+
+    /// Whether one tap answers this input (a choice without `multiple`, or a confirm).
+    pub fn is_simple(&self) -> bool {
+        match self.kind {
+            InputKind::Choice => !self.multiple,
+            InputKind::Confirm => true,
+            _ => false,
+        }
+    }
+
+    fn check_text(&self, text: &str) -> Result<(), String> {
+        if text.trim().is_empty() {
+            return Err("the answer text is empty".into());
+        }
+        let limit = self.text_limit();
+        if text.chars().count() > limit as usize {
+            return Err(format!(
+                "the text is longer than {limit} characters"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Reads a number for a `number_input` (the `unit` may follow it) and checks it against
+    /// `min`, `max` and `step`: the number as the answer stores it (`3`, `2.5`), or why not.
+    pub fn read_number(&self, text: &str) -> Result<String, String> {
+        let mut t = text.trim();
+        if let Some(unit) = self.unit.as_deref().map(str::trim).filter(|u| !u.is_empty()) {
+            if t.len() > unit.len()
+                && t.is_char_boundary(t.len() - unit.len())
+                && t[t.len() - unit.len()..].eq_ignore_ascii_case(unit)
+            {
+                t = t[..t.len() - unit.len()].trim_end();
+            }
+        }
+        let wanted = || format!("enter a number{}", self.range_phrase());
+        let v: f64 = match t.parse::<f64>() {
+            Ok(v) if v.is_finite() && !t.starts_with('+') && !t.ends_with('.') => v,
+            _ => return Err(wanted()),
+        };
+        let min = self.min.as_ref().and_then(serde_json::Number::as_f64);
+        let max = self.max.as_ref().and_then(serde_json::Number::as_f64);
+        if min.is_some_and(|m| v < m) || max.is_some_and(|m| v > m) {
+            return Err(wanted());
+        }
+        if let Some(step) = self.step.as_ref().and_then(serde_json::Number::as_f64) {
+            let k = (v - min.unwrap_or(0.0)) / step;
+            if (k - k.round()).abs() > 1e-9 * k.abs().max(1.0) {
+                return Err(format!(
+                    "{} in steps of {}",
+                    wanted(),
+                    self.step.as_ref().map(ToString::to_string).unwrap_or_default()
+                ));
+            }
+        }
+        Ok(if v.fract() == 0.0 && v.abs() < 1e15 {
+            format!("{}", v as i64)
+        } else {
+            format!("{v}")
+        })
+    }
+
+    fn range_phrase(&self) -> String {
+        match (&self.min, &self.max) {
+            (Some(a), Some(b)) => format!(" from {a} to {b}"),
+            (Some(a), None) => format!(" of at least {a}"),
+            (None, Some(b)) => format!(" of at most {b}"),
+            (None, None) => String::new(),
+        }
+    }
+
+    /// Reads a toggle's answer: yes / no, on / off, true / false (any case), ✓ or the label for on.
+    pub fn read_toggle(&self, text: &str) -> Option<&'static str> {
+        let t = text.trim();
+        let any = |words: &[&str]| words.iter().any(|w| t.eq_ignore_ascii_case(w));
+        if any(&["on", "yes", "y", "true", "✓", "✅"])
+            || self.label.as_deref().is_some_and(|l| t.eq_ignore_ascii_case(l.trim()))
+        {
+            Some(TOGGLE_ON)
+        } else if any(&["off", "no", "n", "false", "✗"]) {
+            Some(TOGGLE_OFF)
+        } else {
+            None
+        }
+    }
+
+    /// The default as an answer's `selected`, normalised for the kind (a number as
+    /// [`Self::read_number`] writes it, `true` of a confirm as its label); as given where it does
+    /// not read, so [`QuestionInput::validate`] reports it.
+    pub fn default_answer(&self) -> Option<Vec<String>> {
+        let d = self.default.clone()?;
+        Some(match (self.kind, d.as_slice()) {
+            (InputKind::NumberInput, [n]) => vec![self.read_number(n).unwrap_or_else(|_| n.clone())],
+            (InputKind::Toggle, [t]) => vec![self.read_toggle(t).map_or_else(|| t.clone(), str::to_owned)],
+            (InputKind::Confirm, [t])
+                if ["on", "true", "yes"].iter().any(|w| t.eq_ignore_ascii_case(w)) =>
+            {
+                vec![self.confirm_label().to_owned()]
+            }
+            _ => d,
+        })
+    }
+
+    /// One line telling a person how to answer this input with a typed reply, where the
+    /// platform draws no control for it (`None` for a choice: adapters number its options).
+    pub fn reply_hint(&self) -> Option<String> {
+        match self.kind {
+            InputKind::Choice => None,
+            InputKind::TextInput => Some(match self.max_length {
+                Some(n) => format!("Reply with your answer (at most {n} characters)."),
+                None => "Reply with your answer.".into(),
+            }),
+            InputKind::NumberInput => Some(format!(
+                "Reply with a number{}{}.",
+                self.range_phrase(),
+                self.unit
+                    .as_deref()
+                    .map(|u| format!(" ({u})"))
+                    .unwrap_or_default()
+            )),
+            InputKind::Toggle => Some(match &self.label {
+                Some(l) => format!("Reply yes or no ({l})."),
+                None => "Reply yes or no.".into(),
+            }),
+            InputKind::Confirm => Some(format!("Reply \"{}\" to confirm.", self.confirm_label())),
+        }
+    }
+
+    /// The answer as a typed JSON value: a choice's label (an array where `multiple`), the text,
+    /// the number, `true`/`false` for a toggle, `true` for a confirm; `null` when unanswered.
+    pub fn value_of(&self, selected: &[String]) -> Value {
+        let Some(first) = selected.first() else {
+            return Value::Null;
+        };
+        match self.kind {
+            InputKind::Choice if self.multiple => {
+                Value::Array(selected.iter().cloned().map(Value::String).collect())
+            }
+            InputKind::Choice | InputKind::TextInput => Value::String(first.clone()),
+            InputKind::NumberInput => first
+                .parse::<i64>()
+                .map(Value::from)
+                .or_else(|_| first.parse::<f64>().map(Value::from))
+                .unwrap_or_else(|_| Value::String(first.clone())),
+            InputKind::Toggle => Value::Bool(first == TOGGLE_ON),
+            InputKind::Confirm => Value::Bool(true),
+        }
+    }
+}
+
+/// What a card shows while a question set with an expiry is open: `open until 14:05 UTC`, with
+/// the date when it is not `now`'s day.
+pub fn open_until_text(
+    expires_at: chrono::DateTime<chrono::Utc>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> String {
+    if expires_at.date_naive() == now.date_naive() {
+        format!("open until {} UTC", expires_at.format("%H:%M"))
+    } else {
+        format!("open until {} UTC", expires_at.format("%-d %b %H:%M"))
+    }
+}
+
+/// What a card shows once its question set expired.
+pub const EXPIRED_TEXT: &str = "Expired";
+
 const SKIP_WORD: &str = "skip";
 
 /// Whether a typed reply is a request to skip a question: `skip` or `/skip`, trimmed, in any
@@ -143,7 +518,7 @@ pub fn is_skip_reply(text: &str) -> bool {
 pub const MAX_EXPIRES_IN_SECONDS: u64 = 365 * 24 * 60 * 60;
 
 /// The question tool's input (`QuestionInput`).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct QuestionInput {
     /// The questions, answered together.
@@ -207,8 +582,48 @@ impl QuestionInput {
             if q.question.trim().is_empty() {
                 return Err(format!("question {n}: `question` is empty"));
             }
-            if q.options.is_empty() && !q.custom {
-                return Err(format!("question {n}: give `options` or set `custom`"));
+            match q.kind {
+                InputKind::Choice => {
+                    if q.options.is_empty() && !q.custom {
+                        return Err(format!("question {n}: give `options` or set `custom`"));
+                    }
+                }
+                kind => {
+                    if !q.options.is_empty() || q.multiple || q.custom {
+                        return Err(format!(
+                            "question {n}: `options`, `multiple` and `custom` are for choice inputs, not {}",
+                            kind.as_str()
+                        ));
+                    }
+                }
+            }
+            match q.kind {
+                InputKind::TextInput => match q.max_length {
+                    Some(0) => return Err(format!("question {n}: `maxLength` must be positive")),
+                    Some(m) if m > TEXT_INPUT_MAX => {
+                        return Err(format!(
+                            "question {n}: `maxLength` must be at most {TEXT_INPUT_MAX}"
+                        ));
+                    }
+                    _ => {}
+                },
+                InputKind::NumberInput => {
+                    let f = |x: &Option<serde_json::Number>| x.as_ref().and_then(|v| v.as_f64());
+                    if let (Some(a), Some(b)) = (f(&q.min), f(&q.max))
+                        && a > b
+                    {
+                        return Err(format!("question {n}: `min` is above `max`"));
+                    }
+                    if f(&q.step).is_some_and(|s| s <= 0.0) {
+                        return Err(format!("question {n}: `step` must be positive"));
+                    }
+                }
+                InputKind::Confirm => {
+                    if q.label.as_deref().is_some_and(|l| l.trim().is_empty()) {
+                        return Err(format!("question {n}: `label` is empty"));
+                    }
+                }
+                _ => {}
             }
             let mut labels = HashSet::new();
             for o in &q.options {
@@ -222,8 +637,9 @@ impl QuestionInput {
                     ));
                 }
             }
-            if let Some(default) = &q.default {
-                check_selection(q, default).map_err(|e| format!("question {n}: default: {e}"))?;
+            if let Some(default) = q.default_answer() {
+                check_selection(q, &default)
+                    .map_err(|e| format!("question {n}: default: {e}"))?;
             }
         }
         match self.expires_in_seconds {
@@ -260,25 +676,77 @@ impl QuestionInput {
         Ok(())
     }
 
-    /// The output made of every question's default, if every question has one.
+    /// The answer on expiry, input by input: each input's default; an optional input without
+    /// one answers nothing (`selected: []`). `None` (expired without an answer) when a required
+    /// input has no default, or when no input has one.
     pub fn default_output(&self) -> Option<QuestionOutput> {
         let answers = self
             .questions
             .iter()
-            .map(|q| {
-                q.default.clone().map(|selected| QuestionAnswer {
+            .map(|q| match q.default_answer() {
+                Some(selected) => Some(QuestionAnswer {
                     header: q.header.clone(),
                     selected,
-                })
+                }),
+                None if !q.required => Some(QuestionAnswer {
+                    header: q.header.clone(),
+                    selected: Vec::new(),
+                }),
+                None => None,
             })
             .collect::<Option<Vec<_>>>()?;
+        if answers.iter().all(|a| a.selected.is_empty()) {
+            return None;
+        }
         Some(QuestionOutput { answers })
+    }
+
+    /// Whether one tap answers the set: exactly one input, and a simple one (a choice without
+    /// `multiple`, or a confirm). Otherwise a form or a "Send answers" control collects them.
+    pub fn submits_on_tap(&self) -> bool {
+        matches!(self.questions.as_slice(), [q] if q.is_simple())
+    }
+
+    /// The answers as typed values by header (see [`QuestionItem::value_of`]).
+    pub fn values(&self, output: &QuestionOutput) -> serde_json::Map<String, Value> {
+        self.questions
+            .iter()
+            .zip(&output.answers)
+            .map(|(q, a)| (q.header.clone(), q.value_of(&a.selected)))
+            .collect()
     }
 }
 
 fn check_selection(q: &QuestionItem, selected: &[String]) -> Result<(), String> {
     if selected.is_empty() {
-        return Err("nothing selected".into());
+        return if q.required {
+            Err("nothing selected".into())
+        } else {
+            Ok(())
+        };
+    }
+    let one = || match selected {
+        [s] => Ok(s.as_str()),
+        _ => Err(format!("a {} input has one answer", q.kind.as_str())),
+    };
+    match q.kind {
+        InputKind::Choice => {}
+        InputKind::TextInput => return q.check_text(one()?),
+        InputKind::NumberInput => return q.read_number(one()?).map(drop),
+        InputKind::Toggle => {
+            return match one()? {
+                TOGGLE_ON | TOGGLE_OFF => Ok(()),
+                other => Err(format!("{other:?} is not \"on\" or \"off\"")),
+            };
+        }
+        InputKind::Confirm => {
+            let label = q.confirm_label();
+            return if one()? == label {
+                Ok(())
+            } else {
+                Err(format!("a confirm input is answered with its label {label:?}"))
+            };
+        }
     }
     if selected.len() > 1 && !q.multiple {
         return Err("only one option may be selected".into());
@@ -431,6 +899,10 @@ pub struct QuestionCall {
     pub tool_call_id: String,
     /// The validated input.
     pub input: QuestionInput,
+    /// When the set stops accepting answers (RFC 3339), for a set with `expiresInSeconds`: a
+    /// card shows it ([`open_until_text`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<String>,
 }
 
 /// The form locator a piece stores in a form it opens itself: which thread and which message the
@@ -488,6 +960,162 @@ mod tests {
                 })
                 .collect(),
         }
+    }
+
+
+    fn kinds() -> QuestionInput {
+        serde_json::from_value(json!({"questions": [
+            {"header": "Go", "question": "Deploy?", "kind": "confirm", "label": "Approve", "danger": true},
+            {"header": "Why", "question": "Reason?", "kind": "text_input", "maxLength": 10, "placeholder": "because", "required": false},
+            {"header": "Pods", "question": "How many?", "kind": "number_input", "min": 1, "max": 10, "step": 1, "unit": "pods", "default": 3},
+            {"header": "Notify", "question": "Tell the team?", "kind": "toggle", "label": "Notify", "default": true}
+        ], "expiresInSeconds": 60}))
+        .unwrap()
+    }
+
+    #[test]
+    fn every_input_kind_reads_validates_and_round_trips() {
+        let i = kinds();
+        i.validate().unwrap();
+        let (go, why, pods, notify) = (&i.questions[0], &i.questions[1], &i.questions[2], &i.questions[3]);
+        assert_eq!(go.kind, InputKind::Confirm);
+        assert!(!why.required && pods.required);
+        assert_eq!(pods.default.as_deref(), Some(&["3".to_string()][..]));
+        assert_eq!(notify.default.as_deref(), Some(&["on".to_string()][..]));
+        // The wire shape keeps what was given (a choice stays without `kind`).
+        let back: QuestionInput = serde_json::from_value(serde_json::to_value(&i).unwrap()).unwrap();
+        assert_eq!(back, i);
+        let choice = serde_json::to_value(&input().questions[0]).unwrap();
+        assert!(choice.get("kind").is_none() && choice.get("required").is_none(), "{choice}");
+
+        let opts = |l: &[&str]| ReplyChoice::Options(l.iter().map(|s| s.to_string()).collect());
+        assert_eq!(go.choice_in_reply("approve"), opts(&["Approve"]));
+        assert_eq!(go.choice_in_reply("yes"), opts(&["Approve"]));
+        assert_eq!(go.choice_in_reply("what is this?"), ReplyChoice::Text);
+        assert_eq!(why.choice_in_reply(" short "), opts(&["short"]));
+        assert_eq!(
+            why.choice_in_reply("far too long an answer"),
+            ReplyChoice::Invalid("the text is longer than 10 characters.".into())
+        );
+        assert_eq!(pods.choice_in_reply("4"), opts(&["4"]));
+        assert_eq!(pods.choice_in_reply("4 pods"), opts(&["4"]));
+        assert_eq!(pods.choice_in_reply("4.0"), opts(&["4"]));
+        assert_eq!(
+            pods.choice_in_reply("11"),
+            ReplyChoice::Invalid("enter a number from 1 to 10.".into())
+        );
+        assert_eq!(
+            pods.choice_in_reply("2.5"),
+            ReplyChoice::Invalid("enter a number from 1 to 10 in steps of 1.".into())
+        );
+        assert_eq!(pods.choice_in_reply("lots"), ReplyChoice::Text);
+        assert_eq!(notify.choice_in_reply("No"), opts(&["off"]));
+        assert_eq!(notify.choice_in_reply("notify"), opts(&["on"]));
+        assert_eq!(notify.choice_in_reply("maybe"), ReplyChoice::Text);
+
+        let answer = |sel: [&[&str]; 4]| QuestionOutput {
+            answers: ["Go", "Why", "Pods", "Notify"]
+                .iter()
+                .zip(sel)
+                .map(|(h, s)| QuestionAnswer {
+                    header: h.to_string(),
+                    selected: s.iter().map(|x| x.to_string()).collect(),
+                })
+                .collect(),
+        };
+        let ok = answer([&["Approve"], &[], &["7"], &["off"]]);
+        i.check_output(&ok).unwrap();
+        assert_eq!(
+            serde_json::Value::Object(i.values(&ok)),
+            json!({"Go": true, "Why": null, "Pods": 7, "Notify": false})
+        );
+        for (bad, why) in [
+            (answer([&["Deny"], &[], &["7"], &["off"]]), "label"),
+            (answer([&["Approve"], &["x"; 2], &["7"], &["off"]]), "one answer"),
+            (answer([&["Approve"], &[], &["70"], &["off"]]), "from 1 to 10"),
+            (answer([&["Approve"], &[], &["7"], &["maybe"]]), "\"on\""),
+            (answer([&["Approve"], &["elevenchars"], &["7"], &["on"]]), "longer than 10"),
+            (answer([&[], &[], &["7"], &["on"]]), "nothing selected"),
+        ] {
+            let e = i.check_output(&bad).unwrap_err();
+            assert!(e.contains(why), "{e}");
+        }
+    }
+
+    #[test]
+    fn defaults_are_per_input() {
+        let mut i = kinds();
+        // The required confirm has no default: the set expires without an answer.
+        assert_eq!(i.default_output(), None);
+        i.questions[0].default = Some(vec!["true".into()]);
+        let out = i.default_output().unwrap();
+        assert_eq!(
+            serde_json::Value::Object(i.values(&out)),
+            json!({"Go": true, "Why": null, "Pods": 3, "Notify": true})
+        );
+        i.check_output(&out).unwrap();
+        // A set of optional inputs none of which has a default expires without an answer.
+        let lone: QuestionInput = serde_json::from_value(json!({"questions": [
+            {"header": "Why", "question": "Reason?", "kind": "text_input", "required": false}
+        ]}))
+        .unwrap();
+        assert_eq!(lone.default_output(), None);
+        // A default that does not fit its input is refused with the reason.
+        let mut bad = kinds();
+        bad.questions[2].default = Some(vec!["12".into()]);
+        assert!(bad.validate().unwrap_err().contains("default: enter a number from 1 to 10"));
+    }
+
+    #[test]
+    fn kinds_refuse_what_is_not_theirs() {
+        for (q, why) in [
+            (json!({"header": "a", "question": "b", "kind": "toggle", "options": [{"label": "x"}]}), "choice inputs"),
+            (json!({"header": "a", "question": "b", "kind": "number_input", "min": 5, "max": 1}), "above"),
+            (json!({"header": "a", "question": "b", "kind": "number_input", "step": 0}), "positive"),
+            (json!({"header": "a", "question": "b", "kind": "text_input", "maxLength": 0}), "positive"),
+            (json!({"header": "a", "question": "b", "kind": "confirm", "label": " "}), "empty"),
+        ] {
+            let i: QuestionInput = serde_json::from_value(json!({"questions": [q]})).unwrap();
+            let e = i.validate().unwrap_err();
+            assert!(e.contains(why), "{e}");
+        }
+        assert!(serde_json::from_value::<QuestionInput>(json!({"questions": [
+            {"header": "a", "question": "b", "kind": "slider"}]}))
+        .is_err());
+    }
+
+    #[test]
+    fn one_simple_input_submits_on_tap() {
+        let one = |q: serde_json::Value| {
+            serde_json::from_value::<QuestionInput>(json!({"questions": [q]}))
+                .unwrap()
+                .submits_on_tap()
+        };
+        assert!(one(json!({"header": "a", "question": "b", "options": [{"label": "x"}]})));
+        assert!(one(json!({"header": "a", "question": "b", "kind": "confirm"})));
+        assert!(!one(json!({"header": "a", "question": "b", "options": [{"label": "x"}], "multiple": true})));
+        assert!(!one(json!({"header": "a", "question": "b", "kind": "text_input"})));
+        assert!(!kinds().submits_on_tap());
+    }
+
+    #[test]
+    fn hints_and_expiry_lines() {
+        let i = kinds();
+        assert_eq!(i.questions[0].reply_hint().unwrap(), "Reply \"Approve\" to confirm.");
+        assert_eq!(
+            i.questions[2].reply_hint().unwrap(),
+            "Reply with a number from 1 to 10 (pods)."
+        );
+        assert_eq!(input().questions[0].reply_hint(), None);
+        let t = |s: &str| chrono::DateTime::parse_from_rfc3339(s).unwrap().to_utc();
+        assert_eq!(
+            open_until_text(t("2026-12-01T14:05:00Z"), t("2026-12-01T10:00:00Z")),
+            "open until 14:05 UTC"
+        );
+        assert_eq!(
+            open_until_text(t("2026-12-02T14:05:00Z"), t("2026-12-01T10:00:00Z")),
+            "open until 2 Dec 14:05 UTC"
+        );
     }
 
     #[test]
@@ -602,6 +1230,11 @@ mod tests {
         let empty = QuestionInput {
             questions: vec![],
             expires_in_seconds: None,
+        };
+        assert!(empty.validate().is_err());
+        let empty = QuestionInput {
+            questions: vec![],
+            ..Default::default()
         };
         assert!(empty.validate().is_err());
     }

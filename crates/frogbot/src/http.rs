@@ -620,7 +620,12 @@ async fn pending(
     let now = now_millis();
     let mut calls = Vec::new();
     for q in state.engine.pending(&row).await? {
-        calls.push(json!({"toolCallId": q.tool_call_id, "toolName": "question", "input": q.input}));
+        let mut call =
+            json!({"toolCallId": q.tool_call_id, "toolName": "question", "input": q.input});
+        if let Some(deadline) = q.answer_deadline {
+            call["expiresAt"] = json!(frogbot_core::model::millis_to_iso(deadline));
+        }
+        calls.push(call);
     }
     Ok(with_chat(
         &chat,

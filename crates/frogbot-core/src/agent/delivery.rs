@@ -159,6 +159,7 @@ mod tests {
             input: serde_json::json!({}),
             output: None,
             error_text: None,
+            expires_at: None,
         })
     }
 

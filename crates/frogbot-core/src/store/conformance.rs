@@ -361,6 +361,7 @@ fn question_input() -> QuestionInput {
             multiple: false,
             custom: false,
             default: None,
+            ..Default::default()
         }],
         expires_in_seconds: None,
     }
@@ -3401,6 +3402,7 @@ pub async fn takeover_keeps_settled_answers_in_the_interrupted_reply(db: Db) {
             input: json!({}),
             output: None,
             error_text: None,
+            expires_at: None,
         }));
     }
     s.await_answers(&AwaitOp {

@@ -120,6 +120,7 @@ pub fn question_input() -> QuestionInput {
             multiple: false,
             custom: false,
             default: None,
+            ..Default::default()
         }],
         expires_in_seconds: None,
     }

@@ -106,6 +106,7 @@ fn call_of(q: &QuestionRow) -> QuestionCall {
     QuestionCall {
         tool_call_id: q.tool_call_id.clone(),
         input: q.input.clone(),
+        expires_at: q.answer_deadline.map(crate::model::millis_to_iso),
     }
 }
 

@@ -1057,7 +1057,7 @@ impl Turns {
         &self,
         lease: &Lease,
         chat_row: &ChatRow,
-        reply: UiMessage,
+        mut reply: UiMessage,
         position: i64,
         calls: Vec<(String, crate::model::QuestionInput)>,
     ) -> Result<TurnEnd> {
@@ -1077,6 +1077,17 @@ impl Turns {
                 }),
             })
             .collect();
+        for r in &rows {
+            if let Some(deadline) = r.answer_deadline {
+                for p in &mut reply.parts {
+                    if let MessagePart::Tool(t) = p
+                        && t.tool_call_id == r.tool_call_id
+                    {
+                        t.expires_at = Some(crate::model::millis_to_iso(deadline));
+                    }
+                }
+            }
+        }
         let job = rows
             .iter()
             .filter_map(|r| r.answer_deadline)

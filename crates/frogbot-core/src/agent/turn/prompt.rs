@@ -275,11 +275,18 @@ pub(crate) fn is_step_start(p: &MessagePart) -> bool {
     matches!(p, MessagePart::Other(v) if v.get("type").and_then(Value::as_str) == Some("step-start"))
 }
 
-/// The question tool as the model sees it.
+/// The question tool as the model sees it: every input kind, a default per input and the set's
+/// expiry (`frogbot_model::QuestionInput`).
 pub fn question_tool_spec() -> ToolSpec {
+    let number = json!({"type": "number"});
     ToolSpec {
         name: QUESTION_TOOL.into(),
-        description: "Ask the user one or more multiple-choice questions and wait for the answer."
+        description: "Ask the user one or more questions and wait for the answer. Each question \
+            is one input: `choice` (options; `multiple` for several, `custom` to allow own text), \
+            `text_input`, `number_input`, `toggle` (on/off) or `confirm` (one button, e.g. \
+            \"Approve\"). All questions of a call are answered together. Give \
+            `expiresInSeconds` to stop waiting after a while; an input's `default` is its answer \
+            then (without one, a required input leaves the call expired without an answer)."
             .into(),
         input_schema: json!({
             "type": "object",
@@ -290,12 +297,18 @@ pub fn question_tool_spec() -> ToolSpec {
                     "minItems": 1,
                     "items": {
                         "type": "object",
-                        "required": ["header", "question", "options"],
+                        "required": ["header", "question"],
                         "properties": {
-                            "header": {"type": "string", "description": "A short title"},
+                            "header": {"type": "string", "description": "A short title, unique in the call; answers name their question by it"},
                             "question": {"type": "string"},
+                            "kind": {
+                                "type": "string",
+                                "enum": ["choice", "text_input", "number_input", "toggle", "confirm"],
+                                "description": "The input; choice when absent"
+                            },
                             "options": {
                                 "type": "array",
+                                "description": "choice: the options",
                                 "items": {
                                     "type": "object",
                                     "required": ["label"],
@@ -305,10 +318,35 @@ pub fn question_tool_spec() -> ToolSpec {
                                     }
                                 }
                             },
-                            "multiple": {"type": "boolean"},
-                            "custom": {"type": "boolean"}
+                            "multiple": {"type": "boolean", "description": "choice: several options may be selected"},
+                            "custom": {"type": "boolean", "description": "choice: the user may answer with own text"},
+                            "placeholder": {"type": "string", "description": "text_input, number_input: a hint in the empty field"},
+                            "multiline": {"type": "boolean", "description": "text_input: several lines"},
+                            "maxLength": {"type": "integer", "minimum": 1, "maximum": crate::model::TEXT_INPUT_MAX, "description": "text_input: the longest answer"},
+                            "min": number.clone(),
+                            "max": number.clone(),
+                            "step": {"type": "number", "exclusiveMinimum": 0},
+                            "unit": {"type": "string", "description": "number_input: shown beside the number"},
+                            "label": {"type": "string", "description": "toggle: its label; confirm: the button's label"},
+                            "danger": {"type": "boolean", "description": "confirm: a destructive action"},
+                            "required": {"type": "boolean", "description": "false: the input may be left empty (default true)"},
+                            "default": {
+                                "description": "The answer used when the call expires: option label(s), text, a number, true/false for a toggle, true for a confirm",
+                                "anyOf": [
+                                    {"type": "string"},
+                                    number,
+                                    {"type": "boolean"},
+                                    {"type": "array", "items": {"type": "string"}}
+                                ]
+                            }
                         }
                     }
+                },
+                "expiresInSeconds": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": crate::model::MAX_EXPIRES_IN_SECONDS,
+                    "description": "Stop accepting answers after this many seconds"
                 }
             }
         }),

@@ -179,6 +179,7 @@ impl Turns {
                     input: c.input,
                     output: None,
                     error_text: Some(error_text),
+                    expires_at: None,
                 }));
             }
             let _ = tx.send(TurnEvent::FinishStep);
@@ -199,6 +200,7 @@ impl Turns {
                     input: c.input,
                     output: None,
                     error_text: Some(error_text),
+                    expires_at: None,
                 }));
             }
             let _ = tx.send(TurnEvent::FinishStep);
@@ -275,6 +277,7 @@ impl Turns {
                 input: c.input,
                 output,
                 error_text,
+                expires_at: None,
             }));
         }
         let _ = tx.send(TurnEvent::FinishStep);
