@@ -77,9 +77,12 @@ fn is_false(b: &bool) -> bool {
 /// One question (one input) of a question set.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QuestionItem {
-    /// A short title; answers name their question by it.
+    /// A short title; answers name their question by it (required: empty is refused by
+    /// [`QuestionInput::validate`]).
+    #[serde(default)]
     pub header: String,
-    /// The question itself.
+    /// The question itself (required, as `header`).
+    #[serde(default)]
     pub question: String,
     /// The kind of input; `choice` when absent.
     #[serde(default, skip_serializing_if = "InputKind::is_choice")]
@@ -100,11 +103,7 @@ pub struct QuestionItem {
     #[serde(default, skip_serializing_if = "is_false")]
     pub multiline: bool,
     /// The longest answer in characters (`text_input`; at most [`TEXT_INPUT_MAX`]).
-    #[serde(
-        default,
-        rename = "maxLength",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, rename = "maxLength", skip_serializing_if = "Option::is_none")]
     pub max_length: Option<u32>,
     /// The smallest number accepted (`number_input`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -335,7 +334,9 @@ impl QuestionItem {
 
     /// The longest text a `text_input` accepts, in characters.
     pub fn text_limit(&self) -> u32 {
-        self.max_length.unwrap_or(TEXT_INPUT_MAX).min(TEXT_INPUT_MAX)
+        self.max_length
+            .unwrap_or(TEXT_INPUT_MAX)
+            .min(TEXT_INPUT_MAX)
     }
 
     /// Whether one tap answers this input (a choice without `multiple`, or a confirm).
@@ -353,9 +354,7 @@ impl QuestionItem {
         }
         let limit = self.text_limit();
         if text.chars().count() > limit as usize {
-            return Err(format!(
-                "the text is longer than {limit} characters"
-            ));
+            return Err(format!("the text is longer than {limit} characters"));
         }
         Ok(())
     }
@@ -364,7 +363,12 @@ impl QuestionItem {
     /// `min`, `max` and `step`: the number as the answer stores it (`3`, `2.5`), or why not.
     pub fn read_number(&self, text: &str) -> Result<String, String> {
         let mut t = text.trim();
-        if let Some(unit) = self.unit.as_deref().map(str::trim).filter(|u| !u.is_empty()) {
+        if let Some(unit) = self
+            .unit
+            .as_deref()
+            .map(str::trim)
+            .filter(|u| !u.is_empty())
+        {
             if t.len() > unit.len()
                 && t.is_char_boundary(t.len() - unit.len())
                 && t[t.len() - unit.len()..].eq_ignore_ascii_case(unit)
@@ -388,7 +392,10 @@ impl QuestionItem {
                 return Err(format!(
                     "{} in steps of {}",
                     wanted(),
-                    self.step.as_ref().map(ToString::to_string).unwrap_or_default()
+                    self.step
+                        .as_ref()
+                        .map(ToString::to_string)
+                        .unwrap_or_default()
                 ));
             }
         }
@@ -413,7 +420,10 @@ impl QuestionItem {
         let t = text.trim();
         let any = |words: &[&str]| words.iter().any(|w| t.eq_ignore_ascii_case(w));
         if any(&["on", "yes", "y", "true", "✓", "✅"])
-            || self.label.as_deref().is_some_and(|l| t.eq_ignore_ascii_case(l.trim()))
+            || self
+                .label
+                .as_deref()
+                .is_some_and(|l| t.eq_ignore_ascii_case(l.trim()))
         {
             Some(TOGGLE_ON)
         } else if any(&["off", "no", "n", "false", "✗"]) {
@@ -429,10 +439,16 @@ impl QuestionItem {
     pub fn default_answer(&self) -> Option<Vec<String>> {
         let d = self.default.clone()?;
         Some(match (self.kind, d.as_slice()) {
-            (InputKind::NumberInput, [n]) => vec![self.read_number(n).unwrap_or_else(|_| n.clone())],
-            (InputKind::Toggle, [t]) => vec![self.read_toggle(t).map_or_else(|| t.clone(), str::to_owned)],
+            (InputKind::NumberInput, [n]) => {
+                vec![self.read_number(n).unwrap_or_else(|_| n.clone())]
+            }
+            (InputKind::Toggle, [t]) => {
+                vec![self.read_toggle(t).map_or_else(|| t.clone(), str::to_owned)]
+            }
             (InputKind::Confirm, [t])
-                if ["on", "true", "yes"].iter().any(|w| t.eq_ignore_ascii_case(w)) =>
+                if ["on", "true", "yes"]
+                    .iter()
+                    .any(|w| t.eq_ignore_ascii_case(w)) =>
             {
                 vec![self.confirm_label().to_owned()]
             }
@@ -638,8 +654,7 @@ impl QuestionInput {
                 }
             }
             if let Some(default) = q.default_answer() {
-                check_selection(q, &default)
-                    .map_err(|e| format!("question {n}: default: {e}"))?;
+                check_selection(q, &default).map_err(|e| format!("question {n}: default: {e}"))?;
             }
         }
         match self.expires_in_seconds {
@@ -744,7 +759,9 @@ fn check_selection(q: &QuestionItem, selected: &[String]) -> Result<(), String> 
             return if one()? == label {
                 Ok(())
             } else {
-                Err(format!("a confirm input is answered with its label {label:?}"))
+                Err(format!(
+                    "a confirm input is answered with its label {label:?}"
+                ))
             };
         }
     }
@@ -962,7 +979,6 @@ mod tests {
         }
     }
 
-
     fn kinds() -> QuestionInput {
         serde_json::from_value(json!({"questions": [
             {"header": "Go", "question": "Deploy?", "kind": "confirm", "label": "Approve", "danger": true},
@@ -977,16 +993,25 @@ mod tests {
     fn every_input_kind_reads_validates_and_round_trips() {
         let i = kinds();
         i.validate().unwrap();
-        let (go, why, pods, notify) = (&i.questions[0], &i.questions[1], &i.questions[2], &i.questions[3]);
+        let (go, why, pods, notify) = (
+            &i.questions[0],
+            &i.questions[1],
+            &i.questions[2],
+            &i.questions[3],
+        );
         assert_eq!(go.kind, InputKind::Confirm);
         assert!(!why.required && pods.required);
         assert_eq!(pods.default.as_deref(), Some(&["3".to_string()][..]));
         assert_eq!(notify.default.as_deref(), Some(&["on".to_string()][..]));
         // The wire shape keeps what was given (a choice stays without `kind`).
-        let back: QuestionInput = serde_json::from_value(serde_json::to_value(&i).unwrap()).unwrap();
+        let back: QuestionInput =
+            serde_json::from_value(serde_json::to_value(&i).unwrap()).unwrap();
         assert_eq!(back, i);
         let choice = serde_json::to_value(&input().questions[0]).unwrap();
-        assert!(choice.get("kind").is_none() && choice.get("required").is_none(), "{choice}");
+        assert!(
+            choice.get("kind").is_none() && choice.get("required").is_none(),
+            "{choice}"
+        );
 
         let opts = |l: &[&str]| ReplyChoice::Options(l.iter().map(|s| s.to_string()).collect());
         assert_eq!(go.choice_in_reply("approve"), opts(&["Approve"]));
@@ -1031,10 +1056,19 @@ mod tests {
         );
         for (bad, why) in [
             (answer([&["Deny"], &[], &["7"], &["off"]]), "label"),
-            (answer([&["Approve"], &["x"; 2], &["7"], &["off"]]), "one answer"),
-            (answer([&["Approve"], &[], &["70"], &["off"]]), "from 1 to 10"),
+            (
+                answer([&["Approve"], &["x"; 2], &["7"], &["off"]]),
+                "one answer",
+            ),
+            (
+                answer([&["Approve"], &[], &["70"], &["off"]]),
+                "from 1 to 10",
+            ),
             (answer([&["Approve"], &[], &["7"], &["maybe"]]), "\"on\""),
-            (answer([&["Approve"], &["elevenchars"], &["7"], &["on"]]), "longer than 10"),
+            (
+                answer([&["Approve"], &["elevenchars"], &["7"], &["on"]]),
+                "longer than 10",
+            ),
             (answer([&[], &[], &["7"], &["on"]]), "nothing selected"),
         ] {
             let e = i.check_output(&bad).unwrap_err();
@@ -1063,25 +1097,46 @@ mod tests {
         // A default that does not fit its input is refused with the reason.
         let mut bad = kinds();
         bad.questions[2].default = Some(vec!["12".into()]);
-        assert!(bad.validate().unwrap_err().contains("default: enter a number from 1 to 10"));
+        assert!(
+            bad.validate()
+                .unwrap_err()
+                .contains("default: enter a number from 1 to 10")
+        );
     }
 
     #[test]
     fn kinds_refuse_what_is_not_theirs() {
         for (q, why) in [
-            (json!({"header": "a", "question": "b", "kind": "toggle", "options": [{"label": "x"}]}), "choice inputs"),
-            (json!({"header": "a", "question": "b", "kind": "number_input", "min": 5, "max": 1}), "above"),
-            (json!({"header": "a", "question": "b", "kind": "number_input", "step": 0}), "positive"),
-            (json!({"header": "a", "question": "b", "kind": "text_input", "maxLength": 0}), "positive"),
-            (json!({"header": "a", "question": "b", "kind": "confirm", "label": " "}), "empty"),
+            (
+                json!({"header": "a", "question": "b", "kind": "toggle", "options": [{"label": "x"}]}),
+                "choice inputs",
+            ),
+            (
+                json!({"header": "a", "question": "b", "kind": "number_input", "min": 5, "max": 1}),
+                "above",
+            ),
+            (
+                json!({"header": "a", "question": "b", "kind": "number_input", "step": 0}),
+                "positive",
+            ),
+            (
+                json!({"header": "a", "question": "b", "kind": "text_input", "maxLength": 0}),
+                "positive",
+            ),
+            (
+                json!({"header": "a", "question": "b", "kind": "confirm", "label": " "}),
+                "empty",
+            ),
         ] {
             let i: QuestionInput = serde_json::from_value(json!({"questions": [q]})).unwrap();
             let e = i.validate().unwrap_err();
             assert!(e.contains(why), "{e}");
         }
-        assert!(serde_json::from_value::<QuestionInput>(json!({"questions": [
+        assert!(
+            serde_json::from_value::<QuestionInput>(json!({"questions": [
             {"header": "a", "question": "b", "kind": "slider"}]}))
-        .is_err());
+            .is_err()
+        );
     }
 
     #[test]
@@ -1091,17 +1146,28 @@ mod tests {
                 .unwrap()
                 .submits_on_tap()
         };
-        assert!(one(json!({"header": "a", "question": "b", "options": [{"label": "x"}]})));
-        assert!(one(json!({"header": "a", "question": "b", "kind": "confirm"})));
-        assert!(!one(json!({"header": "a", "question": "b", "options": [{"label": "x"}], "multiple": true})));
-        assert!(!one(json!({"header": "a", "question": "b", "kind": "text_input"})));
+        assert!(one(
+            json!({"header": "a", "question": "b", "options": [{"label": "x"}]})
+        ));
+        assert!(one(
+            json!({"header": "a", "question": "b", "kind": "confirm"})
+        ));
+        assert!(!one(
+            json!({"header": "a", "question": "b", "options": [{"label": "x"}], "multiple": true})
+        ));
+        assert!(!one(
+            json!({"header": "a", "question": "b", "kind": "text_input"})
+        ));
         assert!(!kinds().submits_on_tap());
     }
 
     #[test]
     fn hints_and_expiry_lines() {
         let i = kinds();
-        assert_eq!(i.questions[0].reply_hint().unwrap(), "Reply \"Approve\" to confirm.");
+        assert_eq!(
+            i.questions[0].reply_hint().unwrap(),
+            "Reply \"Approve\" to confirm."
+        );
         assert_eq!(
             i.questions[2].reply_hint().unwrap(),
             "Reply with a number from 1 to 10 (pods)."

@@ -1,5 +1,6 @@
 //! The HTTP API of `serve-contract.md`, with axum.
 
+mod asks;
 mod errors;
 mod input;
 
@@ -53,6 +54,9 @@ pub fn router(state: AppState) -> Router {
         .route("/api/chats/{chat_id}/settle", post(settle))
         .route("/api/chats/{chat_id}/stop", post(stop))
         .route("/api/chats/{chat_id}/events", get(events))
+        .route("/api/asks", post(asks::create))
+        .route("/api/asks/{id}", get(asks::get).delete(asks::cancel))
+        .route("/api/asks/{id}/wait", get(asks::wait))
         .with_state(state);
     errors::json_errors(routes)
 }

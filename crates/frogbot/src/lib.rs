@@ -6,6 +6,7 @@
 //! engine's, coordinated through the store), or name platform types (channels come from adapter
 //! crates).
 
+pub mod ask;
 pub mod channels;
 pub mod config;
 pub mod events;

@@ -2,6 +2,10 @@
 //!
 //!     frogbot serve [--config PATH]   # the HTTP API, the web chat and the configured channels
 //!     frogbot migrate [--config PATH] # apply the store's migrations and exit
+//!     frogbot ask TEXT [--confirm LABEL | --choice A --choice B | --text | --number | --toggle]
+//!                 [--to web:CHAT|slack:CHANNEL] [--expires 2h] [--wait [--timeout 10m]]
+//!     frogbot wait ID [--timeout T]      # exit 0 answered, 2 expired or timed out, 3 cancelled
+//!     frogbot cancel ID
 
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -47,7 +51,17 @@ enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+    /// Ask a person through a running server; with --wait, print the answer and exit 0 answered,
+    /// 2 expired without a default or timed out, 3 cancelled (1: any other failure).
+    Ask(Box<frogbot::ask::AskArgs>),
+    /// Wait for an ask's answer (exit codes as for ask --wait).
+    Wait(frogbot::ask::WaitArgs),
+    /// Cancel an open ask.
+    Cancel(frogbot::ask::CancelArgs),
 }
+
+/// The client commands: failures (a bad flag too) exit 1 with one line.
+const CLIENT_COMMANDS: [&str; 3] = ["ask", "wait", "cancel"];
 
 fn init_logs(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -80,9 +94,31 @@ async fn shutdown_signal() {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e)
+            if !e.use_stderr()
+                || !std::env::args()
+                    .nth(1)
+                    .is_some_and(|c| CLIENT_COMMANDS.contains(&c.as_str())) =>
+        {
+            e.exit()
+        }
+        Err(e) => {
+            let text = e.to_string();
+            let line = text.lines().next().unwrap_or("bad arguments");
+            eprintln!("frogbot: {}", line.trim_start_matches("error: "));
+            return ExitCode::from(frogbot::ask::EXIT_FAILED);
+        }
+    };
+    let (config, migrate) = match cli.command {
+        Command::Ask(a) => return run_client(Client::Ask(*a)),
+        Command::Wait(a) => return run_client(Client::Wait(a)),
+        Command::Cancel(a) => return run_client(Client::Cancel(a)),
+        Command::Serve { config } => (config, false),
+        Command::Migrate { config } => (config, true),
+    };
     init_logs(cli.log_format);
-    let (Command::Serve { config } | Command::Migrate { config }) = &cli.command;
     let config = match frogbot::Config::load(config.as_deref()) {
         Ok(c) => c,
         Err(e) => return fail(&frogbot::Error::Config(e)),
@@ -93,29 +129,58 @@ fn main() -> ExitCode {
         .build()
         .expect("tokio runtime");
     let result = rt.block_on(async {
-        match cli.command {
-            Command::Migrate { .. } => {
-                frogbot::open_store(&config.database).await?;
-                println!(
-                    "migrations applied to {}",
-                    frogbot::redact(&config.database)
-                );
-                Ok(())
-            }
-            Command::Serve { .. } => {
-                let listener = tokio::net::TcpListener::bind(&config.listen)
-                    .await
-                    .map_err(|source| frogbot::Error::Listen {
-                        addr: config.listen.clone(),
-                        source,
-                    })?;
-                frogbot::serve(config, listener, shutdown_signal(), Duration::from_secs(20)).await
-            }
+        if migrate {
+            frogbot::open_store(&config.database).await?;
+            println!(
+                "migrations applied to {}",
+                frogbot::redact(&config.database)
+            );
+            return Ok(());
         }
+        let listener = tokio::net::TcpListener::bind(&config.listen)
+            .await
+            .map_err(|source| frogbot::Error::Listen {
+                addr: config.listen.clone(),
+                source,
+            })?;
+        frogbot::serve(config, listener, shutdown_signal(), Duration::from_secs(20)).await
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(&e),
+    }
+}
+
+enum Client {
+    Ask(frogbot::ask::AskArgs),
+    Wait(frogbot::ask::WaitArgs),
+    Cancel(frogbot::ask::CancelArgs),
+}
+
+/// Runs a client command (no logs: stdout is the answer) and returns its exit code.
+fn run_client(client: Client) -> ExitCode {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let result = rt.block_on(async {
+        match client {
+            Client::Ask(a) => frogbot::ask::run_ask(a).await,
+            Client::Wait(a) => frogbot::ask::run_wait(a).await,
+            Client::Cancel(a) => frogbot::ask::run_cancel(a).await,
+        }
+    });
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            let line = e
+                .to_string()
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ");
+            eprintln!("frogbot: {line}");
+            ExitCode::from(frogbot::ask::EXIT_FAILED)
+        }
     }
 }
 

@@ -86,6 +86,14 @@ impl Engine {
         clock: Arc<dyn Clock>,
     ) -> Self {
         let registry = Arc::new(Registry::default());
+        let mut offers = offers;
+        if !offers.iter().any(|o| o.id == super::ask::ASK_MODEL) {
+            offers.push(ModelOffer {
+                id: super::ask::ASK_MODEL.into(),
+                model: Arc::new(super::ask::ask_model()),
+                reasoning: vec![],
+            });
+        }
         let turns = Arc::new(Turns::new(store, clock, offers, tools, config));
         let questions = Arc::new(Questions {
             turns: turns.clone(),
@@ -357,6 +365,26 @@ impl Engine {
     /// A chat's messages in stored order.
     pub async fn messages(&self, chat: &ChatId) -> Result<Vec<StoredMessage>> {
         self.store().list_messages(chat).await.map_err(Error::from)
+    }
+
+    /// An ask's status (`None`: no such ask in that chat): its question record's outcome while
+    /// the record lives, else what the reply's tool part says.
+    pub async fn ask_status(
+        &self,
+        id: &super::ask::AskId,
+    ) -> Result<Option<super::ask::AskStatus>> {
+        let messages: Vec<_> = self
+            .messages(&id.chat)
+            .await?
+            .into_iter()
+            .map(|m| m.message)
+            .collect();
+        let record = self
+            .store()
+            .get_question(&id.chat, &super::ask::ask_call_id(&id.message), self.now())
+            .await?
+            .map(|q| (q.outcome, q.actor));
+        Ok(super::ask::AskStatus::read(id, &messages, record))
     }
 
     /// The messages of a chat written after `version`, with its version now.

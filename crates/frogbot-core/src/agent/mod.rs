@@ -12,6 +12,7 @@
 //! thread is owed of a reply and how its posting is retried; `clock` is the time.
 
 mod adapter;
+pub mod ask;
 mod channel;
 pub mod clock;
 mod delivery;

@@ -356,7 +356,7 @@ pub fn question_tool_spec() -> ToolSpec {
 /// A user message as the model reads it: the thread's earlier messages it was sent with, then
 /// (when `named`: several people speak in the thread) the speaker's name before the text.
 fn user_text(m: &UiMessage, named: bool) -> String {
-    let text = m.text();
+    let text = m.text() + &super::super::ask::ask_line(m);
     let md = &m.metadata;
     if md.context.is_none() && (md.speaker.is_none() || !named) {
         return text;

@@ -1,0 +1,350 @@
+//! The ask endpoints: any program asks a person and waits for the one answer
+//! (`POST /api/asks`, `GET /api/asks/{id}`, `GET /api/asks/{id}/wait`, `DELETE /api/asks/{id}`).
+//! An ask is a turn of the built-in ask model in a chat (`frogbot_core::agent::ask`), so the
+//! answer comes back through the same settle endpoint, first answer wins, as any question.
+
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::IntoResponse;
+use serde::Deserialize;
+use serde_json::json;
+
+use frogbot_core::Error as CoreError;
+use frogbot_core::agent::ask::{ASK_MODEL, AskId, AskState, AskStatus, ask_parts};
+use frogbot_core::agent::{ChatEvent, SendMessage, Sent};
+use frogbot_core::model::{ChatId, Delivery, QuestionInput, QuestionItem, UserId};
+use frogbot_core::store::QueuedChange;
+
+use super::{ApiError, ApiResult, AppState, caller, load_readable, load_writable, parse_json};
+
+/// The longest a single `wait` request holds (a client waits longer by asking again).
+pub(super) const MAX_WAIT_SECONDS: u64 = 300;
+/// How often a waiting request looks at the store when nothing in this process said the chat
+/// changed (another process may have recorded the answer).
+const WAIT_POLL: Duration = Duration::from_secs(1);
+
+/// Where an ask goes.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Target {
+    /// `{"web": "chatId"}`: a web chat (created when new).
+    Web { web: String },
+    /// `{"channel": "slack", "thread": …}` / `…"user": …}`: a platform.
+    Channel {
+        channel: String,
+        #[serde(default)]
+        thread: Option<String>,
+        #[serde(default)]
+        user: Option<String>,
+    },
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct AskBody {
+    #[serde(default)]
+    to: Option<Target>,
+    text: String,
+    #[serde(default)]
+    title: Option<String>,
+    #[serde(default)]
+    inputs: Vec<QuestionItem>,
+    #[serde(default)]
+    expires_in_seconds: Option<u64>,
+    #[serde(default)]
+    idempotency_key: Option<String>,
+}
+
+/// The question input of an ask: its inputs, a header and the question filled in where an input
+/// leaves them out (the title or "Answer", numbered when there are several; the ask's text).
+fn input_of(body: &AskBody) -> Result<QuestionInput, ApiError> {
+    if body.text.trim().is_empty() {
+        return Err(ApiError::invalid("`text` is empty"));
+    }
+    if body.inputs.is_empty() {
+        return Err(ApiError::invalid(
+            "`inputs` is empty: give at least one input (choice, text_input, number_input, toggle, confirm)",
+        ));
+    }
+    let base = body
+        .title
+        .as_deref()
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .unwrap_or("Answer");
+    let several = body.inputs.len() > 1;
+    let questions = body
+        .inputs
+        .iter()
+        .enumerate()
+        .map(|(i, q)| {
+            let mut q = q.clone();
+            if q.header.trim().is_empty() {
+                q.header = if several {
+                    format!("{base} {}", i + 1)
+                } else {
+                    base.to_owned()
+                };
+            }
+            if q.question.trim().is_empty() {
+                q.question = body.text.clone();
+            }
+            q
+        })
+        .collect();
+    let input = QuestionInput {
+        questions,
+        expires_in_seconds: body.expires_in_seconds,
+    };
+    input.validate().map_err(ApiError::invalid)?;
+    Ok(input)
+}
+
+fn message_id_of(key: Option<&str>) -> Result<String, ApiError> {
+    match key {
+        None => Ok(format!("ask-{}", uuid::Uuid::new_v4().simple())),
+        Some(k)
+            if !k.is_empty()
+                && k.len() <= 100
+                && k.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') =>
+        {
+            Ok(format!("ask-{k}"))
+        }
+        Some(_) => Err(ApiError::invalid(
+            "`idempotencyKey` is 1–100 characters of A-Z a-z 0-9 _ -",
+        )),
+    }
+}
+
+/// `POST /api/asks`: 201 with the ask's status (`open`, or `queued` behind another turn of
+/// the chat); a repeated `idempotencyKey` answers 200 with the same ask.
+pub(super) async fn create(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> ApiResult {
+    let user = caller(&state, &headers)?;
+    let body: AskBody = parse_json(&body)?;
+    let input = input_of(&body)?;
+    let message = message_id_of(body.idempotency_key.as_deref())?;
+    let chat = match &body.to {
+        // A new web chat, named after the ask (so a repeated key finds the same one).
+        None => ChatId::new(message.clone()).map_err(|e| ApiError::invalid(e.to_string()))?,
+        Some(Target::Web { web }) => {
+            ChatId::new(web.as_str()).map_err(|e| ApiError::invalid(e.to_string()))?
+        }
+        Some(Target::Channel {
+            channel,
+            thread,
+            user: person,
+        }) => {
+            let place = thread.as_deref().or(person.as_deref()).unwrap_or("?");
+            return Err(ApiError::new(
+                StatusCode::NOT_IMPLEMENTED,
+                "not-implemented",
+                format!(
+                    "asks to a {channel} channel ({place}) are not served yet; ask in a web chat (`{{\"web\": chatId}}`)"
+                ),
+            ));
+        }
+    };
+    if chat.is_channel_space() {
+        return Err(ApiError::invalid(format!("bad chat id {chat}")));
+    }
+    let id = AskId {
+        chat: chat.clone(),
+        message: message.clone(),
+    };
+    let text = match body
+        .title
+        .as_deref()
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+    {
+        Some(title) => format!("**{title}**\n\n{}", body.text),
+        None => body.text.clone(),
+    };
+    let sent = state
+        .engine
+        .send(SendMessage {
+            chat_id: chat.clone(),
+            id: Some(message.clone()),
+            parts: ask_parts(&text, &input, &message),
+            author: user.clone(),
+            delivery: Delivery::Queue,
+            model: Some(ASK_MODEL.into()),
+            reasoning: None,
+            channel: None,
+            speaker: None,
+            context: None,
+        })
+        .await;
+    let created = match sent {
+        Ok(Sent::Started(handle)) => {
+            // The ask model's one step: the call is saved and the chat waits once this is done.
+            let _ = handle.done.await;
+            true
+        }
+        Ok(Sent::Queued { .. }) => true,
+        Err(CoreError::DuplicateMessage { .. }) => false,
+        Err(e) => return Err(ApiError::from(e).with_chat(&chat)),
+    };
+    let status = read(&state, &id, user.as_ref()).await?;
+    let code = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok(super::with_chat(&chat, (code, axum::Json(status))))
+}
+
+fn ask_id(raw: &str) -> Result<AskId, ApiError> {
+    AskId::parse(raw).ok_or_else(|| ApiError::not_found(format!("no ask {raw}")))
+}
+
+async fn read(state: &AppState, id: &AskId, user: Option<&UserId>) -> Result<AskStatus, ApiError> {
+    load_readable(state, &id.chat, user)
+        .await
+        .map_err(|e| e.with_chat(&id.chat))?;
+    state
+        .engine
+        .ask_status(id)
+        .await
+        .map_err(|e| ApiError::from(e).with_chat(&id.chat))?
+        .ok_or_else(|| ApiError::not_found(format!("no ask {id}")).with_chat(&id.chat))
+}
+
+/// `GET /api/asks/{id}`.
+pub(super) async fn get(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(raw): Path<String>,
+) -> ApiResult {
+    let id = ask_id(&raw)?;
+    let user = caller(&state, &headers)?;
+    let status = read(&state, &id, user.as_ref()).await?;
+    Ok(super::with_chat(&id.chat, axum::Json(status)))
+}
+
+#[derive(Deserialize)]
+pub(super) struct WaitQuery {
+    timeout: Option<f64>,
+}
+
+/// `GET /api/asks/{id}/wait?timeout=SECONDS` (default 30, at most [`MAX_WAIT_SECONDS`]): the
+/// status once the ask is over, or as it stands when the time is up.
+pub(super) async fn wait(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(raw): Path<String>,
+    Query(q): Query<WaitQuery>,
+) -> ApiResult {
+    let id = ask_id(&raw)?;
+    let user = caller(&state, &headers)?;
+    let timeout = match q.timeout {
+        None => 30.0,
+        Some(t) if t.is_finite() && t >= 0.0 => t.min(MAX_WAIT_SECONDS as f64),
+        Some(_) => return Err(ApiError::invalid("`timeout` is a number of seconds")),
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs_f64(timeout);
+    // Subscribed before the first read, so a change between the read and the wait is seen.
+    let mut events = state.engine.subscribe();
+    loop {
+        let status = read(&state, &id, user.as_ref()).await?;
+        if status.state.is_final() || tokio::time::Instant::now() >= deadline {
+            return Ok(super::with_chat(&id.chat, axum::Json(status)));
+        }
+        let changed = async {
+            loop {
+                match events.recv().await {
+                    Ok(ChatEvent::State { chat_id, .. } | ChatEvent::Message { chat_id, .. })
+                        if chat_id == id.chat =>
+                    {
+                        return;
+                    }
+                    Ok(_) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => return,
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => {
+                        std::future::pending::<()>().await
+                    }
+                }
+            }
+        };
+        tokio::select! {
+            _ = changed => {}
+            _ = tokio::time::sleep(WAIT_POLL) => {}
+            _ = tokio::time::sleep_until(deadline) => {}
+        }
+    }
+}
+
+/// `DELETE /api/asks/{id}`: withdraws an open ask (the card shows it was cancelled) or removes
+/// a queued one; 200 with the status. An ask that is over: 409 `stale`.
+pub(super) async fn cancel(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(raw): Path<String>,
+) -> ApiResult {
+    let id = ask_id(&raw)?;
+    let user = caller(&state, &headers)?;
+    let err = |e: ApiError| e.with_chat(&id.chat);
+    let row = load_writable(&state, &id.chat, user.as_ref())
+        .await
+        .map_err(err)?;
+    let mut status = read(&state, &id, user.as_ref()).await?;
+    match status.state {
+        AskState::Open => {
+            let waiting = row.awaiting_message_id.clone().unwrap_or_default();
+            if !state
+                .engine
+                .withdraw(&id.chat, &waiting)
+                .await
+                .map_err(|e| err(e.into()))?
+            {
+                return Err(err(ApiError::new(
+                    StatusCode::CONFLICT,
+                    "stale",
+                    "the ask is no longer open",
+                )));
+            }
+            status = read(&state, &id, user.as_ref()).await?;
+        }
+        AskState::Queued => {
+            match state
+                .engine
+                .delete_queued(&id.chat, &id.message, user.as_ref())
+                .await
+                .map_err(|e| err(e.into()))?
+            {
+                QueuedChange::Done(_) => status.state = AskState::Cancelled,
+                QueuedChange::Forbidden => return Err(err(ApiError::forbidden())),
+                // Promoted meanwhile: it is being posted; cancel it once it is open.
+                _ => {
+                    return Err(err(ApiError::new(
+                        StatusCode::CONFLICT,
+                        "not-queued",
+                        "the ask is being posted; cancel it again",
+                    )));
+                }
+            }
+        }
+        _ => {
+            return Err(err(ApiError::new(
+                StatusCode::CONFLICT,
+                "stale",
+                format!(
+                    "the ask is already {}",
+                    json!(status.state).as_str().unwrap_or("over")
+                ),
+            )));
+        }
+    }
+    Ok(super::with_chat(
+        &id.chat,
+        axum::Json(status).into_response(),
+    ))
+}
