@@ -127,6 +127,15 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// A channel's platform refused or failed a call made for the caller (opening an ask's
+    /// thread): HTTP answers 502.
+    #[error("{platform}: {reason}")]
+    Channel {
+        /// The platform.
+        platform: String,
+        /// What failed.
+        reason: String,
+    },
     /// The engine is stopping and takes no new work.
     #[error("stopping")]
     Stopping,

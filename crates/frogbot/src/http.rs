@@ -141,6 +141,7 @@ impl ApiError {
 /// | `Store(Conflict)` | 409 | `conflict` |
 /// | `Store(Unavailable \| Locked)` | 503 + `Retry-After: 1` | `unavailable` |
 /// | `Stopping` | 503 + `Retry-After: 1` | `stopping` |
+/// | `Channel` (a platform failed a call made for the caller) | 502 | `channel-error` |
 /// | `Internal`, `Store(LeaseLost \| Corrupt \| Migration \| …)` | 500 | `internal` |
 impl From<CoreError> for ApiError {
     fn from(e: CoreError) -> Self {
@@ -196,6 +197,7 @@ impl From<CoreError> for ApiError {
                 err.retry_after = true;
                 err
             }
+            CoreError::Channel { .. } => Self::new(StatusCode::BAD_GATEWAY, "channel-error", e.to_string()),
             CoreError::Stopping => {
                 let mut err = Self::new(
                     StatusCode::SERVICE_UNAVAILABLE,

@@ -780,3 +780,85 @@ fn the_slack_table_is_checked_and_errors_name_the_key() {
     .unwrap_err();
     assert!(e.contains("`channels.slack.api_url`"), "{e}");
 }
+
+/// `POST /api/asks` to a Slack channel: the ask's text starts a thread there, the question is
+/// drawn in it with Slack's controls, a click answers it, and the asker reads the answer back
+/// (`GET /api/asks/{id}`), the same as any question (first answer wins).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ask_to_a_channel_starts_a_thread_and_a_click_answers_it() {
+    let env = start("").await;
+    let ask = |body: Value| {
+        let http = env.http.clone();
+        let url = format!("{}/api/asks", env.base);
+        async move {
+            let r = http.post(url).json(&body).send().await.unwrap();
+            (r.status().as_u16(), r.json::<Value>().await.unwrap())
+        }
+    };
+    let (status, created) = ask(json!({
+        "to": {"channel": "slack", "thread": CHANNEL},
+        "title": "Release",
+        "text": "Deploy v1.4 to production?",
+        "inputs": [{"header": "Go", "options": [{"label": "Approve"}, {"label": "Hold"}]}],
+        "expiresInSeconds": 3600
+    }))
+    .await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(created["state"], "open");
+    // The thread's root: the ask's text, posted by the bot in the channel.
+    let root = env
+        .fake
+        .calls("chat.postMessage")
+        .first()
+        .map(|c| c.body.clone())
+        .expect("the root posted");
+    assert_eq!(root["channel"], CHANNEL);
+    assert!(root.get("thread_ts").is_none_or(Value::is_null), "{root}");
+    assert!(
+        root["text"].as_str().unwrap().contains("Deploy v1.4 to production?"),
+        "{root}"
+    );
+    let chat = frogbot_core::model::ChatId::new(created["chatId"].as_str().unwrap()).unwrap();
+    let thread = env.store.get_chat(&chat).await.unwrap().unwrap().channel.unwrap().thread;
+    let root_ts = thread.strip_prefix(&format!("{CHANNEL}:")).unwrap().to_owned();
+    assert_eq!(env.fake.thread_messages(&thread)[0].text, root["text"].as_str().unwrap());
+    let msg_ts = env.question_ts(&root_ts).await;
+    let card = env
+        .fake
+        .message(&format!("{CHANNEL}:{msg_ts}"))
+        .expect("the question card");
+    let approve = element(&json!(card.blocks), "Approve");
+    assert_eq!(
+        env.interactivity(
+            &click(&env, "U7", &msg_ts, &root_ts, &approve, "1.2.ask"),
+            Sig::Good,
+            None
+        )
+        .await,
+        200
+    );
+    let id = created["id"].as_str().unwrap().to_owned();
+    let done = env
+        .http
+        .get(format!("{}/api/asks/{id}/wait?timeout=20", env.base))
+        .send()
+        .await
+        .unwrap()
+        .json::<Value>()
+        .await
+        .unwrap();
+    assert_eq!(done["state"], "answered", "{done}");
+    assert_eq!(done["values"], json!({"Go": "Approve"}));
+    assert_eq!(done["by"]["user"], "slack:U7");
+    // A thread target that is no Slack thread id, and an unknown platform: refused, nothing posted.
+    let posts = env.fake.calls("chat.postMessage").len();
+    let (status, body) = ask(json!({"to": {"channel": "discord", "thread": "1"}, "text": "x",
+        "inputs": [{"kind": "confirm"}]}))
+    .await;
+    assert_eq!((status, body["error"]["code"].as_str()), (400, Some("invalid-request")), "{body}");
+    let (status, body) = ask(json!({"to": {"channel": "slack", "user": "U7"}, "text": "x",
+        "inputs": [{"kind": "confirm"}]}))
+    .await;
+    assert_eq!((status, body["error"]["code"].as_str()), (502, Some("channel-error")), "{body}");
+    assert_eq!(env.fake.calls("chat.postMessage").len(), posts);
+}

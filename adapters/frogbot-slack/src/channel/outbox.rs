@@ -21,7 +21,7 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 use frogbot_core::agent::{
-    ChannelOutbox, Delivery, DraftMessages, EditStream, ReplyStream, ShownAcks,
+    AskPlace, ChannelOutbox, Delivery, DraftMessages, EditStream, ReplyStream, ShownAcks,
 };
 use frogbot_model::{Ack, BoxError, PlatformUser, Thread, ThreadMessage, UiMessage};
 use serde_json::json;
@@ -350,6 +350,34 @@ impl AckMarks {
 
 #[async_trait]
 impl ChannelOutbox for SlackAdapter {
+    /// An ask to a thread (`C123:1700000000.000100`) is asked there; to a channel (`C123`), the
+    /// ask's text is posted in the channel and the ask goes to that message's thread.
+    async fn ask_thread(&self, place: AskPlace<'_>, text: &str) -> Result<String, BoxError> {
+        match place {
+            AskPlace::Thread(thread) if thread.contains(':') => {
+                split_id(thread)?;
+                Ok(thread.to_owned())
+            }
+            AskPlace::Thread(channel) => {
+                let root = crate::format::messages(text, MAX_REPLY_CHARS)
+                    .into_iter()
+                    .next()
+                    .unwrap_or_default();
+                let ts = self
+                    .inner
+                    .questions
+                    .api()
+                    .post_message(channel, None, Vec::new(), &root)
+                    .await?;
+                Ok(format!("{channel}:{ts}"))
+            }
+            AskPlace::User(_) => Err(
+                "asks to a Slack user are not served yet: give the direct message channel (D…)"
+                    .into(),
+            ),
+        }
+    }
+
     async fn post_reply(&self, thread: &Thread, reply: &UiMessage) -> Result<(), BoxError> {
         let pieces = crate::format::messages(&reply.text(), MAX_REPLY_CHARS);
         if pieces.is_empty() {

@@ -177,6 +177,12 @@ pub struct AskStatus {
     /// Who answered, where known.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub by: Option<Actor>,
+    /// Who asked (`None`: an anonymous caller).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub asked_by: Option<crate::model::UserId>,
+    /// The assistant message that holds the question, once posted.
+    #[serde(skip)]
+    pub reply_id: Option<String>,
 }
 
 impl AskStatus {
@@ -190,10 +196,10 @@ impl AskStatus {
         let at = messages.iter().position(|m| m.id == id.message)?;
         let (call_id, input) = ask_input(&messages[at])?;
         let queued = messages[at].metadata.status.is_some();
-        let part = messages[at + 1..]
+        let reply = messages[at + 1..]
             .iter()
-            .flat_map(UiMessage::tool_parts)
-            .find(|t| t.tool_call_id == call_id);
+            .find(|m| m.tool_parts().any(|t| t.tool_call_id == call_id));
+        let part = reply.and_then(|m| m.tool_parts().find(|t| t.tool_call_id == call_id));
         let mut status = AskStatus {
             id: id.to_string(),
             chat_id: id.chat.to_string(),
@@ -208,6 +214,8 @@ impl AskStatus {
             values: None,
             defaulted: false,
             by: None,
+            asked_by: messages[at].metadata.author.clone(),
+            reply_id: reply.map(|m| m.id.clone()),
         };
         let outcome = match record {
             Some((Some(outcome), actor)) => {

@@ -367,6 +367,36 @@ impl Engine {
         self.store().list_messages(chat).await.map_err(Error::from)
     }
 
+    /// The channel thread an ask to `place` on `platform` goes to (the adapter may start one,
+    /// posting `text`): [`Error::InvalidInput`] when this process serves no such channel,
+    /// [`Error::Channel`] when the platform fails.
+    pub async fn ask_thread(
+        &self,
+        platform: &str,
+        place: super::AskPlace<'_>,
+        text: &str,
+    ) -> Result<crate::model::ChannelRef> {
+        let outbox = self
+            .inner
+            .registry
+            .get(platform)
+            .and_then(|c| c.outbox.clone())
+            .ok_or_else(|| Error::InvalidInput {
+                reason: format!("no {platform} channel is configured"),
+            })?;
+        let thread = outbox
+            .ask_thread(place, text)
+            .await
+            .map_err(|e| Error::Channel {
+                platform: platform.to_owned(),
+                reason: e.to_string(),
+            })?;
+        Ok(crate::model::ChannelRef {
+            platform: platform.to_owned(),
+            thread,
+        })
+    }
+
     /// An ask's status (`None`: no such ask in that chat): its question record's outcome while
     /// the record lives, else what the reply's tool part says.
     pub async fn ask_status(

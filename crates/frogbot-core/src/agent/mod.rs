@@ -39,7 +39,7 @@ pub use questions::{
     updated_backoff_ms,
 };
 pub use registry::{
-    AccessCheck, AllowAll, AllowList, Channel, ChannelOutbox, ChannelSettings, Delivery,
+    AccessCheck, AllowAll, AllowList, AskPlace, Channel, ChannelOutbox, ChannelSettings, Delivery,
     DraftMessages, EditStream, ReplyStream, ShownAcks,
 };
 pub use tool::*;

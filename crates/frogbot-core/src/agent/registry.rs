@@ -53,6 +53,15 @@ impl AccessCheck for AllowList {
     }
 }
 
+/// Where an ask to a platform goes (`POST /api/asks` with a platform target).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AskPlace<'a> {
+    /// A thread id as the adapter writes them, or a channel where the adapter starts a thread.
+    Thread(&'a str),
+    /// A person, in a direct conversation.
+    User(&'a str),
+}
+
 /// Where a channel posts the agent's replies (in the same thread), and how it shows a person that
 /// their message was taken and is being worked on.
 ///
@@ -62,6 +71,17 @@ impl AccessCheck for AllowList {
 /// `ack(Failed)` when the turn failed. Errors are logged; none stops a turn.
 #[async_trait]
 pub trait ChannelOutbox: Send + Sync {
+    /// The thread an ask to `place` is asked in: by default a [`AskPlace::Thread`] as it is (an
+    /// existing thread, or a chat that is a thread already), and no direct conversations. An
+    /// adapter that can start a thread in a channel posts `text` there as its first message and
+    /// returns the new thread's id.
+    async fn ask_thread(&self, place: AskPlace<'_>, _text: &str) -> Result<String, BoxError> {
+        match place {
+            AskPlace::Thread(t) => Ok(t.to_owned()),
+            AskPlace::User(_) => Err("this channel does not open direct conversations".into()),
+        }
+    }
+
     /// Posts the reply of a turn that ended (or stopped to wait) in `thread`, or a short notice
     /// of the engine's (a queued message's note, a failure, a stop).
     async fn post_reply(&self, thread: &Thread, reply: &UiMessage) -> Result<(), BoxError>;

@@ -14,7 +14,7 @@ use serde_json::json;
 
 use frogbot_core::Error as CoreError;
 use frogbot_core::agent::ask::{ASK_MODEL, AskId, AskState, AskStatus, ask_parts};
-use frogbot_core::agent::{ChatEvent, SendMessage, Sent};
+use frogbot_core::agent::{AskPlace, ChatEvent, SendMessage, Sent, channel_chat_id};
 use frogbot_core::model::{ChatId, Delivery, QuestionInput, QuestionItem, UserId};
 use frogbot_core::store::QueuedChange;
 
@@ -131,42 +131,47 @@ pub(super) async fn create(
     let body: AskBody = parse_json(&body)?;
     let input = input_of(&body)?;
     let message = message_id_of(body.idempotency_key.as_deref())?;
-    let chat = match &body.to {
+    let text = match body.title.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
+        Some(title) => format!("**{title}**\n\n{}", body.text),
+        None => body.text.clone(),
+    };
+    let (chat, channel) = match &body.to {
         // A new web chat, named after the ask (so a repeated key finds the same one).
-        None => ChatId::new(message.clone()).map_err(|e| ApiError::invalid(e.to_string()))?,
+        None => (
+            ChatId::new(message.clone()).map_err(|e| ApiError::invalid(e.to_string()))?,
+            None,
+        ),
         Some(Target::Web { web }) => {
-            ChatId::new(web.as_str()).map_err(|e| ApiError::invalid(e.to_string()))?
+            let chat = ChatId::new(web.as_str()).map_err(|e| ApiError::invalid(e.to_string()))?;
+            if chat.is_channel_space() {
+                return Err(ApiError::invalid(format!("bad chat id {chat}")));
+            }
+            (chat, None)
         }
         Some(Target::Channel {
             channel,
             thread,
             user: person,
         }) => {
-            let place = thread.as_deref().or(person.as_deref()).unwrap_or("?");
-            return Err(ApiError::new(
-                StatusCode::NOT_IMPLEMENTED,
-                "not-implemented",
-                format!(
-                    "asks to a {channel} channel ({place}) are not served yet; ask in a web chat (`{{\"web\": chatId}}`)"
-                ),
-            ));
+            let place = match (thread.as_deref(), person.as_deref()) {
+                (Some(t), None) if !t.is_empty() => AskPlace::Thread(t),
+                (None, Some(u)) if !u.is_empty() => AskPlace::User(u),
+                _ => {
+                    return Err(ApiError::invalid(
+                        "a channel target names one `thread` or one `user`",
+                    ));
+                }
+            };
+            let channel_ref = state.engine.ask_thread(channel, place, &text).await?;
+            (
+                channel_chat_id(&channel_ref.platform, &channel_ref.thread),
+                Some(channel_ref),
+            )
         }
     };
-    if chat.is_channel_space() {
-        return Err(ApiError::invalid(format!("bad chat id {chat}")));
-    }
     let id = AskId {
         chat: chat.clone(),
         message: message.clone(),
-    };
-    let text = match body
-        .title
-        .as_deref()
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
-    {
-        Some(title) => format!("**{title}**\n\n{}", body.text),
-        None => body.text.clone(),
     };
     let sent = state
         .engine
@@ -178,7 +183,7 @@ pub(super) async fn create(
             delivery: Delivery::Queue,
             model: Some(ASK_MODEL.into()),
             reasoning: None,
-            channel: None,
+            channel,
             speaker: None,
             context: None,
         })
@@ -206,16 +211,29 @@ fn ask_id(raw: &str) -> Result<AskId, ApiError> {
     AskId::parse(raw).ok_or_else(|| ApiError::not_found(format!("no ask {raw}")))
 }
 
+/// The ask, for its asker: a web chat's readers (its owner, or anyone in an ownerless one); in a
+/// channel thread's chat, the caller who asked it.
 async fn read(state: &AppState, id: &AskId, user: Option<&UserId>) -> Result<AskStatus, ApiError> {
-    load_readable(state, &id.chat, user)
+    let err = |e: ApiError| e.with_chat(&id.chat);
+    let row = state
+        .engine
+        .chat(&id.chat)
         .await
-        .map_err(|e| e.with_chat(&id.chat))?;
-    state
+        .map_err(|e| err(e.into()))?
+        .ok_or_else(|| err(ApiError::not_found(format!("no ask {id}"))))?;
+    if row.channel.is_none() {
+        load_readable(state, &id.chat, user).await.map_err(err)?;
+    }
+    let status = state
         .engine
         .ask_status(id)
         .await
-        .map_err(|e| ApiError::from(e).with_chat(&id.chat))?
-        .ok_or_else(|| ApiError::not_found(format!("no ask {id}")).with_chat(&id.chat))
+        .map_err(|e| err(e.into()))?
+        .ok_or_else(|| err(ApiError::not_found(format!("no ask {id}"))))?;
+    if row.channel.is_some() && status.asked_by.as_ref() != user {
+        return Err(err(ApiError::forbidden()));
+    }
+    Ok(status)
 }
 
 /// `GET /api/asks/{id}`.
@@ -292,18 +310,28 @@ pub(super) async fn cancel(
     let id = ask_id(&raw)?;
     let user = caller(&state, &headers)?;
     let err = |e: ApiError| e.with_chat(&id.chat);
-    let row = load_writable(&state, &id.chat, user.as_ref())
-        .await
-        .map_err(err)?;
+    // Only who may read the ask may cancel it (`read` checks), and a web chat's writer.
     let mut status = read(&state, &id, user.as_ref()).await?;
+    let row = state
+        .engine
+        .chat(&id.chat)
+        .await
+        .map_err(|e| err(e.into()))?
+        .ok_or_else(|| err(ApiError::not_found(format!("no ask {id}"))))?;
+    if row.channel.is_none() {
+        load_writable(&state, &id.chat, user.as_ref())
+            .await
+            .map_err(err)?;
+    }
     match status.state {
         AskState::Open => {
-            let waiting = row.awaiting_message_id.clone().unwrap_or_default();
-            if !state
-                .engine
-                .withdraw(&id.chat, &waiting)
-                .await
-                .map_err(|e| err(e.into()))?
+            let waiting = status.reply_id.clone().unwrap_or_default();
+            if row.awaiting_message_id.as_deref() != Some(waiting.as_str())
+                || !state
+                    .engine
+                    .withdraw(&id.chat, &waiting)
+                    .await
+                    .map_err(|e| err(e.into()))?
             {
                 return Err(err(ApiError::new(
                     StatusCode::CONFLICT,

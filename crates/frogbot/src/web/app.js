@@ -332,7 +332,7 @@
     const name = p.type.slice(5);
     if (name === "question") {
       const qs = (p.input && p.input.questions) || [];
-      const title = qs.map((q) => q.question || q.header).join(" · ") || "Question";
+      const title = [...new Set(qs.map((q) => q.question || q.header))].join(" · ") || "Question";
       if (p.state === "output-available") {
         const answers = (p.output && p.output.answers) || [];
         const summary = answers.map((a) => `${a.header}: ${(a.selected || []).join(", ")}`).join("; ");
@@ -359,14 +359,35 @@
     if (calls.length) ui.scroller.scrollTop = ui.scroller.scrollHeight;
   }
 
+  // The kinds of input a question may hold (rply's input blocks); `choice` when absent.
+  const kindOf = (q) => q.kind || "choice";
+  const isSimple = (q) => (kindOf(q) === "choice" && !q.multiple) || kindOf(q) === "confirm";
+
+  function expiresLine(iso) {
+    const t = new Date(iso);
+    if (isNaN(t)) return null;
+    const hm = t.toISOString().slice(11, 16);
+    const today = t.toISOString().slice(0, 10) === new Date().toISOString().slice(0, 10);
+    const day = today ? "" : t.toLocaleDateString("en-GB", { day: "numeric", month: "short", timeZone: "UTC" }) + " ";
+    return h("div", { class: "expires", dataset: { expiresAt: iso }, text: `open until ${day}${hm} UTC` });
+  }
+
   function renderCall(call, readOnly) {
     const questions = (call.input && call.input.questions) || [];
-    const simple = questions.length === 1 && !questions[0].multiple;
+    // One simple input answers on tap; anything else is sent together with "Send answers".
+    const simple = questions.length === 1 && isSimple(questions[0]);
     const picks = questions.map(() => new Set());
     const customs = [];
+    const fields = [];
     const card = h("div", { class: "question" + (readOnly ? " readonly" : ""), dataset: { toolCallId: call.toolCallId } });
 
     const answerOf = () => questions.map((q, i) => {
+      const kind = kindOf(q);
+      if (kind === "text_input" || kind === "number_input") {
+        const v = fields[i].value.trim();
+        return { header: q.header, selected: v ? [v] : [] };
+      }
+      if (kind === "toggle") return { header: q.header, selected: [fields[i].checked ? "on" : "off"] };
       const selected = [...picks[i]];
       const own = customs[i] ? customs[i].value.trim() : "";
       if (own) {
@@ -378,37 +399,84 @@
 
     const submit = async () => {
       const answers = answerOf();
-      const missing = answers.findIndex((a) => !a.selected.length);
+      const missing = answers.findIndex((a, i) => !a.selected.length && questions[i].required !== false);
       if (missing >= 0) {
         showError(new Error(`Answer “${questions[missing].header}” first.`));
+        return;
+      }
+      const invalid = fields.findIndex((f) => f && !f.checkValidity());
+      if (invalid >= 0) {
+        showError(new Error(`“${questions[invalid].header}”: ${fields[invalid].validationMessage}`));
         return;
       }
       await settle(card, { toolCallId: call.toolCallId, output: { answers } });
     };
 
+    const firstDefault = (q) => (Array.isArray(q.default) ? q.default[0] : q.default);
+
     questions.forEach((q, i) => {
+      const kind = kindOf(q);
       const opts = h("div", { class: "options" });
-      for (const o of q.options || []) {
-        if (q.multiple) {
-          const box = h("input", { type: "checkbox", value: o.label, disabled: readOnly, dataset: { label: o.label },
-            onchange: (e) => { if (e.target.checked) picks[i].add(o.label); else picks[i].delete(o.label); } });
-          opts.append(h("label", { title: o.description || null }, box, o.label));
-        } else {
-          const btn = h("button", { type: "button", disabled: readOnly, title: o.description || null, dataset: { label: o.label }, text: o.label });
-          btn.addEventListener("click", () => {
-            picks[i].clear();
-            picks[i].add(o.label);
-            if (customs[i]) customs[i].value = "";
-            if (simple) return submit();
-            opts.querySelectorAll("button").forEach((b) => b.classList.toggle("selected", b === btn));
-          });
-          opts.append(btn);
+      if (kind === "choice") {
+        for (const o of q.options || []) {
+          if (q.multiple) {
+            const box = h("input", { type: "checkbox", value: o.label, disabled: readOnly, dataset: { label: o.label },
+              onchange: (e) => { if (e.target.checked) picks[i].add(o.label); else picks[i].delete(o.label); } });
+            opts.append(h("label", { title: o.description || null }, box, o.label));
+          } else {
+            const btn = h("button", { type: "button", disabled: readOnly, title: o.description || null, dataset: { label: o.label }, text: o.label });
+            btn.addEventListener("click", () => {
+              picks[i].clear();
+              picks[i].add(o.label);
+              if (customs[i]) customs[i].value = "";
+              if (simple) return submit();
+              opts.querySelectorAll("button").forEach((b) => b.classList.toggle("selected", b === btn));
+            });
+            opts.append(btn);
+          }
         }
+      } else if (kind === "confirm") {
+        const label = (q.label && q.label.trim()) || "Confirm";
+        const btn = h("button", { type: "button", class: q.danger ? "confirm danger" : "confirm", disabled: readOnly, dataset: { label }, text: label });
+        btn.addEventListener("click", () => {
+          picks[i].clear();
+          picks[i].add(label);
+          if (simple) return submit();
+          btn.classList.add("selected");
+        });
+        opts.append(btn);
+      } else if (kind === "toggle") {
+        const d = firstDefault(q);
+        const box = h("input", { type: "checkbox", role: "switch", class: "toggle", disabled: readOnly, dataset: { header: q.header } });
+        box.checked = d === true || d === "on";
+        fields[i] = box;
+        opts.append(h("label", { class: "toggle-label" }, box, q.label || "On"));
+      } else {
+        const attrs = { class: "field", disabled: readOnly, placeholder: q.placeholder || null, dataset: { header: q.header } };
+        let field;
+        if (kind === "number_input") {
+          field = h("input", { ...attrs, type: "number", step: q.step != null ? String(q.step) : "any" });
+          if (q.min != null) field.min = String(q.min);
+          if (q.max != null) field.max = String(q.max);
+        } else if (q.multiline) {
+          field = h("textarea", { ...attrs, rows: 3 });
+        } else {
+          field = h("input", { ...attrs, type: "text" });
+        }
+        if (kind === "text_input") field.maxLength = q.maxLength || 4000;
+        field.required = q.required !== false;
+        fields[i] = field;
+        if (kind !== "text_input" || !q.multiline) {
+          field.addEventListener("keydown", (e) => { if (e.key === "Enter") { e.preventDefault(); submit(); } });
+        }
+        opts.append(field);
+        if (q.unit) opts.append(h("span", { class: "unit", text: q.unit }));
       }
       const described = (q.options || []).filter((o) => o.description);
-      const q_el = h("div", { class: "q", dataset: { header: q.header } },
+      const q_el = h("div", { class: "q", dataset: { header: q.header, kind } },
         h("div", { class: "q-header", text: q.header }),
-        q.question ? h("div", { class: "q-text", text: q.question }) : null,
+        // Inputs that share their question (an ask's several inputs) show it once.
+        q.question && (i === 0 || q.question !== questions[i - 1].question) ? h("div", { class: "q-text", text: q.question }) : null,
         opts,
         described.length ? h("div", { class: "option-desc" }, described.map((o) => `${o.label}: ${o.description}`).join(" · ")) : null);
       if (q.custom && !readOnly) {
@@ -423,16 +491,17 @@
       card.append(q_el);
     });
 
+    if (call.expiresAt) card.append(expiresLine(call.expiresAt));
     if (!readOnly) {
       card.append(h("div", { class: "actions" },
         h("button", { type: "button", class: "dismiss", text: "Dismiss", onclick: () => settle(card, { toolCallId: call.toolCallId, dismissed: true }) }),
-        simple ? null : h("button", { type: "button", class: "submit", text: "Submit", onclick: submit })));
+        simple ? null : h("button", { type: "button", class: "submit", text: "Send answers", onclick: submit })));
     }
     return card;
   }
 
   async function settle(card, body) {
-    card.querySelectorAll("button, input").forEach((el) => { el.disabled = true; });
+    card.querySelectorAll("button, input, textarea").forEach((el) => { el.disabled = true; });
     try {
       await api("POST", `/api/chats/${encodeURIComponent(app.chatId)}/settle`, body);
       showError(null);
@@ -440,7 +509,7 @@
       ui.questions.hidden = !ui.questions.children.length;
       app.stickToBottom = true;
     } catch (err) {
-      card.querySelectorAll("button, input").forEach((el) => { el.disabled = false; });
+      card.querySelectorAll("button, input, textarea").forEach((el) => { el.disabled = false; });
       showError(err);
     }
     scheduleRefresh(0);

@@ -147,6 +147,54 @@ await step("screenshot", async () => {
   await page.screenshot({ path: shot });
 });
 
+// A script's ask into this chat (POST /api/asks) with every input kind but choice (above),
+// answered with the page's own form controls and "Send answers".
+const shotAsk = shot.replace(/(\.png)?$/, "-ask.png");
+const ask = await step("a script asks", async () => {
+  const r = await fetch(`${base}/api/asks`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({
+      to: { web: chatId },
+      title: "Release",
+      text: "Ship v1.4?",
+      expiresInSeconds: 3600,
+      inputs: [
+        { header: "Go", kind: "confirm", label: "Approve", danger: true },
+        { header: "Pods", kind: "number_input", min: 1, max: 10, unit: "pods" },
+        { header: "Why", kind: "text_input", multiline: true, maxLength: 50, required: false },
+        { header: "Notify", kind: "toggle", label: "Tell the team", default: true },
+      ],
+    }),
+  });
+  if (r.status !== 201) throw new Error(`POST /api/asks: ${r.status} ${await r.text()}`);
+  return r.json();
+});
+await step("the ask shows its form", async () => {
+  await page.locator('.question .q[data-kind="number_input"] input[type=number][min="1"][max="10"]').waitFor();
+  await page.locator('.question .q[data-kind="text_input"] textarea[maxlength="50"]').waitFor();
+  await page.locator('.question .q[data-kind="toggle"] input.toggle:checked').waitFor();
+  await page.locator('.question button.confirm.danger[data-label="Approve"]').waitFor();
+  await page.locator(".question .expires", { hasText: "open until" }).waitFor();
+  mkdirSync(dirname(shotAsk), { recursive: true });
+  await page.screenshot({ path: shotAsk });
+});
+await step("send answers", async () => {
+  await page.locator('.question button.confirm[data-label="Approve"]').click();
+  await page.locator('.question .q[data-kind="number_input"] input').fill("4");
+  await page.locator('.question .q[data-kind="text_input"] textarea').fill("tests pass");
+  await page.locator('.question .q[data-kind="toggle"] input.toggle').uncheck();
+  await page.locator(".question button.submit", { hasText: "Send answers" }).click();
+  await page.locator(".question").waitFor({ state: "detached" });
+});
+await step("the ask is answered", async () => {
+  const r = await fetch(`${base}/api/asks/${ask.id}`);
+  const v = await r.json();
+  const want = JSON.stringify({ Go: true, Notify: false, Pods: 4, Why: "tests pass" });
+  const got = JSON.stringify(Object.fromEntries(Object.entries(v.values || {}).sort()));
+  if (v.state !== "answered" || got !== want) throw new Error(`ask: ${JSON.stringify(v)}`);
+});
+
 const fatal = problems.filter((p) => p.startsWith("pageerror"));
 clearTimeout(timer);
 if (fatal.length) done(1, "web-chat: FAIL the page threw errors");

@@ -448,8 +448,69 @@ fn convert(m: &UiMessage, named: bool, out: &mut Vec<ModelMessage>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Delivery, MessageMetadata};
+    use crate::model::{Delivery, InputKind, MessageMetadata, QuestionInput, QuestionItem};
     use crate::store::REPLY_SUB;
+
+    #[test]
+    fn the_question_tool_offers_every_kind_default_and_expiry() {
+        let schema = question_tool_spec().input_schema;
+        let item = &schema["properties"]["questions"]["items"];
+        let kinds: Vec<&str> = item["properties"]["kind"]["enum"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| k.as_str().unwrap())
+            .collect();
+        let all = [
+            InputKind::Choice,
+            InputKind::TextInput,
+            InputKind::NumberInput,
+            InputKind::Toggle,
+            InputKind::Confirm,
+        ];
+        assert_eq!(kinds, all.map(InputKind::as_str));
+        for k in all {
+            assert_eq!(serde_json::to_value(k).unwrap(), k.as_str());
+        }
+        // Every field an input can carry is described to the model.
+        let full = QuestionItem {
+            header: "h".into(),
+            question: "q".into(),
+            kind: InputKind::NumberInput,
+            options: vec![crate::model::QuestionOption {
+                label: "x".into(),
+                description: Some("d".into()),
+            }],
+            multiple: true,
+            custom: true,
+            placeholder: Some("p".into()),
+            multiline: true,
+            max_length: Some(3),
+            min: Some(1.into()),
+            max: Some(2.into()),
+            step: Some(1.into()),
+            unit: Some("u".into()),
+            label: Some("l".into()),
+            danger: true,
+            required: false,
+            default: Some(vec!["1".into()]),
+        };
+        let wire = serde_json::to_value(&full).unwrap();
+        for key in wire.as_object().unwrap().keys() {
+            assert!(item["properties"].get(key).is_some(), "{key} is not in the schema");
+        }
+        assert_eq!(item["required"], json!(["header", "question"]));
+        let expiry = &schema["properties"]["expiresInSeconds"];
+        assert_eq!(expiry["maximum"], crate::model::MAX_EXPIRES_IN_SECONDS);
+        let input = serde_json::to_value(QuestionInput {
+            questions: vec![full],
+            expires_in_seconds: Some(5),
+        })
+        .unwrap();
+        for key in input.as_object().unwrap().keys() {
+            assert!(schema["properties"].get(key).is_some(), "{key}");
+        }
+    }
 
     fn stored(
         id: &str,
