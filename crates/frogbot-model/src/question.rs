@@ -368,13 +368,11 @@ impl QuestionItem {
             .as_deref()
             .map(str::trim)
             .filter(|u| !u.is_empty())
+            && t.len() > unit.len()
+            && t.is_char_boundary(t.len() - unit.len())
+            && t[t.len() - unit.len()..].eq_ignore_ascii_case(unit)
         {
-            if t.len() > unit.len()
-                && t.is_char_boundary(t.len() - unit.len())
-                && t[t.len() - unit.len()..].eq_ignore_ascii_case(unit)
-            {
-                t = t[..t.len() - unit.len()].trim_end();
-            }
+            t = t[..t.len() - unit.len()].trim_end();
         }
         let wanted = || format!("enter a number{}", self.range_phrase());
         let v: f64 = match t.parse::<f64>() {
@@ -634,10 +632,8 @@ impl QuestionInput {
                         return Err(format!("question {n}: `step` must be positive"));
                     }
                 }
-                InputKind::Confirm => {
-                    if q.label.as_deref().is_some_and(|l| l.trim().is_empty()) {
-                        return Err(format!("question {n}: `label` is empty"));
-                    }
+                InputKind::Confirm if q.label.as_deref().is_some_and(|l| l.trim().is_empty()) => {
+                    return Err(format!("question {n}: `label` is empty"));
                 }
                 _ => {}
             }

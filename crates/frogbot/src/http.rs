@@ -197,7 +197,9 @@ impl From<CoreError> for ApiError {
                 err.retry_after = true;
                 err
             }
-            CoreError::Channel { .. } => Self::new(StatusCode::BAD_GATEWAY, "channel-error", e.to_string()),
+            CoreError::Channel { .. } => {
+                Self::new(StatusCode::BAD_GATEWAY, "channel-error", e.to_string())
+            }
             CoreError::Stopping => {
                 let mut err = Self::new(
                     StatusCode::SERVICE_UNAVAILABLE,

@@ -112,7 +112,7 @@ fn main() -> ExitCode {
         }
     };
     let (config, migrate) = match cli.command {
-        Command::Ask(a) => return run_client(Client::Ask(*a)),
+        Command::Ask(a) => return run_client(Client::Ask(a)),
         Command::Wait(a) => return run_client(Client::Wait(a)),
         Command::Cancel(a) => return run_client(Client::Cancel(a)),
         Command::Serve { config } => (config, false),
@@ -152,7 +152,7 @@ fn main() -> ExitCode {
 }
 
 enum Client {
-    Ask(frogbot::ask::AskArgs),
+    Ask(Box<frogbot::ask::AskArgs>),
     Wait(frogbot::ask::WaitArgs),
     Cancel(frogbot::ask::CancelArgs),
 }
@@ -165,7 +165,7 @@ fn run_client(client: Client) -> ExitCode {
         .expect("tokio runtime");
     let result = rt.block_on(async {
         match client {
-            Client::Ask(a) => frogbot::ask::run_ask(a).await,
+            Client::Ask(a) => frogbot::ask::run_ask(*a).await,
             Client::Wait(a) => frogbot::ask::run_wait(a).await,
             Client::Cancel(a) => frogbot::ask::run_cancel(a).await,
         }

@@ -815,13 +815,30 @@ async fn an_ask_to_a_channel_starts_a_thread_and_a_click_answers_it() {
     assert_eq!(root["channel"], CHANNEL);
     assert!(root.get("thread_ts").is_none_or(Value::is_null), "{root}");
     assert!(
-        root["text"].as_str().unwrap().contains("Deploy v1.4 to production?"),
+        root["text"]
+            .as_str()
+            .unwrap()
+            .contains("Deploy v1.4 to production?"),
         "{root}"
     );
     let chat = frogbot_core::model::ChatId::new(created["chatId"].as_str().unwrap()).unwrap();
-    let thread = env.store.get_chat(&chat).await.unwrap().unwrap().channel.unwrap().thread;
-    let root_ts = thread.strip_prefix(&format!("{CHANNEL}:")).unwrap().to_owned();
-    assert_eq!(env.fake.thread_messages(&thread)[0].text, root["text"].as_str().unwrap());
+    let thread = env
+        .store
+        .get_chat(&chat)
+        .await
+        .unwrap()
+        .unwrap()
+        .channel
+        .unwrap()
+        .thread;
+    let root_ts = thread
+        .strip_prefix(&format!("{CHANNEL}:"))
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        env.fake.thread_messages(&thread)[0].text,
+        root["text"].as_str().unwrap()
+    );
     let msg_ts = env.question_ts(&root_ts).await;
     let card = env
         .fake
@@ -852,13 +869,25 @@ async fn an_ask_to_a_channel_starts_a_thread_and_a_click_answers_it() {
     assert_eq!(done["by"]["user"], "slack:U7");
     // A thread target that is no Slack thread id, and an unknown platform: refused, nothing posted.
     let posts = env.fake.calls("chat.postMessage").len();
-    let (status, body) = ask(json!({"to": {"channel": "discord", "thread": "1"}, "text": "x",
-        "inputs": [{"kind": "confirm"}]}))
+    let (status, body) = ask(
+        json!({"to": {"channel": "discord", "thread": "1"}, "text": "x",
+        "inputs": [{"kind": "confirm"}]}),
+    )
     .await;
-    assert_eq!((status, body["error"]["code"].as_str()), (400, Some("invalid-request")), "{body}");
-    let (status, body) = ask(json!({"to": {"channel": "slack", "user": "U7"}, "text": "x",
-        "inputs": [{"kind": "confirm"}]}))
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (400, Some("invalid-request")),
+        "{body}"
+    );
+    let (status, body) = ask(
+        json!({"to": {"channel": "slack", "user": "U7"}, "text": "x",
+        "inputs": [{"kind": "confirm"}]}),
+    )
     .await;
-    assert_eq!((status, body["error"]["code"].as_str()), (502, Some("channel-error")), "{body}");
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (502, Some("channel-error")),
+        "{body}"
+    );
     assert_eq!(env.fake.calls("chat.postMessage").len(), posts);
 }

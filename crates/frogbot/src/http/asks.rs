@@ -131,7 +131,12 @@ pub(super) async fn create(
     let body: AskBody = parse_json(&body)?;
     let input = input_of(&body)?;
     let message = message_id_of(body.idempotency_key.as_deref())?;
-    let text = match body.title.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
+    let text = match body
+        .title
+        .as_deref()
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+    {
         Some(title) => format!("**{title}**\n\n{}", body.text),
         None => body.text.clone(),
     };

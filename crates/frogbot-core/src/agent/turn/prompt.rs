@@ -497,7 +497,10 @@ mod tests {
         };
         let wire = serde_json::to_value(&full).unwrap();
         for key in wire.as_object().unwrap().keys() {
-            assert!(item["properties"].get(key).is_some(), "{key} is not in the schema");
+            assert!(
+                item["properties"].get(key).is_some(),
+                "{key} is not in the schema"
+            );
         }
         assert_eq!(item["required"], json!(["header", "question"]));
         let expiry = &schema["properties"]["expiresInSeconds"];
