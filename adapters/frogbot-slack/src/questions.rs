@@ -3,6 +3,17 @@
 //! replies (ids from [`crate::ids`]), `updated`/`settled` redraw with `chat.update`, and the
 //! `rejected`/`denied`/`stale` notices go to the person as ephemeral messages. The multi-step
 //! progress is [`frogbot_model::Progress`] in the record's state.
+//!
+//! Input kinds: a confirm button's tap answers (or, in a set, is one step of) its input; text,
+//! number and toggle inputs are answered in the modal, whose `view_submission` is read into one
+//! answer for the whole set ([`output_from_modal`]). A submission that does not validate (Slack's
+//! client already refuses required inputs left empty, numbers out of `min`/`max` or with
+//! decimals where none are allowed, and text over `max_length`; a `step` is FrogBot's to check)
+//! is `rejected`: the modal closes and the reason reaches the person as an ephemeral message in
+//! the thread, the question staying open. (Slack's `response_action: "errors"` would keep the
+//! modal open, but it must be the body of the acknowledgement, which the receiving layer sends
+//! before the engine has read the submission.) A set of one input also takes a typed thread
+//! reply for every kind ([`frogbot_model::QuestionItem::choice_in_reply`]).
 
 use async_trait::async_trait;
 use frogbot_model::BoxError;
