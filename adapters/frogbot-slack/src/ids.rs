@@ -1,7 +1,7 @@
 //! The control id codec and Slack's message / thread ids.
 //!
 //! Control ids (`action_id`s) are `fb1:{kind}:{question}:{option}:{revision}` (see [`ActionRef`];
-//! the Skip button is `fb1:k:0:-:{revision}`),
+//! the Skip button is `fb1:k:0:-:{revision}`, a confirm input's button `fb1:y:{question}:-:{revision}`),
 //! so a click on controls drawn for an older revision of the record is recognisably stale; the
 //! modal's inputs are `fb1:m:{question}:pick|text`. A Slack message is `"{channel}:{ts}"`, a
 //! thread `"{channel}:{thread_ts}"` (the thread's root ts, or the message's own ts when it starts
@@ -31,6 +31,8 @@ pub enum ActionKind {
     Other,
     /// Skip: dismiss the whole call (set-wide: `question` 0, no option).
     Skip,
+    /// A `confirm` input's button (answers it with its label).
+    Confirm,
 }
 
 impl ActionKind {
@@ -42,6 +44,7 @@ impl ActionKind {
             ActionKind::Submit => "u",
             ActionKind::Other => "o",
             ActionKind::Skip => "k",
+            ActionKind::Confirm => "y",
         }
     }
 
@@ -53,6 +56,7 @@ impl ActionKind {
             "u" => ActionKind::Submit,
             "o" => ActionKind::Other,
             "k" => ActionKind::Skip,
+            "y" => ActionKind::Confirm,
             _ => return None,
         })
     }
@@ -110,7 +114,9 @@ impl ActionRef {
     }
 }
 
-/// The input ids of the modal: `fb1:m:{question}:pick` and `fb1:m:{question}:text`.
+/// The input ids of the modal: `fb1:m:{question}:pick` (a choice's options; a toggle's or a
+/// confirm's one checkbox) and `fb1:m:{question}:text` (a choice's own text; a `text_input`'s
+/// `plain_text_input`; a `number_input`'s `number_input`).
 pub fn modal_input_id(question: usize, text: bool) -> String {
     format!(
         "{PREFIX}:m:{question}:{}",

@@ -7,7 +7,8 @@
 //!   `channel:ts` message / thread ids;
 //! - [`convert`]: pure — request signature checks, interaction payloads and Events API messages →
 //!   FrogBot's model, mentions, the bot's own messages;
-//! - [`render`]: pure — a question set → Block Kit blocks and the modal, within Slack's limits;
+//! - [`render`]: pure — a question set → Block Kit blocks and the modal, within Slack's limits
+//!   (every input kind: choice, text, number, toggle, confirm; the expiry line);
 //! - [`format`]: pure — the model's Markdown → Slack `mrkdwn`, split into messages;
 //! - [`client`]: the [`SlackApi`] trait the hooks call, [`SlackWebApi`] over slack-morphism's
 //!   client, and [`RecordingSlack`] for unit tests;

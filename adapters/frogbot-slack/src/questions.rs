@@ -3,15 +3,26 @@
 //! replies (ids from [`crate::ids`]), `updated`/`settled` redraw with `chat.update`, and the
 //! `rejected`/`denied`/`stale` notices go to the person as ephemeral messages. The multi-step
 //! progress is [`frogbot_model::Progress`] in the record's state.
+//!
+//! Input kinds: a confirm button's tap answers (or, in a set, is one step of) its input; text,
+//! number and toggle inputs are answered in the modal, whose `view_submission` is read into one
+//! answer for the whole set ([`output_from_modal`]). A submission that does not validate (Slack's
+//! client already refuses required inputs left empty, numbers out of `min`/`max` or with
+//! decimals where none are allowed, and text over `max_length`; a `step` is FrogBot's to check)
+//! is `rejected`: the modal closes and the reason reaches the person as an ephemeral message in
+//! the thread, the question staying open. (Slack's `response_action: "errors"` would keep the
+//! modal open, but it must be the body of the acknowledgement, which the receiving layer sends
+//! before the engine has read the submission.) A set of one input also takes a typed thread
+//! reply for every kind ([`frogbot_model::QuestionItem::choice_in_reply`]).
 
 use async_trait::async_trait;
 use frogbot_model::BoxError;
 use frogbot_model::Notice;
 use frogbot_model::{
-    Actor, ChannelQuestions, HookArgs, Interaction, ParseArgs, ParseResult, Progress,
+    Actor, ChannelQuestions, HookArgs, InputKind, Interaction, ParseArgs, ParseResult, Progress,
     QuestionAnswer, QuestionCall, QuestionChange, QuestionInput, QuestionMessage,
     QuestionModalMetadata, QuestionOutcome, QuestionOutput, QuestionRecord, RenderArgs,
-    RenderedQuestion, ReplyChoice, Thread, iso_to_millis,
+    RenderedQuestion, ReplyChoice, TOGGLE_OFF, TOGGLE_ON, Thread, iso_to_millis,
 };
 use serde_json::{Map, Value};
 
@@ -19,7 +30,7 @@ use crate::Error;
 use crate::client::SlackApi;
 use crate::convert::{state_selections, ts_to_rfc3339};
 use crate::ids::{ActionKind, ActionRef, MODAL_CALLBACK_ID, message_id, modal_input_id, split_id};
-use crate::render::{fallback_text, modal_view, question_blocks_for, settled_blocks};
+use crate::render::{fallback_text, modal_view, question_card, settled_blocks};
 
 /// What a participant is told on a denied or an out-of-date interaction (the shared texts).
 pub use frogbot_model::{DENIED_TEXT, STALE_TEXT};
@@ -167,6 +178,15 @@ fn parse_action(
             progress.pick(a.question, labels);
             progress.parse_result(input)
         }
+        ActionKind::Confirm => {
+            if q.kind != InputKind::Confirm {
+                return ParseResult::Rejected {
+                    reason: NOT_AVAILABLE.into(),
+                };
+            }
+            progress.pick(a.question, vec![q.confirm_label().to_owned()]);
+            progress.parse_result(input)
+        }
         // Skip dismisses the whole call (an old Skip is stale above: the message is edited in
         // place, so only the revision tells an old one apart).
         ActionKind::Skip => ParseResult::Dismiss,
@@ -231,33 +251,66 @@ fn value_strings(v: Option<&Value>) -> Vec<String> {
     }
 }
 
-/// Reads a modal submission into an answer (validated against the input).
+/// Reads a modal submission (the values by `action_id`, as
+/// [`crate::convert::modal_submit_from_view_submission`] flattens `view.state.values`) into one
+/// answer for the whole set, validated against the input: a choice's option values (and own
+/// text), a `plain_text_input`'s text, a `number_input`'s number (read with `read_number`, so
+/// `step` is checked), a toggle's one checkbox (checked: "on", else "off"), a confirm's one
+/// checkbox (checked: its label). `Err` is the reason, naming the question; `parse` gives it
+/// back as `rejected` (the person is told it privately, see [`SlackQuestions::notify`]).
 pub fn output_from_modal(
     input: &QuestionInput,
     values: &Map<String, Value>,
 ) -> Result<QuestionOutput, String> {
     let mut answers = Vec::new();
     for (i, q) in input.questions.iter().enumerate() {
-        let mut selected = Vec::new();
-        for v in value_strings(values.get(&modal_input_id(i, false))) {
-            let label = v
-                .parse::<usize>()
-                .ok()
-                .and_then(|o| q.options.get(o))
-                .map(|o| o.label.clone())
-                .ok_or_else(|| format!("{:?}: that option is not available", q.header))?;
-            selected.push(label);
-        }
-        if q.custom
-            && let Some(text) = value_strings(values.get(&modal_input_id(i, true))).first()
-        {
-            let text = text.trim().to_string();
-            if q.multiple {
-                selected.push(text);
-            } else {
-                selected = vec![text];
+        let picked = value_strings(values.get(&modal_input_id(i, false)));
+        let typed = value_strings(values.get(&modal_input_id(i, true)));
+        let typed = typed.first().map(|t| t.trim()).filter(|t| !t.is_empty());
+        let selected = match q.kind {
+            InputKind::TextInput => typed.map(|t| vec![t.to_owned()]).unwrap_or_default(),
+            InputKind::NumberInput => match typed {
+                Some(t) => vec![
+                    q.read_number(t)
+                        .map_err(|reason| format!("{:?}: {reason}.", q.header))?,
+                ],
+                None => Vec::new(),
+            },
+            InputKind::Toggle => {
+                vec![
+                    if picked.is_empty() {
+                        TOGGLE_OFF
+                    } else {
+                        TOGGLE_ON
+                    }
+                    .to_owned(),
+                ]
             }
-        }
+            InputKind::Confirm if picked.is_empty() => Vec::new(),
+            InputKind::Confirm => vec![q.confirm_label().to_owned()],
+            _ => {
+                let mut selected = Vec::new();
+                for v in picked {
+                    let label = v
+                        .parse::<usize>()
+                        .ok()
+                        .and_then(|o| q.options.get(o))
+                        .map(|o| o.label.clone())
+                        .ok_or_else(|| format!("{:?}: that option is not available", q.header))?;
+                    selected.push(label);
+                }
+                if q.custom
+                    && let Some(text) = typed
+                {
+                    if q.multiple {
+                        selected.push(text.to_owned());
+                    } else {
+                        selected = vec![text.to_owned()];
+                    }
+                }
+                selected
+            }
+        };
         answers.push(QuestionAnswer {
             header: q.header.clone(),
             selected,
@@ -274,8 +327,13 @@ impl<A: SlackApi> ChannelQuestions for SlackQuestions<A> {
         let (channel, thread_ts) = split_id(&args.thread.id)?;
         let mut out = Vec::new();
         for call in args.calls {
-            let blocks =
-                question_blocks_for(&call.input, 0, &Progress::from_state(&call.input, None));
+            let blocks = question_card(
+                &call.input,
+                0,
+                &Progress::from_state(&call.input, None),
+                call.expires_at.as_deref(),
+                chrono::Utc::now(),
+            );
             let ts = self
                 .api
                 .post_message(
@@ -335,7 +393,13 @@ impl<A: SlackApi> ChannelQuestions for SlackQuestions<A> {
     ) -> Result<Option<QuestionChange>, BoxError> {
         let input = &args.call.input;
         let progress = Progress::of(input, args.question);
-        let blocks = question_blocks_for(input, args.question.revision, &progress);
+        let blocks = question_card(
+            input,
+            args.question.revision,
+            &progress,
+            args.call.expires_at.as_deref(),
+            chrono::Utc::now(),
+        );
         let current = args
             .question
             .current()

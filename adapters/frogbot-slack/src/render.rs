@@ -1,19 +1,42 @@
 //! Pure rendering of FrogBot questions as Slack Block Kit (slack-morphism types). No I/O.
 //!
-//! One message per question call. Per question: a section with the question, then an actions
-//! block: ≤ 5 options as buttons, more as a static select (≤ 100 options), `multiple` as checkboxes
-//! (a multi-select above 10 options) plus a Submit button, and an "Other…" button where `custom`
-//! (it opens the modal of [`modal_view`]). Below the questions, an actions block with a "Skip"
-//! button dismisses the whole call. A set that would need more than 25 blocks is drawn compact:
-//! one summary section, and an "Answer…" button that opens the modal beside "Skip".
+//! One message per question call. Per input kind:
+//!
+//! - **choice**: a section with the question, then an actions block: ≤ 5 options as buttons, more
+//!   as a static select (≤ 100 options), `multiple` as checkboxes (a multi-select above 10
+//!   options) plus a Submit button, and an "Other…" button where `custom` (it opens the modal of
+//!   [`modal_view`]).
+//! - **confirm**: one button with the confirm label, `primary`; where `danger`, in the `danger`
+//!   style with Slack's confirmation dialog (the `confirm` composition object: "Are you sure?",
+//!   the question, the label and "Cancel"). One tap answers it.
+//! - **text_input**, **number_input**, **toggle**: Slack has no message control that answers them
+//!   on a tap, so a set holding one is drawn as a *form card* ([`form_card`]): every question
+//!   with a line saying what it takes (its range, unit, limit, default), an "Answer…" button
+//!   that opens one modal holding every input of the set, and Skip; a set of one such input also
+//!   shows the thread reply hint (`reply_hint`), as a typed reply answers it too.
+//!
+//! The modal ([`modal_view`], "Send answers") draws a choice as radio buttons / checkboxes /
+//! selects (with a text input where `custom`), a `text_input` as a `plain_text_input`
+//! (`multiline`, `max_length` ≤ 3,000, placeholder), a `number_input` as a `number_input`
+//! (`is_decimal_allowed` unless a whole step from a whole `min`, `min_value`, `max_value`; the
+//! range, step and unit as the hint), a toggle as a checkbox group of one option (unchecked is
+//! "off"), a confirm as one checkbox with its label; defaults are the initial values.
+//!
+//! Below the questions, an actions block with a "Skip" button dismisses the whole call. A set that
+//! would need more than 25 blocks is drawn compact: one summary section, and an "Answer…" button
+//! that opens the modal beside "Skip". A set that expires ends with a context block "⏳ open until
+//! 14:05 UTC" ([`expiry_block`]); [`question_card`] is the whole message. The settled view
+//! ([`settled_blocks`]) prints each answer by kind: a number with its unit, a toggle "on"/"off",
+//! a confirm its label, "—" for an optional input left empty.
 //!
 //! Control ids come from [`crate::ids`]; texts are cut to Slack's limits with
 //! [`frogbot_model::text::truncate`].
 
 use frogbot_model::text::truncate;
 use frogbot_model::{
-    Actor, Progress, QuestionInput, QuestionItem, QuestionModalMetadata, QuestionOutcome,
-    QuestionOutput, SKIP_LABEL, encode_question_modal_metadata, skipped_text,
+    Actor, InputKind, Progress, QuestionInput, QuestionItem, QuestionModalMetadata,
+    QuestionOutcome, QuestionOutput, SKIP_LABEL, TOGGLE_ON, encode_question_modal_metadata,
+    open_until_text, skipped_text,
 };
 use slack_morphism::prelude::*;
 
@@ -52,6 +75,18 @@ pub const MAX_CHECKBOX_OPTIONS: usize = 10;
 pub const MAX_BUTTONS: usize = 5;
 /// Slack: a modal's private metadata.
 pub const MAX_PRIVATE_METADATA: usize = 3000;
+/// Slack: a `plain_text_input`'s `max_length` (and its value).
+pub const MAX_TEXT_INPUT: u32 = 3000;
+/// Slack: a placeholder's text.
+pub const MAX_PLACEHOLDER: usize = 150;
+/// Slack: an input block's hint.
+pub const MAX_HINT: usize = 2000;
+/// Slack: a confirmation dialog's title.
+pub const MAX_CONFIRM_TITLE: usize = 100;
+/// Slack: a confirmation dialog's text.
+pub const MAX_CONFIRM_TEXT: usize = 300;
+/// Slack: a confirmation dialog's confirm and deny button texts.
+pub const MAX_CONFIRM_BUTTON: usize = 30;
 
 fn plain(text: &str, max: usize) -> SlackBlockPlainTextOnly {
     SlackBlockPlainText::new(truncate(text, max)).into()
@@ -123,6 +158,23 @@ fn question_blocks(
         option,
         revision,
     };
+    if q.kind == InputKind::Confirm {
+        let b = confirm_button(q, aref(ActionKind::Confirm, None));
+        return vec![
+            section.into(),
+            SlackActionsBlock::new(vec![b.into()]).into(),
+        ];
+    }
+    if q.kind != InputKind::Choice {
+        // Text, number and toggle are answered in the modal (a set holding one is drawn as a
+        // form card, see `form_card`); should one get here, its "Answer…" opens that modal.
+        let open = button("Answer…", aref(ActionKind::Other, None), None)
+            .with_style(SlackBlockButtonStyle::Primary);
+        return vec![
+            section.into(),
+            SlackActionsBlock::new(vec![open.into()]).into(),
+        ];
+    }
     let n = q.options.len().min(MAX_SELECT_OPTIONS);
     let mut elements: Vec<SlackActionBlockElement> = Vec::new();
     // Slack allows a multi-select in a section (as its accessory), not in an actions block.
@@ -187,6 +239,191 @@ fn question_blocks(
         None => section,
     };
     vec![section.into(), SlackActionsBlock::new(elements).into()]
+}
+
+/// A `confirm` input's button: its label, in Slack's `danger` style with a confirmation dialog
+/// (the `confirm` composition object: Slack asks "Are you sure?" before it sends the click) when
+/// the input is `danger`, else `primary` and sent on the tap.
+fn confirm_button(q: &QuestionItem, action: ActionRef) -> SlackBlockButtonElement {
+    let label = q.confirm_label();
+    let b = button(label, action, None);
+    if !q.danger {
+        return b.with_style(SlackBlockButtonStyle::Primary);
+    }
+    let dialog = SlackBlockConfirmItem::new(
+        plain("Are you sure?", MAX_CONFIRM_TITLE),
+        SlackBlockPlainText::new(truncate(&q.question, MAX_CONFIRM_TEXT)).into(),
+        plain(label, MAX_CONFIRM_BUTTON),
+        plain("Cancel", MAX_CONFIRM_BUTTON),
+    )
+    .with_style("danger".to_string());
+    b.with_style(SlackBlockButtonStyle::Danger)
+        .with_confirm(dialog)
+}
+
+/// Whether the set holds an input only the modal answers (text, number, toggle): its message is
+/// then a form card ([`form_card`]).
+pub fn needs_form(input: &QuestionInput) -> bool {
+    input.questions.iter().any(|q| {
+        matches!(
+            q.kind,
+            InputKind::TextInput | InputKind::NumberInput | InputKind::Toggle
+        )
+    })
+}
+
+fn number_text(n: &serde_json::Number) -> String {
+    n.to_string()
+}
+
+/// One line describing what an input takes, for the form card and the modal's hints.
+pub fn input_description(q: &QuestionItem) -> String {
+    match q.kind {
+        InputKind::TextInput => match q.max_length {
+            Some(n) => format!("Text, at most {n} characters"),
+            None => "Text".to_string(),
+        },
+        InputKind::NumberInput => {
+            let mut t = match (&q.min, &q.max) {
+                (Some(a), Some(b)) => {
+                    format!("A number from {} to {}", number_text(a), number_text(b))
+                }
+                (Some(a), None) => format!("A number of at least {}", number_text(a)),
+                (None, Some(b)) => format!("A number of at most {}", number_text(b)),
+                (None, None) => "A number".to_string(),
+            };
+            if let Some(step) = &q.step {
+                t.push_str(&format!(", in steps of {}", number_text(step)));
+            }
+            if let Some(unit) = q.unit.as_deref().filter(|u| !u.trim().is_empty()) {
+                t.push_str(&format!(" ({unit})"));
+            }
+            t
+        }
+        InputKind::Toggle => match q.label.as_deref() {
+            Some(l) => format!("On or off: {l}"),
+            None => "On or off".to_string(),
+        },
+        InputKind::Confirm => format!("Confirm: {}", q.confirm_label()),
+        _ => {
+            let mut t = q
+                .options
+                .iter()
+                .map(|o| o.label.as_str())
+                .collect::<Vec<_>>()
+                .join(" · ");
+            if q.multiple {
+                t = format!("Several of: {t}");
+            }
+            if q.custom {
+                t = if t.is_empty() {
+                    "Your own answer".to_string()
+                } else {
+                    format!("{t} · or your own answer")
+                };
+            }
+            t
+        }
+    }
+}
+
+/// The form card of a set with an input only the modal answers: every question with what it
+/// takes (and its default), a hint for a typed thread reply where the set is one question, and
+/// an actions block with "Answer…" (opens the modal holding every input) and "Skip".
+pub fn form_card(input: &QuestionInput, revision: u64) -> Vec<SlackBlock> {
+    let summary = input
+        .questions
+        .iter()
+        .map(|q| {
+            let mut line = format!(
+                "*{}* {}\n_{}_",
+                escape(&q.header),
+                escape(&q.question),
+                escape(&input_description(q))
+            );
+            if let Some(d) = q.default_answer().filter(|d| !d.is_empty()) {
+                line.push_str(&format!(" · default: {}", escape(&d.join(", "))));
+            }
+            if !q.required {
+                line.push_str(" · optional");
+            }
+            line
+        })
+        .collect::<Vec<_>>()
+        .join("\n\n");
+    let open = ActionRef {
+        kind: ActionKind::Other,
+        question: 0,
+        option: None,
+        revision,
+    };
+    let mut blocks: Vec<SlackBlock> =
+        vec![SlackSectionBlock::new().with_text(mrkdwn(&summary)).into()];
+    if let [q] = input.questions.as_slice()
+        && let Some(hint) = q.reply_hint()
+    {
+        blocks.push(
+            SlackContextBlock::new(vec![
+                SlackBlockPlainText::new(truncate(
+                    &format!("Or in this thread: {hint}"),
+                    MAX_SECTION_TEXT,
+                ))
+                .into(),
+            ])
+            .into(),
+        );
+    }
+    blocks.push(
+        SlackActionsBlock::new(vec![
+            button("Answer…", open, None)
+                .with_style(SlackBlockButtonStyle::Primary)
+                .into(),
+            skip_button(revision).into(),
+        ])
+        .into(),
+    );
+    blocks
+}
+
+/// The context line of a set that expires: "⏳ open until 14:05 UTC" (`expires_at` is RFC 3339;
+/// `None` when absent or unreadable).
+pub fn expiry_block(
+    expires_at: Option<&str>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Option<SlackBlock> {
+    let at = chrono::DateTime::parse_from_rfc3339(expires_at?)
+        .ok()?
+        .to_utc();
+    Some(
+        SlackContextBlock::new(vec![
+            SlackBlockMarkDownText::new(format!("⏳ {}", open_until_text(at, now))).into(),
+        ])
+        .into(),
+    )
+}
+
+/// The message of a question call: [`question_blocks_for`], or the [`form_card`] where the set
+/// holds a text, number or toggle input, with the expiry line ([`expiry_block`]) last.
+pub fn question_card(
+    input: &QuestionInput,
+    revision: u64,
+    progress: &Progress,
+    expires_at: Option<&str>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Vec<SlackBlock> {
+    let expiry = expiry_block(expires_at, now);
+    let mut blocks = if needs_form(input) {
+        form_card(input, revision)
+    } else {
+        let b = question_blocks_for(input, revision, progress);
+        if expiry.is_some() && b.len() >= MAX_MESSAGE_BLOCKS {
+            compact_blocks(input, revision)
+        } else {
+            b
+        }
+    };
+    blocks.extend(expiry);
+    blocks
 }
 
 /// The "Skip" button of a question set at `revision`: it dismisses the whole call.
@@ -258,9 +495,16 @@ pub fn fallback_text(input: &QuestionInput) -> String {
     truncate(first, MAX_SECTION_TEXT)
 }
 
-/// The modal (`views.open` payload) for a whole question set: a radio group / checkbox group
-/// (a select above 10 options) per question with options, and a text input where `custom`;
-/// `private_metadata` carries the form locator.
+/// The modal (`views.open` payload) for a whole question set, one input block per input: a
+/// choice as a radio group / checkbox group (a select above 10 options) with a text input where
+/// `custom`; a `text_input` as a `plain_text_input` (`multiline`, `max_length`, placeholder); a
+/// `number_input` as a `number_input` (`is_decimal_allowed`, `min_value`, `max_value`; the
+/// range, step and unit in the hint); a `toggle` as a checkbox group of one option; a `confirm`
+/// as a checkbox group of one option labelled with the confirm label. Defaults are the initial
+/// values; an input is optional where it is not `required` (a toggle always: unchecked is "off").
+/// `private_metadata` carries the form locator. Slack itself refuses a submission with a
+/// required input empty, a number out of `min`/`max` or with decimals where none are allowed,
+/// or text over `max_length`; what remains (a `step`) is checked when the submission is read.
 pub fn modal_view(
     input: &QuestionInput,
     locator: &QuestionModalMetadata,
@@ -273,56 +517,7 @@ pub fn modal_view(
     }
     let mut blocks: Vec<SlackBlock> = Vec::new();
     for (i, q) in input.questions.iter().enumerate() {
-        let label = plain(&format!("{}: {}", q.header, q.question), MAX_LABEL_TEXT);
-        let n = q.options.len().min(MAX_SELECT_OPTIONS);
-        if n > 0 {
-            let id = SlackActionId(modal_input_id(i, false));
-            let element: SlackInputBlockElement = match (q.multiple, n <= MAX_CHECKBOX_OPTIONS) {
-                (true, true) => {
-                    SlackBlockCheckboxesElement::new((0..n).map(|o| check_item(q, o)).collect())
-                        .with_action_id(id)
-                        .into()
-                }
-                (false, true) => {
-                    SlackBlockRadioButtonsElement::new((0..n).map(|o| check_item(q, o)).collect())
-                        .with_action_id(id)
-                        .into()
-                }
-                (true, false) => SlackInputBlockElement::MultiStaticSelect(
-                    SlackBlockMultiStaticSelectElement::new()
-                        .with_action_id(id)
-                        .with_options((0..n).map(|o| select_item(q, o)).collect()),
-                ),
-                (false, false) => SlackBlockStaticSelectElement::new()
-                    .with_action_id(id)
-                    .with_options((0..n).map(|o| select_item(q, o)).collect())
-                    .into(),
-            };
-            blocks.push(
-                SlackInputBlock::new(label.clone(), element)
-                    .with_block_id(SlackBlockId(format!("q{i}")))
-                    .with_optional(q.custom)
-                    .into(),
-            );
-        }
-        if q.custom {
-            let text_label = if n > 0 {
-                plain(&format!("{}: other answer", q.header), MAX_LABEL_TEXT)
-            } else {
-                label
-            };
-            blocks.push(
-                SlackInputBlock::new(
-                    text_label,
-                    SlackBlockPlainTextInputElement::new()
-                        .with_action_id(SlackActionId(modal_input_id(i, true)))
-                        .into(),
-                )
-                .with_block_id(SlackBlockId(format!("q{i}t")))
-                .with_optional(n > 0)
-                .into(),
-            );
-        }
+        blocks.extend(modal_blocks(i, q));
     }
     if blocks.len() > MAX_MODAL_BLOCKS {
         return Err(Error::TooLarge(format!(
@@ -332,21 +527,216 @@ pub fn modal_view(
     }
     Ok(SlackView::Modal(
         SlackModalView::new(plain("Answer", MAX_MODAL_TITLE), blocks)
-            .with_submit(plain("Submit", MAX_MODAL_TITLE))
+            .with_submit(plain("Send answers", MAX_MODAL_TITLE))
             .with_close(plain("Cancel", MAX_MODAL_TITLE))
             .with_callback_id(SlackCallbackId(MODAL_CALLBACK_ID.to_string()))
             .with_private_metadata(metadata),
     ))
 }
 
-fn answers_text(output: &QuestionOutput, single: bool) -> String {
+/// A checkbox group of one option (value `"0"`), checked when `on`: a toggle's or a confirm's.
+fn one_checkbox(text: &str, id: SlackActionId, on: bool) -> SlackInputBlockElement {
+    let item = SlackBlockChoiceItem::new(
+        SlackBlockText::from(SlackBlockPlainText::new(truncate(text, MAX_OPTION_TEXT))),
+        "0".to_string(),
+    );
+    let el = SlackBlockCheckboxesElement::new(vec![item.clone()]).with_action_id(id);
+    if on {
+        el.with_initial_options(vec![item]).into()
+    } else {
+        el.into()
+    }
+}
+
+/// Whether the number input takes whole numbers only: a whole `step` from a whole `min` (or 0).
+fn whole_numbers(q: &QuestionItem) -> bool {
+    let whole = |n: &serde_json::Number| n.is_i64() || n.is_u64();
+    q.step.as_ref().is_some_and(whole) && q.min.as_ref().is_none_or(whole)
+}
+
+fn modal_blocks(i: usize, q: &QuestionItem) -> Vec<SlackBlock> {
+    let label = plain(&format!("{}: {}", q.header, q.question), MAX_LABEL_TEXT);
+    let block = |element: SlackInputBlockElement, optional: bool| {
+        SlackInputBlock::new(label.clone(), element)
+            .with_block_id(SlackBlockId(format!("q{i}")))
+            .with_optional(optional)
+    };
+    let default = q.default_answer().unwrap_or_default();
+    let first_default = default.first().cloned();
+    let pick = SlackActionId(modal_input_id(i, false));
+    let text = SlackActionId(modal_input_id(i, true));
+    match q.kind {
+        InputKind::TextInput => {
+            let limit = q.text_limit().min(MAX_TEXT_INPUT);
+            let mut el = SlackBlockPlainTextInputElement::new()
+                .with_action_id(text)
+                .with_multiline(q.multiline)
+                .with_max_length(u64::from(limit));
+            if let Some(p) = q.placeholder.as_deref().filter(|p| !p.trim().is_empty()) {
+                el = el.with_placeholder(plain(p, MAX_PLACEHOLDER));
+            }
+            if let Some(d) = first_default {
+                el = el.with_initial_value(d.chars().take(limit as usize).collect());
+            }
+            let mut b = block(el.into(), !q.required);
+            if q.max_length.is_some() {
+                b = b.with_hint(plain(&input_description(q), MAX_HINT));
+            }
+            vec![b.into()]
+        }
+        InputKind::NumberInput => {
+            let mut el = SlackBlockNumberInputElement::new(!whole_numbers(q)).with_action_id(text);
+            if let Some(min) = &q.min {
+                el = el.with_min_value(min.to_string());
+            }
+            if let Some(max) = &q.max {
+                el = el.with_max_value(max.to_string());
+            }
+            if let Some(p) = q.placeholder.as_deref().filter(|p| !p.trim().is_empty()) {
+                el = el.with_placeholder(plain(p, MAX_PLACEHOLDER));
+            }
+            if let Some(d) = first_default {
+                el = el.with_initial_value(d);
+            }
+            vec![
+                block(el.into(), !q.required)
+                    .with_hint(plain(&input_description(q), MAX_HINT))
+                    .into(),
+            ]
+        }
+        InputKind::Toggle => {
+            let text = q.label.as_deref().unwrap_or("On");
+            let on = first_default.as_deref() == Some(TOGGLE_ON);
+            // Always optional: unchecked is an answer ("off").
+            vec![block(one_checkbox(text, pick, on), true).into()]
+        }
+        InputKind::Confirm => {
+            let on = first_default.is_some();
+            vec![
+                block(one_checkbox(q.confirm_label(), pick, on), !q.required)
+                    .with_hint(plain("Check to confirm.", MAX_HINT))
+                    .into(),
+            ]
+        }
+        _ => choice_modal_blocks(i, q, label, &default),
+    }
+}
+
+fn choice_modal_blocks(
+    i: usize,
+    q: &QuestionItem,
+    label: SlackBlockPlainTextOnly,
+    default: &[String],
+) -> Vec<SlackBlock> {
+    let mut blocks: Vec<SlackBlock> = Vec::new();
+    let n = q.options.len().min(MAX_SELECT_OPTIONS);
+    let initial: Vec<usize> = (0..n)
+        .filter(|&o| default.contains(&q.options[o].label))
+        .collect();
+    if n > 0 {
+        let id = SlackActionId(modal_input_id(i, false));
+        let element: SlackInputBlockElement = match (q.multiple, n <= MAX_CHECKBOX_OPTIONS) {
+            (true, true) => {
+                let el =
+                    SlackBlockCheckboxesElement::new((0..n).map(|o| check_item(q, o)).collect())
+                        .with_action_id(id);
+                if initial.is_empty() {
+                    el.into()
+                } else {
+                    el.with_initial_options(initial.iter().map(|&o| check_item(q, o)).collect())
+                        .into()
+                }
+            }
+            (false, true) => {
+                let el =
+                    SlackBlockRadioButtonsElement::new((0..n).map(|o| check_item(q, o)).collect())
+                        .with_action_id(id);
+                match initial.first() {
+                    Some(&o) => el.with_initial_option(check_item(q, o)).into(),
+                    None => el.into(),
+                }
+            }
+            (true, false) => {
+                let el = SlackBlockMultiStaticSelectElement::new()
+                    .with_action_id(id)
+                    .with_options((0..n).map(|o| select_item(q, o)).collect());
+                SlackInputBlockElement::MultiStaticSelect(if initial.is_empty() {
+                    el
+                } else {
+                    el.with_initial_options(initial.iter().map(|&o| select_item(q, o)).collect())
+                })
+            }
+            (false, false) => {
+                let el = SlackBlockStaticSelectElement::new()
+                    .with_action_id(id)
+                    .with_options((0..n).map(|o| select_item(q, o)).collect());
+                match initial.first() {
+                    Some(&o) => el.with_initial_option(select_item(q, o)).into(),
+                    None => el.into(),
+                }
+            }
+        };
+        blocks.push(
+            SlackInputBlock::new(label.clone(), element)
+                .with_block_id(SlackBlockId(format!("q{i}")))
+                .with_optional(q.custom || !q.required)
+                .into(),
+        );
+    }
+    if q.custom {
+        let text_label = if n > 0 {
+            plain(&format!("{}: other answer", q.header), MAX_LABEL_TEXT)
+        } else {
+            label
+        };
+        blocks.push(
+            SlackInputBlock::new(
+                text_label,
+                SlackBlockPlainTextInputElement::new()
+                    .with_action_id(SlackActionId(modal_input_id(i, true)))
+                    .into(),
+            )
+            .with_block_id(SlackBlockId(format!("q{i}t")))
+            .with_optional(n > 0 || !q.required)
+            .into(),
+        );
+    }
+    blocks
+}
+
+/// An answer as the settled view prints it: the labels or text; a number with its unit; a
+/// toggle "on" / "off"; a confirm its label; "—" for an optional input left empty.
+fn answer_text(q: Option<&QuestionItem>, selected: &[String]) -> String {
+    if selected.is_empty() {
+        return "—".to_string();
+    }
+    let joined = selected.join(", ");
+    match q {
+        Some(q) if q.kind == InputKind::NumberInput => {
+            match q.unit.as_deref().filter(|u| !u.trim().is_empty()) {
+                Some(u) => format!("{joined} {u}"),
+                None => joined,
+            }
+        }
+        _ => joined,
+    }
+}
+
+fn answers_text(input: &QuestionInput, output: &QuestionOutput, single: bool) -> String {
+    let q_of = |h: &str| input.questions.iter().find(|q| q.header == h);
     if single && let Some(a) = output.answers.first() {
-        return escape(&a.selected.join(", "));
+        return escape(&answer_text(q_of(&a.header), &a.selected));
     }
     output
         .answers
         .iter()
-        .map(|a| format!("{}: {}", escape(&a.header), escape(&a.selected.join(", "))))
+        .map(|a| {
+            format!(
+                "{}: {}",
+                escape(&a.header),
+                escape(&answer_text(q_of(&a.header), &a.selected))
+            )
+        })
         .collect::<Vec<_>>()
         .join(" · ")
 }
@@ -374,11 +764,18 @@ pub fn outcome_text(
     let single = input.questions.len() == 1;
     let text = match outcome {
         QuestionOutcome::Answered(o) => {
-            format!("✅ Answered{}: {}", by(actor), answers_text(o, single))
+            format!(
+                "✅ Answered{}: {}",
+                by(actor),
+                answers_text(input, o, single)
+            )
         }
         QuestionOutcome::Dismissed => format!("⏭️ {}", skipped_text(mention(actor).as_deref())),
         QuestionOutcome::Expired(Some(o)) => {
-            format!("⌛ Expired — defaults used: {}", answers_text(o, single))
+            format!(
+                "⌛ Expired — defaults used: {}",
+                answers_text(input, o, single)
+            )
         }
         QuestionOutcome::Expired(None) => "⌛ Expired".to_string(),
         QuestionOutcome::Cancelled => "✖️ Cancelled".to_string(),

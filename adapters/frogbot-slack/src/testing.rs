@@ -15,8 +15,20 @@
 //!   server, which greets with `hello`, sends the envelopes a test gives it and reads the
 //!   acknowledgements ([`FakeSlack::socket`], [`SocketConnection`]).
 //! - **Events API and interactivity**: the payloads Slack posts (`event_callback`, `block_actions`
-//!   built from the blocks the fake shows, `view_submission`) and signed requests to an app's
-//!   endpoints ([`FakeSlack::post_event`], [`FakeSlack::post_interaction`]).
+//!   built from the blocks the fake shows, `view_submission` built from a modal the app opened,
+//!   [`FakeSlack::submit_view`]) and signed requests to an app's endpoints
+//!   ([`FakeSlack::post_event`], [`FakeSlack::post_interaction`]).
+//! - **Modals**: `views.open` keeps the view ([`FakeSlack::views`]); [`FakeSlack::submit_view`]
+//!   fills it in as a person would and checks it as Slack's client does before it sends the
+//!   submission (a required input left empty, a `number_input` out of `min_value`/`max_value` or
+//!   with decimals where `is_decimal_allowed` is false, text over `max_length`: refused with the
+//!   field errors Slack shows, nothing sent). `state.values` has Slack's shapes:
+//!   `{"type": "plain_text_input" | "number_input", "value": "…" | null}`,
+//!   `{"type": "checkboxes" | "multi_static_select", "selected_options": [{text, value}]}`,
+//!   `{"type": "radio_buttons" | "static_select", "selected_option": {text, value} | null}`.
+//! - **Confirmation dialogs**: a button with a `confirm` object is checked against Slack's limits
+//!   (title 100, text 300, confirm / deny 30 characters, style `primary` | `danger`);
+//!   [`FakeSlack::confirm_dialog`] is the dialog Slack would show before sending the click.
 //! - **Conformance**: [`FakeSlack::harness`] gives the `ChannelQuestions` conformance
 //!   [`Harness`] over the fake, driving the crate's real [`SlackQuestions`] and client.
 
@@ -107,6 +119,16 @@ pub mod limits {
     pub const MODAL_TITLE: usize = 24;
     /// A modal's private metadata.
     pub const PRIVATE_METADATA: usize = 3000;
+    /// A `plain_text_input`'s `max_length` / `min_length`.
+    pub const TEXT_INPUT: u64 = 3000;
+    /// An input block's hint.
+    pub const HINT: usize = 2000;
+    /// A confirmation dialog's title.
+    pub const CONFIRM_TITLE: usize = 100;
+    /// A confirmation dialog's text.
+    pub const CONFIRM_TEXT: usize = 300;
+    /// A confirmation dialog's confirm and deny texts.
+    pub const CONFIRM_BUTTON: usize = 30;
 }
 
 /// A Web API call the fake received.
@@ -251,6 +273,8 @@ struct Store {
     faults: Option<Arc<FaultPlan>>,
     fault_hold: Option<Duration>,
     holds: HashMap<String, Arc<tokio::sync::Semaphore>>,
+    /// The modals `views.open` opened, as Slack answered them (with `id`, `hash`, `state`).
+    views: Vec<Value>,
 }
 
 /// The Web API methods that change something: the ones faults are injected into.
@@ -667,6 +691,125 @@ impl FakeSlack {
         Some(self.block_actions(user, message, action, state, &self.trigger_id()))
     }
 
+    /// The modals `views.open` opened, oldest first, as Slack answered them (each with its `id`).
+    pub fn views(&self) -> Vec<Value> {
+        lock(&self.shared).views.clone()
+    }
+
+    /// The confirmation dialog Slack shows before it sends a click on the button labelled
+    /// `label` of message `message` (the button's `confirm` object), when it has one.
+    pub fn confirm_dialog(&self, message: &str, label: &str) -> Option<Value> {
+        self.element(message, label)?.get("confirm").cloned()
+    }
+
+    /// `user` filling in and submitting the modal `view_id` (one [`FakeSlack::views`] opened):
+    /// `fill` gives, by `action_id`, a string for a `plain_text_input` / `number_input` (what is
+    /// typed) or an array of option values for a checkbox group or select (what is checked);
+    /// an input not named keeps its initial value. Checked as Slack's client checks a modal
+    /// before it sends anything: `Err` holds the field errors by `block_id` (a required input
+    /// empty, a number that is no number, has decimals where `is_decimal_allowed` is false or is
+    /// outside `min_value`/`max_value`, text longer than `max_length` or shorter than
+    /// `min_length`). `Ok` is the `view_submission` payload Slack posts, with `view.state.values`
+    /// in Slack's shapes.
+    pub fn submit_view(
+        &self,
+        user: &str,
+        view_id: &str,
+        fill: &[(&str, Value)],
+    ) -> Result<Value, HashMap<String, String>> {
+        let Some(mut view) = self.views().into_iter().find(|v| v["id"] == view_id) else {
+            return Err(HashMap::from([(
+                String::new(),
+                format!("no view {view_id} is open"),
+            )]));
+        };
+        let fill: HashMap<&str, &Value> = fill.iter().map(|(k, v)| (*k, v)).collect();
+        let mut values = Map::new();
+        let mut errors = HashMap::new();
+        for block in view["blocks"].as_array().cloned().unwrap_or_default() {
+            if block["type"] != "input" {
+                continue;
+            }
+            let block_id = block["block_id"].as_str().unwrap_or_default().to_owned();
+            let e = &block["element"];
+            let kind = e["type"].as_str().unwrap_or_default();
+            let id = e["action_id"].as_str().unwrap_or_default().to_owned();
+            let optional = block["optional"].as_bool().unwrap_or(false);
+            let given = fill.get(id.as_str()).copied();
+            let (state, empty, error) = match kind {
+                "plain_text_input" | "number_input" => {
+                    let text = match given {
+                        Some(Value::String(t)) => Some(t.clone()),
+                        _ => e["initial_value"].as_str().map(str::to_owned),
+                    }
+                    .filter(|t| !t.is_empty());
+                    let error = text.as_deref().and_then(|t| {
+                        if kind == "number_input" {
+                            number_input_error(e, t)
+                        } else {
+                            text_input_error(e, t)
+                        }
+                    });
+                    (json!({"type": kind, "value": text}), text.is_none(), error)
+                }
+                "checkboxes" | "multi_static_select" | "radio_buttons" | "static_select" => {
+                    let options = e["options"].as_array().cloned().unwrap_or_default();
+                    let chosen: Vec<Value> = match given {
+                        Some(Value::Array(picked)) => options
+                            .iter()
+                            .filter(|o| picked.contains(&o["value"]))
+                            .cloned()
+                            .collect(),
+                        Some(Value::String(v)) => options
+                            .iter()
+                            .filter(|o| o["value"] == *v)
+                            .cloned()
+                            .collect(),
+                        _ => e["initial_options"]
+                            .as_array()
+                            .cloned()
+                            .or_else(|| e.get("initial_option").map(|o| vec![o.clone()]))
+                            .unwrap_or_default(),
+                    };
+                    let empty = chosen.is_empty();
+                    let state = if kind == "checkboxes" || kind == "multi_static_select" {
+                        json!({"type": kind, "selected_options": chosen})
+                    } else {
+                        json!({"type": kind, "selected_option": chosen.into_iter().next()})
+                    };
+                    (state, empty, None)
+                }
+                _ => continue,
+            };
+            if let Some(err) = error {
+                errors.insert(block_id.clone(), err);
+            } else if empty && !optional {
+                errors.insert(
+                    block_id.clone(),
+                    "Please complete this required field.".into(),
+                );
+            }
+            values.insert(block_id, json!({ id: state }));
+        }
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        view["state"] = json!({"values": values});
+        Ok(json!({
+            "type": "view_submission",
+            "team": {"id": TEAM, "domain": "frogs"},
+            "user": {"id": user, "username": user.to_lowercase(), "name": user.to_lowercase(),
+                     "team_id": TEAM},
+            "api_app_id": APP,
+            "token": "legacy-verification-token",
+            "trigger_id": self.trigger_id(),
+            "view": view,
+            "response_urls": [],
+            "is_enterprise_install": false,
+            "enterprise": null
+        }))
+    }
+
     /// How many answer controls (buttons, select and checkbox options) message `id` shows.
     pub fn controls(&self, id: &str) -> usize {
         let Some(m) = self.message(id) else {
@@ -812,6 +955,50 @@ fn next_ts(shared: &Shared) -> String {
         shared.base_secs + (micros / 1_000_000) as i64,
         micros % 1_000_000
     )
+}
+
+/// What Slack's client says of a `number_input`'s text, if it refuses it.
+fn number_input_error(e: &Value, text: &str) -> Option<String> {
+    let Ok(v) = text.trim().parse::<f64>() else {
+        return Some("Enter a number.".into());
+    };
+    if !e["is_decimal_allowed"].as_bool().unwrap_or(false) && v.fract() != 0.0 {
+        return Some("Enter a whole number.".into());
+    }
+    let bound = |k: &str| e[k].as_str().and_then(|b| b.parse::<f64>().ok());
+    if let Some(min) = bound("min_value")
+        && v < min
+    {
+        return Some(format!(
+            "Enter a number of at least {}.",
+            e["min_value"].as_str()?
+        ));
+    }
+    if let Some(max) = bound("max_value")
+        && v > max
+    {
+        return Some(format!(
+            "Enter a number of at most {}.",
+            e["max_value"].as_str()?
+        ));
+    }
+    None
+}
+
+/// What Slack's client says of a `plain_text_input`'s text, if it refuses it.
+fn text_input_error(e: &Value, text: &str) -> Option<String> {
+    let n = text.chars().count() as u64;
+    if let Some(max) = e["max_length"].as_u64()
+        && n > max
+    {
+        return Some(format!("Enter at most {max} characters."));
+    }
+    if let Some(min) = e["min_length"].as_u64()
+        && n < min
+    {
+        return Some(format!("Enter at least {min} characters."));
+    }
+    None
 }
 
 /// The `state.values` of a message's inputs: each checkbox group and select with its initial
@@ -1138,6 +1325,12 @@ fn check_blocks(blocks: &Value, max: usize, errors: &mut Vec<String>) {
                     limits::LABEL,
                     &format!("{at}/label/text"),
                 );
+                too_long(
+                    errors,
+                    &b["hint"]["text"],
+                    limits::HINT,
+                    &format!("{at}/hint/text"),
+                );
                 check_element(&b["element"], &format!("{at}/element"), errors);
             }
             Some("header") => too_long(errors, &b["text"]["text"], 150, &format!("{at}/text/text")),
@@ -1201,6 +1394,74 @@ fn check_element(e: &Value, at: &str, errors: &mut Vec<String>) {
                 limits::BUTTON_VALUE,
                 &format!("{at}/value"),
             );
+            check_style(&e["style"], &format!("{at}/style"), errors);
+            if let Some(c) = e.get("confirm") {
+                check_confirm(c, &format!("{at}/confirm"), errors);
+            }
+            return;
+        }
+        Some("plain_text_input") => {
+            for key in ["max_length", "min_length"] {
+                match &e[key] {
+                    Value::Null => {}
+                    v => match v.as_u64() {
+                        Some(n)
+                            if (1..=limits::TEXT_INPUT).contains(&n)
+                                || (key == "min_length" && n == 0) => {}
+                        _ => errors.push(format!(
+                            "must be a number from {} to {} [json-pointer:{at}/{key}]",
+                            u64::from(key == "max_length"),
+                            limits::TEXT_INPUT
+                        )),
+                    },
+                }
+            }
+            if let (Some(init), Some(max)) = (e["initial_value"].as_str(), e["max_length"].as_u64())
+                && init.chars().count() as u64 > max
+            {
+                errors.push(format!(
+                    "must be at most max_length characters [json-pointer:{at}/initial_value]"
+                ));
+            }
+            return;
+        }
+        Some("number_input") => {
+            if !e["is_decimal_allowed"].is_boolean() {
+                errors.push(format!(
+                    "is required and must be a boolean [json-pointer:{at}/is_decimal_allowed]"
+                ));
+            }
+            let number = |k: &str, errors: &mut Vec<String>| match &e[k] {
+                Value::Null => None,
+                Value::String(s) => match s.parse::<f64>() {
+                    Ok(v) => Some(v),
+                    Err(_) => {
+                        errors.push(format!("must be a number [json-pointer:{at}/{k}]"));
+                        None
+                    }
+                },
+                _ => {
+                    errors.push(format!("must be a string [json-pointer:{at}/{k}]"));
+                    None
+                }
+            };
+            let min = number("min_value", errors);
+            let max = number("max_value", errors);
+            let init = number("initial_value", errors);
+            if let (Some(a), Some(b)) = (min, max)
+                && a > b
+            {
+                errors.push(format!(
+                    "min_value cannot be greater than max_value [json-pointer:{at}/min_value]"
+                ));
+            }
+            if let Some(v) = init
+                && (min.is_some_and(|m| v < m) || max.is_some_and(|m| v > m))
+            {
+                errors.push(format!(
+                    "must be within min_value and max_value [json-pointer:{at}/initial_value]"
+                ));
+            }
             return;
         }
         Some("checkboxes" | "radio_buttons") => limits::CHECKBOX_OPTIONS,
@@ -1217,6 +1478,36 @@ fn check_element(e: &Value, at: &str, errors: &mut Vec<String>) {
             check_option(o, &format!("{at}/{key}/{k}"), errors);
         }
     }
+}
+
+fn check_style(style: &Value, at: &str, errors: &mut Vec<String>) {
+    match style {
+        Value::Null => {}
+        Value::String(s) if s == "primary" || s == "danger" => {}
+        other => errors.push(format!(
+            "must be \"primary\" or \"danger\" (was {other}) [json-pointer:{at}]"
+        )),
+    }
+}
+
+/// A confirmation dialog object: `title`, `text`, `confirm`, `deny` (all required), `style`.
+fn check_confirm(c: &Value, at: &str, errors: &mut Vec<String>) {
+    for (key, max) in [
+        ("title", limits::CONFIRM_TITLE),
+        ("text", limits::CONFIRM_TEXT),
+        ("confirm", limits::CONFIRM_BUTTON),
+        ("deny", limits::CONFIRM_BUTTON),
+    ] {
+        let text = &c[key]["text"];
+        if !text.is_string() {
+            errors.push(format!("is required [json-pointer:{at}/{key}]"));
+        }
+        if key != "text" && c[key]["type"] != "plain_text" {
+            errors.push(format!("must be plain_text [json-pointer:{at}/{key}/type]"));
+        }
+        too_long(errors, text, max, &format!("{at}/{key}/text"));
+    }
+    check_style(&c["style"], &format!("{at}/style"), errors);
 }
 
 /// Gives every block without a `block_id` one, as Slack does.
@@ -1347,6 +1638,7 @@ fn open_view(shared: &Shared, body: &Value) -> Value {
     view["hash"] = json!(format!("{}.fake{n}", shared.base_secs));
     view["state"] = json!({"values": {}});
     view["blocks"] = with_block_ids(view["blocks"].take(), &n.to_string());
+    lock(shared).views.push(view.clone());
     json!({"ok": true, "view": view})
 }
 
