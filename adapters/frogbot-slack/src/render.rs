@@ -832,6 +832,7 @@ mod tests {
         QuestionInput {
             questions: items,
             expires_in_seconds: None,
+            from: Vec::new(),
         }
     }
 

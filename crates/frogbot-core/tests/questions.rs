@@ -1010,6 +1010,7 @@ async fn a_withdrawn_question_is_cancelled_and_settled(url: &str) {
     let _ = QuestionInput {
         questions: vec![],
         expires_in_seconds: None,
+        from: Vec::new(),
     };
 }
 

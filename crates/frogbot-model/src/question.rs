@@ -540,6 +540,11 @@ pub struct QuestionInput {
     /// After this many seconds the set accepts no answers; defaults are used where given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_in_seconds: Option<u64>,
+    /// Who may answer (an ask's `--from`): FrogBot user ids, or `platform:user` channel
+    /// identities (`slack:U123`); empty: whoever the chat lets answer. Checked on top of the
+    /// channel's access check and the chat's ownership ([`QuestionInput::allows`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub from: Vec<String>,
 }
 
 /// One answer of a [`QuestionOutput`].
@@ -710,6 +715,23 @@ impl QuestionInput {
             return None;
         }
         Some(QuestionOutput { answers })
+    }
+
+    /// Whether `actor` may answer: `from` is empty, or names the actor's FrogBot user or its
+    /// channel identity (`platform:user`).
+    pub fn allows(&self, actor: Option<&crate::Actor>) -> bool {
+        if self.from.is_empty() {
+            return true;
+        }
+        let Some(actor) = actor else { return false };
+        let user = actor.user.as_ref().map(|u| u.as_str().to_owned());
+        let identity = actor
+            .identity
+            .as_ref()
+            .map(|i| format!("{}:{}", i.platform, i.user.id));
+        self.from
+            .iter()
+            .any(|f| Some(f) == user.as_ref() || Some(f) == identity.as_ref())
     }
 
     /// Whether one tap answers the set: exactly one input, and a simple one (a choice without
@@ -1136,6 +1158,28 @@ mod tests {
     }
 
     #[test]
+    fn from_names_users_or_channel_identities() {
+        let mut i = kinds();
+        let actor = |user: Option<&str>, id: Option<&str>| crate::Actor {
+            user: user.map(crate::UserId::new),
+            identity: id.map(|id| crate::ChannelIdentity {
+                platform: "slack".into(),
+                user: crate::PlatformUser {
+                    id: id.into(),
+                    name: None,
+                    is_bot: false,
+                },
+            }),
+        };
+        assert!(i.allows(None) && i.allows(Some(&actor(Some("bob"), None))));
+        i.from = vec!["alice".into(), "slack:U7".into()];
+        assert!(i.allows(Some(&actor(Some("alice"), None))));
+        assert!(i.allows(Some(&actor(Some("slack:U9"), Some("U7")))));
+        assert!(!i.allows(Some(&actor(Some("bob"), Some("U8")))));
+        assert!(!i.allows(Some(&actor(None, None))) && !i.allows(None));
+    }
+
+    #[test]
     fn one_simple_input_submits_on_tap() {
         let one = |q: serde_json::Value| {
             serde_json::from_value::<QuestionInput>(json!({"questions": [q]}))
@@ -1292,6 +1336,7 @@ mod tests {
         let empty = QuestionInput {
             questions: vec![],
             expires_in_seconds: None,
+            from: Vec::new(),
         };
         assert!(empty.validate().is_err());
         let empty = QuestionInput {

@@ -137,6 +137,7 @@ async fn a_failing_operation_is_rolled_back_alone() {
                 input: frogbot_core::model::QuestionInput {
                     questions: vec![],
                     expires_in_seconds: None,
+                    from: Vec::new(),
                 },
                 answer_deadline: None,
             }],

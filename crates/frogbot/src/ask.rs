@@ -113,6 +113,10 @@ pub struct AskArgs {
     /// Stop waiting after this long (exit code 2); the ask stays open.
     #[arg(long, requires = "wait")]
     pub timeout: Option<String>,
+    /// Who may answer: a FrogBot user id or a `platform:user` identity (repeat for several;
+    /// default: whoever the chat or channel lets answer).
+    #[arg(long = "from", value_name = "USER")]
+    pub from: Vec<String>,
     /// Ask once per key: the same key returns the same ask.
     #[arg(long)]
     pub idempotency_key: Option<String>,
@@ -444,6 +448,9 @@ pub async fn run_ask(args: AskArgs) -> Result<u8, AskError> {
     }
     if let Some(e) = &args.expires {
         body["expiresInSeconds"] = json!(duration("expires", e)?.as_secs().max(1));
+    }
+    if !args.from.is_empty() {
+        body["from"] = json!(args.from);
     }
     if let Some(k) = &args.idempotency_key {
         body["idempotencyKey"] = json!(k);

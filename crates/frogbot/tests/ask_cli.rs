@@ -254,11 +254,32 @@ async fn timeout_exits_2_and_a_cancel_from_another_process_exits_3() {
     let err = String::from_utf8_lossy(&again.stderr);
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(err.contains("stale"), "{err}");
-    // The chat is free again: the next ask there opens at once.
-    let next = cli(&base, &["ask", "Next?", "--to", "web:ship"])
-        .await
-        .unwrap();
+    // The chat is free again: the next ask there opens at once. Its `--from` names someone
+    // else: the chat's owner may not answer it (403), and it stays open.
+    let next = cli(
+        &base,
+        &["ask", "Next?", "--to", "web:ship", "--from", "alice"],
+    )
+    .await
+    .unwrap();
     assert_eq!(stdout_json(&next)["state"], "open");
+    let call = open_call(&base, "ship").await;
+    let (status, body) = settle(
+        &base,
+        "ship",
+        json!({"toolCallId": call["toolCallId"], "output": {"answers": [{"header": "Answer", "selected": ["OK"]}]}}),
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (403, Some("forbidden")),
+        "{body}"
+    );
+    let id = stdout_json(&next)["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        get(&base, &format!("/api/asks/{id}")).await["state"],
+        "open"
+    );
 }
 
 #[tokio::test]

@@ -800,7 +800,8 @@ async fn an_ask_to_a_channel_starts_a_thread_and_a_click_answers_it() {
         "title": "Release",
         "text": "Deploy v1.4 to production?",
         "inputs": [{"header": "Go", "options": [{"label": "Approve"}, {"label": "Hold"}]}],
-        "expiresInSeconds": 3600
+        "expiresInSeconds": 3600,
+        "from": ["slack:U7"]
     }))
     .await;
     assert_eq!(status, 201, "{created}");
@@ -845,6 +846,27 @@ async fn an_ask_to_a_channel_starts_a_thread_and_a_click_answers_it() {
         .message(&format!("{CHANNEL}:{msg_ts}"))
         .expect("the question card");
     let approve = element(&json!(card.blocks), "Approve");
+    // Someone the ask's `from` does not name: told so privately, nothing recorded.
+    assert_eq!(
+        env.interactivity(
+            &click(&env, "U8", &msg_ts, &root_ts, &approve, "1.2.other"),
+            Sig::Good,
+            None
+        )
+        .await,
+        200
+    );
+    wait(
+        || {
+            env.fake
+                .calls("chat.postEphemeral")
+                .iter()
+                .any(|c| c.body["user"] == "U8" && c.body["text"] == DENIED_TEXT)
+        },
+        "the denied note",
+    )
+    .await;
+    assert!(env.question(&root_ts).await.outcome.is_none());
     assert_eq!(
         env.interactivity(
             &click(&env, "U7", &msg_ts, &root_ts, &approve, "1.2.ask"),

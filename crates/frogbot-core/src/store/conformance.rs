@@ -364,6 +364,7 @@ fn question_input() -> QuestionInput {
             ..Default::default()
         }],
         expires_in_seconds: None,
+        from: Vec::new(),
     }
 }
 

@@ -123,6 +123,7 @@ pub fn question_input() -> QuestionInput {
             ..Default::default()
         }],
         expires_in_seconds: None,
+        from: Vec::new(),
     }
 }
 

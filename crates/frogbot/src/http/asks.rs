@@ -54,6 +54,9 @@ struct AskBody {
     inputs: Vec<QuestionItem>,
     #[serde(default)]
     expires_in_seconds: Option<u64>,
+    /// Who may answer (FrogBot user ids or `platform:user`); empty: whoever the chat lets.
+    #[serde(default)]
+    from: Vec<String>,
     #[serde(default)]
     idempotency_key: Option<String>,
 }
@@ -98,6 +101,7 @@ fn input_of(body: &AskBody) -> Result<QuestionInput, ApiError> {
     let input = QuestionInput {
         questions,
         expires_in_seconds: body.expires_in_seconds,
+        from: body.from.clone(),
     };
     input.validate().map_err(ApiError::invalid)?;
     Ok(input)

@@ -442,6 +442,11 @@ impl Questions {
                 reason: StaleReason::Settled,
             });
         }
+        if !q.input.allows(actor.as_ref()) {
+            return Err(Error::Forbidden {
+                chat_id: chat.clone(),
+            });
+        }
         let outcome = match settle {
             Settle::Answer(output) => {
                 q.input
@@ -735,10 +740,11 @@ impl Questions {
             if settled || first == ParseResult::Stale {
                 return Ok(self.stale(&closer, &q, interaction, &no_req).await);
             }
-            // Who is answering?
+            // Who is answering? (The channel's check, then the question's own `from` list.)
             let (actor, allowed) = self
                 .identify(&channel, &chat.info(), interaction.user())
                 .await;
+            let allowed = allowed && q.input.allows(Some(&actor));
             let req = RequestContext {
                 user: actor.user.clone(),
                 identity: actor.identity.clone(),

@@ -508,6 +508,7 @@ mod tests {
         let input = serde_json::to_value(QuestionInput {
             questions: vec![full],
             expires_in_seconds: Some(5),
+            from: Vec::new(),
         })
         .unwrap();
         for key in input.as_object().unwrap().keys() {
