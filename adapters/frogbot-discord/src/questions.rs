@@ -40,8 +40,8 @@ use frogbot_model::Notice;
 use frogbot_model::text::truncate;
 use frogbot_model::{
     Actor, BoxError, ChannelQuestions, HookArgs, InputKind, Interaction, ParseArgs, ParseResult,
-    Progress, QuestionCall, QuestionItem, TOGGLE_OFF, TOGGLE_ON, QuestionChange, QuestionMessage, QuestionModalMetadata, QuestionOutcome,
-    RenderArgs, RenderedQuestion, ReplyChoice, Thread,
+    Progress, QuestionCall, QuestionChange, QuestionItem, QuestionMessage, QuestionModalMetadata,
+    QuestionOutcome, RenderArgs, RenderedQuestion, ReplyChoice, TOGGLE_OFF, TOGGLE_ON, Thread,
 };
 use serenity::builder::{
     CreateInteractionResponse, CreateInteractionResponseFollowup, CreateMessage,
@@ -53,8 +53,8 @@ use serenity::model::id::InteractionId;
 use crate::Error;
 use crate::client::DiscordApi;
 use crate::convert::selected_values;
-pub use crate::ids::{is_other, opens_modal};
 use crate::ids::{Control, ControlKind, channel_id, message_id};
+pub use crate::ids::{is_other, opens_modal};
 use crate::render::{self, MESSAGE_LIMIT};
 
 /// What a participant is told on a denied or an out-of-date interaction (the shared texts).
@@ -287,16 +287,11 @@ pub fn parse(args: ParseArgs<'_>) -> ParseResult {
 /// when the form held several, `named`).
 fn form_answer(item: &QuestionItem, text: String, named: bool) -> Result<Vec<String>, String> {
     let why = |reason: &str| {
-        let reason = capitalized(reason);
-        let reason = if reason.ends_with('.') {
-            reason
-        } else {
-            format!("{reason}.")
-        };
+        let reason = reason.trim_end_matches('.');
         if named {
-            format!("{}: {reason}", item.header)
+            format!("{}: {reason}.", item.header)
         } else {
-            reason
+            format!("{}.", capitalized(reason))
         }
     };
     match item.kind {
@@ -315,7 +310,10 @@ fn form_answer(item: &QuestionItem, text: String, named: bool) -> Result<Vec<Str
             ReplyChoice::Invalid(reason) => Err(why(&reason)),
             _ => Err(why("type an answer")),
         },
-        InputKind::NumberInput => item.read_number(&text).map(|n| vec![n]).map_err(|r| why(&r)),
+        InputKind::NumberInput => item
+            .read_number(&text)
+            .map(|n| vec![n])
+            .map_err(|r| why(&r)),
         _ => Err(why("this question is not answered in a form")),
     }
 }

@@ -180,7 +180,11 @@ pub fn step_content(
 ) -> String {
     let total = questions.len();
     let mut text = form_run(questions, index)
-        .filter_map(|q| questions.get(q).map(|item| question_content(item, q, total)))
+        .filter_map(|q| {
+            questions
+                .get(q)
+                .map(|item| question_content(item, q, total))
+        })
         .collect::<Vec<_>>()
         .join("\n\n");
     if let Some(line) = expiry_line(expires_at, now) {
@@ -537,10 +541,12 @@ pub fn answer_text(item: &QuestionItem, selected: &[String]) -> String {
         (_, []) => "—".into(),
         (InputKind::Toggle, [v]) if v == TOGGLE_ON => TOGGLE_LABELS[0].into(),
         (InputKind::Toggle, [v]) if v == TOGGLE_OFF => TOGGLE_LABELS[1].into(),
-        (InputKind::NumberInput, [n]) => match item.unit.as_deref().filter(|u| !u.trim().is_empty()) {
-            Some(unit) => format!("{n} {unit}"),
-            None => n.clone(),
-        },
+        (InputKind::NumberInput, [n]) => {
+            match item.unit.as_deref().filter(|u| !u.trim().is_empty()) {
+                Some(unit) => format!("{n} {unit}"),
+                None => n.clone(),
+            }
+        }
         _ => selected.join(", "),
     }
 }
@@ -821,5 +827,115 @@ mod tests {
             skipped(Some(&actor("not-a-snowflake")))["content"],
             "**A**\nFirst?\n\n⏭️ Skipped by Ada"
         );
+    }
+
+    fn kind(v: Value) -> QuestionItem {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn form_runs_hold_consecutive_text_and_number_inputs_up_to_five() {
+        let text = |h: &str| kind(json!({"header": h, "question": "?", "kind": "text_input"}));
+        let toggle = kind(json!({"header": "t", "question": "?", "kind": "toggle"}));
+        let mut qs: Vec<QuestionItem> = (0..7).map(|i| text(&format!("q{i}"))).collect();
+        assert_eq!(form_run(&qs, 0), 0..5);
+        assert_eq!(form_run(&qs, 5), 5..7);
+        qs[2] = toggle;
+        assert_eq!(form_run(&qs, 0), 0..2);
+        assert_eq!(form_run(&qs, 2), 2..3, "a toggle is a step of its own");
+        assert_eq!(form_run(&qs, 9), 9..10);
+    }
+
+    #[test]
+    fn toggle_and_confirm_are_buttons_and_optional_inputs_get_no_answer() {
+        let toggle =
+            kind(json!({"header": "t", "question": "?", "kind": "toggle", "required": false}));
+        let rows = serde_json::to_value(question_components(&toggle, 2, 1)).unwrap();
+        let b = &rows[0]["components"];
+        assert_eq!(
+            (
+                b[0]["label"].clone(),
+                b[0]["style"].clone(),
+                b[0]["custom_id"].clone()
+            ),
+            (json!("✓ On"), json!(3), json!("fq:2:1:0"))
+        );
+        assert_eq!(
+            (b[1]["label"].clone(), b[1]["custom_id"].clone()),
+            (json!("✗ Off"), json!("fq:2:1:1"))
+        );
+        assert_eq!(
+            (b[2]["label"].clone(), b[2]["custom_id"].clone()),
+            (json!("No answer"), json!("fq:2:1:n"))
+        );
+        assert_eq!(b[3]["label"], "Skip");
+        let confirm = |danger: bool| {
+            let item = kind(
+                json!({"header": "c", "question": "?", "kind": "confirm", "label": "x".repeat(90), "danger": danger}),
+            );
+            serde_json::to_value(question_components(&item, 0, 0)).unwrap()[0]["components"].clone()
+        };
+        assert_eq!(confirm(true)[0]["style"], 4);
+        assert_eq!(confirm(false)[0]["style"], 3);
+        assert_eq!(
+            confirm(true)[0]["label"].as_str().unwrap().chars().count(),
+            80
+        );
+        assert_eq!(
+            confirm(true).as_array().unwrap().len(),
+            2,
+            "the confirm and Skip"
+        );
+        // An optional choice: "No answer" before Skip; it counts towards the 25 buttons.
+        let mut choice = item(23, false, true);
+        choice.required = false;
+        let rows = self::rows(&choice);
+        assert_eq!(
+            rows[0]["components"][0]["type"], 3,
+            "24 options + Other… + No answer + Skip: selects"
+        );
+        let last = rows.last().unwrap()["components"].as_array().unwrap();
+        let labels: Vec<&str> = last.iter().map(|b| b["label"].as_str().unwrap()).collect();
+        assert_eq!(labels, ["Other…", "No answer", "Skip"]);
+    }
+
+    #[test]
+    fn the_expiry_line_and_answers_as_they_read() {
+        let t = |s: &str| chrono::DateTime::parse_from_rfc3339(s).unwrap().to_utc();
+        let now = t("2026-12-01T10:00:00Z");
+        assert_eq!(
+            expiry_line(Some("2026-12-01T14:05:00Z"), now).unwrap(),
+            "⏳ open until 14:05 UTC"
+        );
+        assert_eq!(expiry_line(Some("not a time"), now), None);
+        assert_eq!(expiry_line(None, now), None);
+        let q =
+            kind(json!({"header": "h", "question": "Q?", "kind": "number_input", "unit": "pods"}));
+        let content = step_content(
+            std::slice::from_ref(&q),
+            0,
+            Some("2026-12-02T09:00:00Z"),
+            now,
+        );
+        assert_eq!(
+            content,
+            "**h**\nQ?\n_A number (pods)_\n\n⏳ open until 2 Dec 09:00 UTC"
+        );
+        // A long question set still fits with its expiry line.
+        let long = kind(json!({"header": "h", "question": "x".repeat(3000), "kind": "text_input"}));
+        let content = step_content(
+            std::slice::from_ref(&long),
+            0,
+            Some("2026-12-01T14:05:00Z"),
+            now,
+        );
+        assert!(content.chars().count() <= MESSAGE_LIMIT);
+        assert!(content.ends_with("open until 14:05 UTC"));
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert_eq!(answer_text(&q, &s(&["4"])), "4 pods");
+        assert_eq!(answer_text(&q, &[]), "—");
+        let toggle = kind(json!({"header": "t", "question": "?", "kind": "toggle"}));
+        assert_eq!(answer_text(&toggle, &s(&["on"])), "✓ On");
+        assert_eq!(answer_text(&toggle, &s(&["off"])), "✗ Off");
     }
 }

@@ -463,7 +463,9 @@ fn check_modal(data: &Value) -> Result<(), String> {
             return Err(format!("{at}.custom_id: 1 to 100 characters"));
         }
         if !ids.insert(id.to_owned()) {
-            return Err(format!("{at}.custom_id: Component custom id cannot be duplicated"));
+            return Err(format!(
+                "{at}.custom_id: Component custom id cannot be duplicated"
+            ));
         }
         if !matches!(input["style"].as_u64(), Some(1 | 2)) {
             return Err(format!("{at}.style: Value must be one of (1, 2)."));
@@ -1455,8 +1457,13 @@ fn answer_controls(shown: &Value) -> Vec<(String, Option<String>)> {
     controls_of(shown)
         .into_iter()
         .filter(|(_, label, _)| {
-            !["Other…", "Skip", crate::render::ANSWER_LABEL, crate::render::NO_ANSWER_LABEL]
-                .contains(&label.as_str())
+            ![
+                "Other…",
+                "Skip",
+                crate::render::ANSWER_LABEL,
+                crate::render::NO_ANSWER_LABEL,
+            ]
+            .contains(&label.as_str())
         })
         .map(|(id, _, value)| (id, value))
         .collect()
