@@ -676,6 +676,74 @@ async fn a_modal_built_from_labels_answers_through_the_interactions_endpoint() {
     );
 }
 
+/// On the interactions endpoint "Answer…" is answered with the form in the HTTP response, and a
+/// submission in the Label shape answers its several inputs together.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_form_opens_and_answers_through_the_interactions_endpoint() {
+    let key = ed25519_dalek::SigningKey::from_bytes(&[9; 32]);
+    let public: String = key
+        .verifying_key()
+        .as_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let bot = start(&[], Some(public)).await;
+    let router = bot.adapter.routes(&bot.engine).unwrap();
+    let from = bot.fake.calls().len();
+    let thread = bot
+        .mention(938_000_000_000_000_001, &alice(), "kinds again")
+        .await;
+    let posted = bot.posted_in(from, thread).await;
+    let message: u64 = posted.response["id"].as_str().unwrap().parse().unwrap();
+    bot.idle_or_awaiting(thread).await;
+    let click = fake::component_interaction(
+        500_000_000_000_000_021,
+        APP,
+        thread,
+        message,
+        &alice(),
+        "fq:0:0:f",
+        None,
+        "tok-f1",
+    );
+    let (status, modal) = post_signed(&router, &key, &click).await;
+    assert_eq!((status, modal["type"].as_u64()), (200, Some(9)));
+    let rows = modal["data"]["components"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0]["components"][0]["type"], 4);
+    let locator = modal["data"]["custom_id"].as_str().unwrap();
+    let submit = |n: u64, pods: &str| {
+        fake::modal_submit_in_labels(
+            500_000_000_000_000_000 + n,
+            APP,
+            thread,
+            &alice(),
+            locator,
+            &[("fq:0:0:t", pods), ("fq:0:1:t", "why not")],
+            &[],
+            &format!("tok-f{n}"),
+        )
+    };
+    // Invalid: the ack, then the reason privately.
+    let from = bot.fake.calls().len();
+    let (status, ack) = post_signed(&router, &key, &submit(22, "0")).await;
+    assert_eq!((status, ack["type"].as_u64()), (200, Some(6)));
+    let note = bot.followup(from, "tok-f22").await;
+    assert_eq!(note.body["content"], "Pods: enter a number from 1 to 10.");
+    // Valid: both recorded at once, the toggle step posted.
+    let from = bot.fake.calls().len();
+    let (status, _) = post_signed(&router, &key, &submit(23, "10")).await;
+    assert_eq!(status, 200);
+    let next = bot.posted_in(from, thread).await;
+    assert!(
+        next.body["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("**Notify** (3/3)"),
+        "{next:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_modal_built_from_labels_through_the_gateway_is_not_dropped_silently() {
     let logs = logs();
