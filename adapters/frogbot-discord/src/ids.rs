@@ -3,10 +3,12 @@
 //! snowflake ids (a FrogBot thread id is a channel id, a question message id a message id).
 //!
 //! A control's `custom_id` is `fq:{revision}:{question}:{what}`: `what` is an option index (a
-//! button), `s{k}` (the k-th string select, values = option indices), `o` (the "Other…" button),
-//! `k` (the "Skip" button, which dismisses the whole call) or `t` (the text input of the "Other…"
-//! modal). At most 47 characters (two `u64`s), within
-//! Discord's 100.
+//! button; for a toggle 0 = on and 1 = off, for a confirm 0 = its button), `s{k}` (the k-th string
+//! select, values = option indices), `o` (the "Other…" button), `f` (the "Answer…" button that opens
+//! the form of text and number inputs), `n` (the "No answer" button of an optional input), `k`
+//! (the "Skip" button, which dismisses the whole call) or `t` (a text input of a modal: the
+//! "Other…" text, or a text or number input of the form). At most 47 characters (two `u64`s),
+//! within Discord's 100.
 
 use std::num::NonZeroU64;
 
@@ -26,6 +28,10 @@ pub enum ControlKind {
     Select(usize),
     /// The "Other…" button.
     Other,
+    /// The "Answer…" button: opens the form (a modal) of the text and number inputs.
+    Form,
+    /// The "No answer" button of an optional input: answers it with nothing (`selected: []`).
+    Clear,
     /// The "Skip" button: dismisses the whole call.
     Skip,
     /// The text input of the "Other…" modal.
@@ -50,6 +56,8 @@ impl Control {
             ControlKind::Option(i) => i.to_string(),
             ControlKind::Select(k) => format!("s{k}"),
             ControlKind::Other => "o".into(),
+            ControlKind::Form => "f".into(),
+            ControlKind::Clear => "n".into(),
             ControlKind::Skip => "k".into(),
             ControlKind::Text => "t".into(),
         };
@@ -70,6 +78,8 @@ impl Control {
         }
         let kind = match what {
             "o" => ControlKind::Other,
+            "f" => ControlKind::Form,
+            "n" => ControlKind::Clear,
             "k" => ControlKind::Skip,
             "t" => ControlKind::Text,
             s => match s.strip_prefix('s') {
@@ -91,6 +101,18 @@ pub fn is_other(custom_id: &str) -> bool {
         Control::decode(custom_id),
         Some(Control {
             kind: ControlKind::Other,
+            ..
+        })
+    )
+}
+
+/// Whether a component `custom_id` opens a modal ("Other…" or "Answer…"): the modal is the
+/// click's response, instead of an acknowledgement.
+pub fn opens_modal(custom_id: &str) -> bool {
+    matches!(
+        Control::decode(custom_id),
+        Some(Control {
+            kind: ControlKind::Other | ControlKind::Form,
             ..
         })
     )
@@ -127,6 +149,8 @@ mod tests {
             ControlKind::Option(3),
             ControlKind::Select(1),
             ControlKind::Other,
+            ControlKind::Form,
+            ControlKind::Clear,
             ControlKind::Skip,
             ControlKind::Text,
         ] {
@@ -174,6 +198,8 @@ mod tests {
     #[test]
     fn ids_are_snowflakes() {
         assert!(is_other("fq:0:0:o") && !is_other("fq:0:0:1"));
+        assert!(opens_modal("fq:0:0:o") && opens_modal("fq:0:0:f"));
+        assert!(!opens_modal("fq:0:0:n") && !opens_modal("fq:0:0:k") && !is_other("fq:0:0:f"));
         assert!(matches!(channel_id("0"), Err(Error::BadId(_))));
         assert!(matches!(message_id("x"), Err(Error::BadId(_))));
         assert_eq!(channel_id("42").unwrap().get(), 42);

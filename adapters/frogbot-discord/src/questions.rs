@@ -8,12 +8,22 @@
 //! The receiving layer (the `channel` module, or your own gateway handler) must:
 //! - answer every component click and modal submission within 3 seconds: with
 //!   [`acknowledge`] (a deferred update, [`deferred_update`]) before handing the interaction to the
-//!   engine, or — for an "Other…" click ([`is_other`]) — with [`DiscordQuestions::open_other`],
-//!   which opens the modal (a modal must be the first response);
+//!   engine, or — for an "Other…" or "Answer…" click ([`opens_modal`]) — with
+//!   [`DiscordQuestions::open_modal`], which opens the modal (a modal must be the first response);
 //! - build `Http` with the application id set (followups need it).
 //!
+//! The input kinds (see [`crate::render`] for how each is drawn): a toggle's buttons answer
+//! `"on"`/`"off"`, a confirm's button its label, an optional input's "No answer" nothing. Text and
+//! number inputs are answered in a modal holding the step's run of them (up to 5): its submission
+//! is read back input by input (the text trimmed; a number with `read_number`, so its range, step
+//! and unit apply), and one that does not validate — a number out of range, a text too long, an
+//! empty required input — rejects the whole submission with the reason (an ephemeral notice),
+//! recording nothing.
+//!
 //! A reply in the question's thread answers too: an option's label (any case) or number, several
-//! separated by commas for a `multiple` question, or — where `custom` is set — any other text; a
+//! separated by commas for a `multiple` question, or — where `custom` is set — any other text; for
+//! the other kinds the text, the number, yes/no (a toggle) or the confirm's label
+//! (`QuestionItem::choice_in_reply`); a
 //! reply older than the current question message (snowflake order) is stale. Every question
 //! message has a "Skip" button, and a reply `skip` or `/skip` skips too (also on a `custom`
 //! question): either dismisses the whole call. Other text while a
@@ -29,9 +39,9 @@ use async_trait::async_trait;
 use frogbot_model::Notice;
 use frogbot_model::text::truncate;
 use frogbot_model::{
-    Actor, BoxError, ChannelQuestions, HookArgs, Interaction, ParseArgs, ParseResult, Progress,
-    QuestionCall, QuestionChange, QuestionMessage, QuestionModalMetadata, QuestionOutcome,
-    RenderArgs, RenderedQuestion, ReplyChoice, Thread,
+    Actor, BoxError, ChannelQuestions, HookArgs, InputKind, Interaction, ParseArgs, ParseResult,
+    Progress, QuestionCall, QuestionChange, QuestionItem, QuestionMessage, QuestionModalMetadata,
+    QuestionOutcome, RenderArgs, RenderedQuestion, ReplyChoice, TOGGLE_OFF, TOGGLE_ON, Thread,
 };
 use serenity::builder::{
     CreateInteractionResponse, CreateInteractionResponseFollowup, CreateMessage,
@@ -43,8 +53,8 @@ use serenity::model::id::InteractionId;
 use crate::Error;
 use crate::client::DiscordApi;
 use crate::convert::selected_values;
-pub use crate::ids::is_other;
 use crate::ids::{Control, ControlKind, channel_id, message_id};
+pub use crate::ids::{is_other, opens_modal};
 use crate::render::{self, MESSAGE_LIMIT};
 
 /// What a participant is told on a denied or an out-of-date interaction (the shared texts).
@@ -66,16 +76,18 @@ pub async fn acknowledge<A: DiscordApi + ?Sized>(
         .await
 }
 
-/// The response to an "Other…" click: the modal for the clicked question, its custom id the
-/// form locator of the clicked message, so FrogBot routes the submission to the question. (On
-/// the HTTP interactions endpoint this is the HTTP response body.)
+/// The response to an "Other…" or "Answer…" click ([`opens_modal`]): the modal for the clicked
+/// question ("Other…": one text input; "Answer…": the form of the step's text and number inputs,
+/// [`render::form_modal`]), its custom id the form locator of the clicked message, so FrogBot
+/// routes the submission to the question. (On the HTTP interactions endpoint this is the HTTP
+/// response body.)
 pub fn other_modal_response(
     interaction: &ComponentInteraction,
     call: &QuestionCall,
 ) -> Result<CreateInteractionResponse, Error> {
     let custom_id = &interaction.data.custom_id;
     let control = Control::decode(custom_id)
-        .filter(|c| c.kind == ControlKind::Other)
+        .filter(|c| matches!(c.kind, ControlKind::Other | ControlKind::Form))
         .ok_or_else(|| Error::NotAControl(custom_id.clone()))?;
     let item = call
         .input
@@ -86,8 +98,25 @@ pub fn other_modal_response(
         thread_id: interaction.channel_id.to_string(),
         message_id: interaction.message.id.to_string(),
     };
-    let modal = render::other_modal(&locator, item, control.revision, control.question)?;
+    let modal = if control.kind == ControlKind::Form {
+        render::form_modal(
+            &locator,
+            &call.input.questions,
+            control.revision,
+            control.question,
+        )?
+    } else {
+        render::other_modal(&locator, item, control.revision, control.question)?
+    };
     Ok(CreateInteractionResponse::Modal(modal))
+}
+
+/// [`other_modal_response`], by the name of what it does for both buttons.
+pub fn modal_response(
+    interaction: &ComponentInteraction,
+    call: &QuestionCall,
+) -> Result<CreateInteractionResponse, Error> {
+    other_modal_response(interaction, call)
 }
 
 /// The pure classification behind [`ChannelQuestions::parse`]. Clicks and modal submissions are
@@ -128,6 +157,32 @@ pub fn parse(args: ParseArgs<'_>) -> ParseResult {
             if !current(&control) {
                 return ParseResult::Stale;
             }
+            match (control.kind, item.kind) {
+                (ControlKind::Clear, _) if !item.required => {
+                    return advance(call, progress, &[(step, Vec::new())]);
+                }
+                (ControlKind::Clear, _) => {
+                    return ParseResult::Rejected {
+                        reason: "This question needs an answer.".into(),
+                    };
+                }
+                (ControlKind::Option(i), InputKind::Toggle) if i < 2 => {
+                    let value = [TOGGLE_ON, TOGGLE_OFF][i];
+                    return advance(call, progress, &[(step, vec![value.to_owned()])]);
+                }
+                (ControlKind::Option(0), InputKind::Confirm) => {
+                    let label = item.confirm_label().to_owned();
+                    return advance(call, progress, &[(step, vec![label])]);
+                }
+                (ControlKind::Option(_) | ControlKind::Select(_), kind)
+                    if kind != InputKind::Choice =>
+                {
+                    return ParseResult::Rejected {
+                        reason: "That option is not available.".into(),
+                    };
+                }
+                _ => {}
+            }
             let indices: Vec<String> = match control.kind {
                 ControlKind::Option(i) => vec![i.to_string()],
                 ControlKind::Select(_) => {
@@ -160,30 +215,43 @@ pub fn parse(args: ParseArgs<'_>) -> ParseResult {
                     reason: "Pick an option.".into(),
                 };
             }
-            advance(call, progress, step, labels)
+            advance(call, progress, &[(step, labels)])
         }
         Interaction::ModalSubmit { event } => {
-            let Some((control, text)) = event.values.iter().find_map(|(key, value)| {
-                Control::decode(key)
-                    .filter(|c| c.kind == ControlKind::Text)
-                    .map(|c| (c, value.as_str().unwrap_or_default().trim().to_owned()))
-            }) else {
+            let mut inputs: Vec<(Control, String)> = event
+                .values
+                .iter()
+                .filter_map(|(key, value)| {
+                    Control::decode(key)
+                        .filter(|c| c.kind == ControlKind::Text)
+                        .map(|c| (c, value.as_str().unwrap_or_default().trim().to_owned()))
+                })
+                .collect();
+            inputs.sort_by_key(|(c, _)| c.question);
+            let Some((first, _)) = inputs.first() else {
                 return ParseResult::Ignore;
             };
-            if !current(&control) {
+            // The form of the current step: its first input is the current question, every
+            // input one of the step's run, all drawn at the current revision.
+            let run = render::form_run(&call.input.questions, step);
+            if !current(first)
+                || inputs
+                    .iter()
+                    .any(|(c, _)| c.revision != question.revision || !run.contains(&c.question))
+            {
                 return ParseResult::Stale;
             }
-            if !item.custom {
-                return ParseResult::Rejected {
-                    reason: "This question takes one of its options.".into(),
+            let mut picks = Vec::new();
+            for (control, text) in inputs {
+                let Some(item) = call.input.questions.get(control.question) else {
+                    return ParseResult::Stale;
                 };
+                match form_answer(item, text, run.len() > 1) {
+                    Ok(selected) => picks.push((control.question, selected)),
+                    Err(reason) => return ParseResult::Rejected { reason },
+                }
             }
-            if text.is_empty() {
-                return ParseResult::Rejected {
-                    reason: "Type an answer.".into(),
-                };
-            }
-            advance(call, progress, step, vec![text])
+            advance(call, progress, &picks)
         }
         // After the answer, thread replies are the conversation going on: they reach the agent.
         Interaction::Message { .. } if settled => ParseResult::Ignore,
@@ -201,10 +269,10 @@ pub fn parse(args: ParseArgs<'_>) -> ParseResult {
                 return ParseResult::Dismiss;
             }
             match item.choice_in_reply(text) {
-                ReplyChoice::Options(labels) => advance(call, progress, step, labels),
+                ReplyChoice::Options(labels) => advance(call, progress, &[(step, labels)]),
                 ReplyChoice::Invalid(reason) => ParseResult::Rejected { reason },
                 ReplyChoice::Text if item.custom && !text.is_empty() => {
-                    advance(call, progress, step, vec![text.to_owned()])
+                    advance(call, progress, &[(step, vec![text.to_owned()])])
                 }
                 // Not an answer (chatter while the question is open): for the agent.
                 _ => ParseResult::Ignore,
@@ -213,14 +281,62 @@ pub fn parse(args: ParseArgs<'_>) -> ParseResult {
     }
 }
 
-/// Records `labels` as the answer of question `step`: the next step, or the set's answer.
+/// The answer a modal's text input gives `item` (`text` trimmed): the own text of a `custom`
+/// choice ("Other…"), the text of a text input, the number of a number input (`read_number`);
+/// an empty optional input answers nothing. Why not, as the notice says it (naming the question
+/// when the form held several, `named`).
+fn form_answer(item: &QuestionItem, text: String, named: bool) -> Result<Vec<String>, String> {
+    let why = |reason: &str| {
+        let reason = reason.trim_end_matches('.');
+        if named {
+            format!("{}: {reason}.", item.header)
+        } else {
+            format!("{}.", capitalized(reason))
+        }
+    };
+    match item.kind {
+        InputKind::Choice if item.custom && !text.is_empty() => Ok(vec![text]),
+        InputKind::Choice if item.custom => Err(why("type an answer")),
+        InputKind::Choice => Err(why("this question takes one of its options")),
+        InputKind::TextInput | InputKind::NumberInput if text.is_empty() => {
+            if item.required {
+                Err(why("type an answer"))
+            } else {
+                Ok(Vec::new())
+            }
+        }
+        InputKind::TextInput => match item.choice_in_reply(&text) {
+            ReplyChoice::Options(v) => Ok(v),
+            ReplyChoice::Invalid(reason) => Err(why(&reason)),
+            _ => Err(why("type an answer")),
+        },
+        InputKind::NumberInput => item
+            .read_number(&text)
+            .map(|n| vec![n])
+            .map_err(|r| why(&r)),
+        _ => Err(why("this question is not answered in a form")),
+    }
+}
+
+/// `text` with its first letter in upper case.
+fn capitalized(text: &str) -> String {
+    let mut chars = text.chars();
+    chars
+        .next()
+        .map(|c| c.to_uppercase().chain(chars).collect())
+        .unwrap_or_default()
+}
+
+/// Records each pick `(question, selected)`: the next step, or the set's answer (checked with
+/// `check_output`, so an answer that does not fit is rejected with the reason).
 fn advance(
     call: &QuestionCall,
     mut progress: Progress,
-    step: usize,
-    labels: Vec<String>,
+    picks: &[(usize, Vec<String>)],
 ) -> ParseResult {
-    progress.pick(step, labels);
+    for (q, selected) in picks {
+        progress.pick(*q, selected.clone());
+    }
     let Some(output) = progress.output(&call.input) else {
         return ParseResult::Partial {
             state: Some(progress.to_state()),
@@ -284,8 +400,17 @@ impl<A: DiscordApi> DiscordQuestions<A> {
         })
     }
 
-    /// Answers an "Other…" click by opening the modal for the clicked question (the interaction's
-    /// first response; don't acknowledge it before), see [`other_modal_response`].
+    /// Answers an "Other…" or "Answer…" click by opening the modal for the clicked question (the
+    /// interaction's first response; don't acknowledge it before), see [`other_modal_response`].
+    pub async fn open_modal(
+        &self,
+        interaction: &ComponentInteraction,
+        call: &QuestionCall,
+    ) -> Result<(), Error> {
+        self.open_other(interaction, call).await
+    }
+
+    /// [`Self::open_modal`] (its older name).
     pub async fn open_other(
         &self,
         interaction: &ComponentInteraction,

@@ -1,28 +1,47 @@
-//! Pure rendering: a question → serenity message builders (buttons, string selects, a modal).
+//! Pure rendering: a question → serenity message builders (buttons, string selects, modals).
 //!
-//! One Discord message shows one question of a call (`QuestionMessage::question` = its index); a
-//! question set is asked step by step. Every control's `custom_id` is a [`Control`] (revision,
-//! question, option: see [`crate::ids`]) so a click on an older control is recognised as stale.
-//! Texts are cut with `frogbot_model::text::truncate`.
+//! One Discord message shows one step of a call (`QuestionMessage::question` = the index of its
+//! first question); a question set is asked step by step (the shared `Progress`). A step is one
+//! question, or — for a text or number input — the run of text and number inputs starting at it
+//! (at most 5, [`form_run`]), answered together in one modal. Every control's `custom_id` is a
+//! [`Control`] (revision, question, option: see [`crate::ids`]) so a click on an older control is
+//! recognised as stale. Texts are cut with `frogbot_model::text::truncate`.
 //!
-//! Layout (Discord's limits: 5 action rows, 5 buttons a row, 25 options a select, labels 80
-//! (button) / 100 (option) characters, custom ids 100 characters):
-//! - single choice with up to 25 buttons (options, plus "Other…" when `custom`, plus "Skip"):
-//!   buttons, 5 a row, "Skip" last;
-//! - `multiple`, or a single choice with more options: string selects (`multiple`: one select,
-//!   `max_values` = its option count; single: up to 4 selects of 25), and a last row of buttons
-//!   ("Other…" where `custom`, "Skip"). Options beyond what fits are not shown (at most 25 for
-//!   `multiple`, 100 for a single choice);
+//! Layout by input kind (Discord's limits: 5 action rows, 5 buttons a row, 25 options a select,
+//! labels 80 (button) / 100 (option) characters, custom ids 100 characters; a modal: title 45,
+//! 5 text inputs, labels 45, placeholders 100, values 4,000):
+//! - `choice`, single, up to 25 buttons (options, plus "Other…" when `custom`, plus "No answer"
+//!   when optional, plus "Skip"): buttons, 5 a row, "Skip" last;
+//! - `choice`, `multiple`, or a single choice with more options: string selects (`multiple`: one
+//!   select, `max_values` = its option count; single: up to 4 selects of 25), and a last row of
+//!   buttons ("Other…" where `custom`, "No answer" where optional, "Skip"). Options beyond what
+//!   fits are not shown (at most 25 for `multiple`, 100 for a single choice);
 //! - `custom`: an "Other…" button that opens a modal with one text input;
-//! - every question message: a "Skip" button that dismisses the whole call.
+//! - `text_input` and `number_input`: an "Answer…" button that opens one modal ([`form_modal`])
+//!   holding the step's text and number inputs: a text input is a short or (`multiline`) paragraph
+//!   text input with `max_length` = the input's limit; a number input a short text input
+//!   (placeholder: the range and unit, `max_length` 64) read back with `read_number`. An optional
+//!   input is a text input that is not `required` (left empty: answered with nothing); a
+//!   `default` is the input's pre-filled value;
+//! - `toggle`: two buttons, "✓ On" (success) and "✗ Off";
+//! - `confirm`: one button with its label, danger-styled where `danger`, else success;
+//! - an optional choice, toggle or confirm: a "No answer" button;
+//! - every question message: a "Skip" button that dismisses the whole call, and, when the set has
+//!   an expiry, a line "⏳ open until 14:05 UTC" (`frogbot_model::open_until_text`).
 //!
-//! The modal's `custom_id` is the form locator of `encode_question_modal_metadata` (thread id and
+//! The settled view shows each question of the message with its answer as it reads: a toggle
+//! "✓ On" / "✗ Off", a number with its unit, a confirm its label, an unanswered optional input "—".
+//!
+//! A modal's `custom_id` is the form locator of `encode_question_modal_metadata` (thread id and
 //! message id). Discord snowflakes have at most 20 digits, so it is at most 51 characters and no
 //! stored token is needed; anything longer is refused with [`Error::Malformed`].
 
+use std::ops::Range;
+
 use frogbot_model::{
-    Actor, QuestionCall, QuestionItem, QuestionMessage, QuestionModalMetadata, QuestionOutcome,
-    SKIP_LABEL, encode_question_modal_metadata, skipped_text,
+    Actor, InputKind, QuestionCall, QuestionItem, QuestionMessage, QuestionModalMetadata,
+    QuestionOutcome, SKIP_LABEL, TOGGLE_OFF, TOGGLE_ON, encode_question_modal_metadata,
+    open_until_text, skipped_text,
 };
 use serenity::builder::{
     CreateActionRow, CreateButton, CreateInputText, CreateMessage, CreateModal, CreateSelectMenu,
@@ -49,6 +68,39 @@ const BUTTON_LABEL_LIMIT: usize = 80;
 const OPTION_TEXT_LIMIT: usize = 100;
 const MODAL_TITLE_LIMIT: usize = 45;
 const INPUT_LABEL_LIMIT: usize = 45;
+/// Discord's limit on text inputs in one modal.
+pub const MODAL_INPUT_LIMIT: usize = 5;
+const INPUT_PLACEHOLDER_LIMIT: usize = 100;
+/// Discord's limit on a text input's length (`max_length`, `value`).
+pub const INPUT_LENGTH_LIMIT: u32 = 4000;
+/// The longest answer a number input takes (a number and its unit).
+const NUMBER_LENGTH: u16 = 64;
+/// The label of the button that opens the form of text and number inputs.
+pub const ANSWER_LABEL: &str = "Answer…";
+/// The label of the button that leaves an optional input unanswered.
+pub const NO_ANSWER_LABEL: &str = "No answer";
+/// The labels of a toggle's buttons (on, off).
+pub const TOGGLE_LABELS: [&str; 2] = ["✓ On", "✗ Off"];
+
+/// Whether a question is answered in the form (a modal): a text or number input.
+pub fn in_form(item: &QuestionItem) -> bool {
+    matches!(item.kind, InputKind::TextInput | InputKind::NumberInput)
+}
+
+/// The questions the message of step `index` asks: `index` alone, or — for a text or number
+/// input — the run of text and number inputs starting there, at most [`MODAL_INPUT_LIMIT`] (one
+/// modal holds them).
+pub fn form_run(questions: &[QuestionItem], index: usize) -> Range<usize> {
+    if !questions.get(index).is_some_and(in_form) {
+        return index..index + 1;
+    }
+    let end = questions[index..]
+        .iter()
+        .take(MODAL_INPUT_LIMIT)
+        .take_while(|q| in_form(q))
+        .count();
+    index..index + end
+}
 
 /// The text of a question message: header (with the step of a set), question, option descriptions.
 pub fn question_content(item: &QuestionItem, index: usize, total: usize) -> String {
@@ -67,13 +119,92 @@ pub fn question_content(item: &QuestionItem, index: usize, total: usize) -> Stri
             text.push_str(&format!("\n• **{}**: {description}", option.label));
         }
     }
+    if let Some(detail) = kind_detail(item) {
+        text.push_str(&format!("\n_{detail}_"));
+    }
     truncate(&text, MESSAGE_LIMIT)
 }
 
-/// Whether a question is drawn with buttons (else with string selects): its options, "Other…"
-/// where `custom`, and "Skip" fit 5 rows of 5.
+/// What the message says about an input beyond its question: a number's range and unit, a text's
+/// limit, that an input is optional.
+fn kind_detail(item: &QuestionItem) -> Option<String> {
+    let mut parts = Vec::new();
+    match item.kind {
+        InputKind::NumberInput => parts.push(number_phrase(item)),
+        InputKind::TextInput => {
+            if let Some(n) = item.max_length {
+                parts.push(format!("at most {n} characters"));
+            }
+        }
+        _ => {}
+    }
+    if !item.required {
+        parts.push("optional".into());
+    }
+    (!parts.is_empty()).then(|| {
+        let text = parts.join(", ");
+        let mut chars = text.chars();
+        chars
+            .next()
+            .map(|c| c.to_uppercase().chain(chars).collect())
+            .unwrap_or_default()
+    })
+}
+
+/// "a number from 1 to 10 (pods)".
+fn number_phrase(item: &QuestionItem) -> String {
+    let range = match (&item.min, &item.max) {
+        (Some(a), Some(b)) => format!(" from {a} to {b}"),
+        (Some(a), None) => format!(" of at least {a}"),
+        (None, Some(b)) => format!(" of at most {b}"),
+        (None, None) => String::new(),
+    };
+    let step = match &item.step {
+        Some(s) => format!(" in steps of {s}"),
+        None => String::new(),
+    };
+    let unit = match item.unit.as_deref().filter(|u| !u.trim().is_empty()) {
+        Some(u) => format!(" ({u})"),
+        None => String::new(),
+    };
+    format!("a number{range}{step}{unit}")
+}
+
+/// The text of the message of step `index` of `questions`: each question of [`form_run`], and the
+/// expiry line when the set has one (`expires_at`, RFC 3339; `now` is the clock).
+pub fn step_content(
+    questions: &[QuestionItem],
+    index: usize,
+    expires_at: Option<&str>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> String {
+    let total = questions.len();
+    let mut text = form_run(questions, index)
+        .filter_map(|q| {
+            questions
+                .get(q)
+                .map(|item| question_content(item, q, total))
+        })
+        .collect::<Vec<_>>()
+        .join("\n\n");
+    if let Some(line) = expiry_line(expires_at, now) {
+        text = format!("{}\n\n{line}", truncate(&text, MESSAGE_LIMIT - 60));
+    }
+    truncate(&text, MESSAGE_LIMIT)
+}
+
+/// "⏳ open until 14:05 UTC", while the set has an expiry that reads.
+pub fn expiry_line(expires_at: Option<&str>, now: chrono::DateTime<chrono::Utc>) -> Option<String> {
+    let at = chrono::DateTime::parse_from_rfc3339(expires_at?).ok()?;
+    Some(format!("⏳ {}", open_until_text(at.to_utc(), now)))
+}
+
+/// Whether a choice is drawn with buttons (else with string selects): its options, "Other…"
+/// where `custom`, "No answer" where optional, and "Skip" fit 5 rows of 5.
 pub fn uses_buttons(item: &QuestionItem) -> bool {
-    !item.multiple && item.options.len() + usize::from(item.custom) < ROW_LIMIT * BUTTONS_PER_ROW
+    !item.multiple
+        && item.options.len() + usize::from(item.custom) + usize::from(!item.required)
+            < ROW_LIMIT * BUTTONS_PER_ROW
 }
 
 /// The action rows of question `index` at `revision`.
@@ -100,6 +231,53 @@ pub fn question_components(
             .label(SKIP_LABEL)
             .style(ButtonStyle::Secondary)
     };
+    let clear = || {
+        (!item.required).then(|| {
+            CreateButton::new(id(ControlKind::Clear))
+                .label(NO_ANSWER_LABEL)
+                .style(ButtonStyle::Secondary)
+        })
+    };
+    let row = |buttons: Vec<CreateButton>| vec![CreateActionRow::Buttons(buttons)];
+    match item.kind {
+        InputKind::TextInput | InputKind::NumberInput => {
+            return row(vec![
+                CreateButton::new(id(ControlKind::Form))
+                    .label(ANSWER_LABEL)
+                    .style(ButtonStyle::Primary),
+                skip(),
+            ]);
+        }
+        InputKind::Toggle => {
+            let mut buttons = vec![
+                CreateButton::new(id(ControlKind::Option(0)))
+                    .label(TOGGLE_LABELS[0])
+                    .style(ButtonStyle::Success),
+                CreateButton::new(id(ControlKind::Option(1)))
+                    .label(TOGGLE_LABELS[1])
+                    .style(ButtonStyle::Secondary),
+            ];
+            buttons.extend(clear());
+            buttons.push(skip());
+            return row(buttons);
+        }
+        InputKind::Confirm => {
+            let style = if item.danger {
+                ButtonStyle::Danger
+            } else {
+                ButtonStyle::Success
+            };
+            let mut buttons = vec![
+                CreateButton::new(id(ControlKind::Option(0)))
+                    .label(truncate(item.confirm_label(), BUTTON_LABEL_LIMIT))
+                    .style(style),
+            ];
+            buttons.extend(clear());
+            buttons.push(skip());
+            return row(buttons);
+        }
+        _ => {}
+    }
     if uses_buttons(item) {
         let mut buttons: Vec<CreateButton> = item
             .options
@@ -114,6 +292,7 @@ pub fn question_components(
         if item.custom {
             buttons.push(other());
         }
+        buttons.extend(clear());
         buttons.push(skip());
         return buttons
             .chunks(BUTTONS_PER_ROW)
@@ -161,20 +340,125 @@ pub fn question_components(
     if item.custom {
         buttons.push(other());
     }
+    buttons.extend(clear());
     buttons.push(skip());
     rows.push(CreateActionRow::Buttons(buttons));
     rows
 }
 
-/// The message asking question `index` of `call` at `revision`.
+/// The message asking step `index` of `call` at `revision` (with the expiry line as of now).
 pub fn question_message(call: &QuestionCall, revision: u64, index: usize) -> CreateMessage {
+    question_message_at(call, revision, index, chrono::Utc::now())
+}
+
+/// [`question_message`] with the clock given.
+pub fn question_message_at(
+    call: &QuestionCall,
+    revision: u64,
+    index: usize,
+    now: chrono::DateTime<chrono::Utc>,
+) -> CreateMessage {
     let questions = &call.input.questions;
     match questions.get(index) {
         Some(item) => CreateMessage::new()
-            .content(question_content(item, index, questions.len()))
+            .content(step_content(
+                questions,
+                index,
+                call.expires_at.as_deref(),
+                now,
+            ))
             .components(question_components(item, revision, index)),
         None => CreateMessage::new().content("(no such question)"),
     }
+}
+
+/// The form of step `index` at `revision`, opened from message `locator` (the "Answer…"
+/// button): one text input per question of [`form_run`], each with the control id
+/// `fq:{rev}:{q}:t` of its question; the modal's `custom_id` is the form locator.
+pub fn form_modal(
+    locator: &QuestionModalMetadata,
+    questions: &[QuestionItem],
+    revision: u64,
+    index: usize,
+) -> Result<CreateModal, Error> {
+    let custom_id = modal_custom_id(locator)?;
+    let run = form_run(questions, index);
+    let Some(first) = questions.get(index).filter(|q| in_form(q)) else {
+        return Err(Error::Malformed(format!(
+            "question {index} is not a text or number input"
+        )));
+    };
+    let inputs: Vec<CreateActionRow> = questions[run.clone()]
+        .iter()
+        .zip(run.clone())
+        .map(|(item, q)| CreateActionRow::InputText(form_input(item, revision, q)))
+        .collect();
+    let title = if run.len() == 1 {
+        truncate(&first.header, MODAL_TITLE_LIMIT)
+    } else {
+        format!("{} questions", run.len())
+    };
+    Ok(CreateModal::new(custom_id, title).components(inputs))
+}
+
+/// The text input of a text or number input.
+fn form_input(item: &QuestionItem, revision: u64, q: usize) -> CreateInputText {
+    let id = Control {
+        revision,
+        question: q,
+        kind: ControlKind::Text,
+    }
+    .encode();
+    let label = if item.question.chars().count() <= INPUT_LABEL_LIMIT {
+        item.question.clone()
+    } else {
+        truncate(&item.header, INPUT_LABEL_LIMIT)
+    };
+    let number = item.kind == InputKind::NumberInput;
+    let style = if item.multiline && !number {
+        InputTextStyle::Paragraph
+    } else {
+        InputTextStyle::Short
+    };
+    let placeholder = item.placeholder.clone().or_else(|| {
+        number.then(|| {
+            let phrase = number_phrase(item);
+            let mut chars = phrase.chars();
+            chars
+                .next()
+                .map(|c| c.to_uppercase().chain(chars).collect())
+                .unwrap_or_default()
+        })
+    });
+    let limit = if number {
+        NUMBER_LENGTH
+    } else {
+        u16::try_from(item.text_limit().min(INPUT_LENGTH_LIMIT)).unwrap_or(4000)
+    };
+    let mut input = CreateInputText::new(style, truncate(&label, INPUT_LABEL_LIMIT), id)
+        .required(item.required)
+        .max_length(limit);
+    if let Some(p) = placeholder.filter(|p| !p.trim().is_empty()) {
+        input = input.placeholder(truncate(&p, INPUT_PLACEHOLDER_LIMIT));
+    }
+    if let Some(value) = item
+        .default_answer()
+        .and_then(|d| d.into_iter().next())
+        .filter(|v| v.chars().count() <= usize::from(limit))
+    {
+        input = input.value(value);
+    }
+    input
+}
+
+fn modal_custom_id(locator: &QuestionModalMetadata) -> Result<String, Error> {
+    let custom_id = encode_question_modal_metadata(locator);
+    if custom_id.chars().count() > CUSTOM_ID_LIMIT {
+        return Err(Error::Malformed(format!(
+            "form locator longer than {CUSTOM_ID_LIMIT} characters"
+        )));
+    }
+    Ok(custom_id)
 }
 
 /// The "Other…" modal of question `item` at `revision`, opened from message `locator`: its
@@ -185,12 +469,7 @@ pub fn other_modal(
     revision: u64,
     index: usize,
 ) -> Result<CreateModal, Error> {
-    let custom_id = encode_question_modal_metadata(locator);
-    if custom_id.chars().count() > CUSTOM_ID_LIMIT {
-        return Err(Error::Malformed(format!(
-            "form locator longer than {CUSTOM_ID_LIMIT} characters"
-        )));
-    }
+    let custom_id = modal_custom_id(locator)?;
     let input = CreateInputText::new(
         InputTextStyle::Paragraph,
         truncate(&item.question, INPUT_LABEL_LIMIT),
@@ -237,9 +516,10 @@ pub fn outcome_text(
                     None
                 })
         });
-        match selected {
-            Some(a) => format!("{prefix}: {}", a.selected.join(", ")),
-            None => format!("{prefix}."),
+        match (selected, item) {
+            (Some(a), Some(item)) => format!("{prefix}: {}", answer_text(item, &a.selected)),
+            (Some(a), None) => format!("{prefix}: {}", a.selected.join(", ")),
+            (None, _) => format!("{prefix}."),
         }
     };
     match outcome {
@@ -254,6 +534,23 @@ pub fn outcome_text(
     }
 }
 
+/// How an answer reads under its question: the labels or text, a toggle "✓ On" / "✗ Off", a
+/// number with its unit, a confirm its label, nothing (an optional input left empty) "—".
+pub fn answer_text(item: &QuestionItem, selected: &[String]) -> String {
+    match (item.kind, selected) {
+        (_, []) => "—".into(),
+        (InputKind::Toggle, [v]) if v == TOGGLE_ON => TOGGLE_LABELS[0].into(),
+        (InputKind::Toggle, [v]) if v == TOGGLE_OFF => TOGGLE_LABELS[1].into(),
+        (InputKind::NumberInput, [n]) => {
+            match item.unit.as_deref().filter(|u| !u.trim().is_empty()) {
+                Some(unit) => format!("{n} {unit}"),
+                None => n.clone(),
+            }
+        }
+        _ => selected.join(", "),
+    }
+}
+
 /// The settled edit of one message of `call`: the question with the outcome (by `actor`), and no
 /// components.
 pub fn settled_edit(
@@ -265,13 +562,38 @@ pub fn settled_edit(
     let questions = &call.input.questions;
     let index = message.question.unwrap_or(0);
     let item = questions.get(index);
-    let head = item.map_or_else(String::new, |item| {
-        format!("{}\n\n", question_content(item, index, questions.len()))
+    let head = item.map_or_else(String::new, |_| {
+        format!(
+            "{}\n\n",
+            step_content(questions, index, None, chrono::Utc::now())
+        )
     });
-    let text = truncate(
-        &format!("{head}{}", outcome_text(item, outcome, actor)),
-        MESSAGE_LIMIT,
-    );
+    let run = form_run(questions, index);
+    let body = match (outcome, outcome.output()) {
+        (QuestionOutcome::Answered(_) | QuestionOutcome::Expired(Some(_)), Some(output))
+            if run.len() > 1 =>
+        {
+            let prefix = if matches!(outcome, QuestionOutcome::Answered(_)) {
+                "✅ Answered"
+            } else {
+                "⌛ Expired, defaults used"
+            };
+            let lines: Vec<String> = questions[run]
+                .iter()
+                .map(|item| {
+                    let selected = output
+                        .answers
+                        .iter()
+                        .find(|a| a.header == item.header)
+                        .map_or(&[][..], |a| a.selected.as_slice());
+                    format!("• **{}**: {}", item.header, answer_text(item, selected))
+                })
+                .collect();
+            format!("{prefix}:\n{}", lines.join("\n"))
+        }
+        _ => outcome_text(item, outcome, actor),
+    };
+    let text = truncate(&format!("{head}{body}"), MESSAGE_LIMIT);
     EditMessage::new().content(text).components(vec![])
 }
 
@@ -505,5 +827,115 @@ mod tests {
             skipped(Some(&actor("not-a-snowflake")))["content"],
             "**A**\nFirst?\n\n⏭️ Skipped by Ada"
         );
+    }
+
+    fn kind(v: Value) -> QuestionItem {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn form_runs_hold_consecutive_text_and_number_inputs_up_to_five() {
+        let text = |h: &str| kind(json!({"header": h, "question": "?", "kind": "text_input"}));
+        let toggle = kind(json!({"header": "t", "question": "?", "kind": "toggle"}));
+        let mut qs: Vec<QuestionItem> = (0..7).map(|i| text(&format!("q{i}"))).collect();
+        assert_eq!(form_run(&qs, 0), 0..5);
+        assert_eq!(form_run(&qs, 5), 5..7);
+        qs[2] = toggle;
+        assert_eq!(form_run(&qs, 0), 0..2);
+        assert_eq!(form_run(&qs, 2), 2..3, "a toggle is a step of its own");
+        assert_eq!(form_run(&qs, 9), 9..10);
+    }
+
+    #[test]
+    fn toggle_and_confirm_are_buttons_and_optional_inputs_get_no_answer() {
+        let toggle =
+            kind(json!({"header": "t", "question": "?", "kind": "toggle", "required": false}));
+        let rows = serde_json::to_value(question_components(&toggle, 2, 1)).unwrap();
+        let b = &rows[0]["components"];
+        assert_eq!(
+            (
+                b[0]["label"].clone(),
+                b[0]["style"].clone(),
+                b[0]["custom_id"].clone()
+            ),
+            (json!("✓ On"), json!(3), json!("fq:2:1:0"))
+        );
+        assert_eq!(
+            (b[1]["label"].clone(), b[1]["custom_id"].clone()),
+            (json!("✗ Off"), json!("fq:2:1:1"))
+        );
+        assert_eq!(
+            (b[2]["label"].clone(), b[2]["custom_id"].clone()),
+            (json!("No answer"), json!("fq:2:1:n"))
+        );
+        assert_eq!(b[3]["label"], "Skip");
+        let confirm = |danger: bool| {
+            let item = kind(
+                json!({"header": "c", "question": "?", "kind": "confirm", "label": "x".repeat(90), "danger": danger}),
+            );
+            serde_json::to_value(question_components(&item, 0, 0)).unwrap()[0]["components"].clone()
+        };
+        assert_eq!(confirm(true)[0]["style"], 4);
+        assert_eq!(confirm(false)[0]["style"], 3);
+        assert_eq!(
+            confirm(true)[0]["label"].as_str().unwrap().chars().count(),
+            80
+        );
+        assert_eq!(
+            confirm(true).as_array().unwrap().len(),
+            2,
+            "the confirm and Skip"
+        );
+        // An optional choice: "No answer" before Skip; it counts towards the 25 buttons.
+        let mut choice = item(23, false, true);
+        choice.required = false;
+        let rows = self::rows(&choice);
+        assert_eq!(
+            rows[0]["components"][0]["type"], 3,
+            "24 options + Other… + No answer + Skip: selects"
+        );
+        let last = rows.last().unwrap()["components"].as_array().unwrap();
+        let labels: Vec<&str> = last.iter().map(|b| b["label"].as_str().unwrap()).collect();
+        assert_eq!(labels, ["Other…", "No answer", "Skip"]);
+    }
+
+    #[test]
+    fn the_expiry_line_and_answers_as_they_read() {
+        let t = |s: &str| chrono::DateTime::parse_from_rfc3339(s).unwrap().to_utc();
+        let now = t("2026-12-01T10:00:00Z");
+        assert_eq!(
+            expiry_line(Some("2026-12-01T14:05:00Z"), now).unwrap(),
+            "⏳ open until 14:05 UTC"
+        );
+        assert_eq!(expiry_line(Some("not a time"), now), None);
+        assert_eq!(expiry_line(None, now), None);
+        let q =
+            kind(json!({"header": "h", "question": "Q?", "kind": "number_input", "unit": "pods"}));
+        let content = step_content(
+            std::slice::from_ref(&q),
+            0,
+            Some("2026-12-02T09:00:00Z"),
+            now,
+        );
+        assert_eq!(
+            content,
+            "**h**\nQ?\n_A number (pods)_\n\n⏳ open until 2 Dec 09:00 UTC"
+        );
+        // A long question set still fits with its expiry line.
+        let long = kind(json!({"header": "h", "question": "x".repeat(3000), "kind": "text_input"}));
+        let content = step_content(
+            std::slice::from_ref(&long),
+            0,
+            Some("2026-12-01T14:05:00Z"),
+            now,
+        );
+        assert!(content.chars().count() <= MESSAGE_LIMIT);
+        assert!(content.ends_with("open until 14:05 UTC"));
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert_eq!(answer_text(&q, &s(&["4"])), "4 pods");
+        assert_eq!(answer_text(&q, &[]), "—");
+        let toggle = kind(json!({"header": "t", "question": "?", "kind": "toggle"}));
+        assert_eq!(answer_text(&toggle, &s(&["on"])), "✓ On");
+        assert_eq!(answer_text(&toggle, &s(&["off"])), "✗ Off");
     }
 }

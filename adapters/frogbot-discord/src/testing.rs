@@ -16,8 +16,13 @@
 //! content over 2,000 characters, more than 5 action rows, more than 5 buttons a row or a select
 //! sharing its row, a select with no or more than 25 options or `max_values` above its option
 //! count, a button label over 80 characters, a select option label, value or description over
-//! 100, a placeholder over 150, a `custom_id` over 100 or used twice in a message, a modal title
-//! or text-input label over 45, more than 5 modal rows, a thread name over 100. An edit of an
+//! 100, a placeholder over 150, a `custom_id` over 100 or used twice in a message, a button style
+//! other than 1–5 or a button without label, a thread name over 100; in a modal (an interaction
+//! response of type 9): a title over 45 or empty, no or more than 5 rows, a row that is not an
+//! action row holding exactly one text input (type 4), a text input without `custom_id` or with
+//! one used twice, a style other than 1 (short) or 2 (paragraph), a label over 45 or empty, a
+//! placeholder over 100, `min_length` over 4,000, `max_length` outside 1–4,000 or below
+//! `min_length`, a `value` over 4,000 or longer than `max_length`. An edit of an
 //! unknown message is 404 (`Unknown Message`, 10008); a followup with an unknown interaction
 //! token 404 (`Unknown Webhook`, 10015); a second response to one interaction 400 (40060). Every
 //! HTTP call is recorded ([`FakeDiscord::calls`], [`FakeDiscord::wait_for`]). Message edits
@@ -247,7 +252,9 @@ pub fn component_on(
 }
 
 /// An `INTERACTION_CREATE` of type 5 (`MODAL_SUBMIT`): text inputs `values` (custom id, text) in
-/// action rows, in a modal whose custom id is `custom_id`.
+/// action rows, one a row, in a modal whose custom id is `custom_id`. As Discord sends it, each
+/// component carries its numeric `id` and a text input its `type` (4), `custom_id` and `value`
+/// (`""` for an optional input left empty) and nothing else of what the modal set.
 pub fn modal_submit_interaction(
     id: u64,
     app_id: u64,
@@ -259,8 +266,11 @@ pub fn modal_submit_interaction(
 ) -> Value {
     let rows: Vec<Value> = values
         .iter()
-        .map(|(id, text)| {
-            json!({"type": 1, "components": [{"type": 4, "custom_id": id, "value": text}]})
+        .enumerate()
+        .map(|(n, (id, text))| {
+            let n = 2 * n as u64;
+            json!({"type": 1, "id": n + 1, "components":
+                [{"type": 4, "id": n + 2, "custom_id": id, "value": text}]})
         })
         .collect();
     json!({
@@ -327,6 +337,7 @@ mod limits {
     pub(super) const MODAL_TITLE: usize = 45;
     pub(super) const INPUT_LABEL: usize = 45;
     pub(super) const INPUT_LENGTH: u64 = 4000;
+    pub(super) const INPUT_PLACEHOLDER: usize = 100;
     pub(super) const THREAD_NAME: usize = 100;
 }
 
@@ -378,6 +389,12 @@ fn check_message(body: &Value) -> Result<(), String> {
                     if chars(&child["label"]) > limits::BUTTON_LABEL {
                         return Err(format!("{at}.label: Must be 80 or fewer in length."));
                     }
+                    if !matches!(child["style"].as_u64(), Some(1..=5)) {
+                        return Err(format!("{at}.style: Value must be one of (1, 2, 3, 4, 5)."));
+                    }
+                    if chars(&child["label"]) == 0 && child.get("emoji").is_none() {
+                        return Err(format!("{at}: a button needs a label or an emoji"));
+                    }
                     if child["style"].as_u64() != Some(5) && id.as_str().is_none() {
                         return Err(format!("{at}.custom_id: required"));
                     }
@@ -415,29 +432,69 @@ fn check_message(body: &Value) -> Result<(), String> {
     Ok(())
 }
 
-/// The first limit a modal (`data` of an interaction response of type 9) breaks.
+/// The first limit a modal (`data` of an interaction response of type 9) breaks: 1 to 5 action
+/// rows, each holding one text input (type 4) within Discord's text input limits.
 fn check_modal(data: &Value) -> Result<(), String> {
     if chars(&data["title"]) > limits::MODAL_TITLE || chars(&data["title"]) == 0 {
         return Err("title: 1 to 45 characters".into());
     }
-    if chars(&data["custom_id"]) > limits::CUSTOM_ID {
-        return Err("custom_id: Must be 100 or fewer in length.".into());
+    if chars(&data["custom_id"]) > limits::CUSTOM_ID || chars(&data["custom_id"]) == 0 {
+        return Err("custom_id: 1 to 100 characters".into());
     }
     let rows = data["components"].as_array().cloned().unwrap_or_default();
     if rows.is_empty() || rows.len() > limits::ROWS {
         return Err("components: 1 to 5 components".into());
     }
+    let mut ids = std::collections::HashSet::new();
     for (r, row) in rows.iter().enumerate() {
-        for input in row["components"].as_array().into_iter().flatten() {
-            if chars(&input["label"]) > limits::INPUT_LABEL {
-                return Err(format!("components.{r}: label over 45 characters"));
-            }
-            if chars(&input["custom_id"]) > limits::CUSTOM_ID {
-                return Err(format!("components.{r}: custom_id over 100 characters"));
-            }
-            if input["max_length"].as_u64().unwrap_or(0) > limits::INPUT_LENGTH {
-                return Err(format!("components.{r}: max_length over 4000"));
-            }
+        if row["type"] != 1 {
+            return Err(format!("components.{r}: an action row (type 1) expected"));
+        }
+        let inputs = row["components"].as_array().cloned().unwrap_or_default();
+        let [input] = inputs.as_slice() else {
+            return Err(format!("components.{r}.components: exactly one text input"));
+        };
+        let at = format!("components.{r}.components.0");
+        if input["type"] != 4 {
+            return Err(format!("{at}.type: a text input (type 4) expected"));
+        }
+        let id = input["custom_id"].as_str().unwrap_or_default();
+        if id.is_empty() || id.chars().count() > limits::CUSTOM_ID {
+            return Err(format!("{at}.custom_id: 1 to 100 characters"));
+        }
+        if !ids.insert(id.to_owned()) {
+            return Err(format!(
+                "{at}.custom_id: Component custom id cannot be duplicated"
+            ));
+        }
+        if !matches!(input["style"].as_u64(), Some(1 | 2)) {
+            return Err(format!("{at}.style: Value must be one of (1, 2)."));
+        }
+        if chars(&input["label"]) == 0 || chars(&input["label"]) > limits::INPUT_LABEL {
+            return Err(format!("{at}.label: 1 to 45 characters"));
+        }
+        if chars(&input["placeholder"]) > limits::INPUT_PLACEHOLDER {
+            return Err(format!("{at}.placeholder: Must be 100 or fewer in length."));
+        }
+        let min = input["min_length"].as_u64();
+        let max = input["max_length"].as_u64();
+        if min.is_some_and(|m| m > limits::INPUT_LENGTH) {
+            return Err(format!("{at}.min_length: 0 to 4000"));
+        }
+        if max.is_some_and(|m| m == 0 || m > limits::INPUT_LENGTH) {
+            return Err(format!("{at}.max_length: 1 to 4000"));
+        }
+        if let (Some(a), Some(b)) = (min, max)
+            && a > b
+        {
+            return Err(format!("{at}.min_length: above max_length"));
+        }
+        let value = chars(&input["value"]) as u64;
+        if value > limits::INPUT_LENGTH || max.is_some_and(|m| value > m) {
+            return Err(format!("{at}.value: longer than max_length"));
+        }
+        if !input["required"].is_null() && !input["required"].is_boolean() {
+            return Err(format!("{at}.required: a boolean"));
         }
     }
     Ok(())
@@ -1393,13 +1450,21 @@ impl DiscordHarness {
     }
 }
 
-/// The answer controls of a message's components: buttons (but "Other…", which opens a form, and
-/// "Skip") and select options, as `(custom_id, Some(value) for a select option)`, in display
-/// order.
+/// The answer controls of a message's components: buttons (but "Other…" and "Answer…", which
+/// open a form, "No answer" and "Skip") and select options, as `(custom_id, Some(value) for a
+/// select option)`, in display order.
 fn answer_controls(shown: &Value) -> Vec<(String, Option<String>)> {
     controls_of(shown)
         .into_iter()
-        .filter(|(_, label, _)| label != "Other…" && label != "Skip")
+        .filter(|(_, label, _)| {
+            ![
+                "Other…",
+                "Skip",
+                crate::render::ANSWER_LABEL,
+                crate::render::NO_ANSWER_LABEL,
+            ]
+            .contains(&label.as_str())
+        })
         .map(|(id, _, value)| (id, value))
         .collect()
 }

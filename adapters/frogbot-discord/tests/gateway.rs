@@ -98,6 +98,17 @@ fn model() -> ScriptedModel {
                     "multiple": true}]}),
             );
         }
+        if text.contains("kinds") {
+            return call(
+                "c1",
+                "question",
+                json!({"questions": [
+                    {"header": "Pods", "question": "How many pods?", "kind": "number_input", "min": 1, "max": 10, "unit": "pods"},
+                    {"header": "Why", "question": "Reason?", "kind": "text_input", "maxLength": 10},
+                    {"header": "Notify", "question": "Tell the team?", "kind": "toggle"}
+                ], "expiresInSeconds": 3600}),
+            );
+        }
         if text.contains("long") {
             return reply(&"frog ".repeat(900));
         }
@@ -665,6 +676,74 @@ async fn a_modal_built_from_labels_answers_through_the_interactions_endpoint() {
     );
 }
 
+/// On the interactions endpoint "Answer…" is answered with the form in the HTTP response, and a
+/// submission in the Label shape answers its several inputs together.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_form_opens_and_answers_through_the_interactions_endpoint() {
+    let key = ed25519_dalek::SigningKey::from_bytes(&[9; 32]);
+    let public: String = key
+        .verifying_key()
+        .as_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let bot = start(&[], Some(public)).await;
+    let router = bot.adapter.routes(&bot.engine).unwrap();
+    let from = bot.fake.calls().len();
+    let thread = bot
+        .mention(938_000_000_000_000_001, &alice(), "kinds again")
+        .await;
+    let posted = bot.posted_in(from, thread).await;
+    let message: u64 = posted.response["id"].as_str().unwrap().parse().unwrap();
+    bot.idle_or_awaiting(thread).await;
+    let click = fake::component_interaction(
+        500_000_000_000_000_021,
+        APP,
+        thread,
+        message,
+        &alice(),
+        "fq:0:0:f",
+        None,
+        "tok-f1",
+    );
+    let (status, modal) = post_signed(&router, &key, &click).await;
+    assert_eq!((status, modal["type"].as_u64()), (200, Some(9)));
+    let rows = modal["data"]["components"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0]["components"][0]["type"], 4);
+    let locator = modal["data"]["custom_id"].as_str().unwrap();
+    let submit = |n: u64, pods: &str| {
+        fake::modal_submit_in_labels(
+            500_000_000_000_000_000 + n,
+            APP,
+            thread,
+            &alice(),
+            locator,
+            &[("fq:0:0:t", pods), ("fq:0:1:t", "why not")],
+            &[],
+            &format!("tok-f{n}"),
+        )
+    };
+    // Invalid: the ack, then the reason privately.
+    let from = bot.fake.calls().len();
+    let (status, ack) = post_signed(&router, &key, &submit(22, "0")).await;
+    assert_eq!((status, ack["type"].as_u64()), (200, Some(6)));
+    let note = bot.followup(from, "tok-f22").await;
+    assert_eq!(note.body["content"], "Pods: enter a number from 1 to 10.");
+    // Valid: both recorded at once, the toggle step posted.
+    let from = bot.fake.calls().len();
+    let (status, _) = post_signed(&router, &key, &submit(23, "10")).await;
+    assert_eq!(status, 200);
+    let next = bot.posted_in(from, thread).await;
+    assert!(
+        next.body["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("**Notify** (3/3)"),
+        "{next:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_modal_built_from_labels_through_the_gateway_is_not_dropped_silently() {
     let logs = logs();
@@ -692,6 +771,114 @@ async fn a_modal_built_from_labels_through_the_gateway_is_not_dropped_silently()
         assert!(tokio::time::Instant::now() < deadline, "no warning logged");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// Text and number inputs are answered together in one modal ("Answer…" opens it), a submission
+/// that does not validate is refused privately with its reason, a toggle is a button, and the
+/// card shows the expiry line until it is settled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_inputs_are_answered_together_in_one_modal() {
+    let bot = start(&[], None).await;
+    let from = bot.fake.calls().len();
+    let thread = bot
+        .mention(937_000_000_000_000_001, &alice(), "kinds please")
+        .await;
+    let posted = bot.posted_in(from, thread).await;
+    let message: u64 = posted.response["id"].as_str().unwrap().parse().unwrap();
+    bot.idle_or_awaiting(thread).await;
+    let content = posted.body["content"].as_str().unwrap();
+    assert!(
+        content.contains("**Pods** (1/3)") && content.contains("**Why** (2/3)"),
+        "{content}"
+    );
+    assert!(content.contains("⏳ open until "), "{content}");
+    let buttons = &posted.body["components"][0]["components"];
+    assert_eq!(buttons[0]["label"], "Answer…");
+    assert_eq!(buttons[0]["custom_id"], "fq:0:0:f");
+    assert_eq!(buttons[1]["label"], "Skip");
+
+    // "Answer…": the modal is the click's only response; it holds both inputs.
+    let from = bot.fake.calls().len();
+    bot.click(1, thread, message, &alice(), "fq:0:0:f");
+    let opened = bot.callback(from, 1).await;
+    assert_eq!(
+        (opened.status, opened.body["type"].as_u64()),
+        (204, Some(9))
+    );
+    let modal = &opened.body["data"];
+    let locator = modal["custom_id"].as_str().unwrap().to_owned();
+    assert_eq!(locator, format!("fq1:[\"{thread}\",\"{message}\"]"));
+    let ids: Vec<&str> = modal["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| row["components"][0]["custom_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["fq:0:0:t", "fq:0:1:t"]);
+
+    // Out of range: acknowledged, refused privately with the reason, nothing recorded.
+    let submit = |n: u64, pods: &str, why: &str| {
+        bot.fake.dispatch(
+            "INTERACTION_CREATE",
+            fake::modal_submit_interaction(
+                500_000_000_000_000_000 + n,
+                APP,
+                thread,
+                &alice(),
+                &locator,
+                &[("fq:0:0:t", pods), ("fq:0:1:t", why)],
+                &format!("tok-{n}"),
+            ),
+        );
+    };
+    let from = bot.fake.calls().len();
+    submit(2, "42", "because");
+    assert_eq!(bot.callback(from, 2).await.body["type"], 6);
+    let note = bot.followup(from, "tok-2").await;
+    assert_eq!(note.body["content"], "Pods: enter a number from 1 to 10.");
+    assert_eq!(note.body["flags"], 64);
+
+    // Both answered in one submission: the next step (the toggle) is posted.
+    let from = bot.fake.calls().len();
+    submit(3, "4 pods", "because");
+    assert_eq!(bot.callback(from, 3).await.body["type"], 6);
+    let toggle = bot.posted_in(from, thread).await;
+    let toggle_id: u64 = toggle.response["id"].as_str().unwrap().parse().unwrap();
+    let on = &toggle.body["components"][0]["components"][0];
+    assert_eq!(
+        (on["label"].as_str(), on["style"].as_u64()),
+        (Some("✓ On"), Some(3))
+    );
+    let on = on["custom_id"].as_str().unwrap().to_owned();
+
+    // The toggle answers the set: both messages settled, the agent gets the answers.
+    let from = bot.fake.calls().len();
+    bot.click(4, thread, toggle_id, &alice(), &on);
+    assert_eq!(bot.callback(from, 4).await.body["type"], 6);
+    let answer = bot.posted_in(from, thread).await;
+    let said = answer.body["content"].as_str().unwrap();
+    assert!(said.starts_with("got: "), "{said}");
+    for part in ["\"4\"", "because", "\"on\""] {
+        assert!(said.contains(part), "{part} in {said}");
+    }
+    let edits: Vec<Call> = bot
+        .fake
+        .calls()
+        .into_iter()
+        .skip(from)
+        .filter(|c| c.method == "PATCH")
+        .collect();
+    assert_eq!(edits.len(), 2);
+    let first = edits
+        .iter()
+        .find(|c| c.path.ends_with(&message.to_string()))
+        .expect("the form's message settled");
+    let settled = first.body["content"].as_str().unwrap();
+    assert!(
+        settled.ends_with("✅ Answered:\n• **Pods**: 4 pods\n• **Why**: because"),
+        "{settled}"
+    );
+    assert!(!settled.contains("open until"), "{settled}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

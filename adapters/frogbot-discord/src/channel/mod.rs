@@ -9,7 +9,7 @@
 //!   FrogBot chat per thread); messages in a thread the bot has a chat for continue it; a DM
 //!   channel is its own thread. The bot's own messages are ignored.
 //! - every component click is acknowledged first (deferred update, `type 6`) and then handed to the
-//!   engine; an "Other…" click on a live question opens the modal instead (that is its response);
+//!   engine; an "Other…" or "Answer…" click on a live question opens the modal instead (that is its response);
 //!   a modal submission is acknowledged the same way. Discord's 3 s window is never at the mercy
 //!   of the engine's speed. Deliveries of one thread reach the engine in arrival order, threads in
 //!   parallel ([`receive`]).

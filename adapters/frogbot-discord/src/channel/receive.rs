@@ -2,7 +2,7 @@
 //! endpoint (`POST /channels/discord/interactions`), and the per-thread ordering of what is handed
 //! to the engine.
 //!
-//! Acknowledgements (and the "Other…" modal) are sent at once, outside any queue: Discord's 3 s
+//! Acknowledgements (and the "Other…" / "Answer…" modals) are sent at once, outside any queue: Discord's 3 s
 //! window never waits for the engine. What goes to the engine — a message, a click, a modal
 //! submission — is queued on its thread (the Discord channel it arrived in): one ordered queue
 //! per thread, handled by a task of its own that ends when the queue has been idle a while, so
@@ -43,8 +43,8 @@ use tracing::{Instrument, debug, error, info, info_span, warn};
 use super::outbox::STOP_CUSTOM_ID;
 use crate::client::DiscordApi;
 use crate::convert::{self, EndpointRequest, EndpointVerifier, PONG};
-use crate::ids::{Control, is_other};
-use crate::questions::other_modal_response;
+use crate::ids::{Control, opens_modal};
+use crate::questions::modal_response;
 use crate::{DiscordQuestions, Error, PLATFORM};
 
 /// The path of the HTTP interactions endpoint inside `frogbot serve`.
@@ -518,12 +518,12 @@ async fn on_component(shared: &Shared, engine: &Engine, component: ComponentInte
             }
             return;
         }
-        if is_other(&custom_id)
+        if opens_modal(&custom_id)
             && let Some(call) = live_call(engine, &component).await
         {
-            match shared.questions.open_other(&component, &call).await {
+            match shared.questions.open_modal(&component, &call).await {
                 Ok(()) => return,
-                Err(e) => warn!(error = %e, "discord: opening the \"Other…\" modal failed"),
+                Err(e) => warn!(error = %e, "discord: opening a question's modal failed"),
             }
         }
         if let Err(e) =
@@ -638,7 +638,7 @@ async fn endpoint(State(state): State<Endpoint>, headers: HeaderMap, body: Bytes
     match request {
         EndpointRequest::Ping => ([("content-type", "application/json")], PONG).into_response(),
         EndpointRequest::Interaction { interaction, raw } => {
-            // The HTTP response is the interaction's response: the modal for a live "Other…"
+            // The HTTP response is the interaction's response: the modal for a live "Other…" or "Answer…"
             // click, else the deferred update; the engine runs after it, on the thread's queue.
             if let DiscordInteraction::Component(c) = &*interaction
                 && c.data.custom_id == STOP_CUSTOM_ID
@@ -646,12 +646,12 @@ async fn endpoint(State(state): State<Endpoint>, headers: HeaderMap, body: Bytes
                 return json_response(&stop_response(&state.engine, c).await);
             }
             if let DiscordInteraction::Component(c) = &*interaction
-                && is_other(&c.data.custom_id)
+                && opens_modal(&c.data.custom_id)
                 && let Some(call) = live_call(&state.engine, c).await
             {
-                match other_modal_response(c, &call) {
+                match modal_response(c, &call) {
                     Ok(modal) => return json_response(&modal),
-                    Err(e) => warn!(error = %e, "discord: the \"Other…\" modal could not be built"),
+                    Err(e) => warn!(error = %e, "discord: a question's modal could not be built"),
                 }
             }
             let (converted, thread, what) = match &*interaction {
