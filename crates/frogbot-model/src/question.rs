@@ -88,7 +88,7 @@ pub struct QuestionItem {
     #[serde(default, skip_serializing_if = "InputKind::is_choice")]
     pub kind: InputKind,
     /// The options to choose from (`choice` only).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub options: Vec<QuestionOption>,
     /// Several options may be selected (`choice` only).
     #[serde(default, skip_serializing_if = "is_false")]
