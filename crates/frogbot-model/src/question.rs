@@ -88,13 +88,13 @@ pub struct QuestionItem {
     #[serde(default, skip_serializing_if = "InputKind::is_choice")]
     pub kind: InputKind,
     /// The options to choose from (`choice` only).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub options: Vec<QuestionOption>,
     /// Several options may be selected (`choice` only).
-    #[serde(default, skip_serializing_if = "is_false")]
+    #[serde(default)]
     pub multiple: bool,
     /// The person may answer with their own text (`choice` only).
-    #[serde(default, skip_serializing_if = "is_false")]
+    #[serde(default)]
     pub custom: bool,
     /// A hint shown in an empty text field (`text_input`, `number_input`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
