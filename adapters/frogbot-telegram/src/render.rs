@@ -545,4 +545,75 @@ mod tests {
         assert!(skipped(Some("Ada")).ends_with("⏭ Skipped by Ada"));
         assert!(no_keyboard().inline_keyboard.is_empty());
     }
+
+    fn mixed() -> QuestionInput {
+        serde_json::from_value(json!({"questions": [
+            {"header": "Env", "question": "Where?", "options": (0..70)
+                .map(|n| json!({"label": format!("<o{n}> & {}", "x".repeat(80))}))
+                .collect::<Vec<_>>()},
+            {"header": "Checks", "question": "Which?", "options": (0..40)
+                .map(|n| json!({"label": format!("c{n}")}))
+                .collect::<Vec<_>>(), "multiple": true},
+            {"header": "Go", "question": "Deploy?", "kind": "confirm", "label": "Approve", "danger": true},
+            {"header": "Notify", "question": "Tell?", "kind": "toggle"},
+            {"header": "Pods", "question": "How many? <&>".repeat(500), "kind": "number_input", "unit": "pods",
+                "placeholder": "p".repeat(100)}
+        ]}))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_card_fits_one_keyboard_and_one_message() {
+        let i = mixed();
+        assert!(is_card(&i));
+        let p = Progress::from_state(&i, None);
+        let kb = card_keyboard(&i, u64::MAX, &p);
+        let all: Vec<_> = kb.inline_keyboard.iter().flatten().collect();
+        assert_eq!(all.len(), MAX_BUTTONS);
+        for b in &all {
+            assert!(data(b).len() <= MAX_CALLBACK_DATA);
+            assert!(b.text.chars().count() <= MAX_BUTTON_TEXT);
+        }
+        // The options that do not fit are left out; Send answers and Skip always end it.
+        let texts: Vec<_> = all.iter().map(|b| b.text.as_str()).collect();
+        assert_eq!(&texts[texts.len() - 2..], [SEND_LABEL, "Skip"]);
+        assert!(texts[0].starts_with("Env: <o0> & "));
+        // The text fits a message as Telegram counts it (the shown text) and is escaped.
+        let html = card_text(&i, &p, Some("⏳ open until 14:05 UTC"));
+        let shown = crate::format::visible_text(&html);
+        assert!(shown.chars().count() <= MAX_TEXT - OUTCOME_ROOM);
+        assert!(!html.contains("<&>") && html.contains("How many? &lt;&amp;&gt;"));
+        let prompt = prompt_text(&i, 4, None);
+        assert!(crate::format::visible_text(&prompt).chars().count() <= MAX_TEXT);
+        // The placeholder is cut to Telegram's 64 characters.
+        let fr = force_reply_for(&i.questions[4]);
+        assert_eq!(
+            fr.input_field_placeholder.unwrap().chars().count(),
+            MAX_PLACEHOLDER
+        );
+    }
+
+    #[test]
+    fn toggles_switch_from_their_default_and_answers_print_per_kind() {
+        let mut i = mixed();
+        let mut p = Progress::from_state(&i, None);
+        assert!(!toggle_on(&i, 3, &p));
+        p.toggle(3, 0);
+        assert!(toggle_on(&i, 3, &p));
+        i.questions[3].default = Some(vec!["on".into()]);
+        assert!(!toggle_on(&i, 3, &p));
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert_eq!(answer_text(&i.questions[3], &s(&["on"])), "✓ On");
+        assert_eq!(answer_text(&i.questions[3], &s(&["off"])), "✗ Off");
+        assert_eq!(answer_text(&i.questions[4], &s(&["4"])), "4 pods");
+        assert_eq!(answer_text(&i.questions[2], &s(&["Approve"])), "Approve");
+        assert_eq!(answer_text(&i.questions[4], &[]), NO_ANSWER);
+        let t = |s: &str| chrono::DateTime::parse_from_rfc3339(s).unwrap().to_utc();
+        assert_eq!(
+            expiry_line(Some("2026-12-01T14:05:00Z"), t("2026-12-01T10:00:00Z")).as_deref(),
+            Some("⏳ open until 14:05 UTC")
+        );
+        assert_eq!(expiry_line(Some("soon"), t("2026-12-01T10:00:00Z")), None);
+        assert_eq!(expiry_line(None, t("2026-12-01T10:00:00Z")), None);
+    }
 }

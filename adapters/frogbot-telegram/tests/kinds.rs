@@ -38,7 +38,7 @@ fn last_user(req: &ModelRequest) -> String {
 }
 
 /// The agent: "form" asks the four kinds together (open for an hour), "approve" a lone danger
-/// confirm, "notify" a lone toggle, "why" a lone text input, "pods" a lone number input with a
+/// confirm, "plan" two choices and a confirm on one card (open for a minute), "notify" a lone toggle, "why" a lone text input, "pods" a lone number input with a
 /// default (open for a minute); a tool result is reported as `done: …`.
 fn model() -> ScriptedModel {
     ScriptedModel::new(|req: &ModelRequest| {
@@ -60,6 +60,12 @@ fn model() -> ScriptedModel {
             "approve" => ask(json!({"questions": [go]})),
             "notify" => ask(json!({"questions": [notify]})),
             "why" => ask(json!({"questions": [why]})),
+            "plan" => ask(json!({"questions": [
+                {"header": "Env", "question": "Where?", "options": [{"label": "staging"}, {"label": "prod"}]},
+                {"header": "Checks", "question": "Which?", "options": [{"label": "lint"}, {"label": "test"}],
+                    "multiple": true},
+                go
+            ], "expiresInSeconds": 60})),
             "pods" => {
                 let mut pods = pods;
                 pods["default"] = json!(3);
@@ -520,4 +526,93 @@ async fn an_expired_number_input_shows_its_default() {
     // A late reply is no answer of the question any more.
     let result = done(&s).await;
     assert!(result.to_string().contains("3"), "{result}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn choices_on_a_card_are_picked_and_sent_together() {
+    let s = setup().await;
+    start_with(&s, "plan");
+    let msgs = question_messages(&s).await;
+    assert_eq!(msgs.len(), 1, "no prompts: the card alone");
+    let (card, body) = &msgs[0];
+    let texts: Vec<_> = buttons(body).into_iter().map(|(t, _)| t).collect();
+    assert_eq!(
+        texts,
+        [
+            "Env: staging",
+            "Env: prod",
+            "Checks: lint",
+            "Checks: test",
+            "⚠️ Approve",
+            SEND_LABEL,
+            "Skip"
+        ]
+    );
+    press(&s, *card, "Env: prod");
+    record_at(&s, 1).await;
+    keyboard_at(&s, *card, 1).await;
+    press(&s, *card, "Checks: test");
+    record_at(&s, 2).await;
+    keyboard_at(&s, *card, 2).await;
+    press(&s, *card, "⚠️ Approve");
+    record_at(&s, 3).await;
+    let kb: Vec<_> = keyboard_at(&s, *card, 3)
+        .await
+        .into_iter()
+        .map(|(t, _)| t)
+        .collect();
+    assert_eq!(
+        kb[..5],
+        [
+            "Env: staging",
+            "✓ Env: prod",
+            "Checks: lint",
+            "✓ Checks: test",
+            "✓ Approve"
+        ]
+    );
+    // The set waits for Send answers (checked options count without a Done).
+    press(&s, *card, SEND_LABEL);
+    assert_eq!(
+        done(&s).await["answers"],
+        json!([
+            {"header": "Env", "selected": ["prod"]},
+            {"header": "Checks", "selected": ["test"]},
+            {"header": "Go", "selected": ["Approve"]}
+        ])
+    );
+    assert_eq!(
+        settled(&s, *card).await,
+        "✅ Answers sent:\n• Env: prod\n• Checks: test\n• Go: Approve"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_card_expires_without_an_answer_and_a_skip_reply_on_a_prompt_skips() {
+    let s = setup().await;
+    start_with(&s, "plan");
+    let (card, _) = question_messages(&s).await.remove(0);
+    // The minute passes: the required confirm has no default, so no answer.
+    s.clock.advance(61_000);
+    let chat = channel_chat_id(PLATFORM, &ADA.to_string());
+    let row = s
+        .engine
+        .store_for_tests()
+        .get_question(&chat, "c1", now_millis())
+        .await
+        .unwrap()
+        .unwrap();
+    s.engine.expire(&chat, &row.message_id).await.unwrap();
+    assert_eq!(settled(&s, card).await, "⌛ Expired.");
+    assert_eq!(s.fake.buttons(card), 0);
+
+    // A new set: the form; `skip` replied to a prompt dismisses the whole set.
+    let s = setup().await;
+    start_with(&s, "form");
+    let msgs = question_messages(&s).await;
+    let (why, card) = (msgs[0].0, msgs[2].0);
+    say(&s, "skip", Some(why));
+    let text = settled(&s, card).await;
+    assert_eq!(text, "⏭ Skipped by Ada");
+    assert!(settled(&s, why).await.ends_with("⏭ Skipped by Ada"));
 }
