@@ -109,6 +109,16 @@ pub trait TelegramApi: Send + Sync {
         reply_to: Option<MessageId>,
     ) -> Result<SentMessage, Error>;
 
+    /// `sendMessage` of `html` with `parse_mode` `HTML` and `markup` (a question's inline
+    /// keyboard, or the ForceReply of a prompt), in a forum topic when `topic` is set.
+    async fn send_html_markup(
+        &self,
+        chat: ChatId,
+        topic: Option<ThreadId>,
+        html: &str,
+        markup: Option<ReplyMarkup>,
+    ) -> Result<SentMessage, Error>;
+
     /// `editMessageText` of `html` with `parse_mode` `HTML`: `keyboard` is the message's inline
     /// keyboard after the edit (`None`: none, as Telegram drops the keyboard of a text edit that
     /// carries no `reply_markup`). "message is not modified" counts as done.
@@ -386,6 +396,21 @@ impl TelegramApi for Bot {
         Ok(m.into())
     }
 
+    async fn send_html_markup(
+        &self,
+        chat: ChatId,
+        topic: Option<ThreadId>,
+        html: &str,
+        markup: Option<ReplyMarkup>,
+    ) -> Result<SentMessage, Error> {
+        let mut req = html_message(chat, topic, html, None);
+        if let Some(m) = markup {
+            req = req.reply_markup(m);
+        }
+        let m = with_retry("sendMessage", || call(self, &req)).await?;
+        Ok(m.into())
+    }
+
     async fn edit_html(
         &self,
         chat: ChatId,
@@ -657,6 +682,24 @@ impl TelegramApi for RecordingTelegram {
             text: html.to_owned(),
             markup: keyboard.map(ReplyMarkup::InlineKeyboard),
             reply_to,
+            parse_mode: Some(ParseMode::Html),
+        });
+        Ok(self.sent(chat))
+    }
+
+    async fn send_html_markup(
+        &self,
+        chat: ChatId,
+        topic: Option<ThreadId>,
+        html: &str,
+        markup: Option<ReplyMarkup>,
+    ) -> Result<SentMessage, Error> {
+        self.record(ApiCall::SendMessage {
+            chat,
+            topic,
+            text: html.to_owned(),
+            markup,
+            reply_to: None,
             parse_mode: Some(ParseMode::Html),
         });
         Ok(self.sent(chat))

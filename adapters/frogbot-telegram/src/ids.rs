@@ -1,6 +1,7 @@
 //! The ids this adapter makes: the callback-data codec of question buttons
 //! (`q{revision}:{question}:{option}`, `q{revision}:{question}:d` for Done,
-//! `q{revision}:{question}:s` for Skip) and the message and
+//! `q{revision}:{question}:s` for Skip, `…:c` for a confirm button, `…:t` for a toggle's ✓/✗
+//! switch, `…:y` / `…:n` for a lone toggle's On / Off, `…:a` for "Send answers") and the message and
 //! thread ids FrogBot stores (`chat_id:message_id`; `chat_id` or `chat_id:thread_id` for a forum
 //! topic).
 
@@ -24,6 +25,15 @@ pub enum Pick {
     Done,
     /// Skips: dismisses the whole call.
     Skip,
+    /// Presses a `confirm` input's button.
+    Confirm,
+    /// Switches a `toggle` input between ✓ and ✗ (answered with the set's "Send answers").
+    Flip,
+    /// Answers a lone `toggle` input on (`true`) or off (`false`).
+    Set(bool),
+    /// "Send answers": answers the set with what it holds (toggles as shown, optional inputs
+    /// left empty as none).
+    Send,
 }
 
 /// The callback token of a button: `q{revision}:{question}:{option}`, `q{revision}:{question}:d`
@@ -45,6 +55,11 @@ impl Token {
             Pick::Option(o) => format!("q{}:{}:{o}", self.revision, self.question),
             Pick::Done => format!("q{}:{}:d", self.revision, self.question),
             Pick::Skip => format!("q{}:{}:s", self.revision, self.question),
+            Pick::Confirm => format!("q{}:{}:c", self.revision, self.question),
+            Pick::Flip => format!("q{}:{}:t", self.revision, self.question),
+            Pick::Set(true) => format!("q{}:{}:y", self.revision, self.question),
+            Pick::Set(false) => format!("q{}:{}:n", self.revision, self.question),
+            Pick::Send => format!("q{}:{}:a", self.revision, self.question),
         }
     }
 
@@ -57,6 +72,11 @@ impl Token {
         let pick = match parts.next()? {
             "d" => Pick::Done,
             "s" => Pick::Skip,
+            "c" => Pick::Confirm,
+            "t" => Pick::Flip,
+            "y" => Pick::Set(true),
+            "n" => Pick::Set(false),
+            "a" => Pick::Send,
             o => Pick::Option(o.parse().ok()?),
         };
         if parts.next().is_some() {
@@ -180,5 +200,26 @@ mod tests {
             join_thread_id(ChatId(-5), Some(ThreadId(MessageId(7)))),
             "-5:7"
         );
+    }
+
+    #[test]
+    fn input_kind_tokens_round_trip_within_64_bytes() {
+        for pick in [
+            Pick::Confirm,
+            Pick::Flip,
+            Pick::Set(true),
+            Pick::Set(false),
+            Pick::Send,
+        ] {
+            let t = Token {
+                revision: u64::MAX,
+                question: usize::MAX,
+                pick,
+            };
+            assert!(t.encode().len() <= MAX_CALLBACK_DATA);
+            assert_eq!(Token::decode(&t.encode()), Some(t));
+        }
+        assert_eq!(Token::decode("q2:0:y").unwrap().pick, Pick::Set(true));
+        assert_eq!(Token::decode("q2:0:a").unwrap().pick, Pick::Send);
     }
 }

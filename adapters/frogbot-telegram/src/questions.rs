@@ -1,32 +1,39 @@
 //! [`TelegramQuestions`]: FrogBot's channel-questions hooks for Telegram, over a thin
 //! [`TelegramApi`].
 //!
-//! Each question of a call gets its own message with an inline keyboard (`question` set in the
-//! record); a question that allows an own answer also gets a ForceReply prompt, and a reply to it
-//! is that question's answer. A message replying to a question's message answers it by option
-//! number or label (or, where `custom`, with its own text); for a one-question set any message in
-//! the thread does (a reply that names no option and is no own answer is left to the agent).
+//! Each question of a call gets its own message (`question` set in the record), drawn by kind as
+//! [`crate::render`] says: an inline keyboard for a choice, a confirm and a toggle; a ForceReply
+//! prompt for a text or number input (and, beside a choice that allows an own answer, for that
+//! answer); a reply to a prompt is that question's answer. A set of several inputs with a toggle
+//! or an optional input ends with a "Send answers" message (`question` unset in the record), whose
+//! button answers the set (a required input still unanswered is refused with the reason).
+//! A message replying to a question's message answers it by option number or label (or, where
+//! `custom`, with its own text; for the other kinds as [`QuestionItem::choice_in_reply`](frogbot_model::QuestionItem::choice_in_reply) reads
+//! it: a too long text or a number out of range or step is refused with the reason as a reply,
+//! and the prompt stays open); for a one-question set any message in the thread does (a reply
+//! that names no option and is no own answer is left to the agent).
 //! Every keyboard ends with "Skip", and such a reply `skip` or `/skip` skips too (also on a
-//! `custom` question, and on a question with only an own answer, which has no keyboard): either
-//! dismisses the whole call.
-//! Progress (picks, checked options, prompt ids: [`Progress`]) lives in the record's state.
+//! `custom` question, and on a prompt, which has no keyboard): either dismisses the whole call.
+//! Progress (picks, checked options, switched toggles, prompt ids: [`Progress`]) lives in the
+//! record's state.
 
 use async_trait::async_trait;
 use chrono::SecondsFormat;
 use frogbot_model::Notice;
 use frogbot_model::text::truncate;
 use frogbot_model::{
-    Actor, BoxError, ChannelQuestions, HookArgs, Interaction, ParseArgs, ParseResult, Progress,
-    QuestionChange, QuestionInput, QuestionMessage, QuestionOutcome, QuestionRecord, RenderArgs,
-    RenderedQuestion, ReplyChoice, Thread, ThreadMessage,
+    Actor, BoxError, ChannelQuestions, HookArgs, InputKind, Interaction, ParseArgs, ParseResult,
+    Progress, QuestionChange, QuestionInput, QuestionMessage, QuestionOutcome, QuestionRecord,
+    RenderArgs, RenderedQuestion, ReplyChoice, TOGGLE_OFF, TOGGLE_ON, Thread, ThreadMessage,
 };
 use teloxide::types::ReplyMarkup;
 
 use crate::client::{SentMessage, TelegramApi};
 use crate::ids::{Pick, Token, message_id, split_message_id, split_thread_id};
 use crate::render::{
-    MAX_NOTICE, MAX_TEXT, force_reply, keyboard, no_keyboard, prompt_text, question_text,
-    settled_text,
+    MAX_NOTICE, MAX_TEXT, card_keyboard, card_text, expiry_line, force_reply, force_reply_for,
+    has_keyboard, is_card, is_prompt_kind, keyboard, no_keyboard, prompt_text, question_text,
+    settled_card_text, settled_text, toggle_on,
 };
 
 /// What a participant is told on a denied or an out-of-date interaction (the shared texts).
@@ -35,6 +42,12 @@ pub use frogbot_model::{DENIED_TEXT, STALE_TEXT};
 pub const NOTHING_SELECTED: &str = "Select at least one option first.";
 /// The reason given for an empty reply to an own-answer prompt.
 pub const EMPTY_ANSWER: &str = "The answer is empty.";
+
+/// The reason given when "Send answers" is pressed while the required input `header` has no
+/// answer.
+pub fn answer_first(header: &str) -> String {
+    format!("Answer \u{201c}{header}\u{201d} first.")
+}
 
 /// FrogBot's channel-questions hooks for Telegram.
 #[derive(Debug)]
@@ -53,19 +66,16 @@ impl<A: TelegramApi> TelegramQuestions<A> {
         &self.api
     }
 
+    /// Posts a question message: `html` as [`crate::render`] draws it (its shown text fits a
+    /// message already), with its keyboard or ForceReply.
     async fn send(
         &self,
         thread: &Thread,
-        text: &str,
+        html: &str,
         markup: Option<ReplyMarkup>,
     ) -> Result<SentMessage, BoxError> {
         let (chat, topic) = split_thread_id(&thread.id)?;
-        // The render texts fit one message already; the cut is a guard.
-        let text = truncate(text, MAX_TEXT);
-        Ok(self
-            .api
-            .send_message(chat, topic, &text, markup, None)
-            .await?)
+        Ok(self.api.send_html_markup(chat, topic, html, markup).await?)
     }
 }
 
@@ -90,35 +100,110 @@ fn parse_action(
         return ParseResult::Ignore;
     };
     let mut progress = Progress::from_state(input, question.state.as_ref());
-    match token.pick {
-        Pick::Option(o) if o < item.options.len() => {
+    let q = token.question;
+    match (item.kind, token.pick) {
+        // Skip dismisses the whole call (an old one is stale above).
+        (_, Pick::Skip) => ParseResult::Dismiss,
+        (_, Pick::Send) if is_card(input) => send_answers(input, &progress),
+        (InputKind::Choice, Pick::Option(o)) if o < item.options.len() => {
             if item.multiple {
-                progress.toggle(token.question, o);
+                progress.toggle(q, o);
                 ParseResult::Partial {
                     state: Some(progress.to_state()),
                 }
             } else {
-                progress.pick(token.question, vec![item.options[o].label.clone()]);
-                progress.parse_result(input)
+                progress.pick(q, vec![item.options[o].label.clone()]);
+                step(input, &progress)
             }
         }
-        // Skip dismisses the whole call (an old one is stale above).
-        Pick::Skip => ParseResult::Dismiss,
-        Pick::Done if item.multiple => {
-            let selected: Vec<String> = progress
-                .checked(token.question)
-                .iter()
-                .filter_map(|&o| item.options.get(o).map(|x| x.label.clone()))
-                .collect();
+        (InputKind::Choice, Pick::Done) if item.multiple => {
+            let selected = checked_labels(input, q, &progress);
             if selected.is_empty() {
                 return ParseResult::Rejected {
                     reason: NOTHING_SELECTED.into(),
                 };
             }
-            progress.pick(token.question, selected);
-            progress.parse_result(input)
+            progress.pick(q, selected);
+            step(input, &progress)
+        }
+        (InputKind::Confirm, Pick::Confirm) => {
+            progress.pick(q, vec![item.confirm_label().to_owned()]);
+            step(input, &progress)
+        }
+        (InputKind::Toggle, Pick::Set(on)) => {
+            progress.pick(q, vec![if on { TOGGLE_ON } else { TOGGLE_OFF }.to_owned()]);
+            step(input, &progress)
+        }
+        (InputKind::Toggle, Pick::Flip) => {
+            if progress.picks[q].is_some() {
+                // Answered by a typed reply: the switch changes that answer.
+                let flipped = if toggle_on(input, q, &progress) {
+                    TOGGLE_OFF
+                } else {
+                    TOGGLE_ON
+                };
+                progress.pick(q, vec![flipped.to_owned()]);
+            } else {
+                progress.toggle(q, 0);
+            }
+            step(input, &progress)
         }
         _ => ParseResult::Ignore,
+    }
+}
+
+/// What `parse` returns after a step: on a card the progress (the set is answered with Send
+/// answers), else the answer once every question has one.
+fn step(input: &QuestionInput, progress: &Progress) -> ParseResult {
+    if is_card(input) {
+        ParseResult::Partial {
+            state: Some(progress.to_state()),
+        }
+    } else {
+        progress.parse_result(input)
+    }
+}
+
+fn checked_labels(input: &QuestionInput, q: usize, progress: &Progress) -> Vec<String> {
+    let item = &input.questions[q];
+    progress
+        .checked(q)
+        .iter()
+        .filter_map(|&o| item.options.get(o).map(|x| x.label.clone()))
+        .collect()
+}
+
+/// "Send answers": the set's answer from what it holds: each input's answer; a toggle as it
+/// shows; a `multiple` choice's checked options (Done not pressed); an optional input without
+/// one as none. A required input without an answer refuses the send with the reason, and so does
+/// an answer [`QuestionInput::check_output`] refuses.
+fn send_answers(input: &QuestionInput, progress: &Progress) -> ParseResult {
+    let mut picks = progress.picks.clone();
+    for (q, item) in input.questions.iter().enumerate() {
+        if picks[q].is_some() {
+            continue;
+        }
+        let checked = checked_labels(input, q, progress);
+        picks[q] = Some(match item.kind {
+            InputKind::Toggle => {
+                let on = toggle_on(input, q, progress);
+                vec![if on { TOGGLE_ON } else { TOGGLE_OFF }.to_owned()]
+            }
+            InputKind::Choice if item.multiple && !checked.is_empty() => checked,
+            _ if !item.required => Vec::new(),
+            _ => {
+                return ParseResult::Rejected {
+                    reason: answer_first(&item.header),
+                };
+            }
+        });
+    }
+    let Some(output) = input.output_from_picks(&picks) else {
+        return ParseResult::Ignore;
+    };
+    match input.check_output(&output) {
+        Ok(()) => ParseResult::Answer { output },
+        Err(reason) => ParseResult::Rejected { reason },
     }
 }
 
@@ -156,7 +241,11 @@ fn parse_message(
     }
     let selected = match item.choice_in_reply(text) {
         ReplyChoice::Options(labels) => labels,
-        ReplyChoice::Invalid(reason) => return ParseResult::Rejected { reason },
+        ReplyChoice::Invalid(reason) => {
+            return ParseResult::Rejected {
+                reason: sentence(&reason),
+            };
+        }
         ReplyChoice::Text if item.custom && text.is_empty() => {
             if to_prompt {
                 return ParseResult::Rejected {
@@ -166,44 +255,91 @@ fn parse_message(
             return ParseResult::Ignore;
         }
         ReplyChoice::Text if item.custom => vec![text.to_owned()],
+        // A reply to a text or number prompt that is no answer: the reason, and the prompt stays
+        // open for another reply.
+        ReplyChoice::Text if to_prompt && is_prompt_kind(item) => {
+            let reason = if text.is_empty() || item.kind == InputKind::TextInput {
+                EMPTY_ANSWER.to_owned()
+            } else {
+                item.reply_hint().unwrap_or_else(|| EMPTY_ANSWER.to_owned())
+            };
+            return ParseResult::Rejected { reason };
+        }
         _ => return ParseResult::Ignore,
     };
     progress.pick(q, selected);
-    progress.parse_result(input)
+    step(input, &progress)
+}
+
+/// A reason as a sentence: its first letter upper case ("enter a number…" → "Enter a number…").
+fn sentence(reason: &str) -> String {
+    let mut chars = reason.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
 }
 
 #[async_trait]
 impl<A: TelegramApi> ChannelQuestions for TelegramQuestions<A> {
     async fn render(&self, args: RenderArgs<'_>) -> Result<Vec<RenderedQuestion>, BoxError> {
+        let now = chrono::Utc::now();
         let mut out = Vec::new();
         for call in args.calls {
             let input = &call.input;
+            let expiry = expiry_line(call.expires_at.as_deref(), now);
+            let expiry = expiry.as_deref();
             let mut progress = Progress::from_state(input, None);
             let mut messages = Vec::new();
+            let card = is_card(input);
             for (q, item) in input.questions.iter().enumerate() {
-                if !item.options.is_empty() {
+                if has_keyboard(item) && !card {
                     let kb = keyboard(input, q, 0, &progress);
                     let m = self
                         .send(
                             args.thread,
-                            &question_text(input, q),
+                            &question_text(input, q, expiry),
                             Some(ReplyMarkup::InlineKeyboard(kb)),
                         )
                         .await?;
                     messages.push(posted(&m, q));
                 }
-                if item.custom {
+                let prompt = if is_prompt_kind(item) {
+                    Some(force_reply_for(item))
+                } else {
+                    item.custom.then(force_reply)
+                };
+                if let Some(markup) = prompt {
+                    // The own-answer prompt of a choice leaves the expiry to the keyboard's
+                    // message; a card shows it once.
+                    let expiry = expiry.filter(|_| !has_keyboard(item) && !card);
                     let m = self
                         .send(
                             args.thread,
-                            &prompt_text(input, q),
-                            Some(ReplyMarkup::ForceReply(force_reply())),
+                            &prompt_text(input, q, expiry),
+                            Some(ReplyMarkup::ForceReply(markup)),
                         )
                         .await?;
                     let m = posted(&m, q);
                     progress.prompts.push(m.id.clone());
                     messages.push(m);
                 }
+            }
+            if card {
+                // Last: FrogBot counts the controls of a call's last message.
+                let m = self
+                    .send(
+                        args.thread,
+                        &card_text(input, &progress, expiry),
+                        Some(ReplyMarkup::InlineKeyboard(card_keyboard(
+                            input, 0, &progress,
+                        ))),
+                    )
+                    .await?;
+                messages.push(QuestionMessage {
+                    question: None,
+                    ..posted(&m, 0)
+                });
             }
             out.push(RenderedQuestion {
                 calls: vec![call.tool_call_id.clone()],
@@ -238,18 +374,29 @@ impl<A: TelegramApi> ChannelQuestions for TelegramQuestions<A> {
     ) -> Result<Option<QuestionChange>, BoxError> {
         let input = &args.call.input;
         let progress = Progress::from_state(input, args.question.state.as_ref());
+        let revision = args.question.revision;
+        let card = is_card(input);
         for m in &args.question.messages {
-            let Some(q) = m.question.filter(|&q| q < input.questions.len()) else {
-                continue;
-            };
-            if progress.prompts.contains(&m.id) || input.questions[q].options.is_empty() {
+            if progress.prompts.contains(&m.id) {
                 continue;
             }
             let (chat, id) = split_message_id(&m.id)?;
-            let kb = keyboard(input, q, args.question.revision, &progress);
-            self.api
-                .edit_message_reply_markup(chat, id, Some(kb))
-                .await?;
+            match m.question.filter(|&q| q < input.questions.len()) {
+                Some(q) if has_keyboard(&input.questions[q]) && !card => {
+                    let kb = keyboard(input, q, revision, &progress);
+                    self.api
+                        .edit_message_reply_markup(chat, id, Some(kb))
+                        .await?;
+                }
+                None if card => {
+                    // The card shows the answers so far: text and keyboard.
+                    let expiry = expiry_line(args.call.expires_at.as_deref(), chrono::Utc::now());
+                    let text = card_text(input, &progress, expiry.as_deref());
+                    let kb = card_keyboard(input, revision, &progress);
+                    self.api.edit_html(chat, id, &text, Some(kb)).await?;
+                }
+                _ => {}
+            }
         }
         Ok(None)
     }
@@ -271,16 +418,16 @@ impl<A: TelegramApi> ChannelQuestions for TelegramQuestions<A> {
         });
         let mut first_error = None;
         for m in &args.question.messages {
-            let q = m
-                .question
-                .filter(|&q| q < input.questions.len())
-                .unwrap_or(0);
             let prompt = progress.prompts.contains(&m.id);
-            let text = settled_text(input, q, prompt, outcome, by.as_deref());
+            let text = match m.question.filter(|&q| q < input.questions.len()) {
+                Some(q) => settled_text(input, q, prompt, outcome, by.as_deref()),
+                None if is_card(input) => settled_card_text(input, outcome, by.as_deref()),
+                None => settled_text(input, 0, prompt, outcome, by.as_deref()),
+            };
             let result = match split_message_id(&m.id) {
                 Ok((chat, id)) => {
                     self.api
-                        .edit_message_text(chat, id, &text, Some(no_keyboard()))
+                        .edit_html(chat, id, &text, Some(no_keyboard()))
                         .await
                 }
                 Err(e) => Err(e),

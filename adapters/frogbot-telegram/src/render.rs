@@ -1,11 +1,40 @@
-//! Pure drawing of questions: message texts (cut to Telegram's limits with
-//! [`frogbot_model::text::truncate`]), inline keyboards with short callback tokens ([`crate::ids`]),
-//! the ForceReply prompt for own answers, and the settled text.
+//! Pure drawing of questions: message texts in Telegram's HTML parse mode (cut to Telegram's
+//! limits with [`frogbot_model::text::truncate`] on the shown text, then escaped with
+//! [`crate::format::escape`]), inline keyboards with short callback tokens ([`crate::ids`]), the
+//! ForceReply prompts, the set's card, and the settled texts.
+//!
+//! Each kind's control:
+//! - `choice`: one button per option ("✓ label" once chosen or checked; a `multiple` one ends with
+//!   Done); where `custom`, a ForceReply prompt ("Other…") beside it.
+//! - `confirm`: one button with its label ("⚠️ label" when `danger`); a tap answers.
+//! - `toggle`: alone in its set, two buttons "✓ On" / "✗ Off" (a tap answers); in a set of
+//!   several inputs, one switch "✓ label" / "✗ label" that flips with each tap.
+//! - `text_input` / `number_input`: a ForceReply prompt, sent at once (the client opens the reply
+//!   to it; no extra "✏️ Answer" tap), with the kind's one-line hint
+//!   ([`QuestionItem::reply_hint`]) and the placeholder in the input field. A reply that does not
+//!   read (too long, not a number, out of range or step) is refused with the reason as a reply,
+//!   and the prompt stays open for another reply.
+//!
+//! Layouts. A set of choices only (and a set of one input) gets one message per question, each
+//! with its keyboard, answered once every question has its answer. A set of several inputs with
+//! another kind or an optional input is answered together ([`is_card`]): its ForceReply prompts
+//! first, then one card message last (FrogBot counts the controls of a call's last message only)
+//! listing every input with its answer so far, the buttons of its choice, confirm and toggle
+//! inputs, "📨 Send answers" (the toggles as shown, checked options, optional inputs left
+//! unanswered as none; a required input still unanswered refuses the send with the reason) and
+//! Skip. Every keyboard ends with "Skip" (a prompt says "reply skip"). A set with an expiry shows
+//! "⏳ open until 14:05 UTC" ([`expiry_line`]) on its messages; the settled texts drop it for the
+//! outcome ("⌛ Expired …" once it passed), the card for every answer.
 
+use chrono::{DateTime, Utc};
 use frogbot_model::text::truncate;
-use frogbot_model::{Progress, QuestionInput, QuestionOutcome, SKIP_LABEL, skipped_text};
+use frogbot_model::{
+    InputKind, Progress, QuestionInput, QuestionItem, QuestionOutcome, SKIP_LABEL, TOGGLE_OFF,
+    TOGGLE_ON, open_until_text, skipped_text,
+};
 use teloxide::types::{ForceReply, InlineKeyboardButton, InlineKeyboardMarkup};
 
+use crate::format::escape;
 use crate::ids::{Pick, Token};
 
 /// Telegram's limit on a message's text, in characters (`sendMessage`, `editMessageText`).
@@ -20,33 +49,110 @@ pub const MAX_BUTTONS: usize = 100;
 /// a longer label cannot be read on a button; it is cut (the question text lists it whole when it
 /// has a description).
 pub const MAX_BUTTON_TEXT: usize = 64;
+/// Telegram's limit on a ForceReply's `input_field_placeholder`, in characters (1–64).
+pub const MAX_PLACEHOLDER: usize = 64;
+/// The label of the button that answers a set drawn as a card ([`is_card`]).
+pub const SEND_LABEL: &str = "📨 Send answers";
+/// What a settled view shows for an optional input left unanswered.
+pub const NO_ANSWER: &str = "—";
 /// Room kept in a question message for the outcome line its settled text adds.
 const OUTCOME_ROOM: usize = 300;
 
-/// The text of question `q`: header, question, and option descriptions.
-/// The text is cut to fit a message with room for the outcome line of [`settled_text`].
-pub fn question_text(input: &QuestionInput, q: usize) -> String {
-    truncate(&full_question_text(input, q), MAX_TEXT - OUTCOME_ROOM)
+/// The line a set with an expiry shows while open: `⏳ open until 14:05 UTC`
+/// ([`open_until_text`]); `None` without an expiry (or one that does not read as RFC 3339).
+pub fn expiry_line(expires_at: Option<&str>, now: DateTime<Utc>) -> Option<String> {
+    let at = DateTime::parse_from_rfc3339(expires_at?).ok()?.to_utc();
+    Some(format!("⏳ {}", open_until_text(at, now)))
+}
+
+/// Whether input `item` is drawn as a ForceReply prompt (text and number inputs).
+pub fn is_prompt_kind(item: &QuestionItem) -> bool {
+    matches!(item.kind, InputKind::TextInput | InputKind::NumberInput)
+}
+
+/// Whether question `q`'s own message carries an inline keyboard: a choice with options, a
+/// confirm, a toggle.
+pub fn has_keyboard(item: &QuestionItem) -> bool {
+    match item.kind {
+        InputKind::Choice => !item.options.is_empty(),
+        InputKind::Confirm | InputKind::Toggle => true,
+        _ => false,
+    }
+}
+
+/// Whether the set is drawn as a card answered with "Send answers": several inputs, one of them
+/// not a choice, or optional.
+pub fn is_card(input: &QuestionInput) -> bool {
+    input.questions.len() > 1
+        && input
+            .questions
+            .iter()
+            .any(|q| q.kind != InputKind::Choice || !q.required)
+}
+
+/// Whether the toggle `q` shows on: its answer once given, else its default (off without one)
+/// switched once per ✓/✗ tap (kept as option 0 checked in [`Progress::checked`]).
+pub fn toggle_on(input: &QuestionInput, q: usize, progress: &Progress) -> bool {
+    let item = &input.questions[q];
+    if let Some(Some(p)) = progress.picks.get(q) {
+        return p.first().map(String::as_str) == Some(TOGGLE_ON);
+    }
+    let initial = item
+        .default_answer()
+        .is_some_and(|d| d.first().map(String::as_str) == Some(TOGGLE_ON));
+    initial != progress.checked(q).contains(&0)
+}
+
+/// Joins the open text of a message with its expiry line, cut to fit a message with room for the
+/// outcome line, and escapes it for the HTML parse mode.
+fn open_html(plain: String, expiry: Option<&str>) -> String {
+    let plain = match expiry {
+        Some(line) => format!("{plain}\n\n{line}"),
+        None => plain,
+    };
+    escape(&truncate(&plain, MAX_TEXT - OUTCOME_ROOM))
+}
+
+/// The text of question `q` (HTML): header, question, option descriptions, what to do, and the
+/// expiry line when given. The shown text fits a message with room for the outcome line of
+/// [`settled_text`].
+pub fn question_text(input: &QuestionInput, q: usize, expiry: Option<&str>) -> String {
+    open_html(full_question_text(input, q), expiry)
 }
 
 fn full_question_text(input: &QuestionInput, q: usize) -> String {
     let item = &input.questions[q];
-    let mut text = format!("❓ {}\n{}", item.header, item.question);
+    let optional = if item.required { "" } else { " (optional)" };
+    let mut text = format!("❓ {}{optional}\n{}", item.header, item.question);
     for o in &item.options {
         if let Some(d) = &o.description {
             text.push_str(&format!("\n• {} — {d}", o.label));
         }
     }
-    if item.multiple {
+    if item.multiple && is_card(input) {
+        text.push_str("\n(Select any.)");
+    } else if item.multiple {
         text.push_str("\n(Select any, then press Done.)");
+    }
+    if item.kind == InputKind::Toggle && input.questions.len() > 1 {
+        text.push_str("\n(Tap ✓/✗ to switch it.)");
     }
     text
 }
 
-/// The keyboard of question `q` at `revision`: one button per option ("✓ label" when selected,
-/// cut to [`MAX_BUTTON_TEXT`]), plus "Done" for `multiple`, and last "Skip", which dismisses the
-/// whole call; at most [`MAX_BUTTONS`] buttons (later options can still be answered by a reply
-/// naming them).
+fn button(text: &str, revision: u64, question: usize, pick: Pick) -> InlineKeyboardButton {
+    let token = Token {
+        revision,
+        question,
+        pick,
+    };
+    InlineKeyboardButton::callback(truncate(text, MAX_BUTTON_TEXT), token.encode())
+}
+
+/// The keyboard of question `q` at `revision`, by kind (see the module), last "Skip", which
+/// dismisses the whole call. A choice has one button per option ("✓ label" when selected, cut to
+/// [`MAX_BUTTON_TEXT`]), plus "Done" for `multiple`; at most [`MAX_BUTTONS`] buttons (later
+/// options can still be answered by a reply naming them).
 pub fn keyboard(
     input: &QuestionInput,
     q: usize,
@@ -54,58 +160,124 @@ pub fn keyboard(
     progress: &Progress,
 ) -> InlineKeyboardMarkup {
     let item = &input.questions[q];
-    let picked = progress.picks.get(q).and_then(|p| p.as_ref());
-    let checked = progress.checked(q);
     // Skip takes one button, Done another.
     let room = MAX_BUTTONS - 1 - usize::from(item.multiple);
-    let mut rows: Vec<Vec<InlineKeyboardButton>> = item
-        .options
+    let mut rows = input_rows(input, q, revision, progress, room, false);
+    if item.multiple {
+        rows.push(vec![button("Done", revision, q, Pick::Done)]);
+    }
+    rows.push(vec![button(SKIP_LABEL, revision, q, Pick::Skip)]);
+    InlineKeyboardMarkup::new(rows)
+}
+
+/// The buttons of input `q` (at most `room`; a choice's labels after "header: " when `named`).
+fn input_rows(
+    input: &QuestionInput,
+    q: usize,
+    revision: u64,
+    progress: &Progress,
+    room: usize,
+    named: bool,
+) -> Vec<Vec<InlineKeyboardButton>> {
+    let item = &input.questions[q];
+    let picked = progress.picks.get(q).and_then(|p| p.as_ref());
+    if room == 0 {
+        return Vec::new();
+    }
+    match item.kind {
+        InputKind::Confirm => {
+            let label = item.confirm_label();
+            let text = match (picked.is_some(), item.danger) {
+                (true, _) => format!("✓ {label}"),
+                (false, true) => format!("⚠️ {label}"),
+                (false, false) => label.to_owned(),
+            };
+            vec![vec![button(&text, revision, q, Pick::Confirm)]]
+        }
+        InputKind::Toggle if input.questions.len() == 1 && room >= 2 => vec![vec![
+            button("✓ On", revision, q, Pick::Set(true)),
+            button("✗ Off", revision, q, Pick::Set(false)),
+        ]],
+        InputKind::Toggle => {
+            let label = item
+                .label
+                .as_deref()
+                .filter(|l| !l.trim().is_empty())
+                .unwrap_or(&item.header);
+            let mark = if toggle_on(input, q, progress) {
+                "✓"
+            } else {
+                "✗"
+            };
+            vec![vec![button(
+                &format!("{mark} {label}"),
+                revision,
+                q,
+                Pick::Flip,
+            )]]
+        }
+        InputKind::Choice => choice_rows(input, q, revision, progress, room, named),
+        _ => Vec::new(),
+    }
+}
+
+fn choice_rows(
+    input: &QuestionInput,
+    q: usize,
+    revision: u64,
+    progress: &Progress,
+    room: usize,
+    named: bool,
+) -> Vec<Vec<InlineKeyboardButton>> {
+    let item = &input.questions[q];
+    let picked = progress.picks.get(q).and_then(|p| p.as_ref());
+    let checked = progress.checked(q);
+    item.options
         .iter()
         .enumerate()
         .take(room)
         .map(|(o, opt)| {
-            let on = if item.multiple {
-                checked.contains(&o)
+            let on = if let Some(p) = picked {
+                p.contains(&opt.label)
             } else {
-                picked.is_some_and(|p| p.contains(&opt.label))
+                item.multiple && checked.contains(&o)
             };
-            let text = if on {
-                truncate(&format!("✓ {}", opt.label), MAX_BUTTON_TEXT)
+            let label = if named {
+                format!("{}: {}", item.header, opt.label)
             } else {
-                truncate(&opt.label, MAX_BUTTON_TEXT)
+                opt.label.clone()
             };
-            let token = Token {
-                revision,
-                question: q,
-                pick: Pick::Option(o),
-            };
-            vec![InlineKeyboardButton::callback(text, token.encode())]
+            let text = if on { format!("✓ {label}") } else { label };
+            vec![button(&text, revision, q, Pick::Option(o))]
         })
-        .collect();
-    if item.multiple {
-        let token = Token {
-            revision,
-            question: q,
-            pick: Pick::Done,
-        };
-        rows.push(vec![InlineKeyboardButton::callback("Done", token.encode())]);
-    }
-    let skip = Token {
-        revision,
-        question: q,
-        pick: Pick::Skip,
-    };
-    rows.push(vec![InlineKeyboardButton::callback(
-        SKIP_LABEL,
-        skip.encode(),
-    )]);
-    InlineKeyboardMarkup::new(rows)
+        .collect()
 }
 
-/// The text of the ForceReply prompt for question `q`'s own answer (cut like [`question_text`]).
-pub fn prompt_text(input: &QuestionInput, q: usize) -> String {
+/// The text of the ForceReply prompt of question `q` (HTML, cut like [`question_text`]): for a
+/// text or number input the question itself with the kind's hint; for a choice its own answer.
+pub fn prompt_text(input: &QuestionInput, q: usize, expiry: Option<&str>) -> String {
+    open_html(prompt_plain(input, q), expiry)
+}
+
+fn prompt_plain(input: &QuestionInput, q: usize) -> String {
     let item = &input.questions[q];
-    let text = if item.options.is_empty() {
+    if is_prompt_kind(item) {
+        let hint = item
+            .reply_hint()
+            .unwrap_or_else(|| "Reply with your answer.".into());
+        let hint = hint
+            .strip_prefix("Reply")
+            .map_or(hint.clone(), |rest| format!("Reply to this message{rest}"));
+        let optional = if item.required || !is_card(input) {
+            ""
+        } else {
+            " Optional: you may leave it and press Send answers."
+        };
+        format!(
+            "{}\n\n✎ {hint}{optional} (Reply skip to skip.)",
+            full_question_text(input, q)
+        )
+    } else if item.options.is_empty() {
         // No keyboard to carry a Skip button: a reply `skip` skips.
         format!(
             "{}\n\n✎ Reply to this message with your answer, or with skip to skip it.",
@@ -116,13 +288,93 @@ pub fn prompt_text(input: &QuestionInput, q: usize) -> String {
             "✎ {}: reply to this message to answer in your own words.",
             item.header
         )
-    };
-    truncate(&text, MAX_TEXT - OUTCOME_ROOM)
+    }
 }
 
-/// The ForceReply markup of a prompt.
+/// The ForceReply markup of question `q`'s prompt: the input field shows the input's
+/// `placeholder` (cut to [`MAX_PLACEHOLDER`]), else "Your answer" ("A number" for a number).
+pub fn force_reply_for(item: &QuestionItem) -> ForceReply {
+    let placeholder = item
+        .placeholder
+        .as_deref()
+        .map(str::trim)
+        .filter(|p| !p.is_empty() && is_prompt_kind(item))
+        .map(|p| truncate(p, MAX_PLACEHOLDER));
+    let placeholder = placeholder.unwrap_or_else(|| {
+        if item.kind == InputKind::NumberInput {
+            "A number".to_owned()
+        } else {
+            "Your answer".to_owned()
+        }
+    });
+    ForceReply::new().input_field_placeholder(Some(placeholder))
+}
+
+/// The ForceReply markup of an own-answer prompt.
 pub fn force_reply() -> ForceReply {
     ForceReply::new().input_field_placeholder(Some("Your answer".to_owned()))
+}
+
+/// The text of a set's card (HTML): every input with its answer so far (a prompt's input says to
+/// reply to its prompt), and the expiry line when given.
+pub fn card_text(input: &QuestionInput, progress: &Progress, expiry: Option<&str>) -> String {
+    let mut text = "📋 Answer below, then press Send answers.".to_owned();
+    for (q, item) in input.questions.iter().enumerate() {
+        text.push_str("\n\n");
+        text.push_str(&full_question_text(input, q));
+        let picked = progress.picks.get(q).and_then(|p| p.as_ref());
+        match (picked, item.kind) {
+            (Some(p), _) => text.push_str(&format!("\n✅ {}", answer_text(item, p))),
+            (None, InputKind::TextInput | InputKind::NumberInput) => {
+                text.push_str("\n✎ Reply to its message above.");
+            }
+            (None, InputKind::Choice) if item.custom => {
+                text.push_str("\n✎ Or reply to its message above in your own words.");
+            }
+            _ => {}
+        }
+    }
+    open_html(text, expiry)
+}
+
+/// The keyboard of a set's card at `revision`: the buttons of every choice, confirm and toggle
+/// input (a choice's labels after its header; as many as fit [`MAX_BUTTONS`]), then Send answers,
+/// then Skip.
+pub fn card_keyboard(
+    input: &QuestionInput,
+    revision: u64,
+    progress: &Progress,
+) -> InlineKeyboardMarkup {
+    let mut rows: Vec<Vec<InlineKeyboardButton>> = Vec::new();
+    let mut room = MAX_BUTTONS - 2;
+    for q in 0..input.questions.len() {
+        let more = input_rows(input, q, revision, progress, room, true);
+        room -= more.iter().map(Vec::len).sum::<usize>();
+        rows.extend(more);
+    }
+    rows.push(vec![button(SEND_LABEL, revision, 0, Pick::Send)]);
+    rows.push(vec![button(SKIP_LABEL, revision, 0, Pick::Skip)]);
+    InlineKeyboardMarkup::new(rows)
+}
+
+/// An answer as a settled view prints it: a choice's labels, the text, the number with its unit,
+/// "On" / "Off" for a toggle, a confirm's label; [`NO_ANSWER`] for none.
+pub fn answer_text(item: &QuestionItem, selected: &[String]) -> String {
+    if selected.is_empty() {
+        return NO_ANSWER.to_owned();
+    }
+    match item.kind {
+        InputKind::NumberInput => match item.unit.as_deref().filter(|u| !u.trim().is_empty()) {
+            Some(unit) => format!("{} {unit}", selected[0]),
+            None => selected[0].clone(),
+        },
+        InputKind::Toggle => match selected[0].as_str() {
+            TOGGLE_ON => "✓ On".to_owned(),
+            TOGGLE_OFF => "✗ Off".to_owned(),
+            other => other.to_owned(),
+        },
+        _ => selected.join(", "),
+    }
 }
 
 /// The line that says how question `q` ended; a dismissal names who skipped it (`by`).
@@ -132,14 +384,16 @@ pub fn outcome_line(
     outcome: &QuestionOutcome,
     by: Option<&str>,
 ) -> String {
-    let header = &input.questions[q].header;
+    let item = &input.questions[q];
     let answer = outcome
         .output()
-        .and_then(|o| o.answers.iter().find(|a| &a.header == header))
-        .map(|a| a.selected.join(", "));
+        .and_then(|o| o.answers.iter().find(|a| a.header == item.header))
+        .map(|a| answer_text(item, &a.selected));
     match (outcome, answer) {
-        (QuestionOutcome::Expired(_), Some(a)) => format!("⌛ Expired — default: {a}"),
-        (QuestionOutcome::Expired(_), None) => "⌛ Expired.".into(),
+        (QuestionOutcome::Expired(_), Some(a)) if a != NO_ANSWER => {
+            format!("⌛ Expired — default: {a}")
+        }
+        (QuestionOutcome::Expired(_), _) => "⌛ Expired.".into(),
         (QuestionOutcome::Dismissed, _) => format!("⏭ {}", skipped_text(by)),
         (QuestionOutcome::Cancelled, _) => "✖ Cancelled.".into(),
         (_, Some(a)) => format!("✅ {a}"),
@@ -147,8 +401,8 @@ pub fn outcome_line(
     }
 }
 
-/// The settled text of a message of question `q`: its text and the outcome, by `by` (within
-/// [`MAX_TEXT`]).
+/// The settled text (HTML) of a message of question `q`: its text (without the expiry line) and
+/// the outcome, by `by` (within [`MAX_TEXT`]).
 pub fn settled_text(
     input: &QuestionInput,
     q: usize,
@@ -157,12 +411,40 @@ pub fn settled_text(
     by: Option<&str>,
 ) -> String {
     let body = if prompt {
-        prompt_text(input, q)
+        prompt_plain(input, q)
     } else {
-        question_text(input, q)
+        full_question_text(input, q)
     };
+    let body = truncate(&body, MAX_TEXT - OUTCOME_ROOM);
     let line = truncate(&outcome_line(input, q, outcome, by), OUTCOME_ROOM - 2);
-    format!("{body}\n\n{line}")
+    escape(&format!("{body}\n\n{line}"))
+}
+
+/// The settled text (HTML) of a set's card: the set's outcome, with every answer
+/// ("header: answer") once it has one (within [`MAX_TEXT`]).
+pub fn settled_card_text(
+    input: &QuestionInput,
+    outcome: &QuestionOutcome,
+    by: Option<&str>,
+) -> String {
+    let head = match outcome {
+        QuestionOutcome::Expired(Some(_)) => "⌛ Expired — defaults used:".to_owned(),
+        QuestionOutcome::Expired(None) => "⌛ Expired.".to_owned(),
+        QuestionOutcome::Dismissed => format!("⏭ {}", skipped_text(by)),
+        QuestionOutcome::Cancelled => "✖ Cancelled.".to_owned(),
+        _ => "✅ Answers sent:".to_owned(),
+    };
+    let mut text = head;
+    if let Some(output) = outcome.output() {
+        for (item, a) in input.questions.iter().zip(&output.answers) {
+            text.push_str(&format!(
+                "\n• {}: {}",
+                item.header,
+                answer_text(item, &a.selected)
+            ));
+        }
+    }
+    escape(&truncate(&text, MAX_TEXT))
 }
 
 /// An empty keyboard: sent with an edit, it removes the buttons.
@@ -221,7 +503,7 @@ mod tests {
         i.questions[1].options = (0..150)
             .map(|n| serde_json::from_value(json!({"label": format!("o{n}")})).unwrap())
             .collect();
-        assert!(question_text(&i, 0).chars().count() <= MAX_TEXT);
+        assert!(question_text(&i, 0, None).chars().count() <= MAX_TEXT);
         let outcome: QuestionOutcome = serde_json::from_value(
             json!({"output": {"answers": [{"header": "Env", "selected": ["x".repeat(5000)]}]}}),
         )
@@ -262,5 +544,76 @@ mod tests {
         assert!(skipped(None).ends_with("⏭ Skipped."));
         assert!(skipped(Some("Ada")).ends_with("⏭ Skipped by Ada"));
         assert!(no_keyboard().inline_keyboard.is_empty());
+    }
+
+    fn mixed() -> QuestionInput {
+        serde_json::from_value(json!({"questions": [
+            {"header": "Env", "question": "Where?", "options": (0..70)
+                .map(|n| json!({"label": format!("<o{n}> & {}", "x".repeat(80))}))
+                .collect::<Vec<_>>()},
+            {"header": "Checks", "question": "Which?", "options": (0..40)
+                .map(|n| json!({"label": format!("c{n}")}))
+                .collect::<Vec<_>>(), "multiple": true},
+            {"header": "Go", "question": "Deploy?", "kind": "confirm", "label": "Approve", "danger": true},
+            {"header": "Notify", "question": "Tell?", "kind": "toggle"},
+            {"header": "Pods", "question": "How many? <&>".repeat(500), "kind": "number_input", "unit": "pods",
+                "placeholder": "p".repeat(100)}
+        ]}))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_card_fits_one_keyboard_and_one_message() {
+        let i = mixed();
+        assert!(is_card(&i));
+        let p = Progress::from_state(&i, None);
+        let kb = card_keyboard(&i, u64::MAX, &p);
+        let all: Vec<_> = kb.inline_keyboard.iter().flatten().collect();
+        assert_eq!(all.len(), MAX_BUTTONS);
+        for b in &all {
+            assert!(data(b).len() <= MAX_CALLBACK_DATA);
+            assert!(b.text.chars().count() <= MAX_BUTTON_TEXT);
+        }
+        // The options that do not fit are left out; Send answers and Skip always end it.
+        let texts: Vec<_> = all.iter().map(|b| b.text.as_str()).collect();
+        assert_eq!(&texts[texts.len() - 2..], [SEND_LABEL, "Skip"]);
+        assert!(texts[0].starts_with("Env: <o0> & "));
+        // The text fits a message as Telegram counts it (the shown text) and is escaped.
+        let html = card_text(&i, &p, Some("⏳ open until 14:05 UTC"));
+        let shown = crate::format::visible_text(&html);
+        assert!(shown.chars().count() <= MAX_TEXT - OUTCOME_ROOM);
+        assert!(!html.contains("<&>") && html.contains("How many? &lt;&amp;&gt;"));
+        let prompt = prompt_text(&i, 4, None);
+        assert!(crate::format::visible_text(&prompt).chars().count() <= MAX_TEXT);
+        // The placeholder is cut to Telegram's 64 characters.
+        let fr = force_reply_for(&i.questions[4]);
+        assert_eq!(
+            fr.input_field_placeholder.unwrap().chars().count(),
+            MAX_PLACEHOLDER
+        );
+    }
+
+    #[test]
+    fn toggles_switch_from_their_default_and_answers_print_per_kind() {
+        let mut i = mixed();
+        let mut p = Progress::from_state(&i, None);
+        assert!(!toggle_on(&i, 3, &p));
+        p.toggle(3, 0);
+        assert!(toggle_on(&i, 3, &p));
+        i.questions[3].default = Some(vec!["on".into()]);
+        assert!(!toggle_on(&i, 3, &p));
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert_eq!(answer_text(&i.questions[3], &s(&["on"])), "✓ On");
+        assert_eq!(answer_text(&i.questions[3], &s(&["off"])), "✗ Off");
+        assert_eq!(answer_text(&i.questions[4], &s(&["4"])), "4 pods");
+        assert_eq!(answer_text(&i.questions[2], &s(&["Approve"])), "Approve");
+        assert_eq!(answer_text(&i.questions[4], &[]), NO_ANSWER);
+        let t = |s: &str| chrono::DateTime::parse_from_rfc3339(s).unwrap().to_utc();
+        assert_eq!(
+            expiry_line(Some("2026-12-01T14:05:00Z"), t("2026-12-01T10:00:00Z")).as_deref(),
+            Some("⏳ open until 14:05 UTC")
+        );
+        assert_eq!(expiry_line(Some("soon"), t("2026-12-01T10:00:00Z")), None);
+        assert_eq!(expiry_line(None, t("2026-12-01T10:00:00Z")), None);
     }
 }

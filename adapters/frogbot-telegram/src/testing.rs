@@ -9,6 +9,8 @@
 //! characters (counted after entity parsing with `parse_mode` `HTML`), HTML it cannot parse
 //! (unknown or unbalanced tags, `code` / `pre` inside another entity, a bare `<`, `>` or `&`:
 //! "Bad Request: can't parse entities: …"), callback data of 0 or more than 64 bytes, more than 100 buttons or 8 in a row,
+//! a ForceReply whose `force_reply` is not `true` or whose `input_field_placeholder` is not 1–64
+//! characters, an edit whose `reply_markup` is no inline keyboard,
 //! notices over 200 characters, an edit that changes nothing, a message that does not exist; a
 //! token it was told to refuse gets `401 Unauthorized`. The push side: [`FakeBotApi::push`] queues
 //! an update for `getUpdates`, [`post_update`] posts one to a bot's webhook with the secret token.
@@ -50,7 +52,7 @@ use tokio::sync::watch;
 
 use crate::convert::{interaction, parse_update};
 use crate::ids::{MAX_CALLBACK_DATA, split_message_id};
-use crate::render::{MAX_BUTTON_TEXT, MAX_BUTTONS, MAX_NOTICE, MAX_TEXT};
+use crate::render::{MAX_BUTTON_TEXT, MAX_BUTTONS, MAX_NOTICE, MAX_PLACEHOLDER, MAX_TEXT};
 use crate::{PLATFORM, TelegramQuestions};
 
 /// The bot's own user id.
@@ -294,7 +296,7 @@ impl FakeBotApi {
             "message_id": id, "date": now(), "chat": chat, "from": from, "text": text
         });
         if let Some(r) = reply_to {
-            m["reply_to_message"] = self.sent(r);
+            m["reply_to_message"] = as_reply_to(&self.sent(r));
         }
         self.inner
             .messages
@@ -520,6 +522,23 @@ pub fn callback_update(query_id: &str, from: Value, message: Value, data: &str) 
         "id": query_id, "from": from, "message": message,
         "chat_instance": "-4242", "data": data
     }})
+}
+
+/// A message as an update's `reply_to_message` shows it: without its own `reply_to_message`
+/// ("will not contain further reply_to_message fields even if it itself is a reply") and with a
+/// `reply_markup` only when it is an inline keyboard (a Message's `reply_markup` is one; a
+/// ForceReply a bot sent is not shown).
+fn as_reply_to(message: &Value) -> Value {
+    let mut m = message.clone();
+    if let Some(o) = m.as_object_mut() {
+        o.remove("reply_to_message");
+        if o.get("reply_markup")
+            .is_some_and(|k| k["inline_keyboard"].is_null())
+        {
+            o.remove("reply_markup");
+        }
+    }
+    m
 }
 
 fn bot_user() -> Value {
@@ -837,6 +856,19 @@ fn parse_html(html: &str) -> Result<String, String> {
 
 /// Why Telegram would refuse `markup` (an inline keyboard; other markups pass).
 fn refuse_markup(markup: &Value) -> Option<&'static str> {
+    if let Some(force) = markup.get("force_reply") {
+        // ForceReply: `force_reply` is `true`; `input_field_placeholder` 1–64 characters.
+        if force != &json!(true) {
+            return Some("Bad Request: can't parse reply keyboard markup JSON object");
+        }
+        if let Some(p) = markup.get("input_field_placeholder") {
+            let n = p.as_str().map_or(0, |p| p.chars().count());
+            if !(1..=MAX_PLACEHOLDER).contains(&n) {
+                return Some("Bad Request: can't parse reply keyboard markup JSON object");
+            }
+        }
+        return None;
+    }
     let rows = markup.get("inline_keyboard")?;
     let Some(rows) = rows.as_array() else {
         return Some(
@@ -1075,7 +1107,7 @@ fn respond(fake: &Inner, method: &str, body: &Value) -> (Response, Option<Value>
             if let Some(r) = body["reply_parameters"]["message_id"].as_i64()
                 && let Some(original) = messages.get(&r)
             {
-                m["reply_to_message"] = original.clone();
+                m["reply_to_message"] = as_reply_to(original);
             }
             messages.insert(id, m.clone());
             // What a client shows: ForceReply is no keyboard of the message.
@@ -1095,6 +1127,11 @@ fn respond(fake: &Inner, method: &str, body: &Value) -> (Response, Option<Value>
             }
             if let Some(why) = refuse_markup(&body["reply_markup"]) {
                 return bad(why);
+            }
+            // An edit takes an inline keyboard only (no ForceReply).
+            if !body["reply_markup"].is_null() && body["reply_markup"]["inline_keyboard"].is_null()
+            {
+                return bad("Bad Request: inline keyboard expected");
             }
             let id = body["message_id"].as_i64().unwrap_or(0);
             let mut messages = fake.messages.lock().expect("not poisoned");

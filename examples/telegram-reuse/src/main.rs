@@ -21,7 +21,7 @@ use futures::StreamExt;
 use teloxide::Bot;
 use teloxide::payloads::{AnswerCallbackQuerySetters, EditMessageTextSetters, SendMessageSetters};
 use teloxide::requests::{Request, Requester};
-use teloxide::types::{AllowedUpdate, CallbackQuery, Message, UpdateKind};
+use teloxide::types::{AllowedUpdate, CallbackQuery, Message, ParseMode, UpdateKind};
 use teloxide::update_listeners::{AsUpdateStream, Polling, UpdateListener};
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -58,7 +58,9 @@ async fn ask(bot: &Bot, message: &Message) -> Result<(), Error> {
     let call = demo_call();
     let progress = Progress::from_state(&call.input, None);
     let keyboard = render::keyboard(&call.input, 0, 0, &progress);
-    bot.send_message(message.chat.id, render::question_text(&call.input, 0))
+    // The texts are Telegram HTML (escaped): sent with parse mode HTML.
+    bot.send_message(message.chat.id, render::question_text(&call.input, 0, None))
+        .parse_mode(ParseMode::Html)
         .reply_markup(keyboard)
         .send()
         .await?;
@@ -111,6 +113,7 @@ async fn clicked(bot: &Bot, query: &CallbackQuery) -> Result<(), Error> {
         id,
         render::settled_text(&call.input, 0, false, &outcome, by.as_deref()),
     )
+    .parse_mode(ParseMode::Html)
     .reply_markup(render::no_keyboard())
     .send()
     .await?;
