@@ -114,7 +114,7 @@ fn parse(
 }
 
 #[tokio::test]
-async fn render_posts_a_poll_per_question_in_the_thread_and_a_prompt_for_own_text() {
+async fn render_posts_the_first_question_and_each_step_the_next_a_poll_or_a_prompt() {
     let h = MatrixQuestions::new(Recorder::default());
     let c = two_questions();
     let out = h
@@ -126,33 +126,97 @@ async fn render_posts_a_poll_per_question_in_the_thread_and_a_prompt_for_own_tex
         .await
         .unwrap();
     assert_eq!(out.len(), 1);
+    // One message: the first question's poll, in the thread. (The engine takes controls only
+    // from a call's current message, its last: so the questions come one at a time.)
     let ids: Vec<_> = out[0]
         .messages
         .iter()
         .map(|m| (m.id.as_str(), m.question))
         .collect();
-    assert_eq!(
-        ids,
-        [
-            ("!r:localhost|$sent1", Some(0)),
-            ("!r:localhost|$sent2", Some(1)),
-            ("!r:localhost|$sent3", Some(2))
-        ]
-    );
+    assert_eq!(ids, [("!r:localhost|$sent1", Some(0))]);
     let sent = sent_by(&h);
+    assert_eq!(sent.len(), 1);
     assert_eq!(sent[0].1, "m.poll.start");
     assert_eq!(sent[0].2["m.relates_to"]["rel_type"], "m.thread");
     assert_eq!(sent[0].2["m.relates_to"]["event_id"], "$root");
+
+    // A step posts the next question (answer ids at the new revision) as the current message.
+    let req = RequestContext::default();
+    let t = thread();
+    let mut r = QuestionRecord {
+        messages: out[0].messages.clone(),
+        revision: 1,
+        state: Some(json!({"picks": [["prod"], null, null]})),
+    };
+    let change = h
+        .updated(
+            HookArgs {
+                call: &c,
+                question: &r,
+                req: &req,
+                thread: &t,
+            },
+            None,
+        )
+        .await
+        .unwrap()
+        .expect("a new message");
+    let messages = change.messages.unwrap();
+    assert_eq!(
+        messages.last().map(|m| (m.id.as_str(), m.question)),
+        Some(("!r:localhost|$sent2", Some(1)))
+    );
+    let sent = sent_by(&h);
+    assert_eq!(sent.len(), 2, "{sent:#?}");
+    assert_eq!(sent[1].1, "m.poll.start");
+    assert_eq!(sent[1].2["m.relates_to"]["rel_type"], "m.thread");
     assert_eq!(sent[1].2["m.poll"]["max_selections"], 3);
     assert_eq!(sent[1].2["m.poll"]["kind"], "m.disclosed");
+    assert_eq!(sent[1].2["m.poll"]["answers"][2]["m.id"], "r1o2");
     let fallback = sent[1].2["m.text"][0]["body"].as_str().unwrap();
     assert!(
         fallback.starts_with("Regions: Which?\n1. eu\n2. us\n3. asia\n"),
         "{fallback}"
     );
     assert!(fallback.contains("own answer"), "{fallback}");
+
+    // The last question has no options: a prompt. Asked once: the same step posts nothing more.
+    r.messages = messages;
+    r.revision = 2;
+    r.state = Some(json!({"picks": [["prod"], ["eu"], null]}));
+    let args = HookArgs {
+        call: &c,
+        question: &r,
+        req: &req,
+        thread: &t,
+    };
+    let messages = h
+        .updated(args, None)
+        .await
+        .unwrap()
+        .unwrap()
+        .messages
+        .unwrap();
+    assert_eq!(messages.len(), 3);
+    let sent = sent_by(&h);
     assert_eq!(sent[2].1, "m.room.message");
     assert_eq!(sent[2].2["m.relates_to"]["rel_type"], "m.thread");
+    assert!(
+        sent[2].2["body"]
+            .as_str()
+            .unwrap()
+            .starts_with("Note: Anything else?\nReply in this thread"),
+        "{sent:#?}"
+    );
+    r.messages = messages;
+    let args = HookArgs {
+        call: &c,
+        question: &r,
+        req: &req,
+        thread: &t,
+    };
+    assert_eq!(h.updated(args, None).await.unwrap(), None);
+    assert_eq!(sent_by(&h).len(), 3);
 
     // The unstable flavour.
     let h = MatrixQuestions::new(Recorder::default()).with_poll_events(PollEvents::Unstable);
