@@ -1,7 +1,9 @@
 //! Ids: the `room_id|event_id` message and thread ids FrogBot keeps, and the control codec — poll
 //! answer ids carrying the question set's revision (`r{revision}o{option}`), the action ids of
-//! poll responses and reactions, and the keycap reactions naming an option.
+//! poll responses and reactions, the keycap reactions naming an option, and the ✅ / ❌ reactions
+//! answering a toggle or a confirm.
 
+use frogbot_model::{InputKind, QuestionItem, TOGGLE_OFF, TOGGLE_ON};
 use matrix_sdk::ruma::{EventId, OwnedEventId, OwnedRoomId, RoomId};
 
 use crate::Error;
@@ -88,6 +90,36 @@ pub fn reaction_option(key: &str) -> Option<usize> {
     }
 }
 
+/// The reaction key that turns a toggle on or confirms (the bot reacts with it first).
+pub const YES_KEY: &str = "✅";
+/// The reaction key that turns a toggle off (the bot reacts with it first).
+pub const NO_KEY: &str = "❌";
+
+/// The keys the bot reacts with on an input's message, for people to tap: ✅ for a confirm,
+/// ✅ and ❌ for a toggle, none for the other kinds.
+pub fn reaction_keys(kind: InputKind) -> &'static [&'static str] {
+    match kind {
+        InputKind::Confirm => &[YES_KEY],
+        InputKind::Toggle => &[YES_KEY, NO_KEY],
+        _ => &[],
+    }
+}
+
+/// What a person's reaction `key` on an input's message answers: for a toggle ✅ (also ✔️, ☑️,
+/// 👍) `on` and ❌ (also ✖️, 👎) `off`; for a confirm ✅ (and the same synonyms) its label;
+/// `None` for any other key or kind.
+pub fn reaction_answer(item: &QuestionItem, key: &str) -> Option<String> {
+    let key = key.trim_end_matches('\u{fe0f}');
+    let yes = ["✅", "✔", "☑", "👍"].contains(&key);
+    let no = ["❌", "✖", "👎"].contains(&key);
+    match item.kind {
+        InputKind::Toggle if yes => Some(TOGGLE_ON.into()),
+        InputKind::Toggle if no => Some(TOGGLE_OFF.into()),
+        InputKind::Confirm if yes => Some(item.confirm_label().into()),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -132,5 +164,35 @@ mod tests {
         assert_eq!(reaction_option("3"), Some(2));
         assert_eq!(reaction_option("0"), None);
         assert_eq!(reaction_option("👍"), None);
+    }
+
+    #[test]
+    fn check_and_cross_reactions_answer_toggles_and_confirms() {
+        let item = |kind: InputKind| QuestionItem {
+            header: "h".into(),
+            question: "q".into(),
+            kind,
+            label: Some("Approve".into()),
+            ..Default::default()
+        };
+        let toggle = item(InputKind::Toggle);
+        assert_eq!(reaction_answer(&toggle, YES_KEY).as_deref(), Some("on"));
+        assert_eq!(reaction_answer(&toggle, "✔\u{fe0f}").as_deref(), Some("on"));
+        assert_eq!(reaction_answer(&toggle, NO_KEY).as_deref(), Some("off"));
+        assert_eq!(reaction_answer(&toggle, "👎").as_deref(), Some("off"));
+        assert_eq!(reaction_answer(&toggle, "😂"), None);
+        let confirm = item(InputKind::Confirm);
+        assert_eq!(
+            reaction_answer(&confirm, YES_KEY).as_deref(),
+            Some("Approve")
+        );
+        assert_eq!(reaction_answer(&confirm, NO_KEY), None);
+        assert_eq!(
+            reaction_answer(&item(InputKind::NumberInput), YES_KEY),
+            None
+        );
+        assert_eq!(reaction_keys(InputKind::Toggle), &[YES_KEY, NO_KEY]);
+        assert_eq!(reaction_keys(InputKind::Confirm), &[YES_KEY]);
+        assert!(reaction_keys(InputKind::Choice).is_empty());
     }
 }

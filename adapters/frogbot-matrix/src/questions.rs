@@ -1,37 +1,50 @@
 //! [`MatrixQuestions`]: FrogBot's channel-questions hooks for Matrix, over a thin [`MatrixApi`].
 //!
 //! Each question of a call gets its own message in the thread (`question` set in the record): a
-//! native poll when it has options, else a plain prompt. Answers come as poll responses (stable or
-//! unstable), keycap reactions on the poll, or thread replies: a number (`2`, `1 3` for several)
-//! picks options, other text is an own answer where the question allows one; `skip` or `/skip`
-//! (also on a question that takes an own answer) skips: it dismisses the whole call, and every
-//! question's text says so in its last line (polls have no buttons). A reply to one of the
-//! question messages targets that question; otherwise the first question still unanswered. Text
+//! native poll for a choice with options, else a message saying how to answer (see
+//! [`crate::render`] for every input kind). The questions come one at a time: `render` posts the
+//! first, and each step (`updated`) posts the next one still unanswered, which becomes the call's
+//! current message, with its own hint (the engine takes poll responses and reactions only from a
+//! call's current message, its last: a set posted all at once could be answered only there).
+//!
+//! Answers come as poll responses (stable or unstable), keycap reactions on the poll, ✅ / ❌
+//! reactions on a toggle's or a confirm's message (the bot reacts with them first), or thread
+//! replies: a number (`2`, `1 3` for several) picks options, other text is an own answer where the
+//! question allows one; a text, a number, yes / no or the confirm label answers the other kinds
+//! ([`QuestionItem::choice_in_reply`]: a number out of range or a text too long is refused with
+//! the reason; a reply addressed to such an input's message that is no answer is refused saying
+//! what is wanted); `-` leaves an optional input empty; `skip` or `/skip` (also on a question that
+//! takes an own answer) skips: it dismisses the whole call, and every question's text says so in
+//! its last line (polls have no buttons). A reply to one of the question messages targets that
+//! question (answering an earlier one again); otherwise the first question still unanswered. Text
 //! that is no answer, and every reply once the question is answered, goes to the agent. Progress
 //! ([`frogbot_model::Progress`]: answers so far, per question) lives in the record's state; this
-//! type keeps no state.
+//! type keeps no state. While the set has an expiry every message shows "open until …"
+//! (`call.expires_at`, read when the message is drawn).
 //!
-//! Poll answer ids carry the set's revision ([`crate::ids::answer_id`]): after a step (one
-//! question of several answered), `updated` redraws the polls still open with the new revision's
-//! ids (an `m.replace` edit), so a response to the old answers is stale. A keycap reaction carries
-//! no revision: one on a question already answered is stale.
+//! Poll answer ids carry the set's revision ([`crate::ids::answer_id`]): after a step, `updated`
+//! redraws a poll still open with the new revision's ids (an `m.replace` edit), so a response to
+//! the old answers is stale. A reaction carries no revision: a keycap, ✅ or ❌ on a question
+//! already answered is stale.
 
 use async_trait::async_trait;
+use frogbot_model::InputKind;
 use frogbot_model::Notice;
 use frogbot_model::{
     Actor, BoxError, ChannelQuestions, HookArgs, Interaction, ParseArgs, ParseResult, Progress,
-    QuestionChange, QuestionInput, QuestionMessage, QuestionOutcome, QuestionRecord, RenderArgs,
-    RenderedQuestion, ReplyChoice, Thread,
+    QuestionCall, QuestionChange, QuestionInput, QuestionItem, QuestionMessage, QuestionOutcome,
+    QuestionRecord, RenderArgs, RenderedQuestion, ReplyChoice, Thread,
 };
 use matrix_sdk::ruma::{OwnedEventId, UserId};
 
 use crate::client::MatrixApi;
 use crate::ids::{
-    POLL_ACTION, REACTION_ACTION, message_id, parse_answer_id, reaction_option, split_message_id,
+    POLL_ACTION, REACTION_ACTION, message_id, parse_answer_id, reaction_answer, reaction_option,
+    split_message_id,
 };
 use crate::render::{
-    PollEvents, mention_notice, message_replacement, outcome_text, poll_end, poll_replacement,
-    poll_start, question_text, thread_message,
+    EMPTY_REPLY, PollEvents, card_message, card_replacement, has_poll, mention_notice, open_line,
+    outcome_text, poll_end, poll_replacement, poll_start, reactions,
 };
 
 /// What a participant is told on a denied or an out-of-date interaction (the shared texts).
@@ -66,14 +79,50 @@ impl<A: MatrixApi> MatrixQuestions<A> {
         &self.api
     }
 
-    async fn send(
+    /// Posts input `q` of `call` in `thread` at `revision` (a poll, or a message saying how to
+    /// answer, with the ✅ / ❌ reactions to tap), under a transaction id of the thread, the call,
+    /// the input and the revision, so a retried hook posts it once.
+    async fn post(
         &self,
         thread: &Thread,
-        content: crate::render::Content,
-    ) -> Result<String, BoxError> {
-        let (room, _) = split_message_id(&thread.id)?;
-        let id = self.api.send(&room, content.0, content.1).await?;
-        Ok(message_id(&room, &id))
+        call: &QuestionCall,
+        q: usize,
+        revision: u64,
+    ) -> Result<QuestionMessage, BoxError> {
+        let (room, root) = split_message_id(&thread.id)?;
+        let input = &call.input;
+        let open = open_line(call.expires_at.as_deref(), chrono::Utc::now());
+        let content = if has_poll(&input.questions[q]) {
+            poll_start(input, q, &root, self.events, revision, open.as_deref())?
+        } else {
+            card_message(input, q, open.as_deref(), &root)?
+        };
+        let txn: String = format!("frogbot-q-{root}-{}-{q}-r{revision}", call.tool_call_id)
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let event = self
+            .api
+            .send_once(&room, content.0, content.1, &txn)
+            .await?;
+        // The ✅ (and ❌) to tap; a reaction that fails leaves the typed reply, which the message
+        // names too.
+        for (event_type, content) in reactions(input, q, &event) {
+            if let Err(e) = self.api.send(&room, event_type, content).await {
+                tracing::warn!(message = %event, error = %e, "could not react on a Matrix question message");
+            }
+        }
+        Ok(QuestionMessage {
+            id: message_id(&room, &event),
+            posted_at: String::new(),
+            question: Some(q),
+        })
     }
 }
 
@@ -118,16 +167,14 @@ fn parse_action(
     let Some(target) = question.messages.iter().find(|m| m.id == message) else {
         return ParseResult::Stale;
     };
-    let Some(q) = target.question.filter(|&q| {
-        input
-            .questions
-            .get(q)
-            .is_some_and(|i| !i.options.is_empty())
-    }) else {
+    let Some((q, item)) = target
+        .question
+        .and_then(|q| input.questions.get(q).map(|i| (q, i)))
+    else {
         return ParseResult::Ignore;
     };
     match action {
-        POLL_ACTION => {
+        POLL_ACTION if has_poll(item) => {
             let ids: Vec<&str> = value.split(',').filter(|s| !s.is_empty()).collect();
             if ids.is_empty() {
                 return ParseResult::Ignore; // a vote taken back
@@ -151,13 +198,42 @@ fn parse_action(
             }
             pick(input, question, q, &chosen)
         }
-        REACTION_ACTION => match reaction_option(value) {
+        REACTION_ACTION if has_poll(item) => match reaction_option(value) {
             // A reaction names no revision: on a question answered already, it is out of date.
             Some(_) if Progress::of(input, question).picks[q].is_some() => ParseResult::Stale,
             Some(o) => pick(input, question, q, &[o]),
             None => ParseResult::Ignore,
         },
+        // ✅ / ❌ on a toggle's or a confirm's message.
+        REACTION_ACTION => {
+            let Some(answer) = reaction_answer(item, value) else {
+                return ParseResult::Ignore;
+            };
+            let mut progress = Progress::of(input, question);
+            if progress.picks[q].is_some() {
+                return ParseResult::Stale;
+            }
+            progress.pick(q, vec![answer]);
+            progress.parse_result(input)
+        }
         _ => ParseResult::Ignore,
+    }
+}
+
+/// Why a reply addressed to input `item`'s message is no answer (for the kinds other than a
+/// choice): what it wants instead.
+fn wanted(item: &QuestionItem, text: &str) -> String {
+    match item.kind {
+        InputKind::NumberInput => match item.read_number(text) {
+            Err(reason) => format!("{reason}."),
+            Ok(_) => "enter a number.".into(),
+        },
+        InputKind::Toggle => "reply yes or no.".into(),
+        InputKind::Confirm => format!(
+            "reply \"{}\" to confirm, or skip to skip.",
+            item.confirm_label()
+        ),
+        _ => "the answer is empty.".into(),
     }
 }
 
@@ -168,18 +244,21 @@ fn parse_message(
     text: &str,
 ) -> ParseResult {
     let mut progress = Progress::of(input, question);
-    let target = reply_to
+    let addressed = reply_to
         .and_then(|r| question.messages.iter().find(|m| m.id == r))
         .and_then(|m| m.question)
-        .filter(|&q| q < input.questions.len())
-        .or_else(|| progress.step());
-    let Some(q) = target else {
+        .filter(|&q| q < input.questions.len());
+    let Some(q) = addressed.or_else(|| progress.step()) else {
         return ParseResult::Ignore;
     };
     let item = &input.questions[q];
     let text = text.trim();
     if item.skip_in_reply(text) {
         return ParseResult::Dismiss;
+    }
+    if !item.required && text == EMPTY_REPLY {
+        progress.pick(q, Vec::new());
+        return progress.parse_result(input);
     }
     match item.choice_in_reply(text) {
         ReplyChoice::Options(labels) => {
@@ -188,6 +267,16 @@ fn parse_message(
         }
         ReplyChoice::Invalid(reason) => return ParseResult::Rejected { reason },
         _ => {}
+    }
+    if item.kind != InputKind::Choice {
+        // No answer: said to the input's message, the person is told what it wants; in the
+        // thread, it is the conversation going on.
+        return match addressed {
+            Some(_) => ParseResult::Rejected {
+                reason: wanted(item, text),
+            },
+            None => ParseResult::Ignore,
+        };
     }
     if !item.custom {
         return ParseResult::Ignore;
@@ -203,58 +292,72 @@ fn parse_message(
 
 #[async_trait]
 impl<A: MatrixApi> ChannelQuestions for MatrixQuestions<A> {
+    /// Posts the message of the set's first input (the others follow, one per step, from
+    /// `updated`).
     async fn render(&self, args: RenderArgs<'_>) -> Result<Vec<RenderedQuestion>, BoxError> {
-        let (_, root) = split_message_id(&args.thread.id)?;
         let mut out = Vec::new();
         for call in args.calls {
-            let input = &call.input;
-            let mut messages = Vec::new();
-            for (q, item) in input.questions.iter().enumerate() {
-                let content = if item.options.is_empty() {
-                    thread_message(&question_text(input, q), &root)?
-                } else {
-                    poll_start(input, q, &root, self.events, 0)?
-                };
-                let id = self.send(args.thread, content).await?;
-                messages.push(QuestionMessage {
-                    id,
-                    posted_at: String::new(),
-                    question: Some(q),
-                });
-            }
+            let progress = Progress::from_state(&call.input, None);
+            let first = self
+                .post(args.thread, call, progress.step().unwrap_or(0), 0)
+                .await?;
             out.push(RenderedQuestion {
                 calls: vec![call.tool_call_id.clone()],
-                messages,
-                state: Some(Progress::from_state(input, None).to_state()),
+                messages: vec![first],
+                state: Some(progress.to_state()),
             });
         }
         Ok(out)
     }
 
-    /// After a step: the polls of the questions still open are redrawn (an `m.replace` edit) with
-    /// answer ids of the new revision, so responses to the old ones are stale.
+    /// After a step: the message of the input now asked is posted (it becomes the current
+    /// message), and a poll still open is redrawn (an `m.replace` edit) with answer ids of the new
+    /// revision, so responses to the old ones are stale.
     async fn updated(
         &self,
         args: HookArgs<'_>,
         _interaction: Option<&Interaction>,
     ) -> Result<Option<QuestionChange>, BoxError> {
         let input = &args.call.input;
+        let revision = args.question.revision;
         let progress = Progress::of(input, args.question);
+        let open = open_line(args.call.expires_at.as_deref(), chrono::Utc::now());
         for m in &args.question.messages {
             let Some(q) = m.question.filter(|&q| {
-                input
-                    .questions
-                    .get(q)
-                    .is_some_and(|i| !i.options.is_empty())
-                    && progress.picks[q].is_none()
+                input.questions.get(q).is_some_and(has_poll) && progress.picks[q].is_none()
             }) else {
                 continue;
             };
             let (room, event) = split_message_id(&m.id)?;
-            let c = poll_replacement(input, q, &event, None, self.events, args.question.revision)?;
+            let c = poll_replacement(
+                input,
+                q,
+                &event,
+                None,
+                self.events,
+                revision,
+                open.as_deref(),
+            )?;
             self.api.send(&room, c.0, c.1).await?;
         }
-        Ok(None)
+        let Some(step) = progress.step() else {
+            return Ok(None);
+        };
+        if args
+            .question
+            .messages
+            .iter()
+            .any(|m| m.question == Some(step))
+        {
+            return Ok(None);
+        }
+        let next = self.post(args.thread, args.call, step, revision).await?;
+        let mut messages = args.question.messages.clone();
+        messages.push(next);
+        Ok(Some(QuestionChange {
+            messages: Some(messages),
+            state: None,
+        }))
     }
 
     fn parse(&self, args: ParseArgs<'_>) -> ParseResult {
@@ -299,9 +402,8 @@ impl<A: MatrixApi> ChannelQuestions for MatrixQuestions<A> {
             let line = outcome_text(input, q, outcome, by.as_deref());
             let result: Result<(), BoxError> = async {
                 let (room, event) = split_message_id(&m.id)?;
-                if input.questions[q].options.is_empty() {
-                    let text = format!("{}\n{line}", question_text(input, q));
-                    let c = message_replacement(&event, &text)?;
+                if !has_poll(&input.questions[q]) {
+                    let c = card_replacement(input, q, &event, &line)?;
                     self.api.send(&room, c.0, c.1).await?;
                 } else {
                     let c = poll_end(&event, &line, self.events)?;
@@ -313,6 +415,7 @@ impl<A: MatrixApi> ChannelQuestions for MatrixQuestions<A> {
                         Some(&line),
                         self.events,
                         args.question.revision,
+                        None,
                     )?;
                     self.api.send(&room, c.0, c.1).await?;
                 }
@@ -358,7 +461,7 @@ impl<A: MatrixApi> ChannelQuestions for MatrixQuestions<A> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::render::SKIP_LINE;
+    use crate::render::{SKIP_LINE, question_text};
     use frogbot_model::QuestionCall;
     use serde_json::json;
 

@@ -1,16 +1,36 @@
-//! Pure rendering: a FrogBot question → an MSC3381 poll start (disclosed, `max_selections` from
-//! `multiple`, answer ids carrying the revision, see [`crate::ids::answer_id`]) whose plain-text
-//! fallback lists numbered options, or a plain prompt for a question with only an own answer; the
-//! edit that redraws an open poll at a new revision, the settled view (poll end + an `m.replace`
-//! edit) and the notices (rejected / denied / stale) that mention the person. Contents are returned
-//! as `(event type, JSON content)` so the client layer can send them raw (and encrypted).
+//! Pure rendering: a FrogBot question → its Matrix message, one per input of the set, in the
+//! conversation's thread. Contents are returned as `(event type, JSON content)` so the client
+//! layer can send them raw (and encrypted).
+//!
+//! Each input kind is drawn with what Matrix has:
+//! - `choice` with options: an MSC3381 poll start (disclosed, `max_selections` from `multiple`,
+//!   answer ids carrying the revision, see [`crate::ids::answer_id`]) whose plain-text fallback
+//!   lists numbered options (a keycap reaction or a numbered reply answers too); a choice with only
+//!   an own answer (`custom`, no options): a plain prompt answered by a thread reply.
+//! - `text_input` and `number_input`: a message ([`card_message`], `body` and an HTML
+//!   `formatted_body`) with the question and the one-line [`QuestionItem::reply_hint`]; a thread
+//!   reply answers (validated by [`QuestionItem::choice_in_reply`]: a number out of range or a
+//!   text too long is refused with the reason, in a notice).
+//! - `toggle`: the same message; the bot reacts [`YES_KEY`] and [`NO_KEY`] on it
+//!   ([`reaction`]) and a person's reaction with either key answers on / off, as does a reply
+//!   yes / no.
+//! - `confirm`: the same message (⚠️ before it when `danger`); the bot reacts [`YES_KEY`] and a
+//!   person's ✅ reaction, or a reply with the label, `yes` or `ok`, confirms.
+//!
+//! An optional input says it may be left empty with a reply `-` ([`EMPTY_REPLY`]). While the set
+//! has an expiry, every message shows "open until 14:05 UTC" ([`open_line`]) above the last line,
+//! which says how to skip ([`SKIP_LINE`]); a poll shows it in its question too. The settled view
+//! (poll end + an `m.replace` edit of the poll, or an edit of the message) adds the outcome line
+//! with the answer as typed ([`shown_answer`]: the number with its unit, `on` / `off`, the confirm
+//! label) and drops the expiry line. The notices (rejected / denied / stale) mention the person.
 //!
 //! Matrix sets no limit on a poll's texts, only on the whole event (65,536 bytes); texts are cut
 //! ([`frogbot_model::text::truncate`]) so that even an edit, which carries the poll twice, stays
 //! well under it: an answer at [`ANSWER_CHARS`], the poll's question at [`QUESTION_CHARS`], the
-//! fallback text at [`FALLBACK_CHARS`]. At most [`MAX_ANSWERS`] options (MSC3381).
+//! fallback text at [`FALLBACK_CHARS`] (the question is cut, the lines saying how to answer are
+//! kept). At most [`MAX_ANSWERS`] options (MSC3381).
 
-use frogbot_model::{QuestionInput, QuestionOutcome, skipped_text};
+use frogbot_model::{InputKind, QuestionInput, QuestionItem, QuestionOutcome, skipped_text};
 use matrix_sdk::ruma::events::Mentions;
 use matrix_sdk::ruma::events::message::TextContentBlock;
 use matrix_sdk::ruma::events::poll::end::PollEndEventContent;
@@ -32,7 +52,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::Error;
-use crate::ids::answer_id;
+use crate::ids::{NO_KEY, YES_KEY, answer_id, reaction_keys};
 use frogbot_model::text::truncate;
 
 /// Characters of a poll answer's text (an option label is cut there; answers are told apart by id).
@@ -67,42 +87,240 @@ fn json<T: Serialize>(v: &T) -> Result<Value, Error> {
 /// skips (dismisses the call).
 pub const SKIP_LINE: &str = "Reply skip to skip this question.";
 
-/// The plain text of question `q`: header, question, numbered options, how to answer, and last
-/// how to skip it ([`SKIP_LINE`], kept when the rest is cut).
-pub fn question_text(input: &QuestionInput, q: usize) -> String {
-    let item = &input.questions[q];
-    let mut s = format!("{}: {}", item.header, item.question);
-    for (i, o) in item.options.iter().enumerate() {
-        s.push_str(&format!("\n{}. {}", i + 1, o.label));
-        if let Some(d) = &o.description {
-            s.push_str(&format!(" — {d}"));
-        }
-    }
-    if item.options.is_empty() {
-        s.push_str("\nReply in this thread with your answer.");
-    } else if item.multiple {
-        s.push_str("\nVote in the poll, or reply in this thread with the numbers (e.g. `1 3`)");
-        if item.custom {
-            s.push_str(" or your own answer");
-        }
-        s.push('.');
-    } else {
-        s.push_str("\nVote in the poll, react with the number, or reply in this thread with it");
-        if item.custom {
-            s.push_str(" or with your own answer");
-        }
-        s.push('.');
-    }
-    let room = FALLBACK_CHARS - SKIP_LINE.chars().count() - 1;
-    format!("{}\n{SKIP_LINE}", truncate(&s, room))
+/// The reply that leaves an optional input empty (`selected: []`).
+pub const EMPTY_REPLY: &str = "-";
+
+/// The line an optional input's message shows.
+pub const OPTIONAL_LINE: &str = "Optional: reply - to leave it empty.";
+
+/// The expiry line of a set that expires at `expires_at` (RFC 3339) seen at `now`:
+/// [`frogbot_model::open_until_text`] ("open until 14:05 UTC"); `None` without an expiry (or one
+/// that does not read).
+pub fn open_line(expires_at: Option<&str>, now: chrono::DateTime<chrono::Utc>) -> Option<String> {
+    let at = chrono::DateTime::parse_from_rfc3339(expires_at?).ok()?;
+    Some(frogbot_model::open_until_text(at.to_utc(), now))
 }
 
-fn poll_question(input: &QuestionInput, q: usize) -> String {
+/// Whether input `item` is drawn as a poll (a choice with options).
+pub fn has_poll(item: &QuestionItem) -> bool {
+    item.kind == InputKind::Choice && !item.options.is_empty()
+}
+
+/// `reply_hint` with its first letter in lower case, to follow "React ✅, or …".
+fn lower_first(s: &str) -> String {
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) => f.to_lowercase().chain(c).collect(),
+        None => String::new(),
+    }
+}
+
+/// The lines of question `q`'s text: the head (header, question, numbered options; cut when
+/// long) and the tail (how to answer, optional, expiry, skip; always kept).
+fn card_parts(input: &QuestionInput, q: usize, open: Option<&str>) -> (String, Vec<String>) {
     let item = &input.questions[q];
-    truncate(
-        &format!("{}: {}", item.header, item.question),
-        QUESTION_CHARS,
+    let danger = if item.kind == InputKind::Confirm && item.danger {
+        "⚠️ "
+    } else {
+        ""
+    };
+    let mut head = format!("{danger}{}: {}", item.header, item.question);
+    let mut tail = Vec::new();
+    match item.kind {
+        InputKind::Choice => {
+            for (i, o) in item.options.iter().enumerate() {
+                head.push_str(&format!("\n{}. {}", i + 1, o.label));
+                if let Some(d) = &o.description {
+                    head.push_str(&format!(" — {d}"));
+                }
+            }
+            let mut how = String::new();
+            if item.options.is_empty() {
+                how.push_str("Reply in this thread with your answer.");
+            } else if item.multiple {
+                how.push_str(
+                    "Vote in the poll, or reply in this thread with the numbers (e.g. `1 3`)",
+                );
+                if item.custom {
+                    how.push_str(" or your own answer");
+                }
+                how.push('.');
+            } else {
+                how.push_str(
+                    "Vote in the poll, react with the number, or reply in this thread with it",
+                );
+                if item.custom {
+                    how.push_str(" or with your own answer");
+                }
+                how.push('.');
+            }
+            tail.push(how);
+        }
+        _ => {
+            if let Some(p) = item.placeholder.as_deref().filter(|p| !p.trim().is_empty()) {
+                head.push_str(&format!("\n({p})"));
+            }
+            let hint = item.reply_hint().unwrap_or_default();
+            tail.push(match item.kind {
+                InputKind::Toggle => {
+                    format!("React {YES_KEY} or {NO_KEY}, or {}", lower_first(&hint))
+                }
+                InputKind::Confirm => format!("React {YES_KEY}, or {}", lower_first(&hint)),
+                _ => hint,
+            });
+        }
+    }
+    if !item.required {
+        tail.push(OPTIONAL_LINE.into());
+    }
+    if let Some(open) = open {
+        tail.push(open.to_owned());
+    }
+    tail.push(SKIP_LINE.into());
+    (head, tail)
+}
+
+fn cut_head(head: &str, tail: &[String]) -> String {
+    let tail_chars: usize = tail.iter().map(|l| l.chars().count() + 1).sum();
+    truncate(head, FALLBACK_CHARS.saturating_sub(tail_chars).max(1))
+}
+
+/// The plain text of question `q`: header, question, numbered options, how to answer, and last
+/// how to skip it ([`SKIP_LINE`], kept when the rest is cut). As [`card_text`] without an
+/// expiry line.
+pub fn question_text(input: &QuestionInput, q: usize) -> String {
+    card_text(input, q, None)
+}
+
+/// The plain text of question `q` with the expiry line `open` (see [`open_line`]) above the
+/// skip line: at most [`FALLBACK_CHARS`], the question cut first.
+pub fn card_text(input: &QuestionInput, q: usize, open: Option<&str>) -> String {
+    let (head, tail) = card_parts(input, q, open);
+    let mut s = cut_head(&head, &tail);
+    for line in &tail {
+        s.push('\n');
+        s.push_str(line);
+    }
+    s
+}
+
+/// Escapes text for a `formatted_body`.
+pub fn escape_html(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            '\n' => out.push_str("<br>"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The HTML of question `q` (the `formatted_body` of [`card_text`]): the header in bold, the
+/// expiry line in italics; `extra` (an outcome line) last.
+pub fn card_html(
+    input: &QuestionInput,
+    q: usize,
+    open: Option<&str>,
+    extra: Option<&str>,
+) -> String {
+    let item = &input.questions[q];
+    let (head, tail) = card_parts(input, q, open);
+    let head = cut_head(&head, &tail);
+    let mut html = match head.split_once(&format!("{}: ", item.header)) {
+        Some((danger, rest)) => format!(
+            "{}<b>{}</b>: {}",
+            escape_html(danger),
+            escape_html(&item.header),
+            escape_html(rest)
+        ),
+        None => escape_html(&head),
+    };
+    for line in &tail {
+        html.push_str("<br>");
+        if Some(line.as_str()) == open {
+            html.push_str(&format!("<i>{}</i>", escape_html(line)));
+        } else {
+            html.push_str(&escape_html(line));
+        }
+    }
+    if let Some(extra) = extra {
+        html.push_str(&format!("<br><b>{}</b>", escape_html(extra)));
+    }
+    html
+}
+
+/// The message of an input drawn without a poll (text, number, toggle, confirm, or a choice of
+/// only an own answer) in the thread on `root`: `body` [`card_text`] and its HTML.
+pub fn card_message(
+    input: &QuestionInput,
+    q: usize,
+    open: Option<&str>,
+    root: &EventId,
+) -> Result<Content, Error> {
+    let mut c = RoomMessageEventContent::text_html(
+        card_text(input, q, open),
+        card_html(input, q, open, None),
+    );
+    c.relates_to = Some(matrix_sdk::ruma::events::room::message::Relation::Thread(
+        thread(root),
+    ));
+    Ok(("m.room.message", json(&c)?))
+}
+
+/// The settled view of such a message: an edit (`m.replace`) of `message` to its text without
+/// the expiry line, then `outcome_line`.
+pub fn card_replacement(
+    input: &QuestionInput,
+    q: usize,
+    message: &EventId,
+    outcome_line: &str,
+) -> Result<Content, Error> {
+    let c = RoomMessageEventContentWithoutRelation::text_html(
+        format!("{}\n{outcome_line}", card_text(input, q, None)),
+        card_html(input, q, None, Some(outcome_line)),
     )
+    .make_replacement(ReplacementMetadata::new(message.to_owned(), None));
+    Ok(("m.room.message", json(&c)?))
+}
+
+/// The reactions the bot puts on input `q`'s message for people to tap (a confirm's ✅, a
+/// toggle's ✅ and ❌): `m.reaction` annotations of `message`.
+pub fn reactions(input: &QuestionInput, q: usize, message: &EventId) -> Vec<Content> {
+    reaction_keys(input.questions[q].kind)
+        .iter()
+        .map(|key| reaction(message, key))
+        .collect()
+}
+
+/// An `m.reaction` with `key` on `message` (`rel_type` `m.annotation`).
+pub fn reaction(message: &EventId, key: &str) -> Content {
+    (
+        "m.reaction",
+        serde_json::json!({"m.relates_to": {
+            "rel_type": "m.annotation", "event_id": message, "key": key
+        }}),
+    )
+}
+
+fn poll_question(input: &QuestionInput, q: usize, open: Option<&str>) -> String {
+    let item = &input.questions[q];
+    let question = format!("{}: {}", item.header, item.question);
+    match open {
+        Some(open) => {
+            let open = format!(" ({open})");
+            format!(
+                "{}{open}",
+                truncate(&question, QUESTION_CHARS - open.chars().count())
+            )
+        }
+        None => truncate(&question, QUESTION_CHARS),
+    }
 }
 
 fn answer_text(label: &str) -> String {
@@ -124,7 +342,12 @@ fn check_answers(input: &QuestionInput, q: usize) -> Result<(), Error> {
     Ok(())
 }
 
-fn poll_block(input: &QuestionInput, q: usize, revision: u64) -> Result<PollContentBlock, Error> {
+fn poll_block(
+    input: &QuestionInput,
+    q: usize,
+    revision: u64,
+    open: Option<&str>,
+) -> Result<PollContentBlock, Error> {
     check_answers(input, q)?;
     let item = &input.questions[q];
     let answers: Vec<PollAnswer> = item
@@ -139,8 +362,10 @@ fn poll_block(input: &QuestionInput, q: usize, revision: u64) -> Result<PollCont
         })
         .collect();
     let answers = PollAnswers::try_from(answers).map_err(|e| Error::Render(e.to_string()))?;
-    let mut block =
-        PollContentBlock::new(TextContentBlock::plain(poll_question(input, q)), answers);
+    let mut block = PollContentBlock::new(
+        TextContentBlock::plain(poll_question(input, q, open)),
+        answers,
+    );
     block.kind = PollKind::Disclosed;
     block.max_selections = max_selections(input, q);
     Ok(block)
@@ -156,6 +381,7 @@ fn unstable_block(
     input: &QuestionInput,
     q: usize,
     revision: u64,
+    open: Option<&str>,
 ) -> Result<UnstablePollStartContentBlock, Error> {
     check_answers(input, q)?;
     let item = &input.questions[q];
@@ -167,26 +393,27 @@ fn unstable_block(
         .collect();
     let answers =
         UnstablePollAnswers::try_from(answers).map_err(|e| Error::Render(e.to_string()))?;
-    let mut block = UnstablePollStartContentBlock::new(poll_question(input, q), answers);
+    let mut block = UnstablePollStartContentBlock::new(poll_question(input, q, open), answers);
     block.kind = PollKind::Disclosed;
     block.max_selections = max_selections(input, q);
     Ok(block)
 }
 
 /// The poll start of question `q` (which must have options) in the thread on `root`, its answer
-/// ids drawn at `revision` of the question set.
+/// ids drawn at `revision` of the question set, the expiry line `open` in its question and text.
 pub fn poll_start(
     input: &QuestionInput,
     q: usize,
     root: &EventId,
     events: PollEvents,
     revision: u64,
+    open: Option<&str>,
 ) -> Result<Content, Error> {
-    let text = question_text(input, q);
+    let text = card_text(input, q, open);
     match events {
         PollEvents::Stable => {
             let mut c =
-                PollStartEventContent::with_plain_text(text, poll_block(input, q, revision)?);
+                PollStartEventContent::with_plain_text(text, poll_block(input, q, revision, open)?);
             c.relates_to = Some(matrix_sdk::ruma::events::room::message::Relation::Thread(
                 thread(root),
             ));
@@ -195,7 +422,7 @@ pub fn poll_start(
         PollEvents::Unstable => {
             let mut c = NewUnstablePollStartEventContent::plain_text(
                 text,
-                unstable_block(input, q, revision)?,
+                unstable_block(input, q, revision, open)?,
             );
             c.relates_to = Some(
                 matrix_sdk::ruma::events::room::message::RelationWithoutReplacement::Thread(
@@ -251,7 +478,7 @@ pub fn outcome_text(
                 .iter()
                 .find(|a| a.header == item.header)
                 .or_else(|| o.answers.get(q))
-                .map(|a| a.selected.join(", "))
+                .map(|a| shown_answer(item, &a.selected))
                 .unwrap_or_default();
             if matches!(outcome, QuestionOutcome::Expired(_)) {
                 format!("⌛ Expired; default: {picked}")
@@ -263,6 +490,26 @@ pub fn outcome_text(
         QuestionOutcome::Expired(None) => "⌛ Expired".into(),
         QuestionOutcome::Cancelled => "✖ Cancelled".into(),
         _ => "Closed".into(),
+    }
+}
+
+/// The characters of a typed answer a settled view shows.
+pub const SHOWN_ANSWER_CHARS: usize = 500;
+
+/// An answer as a settled view shows it: a choice's labels, the text (cut at
+/// [`SHOWN_ANSWER_CHARS`]), the number with its unit, `on` / `off`, the confirm label; "no
+/// answer" for an optional input left empty.
+pub fn shown_answer(item: &QuestionItem, selected: &[String]) -> String {
+    if selected.is_empty() {
+        return "no answer".into();
+    }
+    match item.kind {
+        InputKind::NumberInput => match item.unit.as_deref().filter(|u| !u.trim().is_empty()) {
+            Some(unit) => format!("{} {unit}", selected[0]),
+            None => selected[0].clone(),
+        },
+        InputKind::TextInput => truncate(&selected[0], SHOWN_ANSWER_CHARS),
+        _ => truncate(&selected.join(", "), SHOWN_ANSWER_CHARS),
     }
 }
 
@@ -281,7 +528,8 @@ pub fn poll_end(poll: &EventId, text: &str, events: PollEvents) -> Result<Conten
 }
 
 /// An edit (`m.replace`) of the poll start `poll` of question `q`, its answer ids drawn at
-/// `revision`: redrawn after a step of the set (`outcome_line` `None`), or showing the outcome.
+/// `revision`: redrawn after a step of the set (`outcome_line` `None`, the expiry line `open`
+/// shown), or showing the outcome (without the expiry line).
 pub fn poll_replacement(
     input: &QuestionInput,
     q: usize,
@@ -289,21 +537,23 @@ pub fn poll_replacement(
     outcome_line: Option<&str>,
     events: PollEvents,
     revision: u64,
+    open: Option<&str>,
 ) -> Result<Content, Error> {
+    let open = if outcome_line.is_some() { None } else { open };
     let text = match outcome_line {
         Some(line) => format!("{}\n{line}", question_text(input, q)),
-        None => question_text(input, q),
+        None => card_text(input, q, open),
     };
     match events {
         PollEvents::Stable => {
             let new =
                 PollStartEventContentWithoutRelation::from(PollStartEventContent::with_plain_text(
                     text.clone(),
-                    poll_block(input, q, revision)?,
+                    poll_block(input, q, revision, open)?,
                 ));
             let mut c = PollStartEventContent::with_plain_text(
                 format!("* {text}"),
-                poll_block(input, q, revision)?,
+                poll_block(input, q, revision, open)?,
             );
             c.relates_to = Some(
                 matrix_sdk::ruma::events::room::message::Relation::Replacement(Replacement::new(
@@ -316,7 +566,7 @@ pub fn poll_replacement(
         PollEvents::Unstable => {
             let c = ReplacementUnstablePollStartEventContent::plain_text(
                 text,
-                unstable_block(input, q, revision)?,
+                unstable_block(input, q, revision, open)?,
                 poll.to_owned(),
             );
             Ok(("org.matrix.msc3381.poll.start", json(&c)?))

@@ -114,7 +114,7 @@ fn parse(
 }
 
 #[tokio::test]
-async fn render_posts_a_poll_per_question_in_the_thread_and_a_prompt_for_own_text() {
+async fn render_posts_the_first_question_and_each_step_the_next_a_poll_or_a_prompt() {
     let h = MatrixQuestions::new(Recorder::default());
     let c = two_questions();
     let out = h
@@ -126,33 +126,97 @@ async fn render_posts_a_poll_per_question_in_the_thread_and_a_prompt_for_own_tex
         .await
         .unwrap();
     assert_eq!(out.len(), 1);
+    // One message: the first question's poll, in the thread. (The engine takes controls only
+    // from a call's current message, its last: so the questions come one at a time.)
     let ids: Vec<_> = out[0]
         .messages
         .iter()
         .map(|m| (m.id.as_str(), m.question))
         .collect();
-    assert_eq!(
-        ids,
-        [
-            ("!r:localhost|$sent1", Some(0)),
-            ("!r:localhost|$sent2", Some(1)),
-            ("!r:localhost|$sent3", Some(2))
-        ]
-    );
+    assert_eq!(ids, [("!r:localhost|$sent1", Some(0))]);
     let sent = sent_by(&h);
+    assert_eq!(sent.len(), 1);
     assert_eq!(sent[0].1, "m.poll.start");
     assert_eq!(sent[0].2["m.relates_to"]["rel_type"], "m.thread");
     assert_eq!(sent[0].2["m.relates_to"]["event_id"], "$root");
+
+    // A step posts the next question (answer ids at the new revision) as the current message.
+    let req = RequestContext::default();
+    let t = thread();
+    let mut r = QuestionRecord {
+        messages: out[0].messages.clone(),
+        revision: 1,
+        state: Some(json!({"picks": [["prod"], null, null]})),
+    };
+    let change = h
+        .updated(
+            HookArgs {
+                call: &c,
+                question: &r,
+                req: &req,
+                thread: &t,
+            },
+            None,
+        )
+        .await
+        .unwrap()
+        .expect("a new message");
+    let messages = change.messages.unwrap();
+    assert_eq!(
+        messages.last().map(|m| (m.id.as_str(), m.question)),
+        Some(("!r:localhost|$sent2", Some(1)))
+    );
+    let sent = sent_by(&h);
+    assert_eq!(sent.len(), 2, "{sent:#?}");
+    assert_eq!(sent[1].1, "m.poll.start");
+    assert_eq!(sent[1].2["m.relates_to"]["rel_type"], "m.thread");
     assert_eq!(sent[1].2["m.poll"]["max_selections"], 3);
     assert_eq!(sent[1].2["m.poll"]["kind"], "m.disclosed");
+    assert_eq!(sent[1].2["m.poll"]["answers"][2]["m.id"], "r1o2");
     let fallback = sent[1].2["m.text"][0]["body"].as_str().unwrap();
     assert!(
         fallback.starts_with("Regions: Which?\n1. eu\n2. us\n3. asia\n"),
         "{fallback}"
     );
     assert!(fallback.contains("own answer"), "{fallback}");
+
+    // The last question has no options: a prompt. Asked once: the same step posts nothing more.
+    r.messages = messages;
+    r.revision = 2;
+    r.state = Some(json!({"picks": [["prod"], ["eu"], null]}));
+    let args = HookArgs {
+        call: &c,
+        question: &r,
+        req: &req,
+        thread: &t,
+    };
+    let messages = h
+        .updated(args, None)
+        .await
+        .unwrap()
+        .unwrap()
+        .messages
+        .unwrap();
+    assert_eq!(messages.len(), 3);
+    let sent = sent_by(&h);
     assert_eq!(sent[2].1, "m.room.message");
     assert_eq!(sent[2].2["m.relates_to"]["rel_type"], "m.thread");
+    assert!(
+        sent[2].2["body"]
+            .as_str()
+            .unwrap()
+            .starts_with("Note: Anything else?\nReply in this thread"),
+        "{sent:#?}"
+    );
+    r.messages = messages;
+    let args = HookArgs {
+        call: &c,
+        question: &r,
+        req: &req,
+        thread: &t,
+    };
+    assert_eq!(h.updated(args, None).await.unwrap(), None);
+    assert_eq!(sent_by(&h).len(), 3);
 
     // The unstable flavour.
     let h = MatrixQuestions::new(Recorder::default()).with_poll_events(PollEvents::Unstable);
@@ -451,4 +515,143 @@ async fn long_texts_are_cut_and_more_than_20_options_are_refused() {
         .await
         .unwrap_err();
     assert!(e.to_string().contains("at most 20"), "{e}");
+}
+
+fn kinds_call() -> QuestionCall {
+    call(json!({"questions": [
+        {"header": "Go", "question": "Deploy?", "kind": "confirm", "label": "Approve", "danger": true},
+        {"header": "Pods", "question": "How many?", "kind": "number_input", "min": 1, "max": 10,
+         "unit": "pods", "required": false},
+        {"header": "Notify", "question": "Tell the team?", "kind": "toggle"}
+    ]}))
+}
+
+fn reaction(message: &str, key: &str) -> Interaction {
+    let mut i = poll(message, key);
+    if let Interaction::Action { event } = &mut i {
+        event.action_id = "reaction".into();
+    }
+    i
+}
+
+#[test]
+fn reactions_and_replies_answer_the_other_kinds_and_say_what_is_wanted() {
+    let h = MatrixQuestions::new(Recorder::default());
+    let c = kinds_call();
+    let r = record(None);
+    let partial = |p: ParseResult| match p {
+        ParseResult::Partial { state } => state.unwrap(),
+        other => panic!("expected partial, got {other:?}"),
+    };
+    // ✅ on the confirm answers it with its label; another key is not for the question.
+    let state = partial(parse(&h, &c, &r, &reaction("!r:localhost|$sent1", "✅")));
+    assert_eq!(state["picks"][0], json!(["Approve"]));
+    assert_eq!(
+        parse(&h, &c, &r, &reaction("!r:localhost|$sent1", "🎉")),
+        ParseResult::Ignore
+    );
+    // A keycap is no answer to a confirm; a poll response neither.
+    assert_eq!(
+        parse(
+            &h,
+            &c,
+            &r,
+            &reaction("!r:localhost|$sent1", "1\u{fe0f}\u{20e3}")
+        ),
+        ParseResult::Ignore
+    );
+    // Addressed to the confirm, "no" is told what is wanted; in the thread it is chatter.
+    assert_eq!(
+        parse(&h, &c, &r, &reply("no", Some("!r:localhost|$sent1"))),
+        ParseResult::Rejected {
+            reason: "reply \"Approve\" to confirm, or skip to skip.".into()
+        }
+    );
+    assert_eq!(parse(&h, &c, &r, &reply("no", None)), ParseResult::Ignore);
+
+    let r = record(Some(state));
+    // ✅ again on the answered confirm is out of date.
+    assert_eq!(
+        parse(&h, &c, &r, &reaction("!r:localhost|$sent1", "✅")),
+        ParseResult::Stale
+    );
+    // The number: out of range and not a number, with the reason; `-` leaves it (optional) empty.
+    assert_eq!(
+        parse(&h, &c, &r, &reply("0", None)),
+        ParseResult::Rejected {
+            reason: "enter a number from 1 to 10.".into()
+        }
+    );
+    assert_eq!(
+        parse(&h, &c, &r, &reply("lots", Some("!r:localhost|$sent2"))),
+        ParseResult::Rejected {
+            reason: "enter a number from 1 to 10.".into()
+        }
+    );
+    let state = partial(parse(&h, &c, &r, &reply("-", None)));
+    assert_eq!(state["picks"][1], json!([]));
+    let r = record(Some(state));
+    // The toggle: ❌ is off, 👍 on; the last answer completes the set.
+    for (key, value) in [("❌", "off"), ("👍", "on")] {
+        let ParseResult::Answer { output } =
+            parse(&h, &c, &r, &reaction("!r:localhost|$sent3", key))
+        else {
+            panic!("expected the answer")
+        };
+        assert_eq!(output.answers[2].selected, [value]);
+        assert!(output.answers[1].selected.is_empty());
+        c.input.check_output(&output).unwrap();
+    }
+    assert_eq!(
+        parse(&h, &c, &r, &reply("maybe", Some("!r:localhost|$sent3"))),
+        ParseResult::Rejected {
+            reason: "reply yes or no.".into()
+        }
+    );
+}
+
+#[tokio::test]
+async fn kinds_are_messages_with_hints_and_reactions_and_long_questions_keep_the_hint() {
+    let h = MatrixQuestions::new(Recorder::default());
+    let mut c = kinds_call();
+    c.input.questions[0].question = "<b>why</b> ".repeat(1_000);
+    c.expires_at = Some("2099-01-01T14:05:00Z".into());
+    h.render(RenderArgs {
+        calls: std::slice::from_ref(&c),
+        req: &RequestContext::default(),
+        thread: &thread(),
+    })
+    .await
+    .unwrap();
+    let sent = sent_by(&h);
+    // The confirm's message, then the bot's ✅ on it.
+    assert_eq!(sent.len(), 2, "{sent:#?}");
+    let content = &sent[0].2;
+    assert_eq!(sent[0].1, "m.room.message");
+    let body = content["body"].as_str().unwrap();
+    assert!(body.starts_with("⚠️ Go: <b>why</b>"), "{body}");
+    assert!(
+        body.ends_with(
+            "…\nReact ✅, or reply \"Approve\" to confirm.\nopen until 1 Jan 14:05 UTC\nReply skip to skip this question."
+        ),
+        "{body}"
+    );
+    assert!(body.chars().count() <= frogbot_matrix::render::FALLBACK_CHARS);
+    let html = content["formatted_body"].as_str().unwrap();
+    assert!(
+        html.starts_with("⚠️ <b>Go</b>: &lt;b&gt;why&lt;/b&gt;"),
+        "{html}"
+    );
+    assert!(
+        html.ends_with(
+            "<br><i>open until 1 Jan 14:05 UTC</i><br>Reply skip to skip this question."
+        ),
+        "{html}"
+    );
+    assert!(serde_json::to_vec(content).unwrap().len() < 40_000);
+    assert_eq!(sent[1].1, "m.reaction");
+    assert_eq!(
+        sent[1].2,
+        json!({"m.relates_to": {"rel_type": "m.annotation", "event_id": "$sent1", "key": "✅"}})
+    );
 }

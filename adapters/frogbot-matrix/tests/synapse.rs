@@ -40,7 +40,8 @@ fn last_user(req: &ModelRequest) -> String {
         .map_or(text.clone(), |(_, t)| t.to_owned())
 }
 
-/// `ask` → one single-choice question; `multi` → several allowed; `custom` → own answer allowed;
+/// `kinds` → a confirm, a number and a toggle (expiring in an hour); `ask` → one single-choice
+/// question; `multi` → several allowed; `custom` → own answer allowed;
 /// after a tool result → `got: …`; anything else → `hello: …`.
 fn model() -> ScriptedModel {
     ScriptedModel::new(|req: &ModelRequest| {
@@ -50,6 +51,18 @@ fn model() -> ScriptedModel {
         let text = last_user(req);
         let n = req.messages.len();
         let question = |q: Value| call(&format!("c{n}"), "question", json!({"questions": [q]}));
+        if text.contains("kinds") {
+            return call(
+                &format!("c{n}"),
+                "question",
+                json!({"questions": [
+                    {"header": "Go", "question": "Deploy?", "kind": "confirm", "label": "Approve"},
+                    {"header": "Pods", "question": "How many?", "kind": "number_input",
+                     "min": 1, "max": 10, "unit": "pods"},
+                    {"header": "Notify", "question": "Tell the team?", "kind": "toggle"}
+                ], "expiresInSeconds": 3600}),
+            );
+        }
         if text.contains("ask") {
             return question(json!({"header": "Env", "question": "Where?",
                 "options": [{"label": "staging"}, {"label": "prod", "description": "careful"}]}));
@@ -971,4 +984,127 @@ fn reply_text(text: &str) -> frogbot_core::model::UiMessage {
         "id": "m2", "role": "assistant", "parts": [{"type": "text", "text": text}]
     }))
     .unwrap()
+}
+
+/// The bot's question message in the thread on `root` whose body starts with `head`.
+async fn input_in(person: &Person, room: &RoomId, bot: &str, root: &str, head: &str) -> Value {
+    person
+        .wait_for(room, WAIT, head, |e| {
+            from(e, bot)
+                && e["type"] == "m.room.message"
+                && thread_root(e) == Some(root)
+                && body(e).starts_with(head)
+        })
+        .await
+}
+
+/// Waits until the bot's reactions on `event` (as `person` sees them) have the keys `keys`.
+async fn bot_reacted(person: &Person, room: &RoomId, bot: &str, event: &str, keys: &[&str]) {
+    person
+        .wait_for(room, WAIT, &format!("the bot's {keys:?}"), |_| {
+            let mut seen: Vec<String> = person
+                .seen(room, |e| {
+                    from(e, bot)
+                        && e["type"] == "m.reaction"
+                        && e["content"]["m.relates_to"]["event_id"] == event
+                })
+                .iter()
+                .filter_map(|e| {
+                    e["content"]["m.relates_to"]["key"]
+                        .as_str()
+                        .map(str::to_owned)
+                })
+                .collect();
+            seen.sort();
+            let mut want: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
+            want.sort();
+            seen == want
+        })
+        .await;
+}
+
+fn react(event: &str, key: &str) -> Value {
+    json!({"m.relates_to": {"rel_type": "m.annotation", "event_id": event, "key": key}})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_confirm_a_number_and_a_toggle_are_answered_one_after_another() {
+    let Some(s) = setup(None).await else { return };
+    let alice = s.hs.person(&s.hs.register("alice").await).await;
+    let bot = s.bot_account.user_id.as_str();
+    let room = dm(&s, &alice).await;
+
+    let ask = alice.send(&room, "m.room.message", text("kinds")).await;
+    // The confirm: a message with its hint and the expiry line (plain and HTML), and the bot's ✅.
+    let go = input_in(&alice, &room, bot, &ask, "Go: Deploy?").await;
+    assert!(
+        body(&go).contains("\nReact ✅, or reply \"Approve\" to confirm.\nopen until "),
+        "{go}"
+    );
+    assert_eq!(go["content"]["format"], "org.matrix.custom.html");
+    assert!(
+        go["content"]["formatted_body"]
+            .as_str()
+            .unwrap()
+            .contains("<br><i>open until "),
+        "{go}"
+    );
+    let go_id = go["event_id"].as_str().unwrap().to_owned();
+    bot_reacted(&alice, &room, bot, &go_id, &["✅"]).await;
+    alice.send(&room, "m.reaction", react(&go_id, "✅")).await;
+
+    // The number comes next: out of range is refused with the reason, then answered.
+    let pods = input_in(&alice, &room, bot, &ask, "Pods: How many?").await;
+    assert!(
+        body(&pods).contains("\nReply with a number from 1 to 10 (pods).\n"),
+        "{pods}"
+    );
+    alice
+        .send(&room, "m.room.message", in_thread("11", &ask))
+        .await;
+    let told = alice
+        .wait_for(&room, WAIT, "the out-of-range notice", |e| {
+            from(e, bot)
+                && e["content"]["msgtype"] == "m.notice"
+                && body(e).contains("That answer was not taken: enter a number from 1 to 10.")
+        })
+        .await;
+    assert_eq!(
+        told["content"]["m.mentions"]["user_ids"][0],
+        alice.user_id().as_str()
+    );
+    alice
+        .send(&room, "m.room.message", in_thread("4", &ask))
+        .await;
+
+    // The toggle: ✅ and ❌ from the bot, ❌ from alice.
+    let notify = input_in(&alice, &room, bot, &ask, "Notify: Tell the team?").await;
+    let notify_id = notify["event_id"].as_str().unwrap().to_owned();
+    bot_reacted(&alice, &room, bot, &notify_id, &["✅", "❌"]).await;
+    alice
+        .send(&room, "m.reaction", react(&notify_id, "❌"))
+        .await;
+
+    let got = alice
+        .wait_for(&room, WAIT, "the answers", |e| {
+            from(e, bot) && body(e).starts_with("got:") && thread_root(e) == Some(ask.as_str())
+        })
+        .await;
+    for part in [r#"["Approve"]"#, r#"["4"]"#, r#"["off"]"#] {
+        assert!(body(&got).contains(part), "{part} in {got}");
+    }
+    // The settled view: each message edited with its answer, without the expiry line.
+    let pods_id = pods["event_id"].as_str().unwrap().to_owned();
+    let edit = alice
+        .wait_for(&room, WAIT, "the number's settled view", |e| {
+            from(e, bot)
+                && e["content"]["m.relates_to"]["rel_type"] == "m.replace"
+                && e["content"]["m.relates_to"]["event_id"] == pods_id.as_str()
+        })
+        .await;
+    let new = edit["content"]["m.new_content"]["body"].as_str().unwrap();
+    assert!(new.ends_with(": 4 pods"), "{new}");
+    assert!(new.contains("Answered by"), "{new}");
+    assert!(!new.contains("open until"), "{new}");
+    s.bot.stop().await;
 }

@@ -65,7 +65,7 @@ async fn on_message(room: &Room, thread: &str, text: &str, open: &Open) {
         return;
     };
     let call = demo_call();
-    let content = poll_start(&call.input, 0, &root, PollEvents::Stable, 0).expect("a poll");
+    let content = poll_start(&call.input, 0, &root, PollEvents::Stable, 0, None).expect("a poll");
     match room.send_raw(content.0, content.1).await {
         Ok(sent) => {
             let id = message_id(room.room_id(), &sent.response.event_id);
@@ -114,8 +114,16 @@ async fn on_action(room: &Room, interaction: Interaction, open: &Open) {
     };
     let end = poll_end(&poll, &line, PollEvents::Stable).expect("a poll end");
     send(room, end).await;
-    let edit = poll_replacement(&call.input, 0, &poll, Some(&line), PollEvents::Stable, 0)
-        .expect("an edit");
+    let edit = poll_replacement(
+        &call.input,
+        0,
+        &poll,
+        Some(&line),
+        PollEvents::Stable,
+        0,
+        None,
+    )
+    .expect("an edit");
     send(room, edit).await;
 }
 
