@@ -3,8 +3,12 @@
 //!
 //! Each question of a call gets its own message (`question` set in the record), drawn by kind as
 //! [`crate::render`] says: an inline keyboard for a choice, a confirm and a toggle; a ForceReply
-//! prompt for a text or number input (and, beside a choice that allows an own answer, for that
-//! answer); a reply to a prompt is that question's answer. A set of several inputs with a toggle
+//! prompt for a text or number input (and, before the keyboard of a choice that allows an own
+//! answer, for that answer); a reply to a prompt is that question's answer. The questions of a set
+//! that is no card come one at a time: `render` posts the first, and each step (`updated`) posts
+//! the next one still unanswered, so the message whose buttons count is always the record's last
+//! (FrogBot takes clicks only from a call's current message, its last: a set posted all at once
+//! could be answered only there). A set of several inputs with a toggle
 //! or an optional input ends with a "Send answers" message (`question` unset in the record), whose
 //! button answers the set (a required input still unanswered is refused with the reason).
 //! A message replying to a question's message answers it by option number or label (or, where
@@ -76,6 +80,56 @@ impl<A: TelegramApi> TelegramQuestions<A> {
     ) -> Result<SentMessage, BoxError> {
         let (chat, topic) = split_thread_id(&thread.id)?;
         Ok(self.api.send_html_markup(chat, topic, html, markup).await?)
+    }
+
+    /// Posts question `q` of a set that is no card: a ForceReply prompt for a text or number
+    /// input; an inline keyboard for a choice, a confirm and a toggle, after the own-answer prompt
+    /// of a choice that allows one. The keyboard's message comes last, as FrogBot counts the
+    /// controls of a call's last message only (its current one). The prompt ids join `progress`.
+    async fn post_question(
+        &self,
+        thread: &Thread,
+        input: &QuestionInput,
+        q: usize,
+        revision: u64,
+        expiry: Option<&str>,
+        progress: &mut Progress,
+    ) -> Result<Vec<QuestionMessage>, BoxError> {
+        let Some(item) = input.questions.get(q) else {
+            return Ok(Vec::new());
+        };
+        let mut messages = Vec::new();
+        let prompt = if is_prompt_kind(item) {
+            Some(force_reply_for(item))
+        } else {
+            item.custom.then(force_reply)
+        };
+        if let Some(markup) = prompt {
+            // The own-answer prompt of a choice leaves the expiry to the keyboard's message.
+            let expiry = expiry.filter(|_| !has_keyboard(item));
+            let m = self
+                .send(
+                    thread,
+                    &prompt_text(input, q, expiry),
+                    Some(ReplyMarkup::ForceReply(markup)),
+                )
+                .await?;
+            let m = posted(&m, q);
+            progress.prompts.push(m.id.clone());
+            messages.push(m);
+        }
+        if has_keyboard(item) {
+            let kb = keyboard(input, q, revision, progress);
+            let m = self
+                .send(
+                    thread,
+                    &question_text(input, q, expiry),
+                    Some(ReplyMarkup::InlineKeyboard(kb)),
+                )
+                .await?;
+            messages.push(posted(&m, q));
+        }
+        Ok(messages)
     }
 }
 
@@ -290,41 +344,37 @@ impl<A: TelegramApi> ChannelQuestions for TelegramQuestions<A> {
             let expiry = expiry_line(call.expires_at.as_deref(), now);
             let expiry = expiry.as_deref();
             let mut progress = Progress::from_state(input, None);
-            let mut messages = Vec::new();
             let card = is_card(input);
-            for (q, item) in input.questions.iter().enumerate() {
-                if has_keyboard(item) && !card {
-                    let kb = keyboard(input, q, 0, &progress);
-                    let m = self
-                        .send(
-                            args.thread,
-                            &question_text(input, q, expiry),
-                            Some(ReplyMarkup::InlineKeyboard(kb)),
-                        )
-                        .await?;
-                    messages.push(posted(&m, q));
+            let mut messages = if card {
+                // A card: the prompts of its text and number inputs and own answers, then the
+                // card (it shows the expiry once).
+                let mut messages = Vec::new();
+                for (q, item) in input.questions.iter().enumerate() {
+                    let prompt = if is_prompt_kind(item) {
+                        Some(force_reply_for(item))
+                    } else {
+                        item.custom.then(force_reply)
+                    };
+                    if let Some(markup) = prompt {
+                        let m = self
+                            .send(
+                                args.thread,
+                                &prompt_text(input, q, None),
+                                Some(ReplyMarkup::ForceReply(markup)),
+                            )
+                            .await?;
+                        let m = posted(&m, q);
+                        progress.prompts.push(m.id.clone());
+                        messages.push(m);
+                    }
                 }
-                let prompt = if is_prompt_kind(item) {
-                    Some(force_reply_for(item))
-                } else {
-                    item.custom.then(force_reply)
-                };
-                if let Some(markup) = prompt {
-                    // The own-answer prompt of a choice leaves the expiry to the keyboard's
-                    // message; a card shows it once.
-                    let expiry = expiry.filter(|_| !has_keyboard(item) && !card);
-                    let m = self
-                        .send(
-                            args.thread,
-                            &prompt_text(input, q, expiry),
-                            Some(ReplyMarkup::ForceReply(markup)),
-                        )
-                        .await?;
-                    let m = posted(&m, q);
-                    progress.prompts.push(m.id.clone());
-                    messages.push(m);
-                }
-            }
+                messages
+            } else {
+                // One question at a time: the first now, each next one by `updated`.
+                let q = progress.step().unwrap_or(0);
+                self.post_question(args.thread, input, q, 0, expiry, &mut progress)
+                    .await?
+            };
             if card {
                 // Last: FrogBot counts the controls of a call's last message.
                 let m = self
@@ -398,7 +448,37 @@ impl<A: TelegramApi> ChannelQuestions for TelegramQuestions<A> {
                 _ => {}
             }
         }
-        Ok(None)
+        // One question at a time: once a step is answered, the next one still unanswered is
+        // posted and becomes the current message.
+        let Some(step) = progress.step().filter(|_| !card) else {
+            return Ok(None);
+        };
+        if args
+            .question
+            .messages
+            .iter()
+            .any(|m| m.question == Some(step))
+        {
+            return Ok(None);
+        }
+        let expiry = expiry_line(args.call.expires_at.as_deref(), chrono::Utc::now());
+        let mut progress = progress;
+        let next = self
+            .post_question(
+                args.thread,
+                input,
+                step,
+                revision,
+                expiry.as_deref(),
+                &mut progress,
+            )
+            .await?;
+        let mut messages = args.question.messages.clone();
+        messages.extend(next);
+        Ok(Some(QuestionChange {
+            messages: Some(messages),
+            state: Some(progress.to_state()),
+        }))
     }
 
     async fn settled(

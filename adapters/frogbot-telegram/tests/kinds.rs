@@ -39,7 +39,8 @@ fn last_user(req: &ModelRequest) -> String {
 
 /// The agent: "form" asks the four kinds together (open for an hour), "approve" a lone danger
 /// confirm, "plan" two choices and a confirm on one card (open for a minute), "notify" a lone toggle, "why" a lone text input, "pods" a lone number input with a
-/// default (open for a minute); a tool result is reported as `done: …`.
+/// default (open for a minute), "pair" two plain choices, "other" a lone choice that takes an own
+/// answer; a tool result is reported as `done: …`.
 fn model() -> ScriptedModel {
     ScriptedModel::new(|req: &ModelRequest| {
         if let Some(ModelMessage::Tool { content, .. }) = req.messages.last() {
@@ -66,6 +67,14 @@ fn model() -> ScriptedModel {
                     "multiple": true},
                 go
             ], "expiresInSeconds": 60})),
+            "pair" => ask(json!({"questions": [
+                {"header": "Env", "question": "Where?", "options": [{"label": "staging"}, {"label": "prod"}]},
+                {"header": "Size", "question": "How big?", "options": [{"label": "small"}, {"label": "large"}]}
+            ]})),
+            "other" => ask(json!({"questions": [
+                {"header": "Env", "question": "Where?", "options": [{"label": "staging"}, {"label": "prod"}],
+                    "custom": true}
+            ]})),
             "pods" => {
                 let mut pods = pods;
                 pods["default"] = json!(3);
@@ -615,4 +624,90 @@ async fn a_card_expires_without_an_answer_and_a_skip_reply_on_a_prompt_skips() {
     let text = settled(&s, card).await;
     assert_eq!(text, "⏭ Skipped by Ada");
     assert!(settled(&s, why).await.ends_with("⏭ Skipped by Ada"));
+}
+
+/// The message ids of a record, in order.
+fn ids_of(record: &frogbot_model::QuestionRecord) -> Vec<i64> {
+    record
+        .messages
+        .iter()
+        .map(|m| m.id.rsplit(':').next().unwrap().parse().unwrap())
+        .collect()
+}
+
+/// Regression: a set of plain choices used to be posted all at once, so a tap on the first
+/// question's keyboard (not the record's last message, its current one) was refused as stale.
+/// Now one question at a time: the first, then the next once it is answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_plain_choices_come_one_at_a_time_and_the_first_tap_counts() {
+    let s = setup().await;
+    start_with(&s, "pair");
+    let msgs = question_messages(&s).await;
+    let (env, body) = &msgs[0];
+    assert!(body["text"].as_str().unwrap().contains("Where?"), "{body}");
+    // The first question's button first: taken (it was refused as stale).
+    press(&s, *env, "prod");
+    // The step is taken: the second question is posted, the record's current message.
+    let record = record_at(&s, 1).await;
+    assert_eq!(msgs.len(), 1, "the first question alone");
+    let ids = ids_of(&record);
+    assert_eq!(ids.len(), 2, "{record:?}");
+    assert_eq!(ids[0], *env);
+    assert_eq!(record.messages[1].question, Some(1));
+    let size = ids[1];
+    assert!(
+        s.fake.sent(size)["text"]
+            .as_str()
+            .unwrap()
+            .contains("How big?")
+    );
+    keyboard_at(&s, size, 1).await;
+    press(&s, size, "large");
+    assert_eq!(
+        done(&s).await["answers"],
+        json!([
+            {"header": "Env", "selected": ["prod"]},
+            {"header": "Size", "selected": ["large"]}
+        ])
+    );
+    settled(&s, size).await;
+    assert_eq!(s.fake.buttons(*env), 0);
+    assert_eq!(s.fake.buttons(size), 0);
+}
+
+/// Regression: a lone choice with `custom` used to post its own-answer prompt after the keyboard,
+/// so the prompt was the current message and a tap on an option was refused as stale. The prompt
+/// now comes first and the keyboard's message last.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lone_custom_choice_is_answered_by_a_tap() {
+    let s = setup().await;
+    start_with(&s, "other");
+    let msgs = question_messages(&s).await;
+    let (kb, kb_body) = msgs
+        .iter()
+        .find(|(_, b)| !buttons(b).is_empty())
+        .cloned()
+        .unwrap();
+    assert!(
+        kb_body["text"].as_str().unwrap().contains("Where?"),
+        "{kb_body}"
+    );
+    // A tap on an option: taken (it was refused as stale).
+    press(&s, kb, "staging");
+    assert_eq!(
+        done(&s).await["answers"],
+        json!([{"header": "Env", "selected": ["staging"]}])
+    );
+    // The own-answer prompt comes first, the keyboard's message last (the current one).
+    assert_eq!(msgs.len(), 2, "the own-answer prompt, then the keyboard");
+    let (prompt, prompt_body) = &msgs[0];
+    let prompt = *prompt;
+    assert_eq!(msgs[1].0, kb);
+    assert!(
+        prompt_body["reply_markup"]["force_reply"] == true,
+        "{prompt_body}"
+    );
+    settled(&s, kb).await;
+    settled(&s, prompt).await;
+    assert_eq!(s.fake.buttons(kb), 0);
 }

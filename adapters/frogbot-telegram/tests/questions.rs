@@ -24,18 +24,37 @@ async fn start() -> (FakeBotApi, TelegramQuestions<Bot>) {
     (fake, hooks)
 }
 
-/// Renders [`call`] in [`thread`] (messages 100, 101 and the prompt 102).
+/// Renders [`call`] in [`thread`] and takes its steps (one question at a time): messages 100,
+/// 101 and the prompt 102.
 async fn render_call(hooks: &TelegramQuestions<Bot>) {
     let c = call();
     let req = RequestContext::default();
+    let t = thread();
     hooks
         .render(RenderArgs {
             calls: std::slice::from_ref(&c),
             req: &req,
-            thread: &thread(),
+            thread: &t,
         })
         .await
         .unwrap();
+    let steps: [(&[(i64, usize)], Value); 2] = [
+        (&[(100, 0)], json!({"picks": [["prod"], null, null]})),
+        (
+            &[(100, 0), (101, 1)],
+            json!({"picks": [["prod"], ["b"], null]}),
+        ),
+    ];
+    for (ids, state) in steps {
+        let q = record(ids, 1, Some(state));
+        let args = HookArgs {
+            call: &c,
+            question: &q,
+            req: &req,
+            thread: &t,
+        };
+        assert!(hooks.updated(args, None).await.unwrap().is_some());
+    }
 }
 
 fn thread() -> Thread {
@@ -108,50 +127,99 @@ fn record(ids: &[(i64, usize)], revision: u64, state: Option<Value>) -> Question
 }
 
 #[tokio::test]
-async fn render_sends_keyboards_and_a_force_reply_prompt() {
+async fn render_sends_keyboards_and_a_force_reply_prompt_one_question_at_a_time() {
     let (fake, hooks) = start().await;
     let c = call();
     let req = RequestContext::default();
+    let t = thread();
     let out = hooks
         .render(RenderArgs {
             calls: std::slice::from_ref(&c),
             req: &req,
-            thread: &thread(),
+            thread: &t,
         })
         .await
         .unwrap();
     assert_eq!(out.len(), 1);
     assert_eq!(out[0].calls, ["call-1"]);
+    // The first question only: FrogBot counts the controls of a call's last message.
     let ids: Vec<_> = out[0].messages.iter().map(|m| m.id.as_str()).collect();
-    assert_eq!(
-        ids,
-        [
-            format!("{CHAT}:100"),
-            format!("{CHAT}:101"),
-            format!("{CHAT}:102")
-        ]
-    );
-    assert_eq!(out[0].messages[2].question, Some(2));
+    assert_eq!(ids, [format!("{CHAT}:100")]);
+    assert_eq!(out[0].messages[0].question, Some(0));
     assert!(out[0].messages[0].posted_at.ends_with('Z'));
     let sent = fake.calls("sendmessage");
-    assert_eq!(sent.len(), 3);
+    assert_eq!(sent.len(), 1);
     assert_eq!(sent[0]["chat_id"], json!(CHAT));
     let kb = &sent[0]["reply_markup"]["inline_keyboard"];
     assert_eq!(kb[0][0]["text"], "staging");
     assert_eq!(kb[0][0]["callback_data"], "q0:0:0");
     assert_eq!(kb[1][0]["callback_data"], "q0:0:1");
-    assert_eq!(
-        sent[1]["reply_markup"]["inline_keyboard"][2][0]["callback_data"],
-        "q0:1:d"
-    );
     // Every keyboard ends with Skip.
     assert_eq!(kb[2][0]["text"], "Skip");
     assert_eq!(kb[2][0]["callback_data"], "q0:0:s");
-    assert_eq!(sent[2]["reply_markup"]["force_reply"], json!(true));
-    assert_eq!(
-        out[0].state.as_ref().unwrap()["prompts"],
-        json!([format!("{CHAT}:102")])
+    assert_eq!(out[0].state.as_ref().unwrap().get("prompts"), None);
+
+    // Env answered (revision 1): the next question is posted, with the new revision's buttons,
+    // and becomes the last message.
+    let q = record(
+        &[(100, 0)],
+        1,
+        Some(json!({"picks": [["prod"], null, null]})),
     );
+    let args = HookArgs {
+        call: &c,
+        question: &q,
+        req: &req,
+        thread: &t,
+    };
+    let change = hooks.updated(args, None).await.unwrap().unwrap();
+    let messages = change.messages.unwrap();
+    let ids: Vec<_> = messages.iter().map(|m| m.id.as_str()).collect();
+    assert_eq!(ids, [format!("{CHAT}:100"), format!("{CHAT}:101")]);
+    assert_eq!(messages[1].question, Some(1));
+    let sent = fake.calls("sendmessage");
+    assert_eq!(sent.len(), 2);
+    assert_eq!(
+        sent[1]["reply_markup"]["inline_keyboard"][2][0]["callback_data"],
+        "q1:1:d"
+    );
+    // Again while the step is the same (a `multiple` choice checked): nothing more is posted.
+    let q = record(
+        &[(100, 0), (101, 1)],
+        2,
+        Some(json!({"picks": [["prod"], null, null], "checked": [[], [1]]})),
+    );
+    let args = HookArgs {
+        call: &c,
+        question: &q,
+        req: &req,
+        thread: &t,
+    };
+    assert_eq!(hooks.updated(args, None).await.unwrap(), None);
+    assert_eq!(fake.calls("sendmessage").len(), 2);
+    // Checks answered: the own-answer question, a ForceReply prompt, kept in the state.
+    let q = record(
+        &[(100, 0), (101, 1)],
+        3,
+        Some(json!({"picks": [["prod"], ["b"], null]})),
+    );
+    let args = HookArgs {
+        call: &c,
+        question: &q,
+        req: &req,
+        thread: &t,
+    };
+    let change = hooks.updated(args, None).await.unwrap().unwrap();
+    let messages = change.messages.unwrap();
+    assert_eq!(messages.len(), 3);
+    assert_eq!(messages[2].id, format!("{CHAT}:102"));
+    assert_eq!(messages[2].question, Some(2));
+    let sent = fake.calls("sendmessage");
+    assert_eq!(sent.len(), 3);
+    assert_eq!(sent[2]["reply_markup"]["force_reply"], json!(true));
+    let state = change.state.unwrap();
+    assert_eq!(state["prompts"], json!([format!("{CHAT}:102")]));
+    assert_eq!(state["picks"], json!([["prod"], ["b"], null]));
 }
 
 #[tokio::test]
@@ -264,8 +332,9 @@ async fn updated_redraws_keyboards_with_the_new_revision() {
         req: &req,
         thread: &t,
     };
-    hooks.updated(args, None).await.unwrap();
-    let edits = fake.calls("editmessagereplymarkup");
+    let before = fake.calls("editmessagereplymarkup").len();
+    assert_eq!(hooks.updated(args, None).await.unwrap(), None);
+    let edits = &fake.calls("editmessagereplymarkup")[before..];
     assert_eq!(edits.len(), 2, "the prompt has no keyboard");
     assert_eq!(edits[1]["message_id"], 101);
     let kb = &edits[1]["reply_markup"]["inline_keyboard"];
