@@ -241,3 +241,85 @@ async fn a_web_caller_cannot_take_over_a_telegram_conversation() {
         }
     }
 }
+
+/// `POST /api/asks` to a Telegram user (`{"channel": "telegram", "user": "42"}`): the question
+/// comes in their private chat with the bot as an inline keyboard, a tap answers it, and the
+/// asker reads the answer back from the real `frogbot serve`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ask_to_a_telegram_user_is_answered_by_a_tap() {
+    let fake = FakeBotApi::start().await;
+    let serve = serve(&format!(
+        "token_env = \"{TOKEN_VAR}\"\napi_url = \"{}\"\n\n[channels.telegram.users]\n\"42\" = \"ada\"",
+        fake.url
+    ))
+    .await;
+    let http = client();
+    let r = http
+        .post(format!("{}/api/asks", serve.base))
+        .json(
+            &json!({"to": {"channel": "telegram", "user": "42"}, "text": "Restart the queue?",
+                      "inputs": [{"kind": "confirm", "label": "Restart"}], "from": ["ada"]}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let created: Value = r.json().await.unwrap();
+    assert_eq!(created["state"], "open", "{created}");
+    let card = fake
+        .wait_for("the question", |c| {
+            c.iter()
+                .find(|c| {
+                    c.method == "sendmessage"
+                        && c.body["text"]
+                            .as_str()
+                            .is_some_and(|t| t.contains("Restart the queue?"))
+                })
+                .map(|c| c.body.clone())
+        })
+        .await;
+    assert_eq!(card["chat_id"], json!(42));
+    let button = card["reply_markup"]["inline_keyboard"][0][0].clone();
+    assert!(
+        button["text"].as_str().unwrap().contains("Restart"),
+        "{button}"
+    );
+    // The card's message id, as the fake assigned it.
+    let message_id = (1..fake.next_message_id())
+        .rev()
+        .find(|id| {
+            fake.message(*id).is_some_and(|m| {
+                m["text"]
+                    .as_str()
+                    .is_some_and(|t| t.contains("Restart the queue?"))
+            })
+        })
+        .expect("the card");
+    let data = button["callback_data"].as_str().unwrap();
+    fake.push(fake.click(&user(42, "Ada"), message_id, data));
+    let id = created["id"].as_str().unwrap();
+    let done: Value = http
+        .get(format!("{}/api/asks/{id}/wait?timeout=20", serve.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(done["state"], "answered", "{done}");
+    assert_eq!(done["values"], json!({"Answer": true}));
+    assert_eq!(done["by"]["user"], "ada");
+    // A user id that is no number is refused by the channel, and nothing is sent.
+    let before = fake.calls("sendmessage").len();
+    let r = http
+        .post(format!("{}/api/asks", serve.base))
+        .json(
+            &json!({"to": {"channel": "telegram", "user": "ada"}, "text": "x",
+                      "inputs": [{"kind": "confirm"}]}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 502);
+    assert_eq!(fake.calls("sendmessage").len(), before);
+}

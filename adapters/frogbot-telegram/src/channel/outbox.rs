@@ -28,7 +28,9 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Mutex;
 
 use async_trait::async_trait;
-use frogbot_core::agent::{ChannelOutbox, Delivery, DraftMessages, EditStream, ReplyStream};
+use frogbot_core::agent::{
+    AskPlace, ChannelOutbox, Delivery, DraftMessages, EditStream, ReplyStream,
+};
 use std::time::Duration;
 
 use frogbot_model::{Ack, BoxError, Thread, UiMessage};
@@ -142,6 +144,24 @@ impl TelegramOutbox {
 
 #[async_trait]
 impl ChannelOutbox for TelegramOutbox {
+    /// An ask goes to a chat (`-100123`, or `-100123:7` for a forum topic) as it is; to a person,
+    /// in their private chat with the bot (its id is the user's id; Telegram delivers only once
+    /// they have started the bot).
+    async fn ask_thread(&self, place: AskPlace<'_>, _text: &str) -> Result<String, BoxError> {
+        match place {
+            AskPlace::Thread(t) => {
+                split_thread_id(t)?;
+                Ok(t.to_owned())
+            }
+            AskPlace::User(u) => {
+                let id: i64 = u
+                    .parse()
+                    .map_err(|_| format!("a Telegram user id is a number, not {u:?}"))?;
+                Ok(crate::ids::join_thread_id(ChatId(id), None))
+            }
+        }
+    }
+
     async fn post_reply(&self, thread: &Thread, reply: &UiMessage) -> Result<(), BoxError> {
         let parts = format::messages(&reply.text(), MAX_TEXT);
         if parts.is_empty() {
