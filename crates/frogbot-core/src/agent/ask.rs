@@ -16,6 +16,7 @@ use crate::model::{
     Actor, ChatId, MessagePart, QUESTION_TOOL, QuestionInput, QuestionOutcome, QuestionOutput,
     ToolState, UiMessage,
 };
+use crate::store::{QUESTION_DISMISSED_TEXT, QUESTION_WITHDRAWN_TEXT};
 
 /// The id of the built-in model that runs asks.
 pub const ASK_MODEL: &str = "frogbot-ask";
@@ -44,15 +45,11 @@ pub struct AskId {
 impl AskId {
     /// Reads `{chatId}.{messageId}`; `None` for anything else.
     pub fn parse(s: &str) -> Option<AskId> {
+        // Both halves follow the chat id rules (message ids share them), so neither has a dot.
         let (chat, message) = s.split_once('.')?;
-        let ok = !message.is_empty()
-            && message.len() <= 128
-            && message
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-        let chat = ChatId::new(chat).ok()?;
-        ok.then(|| AskId {
-            chat,
+        ChatId::new(message).ok()?;
+        Some(AskId {
+            chat: ChatId::new(chat).ok()?,
             message: message.to_owned(),
         })
     }
@@ -231,9 +228,10 @@ impl AskStatus {
                     .clone()
                     .and_then(|o| serde_json::from_value(o).ok())
                     .map(QuestionOutcome::Answered),
+                // The texts `fill_question_part` wrote.
                 ToolState::OutputError => Some(match p.error_text.as_deref() {
-                    Some(t) if t.contains("dismissed") => QuestionOutcome::Dismissed,
-                    Some(t) if t.contains("withdrawn") => QuestionOutcome::Cancelled,
+                    Some(QUESTION_DISMISSED_TEXT) => QuestionOutcome::Dismissed,
+                    Some(QUESTION_WITHDRAWN_TEXT) => QuestionOutcome::Cancelled,
                     _ => QuestionOutcome::Expired(None),
                 }),
             }),

@@ -198,6 +198,13 @@ pub fn interrupted_reply(
     })
 }
 
+/// The error text of a question call a participant dismissed ([`fill_question_part`]).
+pub const QUESTION_DISMISSED_TEXT: &str = "The question was dismissed.";
+/// The error text of a question call that was withdrawn.
+pub const QUESTION_WITHDRAWN_TEXT: &str = "The question was withdrawn.";
+/// The error text of a question call that expired without an answer.
+pub const QUESTION_EXPIRED_TEXT: &str = "The question expired without an answer.";
+
 /// Fills a waiting question call (`input-available`) with its recorded outcome: the answer as
 /// its output, or an error text (dismissed, withdrawn, expired without an answer). Returns
 /// whether the outcome ends the turn (a dismissal or a withdrawal). A call not waiting is left.
@@ -214,9 +221,9 @@ pub fn fill_question_part(t: &mut ToolPart, outcome: &QuestionOutcome) -> bool {
     }
     t.state = ToolState::OutputError;
     let (text, stop) = match outcome {
-        QuestionOutcome::Dismissed => ("The question was dismissed.", true),
-        QuestionOutcome::Cancelled => ("The question was withdrawn.", true),
-        _ => ("The question expired without an answer.", false),
+        QuestionOutcome::Dismissed => (QUESTION_DISMISSED_TEXT, true),
+        QuestionOutcome::Cancelled => (QUESTION_WITHDRAWN_TEXT, true),
+        _ => (QUESTION_EXPIRED_TEXT, false),
     };
     t.error_text = Some(text.into());
     stop

@@ -18,7 +18,8 @@ use frogbot_core::agent::{AskPlace, ChatEvent, SendMessage, Sent, channel_chat_i
 use frogbot_core::model::{ChatId, Delivery, QuestionInput, QuestionItem, UserId};
 use frogbot_core::store::QueuedChange;
 
-use super::{ApiError, ApiResult, AppState, caller, load_readable, load_writable, parse_json};
+use super::{ApiError, ApiResult, AppState, caller, may_read, parse_json};
+use frogbot_core::store::ChatRow;
 
 /// The longest a single `wait` request holds (a client waits longer by asking again).
 pub(super) const MAX_WAIT_SECONDS: u64 = 300;
@@ -108,20 +109,14 @@ fn input_of(body: &AskBody) -> Result<QuestionInput, ApiError> {
 }
 
 fn message_id_of(key: Option<&str>) -> Result<String, ApiError> {
-    match key {
-        None => Ok(format!("ask-{}", uuid::Uuid::new_v4().simple())),
-        Some(k)
-            if !k.is_empty()
-                && k.len() <= 100
-                && k.bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') =>
-        {
-            Ok(format!("ask-{k}"))
-        }
-        Some(_) => Err(ApiError::invalid(
-            "`idempotencyKey` is 1–100 characters of A-Z a-z 0-9 _ -",
-        )),
-    }
+    let Some(key) = key else {
+        return Ok(format!("ask-{}", uuid::Uuid::new_v4().simple()));
+    };
+    // The message id follows the message id rules (those of chat ids), `ask-` included.
+    let id = format!("ask-{key}");
+    ChatId::new(id.as_str())
+        .map(|_| id)
+        .map_err(|_| ApiError::invalid("`idempotencyKey` is 1–124 characters of A-Z a-z 0-9 _ -"))
 }
 
 /// `POST /api/asks`: 201 with the ask's status (`open`, or `queued` behind another turn of
@@ -223,6 +218,17 @@ fn ask_id(raw: &str) -> Result<AskId, ApiError> {
 /// The ask, for its asker: a web chat's readers (its owner, or anyone in an ownerless one); in a
 /// channel thread's chat, the caller who asked it.
 async fn read(state: &AppState, id: &AskId, user: Option<&UserId>) -> Result<AskStatus, ApiError> {
+    read_with_chat(state, id, user)
+        .await
+        .map(|(_, status)| status)
+}
+
+/// [`read`], with the chat row it read (one read of the chat: the access check uses it too).
+async fn read_with_chat(
+    state: &AppState,
+    id: &AskId,
+    user: Option<&UserId>,
+) -> Result<(ChatRow, AskStatus), ApiError> {
     let err = |e: ApiError| e.with_chat(&id.chat);
     let row = state
         .engine
@@ -230,8 +236,8 @@ async fn read(state: &AppState, id: &AskId, user: Option<&UserId>) -> Result<Ask
         .await
         .map_err(|e| err(e.into()))?
         .ok_or_else(|| err(ApiError::not_found(format!("no ask {id}"))))?;
-    if row.channel.is_none() {
-        load_readable(state, &id.chat, user).await.map_err(err)?;
+    if row.channel.is_none() && !may_read(&row, user) {
+        return Err(err(ApiError::forbidden()));
     }
     let status = state
         .engine
@@ -242,7 +248,7 @@ async fn read(state: &AppState, id: &AskId, user: Option<&UserId>) -> Result<Ask
     if row.channel.is_some() && status.asked_by.as_ref() != user {
         return Err(err(ApiError::forbidden()));
     }
-    Ok(status)
+    Ok((row, status))
 }
 
 /// `GET /api/asks/{id}`.
@@ -319,19 +325,9 @@ pub(super) async fn cancel(
     let id = ask_id(&raw)?;
     let user = caller(&state, &headers)?;
     let err = |e: ApiError| e.with_chat(&id.chat);
-    // Only who may read the ask may cancel it (`read` checks), and a web chat's writer.
-    let mut status = read(&state, &id, user.as_ref()).await?;
-    let row = state
-        .engine
-        .chat(&id.chat)
-        .await
-        .map_err(|e| err(e.into()))?
-        .ok_or_else(|| err(ApiError::not_found(format!("no ask {id}"))))?;
-    if row.channel.is_none() {
-        load_writable(&state, &id.chat, user.as_ref())
-            .await
-            .map_err(err)?;
-    }
+    // Who may read the ask may cancel it: a web chat's readers are its writers, and in a
+    // channel chat only its asker.
+    let (row, mut status) = read_with_chat(&state, &id, user.as_ref()).await?;
     match status.state {
         AskState::Open => {
             let waiting = status.reply_id.clone().unwrap_or_default();
