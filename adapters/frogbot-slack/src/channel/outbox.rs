@@ -352,7 +352,12 @@ impl AckMarks {
 impl ChannelOutbox for SlackAdapter {
     /// An ask to a thread (`C123:1700000000.000100`) is asked there; to a channel (`C123`), the
     /// ask's text is posted in the channel and the ask goes to that message's thread.
-    async fn ask_thread(&self, place: AskPlace<'_>, text: &str) -> Result<String, BoxError> {
+    async fn ask_thread(
+        &self,
+        place: AskPlace<'_>,
+        text: &str,
+        _key: &str,
+    ) -> Result<String, BoxError> {
         match place {
             AskPlace::Thread(thread) if thread.contains(':') => {
                 split_id(thread)?;

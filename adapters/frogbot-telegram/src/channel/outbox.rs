@@ -147,7 +147,12 @@ impl ChannelOutbox for TelegramOutbox {
     /// An ask goes to a chat (`-100123`, or `-100123:7` for a forum topic) as it is; to a person,
     /// in their private chat with the bot (its id is the user's id; Telegram delivers only once
     /// they have started the bot).
-    async fn ask_thread(&self, place: AskPlace<'_>, _text: &str) -> Result<String, BoxError> {
+    async fn ask_thread(
+        &self,
+        place: AskPlace<'_>,
+        _text: &str,
+        _key: &str,
+    ) -> Result<String, BoxError> {
         match place {
             AskPlace::Thread(t) => {
                 split_thread_id(t)?;

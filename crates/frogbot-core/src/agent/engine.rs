@@ -368,13 +368,15 @@ impl Engine {
     }
 
     /// The channel thread an ask to `place` on `platform` goes to (the adapter may start one,
-    /// posting `text`): [`Error::InvalidInput`] when this process serves no such channel,
-    /// [`Error::Channel`] when the platform fails.
+    /// posting `text`, idempotent on `key`, the ask's message id — see
+    /// [`ChannelOutbox::ask_thread`](super::ChannelOutbox::ask_thread)): [`Error::InvalidInput`]
+    /// when this process serves no such channel, [`Error::Channel`] when the platform fails.
     pub async fn ask_thread(
         &self,
         platform: &str,
         place: super::AskPlace<'_>,
         text: &str,
+        key: &str,
     ) -> Result<crate::model::ChannelRef> {
         let outbox = self
             .inner
@@ -385,7 +387,7 @@ impl Engine {
                 reason: format!("no {platform} channel is configured"),
             })?;
         let thread = outbox
-            .ask_thread(place, text)
+            .ask_thread(place, text, key)
             .await
             .map_err(|e| Error::Channel {
                 platform: platform.to_owned(),

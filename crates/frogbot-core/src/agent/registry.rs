@@ -73,9 +73,19 @@ pub enum AskPlace<'a> {
 pub trait ChannelOutbox: Send + Sync {
     /// The thread an ask to `place` is asked in: by default a [`AskPlace::Thread`] as it is (an
     /// existing thread, or a chat that is a thread already), and no direct conversations. An
-    /// adapter that can start a thread in a channel posts `text` there as its first message and
-    /// returns the new thread's id.
-    async fn ask_thread(&self, place: AskPlace<'_>, _text: &str) -> Result<String, BoxError> {
+    /// adapter that can start a thread in a channel (or a direct conversation) posts `text` there
+    /// as its first message and returns the new thread's id.
+    ///
+    /// `key` is the ask's message id: the same for every retry of one `idempotencyKey`, unique
+    /// otherwise. An adapter that posts a first message makes that post idempotent on `key` (a
+    /// platform's nonce, transaction id or message metadata), so that a retry after a lost
+    /// response finds the same thread instead of starting a second one.
+    async fn ask_thread(
+        &self,
+        place: AskPlace<'_>,
+        _text: &str,
+        _key: &str,
+    ) -> Result<String, BoxError> {
         match place {
             AskPlace::Thread(t) => Ok(t.to_owned()),
             AskPlace::User(_) => Err("this channel does not open direct conversations".into()),

@@ -166,7 +166,10 @@ pub(super) async fn create(
                     ));
                 }
             };
-            let channel_ref = state.engine.ask_thread(channel, place, &text).await?;
+            let channel_ref = state
+                .engine
+                .ask_thread(channel, place, &text, &message)
+                .await?;
             (
                 channel_chat_id(&channel_ref.platform, &channel_ref.thread),
                 Some(channel_ref),
