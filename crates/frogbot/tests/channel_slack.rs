@@ -913,3 +913,204 @@ async fn an_ask_to_a_channel_starts_a_thread_and_a_click_answers_it() {
     );
     assert_eq!(env.fake.calls("chat.postMessage").len(), posts);
 }
+
+/// Issue 19: 32 answers from mixed sources race on one ask in a Slack thread — button clicks of
+/// both options by different people, typed thread replies and `DELETE /api/asks/{id}` — while
+/// four `frogbot wait` processes (the real binary) wait on it: one outcome is recorded, the card
+/// shows it, every late click is told it is stale, and every waiting CLI prints that outcome.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thirty_two_answers_from_clicks_replies_and_cancels_record_one_outcome() {
+    let env = start("").await;
+    let created: Value = env
+        .http
+        .post(format!("{}/api/asks", env.base))
+        .json(&json!({
+            "to": {"channel": "slack", "thread": CHANNEL},
+            "text": "Deploy v1.4?",
+            "inputs": [{"header": "Go", "options": [{"label": "Approve"}, {"label": "Hold"}]}]
+        }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = created["id"].as_str().expect("an ask id").to_owned();
+    let chat = frogbot_core::model::ChatId::new(created["chatId"].as_str().unwrap()).unwrap();
+    let thread = env
+        .store
+        .get_chat(&chat)
+        .await
+        .unwrap()
+        .unwrap()
+        .channel
+        .unwrap()
+        .thread;
+    let root = thread
+        .strip_prefix(&format!("{CHANNEL}:"))
+        .unwrap()
+        .to_owned();
+    let msg_ts = env.question_ts(&root).await;
+    let card = env
+        .fake
+        .message(&format!("{CHANNEL}:{msg_ts}"))
+        .expect("the question card");
+    let buttons = [
+        element(&json!(card.blocks), "Approve"),
+        element(&json!(card.blocks), "Hold"),
+    ];
+    let waiters: Vec<_> = (0..4)
+        .map(|_| {
+            let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_frogbot"));
+            cmd.args(["wait", &id, "--timeout", "60s"])
+                .env("FROGBOT_URL", &env.base)
+                .env_remove("FROGBOT_TOKEN")
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped());
+            tokio::task::spawn_blocking(move || cmd.output().expect("run frogbot wait"))
+        })
+        .collect();
+    // 32 sources: 24 clicks (both buttons, 24 people), 6 typed replies, 2 cancels.
+    let mut racing = Vec::new();
+    for i in 0..32 {
+        let (base, http) = (env.base.clone(), env.http.clone());
+        let user = format!("U{}", 100 + i);
+        let source = match i % 16 {
+            0 => "cancel",
+            1..=3 => "reply",
+            _ => "click",
+        };
+        let payload = click(
+            &env,
+            &user,
+            &msg_ts,
+            &root,
+            &buttons[i % 2],
+            &format!("1.{i}.race"),
+        );
+        let said = env
+            .fake
+            .user_message(CHANNEL, Some(&root), &user, ["approve", "hold"][i % 2]);
+        let event = env.fake.event_callback_with_id(
+            env.fake.message_event(&said, "channel"),
+            &format!("Ev{}", env.ts()),
+        );
+        let fake = env.fake.clone();
+        let id = id.clone();
+        racing.push(tokio::spawn(async move {
+            let status = match source {
+                "cancel" => http
+                    .delete(format!("{base}/api/asks/{id}"))
+                    .send()
+                    .await
+                    .unwrap()
+                    .status()
+                    .as_u16(),
+                "reply" => fake
+                    .post_event(&base, &event, Sig::Good, None)
+                    .await
+                    .status()
+                    .as_u16(),
+                _ => fake
+                    .post_interaction(&base, &payload, Sig::Good, None)
+                    .await
+                    .status()
+                    .as_u16(),
+            };
+            (source, user, status)
+        }));
+    }
+    let mut clickers = Vec::new();
+    let mut cancels_won = 0;
+    for r in racing {
+        let (source, user, status) = r.await.unwrap();
+        match source {
+            // A cancel either withdraws the ask or finds it over already.
+            "cancel" => {
+                assert!(status == 200 || status == 409, "cancel answered {status}");
+                cancels_won += usize::from(status == 200);
+            }
+            _ => assert_eq!(status, 200, "{source} by {user}"),
+        }
+        if source == "click" {
+            clickers.push(user);
+        }
+    }
+    assert!(cancels_won <= 1, "{cancels_won} cancels won");
+    // One outcome, recorded once.
+    let status: Value = env
+        .http
+        .get(format!("{}/api/asks/{id}/wait?timeout=20", env.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let state = status["state"].as_str().unwrap().to_owned();
+    assert!(state == "answered" || state == "cancelled", "{status}");
+    assert_eq!(cancels_won == 1, state == "cancelled", "{status}");
+    let call = frogbot_core::agent::ask::ask_call_id(id.split_once('.').unwrap().1);
+    let q = env
+        .store
+        .get_question(&chat, &call, now_millis())
+        .await
+        .unwrap()
+        .expect("the ask's question record");
+    assert!(q.outcome.is_some(), "{q:?}");
+    assert_eq!(
+        q.outcome
+            .as_ref()
+            .map(|o| o == &frogbot_core::model::QuestionOutcome::Cancelled),
+        Some(state == "cancelled"),
+        "{q:?}"
+    );
+    // Every click that did not win was told it came too late (privately); the winner was not.
+    let winner = status["by"]["user"]
+        .as_str()
+        .and_then(|u| u.strip_prefix("slack:"))
+        .map(str::to_owned);
+    let told = |u: &str| {
+        env.fake
+            .calls("chat.postEphemeral")
+            .iter()
+            .any(|c| c.body["user"] == u && c.body["text"] == STALE_TEXT)
+    };
+    for u in &clickers {
+        if winner.as_deref() != Some(u.as_str()) {
+            wait(|| told(u), "a late click told it is stale").await;
+        }
+    }
+    if let Some(w) = &winner {
+        assert!(!told(w), "the winner {w} was told stale");
+    }
+    // The card shows the outcome.
+    wait(
+        || {
+            env.fake
+                .message(&format!("{CHANNEL}:{msg_ts}"))
+                .is_some_and(|m| {
+                    m.blocks
+                        .as_array()
+                        .is_some_and(|b| b.iter().all(|b| b["type"] != "actions"))
+                })
+        },
+        "the settled card, without buttons",
+    )
+    .await;
+    // Every waiting CLI prints the same outcome, with its exit code.
+    let code = if state == "answered" { 0 } else { 3 };
+    for w in waiters {
+        let out = w.await.unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let printed: Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+        assert_eq!(printed["state"], status["state"]);
+        assert_eq!(printed["values"], status["values"]);
+        assert_eq!(printed["by"], status["by"]);
+    }
+}

@@ -145,6 +145,11 @@ impl Serve {
             .arg("--config")
             .arg(&self.config)
             .env(TOKEN_VAR, "123456:TEST-token")
+            // `FROGBOT_CRASH_LOG=<filter>` logs more of the children (to study a failed seed).
+            .env(
+                "RUST_LOG",
+                std::env::var("FROGBOT_CRASH_LOG").unwrap_or_else(|_| "warn".into()),
+            )
             .stdout(log.try_clone().unwrap())
             .stderr(log);
         self.process = Some(start(cmd, self.port).await);
@@ -495,7 +500,9 @@ fn is_reply_piece(text: &str) -> bool {
 
 /// Whether `segment` is made of received `pieces` in order where every piece left out inside it
 /// repeats its own text (a draft a kill left with part of its piece, posted again whole after):
-/// received, with surplus — no other reply's piece comes in between.
+/// received, with surplus — no other reply's piece comes in between. The last piece may go on
+/// past the segment: an interrupted reply's rest is posted with the mark and the notice after
+/// it in one message.
 fn received_with_own_repeats(pieces: &[String], segment: &str) -> bool {
     let mut made: std::collections::BTreeSet<usize> = [0].into();
     for p in pieces.iter().filter(|p| !p.is_empty()) {
@@ -503,6 +510,8 @@ fn received_with_own_repeats(pieces: &[String], segment: &str) -> bool {
         for &at in &made {
             if segment[at..].starts_with(p.as_str()) {
                 next.insert(at + p.len());
+            } else if at > 0 && at < segment.len() && p.starts_with(&segment[at..]) {
+                next.insert(segment.len());
             }
             if at == 0 || at == segment.len() || segment.contains(p.as_str()) {
                 next.insert(at);
@@ -523,6 +532,16 @@ fn segments_with_stale_drafts_and_interleaved_replies_are_told_apart() {
     ));
     assert!(received_with_own_repeats(
         &v(&["x", "ab", "cdef", "y"]),
+        "abcdef"
+    ));
+    // The crash suite's CI seed 1796149065823632417: a piece posted again (its process died
+    // before noting it), then the rest of the interrupted reply with the notice in one message.
+    assert!(received_with_own_repeats(
+        &v(&["ab", "cd", "cd", "ef(interrupted)⚠notice"]),
+        "abcdef"
+    ));
+    assert!(!received_with_own_repeats(
+        &v(&["ab", "cd", "cd", "eX(interrupted)"]),
         "abcdef"
     ));
     // Another reply's piece inside: not received in order, but interleaved.
@@ -546,8 +565,15 @@ fn interleaved(pieces: &[String], segment: &str) -> bool {
     for p in pieces.iter().filter(|p| !p.is_empty()) {
         let next: Vec<usize> = made
             .iter()
-            .filter(|&&at| segment[at..].starts_with(p.as_str()))
-            .map(|at| at + p.len())
+            .filter_map(|&at| {
+                if segment[at..].starts_with(p.as_str()) {
+                    Some(at + p.len())
+                } else {
+                    // The last piece may carry what follows the segment (see above).
+                    (at > 0 && at < segment.len() && p.starts_with(&segment[at..]))
+                        .then_some(segment.len())
+                }
+            })
             .collect();
         made.extend(next);
     }
@@ -726,6 +752,33 @@ async fn audit(ctx: &Ctx, store: &DynStore, plan: &Plan, model: &FakeModel) -> A
     a
 }
 
+/// The latest claim (ms) of the delivery jobs still owing the threads `audit` found missing
+/// something, when a worker holds one of them (`None`: no such job is claimed).
+async fn claimed_until(store: &DynStore, audit: &Audit) -> Option<i64> {
+    let mut until = None;
+    for line in audit.missing.iter().chain(&audit.missing_interrupted) {
+        let Some(chat) = line
+            .strip_prefix("telegram ")
+            .and_then(|l| l.split(':').next())
+        else {
+            continue;
+        };
+        let chat = channel_chat_id("telegram", chat);
+        let job = store
+            .earlier_job(
+                &frogbot_core::agent::jobs::EngineJob::deliver_prefix(&chat),
+                "-",
+            )
+            .await
+            .ok()
+            .flatten();
+        if let Some(c) = job.and_then(|j| j.claim_until) {
+            until = until.max(Some(c));
+        }
+    }
+    until
+}
+
 /// The chats a delivery job in the store still owes something (every job is claimed, as if far
 /// in the future, and put back).
 async fn owing_chats(store: &DynStore) -> HashSet<String> {
@@ -831,10 +884,11 @@ async fn crash_during_delivery_on(db: TestDb, strict: Strict) {
     // Quiescence: poll the store and the fake until every check holds and nothing was sent or
     // edited for a while, or the deadline passes (the audit then says what is missing).
     let store = frogbot_testkit::open_store(&db.url).await;
-    let deadline = Instant::now() + Duration::from_secs(45);
+    let mut deadline = Instant::now() + Duration::from_secs(45);
+    let mut waited_for_claims = false;
     // With a defect the audit never settles: nothing sent or edited for this long (past the
     // delivery grace and a worker's first retry) ends the wait as well.
-    let still = Duration::from_secs(12);
+    let mut still = Duration::from_secs(12);
     let mut last = (0, Instant::now());
     let mut audit = loop {
         let a = audit(&ctx, &store, &plan, &model).await;
@@ -843,8 +897,24 @@ async fn crash_during_delivery_on(db: TestDb, strict: Strict) {
             last = (activity, Instant::now());
         }
         let quiet = last.1.elapsed();
-        if (a.settled(strict) && quiet >= QUIET) || quiet >= still || Instant::now() > deadline {
+        if a.settled(strict) && quiet >= QUIET {
             break a;
+        }
+        if quiet >= still || Instant::now() > deadline {
+            // A delivery job a killed worker had claimed runs again once its claim runs out
+            // (the worker claims for 60 s): wait for that instead of calling it lost or
+            // delayed — the job's recovery is what is checked.
+            match claimed_until(&store, &a).await {
+                Some(until) if until > now_millis() && !waited_for_claims => {
+                    waited_for_claims = true;
+                    let wait = Duration::from_millis((until - now_millis()).unsigned_abs())
+                        + Duration::from_secs(6);
+                    println!("  waiting {wait:?} for delivery jobs a killed worker claimed");
+                    deadline = deadline.max(Instant::now() + wait + QUIET);
+                    still = still.max(wait + QUIET);
+                }
+                _ => break a,
+            }
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     };
@@ -1032,14 +1102,16 @@ async fn crash_during_delivery_on(db: TestDb, strict: Strict) {
 /// confirmed-not-stored updates seen once in CI were the fake's: two updates pushed at once
 /// could be served out of id order (fixed in `FakeBotApi::push`, with a regression test).
 ///
-/// Open defect (printed, not failed on, while it is fixed): now and then the "my reply was
-/// interrupted" notice of a streamed reply cut by a kill never reaches the thread and no
-/// delivery job is left for it (SQLite seeds 1796149065823632417 in CI and one in two local runs
-/// at d4db3ad, before issue 19's changes: it is not theirs). The audit still prints every case.
+/// The "interrupted reply" audit failed now and then (CI seed 1796149065823632417): the audit's,
+/// not the engine's — a piece posted again after a kill (its process died before noting it)
+/// sent the check to [`received_with_own_repeats`], which wanted every piece inside the
+/// segment, but an interrupted reply's rest comes with its mark and notice in one message. A
+/// delivery job a killed worker had claimed ("replies still owed by a claimed delivery job",
+/// PostgreSQL seed 1796151641045115043) is now waited for until its claim runs out.
 async fn crash_during_delivery(db: TestDb) {
     let strict = Strict {
         receive: true,
-        interrupted: false,
+        interrupted: true,
         prompts: true,
         order: true,
     };

@@ -246,7 +246,8 @@ impl Engine {
     }
 
     /// Withdraws the questions of a waiting reply (cancelled) and returns the chat to idle.
-    /// `false` when `message_id` is not the waiting reply.
+    /// `false` when `message_id` is not the waiting reply, or when an answer (or another
+    /// withdrawal) gave every question its outcome first.
     pub async fn withdraw(&self, chat: &ChatId, message_id: &str) -> Result<bool> {
         self.inner.questions.withdraw(chat, message_id).await
     }

@@ -526,7 +526,9 @@ impl Questions {
     }
 
     /// Withdraws the questions of a waiting reply (cancelled) and returns the chat to idle (queued
-    /// messages then promote). `false` when `message_id` is not the waiting reply.
+    /// messages then promote). `false` when `message_id` is not the waiting reply, or when every
+    /// question of it had its outcome first (an answer or another withdrawal won the race: the
+    /// turn is continued all the same, in case the process that recorded it stopped).
     pub(crate) async fn withdraw(&self, chat: &ChatId, message_id: &str) -> Result<bool> {
         let Some(row) = self.store().get_chat(chat).await? else {
             return Ok(false);
@@ -553,7 +555,7 @@ impl Questions {
             self.close_outcomes_of(&row, message_id).await;
             self.after_outcome(&row, message_id, None).await?;
         }
-        Ok(true)
+        Ok(concluded)
     }
 
     /// Records `expired` (with the question's defaults when it has them) on the waiting calls of
