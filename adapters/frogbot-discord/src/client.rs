@@ -15,7 +15,7 @@ use serenity::builder::{
     EditMessage,
 };
 use serenity::http::Http;
-use serenity::model::channel::Message;
+use serenity::model::channel::{Channel, ChannelType, Message};
 use serenity::model::id::{ChannelId, InteractionId, MessageId, UserId};
 
 use crate::Error;
@@ -72,6 +72,14 @@ pub trait DiscordApi: Send + Sync + 'static {
 
     /// `GET /users/@me`: the bot's own user id.
     async fn current_user(&self) -> Result<UserId, Error>;
+
+    /// `GET /channels/{channel}`: the channel's type (`0` text, `1` DM, `5` announcement, `11`
+    /// public thread, …).
+    async fn channel_kind(&self, channel: ChannelId) -> Result<ChannelType, Error>;
+
+    /// `POST /users/@me/channels` with `recipient_id`: the DM channel with `user` (Discord
+    /// answers the same channel every time).
+    async fn dm_channel(&self, user: UserId) -> Result<ChannelId, Error>;
 
     /// `PUT /channels/{channel}/messages/{message}/reactions/{emoji}/@me`: the bot reacts.
     async fn react(&self, channel: ChannelId, message: MessageId, emoji: &str)
@@ -163,6 +171,19 @@ impl DiscordApi for Http {
         Ok(self.get_current_user().await?.id)
     }
 
+    async fn channel_kind(&self, channel: ChannelId) -> Result<ChannelType, Error> {
+        Ok(match Http::get_channel(self, channel).await? {
+            Channel::Guild(c) => c.kind,
+            Channel::Private(c) => c.kind,
+            _ => ChannelType::Unknown(u8::MAX),
+        })
+    }
+
+    async fn dm_channel(&self, user: UserId) -> Result<ChannelId, Error> {
+        let body = serde_json::json!({ "recipient_id": user });
+        Ok(Http::create_private_channel(self, &body).await?.id)
+    }
+
     async fn react(
         &self,
         channel: ChannelId,
@@ -210,8 +231,8 @@ impl DiscordApi for Http {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Recorded {
     /// The method: `send_message`, `edit_message`, `create_interaction_response`,
-    /// `create_followup`, `create_thread`, `current_user`, `react`, `unreact`, `typing` or
-    /// `messages_before`.
+    /// `create_followup`, `create_thread`, `current_user`, `channel_kind`, `dm_channel`, `react`,
+    /// `unreact`, `typing` or `messages_before`.
     pub method: &'static str,
     /// The ids the call named (channel, message, interaction id, token…), as strings.
     pub target: Vec<String>,
@@ -331,6 +352,17 @@ impl DiscordApi for RecordingDiscord {
     async fn current_user(&self) -> Result<UserId, Error> {
         self.record("current_user", vec![], &Value::Null);
         Ok(UserId::new(Self::BOT))
+    }
+
+    /// Every channel is a text channel.
+    async fn channel_kind(&self, channel: ChannelId) -> Result<ChannelType, Error> {
+        self.record("channel_kind", vec![channel.to_string()], &Value::Null);
+        Ok(ChannelType::Text)
+    }
+
+    async fn dm_channel(&self, user: UserId) -> Result<ChannelId, Error> {
+        self.record("dm_channel", vec![user.to_string()], &Value::Null);
+        Ok(ChannelId::new(self.next_id()))
     }
 
     async fn react(

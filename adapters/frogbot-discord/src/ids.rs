@@ -218,9 +218,24 @@ pub fn delivery_nonce(piece_key: &str) -> String {
     format!("fb{}", &hex[..23])
 }
 
+/// The `nonce` an ask's first message (the root of the thread it starts) is posted with: the
+/// [`delivery_nonce`] of `ask:{key}`, `key` being the ask's message id (the same for every retry
+/// of one idempotency key), so a retry gets the root an earlier attempt posted.
+pub fn ask_nonce(key: &str) -> String {
+    delivery_nonce(&format!("ask:{key}"))
+}
+
 #[cfg(test)]
 mod nonce_tests {
-    use super::delivery_nonce;
+    use super::{ask_nonce, delivery_nonce};
+
+    #[test]
+    fn an_ask_nonce_is_stable_and_apart_from_delivery_nonces() {
+        assert_eq!(ask_nonce("m1"), ask_nonce("m1"));
+        assert_eq!(ask_nonce("m1").len(), 25);
+        assert_ne!(ask_nonce("m1"), ask_nonce("m2"));
+        assert_ne!(ask_nonce("m1"), delivery_nonce("m1"));
+    }
 
     #[test]
     fn a_delivery_nonce_is_stable_short_and_distinct() {

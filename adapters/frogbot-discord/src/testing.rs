@@ -28,7 +28,15 @@
 //! HTTP call is recorded ([`FakeDiscord::calls`], [`FakeDiscord::wait_for`]). Message edits
 //! (`PATCH`) change the kept message; `GET /channels/{id}/messages?before=&limit=` pages a
 //! channel's messages newest first ([`FakeDiscord::channel_messages`]); starting a thread on a
-//! message in a thread ([`FakeDiscord::mark_thread`]) is 400 (50024).
+//! message in a thread ([`FakeDiscord::mark_thread`], or one the bot started) is 400 (50024), in a
+//! DM channel 400 (50003), on a message that has one 400 (160004); a started thread (type 11) has
+//! its message's id and is a channel from then on. `GET /channels/{id}` answers the channel
+//! object of a text channel ([`FakeDiscord::add_text_channel`]), a thread or a DM channel, else
+//! 404 (`Unknown Channel`, 10003); `POST /users/@me/channels` (`recipient_id`) opens the DM
+//! channel (type 1, `recipients`) with a user the fake knows ([`FakeDiscord::add_user`]), the same
+//! one every time, else 400 (`Invalid Recipient(s)`, 50033). A message posted with a `nonce` and
+//! `enforce_nonce: true` that one of the bot's carried within [`NONCE_WINDOW`] is not posted
+//! again: the first message is answered.
 //!
 //! What it must not do: be used by a bot. It checks no tokens and no rate limits and keeps
 //! everything in memory.
@@ -110,6 +118,12 @@ struct Inner {
     started: Mutex<std::collections::HashSet<String>>,
     /// The bot's message nonces (with `enforce_nonce`): nonce → (message id, when).
     nonces: Mutex<HashMap<String, (String, Instant)>>,
+    /// Channel objects by id (`GET /channels/{id}`): text channels, threads, DM channels.
+    channels: Mutex<HashMap<String, Value>>,
+    /// The users the bot can open a DM with, by id.
+    users: Mutex<HashMap<String, Value>>,
+    /// The DM channel of each user (one each, as Discord keeps it).
+    dms: Mutex<HashMap<String, String>>,
     /// Injected faults on the write endpoints.
     faults: Mutex<Option<Arc<FaultPlan>>>,
     /// How long a [`Fault::Timeout`] holds its request (`None`: [`DEFAULT_FAULT_HOLD`]).
@@ -136,6 +150,43 @@ pub struct FakeDiscord {
 /// A Discord user object.
 pub fn user(id: u64, name: &str, bot: bool) -> Value {
     json!({"id": id.to_string(), "username": name, "global_name": name, "discriminator": "0", "avatar": null, "bot": bot})
+}
+
+/// A guild text channel object (type 0) as `GET /channels/{id}` returns it.
+pub fn text_channel(id: u64, guild: u64, name: &str) -> Value {
+    json!({
+        "id": id.to_string(), "type": 0, "guild_id": guild.to_string(), "name": name,
+        "position": 0, "flags": 0, "parent_id": null, "topic": null, "last_message_id": null,
+        "permission_overwrites": [], "rate_limit_per_user": 0, "nsfw": false
+    })
+}
+
+/// A public thread channel object (type 11) in `parent`, started by `owner`, as Discord returns
+/// it when starting a thread and from `GET /channels/{id}`.
+pub fn thread_channel(id: &str, guild: u64, parent: &str, owner: u64, name: &Value) -> Value {
+    json!({
+        "id": id,
+        "type": 11,
+        "guild_id": guild.to_string(),
+        "parent_id": parent,
+        "owner_id": owner.to_string(),
+        "name": name,
+        "last_message_id": null,
+        "rate_limit_per_user": 0,
+        "message_count": 0,
+        "member_count": 1,
+        "thread_metadata": {"archived": false, "auto_archive_duration": 1440, "archive_timestamp": "2026-01-01T00:00:00.000000+00:00", "locked": false},
+        "flags": 0
+    })
+}
+
+/// A DM channel object (type 1) with `recipient` (a user object), as `POST /users/@me/channels`
+/// and `GET /channels/{id}` return it.
+pub fn dm_channel(id: &str, recipient: &Value) -> Value {
+    json!({
+        "id": id, "type": 1, "last_message_id": null, "flags": 0, "name": null,
+        "recipients": [recipient]
+    })
 }
 
 /// A message object (`MESSAGE_CREATE`'s `d`, and what the HTTP API returns). `guild` `None`: a DM.
@@ -895,11 +946,22 @@ async fn start_thread(
     let parsed = parse_body(&body);
     let name = chars(&parsed["name"]);
     let in_thread = inner.threads.lock().unwrap().contains(&channel);
+    let in_dm = inner
+        .channels
+        .lock()
+        .unwrap()
+        .get(&channel)
+        .is_some_and(|c| c["type"] == 1);
     let started = inner.started.lock().unwrap().contains(&message);
     let reply = if started {
         (
             StatusCode::BAD_REQUEST,
             json!({"message": "A thread has already been created for this message", "code": 160004}),
+        )
+    } else if in_dm {
+        (
+            StatusCode::BAD_REQUEST,
+            json!({"message": "Cannot execute action on a DM channel", "code": 50003}),
         )
     } else if in_thread {
         (
@@ -909,26 +971,68 @@ async fn start_thread(
     } else if name == 0 || name > limits::THREAD_NAME {
         invalid_form("name: 1 to 100 characters")
     } else {
-        // A thread started from a message has the message's id.
+        // A thread started from a message has the message's id; it is a channel from now on.
         let id = message.clone();
         inner.started.lock().unwrap().insert(message.clone());
-        (
-            StatusCode::CREATED,
-            json!({
-                "id": id,
-                "type": 11,
-                "guild_id": "100000000000000001",
-                "parent_id": channel,
-                "owner_id": inner.bot_id.to_string(),
-                "name": parsed["name"],
-                "last_message_id": null,
-                "rate_limit_per_user": 0,
-                "message_count": 0,
-                "member_count": 1,
-                "thread_metadata": {"archived": false, "auto_archive_duration": 1440, "archive_timestamp": "2026-01-01T00:00:00.000000+00:00", "locked": false},
-                "flags": 0
-            }),
-        )
+        let thread = thread_channel(&id, GUILD, &channel, inner.bot_id, &parsed["name"]);
+        inner.threads.lock().unwrap().insert(id.clone());
+        inner
+            .channels
+            .lock()
+            .unwrap()
+            .insert(id.clone(), thread.clone());
+        (StatusCode::CREATED, thread)
+    };
+    respond(&inner, &method, &uri, &body, reply)
+}
+
+/// `GET /channels/{id}`: the channel object, or 404 `Unknown Channel` (10003).
+async fn get_channel(
+    State(inner): State<Arc<Inner>>,
+    Path(channel): Path<String>,
+    method: Method,
+    uri: Uri,
+) -> Response {
+    let reply = match inner.channels.lock().unwrap().get(&channel) {
+        Some(c) => (StatusCode::OK, c.clone()),
+        None => (
+            StatusCode::NOT_FOUND,
+            json!({"message": "Unknown Channel", "code": 10003}),
+        ),
+    };
+    respond(&inner, &method, &uri, "", reply)
+}
+
+/// `POST /users/@me/channels` (`{"recipient_id": …}`): the DM channel with a user the fake knows
+/// ([`FakeDiscord::add_user`]) — the same one every time —, else 400 `Invalid Recipient(s)`
+/// (50033).
+async fn create_dm(
+    State(inner): State<Arc<Inner>>,
+    method: Method,
+    uri: Uri,
+    body: String,
+) -> Response {
+    let parsed = parse_body(&body);
+    let recipient = parsed["recipient_id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let user = inner.users.lock().unwrap().get(&recipient).cloned();
+    let reply = match user {
+        None => (
+            StatusCode::BAD_REQUEST,
+            json!({"message": "Invalid Recipient(s)", "code": 50033}),
+        ),
+        Some(user) => {
+            let mut dms = inner.dms.lock().unwrap();
+            let id = dms
+                .entry(recipient)
+                .or_insert_with(|| inner.next_id().to_string())
+                .clone();
+            let channel = dm_channel(&id, &user);
+            inner.channels.lock().unwrap().insert(id, channel.clone());
+            (StatusCode::OK, channel)
+        }
     };
     respond(&inner, &method, &uri, &body, reply)
 }
@@ -1093,6 +1197,8 @@ impl FakeDiscord {
             .route("/api/v10/gateway", get(gateway))
             .route("/api/v10/gateway/bot", get(gateway))
             .route("/api/v10/users/@me", get(current_user))
+            .route("/api/v10/users/@me/channels", post(create_dm))
+            .route("/api/v10/channels/{id}", get(get_channel))
             .route(
                 "/api/v10/channels/{id}/messages",
                 post(create_message).get(channel_messages),
@@ -1221,11 +1327,38 @@ impl FakeDiscord {
     /// Makes `channel` a thread (a thread channel somebody else started): starting a thread on
     /// one of its messages is refused (400, code 50024), as Discord refuses it.
     pub fn mark_thread(&self, channel: u64) {
+        let id = channel.to_string();
+        self.inner.threads.lock().unwrap().insert(id.clone());
+        let thread = thread_channel(&id, GUILD, "700000000000000007", 1, &json!("a thread"));
+        self.inner.channels.lock().unwrap().insert(id, thread);
+    }
+
+    /// A new guild text channel (type 0) in `guild`, known to `GET /channels/{id}`: its id.
+    pub fn add_text_channel(&self, guild: u64) -> u64 {
+        let id = self.new_id();
         self.inner
-            .threads
+            .channels
             .lock()
             .unwrap()
-            .insert(channel.to_string());
+            .insert(id.to_string(), text_channel(id, guild, "general"));
+        id
+    }
+
+    /// Makes the user object `user` someone the bot can open a DM channel with
+    /// (`POST /users/@me/channels`).
+    pub fn add_user(&self, user: &Value) {
+        let id = user["id"].as_str().unwrap_or_default().to_owned();
+        self.inner.users.lock().unwrap().insert(id, user.clone());
+    }
+
+    /// The DM channel opened with the user `user_id` (`None`: none was opened).
+    pub fn dm_of(&self, user_id: &str) -> Option<u64> {
+        self.inner
+            .dms
+            .lock()
+            .unwrap()
+            .get(user_id)
+            .and_then(|id| id.parse().ok())
     }
 
     /// The messages of `channel` now (the bot's and people's), oldest first.

@@ -6,6 +6,12 @@
 //! its piece key ([`delivery_nonce`]) and `enforce_nonce: true`, so Discord creates it once
 //! however often a retry posts it again (within Discord's few minutes of nonce memory).
 //!
+//! Asks ([`ChannelOutbox::ask_thread`]): to a thread (or a DM channel) as it is; to a text or
+//! announcement channel, the ask's text is posted there (`nonce` from the ask's key,
+//! `enforce_nonce`) and a public thread is started on it, whose id is the message's; to a person,
+//! in the DM channel Discord opens with them (`POST /users/@me/channels`, the same channel each
+//! time). What a channel id is comes from `GET /channels/{id}`.
+//!
 //! Streamed replies are an [`EditStream`] over [`DiscordDrafts`]: the first text is posted
 //! (create message), then the message is edited (`PATCH`) as the model writes, at most once per
 //! `stream_interval`, with a Stop button (`custom_id` [`STOP_CUSTOM_ID`]) until the final state,
@@ -16,17 +22,18 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use frogbot_core::agent::{
-    ChannelOutbox, Delivery, DraftMessages, EditStream, ReplyStream, ShownAcks,
+    AskPlace, ChannelOutbox, Delivery, DraftMessages, EditStream, ReplyStream, ShownAcks,
 };
 
 use frogbot_model::{Ack, BoxError, Thread, ThreadMessage, ThreadMessageMetadata, UiMessage};
 use serenity::all::ButtonStyle;
-use serenity::builder::{CreateActionRow, CreateButton, EditMessage};
+use serenity::builder::{CreateActionRow, CreateButton, CreateThread, EditMessage};
+use serenity::model::channel::ChannelType;
 use serenity::model::id::{ChannelId, MessageId};
 
 use crate::client::DiscordApi;
 use crate::format;
-use crate::ids::{channel_id, delivery_nonce, message_id as message_id_of};
+use crate::ids::{ask_nonce, channel_id, delivery_nonce, message_id as message_id_of, user_id};
 use crate::render::MESSAGE_LIMIT;
 
 /// The `custom_id` of the Stop button on a streamed reply.
@@ -91,6 +98,25 @@ impl<A: DiscordApi> DraftMessages for DiscordDrafts<A> {
     }
 }
 
+/// Discord's code for "A thread has already been created for this message".
+const THREAD_EXISTS: isize = 160_004;
+
+/// The most characters of a thread name.
+const THREAD_NAME_LIMIT: usize = 100;
+
+/// The name of the thread an ask starts: the first line of its text that has words, without
+/// Markdown's emphasis and heading marks, cut to Discord's 100 characters (`FrogBot ask` when
+/// there is none).
+pub fn ask_thread_name(text: &str) -> String {
+    let marks: &[char] = &['*', '_', '#', '>', '`', '~', '|'];
+    let line = text
+        .lines()
+        .map(|l| l.trim().trim_matches(marks).trim())
+        .find(|l| !l.is_empty())
+        .unwrap_or("FrogBot ask");
+    frogbot_model::text::truncate(line, THREAD_NAME_LIMIT)
+}
+
 /// Posts the agent's replies, split at Discord's 2,000 characters (nothing for an empty reply).
 pub struct DiscordOutbox<A: DiscordApi> {
     api: Arc<A>,
@@ -108,6 +134,36 @@ impl<A: DiscordApi> DiscordOutbox<A> {
     }
 }
 
+impl<A: DiscordApi> DiscordOutbox<A> {
+    /// Posts `text` in the text channel `channel` (once per `key`: its nonce, `enforce_nonce`)
+    /// and starts a public thread on it; the thread's id (the message's). When the message has
+    /// its thread already (an earlier attempt started it, `160004`), that thread.
+    async fn start_ask_thread(
+        &self,
+        channel: ChannelId,
+        text: &str,
+        key: &str,
+    ) -> Result<String, BoxError> {
+        let root = format::messages(text, MESSAGE_LIMIT)
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| ask_thread_name(text));
+        let message = format::reply_message(root)
+            .nonce(serenity::model::channel::Nonce::String(ask_nonce(key)))
+            .enforce_nonce(true);
+        let posted = self.api.send_message(channel, &message).await?;
+        let thread = CreateThread::new(ask_thread_name(text));
+        match self.api.create_thread(channel, posted.id, &thread).await {
+            Ok(thread) => Ok(thread.to_string()),
+            Err(e) if e.discord_code() == Some(THREAD_EXISTS) => {
+                tracing::info!(message = %posted.id, "discord: the ask's thread was started by an earlier attempt");
+                Ok(posted.id.to_string())
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
 impl<A: DiscordApi> std::fmt::Debug for DiscordOutbox<A> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DiscordOutbox").finish_non_exhaustive()
@@ -116,6 +172,60 @@ impl<A: DiscordApi> std::fmt::Debug for DiscordOutbox<A> {
 
 #[async_trait]
 impl<A: DiscordApi> ChannelOutbox for DiscordOutbox<A> {
+    /// An ask to a thread (types 10, 11, 12) or a DM channel (1) is asked there; to a text or
+    /// announcement channel (0, 5), `text` is posted there (idempotent on `key`: its nonce, with
+    /// `enforce_nonce`) and the ask goes to the public thread started on it (its id is the
+    /// message's; a retry finds it: `160004`); to a person (a user id), in their DM channel with
+    /// the bot, where nothing is posted first (the ask's own message opens it). Any other channel,
+    /// an id that is no snowflake, a channel or user Discord does not know: an error, nothing
+    /// posted.
+    async fn ask_thread(
+        &self,
+        place: AskPlace<'_>,
+        text: &str,
+        key: &str,
+    ) -> Result<String, BoxError> {
+        match place {
+            AskPlace::Thread(id) => {
+                let channel = channel_id(id).map_err(|_| {
+                    format!("a Discord channel or thread id is a number (a snowflake), not {id:?}")
+                })?;
+                let kind = self
+                    .api
+                    .channel_kind(channel)
+                    .await
+                    .map_err(|e| format!("the Discord channel {id} cannot be read: {e}"))?;
+                match kind {
+                    ChannelType::PublicThread
+                    | ChannelType::PrivateThread
+                    | ChannelType::NewsThread
+                    | ChannelType::Private => Ok(id.to_owned()),
+                    ChannelType::Text | ChannelType::News => {
+                        self.start_ask_thread(channel, text, key).await
+                    }
+                    other => Err(format!(
+                        "the Discord channel {id} is a channel of type {} ({}): asks go to a text or \
+                         announcement channel, a thread or a DM",
+                        u8::from(other),
+                        other.name()
+                    )
+                    .into()),
+                }
+            }
+            AskPlace::User(u) => {
+                let user = user_id(u).map_err(|_| {
+                    format!("a Discord user id is a number (a snowflake), not {u:?}")
+                })?;
+                let dm = self
+                    .api
+                    .dm_channel(user)
+                    .await
+                    .map_err(|e| format!("no DM channel with the Discord user {u}: {e}"))?;
+                Ok(dm.to_string())
+            }
+        }
+    }
+
     async fn post_reply(&self, thread: &Thread, reply: &UiMessage) -> Result<(), BoxError> {
         let channel = channel_id(&thread.id)?;
         for piece in format::messages(&reply.text(), MESSAGE_LIMIT) {
