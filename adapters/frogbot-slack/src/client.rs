@@ -37,6 +37,35 @@ pub trait SlackApi: Send + Sync {
         key: &str,
     ) -> Result<String, Error>;
 
+    /// `chat.postMessage` of a plain text message at the top of `channel` (it starts a thread),
+    /// carrying the message metadata `{"event_type": event_type, "event_payload": {"key": key}}`
+    /// (how a retried ask finds the root an earlier attempt posted, [`SlackApi::find_keyed_root`]);
+    /// returns the new message's `ts`.
+    async fn post_root_keyed(
+        &self,
+        channel: &str,
+        text: &str,
+        event_type: &str,
+        key: &str,
+    ) -> Result<String, Error>;
+
+    /// `conversations.history` of `channel` with `include_all_metadata=true`, one page: at most
+    /// `limit` top-level messages posted after `oldest` (a `ts`), newest first. The `ts` of the
+    /// newest one whose metadata is `{"event_type": event_type, "event_payload": {"key": key}}`
+    /// (see [`SlackApi::post_root_keyed`]), if any.
+    async fn find_keyed_root(
+        &self,
+        channel: &str,
+        event_type: &str,
+        key: &str,
+        oldest: &str,
+        limit: u16,
+    ) -> Result<Option<String>, Error>;
+
+    /// `conversations.open` with `users=user`: the direct message conversation with `user`
+    /// (`D…`), opened if it was not (Slack answers with the same one every time).
+    async fn open_dm(&self, user: &str) -> Result<String, Error>;
+
     /// `conversations.replies` with `include_all_metadata=true`, every page: the keys of the
     /// thread's messages whose metadata has `event_type` (see [`SlackApi::post_keyed`]).
     async fn thread_keys(
@@ -159,7 +188,7 @@ impl HistoryMessage {
 /// may have been carried out (a timeout, a reset after sending) and repeating it is not
 /// harmless (`chat.postMessage`, `chat.postEphemeral`, `views.open`, `chat.startStream`,
 /// `chat.appendStream`). Calls whose repetition is harmless (`chat.update`, reactions,
-/// `chat.stopStream`, statuses, reads) are retried on any such failure.
+/// `chat.stopStream`, statuses, `conversations.open`, reads) are retried on any such failure.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RetryPolicy {
     /// Calls in all (1: no retry).
@@ -183,6 +212,9 @@ pub const DEFAULT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(
 
 /// The message metadata `event_type` of a reply's pieces ([`SlackApi::post_keyed`]).
 pub const DELIVERY_EVENT_TYPE: &str = "frogbot_delivery";
+
+/// The message metadata `event_type` of an ask's first message ([`SlackApi::post_root_keyed`]).
+pub const ASK_EVENT_TYPE: &str = "frogbot_ask";
 
 /// The most pages of a thread [`SlackApi::thread_keys`] reads (1,000 messages each).
 const MAX_REPLY_PAGES: usize = 20;
@@ -283,6 +315,35 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackWebApi<C> {
             tracing::debug!(method, attempt, ?wait, error = %err, "Slack call failed; retrying");
             tokio::time::sleep(wait).await;
         }
+    }
+
+    /// `chat.postMessage` of a plain text message (in the thread `thread_ts`, else at the top of
+    /// the channel) with the metadata `{"event_type": event_type, "event_payload": {"key": key}}`.
+    async fn post_with_metadata(
+        &self,
+        channel: &str,
+        thread_ts: Option<&str>,
+        text: &str,
+        event_type: &str,
+        key: &str,
+    ) -> Result<String, Error> {
+        let session = self.client.open_session(&self.token);
+        let metadata = SlackMessageMetadata::new(event_type.to_string()).with_event_payload(
+            std::collections::HashMap::from([("key".to_string(), key.to_string())]),
+        );
+        let mut req = SlackApiChatPostMessageRequest::new(
+            SlackChannelId(channel.to_string()),
+            content(Vec::new(), text).with_metadata(metadata),
+        );
+        if let Some(t) = thread_ts {
+            req = req.with_thread_ts(SlackTs(t.to_string()));
+        }
+        let res = self
+            .run("chat.postMessage", false, || {
+                session.chat_post_message(&req)
+            })
+            .await?;
+        Ok(res.ts.0)
     }
 
     /// Who the bot is (`auth.test`): what [`crate::convert::is_own_message`] and mention
@@ -406,6 +467,34 @@ struct MetadataMessage {
     metadata: Option<serde_json::Value>,
 }
 
+/// One page of `conversations.history` as far as [`SlackApi::find_keyed_root`] reads it.
+#[derive(serde::Deserialize)]
+struct HistoryPage {
+    #[serde(default)]
+    messages: Vec<HistoryRoot>,
+}
+
+#[derive(serde::Deserialize)]
+struct HistoryRoot {
+    #[serde(default)]
+    ts: String,
+    #[serde(default)]
+    thread_ts: Option<String>,
+    #[serde(default)]
+    metadata: Option<serde_json::Value>,
+}
+
+/// `conversations.open`'s answer as far as [`SlackApi::open_dm`] reads it.
+#[derive(serde::Deserialize)]
+struct OpenedConversation {
+    channel: OpenedChannel,
+}
+
+#[derive(serde::Deserialize)]
+struct OpenedChannel {
+    id: String,
+}
+
 #[derive(serde::Deserialize)]
 struct NextCursor {
     #[serde(default)]
@@ -458,21 +547,68 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackApi for SlackWebApi<C> {
         event_type: &str,
         key: &str,
     ) -> Result<String, Error> {
+        self.post_with_metadata(channel, Some(thread_ts), text, event_type, key)
+            .await
+    }
+
+    async fn post_root_keyed(
+        &self,
+        channel: &str,
+        text: &str,
+        event_type: &str,
+        key: &str,
+    ) -> Result<String, Error> {
+        self.post_with_metadata(channel, None, text, event_type, key)
+            .await
+    }
+
+    async fn find_keyed_root(
+        &self,
+        channel: &str,
+        event_type: &str,
+        key: &str,
+        oldest: &str,
+        limit: u16,
+    ) -> Result<Option<String>, Error> {
         let session = self.client.open_session(&self.token);
-        let metadata = SlackMessageMetadata::new(event_type.to_string()).with_event_payload(
-            std::collections::HashMap::from([("key".to_string(), key.to_string())]),
-        );
-        let req = SlackApiChatPostMessageRequest::new(
-            SlackChannelId(channel.to_string()),
-            content(Vec::new(), text).with_metadata(metadata),
-        )
-        .with_thread_ts(SlackTs(thread_ts.to_string()));
-        let res = self
-            .run("chat.postMessage", false, || {
-                session.chat_post_message(&req)
+        let params: Vec<(&str, Option<String>)> = vec![
+            ("channel", Some(channel.to_string())),
+            ("include_all_metadata", Some("true".to_string())),
+            ("oldest", Some(oldest.to_string())),
+            ("limit", Some(limit.to_string())),
+        ];
+        let page: HistoryPage = self
+            .run("conversations.history", true, || {
+                session
+                    .http_session_api
+                    .http_get("conversations.history", &params, None)
             })
             .await?;
-        Ok(res.ts.0)
+        Ok(page
+            .messages
+            .into_iter()
+            .filter(|m| m.thread_ts.as_deref().is_none_or(|t| t == m.ts))
+            .find(|m| {
+                m.metadata
+                    .as_ref()
+                    .and_then(|meta| metadata_key(meta, event_type))
+                    .is_some_and(|k| k == key)
+            })
+            .map(|m| m.ts))
+    }
+
+    async fn open_dm(&self, user: &str) -> Result<String, Error> {
+        let session = self.client.open_session(&self.token);
+        // `users` as Slack documents it: a comma-separated string (one user: a 1:1 DM).
+        let req = serde_json::json!({ "users": user });
+        let res: OpenedConversation = self
+            .run("conversations.open", true, || {
+                session
+                    .http_session_api
+                    .http_post("conversations.open", &req, None)
+            })
+            .await?;
+        Ok(res.channel.id)
     }
 
     async fn thread_keys(
@@ -724,6 +860,29 @@ pub enum SlackCall {
         /// The metadata's `event_payload.key`.
         key: String,
     },
+    /// `chat.postMessage` of an ask's first message with its metadata key.
+    PostRootKeyed {
+        /// The conversation.
+        channel: String,
+        /// The text.
+        text: String,
+        /// The metadata's `event_type`.
+        event_type: String,
+        /// The metadata's `event_payload.key`.
+        key: String,
+    },
+    /// `conversations.history` with `include_all_metadata`.
+    FindKeyedRoot {
+        /// The conversation.
+        channel: String,
+        /// The key looked for.
+        key: String,
+    },
+    /// `conversations.open`.
+    OpenDm {
+        /// The user.
+        user: String,
+    },
     /// `conversations.replies` with `include_all_metadata`.
     ThreadKeys {
         /// The conversation.
@@ -885,6 +1044,60 @@ impl SlackApi for RecordingSlack {
             key: key.into(),
         });
         Ok(format!("1700000100.{n:06}"))
+    }
+
+    async fn post_root_keyed(
+        &self,
+        channel: &str,
+        text: &str,
+        event_type: &str,
+        key: &str,
+    ) -> Result<String, Error> {
+        let n = self.record(SlackCall::PostRootKeyed {
+            channel: channel.into(),
+            text: text.into(),
+            event_type: event_type.into(),
+            key: key.into(),
+        });
+        Ok(format!("1700000100.{n:06}"))
+    }
+
+    /// The `ts` of the last root recorded in that channel with that `event_type` and `key`.
+    async fn find_keyed_root(
+        &self,
+        channel: &str,
+        event_type: &str,
+        key: &str,
+        _oldest: &str,
+        _limit: u16,
+    ) -> Result<Option<String>, Error> {
+        let found = self
+            .calls()
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| match c {
+                SlackCall::PostRootKeyed {
+                    channel: c,
+                    event_type: e,
+                    key: k,
+                    ..
+                } if c == channel && e == event_type && k == key => {
+                    Some(format!("1700000100.{:06}", i + 1))
+                }
+                _ => None,
+            })
+            .next_back();
+        self.record(SlackCall::FindKeyedRoot {
+            channel: channel.into(),
+            key: key.into(),
+        });
+        Ok(found)
+    }
+
+    /// `D` and the user id without its first letter.
+    async fn open_dm(&self, user: &str) -> Result<String, Error> {
+        self.record(SlackCall::OpenDm { user: user.into() });
+        Ok(format!("D{}", user.get(1..).unwrap_or_default()))
     }
 
     /// The keys of the pieces recorded in that thread with that `event_type`.

@@ -142,6 +142,37 @@ pub fn split_id(id: &str) -> Result<(&str, &str), Error> {
     }
 }
 
+/// Whether `id` looks like a Slack id with one of the `prefixes`: the prefix letter, then
+/// upper-case letters and digits (`U0123ABCD`), at most 32 characters in all.
+fn slack_id(id: &str, prefixes: &[char]) -> bool {
+    let mut chars = id.chars();
+    chars.next().is_some_and(|c| prefixes.contains(&c))
+        && (3..=32).contains(&id.len())
+        && chars.all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
+}
+
+/// Checks that `user` is a Slack user id (`U…`, or `W…` in an Enterprise Grid).
+pub fn check_user_id(user: &str) -> Result<(), Error> {
+    if slack_id(user, &['U', 'W']) {
+        Ok(())
+    } else {
+        Err(Error::BadTarget(format!(
+            "not a Slack user id: {user:?} (a user id is U… or W…, e.g. U0123ABCD)"
+        )))
+    }
+}
+
+/// Checks that `channel` is a Slack conversation id (`C…`, `G…` or `D…`; not a `#name`).
+pub fn check_channel_id(channel: &str) -> Result<(), Error> {
+    if slack_id(channel, &['C', 'G', 'D']) {
+        Ok(())
+    } else {
+        Err(Error::BadTarget(format!(
+            "not a Slack channel id: {channel:?} (a channel id is C…, G… or D…, e.g. C0123ABCD)"
+        )))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -151,6 +182,26 @@ mod tests {
         assert_eq!(message_id("C1", "1.2"), "C1:1.2");
         assert_eq!(split_id("C1:17.5").unwrap(), ("C1", "17.5"));
         assert!(split_id("nocolon").is_err());
+        for ok in ["U0123ABCD", "W0123ABCD", "U1A"] {
+            check_user_id(ok).unwrap();
+        }
+        for bad in [
+            "",
+            "U",
+            "u0123abcd",
+            "C0123ABCD",
+            "@ana",
+            "U01 23",
+            "U0123:AB",
+        ] {
+            assert!(check_user_id(bad).is_err(), "{bad}");
+        }
+        for ok in ["C0123ABCD", "G0123ABCD", "D0123ABCD"] {
+            check_channel_id(ok).unwrap();
+        }
+        for bad in ["", "#general", "general", "U0123ABCD", "C0123abcd"] {
+            assert!(check_channel_id(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

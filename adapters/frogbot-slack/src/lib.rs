@@ -86,6 +86,9 @@ pub enum Error {
     /// An id FrogBot handed in is not one this adapter made (`channel:ts`).
     #[error("not a Slack id: {0:?}")]
     BadId(String),
+    /// An ask's target is not a Slack user or channel id (the reason, one line).
+    #[error("{0}")]
+    BadTarget(String),
     /// A question set does not fit Slack's limits.
     #[error("question does not fit Slack's limits: {0}")]
     TooLarge(String),

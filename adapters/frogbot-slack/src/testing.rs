@@ -4,7 +4,10 @@
 //! - **Web API** (`POST|GET /api/{method}`; point slack-morphism at [`FakeSlack::api_url`], e.g.
 //!   with [`Config::with_api_url`](crate::channel::Config::with_api_url)): `auth.test`,
 //!   `apps.connections.open`, `chat.postMessage`, `chat.update`, `chat.postEphemeral`,
-//!   `views.open`, `conversations.replies`. Every call is recorded ([`FakeSlack::calls`]); the
+//!   `views.open`, `conversations.replies`, `conversations.history` (top-level messages, newest
+//!   first, `oldest` / `latest` / `limit` / `cursor`, message metadata with
+//!   `include_all_metadata`), `conversations.open` (`users`: one user's DM, the same `D…` every
+//!   time). Every call is recorded ([`FakeSlack::calls`]); the
 //!   messages are kept as Slack keeps them (a `chat.update` replaces the blocks), so a test reads
 //!   what a person would see ([`FakeSlack::message`]). Slack's documented limits are enforced: a
 //!   call that breaks one (more than 50 blocks, a section text over 3,000 characters, a button
@@ -275,6 +278,8 @@ struct Store {
     holds: HashMap<String, Arc<tokio::sync::Semaphore>>,
     /// The modals `views.open` opened, as Slack answered them (with `id`, `hash`, `state`).
     views: Vec<Value>,
+    /// The direct message conversations `conversations.open` opened: user → `D…`.
+    dms: HashMap<String, String>,
 }
 
 /// The Web API methods that change something: the ones faults are injected into.
@@ -500,6 +505,21 @@ impl FakeSlack {
         lock(&self.shared)
             .names
             .insert(user.to_owned(), name.to_owned());
+    }
+
+    /// The direct message conversation (`D…`) `conversations.open` opened with `user`, if any.
+    pub fn dm_channel(&self, user: &str) -> Option<String> {
+        lock(&self.shared).dms.get(user).cloned()
+    }
+
+    /// The top-level messages of `channel` (thread roots and messages outside threads), in order.
+    pub fn channel_messages(&self, channel: &str) -> Vec<Message> {
+        lock(&self.shared)
+            .messages
+            .iter()
+            .filter(|m| m.channel == channel && m.thread_ts.as_ref().is_none_or(|t| *t == m.ts))
+            .cloned()
+            .collect()
     }
 
     /// The assistant thread statuses set so far: `(channel, thread_ts, status)`.
@@ -1197,6 +1217,8 @@ fn api_answer(
         "reactions.add" => reaction(shared, &body, true),
         "reactions.remove" => reaction(shared, &body, false),
         "conversations.replies" => replies(shared, &body),
+        "conversations.history" => history(shared, &body),
+        "conversations.open" => open_conversation(shared, &body),
         "chat.startStream" => start_stream(shared, &body),
         "chat.appendStream" => append_stream(shared, &body),
         "chat.stopStream" => stop_stream(shared, &body),
@@ -1746,6 +1768,125 @@ fn replies(shared: &Shared, body: &Value) -> Value {
     };
     json!({"ok": true, "messages": messages, "has_more": has_more,
            "response_metadata": {"next_cursor": next}})
+}
+
+/// `conversations.history`: the channel's top-level messages (a thread's replies are not in it),
+/// newest first, within `oldest` / `latest` (exclusive unless `inclusive`), `limit` a page
+/// (default 100, at most 999), `cursor` as `response_metadata.next_cursor` gave it; metadata
+/// only with `include_all_metadata`.
+fn history(shared: &Shared, body: &Value) -> Value {
+    let Some(channel) = str_of(body, "channel") else {
+        return error("channel_not_found");
+    };
+    let truthy = |key: &str| {
+        matches!(body.get(key), Some(Value::Bool(true)))
+            || str_of(body, key).is_some_and(|v| v == "true" || v == "1")
+    };
+    let inclusive = truthy("inclusive");
+    let oldest = str_of(body, "oldest").map(ts_key);
+    let latest = str_of(body, "latest").map(ts_key);
+    let limit = body
+        .get("limit")
+        .and_then(|v| {
+            v.as_u64()
+                .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+        })
+        .unwrap_or(100)
+        .clamp(1, 999) as usize;
+    let store = lock(shared);
+    let mut within: Vec<&Message> = store
+        .messages
+        .iter()
+        .filter(|m| m.channel == channel && m.thread_ts.as_ref().is_none_or(|t| *t == m.ts))
+        .filter(|m| {
+            let k = ts_key(&m.ts);
+            let after = oldest.is_none_or(|o| if inclusive { k >= o } else { k > o });
+            let before = latest.is_none_or(|l| if inclusive { k <= l } else { k < l });
+            after && before
+        })
+        .collect();
+    within.sort_by_key(|m| std::cmp::Reverse(ts_key(&m.ts)));
+    let offset = str_of(body, "cursor")
+        .and_then(|c| c.strip_prefix("off:"))
+        .and_then(|n| n.parse::<usize>().ok())
+        .unwrap_or(0);
+    let has_more = within.len() > offset + limit;
+    let all_metadata = truthy("include_all_metadata");
+    let messages: Vec<Value> = within
+        .iter()
+        .skip(offset)
+        .take(limit)
+        .map(|m| {
+            let mut v = if all_metadata {
+                m.json_with_metadata()
+            } else {
+                m.json()
+            };
+            if let Some(t) = &m.thread_ts {
+                // A thread's root, as Slack shows it in the channel.
+                let replies = store
+                    .messages
+                    .iter()
+                    .filter(|r| {
+                        r.channel == m.channel && r.thread_ts.as_ref() == Some(t) && r.ts != *t
+                    })
+                    .count();
+                v["reply_count"] = json!(replies);
+            }
+            v
+        })
+        .collect();
+    let next = if has_more {
+        format!("off:{}", offset + limit)
+    } else {
+        String::new()
+    };
+    json!({"ok": true, "messages": messages, "has_more": has_more, "pin_count": 0,
+           "channel_actions_ts": null, "channel_actions_count": 0,
+           "response_metadata": {"next_cursor": next}})
+}
+
+/// `conversations.open` with `users` (a comma-separated string, as Slack documents it, or a
+/// JSON array): one user's direct message conversation, opened once and the same `D…` after
+/// (`"no_op": true, "already_open": true`). A user that is not a user id (`U…` / `W…`) is
+/// `user_not_found`; several users (a group DM) are not served by the fake.
+fn open_conversation(shared: &Shared, body: &Value) -> Value {
+    let users: Vec<String> = match body.get("users") {
+        Some(Value::String(s)) => s
+            .split(',')
+            .map(str::trim)
+            .filter(|u| !u.is_empty())
+            .map(str::to_owned)
+            .collect(),
+        Some(Value::Array(a)) => a
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_owned)
+            .collect(),
+        _ => Vec::new(),
+    };
+    let [user] = users.as_slice() else {
+        return error(if users.is_empty() {
+            "users_list_not_supplied"
+        } else {
+            "method_not_supported_for_channel_type"
+        });
+    };
+    let valid = user.len() > 2
+        && user.starts_with(['U', 'W'])
+        && user
+            .chars()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit());
+    if !valid {
+        return error("user_not_found");
+    }
+    let mut store = lock(shared);
+    if let Some(id) = store.dms.get(user) {
+        return json!({"ok": true, "no_op": true, "already_open": true, "channel": {"id": id}});
+    }
+    let id = format!("D{}", &user[1..]);
+    store.dms.insert(user.clone(), id.clone());
+    json!({"ok": true, "channel": {"id": id}})
 }
 
 fn ts_key(ts: &str) -> (u64, u64) {

@@ -13,6 +13,10 @@
 //! delivery reads the thread first (`conversations.replies`, `include_all_metadata=true`) and
 //! skips the pieces an earlier attempt posted. See the crate docs for the guarantee.
 //!
+//! Asks ([`ChannelOutbox::ask_thread`]): to a channel or a user's DM (`conversations.open`), the
+//! first message carries `{"event_type": "frogbot_ask", "event_payload": {"key": <the ask's
+//! key>}}`; a retry finds it in the channel's recent history (`conversations.history`).
+//!
 //! While a turn runs in an assistant thread (learned from `assistant_thread_started`), its
 //! status says "is thinking…" (`assistant.threads.setStatus`).
 
@@ -26,11 +30,19 @@ use frogbot_core::agent::{
 use frogbot_model::{Ack, BoxError, PlatformUser, Thread, ThreadMessage, UiMessage};
 use serde_json::json;
 use slack_morphism::prelude::SlackBlock;
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 use super::SlackAdapter;
-use crate::client::{DELIVERY_EVENT_TYPE, SlackApi};
-use crate::ids::{message_id, split_id};
+use crate::client::{ASK_EVENT_TYPE, DELIVERY_EVENT_TYPE, SlackApi};
+use crate::ids::{check_channel_id, check_user_id, message_id, split_id, thread_id};
+
+/// How far back [`ChannelOutbox::ask_thread`] looks for an ask's first message posted by an
+/// earlier attempt (seconds): a day.
+pub const ASK_WINDOW_SECS: i64 = 24 * 60 * 60;
+
+/// How many of a channel's newest top-level messages [`ChannelOutbox::ask_thread`] reads looking
+/// for an ask's first message (one `conversations.history` page).
+pub const ASK_HISTORY_LIMIT: u16 = 100;
 
 /// The most Markdown characters one streamed message takes: Slack's limit on `markdown_text`
 /// and on a `markdown` block.
@@ -350,37 +362,79 @@ impl AckMarks {
 
 #[async_trait]
 impl ChannelOutbox for SlackAdapter {
-    /// An ask to a thread (`C123:1700000000.000100`) is asked there; to a channel (`C123`), the
-    /// ask's text is posted in the channel and the ask goes to that message's thread.
+    /// Where an ask goes on Slack:
+    ///
+    /// - a thread (`C123:1700000000.000100`): there, nothing posted;
+    /// - a channel (`C…`, `G…`, `D…`): the ask's text is posted at the top of the channel and the
+    ///   ask goes to that message's thread (`channel:ts`);
+    /// - a user (`U…` / `W…`): their direct message conversation is opened
+    ///   (`conversations.open`, `users=U…`: Slack answers with the same `D…` every time, so a
+    ///   retry is harmless) and the ask starts a thread there as in a channel (`D…:ts`).
+    ///
+    /// The first post is idempotent on `key`: it carries the message metadata
+    /// `{"event_type": "frogbot_ask", "event_payload": {"key": key}}`, and before posting the
+    /// channel's recent history is read (`conversations.history`, `include_all_metadata=true`,
+    /// one page: the newest [`ASK_HISTORY_LIMIT`] top-level messages of the last
+    /// [`ASK_WINDOW_SECS`] seconds); a root carrying `key` there is the ask's thread, and nothing
+    /// is posted. A retry after a lost response thus finds its thread within 24 hours, unless
+    /// more than 100 messages came into the channel since. Cost: one extra `conversations.history`
+    /// call per ask to a channel or user (Tier 3 for internal and Marketplace apps; Slack limits
+    /// commercially distributed non-Marketplace apps to one call a minute and 15 messages), plus
+    /// `conversations.open` for a user. The bot needs the history scope of the conversation
+    /// (`channels:history`, `groups:history`, `im:history`), as for thread history; a history
+    /// read failing for a reason worth retrying fails the ask (retry with the same key), any other
+    /// reason is logged and the root posted without the check.
+    ///
+    /// A target that is not a Slack id (a user id not `U…`/`W…`, a `#name` for a channel) is
+    /// refused before any call; an unknown user or channel is refused by Slack
+    /// (`user_not_found`, `channel_not_found`), nothing posted.
     async fn ask_thread(
         &self,
         place: AskPlace<'_>,
         text: &str,
-        _key: &str,
+        key: &str,
     ) -> Result<String, BoxError> {
-        match place {
+        let api = self.inner.questions.api();
+        let channel = match place {
             AskPlace::Thread(thread) if thread.contains(':') => {
                 split_id(thread)?;
-                Ok(thread.to_owned())
+                return Ok(thread.to_owned());
             }
             AskPlace::Thread(channel) => {
-                let root = crate::format::messages(text, MAX_REPLY_CHARS)
-                    .into_iter()
-                    .next()
-                    .unwrap_or_default();
-                let ts = self
-                    .inner
-                    .questions
-                    .api()
-                    .post_message(channel, None, Vec::new(), &root)
-                    .await?;
-                Ok(format!("{channel}:{ts}"))
+                check_channel_id(channel)?;
+                channel.to_owned()
             }
-            AskPlace::User(_) => Err(
-                "asks to a Slack user are not served yet: give the direct message channel (D…)"
-                    .into(),
-            ),
+            AskPlace::User(user) => {
+                check_user_id(user)?;
+                api.open_dm(user).await?
+            }
+        };
+        let oldest = format!(
+            "{}.000000",
+            (frogbot_model::now_millis() / 1000 - ASK_WINDOW_SECS).max(0)
+        );
+        match api
+            .find_keyed_root(&channel, ASK_EVENT_TYPE, key, &oldest, ASK_HISTORY_LIMIT)
+            .await
+        {
+            Ok(Some(ts)) => {
+                info!(%channel, %key, "Slack ask: its first message is there already");
+                return Ok(thread_id(&channel, &ts));
+            }
+            Ok(None) => {}
+            Err(e) if e.transient().is_some() => return Err(e.into()),
+            Err(e) => {
+                warn!(%channel, error = %e, "Slack ask: the channel's history could not be read; posting without checking for an earlier attempt")
+            }
         }
+        let root = crate::format::messages(text, MAX_REPLY_CHARS)
+            .into_iter()
+            .next()
+            .unwrap_or_default();
+        let ts = api
+            .post_root_keyed(&channel, &root, ASK_EVENT_TYPE, key)
+            .await?;
+        Ok(thread_id(&channel, &ts))
     }
 
     async fn post_reply(&self, thread: &Thread, reply: &UiMessage) -> Result<(), BoxError> {

@@ -1,0 +1,260 @@
+//! Asks to a Slack user (their DM) and to a channel (a new thread), through the adapter's outbox
+//! (`ChannelOutbox::ask_thread`) against the fake Slack and slack-morphism's real client: the
+//! first message is posted once per key (message metadata, found again in
+//! `conversations.history`), a bad target is refused before anything is posted, and a click on
+//! the ask's card in the new thread reaches the ask through the adapter's HTTP routes.
+
+use std::time::Duration;
+
+use frogbot_core::agent::ask::{ASK_MODEL, AskId, AskState, ask_parts};
+use frogbot_core::agent::scripted::{ScriptedModel, reply};
+use frogbot_core::agent::{
+    Adapter, AskPlace, ChannelOutbox, Engine, ModelRequest, SendMessage, Sent, channel_chat_id,
+};
+use frogbot_core::model::{ChannelRef, Delivery, QuestionInput};
+use frogbot_model::faults::{Fault, FaultPlan};
+use frogbot_slack::PLATFORM;
+use frogbot_slack::channel::SlackAdapter;
+use frogbot_slack::testing::{FakeSlack, Signature};
+use frogbot_testkit::eventually;
+use serde_json::json;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+struct World {
+    fake: FakeSlack,
+    slack: SlackAdapter,
+    base: String,
+    engine: Engine,
+    _db: frogbot_testkit::TestDb,
+}
+
+async fn world() -> World {
+    let _ = tracing_subscriber::fmt()
+        .with_test_writer()
+        .with_env_filter("frogbot_slack=debug,frogbot_core=info")
+        .try_init();
+    let fake = FakeSlack::start().await;
+    let slack = frogbot_slack::channel::connect(fake.http_config())
+        .await
+        .unwrap();
+    let db = frogbot_testkit::sqlite_db();
+    let store = frogbot_testkit::open_store(&db.url).await;
+    let model = ScriptedModel::new(|_: &ModelRequest| reply("unused"));
+    let engine = frogbot_testkit::engine_with(store, model).with_channel(slack.channel());
+    let app = slack.routes(&engine).expect("HTTP routes");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    World {
+        fake,
+        slack,
+        base,
+        engine,
+        _db: db,
+    }
+}
+
+/// The keys (`event_payload.key`) of the `frogbot_ask` roots of `channel`.
+fn ask_keys(fake: &FakeSlack, channel: &str) -> Vec<String> {
+    fake.channel_messages(channel)
+        .iter()
+        .filter_map(|m| {
+            let meta = m.metadata.as_ref()?;
+            (meta["event_type"] == "frogbot_ask")
+                .then(|| meta["event_payload"]["key"].as_str().map(str::to_owned))
+                .flatten()
+        })
+        .collect()
+}
+
+/// An ask to a user: their DM is opened, the ask's text starts a thread there (carrying the key),
+/// the engine's ask posts its card in that thread, and the person's click on it — delivered to
+/// the adapter's interactivity route as Slack sends it — answers the ask.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ask_to_a_user_starts_a_thread_in_their_dm_and_a_click_there_answers_it() {
+    let w = world().await;
+    let text = "Deploy v1.4 to production?";
+    let thread = w
+        .slack
+        .ask_thread(AskPlace::User("U0123ABCD"), text, "msg1")
+        .await
+        .unwrap();
+
+    let dm = w.fake.dm_channel("U0123ABCD").expect("a DM opened");
+    assert!(dm.starts_with('D'), "{dm}");
+    let opened = w.fake.calls("conversations.open");
+    assert_eq!(opened.len(), 1);
+    assert_eq!(opened[0].body["users"], "U0123ABCD");
+    let roots = w.fake.channel_messages(&dm);
+    assert_eq!(roots.len(), 1, "one root in the DM");
+    assert_eq!(thread, format!("{dm}:{}", roots[0].ts));
+    assert_eq!(roots[0].text, text);
+    assert_eq!(ask_keys(&w.fake, &dm), ["msg1"]);
+    // The history was read (with metadata) before posting.
+    let read = w.fake.calls("conversations.history");
+    assert_eq!(read.len(), 1);
+    assert_eq!(read[0].body["channel"], dm.as_str());
+    assert_eq!(read[0].body["include_all_metadata"], "true");
+    assert_eq!(read[0].body["limit"], "100");
+    // The window: the last 24 hours.
+    let oldest: f64 = read[0].body["oldest"].as_str().unwrap().parse().unwrap();
+    let day_ago = (frogbot_model::now_millis() / 1000 - 24 * 3600) as f64;
+    assert!((oldest - day_ago).abs() < 60.0, "{oldest} vs {day_ago}");
+
+    // The ask, as `POST /api/asks` sends it to the thread's chat.
+    let chat = channel_chat_id(PLATFORM, &thread);
+    let input: QuestionInput = serde_json::from_value(json!({"questions": [
+        {"header": "Env", "question": "Where?", "options": [{"label": "staging"}, {"label": "prod"}]}
+    ]}))
+    .unwrap();
+    let sent = w
+        .engine
+        .send(SendMessage {
+            chat_id: chat.clone(),
+            id: Some("msg1".into()),
+            parts: ask_parts(text, &input, "msg1"),
+            author: None,
+            delivery: Delivery::Queue,
+            model: Some(ASK_MODEL.into()),
+            reasoning: None,
+            channel: Some(ChannelRef {
+                platform: PLATFORM.into(),
+                thread: thread.clone(),
+            }),
+            speaker: None,
+            context: None,
+        })
+        .await
+        .unwrap();
+    let Sent::Started(handle) = sent else {
+        panic!("the ask starts a turn")
+    };
+    let _ = handle.done.await;
+    let id = AskId {
+        chat: chat.clone(),
+        message: "msg1".into(),
+    };
+    assert_eq!(
+        w.engine.ask_status(&id).await.unwrap().unwrap().state,
+        AskState::Open
+    );
+
+    // The card is a reply in the DM thread.
+    let card = w
+        .fake
+        .thread_messages(&thread)
+        .into_iter()
+        .find(|m| m.bot && w.fake.element(&m.id(), "prod").is_some())
+        .expect("the ask's card in the DM thread");
+    assert_eq!(card.channel, dm);
+    assert_eq!(card.thread_ts.as_deref(), Some(roots[0].ts.as_str()));
+
+    // The person clicks "prod" there; Slack posts the click to the app.
+    let payload = w.fake.click("U0123ABCD", &card.id(), "prod").unwrap();
+    assert_eq!(payload["container"]["channel_id"], dm.as_str());
+    let res = w
+        .fake
+        .post_interaction(&w.base, &payload, Signature::Good, None)
+        .await;
+    assert_eq!(res.status(), 200);
+    eventually("the ask answered", WAIT, async || {
+        w.engine
+            .ask_status(&id)
+            .await
+            .unwrap()
+            .is_some_and(|s| s.state == AskState::Answered)
+    })
+    .await;
+    let status = w.engine.ask_status(&id).await.unwrap().unwrap();
+    assert_eq!(status.answers.unwrap().answers[0].selected, ["prod"]);
+    assert_eq!(w.fake.controls(&card.id()), 0, "the card is closed");
+}
+
+/// The same key twice (the second as if the first answer had been lost) gives the same thread
+/// and one root, in a channel and in a DM; another key starts another thread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repeated_key_returns_the_same_thread_with_one_root() {
+    let w = world().await;
+    for place in [AskPlace::Thread("C0OPS"), AskPlace::User("W0123ABCD")] {
+        let first = w.slack.ask_thread(place, "Ship it?", "msg2").await.unwrap();
+        let again = w.slack.ask_thread(place, "Ship it?", "msg2").await.unwrap();
+        assert_eq!(first, again, "{place:?}");
+        let channel = first.split_once(':').unwrap().0.to_owned();
+        assert_eq!(ask_keys(&w.fake, &channel), ["msg2"], "{place:?}");
+        // Another key: another thread.
+        let other = w.slack.ask_thread(place, "Ship it?", "msg3").await.unwrap();
+        assert_ne!(other, first);
+        assert_eq!(ask_keys(&w.fake, &channel), ["msg2", "msg3"], "{place:?}");
+        assert_eq!(
+            w.slack.ask_thread(place, "Ship it?", "msg2").await.unwrap(),
+            first
+        );
+    }
+    assert_eq!(w.fake.calls("chat.postMessage").len(), 4);
+    assert_eq!(w.fake.dm_channel("W0123ABCD").as_deref(), Some("D0123ABCD"));
+}
+
+/// The first post is carried out but its answer is lost (the connection drops): the ask fails,
+/// and its retry finds the root in the channel's history instead of posting a second one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_after_a_lost_answer_finds_the_root_posted() {
+    let w = world().await;
+    w.fake
+        .set_faults(FaultPlan::new(7, 1.0).only(&[Fault::ResetAfterProcessing]));
+    let lost = w
+        .slack
+        .ask_thread(AskPlace::User("U0LOST"), "Rotate the keys?", "msg4")
+        .await;
+    assert!(lost.is_err(), "{lost:?}");
+    w.fake.clear_faults();
+    let dm = w.fake.dm_channel("U0LOST").unwrap();
+    let roots = w.fake.channel_messages(&dm);
+    assert_eq!(roots.len(), 1, "the first attempt posted");
+    let thread = w
+        .slack
+        .ask_thread(AskPlace::User("U0LOST"), "Rotate the keys?", "msg4")
+        .await
+        .unwrap();
+    assert_eq!(thread, format!("{dm}:{}", roots[0].ts));
+    assert_eq!(w.fake.channel_messages(&dm).len(), 1, "no second root");
+}
+
+/// A user id that is not Slack's (`U…` / `W…`), or a channel given by name, is refused with its
+/// reason before any call; a user Slack does not know is refused by `conversations.open`.
+/// Nothing is posted either way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_target_errs_with_nothing_posted() {
+    let w = world().await;
+    let before = w.fake.count();
+    for place in [
+        AskPlace::User("@ana"),
+        AskPlace::User("u0123abcd"),
+        AskPlace::User("C0123ABCD"),
+        AskPlace::Thread("#general"),
+    ] {
+        let e = w
+            .slack
+            .ask_thread(place, "Hello?", "msg5")
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("not a Slack"), "{e}");
+        assert!(!e.contains('\n'), "one line: {e}");
+    }
+    assert_eq!(w.fake.count(), before, "no call at all");
+
+    w.fake
+        .fail_method("conversations.open", Some("user_not_found"));
+    let e = w
+        .slack
+        .ask_thread(AskPlace::User("U0GONE"), "Hello?", "msg5")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("user_not_found"), "{e}");
+    assert!(w.fake.calls("chat.postMessage").is_empty());
+    assert!(w.fake.calls("conversations.history").is_empty());
+}
