@@ -147,7 +147,7 @@ pub fn split_id(id: &str) -> Result<(&str, &str), Error> {
 fn slack_id(id: &str, prefixes: &[char]) -> bool {
     let mut chars = id.chars();
     chars.next().is_some_and(|c| prefixes.contains(&c))
-        && (3..=32).contains(&id.len())
+        && (2..=32).contains(&id.len())
         && chars.all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
 }
 
@@ -182,7 +182,7 @@ mod tests {
         assert_eq!(message_id("C1", "1.2"), "C1:1.2");
         assert_eq!(split_id("C1:17.5").unwrap(), ("C1", "17.5"));
         assert!(split_id("nocolon").is_err());
-        for ok in ["U0123ABCD", "W0123ABCD", "U1A"] {
+        for ok in ["U0123ABCD", "W0123ABCD", "U1A", "U7"] {
             check_user_id(ok).unwrap();
         }
         for bad in [

@@ -1872,7 +1872,7 @@ fn open_conversation(shared: &Shared, body: &Value) -> Value {
             "method_not_supported_for_channel_type"
         });
     };
-    let valid = user.len() > 2
+    let valid = user.len() >= 2
         && user.starts_with(['U', 'W'])
         && user
             .chars()

@@ -902,7 +902,7 @@ async fn an_ask_to_a_channel_starts_a_thread_and_a_click_answers_it() {
         "{body}"
     );
     let (status, body) = ask(
-        json!({"to": {"channel": "slack", "user": "U7"}, "text": "x",
+        json!({"to": {"channel": "slack", "user": "@ana"}, "text": "x",
         "inputs": [{"kind": "confirm"}]}),
     )
     .await;
@@ -912,6 +912,34 @@ async fn an_ask_to_a_channel_starts_a_thread_and_a_click_answers_it() {
         "{body}"
     );
     assert_eq!(env.fake.calls("chat.postMessage").len(), posts);
+    // A person: their DM with the bot, a thread started there; the same idempotency key again
+    // (a retry) finds the same ask and posts no second root.
+    let dm_ask = json!({"to": {"channel": "slack", "user": "U7"}, "text": "Ship it?",
+        "inputs": [{"kind": "confirm", "label": "Ship"}], "idempotencyKey": "ship-1"});
+    let (status, first) = ask(dm_ask.clone()).await;
+    assert_eq!(status, 201, "{first}");
+    let (status, again) = ask(dm_ask).await;
+    assert_eq!(status, 200, "{again}");
+    assert_eq!(first["id"], again["id"]);
+    let dm = env.fake.dm_channel("U7").expect("the DM opened");
+    let roots: Vec<_> = env
+        .fake
+        .calls("chat.postMessage")
+        .into_iter()
+        .filter(|c| c.body["channel"] == dm.as_str() && c.body.get("thread_ts").is_none())
+        .collect();
+    assert_eq!(roots.len(), 1, "{roots:?}");
+    let chat = frogbot_core::model::ChatId::new(first["chatId"].as_str().unwrap()).unwrap();
+    let thread = env
+        .store
+        .get_chat(&chat)
+        .await
+        .unwrap()
+        .unwrap()
+        .channel
+        .unwrap()
+        .thread;
+    assert!(thread.starts_with(&format!("{dm}:")), "{thread}");
 }
 
 /// Issue 19: 32 answers from mixed sources race on one ask in a Slack thread — button clicks of
