@@ -252,8 +252,8 @@ pub fn inputs_of(args: &AskArgs, blocks: Option<&str>) -> Result<Vec<Value>, Ask
     Ok(vec![input])
 }
 
-/// The `to` of an ask from `--to`: `web:CHAT`, `PLATFORM:@USER` (a direct message) or
-/// `PLATFORM:PLACE` (a new thread there).
+/// The `to` of an ask from `--to`: `web:CHAT`, `PLATFORM:@USER` (a direct message; Matrix's
+/// `matrix:@alice:server` keeps the user id whole) or `PLATFORM:PLACE` (a new thread there).
 pub fn target_of(to: &str) -> Result<Value, AskError> {
     let (platform, place) = to
         .split_once(':')
@@ -265,6 +265,8 @@ pub fn target_of(to: &str) -> Result<Value, AskError> {
         })?;
     Ok(match (platform, place.strip_prefix('@')) {
         ("web", _) => json!({"web": place}),
+        // A Matrix user id keeps its `@` (`matrix:@alice:example.org`).
+        ("matrix", Some(_)) => json!({"channel": "matrix", "user": place}),
         (p, Some(user)) => json!({"channel": p, "user": user}),
         (p, None) => json!({"channel": p, "thread": place}),
     })
@@ -509,6 +511,14 @@ mod tests {
         assert_eq!(
             target_of("discord:@42").unwrap(),
             json!({"channel": "discord", "user": "42"})
+        );
+        assert_eq!(
+            target_of("matrix:@alice:example.org").unwrap(),
+            json!({"channel": "matrix", "user": "@alice:example.org"})
+        );
+        assert_eq!(
+            target_of("matrix:!room:example.org").unwrap(),
+            json!({"channel": "matrix", "thread": "!room:example.org"})
         );
         assert!(target_of("slack").is_err() && target_of(":x").is_err());
         assert_eq!(exit_code(&json!({"state": "answered"})), 0);

@@ -779,11 +779,13 @@ async fn claimed_until(store: &DynStore, audit: &Audit) -> Option<i64> {
     until
 }
 
-/// The chats a delivery job in the store still owes something (every job is claimed, as if far
-/// in the future, and put back).
-async fn owing_chats(store: &DynStore) -> HashSet<String> {
-    let far = now_millis() + 365 * 24 * 3_600_000;
-    let (mut chats, mut seen) = (HashSet::new(), HashSet::new());
+/// The chats a delivery job in the store still owes something, each with its jobs as the store
+/// has them (key, attempts, due — relative to now —, last error): every
+/// job is claimed, as if far in the future, and put back.
+async fn owing_chats(store: &DynStore) -> HashMap<String, Vec<String>> {
+    let now = now_millis();
+    let far = now + 365 * 24 * 3_600_000;
+    let (mut chats, mut seen) = (HashMap::<String, Vec<String>>::new(), HashSet::new());
     while let Some(job) = store.claim_job("audit", 1_000, far).await.unwrap() {
         store.retry_job(&job, job.run_at, "audit").await.unwrap();
         if !seen.insert(job.id) {
@@ -795,7 +797,14 @@ async fn owing_chats(store: &DynStore) -> HashSet<String> {
             .and_then(|k| k.strip_prefix("deliver:"))
             .and_then(|k| k.split(':').next())
         {
-            chats.insert(chat.to_owned());
+            // What the store held before this look (its claim and error are the job's own).
+            chats.entry(chat.to_owned()).or_default().push(format!(
+                "job {:?}: attempts {}, due {:+} ms, last error {:?}",
+                job.key.as_deref().unwrap_or_default(),
+                job.attempts.saturating_sub(1),
+                job.run_at - now,
+                job.last_error,
+            ));
         }
     }
     chats
@@ -929,10 +938,19 @@ async fn crash_during_delivery_on(db: TestDb, strict: Strict) {
                     .strip_prefix("telegram ")
                     .and_then(|l| l.split(':').next())
                     .unwrap_or_default();
-                owing.contains(channel_chat_id("telegram", chat).as_str())
+                owing.contains_key(channel_chat_id("telegram", chat).as_str())
             });
         *list = lost;
         audit.delayed.extend(delayed);
+    }
+    for line in &audit.delayed {
+        let chat = line
+            .strip_prefix("telegram ")
+            .and_then(|l| l.split(':').next())
+            .unwrap_or_default();
+        if let Some(jobs) = owing.get(channel_chat_id("telegram", chat).as_str()) {
+            println!("  telegram {chat}'s delivery jobs: {jobs:?}");
+        }
     }
     let log = std::fs::read_to_string(&serve.log).unwrap_or_default();
     let kept = std::env::temp_dir().join(format!("frogbot-crash-{backend}-{seed}.log"));
@@ -942,7 +960,9 @@ async fn crash_during_delivery_on(db: TestDb, strict: Strict) {
         prompts: true,
         order: true,
     };
-    if !audit.settled(all_strict) && std::fs::copy(&serve.log, &kept).is_ok() {
+    if (!audit.settled(all_strict) || !audit.delayed.is_empty())
+        && std::fs::copy(&serve.log, &kept).is_ok()
+    {
         println!("  the child's log is kept in {}", kept.display());
     }
     let errors: Vec<&str> = log.lines().filter(|l| l.contains("ERROR")).collect();
