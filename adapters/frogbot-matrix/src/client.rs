@@ -14,7 +14,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use frogbot_model::Transient;
 use matrix_sdk::config::RequestConfig;
-use matrix_sdk::ruma::{EventId, OwnedEventId, RoomId, TransactionId, UserId};
+use matrix_sdk::ruma::{
+    EventId, OwnedEventId, OwnedRoomId, RoomAliasId, RoomId, TransactionId, UserId,
+};
 use serde_json::Value;
 
 use crate::Error;
@@ -153,6 +155,18 @@ pub trait MatrixApi: Send + Sync {
 
     /// The display name `user` has in `room` (their member event), if any.
     async fn member_name(&self, room: &RoomId, user: &UserId) -> Option<String>;
+
+    /// Whether the bot is joined to `room` (as its client knows: a room it was invited to but has
+    /// not joined, left or never saw is not).
+    fn joined(&self, room: &RoomId) -> bool;
+
+    /// The room `alias` names (`GET /directory/room/{alias}`).
+    async fn resolve_alias(&self, alias: &RoomAliasId) -> Result<OwnedRoomId, Error>;
+
+    /// The bot's direct-message room with `user`: an existing one (in the bot's `m.direct`
+    /// account data, the bot joined, `user` joined or invited), else a new one inviting `user`
+    /// and recorded in `m.direct`. An unknown user is an error, and no room is made.
+    async fn dm_room(&self, user: &UserId) -> Result<OwnedRoomId, Error>;
 }
 
 #[async_trait]
@@ -261,6 +275,106 @@ impl MatrixApi for matrix_sdk::Client {
         let member = joined.get_member(user).await.ok()??;
         member.display_name().map(str::to_owned)
     }
+
+    fn joined(&self, room: &RoomId) -> bool {
+        self.get_room(room)
+            .is_some_and(|r| r.state() == matrix_sdk::RoomState::Joined)
+    }
+
+    /// matrix-sdk's `resolve_room_alias`.
+    async fn resolve_alias(&self, alias: &RoomAliasId) -> Result<OwnedRoomId, Error> {
+        match self.resolve_room_alias(alias).await {
+            Ok(found) => Ok(found.room_id),
+            Err(e) if not_found(&e) => Err(Error::UnknownRoom(alias.to_string())),
+            Err(e) => Err(call_error("resolve_alias", e.into())),
+        }
+    }
+
+    /// matrix-sdk's `get_dm_rooms` (the `m.direct` the sync brought), then the `m.direct` the
+    /// server has now (`GET /user/{bot}/account_data/m.direct`: a room made by an earlier call
+    /// whose `m.direct` update no sync has brought yet), else `create_dm` (an encrypted room,
+    /// `is_direct`, `user` invited, marked in `m.direct` before it returns) after a profile
+    /// lookup (`GET /profile/{user}`: a `404` is an unknown user). `create_dm` only logs a failed
+    /// `m.direct` update: it is checked here and done again (so a retry finds the room).
+    async fn dm_room(&self, user: &UserId) -> Result<OwnedRoomId, Error> {
+        for room in self.get_dm_rooms(user) {
+            if dm_usable(&room, user).await {
+                return Ok(room.room_id().to_owned());
+            }
+        }
+        for id in server_dm_rooms(self, user).await? {
+            if let Some(room) = self.get_room(&id)
+                && room.state() == matrix_sdk::RoomState::Joined
+                && dm_usable(&room, user).await
+            {
+                return Ok(id);
+            }
+        }
+        if let Err(e) = self.account().fetch_user_profile_of(user).await {
+            if let matrix_sdk::Error::Http(http) = &e
+                && not_found(http)
+            {
+                return Err(Error::UnknownUser(user.to_string()));
+            }
+            return Err(call_error("profile", e));
+        }
+        let room = self
+            .create_dm(user)
+            .await
+            .map_err(|e| call_error("create_dm", e))?;
+        let id = room.room_id().to_owned();
+        if !server_dm_rooms(self, user).await?.contains(&id) {
+            self.account()
+                .mark_as_dm(&id, &[user.to_owned()])
+                .await
+                .map_err(|e| call_error("mark_as_dm", e))?;
+        }
+        Ok(id)
+    }
+}
+
+/// Whether a request failed with `404` / `M_NOT_FOUND`.
+fn not_found(e: &matrix_sdk::HttpError) -> bool {
+    use matrix_sdk::ruma::api::error::ErrorKind;
+    e.client_api_error_kind() == Some(&ErrorKind::NotFound)
+        || e.as_client_api_error()
+            .is_some_and(|api| api.status_code.as_u16() == 404)
+}
+
+/// The rooms the bot's `m.direct` on the server lists for `user`.
+async fn server_dm_rooms(
+    client: &matrix_sdk::Client,
+    user: &UserId,
+) -> Result<Vec<OwnedRoomId>, Error> {
+    use matrix_sdk::ruma::events::direct::{DirectEventContent, DirectUserIdentifier};
+    let raw = client
+        .account()
+        .fetch_account_data_static::<DirectEventContent>()
+        .await
+        .map_err(|e| call_error("m.direct", e))?;
+    let Some(raw) = raw else {
+        return Ok(Vec::new());
+    };
+    let direct = raw
+        .deserialize()
+        .map_err(|e| Error::Event(format!("m.direct: {e}")))?;
+    Ok(direct
+        .get(<&DirectUserIdentifier>::from(user))
+        .cloned()
+        .unwrap_or_default())
+}
+
+/// Whether a DM room with `user` still reaches them: `user` has not left it nor been banned (an
+/// unknown membership counts: the room may be new).
+async fn dm_usable(room: &matrix_sdk::Room, user: &UserId) -> bool {
+    use matrix_sdk::ruma::events::room::member::MembershipState;
+    match room.get_member_no_sync(user).await {
+        Ok(Some(m)) => !matches!(
+            m.membership(),
+            MembershipState::Leave | MembershipState::Ban
+        ),
+        _ => true,
+    }
 }
 
 #[async_trait]
@@ -308,6 +422,18 @@ impl<A: MatrixApi + ?Sized> MatrixApi for std::sync::Arc<A> {
 
     async fn member_name(&self, room: &RoomId, user: &UserId) -> Option<String> {
         (**self).member_name(room, user).await
+    }
+
+    fn joined(&self, room: &RoomId) -> bool {
+        (**self).joined(room)
+    }
+
+    async fn resolve_alias(&self, alias: &RoomAliasId) -> Result<OwnedRoomId, Error> {
+        (**self).resolve_alias(alias).await
+    }
+
+    async fn dm_room(&self, user: &UserId) -> Result<OwnedRoomId, Error> {
+        (**self).dm_room(user).await
     }
 }
 
@@ -404,5 +530,28 @@ impl MatrixApi for RecordingMatrix {
 
     async fn member_name(&self, _room: &RoomId, _user: &UserId) -> Option<String> {
         None
+    }
+
+    /// Every room but `!elsewhere:localhost`.
+    fn joined(&self, room: &RoomId) -> bool {
+        room.as_str() != "!elsewhere:localhost"
+    }
+
+    /// `#name:server` → `!name:server`; `#unknown:…` is unknown.
+    async fn resolve_alias(&self, alias: &RoomAliasId) -> Result<OwnedRoomId, Error> {
+        if alias.alias() == "unknown" {
+            return Err(Error::UnknownRoom(alias.to_string()));
+        }
+        OwnedRoomId::try_from(format!("!{}:{}", alias.alias(), alias.server_name()))
+            .map_err(|e| Error::Event(e.to_string()))
+    }
+
+    /// `!dm-{localpart}:localhost` (the same every time); `@unknown:…` is unknown.
+    async fn dm_room(&self, user: &UserId) -> Result<OwnedRoomId, Error> {
+        if user.localpart() == "unknown" {
+            return Err(Error::UnknownUser(user.to_string()));
+        }
+        OwnedRoomId::try_from(format!("!dm-{}:localhost", user.localpart()))
+            .map_err(|e| Error::Event(e.to_string()))
     }
 }

@@ -60,6 +60,9 @@ pub enum Error {
     /// The bot is not in the room.
     #[error("unknown Matrix room {0}")]
     UnknownRoom(String),
+    /// No such user on their homeserver.
+    #[error("unknown Matrix user {0}")]
+    UnknownUser(String),
     /// A question cannot be drawn as a poll (e.g. more than 20 options).
     #[error("cannot render the question: {0}")]
     Render(String),

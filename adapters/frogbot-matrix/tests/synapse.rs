@@ -40,7 +40,7 @@ fn last_user(req: &ModelRequest) -> String {
         .map_or(text.clone(), |(_, t)| t.to_owned())
 }
 
-/// `kinds` → a confirm, a number and a toggle (expiring in an hour); `ask` → one single-choice
+/// `kinds` → a confirm, a number, a toggle and a text (expiring in an hour); `ask` → one single-choice
 /// question; `multi` → several allowed; `custom` → own answer allowed;
 /// after a tool result → `got: …`; anything else → `hello: …`.
 fn model() -> ScriptedModel {
@@ -59,7 +59,9 @@ fn model() -> ScriptedModel {
                     {"header": "Go", "question": "Deploy?", "kind": "confirm", "label": "Approve"},
                     {"header": "Pods", "question": "How many?", "kind": "number_input",
                      "min": 1, "max": 10, "unit": "pods"},
-                    {"header": "Notify", "question": "Tell the team?", "kind": "toggle"}
+                    {"header": "Notify", "question": "Tell the team?", "kind": "toggle"},
+                    {"header": "Why", "question": "Reason?", "kind": "text_input",
+                     "maxLength": 10}
                 ], "expiresInSeconds": 3600}),
             );
         }
@@ -94,6 +96,7 @@ fn model() -> ScriptedModel {
 
 struct Bot {
     channel: MatrixAdapter,
+    engine: frogbot_core::agent::Engine,
     shutdown: CancellationToken,
     task: tokio::task::JoinHandle<()>,
     worker: tokio::task::JoinHandle<()>,
@@ -123,10 +126,11 @@ impl Bot {
         let shutdown = CancellationToken::new();
         let worker = engine.spawn_worker(Duration::from_millis(200));
         let task = channel
-            .start(engine, shutdown.clone())
+            .start(engine.clone(), shutdown.clone())
             .expect("the sync loop");
         Bot {
             channel,
+            engine,
             shutdown,
             task,
             worker,
@@ -1028,7 +1032,7 @@ fn react(event: &str, key: &str) -> Value {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_confirm_a_number_and_a_toggle_are_answered_one_after_another() {
+async fn a_confirm_a_number_a_toggle_and_a_text_are_answered_one_after_another() {
     let Some(s) = setup(None).await else { return };
     let alice = s.hs.person(&s.hs.register("alice").await).await;
     let bot = s.bot_account.user_id.as_str();
@@ -1085,14 +1089,62 @@ async fn a_confirm_a_number_and_a_toggle_are_answered_one_after_another() {
         .send(&room, "m.reaction", react(&notify_id, "❌"))
         .await;
 
+    // The text: a thread reply answers it; one longer than `maxLength` is refused with the reason.
+    let why = input_in(&alice, &room, bot, &ask, "Why: Reason?").await;
+    assert!(
+        body(&why).contains("\nReply with your answer (at most 10 characters).\n"),
+        "{why}"
+    );
+    alice
+        .send(
+            &room,
+            "m.room.message",
+            in_thread("far too long an answer", &ask),
+        )
+        .await;
+    let told = alice
+        .wait_for(&room, WAIT, "the too-long notice", |e| {
+            from(e, bot)
+                && e["content"]["msgtype"] == "m.notice"
+                && body(e)
+                    .contains("That answer was not taken: the text is longer than 10 characters.")
+        })
+        .await;
+    assert_eq!(thread_root(&told), Some(ask.as_str()));
+    alice
+        .send(&room, "m.room.message", in_thread("<short>", &ask))
+        .await;
+
     let got = alice
         .wait_for(&room, WAIT, "the answers", |e| {
             from(e, bot) && body(e).starts_with("got:") && thread_root(e) == Some(ask.as_str())
         })
         .await;
-    for part in [r#"["Approve"]"#, r#"["4"]"#, r#"["off"]"#] {
+    for part in [r#"["Approve"]"#, r#"["4"]"#, r#"["off"]"#, r#"["<short>"]"#] {
         assert!(body(&got).contains(part), "{part} in {got}");
     }
+    assert!(!body(&got).contains("far too long"), "{got}");
+    // The text's settled view: its answer (escaped in the HTML), no expiry line.
+    let why_id = why["event_id"].as_str().unwrap().to_owned();
+    let edit = alice
+        .wait_for(&room, WAIT, "the text's settled view", |e| {
+            from(e, bot)
+                && e["content"]["m.relates_to"]["rel_type"] == "m.replace"
+                && e["content"]["m.relates_to"]["event_id"] == why_id.as_str()
+        })
+        .await;
+    let new = &edit["content"]["m.new_content"];
+    let new_body = new["body"].as_str().unwrap();
+    assert!(new_body.ends_with(": <short>"), "{new_body}");
+    assert!(new_body.contains("Answered by"), "{new_body}");
+    assert!(!new_body.contains("open until"), "{new_body}");
+    assert!(
+        new["formatted_body"]
+            .as_str()
+            .unwrap()
+            .contains(": &lt;short&gt;"),
+        "{edit}"
+    );
     // The settled view: each message edited with its answer, without the expiry line.
     let pods_id = pods["event_id"].as_str().unwrap().to_owned();
     let edit = alice
@@ -1106,5 +1158,267 @@ async fn a_confirm_a_number_and_a_toggle_are_answered_one_after_another() {
     assert!(new.ends_with(": 4 pods"), "{new}");
     assert!(new.contains("Answered by"), "{new}");
     assert!(!new.contains("open until"), "{new}");
+    s.bot.stop().await;
+}
+
+/// Sends the ask `key` (its text `text`, one single-choice question: staging / prod) into the
+/// channel thread `thread`, as `POST /api/asks` does after `ask_thread`.
+async fn send_ask(s: &Setup, thread: &str, key: &str, text: &str) {
+    use frogbot_core::agent::ask::{ASK_MODEL, ask_parts};
+    use frogbot_core::agent::{SendMessage, channel_chat_id};
+    use frogbot_core::model::{ChannelRef, Delivery, QuestionInput, UserId};
+    let input: QuestionInput = serde_json::from_value(json!({"questions": [
+        {"header": "Env", "question": "Where?",
+         "options": [{"label": "staging"}, {"label": "prod"}]}
+    ]}))
+    .unwrap();
+    s.bot
+        .engine
+        .send(SendMessage {
+            chat_id: channel_chat_id(frogbot_matrix::PLATFORM, thread),
+            id: Some(key.to_owned()),
+            parts: ask_parts(text, &input, key),
+            author: Some(UserId::new("asker")),
+            delivery: Delivery::Queue,
+            model: Some(ASK_MODEL.into()),
+            reasoning: None,
+            channel: Some(ChannelRef {
+                platform: frogbot_matrix::PLATFORM.into(),
+                thread: thread.to_owned(),
+            }),
+            speaker: None,
+            context: None,
+        })
+        .await
+        .unwrap();
+}
+
+/// The bot's root messages (not in a thread) in `room` with the body `text`, as `person` saw them.
+fn roots(person: &Person, room: &RoomId, bot: &str, text: &str) -> Vec<Value> {
+    person.seen(room, |e| {
+        from(e, bot)
+            && e["type"] == "m.room.message"
+            && body(e) == text
+            && e["content"].get("m.relates_to").is_none()
+    })
+}
+
+/// Waits for the bot's edit of `poll` showing it answered with `answer`.
+async fn answered(person: &Person, room: &RoomId, bot: &str, poll: &str, answer: &str) -> String {
+    let edit = person
+        .wait_for(room, WAIT, "the poll's settled view", |e| {
+            from(e, bot)
+                && e["content"]["m.relates_to"]["rel_type"] == "m.replace"
+                && e["content"]["m.relates_to"]["event_id"] == poll
+        })
+        .await;
+    let edited = edit["content"]["m.new_content"]["m.text"][0]["body"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(edited.contains("✅ Answered by"), "{edited}");
+    assert!(edited.contains(&format!(": {answer}")), "{edited}");
+    edited
+}
+
+/// An ask to a room (by id, or by an alias) starts a thread on a new root message with the ask's
+/// text; the question is asked in that thread and a reaction from another member answers it (its
+/// routing reaches the `room|root` thread); a retry with the same key returns the same thread and
+/// posts one root; a room the bot is not in is refused and nothing is posted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ask_to_a_room_starts_a_thread_there_once_and_is_answered_in_it() {
+    use frogbot_core::agent::AskPlace;
+    let Some(s) = setup(None).await else { return };
+    let alice = s.hs.person(&s.hs.register("alice").await).await;
+    let bob_account = s.hs.register("bob").await;
+    let bob = s.hs.person(&bob_account).await;
+    let bot = s.bot_account.user_id.as_str();
+    let room = alice
+        .create_room(&[&s.bot_account.user_id, &bob_account.user_id], false)
+        .await;
+    bob.join(&room).await;
+    bot_joined(&alice, &room, bot).await;
+    let engine = &s.bot.engine;
+    let matrix = frogbot_matrix::PLATFORM;
+
+    let text = "Where should v2 go?";
+    let thread = engine
+        .ask_thread(matrix, AskPlace::Thread(room.as_str()), text, "ask-room-1")
+        .await
+        .unwrap()
+        .thread;
+    let (in_room, root) = frogbot_matrix::ids::split_message_id(&thread).unwrap();
+    assert_eq!(in_room, room);
+    // The response was "lost": the retry finds the same root.
+    let again = engine
+        .ask_thread(matrix, AskPlace::Thread(room.as_str()), text, "ask-room-1")
+        .await
+        .unwrap()
+        .thread;
+    assert_eq!(again, thread);
+    // A thread is taken as it is.
+    let as_is = engine
+        .ask_thread(matrix, AskPlace::Thread(&thread), "unused", "ask-room-x")
+        .await
+        .unwrap()
+        .thread;
+    assert_eq!(as_is, thread);
+
+    send_ask(&s, &thread, "ask-room-1", text).await;
+    let poll = poll_in(&bob, &room, bot, root.as_str(), 1).await;
+    let poll_id = poll["event_id"].as_str().unwrap().to_owned();
+    bob.send(&room, "m.reaction", react(&poll_id, "2\u{fe0f}\u{20e3}"))
+        .await;
+    let edited = answered(&alice, &room, bot, &poll_id, "prod").await;
+    assert!(edited.contains(bob_account.user_id.as_str()), "{edited}");
+    let root_events = roots(&alice, &room, bot, text);
+    assert_eq!(root_events.len(), 1, "one root: {root_events:#?}");
+    assert_eq!(root_events[0]["event_id"], root.as_str());
+
+    // By alias: a new thread (another key) in the same room.
+    let alias = matrix_sdk::ruma::OwnedRoomAliasId::try_from(format!(
+        "#asks{}:{}",
+        std::process::id(),
+        s.hs.server_name
+    ))
+    .unwrap();
+    alice.client.create_room_alias(&alias, &room).await.unwrap();
+    let by_alias = engine
+        .ask_thread(
+            matrix,
+            AskPlace::Thread(alias.as_str()),
+            "By alias?",
+            "ask-room-2",
+        )
+        .await
+        .unwrap()
+        .thread;
+    let (alias_room, alias_root) = frogbot_matrix::ids::split_message_id(&by_alias).unwrap();
+    assert_eq!(alias_room, room);
+    assert_ne!(alias_root, root);
+    alice
+        .wait_for(&room, WAIT, "the root posted by alias", |e| {
+            e["event_id"] == alias_root.as_str() && body(e) == "By alias?"
+        })
+        .await;
+
+    // A room the bot is not in: refused, nothing posted there.
+    let elsewhere = alice.create_room(&[&bob_account.user_id], false).await;
+    let e = engine
+        .ask_thread(
+            matrix,
+            AskPlace::Thread(elsewhere.as_str()),
+            text,
+            "ask-room-3",
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("the bot is not in the Matrix room"), "{e}");
+    let unknown = format!("#nothing-here:{}", s.hs.server_name);
+    let e = engine
+        .ask_thread(matrix, AskPlace::Thread(&unknown), text, "ask-room-4")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("unknown Matrix room"), "{e}");
+    s.bot.stop().await;
+}
+
+/// An ask to a person: the bot makes a DM room inviting them (marked direct), posts the ask's
+/// text as its root once (a retry with the same key returns the same thread; another ask to them
+/// finds the same room), the person accepts the invite and answers with a thread reply. A bad or
+/// unknown user id is refused with no room made and nothing posted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ask_to_a_person_opens_a_dm_they_join_and_answer_in() {
+    use frogbot_core::agent::AskPlace;
+    use matrix_sdk::ruma::events::room::member::StrippedRoomMemberEvent;
+    let Some(s) = setup(None).await else { return };
+    let alice = s.hs.person(&s.hs.register("alice").await).await;
+    let alice_id = alice.user_id().to_owned();
+    let bot = s.bot_account.user_id.to_string();
+    let bot = bot.as_str();
+    let engine = s.bot.engine.clone();
+    let matrix = frogbot_matrix::PLATFORM;
+    let client = s.bot.channel.client().clone();
+    let rooms_before = client.joined_rooms().len();
+
+    // Bad input first: nothing made, nothing posted.
+    let e = engine
+        .ask_thread(matrix, AskPlace::User("alice"), "Hi?", "ask-dm-0")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("not a Matrix user id (@name:server)"), "{e}");
+    let nobody = format!("@nobody-{}:{}", std::process::id(), s.hs.server_name);
+    let e = engine
+        .ask_thread(matrix, AskPlace::User(&nobody), "Hi?", "ask-dm-0")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("unknown Matrix user"), "{e}");
+    assert_eq!(client.joined_rooms().len(), rooms_before, "no room made");
+
+    let (invites_tx, mut invites) = tokio::sync::mpsc::unbounded_channel();
+    let me = alice_id.clone();
+    alice
+        .client
+        .add_event_handler(move |ev: StrippedRoomMemberEvent, room: matrix_sdk::Room| {
+            let tx = invites_tx.clone();
+            let me = me.clone();
+            async move {
+                if ev.state_key == me {
+                    let _ = tx.send((room.room_id().to_owned(), ev.content.is_direct));
+                }
+            }
+        });
+
+    // The asks are made while the bot's sync loop is stopped (so its client has not seen the
+    // new room's `m.direct` when the retry comes): the retry and a second ask find the room in
+    // the server's `m.direct`; Synapse answers the repeated transaction with the first root.
+    let text = "Where should v3 go?";
+    let outbox = s.bot.channel.outbox();
+    let made = Arc::new(std::sync::Mutex::new(None));
+    let (made_in, to) = (made.clone(), alice_id.to_string());
+    let old = client;
+    let s = s
+        .restart(100, async move {
+            let ask = |key: &'static str, text: &'static str| {
+                outbox.ask_thread(AskPlace::User(&to), text, key)
+            };
+            let first = ask("ask-dm-1", text).await.unwrap();
+            let retry = ask("ask-dm-1", text).await.unwrap();
+            let other = ask("ask-dm-2", "And v4?").await.unwrap();
+            *made_in.lock().unwrap() = Some((first, retry, other, old.joined_rooms().len()));
+        })
+        .await;
+    let (thread, retry, other, rooms_after) = made.lock().unwrap().take().unwrap();
+    assert_eq!(retry, thread, "a retry");
+    let (room, root) = frogbot_matrix::ids::split_message_id(&thread).unwrap();
+    let (other_room, other_root) = frogbot_matrix::ids::split_message_id(&other).unwrap();
+    assert_eq!(other_room, room, "another ask to her: the same DM room");
+    assert_ne!(other_root, root);
+    assert_eq!(rooms_after, rooms_before + 1, "one room made");
+
+    // Alice is invited (a direct invite) and joins.
+    let (invited, is_direct) = tokio::time::timeout(Duration::from_secs(WAIT), invites.recv())
+        .await
+        .expect("the invite")
+        .unwrap();
+    assert_eq!(invited, room);
+    assert_eq!(is_direct, Some(true));
+    alice.join(&room).await;
+
+    send_ask(&s, &thread, "ask-dm-1", text).await;
+    let poll = poll_in(&alice, &room, bot, root.as_str(), 1).await;
+    let poll_id = poll["event_id"].as_str().unwrap().to_owned();
+    alice
+        .send(&room, "m.room.message", in_thread("1", root.as_str()))
+        .await;
+    answered(&alice, &room, bot, &poll_id, "staging").await;
+    // The root (decrypted: the DM is encrypted), once.
+    let root_events = roots(&alice, &room, bot, text);
+    assert_eq!(root_events.len(), 1, "one root: {root_events:#?}");
+    assert_eq!(root_events[0]["event_id"], root.as_str());
     s.bot.stop().await;
 }

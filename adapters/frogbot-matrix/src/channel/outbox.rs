@@ -20,6 +20,14 @@
 //! a `5xx`, a network failure), in this process or another, the homeserver answers the pieces it
 //! already has with their first event and posts only the missing ones: exactly once, as long as
 //! the homeserver remembers the transaction (the same device: the adapter restores its session).
+//!
+//! Asks ([`ChannelOutbox::ask_thread`]): a thread (`room|event`) is asked in as it is; a room
+//! (`!room:server`, or an alias `#room:server`, resolved) gets the ask's text as a new root
+//! message, and the ask goes to that message's thread; a person (`@alice:server`) is asked in the
+//! bot's DM room with them (found in `m.direct`, or made with `create_dm`, which invites them),
+//! the same way. The root is sent under a transaction id made from the ask's key
+//! ([`ask_txn_id`]), so a retried ask finds the same root (and the same DM room) instead of
+//! starting another.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -27,13 +35,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use frogbot_core::agent::{
-    ChannelOutbox, Delivery, DraftMessages, EditStream, ReplyStream, ShownAcks,
+    AskPlace, ChannelOutbox, Delivery, DraftMessages, EditStream, ReplyStream, ShownAcks,
 };
 use frogbot_model::{
     Ack, BoxError, PlatformUser, Thread, ThreadMessage, ThreadMessageMetadata, UiMessage,
     millis_to_iso,
 };
-use matrix_sdk::ruma::{OwnedEventId, OwnedRoomId};
+use matrix_sdk::ruma::{OwnedEventId, OwnedRoomId, RoomAliasId, RoomId, UserId};
 use serde_json::{Value, json};
 
 use crate::client::MatrixApi;
@@ -51,6 +59,12 @@ pub fn txn_id(piece_key: &str) -> String {
     format!("frogbot-{piece_key}")
 }
 
+/// The transaction id the root message of the ask `key` is sent under (the same on every retry
+/// of the ask, in every process).
+pub fn ask_txn_id(key: &str) -> String {
+    format!("frogbot-ask-{key}")
+}
+
 /// Posts the agent's replies in the thread, over any [`MatrixApi`].
 #[derive(Debug)]
 pub struct MatrixOutbox<A> {
@@ -58,6 +72,8 @@ pub struct MatrixOutbox<A> {
     /// The ack reaction event each message (`room|event`) shows now, until its last (Done or
     /// Failed): the one the next ack redacts.
     shown: ShownAcks<String, OwnedEventId>,
+    /// Held while a DM room is looked up or made: two asks to one person at once make one room.
+    dm_lock: tokio::sync::Mutex<()>,
 }
 
 impl<A: MatrixApi> MatrixOutbox<A> {
@@ -66,6 +82,46 @@ impl<A: MatrixApi> MatrixOutbox<A> {
         Self {
             api,
             shown: ShownAcks::default(),
+            dm_lock: tokio::sync::Mutex::default(),
+        }
+    }
+
+    /// The room an ask to `place` starts its thread in, or the thread it is asked in as it is.
+    async fn ask_room(&self, place: AskPlace<'_>) -> Result<AskRoom, BoxError> {
+        let not_in =
+            |room: &str| format!("the bot is not in the Matrix room {room}: invite it there first");
+        match place {
+            AskPlace::Thread(thread) if thread.contains('|') => {
+                let (room, _) = split_message_id(thread)?;
+                if !self.api.joined(&room) {
+                    return Err(not_in(room.as_str()).into());
+                }
+                Ok(AskRoom::Thread(thread.to_owned()))
+            }
+            AskPlace::Thread(name) => {
+                let room = if name.starts_with('#') {
+                    let alias = RoomAliasId::parse(name)
+                        .map_err(|_| format!("not a Matrix room alias (#room:server): {name:?}"))?;
+                    self.api.resolve_alias(&alias).await?
+                } else {
+                    RoomId::parse(name).map_err(|_| {
+                        format!(
+                            "not a Matrix room (!room:server, #alias:server) or thread \
+                             (room|event): {name:?}"
+                        )
+                    })?
+                };
+                if !self.api.joined(&room) {
+                    return Err(not_in(name).into());
+                }
+                Ok(AskRoom::New(room))
+            }
+            AskPlace::User(user) => {
+                let user = UserId::parse(user)
+                    .map_err(|_| format!("not a Matrix user id (@name:server): {user:?}"))?;
+                let _one = self.dm_lock.lock().await;
+                Ok(AskRoom::New(self.api.dm_room(&user).await?))
+            }
         }
     }
 
@@ -88,8 +144,47 @@ impl<A: MatrixApi + Clone> MatrixOutbox<A> {
     }
 }
 
+/// Where an ask goes: a thread as it is, or a room to start one in.
+enum AskRoom {
+    Thread(String),
+    New(OwnedRoomId),
+}
+
 #[async_trait]
 impl<A: MatrixApi + Clone + 'static> ChannelOutbox for MatrixOutbox<A> {
+    /// A thread (`room|event`, the bot in the room) as it is. A room (`!room:server`, an alias
+    /// `#room:server` resolved with `GET /directory/room/{alias}`; the bot joined) or a person
+    /// (`@alice:server`: the bot's DM room with them, found in `m.direct` or made with
+    /// `create_dm`, which invites them) gets `text` (its first [`MESSAGE_CHARS`], Markdown
+    /// `body` and HTML) as a new root message, sent under [`ask_txn_id`]`(key)`: a retry of the
+    /// same ask finds the same DM room and Synapse answers the repeated transaction with the first
+    /// root. The thread is `room|root`.
+    async fn ask_thread(
+        &self,
+        place: AskPlace<'_>,
+        text: &str,
+        key: &str,
+    ) -> Result<String, BoxError> {
+        let root = format::messages(text, MESSAGE_CHARS).into_iter().next();
+        if root.is_none() && !matches!(place, AskPlace::Thread(t) if t.contains('|')) {
+            return Err(
+                "an ask that starts a Matrix thread needs a text for its first message".into(),
+            );
+        }
+        let room = match self.ask_room(place).await? {
+            AskRoom::Thread(thread) => return Ok(thread),
+            AskRoom::New(room) => room,
+        };
+        let root = root.ok_or("an ask with no text")?;
+        let mut content = json!({"msgtype": "m.text", "body": root.body});
+        root.add_to(&mut content);
+        let event = self
+            .api
+            .send_once(&room, "m.room.message", content, &ask_txn_id(key))
+            .await?;
+        Ok(message_id(&room, &event))
+    }
+
     async fn post_reply(&self, thread: &Thread, reply: &UiMessage) -> Result<(), BoxError> {
         let parts = format::messages(&reply.text(), MESSAGE_CHARS);
         if parts.is_empty() {
@@ -384,6 +479,79 @@ mod tests {
         );
         assert_eq!(outbox.working_every(), Duration::from_secs(3));
         assert!(outbox.ack(&thread(), "no-bar", Ack::Seen).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn asks_start_a_thread_in_a_room_an_alias_or_a_dm_and_bad_places_post_nothing() {
+        let outbox = MatrixOutbox::new(std::sync::Arc::new(RecordingMatrix::new()));
+        let ask = |place| outbox.ask_thread(place, "**Deploy** where?", "k1");
+        // A thread as it is, nothing posted.
+        let thread = "!r:localhost|$root";
+        assert_eq!(ask(AskPlace::Thread(thread)).await.unwrap(), thread);
+        assert!(outbox.api().sent().is_empty());
+        // A room, an alias (resolved), a person (their DM room): a root message each.
+        assert_eq!(
+            ask(AskPlace::Thread("!r:localhost")).await.unwrap(),
+            "!r:localhost|$sent1"
+        );
+        assert_eq!(
+            ask(AskPlace::Thread("#ops:localhost")).await.unwrap(),
+            "!ops:localhost|$sent2"
+        );
+        assert_eq!(
+            ask(AskPlace::User("@alice:localhost")).await.unwrap(),
+            "!dm-alice:localhost|$sent3"
+        );
+        let sent = outbox.api().sent();
+        let rooms: Vec<&str> = sent.iter().map(|s| s.room.as_str()).collect();
+        assert_eq!(
+            rooms,
+            ["!r:localhost", "!ops:localhost", "!dm-alice:localhost"]
+        );
+        for s in &sent {
+            assert_eq!(s.event_type, "m.room.message");
+            assert_eq!(s.content["body"], "**Deploy** where?");
+            assert_eq!(
+                s.content["formatted_body"],
+                "<p><strong>Deploy</strong> where?</p>"
+            );
+            assert!(s.content.get("m.relates_to").is_none(), "a root: {s:?}");
+        }
+        assert_eq!(ask_txn_id("k1"), "frogbot-ask-k1");
+        // Bad places: an error naming the reason, nothing posted.
+        for (place, reason) in [
+            (AskPlace::User("alice"), "not a Matrix user id"),
+            (AskPlace::User("@unknown:localhost"), "unknown Matrix user"),
+            (AskPlace::Thread("general"), "not a Matrix room"),
+            (
+                AskPlace::Thread("#unknown:localhost"),
+                "unknown Matrix room",
+            ),
+            (
+                AskPlace::Thread("!elsewhere:localhost"),
+                "the bot is not in",
+            ),
+            (
+                AskPlace::Thread("!elsewhere:localhost|$e"),
+                "the bot is not in",
+            ),
+            (
+                AskPlace::Thread("!r:localhost|nope"),
+                "not a Matrix message or thread id",
+            ),
+        ] {
+            let e = ask(place).await.unwrap_err().to_string();
+            assert!(e.contains(reason), "{place:?}: {e}");
+        }
+        let blank = outbox.ask_thread(AskPlace::Thread("!r:localhost"), " ", "k2");
+        assert!(
+            blank
+                .await
+                .unwrap_err()
+                .to_string()
+                .contains("needs a text")
+        );
+        assert_eq!(outbox.api().sent().len(), 3, "nothing more posted");
     }
 
     #[tokio::test]
