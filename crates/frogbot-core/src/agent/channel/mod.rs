@@ -620,6 +620,7 @@ impl Channels {
             let _ = tx.send(result);
         });
         let result = rx.await;
+        debug!(chat_id = %chat, reply = %message, awaiting, ok = matches!(result, Ok(Ok(()))), "a delivery job's attempt");
         self.tidy(chat);
         match result {
             Ok(Ok(())) => {
@@ -1022,6 +1023,7 @@ impl TurnListener for Channels {
             });
             (posted, behind) = done.await.unwrap_or_default();
         }
+        debug!(chat_id = %chat.chat_id, reply = %reply.id, waiting, behind, posted = ?posted, "a turn's end shown");
         self.tidy(&chat.chat_id);
         if behind || !waiting {
             return;

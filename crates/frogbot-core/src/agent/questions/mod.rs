@@ -1096,6 +1096,7 @@ impl Questions {
             questions = self.recreate_records(chat, &message_id).await?;
         }
         if questions.iter().any(|q| q.rendered && q.outcome.is_none()) {
+            debug!(chat_id = %chat, reply = %message_id, "questions already shown");
             return Ok(()); // one at a time: the posted ones first
         }
         let pending: Vec<QuestionCall> = questions
