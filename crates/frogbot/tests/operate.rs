@@ -3,7 +3,8 @@
 //! idle chat and one waiting on a question), then `frogbot chats`, `show`, `jobs`, `jobs retry`
 //! and `purge` run against it (their lines, `--json`, exit codes); dead jobs and an expired
 //! question record are made through the store. `frogbot config check` runs offline on a good and
-//! a bad configuration, and online against the fake Slack and Telegram (a good token, a bad one);
+//! a bad configuration, and online against the fake Slack and Telegram (a good token, a bad one),
+//! the fake Discord and a model endpoint's `/models` (a good key, a bad one);
 //! `/readyz` answers 200 with the channels started and 503 naming the store once its file is gone.
 
 mod common;
@@ -538,4 +539,69 @@ async fn readyz_names_the_store_when_its_file_is_gone() {
             .contains("removed or replaced"),
         "{body}"
     );
+}
+
+/// A model endpoint's `GET /v1/models` (OpenAI's list shape) that takes one key, else 401.
+async fn models_endpoint() -> String {
+    use axum::http::{HeaderMap, StatusCode};
+    async fn models(headers: HeaderMap) -> (StatusCode, axum::Json<Value>) {
+        if headers.get("authorization").and_then(|v| v.to_str().ok()) == Some("Bearer sk-good") {
+            let list = json!({"object": "list", "data": [
+                {"id": "llama3.2", "object": "model", "created": 0, "owned_by": "library"}
+            ]});
+            (StatusCode::OK, axum::Json(list))
+        } else {
+            let refused = json!({"error": {"message": "Incorrect API key provided",
+                "type": "invalid_request_error", "code": "invalid_api_key"}});
+            (StatusCode::UNAUTHORIZED, axum::Json(refused))
+        }
+    }
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = axum::Router::new().route("/v1/models", axum::routing::get(models));
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    format!("http://{addr}/v1")
+}
+
+#[tokio::test]
+async fn config_check_asks_discord_and_every_model() {
+    use frogbot_discord::testing::FakeDiscord;
+    let discord = FakeDiscord::start(4242, 777).await;
+    let base = models_endpoint().await;
+    let dir = tempfile::tempdir().unwrap();
+    let database = format!("sqlite://{}", dir.path().join("c.db").display());
+    let config = config_file(
+        dir.path(),
+        free_port(),
+        &database,
+        &format!(
+            "[[models]]\nid = \"main\"\nprovider = \"openai-compatible\"\nbase_url = \"{base}\"\n\
+             model = \"llama3.2\"\napi_key_env = \"FROGBOT_TEST_MODEL_KEY\"\n\n\
+             [channels.discord]\ntoken_env = \"FROGBOT_TEST_DISCORD_TOKEN\"\n\
+             application_id = \"4242\"\napi_url = \"{}\"\n",
+            discord.api_url
+        ),
+    );
+    let env = |key: &'static str| {
+        [
+            ("FROGBOT_TEST_MODEL_KEY", key),
+            ("FROGBOT_TEST_DISCORD_TOKEN", "discord-test-token"),
+        ]
+    };
+    let r = run(&config, &["config", "check"], &env("sk-good")).await;
+    assert_eq!(r.code, 0, "{}{}", r.out, r.err);
+    assert_eq!(
+        r.lines()[1..],
+        [
+            "ok discord: bot frogbot (777)".to_string(),
+            format!("ok model main: {base}/models answers (llama3.2 listed)"),
+        ]
+    );
+    let r = run(&config, &["config", "check"], &env("sk-bad")).await;
+    assert_eq!(r.code, 1);
+    assert_eq!(
+        r.lines()[2],
+        format!("FAIL model main: {base}/models: 401 Unauthorized: Incorrect API key provided")
+    );
+    assert!(!r.out.contains("sk-bad"));
 }
