@@ -7,7 +7,8 @@
 //!   `views.open`, `conversations.replies`, `conversations.history` (top-level messages, newest
 //!   first, `oldest` / `latest` / `limit` / `cursor`, message metadata with
 //!   `include_all_metadata`), `conversations.open` (`users`: one user's DM, the same `D…` every
-//!   time). Every call is recorded ([`FakeSlack::calls`]); the
+//!   time). A token other than [`BOT_TOKEN`] and [`APP_TOKEN`] gets `invalid_auth`, as Slack
+//!   answers one it does not know. Every call is recorded ([`FakeSlack::calls`]); the
 //!   messages are kept as Slack keeps them (a `chat.update` replaces the blocks), so a test reads
 //!   what a person would see ([`FakeSlack::message`]). Slack's documented limits are enforced: a
 //!   call that breaks one (more than 50 blocks, a section text over 3,000 characters, a button
@@ -1195,6 +1196,14 @@ fn api_answer(
     };
     if auth.is_empty() && method != "api.test" {
         return axum::Json(error("not_authed"));
+    }
+    // Slack refuses a token it does not know on every method.
+    if method != "api.test"
+        && ![BOT_TOKEN, APP_TOKEN]
+            .iter()
+            .any(|t| auth == format!("Bearer {t}"))
+    {
+        return axum::Json(error("invalid_auth"));
     }
     if let Some(e) = fail
         && method != "auth.test"

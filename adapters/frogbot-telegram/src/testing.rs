@@ -1,7 +1,7 @@
 //! A fake Telegram Bot API for tests (feature `testing`), like matrix-sdk's `MatrixMockServer`:
 //! [`FakeBotApi`] is an HTTP server on 127.0.0.1 speaking the Bot API's shapes
 //! (`{"ok": true, "result": …}` / `{"ok": false, "error_code", "description"}`) for `getMe`,
-//! `getUpdates` (a long poll: held until an update is queued or `timeout` passes; `offset`
+//! `getWebhookInfo`, `getUpdates` (a long poll: held until an update is queued or `timeout` passes; `offset`
 //! confirms and forgets earlier updates), `setWebhook`, `deleteWebhook`, `sendMessage`,
 //! `editMessageText`, `editMessageReplyMarkup` and `answerCallbackQuery`. It keeps every message
 //! it knows (the bot's, with their current keyboards, and the users' it made), records every call
@@ -1001,6 +1001,20 @@ fn respond(fake: &Inner, method: &str, body: &Value) -> (Response, Option<Value>
         "deletewebhook" => {
             *fake.webhook.lock().expect("not poisoned") = None;
             ok(json!(true))
+        }
+        // WebhookInfo: `url` empty when none is set; updates not yet confirmed are pending.
+        "getwebhookinfo" => {
+            let url = fake
+                .webhook
+                .lock()
+                .expect("not poisoned")
+                .as_ref()
+                .map(|w| w.url.clone())
+                .unwrap_or_default();
+            let pending = fake.pending.lock().expect("not poisoned").len();
+            ok(json!({
+                "url": url, "has_custom_certificate": false, "pending_update_count": pending
+            }))
         }
         "setmessagereaction" => {
             // A bot sets at most one reaction, from Telegram's list; the message must exist.

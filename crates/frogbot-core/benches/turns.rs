@@ -47,10 +47,10 @@ use frogbot_core::agent::{
 use frogbot_core::model::{ChatId, Delivery, MessagePart, Millis, ToolState, TurnState, UserId};
 use frogbot_core::store::Result;
 use frogbot_core::store::{
-    AdvanceOp, Advanced, AwaitOp, ChatChanges, ChatRow, CheckpointOp, Checkpointed, DynStore,
-    EndTurnOp, Job, Lease, LeaseRequest, NewJob, NewQuestion, QuestionLock, QuestionRow,
-    QueuedChange, QueuedEdit, RecordOp, Recorded, RenderedOp, Resume, SendOp, Store, StoredMessage,
-    Taken, TurnEnded, UpdateQuestionOp,
+    AdvanceOp, Advanced, AwaitOp, ChatChanges, ChatFilter, ChatRow, CheckpointOp, Checkpointed,
+    DynStore, EndTurnOp, Job, Lease, LeaseRequest, NewJob, NewQuestion, Purgeable, QuestionLock,
+    QuestionRow, QueuedChange, QueuedEdit, RecordOp, Recorded, RenderedOp, Resume, SendOp, Store,
+    StoredMessage, Taken, TurnEnded, UpdateQuestionOp,
 };
 use frogbot_postgres::PostgresStore;
 use frogbot_sqlite::{SqliteStore, WriterStats};
@@ -870,6 +870,18 @@ impl Store for Timed {
     }
     async fn purge_dead_jobs(&self, before: Millis) -> Result<u64> {
         timed!(self, "purge_dead_jobs", self.inner.purge_dead_jobs(before))
+    }
+    async fn find_chats(&self, filter: &ChatFilter, now: Millis) -> Result<Vec<ChatRow>> {
+        timed!(self, "find_chats", self.inner.find_chats(filter, now))
+    }
+    async fn live_jobs(&self, limit: u32) -> Result<Vec<Job>> {
+        timed!(self, "live_jobs", self.inner.live_jobs(limit))
+    }
+    async fn revive_job(&self, id: i64, now: Millis) -> Result<Option<Job>> {
+        timed!(self, "revive_job", self.inner.revive_job(id, now))
+    }
+    async fn purgeable(&self, now: Millis, dead_before: Millis) -> Result<Purgeable> {
+        timed!(self, "purgeable", self.inner.purgeable(now, dead_before))
     }
 }
 

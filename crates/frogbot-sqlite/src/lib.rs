@@ -81,6 +81,26 @@ struct Inner {
     writer_thread: Option<JoinHandle<()>>,
     readers: Option<Readers>,
     stats: Arc<Counters>,
+    /// The database file and its identity when opened: `ping` checks it is still there.
+    file: Option<(PathBuf, FileId)>,
+}
+
+/// What tells one file from another at a path (device and inode on Unix; elsewhere nothing).
+type FileId = (u64, u64);
+
+/// The identity of the file at `path`, `None` when there is none.
+fn file_id(path: &Path) -> Option<FileId> {
+    let meta = std::fs::metadata(path).ok()?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        Some((meta.dev(), meta.ino()))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = meta;
+        Some((0, 0))
+    }
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -224,6 +244,7 @@ impl SqliteStore {
             writer_thread: Some(writer_thread),
             readers: None,
             stats,
+            file: None,
         };
         ready_rx.await.map_err(|_| {
             StoreError::unavailable_msg(format!(
@@ -231,6 +252,7 @@ impl SqliteStore {
             ))
         })??;
         if let Target::File(path) = &target {
+            inner.file = file_id(path).map(|id| (path.clone(), id));
             let (tx, rx) = mpsc::channel::<ReadJob>();
             let rx = Arc::new(Mutex::new(rx));
             let mut readers = Readers {
@@ -364,7 +386,17 @@ impl Store for SqliteStore {
         "sqlite"
     }
 
+    /// Also checks that the database file is still the one opened: a file removed or replaced
+    /// under a running store would take every later write nowhere.
     async fn ping(&self) -> Result<()> {
+        if let Some((path, id)) = &self.inner.file
+            && file_id(path) != Some(*id)
+        {
+            return Err(StoreError::unavailable_msg(format!(
+                "the database file {} was removed or replaced",
+                path.display()
+            )));
+        }
         self.read("ping", ops::ping).await
     }
 
@@ -798,6 +830,29 @@ impl Store for SqliteStore {
 
     async fn purge_dead_jobs(&self, before: Millis) -> Result<u64> {
         self.write("purge_dead_jobs", move |c| ops::purge_dead_jobs(c, before))
+            .await
+    }
+
+    // ---- operators ---------------------------------------------------------------------------
+
+    async fn find_chats(&self, filter: &ChatFilter, now: Millis) -> Result<Vec<ChatRow>> {
+        let filter = filter.clone();
+        self.read("find_chats", move |c| ops::find_chats(c, &filter, now))
+            .await
+    }
+
+    async fn live_jobs(&self, limit: u32) -> Result<Vec<Job>> {
+        self.read("live_jobs", move |c| ops::live_jobs(c, limit))
+            .await
+    }
+
+    async fn revive_job(&self, id: i64, now: Millis) -> Result<Option<Job>> {
+        self.write("revive_job", move |c| ops::revive_job(c, id, now))
+            .await
+    }
+
+    async fn purgeable(&self, now: Millis, dead_before: Millis) -> Result<Purgeable> {
+        self.read("purgeable", move |c| ops::purgeable(c, now, dead_before))
             .await
     }
 }

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use frogbot_core::model::{
     Actor, ChannelRef, ChatId, Delivery, MessageStatus, Millis, QuestionOutcome, QuestionRecord,
-    Role, UiMessage, UserId,
+    Role, TurnState, UiMessage, UserId,
 };
 use frogbot_core::store::*;
 
@@ -1703,4 +1703,72 @@ pub(crate) fn purge_dead_jobs(c: &Connection, before: Millis) -> R<u64> {
         "DELETE FROM jobs WHERE dead AND created_at < ?1",
         [before],
     )? as u64)
+}
+
+// ---- operators -----------------------------------------------------------------------------------
+
+/// The state a chat row is in at `?2` (as `ChatRow::state` derives it), in SQL.
+const CHAT_STATE_SQL: &str = "CASE WHEN lease_holder IS NOT NULL AND lease_until > ?2 THEN 'running' \
+     WHEN awaiting_message_id IS NOT NULL THEN 'awaiting' ELSE 'idle' END";
+
+pub(crate) fn find_chats(c: &Connection, filter: &ChatFilter, now: Millis) -> R<Vec<ChatRow>> {
+    let sql = format!(
+        "SELECT {} FROM chats \
+         WHERE (?1 IS NULL OR {CHAT_STATE_SQL} = ?1) AND (?3 IS NULL OR channel_platform = ?3) \
+         ORDER BY updated_at DESC, chat_id LIMIT ?4",
+        chat_cols!()
+    );
+    all(
+        c,
+        &sql,
+        params![
+            filter.state.map(TurnState::as_str),
+            now,
+            filter.platform.as_deref(),
+            i64::from(filter.limit)
+        ],
+        chat_row,
+    )
+}
+
+pub(crate) fn live_jobs(c: &Connection, limit: u32) -> R<Vec<Job>> {
+    all(
+        c,
+        concat!(
+            "SELECT ",
+            job_cols!(),
+            " FROM jobs WHERE NOT dead ORDER BY run_at, id LIMIT ?1"
+        ),
+        [limit],
+        job_row,
+    )
+}
+
+pub(crate) fn revive_job(c: &Connection, id: i64, now: Millis) -> R<Option<Job>> {
+    opt(
+        c,
+        concat!(
+            "UPDATE jobs SET dead = FALSE, attempts = 0, run_at = ?2, claimed_by = NULL, \
+             claim_until = NULL WHERE id = ?1 AND dead RETURNING ",
+            job_cols!()
+        ),
+        params![id, now],
+        job_row,
+    )
+}
+
+pub(crate) fn purgeable(c: &Connection, now: Millis, dead_before: Millis) -> R<Purgeable> {
+    opt(
+        c,
+        "SELECT (SELECT COUNT(*) FROM questions WHERE expires_at <= ?1), \
+                (SELECT COUNT(*) FROM jobs WHERE dead AND created_at < ?2)",
+        params![now, dead_before],
+        |r| {
+            Ok(Purgeable {
+                questions: u64::try_from(r.get::<_, i64>(0)?).unwrap_or(0),
+                dead_jobs: u64::try_from(r.get::<_, i64>(1)?).unwrap_or(0),
+            })
+        },
+    )
+    .map(Option::unwrap_or_default)
 }

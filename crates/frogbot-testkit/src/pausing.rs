@@ -272,4 +272,16 @@ impl Store for PausingStore {
     async fn purge_dead_jobs(&self, before: Millis) -> Result<u64> {
         self.inner.purge_dead_jobs(before).await
     }
+    async fn find_chats(&self, filter: &ChatFilter, now: Millis) -> Result<Vec<ChatRow>> {
+        self.inner.find_chats(filter, now).await
+    }
+    async fn live_jobs(&self, limit: u32) -> Result<Vec<Job>> {
+        self.inner.live_jobs(limit).await
+    }
+    async fn revive_job(&self, id: i64, now: Millis) -> Result<Option<Job>> {
+        self.inner.revive_job(id, now).await
+    }
+    async fn purgeable(&self, now: Millis, dead_before: Millis) -> Result<Purgeable> {
+        self.inner.purgeable(now, dead_before).await
+    }
 }

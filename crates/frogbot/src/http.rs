@@ -36,6 +36,8 @@ pub struct AppState {
     pub tokens: Arc<HashMap<String, UserId>>,
     /// The live event streams.
     pub watchers: crate::events::ChatWatchers,
+    /// What `/readyz` checks besides the store.
+    pub readiness: Arc<crate::ready::Readiness>,
 }
 
 /// The router of every endpoint.
@@ -43,6 +45,7 @@ pub fn router(state: AppState) -> Router {
     let routes = Router::new()
         .route("/", get(crate::web::index))
         .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
         .route("/api/chats", get(list_chats))
         .route("/api/chats/{chat_id}", get(get_chat))
         .route("/api/chats/{chat_id}/messages", post(post_message))
@@ -328,6 +331,19 @@ async fn healthz(State(state): State<AppState>) -> Response {
         )
             .into_response(),
     }
+}
+
+/// Readiness: 200 `{"ready": true, "checks": […]}`, or 503 with `notReady` naming what failed
+/// (see [`crate::ready`]). `/healthz` stays the contract's liveness answer.
+async fn readyz(State(state): State<AppState>) -> Response {
+    let checks = state.readiness.check(&state.engine).await;
+    let (ready, body) = crate::ready::body(&checks);
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, axum::Json(body)).into_response()
 }
 
 fn chat_summary(row: &ChatRow) -> Value {

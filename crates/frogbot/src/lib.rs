@@ -8,9 +8,12 @@
 
 pub mod ask;
 pub mod channels;
+pub mod check;
 pub mod config;
 pub mod events;
 pub mod http;
+pub mod ops;
+pub mod ready;
 pub mod server;
 pub mod stream;
 pub mod web;
@@ -185,8 +188,17 @@ pub async fn build_engine(config: &Config) -> Result<Engine, Error> {
     Ok(engine)
 }
 
-/// The router for a configuration and engine.
+/// The router for a configuration and engine (no channels for `/readyz` to check).
 pub fn app(config: &Config, engine: Engine) -> axum::Router {
+    app_with_readiness(config, engine, Arc::default())
+}
+
+/// The router, with `/readyz` checking the channels `readiness` is told of.
+pub fn app_with_readiness(
+    config: &Config,
+    engine: Engine,
+    readiness: Arc<ready::Readiness>,
+) -> axum::Router {
     let tokens: HashMap<String, UserId> = config
         .users
         .iter()
@@ -203,6 +215,7 @@ pub fn app(config: &Config, engine: Engine) -> axum::Router {
         engine,
         tokens: Arc::new(tokens),
         watchers,
+        readiness,
     })
 }
 
@@ -231,15 +244,22 @@ pub async fn serve(
             .with_channel_settings(&platform, settings)?;
     }
     let worker = engine.spawn_worker(Duration::from_millis(500));
-    let mut app = app(&config, engine.clone());
+    let readiness = Arc::new(ready::Readiness::default());
+    let mut app = app_with_readiness(&config, engine.clone(), readiness.clone());
     let stop_channels = tokio_util::sync::CancellationToken::new();
     let mut receivers = Vec::new();
     for ch in &channels {
         if let Some(routes) = ch.routes(&engine) {
             app = app.merge(routes);
         }
-        receivers.extend(ch.start(engine.clone(), stop_channels.clone()));
-        tracing::info!(platform = %ch.channel().platform, "channel started");
+        let receiver = ch.start(engine.clone(), stop_channels.clone());
+        let platform = ch.channel().platform;
+        readiness.channel_started(
+            &platform,
+            receiver.as_ref().map(tokio::task::JoinHandle::abort_handle),
+        );
+        receivers.extend(receiver);
+        tracing::info!(%platform, "channel started");
     }
     if let Ok((files, _)) = rlimit::getrlimit(rlimit::Resource::NOFILE)
         && config.server.max_connections as u64 + 64 > files

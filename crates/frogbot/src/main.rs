@@ -6,6 +6,11 @@
 //!                 [--to web:CHAT|slack:CHANNEL] [--expires 2h] [--wait [--timeout 10m]]
 //!     frogbot wait ID [--timeout T]      # exit 0 answered, 2 expired or timed out, 3 cancelled
 //!     frogbot cancel ID
+//!     frogbot chats [--state running|awaiting|idle] [--channel slack] [--limit N] [--json]
+//!     frogbot show CHAT [--json]
+//!     frogbot jobs [--dead] [--json] | frogbot jobs retry ID
+//!     frogbot purge [--dry-run]
+//!     frogbot config check [--offline]
 
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -58,10 +63,39 @@ enum Command {
     Wait(frogbot::ask::WaitArgs),
     /// Cancel an open ask.
     Cancel(frogbot::ask::CancelArgs),
+    /// List the database's chats, newest first (safe while servers run).
+    Chats(frogbot::ops::ChatsArgs),
+    /// Show a chat: its row, messages and question records.
+    Show(frogbot::ops::ShowArgs),
+    /// List the live jobs (or --dead ones); `jobs retry ID` makes a dead job live again.
+    Jobs(frogbot::ops::JobsArgs),
+    /// Remove expired question records and dead jobs past their retention (--dry-run: count).
+    Purge(frogbot::ops::PurgeArgs),
+    /// Check the configuration.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
 }
 
-/// The client commands: failures (a bad flag too) exit 1 with one line.
-const CLIENT_COMMANDS: [&str; 3] = ["ask", "wait", "cancel"];
+#[derive(Subcommand, Debug)]
+enum ConfigCommand {
+    /// Validate the configuration, then check every channel's credentials and every model's
+    /// endpoint (one line per check; exit 1 when one fails).
+    Check {
+        /// The configuration file (default: ./frogbot.toml when it exists).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Only read and validate the configuration; call nothing.
+        #[arg(long)]
+        offline: bool,
+    },
+}
+
+/// The client and operator commands: failures (a bad flag too) exit 1 with one line.
+const CLIENT_COMMANDS: [&str; 8] = [
+    "ask", "wait", "cancel", "chats", "show", "jobs", "purge", "config",
+];
 
 fn init_logs(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -115,6 +149,13 @@ fn main() -> ExitCode {
         Command::Ask(a) => return run_client(Client::Ask(a)),
         Command::Wait(a) => return run_client(Client::Wait(a)),
         Command::Cancel(a) => return run_client(Client::Cancel(a)),
+        Command::Chats(a) => return run_ops(frogbot::ops::chats(a)),
+        Command::Show(a) => return run_ops(frogbot::ops::show(a)),
+        Command::Jobs(a) => return run_ops(frogbot::ops::jobs(a)),
+        Command::Purge(a) => return run_ops(frogbot::ops::purge(a)),
+        Command::Config {
+            command: ConfigCommand::Check { config, offline },
+        } => return run_check(config, offline),
         Command::Serve { config } => (config, false),
         Command::Migrate { config } => (config, true),
     };
@@ -181,6 +222,41 @@ fn run_client(client: Client) -> ExitCode {
             eprintln!("frogbot: {line}");
             ExitCode::from(frogbot::ask::EXIT_FAILED)
         }
+    }
+}
+
+fn current_thread() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
+/// Runs an operator command (no logs: stdout is the answer): exit 0, or one line on stderr and
+/// the error's exit code.
+fn run_ops(
+    command: impl std::future::Future<Output = Result<(), frogbot::ops::OpsError>>,
+) -> ExitCode {
+    match current_thread().block_on(command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            let line = e
+                .to_string()
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ");
+            eprintln!("frogbot: {line}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}
+
+/// `frogbot config check`: exit 0 when every check passed, else 1.
+fn run_check(config: Option<PathBuf>, offline: bool) -> ExitCode {
+    if current_thread().block_on(frogbot::check::run(config.as_deref(), offline)) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(frogbot::ops::EXIT_FAILED)
     }
 }
 

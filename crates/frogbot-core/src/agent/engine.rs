@@ -135,7 +135,7 @@ impl Engine {
         self.store()
     }
 
-    fn now(&self) -> Millis {
+    pub(crate) fn now(&self) -> Millis {
         self.inner.turns.now()
     }
 
@@ -599,9 +599,9 @@ impl Engine {
         let store = self.store();
         let now = self.now();
         let questions = store.purge_expired(now).await?;
-        let retention =
-            Millis::try_from(self.config().dead_job_retention.as_millis()).unwrap_or(Millis::MAX);
-        let dead_jobs_purged = store.purge_dead_jobs(now.saturating_sub(retention)).await?;
+        let dead_jobs_purged = store
+            .purge_dead_jobs(now.saturating_sub(self.dead_job_retention_ms()))
+            .await?;
         let dead = store.dead_jobs(HOUSEKEEPING_DEAD_REPORT).await?;
         if !dead.is_empty() {
             let kinds: Vec<String> = dead

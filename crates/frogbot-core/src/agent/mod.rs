@@ -9,7 +9,8 @@
 //! - `turn` — turns, the queue, steering, checkpoints, leases, continuing after answers;
 //!
 //! over the store. [`Engine`] wires them; `jobs` types the durable jobs; `delivery` says what a
-//! thread is owed of a reply and how its posting is retried; `clock` is the time.
+//! thread is owed of a reply and how its posting is retried; `operate` is what operators do to a
+//! running database (`frogbot chats`, `jobs`, `purge`); `clock` is the time.
 
 mod adapter;
 pub mod ask;
@@ -19,6 +20,7 @@ mod delivery;
 mod engine;
 pub mod jobs;
 pub mod model;
+mod operate;
 mod questions;
 mod registry;
 pub mod scripted;
@@ -34,6 +36,7 @@ pub use channel::{
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use engine::{Engine, Housekeeping};
 pub use model::*;
+pub use operate::Revival;
 pub use questions::{
     FormTarget, InteractionOutcome, STILL_POSTING, UPDATED_FIRST_BACKOFF_MS, UPDATED_MAX_RUNS,
     updated_backoff_ms,

@@ -126,6 +126,9 @@ macro_rules! store_conformance_tests {
             job_survives_reopening_the_store,
             delivery_job_is_written_with_the_turns_end,
             dead_jobs_are_listed_and_purged,
+            // operators
+            operators_find_chats_by_state_and_channel,
+            operators_list_revive_and_count_jobs,
         );
     };
     (@tests $fresh:path; $($name:ident),* $(,)?) => {
@@ -3639,4 +3642,167 @@ pub async fn a_deferred_job_keeps_its_attempts(db: Db) {
     assert!(s.retry_job(&again, T0 + 6_000, "failed").await.unwrap());
     let third = s.claim_job("w", 1_000, T0 + 6_000).await.unwrap().unwrap();
     assert_eq!(third.attempts, 2, "a failed attempt counts");
+}
+
+// ---- operators -----------------------------------------------------------------------------------
+
+/// `find_chats` sees every owner's chats, newest first, filtered by the state derived at `now`
+/// (running while a live lease, awaiting while a question waits, else idle) and by platform.
+pub async fn operators_find_chats_by_state_and_channel(db: Db) {
+    let s = &*db.store;
+    // idle: a finished turn (alice's web chat).
+    let idle = web("ops-idle", Some("alice"));
+    let (l, _) = start(s, &idle, "u1", Some("alice"), T0).await;
+    assert!(matches!(
+        end_next(s, &l, T0 + 1).await.unwrap(),
+        TurnEnded::Released { .. }
+    ));
+    // running: a live lease (an anonymous web chat).
+    let running = web("ops-running", None);
+    start(s, &running, "u2", None, T0 + 10).await;
+    // awaiting: a channel chat waiting on a question.
+    let awaiting = in_thread("_forum-ops", Some("bob"), "T1");
+    let (l, u3) = start(s, &awaiting, "u3", Some("bob"), T0 + 20).await;
+    s.await_answers(&AwaitOp {
+        lease: &l,
+        reply: &assistant_msg("a3", "questions"),
+        position: u3.position.unwrap(),
+        questions: &[new_question(&awaiting.chat_id, "call-ops", "a3", 0)],
+        job: None,
+        now: T0 + 21,
+        delivery: None,
+    })
+    .await
+    .unwrap();
+    let find = |state: Option<TurnState>, platform: Option<&str>, now: Millis| {
+        let filter = ChatFilter {
+            state,
+            platform: platform.map(Into::into),
+            limit: 10,
+        };
+        async move {
+            s.find_chats(&filter, now)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|c| c.chat_id.to_string())
+                .collect::<Vec<_>>()
+        }
+    };
+    let now = T0 + 100;
+    assert_eq!(
+        find(None, None, now).await,
+        ["_forum-ops", "ops-running", "ops-idle"],
+        "every owner's chats, newest first"
+    );
+    assert_eq!(
+        find(Some(TurnState::Running), None, now).await,
+        ["ops-running"]
+    );
+    assert_eq!(
+        find(Some(TurnState::Awaiting), None, now).await,
+        ["_forum-ops"]
+    );
+    assert_eq!(find(Some(TurnState::Idle), None, now).await, ["ops-idle"]);
+    assert_eq!(find(None, Some("forum"), now).await, ["_forum-ops"]);
+    assert!(
+        find(Some(TurnState::Idle), Some("forum"), now)
+            .await
+            .is_empty()
+    );
+    assert!(find(None, Some("slack"), now).await.is_empty());
+    // Past the lease's expiry the running chat counts as idle (no question waits there).
+    let later = T0 + 10 + TTL + 1;
+    assert!(find(Some(TurnState::Running), None, later).await.is_empty());
+    assert_eq!(
+        find(Some(TurnState::Idle), None, later).await,
+        ["ops-running", "ops-idle"]
+    );
+    let one = ChatFilter {
+        limit: 1,
+        ..ChatFilter::default()
+    };
+    assert_eq!(s.find_chats(&one, now).await.unwrap().len(), 1);
+}
+
+/// `live_jobs` lists what is not dead, soonest due first; `revive_job` makes a dead job due now
+/// with its attempts reset (and nothing else); `purgeable` counts what the purges would remove and
+/// removes nothing.
+pub async fn operators_list_revive_and_count_jobs(db: Db) {
+    let s = &*db.store;
+    let later = s
+        .enqueue_job(&job("deliver", Some("deliver:later"), T0 + 500))
+        .await
+        .unwrap();
+    let soon = s
+        .enqueue_job(&job("deliver", Some("deliver:soon"), T0 + 5))
+        .await
+        .unwrap();
+    let doomed = s
+        .enqueue_job(&job("deliver", Some("deliver:doomed"), T0))
+        .await
+        .unwrap();
+    let j = s.claim_job("w", 1_000, T0).await.unwrap().unwrap();
+    assert_eq!(j.id, doomed);
+    assert!(s.bury_job(&j, "channel_not_found").await.unwrap());
+    let live: Vec<i64> = s
+        .live_jobs(10)
+        .await
+        .unwrap()
+        .iter()
+        .map(|j| j.id)
+        .collect();
+    assert_eq!(
+        live,
+        [soon, later],
+        "soonest due first, the dead one left out"
+    );
+    assert_eq!(s.live_jobs(1).await.unwrap().len(), 1);
+
+    // Counting removes nothing: an expired question record and the dead job.
+    add_question(s, &ChatId::new("ops-q").unwrap(), "call-old", T0).await;
+    let expired_at = T0 + QUESTION_TTL_MS;
+    let counted = s.purgeable(expired_at, T0 + 1).await.unwrap();
+    assert_eq!(
+        counted,
+        Purgeable {
+            questions: 1,
+            dead_jobs: 1
+        }
+    );
+    assert_eq!(
+        s.purgeable(expired_at - 1, T0).await.unwrap(),
+        Purgeable::default(),
+        "nothing expired yet, the dead job within the retention"
+    );
+    assert_eq!(s.purgeable(expired_at, T0 + 1).await.unwrap(), counted);
+    assert_eq!(s.dead_jobs(10).await.unwrap().len(), 1);
+
+    // A live job and an unknown id are not revived, and left as they were.
+    assert!(s.revive_job(soon, T0 + 50).await.unwrap().is_none());
+    assert_eq!(s.get_job(soon).await.unwrap().unwrap().run_at, T0 + 5);
+    assert!(s.revive_job(999_999, T0 + 50).await.unwrap().is_none());
+
+    let revived = s
+        .revive_job(doomed, T0 + 50)
+        .await
+        .unwrap()
+        .expect("revived");
+    assert_eq!(revived.id, doomed);
+    assert!(!revived.dead);
+    assert_eq!((revived.attempts, revived.run_at), (0, T0 + 50));
+    assert!(revived.claimed_by.is_none());
+    assert_eq!(revived.last_error.as_deref(), Some("channel_not_found"));
+    assert!(s.dead_jobs(10).await.unwrap().is_empty());
+    assert!(
+        s.revive_job(doomed, T0 + 60).await.unwrap().is_none(),
+        "live again: a second revival does nothing"
+    );
+    // It runs again: due now, claimed like any job (after `soon`, due before it).
+    let first = s.claim_job("w2", 1_000, T0 + 50).await.unwrap().unwrap();
+    assert_eq!(first.id, soon);
+    assert!(s.complete_job(&first).await.unwrap());
+    let again = s.claim_job("w2", 1_000, T0 + 50).await.unwrap().unwrap();
+    assert_eq!((again.id, again.attempts), (doomed, 1));
+    assert!(s.complete_job(&again).await.unwrap());
 }

@@ -251,6 +251,23 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
 
     /// Removes the dead jobs created before `before`. Returns how many.
     async fn purge_dead_jobs(&self, before: Millis) -> Result<u64>;
+
+    // ---- operators (`frogbot chats`, `jobs`, `purge`) ----------------------------------------
+
+    /// Every owner's chats that `filter` lets through (state as at `now`), most recently updated
+    /// first.
+    async fn find_chats(&self, filter: &ChatFilter, now: Millis) -> Result<Vec<ChatRow>>;
+
+    /// The live (not dead) jobs, the soonest due first, at most `limit`.
+    async fn live_jobs(&self, limit: u32) -> Result<Vec<Job>>;
+
+    /// Makes the dead job `id` live again: due at `now`, its attempts reset, unclaimed (its last
+    /// error kept). `None` when no dead job has that id (a live job is left as it is).
+    async fn revive_job(&self, id: i64, now: Millis) -> Result<Option<Job>>;
+
+    /// Counts what [`Store::purge_expired`] at `now` and [`Store::purge_dead_jobs`] of
+    /// `dead_before` would remove, removing nothing.
+    async fn purgeable(&self, now: Millis, dead_before: Millis) -> Result<Purgeable>;
 }
 
 /// A shared store handle.

@@ -846,3 +846,25 @@ pub struct Job {
     /// How many times it was re-enqueued by key (a claim finished after a re-enqueue keeps the job).
     pub generation: i64,
 }
+
+/// Which chats an operator lists ([`super::Store::find_chats`]): every owner's, newest first.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ChatFilter {
+    /// Only chats in this state at the time given (derived as [`ChatRow::state`] derives it).
+    pub state: Option<TurnState>,
+    /// Only the chats of this channel platform (`slack`, …).
+    pub platform: Option<String>,
+    /// At most this many.
+    pub limit: u32,
+}
+
+/// What a purge would remove ([`super::Store::purgeable`]): the records
+/// [`super::Store::purge_expired`] and [`super::Store::purge_dead_jobs`] delete.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Purgeable {
+    /// Question records past their expiry.
+    pub questions: u64,
+    /// Dead jobs created before the retention's start.
+    pub dead_jobs: u64,
+}

@@ -116,6 +116,18 @@ impl DiscordConfig {
     }
 }
 
+/// What `frogbot config check` asks Discord (`GET /users/@me` with the bot token).
+pub(crate) fn probe(value: &toml::Value) -> Result<crate::check::Probe, ConfigError> {
+    let c = parse(value)?;
+    Ok(crate::check::Probe::Discord {
+        api_url: c
+            .api_url
+            .clone()
+            .unwrap_or_else(|| "https://discord.com".into()),
+        token: c.token.0,
+    })
+}
+
 /// Connects the bot (learning its own user id from Discord).
 pub(crate) async fn open(config: DiscordConfig) -> Result<Box<dyn Adapter>, crate::Error> {
     let adapter = frogbot_discord::channel::connect(config.adapter_config())

@@ -108,6 +108,21 @@ pub(crate) fn parse(value: &toml::Value) -> Result<MatrixConfig, ConfigError> {
     Ok(config)
 }
 
+/// What `frogbot config check` asks the homeserver (`whoami` with an access token; with a
+/// password only whether it answers, since logging in would make a new device).
+pub(crate) fn probe(value: &toml::Value) -> Result<crate::check::Probe, ConfigError> {
+    let c = parse(value)?;
+    let access_token = match &c.access_token_env {
+        Some(var) => Some(env_secret(NAME, "access_token_env", var)?),
+        None => None,
+    };
+    Ok(crate::check::Probe::Matrix {
+        homeserver: c.homeserver,
+        user_id: c.user_id,
+        access_token,
+    })
+}
+
 /// Logs in (or restores the saved session): the adapter builds its channel and runs its sync
 /// loop.
 pub(crate) async fn open(config: MatrixConfig) -> Result<Box<dyn Adapter>, crate::Error> {

@@ -143,6 +143,22 @@ pub async fn open(
     Ok(out)
 }
 
+/// What `frogbot config check` asks the platform of `[channels.NAME]` (its table checked first).
+pub(crate) fn probe(name: &str, value: &toml::Value) -> Result<crate::check::Probe, ConfigError> {
+    settings(name, value)?;
+    let value = &adapter_table(value);
+    match name {
+        "slack" => slack::probe(value),
+        "discord" => discord::probe(value),
+        "telegram" => telegram::probe(value),
+        "matrix" => matrix::probe(value),
+        other => Err(ConfigError::key(
+            format!("channels.{other}"),
+            "unknown channel (slack, discord, telegram or matrix)",
+        )),
+    }
+}
+
 /// Parses a channel table into its config struct, naming the channel in errors.
 pub(crate) fn parse_table<T: serde::de::DeserializeOwned>(
     name: &str,

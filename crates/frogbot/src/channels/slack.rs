@@ -106,6 +106,15 @@ pub(crate) fn parse(value: &toml::Value) -> Result<SlackConfig, ConfigError> {
     Ok(c)
 }
 
+/// What `frogbot config check` asks Slack (`auth.test` with the bot token).
+pub(crate) fn probe(value: &toml::Value) -> Result<crate::check::Probe, ConfigError> {
+    let c = parse(value)?;
+    Ok(crate::check::Probe::Slack {
+        api_url: c.api_url.unwrap_or_else(|| "https://slack.com/api".into()),
+        token: c.secrets.bot_token.0,
+    })
+}
+
 /// Connects the Slack app (calls `auth.test` to learn the bot's user id).
 pub(crate) async fn open(config: SlackConfig) -> Result<Box<dyn Adapter>, crate::Error> {
     let s = config.secrets;

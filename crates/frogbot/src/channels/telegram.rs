@@ -123,6 +123,22 @@ pub(crate) fn parse(value: &toml::Value) -> Result<TelegramConfig, ConfigError> 
     Ok(c)
 }
 
+/// What `frogbot config check` asks Telegram (`getMe`, `getWebhookInfo`).
+pub(crate) fn probe(value: &toml::Value) -> Result<crate::check::Probe, ConfigError> {
+    let c = parse(value)?;
+    Ok(crate::check::Probe::Telegram {
+        api_url: c
+            .api_url
+            .clone()
+            .unwrap_or_else(|| "https://api.telegram.org/".into()),
+        token: c.token.0,
+        webhook_url: match c.mode {
+            TelegramMode::Webhook => Some(c.webhook_url.unwrap_or_default()),
+            TelegramMode::Polling => None,
+        },
+    })
+}
+
 /// Builds the channel: asks Telegram who the bot is (`getMe`), so a wrong token stops serve.
 pub(crate) async fn open(config: TelegramConfig) -> Result<Box<dyn Adapter>, crate::Error> {
     let receive = match (config.mode, config.secret) {
