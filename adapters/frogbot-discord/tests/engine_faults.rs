@@ -403,9 +403,52 @@ async fn run(url: &str, thread_order: bool) {
                 .into_iter()
                 .map(|j| (j.key, j.last_error))
                 .collect();
+            // What each missing conversation lacks, where its pieces went, the jobs left and
+            // the engine's warnings about its chat: enough to study a failed run.
+            let live: Vec<(Option<String>, i64, i64, Option<String>)> = store
+                .live_jobs(100)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|j| (j.key, j.attempts, j.run_at, j.last_error))
+                .collect();
+            let log = String::from_utf8_lossy(&logs.0.lock().unwrap()).into_owned();
+            for &i in &missing {
+                let c = &conversations[i].1;
+                let want = &owed_all[i];
+                let nonces: HashSet<&str> = want.iter().map(|(n, ..)| n.as_str()).collect();
+                let there: HashSet<String> = posted(&fake, c.thread, &nonces)
+                    .into_iter()
+                    .map(|(n, _)| n)
+                    .collect();
+                let lacking: Vec<(&str, &str)> = want
+                    .iter()
+                    .filter(|(n, ..)| !there.contains(n))
+                    .map(|(n, _, reply)| (n.as_str(), reply.as_str()))
+                    .collect();
+                println!(
+                    "conversation {i} (chat {}, thread {}, in channel {}): lacks {lacking:?}; the \
+                     thread holds {:?}",
+                    c.chat,
+                    c.thread,
+                    c.in_channel,
+                    fake.channel_messages(c.thread)
+                        .iter()
+                        .map(|m| (
+                            m["nonce"].clone(),
+                            m["content"]
+                                .as_str()
+                                .map(|t| t.chars().take(30).collect::<String>())
+                        ))
+                        .collect::<Vec<_>>()
+                );
+                for line in log.lines().filter(|l| l.contains(c.chat.as_str())) {
+                    println!("  {line}");
+                }
+            }
             panic!(
                 "deliveries still owed after {WAIT:?}: conversations {missing:?}, pending \
-                 {pending:?}, dead {dead:?}"
+                 {pending:?}, dead {dead:?}, live jobs {live:?}"
             );
         }
         clock.advance(2_000);
