@@ -235,6 +235,12 @@ impl Env {
         id.split_once(':').expect("channel:ts").1.to_string()
     }
 
+    /// The channel thread of `chat` (an ask's chat, for one).
+    async fn thread_of(&self, chat: &frogbot_core::model::ChatId) -> String {
+        let row = self.store.get_chat(chat).await.unwrap().expect("the chat");
+        row.channel.expect("a channel chat").thread
+    }
+
     async fn question(&self, root: &str) -> frogbot_core::store::QuestionRow {
         let chat = channel_chat_id("slack", &format!("{CHANNEL}:{root}"));
         let row = self.store.get_chat(&chat).await.unwrap().expect("chat");
@@ -823,15 +829,7 @@ async fn an_ask_to_a_channel_starts_a_thread_and_a_click_answers_it() {
         "{root}"
     );
     let chat = frogbot_core::model::ChatId::new(created["chatId"].as_str().unwrap()).unwrap();
-    let thread = env
-        .store
-        .get_chat(&chat)
-        .await
-        .unwrap()
-        .unwrap()
-        .channel
-        .unwrap()
-        .thread;
+    let thread = env.thread_of(&chat).await;
     let root_ts = thread
         .strip_prefix(&format!("{CHANNEL}:"))
         .unwrap()
@@ -930,15 +928,7 @@ async fn an_ask_to_a_channel_starts_a_thread_and_a_click_answers_it() {
         .collect();
     assert_eq!(roots.len(), 1, "{roots:?}");
     let chat = frogbot_core::model::ChatId::new(first["chatId"].as_str().unwrap()).unwrap();
-    let thread = env
-        .store
-        .get_chat(&chat)
-        .await
-        .unwrap()
-        .unwrap()
-        .channel
-        .unwrap()
-        .thread;
+    let thread = env.thread_of(&chat).await;
     assert!(thread.starts_with(&format!("{dm}:")), "{thread}");
 }
 
@@ -965,15 +955,7 @@ async fn thirty_two_answers_from_clicks_replies_and_cancels_record_one_outcome()
         .unwrap();
     let id = created["id"].as_str().expect("an ask id").to_owned();
     let chat = frogbot_core::model::ChatId::new(created["chatId"].as_str().unwrap()).unwrap();
-    let thread = env
-        .store
-        .get_chat(&chat)
-        .await
-        .unwrap()
-        .unwrap()
-        .channel
-        .unwrap()
-        .thread;
+    let thread = env.thread_of(&chat).await;
     let root = thread
         .strip_prefix(&format!("{CHANNEL}:"))
         .unwrap()

@@ -752,18 +752,21 @@ async fn audit(ctx: &Ctx, store: &DynStore, plan: &Plan, model: &FakeModel) -> A
     a
 }
 
+/// The chat an audit line names (`telegram 10042: …`).
+fn chat_of_line(line: &str) -> ChatId {
+    let thread = line
+        .strip_prefix("telegram ")
+        .and_then(|l| l.split(':').next())
+        .unwrap_or_default();
+    channel_chat_id("telegram", thread)
+}
+
 /// The latest claim (ms) of the delivery jobs still owing the threads `audit` found missing
 /// something, when a worker holds one of them (`None`: no such job is claimed).
 async fn claimed_until(store: &DynStore, audit: &Audit) -> Option<i64> {
     let mut until = None;
     for line in audit.missing.iter().chain(&audit.missing_interrupted) {
-        let Some(chat) = line
-            .strip_prefix("telegram ")
-            .and_then(|l| l.split(':').next())
-        else {
-            continue;
-        };
-        let chat = channel_chat_id("telegram", chat);
+        let chat = chat_of_line(line);
         let job = store
             .earlier_job(
                 &frogbot_core::agent::jobs::EngineJob::deliver_prefix(&chat),
@@ -780,28 +783,21 @@ async fn claimed_until(store: &DynStore, audit: &Audit) -> Option<i64> {
 }
 
 /// The chats a delivery job in the store still owes something, each with its jobs as the store
-/// has them (key, attempts, due — relative to now —, last error): every
-/// job is claimed, as if far in the future, and put back.
+/// has them (key, attempts, due — relative to now —, last error).
 async fn owing_chats(store: &DynStore) -> HashMap<String, Vec<String>> {
     let now = now_millis();
-    let far = now + 365 * 24 * 3_600_000;
-    let (mut chats, mut seen) = (HashMap::<String, Vec<String>>::new(), HashSet::new());
-    while let Some(job) = store.claim_job("audit", 1_000, far).await.unwrap() {
-        store.retry_job(&job, job.run_at, "audit").await.unwrap();
-        if !seen.insert(job.id) {
-            break;
-        }
+    let mut chats = HashMap::<String, Vec<String>>::new();
+    for job in store.live_jobs(10_000).await.unwrap() {
         if let Some(chat) = job
             .key
             .as_deref()
             .and_then(|k| k.strip_prefix("deliver:"))
             .and_then(|k| k.split(':').next())
         {
-            // What the store held before this look (its claim and error are the job's own).
             chats.entry(chat.to_owned()).or_default().push(format!(
                 "job {:?}: attempts {}, due {:+} ms, last error {:?}",
                 job.key.as_deref().unwrap_or_default(),
-                job.attempts.saturating_sub(1),
+                job.attempts,
                 job.run_at - now,
                 job.last_error,
             ));
@@ -930,28 +926,19 @@ async fn crash_during_delivery_on(db: TestDb, strict: Strict) {
         tokio::time::sleep(Duration::from_millis(250)).await;
     };
     serve.kill();
-    // What is still owed by a delivery job (the child is gone: claiming them changes nothing
-    // that matters) is delayed, not lost.
+    // What is still owed by a delivery job (read once the child is gone: nothing changes them)
+    // is delayed, not lost.
     let owing = owing_chats(&store).await;
     for list in [&mut audit.missing, &mut audit.missing_interrupted] {
-        let (delayed, lost): (Vec<String>, Vec<String>) =
-            std::mem::take(list).into_iter().partition(|line| {
-                let chat = line
-                    .strip_prefix("telegram ")
-                    .and_then(|l| l.split(':').next())
-                    .unwrap_or_default();
-                owing.contains_key(channel_chat_id("telegram", chat).as_str())
-            });
+        let (delayed, lost): (Vec<String>, Vec<String>) = std::mem::take(list)
+            .into_iter()
+            .partition(|line| owing.contains_key(chat_of_line(line).as_str()));
         *list = lost;
         audit.delayed.extend(delayed);
     }
     for line in &audit.delayed {
-        let chat = line
-            .strip_prefix("telegram ")
-            .and_then(|l| l.split(':').next())
-            .unwrap_or_default();
-        if let Some(jobs) = owing.get(channel_chat_id("telegram", chat).as_str()) {
-            println!("  telegram {chat}'s delivery jobs: {jobs:?}");
+        if let Some(jobs) = owing.get(chat_of_line(line).as_str()) {
+            println!("  {line:.14}…'s delivery jobs: {jobs:?}");
         }
     }
     let log = std::fs::read_to_string(&serve.log).unwrap_or_default();
