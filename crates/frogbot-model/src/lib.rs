@@ -18,6 +18,7 @@
 //! fakes inject, and [`fuzz`] the proptest strategies (arbitrary and mutated real-shaped JSON)
 //! every reader of platform or HTTP input is fuzzed with.
 
+pub mod blocks;
 mod chat;
 mod hooks;
 mod interaction;
@@ -34,6 +35,7 @@ pub mod faults;
 #[cfg(feature = "testing")]
 pub mod fuzz;
 
+pub use blocks::{Block, BlockEvent, BlockKind, EventButton, EventClick, blocks_of, has_blocks};
 pub use chat::*;
 pub use hooks::*;
 pub use interaction::*;

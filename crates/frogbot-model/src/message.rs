@@ -116,6 +116,20 @@ pub struct MessageMetadata {
     /// in, so a stream a crash cut off is found and marked.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub drafts: Vec<String>,
+    /// On an agent message: its title (shown bold above the text, or as the platform's header).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// On an agent message: the key it is pinned under (`status` by convention); a pinned message
+    /// floats above the thread until unpinned, then shows at the position it was first posted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pin: Option<String>,
+    /// On an agent message posted to a channel: the platform ids of the messages it was drawn
+    /// in, in order, so an edit, a deletion, a pin or an event click finds them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub posted: Vec<String>,
+    /// On an agent message: when its content was last edited, RFC 3339.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edited_at: Option<String>,
 }
 
 /// A chat message in the AI SDK `UIMessage` shape.

@@ -66,6 +66,10 @@ impl std::fmt::Debug for Engine {
 }
 
 impl Engine {
+    fn talk(&self) -> super::talk::Talk<'_> {
+        super::talk::Talk { engine: self }
+    }
+
     /// An engine over `store` offering `offers` and `tools`, on the system clock.
     pub fn new(
         store: DynStore,
@@ -317,6 +321,19 @@ impl Engine {
             .channels
             .channel_stop(platform, thread, who)
             .await
+    }
+
+    /// A click on an event button of an agent message in a channel thread (read by the adapter
+    /// into an [`EventClick`](crate::model::EventClick)): after the identity and access checks,
+    /// the event goes to the bound agent's inbox; it answers nothing and may be sent any number
+    /// of times. `Stale` when the message, block or button is gone.
+    pub async fn channel_event(
+        &self,
+        platform: &str,
+        thread: &str,
+        click: crate::model::EventClick,
+    ) -> Result<super::EventOutcome> {
+        self.talk().channel_event(platform, thread, click).await
     }
 
     /// Handles a message in a channel thread: a reply that answers a question is consumed; else,

@@ -24,6 +24,7 @@ mod operate;
 mod questions;
 mod registry;
 pub mod scripted;
+pub mod talk;
 mod tool;
 mod turn;
 
@@ -45,6 +46,7 @@ pub use registry::{
     AccessCheck, AllowAll, AllowList, AskPlace, Channel, ChannelOutbox, ChannelSettings, Delivery,
     DraftMessages, EditStream, ReplyStream, ShownAcks,
 };
+pub use talk::{AgentMessage, AgentPlace, ChannelTarget, EventOutcome, InboxItem, MessageEdit};
 pub use tool::*;
 pub use turn::{
     ChatEvent, EngineConfig, ModelOffer, STOPPED_TEXT, SendMessage, Sent, Settle, Settled,

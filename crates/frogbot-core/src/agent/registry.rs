@@ -161,6 +161,52 @@ pub trait ChannelOutbox: Send + Sync {
         Err("this channel does not edit messages".into())
     }
 
+    /// Posts an agent message (its title, Markdown text and blocks — [`crate::model::blocks_of`],
+    /// with event buttons —) in `thread` as the durable delivery `delivery`, and returns the
+    /// platform ids of the messages it was drawn in, in order (an edit, a deletion, a pin and an
+    /// event click find it by them). Each block is drawn with the platform's own means within its
+    /// limits; a block of an unknown type as [`crate::model::blocks::UNKNOWN_BLOCK_TEXT`]. The
+    /// retry rules of [`ChannelOutbox::deliver`] apply. By default: the text only, through
+    /// `deliver`, with no ids.
+    async fn post_message(
+        &self,
+        thread: &Thread,
+        message: &UiMessage,
+        delivery: &Delivery,
+    ) -> Result<Vec<String>, BoxError> {
+        self.deliver(thread, message, delivery).await?;
+        Ok(Vec::new())
+    }
+
+    /// Draws `message` again into the platform messages `posted` (what `post_message` returned),
+    /// edited in place without a new notification; returns the ids it is drawn in now (a longer
+    /// message may post more, a shorter one deletes the surplus). Idempotent: drawing the same
+    /// message twice leaves the same result.
+    async fn edit_posted(
+        &self,
+        _thread: &Thread,
+        _posted: &[String],
+        _message: &UiMessage,
+    ) -> Result<Vec<String>, BoxError> {
+        Err("this channel does not edit messages".into())
+    }
+
+    /// Deletes the platform messages `posted` (one already gone is not an error).
+    async fn delete_posted(&self, _thread: &Thread, _posted: &[String]) -> Result<(), BoxError> {
+        Err("this channel does not delete messages".into())
+    }
+
+    /// Pins (`pinned`) or unpins the platform message `message_id` in the thread's conversation
+    /// (already so is not an error).
+    async fn pin_posted(
+        &self,
+        _thread: &Thread,
+        _message_id: &str,
+        _pinned: bool,
+    ) -> Result<(), BoxError> {
+        Err("this channel does not pin messages".into())
+    }
+
     /// The thread's messages before `before` (the platform's message id), oldest first, at most
     /// `limit` of them: read from the platform when the bot is first mentioned in a thread it
     /// has not seen (none by default; Telegram has no history for bots).
