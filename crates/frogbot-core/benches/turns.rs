@@ -883,6 +883,18 @@ impl Store for Timed {
     async fn purgeable(&self, now: Millis, dead_before: Millis) -> Result<Purgeable> {
         timed!(self, "purgeable", self.inner.purgeable(now, dead_before))
     }
+    async fn bind_agent(&self, op: &BindAgentOp<'_>) -> Result<Bound> {
+        timed!(self, "bind_agent", self.inner.bind_agent(op))
+    }
+    async fn post_message(&self, op: &PostMessageOp<'_>) -> Result<PostedMessage> {
+        timed!(self, "post_message", self.inner.post_message(op))
+    }
+    async fn update_message(&self, op: &UpdateMessageOp<'_>) -> Result<MessageUpdate> {
+        timed!(self, "update_message", self.inner.update_message(op))
+    }
+    async fn take_inbox(&self, op: &InboxOp<'_>) -> Result<Vec<StoredMessage>> {
+        timed!(self, "take_inbox", self.inner.take_inbox(op))
+    }
 }
 
 /// The store's `Sent` (the engine's `Sent` is imported under its own name).
