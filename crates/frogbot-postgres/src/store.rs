@@ -2472,7 +2472,7 @@ impl Store for PostgresStore {
                 .db(self)?;
         }
         tx.commit().await.db(self)?;
-        Ok(MessageUpdate::Done(saved))
+        Ok(MessageUpdate::Done(Box::new(saved)))
     }
 
     async fn take_inbox(&self, op: &InboxOp<'_>) -> Result<Vec<StoredMessage>> {

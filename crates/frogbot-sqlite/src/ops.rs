@@ -1883,7 +1883,7 @@ pub(crate) fn update_message(
     let mut message = op.message.clone();
     message.role = current.message.role;
     message.metadata.author = current.message.metadata.author.clone();
-    Ok(MessageUpdate::Done(stored(
+    Ok(MessageUpdate::Done(Box::new(stored(
         op.chat,
         &message,
         current.seq,
@@ -1892,7 +1892,7 @@ pub(crate) fn update_message(
         false,
         current.delivery,
         version,
-    )))
+    ))))
 }
 
 pub(crate) fn take_inbox(c: &Connection, op: &InboxOp<'_>) -> R<Vec<StoredMessage>> {

@@ -26,10 +26,10 @@ use serde_json::json;
 
 use super::*;
 use crate::model::{
-    Ack, Actor, ChannelRef, ChatId, Delivery, ErrorInfo, MessageMetadata, MessagePart, MessageStatus,
-    QUESTION_TOOL, QuestionAnswer, QuestionInput, QuestionItem, QuestionMessage, QuestionOption,
-    QuestionOutcome, QuestionOutput, QuestionRecord, Role, ToolPart, ToolState, TurnState,
-    UiMessage, UserId,
+    Ack, Actor, ChannelRef, ChatId, Delivery, ErrorInfo, MessageMetadata, MessagePart,
+    MessageStatus, QUESTION_TOOL, QuestionAnswer, QuestionInput, QuestionItem, QuestionMessage,
+    QuestionOption, QuestionOutcome, QuestionOutput, QuestionRecord, Role, ToolPart, ToolState,
+    TurnState, UiMessage, UserId,
 };
 use crate::store::StoreError;
 
@@ -3836,7 +3836,10 @@ pub async fn agent_chats_bind_once_and_keep_the_writer_rules(db: Db) {
     };
     assert_eq!(row.agent.as_deref(), Some("alice"));
     assert_eq!(row.owner.as_ref().map(UserId::as_str), Some("alice"));
-    assert!(matches!(bind(&c, "alice", T0 + 1).await.unwrap(), Bound::Bound(_)));
+    assert!(matches!(
+        bind(&c, "alice", T0 + 1).await.unwrap(),
+        Bound::Bound(_)
+    ));
     // bob may not write alice's chat at all.
     let as_bob = web("agent-1", Some("bob"));
     assert!(matches!(
@@ -3847,8 +3850,12 @@ pub async fn agent_chats_bind_once_and_keep_the_writer_rules(db: Db) {
     let t = in_thread("_p-agent", None, "T-agent");
     start(s, &t, "u1", None, T0).await;
     assert_eq!(chat_row(s, &t).await.agent, None);
-    assert!(matches!(bind(&t, "", T0 + 3).await.unwrap(), Bound::Bound(r) if r.agent.as_deref() == Some("")));
-    assert!(matches!(bind(&t, "carol", T0 + 4).await.unwrap(), Bound::Other(r) if r.agent.as_deref() == Some("")));
+    assert!(
+        matches!(bind(&t, "", T0 + 3).await.unwrap(), Bound::Bound(r) if r.agent.as_deref() == Some(""))
+    );
+    assert!(
+        matches!(bind(&t, "carol", T0 + 4).await.unwrap(), Bound::Other(r) if r.agent.as_deref() == Some(""))
+    );
     // The thread's chat under another id is refused.
     let wrong = in_thread("_p-agent-2", None, "T-agent");
     assert!(matches!(
@@ -3881,12 +3888,19 @@ pub async fn agent_messages_append_outside_turns_and_dedup(db: Db) {
     assert!(saved.version > before.version);
     assert_eq!(saved.message.text(), "hello from outside");
     let after = chat_row(s, &c).await;
-    assert_eq!(after.lease.as_ref().map(|l| l.token), before.lease.as_ref().map(|l| l.token));
+    assert_eq!(
+        after.lease.as_ref().map(|l| l.token),
+        before.lease.as_ref().map(|l| l.token)
+    );
     assert!(matches!(
         s.post_message(&op).await.unwrap(),
         PostedMessage::Duplicate(m) if m.seq == saved.seq
     ));
-    assert_eq!(s.live_jobs(10).await.unwrap().len(), 1, "one job, written once");
+    assert_eq!(
+        s.live_jobs(10).await.unwrap().len(),
+        1,
+        "one job, written once"
+    );
     // The turn still ends, and its reply stays before the posted message.
     let (_, u1) = (0, s.get_message(&c.chat_id, "u1").await.unwrap().unwrap());
     checkpoint(
@@ -3965,12 +3979,20 @@ pub async fn agent_message_updates_are_fenced_by_version(db: Db) {
             MessageUpdate::Moved(_) => None,
         })
         .collect();
-    assert_eq!(won.len(), 1, "exactly one of two racing edits lands: {a:?} {b:?}");
+    assert_eq!(
+        won.len(),
+        1,
+        "exactly one of two racing edits lands: {a:?} {b:?}"
+    );
     let now = s.get_message(&c.chat_id, "a1").await.unwrap().unwrap();
     assert_eq!(now.message.text(), won[0]);
     assert!(now.version > v1.version);
     // The loser sees the message as it is now.
-    let lost_one = if matches!(a, MessageUpdate::Moved(_)) { a } else { b };
+    let lost_one = if matches!(a, MessageUpdate::Moved(_)) {
+        a
+    } else {
+        b
+    };
     assert!(matches!(lost_one, MessageUpdate::Moved(Some(m)) if m.version == now.version));
     // A message that is not there: moved, nothing written.
     let ghost = assistant_msg("nope", "x");
@@ -3994,7 +4016,11 @@ pub async fn agent_message_updates_are_fenced_by_version(db: Db) {
 pub async fn inbox_is_taken_once_marked_seen_per_agent(db: Db) {
     let s = &*db.store;
     let mut chats = Vec::new();
-    for (id, agent) in [("agent-in-a", "alice"), ("agent-in-b", "alice"), ("agent-in-c", "bob")] {
+    for (id, agent) in [
+        ("agent-in-a", "alice"),
+        ("agent-in-b", "alice"),
+        ("agent-in-c", "bob"),
+    ] {
         let c = web(id, Some(agent));
         s.bind_agent(&BindAgentOp {
             chat: &c,
@@ -4043,8 +4069,16 @@ pub async fn inbox_is_taken_once_marked_seen_per_agent(db: Db) {
         .unwrap()
     };
     let only_b = take("alice", Some(chats[1].chat_id.clone()), 2).await;
-    assert_eq!(ids(&only_b), ["p2", "p5"], "oldest first, one chat, the limit");
-    assert!(only_b.iter().all(|m| m.message.metadata.ack == Some(Ack::Seen)));
+    assert_eq!(
+        ids(&only_b),
+        ["p2", "p5"],
+        "oldest first, one chat, the limit"
+    );
+    assert!(
+        only_b
+            .iter()
+            .all(|m| m.message.metadata.ack == Some(Ack::Seen))
+    );
     let other = db.second_handle().await;
     let (x, y) = tokio::join!(
         other.take_inbox(&InboxOp {
@@ -4063,10 +4097,21 @@ pub async fn inbox_is_taken_once_marked_seen_per_agent(db: Db) {
         .map(|i| format!("p{i}"))
         .collect();
     want.sort();
-    assert_eq!(got, want, "alice's messages, each taken once, none of bob's");
+    assert_eq!(
+        got, want,
+        "alice's messages, each taken once, none of bob's"
+    );
     assert!(take("alice", None, 100).await.is_empty());
     assert_eq!(take("bob", None, 100).await.len(), 5);
-    let stored = s.get_message(&chats[0].chat_id, "p1").await.unwrap().unwrap();
-    assert_eq!(stored.message.metadata.ack, Some(Ack::Seen), "Seen is stored");
+    let stored = s
+        .get_message(&chats[0].chat_id, "p1")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        stored.message.metadata.ack,
+        Some(Ack::Seen),
+        "Seen is stored"
+    );
     assert!(chat_row(s, &chats[0]).await.version > version_before);
 }

@@ -937,7 +937,7 @@ pub struct UpdateMessageOp<'a> {
 #[derive(Clone, Debug, PartialEq)]
 pub enum MessageUpdate {
     /// Saved.
-    Done(StoredMessage),
+    Done(Box<StoredMessage>),
     /// The message changed since it was read (it is returned as it is now) or is gone (`None`),
     /// or is queued; nothing changed.
     Moved(Option<Box<StoredMessage>>),
