@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Checks the deploy files (deploy/, .dockerignore) with what a machine without a container engine
-# can run: `bash scripts/check-deploy.sh`. Installs what it needs (as root, like scripts/test.sh):
+# Checks the deploy files (deploy/, .dockerignore) with what this machine can run without pulling
+# images: `bash scripts/check-deploy.sh [--image]`. Installs what it needs (as root, like scripts/test.sh):
 #
 # - deploy/frogbot.service: `systemd-analyze verify` (Debian's systemd; any warning fails, since
 #   verify itself exits 0 on unknown keys and bad values) and `systemd-analyze security --offline`
@@ -17,10 +17,26 @@
 #   health check against a `frogbot serve` on a free loopback port (exit 0 while /healthz answers
 #   200, exit 1 once the database file is gone and it answers 503, exit 1 with nothing listening).
 #
-# Not checked here: building or running the image. This machine reaches package registries only,
-# not a container registry, so the base images (rust, debian, postgres) cannot be pulled.
+# With --image (not run by .ci/run: the first run takes minutes), also the image's runtime stage,
+# with Debian's podman (runc) as root: no container registry is reachable from here, so the base
+# image is made from Debian's packages (mmdebstrap bookworm, minbase, imported and kept as
+# localhost/frogbot-check-debian:bookworm-slim), and the build stage is replaced by the built
+# binary above (a release build of the workspace inside the image takes too long here). The stage
+# is built as written (apt-get, the user, /data, ENV, HEALTHCHECK, STOPSIGNAL), then run: its
+# health check passes, it runs as uid 10001, the SQLite file is in /data, `frogbot chats` works in
+# it, and `podman stop` (SIGTERM) ends it with exit code 0. The build stage is only linted.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+image=""
+case "${1:-}" in
+    "") ;;
+    --image) image=1 ;;
+    *)
+        echo "usage: bash scripts/check-deploy.sh [--image]" >&2
+        exit 2
+        ;;
+esac
 
 ok() { echo "ok   $*"; }
 failed=0
@@ -172,7 +188,105 @@ else
     fi
 fi
 
-echo "check-deploy: the image itself is not built here (no container registry to pull base images from)"
+# ---- the image's runtime stage (--image) ---------------------------------------------------------
+container=""
+image_cleanup() {
+    if [ -n "$container" ]; then
+        podman --runtime runc rm -f "$container" >/dev/null 2>&1 || true
+        podman volume rm -f "$container-data" >/dev/null 2>&1 || true
+        podman rmi -f "localhost/$container:latest" >/dev/null 2>&1 || true
+        # The build stage's untagged image.
+        podman images -q --filter "label=frogbot-check=$container" | xargs -r podman rmi -f >/dev/null 2>&1 || true
+    fi
+    cleanup
+}
+if [ -z "$image" ]; then
+    echo "skip the image (bash scripts/check-deploy.sh --image builds and runs its runtime stage)"
+elif [ ! -x "$bin" ]; then
+    fail "--image needs a built frogbot at $bin (set FROGBOT_BIN)"
+else
+    trap image_cleanup EXIT
+    if ! command -v podman >/dev/null || ! command -v runc >/dev/null; then apt_install podman runc; fi
+    command -v mmdebstrap >/dev/null || apt_install mmdebstrap
+    # crun, when installed, refuses this machine's hybrid cgroups; runc works. Both refuse to raise
+    # rlimits past the machine's hard limits, which podman's defaults do: set them within.
+    pod() { podman --runtime runc "$@"; }
+    limits=(--ulimit "nofile=$(ulimit -Hn):$(ulimit -Hn)" --ulimit nproc=4096:4096)
+    base=localhost/frogbot-check-debian:bookworm-slim
+    if ! pod image exists "$base"; then
+        echo "check-deploy: making $base from Debian's packages (mmdebstrap, about a minute)…"
+        mmdebstrap --quiet --variant=minbase --mode=root --format=tar bookworm - |
+            pod import --quiet --change 'CMD ["bash"]' - "$base" >/dev/null
+    fi
+    container="frogbot-check-$$"
+    ctx="$tmp/image"
+    mkdir -p "$ctx/deploy"
+    cp deploy/healthcheck.sh "$ctx/deploy/"
+    cp "$bin" "$ctx/frogbot"
+    if ! grep -qx 'FROM debian:bookworm-slim' deploy/Dockerfile; then
+        fail "deploy/Dockerfile: no 'FROM debian:bookworm-slim' runtime stage to test"
+    else
+        {
+            printf 'FROM scratch AS build\nLABEL frogbot-check=%s\nCOPY frogbot /usr/local/bin/frogbot\n' "$container"
+            sed -n '/^FROM debian:bookworm-slim$/,$p' deploy/Dockerfile |
+                sed "s|^FROM debian:bookworm-slim\$|FROM $base|"
+        } >"$ctx/Containerfile"
+        started=$(date +%s)
+        if ! out=$(pod build --quiet --pull=never --format docker --network=host "${limits[@]}" \
+            -t "localhost/$container:latest" -f "$ctx/Containerfile" "$ctx" 2>&1); then
+            fail "podman build of the runtime stage:"
+            echo "$out" | tail -30 >&2
+        else
+            ok "podman build of deploy/Dockerfile's runtime stage ($(($(date +%s) - started)) s)"
+            port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+            pod run -d --name "$container" --network=host "${limits[@]}" \
+                -e "FROGBOT_LISTEN=127.0.0.1:$port" -v "$container-data:/data" \
+                "localhost/$container:latest" >/dev/null 2>"$tmp/run.err" ||
+                fail "podman run: $(cat "$tmp/run.err")"
+            healthy=""
+            for _ in $(seq 1 60); do
+                if pod healthcheck run "$container" >/dev/null 2>&1; then
+                    healthy=1
+                    break
+                fi
+                sleep 0.5
+            done
+            if [ -n "$healthy" ]; then
+                ok "the container's HEALTHCHECK passes"
+            else
+                fail "the container's HEALTHCHECK never passed:"
+                pod logs "$container" 2>&1 | tail -20 >&2
+            fi
+            uid=$(pod exec "$container" id -u 2>&1 || true)
+            if [ "$uid" = 10001 ]; then
+                ok "the container runs as uid 10001"
+            else
+                fail "the container runs as uid '$uid', not 10001"
+            fi
+            owner=$(pod exec "$container" stat -c '%u:%g' /data /data/frogbot.db 2>&1 | sort -u | tr '\n' ' ')
+            if [ "$owner" = "10001:10001 " ]; then
+                ok "/data and /data/frogbot.db belong to 10001:10001"
+            else
+                fail "/data, /data/frogbot.db owners: $owner"
+            fi
+            if out=$(pod exec "$container" frogbot chats 2>&1); then
+                ok "frogbot chats in the container"
+            else
+                fail "frogbot chats in the container: $out"
+            fi
+            signal=$(pod inspect "$container" --format '{{.Config.StopSignal}}')
+            pod stop -t 60 "$container" >/dev/null 2>&1 || true
+            code=$(pod inspect "$container" --format '{{.State.ExitCode}}')
+            if [ "$signal" = 15 ] && [ "$code" = 0 ]; then
+                ok "podman stop sends SIGTERM and frogbot serve exits 0"
+            else
+                fail "podman stop: stop signal $signal, exit code $code"
+                pod logs "$container" 2>&1 | tail -5 >&2
+            fi
+        fi
+    fi
+fi
+
 if [ "$failed" != 0 ]; then
     echo "check-deploy: FAILED" >&2
     exit 1
