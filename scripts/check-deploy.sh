@@ -12,7 +12,8 @@
 # - deploy/compose.yaml: `docker-compose config` (Debian's docker-compose, which reads and checks
 #   the file without a daemon), with POSTGRES_PASSWORD set and, to check it is required, unset.
 # - deploy/frogbot.toml and deploy/healthcheck.sh, when a built `frogbot` is at hand
-#   ($FROGBOT_BIN, else $CARGO_TARGET_DIR/debug/frogbot; this script builds nothing):
+#   ($FROGBOT_BIN, which must exist when set, else $CARGO_TARGET_DIR/debug/frogbot or
+#   target/debug/frogbot; this script builds nothing):
 #   `frogbot config check --offline` of the file with compose's FROGBOT_DATABASE, and the image's
 #   health check against a `frogbot serve` on a free loopback port (exit 0 while /healthz answers
 #   200, exit 1 once the database file is gone and it answers 503, exit 1 with nothing listening).
@@ -51,8 +52,12 @@ apt_install() {
         exit 1
     fi
     echo "check-deploy: installing $* (Debian)…"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+    if ! { apt-get update -qq &&
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@"; } \
+        >"$tmp/apt.log" 2>&1; then
+        cat "$tmp/apt.log" >&2
+        exit 1
+    fi
 }
 
 tmp=$(mktemp -d)
@@ -128,7 +133,9 @@ fi
 
 # ---- frogbot.toml and the health check, with a built binary --------------------------------------
 bin="${FROGBOT_BIN:-${CARGO_TARGET_DIR:-target}/debug/frogbot}"
-if [ ! -x "$bin" ]; then
+if [ -n "${FROGBOT_BIN:-}" ] && [ ! -x "$bin" ]; then
+    fail "FROGBOT_BIN=$bin is not an executable"
+elif [ ! -x "$bin" ]; then
     echo "skip frogbot.toml and healthcheck.sh: no frogbot binary at $bin (set FROGBOT_BIN)"
 else
     if out=$(FROGBOT_DATABASE=postgres://frogbot:check@postgres:5432/frogbot \
