@@ -133,10 +133,11 @@ fn usage(s: impl Into<String>) -> AskError {
     AskError::Usage(s.into())
 }
 
-/// `CHAT.MESSAGE` → (chat, message).
+/// `CHAT.MESSAGE` → (chat, message). Chat ids have no dot; a channel message's id may
+/// (`slack-C42:1796168059.003000`), so the first dot splits.
 pub fn message_ref(raw: &str) -> Result<(String, String), AskError> {
     raw.split_once('.')
-        .filter(|(c, m)| !c.is_empty() && !m.is_empty() && !m.contains('.'))
+        .filter(|(c, m)| !c.is_empty() && !m.is_empty() && !m.contains(['/', '?', '#']))
         .map(|(c, m)| (c.to_owned(), m.to_owned()))
         .ok_or_else(|| usage(format!("{raw:?}: name a message as CHAT.MESSAGE")))
 }
@@ -393,7 +394,11 @@ mod tests {
     #[test]
     fn message_refs_name_a_chat_and_a_message() {
         assert_eq!(message_ref("c1.m1").unwrap(), ("c1".into(), "m1".into()));
-        for bad in ["", "c1", ".m", "c.", "a.b.c"] {
+        assert_eq!(
+            message_ref("_slack-x.slack-C42:1796168059.003000").unwrap(),
+            ("_slack-x".into(), "slack-C42:1796168059.003000".into())
+        );
+        for bad in ["", "c1", ".m", "c.", "c.m/../x", "c.m?x"] {
             assert!(message_ref(bad).is_err(), "{bad}");
         }
     }
