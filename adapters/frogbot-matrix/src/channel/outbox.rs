@@ -370,7 +370,17 @@ impl<A: MatrixApi + Clone + 'static> ChannelOutbox for MatrixOutbox<A> {
         } else {
             list.retain(|e| *e != event);
         }
-        self.api.set_pinned_events(&room, list).await?;
+        self.api
+            .set_pinned_events(&room, list)
+            .await
+            .map_err(|e| match e {
+                crate::Error::Api { message, .. } if message.contains("M_FORBIDDEN") => format!(
+                    "the bot may not pin in this room ({message}): give it the power level \
+                         that m.room.pinned_events needs (a moderator's, 50, by default)"
+                )
+                .into(),
+                e => BoxError::from(e),
+            })?;
         Ok(())
     }
 
