@@ -47,6 +47,20 @@ pub trait DiscordApi: Send + Sync + 'static {
         edit: &EditMessage,
     ) -> Result<(), Error>;
 
+    /// `DELETE /channels/{channel}/messages/{message}`: the message goes. A message already
+    /// gone (404 `Unknown Message`, 10008) counts as done.
+    async fn delete_message(&self, channel: ChannelId, message: MessageId) -> Result<(), Error>;
+
+    /// `PUT` (`pinned`) or `DELETE /channels/{channel}/pins/{message}` (the route serenity 0.12
+    /// calls; Discord's newer one is `/channels/{channel}/messages/pins/{message}`). Unpinning a
+    /// message already gone (10008) counts as done.
+    async fn pin_message(
+        &self,
+        channel: ChannelId,
+        message: MessageId,
+        pinned: bool,
+    ) -> Result<(), Error>;
+
     /// `POST /interactions/{id}/{token}/callback`: the interaction's (one) response.
     async fn create_interaction_response(
         &self,
@@ -129,6 +143,44 @@ impl DiscordApi for Http {
     ) -> Result<(), Error> {
         Http::edit_message(self, channel, message, edit, vec![]).await?;
         Ok(())
+    }
+
+    async fn delete_message(&self, channel: ChannelId, message: MessageId) -> Result<(), Error> {
+        match Http::delete_message(self, channel, message, None).await {
+            Err(e) => {
+                let e = Error::from(e);
+                if e.discord_code() == Some(UNKNOWN_MESSAGE) {
+                    Ok(())
+                } else {
+                    Err(e)
+                }
+            }
+            Ok(()) => Ok(()),
+        }
+    }
+
+    async fn pin_message(
+        &self,
+        channel: ChannelId,
+        message: MessageId,
+        pinned: bool,
+    ) -> Result<(), Error> {
+        let r = if pinned {
+            Http::pin_message(self, channel, message, None).await
+        } else {
+            Http::unpin_message(self, channel, message, None).await
+        };
+        match r {
+            Err(e) => {
+                let e = Error::from(e);
+                if !pinned && e.discord_code() == Some(UNKNOWN_MESSAGE) {
+                    Ok(())
+                } else {
+                    Err(e)
+                }
+            }
+            Ok(()) => Ok(()),
+        }
     }
 
     async fn create_interaction_response(
@@ -227,10 +279,14 @@ impl DiscordApi for Http {
     }
 }
 
+/// Discord's error code for a message that does not exist (any more).
+pub const UNKNOWN_MESSAGE: isize = 10_008;
+
 /// One call [`RecordingDiscord`] received.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Recorded {
-    /// The method: `send_message`, `edit_message`, `create_interaction_response`,
+    /// The method: `send_message`, `edit_message`, `delete_message`, `pin_message`,
+    /// `create_interaction_response`,
     /// `create_followup`, `create_thread`, `current_user`, `channel_kind`, `dm_channel`, `react`,
     /// `unreact`, `typing` or `messages_before`.
     pub method: &'static str,
@@ -309,6 +365,29 @@ impl DiscordApi for RecordingDiscord {
         if self.fail_edits_of.lock().expect("fail").contains(&message) {
             return Err(Error::Malformed(format!("Unknown Message {message}")));
         }
+        Ok(())
+    }
+
+    async fn delete_message(&self, channel: ChannelId, message: MessageId) -> Result<(), Error> {
+        self.record(
+            "delete_message",
+            vec![channel.to_string(), message.to_string()],
+            &Value::Null,
+        );
+        Ok(())
+    }
+
+    async fn pin_message(
+        &self,
+        channel: ChannelId,
+        message: MessageId,
+        pinned: bool,
+    ) -> Result<(), Error> {
+        self.record(
+            "pin_message",
+            vec![channel.to_string(), message.to_string()],
+            &pinned,
+        );
         Ok(())
     }
 

@@ -49,6 +49,22 @@ fn raw_of<T: serde::Serialize>(value: &T) -> Value {
     serde_json::to_value(value).unwrap_or(Value::Null)
 }
 
+/// The click on an agent message's event button a component interaction is (a button whose
+/// `custom_id` is [`crate::ids::event_custom_id`]): the message, the block and button indexes,
+/// and who; `None` for any other component (a question's control, the Stop button).
+pub fn event_click(interaction: &ComponentInteraction) -> Option<frogbot_model::EventClick> {
+    if !matches!(interaction.data.kind, ComponentInteractionDataKind::Button) {
+        return None;
+    }
+    let (block, button) = crate::ids::decode_event_custom_id(&interaction.data.custom_id)?;
+    Some(frogbot_model::EventClick {
+        message_id: interaction.message.id.to_string(),
+        block,
+        button,
+        user: platform_user(&interaction.user),
+    })
+}
+
 /// A button or select click → `Interaction::Action`.
 ///
 /// `actionId` is the component's `custom_id`. `value` is the first selected value of a select

@@ -96,7 +96,7 @@ pub fn to_discord(markdown: &str) -> String {
 
 /// `text` with every run of three backticks broken by a zero-width space (it would end the
 /// code block).
-fn no_fence(text: &str) -> String {
+pub(crate) fn no_fence(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut run = 0;
     for c in text.chars() {

@@ -225,6 +225,49 @@ pub fn ask_nonce(key: &str) -> String {
     delivery_nonce(&format!("ask:{key}"))
 }
 
+/// The `custom_id` of an agent message's event button: `fe:{block}:{button}` (the block's index
+/// among the message's blocks, the button's index on the block; far within Discord's 100
+/// characters). Apart from the question controls (`fq:…`) and the Stop button.
+pub fn event_custom_id(block: usize, button: usize) -> String {
+    format!("fe:{block}:{button}")
+}
+
+/// The block and button indexes of an event button's `custom_id`; `None` for any other id.
+pub fn decode_event_custom_id(id: &str) -> Option<(usize, usize)> {
+    let (block, button) = id.strip_prefix("fe:")?.split_once(':')?;
+    let digits = |s: &str| !s.is_empty() && s.len() <= 6 && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(block) || !digits(button) {
+        return None;
+    }
+    Some((block.parse().ok()?, button.parse().ok()?))
+}
+
+#[cfg(test)]
+mod event_tests {
+    use super::*;
+
+    #[test]
+    fn event_ids_round_trip_and_stay_apart_from_question_controls() {
+        let id = event_custom_id(6, 4);
+        assert_eq!(id, "fe:6:4");
+        assert_eq!(decode_event_custom_id(&id), Some((6, 4)));
+        assert_eq!(Control::decode(&id), None);
+        for bad in [
+            "",
+            "frogbot-stop",
+            "fe:1",
+            "fe:1:",
+            "fe:x:1",
+            "fe:1:2:3",
+            "fq:1:2:3",
+            "fe:-1:2",
+        ] {
+            assert_eq!(decode_event_custom_id(bad), None, "{bad}");
+        }
+        assert!(event_custom_id(19, 4).len() <= 100);
+    }
+}
+
 #[cfg(test)]
 mod nonce_tests {
     use super::{ask_nonce, delivery_nonce};

@@ -34,6 +34,14 @@
 //! limiter). Receiving: every gateway event is handled, or logged with its kind (debug); a
 //! failure to hand one to the engine is logged as an error.
 //!
+//! Agent messages (issue 20): `ChannelOutbox::post_message` posts [`render::agent_message`]'s
+//! messages (content, embeds, action rows of event buttons `fe:{block}:{button}`) under nonces
+//! from their piece keys with `enforce_nonce`, as `deliver` does; `edit_posted` is
+//! `PATCH /channels/{c}/messages/{m}` (Discord's edits notify no one; extra messages posted under
+//! nonces, surplus ones deleted), `delete_posted` is `DELETE` (`Unknown Message` is done),
+//! `pin_posted` is `PUT` / `DELETE /channels/{c}/pins/{m}` (serenity 0.12's route). A click on an
+//! event button goes to `Engine::channel_event`, answered with a deferred update.
+//!
 #[cfg(feature = "engine")]
 pub mod channel;
 pub mod client;

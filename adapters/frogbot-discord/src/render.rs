@@ -1,4 +1,6 @@
-//! Pure rendering: a question → serenity message builders (buttons, string selects, modals).
+//! Pure rendering: a question → serenity message builders (buttons, string selects, modals); an
+//! agent message (title, text, typed blocks, event buttons) → messages of content and embeds
+//! ([`agent_message`]).
 //!
 //! One Discord message shows one step of a call (`QuestionMessage::question` = the index of its
 //! first question); a question set is asked step by step (the shared `Progress`). A step is one
@@ -44,8 +46,8 @@ use frogbot_model::{
     open_until_text, skipped_text,
 };
 use serenity::builder::{
-    CreateActionRow, CreateButton, CreateInputText, CreateMessage, CreateModal, CreateSelectMenu,
-    CreateSelectMenuKind, CreateSelectMenuOption, EditMessage,
+    CreateActionRow, CreateButton, CreateEmbed, CreateInputText, CreateMessage, CreateModal,
+    CreateSelectMenu, CreateSelectMenuKind, CreateSelectMenuOption, EditMessage,
 };
 use serenity::model::application::{ButtonStyle, InputTextStyle};
 
@@ -595,6 +597,349 @@ pub fn settled_edit(
     };
     let text = truncate(&format!("{head}{body}"), MESSAGE_LIMIT);
     EditMessage::new().content(text).components(vec![])
+}
+
+// ---------------------------------------------------------------------------------------------
+// Agent messages: a title, Markdown text and typed blocks (frogbot_model::blocks).
+// ---------------------------------------------------------------------------------------------
+
+/// Discord: embeds in one message.
+pub const EMBEDS_PER_MESSAGE: usize = 10;
+/// Discord: the characters of all the embeds of one message (titles, descriptions, field names
+/// and values, footers, author names).
+pub const EMBED_TOTAL_LIMIT: usize = 6000;
+/// Discord: an embed's title.
+pub const EMBED_TITLE_LIMIT: usize = 256;
+/// Discord: an embed's description.
+pub const EMBED_DESCRIPTION_LIMIT: usize = 4096;
+/// Discord: fields in one embed.
+pub const EMBED_FIELDS_LIMIT: usize = 25;
+/// Discord: a field's name.
+pub const FIELD_NAME_LIMIT: usize = 256;
+/// Discord: a field's value.
+pub const FIELD_VALUE_LIMIT: usize = 1024;
+/// The colour of an agent message's embeds.
+pub const AGENT_EMBED_COLOUR: u32 = 0x3B_A5_5C;
+/// The cells of a progress bar.
+pub const PROGRESS_BAR_WIDTH: usize = 20;
+/// The most characters of a table cell drawn in a table's code block (a longer one is cut with
+/// "…", so that the columns stay readable).
+pub const TABLE_CELL_CHARS: usize = 60;
+
+/// An embed as drawn, before serenity's builder: what counts toward Discord's limits is known.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Embed {
+    title: Option<String>,
+    description: Option<String>,
+    fields: Vec<(String, String)>,
+    image: Option<String>,
+}
+
+impl Embed {
+    /// The characters Discord counts toward [`EMBED_TOTAL_LIMIT`].
+    fn size(&self) -> usize {
+        let n = |s: &Option<String>| s.as_deref().map_or(0, |s| s.chars().count());
+        n(&self.title)
+            + n(&self.description)
+            + self
+                .fields
+                .iter()
+                .map(|(k, v)| k.chars().count() + v.chars().count())
+                .sum::<usize>()
+    }
+
+    fn build(&self) -> CreateEmbed {
+        let mut e = CreateEmbed::new().colour(AGENT_EMBED_COLOUR);
+        if let Some(t) = &self.title {
+            e = e.title(t);
+        }
+        if let Some(d) = &self.description {
+            e = e.description(d);
+        }
+        for (k, v) in &self.fields {
+            e = e.field(k, v, true);
+        }
+        if let Some(url) = &self.image {
+            e = e.image(url);
+        }
+        e
+    }
+}
+
+fn described(text: &str) -> Embed {
+    Embed {
+        description: Some(truncate(text, EMBED_DESCRIPTION_LIMIT)),
+        ..Embed::default()
+    }
+}
+
+/// A code block holding `body` (its fences made harmless), with `language` for highlighting.
+fn code_block(body: &str, language: &str) -> String {
+    format!("```{language}\n{}\n```", crate::format::no_fence(body))
+}
+
+/// `text` in pieces of at most `max` characters, cut at a line end where one is near.
+fn chunks(text: &str, max: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest: &str = text;
+    while rest.chars().count() > max {
+        let cut = rest.char_indices().nth(max).map_or(rest.len(), |(i, _)| i);
+        let at = rest[..cut]
+            .rfind('\n')
+            .filter(|&i| i >= cut / 2)
+            .map_or(cut, |i| i + 1);
+        out.push(rest[..at].to_owned());
+        rest = &rest[at..];
+    }
+    if !rest.is_empty() || out.is_empty() {
+        out.push(rest.to_owned());
+    }
+    out
+}
+
+/// A table as code blocks of aligned columns, each within an embed's description (the header
+/// repeated at the top of each).
+fn table_embeds(columns: &[String], rows: &[Vec<String>]) -> Vec<Embed> {
+    let cut = |s: &str| truncate(&s.replace(['\n', '\r'], " "), TABLE_CELL_CHARS);
+    let header: Vec<String> = columns.iter().map(|c| cut(c)).collect();
+    let body: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            (0..header.len())
+                .map(|i| cut(r.get(i).map_or("", String::as_str)))
+                .collect()
+        })
+        .collect();
+    let align = vec![pulldown_cmark::Alignment::None; header.len()];
+    let draw = |chunk: &[Vec<String>]| {
+        let mut all = vec![header.clone()];
+        all.extend(chunk.iter().cloned());
+        code_block(&frogbot_model::text::table_text(&align, &all), "")
+    };
+    let mut out = Vec::new();
+    let mut start = 0;
+    loop {
+        let mut end = start;
+        while end < body.len()
+            && draw(&body[start..=end]).chars().count() <= EMBED_DESCRIPTION_LIMIT
+        {
+            end += 1;
+        }
+        if end == start && start < body.len() {
+            end += 1; // a row too wide alone: cut by the description's limit
+        }
+        out.push(described(&draw(&body[start..end])));
+        start = end;
+        if start >= body.len() {
+            break;
+        }
+    }
+    out
+}
+
+/// How one block is drawn: embeds (its event buttons apart).
+fn block_embeds(block: &frogbot_model::blocks::Block) -> Vec<Embed> {
+    use frogbot_model::blocks::{BlockKind, UNKNOWN_BLOCK_TEXT, progress_bar};
+    match &block.kind {
+        BlockKind::Table { columns, rows } => table_embeds(columns, rows),
+        BlockKind::Progress { value, max, label } => {
+            let pct = (value / max * 100.0).round();
+            let bar = progress_bar(*value, *max, PROGRESS_BAR_WIDTH);
+            vec![Embed {
+                title: label.as_deref().map(|l| truncate(l, EMBED_TITLE_LIMIT)),
+                description: Some(format!("`{bar}` {pct}%")),
+                ..Embed::default()
+            }]
+        }
+        BlockKind::Image { url, alt } => vec![Embed {
+            description: (!alt.trim().is_empty()).then(|| truncate(alt, EMBED_DESCRIPTION_LIMIT)),
+            image: Some(url.clone()),
+            ..Embed::default()
+        }],
+        BlockKind::Code { code, language } => {
+            let language = language.as_deref().unwrap_or("");
+            let room = EMBED_DESCRIPTION_LIMIT - language.len() - 16;
+            // `no_fence` may add a character per three backticks: cut the escaped text.
+            chunks(&crate::format::no_fence(code), room)
+                .into_iter()
+                .map(|c| described(&format!("```{language}\n{c}\n```")))
+                .collect()
+        }
+        BlockKind::Fields { fields } => {
+            // Each pair a field (a long value continues in the next field, named with a
+            // zero-width space); embeds of at most 25 fields and a third of the message's total.
+            let mut pairs: Vec<(String, String)> = Vec::new();
+            for f in fields {
+                let key = truncate(&f.key, FIELD_NAME_LIMIT);
+                let value = if f.value.trim().is_empty() {
+                    "—".to_owned()
+                } else {
+                    f.value.clone()
+                };
+                for (i, v) in chunks(&value, FIELD_VALUE_LIMIT).into_iter().enumerate() {
+                    let name = if i == 0 {
+                        key.clone()
+                    } else {
+                        "\u{200B}".to_owned()
+                    };
+                    pairs.push((
+                        name,
+                        if v.trim().is_empty() {
+                            "\u{200B}".to_owned()
+                        } else {
+                            v
+                        },
+                    ));
+                }
+            }
+            let mut out: Vec<Embed> = Vec::new();
+            for pair in pairs {
+                let size = pair.0.chars().count() + pair.1.chars().count();
+                let full = out.last().is_none_or(|e| {
+                    e.fields.len() >= EMBED_FIELDS_LIMIT || e.size() + size > EMBED_TOTAL_LIMIT / 2
+                });
+                if full {
+                    out.push(Embed::default());
+                }
+                out.last_mut().expect("an embed").fields.push(pair);
+            }
+            out
+        }
+        BlockKind::Html { title, .. } => vec![Embed {
+            title: Some(truncate(
+                title.as_deref().unwrap_or("App"),
+                EMBED_TITLE_LIMIT,
+            )),
+            description: Some("🧩 An app: open it in the web chat.".to_owned()),
+            ..Embed::default()
+        }],
+        _ => vec![described(UNKNOWN_BLOCK_TEXT)],
+    }
+}
+
+/// One Discord message an agent message is drawn in.
+#[derive(Clone, Debug)]
+pub struct AgentPiece {
+    /// Its content (Markdown, at most [`MESSAGE_LIMIT`]), if any.
+    pub content: Option<String>,
+    /// Its embeds (at most [`EMBEDS_PER_MESSAGE`], [`EMBED_TOTAL_LIMIT`] characters in all).
+    pub embeds: Vec<CreateEmbed>,
+    /// Its rows of event buttons (at most [`ROW_LIMIT`], one per block).
+    pub rows: Vec<CreateActionRow>,
+}
+
+impl AgentPiece {
+    /// The message to post (`allowed_mentions` empty: nothing pings).
+    pub fn create(&self) -> CreateMessage {
+        CreateMessage::new()
+            .content(self.content.clone().unwrap_or_default())
+            .embeds(self.embeds.clone())
+            .components(self.rows.clone())
+            .allowed_mentions(crate::format::no_mentions())
+    }
+
+    /// The edit that draws this piece over a message (every part replaced).
+    pub fn edit(&self) -> EditMessage {
+        EditMessage::new()
+            .content(self.content.clone().unwrap_or_default())
+            .embeds(self.embeds.clone())
+            .components(self.rows.clone())
+            .allowed_mentions(crate::format::no_mentions())
+    }
+}
+
+/// An agent message drawn as Discord messages, in order: its title as a `## ` heading and its
+/// Markdown text as content (split at [`MESSAGE_LIMIT`]), then each block as embeds (colour
+/// [`AGENT_EMBED_COLOUR`]): a table as code blocks of aligned columns in descriptions (the header
+/// repeated in each), a progress as a text bar with its label as the title, an image as the
+/// embed's `image.url` with its alt text as the description, code as a ```` ```lang ```` block
+/// (split at the description's 4,096), the key/value pairs as inline fields (names 256, values
+/// 1,024 — a longer value continues in the next field — at most 25 an embed), an app (`html`) as
+/// its title and a pointer to the web chat, an unknown type as
+/// [`frogbot_model::blocks::UNKNOWN_BLOCK_TEXT`]; a block's event buttons as an action row of
+/// buttons (`custom_id` [`crate::ids::event_custom_id`]) on the message holding its last embed.
+/// The embeds are packed into messages of at most [`EMBEDS_PER_MESSAGE`] embeds,
+/// [`EMBED_TOTAL_LIMIT`] characters and [`ROW_LIMIT`] rows; the first ones go with the last text
+/// message. An empty message gives none.
+pub fn agent_message(message: &frogbot_model::UiMessage) -> Vec<AgentPiece> {
+    struct Draft {
+        content: Option<String>,
+        embeds: Vec<Embed>,
+        rows: Vec<CreateActionRow>,
+    }
+    let mut drafts: Vec<Draft> = Vec::new();
+    let title = message
+        .metadata
+        .title
+        .as_deref()
+        .filter(|t| !t.trim().is_empty())
+        .map(|t| {
+            format!(
+                "## {}",
+                truncate(&t.replace(['\n', '\r'], " "), EMBED_TITLE_LIMIT)
+            )
+        });
+    let mut texts = crate::format::messages(&message.text(), MESSAGE_LIMIT);
+    if let Some(title) = title {
+        match texts.first_mut() {
+            Some(first) if first.chars().count() + title.chars().count() < MESSAGE_LIMIT => {
+                *first = format!("{title}\n{first}");
+            }
+            _ => texts.insert(0, title),
+        }
+    }
+    for t in texts {
+        drafts.push(Draft {
+            content: Some(t),
+            embeds: Vec::new(),
+            rows: Vec::new(),
+        });
+    }
+    for (i, block) in frogbot_model::blocks::blocks_of(message).iter().enumerate() {
+        let embeds = block_embeds(block);
+        let last = embeds.len() - 1;
+        for (j, embed) in embeds.into_iter().enumerate() {
+            let row = (j == last && !block.events.is_empty()).then(|| {
+                CreateActionRow::Buttons(
+                    block
+                        .events
+                        .iter()
+                        .take(BUTTONS_PER_ROW)
+                        .enumerate()
+                        .map(|(k, e)| {
+                            CreateButton::new(crate::ids::event_custom_id(i, k))
+                                .label(truncate(&e.label, BUTTON_LABEL_LIMIT))
+                                .style(ButtonStyle::Secondary)
+                        })
+                        .collect(),
+                )
+            });
+            let size = embed.size();
+            let full = drafts.last().is_none_or(|d| {
+                d.embeds.len() >= EMBEDS_PER_MESSAGE
+                    || d.embeds.iter().map(Embed::size).sum::<usize>() + size > EMBED_TOTAL_LIMIT
+                    || (row.is_some() && d.rows.len() >= ROW_LIMIT)
+            });
+            if full {
+                drafts.push(Draft {
+                    content: None,
+                    embeds: Vec::new(),
+                    rows: Vec::new(),
+                });
+            }
+            let d = drafts.last_mut().expect("a draft");
+            d.embeds.push(embed);
+            d.rows.extend(row);
+        }
+    }
+    drafts
+        .into_iter()
+        .map(|d| AgentPiece {
+            content: d.content,
+            embeds: d.embeds.iter().map(Embed::build).collect(),
+            rows: d.rows,
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -36,7 +36,12 @@
 //! channel (type 1, `recipients`) with a user the fake knows ([`FakeDiscord::add_user`]), the same
 //! one every time, else 400 (`Invalid Recipient(s)`, 50033). A message posted with a `nonce` and
 //! `enforce_nonce: true` that one of the bot's carried within [`NONCE_WINDOW`] is not posted
-//! again: the first message is answered.
+//! again: the first message is answered. Embeds are kept and checked (at most 10, title 256,
+//! description 4,096, 25 fields of name 256 / value 1,024, 6,000 characters across a message's
+//! embeds, an `http(s)` image URL). `DELETE /channels/{c}/messages/{m}` deletes (404 `Unknown
+//! Message` for one gone); `PUT` / `DELETE /channels/{c}/pins/{m}` (serenity 0.12's route) and
+//! `/channels/{c}/messages/pins/{m}` (Discord's newer one) pin and unpin ([`FakeDiscord::pins`],
+//! at most 50 a channel).
 //!
 //! What it must not do: be used by a bot. It checks no tokens and no rate limits and keeps
 //! everything in memory.
@@ -126,6 +131,10 @@ struct Inner {
     dms: Mutex<HashMap<String, String>>,
     /// Injected faults on the write endpoints.
     faults: Mutex<Option<Arc<FaultPlan>>>,
+    /// The pinned messages: (channel, message) in the order they were pinned.
+    pins: Mutex<Vec<(String, String)>>,
+    /// The messages deleted, as they were.
+    deleted: Mutex<Vec<Value>>,
     /// How long a [`Fault::Timeout`] holds its request (`None`: [`DEFAULT_FAULT_HOLD`]).
     fault_hold: Mutex<Option<Duration>>,
 }
@@ -390,6 +399,98 @@ mod limits {
     pub(super) const INPUT_LENGTH: u64 = 4000;
     pub(super) const INPUT_PLACEHOLDER: usize = 100;
     pub(super) const THREAD_NAME: usize = 100;
+    pub(super) const EMBEDS: usize = 10;
+    pub(super) const EMBED_TOTAL: usize = 6000;
+    pub(super) const EMBED_TITLE: usize = 256;
+    pub(super) const EMBED_DESCRIPTION: usize = 4096;
+    pub(super) const EMBED_FIELDS: usize = 25;
+    pub(super) const FIELD_NAME: usize = 256;
+    pub(super) const FIELD_VALUE: usize = 1024;
+    pub(super) const FOOTER: usize = 2048;
+    pub(super) const AUTHOR_NAME: usize = 256;
+    pub(super) const PINS: usize = 50;
+}
+
+/// The first limit a message's `embeds` break: at most 10 embeds, title 256, description 4,096,
+/// 25 fields (name 256 and value 1,024, both required), footer 2,048, author name 256, 6,000
+/// characters across all of them, an image URL that is `http(s)` or `attachment://`.
+fn check_embeds(body: &Value) -> Result<(), String> {
+    let Some(embeds) = body.get("embeds").and_then(Value::as_array) else {
+        return Ok(());
+    };
+    if embeds.len() > limits::EMBEDS {
+        return Err(format!(
+            "embeds: Must be {} or fewer in length.",
+            limits::EMBEDS
+        ));
+    }
+    let mut total = 0;
+    for (i, e) in embeds.iter().enumerate() {
+        let at = format!("embeds.{i}");
+        for (key, max) in [
+            ("title", limits::EMBED_TITLE),
+            ("description", limits::EMBED_DESCRIPTION),
+        ] {
+            if chars(&e[key]) > max {
+                return Err(format!("{at}.{key}: Must be {max} or fewer in length."));
+            }
+            total += chars(&e[key]);
+        }
+        for (ptr, max) in [
+            ("/footer/text", limits::FOOTER),
+            ("/author/name", limits::AUTHOR_NAME),
+        ] {
+            let v = e.pointer(ptr).cloned().unwrap_or(Value::Null);
+            if chars(&v) > max {
+                return Err(format!("{at}{ptr}: Must be {max} or fewer in length."));
+            }
+            total += chars(&v);
+        }
+        let fields = e["fields"].as_array().cloned().unwrap_or_default();
+        if fields.len() > limits::EMBED_FIELDS {
+            return Err(format!("{at}.fields: Must be 25 or fewer in length."));
+        }
+        for (j, f) in fields.iter().enumerate() {
+            for (key, max) in [("name", limits::FIELD_NAME), ("value", limits::FIELD_VALUE)] {
+                let n = chars(&f[key]);
+                if n == 0 {
+                    return Err(format!("{at}.fields.{j}.{key}: This field is required"));
+                }
+                if n > max {
+                    return Err(format!(
+                        "{at}.fields.{j}.{key}: Must be {max} or fewer in length."
+                    ));
+                }
+                total += n;
+            }
+        }
+        if let Some(url) = e.pointer("/image/url") {
+            let ok = url.as_str().is_some_and(|u| {
+                u.starts_with("https://")
+                    || u.starts_with("http://")
+                    || u.starts_with("attachment://")
+            });
+            if !ok {
+                return Err(format!(
+                    "{at}.image.url: Scheme must be one of ('http', 'https', 'attachment')."
+                ));
+            }
+        }
+        let empty = e.get("title").is_none()
+            && e.get("description").is_none()
+            && fields.is_empty()
+            && e.get("image").is_none();
+        if empty {
+            return Err(format!("{at}: an embed with nothing in it"));
+        }
+    }
+    if total > limits::EMBED_TOTAL {
+        return Err(format!(
+            "embeds: Embed size exceeds maximum size of {}",
+            limits::EMBED_TOTAL
+        ));
+    }
+    Ok(())
 }
 
 fn chars(v: &Value) -> usize {
@@ -398,6 +499,7 @@ fn chars(v: &Value) -> usize {
 
 /// The first limit `body` (a message create/edit/followup body) breaks.
 fn check_message(body: &Value) -> Result<(), String> {
+    check_embeds(body)?;
     if chars(&body["content"]) > limits::CONTENT {
         return Err(format!(
             "content: Must be {} or fewer in length.",
@@ -588,6 +690,9 @@ impl Inner {
             &[],
         );
         m["components"] = numbered(body.get("components").cloned().unwrap_or(json!([])));
+        if let Some(embeds) = body.get("embeds").filter(|e| e.is_array()) {
+            m["embeds"] = shown_embeds(embeds);
+        }
         if let Some(reference) = body.get("message_reference") {
             m["message_reference"] = reference.clone();
         }
@@ -648,6 +753,21 @@ impl Inner {
             },
         );
     }
+}
+
+/// Embeds as Discord shows them: each of `type` `rich`, an image with its `proxy_url`.
+fn shown_embeds(embeds: &Value) -> Value {
+    let mut embeds = embeds.clone();
+    for e in embeds.as_array_mut().into_iter().flatten() {
+        e["type"] = json!("rich");
+        if let Some(url) = e.pointer("/image/url").cloned() {
+            e["image"]["proxy_url"] = json!(format!(
+                "https://images-ext-1.discordapp.net/external/fake/{}",
+                url.as_str().unwrap_or_default().replace("://", "/")
+            ));
+        }
+    }
+    embeds
 }
 
 /// Components as Discord stores them: every component gets a numeric `id` (1, 2, … in order)
@@ -789,7 +909,8 @@ async fn create_message(
         Err(reason) => invalid_form(&reason),
         Ok(())
             if chars(&parsed["content"]) == 0
-                && parsed["components"].as_array().is_none_or(Vec::is_empty) =>
+                && parsed["components"].as_array().is_none_or(Vec::is_empty)
+                && parsed["embeds"].as_array().is_none_or(Vec::is_empty) =>
         {
             (
                 StatusCode::BAD_REQUEST,
@@ -883,12 +1004,96 @@ async fn edit_message(
                     if let Some(v) = parsed.get("components") {
                         m["components"] = numbered(v.clone());
                     }
+                    if let Some(v) = parsed.get("embeds").filter(|e| e.is_array()) {
+                        m["embeds"] = shown_embeds(v);
+                    }
                     m["edited_timestamp"] = json!("2026-01-01T00:00:01.000000+00:00");
                     (StatusCode::OK, m.clone())
                 }
             }
         }
     };
+    respond(&inner, &method, &uri, &body, reply)
+}
+
+/// `DELETE /channels/{id}/messages/{id}`: 204, the message gone (with its pin); 404 `Unknown
+/// Message` (10008) for one the fake does not know (any more).
+async fn delete_message(
+    State(inner): State<Arc<Inner>>,
+    Path((_channel, id)): Path<(String, String)>,
+    method: Method,
+    uri: Uri,
+    body: String,
+) -> Response {
+    let removed = inner.messages.lock().unwrap().remove(&id);
+    let reply = match removed {
+        None => (
+            StatusCode::NOT_FOUND,
+            json!({"message": "Unknown Message", "code": 10008}),
+        ),
+        Some(m) => {
+            inner.pins.lock().unwrap().retain(|(_, p)| *p != id);
+            inner.deleted.lock().unwrap().push(m);
+            (StatusCode::NO_CONTENT, Value::Null)
+        }
+    };
+    respond(&inner, &method, &uri, &body, reply)
+}
+
+/// `PUT` / `DELETE /channels/{channel}/pins/{message}` (the route serenity 0.12 calls) and
+/// `/channels/{channel}/messages/pins/{message}` (Discord's newer one): 204 (pinning a pinned
+/// message or unpinning one that is not pinned changes nothing), 404 `Unknown Message` for a
+/// message the fake does not know, 400 `Maximum number of pins reached (50)` (30003) past 50 pins
+/// in a channel.
+async fn pin(
+    State(inner): State<Arc<Inner>>,
+    Path((channel, id)): Path<(String, String)>,
+    method: Method,
+    uri: Uri,
+    body: String,
+) -> Response {
+    let known = inner
+        .messages
+        .lock()
+        .unwrap()
+        .get(&id)
+        .is_some_and(|m| m["channel_id"] == channel.as_str());
+    let reply = if !known {
+        (
+            StatusCode::NOT_FOUND,
+            json!({"message": "Unknown Message", "code": 10008}),
+        )
+    } else {
+        let mut pins = inner.pins.lock().unwrap();
+        let at = pins.iter().position(|(c, m)| *c == channel && *m == id);
+        let count = pins.iter().filter(|(c, _)| *c == channel).count();
+        match (method == Method::PUT, at) {
+            (true, None) if count >= limits::PINS => (
+                StatusCode::BAD_REQUEST,
+                json!({"message": "Maximum number of pins reached (50)", "code": 30003}),
+            ),
+            (true, None) => {
+                pins.push((channel.clone(), id.clone()));
+                (StatusCode::NO_CONTENT, Value::Null)
+            }
+            (false, Some(i)) => {
+                pins.remove(i);
+                (StatusCode::NO_CONTENT, Value::Null)
+            }
+            _ => (StatusCode::NO_CONTENT, Value::Null),
+        }
+    };
+    if reply.0 == StatusCode::NO_CONTENT {
+        let pinned = inner
+            .pins
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|(c, m)| *c == channel && *m == id);
+        if let Some(m) = inner.messages.lock().unwrap().get_mut(&id) {
+            m["pinned"] = json!(pinned);
+        }
+    }
     respond(&inner, &method, &uri, &body, reply)
 }
 
@@ -1205,7 +1410,12 @@ impl FakeDiscord {
             )
             .route(
                 "/api/v10/channels/{cid}/messages/{mid}",
-                patch(edit_message),
+                patch(edit_message).delete(delete_message),
+            )
+            .route("/api/v10/channels/{cid}/pins/{mid}", put(pin).delete(pin))
+            .route(
+                "/api/v10/channels/{cid}/messages/pins/{mid}",
+                put(pin).delete(pin),
             )
             .route(
                 "/api/v10/channels/{cid}/messages/{mid}/threads",
@@ -1379,6 +1589,23 @@ impl FakeDiscord {
     /// The message `id` as the fake shows it now (`None`: no such message).
     pub fn message(&self, id: &str) -> Option<Value> {
         self.inner.messages.lock().unwrap().get(id).cloned()
+    }
+
+    /// The ids of the pinned messages of `channel`, in the order they were pinned.
+    pub fn pins(&self, channel: &str) -> Vec<String> {
+        self.inner
+            .pins
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(c, _)| c == channel)
+            .map(|(_, m)| m.clone())
+            .collect()
+    }
+
+    /// The messages deleted so far, as they were.
+    pub fn deleted(&self) -> Vec<Value> {
+        self.inner.deleted.lock().unwrap().clone()
     }
 
     /// Stores a message `author` wrote in `channel` (ids after every earlier message's) and

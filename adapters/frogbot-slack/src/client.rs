@@ -75,6 +75,36 @@ pub trait SlackApi: Send + Sync {
         event_type: &str,
     ) -> Result<Vec<String>, Error>;
 
+    /// `conversations.replies` with `include_all_metadata=true`, every page: `(key, ts)` of the
+    /// thread's messages whose metadata has `event_type`, in thread order (how a retried
+    /// [`SlackApi::post_blocks_keyed`] finds the messages an earlier attempt posted).
+    async fn thread_keyed(
+        &self,
+        channel: &str,
+        thread_ts: &str,
+        event_type: &str,
+    ) -> Result<Vec<(String, String)>, Error>;
+
+    /// `chat.postMessage` of `blocks` (with `text` as the notification fallback) in the thread
+    /// `thread_ts`, carrying the message metadata `{"event_type": event_type, "event_payload":
+    /// {"key": key}}`; returns the new message's `ts`.
+    async fn post_blocks_keyed(
+        &self,
+        channel: &str,
+        thread_ts: &str,
+        blocks: Vec<SlackBlock>,
+        text: &str,
+        event_type: &str,
+        key: &str,
+    ) -> Result<String, Error>;
+
+    /// `chat.delete` of the bot's message `ts`; `message_not_found` counts as done (it is gone).
+    async fn delete_message(&self, channel: &str, ts: &str) -> Result<(), Error>;
+
+    /// `pins.add` (`pinned`) or `pins.remove` of the message `ts`; `already_pinned` and `no_pin`
+    /// count as done.
+    async fn pin_message(&self, channel: &str, ts: &str, pinned: bool) -> Result<(), Error>;
+
     /// `chat.update`.
     async fn update_message(
         &self,
@@ -187,7 +217,7 @@ impl HistoryMessage {
 /// (the error goes up, carrying the wait, and the caller's own retry waits it out), or the call
 /// may have been carried out (a timeout, a reset after sending) and repeating it is not
 /// harmless (`chat.postMessage`, `chat.postEphemeral`, `views.open`, `chat.startStream`,
-/// `chat.appendStream`). Calls whose repetition is harmless (`chat.update`, reactions,
+/// `chat.appendStream`). Calls whose repetition is harmless (`chat.update`, `chat.delete`, pins, reactions,
 /// `chat.stopStream`, statuses, `conversations.open`, reads) are retried on any such failure.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RetryPolicy {
@@ -323,6 +353,7 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackWebApi<C> {
         &self,
         channel: &str,
         thread_ts: Option<&str>,
+        blocks: Vec<SlackBlock>,
         text: &str,
         event_type: &str,
         key: &str,
@@ -333,7 +364,7 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackWebApi<C> {
         );
         let mut req = SlackApiChatPostMessageRequest::new(
             SlackChannelId(channel.to_string()),
-            content(Vec::new(), text).with_metadata(metadata),
+            content(blocks, text).with_metadata(metadata),
         );
         if let Some(t) = thread_ts {
             req = req.with_thread_ts(SlackTs(t.to_string()));
@@ -464,6 +495,8 @@ struct MetadataPage {
 #[derive(serde::Deserialize)]
 struct MetadataMessage {
     #[serde(default)]
+    ts: String,
+    #[serde(default)]
     metadata: Option<serde_json::Value>,
 }
 
@@ -547,7 +580,7 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackApi for SlackWebApi<C> {
         event_type: &str,
         key: &str,
     ) -> Result<String, Error> {
-        self.post_with_metadata(channel, Some(thread_ts), text, event_type, key)
+        self.post_with_metadata(channel, Some(thread_ts), Vec::new(), text, event_type, key)
             .await
     }
 
@@ -558,7 +591,7 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackApi for SlackWebApi<C> {
         event_type: &str,
         key: &str,
     ) -> Result<String, Error> {
-        self.post_with_metadata(channel, None, text, event_type, key)
+        self.post_with_metadata(channel, None, Vec::new(), text, event_type, key)
             .await
     }
 
@@ -617,6 +650,20 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackApi for SlackWebApi<C> {
         thread_ts: &str,
         event_type: &str,
     ) -> Result<Vec<String>, Error> {
+        Ok(self
+            .thread_keyed(channel, thread_ts, event_type)
+            .await?
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect())
+    }
+
+    async fn thread_keyed(
+        &self,
+        channel: &str,
+        thread_ts: &str,
+        event_type: &str,
+    ) -> Result<Vec<(String, String)>, Error> {
         let session = self.client.open_session(&self.token);
         let mut keys = Vec::new();
         let mut cursor: Option<String> = None;
@@ -635,11 +682,12 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackApi for SlackWebApi<C> {
                         .http_get("conversations.replies", &params, None)
                 })
                 .await?;
-            keys.extend(
-                page.messages
-                    .iter()
-                    .filter_map(|m| metadata_key(m.metadata.as_ref()?, event_type)),
-            );
+            keys.extend(page.messages.iter().filter_map(|m| {
+                Some((
+                    metadata_key(m.metadata.as_ref()?, event_type)?,
+                    m.ts.clone(),
+                ))
+            }));
             cursor = page
                 .response_metadata
                 .and_then(|r| r.next_cursor)
@@ -649,6 +697,57 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackApi for SlackWebApi<C> {
             }
         }
         Ok(keys)
+    }
+
+    async fn post_blocks_keyed(
+        &self,
+        channel: &str,
+        thread_ts: &str,
+        blocks: Vec<SlackBlock>,
+        text: &str,
+        event_type: &str,
+        key: &str,
+    ) -> Result<String, Error> {
+        self.post_with_metadata(channel, Some(thread_ts), blocks, text, event_type, key)
+            .await
+    }
+
+    async fn delete_message(&self, channel: &str, ts: &str) -> Result<(), Error> {
+        let session = self.client.open_session(&self.token);
+        let req = SlackApiChatDeleteRequest::new(
+            SlackChannelId(channel.to_string()),
+            SlackTs(ts.to_string()),
+        );
+        self.run("chat.delete", true, || async {
+            unless_code(
+                session.chat_delete(&req).await.map(drop),
+                "message_not_found",
+            )
+        })
+        .await
+    }
+
+    async fn pin_message(&self, channel: &str, ts: &str, pinned: bool) -> Result<(), Error> {
+        let session = self.client.open_session(&self.token);
+        if pinned {
+            let req = SlackApiPinsAddRequest::new(
+                SlackChannelId(channel.to_string()),
+                SlackTs(ts.to_string()),
+            );
+            self.run("pins.add", true, || async {
+                unless_code(session.pins_add(&req).await.map(drop), "already_pinned")
+            })
+            .await
+        } else {
+            let req = SlackApiPinsRemoveRequest::new(
+                SlackChannelId(channel.to_string()),
+                SlackTs(ts.to_string()),
+            );
+            self.run("pins.remove", true, || async {
+                unless_code(session.pins_remove(&req).await.map(drop), "no_pin")
+            })
+            .await
+        }
     }
 
     async fn update_message(
@@ -890,6 +989,37 @@ pub enum SlackCall {
         /// The thread.
         thread_ts: String,
     },
+    /// `chat.postMessage` of blocks with a metadata key.
+    PostBlocksKeyed {
+        /// The conversation.
+        channel: String,
+        /// The thread.
+        thread_ts: String,
+        /// The blocks, as JSON.
+        blocks: serde_json::Value,
+        /// The notification text.
+        text: String,
+        /// The metadata's `event_type`.
+        event_type: String,
+        /// The metadata's `event_payload.key`.
+        key: String,
+    },
+    /// `chat.delete`.
+    DeleteMessage {
+        /// The conversation.
+        channel: String,
+        /// The message.
+        ts: String,
+    },
+    /// `pins.add` / `pins.remove`.
+    Pin {
+        /// The conversation.
+        channel: String,
+        /// The message.
+        ts: String,
+        /// Pinned (`pins.add`) or not (`pins.remove`).
+        pinned: bool,
+    },
     /// `chat.update`.
     UpdateMessage {
         /// The conversation.
@@ -1126,6 +1256,81 @@ impl SlackApi for RecordingSlack {
             thread_ts: thread_ts.into(),
         });
         Ok(keys)
+    }
+
+    /// `(key, ts)` of the pieces recorded in that thread with that `event_type`.
+    async fn thread_keyed(
+        &self,
+        channel: &str,
+        thread_ts: &str,
+        event_type: &str,
+    ) -> Result<Vec<(String, String)>, Error> {
+        let keys = self
+            .calls()
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, c)| match c {
+                SlackCall::PostKeyed {
+                    channel: c,
+                    thread_ts: t,
+                    event_type: e,
+                    key,
+                    ..
+                }
+                | SlackCall::PostBlocksKeyed {
+                    channel: c,
+                    thread_ts: t,
+                    event_type: e,
+                    key,
+                    ..
+                } if c == channel && t == thread_ts && e == event_type => {
+                    Some((key, format!("1700000100.{:06}", i + 1)))
+                }
+                _ => None,
+            })
+            .collect();
+        self.record(SlackCall::ThreadKeys {
+            channel: channel.into(),
+            thread_ts: thread_ts.into(),
+        });
+        Ok(keys)
+    }
+
+    async fn post_blocks_keyed(
+        &self,
+        channel: &str,
+        thread_ts: &str,
+        blocks: Vec<SlackBlock>,
+        text: &str,
+        event_type: &str,
+        key: &str,
+    ) -> Result<String, Error> {
+        let n = self.record(SlackCall::PostBlocksKeyed {
+            channel: channel.into(),
+            thread_ts: thread_ts.into(),
+            blocks: to_json(&blocks),
+            text: text.into(),
+            event_type: event_type.into(),
+            key: key.into(),
+        });
+        Ok(format!("1700000100.{n:06}"))
+    }
+
+    async fn delete_message(&self, channel: &str, ts: &str) -> Result<(), Error> {
+        self.record(SlackCall::DeleteMessage {
+            channel: channel.into(),
+            ts: ts.into(),
+        });
+        Ok(())
+    }
+
+    async fn pin_message(&self, channel: &str, ts: &str, pinned: bool) -> Result<(), Error> {
+        self.record(SlackCall::Pin {
+            channel: channel.into(),
+            ts: ts.into(),
+            pinned,
+        });
+        Ok(())
     }
 
     async fn update_message(

@@ -193,6 +193,23 @@ pub fn action_from_block_actions(
     })
 }
 
+/// The click on an event button an action is (its `action_id` is
+/// [`crate::ids::event_action_id`]): the message, the block and button indexes, and who; `None`
+/// for any other action (a question's control, the Stop button, a foreign one) and for a control
+/// inside a modal.
+pub fn event_click(event: &ActionEvent) -> Option<frogbot_model::EventClick> {
+    let (block, button) = crate::ids::decode_event_action_id(&event.action_id)?;
+    if event.message_id.starts_with("view:") {
+        return None;
+    }
+    Some(frogbot_model::EventClick {
+        message_id: event.message_id.clone(),
+        block,
+        button,
+        user: event.user.clone(),
+    })
+}
+
 /// The selections the message's inputs held when the action was taken (a `block_actions`
 /// payload's `state.values`, which Slack sends with every click): `(action_id, chosen values)` of
 /// every checkbox group and select, in payload order.

@@ -3,7 +3,8 @@
 //! Control ids (`action_id`s) are `fb1:{kind}:{question}:{option}:{revision}` (see [`ActionRef`];
 //! the Skip button is `fb1:k:0:-:{revision}`, a confirm input's button `fb1:y:{question}:-:{revision}`),
 //! so a click on controls drawn for an older revision of the record is recognisably stale; the
-//! modal's inputs are `fb1:m:{question}:pick|text`. A Slack message is `"{channel}:{ts}"`, a
+//! modal's inputs are `fb1:m:{question}:pick|text`; an agent message's event buttons are
+//! `fb1:e:{block}:{button}` ([`event_action_id`]). A Slack message is `"{channel}:{ts}"`, a
 //! thread `"{channel}:{thread_ts}"` (the thread's root ts, or the message's own ts when it starts
 //! a thread).
 
@@ -124,6 +125,24 @@ pub fn modal_input_id(question: usize, text: bool) -> String {
     )
 }
 
+/// The `action_id` of an event button: `fb1:e:{block}:{button}` (the block's index among the
+/// agent message's blocks, the button's index on the block). Distinct from every question
+/// control (`fb1:{kind}:…` has five parts and no kind `e`) and from the Stop button.
+pub fn event_action_id(block: usize, button: usize) -> String {
+    format!("{PREFIX}:e:{block}:{button}")
+}
+
+/// The block and button indexes of an event button's `action_id`; `None` for any other id.
+pub fn decode_event_action_id(id: &str) -> Option<(usize, usize)> {
+    let rest = id.strip_prefix(PREFIX)?.strip_prefix(":e:")?;
+    let (block, button) = rest.split_once(':')?;
+    let digits = |s: &str| !s.is_empty() && s.len() <= 6 && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(block) || !digits(button) {
+        return None;
+    }
+    Some((block.parse().ok()?, button.parse().ok()?))
+}
+
 /// The FrogBot id of a Slack message: `channel:ts`.
 pub fn message_id(channel: &str, ts: &str) -> String {
     format!("{channel}:{ts}")
@@ -232,6 +251,28 @@ mod tests {
             assert_eq!(ActionRef::decode(bad), None, "{bad}");
         }
         assert!(a.encode().len() <= 255);
+    }
+
+    #[test]
+    fn event_button_ids_round_trip_and_stay_apart_from_question_controls() {
+        let id = event_action_id(6, 4);
+        assert_eq!(id, "fb1:e:6:4");
+        assert_eq!(decode_event_action_id(&id), Some((6, 4)));
+        assert_eq!(ActionRef::decode(&id), None);
+        for bad in [
+            "",
+            "frogbot-stop",
+            "fb1:e:1",
+            "fb1:e:1:",
+            "fb1:e:x:1",
+            "fb1:e:1:2:3",
+            "fb1:b:3:4:17",
+            "fb2:e:1:2",
+            "fb1:e:-1:2",
+        ] {
+            assert_eq!(decode_event_action_id(bad), None, "{bad}");
+        }
+        assert!(event_action_id(19, 4).len() <= 255);
     }
 
     #[test]

@@ -8,7 +8,9 @@
 //! - [`convert`]: pure — request signature checks, interaction payloads and Events API messages →
 //!   FrogBot's model, mentions, the bot's own messages;
 //! - [`render`]: pure — a question set → Block Kit blocks and the modal, within Slack's limits
-//!   (every input kind: choice, text, number, toggle, confirm; the expiry line);
+//!   (every input kind: choice, text, number, toggle, confirm; the expiry line); an agent message
+//!   (title, text, table / progress / image / code / fields / app / unknown blocks, event
+//!   buttons) → Block Kit messages ([`render::agent_message`]);
 //! - [`format`]: pure — the model's Markdown → Slack `mrkdwn`, split into messages;
 //! - [`client`]: the [`SlackApi`] trait the hooks call, [`SlackWebApi`] over slack-morphism's
 //!   client, and [`RecordingSlack`] for unit tests;
@@ -40,6 +42,13 @@
 //! few times ([`RetryPolicy`]). Receiving sheds load past
 //! [`channel::Config::max_pending`](crate::channel::Config) deliveries (`503`, Slack retries)
 //! rather than miss the 3-second acknowledgement.
+//!
+//! Agent messages (issue 20): `ChannelOutbox::post_message` posts [`render::agent_message`]'s
+//! messages with the same metadata keys and the same retry rule (exactly once per Slack message);
+//! `edit_posted` is `chat.update` in place (no notification; extra messages posted under
+//! `frogbot_edit` keys, surplus ones `chat.delete`d), `delete_posted` is `chat.delete`
+//! (`message_not_found` is done), `pin_posted` is `pins.add` / `pins.remove`. A click on an
+//! event button (`fb1:e:{block}:{button}`) goes to `Engine::channel_event`.
 //!
 #[cfg(feature = "engine")]
 pub mod channel;

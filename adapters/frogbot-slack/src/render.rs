@@ -1,4 +1,5 @@
-//! Pure rendering of FrogBot questions as Slack Block Kit (slack-morphism types). No I/O.
+//! Pure rendering of FrogBot questions and agent messages as Slack Block Kit (slack-morphism
+//! types). No I/O. Agent messages (a title, Markdown text and typed blocks): [`agent_message`].
 //!
 //! One message per question call. Per input kind:
 //!
@@ -803,6 +804,311 @@ pub fn settled_blocks(
         ])
         .into(),
     ]
+}
+
+// ---------------------------------------------------------------------------------------------
+// Agent messages: a title, Markdown text and typed blocks (frogbot_model::blocks).
+// ---------------------------------------------------------------------------------------------
+
+/// Slack: a header block's text.
+pub const MAX_HEADER_TEXT: usize = 150;
+/// Slack: the text of one of a section's `fields`.
+pub const MAX_FIELD_TEXT: usize = 2000;
+/// Slack: a section's `fields`.
+pub const MAX_SECTION_FIELDS: usize = 10;
+/// Slack: a `table` block's rows (the header row included).
+pub const MAX_TABLE_ROWS: usize = 100;
+/// Slack: cells in a `table` row (and `column_settings`).
+pub const MAX_TABLE_CELLS: usize = 20;
+/// Slack: an `image` block's `alt_text`.
+pub const MAX_ALT_TEXT: usize = 2000;
+/// Slack: an `image` block's `image_url`.
+pub const MAX_IMAGE_URL: usize = 3000;
+/// The most characters of code in one `rich_text_preformatted` block (Slack documents no limit
+/// for rich text; FrogBot keeps to a section's 3,000).
+pub const MAX_CODE_CHARS: usize = 3000;
+/// The cells of a progress bar.
+pub const PROGRESS_BAR_WIDTH: usize = 20;
+/// The most characters of one table cell drawn (a longer one is cut with "…").
+pub const MAX_TABLE_CELL_CHARS: usize = 500;
+/// The most characters of text (all the blocks' strings) one Slack message of an agent message
+/// carries: Slack's limit on a message's `text`, taken as the size of a message (Slack documents
+/// no limit on a request's size; a few megabytes are refused).
+pub const MAX_MESSAGE_CHARS: usize = 40_000;
+/// The longest notification `text` of an agent message's Slack message (Slack asks for at most
+/// 4,000; the blocks carry the content).
+pub const MAX_AGENT_FALLBACK: usize = 3000;
+
+/// One Slack message an agent message is drawn in: its blocks (at most
+/// [`SLACK_MAX_MESSAGE_BLOCKS`], at most one `table`) and its notification `text` (plain).
+#[derive(Clone, Debug, PartialEq)]
+pub struct AgentPiece {
+    /// The blocks.
+    pub blocks: Vec<SlackBlock>,
+    /// The notification text.
+    pub text: String,
+}
+
+/// One Slack block drawn for an agent message, with what it adds to the notification text.
+struct Drawn {
+    block: serde_json::Value,
+    text: Option<String>,
+}
+
+fn drawn(block: serde_json::Value, text: impl Into<Option<String>>) -> Drawn {
+    Drawn {
+        block,
+        text: text.into(),
+    }
+}
+
+fn section(text: &str) -> serde_json::Value {
+    serde_json::json!({"type": "section", "text": {"type": "mrkdwn", "text": truncate(text, MAX_SECTION_TEXT)}})
+}
+
+/// `text` cut into pieces of at most `max` characters, at a line end where one is near.
+fn chunks(text: &str, max: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest: &str = text;
+    while rest.chars().count() > max {
+        let cut = rest.char_indices().nth(max).map_or(rest.len(), |(i, _)| i);
+        let at = rest[..cut]
+            .rfind('\n')
+            .filter(|&i| i >= cut / 2)
+            .map_or(cut, |i| i + 1);
+        out.push(rest[..at].to_owned());
+        rest = &rest[at..];
+    }
+    if !rest.is_empty() || out.is_empty() {
+        out.push(rest.to_owned());
+    }
+    out
+}
+
+/// A table cell as Slack takes it: `raw_text`, never empty.
+fn cell(text: &str) -> serde_json::Value {
+    let t = truncate(text, MAX_TABLE_CELL_CHARS);
+    serde_json::json!({"type": "raw_text", "text": if t.is_empty() { " ".to_owned() } else { t }})
+}
+
+/// How one FrogBot block is drawn in Slack blocks (without its event buttons).
+fn block_body(block: &frogbot_model::blocks::Block) -> Vec<Drawn> {
+    use frogbot_model::blocks::{BlockKind, UNKNOWN_BLOCK_TEXT, progress_bar};
+    // The notification text is `mrkdwn` too: `&<>` escaped.
+    let plain_text = escape(&block.plain_text());
+    match &block.kind {
+        BlockKind::Table { columns, rows } => {
+            // One `table` per message and 100 rows with its header: a longer table continues
+            // in another table (another message), its header repeated.
+            let width = columns.len().min(MAX_TABLE_CELLS);
+            let header: Vec<_> = columns.iter().take(width).map(|c| cell(c)).collect();
+            let body: Vec<Vec<serde_json::Value>> = rows
+                .iter()
+                .map(|r| {
+                    (0..width)
+                        .map(|i| cell(r.get(i).map_or("", String::as_str)))
+                        .collect()
+                })
+                .collect();
+            let mut parts: Vec<Drawn> = Vec::new();
+            let per = MAX_TABLE_ROWS - 1;
+            let row_size = |r: &[serde_json::Value]| {
+                r.iter()
+                    .map(|c| c["text"].as_str().map_or(0, |t| t.chars().count()))
+                    .sum::<usize>()
+            };
+            let room = MAX_MESSAGE_CHARS - row_size(&header) - 1000;
+            let mut start = 0;
+            loop {
+                let mut end = start;
+                let mut size = 0;
+                while end < body.len() && end - start < per {
+                    size += row_size(&body[end]);
+                    if size > room && end > start {
+                        break;
+                    }
+                    end += 1;
+                }
+                let mut table_rows = vec![serde_json::Value::Array(header.clone())];
+                table_rows.extend(body[start..end].iter().cloned().map(serde_json::Value::Array));
+                let text = if start == 0 {
+                    Some(plain_text.clone())
+                } else {
+                    None
+                };
+                parts.push(drawn(
+                    serde_json::json!({"type": "table", "rows": table_rows}),
+                    text,
+                ));
+                start = end;
+                if start >= body.len() {
+                    break;
+                }
+            }
+            parts
+        }
+        BlockKind::Progress { value, max, label } => {
+            let pct = (value / max * 100.0).round();
+            let bar = progress_bar(*value, *max, PROGRESS_BAR_WIDTH);
+            let text = match label {
+                Some(l) => format!("*{}*\n`{bar}` {pct}%", escape(l)),
+                None => format!("`{bar}` {pct}%"),
+            };
+            vec![drawn(section(&text), plain_text)]
+        }
+        BlockKind::Image { url, alt } => {
+            let alt = if alt.trim().is_empty() { "image" } else { alt };
+            if url.chars().count() > MAX_IMAGE_URL {
+                return vec![drawn(section(&plain_text), plain_text)];
+            }
+            vec![drawn(
+                serde_json::json!({"type": "image", "image_url": url, "alt_text": truncate(alt, MAX_ALT_TEXT)}),
+                plain_text,
+            )]
+        }
+        BlockKind::Code { code, language } => chunks(code, MAX_CODE_CHARS)
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let mut pre = serde_json::json!({"type": "rich_text_preformatted",
+                    "elements": [{"type": "text", "text": if c.is_empty() { " ".to_owned() } else { c }}]});
+                if let Some(l) = language {
+                    pre["language"] = l.clone().into();
+                }
+                let text = (i == 0).then(|| truncate(&plain_text, MAX_SECTION_TEXT));
+                drawn(
+                    serde_json::json!({"type": "rich_text", "elements": [pre]}),
+                    text,
+                )
+            })
+            .collect(),
+        BlockKind::Fields { fields } => fields
+            .chunks(MAX_SECTION_FIELDS)
+            .enumerate()
+            .map(|(i, group)| {
+                let texts: Vec<_> = group
+                    .iter()
+                    .map(|f| {
+                        let key = truncate(&escape(&f.key), MAX_FIELD_TEXT / 4);
+                        let room = MAX_FIELD_TEXT - key.chars().count() - 3;
+                        let value = if f.value.is_empty() { "—".to_owned() } else { escape(&f.value) };
+                        serde_json::json!({"type": "mrkdwn",
+                            "text": format!("*{key}*\n{}", truncate(&value, room))})
+                    })
+                    .collect();
+                let text = (i == 0).then(|| truncate(&plain_text, MAX_SECTION_TEXT));
+                drawn(serde_json::json!({"type": "section", "fields": texts}), text)
+            })
+            .collect(),
+        BlockKind::Html { title, .. } => {
+            let name = title.as_deref().unwrap_or("App");
+            vec![drawn(
+                section(&format!(
+                    "🧩 *{}*\nAn app: open it in the web chat.",
+                    escape(name)
+                )),
+                plain_text,
+            )]
+        }
+        _ => vec![drawn(section(UNKNOWN_BLOCK_TEXT), UNKNOWN_BLOCK_TEXT.to_owned())],
+    }
+}
+
+/// The characters of every string in `v`.
+fn text_size(v: &serde_json::Value) -> usize {
+    match v {
+        serde_json::Value::String(s) => s.chars().count(),
+        serde_json::Value::Array(a) => a.iter().map(text_size).sum(),
+        serde_json::Value::Object(o) => o.values().map(text_size).sum(),
+        _ => 0,
+    }
+}
+
+/// The actions block of a block's event buttons (block `index` of the message).
+fn event_buttons(index: usize, block: &frogbot_model::blocks::Block) -> Option<Drawn> {
+    if block.events.is_empty() {
+        return None;
+    }
+    let elements: Vec<_> = block
+        .events
+        .iter()
+        .take(MAX_ACTIONS_ELEMENTS)
+        .enumerate()
+        .map(|(j, e)| {
+            serde_json::json!({"type": "button",
+                "action_id": crate::ids::event_action_id(index, j),
+                "text": {"type": "plain_text", "text": truncate(&e.label, MAX_BUTTON_TEXT)}})
+        })
+        .collect();
+    Some(drawn(
+        serde_json::json!({"type": "actions", "elements": elements}),
+        None,
+    ))
+}
+
+/// An agent message drawn as Slack messages, in order: its title as a `header` block, its
+/// Markdown text as `mrkdwn` sections (≤ 3,000 characters each), then each block: a `table` as
+/// Slack's table block (`raw_text` cells; at most 100 rows with the header, so a longer table
+/// continues in another message: one table per message), a progress as a section with a text
+/// bar, an image as an `image` block, code as `rich_text_preformatted` (with its language), the
+/// key/value pairs as a section's `fields` (≤ 10 per section, 2,000 characters each), an app
+/// (`html`) as a section naming it and pointing to the web chat, an unknown type as
+/// [`frogbot_model::blocks::UNKNOWN_BLOCK_TEXT`]; each block's event buttons as an `actions` block
+/// below it (`action_id` [`crate::ids::event_action_id`]). The blocks are packed into messages of
+/// at most [`SLACK_MAX_MESSAGE_BLOCKS`] blocks and one table; each message's `text` is the plain
+/// text of what it shows (at most [`MAX_AGENT_FALLBACK`] characters). An empty message gives none.
+pub fn agent_message(message: &frogbot_model::UiMessage) -> Vec<AgentPiece> {
+    let mut all: Vec<Drawn> = Vec::new();
+    if let Some(title) = message
+        .metadata
+        .title
+        .as_deref()
+        .filter(|t| !t.trim().is_empty())
+    {
+        all.push(drawn(
+            serde_json::json!({"type": "header", "text": {"type": "plain_text", "text": truncate(title, MAX_HEADER_TEXT), "emoji": true}}),
+            escape(title),
+        ));
+    }
+    for piece in crate::format::messages(&message.text(), MAX_SECTION_TEXT) {
+        all.push(drawn(section(&piece), piece));
+    }
+    for (i, block) in frogbot_model::blocks::blocks_of(message).iter().enumerate() {
+        all.extend(block_body(block));
+        all.extend(event_buttons(i, block));
+    }
+    let mut pieces: Vec<(Vec<serde_json::Value>, Vec<String>, usize)> = Vec::new();
+    for d in all {
+        let table = d.block["type"] == "table";
+        let size = text_size(&d.block);
+        let full = pieces.last().is_none_or(|(blocks, _, chars)| {
+            blocks.len() >= SLACK_MAX_MESSAGE_BLOCKS
+                || (table && blocks.iter().any(|b| b["type"] == "table"))
+                || chars + size > MAX_MESSAGE_CHARS
+        });
+        if full {
+            pieces.push((Vec::new(), Vec::new(), 0));
+        }
+        let (blocks, texts, chars) = pieces.last_mut().expect("a piece");
+        blocks.push(d.block);
+        texts.extend(d.text);
+        *chars += size;
+    }
+    pieces
+        .into_iter()
+        .map(|(blocks, texts, _)| {
+            let text = truncate(&texts.join("\n"), MAX_AGENT_FALLBACK);
+            AgentPiece {
+                blocks: serde_json::from_value(serde_json::Value::Array(blocks))
+                    .unwrap_or_default(),
+                text: if text.trim().is_empty() {
+                    "…".to_owned()
+                } else {
+                    text
+                },
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]

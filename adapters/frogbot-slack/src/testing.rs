@@ -3,7 +3,8 @@
 //!
 //! - **Web API** (`POST|GET /api/{method}`; point slack-morphism at [`FakeSlack::api_url`], e.g.
 //!   with [`Config::with_api_url`](crate::channel::Config::with_api_url)): `auth.test`,
-//!   `apps.connections.open`, `chat.postMessage`, `chat.update`, `chat.postEphemeral`,
+//!   `apps.connections.open`, `chat.postMessage`, `chat.update`, `chat.delete`, `pins.add`,
+//!   `pins.remove`, `pins.list`, `chat.postEphemeral`,
 //!   `views.open`, `conversations.replies`, `conversations.history` (top-level messages, newest
 //!   first, `oldest` / `latest` / `limit` / `cursor`, message metadata with
 //!   `include_all_metadata`), `conversations.open` (`users`: one user's DM, the same `D…` every
@@ -11,7 +12,9 @@
 //!   answers one it does not know. Every call is recorded ([`FakeSlack::calls`]); the
 //!   messages are kept as Slack keeps them (a `chat.update` replaces the blocks), so a test reads
 //!   what a person would see ([`FakeSlack::message`]). Slack's documented limits are enforced: a
-//!   call that breaks one (more than 50 blocks, a section text over 3,000 characters, a button
+//!   call that breaks one (more than 50 blocks, more than one `table`, a table over 100 rows or
+//!   20 cells a row, more than 10 section fields or one over 2,000 characters, an image without
+//!   `alt_text`, a section text over 3,000 characters, a button
 //!   text over 75, more than 25 elements in an actions block, an option text over 75, …) is
 //!   answered `invalid_blocks` like Slack does, and the breach is kept in
 //!   [`FakeSlack::violations`].
@@ -133,6 +136,18 @@ pub mod limits {
     pub const CONFIRM_TEXT: usize = 300;
     /// A confirmation dialog's confirm and deny texts.
     pub const CONFIRM_BUTTON: usize = 30;
+    /// The text of one of a section's `fields`.
+    pub const FIELD_TEXT: usize = 2000;
+    /// A `table` block's rows (its header row included).
+    pub const TABLE_ROWS: usize = 100;
+    /// Cells in a `table` row, and `column_settings`.
+    pub const TABLE_CELLS: usize = 20;
+    /// A `raw_text` cell's text (Slack documents none; the most a FrogBot cell holds).
+    pub const CELL_TEXT: usize = 2000;
+    /// An `image` block's `image_url`.
+    pub const IMAGE_URL: usize = 3000;
+    /// An `image` block's `alt_text`.
+    pub const ALT_TEXT: usize = 2000;
 }
 
 /// A Web API call the fake received.
@@ -281,12 +296,19 @@ struct Store {
     views: Vec<Value>,
     /// The direct message conversations `conversations.open` opened: user → `D…`.
     dms: HashMap<String, String>,
+    /// The pinned messages (`pins.add`): `(channel, ts)` in the order they were pinned.
+    pins: Vec<(String, String)>,
+    /// The messages `chat.delete` removed, as they were.
+    deleted: Vec<Message>,
 }
 
 /// The Web API methods that change something: the ones faults are injected into.
 pub const WRITE_METHODS: &[&str] = &[
     "chat.postMessage",
     "chat.update",
+    "chat.delete",
+    "pins.add",
+    "pins.remove",
     "chat.postEphemeral",
     "views.open",
     "reactions.add",
@@ -499,6 +521,21 @@ impl FakeSlack {
                     .map(str::to_owned)
             })
             .collect()
+    }
+
+    /// The `ts` of the pinned messages of `channel`, in the order they were pinned.
+    pub fn pins(&self, channel: &str) -> Vec<String> {
+        lock(&self.shared)
+            .pins
+            .iter()
+            .filter(|(c, _)| c == channel)
+            .map(|(_, ts)| ts.clone())
+            .collect()
+    }
+
+    /// The messages `chat.delete` removed, as they were, in order.
+    pub fn deleted(&self) -> Vec<Message> {
+        lock(&self.shared).deleted.clone()
     }
 
     /// `user`'s display name, shown in the `user_profile` of their messages from now on.
@@ -1221,6 +1258,10 @@ fn api_answer(
         "apps.connections.open" => error("not_allowed_token_type"),
         "chat.postMessage" => post_message(shared, &body),
         "chat.update" => update_message(shared, &body),
+        "chat.delete" => delete_message(shared, &body),
+        "pins.add" => pin(shared, &body, true),
+        "pins.remove" => pin(shared, &body, false),
+        "pins.list" => pins_list(shared, &body),
         "chat.postEphemeral" => post_ephemeral(shared, &body),
         "views.open" => open_view(shared, &body),
         "reactions.add" => reaction(shared, &body, true),
@@ -1265,6 +1306,17 @@ fn check_message(shared: &Shared, method: &str, body: &Value) -> Result<(), Valu
                 limits::MESSAGE_TEXT
             )],
             "msg_too_long",
+        ));
+    }
+    let tables = blocks
+        .as_array()
+        .map_or(0, |b| b.iter().filter(|b| b["type"] == "table").count());
+    if tables > 1 {
+        return Err(refuse(
+            shared,
+            method,
+            vec!["only_one_table_allowed".to_owned()],
+            "invalid_attachments",
         ));
     }
     let mut errors = Vec::new();
@@ -1328,6 +1380,14 @@ fn check_blocks(blocks: &Value, max: usize, errors: &mut Vec<String>) {
                     limits::SECTION_FIELDS,
                     &format!("{at}/fields"),
                 );
+                for (j, f) in b["fields"].as_array().into_iter().flatten().enumerate() {
+                    too_long(
+                        errors,
+                        &f["text"],
+                        limits::FIELD_TEXT,
+                        &format!("{at}/fields/{j}/text"),
+                    );
+                }
                 if let Some(a) = b.get("accessory") {
                     check_element(a, &format!("{at}/accessory"), errors);
                 }
@@ -1365,14 +1425,68 @@ fn check_blocks(blocks: &Value, max: usize, errors: &mut Vec<String>) {
                 check_element(&b["element"], &format!("{at}/element"), errors);
             }
             Some("header") => too_long(errors, &b["text"]["text"], 150, &format!("{at}/text/text")),
+            Some("table") => check_table(b, &at, errors),
+            Some("image") => {
+                for (key, max) in [
+                    ("image_url", limits::IMAGE_URL),
+                    ("alt_text", limits::ALT_TEXT),
+                ] {
+                    if !b[key].is_string() {
+                        errors.push(format!("is required [json-pointer:{at}/{key}]"));
+                    }
+                    too_long(errors, &b[key], max, &format!("{at}/{key}"));
+                }
+            }
             Some("markdown") => too_long(
                 errors,
                 &b["text"],
                 limits::MARKDOWN_TEXT,
                 &format!("{at}/text"),
             ),
-            Some("divider" | "image" | "rich_text" | "file" | "video") => {}
+            Some("divider" | "rich_text" | "file" | "video") => {}
             other => errors.push(format!("unknown block type {other:?} [json-pointer:{at}]")),
+        }
+    }
+}
+
+/// A `table` block: at most 100 rows of at most 20 cells (`raw_text` with a non-empty `text`, or
+/// `rich_text`), at most 20 `column_settings`.
+fn check_table(b: &Value, at: &str, errors: &mut Vec<String>) {
+    let Some(rows) = b["rows"].as_array().filter(|r| !r.is_empty()) else {
+        errors.push(format!("is required [json-pointer:{at}/rows]"));
+        return;
+    };
+    too_many(
+        errors,
+        &b["rows"],
+        limits::TABLE_ROWS,
+        &format!("{at}/rows"),
+    );
+    too_many(
+        errors,
+        &b["column_settings"],
+        limits::TABLE_CELLS,
+        &format!("{at}/column_settings"),
+    );
+    for (i, row) in rows.iter().enumerate() {
+        too_many(errors, row, limits::TABLE_CELLS, &format!("{at}/rows/{i}"));
+        for (j, c) in row.as_array().into_iter().flatten().enumerate() {
+            let here = format!("{at}/rows/{i}/{j}");
+            match c["type"].as_str() {
+                Some("raw_text") => {
+                    if !c["text"].is_string() {
+                        errors.push(format!("is required [json-pointer:{here}/text]"));
+                    }
+                    too_long(
+                        errors,
+                        &c["text"],
+                        limits::CELL_TEXT,
+                        &format!("{here}/text"),
+                    );
+                }
+                Some("rich_text") => {}
+                other => errors.push(format!("unknown cell type {other:?} [json-pointer:{here}]")),
+            }
         }
     }
 }
@@ -1612,6 +1726,83 @@ fn update_message(shared: &Shared, body: &Value) -> Value {
     m.text = str_of(body, "text").unwrap_or_default().to_owned();
     m.blocks = with_block_ids(body.get("blocks").cloned().unwrap_or(Value::Null), ts);
     json!({"ok": true, "channel": channel, "ts": ts, "text": m.text, "message": m.json()})
+}
+
+/// `chat.delete`: the bot's own message goes (`message_not_found` when there is none,
+/// `cant_delete_message` for someone else's).
+fn delete_message(shared: &Shared, body: &Value) -> Value {
+    let (Some(channel), Some(ts)) = (str_of(body, "channel"), str_of(body, "ts")) else {
+        return error("message_not_found");
+    };
+    let mut store = lock(shared);
+    let Some(i) = store
+        .messages
+        .iter()
+        .position(|m| m.channel == channel && m.ts == ts)
+    else {
+        return error("message_not_found");
+    };
+    if !store.messages[i].bot {
+        return error("cant_delete_message");
+    }
+    let m = store.messages.remove(i);
+    store.pins.retain(|(c, t)| !(c == channel && t == ts));
+    store.deleted.push(m);
+    json!({"ok": true, "channel": channel, "ts": ts})
+}
+
+/// `pins.add` / `pins.remove` (`channel`, `timestamp`): `already_pinned`, `no_pin`,
+/// `message_not_found` as Slack answers them.
+fn pin(shared: &Shared, body: &Value, add: bool) -> Value {
+    let (Some(channel), Some(ts)) = (str_of(body, "channel"), str_of(body, "timestamp")) else {
+        return error("no_item_specified");
+    };
+    let mut store = lock(shared);
+    if !store
+        .messages
+        .iter()
+        .any(|m| m.channel == channel && m.ts == ts)
+    {
+        return error("message_not_found");
+    }
+    let at = store.pins.iter().position(|(c, t)| c == channel && t == ts);
+    match (add, at) {
+        (true, Some(_)) => error("already_pinned"),
+        (true, None) => {
+            store.pins.push((channel.to_owned(), ts.to_owned()));
+            json!({"ok": true})
+        }
+        (false, None) => error("no_pin"),
+        (false, Some(i)) => {
+            store.pins.remove(i);
+            json!({"ok": true})
+        }
+    }
+}
+
+/// `pins.list` of a channel: `{"items": [{"type": "message", "channel", "created_by",
+/// "message"}]}`.
+fn pins_list(shared: &Shared, body: &Value) -> Value {
+    let Some(channel) = str_of(body, "channel") else {
+        return error("channel_not_found");
+    };
+    let store = lock(shared);
+    let items: Vec<Value> = store
+        .pins
+        .iter()
+        .filter(|(c, _)| c == channel)
+        .filter_map(|(c, ts)| {
+            let m = store
+                .messages
+                .iter()
+                .find(|m| &m.channel == c && &m.ts == ts)?;
+            Some(
+                json!({"type": "message", "channel": c, "created": now_millis() / 1000,
+                        "created_by": BOT_USER, "message": m.json()}),
+            )
+        })
+        .collect();
+    json!({"ok": true, "items": items})
 }
 
 fn post_ephemeral(shared: &Shared, body: &Value) -> Value {

@@ -883,6 +883,30 @@ impl Store for Timed {
     async fn purgeable(&self, now: Millis, dead_before: Millis) -> Result<Purgeable> {
         timed!(self, "purgeable", self.inner.purgeable(now, dead_before))
     }
+    async fn bind_agent(
+        &self,
+        op: &frogbot_core::store::BindAgentOp<'_>,
+    ) -> Result<frogbot_core::store::Bound> {
+        timed!(self, "bind_agent", self.inner.bind_agent(op))
+    }
+    async fn post_message(
+        &self,
+        op: &frogbot_core::store::PostMessageOp<'_>,
+    ) -> Result<frogbot_core::store::PostedMessage> {
+        timed!(self, "post_message", self.inner.post_message(op))
+    }
+    async fn update_message(
+        &self,
+        op: &frogbot_core::store::UpdateMessageOp<'_>,
+    ) -> Result<frogbot_core::store::MessageUpdate> {
+        timed!(self, "update_message", self.inner.update_message(op))
+    }
+    async fn take_inbox(
+        &self,
+        op: &frogbot_core::store::InboxOp<'_>,
+    ) -> Result<Vec<StoredMessage>> {
+        timed!(self, "take_inbox", self.inner.take_inbox(op))
+    }
 }
 
 /// The store's `Sent` (the engine's `Sent` is imported under its own name).

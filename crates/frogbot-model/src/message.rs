@@ -130,6 +130,28 @@ pub struct MessageMetadata {
     /// On an agent message: when its content was last edited, RFC 3339.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub edited_at: Option<String>,
+    /// On an agent message that was deleted, RFC 3339: it stays as a tombstone without parts
+    /// (so every view and its platform copy learn of it), shown by no app.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deleted_at: Option<String>,
+    /// On an agent message in a channel chat: what its platform copy shows, so the engine
+    /// brings it up to date after an edit, a deletion or a pin change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sync: Option<SyncState>,
+}
+
+/// How far a channel's copy of an agent message is (see [`MessageMetadata::sync`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SyncState {
+    /// The content's revision: one higher with every edit.
+    pub revision: u64,
+    /// The revision the platform shows (`None`: not posted yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shown: Option<u64>,
+    /// Whether the platform shows it pinned.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pinned: bool,
 }
 
 /// A chat message in the AI SDK `UIMessage` shape.

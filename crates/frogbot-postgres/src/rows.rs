@@ -40,7 +40,9 @@ macro_rules! chat_cols {
             $t,
             ".driver, ",
             $t,
-            ".version"
+            ".version, ",
+            $t,
+            ".agent"
         )
     };
 }
@@ -248,6 +250,7 @@ pub(crate) fn chat(r: &PgRow) -> Result<ChatRow> {
             None => None,
         },
         version: get(r, "version")?,
+        agent: get(r, "agent")?,
     })
 }
 

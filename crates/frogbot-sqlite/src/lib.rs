@@ -855,6 +855,72 @@ impl Store for SqliteStore {
         self.read("purgeable", move |c| ops::purgeable(c, now, dead_before))
             .await
     }
+
+    async fn bind_agent(&self, op: &BindAgentOp<'_>) -> Result<Bound> {
+        let (chat, agent, now) = (op.chat.clone(), op.agent.to_owned(), op.now);
+        self.write("bind_agent", move |c| {
+            ops::bind_agent(
+                c,
+                &BindAgentOp {
+                    chat: &chat,
+                    agent: &agent,
+                    now,
+                },
+            )
+        })
+        .await
+    }
+
+    async fn post_message(&self, op: &PostMessageOp<'_>) -> Result<PostedMessage> {
+        let body = ops::message_body(op.message)?;
+        let (chat, message, job) = (op.chat.clone(), op.message.clone(), op.job.cloned());
+        let (inbox, now) = (op.inbox, op.now);
+        self.write("post_message", move |c| {
+            let op = PostMessageOp {
+                chat: &chat,
+                message: &message,
+                inbox,
+                job: job.as_ref(),
+                now,
+            };
+            ops::post_message(c, &op, &body)
+        })
+        .await
+    }
+
+    async fn update_message(&self, op: &UpdateMessageOp<'_>) -> Result<MessageUpdate> {
+        let body = ops::message_body(op.message)?;
+        let (chat, message, job) = (op.chat.clone(), op.message.clone(), op.job.cloned());
+        let (expected_version, now) = (op.expected_version, op.now);
+        self.write("update_message", move |c| {
+            let op = UpdateMessageOp {
+                chat: &chat,
+                message: &message,
+                expected_version,
+                job: job.as_ref(),
+                now,
+            };
+            ops::update_message(c, &op, &body)
+        })
+        .await
+    }
+
+    async fn take_inbox(&self, op: &InboxOp<'_>) -> Result<Vec<StoredMessage>> {
+        let (agent, chat) = (op.agent.to_owned(), op.chat.cloned());
+        let (limit, now) = (op.limit, op.now);
+        self.write("take_inbox", move |c| {
+            ops::take_inbox(
+                c,
+                &InboxOp {
+                    agent: &agent,
+                    chat: chat.as_ref(),
+                    limit,
+                    now,
+                },
+            )
+        })
+        .await
+    }
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ const STEPS: &[M<'static>] = &[
     M::up(include_str!("../migrations/0002_sweeps.sql")),
     M::up(include_str!("../migrations/0003_versions.sql")),
     M::up(include_str!("../migrations/0004_lean_writes.sql")),
+    M::up(include_str!("../migrations/0005_agent_chats.sql")),
 ];
 
 /// Brings the database to the latest schema.

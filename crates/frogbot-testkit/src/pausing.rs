@@ -284,4 +284,16 @@ impl Store for PausingStore {
     async fn purgeable(&self, now: Millis, dead_before: Millis) -> Result<Purgeable> {
         self.inner.purgeable(now, dead_before).await
     }
+    async fn bind_agent(&self, op: &BindAgentOp<'_>) -> Result<Bound> {
+        self.inner.bind_agent(op).await
+    }
+    async fn post_message(&self, op: &PostMessageOp<'_>) -> Result<PostedMessage> {
+        self.inner.post_message(op).await
+    }
+    async fn update_message(&self, op: &UpdateMessageOp<'_>) -> Result<MessageUpdate> {
+        self.inner.update_message(op).await
+    }
+    async fn take_inbox(&self, op: &InboxOp<'_>) -> Result<Vec<StoredMessage>> {
+        self.inner.take_inbox(op).await
+    }
 }

@@ -295,7 +295,7 @@ impl Client {
         })
     }
 
-    async fn call(
+    pub(crate) async fn call(
         &self,
         method: reqwest::Method,
         path: &str,

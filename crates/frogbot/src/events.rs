@@ -328,7 +328,10 @@ impl Seen {
                 } else {
                     Ack::Seen
                 };
-                message.to_mut().metadata.ack = Some(ack);
+                // An agent's chat stores the acknowledgements its agent set: they stay.
+                if message.metadata.ack.is_none() {
+                    message.to_mut().metadata.ack = Some(ack);
+                }
             }
             Role::Assistant => {
                 self.reply = Some(if message.metadata.error.is_some() {

@@ -3,6 +3,7 @@
 mod asks;
 mod errors;
 mod input;
+mod talk;
 
 pub(crate) use errors::json_error;
 use input::{check_message_id, check_user_parts};
@@ -60,6 +61,22 @@ pub fn router(state: AppState) -> Router {
         .route("/api/asks", post(asks::create))
         .route("/api/asks/{id}", get(asks::get).delete(asks::cancel))
         .route("/api/asks/{id}/wait", get(asks::wait))
+        .route("/api/agent-chats", post(talk::open))
+        .route("/api/chats/{chat_id}/agent-messages", post(talk::send))
+        .route(
+            "/api/chats/{chat_id}/agent-messages/{message_id}",
+            patch(talk::edit).delete(talk::delete),
+        )
+        .route(
+            "/api/chats/{chat_id}/pins/{key}",
+            axum::routing::put(talk::pin).delete(talk::unpin),
+        )
+        .route(
+            "/api/chats/{chat_id}/messages/{message_id}/ack",
+            post(talk::ack),
+        )
+        .route("/api/chats/{chat_id}/block-events", post(talk::event))
+        .route("/api/inbox", get(talk::inbox))
         .with_state(state);
     errors::json_errors(routes)
 }
@@ -384,7 +401,12 @@ async fn get_chat(
         .into_iter()
         .map(|m| m.message)
         .collect();
-    with_acks(&mut messages, row.state(now_millis()));
+    // An agent's chat keeps the acknowledgements its agent set; a deleted message is not shown.
+    if row.agent.is_some() {
+        messages.retain(|m| m.metadata.deleted_at.is_none());
+    } else {
+        with_acks(&mut messages, row.state(now_millis()));
+    }
     let mut body = chat_summary(&row);
     body.as_object_mut().expect("object").remove("updatedAt");
     body["messages"] = serde_json::to_value(messages).expect("messages serialise");
@@ -442,6 +464,34 @@ async fn post_message(
         .transpose()
         .map_err(err)?;
     let delivery = parse_delivery(body.delivery.as_deref()).map_err(err)?;
+    // A chat bound to an external agent: the person's message waits in the agent's inbox.
+    if let Some(row) = state.engine.chat(&chat).await?
+        && row.agent.is_some()
+    {
+        if !may_read(&row, user.as_ref()) {
+            return Err(err(ApiError::forbidden()));
+        }
+        if row.channel.is_some() {
+            return Err(err(ApiError::channel_chat()));
+        }
+        let text: String = body
+            .parts
+            .iter()
+            .filter_map(|p| match p {
+                MessagePart::Text { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        let saved = state
+            .engine
+            .web_message(&chat, user.as_ref(), body.id, &text)
+            .await
+            .map_err(|e| err(e.into()))?;
+        return Ok(match saved {
+            Some(m) => with_chat(&chat, (StatusCode::ACCEPTED, axum::Json(m))),
+            None => with_chat(&chat, StatusCode::OK),
+        });
+    }
     // Who may write is decided by the store in the operation that creates or opens the chat
     // (403 `forbidden`, 409 `channel-chat`), so two first messages racing cannot both get in.
     let sent = state

@@ -16,6 +16,7 @@ pub mod ops;
 pub mod ready;
 pub mod server;
 pub mod stream;
+pub mod talk;
 pub mod web;
 
 use std::collections::HashMap;

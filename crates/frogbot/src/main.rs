@@ -63,6 +63,20 @@ enum Command {
     Wait(frogbot::ask::WaitArgs),
     /// Cancel an open ask.
     Cancel(frogbot::ask::CancelArgs),
+    /// Post an agent message (text, title, blocks) in an agent's chat (--to opens one).
+    Send(Box<frogbot::talk::SendArgs>),
+    /// Read the agent's inbox: people's messages and block events (each once, marked Seen).
+    Inbox(frogbot::talk::InboxArgs),
+    /// Acknowledge a person's message: working or done.
+    Ack(frogbot::talk::AckArgs),
+    /// Edit an agent message (its text, title, blocks, or one block by id).
+    Edit(frogbot::talk::EditArgs),
+    /// Delete an agent message (an ask's open question is withdrawn).
+    Delete(frogbot::talk::DeleteArgs),
+    /// Pin an agent message under a key (status by default).
+    Pin(frogbot::talk::PinArgs),
+    /// Unpin a chat's key.
+    Unpin(frogbot::talk::UnpinArgs),
     /// List the database's chats, newest first (safe while servers run).
     Chats(frogbot::ops::ChatsArgs),
     /// Show a chat: its row, messages and question records.
@@ -149,6 +163,13 @@ fn main() -> ExitCode {
         Command::Ask(a) => return run_client(Client::Ask(a)),
         Command::Wait(a) => return run_client(Client::Wait(a)),
         Command::Cancel(a) => return run_client(Client::Cancel(a)),
+        Command::Send(a) => return run_client(Client::Send(a)),
+        Command::Inbox(a) => return run_client(Client::Inbox(a)),
+        Command::Ack(a) => return run_client(Client::Ack(a)),
+        Command::Edit(a) => return run_client(Client::Edit(a)),
+        Command::Delete(a) => return run_client(Client::Delete(a)),
+        Command::Pin(a) => return run_client(Client::Pin(a)),
+        Command::Unpin(a) => return run_client(Client::Unpin(a)),
         Command::Chats(a) => return run_ops(frogbot::ops::chats(a)),
         Command::Show(a) => return run_ops(frogbot::ops::show(a)),
         Command::Jobs(a) => return run_ops(frogbot::ops::jobs(a)),
@@ -196,6 +217,13 @@ enum Client {
     Ask(Box<frogbot::ask::AskArgs>),
     Wait(frogbot::ask::WaitArgs),
     Cancel(frogbot::ask::CancelArgs),
+    Send(Box<frogbot::talk::SendArgs>),
+    Inbox(frogbot::talk::InboxArgs),
+    Ack(frogbot::talk::AckArgs),
+    Edit(frogbot::talk::EditArgs),
+    Delete(frogbot::talk::DeleteArgs),
+    Pin(frogbot::talk::PinArgs),
+    Unpin(frogbot::talk::UnpinArgs),
 }
 
 /// Runs a client command (no logs: stdout is the answer) and returns its exit code.
@@ -209,6 +237,13 @@ fn run_client(client: Client) -> ExitCode {
             Client::Ask(a) => frogbot::ask::run_ask(*a).await,
             Client::Wait(a) => frogbot::ask::run_wait(a).await,
             Client::Cancel(a) => frogbot::ask::run_cancel(a).await,
+            Client::Send(a) => frogbot::talk::run_send(*a).await,
+            Client::Inbox(a) => frogbot::talk::run_inbox(a).await,
+            Client::Ack(a) => frogbot::talk::run_ack(a).await,
+            Client::Edit(a) => frogbot::talk::run_edit(a).await,
+            Client::Delete(a) => frogbot::talk::run_delete(a).await,
+            Client::Pin(a) => frogbot::talk::run_pin(a).await,
+            Client::Unpin(a) => frogbot::talk::run_unpin(a).await,
         }
     });
     match result {

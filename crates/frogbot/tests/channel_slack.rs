@@ -1124,3 +1124,261 @@ async fn thirty_two_answers_from_clicks_replies_and_cancels_record_one_outcome()
         assert_eq!(printed["by"], status["by"]);
     }
 }
+
+/// Runs `frogbot ARGS --server BASE` (the real binary, a child process) to the end.
+fn frogbot_cli(base: &str, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_frogbot"))
+        .args(args)
+        .env("FROGBOT_URL", base)
+        .env_remove("FROGBOT_TOKEN")
+        .output()
+        .expect("run frogbot")
+}
+
+fn cli_json(o: &std::process::Output) -> Vec<Value> {
+    assert!(
+        o.status.success(),
+        "exit {:?}: {}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+/// Issue 20: an agent outside FrogBot holds a whole conversation with a person in a Slack thread
+/// through the CLI (`frogbot send|inbox|ack|edit|delete|pin|unpin` as child processes): its
+/// message with blocks is posted once, the person's reply reaches the inbox and shows Seen, the
+/// agent's Done shows, three clicks on an event button are three events and answer nothing, an
+/// edit and a block patch each edit the Slack message once in place, delete removes it, and the
+/// status pin follows pin / unpin.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_external_agent_holds_a_conversation_through_the_cli() {
+    let env = start("").await;
+    let base = env.base.clone();
+    let run = |args: Vec<String>| {
+        let base = base.clone();
+        tokio::task::spawn_blocking(move || {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            frogbot_cli(&base, &args)
+        })
+    };
+    let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let blocks = json!([
+        {"type": "progress", "id": "bar", "value": 1, "max": 4, "label": "Deploy"},
+        {"type": "fields", "id": "act", "fields": [{"key": "Branch", "value": "main"}],
+         "events": [{"label": "Retry", "value": "retry"}, {"label": "Show logs"}]}
+    ])
+    .to_string();
+    let sent = cli_json(
+        &run(args(&[
+            "send",
+            "Starting the deploy",
+            "--to",
+            "slack:C42",
+            "--title",
+            "Deploy v2",
+            "--blocks",
+            &blocks,
+            "--id",
+            "m1",
+        ]))
+        .await
+        .unwrap(),
+    );
+    let chat = sent[0]["chatId"].as_str().unwrap().to_owned();
+    let reference = sent[0]["ref"].as_str().unwrap().to_owned();
+    assert_eq!(reference, format!("{chat}.m1"));
+    let chat_id = frogbot_core::model::ChatId::new(chat.as_str()).unwrap();
+    let thread = env.thread_of(&chat_id).await;
+    let root_ts = thread.strip_prefix("C42:").unwrap().to_owned();
+    // The agent's message: one Block Kit message in the thread with the blocks and the button.
+    wait(
+        || {
+            env.fake
+                .thread_messages(&thread)
+                .iter()
+                .filter(|m| m.bot)
+                .count()
+                == 2
+        },
+        "the root and the agent's message",
+    )
+    .await;
+    let posted = env.fake.thread_messages(&thread)[1].clone();
+    let retry = element(&posted.blocks, "Retry");
+    assert!(posted.text.contains("Deploy v2"), "{}", posted.text);
+    // Sending the same id again posts nothing.
+    let again = cli_json(
+        &run(args(&["send", "other", "--chat", &chat, "--id", "m1"]))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(again[0]["ref"], reference.as_str());
+    let posts = env.fake.calls("chat.postMessage").len();
+
+    // The person replies in the thread: no model turn, it waits in the inbox.
+    assert_eq!(env.reply("U7", &root_ts, "go ahead").await, 200);
+    let inbox = cli_json(
+        &run(args(&["inbox", "--wait", "--timeout", "20s"]))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(inbox.len(), 1, "{inbox:?}");
+    assert_eq!(inbox[0]["text"], "go ahead");
+    assert_eq!(inbox[0]["ack"], "seen");
+    let person_ref = inbox[0]["ref"].as_str().unwrap().to_owned();
+    let person_ts = person_ref.rsplit(':').next().unwrap().to_owned();
+    let person_msg = || {
+        env.fake
+            .message(&format!("C42:{person_ts}"))
+            .expect("the person's message")
+    };
+    wait(
+        || person_msg().bot_reactions() == ["eyes"],
+        "Seen on the message",
+    )
+    .await;
+    assert!(
+        cli_json(&run(args(&["inbox"])).await.unwrap()).is_empty(),
+        "returned once"
+    );
+    cli_json(&run(args(&["ack", &person_ref, "done"])).await.unwrap());
+    wait(
+        || person_msg().bot_reactions() == ["white_check_mark"],
+        "Done replaces Seen",
+    )
+    .await;
+
+    // Three clicks on Retry: three events, nothing answered, nothing posted.
+    for i in 0..3 {
+        let mut payload = env.fake.block_actions(
+            "U7",
+            &format!("C42:{}", posted.ts),
+            retry.clone(),
+            json!({}),
+            &format!("1.2.ev{i}"),
+        );
+        payload["container"]["thread_ts"] = json!(root_ts);
+        assert_eq!(env.interactivity(&payload, Sig::Good, None).await, 200);
+    }
+    let mut events = Vec::new();
+    while events.len() < 3 {
+        let got = cli_json(
+            &run(args(&[
+                "inbox",
+                "--wait",
+                "--timeout",
+                "20s",
+                "--chat",
+                &chat,
+            ]))
+            .await
+            .unwrap(),
+        );
+        assert!(!got.is_empty(), "the events arrive");
+        events.extend(got);
+    }
+    assert_eq!(events.len(), 3, "{events:?}");
+    for e in &events {
+        assert_eq!(
+            e["event"],
+            json!({"messageId": "m1", "blockId": "act", "value": "retry"})
+        );
+    }
+    assert_eq!(
+        env.fake.calls("chat.postMessage").len(),
+        posts,
+        "a click posts nothing"
+    );
+
+    // An edit of the text, then a patch of the progress block: one chat.update each.
+    let edited = cli_json(
+        &run(args(&["edit", &reference, "--text", "Half way there"]))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(edited[0]["ref"], reference.as_str());
+    wait(|| env.fake.calls("chat.update").len() == 1, "one edit").await;
+    wait(
+        || {
+            env.fake
+                .message(&posted.id())
+                .is_some_and(|m| m.text.contains("Half way there"))
+        },
+        "the edit shown in place",
+    )
+    .await;
+    cli_json(
+        &run(args(&[
+            "edit",
+            &reference,
+            "--block",
+            r#"bar={"type":"progress","value":3,"max":4,"label":"Deploy"}"#,
+        ]))
+        .await
+        .unwrap(),
+    );
+    wait(|| env.fake.calls("chat.update").len() == 2, "one patch").await;
+    wait(
+        || {
+            env.fake
+                .message(&posted.id())
+                .is_some_and(|m| m.blocks.to_string().contains("75%"))
+        },
+        "the patched bar",
+    )
+    .await;
+    assert_eq!(
+        env.fake.calls("chat.postMessage").len(),
+        posts,
+        "edits post nothing new"
+    );
+
+    // The status pin, then unpinned.
+    cli_json(
+        &run(args(&["pin", &reference, "--key", "status"]))
+            .await
+            .unwrap(),
+    );
+    wait(|| env.fake.pins("C42") == [posted.ts.clone()], "pinned").await;
+    cli_json(
+        &run(args(&["unpin", &chat, "--key", "status"]))
+            .await
+            .unwrap(),
+    );
+    wait(|| env.fake.pins("C42").is_empty(), "unpinned").await;
+
+    // Delete: removed on Slack; a click on it now is stale.
+    cli_json(&run(args(&["delete", &reference])).await.unwrap());
+    wait(
+        || env.fake.message(&posted.id()).is_none(),
+        "deleted on Slack",
+    )
+    .await;
+    let o = run(args(&["edit", &reference, "--text", "again"]))
+        .await
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "a deleted message cannot be edited"
+    );
+    // A bad reference and an unknown state: exit 1 with one line.
+    let o = run(args(&["ack", "nodot", "done"])).await.unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let o = run(args(&["ack", &person_ref, "finished"])).await.unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("working"),
+        "{o:?}"
+    );
+    // No model ran in the agent's thread.
+    let msgs = env.store.list_messages(&chat_id).await.unwrap();
+    assert!(
+        msgs.iter().all(|m| m.message.metadata.model.is_none()),
+        "{msgs:?}"
+    );
+}

@@ -262,6 +262,108 @@ impl<A: DiscordApi> ChannelOutbox for DiscordOutbox<A> {
 
     /// Adds `ack`'s emoji as the bot's reaction, then takes the bot's previous ack reaction off
     /// (a failure there is logged: the new state shows either way).
+    /// Draws the agent message with [`crate::render::agent_message`] (content, embeds, action
+    /// rows of event buttons) and posts its Discord messages in order, each under the nonce of
+    /// its piece key with `enforce_nonce` (as [`ChannelOutbox::deliver`]'s pieces): a retry
+    /// within Discord's nonce window gets the messages an earlier attempt created back, nothing
+    /// posted twice. Returns their ids.
+    async fn post_message(
+        &self,
+        thread: &Thread,
+        message: &UiMessage,
+        delivery: &Delivery,
+    ) -> Result<Vec<String>, BoxError> {
+        let channel = channel_id(&thread.id)?;
+        let mut ids = Vec::new();
+        for (i, piece) in crate::render::agent_message(message)
+            .into_iter()
+            .enumerate()
+        {
+            let nonce = delivery_nonce(&delivery.piece_key(i));
+            let create = piece
+                .create()
+                .nonce(serenity::model::channel::Nonce::String(nonce))
+                .enforce_nonce(true);
+            ids.push(
+                self.api
+                    .send_message(channel, &create)
+                    .await?
+                    .id
+                    .to_string(),
+            );
+        }
+        Ok(ids)
+    }
+
+    /// `PATCH` of each posted message with its new drawing (Discord's edits notify no one); a
+    /// longer drawing posts the extra messages (under nonces from the first message's id and
+    /// their index, so a repeated edit gets them back), a shorter one deletes the surplus.
+    async fn edit_posted(
+        &self,
+        thread: &Thread,
+        posted: &[String],
+        message: &UiMessage,
+    ) -> Result<Vec<String>, BoxError> {
+        let channel = channel_id(&thread.id)?;
+        let base = posted.first().cloned().unwrap_or_else(|| thread.id.clone());
+        let mut ids = Vec::new();
+        for (i, piece) in crate::render::agent_message(message)
+            .into_iter()
+            .enumerate()
+        {
+            match posted.get(i) {
+                Some(id) => {
+                    self.api
+                        .edit_message(channel, message_id_of(id)?, &piece.edit())
+                        .await?;
+                    ids.push(id.clone());
+                }
+                None => {
+                    let nonce = delivery_nonce(&format!("edit:{base}:{i}"));
+                    let create = piece
+                        .create()
+                        .nonce(serenity::model::channel::Nonce::String(nonce))
+                        .enforce_nonce(true);
+                    ids.push(
+                        self.api
+                            .send_message(channel, &create)
+                            .await?
+                            .id
+                            .to_string(),
+                    );
+                }
+            }
+        }
+        for id in posted.iter().skip(ids.len()) {
+            self.api.delete_message(channel, message_id_of(id)?).await?;
+        }
+        Ok(ids)
+    }
+
+    /// `DELETE` of each message (one already gone, `Unknown Message`, is done).
+    async fn delete_posted(&self, thread: &Thread, posted: &[String]) -> Result<(), BoxError> {
+        let channel = channel_id(&thread.id)?;
+        for id in posted {
+            self.api.delete_message(channel, message_id_of(id)?).await?;
+        }
+        Ok(())
+    }
+
+    /// `PUT` / `DELETE /channels/{channel}/pins/{message}` (pinning twice is done; unpinning a
+    /// message gone is done).
+    async fn pin_posted(
+        &self,
+        thread: &Thread,
+        message_id: &str,
+        pinned: bool,
+    ) -> Result<(), BoxError> {
+        let channel = channel_id(&thread.id)?;
+        self.api
+            .pin_message(channel, message_id_of(message_id)?, pinned)
+            .await?;
+        Ok(())
+    }
+
     async fn ack(&self, thread: &Thread, message_id: &str, ack: Ack) -> Result<(), BoxError> {
         let channel = channel_id(&thread.id)?;
         let message = message_id_of(message_id)?;

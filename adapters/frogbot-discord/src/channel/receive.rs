@@ -495,6 +495,40 @@ async fn stop_response(
     }
 }
 
+/// What an agent message's event button click is told when the clicker may not use the bot.
+pub const EVENT_DENIED_TEXT: &str = "Sorry, you are not allowed to use this bot.";
+
+/// What a click on an agent message's event button is answered with: the event goes to the
+/// agent's inbox ([`Engine::channel_event`]) and the click is acknowledged with a deferred update
+/// (nothing shown, nothing edited); someone who may not use the bot gets
+/// [`EVENT_DENIED_TEXT`] ephemerally.
+async fn event_response(
+    engine: &Engine,
+    component: &ComponentInteraction,
+    click: frogbot_model::EventClick,
+) -> CreateInteractionResponse {
+    let thread = component.channel_id.to_string();
+    let who = click.user.id.clone();
+    match engine.channel_event(PLATFORM, &thread, click).await {
+        Ok(frogbot_core::agent::EventOutcome::Denied) => {
+            info!(user = %who, thread, "discord: event click from a user without access refused");
+            CreateInteractionResponse::Message(
+                CreateInteractionResponseMessage::new()
+                    .ephemeral(true)
+                    .content(EVENT_DENIED_TEXT),
+            )
+        }
+        Ok(outcome) => {
+            info!(?outcome, user = %who, thread, "discord: event click");
+            crate::deferred_update()
+        }
+        Err(e) => {
+            error!(error = %e, thread, "discord: event click not handled");
+            crate::deferred_update()
+        }
+    }
+}
+
 async fn on_component(shared: &Shared, engine: &Engine, component: ComponentInteraction) {
     let custom_id = component.data.custom_id.clone();
     let span = info_span!("discord_component", custom_id = %custom_id, message_id = %component.message.id, chat_id = tracing::field::Empty, question_id = tracing::field::Empty);
@@ -515,6 +549,21 @@ async fn on_component(shared: &Shared, engine: &Engine, component: ComponentInte
             .await
             {
                 warn!(error = %e, "discord: answering a Stop click failed");
+            }
+            return;
+        }
+        if let Some(click) = convert::event_click(&component) {
+            // An agent message's event button: an event for the agent, never an answer.
+            let response = event_response(engine, &component, click).await;
+            if let Err(e) = DiscordApi::create_interaction_response(
+                shared.http.as_ref(),
+                component.id,
+                &component.token,
+                &response,
+            )
+            .await
+            {
+                warn!(error = %e, "discord: answering an event click failed");
             }
             return;
         }
@@ -644,6 +693,11 @@ async fn endpoint(State(state): State<Endpoint>, headers: HeaderMap, body: Bytes
                 && c.data.custom_id == STOP_CUSTOM_ID
             {
                 return json_response(&stop_response(&state.engine, c).await);
+            }
+            if let DiscordInteraction::Component(c) = &*interaction
+                && let Some(click) = convert::event_click(c)
+            {
+                return json_response(&event_response(&state.engine, c, click).await);
             }
             if let DiscordInteraction::Component(c) = &*interaction
                 && opens_modal(&c.data.custom_id)

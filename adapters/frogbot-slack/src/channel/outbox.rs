@@ -34,6 +34,10 @@ use tracing::{debug, info, warn};
 
 use super::SlackAdapter;
 use crate::client::{ASK_EVENT_TYPE, DELIVERY_EVENT_TYPE, SlackApi};
+
+/// The message metadata `event_type` of the messages an edit of an agent message added
+/// (`edit:{first message id}:{index}`): how a repeated edit finds them.
+pub const EDIT_EVENT_TYPE: &str = "frogbot_edit";
 use crate::ids::{check_channel_id, check_user_id, message_id, split_id, thread_id};
 
 /// How far back [`ChannelOutbox::ask_thread`] looks for an ask's first message posted by an
@@ -485,6 +489,142 @@ impl ChannelOutbox for SlackAdapter {
             api.post_keyed(channel, thread_ts, piece, DELIVERY_EVENT_TYPE, &key)
                 .await?;
         }
+        Ok(())
+    }
+
+    /// Draws the agent message with [`crate::render::agent_message`] (Block Kit: header, `mrkdwn`
+    /// sections, `table`, `image`, `rich_text`, section `fields`, `actions` of event buttons) and
+    /// posts its Slack messages in order, each carrying the metadata key
+    /// [`Delivery::piece_key`] as [`ChannelOutbox::deliver`]'s pieces do; on a retry the thread's
+    /// keys are read first and the messages already there are not posted again (their ids are
+    /// returned). Returns the `channel:ts` of every message.
+    async fn post_message(
+        &self,
+        thread: &Thread,
+        message: &UiMessage,
+        delivery: &Delivery,
+    ) -> Result<Vec<String>, BoxError> {
+        let pieces = crate::render::agent_message(message);
+        if pieces.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (channel, thread_ts) = split_id(&thread.id)?;
+        let api = self.inner.questions.api();
+        let present: HashMap<String, String> = if delivery.is_retry() {
+            api.thread_keyed(channel, thread_ts, DELIVERY_EVENT_TYPE)
+                .await?
+                .into_iter()
+                .collect()
+        } else {
+            HashMap::new()
+        };
+        let mut ids = Vec::with_capacity(pieces.len());
+        for (i, piece) in pieces.into_iter().enumerate() {
+            let key = delivery.piece_key(i);
+            let ts = match present.get(&key) {
+                Some(ts) => {
+                    debug!(thread = %thread.id, %key, "Slack agent message piece already posted; skipped");
+                    ts.clone()
+                }
+                None => {
+                    api.post_blocks_keyed(
+                        channel,
+                        thread_ts,
+                        piece.blocks,
+                        &piece.text,
+                        DELIVERY_EVENT_TYPE,
+                        &key,
+                    )
+                    .await?
+                }
+            };
+            ids.push(message_id(channel, &ts));
+        }
+        Ok(ids)
+    }
+
+    /// `chat.update` of each posted message with its new drawing (Slack does not notify of an
+    /// edit); a longer drawing posts the extra messages (keyed on the first message's id, so a
+    /// repeated edit finds them instead of posting them again), a shorter one deletes the surplus
+    /// (`chat.delete`).
+    async fn edit_posted(
+        &self,
+        thread: &Thread,
+        posted: &[String],
+        message: &UiMessage,
+    ) -> Result<Vec<String>, BoxError> {
+        let pieces = crate::render::agent_message(message);
+        let (channel, thread_ts) = split_id(&thread.id)?;
+        let api = self.inner.questions.api();
+        let mut ids = Vec::with_capacity(pieces.len());
+        let mut present: Option<HashMap<String, String>> = None;
+        let base = posted.first().cloned().unwrap_or_else(|| thread.id.clone());
+        for (i, piece) in pieces.into_iter().enumerate() {
+            if let Some(id) = posted.get(i) {
+                let (c, ts) = split_id(id)?;
+                api.update_message(c, ts, piece.blocks, &piece.text).await?;
+                ids.push(id.clone());
+                continue;
+            }
+            if present.is_none() {
+                present = Some(
+                    api.thread_keyed(channel, thread_ts, EDIT_EVENT_TYPE)
+                        .await?
+                        .into_iter()
+                        .collect(),
+                );
+            }
+            let key = format!("edit:{base}:{i}");
+            let ts = match present.as_ref().and_then(|p| p.get(&key)) {
+                Some(ts) => {
+                    api.update_message(channel, ts, piece.blocks, &piece.text)
+                        .await?;
+                    ts.clone()
+                }
+                None => {
+                    api.post_blocks_keyed(
+                        channel,
+                        thread_ts,
+                        piece.blocks,
+                        &piece.text,
+                        EDIT_EVENT_TYPE,
+                        &key,
+                    )
+                    .await?
+                }
+            };
+            ids.push(message_id(channel, &ts));
+        }
+        for id in posted.iter().skip(ids.len()) {
+            let (c, ts) = split_id(id)?;
+            api.delete_message(c, ts).await?;
+        }
+        Ok(ids)
+    }
+
+    /// `chat.delete` of each message (one already gone, `message_not_found`, is done).
+    async fn delete_posted(&self, _thread: &Thread, posted: &[String]) -> Result<(), BoxError> {
+        let api = self.inner.questions.api();
+        for id in posted {
+            let (channel, ts) = split_id(id)?;
+            api.delete_message(channel, ts).await?;
+        }
+        Ok(())
+    }
+
+    /// `pins.add` / `pins.remove` (`already_pinned` / `no_pin` are done).
+    async fn pin_posted(
+        &self,
+        _thread: &Thread,
+        message_id: &str,
+        pinned: bool,
+    ) -> Result<(), BoxError> {
+        let (channel, ts) = split_id(message_id)?;
+        self.inner
+            .questions
+            .api()
+            .pin_message(channel, ts, pinned)
+            .await?;
         Ok(())
     }
 

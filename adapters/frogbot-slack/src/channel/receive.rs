@@ -545,6 +545,14 @@ impl Receiver {
             let span = info_span!("slack_stop", %thread);
             return self.stop_click(thread, &event.user).instrument(span).await;
         }
+        if let Interaction::Action { event } = &interaction
+            && let Some(click) = crate::convert::event_click(event)
+        {
+            // An agent message's event button: sent to the agent's inbox, never an answer.
+            let thread = thread.unwrap_or_else(|| click.message_id.clone());
+            let span = info_span!("slack_event", %thread);
+            return self.event_click(&thread, click).instrument(span).await;
+        }
         let queue = queue_of_payload(&payload, thread.as_deref());
         let rx = self.clone();
         let span = info_span!(
@@ -590,6 +598,38 @@ impl Receiver {
                 warn!("Slack interaction belongs to no question; ignored")
             }
             _ => info!(outcome = ?out, "Slack interaction handled"),
+        }
+        Ok(())
+    }
+
+    /// A click on an agent message's event button: the event goes to the agent's inbox
+    /// ([`Engine::channel_event`]); nothing is answered. A person who may not write in the chat is
+    /// told privately.
+    async fn event_click(
+        &self,
+        thread: &str,
+        click: frogbot_model::EventClick,
+    ) -> Result<(), Failure> {
+        let who = click.user.clone();
+        let out = self
+            .engine
+            .channel_event(PLATFORM, thread, click)
+            .await
+            .map_err(|e| {
+                error!(error = %e, "Slack event button click could not be handled");
+                Failure::Retry(e.to_string())
+            })?;
+        info!(outcome = ?out, user = %who.id, "Slack event button click");
+        if out == frogbot_core::agent::EventOutcome::Denied
+            && let Ok((channel, ts)) = split_id(thread)
+            && let Err(e) = self
+                .inner()
+                .questions
+                .api()
+                .post_ephemeral(channel, &who.id, Some(ts), NOT_ALLOWED_TEXT)
+                .await
+        {
+            warn!(error = %e, "could not tell a Slack user they are not allowed");
         }
         Ok(())
     }

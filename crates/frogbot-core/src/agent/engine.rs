@@ -66,10 +66,6 @@ impl std::fmt::Debug for Engine {
 }
 
 impl Engine {
-    fn talk(&self) -> super::talk::Talk<'_> {
-        super::talk::Talk { engine: self }
-    }
-
     /// An engine over `store` offering `offers` and `tools`, on the system clock.
     pub fn new(
         store: DynStore,
@@ -333,7 +329,175 @@ impl Engine {
         thread: &str,
         click: crate::model::EventClick,
     ) -> Result<super::EventOutcome> {
-        self.talk().channel_event(platform, thread, click).await
+        self.inner
+            .channels
+            .channel_event(platform, thread, click)
+            .await
+    }
+
+    // ---- agent chats (agents outside FrogBot) --------------------------------------------------
+
+    /// Opens a chat for an external agent (`agent`: its FrogBot user, `None` for an anonymous
+    /// caller): a web chat of the given id, or a platform thread — for a channel or a person the
+    /// channel starts one with `text` as its first message, idempotent on `key`. People's
+    /// messages there then reach the agent's inbox instead of a model. A chat bound to another
+    /// agent is `Forbidden`.
+    pub async fn open_agent_chat(
+        &self,
+        agent: Option<&UserId>,
+        place: super::AgentPlace,
+        text: &str,
+        key: &str,
+    ) -> Result<ChatRow> {
+        self.inner
+            .channels
+            .open_agent_chat(agent, place, text, key)
+            .await
+    }
+
+    /// Binds an ask's chat to its asker, so people's later messages in the ask's thread reach
+    /// the asker's inbox (a chat bound to someone else is left as it is).
+    pub async fn bind_ask_chat(&self, chat: &crate::store::NewChat, asker: Option<&UserId>) {
+        self.inner.channels.bind_for_ask(chat, asker).await
+    }
+
+    /// Posts an agent message (title, text, blocks; optionally pinned) in the agent's chat; the
+    /// same message id again returns the message already posted. Shown on the chat's platform
+    /// at once (a worker retries what fails).
+    pub async fn agent_send(
+        &self,
+        chat: &ChatId,
+        agent: Option<&UserId>,
+        message: super::AgentMessage,
+    ) -> Result<crate::model::UiMessage> {
+        self.inner.channels.agent_send(chat, agent, message).await
+    }
+
+    /// Edits one of the agent's messages (its content, or one block by id), in place on the
+    /// platform.
+    pub async fn agent_edit(
+        &self,
+        chat: &ChatId,
+        agent: Option<&UserId>,
+        message_id: &str,
+        edit: super::MessageEdit,
+    ) -> Result<crate::model::UiMessage> {
+        self.inner
+            .channels
+            .agent_edit(chat, agent, message_id, edit)
+            .await
+    }
+
+    /// Deletes one of the agent's messages: removed on the platform and from every view (a
+    /// tombstone stays). Deleting an ask's message whose question waits withdraws it.
+    pub async fn agent_delete(
+        &self,
+        chat: &ChatId,
+        agent: Option<&UserId>,
+        message_id: &str,
+    ) -> Result<()> {
+        let row = self.inner.channels.agent_chat_of(chat, agent).await?;
+        if row.awaiting_message_id.as_deref() == Some(message_id) {
+            self.withdraw(chat, message_id).await?;
+            return Ok(());
+        }
+        self.inner
+            .channels
+            .agent_delete(chat, agent, message_id)
+            .await
+    }
+
+    /// Pins the agent's message `message` under `key` (replacing the key's pin), or unpins
+    /// `key` (`None`).
+    pub async fn agent_pin(
+        &self,
+        chat: &ChatId,
+        agent: Option<&UserId>,
+        key: &str,
+        message: Option<&str>,
+    ) -> Result<Option<crate::model::UiMessage>> {
+        self.inner
+            .channels
+            .agent_pin(chat, agent, key, message)
+            .await
+    }
+
+    /// The oldest messages and events waiting in `agent`'s inbox (of one chat, or all its
+    /// chats), at most `limit`; each is marked Seen (on its platform too) and never returned
+    /// again.
+    pub async fn inbox(
+        &self,
+        agent: Option<&UserId>,
+        chat: Option<&ChatId>,
+        limit: u32,
+    ) -> Result<Vec<super::InboxItem>> {
+        self.inner.channels.inbox(agent, chat, limit).await
+    }
+
+    /// [`Engine::inbox`], waiting up to `wait` for something to arrive (woken by this process's
+    /// arrivals, and looking at the store every second for other processes').
+    pub async fn inbox_wait(
+        &self,
+        agent: Option<&UserId>,
+        chat: Option<&ChatId>,
+        limit: u32,
+        wait: Duration,
+    ) -> Result<Vec<super::InboxItem>> {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            let notified = self.inner.channels.inbox_arrived.notified();
+            let items = self.inbox(agent, chat, limit).await?;
+            if !items.is_empty() || tokio::time::Instant::now() >= deadline {
+                return Ok(items);
+            }
+            let next = (tokio::time::Instant::now() + Duration::from_secs(1)).min(deadline);
+            tokio::select! {
+                _ = notified => {}
+                _ = tokio::time::sleep_until(next) => {}
+            }
+        }
+    }
+
+    /// The agent acknowledges a person's message in its chat: Working or Done.
+    pub async fn agent_ack(
+        &self,
+        chat: &ChatId,
+        agent: Option<&UserId>,
+        message_id: &str,
+        ack: crate::model::Ack,
+    ) -> Result<()> {
+        self.inner
+            .channels
+            .agent_ack(chat, agent, message_id, ack)
+            .await
+    }
+
+    /// A person's message in a web chat bound to an agent (`POST /api/chats/{id}/messages`):
+    /// it waits in the agent's inbox; no model runs. `None` for a repeated message id.
+    pub async fn web_message(
+        &self,
+        chat: &ChatId,
+        by: Option<&UserId>,
+        id: Option<String>,
+        text: &str,
+    ) -> Result<Option<crate::model::UiMessage>> {
+        self.inner.channels.web_message(chat, by, id, text).await
+    }
+
+    /// An event button clicked in the web chat (or over HTTP) by `by`: the event goes to the
+    /// chat's agent's inbox.
+    pub async fn web_event(
+        &self,
+        chat: &ChatId,
+        by: Option<&UserId>,
+        message_id: &str,
+        block_id: &str,
+        value: &str,
+    ) -> Result<super::EventOutcome> {
+        self.inner
+            .channels
+            .web_event(chat, by, message_id, block_id, value)
+            .await
     }
 
     /// Handles a message in a channel thread: a reply that answers a question is consumed; else,
@@ -540,6 +704,9 @@ impl Engine {
                     .await
                     .map(|_| true),
                 EngineJob::Deliver { .. } => Ok(true),
+                EngineJob::SyncMessage { chat, message } => {
+                    self.inner.channels.sync_message(chat, message).await
+                }
             };
             let retry_at = |attempts: i64| self.now() + updated_backoff_ms(attempts);
             match result {

@@ -57,6 +57,14 @@ pub enum EngineJob {
         #[serde(default)]
         max_steps: bool,
     },
+    /// Bring a channel's copy of an agent message up to what the chat holds (post it, edit it,
+    /// delete it, pin or unpin it): written with every change, removed once shown.
+    SyncMessage {
+        /// The chat.
+        chat: ChatId,
+        /// The agent message.
+        message: String,
+    },
 }
 
 impl EngineJob {
@@ -68,6 +76,7 @@ impl EngineJob {
             EngineJob::QuestionUpdated { .. } => "question-updated",
             EngineJob::QuestionExpire { .. } => "question-expire",
             EngineJob::Deliver { .. } => "deliver",
+            EngineJob::SyncMessage { .. } => "sync-message",
         }
     }
 
@@ -88,6 +97,7 @@ impl EngineJob {
                 from,
                 ..
             } => format!("deliver:{chat}:{message}:{from}"),
+            EngineJob::SyncMessage { chat, message } => format!("sync-message:{chat}:{message}"),
         }
     }
 
@@ -149,6 +159,10 @@ mod tests {
                 from: 2,
                 to: 5,
                 max_steps: true,
+            },
+            EngineJob::SyncMessage {
+                chat: chat.clone(),
+                message: "m".into(),
             },
         ] {
             let new = job.to_new_job(5);

@@ -65,6 +65,9 @@ pub struct ChatRow {
     /// reader holding the messages up to a version reads only what is newer
     /// ([`super::Store::messages_since`]).
     pub version: i64,
+    /// The external agent the chat is bound to (its FrogBot user id; `""` for an anonymous
+    /// caller): people's messages go to that agent's inbox instead of a model turn.
+    pub agent: Option<String>,
 }
 
 impl ChatRow {
@@ -867,4 +870,96 @@ pub struct Purgeable {
     pub questions: u64,
     /// Dead jobs created before the retention's start.
     pub dead_jobs: u64,
+}
+
+/// [`super::Store::bind_agent`]: bind a chat (created when missing) to an external agent.
+#[derive(Clone, Debug)]
+pub struct BindAgentOp<'a> {
+    /// The chat, as `send` would create it (owner, channel thread).
+    pub chat: &'a NewChat,
+    /// The agent (a FrogBot user id, `""` for an anonymous caller).
+    pub agent: &'a str,
+    /// Now.
+    pub now: Millis,
+}
+
+/// What [`super::Store::bind_agent`] did.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Bound {
+    /// The chat is bound to the agent (now, or already).
+    Bound(ChatRow),
+    /// The chat is bound to another agent; nothing changed.
+    Other(ChatRow),
+}
+
+/// [`super::Store::post_message`]: a message outside any turn (an agent's message, a person's
+/// message or an event for the agent's inbox), appended at the chat's end.
+#[derive(Clone, Debug)]
+pub struct PostMessageOp<'a> {
+    /// The chat (it must exist).
+    pub chat: &'a ChatId,
+    /// The message (its id unique in the chat).
+    pub message: &'a UiMessage,
+    /// Whether it waits in the chat's agent's inbox.
+    pub inbox: bool,
+    /// A job written with it (the message's delivery to its platform).
+    pub job: Option<&'a NewJob>,
+    /// Now.
+    pub now: Millis,
+}
+
+/// What [`super::Store::post_message`] did.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PostedMessage {
+    /// Saved.
+    New(StoredMessage),
+    /// A message of that id was there already (returned as it is; nothing changed).
+    Duplicate(StoredMessage),
+}
+
+/// [`super::Store::update_message`]: a message's new content, if it is still as read.
+#[derive(Clone, Debug)]
+pub struct UpdateMessageOp<'a> {
+    /// The chat.
+    pub chat: &'a ChatId,
+    /// The message as it is to be (found by its id; its role and author stay).
+    pub message: &'a UiMessage,
+    /// The message's version when it was read ([`StoredMessage::version`]): another write since
+    /// then wins, and this one changes nothing.
+    pub expected_version: i64,
+    /// A job written with it.
+    pub job: Option<&'a NewJob>,
+    /// Now.
+    pub now: Millis,
+}
+
+/// What [`super::Store::update_message`] did.
+#[derive(Clone, Debug, PartialEq)]
+pub enum MessageUpdate {
+    /// Saved.
+    Done(Box<StoredMessage>),
+    /// The message changed since it was read (it is returned as it is now) or is gone (`None`),
+    /// or is queued; nothing changed.
+    Moved(Option<Box<StoredMessage>>),
+}
+
+/// [`super::Store::take_inbox`]: an agent reads its inbox.
+#[derive(Clone, Debug)]
+pub struct InboxOp<'a> {
+    /// The agent.
+    pub agent: &'a str,
+    /// Only this chat's messages.
+    pub chat: Option<&'a ChatId>,
+    /// At most this many, oldest first.
+    pub limit: u32,
+    /// Now.
+    pub now: Millis,
+}
+
+/// What taking a message out of the inbox does to it: marked Seen (an ack already further on —
+/// Working, Done — stays). The rule every backend applies in [`super::Store::take_inbox`].
+pub fn inbox_seen(message: &mut UiMessage) {
+    if message.metadata.ack.is_none() {
+        message.metadata.ack = Some(crate::model::Ack::Seen);
+    }
 }

@@ -16,6 +16,7 @@ use frogbot_core::Error as CoreError;
 use frogbot_core::agent::ask::{ASK_MODEL, AskId, AskState, AskStatus, ask_parts};
 use frogbot_core::agent::{AskPlace, ChatEvent, SendMessage, Sent, channel_chat_id};
 use frogbot_core::model::{ChatId, Delivery, QuestionInput, QuestionItem, UserId};
+use frogbot_core::store::NewChat;
 use frogbot_core::store::QueuedChange;
 
 use super::{ApiError, ApiResult, AppState, caller, may_read, parse_json};
@@ -180,6 +181,7 @@ pub(super) async fn create(
         chat: chat.clone(),
         message: message.clone(),
     };
+    let channel_of_ask = channel.clone();
     let sent = state
         .engine
         .send(SendMessage {
@@ -190,7 +192,7 @@ pub(super) async fn create(
             delivery: Delivery::Queue,
             model: Some(ASK_MODEL.into()),
             reasoning: None,
-            channel,
+            channel: channel.clone(),
             speaker: None,
             context: None,
         })
@@ -205,6 +207,17 @@ pub(super) async fn create(
         Err(CoreError::DuplicateMessage { .. }) => false,
         Err(e) => return Err(ApiError::from(e).with_chat(&chat)),
     };
+    // The asker is the chat's agent: people's later messages in it reach the asker's inbox.
+    let new_chat = NewChat {
+        chat_id: chat.clone(),
+        owner: if channel_of_ask.is_some() {
+            None
+        } else {
+            user.clone()
+        },
+        channel: channel_of_ask,
+    };
+    state.engine.bind_ask_chat(&new_chat, user.as_ref()).await;
     let status = read(&state, &id, user.as_ref()).await?;
     let code = if created {
         StatusCode::CREATED

@@ -79,6 +79,8 @@ pub enum ChannelMessageOutcome {
     Stopped,
     /// A `stop` from someone else: refused, with a notice in the thread.
     StopRefused,
+    /// The thread's chat is bound to an external agent: the message waits in its inbox.
+    Inbox,
 }
 
 /// Whether a thread message asks to stop the running turn: `stop` or `/stop`.
@@ -170,7 +172,10 @@ pub(crate) struct Channels {
     /// Per chat with a turn running or acknowledgements in flight: what its thread shows.
     progress: std::sync::Mutex<std::collections::HashMap<ChatId, Progress>>,
     /// Itself, for the shows that outlive a call.
-    me: std::sync::OnceLock<std::sync::Weak<Channels>>,
+    pub(crate) me: std::sync::OnceLock<std::sync::Weak<Channels>>,
+    /// Told whenever something reaches an agent's inbox in this process (waiting readers look
+    /// again; the store is polled for what other processes saved).
+    pub(crate) inbox_arrived: tokio::sync::Notify,
 }
 
 impl Channels {
@@ -185,6 +190,7 @@ impl Channels {
             registry,
             progress: Default::default(),
             me: std::sync::OnceLock::new(),
+            inbox_arrived: tokio::sync::Notify::new(),
         }
     }
 
@@ -193,12 +199,12 @@ impl Channels {
         let _ = self.me.set(Arc::downgrade(self));
     }
 
-    fn outbox(&self, platform: &str) -> Option<Arc<dyn ChannelOutbox>> {
+    pub(crate) fn outbox(&self, platform: &str) -> Option<Arc<dyn ChannelOutbox>> {
         self.registry.get(platform).and_then(|c| c.outbox.clone())
     }
 
     /// Queues `show` after everything `chat`'s thread is shown so far.
-    fn show(&self, chat: &ChatId, show: impl Future<Output = ()> + Send + 'static) {
+    pub(crate) fn show(&self, chat: &ChatId, show: impl Future<Output = ()> + Send + 'static) {
         let mut all = self.progress.lock().expect("progress");
         let p = all.entry(chat.clone()).or_insert_with(Progress::new);
         p.pending.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
@@ -219,7 +225,12 @@ impl Channels {
     }
 
     /// Marks message `message_id` (the platform's id) with `ack`; a failure is logged.
-    async fn ack(outbox: &dyn ChannelOutbox, thread: &Thread, message_id: &str, ack: Ack) {
+    pub(crate) async fn ack(
+        outbox: &dyn ChannelOutbox,
+        thread: &Thread,
+        message_id: &str,
+        ack: Ack,
+    ) {
         if let Err(e) = outbox.ack(thread, message_id, ack).await {
             warn!(thread = %thread.id, message_id, ?ack, error = %e, "acknowledging a message failed");
         }
@@ -767,6 +778,28 @@ impl Channels {
             chat_id: chat_id.to_string(),
         };
         let outbox = channel.outbox.clone();
+        // A chat bound to an external agent: people's messages go to its inbox, no turn runs.
+        if let Some(row) = existing.as_ref().filter(|c| c.agent.is_some()) {
+            let id = (!message.id.is_empty()).then(|| channel_message_id(platform, &message.id));
+            let speaker = message
+                .author
+                .name
+                .clone()
+                .filter(|n| !n.trim().is_empty())
+                .or_else(|| Some(message.author.id.clone()));
+            let m = super::talk::inbox_message(
+                id,
+                &message,
+                actor.user,
+                speaker,
+                crate::model::millis_to_iso(self.turns.now()),
+            );
+            return Ok(if self.to_inbox(row, m).await? {
+                ChannelMessageOutcome::Inbox
+            } else {
+                ChannelMessageOutcome::Duplicate
+            });
+        }
         if is_stop_word(&message.text) {
             match self.turns.stop(&chat_id, actor.user.as_ref()) {
                 StopOutcome::Stopping => return Ok(ChannelMessageOutcome::Stopped),

@@ -1,0 +1,714 @@
+//! Agents outside FrogBot (issue 20): a chat bound to an external agent gets people's messages
+//! and block events in the agent's inbox (no model turn), the agent's messages with blocks are
+//! shown on the thread's platform and edited, patched, deleted, pinned and unpinned there, and
+//! acknowledgements reach the person's message — on SQLite (`sqlite::…`) and PostgreSQL.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use frogbot_core::BoxError;
+use frogbot_core::agent::scripted::{ScriptedModel, reply};
+use frogbot_core::agent::{
+    AgentMessage, AgentPlace, AllowAll, AskPlace, Channel, ChannelMessageOutcome, ChannelOutbox,
+    ChannelTarget, Delivery, Engine, EngineConfig, EventOutcome, ManualClock, MessageEdit,
+};
+use frogbot_core::model::{
+    Ack, Block, ChatId, EventClick, PlatformUser, PrefixedIdentity, Thread, ThreadMessage,
+    ThreadMessageMetadata, Transient, UiMessage, UserId, blocks_of,
+};
+use frogbot_core::store::DynStore;
+use frogbot_testkit::eventually;
+use serde_json::json;
+
+const PLATFORM: &str = "test";
+const WAIT: Duration = Duration::from_secs(20);
+
+/// What the platform shows: messages by id (their text, title, block types), pins, acks, and
+/// every call made.
+#[derive(Default)]
+struct Platform {
+    next_id: AtomicUsize,
+    shown: Mutex<Vec<(String, String)>>,
+    pins: Mutex<Vec<String>>,
+    acks: Mutex<Vec<(String, Ack)>>,
+    calls: Mutex<Vec<String>>,
+    fail_posts: Mutex<VecDeque<()>>,
+    threads: Mutex<Vec<(String, String)>>,
+}
+
+impl Platform {
+    fn calls(&self, prefix: &str) -> usize {
+        self.calls
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|c| c.starts_with(prefix))
+            .count()
+    }
+    fn text_of(&self, id: &str) -> Option<String> {
+        self.shown
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|(i, _)| i == id)
+            .map(|(_, t)| t.clone())
+    }
+}
+
+fn draw(m: &UiMessage) -> String {
+    let blocks: Vec<String> = blocks_of(m)
+        .iter()
+        .map(|b| format!("[{}]", b.plain_text()))
+        .collect();
+    format!(
+        "{}|{}|{}",
+        m.metadata.title.clone().unwrap_or_default(),
+        m.text(),
+        blocks.join("")
+    )
+}
+
+struct Outbox(Arc<Platform>);
+
+#[async_trait]
+impl ChannelOutbox for Outbox {
+    async fn ask_thread(
+        &self,
+        place: AskPlace<'_>,
+        text: &str,
+        key: &str,
+    ) -> Result<String, BoxError> {
+        let p = &self.0;
+        let (AskPlace::Thread(t) | AskPlace::User(t)) = place;
+        let mut threads = p.threads.lock().unwrap();
+        if let Some((_, id)) = threads.iter().find(|(k, _)| k == key) {
+            return Ok(id.clone());
+        }
+        let id = format!("{t}/root-{}", threads.len() + 1);
+        threads.push((key.to_owned(), id.clone()));
+        p.calls.lock().unwrap().push(format!("root {text}"));
+        Ok(id)
+    }
+
+    async fn post_reply(&self, _thread: &Thread, reply: &UiMessage) -> Result<(), BoxError> {
+        self.0
+            .calls
+            .lock()
+            .unwrap()
+            .push(format!("reply {}", reply.text()));
+        Ok(())
+    }
+
+    async fn ack(&self, _thread: &Thread, message_id: &str, ack: Ack) -> Result<(), BoxError> {
+        self.0.acks.lock().unwrap().push((message_id.into(), ack));
+        Ok(())
+    }
+
+    async fn post_message(
+        &self,
+        _thread: &Thread,
+        message: &UiMessage,
+        _delivery: &Delivery,
+    ) -> Result<Vec<String>, BoxError> {
+        let p = &self.0;
+        p.calls.lock().unwrap().push("post".into());
+        if p.fail_posts.lock().unwrap().pop_front().is_some() {
+            return Err(Box::new(Transient::new("HTTP 503")));
+        }
+        let id = format!("p{}", p.next_id.fetch_add(1, Ordering::SeqCst));
+        p.shown.lock().unwrap().push((id.clone(), draw(message)));
+        Ok(vec![id])
+    }
+
+    async fn edit_posted(
+        &self,
+        _thread: &Thread,
+        posted: &[String],
+        message: &UiMessage,
+    ) -> Result<Vec<String>, BoxError> {
+        let p = &self.0;
+        p.calls
+            .lock()
+            .unwrap()
+            .push(format!("edit {}", posted.join(",")));
+        let mut shown = p.shown.lock().unwrap();
+        for (id, text) in shown.iter_mut() {
+            if posted.first() == Some(id) {
+                *text = draw(message);
+            }
+        }
+        Ok(posted.to_vec())
+    }
+
+    async fn delete_posted(&self, _thread: &Thread, posted: &[String]) -> Result<(), BoxError> {
+        let p = &self.0;
+        p.calls
+            .lock()
+            .unwrap()
+            .push(format!("delete {}", posted.join(",")));
+        p.shown
+            .lock()
+            .unwrap()
+            .retain(|(id, _)| !posted.contains(id));
+        Ok(())
+    }
+
+    async fn pin_posted(&self, _thread: &Thread, id: &str, pinned: bool) -> Result<(), BoxError> {
+        let p = &self.0;
+        p.calls.lock().unwrap().push(format!("pin {id} {pinned}"));
+        let mut pins = p.pins.lock().unwrap();
+        pins.retain(|x| x != id);
+        if pinned {
+            pins.push(id.to_owned());
+        }
+        Ok(())
+    }
+}
+
+struct World {
+    engine: Engine,
+    clock: Arc<ManualClock>,
+    platform: Arc<Platform>,
+    model_calls: Arc<AtomicUsize>,
+    store: DynStore,
+}
+
+async fn world(url: &str) -> World {
+    let store = frogbot_testkit::open_store(url).await;
+    let platform = Arc::new(Platform::default());
+    let model_calls = Arc::new(AtomicUsize::new(0));
+    let calls = model_calls.clone();
+    let model = ScriptedModel::new(move |_req| {
+        calls.fetch_add(1, Ordering::SeqCst);
+        reply("a model answered")
+    });
+    let clock = Arc::new(ManualClock::at_system_time());
+    let engine = Engine::with_clock(
+        store.clone(),
+        vec![frogbot_testkit::offer("main", model)],
+        vec![],
+        EngineConfig::default(),
+        clock.clone(),
+    )
+    .with_channel(Channel {
+        platform: PLATFORM.into(),
+        questions: None,
+        identity: Arc::new(PrefixedIdentity),
+        access: Arc::new(AllowAll),
+        outbox: Some(Arc::new(Outbox(platform.clone()))),
+    });
+    World {
+        engine,
+        clock,
+        platform,
+        model_calls,
+        store,
+    }
+}
+
+fn person(id: &str, text: &str) -> ThreadMessage {
+    ThreadMessage {
+        id: id.into(),
+        text: text.into(),
+        author: PlatformUser {
+            id: "ada".into(),
+            name: Some("Ada".into()),
+            is_bot: false,
+        },
+        metadata: ThreadMessageMetadata {
+            date_sent: "2026-12-01T00:00:00Z".into(),
+        },
+        reply_to: None,
+        raw: json!(null),
+    }
+}
+
+fn blocks(v: serde_json::Value) -> Vec<Block> {
+    Block::list_from_json(&v).unwrap()
+}
+
+fn alice() -> UserId {
+    UserId::new("alice")
+}
+
+/// The whole conversation of an agent outside FrogBot with a person in a platform thread.
+async fn an_external_agent_talks_with_a_person_in_a_thread(url: &str) {
+    let w = world(url).await;
+    let e = &w.engine;
+    let me = Some(alice());
+    let me = me.as_ref();
+    let place = || AgentPlace::Channel {
+        platform: PLATFORM.into(),
+        place: ChannelTarget::Thread("C1".into()),
+    };
+    let chat = e
+        .open_agent_chat(me, place(), "Deploy of v2", "k1")
+        .await
+        .unwrap();
+    // The same key again: the same thread, one root.
+    let again = e
+        .open_agent_chat(me, place(), "Deploy of v2", "k1")
+        .await
+        .unwrap();
+    assert_eq!(again.chat_id, chat.chat_id);
+    assert_eq!(w.platform.calls("root"), 1);
+    let thread = chat.channel.clone().unwrap().thread;
+    let c = &chat.chat_id;
+
+    // The agent posts a message with blocks and an event button.
+    let sent = e
+        .agent_send(
+            c,
+            me,
+            AgentMessage {
+                id: Some("m1".into()),
+                title: Some("Deploy".into()),
+                text: Some("Starting **now**".into()),
+                blocks: blocks(json!([
+                    {"type": "progress", "id": "bar", "value": 1, "max": 4, "label": "Steps"},
+                    {"type": "fields", "id": "actions", "fields": [{"key": "Branch", "value": "main"}],
+                     "events": [{"label": "Retry", "value": "retry"}, {"label": "Show logs"}]}
+                ])),
+                pin: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(blocks_of(&sent).len(), 2);
+    eventually("the message is shown", WAIT, async || {
+        w.platform.text_of("p0").is_some()
+    })
+    .await;
+    assert_eq!(
+        w.platform.text_of("p0").unwrap(),
+        "Deploy|Starting **now**|[Steps: 25%][Branch: main]"
+    );
+    eventually("its platform id is kept", WAIT, async || {
+        let m = w.store.get_message(c, "m1").await.unwrap().unwrap();
+        m.message.metadata.posted == ["p0"]
+    })
+    .await;
+    // The same id again posts nothing new.
+    let dup = e
+        .agent_send(
+            c,
+            me,
+            AgentMessage {
+                id: Some("m1".into()),
+                text: Some("other".into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(dup.text(), "Starting **now**");
+
+    // A person replies in the thread: it waits in the inbox, no model runs.
+    let out = e
+        .channel_message(PLATFORM, &thread, person("u1", "looks good"))
+        .await
+        .unwrap();
+    assert!(matches!(out, ChannelMessageOutcome::Inbox), "{out:?}");
+    let repeat = e
+        .channel_message(PLATFORM, &thread, person("u1", "looks good"))
+        .await
+        .unwrap();
+    assert!(
+        matches!(repeat, ChannelMessageOutcome::Duplicate),
+        "{repeat:?}"
+    );
+    let items = e.inbox(me, None, 10).await.unwrap();
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0].message.text(), "looks good");
+    assert_eq!(items[0].speaker.as_deref(), Some("Ada"));
+    assert_eq!(items[0].ack, Ack::Seen);
+    assert!(items[0].event.is_none());
+    assert!(
+        e.inbox(me, None, 10).await.unwrap().is_empty(),
+        "returned once"
+    );
+    eventually("Seen is shown on the person's message", WAIT, async || {
+        w.platform
+            .acks
+            .lock()
+            .unwrap()
+            .contains(&("u1".into(), Ack::Seen))
+    })
+    .await;
+    // Another agent's inbox is empty.
+    assert!(
+        e.inbox(Some(&UserId::new("bob")), None, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let person_msg = items[0].message.id.clone();
+    e.agent_ack(c, me, &person_msg, Ack::Done).await.unwrap();
+    eventually("Done is shown", WAIT, async || {
+        w.platform
+            .acks
+            .lock()
+            .unwrap()
+            .contains(&("u1".into(), Ack::Done))
+    })
+    .await;
+    let stored = w.store.get_message(c, &person_msg).await.unwrap().unwrap();
+    assert_eq!(stored.message.metadata.ack, Some(Ack::Done));
+
+    // Three clicks on "Retry": three events, nothing answered.
+    let click = |button| EventClick {
+        message_id: "p0".into(),
+        block: 1,
+        button,
+        user: PlatformUser {
+            id: "ada".into(),
+            name: Some("Ada".into()),
+            is_bot: false,
+        },
+    };
+    for _ in 0..3 {
+        let o = e.channel_event(PLATFORM, &thread, click(0)).await.unwrap();
+        assert_eq!(o, EventOutcome::Sent);
+    }
+    assert_eq!(
+        e.channel_event(PLATFORM, &thread, click(7)).await.unwrap(),
+        EventOutcome::Stale
+    );
+    let stale_block = EventClick {
+        block: 0,
+        ..click(0)
+    };
+    assert_eq!(
+        e.channel_event(PLATFORM, &thread, stale_block)
+            .await
+            .unwrap(),
+        EventOutcome::Stale
+    );
+    let events = e.inbox(me, Some(c), 10).await.unwrap();
+    assert_eq!(events.len(), 3);
+    for ev in &events {
+        let ev = ev.event.as_ref().expect("an event");
+        assert_eq!(
+            (
+                ev.message_id.as_str(),
+                ev.block_id.as_str(),
+                ev.value.as_str()
+            ),
+            ("m1", "actions", "retry")
+        );
+    }
+
+    // Edit the text, then patch the progress block: one edit each, in place.
+    e.agent_edit(
+        c,
+        me,
+        "m1",
+        MessageEdit::Replace {
+            title: None,
+            text: Some("Half way".into()),
+            blocks: None,
+        },
+    )
+    .await
+    .unwrap();
+    eventually("the edit is shown", WAIT, async || {
+        w.platform
+            .text_of("p0")
+            .is_some_and(|t| t.starts_with("Deploy|Half way|"))
+    })
+    .await;
+    let bar =
+        Block::from_json(&json!({"type": "progress", "value": 3, "max": 4, "label": "Steps"}))
+            .unwrap();
+    e.agent_edit(
+        c,
+        me,
+        "m1",
+        MessageEdit::Patch {
+            block_id: "bar".into(),
+            block: bar,
+        },
+    )
+    .await
+    .unwrap();
+    eventually("the patch is shown", WAIT, async || {
+        w.platform.text_of("p0").unwrap() == "Deploy|Half way|[Steps: 75%][Branch: main]"
+    })
+    .await;
+    assert_eq!(
+        w.platform.calls("edit"),
+        2,
+        "{:?}",
+        w.platform.calls.lock().unwrap()
+    );
+    assert_eq!(w.platform.calls("post"), 1, "no new message");
+    let missing = Block::from_json(&json!({"type": "code", "code": "x"})).unwrap();
+    assert!(
+        e.agent_edit(
+            c,
+            me,
+            "m1",
+            MessageEdit::Patch {
+                block_id: "nope".into(),
+                block: missing
+            }
+        )
+        .await
+        .is_err()
+    );
+
+    // Pins: status on m1, then on a new message m2 (m1 unpinned), then unpinned.
+    e.agent_pin(c, me, "status", Some("m1")).await.unwrap();
+    eventually("m1 is pinned", WAIT, async || {
+        *w.platform.pins.lock().unwrap() == ["p0"]
+    })
+    .await;
+    e.agent_send(
+        c,
+        me,
+        AgentMessage {
+            id: Some("m2".into()),
+            text: Some("All green".into()),
+            pin: Some("status".into()),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    eventually("the status pin moved to m2", WAIT, async || {
+        *w.platform.pins.lock().unwrap() == ["p1"]
+    })
+    .await;
+    let m1 = w.store.get_message(c, "m1").await.unwrap().unwrap();
+    assert_eq!(m1.message.metadata.pin, None);
+    e.agent_pin(c, me, "status", None).await.unwrap();
+    eventually("unpinned", WAIT, async || {
+        w.platform.pins.lock().unwrap().is_empty()
+    })
+    .await;
+
+    // Delete: gone on the platform, a tombstone in the chat, no more events from it.
+    e.agent_delete(c, me, "m1").await.unwrap();
+    eventually("deleted on the platform", WAIT, async || {
+        w.platform.text_of("p0").is_none()
+    })
+    .await;
+    let m1 = w.store.get_message(c, "m1").await.unwrap().unwrap();
+    assert!(m1.message.parts.is_empty() && m1.message.metadata.deleted_at.is_some());
+    assert_eq!(
+        e.channel_event(PLATFORM, &thread, click(0)).await.unwrap(),
+        EventOutcome::Stale
+    );
+    assert!(
+        e.agent_edit(
+            c,
+            me,
+            "m1",
+            MessageEdit::Replace {
+                title: None,
+                text: Some("x".into()),
+                blocks: None
+            }
+        )
+        .await
+        .is_err()
+    );
+    assert_eq!(
+        w.model_calls.load(Ordering::SeqCst),
+        0,
+        "no model ran in an agent chat"
+    );
+}
+
+/// Only the chat's agent may post, edit or read it; bad input changes nothing.
+async fn an_agent_chat_refuses_others_and_bad_input(url: &str) {
+    let w = world(url).await;
+    let e = &w.engine;
+    let me = Some(alice());
+    let me = me.as_ref();
+    let c = ChatId::new("agent-web-1").unwrap();
+    e.open_agent_chat(me, AgentPlace::Web(c.clone()), "", "k")
+        .await
+        .unwrap();
+    let bob = UserId::new("bob");
+    let hi = || AgentMessage {
+        text: Some("hi".into()),
+        ..Default::default()
+    };
+    assert!(
+        e.agent_send(&c, Some(&bob), hi()).await.is_err(),
+        "another agent"
+    );
+    assert!(
+        e.agent_send(&c, None, hi()).await.is_err(),
+        "an anonymous caller"
+    );
+    assert!(
+        e.open_agent_chat(Some(&bob), AgentPlace::Web(c.clone()), "", "k")
+            .await
+            .is_err()
+    );
+    for bad in [
+        AgentMessage::default(),
+        AgentMessage {
+            title: Some("two\nlines".into()),
+            ..hi()
+        },
+        AgentMessage {
+            pin: Some("no spaces".into()),
+            ..hi()
+        },
+        AgentMessage {
+            id: Some("bad id".into()),
+            ..hi()
+        },
+        AgentMessage {
+            text: Some("x".repeat(70_000)),
+            ..Default::default()
+        },
+    ] {
+        assert!(e.agent_send(&c, me, bad).await.is_err());
+    }
+    assert!(
+        w.store.list_messages(&c).await.unwrap().is_empty(),
+        "nothing saved"
+    );
+    assert!(e.agent_ack(&c, me, "nope", Ack::Done).await.is_err());
+    assert!(
+        e.open_agent_chat(
+            me,
+            AgentPlace::Web(ChatId::new("_test-x").unwrap()),
+            "",
+            "k"
+        )
+        .await
+        .is_err()
+    );
+    // A web event on a message without that button is stale; on a real one it reaches the inbox.
+    e.agent_send(
+        &c,
+        me,
+        AgentMessage {
+            id: Some("w1".into()),
+            blocks: blocks(
+                json!([{"type": "code", "id": "b", "code": "x", "events": [{"label": "Go"}]}]),
+            ),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        e.web_event(&c, me, "w1", "b", "Nope").await.unwrap(),
+        EventOutcome::Stale
+    );
+    assert_eq!(
+        e.web_event(&c, me, "w1", "b", "Go").await.unwrap(),
+        EventOutcome::Sent
+    );
+    // The web chat is ownerless (the person talks in it by its id): anyone in it may click.
+    assert_eq!(
+        e.web_event(&c, Some(&bob), "w1", "b", "Go").await.unwrap(),
+        EventOutcome::Sent
+    );
+    let got = e.inbox(me, Some(&c), 5).await.unwrap();
+    assert_eq!(got.len(), 2);
+    assert_eq!(got[0].event.as_ref().unwrap().value, "Go");
+    assert_eq!(got[1].by.as_ref(), Some(&bob));
+}
+
+/// A post the platform refused is retried by the message's job until it is shown, once.
+async fn a_failed_post_is_shown_by_its_job(url: &str) {
+    let w = world(url).await;
+    let e = &w.engine;
+    let me = Some(alice());
+    let me = me.as_ref();
+    w.platform.fail_posts.lock().unwrap().push_back(());
+    let chat = e
+        .open_agent_chat(
+            me,
+            AgentPlace::Channel {
+                platform: PLATFORM.into(),
+                place: ChannelTarget::User("ada".into()),
+            },
+            "hello",
+            "k2",
+        )
+        .await
+        .unwrap();
+    e.agent_send(
+        &chat.chat_id,
+        me,
+        AgentMessage {
+            id: Some("m1".into()),
+            text: Some("once".into()),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    eventually("the first post was tried", WAIT, async || {
+        w.platform.calls("post") == 1
+    })
+    .await;
+    assert!(w.platform.text_of("p0").is_none());
+    // Its job runs later (the clock moved past the grace) and shows it.
+    w.clock.advance(31_000);
+    eventually("the job shows it", WAIT, async || {
+        e.run_due_jobs("w").await.unwrap();
+        w.platform.shown.lock().unwrap().len() == 1
+    })
+    .await;
+    w.clock.advance(60_000);
+    e.run_due_jobs("w").await.unwrap();
+    assert_eq!(w.platform.shown.lock().unwrap().len(), 1, "shown once");
+}
+
+/// `inbox_wait` returns as soon as a message arrives.
+async fn a_waiting_inbox_wakes_on_arrival(url: &str) {
+    let w = world(url).await;
+    let e = w.engine.clone();
+    let me = alice();
+    let chat = e
+        .open_agent_chat(
+            Some(&me),
+            AgentPlace::Channel {
+                platform: PLATFORM.into(),
+                place: ChannelTarget::Thread("C9".into()),
+            },
+            "t",
+            "k3",
+        )
+        .await
+        .unwrap();
+    let thread = chat.channel.unwrap().thread;
+    let waiter = {
+        let e = e.clone();
+        let me = me.clone();
+        tokio::spawn(async move {
+            e.inbox_wait(Some(&me), None, 10, Duration::from_secs(60))
+                .await
+        })
+    };
+    tokio::task::yield_now().await;
+    e.channel_message(PLATFORM, &thread, person("x1", "ping"))
+        .await
+        .unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .expect("woken")
+        .unwrap()
+        .unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].message.text(), "ping");
+}
+
+frogbot_testkit::backends!(
+    an_external_agent_talks_with_a_person_in_a_thread,
+    an_agent_chat_refuses_others_and_bad_input,
+    a_failed_post_is_shown_by_its_job,
+    a_waiting_inbox_wakes_on_arrival,
+);

@@ -1,0 +1,383 @@
+//! The endpoints of agents outside FrogBot (the rply messages model): open a chat bound to the
+//! calling agent, post messages of text, a title and blocks, edit, patch, delete and pin them,
+//! read the inbox of people's messages and block events, and acknowledge messages. The caller's
+//! bearer token names the agent; a chat bound to another agent reads as absent (404).
+
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::IntoResponse;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use frogbot_core::agent::{AgentMessage, AgentPlace, ChannelTarget, EventOutcome, MessageEdit};
+use frogbot_core::model::{Ack, Block, ChatId};
+
+use super::{ApiError, ApiResult, AppState, caller, chat_id, parse_json, with_chat};
+
+/// The longest one inbox request waits.
+const MAX_INBOX_WAIT_SECONDS: u64 = 300;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct OpenBody {
+    #[serde(default)]
+    to: Option<Value>,
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    idempotency_key: Option<String>,
+}
+
+fn blocks_of(v: Option<&Value>) -> Result<Option<Vec<Block>>, ApiError> {
+    v.map(|v| Block::list_from_json(v).map_err(|e| ApiError::invalid(e.0)))
+        .transpose()
+}
+
+/// `POST /api/agent-chats`: 201 `{"chatId", "channel"?}` — a chat bound to the caller (`to`:
+/// `{"web": CHAT}` or none for a new web chat; `{"channel", "thread"}` or `{"channel", "user"}`
+/// for a platform thread, started with `text` where the target is a channel or a person).
+pub(super) async fn open(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> ApiResult {
+    let user = caller(&state, &headers)?;
+    let body: OpenBody = parse_json(&body)?;
+    let key = match &body.idempotency_key {
+        Some(k) => {
+            ChatId::new(k.as_str()).map_err(|_| {
+                ApiError::invalid("`idempotencyKey` is 1-128 characters of A-Z a-z 0-9 _ -")
+            })?;
+            format!("agent-{k}")
+        }
+        None => format!("agent-{}", uuid::Uuid::new_v4().simple()),
+    };
+    let text = body.text.clone().unwrap_or_default();
+    let place = match &body.to {
+        None => AgentPlace::Web(
+            ChatId::new(key.as_str()).map_err(|e| ApiError::invalid(e.to_string()))?,
+        ),
+        Some(to) => match (to.get("web"), to.get("channel")) {
+            (Some(Value::String(web)), None) => AgentPlace::Web(chat_id(web)?),
+            (None, Some(Value::String(platform))) => {
+                let place = match (to.get("thread"), to.get("user")) {
+                    (Some(Value::String(t)), None) if !t.is_empty() => {
+                        ChannelTarget::Thread(t.clone())
+                    }
+                    (None, Some(Value::String(u))) if !u.is_empty() => {
+                        ChannelTarget::User(u.clone())
+                    }
+                    _ => {
+                        return Err(ApiError::invalid(
+                            "a channel target names one `thread` or one `user`",
+                        ));
+                    }
+                };
+                if text.trim().is_empty() && matches!(place, ChannelTarget::User(_)) {
+                    return Err(ApiError::invalid(
+                        "`text` is the first message a direct conversation starts with",
+                    ));
+                }
+                AgentPlace::Channel {
+                    platform: platform.clone(),
+                    place,
+                }
+            }
+            _ => {
+                return Err(ApiError::invalid(
+                    "`to` is {\"web\": CHAT} or {\"channel\": P, \"thread\"|\"user\": …}",
+                ));
+            }
+        },
+    };
+    let row = state
+        .engine
+        .open_agent_chat(user.as_ref(), place, &text, &key)
+        .await?;
+    Ok(with_chat(
+        &row.chat_id,
+        (
+            StatusCode::CREATED,
+            axum::Json(json!({"chatId": row.chat_id, "channel": row.channel})),
+        ),
+    ))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct SendBody {
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    title: Option<String>,
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    blocks: Option<Value>,
+    #[serde(default)]
+    pin: Option<String>,
+}
+
+/// `POST /api/chats/{id}/agent-messages`: 201 with the message (`id` makes it idempotent).
+pub(super) async fn send(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(raw): Path<String>,
+    body: Bytes,
+) -> ApiResult {
+    let chat = chat_id(&raw)?;
+    let err = |e: ApiError| e.with_chat(&chat);
+    let user = caller(&state, &headers).map_err(err)?;
+    let body: SendBody = parse_json(&body).map_err(err)?;
+    let blocks = blocks_of(body.blocks.as_ref())
+        .map_err(err)?
+        .unwrap_or_default();
+    let m = state
+        .engine
+        .agent_send(
+            &chat,
+            user.as_ref(),
+            AgentMessage {
+                id: body.id,
+                title: body.title,
+                text: body.text,
+                blocks,
+                pin: body.pin,
+            },
+        )
+        .await
+        .map_err(|e| err(e.into()))?;
+    Ok(with_chat(&chat, (StatusCode::CREATED, axum::Json(m))))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct EditBody {
+    #[serde(default)]
+    title: Option<String>,
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    blocks: Option<Value>,
+    /// One block (with its `id`) replacing the block of that id.
+    #[serde(default)]
+    block: Option<Value>,
+}
+
+/// `PATCH /api/chats/{id}/agent-messages/{message}`: new content, or `{"block": {"id", …}}`.
+pub(super) async fn edit(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path((raw, message)): Path<(String, String)>,
+    body: Bytes,
+) -> ApiResult {
+    let chat = chat_id(&raw)?;
+    let err = |e: ApiError| e.with_chat(&chat);
+    let user = caller(&state, &headers).map_err(err)?;
+    let body: EditBody = parse_json(&body).map_err(err)?;
+    let edit = match body.block {
+        Some(block) => {
+            if body.title.is_some() || body.text.is_some() || body.blocks.is_some() {
+                return Err(err(ApiError::invalid(
+                    "patch one `block`, or replace `title` / `text` / `blocks`, not both",
+                )));
+            }
+            let b = Block::from_json(&block).map_err(|e| err(ApiError::invalid(e.0)))?;
+            let id =
+                b.id.clone()
+                    .ok_or_else(|| err(ApiError::invalid("the patched `block` needs its `id`")))?;
+            MessageEdit::Patch {
+                block_id: id,
+                block: b,
+            }
+        }
+        None => {
+            if body.title.is_none() && body.text.is_none() && body.blocks.is_none() {
+                return Err(err(ApiError::invalid(
+                    "give `title`, `text`, `blocks` or one `block`",
+                )));
+            }
+            MessageEdit::Replace {
+                title: body.title,
+                text: body.text,
+                blocks: blocks_of(body.blocks.as_ref()).map_err(err)?,
+            }
+        }
+    };
+    let m = state
+        .engine
+        .agent_edit(&chat, user.as_ref(), &message, edit)
+        .await
+        .map_err(|e| err(e.into()))?;
+    Ok(with_chat(&chat, axum::Json(m)))
+}
+
+/// `DELETE /api/chats/{id}/agent-messages/{message}`: 204 (an ask's waiting question is
+/// withdrawn).
+pub(super) async fn delete(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path((raw, message)): Path<(String, String)>,
+) -> ApiResult {
+    let chat = chat_id(&raw)?;
+    let err = |e: ApiError| e.with_chat(&chat);
+    let user = caller(&state, &headers).map_err(err)?;
+    state
+        .engine
+        .agent_delete(&chat, user.as_ref(), &message)
+        .await
+        .map_err(|e| err(e.into()))?;
+    Ok(with_chat(&chat, StatusCode::NO_CONTENT))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct PinBody {
+    message_id: String,
+}
+
+/// `PUT /api/chats/{id}/pins/{key}` `{"messageId"}`: the message pinned under the key.
+pub(super) async fn pin(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path((raw, key)): Path<(String, String)>,
+    body: Bytes,
+) -> ApiResult {
+    let chat = chat_id(&raw)?;
+    let err = |e: ApiError| e.with_chat(&chat);
+    let user = caller(&state, &headers).map_err(err)?;
+    let body: PinBody = parse_json(&body).map_err(err)?;
+    let m = state
+        .engine
+        .agent_pin(&chat, user.as_ref(), &key, Some(&body.message_id))
+        .await
+        .map_err(|e| err(e.into()))?;
+    Ok(with_chat(&chat, axum::Json(m)))
+}
+
+/// `DELETE /api/chats/{id}/pins/{key}`: 204; the message returns to the thread.
+pub(super) async fn unpin(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path((raw, key)): Path<(String, String)>,
+) -> ApiResult {
+    let chat = chat_id(&raw)?;
+    let err = |e: ApiError| e.with_chat(&chat);
+    let user = caller(&state, &headers).map_err(err)?;
+    state
+        .engine
+        .agent_pin(&chat, user.as_ref(), &key, None)
+        .await
+        .map_err(|e| err(e.into()))?;
+    Ok(with_chat(&chat, StatusCode::NO_CONTENT))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct InboxQuery {
+    #[serde(default)]
+    chat_id: Option<String>,
+    #[serde(default)]
+    wait: Option<u64>,
+    #[serde(default)]
+    limit: Option<u32>,
+}
+
+/// `GET /api/inbox?chatId=&wait=SECONDS&limit=`: `{"items": [...]}` — the caller's people's
+/// messages and block events, oldest first, each returned once and marked Seen.
+pub(super) async fn inbox(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Query(q): Query<InboxQuery>,
+) -> ApiResult {
+    let user = caller(&state, &headers)?;
+    let chat = q.chat_id.as_deref().map(chat_id).transpose()?;
+    let wait = Duration::from_secs(q.wait.unwrap_or(0).min(MAX_INBOX_WAIT_SECONDS));
+    let limit = q.limit.unwrap_or(50).clamp(1, 500);
+    let items = state
+        .engine
+        .inbox_wait(user.as_ref(), chat.as_ref(), limit, wait)
+        .await?;
+    Ok(axum::Json(json!({"items": items})).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct AckBody {
+    state: String,
+}
+
+/// `POST /api/chats/{id}/messages/{message}/ack` `{"state": "working" | "done"}`: 204.
+pub(super) async fn ack(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path((raw, message)): Path<(String, String)>,
+    body: Bytes,
+) -> ApiResult {
+    let chat = chat_id(&raw)?;
+    let err = |e: ApiError| e.with_chat(&chat);
+    let user = caller(&state, &headers).map_err(err)?;
+    let body: AckBody = parse_json(&body).map_err(err)?;
+    let ack = match body.state.as_str() {
+        "working" => Ack::Working,
+        "done" => Ack::Done,
+        other => {
+            return Err(err(ApiError::invalid(format!(
+                "unknown state {other:?}: use \"working\" or \"done\""
+            ))));
+        }
+    };
+    state
+        .engine
+        .agent_ack(&chat, user.as_ref(), &message, ack)
+        .await
+        .map_err(|e| err(e.into()))?;
+    Ok(with_chat(&chat, StatusCode::NO_CONTENT))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct EventBody {
+    message_id: String,
+    block_id: String,
+    value: String,
+}
+
+/// `POST /api/chats/{id}/block-events` `{"messageId", "blockId", "value"}`: 202 when the event
+/// reached the agent's inbox, 409 `stale` when the message, block or button is gone.
+pub(super) async fn event(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(raw): Path<String>,
+    body: Bytes,
+) -> ApiResult {
+    let chat = chat_id(&raw)?;
+    let err = |e: ApiError| e.with_chat(&chat);
+    let user = caller(&state, &headers).map_err(err)?;
+    let body: EventBody = parse_json(&body).map_err(err)?;
+    match state
+        .engine
+        .web_event(
+            &chat,
+            user.as_ref(),
+            &body.message_id,
+            &body.block_id,
+            &body.value,
+        )
+        .await
+        .map_err(|e| err(e.into()))?
+    {
+        EventOutcome::Sent => Ok(with_chat(
+            &chat,
+            (StatusCode::ACCEPTED, axum::Json(json!({"sent": true}))),
+        )),
+        _ => Err(err(ApiError::new(
+            StatusCode::CONFLICT,
+            "stale",
+            "that message, block or button is gone",
+        ))),
+    }
+}
