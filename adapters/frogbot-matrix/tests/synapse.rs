@@ -1619,3 +1619,115 @@ async fn an_agent_message_with_a_table_is_edited_pinned_and_clicked() {
     outbox.delete_posted(&thread, &ids).await.unwrap();
     s.bot.stop().await;
 }
+
+/// An agent outside FrogBot in a thread on the real Synapse: its message with event buttons is
+/// posted through the outbox with the bot's reactions, alice taps "Retry" three times (reacts,
+/// takes her reaction back, reacts again: Synapse keeps one reaction per person and key), and the
+/// agent's inbox holds three events — nothing is answered in the room.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_taps_on_an_event_button_reach_the_agents_inbox() {
+    use frogbot_core::agent::{AgentMessage, AgentPlace, ChannelTarget};
+    use frogbot_core::model::UserId;
+
+    let Some(s) = setup(None).await else { return };
+    let alice = s.hs.person(&s.hs.register("alice").await).await;
+    let bot = s.bot_account.user_id.as_str();
+    let room = dm(&s, &alice).await;
+    let root = alice.send(&room, "m.room.message", text("status")).await;
+    alice
+        .wait_for(&room, WAIT, "the bot's reply", |e| {
+            from(e, bot) && body(e) == "hello: status"
+        })
+        .await;
+    let agent = UserId::new("agent");
+    let engine = &s.bot.engine;
+    let chat = engine
+        .open_agent_chat(
+            Some(&agent),
+            AgentPlace::Channel {
+                platform: "matrix".into(),
+                place: ChannelTarget::Thread(format!("{room}|{root}")),
+            },
+            "Deploy",
+            "k1",
+        )
+        .await
+        .unwrap();
+    let blocks = frogbot_model::blocks::Block::list_from_json(&json!([
+        {"type": "table", "id": "jobs", "columns": ["Job", "State"], "rows": [["build", "ok"]]},
+        {"type": "fields", "id": "actions", "fields": [{"key": "Branch", "value": "main"}],
+         "events": [{"label": "Retry", "value": "retry"}, {"label": "Show logs"}]}
+    ]))
+    .unwrap();
+    engine
+        .agent_send(
+            &chat.chat_id,
+            Some(&agent),
+            AgentMessage {
+                id: Some("m1".into()),
+                title: Some("Deploy".into()),
+                text: Some("Starting".into()),
+                blocks,
+                pin: None,
+            },
+        )
+        .await
+        .unwrap();
+    let message = alice
+        .wait_for(&room, WAIT, "the agent's message", |e| {
+            from(e, bot)
+                && e["type"] == "m.room.message"
+                && body(e).starts_with("**Deploy**")
+                && thread_root(e) == Some(root.as_str())
+        })
+        .await;
+    let target = message["event_id"].as_str().unwrap().to_owned();
+    bot_reacted(
+        &alice,
+        &room,
+        bot,
+        &target,
+        &["Retry #1.0", "Show logs #1.1"],
+    )
+    .await;
+    let sent_before = alice
+        .seen(&room, |e| from(e, bot) && e["type"] == "m.room.message")
+        .len();
+    let mut items = Vec::new();
+    for n in 0..3 {
+        let tap = alice
+            .send(&room, "m.reaction", react(&target, "Retry #1.0"))
+            .await;
+        // Wait for the event before taking the reaction back for the next tap.
+        let deadline = std::time::Instant::now() + Duration::from_secs(WAIT);
+        while items.len() <= n {
+            items.extend(
+                engine
+                    .inbox(Some(&agent), Some(&chat.chat_id), 10)
+                    .await
+                    .unwrap(),
+            );
+            assert!(
+                std::time::Instant::now() < deadline,
+                "tap {n} never arrived"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let tap = matrix_sdk::ruma::EventId::parse(&tap).unwrap();
+        alice.room(&room).redact(&tap, None, None).await.unwrap();
+    }
+    assert_eq!(items.len(), 3, "{items:#?}");
+    for item in &items {
+        let ev = item.event.as_ref().expect("an event");
+        assert_eq!(
+            (ev.block_id.as_str(), ev.value.as_str()),
+            ("actions", "retry")
+        );
+        assert_eq!(ev.message_id, "m1");
+    }
+    let sent_after = alice
+        .seen(&room, |e| from(e, bot) && e["type"] == "m.room.message")
+        .len();
+    assert_eq!(sent_after, sent_before, "nothing answered");
+    s.bot.stop().await;
+}
