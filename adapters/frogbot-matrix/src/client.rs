@@ -167,6 +167,124 @@ pub trait MatrixApi: Send + Sync {
     /// account data, the bot joined, `user` joined or invited), else a new one inviting `user`
     /// and recorded in `m.direct`. An unknown user is an error, and no room is made.
     async fn dm_room(&self, user: &UserId) -> Result<OwnedRoomId, Error>;
+
+    /// Fetches the image at the http(s) `url` (at most [`MAX_IMAGE_BYTES`], within
+    /// [`IMAGE_TIMEOUT`], an `image/*` content type) and uploads it to the media repository
+    /// (`POST /_matrix/media/v3/upload`): its `mxc://` URI, type and size. By default: refused
+    /// (the image is shown as a link).
+    async fn upload_image(&self, url: &str) -> Result<UploadedImage, Error> {
+        Err(Error::Api {
+            call: "upload",
+            message: format!("this client uploads no images ({url})"),
+        })
+    }
+
+    /// The annotations (`m.reaction`s) on `event` (`/relations/{event}/m.annotation`), newest
+    /// first, as JSON. By default: none.
+    async fn annotations(&self, room: &RoomId, event: &EventId) -> Result<Vec<Value>, Error> {
+        let _ = (room, event);
+        Ok(Vec::new())
+    }
+
+    /// The room's pinned events as the server has them now (`GET …/state/m.room.pinned_events/`;
+    /// none when the room has no such state). By default: none.
+    async fn pinned_events(&self, room: &RoomId) -> Result<Vec<OwnedEventId>, Error> {
+        let _ = room;
+        Ok(Vec::new())
+    }
+
+    /// The bot's own user id, when the client knows it (its reactions are told from people's by
+    /// it). By default: none.
+    fn own_user(&self) -> Option<matrix_sdk::ruma::OwnedUserId> {
+        None
+    }
+
+    /// Replaces the room's `m.room.pinned_events` state with `pinned`. By default: refused.
+    async fn set_pinned_events(
+        &self,
+        room: &RoomId,
+        pinned: Vec<OwnedEventId>,
+    ) -> Result<(), Error> {
+        let _ = (room, pinned);
+        Err(Error::Api {
+            call: "pin",
+            message: "this client pins nothing".into(),
+        })
+    }
+}
+
+/// The largest image the adapter fetches and uploads, in bytes (Synapse's default upload limit
+/// is 50 MB; an agent's chart is far smaller).
+pub const MAX_IMAGE_BYTES: usize = 8 * 1024 * 1024;
+/// How long fetching an image may take.
+pub const IMAGE_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// An image in the media repository.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UploadedImage {
+    /// Its `mxc://` URI.
+    pub mxc: String,
+    /// Its content type (`image/png`).
+    pub mimetype: String,
+    /// Its size in bytes.
+    pub size: usize,
+}
+
+/// Fetches the image at `url` with `http` (see [`MatrixApi::upload_image`]).
+pub async fn fetch_image(
+    http: &matrix_sdk::reqwest::Client,
+    url: &str,
+) -> Result<(String, Vec<u8>), Error> {
+    let api = |message: String| Error::Api {
+        call: "fetch_image",
+        message,
+    };
+    let lower = url.to_ascii_lowercase();
+    if !(lower.starts_with("http://") || lower.starts_with("https://")) {
+        return Err(api(format!("not an http(s) URL: {url}")));
+    }
+    let mut response = http
+        .get(url)
+        .timeout(IMAGE_TIMEOUT)
+        .send()
+        .await
+        .map_err(|e| api(format!("{url}: {e}")))?;
+    if !response.status().is_success() {
+        return Err(api(format!("{url} answered {}", response.status())));
+    }
+    let mimetype = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .map(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or_default()
+                .trim()
+                .to_ascii_lowercase()
+        })
+        .unwrap_or_default();
+    if !mimetype.starts_with("image/") {
+        return Err(api(format!("{url} is not an image ({mimetype:?})")));
+    }
+    if response
+        .content_length()
+        .is_some_and(|n| n > MAX_IMAGE_BYTES as u64)
+    {
+        return Err(api(format!("{url} is larger than {MAX_IMAGE_BYTES} bytes")));
+    }
+    let mut data = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| api(format!("{url}: {e}")))?
+    {
+        data.extend_from_slice(&chunk);
+        if data.len() > MAX_IMAGE_BYTES {
+            return Err(api(format!("{url} is larger than {MAX_IMAGE_BYTES} bytes")));
+        }
+    }
+    Ok((mimetype, data))
 }
 
 #[async_trait]
@@ -331,6 +449,82 @@ impl MatrixApi for matrix_sdk::Client {
         }
         Ok(id)
     }
+
+    /// [`fetch_image`] with the client's own HTTP client, then `POST /_matrix/media/v3/upload`.
+    async fn upload_image(&self, url: &str) -> Result<UploadedImage, Error> {
+        use matrix_sdk::ruma::api::client::media::create_content;
+        let (mimetype, data) = fetch_image(self.http_client(), url).await?;
+        let size = data.len();
+        let mut request = create_content::v3::Request::new(data);
+        request.content_type = Some(mimetype.clone());
+        let response = self
+            .send(request)
+            .await
+            .map_err(|e| call_error("upload", e.into()))?;
+        Ok(UploadedImage {
+            mxc: response.content_uri.to_string(),
+            mimetype,
+            size,
+        })
+    }
+
+    /// matrix-sdk's `Room::relations` of type `m.annotation`.
+    async fn annotations(&self, room: &RoomId, event: &EventId) -> Result<Vec<Value>, Error> {
+        use matrix_sdk::room::{IncludeRelations, RelationsOptions};
+        use matrix_sdk::ruma::api::Direction;
+        use matrix_sdk::ruma::events::relation::RelationType;
+        let joined = self
+            .get_room(room)
+            .ok_or_else(|| Error::UnknownRoom(room.to_string()))?;
+        let opts = RelationsOptions {
+            dir: Direction::Backward,
+            limit: matrix_sdk::ruma::UInt::new(100),
+            include_relations: IncludeRelations::RelationsOfType(RelationType::Annotation),
+            ..Default::default()
+        };
+        let related = joined
+            .relations(event.to_owned(), opts)
+            .await
+            .map_err(|e| call_error("relations", e))?;
+        Ok(related
+            .chunk
+            .iter()
+            .filter_map(|e| e.raw().deserialize_as::<Value>().ok())
+            .collect())
+    }
+
+    fn own_user(&self) -> Option<matrix_sdk::ruma::OwnedUserId> {
+        self.user_id().map(ToOwned::to_owned)
+    }
+
+    /// matrix-sdk's `Room::load_pinned_events` (from the server, not the synced state).
+    async fn pinned_events(&self, room: &RoomId) -> Result<Vec<OwnedEventId>, Error> {
+        let joined = self
+            .get_room(room)
+            .ok_or_else(|| Error::UnknownRoom(room.to_string()))?;
+        Ok(joined
+            .load_pinned_events()
+            .await
+            .map_err(|e| call_error("pinned_events", e))?
+            .unwrap_or_default())
+    }
+
+    /// `PUT …/state/m.room.pinned_events/` with `{"pinned": [..]}`.
+    async fn set_pinned_events(
+        &self,
+        room: &RoomId,
+        pinned: Vec<OwnedEventId>,
+    ) -> Result<(), Error> {
+        use matrix_sdk::ruma::events::room::pinned_events::RoomPinnedEventsEventContent;
+        let joined = self
+            .get_room(room)
+            .ok_or_else(|| Error::UnknownRoom(room.to_string()))?;
+        joined
+            .send_state_event(RoomPinnedEventsEventContent::new(pinned))
+            .await
+            .map_err(|e| call_error("pin", e))?;
+        Ok(())
+    }
 }
 
 /// Whether a request failed with `404` / `M_NOT_FOUND`.
@@ -434,6 +628,30 @@ impl<A: MatrixApi + ?Sized> MatrixApi for std::sync::Arc<A> {
 
     async fn dm_room(&self, user: &UserId) -> Result<OwnedRoomId, Error> {
         (**self).dm_room(user).await
+    }
+
+    async fn upload_image(&self, url: &str) -> Result<UploadedImage, Error> {
+        (**self).upload_image(url).await
+    }
+
+    async fn annotations(&self, room: &RoomId, event: &EventId) -> Result<Vec<Value>, Error> {
+        (**self).annotations(room, event).await
+    }
+
+    async fn pinned_events(&self, room: &RoomId) -> Result<Vec<OwnedEventId>, Error> {
+        (**self).pinned_events(room).await
+    }
+
+    fn own_user(&self) -> Option<matrix_sdk::ruma::OwnedUserId> {
+        (**self).own_user()
+    }
+
+    async fn set_pinned_events(
+        &self,
+        room: &RoomId,
+        pinned: Vec<OwnedEventId>,
+    ) -> Result<(), Error> {
+        (**self).set_pinned_events(room, pinned).await
     }
 }
 

@@ -4,6 +4,7 @@
 //! thread; the bot's own events are dropped and a leading mention of the bot is stripped. Nothing
 //! here talks to a server (and nothing here needs the `engine` feature).
 
+use frogbot_model::blocks::EventClick;
 use frogbot_model::{
     ActionEvent, Interaction, PlatformUser, ThreadMessage, ThreadMessageMetadata, millis_to_iso,
 };
@@ -15,7 +16,7 @@ use matrix_sdk::ruma::serde::Raw;
 use matrix_sdk::ruma::{EventId, OwnedEventId, RoomId, UserId};
 
 use crate::Error;
-use crate::ids::{POLL_ACTION, REACTION_ACTION, message_id};
+use crate::ids::{POLL_ACTION, REACTION_ACTION, event_key_indexes, message_id};
 
 /// A platform user as FrogBot sees it (the Matrix user id).
 pub fn platform_user(user: &UserId) -> PlatformUser {
@@ -50,6 +51,9 @@ pub enum Incoming {
     Message(IncomingMessage),
     /// A poll response or a reaction (routed by the message it relates to).
     Action(Interaction),
+    /// A reaction with an event-button key ([`crate::ids::event_key`]) on an agent message: a
+    /// click on that button.
+    Event(EventClick),
 }
 
 impl Incoming {
@@ -62,6 +66,7 @@ impl Incoming {
             Incoming::Message(m) => &m.thread,
             Incoming::Action(Interaction::Action { event }) => &event.message_id,
             Incoming::Action(other) => other.user().id.as_str(),
+            Incoming::Event(click) => &click.message_id,
         }
     }
 }
@@ -109,6 +114,17 @@ pub fn classify(
                 &e.content.relates_to.event_id,
                 e.content.poll_response.answers.join(","),
             ))
+        }
+        AnySyncMessageLikeEvent::Reaction(SyncMessageLikeEvent::Original(e))
+            if event_key_indexes(&e.content.relates_to.key).is_some() =>
+        {
+            let (block, button) = event_key_indexes(&e.content.relates_to.key).unwrap_or_default();
+            Some(Incoming::Event(EventClick {
+                message_id: message_id(room, &e.content.relates_to.event_id),
+                block,
+                button,
+                user: platform_user(&sender),
+            }))
         }
         AnySyncMessageLikeEvent::Reaction(SyncMessageLikeEvent::Original(e)) => Some(action(
             REACTION_ACTION,

@@ -27,6 +27,35 @@ pub const KEYCAPS: [&str; 10] = [
     "🔟",
 ];
 
+/// The longest button label an event-button reaction key carries, in characters.
+pub const EVENT_KEY_LABEL_CHARS: usize = 40;
+
+/// The annotation key of an agent message's event button: the button's label (cut to
+/// [`EVENT_KEY_LABEL_CHARS`]) then ` #{block}.{button}` (the block's index among the message's
+/// blocks, the button's index on it). Unique per message (the indexes are), readable, and read
+/// back without any state ([`event_key_indexes`]), after a restart or an edit alike; never a
+/// question's key (a keycap, a plain number, ✅ / ❌).
+pub fn event_key(label: &str, block: usize, button: usize) -> String {
+    let label: String = label
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let label = frogbot_model::text::truncate(label.trim(), EVENT_KEY_LABEL_CHARS);
+    format!("{label} #{block}.{button}")
+}
+
+/// The block and button indexes an event-button key names (`… #{block}.{button}`); `None` for any
+/// other key.
+pub fn event_key_indexes(key: &str) -> Option<(usize, usize)> {
+    let (_, tail) = key.rsplit_once(" #")?;
+    let (block, button) = tail.split_once('.')?;
+    let digits = |s: &str| !s.is_empty() && s.len() <= 20 && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(block) || !digits(button) {
+        return None;
+    }
+    Some((block.parse().ok()?, button.parse().ok()?))
+}
+
 /// A message or thread id: `room_id|event_id`.
 pub fn message_id(room: &RoomId, event: &EventId) -> String {
     format!("{room}|{event}")
@@ -164,6 +193,24 @@ mod tests {
         assert_eq!(reaction_option("3"), Some(2));
         assert_eq!(reaction_option("0"), None);
         assert_eq!(reaction_option("👍"), None);
+    }
+
+    #[test]
+    fn event_keys_read_back_and_never_read_as_question_keys() {
+        let k = event_key("Show logs", 4, 1);
+        assert_eq!(k, "Show logs #4.1");
+        assert_eq!(event_key_indexes(&k), Some((4, 1)));
+        let long = event_key(&"x".repeat(100), 19, 4);
+        assert!(long.chars().count() <= EVENT_KEY_LABEL_CHARS + 6);
+        assert_eq!(event_key_indexes(&long), Some((19, 4)));
+        // A label that looks like a key itself still reads as the last suffix.
+        assert_eq!(event_key_indexes(&event_key("a #1.2", 3, 0)), Some((3, 0)));
+        for other in [
+            KEYCAPS[0], "3", YES_KEY, NO_KEY, "👍", "#1.2", "x #1", "x #a.b", "x #1.2.3",
+        ] {
+            assert_eq!(event_key_indexes(other), None, "{other}");
+            assert!(reaction_option(&k).is_none());
+        }
     }
 
     #[test]

@@ -30,7 +30,12 @@
 //! fallback text at [`FALLBACK_CHARS`] (the question is cut, the lines saying how to answer are
 //! kept). At most [`MAX_ANSWERS`] options (MSC3381).
 
-use frogbot_model::{InputKind, QuestionInput, QuestionItem, QuestionOutcome, skipped_text};
+use frogbot_model::blocks::{Block, BlockKind, UNKNOWN_BLOCK_TEXT, blocks_of, progress_bar};
+use frogbot_model::{
+    InputKind, QuestionInput, QuestionItem, QuestionOutcome, UiMessage, skipped_text,
+};
+
+use crate::format::Formatted;
 use matrix_sdk::ruma::events::Mentions;
 use matrix_sdk::ruma::events::message::TextContentBlock;
 use matrix_sdk::ruma::events::poll::end::PollEndEventContent;
@@ -579,4 +584,335 @@ pub fn message_replacement(message: &EventId, text: &str) -> Result<Content, Err
     let c = RoomMessageEventContentWithoutRelation::text_plain(text)
         .make_replacement(ReplacementMetadata::new(message.to_owned(), None));
     Ok(("m.room.message", json(&c)?))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Agent messages: title, Markdown text and blocks.
+// ---------------------------------------------------------------------------------------------
+
+/// The most characters of `body` in one agent-message text piece (as replies).
+pub const AGENT_MESSAGE_CHARS: usize = 32_000;
+/// The longest table cell drawn, in characters (a row of 20 such cells, in `body` and HTML,
+/// stays far under the event limit).
+pub const MAX_TABLE_CELL: usize = 500;
+/// How many cells a progress bar has.
+pub const PROGRESS_WIDTH: usize = 20;
+/// The longest title drawn, in characters.
+pub const MAX_TITLE: usize = 256;
+
+/// One Matrix message an agent message is drawn in.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AgentPiece {
+    /// An `m.text` message: `body` (plain text / Markdown) and its HTML `formatted_body`, at
+    /// most [`MAX_TEXT_BYTES`](crate::format::MAX_TEXT_BYTES) of both.
+    Text(Formatted),
+    /// An image block: an `m.image` once the image is uploaded to the media repository.
+    Image {
+        /// The image's http(s) URL.
+        url: String,
+        /// Its alt text.
+        alt: String,
+    },
+}
+
+/// A piece and the event-button reaction keys the bot places on it ([`crate::ids::event_key`]):
+/// the buttons of the blocks whose drawing ends in it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DrawnPiece {
+    /// What the message shows.
+    pub piece: AgentPiece,
+    /// The annotation keys, in order.
+    pub keys: Vec<String>,
+}
+
+/// Escapes text for HTML, keeping newlines (for `<pre>`).
+fn escape_pre(s: &str) -> String {
+    escape_html(s).replace("<br>", "\n")
+}
+
+/// The bytes a string takes as a JSON string.
+fn json_len(s: &str) -> usize {
+    serde_json::to_string(s).map_or(usize::MAX / 4, |j| j.len())
+}
+
+/// Groups `items` (a `body` line and its HTML each) greedily into chunks whose `body` and HTML
+/// fit the event budget less `overhead`; an item alone over the budget is its own chunk (the
+/// callers keep items small).
+fn pack_items(items: Vec<(String, String)>, overhead: usize) -> Vec<Vec<(String, String)>> {
+    let budget = crate::format::MAX_TEXT_BYTES.saturating_sub(overhead + 200);
+    let mut out = Vec::new();
+    let (mut cur, mut used) = (Vec::new(), 0);
+    for (body, html) in items {
+        let cost = json_len(&body) + json_len(&html);
+        if !cur.is_empty() && used + cost > budget {
+            out.push(std::mem::take(&mut cur));
+            used = 0;
+        }
+        used += cost;
+        cur.push((body, html));
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+fn cell(s: &str) -> String {
+    let one: String = s
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    frogbot_model::text::truncate(one.trim(), MAX_TABLE_CELL)
+}
+
+/// The `body` / HTML chunks a (non-image) block is drawn in, each within the event budget.
+pub fn block_chunks(block: &Block) -> Vec<Formatted> {
+    match &block.kind {
+        BlockKind::Table { columns, rows } => {
+            let head: Vec<String> = columns.iter().map(|c| cell(c)).collect();
+            let head_body = head.join(" | ");
+            let head_html: String = head
+                .iter()
+                .map(|c| format!("<th>{}</th>", escape_html(c)))
+                .collect();
+            let items: Vec<(String, String)> = rows
+                .iter()
+                .map(|r| {
+                    let cells: Vec<String> = (0..columns.len())
+                        .map(|i| cell(r.get(i).map_or("", String::as_str)))
+                        .collect();
+                    let html: String = cells
+                        .iter()
+                        .map(|c| format!("<td>{}</td>", escape_html(c)))
+                        .collect();
+                    (cells.join(" | "), format!("<tr>{html}</tr>"))
+                })
+                .collect();
+            let overhead = json_len(&head_body) + json_len(&head_html) + 100;
+            let mut groups = pack_items(items, overhead);
+            if groups.is_empty() {
+                groups.push(Vec::new());
+            }
+            groups
+                .into_iter()
+                .map(|g| {
+                    let mut body = head_body.clone();
+                    let mut html = String::new();
+                    for (b, h) in &g {
+                        body.push('\n');
+                        body.push_str(b);
+                        html.push_str(h);
+                    }
+                    Formatted {
+                        body,
+                        html: format!(
+                            "<table><thead><tr>{head_html}</tr></thead><tbody>{html}</tbody></table>"
+                        ),
+                    }
+                })
+                .collect()
+        }
+        BlockKind::Progress { value, max, label } => {
+            let pct = (value / max * 100.0).round();
+            let bar = format!("{} {pct}%", progress_bar(*value, *max, PROGRESS_WIDTH));
+            match label {
+                Some(l) => vec![Formatted {
+                    body: format!("{l}: {bar}"),
+                    html: format!("<p><strong>{}</strong><br>{bar}</p>", escape_html(l)),
+                }],
+                None => vec![Formatted {
+                    body: bar.clone(),
+                    html: format!("<p>{bar}</p>"),
+                }],
+            }
+        }
+        BlockKind::Code { code, language } => {
+            let lang = language.as_deref().unwrap_or("");
+            let open = match language {
+                Some(l) => format!("<pre><code class=\"language-{}\">", escape_html(l)),
+                None => "<pre><code>".to_owned(),
+            };
+            // Lines longer than a chunk are cut (a minified file, say).
+            let mut items = Vec::new();
+            for line in code.trim_end().lines() {
+                let chars: Vec<char> = line.chars().collect();
+                let pieces: Vec<String> = if chars.is_empty() {
+                    vec![String::new()]
+                } else {
+                    chars.chunks(4_000).map(|c| c.iter().collect()).collect()
+                };
+                for p in pieces {
+                    let html = escape_pre(&p);
+                    items.push((p, html));
+                }
+            }
+            pack_items(items, 100)
+                .into_iter()
+                .map(|g| {
+                    let body: Vec<&str> = g.iter().map(|(b, _)| b.as_str()).collect();
+                    let html: Vec<&str> = g.iter().map(|(_, h)| h.as_str()).collect();
+                    Formatted {
+                        body: format!("```{lang}\n{}\n```", body.join("\n")),
+                        html: format!("{open}{}</code></pre>", html.join("\n")),
+                    }
+                })
+                .collect()
+        }
+        BlockKind::Fields { fields } => {
+            let items: Vec<(String, String)> = fields
+                .iter()
+                .map(|f| {
+                    (
+                        format!("{}: {}", f.key, f.value),
+                        format!(
+                            "<strong>{}:</strong> {}",
+                            escape_html(&f.key),
+                            escape_html(&f.value)
+                        ),
+                    )
+                })
+                .collect();
+            pack_items(items, 50)
+                .into_iter()
+                .map(|g| {
+                    let body: Vec<&str> = g.iter().map(|(b, _)| b.as_str()).collect();
+                    let html: Vec<&str> = g.iter().map(|(_, h)| h.as_str()).collect();
+                    Formatted {
+                        body: body.join("\n"),
+                        html: format!("<p>{}</p>", html.join("<br>")),
+                    }
+                })
+                .collect()
+        }
+        BlockKind::Html { title, .. } => {
+            let title = frogbot_model::text::truncate(title.as_deref().unwrap_or("App"), MAX_TITLE);
+            vec![Formatted {
+                body: format!("🧩 {title} — an app: open it in the web chat."),
+                html: format!(
+                    "<p>🧩 <strong>{}</strong><br><em>An app: open it in the web chat.</em></p>",
+                    escape_html(&title)
+                ),
+            }]
+        }
+        BlockKind::Image { url, alt } => vec![image_link(url, alt, false)],
+        _ => vec![Formatted {
+            body: UNKNOWN_BLOCK_TEXT.to_owned(),
+            html: format!("<p>{}</p>", escape_html(UNKNOWN_BLOCK_TEXT)),
+        }],
+    }
+}
+
+/// What an image that could not be uploaded shows instead: its alt text and a link to it, and,
+/// when `failed`, that it could not be shown here.
+pub fn image_link(url: &str, alt: &str, failed: bool) -> Formatted {
+    let alt = frogbot_model::text::truncate(alt, MAX_TABLE_CELL * 4);
+    let name = if alt.is_empty() {
+        "Image"
+    } else {
+        alt.as_str()
+    };
+    let note = if failed {
+        " (the image could not be shown here: open the link)"
+    } else {
+        ""
+    };
+    Formatted {
+        body: format!("🖼 {name}: {url}{note}"),
+        html: format!(
+            "<p>🖼 <a href=\"{}\">{}</a>{}</p>",
+            escape_html(url),
+            escape_html(name),
+            escape_html(note)
+        ),
+    }
+}
+
+/// Two chunks as one message.
+fn join(a: &Formatted, b: &Formatted) -> Formatted {
+    Formatted {
+        body: format!("{}\n\n{}", a.body, b.body),
+        html: format!("{}\n{}", a.html, b.html),
+    }
+}
+
+/// Draws an agent message: its title (bold) and Markdown text ([`crate::format::messages`]), then
+/// its blocks — tables as HTML `<table>`s (`body`: `a | b` rows), progress as a text bar, code as
+/// `<pre><code class="language-x">` (`body`: a fenced block), fields as `<strong>key:</strong>
+/// value` lines, an app as its name and "open it in the web chat", an unknown type as
+/// [`UNKNOWN_BLOCK_TEXT`] — packed into as few `m.text` messages as the event limit allows, each
+/// image as an `m.image` of its own. A block's event buttons become reaction keys
+/// ([`crate::ids::event_key`]) on the message its drawing ends in. An empty message gives no
+/// piece.
+pub fn agent_message(message: &UiMessage) -> Vec<DrawnPiece> {
+    let mut texts = crate::format::messages(&message.text(), AGENT_MESSAGE_CHARS);
+    if let Some(title) = message
+        .metadata
+        .title
+        .as_deref()
+        .filter(|t| !t.trim().is_empty())
+    {
+        let title = frogbot_model::text::truncate(title.trim(), MAX_TITLE);
+        let title = Formatted {
+            body: format!("**{title}**"),
+            html: format!("<p><strong>{}</strong></p>", escape_html(&title)),
+        };
+        match texts.first_mut() {
+            Some(first) if join(&title, first).json_bytes() <= crate::format::MAX_TEXT_BYTES => {
+                *first = join(&title, first);
+            }
+            _ => texts.insert(0, title),
+        }
+    }
+    let mut cur = texts.pop();
+    let mut out: Vec<DrawnPiece> = texts
+        .into_iter()
+        .map(|t| DrawnPiece {
+            piece: AgentPiece::Text(t),
+            keys: Vec::new(),
+        })
+        .collect();
+    let mut keys: Vec<String> = Vec::new();
+    let flush = |cur: &mut Option<Formatted>, keys: &mut Vec<String>, out: &mut Vec<DrawnPiece>| {
+        if let Some(f) = cur.take() {
+            out.push(DrawnPiece {
+                piece: AgentPiece::Text(f),
+                keys: std::mem::take(keys),
+            });
+        }
+    };
+    for (i, block) in blocks_of(message).iter().enumerate() {
+        let block_keys: Vec<String> = block
+            .events
+            .iter()
+            .enumerate()
+            .map(|(b, e)| crate::ids::event_key(&e.label, i, b))
+            .collect();
+        if let BlockKind::Image { url, alt } = &block.kind {
+            flush(&mut cur, &mut keys, &mut out);
+            out.push(DrawnPiece {
+                piece: AgentPiece::Image {
+                    url: url.clone(),
+                    alt: alt.clone(),
+                },
+                keys: block_keys,
+            });
+            continue;
+        }
+        for chunk in block_chunks(block) {
+            cur = match cur.take() {
+                Some(c) if join(&c, &chunk).json_bytes() <= crate::format::MAX_TEXT_BYTES => {
+                    Some(join(&c, &chunk))
+                }
+                Some(c) => {
+                    let mut c = Some(c);
+                    flush(&mut c, &mut keys, &mut out);
+                    Some(chunk)
+                }
+                None => Some(chunk),
+            };
+        }
+        keys.extend(block_keys);
+    }
+    flush(&mut cur, &mut keys, &mut out);
+    out
 }

@@ -1,6 +1,9 @@
 //! A fake of the platform (feature `testing`): [`FakeHomeserver`], a local HTTP server speaking
 //! the client-server API the adapter uses (login, `/sync` as the push side, sending and redacting
-//! events, room state, members, `/messages`, single events, thread relations), recording every event, enforcing
+//! events, room state read and written (`m.room.pinned_events`), members, `/messages`, single
+//! events, relations (threads, annotations; redacted ones left out), media uploads
+//! (`POST /_matrix/media/v3/upload` → `mxc://`), and a test image host (`/_test/images/…`)),
+//! recording every event, enforcing
 //! Matrix's limits (65,536 bytes an event, 1–20 poll answers, known rooms), and able to inject
 //! people's events, which the bot then receives through `/sync`. The adapter's real client
 //! (matrix-sdk's `Client`) talks to it; [`MatrixHarness`] runs the `ChannelQuestions`
@@ -87,6 +90,8 @@ struct Inner {
     faults: Option<Arc<FaultPlan>>,
     /// The rooms whose `/members` fails (`500`).
     failing_members: Vec<OwnedRoomId>,
+    /// Uploads to the media repository: the `mxc://` URI, content type and size, in order.
+    uploads: Vec<(String, String, usize)>,
     next: u64,
 }
 
@@ -608,6 +613,14 @@ async fn relations(
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
     let inner = s.lock();
+    // A redacted event loses its relation (its content is gone).
+    let redacted = |id: &Value| {
+        inner.events.iter().any(|e| {
+            e.room.as_str() == room
+                && e.event["type"] == "m.room.redaction"
+                && &e.event["redacts"] == id
+        })
+    };
     let mut chunk: Vec<Value> = inner
         .events
         .iter()
@@ -615,6 +628,7 @@ async fn relations(
             e.room.as_str() == room
                 && e.event["content"]["m.relates_to"]["rel_type"] == rel_type.as_str()
                 && e.event["content"]["m.relates_to"]["event_id"] == id.as_str()
+                && !redacted(&e.event["event_id"])
         })
         .map(|e| e.event.clone())
         .collect();
@@ -624,6 +638,104 @@ async fn relations(
     let limit = q.get("limit").and_then(|l| l.parse().ok()).unwrap_or(5);
     chunk.truncate(limit);
     Json(json!({"chunk": chunk})).into_response()
+}
+
+/// The largest upload the fake takes (Synapse's default `max_upload_size` is 50M).
+pub const MAX_UPLOAD_BYTES: usize = 50 * 1024 * 1024;
+
+/// `POST /_matrix/media/v3/upload` (the body is the file, `Content-Type` its type):
+/// `{"content_uri": "mxc://fake.test/…"}`.
+async fn upload(State(s): St, headers: axum::http::HeaderMap, body: axum::body::Bytes) -> Response {
+    if body.len() > MAX_UPLOAD_BYTES {
+        return error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "M_TOO_LARGE",
+            "Upload request body is too large",
+        );
+    }
+    let content_type = headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/octet-stream")
+        .to_owned();
+    let mut inner = s.lock();
+    let uri = format!("mxc://{SERVER_NAME}/media{}", inner.uploads.len() + 1);
+    inner.uploads.push((uri.clone(), content_type, body.len()));
+    Json(json!({"content_uri": uri})).into_response()
+}
+
+/// A 1×1 PNG.
+pub const PNG: &[u8] = &[
+    0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52,
+    0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06, 0x00, 0x00, 0x00, 0x1f, 0x15, 0xc4,
+    0x89, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x44, 0x41, 0x54, 0x78, 0x9c, 0x63, 0xf8, 0xcf, 0xc0, 0xf0,
+    0x1f, 0x00, 0x05, 0x00, 0x01, 0xff, 0x89, 0x99, 0x3d, 0x1d, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45,
+    0x4e, 0x44, 0xae, 0x42, 0x60, 0x82,
+];
+
+/// `GET /_test/images/{name}`: the web server an agent's image URLs point at in tests. A name
+/// ending in `.png` is [`PNG`]; `page.html` is no image; `huge.png` is larger than the adapter
+/// fetches; anything else is `404`.
+async fn image(Path(name): Path<String>) -> Response {
+    match name.as_str() {
+        "page.html" => ([("content-type", "text/html")], "<p>no</p>").into_response(),
+        "huge.png" => (
+            [("content-type", "image/png")],
+            vec![0u8; crate::client::MAX_IMAGE_BYTES + 1],
+        )
+            .into_response(),
+        n if n.ends_with(".png") => ([("content-type", "image/png")], PNG).into_response(),
+        _ => (StatusCode::NOT_FOUND, "not found").into_response(),
+    }
+}
+
+/// `PUT /rooms/{room}/state/{type}/{key}`: the bot sets room state (here: any type, as the
+/// room's creator may), stored as a state event.
+async fn put_state(s: &Shared, room: &str, event_type: &str, key: &str, body: &[u8]) -> Response {
+    let Ok(content) = serde_json::from_slice::<Value>(body) else {
+        return error(StatusCode::BAD_REQUEST, "M_NOT_JSON", "content is not JSON");
+    };
+    let Ok(room) = RoomId::parse(room) else {
+        return error(StatusCode::BAD_REQUEST, "M_INVALID_PARAM", "bad room id");
+    };
+    if !s.lock().rooms.contains_key(&room) {
+        return error(StatusCode::FORBIDDEN, "M_FORBIDDEN", "not in the room");
+    }
+    if event_type == "m.room.pinned_events"
+        && !content["pinned"]
+            .as_array()
+            .is_some_and(|a| a.iter().all(Value::is_string))
+    {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "M_BAD_JSON",
+            "pinned must be a list of event ids",
+        );
+    }
+    let bot = s.bot.clone();
+    let id = s.append(
+        &room,
+        &bot,
+        event_type,
+        json!({"state_key": key, "content": content}),
+    );
+    Json(json!({"event_id": id})).into_response()
+}
+
+async fn put_state_keyed(
+    State(s): St,
+    Path((room, t, key)): Path<(String, String, String)>,
+    body: axum::body::Bytes,
+) -> Response {
+    put_state(&s, &room, &t, &key, &body).await
+}
+
+async fn put_state_empty(
+    State(s): St,
+    Path((room, t)): Path<(String, String)>,
+    body: axum::body::Bytes,
+) -> Response {
+    put_state(&s, &room, &t, "", &body).await
 }
 
 async fn join(State(s): St, Path(room): Path<String>) -> Response {
@@ -664,9 +776,20 @@ impl FakeHomeserver {
             .route(&format!("{rooms}/send/{{type}}/{{txn}}"), put(send))
             .route(&format!("{rooms}/redact/{{event}}/{{txn}}"), put(redact))
             .route(&format!("{rooms}/typing/{{user}}"), put(typing))
-            .route(&format!("{rooms}/state/{{type}}/{{key}}"), get(state_keyed))
-            .route(&format!("{rooms}/state/{{type}}/"), get(state_empty))
-            .route(&format!("{rooms}/state/{{type}}"), get(state_empty))
+            .route(
+                &format!("{rooms}/state/{{type}}/{{key}}"),
+                get(state_keyed).put(put_state_keyed),
+            )
+            .route(
+                &format!("{rooms}/state/{{type}}/"),
+                get(state_empty).put(put_state_empty),
+            )
+            .route(
+                &format!("{rooms}/state/{{type}}"),
+                get(state_empty).put(put_state_empty),
+            )
+            .route("/_matrix/media/v3/upload", post(upload))
+            .route("/_test/images/{name}", get(image))
             .route(&format!("{rooms}/members"), get(members))
             .route(&format!("{rooms}/messages"), get(messages))
             .route(&format!("{rooms}/event/{{event}}"), get(event))
@@ -784,6 +907,41 @@ impl FakeHomeserver {
             .filter(|e| e.room == room)
             .map(|e| e.event.clone())
             .collect()
+    }
+
+    /// The uploads to the media repository so far: `mxc://` URI, content type, size.
+    pub fn uploads(&self) -> Vec<(String, String, usize)> {
+        self.shared.lock().uploads.clone()
+    }
+
+    /// The URL of a test image named `name` this fake serves (see the `/_test/images` route:
+    /// `*.png` an image, `page.html` no image, `huge.png` too large, anything else `404`).
+    pub fn image_url(&self, name: &str) -> String {
+        format!("{}/_test/images/{name}", self.url)
+    }
+
+    /// The room's pinned events now (its last `m.room.pinned_events` state).
+    pub fn pinned(&self, room: &RoomId) -> Vec<String> {
+        self.shared
+            .lock()
+            .events
+            .iter()
+            .rev()
+            .find(|e| e.room == room && e.event["type"] == "m.room.pinned_events")
+            .and_then(|e| e.event["content"]["pinned"].as_array().cloned())
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|v| v.as_str().map(str::to_owned))
+            .collect()
+    }
+
+    /// Whether the event `id` was redacted.
+    pub fn redacted(&self, id: &str) -> bool {
+        self.shared
+            .lock()
+            .events
+            .iter()
+            .any(|e| e.event["type"] == "m.room.redaction" && e.event["redacts"] == id)
     }
 
     /// Every message-like event the bot sent (through the API), in order.
@@ -1012,6 +1170,9 @@ impl MatrixHarness {
         match classify(&raw, room, self.fake.bot()) {
             Ok(Some(Incoming::Action(interaction))) => interaction,
             Ok(Some(Incoming::Message(m))) => Interaction::Message { message: m.message },
+            Ok(Some(other @ Incoming::Event(_))) => {
+                panic!("an event click, not an interaction: {other:?}")
+            }
             other => panic!("the event {event} converts to no interaction: {other:?}"),
         }
     }

@@ -1422,3 +1422,312 @@ async fn an_ask_to_a_person_opens_a_dm_they_join_and_answer_in() {
     assert_eq!(root_events[0]["event_id"], root.as_str());
     s.bot.stop().await;
 }
+
+/// An agent message on the real Synapse: a table (an HTML `<table>` in `formatted_body`), an
+/// image (uploaded to Synapse's media repository as an `m.image`) and a block with event buttons
+/// (the bot's reactions, one key per button); then an `m.replace` edit, a pin in
+/// `m.room.pinned_events` (read back by the person's client) and an unpin, a person's reaction with
+/// a button's key read as the click on that button, and a deletion (redactions).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_message_with_a_table_is_edited_pinned_and_clicked() {
+    use frogbot_core::agent::Delivery;
+    use frogbot_core::model::Thread;
+    use frogbot_matrix::convert::{Incoming, classify};
+    use matrix_sdk::ruma::events::AnySyncTimelineEvent;
+    use matrix_sdk::ruma::serde::Raw;
+
+    let Some(s) = setup(None).await else { return };
+    let images = frogbot_matrix::testing::FakeHomeserver::start().await;
+    let alice = s.hs.person(&s.hs.register("alice").await).await;
+    let bot = s.bot_account.user_id.as_str();
+    let room = dm(&s, &alice).await;
+    let root = alice.send(&room, "m.room.message", text("status")).await;
+    alice
+        .wait_for(&room, WAIT, "the bot's reply", |e| {
+            from(e, bot) && body(e) == "hello: status"
+        })
+        .await;
+    let thread = Thread {
+        id: format!("{room}|{root}"),
+        platform: "matrix".into(),
+        chat_id: "chat-blocks".into(),
+    };
+    let agent_message = |title: &str, state: &str| -> frogbot_core::model::UiMessage {
+        let blocks = frogbot_model::blocks::Block::list_from_json(&json!([
+            {"type": "table", "id": "jobs", "columns": ["Job", "State"],
+             "rows": [["build", state], ["test", "ok"]]},
+            {"type": "image", "url": images.image_url("chart.png"), "alt": "chart"},
+            {"type": "fields", "id": "summary", "fields": [{"key": "Branch", "value": "main"}],
+             "events": [{"label": "Retry", "value": "retry"}, {"label": "Show logs"}]}
+        ]))
+        .unwrap();
+        let mut parts = vec![json!({"type": "text", "text": "Nightly **build**"})];
+        parts.extend(
+            blocks
+                .iter()
+                .map(|b| serde_json::to_value(b.to_part()).unwrap()),
+        );
+        serde_json::from_value(json!({"id": "am1", "role": "assistant", "parts": parts,
+            "metadata": {"title": title}}))
+        .unwrap()
+    };
+    let outbox = s.bot.channel.outbox();
+    let ids = outbox
+        .post_message(
+            &thread,
+            &agent_message("Build", "running"),
+            &Delivery::new("deliver:blocks:1"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(ids.len(), 3, "{ids:?}");
+    let event = |id: &String| id.split_once('|').unwrap().1.to_owned();
+    let table = alice
+        .wait_for(&room, WAIT, "the table", |e| {
+            from(e, bot) && e["event_id"] == event(&ids[0]).as_str()
+        })
+        .await;
+    let html = table["content"]["formatted_body"].as_str().unwrap();
+    assert!(
+        html.contains("<table><thead><tr><th>Job</th><th>State</th></tr></thead>"),
+        "{html}"
+    );
+    assert!(html.contains("<td>running</td>"), "{html}");
+    assert_eq!(thread_root(&table), Some(root.as_str()));
+    let image = alice
+        .wait_for(&room, WAIT, "the image", |e| {
+            from(e, bot) && e["event_id"] == event(&ids[1]).as_str()
+        })
+        .await;
+    assert_eq!(image["content"]["msgtype"], "m.image");
+    let mxc = image["content"]["url"].as_str().unwrap();
+    assert!(mxc.starts_with("mxc://localhost/"), "{mxc}");
+    bot_reacted(
+        &alice,
+        &room,
+        bot,
+        &event(&ids[2]),
+        &["Retry #2.0", "Show logs #2.1"],
+    )
+    .await;
+
+    // The edit: m.replace of each message, the table's new state in m.new_content.
+    let edited = outbox
+        .edit_posted(&thread, &ids, &agent_message("Build", "passed"))
+        .await
+        .unwrap();
+    assert_eq!(edited, ids);
+    let edit = alice
+        .wait_for(&room, WAIT, "the table's edit", |e| {
+            from(e, bot)
+                && e["content"]["m.relates_to"]["rel_type"] == "m.replace"
+                && e["content"]["m.relates_to"]["event_id"] == event(&ids[0]).as_str()
+        })
+        .await;
+    assert!(
+        edit["content"]["m.new_content"]["formatted_body"]
+            .as_str()
+            .unwrap()
+            .contains("<td>passed</td>")
+    );
+    // The buttons did not change: their reactions stay as they were (none redacted; the only
+    // redactions are the acks' on alice's message).
+    let buttons: Vec<String> = alice
+        .seen(&room, |e| {
+            from(e, bot)
+                && e["type"] == "m.reaction"
+                && e["content"]["m.relates_to"]["event_id"] == event(&ids[2]).as_str()
+        })
+        .iter()
+        .filter_map(|e| e["event_id"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(buttons.len(), 2);
+    let redacted = alice.seen(&room, |e| {
+        from(e, bot)
+            && e["type"] == "m.room.redaction"
+            && buttons.iter().any(|b| e["redacts"] == b.as_str())
+    });
+    assert!(redacted.is_empty(), "{redacted:#?}");
+
+    // The pin, as the person's client reads the room's state from Synapse. In a room alice made
+    // the bot has power level 0, below the 50 that room state needs: refused with the reason,
+    // until alice makes it a moderator.
+    let refused = outbox.pin_posted(&thread, &ids[0], true).await.unwrap_err();
+    assert!(refused.to_string().contains("may not pin"), "{refused}");
+    let bot_id = matrix_sdk::ruma::UserId::parse(bot).unwrap();
+    alice
+        .room(&room)
+        .update_power_levels(vec![(&bot_id, matrix_sdk::ruma::Int::from(50))])
+        .await
+        .unwrap();
+    outbox.pin_posted(&thread, &ids[0], true).await.unwrap();
+    let pinned = alice
+        .room(&room)
+        .load_pinned_events()
+        .await
+        .unwrap()
+        .unwrap_or_default();
+    assert_eq!(
+        pinned.iter().map(|e| e.to_string()).collect::<Vec<_>>(),
+        [event(&ids[0])]
+    );
+    outbox.pin_posted(&thread, &ids[0], true).await.unwrap();
+    outbox.pin_posted(&thread, &ids[0], false).await.unwrap();
+    let pinned = alice
+        .room(&room)
+        .load_pinned_events()
+        .await
+        .unwrap()
+        .unwrap_or_default();
+    assert!(pinned.is_empty(), "{pinned:?}");
+
+    // Alice taps "Show logs": her reaction, as the bot's sync delivers it, is that button's click.
+    let click = alice
+        .send(
+            &room,
+            "m.reaction",
+            react(&event(&ids[2]), "Show logs #2.1"),
+        )
+        .await;
+    let seen = alice
+        .wait_for(&room, WAIT, "alice's reaction", |e| {
+            e["event_id"] == click.as_str()
+        })
+        .await;
+    let raw: Raw<AnySyncTimelineEvent> =
+        Raw::from_json(serde_json::value::to_raw_value(&seen).unwrap());
+    match classify(&raw, &room, &bot_id).unwrap() {
+        Some(Incoming::Event(c)) => {
+            assert_eq!(c.message_id, ids[2]);
+            assert_eq!((c.block, c.button), (2, 1));
+            assert_eq!(c.user.id, alice.user_id().as_str());
+        }
+        other => panic!("not an event click: {other:?}"),
+    }
+
+    // Deleted: every piece redacted; again is no failure.
+    outbox.delete_posted(&thread, &ids).await.unwrap();
+    for id in &ids {
+        alice
+            .wait_for(&room, WAIT, "a redaction", |e| {
+                from(e, bot)
+                    && e["type"] == "m.room.redaction"
+                    && e["redacts"] == event(id).as_str()
+            })
+            .await;
+    }
+    outbox.delete_posted(&thread, &ids).await.unwrap();
+    s.bot.stop().await;
+}
+
+/// An agent outside FrogBot in a thread on the real Synapse: its message with event buttons is
+/// posted through the outbox with the bot's reactions, alice taps "Retry" three times (reacts,
+/// takes her reaction back, reacts again: Synapse keeps one reaction per person and key), and the
+/// agent's inbox holds three events — nothing is answered in the room.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_taps_on_an_event_button_reach_the_agents_inbox() {
+    use frogbot_core::agent::{AgentMessage, AgentPlace, ChannelTarget};
+    use frogbot_core::model::UserId;
+
+    let Some(s) = setup(None).await else { return };
+    let alice = s.hs.person(&s.hs.register("alice").await).await;
+    let bot = s.bot_account.user_id.as_str();
+    let room = dm(&s, &alice).await;
+    let root = alice.send(&room, "m.room.message", text("status")).await;
+    alice
+        .wait_for(&room, WAIT, "the bot's reply", |e| {
+            from(e, bot) && body(e) == "hello: status"
+        })
+        .await;
+    let agent = UserId::new("agent");
+    let engine = &s.bot.engine;
+    let chat = engine
+        .open_agent_chat(
+            Some(&agent),
+            AgentPlace::Channel {
+                platform: "matrix".into(),
+                place: ChannelTarget::Thread(format!("{room}|{root}")),
+            },
+            "Deploy",
+            "k1",
+        )
+        .await
+        .unwrap();
+    let blocks = frogbot_model::blocks::Block::list_from_json(&json!([
+        {"type": "table", "id": "jobs", "columns": ["Job", "State"], "rows": [["build", "ok"]]},
+        {"type": "fields", "id": "actions", "fields": [{"key": "Branch", "value": "main"}],
+         "events": [{"label": "Retry", "value": "retry"}, {"label": "Show logs"}]}
+    ]))
+    .unwrap();
+    engine
+        .agent_send(
+            &chat.chat_id,
+            Some(&agent),
+            AgentMessage {
+                id: Some("m1".into()),
+                title: Some("Deploy".into()),
+                text: Some("Starting".into()),
+                blocks,
+                pin: None,
+            },
+        )
+        .await
+        .unwrap();
+    let message = alice
+        .wait_for(&room, WAIT, "the agent's message", |e| {
+            from(e, bot)
+                && e["type"] == "m.room.message"
+                && body(e).starts_with("**Deploy**")
+                && thread_root(e) == Some(root.as_str())
+        })
+        .await;
+    let target = message["event_id"].as_str().unwrap().to_owned();
+    bot_reacted(
+        &alice,
+        &room,
+        bot,
+        &target,
+        &["Retry #1.0", "Show logs #1.1"],
+    )
+    .await;
+    let sent_before = alice
+        .seen(&room, |e| from(e, bot) && e["type"] == "m.room.message")
+        .len();
+    let mut items = Vec::new();
+    for n in 0..3 {
+        let tap = alice
+            .send(&room, "m.reaction", react(&target, "Retry #1.0"))
+            .await;
+        // Wait for the event before taking the reaction back for the next tap.
+        let deadline = std::time::Instant::now() + Duration::from_secs(WAIT);
+        while items.len() <= n {
+            items.extend(
+                engine
+                    .inbox(Some(&agent), Some(&chat.chat_id), 10)
+                    .await
+                    .unwrap(),
+            );
+            assert!(
+                std::time::Instant::now() < deadline,
+                "tap {n} never arrived"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let tap = matrix_sdk::ruma::EventId::parse(&tap).unwrap();
+        alice.room(&room).redact(&tap, None, None).await.unwrap();
+    }
+    assert_eq!(items.len(), 3, "{items:#?}");
+    for item in &items {
+        let ev = item.event.as_ref().expect("an event");
+        assert_eq!(
+            (ev.block_id.as_str(), ev.value.as_str()),
+            ("actions", "retry")
+        );
+        assert_eq!(ev.message_id, "m1");
+    }
+    let sent_after = alice
+        .seen(&room, |e| from(e, bot) && e["type"] == "m.room.message")
+        .len();
+    assert_eq!(sent_after, sent_before, "nothing answered");
+    s.bot.stop().await;
+}

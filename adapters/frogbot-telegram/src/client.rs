@@ -43,6 +43,7 @@ use teloxide::types::{
 };
 
 use crate::Error;
+use crate::render::AgentPiece;
 
 /// How many times a call the adapter retries by itself is tried in all.
 pub const MAX_ATTEMPTS: u32 = 4;
@@ -342,6 +343,179 @@ pub async fn send_html_once(
     Ok(call(bot, &html_message(chat, topic, html, reply_to))
         .await?
         .into())
+}
+
+/// The request a piece of an agent message is sent with: `sendMessage` (`parse_mode` `HTML`) of a
+/// text piece, `sendPhoto` (the URL, for Telegram to fetch; the alt as the caption) of an image;
+/// in a forum topic when `topic` is set, `disable_notification` when `silent` (every piece after
+/// an agent message's first, and pieces an edit adds), the piece's inline keyboard when it has
+/// one. Returns the method and the JSON body.
+pub fn piece_request(
+    chat: ChatId,
+    topic: Option<ThreadId>,
+    piece: &AgentPiece,
+    silent: bool,
+) -> (&'static str, serde_json::Value) {
+    let (method, mut body) = match piece {
+        AgentPiece::Text { html, .. } => (
+            "sendMessage",
+            serde_json::json!({"chat_id": chat.0, "text": html, "parse_mode": "HTML"}),
+        ),
+        AgentPiece::Photo { url, caption, .. } => {
+            let mut body = serde_json::json!({"chat_id": chat.0, "photo": url});
+            if !caption.is_empty() {
+                body["caption"] = caption.clone().into();
+                body["parse_mode"] = "HTML".into();
+            }
+            ("sendPhoto", body)
+        }
+    };
+    if let Some(t) = topic {
+        body["message_thread_id"] = t.0.0.into();
+    }
+    if silent {
+        body["disable_notification"] = true.into();
+    }
+    if let Some(k) = piece.keyboard() {
+        body["reply_markup"] = serde_json::to_value(k).unwrap_or_default();
+    }
+    (method, body)
+}
+
+/// Sends one piece of an agent message ([`piece_request`]), not retried here: a failure goes back
+/// to the engine's durable delivery.
+pub async fn send_piece_once(
+    bot: &Bot,
+    chat: ChatId,
+    topic: Option<ThreadId>,
+    piece: &AgentPiece,
+    silent: bool,
+) -> Result<SentMessage, Error> {
+    let (method, body) = piece_request(chat, topic, piece, silent);
+    let m: Message = request(bot, method, &body, None).await?;
+    Ok(m.into())
+}
+
+/// The request that redraws message `id` as `piece`: `editMessageText` (`parse_mode` `HTML`) of a
+/// text piece, `editMessageMedia` with an `InputMediaPhoto` (which also turns a text message into
+/// a photo) of an image; the piece's keyboard as `reply_markup` (none: the buttons go).
+pub fn edit_request(
+    chat: ChatId,
+    id: MessageId,
+    piece: &AgentPiece,
+) -> (&'static str, serde_json::Value) {
+    let (method, mut body) = match piece {
+        AgentPiece::Text { html, .. } => (
+            "editMessageText",
+            serde_json::json!({
+                "chat_id": chat.0, "message_id": id.0, "text": html, "parse_mode": "HTML"
+            }),
+        ),
+        AgentPiece::Photo { url, caption, .. } => {
+            let mut media = serde_json::json!({"type": "photo", "media": url});
+            if !caption.is_empty() {
+                media["caption"] = caption.clone().into();
+                media["parse_mode"] = "HTML".into();
+            }
+            (
+                "editMessageMedia",
+                serde_json::json!({"chat_id": chat.0, "message_id": id.0, "media": media}),
+            )
+        }
+    };
+    if let Some(k) = piece.keyboard() {
+        body["reply_markup"] = serde_json::to_value(k).unwrap_or_default();
+    }
+    (method, body)
+}
+
+/// What an edit of a piece came to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Edited {
+    /// Message is drawn as the piece now (or was already: "message is not modified").
+    Done,
+    /// The message cannot show the piece (a photo cannot become text: "there is no text in the
+    /// message to edit") or is gone ("message to edit not found"): post it anew.
+    Replace,
+}
+
+/// Redraws message `id` as `piece` ([`edit_request`]), retried in-process like the question
+/// calls (an edit is idempotent). Edits never notify.
+pub async fn edit_piece(
+    bot: &Bot,
+    chat: ChatId,
+    id: MessageId,
+    piece: &AgentPiece,
+) -> Result<Edited, Error> {
+    let (method, body) = edit_request(chat, id, piece);
+    match with_retry(method, || {
+        request::<serde_json::Value>(bot, method, &body, None)
+    })
+    .await
+    {
+        Ok(_) => Ok(Edited::Done),
+        Err(Error::Api { message, .. }) if message.contains("message is not modified") => {
+            Ok(Edited::Done)
+        }
+        Err(Error::Api { message, .. })
+            if message.contains("there is no text in the message to edit")
+                || message.contains("message to edit not found") =>
+        {
+            Ok(Edited::Replace)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// `deleteMessage`; a message already gone ("message to delete not found") is no failure.
+pub async fn delete_message(bot: &Bot, chat: ChatId, id: MessageId) -> Result<(), Error> {
+    const METHOD: &str = "deleteMessage";
+    let body = serde_json::json!({"chat_id": chat.0, "message_id": id.0});
+    match with_retry(METHOD, || {
+        request::<serde_json::Value>(bot, METHOD, &body, None)
+    })
+    .await
+    {
+        Ok(_) => Ok(()),
+        Err(Error::Api { message, .. }) if message.contains("message to delete not found") => {
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// `pinChatMessage` with `disable_notification` (no "pinned a message" notice to everyone) or
+/// `unpinChatMessage` of that message; already so ("not modified") is no failure.
+pub async fn pin_message(
+    bot: &Bot,
+    chat: ChatId,
+    id: MessageId,
+    pinned: bool,
+) -> Result<(), Error> {
+    let (method, body) = if pinned {
+        (
+            "pinChatMessage",
+            serde_json::json!({"chat_id": chat.0, "message_id": id.0, "disable_notification": true}),
+        )
+    } else {
+        (
+            "unpinChatMessage",
+            serde_json::json!({"chat_id": chat.0, "message_id": id.0}),
+        )
+    };
+    match with_retry(method, || {
+        request::<serde_json::Value>(bot, method, &body, None)
+    })
+    .await
+    {
+        Ok(_) => Ok(()),
+        Err(Error::Api { message, .. })
+            if message.contains("not modified") || message.contains("NOT_MODIFIED") =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
 }
 
 #[async_trait]

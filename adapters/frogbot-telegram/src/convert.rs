@@ -3,6 +3,7 @@
 //! ([`talks_to_bot`], [`is_own_message`]) and [`strip_mention`].
 
 use chrono::SecondsFormat;
+use frogbot_model::blocks::EventClick;
 use frogbot_model::{ActionEvent, Interaction, PlatformUser, ThreadMessage, ThreadMessageMetadata};
 use teloxide::types::{
     CallbackQuery, Message, MessageEntityKind, Update, UpdateKind, User, UserId,
@@ -72,6 +73,21 @@ pub fn action(query: &CallbackQuery) -> Result<Interaction, Error> {
             trigger_id: Some(query.id.0.clone()),
             raw: serde_json::to_value(query).map_err(|e| Error::Payload(e.to_string()))?,
         },
+    })
+}
+
+/// A click on an agent message's event button ([`crate::ids::EventToken`] callback data) as the
+/// engine's [`EventClick`]: the message it is on (`chat_id:message_id`), the block and button
+/// indexes, who clicked. `None` for any other callback query (a question's, the Stop button's)
+/// and for one without its message (an inline message).
+pub fn event_click(query: &CallbackQuery) -> Option<EventClick> {
+    let token = crate::ids::EventToken::decode(query.data.as_deref()?)?;
+    let message = query.message.as_ref()?;
+    Some(EventClick {
+        message_id: message_id(message.chat().id, message.id()),
+        block: token.block,
+        button: token.button,
+        user: platform_user(&query.from),
     })
 }
 
@@ -208,6 +224,28 @@ mod tests {
         assert_eq!(entity_text("abc", 7, 0), None);
         assert_eq!(entity_text("abc", usize::MAX, 2), None);
         assert_eq!(entity_text("abc", 1, usize::MAX), None);
+    }
+
+    #[test]
+    fn an_event_buttons_click_is_an_event_click_and_nothing_else_is() {
+        let query = |data: &str| -> CallbackQuery {
+            serde_json::from_value(serde_json::json!({
+                "id": "77", "chat_instance": "1", "data": data,
+                "from": {"id": 42, "is_bot": false, "first_name": "Ada", "last_name": "L"},
+                "message": {"message_id": 12, "date": 1, "text": "x",
+                    "chat": {"id": -100, "type": "supergroup", "title": "Ops"},
+                    "from": {"id": 999, "is_bot": true, "first_name": "FrogBot"}}
+            }))
+            .unwrap()
+        };
+        let click = event_click(&query("e3:1")).unwrap();
+        assert_eq!(click.message_id, "-100:12");
+        assert_eq!((click.block, click.button), (3, 1));
+        assert_eq!(click.user.id, "42");
+        assert_eq!(click.user.name.as_deref(), Some("Ada L"));
+        for other in ["q1:3:1", "frogbot-stop", "e3", "x"] {
+            assert_eq!(event_click(&query(other)), None, "{other}");
+        }
     }
 
     #[test]

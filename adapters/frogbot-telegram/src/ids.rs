@@ -98,6 +98,38 @@ impl Token {
     }
 }
 
+/// The callback data of an agent message's event button: `e{block}:{button}` (the block's index
+/// among the message's blocks, the button's index on the block). It never reads as a question's
+/// token (`q…`) nor as [`STOP_DATA`], and it fits Telegram's 64 bytes at any index (at most
+/// 1 + 20 + 1 + 20 bytes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EventToken {
+    /// The block's index among the message's blocks.
+    pub block: usize,
+    /// The button's index on the block.
+    pub button: usize,
+}
+
+impl EventToken {
+    /// The callback data.
+    pub fn encode(&self) -> String {
+        format!("e{}:{}", self.block, self.button)
+    }
+
+    /// Reads callback data; `None` when it is not an event button's.
+    pub fn decode(data: &str) -> Option<EventToken> {
+        let (block, button) = data.strip_prefix('e')?.split_once(':')?;
+        let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+        if !digits(block) || !digits(button) {
+            return None;
+        }
+        Some(EventToken {
+            block: block.parse().ok()?,
+            button: button.parse().ok()?,
+        })
+    }
+}
+
 /// A message id: `chat_id:message_id`.
 pub fn message_id(chat: ChatId, id: MessageId) -> String {
     format!("{}:{}", chat.0, id.0)
@@ -180,6 +212,30 @@ mod tests {
             pick: Pick::Skip,
         };
         assert!(worst.encode().len() <= MAX_CALLBACK_DATA);
+    }
+
+    #[test]
+    fn event_tokens_fit_and_never_collide_with_questions_or_stop() {
+        let worst = EventToken {
+            block: usize::MAX,
+            button: usize::MAX,
+        };
+        assert!(worst.encode().len() <= MAX_CALLBACK_DATA);
+        assert_eq!(EventToken::decode(&worst.encode()), Some(worst));
+        let t = EventToken {
+            block: 4,
+            button: 1,
+        };
+        assert_eq!(t.encode(), "e4:1");
+        assert_eq!(EventToken::decode("e4:1"), Some(t));
+        // Not a question's token, not the stop button's, and neither of those reads as an event.
+        assert_eq!(Token::decode(&t.encode()), None);
+        assert_ne!(t.encode(), STOP_DATA);
+        for other in [
+            STOP_DATA, "q1:2:3", "q1:2:d", "e1", "e1:", "e:1", "e1:2:3", "e-1:2", "e+1:2",
+        ] {
+            assert_eq!(EventToken::decode(other), None, "{other}");
+        }
     }
 
     #[test]

@@ -11,6 +11,16 @@
 //! `[channels.telegram]`. With the `testing` feature, `testing` is a fake Telegram Bot API for
 //! tests.
 //!
+//! Agent messages ([`render::agent_message`]): the title in `<b>`, the Markdown text, then the
+//! blocks in Telegram's HTML — tables as aligned `<pre>` text, progress as a text bar, code as
+//! `<pre><code class="language-x">`, fields as `<b>key:</b> value` lines, an app as its name with
+//! "open it in the web chat", an unknown type as the "update FrogBot" placeholder — packed into
+//! messages of at most 4,096 characters, and each image as a `sendPhoto` of its URL with the alt
+//! as its caption (at most 1,024). A block's event buttons are a row of the inline keyboard of the
+//! message its drawing ends in, with callback data `e{block}:{button}` ([`ids::EventToken`]).
+//! Edits are `editMessageText` / `editMessageMedia` in place (no notification), deletions
+//! `deleteMessage`, pins `pinChatMessage` (`disable_notification`) / `unpinChatMessage`.
+//!
 //! Ids: a message is `chat_id:message_id`; a thread is `chat_id`, or `chat_id:thread_id` for a
 //! forum topic. Callback data is a short token `q{revision}:{question}:{option}` (never a label), so
 //! it always fits Telegram's 64 bytes.

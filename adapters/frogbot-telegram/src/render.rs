@@ -34,7 +34,10 @@ use frogbot_model::{
 };
 use teloxide::types::{ForceReply, InlineKeyboardButton, InlineKeyboardMarkup};
 
-use crate::format::escape;
+use frogbot_model::UiMessage;
+use frogbot_model::blocks::{Block, BlockKind, UNKNOWN_BLOCK_TEXT, blocks_of, progress_bar};
+
+use crate::format::{escape, visible_len};
 use crate::ids::{Pick, Token};
 
 /// Telegram's limit on a message's text, in characters (`sendMessage`, `editMessageText`).
@@ -459,6 +462,320 @@ pub fn stop_keyboard() -> InlineKeyboardMarkup {
         STOP_LABEL,
         crate::ids::STOP_DATA,
     )]])
+}
+
+// ---------------------------------------------------------------------------------------------
+// Agent messages: title, Markdown text and blocks.
+// ---------------------------------------------------------------------------------------------
+
+/// Telegram's limit on a photo's caption, in characters after entity parsing (`sendPhoto`,
+/// `editMessageCaption`, an `InputMediaPhoto`'s `caption`).
+pub const MAX_CAPTION: usize = 1024;
+/// The widest a table cell is drawn in a `<pre>` table, in characters (longer ones are cut with
+/// `…`: a phone shows about 40 monospace characters a line).
+pub const MAX_TABLE_CELL: usize = 32;
+/// How many cells a progress bar has.
+pub const PROGRESS_WIDTH: usize = 16;
+/// The longest title drawn, in characters.
+pub const MAX_TITLE: usize = 256;
+
+/// One Telegram message an agent message is drawn in.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AgentPiece {
+    /// A text message (`sendMessage` / `editMessageText`, `parse_mode` `HTML`).
+    Text {
+        /// Its HTML: at most [`MAX_TEXT`] characters shown.
+        html: String,
+        /// The event buttons of the blocks it ends (one row a block), if any.
+        keyboard: Option<InlineKeyboardMarkup>,
+    },
+    /// An image block (`sendPhoto` / `editMessageMedia`): Telegram fetches `url` itself.
+    Photo {
+        /// The image's http(s) URL.
+        url: String,
+        /// Its caption (the alt text) as HTML, at most [`MAX_CAPTION`] characters shown.
+        caption: String,
+        /// The image block's event buttons, if any.
+        keyboard: Option<InlineKeyboardMarkup>,
+    },
+}
+
+impl AgentPiece {
+    /// Its inline keyboard.
+    pub fn keyboard(&self) -> Option<&InlineKeyboardMarkup> {
+        match self {
+            AgentPiece::Text { keyboard, .. } | AgentPiece::Photo { keyboard, .. } => {
+                keyboard.as_ref()
+            }
+        }
+    }
+}
+
+/// The row of event buttons of block `index` (callback data [`crate::ids::EventToken`]).
+pub fn event_row(index: usize, block: &Block) -> Vec<InlineKeyboardButton> {
+    block
+        .events
+        .iter()
+        .enumerate()
+        .map(|(b, e)| {
+            let token = crate::ids::EventToken {
+                block: index,
+                button: b,
+            };
+            InlineKeyboardButton::callback(truncate(&e.label, MAX_BUTTON_TEXT), token.encode())
+        })
+        .collect()
+}
+
+/// Groups plain lines into chunks of at most `budget` characters (lines joined with `\n`); a
+/// longer line is cut into pieces of `budget` characters.
+fn chunk_lines(lines: &[String], budget: usize) -> Vec<Vec<String>> {
+    let budget = budget.max(1);
+    let mut out: Vec<Vec<String>> = Vec::new();
+    let mut cur: Vec<String> = Vec::new();
+    let mut len = 0;
+    let mut push = |line: String, cur: &mut Vec<String>, len: &mut usize| {
+        let n = line.chars().count();
+        let add = if cur.is_empty() { n } else { n + 1 };
+        if !cur.is_empty() && *len + add > budget {
+            out.push(std::mem::take(cur));
+            *len = 0;
+            *len += n;
+        } else {
+            *len += add;
+        }
+        cur.push(line);
+    };
+    for line in lines {
+        let chars: Vec<char> = line.chars().collect();
+        if chars.len() <= budget {
+            push(line.clone(), &mut cur, &mut len);
+        } else {
+            for part in chars.chunks(budget) {
+                push(part.iter().collect(), &mut cur, &mut len);
+            }
+        }
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+/// A cell as a `<pre>` table draws it: on one line, at most [`MAX_TABLE_CELL`] characters.
+fn table_cell(s: &str) -> String {
+    let one_line: String = s
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    truncate(one_line.trim(), MAX_TABLE_CELL)
+}
+
+/// A table as `<pre>` chunks of aligned columns, each with the header and at most [`MAX_TEXT`]
+/// characters shown.
+fn table_chunks(columns: &[String], rows: &[Vec<String>]) -> Vec<String> {
+    let header: Vec<String> = columns.iter().map(|c| table_cell(c)).collect();
+    let body: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            (0..columns.len())
+                .map(|i| table_cell(r.get(i).map_or("", String::as_str)))
+                .collect()
+        })
+        .collect();
+    let widths: Vec<usize> = (0..columns.len())
+        .map(|i| {
+            std::iter::once(&header)
+                .chain(&body)
+                .map(|r| r[i].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |cells: &[String]| {
+        cells
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c}{}", " ".repeat(w - c.chars().count())))
+            .collect::<Vec<_>>()
+            .join(" │ ")
+            .trim_end()
+            .to_owned()
+    };
+    let head = line(&header);
+    let rule: String = widths
+        .iter()
+        .map(|w| "─".repeat(*w))
+        .collect::<Vec<_>>()
+        .join("─┼─");
+    let top = format!("{head}\n{rule}");
+    let lines: Vec<String> = body.iter().map(|r| line(r)).collect();
+    if lines.is_empty() {
+        return vec![format!("<pre>{}</pre>", escape(&top))];
+    }
+    let budget = MAX_TEXT - top.chars().count() - 1;
+    chunk_lines(&lines, budget)
+        .into_iter()
+        .map(|c| format!("<pre>{}\n{}</pre>", escape(&top), escape(&c.join("\n"))))
+        .collect()
+}
+
+/// The HTML chunks a (non-image) block is drawn in, each at most [`MAX_TEXT`] characters shown.
+pub fn block_chunks(block: &Block) -> Vec<String> {
+    match &block.kind {
+        BlockKind::Table { columns, rows } => table_chunks(columns, rows),
+        BlockKind::Progress { value, max, label } => {
+            let pct = (value / max * 100.0).round();
+            let bar = format!("{} {pct}%", progress_bar(*value, *max, PROGRESS_WIDTH));
+            let label = label
+                .as_deref()
+                .map(|l| format!("<b>{}</b>\n", escape(&truncate(l, MAX_TEXT - 100))))
+                .unwrap_or_default();
+            vec![format!("{label}{bar}")]
+        }
+        BlockKind::Code { code, language } => {
+            let open = match language {
+                Some(l) => format!("<pre><code class=\"language-{}\">", escape(l)),
+                None => "<pre>".to_owned(),
+            };
+            let close = if language.is_some() {
+                "</code></pre>"
+            } else {
+                "</pre>"
+            };
+            let lines: Vec<String> = code.trim_end().lines().map(str::to_owned).collect();
+            let lines = if lines.is_empty() {
+                vec![" ".to_owned()]
+            } else {
+                lines
+            };
+            chunk_lines(&lines, MAX_TEXT)
+                .into_iter()
+                .map(|c| format!("{open}{}{close}", escape(&c.join("\n"))))
+                .collect()
+        }
+        BlockKind::Fields { fields } => {
+            // One line a field, never cut (a key and a value are at most 2,000 characters each).
+            let mut out: Vec<String> = Vec::new();
+            let (mut cur, mut len) = (Vec::new(), 0);
+            for f in fields {
+                let key = truncate(&f.key, MAX_TEXT / 2 - 2);
+                let value = truncate(&f.value, MAX_TEXT / 2 - 2);
+                let n = key.chars().count() + 2 + value.chars().count();
+                if !cur.is_empty() && len + 1 + n > MAX_TEXT {
+                    out.push(std::mem::take(&mut cur).join("\n"));
+                    len = 0;
+                }
+                len += n + usize::from(!cur.is_empty());
+                cur.push(format!("<b>{}:</b> {}", escape(&key), escape(&value)));
+            }
+            if !cur.is_empty() {
+                out.push(cur.join("\n"));
+            }
+            out
+        }
+        BlockKind::Html { title, .. } => vec![format!(
+            "🧩 <b>{}</b>\n<i>An app: open it in the web chat.</i>",
+            escape(&truncate(title.as_deref().unwrap_or("App"), MAX_TITLE))
+        )],
+        BlockKind::Image { url, alt } => vec![escape(&truncate(
+            &if alt.is_empty() {
+                url.clone()
+            } else {
+                format!("{alt} ({url})")
+            },
+            MAX_TEXT,
+        ))],
+        _ => vec![escape(UNKNOWN_BLOCK_TEXT)],
+    }
+}
+
+/// An image's caption: its alt text, at most [`MAX_CAPTION`] characters shown.
+pub fn caption(alt: &str) -> String {
+    escape(&truncate(alt, MAX_CAPTION))
+}
+
+/// Draws an agent message: its title (bold) and Markdown text ([`crate::format::messages`]), then
+/// its blocks — tables as aligned `<pre>` text, progress as a bar, code as `<pre><code
+/// class="language-x">`, fields as `<b>key:</b> value` lines, an app as its name and "open it in
+/// the web chat", an unknown type as [`UNKNOWN_BLOCK_TEXT`] — packed into as few messages as fit
+/// [`MAX_TEXT`], an image as a photo message of its own (the alt as its caption). A block's event
+/// buttons are one row of the inline keyboard of the message its drawing ends in. An empty
+/// message gives no piece.
+pub fn agent_message(message: &UiMessage) -> Vec<AgentPiece> {
+    let mut texts = crate::format::messages(&message.text(), MAX_TEXT);
+    if let Some(title) = message
+        .metadata
+        .title
+        .as_deref()
+        .filter(|t| !t.trim().is_empty())
+    {
+        let title = format!("<b>{}</b>", escape(&truncate(title.trim(), MAX_TITLE)));
+        match texts.first_mut() {
+            Some(first) if visible_len(&title) + 2 + visible_len(first) <= MAX_TEXT => {
+                *first = format!("{title}\n\n{first}");
+            }
+            _ => texts.insert(0, title),
+        }
+    }
+    let mut out: Vec<AgentPiece> = texts
+        .into_iter()
+        .map(|html| AgentPiece::Text {
+            html,
+            keyboard: None,
+        })
+        .collect();
+    // The text message blocks are appended to: the last one, while it has no keyboard rows
+    // beyond the blocks' own.
+    let mut rows: Vec<Vec<InlineKeyboardButton>> = Vec::new();
+    let mut cur: Option<String> = match out.last() {
+        Some(AgentPiece::Text { .. }) => match out.pop() {
+            Some(AgentPiece::Text { html, .. }) => Some(html),
+            _ => None,
+        },
+        _ => None,
+    };
+    let flush = |cur: &mut Option<String>,
+                 rows: &mut Vec<Vec<InlineKeyboardButton>>,
+                 out: &mut Vec<AgentPiece>| {
+        if let Some(html) = cur.take() {
+            out.push(AgentPiece::Text {
+                html,
+                keyboard: (!rows.is_empty())
+                    .then(|| InlineKeyboardMarkup::new(std::mem::take(rows))),
+            });
+        }
+    };
+    for (i, block) in blocks_of(message).iter().enumerate() {
+        let row = event_row(i, block);
+        if let BlockKind::Image { url, alt } = &block.kind {
+            flush(&mut cur, &mut rows, &mut out);
+            out.push(AgentPiece::Photo {
+                url: url.clone(),
+                caption: caption(alt),
+                keyboard: (!row.is_empty()).then(|| InlineKeyboardMarkup::new([row])),
+            });
+            continue;
+        }
+        for chunk in block_chunks(block) {
+            cur = match cur.take() {
+                Some(html) if visible_len(&html) + 2 + visible_len(&chunk) <= MAX_TEXT => {
+                    Some(format!("{html}\n\n{chunk}"))
+                }
+                Some(html) => {
+                    let mut c = Some(html);
+                    flush(&mut c, &mut rows, &mut out);
+                    Some(chunk)
+                }
+                None => Some(chunk),
+            };
+        }
+        if !row.is_empty() {
+            rows.push(row);
+        }
+    }
+    flush(&mut cur, &mut rows, &mut out);
+    out
 }
 
 #[cfg(test)]

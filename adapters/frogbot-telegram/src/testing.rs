@@ -3,7 +3,11 @@
 //! (`{"ok": true, "result": …}` / `{"ok": false, "error_code", "description"}`) for `getMe`,
 //! `getWebhookInfo`, `getUpdates` (a long poll: held until an update is queued or `timeout` passes; `offset`
 //! confirms and forgets earlier updates), `setWebhook`, `deleteWebhook`, `sendMessage`,
-//! `editMessageText`, `editMessageReplyMarkup` and `answerCallbackQuery`. It keeps every message
+//! `editMessageText`, `editMessageReplyMarkup`, `answerCallbackQuery`, and for agent messages
+//! `sendPhoto` (an http(s) URL; a caption of at most 1,024 characters after entity parsing),
+//! `editMessageMedia` (a photo, also onto a text message), `deleteMessage` ("message to delete
+//! not found" once gone), `pinChatMessage` / `unpinChatMessage` ([`FakeBotApi::pinned`]); an
+//! `editMessageText` of a photo is refused ("there is no text in the message to edit"). It keeps every message
 //! it knows (the bot's, with their current keyboards, and the users' it made), records every call
 //! with its arrival time, and refuses what Telegram refuses: texts of 0 or more than 4,096
 //! characters (counted after entity parsing with `parse_mode` `HTML`), HTML it cannot parse
@@ -52,7 +56,9 @@ use tokio::sync::watch;
 
 use crate::convert::{interaction, parse_update};
 use crate::ids::{MAX_CALLBACK_DATA, split_message_id};
-use crate::render::{MAX_BUTTON_TEXT, MAX_BUTTONS, MAX_NOTICE, MAX_PLACEHOLDER, MAX_TEXT};
+use crate::render::{
+    MAX_BUTTON_TEXT, MAX_BUTTONS, MAX_CAPTION, MAX_NOTICE, MAX_PLACEHOLDER, MAX_TEXT,
+};
 use crate::{PLATFORM, TelegramQuestions};
 
 /// The bot's own user id.
@@ -349,6 +355,30 @@ impl FakeBotApi {
     pub fn sent(&self, message_id: i64) -> Value {
         self.message(message_id)
             .unwrap_or_else(|| panic!("the fake knows no message {message_id}"))
+    }
+
+    /// The ids of the messages pinned in chat `chat` now, in id order.
+    pub fn pinned(&self, chat: i64) -> Vec<i64> {
+        let messages = self.inner.messages.lock().expect("not poisoned");
+        let mut ids: Vec<i64> = messages
+            .iter()
+            .filter(|(_, m)| m["chat"]["id"] == chat && m["pinned"] == true)
+            .map(|(id, _)| *id)
+            .collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// The ids of the bot's messages in chat `chat` the fake still shows (not deleted), in order.
+    pub fn bot_messages(&self, chat: i64) -> Vec<i64> {
+        let messages = self.inner.messages.lock().expect("not poisoned");
+        let mut ids: Vec<i64> = messages
+            .iter()
+            .filter(|(_, m)| m["chat"]["id"] == chat && m["from"]["id"] == BOT_ID)
+            .map(|(id, _)| *id)
+            .collect();
+        ids.sort_unstable();
+        ids
     }
 
     /// A message as the fake shows it now, if it knows it.
@@ -720,6 +750,36 @@ fn refuse_text(body: &Value) -> Option<String> {
     } else {
         None
     }
+}
+
+/// Why Telegram would refuse the caption `caption` (parsed as HTML when `parse_mode` is `HTML`),
+/// else the caption shown.
+fn read_caption(caption: &Value, parse_mode: &Value) -> Result<Option<String>, String> {
+    let Some(text) = caption.as_str() else {
+        return Ok(None);
+    };
+    let shown = shown_text(&json!({"text": text, "parse_mode": parse_mode}))
+        .map_err(|why| format!("Bad Request: can't parse entities: {why}"))?;
+    if shown.chars().count() > MAX_CAPTION {
+        return Err("Bad Request: message caption is too long".into());
+    }
+    Ok(Some(shown).filter(|s| !s.is_empty()))
+}
+
+/// The `photo` sizes of a message showing the image at `url` (Telegram fetches an http(s) URL; a
+/// file id is not supported by this fake).
+fn photo_sizes(url: &Value) -> Result<Value, &'static str> {
+    let url = url.as_str().unwrap_or_default();
+    let lower = url.to_ascii_lowercase();
+    if !(lower.starts_with("http://") || lower.starts_with("https://")) {
+        return Err("Bad Request: wrong file identifier/HTTP URL specified");
+    }
+    Ok(json!([
+        {"file_id": format!("photo:{url}:s"), "file_unique_id": format!("s{}", url.len()),
+         "width": 90, "height": 60, "file_size": 1200},
+        {"file_id": format!("photo:{url}:m"), "file_unique_id": format!("m{}", url.len()),
+         "width": 800, "height": 533, "file_size": 48000}
+    ]))
 }
 
 /// The text a message of `body` shows: its `text`, or with `parse_mode` `HTML` what is left of it
@@ -1133,6 +1193,113 @@ fn respond(fake: &Inner, method: &str, body: &Value) -> (Response, Option<Value>
             }
             ok(shown)
         }
+        "sendphoto" => {
+            let sizes = match photo_sizes(&body["photo"]) {
+                Ok(s) => s,
+                Err(why) => return bad(why),
+            };
+            let caption = match read_caption(&body["caption"], &body["parse_mode"]) {
+                Ok(c) => c,
+                Err(why) => return bad(&why),
+            };
+            if let Some(why) = refuse_markup(&body["reply_markup"]) {
+                return bad(why);
+            }
+            let id = fake.next_message.fetch_add(1, Ordering::SeqCst);
+            let mut m = json!({
+                "message_id": id, "date": now(), "chat": chat_of(&body["chat_id"]),
+                "from": bot_user(), "photo": sizes
+            });
+            if let Some(c) = caption {
+                m["caption"] = json!(c);
+            }
+            if let Some(t) = body["message_thread_id"].as_i64() {
+                m["message_thread_id"] = json!(t);
+                m["is_topic_message"] = json!(true);
+            }
+            if body["reply_markup"]["inline_keyboard"].is_array() {
+                m["reply_markup"] = body["reply_markup"].clone();
+            }
+            fake.messages
+                .lock()
+                .expect("not poisoned")
+                .insert(id, m.clone());
+            ok(m)
+        }
+        "editmessagemedia" => {
+            // The new media replaces the message's (a text message gets it added: Bot API 7.x+
+            // "or to add media to text messages"); the caption is the media's.
+            let media = &body["media"];
+            if media["type"] != "photo" {
+                return bad("Bad Request: this fake edits photos only");
+            }
+            let sizes = match photo_sizes(&media["media"]) {
+                Ok(s) => s,
+                Err(why) => return bad(why),
+            };
+            let caption = match read_caption(&media["caption"], &media["parse_mode"]) {
+                Ok(c) => c,
+                Err(why) => return bad(&why),
+            };
+            if let Some(why) = refuse_markup(&body["reply_markup"]) {
+                return bad(why);
+            }
+            let id = body["message_id"].as_i64().unwrap_or(0);
+            let mut messages = fake.messages.lock().expect("not poisoned");
+            let Some(m) = messages
+                .get_mut(&id)
+                .filter(|m| m["chat"]["id"] == body["chat_id"] && m["from"]["id"] == BOT_ID)
+            else {
+                return bad("Bad Request: message to edit not found");
+            };
+            let mut edited = m.clone();
+            if let Some(o) = edited.as_object_mut() {
+                o.remove("text");
+                o.remove("caption");
+                o.remove("reply_markup");
+            }
+            edited["photo"] = sizes;
+            if let Some(c) = caption {
+                edited["caption"] = json!(c);
+            }
+            if body["reply_markup"]["inline_keyboard"]
+                .as_array()
+                .is_some_and(|r| !r.is_empty())
+            {
+                edited["reply_markup"] = body["reply_markup"].clone();
+            }
+            if edited == *m {
+                return bad(NOT_MODIFIED);
+            }
+            edited["edit_date"] = json!(now());
+            *m = edited.clone();
+            ok(edited)
+        }
+        "deletemessage" => {
+            let id = body["message_id"].as_i64().unwrap_or(0);
+            let mut messages = fake.messages.lock().expect("not poisoned");
+            if !messages
+                .get(&id)
+                .is_some_and(|m| m["chat"]["id"] == body["chat_id"])
+            {
+                return bad("Bad Request: message to delete not found");
+            }
+            messages.remove(&id);
+            ok(json!(true))
+        }
+        "pinchatmessage" | "unpinchatmessage" => {
+            let id = body["message_id"].as_i64().unwrap_or(0);
+            let mut messages = fake.messages.lock().expect("not poisoned");
+            let Some(m) = messages
+                .get_mut(&id)
+                .filter(|m| m["chat"]["id"] == body["chat_id"])
+            else {
+                return bad("Bad Request: message not found");
+            };
+            // Pinning a pinned message (or unpinning one that is not) is accepted as done.
+            m["pinned"] = json!(method == "pinchatmessage");
+            ok(json!(true))
+        }
         "editmessagetext" | "editmessagereplymarkup" => {
             if method == "editmessagetext"
                 && let Some(why) = refuse_text(body)
@@ -1155,6 +1322,9 @@ fn respond(fake: &Inner, method: &str, body: &Value) -> (Response, Option<Value>
             else {
                 return bad("Bad Request: message to edit not found");
             };
+            if method == "editmessagetext" && m.get("photo").is_some() {
+                return bad("Bad Request: there is no text in the message to edit");
+            }
             let mut edited = m.clone();
             if body.get("text").is_some() {
                 edited["text"] = json!(shown_text(body).unwrap_or_default());

@@ -1026,3 +1026,106 @@ async fn the_fakes_updates_are_served_in_id_order_when_pushed_at_once() {
     );
     assert!(seen.windows(2).all(|w| w[0] < w[1]), "in id order");
 }
+
+/// An agent outside FrogBot in Ada's private chat: its message with an event button is posted
+/// through the outbox (an inline keyboard with `e{block}:{button}`), Ada taps the button three
+/// times, and the agent's inbox holds three events — nothing is answered in the chat.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_taps_on_an_event_button_are_three_events_in_the_agents_inbox() {
+    use frogbot_core::agent::{AgentMessage, AgentPlace, ChannelTarget};
+    let s = setup(EVERYONE).await;
+    let agent = UserId::new("ada");
+    let chat = s
+        .engine
+        .open_agent_chat(
+            Some(&agent),
+            AgentPlace::Channel {
+                platform: PLATFORM.into(),
+                place: ChannelTarget::Thread(ADA.to_string()),
+            },
+            "Deploy",
+            "k1",
+        )
+        .await
+        .unwrap();
+    let blocks = frogbot_model::blocks::Block::list_from_json(&json!([
+        {"type": "progress", "id": "bar", "value": 1, "max": 4, "label": "Steps"},
+        {"type": "fields", "id": "actions", "fields": [{"key": "Branch", "value": "main"}],
+         "events": [{"label": "Retry", "value": "retry"}, {"label": "Show logs"}]}
+    ]))
+    .unwrap();
+    s.engine
+        .agent_send(
+            &chat.chat_id,
+            Some(&agent),
+            AgentMessage {
+                id: Some("m1".into()),
+                title: Some("Deploy".into()),
+                text: Some("Starting **now**".into()),
+                blocks,
+                pin: None,
+            },
+        )
+        .await
+        .unwrap();
+    let (id, body) = s
+        .fake
+        .wait_for("the agent's message", |calls| {
+            calls.iter().find_map(|c| {
+                let r = c.result.as_ref()?;
+                (c.method == "sendmessage" && !c.body["reply_markup"].is_null())
+                    .then(|| (r["message_id"].as_i64().unwrap(), c.body.clone()))
+            })
+        })
+        .await;
+    assert_eq!(
+        body["reply_markup"]["inline_keyboard"][0][0]["callback_data"],
+        "e1:0"
+    );
+    // The engine keeps the platform id before a click can find it.
+    let deadline = std::time::Instant::now() + testing::WAIT;
+    loop {
+        let m = s
+            .engine
+            .store_for_tests()
+            .get_message(&chat.chat_id, "m1")
+            .await
+            .unwrap();
+        if m.is_some_and(|m| !m.message.metadata.posted.is_empty()) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the posted id was never kept"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let sends = s.fake.calls("sendmessage").len();
+    for n in 0..3 {
+        click(&s.fake, &format!("tap{n}"), ADA, id, "e1:0");
+    }
+    s.fake
+        .wait_for("three answered taps", |calls| {
+            (0..3)
+                .all(|n| answered(calls, &format!("tap{n}")).is_some())
+                .then_some(())
+        })
+        .await;
+    for n in 0..3 {
+        let a = answered(&s.fake.all_calls(), &format!("tap{n}")).unwrap();
+        assert!(a.get("text").is_none(), "no notice: {a}");
+    }
+    let items = s
+        .engine
+        .inbox(Some(&agent), Some(&chat.chat_id), 10)
+        .await
+        .unwrap();
+    assert_eq!(items.len(), 3, "{items:#?}");
+    for item in &items {
+        let ev = item.event.as_ref().expect("an event");
+        assert_eq!(ev.block_id, "actions");
+        assert_eq!(ev.value, "retry");
+        assert_eq!(ev.message_id, "m1");
+    }
+    assert_eq!(s.fake.calls("sendmessage").len(), sends, "nothing answered");
+}

@@ -21,6 +21,14 @@
 //! already has with their first event and posts only the missing ones: exactly once, as long as
 //! the homeserver remembers the transaction (the same device: the adapter restores its session).
 //!
+//! Agent messages ([`ChannelOutbox::post_message`]): each piece of [`render::agent_message`] is
+//! sent under the transaction id of its [`Delivery::piece_key`] (an image after its upload), and
+//! each event-button reaction under one made from it, so a retry posts nothing twice.
+//! [`ChannelOutbox::edit_posted`] sends `m.replace` edits (which do not notify: the default push
+//! rule `.m.rule.suppress_edits`) and brings the bot's reactions to the new buttons;
+//! [`ChannelOutbox::delete_posted`] redacts; [`ChannelOutbox::pin_posted`] reads the room's
+//! `m.room.pinned_events` from the server and writes it back changed.
+//!
 //! Asks ([`ChannelOutbox::ask_thread`]): a thread (`room|event`) is asked in as it is; a room
 //! (`!room:server`, or an alias `#room:server`, resolved) gets the ask's text as a new root
 //! message, and the ask goes to that message's thread; a person (`@alice:server`) is asked in the
@@ -41,14 +49,14 @@ use frogbot_model::{
     Ack, BoxError, PlatformUser, Thread, ThreadMessage, ThreadMessageMetadata, UiMessage,
     millis_to_iso,
 };
-use matrix_sdk::ruma::{OwnedEventId, OwnedRoomId, RoomAliasId, RoomId, UserId};
+use matrix_sdk::ruma::{EventId, OwnedEventId, OwnedRoomId, RoomAliasId, RoomId, UserId};
 use serde_json::{Value, json};
 
 use crate::client::MatrixApi;
 use crate::convert::{parse_user_id, strip_reply_fallback};
 use crate::format::{self, Formatted};
 use crate::ids::{message_id, split_message_id};
-use crate::render::thread_message;
+use crate::render::{self, AgentPiece, thread_message};
 
 /// The most characters of one reply message; longer replies are split.
 pub const MESSAGE_CHARS: usize = 32_000;
@@ -267,6 +275,115 @@ impl<A: MatrixApi + Clone + 'static> ChannelOutbox for MatrixOutbox<A> {
             .collect()
     }
 
+    /// Draws the agent message ([`render::agent_message`]) in the thread: each piece an
+    /// `m.room.message` (`m.text` with `body` and HTML `formatted_body`; an image fetched and
+    /// uploaded to the media repository as an `m.image`, or a link saying it could not be shown)
+    /// sent under the transaction id of its [`Delivery::piece_key`], then the bot's reactions
+    /// for the event buttons of its blocks, each under a transaction id of its own: a retry, in
+    /// this process or another, posts nothing twice and gets the same event ids back.
+    async fn post_message(
+        &self,
+        thread: &Thread,
+        message: &UiMessage,
+        delivery: &Delivery,
+    ) -> Result<Vec<String>, BoxError> {
+        let (room, root) = split_message_id(&thread.id)?;
+        let mut ids = Vec::new();
+        for (i, drawn) in render::agent_message(message).iter().enumerate() {
+            let key = delivery.piece_key(i);
+            let content = self.piece_content(&root, &drawn.piece).await?;
+            let event = self
+                .api
+                .send_once(&room, "m.room.message", content, &txn_id(&key))
+                .await?;
+            for (k, reaction_key) in drawn.keys.iter().enumerate() {
+                let (t, content) = render::reaction(&event, reaction_key);
+                self.api
+                    .send_once(&room, t, content, &txn_id(&format!("{key}:r{k}")))
+                    .await?;
+            }
+            ids.push(message_id(&room, &event));
+        }
+        Ok(ids)
+    }
+
+    /// Redraws each piece with an `m.replace` edit (`m.new_content` the whole new content;
+    /// homeservers' default push rule `.m.rule.suppress_edits` keeps edits from notifying), and
+    /// brings the bot's event-button reactions on it to the new keys (redacting the old ones,
+    /// placing the new); a longer message posts its extra pieces in the thread, a shorter one
+    /// redacts the surplus.
+    async fn edit_posted(
+        &self,
+        thread: &Thread,
+        posted: &[String],
+        message: &UiMessage,
+    ) -> Result<Vec<String>, BoxError> {
+        let (room, root) = split_message_id(&thread.id)?;
+        let drawn = render::agent_message(message);
+        let mut ids = Vec::new();
+        for (i, d) in drawn.iter().enumerate() {
+            let new = self.piece_content(&root, &d.piece).await?;
+            let event = match posted.get(i) {
+                Some(old) => {
+                    let (_, event) = split_message_id(old)?;
+                    let content = replacement_of(event.as_str(), new);
+                    self.api.send(&room, "m.room.message", content).await?;
+                    event
+                }
+                None => self.api.send(&room, "m.room.message", new).await?,
+            };
+            self.sync_reactions(&room, &event, &d.keys).await?;
+            ids.push(message_id(&room, &event));
+        }
+        for old in posted.iter().skip(drawn.len()) {
+            let (old_room, event) = split_message_id(old)?;
+            self.api.redact(&old_room, &event, None).await?;
+        }
+        Ok(ids)
+    }
+
+    /// Redacts each piece (a piece already redacted or gone is no failure: the homeserver
+    /// accepts the redaction again).
+    async fn delete_posted(&self, _thread: &Thread, posted: &[String]) -> Result<(), BoxError> {
+        for id in posted {
+            let (room, event) = split_message_id(id)?;
+            self.api.redact(&room, &event, None).await?;
+        }
+        Ok(())
+    }
+
+    /// Read-modify-write of the room's `m.room.pinned_events`: the server's list now, with the
+    /// event added (at the end) or taken out; nothing is written when it is so already.
+    async fn pin_posted(
+        &self,
+        _thread: &Thread,
+        message_id: &str,
+        pinned: bool,
+    ) -> Result<(), BoxError> {
+        let (room, event) = split_message_id(message_id)?;
+        let mut list = self.api.pinned_events(&room).await?;
+        if list.contains(&event) == pinned {
+            return Ok(());
+        }
+        if pinned {
+            list.push(event);
+        } else {
+            list.retain(|e| *e != event);
+        }
+        self.api
+            .set_pinned_events(&room, list)
+            .await
+            .map_err(|e| match e {
+                crate::Error::Api { message, .. } if message.contains("M_FORBIDDEN") => format!(
+                    "the bot may not pin in this room ({message}): give it the power level \
+                         that m.room.pinned_events needs (a moderator's, 50, by default)"
+                )
+                .into(),
+                e => BoxError::from(e),
+            })?;
+        Ok(())
+    }
+
     /// An `m.replace` edit of the message.
     async fn edit_message(
         &self,
@@ -307,6 +424,74 @@ impl<A: MatrixApi + Clone + 'static> ChannelOutbox for MatrixOutbox<A> {
 }
 
 impl<A: MatrixApi> MatrixOutbox<A> {
+    /// The content of a piece in the thread on `root`: an `m.text` with its HTML, or an image
+    /// uploaded to the media repository as an `m.image` (a link saying so when it cannot be).
+    async fn piece_content(&self, root: &EventId, piece: &AgentPiece) -> Result<Value, BoxError> {
+        let text = |f: &Formatted| -> Result<Value, BoxError> {
+            let (_, mut content) = thread_message(&f.body, root)?;
+            f.add_to(&mut content);
+            Ok(content)
+        };
+        match piece {
+            AgentPiece::Text(f) => text(f),
+            AgentPiece::Image { url, alt } => match self.api.upload_image(url).await {
+                Ok(up) => {
+                    let name = if alt.is_empty() {
+                        "image"
+                    } else {
+                        alt.as_str()
+                    };
+                    let (_, mut content) = thread_message(name, root)?;
+                    content["msgtype"] = "m.image".into();
+                    content["url"] = up.mxc.into();
+                    content["info"] = json!({"mimetype": up.mimetype, "size": up.size});
+                    Ok(content)
+                }
+                Err(e) => {
+                    tracing::warn!(url = %url, error = %e, "an image could not be uploaded to Matrix; posting a link");
+                    text(&render::image_link(url, alt, true))
+                }
+            },
+        }
+    }
+
+    /// Brings the bot's event-button reactions on `event` to `keys`: redacts its reactions with
+    /// an event-button key not in `keys`, places the keys it lacks.
+    async fn sync_reactions(
+        &self,
+        room: &RoomId,
+        event: &EventId,
+        keys: &[String],
+    ) -> Result<(), BoxError> {
+        let me = self.api.own_user();
+        let have: Vec<(String, String)> = self
+            .api
+            .annotations(room, event)
+            .await?
+            .into_iter()
+            .filter(|e| me.as_ref().is_some_and(|me| e["sender"] == me.as_str()))
+            .filter_map(|e| {
+                let key = e["content"]["m.relates_to"]["key"].as_str()?.to_owned();
+                crate::ids::event_key_indexes(&key)?;
+                Some((e["event_id"].as_str()?.to_owned(), key))
+            })
+            .collect();
+        for (id, key) in &have {
+            if !keys.contains(key)
+                && let Ok(id) = EventId::parse(id)
+            {
+                self.api.redact(room, &id, None).await?;
+            }
+        }
+        for key in keys {
+            if !have.iter().any(|(_, k)| k == key) {
+                let (t, content) = render::reaction(event, key);
+                self.api.send(room, t, content).await?;
+            }
+        }
+        Ok(())
+    }
+
     /// A thread event as a [`ThreadMessage`]: `m.room.message`s with a text body, not edits.
     async fn history_message(&self, room: &OwnedRoomId, e: &Value) -> Option<ThreadMessage> {
         if e["type"] != "m.room.message" || e["content"]["m.relates_to"]["rel_type"] == "m.replace"
@@ -346,6 +531,27 @@ pub struct MatrixDrafts<A> {
     /// Each message's text as last sent: an edit to the same text (only the Stop control, which
     /// Matrix does not draw, changed) sends nothing.
     bodies: Mutex<HashMap<String, String>>,
+}
+
+/// The content of an `m.replace` edit of `event` to the message content `new` (as
+/// [`replacement`], for any `msgtype`): `m.new_content` is `new` without its relation, the outer
+/// content the `* ` fallback.
+pub fn replacement_of(event: &str, new: Value) -> Value {
+    let mut inner = new;
+    if let Some(o) = inner.as_object_mut() {
+        o.remove("m.relates_to");
+        o.remove("m.mentions");
+    }
+    let mut outer = inner.clone();
+    if let Some(body) = inner["body"].as_str() {
+        outer["body"] = format!("* {body}").into();
+    }
+    if let Some(html) = inner["formatted_body"].as_str() {
+        outer["formatted_body"] = format!("* {html}").into();
+    }
+    outer["m.new_content"] = inner;
+    outer["m.relates_to"] = json!({"rel_type": "m.replace", "event_id": event});
+    outer
 }
 
 /// The content of an `m.replace` edit of `event` to `new`: `m.new_content` the whole new

@@ -40,6 +40,7 @@ use crate::client::MatrixApi;
 use crate::convert::{Incoming, IncomingMessage, classify};
 use crate::ids::split_message_id;
 use crate::render::mention_notice;
+use frogbot_model::blocks::EventClick;
 
 /// What the sync loop needs of a connected adapter.
 #[derive(Clone, Debug)]
@@ -347,6 +348,48 @@ impl Ctx {
                 }
             }
             Incoming::Message(m) => self.on_message(m, room).await,
+            Incoming::Event(click) => self.on_event(click, room).await,
+        }
+    }
+
+    /// A person's event-button reaction on an agent message: the event goes to the agent's
+    /// inbox (any number of times). The thread is the message's `m.thread` root, read from the
+    /// message itself (the reaction names only the message).
+    async fn on_event(&self, click: EventClick, room: &Room) {
+        let thread = match split_message_id(&click.message_id) {
+            Ok((_, target)) => {
+                let root = match room.event(&target, None).await {
+                    Ok(e) => e
+                        .raw()
+                        .deserialize_as::<serde_json::Value>()
+                        .ok()
+                        .and_then(|v| {
+                            let rel = &v["content"]["m.relates_to"];
+                            (rel["rel_type"] == "m.thread")
+                                .then(|| rel["event_id"].as_str().map(str::to_owned))
+                                .flatten()
+                        }),
+                    Err(e) => {
+                        debug!(error = %e, "reading the message of an event click failed");
+                        None
+                    }
+                };
+                match root.and_then(|r| OwnedEventId::try_from(r).ok()) {
+                    Some(root) => crate::ids::message_id(room.room_id(), &root),
+                    None => click.message_id.clone(),
+                }
+            }
+            Err(_) => return,
+        };
+        let span = info_span!("matrix_event_click", room = %room.room_id());
+        match self
+            .engine
+            .channel_event(PLATFORM, &thread, click)
+            .instrument(span)
+            .await
+        {
+            Ok(outcome) => debug!(?outcome, "Matrix event button click handled"),
+            Err(e) => warn!(error = %e, "Matrix event button click failed"),
         }
     }
 

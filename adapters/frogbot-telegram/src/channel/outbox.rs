@@ -12,6 +12,16 @@
 //! carrying a Stop button ([`render::stop_keyboard`]) while the model writes, none once the reply
 //! is final.
 //!
+//! Agent messages ([`ChannelOutbox::post_message`]) are drawn by [`render::agent_message`] and
+//! posted like a durable delivery's pieces (each once under its [`Delivery::piece_key`], the
+//! posted ids remembered in-process so a retry returns them and posts only what is missing);
+//! the first piece notifies, the others are silent. [`ChannelOutbox::edit_posted`] edits each
+//! piece in place (`editMessageText`, `editMessageMedia`), sends a longer message's extra pieces
+//! silently and deletes a shorter one's surplus; a photo that must become text is deleted and the
+//! text sent in its place. [`ChannelOutbox::delete_posted`] is `deleteMessage`,
+//! [`ChannelOutbox::pin_posted`] `pinChatMessage` with `disable_notification` /
+//! `unpinChatMessage`.
+//!
 //! Telegram gives bots no history of a chat, so [`ChannelOutbox::thread_history`] keeps its
 //! default (nothing): the model sees only the messages the bot received.
 //!
@@ -24,7 +34,7 @@
 //! answer was lost (a reset after Telegram posted it) is posted again, and a retry in another
 //! process posts the whole reply again.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
 use async_trait::async_trait;
@@ -38,7 +48,10 @@ use teloxide::Bot;
 use teloxide::types::{ChatId, MessageId, ThreadId};
 use tracing::warn;
 
-use crate::client::{TelegramApi, send_html_once};
+use crate::client::{
+    Edited, TelegramApi, delete_message, edit_piece, pin_message, send_html_once, send_piece_once,
+    with_retry,
+};
 use crate::format;
 use crate::ids::{split_message_id, split_thread_id};
 use crate::render::{self, MAX_TEXT};
@@ -50,20 +63,25 @@ pub const MAX_POSTED_PIECES: usize = 10_000;
 /// How many threads' "message replies answer" the outbox remembers before it forgets them all.
 pub const MAX_REPLY_TO: usize = 10_000;
 
-/// The piece keys posted lately, in order, at most [`MAX_POSTED_PIECES`].
+/// The piece keys posted lately with the message each was posted as (`chat:id`), in order, at
+/// most [`MAX_POSTED_PIECES`].
 #[derive(Debug, Default)]
 struct Posted {
-    keys: HashSet<String>,
+    keys: HashMap<String, String>,
     order: VecDeque<String>,
 }
 
 impl Posted {
     fn contains(&self, key: &str) -> bool {
-        self.keys.contains(key)
+        self.keys.contains_key(key)
     }
 
-    fn insert(&mut self, key: String) {
-        if !self.keys.insert(key.clone()) {
+    fn get(&self, key: &str) -> Option<String> {
+        self.keys.get(key).cloned()
+    }
+
+    fn insert(&mut self, key: String, id: String) {
+        if self.keys.insert(key.clone(), id).is_some() {
             return;
         }
         self.order.push_back(key);
@@ -202,8 +220,11 @@ impl ChannelOutbox for TelegramOutbox {
             if self.posted(&key) {
                 continue;
             }
-            send_html_once(&self.api, chat, topic, part, reply_to).await?;
-            self.posted.lock().expect("not poisoned").insert(key);
+            let sent = send_html_once(&self.api, chat, topic, part, reply_to).await?;
+            self.posted
+                .lock()
+                .expect("not poisoned")
+                .insert(key, crate::ids::message_id(sent.chat, sent.id));
         }
         Ok(())
     }
@@ -244,6 +265,96 @@ impl ChannelOutbox for TelegramOutbox {
     /// The Markdown pieces `post_reply` posts one message each ([`format::pieces`]).
     fn pieces(&self, text: &str) -> Vec<String> {
         format::pieces(text, MAX_TEXT)
+    }
+
+    /// Draws the agent message ([`render::agent_message`]) piece by piece: `sendMessage` (HTML)
+    /// for text, `sendPhoto` for an image, the blocks' event buttons as inline keyboards; the
+    /// first piece notifies, the others are sent with `disable_notification`. As
+    /// [`ChannelOutbox::deliver`]: each piece is sent once under its [`Delivery::piece_key`],
+    /// not retried here, and a retry in this process sends only the pieces still missing (at
+    /// least once: see the module). Returns `chat:message_id` of every piece, in order.
+    async fn post_message(
+        &self,
+        thread: &Thread,
+        message: &UiMessage,
+        delivery: &Delivery,
+    ) -> Result<Vec<String>, BoxError> {
+        let pieces = render::agent_message(message);
+        let (chat, topic) = split_thread_id(&thread.id)?;
+        let mut ids = Vec::with_capacity(pieces.len());
+        for (i, piece) in pieces.iter().enumerate() {
+            let key = delivery.piece_key(i);
+            if let Some(id) = self.posted.lock().expect("not poisoned").get(&key) {
+                ids.push(id);
+                continue;
+            }
+            let sent = send_piece_once(&self.api, chat, topic, piece, i > 0).await?;
+            let id = crate::ids::message_id(sent.chat, sent.id);
+            self.posted
+                .lock()
+                .expect("not poisoned")
+                .insert(key, id.clone());
+            ids.push(id);
+        }
+        Ok(ids)
+    }
+
+    /// Redraws the pieces in place: `editMessageText` for text, `editMessageMedia` for an image
+    /// (Telegram's edits never notify). A photo that must become text (Telegram cannot take the
+    /// media off a message) or a message someone deleted is sent anew, silently, in its place; a
+    /// longer message sends its extra pieces silently, a shorter one deletes the surplus.
+    async fn edit_posted(
+        &self,
+        thread: &Thread,
+        posted: &[String],
+        message: &UiMessage,
+    ) -> Result<Vec<String>, BoxError> {
+        let pieces = render::agent_message(message);
+        let (chat, topic) = split_thread_id(&thread.id)?;
+        let mut ids = Vec::with_capacity(pieces.len());
+        for (i, piece) in pieces.iter().enumerate() {
+            if let Some(old) = posted.get(i) {
+                let (old_chat, old_id) = split_message_id(old)?;
+                match edit_piece(&self.api, old_chat, old_id, piece).await? {
+                    Edited::Done => {
+                        ids.push(old.clone());
+                        continue;
+                    }
+                    Edited::Replace => delete_message(&self.api, old_chat, old_id).await?,
+                }
+            }
+            let sent = with_retry("send", || {
+                send_piece_once(&self.api, chat, topic, piece, true)
+            })
+            .await?;
+            ids.push(crate::ids::message_id(sent.chat, sent.id));
+        }
+        for old in posted.iter().skip(pieces.len()) {
+            let (old_chat, old_id) = split_message_id(old)?;
+            delete_message(&self.api, old_chat, old_id).await?;
+        }
+        Ok(ids)
+    }
+
+    /// `deleteMessage` of each piece (one already gone is no failure).
+    async fn delete_posted(&self, _thread: &Thread, posted: &[String]) -> Result<(), BoxError> {
+        for id in posted {
+            let (chat, id) = split_message_id(id)?;
+            delete_message(&self.api, chat, id).await?;
+        }
+        Ok(())
+    }
+
+    /// `pinChatMessage` (with `disable_notification`) or `unpinChatMessage`.
+    async fn pin_posted(
+        &self,
+        _thread: &Thread,
+        message_id: &str,
+        pinned: bool,
+    ) -> Result<(), BoxError> {
+        let (chat, id) = split_message_id(message_id)?;
+        pin_message(&self.api, chat, id, pinned).await?;
+        Ok(())
     }
 
     /// `editMessageText` (HTML, no keyboard) of message `chat:id`.
@@ -420,9 +531,9 @@ mod tests {
     fn posted_pieces_are_bounded() {
         let mut posted = Posted::default();
         for i in 0..MAX_POSTED_PIECES + 5 {
-            posted.insert(format!("k:{i}"));
+            posted.insert(format!("k:{i}"), format!("1:{i}"));
         }
-        posted.insert("k:9".into()); // again: no second entry
+        posted.insert("k:9".into(), "1:9".into()); // again: no second entry
         assert_eq!(posted.order.len(), MAX_POSTED_PIECES);
         assert_eq!(posted.keys.len(), MAX_POSTED_PIECES);
         assert!(!posted.contains("k:0") && !posted.contains("k:4"));

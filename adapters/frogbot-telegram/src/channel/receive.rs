@@ -34,9 +34,10 @@ use std::time::Duration;
 use axum::extract::State;
 use axum::http::StatusCode;
 use frogbot_core::agent::{
-    ChannelMessageOutcome, Engine, InteractionOutcome, STOP_REFUSED_TEXT, StopOutcome,
+    ChannelMessageOutcome, Engine, EventOutcome, InteractionOutcome, STOP_REFUSED_TEXT, StopOutcome,
 };
 use frogbot_model::Interaction;
+use frogbot_model::blocks::EventClick;
 use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
@@ -609,6 +610,9 @@ async fn on_callback(ctx: &Context, q: CallbackQuery) {
     if q.data.as_deref() == Some(STOP_DATA) {
         return on_stop(ctx, &q, thread).await;
     }
+    if let Some(click) = crate::convert::event_click(&q) {
+        return on_event(ctx, &q, thread, click).await;
+    }
     // The hooks answer the query for stale, denied and rejected clicks (with a notice); every
     // other case is answered here, so no button is left spinning.
     let notice = match action(&q) {
@@ -637,6 +641,31 @@ async fn on_callback(ctx: &Context, q: CallbackQuery) {
                     Some(FAILED_TEXT)
                 }
             }
+        }
+    };
+    if let Err(e) = TelegramApi::answer_callback_query(&ctx.bot, &q.id.0, notice).await {
+        warn!(callback_query_id = %q.id, error = %e, "answerCallbackQuery failed");
+    }
+}
+
+/// A click on an agent message's event button: the engine sends the event to the agent's inbox
+/// (any number of times; nothing is answered). A click on a message, block or button that is
+/// gone, or by someone who may not write in the chat, gets a notice.
+async fn on_event(ctx: &Context, q: &CallbackQuery, thread: Option<String>, click: EventClick) {
+    let thread = thread.unwrap_or_else(|| {
+        click
+            .message_id
+            .split_once(':')
+            .map_or_else(String::new, |(chat, _)| chat.to_owned())
+    });
+    let notice = match ctx.engine.channel_event(PLATFORM, &thread, click).await {
+        Ok(EventOutcome::Sent) => None,
+        Ok(EventOutcome::Stale) => Some(STALE_TEXT),
+        Ok(EventOutcome::Denied) => Some(NOT_ALLOWED_TEXT),
+        Ok(_) => None,
+        Err(e) => {
+            warn!(thread = %thread, error = %e, "the engine could not take an event click");
+            Some(FAILED_TEXT)
         }
     };
     if let Err(e) = TelegramApi::answer_callback_query(&ctx.bot, &q.id.0, notice).await {
