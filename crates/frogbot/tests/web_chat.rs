@@ -370,3 +370,16 @@ async fn web_chat_draws_an_agents_messages() {
         "web-agent.mjs failed ({status}):\n{transcript}\n{stderr}"
     );
 }
+
+/// The web chat's placeholder for a block type it does not know is the model's sentence.
+#[test]
+fn web_chat_shows_the_models_unknown_block_text() {
+    let script = include_str!("../src/web/app.js");
+    assert!(
+        script.contains(&format!(
+            "const UNKNOWN_BLOCK_TEXT = \"{}\";",
+            frogbot_model::blocks::UNKNOWN_BLOCK_TEXT
+        )),
+        "app.js's UNKNOWN_BLOCK_TEXT differs from frogbot_model::blocks::UNKNOWN_BLOCK_TEXT"
+    );
+}

@@ -7,8 +7,8 @@
 // each change it makes while the page is open is asked for with a line `agent: ACTION` on stdout,
 // answered with `ok` (or `fail: why`) on stdin. Checks the blocks (and that agent data never runs
 // as HTML), a pin above the thread that returns to its place when unpinned, an app in a sandboxed
-// iframe, an event button's click, an edit and a deletion shown live, and the acknowledgement
-// badges. Prints `web-agent: ok` and exits 0, or `web-agent: FAIL …` and exits 1.
+// iframe, an event button's click (and a stale one), an edit and a deletion shown live, and the
+// acknowledgement badges. Prints `web-agent: ok` and exits 0, or `web-agent: FAIL …` and exits 1.
 import { mkdtempSync, rmSync, mkdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -181,7 +181,10 @@ await step("the app is a sandboxed iframe without same origin", async () => {
 await step("screenshot", async () => {
   mkdirSync(dirname(shot), { recursive: true });
   await page.screenshot({ path: shot });
+  // The blocks whole: a tall window, so the pinned app leaves the thread room.
+  await page.setViewportSize({ width: 1200, height: 2400 });
   await thread("m-blocks").screenshot({ path: shot.replace(/(\.png)?$/, "-blocks.png") });
+  await page.setViewportSize({ width: 1200, height: 900 });
 });
 
 await step("an event button sends its event", async () => {
@@ -189,6 +192,19 @@ await step("an event button sends its event", async () => {
   await btn.click();
   await thread("m-blocks").locator('button.event[data-state="sent"]').waitFor();
   await agent("inbox-event");
+});
+
+await step("a stale button says it is no longer available", async () => {
+  // The server's answer when the button went away before the page learned of it.
+  await page.route("**/block-events", (route) =>
+    route.fulfill({
+      status: 409,
+      contentType: "application/json",
+      body: JSON.stringify({ error: { code: "stale", message: "that message, block or button is gone" } }),
+    }));
+  await thread("m-blocks").locator('button.event[data-value="Reject"]').click();
+  await thread("m-blocks").locator('button.event[data-state="stale"]', { hasText: "no longer available" }).waitFor();
+  await page.unroute("**/block-events");
 });
 
 await step("an edit shows live", async () => {
