@@ -15,6 +15,7 @@
     error: $("#error"),
     scroller: $("#messages"),
     messages: $("#message-list"),
+    pins: $("#pins"),
     questions: $("#questions"),
     composer: $("#composer"),
     text: $("#composer textarea"),
@@ -33,6 +34,7 @@
     refreshTimer: null,
     refreshing: false,
     refreshAgain: false,
+    nodes: new Map(), // message id → {sig, node}: unchanged messages keep their nodes (and apps)
   };
 
   // ---- helpers ----------------------------------------------------------------------------
@@ -259,25 +261,123 @@
     if (state !== "running") ui.steer.checked = false;
 
     const nearBottom = ui.scroller.scrollHeight - ui.scroller.scrollTop - ui.scroller.clientHeight < 80;
-    const messages = chat ? chat.messages || [] : [];
+    const messages = (chat ? chat.messages || [] : []).filter(visible);
+    const pinned = pinnedOf(messages);
+    const thread = messages.filter((m) => !pinned.has(m));
+    const used = new Set();
+    const keep = (m, where) => {
+      const sig = where + "\u0000" + JSON.stringify(m) + "\u0000" + (app.chat ? app.chat.owner : "") + timeOf((m.metadata || {}).createdAt);
+      let entry = app.nodes.get(m.id + where);
+      if (!entry || entry.sig !== sig) {
+        entry = { sig, node: where === "pin" ? renderPin(m) : renderMessage(m) };
+        app.nodes.set(m.id + where, entry);
+      }
+      used.add(m.id + where);
+      return entry.node;
+    };
+    reconcile(ui.pins, [...pinned].map((m) => keep(m, "pin")));
+    ui.pins.hidden = !pinned.size;
+    ui.pins.classList.toggle("has-app", [...pinned].some(isApp));
     if (!messages.length) {
       ui.messages.replaceChildren(h("div", { class: "welcome" },
         h("h2", { text: "Hi, I'm FrogBot." }),
         h("p", {}, "Send a message to start. With the demo model, ", h("code", { text: "ask" }),
           " makes it ask you a question and ", h("code", { text: "slow 3" }), " makes it take its time.")));
+      app.nodes.clear();
       return;
     }
-    const nodes = messages.map(renderMessage);
+    const nodes = thread.map((m) => keep(m, "thread"));
+    for (const k of [...app.nodes.keys()]) if (!used.has(k)) app.nodes.delete(k);
     if (state === "running") {
       // The reply being written lands before the queued messages.
-      const firstQueued = messages.findIndex((m) => (m.metadata || {}).status === "queued");
+      const firstQueued = thread.findIndex((m) => (m.metadata || {}).status === "queued");
       nodes.splice(firstQueued < 0 ? nodes.length : firstQueued, 0, h("div", { class: "typing", "aria-label": "FrogBot is working" }, h("span", { text: "●" }), " ", h("span", { text: "●" }), " ", h("span", { text: "●" })));
     }
-    ui.messages.replaceChildren(...nodes);
+    reconcile(ui.messages, nodes);
     if (nearBottom || app.stickToBottom) {
       app.stickToBottom = false;
       ui.scroller.scrollTop = ui.scroller.scrollHeight;
     }
+  }
+
+  // Puts `nodes` in `container` in order, moving as little as possible: a node that stays is
+  // never taken out (an app's iframe would reload).
+  function reconcile(container, nodes) {
+    const want = new Set(nodes);
+    for (const c of [...container.children]) if (!want.has(c)) c.remove();
+    nodes.forEach((n, i) => {
+      const at = container.children[i];
+      if (at !== n) container.insertBefore(n, at || null);
+    });
+  }
+
+  // What the thread shows: no deleted message (a live event may carry its tombstone) and no
+  // block event (a click stored for the agent's inbox).
+  function visible(m) {
+    const meta = m.metadata || {};
+    if (meta.deletedAt) return false;
+    return !(m.parts || []).some((p) => p && p.type === "data-event");
+  }
+
+  // The pinned messages: one per key, the newest (last in the thread's order) wins.
+  function pinnedOf(messages) {
+    const byKey = new Map();
+    for (const m of messages) {
+      const key = (m.metadata || {}).pin;
+      if (m.role === "assistant" && typeof key === "string" && key) byKey.set(key, m);
+    }
+    return new Set(messages.filter((m) => [...byKey.values()].includes(m)));
+  }
+
+  const BLOCK_PREFIX = "data-block-";
+  const isBlock = (p) => p && typeof p.type === "string" && p.type.startsWith(BLOCK_PREFIX);
+
+  // An app: a pinned message whose only content is one html block.
+  function isApp(m) {
+    const parts = (m.parts || []).filter((p) => !(p.type === "text" && !String(p.text || "").trim()) && p.type !== "step-start");
+    return !!(m.metadata || {}).pin && parts.length === 1 && parts[0].type === BLOCK_PREFIX + "html";
+  }
+
+  function renderPin(m) {
+    const meta = m.metadata || {};
+    const app_ = isApp(m);
+    const edited = meta.editedAt ? h("span", { class: "edited", title: meta.editedAt, text: "edited" }) : null;
+    if (app_) {
+      const part = m.parts.find(isBlock);
+      const data = part.data || {};
+      return h("div", { class: "pin app", dataset: { pin: meta.pin, messageId: m.id } },
+        h("div", { class: "pin-head" }, h("span", { class: "pin-key", text: "📌 " + (meta.title || data.title || meta.pin) }), edited),
+        renderBlock(m, part, true));
+    }
+    return h("div", { class: "pin", dataset: { pin: meta.pin, messageId: m.id } },
+      h("div", { class: "pin-head" }, h("span", { class: "pin-key", text: "📌 " + meta.pin }), edited),
+      ...renderBody(m));
+  }
+
+  // A message's content: its title, text, tool calls and blocks, in order.
+  function renderBody(m) {
+    const meta = m.metadata || {};
+    const body = [];
+    if (typeof meta.title === "string" && meta.title.trim()) body.push(h("div", { class: "msg-title", role: "heading", "aria-level": "3", text: meta.title }));
+    let text = "";
+    const flushText = () => {
+      if (text.trim()) body.push(h("div", { class: "bubble", text: text.replace(/^\n+|\n+$/g, "") }));
+      text = "";
+    };
+    for (const p of m.parts || []) {
+      if (!p || typeof p.type !== "string") continue;
+      if (p.type === "text") {
+        text += p.text;
+      } else if (p.type.startsWith("tool-")) {
+        flushText();
+        body.push(renderToolPart(p));
+      } else if (isBlock(p)) {
+        flushText();
+        body.push(renderBlock(m, p, false));
+      }
+    }
+    flushText();
+    return body;
   }
 
   function renderMessage(m) {
@@ -285,21 +385,9 @@
     const queued = meta.status === "queued";
     const cls = ["message", m.role];
     if (queued) cls.push("queued");
-    const body = [];
-    let text = "";
-    const flushText = () => {
-      if (text.trim()) body.push(h("div", { class: "bubble", text: text.replace(/^\n+|\n+$/g, "") }));
-      text = "";
-    };
-    for (const p of m.parts || []) {
-      if (p.type === "text") {
-        text += p.text;
-      } else if (typeof p.type === "string" && p.type.startsWith("tool-")) {
-        flushText();
-        body.push(renderToolPart(p));
-      }
-    }
-    flushText();
+    const body = renderBody(m);
+    if ((m.parts || []).some(isBlock)) cls.push("has-blocks");
+    if ((m.parts || []).some((p) => p && p.type === BLOCK_PREFIX + "html")) cls.push("has-app");
     if (!body.length && !meta.error) body.push(h("div", { class: "bubble", text: "…" }));
     if (meta.error) {
       body.push(h("div", { class: "error-text", text: `${meta.error.message || "The turn failed"} (${meta.error.code || "error"})` }));
@@ -311,6 +399,7 @@
     if (queued && meta.delivery === "steer") metaLine.push(h("span", { class: "badge steer", text: "steer" }));
     if (m.role === "user" && meta.author && app.chat && app.chat.owner !== meta.author) metaLine.push(h("span", { text: meta.author }));
     if (m.role === "assistant" && meta.model) metaLine.push(h("span", { text: meta.model }));
+    if (meta.editedAt) metaLine.push(h("span", { class: "edited", title: meta.editedAt, text: "edited" }));
     const t = timeOf(meta.createdAt);
     if (t) metaLine.push(h("span", { text: t }));
     if (queued && app.chat && !app.chat.channel) {
@@ -326,6 +415,109 @@
     }
     return h("div", { class: cls.join(" "), dataset: { messageId: m.id, role: m.role, status: meta.status || "" } },
       ...body, metaLine.length ? h("div", { class: "meta" }, ...metaLine) : null);
+  }
+
+  // ---- blocks (the rply messages model: data-block-{type} parts) ----------------------------
+
+  // What every app shows for a block of a type it does not know (frogbot-model's
+  // UNKNOWN_BLOCK_TEXT).
+  const UNKNOWN_BLOCK_TEXT = "⚠️ This message has content this version cannot show. Update FrogBot to see it.";
+
+  const str = (v) => (v === null || v === undefined ? "" : typeof v === "object" ? JSON.stringify(v) : String(v));
+  const num = (v, d) => (typeof v === "number" && isFinite(v) ? v : d);
+
+  const BLOCKS = {
+    table(d) {
+      const columns = Array.isArray(d.columns) ? d.columns.map(str) : [];
+      const rows = Array.isArray(d.rows) ? d.rows.filter(Array.isArray) : [];
+      if (!columns.length && !rows.length) throw new Error("empty table");
+      const width = Math.max(columns.length, ...rows.map((r) => r.length));
+      const pad = (cells) => Array.from({ length: width }, (_, i) => str(cells[i]));
+      return h("div", { class: "table-wrap" }, h("table", {},
+        columns.length ? h("thead", {}, h("tr", {}, pad(columns).map((c) => h("th", { scope: "col", text: c })))) : null,
+        h("tbody", {}, rows.map((r) => h("tr", {}, pad(r).map((c) => h("td", { text: c })))))));
+    },
+    progress(d) {
+      const max = num(d.max, 100) > 0 ? num(d.max, 100) : 100;
+      const value = Math.min(Math.max(num(d.value, 0), 0), max);
+      const pct = Math.round((value / max) * 100);
+      const label = str(d.label);
+      return h("div", { class: "progress" },
+        label ? h("span", { class: "progress-label", text: label }) : null,
+        h("progress", { value: String(value), max: String(max), "aria-label": label || "progress" }),
+        h("span", { class: "progress-pct", text: pct + "%" }));
+    },
+    image(d) {
+      const url = str(d.url);
+      const alt = str(d.alt);
+      if (!/^https?:\/\//i.test(url)) return h("div", { class: "image-missing", text: alt ? `[image: ${alt}]` : "[image]" });
+      return h("img", { src: url, alt, title: alt || null, loading: "lazy", referrerpolicy: "no-referrer", decoding: "async" });
+    },
+    code(d) {
+      const lang = str(d.language).replace(/[^A-Za-z0-9_+#-]/g, "").slice(0, 32);
+      return h("pre", {}, h("code", { class: lang ? "language-" + lang : null, text: str(d.code) }));
+    },
+    fields(d) {
+      const fields = Array.isArray(d.fields) ? d.fields : [];
+      return h("dl", { class: "fields" }, fields.flatMap((f) => [h("dt", { text: str(f && f.key) }), h("dd", { text: str(f && f.value) })]));
+    },
+    html(d, full) {
+      // An app: its own page in a sandbox with scripts but no same origin, so it can reach
+      // neither this page nor the API with the person's token.
+      const frame = h("iframe", {
+        class: "app-frame" + (full ? " full" : ""),
+        sandbox: "allow-scripts",
+        referrerpolicy: "no-referrer",
+        title: str(d.title) || "App",
+      });
+      frame.srcdoc = str(d.html);
+      return frame;
+    },
+  };
+
+  function renderBlock(m, p, full) {
+    const type = p.type.slice(BLOCK_PREFIX.length);
+    const data = p.data && typeof p.data === "object" ? p.data : {};
+    let el = null;
+    if (Object.prototype.hasOwnProperty.call(BLOCKS, type)) {
+      try { el = BLOCKS[type](data, full); } catch (_) { el = null; }
+    }
+    if (!el) el = h("div", { class: "unknown-text", text: UNKNOWN_BLOCK_TEXT });
+    const events = Array.isArray(data.events) ? data.events.filter((e) => e && typeof e.label === "string") : [];
+    return h("div", { class: "block block-" + (el.classList.contains("unknown-text") ? "unknown" : type), dataset: typeof p.id === "string" ? { blockId: p.id, type } : { type } },
+      el, events.length ? h("div", { class: "events" }, events.map((e) => eventButton(m, p, e))) : null);
+  }
+
+  // A button that sends an event (the block id and the button's value) to the agent's inbox.
+  function eventButton(m, p, e) {
+    const value = typeof e.value === "string" ? e.value : e.label;
+    const btn = h("button", { type: "button", class: "event", disabled: typeof p.id !== "string", dataset: { value }, text: e.label });
+    let timer = null;
+    btn.addEventListener("click", async () => {
+      clearTimeout(timer);
+      btn.disabled = true;
+      btn.dataset.state = "sending";
+      try {
+        await api("POST", `/api/chats/${encodeURIComponent(app.chatId)}/block-events`, { messageId: m.id, blockId: p.id, value });
+        btn.dataset.state = "sent";
+        btn.textContent = "✓ sent";
+        timer = setTimeout(() => {
+          btn.textContent = e.label;
+          delete btn.dataset.state;
+          btn.disabled = false;
+        }, 1500);
+      } catch (err) {
+        if (err instanceof ApiError && err.status === 409) {
+          btn.dataset.state = "stale";
+          btn.textContent = e.label + " — no longer available";
+        } else {
+          btn.disabled = false;
+          delete btn.dataset.state;
+          showError(err);
+        }
+      }
+    });
+    return btn;
   }
 
   function renderToolPart(p) {
@@ -602,6 +794,16 @@
 
   let listTimer = null;
   function onEvent(ev) {
+    if (ev.type === "message" && ev.message && app.chat && Array.isArray(app.chat.messages)
+      && ev.message.role === "assistant") {
+      // An agent message's edit, pin or deletion shows at once (a tombstone hides it); the
+      // refresh below brings the rest.
+      const list = app.chat.messages;
+      const at = list.findIndex((m) => m.id === ev.message.id);
+      if (at >= 0) list[at] = ev.message;
+      else list.push(ev.message);
+      renderChat();
+    }
     if (ev.type === "state") {
       if (app.chat && app.chat.state !== ev.state) {
         app.chat.state = ev.state;
