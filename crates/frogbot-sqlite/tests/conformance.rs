@@ -364,7 +364,7 @@ async fn a_database_migrated_by_sqlx_is_adopted() {
     let v: i64 = c
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(v, 4, "only 0003 and 0004 ran");
+    assert_eq!(v, 5, "only 0003, 0004 and 0005 ran");
     let revision: i64 = c
         .query_row("SELECT revision FROM questions", [], |r| r.get(0))
         .unwrap();
@@ -387,8 +387,9 @@ async fn a_new_database_is_migrated_in_wal_mode() {
     let v: i64 = c
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(v, 4);
-    // 0004: the queue index holds only queued messages; the updated_at index is gone.
+    assert_eq!(v, 5);
+    // 0004: the queue index holds only queued messages; the updated_at index is gone. 0005: the
+    // inbox index holds only what waits in an agent's inbox.
     let indexes: Vec<String> = c
         .prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'messages' AND name NOT LIKE 'sqlite_%' ORDER BY name")
         .unwrap()
@@ -398,7 +399,12 @@ async fn a_new_database_is_migrated_in_wal_mode() {
         .unwrap();
     assert_eq!(
         indexes,
-        ["messages_by_version", "messages_order", "messages_queued"]
+        [
+            "messages_by_version",
+            "messages_inbox",
+            "messages_order",
+            "messages_queued"
+        ]
     );
     let mode: String = c
         .query_row("PRAGMA journal_mode", [], |r| r.get(0))

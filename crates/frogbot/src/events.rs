@@ -284,6 +284,9 @@ struct Seen {
     /// The latest reply's outcome (done or failed), told to `unanswered` once that reply is final:
     /// when the chat stops running, or a promoted message starts the next turn.
     reply: Option<frogbot_core::model::Ack>,
+    /// The chat is bound to an external agent: its acknowledgements are the ones the agent set
+    /// (stored on each message), never derived from turns.
+    agent: bool,
 }
 
 impl Seen {
@@ -314,6 +317,7 @@ impl Seen {
         let mut acks = String::new();
         let mut message = std::borrow::Cow::Borrowed(message);
         match message.role {
+            _ if self.agent => {}
             Role::User => {
                 let queued = message.metadata.status == Some(MessageStatus::Queued);
                 if !queued {
@@ -328,10 +332,7 @@ impl Seen {
                 } else {
                     Ack::Seen
                 };
-                // An agent's chat stores the acknowledgements its agent set: they stay.
-                if message.metadata.ack.is_none() {
-                    message.to_mut().metadata.ack = Some(ack);
-                }
+                message.to_mut().metadata.ack = Some(ack);
             }
             Role::Assistant => {
                 self.reply = Some(if message.metadata.error.is_some() {
@@ -360,6 +361,9 @@ impl Seen {
         }
         self.state = state;
         let mut out = format!("data: {}\n\n", json!({"type": "state", "state": state}));
+        if self.agent {
+            return Some(Bytes::from(out));
+        }
         if state != TurnState::Running {
             self.answered(&mut out);
         }
@@ -388,6 +392,7 @@ async fn run_watch(
         version,
         unanswered: Vec::new(),
         reply: None,
+        agent: matches!(engine.chat(&chat).await, Ok(Some(row)) if row.agent.is_some()),
     };
     let mut tick = tokio::time::interval(POLL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -409,6 +414,7 @@ async fn run_watch(
                 // the chat's version says whether anything was written, and only what is newer is
                 // read.
                 let Ok(Some(row)) = engine.chat(&chat).await else { continue };
+                seen.agent = row.agent.is_some();
                 if let Some(bytes) = seen.state(row.state(now_millis())) {
                     let _ = frames.send(bytes);
                 }
@@ -424,5 +430,64 @@ async fn run_watch(
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use frogbot_core::model::{Ack, MessagePart, Role};
+
+    fn msg(id: &str, role: Role, ack: Option<Ack>) -> UiMessage {
+        let mut m = UiMessage {
+            id: id.into(),
+            role,
+            parts: vec![MessagePart::text("x")],
+            metadata: Default::default(),
+        };
+        m.metadata.ack = ack;
+        m
+    }
+
+    fn seen(agent: bool) -> Seen {
+        Seen {
+            versions: HashMap::new(),
+            state: TurnState::Idle,
+            version: 0,
+            unanswered: Vec::new(),
+            reply: None,
+            agent,
+        }
+    }
+
+    /// In an agent's chat the frames carry the acks the agent set, never ones derived from
+    /// turns: a person's message not taken yet has none, and the agent's message acks nothing.
+    #[test]
+    fn an_agents_chat_streams_only_the_acks_its_agent_set() {
+        let mut s = seen(true);
+        let f =
+            String::from_utf8(s.message(&msg("p1", Role::User, None)).unwrap().to_vec()).unwrap();
+        assert!(!f.contains("\"ack\""), "{f}");
+        let f = String::from_utf8(
+            s.message(&msg("a1", Role::Assistant, None))
+                .unwrap()
+                .to_vec(),
+        )
+        .unwrap();
+        assert!(!f.contains("\"type\":\"ack\""), "{f}");
+        let f = String::from_utf8(
+            s.message(&msg("p1", Role::User, Some(Ack::Working)))
+                .unwrap()
+                .to_vec(),
+        )
+        .unwrap();
+        assert!(f.contains("\"ack\":\"working\""), "{f}");
+        let f = String::from_utf8(s.state(TurnState::Running).unwrap().to_vec()).unwrap();
+        assert!(!f.contains("\"type\":\"ack\""), "{f}");
+        // FrogBot's own chats derive them as before.
+        let mut s = seen(false);
+        let f =
+            String::from_utf8(s.message(&msg("p1", Role::User, None)).unwrap().to_vec()).unwrap();
+        assert!(f.contains("\"ack\":\"seen\""), "{f}");
     }
 }

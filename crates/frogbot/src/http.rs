@@ -364,13 +364,18 @@ async fn readyz(State(state): State<AppState>) -> Response {
 }
 
 fn chat_summary(row: &ChatRow) -> Value {
-    json!({
+    let mut v = json!({
         "chatId": row.chat_id,
         "owner": row.owner,
         "channel": row.channel,
         "state": row.state(now_millis()),
         "updatedAt": millis_to_iso(row.updated_at),
-    })
+    });
+    // A chat bound to an external agent (its people's messages go to the agent's inbox).
+    if row.agent.is_some() {
+        v["agentChat"] = json!(true);
+    }
+    v
 }
 
 async fn list_chats(State(state): State<AppState>, headers: HeaderMap) -> ApiResult {
