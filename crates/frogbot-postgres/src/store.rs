@@ -182,6 +182,13 @@ const PUT_MESSAGE: &str = concat!(
     msg_cols!("m", "")
 );
 
+/// One message by chat ($1) and id ($2).
+const MESSAGE_BY_ID: &str = concat!(
+    "SELECT ",
+    msg_cols!("m", ""),
+    " FROM messages m WHERE m.chat_id = $1 AND m.id = $2"
+);
+
 const TURN_MESSAGES: &str = concat!(
     "SELECT ",
     msg_cols!("m", ""),
@@ -752,6 +759,19 @@ impl PostgresStore {
         rows::message(&row, "")
     }
 
+    /// Writes `job` in the transaction (or on the connection) `conn`.
+    async fn enqueue_in(&self, conn: &mut PgConnection, job: &NewJob) -> Result<()> {
+        sqlx::query(ENQUEUE_JOB)
+            .bind(&job.kind)
+            .bind(job.key.as_deref())
+            .bind(to_json(&job.payload)?)
+            .bind(job.run_at)
+            .fetch_one(&mut *conn)
+            .await
+            .db(self)?;
+        Ok(())
+    }
+
     /// The dup check and the last turn position, read under the chat's lock.
     async fn message_facts(
         &self,
@@ -843,14 +863,7 @@ impl PostgresStore {
             )
             .await?;
         if let Some(job) = req.interrupted.and_then(|d| d.job_for(row, &saved.message)) {
-            sqlx::query(ENQUEUE_JOB)
-                .bind(&job.kind)
-                .bind(job.key.as_deref())
-                .bind(to_json(&job.payload)?)
-                .bind(job.run_at)
-                .fetch_one(&mut *conn)
-                .await
-                .db(self)?;
+            self.enqueue_in(&mut *conn, &job).await?;
         }
         Ok(Some(saved))
     }
@@ -1422,16 +1435,12 @@ impl Store for PostgresStore {
     }
 
     async fn get_message(&self, chat: &ChatId, id: &str) -> Result<Option<StoredMessage>> {
-        let row = sqlx::query(concat!(
-            "SELECT ",
-            msg_cols!("m", ""),
-            " FROM messages m WHERE m.chat_id = $1 AND m.id = $2"
-        ))
-        .bind(chat.as_str())
-        .bind(id)
-        .fetch_optional(&self.pool)
-        .await
-        .db(self)?;
+        let row = sqlx::query(MESSAGE_BY_ID)
+            .bind(chat.as_str())
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await
+            .db(self)?;
         row.map(|r| rows::message(&r, "")).transpose()
     }
 
@@ -2360,16 +2369,12 @@ impl Store for PostgresStore {
             .ok_or_else(|| StoreError::not_found(Item::Chat, op.chat.as_str()))?;
         let (dup, last_position) = self.message_facts(&mut tx, op.chat, &op.message.id).await?;
         if dup {
-            let row = sqlx::query(concat!(
-                "SELECT ",
-                msg_cols!("m", ""),
-                " FROM messages m WHERE m.chat_id = $1 AND m.id = $2"
-            ))
-            .bind(op.chat.as_str())
-            .bind(&op.message.id)
-            .fetch_one(&mut *tx)
-            .await
-            .db(self)?;
+            let row = sqlx::query(MESSAGE_BY_ID)
+                .bind(op.chat.as_str())
+                .bind(&op.message.id)
+                .fetch_one(&mut *tx)
+                .await
+                .db(self)?;
             return Ok(PostedMessage::Duplicate(rows::message(&row, "")?));
         }
         let row = sqlx::query(BUMP_CHAT)
@@ -2401,14 +2406,7 @@ impl Store for PostgresStore {
                 .db(self)?;
         }
         if let Some(job) = op.job {
-            sqlx::query(ENQUEUE_JOB)
-                .bind(&job.kind)
-                .bind(job.key.as_deref())
-                .bind(to_json(&job.payload)?)
-                .bind(job.run_at)
-                .fetch_one(&mut *tx)
-                .await
-                .db(self)?;
+            self.enqueue_in(&mut tx, job).await?;
         }
         tx.commit().await.db(self)?;
         Ok(PostedMessage::New(saved))
@@ -2419,18 +2417,14 @@ impl Store for PostgresStore {
         if self.lock_chat(&mut tx, op.chat, None).await?.is_none() {
             return Ok(MessageUpdate::Moved(None));
         }
-        let current = sqlx::query(concat!(
-            "SELECT ",
-            msg_cols!("m", ""),
-            " FROM messages m WHERE m.chat_id = $1 AND m.id = $2"
-        ))
-        .bind(op.chat.as_str())
-        .bind(&op.message.id)
-        .fetch_optional(&mut *tx)
-        .await
-        .db(self)?
-        .map(|r| rows::message(&r, ""))
-        .transpose()?;
+        let current = sqlx::query(MESSAGE_BY_ID)
+            .bind(op.chat.as_str())
+            .bind(&op.message.id)
+            .fetch_optional(&mut *tx)
+            .await
+            .db(self)?
+            .map(|r| rows::message(&r, ""))
+            .transpose()?;
         let Some(current) = current else {
             return Ok(MessageUpdate::Moved(None));
         };
@@ -2462,14 +2456,7 @@ impl Store for PostgresStore {
         .db(self)?;
         let saved = rows::message(&row, "")?;
         if let Some(job) = op.job {
-            sqlx::query(ENQUEUE_JOB)
-                .bind(&job.kind)
-                .bind(job.key.as_deref())
-                .bind(to_json(&job.payload)?)
-                .bind(job.run_at)
-                .fetch_one(&mut *tx)
-                .await
-                .db(self)?;
+            self.enqueue_in(&mut tx, job).await?;
         }
         tx.commit().await.db(self)?;
         Ok(MessageUpdate::Done(Box::new(saved)))

@@ -163,6 +163,16 @@ fn parts_of(text: Option<&str>, blocks: &[Block]) -> Vec<MessagePart> {
     parts
 }
 
+/// A live agent message (not deleted): what the agent edits, deletes and pins.
+fn is_agent_message(m: &UiMessage) -> bool {
+    m.role == Role::Assistant && m.metadata.deleted_at.is_none()
+}
+
+/// A person's message (not an event): what the agent acknowledges.
+fn is_persons_message(m: &UiMessage) -> bool {
+    m.role == Role::User && !m.parts.iter().any(|p| BlockEvent::from_part(p).is_some())
+}
+
 impl Channels {
     fn now(&self) -> crate::model::Millis {
         self.turns.now()
@@ -381,10 +391,11 @@ impl Channels {
         &self,
         chat: &ChatId,
         message_id: &str,
+        which: fn(&UiMessage) -> bool,
         mut change: impl FnMut(&mut UiMessage) -> Result<bool>,
     ) -> Result<UiMessage> {
         for _ in 0..16 {
-            let current = self.own_message(chat, message_id).await?;
+            let current = self.message_where(chat, message_id, which).await?;
             let mut m = current.message.clone();
             if !change(&mut m)? {
                 return Ok(current.message);
@@ -421,14 +432,15 @@ impl Channels {
         Err(Error::invalid("the message keeps changing; try again"))
     }
 
-    async fn own_message(&self, chat: &ChatId, message_id: &str) -> Result<StoredMessage> {
-        let m = self.turns.store.get_message(chat, message_id).await?;
-        match m {
-            Some(m)
-                if m.message.role == Role::Assistant && m.message.metadata.deleted_at.is_none() =>
-            {
-                Ok(m)
-            }
+    /// The message `message_id` when `which` accepts it; `NotFound` otherwise.
+    async fn message_where(
+        &self,
+        chat: &ChatId,
+        message_id: &str,
+        which: fn(&UiMessage) -> bool,
+    ) -> Result<StoredMessage> {
+        match self.turns.store.get_message(chat, message_id).await? {
+            Some(m) if which(&m.message) => Ok(m),
             _ => Err(Error::NotFound {
                 item: Item::Message,
                 id: message_id.to_owned(),
@@ -449,7 +461,7 @@ impl Channels {
             check_title_text(title.as_deref(), text.as_deref())?;
         }
         let now = crate::model::millis_to_iso(self.now());
-        self.change_message(chat, message_id, |m| {
+        self.change_message(chat, message_id, is_agent_message, |m| {
             match &edit {
                 MessageEdit::Replace {
                     title,
@@ -502,7 +514,7 @@ impl Channels {
     ) -> Result<()> {
         self.agent_chat(chat, agent).await?;
         let now = crate::model::millis_to_iso(self.now());
-        self.change_message(chat, message_id, |m| {
+        self.change_message(chat, message_id, is_agent_message, |m| {
             m.parts.clear();
             m.metadata.title = None;
             m.metadata.pin = None;
@@ -533,7 +545,7 @@ impl Channels {
         }
         let pinned = match message {
             Some(id) => Some(
-                self.change_message(chat, id, |m| {
+                self.change_message(chat, id, is_agent_message, |m| {
                     if m.metadata.pin.as_deref() == Some(key) {
                         return Ok(false);
                     }
@@ -559,7 +571,7 @@ impl Channels {
             .map(|m| m.message.id)
             .collect();
         for id in others {
-            self.change_message(chat, &id, |m| {
+            self.change_message(chat, &id, is_agent_message, |m| {
                 if m.metadata.pin.as_deref() != Some(key) {
                     return Ok(false);
                 }
@@ -651,44 +663,13 @@ impl Channels {
                 "an agent acknowledges a message as working or done",
             ));
         }
-        for _ in 0..16 {
-            let current = self.turns.store.get_message(chat, message_id).await?;
-            let Some(current) = current.filter(|m| {
-                m.message.role == Role::User
-                    && !m
-                        .message
-                        .parts
-                        .iter()
-                        .any(|p| BlockEvent::from_part(p).is_some())
-            }) else {
-                return Err(Error::NotFound {
-                    item: Item::Message,
-                    id: message_id.to_owned(),
-                });
-            };
-            let mut m = current.message.clone();
+        self.change_message(chat, message_id, is_persons_message, |m| {
             m.metadata.ack = Some(ack);
-            match self
-                .turns
-                .store
-                .update_message(&UpdateMessageOp {
-                    chat,
-                    message: &m,
-                    expected_version: current.version,
-                    job: None,
-                    now: self.now(),
-                })
-                .await?
-            {
-                MessageUpdate::Done(saved) => {
-                    self.turns.emit_message(chat, &saved.message);
-                    self.platform_ack(chat, message_id, ack).await;
-                    return Ok(());
-                }
-                MessageUpdate::Moved(_) => continue,
-            }
-        }
-        Err(Error::invalid("the message keeps changing; try again"))
+            Ok(true)
+        })
+        .await?;
+        self.platform_ack(chat, message_id, ack).await;
+        Ok(())
     }
 
     /// A person's message in a bound chat's thread: saved for the agent's inbox.
@@ -814,8 +795,7 @@ impl Channels {
         }
         let messages = self.turns.store.list_messages(&chat.chat_id).await?;
         let found = messages.iter().rev().find(|m| {
-            m.message.role == Role::Assistant
-                && m.message.metadata.deleted_at.is_none()
+            is_agent_message(&m.message)
                 && m.message
                     .metadata
                     .posted
@@ -877,8 +857,7 @@ impl Channels {
         let Some(m) = self.turns.store.get_message(chat, message_id).await? else {
             return Ok(EventOutcome::Stale);
         };
-        let ok = m.message.role == Role::Assistant
-            && m.message.metadata.deleted_at.is_none()
+        let ok = is_agent_message(&m.message)
             && blocks_of(&m.message).iter().any(|b| {
                 b.id.as_deref() == Some(block_id) && b.events.iter().any(|e| e.value() == value)
             });
