@@ -10,10 +10,12 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use frogbot_core::BoxError;
-use frogbot_core::agent::scripted::{ScriptedModel, reply};
+use frogbot_core::agent::message_tools::{EDIT_MESSAGE_TOOL, SEND_MESSAGE_TOOL, SET_STATUS_TOOL};
+use frogbot_core::agent::scripted::{ScriptedModel, call, reply};
 use frogbot_core::agent::{
     AgentMessage, AgentPlace, AllowAll, AskPlace, Channel, ChannelMessageOutcome, ChannelOutbox,
     ChannelTarget, Delivery, Engine, EngineConfig, EventOutcome, ManualClock, MessageEdit,
+    ModelMessage, ModelRequest, Sent,
 };
 use frogbot_core::model::{
     Ack, Block, ChatId, EventClick, PlatformUser, PrefixedIdentity, Thread, ThreadMessage,
@@ -706,8 +708,214 @@ async fn a_waiting_inbox_wakes_on_arrival(url: &str) {
     assert_eq!(got[0].message.text(), "ping");
 }
 
+/// The tool results the model got in the turn in progress, by tool name: (name, content, error).
+fn results(req: &ModelRequest) -> Vec<(String, serde_json::Value, bool)> {
+    let all: Vec<&ModelMessage> = req.messages.iter().collect();
+    let since = all
+        .iter()
+        .rposition(|m| matches!(m, ModelMessage::User { .. }))
+        .unwrap_or(0);
+    all[since..]
+        .iter()
+        .filter_map(|m| match *m {
+            ModelMessage::Tool {
+                name,
+                content,
+                is_error,
+                ..
+            } => Some((
+                name.clone(),
+                serde_json::from_str(content).unwrap_or(json!(content)),
+                *is_error,
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+/// FrogBot's own agent with the message tools, in a platform thread: `set_status` posts the
+/// status pinned and then edits it in place; `send_message` posts a table the agent patches
+/// with `edit_message`; its own reply cannot be edited (an error result) and input blocks are
+/// refused with a pointer to the question tool — nothing of it posted twice.
+async fn frogbots_own_agent_keeps_a_status_pin_and_edits_what_it_posted(url: &str) {
+    let store = frogbot_testkit::open_store(url).await;
+    let platform = Arc::new(Platform::default());
+    let model = ScriptedModel::new(|req: &ModelRequest| {
+        let said = frogbot_testkit::last_user(req);
+        let got = results(req);
+        let id = |i: usize| got[i].1["messageId"].as_str().unwrap_or("?").to_owned();
+        if said.ends_with(": go") || said == "go" {
+            return match got.len() {
+                0 => {
+                    let mut e = call(
+                        "s1",
+                        SET_STATUS_TOOL,
+                        json!({"title": "Deploying", "blocks": [
+                            {"type": "progress", "value": 1, "max": 3, "label": "Steps"}]}),
+                    );
+                    e.truncate(1);
+                    e.extend(call(
+                        "m1",
+                        SEND_MESSAGE_TOOL,
+                        json!({"title": "Checks", "text": "So far:", "blocks": [
+                            {"type": "table", "id": "t", "columns": ["Check", "Result"],
+                             "rows": [["lint", "running"]]}]}),
+                    ));
+                    e
+                }
+                2 => {
+                    let mut e = call(
+                        "s2",
+                        SET_STATUS_TOOL,
+                        json!({"title": "Deployed", "blocks": [
+                            {"type": "progress", "value": 3, "max": 3, "label": "Steps"}]}),
+                    );
+                    e.truncate(1);
+                    e.extend(call(
+                        "e1",
+                        EDIT_MESSAGE_TOOL,
+                        json!({"message_id": id(1), "block_id": "t", "blocks": [
+                            {"type": "table", "columns": ["Check", "Result"],
+                             "rows": [["lint", "ok"]]}]}),
+                    ));
+                    e
+                }
+                _ => reply("deployed"),
+            };
+        }
+        // The second turn: edit the first turn's reply (refused), post an input block (refused).
+        match got.len() {
+            0 => {
+                let mut e = call(
+                    "x1",
+                    EDIT_MESSAGE_TOOL,
+                    json!({"message_id": said.rsplit(' ').next().unwrap_or_default(), "text": "rewritten"}),
+                );
+                e.truncate(1);
+                e.extend(call(
+                    "x2",
+                    SEND_MESSAGE_TOOL,
+                    json!({"blocks": [{"type": "choice", "options": ["a"]}]}),
+                ));
+                e
+            }
+            _ => reply("noted"),
+        }
+    });
+    let clock = Arc::new(ManualClock::at_system_time());
+    let engine = Engine::with_clock(
+        store.clone(),
+        vec![frogbot_testkit::offer("main", model)],
+        vec![],
+        EngineConfig {
+            message_tools: true,
+            ..Default::default()
+        },
+        clock.clone(),
+    )
+    .with_channel(Channel {
+        platform: PLATFORM.into(),
+        questions: None,
+        identity: Arc::new(PrefixedIdentity),
+        access: Arc::new(AllowAll),
+        outbox: Some(Arc::new(Outbox(platform.clone()))),
+    });
+    let out = engine
+        .channel_message(PLATFORM, "T1", person("u1", "go"))
+        .await
+        .unwrap();
+    let ChannelMessageOutcome::Sent(Sent::Started(turn)) = out else {
+        panic!("{out:?}")
+    };
+    turn.done.await.unwrap().unwrap();
+    let chat = frogbot_core::agent::channel_chat_id(PLATFORM, "T1");
+    // Shown as they are now (a change made before the post was shown is drawn with the post,
+    // so the edits are at most one each), pinned once, and nothing posted twice.
+    eventually(
+        "the status and the table are shown as edited",
+        WAIT,
+        async || {
+            platform.text_of("p0").as_deref() == Some("Deployed||[Steps: 100%]")
+                && platform.text_of("p1").as_deref()
+                    == Some("Checks|So far:|[Check | Result\nlint | ok]")
+                && *platform.pins.lock().unwrap() == ["p0"]
+        },
+    )
+    .await;
+    assert_eq!(
+        platform.calls("post"),
+        2,
+        "{:?}",
+        platform.calls.lock().unwrap()
+    );
+    assert!(
+        platform.calls("edit") <= 2,
+        "{:?}",
+        platform.calls.lock().unwrap()
+    );
+    assert_eq!(
+        platform.calls("pin"),
+        1,
+        "{:?}",
+        platform.calls.lock().unwrap()
+    );
+    let messages = store.list_messages(&chat).await.unwrap();
+    let status: Vec<&UiMessage> = messages
+        .iter()
+        .map(|m| &m.message)
+        .filter(|m| m.metadata.pin.as_deref() == Some("status"))
+        .collect();
+    assert_eq!(status.len(), 1, "one status pin");
+    assert_eq!(status[0].id, "msg-s1");
+    let reply_id = messages
+        .iter()
+        .rev()
+        .find(|m| m.message.text() == "deployed")
+        .unwrap()
+        .message
+        .id
+        .clone();
+
+    // The second turn tries to edit the reply and to post an input block.
+    let out = engine
+        .channel_message(PLATFORM, "T1", person("u2", &reply_id))
+        .await
+        .unwrap();
+    let ChannelMessageOutcome::Sent(Sent::Started(turn)) = out else {
+        panic!("{out:?}")
+    };
+    turn.done.await.unwrap().unwrap();
+    let stored = store.get_message(&chat, &reply_id).await.unwrap().unwrap();
+    assert_eq!(stored.message.text(), "deployed", "a reply is not edited");
+    let last = store.list_messages(&chat).await.unwrap();
+    let tools: Vec<_> = last
+        .iter()
+        .flat_map(|m| m.message.tool_parts().cloned().collect::<Vec<_>>())
+        .filter(|t| t.tool_call_id == "x1" || t.tool_call_id == "x2")
+        .collect();
+    assert_eq!(tools.len(), 2);
+    assert!(
+        tools[0]
+            .error_text
+            .as_deref()
+            .unwrap()
+            .contains("replies cannot be edited"),
+        "{tools:?}"
+    );
+    assert!(
+        tools[1]
+            .error_text
+            .as_deref()
+            .unwrap()
+            .contains("question tool"),
+        "{tools:?}"
+    );
+    assert_eq!(platform.calls("post"), 2, "nothing more posted");
+}
+
 frogbot_testkit::backends!(
     an_external_agent_talks_with_a_person_in_a_thread,
+    frogbots_own_agent_keeps_a_status_pin_and_edits_what_it_posted,
     an_agent_chat_refuses_others_and_bad_input,
     a_failed_post_is_shown_by_its_job,
     a_waiting_inbox_wakes_on_arrival,

@@ -327,6 +327,29 @@ pub struct Config {
     /// One table per channel adapter.
     #[serde(default)]
     pub channels: BTreeMap<String, toml::Value>,
+    /// The built-in tools offered to the model besides `question`.
+    #[serde(default)]
+    pub tools: ToolsConfig,
+}
+
+/// `[tools]`: the built-in tools, each of which can be turned off.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolsConfig {
+    /// `send_message`, `edit_message` and `set_status`: messages with titles and blocks, edited
+    /// in place, and the chat's status pin (on by default).
+    #[serde(default = "yes")]
+    pub messages: bool,
+}
+
+impl Default for ToolsConfig {
+    fn default() -> Self {
+        Self { messages: true }
+    }
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl Default for Config {
@@ -693,6 +716,21 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_message_tools_are_on_unless_turned_off() {
+        assert!(Config::parse("").unwrap().tools.messages);
+        assert!(
+            !Config::parse("[tools]\nmessages = false")
+                .unwrap()
+                .tools
+                .messages
+        );
+        let e = Config::parse("[tools]\nfetch = true")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown field `fetch`"), "{e}");
+    }
 
     #[test]
     fn empty_file_takes_every_default() {

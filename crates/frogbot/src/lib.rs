@@ -183,6 +183,7 @@ pub async fn build_engine(config: &Config) -> Result<Engine, Error> {
             ),
             turn_lease_ms: (config.turn_lease_seconds as i64) * 1000,
             default_model: config.default_model_id(),
+            message_tools: config.tools.messages,
             ..Default::default()
         },
     );

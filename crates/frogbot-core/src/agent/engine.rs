@@ -94,6 +94,11 @@ impl Engine {
                 reasoning: vec![],
             });
         }
+        let mut tools = tools;
+        let own_tools: super::message_tools::ChannelsCell = Default::default();
+        if config.message_tools {
+            tools.extend(super::message_tools::message_tools(&own_tools));
+        }
         let turns = Arc::new(Turns::new(store, clock, offers, tools, config));
         let questions = Arc::new(Questions {
             turns: turns.clone(),
@@ -105,6 +110,7 @@ impl Engine {
             registry.clone(),
         ));
         channels.set_self();
+        let _ = own_tools.set(Arc::downgrade(&channels));
         let listener: Arc<dyn TurnListener> = channels.clone();
         turns.set_listener(Arc::downgrade(&listener));
         Self {

@@ -19,6 +19,7 @@ pub mod clock;
 mod delivery;
 mod engine;
 pub mod jobs;
+pub mod message_tools;
 pub mod model;
 mod operate;
 mod questions;

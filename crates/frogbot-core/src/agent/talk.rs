@@ -168,6 +168,13 @@ fn is_agent_message(m: &UiMessage) -> bool {
     m.role == Role::Assistant && m.metadata.deleted_at.is_none()
 }
 
+/// A message an agent posted (not a turn's reply, not an ask's question): what an agent edits.
+pub(crate) fn is_posted_message(m: &UiMessage) -> bool {
+    is_agent_message(m)
+        && m.metadata.model.is_none()
+        && !m.parts.iter().any(|p| matches!(p, MessagePart::Tool(_)))
+}
+
 /// A person's message (not an event): what the agent acknowledges.
 fn is_persons_message(m: &UiMessage) -> bool {
     m.role == Role::User && !m.parts.iter().any(|p| BlockEvent::from_part(p).is_some())
@@ -311,6 +318,19 @@ impl Channels {
         msg: AgentMessage,
     ) -> Result<UiMessage> {
         let row = self.agent_chat(chat, agent).await?;
+        self.post_agent_message(&row, agent, msg).await
+    }
+
+    /// Posts `msg` in the chat `row` as `agent`'s (FrogBot's own agent: `None` on an unbound
+    /// chat), without looking at the binding: [`Channels::agent_send`] and the agent's
+    /// `send_message` / `set_status` tools.
+    pub(crate) async fn post_agent_message(
+        &self,
+        row: &ChatRow,
+        agent: Option<&UserId>,
+        msg: AgentMessage,
+    ) -> Result<UiMessage> {
+        let chat = &row.chat_id;
         check_title_text(msg.title.as_deref(), msg.text.as_deref())?;
         if msg.title.is_none()
             && msg.text.as_deref().is_none_or(str::is_empty)
@@ -378,7 +398,7 @@ impl Channels {
         self.schedule_sync(chat, &id);
         if let Some(key) = msg.pin {
             return self
-                .agent_pin(chat, agent, &key, Some(&id))
+                .pin_agent_message(chat, &key, Some(&id))
                 .await
                 .map(|m| m.unwrap_or(saved.message));
         }
@@ -457,11 +477,22 @@ impl Channels {
         edit: MessageEdit,
     ) -> Result<UiMessage> {
         self.agent_chat(chat, agent).await?;
+        self.edit_agent_message(chat, message_id, edit).await
+    }
+
+    /// Edits the agent message `message_id` of `chat` without looking at the binding:
+    /// [`Channels::agent_edit`] and the agent's `edit_message` / `set_status` tools.
+    pub(crate) async fn edit_agent_message(
+        &self,
+        chat: &ChatId,
+        message_id: &str,
+        edit: MessageEdit,
+    ) -> Result<UiMessage> {
         if let MessageEdit::Replace { title, text, .. } = &edit {
             check_title_text(title.as_deref(), text.as_deref())?;
         }
         let now = crate::model::millis_to_iso(self.now());
-        self.change_message(chat, message_id, is_agent_message, |m| {
+        self.change_message(chat, message_id, is_posted_message, |m| {
             match &edit {
                 MessageEdit::Replace {
                     title,
@@ -538,6 +569,16 @@ impl Channels {
         message: Option<&str>,
     ) -> Result<Option<UiMessage>> {
         self.agent_chat(chat, agent).await?;
+        self.pin_agent_message(chat, key, message).await
+    }
+
+    /// [`Channels::agent_pin`] without looking at the binding.
+    pub(crate) async fn pin_agent_message(
+        &self,
+        chat: &ChatId,
+        key: &str,
+        message: Option<&str>,
+    ) -> Result<Option<UiMessage>> {
         if !valid_pin_key(key) {
             return Err(Error::invalid(
                 "a pin key is 1-64 characters of A-Z a-z 0-9 _ - .",
@@ -1025,4 +1066,46 @@ pub(crate) fn inbox_message(
     m.metadata.speaker = speaker;
     m.metadata.created_at = created_at;
     m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{ToolPart, ToolState};
+
+    fn assistant(parts: Vec<MessagePart>) -> UiMessage {
+        UiMessage {
+            id: "m".into(),
+            role: Role::Assistant,
+            parts,
+            metadata: Default::default(),
+        }
+    }
+
+    /// What an agent may edit: its posted messages — never a turn's reply (it has a model), an
+    /// ask's question (a tool part) or a deleted message.
+    #[test]
+    fn only_posted_messages_are_edited() {
+        let posted = assistant(vec![MessagePart::text("hi")]);
+        assert!(is_posted_message(&posted));
+        let mut reply = posted.clone();
+        reply.metadata.model = Some("main".into());
+        assert!(!is_posted_message(&reply));
+        let ask = assistant(vec![MessagePart::Tool(ToolPart {
+            tool_name: "question".into(),
+            tool_call_id: "c".into(),
+            state: ToolState::InputAvailable,
+            input: serde_json::json!({}),
+            output: None,
+            error_text: None,
+            expires_at: None,
+        })]);
+        assert!(!is_posted_message(&ask));
+        let mut gone = posted.clone();
+        gone.metadata.deleted_at = Some("2026-12-02T00:00:00Z".into());
+        assert!(!is_posted_message(&gone));
+        let mut person = posted;
+        person.role = Role::User;
+        assert!(!is_posted_message(&person));
+    }
 }

@@ -57,6 +57,9 @@ pub struct EngineConfig {
     pub housekeeping_every: Duration,
     /// How long a dead job is kept for operators before housekeeping removes it.
     pub dead_job_retention: Duration,
+    /// Offer the agent the message tools `send_message`, `edit_message` and `set_status`
+    /// ([`crate::agent::message_tools`]; off by default, on in `frogbot serve`).
+    pub message_tools: bool,
 }
 
 impl Default for EngineConfig {
@@ -74,6 +77,7 @@ impl Default for EngineConfig {
             delivery_grace: Duration::from_secs(120),
             housekeeping_every: Duration::from_secs(600),
             dead_job_retention: Duration::from_secs(7 * 24 * 3600),
+            message_tools: false,
         }
     }
 }
