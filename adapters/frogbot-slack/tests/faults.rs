@@ -39,7 +39,7 @@ async fn deliver(outbox: &dyn ChannelOutbox, thread: &Thread, reply: &UiMessage,
     let mut delivery = Delivery::new(key);
     loop {
         match outbox.deliver(thread, reply, &delivery).await {
-            Ok(()) => return delivery.attempt + 1,
+            Ok(_) => return delivery.attempt + 1,
             Err(e) => {
                 let t = Transient::find(e.as_ref())
                     .unwrap_or_else(|| panic!("a permanent failure under injected faults: {e}"));

@@ -130,7 +130,7 @@ async fn deliver(outbox: &TelegramOutbox, thread: &Thread, reply: &UiMessage, ke
     let mut delivery = Delivery::new(key);
     loop {
         match outbox.deliver(thread, reply, &delivery).await {
-            Ok(()) => return delivery.attempt,
+            Ok(_) => return delivery.attempt,
             Err(e) => {
                 let wait = transient(&e).wait().unwrap_or(Duration::from_millis(10));
                 tokio::time::sleep(wait).await;

@@ -69,7 +69,8 @@ impl ChannelOutbox for Outbox {
 
     async fn post_reply(&self, thread: &Thread, reply: &UiMessage) -> Result<(), BoxError> {
         let key = format!("plain:{}", reply.id);
-        self.deliver(thread, reply, &Delivery::new(key)).await
+        self.deliver(thread, reply, &Delivery::new(key)).await?;
+        Ok(())
     }
 
     async fn deliver(
@@ -77,8 +78,10 @@ impl ChannelOutbox for Outbox {
         _thread: &Thread,
         reply: &UiMessage,
         delivery: &Delivery,
-    ) -> Result<(), BoxError> {
+    ) -> Result<Vec<String>, BoxError> {
         let t = &self.0;
+        // The platform id of what a key posts.
+        let ids = vec![format!("id:{}", delivery.key)];
         t.attempts
             .lock()
             .unwrap()
@@ -97,7 +100,7 @@ impl ChannelOutbox for Outbox {
         match fail {
             None => {
                 post();
-                Ok(())
+                Ok(ids)
             }
             Some(Fail::Transient) => Err(Box::new(
                 Transient::new("HTTP 503").retry_after(Duration::from_millis(20)),

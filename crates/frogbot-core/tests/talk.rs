@@ -109,6 +109,23 @@ impl ChannelOutbox for Outbox {
         Ok(())
     }
 
+    /// A turn's reply, shown as one message whose id is returned.
+    async fn deliver(
+        &self,
+        _thread: &Thread,
+        reply: &UiMessage,
+        _delivery: &Delivery,
+    ) -> Result<Vec<String>, BoxError> {
+        let p = &self.0;
+        p.calls
+            .lock()
+            .unwrap()
+            .push(format!("reply {}", reply.text()));
+        let id = format!("r{}", p.next_id.fetch_add(1, Ordering::SeqCst));
+        p.shown.lock().unwrap().push((id.clone(), draw(reply)));
+        Ok(vec![id])
+    }
+
     async fn post_message(
         &self,
         _thread: &Thread,
@@ -783,19 +800,27 @@ async fn frogbots_own_agent_keeps_a_status_pin_and_edits_what_it_posted(url: &st
                 _ => reply("deployed"),
             };
         }
-        // The second turn: edit the first turn's reply (refused), post an input block (refused).
+        // The second turn: edit the first turn's reply (its previous one), post an input block
+        // (refused), edit a message that is not its own (refused).
         match got.len() {
             0 => {
                 let mut e = call(
                     "x1",
                     EDIT_MESSAGE_TOOL,
-                    json!({"message_id": said.rsplit(' ').next().unwrap_or_default(), "text": "rewritten"}),
+                    json!({"text": "deployed to **prod**"}),
                 );
                 e.truncate(1);
-                e.extend(call(
+                let mut x2 = call(
                     "x2",
                     SEND_MESSAGE_TOOL,
                     json!({"blocks": [{"type": "choice", "options": ["a"]}]}),
+                );
+                x2.truncate(1);
+                e.extend(x2);
+                e.extend(call(
+                    "x3",
+                    EDIT_MESSAGE_TOOL,
+                    json!({"message_id": said.rsplit(' ').next().unwrap_or_default(), "text": "mine now"}),
                 ));
                 e
             }
@@ -876,9 +901,32 @@ async fn frogbots_own_agent_keeps_a_status_pin_and_edits_what_it_posted(url: &st
         .id
         .clone();
 
-    // The second turn tries to edit the reply and to post an input block.
+    // The first reply was posted as one platform message whose id it keeps.
+    eventually("the reply's platform id is kept", WAIT, async || {
+        let m = store.get_message(&chat, &reply_id).await.unwrap().unwrap();
+        m.message.metadata.posted.len() == 1
+    })
+    .await;
+    let reply_shown = store
+        .get_message(&chat, &reply_id)
+        .await
+        .unwrap()
+        .unwrap()
+        .message
+        .metadata
+        .posted[0]
+        .clone();
+    assert_eq!(platform.text_of(&reply_shown).unwrap(), "|deployed|");
+
+    // The second turn edits that reply, tries an input block and someone else's message (the
+    // person's own, by its id).
+    let person_message = frogbot_core::agent::channel_message_id(PLATFORM, "u1");
     let out = engine
-        .channel_message(PLATFORM, "T1", person("u2", &reply_id))
+        .channel_message(
+            PLATFORM,
+            "T1",
+            person("u2", &format!("fix it {person_message}")),
+        )
         .await
         .unwrap();
     let ChannelMessageOutcome::Sent(Sent::Started(turn)) = out else {
@@ -886,22 +934,27 @@ async fn frogbots_own_agent_keeps_a_status_pin_and_edits_what_it_posted(url: &st
     };
     turn.done.await.unwrap().unwrap();
     let stored = store.get_message(&chat, &reply_id).await.unwrap().unwrap();
-    assert_eq!(stored.message.text(), "deployed", "a reply is not edited");
+    assert_eq!(stored.message.text(), "deployed to **prod**");
+    assert!(stored.message.metadata.edited_at.is_some());
+    assert!(
+        stored.message.tool_parts().count() >= 4,
+        "its tool calls stay: {:?}",
+        stored.message.parts
+    );
+    eventually(
+        "the reply is edited in place on the platform",
+        WAIT,
+        async || platform.text_of(&reply_shown).as_deref() == Some("|deployed to **prod**|"),
+    )
+    .await;
     let last = store.list_messages(&chat).await.unwrap();
     let tools: Vec<_> = last
         .iter()
         .flat_map(|m| m.message.tool_parts().cloned().collect::<Vec<_>>())
-        .filter(|t| t.tool_call_id == "x1" || t.tool_call_id == "x2")
+        .filter(|t| ["x1", "x2", "x3"].contains(&t.tool_call_id.as_str()))
         .collect();
-    assert_eq!(tools.len(), 2);
-    assert!(
-        tools[0]
-            .error_text
-            .as_deref()
-            .unwrap()
-            .contains("replies cannot be edited"),
-        "{tools:?}"
-    );
+    assert_eq!(tools.len(), 3);
+    assert!(tools[0].error_text.is_none(), "{tools:?}");
     assert!(
         tools[1]
             .error_text
@@ -910,7 +963,33 @@ async fn frogbots_own_agent_keeps_a_status_pin_and_edits_what_it_posted(url: &st
             .contains("question tool"),
         "{tools:?}"
     );
-    assert_eq!(platform.calls("post"), 2, "nothing more posted");
+    assert!(
+        tools[2].error_text.as_deref().unwrap().contains("of yours"),
+        "{tools:?}"
+    );
+    let person = store
+        .get_message(&chat, &person_message)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        person.message.text(),
+        "go",
+        "a person's message is never edited"
+    );
+    // Two agent messages and two replies posted, nothing twice.
+    assert_eq!(
+        platform.calls("post"),
+        2,
+        "{:?}",
+        platform.calls.lock().unwrap()
+    );
+    assert_eq!(
+        platform.calls("reply"),
+        2,
+        "{:?}",
+        platform.calls.lock().unwrap()
+    );
 }
 
 frogbot_testkit::backends!(

@@ -245,8 +245,9 @@ impl<A: DiscordApi> ChannelOutbox for DiscordOutbox<A> {
         thread: &Thread,
         reply: &UiMessage,
         delivery: &Delivery,
-    ) -> Result<(), BoxError> {
+    ) -> Result<Vec<String>, BoxError> {
         let channel = channel_id(&thread.id)?;
+        let mut ids = Vec::new();
         for (i, piece) in format::messages(&reply.text(), MESSAGE_LIMIT)
             .into_iter()
             .enumerate()
@@ -255,9 +256,15 @@ impl<A: DiscordApi> ChannelOutbox for DiscordOutbox<A> {
             let message = format::reply_message(piece)
                 .nonce(serenity::model::channel::Nonce::String(nonce))
                 .enforce_nonce(true);
-            self.api.send_message(channel, &message).await?;
+            ids.push(
+                self.api
+                    .send_message(channel, &message)
+                    .await?
+                    .id
+                    .to_string(),
+            );
         }
-        Ok(())
+        Ok(ids)
     }
 
     /// Adds `ack`'s emoji as the bot's reaction, then takes the bot's previous ack reaction off

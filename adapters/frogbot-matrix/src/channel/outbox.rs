@@ -214,19 +214,21 @@ impl<A: MatrixApi + Clone + 'static> ChannelOutbox for MatrixOutbox<A> {
         thread: &Thread,
         reply: &UiMessage,
         delivery: &Delivery,
-    ) -> Result<(), BoxError> {
+    ) -> Result<Vec<String>, BoxError> {
         let parts = format::messages(&reply.text(), MESSAGE_CHARS);
         if parts.is_empty() {
-            return Ok(());
+            return Ok(Vec::new());
         }
         let (room, root) = split_message_id(&thread.id)?;
+        let mut ids = Vec::new();
         for (i, part) in parts.into_iter().enumerate() {
             let (event_type, mut content) = thread_message(&part.body, &root)?;
             part.add_to(&mut content);
             let txn = txn_id(&delivery.piece_key(i));
-            self.api.send_once(&room, event_type, content, &txn).await?;
+            let event = self.api.send_once(&room, event_type, content, &txn).await?;
+            ids.push(message_id(&room, &event));
         }
-        Ok(())
+        Ok(ids)
     }
 
     /// An `m.reaction` annotation on the message with `ack`'s emoji as its key, then the

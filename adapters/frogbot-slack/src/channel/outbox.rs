@@ -465,31 +465,37 @@ impl ChannelOutbox for SlackAdapter {
         thread: &Thread,
         reply: &UiMessage,
         delivery: &Delivery,
-    ) -> Result<(), BoxError> {
+    ) -> Result<Vec<String>, BoxError> {
         let pieces = crate::format::messages(&reply.text(), MAX_REPLY_CHARS);
         if pieces.is_empty() {
-            return Ok(());
+            return Ok(Vec::new());
         }
         let (channel, thread_ts) = split_id(&thread.id)?;
         let api = self.inner.questions.api();
-        let present: HashSet<String> = if delivery.is_retry() {
-            api.thread_keys(channel, thread_ts, DELIVERY_EVENT_TYPE)
+        let present: HashMap<String, String> = if delivery.is_retry() {
+            api.thread_keyed(channel, thread_ts, DELIVERY_EVENT_TYPE)
                 .await?
                 .into_iter()
                 .collect()
         } else {
-            HashSet::new()
+            HashMap::new()
         };
+        let mut ids = Vec::with_capacity(pieces.len());
         for (i, piece) in pieces.iter().enumerate() {
             let key = delivery.piece_key(i);
-            if present.contains(&key) {
-                debug!(thread = %thread.id, %key, "Slack reply piece already posted; skipped");
-                continue;
-            }
-            api.post_keyed(channel, thread_ts, piece, DELIVERY_EVENT_TYPE, &key)
-                .await?;
+            let ts = match present.get(&key) {
+                Some(ts) => {
+                    debug!(thread = %thread.id, %key, "Slack reply piece already posted; skipped");
+                    ts.clone()
+                }
+                None => {
+                    api.post_keyed(channel, thread_ts, piece, DELIVERY_EVENT_TYPE, &key)
+                        .await?
+                }
+            };
+            ids.push(message_id(channel, &ts));
         }
-        Ok(())
+        Ok(ids)
     }
 
     /// Draws the agent message with [`crate::render::agent_message`] (Block Kit: header, `mrkdwn`

@@ -208,25 +208,30 @@ impl ChannelOutbox for TelegramOutbox {
         thread: &Thread,
         reply: &UiMessage,
         delivery: &Delivery,
-    ) -> Result<(), BoxError> {
+    ) -> Result<Vec<String>, BoxError> {
         let parts = format::messages(&reply.text(), MAX_TEXT);
         if parts.is_empty() {
-            return Ok(());
+            return Ok(Vec::new());
         }
         let (chat, topic) = split_thread_id(&thread.id)?;
         let reply_to = self.reply_to(&thread.id);
+        let mut ids = Vec::with_capacity(parts.len());
         for (i, part) in parts.iter().enumerate() {
             let key = delivery.piece_key(i);
-            if self.posted(&key) {
+            let known = self.posted.lock().expect("not poisoned").get(&key);
+            if let Some(id) = known {
+                ids.push(id);
                 continue;
             }
             let sent = send_html_once(&self.api, chat, topic, part, reply_to).await?;
+            let id = crate::ids::message_id(sent.chat, sent.id);
             self.posted
                 .lock()
                 .expect("not poisoned")
-                .insert(key, crate::ids::message_id(sent.chat, sent.id));
+                .insert(key, id.clone());
+            ids.push(id);
         }
-        Ok(())
+        Ok(ids)
     }
 
     /// `setMessageReaction`: a bot sets one reaction per message, so the call replaces the one

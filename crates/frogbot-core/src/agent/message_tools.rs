@@ -4,8 +4,10 @@
 //! has through `frogbot send|edit|pin` ([`super::talk`]), shown on the chat's platform by the
 //! same durable `sync-message` jobs.
 //!
-//! A turn's own replies are not among what `edit_message` changes: they are posted as plain
-//! text whose platform messages FrogBot does not keep; the tools say so to the model.
+//! `edit_message` also replaces the text of the agent's earlier replies (by default its
+//! previous one): their platform messages are kept on them once posted (`metadata.posted`), and
+//! edited in place by the same job. The reply being written and one a question waits in are not
+//! edited.
 //!
 //! The tools are made before the channel layer they call ([`super::Engine`] wires them with a
 //! weak reference once it exists): a turn calls them, they never call a turn.
@@ -17,7 +19,7 @@ use serde_json::{Value, json};
 use tracing::Instrument;
 
 use super::channel::Channels;
-use super::talk::{AgentMessage, MessageEdit, is_posted_message};
+use super::talk::{AgentMessage, MessageEdit, is_posted_message, is_reply};
 use super::{Tool, ToolContext, ToolSpec};
 use crate::BoxError;
 use crate::model::{Block, ChatId, UiMessage, blocks_of};
@@ -172,7 +174,7 @@ impl Tool for MessageTool {
             MessageToolKind::Edit => {
                 props.insert(
                     "message_id".into(),
-                    json!({"type": "string", "description": "The messageId send_message or set_status returned."}),
+                    json!({"type": "string", "description": "The messageId send_message or set_status returned; absent: your previous reply in this chat."}),
                 );
                 props.insert(
                     "block_id".into(),
@@ -180,10 +182,11 @@ impl Tool for MessageTool {
                 );
                 (
                     EDIT_MESSAGE_TOOL,
-                    "Changes a message you posted with send_message or set_status, in place on the platform \
-                     (no new notification): the title, text and blocks given replace the old ones; with \
-                     block_id only that block is replaced by blocks[0]. Your replies themselves cannot be edited.",
-                    vec!["message_id"],
+                    "Changes one of your earlier messages in this chat, in place on the platform (no new \
+                     notification): without message_id your previous reply, whose text is replaced by text; with \
+                     the messageId of a message you posted with send_message or set_status, the title, text and \
+                     blocks given replace the old ones, and with block_id only that block is replaced by blocks[0].",
+                    vec![],
                 )
             }
             MessageToolKind::Status => {
@@ -246,7 +249,39 @@ impl MessageTool {
                 Ok(result_of(&m))
             }
             MessageToolKind::Edit => {
-                let id = string_in(&input, "message_id")?.ok_or("message_id is required")?;
+                let row = chat_row(&channels, chat).await?;
+                let id = match string_in(&input, "message_id")? {
+                    Some(id) => id,
+                    None => previous_reply(&channels, chat, &ctx.message_id)
+                        .await?
+                        .ok_or("you have no earlier reply in this chat")?,
+                };
+                if id == ctx.message_id {
+                    return Err(
+                        "that is the reply you are writing now: write it as it should be".into(),
+                    );
+                }
+                let current = channels.turns.store.get_message(chat, &id).await?;
+                let current = current.map(|m| m.message);
+                match current {
+                    Some(m) if is_posted_message(&m) => {}
+                    Some(m) if is_reply(&m) => {
+                        if title.is_some() || blocks.is_some() || input.get("block_id").is_some() {
+                            return Err(
+                                "a reply's text is what can be edited: give text only".into()
+                            );
+                        }
+                        let text = text.ok_or("give the reply's new text")?;
+                        let m = channels.edit_reply(&row, &id, &text).await?;
+                        return Ok(result_of(&m));
+                    }
+                    _ => {
+                        return Err(format!(
+                            "no message {id:?} of yours in this chat (a reply, or one posted with send_message or set_status)"
+                        )
+                        .into());
+                    }
+                }
                 let edit = match string_in(&input, "block_id")? {
                     Some(block_id) => {
                         let block = blocks
@@ -265,15 +300,7 @@ impl MessageTool {
                         }
                     }
                 };
-                let m = channels
-                    .edit_agent_message(chat, &id, edit)
-                    .await
-                    .map_err(|e| match e {
-                        crate::Error::NotFound { .. } => BoxError::from(format!(
-                            "no message {id:?} you posted with send_message or set_status in this chat (your replies cannot be edited)"
-                        )),
-                        e => e.into(),
-                    })?;
+                let m = channels.edit_agent_message(chat, &id, edit).await?;
                 Ok(result_of(&m))
             }
             MessageToolKind::Status => {
@@ -339,6 +366,24 @@ async fn chat_row(channels: &Channels, chat: &ChatId) -> Result<crate::store::Ch
         .get_chat(chat)
         .await?
         .ok_or_else(|| format!("no chat {chat}").into())
+}
+
+/// The latest reply of the chat's before the one in progress (`current`).
+async fn previous_reply(
+    channels: &Channels,
+    chat: &ChatId,
+    current: &str,
+) -> Result<Option<String>, BoxError> {
+    Ok(channels
+        .turns
+        .store
+        .list_messages(chat)
+        .await?
+        .into_iter()
+        .rev()
+        .map(|m| m.message)
+        .find(|m| m.id != current && is_reply(m))
+        .map(|m| m.id))
 }
 
 /// The chat's live `status` pin the agent posted, if any.

@@ -105,15 +105,19 @@ pub trait ChannelOutbox: Send + Sync {
     /// [`Delivery::piece_key`], Discord under a nonce made from it (`enforce_nonce`), Slack looks
     /// in the thread for pieces carrying it in their metadata before posting; Telegram has no
     /// idempotency key, so it delivers at least once. Errors without a `Transient` are permanent.
-    /// By default: [`ChannelOutbox::post_reply`].
+    ///
+    /// Returns the platform ids of the messages the reply is in, in order (those an earlier
+    /// attempt posted too), so the agent can edit it later ([`ChannelOutbox::edit_posted`]);
+    /// empty when the outbox cannot tell. By default: [`ChannelOutbox::post_reply`], no ids.
     async fn deliver(
         &self,
         thread: &Thread,
         reply: &UiMessage,
         delivery: &Delivery,
-    ) -> Result<(), BoxError> {
+    ) -> Result<Vec<String>, BoxError> {
         let _ = delivery;
-        self.post_reply(thread, reply).await
+        self.post_reply(thread, reply).await?;
+        Ok(Vec::new())
     }
 
     /// Marks the person's message `message_id` (the platform's id) in `thread` with `ack`,
@@ -167,15 +171,14 @@ pub trait ChannelOutbox: Send + Sync {
     /// event click find it by them). Each block is drawn with the platform's own means within its
     /// limits; a block of an unknown type as [`crate::model::blocks::UNKNOWN_BLOCK_TEXT`]. The
     /// retry rules of [`ChannelOutbox::deliver`] apply. By default: the text only, through
-    /// `deliver`, with no ids.
+    /// `deliver`.
     async fn post_message(
         &self,
         thread: &Thread,
         message: &UiMessage,
         delivery: &Delivery,
     ) -> Result<Vec<String>, BoxError> {
-        self.deliver(thread, message, delivery).await?;
-        Ok(Vec::new())
+        self.deliver(thread, message, delivery).await
     }
 
     /// Draws `message` again into the platform messages `posted` (what `post_message` returned),

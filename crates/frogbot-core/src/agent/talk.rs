@@ -175,6 +175,11 @@ pub(crate) fn is_posted_message(m: &UiMessage) -> bool {
         && !m.parts.iter().any(|p| matches!(p, MessagePart::Tool(_)))
 }
 
+/// A turn's reply (its text is what FrogBot's own agent may edit).
+pub(crate) fn is_reply(m: &UiMessage) -> bool {
+    is_agent_message(m) && m.metadata.model.is_some()
+}
+
 /// A person's message (not an event): what the agent acknowledges.
 fn is_persons_message(m: &UiMessage) -> bool {
     m.role == Role::User && !m.parts.iter().any(|p| BlockEvent::from_part(p).is_some())
@@ -530,6 +535,61 @@ impl Channels {
             m.metadata.edited_at = Some(now.clone());
             if let Some(s) = &mut m.metadata.sync {
                 s.revision += 1;
+            }
+            Ok(true)
+        })
+        .await
+    }
+
+    /// Replaces the text of the turn reply `message_id` (FrogBot's own agent's `edit_message`):
+    /// its text parts give way to `text`, where the first was; its tool calls stay. On a
+    /// platform the reply's messages are edited in place (their ids kept when it was posted); a
+    /// reply whose platform messages are not known is refused, as is one a question waits in.
+    pub(crate) async fn edit_reply(
+        &self,
+        row: &ChatRow,
+        message_id: &str,
+        text: &str,
+    ) -> Result<UiMessage> {
+        check_title_text(None, Some(text))?;
+        if text.trim().is_empty() {
+            return Err(Error::invalid("a reply's new text is empty"));
+        }
+        if row.awaiting_message_id.as_deref() == Some(message_id) {
+            return Err(Error::invalid(
+                "a question waits in that reply: it cannot be edited until it is answered",
+            ));
+        }
+        let on_platform = row.channel.is_some();
+        let now = crate::model::millis_to_iso(self.now());
+        self.change_message(&row.chat_id, message_id, is_reply, |m| {
+            if on_platform && m.metadata.posted.is_empty() {
+                return Err(Error::invalid(
+                    "that reply's platform messages are not known (it was not posted whole by this version): it cannot be edited",
+                ));
+            }
+            // Every part before the first text is not text: the new text goes where it was.
+            let at = m
+                .parts
+                .iter()
+                .position(|p| matches!(p, MessagePart::Text { .. }))
+                .unwrap_or(m.parts.len());
+            let mut parts: Vec<MessagePart> = m
+                .parts
+                .drain(..)
+                .filter(|p| !matches!(p, MessagePart::Text { .. }))
+                .collect();
+            parts.insert(at.min(parts.len()), MessagePart::text(text));
+            m.parts = parts;
+            m.metadata.edited_at = Some(now.clone());
+            if on_platform {
+                // Shown as posted so far: the edit is the next revision.
+                let sync = m.metadata.sync.get_or_insert(SyncState {
+                    revision: 0,
+                    shown: Some(0),
+                    pinned: false,
+                });
+                sync.revision += 1;
             }
             Ok(true)
         })

@@ -20,6 +20,8 @@ pub struct ToolContext {
     pub driver: Option<UserId>,
     /// The call id.
     pub tool_call_id: String,
+    /// The id of the reply the call is part of (the turn's assistant message).
+    pub message_id: String,
 }
 
 /// A tool the agent may call. Its error becomes an error result the model sees in the next step.

@@ -402,13 +402,15 @@ impl Channels {
         max_steps: bool,
         stream: &mut Option<Box<dyn ReplyStream>>,
         delivery: &Delivery,
-    ) -> std::result::Result<(), crate::BoxError> {
+    ) -> std::result::Result<Vec<String>, crate::BoxError> {
         let notice = match &reply.metadata.error {
             Some(error) => Some(failure_text(&error.code)),
             None if max_steps => Some(MAX_STEPS_TEXT),
             None => None,
         };
         let mut text = delivery::text_of(reply, from, to);
+        // The platform ids the text is in: drafts kept, then what is posted.
+        let mut ids: Vec<String> = Vec::new();
         // The drafts noted on the reply draw its latest segment: a job for an earlier one (its
         // process died before removing it, and the reply has gone on past an answer) never
         // draws over them — the crash suite lost a continuation's first piece so.
@@ -442,6 +444,7 @@ impl Channels {
                 }
             }
             text = pieces.iter().skip(kept).map(String::as_str).collect();
+            ids.extend(reply.metadata.drafts.iter().take(kept).cloned());
         }
         if let Some(notice) = notice {
             // What the turn produced stays; the notice follows it. Details are in the logs.
@@ -451,8 +454,11 @@ impl Channels {
             text.push_str(notice);
         }
         match stream {
-            Some(s) => s.finish(&text).await,
-            None if text.trim().is_empty() => Ok(()),
+            Some(s) => {
+                s.finish(&text).await?;
+                Ok(s.message_ids())
+            }
+            None if text.trim().is_empty() => Ok(ids),
             None => {
                 let message = UiMessage {
                     id: reply.id.clone(),
@@ -460,7 +466,57 @@ impl Channels {
                     parts: vec![MessagePart::text(text)],
                     metadata: reply.metadata.clone(),
                 };
-                outbox.deliver(thread, &message, delivery).await
+                ids.extend(outbox.deliver(thread, &message, delivery).await?);
+                Ok(ids)
+            }
+        }
+    }
+
+    /// Keeps the platform ids of a reply's messages on it (`metadata.posted`; the ids of the
+    /// part `from..` of its text, after those of its earlier parts), so the agent can edit it
+    /// later. A failure is logged: the reply is then final on the platform.
+    async fn note_posted(&self, chat: &ChatId, reply: &str, from: usize, ids: Vec<String>) {
+        if ids.is_empty() {
+            return;
+        }
+        let store = &self.turns.store;
+        for _ in 0..8 {
+            let current = match store.get_message(chat, reply).await {
+                Ok(Some(m)) => m,
+                Ok(None) => return,
+                Err(e) => {
+                    warn!(chat_id = %chat, reply, error = %e, "keeping a reply's platform ids failed");
+                    return;
+                }
+            };
+            let mut m = current.message.clone();
+            if from == 0 {
+                m.metadata.posted.clear();
+            }
+            for id in &ids {
+                if !m.metadata.posted.contains(id) {
+                    m.metadata.posted.push(id.clone());
+                }
+            }
+            if m.metadata.posted == current.message.metadata.posted {
+                return;
+            }
+            match store
+                .update_message(&crate::store::UpdateMessageOp {
+                    chat,
+                    message: &m,
+                    expected_version: current.version,
+                    job: None,
+                    now: self.turns.now(),
+                })
+                .await
+            {
+                Ok(crate::store::MessageUpdate::Done(_)) => return,
+                Ok(crate::store::MessageUpdate::Moved(_)) => continue,
+                Err(e) => {
+                    warn!(chat_id = %chat, reply, error = %e, "keeping a reply's platform ids failed");
+                    return;
+                }
             }
         }
     }
@@ -477,7 +533,7 @@ impl Channels {
         why: EndWhy,
         waiting: bool,
         mut stream: Option<Box<dyn ReplyStream>>,
-    ) -> Option<String> {
+    ) -> Option<(String, usize, Vec<String>)> {
         let job = delivery::owed(chat, reply, why, waiting)?;
         let thread = thread_of(chat)?;
         let outbox = self.outbox(&thread.platform)?;
@@ -507,7 +563,7 @@ impl Channels {
                 &delivery,
             );
             let e = match tokio::time::timeout(left, attempt).await {
-                Ok(Ok(())) => break,
+                Ok(Ok(ids)) => return Some((key, *from, ids)),
                 Ok(Err(e)) => e,
                 Err(_) => {
                     warn!(chat_id = %chat.chat_id, key, "posting the reply took too long; its delivery job takes over");
@@ -530,7 +586,6 @@ impl Channels {
                 }
             }
         }
-        Some(key)
     }
 
     /// Whether a reply `chat` owes its thread from before `reply` is not posted yet (its
@@ -631,10 +686,11 @@ impl Channels {
             let _ = tx.send(result);
         });
         let result = rx.await;
-        debug!(chat_id = %chat, reply = %message, awaiting, ok = matches!(result, Ok(Ok(()))), "a delivery job's attempt");
+        debug!(chat_id = %chat, reply = %message, awaiting, ok = matches!(result, Ok(Ok(_))), "a delivery job's attempt");
         self.tidy(chat);
         match result {
-            Ok(Ok(())) => {
+            Ok(Ok(ids)) => {
+                self.note_posted(chat, message, *from, ids).await;
                 if awaiting && let Err(e) = self.questions.render_pending(chat).await {
                     warn!(chat_id = %chat, error = %e, "drawing the questions after a delivery failed");
                     return DeliveryRun::Failed(Box::new(e), true);
@@ -1036,7 +1092,7 @@ impl TurnListener for Channels {
                     this.deliver_reply(&chat_row, &reply, why, waiting, stream)
                         .await
                 };
-                if let Some(key) = &posted
+                if let Some((key, ..)) = &posted
                     && !waiting
                 {
                     // Removed before the next reply in the queue looks.
@@ -1052,7 +1108,11 @@ impl TurnListener for Channels {
                     };
                     Self::ack(outbox.as_ref(), &thread, &id, ack).await;
                 }
-                let _ = done_tx.send((posted, behind));
+                if let Some((_, from, ids)) = &posted {
+                    this.note_posted(&chat_row.chat_id, &reply.id, *from, ids.clone())
+                        .await;
+                }
+                let _ = done_tx.send((posted.map(|(key, ..)| key), behind));
             });
             (posted, behind) = done.await.unwrap_or_default();
         }

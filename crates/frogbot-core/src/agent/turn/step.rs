@@ -243,6 +243,7 @@ impl Turns {
                     chat_id: lease.chat_id.clone(),
                     driver: lease.driver.clone(),
                     tool_call_id: c.id.clone(),
+                    message_id: reply.id.clone(),
                 };
                 match tool.call(c.input.clone(), ctx).await {
                     Ok(v) => (ToolState::OutputAvailable, Some(v), None),
