@@ -165,7 +165,7 @@ async fn a_repeated_delivery_is_deduplicated_by_its_nonces() {
     let channel = fake.new_id();
     let d = Delivery::new("deliver:chat-1:m1:0");
     let text = text_of(0, 3);
-    outbox
+    let ids = outbox
         .deliver(&thread(channel), &reply(&text), &d)
         .await
         .unwrap();
@@ -173,12 +173,19 @@ async fn a_repeated_delivery_is_deduplicated_by_its_nonces() {
         attempt: 1,
         ..d.clone()
     };
-    outbox
+    let ids_again = outbox
         .deliver(&thread(channel), &reply(&text), &again)
         .await
         .unwrap();
     let posted = fake.channel_messages(channel);
     assert_eq!(posted.len(), 3, "one message per piece");
+    // Both attempts name the same three messages: what an edit needs.
+    let there: Vec<String> = posted
+        .iter()
+        .map(|m| m["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(ids, there);
+    assert_eq!(ids_again, there);
     let sent: Vec<Value> = fake
         .calls()
         .into_iter()

@@ -162,18 +162,23 @@ async fn a_retry_skips_the_pieces_an_earlier_attempt_posted() {
     let first = &frogbot_slack::format::messages(&text, 39_000)[0];
     let api = fake.client(frogbot_slack::testing::BOT_TOKEN);
     let (channel, root) = th.id.split_once(':').unwrap();
-    api.post_keyed(channel, root, first, "frogbot_delivery", &d.piece_key(0))
+    let first_ts = api
+        .post_keyed(channel, root, first, "frogbot_delivery", &d.piece_key(0))
         .await
         .unwrap();
     let retry = Delivery {
         attempt: 1,
         ..d.clone()
     };
-    slack.deliver(&th, &reply(&text), &retry).await.unwrap();
+    let ids = slack.deliver(&th, &reply(&text), &retry).await.unwrap();
     assert_eq!(
         fake.thread_keys(&th.id),
         [d.piece_key(0), d.piece_key(1), d.piece_key(2)]
     );
+    // The ids of all three pieces, the one posted before included: what an edit needs.
+    assert_eq!(ids.len(), 3, "{ids:?}");
+    assert_eq!(ids[0], format!("{channel}:{first_ts}"));
+    assert!(ids.iter().all(|id| id.starts_with(&format!("{channel}:"))));
     let reads = fake.calls("conversations.replies");
     assert_eq!(reads.len(), 1);
     assert_eq!(reads[0].body["include_all_metadata"], "true");
