@@ -108,7 +108,9 @@ impl Default for ApprovalSetting {
 #[non_exhaustive]
 pub enum ConfigError {
     /// `id` is empty or has characters other than letters, digits and `-`.
-    #[error("mcp: `id` {id:?} must be letters, digits and `-` (its tools are named `{{id}}__{{tool}}`)")]
+    #[error(
+        "mcp: `id` {id:?} must be letters, digits and `-` (its tools are named `{{id}}__{{tool}}`)"
+    )]
     Id {
         /// The id as written.
         id: String,
@@ -120,7 +122,9 @@ pub enum ConfigError {
         id: String,
     },
     /// Neither or both of `command` and `url`.
-    #[error("mcp server {id}: set exactly one of `command` (a stdio server) and `url` (streamable HTTP)")]
+    #[error(
+        "mcp server {id}: set exactly one of `command` (a stdio server) and `url` (streamable HTTP)"
+    )]
     Transport {
         /// The server.
         id: String,

@@ -142,7 +142,7 @@ enum ConnectError {
     #[error("`bearer_token_env` names {0}, which is not set")]
     Bearer(String),
     #[error("the MCP handshake failed: {0}")]
-    Initialize(#[from] rmcp::service::ClientInitializeError),
+    Initialize(#[from] Box<rmcp::service::ClientInitializeError>),
     #[error("tools/list failed: {0}")]
     List(#[from] ServiceError),
     #[error("neither `command` nor `url` is set")]
@@ -434,11 +434,13 @@ impl Server {
                         })?;
                     let pid = child.id();
                     if let Some(stderr) = stderr {
-                        tokio::spawn(
-                            log_stderr(stderr).instrument(tracing::Span::current()),
-                        );
+                        tokio::spawn(log_stderr(stderr).instrument(tracing::Span::current()));
                     }
-                    Ok((handler.serve_with_ct(child, stop.clone()).await?, pid))
+                    let running = handler
+                        .serve_with_ct(child, stop.clone())
+                        .await
+                        .map_err(Box::new)?;
+                    Ok((running, pid))
                 }
                 (None, Some(url)) => {
                     let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
@@ -458,7 +460,11 @@ impl Server {
                         config = config.auth_header(token);
                     }
                     let transport = StreamableHttpClientTransport::from_config(config);
-                    Ok((handler.serve_with_ct(transport, stop.clone()).await?, None))
+                    let running = handler
+                        .serve_with_ct(transport, stop.clone())
+                        .await
+                        .map_err(Box::new)?;
+                    Ok((running, None))
                 }
                 (None, None) => Err(ConnectError::NoTransport),
             }

@@ -141,7 +141,9 @@ mod tests {
         let r = json!({"content": [{"type": "text", "text": "{\"n\":1}"}], "structuredContent": {"n": 1}});
         assert_eq!(
             model_output(&r),
-            Ok(json!({"content": [{"type": "text", "text": "{\"n\":1}"}], "structuredContent": {"n": 1}}))
+            Ok(
+                json!({"content": [{"type": "text", "text": "{\"n\":1}"}], "structuredContent": {"n": 1}})
+            )
         );
     }
 

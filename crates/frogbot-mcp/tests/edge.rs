@@ -9,7 +9,8 @@ use common::*;
 use frogbot_mcp::{Approval, McpHub, ServerConfig};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, JsonObject,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig as ServerInit, Tool as RTool,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig as ServerInit,
+    Tool as RTool,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -126,10 +127,7 @@ impl ServerHandler for Edge {
             }
             "extra" | "secret" => CallToolResult::success(vec![ContentBlock::text("ok")]),
             other => {
-                return Err(ErrorData::invalid_params(
-                    format!("no tool {other}"),
-                    None,
-                ));
+                return Err(ErrorData::invalid_params(format!("no tool {other}"), None));
             }
         };
         Ok(result.into())
@@ -266,7 +264,10 @@ async fn results_errors_structured_content_and_images() {
         .call(json!("not an object"), ctx("r5"))
         .await
         .unwrap_err();
-    assert_eq!(err.to_string(), "tool edge__echo takes a JSON object as input");
+    assert_eq!(
+        err.to_string(),
+        "tool edge__echo takes a JSON object as input"
+    );
     hub.shutdown().await;
 }
 

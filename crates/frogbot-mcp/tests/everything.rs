@@ -50,7 +50,10 @@ async fn lists_and_calls(hub: &McpHub) {
         "everything__get-tiny-image",
         "everything__trigger-long-running-operation",
     ] {
-        assert!(names.contains(&name.to_owned()), "{name} missing: {names:?}");
+        assert!(
+            names.contains(&name.to_owned()),
+            "{name} missing: {names:?}"
+        );
     }
     let echo = tool(hub, "everything__echo");
     let spec = echo.spec();
@@ -58,7 +61,9 @@ async fn lists_and_calls(hub: &McpHub) {
     assert_eq!(spec.input_schema["type"], "object");
     assert_eq!(spec.input_schema["properties"]["message"]["type"], "string");
     assert_eq!(
-        echo.call(json!({"message": "hi"}), ctx("c1")).await.unwrap(),
+        echo.call(json!({"message": "hi"}), ctx("c1"))
+            .await
+            .unwrap(),
         json!("Echo: hi")
     );
     let sum = tool(hub, "everything__get-sum");
@@ -168,7 +173,10 @@ async fn stdio_child_killed_mid_call_is_restarted() {
         "{err}"
     );
 
-    wait_status(&hub, "the restart", |s| s[0].connected && s[0].connects >= 2).await;
+    wait_status(&hub, "the restart", |s| {
+        s[0].connected && s[0].connects >= 2
+    })
+    .await;
     let second = hub.status()[0].pid.unwrap();
     assert_ne!(first, second);
     assert_eq!(
@@ -307,13 +315,15 @@ async fn http_server_killed_mid_call_reconnects() {
     server.kill().await.unwrap();
     let err = call.await.unwrap().unwrap_err().to_string();
     assert!(
-        err.contains("everything__trigger-long-running-operation")
-            || err.contains("not connected"),
+        err.contains("everything__trigger-long-running-operation") || err.contains("not connected"),
         "{err}"
     );
 
     let mut server = http_server(&node, &entry, port).await;
-    wait_status(&hub, "the reconnect", |s| s[0].connected && s[0].connects >= 2).await;
+    wait_status(&hub, "the reconnect", |s| {
+        s[0].connected && s[0].connects >= 2
+    })
+    .await;
     let out: Value = tool(&hub, "everything__echo")
         .call(json!({"message": "back"}), ctx("h2"))
         .await

@@ -105,7 +105,11 @@ pub async fn wait_status(hub: &McpHub, what: &str, check: impl Fn(&[ServerStatus
         }
     })
     .await;
-    assert!(ok.is_ok(), "timed out waiting for {what}: {:?}", hub.status());
+    assert!(
+        ok.is_ok(),
+        "timed out waiting for {what}: {:?}",
+        hub.status()
+    );
 }
 
 /// The hub's tool named `name`.
