@@ -183,6 +183,17 @@ pub enum CallError {
         /// The result's text.
         text: String,
     },
+    /// The connection broke during the call (a child that died, an HTTP server gone); the hub
+    /// reconnects.
+    #[error(
+        "tool {tool} failed: the connection to mcp server {id} was lost (it is being restarted)"
+    )]
+    ConnectionLost {
+        /// The tool's prefixed name.
+        tool: String,
+        /// The server.
+        id: String,
+    },
     /// The request failed: a protocol error (unknown tool, bad arguments) or a lost connection.
     #[error("tool {tool} failed: {source}")]
     Service {
@@ -482,8 +493,16 @@ impl Server {
                 return Ok(());
             }
         };
-        let listed =
-            listed.map_err(|_| ConnectError::Timeout("tools/list", self.config.timeout()))??;
+        let listed = match listed {
+            Ok(Ok(listed)) => listed,
+            failed => {
+                let _ = running.cancel().await;
+                return Err(match failed {
+                    Ok(Err(e)) => ConnectError::List(e),
+                    _ => ConnectError::Timeout("tools/list", self.config.timeout()),
+                });
+            }
+        };
         let specs = self.specs(listed);
         tracing::info!(tools = specs.len(), ?pid, "mcp server connected");
         self.set_up(
@@ -615,10 +634,14 @@ impl Tool for McpTool {
             chat_id = %ctx.chat_id,
             tool_call_id = %ctx.tool_call_id,
         );
-        self.call_inner(input).instrument(span).await.map_err(|e| {
-            tracing::info!(error = %e, "mcp call failed");
-            e.into()
-        })
+        async {
+            self.call_inner(input).await.map_err(|e| {
+                tracing::info!(error = %e, "mcp call failed");
+                e.into()
+            })
+        }
+        .instrument(span)
+        .await
     }
 }
 
@@ -657,6 +680,10 @@ impl McpTool {
                     // The connection is lost (a dead child, an HTTP server gone): reconnect.
                     tracing::warn!(error = %source, "mcp connection lost during a call");
                     conn.stop.cancel();
+                    return Err(CallError::ConnectionLost {
+                        tool: tool(),
+                        id: self.server.config.id.clone(),
+                    });
                 }
                 return Err(CallError::Service {
                     tool: tool(),

@@ -11,6 +11,18 @@
 //! - A call's result becomes the JSON the model sees as described in [`result`]; a tool error, a
 //!   timeout or a dead server becomes the call's error (an error result for the model).
 //!
+//! What fails how ([`CallError`] for calls):
+//!
+//! | what | the call | the server |
+//! |---|---|---|
+//! | `isError: true` | `Err(text of the result)` | untouched |
+//! | JSON-RPC error (unknown tool, bad arguments) | `Err("tool X failed: Mcp error: …")` | untouched |
+//! | longer than `timeout_seconds` | `Err("tool X timed out after N s …")`; `notifications/cancelled` sent | untouched |
+//! | the child dies / the HTTP server goes away mid-call | `Err("… connection to mcp server ID was lost …")` (HTTP: after ~4 s of SSE resume tries) | reconnected with backoff |
+//! | the server is down (starting, restarting) | `Err("mcp server ID is not connected …")`; its tools are absent from [`McpHub::tools`] | retried with backoff (0.5 s doubling to 60 s, jitter) |
+//! | it cannot start (bad command, refused, handshake or `tools/list` failing) | — | logged with its id, retried with backoff |
+//! | shutdown (token cancelled, [`McpHub::shutdown`], last clone dropped) | — | stdin closed, SIGTERM to its process group, then SIGKILL |
+//!
 //! What this crate must NOT do: know about chats, turns, the store or channels (the engine
 //! decides which servers a turn offers and asks for approvals: this crate only reports the
 //! `approval` setting); hand a stdio server FrogBot's environment (only `env` and a few basics);

@@ -46,6 +46,9 @@ fn base_tools() -> Vec<RTool> {
         RTool::new("picture", "A picture", schema(json!({}))),
         RTool::new("hang", "Never answers", schema(json!({}))),
         RTool::new("secret", "Hidden by allow-lists", schema(json!({}))),
+        RTool::new("whoami", "The Authorization header", schema(json!({}))),
+        // Not a name model APIs take (`.`): never offered.
+        RTool::new("dotted.name", "Skipped", schema(json!({}))),
     ]
 }
 
@@ -125,6 +128,16 @@ impl ServerHandler for Edge {
                 self.0.hang_cancelled.notify_one();
                 return Err(ErrorData::internal_error("cancelled", None));
             }
+            "whoami" => {
+                let auth = context
+                    .extensions
+                    .get::<axum::http::request::Parts>()
+                    .and_then(|parts| parts.headers.get("authorization"))
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("none")
+                    .to_owned();
+                CallToolResult::success(vec![ContentBlock::text(auth)])
+            }
             "extra" | "secret" => CallToolResult::success(vec![ContentBlock::text("ok")]),
             other => {
                 return Err(ErrorData::invalid_params(format!("no tool {other}"), None));
@@ -176,7 +189,8 @@ async fn list_changed_adds_removes_and_changes_tools() {
             "edge__hang",
             "edge__picture",
             "edge__secret",
-            "edge__weather"
+            "edge__weather",
+            "edge__whoami"
         ]
     );
 
@@ -344,5 +358,76 @@ async fn allow_list_selection_and_approvals() {
     assert_eq!(hub.approval("c__echo"), None);
     assert_eq!(hub.approval("ask"), None);
     assert_eq!(hub.ids(), ["a", "b"]);
+    hub.shutdown().await;
+}
+
+/// `bearer_token_env` names a variable; its value goes out as `Authorization: Bearer …`. (Tests
+/// cannot set variables — `set_var` is unsafe in edition 2024 — so this uses `HOME`.)
+#[tokio::test]
+async fn bearer_token_from_the_named_variable() {
+    init_tracing();
+    let url = serve(Edge::new()).await;
+    let home = std::env::var("HOME").expect("HOME is set");
+    let config = ServerConfig {
+        bearer_token_env: Some("HOME".into()),
+        ..ServerConfig::http("edge", &url)
+    };
+    config.validate().unwrap();
+    let hub = McpHub::start(vec![config], CancellationToken::new());
+    hub.wait_ready(WAIT).await.unwrap();
+    assert_eq!(
+        tool(&hub, "edge__whoami")
+            .call(json!({}), ctx("b1"))
+            .await
+            .unwrap(),
+        json!(format!("Bearer {home}"))
+    );
+    hub.shutdown().await;
+
+    // Without it, no header.
+    let hub = McpHub::start(
+        vec![ServerConfig::http("edge", &url)],
+        CancellationToken::new(),
+    );
+    hub.wait_ready(WAIT).await.unwrap();
+    assert_eq!(
+        tool(&hub, "edge__whoami")
+            .call(json!({}), ctx("b2"))
+            .await
+            .unwrap(),
+        json!("none")
+    );
+    hub.shutdown().await;
+}
+
+/// A server that cannot start is retried in the background and offers nothing; the others work.
+#[tokio::test]
+async fn a_server_that_cannot_start_does_not_hold_up_the_others() {
+    init_tracing();
+    let url = serve(Edge::new()).await;
+    let hub = McpHub::start(
+        vec![
+            ServerConfig::stdio("ghost", "/nonexistent/frogbot-mcp-test-server", &[]),
+            ServerConfig::http("edge", &url),
+        ],
+        CancellationToken::new(),
+    );
+    wait_status(&hub, "edge to connect", |s| s[1].connected).await;
+    let err = hub
+        .wait_ready(std::time::Duration::from_millis(200))
+        .await
+        .unwrap_err();
+    assert_eq!(err.0, ["ghost"]);
+    assert_eq!(err.to_string(), "mcp servers not connected: ghost");
+    let status = &hub.status()[0];
+    assert!(!status.connected && status.connects == 0 && status.tools.is_empty());
+    assert!(hub.tools(Some(&["ghost".to_owned()])).is_empty());
+    assert_eq!(
+        tool(&hub, "edge__echo")
+            .call(json!({"text": "fine"}), ctx("g1"))
+            .await
+            .unwrap(),
+        json!("echo: fine")
+    );
     hub.shutdown().await;
 }

@@ -168,8 +168,9 @@ async fn stdio_child_killed_mid_call_is_restarted() {
     kill(first);
     let err = call.await.unwrap().unwrap_err().to_string();
     assert!(
-        err.contains("everything__trigger-long-running-operation")
-            || err.contains("mcp server everything is not connected"),
+        err == "tool everything__trigger-long-running-operation failed: the connection to mcp \
+                server everything was lost (it is being restarted)"
+            || err.starts_with("mcp server everything is not connected"),
         "{err}"
     );
 
@@ -315,7 +316,9 @@ async fn http_server_killed_mid_call_reconnects() {
     server.kill().await.unwrap();
     let err = call.await.unwrap().unwrap_err().to_string();
     assert!(
-        err.contains("everything__trigger-long-running-operation") || err.contains("not connected"),
+        err == "tool everything__trigger-long-running-operation failed: the connection to mcp \
+                server everything was lost (it is being restarted)"
+            || err.starts_with("mcp server everything is not connected"),
         "{err}"
     );
 
@@ -331,4 +334,81 @@ async fn http_server_killed_mid_call_reconnects() {
     assert_eq!(out, json!("Echo: back"));
     hub.shutdown().await;
     server.kill().await.unwrap();
+}
+
+/// The children of `ppid`, from /proc.
+fn children_of(ppid: u32) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let parent = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        if parent == Some(ppid) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// A launcher that runs the server as its own child (as `npx` does): shutdown stops both, as the
+/// hub signals the whole process group.
+#[tokio::test]
+async fn stdio_shutdown_stops_the_servers_own_children() {
+    init_tracing();
+    let Some((node, entry)) = everything() else {
+        return;
+    };
+    // `; exit $?` keeps sh from exec-ing node: node is sh's child.
+    let script = format!("'{node}' '{entry}' stdio; exit $?");
+    let hub = McpHub::start(
+        vec![ServerConfig::stdio("everything", "sh", &["-c", &script])],
+        CancellationToken::new(),
+    );
+    hub.wait_ready(WAIT).await.unwrap();
+    let sh = hub.status()[0].pid.unwrap();
+    let grandchildren = children_of(sh);
+    assert_eq!(grandchildren.len(), 1, "node under sh: {grandchildren:?}");
+    assert_eq!(
+        tool(&hub, "everything__echo")
+            .call(json!({"message": "via sh"}), ctx("g1"))
+            .await
+            .unwrap(),
+        json!("Echo: via sh")
+    );
+    hub.shutdown().await;
+    assert!(!alive(sh), "the launcher outlived shutdown");
+    assert!(!alive(grandchildren[0]), "the server outlived shutdown");
+}
+
+/// A stdio server sees its `env` and a few basics (PATH, HOME…), not the rest of FrogBot's
+/// environment (`get-env` returns the server's `process.env`).
+#[tokio::test]
+async fn stdio_server_gets_only_its_env() {
+    init_tracing();
+    let Some((node, entry)) = everything() else {
+        return;
+    };
+    assert!(std::env::var_os("CARGO_MANIFEST_DIR").is_some());
+    let mut config = stdio_config(&node, &entry);
+    config
+        .env
+        .insert("FROGBOT_MCP_TEST_VAR".into(), "from-config".into());
+    let hub = McpHub::start(vec![config], CancellationToken::new());
+    hub.wait_ready(WAIT).await.unwrap();
+    let out = tool(&hub, "everything__get-env")
+        .call(json!({}), ctx("e1"))
+        .await
+        .unwrap();
+    let env: Value = serde_json::from_str(out.as_str().unwrap()).unwrap();
+    assert_eq!(env["FROGBOT_MCP_TEST_VAR"], "from-config");
+    assert_eq!(env["PATH"].as_str(), std::env::var("PATH").ok().as_deref());
+    assert!(env.get("CARGO_MANIFEST_DIR").is_none(), "{env}");
+    hub.shutdown().await;
 }
