@@ -703,6 +703,81 @@ async fn a_drain_out_of_grace_hands_the_chat_on_at_once(url: &str) {
     assert_eq!(b.engine.recover_expired_leases().await.unwrap(), 0);
 }
 
+/// Tools that change while the engine runs: a `ToolSource` is asked at every step, its tools
+/// are offered after the engine's own (a name the engine has is not offered twice) and called
+/// like them; a tool it drops is no longer offered at the next step.
+async fn a_tool_source_is_asked_at_every_step(url: &str) {
+    struct Source(
+        std::sync::Mutex<Vec<Arc<dyn frogbot_core::agent::Tool>>>,
+        std::sync::Mutex<Vec<Option<String>>>,
+    );
+    impl frogbot_core::agent::ToolSource for Source {
+        fn tools(&self, platform: Option<&str>) -> Vec<Arc<dyn frogbot_core::agent::Tool>> {
+            self.1.lock().unwrap().push(platform.map(str::to_owned));
+            self.0.lock().unwrap().clone()
+        }
+    }
+    let store = frogbot_testkit::open_store(url).await;
+    let source = Arc::new(Source(Default::default(), Default::default()));
+    let weak = Arc::downgrade(&source);
+    let lookup = tool_fn("lookup", "Looks up", move |_: Empty, _ctx| {
+        let weak = weak.clone();
+        async move {
+            // The source's list changes while the call runs (a server's list_changed).
+            if let Some(s) = weak.upgrade() {
+                let later = tool_fn("later", "Comes later", |_: Empty, _ctx| async {
+                    Ok::<_, BoxError>(json!("later"))
+                });
+                *s.0.lock().unwrap() = vec![later];
+            }
+            Ok::<_, BoxError>(json!({"found": 42}))
+        }
+    });
+    let shadow = tool_fn("echo", "Not the engine's echo", |_: Empty, _ctx| async {
+        Ok::<_, BoxError>(json!("the source's echo"))
+    });
+    *source.0.lock().unwrap() = vec![lookup, shadow];
+    let model = ScriptedModel::new(|req: &ModelRequest| {
+        if matches!(req.messages.last(), Some(ModelMessage::Tool { .. })) {
+            return reply("done");
+        }
+        let mut e = call("c1", "lookup", json!({}));
+        e.truncate(1);
+        e.extend(call("c2", "echo", json!({})));
+        e
+    });
+    let echo = tool_fn("echo", "Echoes", |_: Empty, _ctx| async {
+        Ok::<_, BoxError>(json!("echoed"))
+    });
+    let engine = Engine::new(
+        store,
+        vec![frogbot_testkit::offer("a", model.clone())],
+        vec![echo],
+        config(),
+    )
+    .with_tool_source(source.clone());
+    let c = chat("source");
+    let out = started(engine.send(msg(&c, None, "go")).await.unwrap())
+        .done
+        .await
+        .unwrap()
+        .unwrap();
+    let reply = out.reply.unwrap();
+    let outputs: Vec<_> = reply.tool_parts().map(|t| t.output.clone()).collect();
+    assert_eq!(outputs, [Some(json!({"found": 42})), Some(json!("echoed"))]);
+    let names = |i: usize| -> Vec<String> {
+        model.requests()[i]
+            .tools
+            .iter()
+            .map(|t| t.name.clone())
+            .collect()
+    };
+    assert_eq!(names(0), ["echo", "question", "lookup"]);
+    assert_eq!(names(1), ["echo", "question", "later"]);
+    // Asked once a step, for a chat of no platform.
+    assert_eq!(*source.1.lock().unwrap(), [None, None]);
+}
+
 frogbot_testkit::backends!(
     at_most_one_turn_per_chat_and_generate_rejects_with_turn_in_progress,
     message_during_a_turn_is_queued_and_not_sent_to_the_model,
@@ -718,4 +793,5 @@ frogbot_testkit::backends!(
     a_turn_stops_at_max_steps,
     a_stopped_process_frees_its_chat_after_the_lease_unless_a_question_waits,
     a_drain_out_of_grace_hands_the_chat_on_at_once,
+    a_tool_source_is_asked_at_every_step,
 );

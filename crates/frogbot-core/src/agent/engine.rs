@@ -123,6 +123,13 @@ impl Engine {
         }
     }
 
+    /// Asks `source` for more tools at every model step (MCP servers' tools, which change while
+    /// the engine runs). Set once; later calls are ignored.
+    pub fn with_tool_source(self, source: Arc<dyn super::ToolSource>) -> Self {
+        self.inner.turns.set_tool_source(source);
+        self
+    }
+
     /// Registers a channel served by this process (a channel of the same platform is replaced).
     pub fn with_channel(self, channel: Channel) -> Self {
         self.inner.registry.add(channel);

@@ -33,6 +33,14 @@ pub trait Tool: Send + Sync {
     async fn call(&self, input: Value, ctx: ToolContext) -> Result<Value, BoxError>;
 }
 
+/// Tools that come and go while the engine runs (an MCP server's, which it lists again when
+/// they change): asked at every model step, after the engine's own tools. A name the engine's
+/// own tools already have is not offered twice (the engine's wins).
+pub trait ToolSource: Send + Sync {
+    /// The tools a step offers in a chat of `platform` (`None`: the web chat and the HTTP API).
+    fn tools(&self, platform: Option<&str>) -> Vec<Arc<dyn Tool>>;
+}
+
 /// A tool made from an async function whose input type derives `Deserialize` and `JsonSchema`.
 pub struct FnTool<I, F> {
     name: String,

@@ -162,6 +162,8 @@ pub(crate) struct Turns {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) offers: Vec<ModelOffer>,
     tools: Vec<Arc<dyn Tool>>,
+    /// Tools asked for at every step ([`crate::agent::ToolSource`]).
+    source: OnceLock<Arc<dyn crate::agent::ToolSource>>,
     /// The tools offered, without and with the question tool (built once, shared by every
     /// request).
     tool_specs: Arc<[ToolSpec]>,
@@ -210,6 +212,7 @@ impl Turns {
             clock,
             offers,
             tools,
+            source: OnceLock::new(),
             history: HistoryCache::new(config.history_cache_messages),
             config,
             process: format!("p-{}", uuid::Uuid::new_v4().simple()),
@@ -966,7 +969,9 @@ impl Turns {
                     ));
                 }
             };
-            let request = self.request(&history, &reply, reasoning.clone(), offer_questions);
+            let extra = self.step_tools(chat.channel.as_ref().map(|c| c.platform.as_str()));
+            let request =
+                self.request(&history, &reply, reasoning.clone(), offer_questions, &extra);
             let step_no = steps_done + 1;
             let step = self
                 .run_step(
@@ -979,6 +984,7 @@ impl Turns {
                     lost,
                     &halt,
                     watch.as_ref(),
+                    &extra,
                 )
                 .instrument(
                     info_span!("step", chat_id = %chat_id, turn_id = %lease.holder, step = step_no),
@@ -1140,22 +1146,50 @@ impl Turns {
         }
     }
 
+    /// Sets the source of the tools asked for at every step (once).
+    pub(crate) fn set_tool_source(&self, source: Arc<dyn crate::agent::ToolSource>) {
+        let _ = self.source.set(source);
+    }
+
+    /// The source's tools for a step in a chat of `platform`, without names the engine's own
+    /// tools (or the question tool) have.
+    fn step_tools(&self, platform: Option<&str>) -> Vec<Arc<dyn Tool>> {
+        let Some(source) = self.source.get() else {
+            return Vec::new();
+        };
+        let mut tools = source.tools(platform);
+        tools.retain(|t| {
+            let name = t.spec().name;
+            name != crate::model::QUESTION_TOOL && !self.tool_specs.iter().any(|s| s.name == name)
+        });
+        tools
+    }
+
     fn request(
         &self,
         history: &super::Transcript,
         reply: &UiMessage,
         reasoning: Option<String>,
         offer_questions: bool,
+        extra: &[Arc<dyn Tool>],
     ) -> ModelRequest {
         // The oldest turns are left out past the budget; the turn in progress is always sent.
         let mut messages = history.within(self.config.history_bytes);
         let mut so_far = Vec::new();
         to_model_messages(reply, &mut so_far);
         messages.extend(so_far);
-        let tools = if offer_questions {
-            self.tool_specs_with_question.clone()
+        let own = if offer_questions {
+            &self.tool_specs_with_question
         } else {
-            self.tool_specs.clone()
+            &self.tool_specs
+        };
+        let tools = if extra.is_empty() {
+            own.clone()
+        } else {
+            own.iter()
+                .cloned()
+                .chain(extra.iter().map(|t| t.spec()))
+                .collect()
         };
         ModelRequest {
             instructions: self.config.instructions.clone(),

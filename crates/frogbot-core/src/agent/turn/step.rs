@@ -45,6 +45,7 @@ impl Turns {
         lost: &AtomicBool,
         halt: &tokio_util::sync::CancellationToken,
         watch: Option<&super::TurnWatch>,
+        extra: &[std::sync::Arc<dyn crate::agent::Tool>],
     ) -> Result<StepEnd> {
         reply
             .parts
@@ -238,7 +239,12 @@ impl Turns {
                         Some(format!("invalid question input: {e}")),
                     ),
                 }
-            } else if let Some(tool) = self.tools().iter().find(|t| t.spec().name == c.name) {
+            } else if let Some(tool) = self
+                .tools()
+                .iter()
+                .chain(extra)
+                .find(|t| t.spec().name == c.name)
+            {
                 let ctx = ToolContext {
                     chat_id: lease.chat_id.clone(),
                     driver: lease.driver.clone(),
