@@ -33,6 +33,7 @@ fn ctx(i: usize) -> ToolContext {
         chat_id: ChatId::new("bench").unwrap(),
         driver: None,
         tool_call_id: format!("call-{i}"),
+        message_id: "msg-bench".into(),
     }
 }
 

@@ -330,6 +330,9 @@ pub struct Config {
     /// The built-in tools offered to the model besides `question`.
     #[serde(default)]
     pub tools: ToolsConfig,
+    /// Model Context Protocol servers whose tools the agent gets (`[[mcp]]`).
+    #[serde(default)]
+    pub mcp: Vec<frogbot_mcp::ServerConfig>,
 }
 
 /// `[tools]`: the built-in tools, each of which can be turned off.
@@ -466,6 +469,7 @@ impl Config {
         if self.max_steps == 0 {
             return bad("max_steps", "must be at least 1".into());
         }
+        self.validate_mcp()?;
         for (key, value) in [
             (
                 "server.header_read_timeout_seconds",
@@ -607,6 +611,48 @@ impl Config {
     }
 
     /// Checks every `[[models]].fallback`: ids of other models, each once, without a cycle.
+    /// `[[mcp]]` and each channel's `mcp = […]` selection.
+    fn validate_mcp(&self) -> Result<(), ConfigError> {
+        for (i, server) in self.mcp.iter().enumerate() {
+            if let Err(e) = server.validate() {
+                return Err(ConfigError::key(format!("mcp[{i}].{}", e.key()), e));
+            }
+            let always = |v: &String| v != "never";
+            let asks = match &server.approval {
+                frogbot_mcp::ApprovalSetting::All(v) => always(v),
+                frogbot_mcp::ApprovalSetting::PerTool(table) => table.values().any(always),
+            };
+            if asks {
+                return Err(ConfigError::key(
+                    format!("mcp[{i}].approval"),
+                    format!(
+                        "server {}: tools set to \"always\" need approval, which this version cannot ask for yet; \
+                         set them to \"never\" or leave the server out",
+                        server.id
+                    ),
+                ));
+            }
+        }
+        if let Err(e) = frogbot_mcp::validate_all(&self.mcp) {
+            return Err(ConfigError::key(format!("mcp.{}", e.key()), e));
+        }
+        for name in self.channels.keys() {
+            let Some(selection) = crate::channels::mcp_selection(name, &self.channels[name])?
+            else {
+                continue;
+            };
+            for id in selection {
+                if !self.mcp.iter().any(|m| m.id == id) {
+                    return Err(ConfigError::key(
+                        format!("channels.{name}.mcp"),
+                        format!("{id:?} is no [[mcp]] server's id"),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn validate_fallbacks(&self) -> Result<(), ConfigError> {
         let index: std::collections::HashMap<&str, usize> = self
             .models
@@ -716,6 +762,40 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mcp_servers_and_channel_selections_are_checked() {
+        let ok = Config::parse(
+            "[[mcp]]\nid = \"files\"\ncommand = \"mcp-files\"\n\
+             [channels.slack]\nmode = \"http\"\nmcp = [\"files\"]\n",
+        )
+        .unwrap();
+        assert_eq!(ok.mcp.len(), 1);
+        let e = |text: &str| {
+            Config::parse(text)
+                .unwrap()
+                .validate_mcp()
+                .unwrap_err()
+                .to_string()
+        };
+        let both = e("[[mcp]]\nid = \"x\"\ncommand = \"a\"\nurl = \"http://h/mcp\"\n");
+        assert!(both.contains("`mcp[0].command`"), "{both}");
+        let twice =
+            e("[[mcp]]\nid = \"x\"\ncommand = \"a\"\n[[mcp]]\nid = \"x\"\ncommand = \"b\"\n");
+        assert!(twice.contains("used by two servers"), "{twice}");
+        // Approvals are not built yet: a tool that needs one is refused, never run unasked.
+        let approval =
+            e("[[mcp]]\nid = \"gh\"\nurl = \"http://h/mcp\"\n[mcp.approval]\nmerge = \"always\"\n");
+        assert!(approval.contains("`mcp[0].approval`"), "{approval}");
+        let unknown =
+            e("[[mcp]]\nid = \"files\"\ncommand = \"a\"\n[channels.slack]\nmcp = [\"nope\"]\n");
+        assert!(
+            unknown.contains("`channels.slack.mcp`") && unknown.contains("nope"),
+            "{unknown}"
+        );
+        let bad = e("[channels.slack]\nmcp = \"files\"\n");
+        assert!(bad.contains("`channels.slack.mcp`"), "{bad}");
+    }
 
     #[test]
     fn the_message_tools_are_on_unless_turned_off() {

@@ -12,6 +12,7 @@ pub mod check;
 pub mod config;
 pub mod events;
 pub mod http;
+mod mcp;
 pub mod ops;
 pub mod ready;
 pub mod server;
@@ -245,6 +246,15 @@ pub async fn serve(
             .with_channel(channel)
             .with_channel_settings(&platform, settings)?;
     }
+    let stop_mcp = tokio_util::sync::CancellationToken::new();
+    let mcp = mcp::McpTools::start(&config, stop_mcp.clone())?.map(Arc::new);
+    if let Some(tools) = &mcp {
+        // Serving starts at once; a server still starting offers its tools when it is up.
+        if let Err(e) = tools.hub().wait_ready(Duration::from_secs(10)).await {
+            tracing::warn!(servers = ?e.0, "mcp servers not connected yet; their tools come when they are");
+        }
+        engine = engine.with_tool_source(tools.clone());
+    }
     let worker = engine.spawn_worker(Duration::from_millis(500));
     let readiness = Arc::new(ready::Readiness::default());
     let mut app = app_with_readiness(&config, engine.clone(), readiness.clone());
@@ -287,6 +297,10 @@ pub async fn serve(
     }
     worker.abort();
     engine.drain(grace).await;
+    if let Some(tools) = &mcp {
+        tools.hub().shutdown().await;
+    }
+    stop_mcp.cancel();
     tracing::info!("stopped");
     Ok(())
 }

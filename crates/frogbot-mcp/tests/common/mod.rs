@@ -133,6 +133,7 @@ pub fn ctx(call: &str) -> ToolContext {
         chat_id: ChatId::new("mcp-test").unwrap(),
         driver: None,
         tool_call_id: call.into(),
+        message_id: "msg-test".into(),
     }
 }
 

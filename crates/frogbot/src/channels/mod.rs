@@ -26,7 +26,8 @@ pub use frogbot_core::agent::{Adapter, ChannelSettings};
 use crate::config::ConfigError;
 
 /// The keys every channel table may carry that FrogBot reads itself, not the adapter.
-const SHARED_KEYS: [&str; 7] = [
+const SHARED_KEYS: [&str; 8] = [
+    "mcp",
     "model",
     "reasoning",
     "acks",
@@ -92,6 +93,32 @@ pub(crate) fn settings(name: &str, value: &toml::Value) -> Result<ChannelSetting
         context_messages,
         context_chars,
     })
+}
+
+/// `[channels.NAME] mcp = ["id", …]`: the `[[mcp]]` servers whose tools the channel's turns
+/// get (`None`: every server's).
+pub(crate) fn mcp_selection(
+    name: &str,
+    value: &toml::Value,
+) -> Result<Option<Vec<String>>, ConfigError> {
+    match value.get("mcp") {
+        None => Ok(None),
+        Some(toml::Value::Array(ids)) => ids
+            .iter()
+            .map(|v| match v {
+                toml::Value::String(s) => Ok(s.clone()),
+                _ => Err(ConfigError::key(
+                    format!("channels.{name}.mcp"),
+                    "must be a list of [[mcp]] server ids",
+                )),
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some),
+        Some(_) => Err(ConfigError::key(
+            format!("channels.{name}.mcp"),
+            "must be a list of [[mcp]] server ids",
+        )),
+    }
 }
 
 /// The table without [`SHARED_KEYS`], for the adapter's own parser.
