@@ -343,11 +343,32 @@ pub struct ToolsConfig {
     /// in place, and the chat's status pin (on by default).
     #[serde(default = "yes")]
     pub messages: bool,
+    /// `fetch_url`: an HTTP GET of a public page (on by default).
+    #[serde(default = "yes")]
+    pub fetch_url: bool,
+    /// The most bytes of a body `fetch_url` returns.
+    #[serde(default = "default_fetch_max_bytes")]
+    pub fetch_max_bytes: usize,
+    /// How long one `fetch_url` call may take.
+    #[serde(default = "default_fetch_timeout")]
+    pub fetch_timeout_seconds: u64,
+    /// Whether `fetch_url` may reach private addresses (loopback, LAN, link-local: cloud metadata
+    /// endpoints among them). Off by default.
+    #[serde(default)]
+    pub fetch_private: bool,
+}
+
+fn default_fetch_max_bytes() -> usize {
+    200_000
+}
+
+fn default_fetch_timeout() -> u64 {
+    20
 }
 
 impl Default for ToolsConfig {
     fn default() -> Self {
-        Self { messages: true }
+        toml::from_str("").expect("every key has a default")
     }
 }
 
@@ -468,6 +489,15 @@ impl Config {
         }
         if self.max_steps == 0 {
             return bad("max_steps", "must be at least 1".into());
+        }
+        if !(1..=50_000_000).contains(&self.tools.fetch_max_bytes) {
+            return bad("tools.fetch_max_bytes", "must be from 1 to 50000000".into());
+        }
+        if !(1..=600).contains(&self.tools.fetch_timeout_seconds) {
+            return bad(
+                "tools.fetch_timeout_seconds",
+                "must be from 1 to 600".into(),
+            );
         }
         self.validate_mcp()?;
         for (key, value) in [

@@ -11,6 +11,7 @@ pub mod channels;
 pub mod check;
 pub mod config;
 pub mod events;
+pub mod fetch;
 pub mod http;
 mod mcp;
 pub mod ops;
@@ -168,10 +169,21 @@ pub async fn build_engine(config: &Config) -> Result<Engine, Error> {
             reasoning: m.reasoning.clone(),
         });
     }
+    let mut tools = Vec::new();
+    if config.tools.fetch_url {
+        tools.push(
+            fetch::FetchUrl::new(fetch::FetchLimits {
+                max_bytes: config.tools.fetch_max_bytes,
+                timeout: std::time::Duration::from_secs(config.tools.fetch_timeout_seconds),
+                allow_private: config.tools.fetch_private,
+            })
+            .map_err(|e| Error::Config(crate::config::ConfigError::key("tools.fetch_url", e)))?,
+        );
+    }
     let engine = Engine::new(
         store,
         offers,
-        vec![],
+        tools,
         EngineConfig {
             instructions: config.instructions.clone(),
             max_steps: config.max_steps,

@@ -196,6 +196,16 @@ tools = ["echo", "get-sum"]
         .filter_map(|t| t["function"]["name"].as_str())
         .collect();
     assert!(names.contains(&"everything__echo"), "{names:?}");
+    // With the built-in tools, which are on by default.
+    for builtin in [
+        "question",
+        "fetch_url",
+        "send_message",
+        "edit_message",
+        "set_status",
+    ] {
+        assert!(names.contains(&builtin), "{builtin} in {names:?}");
+    }
     assert!(names.contains(&"everything__get-sum"), "{names:?}");
     assert!(
         !names.iter().any(|n| n.starts_with("everything__get-tiny")),
