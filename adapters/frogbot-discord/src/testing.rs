@@ -137,6 +137,12 @@ struct Inner {
     deleted: Mutex<Vec<Value>>,
     /// How long a [`Fault::Timeout`] holds its request (`None`: [`DEFAULT_FAULT_HOLD`]).
     fault_hold: Mutex<Option<Duration>>,
+    /// The bot token `GET /users/@me` and `GET /applications/@me` accept (any when `None`):
+    /// another gets Discord's `401: Unauthorized`.
+    token: Mutex<Option<String>>,
+    /// The application's `flags` (`GET /applications/@me`); `None`: the Message Content intent
+    /// on for an app in under 100 servers (`GATEWAY_MESSAGE_CONTENT_LIMITED`, `1 << 19`).
+    app_flags: Mutex<Option<u64>>,
 }
 
 /// How long Discord remembers a message nonce for `enforce_nonce` ("the past few minutes").
@@ -892,9 +898,55 @@ async fn gateway(State(inner): State<Arc<Inner>>, method: Method, uri: Uri) -> R
     respond(&inner, &method, &uri, "", (StatusCode::OK, response))
 }
 
-async fn current_user(State(inner): State<Arc<Inner>>, method: Method, uri: Uri) -> Response {
-    let response = json!({"id": inner.bot_id.to_string(), "username": "frogbot", "discriminator": "0", "avatar": null, "bot": true, "verified": true, "mfa_enabled": false, "flags": 0});
-    respond(&inner, &method, &uri, "", (StatusCode::OK, response))
+/// Discord's answer to a bad bot token (`{"message": "401: Unauthorized", "code": 0}`), when
+/// the fake checks tokens ([`FakeDiscord::require_token`]).
+fn unauthorized(inner: &Inner, headers: &axum::http::HeaderMap) -> Option<(StatusCode, Value)> {
+    let want = inner.token.lock().unwrap().clone()?;
+    let given = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    (given != format!("Bot {want}")).then(|| {
+        (
+            StatusCode::UNAUTHORIZED,
+            json!({"message": "401: Unauthorized", "code": 0}),
+        )
+    })
+}
+
+async fn current_user(
+    State(inner): State<Arc<Inner>>,
+    method: Method,
+    uri: Uri,
+    headers: axum::http::HeaderMap,
+) -> Response {
+    let response = unauthorized(&inner, &headers).unwrap_or_else(|| {
+        (
+            StatusCode::OK,
+            json!({"id": inner.bot_id.to_string(), "username": "frogbot", "discriminator": "0", "avatar": null, "bot": true, "verified": true, "mfa_enabled": false, "flags": 0}),
+        )
+    });
+    respond(&inner, &method, &uri, "", response)
+}
+
+/// `GET /applications/@me`: the bot's application (its `flags` say which privileged intents
+/// are on).
+async fn current_application(
+    State(inner): State<Arc<Inner>>,
+    method: Method,
+    uri: Uri,
+    headers: axum::http::HeaderMap,
+) -> Response {
+    let response = unauthorized(&inner, &headers).unwrap_or_else(|| {
+        let flags = inner.app_flags.lock().unwrap().unwrap_or(1 << 19);
+        (
+            StatusCode::OK,
+            json!({"id": inner.app_id.to_string(), "name": "frogbot", "icon": null, "description": "",
+                   "bot_public": true, "bot_require_code_grant": false, "verify_key": "0".repeat(64),
+                   "flags": flags, "bot": {"id": inner.bot_id.to_string(), "username": "frogbot", "bot": true}}),
+        )
+    });
+    respond(&inner, &method, &uri, "", response)
 }
 
 async fn create_message(
@@ -1402,6 +1454,7 @@ impl FakeDiscord {
             .route("/api/v10/gateway", get(gateway))
             .route("/api/v10/gateway/bot", get(gateway))
             .route("/api/v10/users/@me", get(current_user))
+            .route("/api/v10/applications/@me", get(current_application))
             .route("/api/v10/users/@me/channels", post(create_dm))
             .route("/api/v10/channels/{id}", get(get_channel))
             .route(
@@ -1499,6 +1552,17 @@ impl FakeDiscord {
     /// No more injected faults.
     pub fn clear_faults(&self) {
         *self.inner.faults.lock().unwrap() = None;
+    }
+
+    /// From now on `GET /users/@me` and `GET /applications/@me` accept only `token` (Discord's
+    /// `401` otherwise).
+    pub fn require_token(&self, token: &str) {
+        *self.inner.token.lock().unwrap() = Some(token.to_owned());
+    }
+
+    /// The application's `flags` from now on (which privileged gateway intents are on).
+    pub fn set_application_flags(&self, flags: u64) {
+        *self.inner.app_flags.lock().unwrap() = Some(flags);
     }
 
     /// How long a [`Fault::Timeout`] holds its request.

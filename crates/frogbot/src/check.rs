@@ -230,20 +230,48 @@ async fn check_channel(http: &reqwest::Client, name: &str, probe: &Probe) -> Vec
             let request = http
                 .get(url)
                 .header("Authorization", format!("Bot {token}"));
-            vec![match fetch(request).await {
-                Ok((200, body)) => line(
-                    true,
-                    name,
-                    format!("bot {} ({})", text(&body, "username"), text(&body, "id")),
-                ),
-                Ok((status, body)) => {
-                    let mut detail = format!("GET /users/@me: {}", status_text(status));
-                    if let Some(m) = body["message"].as_str() {
-                        detail = format!("{detail}: {m}");
-                    }
-                    line(false, name, detail)
+            let failed = |what: &str, status: u16, body: &Value| {
+                let mut detail = format!("GET {what}: {}", status_text(status));
+                if let Some(m) = body["message"].as_str() {
+                    detail = format!("{detail}: {m}");
                 }
-                Err(e) => line(false, name, format!("GET /users/@me: {e}")),
+                line(false, name, detail)
+            };
+            let who = match fetch(request).await {
+                Ok((200, body)) => {
+                    format!("bot {} ({})", text(&body, "username"), text(&body, "id"))
+                }
+                Ok((status, body)) => return vec![failed("/users/@me", status, &body)],
+                Err(e) => return vec![line(false, name, format!("GET /users/@me: {e}"))],
+            };
+            // The Message Content intent (privileged): without it the gateway sends thread
+            // messages with empty content.
+            let app = http
+                .get(format!(
+                    "{}/api/v10/applications/@me",
+                    api_url.trim_end_matches('/')
+                ))
+                .header("Authorization", format!("Bot {token}"));
+            vec![match fetch(app).await {
+                Ok((200, body)) => {
+                    const MESSAGE_CONTENT: u64 = 1 << 18;
+                    const MESSAGE_CONTENT_LIMITED: u64 = 1 << 19;
+                    let flags = body["flags"].as_u64().unwrap_or(0);
+                    if flags & (MESSAGE_CONTENT | MESSAGE_CONTENT_LIMITED) == 0 {
+                        line(
+                            false,
+                            name,
+                            format!(
+                                "{who}: the Message Content intent is off (Developer Portal → Bot → \
+                                 Privileged Gateway Intents); without it FrogBot cannot read thread messages"
+                            ),
+                        )
+                    } else {
+                        line(true, name, format!("{who}, Message Content intent on"))
+                    }
+                }
+                Ok((status, body)) => failed("/applications/@me", status, &body),
+                Err(e) => line(false, name, format!("GET /applications/@me: {e}")),
             }]
         }
         Probe::Telegram {

@@ -593,7 +593,7 @@ async fn config_check_asks_discord_and_every_model() {
     assert_eq!(
         r.lines()[1..],
         [
-            "ok discord: bot frogbot (777)".to_string(),
+            "ok discord: bot frogbot (777), Message Content intent on".to_string(),
             format!("ok model main: {base}/models answers (llama3.2 listed)"),
         ]
     );
@@ -604,4 +604,31 @@ async fn config_check_asks_discord_and_every_model() {
         format!("FAIL model main: {base}/models: 401 Unauthorized: Incorrect API key provided")
     );
     assert!(!r.out.contains("sk-bad"));
+
+    // A token Discord refuses: one line naming the channel, exit 1, the token never printed.
+    discord.require_token("the-real-token");
+    let r = run(&config, &["config", "check"], &env("sk-good")).await;
+    assert_eq!(r.code, 1, "{}{}", r.out, r.err);
+    assert_eq!(
+        r.lines()[1],
+        "FAIL discord: GET /users/@me: 401 Unauthorized: 401: Unauthorized"
+    );
+    assert!(!r.out.contains("discord-test-token"));
+    // The right token, but the Message Content intent off.
+    let real = [
+        ("FROGBOT_TEST_MODEL_KEY", "sk-good"),
+        ("FROGBOT_TEST_DISCORD_TOKEN", "the-real-token"),
+    ];
+    discord.set_application_flags(1 << 23);
+    let r = run(&config, &["config", "check"], &real).await;
+    assert_eq!(r.code, 1, "{}{}", r.out, r.err);
+    assert!(
+        r.lines()[1]
+            .starts_with("FAIL discord: bot frogbot (777): the Message Content intent is off"),
+        "{}",
+        r.out
+    );
+    discord.set_application_flags(1 << 18);
+    let r = run(&config, &["config", "check"], &real).await;
+    assert_eq!(r.code, 0, "{}{}", r.out, r.err);
 }
