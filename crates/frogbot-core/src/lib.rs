@@ -17,6 +17,7 @@
 
 pub mod agent;
 pub mod error;
+pub mod metrics;
 pub mod store;
 
 pub use error::{BoxError, Error, Item, Result, StaleReason};

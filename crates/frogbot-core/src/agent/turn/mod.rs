@@ -759,12 +759,19 @@ impl Turns {
             };
             // Only the first turn streams to the caller; promoted turns are saved and broadcast.
             let tx = first.take().unwrap_or_else(|| mpsc::unbounded_channel().0);
+            let started = std::time::Instant::now();
             let ended = match self.run_turn(&mut lease, &chat, start, &tx, &lost).await {
                 Ok(o) => o,
                 Err(e) => break Err(e),
             };
             let (outcome, pending) = match ended {
                 TurnEnd::Awaiting(reply) => {
+                    crate::metrics::turn_finished(
+                        &reply,
+                        &self.config.default_model,
+                        "Awaiting",
+                        started,
+                    );
                     let outcome = TurnOutcome {
                         state: TurnState::Awaiting,
                         reply: Some(reply),
@@ -783,6 +790,12 @@ impl Turns {
             };
             let ((outcome, why), pending) = (outcome, pending);
             let (outcome, position) = outcome;
+            crate::metrics::turn_finished(
+                &outcome,
+                &self.config.default_model,
+                &format!("{why:?}"),
+                started,
+            );
             // The turn ended: save its last reply and release the chat, or promote the oldest
             // queued message under the same lease — one store operation. A stopping process hands
             // the queue on instead.
@@ -849,6 +862,7 @@ impl Turns {
         };
         drop(renewer);
         if let Err(e) = &result {
+            crate::metrics::turn_errored();
             warn!(error = %e, "turn ended with an error");
         }
         if let Some(done) = done.take() {
@@ -914,6 +928,7 @@ impl Turns {
                 reasoning,
             } => (reply, position, model, reasoning, None),
         };
+        crate::metrics::turn_started(model.as_deref().unwrap_or(&self.config.default_model));
         let watch = match (&chat.channel, self.listener()) {
             (Some(_), Some(l)) => l.turn_started(chat, started_by.as_deref(), &reply).await,
             _ => None,
@@ -1113,6 +1128,7 @@ impl Turns {
                 delivery: delivery.as_ref(),
             })
             .await?;
+        crate::metrics::questions_asked(chat_row, rows.len());
         self.history.note(&chat, &[&saved]);
         self.emit_message(&chat, &saved.message);
         Ok(TurnEnd::Awaiting(saved.message))
@@ -1131,6 +1147,7 @@ impl Turns {
             message: message.into(),
         };
         warn!(code, message, "turn failed");
+        crate::metrics::turn_failed(&reply, &self.config.default_model, code);
         reply.metadata.error = Some(info.clone());
         let _ = tx.send(TurnEvent::Error(info));
         TurnEnd::Idle {

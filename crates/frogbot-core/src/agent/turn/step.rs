@@ -46,6 +46,7 @@ impl Turns {
         halt: &tokio_util::sync::CancellationToken,
         watch: Option<&super::TurnWatch>,
     ) -> Result<StepEnd> {
+        let _timer = crate::metrics::step_timer(&offer.id);
         reply
             .parts
             .push(MessagePart::Other(json!({"type": "step-start"})));
