@@ -23,6 +23,8 @@ use crate::Error;
 /// Counts one API call of `method` by its answer (`frogbot_platform_api_calls_total`): `2xx` (serenity
 /// does not say which success), the HTTP status of a refusal, `timeout` or `network`; a `429` (left
 /// to the caller's retry) also counts as a rate-limit wait.
+// serenity's own result, passed through unchanged.
+#[allow(clippy::result_large_err)]
 fn counted<T>(method: &'static str, r: Result<T, serenity::Error>) -> Result<T, serenity::Error> {
     #[cfg(feature = "engine")]
     {

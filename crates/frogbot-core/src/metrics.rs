@@ -142,20 +142,37 @@ pub(crate) fn turn_started(model: &str) {
     counter!(TURNS_STARTED, "model" => model.to_owned()).increment(1);
 }
 
-/// A turn ended with `reply`; `why` is the engine's reason, as its `Debug` (`Reply`, `MaxSteps`,
-/// `Stopped`, or `Awaiting`); `started` when it started.
-pub(crate) fn turn_finished(reply: &UiMessage, default_model: &str, why: &str, started: Instant) {
-    let outcome = match why {
-        _ if reply.metadata.error.is_some() => "failed",
-        "Awaiting" => "awaiting",
-        "MaxSteps" => "max_steps",
-        "Stopped" => "stopped",
-        _ => "done",
-    };
-    let model = model_of(reply, default_model);
-    counter!(TURNS_FINISHED, "model" => model.clone(), "outcome" => outcome).increment(1);
-    histogram!(TURN_DURATION, "model" => model, "outcome" => outcome)
-        .record(started.elapsed().as_secs_f64());
+/// Times one turn of a run (from its start or resumption), for [`TURN_DURATION`].
+#[derive(Debug)]
+pub(crate) struct TurnClock<'a> {
+    default_model: &'a str,
+    started: Instant,
+}
+
+impl<'a> TurnClock<'a> {
+    /// Starts timing a turn; `default_model` labels a reply that names no model.
+    pub(crate) fn start(default_model: &'a str) -> Self {
+        Self {
+            default_model,
+            started: Instant::now(),
+        }
+    }
+
+    /// The turn ended with `reply`; `why` is the engine's reason as its `Debug` (`Reply`,
+    /// `MaxSteps`, `Stopped`), or `Awaiting`.
+    pub(crate) fn finished(&self, reply: &UiMessage, why: &str) {
+        let outcome = match why {
+            _ if reply.metadata.error.is_some() => "failed",
+            "Awaiting" => "awaiting",
+            "MaxSteps" => "max_steps",
+            "Stopped" => "stopped",
+            _ => "done",
+        };
+        let model = model_of(reply, self.default_model);
+        counter!(TURNS_FINISHED, "model" => model.clone(), "outcome" => outcome).increment(1);
+        histogram!(TURN_DURATION, "model" => model, "outcome" => outcome)
+            .record(self.started.elapsed().as_secs_f64());
+    }
 }
 
 /// A turn failed visibly with the error `code` (its reply carries it).

@@ -759,19 +759,14 @@ impl Turns {
             };
             // Only the first turn streams to the caller; promoted turns are saved and broadcast.
             let tx = first.take().unwrap_or_else(|| mpsc::unbounded_channel().0);
-            let started = std::time::Instant::now();
+            let clock = crate::metrics::TurnClock::start(&self.config.default_model);
             let ended = match self.run_turn(&mut lease, &chat, start, &tx, &lost).await {
                 Ok(o) => o,
                 Err(e) => break Err(e),
             };
             let (outcome, pending) = match ended {
                 TurnEnd::Awaiting(reply) => {
-                    crate::metrics::turn_finished(
-                        &reply,
-                        &self.config.default_model,
-                        "Awaiting",
-                        started,
-                    );
+                    clock.finished(&reply, "Awaiting");
                     let outcome = TurnOutcome {
                         state: TurnState::Awaiting,
                         reply: Some(reply),
@@ -790,12 +785,7 @@ impl Turns {
             };
             let ((outcome, why), pending) = (outcome, pending);
             let (outcome, position) = outcome;
-            crate::metrics::turn_finished(
-                &outcome,
-                &self.config.default_model,
-                &format!("{why:?}"),
-                started,
-            );
+            clock.finished(&outcome, &format!("{why:?}"));
             // The turn ended: save its last reply and release the chat, or promote the oldest
             // queued message under the same lease — one store operation. A stopping process hands
             // the queue on instead.
