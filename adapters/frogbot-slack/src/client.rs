@@ -320,6 +320,7 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackWebApi<C> {
         loop {
             attempt += 1;
             let answer = tokio::time::timeout(self.timeout, call()).await;
+            #[cfg(feature = "engine")]
             let status = call_status(&answer);
             #[cfg(feature = "engine")]
             frogbot_core::metrics::platform_call("slack", method, &status);
@@ -438,6 +439,7 @@ fn not_sent(e: &(dyn std::error::Error + 'static)) -> bool {
 /// The status label of a Web API call's answer (`frogbot_platform_api_calls_total`): `200`, the HTTP
 /// status of a failed answer (`429`, `503`), Slack's error code of an `ok: false` answer
 /// (`channel_not_found`, `ratelimited`), `network` or `timeout`.
+#[cfg(feature = "engine")]
 fn call_status<T, E>(answer: &Result<Result<T, SlackClientError>, E>) -> String {
     match answer {
         Ok(Ok(_)) => "200".into(),
