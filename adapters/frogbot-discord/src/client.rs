@@ -20,6 +20,38 @@ use serenity::model::id::{ChannelId, InteractionId, MessageId, UserId};
 
 use crate::Error;
 
+/// Counts one API call of `method` by its answer (`frogbot_platform_api_calls_total`): `2xx` (serenity
+/// does not say which success), the HTTP status of a refusal, `timeout` or `network`; a `429` (left
+/// to the caller's retry) also counts as a rate-limit wait.
+// serenity's own result, passed through unchanged.
+#[allow(clippy::result_large_err)]
+fn counted<T>(method: &'static str, r: Result<T, serenity::Error>) -> Result<T, serenity::Error> {
+    #[cfg(feature = "engine")]
+    {
+        use serenity::http::HttpError;
+        let status = match &r {
+            Ok(_) => "2xx".to_owned(),
+            Err(serenity::Error::Http(HttpError::UnsuccessfulRequest(e))) => {
+                e.status_code.as_u16().to_string()
+            }
+            Err(serenity::Error::Http(HttpError::Request(e))) if e.is_timeout() => {
+                "timeout".to_owned()
+            }
+            Err(serenity::Error::Http(HttpError::Request(_)) | serenity::Error::Io(_)) => {
+                "network".to_owned()
+            }
+            Err(_) => "error".to_owned(),
+        };
+        frogbot_core::metrics::platform_call("discord", method, &status);
+        if status == "429" {
+            frogbot_core::metrics::platform_rate_limit_wait("discord");
+        }
+    }
+    #[cfg(not(feature = "engine"))]
+    let _ = method;
+    r
+}
+
 /// A message Discord created: its id and creation time (RFC 3339).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Posted {
@@ -128,7 +160,10 @@ impl DiscordApi for Http {
         channel: ChannelId,
         message: &CreateMessage,
     ) -> Result<Posted, Error> {
-        let message = Http::send_message(self, channel, vec![], message).await?;
+        let message = counted(
+            "create_message",
+            Http::send_message(self, channel, vec![], message).await,
+        )?;
         Ok(Posted {
             id: message.id,
             timestamp: message.timestamp.to_rfc3339().unwrap_or_default(),
@@ -141,12 +176,18 @@ impl DiscordApi for Http {
         message: MessageId,
         edit: &EditMessage,
     ) -> Result<(), Error> {
-        Http::edit_message(self, channel, message, edit, vec![]).await?;
+        counted(
+            "edit_message",
+            Http::edit_message(self, channel, message, edit, vec![]).await,
+        )?;
         Ok(())
     }
 
     async fn delete_message(&self, channel: ChannelId, message: MessageId) -> Result<(), Error> {
-        match Http::delete_message(self, channel, message, None).await {
+        match counted(
+            "delete_message",
+            Http::delete_message(self, channel, message, None).await,
+        ) {
             Err(e) => {
                 let e = Error::from(e);
                 if e.discord_code() == Some(UNKNOWN_MESSAGE) {
@@ -166,9 +207,15 @@ impl DiscordApi for Http {
         pinned: bool,
     ) -> Result<(), Error> {
         let r = if pinned {
-            Http::pin_message(self, channel, message, None).await
+            counted(
+                "pin_message",
+                Http::pin_message(self, channel, message, None).await,
+            )
         } else {
-            Http::unpin_message(self, channel, message, None).await
+            counted(
+                "unpin_message",
+                Http::unpin_message(self, channel, message, None).await,
+            )
         };
         match r {
             Err(e) => {
@@ -189,7 +236,10 @@ impl DiscordApi for Http {
         token: &str,
         response: &CreateInteractionResponse,
     ) -> Result<(), Error> {
-        Http::create_interaction_response(self, interaction, token, response, vec![]).await?;
+        counted(
+            "create_interaction_response",
+            Http::create_interaction_response(self, interaction, token, response, vec![]).await,
+        )?;
         Ok(())
     }
 
@@ -198,7 +248,10 @@ impl DiscordApi for Http {
         token: &str,
         followup: &CreateInteractionResponseFollowup,
     ) -> Result<(), Error> {
-        Http::create_followup_message(self, token, followup, vec![]).await?;
+        counted(
+            "create_followup_message",
+            Http::create_followup_message(self, token, followup, vec![]).await,
+        )?;
         Ok(())
     }
 
@@ -208,14 +261,17 @@ impl DiscordApi for Http {
         message: MessageId,
         thread: &CreateThread<'_>,
     ) -> Result<ChannelId, Error> {
-        let thread = Http::create_thread_from_message(
-            self,
-            channel,
-            message,
-            thread,
-            Some("FrogBot conversation"),
-        )
-        .await?;
+        let thread = counted(
+            "create_thread",
+            Http::create_thread_from_message(
+                self,
+                channel,
+                message,
+                thread,
+                Some("FrogBot conversation"),
+            )
+            .await,
+        )?;
         Ok(thread.id)
     }
 
@@ -224,16 +280,18 @@ impl DiscordApi for Http {
     }
 
     async fn channel_kind(&self, channel: ChannelId) -> Result<ChannelType, Error> {
-        Ok(match Http::get_channel(self, channel).await? {
-            Channel::Guild(c) => c.kind,
-            Channel::Private(c) => c.kind,
-            _ => ChannelType::Unknown(u8::MAX),
-        })
+        Ok(
+            match counted("get_channel", Http::get_channel(self, channel).await)? {
+                Channel::Guild(c) => c.kind,
+                Channel::Private(c) => c.kind,
+                _ => ChannelType::Unknown(u8::MAX),
+            },
+        )
     }
 
     async fn dm_channel(&self, user: UserId) -> Result<ChannelId, Error> {
         let body = serde_json::json!({ "recipient_id": user });
-        Ok(Http::create_private_channel(self, &body).await?.id)
+        Ok(counted("create_dm", Http::create_private_channel(self, &body).await)?.id)
     }
 
     async fn react(
@@ -243,7 +301,10 @@ impl DiscordApi for Http {
         emoji: &str,
     ) -> Result<(), Error> {
         let emoji = serenity::model::channel::ReactionType::Unicode(emoji.to_owned());
-        Http::create_reaction(self, channel, message, &emoji).await?;
+        counted(
+            "create_reaction",
+            Http::create_reaction(self, channel, message, &emoji).await,
+        )?;
         Ok(())
     }
 
@@ -254,12 +315,18 @@ impl DiscordApi for Http {
         emoji: &str,
     ) -> Result<(), Error> {
         let emoji = serenity::model::channel::ReactionType::Unicode(emoji.to_owned());
-        Http::delete_reaction_me(self, channel, message, &emoji).await?;
+        counted(
+            "delete_reaction",
+            Http::delete_reaction_me(self, channel, message, &emoji).await,
+        )?;
         Ok(())
     }
 
     async fn typing(&self, channel: ChannelId) -> Result<(), Error> {
-        Http::broadcast_typing(self, channel).await?;
+        counted(
+            "trigger_typing",
+            Http::broadcast_typing(self, channel).await,
+        )?;
         Ok(())
     }
 
@@ -269,13 +336,16 @@ impl DiscordApi for Http {
         before: MessageId,
         limit: u8,
     ) -> Result<Vec<Message>, Error> {
-        Ok(Http::get_messages(
-            self,
-            channel,
-            Some(serenity::http::MessagePagination::Before(before)),
-            Some(limit.clamp(1, 100)),
-        )
-        .await?)
+        Ok(counted(
+            "get_messages",
+            Http::get_messages(
+                self,
+                channel,
+                Some(serenity::http::MessagePagination::Before(before)),
+                Some(limit.clamp(1, 100)),
+            )
+            .await,
+        )?)
     }
 }
 

@@ -42,6 +42,8 @@ pub fn request_config() -> RequestConfig {
 
 /// The error of call `call`: [`Error::Unavailable`] when worth retrying, else [`Error::Api`].
 pub fn call_error(call: &'static str, e: matrix_sdk::Error) -> Error {
+    #[cfg(feature = "engine")]
+    frogbot_core::metrics::platform_call("matrix", call, &failed_status(&e));
     let found = match &e {
         matrix_sdk::Error::Http(http) => transient(http),
         _ => None,
@@ -61,6 +63,30 @@ pub fn call_error(call: &'static str, e: matrix_sdk::Error) -> Error {
             call,
             message: e.to_string(),
         },
+    }
+}
+
+/// The status label of a failed call (`frogbot_platform_api_calls_total`): the HTTP status of the
+/// homeserver's refusal, `timeout` or `network`, else `error`. matrix-sdk sends the requests (and
+/// retries 429s and 5xx itself, within [`request_config`]), so only the calls that failed in the
+/// end are counted here.
+#[cfg(feature = "engine")]
+fn failed_status(e: &matrix_sdk::Error) -> String {
+    fn of(http: &matrix_sdk::HttpError) -> String {
+        use matrix_sdk::HttpError;
+        match http {
+            HttpError::Reqwest(e) if e.is_timeout() => "timeout".into(),
+            HttpError::Reqwest(_) => "network".into(),
+            HttpError::Cached(inner) => of(inner),
+            HttpError::Api(_) => http
+                .as_client_api_error()
+                .map_or_else(|| "error".into(), |a| a.status_code.as_u16().to_string()),
+            _ => "error".into(),
+        }
+    }
+    match e {
+        matrix_sdk::Error::Http(http) => of(http),
+        _ => "error".into(),
     }
 }
 

@@ -319,7 +319,12 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackWebApi<C> {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let err = match tokio::time::timeout(self.timeout, call()).await {
+            let answer = tokio::time::timeout(self.timeout, call()).await;
+            #[cfg(feature = "engine")]
+            let status = call_status(&answer);
+            #[cfg(feature = "engine")]
+            frogbot_core::metrics::platform_call("slack", method, &status);
+            let err = match answer {
                 Ok(Ok(v)) => return Ok(v),
                 Ok(Err(e)) => classify(method, e),
                 Err(_) => Error::Unavailable {
@@ -343,6 +348,10 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackWebApi<C> {
                 None => std::time::Duration::from_millis(250 << (attempt - 1).min(4)),
             };
             tracing::debug!(method, attempt, ?wait, error = %err, "Slack call failed; retrying");
+            #[cfg(feature = "engine")]
+            if matches!(status.as_str(), "429" | "ratelimited") {
+                frogbot_core::metrics::platform_rate_limit_wait("slack");
+            }
             tokio::time::sleep(wait).await;
         }
     }
@@ -425,6 +434,26 @@ fn not_sent(e: &(dyn std::error::Error + 'static)) -> bool {
         next = e.source();
     }
     false
+}
+
+/// The status label of a Web API call's answer (`frogbot_platform_api_calls_total`): `200`, the HTTP
+/// status of a failed answer (`429`, `503`), Slack's error code of an `ok: false` answer
+/// (`channel_not_found`, `ratelimited`), `network` or `timeout`.
+#[cfg(feature = "engine")]
+fn call_status<T, E>(answer: &Result<Result<T, SlackClientError>, E>) -> String {
+    match answer {
+        Ok(Ok(_)) => "200".into(),
+        Ok(Err(SlackClientError::ApiError(a))) => a.code.clone(),
+        Ok(Err(SlackClientError::RateLimitError(_))) => "429".into(),
+        Ok(Err(SlackClientError::HttpError(h))) => h.status_code.as_u16().to_string(),
+        Ok(Err(
+            SlackClientError::HttpProtocolError(_)
+            | SlackClientError::SystemError(_)
+            | SlackClientError::EndOfStream(_),
+        )) => "network".into(),
+        Ok(Err(_)) => "error".into(),
+        Err(_) => "timeout".into(),
+    }
 }
 
 /// slack-morphism's error as this crate's: a 429 (`RateLimitError`, its `Retry-After`), a 5xx,

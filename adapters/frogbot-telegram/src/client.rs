@@ -192,6 +192,12 @@ pub async fn request<T: DeserializeOwned>(
         req = req.timeout(t);
     }
     let response = req.send().await.map_err(|e| {
+        #[cfg(feature = "engine")]
+        frogbot_core::metrics::platform_call(
+            "telegram",
+            method,
+            if e.is_timeout() { "timeout" } else { "network" },
+        );
         // Refused before anything was sent (no connection): not done. Anything later (a timeout,
         // a reset while waiting for the answer) may have reached Telegram.
         let transient = if e.is_connect() {
@@ -202,6 +208,8 @@ pub async fn request<T: DeserializeOwned>(
         unavailable(transient)
     })?;
     let status = response.status().as_u16();
+    #[cfg(feature = "engine")]
+    frogbot_core::metrics::platform_call("telegram", method, &status.to_string());
     let text = response.text().await.map_err(|e| {
         unavailable(Transient::from_source("the Bot API's answer was cut off", e).maybe_done())
     })?;
@@ -299,6 +307,11 @@ where
             return Err(e);
         }
         tracing::warn!(method, attempt, ?wait, error = %t, "Telegram call failed; retrying");
+        #[cfg(feature = "engine")]
+        if t.wait().is_some() {
+            // Telegram sends `retry_after` only with a 429.
+            frogbot_core::metrics::platform_rate_limit_wait("telegram");
+        }
         tokio::time::sleep(wait).await;
         attempt += 1;
     }

@@ -880,6 +880,9 @@ impl Store for Timed {
     async fn revive_job(&self, id: i64, now: Millis) -> Result<Option<Job>> {
         timed!(self, "revive_job", self.inner.revive_job(id, now))
     }
+    async fn backlog(&self, now: Millis) -> Result<frogbot_core::store::Backlog> {
+        timed!(self, "backlog", self.inner.backlog(now))
+    }
     async fn purgeable(&self, now: Millis, dead_before: Millis) -> Result<Purgeable> {
         timed!(self, "purgeable", self.inner.purgeable(now, dead_before))
     }

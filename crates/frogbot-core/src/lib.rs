@@ -9,6 +9,9 @@
 //!   `frogbot-sqlite` (rusqlite, a writer thread that group-commits) and `frogbot-postgres` (sqlx).
 //! - [`agent`]: the turn engine, the question engine, and channels (the [`agent::Adapter`] trait
 //!   every channel adapter's engine glue implements).
+//! - [`metrics`]: the engine's metric names (with their labels) and the helpers that record them
+//!   through the `metrics` facade — the engine, a metered store wrapper and the adapters' client
+//!   funnels call them; the binary chooses the exporter (this crate installs none).
 //!
 //! What it must not do: name any platform type (Slack, Discord, Telegram, Matrix belong to the
 //! adapter crates), depend on a database driver, or let an adapter reach the store (the engine's
@@ -17,6 +20,7 @@
 
 pub mod agent;
 pub mod error;
+pub mod metrics;
 pub mod store;
 
 pub use error::{BoxError, Error, Item, Result, StaleReason};

@@ -2311,6 +2311,30 @@ impl Store for PostgresStore {
         row.as_ref().map(rows::job).transpose()
     }
 
+    async fn backlog(&self, now: Millis) -> Result<Backlog> {
+        let row = sqlx::query(
+            "SELECT (SELECT COUNT(*) FROM messages WHERE queued) AS queued, \
+                    (SELECT COUNT(*) FROM jobs WHERE NOT dead AND run_at <= $1 \
+                       AND (claim_until IS NULL OR claim_until <= $1)) AS due, \
+                    (SELECT COUNT(*) FROM jobs WHERE NOT dead AND claim_until > $1) AS running, \
+                    (SELECT COUNT(*) FROM jobs WHERE dead) AS dead",
+        )
+        .bind(now)
+        .fetch_one(&self.pool)
+        .await
+        .db(self)?;
+        let count = |name: &str| -> Result<u64> {
+            let n: i64 = row.try_get(name).db(self)?;
+            Ok(u64::try_from(n).unwrap_or(0))
+        };
+        Ok(Backlog {
+            queued: count("queued")?,
+            jobs_due: count("due")?,
+            jobs_running: count("running")?,
+            jobs_dead: count("dead")?,
+        })
+    }
+
     async fn purgeable(&self, now: Millis, dead_before: Millis) -> Result<Purgeable> {
         let row = sqlx::query(
             "SELECT (SELECT COUNT(*) FROM questions WHERE expires_at <= $1) AS questions, \

@@ -851,6 +851,10 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn backlog(&self, now: Millis) -> Result<Backlog> {
+        self.read("backlog", move |c| ops::backlog(c, now)).await
+    }
+
     async fn purgeable(&self, now: Millis, dead_before: Millis) -> Result<Purgeable> {
         self.read("purgeable", move |c| ops::purgeable(c, now, dead_before))
             .await

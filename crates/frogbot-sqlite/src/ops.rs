@@ -1758,6 +1758,28 @@ pub(crate) fn revive_job(c: &Connection, id: i64, now: Millis) -> R<Option<Job>>
     )
 }
 
+pub(crate) fn backlog(c: &Connection, now: Millis) -> R<Backlog> {
+    opt(
+        c,
+        "SELECT (SELECT COUNT(*) FROM messages WHERE queued = TRUE), \
+                (SELECT COUNT(*) FROM jobs WHERE NOT dead AND run_at <= ?1 \
+                   AND (claim_until IS NULL OR claim_until <= ?1)), \
+                (SELECT COUNT(*) FROM jobs WHERE NOT dead AND claim_until > ?1), \
+                (SELECT COUNT(*) FROM jobs WHERE dead)",
+        params![now],
+        |r| {
+            let n = |i: usize| r.get::<_, i64>(i).map(|n| u64::try_from(n).unwrap_or(0));
+            Ok(Backlog {
+                queued: n(0)?,
+                jobs_due: n(1)?,
+                jobs_running: n(2)?,
+                jobs_dead: n(3)?,
+            })
+        },
+    )
+    .map(Option::unwrap_or_default)
+}
+
 pub(crate) fn purgeable(c: &Connection, now: Millis, dead_before: Millis) -> R<Purgeable> {
     opt(
         c,

@@ -281,6 +281,9 @@ impl Store for PausingStore {
     async fn revive_job(&self, id: i64, now: Millis) -> Result<Option<Job>> {
         self.inner.revive_job(id, now).await
     }
+    async fn backlog(&self, now: Millis) -> Result<Backlog> {
+        self.inner.backlog(now).await
+    }
     async fn purgeable(&self, now: Millis, dead_before: Millis) -> Result<Purgeable> {
         self.inner.purgeable(now, dead_before).await
     }

@@ -276,6 +276,55 @@ impl Default for ServerConfig {
     }
 }
 
+fn default_metrics_enabled() -> bool {
+    true
+}
+
+/// `[metrics]`: `GET /metrics`, the server's metrics in the Prometheus text format.
+///
+/// ```toml
+/// [metrics]
+/// enabled = true                    # false: no /metrics route (404), nothing recorded
+/// token_env = "FROGBOT_METRICS_TOKEN"  # optional: the variable holding the bearer token a scrape
+///                                   # must send (`Authorization: Bearer …`; else 401)
+/// ```
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsConfig {
+    /// Whether `GET /metrics` is served and the server records metrics (default true).
+    #[serde(default = "default_metrics_enabled")]
+    pub enabled: bool,
+    /// The environment variable holding the bearer token `GET /metrics` requires; without it the
+    /// route is open to whoever reaches the listen address. A variable that is unset or empty
+    /// stops the start.
+    pub token_env: Option<String>,
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        Self {
+            enabled: default_metrics_enabled(),
+            token_env: None,
+        }
+    }
+}
+
+impl MetricsConfig {
+    /// The bearer token `GET /metrics` requires, read from `token_env` (`None` without one).
+    pub fn token(&self) -> Result<Option<String>, ConfigError> {
+        let Some(var) = self.token_env.as_deref().filter(|_| self.enabled) else {
+            return Ok(None);
+        };
+        match std::env::var(var) {
+            Ok(t) if !t.trim().is_empty() => Ok(Some(t)),
+            _ => Err(ConfigError::key(
+                "metrics.token_env",
+                format!("the variable {var} is unset or empty"),
+            )),
+        }
+    }
+}
+
 /// The whole file.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -324,6 +373,9 @@ pub struct Config {
     /// The HTTP server's timeouts and connection limit.
     #[serde(default)]
     pub server: ServerConfig,
+    /// `GET /metrics` (on by default) and its bearer token.
+    #[serde(default)]
+    pub metrics: MetricsConfig,
     /// One table per channel adapter.
     #[serde(default)]
     pub channels: BTreeMap<String, toml::Value>,
@@ -637,6 +689,7 @@ impl Config {
                 }
             }
         }
+        self.metrics.token()?;
         Ok(())
     }
 

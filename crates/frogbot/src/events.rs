@@ -146,6 +146,7 @@ impl ChatWatchers {
             watched.frames.subscribe()
         };
         let guard = Listener {
+            _open: crate::metrics::OpenStream::new("events"),
             inner: self.inner.clone(),
             chat: chat.clone(),
             user: user.cloned(),
@@ -182,6 +183,7 @@ impl ChatWatchers {
 /// One open stream; dropping it (the client went away) releases its place and, for the chat's
 /// last listener, the chat's watch.
 struct Listener {
+    _open: crate::metrics::OpenStream,
     inner: Arc<Inner>,
     chat: ChatId,
     user: Option<UserId>,

@@ -14,6 +14,7 @@ pub mod events;
 pub mod fetch;
 pub mod http;
 mod mcp;
+pub mod metrics;
 pub mod ops;
 pub mod ready;
 pub mod server;
@@ -125,8 +126,19 @@ pub async fn open_store(url: &str) -> Result<frogbot_core::store::DynStore, Erro
 
 /// Builds the engine of a configuration (opening the store and applying migrations).
 pub async fn build_engine(config: &Config) -> Result<Engine, Error> {
+    Ok(build_engine_and_store(config).await?.0)
+}
+
+/// [`build_engine`], and the engine's store (with `[metrics]` enabled, every operation of it
+/// timed: `frogbot_core::metrics::metered`).
+async fn build_engine_and_store(
+    config: &Config,
+) -> Result<(Engine, frogbot_core::store::DynStore), Error> {
     frogbot_openai::install_crypto_provider();
-    let store = open_store(&config.database).await?;
+    let mut store = open_store(&config.database).await?;
+    if config.metrics.enabled {
+        store = frogbot_core::metrics::metered(store);
+    }
     let mut offers = Vec::new();
     if config.models.is_empty() {
         offers.push(ModelOffer {
@@ -181,7 +193,7 @@ pub async fn build_engine(config: &Config) -> Result<Engine, Error> {
         );
     }
     let engine = Engine::new(
-        store,
+        store.clone(),
         offers,
         tools,
         EngineConfig {
@@ -200,7 +212,7 @@ pub async fn build_engine(config: &Config) -> Result<Engine, Error> {
             ..Default::default()
         },
     );
-    Ok(engine)
+    Ok((engine, store))
 }
 
 /// The router for a configuration and engine (no channels for `/readyz` to check).
@@ -242,8 +254,13 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     grace: Duration,
 ) -> Result<(), Error> {
+    let metrics_token = config.metrics.token()?;
+    if config.metrics.enabled {
+        // Installed before anything records, so the first turn's metrics are kept.
+        metrics::handle();
+    }
     let channels = channels::open(&config.channels).await?;
-    let mut engine = build_engine(&config).await?;
+    let (mut engine, store) = build_engine_and_store(&config).await?;
     for ch in &channels {
         let channel = ch.channel();
         let platform = channel.platform.clone();
@@ -284,6 +301,10 @@ pub async fn serve(
         );
         receivers.extend(receiver);
         tracing::info!(%platform, "channel started");
+    }
+    if config.metrics.enabled {
+        // After the channels' routes, so their webhooks are counted too.
+        app = metrics::install(app, store, metrics_token);
     }
     if let Ok((files, _)) = rlimit::getrlimit(rlimit::Resource::NOFILE)
         && config.server.max_connections as u64 + 64 > files

@@ -10,6 +10,7 @@ use std::convert::Infallible;
 use frogbot_core::agent::{TurnEvent, TurnHandle};
 
 struct State {
+    _open: crate::metrics::OpenStream,
     events: tokio::sync::mpsc::UnboundedReceiver<TurnEvent>,
     text_open: Option<String>,
     text_n: usize,
@@ -91,6 +92,7 @@ pub fn ui_message_stream(
     handle: TurnHandle,
 ) -> impl Stream<Item = Result<Bytes, Infallible>> + Send {
     let state = State {
+        _open: crate::metrics::OpenStream::new("turn"),
         events: handle.events,
         text_open: None,
         text_n: 0,

@@ -129,6 +129,7 @@ macro_rules! store_conformance_tests {
             // operators
             operators_find_chats_by_state_and_channel,
             operators_list_revive_and_count_jobs,
+            operators_count_the_backlog,
             // agent chats
             agent_chats_bind_once_and_keep_the_writer_rules,
             agent_messages_append_outside_turns_and_dedup,
@@ -3728,6 +3729,54 @@ pub async fn operators_find_chats_by_state_and_channel(db: Db) {
         ..ChatFilter::default()
     };
     assert_eq!(s.find_chats(&one, now).await.unwrap().len(), 1);
+}
+
+/// `backlog` counts the queued messages of every chat, and the jobs due (unclaimed or their claim
+/// ended), running (the claim live) and dead at the time given; a job scheduled later is in none.
+pub async fn operators_count_the_backlog(db: Db) {
+    let s = &*db.store;
+    assert_eq!(s.backlog(T0).await.unwrap(), Backlog::default());
+    let a = web("backlog-a", Some("alice"));
+    let b = web("backlog-b", Some("bob"));
+    start(s, &a, "a1", Some("alice"), T0).await;
+    enqueue(s, &a, "a2", Some("alice"), Delivery::Queue, T0).await;
+    enqueue(s, &a, "a3", Some("alice"), Delivery::Queue, T0).await;
+    start(s, &b, "b1", Some("bob"), T0).await;
+    enqueue(s, &b, "b2", Some("bob"), Delivery::Queue, T0).await;
+    for (key, run_at) in [
+        ("backlog:dead", T0 - 10),
+        ("backlog:running", T0 - 5),
+        ("backlog:due", T0),
+        ("backlog:later", T0 + 10_000),
+    ] {
+        s.enqueue_job(&job("deliver", Some(key), run_at))
+            .await
+            .unwrap();
+    }
+    let doomed = s.claim_job("w", 1_000, T0).await.unwrap().unwrap();
+    assert_eq!(doomed.key.as_deref(), Some("backlog:dead"));
+    assert!(s.bury_job(&doomed, "gone").await.unwrap());
+    let running = s.claim_job("w", 1_000, T0).await.unwrap().unwrap();
+    assert_eq!(running.key.as_deref(), Some("backlog:running"));
+    assert_eq!(
+        s.backlog(T0).await.unwrap(),
+        Backlog {
+            queued: 3,
+            jobs_due: 1,
+            jobs_running: 1,
+            jobs_dead: 1,
+        }
+    );
+    // Once the claim has ended, the claimed job is due again; the later one is not due yet.
+    assert_eq!(
+        s.backlog(T0 + 2_000).await.unwrap(),
+        Backlog {
+            queued: 3,
+            jobs_due: 2,
+            jobs_running: 0,
+            jobs_dead: 1,
+        }
+    );
 }
 
 /// `live_jobs` lists what is not dead, soonest due first; `revive_job` makes a dead job due now

@@ -269,6 +269,11 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// `dead_before` would remove, removing nothing.
     async fn purgeable(&self, now: Millis, dead_before: Millis) -> Result<Purgeable>;
 
+    /// Counts, at `now`, the queued messages of every chat and the jobs due (unclaimed or their
+    /// claim ended, `run_at <= now`), running (claimed, the claim live) and dead — one read, for
+    /// a metrics scrape.
+    async fn backlog(&self, now: Millis) -> Result<Backlog>;
+
     // ---- agent chats (an external agent's conversation) ------------------------------------
 
     /// Binds a chat to an external agent, creating it as `send` would when it is missing (the

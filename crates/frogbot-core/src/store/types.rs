@@ -872,6 +872,19 @@ pub struct Purgeable {
     pub dead_jobs: u64,
 }
 
+/// What waits in the store ([`super::Store::backlog`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Backlog {
+    /// Messages queued behind running turns (not yet promoted), in every chat.
+    pub queued: u64,
+    /// Live jobs that may be claimed now: due, and unclaimed or their claim ended.
+    pub jobs_due: u64,
+    /// Live jobs whose claim is live.
+    pub jobs_running: u64,
+    /// Dead jobs.
+    pub jobs_dead: u64,
+}
+
 /// [`super::Store::bind_agent`]: bind a chat (created when missing) to an external agent.
 #[derive(Clone, Debug)]
 pub struct BindAgentOp<'a> {

@@ -282,6 +282,7 @@ impl Questions {
             Recorded::Changed { question } => return Ok(Concluded::Changed(Box::new(question))),
             Recorded::Gone => return Ok(Concluded::Gone),
         };
+        crate::metrics::question_concluded(chat, &question, outcome);
         if let (Some(closer), Some(lock)) = (&closer, &lock) {
             self.close(closer, lock, &question, actor, outcome, req)
                 .await;

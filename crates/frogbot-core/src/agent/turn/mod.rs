@@ -762,12 +762,14 @@ impl Turns {
             };
             // Only the first turn streams to the caller; promoted turns are saved and broadcast.
             let tx = first.take().unwrap_or_else(|| mpsc::unbounded_channel().0);
+            let clock = crate::metrics::TurnClock::start(&self.config.default_model);
             let ended = match self.run_turn(&mut lease, &chat, start, &tx, &lost).await {
                 Ok(o) => o,
                 Err(e) => break Err(e),
             };
             let (outcome, pending) = match ended {
                 TurnEnd::Awaiting(reply) => {
+                    clock.finished(&reply, "Awaiting");
                     let outcome = TurnOutcome {
                         state: TurnState::Awaiting,
                         reply: Some(reply),
@@ -786,6 +788,7 @@ impl Turns {
             };
             let ((outcome, why), pending) = (outcome, pending);
             let (outcome, position) = outcome;
+            clock.finished(&outcome, &format!("{why:?}"));
             // The turn ended: save its last reply and release the chat, or promote the oldest
             // queued message under the same lease — one store operation. A stopping process hands
             // the queue on instead.
@@ -852,6 +855,7 @@ impl Turns {
         };
         drop(renewer);
         if let Err(e) = &result {
+            crate::metrics::turn_errored();
             warn!(error = %e, "turn ended with an error");
         }
         if let Some(done) = done.take() {
@@ -917,6 +921,7 @@ impl Turns {
                 reasoning,
             } => (reply, position, model, reasoning, None),
         };
+        crate::metrics::turn_started(model.as_deref().unwrap_or(&self.config.default_model));
         let watch = match (&chat.channel, self.listener()) {
             (Some(_), Some(l)) => l.turn_started(chat, started_by.as_deref(), &reply).await,
             _ => None,
@@ -1119,6 +1124,7 @@ impl Turns {
                 delivery: delivery.as_ref(),
             })
             .await?;
+        crate::metrics::questions_asked(chat_row, rows.len());
         self.history.note(&chat, &[&saved]);
         self.emit_message(&chat, &saved.message);
         Ok(TurnEnd::Awaiting(saved.message))
@@ -1137,6 +1143,7 @@ impl Turns {
             message: message.into(),
         };
         warn!(code, message, "turn failed");
+        crate::metrics::turn_failed(&reply, &self.config.default_model, code);
         reply.metadata.error = Some(info.clone());
         let _ = tx.send(TurnEvent::Error(info));
         TurnEnd::Idle {

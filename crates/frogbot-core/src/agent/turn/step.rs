@@ -47,6 +47,7 @@ impl Turns {
         watch: Option<&super::TurnWatch>,
         extra: &[std::sync::Arc<dyn crate::agent::Tool>],
     ) -> Result<StepEnd> {
+        let _timer = crate::metrics::step_timer(&offer.id);
         reply
             .parts
             .push(MessagePart::Other(json!({"type": "step-start"})));

@@ -1,0 +1,527 @@
+//! The engine's metrics: their names (one `pub const` each, with its labels), and the helpers the
+//! engine, the store wrapper and the adapters record them with.
+//!
+//! Everything here records through the [`metrics`] facade only: without an installed recorder
+//! (a library user who installs none, every test) each call is a no-op. Which exporter collects
+//! them is the binary's choice (`frogbot serve` renders them on `GET /metrics` in the Prometheus
+//! text format). What this module must NOT do: install a recorder, name a platform, or take a
+//! label value that grows without bound (chat, message or user ids): labels are model ids,
+//! platforms, API method names, status codes and the fixed words listed below.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use async_trait::async_trait;
+use metrics::{
+    Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram,
+};
+
+use crate::model::{ChatId, Millis, QuestionOutcome, UiMessage, UserId};
+use crate::store::{
+    AdvanceOp, Advanced, AwaitOp, Backlog, ChatChanges, ChatFilter, ChatRow, CheckpointOp,
+    Checkpointed, DynStore, EndTurnOp, Job, Lease, LeaseRequest, NewJob, NewQuestion, Purgeable,
+    QuestionLock, QuestionRow, QueuedChange, QueuedEdit, RecordOp, Recorded, RenderedOp, Result,
+    Resume, SendOp, Store, StoredMessage, Taken, TurnEnded, UpdateQuestionOp,
+};
+
+/// Turns started, `{model}`: a new turn, or one resumed after its questions (the model id as
+/// offered, the default model's when the message named none).
+pub const TURNS_STARTED: &str = "frogbot_turns_started_total";
+/// Turns that ended, `{model, outcome}`: `outcome` is `done` (a final reply), `awaiting` (it waits
+/// on questions; its continuation counts as a new start), `failed` (the reply carries an error,
+/// see [`TURNS_FAILED`]), `stopped` (the driving user stopped it), `max_steps`, or `error` (the
+/// engine failed: a store failure or a lost lease; `model` is then `unknown`).
+pub const TURNS_FINISHED: &str = "frogbot_turns_finished_total";
+/// Turns that failed visibly, `{model, reason}`: `reason` is the error code the reply carries
+/// (`model-error`, `model-timeout`, `selection-unavailable`, …).
+pub const TURNS_FAILED: &str = "frogbot_turns_failed_total";
+/// How long a turn ran, from its start (or resumption) to its end, `{model, outcome}` (seconds).
+pub const TURN_DURATION: &str = "frogbot_turn_duration_seconds";
+/// How long one model step took (the model call and its tool calls), `{model}` (seconds).
+pub const STEP_DURATION: &str = "frogbot_step_duration_seconds";
+/// Messages queued behind running turns, in the whole store (refreshed on a scrape by
+/// [`refresh_backlog`]).
+pub const QUEUE_DEPTH: &str = "frogbot_queue_depth";
+/// Durable jobs, `{state}`: `due` (may be claimed now), `running` (claimed, the claim live),
+/// `dead` (given up on); refreshed on a scrape by [`refresh_backlog`]. A job scheduled later is in
+/// none of them.
+pub const JOBS: &str = "frogbot_jobs";
+/// Questions, `{platform, event}`: `platform` is the chat's channel platform, or `web` for the
+/// HTTP API and web chat; `event` is `asked` (a question record created), `answered`,
+/// `dismissed`, `expired` or `cancelled` (its first outcome, recorded once).
+pub const QUESTIONS: &str = "frogbot_questions_total";
+/// From a question's asking to its answer, `{platform}` (seconds; answered questions only).
+pub const ANSWER_LATENCY: &str = "frogbot_answer_latency_seconds";
+/// How long a store operation took, `{op}`: the [`Store`] method's name (seconds; failed ones
+/// too).
+pub const STORE_OPERATION: &str = "frogbot_store_operation_seconds";
+/// Store operations that failed, `{op}`.
+pub const STORE_ERRORS: &str = "frogbot_store_operation_errors_total";
+/// Calls of a platform's API (each try of a retried call), `{platform, method, status}`: `method`
+/// is the API's own name (`chat.postMessage`, `sendMessage`, `create_message`, `send`); `status`
+/// is the HTTP status (`200`, `429`, `503`), or the error kind when there was none (`timeout`,
+/// `network`, or the platform's error code).
+pub const PLATFORM_API_CALLS: &str = "frogbot_platform_api_calls_total";
+/// Waits before trying a platform call again because the platform limited the rate (a 429 or
+/// its equivalent), `{platform}`.
+pub const PLATFORM_RATE_LIMIT_WAITS: &str = "frogbot_platform_rate_limit_waits_total";
+
+/// The histogram buckets of the turn durations (seconds): a scripted turn takes milliseconds, a
+/// model's many steps minutes.
+pub const TURN_BUCKETS: &[f64] = &[
+    0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
+];
+/// The histogram buckets of one model step (seconds).
+pub const STEP_BUCKETS: &[f64] = &[
+    0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
+];
+/// The histogram buckets of a person's answer (seconds: a click within seconds, a reply within
+/// hours).
+pub const ANSWER_BUCKETS: &[f64] = &[
+    1.0, 5.0, 15.0, 30.0, 60.0, 300.0, 900.0, 3_600.0, 14_400.0, 86_400.0,
+];
+/// The histogram buckets of a store operation (seconds: a read takes microseconds, a commit
+/// milliseconds).
+pub const STORE_BUCKETS: &[f64] = &[
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
+];
+
+/// Describes every metric of this module to the installed recorder (its `# HELP` and unit).
+pub fn describe() {
+    describe_counter!(TURNS_STARTED, "Turns started (new or resumed), by model.");
+    describe_counter!(TURNS_FINISHED, "Turns that ended, by model and outcome.");
+    describe_counter!(
+        TURNS_FAILED,
+        "Turns that failed visibly, by model and error code."
+    );
+    describe_histogram!(TURN_DURATION, Unit::Seconds, "How long a turn ran.");
+    describe_histogram!(
+        STEP_DURATION,
+        Unit::Seconds,
+        "How long one model step took."
+    );
+    describe_gauge!(QUEUE_DEPTH, "Messages queued behind running turns.");
+    describe_gauge!(JOBS, "Durable jobs by state (due, running, dead).");
+    describe_counter!(
+        QUESTIONS,
+        "Questions asked and their outcomes, by platform."
+    );
+    describe_histogram!(
+        ANSWER_LATENCY,
+        Unit::Seconds,
+        "From a question's asking to its answer."
+    );
+    describe_histogram!(
+        STORE_OPERATION,
+        Unit::Seconds,
+        "How long a store operation took."
+    );
+    describe_counter!(STORE_ERRORS, "Store operations that failed.");
+    describe_counter!(
+        PLATFORM_API_CALLS,
+        "Platform API calls, by method and status."
+    );
+    describe_counter!(
+        PLATFORM_RATE_LIMIT_WAITS,
+        "Waits after a platform limited the rate."
+    );
+}
+
+/// The model label of a reply: the model it names, else the default model.
+fn model_of<'a>(reply: &'a UiMessage, default_model: &'a str) -> String {
+    reply
+        .metadata
+        .model
+        .as_deref()
+        .unwrap_or(default_model)
+        .to_owned()
+}
+
+/// A turn started (or resumed) with `model`.
+pub(crate) fn turn_started(model: &str) {
+    counter!(TURNS_STARTED, "model" => model.to_owned()).increment(1);
+}
+
+/// Times one turn of a run (from its start or resumption), for [`TURN_DURATION`].
+#[derive(Debug)]
+pub(crate) struct TurnClock<'a> {
+    default_model: &'a str,
+    started: Instant,
+}
+
+impl<'a> TurnClock<'a> {
+    /// Starts timing a turn; `default_model` labels a reply that names no model.
+    pub(crate) fn start(default_model: &'a str) -> Self {
+        Self {
+            default_model,
+            started: Instant::now(),
+        }
+    }
+
+    /// The turn ended with `reply`; `why` is the engine's reason as its `Debug` (`Reply`,
+    /// `MaxSteps`, `Stopped`), or `Awaiting`.
+    pub(crate) fn finished(&self, reply: &UiMessage, why: &str) {
+        let outcome = match why {
+            _ if reply.metadata.error.is_some() => "failed",
+            "Awaiting" => "awaiting",
+            "MaxSteps" => "max_steps",
+            "Stopped" => "stopped",
+            _ => "done",
+        };
+        let model = model_of(reply, self.default_model);
+        counter!(TURNS_FINISHED, "model" => model.clone(), "outcome" => outcome).increment(1);
+        histogram!(TURN_DURATION, "model" => model, "outcome" => outcome)
+            .record(self.started.elapsed().as_secs_f64());
+    }
+}
+
+/// A turn failed visibly with the error `code` (its reply carries it).
+pub(crate) fn turn_failed(reply: &UiMessage, default_model: &str, code: &str) {
+    let model = model_of(reply, default_model);
+    counter!(TURNS_FAILED, "model" => model, "reason" => code.to_owned()).increment(1);
+}
+
+/// A turn's run ended with an engine error (a store failure, a lost lease).
+pub(crate) fn turn_errored() {
+    counter!(TURNS_FINISHED, "model" => "unknown", "outcome" => "error").increment(1);
+    counter!(TURNS_FAILED, "model" => "unknown", "reason" => "error").increment(1);
+}
+
+/// Records a model step's duration when dropped (whatever way the step ends).
+#[derive(Debug)]
+pub(crate) struct StepTimer {
+    model: String,
+    started: Instant,
+}
+
+impl Drop for StepTimer {
+    fn drop(&mut self) {
+        histogram!(STEP_DURATION, "model" => std::mem::take(&mut self.model))
+            .record(self.started.elapsed().as_secs_f64());
+    }
+}
+
+/// Times one model step of `model` until the returned guard is dropped.
+pub(crate) fn step_timer(model: &str) -> StepTimer {
+    StepTimer {
+        model: model.to_owned(),
+        started: Instant::now(),
+    }
+}
+
+/// The platform label of a chat: its channel's platform, or `web`.
+fn platform_of(chat: &ChatRow) -> String {
+    chat.channel
+        .as_ref()
+        .map_or_else(|| "web".to_owned(), |c| c.platform.clone())
+}
+
+/// `n` questions were asked in `chat`.
+pub(crate) fn questions_asked(chat: &ChatRow, n: usize) {
+    counter!(QUESTIONS, "platform" => platform_of(chat), "event" => "asked").increment(n as u64);
+}
+
+/// A question's first outcome was recorded (`question` as it was stored with it).
+pub(crate) fn question_concluded(
+    chat: &ChatRow,
+    question: &QuestionRow,
+    outcome: &QuestionOutcome,
+) {
+    let platform = platform_of(chat);
+    let event = match outcome {
+        QuestionOutcome::Answered(_) => "answered",
+        QuestionOutcome::Dismissed => "dismissed",
+        QuestionOutcome::Expired(_) => "expired",
+        QuestionOutcome::Cancelled => "cancelled",
+        _ => "other",
+    };
+    if event == "answered" {
+        let at = question.outcome_at.unwrap_or(question.updated_at);
+        let seconds = (at - question.created_at).max(0) as f64 / 1000.0;
+        histogram!(ANSWER_LATENCY, "platform" => platform.clone()).record(seconds);
+    }
+    counter!(QUESTIONS, "platform" => platform, "event" => event).increment(1);
+}
+
+/// A platform API call (one try) of `method` ended with `status` (an HTTP status, or an error
+/// kind when there was none): see [`PLATFORM_API_CALLS`]. The adapters' client funnels call this.
+pub fn platform_call(platform: &'static str, method: &str, status: &str) {
+    counter!(
+        PLATFORM_API_CALLS,
+        "platform" => platform,
+        "method" => method.to_owned(),
+        "status" => status.to_owned()
+    )
+    .increment(1);
+}
+
+/// A platform call waits before its next try because the platform limited the rate.
+pub fn platform_rate_limit_wait(platform: &'static str) {
+    counter!(PLATFORM_RATE_LIMIT_WAITS, "platform" => platform).increment(1);
+}
+
+/// Reads the store's backlog at `now` and sets [`QUEUE_DEPTH`] and [`JOBS`] (a scrape calls it:
+/// one cheap read).
+pub async fn refresh_backlog(store: &dyn Store, now: Millis) -> Result<Backlog> {
+    let b = store.backlog(now).await?;
+    gauge!(QUEUE_DEPTH).set(b.queued as f64);
+    gauge!(JOBS, "state" => "due").set(b.jobs_due as f64);
+    gauge!(JOBS, "state" => "running").set(b.jobs_running as f64);
+    gauge!(JOBS, "state" => "dead").set(b.jobs_dead as f64);
+    Ok(b)
+}
+
+// ---- the store wrapper ---------------------------------------------------------------------------
+
+/// `store`, with every operation timed into [`STORE_OPERATION`] (and its failures counted in
+/// [`STORE_ERRORS`]) under the method's name: one wrapper for every backend, so neither backend's
+/// code knows of metrics.
+pub fn metered(store: DynStore) -> DynStore {
+    Arc::new(Metered { inner: store })
+}
+
+/// A [`Store`] that forwards every method to `inner`, timing it (see [`metered`]).
+#[derive(Debug)]
+struct Metered {
+    inner: DynStore,
+}
+
+/// Records an operation's time (and failure) under `op`.
+fn store_operation(op: &'static str, started: Instant, ok: bool) {
+    histogram!(STORE_OPERATION, "op" => op).record(started.elapsed().as_secs_f64());
+    if !ok {
+        counter!(STORE_ERRORS, "op" => op).increment(1);
+    }
+}
+
+macro_rules! metered {
+    ($name:expr, $call:expr) => {{
+        let started = Instant::now();
+        let r = $call.await;
+        store_operation($name, started, r.is_ok());
+        r
+    }};
+}
+
+#[async_trait]
+impl Store for Metered {
+    fn backend(&self) -> &'static str {
+        self.inner.backend()
+    }
+    async fn ping(&self) -> Result<()> {
+        metered!("ping", self.inner.ping())
+    }
+    async fn get_chat(&self, chat: &ChatId) -> Result<Option<ChatRow>> {
+        metered!("get_chat", self.inner.get_chat(chat))
+    }
+    async fn get_channel_chat(&self, platform: &str, thread: &str) -> Result<Option<ChatRow>> {
+        metered!(
+            "get_channel_chat",
+            self.inner.get_channel_chat(platform, thread)
+        )
+    }
+    async fn list_chats(&self, owner: Option<&UserId>, limit: u32) -> Result<Vec<ChatRow>> {
+        metered!("list_chats", self.inner.list_chats(owner, limit))
+    }
+    async fn get_message(&self, chat: &ChatId, id: &str) -> Result<Option<StoredMessage>> {
+        metered!("get_message", self.inner.get_message(chat, id))
+    }
+    async fn list_messages(&self, chat: &ChatId) -> Result<Vec<StoredMessage>> {
+        metered!("list_messages", self.inner.list_messages(chat))
+    }
+    async fn messages_since(&self, chat: &ChatId, version: i64) -> Result<ChatChanges> {
+        metered!("messages_since", self.inner.messages_since(chat, version))
+    }
+    async fn queued_messages(&self, chat: &ChatId) -> Result<Vec<StoredMessage>> {
+        metered!("queued_messages", self.inner.queued_messages(chat))
+    }
+    async fn expired_leases(&self, now: Millis, limit: u32) -> Result<Vec<ChatId>> {
+        metered!("expired_leases", self.inner.expired_leases(now, limit))
+    }
+    async fn get_question(
+        &self,
+        chat: &ChatId,
+        tool_call_id: &str,
+        now: Millis,
+    ) -> Result<Option<QuestionRow>> {
+        metered!(
+            "get_question",
+            self.inner.get_question(chat, tool_call_id, now)
+        )
+    }
+    async fn questions_of_message(
+        &self,
+        chat: &ChatId,
+        message_id: &str,
+        now: Millis,
+    ) -> Result<Vec<QuestionRow>> {
+        metered!(
+            "questions_of_message",
+            self.inner.questions_of_message(chat, message_id, now)
+        )
+    }
+    async fn questions_by_platform_message(
+        &self,
+        platform: &str,
+        message_id: &str,
+        now: Millis,
+    ) -> Result<Vec<QuestionRow>> {
+        metered!(
+            "questions_by_platform_message",
+            self.inner
+                .questions_by_platform_message(platform, message_id, now)
+        )
+    }
+    async fn get_job(&self, id: i64) -> Result<Option<Job>> {
+        metered!("get_job", self.inner.get_job(id))
+    }
+    async fn send(&self, op: &SendOp<'_>) -> Result<crate::store::Sent> {
+        metered!("send", self.inner.send(op))
+    }
+    async fn checkpoint(&self, op: &CheckpointOp<'_>) -> Result<Checkpointed> {
+        metered!("checkpoint", self.inner.checkpoint(op))
+    }
+    async fn await_answers(&self, op: &AwaitOp<'_>) -> Result<StoredMessage> {
+        metered!("await_answers", self.inner.await_answers(op))
+    }
+    async fn end_turn(&self, op: &EndTurnOp<'_>) -> Result<TurnEnded> {
+        metered!("end_turn", self.inner.end_turn(op))
+    }
+    async fn take_chat(&self, chat: &ChatId, req: &LeaseRequest) -> Result<Option<Taken>> {
+        metered!("take_chat", self.inner.take_chat(chat, req))
+    }
+    async fn resume_turn(
+        &self,
+        chat: &ChatId,
+        message_id: &str,
+        req: &LeaseRequest,
+    ) -> Result<Resume> {
+        metered!("resume_turn", self.inner.resume_turn(chat, message_id, req))
+    }
+    async fn renew_lease(&self, lease: &mut Lease, ttl_ms: Millis, now: Millis) -> Result<()> {
+        metered!("renew_lease", self.inner.renew_lease(lease, ttl_ms, now))
+    }
+    async fn expire_lease(&self, lease: &Lease, now: Millis) -> Result<()> {
+        metered!("expire_lease", self.inner.expire_lease(lease, now))
+    }
+    async fn edit_queued(
+        &self,
+        chat: &ChatId,
+        id: &str,
+        by: Option<&UserId>,
+        edit: &QueuedEdit,
+        now: Millis,
+    ) -> Result<QueuedChange> {
+        metered!(
+            "edit_queued",
+            self.inner.edit_queued(chat, id, by, edit, now)
+        )
+    }
+    async fn delete_queued(
+        &self,
+        chat: &ChatId,
+        id: &str,
+        by: Option<&UserId>,
+        now: Millis,
+    ) -> Result<QueuedChange> {
+        metered!("delete_queued", self.inner.delete_queued(chat, id, by, now))
+    }
+    async fn insert_questions(&self, rows: &[NewQuestion], now: Millis) -> Result<()> {
+        metered!("insert_questions", self.inner.insert_questions(rows, now))
+    }
+    async fn mark_rendered(&self, op: &RenderedOp<'_>) -> Result<()> {
+        metered!("mark_rendered", self.inner.mark_rendered(op))
+    }
+    async fn record_outcome(&self, op: &RecordOp<'_>) -> Result<Recorded> {
+        metered!("record_outcome", self.inner.record_outcome(op))
+    }
+    async fn advance_question(&self, op: &AdvanceOp<'_>) -> Result<Advanced> {
+        metered!("advance_question", self.inner.advance_question(op))
+    }
+    async fn lock_question(
+        &self,
+        chat: &ChatId,
+        tool_call_id: &str,
+        holder: &str,
+        ttl_ms: Millis,
+        now: Millis,
+    ) -> Result<Option<(QuestionLock, QuestionRow)>> {
+        metered!(
+            "lock_question",
+            self.inner
+                .lock_question(chat, tool_call_id, holder, ttl_ms, now)
+        )
+    }
+    async fn update_question(&self, op: &UpdateQuestionOp<'_>) -> Result<QuestionRow> {
+        metered!("update_question", self.inner.update_question(op))
+    }
+    async fn unlock_question(&self, lock: &QuestionLock) -> Result<()> {
+        metered!("unlock_question", self.inner.unlock_question(lock))
+    }
+    async fn purge_expired(&self, now: Millis) -> Result<u64> {
+        metered!("purge_expired", self.inner.purge_expired(now))
+    }
+    async fn enqueue_job(&self, job: &NewJob) -> Result<i64> {
+        metered!("enqueue_job", self.inner.enqueue_job(job))
+    }
+    async fn claim_job(&self, worker: &str, claim_ms: Millis, now: Millis) -> Result<Option<Job>> {
+        metered!("claim_job", self.inner.claim_job(worker, claim_ms, now))
+    }
+    async fn complete_job(&self, job: &Job) -> Result<bool> {
+        metered!("complete_job", self.inner.complete_job(job))
+    }
+    async fn retry_job(&self, job: &Job, run_at: Millis, error: &str) -> Result<bool> {
+        metered!("retry_job", self.inner.retry_job(job, run_at, error))
+    }
+    async fn bury_job(&self, job: &Job, error: &str) -> Result<bool> {
+        metered!("bury_job", self.inner.bury_job(job, error))
+    }
+    async fn delete_job(&self, key: &str) -> Result<bool> {
+        metered!("delete_job", self.inner.delete_job(key))
+    }
+    async fn earlier_job(&self, key_prefix: &str, key: &str) -> Result<Option<Job>> {
+        metered!("earlier_job", self.inner.earlier_job(key_prefix, key))
+    }
+    async fn defer_job(&self, job: &Job, run_at: Millis) -> Result<bool> {
+        metered!("defer_job", self.inner.defer_job(job, run_at))
+    }
+    async fn dead_jobs(&self, limit: u32) -> Result<Vec<Job>> {
+        metered!("dead_jobs", self.inner.dead_jobs(limit))
+    }
+    async fn purge_dead_jobs(&self, before: Millis) -> Result<u64> {
+        metered!("purge_dead_jobs", self.inner.purge_dead_jobs(before))
+    }
+    async fn find_chats(&self, filter: &ChatFilter, now: Millis) -> Result<Vec<ChatRow>> {
+        metered!("find_chats", self.inner.find_chats(filter, now))
+    }
+    async fn live_jobs(&self, limit: u32) -> Result<Vec<Job>> {
+        metered!("live_jobs", self.inner.live_jobs(limit))
+    }
+    async fn revive_job(&self, id: i64, now: Millis) -> Result<Option<Job>> {
+        metered!("revive_job", self.inner.revive_job(id, now))
+    }
+    async fn backlog(&self, now: Millis) -> Result<Backlog> {
+        metered!("backlog", self.inner.backlog(now))
+    }
+    async fn purgeable(&self, now: Millis, dead_before: Millis) -> Result<Purgeable> {
+        metered!("purgeable", self.inner.purgeable(now, dead_before))
+    }
+    async fn bind_agent(&self, op: &crate::store::BindAgentOp<'_>) -> Result<crate::store::Bound> {
+        metered!("bind_agent", self.inner.bind_agent(op))
+    }
+    async fn post_message(
+        &self,
+        op: &crate::store::PostMessageOp<'_>,
+    ) -> Result<crate::store::PostedMessage> {
+        metered!("post_message", self.inner.post_message(op))
+    }
+    async fn update_message(
+        &self,
+        op: &crate::store::UpdateMessageOp<'_>,
+    ) -> Result<crate::store::MessageUpdate> {
+        metered!("update_message", self.inner.update_message(op))
+    }
+    async fn take_inbox(&self, op: &crate::store::InboxOp<'_>) -> Result<Vec<StoredMessage>> {
+        metered!("take_inbox", self.inner.take_inbox(op))
+    }
+}
