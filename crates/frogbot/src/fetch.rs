@@ -107,7 +107,7 @@ pub struct FetchUrl {
 
 impl FetchUrl {
     /// The tool with `limits`.
-    pub fn new(limits: FetchLimits) -> Result<Arc<dyn Tool>, reqwest::Error> {
+    pub fn tool(limits: FetchLimits) -> Result<Arc<dyn Tool>, reqwest::Error> {
         let allow_private = limits.allow_private;
         let redirects = reqwest::redirect::Policy::custom(move |attempt| {
             if attempt.previous().len() >= 5 {

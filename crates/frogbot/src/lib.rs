@@ -184,7 +184,7 @@ async fn build_engine_and_store(
     let mut tools = Vec::new();
     if config.tools.fetch_url {
         tools.push(
-            fetch::FetchUrl::new(fetch::FetchLimits {
+            fetch::FetchUrl::tool(fetch::FetchLimits {
                 max_bytes: config.tools.fetch_max_bytes,
                 timeout: std::time::Duration::from_secs(config.tools.fetch_timeout_seconds),
                 allow_private: config.tools.fetch_private,

@@ -42,7 +42,7 @@ fn ctx() -> ToolContext {
 }
 
 async fn fetch(allow_private: bool, max_bytes: usize, url: &str) -> Result<Value, String> {
-    let tool = FetchUrl::new(FetchLimits {
+    let tool = FetchUrl::tool(FetchLimits {
         max_bytes,
         timeout: Duration::from_secs(2),
         allow_private,
