@@ -345,6 +345,16 @@ impl ServerConfig {
         }
     }
 
+    /// Whether any of the server's tools is set to `always` (or to a value that reads as it).
+    pub fn asks_approval(&self) -> bool {
+        let always =
+            |v: &String| Approval::parse(v).unwrap_or(Approval::Always) == Approval::Always;
+        match &self.approval {
+            ApprovalSetting::All(value) => always(value),
+            ApprovalSetting::PerTool(table) => table.values().any(always),
+        }
+    }
+
     /// Whether the allow-list lets `tool` (bare name) through.
     pub fn allows(&self, tool: &str) -> bool {
         self.tools

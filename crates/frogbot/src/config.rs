@@ -700,12 +700,7 @@ impl Config {
             if let Err(e) = server.validate() {
                 return Err(ConfigError::key(format!("mcp[{i}].{}", e.key()), e));
             }
-            let always = |v: &String| v != "never";
-            let asks = match &server.approval {
-                frogbot_mcp::ApprovalSetting::All(v) => always(v),
-                frogbot_mcp::ApprovalSetting::PerTool(table) => table.values().any(always),
-            };
-            if asks {
+            if server.asks_approval() {
                 return Err(ConfigError::key(
                     format!("mcp[{i}].approval"),
                     format!(

@@ -249,7 +249,6 @@ impl MessageTool {
                 Ok(result_of(&m))
             }
             MessageToolKind::Edit => {
-                let row = chat_row(&channels, chat).await?;
                 let id = match string_in(&input, "message_id")? {
                     Some(id) => id,
                     None => previous_reply(&channels, chat, &ctx.message_id)
@@ -272,6 +271,7 @@ impl MessageTool {
                             );
                         }
                         let text = text.ok_or("give the reply's new text")?;
+                        let row = chat_row(&channels, chat).await?;
                         let m = channels.edit_reply(&row, &id, &text).await?;
                         return Ok(result_of(&m));
                     }

@@ -1160,16 +1160,23 @@ impl Turns {
 
     /// The source's tools for a step in a chat of `platform`, without names the engine's own
     /// tools (or the question tool) have.
-    fn step_tools(&self, platform: Option<&str>) -> Vec<Arc<dyn Tool>> {
+    /// Each with its spec, read once a step (a source's specs carry whole JSON schemas).
+    fn step_tools(&self, platform: Option<&str>) -> Vec<(Arc<dyn Tool>, ToolSpec)> {
         let Some(source) = self.source.get() else {
             return Vec::new();
         };
-        let mut tools = source.tools(platform);
-        tools.retain(|t| {
-            let name = t.spec().name;
-            name != crate::model::QUESTION_TOOL && !self.tool_specs.iter().any(|s| s.name == name)
-        });
-        tools
+        source
+            .tools(platform)
+            .into_iter()
+            .map(|t| {
+                let spec = t.spec();
+                (t, spec)
+            })
+            .filter(|(_, spec)| {
+                spec.name != crate::model::QUESTION_TOOL
+                    && !self.tool_specs.iter().any(|s| s.name == spec.name)
+            })
+            .collect()
     }
 
     fn request(
@@ -1178,7 +1185,7 @@ impl Turns {
         reply: &UiMessage,
         reasoning: Option<String>,
         offer_questions: bool,
-        extra: &[Arc<dyn Tool>],
+        extra: &[(Arc<dyn Tool>, ToolSpec)],
     ) -> ModelRequest {
         // The oldest turns are left out past the budget; the turn in progress is always sent.
         let mut messages = history.within(self.config.history_bytes);
@@ -1195,7 +1202,7 @@ impl Turns {
         } else {
             own.iter()
                 .cloned()
-                .chain(extra.iter().map(|t| t.spec()))
+                .chain(extra.iter().map(|(_, spec)| spec.clone()))
                 .collect()
         };
         ModelRequest {

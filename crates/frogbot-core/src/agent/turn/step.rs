@@ -45,7 +45,10 @@ impl Turns {
         lost: &AtomicBool,
         halt: &tokio_util::sync::CancellationToken,
         watch: Option<&super::TurnWatch>,
-        extra: &[std::sync::Arc<dyn crate::agent::Tool>],
+        extra: &[(
+            std::sync::Arc<dyn crate::agent::Tool>,
+            super::super::ToolSpec,
+        )],
     ) -> Result<StepEnd> {
         let _timer = crate::metrics::step_timer(&offer.id);
         reply
@@ -243,8 +246,8 @@ impl Turns {
             } else if let Some(tool) = self
                 .tools()
                 .iter()
-                .chain(extra)
                 .find(|t| t.spec().name == c.name)
+                .or_else(|| extra.iter().find(|(_, s)| s.name == c.name).map(|(t, _)| t))
             {
                 let ctx = ToolContext {
                     chat_id: lease.chat_id.clone(),
