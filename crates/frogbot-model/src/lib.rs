@@ -5,7 +5,8 @@
 //! What it is for: chats, messages and their parts, users and channel identities, turn state,
 //! queued messages and delivery, the `question` tool's input and output and their validation,
 //! question records and changes, the three interaction kinds, parse results and outcomes, the
-//! [`ChannelQuestions`] and [`IdentityResolver`] hook traits every adapter implements, the
+//! [`ChannelQuestions`] and [`IdentityResolver`] hook traits every adapter implements, approvals
+//! (a tool call asked as a question: [`approval_question`], [`ToolApproval`]), the
 //! multi-step question [`Progress`] adapters keep in a record's state, and [`text`]: splitting and
 //! truncating text to a platform's limits (UTF-8 and code-block aware), and [`Transient`]: the
 //! mark a failed platform or model call carries when it is worth retrying.
@@ -18,6 +19,7 @@
 //! fakes inject, and [`fuzz`] the proptest strategies (arbitrary and mutated real-shaped JSON)
 //! every reader of platform or HTTP input is fuzzed with.
 
+mod approval;
 pub mod blocks;
 mod chat;
 mod hooks;
@@ -35,6 +37,7 @@ pub mod faults;
 #[cfg(feature = "testing")]
 pub mod fuzz;
 
+pub use approval::*;
 pub use blocks::{Block, BlockEvent, BlockKind, EventButton, EventClick, blocks_of, has_blocks};
 pub use chat::*;
 pub use hooks::*;

@@ -1,7 +1,7 @@
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
-use super::{Delivery, UserId};
+use super::{Delivery, ToolApproval, UserId};
 
 /// Who wrote a message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -138,6 +138,10 @@ pub struct MessageMetadata {
     /// brings it up to date after an edit, a deletion or a pin change.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sync: Option<SyncState>,
+    /// On an assistant message: the decided approvals of its tool calls by call id (whether
+    /// approved, who decided, when, why not), as their parts' `approval` holds them.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub approvals: std::collections::BTreeMap<String, ToolApproval>,
 }
 
 /// How far a channel's copy of an agent message is (see [`MessageMetadata::sync`]).
@@ -200,6 +204,12 @@ pub enum ToolState {
     OutputAvailable,
     /// The call failed; `errorText` says why.
     OutputError,
+    /// The call waits for a person's approval before it runs (`approval` holds the question).
+    ApprovalRequested,
+    /// The call was approved and runs (`approval.approved` is `true`).
+    ApprovalResponded,
+    /// A person denied the call (or its approval expired): it never ran.
+    OutputDenied,
 }
 
 /// A tool call inside a message: `{"type": "tool-NAME", "toolCallId", "state", "input", "output"?, "errorText"?}`.
@@ -220,6 +230,8 @@ pub struct ToolPart {
     /// For a question with an expiry: when it stops accepting answers (RFC 3339,
     /// `expiresAt`), set when the turn starts waiting on it.
     pub expires_at: Option<String>,
+    /// For a call that needs a person's approval: the approval (`approval`).
+    pub approval: Option<ToolApproval>,
 }
 
 /// One part of a [`UiMessage`].
@@ -271,6 +283,12 @@ impl Serialize for MessagePart {
                 if let Some(e) = &t.expires_at {
                     m.insert("expiresAt".into(), e.clone().into());
                 }
+                if let Some(a) = &t.approval {
+                    m.insert(
+                        "approval".into(),
+                        serde_json::to_value(a).map_err(serde::ser::Error::custom)?,
+                    );
+                }
                 m.serialize(s)
             }
             MessagePart::Other(v) => v.serialize(s),
@@ -308,6 +326,12 @@ impl<'de> Deserialize<'de> for MessagePart {
                 output: v.get("output").cloned(),
                 error_text: v.get("errorText").and_then(Value::as_str).map(Into::into),
                 expires_at: v.get("expiresAt").and_then(Value::as_str).map(Into::into),
+                approval: match v.get("approval") {
+                    Some(a) if !a.is_null() => {
+                        Some(serde_json::from_value(a.clone()).map_err(D::Error::custom)?)
+                    }
+                    _ => None,
+                },
             }));
         }
         Ok(MessagePart::Other(v))
@@ -325,13 +349,17 @@ mod tests {
             {"type": "text", "text": "hi"},
             {"type": "tool-question", "toolCallId": "c1", "state": "input-available", "input": {"questions": []}, "expiresAt": "2026-12-01T14:05:00.000Z"},
             {"type": "tool-search", "toolCallId": "c2", "state": "output-error", "input": {}, "errorText": "boom"},
+            {"type": "tool-gh__merge", "toolCallId": "c3", "state": "output-denied", "input": {"pr": 1}, "approval": {"id": "c3", "approved": false, "reason": "no", "by": "alice", "at": "2026-12-01T14:05:00.000Z"}},
             {"type": "step-start"}
         ]);
         let parts: Vec<MessagePart> = serde_json::from_value(wire.clone()).unwrap();
         assert!(
             matches!(&parts[1], MessagePart::Tool(t) if t.tool_name == "question" && t.state == ToolState::InputAvailable)
         );
-        assert!(matches!(&parts[3], MessagePart::Other(_)));
+        assert!(
+            matches!(&parts[3], MessagePart::Tool(t) if t.state == ToolState::OutputDenied && t.approval.as_ref().is_some_and(|a| a.approved == Some(false)))
+        );
+        assert!(matches!(&parts[4], MessagePart::Other(_)));
         assert_eq!(serde_json::to_value(&parts).unwrap(), wire);
     }
 

@@ -67,6 +67,17 @@ impl State {
             } => {
                 out.push_str(&line(&json!({"type": "tool-output-error", "toolCallId": tool_call_id, "errorText": error_text})));
             }
+            TurnEvent::ToolApprovalRequest {
+                tool_call_id,
+                approval_id,
+            } => {
+                out.push_str(&line(&json!({"type": "tool-approval-request", "approvalId": approval_id, "toolCallId": tool_call_id})));
+            }
+            TurnEvent::ToolOutputDenied { tool_call_id } => {
+                out.push_str(&line(
+                    &json!({"type": "tool-output-denied", "toolCallId": tool_call_id}),
+                ));
+            }
             TurnEvent::FinishStep => {
                 self.close_text(&mut out);
                 out.push_str(&line(&json!({"type": "finish-step"})));

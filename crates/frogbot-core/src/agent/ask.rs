@@ -222,7 +222,10 @@ impl AskStatus {
             Some((None, _)) => None,
             // The record is gone (24 hours after its outcome): the tool part says how it ended.
             None => part.and_then(|p| match p.state {
-                ToolState::InputAvailable => None,
+                ToolState::InputAvailable
+                | ToolState::ApprovalRequested
+                | ToolState::ApprovalResponded
+                | ToolState::OutputDenied => None,
                 ToolState::OutputAvailable => p
                     .output
                     .clone()

@@ -21,14 +21,16 @@ use crate::store::{ChatRow, NewJob};
 pub(crate) const DELIVERY_MAX_ATTEMPTS: i64 = 12;
 
 /// The part index from which `reply`'s text is not posted yet: what follows its last answered
-/// question (the text before a question was posted when the turn stopped to wait for it).
+/// question or decided approval (the text before one was posted when the turn stopped to wait
+/// for it).
 pub(crate) fn unposted_from(reply: &UiMessage) -> usize {
     reply
         .parts
         .iter()
         .rposition(|p| {
             matches!(p, MessagePart::Tool(t)
-                if t.tool_name == QUESTION_TOOL && t.state != ToolState::InputAvailable)
+                if (t.tool_name == QUESTION_TOOL && t.state != ToolState::InputAvailable)
+                    || (t.approval.is_some() && t.state != ToolState::ApprovalRequested))
         })
         .map_or(0, |i| i + 1)
 }
@@ -160,6 +162,7 @@ mod tests {
             output: None,
             error_text: None,
             expires_at: None,
+            approval: None,
         })
     }
 

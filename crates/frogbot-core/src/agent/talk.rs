@@ -1159,6 +1159,7 @@ mod tests {
             output: None,
             error_text: None,
             expires_at: None,
+            approval: None,
         })]);
         assert!(!is_posted_message(&ask));
         let mut gone = posted.clone();

@@ -31,6 +31,45 @@ pub trait Tool: Send + Sync {
     fn spec(&self) -> ToolSpec;
     /// Runs the tool.
     async fn call(&self, input: Value, ctx: ToolContext) -> Result<Value, BoxError>;
+    /// Whether a call waits for a person's approval before it runs (`None`: it runs at once).
+    /// A call that needs one is asked in the chat as a question; approved, it runs once and its
+    /// result goes to the model; denied or expired, the model gets an error result.
+    fn approval(&self) -> Option<ApprovalPolicy> {
+        None
+    }
+}
+
+/// Who approves a tool's calls, and for how long they may.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ApprovalPolicy {
+    /// Who may approve: FrogBot user ids or `platform:user` channel identities (`slack:U123`).
+    /// Empty: the user driving the turn (whoever the chat lets answer when none drives it).
+    pub approvers: Vec<String>,
+    /// Unanswered this long, the call is denied (`None`: it waits as long as a question can).
+    pub expires_in_seconds: Option<u64>,
+}
+
+/// `tool` with every call waiting for approval under `policy`.
+pub fn with_approval(tool: Arc<dyn Tool>, policy: ApprovalPolicy) -> Arc<dyn Tool> {
+    Arc::new(Approved { tool, policy })
+}
+
+struct Approved {
+    tool: Arc<dyn Tool>,
+    policy: ApprovalPolicy,
+}
+
+#[async_trait]
+impl Tool for Approved {
+    fn spec(&self) -> ToolSpec {
+        self.tool.spec()
+    }
+    async fn call(&self, input: Value, ctx: ToolContext) -> Result<Value, BoxError> {
+        self.tool.call(input, ctx).await
+    }
+    fn approval(&self) -> Option<ApprovalPolicy> {
+        Some(self.policy.clone())
+    }
 }
 
 /// Tools that come and go while the engine runs (an MCP server's, which it lists again when

@@ -3413,6 +3413,7 @@ pub async fn takeover_keeps_settled_answers_in_the_interrupted_reply(db: Db) {
             output: None,
             error_text: None,
             expires_at: None,
+            approval: None,
         }));
     }
     s.await_answers(&AwaitOp {

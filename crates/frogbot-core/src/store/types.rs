@@ -170,14 +170,31 @@ pub fn interrupted_reply(
         let mut reply = reply.message.clone();
         let mut continued = false;
         for part in reply.parts.iter_mut() {
-            if let MessagePart::Tool(t) = part
-                && t.state == ToolState::InputAvailable
+            let MessagePart::Tool(t) = part else { continue };
+            if t.state == ToolState::InputAvailable
                 && let Some((_, o)) = outcomes.iter().find(|(id, _)| *id == t.tool_call_id)
             {
                 fill_question_part(t, o);
                 continued = true;
             }
+            if t.state == ToolState::ApprovalRequested
+                && let Some((_, o)) = outcomes.iter().find(|(id, _)| *id == t.tool_call_id)
+            {
+                // Decided, but the continued turn never saved that it started the call.
+                fill_approval_part(t, o, None, None);
+                if t.state == ToolState::ApprovalResponded {
+                    t.state = ToolState::OutputError;
+                    t.error_text = Some(APPROVED_NOT_RUN_TEXT.into());
+                }
+                continued = true;
+            }
+            if t.state == ToolState::ApprovalResponded {
+                // Saved as started: the call may have run when the process died.
+                t.state = ToolState::OutputError;
+                t.error_text = Some(APPROVED_INTERRUPTED_TEXT.into());
+            }
         }
+        reply.metadata.approvals = approvals_of(&reply);
         if continued {
             // Its streamed messages drew the text before these questions (posted with the
             // wait): the interrupted continuation's text is posted anew, never drawn over them.
@@ -230,6 +247,59 @@ pub fn fill_question_part(t: &mut ToolPart, outcome: &QuestionOutcome) -> bool {
     };
     t.error_text = Some(text.into());
     stop
+}
+
+/// The error text of an approved call whose turn stopped before it started it.
+pub const APPROVED_NOT_RUN_TEXT: &str =
+    "The call was approved, but the server stopped before it ran; it did not run.";
+/// The error text of an approved call whose turn was stopped (another question of its step was
+/// dismissed) before it ran.
+pub const APPROVED_STOPPED_TEXT: &str = "The call was approved, but the turn stopped before it ran.";
+/// The error text of an approved call whose turn stopped while it ran.
+pub const APPROVED_INTERRUPTED_TEXT: &str =
+    "The call was approved and started, but the server stopped while it ran; it may have run.";
+
+/// Fills a call waiting for approval (`approval-requested`) with its outcome: approved, it
+/// becomes `approval-responded` (the continued turn runs it); otherwise `output-denied`, with
+/// the reason. `by` and `at` say who decided and when. A call not waiting is left.
+pub fn fill_approval_part(
+    t: &mut ToolPart,
+    outcome: &QuestionOutcome,
+    by: Option<String>,
+    at: Option<Millis>,
+) {
+    if t.state != ToolState::ApprovalRequested {
+        return;
+    }
+    let (approved, reason) = crate::model::approval_decision(outcome);
+    let approval = t.approval.get_or_insert_with(|| crate::model::ToolApproval {
+        id: t.tool_call_id.clone(),
+        ..Default::default()
+    });
+    approval.approved = Some(approved);
+    approval.reason = reason;
+    approval.by = by;
+    approval.at = at.map(millis_to_iso);
+    approval.descriptor = None;
+    t.state = if approved {
+        ToolState::ApprovalResponded
+    } else {
+        ToolState::OutputDenied
+    };
+}
+
+/// The decided approvals of `reply`'s calls by call id (its `metadata.approvals`).
+pub fn approvals_of(
+    reply: &UiMessage,
+) -> std::collections::BTreeMap<String, crate::model::ToolApproval> {
+    reply
+        .tool_parts()
+        .filter_map(|t| {
+            let a = t.approval.as_ref()?;
+            a.approved?;
+            Some((t.tool_call_id.clone(), a.clone()))
+        })
+        .collect()
 }
 
 // ---- leases --------------------------------------------------------------------------------------

@@ -1177,22 +1177,30 @@ impl Questions {
         let rows: Vec<_> = stored
             .message
             .tool_parts()
-            .filter(|t| {
-                t.tool_name == crate::model::QUESTION_TOOL
+            .filter_map(|t| {
+                if t.tool_name == crate::model::QUESTION_TOOL
                     && t.state == crate::model::ToolState::InputAvailable
+                {
+                    serde_json::from_value(t.input.clone())
+                        .ok()
+                        .map(|input| (t, input))
+                } else if t.state == crate::model::ToolState::ApprovalRequested {
+                    t.approval
+                        .as_ref()
+                        .and_then(crate::model::ToolApproval::question)
+                        .map(|input| (t, input))
+                } else {
+                    None
+                }
             })
             .enumerate()
-            .filter_map(|(i, t)| {
-                serde_json::from_value(t.input.clone()).ok().map(|input| {
-                    crate::store::NewQuestion {
-                        tool_call_id: t.tool_call_id.clone(),
-                        chat_id: chat.clone(),
-                        message_id: message_id.to_string(),
-                        call_index: i as i64,
-                        input,
-                        answer_deadline: None,
-                    }
-                })
+            .map(|(i, (t, input))| crate::store::NewQuestion {
+                tool_call_id: t.tool_call_id.clone(),
+                chat_id: chat.clone(),
+                message_id: message_id.to_string(),
+                call_index: i as i64,
+                input,
+                answer_deadline: None,
             })
             .collect();
         self.store().insert_questions(&rows, self.now()).await?;

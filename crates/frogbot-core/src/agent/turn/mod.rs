@@ -26,8 +26,8 @@ use super::jobs::EngineJob;
 use super::{ModelRequest, Tool, ToolSpec};
 use crate::error::{Error, Result};
 use crate::model::{
-    ChatId, Delivery, ErrorInfo, MessageMetadata, MessagePart, QuestionOutcome, Role, TurnState,
-    UiMessage, UserId, millis_to_iso,
+    ChatId, Delivery, ErrorInfo, MessageMetadata, MessagePart, QuestionOutcome, Role, ToolState,
+    TurnState, UiMessage, UserId, millis_to_iso,
 };
 use crate::store::StoreError;
 use crate::store::{
@@ -559,13 +559,28 @@ impl Turns {
             // A waiting call without an outcome cannot be here (the turn resumes once all have
             // one); it reads as expired, as before.
             let outcome = q.outcome.clone().unwrap_or(QuestionOutcome::Expired(None));
+            if t.state == ToolState::ApprovalRequested {
+                // Decided: approved calls run when the turn continues, denied ones never do.
+                let by = q.actor.as_ref().and_then(crate::model::decided_by);
+                store::fill_approval_part(t, &outcome, by, q.outcome_at);
+                continue;
+            }
             stop |= store::fill_question_part(t, &outcome);
         }
+        reply.metadata.approvals = store::approvals_of(&reply);
         // The messages noted on the reply drew the text before its questions, which is posted:
         // the continuation streams (and notes) its own.
         reply.metadata.drafts.clear();
         let position = stored.position.unwrap_or_default();
         if stop {
+            for part in reply.parts.iter_mut() {
+                if let MessagePart::Tool(t) = part
+                    && t.state == ToolState::ApprovalResponded
+                {
+                    t.state = ToolState::OutputError;
+                    t.error_text = Some(store::APPROVED_STOPPED_TEXT.into());
+                }
+            }
             // A dismissal or withdrawal ends the turn here and now: the caller is told the state
             // that follows (idle, or running when a queued message was promoted).
             return self.end_stopped(lease, row, reply, position).await;
@@ -874,6 +889,7 @@ impl Turns {
         lost: &AtomicBool,
     ) -> Result<TurnEnd> {
         let chat_id = chat.chat_id.clone();
+        let resuming = matches!(start, Start::Resume { .. });
         let started_by = match &start {
             Start::New { message, .. } => Some(message.message.id.clone()),
             Start::Resume { .. } => None,
@@ -939,6 +955,10 @@ impl Turns {
         let _ = tx.send(TurnEvent::Start {
             message_id: reply.id.clone(),
         });
+        if resuming {
+            self.run_approved(lease, chat, &mut reply, position, tx)
+                .await?;
+        }
         let mut steps_done = reply
             .parts
             .iter()
@@ -1060,6 +1080,111 @@ impl Turns {
                 }
             }
         }
+    }
+
+    /// A continued turn first runs the calls people approved (each once: the decision is saved
+    /// before any runs, so a process that dies meanwhile leaves them marked, never run again),
+    /// then saves their results; denied calls are told to the stream.
+    async fn run_approved(
+        &self,
+        lease: &Lease,
+        chat: &ChatRow,
+        reply: &mut UiMessage,
+        position: i64,
+        tx: &mpsc::UnboundedSender<TurnEvent>,
+    ) -> Result<()> {
+        let mut approved = Vec::new();
+        for (i, part) in reply.parts.iter().enumerate() {
+            let MessagePart::Tool(t) = part else { continue };
+            match t.state {
+                ToolState::ApprovalResponded => approved.push(i),
+                ToolState::OutputDenied => {
+                    let _ = tx.send(TurnEvent::ToolOutputDenied {
+                        tool_call_id: t.tool_call_id.clone(),
+                    });
+                }
+                _ => {}
+            }
+        }
+        if approved.is_empty() {
+            return Ok(());
+        }
+        // Who approved and when, saved before anything runs.
+        self.store
+            .checkpoint(&CheckpointOp {
+                lease,
+                reply,
+                position,
+                join_steers: false,
+                now: self.now(),
+            })
+            .await?;
+        let extra = self.step_tools(chat.channel.as_ref().map(|c| c.platform.as_str()));
+        for i in approved {
+            let MessagePart::Tool(t) = &mut reply.parts[i] else {
+                continue;
+            };
+            let tool = self
+                .tools()
+                .iter()
+                .find(|x| x.spec().name == t.tool_name)
+                .or_else(|| {
+                    extra
+                        .iter()
+                        .find(|(_, s)| s.name == t.tool_name)
+                        .map(|(x, _)| x)
+                })
+                .cloned();
+            let ctx = super::ToolContext {
+                chat_id: lease.chat_id.clone(),
+                driver: lease.driver.clone(),
+                tool_call_id: t.tool_call_id.clone(),
+                message_id: reply.id.clone(),
+            };
+            let result = match tool {
+                Some(tool) => {
+                    debug!(tool = %t.tool_name, call = %t.tool_call_id, "running an approved call");
+                    tool.call(t.input.clone(), ctx)
+                        .await
+                        .map_err(|e| e.to_string())
+                }
+                None => Err(format!(
+                    "unknown tool {:?} (it is no longer offered)",
+                    t.tool_name
+                )),
+            };
+            match result {
+                Ok(v) => {
+                    let _ = tx.send(TurnEvent::ToolOutput {
+                        tool_call_id: t.tool_call_id.clone(),
+                        output: v.clone(),
+                    });
+                    t.state = ToolState::OutputAvailable;
+                    t.output = Some(v);
+                }
+                Err(e) => {
+                    let _ = tx.send(TurnEvent::ToolError {
+                        tool_call_id: t.tool_call_id.clone(),
+                        error_text: e.clone(),
+                    });
+                    t.state = ToolState::OutputError;
+                    t.error_text = Some(e);
+                }
+            }
+        }
+        let saved = self
+            .store
+            .checkpoint(&CheckpointOp {
+                lease,
+                reply,
+                position,
+                join_steers: false,
+                now: self.now(),
+            })
+            .await?;
+        self.history.note(&lease.chat_id, &[&saved.reply]);
+        self.emit_message(&lease.chat_id, &saved.reply.message);
+        Ok(())
     }
 
     /// The turn stops to wait on its questions: one operation saves the reply as the waiting

@@ -431,7 +431,19 @@ fn convert(m: &UiMessage, named: bool, out: &mut Vec<ModelMessage>) {
                             false,
                         ),
                         ToolState::OutputError => (t.error_text.clone().unwrap_or_default(), true),
-                        ToolState::InputAvailable => ("no result".into(), true),
+                        ToolState::InputAvailable | ToolState::ApprovalRequested => {
+                            ("no result".into(), true)
+                        }
+                        ToolState::ApprovalResponded => {
+                            ("approved, but no result was saved".into(), true)
+                        }
+                        ToolState::OutputDenied => (
+                            t.approval
+                                .as_ref()
+                                .map(crate::model::denied_text)
+                                .unwrap_or_else(|| "the call was denied".into()),
+                            true,
+                        ),
                     };
                     out.push(ModelMessage::Tool {
                         tool_call_id: t.tool_call_id.clone(),

@@ -9,7 +9,8 @@ use super::super::{FinishReason, ModelEvent, ModelRequest, ToolCallRequest, Tool
 use super::{ModelOffer, TurnEvent, Turns};
 use crate::error::{Error, Result};
 use crate::model::{
-    ErrorInfo, MessagePart, QUESTION_TOOL, QuestionInput, ToolPart, ToolState, UiMessage,
+    ErrorInfo, MessagePart, QUESTION_TOOL, QuestionInput, ToolApproval, ToolPart, ToolState,
+    UiMessage, approval_question,
 };
 use crate::store::StoreError;
 use crate::store::{CheckpointOp, Lease};
@@ -185,6 +186,7 @@ impl Turns {
                     output: None,
                     error_text: Some(error_text),
                     expires_at: None,
+                    approval: None,
                 }));
             }
             let _ = tx.send(TurnEvent::FinishStep);
@@ -206,6 +208,7 @@ impl Turns {
                     output: None,
                     error_text: Some(error_text),
                     expires_at: None,
+                    approval: None,
                 }));
             }
             let _ = tx.send(TurnEvent::FinishStep);
@@ -228,6 +231,7 @@ impl Turns {
                 tool_name: c.name.clone(),
                 input: c.input.clone(),
             });
+            let mut approval = None;
             let (state, output, error_text) = if c.name == QUESTION_TOOL {
                 match serde_json::from_value::<QuestionInput>(c.input.clone())
                     .map_err(|e| e.to_string())
@@ -249,15 +253,41 @@ impl Turns {
                 .find(|t| t.spec().name == c.name)
                 .or_else(|| extra.iter().find(|(_, s)| s.name == c.name).map(|(t, _)| t))
             {
-                let ctx = ToolContext {
-                    chat_id: lease.chat_id.clone(),
-                    driver: lease.driver.clone(),
-                    tool_call_id: c.id.clone(),
-                    message_id: reply.id.clone(),
-                };
-                match tool.call(c.input.clone(), ctx).await {
-                    Ok(v) => (ToolState::OutputAvailable, Some(v), None),
-                    Err(e) => (ToolState::OutputError, None, Some(e.to_string())),
+                if let Some(policy) = tool.approval() {
+                    // Asked first: the call runs once a person approves it (`resumed`).
+                    let approvers = if policy.approvers.is_empty() {
+                        lease.driver.iter().map(|d| d.as_str().to_owned()).collect()
+                    } else {
+                        policy.approvers.clone()
+                    };
+                    let question = approval_question(
+                        &c.name,
+                        &c.input,
+                        &approvers,
+                        policy.expires_in_seconds,
+                    );
+                    approval = Some(ToolApproval {
+                        id: c.id.clone(),
+                        descriptor: serde_json::to_value(&question).ok(),
+                        ..Default::default()
+                    });
+                    let _ = tx.send(TurnEvent::ToolApprovalRequest {
+                        tool_call_id: c.id.clone(),
+                        approval_id: c.id.clone(),
+                    });
+                    questions.push((c.id.clone(), question));
+                    (ToolState::ApprovalRequested, None, None)
+                } else {
+                    let ctx = ToolContext {
+                        chat_id: lease.chat_id.clone(),
+                        driver: lease.driver.clone(),
+                        tool_call_id: c.id.clone(),
+                        message_id: reply.id.clone(),
+                    };
+                    match tool.call(c.input.clone(), ctx).await {
+                        Ok(v) => (ToolState::OutputAvailable, Some(v), None),
+                        Err(e) => (ToolState::OutputError, None, Some(e.to_string())),
+                    }
                 }
             } else {
                 (
@@ -289,6 +319,7 @@ impl Turns {
                 output,
                 error_text,
                 expires_at: None,
+                approval,
             }));
         }
         let _ = tx.send(TurnEvent::FinishStep);

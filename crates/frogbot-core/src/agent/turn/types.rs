@@ -178,6 +178,18 @@ pub enum TurnEvent {
         /// Why.
         error_text: String,
     },
+    /// A tool call waits for a person's approval (asked as a question of the same id).
+    ToolApprovalRequest {
+        /// Call id.
+        tool_call_id: String,
+        /// The approval's id (the call id).
+        approval_id: String,
+    },
+    /// A tool call was denied (or its approval expired): it never ran.
+    ToolOutputDenied {
+        /// Call id.
+        tool_call_id: String,
+    },
     /// A step ended.
     FinishStep,
     /// The turn failed.
