@@ -61,7 +61,17 @@ pub struct ServerConfig {
     /// tool names (bare or `{id}__{tool}`) with an optional `default`. Default `"never"`.
     #[serde(default)]
     pub approval: ApprovalSetting,
+    /// Who may approve this server's calls: FrogBot user ids or `platform:user` identities
+    /// (`slack:U123`). Empty (the default): the user driving the turn.
+    #[serde(default)]
+    pub approvers: Vec<String>,
+    /// An approval unanswered this long denies the call (default: it waits, like any question).
+    #[serde(default)]
+    pub approval_expires_seconds: Option<u64>,
 }
+
+/// The longest `approval_expires_seconds` (one year, a question's longest life).
+pub const MAX_APPROVAL_EXPIRES_SECONDS: u64 = 365 * 24 * 3600;
 
 fn default_timeout() -> u64 {
     DEFAULT_TIMEOUT_SECONDS
@@ -177,6 +187,20 @@ pub enum ConfigError {
         /// The value as written.
         value: String,
     },
+    /// `approval_expires_seconds` is 0 or longer than a year.
+    #[error(
+        "mcp server {id}: `approval_expires_seconds` must be between 1 and {MAX_APPROVAL_EXPIRES_SECONDS}"
+    )]
+    ApprovalExpires {
+        /// The server.
+        id: String,
+    },
+    /// An entry of `approvers` is empty.
+    #[error("mcp server {id}: `approvers` holds an empty name")]
+    Approvers {
+        /// The server.
+        id: String,
+    },
     /// A prefixed key of the `approval` table names another server.
     #[error("mcp server {id}: `approval.{key}` names a tool of another server")]
     ApprovalOtherServer {
@@ -198,6 +222,8 @@ impl ConfigError {
             ConfigError::BearerTokenUnset { .. } => "bearer_token_env",
             ConfigError::Timeout { .. } => "timeout_seconds",
             ConfigError::Approval { .. } | ConfigError::ApprovalOtherServer { .. } => "approval",
+            ConfigError::ApprovalExpires { .. } => "approval_expires_seconds",
+            ConfigError::Approvers { .. } => "approvers",
         }
     }
 }
@@ -220,6 +246,8 @@ impl ServerConfig {
             tools: None,
             timeout_seconds: DEFAULT_TIMEOUT_SECONDS,
             approval: ApprovalSetting::default(),
+            approvers: Vec::new(),
+            approval_expires_seconds: None,
         }
     }
 
@@ -292,6 +320,15 @@ impl ServerConfig {
         }
         if self.timeout_seconds == 0 {
             return Err(ConfigError::Timeout { id: id() });
+        }
+        if self
+            .approval_expires_seconds
+            .is_some_and(|s| s == 0 || s > MAX_APPROVAL_EXPIRES_SECONDS)
+        {
+            return Err(ConfigError::ApprovalExpires { id: id() });
+        }
+        if self.approvers.iter().any(|a| a.trim().is_empty()) {
+            return Err(ConfigError::Approvers { id: id() });
         }
         match &self.approval {
             ApprovalSetting::All(value) => {

@@ -4,7 +4,7 @@
 use async_trait::async_trait;
 use backon::{BackoffBuilder, ExponentialBuilder};
 use frogbot_core::BoxError;
-use frogbot_core::agent::{Tool, ToolContext, ToolSpec};
+use frogbot_core::agent::{ApprovalPolicy, Tool, ToolContext, ToolSpec};
 use process_wrap::tokio::{CommandWrap, KillOnDrop, ProcessGroup};
 use rmcp::model::{CallToolRequestParams, ClientConfig, Implementation};
 use rmcp::service::{NotificationContext, RunningService};
@@ -642,6 +642,15 @@ impl Tool for McpTool {
         }
         .instrument(span)
         .await
+    }
+
+    /// The server's `approval` for this tool: `always` asks its `approvers` first.
+    fn approval(&self) -> Option<ApprovalPolicy> {
+        let config = &self.server.config;
+        (config.approval_for(&self.bare) == Approval::Always).then(|| ApprovalPolicy {
+            approvers: config.approvers.clone(),
+            expires_in_seconds: config.approval_expires_seconds,
+        })
     }
 }
 

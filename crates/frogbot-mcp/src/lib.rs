@@ -33,6 +33,7 @@ mod hub;
 pub mod result;
 
 pub use config::{
+    MAX_APPROVAL_EXPIRES_SECONDS,
     Approval, ApprovalSetting, ConfigError, DEFAULT_TIMEOUT_SECONDS, SEPARATOR, ServerConfig,
     valid_id, validate_all,
 };

@@ -700,16 +700,6 @@ impl Config {
             if let Err(e) = server.validate() {
                 return Err(ConfigError::key(format!("mcp[{i}].{}", e.key()), e));
             }
-            if server.asks_approval() {
-                return Err(ConfigError::key(
-                    format!("mcp[{i}].approval"),
-                    format!(
-                        "server {}: tools set to \"always\" need approval, which this version cannot ask for yet; \
-                         set them to \"never\" or leave the server out",
-                        server.id
-                    ),
-                ));
-            }
         }
         if let Err(e) = frogbot_mcp::validate_all(&self.mcp) {
             return Err(ConfigError::key(format!("mcp.{}", e.key()), e));
@@ -861,10 +851,12 @@ mod tests {
         let twice =
             e("[[mcp]]\nid = \"x\"\ncommand = \"a\"\n[[mcp]]\nid = \"x\"\ncommand = \"b\"\n");
         assert!(twice.contains("used by two servers"), "{twice}");
-        // Approvals are not built yet: a tool that needs one is refused, never run unasked.
         let approval =
-            e("[[mcp]]\nid = \"gh\"\nurl = \"http://h/mcp\"\n[mcp.approval]\nmerge = \"always\"\n");
+            e("[[mcp]]\nid = \"gh\"\nurl = \"http://h/mcp\"\n[mcp.approval]\nmerge = \"sometimes\"\n");
         assert!(approval.contains("`mcp[0].approval`"), "{approval}");
+        let expires =
+            e("[[mcp]]\nid = \"gh\"\nurl = \"http://h/mcp\"\napproval_expires_seconds = 0\n");
+        assert!(expires.contains("`mcp[0].approval_expires_seconds`"), "{expires}");
         let unknown =
             e("[[mcp]]\nid = \"files\"\ncommand = \"a\"\n[channels.slack]\nmcp = [\"nope\"]\n");
         assert!(

@@ -698,9 +698,28 @@ async fn pending(
         .map_err(err)?;
     let now = now_millis();
     let mut calls = Vec::new();
+    // The reply the calls wait in (read once): an approval names the tool and its arguments.
+    let mut reply: Option<frogbot_core::store::StoredMessage> = None;
     for q in state.engine.pending(&row).await? {
-        let mut call =
-            json!({"toolCallId": q.tool_call_id, "toolName": "question", "input": q.input});
+        if reply.as_ref().is_none_or(|r| r.message.id != q.message_id) {
+            reply = state.engine.message(&chat, &q.message_id).await?;
+        }
+        let approval = reply.as_ref().and_then(|r| {
+            r.message.tool_parts().find(|t| {
+                t.tool_call_id == q.tool_call_id
+                    && t.state == frogbot_core::model::ToolState::ApprovalRequested
+            })
+        });
+        let mut call = match approval {
+            // Still the question tool's call for the contract; `approval` says what it approves.
+            Some(t) => json!({
+                "toolCallId": q.tool_call_id,
+                "toolName": "question",
+                "input": q.input,
+                "approval": {"id": q.tool_call_id, "toolName": t.tool_name, "toolInput": t.input},
+            }),
+            None => json!({"toolCallId": q.tool_call_id, "toolName": "question", "input": q.input}),
+        };
         if let Some(deadline) = q.answer_deadline {
             call["expiresAt"] = json!(frogbot_core::model::millis_to_iso(deadline));
         }

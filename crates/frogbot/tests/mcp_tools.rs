@@ -15,7 +15,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::header;
 use axum::response::Response;
-use common::{ALICE, WAIT, client, msg};
+use common::{ALICE, BOB, WAIT, client, msg};
 use serde_json::{Value, json};
 
 /// The package's entry point, if it is installed (`scripts/install-test-tools.sh`).
@@ -221,6 +221,285 @@ tools = ["echo", "get-sum"]
         echo["function"]["parameters"]["properties"]["message"].is_object(),
         "{echo}"
     );
+
+    let _ = stop.send(());
+    tokio::time::timeout(WAIT, serve)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+}
+
+/// `serve` with the fake model and server-everything (`mcp` is the `[[mcp]]` table's extra
+/// lines); returns its base URL, the fake's requests and the stop switch.
+async fn serve_with(
+    entry: &std::path::Path,
+    db: &frogbot_testkit::TestDb,
+    mcp: &str,
+) -> (
+    String,
+    Fake,
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<Result<(), frogbot::Error>>,
+) {
+    let fake = Fake::default();
+    let app = axum::Router::new()
+        .route("/v1/chat/completions", axum::routing::post(completions))
+        .with_state(fake.clone());
+    let model_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let model_base = format!("http://{}/v1", model_listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(model_listener, app).await.unwrap() });
+    let config = common::config_with(
+        &db.url,
+        &format!(
+            r#"
+[[models]]
+id = "fake"
+provider = "openai-compatible"
+base_url = "{model_base}"
+
+[[mcp]]
+id = "everything"
+command = "node"
+args = ["{}", "stdio"]
+tools = ["echo"]
+{mcp}
+"#,
+            entry.display()
+        ),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let serve = tokio::spawn(frogbot::serve(
+        config,
+        listener,
+        async move {
+            let _ = stopped.await;
+        },
+        Duration::from_secs(5),
+    ));
+    // Up once it answers.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while client().get(format!("{base}/healthz")).send().await.is_err() {
+        assert!(tokio::time::Instant::now() < deadline, "serve did not start");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    (base, fake, stop, serve)
+}
+
+/// Runs `tests/js/approval.mjs` (the AI SDK reading the stream or the stored messages); returns
+/// the tool parts it read.
+async fn approval_js(args: &[&str]) -> Value {
+    let js = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/js");
+    assert!(
+        js.join("node_modules/ai").exists(),
+        "the `ai` package is missing (scripts/install-test-tools.sh)"
+    );
+    // Not `std::process`: the server runs on this test's runtime thread.
+    let out = tokio::process::Command::new("node")
+        .arg(js.join("approval.mjs"))
+        .args(args)
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("approval: ok "))
+        .unwrap_or_else(|| {
+            panic!(
+                "approval.mjs failed:\n{stdout}\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+    serde_json::from_str(line).unwrap()
+}
+
+async fn chat_when(base: &str, id: &str, state: &str) -> Value {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let chat: Value = client()
+            .get(format!("{base}/api/chats/{id}"))
+            .bearer_auth(ALICE)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if chat["state"] == state {
+            return chat;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the chat did not get {state}: {chat}"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+fn echo_part(chat: &Value) -> Value {
+    chat["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .flat_map(|m| m["parts"].as_array().cloned().unwrap_or_default())
+        .find(|p| p["type"] == "tool-everything__echo")
+        .unwrap_or_else(|| panic!("no echo call: {chat}"))
+}
+
+fn approval_answer(call: &str, pick: &str) -> Value {
+    json!({"toolCallId": call, "output": {"answers": [{"header": "Approval", "selected": [pick]}]}})
+}
+
+/// `approval = "always"`: the call waits as a question the HTTP API lists and the AI SDK reads
+/// (`tool-approval-request`, state `approval-requested`); someone else than the driver is
+/// refused; the driver's Approve runs it once on the MCP server and the model continues with its
+/// result; a Deny with a reason never runs it and the model reads why.
+#[tokio::test]
+async fn an_mcp_call_waits_for_approval_through_the_http_api() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let Some(entry) = server_everything() else {
+        return;
+    };
+    let db = frogbot_testkit::sqlite_db();
+    let (base, fake, stop, serve) =
+        serve_with(&entry, &db, "approval = \"always\"\napproval_expires_seconds = 600\n").await;
+    let http = client();
+
+    // The AI SDK reads the stream: the call asks for approval.
+    let parts = approval_js(&["stream", &base, "appr-1", ALICE, "fake", "echo something"]).await;
+    assert_eq!(parts[0]["type"], "tool-everything__echo", "{parts}");
+    assert_eq!(parts[0]["state"], "approval-requested", "{parts}");
+    assert_eq!(parts[0]["approval"]["id"], "call_1", "{parts}");
+    let chat = chat_when(&base, "appr-1", "awaiting").await;
+    let part = echo_part(&chat);
+    assert_eq!(part["state"], "approval-requested");
+    assert_eq!(part["input"], json!({"message": "hi frog"}));
+    assert!(part["expiresAt"].is_string(), "{part}");
+    // The stored messages are valid AI SDK UI messages.
+    let stored = approval_js(&["validate", &base, "appr-1", ALICE]).await;
+    assert_eq!(stored[0]["state"], "approval-requested", "{stored}");
+
+    // The pending call: the question, and what it approves.
+    let pending: Value = http
+        .get(format!("{base}/api/chats/appr-1/pending"))
+        .bearer_auth(ALICE)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let call = &pending["calls"][0];
+    assert_eq!(call["toolName"], "question", "{pending}");
+    assert_eq!(call["approval"]["toolName"], "everything__echo");
+    assert_eq!(call["approval"]["toolInput"], json!({"message": "hi frog"}));
+    assert_eq!(call["input"]["from"], json!(["alice"]));
+    let labels: Vec<&str> = call["input"]["questions"][0]["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|o| o["label"].as_str())
+        .collect();
+    assert_eq!(labels, ["Approve", "Deny"]);
+    assert!(call["expiresAt"].is_string());
+    assert_eq!(fake.0.lock().unwrap().len(), 1, "the model waits too");
+
+    // Bob may not approve alice's call (the chat is alice's: 403 either way).
+    let r = http
+        .post(format!("{base}/api/chats/appr-1/settle"))
+        .bearer_auth(BOB)
+        .json(&approval_answer("call_1", "Approve"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    assert_eq!(chat_when(&base, "appr-1", "awaiting").await["state"], "awaiting");
+
+    // Alice approves: the call runs on the MCP server, the model reads its result.
+    let r = http
+        .post(format!("{base}/api/chats/appr-1/settle"))
+        .bearer_auth(ALICE)
+        .json(&approval_answer("call_1", "Approve"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let chat = chat_when(&base, "appr-1", "idle").await;
+    let part = echo_part(&chat);
+    assert_eq!(part["state"], "output-available", "{part}");
+    assert_eq!(part["output"], "Echo: hi frog");
+    assert_eq!(part["approval"]["approved"], true);
+    assert_eq!(part["approval"]["by"], "alice");
+    assert!(part["approval"]["at"].is_string());
+    let reply = chat["messages"].as_array().unwrap().last().unwrap();
+    assert_eq!(reply["metadata"]["approvals"]["call_1"]["approved"], true);
+    let text: String = reply["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["text"].as_str())
+        .collect();
+    assert_eq!(text, "The tool said: \"Echo: hi frog\"");
+    let stored = approval_js(&["validate", &base, "appr-1", ALICE]).await;
+    assert_eq!(stored[0]["state"], "output-available", "{stored}");
+    assert_eq!(stored[0]["approval"]["approved"], true, "{stored}");
+    // A second approval is stale.
+    let r = http
+        .post(format!("{base}/api/chats/appr-1/settle"))
+        .bearer_auth(ALICE)
+        .json(&approval_answer("call_1", "Approve"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 409);
+
+    // Deny with a reason: never runs; the model reads the reason.
+    let mut body = msg("echo again");
+    body["model"] = json!("fake");
+    let r = http
+        .post(format!("{base}/api/chats/appr-2/messages"))
+        .bearer_auth(ALICE)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success());
+    let _ = r.bytes().await;
+    chat_when(&base, "appr-2", "awaiting").await;
+    let r = http
+        .post(format!("{base}/api/chats/appr-2/settle"))
+        .bearer_auth(ALICE)
+        .json(&approval_answer("call_1", "not in production"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let chat = chat_when(&base, "appr-2", "idle").await;
+    let part = echo_part(&chat);
+    assert_eq!(part["state"], "output-denied", "{part}");
+    assert_eq!(part["approval"]["approved"], false);
+    assert_eq!(part["approval"]["reason"], "not in production");
+    assert!(part.get("output").is_none());
+    let requests = fake.0.lock().unwrap().clone();
+    let last = requests.last().unwrap();
+    let result = last["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "tool")
+        .unwrap();
+    let content = result["content"].as_str().unwrap();
+    assert!(
+        content.contains("denied") && content.contains("not in production"),
+        "{content}"
+    );
+    let stored = approval_js(&["validate", &base, "appr-2", ALICE]).await;
+    assert_eq!(stored[0]["state"], "output-denied", "{stored}");
 
     let _ = stop.send(());
     tokio::time::timeout(WAIT, serve)

@@ -557,6 +557,11 @@ impl Engine {
             .map_err(Error::from)
     }
 
+    /// One message of a chat by id.
+    pub async fn message(&self, chat: &ChatId, id: &str) -> Result<Option<StoredMessage>> {
+        Ok(self.store().get_message(chat, id).await?)
+    }
+
     /// A chat's messages in stored order.
     pub async fn messages(&self, chat: &ChatId) -> Result<Vec<StoredMessage>> {
         self.store().list_messages(chat).await.map_err(Error::from)

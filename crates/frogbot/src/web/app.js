@@ -535,8 +535,30 @@
       }
       return h("div", { class: "tool question-part", dataset: { state: p.state } }, "Asking ", h("strong", { text: title }));
     }
-    const status = p.state === "output-available" ? "done" : p.state === "output-error" ? (p.errorText || "failed") : "running";
-    return h("div", { class: "tool" + (p.state === "output-error" ? " error" : ""), dataset: { state: p.state } }, "Tool ", h("strong", { text: name }), " — ", status);
+    // Any other tool: its name and state, then (unfolded on click) its arguments, its result
+    // or error, and its approval — asked, approved or denied, by whom and when.
+    const a = p.approval || null;
+    const status = {
+      "output-available": "done",
+      "output-error": p.errorText || "failed",
+      "approval-requested": "waiting for approval",
+      "approval-responded": "approved, running",
+      "output-denied": "denied",
+    }[p.state] || "running";
+    const json = (v) => { try { return JSON.stringify(v, null, 2); } catch (_) { return String(v); } };
+    const rows = [h("div", { class: "tool-args" }, h("div", { class: "tool-label", text: "Arguments" }), h("pre", { text: json(p.input) }))];
+    if (p.state === "output-available") rows.push(h("div", { class: "tool-result" }, h("div", { class: "tool-label", text: "Result" }), h("pre", { text: typeof p.output === "string" ? p.output : json(p.output) })));
+    if (p.state === "output-error") rows.push(h("div", { class: "tool-result error" }, h("div", { class: "tool-label", text: "Error" }), h("pre", { text: p.errorText || "" })));
+    if (a && a.approved != null) {
+      const when = a.at ? ` at ${String(a.at).slice(0, 16).replace("T", " ")} UTC` : "";
+      const who = a.by ? ` by ${a.by}` : "";
+      const why = a.reason ? ` — ${a.reason}` : "";
+      rows.push(h("div", { class: "tool-approval", dataset: { approved: String(a.approved) }, text: (a.approved ? "Approved" : "Denied") + who + when + why }));
+    }
+    const cls = "tool" + (p.state === "output-error" || p.state === "output-denied" ? " error" : "") + (a ? " needs-approval" : "");
+    return h("details", { class: cls, dataset: { state: p.state, toolCallId: p.toolCallId } },
+      h("summary", {}, "Tool ", h("strong", { text: name }), " — ", status),
+      ...rows);
   }
 
   // ---- questions --------------------------------------------------------------------------
@@ -571,7 +593,9 @@
     const picks = questions.map(() => new Set());
     const customs = [];
     const fields = [];
-    const card = h("div", { class: "question" + (readOnly ? " readonly" : ""), dataset: { toolCallId: call.toolCallId } });
+    // An approval: the question put to the approvers of a tool call (Approve / Deny / a reason).
+    const approval = call.approval || null;
+    const card = h("div", { class: "question" + (approval ? " approval" : "") + (readOnly ? " readonly" : ""), dataset: { toolCallId: call.toolCallId } });
 
     const answerOf = () => questions.map((q, i) => {
       const kind = kindOf(q);
@@ -672,7 +696,7 @@
         opts,
         described.length ? h("div", { class: "option-desc" }, described.map((o) => `${o.label}: ${o.description}`).join(" · ")) : null);
       if (q.custom && !readOnly) {
-        const input = h("input", { type: "text", class: "custom-input", placeholder: q.multiple ? "Add your own…" : "Or type your own answer…" });
+        const input = h("input", { type: "text", class: "custom-input", placeholder: approval ? "Or deny with a reason…" : q.multiple ? "Add your own…" : "Or type your own answer…" });
         customs[i] = input;
         if (!q.multiple) input.addEventListener("input", () => {
           if (input.value.trim()) { picks[i].clear(); opts.querySelectorAll("button").forEach((b) => b.classList.remove("selected")); }
@@ -688,6 +712,7 @@
       card.append(h("div", { class: "actions" },
         h("button", { type: "button", class: "dismiss", text: "Dismiss", onclick: () => settle(card, { toolCallId: call.toolCallId, dismissed: true }) }),
         simple ? null : h("button", { type: "button", class: "submit", text: "Send answers", onclick: submit })));
+      if (approval) card.querySelector(".custom-submit")?.replaceChildren("Deny");
     }
     return card;
   }
