@@ -47,6 +47,12 @@ fn server_everything() -> Option<std::path::PathBuf> {
 #[derive(Clone, Default)]
 struct Fake(Arc<Mutex<Vec<Value>>>);
 
+fn offers(body: &Value, tool: &str) -> bool {
+    body["tools"]
+        .as_array()
+        .is_some_and(|t| t.iter().any(|t| t["function"]["name"] == tool))
+}
+
 async fn completions(State(fake): State<Fake>, body: Bytes) -> Response {
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     fake.0.lock().unwrap().push(body.clone());
@@ -66,6 +72,15 @@ async fn completions(State(fake): State<Fake>, body: Bytes) -> Response {
                 None,
             ),
             chunk(json!({}), Some("stop")),
+        ],
+        // The counter server's tool when it is offered (the kill test), else echo.
+        None if offers(&body, "counter__record") => vec![
+            chunk(
+                json!({"role": "assistant", "tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                    "function": {"name": "counter__record", "arguments": "{\"note\": \"once\"}"}}]}),
+                None,
+            ),
+            chunk(json!({}), Some("tool_calls")),
         ],
         None => vec![
             chunk(
@@ -507,4 +522,128 @@ async fn an_mcp_call_waits_for_approval_through_the_http_api() {
         .unwrap()
         .unwrap()
         .unwrap();
+}
+
+/// SIGKILL while an approval waits: a new `frogbot serve` on the same database takes the answer
+/// and runs the call exactly once (counted by the MCP server itself, in a file).
+#[tokio::test]
+async fn an_approval_waiting_across_kill_9_runs_once_after_the_restart() {
+    use common::child::{config_file, free_port, frogbot, start};
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    if server_everything().is_none() {
+        return;
+    }
+    let counter = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../frogbot-mcp/tests/js/counter-server.mjs");
+    let fake = Fake::default();
+    let app = axum::Router::new()
+        .route("/v1/chat/completions", axum::routing::post(completions))
+        .with_state(fake.clone());
+    let model_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let model_base = format!("http://{}/v1", model_listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(model_listener, app).await.unwrap() });
+    let dir = tempfile::tempdir().unwrap();
+    let db = frogbot_testkit::sqlite_db();
+    let calls = dir.path().join("calls.txt");
+    let port = free_port();
+    let path = config_file(
+        dir.path(),
+        port,
+        &db.url,
+        &format!(
+            r#"
+[[models]]
+id = "fake"
+provider = "openai-compatible"
+base_url = "{model_base}"
+
+[[mcp]]
+id = "counter"
+command = "node"
+args = ["{}"]
+approval = "always"
+env = {{ COUNTER_FILE = "{}" }}
+"#,
+            counter.display(),
+            calls.display()
+        ),
+    );
+    let serve = || {
+        let mut cmd = frogbot();
+        cmd.arg("serve").arg("--config").arg(&path);
+        cmd
+    };
+    let http = client();
+    let mut first = start(serve(), port).await;
+    let base = first.base.clone();
+    let mut body = msg("record it");
+    body["model"] = json!("fake");
+    // The server's tools are listed in the background: ask (in a new chat) until they are offered.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let mut n = 0;
+    let id = loop {
+        n += 1;
+        let id = format!("killed-{n}");
+        let r = http
+            .post(format!("{base}/api/chats/{id}/messages"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success(), "{}", r.status());
+        let _ = r.bytes().await;
+        let chat = chat_when_any(&base, &id).await;
+        if chat["state"] == "awaiting" {
+            break id;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "never asked: {chat}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(!calls.exists(), "nothing ran before the approval");
+    first.child.kill().unwrap(); // SIGKILL
+    let _ = first.child.wait();
+
+    let second = start(serve(), port).await;
+    let r = http
+        .post(format!("{}/api/chats/{id}/settle", second.base))
+        .json(&approval_answer("call_1", "Approve"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap_or_default());
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let chat = loop {
+        let chat = chat_when_any(&second.base, &id).await;
+        if chat["state"] == "idle" {
+            break chat;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{chat}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let part = chat["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| m["parts"].as_array().cloned().unwrap_or_default())
+        .find(|p| p["type"] == "tool-counter__record")
+        .unwrap();
+    assert_eq!(part["state"], "output-available", "{part}");
+    assert_eq!(part["output"], "recorded once");
+    assert_eq!(
+        std::fs::read_to_string(&calls).unwrap(),
+        "once\n",
+        "the call ran exactly once"
+    );
+    drop(second);
+}
+
+async fn chat_when_any(base: &str, id: &str) -> Value {
+    client()
+        .get(format!("{base}/api/chats/{id}"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
 }
