@@ -283,6 +283,19 @@ impl Questions {
             Recorded::Gone => return Ok(Concluded::Gone),
         };
         crate::metrics::question_concluded(chat, &question, outcome);
+        if let (Some(closer), Some(lock), None) = (&closer, &lock, &resumed) {
+            // The card shows the outcome before the turn goes on; saving it closed and
+            // continuing the turn are two independent writes, made at once (one group commit
+            // on SQLite, two connections on PostgreSQL) — an approved call starts sooner.
+            let change = self
+                .settled_change(closer, &question, actor, outcome, req)
+                .await;
+            let (_, state) = tokio::join!(
+                self.save_closed(closer, lock, &question, change),
+                self.after_outcome(chat, &q.message_id, actor)
+            );
+            return Ok(Concluded::Won(state?));
+        }
         if let (Some(closer), Some(lock)) = (&closer, &lock) {
             self.close(closer, lock, &question, actor, outcome, req)
                 .await;
@@ -331,8 +344,21 @@ impl Questions {
         outcome: &QuestionOutcome,
         req: &RequestContext,
     ) {
+        let change = self.settled_change(closer, q, actor, outcome, req).await;
+        self.save_closed(closer, lock, q, change).await;
+    }
+
+    /// The `settled` hook's change to the record (`None` when it failed: logged).
+    async fn settled_change(
+        &self,
+        closer: &Closer,
+        q: &QuestionRow,
+        actor: Option<&Actor>,
+        outcome: &QuestionOutcome,
+        req: &RequestContext,
+    ) -> Option<QuestionChange> {
         let call = call_of(q);
-        let change = match closer
+        match closer
             .hooks
             .settled(ha(&call, &q.record, req, &closer.thread), actor, outcome)
             .await
@@ -342,7 +368,17 @@ impl Questions {
                 error!(error = %e, "settled failed: the question closes without a change");
                 None
             }
-        };
+        }
+    }
+
+    /// Saves the closed question with `change`, releasing its lock.
+    async fn save_closed(
+        &self,
+        closer: &Closer,
+        lock: &QuestionLock,
+        q: &QuestionRow,
+        change: Option<QuestionChange>,
+    ) {
         let update = QuestionUpdate {
             record: Some(apply_change(&q.record, change, self.now())),
             closed: Some(true),
