@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 use frogbot_core::BoxError;
 use frogbot_core::agent::scripted::{ScriptedModel, call, reply};
 use frogbot_core::agent::{
-    Adapter, ApprovalPolicy, ChannelMessageOutcome, Engine, EngineConfig, ModelMessage,
-    ModelOffer, ModelRequest, Sent, tool_fn, with_approval,
+    Adapter, ApprovalPolicy, ChannelMessageOutcome, Engine, EngineConfig, ModelMessage, ModelOffer,
+    ModelRequest, Sent, tool_fn, with_approval,
 };
 use frogbot_core::model::{PlatformUser, ThreadMessage, ThreadMessageMetadata, now_millis};
 use frogbot_slack::channel::INTERACTIVITY_PATH;
@@ -34,7 +34,11 @@ fn model() -> ScriptedModel {
         if let Some(ModelMessage::Tool { .. }) = req.messages.last() {
             return reply("done");
         }
-        call("deploy_1", "deploy", json!({"service": "api", "version": "1.4.2"}))
+        call(
+            "deploy_1",
+            "deploy",
+            json!({"service": "api", "version": "1.4.2"}),
+        )
     })
 }
 
@@ -113,7 +117,9 @@ async fn level(concurrency: usize, n: usize, run: usize) -> Duration {
             .find(|m| m.bot)
             .expect("the approval card");
         let message = format!("{channel}:{}", card.ts);
-        let action = fake.element(&message, "Approve").expect("an Approve button");
+        let action = fake
+            .element(&message, "Approve")
+            .expect("an Approve button");
         let body = form_from_payload(&fake.block_actions(
             "U1",
             &message,

@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use frogbot_core::BoxError;
 use frogbot_core::agent::scripted::{ScriptedModel, call, reply};
 use frogbot_core::agent::{
-    Adapter, ApprovalPolicy, ChannelMessageOutcome, Engine, InteractionOutcome,
-    ModelMessage, ModelRequest, Sent, channel_chat_id, tool_fn, with_approval,
+    Adapter, ApprovalPolicy, ChannelMessageOutcome, Engine, InteractionOutcome, ModelMessage,
+    ModelRequest, Sent, channel_chat_id, tool_fn, with_approval,
 };
 use frogbot_core::model::{Interaction, ToolState, TurnState};
 use frogbot_core::store::DynStore;
@@ -163,7 +163,10 @@ async fn until_idle(w: &World, chat: &frogbot_core::model::ChatId) {
     .await;
 }
 
-async fn deploy_part(w: &World, chat: &frogbot_core::model::ChatId) -> frogbot_core::model::ToolPart {
+async fn deploy_part(
+    w: &World,
+    chat: &frogbot_core::model::ChatId,
+) -> frogbot_core::model::ToolPart {
     let messages = w.store.list_messages(chat).await.unwrap();
     messages
         .iter()
@@ -185,7 +188,11 @@ fn transcript(fake: &FakeSlack, thread: &str) -> String {
 async fn an_approval_on_slack_is_asked_refused_to_others_and_runs_once_when_approved() {
     let w = world().await;
     let (thread, chat) = ask(&w, "C42").await;
-    assert_eq!(w.runs.load(Ordering::SeqCst), 0, "nothing runs before the approval");
+    assert_eq!(
+        w.runs.load(Ordering::SeqCst),
+        0,
+        "nothing runs before the approval"
+    );
     let card = w.fake.thread_messages(&thread).pop().unwrap();
     let text = shown(&w.fake, &card.id());
     // The card: the tool, its arguments, Approve / Deny / Other… and the expiry line.
@@ -226,7 +233,10 @@ async fn an_approval_on_slack_is_asked_refused_to_others_and_runs_once_when_appr
     assert_eq!(w.runs.load(Ordering::SeqCst), 1);
     assert_eq!(w.fake.controls(&card.id()), 0, "settled: no buttons left");
     let settled = shown(&w.fake, &card.id());
-    assert!(settled.contains("Approve") && settled.contains("U123"), "{settled}");
+    assert!(
+        settled.contains("Approve") && settled.contains("U123"),
+        "{settled}"
+    );
     let part = deploy_part(&w, &chat).await;
     assert_eq!(part.state, ToolState::OutputAvailable);
     let approval = part.approval.unwrap();
@@ -244,7 +254,10 @@ async fn an_approval_on_slack_is_asked_refused_to_others_and_runs_once_when_appr
         .await
         .unwrap();
     assert!(
-        matches!(late, InteractionOutcome::Stale | InteractionOutcome::Ignored),
+        matches!(
+            late,
+            InteractionOutcome::Stale | InteractionOutcome::Ignored
+        ),
         "{late:?}"
     );
     assert_eq!(w.runs.load(Ordering::SeqCst), 1);

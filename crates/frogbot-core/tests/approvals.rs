@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use frogbot_core::agent::scripted::{ScriptedModel, call, reply};
 use frogbot_core::agent::{
-    ApprovalPolicy, Engine, EngineConfig, ManualClock, ModelMessage, ModelRequest, Settle,
-    tool_fn, with_approval,
+    ApprovalPolicy, Engine, EngineConfig, ManualClock, ModelMessage, ModelRequest, Settle, tool_fn,
+    with_approval,
 };
 use frogbot_core::model::{
     APPROVAL_EXPIRED_REASON, APPROVAL_HEADER, APPROVE_LABEL, Actor, ChatId, DENY_LABEL,
@@ -114,11 +114,16 @@ async fn last_text(store: &DynStore, c: &ChatId) -> String {
 
 /// Asks in `c` as alice and returns once the approval waits.
 async fn ask(w: &World, c: &ChatId) {
-    let out = started(w.engine.send(msg(c, Some("alice"), "merge it")).await.unwrap())
-        .done
-        .await
-        .unwrap()
-        .unwrap();
+    let out = started(
+        w.engine
+            .send(msg(c, Some("alice"), "merge it"))
+            .await
+            .unwrap(),
+    )
+    .done
+    .await
+    .unwrap()
+    .unwrap();
     assert_eq!(out.state, TurnState::Awaiting);
 }
 
@@ -324,7 +329,11 @@ async fn thirty_two_racing_answers_give_one_outcome_and_at_most_one_run(url: &st
             let w = w.clone();
             let c = c.clone();
             tasks.push(tokio::spawn(async move {
-                let label = if i % 2 == 0 { APPROVE_LABEL } else { DENY_LABEL };
+                let label = if i % 2 == 0 {
+                    APPROVE_LABEL
+                } else {
+                    DENY_LABEL
+                };
                 let r = w
                     .engine
                     .settle(&c, "m1", Settle::Answer(pick(label)), user("alice"))
@@ -418,7 +427,10 @@ async fn a_step_mixing_an_approval_and_a_plain_call_runs_the_plain_one_at_once(u
         .unwrap();
     let messages = store.list_messages(&c).await.unwrap();
     let reply = &messages.last().unwrap().message;
-    let states: Vec<_> = reply.tool_parts().map(|t| (t.tool_name.clone(), t.state)).collect();
+    let states: Vec<_> = reply
+        .tool_parts()
+        .map(|t| (t.tool_name.clone(), t.state))
+        .collect();
     assert_eq!(
         states,
         [

@@ -33,8 +33,7 @@ mod hub;
 pub mod result;
 
 pub use config::{
-    MAX_APPROVAL_EXPIRES_SECONDS,
-    Approval, ApprovalSetting, ConfigError, DEFAULT_TIMEOUT_SECONDS, SEPARATOR, ServerConfig,
-    valid_id, validate_all,
+    Approval, ApprovalSetting, ConfigError, DEFAULT_TIMEOUT_SECONDS, MAX_APPROVAL_EXPIRES_SECONDS,
+    SEPARATOR, ServerConfig, valid_id, validate_all,
 };
 pub use hub::{CallError, McpHub, NotReady, Restart, ServerStatus};

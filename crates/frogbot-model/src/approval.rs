@@ -111,7 +111,8 @@ pub fn summarize_arguments(input: &Value) -> String {
             other => other.clone(),
         }
     }
-    let pretty = serde_json::to_string_pretty(&shorten(input)).unwrap_or_else(|_| input.to_string());
+    let pretty =
+        serde_json::to_string_pretty(&shorten(input)).unwrap_or_else(|_| input.to_string());
     // The summary sits inside a fenced block: a fence in a value must not close it.
     let pretty = pretty.replace("```", "`\u{200b}``");
     truncate(&pretty, SUMMARY_MAX)
@@ -195,7 +196,10 @@ mod tests {
         let text = &q.questions[0].question;
         assert!(text.contains("gh__merge"), "{text}");
         assert!(text.contains("\"pr\": 7"), "{text}");
-        assert!(text.contains('…') && !text.contains(&"x".repeat(201)), "{text}");
+        assert!(
+            text.contains('…') && !text.contains(&"x".repeat(201)),
+            "{text}"
+        );
         assert_eq!(q.from, vec!["alice".to_string()]);
         assert_eq!(q.expires_in_seconds, Some(60));
         // Round trip through the descriptor.

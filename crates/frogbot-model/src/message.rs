@@ -231,7 +231,7 @@ pub struct ToolPart {
     /// `expiresAt`), set when the turn starts waiting on it.
     pub expires_at: Option<String>,
     /// For a call that needs a person's approval: the approval (`approval`).
-    pub approval: Option<ToolApproval>,
+    pub approval: Option<Box<ToolApproval>>,
 }
 
 /// One part of a [`UiMessage`].

@@ -851,12 +851,16 @@ mod tests {
         let twice =
             e("[[mcp]]\nid = \"x\"\ncommand = \"a\"\n[[mcp]]\nid = \"x\"\ncommand = \"b\"\n");
         assert!(twice.contains("used by two servers"), "{twice}");
-        let approval =
-            e("[[mcp]]\nid = \"gh\"\nurl = \"http://h/mcp\"\n[mcp.approval]\nmerge = \"sometimes\"\n");
+        let approval = e(
+            "[[mcp]]\nid = \"gh\"\nurl = \"http://h/mcp\"\n[mcp.approval]\nmerge = \"sometimes\"\n",
+        );
         assert!(approval.contains("`mcp[0].approval`"), "{approval}");
         let expires =
             e("[[mcp]]\nid = \"gh\"\nurl = \"http://h/mcp\"\napproval_expires_seconds = 0\n");
-        assert!(expires.contains("`mcp[0].approval_expires_seconds`"), "{expires}");
+        assert!(
+            expires.contains("`mcp[0].approval_expires_seconds`"),
+            "{expires}"
+        );
         let unknown =
             e("[[mcp]]\nid = \"files\"\ncommand = \"a\"\n[channels.slack]\nmcp = [\"nope\"]\n");
         assert!(

@@ -296,8 +296,16 @@ tools = ["echo"]
     ));
     // Up once it answers.
     let deadline = tokio::time::Instant::now() + WAIT;
-    while client().get(format!("{base}/healthz")).send().await.is_err() {
-        assert!(tokio::time::Instant::now() < deadline, "serve did not start");
+    while client()
+        .get(format!("{base}/healthz"))
+        .send()
+        .await
+        .is_err()
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "serve did not start"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     (base, fake, stop, serve)
@@ -380,8 +388,12 @@ async fn an_mcp_call_waits_for_approval_through_the_http_api() {
         return;
     };
     let db = frogbot_testkit::sqlite_db();
-    let (base, fake, stop, serve) =
-        serve_with(&entry, &db, "approval = \"always\"\napproval_expires_seconds = 600\n").await;
+    let (base, fake, stop, serve) = serve_with(
+        &entry,
+        &db,
+        "approval = \"always\"\napproval_expires_seconds = 600\n",
+    )
+    .await;
     let http = client();
 
     // The AI SDK reads the stream: the call asks for approval.
@@ -432,7 +444,10 @@ async fn an_mcp_call_waits_for_approval_through_the_http_api() {
         .await
         .unwrap();
     assert_eq!(r.status(), 403);
-    assert_eq!(chat_when(&base, "appr-1", "awaiting").await["state"], "awaiting");
+    assert_eq!(
+        chat_when(&base, "appr-1", "awaiting").await["state"],
+        "awaiting"
+    );
 
     // Alice approves: the call runs on the MCP server, the model reads its result.
     let r = http
@@ -596,7 +611,10 @@ env = {{ COUNTER_FILE = "{}" }}
         if chat["state"] == "awaiting" {
             break id;
         }
-        assert!(tokio::time::Instant::now() < deadline, "never asked: {chat}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never asked: {chat}"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     assert!(!calls.exists(), "nothing ran before the approval");
@@ -646,4 +664,48 @@ async fn chat_when_any(base: &str, id: &str) -> Value {
         .json()
         .await
         .unwrap()
+}
+
+/// The web chat draws the approval as a card (the tool, its arguments, Approve / Deny / a
+/// reason) and the call as waiting; Approve runs it, and the call is shown done with its
+/// arguments, result and who approved it (headless Chromium, `tests/js/web-approval.mjs`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_web_chat_shows_an_approval_and_the_approved_call() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let Some(entry) = server_everything() else {
+        return;
+    };
+    let js = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/js");
+    assert!(
+        js.join("node_modules/playwright-core").exists()
+            && std::path::Path::new("/usr/bin/chromium").exists(),
+        "chromium or playwright-core is missing (scripts/install-test-tools.sh)"
+    );
+    let db = frogbot_testkit::sqlite_db();
+    let (base, _fake, stop, serve) = serve_with(&entry, &db, "approval = \"always\"\n").await;
+    let shot =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/web-approval.png");
+    let out = tokio::process::Command::new("node")
+        .arg(js.join("web-approval.mjs"))
+        .arg(&base)
+        .arg(ALICE)
+        .arg(&shot)
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    println!(
+        "--- web-approval.mjs ---\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && stdout.contains("web-approval: ok"),
+        "web-approval.mjs failed:\n{stdout}"
+    );
+    let _ = stop.send(());
+    tokio::time::timeout(WAIT, serve)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
 }

@@ -254,7 +254,8 @@ pub const APPROVED_NOT_RUN_TEXT: &str =
     "The call was approved, but the server stopped before it ran; it did not run.";
 /// The error text of an approved call whose turn was stopped (another question of its step was
 /// dismissed) before it ran.
-pub const APPROVED_STOPPED_TEXT: &str = "The call was approved, but the turn stopped before it ran.";
+pub const APPROVED_STOPPED_TEXT: &str =
+    "The call was approved, but the turn stopped before it ran.";
 /// The error text of an approved call whose turn stopped while it ran.
 pub const APPROVED_INTERRUPTED_TEXT: &str =
     "The call was approved and started, but the server stopped while it ran; it may have run.";
@@ -272,9 +273,11 @@ pub fn fill_approval_part(
         return;
     }
     let (approved, reason) = crate::model::approval_decision(outcome);
-    let approval = t.approval.get_or_insert_with(|| crate::model::ToolApproval {
-        id: t.tool_call_id.clone(),
-        ..Default::default()
+    let approval = t.approval.get_or_insert_with(|| {
+        Box::new(crate::model::ToolApproval {
+            id: t.tool_call_id.clone(),
+            ..Default::default()
+        })
     });
     approval.approved = Some(approved);
     approval.reason = reason;
@@ -297,7 +300,7 @@ pub fn approvals_of(
         .filter_map(|t| {
             let a = t.approval.as_ref()?;
             a.approved?;
-            Some((t.tool_call_id.clone(), a.clone()))
+            Some((t.tool_call_id.clone(), (**a).clone()))
         })
         .collect()
 }

@@ -692,7 +692,9 @@
       const q_el = h("div", { class: "q", dataset: { header: q.header, kind } },
         h("div", { class: "q-header", text: q.header }),
         // Inputs that share their question (an ask's several inputs) show it once.
-        q.question && (i === 0 || q.question !== questions[i - 1].question) ? h("div", { class: "q-text", text: q.question }) : null,
+        q.question && (i === 0 || q.question !== questions[i - 1].question)
+          // An approval's arguments come in a Markdown code fence; the card shows them as code.
+          ? h("div", { class: "q-text", text: approval ? q.question.replace(/^```[a-z]*\n?/gm, "") : q.question }) : null,
         opts,
         described.length ? h("div", { class: "option-desc" }, described.map((o) => `${o.label}: ${o.description}`).join(" · ")) : null);
       if (q.custom && !readOnly) {

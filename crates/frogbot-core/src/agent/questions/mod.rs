@@ -1223,7 +1223,7 @@ impl Questions {
                 } else if t.state == crate::model::ToolState::ApprovalRequested {
                     t.approval
                         .as_ref()
-                        .and_then(crate::model::ToolApproval::question)
+                        .and_then(|a| a.question())
                         .map(|input| (t, input))
                 } else {
                     None

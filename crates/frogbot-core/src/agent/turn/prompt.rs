@@ -440,7 +440,7 @@ fn convert(m: &UiMessage, named: bool, out: &mut Vec<ModelMessage>) {
                         ToolState::OutputDenied => (
                             t.approval
                                 .as_ref()
-                                .map(crate::model::denied_text)
+                                .map(|a| crate::model::denied_text(a))
                                 .unwrap_or_else(|| "the call was denied".into()),
                             true,
                         ),

@@ -260,17 +260,13 @@ impl Turns {
                     } else {
                         policy.approvers.clone()
                     };
-                    let question = approval_question(
-                        &c.name,
-                        &c.input,
-                        &approvers,
-                        policy.expires_in_seconds,
-                    );
-                    approval = Some(ToolApproval {
+                    let question =
+                        approval_question(&c.name, &c.input, &approvers, policy.expires_in_seconds);
+                    approval = Some(Box::new(ToolApproval {
                         id: c.id.clone(),
                         descriptor: serde_json::to_value(&question).ok(),
                         ..Default::default()
-                    });
+                    }));
                     let _ = tx.send(TurnEvent::ToolApprovalRequest {
                         tool_call_id: c.id.clone(),
                         approval_id: c.id.clone(),
