@@ -379,6 +379,9 @@ pub struct Config {
     /// One table per channel adapter.
     #[serde(default)]
     pub channels: BTreeMap<String, toml::Value>,
+    /// `[telemetry]`: trace export over OTLP (feature `otlp`); absent: none.
+    #[serde(default)]
+    pub telemetry: Option<crate::telemetry::TelemetryConfig>,
     /// The built-in tools offered to the model besides `question`.
     #[serde(default)]
     pub tools: ToolsConfig,
@@ -690,6 +693,7 @@ impl Config {
             }
         }
         self.metrics.token()?;
+        crate::telemetry::validate(self.telemetry.as_ref(), cfg!(feature = "otlp"))?;
         Ok(())
     }
 
