@@ -20,6 +20,7 @@ pub mod ready;
 pub mod server;
 pub mod stream;
 pub mod talk;
+pub mod telemetry;
 pub mod web;
 
 use std::collections::HashMap;

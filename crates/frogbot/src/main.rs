@@ -111,14 +111,28 @@ const CLIENT_COMMANDS: [&str; 8] = [
     "ask", "wait", "cancel", "chats", "show", "jobs", "purge", "config",
 ];
 
-fn init_logs(format: LogFormat) {
+/// The logs on stdout and, with `[telemetry] otlp_endpoint`, the spans' export (its handle
+/// returned, to be shut down when serving ends).
+fn init_logs(
+    format: LogFormat,
+    telemetry: Option<&frogbot::telemetry::TelemetryConfig>,
+    runtime: &tokio::runtime::Handle,
+) -> Result<frogbot::telemetry::TraceExport, frogbot::ConfigError> {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    let (export_layer, export) = frogbot::telemetry::layer(telemetry, runtime)?;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    // The filter is global: it decides the spans the export sees as well as the log lines.
+    let subscriber = tracing_subscriber::registry()
+        .with(export_layer)
+        .with(filter);
+    let fmt = tracing_subscriber::fmt::layer();
     match format {
-        LogFormat::Human => builder.init(),
-        LogFormat::Json => builder.json().init(),
+        LogFormat::Human => subscriber.with(fmt).init(),
+        LogFormat::Json => subscriber.with(fmt.json()).init(),
     }
+    Ok(export)
 }
 
 async fn shutdown_signal() {
@@ -180,16 +194,19 @@ fn main() -> ExitCode {
         Command::Serve { config } => (config, false),
         Command::Migrate { config } => (config, true),
     };
-    init_logs(cli.log_format);
     let config = match frogbot::Config::load(config.as_deref()) {
         Ok(c) => c,
         Err(e) => return fail(&frogbot::Error::Config(e)),
     };
-    raise_open_file_limit();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("tokio runtime");
+    let export = match init_logs(cli.log_format, config.telemetry.as_ref(), rt.handle()) {
+        Ok(export) => export,
+        Err(e) => return fail(&frogbot::Error::Config(e)),
+    };
+    raise_open_file_limit();
     let result = rt.block_on(async {
         if migrate {
             frogbot::open_store(&config.database).await?;
@@ -207,6 +224,9 @@ fn main() -> ExitCode {
             })?;
         frogbot::serve(config, listener, shutdown_signal(), Duration::from_secs(20)).await
     });
+    // The spans not sent yet, over the runtime (still running its workers).
+    export.shutdown();
+    drop(rt);
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(&e),

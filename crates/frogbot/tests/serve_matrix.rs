@@ -134,3 +134,73 @@ async fn serve_answers_a_matrix_dm_with_a_poll_and_takes_the_response() {
             .is_empty()
     );
 }
+
+/// `frogbot config check` asks Synapse `whoami` with the configured access token: the bot's own
+/// token passes naming the bot; a token Synapse does not know fails in one line naming the
+/// channel, exit 1. Neither token is ever printed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_check_asks_synapse_whoami_with_the_access_token() {
+    const TOKEN_VAR: &str = "FROGBOT_TEST_MATRIX_ACCESS_TOKEN";
+    let Some(hs) = support::synapse().await else {
+        return;
+    };
+    let bot = hs.register("checkbot").await;
+    let db = frogbot_testkit::sqlite_db();
+    let dir = tempfile::tempdir().unwrap();
+    let path = config_file(
+        dir.path(),
+        free_port(),
+        &db.url,
+        &format!(
+            "[channels.matrix]\nhomeserver = \"{}\"\nuser_id = \"{}\"\nstore_path = \"{}\"\n\
+             access_token_env = \"{TOKEN_VAR}\"",
+            hs.url,
+            bot.user_id,
+            dir.path().join("matrix").display()
+        ),
+    );
+    let check = async |token: &str| {
+        let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_frogbot"))
+            .args(["config", "check", "--config"])
+            .arg(&path)
+            .env(TOKEN_VAR, token)
+            .env("RUST_LOG", "warn")
+            .output()
+            .await
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        eprintln!(
+            "$ frogbot config check → {:?}\n{stdout}{stderr}",
+            out.status
+        );
+        assert!(
+            !stdout.contains(token) && !stderr.contains(token),
+            "the token was printed"
+        );
+        (out.status.code(), stdout)
+    };
+
+    let (code, out) = check(&bot.access_token).await;
+    assert_eq!(code, Some(0), "{out}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    assert!(lines[0].starts_with("ok config: "), "{out}");
+    let ok = format!(
+        "ok matrix: {} on {}",
+        bot.user_id,
+        hs.url.trim_end_matches('/')
+    );
+    assert!(lines[1].starts_with(&ok), "{out}");
+
+    let unknown = "syt_Y2hlY2tib3Q_notARealTokenAtAll_0aBcDe";
+    let (code, out) = check(unknown).await;
+    assert_eq!(code, Some(1), "{out}");
+    let failed: Vec<&str> = out.lines().filter(|l| l.starts_with("FAIL")).collect();
+    assert_eq!(failed.len(), 1, "{out}");
+    assert!(
+        failed[0].starts_with("FAIL matrix: whoami: 401 Unauthorized"),
+        "{out}"
+    );
+    assert!(failed[0].contains("M_UNKNOWN_TOKEN"), "{out}");
+}

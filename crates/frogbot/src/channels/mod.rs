@@ -13,10 +13,18 @@
 //! messages of a thread are read when the bot is first mentioned in it, default 50, 0: none) and
 //! `context_chars` (their budget in characters, default 8000). All but `users` and `allow` are
 //! read here ([`settings`]); the adapter's parser never sees them.
+//!
+//! Each channel is a cargo feature of this crate (`slack`, `discord`, `telegram`, `matrix`, all
+//! on by default); a table naming a channel whose feature was left out is refused
+//! ([`check_compiled`]) before anything else is read of it.
 
+#[cfg(feature = "discord")]
 pub mod discord;
+#[cfg(feature = "matrix")]
 pub mod matrix;
+#[cfg(feature = "slack")]
 pub mod slack;
+#[cfg(feature = "telegram")]
 pub mod telegram;
 
 use std::collections::BTreeMap;
@@ -40,6 +48,45 @@ const SHARED_KEYS: [&str; 8] = [
 /// The least `stream_interval_ms` (platforms rate-limit edits; Slack and Discord near one per
 /// second per message).
 pub const MIN_STREAM_INTERVAL_MS: i64 = 200;
+
+/// The channels a `[channels.NAME]` table may name; each is the cargo feature that builds it.
+pub const KNOWN: [&str; 4] = ["slack", "discord", "telegram", "matrix"];
+
+/// The channels this binary was built with (their cargo features), in [`KNOWN`]'s order.
+pub fn compiled() -> Vec<&'static str> {
+    let built = [
+        cfg!(feature = "slack"),
+        cfg!(feature = "discord"),
+        cfg!(feature = "telegram"),
+        cfg!(feature = "matrix"),
+    ];
+    KNOWN
+        .into_iter()
+        .zip(built)
+        .filter_map(|(channel, built)| built.then_some(channel))
+        .collect()
+}
+
+/// Refuses `[channels.NAME]` when NAME is a channel left out of this build (`compiled`: the
+/// channels built in, [`compiled`] but for tests), in one line naming the feature to build with.
+pub(crate) fn check_compiled(name: &str, compiled: &[&str]) -> Result<(), ConfigError> {
+    if KNOWN.contains(&name) && !compiled.contains(&name) {
+        return Err(ConfigError::key(
+            format!("channels.{name}"),
+            format!(
+                "this frogbot was built without the `{name}` feature (rebuild with --features {name})"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn unknown(name: &str) -> ConfigError {
+    ConfigError::key(
+        format!("channels.{name}"),
+        "unknown channel (slack, discord, telegram or matrix)",
+    )
+}
 
 /// `[channels.NAME]`'s shared keys: model, reasoning, acks, streaming and thread context.
 pub(crate) fn settings(name: &str, value: &toml::Value) -> Result<ChannelSettings, ConfigError> {
@@ -134,17 +181,28 @@ fn adapter_table(value: &toml::Value) -> toml::Value {
 
 /// Checks the table `[channels.NAME]` (environment variables it names included).
 pub(crate) fn validate(name: &str, value: &toml::Value) -> Result<(), ConfigError> {
+    check_compiled(name, &compiled())?;
     settings(name, value)?;
+    #[cfg_attr(
+        not(any(
+            feature = "slack",
+            feature = "discord",
+            feature = "telegram",
+            feature = "matrix"
+        )),
+        expect(unused_variables)
+    )]
     let value = &adapter_table(value);
     match name {
+        #[cfg(feature = "slack")]
         "slack" => slack::parse(value).map(drop),
+        #[cfg(feature = "discord")]
         "discord" => discord::parse(value).map(drop),
+        #[cfg(feature = "telegram")]
         "telegram" => telegram::parse(value).map(drop),
+        #[cfg(feature = "matrix")]
         "matrix" => matrix::parse(value).map(drop),
-        other => Err(ConfigError::key(
-            format!("channels.{other}"),
-            "unknown channel (slack, discord, telegram or matrix)",
-        )),
+        other => Err(unknown(other)),
     }
 }
 
@@ -154,39 +212,61 @@ pub async fn open(
 ) -> Result<Vec<Box<dyn Adapter>>, crate::Error> {
     let mut out: Vec<Box<dyn Adapter>> = Vec::new();
     for (name, value) in channels {
+        check_compiled(name, &compiled())?;
         let value = &adapter_table(value);
-        let ch = match name.as_str() {
-            "slack" => slack::open(slack::parse(value)?).await?,
-            "discord" => discord::open(discord::parse(value)?).await?,
-            "telegram" => telegram::open(telegram::parse(value)?).await?,
-            "matrix" => matrix::open(matrix::parse(value)?).await?,
+        let ch: Option<Box<dyn Adapter>> = match name.as_str() {
+            #[cfg(feature = "slack")]
+            "slack" => Some(slack::open(slack::parse(value)?).await?),
+            #[cfg(feature = "discord")]
+            "discord" => Some(discord::open(discord::parse(value)?).await?),
+            #[cfg(feature = "telegram")]
+            "telegram" => Some(telegram::open(telegram::parse(value)?).await?),
+            #[cfg(feature = "matrix")]
+            "matrix" => Some(matrix::open(matrix::parse(value)?).await?),
             _ => {
                 validate(name, value)?;
-                continue;
+                None
             }
         };
-        out.push(ch);
+        out.extend(ch);
     }
     Ok(out)
 }
 
 /// What `frogbot config check` asks the platform of `[channels.NAME]` (its table checked first).
 pub(crate) fn probe(name: &str, value: &toml::Value) -> Result<crate::check::Probe, ConfigError> {
+    check_compiled(name, &compiled())?;
     settings(name, value)?;
+    #[cfg_attr(
+        not(any(
+            feature = "slack",
+            feature = "discord",
+            feature = "telegram",
+            feature = "matrix"
+        )),
+        expect(unused_variables)
+    )]
     let value = &adapter_table(value);
     match name {
+        #[cfg(feature = "slack")]
         "slack" => slack::probe(value),
+        #[cfg(feature = "discord")]
         "discord" => discord::probe(value),
+        #[cfg(feature = "telegram")]
         "telegram" => telegram::probe(value),
+        #[cfg(feature = "matrix")]
         "matrix" => matrix::probe(value),
-        other => Err(ConfigError::key(
-            format!("channels.{other}"),
-            "unknown channel (slack, discord, telegram or matrix)",
-        )),
+        other => Err(unknown(other)),
     }
 }
 
 /// Parses a channel table into its config struct, naming the channel in errors.
+#[cfg(any(
+    feature = "slack",
+    feature = "discord",
+    feature = "telegram",
+    feature = "matrix"
+))]
 pub(crate) fn parse_table<T: serde::de::DeserializeOwned>(
     name: &str,
     value: &toml::Value,
@@ -202,9 +282,11 @@ pub(crate) fn parse_table<T: serde::de::DeserializeOwned>(
 }
 
 /// A secret read from the environment; its `Debug` never prints it.
+#[cfg(any(feature = "slack", feature = "discord", feature = "telegram"))]
 #[derive(Clone, Default, PartialEq, Eq)]
 pub(crate) struct Secret(pub(crate) String);
 
+#[cfg(any(feature = "slack", feature = "discord", feature = "telegram"))]
 impl std::fmt::Debug for Secret {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Secret(…)")
@@ -212,6 +294,12 @@ impl std::fmt::Debug for Secret {
 }
 
 /// The value of the environment variable named by the key `channels.NAME.KEY`.
+#[cfg(any(
+    feature = "slack",
+    feature = "discord",
+    feature = "telegram",
+    feature = "matrix"
+))]
 pub(crate) fn env_secret(name: &str, key: &str, var: &str) -> Result<String, ConfigError> {
     match std::env::var(var) {
         Ok(v) if !v.is_empty() => Ok(v),
@@ -224,11 +312,57 @@ pub(crate) fn env_secret(name: &str, key: &str, var: &str) -> Result<String, Con
 
 #[cfg(test)]
 mod tests {
-    use super::Secret;
+    use super::{KNOWN, check_compiled};
 
+    #[cfg(any(feature = "slack", feature = "discord", feature = "telegram"))]
     #[test]
     fn a_secret_is_never_printed() {
-        let s = Secret("xoxb-very-secret".into());
+        let s = super::Secret("xoxb-very-secret".into());
         assert!(!format!("{s:?} {:?}", Some(&s)).contains("very-secret"));
+    }
+
+    #[test]
+    fn a_channel_left_out_of_the_build_is_refused_naming_its_feature() {
+        // A build with Discord only: the other three are refused, each naming its own feature.
+        for name in ["slack", "telegram", "matrix"] {
+            let e = check_compiled(name, &["discord"]).unwrap_err().to_string();
+            assert_eq!(
+                e,
+                format!(
+                    "configuration: `channels.{name}`: this frogbot was built without the \
+                     `{name}` feature (rebuild with --features {name})"
+                )
+            );
+        }
+        assert!(check_compiled("discord", &["discord"]).is_ok());
+        // The web-only build refuses every channel; an unknown name is left to the parsers.
+        for name in KNOWN {
+            assert!(check_compiled(name, &[]).is_err(), "{name}");
+        }
+        assert!(check_compiled("irc", &[]).is_ok());
+    }
+
+    #[test]
+    fn compiled_lists_exactly_the_enabled_features() {
+        let c = super::compiled();
+        assert_eq!(c.contains(&"slack"), cfg!(feature = "slack"));
+        assert_eq!(c.contains(&"discord"), cfg!(feature = "discord"));
+        assert_eq!(c.contains(&"telegram"), cfg!(feature = "telegram"));
+        assert_eq!(c.contains(&"matrix"), cfg!(feature = "matrix"));
+    }
+
+    /// In a build without a channel, its table is refused by the configuration itself (what
+    /// `serve` and `frogbot config check --offline` read).
+    #[cfg(not(feature = "slack"))]
+    #[test]
+    fn a_config_naming_a_channel_not_built_is_refused() {
+        let e = crate::Config::parse("[channels.slack]\nbot_token_env = \"PATH\"\n")
+            .and_then(|c| c.validate().map(|()| c))
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("built without the `slack` feature (rebuild with --features slack)"),
+            "{e}"
+        );
     }
 }
