@@ -536,3 +536,65 @@ async fn deny_and_skip_never_run_the_tool() {
     );
     assert_eq!(bot.runs.load(Ordering::SeqCst), 0, "never ran");
 }
+
+/// A message in the thread is an own-words answer too: Mallory's is refused with the denied
+/// notice (a reply to her message) and reaches neither the approval nor the agent; Alice's denies
+/// with it as the reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thread_reply_denies_with_its_reason_only_from_an_approver() {
+    let bot = start().await;
+    let (thread, message, _) = bot.ask(940_000_000_000_000_001).await;
+    let chat = chat_of(thread);
+
+    // Ids after the approval message's (snowflakes order by time).
+    let from = bot.fake.calls().len();
+    bot.fake.dispatch(
+        "MESSAGE_CREATE",
+        fake::message(message + 1, thread, Some(GUILD), &mallory(), "no way", &[]),
+    );
+    let told = bot.posted(from, thread, DENIED_TEXT).await;
+    assert_eq!(told, DENIED_TEXT);
+    let notice = bot
+        .fake
+        .calls()
+        .into_iter()
+        .skip(from)
+        .find(|c| c.method == "POST" && c.body["content"] == DENIED_TEXT)
+        .unwrap();
+    assert_eq!(
+        notice.body["message_reference"]["message_id"],
+        (message + 1).to_string()
+    );
+    let q = bot
+        .engine
+        .store_for_tests()
+        .get_question(&chat, "m1", now_millis())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(q.outcome.is_none() && !q.closed);
+    assert_eq!(bot.engine.state(&chat).await.unwrap(), TurnState::Awaiting);
+
+    let from = bot.fake.calls().len();
+    bot.fake.dispatch(
+        "MESSAGE_CREATE",
+        fake::message(message + 2, thread, Some(GUILD), &alice(), REASON, &[]),
+    );
+    let answer = bot.posted(from, thread, "tool said").await;
+    assert!(
+        answer.starts_with("tool said (true): A person denied this call")
+            && answer.contains(REASON),
+        "{answer}"
+    );
+    bot.idle(thread).await;
+    assert_eq!(bot.runs.load(Ordering::SeqCst), 0, "never ran");
+    let part = bot.merge_part(thread).await;
+    assert_eq!(part.state, ToolState::OutputDenied);
+    assert_eq!(part.approval.unwrap().reason.as_deref(), Some(REASON));
+    // Neither message reached the model as a person's message.
+    let said: Vec<String> = bot.model.requests().iter().map(last_user).collect();
+    assert!(
+        said.iter().all(|s| s != "no way" && s != REASON),
+        "{said:?}"
+    );
+}

@@ -333,13 +333,17 @@ async fn fake_an_approval_is_a_poll_refused_to_others_and_approved_once() {
     let poll = fake_poll(&fake, &room, root).await;
     assert_drawn(&poll);
     let poll_id = poll["event_id"].as_str().unwrap();
-    frogbot_testkit::eventually("the approval waits", Duration::from_secs(WAIT), async || {
-        bot.engine
-            .state(&channel_chat_id(PLATFORM, &format!("{room}|{root}")))
-            .await
-            .unwrap()
-            == TurnState::Awaiting
-    })
+    frogbot_testkit::eventually(
+        "the approval waits",
+        Duration::from_secs(WAIT),
+        async || {
+            bot.engine
+                .state(&channel_chat_id(PLATFORM, &format!("{room}|{root}")))
+                .await
+                .unwrap()
+                == TurnState::Awaiting
+        },
+    )
     .await;
     assert_eq!(bot.runs.load(Ordering::SeqCst), 0, "not run while it waits");
     let part = bot.merge_part(&room, root).await;
@@ -369,9 +373,26 @@ async fn fake_an_approval_is_a_poll_refused_to_others_and_approved_once() {
         2,
         "the poll is still open"
     );
+    // Nor can he deny it with a reason of his own (a thread reply): told again, nothing
+    // recorded, nothing reaches the agent.
+    fake.inject(&room, &bob, "m.room.message", in_thread("no way", root));
+    fake.wait_for(&room, WAIT, "a second denied notice", |_| {
+        fake.events(&room)
+            .iter()
+            .filter(|e| from_bot(&fake, e) && body(e).contains(DENIED_TEXT))
+            .count()
+            >= 2
+    })
+    .await;
     assert_eq!(
         bot.merge_part(&room, root).await.state,
         ToolState::ApprovalRequested
+    );
+    assert!(
+        bot.model
+            .requests()
+            .iter()
+            .all(|r| last_user(r) != "no way")
     );
 
     // Alice approves: the poll ends, its text shows the outcome, the tool runs once and the
@@ -613,7 +634,11 @@ async fn synapse_approve_runs_once_and_deny_never_runs() {
         "{answer:#}"
     );
     bot.idle(&room, &root).await;
-    assert_eq!(bot.runs.load(Ordering::SeqCst), 1, "the denied call never ran");
+    assert_eq!(
+        bot.runs.load(Ordering::SeqCst),
+        1,
+        "the denied call never ran"
+    );
     let part = bot.merge_part(&room, &root).await;
     assert_eq!(part.state, ToolState::OutputDenied);
     assert_eq!(part.approval.unwrap().reason.as_deref(), Some(REASON));

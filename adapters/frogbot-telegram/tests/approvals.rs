@@ -331,6 +331,33 @@ async fn an_approval_is_a_keyboard_refused_to_others_and_approved_once() {
     assert_eq!(s.engine.state(&chat).await.unwrap(), TurnState::Awaiting);
     assert_eq!(s.runs.load(Ordering::SeqCst), 0);
     assert_eq!(s.fake.buttons(*kb), 3, "the keyboard is still there");
+    // Nor can Bob deny it with a reason of his own (a reply to the prompt): told, nothing
+    // recorded.
+    let update = s
+        .fake
+        .user_message(group_chat(GROUP, false), bob(), "no way", Some(*prompt));
+    let bobs = update["message"]["message_id"].as_i64().unwrap();
+    s.fake.push(update);
+    let told = s
+        .fake
+        .wait_for("the notice to Bob", |c| {
+            c.iter()
+                .find(|c| {
+                    c.method == "sendmessage" && c.body["reply_parameters"]["message_id"] == bobs
+                })
+                .map(|c| c.body["text"].clone())
+        })
+        .await;
+    assert_eq!(told, DENIED_TEXT);
+    let q = s
+        .engine
+        .store_for_tests()
+        .get_question(&chat, "m1", now_millis())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(q.outcome.is_none() && !q.closed);
+    assert!(s.model.requests().iter().all(|r| last_user(r) != "no way"));
 
     // Ada approves: the click is answered without a notice, both messages settled (the keyboard
     // gone), the tool run once, the agent's next reply built on its result.
@@ -354,9 +381,7 @@ async fn an_approval_is_a_keyboard_refused_to_others_and_approved_once() {
 
     // Ada's second tap on the old keyboard: stale, runs nothing, says nothing more in the chat.
     let sends = sends_to(&s.fake.all_calls(), GROUP);
-    let update = s
-        .fake
-        .click(&ada(), *kb, &data(kb_body, APPROVE_LABEL));
+    let update = s.fake.click(&ada(), *kb, &data(kb_body, APPROVE_LABEL));
     let query = update["callback_query"]["id"].as_str().unwrap().to_owned();
     s.fake.push(update);
     assert_eq!(
@@ -489,7 +514,10 @@ async fn thirty_two_concurrent_clicks_record_one_outcome_and_run_at_most_once() 
             .unwrap();
         assert!(q.closed);
         let recorded = q.outcome.unwrap().output().unwrap().answers[0].selected[0].clone();
-        assert_eq!(recorded, winners[0], "the winner's answer is the one recorded");
+        assert_eq!(
+            recorded, winners[0],
+            "the winner's answer is the one recorded"
+        );
         let part = merge_part(&s, &chat).await;
         if winners[0] == APPROVE_LABEL {
             assert_eq!(ran, 1, "an approval runs once");
