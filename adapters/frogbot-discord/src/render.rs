@@ -506,6 +506,11 @@ pub fn outcome_text(
     outcome: &QuestionOutcome,
     actor: Option<&Actor>,
 ) -> String {
+    if let Some(line) = item.and_then(|item| {
+        frogbot_model::approval_outcome_line(item, outcome, actor_name(actor).as_deref())
+    }) {
+        return line;
+    }
     let answer = |prefix: &str| {
         let selected = outcome.output().and_then(|output| {
             output

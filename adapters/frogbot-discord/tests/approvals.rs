@@ -371,7 +371,8 @@ async fn an_approval_is_drawn_as_buttons_refused_to_others_and_approved_once() {
     assert_eq!(edit.body["components"], json!([]));
     let settled = edit.body["content"].as_str().unwrap();
     assert!(
-        settled.contains("Run `merge`?") && settled.ends_with("✅ Answered: Approve"),
+        settled.contains("Run `merge`?")
+            && settled.ends_with(&format!("✅ Approved by <@{ALICE}>")),
         "{settled}"
     );
     let answer = bot.posted(from, thread, "tool said").await;
@@ -469,7 +470,10 @@ async fn a_reason_typed_in_the_other_modal_denies_and_the_model_reads_it() {
         .expect("the approval settled");
     assert_eq!(edit.body["components"], json!([]));
     assert!(
-        edit.body["content"].as_str().unwrap().ends_with(REASON),
+        edit.body["content"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("🚫 Denied by <@{ALICE}>: {REASON}")),
         "{}",
         edit.body["content"]
     );
@@ -527,6 +531,14 @@ async fn deny_and_skip_never_run_the_tool() {
         .await
         .expect("the approval settled");
     assert_eq!(edit.body["components"], json!([]));
+    assert!(
+        edit.body["content"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("🚫 Denied by <@{ALICE}>: skipped")),
+        "{}",
+        edit.body["content"]
+    );
     bot.idle(thread).await;
     let part = bot.merge_part(thread).await;
     assert_eq!(part.state, ToolState::OutputDenied);

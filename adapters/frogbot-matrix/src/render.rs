@@ -474,6 +474,9 @@ pub fn outcome_text(
     by: Option<&str>,
 ) -> String {
     let item = &input.questions[q];
+    if let Some(line) = frogbot_model::approval_outcome_line(item, outcome, by) {
+        return line;
+    }
     let skipped = skipped_text(by);
     let by = by.map(|u| format!(" by {u}")).unwrap_or_default();
     match outcome {

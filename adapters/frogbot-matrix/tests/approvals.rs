@@ -407,7 +407,7 @@ async fn fake_an_approval_is_a_poll_refused_to_others_and_approved_once() {
     assert_eq!(body(&answer), "tool said (false): {\"merged\":7}");
     let shown = fake_settled(&fake, &room, poll_id).await;
     assert!(
-        shown.ends_with(&format!("✅ Answered by {alice}: Approve")),
+        shown.ends_with(&format!("✅ Approved by {alice}")),
         "{shown}"
     );
     bot.idle(&room, root).await;
@@ -470,7 +470,10 @@ async fn fake_a_thread_reply_in_own_words_denies_with_its_reason() {
         "{answer:#}"
     );
     let shown = fake_settled(&fake, &room, poll_id).await;
-    assert!(shown.ends_with(&format!(": {REASON}")), "{shown}");
+    assert!(
+        shown.ends_with(&format!("🚫 Denied by {alice}: {REASON}")),
+        "{shown}"
+    );
     bot.idle(&room, root).await;
     assert_eq!(bot.runs.load(Ordering::SeqCst), 0, "never ran");
     let part = bot.merge_part(&room, root).await;

@@ -763,6 +763,11 @@ pub fn outcome_text(
     actor: Option<&Actor>,
 ) -> String {
     let single = input.questions.len() == 1;
+    if let Some(line) = input.questions.first().filter(|_| single).and_then(|item| {
+        frogbot_model::approval_outcome_line(item, outcome, mention(actor).as_deref())
+    }) {
+        return truncate(&line, MAX_SECTION_TEXT);
+    }
     let text = match outcome {
         QuestionOutcome::Answered(o) => {
             format!(

@@ -233,10 +233,7 @@ async fn an_approval_on_slack_is_asked_refused_to_others_and_runs_once_when_appr
     assert_eq!(w.runs.load(Ordering::SeqCst), 1);
     assert_eq!(w.fake.controls(&card.id()), 0, "settled: no buttons left");
     let settled = shown(&w.fake, &card.id());
-    assert!(
-        settled.contains("Approve") && settled.contains("U123"),
-        "{settled}"
-    );
+    assert!(settled.contains("✅ Approved by <@U123>"), "{settled}");
     let part = deploy_part(&w, &chat).await;
     assert_eq!(part.state, ToolState::OutputAvailable);
     let approval = part.approval.unwrap();
@@ -331,5 +328,9 @@ async fn a_reason_typed_in_the_modal_denies_and_the_model_reads_it() {
     );
     let after = transcript(&w.fake, &thread);
     assert!(after.contains("Not deployed"), "{after}");
+    assert!(
+        after.contains("🚫 Denied by <@U123>: not during the freeze") && !after.contains("✅"),
+        "the settled card says denied: {after}"
+    );
     println!("--- a reason given in the modal ---\n{after}");
 }

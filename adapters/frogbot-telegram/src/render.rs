@@ -388,6 +388,9 @@ pub fn outcome_line(
     by: Option<&str>,
 ) -> String {
     let item = &input.questions[q];
+    if let Some(line) = frogbot_model::approval_outcome_line(item, outcome, by) {
+        return line;
+    }
     let answer = outcome
         .output()
         .and_then(|o| o.answers.iter().find(|a| a.header == item.header))

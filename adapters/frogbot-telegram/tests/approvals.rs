@@ -365,7 +365,7 @@ async fn an_approval_is_a_keyboard_refused_to_others_and_approved_once() {
     let ack = callback_answer(&s, &query).await;
     assert!(ack.get("text").is_none(), "{ack}");
     let shown = settled(&s, *kb).await;
-    assert!(shown.ends_with("\n\n✅ Approve"), "{shown}");
+    assert!(shown.contains("\n\n✅ Approved"), "{shown}");
     assert_eq!(s.fake.buttons(*kb), 0);
     settled(&s, *prompt).await;
     let answer = said(&s, GROUP, "tool said").await;
@@ -415,7 +415,10 @@ async fn a_reply_to_the_prompt_denies_with_its_reason_and_the_model_reads_it() {
         "{answer}"
     );
     let shown = settled(&s, kb).await;
-    assert!(shown.ends_with(&format!("\n\n✅ {REASON}")), "{shown}");
+    assert!(
+        shown.contains("\n\n🚫 Denied") && shown.ends_with(&format!(": {REASON}")),
+        "{shown}"
+    );
     assert_eq!(s.fake.buttons(kb), 0);
     quiet(&s, &chat).await;
     assert_eq!(s.runs.load(Ordering::SeqCst), 0, "never ran");

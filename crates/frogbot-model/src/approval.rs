@@ -169,6 +169,48 @@ pub fn denied_text(approval: &ToolApproval) -> String {
     s
 }
 
+/// Whether `item` is an approval's question (as [`approval_question`] makes it: the header
+/// [`APPROVAL_HEADER`], the options [`APPROVE_LABEL`] and [`DENY_LABEL`], own text allowed).
+pub fn is_approval(item: &QuestionItem) -> bool {
+    item.header == APPROVAL_HEADER
+        && item.custom
+        && item.options.len() == 2
+        && item.options[0].label == APPROVE_LABEL
+        && item.options[1].label == DENY_LABEL
+}
+
+/// The most characters of a denial's reason a settled approval shows.
+pub const SHOWN_REASON_MAX: usize = 500;
+
+/// How a settled approval reads on every platform, instead of the generic "Answered" line of a
+/// question: "✅ Approved by X", "🚫 Denied by X", "🚫 Denied by X: reason" (own text, or
+/// "skipped"), "⌛ Expired — not run", "✖️ Withdrawn — not run". `by`: the person as the platform
+/// names them. `None` when `item` is not an approval ([`is_approval`]).
+pub fn approval_outcome_line(
+    item: &QuestionItem,
+    outcome: &QuestionOutcome,
+    by: Option<&str>,
+) -> Option<String> {
+    if !is_approval(item) {
+        return None;
+    }
+    let by = by
+        .filter(|b| !b.trim().is_empty())
+        .map(|b| format!(" by {b}"))
+        .unwrap_or_default();
+    Some(match outcome {
+        QuestionOutcome::Expired(_) => "⌛ Expired — not run".to_owned(),
+        QuestionOutcome::Cancelled => "✖️ Withdrawn — not run".to_owned(),
+        other => match approval_decision(other) {
+            (true, _) => format!("✅ Approved{by}"),
+            (false, None) => format!("🚫 Denied{by}"),
+            (false, Some(reason)) => {
+                format!("🚫 Denied{by}: {}", truncate(&reason, SHOWN_REASON_MAX))
+            }
+        },
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -233,6 +275,45 @@ mod tests {
         );
         assert!(!approval_decision(&QuestionOutcome::Dismissed).0);
         assert!(!approval_decision(&QuestionOutcome::Cancelled).0);
+    }
+
+    #[test]
+    fn a_settled_approval_says_approved_or_denied() {
+        let q = approval_question("deploy", &json!({}), &[], None);
+        let item = &q.questions[0];
+        assert!(is_approval(item));
+        let line = |o: &QuestionOutcome, by| approval_outcome_line(item, o, by).unwrap();
+        assert_eq!(
+            line(&answered("Approve"), Some("<@U1>")),
+            "✅ Approved by <@U1>"
+        );
+        assert_eq!(line(&answered("Deny"), Some("ada")), "🚫 Denied by ada");
+        assert_eq!(
+            line(&answered("not during the freeze"), Some("ada")),
+            "🚫 Denied by ada: not during the freeze"
+        );
+        assert_eq!(
+            line(&QuestionOutcome::Dismissed, None),
+            "🚫 Denied: skipped"
+        );
+        assert_eq!(
+            line(&QuestionOutcome::Expired(None), None),
+            "⌛ Expired — not run"
+        );
+        assert_eq!(
+            line(&QuestionOutcome::Cancelled, None),
+            "✖️ Withdrawn — not run"
+        );
+        let long = line(&answered(&"x".repeat(5_000)), None);
+        assert!(long.chars().count() <= SHOWN_REASON_MAX + 20, "{long}");
+        // Any other question, even one headed "Approval", keeps the generic line.
+        let mut other = item.clone();
+        other.options[1].label = "Later".into();
+        assert!(!is_approval(&other));
+        assert_eq!(
+            approval_outcome_line(&other, &answered("Approve"), None),
+            None
+        );
     }
 
     #[test]

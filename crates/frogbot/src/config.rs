@@ -387,7 +387,22 @@ pub struct Config {
     pub tools: ToolsConfig,
     /// Model Context Protocol servers whose tools the agent gets (`[[mcp]]`).
     #[serde(default)]
-    pub mcp: Vec<frogbot_mcp::ServerConfig>,
+    pub mcp: Vec<McpServerConfig>,
+}
+
+/// One `[[mcp]]` server: `frogbot_mcp`'s configuration.
+#[cfg(feature = "mcp")]
+pub type McpServerConfig = frogbot_mcp::ServerConfig;
+/// One `[[mcp]]` server, as written: this build has no MCP client (feature `mcp`), so
+/// [`Config::validate`] refuses any.
+#[cfg(not(feature = "mcp"))]
+pub type McpServerConfig = toml::Table;
+
+/// What a configuration needing a cargo feature this binary was built without is told.
+pub(crate) fn not_built(feature: &str) -> String {
+    format!(
+        "this frogbot was built without the `{feature}` feature (rebuild with --features {feature})"
+    )
 }
 
 /// `[tools]`: the built-in tools, each of which can be turned off.
@@ -520,6 +535,9 @@ impl Config {
                     crate::redact(&self.database)
                 ),
             );
+        }
+        if !cfg!(feature = "postgres") && self.database.starts_with("postgres") {
+            return bad("database", not_built("postgres"));
         }
         if self.turn_lease_seconds == 0 {
             return bad("turn_lease_seconds", "must be at least 1".into());
@@ -697,24 +715,16 @@ impl Config {
         Ok(())
     }
 
-    /// Checks every `[[models]].fallback`: ids of other models, each once, without a cycle.
     /// `[[mcp]]` and each channel's `mcp = […]` selection.
     fn validate_mcp(&self) -> Result<(), ConfigError> {
-        for (i, server) in self.mcp.iter().enumerate() {
-            if let Err(e) = server.validate() {
-                return Err(ConfigError::key(format!("mcp[{i}].{}", e.key()), e));
-            }
-        }
-        if let Err(e) = frogbot_mcp::validate_all(&self.mcp) {
-            return Err(ConfigError::key(format!("mcp.{}", e.key()), e));
-        }
+        let ids = self.validate_mcp_servers()?;
         for name in self.channels.keys() {
             let Some(selection) = crate::channels::mcp_selection(name, &self.channels[name])?
             else {
                 continue;
             };
             for id in selection {
-                if !self.mcp.iter().any(|m| m.id == id) {
+                if !ids.contains(&id.as_str()) {
                     return Err(ConfigError::key(
                         format!("channels.{name}.mcp"),
                         format!("{id:?} is no [[mcp]] server's id"),
@@ -725,6 +735,31 @@ impl Config {
         Ok(())
     }
 
+    /// Checks each `[[mcp]]` server and the set of them; their ids.
+    #[cfg(feature = "mcp")]
+    fn validate_mcp_servers(&self) -> Result<Vec<&str>, ConfigError> {
+        for (i, server) in self.mcp.iter().enumerate() {
+            if let Err(e) = server.validate() {
+                return Err(ConfigError::key(format!("mcp[{i}].{}", e.key()), e));
+            }
+        }
+        if let Err(e) = frogbot_mcp::validate_all(&self.mcp) {
+            return Err(ConfigError::key(format!("mcp.{}", e.key()), e));
+        }
+        Ok(self.mcp.iter().map(|m| m.id.as_str()).collect())
+    }
+
+    /// Without the `mcp` feature, any `[[mcp]]` server is refused.
+    #[cfg(not(feature = "mcp"))]
+    fn validate_mcp_servers(&self) -> Result<Vec<&str>, ConfigError> {
+        if self.mcp.is_empty() {
+            Ok(Vec::new())
+        } else {
+            Err(ConfigError::key("mcp", not_built("mcp")))
+        }
+    }
+
+    /// Checks every `[[models]].fallback`: ids of other models, each once, without a cycle.
     fn validate_fallbacks(&self) -> Result<(), ConfigError> {
         let index: std::collections::HashMap<&str, usize> = self
             .models
@@ -835,6 +870,38 @@ impl Config {
 mod tests {
     use super::*;
 
+    /// A `postgres://` database and `[[mcp]]` servers are taken in a build with their features
+    /// and refused in one without, in a line naming the feature (`.ci/run` runs these unit tests
+    /// in the web-only build too).
+    #[test]
+    fn a_database_or_mcp_server_of_a_feature_left_out_is_refused() {
+        let pg = Config::parse("database = \"postgres://u:secret@db.internal/frogbot\"")
+            .unwrap()
+            .validate();
+        let mcp = Config::parse("[[mcp]]\nid = \"files\"\ncommand = \"mcp-files\"\n")
+            .unwrap()
+            .validate();
+        for (feature, built, result) in [
+            ("postgres", cfg!(feature = "postgres"), pg),
+            ("mcp", cfg!(feature = "mcp"), mcp),
+        ] {
+            if built {
+                assert!(result.is_ok(), "{feature}: {result:?}");
+            } else {
+                let e = result.unwrap_err().to_string();
+                assert!(e.contains(&format!("--features {feature}")), "{e}");
+                assert!(!e.contains("secret"), "{e}");
+            }
+        }
+        let e = Config::parse("[channels.slack]\nmcp = [\"files\"]\n")
+            .unwrap()
+            .validate_mcp()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`channels.slack.mcp`"), "{e}");
+    }
+
+    #[cfg(feature = "mcp")]
     #[test]
     fn mcp_servers_and_channel_selections_are_checked() {
         let ok = Config::parse(

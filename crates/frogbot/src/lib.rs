@@ -13,6 +13,7 @@ pub mod config;
 pub mod events;
 pub mod fetch;
 pub mod http;
+#[cfg(feature = "mcp")]
 mod mcp;
 pub mod metrics;
 pub mod ops;
@@ -89,6 +90,7 @@ fn database_message(e: &frogbot_core::StoreError) -> String {
 }
 
 /// How long a PostgreSQL server may take to accept a connection at start.
+#[cfg(feature = "postgres")]
 const POSTGRES_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Opens the store of `url` (applying migrations): `sqlite://PATH` (the embedded store, created
@@ -99,6 +101,14 @@ pub async fn open_store(url: &str) -> Result<frogbot_core::store::DynStore, Erro
         url: redact(url),
         source,
     };
+    #[cfg(not(feature = "postgres"))]
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        return Err(Error::Config(ConfigError::key(
+            "database",
+            config::not_built("postgres"),
+        )));
+    }
+    #[cfg(feature = "postgres")]
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
         let store = tokio::time::timeout(
             POSTGRES_CONNECT_TIMEOUT,
@@ -276,8 +286,11 @@ pub async fn serve(
             .with_channel(channel)
             .with_channel_settings(&platform, settings)?;
     }
+    #[cfg(feature = "mcp")]
     let stop_mcp = tokio_util::sync::CancellationToken::new();
+    #[cfg(feature = "mcp")]
     let mcp = mcp::McpTools::start(&config, stop_mcp.clone())?.map(Arc::new);
+    #[cfg(feature = "mcp")]
     if let Some(tools) = &mcp {
         // Serving starts at once; a server still starting offers its tools when it is up.
         if let Err(e) = tools.hub().wait_ready(Duration::from_secs(10)).await {
@@ -331,10 +344,13 @@ pub async fn serve(
     }
     worker.abort();
     engine.drain(grace).await;
-    if let Some(tools) = &mcp {
-        tools.hub().shutdown().await;
+    #[cfg(feature = "mcp")]
+    {
+        if let Some(tools) = &mcp {
+            tools.hub().shutdown().await;
+        }
+        stop_mcp.cancel();
     }
-    stop_mcp.cancel();
     tracing::info!("stopped");
     Ok(())
 }

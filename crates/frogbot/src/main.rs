@@ -15,7 +15,9 @@
 use clap::{Parser, Subcommand, ValueEnum};
 
 /// An allocator that returns freed memory to the system, so memory taken by a burst of
-/// connections or streams is given back when they close.
+/// connections or streams is given back when they close. Without the `jemalloc` feature, the
+/// system's allocator.
+#[cfg(feature = "jemalloc")]
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 use std::path::PathBuf;

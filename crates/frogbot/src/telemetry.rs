@@ -54,7 +54,7 @@ pub(crate) fn validate(
     if !otlp_built {
         return Err(ConfigError::key(
             "telemetry",
-            "this frogbot was built without the `otlp` feature (rebuild with --features otlp)",
+            crate::config::not_built("otlp"),
         ));
     }
     if let Some(endpoint) = &t.otlp_endpoint {

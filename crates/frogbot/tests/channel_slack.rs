@@ -490,6 +490,7 @@ async fn a_question_is_clicked_settled_and_the_agent_continues() {
 /// (and shows the clicker that it failed) instead of taking an acknowledgement for a delivery that
 /// was not stored.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "postgres"), ignore = "needs the postgres feature")]
 async fn a_store_failure_is_not_acknowledged_so_slack_retries() {
     let Some(db) = frogbot_testkit::postgres_db() else {
         return;

@@ -128,6 +128,7 @@ async fn two_serve_processes_on_one_sqlite_file_share_chats() {
 }
 
 #[tokio::test]
+#[cfg_attr(not(feature = "postgres"), ignore = "needs the postgres feature")]
 async fn two_serve_processes_on_one_postgres_database_share_chats() {
     let Some(db) = frogbot_testkit::postgres_db() else {
         return;
@@ -300,6 +301,7 @@ async fn kill_9_mid_queue_on_sqlite() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "postgres"), ignore = "needs the postgres feature")]
 async fn kill_9_mid_queue_on_postgres() {
     let Some(db) = frogbot_testkit::postgres_db() else {
         return;
@@ -314,6 +316,7 @@ async fn sigterm_mid_queue_on_sqlite() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "postgres"), ignore = "needs the postgres feature")]
 async fn sigterm_mid_queue_on_postgres() {
     let Some(db) = frogbot_testkit::postgres_db() else {
         return;
@@ -422,7 +425,8 @@ async fn start_up_problems_exit_2_naming_what_and_where() {
     cmd.env("FROGBOT_LISTEN", &addr);
     let r = failed_start(cmd).await;
     assert_one_line(&r, &[&format!("listen {addr}")]);
-    // A PostgreSQL server that is not there: named, without the password.
+    // A PostgreSQL server that is not there: named, without the password (in a build without
+    // PostgreSQL: the feature named).
     let port = free_port();
     let r = failed_start(serve_cmd(
         dir.path(),
@@ -430,10 +434,14 @@ async fn start_up_problems_exit_2_naming_what_and_where() {
         "",
     ))
     .await;
-    assert_one_line(
-        &r,
-        &[&format!("database postgres://u:***@127.0.0.1:{port}/db")],
-    );
+    if cfg!(feature = "postgres") {
+        assert_one_line(
+            &r,
+            &[&format!("database postgres://u:***@127.0.0.1:{port}/db")],
+        );
+    } else {
+        assert_one_line(&r, &["`database`", "--features postgres"]);
+    }
     assert!(!r.1.contains("s3cret"), "{}", r.1);
 }
 

@@ -51,6 +51,7 @@ async fn a_locked_sqlite_database_is_a_503_and_nothing_is_written() {
 /// The PostgreSQL database disappears under a running server: reads and writes are 503
 /// `unavailable`, and the driver's words (host, user) are not in the answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "postgres"), ignore = "needs the postgres feature")]
 async fn a_lost_postgres_database_is_a_503() {
     let Some(db) = frogbot_testkit::postgres_db() else {
         return;

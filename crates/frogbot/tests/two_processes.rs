@@ -212,6 +212,7 @@ async fn question_survives_restart(db: TestDb) {
     );
 }
 
+#[cfg(feature = "postgres")]
 mod postgres {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn question_survives_restart() {

@@ -73,9 +73,7 @@ pub(crate) fn check_compiled(name: &str, compiled: &[&str]) -> Result<(), Config
     if KNOWN.contains(&name) && !compiled.contains(&name) {
         return Err(ConfigError::key(
             format!("channels.{name}"),
-            format!(
-                "this frogbot was built without the `{name}` feature (rebuild with --features {name})"
-            ),
+            crate::config::not_built(name),
         ));
     }
     Ok(())

@@ -1124,17 +1124,7 @@ impl Turns {
             let MessagePart::Tool(t) = &mut reply.parts[i] else {
                 continue;
             };
-            let tool = self
-                .tools()
-                .iter()
-                .find(|x| x.spec().name == t.tool_name)
-                .or_else(|| {
-                    extra
-                        .iter()
-                        .find(|(_, s)| s.name == t.tool_name)
-                        .map(|(x, _)| x)
-                })
-                .cloned();
+            let tool = self.find_tool(&t.tool_name, &extra).cloned();
             let ctx = super::ToolContext {
                 chat_id: lease.chat_id.clone(),
                 driver: lease.driver.clone(),
@@ -1375,8 +1365,17 @@ impl Turns {
         }
     }
 
-    pub(crate) fn tools(&self) -> &[Arc<dyn Tool>] {
-        &self.tools
+    /// The tool a call names: the engine's own first, then the step's source tools (`extra`,
+    /// from [`Self::step_tools`]).
+    pub(crate) fn find_tool<'a>(
+        &'a self,
+        name: &str,
+        extra: &'a [(Arc<dyn Tool>, ToolSpec)],
+    ) -> Option<&'a Arc<dyn Tool>> {
+        self.tools
+            .iter()
+            .find(|t| t.spec().name == name)
+            .or_else(|| extra.iter().find(|(_, s)| s.name == name).map(|(t, _)| t))
     }
 }
 

@@ -247,12 +247,7 @@ impl Turns {
                         Some(format!("invalid question input: {e}")),
                     ),
                 }
-            } else if let Some(tool) = self
-                .tools()
-                .iter()
-                .find(|t| t.spec().name == c.name)
-                .or_else(|| extra.iter().find(|(_, s)| s.name == c.name).map(|(t, _)| t))
-            {
+            } else if let Some(tool) = self.find_tool(&c.name, extra) {
                 if let Some(policy) = tool.approval() {
                     // Asked first: the call runs once a person approves it (`resumed`).
                     let approvers = if policy.approvers.is_empty() {
