@@ -15,7 +15,9 @@
 # The load: `POST /api/chats/NEW/messages` with the `demo` model (each request a new chat and a
 # turn), wrk on loopback, 16 connections, SQLite on tmpfs (/dev/shm) so the server's own work is
 # measured rather than the disk's fsyncs; each binary runs twice, interleaved, and its better run
-# counts. Installs wrk (Debian) when missing. Slow: one clean build per profile.
+# counts. Installs wrk (Debian) when missing. Slow: one clean build per profile. Environment:
+# PROFILES="current thin" to compare only some, DURATION (seconds of load, default 10),
+# TIMINGS_DIR=path to keep each build's `cargo build --timings` report there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 read -ra features <<<"${1:---no-default-features}"
@@ -53,8 +55,12 @@ for p in "${profiles[@]}"; do
     dir="$WORK/target-$p"
     echo "==> $p: cargo build --release -p frogbot ${features[*]} ${flags[*]}" >&2
     started=$(date +%s)
-    CARGO_TARGET_DIR="$dir" cargo build --release --locked --offline -p frogbot "${features[@]}" "${flags[@]}" >&2
+    CARGO_TARGET_DIR="$dir" cargo build --release --locked --offline -p frogbot "${features[@]}" "${flags[@]}" \
+        ${TIMINGS_DIR:+--timings} >&2
     build_s[$p]=$(( $(date +%s) - started ))
+    if [ -n "${TIMINGS_DIR:-}" ]; then
+        mkdir -p "$TIMINGS_DIR" && cp "$dir"/cargo-timings/cargo-timing-2*.html "$TIMINGS_DIR/$p.html"
+    fi
     cp "$dir/release/frogbot" "$WORK/frogbot-$p"
     size_mb[$p]=$(awk -v n="$(stat -c %s "$WORK/frogbot-$p")" 'BEGIN { printf "%.1f", n / 1048576 }')
     rm -rf "$dir"
