@@ -287,17 +287,7 @@ pub async fn serve(
             .with_channel_settings(&platform, settings)?;
     }
     #[cfg(feature = "mcp")]
-    let stop_mcp = tokio_util::sync::CancellationToken::new();
-    #[cfg(feature = "mcp")]
-    let mcp = mcp::McpTools::start(&config, stop_mcp.clone())?.map(Arc::new);
-    #[cfg(feature = "mcp")]
-    if let Some(tools) = &mcp {
-        // Serving starts at once; a server still starting offers its tools when it is up.
-        if let Err(e) = tools.hub().wait_ready(Duration::from_secs(10)).await {
-            tracing::warn!(servers = ?e.0, "mcp servers not connected yet; their tools come when they are");
-        }
-        engine = engine.with_tool_source(tools.clone());
-    }
+    let (engine, mcp) = mcp::McpTools::attach(&config, engine).await?;
     let worker = engine.spawn_worker(Duration::from_millis(500));
     let readiness = Arc::new(ready::Readiness::default());
     let mut app = app_with_readiness(&config, engine.clone(), readiness.clone());
@@ -345,11 +335,8 @@ pub async fn serve(
     worker.abort();
     engine.drain(grace).await;
     #[cfg(feature = "mcp")]
-    {
-        if let Some(tools) = &mcp {
-            tools.hub().shutdown().await;
-        }
-        stop_mcp.cancel();
+    if let Some(tools) = &mcp {
+        tools.shutdown().await;
     }
     tracing::info!("stopped");
     Ok(())

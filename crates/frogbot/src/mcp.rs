@@ -3,28 +3,36 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
-use frogbot_core::agent::{Tool, ToolSource};
+use frogbot_core::agent::{Engine, Tool, ToolSource};
 use frogbot_mcp::McpHub;
+use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
+
+/// How long `frogbot serve` waits for the servers before it serves.
+const READY_WAIT: Duration = Duration::from_secs(10);
 
 /// The hub's tools as a [`ToolSource`].
 pub(crate) struct McpTools {
     hub: McpHub,
     /// Per platform, the servers its turns get.
     selection: HashMap<String, Vec<String>>,
+    /// Stops the hub's connection tasks ([`Self::shutdown`]).
+    stop: CancellationToken,
 }
 
 impl McpTools {
-    /// Starts every `[[mcp]]` server (in the background: a server that is slow or down offers
-    /// no tools until it is up); `None` without any.
-    pub(crate) fn start(
+    /// Starts every `[[mcp]]` server and gives `engine` their tools (none without any server).
+    /// Serving starts at once: after up to [`READY_WAIT`], a server still starting offers its
+    /// tools when it is up.
+    pub(crate) async fn attach(
         config: &Config,
-        stop: tokio_util::sync::CancellationToken,
-    ) -> Result<Option<Self>, crate::config::ConfigError> {
+        engine: Engine,
+    ) -> Result<(Engine, Option<Arc<Self>>), crate::config::ConfigError> {
         if config.mcp.is_empty() {
-            return Ok(None);
+            return Ok((engine, None));
         }
         let mut selection = HashMap::new();
         for (name, value) in &config.channels {
@@ -32,13 +40,23 @@ impl McpTools {
                 selection.insert(name.clone(), ids);
             }
         }
-        let hub = McpHub::start(config.mcp.clone(), stop);
-        Ok(Some(Self { hub, selection }))
+        let stop = CancellationToken::new();
+        let hub = McpHub::start(config.mcp.clone(), stop.clone());
+        let tools = Arc::new(Self {
+            hub,
+            selection,
+            stop,
+        });
+        if let Err(e) = tools.hub.wait_ready(READY_WAIT).await {
+            tracing::warn!(servers = ?e.0, "mcp servers not connected yet; their tools come when they are");
+        }
+        Ok((engine.with_tool_source(tools.clone()), Some(tools)))
     }
 
-    /// The hub (to wait for it, or stop it).
-    pub(crate) fn hub(&self) -> &McpHub {
-        &self.hub
+    /// Stops every server.
+    pub(crate) async fn shutdown(&self) {
+        self.hub.shutdown().await;
+        self.stop.cancel();
     }
 }
 
