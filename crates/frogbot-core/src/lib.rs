@@ -21,6 +21,7 @@
 pub mod agent;
 pub mod error;
 pub mod metrics;
+pub mod policy;
 pub mod store;
 
 pub use error::{BoxError, Error, Item, Result, StaleReason};

@@ -15,11 +15,11 @@ use frogbot_core::agent::scripted::{ScriptedModel, call, reply};
 use frogbot_core::agent::{
     AgentMessage, AgentPlace, AllowAll, AskPlace, Channel, ChannelMessageOutcome, ChannelOutbox,
     ChannelTarget, Delivery, Engine, EngineConfig, EventOutcome, ManualClock, MessageEdit,
-    ModelMessage, ModelRequest, Sent,
+    ModelMessage, ModelRequest, SendMessage, Sent,
 };
 use frogbot_core::model::{
-    Ack, Block, ChatId, EventClick, PlatformUser, PrefixedIdentity, Thread, ThreadMessage,
-    ThreadMessageMetadata, Transient, UiMessage, UserId, blocks_of,
+    Ack, Block, ChatId, EventClick, MessagePart, PlatformUser, PrefixedIdentity, Thread,
+    ThreadMessage, ThreadMessageMetadata, Transient, UiMessage, UserId, blocks_of,
 };
 use frogbot_core::store::DynStore;
 use frogbot_testkit::eventually;
@@ -549,9 +549,17 @@ async fn an_agent_chat_refuses_others_and_bad_input(url: &str) {
     let me = Some(alice());
     let me = me.as_ref();
     let c = ChatId::new("agent-web-1").unwrap();
-    e.open_agent_chat(me, AgentPlace::Web(c.clone()), "", "k")
-        .await
-        .unwrap();
+    e.open_agent_chat(
+        me,
+        AgentPlace::Web {
+            chat: c.clone(),
+            owner: None,
+        },
+        "",
+        "k",
+    )
+    .await
+    .unwrap();
     let bob = UserId::new("bob");
     let hi = || AgentMessage {
         text: Some("hi".into()),
@@ -565,10 +573,55 @@ async fn an_agent_chat_refuses_others_and_bad_input(url: &str) {
         e.agent_send(&c, None, hi()).await.is_err(),
         "an anonymous caller"
     );
+    // The chat is the agent's own (owned by it), never an ownerless chat others read.
+    let row = w.store.get_chat(&c).await.unwrap().unwrap();
+    assert_eq!(row.owner.as_ref(), me);
+    // A person's existing chat with the model is never bound by an agent opening it.
+    let theirs = ChatId::new("someone-elses").unwrap();
+    e.send(SendMessage {
+        chat_id: theirs.clone(),
+        id: Some("u1".into()),
+        parts: vec![MessagePart::Text {
+            text: "hello model".into(),
+        }],
+        author: None,
+        delivery: frogbot_core::model::Delivery::Queue,
+        model: None,
+        reasoning: None,
+        channel: None,
+        speaker: None,
+        context: None,
+    })
+    .await
+    .unwrap();
+    let taken = e
+        .open_agent_chat(
+            me,
+            AgentPlace::Web {
+                chat: theirs.clone(),
+                owner: None,
+            },
+            "",
+            "k2",
+        )
+        .await;
+    assert!(taken.is_err(), "{taken:?}");
+    assert_eq!(
+        w.store.get_chat(&theirs).await.unwrap().unwrap().agent,
+        None
+    );
     assert!(
-        e.open_agent_chat(Some(&bob), AgentPlace::Web(c.clone()), "", "k")
-            .await
-            .is_err()
+        e.open_agent_chat(
+            Some(&bob),
+            AgentPlace::Web {
+                chat: c.clone(),
+                owner: None,
+            },
+            "",
+            "k"
+        )
+        .await
+        .is_err()
     );
     for bad in [
         AgentMessage::default(),
@@ -599,7 +652,10 @@ async fn an_agent_chat_refuses_others_and_bad_input(url: &str) {
     assert!(
         e.open_agent_chat(
             me,
-            AgentPlace::Web(ChatId::new("_test-x").unwrap()),
+            AgentPlace::Web {
+                chat: ChatId::new("_test-x").unwrap(),
+                owner: None,
+            },
             "",
             "k"
         )

@@ -2362,12 +2362,8 @@ impl Store for PostgresStore {
             .lock_chat(&mut tx, id, Some((op.chat, op.now)))
             .await?
             .ok_or_else(|| StoreError::corrupt_msg(format!("chat {id} vanished")))?;
-        if !created {
-            check_writer(&chat, op.chat)?;
-        }
-        let bound = match chat.agent.as_deref() {
-            Some(a) if a == op.agent => Bound::Bound(chat),
-            Some(_) => Bound::Other(chat),
+        let bound = match bind_decision(&chat, created, op)? {
+            Some(bound) => bound,
             None => {
                 let row = sqlx::query(concat!(
                     "UPDATE chats c SET agent = $2, updated_at = $3 WHERE c.chat_id = $1 RETURNING ",

@@ -862,12 +862,14 @@ impl Store for SqliteStore {
 
     async fn bind_agent(&self, op: &BindAgentOp<'_>) -> Result<Bound> {
         let (chat, agent, now) = (op.chat.clone(), op.agent.to_owned(), op.now);
+        let existing = op.existing;
         self.write("bind_agent", move |c| {
             ops::bind_agent(
                 c,
                 &BindAgentOp {
                     chat: &chat,
                     agent: &agent,
+                    existing,
                     now,
                 },
             )

@@ -1822,10 +1822,8 @@ pub(crate) fn bind_agent(c: &Connection, op: &BindAgentOp<'_>) -> R<Bound> {
     if created {
         return Ok(Bound::Bound(chat));
     }
-    check_writer(&chat, op.chat)?;
-    match chat.agent.as_deref() {
-        Some(a) if a == op.agent => Ok(Bound::Bound(chat)),
-        Some(_) => Ok(Bound::Other(chat)),
+    match bind_decision(&chat, created, op)? {
+        Some(bound) => Ok(bound),
         None => {
             exec(
                 c,

@@ -252,7 +252,8 @@ pub fn inputs_of(args: &AskArgs, blocks: Option<&str>) -> Result<Vec<Value>, Ask
     Ok(vec![input])
 }
 
-/// The `to` of an ask from `--to`: `web:CHAT`, `PLATFORM:@USER` (a direct message; Matrix's
+/// The `to` of an ask from `--to`: `web:CHAT` (`web:CHAT@USER`: an agent's web chat for that
+/// configured user), `PLATFORM:@USER` (a direct message; Matrix's
 /// `matrix:@alice:server` keeps the user id whole) or `PLATFORM:PLACE` (a new thread there).
 pub fn target_of(to: &str) -> Result<Value, AskError> {
     let (platform, place) = to
@@ -264,7 +265,12 @@ pub fn target_of(to: &str) -> Result<Value, AskError> {
             ))
         })?;
     Ok(match (platform, place.strip_prefix('@')) {
-        ("web", _) => json!({"web": place}),
+        ("web", _) => match place.split_once('@') {
+            Some((chat, user)) if !chat.is_empty() && !user.is_empty() => {
+                json!({"web": chat, "user": user})
+            }
+            _ => json!({"web": place}),
+        },
         // A Matrix user id keeps its `@` (`matrix:@alice:example.org`).
         ("matrix", Some(_)) => json!({"channel": "matrix", "user": place}),
         (p, Some(user)) => json!({"channel": p, "user": user}),
@@ -504,6 +510,10 @@ mod tests {
     #[test]
     fn targets_and_exit_codes() {
         assert_eq!(target_of("web:c1").unwrap(), json!({"web": "c1"}));
+        assert_eq!(
+            target_of("web:c1@alice").unwrap(),
+            json!({"web": "c1", "user": "alice"})
+        );
         assert_eq!(
             target_of("slack:C0123").unwrap(),
             json!({"channel": "slack", "thread": "C0123"})

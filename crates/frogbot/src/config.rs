@@ -217,6 +217,59 @@ pub struct UserConfig {
     pub token: String,
 }
 
+/// `[[agents]]`: a program that talks to people through FrogBot's agent APIs (agent chats,
+/// asks to platform targets, the inbox, agent messages, pins, acknowledgements).
+///
+/// ```toml
+/// [[agents]]
+/// id = "deploy-bot"                          # in the same space as user ids
+/// token = "a-long-secret"                    # or token_env = "DEPLOY_BOT_TOKEN"
+/// targets = ["telegram:*", "slack:C0123", "web"]
+/// ```
+///
+/// `targets`: `platform:*` (anyone and anywhere on that platform), `platform:ID` (that channel,
+/// person or thread, and threads inside that channel), `web` (web chats of its own),
+/// `web:USER` (web chats for that configured user; `web:*` any user).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentConfig {
+    /// The agent's id.
+    pub id: String,
+    /// The bearer token (or `token_env`).
+    #[serde(default)]
+    pub token: Option<String>,
+    /// The environment variable holding the bearer token.
+    #[serde(default)]
+    pub token_env: Option<String>,
+    /// Where it may open conversations and ask people.
+    #[serde(default)]
+    pub targets: Vec<String>,
+}
+
+impl AgentConfig {
+    /// The token: `token`, else the value of `token_env`.
+    pub fn token(&self) -> Result<String, String> {
+        match (&self.token, &self.token_env) {
+            (Some(t), None) => Ok(t.clone()),
+            (None, Some(var)) => match std::env::var(var) {
+                Ok(t) if !t.trim().is_empty() => Ok(t),
+                _ => Err(format!("the variable {var} is unset or empty")),
+            },
+            _ => Err("give one of `token` and `token_env`".into()),
+        }
+    }
+}
+
+/// `anonymous`: what callers without a token may do.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum AnonymousConfig {
+    /// Nothing but the public pages (`/`, `/healthz`, `/readyz`).
+    None,
+    /// The web chat: ownerless chats shared by every anonymous caller (never the agent APIs).
+    Chat,
+}
+
 fn default_header_read_timeout() -> u64 {
     30
 }
@@ -370,6 +423,13 @@ pub struct Config {
     /// Users and their tokens.
     #[serde(default)]
     pub users: Vec<UserConfig>,
+    /// Agents, their tokens and targets.
+    #[serde(default)]
+    pub agents: Vec<AgentConfig>,
+    /// What anonymous callers may do: `"chat"` or `"none"`. Default: `"chat"` when no user and
+    /// no agent is configured (the embedded default), else `"none"`.
+    #[serde(default)]
+    pub anonymous: Option<AnonymousConfig>,
     /// The HTTP server's timeouts and connection limit.
     #[serde(default)]
     pub server: ServerConfig,
@@ -453,6 +513,18 @@ impl Default for Config {
 }
 
 impl Config {
+    /// What anonymous callers may do: `anonymous`, else `chat` when no user and no agent is
+    /// configured, else nothing.
+    pub fn anonymous_access(&self) -> frogbot_core::policy::AnonymousAccess {
+        use frogbot_core::policy::AnonymousAccess;
+        match self.anonymous {
+            Some(AnonymousConfig::Chat) => AnonymousAccess::Chat,
+            Some(AnonymousConfig::None) => AnonymousAccess::None,
+            None if self.users.is_empty() && self.agents.is_empty() => AnonymousAccess::Chat,
+            None => AnonymousAccess::None,
+        }
+    }
+
     /// Reads the configuration: `--config PATH`, else `$FROGBOT_CONFIG`, else `./frogbot.toml` when
     /// it exists, else defaults; then `FROGBOT_LISTEN` and `FROGBOT_DATABASE` override.
     pub fn load(path: Option<&Path>) -> Result<Self, ConfigError> {
@@ -652,7 +724,7 @@ impl Config {
             }
         }
         let mut users = std::collections::HashSet::new();
-        let mut tokens = std::collections::HashSet::new();
+        let mut tokens: std::collections::HashSet<String> = std::collections::HashSet::new();
         for (i, u) in self.users.iter().enumerate() {
             if u.id.trim().is_empty() {
                 return bad(&format!("users[{i}].id"), "is empty".into());
@@ -669,11 +741,43 @@ impl Config {
                     "must be at least 8 characters".into(),
                 );
             }
-            if !tokens.insert(u.token.as_str()) {
+            if !tokens.insert(u.token.clone()) {
                 return bad(
                     &format!("users[{i}].token"),
                     "is used by another user".into(),
                 );
+            }
+        }
+        for (i, a) in self.agents.iter().enumerate() {
+            if a.id.trim().is_empty() {
+                return bad(&format!("agents[{i}].id"), "is empty".into());
+            }
+            if !users.insert(a.id.as_str()) {
+                return bad(
+                    &format!("agents[{i}].id"),
+                    format!(
+                        "{:?} is used twice (user and agent ids share one space)",
+                        a.id
+                    ),
+                );
+            }
+            let token = a
+                .token()
+                .map_err(|e| ConfigError::key(&format!("agents[{i}].token"), e))?;
+            if token.len() < 8 {
+                return bad(
+                    &format!("agents[{i}].token"),
+                    "must be at least 8 characters".into(),
+                );
+            }
+            if !tokens.insert(token) {
+                return bad(
+                    &format!("agents[{i}].token"),
+                    "is used by another user or agent".into(),
+                );
+            }
+            if let Err(e) = frogbot_core::policy::Targets::parse(a.targets.iter().cloned()) {
+                return bad(&format!("agents[{i}].targets"), e.to_string());
             }
         }
         for (name, value) in &self.channels {
@@ -966,6 +1070,57 @@ mod tests {
         assert_eq!(c.turn_lease_seconds, 60);
         assert_eq!(c.max_steps, 20);
         assert_eq!(c.default_model_id(), "demo");
+    }
+
+    #[test]
+    fn agents_and_anonymous_access() {
+        use frogbot_core::policy::AnonymousAccess;
+        let ok = Config::parse(
+            "[[users]]\nid = \"alice\"\ntoken = \"alice-secret\"\n\n\
+             [[agents]]\nid = \"bot\"\ntoken = \"bot-secret-1\"\ntargets = [\"telegram:*\", \"slack:C1\", \"web:alice\"]\n",
+        )
+        .unwrap();
+        ok.validate().unwrap();
+        // Users or agents configured: anonymous callers get nothing unless told otherwise.
+        assert_eq!(ok.anonymous_access(), AnonymousAccess::None);
+        assert_eq!(
+            Config::parse("").unwrap().anonymous_access(),
+            AnonymousAccess::Chat
+        );
+        let open = Config::parse(
+            "anonymous = \"chat\"\n[[users]]\nid = \"alice\"\ntoken = \"alice-secret\"\n",
+        )
+        .unwrap();
+        assert_eq!(open.anonymous_access(), AnonymousAccess::Chat);
+        assert!(Config::parse("anonymous = \"everything\"").is_err());
+        let refused = |text: &str, key: &str| {
+            let e = Config::parse(text)
+                .unwrap()
+                .validate()
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(key), "{e}");
+        };
+        refused(
+            "[[agents]]\nid = \"bot\"\ntoken = \"bot-secret-1\"\ntargets = [\"telegram\"]\n",
+            "agents[0].targets",
+        );
+        refused(
+            "[[users]]\nid = \"bot\"\ntoken = \"user-secret\"\n[[agents]]\nid = \"bot\"\ntoken = \"bot-secret-1\"\n",
+            "agents[0].id",
+        );
+        refused(
+            "[[users]]\nid = \"u\"\ntoken = \"same-secret\"\n[[agents]]\nid = \"bot\"\ntoken = \"same-secret\"\n",
+            "agents[0].token",
+        );
+        refused(
+            "[[agents]]\nid = \"bot\"\ntoken_env = \"FROGBOT_TEST_SURELY_UNSET_AGENT\"\n",
+            "agents[0].token",
+        );
+        refused(
+            "[[agents]]\nid = \"bot\"\ntoken = \"short\"\n",
+            "agents[0].token",
+        );
     }
 
     #[test]

@@ -1,9 +1,14 @@
 //! The HTTP API of `serve-contract.md`, with axum.
 
+mod access;
 mod asks;
 mod errors;
 mod input;
 mod talk;
+
+use access::{Api, Caller, decide};
+pub use access::{Principals, RouteInfo};
+pub use asks::Waiters;
 
 pub(crate) use errors::json_error;
 use input::{check_message_id, check_user_parts};
@@ -11,21 +16,21 @@ use input::{check_message_id, check_user_parts};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, patch, post};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use frogbot_core::Error as CoreError;
 use frogbot_core::StoreError;
 use frogbot_core::agent::{Engine, SendMessage, Sent, Settle, StopOutcome};
 use frogbot_core::model::{
-    ChatId, Delivery, MessagePart, QuestionOutcome, QuestionOutput, UiMessage, UserId,
-    millis_to_iso, now_millis,
+    ChatId, Delivery, MessagePart, QuestionOutcome, QuestionOutput, UiMessage, millis_to_iso,
+    now_millis,
 };
+use frogbot_core::policy::{Access, Action, ChatView, Policy, Principal};
 use frogbot_core::store::{ChatRow, QueuedChange, QueuedEdit};
 
 /// Shared state of the HTTP handlers.
@@ -33,8 +38,12 @@ use frogbot_core::store::{ChatRow, QueuedChange, QueuedEdit};
 pub struct AppState {
     /// The engine.
     pub engine: Engine,
-    /// Bearer token → user.
-    pub tokens: Arc<HashMap<String, UserId>>,
+    /// Bearer token → user or agent.
+    pub principals: Arc<Principals>,
+    /// Who may do what.
+    pub policy: Policy,
+    /// Ask waits open per caller.
+    pub waiters: Arc<asks::Waiters>,
     /// The live event streams.
     pub watchers: crate::events::ChatWatchers,
     /// What `/readyz` checks besides the store.
@@ -43,42 +52,93 @@ pub struct AppState {
 
 /// The router of every endpoint.
 pub fn router(state: AppState) -> Router {
-    let routes = Router::new()
-        .route("/", get(crate::web::index))
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
-        .route("/api/chats", get(list_chats))
-        .route("/api/chats/{chat_id}", get(get_chat))
-        .route("/api/chats/{chat_id}/messages", post(post_message))
-        .route(
+    let (routes, _) = routes();
+    errors::json_errors(routes.with_state(state))
+}
+
+/// Every route of the API with who may call it at all, registered in one place: the router
+/// is built from it, and the route × principal test walks it.
+pub fn routes() -> (Router<AppState>, Vec<RouteInfo>) {
+    use Access::{Agent, Caller as Any, Public};
+    use Method as M;
+    use axum::routing::{delete, put};
+    Api::new()
+        .at(M::GET, "/", Public, get(crate::web::index))
+        .at(M::GET, "/healthz", Public, get(healthz))
+        .at(M::GET, "/readyz", Public, get(readyz))
+        .at(M::GET, "/api/chats", Any, get(list_chats))
+        .at(M::GET, "/api/chats/{chat_id}", Any, get(get_chat))
+        .at(
+            M::POST,
+            "/api/chats/{chat_id}/messages",
+            Any,
+            post(post_message),
+        )
+        .at(
+            M::PATCH,
             "/api/chats/{chat_id}/messages/{message_id}",
-            patch(patch_message).delete(delete_message),
+            Any,
+            patch(patch_message),
         )
-        .route("/api/chats/{chat_id}/pending", get(pending))
-        .route("/api/chats/{chat_id}/settle", post(settle))
-        .route("/api/chats/{chat_id}/stop", post(stop))
-        .route("/api/chats/{chat_id}/events", get(events))
-        .route("/api/asks", post(asks::create))
-        .route("/api/asks/{id}", get(asks::get).delete(asks::cancel))
-        .route("/api/asks/{id}/wait", get(asks::wait))
-        .route("/api/agent-chats", post(talk::open))
-        .route("/api/chats/{chat_id}/agent-messages", post(talk::send))
-        .route(
+        .at(
+            M::DELETE,
+            "/api/chats/{chat_id}/messages/{message_id}",
+            Any,
+            delete(delete_message),
+        )
+        .at(M::GET, "/api/chats/{chat_id}/pending", Any, get(pending))
+        .at(M::POST, "/api/chats/{chat_id}/settle", Any, post(settle))
+        .at(M::POST, "/api/chats/{chat_id}/stop", Any, post(stop))
+        .at(M::GET, "/api/chats/{chat_id}/events", Any, get(events))
+        .at(M::POST, "/api/asks", Any, post(asks::create))
+        .at(M::GET, "/api/asks/{id}", Any, get(asks::get))
+        .at(M::DELETE, "/api/asks/{id}", Any, delete(asks::cancel))
+        .at(M::GET, "/api/asks/{id}/wait", Any, get(asks::wait))
+        .at(M::POST, "/api/agent-chats", Agent, post(talk::open))
+        .at(
+            M::POST,
+            "/api/chats/{chat_id}/agent-messages",
+            Agent,
+            post(talk::send),
+        )
+        .at(
+            M::PATCH,
             "/api/chats/{chat_id}/agent-messages/{message_id}",
-            patch(talk::edit).delete(talk::delete),
+            Agent,
+            patch(talk::edit),
         )
-        .route(
+        .at(
+            M::DELETE,
+            "/api/chats/{chat_id}/agent-messages/{message_id}",
+            Agent,
+            delete(talk::delete),
+        )
+        .at(
+            M::PUT,
             "/api/chats/{chat_id}/pins/{key}",
-            axum::routing::put(talk::pin).delete(talk::unpin),
+            Agent,
+            put(talk::pin),
         )
-        .route(
+        .at(
+            M::DELETE,
+            "/api/chats/{chat_id}/pins/{key}",
+            Agent,
+            delete(talk::unpin),
+        )
+        .at(
+            M::POST,
             "/api/chats/{chat_id}/messages/{message_id}/ack",
+            Agent,
             post(talk::ack),
         )
-        .route("/api/chats/{chat_id}/block-events", post(talk::event))
-        .route("/api/inbox", get(talk::inbox))
-        .with_state(state);
-    errors::json_errors(routes)
+        .at(
+            M::POST,
+            "/api/chats/{chat_id}/block-events",
+            Any,
+            post(talk::event),
+        )
+        .at(M::GET, "/api/inbox", Agent, get(talk::inbox))
+        .finish()
 }
 
 /// An API error: `{"error": {"code", "message"}}` with its status.
@@ -270,28 +330,6 @@ fn with_chat(chat: &ChatId, res: impl IntoResponse) -> Response {
 
 type ApiResult = Result<Response, ApiError>;
 
-/// The caller: `None` for anonymous. Unknown tokens are refused.
-fn caller(state: &AppState, headers: &HeaderMap) -> Result<Option<UserId>, ApiError> {
-    let Some(value) = headers.get(header::AUTHORIZATION) else {
-        return Ok(None);
-    };
-    // The scheme is case-insensitive (RFC 7235).
-    let token = value
-        .to_str()
-        .ok()
-        .and_then(|v| v.trim_start().split_once(' '))
-        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-        .map(|(_, token)| token.trim());
-    match token.and_then(|t| state.tokens.get(t)) {
-        Some(user) => Ok(Some(user.clone())),
-        None => Err(ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            "unknown bearer token",
-        )),
-    }
-}
-
 fn chat_id(raw: &str) -> Result<ChatId, ApiError> {
     ChatId::new(raw).map_err(|_| {
         ApiError::invalid(format!(
@@ -300,20 +338,11 @@ fn chat_id(raw: &str) -> Result<ChatId, ApiError> {
     })
 }
 
-/// May `user` read `chat`? Owned chats: the owner only. Ownerless web chats: anyone who knows the
-/// id. Ownerless channel chats: nobody from the web.
-fn may_read(chat: &ChatRow, user: Option<&UserId>) -> bool {
-    match (&chat.owner, &chat.channel) {
-        (Some(owner), _) => Some(owner) == user,
-        (None, Some(_)) => false,
-        (None, None) => true,
-    }
-}
-
+/// The chat, when the caller may read it (404 when there is none, 403 when it is not theirs).
 async fn load_readable(
     state: &AppState,
     chat: &ChatId,
-    user: Option<&UserId>,
+    who: &Principal,
 ) -> Result<ChatRow, ApiError> {
     let row = state
         .engine
@@ -321,21 +350,22 @@ async fn load_readable(
         .await
         .map_err(ApiError::from)?
         .ok_or_else(|| ApiError::not_found(format!("no chat {chat}")))?;
-    if !may_read(&row, user) {
-        return Err(ApiError::forbidden());
-    }
+    decide(&state.policy, who, Action::ReadChat(&ChatView::of(&row)))?;
     Ok(row)
 }
 
+/// The chat, when the caller may write it from the web: a channel chat they may read is 409
+/// `channel-chat` (it is continued from its thread).
 async fn load_writable(
     state: &AppState,
     chat: &ChatId,
-    user: Option<&UserId>,
+    who: &Principal,
 ) -> Result<ChatRow, ApiError> {
-    let row = load_readable(state, chat, user).await?;
+    let row = load_readable(state, chat, who).await?;
     if row.channel.is_some() {
         return Err(ApiError::channel_chat());
     }
+    decide(&state.policy, who, Action::WriteChat(&ChatView::of(&row)))?;
     Ok(row)
 }
 
@@ -378,12 +408,20 @@ fn chat_summary(row: &ChatRow) -> Value {
     v
 }
 
-async fn list_chats(State(state): State<AppState>, headers: HeaderMap) -> ApiResult {
-    let user = caller(&state, &headers)?;
-    let rows = state.engine.chats(user.as_ref(), 500).await?;
+async fn list_chats(State(state): State<AppState>, Caller(who): Caller) -> ApiResult {
+    decide(&state.policy, &who, Action::ListChats)?;
+    let rows = state
+        .engine
+        .chats(state.policy.list_owner(&who), 500)
+        .await?;
     let chats: Vec<Value> = rows
         .iter()
-        .filter(|r| may_read(r, user.as_ref()))
+        .filter(|r| {
+            state
+                .policy
+                .decide(&who, Action::ReadChat(&ChatView::of(r)))
+                .is_ok()
+        })
         .map(chat_summary)
         .collect();
     Ok(axum::Json(json!({"chats": chats})).into_response())
@@ -391,12 +429,11 @@ async fn list_chats(State(state): State<AppState>, headers: HeaderMap) -> ApiRes
 
 async fn get_chat(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    Caller(who): Caller,
     Path(raw): Path<String>,
 ) -> ApiResult {
     let chat = chat_id(&raw)?;
-    let user = caller(&state, &headers).map_err(|e| e.with_chat(&chat))?;
-    let row = load_readable(&state, &chat, user.as_ref())
+    let row = load_readable(&state, &chat, &who)
         .await
         .map_err(|e| e.with_chat(&chat))?;
     let mut messages: Vec<UiMessage> = state
@@ -451,13 +488,14 @@ fn wants_stream(headers: &HeaderMap) -> bool {
 
 async fn post_message(
     State(state): State<AppState>,
+    Caller(who): Caller,
     headers: HeaderMap,
     Path(raw): Path<String>,
     body: Bytes,
 ) -> ApiResult {
     let chat = chat_id(&raw)?;
     let err = |e: ApiError| e.with_chat(&chat);
-    let user = caller(&state, &headers).map_err(err)?;
+    let user = who.user_id().cloned();
     let body: PostBody = parse_json(&body).map_err(err)?;
     if body.parts.is_empty() {
         return Err(err(ApiError::invalid("`parts` is empty")));
@@ -473,12 +511,11 @@ async fn post_message(
     if let Some(row) = state.engine.chat(&chat).await?
         && row.agent.is_some()
     {
-        if !may_read(&row, user.as_ref()) {
-            return Err(err(ApiError::forbidden()));
-        }
+        decide(&state.policy, &who, Action::ReadChat(&ChatView::of(&row))).map_err(err)?;
         if row.channel.is_some() {
             return Err(err(ApiError::channel_chat()));
         }
+        decide(&state.policy, &who, Action::WriteChat(&ChatView::of(&row))).map_err(err)?;
         let text: String = body
             .parts
             .iter()
@@ -519,7 +556,14 @@ async fn post_message(
         Err(e @ CoreError::ChannelChat { .. }) => {
             // A chat the caller may not even read is not described to them.
             return Err(err(match state.engine.chat(&chat).await? {
-                Some(row) if !may_read(&row, user.as_ref()) => ApiError::forbidden(),
+                Some(row)
+                    if state
+                        .policy
+                        .decide(&who, Action::ReadChat(&ChatView::of(&row)))
+                        .is_err() =>
+                {
+                    ApiError::forbidden()
+                }
                 _ => e.into(),
             }));
         }
@@ -603,13 +647,13 @@ struct PatchBody {
 
 async fn patch_message(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    Caller(who): Caller,
     Path((raw, message_id)): Path<(String, String)>,
     body: Bytes,
 ) -> ApiResult {
     let chat = chat_id(&raw)?;
     let err = |e: ApiError| e.with_chat(&chat);
-    let user = caller(&state, &headers).map_err(err)?;
+    let user = who.user_id().cloned();
     let body: PatchBody = parse_json(&body).map_err(err)?;
     if body.parts.as_ref().is_some_and(Vec::is_empty) {
         return Err(err(ApiError::invalid("`parts` is empty")));
@@ -619,9 +663,7 @@ async fn patch_message(
         Some(d) => Some(parse_delivery(Some(d)).map_err(err)?),
         None => None,
     };
-    load_writable(&state, &chat, user.as_ref())
-        .await
-        .map_err(err)?;
+    load_writable(&state, &chat, &who).await.map_err(err)?;
     let change = state
         .engine
         .edit_queued(
@@ -661,17 +703,15 @@ fn queued_error(change: QueuedChange) -> ApiError {
 
 async fn delete_message(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    Caller(who): Caller,
     Path((raw, message_id)): Path<(String, String)>,
 ) -> ApiResult {
     let chat = chat_id(&raw)?;
     let err = |e: ApiError| e.with_chat(&chat);
-    let user = caller(&state, &headers).map_err(err)?;
-    let row = load_writable(&state, &chat, user.as_ref())
-        .await
-        .map_err(err)?;
+    let user = who.user_id().cloned();
+    let row = load_writable(&state, &chat, &who).await.map_err(err)?;
     if row.awaiting_message_id.as_deref() == Some(message_id.as_str()) {
-        // Withdraw the waiting questions (the owner, or anyone in an ownerless chat: may_read).
+        // Withdraw the waiting questions (whoever may write the chat).
         state.engine.withdraw(&chat, &message_id).await?;
         return Ok(with_chat(&chat, StatusCode::NO_CONTENT));
     }
@@ -687,15 +727,12 @@ async fn delete_message(
 
 async fn pending(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    Caller(who): Caller,
     Path(raw): Path<String>,
 ) -> ApiResult {
     let chat = chat_id(&raw)?;
     let err = |e: ApiError| e.with_chat(&chat);
-    let user = caller(&state, &headers).map_err(err)?;
-    let row = load_readable(&state, &chat, user.as_ref())
-        .await
-        .map_err(err)?;
+    let row = load_readable(&state, &chat, &who).await.map_err(err)?;
     let now = now_millis();
     let mut calls = Vec::new();
     // The reply the calls wait in (read once): an approval names the tool and its arguments.
@@ -743,13 +780,13 @@ struct SettleBody {
 
 async fn settle(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    Caller(who): Caller,
     Path(raw): Path<String>,
     body: Bytes,
 ) -> ApiResult {
     let chat = chat_id(&raw)?;
     let err = |e: ApiError| e.with_chat(&chat);
-    let user = caller(&state, &headers).map_err(err)?;
+    let user = who.user_id().cloned();
     let body: SettleBody = parse_json(&body).map_err(err)?;
     let settle = match (body.output, body.dismissed) {
         (Some(o), false) => Settle::Answer(o),
@@ -760,9 +797,7 @@ async fn settle(
             )));
         }
     };
-    load_writable(&state, &chat, user.as_ref())
-        .await
-        .map_err(err)?;
+    load_writable(&state, &chat, &who).await.map_err(err)?;
     let actor = frogbot_core::model::Actor {
         user,
         identity: None,
@@ -790,15 +825,13 @@ async fn settle(
 /// for someone else than the driver.
 async fn stop(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    Caller(who): Caller,
     Path(raw): Path<String>,
 ) -> ApiResult {
     let chat = chat_id(&raw)?;
     let err = |e: ApiError| e.with_chat(&chat);
-    let user = caller(&state, &headers).map_err(err)?;
-    load_writable(&state, &chat, user.as_ref())
-        .await
-        .map_err(err)?;
+    let user = who.user_id().cloned();
+    load_writable(&state, &chat, &who).await.map_err(err)?;
     let stopping = match state.engine.stop(&chat, user.as_ref()) {
         StopOutcome::Stopping => true,
         StopOutcome::NotDriver => {
@@ -856,15 +889,13 @@ pub(crate) fn with_acks(messages: &mut [UiMessage], state: frogbot_core::model::
 
 async fn events(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    Caller(who): Caller,
     Path(raw): Path<String>,
 ) -> ApiResult {
     let chat = chat_id(&raw)?;
     let err = |e: ApiError| e.with_chat(&chat);
-    let user = caller(&state, &headers).map_err(err)?;
-    let row = load_readable(&state, &chat, user.as_ref())
-        .await
-        .map_err(err)?;
+    let user = who.user_id().cloned();
+    let row = load_readable(&state, &chat, &who).await.map_err(err)?;
     // Only changes are streamed: the client loads the chat itself.
     let stream = state
         .watchers

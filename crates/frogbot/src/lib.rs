@@ -226,6 +226,31 @@ async fn build_engine_and_store(
     Ok((engine, store))
 }
 
+/// How many `GET /api/asks/{id}/wait` one caller holds open at once.
+const MAX_WAITS_PER_CALLER: usize = 64;
+
+/// The principals the configuration's tokens name: `[[users]]` and `[[agents]]` (a validated
+/// configuration: an agent whose token cannot be read is left out).
+pub fn principals(config: &Config) -> http::Principals {
+    use frogbot_core::policy::{Agent, Principal, Targets};
+    let users = config
+        .users
+        .iter()
+        .map(|u| (u.token.clone(), Principal::User(UserId::new(u.id.clone()))));
+    let agents = config.agents.iter().filter_map(|a| {
+        let token = a.token().ok()?;
+        let targets = Targets::parse(a.targets.iter().cloned()).ok()?;
+        Some((
+            token,
+            Principal::Agent(Agent {
+                id: UserId::new(a.id.clone()),
+                targets,
+            }),
+        ))
+    });
+    http::Principals::new(users.chain(agents))
+}
+
 /// The router for a configuration and engine (no channels for `/readyz` to check).
 pub fn app(config: &Config, engine: Engine) -> axum::Router {
     app_with_readiness(config, engine, Arc::default())
@@ -237,11 +262,7 @@ pub fn app_with_readiness(
     engine: Engine,
     readiness: Arc<ready::Readiness>,
 ) -> axum::Router {
-    let tokens: HashMap<String, UserId> = config
-        .users
-        .iter()
-        .map(|u| (u.token.clone(), UserId::new(u.id.clone())))
-        .collect();
+    let principals = principals(config);
     let watchers = events::ChatWatchers::new(
         engine.clone(),
         events::StreamLimits {
@@ -251,7 +272,9 @@ pub fn app_with_readiness(
     );
     http::router(http::AppState {
         engine,
-        tokens: Arc::new(tokens),
+        principals: Arc::new(principals),
+        policy: frogbot_core::policy::Policy::new(config.anonymous_access()),
+        waiters: Arc::new(http::Waiters::new(MAX_WAITS_PER_CALLER)),
         watchers,
         readiness,
     })

@@ -109,8 +109,10 @@ async fn blocks_are_typed_data_parts() {
 
     const TOKEN: &str = "agent-token-blocks";
     let js = ensure_js_tools();
-    let server =
-        start_server_with(&format!("[[users]]\nid = \"agent\"\ntoken = \"{TOKEN}\"\n")).await;
+    let server = start_server_with(&format!(
+        "[[agents]]\nid = \"agent\"\ntoken = \"{TOKEN}\"\ntargets = [\"web\"]\n"
+    ))
+    .await;
     let http = reqwest::Client::new();
     let base = server.url.clone();
     let chat = "blocks-as-parts";
@@ -131,6 +133,7 @@ async fn blocks_are_typed_data_parts() {
     // The live events, opened before the message is posted (as the web chat reads them).
     let events = http
         .get(format!("{base}/api/chats/{chat}/events"))
+        .bearer_auth(TOKEN)
         .header("accept", "text/event-stream")
         .send()
         .await
@@ -190,6 +193,7 @@ async fn blocks_are_typed_data_parts() {
     // GET /api/chats/{id}: the blocks as data-block-* parts with their id and data, after the text.
     let got: Value = http
         .get(format!("{base}/api/chats/{chat}"))
+        .bearer_auth(TOKEN)
         .send()
         .await
         .expect("get")
@@ -235,6 +239,7 @@ async fn blocks_are_typed_data_parts() {
             .arg(script)
             .arg(base)
             .arg(chat)
+            .arg(TOKEN)
             .output()
             .expect("run node (is Node installed?)")
     })

@@ -798,7 +798,13 @@ async fn an_ask_to_a_channel_starts_a_thread_and_a_click_answers_it() {
         let http = env.http.clone();
         let url = format!("{}/api/asks", env.base);
         async move {
-            let r = http.post(url).json(&body).send().await.unwrap();
+            let r = http
+                .post(url)
+                .bearer_auth(common::AGENT)
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
             (r.status().as_u16(), r.json::<Value>().await.unwrap())
         }
     };
@@ -879,6 +885,7 @@ async fn an_ask_to_a_channel_starts_a_thread_and_a_click_answers_it() {
     let done = env
         .http
         .get(format!("{}/api/asks/{id}/wait?timeout=20", env.base))
+        .bearer_auth(common::AGENT)
         .send()
         .await
         .unwrap()
@@ -943,6 +950,7 @@ async fn thirty_two_answers_from_clicks_replies_and_cancels_record_one_outcome()
     let created: Value = env
         .http
         .post(format!("{}/api/asks", env.base))
+        .bearer_auth(common::AGENT)
         .json(&json!({
             "to": {"channel": "slack", "thread": CHANNEL},
             "text": "Deploy v1.4?",
@@ -975,7 +983,8 @@ async fn thirty_two_answers_from_clicks_replies_and_cancels_record_one_outcome()
             let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_frogbot"));
             cmd.args(["wait", &id, "--timeout", "60s"])
                 .env("FROGBOT_URL", &env.base)
-                .env_remove("FROGBOT_TOKEN")
+                // The asker's token: only the asker waits on its ask.
+                .env("FROGBOT_TOKEN", common::AGENT)
                 .stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::piped());
             tokio::task::spawn_blocking(move || cmd.output().expect("run frogbot wait"))
@@ -1012,6 +1021,7 @@ async fn thirty_two_answers_from_clicks_replies_and_cancels_record_one_outcome()
             let status = match source {
                 "cancel" => http
                     .delete(format!("{base}/api/asks/{id}"))
+                    .bearer_auth(common::AGENT)
                     .send()
                     .await
                     .unwrap()
@@ -1052,6 +1062,7 @@ async fn thirty_two_answers_from_clicks_replies_and_cancels_record_one_outcome()
     let status: Value = env
         .http
         .get(format!("{}/api/asks/{id}/wait?timeout=20", env.base))
+        .bearer_auth(common::AGENT)
         .send()
         .await
         .unwrap()
@@ -1131,7 +1142,8 @@ fn frogbot_cli(base: &str, args: &[&str]) -> std::process::Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_frogbot"))
         .args(args)
         .env("FROGBOT_URL", base)
-        .env_remove("FROGBOT_TOKEN")
+        // The agent's token (agent APIs need an agent principal).
+        .env("FROGBOT_TOKEN", common::AGENT)
         .output()
         .expect("run frogbot")
 }

@@ -28,6 +28,9 @@ fn client() -> reqwest::Client {
     reqwest::Client::new()
 }
 
+/// The agent that asks people on Telegram in these tests.
+const ASKER: &str = "telegram-asker-token";
+
 /// Writes a configuration with `channel` as its `[channels.telegram]` table and runs
 /// `frogbot serve --config` with the token (and secret) in the environment.
 fn command(channel: &str) -> (Command, tempfile::TempDir, frogbot_testkit::TestDb, u16) {
@@ -38,7 +41,10 @@ fn command(channel: &str) -> (Command, tempfile::TempDir, frogbot_testkit::TestD
         dir.path(),
         port,
         &db.url,
-        &format!("[channels.telegram]\n{channel}"),
+        &format!(
+            "[[agents]]\nid = \"asker\"\ntoken = \"{ASKER}\"\ntargets = [\"telegram:*\"]\n\n\
+             [channels.telegram]\n{channel}"
+        ),
     );
     let mut cmd = frogbot();
     cmd.arg("serve")
@@ -171,7 +177,7 @@ async fn a_web_caller_cannot_take_over_a_telegram_conversation() {
         port,
         &db.url,
         &format!(
-            "[[users]]\nid = \"mallory\"\ntoken = \"mallory-token\"\n\n\
+            "anonymous = \"chat\"\n\n[[users]]\nid = \"mallory\"\ntoken = \"mallory-token\"\n\n\
              [channels.telegram]\ntoken_env = \"{TOKEN_VAR}\"\napi_url = \"{}\"",
             fake.url
         ),
@@ -256,6 +262,7 @@ async fn an_ask_to_a_telegram_user_is_answered_by_a_tap() {
     let http = client();
     let r = http
         .post(format!("{}/api/asks", serve.base))
+        .bearer_auth(ASKER)
         .json(
             &json!({"to": {"channel": "telegram", "user": "42"}, "text": "Restart the queue?",
                       "inputs": [{"kind": "confirm", "label": "Restart"}], "from": ["ada"]}),
@@ -300,6 +307,7 @@ async fn an_ask_to_a_telegram_user_is_answered_by_a_tap() {
     let id = created["id"].as_str().unwrap();
     let done: Value = http
         .get(format!("{}/api/asks/{id}/wait?timeout=20", serve.base))
+        .bearer_auth(ASKER)
         .send()
         .await
         .unwrap()
@@ -313,6 +321,7 @@ async fn an_ask_to_a_telegram_user_is_answered_by_a_tap() {
     let before = fake.calls("sendmessage").len();
     let r = http
         .post(format!("{}/api/asks", serve.base))
+        .bearer_auth(ASKER)
         .json(
             &json!({"to": {"channel": "telegram", "user": "ada"}, "text": "x",
                       "inputs": [{"kind": "confirm"}]}),

@@ -97,11 +97,15 @@ impl Drop for Env {
     }
 }
 
+/// The agent that asks on Slack.
+const ASKER: &str = "metrics-asker-token";
+
 /// Starts `frogbot serve` with `extra` TOML (top-level keys first, then tables, user alice);
 /// answers once serving.
 async fn serve(db: frogbot_testkit::TestDb, extra: &str) -> Env {
     let text = format!(
-        "listen = \"127.0.0.1:0\"\ndatabase = \"{}\"\n{extra}\n[[users]]\nid = \"alice\"\ntoken = \"{ALICE}\"\n",
+        "listen = \"127.0.0.1:0\"\ndatabase = \"{}\"\n{extra}\n[[users]]\nid = \"alice\"\ntoken = \"{ALICE}\"\n\n\
+         [[agents]]\nid = \"asker\"\ntoken = \"{ASKER}\"\ntargets = [\"slack:*\"]\n",
         db.url
     );
     let config = frogbot::Config::parse(&text).expect("test config parses");
@@ -305,6 +309,7 @@ token_env = "{TOKEN_VAR}"
     let created: Value = env
         .http
         .post(format!("{}/api/asks", env.base))
+        .bearer_auth(ASKER)
         .json(&json!({
             "to": {"channel": "slack", "thread": CHANNEL},
             "text": "Deploy?",
@@ -349,6 +354,7 @@ token_env = "{TOKEN_VAR}"
     let done: Value = env
         .http
         .get(format!("{}/api/asks/{id}/wait?timeout=20", env.base))
+        .bearer_auth(ASKER)
         .send()
         .await
         .unwrap()

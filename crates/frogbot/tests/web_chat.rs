@@ -18,6 +18,8 @@ use serde_json::{Value, json};
 
 /// The bearer token of the agent in `web_chat_draws_an_agents_messages`.
 const AGENT_TOKEN: &str = "agent-token-web-chat";
+/// The person the agent opened that chat for (a configured user; the page holds its token).
+const PERSON_TOKEN: &str = "person-token-web-chat";
 
 struct Server {
     url: String,
@@ -245,7 +247,8 @@ impl Agent {
 async fn web_chat_draws_an_agents_messages() {
     let js = ensure_js_tools();
     let server = start_server_with(&format!(
-        "[[users]]\nid = \"agent\"\ntoken = \"{AGENT_TOKEN}\"\n"
+        "[[users]]\nid = \"person\"\ntoken = \"{PERSON_TOKEN}\"\n\n\
+         [[agents]]\nid = \"agent\"\ntoken = \"{AGENT_TOKEN}\"\ntargets = [\"web:person\"]\n"
     ))
     .await;
     let chat = format!("web-agent-{}", std::process::id());
@@ -258,7 +261,7 @@ async fn web_chat_draws_an_agents_messages() {
         .expect(
             reqwest::Method::POST,
             "/api/agent-chats",
-            Some(json!({"to": {"web": chat}})),
+            Some(json!({"to": {"web": chat, "user": "person"}})),
             201,
         )
         .await;
@@ -317,6 +320,7 @@ async fn web_chat_draws_an_agents_messages() {
         .arg(&server.url)
         .arg(&chat)
         .arg(target.join("web-agent.png"))
+        .arg(PERSON_TOKEN)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -308,14 +308,14 @@ impl Engine {
         Ok(self)
     }
 
-    /// Stops the running turn of `chat` when `by` is the user driving it (anyone who may write
-    /// the chat, for a turn without a driver): it stops at the next step boundary, a streaming
+    /// Stops the running turn of `chat` when `by` is the user driving it (a turn without a
+    /// driver — an anonymous caller's — only by an anonymous caller): it stops at the next step boundary, a streaming
     /// model answer is cut off, and what it produced is kept with a [`STOPPED_TEXT`] mark. Only a
     /// turn running in this process can be stopped. The caller checks that `by` may write `chat`.
     ///
     /// [`STOPPED_TEXT`]: super::STOPPED_TEXT
     pub fn stop(&self, chat: &ChatId, by: Option<&UserId>) -> StopOutcome {
-        self.inner.turns.stop(chat, by)
+        self.inner.turns.stop(chat, by, true)
     }
 
     /// Stops the running turn of a channel thread's chat for the platform user `who` (the Stop
@@ -597,6 +597,17 @@ impl Engine {
             platform: platform.to_owned(),
             thread,
         })
+    }
+
+    /// Whether an ask's question waits, from its question record alone (no messages read):
+    /// `Some(true)` while it is open, `Some(false)` once it has an outcome, `None` without a
+    /// record (the ask is queued, unknown, or its record is gone). What an ask's wait polls.
+    pub async fn ask_waits(&self, id: &super::ask::AskId) -> Result<Option<bool>> {
+        Ok(self
+            .store()
+            .get_question(&id.chat, &super::ask::ask_call_id(&id.message), self.now())
+            .await?
+            .map(|q| q.outcome.is_none()))
     }
 
     /// An ask's status (`None`: no such ask in that chat): its question record's outcome while

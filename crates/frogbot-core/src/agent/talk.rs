@@ -36,8 +36,14 @@ pub enum EventOutcome {
 /// Where an agent chat is held.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AgentPlace {
-    /// The web chat (and HTTP API) only: a chat with this id, owned by the agent's user.
-    Web(ChatId),
+    /// The web chat (and HTTP API) only: a new chat with this id, owned by `owner` (the person
+    /// it is for) or else by the agent itself.
+    Web {
+        /// The chat's id.
+        chat: ChatId,
+        /// The configured user the chat is for (`None`: the agent's own).
+        owner: Option<UserId>,
+    },
     /// A platform thread (as the channel's adapter writes thread ids), or a channel or a person
     /// where the adapter starts one ([`super::AskPlace`]).
     Channel {
@@ -224,18 +230,19 @@ impl Channels {
     ) -> Result<ChatRow> {
         let new =
             match place {
-                AgentPlace::Web(id) => {
+                AgentPlace::Web { chat: id, owner } => {
                     if id.as_str().starts_with(crate::model::CHANNEL_CHAT_PREFIX) {
                         return Err(Error::invalid(format!(
                             "chat ids starting with {:?} belong to channel threads",
                             crate::model::CHANNEL_CHAT_PREFIX
                         )));
                     }
-                    // Ownerless: the person talks in it with its id (as in any ownerless web chat);
-                    // only the agent posts, edits and reads the inbox.
+                    // Owned by the person it is for (who talks in it), else by the agent: never
+                    // ownerless, so nobody else lists, reads or writes it. Only the agent posts,
+                    // edits and reads the inbox.
                     NewChat {
                         chat_id: id,
-                        owner: None,
+                        owner: owner.or_else(|| agent.cloned()),
                         channel: None,
                     }
                 }
@@ -274,6 +281,7 @@ impl Channels {
             .bind_agent(&BindAgentOp {
                 chat: &new,
                 agent: &agent_id,
+                existing: false,
                 now: self.now(),
             })
             .await?
@@ -306,6 +314,7 @@ impl Channels {
             .bind_agent(&BindAgentOp {
                 chat,
                 agent: &agent_id,
+                existing: true,
                 now: self.now(),
             })
             .await

@@ -3869,18 +3869,20 @@ pub async fn operators_list_revive_and_count_jobs(db: Db) {
 pub async fn agent_chats_bind_once_and_keep_the_writer_rules(db: Db) {
     let s = &*db.store;
     let c = web("agent-1", Some("alice"));
-    let bind = |chat: &NewChat, agent: &str, now| {
+    let bind_op = |chat: &NewChat, agent: &str, existing, now| {
         let chat = chat.clone();
         let agent = agent.to_owned();
         async move {
             s.bind_agent(&BindAgentOp {
                 chat: &chat,
                 agent: &agent,
+                existing,
                 now,
             })
             .await
         }
     };
+    let bind = |chat: &NewChat, agent: &str, now| bind_op(chat, agent, true, now);
     let Bound::Bound(row) = bind(&c, "alice", T0).await.unwrap() else {
         panic!("a new chat is bound")
     };
@@ -3900,6 +3902,21 @@ pub async fn agent_chats_bind_once_and_keep_the_writer_rules(db: Db) {
     let t = in_thread("_p-agent", None, "T-agent");
     start(s, &t, "u1", None, T0).await;
     assert_eq!(chat_row(s, &t).await.agent, None);
+    // An agent opening a conversation never binds a person's existing chat (`existing: false`).
+    assert!(
+        matches!(bind_op(&t, "mallory", false, T0 + 3).await.unwrap(), Bound::Other(r) if r.agent.is_none())
+    );
+    assert_eq!(chat_row(s, &t).await.agent, None);
+    // A chat it creates, or one bound to it already, it does.
+    let fresh = web("agent-fresh", Some("dora"));
+    assert!(matches!(
+        bind_op(&fresh, "dora", false, T0 + 3).await.unwrap(),
+        Bound::Bound(_)
+    ));
+    assert!(matches!(
+        bind_op(&fresh, "dora", false, T0 + 3).await.unwrap(),
+        Bound::Bound(_)
+    ));
     assert!(
         matches!(bind(&t, "", T0 + 3).await.unwrap(), Bound::Bound(r) if r.agent.as_deref() == Some(""))
     );
@@ -3989,6 +4006,7 @@ pub async fn agent_message_updates_are_fenced_by_version(db: Db) {
     s.bind_agent(&BindAgentOp {
         chat: &c,
         agent: "alice",
+        existing: false,
         now: T0,
     })
     .await
@@ -4075,6 +4093,7 @@ pub async fn inbox_is_taken_once_marked_seen_per_agent(db: Db) {
         s.bind_agent(&BindAgentOp {
             chat: &c,
             agent,
+            existing: false,
             now: T0,
         })
         .await

@@ -965,8 +965,30 @@ pub struct BindAgentOp<'a> {
     pub chat: &'a NewChat,
     /// The agent (a FrogBot user id, `""` for an anonymous caller).
     pub agent: &'a str,
+    /// Whether a chat that exists already without an agent may be bound (an ask's own chat,
+    /// which the asker created). `false` for [`open_agent_chat`]: an agent binds only a chat
+    /// this call creates, or one bound to it already — never a person's conversation.
+    ///
+    /// [`open_agent_chat`]: crate::agent::Engine::open_agent_chat
+    pub existing: bool,
     /// Now.
     pub now: Millis,
+}
+
+/// The rule every backend applies in [`super::Store::bind_agent`], once it holds the chat row
+/// (`created`: this call inserted it): `Ok(Some(bound))` is the answer with nothing to change,
+/// `Ok(None)` means "set the chat's agent to `op.agent`". A chat bound to another agent, or an
+/// existing unbound chat when `op.existing` is false, is [`Bound::Other`].
+pub fn bind_decision(chat: &ChatRow, created: bool, op: &BindAgentOp<'_>) -> Result<Option<Bound>> {
+    if !created {
+        check_writer(chat, op.chat)?;
+    }
+    Ok(match chat.agent.as_deref() {
+        Some(a) if a == op.agent => Some(Bound::Bound(chat.clone())),
+        Some(_) => Some(Bound::Other(chat.clone())),
+        None if created || op.existing => None,
+        None => Some(Bound::Other(chat.clone())),
+    })
 }
 
 /// What [`super::Store::bind_agent`] did.
@@ -974,7 +996,8 @@ pub struct BindAgentOp<'a> {
 pub enum Bound {
     /// The chat is bound to the agent (now, or already).
     Bound(ChatRow),
-    /// The chat is bound to another agent; nothing changed.
+    /// The chat is bound to another agent, or is someone's conversation that this call may not
+    /// bind; nothing changed.
     Other(ChatRow),
 }
 

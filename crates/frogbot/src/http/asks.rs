@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use serde::Deserialize;
 use serde_json::json;
@@ -15,12 +15,15 @@ use serde_json::json;
 use frogbot_core::Error as CoreError;
 use frogbot_core::agent::ask::{ASK_MODEL, AskId, AskState, AskStatus, ask_parts};
 use frogbot_core::agent::{AskPlace, ChatEvent, SendMessage, Sent, channel_chat_id};
-use frogbot_core::model::{ChatId, Delivery, QuestionInput, QuestionItem, UserId};
+use frogbot_core::model::{ChatId, Delivery, QuestionInput, QuestionItem};
 use frogbot_core::store::NewChat;
 use frogbot_core::store::QueuedChange;
 
-use super::{ApiError, ApiResult, AppState, caller, may_read, parse_json};
+use frogbot_core::policy::{Action, AskInto, ChatView, Principal, Target};
 use frogbot_core::store::ChatRow;
+
+use super::access::{Caller, decide};
+use super::{ApiError, ApiResult, AppState, parse_json};
 
 /// The longest a single `wait` request holds (a client waits longer by asking again).
 pub(super) const MAX_WAIT_SECONDS: u64 = 300;
@@ -31,9 +34,14 @@ const WAIT_POLL: Duration = Duration::from_secs(1);
 /// Where an ask goes.
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
-enum Target {
+enum AskTarget {
     /// `{"web": "chatId"}`: a web chat (created when new).
-    Web { web: String },
+    Web {
+        web: String,
+        /// Refused: an ask goes into the caller's own web chat, never one made for someone.
+        #[serde(default)]
+        user: Option<String>,
+    },
     /// `{"channel": "slack", "thread": …}` / `…"user": …}`: a platform.
     Channel {
         channel: String,
@@ -48,7 +56,7 @@ enum Target {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct AskBody {
     #[serde(default)]
-    to: Option<Target>,
+    to: Option<AskTarget>,
     text: String,
     #[serde(default)]
     title: Option<String>,
@@ -109,28 +117,44 @@ fn input_of(body: &AskBody) -> Result<QuestionInput, ApiError> {
     Ok(input)
 }
 
-fn message_id_of(key: Option<&str>) -> Result<String, ApiError> {
+/// The ask's message id: `ask-` and a fresh id, or — for an idempotency key — `ask-KEY` for an
+/// anonymous caller and `ask-HASH-KEY` for anyone else, `HASH` naming the caller: keys are the
+/// caller's own, so nobody can take another caller's key first.
+fn message_id_of(key: Option<&str>, who: &Principal) -> Result<String, ApiError> {
     let Some(key) = key else {
         return Ok(format!("ask-{}", uuid::Uuid::new_v4().simple()));
     };
-    // The message id follows the message id rules (those of chat ids), `ask-` included.
-    let id = format!("ask-{key}");
+    let id = match who.user_id() {
+        None => format!("ask-{key}"),
+        Some(u) => format!("ask-{}-{key}", caller_hash(u.as_str())),
+    };
+    // The message id follows the message id rules (those of chat ids).
     ChatId::new(id.as_str())
         .map(|_| id)
-        .map_err(|_| ApiError::invalid("`idempotencyKey` is 1–124 characters of A-Z a-z 0-9 _ -"))
+        .map_err(|_| ApiError::invalid("`idempotencyKey` is 1–100 characters of A-Z a-z 0-9 _ -"))
+}
+
+/// 12 hex digits naming a caller in its asks' ids (FNV-1a, 48 bits: ids, not secrets).
+fn caller_hash(id: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in id.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{:012x}", h & 0xffff_ffff_ffff)
 }
 
 /// `POST /api/asks`: 201 with the ask's status (`open`, or `queued` behind another turn of
 /// the chat); a repeated `idempotencyKey` answers 200 with the same ask.
 pub(super) async fn create(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    Caller(who): Caller,
     body: Bytes,
 ) -> ApiResult {
-    let user = caller(&state, &headers)?;
+    let user = who.user_id().cloned();
     let body: AskBody = parse_json(&body)?;
     let input = input_of(&body)?;
-    let message = message_id_of(body.idempotency_key.as_deref())?;
+    let message = message_id_of(body.idempotency_key.as_deref(), &who)?;
     let text = match body
         .title
         .as_deref()
@@ -142,18 +166,38 @@ pub(super) async fn create(
     };
     let (chat, channel) = match &body.to {
         // A new web chat, named after the ask (so a repeated key finds the same one).
-        None => (
-            ChatId::new(message.clone()).map_err(|e| ApiError::invalid(e.to_string()))?,
-            None,
-        ),
-        Some(Target::Web { web }) => {
+        None => {
+            decide(&state.policy, &who, Action::CreateAsk(AskInto::Web(None)))?;
+            (
+                ChatId::new(message.clone()).map_err(|e| ApiError::invalid(e.to_string()))?,
+                None,
+            )
+        }
+        Some(AskTarget::Web {
+            web,
+            user: for_user,
+        }) => {
+            if for_user.is_some() {
+                return Err(ApiError::invalid(
+                    "an ask goes into a web chat of your own: `to` is {\"web\": CHAT}",
+                ));
+            }
             let chat = ChatId::new(web.as_str()).map_err(|e| ApiError::invalid(e.to_string()))?;
             if chat.is_channel_space() {
                 return Err(ApiError::invalid(format!("bad chat id {chat}")));
             }
+            // Only into a chat the caller owns, or a new one (which it then owns).
+            let row = state.engine.chat(&chat).await?;
+            let view = row.as_ref().map(ChatView::of);
+            decide(
+                &state.policy,
+                &who,
+                Action::CreateAsk(AskInto::Web(view.as_ref())),
+            )
+            .map_err(|e| e.with_chat(&chat))?;
             (chat, None)
         }
-        Some(Target::Channel {
+        Some(AskTarget::Channel {
             channel,
             thread,
             user: person,
@@ -167,6 +211,18 @@ pub(super) async fn create(
                     ));
                 }
             };
+            // Decided before anything is posted: only an agent allowed the target asks there.
+            let id = match place {
+                AskPlace::Thread(t) | AskPlace::User(t) => t,
+            };
+            decide(
+                &state.policy,
+                &who,
+                Action::CreateAsk(AskInto::Platform(Target::Platform {
+                    platform: channel,
+                    id,
+                })),
+            )?;
             let channel_ref = state
                 .engine
                 .ask_thread(channel, place, &text, &message)
@@ -218,7 +274,7 @@ pub(super) async fn create(
         channel: channel_of_ask,
     };
     state.engine.bind_ask_chat(&new_chat, user.as_ref()).await;
-    let status = read(&state, &id, user.as_ref()).await?;
+    let status = read(&state, &id, &who).await?;
     let code = if created {
         StatusCode::CREATED
     } else {
@@ -231,19 +287,18 @@ fn ask_id(raw: &str) -> Result<AskId, ApiError> {
     AskId::parse(raw).ok_or_else(|| ApiError::not_found(format!("no ask {raw}")))
 }
 
-/// The ask, for its asker: a web chat's readers (its owner, or anyone in an ownerless one); in a
-/// channel thread's chat, the caller who asked it.
-async fn read(state: &AppState, id: &AskId, user: Option<&UserId>) -> Result<AskStatus, ApiError> {
-    read_with_chat(state, id, user)
+/// The ask, for its asker only (an anonymous caller's asks: anonymous callers, who share them).
+async fn read(state: &AppState, id: &AskId, who: &Principal) -> Result<AskStatus, ApiError> {
+    read_with_chat(state, id, who)
         .await
         .map(|(_, status)| status)
 }
 
-/// [`read`], with the chat row it read (one read of the chat: the access check uses it too).
+/// [`read`], with the chat row it read.
 async fn read_with_chat(
     state: &AppState,
     id: &AskId,
-    user: Option<&UserId>,
+    who: &Principal,
 ) -> Result<(ChatRow, AskStatus), ApiError> {
     let err = |e: ApiError| e.with_chat(&id.chat);
     let row = state
@@ -252,30 +307,31 @@ async fn read_with_chat(
         .await
         .map_err(|e| err(e.into()))?
         .ok_or_else(|| err(ApiError::not_found(format!("no ask {id}"))))?;
-    if row.channel.is_none() && !may_read(&row, user) {
-        return Err(err(ApiError::forbidden()));
-    }
     let status = state
         .engine
         .ask_status(id)
         .await
         .map_err(|e| err(e.into()))?
         .ok_or_else(|| err(ApiError::not_found(format!("no ask {id}"))))?;
-    if row.channel.is_some() && status.asked_by.as_ref() != user {
-        return Err(err(ApiError::forbidden()));
-    }
+    decide(
+        &state.policy,
+        who,
+        Action::ReadAsk {
+            asker: status.asked_by.as_ref(),
+        },
+    )
+    .map_err(err)?;
     Ok((row, status))
 }
 
 /// `GET /api/asks/{id}`.
 pub(super) async fn get(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    Caller(who): Caller,
     Path(raw): Path<String>,
 ) -> ApiResult {
     let id = ask_id(&raw)?;
-    let user = caller(&state, &headers)?;
-    let status = read(&state, &id, user.as_ref()).await?;
+    let status = read(&state, &id, &who).await?;
     Ok(super::with_chat(&id.chat, axum::Json(status)))
 }
 
@@ -288,22 +344,34 @@ pub(super) struct WaitQuery {
 /// status once the ask is over, or as it stands when the time is up.
 pub(super) async fn wait(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    Caller(who): Caller,
     Path(raw): Path<String>,
     Query(q): Query<WaitQuery>,
 ) -> ApiResult {
     let id = ask_id(&raw)?;
-    let user = caller(&state, &headers)?;
     let timeout = match q.timeout {
         None => 30.0,
         Some(t) if t.is_finite() && t >= 0.0 => t.min(MAX_WAIT_SECONDS as f64),
         Some(_) => return Err(ApiError::invalid("`timeout` is a number of seconds")),
     };
+    let _slot = state.waiters.enter(&who).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too-many-waits",
+            format!(
+                "{} waits on asks at once already; wait for one to return",
+                state.waiters.per_caller
+            ),
+        )
+        .with_chat(&id.chat)
+    })?;
     let deadline = tokio::time::Instant::now() + Duration::from_secs_f64(timeout);
     // Subscribed before the first read, so a change between the read and the wait is seen.
     let mut events = state.engine.subscribe();
+    // One full read (access, and the status as it stands); then only the question record is
+    // looked at until it says the ask is over — never the whole chat on every wake-up.
+    let mut status = read(&state, &id, &who).await?;
     loop {
-        let status = read(&state, &id, user.as_ref()).await?;
         if status.state.is_final() || tokio::time::Instant::now() >= deadline {
             return Ok(super::with_chat(&id.chat, axum::Json(status)));
         }
@@ -328,6 +396,63 @@ pub(super) async fn wait(
             _ = tokio::time::sleep(WAIT_POLL) => {}
             _ = tokio::time::sleep_until(deadline) => {}
         }
+        let open = status.state == AskState::Open
+            && state
+                .engine
+                .ask_waits(&id)
+                .await
+                .map_err(|e| ApiError::from(e).with_chat(&id.chat))?
+                == Some(true);
+        if !open || tokio::time::Instant::now() >= deadline {
+            status = read(&state, &id, &who).await?;
+        }
+    }
+}
+
+/// How many ask waits each caller holds open at once (anonymous callers count as one).
+#[derive(Debug)]
+pub struct Waiters {
+    /// The most per caller.
+    pub per_caller: usize,
+    open: std::sync::Mutex<std::collections::HashMap<String, usize>>,
+}
+
+impl Waiters {
+    /// At most `per_caller` waits per caller.
+    pub fn new(per_caller: usize) -> Waiters {
+        Waiters {
+            per_caller,
+            open: Default::default(),
+        }
+    }
+
+    /// A slot for one more wait of `who`, freed when dropped; `None` when it holds them all.
+    fn enter<'a>(&'a self, who: &Principal) -> Option<WaitSlot<'a>> {
+        let key = who.describe();
+        let mut open = self.open.lock().expect("waiters");
+        let n = open.entry(key.clone()).or_default();
+        if *n >= self.per_caller {
+            return None;
+        }
+        *n += 1;
+        Some(WaitSlot { waiters: self, key })
+    }
+}
+
+struct WaitSlot<'a> {
+    waiters: &'a Waiters,
+    key: String,
+}
+
+impl Drop for WaitSlot<'_> {
+    fn drop(&mut self) {
+        let mut open = self.waiters.open.lock().expect("waiters");
+        if let Some(n) = open.get_mut(&self.key) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&self.key);
+            }
+        }
     }
 }
 
@@ -335,15 +460,15 @@ pub(super) async fn wait(
 /// a queued one; 200 with the status. An ask that is over: 409 `stale`.
 pub(super) async fn cancel(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    Caller(who): Caller,
     Path(raw): Path<String>,
 ) -> ApiResult {
     let id = ask_id(&raw)?;
-    let user = caller(&state, &headers)?;
+    let user = who.user_id().cloned();
     let err = |e: ApiError| e.with_chat(&id.chat);
     // Who may read the ask may cancel it: a web chat's readers are its writers, and in a
     // channel chat only its asker.
-    let (row, mut status) = read_with_chat(&state, &id, user.as_ref()).await?;
+    let (row, mut status) = read_with_chat(&state, &id, &who).await?;
     match status.state {
         AskState::Open => {
             let waiting = status.reply_id.clone().unwrap_or_default();
@@ -360,7 +485,7 @@ pub(super) async fn cancel(
                     "the ask is no longer open",
                 )));
             }
-            status = read(&state, &id, user.as_ref()).await?;
+            status = read(&state, &id, &who).await?;
         }
         AskState::Queued => {
             match state

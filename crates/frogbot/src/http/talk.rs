@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -15,7 +15,25 @@ use serde_json::{Value, json};
 use frogbot_core::agent::{AgentMessage, AgentPlace, ChannelTarget, EventOutcome, MessageEdit};
 use frogbot_core::model::{Ack, Block, ChatId};
 
-use super::{ApiError, ApiResult, AppState, caller, chat_id, parse_json, with_chat};
+use frogbot_core::policy::{Action, ChatView, Principal, Target};
+
+use super::access::{Caller, decide};
+use super::{ApiError, ApiResult, AppState, chat_id, parse_json, with_chat};
+
+/// The chat, when the calling agent holds it (404 when it is not its, as if absent).
+async fn agent_chat(
+    state: &AppState,
+    chat: &ChatId,
+    who: &Principal,
+) -> Result<frogbot_core::store::ChatRow, ApiError> {
+    let row = state
+        .engine
+        .chat(chat)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("no agent chat {chat}")))?;
+    decide(&state.policy, who, Action::AgentWrite(&ChatView::of(&row)))?;
+    Ok(row)
+}
 
 /// The longest one inbox request waits.
 const MAX_INBOX_WAIT_SECONDS: u64 = 300;
@@ -41,10 +59,10 @@ fn blocks_of(v: Option<&Value>) -> Result<Option<Vec<Block>>, ApiError> {
 /// for a platform thread, started with `text` where the target is a channel or a person).
 pub(super) async fn open(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    Caller(who): Caller,
     body: Bytes,
 ) -> ApiResult {
-    let user = caller(&state, &headers)?;
+    let user = who.user_id().cloned();
     let body: OpenBody = parse_json(&body)?;
     let key = match &body.idempotency_key {
         Some(k) => {
@@ -57,11 +75,28 @@ pub(super) async fn open(
     };
     let text = body.text.clone().unwrap_or_default();
     let place = match &body.to {
-        None => AgentPlace::Web(
-            ChatId::new(key.as_str()).map_err(|e| ApiError::invalid(e.to_string()))?,
-        ),
+        None => AgentPlace::Web {
+            chat: ChatId::new(key.as_str()).map_err(|e| ApiError::invalid(e.to_string()))?,
+            owner: None,
+        },
         Some(to) => match (to.get("web"), to.get("channel")) {
-            (Some(Value::String(web)), None) => AgentPlace::Web(chat_id(web)?),
+            (Some(Value::String(web)), None) => {
+                let owner = match to.get("user") {
+                    None => None,
+                    Some(Value::String(u)) if state.principals.is_user(u) => {
+                        Some(frogbot_core::model::UserId::new(u.as_str()))
+                    }
+                    Some(_) => {
+                        return Err(ApiError::invalid(
+                            "`user` of a web target is the id of one of [[users]]",
+                        ));
+                    }
+                };
+                AgentPlace::Web {
+                    chat: chat_id(web)?,
+                    owner,
+                }
+            }
             (None, Some(Value::String(platform))) => {
                 let place = match (to.get("thread"), to.get("user")) {
                     (Some(Value::String(t)), None) if !t.is_empty() => {
@@ -88,11 +123,23 @@ pub(super) async fn open(
             }
             _ => {
                 return Err(ApiError::invalid(
-                    "`to` is {\"web\": CHAT} or {\"channel\": P, \"thread\"|\"user\": …}",
+                    "`to` is {\"web\": CHAT, \"user\"?: USER} or {\"channel\": P, \"thread\"|\"user\": …}",
                 ));
             }
         },
     };
+    let target = match &place {
+        AgentPlace::Web { owner, .. } => Target::Web {
+            for_user: owner.as_ref(),
+        },
+        AgentPlace::Channel { platform, place } => Target::Platform {
+            platform,
+            id: match place {
+                ChannelTarget::Thread(t) | ChannelTarget::User(t) => t,
+            },
+        },
+    };
+    decide(&state.policy, &who, Action::OpenAgentChat(target))?;
     let row = state
         .engine
         .open_agent_chat(user.as_ref(), place, &text, &key)
@@ -124,13 +171,14 @@ pub(super) struct SendBody {
 /// `POST /api/chats/{id}/agent-messages`: 201 with the message (`id` makes it idempotent).
 pub(super) async fn send(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    Caller(who): Caller,
     Path(raw): Path<String>,
     body: Bytes,
 ) -> ApiResult {
     let chat = chat_id(&raw)?;
     let err = |e: ApiError| e.with_chat(&chat);
-    let user = caller(&state, &headers).map_err(err)?;
+    let user = who.user_id().cloned();
+    agent_chat(&state, &chat, &who).await.map_err(err)?;
     let body: SendBody = parse_json(&body).map_err(err)?;
     let blocks = blocks_of(body.blocks.as_ref())
         .map_err(err)?
@@ -170,13 +218,14 @@ pub(super) struct EditBody {
 /// `PATCH /api/chats/{id}/agent-messages/{message}`: new content, or `{"block": {"id", …}}`.
 pub(super) async fn edit(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    Caller(who): Caller,
     Path((raw, message)): Path<(String, String)>,
     body: Bytes,
 ) -> ApiResult {
     let chat = chat_id(&raw)?;
     let err = |e: ApiError| e.with_chat(&chat);
-    let user = caller(&state, &headers).map_err(err)?;
+    let user = who.user_id().cloned();
+    agent_chat(&state, &chat, &who).await.map_err(err)?;
     let body: EditBody = parse_json(&body).map_err(err)?;
     let edit = match body.block {
         Some(block) => {
@@ -219,12 +268,13 @@ pub(super) async fn edit(
 /// withdrawn).
 pub(super) async fn delete(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    Caller(who): Caller,
     Path((raw, message)): Path<(String, String)>,
 ) -> ApiResult {
     let chat = chat_id(&raw)?;
     let err = |e: ApiError| e.with_chat(&chat);
-    let user = caller(&state, &headers).map_err(err)?;
+    let user = who.user_id().cloned();
+    agent_chat(&state, &chat, &who).await.map_err(err)?;
     state
         .engine
         .agent_delete(&chat, user.as_ref(), &message)
@@ -242,13 +292,14 @@ pub(super) struct PinBody {
 /// `PUT /api/chats/{id}/pins/{key}` `{"messageId"}`: the message pinned under the key.
 pub(super) async fn pin(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    Caller(who): Caller,
     Path((raw, key)): Path<(String, String)>,
     body: Bytes,
 ) -> ApiResult {
     let chat = chat_id(&raw)?;
     let err = |e: ApiError| e.with_chat(&chat);
-    let user = caller(&state, &headers).map_err(err)?;
+    let user = who.user_id().cloned();
+    agent_chat(&state, &chat, &who).await.map_err(err)?;
     let body: PinBody = parse_json(&body).map_err(err)?;
     let m = state
         .engine
@@ -261,12 +312,13 @@ pub(super) async fn pin(
 /// `DELETE /api/chats/{id}/pins/{key}`: 204; the message returns to the thread.
 pub(super) async fn unpin(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    Caller(who): Caller,
     Path((raw, key)): Path<(String, String)>,
 ) -> ApiResult {
     let chat = chat_id(&raw)?;
     let err = |e: ApiError| e.with_chat(&chat);
-    let user = caller(&state, &headers).map_err(err)?;
+    let user = who.user_id().cloned();
+    agent_chat(&state, &chat, &who).await.map_err(err)?;
     state
         .engine
         .agent_pin(&chat, user.as_ref(), &key, None)
@@ -290,10 +342,11 @@ pub(super) struct InboxQuery {
 /// messages and block events, oldest first, each returned once and marked Seen.
 pub(super) async fn inbox(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    Caller(who): Caller,
     Query(q): Query<InboxQuery>,
 ) -> ApiResult {
-    let user = caller(&state, &headers)?;
+    decide(&state.policy, &who, Action::ReadInbox)?;
+    let user = who.user_id().cloned();
     let chat = q.chat_id.as_deref().map(chat_id).transpose()?;
     let wait = Duration::from_secs(q.wait.unwrap_or(0).min(MAX_INBOX_WAIT_SECONDS));
     let limit = q.limit.unwrap_or(50).clamp(1, 500);
@@ -313,13 +366,14 @@ pub(super) struct AckBody {
 /// `POST /api/chats/{id}/messages/{message}/ack` `{"state": "working" | "done"}`: 204.
 pub(super) async fn ack(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    Caller(who): Caller,
     Path((raw, message)): Path<(String, String)>,
     body: Bytes,
 ) -> ApiResult {
     let chat = chat_id(&raw)?;
     let err = |e: ApiError| e.with_chat(&chat);
-    let user = caller(&state, &headers).map_err(err)?;
+    let user = who.user_id().cloned();
+    agent_chat(&state, &chat, &who).await.map_err(err)?;
     let body: AckBody = parse_json(&body).map_err(err)?;
     let ack = match body.state.as_str() {
         "working" => Ack::Working,
@@ -350,13 +404,20 @@ pub(super) struct EventBody {
 /// reached the agent's inbox, 409 `stale` when the message, block or button is gone.
 pub(super) async fn event(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    Caller(who): Caller,
     Path(raw): Path<String>,
     body: Bytes,
 ) -> ApiResult {
     let chat = chat_id(&raw)?;
     let err = |e: ApiError| e.with_chat(&chat);
-    let user = caller(&state, &headers).map_err(err)?;
+    let user = who.user_id().cloned();
+    let row = state
+        .engine
+        .chat(&chat)
+        .await
+        .map_err(|e| err(e.into()))?
+        .ok_or_else(|| err(ApiError::not_found(format!("no chat {chat}"))))?;
+    decide(&state.policy, &who, Action::BlockEvent(&ChatView::of(&row))).map_err(err)?;
     let body: EventBody = parse_json(&body).map_err(err)?;
     match state
         .engine

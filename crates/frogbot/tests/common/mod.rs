@@ -33,17 +33,34 @@ impl Drop for Server {
     }
 }
 
-/// The configuration of a test server on `database` (demo model, users alice and bob).
+/// An agent allowed every platform and web chats for any user.
+pub(crate) const AGENT: &str = "deploy-agent-token";
+/// An agent allowed only Slack's channel C0123.
+pub(crate) const NARROW_AGENT: &str = "narrow-agent-token";
+
+/// The configuration of a test server on `database` (demo model, users alice and bob, agents
+/// `deploy` and `narrow`; anonymous callers admitted to the web chat, as the contract's tests
+/// need — see [`config_closed`] for the default with users).
 pub(crate) fn config(database: &str) -> frogbot::Config {
     config_with(database, "")
 }
 
 /// [`config`] with `extra` TOML appended (e.g. `[[models]]`).
 pub(crate) fn config_with(database: &str, extra: &str) -> frogbot::Config {
+    config_text(database, "anonymous = \"chat\"", extra)
+}
+
+/// [`config`] without `anonymous`: with users configured, anonymous callers get nothing.
+pub(crate) fn config_closed(database: &str, extra: &str) -> frogbot::Config {
+    config_text(database, "", extra)
+}
+
+fn config_text(database: &str, top: &str, extra: &str) -> frogbot::Config {
     let text = format!(
         r#"
 listen = "127.0.0.1:0"
 database = "{database}"
+{top}
 
 [[users]]
 id = "alice"
@@ -52,6 +69,16 @@ token = "{ALICE}"
 [[users]]
 id = "bob"
 token = "{BOB}"
+
+[[agents]]
+id = "deploy"
+token = "{AGENT}"
+targets = ["slack:*", "discord:*", "telegram:*", "matrix:*", "web:*"]
+
+[[agents]]
+id = "narrow"
+token = "{NARROW_AGENT}"
+targets = ["slack:C0123"]
 {extra}
 "#
     );
@@ -76,7 +103,11 @@ pub(crate) async fn start(db: &TestDb) -> Server {
 
 /// [`start`] with `extra` TOML in the configuration.
 pub(crate) async fn start_with(db: &TestDb, extra: &str) -> Server {
-    let config = config_with(&db.url, extra);
+    start_config(config_with(&db.url, extra)).await
+}
+
+/// A server on `config`.
+pub(crate) async fn start_config(config: frogbot::Config) -> Server {
     let engine = frogbot::build_engine(&config).await.expect("engine");
     let app = frogbot::app(&config, engine.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")

@@ -9,13 +9,17 @@ import { validateUIMessages } from "ai";
 
 const base = (process.argv[2] || "").replace(/\/$/, "");
 const chatId = process.argv[3] || "";
+// The bearer token of a caller who may read the chat (optional).
+const token = process.argv[4] || "";
 if (!base || !chatId) {
   console.error("usage: node validate-messages.mjs BASE_URL CHAT_ID");
   process.exit(2);
 }
 
 try {
-  const res = await fetch(`${base}/api/chats/${encodeURIComponent(chatId)}`);
+  const res = await fetch(`${base}/api/chats/${encodeURIComponent(chatId)}`, {
+    headers: token ? { Authorization: `Bearer ${token}` } : {},
+  });
   if (!res.ok) throw new Error(`GET: HTTP ${res.status} ${await res.text()}`);
   const chat = await res.json();
   const messages = await validateUIMessages({ messages: chat.messages });

@@ -1,7 +1,9 @@
 // Drives the web chat at `/` in headless Chromium (Debian's /usr/bin/chromium through
 // playwright-core) on a chat an outside agent talks in (the rply messages model).
 //
-//   node web-agent.mjs http://127.0.0.1:PORT CHAT_ID [SCREENSHOT.png]
+//   node web-agent.mjs http://127.0.0.1:PORT CHAT_ID [SCREENSHOT.png] [PERSON_TOKEN]
+//
+// The person is the configured user the agent opened the chat for (its token in the page).
 //
 // The agent is the caller (tests/web_chat.rs): it posted the messages before this starts, and
 // each change it makes while the page is open is asked for with a line `agent: ACTION` on stdout,
@@ -18,6 +20,7 @@ import { chromium } from "playwright-core";
 const base = (process.argv[2] || "").replace(/\/$/, "");
 const chatId = process.argv[3] || "";
 const shot = process.argv[4] || join(process.cwd(), "web-agent.png");
+const personToken = process.argv[5] || "";
 if (!base || !chatId) {
   console.error("usage: node web-agent.mjs BASE_URL CHAT_ID [SCREENSHOT.png]");
   process.exit(2);
@@ -107,6 +110,10 @@ const threadOrder = () =>
 
 await step("open the page", async () => {
   await page.goto(`${base}/#chat=${chatId}`);
+  if (personToken) {
+    await page.evaluate((t) => localStorage.setItem("frogbot.token", t), personToken);
+    await page.reload();
+  }
   await thread("m-blocks").waitFor();
   // Set once: still there at the end means nothing reloaded the page.
   await page.evaluate(() => { window.__loadedOnce = true; });

@@ -725,7 +725,7 @@ impl Channels {
         if !allowed {
             return Ok(StopOutcome::NotDriver);
         }
-        Ok(self.turns.stop(&chat.chat_id, actor.user.as_ref()))
+        Ok(self.turns.stop(&chat.chat_id, actor.user.as_ref(), false))
     }
 
     /// The thread's earlier messages as `name: text` lines, oldest first, at most
@@ -857,7 +857,7 @@ impl Channels {
             });
         }
         if is_stop_word(&message.text) {
-            match self.turns.stop(&chat_id, actor.user.as_ref()) {
+            match self.turns.stop(&chat_id, actor.user.as_ref(), false) {
                 StopOutcome::Stopping => return Ok(ChannelMessageOutcome::Stopped),
                 StopOutcome::NotDriver => {
                     if let Some(o) = &outbox {

@@ -685,11 +685,14 @@ impl Turns {
 
     /// Stops the running turn of `chat` in this process when `by` drives it (a turn without a
     /// driver may be stopped by anyone who may write the chat).
-    pub(crate) fn stop(&self, chat: &ChatId, by: Option<&UserId>) -> StopOutcome {
+    pub(crate) fn stop(&self, chat: &ChatId, by: Option<&UserId>, exact: bool) -> StopOutcome {
         let halts = self.halts.lock().expect("halts");
         match halts.get(chat) {
             None => StopOutcome::NotRunning,
-            Some(h) if h.driver.is_some() && h.driver.as_ref() != by => StopOutcome::NotDriver,
+            // `exact`: only the driver, and a turn without one only by an anonymous caller.
+            Some(h) if (exact || h.driver.is_some()) && h.driver.as_ref() != by => {
+                StopOutcome::NotDriver
+            }
             Some(h) => {
                 h.token.cancel();
                 StopOutcome::Stopping
