@@ -282,6 +282,12 @@ impl GuardedClient {
                 policy.schemes
             )));
         }
+        // reqwest (without a provider of its own) panics building a client with none installed.
+        if rustls::crypto::CryptoProvider::get_default().is_none() {
+            return Err(FetchError::Policy(
+                "no TLS crypto provider is installed (rustls::crypto::ring::default_provider().install_default())".into(),
+            ));
+        }
         let mut builder = reqwest::Client::builder()
             // Redirects are followed by `get`, each one checked.
             .redirect(reqwest::redirect::Policy::none())
@@ -594,6 +600,7 @@ mod tests {
 
     #[test]
     fn a_policy_with_another_scheme_is_refused() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let bad = FetchPolicy {
             schemes: vec!["file".into()],
             ..FetchPolicy::default()
