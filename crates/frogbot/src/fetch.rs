@@ -51,13 +51,16 @@ impl FetchLimits {
     }
 }
 
+/// A turn: its chat and its reply's message id.
+type TurnKey = (String, String);
+
 /// The `fetch_url` tool.
 #[derive(Debug)]
 pub struct FetchUrl {
     client: GuardedClient,
     limits: FetchLimits,
     /// (chat, reply message id) → the turn's calls, newest turn last.
-    turns: Mutex<VecDeque<((String, String), Arc<FetchBudget>)>>,
+    turns: Mutex<VecDeque<(TurnKey, Arc<FetchBudget>)>>,
 }
 
 impl FetchUrl {
