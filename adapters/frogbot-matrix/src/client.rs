@@ -194,14 +194,15 @@ pub trait MatrixApi: Send + Sync {
     /// and recorded in `m.direct`. An unknown user is an error, and no room is made.
     async fn dm_room(&self, user: &UserId) -> Result<OwnedRoomId, Error>;
 
-    /// Fetches the image at the http(s) `url` (at most [`MAX_IMAGE_BYTES`], within
-    /// [`IMAGE_TIMEOUT`], an `image/*` content type) and uploads it to the media repository
-    /// (`POST /_matrix/media/v3/upload`): its `mxc://` URI, type and size. By default: refused
-    /// (the image is shown as a link).
-    async fn upload_image(&self, url: &str) -> Result<UploadedImage, Error> {
+    /// Uploads `data` of type `mimetype` to the media repository
+    /// (`POST /_matrix/media/v3/upload`): its `mxc://` URI, type and size. The outbox fetches an
+    /// image block's URL first, with [`fetch_image`]. By default: refused (the image is shown as
+    /// a link).
+    async fn upload_media(&self, mimetype: &str, data: Vec<u8>) -> Result<UploadedImage, Error> {
+        let _ = data;
         Err(Error::Api {
             call: "upload",
-            message: format!("this client uploads no images ({url})"),
+            message: format!("this client uploads no media ({mimetype})"),
         })
     }
 
@@ -256,61 +257,49 @@ pub struct UploadedImage {
     pub size: usize,
 }
 
-/// Fetches the image at `url` with `http` (see [`MatrixApi::upload_image`]).
+/// The policy images are fetched with by default: public addresses only (see
+/// [`frogbot_net::is_forbidden`]), at most [`MAX_IMAGE_BYTES`], within [`IMAGE_TIMEOUT`], no
+/// proxy.
+pub fn image_policy() -> frogbot_net::FetchPolicy {
+    frogbot_net::FetchPolicy {
+        max_bytes: MAX_IMAGE_BYTES,
+        timeout: IMAGE_TIMEOUT,
+        user_agent: concat!("FrogBot/", env!("CARGO_PKG_VERSION"), " (matrix images)").into(),
+        ..frogbot_net::FetchPolicy::default()
+    }
+}
+
+/// Fetches the image at the http(s) `url` with the guarded client `http` (its policy's limits:
+/// by default [`image_policy`]): its content type (`image/*`, else refused) and bytes. A
+/// private address, a body past the size limit, an answer other than a success: an error.
 pub async fn fetch_image(
-    http: &matrix_sdk::reqwest::Client,
+    http: &frogbot_net::GuardedClient,
     url: &str,
 ) -> Result<(String, Vec<u8>), Error> {
     let api = |message: String| Error::Api {
         call: "fetch_image",
         message,
     };
-    let lower = url.to_ascii_lowercase();
-    if !(lower.starts_with("http://") || lower.starts_with("https://")) {
-        return Err(api(format!("not an http(s) URL: {url}")));
-    }
     let mut response = http
         .get(url)
-        .timeout(IMAGE_TIMEOUT)
-        .send()
         .await
-        .map_err(|e| api(format!("{url}: {e}")))?;
-    if !response.status().is_success() {
-        return Err(api(format!("{url} answered {}", response.status())));
-    }
+        .and_then(|r| r.error_for_status())
+        .map_err(|e| api(e.to_string()))?;
     let mimetype = response
-        .headers()
-        .get("content-type")
-        .and_then(|v| v.to_str().ok())
-        .map(|v| {
-            v.split(';')
-                .next()
-                .unwrap_or_default()
-                .trim()
-                .to_ascii_lowercase()
-        })
-        .unwrap_or_default();
+        .content_type()
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
     if !mimetype.starts_with("image/") {
         return Err(api(format!("{url} is not an image ({mimetype:?})")));
     }
-    if response
-        .content_length()
-        .is_some_and(|n| n > MAX_IMAGE_BYTES as u64)
-    {
-        return Err(api(format!("{url} is larger than {MAX_IMAGE_BYTES} bytes")));
-    }
-    let mut data = Vec::new();
-    while let Some(chunk) = response
-        .chunk()
+    let body = response
+        .read_body(frogbot_net::Oversize::Refuse)
         .await
-        .map_err(|e| api(format!("{url}: {e}")))?
-    {
-        data.extend_from_slice(&chunk);
-        if data.len() > MAX_IMAGE_BYTES {
-            return Err(api(format!("{url} is larger than {MAX_IMAGE_BYTES} bytes")));
-        }
-    }
-    Ok((mimetype, data))
+        .map_err(|e| api(e.to_string()))?;
+    Ok((mimetype, body.bytes))
 }
 
 #[async_trait]
@@ -476,11 +465,11 @@ impl MatrixApi for matrix_sdk::Client {
         Ok(id)
     }
 
-    /// [`fetch_image`] with the client's own HTTP client, then `POST /_matrix/media/v3/upload`.
-    async fn upload_image(&self, url: &str) -> Result<UploadedImage, Error> {
+    /// `POST /_matrix/media/v3/upload`.
+    async fn upload_media(&self, mimetype: &str, data: Vec<u8>) -> Result<UploadedImage, Error> {
         use matrix_sdk::ruma::api::client::media::create_content;
-        let (mimetype, data) = fetch_image(self.http_client(), url).await?;
         let size = data.len();
+        let mimetype = mimetype.to_owned();
         let mut request = create_content::v3::Request::new(data);
         request.content_type = Some(mimetype.clone());
         let response = self
@@ -656,8 +645,8 @@ impl<A: MatrixApi + ?Sized> MatrixApi for std::sync::Arc<A> {
         (**self).dm_room(user).await
     }
 
-    async fn upload_image(&self, url: &str) -> Result<UploadedImage, Error> {
-        (**self).upload_image(url).await
+    async fn upload_media(&self, mimetype: &str, data: Vec<u8>) -> Result<UploadedImage, Error> {
+        (**self).upload_media(mimetype, data).await
     }
 
     async fn annotations(&self, room: &RoomId, event: &EventId) -> Result<Vec<Value>, Error> {

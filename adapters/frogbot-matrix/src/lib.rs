@@ -15,9 +15,10 @@
 //! `m.text` messages in the thread (`body` plain text / Markdown, `formatted_body` HTML: tables as
 //! `<table>`, code as `<pre><code class="language-x">`, fields as `<strong>key:</strong> value`,
 //! progress as a text bar, an app as its name with "open it in the web chat", an unknown type as
-//! the "update FrogBot" placeholder), packed within the event limit; each image fetched (at most
-//! 8 MiB, 20 s) and uploaded to the media repository as an `m.image` (a link saying it could not
-//! be shown otherwise). Event buttons are reactions the bot places, one annotation key per button
+//! the "update FrogBot" placeholder), packed within the event limit; each image fetched with
+//! `frogbot_net`'s guarded client (public addresses only unless `channel::Config::image_policy`
+//! says otherwise, at most 8 MiB, 20 s) and uploaded to the media repository as an `m.image` (a
+//! link saying it could not be shown otherwise: a refused or failed fetch is no lost message). Event buttons are reactions the bot places, one annotation key per button
 //! (`Retry #4.0`: [`ids::event_key`]); a person's reaction with that key is the click. Edits are
 //! `m.replace`, deletions redactions, pins a read-modify-write of `m.room.pinned_events`.
 //!

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use frogbot_core::agent::{ChannelOutbox, Delivery};
 use frogbot_matrix::channel::MatrixOutbox;
+use frogbot_matrix::client::image_policy;
 use frogbot_matrix::convert::{Incoming, classify};
 use frogbot_matrix::format::MAX_TEXT_BYTES;
 use frogbot_matrix::ids::event_key_indexes;
@@ -18,6 +19,7 @@ use frogbot_matrix::testing::{FakeHomeserver, MAX_EVENT_BYTES};
 use frogbot_model::blocks::{Block, UNKNOWN_BLOCK_TEXT};
 use frogbot_model::faults::{Fault, FaultPlan};
 use frogbot_model::{Thread, UiMessage};
+use frogbot_net::FetchPolicy;
 use matrix_sdk::Client;
 use matrix_sdk::ruma::events::AnySyncTimelineEvent;
 use matrix_sdk::ruma::serde::Raw;
@@ -60,6 +62,13 @@ struct Env {
 }
 
 async fn env() -> Env {
+    env_with(true).await
+}
+
+/// The environment; its test image host is on loopback: `private_images` lets the outbox
+/// fetch from it.
+async fn env_with(private_images: bool) -> Env {
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let fake = FakeHomeserver::start().await;
     let alice = OwnedUserId::try_from("@alice:fake.test").unwrap();
     let room = fake.create_room(&[&alice]);
@@ -69,7 +78,10 @@ async fn env() -> Env {
         "m.room.message",
         json!({"msgtype": "m.text", "body": "status please"}),
     );
-    let outbox = MatrixOutbox::new(fake.client().await);
+    let outbox = MatrixOutbox::new(fake.client().await).with_image_policy(FetchPolicy {
+        allow_private: private_images,
+        ..image_policy()
+    });
     let thread = Thread {
         id: format!("{room}|{root}"),
         platform: "matrix".into(),
@@ -538,4 +550,86 @@ async fn a_persons_reaction_with_a_button_key_is_an_event_click() {
         convert("1\u{fe0f}\u{20e3}"),
         Some(Incoming::Action(_))
     ));
+}
+
+/// A local server counting its requests, answering every path with a small PNG.
+async fn secret_server() -> (u16, Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let hits = Arc::new(AtomicUsize::new(0));
+    let counted = hits.clone();
+    let app = axum::Router::new().fallback(move || {
+        let hits = counted.clone();
+        async move {
+            hits.fetch_add(1, Ordering::SeqCst);
+            (
+                [("content-type", "image/png")],
+                b"\x89PNG\r\n\x1a\nsecret".to_vec(),
+            )
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (port, hits)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_image_on_a_private_address_is_not_fetched_but_the_message_is_delivered() {
+    use std::sync::atomic::Ordering;
+    // The outbox as `frogbot serve` makes it: public addresses only.
+    let env = env_with(false).await;
+    let (port, hits) = secret_server().await;
+    let m = message(
+        Some("Report"),
+        "Here is the chart.",
+        json!([{"type": "image", "url": format!("http://127.0.0.1:{port}/secret"), "alt": "chart"},
+               {"type": "image", "url": format!("http://localhost:{port}/secret"), "alt": ""},
+               {"type": "image", "url": format!("http://[::ffff:127.0.0.1]:{port}/secret"), "alt": "v6"}]),
+    );
+    let ids = env
+        .outbox
+        .post_message(&env.thread, &m, &Delivery::new("d:private"))
+        .await
+        .unwrap();
+    assert_eq!(
+        hits.load(Ordering::SeqCst),
+        0,
+        "the private server was fetched"
+    );
+    assert!(env.fake.uploads().is_empty(), "{:?}", env.fake.uploads());
+    // The text, and each image as a link.
+    assert_eq!(ids.len(), 4, "{ids:?}");
+    assert!(
+        env.event(&ids[0])["content"]["body"]
+            .as_str()
+            .unwrap()
+            .contains("Here is the chart."),
+    );
+    for id in &ids[1..] {
+        let c = &env.event(id)["content"];
+        assert_eq!(c["msgtype"], "m.text", "{c}");
+        assert!(
+            c["body"]
+                .as_str()
+                .unwrap()
+                .contains("could not be shown here"),
+            "{c}"
+        );
+        assert!(c["body"].as_str().unwrap().contains("/secret"), "{c}");
+    }
+    assert!(
+        env.fake
+            .sent()
+            .iter()
+            .all(|e| e["content"]["msgtype"] != "m.image"),
+        "an m.image was sent"
+    );
+    // The same server is fetched when private addresses are allowed (the test's own check).
+    let env = env_with(true).await;
+    env.outbox
+        .post_message(&env.thread, &m, &Delivery::new("d:allowed"))
+        .await
+        .unwrap();
+    assert_eq!(hits.load(Ordering::SeqCst), 3);
+    assert_eq!(env.fake.uploads().len(), 3);
 }

@@ -120,6 +120,8 @@ impl Bot {
         );
         config.sync_timeline_limit = timeline_limit;
         config.allow = allow;
+        // The test image host (a fake homeserver) is on loopback.
+        config.image_policy.allow_private = true;
         let channel = connect(config).await.unwrap();
         let engine =
             frogbot_testkit::engine_with(db.clone(), model()).with_channel(channel.channel());

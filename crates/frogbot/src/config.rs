@@ -483,9 +483,24 @@ pub struct ToolsConfig {
     #[serde(default = "default_fetch_timeout")]
     pub fetch_timeout_seconds: u64,
     /// Whether `fetch_url` may reach private addresses (loopback, LAN, link-local: cloud metadata
-    /// endpoints among them). Off by default.
+    /// endpoints among them; the whole list is `frogbot_net::is_forbidden`'s). Off by default.
     #[serde(default)]
     pub fetch_private: bool,
+    /// The most `fetch_url` calls in one turn (one reply of the agent): the next ones are
+    /// refused with an error result the model reads, and a new turn starts again from none.
+    /// 10 by default; 1 to 1000.
+    #[serde(default = "default_fetch_url_max_per_turn")]
+    pub fetch_url_max_per_turn: usize,
+    /// An http(s) proxy every `fetch_url` request goes through (`http://proxy.internal:3128`).
+    /// Unset by default: no proxy at all, whatever `HTTP_PROXY`/`HTTPS_PROXY`/`ALL_PROXY` say.
+    /// With one, the target's name is still resolved and checked here first (the proxy resolves
+    /// it again).
+    #[serde(default)]
+    pub fetch_proxy: Option<String>,
+}
+
+fn default_fetch_url_max_per_turn() -> usize {
+    10
 }
 
 fn default_fetch_max_bytes() -> usize {
@@ -643,6 +658,19 @@ impl Config {
                 "tools.fetch_timeout_seconds",
                 "must be from 1 to 600".into(),
             );
+        }
+        if !(1..=1_000).contains(&self.tools.fetch_url_max_per_turn) {
+            return bad(
+                "tools.fetch_url_max_per_turn",
+                "must be from 1 to 1000".into(),
+            );
+        }
+        if let Some(proxy) = &self.tools.fetch_proxy {
+            match url::Url::parse(proxy) {
+                Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {}
+                Ok(_) => return bad("tools.fetch_proxy", "must be an http(s) URL".into()),
+                Err(e) => return bad("tools.fetch_proxy", format!("not a URL: {e}")),
+            }
         }
         self.validate_mcp()?;
         for (key, value) in [
@@ -1059,6 +1087,34 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("unknown field `fetch`"), "{e}");
+    }
+
+    #[test]
+    fn fetch_url_cap_and_proxy_are_checked() {
+        let c = Config::parse("").unwrap();
+        assert_eq!(c.tools.fetch_url_max_per_turn, 10);
+        assert!(c.tools.fetch_proxy.is_none());
+        let ok = Config::parse(
+            "[tools]\nfetch_url_max_per_turn = 3\nfetch_proxy = \"http://127.0.0.1:3128\"",
+        )
+        .unwrap();
+        ok.validate().unwrap();
+        assert_eq!(ok.tools.fetch_url_max_per_turn, 3);
+        for (text, key) in [
+            ("fetch_url_max_per_turn = 0", "tools.fetch_url_max_per_turn"),
+            (
+                "fetch_proxy = \"socks5://127.0.0.1:1080\"",
+                "tools.fetch_proxy",
+            ),
+            ("fetch_proxy = \"not a url\"", "tools.fetch_proxy"),
+        ] {
+            let e = Config::parse(&format!("[tools]\n{text}"))
+                .unwrap()
+                .validate()
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(key), "{text}: {e}");
+        }
     }
 
     #[test]

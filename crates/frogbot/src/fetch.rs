@@ -1,22 +1,25 @@
 //! The built-in `fetch_url` tool (`[tools] fetch_url`): an HTTP GET of a web page for the agent,
-//! within a size and a time limit, never to a private address (loopback, private, link-local,
-//! unique-local, carrier-grade NAT, unspecified, multicast) unless `fetch_private = true` — a
-//! host's every resolved address is checked by the client's resolver (so a name that resolves to
-//! one is refused at connect, redirects included), and a literal address in the URL before the
-//! request and at each redirect.
+//! through [`frogbot_net::GuardedClient`]: within a size and a time limit, never to a private
+//! address ([`frogbot_net::is_forbidden`]: loopback, private, link-local, CGNAT, documentation,
+//! multicast, reserved, and the IPv6 forms carrying one) unless `fetch_private = true`, never
+//! through the environment's proxy (only `fetch_proxy`, when set), and at most
+//! `fetch_url_max_per_turn` calls in one turn.
 
-use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use frogbot_core::BoxError;
 use frogbot_core::agent::{Tool, ToolContext, ToolSpec};
-use futures::StreamExt;
+use frogbot_net::{FetchBudget, FetchPolicy, GuardedClient, Oversize, Url};
 use serde_json::{Value, json};
 
 /// The tool's name.
 pub const FETCH_URL_TOOL: &str = "fetch_url";
+
+/// How many turns' call counts are kept (the oldest forgotten first): far more than run at once.
+const TURNS_KEPT: usize = 1024;
 
 /// `fetch_url`'s limits.
 #[derive(Clone, Debug)]
@@ -27,155 +30,73 @@ pub struct FetchLimits {
     pub timeout: Duration,
     /// Whether private addresses may be fetched.
     pub allow_private: bool,
+    /// The most calls in one turn (one reply of the agent); the next ones are refused.
+    pub max_per_turn: usize,
+    /// The proxy every fetch goes through (`None`: none; the environment's are never used).
+    pub proxy: Option<Url>,
 }
 
-/// Whether `ip` is one `fetch_url` refuses by default: not a public unicast address.
-pub fn is_private(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => {
-            let [a, b, ..] = v4.octets();
-            v4.is_loopback()
-                || v4.is_private()
-                || v4.is_link_local()
-                || v4.is_unspecified()
-                || v4.is_multicast()
-                || v4.is_broadcast()
-                || v4.is_documentation()
-                || a == 0
-                // Carrier-grade NAT 100.64.0.0/10, and 192.0.0.0/24 (IETF protocol assignments).
-                || (a == 100 && (64..128).contains(&b))
-                || (a == 192 && b == 0 && v4.octets()[2] == 0)
-        }
-        IpAddr::V6(v6) => {
-            if let Some(v4) = v6.to_ipv4_mapped() {
-                return is_private(IpAddr::V4(v4));
-            }
-            v6.is_loopback()
-                || v6.is_unspecified()
-                || v6.is_multicast()
-                || v6.is_unique_local()
-                || v6.is_unicast_link_local()
+impl FetchLimits {
+    /// The guarded client's policy for these limits.
+    fn policy(&self) -> FetchPolicy {
+        FetchPolicy {
+            allow_private: self.allow_private,
+            max_bytes: self.max_bytes,
+            timeout: self.timeout,
+            max_redirects: 5,
+            proxy: self.proxy.clone(),
+            user_agent: concat!("FrogBot/", env!("CARGO_PKG_VERSION"), " (fetch_url)").into(),
+            ..FetchPolicy::default()
         }
     }
 }
 
-/// A resolver that drops private addresses (all of them gone: the name cannot be fetched).
-struct PublicOnly;
-
-impl reqwest::dns::Resolve for PublicOnly {
-    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
-        Box::pin(async move {
-            let host = name.as_str().to_owned();
-            let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0))
-                .await?
-                .filter(|a| !is_private(a.ip()))
-                .collect();
-            if addrs.is_empty() {
-                return Err(format!("{host} resolves to no public address").into());
-            }
-            Ok(Box::new(addrs.into_iter()) as reqwest::dns::Addrs)
-        })
-    }
-}
-
-/// Whether `url` may be fetched as written: http(s), and no literal private address.
-fn check_url(url: &reqwest::Url, allow_private: bool) -> Result<(), String> {
-    if !matches!(url.scheme(), "http" | "https") {
-        return Err(format!(
-            "only http and https URLs are fetched, not {}",
-            url.scheme()
-        ));
-    }
-    let ip = match url.host() {
-        Some(url::Host::Ipv4(ip)) => Some(IpAddr::V4(ip)),
-        Some(url::Host::Ipv6(ip)) => Some(IpAddr::V6(ip)),
-        Some(url::Host::Domain(_)) => None,
-        None => return Err("the URL has no host".into()),
-    };
-    if !allow_private && ip.is_some_and(is_private) {
-        return Err(format!("{url} is a private address, which is not fetched"));
-    }
-    Ok(())
-}
+/// A turn: its chat and its reply's message id.
+type TurnKey = (String, String);
 
 /// The `fetch_url` tool.
 #[derive(Debug)]
 pub struct FetchUrl {
-    client: reqwest::Client,
+    client: GuardedClient,
     limits: FetchLimits,
+    /// (chat, reply message id) → the turn's calls, newest turn last.
+    turns: Mutex<VecDeque<(TurnKey, Arc<FetchBudget>)>>,
 }
 
 impl FetchUrl {
     /// The tool with `limits`.
-    pub fn tool(limits: FetchLimits) -> Result<Arc<dyn Tool>, reqwest::Error> {
-        let allow_private = limits.allow_private;
-        let redirects = reqwest::redirect::Policy::custom(move |attempt| {
-            if attempt.previous().len() >= 5 {
-                return attempt.error("more than 5 redirects");
-            }
-            match check_url(attempt.url(), allow_private) {
-                Ok(()) => attempt.follow(),
-                Err(e) => attempt.error(e),
-            }
-        });
-        let mut builder = reqwest::Client::builder()
-            .redirect(redirects)
-            .timeout(limits.timeout)
-            .user_agent(concat!(
-                "FrogBot/",
-                env!("CARGO_PKG_VERSION"),
-                " (fetch_url)"
-            ));
-        if !allow_private {
-            builder = builder.dns_resolver(Arc::new(PublicOnly));
-        }
+    pub fn tool(limits: FetchLimits) -> Result<Arc<dyn Tool>, frogbot_net::FetchError> {
         Ok(Arc::new(Self {
-            client: builder.build()?,
+            client: GuardedClient::new(limits.policy())?,
             limits,
+            turns: Mutex::new(VecDeque::new()),
         }))
     }
 
-    async fn fetch(&self, url: &str) -> Result<Value, BoxError> {
-        let url = reqwest::Url::parse(url).map_err(|e| format!("not a URL: {e}"))?;
-        check_url(&url, self.limits.allow_private)?;
-        let response = self.client.get(url.clone()).send().await.map_err(|e| {
-            // The cause says why (a refused address, a timeout, a redirect loop).
-            let mut text = e.to_string();
-            let mut source = std::error::Error::source(&e);
-            while let Some(s) = source {
-                text = format!("{text}: {s}");
-                source = s.source();
-            }
-            format!("fetching {url} failed: {text}")
-        })?;
-        let status = response.status().as_u16();
-        let final_url = response.url().to_string();
-        let content_type = response
-            .headers()
-            .get(reqwest::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .to_owned();
-        let mut body = Vec::new();
-        let mut truncated = false;
-        let mut stream = response.bytes_stream();
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|e| format!("reading {url} failed: {e}"))?;
-            let room = self.limits.max_bytes - body.len();
-            if chunk.len() > room {
-                body.extend_from_slice(&chunk[..room]);
-                truncated = true;
-                break;
-            }
-            body.extend_from_slice(&chunk);
+    /// The call budget of the turn `ctx` is part of.
+    fn budget(&self, ctx: &ToolContext) -> Arc<FetchBudget> {
+        let key = (ctx.chat_id.to_string(), ctx.message_id.clone());
+        let mut turns = self.turns.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, b)) = turns.iter().find(|(k, _)| *k == key) {
+            return b.clone();
         }
-        let text = String::from_utf8_lossy(&body).into_owned();
+        if turns.len() >= TURNS_KEPT {
+            turns.pop_front();
+        }
+        let budget = Arc::new(FetchBudget::new(self.limits.max_per_turn));
+        turns.push_back((key, budget.clone()));
+        budget
+    }
+
+    async fn fetch(&self, url: &str) -> Result<Value, BoxError> {
+        let (response, body) = self.client.get_body(url, Oversize::Truncate).await?;
+        let text = String::from_utf8_lossy(&body.bytes).into_owned();
         Ok(json!({
-            "url": final_url,
-            "status": status,
-            "contentType": content_type,
+            "url": response.url().to_string(),
+            "status": response.status(),
+            "contentType": response.content_type(),
             "text": text,
-            "truncated": truncated,
+            "truncated": body.truncated,
         }))
     }
 }
@@ -205,6 +126,14 @@ impl Tool for FetchUrl {
             .and_then(Value::as_str)
             .ok_or("url is required")?
             .to_owned();
+        if let Err(e) = self.budget(&ctx).try_take() {
+            return Err(format!(
+                "{FETCH_URL_TOOL} was called {} times in this turn; the limit is {} (answer with \
+                 what was fetched already)",
+                e.attempted, e.max
+            )
+            .into());
+        }
         let span = tracing::info_span!("fetch_url", chat_id = %ctx.chat_id, tool_call_id = %ctx.tool_call_id);
         tracing::Instrument::instrument(self.fetch(&url), span).await
     }
@@ -213,45 +142,60 @@ impl Tool for FetchUrl {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use frogbot_core::model::ChatId;
 
-    #[test]
-    fn private_addresses_are_known() {
-        for ip in [
-            "127.0.0.1",
-            "10.1.2.3",
-            "172.16.0.1",
-            "192.168.1.1",
-            "169.254.169.254",
-            "100.64.0.1",
-            "0.0.0.0",
-            "224.0.0.1",
-            "::1",
-            "::",
-            "fd00::1",
-            "fe80::1",
-            "::ffff:127.0.0.1",
-            "::ffff:10.0.0.1",
-        ] {
-            assert!(is_private(ip.parse().unwrap()), "{ip}");
+    fn limits(max_per_turn: usize) -> FetchLimits {
+        FetchLimits {
+            max_bytes: 1_000,
+            timeout: Duration::from_secs(1),
+            allow_private: false,
+            max_per_turn,
+            proxy: None,
         }
-        for ip in [
-            "1.1.1.1",
-            "93.184.216.34",
-            "2606:4700:4700::1111",
-            "::ffff:8.8.8.8",
-        ] {
-            assert!(!is_private(ip.parse().unwrap()), "{ip}");
+    }
+
+    fn ctx(chat: &str, message: &str) -> ToolContext {
+        ToolContext {
+            chat_id: ChatId::new(chat).unwrap(),
+            driver: None,
+            tool_call_id: "c".into(),
+            message_id: message.into(),
         }
     }
 
     #[test]
     fn urls_are_checked_before_any_request() {
-        let u = |s: &str| reqwest::Url::parse(s).unwrap();
-        assert!(check_url(&u("https://example.com/x"), false).is_ok());
-        assert!(check_url(&u("http://127.0.0.1:8787/"), false).is_err());
-        assert!(check_url(&u("http://[::1]/"), false).is_err());
-        assert!(check_url(&u("http://127.0.0.1:8787/"), true).is_ok());
-        assert!(check_url(&u("file:///etc/passwd"), true).is_err());
-        assert!(check_url(&u("ftp://example.com/"), false).is_err());
+        let policy = limits(1).policy();
+        let u = |s: &str| Url::parse(s).unwrap();
+        assert!(policy.check_url(&u("https://example.com/x")).is_ok());
+        assert!(policy.check_url(&u("http://127.0.0.1:8787/")).is_err());
+        assert!(policy.check_url(&u("http://[::1]/")).is_err());
+        let private = FetchLimits {
+            allow_private: true,
+            ..limits(1)
+        }
+        .policy();
+        assert!(private.check_url(&u("http://127.0.0.1:8787/")).is_ok());
+        assert!(private.check_url(&u("file:///etc/passwd")).is_err());
+        assert!(policy.check_url(&u("ftp://example.com/")).is_err());
+    }
+
+    #[test]
+    fn turns_are_counted_apart_and_forgotten_oldest_first() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let tool = FetchUrl {
+            client: GuardedClient::new(limits(2).policy()).unwrap(),
+            limits: limits(2),
+            turns: Mutex::new(VecDeque::new()),
+        };
+        let a = tool.budget(&ctx("c1", "m1"));
+        assert!(Arc::ptr_eq(&a, &tool.budget(&ctx("c1", "m1"))));
+        assert!(!Arc::ptr_eq(&a, &tool.budget(&ctx("c2", "m1"))));
+        assert!(!Arc::ptr_eq(&a, &tool.budget(&ctx("c1", "m2"))));
+        for i in 0..TURNS_KEPT {
+            tool.budget(&ctx("c3", &format!("m{i}")));
+        }
+        assert_eq!(tool.turns.lock().unwrap().len(), TURNS_KEPT);
+        assert!(!Arc::ptr_eq(&a, &tool.budget(&ctx("c1", "m1"))));
     }
 }

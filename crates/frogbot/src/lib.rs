@@ -199,6 +199,13 @@ async fn build_engine_and_store(
                 max_bytes: config.tools.fetch_max_bytes,
                 timeout: std::time::Duration::from_secs(config.tools.fetch_timeout_seconds),
                 allow_private: config.tools.fetch_private,
+                max_per_turn: config.tools.fetch_url_max_per_turn,
+                // Checked in `Config::validate`.
+                proxy: config
+                    .tools
+                    .fetch_proxy
+                    .as_deref()
+                    .and_then(|p| url::Url::parse(p).ok()),
             })
             .map_err(|e| Error::Config(crate::config::ConfigError::key("tools.fetch_url", e)))?,
         );

@@ -1,7 +1,8 @@
 //! The built-in `fetch_url` tool against a real HTTP server on 127.0.0.1: private addresses are
 //! refused by default (a literal one before any request, a name resolving to one at connect),
 //! and when allowed a page is fetched, a big body cut off at the limit, a slow one timed out,
-//! a redirect followed.
+//! a redirect followed; past `max_per_turn` calls in one turn, the next are refused until the
+//! next turn.
 
 use std::time::Duration;
 
@@ -32,23 +33,28 @@ async fn server() -> String {
     format!("127.0.0.1:{port}")
 }
 
-fn ctx() -> ToolContext {
+fn ctx(message_id: &str) -> ToolContext {
     ToolContext {
         chat_id: ChatId::new("fetch").unwrap(),
         driver: None,
         tool_call_id: "call-1".into(),
-        message_id: "msg-1".into(),
+        message_id: message_id.into(),
+    }
+}
+
+fn limits(allow_private: bool, max_bytes: usize) -> FetchLimits {
+    FetchLimits {
+        max_bytes,
+        timeout: Duration::from_secs(2),
+        allow_private,
+        max_per_turn: 10,
+        proxy: None,
     }
 }
 
 async fn fetch(allow_private: bool, max_bytes: usize, url: &str) -> Result<Value, String> {
-    let tool = FetchUrl::tool(FetchLimits {
-        max_bytes,
-        timeout: Duration::from_secs(2),
-        allow_private,
-    })
-    .unwrap();
-    tool.call(json!({"url": url}), ctx())
+    let tool = FetchUrl::tool(limits(allow_private, max_bytes)).unwrap();
+    tool.call(json!({"url": url}), ctx("msg-1"))
         .await
         .map_err(|e| e.to_string())
 }
@@ -70,7 +76,21 @@ async fn private_addresses_are_refused_by_default() {
     let name = fetch(false, 1_000, &format!("http://localhost:{port}/page"))
         .await
         .unwrap_err();
-    assert!(name.contains("no public address"), "{name}");
+    assert!(name.contains("private address"), "{name}");
+    for form in [
+        format!("http://[::ffff:127.0.0.1]:{port}/page"),
+        format!("http://[::127.0.0.1]:{port}/page"),
+        format!("http://2130706433:{port}/page"),
+        format!("http://0x7f.0.0.1:{port}/page"),
+        format!("http://0:{port}/page"),
+        "http://169.254.169.254/latest/meta-data/".into(),
+        "http://[64:ff9b::a9fe:a9fe]/".into(),
+        "http://[2002:a9fe:a9fe::]/".into(),
+        "http://[fec0::1]/".into(),
+    ] {
+        let e = fetch(false, 1_000, &form).await.unwrap_err();
+        assert!(e.contains("private address"), "{form}: {e}");
+    }
     let scheme = fetch(false, 1_000, "file:///etc/passwd").await.unwrap_err();
     assert!(scheme.contains("only http and https"), "{scheme}");
     let bad = fetch(false, 1_000, "not a url").await.unwrap_err();
@@ -114,4 +134,36 @@ async fn pages_are_fetched_within_the_limits_when_private_addresses_are_allowed(
         .await
         .unwrap();
     assert_eq!(missing["status"], 404);
+}
+
+#[tokio::test]
+async fn calls_past_the_limit_of_a_turn_are_refused_until_the_next_turn() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let host = server().await;
+    let tool = FetchUrl::tool(FetchLimits {
+        max_per_turn: 3,
+        ..limits(true, 1_000)
+    })
+    .unwrap();
+    let call = |message: &'static str| {
+        let tool = tool.clone();
+        let url = format!("http://{host}/page");
+        async move {
+            tool.call(json!({"url": url}), ctx(message))
+                .await
+                .map_err(|e| e.to_string())
+        }
+    };
+    for _ in 0..3 {
+        assert_eq!(call("turn-1").await.unwrap()["text"], "hello frog");
+    }
+    let e = call("turn-1").await.unwrap_err();
+    assert!(
+        e.contains("fetch_url was called 4 times in this turn; the limit is 3"),
+        "{e}"
+    );
+    let e = call("turn-1").await.unwrap_err();
+    assert!(e.contains("called 5 times"), "{e}");
+    // A refused call of a turn uses nothing of another's.
+    assert_eq!(call("turn-2").await.unwrap()["status"], 200);
 }

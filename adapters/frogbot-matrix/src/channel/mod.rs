@@ -88,6 +88,10 @@ pub struct Config {
     pub users: BTreeMap<String, String>,
     /// FrogBot user ids let in (empty: everyone).
     pub allow: Vec<String>,
+    /// How image blocks' URLs are fetched before they are uploaded as `m.image`s
+    /// ([`crate::client::image_policy`]: public addresses only, 8 MB, 20 s, no proxy). A refused
+    /// or failed fetch shows the image as a link.
+    pub image_policy: frogbot_net::FetchPolicy,
 }
 
 impl Config {
@@ -110,6 +114,7 @@ impl Config {
             sync_timeline_limit: 100,
             users: BTreeMap::new(),
             allow: Vec::new(),
+            image_policy: crate::client::image_policy(),
         }
     }
 }
@@ -125,6 +130,7 @@ pub struct MatrixAdapter {
     timeline_limit: u32,
     users: BTreeMap<String, String>,
     allow: Vec<String>,
+    image_policy: frogbot_net::FetchPolicy,
 }
 
 fn session_file(store: &Path) -> PathBuf {
@@ -271,6 +277,7 @@ pub async fn connect(config: Config) -> Result<MatrixAdapter, Error> {
             timeline_limit: config.sync_timeline_limit,
             users: config.users,
             allow: config.allow,
+            image_policy: config.image_policy,
         })
     }
     .instrument(span)
@@ -295,7 +302,9 @@ impl MatrixAdapter {
 
     /// The outbox: replies in the thread.
     pub fn outbox(&self) -> Arc<dyn ChannelOutbox> {
-        Arc::new(MatrixOutbox::new(self.client.clone()))
+        Arc::new(
+            MatrixOutbox::new(self.client.clone()).with_image_policy(self.image_policy.clone()),
+        )
     }
 
     fn access(&self) -> Arc<dyn AccessCheck> {

@@ -38,7 +38,7 @@
 //! starting another.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -52,7 +52,9 @@ use frogbot_model::{
 use matrix_sdk::ruma::{EventId, OwnedEventId, OwnedRoomId, RoomAliasId, RoomId, UserId};
 use serde_json::{Value, json};
 
-use crate::client::MatrixApi;
+use frogbot_net::{FetchPolicy, GuardedClient};
+
+use crate::client::{MatrixApi, UploadedImage, fetch_image, image_policy};
 use crate::convert::{parse_user_id, strip_reply_fallback};
 use crate::format::{self, Formatted};
 use crate::ids::{message_id, split_message_id};
@@ -82,6 +84,10 @@ pub struct MatrixOutbox<A> {
     shown: ShownAcks<String, OwnedEventId>,
     /// Held while a DM room is looked up or made: two asks to one person at once make one room.
     dm_lock: tokio::sync::Mutex<()>,
+    /// What image blocks' URLs are fetched with ([`image_policy`] by default).
+    image_policy: FetchPolicy,
+    /// The guarded client for image blocks, made at the first one (or why it could not be).
+    images: OnceLock<Result<GuardedClient, String>>,
 }
 
 impl<A: MatrixApi> MatrixOutbox<A> {
@@ -91,7 +97,30 @@ impl<A: MatrixApi> MatrixOutbox<A> {
             api,
             shown: ShownAcks::default(),
             dm_lock: tokio::sync::Mutex::default(),
+            image_policy: image_policy(),
+            images: OnceLock::new(),
         }
+    }
+
+    /// The outbox fetching image blocks' URLs under `policy` instead of [`image_policy`]'s
+    /// public addresses only (tests whose image host is on loopback allow private ones).
+    pub fn with_image_policy(mut self, policy: FetchPolicy) -> Self {
+        self.image_policy = policy;
+        self.images = OnceLock::new();
+        self
+    }
+
+    /// Fetches the image at `url` (under the outbox's image policy) and uploads it.
+    async fn upload_image(&self, url: &str) -> Result<UploadedImage, BoxError> {
+        let client = self
+            .images
+            .get_or_init(|| {
+                GuardedClient::new(self.image_policy.clone()).map_err(|e| e.to_string())
+            })
+            .as_ref()
+            .map_err(|e| format!("images cannot be fetched: {e}"))?;
+        let (mimetype, data) = fetch_image(client, url).await?;
+        Ok(self.api.upload_media(&mimetype, data).await?)
     }
 
     /// The room an ask to `place` starts its thread in, or the thread it is asked in as it is.
@@ -436,7 +465,7 @@ impl<A: MatrixApi> MatrixOutbox<A> {
         };
         match piece {
             AgentPiece::Text(f) => text(f),
-            AgentPiece::Image { url, alt } => match self.api.upload_image(url).await {
+            AgentPiece::Image { url, alt } => match self.upload_image(url).await {
                 Ok(up) => {
                     let name = if alt.is_empty() {
                         "image"

@@ -1,0 +1,178 @@
+//! The guarded client against real HTTP servers on 127.0.0.1: private addresses refused by
+//! default (a literal one and a name resolving to one, with no request made), fetched when
+//! allowed; redirects followed and counted; an endless body cut at the cap without being held
+//! whole; a server that never answers timed out.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use axum::response::Redirect;
+use frogbot_net::{FetchError, FetchPolicy, GuardedClient, Oversize};
+
+/// A server on 127.0.0.1 and its count of requests.
+async fn server() -> (u16, Arc<AtomicUsize>) {
+    let hits = Arc::new(AtomicUsize::new(0));
+    let counted = hits.clone();
+    let app = axum::Router::new()
+        .route("/page", axum::routing::get(|| async { "hello frog" }))
+        .route(
+            "/moved",
+            axum::routing::get(|| async { Redirect::to("/page") }),
+        )
+        .route(
+            "/loop",
+            axum::routing::get(|| async { Redirect::to("/loop") }),
+        )
+        .route(
+            "/to-file",
+            axum::routing::get(|| async { Redirect::to("file:///etc/passwd") }),
+        )
+        .route(
+            "/endless",
+            axum::routing::get(|| async {
+                // 10 MB in 64 KB chunks, produced only as they are read.
+                let chunk = axum::body::Bytes::from(vec![b'x'; 64 * 1024]);
+                let stream = futures::stream::iter(
+                    (0..160).map(move |_| Ok::<_, std::io::Error>(chunk.clone())),
+                );
+                axum::body::Body::from_stream(stream)
+            }),
+        )
+        .route(
+            "/never",
+            axum::routing::get(|| async {
+                tokio::time::sleep(Duration::from_secs(60)).await;
+                "late"
+            }),
+        )
+        .layer(axum::middleware::from_fn(
+            move |req: axum::extract::Request, next: axum::middleware::Next| {
+                let hits = counted.clone();
+                async move {
+                    hits.fetch_add(1, Ordering::SeqCst);
+                    next.run(req).await
+                }
+            },
+        ));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (port, hits)
+}
+
+fn client(allow_private: bool, max_bytes: usize) -> GuardedClient {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    GuardedClient::new(FetchPolicy {
+        allow_private,
+        max_bytes,
+        timeout: Duration::from_secs(2),
+        max_redirects: 3,
+        ..FetchPolicy::default()
+    })
+    .unwrap()
+}
+
+#[tokio::test]
+async fn private_addresses_are_refused_by_default_with_no_request_made() {
+    let (port, hits) = server().await;
+    let public = client(false, 1_000);
+    for url in [
+        format!("http://127.0.0.1:{port}/page"),
+        format!("http://[::1]:{port}/page"),
+        format!("http://[::ffff:127.0.0.1]:{port}/page"),
+        format!("http://localhost:{port}/page"),
+        format!("http://LocalHost:{port}/page"),
+        format!("http://2130706433:{port}/page"),
+    ] {
+        let e = public.get(&url).await.unwrap_err();
+        assert!(matches!(e, FetchError::Forbidden { .. }), "{url}: {e}");
+        assert!(e.to_string().contains("private address"), "{e}");
+    }
+    assert!(matches!(
+        public.get("file:///etc/passwd").await.unwrap_err(),
+        FetchError::Scheme { .. }
+    ));
+    assert!(matches!(
+        public.get("not a url").await.unwrap_err(),
+        FetchError::InvalidUrl(_)
+    ));
+    assert_eq!(hits.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn private_addresses_are_fetched_when_allowed_and_redirects_checked() {
+    let (port, hits) = server().await;
+    let private = client(true, 1_000);
+    let (r, body) = private
+        .get_body(&format!("http://localhost:{port}/page"), Oversize::Refuse)
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(r.content_type().starts_with("text/plain"));
+    assert_eq!(body.bytes, b"hello frog");
+    let (r, body) = private
+        .get_body(&format!("http://127.0.0.1:{port}/moved"), Oversize::Refuse)
+        .await
+        .unwrap();
+    assert_eq!(r.url().path(), "/page");
+    assert_eq!(body.bytes, b"hello frog");
+    let e = private
+        .get(&format!("http://127.0.0.1:{port}/loop"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, FetchError::TooManyRedirects { max: 3, .. }),
+        "{e}"
+    );
+    let e = private
+        .get(&format!("http://127.0.0.1:{port}/to-file"))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, FetchError::Scheme { .. }), "{e}");
+    let missing = private
+        .get(&format!("http://127.0.0.1:{port}/nope"))
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), 404);
+    assert!(matches!(
+        missing.error_for_status().unwrap_err(),
+        FetchError::Status { status: 404, .. }
+    ));
+    // page, moved + page, loop ×4 (the first and three redirects), to-file, nope.
+    assert_eq!(hits.load(Ordering::SeqCst), 9);
+}
+
+#[tokio::test]
+async fn an_endless_body_is_cut_or_refused_at_the_cap() {
+    let (port, _) = server().await;
+    let private = client(true, 100_000);
+    let url = format!("http://127.0.0.1:{port}/endless");
+    let (_, body) = private.get_body(&url, Oversize::Truncate).await.unwrap();
+    assert_eq!(body.bytes.len(), 100_000);
+    assert!(body.truncated);
+    assert!(
+        body.bytes.capacity() < 1_000_000,
+        "{}",
+        body.bytes.capacity()
+    );
+    let e = private.get_body(&url, Oversize::Refuse).await.unwrap_err();
+    assert!(
+        matches!(e, FetchError::TooLarge { max: 100_000, .. }),
+        "{e}"
+    );
+}
+
+#[tokio::test]
+async fn a_server_that_never_answers_is_timed_out() {
+    let (port, _) = server().await;
+    let private = client(true, 1_000);
+    let started = std::time::Instant::now();
+    let e = private
+        .get(&format!("http://127.0.0.1:{port}/never"))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, FetchError::Timeout { .. }), "{e}");
+    assert!(e.to_string().contains("timed out"), "{e}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+}
