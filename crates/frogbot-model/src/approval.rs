@@ -132,10 +132,37 @@ pub struct ApprovalPages {
 /// its arguments split over messages posted before the card ([`ApprovalPages`]). `None` when
 /// `item` is not an approval ([`is_approval`]) or its whole text fits: it is shown as it is.
 pub fn approval_pages(item: &QuestionItem, limit: usize) -> Option<ApprovalPages> {
-    let text = &item.question;
-    if !is_approval(item) || text.chars().count() <= limit {
+    approval_pages_within(item, limit, |s| s.chars().count())
+}
+
+/// [`approval_pages`] where a platform measures a text its own way (`measure`, e.g. the length
+/// once escaped): `None` when the whole question text measures at most `limit`; else pages and
+/// a card that each measure at most `limit` (pieces are made shorter until they do).
+pub fn approval_pages_within(
+    item: &QuestionItem,
+    limit: usize,
+    measure: impl Fn(&str) -> usize,
+) -> Option<ApprovalPages> {
+    if !is_approval(item) || measure(&item.question) <= limit {
         return None;
     }
+    let mut budget = limit;
+    loop {
+        let pages = paginate(&item.question, budget)?;
+        let fits = pages
+            .before
+            .iter()
+            .chain([&pages.card])
+            .all(|p| measure(p) <= limit);
+        if fits || budget <= 200 {
+            return Some(pages);
+        }
+        budget = budget * 3 / 4;
+    }
+}
+
+/// An approval's question `text` as pages of at most `limit` characters.
+fn paginate(text: &str, limit: usize) -> Option<ApprovalPages> {
     let open = text.find(ARGUMENTS_OPEN)?;
     let args_start = open + ARGUMENTS_OPEN.len();
     let close = args_start + text[args_start..].find(ARGUMENTS_CLOSE)?;
@@ -411,6 +438,17 @@ mod tests {
             pages.card
         );
         assert!(pages.card.contains("Approve runs it"), "{}", pages.card);
+        // A platform that measures escaped text gets pages that fit once escaped.
+        let measure = |s: &str| s.chars().count() * 2;
+        let escaped = approval_pages_within(item, 2_000, measure).expect("split");
+        assert!(escaped.before.len() > k);
+        assert!(
+            escaped
+                .before
+                .iter()
+                .chain([&escaped.card])
+                .all(|p| measure(p) <= 2_000)
+        );
         // Any other question is never paged.
         let mut other = item.clone();
         other.header = "Other".into();
