@@ -143,17 +143,26 @@ pub fn approval_pages_within(
     limit: usize,
     measure: impl Fn(&str) -> usize,
 ) -> Option<ApprovalPages> {
-    if !is_approval(item) || measure(&item.question) <= limit {
+    approval_pages_sized(item, limit, limit, measure)
+}
+
+/// [`approval_pages_within`] for a platform whose card holds less than its plain messages (a
+/// Matrix poll's question): paged when the question measures more than `card_limit`, each page
+/// measuring at most `page_limit`.
+pub fn approval_pages_sized(
+    item: &QuestionItem,
+    card_limit: usize,
+    page_limit: usize,
+    measure: impl Fn(&str) -> usize,
+) -> Option<ApprovalPages> {
+    if !is_approval(item) || measure(&item.question) <= card_limit {
         return None;
     }
-    let mut budget = limit;
+    let mut budget = page_limit;
     loop {
         let pages = paginate(&item.question, budget)?;
-        let fits = pages
-            .before
-            .iter()
-            .chain([&pages.card])
-            .all(|p| measure(p) <= limit);
+        // The card does not shrink with the pages (it names only the tool and a count).
+        let fits = pages.before.iter().all(|p| measure(p) <= page_limit);
         if fits || budget <= 200 {
             return Some(pages);
         }
@@ -192,15 +201,16 @@ fn paginate(text: &str, limit: usize) -> Option<ApprovalPages> {
     Some(ApprovalPages { before, card })
 }
 
-/// `text` in pieces of at most `max` characters, cut after a line where one fits, else inside
-/// the line; every character kept, in order.
+/// `text` in pieces of at most `max` characters, cut after a line where the next one fits a
+/// piece, else inside the line; every character kept, in order.
 fn split_chars(text: &str, max: usize) -> Vec<String> {
     let mut pieces = Vec::new();
     let mut cur = String::new();
     let mut cur_n = 0;
     for line in text.split_inclusive('\n') {
         let n = line.chars().count();
-        if cur_n + n > max && cur_n > 0 {
+        // A line that fits a piece of its own starts one; a longer one is cut wherever it falls.
+        if cur_n + n > max && cur_n > 0 && n <= max {
             pieces.push(std::mem::take(&mut cur));
             cur_n = 0;
         }
@@ -449,6 +459,10 @@ mod tests {
                 .chain([&escaped.card])
                 .all(|p| measure(p) <= 2_000)
         );
+        // A small card (a Matrix poll's question) with larger pages.
+        let sized = approval_pages_sized(item, 400, 4_000, |s| s.chars().count()).unwrap();
+        assert_eq!(sized.before.len(), 2);
+        assert!(sized.card.chars().count() <= 400, "{}", sized.card);
         // Any other question is never paged.
         let mut other = item.clone();
         other.header = "Other".into();
