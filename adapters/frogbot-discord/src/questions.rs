@@ -428,6 +428,17 @@ impl<A: DiscordApi> ChannelQuestions for DiscordQuestions<A> {
     async fn render(&self, args: RenderArgs<'_>) -> Result<Vec<RenderedQuestion>, BoxError> {
         let mut rendered = Vec::new();
         for call in args.calls {
+            // An approval too long for the card: its complete arguments first, in order.
+            if let [item] = call.input.questions.as_slice()
+                && let Some(pages) = render::approval_pages(item)
+            {
+                let channel = channel_id(&args.thread.id)?;
+                for page in &pages.before {
+                    self.api
+                        .send_message(channel, &render::approval_page_message(page))
+                        .await?;
+                }
+            }
             let message = self.post_question(args.thread, call, 0, 0).await?;
             rendered.push(RenderedQuestion {
                 calls: vec![call.tool_call_id.clone()],

@@ -41,9 +41,9 @@
 use std::ops::Range;
 
 use frogbot_model::{
-    Actor, InputKind, QuestionCall, QuestionItem, QuestionMessage, QuestionModalMetadata,
-    QuestionOutcome, SKIP_LABEL, TOGGLE_OFF, TOGGLE_ON, encode_question_modal_metadata,
-    open_until_text, skipped_text,
+    Actor, ApprovalPages, InputKind, QuestionCall, QuestionItem, QuestionMessage,
+    QuestionModalMetadata, QuestionOutcome, SKIP_LABEL, TOGGLE_OFF, TOGGLE_ON,
+    encode_question_modal_metadata, open_until_text, skipped_text,
 };
 use serenity::builder::{
     CreateActionRow, CreateButton, CreateEmbed, CreateInputText, CreateMessage, CreateModal,
@@ -104,6 +104,32 @@ pub fn form_run(questions: &[QuestionItem], index: usize) -> Range<usize> {
     index..index + end
 }
 
+/// The most characters of an approval's question one message shows (room is left for its header,
+/// option lines and expiry line): longer, its arguments go in messages before the card
+/// ([`approval_pages`]).
+pub const APPROVAL_ROOM: usize = MESSAGE_LIMIT - 400;
+
+/// How an approval whose question is too long for one message is shown: its complete arguments
+/// over messages posted before the card, the card saying so (`None`: it fits, or is no approval).
+pub fn approval_pages(item: &QuestionItem) -> Option<ApprovalPages> {
+    frogbot_model::approval_pages(item, APPROVAL_ROOM)
+}
+
+/// A message of an approval's arguments (one of [`ApprovalPages::before`]; nothing pings).
+pub fn approval_page_message(page: &str) -> CreateMessage {
+    CreateMessage::new()
+        .content(page)
+        .allowed_mentions(crate::format::no_mentions())
+}
+
+/// The text a card shows for `item`: its question, or for a paged approval the card's text.
+fn shown_question(item: &QuestionItem) -> std::borrow::Cow<'_, str> {
+    match approval_pages(item) {
+        Some(p) => std::borrow::Cow::Owned(p.card),
+        None => std::borrow::Cow::Borrowed(&item.question),
+    }
+}
+
 /// The text of a question message: header (with the step of a set), question, option descriptions.
 pub fn question_content(item: &QuestionItem, index: usize, total: usize) -> String {
     let mut text = if total > 1 {
@@ -111,10 +137,10 @@ pub fn question_content(item: &QuestionItem, index: usize, total: usize) -> Stri
             "**{}** ({}/{total})\n{}",
             item.header,
             index + 1,
-            item.question
+            shown_question(item)
         )
     } else {
-        format!("**{}**\n{}", item.header, item.question)
+        format!("**{}**\n{}", item.header, shown_question(item))
     };
     for option in &item.options {
         if let Some(description) = &option.description {

@@ -297,6 +297,16 @@ impl<A: MatrixApi> ChannelQuestions for MatrixQuestions<A> {
     async fn render(&self, args: RenderArgs<'_>) -> Result<Vec<RenderedQuestion>, BoxError> {
         let mut out = Vec::new();
         for call in args.calls {
+            // An approval too long for a poll: its complete arguments first, in order.
+            if let [item] = call.input.questions.as_slice()
+                && let Some(pages) = crate::render::approval_pages(item)
+            {
+                let (room, root) = split_message_id(&args.thread.id)?;
+                for page in &pages.before {
+                    let (event_type, content) = crate::render::thread_message(page, &root)?;
+                    self.api.send(&room, event_type, content).await?;
+                }
+            }
             let progress = Progress::from_state(&call.input, None);
             let first = self
                 .post(args.thread, call, progress.step().unwrap_or(0), 0)

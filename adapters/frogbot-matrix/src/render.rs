@@ -32,7 +32,7 @@
 
 use frogbot_model::blocks::{Block, BlockKind, UNKNOWN_BLOCK_TEXT, blocks_of, progress_bar};
 use frogbot_model::{
-    InputKind, QuestionInput, QuestionItem, QuestionOutcome, UiMessage, skipped_text,
+    ApprovalPages, InputKind, QuestionInput, QuestionItem, QuestionOutcome, UiMessage, skipped_text,
 };
 
 use crate::format::Formatted;
@@ -120,6 +120,28 @@ fn lower_first(s: &str) -> String {
     }
 }
 
+/// The most characters of an approval's question a poll shows (room is left for its header and
+/// expiry): longer, its arguments go in messages before the poll ([`approval_pages`]).
+pub const APPROVAL_ROOM: usize = QUESTION_CHARS - 100;
+
+/// How an approval whose question is too long for a poll is shown: its complete arguments over
+/// plain messages (of at most [`FALLBACK_CHARS`] less room) posted before the poll, which says
+/// so (`None`: it fits, or is no approval).
+pub fn approval_pages(item: &QuestionItem) -> Option<ApprovalPages> {
+    frogbot_model::approval_pages_sized(item, APPROVAL_ROOM, FALLBACK_CHARS - 200, |s| {
+        s.chars().count()
+    })
+}
+
+/// The text a question message shows for `item`: its question, or for a paged approval the
+/// card's text.
+fn shown_question(item: &QuestionItem) -> std::borrow::Cow<'_, str> {
+    match approval_pages(item) {
+        Some(p) => std::borrow::Cow::Owned(p.card),
+        None => std::borrow::Cow::Borrowed(&item.question),
+    }
+}
+
 /// The lines of question `q`'s text: the head (header, question, numbered options; cut when
 /// long) and the tail (how to answer, optional, expiry, skip; always kept).
 fn card_parts(input: &QuestionInput, q: usize, open: Option<&str>) -> (String, Vec<String>) {
@@ -129,7 +151,7 @@ fn card_parts(input: &QuestionInput, q: usize, open: Option<&str>) -> (String, V
     } else {
         ""
     };
-    let mut head = format!("{danger}{}: {}", item.header, item.question);
+    let mut head = format!("{danger}{}: {}", item.header, shown_question(item));
     let mut tail = Vec::new();
     match item.kind {
         InputKind::Choice => {
@@ -315,7 +337,7 @@ pub fn reaction(message: &EventId, key: &str) -> Content {
 
 fn poll_question(input: &QuestionInput, q: usize, open: Option<&str>) -> String {
     let item = &input.questions[q];
-    let question = format!("{}: {}", item.header, item.question);
+    let question = format!("{}: {}", item.header, shown_question(item));
     match open {
         Some(open) => {
             let open = format!(" ({open})");

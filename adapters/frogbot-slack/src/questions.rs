@@ -30,7 +30,9 @@ use crate::Error;
 use crate::client::SlackApi;
 use crate::convert::{state_selections, ts_to_rfc3339};
 use crate::ids::{ActionKind, ActionRef, MODAL_CALLBACK_ID, message_id, modal_input_id, split_id};
-use crate::render::{fallback_text, modal_view, question_card, settled_blocks};
+use crate::render::{
+    approval_page_blocks, approval_pages, fallback_text, modal_view, question_card, settled_blocks,
+};
 
 /// What a participant is told on a denied or an out-of-date interaction (the shared texts).
 pub use frogbot_model::{DENIED_TEXT, STALE_TEXT};
@@ -327,6 +329,16 @@ impl<A: SlackApi> ChannelQuestions for SlackQuestions<A> {
         let (channel, thread_ts) = split_id(&args.thread.id)?;
         let mut out = Vec::new();
         for call in args.calls {
+            // An approval too long for the card: its complete arguments first, in order.
+            if let [item] = call.input.questions.as_slice()
+                && let Some(pages) = approval_pages(item)
+            {
+                for page in &pages.before {
+                    self.api
+                        .post_message(channel, Some(thread_ts), approval_page_blocks(page), page)
+                        .await?;
+                }
+            }
             let blocks = question_card(
                 &call.input,
                 0,

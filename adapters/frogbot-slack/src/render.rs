@@ -35,9 +35,9 @@
 
 use frogbot_model::text::truncate;
 use frogbot_model::{
-    Actor, InputKind, Progress, QuestionInput, QuestionItem, QuestionModalMetadata,
-    QuestionOutcome, QuestionOutput, SKIP_LABEL, TOGGLE_ON, encode_question_modal_metadata,
-    open_until_text, skipped_text,
+    Actor, ApprovalPages, InputKind, Progress, QuestionInput, QuestionItem, QuestionModalMetadata,
+    QuestionOutcome, QuestionOutput, SKIP_LABEL, TOGGLE_ON, approval_pages_within,
+    encode_question_modal_metadata, open_until_text, skipped_text,
 };
 use slack_morphism::prelude::*;
 
@@ -97,6 +97,33 @@ fn mrkdwn(text: &str) -> SlackBlockText {
     SlackBlockMarkDownText::new(truncate(text, MAX_SECTION_TEXT)).into()
 }
 
+/// The most characters (escaped) of an approval's question one section shows: longer, its
+/// arguments go in messages before the card ([`approval_pages`]).
+pub const APPROVAL_ROOM: usize = MAX_SECTION_TEXT - 300;
+
+/// How an approval whose question is too long for one section is shown: its complete arguments
+/// over messages posted before the card, the card saying so (`None`: it fits, or is no approval).
+pub fn approval_pages(q: &QuestionItem) -> Option<ApprovalPages> {
+    approval_pages_within(q, APPROVAL_ROOM, |s| escape(s).chars().count())
+}
+
+/// The text a card shows for `q`: its question, or for a paged approval the card's text.
+fn shown_question(q: &QuestionItem) -> std::borrow::Cow<'_, str> {
+    match approval_pages(q) {
+        Some(p) => std::borrow::Cow::Owned(p.card),
+        None => std::borrow::Cow::Borrowed(&q.question),
+    }
+}
+
+/// A message of an approval's arguments (one of [`ApprovalPages::before`]).
+pub fn approval_page_blocks(page: &str) -> Vec<SlackBlock> {
+    vec![
+        SlackSectionBlock::new()
+            .with_text(mrkdwn(&escape(page)))
+            .into(),
+    ]
+}
+
 fn escape(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
@@ -138,7 +165,7 @@ fn check_item(q: &QuestionItem, i: usize) -> SlackBlockChoiceItem<SlackBlockText
 }
 
 fn question_text(q: &QuestionItem, picked: Option<&[String]>) -> String {
-    let mut text = format!("*{}*\n{}", escape(&q.header), escape(&q.question));
+    let mut text = format!("*{}*\n{}", escape(&q.header), escape(&shown_question(q)));
     if let Some(p) = picked {
         text.push_str(&format!("\n_Selected: {}_", escape(&p.join(", "))));
     }
@@ -339,7 +366,7 @@ pub fn form_card(input: &QuestionInput, revision: u64) -> Vec<SlackBlock> {
             let mut line = format!(
                 "*{}* {}\n_{}_",
                 escape(&q.header),
-                escape(&q.question),
+                escape(&shown_question(q)),
                 escape(&input_description(q))
             );
             if let Some(d) = q.default_answer().filter(|d| !d.is_empty()) {
@@ -465,7 +492,14 @@ pub fn compact_blocks(input: &QuestionInput, revision: u64) -> Vec<SlackBlock> {
         .questions
         .iter()
         .enumerate()
-        .map(|(i, q)| format!("{}. *{}* {}", i + 1, escape(&q.header), escape(&q.question)))
+        .map(|(i, q)| {
+            format!(
+                "{}. *{}* {}",
+                i + 1,
+                escape(&q.header),
+                escape(&shown_question(q))
+            )
+        })
         .collect::<Vec<_>>()
         .join("\n");
     let open = ActionRef {
@@ -491,9 +525,9 @@ pub fn fallback_text(input: &QuestionInput) -> String {
     let first = input
         .questions
         .first()
-        .map(|q| q.question.as_str())
-        .unwrap_or("A question");
-    truncate(first, MAX_SECTION_TEXT)
+        .map(shown_question)
+        .unwrap_or(std::borrow::Cow::Borrowed("A question"));
+    truncate(&first, MAX_SECTION_TEXT)
 }
 
 /// The modal (`views.open` payload) for a whole question set, one input block per input: a
@@ -556,7 +590,10 @@ fn whole_numbers(q: &QuestionItem) -> bool {
 }
 
 fn modal_blocks(i: usize, q: &QuestionItem) -> Vec<SlackBlock> {
-    let label = plain(&format!("{}: {}", q.header, q.question), MAX_LABEL_TEXT);
+    let label = plain(
+        &format!("{}: {}", q.header, shown_question(q)),
+        MAX_LABEL_TEXT,
+    );
     let block = |element: SlackInputBlockElement, optional: bool| {
         SlackInputBlock::new(label.clone(), element)
             .with_block_id(SlackBlockId(format!("q{i}")))
@@ -799,7 +836,7 @@ pub fn settled_blocks(
     let summary = input
         .questions
         .iter()
-        .map(|q| format!("*{}* {}", escape(&q.header), escape(&q.question)))
+        .map(|q| format!("*{}* {}", escape(&q.header), escape(&shown_question(q))))
         .collect::<Vec<_>>()
         .join("\n");
     vec![

@@ -35,9 +35,9 @@ use teloxide::types::ReplyMarkup;
 use crate::client::{SentMessage, TelegramApi};
 use crate::ids::{Pick, Token, message_id, split_message_id, split_thread_id};
 use crate::render::{
-    MAX_NOTICE, MAX_TEXT, card_keyboard, card_text, expiry_line, force_reply, force_reply_for,
-    has_keyboard, is_card, is_prompt_kind, keyboard, no_keyboard, prompt_text, question_text,
-    settled_card_text, settled_text, toggle_on,
+    MAX_NOTICE, MAX_TEXT, approval_page_html, approval_pages, card_keyboard, card_text,
+    expiry_line, force_reply, force_reply_for, has_keyboard, is_card, is_prompt_kind, keyboard,
+    no_keyboard, prompt_text, question_text, settled_card_text, settled_text, toggle_on,
 };
 
 /// What a participant is told on a denied or an out-of-date interaction (the shared texts).
@@ -344,6 +344,15 @@ impl<A: TelegramApi> ChannelQuestions for TelegramQuestions<A> {
             let expiry = expiry_line(call.expires_at.as_deref(), now);
             let expiry = expiry.as_deref();
             let mut progress = Progress::from_state(input, None);
+            // An approval too long for one message: its complete arguments first, in order.
+            if let [item] = input.questions.as_slice()
+                && let Some(pages) = approval_pages(item)
+            {
+                for page in &pages.before {
+                    self.send(args.thread, &approval_page_html(page), None)
+                        .await?;
+                }
+            }
             let card = is_card(input);
             let mut messages = if card {
                 // A card: the prompts of its text and number inputs and own answers, then the

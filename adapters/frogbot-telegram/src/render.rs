@@ -29,8 +29,8 @@
 use chrono::{DateTime, Utc};
 use frogbot_model::text::truncate;
 use frogbot_model::{
-    InputKind, Progress, QuestionInput, QuestionItem, QuestionOutcome, SKIP_LABEL, TOGGLE_OFF,
-    TOGGLE_ON, open_until_text, skipped_text,
+    ApprovalPages, InputKind, Progress, QuestionInput, QuestionItem, QuestionOutcome, SKIP_LABEL,
+    TOGGLE_OFF, TOGGLE_ON, open_until_text, skipped_text,
 };
 use teloxide::types::{ForceReply, InlineKeyboardButton, InlineKeyboardMarkup};
 
@@ -123,10 +123,28 @@ pub fn question_text(input: &QuestionInput, q: usize, expiry: Option<&str>) -> S
     open_html(full_question_text(input, q), expiry)
 }
 
+/// The most characters of an approval's question one message shows (room is left for its header,
+/// option lines, expiry line and outcome line): longer, its arguments go in messages before the
+/// card ([`approval_pages`]).
+pub const APPROVAL_ROOM: usize = MAX_TEXT - OUTCOME_ROOM - 500;
+
+/// How an approval whose question is too long for one message is shown: its complete arguments
+/// over messages posted before the card, the card saying so (`None`: it fits, or is no approval).
+/// Telegram counts a message's length after its HTML is parsed: plain characters.
+pub fn approval_pages(item: &QuestionItem) -> Option<ApprovalPages> {
+    frogbot_model::approval_pages(item, APPROVAL_ROOM)
+}
+
+/// A message of an approval's arguments (HTML; one of [`ApprovalPages::before`]).
+pub fn approval_page_html(page: &str) -> String {
+    escape(page)
+}
+
 fn full_question_text(input: &QuestionInput, q: usize) -> String {
     let item = &input.questions[q];
     let optional = if item.required { "" } else { " (optional)" };
-    let mut text = format!("❓ {}{optional}\n{}", item.header, item.question);
+    let shown = approval_pages(item).map_or_else(|| item.question.clone(), |p| p.card);
+    let mut text = format!("❓ {}{optional}\n{shown}", item.header);
     for o in &item.options {
         if let Some(d) = &o.description {
             text.push_str(&format!("\n• {} — {d}", o.label));

@@ -2,13 +2,14 @@
 //! (first answer wins, access by approver, expiry denies, restarts lose nothing) and runs once
 //! after the approval — on SQLite (`sqlite::…`) and PostgreSQL (`postgres::…`).
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use frogbot_core::agent::scripted::{ScriptedModel, call, reply};
 use frogbot_core::agent::{
-    ApprovalPolicy, Engine, EngineConfig, ManualClock, ModelMessage, ModelRequest, Settle, tool_fn,
-    with_approval,
+    ApprovalPolicy, Engine, EngineConfig, ManualClock, ModelMessage, ModelRequest, NO_APPROVERS,
+    Settle, tool_fn, with_approval,
 };
 use frogbot_core::model::{
     APPROVAL_EXPIRED_REASON, APPROVAL_HEADER, APPROVE_LABEL, Actor, ChatId, DENY_LABEL,
@@ -42,6 +43,16 @@ struct World {
 }
 
 fn engine(store: DynStore, policy: ApprovalPolicy, clock: Option<Arc<ManualClock>>) -> World {
+    engine_with(store, policy, clock, HashSet::new())
+}
+
+/// [`engine`] whose `agents` are agent principals.
+fn engine_with(
+    store: DynStore,
+    policy: ApprovalPolicy,
+    clock: Option<Arc<ManualClock>>,
+    agents: HashSet<UserId>,
+) -> World {
     let runs = Arc::new(AtomicUsize::new(0));
     let counter = runs.clone();
     let merge = tool_fn("merge", "Merges a pull request", move |i: Merge, _ctx| {
@@ -55,6 +66,7 @@ fn engine(store: DynStore, policy: ApprovalPolicy, clock: Option<Arc<ManualClock
     let offers = vec![frogbot_testkit::offer("a", model.clone())];
     let config = EngineConfig {
         default_model: "a".into(),
+        agents,
         ..Default::default()
     };
     let tools = vec![with_approval(merge, policy)];
@@ -114,9 +126,14 @@ async fn last_text(store: &DynStore, c: &ChatId) -> String {
 
 /// Asks in `c` as alice and returns once the approval waits.
 async fn ask(w: &World, c: &ChatId) {
+    ask_as(w, c, "alice").await;
+}
+
+/// Asks in `c` as `driver` and returns once the approval waits.
+async fn ask_as(w: &World, c: &ChatId, driver: &str) {
     let out = started(
         w.engine
-            .send(msg(c, Some("alice"), "merge it"))
+            .send(msg(c, Some(driver), "merge it"))
             .await
             .unwrap(),
     )
@@ -420,7 +437,7 @@ async fn a_step_mixing_an_approval_and_a_plain_call_runs_the_plain_one_at_once(u
         },
     );
     let c = chat("mixed");
-    started(engine.send(msg(&c, None, "go")).await.unwrap())
+    started(engine.send(msg(&c, Some("alice"), "go")).await.unwrap())
         .done
         .await
         .unwrap()
@@ -438,9 +455,9 @@ async fn a_step_mixing_an_approval_and_a_plain_call_runs_the_plain_one_at_once(u
             ("look".to_string(), ToolState::OutputAvailable)
         ]
     );
-    // No driver: whoever the chat lets answer approves.
+    // The driver approves.
     engine
-        .settle(&c, "m1", Settle::Answer(pick(APPROVE_LABEL)), None)
+        .settle(&c, "m1", Settle::Answer(pick(APPROVE_LABEL)), user("alice"))
         .await
         .unwrap();
     wait_quiet(&store, &c).await;
@@ -456,7 +473,124 @@ async fn a_step_mixing_an_approval_and_a_plain_call_runs_the_plain_one_at_once(u
     );
 }
 
+/// Defect 1: with no configured approvers and no driver, nobody is asked: the call is refused,
+/// nothing runs, and the model reads why.
+async fn a_call_nobody_may_approve_is_refused_not_asked(url: &str) {
+    let store = frogbot_testkit::open_store(url).await;
+    let w = engine(store, ApprovalPolicy::default(), None);
+    let c = chat("nobody");
+    let out = started(w.engine.send(msg(&c, None, "merge it")).await.unwrap())
+        .done
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(out.state, TurnState::Idle, "nothing waits for an answer");
+    assert_eq!(w.runs.load(Ordering::SeqCst), 0);
+    let part = merge_part(&w.store, &c).await;
+    assert_eq!(part.state, ToolState::OutputError);
+    assert_eq!(part.error_text.as_deref(), Some(NO_APPROVERS));
+    assert!(part.approval.is_none());
+    let row = w.store.get_chat(&c).await.unwrap().unwrap();
+    assert!(w.engine.pending(&row).await.unwrap().is_empty());
+    // Nobody can approve it: not an anonymous caller, not a user.
+    for who in [None, user("alice")] {
+        assert!(
+            w.engine
+                .settle(&c, "m1", Settle::Answer(pick(APPROVE_LABEL)), who)
+                .await
+                .is_err()
+        );
+    }
+    assert_eq!(w.runs.load(Ordering::SeqCst), 0);
+    let text = last_text(&w.store, &c).await;
+    assert!(
+        text.starts_with("tool said (true): this call needs approval and nobody may approve it"),
+        "{text}"
+    );
+}
+
+/// Defect 2: an agent principal never approves a call of a turn it drove — it is left out of
+/// the approvers, and refused when it answers — while a listed human approves.
+async fn an_agent_cannot_approve_its_own_call_but_a_listed_human_can(url: &str) {
+    let store = frogbot_testkit::open_store(url).await;
+    let agents: HashSet<UserId> = [UserId::new("bot")].into();
+    let policy = ApprovalPolicy {
+        approvers: vec!["bot".into(), "carol".into(), "slack:U9".into()],
+        expires_in_seconds: None,
+    };
+    let w = engine_with(store.clone(), policy, None, agents.clone());
+    let c = chat("agent");
+    ask_as(&w, &c, "bot").await;
+    let question = merge_part(&w.store, &c)
+        .await
+        .approval
+        .unwrap()
+        .question()
+        .unwrap();
+    assert_eq!(
+        question.from,
+        ["carol", "slack:U9"],
+        "the calling agent is left out"
+    );
+    // The agent, by its user id or with a listed channel identity, is refused.
+    let bot_on_slack = Actor {
+        user: Some(UserId::new("bot")),
+        identity: Some(frogbot_core::model::ChannelIdentity {
+            platform: "slack".into(),
+            user: frogbot_core::model::PlatformUser {
+                id: "U9".into(),
+                ..Default::default()
+            },
+        }),
+    };
+    for who in [user("bot"), Some(bot_on_slack)] {
+        assert!(matches!(
+            w.engine
+                .settle(&c, "m1", Settle::Answer(pick(APPROVE_LABEL)), who)
+                .await,
+            Err(Error::Forbidden { .. })
+        ));
+    }
+    assert_eq!(w.engine.state(&c).await.unwrap(), TurnState::Awaiting);
+    assert_eq!(w.runs.load(Ordering::SeqCst), 0);
+    w.engine
+        .settle(&c, "m1", Settle::Answer(pick(APPROVE_LABEL)), user("carol"))
+        .await
+        .unwrap();
+    wait_quiet(&w.store, &c).await;
+    assert_eq!(w.runs.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        merge_part(&w.store, &c)
+            .await
+            .approval
+            .unwrap()
+            .by
+            .as_deref(),
+        Some("carol")
+    );
+
+    // With no approvers configured, an agent's call has nobody to ask: refused, not run.
+    let w = engine_with(store, ApprovalPolicy::default(), None, agents);
+    let c = chat("agent-alone");
+    started(
+        w.engine
+            .send(msg(&c, Some("bot"), "merge it"))
+            .await
+            .unwrap(),
+    )
+    .done
+    .await
+    .unwrap()
+    .unwrap();
+    let part = merge_part(&w.store, &c).await;
+    assert_eq!(part.state, ToolState::OutputError);
+    assert_eq!(part.error_text.as_deref(), Some(NO_APPROVERS));
+    assert_eq!(w.runs.load(Ordering::SeqCst), 0);
+}
+
 frogbot_testkit::backends!(
+    a_call_nobody_may_approve_is_refused_not_asked,
+    an_agent_cannot_approve_its_own_call_but_a_listed_human_can,
     approve_runs_the_tool_once_and_the_agent_continues_with_its_result,
     deny_with_a_reason_never_runs_and_the_model_reads_why,
     a_non_approver_is_refused_and_the_approval_stays_open,

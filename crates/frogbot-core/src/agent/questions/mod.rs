@@ -22,7 +22,7 @@ use crate::model::{
     Actor, ChannelIdentity, ChannelQuestions, ChatId, ChatInfo, HookArgs, Interaction, ParseArgs,
     ParseResult, PlatformUser, QuestionCall, QuestionChange, QuestionMessage, QuestionOutcome,
     QuestionRecord, RenderArgs, RequestContext, SupportsArgs, Thread, TurnState,
-    decode_question_modal_metadata, millis_to_iso,
+    decode_question_modal_metadata, is_approval, millis_to_iso,
 };
 use crate::store::{
     AdvanceOp, Advanced, ChatRow, LockRequest, QuestionLock, QuestionRow, QuestionUpdate, RecordOp,
@@ -167,6 +167,29 @@ impl Questions {
 
     fn now(&self) -> i64 {
         self.turns.now()
+    }
+
+    /// Whether `actor` may answer `q`: its `from` allows them; and for an approval, `from` names
+    /// somebody (an approval asked of nobody — as an older process may have stored one — is
+    /// approved by nobody), and an agent principal ([`crate::agent::EngineConfig::agents`])
+    /// answers only when named there by its user id: an agent's channel identity, or an empty
+    /// list, never lets it approve (the turn's own agent is never named, see `approvers_of`).
+    fn may_answer(&self, q: &QuestionRow, actor: Option<&Actor>) -> bool {
+        if !q.input.allows(actor) {
+            return false;
+        }
+        if !q.input.questions.iter().any(is_approval) {
+            return true;
+        }
+        if q.input.from.is_empty() {
+            return false;
+        }
+        match actor.and_then(|a| a.user.as_ref()) {
+            Some(u) if self.turns.config.agents.contains(u) => {
+                q.input.from.iter().any(|f| f == u.as_str())
+            }
+            _ => true,
+        }
     }
 
     /// Whether the model gets the question tool in a channel chat for the coming turn: when the
@@ -479,7 +502,7 @@ impl Questions {
                 reason: StaleReason::Settled,
             });
         }
-        if !q.input.allows(actor.as_ref()) {
+        if !self.may_answer(&q, actor.as_ref()) {
             return Err(Error::Forbidden {
                 chat_id: chat.clone(),
             });
@@ -783,7 +806,7 @@ impl Questions {
             let (actor, allowed) = self
                 .identify(&channel, &chat.info(), interaction.user())
                 .await;
-            let allowed = allowed && q.input.allows(Some(&actor));
+            let allowed = allowed && self.may_answer(&q, Some(&actor));
             let req = RequestContext {
                 user: actor.user.clone(),
                 identity: actor.identity.clone(),

@@ -11,6 +11,7 @@ mod step;
 mod types;
 
 pub use prompt::{question_tool_spec, to_model_messages};
+pub use step::NO_APPROVERS;
 pub use types::*;
 
 use async_trait::async_trait;

@@ -2,6 +2,7 @@
 
 use futures::StreamExt;
 use serde_json::json;
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::mpsc;
 
@@ -10,7 +11,7 @@ use super::{ModelOffer, TurnEvent, Turns};
 use crate::error::{Error, Result};
 use crate::model::{
     ErrorInfo, MessagePart, QUESTION_TOOL, QuestionInput, ToolApproval, ToolPart, ToolState,
-    UiMessage, approval_question,
+    UiMessage, UserId, approval_question,
 };
 use crate::store::StoreError;
 use crate::store::{CheckpointOp, Lease};
@@ -18,6 +19,29 @@ use crate::store::{CheckpointOp, Lease};
 /// The error code of a step whose model went silent past `stream_idle_timeout` or ran past
 /// `step_timeout`.
 pub(crate) const MODEL_TIMEOUT: &str = "model-timeout";
+
+/// The error a call needing approval gives the model when nobody may approve it: no
+/// `approvers` are configured and the turn has no driver (or its driver is the calling agent).
+pub const NO_APPROVERS: &str = "this call needs approval and nobody may approve it here \
+     (configure `approvers`); it did not run";
+
+/// Who approves a call: the configured `approvers`, else the turn's driver — never the driver
+/// when it is an agent principal (an agent does not approve its own calls). Empty: nobody.
+pub(crate) fn approvers_of(
+    configured: &[String],
+    driver: Option<&UserId>,
+    agents: &HashSet<UserId>,
+) -> Vec<String> {
+    let named: Vec<String> = if configured.is_empty() {
+        driver.iter().map(|d| d.as_str().to_owned()).collect()
+    } else {
+        configured.to_vec()
+    };
+    match driver {
+        Some(d) if agents.contains(d) => named.into_iter().filter(|a| a != d.as_str()).collect(),
+        _ => named,
+    }
+}
 
 /// How a step ended.
 pub(super) enum StepEnd {
@@ -249,25 +273,34 @@ impl Turns {
                 }
             } else if let Some(tool) = self.find_tool(&c.name, extra) {
                 if let Some(policy) = tool.approval() {
-                    // Asked first: the call runs once a person approves it (`resumed`).
-                    let approvers = if policy.approvers.is_empty() {
-                        lease.driver.iter().map(|d| d.as_str().to_owned()).collect()
+                    // Asked first: the call runs once a person approves it (`resumed`). Every
+                    // approval names who may approve; with nobody, the call is refused.
+                    let approvers = approvers_of(
+                        &policy.approvers,
+                        lease.driver.as_ref(),
+                        &self.config.agents,
+                    );
+                    if approvers.is_empty() {
+                        (ToolState::OutputError, None, Some(NO_APPROVERS.to_owned()))
                     } else {
-                        policy.approvers.clone()
-                    };
-                    let question =
-                        approval_question(&c.name, &c.input, &approvers, policy.expires_in_seconds);
-                    approval = Some(Box::new(ToolApproval {
-                        id: c.id.clone(),
-                        descriptor: serde_json::to_value(&question).ok(),
-                        ..Default::default()
-                    }));
-                    let _ = tx.send(TurnEvent::ToolApprovalRequest {
-                        tool_call_id: c.id.clone(),
-                        approval_id: c.id.clone(),
-                    });
-                    questions.push((c.id.clone(), question));
-                    (ToolState::ApprovalRequested, None, None)
+                        let question = approval_question(
+                            &c.name,
+                            &c.input,
+                            &approvers,
+                            policy.expires_in_seconds,
+                        );
+                        approval = Some(Box::new(ToolApproval {
+                            id: c.id.clone(),
+                            descriptor: serde_json::to_value(&question).ok(),
+                            ..Default::default()
+                        }));
+                        let _ = tx.send(TurnEvent::ToolApprovalRequest {
+                            tool_call_id: c.id.clone(),
+                            approval_id: c.id.clone(),
+                        });
+                        questions.push((c.id.clone(), question));
+                        (ToolState::ApprovalRequested, None, None)
+                    }
                 } else {
                     let ctx = ToolContext {
                         chat_id: lease.chat_id.clone(),

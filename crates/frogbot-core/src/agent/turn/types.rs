@@ -1,6 +1,7 @@
 //! The turn engine's public values: what callers send, what they get back, the live events.
 
 use serde_json::Value;
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -60,6 +61,10 @@ pub struct EngineConfig {
     /// Offer the agent the message tools `send_message`, `edit_message` and `set_status`
     /// ([`crate::agent::message_tools`]; off by default, on in `frogbot serve`).
     pub message_tools: bool,
+    /// The users that are agent principals (other agents driving turns through the API). An
+    /// agent never approves a call of a turn it drove: it is left out of that approval's
+    /// approvers, and an agent answers an approval only when named by its user id among them.
+    pub agents: HashSet<UserId>,
 }
 
 impl Default for EngineConfig {
@@ -78,6 +83,7 @@ impl Default for EngineConfig {
             housekeeping_every: Duration::from_secs(600),
             dead_job_retention: Duration::from_secs(7 * 24 * 3600),
             message_tools: false,
+            agents: HashSet::new(),
         }
     }
 }
