@@ -236,8 +236,17 @@ fn default_max_connections() -> usize {
 /// body_read_timeout_seconds = 60    # a request's body must arrive within this once its header did
 /// max_connections = 1024            # open connections (event streams included); more get 503
 /// max_event_streams = 512           # live event streams open at once; more get 429
-/// max_event_streams_per_user = 64   # … per caller (anonymous callers count as one)
+/// max_event_streams_per_user = 64   # … per caller (anonymous callers: per client address)
+/// allowed_origins = []              # other origins whose pages may call the API, e.g.
+///                                   # ["https://chat.example.com"]
 /// ```
+///
+/// Browser rules (see `README.md`'s Security section): a state-changing request (POST, PUT,
+/// PATCH, DELETE) to the API with a body must say `Content-Type: application/json` (415
+/// `unsupported-media-type`), and one with an `Origin` header must come from the server's own
+/// origin (the request's `Host`) or one of `allowed_origins` (403 `forbidden-origin`). A server
+/// listening on a loopback address answers only `Host: localhost`, `127.0.0.1`, `[::1]` (any
+/// port) and the hosts of `allowed_origins` (421 `misdirected-request`; DNS rebinding).
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ServerConfig {
@@ -259,9 +268,15 @@ pub struct ServerConfig {
     /// `too-many-streams` (default 512, so streams leave room for other requests).
     #[serde(default = "default_max_event_streams")]
     pub max_event_streams: usize,
-    /// Live event streams open at once per caller; anonymous callers count as one (default 64).
+    /// Live event streams open at once per caller (default 64); anonymous callers are counted
+    /// per client address.
     #[serde(default = "default_max_event_streams_per_user")]
     pub max_event_streams_per_user: usize,
+    /// Origins (`scheme://host[:port]`) besides the server's own whose web pages may send
+    /// state-changing requests to the API; their hosts are also accepted in `Host` by a server
+    /// listening on loopback (default none).
+    #[serde(default)]
+    pub allowed_origins: Vec<String>,
 }
 
 impl Default for ServerConfig {
@@ -272,6 +287,7 @@ impl Default for ServerConfig {
             max_connections: default_max_connections(),
             max_event_streams: default_max_event_streams(),
             max_event_streams_per_user: default_max_event_streams_per_user(),
+            allowed_origins: Vec::new(),
         }
     }
 }
@@ -594,6 +610,14 @@ impl Config {
         ] {
             if value == 0 {
                 return bad(key, "must be at least 1".into());
+            }
+        }
+        for (i, origin) in self.server.allowed_origins.iter().enumerate() {
+            if crate::browser::parse_origin(origin).is_none() {
+                return bad(
+                    &format!("server.allowed_origins[{i}]"),
+                    format!("{origin:?} is not an origin: use scheme://host[:port]"),
+                );
             }
         }
         let mut ids = std::collections::HashSet::new();

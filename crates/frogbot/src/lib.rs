@@ -7,6 +7,7 @@
 //! crates).
 
 pub mod ask;
+pub mod browser;
 pub mod channels;
 pub mod check;
 pub mod config;
@@ -249,12 +250,15 @@ pub fn app_with_readiness(
             per_user: config.server.max_event_streams_per_user,
         },
     );
-    http::router(http::AppState {
+    let api = http::router(http::AppState {
         engine,
         tokens: Arc::new(tokens),
         watchers,
         readiness,
     })
+    .merge(web::routes());
+    // The API's routes only: the channels' webhooks are merged after this.
+    browser::protect(api, &config.server.allowed_origins)
 }
 
 /// Runs `frogbot serve` until `shutdown` resolves: serves HTTP, runs the job worker, and on

@@ -56,10 +56,10 @@ pub async fn run(
         Duration::from_secs(limits.body_read_timeout_seconds),
         limit_requests,
     ));
-    let service = TowerToHyperService::new(app);
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(Duration::from_secs(limits.header_read_timeout_seconds));
+    let listen = listener.local_addr()?;
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let refusing = Arc::new(Semaphore::new(MAX_REFUSING));
     let graceful = GracefulShutdown::new();
@@ -86,7 +86,13 @@ pub async fn run(
             continue;
         };
         let _ = stream.set_nodelay(true);
-        let conn = graceful.watch(http.serve_connection(TokioIo::new(stream), service.clone()));
+        // Each request is told its connection: the browser rules and the anonymous event-stream
+        // budget need the listen and client addresses.
+        let service = TowerToHyperService::new(tower::Layer::layer(
+            &axum::Extension(crate::browser::Connection { peer, listen }),
+            app.clone(),
+        ));
+        let conn = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
         tokio::spawn(async move {
             if let Err(e) = conn.await {
                 tracing::debug!(%peer, error = %e, "connection ended with an error");
