@@ -23,6 +23,7 @@ pub mod server;
 pub mod stream;
 pub mod talk;
 pub mod telemetry;
+pub mod term;
 pub mod web;
 
 use std::collections::HashMap;
