@@ -209,6 +209,27 @@ async fn operator_commands_read_and_repair_a_filled_database() {
     );
     let r = run(&config, &["show", "nowhere"], &[]).await;
     assert_eq!((r.code, r.err.trim()), (1, "frogbot: no chat nowhere"));
+    // A message with terminal sequences (clipboard write, clear screen) is shown escaped.
+    say(
+        &http,
+        &server.base,
+        "escapes",
+        "copy \u{1b}]52;c;cm0gLXJmIH4=\u{7} then \u{1b}[2J",
+    )
+    .await;
+    let r = run(&config, &["show", "escapes"], &[]).await;
+    assert_eq!(r.code, 0, "{}", r.err);
+    assert!(
+        !r.out.contains('\u{1b}') && !r.out.contains('\u{7}'),
+        "{:?}",
+        r.out
+    );
+    assert!(
+        r.out
+            .contains("copy \\u{1b}]52;c;cm0gLXJmIH4=\\u{7} then \\u{1b}[2J"),
+        "{}",
+        r.out
+    );
     drop(server);
 
     // Jobs through the store: a dead one past the retention (7 days), a fresh dead one, a live one.
