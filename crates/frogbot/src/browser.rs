@@ -173,7 +173,7 @@ fn refuse(status: StatusCode, code: &'static str, message: String) -> Response {
     (status, axum::Json(body)).into_response()
 }
 
-fn header_str<'a>(headers: &'a HeaderMap, name: header::HeaderName) -> Option<&'a str> {
+fn header_str(headers: &HeaderMap, name: header::HeaderName) -> Option<&str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
