@@ -898,6 +898,29 @@ mod tests {
     /// and refused in one without, in a line naming the feature (`.ci/run` runs these unit tests
     /// in the web-only build too).
     #[test]
+    fn allowed_origins_must_be_origins() {
+        let ok = Config::parse(
+            "[server]\nallowed_origins = [\"https://chat.example.com\", \"http://127.0.0.1:8787\"]",
+        )
+        .unwrap();
+        assert!(ok.validate().is_ok());
+        assert_eq!(ok.server.allowed_origins.len(), 2);
+        for bad in [
+            "chat.example.com",
+            "https://chat.example.com/path",
+            "null",
+            "*",
+        ] {
+            let e = Config::parse(&format!("[server]\nallowed_origins = [\"{bad}\"]"))
+                .unwrap()
+                .validate()
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("server.allowed_origins[0]"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
     fn a_database_or_mcp_server_of_a_feature_left_out_is_refused() {
         let pg = Config::parse("database = \"postgres://u:secret@db.internal/frogbot\"")
             .unwrap()

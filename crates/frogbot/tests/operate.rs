@@ -571,6 +571,12 @@ async fn readyz_names_the_store_when_its_file_is_gone() {
         !body.to_string().contains(&*file.to_string_lossy()),
         "{body}"
     );
+    // healthz the same: no file name, no driver words.
+    assert_eq!(
+        get("/healthz").await,
+        (503, "store unreachable".into()),
+        "the contract's liveness"
+    );
 }
 
 /// A model endpoint's `GET /v1/models` (OpenAI's list shape) that takes one key, else 401.
