@@ -14,7 +14,11 @@ if ! exec 3<>"/dev/tcp/$host/$port"; then
     echo "healthz: cannot connect to $host:$port" >&2
     exit 1
 fi
-printf 'GET /healthz HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n' "$host" >&3
+# An IPv6 address is bracketed in Host (a loopback server answers only Host localhost, 127.0.0.1
+# or [::1]).
+host_header="$host"
+case "$host" in *:*) host_header="[$host]" ;; esac
+printf 'GET /healthz HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n' "$host_header" >&3
 status=""
 IFS= read -r -t 4 status <&3
 status="${status%$'\r'}"

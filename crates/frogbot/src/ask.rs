@@ -417,7 +417,8 @@ pub fn render(status: &Value, format: Format) -> String {
                     .join(", "),
                 other => other.to_string(),
             };
-            match status.get("values").and_then(Value::as_object) {
+            // A person's answer may hold terminal control sequences.
+            let text = match status.get("values").and_then(Value::as_object) {
                 Some(values) if values.len() == 1 => {
                     text(values.values().next().expect("one value"))
                 }
@@ -427,7 +428,8 @@ pub fn render(status: &Value, format: Format) -> String {
                     .collect::<Vec<_>>()
                     .join("\n"),
                 None => status["state"].as_str().unwrap_or("unknown").to_owned(),
-            }
+            };
+            crate::term::escape_controls(&text).into_owned()
         }
     }
 }
@@ -550,5 +552,22 @@ mod tests {
             render(&json!({"state": "expired"}), Format::Text),
             "expired"
         );
+    }
+
+    #[test]
+    fn text_answers_come_out_with_their_control_characters_escaped() {
+        // A person's answer that would write the clipboard and clear the screen.
+        let status = json!({"state": "answered", "values": {
+            "Note": "\u{1b}]52;c;cm0gLXJmIH4=\u{7}",
+            "Other": "\u{1b}[2Jgone",
+        }});
+        let text = render(&status, Format::Text);
+        assert_eq!(
+            text,
+            "Note: \\u{1b}]52;c;cm0gLXJmIH4=\\u{7}\nOther: \\u{1b}[2Jgone"
+        );
+        assert!(!text.contains('\u{1b}') && !text.contains('\u{7}'));
+        // JSON escapes them itself.
+        assert!(!render(&status, Format::Json).contains('\u{1b}'));
     }
 }

@@ -14,6 +14,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::config::Config;
+use crate::term::say;
 
 /// How long one check's request may take.
 const CHECK_TIMEOUT: Duration = Duration::from_secs(10);
@@ -101,7 +102,7 @@ pub async fn run(path: Option<&Path>, offline: bool) -> bool {
     let config = match Config::load(path) {
         Ok(c) => c,
         Err(e) => {
-            println!("{}", line(false, "config", e.to_string()));
+            say!("{}", line(false, "config", e.to_string()));
             return false;
         }
     };
@@ -127,7 +128,7 @@ pub async fn run(path: Option<&Path>, offline: bool) -> bool {
         "demo",
     );
     let channels = list(config.channels.keys().map(String::as_str).collect(), "none");
-    println!(
+    say!(
         "{}",
         line(
             true,
@@ -145,7 +146,7 @@ pub async fn run(path: Option<&Path>, offline: bool) -> bool {
     let http = match reqwest::Client::builder().timeout(CHECK_TIMEOUT).build() {
         Ok(c) => c,
         Err(e) => {
-            println!("{}", line(false, "http", e.to_string()));
+            say!("{}", line(false, "http", e.to_string()));
             return false;
         }
     };
@@ -157,13 +158,13 @@ pub async fn run(path: Option<&Path>, offline: bool) -> bool {
         };
         for l in lines {
             all_ok &= l.ok;
-            println!("{l}");
+            say!("{l}");
         }
     }
     for m in &config.models {
         let l = check_model(&http, m).await;
         all_ok &= l.ok;
-        println!("{l}");
+        say!("{l}");
     }
     all_ok
 }

@@ -289,8 +289,17 @@ fn default_max_connections() -> usize {
 /// body_read_timeout_seconds = 60    # a request's body must arrive within this once its header did
 /// max_connections = 1024            # open connections (event streams included); more get 503
 /// max_event_streams = 512           # live event streams open at once; more get 429
-/// max_event_streams_per_user = 64   # … per caller (anonymous callers count as one)
+/// max_event_streams_per_user = 64   # … per caller (anonymous callers: per client address)
+/// allowed_origins = []              # other origins whose pages may call the API, e.g.
+///                                   # ["https://chat.example.com"]
 /// ```
+///
+/// Browser rules (see `README.md`'s Security section): a state-changing request (POST, PUT,
+/// PATCH, DELETE) to the API with a body must say `Content-Type: application/json` (415
+/// `unsupported-media-type`), and one with an `Origin` header must come from the server's own
+/// origin (the request's `Host`) or one of `allowed_origins` (403 `forbidden-origin`). A server
+/// listening on a loopback address answers only `Host: localhost`, `127.0.0.1`, `[::1]` (any
+/// port) and the hosts of `allowed_origins` (421 `misdirected-request`; DNS rebinding).
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ServerConfig {
@@ -312,9 +321,15 @@ pub struct ServerConfig {
     /// `too-many-streams` (default 512, so streams leave room for other requests).
     #[serde(default = "default_max_event_streams")]
     pub max_event_streams: usize,
-    /// Live event streams open at once per caller; anonymous callers count as one (default 64).
+    /// Live event streams open at once per caller (default 64); anonymous callers are counted
+    /// per client address.
     #[serde(default = "default_max_event_streams_per_user")]
     pub max_event_streams_per_user: usize,
+    /// Origins (`scheme://host[:port]`) besides the server's own whose web pages may send
+    /// state-changing requests to the API; their hosts are also accepted in `Host` by a server
+    /// listening on loopback (default none).
+    #[serde(default)]
+    pub allowed_origins: Vec<String>,
 }
 
 impl Default for ServerConfig {
@@ -325,6 +340,7 @@ impl Default for ServerConfig {
             max_connections: default_max_connections(),
             max_event_streams: default_max_event_streams(),
             max_event_streams_per_user: default_max_event_streams_per_user(),
+            allowed_origins: Vec::new(),
         }
     }
 }
@@ -696,6 +712,14 @@ impl Config {
                 return bad(key, "must be at least 1".into());
             }
         }
+        for (i, origin) in self.server.allowed_origins.iter().enumerate() {
+            if crate::browser::parse_origin(origin).is_none() {
+                return bad(
+                    &format!("server.allowed_origins[{i}]"),
+                    format!("{origin:?} is not an origin: use scheme://host[:port]"),
+                );
+            }
+        }
         let mut ids = std::collections::HashSet::new();
         for (i, m) in self.models.iter().enumerate() {
             let key = format!("models[{i}]");
@@ -1005,6 +1029,29 @@ mod tests {
     /// A `postgres://` database and `[[mcp]]` servers are taken in a build with their features
     /// and refused in one without, in a line naming the feature (`.ci/run` runs these unit tests
     /// in the web-only build too).
+    #[test]
+    fn allowed_origins_must_be_origins() {
+        let ok = Config::parse(
+            "[server]\nallowed_origins = [\"https://chat.example.com\", \"http://127.0.0.1:8787\"]",
+        )
+        .unwrap();
+        assert!(ok.validate().is_ok());
+        assert_eq!(ok.server.allowed_origins.len(), 2);
+        for bad in [
+            "chat.example.com",
+            "https://chat.example.com/path",
+            "null",
+            "*",
+        ] {
+            let e = Config::parse(&format!("[server]\nallowed_origins = [\"{bad}\"]"))
+                .unwrap()
+                .validate()
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("server.allowed_origins[0]"), "{bad}: {e}");
+        }
+    }
+
     #[test]
     fn a_database_or_mcp_server_of_a_feature_left_out_is_refused() {
         let pg = Config::parse("database = \"postgres://u:secret@db.internal/frogbot\"")

@@ -7,6 +7,8 @@
 //! leaves, its task and everything it kept go. A poll reads the chat's row and, only when its
 //! version moved, the messages written since. The number of streams is capped in total and per
 //! caller (`max_event_streams`, `max_event_streams_per_user`); past a cap a new stream gets 429.
+//! Anonymous callers are counted per client address, so one client's streams cannot lock the
+//! others out.
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -62,6 +64,14 @@ impl std::fmt::Debug for ChatWatchers {
     }
 }
 
+/// Whose budget a stream counts against: a user, or an anonymous client by its address (`None`
+/// when the server does not know it).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Caller {
+    User(UserId),
+    Anonymous(Option<std::net::IpAddr>),
+}
+
 struct Inner {
     engine: Engine,
     limits: StreamLimits,
@@ -72,7 +82,7 @@ struct Inner {
 struct State {
     chats: HashMap<ChatId, Watched>,
     total: usize,
-    per_user: HashMap<Option<UserId>, usize>,
+    per_user: HashMap<Caller, usize>,
     dispatcher: Option<tokio::task::JoinHandle<()>>,
 }
 
@@ -112,29 +122,35 @@ impl ChatWatchers {
         self.inner.state.lock().expect("watchers").chats.len()
     }
 
-    /// Opens a stream of `chat`'s changes for `user`, starting with its `state` as of the chat
-    /// row the caller read at `version`: everything written after that read is streamed.
+    /// Opens a stream of `chat`'s changes for `user` (anonymous: the client at `client`),
+    /// starting with its `state` as of the chat row the caller read at `version`: everything
+    /// written after that read is streamed.
     pub fn open(
         &self,
         chat: &ChatId,
         user: Option<&UserId>,
+        client: Option<std::net::IpAddr>,
         state: TurnState,
         version: i64,
     ) -> Result<
         impl futures::Stream<Item = Result<Bytes, std::convert::Infallible>> + Send + 'static,
         StreamRefused,
     > {
+        let caller = match user {
+            Some(u) => Caller::User(u.clone()),
+            None => Caller::Anonymous(client),
+        };
         let receiver = {
             let mut st = self.inner.state.lock().expect("watchers");
             if st.total >= self.inner.limits.total {
                 return Err(StreamRefused::Total(self.inner.limits.total));
             }
-            let mine = st.per_user.get(&user.cloned()).copied().unwrap_or(0);
+            let mine = st.per_user.get(&caller).copied().unwrap_or(0);
             if mine >= self.inner.limits.per_user {
                 return Err(StreamRefused::PerUser(self.inner.limits.per_user));
             }
             st.total += 1;
-            *st.per_user.entry(user.cloned()).or_default() += 1;
+            *st.per_user.entry(caller.clone()).or_default() += 1;
             if st.dispatcher.is_none() {
                 st.dispatcher = Some(tokio::spawn(dispatch(Arc::downgrade(&self.inner))));
             }
@@ -149,7 +165,7 @@ impl ChatWatchers {
             _open: crate::metrics::OpenStream::new("events"),
             inner: self.inner.clone(),
             chat: chat.clone(),
-            user: user.cloned(),
+            caller,
         };
         let first = frame(&json!({"type": "state", "state": state}));
         let stopping = self.inner.engine.clone();
@@ -186,17 +202,17 @@ struct Listener {
     _open: crate::metrics::OpenStream,
     inner: Arc<Inner>,
     chat: ChatId,
-    user: Option<UserId>,
+    caller: Caller,
 }
 
 impl Drop for Listener {
     fn drop(&mut self) {
         let mut st = self.inner.state.lock().expect("watchers");
         st.total = st.total.saturating_sub(1);
-        if let Some(n) = st.per_user.get_mut(&self.user) {
+        if let Some(n) = st.per_user.get_mut(&self.caller) {
             *n = n.saturating_sub(1);
             if *n == 0 {
-                st.per_user.remove(&self.user);
+                st.per_user.remove(&self.caller);
             }
         }
         let last = st.chats.get_mut(&self.chat).is_some_and(|w| {

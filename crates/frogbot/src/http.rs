@@ -372,11 +372,11 @@ async fn load_writable(
 async fn healthz(State(state): State<AppState>) -> Response {
     match state.engine.ping().await {
         Ok(()) => (StatusCode::OK, "ok").into_response(),
-        Err(e) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("store unreachable: {e}"),
-        )
-            .into_response(),
+        Err(e) => {
+            // The driver's words (paths, hosts) go to the log, not to whoever asks.
+            tracing::warn!(error = %e, "healthz: store unreachable");
+            (StatusCode::SERVICE_UNAVAILABLE, "store unreachable").into_response()
+        }
     }
 }
 
@@ -890,6 +890,7 @@ pub(crate) fn with_acks(messages: &mut [UiMessage], state: frogbot_core::model::
 async fn events(
     State(state): State<AppState>,
     Caller(who): Caller,
+    client: crate::browser::ClientAddr,
     Path(raw): Path<String>,
 ) -> ApiResult {
     let chat = chat_id(&raw)?;
@@ -899,7 +900,13 @@ async fn events(
     // Only changes are streamed: the client loads the chat itself.
     let stream = state
         .watchers
-        .open(&chat, user.as_ref(), row.state(now_millis()), row.version)
+        .open(
+            &chat,
+            user.as_ref(),
+            client.0,
+            row.state(now_millis()),
+            row.version,
+        )
         .map_err(|e| {
             err(ApiError::new(
                 StatusCode::TOO_MANY_REQUESTS,

@@ -7,6 +7,7 @@
 //! crates).
 
 pub mod ask;
+pub mod browser;
 pub mod channels;
 pub mod check;
 pub mod config;
@@ -22,6 +23,7 @@ pub mod server;
 pub mod stream;
 pub mod talk;
 pub mod telemetry;
+pub mod term;
 pub mod web;
 
 use std::collections::HashMap;
@@ -277,7 +279,7 @@ pub fn app_with_readiness(
             per_user: config.server.max_event_streams_per_user,
         },
     );
-    http::router(http::AppState {
+    let api = http::router(http::AppState {
         engine,
         principals: Arc::new(principals),
         policy: frogbot_core::policy::Policy::new(config.anonymous_access()),
@@ -285,6 +287,9 @@ pub fn app_with_readiness(
         watchers,
         readiness,
     })
+    .merge(web::routes());
+    // The API's routes only: the channels' webhooks are merged after this.
+    browser::protect(api, &config.server.allowed_origins)
 }
 
 /// Runs `frogbot serve` until `shutdown` resolves: serves HTTP, runs the job worker, and on

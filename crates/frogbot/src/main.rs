@@ -171,7 +171,10 @@ fn main() -> ExitCode {
         Err(e) => {
             let text = e.to_string();
             let line = text.lines().next().unwrap_or("bad arguments");
-            eprintln!("frogbot: {}", line.trim_start_matches("error: "));
+            eprintln!(
+                "frogbot: {}",
+                frogbot::term::escape_controls(line.trim_start_matches("error: "))
+            );
             return ExitCode::from(frogbot::ask::EXIT_FAILED);
         }
     };
@@ -276,7 +279,7 @@ fn run_client(client: Client) -> ExitCode {
                 .split_whitespace()
                 .collect::<Vec<_>>()
                 .join(" ");
-            eprintln!("frogbot: {line}");
+            eprintln!("frogbot: {}", frogbot::term::escape_controls(&line));
             ExitCode::from(frogbot::ask::EXIT_FAILED)
         }
     }
@@ -302,7 +305,7 @@ fn run_ops(
                 .split_whitespace()
                 .collect::<Vec<_>>()
                 .join(" ");
-            eprintln!("frogbot: {line}");
+            eprintln!("frogbot: {}", frogbot::term::escape_controls(&line));
             ExitCode::from(e.exit_code())
         }
     }
@@ -324,7 +327,7 @@ fn fail(e: &frogbot::Error) -> ExitCode {
         .split_whitespace()
         .collect::<Vec<_>>()
         .join(" ");
-    eprintln!("frogbot: {line}");
+    eprintln!("frogbot: {}", frogbot::term::escape_controls(&line));
     ExitCode::from(e.exit_code())
 }
 

@@ -19,6 +19,7 @@ use frogbot_core::model::{
 use frogbot_core::store::{ChatFilter, ChatRow, Job, QuestionRow, StoredMessage};
 
 use crate::Config;
+use crate::term::say;
 
 /// Exit code: a failure (the store, an id that is not what the command needs).
 pub const EXIT_FAILED: u8 = 1;
@@ -190,7 +191,7 @@ fn sqlite_file(url: &str) -> Option<String> {
 }
 
 fn print_json(v: &Value) {
-    println!("{v}");
+    println!("{v}"); // JSON escapes control characters
 }
 
 fn channel_text(row: &ChatRow) -> String {
@@ -268,7 +269,7 @@ fn print_table<const N: usize>(rows: &[[String; N]]) {
                 line.push_str(&format!("{cell:<width$}  ", width = widths[i]));
             }
         }
-        println!("{}", line.trim_end());
+        say!("{}", line.trim_end());
     }
 }
 
@@ -372,7 +373,7 @@ pub async fn show(args: ShowArgs) -> Result<(), OpsError> {
         }));
         return Ok(());
     }
-    println!(
+    say!(
         "chat {}  {}  {}  owner {}  created {}  updated {}",
         row.chat_id,
         row.state(now).as_str(),
@@ -386,7 +387,7 @@ pub async fn show(args: ShowArgs) -> Result<(), OpsError> {
             .ok()
             .and_then(|v| v.as_str().map(str::to_string))
             .unwrap_or_default();
-        println!(
+        say!(
             "#{} {} {} {}{}: {}",
             m.seq,
             role,
@@ -397,7 +398,7 @@ pub async fn show(args: ShowArgs) -> Result<(), OpsError> {
         );
     }
     for q in &questions {
-        println!(
+        say!(
             "question {} on {}: {}",
             q.tool_call_id,
             q.message_id,
@@ -459,7 +460,7 @@ async fn retry(id: i64, config: &ConfigArg) -> Result<(), OpsError> {
     let (_, engine) = engine(config).await?;
     match engine.revive_job(id).await? {
         Revival::Revived(j) => {
-            println!(
+            say!(
                 "job {} ({}) is live again, due now",
                 j.id,
                 j.key.as_deref().unwrap_or(&j.kind)
@@ -487,7 +488,7 @@ pub async fn purge(args: PurgeArgs) -> Result<(), OpsError> {
     let days = plural(config.dead_job_retention_days, "day", "days");
     if args.dry_run {
         let p = engine.purgeable().await?;
-        println!(
+        say!(
             "would remove {} and {} older than {days} (dry run: nothing removed)",
             plural(
                 p.questions,
@@ -499,7 +500,7 @@ pub async fn purge(args: PurgeArgs) -> Result<(), OpsError> {
         return Ok(());
     }
     let done = engine.housekeep().await?;
-    println!(
+    say!(
         "removed {} and {} older than {days}; {} kept",
         plural(
             done.questions_purged,

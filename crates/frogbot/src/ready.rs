@@ -2,7 +2,8 @@
 //! whether this process should be sent traffic. Ready when the store answers `ping`, the
 //! migrations are applied, every configured channel was started and its receiving task still runs,
 //! and the process is not shutting down; otherwise 503 with a JSON body naming each check that
-//! failed (`{"ready": false, "notReady": [{"check": "store", "error": "…"}], "checks": […]}`).
+//! failed (`{"ready": false, "notReady": [{"check": "store", "error": "store unreachable"}],
+//! "checks": […]}`; the store's own error, which may name files or hosts, goes to the log).
 //!
 //! What "connected" means per channel: the adapters give no connection signal (the `Adapter`
 //! trait has `start`, which spawns the receiving task), so a channel counts as up once `start`
@@ -45,11 +46,15 @@ impl Readiness {
 
     /// Runs every check: the store's `ping`, then the process's own state.
     pub async fn check(&self, engine: &Engine) -> Vec<Check> {
-        let store = engine.ping().await;
+        // The driver's words (file paths, hosts) go to the log; the body says only what failed.
+        let store = engine.ping().await.map_err(|e| {
+            tracing::warn!(error = %e, "readyz: store unreachable");
+            "store unreachable".to_string()
+        });
         let mut checks = vec![
             Check {
                 check: "store".into(),
-                error: store.err().map(|e| e.to_string()),
+                error: store.err(),
             },
             Check {
                 check: "migrations".into(),

@@ -10,14 +10,16 @@
 //! - URIs over [`MAX_URI_BYTES`] are answered 414 `uri-too-long` (hyper itself answers a bare 414
 //!   beyond 64 KiB, before any service runs).
 //! - At most `max_connections` connections are served at once (long-lived event streams
-//!   included); one more is answered `503` with `Connection: close` at once and closed.
+//!   included); one more is answered `503` with `Connection: close` at once and closed. Refusals
+//!   are logged at a bounded rate ([`RefusalLog`]): the first, then at most one line per
+//!   [`REFUSAL_LOG_EVERY`] with the number refused since.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -43,6 +45,44 @@ const MAX_REFUSING: usize = 64;
 /// How long a refused connection may take to receive its 503.
 const REFUSAL_TIME: Duration = Duration::from_secs(1);
 
+/// How often at most refused connections are logged.
+pub const REFUSAL_LOG_EVERY: Duration = Duration::from_secs(10);
+
+/// Counts refused connections and says when to log them: the first refusal at once, then at most
+/// one line per `every`, counting the refusals since the last line (a flood of connections over
+/// `max_connections` must not become a flood of log lines).
+#[derive(Debug)]
+pub struct RefusalLog {
+    every: Duration,
+    last: Option<Instant>,
+    unlogged: u64,
+}
+
+impl RefusalLog {
+    /// A log of at most one line per `every`.
+    pub fn new(every: Duration) -> Self {
+        Self {
+            every,
+            last: None,
+            unlogged: 0,
+        }
+    }
+
+    /// Notes a refusal at `now`; `Some(n)` when a line is due, `n` the refusals it reports (this
+    /// one included).
+    pub fn refused(&mut self, now: Instant) -> Option<u64> {
+        self.unlogged += 1;
+        if self
+            .last
+            .is_some_and(|last| now.saturating_duration_since(last) < self.every)
+        {
+            return None;
+        }
+        self.last = Some(now);
+        Some(std::mem::take(&mut self.unlogged))
+    }
+}
+
 /// Serves `app` on `listener` with the limits of `limits` until `shutdown` resolves; then stops
 /// accepting, lets the requests in flight finish for up to `grace`, and returns.
 pub async fn run(
@@ -56,12 +96,13 @@ pub async fn run(
         Duration::from_secs(limits.body_read_timeout_seconds),
         limit_requests,
     ));
-    let service = TowerToHyperService::new(app);
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(Duration::from_secs(limits.header_read_timeout_seconds));
+    let listen = listener.local_addr()?;
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let refusing = Arc::new(Semaphore::new(MAX_REFUSING));
+    let mut refusals = RefusalLog::new(REFUSAL_LOG_EVERY);
     let graceful = GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
@@ -76,7 +117,15 @@ pub async fn run(
             () = &mut shutdown => break,
         };
         let Ok(slot) = slots.clone().try_acquire_owned() else {
-            tracing::warn!(%peer, max_connections = limits.max_connections, "connection refused: too many connections");
+            if let Some(refused) = refusals.refused(Instant::now()) {
+                tracing::warn!(
+                    %peer,
+                    max_connections = limits.max_connections,
+                    refused,
+                    "connections refused: too many connections (logged at most once per {} s)",
+                    REFUSAL_LOG_EVERY.as_secs()
+                );
+            }
             if let Ok(permit) = refusing.clone().try_acquire_owned() {
                 tokio::spawn(async move {
                     refuse(stream).await;
@@ -86,7 +135,13 @@ pub async fn run(
             continue;
         };
         let _ = stream.set_nodelay(true);
-        let conn = graceful.watch(http.serve_connection(TokioIo::new(stream), service.clone()));
+        // Each request is told its connection: the browser rules and the anonymous event-stream
+        // budget need the listen and client addresses.
+        let service = TowerToHyperService::new(tower::Layer::layer(
+            &axum::Extension(crate::browser::Connection { peer, listen }),
+            app.clone(),
+        ));
+        let conn = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
         tokio::spawn(async move {
             if let Err(e) = conn.await {
                 tracing::debug!(%peer, error = %e, "connection ended with an error");
@@ -227,5 +282,27 @@ impl http_body::Body for DeadlineBody {
 
     fn size_hint(&self) -> http_body::SizeHint {
         self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusals_are_logged_first_then_once_per_period_with_their_count() {
+        let mut log = RefusalLog::new(Duration::from_secs(10));
+        let t0 = Instant::now();
+        assert_eq!(log.refused(t0), Some(1), "the first is logged");
+        // 787 more within the period: none logged.
+        for i in 0..787u64 {
+            assert_eq!(log.refused(t0 + Duration::from_millis(i * 10)), None);
+        }
+        // The period is over: one line counting them all, this one included.
+        assert_eq!(log.refused(t0 + Duration::from_secs(10)), Some(788));
+        assert_eq!(log.refused(t0 + Duration::from_secs(11)), None);
+        assert_eq!(log.refused(t0 + Duration::from_secs(25)), Some(2));
+        // A quiet spell: the next is logged at once.
+        assert_eq!(log.refused(t0 + Duration::from_secs(100)), Some(1));
     }
 }

@@ -1187,11 +1187,17 @@ async fn clients_send_only_their_own_parts_and_sane_message_ids() {
     s.chat(&chat, Some(ALICE))
         .await
         .assert_error(404, "not-found");
-    // Text, file and data-* parts, and an id by the rules, are the client's.
+    // Data parts are the agent's and the server's (a person's block would render as the agent's).
+    for ty in ["data-note", "data-block-html", "data-event"] {
+        let body = json!({"parts": [{"type": ty, "data": {"html": "<p>x</p>"}}]});
+        let r = s.post(&path, Some(ALICE), body).await;
+        r.assert_error(400, "invalid-request");
+        assert!(r.text.contains(ty), "{}", r.text);
+    }
+    // Text and file parts, and an id by the rules, are the client's.
     let body = json!({"id": "msg-Client_1", "parts": [
         {"type": "text", "text": "hi"},
         {"type": "file", "mediaType": "text/plain", "url": "data:text/plain;base64,aGk="},
-        {"type": "data-note", "data": {"k": 1}},
     ]});
     let r = s.post(&path, Some(ALICE), body).await;
     assert_eq!(r.status, 200, "{}", r.text);

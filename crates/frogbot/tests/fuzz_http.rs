@@ -141,8 +141,7 @@ fn samples(endpoint: Endpoint) -> Vec<Value> {
             json!({"parts": [{"type": "text", "text": "hi"}]}),
             json!({"id": "m_fuzz-1", "parts": [
                 {"type": "text", "text": "hi"},
-                {"type": "file", "mediaType": "image/png", "url": "data:image/png;base64,AA=="},
-                {"type": "data-note", "data": {"x": 1}}
+                {"type": "file", "mediaType": "image/png", "url": "data:image/png;base64,AA=="}
             ], "delivery": "queue", "model": "demo"}),
             json!({"parts": [{"type": "text", "text": "hi"}], "delivery": "steer", "reasoning": "high"}),
         ],

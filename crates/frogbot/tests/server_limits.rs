@@ -69,7 +69,7 @@ async fn read_until_closed(stream: &mut TcpStream) -> String {
     String::from_utf8_lossy(&got).into_owned()
 }
 
-const HEALTHZ: &[u8] = b"GET /healthz HTTP/1.1\r\nHost: frogbot\r\n\r\n";
+const HEALTHZ: &[u8] = b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n";
 
 fn is_healthz_answer(s: &str) -> bool {
     s.contains("\r\n\r\n") && s.ends_with("ok")
@@ -105,7 +105,7 @@ async fn idle_connections_are_closed_after_the_timeout() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_body_is_cut_off_with_408() {
     let (s, _db) = server("[server]\nbody_read_timeout_seconds = 1").await;
-    let head = "POST /api/chats/slow-body/messages HTTP/1.1\r\nHost: frogbot\r\n\
+    let head = "POST /api/chats/slow-body/messages HTTP/1.1\r\nHost: localhost\r\n\
                 Content-Type: application/json\r\nContent-Length: 200\r\n\r\n";
     // A body that stops.
     let mut stalled = connect(&s).await;
@@ -165,7 +165,7 @@ async fn connections_over_the_limit_are_refused_at_once() {
     let (s, _db) = server("[server]\nmax_connections = 4").await;
     let chat = chat_id("cap");
     let post = format!(
-        "POST /api/chats/{chat}/messages HTTP/1.1\r\nHost: frogbot\r\nConnection: close\r\n\
+        "POST /api/chats/{chat}/messages HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\
          Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{}",
         msg("hi").to_string().len(),
         msg("hi")
@@ -174,7 +174,7 @@ async fn connections_over_the_limit_are_refused_at_once() {
     c.write_all(post.as_bytes()).await.expect("write");
     assert!(read_until_closed(&mut c).await.starts_with("HTTP/1.1 200"));
     // Two live event streams and two idle keep-alive connections fill the four slots.
-    let events = format!("GET /api/chats/{chat}/events HTTP/1.1\r\nHost: frogbot\r\n\r\n");
+    let events = format!("GET /api/chats/{chat}/events HTTP/1.1\r\nHost: localhost\r\n\r\n");
     let mut held = Vec::new();
     for _ in 0..2 {
         held.push(hold(&s, &events, |g| g.contains("data: ")).await);

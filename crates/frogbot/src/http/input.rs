@@ -5,8 +5,16 @@ use frogbot_core::model::{ChatId, MessagePart};
 
 use super::ApiError;
 
-/// The parts a client may send: `text`, `file` and `data-*`. Tool calls, `dynamic-tool`,
-/// `step-start`, `reasoning`, sources and anything else are the agent's to create.
+/// The data parts a person may send. None today: the web chat and the CLI send text (and
+/// files); data parts are what agents and the server write — blocks (`data-block-html` renders
+/// as an app, `data-block-image` as an image), events (`data-event`, written by
+/// `POST /api/chats/{id}/block-events`), asks (`data-ask`) — and a person's message must not
+/// pass for one. A data part the API comes to define for people is listed here.
+pub(super) const PERSON_DATA_PARTS: &[&str] = &[];
+
+/// The parts a person may send: `text`, `file` and the data parts of [`PERSON_DATA_PARTS`]. Tool
+/// calls, `dynamic-tool`, `step-start`, `reasoning`, sources, blocks, events and anything else
+/// are the agent's or the server's to create.
 pub(super) fn check_user_parts(parts: &[MessagePart]) -> Result<(), ApiError> {
     for part in parts {
         let refused = match part {
@@ -14,7 +22,7 @@ pub(super) fn check_user_parts(parts: &[MessagePart]) -> Result<(), ApiError> {
             MessagePart::Tool(t) => Some(format!("tool-{}", t.tool_name)),
             MessagePart::Other(v) => match v.get("type").and_then(|t| t.as_str()) {
                 Some("file") => None,
-                Some(t) if t.starts_with("data-") => None,
+                Some(t) if PERSON_DATA_PARTS.contains(&t) => None,
                 Some(t) => Some(t.to_string()),
                 None => Some("(none)".to_string()),
             },
@@ -23,7 +31,7 @@ pub(super) fn check_user_parts(parts: &[MessagePart]) -> Result<(), ApiError> {
         };
         if let Some(ty) = refused {
             return Err(ApiError::invalid(format!(
-                "a client cannot send a part of type {ty:?}: use text, file or data-* parts"
+                "a person cannot send a part of type {ty:?}: use text or file parts"
             )));
         }
     }
@@ -49,14 +57,18 @@ mod tests {
     }
 
     #[test]
-    fn only_text_file_and_data_parts_are_the_clients() {
+    fn only_text_and_file_parts_are_a_persons() {
         let ok = parts(json!([
             {"type": "text", "text": "hi"},
             {"type": "file", "mediaType": "image/png", "url": "data:image/png;base64,AA=="},
-            {"type": "data-note", "data": {"x": 1}},
         ]));
         assert!(check_user_parts(&ok).is_ok());
         for ty in [
+            "data-block-html",
+            "data-block-image",
+            "data-event",
+            "data-ask",
+            "data-note",
             "tool-question",
             "dynamic-tool",
             "step-start",

@@ -470,7 +470,9 @@
         referrerpolicy: "no-referrer",
         title: str(d.title) || "App",
       });
-      frame.srcdoc = str(d.html);
+      // The frame's page writes the app into itself from the fragment (never sent to the
+      // server); a srcdoc frame would inherit this page's Content-Security-Policy.
+      frame.src = "/app-frame#" + encodeURIComponent(str(d.html));
       return frame;
     },
   };

@@ -266,7 +266,8 @@ await step("final screenshot", async () => {
   await page.screenshot({ path: shot.replace(/(\.png)?$/, "-after.png") });
 });
 
-const fatal = problems.filter((p) => p.startsWith("pageerror"));
+// A Content-Security-Policy violation (the page's or an app frame's) is a console error: fatal too.
+const fatal = problems.filter((p) => p.startsWith("pageerror") || /Content Security Policy/i.test(p));
 clearTimeout(timer);
-if (fatal.length) done(1, "web-agent: FAIL the page threw errors");
+if (fatal.length) done(1, "web-agent: FAIL the page threw errors or broke its Content-Security-Policy");
 else done(0, `web-agent: ok (chat ${chatId}; screenshot ${shot})`);

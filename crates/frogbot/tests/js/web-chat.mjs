@@ -195,7 +195,8 @@ await step("the ask is answered", async () => {
   if (v.state !== "answered" || got !== want) throw new Error(`ask: ${JSON.stringify(v)}`);
 });
 
-const fatal = problems.filter((p) => p.startsWith("pageerror"));
+// A Content-Security-Policy violation (the page's or an app frame's) is a console error: fatal too.
+const fatal = problems.filter((p) => p.startsWith("pageerror") || /Content Security Policy/i.test(p));
 clearTimeout(timer);
-if (fatal.length) done(1, "web-chat: FAIL the page threw errors");
+if (fatal.length) done(1, "web-chat: FAIL the page threw errors or broke its Content-Security-Policy");
 else done(0, `web-chat: ok (chat ${chatId}; screenshots ${shot}, ${shotQuestion})`);
