@@ -229,6 +229,12 @@ async fn build_engine_and_store(
             turn_lease_ms: (config.turn_lease_seconds as i64) * 1000,
             default_model: config.default_model_id(),
             message_tools: config.tools.messages,
+            // Agent principals never approve a call of a turn they drove.
+            agents: config
+                .agents
+                .iter()
+                .map(|a| UserId::new(a.id.clone()))
+                .collect(),
             ..Default::default()
         },
     );
