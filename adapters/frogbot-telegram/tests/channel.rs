@@ -1277,4 +1277,64 @@ async fn an_agents_conversation_with_a_person_never_takes_over_their_chat_with_t
         model_chat_row.agent.is_none(),
         "Ada's chat with the model stays hers"
     );
+
+    // A tap on an event button of the agent's message (a reply to the first one) is an event in
+    // the agent's conversation, not a stale click in Ada's chat with the model.
+    let blocks = frogbot_model::blocks::Block::list_from_json(&json!([
+        {"type": "fields", "id": "actions", "fields": [{"key": "Branch", "value": "main"}],
+         "events": [{"label": "Retry", "value": "retry"}]}
+    ]))
+    .unwrap();
+    s.engine
+        .agent_send(
+            &chat.chat_id,
+            Some(&agent),
+            AgentMessage {
+                id: Some("m2".into()),
+                text: Some("Deploying".into()),
+                blocks,
+                ..AgentMessage::default()
+            },
+        )
+        .await
+        .unwrap();
+    let (buttons, body) = s
+        .fake
+        .wait_for("the agent's message with a button", |calls| {
+            calls.iter().find_map(|c| {
+                let r = c.result.as_ref()?;
+                (c.method == "sendmessage" && !c.body["reply_markup"].is_null())
+                    .then(|| (r["message_id"].as_i64().unwrap(), c.body.clone()))
+            })
+        })
+        .await;
+    assert_eq!(body["reply_parameters"]["message_id"], json!(root));
+    // The engine keeps the platform id before a tap can find it.
+    let deadline = std::time::Instant::now() + testing::WAIT;
+    while s
+        .engine
+        .message(&chat.chat_id, "m2")
+        .await
+        .unwrap()
+        .is_none_or(|m| m.message.metadata.posted.is_empty())
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the posted id was never kept"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    click(&s.fake, "tap", ADA, buttons, "e0:0");
+    s.fake
+        .wait_for("the answered tap", |c| answered(c, "tap"))
+        .await;
+    let a = answered(&s.fake.all_calls(), "tap").unwrap();
+    assert!(a.get("text").is_none(), "no notice: {a}");
+    let items = s
+        .engine
+        .inbox(Some(&agent), Some(&chat.chat_id), 10)
+        .await
+        .unwrap();
+    assert_eq!(items.len(), 1, "{items:#?}");
+    assert_eq!(items[0].event.as_ref().expect("an event").value, "retry");
 }
