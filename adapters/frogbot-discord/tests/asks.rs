@@ -306,6 +306,7 @@ async fn an_ask_to_a_person_starts_a_conversation_of_its_own_in_their_dm_channel
     // it in the ask's conversation.
     let card = bot.ask(&place, "m1").await;
     assert_eq!(card["channel_id"], dm.to_string().as_str());
+    assert_eq!(card["message_reference"]["message_id"], root.as_str());
     let from = bot.fake.calls().len();
     bot.click(1, &card, None, "prod");
     bot.settled(from, 1, &place.thread, &card).await;

@@ -15,8 +15,8 @@
 //! thread is `{dm}~{root}` ([`crate::ids::agent_thread_id`]) — never the DM channel itself, which
 //! stays the person's conversation with the model. Everything posted in such a thread (replies,
 //! deliveries, agent messages, streamed replies) goes to the DM as a reply to the root
-//! (`message_reference`, `fail_if_not_exists: false`); question cards are posted in the DM
-//! without it. What a channel id is comes from `GET /channels/{id}`.
+//! (`message_reference`, `fail_if_not_exists: false`), question cards too. What a channel id is
+//! comes from `GET /channels/{id}`.
 //!
 //! Streamed replies are an [`EditStream`] over [`DiscordDrafts`]: the first text is posted
 //! (create message), then the message is edited (`PATCH`) as the model writes, at most once per
