@@ -2,6 +2,12 @@
 //! adapter draws, carrying the record revision, the question and the option) and Discord's
 //! snowflake ids (a FrogBot thread id is a channel id, a question message id a message id).
 //!
+//! An agent's conversation with a person in their DM channel (which cannot have threads) is the
+//! thread `{dm}~{root}` ([`agent_thread_id`]): `root` is the agent's first message in the DM.
+//! The separator `~` never occurs in a snowflake, so the DM channel's own thread (`{dm}`, the
+//! person's conversation with the model) and each agent conversation in it are different FrogBot
+//! chats; [`channel_id`] reads both as the DM channel.
+//!
 //! A control's `custom_id` is `fq:{revision}:{question}:{what}`: `what` is an option index (a
 //! button; for a toggle 0 = on and 1 = off, for a confirm 0 = its button), `s{k}` (the k-th string
 //! select, values = option indices), `o` (the "Other…" button), `f` (the "Answer…" button that opens
@@ -124,9 +130,29 @@ pub fn snowflake(id: &str) -> Result<NonZeroU64, Error> {
         .map_err(|_| Error::BadId(id.to_owned()))
 }
 
-/// Parses a FrogBot thread id as a Discord channel id.
+/// Parses a FrogBot thread id as a Discord channel id (an agent conversation `{dm}~{root}`: the
+/// DM channel).
 pub fn channel_id(id: &str) -> Result<ChannelId, Error> {
+    if let Some((channel, root)) = id.split_once(AGENT_SEP) {
+        snowflake(root)?;
+        return snowflake(channel).map(ChannelId::from);
+    }
     snowflake(id).map(ChannelId::from)
+}
+
+/// The separator of an agent conversation's thread id (`{dm}~{root}`).
+pub const AGENT_SEP: char = '~';
+
+/// The thread id of the agent conversation started with message `root` in DM channel `dm`.
+pub fn agent_thread_id(dm: ChannelId, root: MessageId) -> String {
+    format!("{dm}{AGENT_SEP}{root}")
+}
+
+/// The root message of an agent conversation's thread id (`{dm}~{root}`); `None` for a channel
+/// or thread id.
+pub fn thread_root(id: &str) -> Option<MessageId> {
+    let (_, root) = id.split_once(AGENT_SEP)?;
+    snowflake(root).ok().map(MessageId::from)
 }
 
 /// Parses a question message id as a Discord message id.
@@ -204,6 +230,15 @@ mod tests {
         assert!(matches!(message_id("x"), Err(Error::BadId(_))));
         assert_eq!(channel_id("42").unwrap().get(), 42);
         assert_eq!(user_id("7").unwrap().get(), 7);
+        // An agent conversation in a DM: the DM channel, with its root.
+        let agent = agent_thread_id(ChannelId::new(42), MessageId::new(9));
+        assert_eq!(agent, "42~9");
+        assert_eq!(channel_id(&agent).unwrap().get(), 42);
+        assert_eq!(thread_root(&agent), Some(MessageId::new(9)));
+        assert_eq!(thread_root("42"), None);
+        for bad in ["42~", "~9", "42~x", "42~9~1", "42~0"] {
+            assert!(channel_id(bad).is_err(), "{bad}");
+        }
     }
 }
 

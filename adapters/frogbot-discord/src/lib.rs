@@ -21,7 +21,17 @@
 //! travels in the question record FrogBot passes in.
 //!
 //! Conventions: a FrogBot thread id is the Discord channel id of the thread (a snowflake as a
-//! string); a question message id is the Discord message id.
+//! string), or `{dm}~{root}` for an agent's conversation with a person in their DM; a question
+//! message id is the Discord message id.
+//!
+//! Agent conversations (issue 37): in a channel, an agent's conversation is a public thread
+//! started on its first message (as before). A DM cannot have threads, so an agent that opens a
+//! conversation with a person (`ask_thread` to a user) posts its first message in their DM and
+//! gets the thread `{dm}~{root}` — never the DM channel itself, which stays the person's
+//! conversation with the model. Everything posted there replies to `root`; a person's DM message
+//! that replies to a message of the conversation goes to the agent (its inbox), every other DM
+//! message to the model as before ([`channel::receive`] says how the replied-to message is
+//! recognised).
 
 //! Delivery guarantee (issue 18): a reply handed to `ChannelOutbox::deliver` is posted piece by
 //! piece, each with a `nonce` made from its piece key and `enforce_nonce: true`; a retry after a

@@ -53,7 +53,7 @@ use serenity::model::id::InteractionId;
 use crate::Error;
 use crate::client::DiscordApi;
 use crate::convert::selected_values;
-use crate::ids::{Control, ControlKind, channel_id, message_id};
+use crate::ids::{Control, ControlKind, channel_id, message_id, thread_root};
 pub use crate::ids::{is_other, opens_modal};
 use crate::render::{self, MESSAGE_LIMIT};
 
@@ -378,7 +378,8 @@ impl<A: DiscordApi> DiscordQuestions<A> {
         &self.api
     }
 
-    /// Posts question `step` of `call` at `revision` in `thread`.
+    /// Posts question `step` of `call` at `revision` in `thread` (in an agent conversation in a
+    /// DM, `{dm}~{root}`, as a reply to its root).
     pub async fn post_question(
         &self,
         thread: &Thread,
@@ -386,13 +387,14 @@ impl<A: DiscordApi> DiscordQuestions<A> {
         revision: u64,
         step: usize,
     ) -> Result<QuestionMessage, Error> {
-        let posted = self
-            .api
-            .send_message(
-                channel_id(&thread.id)?,
-                &render::question_message(call, revision, step),
-            )
-            .await?;
+        let channel = channel_id(&thread.id)?;
+        let mut message = render::question_message(call, revision, step);
+        if let Some(root) = thread_root(&thread.id) {
+            let reference = serenity::model::channel::MessageReference::from((channel, root))
+                .fail_if_not_exists(false);
+            message = message.reference_message(reference);
+        }
+        let posted = self.api.send_message(channel, &message).await?;
         Ok(QuestionMessage {
             id: posted.id.to_string(),
             posted_at: posted.timestamp,

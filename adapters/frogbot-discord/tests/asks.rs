@@ -1,5 +1,6 @@
 //! Asks to Discord (`ChannelOutbox::ask_thread` of the Discord outbox): to a text channel (a
-//! root message and a public thread started on it), to a person (their DM channel), idempotent
+//! root message and a public thread started on it), to a person (a conversation of its own in
+//! their DM channel: a root message there, the thread `{dm}~{root}`), idempotent
 //! on the ask's key, and refused with nothing posted for ids Discord does not know. Over
 //! serenity's real `Http` and gateway `Client` against the fake Discord, with FrogBot's engine
 //! on SQLite running the ask as `POST /api/asks` does; the person's click comes through the
@@ -45,6 +46,10 @@ impl Drop for Bot {
 }
 
 async fn start() -> Bot {
+    start_with(ScriptedModel::new(|_| reply("ok"))).await
+}
+
+async fn start_with(model: ScriptedModel) -> Bot {
     let fake = FakeDiscord::start(APP, BOT).await;
     let adapter = channel::connect(Config {
         users: [(ALICE.to_string(), "alice".to_string())].into(),
@@ -54,7 +59,6 @@ async fn start() -> Bot {
     .unwrap();
     let db = frogbot_testkit::sqlite_db();
     let store = frogbot_testkit::open_store(&db.url).await;
-    let model = ScriptedModel::new(|_| reply("ok"));
     let engine = frogbot_testkit::engine_with(store, model).with_channel(adapter.channel());
     let shutdown = CancellationToken::new();
     let task = adapter
@@ -81,6 +85,11 @@ fn input() -> QuestionInput {
         "options": [{"label": "staging"}, {"label": "prod"}]}]}),
     )
     .unwrap()
+}
+
+/// The Discord channel of a FrogBot thread id (an agent conversation `{dm}~{root}`: the DM).
+fn channel_of(thread: &str) -> &str {
+    thread.split('~').next().unwrap_or(thread)
 }
 
 /// The calls that post a message or start a thread, from call `from` on.
@@ -114,7 +123,7 @@ impl Bot {
             })
             .await
             .unwrap();
-        let path = format!("/api/v10/channels/{}/messages", place.thread);
+        let path = format!("/api/v10/channels/{}/messages", channel_of(&place.thread));
         let card = self
             .fake
             .wait_for(from, WAIT, |c| c.method == "POST" && c.path == path)
@@ -183,7 +192,8 @@ impl Bot {
             .expect("the click was acknowledged");
         assert_eq!(ack.body["type"], 6, "DEFERRED_UPDATE_MESSAGE");
         let edit = format!(
-            "/api/v10/channels/{thread}/messages/{}",
+            "/api/v10/channels/{}/messages/{}",
+            channel_of(thread),
             card["id"].as_str().unwrap()
         );
         let edited = self
@@ -251,7 +261,7 @@ async fn an_ask_to_a_text_channel_starts_a_thread_on_one_root_and_a_click_there_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_ask_to_a_person_goes_to_their_dm_channel() {
+async fn an_ask_to_a_person_starts_a_conversation_of_its_own_in_their_dm_channel() {
     let bot = start().await;
     bot.fake.add_user(&alice());
     let from = bot.fake.calls().len();
@@ -261,9 +271,16 @@ async fn an_ask_to_a_person_goes_to_their_dm_channel() {
         .await
         .unwrap();
     let dm = bot.fake.dm_of(&ALICE.to_string()).expect("a DM channel");
-    assert_eq!(place.thread, dm.to_string());
-    // Nothing is posted before the ask's own message: the DM channel is the thread.
-    assert!(posts(&bot.fake, from).is_empty());
+    // The ask's text is the conversation's root in the DM; the thread is `{dm}~{root}`, never
+    // the DM channel itself (the person's conversation with the model).
+    let posted = posts(&bot.fake, from);
+    assert_eq!(posted.len(), 1, "{posted:#?}");
+    assert_eq!(posted[0].path, format!("/api/v10/channels/{dm}/messages"));
+    assert_eq!(posted[0].body["nonce"], ask_nonce("m1"));
+    assert_eq!(posted[0].body["enforce_nonce"], true);
+    let root = posted[0].response["id"].as_str().unwrap().to_owned();
+    assert_eq!(place.thread, format!("{dm}~{root}"));
+    assert_ne!(place.thread, dm.to_string());
     let opened: Vec<Call> = bot
         .fake
         .calls()
@@ -276,18 +293,20 @@ async fn an_ask_to_a_person_goes_to_their_dm_channel() {
     assert_eq!(opened[0].response["type"], 1);
     assert_eq!(opened[0].response["recipients"][0]["id"], ALICE.to_string());
 
-    // Asked again (a retry of the same key): the same DM channel, still nothing posted.
+    // Asked again (a retry of the same key): the nonce gets the same root back, the same thread.
     let again = bot
         .engine
         .ask_thread(PLATFORM, AskPlace::User(&ALICE.to_string()), TEXT, "m1")
         .await
         .unwrap();
     assert_eq!(again, place);
-    assert!(posts(&bot.fake, from).is_empty());
+    assert_eq!(bot.fake.channel_messages(dm).len(), 1, "one root");
 
-    // The card in the DM; alice's click there (a DM interaction) answers it.
+    // The card in the DM, as a reply to the root; alice's click there (a DM interaction) answers
+    // it in the ask's conversation.
     let card = bot.ask(&place, "m1").await;
-    assert_eq!(card["channel_id"], place.thread.as_str());
+    assert_eq!(card["channel_id"], dm.to_string().as_str());
+    assert_eq!(card["message_reference"]["message_id"], root.as_str());
     let from = bot.fake.calls().len();
     bot.click(1, &card, None, "prod");
     bot.settled(from, 1, &place.thread, &card).await;
@@ -298,10 +317,10 @@ async fn an_ask_to_a_person_goes_to_their_dm_channel() {
     let from = bot.fake.calls().len();
     let direct = bot
         .engine
-        .ask_thread(PLATFORM, AskPlace::Thread(&place.thread), TEXT, "m2")
+        .ask_thread(PLATFORM, AskPlace::Thread(&dm.to_string()), TEXT, "m2")
         .await
         .unwrap();
-    assert_eq!(direct.thread, place.thread);
+    assert_eq!(direct.thread, dm.to_string());
     assert!(posts(&bot.fake, from).is_empty());
 }
 
@@ -402,4 +421,165 @@ fn thread_names_come_from_the_first_line() {
     assert_eq!(ask_thread_name("***"), "FrogBot ask");
     let long = ask_thread_name(&"frog ".repeat(40));
     assert!(long.chars().count() <= 100, "{long}");
+}
+
+/// The person's last message as the model sees it.
+fn last_user(req: &frogbot_core::agent::ModelRequest) -> String {
+    req.messages
+        .iter()
+        .rev()
+        .find_map(|m| match m {
+            frogbot_core::agent::ModelMessage::User { text } => Some(text.clone()),
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
+/// Issue 37 on Discord: a DM cannot have threads, so an agent's conversation with a person is a
+/// thread of its own, `{dm}~{root}`, in their DM. The person's plain DM messages still go to the
+/// model; their replies to the agent's messages go to the agent's inbox (no model reply); the
+/// agent's messages reach them as replies to its first message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agents_conversation_with_a_person_never_takes_over_their_dm_with_the_model() {
+    use frogbot_core::agent::{AgentMessage, AgentPlace, ChannelTarget};
+    use frogbot_core::model::UserId;
+    use frogbot_discord::client::DiscordApi;
+    let model = ScriptedModel::new(|req: &frogbot_core::agent::ModelRequest| {
+        reply(&format!("echo: {}", last_user(req)))
+    });
+    let bot = start_with(model.clone()).await;
+    bot.fake.add_user(&alice());
+    let dm = DiscordApi::dm_channel(bot.fake.http().as_ref(), serenity::all::UserId::new(ALICE))
+        .await
+        .unwrap()
+        .get();
+    let dm_path = format!("/api/v10/channels/{dm}/messages");
+    // Alice writes in her DM (replying to message `reply_to`); returns the message's id.
+    let say = |text: &str, reply_to: Option<&str>| {
+        let mut m = bot.fake.user_message(dm, None, &alice(), text);
+        if let Some(r) = reply_to {
+            m["message_reference"] = json!({"message_id": r, "channel_id": dm.to_string()});
+            m["referenced_message"] = bot.fake.message(r).expect("the message replied to");
+            m["type"] = json!(19);
+        }
+        let id = m["id"].as_str().unwrap().to_owned();
+        bot.fake.dispatch("MESSAGE_CREATE", m);
+        id
+    };
+    let model_reply = async |from: usize, text: &str| {
+        let want = format!("echo: {text}");
+        bot.fake
+            .wait_for(from, WAIT, |c| {
+                c.method == "POST" && c.path == dm_path && c.body["content"] == want.as_str()
+            })
+            .await
+            .unwrap_or_else(|| panic!("the model's reply {want:?}: {:#?}", bot.fake.calls()))
+    };
+
+    // Alice already talks with the model in her DM.
+    let from = bot.fake.calls().len();
+    say("hello there", None);
+    model_reply(from, "hello there").await;
+
+    // An agent opens a conversation with her: its first message in the DM, a thread of its own.
+    let agent = UserId::new("deployer");
+    let from = bot.fake.calls().len();
+    let chat = bot
+        .engine
+        .open_agent_chat(
+            Some(&agent),
+            AgentPlace::Channel {
+                platform: PLATFORM.into(),
+                place: ChannelTarget::User(ALICE.to_string()),
+            },
+            "Deploy v2 today?",
+            "k1",
+        )
+        .await
+        .unwrap();
+    let posted = posts(&bot.fake, from);
+    assert_eq!(posted.len(), 1, "{posted:#?}");
+    assert_eq!(posted[0].path, dm_path);
+    let root = posted[0].response["id"].as_str().unwrap().to_owned();
+    let thread = chat.channel.as_ref().unwrap().thread.clone();
+    assert_eq!(thread, format!("{dm}~{root}"));
+    assert_ne!(chat.chat_id, channel_chat_id(PLATFORM, &dm.to_string()));
+
+    // (c) The agent's message reaches her in the DM as a reply to its first message.
+    let from = bot.fake.calls().len();
+    bot.engine
+        .agent_send(
+            &chat.chat_id,
+            Some(&agent),
+            AgentMessage {
+                id: Some("m1".into()),
+                text: Some("Shall I go ahead?".into()),
+                ..AgentMessage::default()
+            },
+        )
+        .await
+        .unwrap();
+    let asked = bot
+        .fake
+        .wait_for(from, WAIT, |c| c.method == "POST" && c.path == dm_path)
+        .await
+        .expect("the agent's message in the DM");
+    assert!(
+        asked.body["content"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("Shall I go ahead?"),
+        "{:#}",
+        asked.body
+    );
+    assert_eq!(asked.body["message_reference"]["message_id"], root.as_str());
+    let asked = asked.response["id"].as_str().unwrap().to_owned();
+
+    // (a) A plain DM message still goes to the model.
+    let from = bot.fake.calls().len();
+    say("how are frogs", None);
+    model_reply(from, "how are frogs").await;
+
+    // (b) Her reply to the agent's message, and one to its first message, go to the agent.
+    say("yes, go", Some(&asked));
+    say("and v3 too", Some(&root));
+    let mut inbox = Vec::new();
+    while inbox.len() < 2 {
+        let items = bot
+            .engine
+            .inbox_wait(Some(&agent), None, 50, WAIT)
+            .await
+            .unwrap();
+        assert!(
+            !items.is_empty(),
+            "the agent's inbox stayed empty: {inbox:?}"
+        );
+        inbox.extend(items);
+    }
+    // Then a plain message: handled after the replies (one queue per DM), by the model.
+    let from = bot.fake.calls().len();
+    say("ping", None);
+    model_reply(from, "ping").await;
+    inbox.extend(bot.engine.inbox(Some(&agent), None, 50).await.unwrap());
+    // (The two replies were dispatched at once: serenity may hand them over in either order.)
+    let mut texts: Vec<String> = inbox.iter().map(|i| i.message.text()).collect();
+    texts.sort();
+    assert_eq!(texts, ["and v3 too", "yes, go"]);
+    assert!(inbox.iter().all(|i| i.chat_id == chat.chat_id));
+    let seen: Vec<String> = model.requests().iter().map(last_user).collect();
+    assert!(
+        seen.iter()
+            .all(|t| !t.contains("yes, go") && !t.contains("v3")),
+        "{seen:?}"
+    );
+    let dm_chat = bot
+        .engine
+        .chat(&channel_chat_id(PLATFORM, &dm.to_string()))
+        .await
+        .unwrap()
+        .expect("her chat with the model");
+    assert!(
+        dm_chat.agent.is_none(),
+        "her chat with the model stays hers"
+    );
 }

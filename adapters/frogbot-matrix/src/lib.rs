@@ -25,6 +25,13 @@
 //! Ids: a message id is `room_id|event_id`; a thread id is `room_id|root_event_id` (the bot always
 //! answers in an `m.thread` on the message that talked to it, so one thread is one FrogBot chat).
 //!
+//! Agent conversations (issue 37): an agent that opens a conversation with a person (their DM
+//! room) or in a room always gets a thread it started — `ask_thread` posts its first message as a
+//! new root event and the conversation is `room|root`. A person's message in that thread goes to
+//! the agent (its inbox); every other message in the room (a top-level one, which starts a
+//! thread of its own, or one in another thread) goes to the model as before, so an agent never
+//! takes over a person's conversation with the model.
+//!
 //! Delivery guarantee: exactly once for replies. Each piece of a reply is sent under a
 //! transaction id made from its delivery key ([`channel::outbox::txn_id`]), so the homeserver
 //! answers a retry (matrix-sdk's own, bounded by [`client::request_config`], or the engine's, in

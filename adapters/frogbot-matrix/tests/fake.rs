@@ -65,6 +65,7 @@ fn model() -> ScriptedModel {
 
 struct Bot {
     model: ScriptedModel,
+    engine: frogbot_core::agent::Engine,
     _adapter: MatrixAdapter,
     shutdown: CancellationToken,
     task: tokio::task::JoinHandle<()>,
@@ -92,10 +93,11 @@ async fn bot(fake: &FakeHomeserver, allow: Vec<String>) -> Bot {
     let shutdown = CancellationToken::new();
     let worker = engine.spawn_worker(Duration::from_millis(100));
     let task = adapter
-        .start(engine, shutdown.clone())
+        .start(engine.clone(), shutdown.clone())
         .expect("a sync loop");
     Bot {
         model,
+        engine,
         _adapter: adapter,
         shutdown,
         task,
@@ -469,5 +471,117 @@ async fn a_dm_whose_members_cannot_be_listed_is_still_answered() {
     let hi = fake.inject(&room, &alice, "m.room.message", text("hi there"));
     let answer = wait_reply(&fake, &room, hi.as_str(), "hello:").await;
     assert_eq!(body(&answer), "hello: hi there");
+    bot.stop().await;
+}
+
+/// Issue 37 on Matrix: an agent's conversation with a person is a thread the agent started in
+/// their DM room (on a root event of its own). The person's top-level messages there — each its
+/// own thread, as before — go to the model; their replies in the agent's thread go to the agent's
+/// inbox and get no model reply; the agent's messages appear in its thread. (The fake has no
+/// `m.direct`, so the DM room is given as the room; the person form, which finds that room and
+/// posts the same root, is covered against Synapse in tests/synapse.rs.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agents_conversation_in_a_dm_is_its_own_thread_beside_the_persons_chat_with_the_model() {
+    use frogbot_core::agent::{AgentMessage, AgentPlace, ChannelTarget};
+    use frogbot_core::model::UserId;
+    let fake = FakeHomeserver::start().await;
+    let alice = person("alice");
+    let dm = fake.create_room(&[&alice]);
+    let bot = bot(&fake, Vec::new()).await;
+    let model_saw = |t: &str| {
+        bot.model.requests().iter().any(|r| {
+            r.messages
+                .iter()
+                .any(|m| matches!(m, ModelMessage::User { text } if text.contains(t)))
+        })
+    };
+
+    // Alice already talks with the model in her DM room: her top-level message is a thread.
+    let hi = fake.inject(&dm, &alice, "m.room.message", text("hi there"));
+    let answer = wait_reply(&fake, &dm, hi.as_str(), "hello:").await;
+    assert_eq!(body(&answer), "hello: hi there");
+
+    // An agent opens a conversation with alice: a root event of its own in her DM room.
+    let agent = UserId::new("deployer");
+    let chat = bot
+        .engine
+        .open_agent_chat(
+            Some(&agent),
+            AgentPlace::Channel {
+                platform: frogbot_matrix::PLATFORM.into(),
+                place: ChannelTarget::Thread(dm.to_string()),
+            },
+            "Deploy v2 today?",
+            "k1",
+        )
+        .await
+        .unwrap();
+    let thread = chat.channel.as_ref().unwrap().thread.clone();
+    let (room, root) = thread.split_once('|').expect("a thread in a room");
+    assert_eq!(room, dm.as_str());
+    let room = dm.clone();
+    let root = root.to_owned();
+    let root_event = fake.event(&root).expect("the root event");
+    assert_eq!(root_event["sender"], fake.bot().as_str());
+    assert_eq!(body(&root_event), "Deploy v2 today?");
+    assert_ne!(
+        root,
+        hi.as_str(),
+        "not the person's conversation with the model"
+    );
+
+    // (c) The agent's message appears in its thread.
+    bot.engine
+        .agent_send(
+            &chat.chat_id,
+            Some(&agent),
+            AgentMessage {
+                id: Some("m1".into()),
+                text: Some("Shall I go ahead?".into()),
+                ..AgentMessage::default()
+            },
+        )
+        .await
+        .unwrap();
+    fake.wait_for(&room, WAIT, "the agent's message", |e| {
+        from_bot(&fake, e) && in_thread(e, &root) && body(e).contains("Shall I go ahead?")
+    })
+    .await;
+
+    // (b) A reply in the agent's thread goes to the agent's inbox.
+    let reply = json!({"msgtype": "m.text", "body": "yes, go",
+        "m.relates_to": {"rel_type": "m.thread", "event_id": root,
+                         "is_falling_back": true, "m.in_reply_to": {"event_id": root}}});
+    fake.inject(&room, &alice, "m.room.message", reply);
+    let items = bot
+        .engine
+        .inbox_wait(Some(&agent), None, 50, Duration::from_secs(WAIT))
+        .await
+        .unwrap();
+    let texts: Vec<String> = items.iter().map(|i| i.message.text()).collect();
+    assert_eq!(texts.len(), 1, "{texts:?}");
+    assert!(texts[0].contains("yes, go"), "{texts:?}");
+    assert_eq!(items[0].chat_id, chat.chat_id);
+
+    // (a) Another top-level message goes to the model, not to the agent; the reply above got no
+    // model turn and no model reply in the agent's thread.
+    let more = fake.inject(&room, &alice, "m.room.message", text("how are frogs"));
+    wait_reply(&fake, &room, more.as_str(), "hello:").await;
+    assert!(model_saw("how are frogs"));
+    assert!(!model_saw("yes, go"));
+    assert!(
+        bot.engine
+            .inbox(Some(&agent), None, 50)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        !fake
+            .events(&room)
+            .iter()
+            .any(|e| from_bot(&fake, e) && in_thread(e, &root) && body(e).starts_with("hello:")),
+        "no model reply in the agent's thread"
+    );
     bot.stop().await;
 }

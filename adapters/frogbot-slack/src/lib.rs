@@ -30,6 +30,14 @@
 //! anywhere; keep state of its own — everything a later hook needs travels in the question record
 //! FrogBot passes in, and chats, questions and answers are the engine's, in its store.
 
+//! Agent conversations (issue 37): an agent that opens a conversation with a person (their DM,
+//! `conversations.open`) or in a channel always gets a thread it started — `ask_thread` posts its
+//! first message as a new root (idempotent on the key through the root's message metadata) and
+//! the conversation is `channel:root_ts`. A person's message in that thread goes to the agent (its
+//! inbox); every other message in the DM or channel (a top-level one, which starts a thread of its
+//! own, or one in another thread) goes to the model as before, so an agent never takes over a
+//! person's conversation with the model.
+//!
 //! Delivery guarantee (issue 18): a reply handed to `ChannelOutbox::deliver` is posted piece by
 //! piece, each carrying message metadata `{"event_type": "frogbot_delivery", "event_payload":
 //! {"key": <piece key>}}`; a retry first reads the thread (`conversations.replies`,

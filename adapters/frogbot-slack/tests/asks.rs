@@ -30,6 +30,10 @@ struct World {
 }
 
 async fn world() -> World {
+    world_with(ScriptedModel::new(|_: &ModelRequest| reply("unused"))).await
+}
+
+async fn world_with(model: ScriptedModel) -> World {
     let _ = tracing_subscriber::fmt()
         .with_test_writer()
         .with_env_filter("frogbot_slack=debug,frogbot_core=info")
@@ -40,7 +44,6 @@ async fn world() -> World {
         .unwrap();
     let db = frogbot_testkit::sqlite_db();
     let store = frogbot_testkit::open_store(&db.url).await;
-    let model = ScriptedModel::new(|_: &ModelRequest| reply("unused"));
     let engine = frogbot_testkit::engine_with(store, model).with_channel(slack.channel());
     let app = slack.routes(&engine).expect("HTTP routes");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -257,4 +260,141 @@ async fn a_bad_target_errs_with_nothing_posted() {
     assert!(e.contains("user_not_found"), "{e}");
     assert!(w.fake.calls("chat.postMessage").is_empty());
     assert!(w.fake.calls("conversations.history").is_empty());
+}
+
+/// The person's last message as the model sees it.
+fn last_user(req: &ModelRequest) -> String {
+    req.messages
+        .iter()
+        .rev()
+        .find_map(|m| match m {
+            frogbot_core::agent::ModelMessage::User { text } => Some(text.clone()),
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
+/// Issue 37 on Slack: an agent's conversation with a person is a thread the agent started in
+/// their DM (on a root message of its own). The person's top-level DM messages — each its own
+/// thread, as before — go to the model; their replies in the agent's thread go to the agent's
+/// inbox and get no model reply; the agent's messages appear in its thread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agents_conversation_in_a_dm_is_its_own_thread_beside_the_persons_chat_with_the_model() {
+    use frogbot_core::agent::{AgentMessage, AgentPlace, ChannelTarget};
+    use frogbot_core::model::UserId;
+    let model =
+        ScriptedModel::new(|req: &ModelRequest| reply(&format!("echo: {}", last_user(req))));
+    let w = world_with(model.clone()).await;
+    let person = "U0123ABCD";
+    let dm = format!("D{}", &person[1..]); // the fake's DM with the person
+    let say = async |thread_ts: Option<&str>, text: &str| {
+        let m = w.fake.user_message(&dm, thread_ts, person, text);
+        let body = w.fake.event_callback(w.fake.message_event(&m, "im"));
+        let res = w
+            .fake
+            .post_event(&w.base, &body, Signature::Good, None)
+            .await;
+        assert!(res.status().is_success(), "{}", res.status());
+        m
+    };
+    let model_saw = |text: &str| model.requests().iter().any(|r| last_user(r).contains(text));
+
+    // The person already talks with the model in their DM.
+    let hello = say(None, "hello there").await;
+    eventually("the model's answer", WAIT, async || {
+        model_saw("hello there")
+    })
+    .await;
+
+    // An agent opens a conversation with them: a root message of its own in the DM.
+    let agent = UserId::new("deployer");
+    let chat = w
+        .engine
+        .open_agent_chat(
+            Some(&agent),
+            AgentPlace::Channel {
+                platform: PLATFORM.into(),
+                place: ChannelTarget::User(person.into()),
+            },
+            "Deploy v2 today?",
+            "k1",
+        )
+        .await
+        .unwrap();
+    let thread = chat.channel.as_ref().unwrap().thread.clone();
+    let root = thread
+        .strip_prefix(&format!("{dm}:"))
+        .expect("a thread in the DM")
+        .to_owned();
+    assert_ne!(
+        root, hello.ts,
+        "not the person's conversation with the model"
+    );
+    assert_ne!(
+        chat.chat_id,
+        channel_chat_id(PLATFORM, &format!("{dm}:{}", hello.ts))
+    );
+
+    // (c) The agent's message appears in its thread.
+    w.engine
+        .agent_send(
+            &chat.chat_id,
+            Some(&agent),
+            AgentMessage {
+                id: Some("m1".into()),
+                text: Some("Shall I go ahead?".into()),
+                ..AgentMessage::default()
+            },
+        )
+        .await
+        .unwrap();
+    eventually("the agent's message in its thread", WAIT, async || {
+        w.fake
+            .thread_messages(&thread)
+            .iter()
+            .filter(|m| m.bot)
+            .count()
+            == 2
+    })
+    .await;
+
+    // (a) A plain DM message (top level) goes to the model, not to the agent.
+    say(None, "how are frogs").await;
+    eventually("the model's answer", WAIT, async || {
+        model_saw("how are frogs")
+    })
+    .await;
+    // (b) A reply in the agent's thread goes to the agent, not to the model.
+    say(Some(&root), "yes, go").await;
+    let items = w
+        .engine
+        .inbox_wait(Some(&agent), None, 50, WAIT)
+        .await
+        .unwrap();
+    let texts: Vec<String> = items.iter().map(|i| i.message.text()).collect();
+    assert_eq!(texts.len(), 1, "{texts:?}");
+    assert!(texts[0].contains("yes, go"), "{texts:?}");
+    assert_eq!(items[0].chat_id, chat.chat_id);
+    // Another reply in the person's own thread still goes to the model (its chat is theirs).
+    say(Some(&hello.ts), "and toads?").await;
+    eventually("the model's answer", WAIT, async || model_saw("and toads?")).await;
+    assert!(
+        w.engine
+            .inbox(Some(&agent), None, 50)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(!model_saw("yes, go"));
+    let in_agent_thread: Vec<String> = w
+        .fake
+        .thread_messages(&thread)
+        .iter()
+        .filter(|m| m.bot)
+        .map(|m| m.text.clone())
+        .collect();
+    assert!(
+        in_agent_thread.iter().all(|t| !t.contains("echo")),
+        "no model reply in the agent's thread: {in_agent_thread:?}"
+    );
 }

@@ -111,13 +111,15 @@ pub trait TelegramApi: Send + Sync {
     ) -> Result<SentMessage, Error>;
 
     /// `sendMessage` of `html` with `parse_mode` `HTML` and `markup` (a question's inline
-    /// keyboard, or the ForceReply of a prompt), in a forum topic when `topic` is set.
+    /// keyboard, or the ForceReply of a prompt), in a forum topic when `topic` is set, replying
+    /// to `reply_to` when set (the root of an agent conversation in a private chat).
     async fn send_html_markup(
         &self,
         chat: ChatId,
         topic: Option<ThreadId>,
         html: &str,
         markup: Option<ReplyMarkup>,
+        reply_to: Option<MessageId>,
     ) -> Result<SentMessage, Error>;
 
     /// `editMessageText` of `html` with `parse_mode` `HTML`: `keyboard` is the message's inline
@@ -362,12 +364,14 @@ pub async fn send_html_once(
 /// text piece, `sendPhoto` (the URL, for Telegram to fetch; the alt as the caption) of an image;
 /// in a forum topic when `topic` is set, `disable_notification` when `silent` (every piece after
 /// an agent message's first, and pieces an edit adds), the piece's inline keyboard when it has
-/// one. Returns the method and the JSON body.
+/// one, replying to `reply_to` when set (the root of an agent conversation in a private chat).
+/// Returns the method and the JSON body.
 pub fn piece_request(
     chat: ChatId,
     topic: Option<ThreadId>,
     piece: &AgentPiece,
     silent: bool,
+    reply_to: Option<MessageId>,
 ) -> (&'static str, serde_json::Value) {
     let (method, mut body) = match piece {
         AgentPiece::Text { html, .. } => (
@@ -389,6 +393,10 @@ pub fn piece_request(
     if silent {
         body["disable_notification"] = true.into();
     }
+    if let Some(r) = reply_to {
+        body["reply_parameters"] =
+            serde_json::json!({"message_id": r.0, "allow_sending_without_reply": true});
+    }
     if let Some(k) = piece.keyboard() {
         body["reply_markup"] = serde_json::to_value(k).unwrap_or_default();
     }
@@ -403,8 +411,9 @@ pub async fn send_piece_once(
     topic: Option<ThreadId>,
     piece: &AgentPiece,
     silent: bool,
+    reply_to: Option<MessageId>,
 ) -> Result<SentMessage, Error> {
-    let (method, body) = piece_request(chat, topic, piece, silent);
+    let (method, body) = piece_request(chat, topic, piece, silent, reply_to);
     let m: Message = request(bot, method, &body, None).await?;
     Ok(m.into())
 }
@@ -589,8 +598,9 @@ impl TelegramApi for Bot {
         topic: Option<ThreadId>,
         html: &str,
         markup: Option<ReplyMarkup>,
+        reply_to: Option<MessageId>,
     ) -> Result<SentMessage, Error> {
-        let mut req = html_message(chat, topic, html, None);
+        let mut req = html_message(chat, topic, html, reply_to);
         if let Some(m) = markup {
             req = req.reply_markup(m);
         }
@@ -880,13 +890,14 @@ impl TelegramApi for RecordingTelegram {
         topic: Option<ThreadId>,
         html: &str,
         markup: Option<ReplyMarkup>,
+        reply_to: Option<MessageId>,
     ) -> Result<SentMessage, Error> {
         self.record(ApiCall::SendMessage {
             chat,
             topic,
             text: html.to_owned(),
             markup,
-            reply_to: None,
+            reply_to,
             parse_mode: Some(ParseMode::Html),
         });
         Ok(self.sent(chat))

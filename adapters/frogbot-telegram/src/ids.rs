@@ -3,7 +3,13 @@
 //! `q{revision}:{question}:s` for Skip, `…:c` for a confirm button, `…:t` for a toggle's ✓/✗
 //! switch, `…:y` / `…:n` for a lone toggle's On / Off, `…:a` for "Send answers") and the message and
 //! thread ids FrogBot stores (`chat_id:message_id`; `chat_id` or `chat_id:thread_id` for a forum
-//! topic).
+//! topic; `chat_id~root_id` for an agent's conversation with a person in their private chat).
+//!
+//! An agent conversation ([`agent_thread_id`]) is FrogBot's thread `{chat}~{root}`: the
+//! conversation an agent opened in a private chat (which has no threads) with its first message
+//! `root`. The separator `~` never occurs in the other forms (a chat id is an integer, a topic
+//! follows a `:`), so the private chat's own thread (`{chat}`, the person's conversation with the
+//! model) and each agent conversation in it are different FrogBot chats.
 
 use teloxide::types::{ChatId, Message, MessageId, ThreadId};
 
@@ -161,9 +167,30 @@ pub fn join_thread_id(chat: ChatId, topic: Option<ThreadId>) -> String {
     }
 }
 
-/// Splits a thread id into the chat and, for a forum topic, the topic.
+/// The separator of an agent conversation's thread id (`{chat}~{root}`).
+pub const AGENT_SEP: char = '~';
+
+/// The thread id of the agent conversation started with message `root` in `chat`:
+/// `{chat}~{root}`.
+pub fn agent_thread_id(chat: ChatId, root: MessageId) -> String {
+    format!("{}{AGENT_SEP}{}", chat.0, root.0)
+}
+
+/// The root message of an agent conversation's thread id (`{chat}~{root}`); `None` for a chat's
+/// or a forum topic's id.
+pub fn thread_root(id: &str) -> Option<MessageId> {
+    let (_, root) = id.split_once(AGENT_SEP)?;
+    root.parse().ok().map(MessageId)
+}
+
+/// Splits a thread id into the chat and, for a forum topic, the topic. An agent conversation
+/// (`{chat}~{root}`) is in its chat, no topic ([`thread_root`] gives its root).
 pub fn split_thread_id(id: &str) -> Result<(ChatId, Option<ThreadId>), Error> {
     let bad = || Error::BadId(id.to_owned());
+    if let Some((chat, root)) = id.split_once(AGENT_SEP) {
+        let _: i32 = root.parse().map_err(|_| bad())?;
+        return Ok((ChatId(chat.parse().map_err(|_| bad())?), None));
+    }
     match id.split_once(':') {
         None => Ok((ChatId(id.parse().map_err(|_| bad())?), None)),
         Some((chat, topic)) => Ok((
@@ -256,6 +283,17 @@ mod tests {
             join_thread_id(ChatId(-5), Some(ThreadId(MessageId(7)))),
             "-5:7"
         );
+        // An agent conversation in a private chat: its own thread, in the chat, no topic.
+        let agent = agent_thread_id(ChatId(777), MessageId(12));
+        assert_eq!(agent, "777~12");
+        assert_ne!(agent, join_thread_id(ChatId(777), None));
+        assert_eq!(split_thread_id(&agent).unwrap(), (ChatId(777), None));
+        assert_eq!(thread_root(&agent), Some(MessageId(12)));
+        assert_eq!(thread_root("777"), None);
+        assert_eq!(thread_root("-5:7"), None);
+        for bad in ["777~", "~12", "777~x", "777~12~3", "777:1~2"] {
+            assert!(split_thread_id(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

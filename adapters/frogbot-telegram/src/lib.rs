@@ -22,7 +22,16 @@
 //! `deleteMessage`, pins `pinChatMessage` (`disable_notification`) / `unpinChatMessage`.
 //!
 //! Ids: a message is `chat_id:message_id`; a thread is `chat_id`, or `chat_id:thread_id` for a
-//! forum topic. Callback data is a short token `q{revision}:{question}:{option}` (never a label), so
+//! forum topic, or `chat_id~root_id` for an agent's conversation with a person.
+//!
+//! Agent conversations (issue 37): a private chat has no threads, so an agent that opens a
+//! conversation with a person (`ask_thread` to a user) gets a thread of its own,
+//! `{chat}~{root}`, `root` being its first message in the private chat; everything posted there
+//! replies to `root`. The private chat's own thread `{chat}` stays the person's conversation with
+//! the model: a person's message that replies to a message of an agent conversation goes to that
+//! conversation (the agent's inbox), every other message to the model, as before
+//! ([`channel::receive`] says how the replied-to message is recognised, and what a restart
+//! forgets). Groups and forum topics are unchanged. Callback data is a short token `q{revision}:{question}:{option}` (never a label), so
 //! it always fits Telegram's 64 bytes.
 //!
 //! Delivery guarantees: at least once, both ways. A reply is posted piece by piece with no

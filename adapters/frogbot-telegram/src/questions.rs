@@ -33,7 +33,7 @@ use frogbot_model::{
 use teloxide::types::ReplyMarkup;
 
 use crate::client::{SentMessage, TelegramApi};
-use crate::ids::{Pick, Token, message_id, split_message_id, split_thread_id};
+use crate::ids::{Pick, Token, message_id, split_message_id, split_thread_id, thread_root};
 use crate::render::{
     MAX_NOTICE, MAX_TEXT, approval_page_html, approval_pages, card_keyboard, card_text,
     expiry_line, force_reply, force_reply_for, has_keyboard, is_card, is_prompt_kind, keyboard,
@@ -71,7 +71,9 @@ impl<A: TelegramApi> TelegramQuestions<A> {
     }
 
     /// Posts a question message: `html` as [`crate::render`] draws it (its shown text fits a
-    /// message already), with its keyboard or ForceReply.
+    /// message already), with its keyboard or ForceReply; in an agent conversation
+    /// (`{chat}~{root}`), as a reply to its root, so the person sees where it belongs and a click
+    /// on it is routed there.
     async fn send(
         &self,
         thread: &Thread,
@@ -79,7 +81,11 @@ impl<A: TelegramApi> TelegramQuestions<A> {
         markup: Option<ReplyMarkup>,
     ) -> Result<SentMessage, BoxError> {
         let (chat, topic) = split_thread_id(&thread.id)?;
-        Ok(self.api.send_html_markup(chat, topic, html, markup).await?)
+        let root = thread_root(&thread.id);
+        Ok(self
+            .api
+            .send_html_markup(chat, topic, html, markup, root)
+            .await?)
     }
 
     /// Posts question `q` of a set that is no card: a ForceReply prompt for a text or number

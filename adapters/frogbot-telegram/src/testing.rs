@@ -1220,10 +1220,13 @@ fn respond(fake: &Inner, method: &str, body: &Value) -> (Response, Option<Value>
             if body["reply_markup"]["inline_keyboard"].is_array() {
                 m["reply_markup"] = body["reply_markup"].clone();
             }
-            fake.messages
-                .lock()
-                .expect("not poisoned")
-                .insert(id, m.clone());
+            let mut messages = fake.messages.lock().expect("not poisoned");
+            if let Some(r) = body["reply_parameters"]["message_id"].as_i64()
+                && let Some(original) = messages.get(&r)
+            {
+                m["reply_to_message"] = as_reply_to(original);
+            }
+            messages.insert(id, m.clone());
             ok(m)
         }
         "editmessagemedia" => {

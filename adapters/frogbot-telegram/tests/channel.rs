@@ -1129,3 +1129,212 @@ async fn three_taps_on_an_event_button_are_three_events_in_the_agents_inbox() {
     }
     assert_eq!(s.fake.calls("sendmessage").len(), sends, "nothing answered");
 }
+
+/// The `sendMessage` the fake accepted whose text is `text`: (message id, its body).
+fn sent_exactly(calls: &[Call], text: &str) -> Option<(i64, Value)> {
+    calls.iter().find_map(|c| {
+        let id = c.result.as_ref()?["message_id"].as_i64()?;
+        (c.method == "sendmessage" && c.body["text"] == text).then(|| (id, c.body.clone()))
+    })
+}
+
+/// Issue 37: an agent's conversation with a person is a thread of its own in their private chat
+/// (`{chat}~{root}`), never the private chat's own thread where the person talks with the model.
+/// The person's plain messages still go to the model; their replies to the agent's messages go to
+/// the agent's inbox; the agent's messages reach them as replies to its first message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agents_conversation_with_a_person_never_takes_over_their_chat_with_the_model() {
+    use frogbot_core::agent::{AgentMessage, AgentPlace, ChannelTarget};
+    let s = setup(EVERYONE).await;
+    // Ada writes in her private chat (replying to message `reply_to`).
+    let say = |text: &str, reply_to: Option<i64>| {
+        let m = s
+            .fake
+            .user_message(private_chat(ADA, "Ada"), user(ADA, "Ada"), text, reply_to);
+        s.fake.push(m);
+    };
+    // Ada already talks with the model in her private chat.
+    say("hello there", None);
+    s.fake
+        .wait_for("the model's reply", |c| sent_text(c, "echo: hello there"))
+        .await;
+    let model_chat = channel_chat_id(PLATFORM, &ADA.to_string());
+
+    // An agent opens a conversation with Ada: its first message is posted in her private chat and
+    // the conversation is a thread of its own.
+    let agent = UserId::new("deployer");
+    let chat = s
+        .engine
+        .open_agent_chat(
+            Some(&agent),
+            AgentPlace::Channel {
+                platform: PLATFORM.into(),
+                place: ChannelTarget::User(ADA.to_string()),
+            },
+            "Deploy **v2** today?",
+            "k1",
+        )
+        .await
+        .unwrap();
+    let (root, body) = sent_exactly(&s.fake.all_calls(), "Deploy <b>v2</b> today?")
+        .expect("the conversation's first message");
+    assert_eq!(body["chat_id"], json!(ADA));
+    let thread = chat.channel.as_ref().unwrap().thread.clone();
+    assert_eq!(thread, format!("{ADA}~{root}"));
+    assert_ne!(chat.chat_id, model_chat);
+    // Asked again with the same key (a retry): the same conversation, nothing posted again.
+    let again = s
+        .engine
+        .open_agent_chat(
+            Some(&agent),
+            AgentPlace::Channel {
+                platform: PLATFORM.into(),
+                place: ChannelTarget::User(ADA.to_string()),
+            },
+            "Deploy **v2** today?",
+            "k1",
+        )
+        .await
+        .unwrap();
+    assert_eq!(again.chat_id, chat.chat_id);
+    let firsts = s
+        .fake
+        .calls("sendmessage")
+        .iter()
+        .filter(|b| b["text"] == "Deploy <b>v2</b> today?")
+        .count();
+    assert_eq!(firsts, 1);
+
+    // (c) The agent's message reaches Ada in her private chat, as a reply to the first one.
+    s.engine
+        .agent_send(
+            &chat.chat_id,
+            Some(&agent),
+            AgentMessage {
+                id: Some("m1".into()),
+                text: Some("Shall I go ahead?".into()),
+                ..AgentMessage::default()
+            },
+        )
+        .await
+        .unwrap();
+    let (asked, body) = s
+        .fake
+        .wait_for("the agent's message", |c| {
+            sent_exactly(c, "Shall I go ahead?")
+        })
+        .await;
+    assert_eq!(body["chat_id"], json!(ADA));
+    assert_eq!(body["reply_parameters"]["message_id"], json!(root));
+    assert_eq!(s.fake.sent(asked)["reply_to_message"]["message_id"], root);
+
+    // (a) Ada's plain message in her private chat still goes to the model.
+    say("how are frogs", None);
+    s.fake
+        .wait_for("the model's reply", |c| sent_text(c, "echo: how are frogs"))
+        .await;
+
+    // (b) Her reply to the agent's message, and one to its first message, go to the agent.
+    say("yes, go", Some(asked));
+    say("and v3 too", Some(root));
+    let mut inbox = Vec::new();
+    while inbox.len() < 2 {
+        let items = s
+            .engine
+            .inbox_wait(Some(&agent), None, 50, testing::WAIT)
+            .await
+            .unwrap();
+        assert!(
+            !items.is_empty(),
+            "the agent's inbox stayed empty: {inbox:?}"
+        );
+        inbox.extend(items);
+    }
+    // Then a plain message: handled after the replies (one queue per private chat), by the model.
+    say("ping", None);
+    s.fake
+        .wait_for("the model's reply", |c| sent_text(c, "echo: ping"))
+        .await;
+    inbox.extend(s.engine.inbox(Some(&agent), None, 50).await.unwrap());
+    let texts: Vec<String> = inbox.iter().map(|i| i.message.text()).collect();
+    assert_eq!(texts.len(), 2, "{texts:?}");
+    assert!(texts[0].contains("yes, go"), "{texts:?}");
+    assert!(texts[1].contains("and v3 too"), "{texts:?}");
+    assert!(inbox.iter().all(|i| i.chat_id == chat.chat_id));
+    // The model saw Ada's plain messages only, and answered nothing in the agent's conversation.
+    let seen: Vec<String> = s.model.requests().iter().map(last_user).collect();
+    assert!(seen.iter().any(|t| t == "how are frogs"), "{seen:?}");
+    assert!(
+        seen.iter()
+            .all(|t| !t.contains("yes, go") && !t.contains("v3")),
+        "{seen:?}"
+    );
+    let calls = s.fake.all_calls();
+    assert!(sent_text(&calls, "echo: yes").is_none());
+    assert!(sent_text(&calls, "echo: and v3").is_none());
+    let model_chat_row = s.engine.chat(&model_chat).await.unwrap().unwrap();
+    assert!(
+        model_chat_row.agent.is_none(),
+        "Ada's chat with the model stays hers"
+    );
+
+    // A tap on an event button of the agent's message (a reply to the first one) is an event in
+    // the agent's conversation, not a stale click in Ada's chat with the model.
+    let blocks = frogbot_model::blocks::Block::list_from_json(&json!([
+        {"type": "fields", "id": "actions", "fields": [{"key": "Branch", "value": "main"}],
+         "events": [{"label": "Retry", "value": "retry"}]}
+    ]))
+    .unwrap();
+    s.engine
+        .agent_send(
+            &chat.chat_id,
+            Some(&agent),
+            AgentMessage {
+                id: Some("m2".into()),
+                text: Some("Deploying".into()),
+                blocks,
+                ..AgentMessage::default()
+            },
+        )
+        .await
+        .unwrap();
+    let (buttons, body) = s
+        .fake
+        .wait_for("the agent's message with a button", |calls| {
+            calls.iter().find_map(|c| {
+                let r = c.result.as_ref()?;
+                (c.method == "sendmessage" && !c.body["reply_markup"].is_null())
+                    .then(|| (r["message_id"].as_i64().unwrap(), c.body.clone()))
+            })
+        })
+        .await;
+    assert_eq!(body["reply_parameters"]["message_id"], json!(root));
+    // The engine keeps the platform id before a tap can find it.
+    let deadline = std::time::Instant::now() + testing::WAIT;
+    while s
+        .engine
+        .message(&chat.chat_id, "m2")
+        .await
+        .unwrap()
+        .is_none_or(|m| m.message.metadata.posted.is_empty())
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the posted id was never kept"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    click(&s.fake, "tap", ADA, buttons, "e0:0");
+    s.fake
+        .wait_for("the answered tap", |c| answered(c, "tap"))
+        .await;
+    let a = answered(&s.fake.all_calls(), "tap").unwrap();
+    assert!(a.get("text").is_none(), "no notice: {a}");
+    let items = s
+        .engine
+        .inbox(Some(&agent), Some(&chat.chat_id), 10)
+        .await
+        .unwrap();
+    assert_eq!(items.len(), 1, "{items:#?}");
+    assert_eq!(items[0].event.as_ref().expect("an event").value, "retry");
+}

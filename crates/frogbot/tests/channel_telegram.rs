@@ -248,9 +248,11 @@ async fn a_web_caller_cannot_take_over_a_telegram_conversation() {
     }
 }
 
-/// `POST /api/asks` to a Telegram user (`{"channel": "telegram", "user": "42"}`): the question
-/// comes in their private chat with the bot as an inline keyboard, a tap answers it, and the
-/// asker reads the answer back from the real `frogbot serve`.
+/// `POST /api/asks` to a Telegram user (`{"channel": "telegram", "user": "42"}`): the ask's text
+/// starts a conversation of its own in their private chat (issue 37: the thread `42~{root}`, not
+/// the chat they talk with the model in), the question comes there as an inline keyboard replying
+/// to that first message, a tap answers it, and the asker reads the answer back from the real
+/// `frogbot serve`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_ask_to_a_telegram_user_is_answered_by_a_tap() {
     let fake = FakeBotApi::start().await;
@@ -278,6 +280,7 @@ async fn an_ask_to_a_telegram_user_is_answered_by_a_tap() {
             c.iter()
                 .find(|c| {
                     c.method == "sendmessage"
+                        && !c.body["reply_markup"].is_null()
                         && c.body["text"]
                             .as_str()
                             .is_some_and(|t| t.contains("Restart the queue?"))
@@ -286,6 +289,19 @@ async fn an_ask_to_a_telegram_user_is_answered_by_a_tap() {
         })
         .await;
     assert_eq!(card["chat_id"], json!(42));
+    // The ask's first message, which the card replies to.
+    let root = card["reply_parameters"]["message_id"]
+        .as_i64()
+        .expect("the card replies to the ask's first message");
+    assert!(
+        fake.message(root).unwrap()["text"]
+            .as_str()
+            .unwrap()
+            .contains("Restart the queue?")
+    );
+    let thread = format!("42~{root}");
+    let chat = frogbot_core::agent::channel_chat_id("telegram", &thread);
+    assert_eq!(created["chatId"], chat.as_str(), "{created}");
     let button = card["reply_markup"]["inline_keyboard"][0][0].clone();
     assert!(
         button["text"].as_str().unwrap().contains("Restart"),

@@ -9,8 +9,14 @@
 //! Asks ([`ChannelOutbox::ask_thread`]): to a thread (or a DM channel) as it is; to a text or
 //! announcement channel, the ask's text is posted there (`nonce` from the ask's key,
 //! `enforce_nonce`) and a public thread is started on it, whose id is the message's; to a person,
-//! in the DM channel Discord opens with them (`POST /users/@me/channels`, the same channel each
-//! time). What a channel id is comes from `GET /channels/{id}`.
+//! a conversation of its own in the DM channel Discord opens with them (`POST
+//! /users/@me/channels`, the same channel each time): a DM cannot have threads, so the ask's text
+//! is posted there as the conversation's root (`nonce` from the key, `enforce_nonce`) and the
+//! thread is `{dm}~{root}` ([`crate::ids::agent_thread_id`]) — never the DM channel itself, which
+//! stays the person's conversation with the model. Everything posted in such a thread (replies,
+//! deliveries, agent messages, streamed replies) goes to the DM as a reply to the root
+//! (`message_reference`, `fail_if_not_exists: false`), question cards too. What a channel id is
+//! comes from `GET /channels/{id}`.
 //!
 //! Streamed replies are an [`EditStream`] over [`DiscordDrafts`]: the first text is posted
 //! (create message), then the message is edited (`PATCH`) as the model writes, at most once per
@@ -27,14 +33,27 @@ use frogbot_core::agent::{
 
 use frogbot_model::{Ack, BoxError, Thread, ThreadMessage, ThreadMessageMetadata, UiMessage};
 use serenity::all::ButtonStyle;
-use serenity::builder::{CreateActionRow, CreateButton, CreateThread, EditMessage};
-use serenity::model::channel::ChannelType;
+use serenity::builder::{CreateActionRow, CreateButton, CreateMessage, CreateThread, EditMessage};
+use serenity::model::channel::{ChannelType, MessageReference};
 use serenity::model::id::{ChannelId, MessageId};
 
 use crate::client::DiscordApi;
 use crate::format;
-use crate::ids::{ask_nonce, channel_id, delivery_nonce, message_id as message_id_of, user_id};
+use crate::ids::{
+    agent_thread_id, ask_nonce, channel_id, delivery_nonce, message_id as message_id_of,
+    thread_root, user_id,
+};
 use crate::render::MESSAGE_LIMIT;
+
+/// `create` posted in `thread`: in an agent conversation (`{dm}~{root}`), as a reply to its root
+/// (which may be gone: `fail_if_not_exists` false); elsewhere as it is.
+fn in_thread(create: CreateMessage, channel: ChannelId, thread: &str) -> CreateMessage {
+    match thread_root(thread) {
+        Some(root) => create
+            .reference_message(MessageReference::from((channel, root)).fail_if_not_exists(false)),
+        None => create,
+    }
+}
 
 /// The `custom_id` of the Stop button on a streamed reply.
 pub const STOP_CUSTOM_ID: &str = "frogbot-stop";
@@ -52,6 +71,8 @@ pub fn stop_row() -> CreateActionRow {
 pub struct DiscordDrafts<A: DiscordApi> {
     api: Arc<A>,
     channel: ChannelId,
+    /// The FrogBot thread (an agent conversation's messages reply to its root).
+    thread: String,
 }
 
 impl<A: DiscordApi> std::fmt::Debug for DiscordDrafts<A> {
@@ -73,7 +94,7 @@ fn edit_to(content: &str, stop: bool) -> EditMessage {
 #[async_trait]
 impl<A: DiscordApi> DraftMessages for DiscordDrafts<A> {
     async fn post(&self, text: &str, stop: bool) -> Result<String, BoxError> {
-        let mut message = format::reply_message(text);
+        let mut message = in_thread(format::reply_message(text), self.channel, &self.thread);
         if stop {
             message = message.components(vec![stop_row()]);
         }
@@ -221,7 +242,15 @@ impl<A: DiscordApi> ChannelOutbox for DiscordOutbox<A> {
                     .dm_channel(user)
                     .await
                     .map_err(|e| format!("no DM channel with the Discord user {u}: {e}"))?;
-                Ok(dm.to_string())
+                let root = format::messages(text, MESSAGE_LIMIT)
+                    .into_iter()
+                    .next()
+                    .ok_or("an ask to a Discord user needs a text for its first message")?;
+                let message = format::reply_message(root)
+                    .nonce(serenity::model::channel::Nonce::String(ask_nonce(key)))
+                    .enforce_nonce(true);
+                let posted = self.api.send_message(dm, &message).await?;
+                Ok(agent_thread_id(dm, posted.id))
             }
         }
     }
@@ -229,9 +258,8 @@ impl<A: DiscordApi> ChannelOutbox for DiscordOutbox<A> {
     async fn post_reply(&self, thread: &Thread, reply: &UiMessage) -> Result<(), BoxError> {
         let channel = channel_id(&thread.id)?;
         for piece in format::messages(&reply.text(), MESSAGE_LIMIT) {
-            self.api
-                .send_message(channel, &format::reply_message(piece))
-                .await?;
+            let message = in_thread(format::reply_message(piece), channel, &thread.id);
+            self.api.send_message(channel, &message).await?;
         }
         Ok(())
     }
@@ -253,7 +281,7 @@ impl<A: DiscordApi> ChannelOutbox for DiscordOutbox<A> {
             .enumerate()
         {
             let nonce = delivery_nonce(&delivery.piece_key(i));
-            let message = format::reply_message(piece)
+            let message = in_thread(format::reply_message(piece), channel, &thread.id)
                 .nonce(serenity::model::channel::Nonce::String(nonce))
                 .enforce_nonce(true);
             ids.push(
@@ -287,8 +315,7 @@ impl<A: DiscordApi> ChannelOutbox for DiscordOutbox<A> {
             .enumerate()
         {
             let nonce = delivery_nonce(&delivery.piece_key(i));
-            let create = piece
-                .create()
+            let create = in_thread(piece.create(), channel, &thread.id)
                 .nonce(serenity::model::channel::Nonce::String(nonce))
                 .enforce_nonce(true);
             ids.push(
@@ -327,8 +354,7 @@ impl<A: DiscordApi> ChannelOutbox for DiscordOutbox<A> {
                 }
                 None => {
                     let nonce = delivery_nonce(&format!("edit:{base}:{i}"));
-                    let create = piece
-                        .create()
+                    let create = in_thread(piece.create(), channel, &thread.id)
                         .nonce(serenity::model::channel::Nonce::String(nonce))
                         .enforce_nonce(true);
                     ids.push(
@@ -401,6 +427,7 @@ impl<A: DiscordApi> ChannelOutbox for DiscordOutbox<A> {
         let drafts = DiscordDrafts {
             api: self.api.clone(),
             channel: channel_id(&thread.id)?,
+            thread: thread.id.clone(),
         };
         Ok(Some(Box::new(EditStream::new(drafts))))
     }

@@ -8,6 +8,17 @@
 //! per thread, handled by a task of its own that ends when the queue has been idle a while, so
 //! deliveries of one thread reach the engine in arrival order and different threads run in
 //! parallel.
+//!
+//! Agent conversations in a DM (`{dm}~{root}`, see [`super::outbox`]): a DM cannot have threads,
+//! so a person's DM message that **replies to** a message of an agent conversation goes to that
+//! conversation (the agent's inbox); every other DM message goes to the DM's own thread (`{dm}`,
+//! the conversation with the model), as before. The replied-to message `X` belongs to the
+//! conversation `{dm}~{X}` when the engine knows that thread (`X` is its root), to `{dm}~{R}` when
+//! `X` itself replies to `R` and the engine knows that one (everything the outbox posts in a
+//! conversation replies to its root; Discord's `referenced_message` carries its own
+//! `message_reference`), or to the conversation of the question whose current message `X` is. A
+//! click or modal submission on a bot message in a DM is routed by that message the same way.
+//! Guild channels and threads are not affected.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -31,9 +42,10 @@ use frogbot_model::{
     ChannelIdentity, ChannelRef, ChatInfo, IdentityResolver, Progress, QuestionCall,
 };
 use serenity::all::{
-    Client, ClientBuilder, ComponentInteraction, Context, CreateInteractionResponse,
-    CreateInteractionResponseMessage, CreateThread, Event, EventHandler, GatewayIntents,
-    Interaction as DiscordInteraction, Message, ModalInteraction, RawEventHandler, Ready, UserId,
+    ChannelId, Client, ClientBuilder, ComponentInteraction, Context, CreateInteractionResponse,
+    CreateInteractionResponseMessage, CreateThread, Event, EventHandler, GatewayIntents, GuildId,
+    Interaction as DiscordInteraction, Message, MessageId, ModalInteraction, RawEventHandler,
+    Ready, UserId,
 };
 use serenity::http::Http;
 use tokio::sync::mpsc;
@@ -43,7 +55,7 @@ use tracing::{Instrument, debug, error, info, info_span, warn};
 use super::outbox::STOP_CUSTOM_ID;
 use crate::client::DiscordApi;
 use crate::convert::{self, EndpointRequest, EndpointVerifier, PONG};
-use crate::ids::{Control, opens_modal};
+use crate::ids::{Control, agent_thread_id, opens_modal, thread_root};
 use crate::questions::modal_response;
 use crate::{DiscordQuestions, Error, PLATFORM};
 
@@ -306,7 +318,9 @@ async fn on_message(shared: &Shared, engine: &Engine, message: &Message) {
         }
     };
     let dm = message.guild_id.is_none();
-    let thread = if dm || known {
+    let thread = if dm {
+        dm_message_thread(engine, message).await
+    } else if known {
         channel
     } else if convert::mentions(message, me) {
         if !may_start(shared, message).await {
@@ -338,6 +352,86 @@ async fn on_message(shared: &Shared, engine: &Engine, message: &Message) {
         Ok(outcome) => debug!(?outcome, thread, "discord: message handled"),
         Err(e) => error!(error = %e, thread, "discord: message not handled"),
     }
+}
+
+/// The agent conversation (`{dm}~{root}`) in DM channel `channel` whose root is one of
+/// `candidates` (a thread the engine knows), else the one of the question whose current message is
+/// `question`; `None` when there is none (a failing look-up is logged and finds nothing).
+async fn agent_conversation(
+    engine: &Engine,
+    channel: ChannelId,
+    candidates: &[MessageId],
+    question: Option<MessageId>,
+) -> Option<String> {
+    for root in candidates {
+        let thread = agent_thread_id(channel, *root);
+        match engine.channel_thread_known(PLATFORM, &thread).await {
+            Ok(true) => return Some(thread),
+            Ok(false) => {}
+            Err(e) => warn!(error = %e, thread, "discord: could not look up an agent conversation"),
+        }
+    }
+    let question = question?;
+    match engine
+        .question_for_form(PLATFORM, &question.to_string())
+        .await
+    {
+        Ok(Some(target)) => {
+            let thread = target.thread.id;
+            let here = crate::ids::channel_id(&thread).is_ok_and(|c| c == channel);
+            (here && thread_root(&thread).is_some()).then_some(thread)
+        }
+        Ok(None) => None,
+        Err(e) => {
+            warn!(error = %e, "discord: could not look up a question's message");
+            None
+        }
+    }
+}
+
+/// The thread of a person's DM message: the agent conversation of the message it replies to
+/// ([`agent_conversation`]), else the DM channel.
+async fn dm_message_thread(engine: &Engine, message: &Message) -> String {
+    let replied = message
+        .message_reference
+        .as_ref()
+        .and_then(|r| r.message_id)
+        .or_else(|| message.referenced_message.as_ref().map(|m| m.id));
+    let Some(replied) = replied else {
+        return message.channel_id.to_string();
+    };
+    let mut candidates = vec![replied];
+    if let Some(root) = message
+        .referenced_message
+        .as_ref()
+        .and_then(|m| m.message_reference.as_ref()?.message_id)
+    {
+        candidates.push(root);
+    }
+    agent_conversation(engine, message.channel_id, &candidates, Some(replied))
+        .await
+        .unwrap_or_else(|| message.channel_id.to_string())
+}
+
+/// The thread of a click or modal submission in `channel` on the bot's message `on`: in a DM,
+/// the agent conversation that message belongs to ([`agent_conversation`]), else the channel.
+async fn interaction_thread(
+    engine: &Engine,
+    channel: ChannelId,
+    guild: Option<GuildId>,
+    on: Option<&Message>,
+) -> String {
+    let fallback = channel.to_string();
+    let Some(m) = on.filter(|_| guild.is_none()) else {
+        return fallback;
+    };
+    let mut candidates = vec![m.id];
+    if let Some(root) = m.message_reference.as_ref().and_then(|r| r.message_id) {
+        candidates.push(root);
+    }
+    agent_conversation(engine, channel, &candidates, Some(m.id))
+        .await
+        .unwrap_or(fallback)
 }
 
 /// Whether the author of a message may start a conversation (the adapter's identity and access
@@ -474,7 +568,7 @@ async fn stop_response(
     component: &ComponentInteraction,
 ) -> CreateInteractionResponse {
     let who = convert::platform_user(&component.user);
-    let thread = component.channel_id.to_string();
+    let thread = component_thread(engine, component).await;
     match engine.channel_stop(PLATFORM, &thread, &who).await {
         Ok(StopOutcome::NotDriver) => {
             info!(user = %who.id, thread, "discord: Stop from someone else refused");
@@ -507,7 +601,7 @@ async fn event_response(
     component: &ComponentInteraction,
     click: frogbot_model::EventClick,
 ) -> CreateInteractionResponse {
-    let thread = component.channel_id.to_string();
+    let thread = component_thread(engine, component).await;
     let who = click.user.id.clone();
     match engine.channel_event(PLATFORM, &thread, click).await {
         Ok(frogbot_core::agent::EventOutcome::Denied) => {
@@ -527,6 +621,17 @@ async fn event_response(
             crate::deferred_update()
         }
     }
+}
+
+/// The thread of a click ([`interaction_thread`]).
+async fn component_thread(engine: &Engine, component: &ComponentInteraction) -> String {
+    interaction_thread(
+        engine,
+        component.channel_id,
+        component.guild_id,
+        Some(&component.message),
+    )
+    .await
 }
 
 async fn on_component(shared: &Shared, engine: &Engine, component: ComponentInteraction) {
@@ -581,7 +686,7 @@ async fn on_component(shared: &Shared, engine: &Engine, component: ComponentInte
             warn!(error = %e, "discord: acknowledging a click failed");
         }
         let converted = convert::action(&component);
-        let thread = component.channel_id.to_string();
+        let thread = component_thread(engine, &component).await;
         enqueue(
             shared,
             engine,
@@ -612,7 +717,9 @@ async fn on_modal(shared: &Shared, engine: &Engine, modal: ModalInteraction) {
             return;
         }
         let converted = convert::modal_submit(&modal);
-        let thread = modal.channel_id.to_string();
+        let thread =
+            interaction_thread(engine, modal.channel_id, modal.guild_id, modal.message.as_deref())
+                .await;
         enqueue(shared, engine, thread, converted, "modal submission", tracing::Span::current());
     }
     .instrument(span)
@@ -709,12 +816,20 @@ async fn endpoint(State(state): State<Endpoint>, headers: HeaderMap, body: Bytes
                 }
             }
             let (converted, thread, what) = match &*interaction {
-                DiscordInteraction::Component(c) => {
-                    (convert::action(c), c.channel_id.to_string(), "click")
-                }
+                DiscordInteraction::Component(c) => (
+                    convert::action(c),
+                    component_thread(&state.engine, c).await,
+                    "click",
+                ),
                 DiscordInteraction::Modal(m) => (
                     convert::modal_submit_json(m, &raw),
-                    m.channel_id.to_string(),
+                    interaction_thread(
+                        &state.engine,
+                        m.channel_id,
+                        m.guild_id,
+                        m.message.as_deref(),
+                    )
+                    .await,
                     "modal submission",
                 ),
                 other => {

@@ -22,6 +22,16 @@
 //! [`ChannelOutbox::pin_posted`] `pinChatMessage` with `disable_notification` /
 //! `unpinChatMessage`.
 //!
+//! Agent conversations in a private chat ([`ChannelOutbox::ask_thread`] to a person): a private
+//! chat has no threads, so the conversation an agent opens with a person is the thread
+//! `{chat}~{root}` ([`crate::ids::agent_thread_id`]), `root` being the agent's first message, which
+//! `ask_thread` posts in the private chat. Everything posted in that thread (replies, deliveries,
+//! agent messages, question prompts) goes to the private chat as a reply to `root`, so the person
+//! sees which conversation it belongs to; the outbox remembers in-process which messages belong to
+//! which agent conversation (the last [`MAX_POSTED_PIECES`], [`TelegramOutbox::agent_thread_of`])
+//! so that [`super::receive`] can route the person's replies to them. The private chat's own
+//! thread (`{chat}`) stays the person's conversation with the model.
+//!
 //! Telegram gives bots no history of a chat, so [`ChannelOutbox::thread_history`] keeps its
 //! default (nothing): the model sees only the messages the bot received.
 //!
@@ -53,7 +63,7 @@ use crate::client::{
     with_retry,
 };
 use crate::format;
-use crate::ids::{split_message_id, split_thread_id};
+use crate::ids::{agent_thread_id, split_message_id, split_thread_id, thread_root};
 use crate::render::{self, MAX_TEXT};
 
 /// How many posted pieces the outbox remembers (their [`Delivery::piece_key`]s, the oldest
@@ -101,6 +111,11 @@ pub struct TelegramOutbox {
     reply_to: Mutex<HashMap<String, MessageId>>,
     /// The pieces of durable deliveries posted lately.
     posted: Mutex<Posted>,
+    /// Message id (`chat:id`) → the agent conversation (`{chat}~{root}`) it belongs to, for the
+    /// messages posted or routed there lately.
+    members: Mutex<Posted>,
+    /// An ask's key → the agent conversation its first message started (lately, in-process).
+    asks: Mutex<Posted>,
 }
 
 impl TelegramOutbox {
@@ -110,6 +125,26 @@ impl TelegramOutbox {
             api,
             reply_to: Mutex::default(),
             posted: Mutex::default(),
+            members: Mutex::default(),
+            asks: Mutex::default(),
+        }
+    }
+
+    /// The agent conversation (`{chat}~{root}`) message `message_id` (`chat:id`) belongs to: its
+    /// root, or a message this outbox posted in it or a person's message routed to it, lately (in
+    /// this process; the last [`MAX_POSTED_PIECES`]).
+    pub fn agent_thread_of(&self, message_id: &str) -> Option<String> {
+        self.members.lock().expect("not poisoned").get(message_id)
+    }
+
+    /// Remembers that message `message_id` (`chat:id`) belongs to `thread`, when that is an
+    /// agent conversation.
+    pub(crate) fn note_member(&self, thread: &str, message_id: &str) {
+        if thread_root(thread).is_some() {
+            self.members
+                .lock()
+                .expect("not poisoned")
+                .insert(message_id.to_owned(), thread.to_owned());
         }
     }
 
@@ -128,7 +163,12 @@ impl TelegramOutbox {
         map.insert(thread.to_owned(), id);
     }
 
+    /// What a message posted in `thread` replies to: an agent conversation's root, else the last
+    /// message addressed to the bot there.
     fn reply_to(&self, thread: &str) -> Option<MessageId> {
+        if let Some(root) = thread_root(thread) {
+            return Some(root);
+        }
         self.reply_to
             .lock()
             .expect("not poisoned")
@@ -162,14 +202,21 @@ impl TelegramOutbox {
 
 #[async_trait]
 impl ChannelOutbox for TelegramOutbox {
-    /// An ask goes to a chat (`-100123`, or `-100123:7` for a forum topic) as it is; to a person,
-    /// in their private chat with the bot (its id is the user's id; Telegram delivers only once
-    /// they have started the bot).
+    /// An ask goes to a chat (`-100123`, `-100123:7` for a forum topic, `777~12` for an agent
+    /// conversation) as it is. To a person, it starts a conversation of its own in their private
+    /// chat with the bot (its id is the user's id; Telegram delivers only once they have started
+    /// the bot): the first piece of `text` is posted there as its root and the thread is
+    /// `{chat}~{root}` — never the private chat's own thread `{chat}`, where the person talks
+    /// with the model.
+    ///
+    /// Idempotent on `key` within this process only (the Bot API has no idempotency key and no
+    /// way to look for an earlier post): a retry here returns the conversation started before; a
+    /// retry in another process, or after the answer of `sendMessage` was lost, starts another.
     async fn ask_thread(
         &self,
         place: AskPlace<'_>,
-        _text: &str,
-        _key: &str,
+        text: &str,
+        key: &str,
     ) -> Result<String, BoxError> {
         match place {
             AskPlace::Thread(t) => {
@@ -177,10 +224,25 @@ impl ChannelOutbox for TelegramOutbox {
                 Ok(t.to_owned())
             }
             AskPlace::User(u) => {
-                let id: i64 = u
-                    .parse()
-                    .map_err(|_| format!("a Telegram user id is a number, not {u:?}"))?;
-                Ok(crate::ids::join_thread_id(ChatId(id), None))
+                let id: i64 =
+                    u.parse().ok().filter(|id| *id > 0).ok_or_else(|| {
+                        format!("a Telegram user id is a positive number, not {u:?}")
+                    })?;
+                if let Some(thread) = self.asks.lock().expect("not poisoned").get(key) {
+                    return Ok(thread);
+                }
+                let root = format::messages(text, MAX_TEXT)
+                    .into_iter()
+                    .next()
+                    .ok_or("an ask to a Telegram user needs a text for its first message")?;
+                let sent = TelegramApi::send_html(&self.api, ChatId(id), None, &root, None).await?;
+                let thread = agent_thread_id(sent.chat, sent.id);
+                self.note_member(&thread, &crate::ids::message_id(sent.chat, sent.id));
+                self.asks
+                    .lock()
+                    .expect("not poisoned")
+                    .insert(key.to_owned(), thread.clone());
+                Ok(thread)
             }
         }
     }
@@ -193,7 +255,8 @@ impl ChannelOutbox for TelegramOutbox {
         let (chat, topic) = split_thread_id(&thread.id)?;
         let reply_to = self.reply_to(&thread.id);
         for part in parts {
-            TelegramApi::send_html(&self.api, chat, topic, &part, reply_to).await?;
+            let sent = TelegramApi::send_html(&self.api, chat, topic, &part, reply_to).await?;
+            self.note_member(&thread.id, &crate::ids::message_id(sent.chat, sent.id));
         }
         Ok(())
     }
@@ -225,6 +288,7 @@ impl ChannelOutbox for TelegramOutbox {
             }
             let sent = send_html_once(&self.api, chat, topic, part, reply_to).await?;
             let id = crate::ids::message_id(sent.chat, sent.id);
+            self.note_member(&thread.id, &id);
             self.posted
                 .lock()
                 .expect("not poisoned")
@@ -260,8 +324,9 @@ impl ChannelOutbox for TelegramOutbox {
         thread: &Thread,
     ) -> Result<Option<Box<dyn ReplyStream>>, BoxError> {
         let drafts = self.drafts(thread)?;
-        // Private chats have the user's (positive) id; groups and channels negative ones.
-        if drafts.chat.0 > 0 && drafts.topic.is_none() {
+        // Private chats have the user's (positive) id; groups and channels negative ones. A draft
+        // replies to nothing, so an agent conversation's replies are posted and edited.
+        if drafts.chat.0 > 0 && drafts.topic.is_none() && thread_root(&thread.id).is_none() {
             return Ok(Some(Box::new(DraftStream::new(drafts))));
         }
         Ok(Some(Box::new(EditStream::new(drafts))))
@@ -286,6 +351,7 @@ impl ChannelOutbox for TelegramOutbox {
     ) -> Result<Vec<String>, BoxError> {
         let pieces = render::agent_message(message);
         let (chat, topic) = split_thread_id(&thread.id)?;
+        let root = thread_root(&thread.id);
         let mut ids = Vec::with_capacity(pieces.len());
         for (i, piece) in pieces.iter().enumerate() {
             let key = delivery.piece_key(i);
@@ -293,8 +359,9 @@ impl ChannelOutbox for TelegramOutbox {
                 ids.push(id);
                 continue;
             }
-            let sent = send_piece_once(&self.api, chat, topic, piece, i > 0).await?;
+            let sent = send_piece_once(&self.api, chat, topic, piece, i > 0, root).await?;
             let id = crate::ids::message_id(sent.chat, sent.id);
+            self.note_member(&thread.id, &id);
             self.posted
                 .lock()
                 .expect("not poisoned")
@@ -316,6 +383,7 @@ impl ChannelOutbox for TelegramOutbox {
     ) -> Result<Vec<String>, BoxError> {
         let pieces = render::agent_message(message);
         let (chat, topic) = split_thread_id(&thread.id)?;
+        let root = thread_root(&thread.id);
         let mut ids = Vec::with_capacity(pieces.len());
         for (i, piece) in pieces.iter().enumerate() {
             if let Some(old) = posted.get(i) {
@@ -329,10 +397,12 @@ impl ChannelOutbox for TelegramOutbox {
                 }
             }
             let sent = with_retry("send", || {
-                send_piece_once(&self.api, chat, topic, piece, true)
+                send_piece_once(&self.api, chat, topic, piece, true, root)
             })
             .await?;
-            ids.push(crate::ids::message_id(sent.chat, sent.id));
+            let id = crate::ids::message_id(sent.chat, sent.id);
+            self.note_member(&thread.id, &id);
+            ids.push(id);
         }
         for old in posted.iter().skip(pieces.len()) {
             let (old_chat, old_id) = split_message_id(old)?;

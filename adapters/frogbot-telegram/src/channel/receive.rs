@@ -24,6 +24,20 @@
 //! Conversations: in a private chat every message talks to the bot; in a group only a mention, a
 //! command, or a reply to the bot does. A Telegram chat (a forum topic in forum supergroups) is one
 //! FrogBot chat. Callback queries go to `Engine::handle_interaction` and are always answered.
+//!
+//! Agent conversations in a private chat (`{chat}~{root}`, see [`super::outbox`]): a person's
+//! message that **replies to** a message of an agent conversation goes to that conversation (so
+//! to the agent's inbox); every other message in the private chat goes to the chat's own thread
+//! (`{chat}`, the conversation with the model), as before. Telegram's `reply_to_message` does not
+//! nest, so the message replied to, `X`, is looked up ([`agent_thread`]): a message the outbox
+//! posted in (or routed to) an agent conversation lately, in this process
+//! ([`TelegramOutbox::agent_thread_of`]); else `X` is itself a root (the engine knows the thread
+//! `{chat}~{X}`); else `X` is the current message of a question asked in an agent conversation
+//! (`Engine::question_for_form`). After a restart, a reply to a later agent message that is
+//! neither a root nor a question's goes to the model's chat. A click on a button is routed by the
+//! message it is on the same way, and also by the message that one replies to (everything the
+//! outbox posts in an agent conversation replies to its root). Groups and forum topics are not
+//! affected.
 
 use std::collections::{BTreeSet, HashMap};
 use std::panic::AssertUnwindSafe;
@@ -569,7 +583,7 @@ async fn on_message(ctx: &Context, m: Message) {
         debug!("group message not addressed to the bot; ignored");
         return;
     }
-    let thread = thread_id(&m);
+    let thread = route(ctx, &m).await;
     let mut message = match thread_message(&m) {
         Ok(Interaction::Message { message }) => message,
         Ok(_) => return,
@@ -580,6 +594,8 @@ async fn on_message(ctx: &Context, m: Message) {
     };
     message.text = strip_mention(&message.text, me.username());
     ctx.outbox.remember(&thread, m.id);
+    ctx.outbox
+        .note_member(&thread, &crate::ids::message_id(m.chat.id, m.id));
     match ctx.engine.channel_message(PLATFORM, &thread, message).await {
         Ok(ChannelMessageOutcome::Denied) => {
             info!(thread = %thread, "message from a user the access check refuses");
@@ -598,15 +614,71 @@ async fn on_message(ctx: &Context, m: Message) {
     }
 }
 
+/// The thread of message `m` (a person's message, or the bot's message a button was clicked on):
+/// in a private chat, the agent conversation it replies to (a bot's message: it belongs to, or
+/// replies to) when [`agent_thread`] finds one, else its chat or forum topic ([`thread_id`]).
+async fn route(ctx: &Context, m: &Message) -> String {
+    let thread = thread_id(m);
+    if !m.chat.is_private() {
+        return thread;
+    }
+    let own = m.from.as_ref().is_some_and(|u| u.id == ctx.me.user.id);
+    let mut candidates = Vec::with_capacity(2);
+    if own {
+        candidates.push(m.id);
+    }
+    if let Some(r) = m.reply_to_message() {
+        candidates.push(r.id);
+    }
+    for x in candidates {
+        if let Some(agent) = agent_thread(ctx, m.chat.id, x).await {
+            return agent;
+        }
+    }
+    thread
+}
+
+/// The agent conversation of private chat `chat` message `x` belongs to, if any: as the outbox
+/// remembers it, as the root of a conversation the engine knows, or as a question's current
+/// message in one. A failing look-up is logged and finds nothing.
+async fn agent_thread(
+    ctx: &Context,
+    chat: teloxide::types::ChatId,
+    x: teloxide::types::MessageId,
+) -> Option<String> {
+    let id = crate::ids::message_id(chat, x);
+    if let Some(thread) = ctx.outbox.agent_thread_of(&id) {
+        return Some(thread);
+    }
+    let root = crate::ids::agent_thread_id(chat, x);
+    match ctx.engine.channel_thread_known(PLATFORM, &root).await {
+        Ok(true) => return Some(root),
+        Ok(false) => {}
+        Err(e) => warn!(thread = %root, error = %e, "could not look up an agent conversation"),
+    }
+    match ctx.engine.question_for_form(PLATFORM, &id).await {
+        Ok(Some(target)) => {
+            let thread = target.thread.id;
+            let same_chat = crate::ids::split_thread_id(&thread).is_ok_and(|(c, _)| c == chat);
+            (same_chat && crate::ids::thread_root(&thread).is_some()).then_some(thread)
+        }
+        Ok(None) => None,
+        Err(e) => {
+            warn!(message_id = %id, error = %e, "could not look up a question's message");
+            None
+        }
+    }
+}
+
 async fn on_callback(ctx: &Context, q: CallbackQuery) {
     // The conversation of the click, for the engine's same-conversation check. An inaccessible
     // message (date 0) keeps only its chat and id, not its forum topic, so its thread is not
     // known here: `None` lets the engine rely on the question found by the message id
     // (`chat:message_id`, unique in the chat) and its own record of the thread.
-    let thread = q.message.as_ref().and_then(|m| match m {
-        MaybeInaccessibleMessage::Regular(m) => Some(thread_id(m)),
-        MaybeInaccessibleMessage::Inaccessible(_) => None,
-    });
+    let thread = match q.message.as_ref() {
+        Some(MaybeInaccessibleMessage::Regular(m)) => Some(route(ctx, m).await),
+        _ => None,
+    };
     if q.data.as_deref() == Some(STOP_DATA) {
         return on_stop(ctx, &q, thread).await;
     }
