@@ -58,6 +58,9 @@ impl std::fmt::Display for StaleReason {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
+    /// The authorization policy refused the caller ([`crate::policy`]).
+    #[error("{0}")]
+    Denied(crate::policy::Denied),
     /// A chat id that is not 1–128 characters of `A-Z a-z 0-9 _ -`.
     #[error("invalid chat id {0:?}: use 1-128 characters of A-Z a-z 0-9 _ -")]
     InvalidChatId(String),

@@ -3,7 +3,7 @@
 //! Every caller is a [`Principal`]: a person (a configured user's token, or a platform identity
 //! on a channel), an **agent** (a token given agent rights, with the platform targets it may
 //! reach), the **operator** (the CLI working on the database) or **anonymous**. Every HTTP route
-//! and every engine entry that takes a caller asks [`Policy::decide`] about one
+//! and every engine entry that takes a caller (`Engine::with_policy`) asks [`Policy::decide`] about one
 //! `(principal, action)` — the resource (a chat row, an ask's asker, a target) travels inside the
 //! [`Action`] — and gets `Ok(())` or a [`Denied`] saying why. Nothing else decides access; the
 //! handlers only load the resource and ask.

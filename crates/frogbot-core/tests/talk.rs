@@ -684,15 +684,13 @@ async fn an_agent_chat_refuses_others_and_bad_input(url: &str) {
         e.web_event(&c, me, "w1", "b", "Go").await.unwrap(),
         EventOutcome::Sent
     );
-    // The web chat is ownerless (the person talks in it by its id): anyone in it may click.
-    assert_eq!(
-        e.web_event(&c, Some(&bob), "w1", "b", "Go").await.unwrap(),
-        EventOutcome::Sent
-    );
+    // The web chat is the agent's own (owned by it): nobody else clicks in it.
+    assert!(e.web_event(&c, Some(&bob), "w1", "b", "Go").await.is_err());
+    assert!(e.web_event(&c, None, "w1", "b", "Go").await.is_err());
     let got = e.inbox(me, Some(&c), 5).await.unwrap();
-    assert_eq!(got.len(), 2);
+    assert_eq!(got.len(), 1);
     assert_eq!(got[0].event.as_ref().unwrap().value, "Go");
-    assert_eq!(got[1].by.as_ref(), Some(&bob));
+    assert_eq!(got[0].by.as_ref(), me);
 }
 
 /// A post the platform refused is retried by the message's job until it is shown, once.

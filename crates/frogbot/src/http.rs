@@ -213,6 +213,7 @@ impl ApiError {
 /// | `SelectionUnavailable` | 400 | `selection-unavailable` |
 /// | `InvalidAnswer` | 400 | `invalid-answer` |
 /// | `Forbidden` | 403 | `forbidden` |
+/// | `Denied` (the policy) | 401 / 403 / 404 | `unauthorized` / `forbidden` / `not-found` |
 /// | `NotFound` | 404 | `not-found` |
 /// | `ChannelChat` | 409 | `channel-chat` |
 /// | `Stale` | 409 | `stale` |
@@ -235,6 +236,7 @@ impl From<CoreError> for ApiError {
                 Self::new(StatusCode::BAD_REQUEST, "invalid-answer", reason)
             }
             CoreError::InvalidInput { reason } => Self::invalid(reason),
+            CoreError::Denied(d) => Self::denied(d.clone()),
             CoreError::InvalidChatId(m) => Self::invalid(format!("bad chat id {m:?}")),
             CoreError::NotFound { item, id } => Self::not_found(format!("{item} {id}")),
             CoreError::Stale {

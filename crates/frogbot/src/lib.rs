@@ -237,6 +237,11 @@ async fn build_engine_and_store(
                 .collect(),
             ..Default::default()
         },
+    )
+    // The engine asks the same policy as the HTTP API at its agent and web entries.
+    .with_policy(
+        frogbot_core::policy::Policy::new(config.anonymous_access()),
+        principals(config).principals(),
     );
     Ok((engine, store))
 }

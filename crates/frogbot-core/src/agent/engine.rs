@@ -55,6 +55,36 @@ struct Parts {
     questions: Arc<Questions>,
     channels: Arc<Channels>,
     registry: Arc<Registry>,
+    /// Who may do what, when the embedding program gave a policy ([`Engine::with_policy`]).
+    auth: std::sync::OnceLock<Authorizer>,
+}
+
+/// Which chat action [`Engine::authorize_chat`] asks about.
+#[derive(Clone, Copy)]
+enum ChatAct {
+    AgentWrite,
+    Write,
+    Event,
+}
+
+/// The policy and the principals it knows by id.
+struct Authorizer {
+    policy: crate::policy::Policy,
+    principals: std::collections::HashMap<String, crate::policy::Principal>,
+}
+
+impl Authorizer {
+    fn principal(&self, caller: Option<&crate::model::UserId>) -> crate::policy::Principal {
+        use crate::policy::Principal;
+        match caller {
+            None => Principal::Anonymous,
+            Some(id) => self
+                .principals
+                .get(id.as_str())
+                .cloned()
+                .unwrap_or_else(|| Principal::User(id.clone())),
+        }
+    }
 }
 
 impl std::fmt::Debug for Engine {
@@ -119,8 +149,66 @@ impl Engine {
                 questions,
                 channels,
                 registry,
+                auth: std::sync::OnceLock::new(),
             }),
         }
+    }
+
+    /// Asks `policy` at every engine entry that takes a caller (agent chats, agent messages,
+    /// pins, acknowledgements, the inbox, people's web messages and block events), knowing the
+    /// callers `principals` by their ids; a caller id it does not know is a user. Without it the
+    /// engine trusts the embedding program's checks. Set once; later calls are ignored.
+    pub fn with_policy(
+        self,
+        policy: crate::policy::Policy,
+        principals: impl IntoIterator<Item = crate::policy::Principal>,
+    ) -> Self {
+        let principals = principals
+            .into_iter()
+            .filter_map(|p| p.user_id().map(|id| (id.as_str().to_owned(), p.clone())))
+            .collect();
+        let _ = self.inner.auth.set(Authorizer { policy, principals });
+        self
+    }
+
+    /// Asks the policy (when one is set) whether `caller` may do `action`.
+    fn authorize(
+        &self,
+        caller: Option<&crate::model::UserId>,
+        action: crate::policy::Action<'_>,
+    ) -> Result<()> {
+        match self.inner.auth.get() {
+            None => Ok(()),
+            Some(a) => a
+                .policy
+                .decide(&a.principal(caller), action)
+                .map_err(Error::Denied),
+        }
+    }
+
+    /// [`Engine::authorize`] about a stored chat (a chat that does not exist is `NotFound`).
+    async fn authorize_chat(
+        &self,
+        caller: Option<&crate::model::UserId>,
+        chat: &ChatId,
+        action: ChatAct,
+    ) -> Result<()> {
+        if self.inner.auth.get().is_none() {
+            return Ok(());
+        }
+        let row = self.chat(chat).await?.ok_or_else(|| Error::NotFound {
+            item: crate::Item::Chat,
+            id: chat.to_string(),
+        })?;
+        let view = crate::policy::ChatView::of(&row);
+        self.authorize(
+            caller,
+            match action {
+                ChatAct::AgentWrite => crate::policy::Action::AgentWrite(&view),
+                ChatAct::Write => crate::policy::Action::WriteChat(&view),
+                ChatAct::Event => crate::policy::Action::BlockEvent(&view),
+            },
+        )
     }
 
     /// Asks `source` for more tools at every model step (MCP servers' tools, which change while
@@ -362,6 +450,21 @@ impl Engine {
         text: &str,
         key: &str,
     ) -> Result<ChatRow> {
+        {
+            use crate::policy::{Action, Target};
+            let target = match &place {
+                super::AgentPlace::Web { owner, .. } => Target::Web {
+                    for_user: owner.as_ref(),
+                },
+                super::AgentPlace::Channel { platform, place } => Target::Platform {
+                    platform,
+                    id: match place {
+                        super::ChannelTarget::Thread(t) | super::ChannelTarget::User(t) => t,
+                    },
+                },
+            };
+            self.authorize(agent, Action::OpenAgentChat(target))?;
+        }
         self.inner
             .channels
             .open_agent_chat(agent, place, text, key)
@@ -383,6 +486,8 @@ impl Engine {
         agent: Option<&UserId>,
         message: super::AgentMessage,
     ) -> Result<crate::model::UiMessage> {
+        self.authorize_chat(agent, chat, ChatAct::AgentWrite)
+            .await?;
         self.inner.channels.agent_send(chat, agent, message).await
     }
 
@@ -395,6 +500,8 @@ impl Engine {
         message_id: &str,
         edit: super::MessageEdit,
     ) -> Result<crate::model::UiMessage> {
+        self.authorize_chat(agent, chat, ChatAct::AgentWrite)
+            .await?;
         self.inner
             .channels
             .agent_edit(chat, agent, message_id, edit)
@@ -409,6 +516,8 @@ impl Engine {
         agent: Option<&UserId>,
         message_id: &str,
     ) -> Result<()> {
+        self.authorize_chat(agent, chat, ChatAct::AgentWrite)
+            .await?;
         let row = self.inner.channels.agent_chat_of(chat, agent).await?;
         if row.awaiting_message_id.as_deref() == Some(message_id) {
             self.withdraw(chat, message_id).await?;
@@ -429,6 +538,8 @@ impl Engine {
         key: &str,
         message: Option<&str>,
     ) -> Result<Option<crate::model::UiMessage>> {
+        self.authorize_chat(agent, chat, ChatAct::AgentWrite)
+            .await?;
         self.inner
             .channels
             .agent_pin(chat, agent, key, message)
@@ -444,6 +555,7 @@ impl Engine {
         chat: Option<&ChatId>,
         limit: u32,
     ) -> Result<Vec<super::InboxItem>> {
+        self.authorize(agent, crate::policy::Action::ReadInbox)?;
         self.inner.channels.inbox(agent, chat, limit).await
     }
 
@@ -479,6 +591,8 @@ impl Engine {
         message_id: &str,
         ack: crate::model::Ack,
     ) -> Result<()> {
+        self.authorize_chat(agent, chat, ChatAct::AgentWrite)
+            .await?;
         self.inner
             .channels
             .agent_ack(chat, agent, message_id, ack)
@@ -494,6 +608,7 @@ impl Engine {
         id: Option<String>,
         text: &str,
     ) -> Result<Option<crate::model::UiMessage>> {
+        self.authorize_chat(by, chat, ChatAct::Write).await?;
         self.inner.channels.web_message(chat, by, id, text).await
     }
 
@@ -507,6 +622,7 @@ impl Engine {
         block_id: &str,
         value: &str,
     ) -> Result<super::EventOutcome> {
+        self.authorize_chat(by, chat, ChatAct::Event).await?;
         self.inner
             .channels
             .web_event(chat, by, message_id, block_id, value)

@@ -80,6 +80,11 @@ impl Principals {
         Principals(pairs.into_iter().collect())
     }
 
+    /// The principals, without their tokens.
+    pub fn principals(&self) -> impl Iterator<Item = Principal> + '_ {
+        self.0.values().cloned()
+    }
+
     /// Whether `id` is a configured user's id.
     pub(super) fn is_user(&self, id: &str) -> bool {
         self.0
