@@ -815,7 +815,7 @@ impl Config {
             }
             let token = a
                 .token()
-                .map_err(|e| ConfigError::key(&format!("agents[{i}].token"), e))?;
+                .map_err(|e| ConfigError::key(format!("agents[{i}].token"), e))?;
             if token.len() < 8 {
                 return bad(
                     &format!("agents[{i}].token"),
