@@ -207,7 +207,7 @@ async fn streams_past_the_caps_get_429_and_a_closed_stream_frees_its_place() {
     let server = serve(
         dir.path(),
         &db.url,
-        "[server]\nmax_event_streams = 3\nmax_event_streams_per_user = 2\n\n\
+        "anonymous = \"chat\"\n\n[server]\nmax_event_streams = 3\nmax_event_streams_per_user = 2\n\n\
          [[users]]\nid = \"alice\"\ntoken = \"alice-token\"",
     )
     .await;

@@ -567,6 +567,12 @@ async fn an_approval_waiting_across_kill_9_runs_once_after_the_restart() {
         &db.url,
         &format!(
             r#"
+anonymous = "chat"
+
+[[users]]
+id = "ops"
+token = "ops-token-1"
+
 [[models]]
 id = "fake"
 provider = "openai-compatible"
@@ -577,6 +583,7 @@ id = "counter"
 command = "node"
 args = ["{}"]
 approval = "always"
+approvers = ["ops"]
 env = {{ COUNTER_FILE = "{}" }}
 "#,
             counter.display(),
@@ -624,6 +631,8 @@ env = {{ COUNTER_FILE = "{}" }}
     let second = start(serve(), port).await;
     let r = http
         .post(format!("{}/api/chats/{id}/settle", second.base))
+        // The configured approver (an anonymous chat has no driver to ask).
+        .bearer_auth("ops-token-1")
         .json(&approval_answer("call_1", "Approve"))
         .send()
         .await
