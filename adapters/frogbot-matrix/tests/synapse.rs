@@ -1643,18 +1643,40 @@ async fn three_taps_on_an_event_button_reach_the_agents_inbox() {
         .await;
     let agent = UserId::new("agent");
     let engine = &s.bot.engine;
+    // The person's thread with the model is never the agent's (issue 37): refused.
+    assert!(
+        engine
+            .open_agent_chat(
+                Some(&agent),
+                AgentPlace::Channel {
+                    platform: "matrix".into(),
+                    place: ChannelTarget::Thread(format!("{room}|{root}")),
+                },
+                "Deploy",
+                "k0",
+            )
+            .await
+            .is_err()
+    );
+    // A thread of its own in the room, started with its first message.
     let chat = engine
         .open_agent_chat(
             Some(&agent),
             AgentPlace::Channel {
                 platform: "matrix".into(),
-                place: ChannelTarget::Thread(format!("{room}|{root}")),
+                place: ChannelTarget::Thread(room.to_string()),
             },
             "Deploy",
             "k1",
         )
         .await
         .unwrap();
+    let agent_root = chat
+        .channel
+        .as_ref()
+        .and_then(|c| c.thread.split_once('|'))
+        .map(|(_, r)| r.to_owned())
+        .expect("a thread id room|root");
     let blocks = frogbot_model::blocks::Block::list_from_json(&json!([
         {"type": "table", "id": "jobs", "columns": ["Job", "State"], "rows": [["build", "ok"]]},
         {"type": "fields", "id": "actions", "fields": [{"key": "Branch", "value": "main"}],
@@ -1680,7 +1702,7 @@ async fn three_taps_on_an_event_button_reach_the_agents_inbox() {
             from(e, bot)
                 && e["type"] == "m.room.message"
                 && body(e).starts_with("**Deploy**")
-                && thread_root(e) == Some(root.as_str())
+                && thread_root(e) == Some(agent_root.as_str())
         })
         .await;
     let target = message["event_id"].as_str().unwrap().to_owned();
