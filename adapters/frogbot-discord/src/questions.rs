@@ -386,12 +386,14 @@ impl<A: DiscordApi> DiscordQuestions<A> {
         revision: u64,
         step: usize,
     ) -> Result<QuestionMessage, Error> {
+        let channel = channel_id(&thread.id)?;
+        // A step too long for one message: its beginning first, the controls last.
+        for lead in render::step_lead_messages(call, step) {
+            self.api.send_message(channel, &lead).await?;
+        }
         let posted = self
             .api
-            .send_message(
-                channel_id(&thread.id)?,
-                &render::question_message(call, revision, step),
-            )
+            .send_message(channel, &render::question_message(call, revision, step))
             .await?;
         Ok(QuestionMessage {
             id: posted.id.to_string(),
