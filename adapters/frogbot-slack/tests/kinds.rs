@@ -1023,7 +1023,7 @@ async fn a_five_question_set_is_answered_by_typed_replies_in_order_or_by_number(
         None,
     );
     let mut rec = render(&q, &set).await;
-    let mut step = |rec: &mut QuestionRecord, text: &str| {
+    let step = |rec: &mut QuestionRecord, text: &str| {
         let r = parse(&q, &set, rec, &typed_reply(&fake, text));
         if let ParseResult::Partial { state } = &r {
             rec.state = state.clone();
