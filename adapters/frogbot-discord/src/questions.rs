@@ -388,6 +388,10 @@ impl<A: DiscordApi> DiscordQuestions<A> {
         step: usize,
     ) -> Result<QuestionMessage, Error> {
         let channel = channel_id(&thread.id)?;
+        // A step too long for one message: its beginning first, the controls last.
+        for lead in render::step_lead_messages(call, step) {
+            self.api.send_message(channel, &lead).await?;
+        }
         let mut message = render::question_message(call, revision, step);
         if let Some(root) = thread_root(&thread.id) {
             let reference = serenity::model::channel::MessageReference::from((channel, root))

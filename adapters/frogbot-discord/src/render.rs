@@ -16,8 +16,17 @@
 //!   when optional, plus "Skip"): buttons, 5 a row, "Skip" last;
 //! - `choice`, `multiple`, or a single choice with more options: string selects (`multiple`: one
 //!   select, `max_values` = its option count; single: up to 4 selects of 25), and a last row of
-//!   buttons ("Other…" where `custom`, "No answer" where optional, "Skip"). Options beyond what
-//!   fits are not shown (at most 25 for `multiple`, 100 for a single choice);
+//!   buttons ("Other…" where `custom`, "No answer" where optional, "Skip");
+//! - a choice with more options than its selects hold (over 25 for `multiple`, over 100 for a
+//!   single choice, [`lists_options`]): no select; the message lists every option, numbered (with
+//!   its description), and says to reply with the number (`multiple`: numbers separated by
+//!   commas), read by `QuestionItem::choice_in_reply`; the last row of buttons stays;
+//! - a label longer than its control shows (80 characters on a button, 100 in a select) is cut
+//!   with "…" on the control and written out in full in the message; the answer is always the
+//!   full label (controls carry the option's index);
+//! - a step whose text is longer than one message (2,000 characters: many options, long
+//!   descriptions) is not cut: its beginning is posted in messages just before the question
+//!   message ([`step_pages`], [`step_lead_messages`]);
 //! - `custom`: an "Other…" button that opens a modal with one text input;
 //! - `text_input` and `number_input`: an "Answer…" button that opens one modal ([`form_modal`])
 //!   holding the step's text and number inputs: a text input is a short or (`multiline`) paragraph
@@ -142,15 +151,60 @@ pub fn question_content(item: &QuestionItem, index: usize, total: usize) -> Stri
     } else {
         format!("**{}**\n{}", item.header, shown_question(item))
     };
-    for option in &item.options {
-        if let Some(description) = &option.description {
-            text.push_str(&format!("\n• **{}**: {description}", option.label));
+    if lists_options(item) {
+        // More options than the controls hold: every option, numbered, answered by reply.
+        for (i, option) in item.options.iter().enumerate() {
+            text.push_str(&format!("\n{}. {}", i + 1, option.label));
+            if let Some(description) = &option.description {
+                text.push_str(&format!(" — {description}"));
+            }
+        }
+        text.push_str(if item.multiple {
+            "\n_Reply in this thread with the numbers of your choices, separated by commas._"
+        } else {
+            "\n_Reply in this thread with the number of your choice._"
+        });
+    } else {
+        // A description, or a label longer than its control shows, is written out in full.
+        let room = if uses_buttons(item) {
+            BUTTON_LABEL_LIMIT
+        } else {
+            OPTION_TEXT_LIMIT
+        };
+        for option in &item.options {
+            match &option.description {
+                Some(description) => {
+                    text.push_str(&format!("\n• **{}**: {description}", option.label));
+                }
+                None if option.label.chars().count() > room => {
+                    text.push_str(&format!("\n• **{}**", option.label));
+                }
+                None => {}
+            }
         }
     }
     if let Some(detail) = kind_detail(item) {
         text.push_str(&format!("\n_{detail}_"));
     }
-    truncate(&text, MESSAGE_LIMIT)
+    text
+}
+
+/// The most options a choice's controls hold: one select of 25 for `multiple` (a select's
+/// choices are submitted together), four selects of 25 for a single choice (the fifth row keeps
+/// the buttons).
+pub fn control_capacity(item: &QuestionItem) -> usize {
+    if item.multiple {
+        SELECT_OPTION_LIMIT
+    } else {
+        (ROW_LIMIT - 1) * SELECT_OPTION_LIMIT
+    }
+}
+
+/// Whether a choice has more options than its controls hold ([`control_capacity`]): its message
+/// then lists every option, numbered, and the person answers with a reply in the thread (the
+/// number, or numbers separated by commas); no select is drawn, so none shows only some.
+pub fn lists_options(item: &QuestionItem) -> bool {
+    item.kind == InputKind::Choice && item.options.len() > control_capacity(item)
 }
 
 /// What the message says about an input beyond its question: a number's range and unit, a text's
@@ -206,19 +260,44 @@ pub fn step_content(
     expires_at: Option<&str>,
     now: chrono::DateTime<chrono::Utc>,
 ) -> String {
+    let mut text = step_text(questions, index);
+    if let Some(line) = expiry_line(expires_at, now) {
+        text = format!("{}\n\n{line}", truncate(&text, MESSAGE_LIMIT - 60));
+    }
+    truncate(&text, MESSAGE_LIMIT)
+}
+
+fn step_text(questions: &[QuestionItem], index: usize) -> String {
     let total = questions.len();
-    let mut text = form_run(questions, index)
+    form_run(questions, index)
         .filter_map(|q| {
             questions
                 .get(q)
                 .map(|item| question_content(item, q, total))
         })
         .collect::<Vec<_>>()
-        .join("\n\n");
-    if let Some(line) = expiry_line(expires_at, now) {
-        text = format!("{}\n\n{line}", truncate(&text, MESSAGE_LIMIT - 60));
+        .join("\n\n")
+}
+
+/// The text of step `index` over as many messages as it needs (each at most [`MESSAGE_LIMIT`]):
+/// nothing is cut. The last is the question message's content (with the expiry line); the
+/// others — a long list of options — are posted just before it, in order.
+pub fn step_pages(
+    questions: &[QuestionItem],
+    index: usize,
+    expires_at: Option<&str>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Vec<String> {
+    let line = expiry_line(expires_at, now);
+    let room = MESSAGE_LIMIT - line.as_ref().map_or(0, |l| l.chars().count() + 2);
+    let mut pages = frogbot_model::text::split(&step_text(questions, index), room);
+    if pages.is_empty() {
+        pages.push(String::new());
     }
-    truncate(&text, MESSAGE_LIMIT)
+    if let (Some(line), Some(last)) = (line, pages.last_mut()) {
+        *last = format!("{last}\n\n{line}");
+    }
+    pages
 }
 
 /// "⏳ open until 14:05 UTC", while the set has an expiry that reads.
@@ -327,8 +406,13 @@ pub fn question_components(
             .map(|row| CreateActionRow::Buttons(row.to_vec()))
             .collect();
     }
-    // The last row is kept for the buttons ("Other…", "Skip").
-    let select_rows = if item.multiple { 1 } else { ROW_LIMIT - 1 };
+    // The last row is kept for the buttons ("Other…", "Skip"). Past what the selects hold, the
+    // options are listed in the message and answered by reply: no select.
+    let select_rows = match (lists_options(item), item.multiple) {
+        (true, _) => 0,
+        (false, true) => 1,
+        (false, false) => ROW_LIMIT - 1,
+    };
     let mut rows: Vec<CreateActionRow> = item
         .options
         .chunks(SELECT_OPTION_LIMIT)
@@ -374,7 +458,21 @@ pub fn question_components(
     rows
 }
 
-/// The message asking step `index` of `call` at `revision` (with the expiry line as of now).
+/// The messages posted before the message asking step `index` of `call`: the beginning of a step
+/// too long for one message ([`step_pages`]; nothing pings). Usually none.
+pub fn step_lead_messages(call: &QuestionCall, index: usize) -> Vec<CreateMessage> {
+    let mut pages = step_pages(
+        &call.input.questions,
+        index,
+        call.expires_at.as_deref(),
+        chrono::Utc::now(),
+    );
+    pages.pop();
+    pages.iter().map(|p| approval_page_message(p)).collect()
+}
+
+/// The message asking step `index` of `call` at `revision` (with the expiry line as of now; a step
+/// too long for one message ends it, [`step_lead_messages`] before it).
 pub fn question_message(call: &QuestionCall, revision: u64, index: usize) -> CreateMessage {
     question_message_at(call, revision, index, chrono::Utc::now())
 }
@@ -389,12 +487,11 @@ pub fn question_message_at(
     let questions = &call.input.questions;
     match questions.get(index) {
         Some(item) => CreateMessage::new()
-            .content(step_content(
-                questions,
-                index,
-                call.expires_at.as_deref(),
-                now,
-            ))
+            .content(
+                step_pages(questions, index, call.expires_at.as_deref(), now)
+                    .pop()
+                    .unwrap_or_default(),
+            )
             .components(question_components(item, revision, index)),
         None => CreateMessage::new().content("(no such question)"),
     }
@@ -1062,10 +1159,19 @@ mod tests {
         assert_eq!(rows[3]["components"][0]["custom_id"], "fq:7:0:o");
         assert_eq!(rows[3]["components"][1]["custom_id"], "fq:7:0:k");
         // Without "Other…", four selects (100 options) and the Skip row.
-        let rows = self::rows(&item(130, false, false));
+        let rows = self::rows(&item(100, false, false));
         assert_eq!(rows.len(), 5);
         assert_eq!(rows[3]["components"][0]["options"][24]["value"], "99");
         assert_eq!(rows[4]["components"][0]["label"], "Skip");
+        // Past 100 (issue 38): no select showing only some; every option listed to reply with.
+        let many = item(130, false, false);
+        let rows = self::rows(&many);
+        assert_eq!(rows.len(), 1, "the Skip row alone");
+        assert_eq!(rows[0]["components"][0]["label"], "Skip");
+        let pages = step_pages(std::slice::from_ref(&many), 0, None, chrono::Utc::now()).join("\n");
+        for option in &many.options {
+            assert!(pages.contains(&option.label), "{} listed", option.label);
+        }
         for option in select["options"].as_array().unwrap() {
             assert!(option["label"].as_str().unwrap().chars().count() <= 100);
         }
@@ -1080,7 +1186,7 @@ mod tests {
         assert_eq!(select["type"], 3);
         assert_eq!(select["min_values"], 1);
         assert_eq!(select["max_values"], 4);
-        let rows = self::rows(&item(40, true, false));
+        let rows = self::rows(&item(25, true, false));
         assert_eq!(rows.len(), 2);
         assert_eq!(rows[0]["components"][0]["max_values"], 25);
         assert_eq!(
@@ -1090,6 +1196,14 @@ mod tests {
                 .len(),
             25
         );
+        // Past 25 (issue 38): no select showing only 25; every option listed to reply with.
+        let many = item(40, true, false);
+        let rows = self::rows(&many);
+        assert_eq!(rows.len(), 1, "the Skip row alone");
+        let pages = step_pages(std::slice::from_ref(&many), 0, None, chrono::Utc::now()).join("\n");
+        for option in &many.options {
+            assert!(pages.contains(&option.label), "{} listed", option.label);
+        }
     }
 
     #[test]

@@ -531,3 +531,218 @@ async fn the_fake_refuses_what_discord_refuses() {
     assert!(ack().await.is_err(), "one response per interaction");
     assert_eq!(fake.calls().last().unwrap().response["code"], 40060);
 }
+
+// ---- issue 38: no silent limits ----------------------------------------------------------------
+
+/// A one-question call of `n` options labelled `o1`…`on`.
+fn choice_call(n: usize, multiple: bool, label: impl Fn(usize) -> String) -> QuestionCall {
+    serde_json::from_value(json!({
+        "toolCallId": "call-big",
+        "input": {"questions": [{
+            "header": "Pick", "question": "Which?", "multiple": multiple,
+            "options": (1..=n).map(|i| json!({"label": label(i)})).collect::<Vec<_>>()
+        }]}
+    }))
+    .unwrap()
+}
+
+/// Posts step 0 of `call` on the fake: the message bodies posted, in order (the question message
+/// last) and its id.
+async fn post_all(
+    fake: &FakeDiscord,
+    piece: &DiscordQuestions,
+    call: &QuestionCall,
+) -> (Vec<Value>, String) {
+    let before = fake.calls().len();
+    let id = posted(piece, call, 0).await;
+    let bodies = calls_of(fake)[before..]
+        .iter()
+        .filter(|(m, p, _)| m == "POST" && p.ends_with("/messages"))
+        .map(|(_, _, b)| b.clone())
+        .collect();
+    (bodies, id)
+}
+
+/// The select options a message body shows: (select custom_id, option value, label).
+fn select_options(body: &Value) -> Vec<(String, String, String)> {
+    let mut out = Vec::new();
+    for row in body["components"].as_array().into_iter().flatten() {
+        for c in row["components"].as_array().into_iter().flatten() {
+            for o in c["options"].as_array().into_iter().flatten() {
+                out.push((
+                    c["custom_id"].as_str().unwrap().to_owned(),
+                    o["value"].as_str().unwrap().to_owned(),
+                    o["label"].as_str().unwrap().to_owned(),
+                ));
+            }
+        }
+    }
+    out
+}
+
+fn reply_to(id: &str, text: &str) -> Interaction {
+    serde_json::from_value(json!({
+        "type": "message",
+        "message": {"id": id, "text": text, "author": {"id": "3"},
+                    "metadata": {"dateSent": "2026-01-01T00:00:00Z"}}
+    }))
+    .unwrap()
+}
+
+fn parse_one(
+    piece: &DiscordQuestions,
+    call: &QuestionCall,
+    message: &str,
+    i: &Interaction,
+) -> ParseResult {
+    let record = QuestionRecord {
+        messages: vec![frogbot_core::model::QuestionMessage {
+            id: message.into(),
+            posted_at: "2026-01-01T00:00:00Z".into(),
+            question: Some(0),
+        }],
+        revision: 0,
+        state: None,
+    };
+    piece.parse(ParseArgs {
+        call,
+        interaction: i,
+        question: &record,
+        settled: false,
+    })
+}
+
+fn answered(labels: &[&str]) -> ParseResult {
+    ParseResult::Answer {
+        output: QuestionOutput {
+            answers: vec![QuestionAnswer {
+                header: "Pick".into(),
+                selected: labels.iter().map(|s| s.to_string()).collect(),
+            }],
+        },
+    }
+}
+
+/// At each select limit and one past it, every option can be chosen: up to the limit in the
+/// selects (25 for `multiple`, 100 for a single choice), past it by reply from a numbered list
+/// that names every option — never some options silently missing.
+#[tokio::test]
+async fn every_option_can_be_chosen_at_the_select_limits_and_past_them() {
+    let (fake, piece) = start().await;
+    let o = |i: usize| format!("o{i}");
+    let later = "999999999999999999";
+    for (n, multiple) in [
+        (25, true),
+        (26, true),
+        (30, true),
+        (100, false),
+        (101, false),
+    ] {
+        let call = choice_call(n, multiple, o);
+        let (bodies, id) = post_all(&fake, &piece, &call).await;
+        let question = bodies.last().unwrap();
+        let shown = select_options(question);
+        let listed = !(n <= 25 || (!multiple && n <= 100));
+        if listed {
+            assert!(shown.is_empty(), "{n}: no select showing only some options");
+            let text: String = bodies
+                .iter()
+                .map(|b| b["content"].as_str().unwrap().to_owned())
+                .collect::<Vec<_>>()
+                .join("\n");
+            for i in 1..=n {
+                assert!(
+                    text.contains(&format!("\n{i}. o{i}")),
+                    "{n}: option {i} listed"
+                );
+            }
+            assert!(
+                text.contains("Reply in this thread with the number"),
+                "{text}"
+            );
+            let picks = if multiple {
+                format!("1, {n}")
+            } else {
+                n.to_string()
+            };
+            let want: Vec<String> = if multiple {
+                vec![o(1), o(n)]
+            } else {
+                vec![o(n)]
+            };
+            let want: Vec<&str> = want.iter().map(String::as_str).collect();
+            assert_eq!(
+                parse_one(&piece, &call, &id, &reply_to(later, &picks)),
+                answered(&want),
+                "{n}: answered by reply"
+            );
+        } else {
+            assert_eq!(shown.len(), n, "{n}: every option in the selects");
+            for (select, value, label) in [shown.first().unwrap(), shown.last().unwrap()] {
+                assert_eq!(
+                    parse_one(&piece, &call, &id, &click(select, &id, &[value])),
+                    answered(&[label]),
+                    "{n}: {label} chosen in its select"
+                );
+            }
+        }
+    }
+}
+
+/// A label at a button's limit (80) shows whole; one longer is cut on the button, written out in
+/// full in the message, and a click answers the full label.
+#[tokio::test]
+async fn a_label_past_the_button_limit_is_written_out_and_answers_in_full() {
+    let (fake, piece) = start().await;
+    for len in [80, 81] {
+        let long = |i: usize| format!("{i}{}", "x".repeat(len - 1));
+        let call = choice_call(2, false, long);
+        let (bodies, id) = post_all(&fake, &piece, &call).await;
+        let question = bodies.last().unwrap();
+        let button = &question["components"][0]["components"][0];
+        let label = button["label"].as_str().unwrap();
+        let content = question["content"].as_str().unwrap();
+        if len == 80 {
+            assert_eq!(label, long(1));
+        } else {
+            assert!(
+                label.chars().count() <= 80 && label.ends_with('…'),
+                "{label}"
+            );
+            assert!(content.contains(&long(1)), "written out: {content}");
+        }
+        let custom_id = button["custom_id"].as_str().unwrap();
+        assert_eq!(
+            parse_one(&piece, &call, &id, &click(custom_id, &id, &[])),
+            answered(&[&long(1)])
+        );
+    }
+}
+
+/// A step too long for one message (many long options) is not cut: its beginning is posted
+/// before the question message, each within 2,000 characters, and every option is there.
+#[tokio::test]
+async fn a_list_longer_than_a_message_continues_in_messages_before_it() {
+    let (fake, piece) = start().await;
+    let long = |i: usize| format!("option {i} {}", "y".repeat(60));
+    let call = choice_call(40, true, long);
+    let (bodies, id) = post_all(&fake, &piece, &call).await;
+    assert!(bodies.len() > 1, "several messages");
+    let texts: Vec<&str> = bodies
+        .iter()
+        .map(|b| b["content"].as_str().unwrap())
+        .collect();
+    assert!(texts.iter().all(|t| t.chars().count() <= 2000));
+    let all = texts.join("\n");
+    for i in 1..=40 {
+        assert!(all.contains(&long(i)), "option {i} shown");
+    }
+    assert!(
+        bodies.last().unwrap()["components"].is_array(),
+        "controls on the last"
+    );
+    assert_eq!(
+        parse_one(&piece, &call, &id, &reply_to("999999999999999999", "40")),
+        answered(&[&long(40)])
+    );
+}

@@ -9,11 +9,16 @@
 //! answer for the whole set ([`output_from_modal`]). A submission that does not validate (Slack's
 //! client already refuses required inputs left empty, numbers out of `min`/`max` or with
 //! decimals where none are allowed, and text over `max_length`; a `step` is FrogBot's to check)
-//! is `rejected`: the modal closes and the reason reaches the person as an ephemeral message in
-//! the thread, the question staying open. (Slack's `response_action: "errors"` would keep the
-//! modal open, but it must be the body of the acknowledgement, which the receiving layer sends
-//! before the engine has read the submission.) A set of one input also takes a typed thread
-//! reply for every kind ([`frogbot_model::QuestionItem::choice_in_reply`]).
+//! is refused within the acknowledgement: the receiving layer reads the submission against the
+//! open question first ([`modal_field_error`]) and answers Slack with `{"response_action":
+//! "errors", "errors": {"<block_id>": "<reason>"}}`, so the modal stays open with what was typed
+//! and the field at fault says why; nothing is recorded. (Should one still reach `parse`, it is
+//! `rejected`: the reason reaches the person as an ephemeral message in the thread, the question
+//! staying open.)
+//!
+//! Typed thread replies answer too, in sets of any size: a reply answers the first question still
+//! unanswered, or the question it names by number (`2: blue`); `skip` or `/skip` dismisses the
+//! call (see [`parse_reply`]).
 
 use async_trait::async_trait;
 use frogbot_model::BoxError;
@@ -196,20 +201,20 @@ fn parse_action(
     }
 }
 
-/// A thread reply answers a set of one question: an option's label (any case) or number, several
-/// separated by `,` when `multiple`; any other text when `custom`; `skip` or `/skip` skips it
-/// (dismisses; on a `custom` question too). Anything else (and every reply to a set of several
-/// questions, which the buttons or the modal answer and its Skip button skips) is left to the
-/// agent. A reply sent before the current message was posted is `stale`; once the question is
-/// settled every reply is left to the agent.
+/// A thread reply answers a question of the set: an option's label (any case) or number, several
+/// separated by `,` when `multiple`; any other text when `custom`; for the other kinds the text,
+/// the number, yes/no or the confirm's label (`QuestionItem::choice_in_reply`). In a set of
+/// several questions a reply answers the first question still unanswered, or — starting with its
+/// number and a colon, `2: blue` — question 2; each answer is kept (the card shows it) until the
+/// last completes the set. `skip` or `/skip` skips (dismisses the whole call, as the Skip button;
+/// on a `custom` question too). Anything else is left to the agent. A reply sent before the
+/// current message was posted is `stale`; once the question is settled every reply is left to
+/// the agent.
 fn parse_reply(
     input: &QuestionInput,
     question: &QuestionRecord,
     message: &frogbot_model::ThreadMessage,
 ) -> ParseResult {
-    let [q] = input.questions.as_slice() else {
-        return ParseResult::Ignore;
-    };
     let text = message.text.trim();
     if text.is_empty() {
         return ParseResult::Ignore;
@@ -221,25 +226,70 @@ fn parse_reply(
     {
         return ParseResult::Stale;
     }
+    let mut progress = Progress::of(input, question);
+    let (index, text) = match addressed(input, text) {
+        Some((i, rest)) => (i, rest),
+        None => match progress.step() {
+            Some(i) => (i, text),
+            None => return ParseResult::Ignore,
+        },
+    };
+    let Some(q) = input.questions.get(index) else {
+        return ParseResult::Ignore;
+    };
     if q.skip_in_reply(text) {
         return ParseResult::Dismiss;
     }
     let selected = match q.choice_in_reply(text) {
         ReplyChoice::Options(labels) => labels,
+        ReplyChoice::Invalid(reason) if input.questions.len() > 1 => {
+            return ParseResult::Rejected {
+                reason: format!("{}: {reason}", q.header),
+            };
+        }
         ReplyChoice::Invalid(reason) => return ParseResult::Rejected { reason },
-        ReplyChoice::Text if q.custom => vec![text.to_string()],
+        ReplyChoice::Text if q.custom && !text.is_empty() => vec![text.to_string()],
         _ => return ParseResult::Ignore,
     };
-    let output = QuestionOutput {
-        answers: vec![QuestionAnswer {
-            header: q.header.clone(),
-            selected,
-        }],
+    let one = QuestionInput {
+        questions: vec![q.clone()],
+        ..QuestionInput::default()
     };
-    match input.check_output(&output) {
-        Ok(()) => ParseResult::Answer { output },
-        Err(reason) => ParseResult::Rejected { reason },
+    let answer = QuestionAnswer {
+        header: q.header.clone(),
+        selected: selected.clone(),
+    };
+    if let Err(reason) = one.check_output(&QuestionOutput {
+        answers: vec![answer],
+    }) {
+        return ParseResult::Rejected { reason };
     }
+    progress.pick(index, selected);
+    match progress.output(input) {
+        Some(output) => match input.check_output(&output) {
+            Ok(()) => ParseResult::Answer { output },
+            Err(reason) => ParseResult::Rejected { reason },
+        },
+        None => ParseResult::Partial {
+            state: Some(progress.to_state()),
+        },
+    }
+}
+
+/// The question a reply to a set of several names by its number (`2: blue`, counting from 1, a
+/// space after the colon), and the rest of the reply.
+fn addressed<'a>(input: &QuestionInput, text: &'a str) -> Option<(usize, &'a str)> {
+    if input.questions.len() < 2 {
+        return None;
+    }
+    let (n, rest) = text.split_once(':')?;
+    let n: usize = n.trim().parse().ok()?;
+    if !(rest.is_empty() || rest.starts_with(char::is_whitespace)) {
+        return None;
+    }
+    (1..=input.questions.len())
+        .contains(&n)
+        .then(|| (n - 1, rest.trim()))
 }
 
 fn value_strings(v: Option<&Value>) -> Vec<String> {
@@ -259,11 +309,48 @@ fn value_strings(v: Option<&Value>) -> Vec<String> {
 /// text), a `plain_text_input`'s text, a `number_input`'s number (read with `read_number`, so
 /// `step` is checked), a toggle's one checkbox (checked: "on", else "off"), a confirm's one
 /// checkbox (checked: its label). `Err` is the reason, naming the question; `parse` gives it
-/// back as `rejected` (the person is told it privately, see [`SlackQuestions::notify`]).
+/// back as `rejected` (the person is told it privately, see [`SlackQuestions::notify`]). The
+/// receiving layer checks a submission first with [`modal_field_error`], so one that does not
+/// validate normally never gets here: the modal stays open with the field's error.
 pub fn output_from_modal(
     input: &QuestionInput,
     values: &Map<String, Value>,
 ) -> Result<QuestionOutput, String> {
+    read_modal(input, values).map_err(|(_, reason)| reason)
+}
+
+/// Why a modal submission does not answer the set, as Slack shows it under the field at fault:
+/// the `block_id` of the question's input block (`q{i}`, or `q{i}t` for a choice drawn as its
+/// own-text input alone) and the reason. `None` when the submission answers the set. The
+/// receiving layer sends it as the acknowledgement's body, `{"response_action": "errors",
+/// "errors": {block_id: reason}}`, so the modal stays open with what was typed.
+pub fn modal_field_error(
+    input: &QuestionInput,
+    values: &Map<String, Value>,
+) -> Option<(String, String)> {
+    let (i, reason) = read_modal(input, values).err()?;
+    let q = input.questions.get(i)?;
+    let block = if q.kind == InputKind::Choice && q.options.is_empty() {
+        format!("q{i}t")
+    } else {
+        format!("q{i}")
+    };
+    // The field names its question already: the reason alone, as a sentence.
+    let prefix = format!("{:?}: ", q.header);
+    let reason = reason.strip_prefix(&prefix).unwrap_or(&reason).trim();
+    let mut chars = reason.trim_end_matches('.').chars();
+    let reason = chars
+        .next()
+        .map(|c| c.to_uppercase().chain(chars).collect::<String>() + ".")
+        .unwrap_or_else(|| "Check this answer.".into());
+    Some((block, reason))
+}
+
+/// [`output_from_modal`], the error naming the index of the question at fault.
+fn read_modal(
+    input: &QuestionInput,
+    values: &Map<String, Value>,
+) -> Result<QuestionOutput, (usize, String)> {
     let mut answers = Vec::new();
     for (i, q) in input.questions.iter().enumerate() {
         let picked = value_strings(values.get(&modal_input_id(i, false)));
@@ -274,7 +361,7 @@ pub fn output_from_modal(
             InputKind::NumberInput => match typed {
                 Some(t) => vec![
                     q.read_number(t)
-                        .map_err(|reason| format!("{:?}: {reason}.", q.header))?,
+                        .map_err(|reason| (i, format!("{:?}: {reason}.", q.header)))?,
                 ],
                 None => Vec::new(),
             },
@@ -298,7 +385,9 @@ pub fn output_from_modal(
                         .ok()
                         .and_then(|o| q.options.get(o))
                         .map(|o| o.label.clone())
-                        .ok_or_else(|| format!("{:?}: that option is not available", q.header))?;
+                        .ok_or_else(|| {
+                            (i, format!("{:?}: that option is not available", q.header))
+                        })?;
                     selected.push(label);
                 }
                 if q.custom
@@ -313,13 +402,23 @@ pub fn output_from_modal(
                 selected
             }
         };
-        answers.push(QuestionAnswer {
+        // Each answer checked against its own question, so the error names its field.
+        let answer = QuestionAnswer {
             header: q.header.clone(),
             selected,
-        });
+        };
+        QuestionInput {
+            questions: vec![q.clone()],
+            ..QuestionInput::default()
+        }
+        .check_output(&QuestionOutput {
+            answers: vec![answer.clone()],
+        })
+        .map_err(|reason| (i, reason))?;
+        answers.push(answer);
     }
     let output = QuestionOutput { answers };
-    input.check_output(&output)?;
+    input.check_output(&output).map_err(|reason| (0, reason))?;
     Ok(output)
 }
 
@@ -563,13 +662,18 @@ mod tests {
             ),
             ParseResult::Stale
         );
-        // A set of several questions takes no typed reply (its Skip button skips it).
+        // A set of several questions takes typed replies too (issue 38): `skip` skips it, as
+        // its Skip button does; other chatter is still the agent's.
         let two = input(json!([
             {"header": "A", "question": "A?", "options": [{"label": "x"}]},
             {"header": "B", "question": "B?", "options": [{"label": "y"}]}
         ]));
         assert_eq!(
             parse_reply(&two, &record(0), &reply("skip", later)),
+            ParseResult::Dismiss
+        );
+        assert_eq!(
+            parse_reply(&two, &record(0), &reply("what about z?", later)),
             ParseResult::Ignore
         );
     }

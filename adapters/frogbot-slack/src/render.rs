@@ -6,7 +6,9 @@
 //! - **choice**: a section with the question, then an actions block: ≤ 5 options as buttons, more
 //!   as a static select (≤ 100 options), `multiple` as checkboxes (a multi-select above 10
 //!   options) plus a Submit button, and an "Other…" button where `custom` (it opens the modal of
-//!   [`modal_view`]).
+//!   [`modal_view`]). Past 100 options no select is drawn (none would show only some): every
+//!   option is listed, numbered, over as many sections as it needs, and the person replies in the
+//!   thread with the number(s) (`N: …` in a set of several, see `questions::parse_reply`).
 //! - **confirm**: one button with the confirm label, `primary`; where `danger`, in the `danger`
 //!   style with Slack's confirmation dialog (the `confirm` composition object: "Are you sure?",
 //!   the question, the label and "Cancel"). One tap answers it.
@@ -203,7 +205,10 @@ fn question_blocks(
             SlackActionsBlock::new(vec![open.into()]).into(),
         ];
     }
-    let n = q.options.len().min(MAX_SELECT_OPTIONS);
+    if q.options.len() > MAX_SELECT_OPTIONS {
+        return listed_blocks(section, index, q, aref(ActionKind::Other, None));
+    }
+    let n = q.options.len();
     let mut elements: Vec<SlackActionBlockElement> = Vec::new();
     // Slack allows a multi-select in a section (as its accessory), not in an actions block.
     let mut accessory: Option<SlackSectionBlockElement> = None;
@@ -267,6 +272,55 @@ fn question_blocks(
         None => section,
     };
     vec![section.into(), SlackActionsBlock::new(elements).into()]
+}
+
+/// A choice with more options than a select holds (100): no select showing only some; every
+/// option numbered over as many sections as it needs (3,000 characters each), the reply hint
+/// (the number, or numbers separated by commas; `N: …` in a set of several), and "Other…" where
+/// `custom`.
+fn listed_blocks(
+    section: SlackSectionBlock,
+    index: usize,
+    q: &QuestionItem,
+    other: ActionRef,
+) -> Vec<SlackBlock> {
+    let list = q
+        .options
+        .iter()
+        .enumerate()
+        .map(|(i, o)| match &o.description {
+            Some(d) => format!("{}. {} — {}", i + 1, escape(&o.label), escape(d)),
+            None => format!("{}. {}", i + 1, escape(&o.label)),
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let mut blocks: Vec<SlackBlock> = vec![section.into()];
+    for page in frogbot_model::text::split(&list, MAX_SECTION_TEXT) {
+        blocks.push(
+            SlackSectionBlock::new()
+                .with_text(SlackBlockMarkDownText::new(page).into())
+                .into(),
+        );
+    }
+    let what = if q.multiple {
+        "the numbers of your choices, separated by commas"
+    } else {
+        "the number of your choice"
+    };
+    blocks.push(
+        SlackContextBlock::new(vec![
+            SlackBlockPlainText::new(format!(
+                "Reply in this thread with {what} (in a set of several, start with the question's number: \"{}: …\").",
+                index + 1
+            ))
+            .into(),
+        ])
+        .into(),
+    );
+    if q.custom {
+        blocks.push(SlackActionsBlock::new(vec![button("Other…", other, None).into()]).into());
+    }
+    blocks
 }
 
 /// A `confirm` input's button: its label, in Slack's `danger` style with a confirmation dialog
@@ -1215,7 +1269,7 @@ mod tests {
     }
 
     #[test]
-    fn more_than_five_options_are_a_static_select_capped_at_100() {
+    fn more_than_five_options_are_a_static_select_up_to_100_then_listed() {
         let b = json(&question_blocks_for(
             &input(vec![item("Env", 6, false, false)]),
             0,
@@ -1226,7 +1280,7 @@ mod tests {
         assert_eq!(els[0]["type"], "static_select");
         assert_eq!(els[0]["options"].as_array().unwrap().len(), 6);
         let b = json(&question_blocks_for(
-            &input(vec![item("Env", 150, false, false)]),
+            &input(vec![item("Env", MAX_SELECT_OPTIONS, false, false)]),
             0,
             &Progress::default(),
         ));
@@ -1234,6 +1288,17 @@ mod tests {
             elements(&b, 1)[0]["options"].as_array().unwrap().len(),
             MAX_SELECT_OPTIONS
         );
+        // Past 100 (issue 38): no select showing only 100; all 150 listed, numbered.
+        let b = json(&question_blocks_for(
+            &input(vec![item("Env", 150, false, false)]),
+            0,
+            &Progress::default(),
+        ));
+        let all = b.to_string();
+        assert!(!all.contains("static_select"), "{all}");
+        for i in 1..=150 {
+            assert!(all.contains(&format!("{i}. ")), "option {i} listed");
+        }
     }
 
     #[test]

@@ -398,3 +398,115 @@ async fn an_agents_conversation_in_a_dm_is_its_own_thread_beside_the_persons_cha
         "no model reply in the agent's thread: {in_agent_thread:?}"
     );
 }
+
+/// Issue 38: a modal submission that does not validate is answered within the acknowledgement
+/// with `response_action: errors` naming its field, so the modal stays open with what was typed;
+/// nothing is recorded, and the corrected submission answers the question.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_modal_answer_that_does_not_validate_keeps_the_modal_open_with_the_fields_error() {
+    let w = world().await;
+    let thread = w
+        .slack
+        .ask_thread(AskPlace::Thread("C0FORMS"), "Scale the pods?", "msg2")
+        .await
+        .unwrap();
+    let chat = channel_chat_id(PLATFORM, &thread);
+    let input: QuestionInput = serde_json::from_value(json!({"questions": [
+        {"header": "Pods", "question": "How many?", "kind": "number_input",
+         "min": 0, "max": 50, "step": 5},
+        {"header": "Note", "question": "Why?", "kind": "text_input"}
+    ]}))
+    .unwrap();
+    let sent = w
+        .engine
+        .send(SendMessage {
+            chat_id: chat.clone(),
+            id: Some("msg2".into()),
+            parts: ask_parts("Scale the pods?", &input, "msg2"),
+            author: None,
+            delivery: Delivery::Queue,
+            model: Some(ASK_MODEL.into()),
+            reasoning: None,
+            channel: Some(ChannelRef {
+                platform: PLATFORM.into(),
+                thread: thread.clone(),
+            }),
+            speaker: None,
+            context: None,
+        })
+        .await
+        .unwrap();
+    let Sent::Started(handle) = sent else {
+        panic!("the ask starts a turn")
+    };
+    let _ = handle.done.await;
+    let id = AskId {
+        chat: chat.clone(),
+        message: "msg2".into(),
+    };
+    let card = w
+        .fake
+        .thread_messages(&thread)
+        .into_iter()
+        .find(|m| m.bot && w.fake.element(&m.id(), "Answer…").is_some())
+        .expect("the form card");
+    // "Answer…" opens the modal (the receiver's views.open).
+    let payload = w.fake.click("U0123ABCD", &card.id(), "Answer…").unwrap();
+    let res = w
+        .fake
+        .post_interaction(&w.base, &payload, Signature::Good, None)
+        .await;
+    assert_eq!(res.status(), 200);
+    let view = w.fake.views().pop().expect("the modal opened");
+    let view_id = view["id"].as_str().unwrap().to_owned();
+    let submit = async |fill: &[(&str, serde_json::Value)], edit: Option<&str>| {
+        let mut payload = w.fake.submit_view("U0123ABCD", &view_id, fill).unwrap();
+        if let Some(n) = edit {
+            // What Slack's client would not let through (over `max_value`), sent anyway.
+            payload["view"]["state"]["values"]["q0"]["fb1:m:0:text"]["value"] = json!(n);
+        }
+        let res = w
+            .fake
+            .post_interaction(&w.base, &payload, Signature::Good, None)
+            .await;
+        assert_eq!(res.status(), 200);
+        res.text().await.unwrap()
+    };
+    let note = ("fb1:m:1:text", json!("traffic"));
+    // 7 passes Slack's client (min and max) but not the step of 5; 60 is over the maximum.
+    for (typed, edit) in [("7", None), ("45", Some("60"))] {
+        let body = submit(&[("fb1:m:0:text", json!(typed)), note.clone()], edit).await;
+        let body: serde_json::Value = serde_json::from_str(&body).expect("a JSON body");
+        assert_eq!(body["response_action"], "errors", "{body}");
+        let errors = body["errors"].as_object().unwrap();
+        assert_eq!(errors.len(), 1, "{body}");
+        let why = errors["q0"].as_str().expect("the number's block");
+        assert!(why.contains("from 0 to 50"), "{why}");
+        assert!(
+            w.fake.views().iter().any(|v| v["id"] == view_id.as_str()),
+            "the modal is still there"
+        );
+        assert_eq!(
+            w.engine.ask_status(&id).await.unwrap().unwrap().state,
+            AskState::Open,
+            "nothing recorded"
+        );
+    }
+    assert!(
+        w.fake.notices("U0123ABCD").is_empty(),
+        "no notice beside it"
+    );
+    // Corrected: an empty acknowledgement closes the modal, and the ask is answered.
+    let body = submit(&[("fb1:m:0:text", json!("45")), note.clone()], None).await;
+    assert_eq!(body, "", "an empty 200 closes the modal");
+    eventually("the ask answered", WAIT, async || {
+        w.engine
+            .ask_status(&id)
+            .await
+            .unwrap()
+            .is_some_and(|s| s.state == AskState::Answered)
+    })
+    .await;
+    let answers = w.engine.ask_status(&id).await.unwrap().unwrap().answers;
+    assert_eq!(answers.unwrap().answers[0].selected, ["45"]);
+}

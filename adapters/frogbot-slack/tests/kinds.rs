@@ -1004,3 +1004,157 @@ async fn a_confirm_beside_choices_is_a_step_of_the_set() {
         }
     );
 }
+
+/// Issue 38: typed replies answer a set of several questions too — in order (the first question
+/// still unanswered), or by number (`3: …`) — each kept until the last completes the set; `skip`
+/// skips the whole call whatever question it reaches.
+#[tokio::test]
+async fn a_five_question_set_is_answered_by_typed_replies_in_order_or_by_number() {
+    let (fake, q) = start().await;
+    let set = call_of(
+        json!({"questions": [
+            {"header": "Colour", "question": "Which?", "options": [{"label": "red"}, {"label": "green"}]},
+            {"header": "Sizes", "question": "Which sizes?", "multiple": true,
+             "options": [{"label": "S"}, {"label": "M"}, {"label": "L"}]},
+            {"header": "Pods", "question": "How many?", "kind": "number_input", "min": 1, "max": 10},
+            {"header": "Notify", "question": "Tell the team?", "kind": "toggle"},
+            {"header": "Why", "question": "Reason?", "kind": "text_input"}
+        ]}),
+        None,
+    );
+    let mut rec = render(&q, &set).await;
+    let step = |rec: &mut QuestionRecord, text: &str| {
+        let r = parse(&q, &set, rec, &typed_reply(&fake, text));
+        if let ParseResult::Partial { state } = &r {
+            rec.state = state.clone();
+        }
+        r
+    };
+    // In order: the first reply answers "Colour".
+    assert!(matches!(
+        step(&mut rec, "green"),
+        ParseResult::Partial { .. }
+    ));
+    // By number: question 4 before 2 and 3.
+    assert!(matches!(
+        step(&mut rec, "4: yes"),
+        ParseResult::Partial { .. }
+    ));
+    // A wrong answer names its question and keeps what was given.
+    assert_eq!(
+        step(&mut rec, "3: 11"),
+        ParseResult::Rejected {
+            reason: "Pods: enter a number from 1 to 10.".into()
+        }
+    );
+    // Chatter that answers nothing (the next unanswered is a choice) reaches the agent.
+    assert_eq!(step(&mut rec, "hmm, not sure"), ParseResult::Ignore);
+    assert!(matches!(
+        step(&mut rec, "1, 3"),
+        ParseResult::Partial { .. }
+    ));
+    assert!(matches!(
+        step(&mut rec, "3: 4"),
+        ParseResult::Partial { .. }
+    ));
+    // A time is no question number: the text answers "Why" as it is.
+    assert_eq!(
+        step(&mut rec, "after 12:30"),
+        ParseResult::Answer {
+            output: answered(&[
+                ("Colour", &["green"]),
+                ("Sizes", &["S", "L"]),
+                ("Pods", &["4"]),
+                ("Notify", &["on"]),
+                ("Why", &["after 12:30"]),
+            ])
+        }
+    );
+    // `skip` dismisses the whole call, addressed or not.
+    let rec = render(&q, &set).await;
+    for text in ["skip", "2: skip", "/skip"] {
+        assert_eq!(
+            parse(&q, &set, &rec, &typed_reply(&fake, text)),
+            ParseResult::Dismiss,
+            "{text}"
+        );
+    }
+}
+
+/// Issue 38: at a select's limit (100 options) and one past it, every option can be chosen: up
+/// to 100 in the select; past it, every option listed, numbered, and answered by a typed reply
+/// (`N: …` in a set of several) — no select showing only some. A 30-option multiple choice is one
+/// multi-select of all 30.
+#[tokio::test]
+async fn every_option_can_be_chosen_at_the_select_limit_and_past_it() {
+    let (fake, q) = start().await;
+    let options = |n: usize| {
+        (1..=n)
+            .map(|i| json!({"label": format!("o{i}")}))
+            .collect::<Vec<_>>()
+    };
+    for (n, multiple) in [(100, false), (101, false), (30, true), (101, true)] {
+        let call = call_of(
+            json!({"questions": [{"header": "Pick", "question": "Which?", "multiple": multiple,
+                                  "options": options(n)}]}),
+            None,
+        );
+        let rec = render(&q, &call).await;
+        let id = rec.current().unwrap().id.clone();
+        let controls = fake.controls(&id);
+        let text = shown(&fake, &id);
+        if n <= 100 {
+            // The select (and Submit, for `multiple`) and Skip: every option in it.
+            assert_eq!(controls, n + 1 + usize::from(multiple), "{n}");
+            let last = fake.element(&id, &format!("o{n}"));
+            assert!(
+                last.is_some() || text.contains(&format!("o{n}")),
+                "{n}: o{n} shown"
+            );
+        } else {
+            assert_eq!(controls, 1, "{n}: Skip alone, no select showing only some");
+            let lines: Vec<&str> = text.lines().collect();
+            for i in 1..=n {
+                let line = format!("{i}. o{i}");
+                assert!(lines.contains(&line.as_str()), "{n}: option {i} listed");
+            }
+            assert!(
+                text.contains("Reply in this thread with the number"),
+                "{text}"
+            );
+            let (reply, want) = if multiple {
+                ("2, 101", vec!["o2", "o101"])
+            } else {
+                ("101", vec!["o101"])
+            };
+            assert_eq!(
+                parse(&q, &call, &rec, &typed_reply(&fake, reply)),
+                ParseResult::Answer {
+                    output: answered(&[("Pick", &want)])
+                },
+                "{n}"
+            );
+        }
+        assert!(fake.violations().is_empty(), "{:?}", fake.violations());
+    }
+    // In a set of several, the list's question is answered by number.
+    let call = call_of(
+        json!({"questions": [
+            {"header": "Colour", "question": "Which?", "options": [{"label": "red"}, {"label": "green"}]},
+            {"header": "Pick", "question": "Which?", "options": options(101)}
+        ]}),
+        None,
+    );
+    let mut rec = render(&q, &call).await;
+    let ParseResult::Partial { state } = parse(&q, &call, &rec, &typed_reply(&fake, "2: 101"))
+    else {
+        panic!("question 2 answered")
+    };
+    rec.state = state;
+    assert_eq!(
+        parse(&q, &call, &rec, &typed_reply(&fake, "red")),
+        ParseResult::Answer {
+            output: answered(&[("Colour", &["red"]), ("Pick", &["o101"])])
+        }
+    );
+}

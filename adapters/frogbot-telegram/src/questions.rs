@@ -37,7 +37,7 @@ use crate::ids::{Pick, Token, message_id, split_message_id, split_thread_id, thr
 use crate::render::{
     MAX_NOTICE, MAX_TEXT, approval_page_html, approval_pages, card_keyboard, card_text,
     expiry_line, force_reply, force_reply_for, has_keyboard, is_card, is_prompt_kind, keyboard,
-    no_keyboard, prompt_text, question_text, settled_card_text, settled_text, toggle_on,
+    no_keyboard, prompt_text, question_pages, settled_card_text, settled_text, toggle_on,
 };
 
 /// What a participant is told on a denied or an out-of-date interaction (the shared texts).
@@ -126,12 +126,15 @@ impl<A: TelegramApi> TelegramQuestions<A> {
         }
         if has_keyboard(item) {
             let kb = keyboard(input, q, revision, progress);
+            let mut pages = question_pages(input, q, expiry);
+            let last = pages.pop().unwrap_or_default();
+            // A question too long for one message (a long list of options): its beginning
+            // first, the keyboard's message last.
+            for page in pages {
+                self.send(thread, &page, None).await?;
+            }
             let m = self
-                .send(
-                    thread,
-                    &question_text(input, q, expiry),
-                    Some(ReplyMarkup::InlineKeyboard(kb)),
-                )
+                .send(thread, &last, Some(ReplyMarkup::InlineKeyboard(kb)))
                 .await?;
             messages.push(posted(&m, q));
         }

@@ -49,8 +49,8 @@ pub const MAX_NOTICE: usize = 200;
 /// The most buttons Telegram accepts in one inline keyboard.
 pub const MAX_BUTTONS: usize = 100;
 /// The longest button text this adapter draws, in characters: Telegram documents no maximum, but
-/// a longer label cannot be read on a button; it is cut (the question text lists it whole when it
-/// has a description).
+/// a longer label cannot be read on a button; it is cut there, and the question text writes it
+/// out in full.
 pub const MAX_BUTTON_TEXT: usize = 64;
 /// Telegram's limit on a ForceReply's `input_field_placeholder`, in characters (1–64).
 pub const MAX_PLACEHOLDER: usize = 64;
@@ -120,7 +120,51 @@ fn open_html(plain: String, expiry: Option<&str>) -> String {
 /// expiry line when given. The shown text fits a message with room for the outcome line of
 /// [`settled_text`].
 pub fn question_text(input: &QuestionInput, q: usize, expiry: Option<&str>) -> String {
-    open_html(full_question_text(input, q), expiry)
+    question_pages(input, q, expiry).pop().unwrap_or_default()
+}
+
+/// Whether question `q` is a choice with more options than its keyboard holds (99 buttons with
+/// Skip, 98 with Done): its message then lists every option, numbered, to answer by a reply with
+/// the number (numbers separated by commas for `multiple`), and draws no option buttons (none
+/// showing only some). Sets drawn as a card are not listed.
+pub fn lists_options(input: &QuestionInput, q: usize) -> bool {
+    let Some(item) = input.questions.get(q) else {
+        return false;
+    };
+    !is_card(input)
+        && item.kind == InputKind::Choice
+        && item.options.len() > MAX_BUTTONS - 1 - usize::from(item.multiple)
+}
+
+/// The text of question `q` over as many messages as it needs (HTML, each within a message with
+/// room for the outcome line): nothing is cut. The last is the message with the keyboard (and
+/// the expiry line); the others — a long list of options — are posted just before it.
+pub fn question_pages(input: &QuestionInput, q: usize, expiry: Option<&str>) -> Vec<String> {
+    let mut plain = full_question_text(input, q);
+    let item = &input.questions[q];
+    if !lists_options(input, q) {
+        // A label longer than its button shows is written out in full.
+        for o in item.options.iter().filter(|o| o.description.is_none()) {
+            if o.label.chars().count() > MAX_BUTTON_TEXT {
+                plain.push_str(&format!("\n• {}", o.label));
+            }
+        }
+    } else {
+        for (i, o) in item.options.iter().enumerate() {
+            plain.push_str(&format!("\n{}. {}", i + 1, o.label));
+        }
+        plain.push_str(if item.multiple {
+            "\n\nReply to this message with the numbers of your choices, separated by commas."
+        } else {
+            "\n\nReply to this message with the number of your choice."
+        });
+    }
+    let room = MAX_TEXT - OUTCOME_ROOM - expiry.map_or(0, |e| e.chars().count() + 2);
+    let mut pages = frogbot_model::text::split(&plain, room);
+    let last = pages.pop().unwrap_or_default();
+    let mut html: Vec<String> = pages.iter().map(|p| escape(p)).collect();
+    html.push(open_html(last, expiry));
+    html
 }
 
 /// The most characters of an approval's question one message shows (room is left for its header,
@@ -172,8 +216,8 @@ fn button(text: &str, revision: u64, question: usize, pick: Pick) -> InlineKeybo
 
 /// The keyboard of question `q` at `revision`, by kind (see the module), last "Skip", which
 /// dismisses the whole call. A choice has one button per option ("✓ label" when selected, cut to
-/// [`MAX_BUTTON_TEXT`]), plus "Done" for `multiple`; at most [`MAX_BUTTONS`] buttons (later
-/// options can still be answered by a reply naming them).
+/// [`MAX_BUTTON_TEXT`]), plus "Done" for `multiple`; a choice with more options than fit
+/// [`MAX_BUTTONS`] gets Skip alone, its options listed in the text ([`lists_options`]).
 pub fn keyboard(
     input: &QuestionInput,
     q: usize,
@@ -181,6 +225,10 @@ pub fn keyboard(
     progress: &Progress,
 ) -> InlineKeyboardMarkup {
     let item = &input.questions[q];
+    if lists_options(input, q) {
+        // Every option is listed in the text and answered by reply: no button shows only some.
+        return InlineKeyboardMarkup::new(vec![vec![button(SKIP_LABEL, revision, q, Pick::Skip)]]);
+    }
     // Skip takes one button, Done another.
     let room = MAX_BUTTONS - 1 - usize::from(item.multiple);
     let mut rows = input_rows(input, q, revision, progress, room, false);
@@ -847,6 +895,20 @@ mod tests {
         )
         .unwrap();
         assert!(settled_text(&i, 0, false, &outcome, None).chars().count() <= MAX_TEXT);
+        // 150 options are more than a keyboard holds (issue 38): Skip alone, and every option
+        // listed, numbered, to answer by reply — no keyboard showing only some.
+        let kb = keyboard(&i, 1, 0, &Progress::from_state(&i, None));
+        assert_eq!(kb.inline_keyboard.iter().flatten().count(), 1);
+        assert_eq!(kb.inline_keyboard[0][0].text, "Skip");
+        let pages = question_pages(&i, 1, None).join("\n");
+        for n in 0..150 {
+            assert!(
+                pages.contains(&format!("{}. o{n}\n", n + 1))
+                    || pages.contains(&format!("{}. o{n}", n + 1))
+            );
+        }
+        // 98 options and Done and Skip: a full keyboard.
+        i.questions[1].options.truncate(98);
         let kb = keyboard(&i, 1, 0, &Progress::from_state(&i, None));
         assert_eq!(kb.inline_keyboard.iter().flatten().count(), MAX_BUTTONS);
         let n = kb.inline_keyboard.len();

@@ -572,3 +572,160 @@ async fn a_long_notice_is_cut_to_what_a_callback_answer_shows() {
     assert!(text.chars().count() <= MAX_NOTICE);
     assert!(text.starts_with("too long"));
 }
+
+// ---- issue 38: no silent limits ----------------------------------------------------------------
+
+fn big_call(n: usize, multiple: bool, label: impl Fn(usize) -> String) -> QuestionCall {
+    serde_json::from_value(json!({"toolCallId": "call-big", "input": {"questions": [
+        {"header": "Pick", "question": "Which?", "multiple": multiple,
+         "options": (1..=n).map(|i| json!({"label": label(i)})).collect::<Vec<_>>()}
+    ]}}))
+    .unwrap()
+}
+
+/// At the keyboard's limit (99 options and Skip; 98, Done and Skip for `multiple`) and one past
+/// it, every option can be chosen: by its button up to the limit; past it every option is listed,
+/// numbered, and a reply with the number answers — no keyboard showing only some.
+#[tokio::test]
+async fn every_option_can_be_chosen_at_the_keyboard_limit_and_past_it() {
+    let (fake, hooks) = start().await;
+    let o = |i: usize| format!("o{i}");
+    let req = RequestContext::default();
+    let t = thread();
+    for (n, multiple) in [
+        (99, false),
+        (100, false),
+        (98, true),
+        (99, true),
+        (30, true),
+    ] {
+        let c = big_call(n, multiple, o);
+        let before = fake.calls("sendmessage").len();
+        let out = hooks
+            .render(RenderArgs {
+                calls: std::slice::from_ref(&c),
+                req: &req,
+                thread: &t,
+            })
+            .await
+            .unwrap();
+        let sent = fake.calls("sendmessage")[before..].to_vec();
+        let last = sent.last().unwrap();
+        let id = out[0].messages.last().unwrap().id.clone();
+        let kb = last["reply_markup"]["inline_keyboard"].as_array().unwrap();
+        let buttons: Vec<&Value> = kb.iter().flat_map(|r| r.as_array().unwrap()).collect();
+        let q = QuestionRecord {
+            messages: out[0].messages.clone(),
+            revision: 0,
+            state: out[0].state.clone(),
+        };
+        let parse = |i: &Interaction| {
+            hooks.parse(ParseArgs {
+                call: &c,
+                interaction: i,
+                question: &q,
+                settled: false,
+            })
+        };
+        let limit = if multiple { 98 } else { 99 };
+        if n <= limit {
+            let options: Vec<&&Value> = buttons
+                .iter()
+                .filter(|b| b["text"].as_str().unwrap().starts_with('o'))
+                .collect();
+            assert_eq!(options.len(), n, "{n}: a button per option");
+            assert!(buttons.len() <= 100, "{n}: within Telegram's keyboard");
+            if !multiple {
+                let data = options.last().unwrap()["callback_data"].as_str().unwrap();
+                let ParseResult::Answer { output } = parse(&click(&id, data)) else {
+                    panic!("{n}: the last button answers")
+                };
+                assert_eq!(output.answers[0].selected, [o(n)]);
+            }
+        } else {
+            assert_eq!(
+                buttons.len(),
+                1,
+                "{n}: Skip alone, no keyboard showing only some"
+            );
+            let text: String = sent
+                .iter()
+                .map(|m| m["text"].as_str().unwrap().to_owned())
+                .collect::<Vec<_>>()
+                .join("\n");
+            for i in 1..=n {
+                assert!(
+                    text.lines().any(|l| l == format!("{i}. o{i}")),
+                    "{n}: option {i} listed"
+                );
+            }
+            let (typed, want) = if multiple {
+                (format!("1, {n}"), vec![o(1), o(n)])
+            } else {
+                (n.to_string(), vec![o(n)])
+            };
+            let ParseResult::Answer { output } = parse(&reply(&id, &typed)) else {
+                panic!("{n}: a reply with the number answers")
+            };
+            assert_eq!(output.answers[0].selected, want);
+        }
+        assert!(
+            sent.iter()
+                .all(|m| m["text"].as_str().unwrap().chars().count() <= 4096),
+            "{n}: within a message"
+        );
+    }
+}
+
+/// A list longer than one message continues in messages before the keyboard's, nothing cut; a
+/// label longer than a button shows is written out in full.
+#[tokio::test]
+async fn a_long_list_continues_before_the_keyboard_and_long_labels_are_written_out() {
+    let (fake, hooks) = start().await;
+    let req = RequestContext::default();
+    let t = thread();
+    let long = |i: usize| format!("option {i} {}", "y".repeat(70));
+    let c = big_call(150, false, long);
+    let out = hooks
+        .render(RenderArgs {
+            calls: std::slice::from_ref(&c),
+            req: &req,
+            thread: &t,
+        })
+        .await
+        .unwrap();
+    let sent = fake.calls("sendmessage");
+    assert!(sent.len() > 1, "several messages");
+    let text: String = sent
+        .iter()
+        .map(|m| m["text"].as_str().unwrap().to_owned())
+        .collect::<Vec<_>>()
+        .join("\n");
+    for i in 1..=150 {
+        assert!(text.contains(&long(i)), "option {i} shown");
+    }
+    assert!(sent.last().unwrap()["reply_markup"].is_object());
+    assert_eq!(
+        out[0].messages.len(),
+        1,
+        "the keyboard's message is the question's"
+    );
+
+    let before = fake.calls("sendmessage").len();
+    let c = big_call(2, false, |i| format!("{i}{}", "z".repeat(70)));
+    hooks
+        .render(RenderArgs {
+            calls: std::slice::from_ref(&c),
+            req: &req,
+            thread: &t,
+        })
+        .await
+        .unwrap();
+    let m = &fake.calls("sendmessage")[before];
+    assert!(
+        m["text"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("1{}", "z".repeat(70)))
+    );
+}

@@ -37,6 +37,8 @@ struct Forum {
     supports_errors: AtomicBool,
     settled_actors: Mutex<Vec<Option<Actor>>>,
     settled_outcomes: Mutex<Vec<QuestionOutcome>>,
+    /// The `expires_at` of each call rendered.
+    expires_at: Mutex<Vec<Option<String>>>,
 }
 
 impl Forum {
@@ -105,6 +107,11 @@ impl ChannelQuestions for ForumPiece {
         }
         // Only the first call: the rest are rendered once it is answered.
         let call = &args.calls[0];
+        self.0
+            .expires_at
+            .lock()
+            .unwrap()
+            .push(call.expires_at.clone());
         let mut m = self.0.post(ask(&call.input.questions[0]));
         m.question = Some(0);
         Ok(vec![RenderedQuestion {
@@ -318,6 +325,13 @@ async fn world(url: &str) -> World {
                 "c1",
                 "question",
                 json!({"questions": [a], "expiresInSeconds": 1}),
+            );
+        }
+        if text.contains("asklong") && has_tool {
+            return call(
+                "c1",
+                "question",
+                json!({"questions": [q("Colour")], "expiresInSeconds": 3600}),
             );
         }
         if text.contains("ask") && has_tool {
@@ -815,6 +829,46 @@ async fn a_failing_render_posts_the_questions_again_with_the_next_message(url: &
     );
 }
 
+/// Issue 38: a question record re-created after its row expired (the reply still waits) keeps
+/// the set's deadline (`expiresAt`), so it still expires and its card still says until when.
+async fn a_record_re_created_after_expiry_keeps_its_deadline(url: &str) {
+    let w = world(url).await;
+    w.forum.fail_render.store(true, Ordering::SeqCst);
+    start_and_wait(&w, "asklong").await;
+    let deadline = w
+        .store
+        .get_question(&chat(), "c1", now_millis())
+        .await
+        .unwrap()
+        .unwrap()
+        .answer_deadline
+        .expect("the set has a deadline");
+    // The record's row runs out while the reply still waits.
+    let later = now_millis() + frogbot_core::store::QUESTION_TTL_MS + 1;
+    assert_eq!(w.store.purge_expired(later).await.unwrap(), 1);
+    assert!(
+        w.store
+            .get_question(&chat(), "c1", now_millis())
+            .await
+            .unwrap()
+            .is_none()
+    );
+    say(&w, "bob", "hello?").await;
+    assert_eq!(w.forum.posts.lock().unwrap().len(), 1, "asked again");
+    let q = w
+        .store
+        .get_question(&chat(), "c1", now_millis())
+        .await
+        .unwrap()
+        .expect("re-created");
+    assert_eq!(q.answer_deadline, Some(deadline), "the deadline is kept");
+    assert_eq!(
+        w.forum.expires_at.lock().unwrap().last().cloned().flatten(),
+        Some(millis_to_iso(deadline)),
+        "the card is drawn with the deadline"
+    );
+}
+
 async fn render_may_cover_some_calls_the_rest_follow_once_answered(url: &str) {
     let w = world(url).await;
     start_and_wait(&w, "asktwo").await;
@@ -1255,6 +1309,7 @@ frogbot_testkit::backends!(
     a_failing_settled_is_logged_and_the_question_closes_without_a_change,
     an_answer_recorded_but_not_closed_is_closed_by_the_next_interaction,
     a_failing_render_posts_the_questions_again_with_the_next_message,
+    a_record_re_created_after_expiry_keeps_its_deadline,
     render_may_cover_some_calls_the_rest_follow_once_answered,
     the_question_tool_is_offered_only_where_supported,
     the_first_answer_wins_across_http_and_channel,

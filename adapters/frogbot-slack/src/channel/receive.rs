@@ -20,6 +20,11 @@
 //!   one queued behind a slow one) is acknowledged at the deadline and still processed, in order.
 //!   A store failure before the deadline answers `500` and forgets the key, so Slack's retry is
 //!   processed. Over Socket Mode the same holds with the envelope's acknowledgement.
+//! - Modal submissions of a question set are read against the open question before they are
+//!   queued ([`crate::questions::modal_field_error`]): one that does not validate is answered at
+//!   once, in the acknowledgement (the HTTP body, or the envelope's `payload`), with
+//!   `{"response_action": "errors", "errors": {"<block_id>": "<reason>"}}` — the modal stays open
+//!   with what was typed, the field says why, and nothing reaches the engine.
 //! - Load shedding: at most [`Config::max_pending`](super::Config::max_pending) deliveries
 //!   (1,024 by default) wait in the thread queues or run at once. Past it a delivery is refused at
 //!   once — `503` in HTTP mode, no acknowledgement in Socket Mode — and its key forgotten, so
@@ -502,8 +507,10 @@ impl Receiver {
         Ok(())
     }
 
-    /// An interaction payload (`block_actions`, `view_submission`, …).
-    async fn on_interaction(&self, payload: Value) -> Result<(), Failure> {
+    /// An interaction payload (`block_actions`, `view_submission`, …). `Some` is the body of
+    /// the acknowledgement (a modal submission that does not validate: `response_action:
+    /// errors`, which keeps the modal open).
+    async fn on_interaction(&self, payload: Value) -> Result<Option<Value>, Failure> {
         let kind = payload["type"].as_str().unwrap_or("").to_string();
         let trigger = payload["trigger_id"].as_str().unwrap_or("");
         let key = if trigger.is_empty() {
@@ -524,26 +531,42 @@ impl Receiver {
         };
         if !self.inner().seen.first(&key) {
             info!(%kind, "duplicate Slack interaction delivery ignored");
-            return Ok(());
+            return Ok(None);
         }
         let interaction = match interaction_from_payload(&payload) {
             Ok(Some(i)) => i,
             Ok(None) => {
                 debug!(%kind, "Slack interaction kind not handled");
-                return Ok(());
+                return Ok(None);
             }
             Err(e) => {
                 warn!(%kind, error = %e, "Slack interaction payload could not be read; ignored");
-                return Ok(());
+                return Ok(None);
             }
         };
+        if let Interaction::ModalSubmit { event } = &interaction
+            && let Some((block, reason)) = self.modal_error(&payload, &event.values).await
+        {
+            // Answered within the acknowledgement: the modal stays open with what was typed,
+            // the field saying why; nothing reaches the engine. A corrected submission is new.
+            self.inner().seen.forget(&key);
+            info!(%block, %reason, "Slack modal submission refused; the modal stays open");
+            return Ok(Some(json!({
+                "response_action": "errors",
+                "errors": { block: reason },
+            })));
+        }
         let thread = thread_of_payload(&payload);
         if let (Interaction::Action { event }, Some(thread)) = (&interaction, thread.as_deref())
             && event.action_id == STOP_ACTION_ID
         {
             // Not queued behind the thread's deliveries, and never a question's answer.
             let span = info_span!("slack_stop", %thread);
-            return self.stop_click(thread, &event.user).instrument(span).await;
+            return self
+                .stop_click(thread, &event.user)
+                .instrument(span)
+                .await
+                .map(|()| None);
         }
         if let Interaction::Action { event } = &interaction
             && let Some(click) = crate::convert::event_click(event)
@@ -551,7 +574,11 @@ impl Receiver {
             // An agent message's event button: sent to the agent's inbox, never an answer.
             let thread = thread.unwrap_or_else(|| click.message_id.clone());
             let span = info_span!("slack_event", %thread);
-            return self.event_click(&thread, click).instrument(span).await;
+            return self
+                .event_click(&thread, click)
+                .instrument(span)
+                .await
+                .map(|()| None);
         }
         let queue = queue_of_payload(&payload, thread.as_deref());
         let rx = self.clone();
@@ -567,6 +594,39 @@ impl Receiver {
             async move { rx.interact(thread, interaction).await }.instrument(span),
         )
         .await
+        .map(|()| None)
+    }
+
+    /// Why a modal submission of a question set does not answer it (the field's `block_id` and
+    /// the reason, [`crate::questions::modal_field_error`]), read against the question the
+    /// modal's form locator names while it is open. `None` when it answers, or when the question
+    /// is not found or not open (the engine then answers it as it does any submission).
+    async fn modal_error(
+        &self,
+        payload: &Value,
+        values: &serde_json::Map<String, Value>,
+    ) -> Option<(String, String)> {
+        if payload.pointer("/view/callback_id").and_then(Value::as_str)
+            != Some(crate::ids::MODAL_CALLBACK_ID)
+        {
+            return None;
+        }
+        let locator = payload
+            .pointer("/view/private_metadata")
+            .and_then(Value::as_str)
+            .and_then(decode_question_modal_metadata)?;
+        let target = match self
+            .engine
+            .question_for_form(PLATFORM, &locator.message_id)
+            .await
+        {
+            Ok(t) => t?,
+            Err(e) => {
+                warn!(error = %e, "Slack modal submission: the question could not be looked up");
+                return None;
+            }
+        };
+        crate::questions::modal_field_error(&target.call.input, values)
     }
 
     async fn interact(
@@ -814,7 +874,9 @@ async fn interactivity(State(rx): State<Receiver>, headers: HeaderMap, body: Byt
     }
     match rx.on_interaction(payload).await {
         // An empty 200 acknowledges a click and closes a submitted modal.
-        Ok(()) => StatusCode::OK.into_response(),
+        Ok(None) => StatusCode::OK.into_response(),
+        // A modal submission's field errors: the modal stays open.
+        Ok(Some(body)) => axum::Json(body).into_response(),
         Err(f) => failure_response(f),
     }
 }
@@ -886,18 +948,24 @@ impl SlackSocketModeClientListener for SocketEnvelopes {
             Envelope::Deliver { id, kind, payload } => (id, kind, payload),
         };
         let handled = match kind.as_str() {
-            "events_api" => self.rx.on_event_callback(payload, None).await,
+            "events_api" => self
+                .rx
+                .on_event_callback(payload, None)
+                .await
+                .map(|()| None),
             "interactive" => self.rx.on_interaction(payload).await,
             other => {
                 debug!(
                     kind = other,
                     "Socket Mode envelope of a kind FrogBot does not take"
                 );
-                Ok(())
+                Ok(None)
             }
         };
         match handled {
-            Ok(()) => Some(json!({ "envelope_id": id }).to_string()),
+            Ok(None) => Some(json!({ "envelope_id": id }).to_string()),
+            // The acknowledgement carries the response (a modal's field errors).
+            Ok(Some(body)) => Some(json!({ "envelope_id": id, "payload": body }).to_string()),
             Err(Failure::Retry(message)) => {
                 debug!(error = %message, "Slack Socket Mode delivery failed; not acknowledged (Slack redelivers)");
                 None

@@ -1259,10 +1259,23 @@ impl Questions {
                 message_id: message_id.to_string(),
                 call_index: i as i64,
                 input,
-                answer_deadline: None,
+                // The deadline the call was asked with (the tool part keeps it): a record
+                // re-created after its row expired still expires when the set does.
+                answer_deadline: t
+                    .expires_at
+                    .as_deref()
+                    .and_then(crate::model::iso_to_millis),
             })
             .collect();
         self.store().insert_questions(&rows, self.now()).await?;
+        if rows
+            .iter()
+            .any(|r| r.answer_deadline.is_some_and(|d| d <= self.now()))
+        {
+            // Past its deadline already: expired (its defaults used), not asked again.
+            // (Boxed: expiring continues the reply, which renders what is pending.)
+            Box::pin(self.expire(chat, message_id)).await?;
+        }
         self.store()
             .questions_of_message(chat, message_id, self.now())
             .await
