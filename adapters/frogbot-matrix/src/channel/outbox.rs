@@ -727,8 +727,8 @@ pub fn stream_pieces(text: &str, max_chars: usize) -> Vec<String> {
 }
 
 /// The characters after which a streamed reply's first message is posted even without a
-/// sentence end ([`reads_as_a_start`]).
-pub const FIRST_MESSAGE_CHARS: usize = 160;
+/// sentence end ([`reads_as_a_start`]): about the line a notification shows.
+pub const FIRST_MESSAGE_CHARS: usize = 80;
 
 /// Whether a streamed reply's text so far is worth its first message (the one a person is
 /// notified of: edits do not notify): it has a complete first sentence (`.`, `!`, `?` or `…`
