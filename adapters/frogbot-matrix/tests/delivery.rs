@@ -88,6 +88,7 @@ fn model(prompts: Arc<Mutex<Vec<String>>>) -> ScriptedModel {
 }
 
 struct Bot {
+    engine: frogbot_core::agent::Engine,
     _adapter: MatrixAdapter,
     shutdown: CancellationToken,
     task: tokio::task::JoinHandle<()>,
@@ -113,9 +114,10 @@ async fn bot(fake: &FakeHomeserver, prompts: Arc<Mutex<Vec<String>>>) -> Bot {
     let shutdown = CancellationToken::new();
     let worker = engine.spawn_worker(Duration::from_millis(100));
     let task = adapter
-        .start(engine, shutdown.clone())
+        .start(engine.clone(), shutdown.clone())
         .expect("a sync loop");
     Bot {
+        engine,
         _adapter: adapter,
         shutdown,
         task,
@@ -350,5 +352,56 @@ async fn an_element_mention_pill_is_stripped_for_the_model_stop_and_skip() {
     let said = end.to_string();
     assert!(said.contains("Skipped by @alice:fake.test"), "{said}");
     assert!(!said.contains("FrogBot Helper"), "{said}");
+    bot.stop().await;
+}
+
+/// An ask (`POST /api/asks` to a Matrix room, as the HTTP layer sends it): its root message and
+/// poll are posted, and no typing notice is shown (the bot writes nothing for the person).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ask_shows_no_typing_notice() {
+    use frogbot_core::agent::ask::{ASK_MODEL, ask_parts};
+    use frogbot_core::agent::{AskPlace, SendMessage, Sent, channel_chat_id};
+    use frogbot_core::model::{Delivery, QuestionInput};
+    let fake = FakeHomeserver::start().await;
+    let alice = person("alice");
+    let room = fake.create_room(&[&alice]);
+    let bot = bot(&fake, Arc::default()).await;
+    let (message, text) = ("ask-typing-1", "Deploy where?");
+    let channel = bot
+        .engine
+        .ask_thread("matrix", AskPlace::Thread(room.as_str()), text, message)
+        .await
+        .unwrap();
+    let input: QuestionInput = serde_json::from_value(json!({"questions": [{"header": "Env",
+        "question": "Where?", "options": [{"label": "staging"}, {"label": "prod"}]}]}))
+    .unwrap();
+    let sent = bot
+        .engine
+        .send(SendMessage {
+            chat_id: channel_chat_id(&channel.platform, &channel.thread),
+            id: Some(message.into()),
+            parts: ask_parts(text, &input, message),
+            author: None,
+            delivery: Delivery::Queue,
+            model: Some(ASK_MODEL.into()),
+            reasoning: None,
+            channel: Some(channel.clone()),
+            speaker: None,
+            context: None,
+        })
+        .await
+        .unwrap();
+    if let Sent::Started(handle) = sent {
+        let _ = handle.done.await;
+    }
+    fake.wait_for(&room, WAIT, "the ask's poll", |e| {
+        from_bot(&fake, e) && e["type"] == "m.poll.start"
+    })
+    .await;
+    let typing = fake.typing(&room);
+    assert!(
+        typing.iter().all(|(_, b)| b["typing"] != true),
+        "no typing for an ask: {typing:?}"
+    );
     bot.stop().await;
 }

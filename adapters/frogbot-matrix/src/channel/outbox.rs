@@ -6,12 +6,20 @@
 //! annotations on the person's message, each new one replacing (redacting) the one before; progress
 //! is the bot's typing notice.
 //!
-//! Streamed replies ([`ChannelOutbox::start_stream`]) are an [`EditStream`] over
+//! Streamed replies ([`ChannelOutbox::start_stream`]) are a [`MatrixStream`] over
 //! [`MatrixDrafts`]: each piece is posted as an `m.room.message` in the thread, then replaced by
 //! `m.replace` edits (`m.new_content` with the whole new `body` / `formatted_body`, the `* `
-//! fallback outside it, as the spec's "Event replacements" section says). Matrix messages have no
-//! buttons: the Stop control is the typed `stop` in the thread (the engine handles it), so a
-//! streamed message shows only the reply's text. A thread's earlier messages
+//! fallback outside it, as the spec's "Event replacements" section says). An edit carries the
+//! text twice, so a streamed message keeps to [`format::EDITABLE_TEXT_BYTES`]: every event is
+//! sized before it is sent, a message that would grow past it is frozen at the splitter's clean
+//! cut and the reply goes on in continuation messages (a `413 M_TOO_LARGE` that still comes cuts
+//! smaller at once). The first message — the one a person is notified of, edits do not notify —
+//! is posted once the text has a complete first sentence, a paragraph break or
+//! [`FIRST_MESSAGE_CHARS`] characters, or at the end of the stream ([`reads_as_a_start`]). Matrix
+//! messages have no buttons: the Stop control is the typed `stop` in the thread (the engine
+//! handles it), so a streamed message shows only the reply's text. The typing notice is sent
+//! while a turn runs ([`ChannelOutbox::working`]) and taken off (`typing: false`) when its reply is
+//! shown ([`ChannelOutbox::idle`]); asks show none. A thread's earlier messages
 //! ([`ChannelOutbox::thread_history`]) are read with the relations API.
 //!
 //! Durable delivery ([`ChannelOutbox::deliver`]): each piece is sent under a transaction id made
@@ -560,7 +568,7 @@ impl<A: MatrixApi> MatrixOutbox<A> {
     }
 }
 
-/// The messages of one streamed reply in a thread: [`DraftMessages`] for [`EditStream`]. Ids are
+/// The messages of one streamed reply in a thread: [`DraftMessages`] for [`MatrixStream`] (and `EditStream`). Ids are
 /// `room|event`, as everywhere in this adapter; `stop` draws nothing (Matrix has no buttons: the
 /// typed `stop` is the control).
 #[derive(Debug)]
