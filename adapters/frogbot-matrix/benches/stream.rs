@@ -4,7 +4,11 @@
 //!
 //! Run: `cargo bench -p frogbot-matrix --features engine,testing --bench stream` (`TURNS=n` sets
 //! the turns of the latency part, default 200; `LONG=n` the 1,000-token replies, default 3: each
-//! takes ~2.5 s of model time).
+//! takes ~2.5 s of model time; `HUGE=n` the 40,000-character replies, default 3).
+//!
+//! The 40,000-character part prints the time from the model's last delta to the fake first
+//! showing the whole reply (the visible text of the thread's messages, after their edits, word
+//! for word; target ≤ 3 s + the stream interval: nothing waits for the 120 s delivery grace).
 //!
 //! Prints the time from the model emitting its first delta to the fake first holding a message
 //! with that text (p50 / p99; target ≤ 300 ms; the fake is watched for the event, so the time
@@ -44,6 +48,24 @@ fn model(starts: Starts) -> ScriptedModel {
             .filter(char::is_ascii_digit)
             .collect();
         let tag = format!("t{n}");
+        if text.contains("huge") {
+            // "tN " then 40,000 characters of sentences in 100 deltas 5 ms apart; the stream's
+            // end is noted as `end-tN`, after the last pause.
+            let huge = huge_text(&tag);
+            let chars: Vec<char> = huge.chars().collect();
+            let mut events = Vec::new();
+            for chunk in chars.chunks(400) {
+                events.push(ScriptEvent::Event(ModelEvent::TextDelta(
+                    chunk.iter().collect(),
+                )));
+                events.push(ScriptEvent::Pause(Duration::from_millis(5)));
+            }
+            events.extend(reply(""));
+            let n = chars.len().div_ceil(400) as u32;
+            let end = Instant::now() + Duration::from_millis(5) * n;
+            starts.lock().unwrap().insert(format!("end-{tag}"), end);
+            return events;
+        }
         let deltas = if text.contains("long") { 999 } else { 4 };
         let mut events = vec![ScriptEvent::Event(ModelEvent::TextDelta(format!("{tag} ")))];
         for _ in 0..deltas {
@@ -54,6 +76,20 @@ fn model(starts: Starts) -> ScriptedModel {
         starts.lock().unwrap().insert(tag, Instant::now());
         events
     })
+}
+
+/// The 40,000-character reply of turn `tag`.
+fn huge_text(tag: &str) -> String {
+    let mut out = format!("{tag} ");
+    let mut i = 0;
+    while out.len() < 40_000 {
+        out.push_str(&format!(
+            "Sentence {i} of a long reply has some words in it."
+        ));
+        out.push_str(if i % 8 == 7 { "\n\n" } else { " " });
+        i += 1;
+    }
+    out.trim_end().to_owned()
 }
 
 fn main() {
@@ -68,10 +104,10 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    rt.block_on(run(env("TURNS", 200), env("LONG", 3)));
+    rt.block_on(run(env("TURNS", 200), env("LONG", 3), env("HUGE", 3)));
 }
 
-async fn run(turns: usize, long: usize) {
+async fn run(turns: usize, long: usize, huge: usize) {
     let fake = FakeHomeserver::start().await;
     let store = tempfile::tempdir().unwrap();
     let channel = connect(Config::new(
@@ -157,5 +193,49 @@ async fn run(turns: usize, long: usize) {
         all / long,
         edits / long
     );
+
+    let mut whole = Vec::new();
+    for i in 0..huge {
+        let n = 200_000 + i;
+        let said = fake.inject(&room, &alice, "m.room.message", text(format!("huge {n}")));
+        let tag = format!("t{n}");
+        let want: Vec<String> = huge_text(&tag)
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect();
+        let root = said.to_string();
+        let visible = || -> Vec<String> {
+            fake.events(&room)
+                .iter()
+                .filter(|e| {
+                    e["sender"] == bot.as_str()
+                        && e["type"] == "m.room.message"
+                        && e["content"]["m.relates_to"]["rel_type"] == "m.thread"
+                        && e["content"]["m.relates_to"]["event_id"] == root.as_str()
+                })
+                .flat_map(|e| {
+                    let t = fake.shown_text(&format!("{room}|{}", e["event_id"].as_str().unwrap()));
+                    t.split_whitespace().map(str::to_owned).collect::<Vec<_>>()
+                })
+                .collect()
+        };
+        fake.wait_for(&room, 200, "the whole reply", |_| visible() == want)
+            .await;
+        let seen = Instant::now();
+        let end = starts.lock().unwrap()[&format!("end-{tag}")];
+        whole.push(seen.saturating_duration_since(end));
+        let id = format!("{room}|{said}");
+        fake.wait_for(&room, 60, "Done", |_| fake.bot_reactions(&id) == ["✅"])
+            .await;
+    }
+    if !whole.is_empty() {
+        whole.sort();
+        println!(
+            "matrix 40,000-char reply, end of stream→whole text visible: median {:.0} ms, max {:.0} ms (n={}; target ≤ 3 s + the 1 s stream interval)",
+            whole[whole.len() / 2].as_secs_f64() * 1000.0,
+            whole[whole.len() - 1].as_secs_f64() * 1000.0,
+            whole.len()
+        );
+    }
     shutdown.cancel();
 }

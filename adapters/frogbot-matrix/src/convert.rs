@@ -181,7 +181,7 @@ pub fn room_message(
         reply_to: reply_to.clone(),
         message: ThreadMessage {
             id: message_id(room, event_id),
-            text: strip_mention(&text, bot),
+            text: strip_mention_of(&text, formatted.map(String::as_str), bot),
             author: platform_user(sender),
             metadata: ThreadMessageMetadata {
                 date_sent: millis_to_iso(origin_server_ts),
@@ -201,13 +201,82 @@ pub fn strip_reply_fallback(body: &str) -> String {
     rest.join("\n").trim_start().to_owned()
 }
 
-/// Removes a leading `@bot:server:` (or the bot's user id anywhere at the start) from the text.
+/// Removes a leading `@bot:server:` (or the bot's user id anywhere at the start) from the text:
+/// [`strip_mention_of`] without a `formatted_body`.
 pub fn strip_mention(text: &str, bot: &UserId) -> String {
-    let t = text.trim_start();
-    match t.strip_prefix(bot.as_str()) {
-        Some(rest) => rest.trim_start_matches([':', ',']).trim_start().to_owned(),
-        None => text.to_owned(),
+    strip_mention_of(text, None, bot)
+}
+
+/// Removes a leading mention of the bot and its separator (`:` or `,`, then spaces) from a
+/// message's `body`, so commands (`stop`, `skip`) are read and the model gets the text without
+/// it. The mention is the bot's user id (`@frogbot:server`), `@localpart` or the localpart, or —
+/// when `formatted` (the `formatted_body`) starts with a pill of the bot, `<a
+/// href="https://matrix.to/#/@frogbot:server">frogbot</a>`, as Element sends it — the pill's text
+/// (Element writes the bot's display name in `body`: `frogbot: stop`). Only a whole word counts
+/// (`frogbots` is left as it is), and the bare localpart only with `:` or `,` after it.
+pub fn strip_mention_of(text: &str, formatted: Option<&str>, bot: &UserId) -> String {
+    // Each form, and whether a space alone may follow it (a bare name needs `:` or `,`).
+    let mut names: Vec<(String, bool)> = vec![
+        (bot.as_str().to_owned(), true),
+        (format!("@{}", bot.localpart()), true),
+        (bot.localpart().to_owned(), false),
+    ];
+    if let Some(name) = formatted.and_then(|f| pill_text(f, bot)) {
+        names.push((name, true));
     }
+    names.sort_by_key(|(n, _)| std::cmp::Reverse(n.len()));
+    let t = text.trim_start();
+    for (name, spaced) in names.iter().filter(|(n, _)| !n.trim().is_empty()) {
+        let Some(head) = t.get(..name.len()) else {
+            continue;
+        };
+        if !head.eq_ignore_ascii_case(name) {
+            continue;
+        }
+        let rest = &t[name.len()..];
+        if rest.is_empty() {
+            return String::new();
+        }
+        if rest.starts_with([':', ',']) || (*spaced && rest.starts_with(char::is_whitespace)) {
+            return rest.trim_start_matches([':', ',']).trim_start().to_owned();
+        }
+    }
+    text.to_owned()
+}
+
+/// The text of the pill of `bot` that `formatted` (a `formatted_body`) starts with, HTML entities
+/// decoded: `<a href="https://matrix.to/#/@bot:server">frogbot</a>` → `frogbot`.
+fn pill_text(formatted: &str, bot: &UserId) -> Option<String> {
+    let f = formatted.trim_start();
+    let f = f.strip_prefix("<p>").unwrap_or(f);
+    let rest = f.strip_prefix("<a href=")?;
+    let quote = rest.chars().next().filter(|c| *c == '"' || *c == '\'')?;
+    let rest = &rest[1..];
+    let end = rest.find(quote)?;
+    let href = rest[..end]
+        .replace("%40", "@")
+        .replace("%3A", ":")
+        .replace("%3a", ":");
+    let target = href.strip_prefix("https://matrix.to/#/")?;
+    let target = target.split(['?', '/']).next().unwrap_or_default();
+    if target != bot.as_str() {
+        return None;
+    }
+    let after = &rest[end + 1..];
+    let open_end = after.find('>')?;
+    let inner = &after[open_end + 1..];
+    let close = inner.find("</a>")?;
+    let name = &inner[..close];
+    if name.contains('<') {
+        return None;
+    }
+    Some(
+        name.replace("&lt;", "<")
+            .replace("&gt;", ">")
+            .replace("&quot;", "\"")
+            .replace("&#39;", "'")
+            .replace("&amp;", "&"),
+    )
 }
 
 /// Parses a Matrix user id (`@name:server`); `None` when it is not one.

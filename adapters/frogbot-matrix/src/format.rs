@@ -23,6 +23,19 @@ pub const HTML_FORMAT: &str = "org.matrix.custom.html";
 /// (a third more), so the two texts keep to 40,000.
 pub const MAX_TEXT_BYTES: usize = 40_000;
 
+/// The most bytes of an event's `content` (as JSON) the adapter sends. Synapse refuses an event
+/// over 65,536 bytes of canonical JSON (`413 M_TOO_LARGE`), counting its envelope (ids, hashes,
+/// signatures, auth and previous events: about 1 kB); in an encrypted room the content is sent
+/// as base64 ciphertext, a third larger. 46,000 bytes of content stay under the limit both ways
+/// (46,000 × 4/3 + the envelope < 65,536). Every event is measured against it before it is sent.
+pub const MAX_CONTENT_BYTES: usize = 46_000;
+
+/// The most bytes of `body` and `formatted_body` together in a message that will be edited (a
+/// streamed one): an `m.replace` edit carries the texts twice (`m.new_content` and the `* `
+/// fallback), so a streamed message keeps to half of [`MAX_CONTENT_BYTES`], less room for the
+/// rest of the edit's content.
+pub const EDITABLE_TEXT_BYTES: usize = (MAX_CONTENT_BYTES - 1_000) / 2;
+
 /// One message of a reply: the Markdown `body` and its HTML `html`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Formatted {
@@ -59,22 +72,34 @@ impl Formatted {
 /// `max_chars` characters of `body`, or [`MAX_TEXT_BYTES`] with its HTML) split finer. Blank text
 /// gives no message.
 pub fn messages(markdown: &str, max_chars: usize) -> Vec<Formatted> {
+    messages_within(markdown, max_chars, MAX_TEXT_BYTES)
+}
+
+/// [`messages`] with `max_bytes` of `body` and `formatted_body` together instead of
+/// [`MAX_TEXT_BYTES`] (a streamed message keeps to [`EDITABLE_TEXT_BYTES`]).
+pub fn messages_within(markdown: &str, max_chars: usize, max_bytes: usize) -> Vec<Formatted> {
     let mut out = Vec::new();
     // The HTML is about as long as the Markdown: the Markdown is cut at a bit less than half of
     // the bytes both may take.
-    let budget = max_chars.clamp(1, MAX_TEXT_BYTES * 9 / 20);
-    fit(markdown, budget, max_chars, &mut out);
+    let budget = max_chars.clamp(1, (max_bytes * 9 / 20).max(1));
+    fit(markdown, budget, max_chars, max_bytes, &mut out);
     out
 }
 
-fn fit(markdown: &str, budget: usize, max_chars: usize, out: &mut Vec<Formatted>) {
+fn fit(
+    markdown: &str,
+    budget: usize,
+    max_chars: usize,
+    max_bytes: usize,
+    out: &mut Vec<Formatted>,
+) {
     for piece in frogbot_model::text::split(markdown, budget) {
         let f = Formatted::new(&piece);
-        let fits = f.body.chars().count() <= max_chars && f.json_bytes() <= MAX_TEXT_BYTES;
+        let fits = f.body.chars().count() <= max_chars && f.json_bytes() <= max_bytes;
         if fits || budget <= 1 {
             out.push(f);
         } else {
-            fit(&piece, budget / 2, max_chars, out);
+            fit(&piece, budget / 2, max_chars, max_bytes, out);
         }
     }
 }

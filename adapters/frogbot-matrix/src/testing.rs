@@ -92,6 +92,10 @@ struct Inner {
     failing_members: Vec<OwnedRoomId>,
     /// Uploads to the media repository: the `mxc://` URI, content type and size, in order.
     uploads: Vec<(String, String, usize)>,
+    /// The largest event accepted (`None`: [`MAX_EVENT_BYTES`], as Synapse).
+    max_event_bytes: Option<usize>,
+    /// How many sends were refused as too large (`413 M_TOO_LARGE`).
+    too_large: usize,
     next: u64,
 }
 
@@ -188,18 +192,20 @@ fn is_poll_end(t: &str) -> bool {
     t == "m.poll.end" || t == "org.matrix.msc3381.poll.end"
 }
 
-/// Checks an event the bot sends the way a homeserver (and clients) would refuse it.
+/// Checks an event the bot sends the way a homeserver (and clients) would refuse it: at most
+/// `max_bytes` of JSON (`413 M_TOO_LARGE`, as Synapse answers an event over 65,536 bytes).
 fn check_event(
     event_type: &str,
     content: &Value,
     event: &Value,
+    max_bytes: usize,
 ) -> Result<(), (StatusCode, &'static str, String)> {
     let bytes = serde_json::to_vec(event).map(|v| v.len()).unwrap_or(0);
-    if bytes > MAX_EVENT_BYTES {
+    if bytes > max_bytes {
         return Err((
             StatusCode::PAYLOAD_TOO_LARGE,
             "M_TOO_LARGE",
-            format!("event is {bytes} bytes, more than {MAX_EVENT_BYTES}"),
+            format!("event is {bytes} bytes, more than {max_bytes}"),
         ));
     }
     if is_poll_start(event_type) {
@@ -411,9 +417,21 @@ fn send_event(s: &Shared, room: &RoomId, event_type: &str, key: &str, content: V
             return Json(json!({"event_id": id})).into_response();
         }
     }
-    let preview = json!({"type": event_type, "event_id": "$0000000000000000000000000000000000000000000",
-        "sender": s.bot, "origin_server_ts": now_ms(), "room_id": room, "content": content, "unsigned": {}});
-    if let Err((status, errcode, message)) = check_event(&event_type, &content, &preview) {
+    // Measured as Synapse measures a PDU: with its envelope (auth and previous events, hashes,
+    // signatures, depth), about 700 bytes besides the content.
+    let id = "$0000000000000000000000000000000000000000000";
+    let preview = json!({"type": event_type, "event_id": id,
+        "sender": s.bot, "origin_server_ts": now_ms(), "room_id": room, "content": content,
+        "auth_events": [id, id, id, id], "prev_events": [id], "depth": 1_000_000,
+        "hashes": {"sha256": "0".repeat(43)},
+        "signatures": {SERVER_NAME: {"ed25519:a_AAAA": "0".repeat(86)}},
+        "unsigned": {}});
+    let max_bytes = s.lock().max_event_bytes.unwrap_or(MAX_EVENT_BYTES);
+    if let Err((status, errcode, message)) = check_event(&event_type, &content, &preview, max_bytes)
+    {
+        if errcode == "M_TOO_LARGE" {
+            s.lock().too_large += 1;
+        }
         return error(status, errcode, &message);
     }
     if event_type == "m.reaction"
@@ -511,6 +529,8 @@ async fn typing(
     }
     let at = inner.events.len();
     inner.typing.push((room, at, body));
+    drop(inner);
+    s.changed.notify_waiters();
     Json(json!({})).into_response()
 }
 
@@ -822,6 +842,18 @@ impl FakeHomeserver {
     /// From now on each `PUT …/send/{type}/{txn}` asks `plan` whether to fail (see the module).
     pub fn inject_faults(&self, plan: Arc<FaultPlan>) {
         self.shared.lock().faults = Some(plan);
+    }
+
+    /// From now on events over `bytes` of JSON are refused with `413 M_TOO_LARGE` (as an
+    /// encrypted room, whose ciphertext is larger, reaches Synapse's limit sooner); `None`:
+    /// [`MAX_EVENT_BYTES`] again.
+    pub fn set_max_event_bytes(&self, bytes: Option<usize>) {
+        self.shared.lock().max_event_bytes = bytes;
+    }
+
+    /// How many of the bot's sends were refused as too large (`413 M_TOO_LARGE`).
+    pub fn refused_too_large(&self) -> usize {
+        self.shared.lock().too_large
     }
 
     /// From now on `/members` of `room` fails with `500` (`fail` false: it works again).

@@ -1,7 +1,7 @@
 //! Pure conversions: Matrix events as they arrive from sync (JSON, the client-server API's shapes)
 //! → FrogBot interactions and messages.
 
-use frogbot_matrix::convert::{Incoming, classify, strip_mention};
+use frogbot_matrix::convert::{Incoming, classify, strip_mention, strip_mention_of};
 use frogbot_matrix::ids::reaction_option;
 use frogbot_model::Interaction;
 use matrix_sdk::ruma::events::AnySyncTimelineEvent;
@@ -123,6 +123,55 @@ fn a_top_level_mention_starts_its_own_thread() {
         strip_mention("@frogbot:localhost, hi", user_id!("@frogbot:localhost")),
         "hi"
     );
+}
+
+/// Element's mention (display name and `: ` in `body`, a pill in `formatted_body`, `m.mentions`)
+/// and the other forms are stripped with their separator; a word that only starts like the bot's
+/// name is not.
+#[test]
+fn element_pills_and_names_of_the_bot_are_stripped_before_the_text() {
+    for (body, html, want) in [
+        (
+            "FrogBot Helper: stop",
+            "<a href=\"https://matrix.to/#/@frogbot:localhost\">FrogBot Helper</a>: stop",
+            "stop",
+        ),
+        (
+            "FrogBot & Co: skip",
+            "<a href=\"https://matrix.to/#/%40frogbot%3Alocalhost\">FrogBot &amp; Co</a>: skip",
+            "skip",
+        ),
+        ("frogbot: deploy it", "", "deploy it"),
+        ("@frogbot, deploy", "", "deploy"),
+        ("Frogbot, deploy", "", "deploy"),
+        ("Frogbot is green", "", "Frogbot is green"),
+        ("frogbots are green", "", "frogbots are green"),
+        // A pill of someone else is left as it is.
+        (
+            "Alice: stop",
+            "<a href=\"https://matrix.to/#/@alice:localhost\">Alice</a>: stop",
+            "Alice: stop",
+        ),
+    ] {
+        let html = (!html.is_empty()).then_some(html);
+        assert_eq!(
+            strip_mention_of(body, html, user_id!("@frogbot:localhost")),
+            want,
+            "{body:?}"
+        );
+    }
+    let Some(Incoming::Message(m)) = run(event(
+        "m.room.message",
+        "@alice:localhost",
+        json!({"msgtype": "m.text", "body": "FrogBot Helper: stop",
+               "format": "org.matrix.custom.html",
+               "formatted_body": "<a href=\"https://matrix.to/#/@frogbot:localhost\">FrogBot Helper</a>: stop",
+               "m.mentions": {"user_ids": [BOT]}}),
+    )) else {
+        panic!("expected a message")
+    };
+    assert!(m.mentions_bot);
+    assert_eq!(m.message.text, "stop");
 }
 
 #[test]

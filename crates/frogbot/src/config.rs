@@ -559,6 +559,17 @@ impl Config {
     /// Reads the configuration: `--config PATH`, else `$FROGBOT_CONFIG`, else `./frogbot.toml` when
     /// it exists, else defaults; then `FROGBOT_LISTEN` and `FROGBOT_DATABASE` override.
     pub fn load(path: Option<&Path>) -> Result<Self, ConfigError> {
+        Self::load_with(path, true)
+    }
+
+    /// [`Config::load`] for an operator command (`frogbot jobs`, `chats`, …) that serves no
+    /// channel and calls no model: the variables holding channel secrets and model API keys need
+    /// not be set.
+    pub fn load_for_ops(path: Option<&Path>) -> Result<Self, ConfigError> {
+        Self::load_with(path, false)
+    }
+
+    fn load_with(path: Option<&Path>, secrets: bool) -> Result<Self, ConfigError> {
         let path: Option<PathBuf> = path
             .map(Path::to_path_buf)
             .or_else(|| std::env::var_os("FROGBOT_CONFIG").map(PathBuf::from))
@@ -586,7 +597,7 @@ impl Config {
             config.database = v;
             from_env.push(("database", "FROGBOT_DATABASE"));
         }
-        config.validate().map_err(|mut e| {
+        config.validate_with(secrets).map_err(|mut e| {
             let key = e.key.as_deref().unwrap_or_default();
             if let Some((_, var)) = from_env.iter().find(|(k, _)| *k == key) {
                 e.env = Some(var);
@@ -618,8 +629,14 @@ impl Config {
     }
 
     /// Checks every key.
-    #[allow(clippy::too_many_lines)]
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.validate_with(true)
+    }
+
+    /// Checks every key; without `secrets`, not whether the variables naming channel secrets and
+    /// model API keys are set.
+    #[allow(clippy::too_many_lines)]
+    fn validate_with(&self, secrets: bool) -> Result<(), ConfigError> {
         let bad = |key: &str, what: String| Err(ConfigError::key(key, what));
         if self.listen.parse::<SocketAddr>().is_err() {
             return bad(
@@ -739,6 +756,7 @@ impl Config {
                 );
             }
             if let Some(var) = &m.api_key_env
+                && secrets
                 && std::env::var(var).is_err()
             {
                 return bad(
@@ -833,7 +851,9 @@ impl Config {
             }
         }
         for (name, value) in &self.channels {
-            crate::channels::validate(name, value)?;
+            if secrets {
+                crate::channels::validate(name, value)?;
+            }
             let crate::channels::ChannelSettings {
                 model, reasoning, ..
             } = crate::channels::settings(name, value)?;
@@ -1525,6 +1545,29 @@ mod tests {
         .unwrap();
         let e = Config::load(Some(&path)).unwrap_err().to_string();
         assert!(e.contains("line 8: `models[1].fallback`"), "{e}");
+    }
+
+    /// `frogbot jobs` and the other operator commands load the configuration without the
+    /// channel secrets and model keys: a password variable that is not set refuses `serve`, not
+    /// them.
+    #[cfg(feature = "matrix")] // Its tables are [channels.matrix].
+    #[test]
+    fn operator_commands_need_no_channel_secret_nor_model_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("frogbot.toml");
+        std::fs::write(
+            &path,
+            "[[models]]\nid = \"main\"\nprovider = \"openai-compatible\"\n\
+             api_key_env = \"FROGBOT_TEST_UNSET_KEY\"\n\
+             [channels.matrix]\nhomeserver = \"https://matrix.example.org\"\n\
+             user_id = \"@frogbot:example.org\"\npassword_env = \"FROGBOT_TEST_UNSET_PASSWORD\"\n\
+             store_path = \"/tmp/frogbot-config-test\"\n",
+        )
+        .unwrap();
+        let e = Config::load(Some(&path)).unwrap_err().to_string();
+        assert!(e.contains("FROGBOT_TEST_UNSET"), "{e}");
+        let c = Config::load_for_ops(Some(&path)).unwrap();
+        assert!(c.channels.contains_key("matrix"));
     }
 
     #[test]

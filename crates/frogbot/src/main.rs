@@ -113,6 +113,14 @@ const CLIENT_COMMANDS: [&str; 8] = [
     "ask", "wait", "cancel", "chats", "show", "jobs", "purge", "config",
 ];
 
+/// The log levels without `RUST_LOG`: INFO, but sqlx and matrix-sdk at WARN (matrix-sdk's INFO
+/// span around each sync prints its whole settings, 1.5 kB a line), and matrix-sdk's recovery
+/// state (secret storage the bot never uses: a 404 reading its account data at start is logged
+/// as an error there) off.
+const DEFAULT_LOG_FILTER: &str = "info,sqlx=warn,matrix_sdk=warn,matrix_sdk_base=warn,\
+    matrix_sdk_crypto=warn,matrix_sdk_sqlite=warn,matrix_sdk_common=warn,\
+    matrix_sdk::encryption::recovery=off";
+
 /// The logs on stdout and, with `[telemetry] otlp_endpoint`, the spans' export (its handle
 /// returned, to be shut down when serving ends).
 fn init_logs(
@@ -124,12 +132,14 @@ fn init_logs(
     use tracing_subscriber::util::SubscriberInitExt as _;
     let (export_layer, export) = frogbot::telemetry::layer(telemetry, runtime)?;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG_FILTER));
     // The filter is global: it decides the spans the export sees as well as the log lines.
     let subscriber = tracing_subscriber::registry()
         .with(export_layer)
         .with(filter);
-    let fmt = tracing_subscriber::fmt::layer();
+    // Colours only on a terminal: a log written to a file or a pipe gets no escape codes.
+    let fmt = tracing_subscriber::fmt::layer()
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()));
     match format {
         LogFormat::Human => subscriber.with(fmt).init(),
         LogFormat::Json => subscriber.with(fmt.json()).init(),

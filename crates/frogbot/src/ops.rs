@@ -158,7 +158,8 @@ pub struct PurgeArgs {
 /// Opens the configuration's database as an engine with no model (operators only read and
 /// repair; nothing runs a turn).
 async fn engine(config: &ConfigArg) -> Result<(Config, Engine), OpsError> {
-    let config = Config::load(config.config.as_deref())?;
+    // An operator command needs no channel secret nor model key.
+    let config = Config::load_for_ops(config.config.as_deref())?;
     if let Some(path) = sqlite_file(&config.database)
         && !std::path::Path::new(&path).exists()
     {

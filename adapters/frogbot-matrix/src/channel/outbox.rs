@@ -6,12 +6,20 @@
 //! annotations on the person's message, each new one replacing (redacting) the one before; progress
 //! is the bot's typing notice.
 //!
-//! Streamed replies ([`ChannelOutbox::start_stream`]) are an [`EditStream`] over
+//! Streamed replies ([`ChannelOutbox::start_stream`]) are a [`MatrixStream`] over
 //! [`MatrixDrafts`]: each piece is posted as an `m.room.message` in the thread, then replaced by
 //! `m.replace` edits (`m.new_content` with the whole new `body` / `formatted_body`, the `* `
-//! fallback outside it, as the spec's "Event replacements" section says). Matrix messages have no
-//! buttons: the Stop control is the typed `stop` in the thread (the engine handles it), so a
-//! streamed message shows only the reply's text. A thread's earlier messages
+//! fallback outside it, as the spec's "Event replacements" section says). An edit carries the
+//! text twice, so a streamed message keeps to [`format::EDITABLE_TEXT_BYTES`]: every event is
+//! sized before it is sent, a message that would grow past it is frozen at the splitter's clean
+//! cut and the reply goes on in continuation messages (a `413 M_TOO_LARGE` that still comes cuts
+//! smaller at once). The first message — the one a person is notified of, edits do not notify —
+//! is posted once the text has a complete first sentence, a paragraph break or
+//! [`FIRST_MESSAGE_CHARS`] characters, or at the end of the stream ([`reads_as_a_start`]). Matrix
+//! messages have no buttons: the Stop control is the typed `stop` in the thread (the engine
+//! handles it), so a streamed message shows only the reply's text. The typing notice is sent
+//! while a turn runs ([`ChannelOutbox::working`]) and taken off (`typing: false`) when its reply is
+//! shown ([`ChannelOutbox::idle`]); asks show none. A thread's earlier messages
 //! ([`ChannelOutbox::thread_history`]) are read with the relations API.
 //!
 //! Durable delivery ([`ChannelOutbox::deliver`]): each piece is sent under a transaction id made
@@ -43,7 +51,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use frogbot_core::agent::{
-    AskPlace, ChannelOutbox, Delivery, DraftMessages, EditStream, ReplyStream, ShownAcks,
+    AskPlace, ChannelOutbox, Delivery, DraftMessages, ReplyStream, ShownAcks,
 };
 use frogbot_model::{
     Ack, BoxError, PlatformUser, Thread, ThreadMessage, ThreadMessageMetadata, UiMessage,
@@ -290,12 +298,21 @@ impl<A: MatrixApi + Clone + 'static> ChannelOutbox for MatrixOutbox<A> {
         Duration::from_secs(3)
     }
 
-    /// Post + `m.replace` edits ([`MatrixDrafts`]).
+    /// Post + `m.replace` edits ([`MatrixStream`]: messages frozen at a clean cut before their
+    /// edits could outgrow the event limit, the first posted once it reads as a start).
     async fn start_stream(
         &self,
         thread: &Thread,
     ) -> Result<Option<Box<dyn ReplyStream>>, BoxError> {
-        Ok(Some(Box::new(EditStream::new(self.drafts(thread)?))))
+        Ok(Some(Box::new(MatrixStream::new(self.drafts(thread)?))))
+    }
+
+    /// The typing notice off (`typing: false`): the turn's reply is complete, failed or
+    /// stopped.
+    async fn idle(&self, thread: &Thread) -> Result<(), BoxError> {
+        let (room, _) = split_message_id(&thread.id)?;
+        self.api.typing(&room, false).await?;
+        Ok(())
     }
 
     /// The Markdown pieces `post_reply` posts, one message each.
@@ -551,7 +568,7 @@ impl<A: MatrixApi> MatrixOutbox<A> {
     }
 }
 
-/// The messages of one streamed reply in a thread: [`DraftMessages`] for [`EditStream`]. Ids are
+/// The messages of one streamed reply in a thread: [`DraftMessages`] for [`MatrixStream`] (and `EditStream`). Ids are
 /// `room|event`, as everywhere in this adapter; `stop` draws nothing (Matrix has no buttons: the
 /// typed `stop` is the control).
 #[derive(Debug)]
@@ -582,13 +599,73 @@ pub fn replacement_of(event: &str, new: Value) -> Value {
     }
     outer["m.new_content"] = inner;
     outer["m.relates_to"] = json!({"rel_type": "m.replace", "event_id": event});
-    outer
+    fit_fallback(outer)
+}
+
+/// The characters of the short `* ` fallback an edit too large for its full fallback keeps.
+pub const SHORT_FALLBACK_CHARS: usize = 200;
+
+/// An edit's content within [`format::MAX_CONTENT_BYTES`]: when the full `* ` fallback (the
+/// whole text a second time, for clients without edits) would take it over, the fallback is
+/// cut to its first [`SHORT_FALLBACK_CHARS`] characters of `body` and loses its HTML
+/// (`m.new_content`, what clients show, is whole).
+fn fit_fallback(mut content: Value) -> Value {
+    if content_bytes(&content) <= format::MAX_CONTENT_BYTES {
+        return content;
+    }
+    let body = content["m.new_content"]["body"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    content["body"] = format!(
+        "* {}",
+        frogbot_model::text::truncate(&body, SHORT_FALLBACK_CHARS)
+    )
+    .into();
+    if let Some(o) = content.as_object_mut() {
+        o.remove("formatted_body");
+        o.remove("format");
+    }
+    content
+}
+
+/// The bytes of `content` as JSON.
+pub fn content_bytes(content: &Value) -> usize {
+    serde_json::to_vec(content).map_or(usize::MAX, |v| v.len())
+}
+
+/// Refuses (before sending) a content over [`format::MAX_CONTENT_BYTES`], the way the
+/// homeserver would (`M_TOO_LARGE`), so the caller splits it.
+fn check_size(content: &Value) -> Result<(), BoxError> {
+    let bytes = content_bytes(content);
+    if bytes > format::MAX_CONTENT_BYTES {
+        return Err(format!(
+            "M_TOO_LARGE: a content of {bytes} bytes, more than the {} sent at most",
+            format::MAX_CONTENT_BYTES
+        )
+        .into());
+    }
+    Ok(())
+}
+
+/// Whether `e` is the homeserver's (or [`check_size`]'s) refusal of an event as too large
+/// (`413 M_TOO_LARGE`).
+pub fn is_too_large(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut at: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(e) = at {
+        let s = e.to_string();
+        if s.contains("M_TOO_LARGE") || s.contains("413") {
+            return true;
+        }
+        at = e.source();
+    }
+    false
 }
 
 /// The content of an `m.replace` edit of `event` to `new`: `m.new_content` the whole new
 /// message, the outer `body` / `formatted_body` the `* ` fallback for clients without edits.
 pub fn replacement(event: &str, new: &Formatted) -> Value {
-    json!({
+    fit_fallback(json!({
         "msgtype": "m.text",
         "body": format!("* {}", new.body),
         "format": format::HTML_FORMAT,
@@ -600,7 +677,7 @@ pub fn replacement(event: &str, new: &Formatted) -> Value {
             "formatted_body": new.html,
         },
         "m.relates_to": {"rel_type": "m.replace", "event_id": event},
-    })
+    }))
 }
 
 #[async_trait]
@@ -610,6 +687,7 @@ impl<A: MatrixApi> DraftMessages for MatrixDrafts<A> {
         let f = Formatted::new(text);
         let (event_type, mut content) = thread_message(&f.body, &self.root)?;
         f.add_to(&mut content);
+        check_size(&content)?;
         let id = self.api.send(&self.room, event_type, content).await?;
         let id = message_id(&self.room, &id);
         self.bodies
@@ -632,6 +710,7 @@ impl<A: MatrixApi> DraftMessages for MatrixDrafts<A> {
         }
         let (room, event) = split_message_id(id)?;
         let content = replacement(event.as_str(), &Formatted::new(text));
+        check_size(&content)?;
         self.api.send(&room, "m.room.message", content).await?;
         self.bodies
             .lock()
@@ -640,11 +719,228 @@ impl<A: MatrixApi> DraftMessages for MatrixDrafts<A> {
         Ok(())
     }
 
+    /// Pieces whose edits fit: [`format::EDITABLE_TEXT_BYTES`] each.
     fn pieces(&self, text: &str) -> Vec<String> {
-        format::messages(text, MESSAGE_CHARS)
-            .into_iter()
-            .map(|f| f.body)
-            .collect()
+        stream_pieces(text, MESSAGE_CHARS)
+    }
+}
+
+/// `text` cut into streamed messages of at most `max_chars` characters, each small enough for its
+/// `m.replace` edits ([`format::EDITABLE_TEXT_BYTES`]).
+pub fn stream_pieces(text: &str, max_chars: usize) -> Vec<String> {
+    format::messages_within(text, max_chars, format::EDITABLE_TEXT_BYTES)
+        .into_iter()
+        .map(|f| f.body)
+        .collect()
+}
+
+/// The characters after which a streamed reply's first message is posted even without a
+/// sentence end ([`reads_as_a_start`]): about the line a notification shows.
+pub const FIRST_MESSAGE_CHARS: usize = 80;
+
+/// Whether a streamed reply's text so far is worth its first message (the one a person is
+/// notified of: edits do not notify): it has a complete first sentence (`.`, `!`, `?` or `…`
+/// followed by a space or a line break), a paragraph break, or [`FIRST_MESSAGE_CHARS`]
+/// characters. Until then nothing is posted; the end of the stream posts whatever there is.
+pub fn reads_as_a_start(text: &str) -> bool {
+    let t = text.trim();
+    if t.chars().count() >= FIRST_MESSAGE_CHARS || t.contains("\n\n") {
+        return true;
+    }
+    let chars: Vec<char> = text.chars().collect();
+    chars
+        .windows(2)
+        .any(|w| matches!(w[0], '.' | '!' | '?' | '…') && w[1].is_whitespace())
+}
+
+/// The smallest messages a stream cuts to after refusals as too large.
+const MIN_STREAM_CHARS: usize = 500;
+
+/// A streamed reply in Matrix: [`MatrixDrafts`]' messages, each posted and then replaced with
+/// `m.replace` edits while the text grows.
+///
+/// - Sized before sending: a message keeps to [`stream_pieces`] (its edits, which carry the
+///   text twice, stay within [`format::MAX_CONTENT_BYTES`], encrypted rooms included). When the
+///   text outgrows it, the message is frozen at the clean cut [`frogbot_model::text::split`]
+///   chose (never edited again while the text grows) and the rest goes on in continuation
+///   messages, so the whole text is visible as it is written.
+/// - A refusal as too large (`413 M_TOO_LARGE`, or the size check before sending) halves the
+///   message size and draws the rest again, at once: it never waits for the delivery grace.
+/// - The first message (the one a person is notified of) is posted once the text
+///   [`reads_as_a_start`], or at the end of the stream.
+/// - The final text ([`ReplyStream::finish`]) continues the frozen messages when it starts with
+///   their text (a notice appended); otherwise every message is drawn again from the whole text
+///   (surplus messages redacted).
+#[derive(Debug)]
+pub struct MatrixStream<A> {
+    drafts: MatrixDrafts<A>,
+    /// The messages posted, in order: id and the text each shows.
+    msgs: Vec<(String, String)>,
+    /// How many of `msgs` are frozen.
+    frozen: usize,
+    /// The reply's text the frozen messages show (up to the cut), as the engine sent it.
+    before_cut: String,
+    /// The fence line (with its newline) the rest reopens with when the cut is inside a code
+    /// block.
+    reopen: String,
+    /// The most characters of one message.
+    max_chars: usize,
+    /// Where the frozen messages end is not known: each draw cuts the whole text again.
+    whole: bool,
+}
+
+impl<A: MatrixApi> MatrixStream<A> {
+    /// A stream that has posted nothing yet.
+    pub fn new(drafts: MatrixDrafts<A>) -> Self {
+        Self {
+            drafts,
+            msgs: Vec::new(),
+            frozen: 0,
+            before_cut: String::new(),
+            reopen: String::new(),
+            max_chars: MESSAGE_CHARS,
+            whole: false,
+        }
+    }
+
+    async fn draw(&mut self, text: &str, live: bool) -> Result<(), BoxError> {
+        loop {
+            match self.try_draw(text, live).await {
+                Err(e) if is_too_large(e.as_ref()) && self.max_chars > MIN_STREAM_CHARS => {
+                    let largest = self
+                        .max_chars
+                        .min(format::EDITABLE_TEXT_BYTES * 9 / 20)
+                        .min(text.chars().count());
+                    let smaller = (largest / 2).max(MIN_STREAM_CHARS);
+                    tracing::debug!(error = %e, chars = smaller, "a streamed message was too large; cutting smaller");
+                    self.max_chars = smaller;
+                }
+                r => return r,
+            }
+        }
+    }
+
+    /// Shows `piece` in message `index`: an edit when it is posted and shows something else, a
+    /// new message when it is not posted yet.
+    async fn put(&mut self, index: usize, piece: &str) -> Result<(), BoxError> {
+        match self.msgs.get(index) {
+            Some((_, shown)) if shown == piece => {}
+            Some((id, _)) => {
+                let id = id.clone();
+                self.drafts.edit(&id, piece, false).await?;
+                self.msgs[index].1 = piece.to_owned();
+            }
+            None => {
+                let id = self.drafts.post(piece, false).await?;
+                self.msgs.push((id, piece.to_owned()));
+            }
+        }
+        Ok(())
+    }
+
+    async fn try_draw(&mut self, text: &str, live: bool) -> Result<(), BoxError> {
+        if self.whole || !text.starts_with(&self.before_cut) {
+            return self.redraw(text, live).await;
+        }
+        let base = self.before_cut.len();
+        let rest = &text[base..];
+        let pieces = stream_pieces(&format!("{}{rest}", self.reopen), self.max_chars);
+        if pieces.is_empty()
+            || (live && self.msgs.is_empty() && pieces.len() == 1 && !reads_as_a_start(text))
+        {
+            return Ok(());
+        }
+        let (mut used, mut open) = (0, self.reopen.clone());
+        for (i, piece) in pieces.iter().enumerate() {
+            self.put(self.frozen, piece).await?;
+            let Some(next) = pieces.get(i + 1) else {
+                break;
+            };
+            // Frozen: the rest is cut from where this piece ends in the text.
+            match locate(&rest[used..], piece, &open, next) {
+                Some((n, reopen)) => {
+                    used += n;
+                    open = reopen;
+                    self.frozen += 1;
+                    self.before_cut = text[..base + used].to_owned();
+                    self.reopen = open.clone();
+                }
+                None => {
+                    // The piece is not found in the text: from now on the whole text is cut.
+                    self.whole = true;
+                    return self.redraw(text, live).await;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Draws the whole `text` again over the messages: each piece in its message (edited when
+    /// it changed), new ones posted, surplus ones redacted at the end.
+    async fn redraw(&mut self, text: &str, live: bool) -> Result<(), BoxError> {
+        let pieces = stream_pieces(text, self.max_chars);
+        if live && self.msgs.is_empty() && pieces.len() <= 1 && !reads_as_a_start(text) {
+            return Ok(());
+        }
+        for (i, piece) in pieces.iter().enumerate() {
+            self.put(i, piece).await?;
+        }
+        if !live {
+            for (id, _) in self.msgs.drain(pieces.len()..) {
+                let (room, event) = split_message_id(&id)?;
+                self.drafts.api.redact(&room, &event, None).await?;
+            }
+        }
+        self.frozen = 0;
+        self.before_cut.clear();
+        self.reopen.clear();
+        Ok(())
+    }
+}
+
+/// Where the piece `piece` (cut from `open` followed by `src`, `open` the fence line it was
+/// reopened with, if any) ends in `src`: the bytes of `src` it takes, and the fence line the next
+/// piece `next` reopens with when the cut is inside a code block (the splitter closed this piece
+/// and reopens the block in the next). `None` when the piece is not found.
+fn locate(src: &str, piece: &str, open: &str, next: &str) -> Option<(usize, String)> {
+    let body = if open.is_empty() {
+        piece
+    } else {
+        piece.strip_prefix(open).unwrap_or(piece)
+    }
+    .trim_start();
+    let lead = src.len() - src.trim_start().len();
+    let s = &src[lead..];
+    if s.starts_with(body) {
+        return Some((lead + body.len(), String::new()));
+    }
+    // Cut inside a code block: the piece ends with the closing fence the splitter added.
+    let (kept, _close) = body.rsplit_once('\n')?;
+    if !s.starts_with(kept) {
+        return None;
+    }
+    let first = next.lines().next().unwrap_or_default();
+    let fence = first.trim_start();
+    let reopen = if fence.starts_with("```") || fence.starts_with("~~~") {
+        format!("{first}\n")
+    } else {
+        String::new()
+    };
+    Some((lead + kept.len(), reopen))
+}
+
+#[async_trait]
+impl<A: MatrixApi> ReplyStream for MatrixStream<A> {
+    async fn show(&mut self, text: &str) -> Result<(), BoxError> {
+        self.draw(text, true).await
+    }
+
+    async fn finish(&mut self, text: &str) -> Result<(), BoxError> {
+        self.draw(text, false).await
+    }
+
+    fn message_ids(&self) -> Vec<String> {
+        self.msgs.iter().map(|(id, _)| id.clone()).collect()
     }
 }
 
@@ -789,6 +1085,122 @@ mod tests {
                 .contains("needs a text")
         );
         assert_eq!(outbox.api().sent().len(), 3, "nothing more posted");
+    }
+
+    /// The texts a recorded stream shows: each message's latest text, in order.
+    fn shown(sent: &[crate::client::SentEvent]) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = Vec::new();
+        for (i, s) in sent.iter().enumerate() {
+            let c = &s.content;
+            if c["m.relates_to"]["rel_type"] == "m.replace" {
+                let id = c["m.relates_to"]["event_id"].as_str().unwrap();
+                let m = out
+                    .iter_mut()
+                    .find(|(e, _)| e == id)
+                    .expect("an edited message");
+                m.1 = c["m.new_content"]["body"].as_str().unwrap().to_owned();
+            } else if s.event_type == "m.room.message" {
+                out.push((
+                    format!("$sent{}", i + 1),
+                    c["body"].as_str().unwrap().to_owned(),
+                ));
+            }
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn a_growing_stream_freezes_its_messages_at_clean_cuts_and_every_event_fits() {
+        let outbox = MatrixOutbox::new(std::sync::Arc::new(RecordingMatrix::new()));
+        let mut stream = MatrixStream::new(outbox.drafts(&thread()).unwrap());
+        // A fragment is not posted (the notification would show it); a sentence is.
+        stream.show("got:").await.unwrap();
+        assert!(outbox.api().sent().is_empty());
+        let mut text = String::from("got: the first sentence. ");
+        stream.show(&text).await.unwrap();
+        assert_eq!(outbox.api().sent().len(), 1);
+        // Grows to 60,000 characters, with a code block across a cut.
+        let mut i = 0;
+        while text.len() < 60_000 {
+            text.push_str(&format!("Line {i} has some words in it. "));
+            if i % 50 == 49 {
+                text.push_str("\n\n```rust\n");
+                for j in 0..60 {
+                    text.push_str(&format!("let x{j} = {j};\n"));
+                }
+                text.push_str("```\n\n");
+            }
+            i += 1;
+            if i % 40 == 0 {
+                stream.show(&text).await.unwrap();
+            }
+        }
+        stream.finish(&text).await.unwrap();
+        let sent = outbox.api().sent();
+        for s in &sent {
+            assert!(
+                content_bytes(&s.content) <= format::MAX_CONTENT_BYTES,
+                "{} bytes",
+                content_bytes(&s.content)
+            );
+        }
+        let shown = shown(&sent);
+        assert!(shown.len() >= 4, "{} messages", shown.len());
+        assert_eq!(stream.message_ids().len(), shown.len());
+        let words = |s: &str| -> Vec<String> {
+            s.split_whitespace()
+                .filter(|w| !w.starts_with("```"))
+                .map(str::to_owned)
+                .collect()
+        };
+        let all: Vec<String> = shown.iter().flat_map(|(_, t)| words(t)).collect();
+        assert_eq!(all, words(&text));
+        // Frozen: once a later message exists, an earlier one is edited no more.
+        for (k, (id, _)) in shown.iter().enumerate().skip(1) {
+            let posted_at: usize = id["$sent".len()..].parse().unwrap();
+            let earlier = &shown[k - 1].0;
+            assert!(
+                !sent[posted_at..].iter().any(|s| {
+                    s.content["m.relates_to"]["rel_type"] == "m.replace"
+                        && s.content["m.relates_to"]["event_id"] == earlier.as_str()
+                }),
+                "{earlier} edited after {id} was posted"
+            );
+        }
+        // Each message renders its code as code: fences balanced.
+        for (_, t) in &shown {
+            assert_eq!(t.matches("```").count() % 2, 0, "{t}");
+        }
+    }
+
+    #[test]
+    fn a_start_is_a_sentence_a_paragraph_or_enough_characters() {
+        assert!(!reads_as_a_start("got:"));
+        assert!(!reads_as_a_start("Version 1.2 is"));
+        assert!(reads_as_a_start("Sure. Here"));
+        assert!(reads_as_a_start("Sure!\nHere"));
+        assert!(reads_as_a_start("A list\n\n- one"));
+        assert!(reads_as_a_start(&"word ".repeat(40)));
+    }
+
+    #[test]
+    fn an_edit_too_large_for_its_full_fallback_gets_a_short_one() {
+        let small = replacement("$e", &Formatted::new("hi"));
+        assert_eq!(small["body"], "* hi");
+        assert_eq!(small["formatted_body"], "* <p>hi</p>");
+        let long = "word ".repeat(3_900);
+        let big = replacement("$e", &Formatted::new(&long));
+        assert!(content_bytes(&big) <= format::MAX_CONTENT_BYTES);
+        assert_eq!(big["m.new_content"]["body"], long);
+        assert!(big["body"].as_str().unwrap().chars().count() <= SHORT_FALLBACK_CHARS + 2);
+        assert!(big.get("formatted_body").is_none());
+        let of = replacement_of("$e", json!({"msgtype": "m.text", "body": long}));
+        assert!(content_bytes(&of) <= format::MAX_CONTENT_BYTES);
+        assert!(is_too_large(
+            check_size(&json!({"body": "x".repeat(50_000)}))
+                .unwrap_err()
+                .as_ref()
+        ));
     }
 
     #[tokio::test]

@@ -132,6 +132,13 @@ pub trait ChannelOutbox: Send + Sync {
         Ok(())
     }
 
+    /// The turn in `thread` has ended (its reply complete, failed or stopped): take the
+    /// progress sign off where the platform keeps showing it until it times out (Matrix's
+    /// typing notice). Nothing by default.
+    async fn idle(&self, _thread: &Thread) -> Result<(), BoxError> {
+        Ok(())
+    }
+
     /// How often `working` is repeated while a turn runs (the platform's sign fades after a while).
     fn working_every(&self) -> std::time::Duration {
         std::time::Duration::from_secs(4)

@@ -315,8 +315,16 @@ impl Streamer {
             }
             let shown_at = tokio::time::Instant::now();
             live = self.show(live, text.clone()).await;
+            // Nothing posted yet (the outbox waits for a text worth notifying, e.g. a first
+            // sentence): the next text is shown soon (100 ms), not an interval later.
+            let every =
+                if matches!(live, Live::On(_)) && self.drafts.lock().expect("drafts").is_empty() {
+                    self.every.min(std::time::Duration::from_millis(100))
+                } else {
+                    self.every
+                };
             // At most one update per interval: collect text until it has passed.
-            let next = shown_at + self.every;
+            let next = shown_at + every;
             loop {
                 tokio::select! {
                     () = tokio::time::sleep_until(next) => break,
@@ -987,6 +995,8 @@ impl TurnListener for Channels {
             .filter(|_| settings.acks)
             .map(str::to_owned);
         let every = outbox.working_every();
+        // An ask writes nothing for the person: it shows no progress sign (no "typing…").
+        let ask = reply.metadata.model.as_deref() == Some(crate::agent::ask::ASK_MODEL);
         // The first progress sign is shown in order (after Working, before any text); the
         // repeats run beside the turn until it ends.
         let working = {
@@ -994,7 +1004,9 @@ impl TurnListener for Channels {
             tokio::spawn(async move {
                 loop {
                     tokio::time::sleep(every).await;
-                    Self::progress(outbox.as_ref(), &thread).await;
+                    if !ask {
+                        Self::progress(outbox.as_ref(), &thread).await;
+                    }
                 }
             })
             .abort_handle()
@@ -1047,7 +1059,9 @@ impl TurnListener for Channels {
             if let Some(id) = platform_id {
                 Self::ack(outbox.as_ref(), &thread, &id, Ack::Working).await;
             }
-            Self::progress(outbox.as_ref(), &thread).await;
+            if !ask {
+                Self::progress(outbox.as_ref(), &thread).await;
+            }
         });
         watch
     }
@@ -1107,6 +1121,13 @@ impl TurnListener for Channels {
                         Ack::Done
                     };
                     Self::ack(outbox.as_ref(), &thread, &id, ack).await;
+                }
+                // The progress sign off, once the reply (or its failure) is shown.
+                if let Some(thread) = thread_of(&chat_row)
+                    && let Some(outbox) = this.outbox(&thread.platform)
+                    && let Err(e) = outbox.idle(&thread).await
+                {
+                    debug!(thread = %thread.id, error = %e, "taking the progress sign off failed");
                 }
                 if let Some((_, from, ids)) = &posted {
                     this.note_posted(&chat_row.chat_id, &reply.id, *from, ids.clone())
