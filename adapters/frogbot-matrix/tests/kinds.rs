@@ -185,6 +185,7 @@ async fn questions_in(fake: &FakeHomeserver, room: &RoomId, root: &str, n: usize
         from_bot(fake, e)
             && threaded(e, root)
             && (e["type"] == "m.poll.start"
+                || e["type"] == "org.matrix.msc3381.poll.start"
                 || (e["content"]["msgtype"] == "m.text" && !body(e).starts_with("got:")))
     };
     fake.wait_for(room, WAIT, "the questions", |_| {
@@ -303,7 +304,7 @@ async fn a_toggle_is_answered_by_a_cross_reaction_or_a_reply() {
         done["content"]["m.new_content"]["body"]
             .as_str()
             .unwrap()
-            .ends_with(": off"),
+            .ends_with(": Notify — off"),
         "{done}"
     );
 
@@ -319,7 +320,7 @@ async fn a_toggle_is_answered_by_a_cross_reaction_or_a_reply() {
         done["content"]["m.new_content"]["body"]
             .as_str()
             .unwrap()
-            .ends_with(": on"),
+            .ends_with(": Notify — on"),
         "{done}"
     );
     bot.stop().await;
@@ -472,21 +473,24 @@ async fn several_inputs_are_answered_one_after_another_and_show_the_expiry_line(
     fake.inject(&room, &alice, "m.room.message", in_thread("no", root));
 
     let env = questions_in(&fake, &room, root, 5).await.remove(4);
-    assert_eq!(env["type"], "m.poll.start");
-    let asked = env["content"]["m.poll"]["question"]["m.text"][0]["body"]
-        .as_str()
-        .unwrap();
-    assert_eq!(asked, format!("Env: Where? ({open})"));
-    let fallback = env["content"]["m.text"][0]["body"].as_str().unwrap();
+    // The default poll events: the unstable ones Element renders, with a plain `body` too.
+    assert_eq!(env["type"], "org.matrix.msc3381.poll.start");
+    let asked =
+        env["content"]["org.matrix.msc3381.poll.start"]["question"]["org.matrix.msc1767.text"]
+            .as_str()
+            .unwrap();
+    assert_eq!(asked, format!("Question 5 of 5 — Env: Where? ({open})"));
+    let fallback = env["content"]["org.matrix.msc1767.text"].as_str().unwrap();
     assert!(fallback.contains(&format!("\n{open}\n")), "{fallback}");
+    assert_eq!(body(&env), fallback);
     // Drawn at the set's fourth revision: a response to it is of that revision.
     let shown = fake.open_answers(&format!("{room}|{}", id(&env)));
     assert_eq!(shown[1].0, "r4o1");
     fake.inject(
         &room,
         &alice,
-        "m.poll.response",
-        json!({"m.selections": [shown[1].0],
+        "org.matrix.msc3381.poll.response",
+        json!({"org.matrix.msc3381.poll.response": {"answers": [shown[1].0]},
                "m.relates_to": {"rel_type": "m.reference", "event_id": id(&env)}}),
     );
     let answer = got(&fake, &room, root).await;
@@ -503,7 +507,7 @@ async fn several_inputs_are_answered_one_after_another_and_show_the_expiry_line(
         (&go, ": Approve"),
         (&why, ": no answer"),
         (&pods, ": 7 pods"),
-        (&notify, ": off"),
+        (&notify, ": Notify — off"),
     ] {
         let done = settled(&fake, &room, id(q)).await;
         let new = done["content"]["m.new_content"]["body"].as_str().unwrap();
@@ -511,10 +515,18 @@ async fn several_inputs_are_answered_one_after_another_and_show_the_expiry_line(
         assert!(!new.contains("open until"), "{new}");
     }
     let done = settled(&fake, &room, id(&env)).await;
-    let question = done["content"]["m.new_content"]["m.poll"]["question"]["m.text"][0]["body"]
+    let question = done["content"]["m.new_content"]["org.matrix.msc3381.poll.start"]["question"]
+        ["org.matrix.msc1767.text"]
         .as_str()
         .unwrap();
-    assert_eq!(question, "Env: Where?");
+    assert_eq!(question, "Question 5 of 5 — Env: Where?");
+    // The settled poll's text says how it ended, not how to vote.
+    let text = done["content"]["m.new_content"]["body"].as_str().unwrap();
+    assert!(
+        text.ends_with("\n✅ Answered by @alice:fake.test: prod"),
+        "{text}"
+    );
+    assert!(!text.contains("Vote in the poll"), "{text}");
     bot.stop().await;
 }
 

@@ -120,6 +120,9 @@ impl Bot {
         );
         config.sync_timeline_limit = timeline_limit;
         config.allow = allow;
+        // These tests read the stable poll events (the default is the unstable ones Element
+        // renders; both carry the same plain `body`).
+        config.poll_events = frogbot_matrix::render::PollEvents::Stable;
         // The test image host (a fake homeserver) is on loopback.
         config.image_policy.allow_private = true;
         let channel = connect(config).await.unwrap();
