@@ -118,6 +118,13 @@ impl<A: MatrixApi> MatrixQuestions<A> {
                 }
             })
             .collect();
+        // A list too long for one message: its options first, in order.
+        for (i, page) in crate::render::list_pages(input, q).iter().enumerate() {
+            let (event_type, content) = crate::render::thread_message(page, &root)?;
+            self.api
+                .send_once(&room, event_type, content, &format!("{txn}-p{i}"))
+                .await?;
+        }
         let event = self
             .api
             .send_once(&room, content.0, content.1, &txn)
@@ -544,6 +551,7 @@ impl<A: MatrixApi> ChannelQuestions for MatrixQuestions<A> {
             None => None,
         };
         let mut first_error: Option<BoxError> = None;
+        let progress = Progress::of(input, args.question);
         for m in &args.question.messages {
             let q = m
                 .question
@@ -558,13 +566,20 @@ impl<A: MatrixApi> ChannelQuestions for MatrixQuestions<A> {
                 } else {
                     let c = poll_end(&event, &line, self.events)?;
                     self.api.send(&room, c.0, c.1).await?;
+                    // A poll kept as drawn (a multiple choice picked in) keeps its answer ids,
+                    // so the votes the person's client shows stay counted.
+                    let revision = progress
+                        .drawn
+                        .get(&drawn_key(q))
+                        .copied()
+                        .unwrap_or(args.question.revision);
                     let c = poll_replacement(
                         input,
                         q,
                         &event,
                         Some(&line),
                         self.events,
-                        args.question.revision,
+                        revision,
                         None,
                     )?;
                     self.api.send(&room, c.0, c.1).await?;

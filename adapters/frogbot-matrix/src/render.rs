@@ -145,6 +145,55 @@ pub fn position_text(input: &QuestionInput, q: usize) -> Option<String> {
 /// person says they are done.
 pub const DONE_REPLY: &str = "done";
 
+/// The line a list question whose options are in messages before it shows instead of them.
+fn pages_line(options: usize, pages: usize) -> String {
+    let messages = if pages == 1 {
+        "the message".to_owned()
+    } else {
+        format!("the {pages} messages")
+    };
+    format!("\n(The {options} options are listed, numbered, in {messages} above.)")
+}
+
+/// The option lines of a list question ([`is_list`]) too long for its own message (over
+/// [`LIST_CHARS`] less room for the rest): every numbered option, packed into messages of at most
+/// [`FALLBACK_CHARS`], posted in the thread before the question, which says so. Empty when the
+/// options fit in the question's message, or for any other input.
+pub fn list_pages(input: &QuestionInput, q: usize) -> Vec<String> {
+    let item = &input.questions[q];
+    if !is_list(item) {
+        return Vec::new();
+    }
+    let lines: Vec<String> = item
+        .options
+        .iter()
+        .enumerate()
+        .map(|(i, o)| format!("{}. {}", i + 1, option_text(o)))
+        .collect();
+    let total: usize = lines.iter().map(|l| l.chars().count() + 1).sum();
+    if total <= LIST_CHARS - 1_500 {
+        return Vec::new();
+    }
+    let n = lines.len();
+    let mut pages: Vec<(usize, usize, String)> = Vec::new();
+    for (i, line) in lines.into_iter().enumerate() {
+        match pages.last_mut() {
+            Some((_, to, text))
+                if text.chars().count() + line.chars().count() + 1 < FALLBACK_CHARS - 100 =>
+            {
+                text.push('\n');
+                text.push_str(&line);
+                *to = i + 1;
+            }
+            _ => pages.push((i + 1, i + 1, line)),
+        }
+    }
+    pages
+        .into_iter()
+        .map(|(from, to, text)| format!("{}: options {from}–{to} of {n}\n{text}", item.header))
+        .collect()
+}
+
 /// The most characters of an option's description a list or poll answer shows.
 pub const DESCRIPTION_CHARS: usize = 200;
 
@@ -205,8 +254,13 @@ fn card_parts(input: &QuestionInput, q: usize, open: Option<&str>) -> (String, V
     let mut tail = Vec::new();
     match item.kind {
         InputKind::Choice => {
-            for (i, o) in item.options.iter().enumerate() {
-                head.push_str(&format!("\n{}. {}", i + 1, option_text(o)));
+            let pages = list_pages(input, q);
+            if pages.is_empty() {
+                for (i, o) in item.options.iter().enumerate() {
+                    head.push_str(&format!("\n{}. {}", i + 1, option_text(o)));
+                }
+            } else {
+                head.push_str(&pages_line(item.options.len(), pages.len()));
             }
             let mut how = String::new();
             if item.options.is_empty() {
@@ -380,10 +434,20 @@ pub fn card_html(
         escape_html(&item.header),
         inline_html(&question)
     ));
-    if item.kind == InputKind::Choice {
-        for (i, o) in item.options.iter().enumerate() {
-            html.push_str(&format!("<br>{}. {}", i + 1, escape_html(&option_text(o))));
-        }
+    let pages = list_pages(input, q);
+    if !pages.is_empty() {
+        html.push_str(&escape_html(&pages_line(item.options.len(), pages.len())));
+    } else if item.kind == InputKind::Choice && !item.options.is_empty() {
+        // As in `body`, the options are cut where the text would grow past its limit.
+        let options: Vec<String> = item
+            .options
+            .iter()
+            .enumerate()
+            .map(|(i, o)| format!("{}. {}", i + 1, option_text(o)))
+            .collect();
+        let options = truncate(&options.join("\n"), text_chars(input, q));
+        html.push_str("<br>");
+        html.push_str(&escape_html(&options));
     }
     match extra {
         Some(extra) => html.push_str(&format!("<br><b>{}</b>", escape_html(extra))),

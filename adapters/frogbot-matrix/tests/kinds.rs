@@ -43,6 +43,8 @@ fn questions(text: &str) -> Option<Value> {
                  "options": [{"label": "staging"}, {"label": "prod"}]}
             ], "expiresInSeconds": 3600})
         }
+        "multi" => json!({"questions": [{"header": "Regions", "question": "Which **ones**?",
+            "multiple": true, "options": [{"label": "eu"}, {"label": "us"}, {"label": "asia"}]}]}),
         "expire" => {
             let mut pods = number;
             pods["default"] = json!(3);
@@ -543,5 +545,64 @@ async fn an_expired_input_shows_expired_with_its_default() {
     assert!(!new.contains("open until"), "{new}");
     let answer = got(&fake, &room, root).await;
     assert!(body(&answer).contains(r#"["3"]"#), "{answer}");
+    bot.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_multiple_choice_poll_takes_clicks_as_element_sends_them_and_answers_on_done() {
+    let (fake, alice, room, bot) = setup().await;
+    let ask = fake.inject(&room, &alice, "m.room.message", text("multi"));
+    let root = ask.as_str();
+    let q = questions_in(&fake, &room, root, 1).await.remove(0);
+    assert_eq!(q["type"], "org.matrix.msc3381.poll.start");
+    let message = format!("{room}|{}", id(&q));
+    fake.wait_for(&room, WAIT, "the bot's ✅", |_| {
+        fake.bot_reactions(&message) == ["✅"]
+    })
+    .await;
+    let shown = fake.open_answers(&message);
+    // Element sends the whole selection at every click: [eu], then [eu, asia].
+    for picked in [vec![0], vec![0, 2]] {
+        let ids: Vec<&str> = picked.iter().map(|&i| shown[i].0.as_str()).collect();
+        fake.inject(
+            &room,
+            &alice,
+            "org.matrix.msc3381.poll.response",
+            json!({"org.matrix.msc3381.poll.response": {"answers": ids},
+                   "m.relates_to": {"rel_type": "m.reference", "event_id": id(&q)}}),
+        );
+    }
+    // ✅ on the poll sends the selection (handled in order with the poll's responses; a reply
+    // `done` is a thread message, handled in the thread's own queue, see tests/questions.rs).
+    fake.inject(&room, &alice, "m.reaction", reaction(id(&q), "✅"));
+    let answer = got(&fake, &room, root).await;
+    assert!(body(&answer).contains(r#"["eu","asia"]"#), "{answer}");
+    let done = settled(&fake, &room, id(&q)).await;
+    // The poll was never redrawn while picking (that would clear Element's selection): its one
+    // edit is the settled view.
+    let edits = fake
+        .events(&room)
+        .into_iter()
+        .filter(|e| {
+            e["content"]["m.relates_to"]["rel_type"] == "m.replace"
+                && e["content"]["m.relates_to"]["event_id"] == id(&q)
+        })
+        .count();
+    assert_eq!(edits, 1, "{done}");
+    let seen = fake.person_view(&format!("{room}|{root}"));
+    let poll = seen
+        .iter()
+        .find(|m| m.id == id(&q))
+        .and_then(|m| m.poll.clone())
+        .unwrap();
+    assert_eq!(poll.question, "Regions: Which ones?");
+    assert_eq!(
+        poll.votes,
+        [(alice.to_string(), vec!["eu".to_owned(), "asia".to_owned()])]
+    );
+    assert_eq!(
+        poll.ended.as_deref(),
+        Some("✅ Answered by @alice:fake.test: eu, asia")
+    );
     bot.stop().await;
 }

@@ -989,3 +989,63 @@ async fn kinds_are_messages_with_hints_and_reactions_and_long_questions_keep_the
         json!({"m.relates_to": {"rel_type": "m.annotation", "event_id": "$sent1", "key": "✅"}})
     );
 }
+
+#[tokio::test]
+async fn a_huge_list_stays_under_the_event_limit_and_keeps_how_to_answer() {
+    // 300 options, each with a label and a description past their limits, in 4-byte characters.
+    let h = MatrixQuestions::new(Recorder::default());
+    let options: Vec<Value> = (0..300)
+        .map(|i| json!({"label": format!("{i}{}", "😀".repeat(150)), "description": "😀".repeat(300)}))
+        .collect();
+    let c = call(json!({"questions": [{"header": "Pick", "question": "?", "options": options}]}));
+    h.render(RenderArgs {
+        calls: std::slice::from_ref(&c),
+        req: &RequestContext::default(),
+        thread: &thread(),
+    })
+    .await
+    .unwrap();
+    let sent = sent_by(&h);
+    // Every option is shown, numbered, in messages before the question, none past the limit.
+    let (pages, question) = sent.split_at(sent.len() - 1);
+    assert!(pages.len() > 10, "{}", pages.len());
+    let listed: String = pages
+        .iter()
+        .map(|p| {
+            assert!(serde_json::to_vec(&p.2).unwrap().len() < 65_536);
+            p.2["body"].as_str().unwrap().to_owned()
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    for i in 1..=300 {
+        assert!(listed.contains(&format!("\n{i}. {}", i - 1)), "{i}");
+    }
+    let content = &question[0].2;
+    assert!(serde_json::to_vec(content).unwrap().len() < 65_536);
+    let body = content["body"].as_str().unwrap();
+    assert!(body.chars().count() <= frogbot_matrix::render::LIST_CHARS);
+    assert!(
+        body.contains(&format!(
+            "(The 300 options are listed, numbered, in the {} messages above.)",
+            pages.len()
+        )),
+        "{body}"
+    );
+    assert!(
+        body.ends_with("Reply in this thread with the number.\nReply skip to skip this question.")
+    );
+    // A number past what the text could show still answers.
+    let r = QuestionRecord {
+        messages: vec![QuestionMessage {
+            id: "!r:localhost|$sent1".into(),
+            posted_at: String::new(),
+            question: Some(0),
+        }],
+        revision: 0,
+        state: None,
+    };
+    assert!(matches!(
+        parse(&h, &c, &r, &reply("300", None)),
+        ParseResult::Answer { .. }
+    ));
+}
