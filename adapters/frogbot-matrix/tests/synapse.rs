@@ -852,7 +852,8 @@ async fn a_skip_reply_dismisses_a_poll_question_once() {
             settled(e) && e["type"] == "m.poll.end"
         })
         .await;
-    let skipped = format!("Skipped by {alice_id}");
+    // "Skipped by" the member's display name (Synapse's default: the localpart).
+    let skipped = format!("Skipped by {}", alice.user_id().localpart());
     let end_text = end["content"]["m.text"][0]["body"].as_str().unwrap_or("");
     assert!(end_text.contains(&skipped), "{end:#}");
     let edit = alice
@@ -1045,7 +1046,7 @@ async fn a_confirm_a_number_a_toggle_and_a_text_are_answered_one_after_another()
 
     let ask = alice.send(&room, "m.room.message", text("kinds")).await;
     // The confirm: a message with its hint and the expiry line (plain and HTML), and the bot's ✅.
-    let go = input_in(&alice, &room, bot, &ask, "Go: Deploy?").await;
+    let go = input_in(&alice, &room, bot, &ask, "Question 1 of 4\nGo: Deploy?").await;
     assert!(
         body(&go).contains("\nReact ✅, or reply \"Approve\" to confirm.\nopen until "),
         "{go}"
@@ -1063,7 +1064,7 @@ async fn a_confirm_a_number_a_toggle_and_a_text_are_answered_one_after_another()
     alice.send(&room, "m.reaction", react(&go_id, "✅")).await;
 
     // The number comes next: out of range is refused with the reason, then answered.
-    let pods = input_in(&alice, &room, bot, &ask, "Pods: How many?").await;
+    let pods = input_in(&alice, &room, bot, &ask, "Question 2 of 4\nPods: How many?").await;
     assert!(
         body(&pods).contains("\nReply with a number from 1 to 10 (pods).\n"),
         "{pods}"
@@ -1087,7 +1088,14 @@ async fn a_confirm_a_number_a_toggle_and_a_text_are_answered_one_after_another()
         .await;
 
     // The toggle: ✅ and ❌ from the bot, ❌ from alice.
-    let notify = input_in(&alice, &room, bot, &ask, "Notify: Tell the team?").await;
+    let notify = input_in(
+        &alice,
+        &room,
+        bot,
+        &ask,
+        "Question 3 of 4\nNotify: Tell the team?",
+    )
+    .await;
     let notify_id = notify["event_id"].as_str().unwrap().to_owned();
     bot_reacted(&alice, &room, bot, &notify_id, &["✅", "❌"]).await;
     alice
@@ -1095,7 +1103,7 @@ async fn a_confirm_a_number_a_toggle_and_a_text_are_answered_one_after_another()
         .await;
 
     // The text: a thread reply answers it; one longer than `maxLength` is refused with the reason.
-    let why = input_in(&alice, &room, bot, &ask, "Why: Reason?").await;
+    let why = input_in(&alice, &room, bot, &ask, "Question 4 of 4\nWhy: Reason?").await;
     assert!(
         body(&why).contains("\nReply with your answer (at most 10 characters).\n"),
         "{why}"
@@ -1275,7 +1283,14 @@ async fn an_ask_to_a_room_starts_a_thread_there_once_and_is_answered_in_it() {
     bob.send(&room, "m.reaction", react(&poll_id, "2\u{fe0f}\u{20e3}"))
         .await;
     let edited = answered(&alice, &room, bot, &poll_id, "prod").await;
-    assert!(edited.contains(bob_account.user_id.as_str()), "{edited}");
+    // Answered by bob's display name (Synapse's default: the localpart).
+    assert!(
+        edited.contains(&format!(
+            "✅ Answered by {}: prod",
+            bob_account.user_id.localpart()
+        )),
+        "{edited}"
+    );
     let root_events = roots(&alice, &room, bot, text);
     assert_eq!(root_events.len(), 1, "one root: {root_events:#?}");
     assert_eq!(root_events[0]["event_id"], root.as_str());
