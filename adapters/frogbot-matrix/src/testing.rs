@@ -145,6 +145,117 @@ pub struct SeenPoll {
     pub votes: Vec<(String, Vec<String>)>,
 }
 
+/// What a person sees of the thread on `root` given the room's `events` in order (as the fake
+/// stores them, or as a second client saw them on a real homeserver): see
+/// [`FakeHomeserver::person_view`].
+pub fn person_view_of(events: &[Value], root: &str) -> Vec<SeenMessage> {
+    let rel = |e: &Value| {
+        e["content"]["m.relates_to"]["rel_type"]
+            .as_str()
+            .map(str::to_owned)
+    };
+    let target = |e: &Value| {
+        e["content"]["m.relates_to"]["event_id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let redacted = |id: &str| {
+        events
+            .iter()
+            .any(|r| r["type"] == "m.room.redaction" && r["redacts"] == id)
+    };
+    let mut out = Vec::new();
+    for e in events {
+        let id = e["event_id"].as_str().unwrap_or_default();
+        let t = e["type"].as_str().unwrap_or_default();
+        let in_thread = id == root || (rel(e).as_deref() == Some("m.thread") && target(e) == root);
+        if !in_thread || !(t == "m.room.message" || is_poll_start(t)) || redacted(id) {
+            continue;
+        }
+        let edit = events.iter().rev().find(|x| {
+            x["sender"] == e["sender"] && rel(x).as_deref() == Some("m.replace") && target(x) == id
+        });
+        let content = edit.map_or(&e["content"], |x| &x["content"]["m.new_content"]);
+        let poll = is_poll_start(t).then(|| {
+            let block = if content["m.poll"].is_object() {
+                &content["m.poll"]
+            } else {
+                &content["org.matrix.msc3381.poll.start"]
+            };
+            let question = block["question"]["m.text"][0]["body"]
+                .as_str()
+                .or_else(|| block["question"]["org.matrix.msc1767.text"].as_str())
+                .unwrap_or_default()
+                .to_owned();
+            let answers = poll_answers(content);
+            let end = events.iter().find(|x| {
+                is_poll_end(x["type"].as_str().unwrap_or_default())
+                    && rel(x).as_deref() == Some("m.reference")
+                    && target(x) == id
+            });
+            let mut votes: Vec<(String, Vec<String>)> = Vec::new();
+            for r in events.iter().filter(|x| {
+                matches!(
+                    x["type"].as_str(),
+                    Some("m.poll.response" | "org.matrix.msc3381.poll.response")
+                ) && target(x) == id
+            }) {
+                let picked = r["content"]["m.selections"]
+                    .as_array()
+                    .or_else(|| {
+                        r["content"]["org.matrix.msc3381.poll.response"]["answers"].as_array()
+                    })
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|v| v.as_str())
+                            .filter_map(|v| answers.iter().find(|(i, _)| i == v))
+                            .map(|(_, text)| text.clone())
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let who = r["sender"].as_str().unwrap_or_default().to_owned();
+                votes.retain(|(w, _)| *w != who);
+                votes.push((who, picked));
+            }
+            SeenPoll {
+                question,
+                answers: answers.into_iter().map(|(_, text)| text).collect(),
+                max_selections: block["max_selections"].as_u64().unwrap_or(1),
+                ended: end.map(|x| content_text(&x["content"])),
+                votes,
+            }
+        });
+        let mut reactions: Vec<(String, Vec<String>)> = Vec::new();
+        for r in events.iter().filter(|x| {
+            x["type"] == "m.reaction"
+                && target(x) == id
+                && !redacted(x["event_id"].as_str().unwrap_or_default())
+        }) {
+            let key = r["content"]["m.relates_to"]["key"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            let who = r["sender"].as_str().unwrap_or_default().to_owned();
+            match reactions.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, by)) => by.push(who),
+                None => reactions.push((key, vec![who])),
+            }
+        }
+        out.push(SeenMessage {
+            id: id.to_owned(),
+            sender: e["sender"].as_str().unwrap_or_default().to_owned(),
+            fallback: content["body"].as_str().map(str::to_owned),
+            html: content["formatted_body"].as_str().map(str::to_owned),
+            poll,
+            reactions,
+            notified: e["content"]["msgtype"] != "m.notice",
+            edited: edit.is_some(),
+        });
+    }
+    out
+}
+
 /// A fake Matrix homeserver on loopback, with one bot account (`@frogbot:fake.test`, password
 /// [`BOT_PASSWORD`]). It stops when dropped.
 #[derive(Debug)]
@@ -1070,115 +1181,7 @@ impl FakeHomeserver {
         let Ok((room, root)) = split_message_id(thread_id) else {
             return Vec::new();
         };
-        let events = self.events(&room);
-        let rel = |e: &Value| {
-            e["content"]["m.relates_to"]["rel_type"]
-                .as_str()
-                .map(str::to_owned)
-        };
-        let target = |e: &Value| {
-            e["content"]["m.relates_to"]["event_id"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned()
-        };
-        let redacted = |id: &str| {
-            events
-                .iter()
-                .any(|r| r["type"] == "m.room.redaction" && r["redacts"] == id)
-        };
-        let mut out = Vec::new();
-        for e in &events {
-            let id = e["event_id"].as_str().unwrap_or_default();
-            let t = e["type"].as_str().unwrap_or_default();
-            let in_thread = id == root.as_str()
-                || (rel(e).as_deref() == Some("m.thread") && target(e) == root.as_str());
-            if !in_thread || !(t == "m.room.message" || is_poll_start(t)) || redacted(id) {
-                continue;
-            }
-            let edit = events.iter().rev().find(|x| {
-                x["sender"] == e["sender"]
-                    && rel(x).as_deref() == Some("m.replace")
-                    && target(x) == id
-            });
-            let content = edit.map_or(&e["content"], |x| &x["content"]["m.new_content"]);
-            let poll = is_poll_start(t).then(|| {
-                let block = if content["m.poll"].is_object() {
-                    &content["m.poll"]
-                } else {
-                    &content["org.matrix.msc3381.poll.start"]
-                };
-                let question = block["question"]["m.text"][0]["body"]
-                    .as_str()
-                    .or_else(|| block["question"]["org.matrix.msc1767.text"].as_str())
-                    .unwrap_or_default()
-                    .to_owned();
-                let answers = poll_answers(content);
-                let end = events.iter().find(|x| {
-                    is_poll_end(x["type"].as_str().unwrap_or_default())
-                        && rel(x).as_deref() == Some("m.reference")
-                        && target(x) == id
-                });
-                let mut votes: Vec<(String, Vec<String>)> = Vec::new();
-                for r in events.iter().filter(|x| {
-                    matches!(
-                        x["type"].as_str(),
-                        Some("m.poll.response" | "org.matrix.msc3381.poll.response")
-                    ) && target(x) == id
-                }) {
-                    let picked = r["content"]["m.selections"]
-                        .as_array()
-                        .or_else(|| {
-                            r["content"]["org.matrix.msc3381.poll.response"]["answers"].as_array()
-                        })
-                        .map(|a| {
-                            a.iter()
-                                .filter_map(|v| v.as_str())
-                                .filter_map(|v| answers.iter().find(|(i, _)| i == v))
-                                .map(|(_, text)| text.clone())
-                                .collect()
-                        })
-                        .unwrap_or_default();
-                    let who = r["sender"].as_str().unwrap_or_default().to_owned();
-                    votes.retain(|(w, _)| *w != who);
-                    votes.push((who, picked));
-                }
-                SeenPoll {
-                    question,
-                    answers: answers.into_iter().map(|(_, text)| text).collect(),
-                    max_selections: block["max_selections"].as_u64().unwrap_or(1),
-                    ended: end.map(|x| content_text(&x["content"])),
-                    votes,
-                }
-            });
-            let mut reactions: Vec<(String, Vec<String>)> = Vec::new();
-            for r in events.iter().filter(|x| {
-                x["type"] == "m.reaction"
-                    && target(x) == id
-                    && !redacted(x["event_id"].as_str().unwrap_or_default())
-            }) {
-                let key = r["content"]["m.relates_to"]["key"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned();
-                let who = r["sender"].as_str().unwrap_or_default().to_owned();
-                match reactions.iter_mut().find(|(k, _)| *k == key) {
-                    Some((_, by)) => by.push(who),
-                    None => reactions.push((key, vec![who])),
-                }
-            }
-            out.push(SeenMessage {
-                id: id.to_owned(),
-                sender: e["sender"].as_str().unwrap_or_default().to_owned(),
-                fallback: content["body"].as_str().map(str::to_owned),
-                html: content["formatted_body"].as_str().map(str::to_owned),
-                poll,
-                reactions,
-                notified: e["content"]["msgtype"] != "m.notice",
-                edited: edit.is_some(),
-            });
-        }
-        out
+        person_view_of(&self.events(&room), root.as_str())
     }
 
     /// The keys of the bot's reactions on the message `message_id` (`room|event`) that are not

@@ -111,6 +111,7 @@ impl Bot {
         db: &frogbot_core::store::DynStore,
         allow: Vec<String>,
         timeline_limit: u32,
+        events: frogbot_matrix::render::PollEvents,
     ) -> Bot {
         let mut config = Config::new(
             hs.url.clone(),
@@ -120,9 +121,9 @@ impl Bot {
         );
         config.sync_timeline_limit = timeline_limit;
         config.allow = allow;
-        // These tests read the stable poll events (the default is the unstable ones Element
+        // Most tests read the stable poll events (the default is the unstable ones Element
         // renders; both carry the same plain `body`).
-        config.poll_events = frogbot_matrix::render::PollEvents::Stable;
+        config.poll_events = events;
         // The test image host (a fake homeserver) is on loopback.
         config.image_policy.allow_private = true;
         let channel = connect(config).await.unwrap();
@@ -163,6 +164,24 @@ async fn setup(access: Option<Vec<String>>) -> Option<Setup> {
 }
 
 async fn setup_with(access: Option<Vec<String>>, timeline_limit: u32) -> Option<Setup> {
+    setup_full(
+        access,
+        timeline_limit,
+        frogbot_matrix::render::PollEvents::Stable,
+    )
+    .await
+}
+
+/// A bot sending `events` (the others send the stable ones).
+async fn setup_with_events(events: frogbot_matrix::render::PollEvents) -> Option<Setup> {
+    setup_full(None, 100, events).await
+}
+
+async fn setup_full(
+    access: Option<Vec<String>>,
+    timeline_limit: u32,
+    events: frogbot_matrix::render::PollEvents,
+) -> Option<Setup> {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_test_writer()
@@ -180,6 +199,7 @@ async fn setup_with(access: Option<Vec<String>>, timeline_limit: u32) -> Option<
         &db,
         access,
         timeline_limit,
+        events,
     )
     .await;
     Some(Setup {
@@ -213,6 +233,7 @@ impl Setup {
             &db,
             Vec::new(),
             timeline_limit,
+            frogbot_matrix::render::PollEvents::Stable,
         )
         .await;
         Setup {
@@ -1750,4 +1771,91 @@ async fn three_taps_on_an_event_button_reach_the_agents_inbox() {
         .len();
     assert_eq!(sent_after, sent_before, "nothing answered");
     s.bot.stop().await;
+}
+
+/// A multiple choice on a real Synapse, as a second client sees it (`person_view_of` over the
+/// events Alice's client received): the unstable poll Element renders with its plain `body`, the
+/// clicks sent as Element sends them (the whole selection each time), ✅ to send them, and the
+/// settled poll keeping Alice's votes counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_multiple_choice_is_sent_with_a_check_and_alice_sees_her_votes_kept() {
+    use frogbot_matrix::testing::person_view_of;
+    let Some(s) = setup_with_events(frogbot_matrix::render::PollEvents::Unstable).await else {
+        return;
+    };
+    let alice = s.hs.person(&s.hs.register("alice").await).await;
+    let bot = s.bot_account.user_id.as_str();
+    let room = dm(&s, &alice).await;
+    let multi = alice.send(&room, "m.room.message", text("multi")).await;
+    let poll = alice
+        .wait_for(&room, WAIT, "the unstable poll", |e| {
+            from(e, bot)
+                && e["type"] == "org.matrix.msc3381.poll.start"
+                && thread_root(e) == Some(multi.as_str())
+        })
+        .await;
+    let poll_id = poll["event_id"].as_str().unwrap().to_owned();
+    bot_reacted(&alice, &room, bot, &poll_id, &["✅"]).await;
+    let ids: Vec<String> = poll["content"]["org.matrix.msc3381.poll.start"]["answers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["id"].as_str().unwrap().to_owned())
+        .collect();
+    for picked in [vec![0], vec![0, 2]] {
+        let answers: Vec<&str> = picked.iter().map(|&i| ids[i].as_str()).collect();
+        alice
+            .send(
+                &room,
+                "org.matrix.msc3381.poll.response",
+                json!({"org.matrix.msc3381.poll.response": {"answers": answers},
+                       "m.relates_to": {"rel_type": "m.reference", "event_id": poll_id}}),
+            )
+            .await;
+    }
+    alice.send(&room, "m.reaction", react(&poll_id, "✅")).await;
+    let got = alice
+        .wait_for(&room, WAIT, "the answer reaching the model", |e| {
+            from(e, bot) && body(e).starts_with("got:") && thread_root(e) == Some(multi.as_str())
+        })
+        .await;
+    assert!(body(&got).contains(r#"["eu","asia"]"#), "{got}");
+    alice
+        .wait_for(&room, WAIT, "the poll end", |e| {
+            from(e, bot) && e["type"] == "org.matrix.msc3381.poll.end"
+        })
+        .await;
+    alice
+        .wait_for(&room, WAIT, "the settled edit", |e| {
+            from(e, bot)
+                && e["content"]["m.relates_to"]["rel_type"] == "m.replace"
+                && e["content"]["m.relates_to"]["event_id"] == poll_id.as_str()
+        })
+        .await;
+    let seen = person_view_of(&alice.seen(&room, |_| true), multi.as_str());
+    let q = seen.iter().find(|m| m.id == poll_id).expect("the poll");
+    let shown = q.poll.as_ref().unwrap();
+    assert_eq!(shown.question, "Regions: Which?");
+    assert_eq!(
+        shown.votes,
+        [(
+            alice.user_id().to_string(),
+            vec!["eu".to_owned(), "asia".to_owned()]
+        )]
+    );
+    let by = alice.user_id().localpart();
+    assert_eq!(
+        shown.ended.as_deref(),
+        Some(format!("✅ Answered by {by}: eu, asia").as_str())
+    );
+    let body = q.fallback.as_deref().unwrap();
+    assert!(
+        body.starts_with("Regions: Which?\n1. eu\n2. us\n3. asia\n"),
+        "{body}"
+    );
+    assert!(
+        body.ends_with(&format!("\n✅ Answered by {by}: eu, asia")),
+        "{body}"
+    );
+    assert!(q.notified && q.edited);
 }
