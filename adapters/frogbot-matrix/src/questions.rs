@@ -7,6 +7,12 @@
 //! current message, with its own hint (the engine takes poll responses and reactions only from a
 //! call's current message, its last: a set posted all at once could be answered only there).
 //!
+//! A single-choice poll answers on the first vote. A multiple-choice poll does not: clients send
+//! the whole selection at every click, so each response is kept as the question's checked options
+//! (`Progress::checked`) and sent by a reply `done` or a ✅ reaction on the poll; such a poll with
+//! a selection is not redrawn after a step (an edit would clear what the client shows), its
+//! answers read at the revision kept in `Progress::drawn`.
+//!
 //! Answers come as poll responses (stable or unstable), keycap reactions on the poll, ✅ / ❌
 //! reactions on a toggle's or a confirm's message (the bot reacts with them first), or thread
 //! replies: a number (`2`, `1 3` for several) picks options, other text is an own answer where the
@@ -43,9 +49,13 @@ use crate::ids::{
     split_message_id,
 };
 use crate::render::{
-    EMPTY_REPLY, PollEvents, card_message, card_replacement, has_poll, mention_notice, open_line,
-    outcome_text, poll_end, poll_replacement, poll_start, reactions,
+    DONE_REPLY, EMPTY_REPLY, PollEvents, card_message, card_replacement, has_poll, mention_notice,
+    open_line, outcome_text, poll_end, poll_replacement, poll_start, reactions,
 };
+
+/// What a person is told who says done on a multiple-choice poll with nothing picked.
+pub const NOTHING_PICKED: &str =
+    "pick one or more options in the poll first (or reply with their numbers, e.g. 1 3).";
 
 /// What a participant is told on a denied or an out-of-date interaction (the shared texts).
 pub use frogbot_model::{DENIED_TEXT, STALE_TEXT};
@@ -60,11 +70,12 @@ pub struct MatrixQuestions<A> {
 }
 
 impl<A: MatrixApi> MatrixQuestions<A> {
-    /// Hooks over `api` (matrix-sdk's `Client`, or any other [`MatrixApi`]), sending `m.poll.*`.
+    /// Hooks over `api` (matrix-sdk's `Client`, or any other [`MatrixApi`]), sending the poll
+    /// events Element renders ([`PollEvents::Unstable`], `org.matrix.msc3381.poll.*`).
     pub fn new(api: A) -> Self {
         Self {
             api,
-            events: PollEvents::Stable,
+            events: PollEvents::default(),
         }
     }
 
@@ -107,6 +118,13 @@ impl<A: MatrixApi> MatrixQuestions<A> {
                 }
             })
             .collect();
+        // A list too long for one message: its options first, in order.
+        for (i, page) in crate::render::list_pages(input, q).iter().enumerate() {
+            let (event_type, content) = crate::render::thread_message(page, &root)?;
+            self.api
+                .send_once(&room, event_type, content, &format!("{txn}-p{i}"))
+                .await?;
+        }
         let event = self
             .api
             .send_once(&room, content.0, content.1, &txn)
@@ -174,6 +192,7 @@ fn parse_action(
         return ParseResult::Ignore;
     };
     match action {
+        POLL_ACTION if has_poll(item) && item.multiple => select(input, question, q, value),
         POLL_ACTION if has_poll(item) => {
             let ids: Vec<&str> = value.split(',').filter(|s| !s.is_empty()).collect();
             if ids.is_empty() {
@@ -198,6 +217,13 @@ fn parse_action(
             }
             pick(input, question, q, &chosen)
         }
+        // ✅ on a multiple-choice poll sends what is picked in it.
+        REACTION_ACTION if has_poll(item) && item.multiple && is_yes(value) => {
+            if Progress::of(input, question).picks[q].is_some() {
+                return ParseResult::Stale;
+            }
+            send_selection(input, question, q)
+        }
         REACTION_ACTION if has_poll(item) => match reaction_option(value) {
             // A reaction names no revision: on a question answered already, it is out of date.
             Some(_) if Progress::of(input, question).picks[q].is_some() => ParseResult::Stale,
@@ -218,6 +244,90 @@ fn parse_action(
         }
         _ => ParseResult::Ignore,
     }
+}
+
+/// Whether a reaction key is a ✅ (or ✔️, ☑️, 👍).
+fn is_yes(key: &str) -> bool {
+    ["✅", "✔", "☑", "👍"].contains(&key.trim_end_matches('\u{fe0f}'))
+}
+
+/// The key under which [`Progress::drawn`] keeps question `q`'s revision.
+fn drawn_key(q: usize) -> String {
+    q.to_string()
+}
+
+/// A poll response on the multiple-choice poll of question `q`: clients send the whole selection
+/// at every click (and an empty one when the last pick is taken back), so it is kept as the
+/// question's checked options (a partial answer), sent when the person says done
+/// ([`send_selection`]). Answers are read at the set's revision or at the one the poll was last
+/// drawn at (a poll with a selection is not redrawn, see `updated`).
+fn select(input: &QuestionInput, question: &QuestionRecord, q: usize, value: &str) -> ParseResult {
+    let item = &input.questions[q];
+    let mut progress = Progress::of(input, question);
+    let kept = progress.drawn.get(&drawn_key(q)).copied();
+    let mut chosen = Vec::new();
+    let mut revision = question.revision;
+    for id in value.split(',').filter(|s| !s.is_empty()) {
+        let Some(a) = parse_answer_id(id) else {
+            return ParseResult::Rejected {
+                reason: "that poll answer is not one of the options.".into(),
+            };
+        };
+        if a.revision != question.revision && Some(a.revision) != kept {
+            return ParseResult::Stale;
+        }
+        if a.option >= item.options.len() {
+            return ParseResult::Rejected {
+                reason: format!("pick a number from 1 to {}.", item.options.len()),
+            };
+        }
+        revision = a.revision;
+        chosen.push(a.option);
+    }
+    if progress.picks[q].is_some() {
+        return ParseResult::Stale;
+    }
+    chosen.sort_unstable();
+    chosen.dedup();
+    if let Some(c) = progress.checked.get_mut(q) {
+        *c = chosen;
+    }
+    progress.drawn.insert(drawn_key(q), revision);
+    ParseResult::Partial {
+        state: Some(progress.to_state()),
+    }
+}
+
+/// "Done" on the multiple-choice poll of question `q`: its checked options become its answer
+/// (refused when none is checked).
+fn send_selection(input: &QuestionInput, question: &QuestionRecord, q: usize) -> ParseResult {
+    let item = &input.questions[q];
+    let mut progress = Progress::of(input, question);
+    let labels: Vec<String> = progress
+        .checked(q)
+        .iter()
+        .filter_map(|&o| item.options.get(o).map(|x| x.label.clone()))
+        .collect();
+    if labels.is_empty() {
+        return ParseResult::Rejected {
+            reason: NOTHING_PICKED.into(),
+        };
+    }
+    progress.pick(q, labels);
+    progress.parse_result(input)
+}
+
+/// Whether `text` is the reply that sends a multiple-choice poll's selection on `item` (`done`,
+/// unless an option is called so).
+fn is_done(item: &QuestionItem, text: &str) -> bool {
+    let text = text.trim().trim_start_matches('/');
+    has_poll(item)
+        && item.multiple
+        && text.eq_ignore_ascii_case(DONE_REPLY)
+        && !item
+            .options
+            .iter()
+            .any(|o| o.label.trim().eq_ignore_ascii_case(DONE_REPLY))
 }
 
 /// Why a reply addressed to input `item`'s message is no answer (for the kinds other than a
@@ -259,6 +369,9 @@ fn parse_message(
     if !item.required && text == EMPTY_REPLY {
         progress.pick(q, Vec::new());
         return progress.parse_result(input);
+    }
+    if is_done(item, text) {
+        return send_selection(input, question, q);
     }
     match item.choice_in_reply(text) {
         ReplyChoice::Options(labels) => {
@@ -303,7 +416,7 @@ impl<A: MatrixApi> ChannelQuestions for MatrixQuestions<A> {
             {
                 let (room, root) = split_message_id(&args.thread.id)?;
                 for page in &pages.before {
-                    let (event_type, content) = crate::render::thread_message(page, &root)?;
+                    let (event_type, content) = crate::render::markdown_message(page, &root)?;
                     self.api.send(&room, event_type, content).await?;
                 }
             }
@@ -330,7 +443,8 @@ impl<A: MatrixApi> ChannelQuestions for MatrixQuestions<A> {
     ) -> Result<Option<QuestionChange>, BoxError> {
         let input = &args.call.input;
         let revision = args.question.revision;
-        let progress = Progress::of(input, args.question);
+        let mut progress = Progress::of(input, args.question);
+        let drawn_before = progress.drawn.clone();
         let open = open_line(args.call.expires_at.as_deref(), chrono::Utc::now());
         for m in &args.question.messages {
             let Some(q) = m.question.filter(|&q| {
@@ -338,6 +452,15 @@ impl<A: MatrixApi> ChannelQuestions for MatrixQuestions<A> {
             }) else {
                 continue;
             };
+            // A multiple-choice poll with a selection stays as drawn: an edit would clear the
+            // selection the person's client shows (its answers are read at the revision kept).
+            if input.questions[q].multiple
+                && !progress.checked(q).is_empty()
+                && progress.drawn.contains_key(&drawn_key(q))
+            {
+                continue;
+            }
+            progress.drawn.remove(&drawn_key(q));
             let (room, event) = split_message_id(&m.id)?;
             let c = poll_replacement(
                 input,
@@ -350,8 +473,15 @@ impl<A: MatrixApi> ChannelQuestions for MatrixQuestions<A> {
             )?;
             self.api.send(&room, c.0, c.1).await?;
         }
+        let state = (progress.drawn != drawn_before).then(|| progress.to_state());
+        let unchanged = || {
+            state.clone().map(|state| QuestionChange {
+                messages: None,
+                state: Some(state),
+            })
+        };
         let Some(step) = progress.step() else {
-            return Ok(None);
+            return Ok(unchanged());
         };
         if args
             .question
@@ -359,14 +489,14 @@ impl<A: MatrixApi> ChannelQuestions for MatrixQuestions<A> {
             .iter()
             .any(|m| m.question == Some(step))
         {
-            return Ok(None);
+            return Ok(unchanged());
         }
         let next = self.post(args.thread, args.call, step, revision).await?;
         let mut messages = args.question.messages.clone();
         messages.push(next);
         Ok(Some(QuestionChange {
             messages: Some(messages),
-            state: None,
+            state,
         }))
     }
 
@@ -400,10 +530,28 @@ impl<A: MatrixApi> ChannelQuestions for MatrixQuestions<A> {
         outcome: &QuestionOutcome,
     ) -> Result<Option<QuestionChange>, BoxError> {
         let input = &args.call.input;
-        let by = actor
+        // "Answered by Ada": the member's display name in the room when known, else the id.
+        let by_id = actor
             .and_then(|a| a.identity.as_ref())
             .map(|i| i.user.id.clone());
+        let by = match &by_id {
+            Some(id) => {
+                let name = match (
+                    split_message_id(&args.thread.id),
+                    UserId::parse(id.as_str()),
+                ) {
+                    (Ok((room, _)), Ok(user)) => self.api.member_name(&room, &user).await,
+                    _ => None,
+                };
+                Some(
+                    name.filter(|n| !n.trim().is_empty())
+                        .unwrap_or_else(|| id.clone()),
+                )
+            }
+            None => None,
+        };
         let mut first_error: Option<BoxError> = None;
+        let progress = Progress::of(input, args.question);
         for m in &args.question.messages {
             let q = m
                 .question
@@ -418,13 +566,20 @@ impl<A: MatrixApi> ChannelQuestions for MatrixQuestions<A> {
                 } else {
                     let c = poll_end(&event, &line, self.events)?;
                     self.api.send(&room, c.0, c.1).await?;
+                    // A poll kept as drawn (a multiple choice picked in) keeps its answer ids,
+                    // so the votes the person's client shows stay counted.
+                    let revision = progress
+                        .drawn
+                        .get(&drawn_key(q))
+                        .copied()
+                        .unwrap_or(args.question.revision);
                     let c = poll_replacement(
                         input,
                         q,
                         &event,
                         Some(&line),
                         self.events,
-                        args.question.revision,
+                        revision,
                         None,
                     )?;
                     self.api.send(&room, c.0, c.1).await?;

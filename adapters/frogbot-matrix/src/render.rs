@@ -3,10 +3,17 @@
 //! layer can send them raw (and encrypted).
 //!
 //! Each input kind is drawn with what Matrix has:
-//! - `choice` with options: an MSC3381 poll start (disclosed, `max_selections` from `multiple`,
-//!   answer ids carrying the revision, see [`crate::ids::answer_id`]) whose plain-text fallback
-//!   lists numbered options (a keycap reaction or a numbered reply answers too); a choice with only
-//!   an own answer (`custom`, no options): a plain prompt answered by a thread reply.
+//! - `choice` with 1 to [`MAX_ANSWERS`] options: an MSC3381 poll start (by default the unstable
+//!   `org.matrix.msc3381.poll.start` Element renders, see [`PollEvents`]; disclosed,
+//!   `max_selections` from `multiple`, answer ids carrying the revision, see
+//!   [`crate::ids::answer_id`]; an answer's text is "label — description") with a plain-text
+//!   `body` fallback (also `org.matrix.msc1767.text`) listing numbered options and how to answer by
+//!   a reply, which clients that render no poll show (a keycap reaction or a numbered reply
+//!   answers too). A multiple-choice poll's selection is sent with a reply [`DONE_REPLY`] or a ✅
+//!   reaction (the bot reacts ✅ on it). More than [`MAX_ANSWERS`] options: a message listing them
+//!   numbered ([`is_list`], at most [`LIST_CHARS`]), answered by a reply with the number(s). A
+//!   choice with only an own answer (`custom`, no options): a plain prompt answered by a thread
+//!   reply.
 //! - `text_input` and `number_input`: a message ([`card_message`], `body` and an HTML
 //!   `formatted_body`) with the question and the one-line [`QuestionItem::reply_hint`]; a thread
 //!   reply answers (validated by [`QuestionItem::choice_in_reply`]: a number out of range or a
@@ -23,6 +30,11 @@
 //! (poll end + an `m.replace` edit of the poll, or an edit of the message) adds the outcome line
 //! with the answer as typed ([`shown_answer`]: the number with its unit, `on` / `off`, the confirm
 //! label) and drops the expiry line. The notices (rejected / denied / stale) mention the person.
+//!
+//! Markdown in the question and options is plain text in a poll and in `body`
+//! ([`crate::format::to_plain`]), HTML in `formatted_body`. In a set of several questions each
+//! says "Question i of n" ([`position_text`]). A settled question shows its text without the lines
+//! saying how to answer, then the outcome line ([`settled_text`]).
 //!
 //! Matrix sets no limit on a poll's texts, only on the whole event (65,536 bytes); texts are cut
 //! ([`frogbot_model::text::truncate`]) so that even an edit, which carries the poll twice, stays
@@ -60,7 +72,8 @@ use crate::Error;
 use crate::ids::{NO_KEY, YES_KEY, answer_id, reaction_keys};
 use frogbot_model::text::truncate;
 
-/// Characters of a poll answer's text (an option label is cut there; answers are told apart by id).
+/// Characters of a poll answer's text, "label — description" (cut there; answers are told apart
+/// by id).
 pub const ANSWER_CHARS: usize = 100;
 /// Characters of a poll's question (`header: question`).
 pub const QUESTION_CHARS: usize = 500;
@@ -74,10 +87,12 @@ pub const MAX_ANSWERS: usize = 20;
 #[serde(rename_all = "lowercase")]
 #[non_exhaustive]
 pub enum PollEvents {
-    /// `m.poll.start` / `m.poll.end` (MSC3381's stable names).
-    #[default]
+    /// `m.poll.start` / `m.poll.end` (MSC3381's stable names): few clients render them yet
+    /// (Element does not); the others show the `body` fallback.
     Stable,
-    /// `org.matrix.msc3381.poll.start` / `…poll.end` (what most clients render today).
+    /// `org.matrix.msc3381.poll.start` / `…poll.end`: what Element Web, Desktop, Android and
+    /// iOS render as a poll (the default); other clients show the `body` fallback.
+    #[default]
     Unstable,
 }
 
@@ -106,10 +121,86 @@ pub fn open_line(expires_at: Option<&str>, now: chrono::DateTime<chrono::Utc>) -
     Some(frogbot_model::open_until_text(at.to_utc(), now))
 }
 
-/// Whether input `item` is drawn as a poll (a choice with options).
+/// Whether input `item` is drawn as a poll: a choice with 1 to [`MAX_ANSWERS`] options. A choice
+/// with more options is a message listing them numbered, answered by a reply with the number(s)
+/// ([`is_list`]).
 pub fn has_poll(item: &QuestionItem) -> bool {
-    item.kind == InputKind::Choice && !item.options.is_empty()
+    item.kind == InputKind::Choice && !item.options.is_empty() && item.options.len() <= MAX_ANSWERS
 }
+
+/// Whether input `item` is a choice with more options than a poll takes (over [`MAX_ANSWERS`]):
+/// drawn as a message with the numbered options, answered by replying with the number(s).
+pub fn is_list(item: &QuestionItem) -> bool {
+    item.kind == InputKind::Choice && item.options.len() > MAX_ANSWERS
+}
+
+/// "Question 2 of 4": where question `q` stands in a set of several (`None` for a set of one).
+pub fn position_text(input: &QuestionInput, q: usize) -> Option<String> {
+    let n = input.questions.len();
+    (n > 1).then(|| format!("Question {} of {n}", q + 1))
+}
+
+/// The reply that sends the options picked in a multiple-choice poll (a ✅ reaction on the poll
+/// does too): clients send the whole selection at every click, so a pick is only taken once the
+/// person says they are done.
+pub const DONE_REPLY: &str = "done";
+
+/// The line a list question whose options are in messages before it shows instead of them.
+fn pages_line(options: usize, pages: usize) -> String {
+    let messages = if pages == 1 {
+        "the message".to_owned()
+    } else {
+        format!("the {pages} messages")
+    };
+    format!("\n(The {options} options are listed, numbered, in {messages} above.)")
+}
+
+/// The option lines of a list question ([`is_list`]) too long for its own message (over
+/// [`LIST_CHARS`] less room for the rest): every numbered option, packed into messages of at most
+/// [`FALLBACK_CHARS`], posted in the thread before the question, which says so. Empty when the
+/// options fit in the question's message, or for any other input.
+pub fn list_pages(input: &QuestionInput, q: usize) -> Vec<String> {
+    let item = &input.questions[q];
+    if !is_list(item) {
+        return Vec::new();
+    }
+    let lines: Vec<String> = item
+        .options
+        .iter()
+        .enumerate()
+        .map(|(i, o)| format!("{}. {}", i + 1, option_text(o)))
+        .collect();
+    let total: usize = lines.iter().map(|l| l.chars().count() + 1).sum();
+    if total <= LIST_CHARS - 1_500 {
+        return Vec::new();
+    }
+    let n = lines.len();
+    let mut pages: Vec<(usize, usize, String)> = Vec::new();
+    for (i, line) in lines.into_iter().enumerate() {
+        match pages.last_mut() {
+            Some((_, to, text))
+                if text.chars().count() + line.chars().count() + 1 < FALLBACK_CHARS - 100 =>
+            {
+                text.push('\n');
+                text.push_str(&line);
+                *to = i + 1;
+            }
+            _ => pages.push((i + 1, i + 1, line)),
+        }
+    }
+    pages
+        .into_iter()
+        .map(|(from, to, text)| format!("{}: options {from}–{to} of {n}\n{text}", item.header))
+        .collect()
+}
+
+/// The most characters of an option's description a list or poll answer shows.
+pub const DESCRIPTION_CHARS: usize = 200;
+
+/// The most characters of a list question's text (more than [`FALLBACK_CHARS`]: it carries every
+/// option, each line at most [`ANSWER_CHARS`] + [`DESCRIPTION_CHARS`]); its `body` and HTML stay
+/// under the event limit even in four-byte characters.
+pub const LIST_CHARS: usize = 6_000;
 
 /// `reply_hint` with its first letter in lower case, to follow "React ✅, or …".
 fn lower_first(s: &str) -> String {
@@ -151,23 +242,45 @@ fn card_parts(input: &QuestionInput, q: usize, open: Option<&str>) -> (String, V
     } else {
         ""
     };
-    let mut head = format!("{danger}{}: {}", item.header, shown_question(item));
+    let mut head = String::new();
+    if let Some(p) = position_text(input, q) {
+        head.push_str(&format!("{p}\n"));
+    }
+    head.push_str(&format!(
+        "{danger}{}: {}",
+        item.header,
+        crate::format::to_plain(&shown_question(item))
+    ));
     let mut tail = Vec::new();
     match item.kind {
         InputKind::Choice => {
-            for (i, o) in item.options.iter().enumerate() {
-                head.push_str(&format!("\n{}. {}", i + 1, o.label));
-                if let Some(d) = &o.description {
-                    head.push_str(&format!(" — {d}"));
+            let pages = list_pages(input, q);
+            if pages.is_empty() {
+                for (i, o) in item.options.iter().enumerate() {
+                    head.push_str(&format!("\n{}. {}", i + 1, option_text(o)));
                 }
+            } else {
+                head.push_str(&pages_line(item.options.len(), pages.len()));
             }
             let mut how = String::new();
             if item.options.is_empty() {
                 how.push_str("Reply in this thread with your answer.");
+            } else if is_list(item) && item.multiple {
+                how.push_str("Reply in this thread with the numbers (e.g. 1 3)");
+                if item.custom {
+                    how.push_str(" or your own answer");
+                }
+                how.push('.');
+            } else if is_list(item) {
+                how.push_str("Reply in this thread with the number");
+                if item.custom {
+                    how.push_str(" or your own answer");
+                }
+                how.push('.');
             } else if item.multiple {
-                how.push_str(
-                    "Vote in the poll, or reply in this thread with the numbers (e.g. `1 3`)",
-                );
+                how.push_str(&format!(
+                    "Pick in the poll, then reply {DONE_REPLY} or react {YES_KEY}; or reply in this thread with the numbers (e.g. 1 3)"
+                ));
                 if item.custom {
                     how.push_str(" or your own answer");
                 }
@@ -207,9 +320,44 @@ fn card_parts(input: &QuestionInput, q: usize, open: Option<&str>) -> (String, V
     (head, tail)
 }
 
-fn cut_head(head: &str, tail: &[String]) -> String {
+/// An option as a text shows it: its label and description ("Option — description"), Markdown
+/// as plain text, each cut ([`ANSWER_CHARS`], [`DESCRIPTION_CHARS`]).
+pub fn option_text(o: &frogbot_model::QuestionOption) -> String {
+    let label = truncate(&crate::format::to_plain(&o.label), ANSWER_CHARS);
+    match o
+        .description
+        .as_deref()
+        .map(crate::format::to_plain)
+        .filter(|d| !d.is_empty())
+    {
+        Some(d) => format!("{label} — {}", truncate(&d, DESCRIPTION_CHARS)),
+        None => label,
+    }
+}
+
+/// The most characters the text of question `q` takes.
+fn text_chars(input: &QuestionInput, q: usize) -> usize {
+    if is_list(&input.questions[q]) {
+        LIST_CHARS
+    } else {
+        FALLBACK_CHARS
+    }
+}
+
+fn cut_head(head: &str, tail: &[String], max: usize) -> String {
     let tail_chars: usize = tail.iter().map(|l| l.chars().count() + 1).sum();
-    truncate(head, FALLBACK_CHARS.saturating_sub(tail_chars).max(1))
+    truncate(head, max.saturating_sub(tail_chars).max(1))
+}
+
+/// The text of question `q` once settled: the question (and its options) without the lines
+/// saying how to answer, then `outcome_line`.
+pub fn settled_text(input: &QuestionInput, q: usize, outcome_line: &str) -> String {
+    let (head, _) = card_parts(input, q, None);
+    let tail = [outcome_line.to_owned()];
+    format!(
+        "{}\n{outcome_line}",
+        cut_head(&head, &tail, text_chars(input, q))
+    )
 }
 
 /// The plain text of question `q`: header, question, numbered options, how to answer, and last
@@ -223,7 +371,7 @@ pub fn question_text(input: &QuestionInput, q: usize) -> String {
 /// skip line: at most [`FALLBACK_CHARS`], the question cut first.
 pub fn card_text(input: &QuestionInput, q: usize, open: Option<&str>) -> String {
     let (head, tail) = card_parts(input, q, open);
-    let mut s = cut_head(&head, &tail);
+    let mut s = cut_head(&head, &tail, text_chars(input, q));
     for line in &tail {
         s.push('\n');
         s.push_str(line);
@@ -248,8 +396,23 @@ pub fn escape_html(s: &str) -> String {
     out
 }
 
-/// The HTML of question `q` (the `formatted_body` of [`card_text`]): the header in bold, the
-/// expiry line in italics; `extra` (an outcome line) last.
+/// Markdown as HTML to show inline: a single paragraph without its `<p>`.
+fn inline_html(markdown: &str) -> String {
+    let html = crate::format::to_html(markdown);
+    match html
+        .strip_prefix("<p>")
+        .and_then(|h| h.strip_suffix("</p>"))
+        .filter(|h| !h.contains("<p>"))
+    {
+        Some(inner) => inner.to_owned(),
+        None => html,
+    }
+}
+
+/// The HTML of question `q` (the `formatted_body` of [`card_text`]): "Question i of n" in
+/// italics, the header in bold, the question's Markdown as HTML, the options, the lines saying
+/// how to answer (the expiry line in italics); settled (`extra`: the outcome line, in bold), the
+/// lines saying how to answer are left out.
 pub fn card_html(
     input: &QuestionInput,
     q: usize,
@@ -257,27 +420,47 @@ pub fn card_html(
     extra: Option<&str>,
 ) -> String {
     let item = &input.questions[q];
-    let (head, tail) = card_parts(input, q, open);
-    let head = cut_head(&head, &tail);
-    let mut html = match head.split_once(&format!("{}: ", item.header)) {
-        Some((danger, rest)) => format!(
-            "{}<b>{}</b>: {}",
-            escape_html(danger),
-            escape_html(&item.header),
-            escape_html(rest)
-        ),
-        None => escape_html(&head),
-    };
-    for line in &tail {
-        html.push_str("<br>");
-        if Some(line.as_str()) == open {
-            html.push_str(&format!("<i>{}</i>", escape_html(line)));
-        } else {
-            html.push_str(&escape_html(line));
-        }
+    let (_, tail) = card_parts(input, q, open);
+    let mut html = String::new();
+    if let Some(p) = position_text(input, q) {
+        html.push_str(&format!("<i>{}</i><br>", escape_html(&p)));
     }
-    if let Some(extra) = extra {
-        html.push_str(&format!("<br><b>{}</b>", escape_html(extra)));
+    if item.kind == InputKind::Confirm && item.danger {
+        html.push_str("⚠️ ");
+    }
+    let question = truncate(&shown_question(item), text_chars(input, q));
+    html.push_str(&format!(
+        "<b>{}</b>: {}",
+        escape_html(&item.header),
+        inline_html(&question)
+    ));
+    let pages = list_pages(input, q);
+    if !pages.is_empty() {
+        html.push_str(&escape_html(&pages_line(item.options.len(), pages.len())));
+    } else if item.kind == InputKind::Choice && !item.options.is_empty() {
+        // As in `body`, the options are cut where the text would grow past its limit.
+        let options: Vec<String> = item
+            .options
+            .iter()
+            .enumerate()
+            .map(|(i, o)| format!("{}. {}", i + 1, option_text(o)))
+            .collect();
+        let options = truncate(&options.join("\n"), text_chars(input, q));
+        html.push_str("<br>");
+        html.push_str(&escape_html(&options));
+    }
+    match extra {
+        Some(extra) => html.push_str(&format!("<br><b>{}</b>", escape_html(extra))),
+        None => {
+            for line in &tail {
+                html.push_str("<br>");
+                if Some(line.as_str()) == open {
+                    html.push_str(&format!("<i>{}</i>", escape_html(line)));
+                } else {
+                    html.push_str(&escape_html(line));
+                }
+            }
+        }
     }
     html
 }
@@ -309,7 +492,7 @@ pub fn card_replacement(
     outcome_line: &str,
 ) -> Result<Content, Error> {
     let c = RoomMessageEventContentWithoutRelation::text_html(
-        format!("{}\n{outcome_line}", card_text(input, q, None)),
+        settled_text(input, q, outcome_line),
         card_html(input, q, None, Some(outcome_line)),
     )
     .make_replacement(ReplacementMetadata::new(message.to_owned(), None));
@@ -319,10 +502,14 @@ pub fn card_replacement(
 /// The reactions the bot puts on input `q`'s message for people to tap (a confirm's ✅, a
 /// toggle's ✅ and ❌): `m.reaction` annotations of `message`.
 pub fn reactions(input: &QuestionInput, q: usize, message: &EventId) -> Vec<Content> {
-    reaction_keys(input.questions[q].kind)
-        .iter()
-        .map(|key| reaction(message, key))
-        .collect()
+    let item = &input.questions[q];
+    // A multiple-choice poll: ✅ sends what is picked.
+    let keys: &[&str] = if has_poll(item) && item.multiple {
+        &[YES_KEY]
+    } else {
+        reaction_keys(item.kind)
+    };
+    keys.iter().map(|key| reaction(message, key)).collect()
 }
 
 /// An `m.reaction` with `key` on `message` (`rel_type` `m.annotation`).
@@ -337,7 +524,14 @@ pub fn reaction(message: &EventId, key: &str) -> Content {
 
 fn poll_question(input: &QuestionInput, q: usize, open: Option<&str>) -> String {
     let item = &input.questions[q];
-    let question = format!("{}: {}", item.header, shown_question(item));
+    let question = format!(
+        "{}{}: {}",
+        position_text(input, q)
+            .map(|p| format!("{p} — "))
+            .unwrap_or_default(),
+        item.header,
+        crate::format::to_plain(&shown_question(item))
+    );
     match open {
         Some(open) => {
             let open = format!(" ({open})");
@@ -350,8 +544,16 @@ fn poll_question(input: &QuestionInput, q: usize, open: Option<&str>) -> String 
     }
 }
 
-fn answer_text(label: &str) -> String {
-    truncate(label, ANSWER_CHARS)
+/// A poll answer's text: the option's label, and its description when it has one, as plain
+/// text, at most [`ANSWER_CHARS`] (the `body` fallback shows the description whole, up to
+/// [`DESCRIPTION_CHARS`]).
+fn answer_text(item: &QuestionItem, o: &frogbot_model::QuestionOption) -> String {
+    // An approval's answers are Approve and Deny: their descriptions only restate the question
+    // (the `body` keeps them).
+    if frogbot_model::is_approval(item) {
+        return truncate(&crate::format::to_plain(&o.label), ANSWER_CHARS);
+    }
+    truncate(&option_text(o), ANSWER_CHARS)
 }
 
 fn thread(root: &EventId) -> Thread {
@@ -384,7 +586,7 @@ fn poll_block(
         .map(|(i, o)| {
             PollAnswer::new(
                 answer_id(revision, i),
-                TextContentBlock::plain(answer_text(&o.label)),
+                TextContentBlock::plain(answer_text(item, o)),
             )
         })
         .collect();
@@ -416,7 +618,7 @@ fn unstable_block(
         .options
         .iter()
         .enumerate()
-        .map(|(i, o)| UnstablePollAnswer::new(answer_id(revision, i), answer_text(&o.label)))
+        .map(|(i, o)| UnstablePollAnswer::new(answer_id(revision, i), answer_text(item, o)))
         .collect();
     let answers =
         UnstablePollAnswers::try_from(answers).map_err(|e| Error::Render(e.to_string()))?;
@@ -424,6 +626,22 @@ fn unstable_block(
     block.kind = PollKind::Disclosed;
     block.max_selections = max_selections(input, q);
     Ok(block)
+}
+
+/// `content` with a plain `body`: what a client that renders no poll
+/// shows — the question, the numbered options and how to answer by a reply. An edit gets it in
+/// `m.new_content` too (`* ` before it outside, as edits of messages have).
+fn with_body(mut content: Value, text: &str) -> Value {
+    if let Some(new) = content
+        .get_mut("m.new_content")
+        .and_then(Value::as_object_mut)
+    {
+        new.insert("body".into(), text.into());
+        content["body"] = format!("* {text}").into();
+    } else {
+        content["body"] = text.into();
+    }
+    content
 }
 
 /// The poll start of question `q` (which must have options) in the thread on `root`, its answer
@@ -439,16 +657,18 @@ pub fn poll_start(
     let text = card_text(input, q, open);
     match events {
         PollEvents::Stable => {
-            let mut c =
-                PollStartEventContent::with_plain_text(text, poll_block(input, q, revision, open)?);
+            let mut c = PollStartEventContent::with_plain_text(
+                text.clone(),
+                poll_block(input, q, revision, open)?,
+            );
             c.relates_to = Some(matrix_sdk::ruma::events::room::message::Relation::Thread(
                 thread(root),
             ));
-            Ok(("m.poll.start", json(&c)?))
+            Ok(("m.poll.start", with_body(json(&c)?, &text)))
         }
         PollEvents::Unstable => {
             let mut c = NewUnstablePollStartEventContent::plain_text(
-                text,
+                text.clone(),
                 unstable_block(input, q, revision, open)?,
             );
             c.relates_to = Some(
@@ -456,9 +676,19 @@ pub fn poll_start(
                     thread(root),
                 ),
             );
-            Ok(("org.matrix.msc3381.poll.start", json(&c)?))
+            Ok(("org.matrix.msc3381.poll.start", with_body(json(&c)?, &text)))
         }
     }
+}
+
+/// A message in the thread on `root` (an approval's page of arguments): `body` the Markdown
+/// `text`, `formatted_body` its HTML (so a fenced block shows as code, not as backticks).
+pub fn markdown_message(text: &str, root: &EventId) -> Result<Content, Error> {
+    let mut c = RoomMessageEventContent::text_html(text, crate::format::to_html(text));
+    c.relates_to = Some(matrix_sdk::ruma::events::room::message::Relation::Thread(
+        thread(root),
+    ));
+    Ok(("m.room.message", json(&c)?))
 }
 
 /// A plain message in the thread on `root` (the prompt of a question with only an own answer).
@@ -539,6 +769,20 @@ pub fn shown_answer(item: &QuestionItem, selected: &[String]) -> String {
             None => selected[0].clone(),
         },
         InputKind::TextInput => truncate(&selected[0], SHOWN_ANSWER_CHARS),
+        // "Notify the team — off": the toggle's label (else its header) and the state.
+        InputKind::Toggle => {
+            let label = item
+                .label
+                .as_deref()
+                .filter(|l| !l.trim().is_empty())
+                .unwrap_or(&item.header);
+            let state = if selected[0] == frogbot_model::TOGGLE_ON {
+                "on"
+            } else {
+                "off"
+            };
+            format!("{} — {state}", truncate(label, ANSWER_CHARS))
+        }
         _ => truncate(&selected.join(", "), SHOWN_ANSWER_CHARS),
     }
 }
@@ -548,11 +792,17 @@ pub fn poll_end(poll: &EventId, text: &str, events: PollEvents) -> Result<Conten
     match events {
         PollEvents::Stable => Ok((
             "m.poll.end",
-            json(&PollEndEventContent::with_plain_text(text, poll.to_owned()))?,
+            with_body(
+                json(&PollEndEventContent::with_plain_text(text, poll.to_owned()))?,
+                text,
+            ),
         )),
         PollEvents::Unstable => Ok((
             "org.matrix.msc3381.poll.end",
-            json(&UnstablePollEndEventContent::new(text, poll.to_owned()))?,
+            with_body(
+                json(&UnstablePollEndEventContent::new(text, poll.to_owned()))?,
+                text,
+            ),
         )),
     }
 }
@@ -571,7 +821,7 @@ pub fn poll_replacement(
 ) -> Result<Content, Error> {
     let open = if outcome_line.is_some() { None } else { open };
     let text = match outcome_line {
-        Some(line) => format!("{}\n{line}", question_text(input, q)),
+        Some(line) => settled_text(input, q, line),
         None => card_text(input, q, open),
     };
     match events {
@@ -591,15 +841,15 @@ pub fn poll_replacement(
                     new,
                 )),
             );
-            Ok(("m.poll.start", json(&c)?))
+            Ok(("m.poll.start", with_body(json(&c)?, &text)))
         }
         PollEvents::Unstable => {
             let c = ReplacementUnstablePollStartEventContent::plain_text(
-                text,
+                text.clone(),
                 unstable_block(input, q, revision, open)?,
                 poll.to_owned(),
             );
-            Ok(("org.matrix.msc3381.poll.start", json(&c)?))
+            Ok(("org.matrix.msc3381.poll.start", with_body(json(&c)?, &text)))
         }
     }
 }

@@ -112,6 +112,154 @@ impl Shared {
     }
 }
 
+/// One message of a thread as a person sees it ([`FakeHomeserver::person_view`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SeenMessage {
+    /// Its event id.
+    pub id: String,
+    /// Who sent it.
+    pub sender: String,
+    /// Its `body` after edits: what every client shows of a message, and what a client that
+    /// renders no poll shows of a poll (`None`: such a client shows nothing).
+    pub fallback: Option<String>,
+    /// Its HTML (`formatted_body`) after edits.
+    pub html: Option<String>,
+    /// Its poll, for a poll start.
+    pub poll: Option<SeenPoll>,
+    /// Its reactions: each key with who reacted, in order.
+    pub reactions: Vec<(String, Vec<String>)>,
+    /// Whether its posting notified (not an `m.notice`; edits never notify).
+    pub notified: bool,
+    /// Whether it was edited.
+    pub edited: bool,
+}
+
+/// A poll as a client that renders polls shows it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SeenPoll {
+    /// Its question.
+    pub question: String,
+    /// Its answers' texts, in order.
+    pub answers: Vec<String>,
+    /// How many answers one may pick.
+    pub max_selections: u64,
+    /// The poll end's text, once ended.
+    pub ended: Option<String>,
+    /// Each person's last selection (answer texts), in the order they first voted.
+    pub votes: Vec<(String, Vec<String>)>,
+}
+
+/// What a person sees of the thread on `root` given the room's `events` in order (as the fake
+/// stores them, or as a second client saw them on a real homeserver): see
+/// [`FakeHomeserver::person_view`].
+pub fn person_view_of(events: &[Value], root: &str) -> Vec<SeenMessage> {
+    let rel = |e: &Value| {
+        e["content"]["m.relates_to"]["rel_type"]
+            .as_str()
+            .map(str::to_owned)
+    };
+    let target = |e: &Value| {
+        e["content"]["m.relates_to"]["event_id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let redacted = |id: &str| {
+        events
+            .iter()
+            .any(|r| r["type"] == "m.room.redaction" && r["redacts"] == id)
+    };
+    let mut out = Vec::new();
+    for e in events {
+        let id = e["event_id"].as_str().unwrap_or_default();
+        let t = e["type"].as_str().unwrap_or_default();
+        let in_thread = id == root || (rel(e).as_deref() == Some("m.thread") && target(e) == root);
+        if !in_thread || !(t == "m.room.message" || is_poll_start(t)) || redacted(id) {
+            continue;
+        }
+        let edit = events.iter().rev().find(|x| {
+            x["sender"] == e["sender"] && rel(x).as_deref() == Some("m.replace") && target(x) == id
+        });
+        let content = edit.map_or(&e["content"], |x| &x["content"]["m.new_content"]);
+        let poll = is_poll_start(t).then(|| {
+            let block = if content["m.poll"].is_object() {
+                &content["m.poll"]
+            } else {
+                &content["org.matrix.msc3381.poll.start"]
+            };
+            let question = block["question"]["m.text"][0]["body"]
+                .as_str()
+                .or_else(|| block["question"]["org.matrix.msc1767.text"].as_str())
+                .unwrap_or_default()
+                .to_owned();
+            let answers = poll_answers(content);
+            let end = events.iter().find(|x| {
+                is_poll_end(x["type"].as_str().unwrap_or_default())
+                    && rel(x).as_deref() == Some("m.reference")
+                    && target(x) == id
+            });
+            let mut votes: Vec<(String, Vec<String>)> = Vec::new();
+            for r in events.iter().filter(|x| {
+                matches!(
+                    x["type"].as_str(),
+                    Some("m.poll.response" | "org.matrix.msc3381.poll.response")
+                ) && target(x) == id
+            }) {
+                let picked = r["content"]["m.selections"]
+                    .as_array()
+                    .or_else(|| {
+                        r["content"]["org.matrix.msc3381.poll.response"]["answers"].as_array()
+                    })
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|v| v.as_str())
+                            .filter_map(|v| answers.iter().find(|(i, _)| i == v))
+                            .map(|(_, text)| text.clone())
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let who = r["sender"].as_str().unwrap_or_default().to_owned();
+                votes.retain(|(w, _)| *w != who);
+                votes.push((who, picked));
+            }
+            SeenPoll {
+                question,
+                answers: answers.into_iter().map(|(_, text)| text).collect(),
+                max_selections: block["max_selections"].as_u64().unwrap_or(1),
+                ended: end.map(|x| content_text(&x["content"])),
+                votes,
+            }
+        });
+        let mut reactions: Vec<(String, Vec<String>)> = Vec::new();
+        for r in events.iter().filter(|x| {
+            x["type"] == "m.reaction"
+                && target(x) == id
+                && !redacted(x["event_id"].as_str().unwrap_or_default())
+        }) {
+            let key = r["content"]["m.relates_to"]["key"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            let who = r["sender"].as_str().unwrap_or_default().to_owned();
+            match reactions.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, by)) => by.push(who),
+                None => reactions.push((key, vec![who])),
+            }
+        }
+        out.push(SeenMessage {
+            id: id.to_owned(),
+            sender: e["sender"].as_str().unwrap_or_default().to_owned(),
+            fallback: content["body"].as_str().map(str::to_owned),
+            html: content["formatted_body"].as_str().map(str::to_owned),
+            poll,
+            reactions,
+            notified: e["content"]["msgtype"] != "m.notice",
+            edited: edit.is_some(),
+        });
+    }
+    out
+}
+
 /// A fake Matrix homeserver on loopback, with one bot account (`@frogbot:fake.test`, password
 /// [`BOT_PASSWORD`]). It stops when dropped.
 #[derive(Debug)]
@@ -1054,6 +1202,20 @@ impl FakeHomeserver {
         }
     }
 
+    /// What a person sees of the thread `thread_id` (`room|root`) in a client, in order: the
+    /// root and every message in the thread (not edits, reactions, poll responses or ends, which
+    /// change what a message shows), each after its latest edit by its sender (`m.replace`
+    /// applied), with its reactions (not redacted), its poll (question, answers, whether ended,
+    /// each person's last selection) and whether it notified (a new message does, unless it is
+    /// an `m.notice`; an edit does not). `fallback` is what a client that renders no poll shows:
+    /// the `body`.
+    pub fn person_view(&self, thread_id: &str) -> Vec<SeenMessage> {
+        let Ok((room, root)) = split_message_id(thread_id) else {
+            return Vec::new();
+        };
+        person_view_of(&self.events(&room), root.as_str())
+    }
+
     /// The keys of the bot's reactions on the message `message_id` (`room|event`) that are not
     /// redacted, in the order it sent them.
     pub fn bot_reactions(&self, message_id: &str) -> Vec<String> {
@@ -1241,8 +1403,8 @@ impl Harness for MatrixHarness {
 
     async fn choose(
         &self,
-        _thread: &Thread,
-        _call: &QuestionCall,
+        thread: &Thread,
+        call: &QuestionCall,
         record: &QuestionRecord,
         q: usize,
         options: &[usize],
@@ -1272,7 +1434,12 @@ impl Harness for MatrixHarness {
             json!({"m.selections": ids,
                    "m.relates_to": {"rel_type": "m.reference", "event_id": poll}}),
         );
-        vec![self.deliver(&room, &response)]
+        let mut out = vec![self.deliver(&room, &response)];
+        // A multiple-choice poll takes the selection when the person says done.
+        if call.input.questions.get(q).is_some_and(|i| i.multiple) {
+            out.push(self.reply(thread, crate::render::DONE_REPLY, user).await);
+        }
+        out
     }
 
     async fn reply(&self, thread: &Thread, text: &str, user: &PlatformUser) -> Interaction {

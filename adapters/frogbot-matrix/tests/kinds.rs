@@ -43,6 +43,8 @@ fn questions(text: &str) -> Option<Value> {
                  "options": [{"label": "staging"}, {"label": "prod"}]}
             ], "expiresInSeconds": 3600})
         }
+        "multi" => json!({"questions": [{"header": "Regions", "question": "Which **ones**?",
+            "multiple": true, "options": [{"label": "eu"}, {"label": "us"}, {"label": "asia"}]}]}),
         "expire" => {
             let mut pods = number;
             pods["default"] = json!(3);
@@ -185,6 +187,7 @@ async fn questions_in(fake: &FakeHomeserver, room: &RoomId, root: &str, n: usize
         from_bot(fake, e)
             && threaded(e, root)
             && (e["type"] == "m.poll.start"
+                || e["type"] == "org.matrix.msc3381.poll.start"
                 || (e["content"]["msgtype"] == "m.text" && !body(e).starts_with("got:")))
     };
     fake.wait_for(room, WAIT, "the questions", |_| {
@@ -303,7 +306,7 @@ async fn a_toggle_is_answered_by_a_cross_reaction_or_a_reply() {
         done["content"]["m.new_content"]["body"]
             .as_str()
             .unwrap()
-            .ends_with(": off"),
+            .ends_with(": Notify — off"),
         "{done}"
     );
 
@@ -319,7 +322,7 @@ async fn a_toggle_is_answered_by_a_cross_reaction_or_a_reply() {
         done["content"]["m.new_content"]["body"]
             .as_str()
             .unwrap()
-            .ends_with(": on"),
+            .ends_with(": Notify — on"),
         "{done}"
     );
     bot.stop().await;
@@ -472,21 +475,24 @@ async fn several_inputs_are_answered_one_after_another_and_show_the_expiry_line(
     fake.inject(&room, &alice, "m.room.message", in_thread("no", root));
 
     let env = questions_in(&fake, &room, root, 5).await.remove(4);
-    assert_eq!(env["type"], "m.poll.start");
-    let asked = env["content"]["m.poll"]["question"]["m.text"][0]["body"]
-        .as_str()
-        .unwrap();
-    assert_eq!(asked, format!("Env: Where? ({open})"));
-    let fallback = env["content"]["m.text"][0]["body"].as_str().unwrap();
+    // The default poll events: the unstable ones Element renders, with a plain `body` too.
+    assert_eq!(env["type"], "org.matrix.msc3381.poll.start");
+    let asked =
+        env["content"]["org.matrix.msc3381.poll.start"]["question"]["org.matrix.msc1767.text"]
+            .as_str()
+            .unwrap();
+    assert_eq!(asked, format!("Question 5 of 5 — Env: Where? ({open})"));
+    let fallback = env["content"]["org.matrix.msc1767.text"].as_str().unwrap();
     assert!(fallback.contains(&format!("\n{open}\n")), "{fallback}");
+    assert_eq!(body(&env), fallback);
     // Drawn at the set's fourth revision: a response to it is of that revision.
     let shown = fake.open_answers(&format!("{room}|{}", id(&env)));
     assert_eq!(shown[1].0, "r4o1");
     fake.inject(
         &room,
         &alice,
-        "m.poll.response",
-        json!({"m.selections": [shown[1].0],
+        "org.matrix.msc3381.poll.response",
+        json!({"org.matrix.msc3381.poll.response": {"answers": [shown[1].0]},
                "m.relates_to": {"rel_type": "m.reference", "event_id": id(&env)}}),
     );
     let answer = got(&fake, &room, root).await;
@@ -503,7 +509,7 @@ async fn several_inputs_are_answered_one_after_another_and_show_the_expiry_line(
         (&go, ": Approve"),
         (&why, ": no answer"),
         (&pods, ": 7 pods"),
-        (&notify, ": off"),
+        (&notify, ": Notify — off"),
     ] {
         let done = settled(&fake, &room, id(q)).await;
         let new = done["content"]["m.new_content"]["body"].as_str().unwrap();
@@ -511,10 +517,18 @@ async fn several_inputs_are_answered_one_after_another_and_show_the_expiry_line(
         assert!(!new.contains("open until"), "{new}");
     }
     let done = settled(&fake, &room, id(&env)).await;
-    let question = done["content"]["m.new_content"]["m.poll"]["question"]["m.text"][0]["body"]
+    let question = done["content"]["m.new_content"]["org.matrix.msc3381.poll.start"]["question"]
+        ["org.matrix.msc1767.text"]
         .as_str()
         .unwrap();
-    assert_eq!(question, "Env: Where?");
+    assert_eq!(question, "Question 5 of 5 — Env: Where?");
+    // The settled poll's text says how it ended, not how to vote.
+    let text = done["content"]["m.new_content"]["body"].as_str().unwrap();
+    assert!(
+        text.ends_with("\n✅ Answered by @alice:fake.test: prod"),
+        "{text}"
+    );
+    assert!(!text.contains("Vote in the poll"), "{text}");
     bot.stop().await;
 }
 
@@ -531,5 +545,64 @@ async fn an_expired_input_shows_expired_with_its_default() {
     assert!(!new.contains("open until"), "{new}");
     let answer = got(&fake, &room, root).await;
     assert!(body(&answer).contains(r#"["3"]"#), "{answer}");
+    bot.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_multiple_choice_poll_takes_clicks_as_element_sends_them_and_answers_on_done() {
+    let (fake, alice, room, bot) = setup().await;
+    let ask = fake.inject(&room, &alice, "m.room.message", text("multi"));
+    let root = ask.as_str();
+    let q = questions_in(&fake, &room, root, 1).await.remove(0);
+    assert_eq!(q["type"], "org.matrix.msc3381.poll.start");
+    let message = format!("{room}|{}", id(&q));
+    fake.wait_for(&room, WAIT, "the bot's ✅", |_| {
+        fake.bot_reactions(&message) == ["✅"]
+    })
+    .await;
+    let shown = fake.open_answers(&message);
+    // Element sends the whole selection at every click: [eu], then [eu, asia].
+    for picked in [vec![0], vec![0, 2]] {
+        let ids: Vec<&str> = picked.iter().map(|&i| shown[i].0.as_str()).collect();
+        fake.inject(
+            &room,
+            &alice,
+            "org.matrix.msc3381.poll.response",
+            json!({"org.matrix.msc3381.poll.response": {"answers": ids},
+                   "m.relates_to": {"rel_type": "m.reference", "event_id": id(&q)}}),
+        );
+    }
+    // ✅ on the poll sends the selection (handled in order with the poll's responses; a reply
+    // `done` is a thread message, handled in the thread's own queue, see tests/questions.rs).
+    fake.inject(&room, &alice, "m.reaction", reaction(id(&q), "✅"));
+    let answer = got(&fake, &room, root).await;
+    assert!(body(&answer).contains(r#"["eu","asia"]"#), "{answer}");
+    let done = settled(&fake, &room, id(&q)).await;
+    // The poll was never redrawn while picking (that would clear Element's selection): its one
+    // edit is the settled view.
+    let edits = fake
+        .events(&room)
+        .into_iter()
+        .filter(|e| {
+            e["content"]["m.relates_to"]["rel_type"] == "m.replace"
+                && e["content"]["m.relates_to"]["event_id"] == id(&q)
+        })
+        .count();
+    assert_eq!(edits, 1, "{done}");
+    let seen = fake.person_view(&format!("{room}|{root}"));
+    let poll = seen
+        .iter()
+        .find(|m| m.id == id(&q))
+        .and_then(|m| m.poll.clone())
+        .unwrap();
+    assert_eq!(poll.question, "Regions: Which ones?");
+    assert_eq!(
+        poll.votes,
+        [(alice.to_string(), vec!["eu".to_owned(), "asia".to_owned()])]
+    );
+    assert_eq!(
+        poll.ended.as_deref(),
+        Some("✅ Answered by @alice:fake.test: eu, asia")
+    );
     bot.stop().await;
 }

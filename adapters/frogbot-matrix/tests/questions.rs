@@ -115,7 +115,7 @@ fn parse(
 
 #[tokio::test]
 async fn render_posts_the_first_question_and_each_step_the_next_a_poll_or_a_prompt() {
-    let h = MatrixQuestions::new(Recorder::default());
+    let h = MatrixQuestions::new(Recorder::default()).with_poll_events(PollEvents::Stable);
     let c = two_questions();
     let out = h
         .render(RenderArgs {
@@ -167,7 +167,10 @@ async fn render_posts_the_first_question_and_each_step_the_next_a_poll_or_a_prom
         Some(("!r:localhost|$sent2", Some(1)))
     );
     let sent = sent_by(&h);
-    assert_eq!(sent.len(), 2, "{sent:#?}");
+    // The poll, then (multiple choice) the bot's ✅ that sends what is picked.
+    assert_eq!(sent.len(), 3, "{sent:#?}");
+    assert_eq!(sent[2].1, "m.reaction");
+    assert_eq!(sent[2].2["m.relates_to"]["key"], "✅");
     assert_eq!(sent[1].1, "m.poll.start");
     assert_eq!(sent[1].2["m.relates_to"]["rel_type"], "m.thread");
     assert_eq!(sent[1].2["m.poll"]["max_selections"], 3);
@@ -175,7 +178,7 @@ async fn render_posts_the_first_question_and_each_step_the_next_a_poll_or_a_prom
     assert_eq!(sent[1].2["m.poll"]["answers"][2]["m.id"], "r1o2");
     let fallback = sent[1].2["m.text"][0]["body"].as_str().unwrap();
     assert!(
-        fallback.starts_with("Regions: Which?\n1. eu\n2. us\n3. asia\n"),
+        fallback.starts_with("Question 2 of 3\nRegions: Which?\n1. eu\n2. us\n3. asia\n"),
         "{fallback}"
     );
     assert!(fallback.contains("own answer"), "{fallback}");
@@ -199,13 +202,13 @@ async fn render_posts_the_first_question_and_each_step_the_next_a_poll_or_a_prom
         .unwrap();
     assert_eq!(messages.len(), 3);
     let sent = sent_by(&h);
-    assert_eq!(sent[2].1, "m.room.message");
-    assert_eq!(sent[2].2["m.relates_to"]["rel_type"], "m.thread");
+    assert_eq!(sent[3].1, "m.room.message");
+    assert_eq!(sent[3].2["m.relates_to"]["rel_type"], "m.thread");
     assert!(
-        sent[2].2["body"]
+        sent[3].2["body"]
             .as_str()
             .unwrap()
-            .starts_with("Note: Anything else?\nReply in this thread"),
+            .starts_with("Question 3 of 3\nNote: Anything else?\nReply in this thread"),
         "{sent:#?}"
     );
     r.messages = messages;
@@ -216,7 +219,7 @@ async fn render_posts_the_first_question_and_each_step_the_next_a_poll_or_a_prom
         thread: &t,
     };
     assert_eq!(h.updated(args, None).await.unwrap(), None);
-    assert_eq!(sent_by(&h).len(), 3);
+    assert_eq!(sent_by(&h).len(), 4);
 
     // The unstable flavour.
     let h = MatrixQuestions::new(Recorder::default()).with_poll_events(PollEvents::Unstable);
@@ -344,7 +347,7 @@ fn replies_after_the_answer_reach_the_agent() {
 
 #[tokio::test]
 async fn settled_ends_polls_and_edits_every_message_and_notices_mention_the_person() {
-    let h = MatrixQuestions::new(Recorder::default());
+    let h = MatrixQuestions::new(Recorder::default()).with_poll_events(PollEvents::Stable);
     let c = two_questions();
     let r = record(None);
     let outcome = QuestionOutcome::Answered(QuestionOutput {
@@ -434,7 +437,7 @@ async fn settled_ends_polls_and_edits_every_message_and_notices_mention_the_pers
 
 #[tokio::test]
 async fn a_step_redraws_the_open_polls_at_the_new_revision_and_old_answers_are_stale() {
-    let h = MatrixQuestions::new(Recorder::default());
+    let h = MatrixQuestions::new(Recorder::default()).with_poll_events(PollEvents::Stable);
     let c = two_questions();
     let r = record(None);
     let first = poll("!r:localhost|$sent1", "r0o1");
@@ -479,8 +482,8 @@ async fn a_step_redraws_the_open_polls_at_the_new_revision_and_old_answers_are_s
 }
 
 #[tokio::test]
-async fn long_texts_are_cut_and_more_than_20_options_are_refused() {
-    let h = MatrixQuestions::new(Recorder::default());
+async fn long_texts_are_cut_and_more_than_20_options_are_a_numbered_list() {
+    let h = MatrixQuestions::new(Recorder::default()).with_poll_events(PollEvents::Stable);
     let long = |n: usize| "é".repeat(n);
     let c = call(
         json!({"questions": [{"header": "H", "question": long(5_000),
@@ -506,15 +509,343 @@ async fn long_texts_are_cut_and_more_than_20_options_are_refused() {
 
     let c = call(json!({"questions": [{"header": "H", "question": "?",
         "options": (0..21).map(|i| json!({"label": format!("o{i}")})).collect::<Vec<_>>()}]}));
-    let e = h
-        .render(RenderArgs {
+    // No longer refused (MSC3381 allows 20 answers): a message listing every option, numbered.
+    h.render(RenderArgs {
+        calls: std::slice::from_ref(&c),
+        req: &RequestContext::default(),
+        thread: &thread(),
+    })
+    .await
+    .unwrap();
+    let sent = sent_by(&h);
+    let last = sent.last().unwrap();
+    assert_eq!(last.1, "m.room.message");
+    let body = last.2["body"].as_str().unwrap();
+    assert!(body.contains("\n21. o20\n"), "{body}");
+    assert!(
+        body.contains("Reply in this thread with the number"),
+        "{body}"
+    );
+}
+
+fn options(n: usize) -> Vec<Value> {
+    (0..n)
+        .map(|i| json!({"label": format!("Option **{i}**"), "description": format!("about `{i}`")}))
+        .collect()
+}
+
+#[tokio::test]
+async fn polls_are_unstable_by_default_with_a_plain_body_and_lists_past_20_options() {
+    for (n, poll) in [(1, true), (20, true), (21, false), (30, false)] {
+        let h = MatrixQuestions::new(Recorder::default());
+        let c = call(
+            json!({"questions": [{"header": "Pick", "question": "Which **one**?",
+            "options": options(n)}]}),
+        );
+        h.render(RenderArgs {
             calls: std::slice::from_ref(&c),
             req: &RequestContext::default(),
             thread: &thread(),
         })
         .await
-        .unwrap_err();
-    assert!(e.to_string().contains("at most 20"), "{e}");
+        .unwrap();
+        let sent = sent_by(&h);
+        let content = &sent[0].2;
+        let body = content["body"].as_str().unwrap_or_default();
+        // Every option is listed in the plain body, numbered, with its description, Markdown
+        // as plain text.
+        for i in 0..n {
+            assert!(
+                body.contains(&format!("\n{}. Option {i} — about {i}", i + 1)),
+                "{n}: {body}"
+            );
+        }
+        assert!(body.starts_with("Pick: Which one?\n"), "{body}");
+        assert!(!body.contains("**") && !body.contains('`'), "{body}");
+        if poll {
+            assert_eq!(sent[0].1, "org.matrix.msc3381.poll.start", "{n}");
+            let block = &content["org.matrix.msc3381.poll.start"];
+            assert_eq!(
+                block["question"]["org.matrix.msc1767.text"],
+                "Pick: Which one?"
+            );
+            assert_eq!(block["answers"].as_array().unwrap().len(), n);
+            assert_eq!(
+                block["answers"][0]["org.matrix.msc1767.text"],
+                "Option 0 — about 0"
+            );
+            assert_eq!(content["org.matrix.msc1767.text"], content["body"]);
+            assert!(body.contains("reply in this thread with it"), "{body}");
+        } else {
+            assert_eq!(sent[0].1, "m.room.message", "{n}");
+            assert!(
+                body.contains("Reply in this thread with the number."),
+                "{body}"
+            );
+            assert!(
+                content["formatted_body"]
+                    .as_str()
+                    .unwrap()
+                    .contains("<b>Pick</b>: Which <strong>one</strong>?"),
+                "{content}"
+            );
+        }
+    }
+    // The stable flavour carries the body too.
+    let h = MatrixQuestions::new(Recorder::default()).with_poll_events(PollEvents::Stable);
+    let c =
+        call(json!({"questions": [{"header": "Pick", "question": "?", "options": options(2)}]}));
+    h.render(RenderArgs {
+        calls: std::slice::from_ref(&c),
+        req: &RequestContext::default(),
+        thread: &thread(),
+    })
+    .await
+    .unwrap();
+    let sent = sent_by(&h);
+    assert_eq!(sent[0].1, "m.poll.start");
+    assert!(
+        sent[0].2["body"]
+            .as_str()
+            .unwrap()
+            .contains("\n2. Option 1")
+    );
+}
+
+#[test]
+fn thirty_options_are_answered_by_number() {
+    let h = MatrixQuestions::new(Recorder::default());
+    let c = call(
+        json!({"questions": [{"header": "Pick", "question": "?", "multiple": true,
+        "options": options(30)}]}),
+    );
+    let r = QuestionRecord {
+        messages: vec![QuestionMessage {
+            id: "!r:localhost|$sent1".into(),
+            posted_at: String::new(),
+            question: Some(0),
+        }],
+        revision: 0,
+        state: None,
+    };
+    let ParseResult::Answer { output } = parse(&h, &c, &r, &reply("30 21", None)) else {
+        panic!("expected the answer")
+    };
+    assert_eq!(
+        output.answers[0].selected,
+        ["Option **29**", "Option **20**"]
+    );
+    assert!(matches!(
+        parse(&h, &c, &r, &reply("31", None)),
+        ParseResult::Rejected { reason } if reason.contains("1 to 30")
+    ));
+}
+
+fn regions() -> QuestionCall {
+    call(json!({"questions": [
+        {"header": "Regions", "question": "Which?", "multiple": true,
+         "options": [{"label": "eu"}, {"label": "us"}, {"label": "asia"}]},
+        {"header": "Note", "question": "Anything else?", "custom": true, "options": []}
+    ]}))
+}
+
+fn one_poll(revision: u64, state: Option<Value>) -> QuestionRecord {
+    QuestionRecord {
+        messages: vec![QuestionMessage {
+            id: "!r:localhost|$sent1".into(),
+            posted_at: String::new(),
+            question: Some(0),
+        }],
+        revision,
+        state,
+    }
+}
+
+#[tokio::test]
+async fn a_multiple_choice_poll_takes_the_clicks_as_element_sends_them_until_done() {
+    let h = MatrixQuestions::new(Recorder::default());
+    let c = regions();
+    // Element sends the whole selection at every click: [eu], then [eu, asia].
+    let mut r = one_poll(0, None);
+    let ParseResult::Partial { state } = parse(&h, &c, &r, &poll("!r:localhost|$sent1", "r0o0"))
+    else {
+        panic!("a click is no answer yet")
+    };
+    assert_eq!(state.as_ref().unwrap()["checked"][0], json!([0]));
+    // The engine bumps the revision and calls updated: the poll with a selection is not redrawn
+    // (an edit would clear the selection Element shows), and no next question is posted.
+    r = one_poll(1, state);
+    let req = RequestContext::default();
+    let t = thread();
+    let change = h
+        .updated(
+            HookArgs {
+                call: &c,
+                question: &r,
+                req: &req,
+                thread: &t,
+            },
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(change, None);
+    assert!(sent_by(&h).is_empty(), "{:#?}", sent_by(&h));
+    // The next click, still with the answer ids drawn at revision 0, is taken.
+    let ParseResult::Partial { state } =
+        parse(&h, &c, &r, &poll("!r:localhost|$sent1", "r0o0,r0o2"))
+    else {
+        panic!("a second click is no answer yet")
+    };
+    assert_eq!(state.as_ref().unwrap()["checked"][0], json!([0, 2]));
+    let r = one_poll(2, state);
+    // Ids of another revision are stale.
+    assert_eq!(
+        parse(&h, &c, &r, &poll("!r:localhost|$sent1", "r1o1")),
+        ParseResult::Stale
+    );
+    // "done" (or ✅ on the poll) sends the selection.
+    for done in [
+        reply("done", None),
+        reply("Done", Some("!r:localhost|$sent1")),
+    ] {
+        let ParseResult::Partial { state } = parse(&h, &c, &r, &done) else {
+            panic!("expected the first answer of two")
+        };
+        assert_eq!(state.unwrap()["picks"][0], json!(["eu", "asia"]));
+    }
+    let check = Interaction::Action {
+        event: frogbot_model::ActionEvent {
+            action_id: "reaction".into(),
+            value: Some("✅".into()),
+            message_id: "!r:localhost|$sent1".into(),
+            user: user(),
+            trigger_id: None,
+            raw: Value::Null,
+        },
+    };
+    let ParseResult::Partial { state } = parse(&h, &c, &r, &check) else {
+        panic!("expected the first answer of two")
+    };
+    assert_eq!(state.unwrap()["picks"][0], json!(["eu", "asia"]));
+    // Done with nothing picked is refused, saying what to do.
+    assert!(matches!(
+        parse(&h, &c, &one_poll(0, None), &reply("done", None)),
+        ParseResult::Rejected { reason } if reason.contains("pick one or more")
+    ));
+    // A single-choice poll still answers on the first vote.
+    let single = call(json!({"questions": [{"header": "Env", "question": "?",
+        "options": [{"label": "a"}, {"label": "b"}]}]}));
+    assert!(matches!(
+        parse(
+            &h,
+            &single,
+            &one_poll(0, None),
+            &poll("!r:localhost|$sent1", "r0o1")
+        ),
+        ParseResult::Answer { .. }
+    ));
+}
+
+#[tokio::test]
+async fn settled_texts_say_how_it_ended_and_sets_say_question_i_of_n() {
+    let h = MatrixQuestions::new(Recorder::default());
+    let c = call(json!({"questions": [
+        {"header": "Env", "question": "Release **v1.4** where?", "options": [{"label": "staging"}, {"label": "prod"}]},
+        {"header": "Notify", "question": "Tell them?", "kind": "toggle", "label": "Notify the team"},
+        {"header": "Pods", "question": "How many?", "kind": "number_input"},
+        {"header": "Why", "question": "Reason?", "kind": "text_input"}
+    ]}));
+    h.render(RenderArgs {
+        calls: std::slice::from_ref(&c),
+        req: &RequestContext::default(),
+        thread: &thread(),
+    })
+    .await
+    .unwrap();
+    let sent = sent_by(&h);
+    let block = &sent[0].2["org.matrix.msc3381.poll.start"];
+    assert_eq!(
+        block["question"]["org.matrix.msc1767.text"],
+        "Question 1 of 4 — Env: Release v1.4 where?"
+    );
+    assert!(
+        sent[0].2["body"]
+            .as_str()
+            .unwrap()
+            .starts_with("Question 1 of 4\nEnv: Release v1.4 where?\n1. staging"),
+        "{sent:#?}"
+    );
+    let r = QuestionRecord {
+        messages: (0..4)
+            .map(|q| QuestionMessage {
+                id: format!("!r:localhost|$sent{}", q + 1),
+                posted_at: String::new(),
+                question: Some(q),
+            })
+            .collect(),
+        revision: 3,
+        state: None,
+    };
+    let outcome = QuestionOutcome::Answered(QuestionOutput {
+        answers: [
+            ("Env", "prod"),
+            ("Notify", "off"),
+            ("Pods", "3"),
+            ("Why", "x"),
+        ]
+        .iter()
+        .map(|(h, a)| QuestionAnswer {
+            header: (*h).into(),
+            selected: vec![(*a).into()],
+        })
+        .collect(),
+    });
+    let req = RequestContext::default();
+    let t = thread();
+    h.settled(
+        HookArgs {
+            call: &c,
+            question: &r,
+            req: &req,
+            thread: &t,
+        },
+        None,
+        &outcome,
+    )
+    .await
+    .unwrap();
+    let sent = sent_by(&h);
+    let edits: Vec<&Value> = sent
+        .iter()
+        .filter(|s| s.2["m.relates_to"]["rel_type"] == "m.replace")
+        .map(|s| &s.2)
+        .collect();
+    assert_eq!(edits.len(), 4);
+    for e in &edits {
+        let body = e["m.new_content"]["body"].as_str().unwrap();
+        assert!(
+            !body.contains("Vote in the poll") && !body.contains("Reply"),
+            "{body}"
+        );
+        assert!(!body.contains("skip"), "{body}");
+    }
+    assert!(
+        edits[1]["m.new_content"]["body"]
+            .as_str()
+            .unwrap()
+            .ends_with("\n✅ Answered: Notify the team — off"),
+        "{:#}",
+        edits[1]
+    );
+    assert!(
+        edits[0]["m.new_content"]["body"]
+            .as_str()
+            .unwrap()
+            .ends_with("\n2. prod\n✅ Answered: prod"),
+        "{:#}",
+        edits[0]
+    );
 }
 
 fn kinds_call() -> QuestionCall {
@@ -629,7 +960,10 @@ async fn kinds_are_messages_with_hints_and_reactions_and_long_questions_keep_the
     let content = &sent[0].2;
     assert_eq!(sent[0].1, "m.room.message");
     let body = content["body"].as_str().unwrap();
-    assert!(body.starts_with("⚠️ Go: <b>why</b>"), "{body}");
+    assert!(
+        body.starts_with("Question 1 of 3\n⚠️ Go: <b>why</b>"),
+        "{body}"
+    );
     assert!(
         body.ends_with(
             "…\nReact ✅, or reply \"Approve\" to confirm.\nopen until 1 Jan 14:05 UTC\nReply skip to skip this question."
@@ -639,7 +973,7 @@ async fn kinds_are_messages_with_hints_and_reactions_and_long_questions_keep_the
     assert!(body.chars().count() <= frogbot_matrix::render::FALLBACK_CHARS);
     let html = content["formatted_body"].as_str().unwrap();
     assert!(
-        html.starts_with("⚠️ <b>Go</b>: &lt;b&gt;why&lt;/b&gt;"),
+        html.starts_with("<i>Question 1 of 3</i><br>⚠️ <b>Go</b>: &lt;b&gt;why&lt;/b&gt;"),
         "{html}"
     );
     assert!(
@@ -654,4 +988,64 @@ async fn kinds_are_messages_with_hints_and_reactions_and_long_questions_keep_the
         sent[1].2,
         json!({"m.relates_to": {"rel_type": "m.annotation", "event_id": "$sent1", "key": "✅"}})
     );
+}
+
+#[tokio::test]
+async fn a_huge_list_stays_under_the_event_limit_and_keeps_how_to_answer() {
+    // 300 options, each with a label and a description past their limits, in 4-byte characters.
+    let h = MatrixQuestions::new(Recorder::default());
+    let options: Vec<Value> = (0..300)
+        .map(|i| json!({"label": format!("{i}{}", "😀".repeat(150)), "description": "😀".repeat(300)}))
+        .collect();
+    let c = call(json!({"questions": [{"header": "Pick", "question": "?", "options": options}]}));
+    h.render(RenderArgs {
+        calls: std::slice::from_ref(&c),
+        req: &RequestContext::default(),
+        thread: &thread(),
+    })
+    .await
+    .unwrap();
+    let sent = sent_by(&h);
+    // Every option is shown, numbered, in messages before the question, none past the limit.
+    let (pages, question) = sent.split_at(sent.len() - 1);
+    assert!(pages.len() > 10, "{}", pages.len());
+    let listed: String = pages
+        .iter()
+        .map(|p| {
+            assert!(serde_json::to_vec(&p.2).unwrap().len() < 65_536);
+            p.2["body"].as_str().unwrap().to_owned()
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    for i in 1..=300 {
+        assert!(listed.contains(&format!("\n{i}. {}", i - 1)), "{i}");
+    }
+    let content = &question[0].2;
+    assert!(serde_json::to_vec(content).unwrap().len() < 65_536);
+    let body = content["body"].as_str().unwrap();
+    assert!(body.chars().count() <= frogbot_matrix::render::LIST_CHARS);
+    assert!(
+        body.contains(&format!(
+            "(The 300 options are listed, numbered, in the {} messages above.)",
+            pages.len()
+        )),
+        "{body}"
+    );
+    assert!(
+        body.ends_with("Reply in this thread with the number.\nReply skip to skip this question.")
+    );
+    // A number past what the text could show still answers.
+    let r = QuestionRecord {
+        messages: vec![QuestionMessage {
+            id: "!r:localhost|$sent1".into(),
+            posted_at: String::new(),
+            question: Some(0),
+        }],
+        revision: 0,
+        state: None,
+    };
+    assert!(matches!(
+        parse(&h, &c, &r, &reply("300", None)),
+        ParseResult::Answer { .. }
+    ));
 }

@@ -138,6 +138,7 @@ impl Bot {
         db: &frogbot_core::store::DynStore,
         allow: Vec<String>,
         timeline_limit: u32,
+        events: frogbot_matrix::render::PollEvents,
     ) -> Bot {
         let mut config = Config::new(
             hs.url.clone(),
@@ -147,6 +148,9 @@ impl Bot {
         );
         config.sync_timeline_limit = timeline_limit;
         config.allow = allow;
+        // Most tests read the stable poll events (the default is the unstable ones Element
+        // renders; both carry the same plain `body`).
+        config.poll_events = events;
         // The test image host (a fake homeserver) is on loopback.
         config.image_policy.allow_private = true;
         let channel = connect(config).await.unwrap();
@@ -187,6 +191,24 @@ async fn setup(access: Option<Vec<String>>) -> Option<Setup> {
 }
 
 async fn setup_with(access: Option<Vec<String>>, timeline_limit: u32) -> Option<Setup> {
+    setup_full(
+        access,
+        timeline_limit,
+        frogbot_matrix::render::PollEvents::Stable,
+    )
+    .await
+}
+
+/// A bot sending `events` (the others send the stable ones).
+async fn setup_with_events(events: frogbot_matrix::render::PollEvents) -> Option<Setup> {
+    setup_full(None, 100, events).await
+}
+
+async fn setup_full(
+    access: Option<Vec<String>>,
+    timeline_limit: u32,
+    events: frogbot_matrix::render::PollEvents,
+) -> Option<Setup> {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_test_writer()
@@ -204,6 +226,7 @@ async fn setup_with(access: Option<Vec<String>>, timeline_limit: u32) -> Option<
         &db,
         access,
         timeline_limit,
+        events,
     )
     .await;
     Some(Setup {
@@ -237,6 +260,7 @@ impl Setup {
             &db,
             Vec::new(),
             timeline_limit,
+            frogbot_matrix::render::PollEvents::Stable,
         )
         .await;
         Setup {
@@ -939,7 +963,8 @@ async fn a_skip_reply_dismisses_a_poll_question_once() {
             settled(e) && e["type"] == "m.poll.end"
         })
         .await;
-    let skipped = format!("Skipped by {alice_id}");
+    // "Skipped by" the member's display name (Synapse's default: the localpart).
+    let skipped = format!("Skipped by {}", alice.user_id().localpart());
     let end_text = end["content"]["m.text"][0]["body"].as_str().unwrap_or("");
     assert!(end_text.contains(&skipped), "{end:#}");
     let edit = alice
@@ -1132,7 +1157,7 @@ async fn a_confirm_a_number_a_toggle_and_a_text_are_answered_one_after_another()
 
     let ask = alice.send(&room, "m.room.message", text("kinds")).await;
     // The confirm: a message with its hint and the expiry line (plain and HTML), and the bot's ✅.
-    let go = input_in(&alice, &room, bot, &ask, "Go: Deploy?").await;
+    let go = input_in(&alice, &room, bot, &ask, "Question 1 of 4\nGo: Deploy?").await;
     assert!(
         body(&go).contains("\nReact ✅, or reply \"Approve\" to confirm.\nopen until "),
         "{go}"
@@ -1150,7 +1175,7 @@ async fn a_confirm_a_number_a_toggle_and_a_text_are_answered_one_after_another()
     alice.send(&room, "m.reaction", react(&go_id, "✅")).await;
 
     // The number comes next: out of range is refused with the reason, then answered.
-    let pods = input_in(&alice, &room, bot, &ask, "Pods: How many?").await;
+    let pods = input_in(&alice, &room, bot, &ask, "Question 2 of 4\nPods: How many?").await;
     assert!(
         body(&pods).contains("\nReply with a number from 1 to 10 (pods).\n"),
         "{pods}"
@@ -1174,7 +1199,14 @@ async fn a_confirm_a_number_a_toggle_and_a_text_are_answered_one_after_another()
         .await;
 
     // The toggle: ✅ and ❌ from the bot, ❌ from alice.
-    let notify = input_in(&alice, &room, bot, &ask, "Notify: Tell the team?").await;
+    let notify = input_in(
+        &alice,
+        &room,
+        bot,
+        &ask,
+        "Question 3 of 4\nNotify: Tell the team?",
+    )
+    .await;
     let notify_id = notify["event_id"].as_str().unwrap().to_owned();
     bot_reacted(&alice, &room, bot, &notify_id, &["✅", "❌"]).await;
     alice
@@ -1182,7 +1214,7 @@ async fn a_confirm_a_number_a_toggle_and_a_text_are_answered_one_after_another()
         .await;
 
     // The text: a thread reply answers it; one longer than `maxLength` is refused with the reason.
-    let why = input_in(&alice, &room, bot, &ask, "Why: Reason?").await;
+    let why = input_in(&alice, &room, bot, &ask, "Question 4 of 4\nWhy: Reason?").await;
     assert!(
         body(&why).contains("\nReply with your answer (at most 10 characters).\n"),
         "{why}"
@@ -1362,7 +1394,14 @@ async fn an_ask_to_a_room_starts_a_thread_there_once_and_is_answered_in_it() {
     bob.send(&room, "m.reaction", react(&poll_id, "2\u{fe0f}\u{20e3}"))
         .await;
     let edited = answered(&alice, &room, bot, &poll_id, "prod").await;
-    assert!(edited.contains(bob_account.user_id.as_str()), "{edited}");
+    // Answered by bob's display name (Synapse's default: the localpart).
+    assert!(
+        edited.contains(&format!(
+            "✅ Answered by {}: prod",
+            bob_account.user_id.localpart()
+        )),
+        "{edited}"
+    );
     let root_events = roots(&alice, &room, bot, text);
     assert_eq!(root_events.len(), 1, "one root: {root_events:#?}");
     assert_eq!(root_events[0]["event_id"], root.as_str());
@@ -1844,4 +1883,91 @@ async fn three_taps_on_an_event_button_reach_the_agents_inbox() {
         .len();
     assert_eq!(sent_after, sent_before, "nothing answered");
     s.bot.stop().await;
+}
+
+/// A multiple choice on a real Synapse, as a second client sees it (`person_view_of` over the
+/// events Alice's client received): the unstable poll Element renders with its plain `body`, the
+/// clicks sent as Element sends them (the whole selection each time), ✅ to send them, and the
+/// settled poll keeping Alice's votes counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_multiple_choice_is_sent_with_a_check_and_alice_sees_her_votes_kept() {
+    use frogbot_matrix::testing::person_view_of;
+    let Some(s) = setup_with_events(frogbot_matrix::render::PollEvents::Unstable).await else {
+        return;
+    };
+    let alice = s.hs.person(&s.hs.register("alice").await).await;
+    let bot = s.bot_account.user_id.as_str();
+    let room = dm(&s, &alice).await;
+    let multi = alice.send(&room, "m.room.message", text("multi")).await;
+    let poll = alice
+        .wait_for(&room, WAIT, "the unstable poll", |e| {
+            from(e, bot)
+                && e["type"] == "org.matrix.msc3381.poll.start"
+                && thread_root(e) == Some(multi.as_str())
+        })
+        .await;
+    let poll_id = poll["event_id"].as_str().unwrap().to_owned();
+    bot_reacted(&alice, &room, bot, &poll_id, &["✅"]).await;
+    let ids: Vec<String> = poll["content"]["org.matrix.msc3381.poll.start"]["answers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["id"].as_str().unwrap().to_owned())
+        .collect();
+    for picked in [vec![0], vec![0, 2]] {
+        let answers: Vec<&str> = picked.iter().map(|&i| ids[i].as_str()).collect();
+        alice
+            .send(
+                &room,
+                "org.matrix.msc3381.poll.response",
+                json!({"org.matrix.msc3381.poll.response": {"answers": answers},
+                       "m.relates_to": {"rel_type": "m.reference", "event_id": poll_id}}),
+            )
+            .await;
+    }
+    alice.send(&room, "m.reaction", react(&poll_id, "✅")).await;
+    let got = alice
+        .wait_for(&room, WAIT, "the answer reaching the model", |e| {
+            from(e, bot) && body(e).starts_with("got:") && thread_root(e) == Some(multi.as_str())
+        })
+        .await;
+    assert!(body(&got).contains(r#"["eu","asia"]"#), "{got}");
+    alice
+        .wait_for(&room, WAIT, "the poll end", |e| {
+            from(e, bot) && e["type"] == "org.matrix.msc3381.poll.end"
+        })
+        .await;
+    alice
+        .wait_for(&room, WAIT, "the settled edit", |e| {
+            from(e, bot)
+                && e["content"]["m.relates_to"]["rel_type"] == "m.replace"
+                && e["content"]["m.relates_to"]["event_id"] == poll_id.as_str()
+        })
+        .await;
+    let seen = person_view_of(&alice.seen(&room, |_| true), multi.as_str());
+    let q = seen.iter().find(|m| m.id == poll_id).expect("the poll");
+    let shown = q.poll.as_ref().unwrap();
+    assert_eq!(shown.question, "Regions: Which?");
+    assert_eq!(
+        shown.votes,
+        [(
+            alice.user_id().to_string(),
+            vec!["eu".to_owned(), "asia".to_owned()]
+        )]
+    );
+    let by = alice.user_id().localpart();
+    assert_eq!(
+        shown.ended.as_deref(),
+        Some(format!("✅ Answered by {by}: eu, asia").as_str())
+    );
+    let body = q.fallback.as_deref().unwrap();
+    assert!(
+        body.starts_with("Regions: Which?\n1. eu\n2. us\n3. asia\n"),
+        "{body}"
+    );
+    assert!(
+        body.ends_with(&format!("\n✅ Answered by {by}: eu, asia")),
+        "{body}"
+    );
+    assert!(q.notified && q.edited);
 }

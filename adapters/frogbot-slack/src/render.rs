@@ -1344,7 +1344,7 @@ mod tests {
             &Progress {
                 picks: vec![None],
                 checked: vec![vec![1]],
-                prompts: vec![],
+                ..Progress::default()
             },
         ));
         let els = elements(&b, 1);

@@ -25,6 +25,12 @@ pub struct Progress {
     /// controls), so a later hook can find or close them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub prompts: Vec<String>,
+    /// Per question (its index as a string): the revision of the set its controls were last
+    /// drawn at, where an adapter keeps controls drawn at an earlier revision (Matrix keeps a
+    /// multiple-choice poll with a selection as it is across steps, so the selection the
+    /// person's client shows is not lost, and takes its answers at that revision).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub drawn: std::collections::BTreeMap<String, u64>,
 }
 
 impl Progress {

@@ -110,7 +110,7 @@ impl Config {
             store_path: store_path.into(),
             store_passphrase: None,
             auto_join: true,
-            poll_events: PollEvents::Stable,
+            poll_events: PollEvents::default(),
             sync_timeline_limit: 100,
             users: BTreeMap::new(),
             allow: Vec::new(),

@@ -12,7 +12,7 @@
 //! store_path = "/var/lib/frogbot/matrix"     # matrix-sdk's store and the saved session
 //! # store_passphrase_env = "FROGBOT_MATRIX_STORE_PASSPHRASE"
 //! # auto_join = true
-//! # poll_events = "stable"                   # or "unstable" (org.matrix.msc3381.poll.*)
+//! # poll_events = "unstable"                 # or "stable" (m.poll.*)
 //! users = { "@alice:example.org" = "alice" }
 //! allow = ["alice"]
 //! ```
@@ -51,7 +51,10 @@ pub struct MatrixConfig {
     /// Join rooms the bot is invited to (default true).
     #[serde(default = "yes")]
     pub auto_join: bool,
-    /// `stable` (`m.poll.*`, default) or `unstable` (`org.matrix.msc3381.poll.*`).
+    /// `unstable` (`org.matrix.msc3381.poll.*`, the default: what Element Web, Desktop,
+    /// Android and iOS render as polls) or `stable` (`m.poll.*`, which Element does not render
+    /// yet). Polls always carry a plain-text `body` (question, numbered options, how to answer by
+    /// a reply), which clients that render no poll show.
     #[serde(default)]
     pub poll_events: PollEvents,
     /// Matrix user id → FrogBot user id.

@@ -1,0 +1,249 @@
+//! What a person sees of questions in a thread (`FakeHomeserver::person_view`): the question
+//! messages after edits, their reactions, polls and notifications, and the plain `body` a client
+//! that renders no poll shows — for each input kind, a 30-option question, a four-question set, a
+//! multiple choice answered by clicks as Element sends them, and an approval.
+
+#![recursion_limit = "256"]
+
+use frogbot_matrix::testing::{SeenMessage, conformance_harness};
+use frogbot_model::conformance::Harness;
+use frogbot_model::{QuestionCall, QuestionInput, RenderArgs, RequestContext};
+use matrix_sdk::ruma::UserId;
+use serde_json::{Value, json};
+
+fn call(input: Value) -> QuestionCall {
+    QuestionCall {
+        tool_call_id: "c1".into(),
+        input: serde_json::from_value::<QuestionInput>(input).unwrap(),
+        expires_at: None,
+    }
+}
+
+/// Renders `input` in a fresh thread; returns the harness, the thread id and what a person sees.
+async fn shown(
+    input: Value,
+) -> (
+    frogbot_matrix::testing::MatrixHarness,
+    String,
+    Vec<SeenMessage>,
+) {
+    let h = conformance_harness().await;
+    let thread = h.thread().await;
+    let c = call(input);
+    h.hooks()
+        .render(RenderArgs {
+            calls: std::slice::from_ref(&c),
+            req: &RequestContext::default(),
+            thread: &thread,
+        })
+        .await
+        .unwrap();
+    let seen = h.fake().person_view(&thread.id);
+    (h, thread.id, seen)
+}
+
+#[tokio::test]
+async fn every_kind_shows_a_question_one_can_answer_even_without_polls() {
+    let kinds = [
+        json!({"header": "Env", "question": "Release **v1.4** where?",
+               "options": [{"label": "staging", "description": "the *test* cluster"}, {"label": "prod"}]}),
+        json!({"header": "Go", "question": "Deploy?", "kind": "confirm", "label": "Approve"}),
+        json!({"header": "Notify", "question": "Tell them?", "kind": "toggle", "label": "Notify the team"}),
+        json!({"header": "Pods", "question": "How many?", "kind": "number_input", "min": 1, "max": 9}),
+        json!({"header": "Why", "question": "Reason?", "kind": "text_input"}),
+    ];
+    for kind in kinds {
+        let (h, _, seen) = shown(json!({"questions": [kind]})).await;
+        // The root, then the question.
+        assert_eq!(seen.len(), 2, "{seen:#?}");
+        let q = &seen[1];
+        assert_eq!(q.sender, h.fake().bot().as_str());
+        assert!(q.notified && !q.edited, "{q:#?}");
+        let body = q
+            .fallback
+            .as_deref()
+            .expect("a plain body every client shows");
+        assert!(
+            body.ends_with("Reply skip to skip this question."),
+            "{body}"
+        );
+        assert!(!body.contains("**") && !body.contains('*'), "{body}");
+        if let Some(poll) = &q.poll {
+            assert_eq!(poll.question, "Env: Release v1.4 where?");
+            assert_eq!(poll.answers, ["staging — the test cluster", "prod"]);
+            assert_eq!(poll.max_selections, 1);
+            assert!(
+                body.contains("\n1. staging — the test cluster\n2. prod\n"),
+                "{body}"
+            );
+            assert!(body.contains("reply in this thread with it"), "{body}");
+        } else {
+            assert!(body.contains("reply") || body.contains("Reply"), "{body}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_thirty_option_question_is_a_numbered_list_answered_by_number() {
+    let options: Vec<Value> = (1..=30)
+        .map(|i| json!({"label": format!("opt{i}")}))
+        .collect();
+    let (_, _, seen) = shown(
+        json!({"questions": [{"header": "Pick", "question": "Which?",
+        "options": options}]}),
+    )
+    .await;
+    let q = &seen[1];
+    assert!(q.poll.is_none());
+    let body = q.fallback.as_deref().unwrap();
+    for i in 1..=30 {
+        assert!(body.contains(&format!("\n{i}. opt{i}")), "{body}");
+    }
+    assert!(
+        body.contains("Reply in this thread with the number."),
+        "{body}"
+    );
+}
+
+#[tokio::test]
+async fn each_question_of_a_four_question_set_says_where_it_stands() {
+    let (_, _, seen) = shown(json!({"questions": [
+        {"header": "A", "question": "a?", "options": [{"label": "x"}, {"label": "y"}]},
+        {"header": "B", "question": "b?", "kind": "toggle"},
+        {"header": "C", "question": "c?", "kind": "text_input"},
+        {"header": "D", "question": "d?", "kind": "confirm"}
+    ]}))
+    .await;
+    let q = &seen[1];
+    assert_eq!(q.poll.as_ref().unwrap().question, "Question 1 of 4 — A: a?");
+    assert!(
+        q.fallback
+            .as_deref()
+            .unwrap()
+            .starts_with("Question 1 of 4\nA: a?")
+    );
+}
+
+#[tokio::test]
+async fn a_multiple_choice_poll_shows_the_clicks_and_a_check_to_send_them() {
+    let (h, _, seen) = shown(
+        json!({"questions": [{"header": "Regions", "question": "Which?",
+        "multiple": true, "options": [{"label": "eu"}, {"label": "us"}, {"label": "asia"}]}]}),
+    )
+    .await;
+    let q = &seen[1];
+    assert_eq!(q.poll.as_ref().unwrap().max_selections, 3);
+    let body = q.fallback.as_deref().unwrap();
+    assert!(body.contains("then reply done or react ✅"), "{body}");
+    // The bot's ✅ to tap once done.
+    let message = format!("{}|{}", h.room(), q.id);
+    h.fake()
+        .wait_for(h.room(), 10, "the bot's ✅", |_| {
+            h.fake().bot_reactions(&message) == ["✅"]
+        })
+        .await;
+    // Element sends the whole selection at every click.
+    let ada = UserId::parse("@ada:fake.test").unwrap();
+    let answers = &h.fake().open_answers(&message);
+    for picked in [vec![0], vec![0, 2]] {
+        let ids: Vec<&str> = picked.iter().map(|&i| answers[i].0.as_str()).collect();
+        h.fake().inject(
+            h.room(),
+            &ada,
+            "org.matrix.msc3381.poll.response",
+            json!({"org.matrix.msc3381.poll.response": {"answers": ids},
+                   "m.relates_to": {"rel_type": "m.reference", "event_id": q.id}}),
+        );
+    }
+    let thread = format!("{}|{}", h.room(), seen[0].id);
+    let seen = h.fake().person_view(&thread);
+    let poll = seen[1].poll.as_ref().unwrap();
+    assert_eq!(
+        poll.votes,
+        [(ada.to_string(), vec!["eu".to_owned(), "asia".to_owned()])]
+    );
+    assert_eq!(poll.ended, None);
+}
+
+#[tokio::test]
+async fn an_approval_shows_its_arguments_as_text_not_markdown() {
+    let input = frogbot_model::approval_question("shell", &json!({"command": "ls -la"}), &[], None);
+    let (_, _, seen) = shown(serde_json::to_value(input).unwrap()).await;
+    let q = seen.last().unwrap();
+    let text = match &q.poll {
+        Some(p) => p.question.clone(),
+        None => q.fallback.clone().unwrap(),
+    };
+    assert!(!text.contains("```") && !text.contains('`'), "{text}");
+    assert!(text.contains("ls -la"), "{text}");
+    assert!(q.fallback.as_deref().unwrap().contains("ls -la"));
+}
+
+#[tokio::test]
+async fn a_settled_toggle_says_who_by_display_name_its_label_and_off() {
+    use frogbot_model::{
+        Actor, ChannelIdentity, HookArgs, PlatformUser, QuestionAnswer, QuestionMessage,
+        QuestionOutcome, QuestionOutput, QuestionRecord,
+    };
+    let h = conformance_harness().await;
+    let thread = h.thread().await;
+    let c = call(
+        json!({"questions": [{"header": "Notify", "question": "Tell them?",
+        "kind": "toggle", "label": "Notify the team"}]}),
+    );
+    let rendered = h
+        .hooks()
+        .render(RenderArgs {
+            calls: std::slice::from_ref(&c),
+            req: &RequestContext::default(),
+            thread: &thread,
+        })
+        .await
+        .unwrap();
+    let ada = UserId::parse("@ada:fake.test").unwrap();
+    h.fake().set_display_name(h.room(), &ada, "Ada");
+    let record = QuestionRecord {
+        messages: rendered[0].messages.clone(),
+        revision: 0,
+        state: None,
+    };
+    let _: &[QuestionMessage] = &record.messages;
+    let actor = Actor {
+        user: None,
+        identity: Some(ChannelIdentity {
+            platform: "matrix".into(),
+            user: PlatformUser {
+                id: ada.to_string(),
+                name: None,
+                is_bot: false,
+            },
+        }),
+    };
+    let outcome = QuestionOutcome::Answered(QuestionOutput {
+        answers: vec![QuestionAnswer {
+            header: "Notify".into(),
+            selected: vec!["off".into()],
+        }],
+    });
+    h.hooks()
+        .settled(
+            HookArgs {
+                call: &c,
+                question: &record,
+                req: &RequestContext::default(),
+                thread: &thread,
+            },
+            Some(&actor),
+            &outcome,
+        )
+        .await
+        .unwrap();
+    let seen = h.fake().person_view(&thread.id);
+    let q = &seen[1];
+    assert!(q.edited, "{q:#?}");
+    let body = q.fallback.as_deref().unwrap();
+    assert_eq!(
+        body,
+        "Notify: Tell them?\n✅ Answered by Ada: Notify the team — off"
+    );
+}
