@@ -332,7 +332,7 @@ async fn an_element_mention_pill_is_stripped_for_the_model_stop_and_skip() {
     let ask_root = ask.as_str();
     let poll = fake
         .wait_for(&room, WAIT, "the poll", |e| {
-            from_bot(&fake, e) && e["type"] == "m.poll.start" && in_thread(e, ask_root)
+            from_bot(&fake, e) && is_poll_start(e) && in_thread(e, ask_root)
         })
         .await;
     let poll_id = poll["event_id"].clone();
@@ -345,7 +345,7 @@ async fn an_element_mention_pill_is_stripped_for_the_model_stop_and_skip() {
     let end = fake
         .wait_for(&room, WAIT, "the question skipped", |e| {
             from_bot(&fake, e)
-                && e["type"] == "m.poll.end"
+                && is_poll_end(e)
                 && e["content"]["m.relates_to"]["event_id"] == poll_id
         })
         .await;
@@ -395,7 +395,7 @@ async fn an_ask_shows_no_typing_notice() {
         let _ = handle.done.await;
     }
     fake.wait_for(&room, WAIT, "the ask's poll", |e| {
-        from_bot(&fake, e) && e["type"] == "m.poll.start"
+        from_bot(&fake, e) && is_poll_start(e)
     })
     .await;
     let typing = fake.typing(&room);
@@ -404,4 +404,14 @@ async fn an_ask_shows_no_typing_notice() {
         "no typing for an ask: {typing:?}"
     );
     bot.stop().await;
+}
+
+/// A poll's start, in either form (the unstable MSC3381 form is the default).
+fn is_poll_start(e: &serde_json::Value) -> bool {
+    e["type"] == "m.poll.start" || e["type"] == "org.matrix.msc3381.poll.start"
+}
+
+/// A poll's end, in either form.
+fn is_poll_end(e: &serde_json::Value) -> bool {
+    e["type"] == "m.poll.end" || e["type"] == "org.matrix.msc3381.poll.end"
 }

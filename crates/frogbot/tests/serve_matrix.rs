@@ -32,7 +32,8 @@ async fn serve(table: &str, password: &str) -> Serve {
         port,
         &db.url,
         &format!(
-            "[channels.matrix]\n{table}\nstore_path = \"{}\"\npassword_env = \"{PASSWORD_VAR}\"",
+            // The stable poll events this test reads (the default is the unstable form Element renders).
+            "[channels.matrix]\n{table}\npoll_events = \"stable\"\nstore_path = \"{}\"\npassword_env = \"{PASSWORD_VAR}\"",
             store.display()
         ),
     );

@@ -942,6 +942,11 @@ impl<A: MatrixApi> ReplyStream for MatrixStream<A> {
     fn message_ids(&self) -> Vec<String> {
         self.msgs.iter().map(|(id, _)| id.clone()).collect()
     }
+
+    /// Nothing is visible until the first message is posted (it waits for a first sentence).
+    fn visible(&self) -> bool {
+        !self.msgs.is_empty()
+    }
 }
 
 #[cfg(test)]

@@ -318,6 +318,13 @@ pub trait ReplyStream: Send {
     /// The platform ids of the messages posted so far (kept with the reply, so a stream a crash
     /// cut off is found again).
     fn message_ids(&self) -> Vec<String>;
+
+    /// Whether the person sees something of the reply yet. A stream that holds its first message
+    /// back (until a first sentence) says `false`, and the next text is shown soon (100 ms)
+    /// rather than an interval later. By default, once anything was shown.
+    fn visible(&self) -> bool {
+        true
+    }
 }
 
 /// The messages a streamed reply is drawn in, for [`EditStream`]: post one, edit one, and how a

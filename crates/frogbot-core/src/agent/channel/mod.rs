@@ -317,12 +317,12 @@ impl Streamer {
             live = self.show(live, text.clone()).await;
             // Nothing posted yet (the outbox waits for a text worth notifying, e.g. a first
             // sentence): the next text is shown soon (100 ms), not an interval later.
-            let every =
-                if matches!(live, Live::On(_)) && self.drafts.lock().expect("drafts").is_empty() {
+            let every = match &live {
+                Live::On(stream) if !stream.visible() => {
                     self.every.min(std::time::Duration::from_millis(100))
-                } else {
-                    self.every
-                };
+                }
+                _ => self.every,
+            };
             // At most one update per interval: collect text until it has passed.
             let next = shown_at + every;
             loop {
