@@ -450,21 +450,7 @@ impl Engine {
         text: &str,
         key: &str,
     ) -> Result<ChatRow> {
-        {
-            use crate::policy::{Action, Target};
-            let target = match &place {
-                super::AgentPlace::Web { owner, .. } => Target::Web {
-                    for_user: owner.as_ref(),
-                },
-                super::AgentPlace::Channel { platform, place } => Target::Platform {
-                    platform,
-                    id: match place {
-                        super::ChannelTarget::Thread(t) | super::ChannelTarget::User(t) => t,
-                    },
-                },
-            };
-            self.authorize(agent, Action::OpenAgentChat(target))?;
-        }
+        self.authorize(agent, crate::policy::Action::OpenAgentChat(place.target()))?;
         self.inner
             .channels
             .open_agent_chat(agent, place, text, key)

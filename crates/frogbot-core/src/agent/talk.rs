@@ -54,6 +54,24 @@ pub enum AgentPlace {
     },
 }
 
+impl AgentPlace {
+    /// What the authorization policy is asked about when an agent opens a chat here.
+    pub fn target(&self) -> crate::policy::Target<'_> {
+        use crate::policy::Target;
+        match self {
+            AgentPlace::Web { owner, .. } => Target::Web {
+                for_user: owner.as_ref(),
+            },
+            AgentPlace::Channel { platform, place } => Target::Platform {
+                platform,
+                id: match place {
+                    ChannelTarget::Thread(t) | ChannelTarget::User(t) => t,
+                },
+            },
+        }
+    }
+}
+
 /// A platform target of an agent chat.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ChannelTarget {

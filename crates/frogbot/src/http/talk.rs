@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use frogbot_core::agent::{AgentMessage, AgentPlace, ChannelTarget, EventOutcome, MessageEdit};
 use frogbot_core::model::{Ack, Block, ChatId};
 
-use frogbot_core::policy::{Action, ChatView, Principal, Target};
+use frogbot_core::policy::{Action, ChatView, Principal};
 
 use super::access::{Caller, decide};
 use super::{ApiError, ApiResult, AppState, chat_id, parse_json, with_chat};
@@ -128,18 +128,7 @@ pub(super) async fn open(
             }
         },
     };
-    let target = match &place {
-        AgentPlace::Web { owner, .. } => Target::Web {
-            for_user: owner.as_ref(),
-        },
-        AgentPlace::Channel { platform, place } => Target::Platform {
-            platform,
-            id: match place {
-                ChannelTarget::Thread(t) | ChannelTarget::User(t) => t,
-            },
-        },
-    };
-    decide(&state.policy, &who, Action::OpenAgentChat(target))?;
+    decide(&state.policy, &who, Action::OpenAgentChat(place.target()))?;
     let row = state
         .engine
         .open_agent_chat(user.as_ref(), place, &text, &key)
