@@ -305,16 +305,35 @@ pub fn mentions(text: &str, bot_user_id: &str) -> bool {
     text.contains(&format!("<@{bot_user_id}>")) || text.contains(&format!("<@{bot_user_id}|"))
 }
 
-/// `text` without mentions of `bot_user_id`, trimmed.
+/// `text` without mentions of `bot_user_id`, trimmed, so commands (`stop`, `skip`) are read and
+/// the model gets the text without them. A leading mention goes with the separator a person
+/// writes after it (`<@U0BOT>: stop`, `<@U0BOT|frogbot>, skip`, `<@U0BOT> — stop`: `:`, `,`, `-`,
+/// `–`, `—` and spaces); a mention further on is removed where it stands.
 pub fn strip_mention(text: &str, bot_user_id: &str) -> String {
-    let mut out = text.replace(&format!("<@{bot_user_id}>"), "");
-    while let Some(start) = out.find(&format!("<@{bot_user_id}|")) {
+    let plain = format!("<@{bot_user_id}>");
+    let named = format!("<@{bot_user_id}|");
+    let mut out = text.replace(&plain, "\u{0}");
+    while let Some(start) = out.find(&named) {
         match out[start..].find('>') {
-            Some(end) => out.replace_range(start..start + end + 1, ""),
+            Some(end) => out.replace_range(start..start + end + 1, "\u{0}"),
             None => break,
         }
     }
-    out.trim().to_string()
+    // `\0` marks where a mention stood (a person cannot type it in Slack).
+    let mut rest = out.trim_start();
+    while let Some(after) = rest.strip_prefix('\u{0}') {
+        let after = after.trim_start();
+        rest = if let Some(r) = after.strip_prefix([':', ',', '–', '—']) {
+            r.trim_start()
+        } else {
+            // A hyphen is a separator when a space follows it (`-v` is the text's own).
+            match after.strip_prefix('-') {
+                Some(r) if r.is_empty() || r.starts_with(char::is_whitespace) => r.trim_start(),
+                _ => after,
+            }
+        };
+    }
+    rest.replace('\u{0}', "").trim().to_string()
 }
 
 fn build_message(
@@ -566,9 +585,40 @@ mod tests {
         assert!(!mentions("hi <@UOTHER>", "UBOT"));
         assert_eq!(strip_mention("<@UBOT|frog> deploy", "UBOT"), "deploy");
         assert_eq!(strip_mention("<@UBOT> deploy", "UBOT"), "deploy");
+        assert_eq!(strip_mention("hi <@UBOT> there", "UBOT"), "hi  there");
         let v = payload_from_form("payload=%7B%22a%22%3A%22b+c%22%7D&x=1").unwrap();
         assert_eq!(v, serde_json::json!({"a": "b c"}));
         assert!(payload_from_form("x=1").is_err());
+    }
+
+    /// The forms Slack's client produces when a person addresses the bot, and its separators.
+    #[test]
+    fn a_leading_mention_goes_with_its_separator() {
+        for text in [
+            "<@U0BOT>: stop",
+            "<@U0BOT> stop",
+            "<@U0BOT|frogbot> stop",
+            "<@U0BOT|frogbot>: stop",
+            "<@U0BOT>, stop",
+            "<@U0BOT> - stop",
+            "<@U0BOT> — stop",
+            "<@U0BOT>— stop",
+            "<@U0BOT> —stop",
+            "<@U0BOT> – stop",
+            "  <@U0BOT>:\nstop ",
+            "<@U0BOT> <@U0BOT>: stop",
+        ] {
+            assert_eq!(strip_mention(text, "U0BOT"), "stop", "{text:?}");
+        }
+        assert_eq!(strip_mention("<@U0BOT>, skip", "U0BOT"), "skip");
+        // Only the bot's mention, and only separators go: the text after them stays.
+        assert_eq!(strip_mention("<@U0BOT>: -v flag?", "U0BOT"), "-v flag?");
+        assert_eq!(
+            strip_mention("<@UOTHER>: stop", "U0BOT"),
+            "<@UOTHER>: stop"
+        );
+        assert_eq!(strip_mention("stop: <@U0BOT>", "U0BOT"), "stop:");
+        assert_eq!(strip_mention("<@U0BOT>", "U0BOT"), "");
     }
 
     #[test]
