@@ -613,10 +613,7 @@ mod tests {
         assert_eq!(strip_mention("<@U0BOT>, skip", "U0BOT"), "skip");
         // Only the bot's mention, and only separators go: the text after them stays.
         assert_eq!(strip_mention("<@U0BOT>: -v flag?", "U0BOT"), "-v flag?");
-        assert_eq!(
-            strip_mention("<@UOTHER>: stop", "U0BOT"),
-            "<@UOTHER>: stop"
-        );
+        assert_eq!(strip_mention("<@UOTHER>: stop", "U0BOT"), "<@UOTHER>: stop");
         assert_eq!(strip_mention("stop: <@U0BOT>", "U0BOT"), "stop:");
         assert_eq!(strip_mention("<@U0BOT>", "U0BOT"), "");
     }

@@ -44,6 +44,7 @@ use frogbot_model::{
 use slack_morphism::prelude::*;
 
 use crate::Error;
+use crate::format::{to_mrkdwn, to_plain};
 use crate::ids::{ActionKind, ActionRef, MODAL_CALLBACK_ID, modal_input_id};
 
 /// Slack: at most 50 blocks per message.
@@ -91,8 +92,16 @@ pub const MAX_CONFIRM_TEXT: usize = 300;
 /// Slack: a confirmation dialog's confirm and deny button texts.
 pub const MAX_CONFIRM_BUTTON: usize = 30;
 
+/// A `plain_text` object: `text` without Markdown marks ([`to_plain`]: Slack shows a plain
+/// text's `**` as they are), cut to `max`.
 fn plain(text: &str, max: usize) -> SlackBlockPlainTextOnly {
-    SlackBlockPlainText::new(truncate(text, max)).into()
+    SlackBlockPlainText::new(truncate(&to_plain(text), max)).into()
+}
+
+/// A question's text as `mrkdwn` (Markdown converted: `**x**` bold, code fences without their
+/// language, `&<>` escaped).
+fn question_mrkdwn(q: &QuestionItem) -> String {
+    to_mrkdwn(&shown_question(q))
 }
 
 fn mrkdwn(text: &str) -> SlackBlockText {
@@ -141,11 +150,52 @@ fn button(text: &str, action: ActionRef, value: Option<String>) -> SlackBlockBut
     }
 }
 
+/// Option `i`'s label as its control shows it: plain text, numbered where the options are
+/// also listed in full in the question's text ([`options_in_full`]).
 fn option_text(q: &QuestionItem, i: usize) -> String {
-    q.options
+    let label = q
+        .options
         .get(i)
-        .map(|o| o.label.clone())
-        .unwrap_or_default()
+        .map(|o| to_plain(&o.label))
+        .unwrap_or_default();
+    if labels_cut(q) {
+        format!("{}. {label}", i + 1)
+    } else {
+        label
+    }
+}
+
+/// Whether a control would cut one of `q`'s option labels or descriptions (Slack: 75
+/// characters for a button's text, an option's text and its description).
+fn labels_cut(q: &QuestionItem) -> bool {
+    q.options.iter().any(|o| {
+        to_plain(&o.label).chars().count() > MAX_OPTION_TEXT.min(MAX_BUTTON_TEXT)
+            || o.description
+                .as_deref()
+                .is_some_and(|d| to_plain(d).chars().count() > MAX_OPTION_TEXT)
+    })
+}
+
+/// The options of a choice written out in full under its question, numbered (`1. label —
+/// description`), when its controls cannot show them whole: a label or description longer
+/// than Slack's 75 characters (the control then shows it cut, numbered alike), or
+/// descriptions on buttons (a button has none). `None` when the controls show everything.
+fn options_in_full(q: &QuestionItem, as_buttons: bool) -> Option<String> {
+    let described = q.options.iter().any(|o| o.description.is_some());
+    if !(labels_cut(q) || (as_buttons && described)) {
+        return None;
+    }
+    Some(
+        q.options
+            .iter()
+            .enumerate()
+            .map(|(i, o)| match &o.description {
+                Some(d) => format!("{}. {} — {}", i + 1, to_mrkdwn(&o.label), to_mrkdwn(d)),
+                None => format!("{}. {}", i + 1, to_mrkdwn(&o.label)),
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+    )
 }
 
 fn select_item(q: &QuestionItem, i: usize) -> SlackBlockChoiceItem<SlackBlockPlainTextOnly> {
@@ -167,7 +217,7 @@ fn check_item(q: &QuestionItem, i: usize) -> SlackBlockChoiceItem<SlackBlockText
 }
 
 fn question_text(q: &QuestionItem, picked: Option<&[String]>) -> String {
-    let mut text = format!("*{}*\n{}", escape(&q.header), escape(&shown_question(q)));
+    let mut text = format!("*{}*\n{}", escape(&q.header), question_mrkdwn(q));
     if let Some(p) = picked {
         text.push_str(&format!("\n_Selected: {}_", escape(&p.join(", "))));
     }
@@ -209,6 +259,25 @@ fn question_blocks(
         return listed_blocks(section, index, q, aref(ActionKind::Other, None));
     }
     let n = q.options.len();
+    let as_buttons = !q.multiple && n <= MAX_BUTTONS;
+    let mut blocks: Vec<SlackBlock> = Vec::new();
+    let section = match options_in_full(q, as_buttons) {
+        None => section,
+        Some(list) => {
+            // The question, then the options in full (over more sections past 3,000 characters).
+            let text = format!("{}\n{list}", question_text(q, picked));
+            let mut pages = frogbot_model::text::split(&text, MAX_SECTION_TEXT).into_iter();
+            let first = pages.next().unwrap_or_default();
+            for page in pages {
+                blocks.push(
+                    SlackSectionBlock::new()
+                        .with_text(SlackBlockMarkDownText::new(page).into())
+                        .into(),
+                );
+            }
+            SlackSectionBlock::new().with_text(SlackBlockMarkDownText::new(first).into())
+        }
+    };
     let mut elements: Vec<SlackActionBlockElement> = Vec::new();
     // Slack allows a multi-select in a section (as its accessory), not in an actions block.
     let mut accessory: Option<SlackSectionBlockElement> = None;
@@ -271,7 +340,9 @@ fn question_blocks(
         Some(a) => section.with_accessory(a),
         None => section,
     };
-    vec![section.into(), SlackActionsBlock::new(elements).into()]
+    blocks.insert(0, section.into());
+    blocks.push(SlackActionsBlock::new(elements).into());
+    blocks
 }
 
 /// A choice with more options than a select holds (100): no select showing only some; every
@@ -420,7 +491,7 @@ pub fn form_card(input: &QuestionInput, revision: u64) -> Vec<SlackBlock> {
             let mut line = format!(
                 "*{}* {}\n_{}_",
                 escape(&q.header),
-                escape(&shown_question(q)),
+                question_mrkdwn(q),
                 escape(&input_description(q))
             );
             if let Some(d) = q.default_answer().filter(|d| !d.is_empty()) {
@@ -546,14 +617,7 @@ pub fn compact_blocks(input: &QuestionInput, revision: u64) -> Vec<SlackBlock> {
         .questions
         .iter()
         .enumerate()
-        .map(|(i, q)| {
-            format!(
-                "{}. *{}* {}",
-                i + 1,
-                escape(&q.header),
-                escape(&shown_question(q))
-            )
-        })
+        .map(|(i, q)| format!("{}. *{}* {}", i + 1, escape(&q.header), question_mrkdwn(q)))
         .collect::<Vec<_>>()
         .join("\n");
     let open = ActionRef {
@@ -581,7 +645,8 @@ pub fn fallback_text(input: &QuestionInput) -> String {
         .first()
         .map(shown_question)
         .unwrap_or(std::borrow::Cow::Borrowed("A question"));
-    truncate(&first, MAX_SECTION_TEXT)
+    // What the notification shows: plain text (no `**` or fences), `&<>` escaped.
+    truncate(&escape(&to_plain(&first)), MAX_SECTION_TEXT)
 }
 
 /// The modal (`views.open` payload) for a whole question set, one input block per input: a
@@ -810,6 +875,13 @@ fn answer_text(q: Option<&QuestionItem>, selected: &[String]) -> String {
                 None => joined,
             }
         }
+        // "Notify the team — off": the toggle's label says what is on or off.
+        Some(q) if q.kind == InputKind::Toggle => match q.label.as_deref() {
+            Some(l) if !l.trim().is_empty() && !l.trim().eq_ignore_ascii_case(q.header.trim()) => {
+                format!("{} — {joined}", to_plain(l))
+            }
+            _ => joined,
+        },
         _ => joined,
     }
 }
@@ -890,7 +962,7 @@ pub fn settled_blocks(
     let summary = input
         .questions
         .iter()
-        .map(|q| format!("*{}* {}", escape(&q.header), escape(&shown_question(q))))
+        .map(|q| format!("*{}* {}", escape(&q.header), question_mrkdwn(q)))
         .collect::<Vec<_>>()
         .join("\n");
     vec![
@@ -1302,7 +1374,7 @@ mod tests {
     }
 
     #[test]
-    fn long_texts_are_truncated_to_slack_limits() {
+    fn long_texts_are_cut_to_slack_limits_and_written_out_in_full() {
         let mut q = item("Env", 3, false, false);
         q.options[0].label = "x".repeat(200);
         q.question = "y".repeat(5000);
@@ -1311,15 +1383,33 @@ mod tests {
             0,
             &Progress::default(),
         ));
-        let section = b[0]["text"]["text"].as_str().unwrap();
-        assert_eq!(section.chars().count(), MAX_SECTION_TEXT);
-        let button = elements(&b, 1)[0]["text"]["text"]
+        let blocks = b.as_array().unwrap();
+        let sections: Vec<&str> = blocks
+            .iter()
+            .filter(|b| b["type"] == "section")
+            .map(|b| b["text"]["text"].as_str().unwrap())
+            .collect();
+        for s in &sections {
+            assert!(s.chars().count() <= MAX_SECTION_TEXT);
+        }
+        // The 200-character label is written out in full, numbered like its cut button.
+        assert!(
+            sections
+                .concat()
+                .contains(&format!("1. {}", "x".repeat(200)))
+        );
+        let actions = blocks.iter().position(|b| b["type"] == "actions").unwrap();
+        let button = elements(&b, actions)[0]["text"]["text"]
             .as_str()
             .unwrap()
             .to_string();
         assert_eq!(button.chars().count(), MAX_BUTTON_TEXT);
-        assert!(button.ends_with('…'));
+        assert!(
+            button.starts_with("1. xxx") && button.ends_with('…'),
+            "{button}"
+        );
         let mut q6 = q.clone();
+        q6.question = "Which?".into();
         q6.options = (0..8)
             .map(|i| QuestionOption {
                 label: format!("{i}{}", "z".repeat(100)),
@@ -1334,6 +1424,12 @@ mod tests {
         for o in elements(&b, 1)[0]["options"].as_array().unwrap() {
             assert!(o["text"]["text"].as_str().unwrap().chars().count() <= MAX_OPTION_TEXT);
         }
+        assert!(
+            b[0]["text"]["text"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("8. 7{}", "z".repeat(100)))
+        );
     }
 
     #[test]

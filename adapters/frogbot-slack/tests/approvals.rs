@@ -407,7 +407,9 @@ async fn a_short_approval_is_one_card_as_before() {
         transcript(&w.fake, &thread)
     );
     let text = shown(&w.fake, &messages.last().unwrap().id());
-    assert!(text.contains("```json"), "{text}");
+    // A code block in Slack's mrkdwn (the fence's language would show as a line of its own).
+    assert!(text.contains("```\n{"), "{text}");
+    assert!(!text.contains("```json"), "{text}");
     assert!(text.contains("\"version\": \"1.4.2\""), "{text}");
     assert!(!text.contains("messages above"), "{text}");
 }
