@@ -355,6 +355,112 @@ async fn an_element_mention_pill_is_stripped_for_the_model_stop_and_skip() {
     bot.stop().await;
 }
 
+/// A plain reply (Element's "Reply", not "Reply in thread") to the bot's message in a group room,
+/// without a mention: it continues that message's conversation (the model sees the earlier
+/// turn) and the answer goes in the same thread, not in a new thread without context.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_reply_to_the_bot_continues_its_thread() {
+    let fake = FakeHomeserver::start().await;
+    let (alice, bob) = (person("alice"), person("bob"));
+    let room = fake.create_room(&[&alice, &bob]);
+    let prompts: Arc<Mutex<Vec<String>>> = Arc::default();
+    let bot = bot(&fake, prompts.clone()).await;
+    let hi = fake.inject(
+        &room,
+        &alice,
+        "m.room.message",
+        element_mention(&fake, "hello there"),
+    );
+    let answer = fake
+        .wait_for(&room, WAIT, "the answer", |e| {
+            from_bot(&fake, e) && in_thread(e, hi.as_str()) && e["type"] == "m.room.message"
+        })
+        .await;
+    let answer_id = answer["event_id"].as_str().unwrap();
+    let reply = fake.inject(
+        &room,
+        &alice,
+        "m.room.message",
+        json!({"msgtype": "m.text", "body": "and then?",
+               "m.relates_to": {"m.in_reply_to": {"event_id": answer_id}}}),
+    );
+    fake.wait_for(&room, WAIT, "the second answer in the first thread", |e| {
+        from_bot(&fake, e)
+            && in_thread(e, hi.as_str())
+            && e["content"]["body"] == "hello: and then?"
+    })
+    .await;
+    // No thread on the reply itself.
+    assert!(
+        !fake
+            .events(&room)
+            .iter()
+            .any(|e| from_bot(&fake, e) && in_thread(e, reply.as_str())),
+        "a new thread on the reply"
+    );
+    let seen = prompts.lock().unwrap().clone();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    // One conversation: both turns in the first thread's chat.
+    let chat = frogbot_core::agent::channel_chat_id("matrix", &format!("{room}|{hi}"));
+    let texts: Vec<String> = bot
+        .engine
+        .messages(&chat)
+        .await
+        .unwrap()
+        .iter()
+        .map(|m| m.message.text())
+        .collect();
+    assert_eq!(texts.len(), 4, "{texts:?}");
+    assert!(texts[2].ends_with("and then?"), "{texts:?}");
+    bot.stop().await;
+}
+
+/// The person's message keeps ⏳ while the question its turn asked waits (✅ would say the bot is
+/// done with it), and gets ✅ when the turn continued after the answer ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_keeps_the_hourglass_while_its_question_waits() {
+    let fake = FakeHomeserver::start().await;
+    let alice = person("alice");
+    let room = fake.create_room(&[&alice]);
+    let bot = bot(&fake, Arc::default()).await;
+    let ask = fake.inject(
+        &room,
+        &alice,
+        "m.room.message",
+        json!({"msgtype": "m.text", "body": "please ask"}),
+    );
+    let poll = fake
+        .wait_for(&room, WAIT, "the poll", |e| {
+            from_bot(&fake, e) && is_poll_start(e) && in_thread(e, ask.as_str())
+        })
+        .await;
+    let asked = format!("{room}|{ask}");
+    // The turn's end is shown before its poll is drawn: still waiting, so no ✅.
+    assert_eq!(fake.bot_reactions(&asked), ["⏳"]);
+    let poll_id = poll["event_id"].as_str().unwrap().to_owned();
+    let answers = fake.open_answers(&format!("{room}|{poll_id}"));
+    fake.inject(
+        &room,
+        &alice,
+        "org.matrix.msc3381.poll.response",
+        json!({"org.matrix.msc3381.poll.response": {"answers": [answers[1].0]},
+               "m.relates_to": {"rel_type": "m.reference", "event_id": poll_id}}),
+    );
+    fake.wait_for(&room, WAIT, "the continued turn's reply", |e| {
+        from_bot(&fake, e)
+            && in_thread(e, ask.as_str())
+            && e["content"]["body"]
+                .as_str()
+                .is_some_and(|b| b.starts_with("got: "))
+    })
+    .await;
+    fake.wait_for(&room, WAIT, "✅ once the continued turn ends", |_| {
+        fake.bot_reactions(&asked) == ["✅"]
+    })
+    .await;
+    bot.stop().await;
+}
+
 /// An ask (`POST /api/asks` to a Matrix room, as the HTTP layer sends it): its root message and
 /// poll are posted, and no typing notice is shown (the bot writes nothing for the person).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
