@@ -366,33 +366,55 @@ async fn stream_world() -> (FakeSlack, SlackAdapter, Thread) {
 async fn a_failed_stop_leaves_the_stream_open_and_a_retry_stops_it() {
     let (fake, slack, th) = stream_world().await;
     let mut stream = slack.start_stream(&th).await.unwrap().expect("a stream");
-    stream.show("partial").await.unwrap();
+    stream.show("Partial. More").await.unwrap();
     let id = stream.message_ids()[0].clone();
     fake.fail_method("chat.stopStream", Some("invalid_arguments"));
-    assert!(stream.finish("partial answer").await.is_err());
+    assert!(stream.finish("Partial. More answer").await.is_err());
     assert!(fake.message(&id).unwrap().streaming);
     fake.fail_method("chat.stopStream", None);
-    stream.finish("partial answer").await.unwrap();
+    stream.finish("Partial. More answer").await.unwrap();
     let m = fake.message(&id).unwrap();
     assert!(!m.streaming, "the retried finish stopped the stream");
-    assert_eq!(m.text, "partial answer");
+    assert_eq!(m.text, "Partial. More answer");
+}
+
+/// The first streamed message is the one a person is notified of: a fragment ("got:") is held
+/// until the text reads as a start (a sentence here), then the stream starts with all of it.
+#[tokio::test]
+async fn a_streamed_replys_first_message_waits_for_a_start() {
+    let (fake, slack, th) = stream_world().await;
+    let mut stream = slack.start_stream(&th).await.unwrap().expect("a stream");
+    stream.show("got:").await.unwrap();
+    assert!(stream.message_ids().is_empty() && !stream.visible());
+    assert!(fake.calls("chat.startStream").is_empty());
+    stream.show("got: the answer. And").await.unwrap();
+    assert!(stream.visible());
+    let starts = fake.calls("chat.startStream");
+    assert_eq!(starts.len(), 1);
+    assert_eq!(starts[0].body["markdown_text"], "got: the answer. And");
+    // A reply that never reads as a start is posted at its end.
+    let mut short = slack.start_stream(&th).await.unwrap().expect("a stream");
+    short.show("ok").await.unwrap();
+    assert!(short.message_ids().is_empty());
+    short.finish("ok").await.unwrap();
+    assert_eq!(fake.message(&short.message_ids()[0]).unwrap().text, "ok");
 }
 
 #[tokio::test]
 async fn editing_a_still_open_stream_stops_it_first() {
     let (fake, slack, th) = stream_world().await;
     let mut stream = slack.start_stream(&th).await.unwrap().expect("a stream");
-    stream.show("cut off").await.unwrap();
+    stream.show("Cut off. Then").await.unwrap();
     let id = stream.message_ids()[0].clone();
     assert!(fake.message(&id).unwrap().streaming);
     // The process that streamed it is gone; the engine leaves the text with a mark.
     slack
-        .edit_message(&th, &id, "cut off _(interrupted)_")
+        .edit_message(&th, &id, "Cut off. Then _(interrupted)_")
         .await
         .expect("the edit of an open stream");
     let m = fake.message(&id).unwrap();
     assert!(!m.streaming);
-    assert_eq!(m.blocks[0]["text"], "cut off _(interrupted)_");
+    assert_eq!(m.blocks[0]["text"], "Cut off. Then _(interrupted)_");
     // A message that never streamed is edited too.
     slack
         .edit_message(&th, &id, "edited again")

@@ -78,9 +78,13 @@ fn stable(text: &str) -> String {
         + "\n"
 }
 
-/// The 40,000-character reply: sentences, a paragraph break every eight.
+/// The first delta of the long reply: a fragment no notification should show alone.
+const FRAGMENT: &str = "Report:";
+
+/// The 40,000-character reply: "Report:", then sentences, a paragraph break every eight.
 fn long_reply() -> String {
-    let mut out = String::new();
+    let mut out = String::from(FRAGMENT);
+    out.push(' ');
     let mut i = 0;
     while out.chars().count() < 40_000 {
         out.push_str(&format!(
@@ -113,9 +117,15 @@ fn model(gate: Arc<tokio::sync::Semaphore>) -> ScriptedModel {
         let word = said.split_whitespace().last().unwrap_or_default();
         match word {
             "long" => {
+                // A first fragment, a pause (a stream interval and more), then the rest.
                 let full = long_reply();
-                let chars: Vec<char> = full.chars().collect();
-                let mut e = Vec::new();
+                let (head, rest) = full.split_at(FRAGMENT.len());
+                assert_eq!(head, FRAGMENT);
+                let chars: Vec<char> = rest.chars().collect();
+                let mut e = vec![
+                    ScriptEvent::Event(ModelEvent::TextDelta(head.into())),
+                    ScriptEvent::Pause(Duration::from_millis(500)),
+                ];
                 for chunk in chars.chunks(400) {
                     e.push(ScriptEvent::Event(ModelEvent::TextDelta(
                         chunk.iter().collect(),
@@ -371,7 +381,10 @@ async fn a_forty_thousand_character_streamed_reply() {
     // The first message notifies with the start of the reply, not a fragment.
     assert!(replies[0].notified);
     let note = replies[0].notification.as_deref().unwrap();
-    assert!(note.starts_with("Sentence 0 of the long reply"), "{note}");
+    assert!(
+        note.starts_with("Report: Sentence 0 of the long reply"),
+        "{note}"
+    );
     let mut summary = format!("{} messages after the person's\n", replies.len());
     for (i, m) in replies.iter().enumerate() {
         let first = m.notification.as_deref().unwrap_or_default();

@@ -25,7 +25,8 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 use frogbot_core::agent::{
-    AskPlace, ChannelOutbox, Delivery, DraftMessages, EditStream, ReplyStream, ShownAcks,
+    AskPlace, ChannelOutbox, Delivery, DraftMessages, EditStream, FIRST_MESSAGE_WAIT, ReplyStream,
+    ShownAcks,
 };
 use frogbot_model::{Ack, BoxError, PlatformUser, Thread, ThreadMessage, UiMessage};
 use serde_json::json;
@@ -192,6 +193,8 @@ pub struct SlackStream {
     recipient: Option<(String, String)>,
     native: Vec<Native>,
     fallback: Option<EditStream<SlackDrafts>>,
+    /// When the first text was held back (no message started yet, see [`SlackStream::show`]).
+    held_since: Option<tokio::time::Instant>,
 }
 
 impl std::fmt::Debug for SlackStream {
@@ -298,7 +301,23 @@ impl SlackStream {
 
 #[async_trait]
 impl ReplyStream for SlackStream {
+    /// The first message (`chat.startStream`: the one a person is notified of; appends do not
+    /// notify) waits until the text [reads as a start](frogbot_model::text::reads_as_a_start) —
+    /// a first sentence, a paragraph break or 80 characters — or [`FIRST_MESSAGE_WAIT`] after
+    /// the first text, so a notification never shows a fragment ("got:"). The post + edit
+    /// fallback holds its first message alike ([`EditStream`]).
     async fn show(&mut self, text: &str) -> Result<(), BoxError> {
+        if self.fallback.is_none()
+            && self.native.is_empty()
+            && !frogbot_model::text::reads_as_a_start(text)
+        {
+            let since = *self
+                .held_since
+                .get_or_insert_with(tokio::time::Instant::now);
+            if since.elapsed() < FIRST_MESSAGE_WAIT {
+                return Ok(());
+            }
+        }
         self.draw(text, false).await
     }
 
@@ -314,6 +333,14 @@ impl ReplyStream for SlackStream {
                 .iter()
                 .map(|m| message_id(&self.channel, &m.ts))
                 .collect(),
+        }
+    }
+
+    /// Whether a message shows yet (a held first text does not: the engine redraws soon).
+    fn visible(&self) -> bool {
+        match &self.fallback {
+            Some(f) => f.visible(),
+            None => !self.native.is_empty(),
         }
     }
 }
@@ -671,6 +698,7 @@ impl ChannelOutbox for SlackAdapter {
             recipient: self.inner.threads.speaker(&thread.id),
             native: Vec::new(),
             fallback: None,
+            held_since: None,
         })))
     }
 
