@@ -377,6 +377,48 @@ fn read_modal(
             }
             InputKind::Confirm if picked.is_empty() => Vec::new(),
             InputKind::Confirm => vec![q.confirm_label().to_owned()],
+            _ if q.options.len() > crate::render::MAX_SELECT_OPTIONS => {
+                // Past a select's 100 options the modal lists them numbered and the person
+                // types the number(s) (see `render::listed_modal_blocks`).
+                let mut selected = Vec::new();
+                for part in picked
+                    .iter()
+                    .flat_map(|t| t.split([',', ' ']))
+                    .map(str::trim)
+                    .filter(|t| !t.is_empty())
+                {
+                    let label = part
+                        .trim_end_matches('.')
+                        .parse::<usize>()
+                        .ok()
+                        .and_then(|n| n.checked_sub(1))
+                        .and_then(|o| q.options.get(o))
+                        .map(|o| o.label.clone())
+                        .ok_or_else(|| {
+                            (
+                                i,
+                                format!(
+                                    "{:?}: {part:?} is no number from the list (1 to {})",
+                                    q.header,
+                                    q.options.len()
+                                ),
+                            )
+                        })?;
+                    if !selected.contains(&label) {
+                        selected.push(label);
+                    }
+                }
+                if q.custom
+                    && let Some(text) = typed
+                {
+                    if q.multiple {
+                        selected.push(text.to_owned());
+                    } else {
+                        selected = vec![text.to_owned()];
+                    }
+                }
+                selected
+            }
             _ => {
                 let mut selected = Vec::new();
                 for v in picked {

@@ -33,7 +33,36 @@
 //! a confirm its label, "—" for an optional input left empty.
 //!
 //! Control ids come from [`crate::ids`]; texts are cut to Slack's limits with
-//! [`frogbot_model::text::truncate`].
+//! [`frogbot_model::text::truncate`] — never silently (issue 38): what a person must read is
+//! written out in full somewhere visible.
+//!
+//! **Texts.** A question's text is Markdown converted to `mrkdwn` ([`to_mrkdwn`]: `**x**` bold,
+//! a code fence without its language); the `plain_text` of buttons, options, labels and the
+//! message's notification `text` is Markdown without its marks ([`to_plain`]).
+//!
+//! **Slack's limits and what a person sees past them** (each tested at the limit and one past
+//! it, `tests/limits.rs`):
+//!
+//! - *Options of a choice* (a select holds 100): in a message, past 100 every option is listed,
+//!   numbered, and answered by a typed reply (see above); in the modal, past 100 the options are
+//!   listed, numbered, over sections, and the person types the number(s) in a text field
+//!   (`listed_modal_blocks`; a number off the list is answered under the field,
+//!   `response_action: errors`). Several selects were not chosen: a single choice spread over
+//!   selects would let one pick in each.
+//! - *Option labels and descriptions* (75 characters in a button, an option's text and its
+//!   description): past 75 the control shows the text cut and numbered (`3. Lorem…`), and every
+//!   option is written out in full, numbered, under the question (message and modal).
+//!   Buttons show no descriptions: a choice drawn as buttons whose options have descriptions
+//!   lists them under the question the same way.
+//! - *Blocks of a message* (Slack 50; FrogBot keeps a question to 25): a set that needs more is
+//!   drawn compact (a summary and "Answer…", which opens the modal).
+//! - *Blocks of a modal* (100): a set whose modal would need more has no "Answer…": its card
+//!   numbers the questions and says to answer by typed replies in the thread (`2: blue`,
+//!   [`TOO_LARGE_FOR_A_FORM`]); a click on an older card's "Answer…" is told so privately.
+//! - *A modal's title, submit and close* (24 characters) are FrogBot's own ("Answer", "Send
+//!   answers", "Cancel"), whatever the questions; a question's text goes in its input's label
+//!   (2,000).
+//! - *A section's text* (3,000): a long list or summary continues in further sections.
 
 use frogbot_model::text::truncate;
 use frogbot_model::{
@@ -484,12 +513,20 @@ pub fn input_description(q: &QuestionItem) -> String {
 /// takes (and its default), a hint for a typed thread reply where the set is one question, and
 /// an actions block with "Answer…" (opens the modal holding every input) and "Skip".
 pub fn form_card(input: &QuestionInput, revision: u64) -> Vec<SlackBlock> {
+    let fits = modal_fits(input);
     let summary = input
         .questions
         .iter()
-        .map(|q| {
+        .enumerate()
+        .map(|(i, q)| {
+            // Numbered where the set is answered by typed replies (`2: blue`).
+            let n = if fits {
+                String::new()
+            } else {
+                format!("{}. ", i + 1)
+            };
             let mut line = format!(
-                "*{}* {}\n_{}_",
+                "{n}*{}* {}\n_{}_",
                 escape(&q.header),
                 question_mrkdwn(q),
                 escape(&input_description(q))
@@ -504,14 +541,7 @@ pub fn form_card(input: &QuestionInput, revision: u64) -> Vec<SlackBlock> {
         })
         .collect::<Vec<_>>()
         .join("\n\n");
-    let open = ActionRef {
-        kind: ActionKind::Other,
-        question: 0,
-        option: None,
-        revision,
-    };
-    let mut blocks: Vec<SlackBlock> =
-        vec![SlackSectionBlock::new().with_text(mrkdwn(&summary)).into()];
+    let mut blocks = summary_sections(&summary);
     if let [q] = input.questions.as_slice()
         && let Some(hint) = q.reply_hint()
     {
@@ -526,7 +556,41 @@ pub fn form_card(input: &QuestionInput, revision: u64) -> Vec<SlackBlock> {
             .into(),
         );
     }
-    blocks.push(
+    blocks.extend(form_controls(input, revision));
+    blocks
+}
+
+/// A summary as sections of at most 3,000 characters (never cut).
+fn summary_sections(summary: &str) -> Vec<SlackBlock> {
+    frogbot_model::text::split(summary, MAX_SECTION_TEXT)
+        .into_iter()
+        .map(|page| {
+            SlackSectionBlock::new()
+                .with_text(SlackBlockMarkDownText::new(page).into())
+                .into()
+        })
+        .collect()
+}
+
+/// "Answer…" (opens the modal) and "Skip"; where the modal would not fit Slack's 100 blocks,
+/// the line saying to answer by typed replies ([`TOO_LARGE_FOR_A_FORM`]) and "Skip".
+fn form_controls(input: &QuestionInput, revision: u64) -> Vec<SlackBlock> {
+    let open = ActionRef {
+        kind: ActionKind::Other,
+        question: 0,
+        option: None,
+        revision,
+    };
+    if !modal_fits(input) {
+        return vec![
+            SlackContextBlock::new(vec![
+                SlackBlockPlainText::new(TOO_LARGE_FOR_A_FORM.into()).into(),
+            ])
+            .into(),
+            SlackActionsBlock::new(vec![skip_button(revision).into()]).into(),
+        ];
+    }
+    vec![
         SlackActionsBlock::new(vec![
             button("Answer…", open, None)
                 .with_style(SlackBlockButtonStyle::Primary)
@@ -534,8 +598,7 @@ pub fn form_card(input: &QuestionInput, revision: u64) -> Vec<SlackBlock> {
             skip_button(revision).into(),
         ])
         .into(),
-    );
-    blocks
+    ]
 }
 
 /// The context line of a set that expires: "⏳ open until 14:05 UTC" (`expires_at` is RFC 3339;
@@ -613,6 +676,10 @@ pub fn question_blocks_for(
 /// The compact message for a set too large for one message: a summary, an "Answer…" button and
 /// "Skip".
 pub fn compact_blocks(input: &QuestionInput, revision: u64) -> Vec<SlackBlock> {
+    if !modal_fits(input) {
+        // Answered by typed replies: the card says what each question takes (its options).
+        return form_card(input, revision);
+    }
     let summary = input
         .questions
         .iter()
@@ -620,22 +687,9 @@ pub fn compact_blocks(input: &QuestionInput, revision: u64) -> Vec<SlackBlock> {
         .map(|(i, q)| format!("{}. *{}* {}", i + 1, escape(&q.header), question_mrkdwn(q)))
         .collect::<Vec<_>>()
         .join("\n");
-    let open = ActionRef {
-        kind: ActionKind::Other,
-        question: 0,
-        option: None,
-        revision,
-    };
-    vec![
-        SlackSectionBlock::new().with_text(mrkdwn(&summary)).into(),
-        SlackActionsBlock::new(vec![
-            button("Answer…", open, None)
-                .with_style(SlackBlockButtonStyle::Primary)
-                .into(),
-            skip_button(revision).into(),
-        ])
-        .into(),
-    ]
+    let mut blocks = summary_sections(&summary);
+    blocks.extend(form_controls(input, revision));
+    blocks
 }
 
 /// The notification text of a question message (shown where blocks are not).
@@ -786,7 +840,21 @@ fn choice_modal_blocks(
     default: &[String],
 ) -> Vec<SlackBlock> {
     let mut blocks: Vec<SlackBlock> = Vec::new();
-    let n = q.options.len().min(MAX_SELECT_OPTIONS);
+    if q.options.len() > MAX_SELECT_OPTIONS {
+        return listed_modal_blocks(i, q, label);
+    }
+    if let Some(list) = options_in_full(q, false) {
+        // A label or description past 75 characters: its control shows it cut (numbered); the
+        // options are written out in full above it.
+        for page in frogbot_model::text::split(&list, MAX_SECTION_TEXT) {
+            blocks.push(
+                SlackSectionBlock::new()
+                    .with_text(SlackBlockMarkDownText::new(page).into())
+                    .into(),
+            );
+        }
+    }
+    let n = q.options.len();
     let initial: Vec<usize> = (0..n)
         .filter(|&o| default.contains(&q.options[o].label))
         .collect();
@@ -860,6 +928,93 @@ fn choice_modal_blocks(
     }
     blocks
 }
+
+/// A choice with more options than a select holds (100), in the modal: no select showing only
+/// some; every option numbered over as many sections as it needs, then a `plain_text_input`
+/// (block `q{i}`, the choice's own input id) where the person types the number of their choice
+/// (the numbers, separated by commas, where `multiple`), read by
+/// [`crate::questions::output_from_modal`]; and the own-answer input where `custom`.
+fn listed_modal_blocks(
+    i: usize,
+    q: &QuestionItem,
+    label: SlackBlockPlainTextOnly,
+) -> Vec<SlackBlock> {
+    let list = q
+        .options
+        .iter()
+        .enumerate()
+        .map(|(o, opt)| match &opt.description {
+            Some(d) => format!("{}. {} — {}", o + 1, to_mrkdwn(&opt.label), to_mrkdwn(d)),
+            None => format!("{}. {}", o + 1, to_mrkdwn(&opt.label)),
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let mut blocks: Vec<SlackBlock> = frogbot_model::text::split(&list, MAX_SECTION_TEXT)
+        .into_iter()
+        .map(|page| {
+            SlackSectionBlock::new()
+                .with_text(SlackBlockMarkDownText::new(page).into())
+                .into()
+        })
+        .collect();
+    let (what, placeholder) = if q.multiple {
+        (
+            "The numbers of your choices, separated by commas",
+            "e.g. 3, 17",
+        )
+    } else {
+        ("The number of your choice", "e.g. 17")
+    };
+    blocks.push(
+        SlackInputBlock::new(
+            label,
+            SlackBlockPlainTextInputElement::new()
+                .with_action_id(SlackActionId(modal_input_id(i, false)))
+                .with_placeholder(plain(placeholder, MAX_PLACEHOLDER))
+                .into(),
+        )
+        .with_block_id(SlackBlockId(format!("q{i}")))
+        .with_optional(q.custom || !q.required)
+        .with_hint(plain(
+            &format!("{what}, from the list above (1 to {}).", q.options.len()),
+            MAX_HINT,
+        ))
+        .into(),
+    );
+    if q.custom {
+        blocks.push(
+            SlackInputBlock::new(
+                plain(&format!("{}: other answer", q.header), MAX_LABEL_TEXT),
+                SlackBlockPlainTextInputElement::new()
+                    .with_action_id(SlackActionId(modal_input_id(i, true)))
+                    .into(),
+            )
+            .with_block_id(SlackBlockId(format!("q{i}t")))
+            .with_optional(true)
+            .into(),
+        );
+    }
+    blocks
+}
+
+/// The blocks the set's modal needs ([`modal_view`] refuses more than Slack's 100).
+pub fn modal_block_count(input: &QuestionInput) -> usize {
+    input
+        .questions
+        .iter()
+        .enumerate()
+        .map(|(i, q)| modal_blocks(i, q).len())
+        .sum()
+}
+
+/// Whether the set's modal fits Slack's 100 blocks. A set that does not is answered by typed
+/// replies in the thread (`2: blue`): its card shows how instead of an "Answer…" button.
+pub fn modal_fits(input: &QuestionInput) -> bool {
+    modal_block_count(input) <= MAX_MODAL_BLOCKS
+}
+
+/// The line a card shows instead of "Answer…" when the set's modal would not fit.
+pub const TOO_LARGE_FOR_A_FORM: &str = "Too many questions for one Slack form: reply in this thread, one answer per reply, starting with the question's number (\"2: blue\"); \"skip\" skips them all.";
 
 /// An answer as the settled view prints it: the labels or text; a number with its unit; a
 /// toggle "on" / "off"; a confirm its label; "—" for an optional input left empty.

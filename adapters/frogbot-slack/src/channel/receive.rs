@@ -751,6 +751,25 @@ impl Receiver {
             .await
         {
             Ok(()) => info!("Slack question modal opened"),
+            Err(e @ crate::Error::TooLarge(_)) => {
+                // Never silent: the person is told to answer by typed replies instead.
+                warn!(error = %e, "the Slack question modal is too large; typed replies answer it");
+                if let Ok((channel, ts)) = split_id(&target.thread.id)
+                    && let Err(e) = self
+                        .inner()
+                        .questions
+                        .api()
+                        .post_ephemeral(
+                            channel,
+                            &event.user.id,
+                            Some(ts),
+                            crate::render::TOO_LARGE_FOR_A_FORM,
+                        )
+                        .await
+                {
+                    warn!(error = %e, "could not tell a Slack user the form is too large");
+                }
+            }
             Err(e) => warn!(error = %e, "could not open the Slack question modal"),
         }
         Ok(true)
