@@ -340,3 +340,43 @@ async fn a_set_needing_more_than_100_modal_blocks_is_answered_by_typed_replies()
         }
     }
 }
+
+#[tokio::test]
+async fn a_set_past_a_messages_blocks_is_a_summary_whose_modal_holds_every_question() {
+    // 12 choices: 24 blocks and Skip, FrogBot's 25 (Slack allows 50); 13: the compact card.
+    for n in [12, 13] {
+        let (fake, q) = start().await;
+        let questions: Vec<Value> = (1..=n)
+            .map(|i| {
+                json!({"header": format!("H{i}"), "question": format!("q{i}?"),
+                       "options": [{"label": format!("a{i}")}, {"label": format!("b{i}")}]})
+            })
+            .collect();
+        let call = call_of(json!({"questions": questions}));
+        let rec = render(&q, &call).await;
+        let id = rec.current().unwrap().id.clone();
+        let blocks = fake.message(&id).unwrap().blocks.as_array().unwrap().len();
+        assert!(blocks <= 25, "{n}: {blocks} blocks");
+        assert!(fake.violations().is_empty(), "{:?}", fake.violations());
+        let seen = seen_card(&fake);
+        if n == 12 {
+            assert_eq!(blocks, 25);
+            for i in 1..=n {
+                assert!(seen.contains(&format!("[a{i}] [b{i}]")), "{i}: {seen}");
+            }
+        } else {
+            // Every question in the summary; the modal holds every one with its options.
+            for i in 1..=n {
+                assert!(seen.contains(&format!("{i}. *H{i}* q{i}?")), "{i}: {seen}");
+            }
+            open_modal(&fake, &q, &call, &rec).await;
+            let modal = fake.seen_views().pop().unwrap();
+            for i in 1..=n {
+                assert!(
+                    modal.contains(&format!("radio: ○ a{i} | ○ b{i}")),
+                    "{i}: {modal}"
+                );
+            }
+        }
+    }
+}
