@@ -36,6 +36,10 @@
 //! - **Confirmation dialogs**: a button with a `confirm` object is checked against Slack's limits
 //!   (title 100, text 300, confirm / deny 30 characters, style `primary` | `danger`);
 //!   [`FakeSlack::confirm_dialog`] is the dialog Slack would show before sending the click.
+//! - **What a person sees**: [`FakeSlack::person_view`] reads a thread as Slack's client shows
+//!   it after edits and deletions ([`SeenMessage`]: sender, text and controls, reactions, whether
+//!   it notified and what the notification showed, edited), [`FakeSlack::seen_views`] the modals
+//!   opened, and [`transcript`] renders a view as stable plain text for golden files.
 //! - **Conformance**: [`FakeSlack::harness`] gives the `ChannelQuestions` conformance
 //!   [`Harness`] over the fake, driving the crate's real [`SlackQuestions`] and client.
 
@@ -2540,6 +2544,9 @@ pub struct SeenMessage {
     /// Whether its posting notified. On Slack a new message does (`chat.postMessage`, the
     /// message `chat.startStream` opens, a person's message); `chat.update` and
     /// `chat.appendStream` / `chat.stopStream` never do, and an ephemeral message does not.
+    /// Slack has no silent post, so each message of a reply split over several (a streamed
+    /// message holds 12,000 characters of Markdown) notifies; what the first notification shows
+    /// is held back until the text reads as a start (see the outbox's `SlackStream`).
     pub notified: bool,
     /// What the notification showed: the text the message was posted with (`None` when it did
     /// not notify).
