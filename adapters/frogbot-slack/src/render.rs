@@ -1016,6 +1016,24 @@ pub fn modal_fits(input: &QuestionInput) -> bool {
 /// The line a card shows instead of "Answer…" when the set's modal would not fit.
 pub const TOO_LARGE_FOR_A_FORM: &str = "Too many questions for one Slack form: reply in this thread, one answer per reply, starting with the question's number (\"2: blue\"); \"skip\" skips them all.";
 
+/// A question's text once settled: without what says how to answer. An approval's text ends
+/// with "Approve runs it; Deny refuses it — or write a reason…" after its arguments' block: the
+/// settled card keeps the tool and its arguments, and the outcome says who decided.
+fn settled_question(q: &QuestionItem) -> String {
+    let text = shown_question(q);
+    let approval = q.header == frogbot_model::APPROVAL_HEADER
+        && q.options
+            .first()
+            .is_some_and(|o| o.label == frogbot_model::APPROVE_LABEL);
+    if approval
+        && let Some(end) = text.rfind("\n```")
+        && text[end + 4..].contains(frogbot_model::APPROVE_LABEL)
+    {
+        return text[..end + 4].to_owned();
+    }
+    text.into_owned()
+}
+
 /// An answer as the settled view prints it: the labels or text; a number with its unit; a
 /// toggle "on" / "off"; a confirm its label; "—" for an optional input left empty.
 fn answer_text(q: Option<&QuestionItem>, selected: &[String]) -> String {
@@ -1117,7 +1135,13 @@ pub fn settled_blocks(
     let summary = input
         .questions
         .iter()
-        .map(|q| format!("*{}* {}", escape(&q.header), question_mrkdwn(q)))
+        .map(|q| {
+            format!(
+                "*{}* {}",
+                escape(&q.header),
+                to_mrkdwn(&settled_question(q))
+            )
+        })
         .collect::<Vec<_>>()
         .join("\n");
     vec![

@@ -771,6 +771,14 @@ async fn an_approval() {
     w.until_text(&said, "Noted:").await;
     w.until_ack(&said, "white_check_mark").await;
     assert_eq!(w.runs.load(Ordering::SeqCst), 1);
+    // Settled, the card no longer says how to answer; it keeps the tool and its arguments.
+    let card = w.view(&said).into_iter().find(|m| m.id == q.id).unwrap();
+    assert!(!card.text.contains("refuses it"), "{}", card.text);
+    assert!(
+        card.text.contains("\"version\": \"1.4.2\""),
+        "{}",
+        card.text
+    );
     out.push_str("--- after Ada approves ---\n");
     out.push_str(&w.transcript(&said));
     // Slack draws the fence as a code block: no language tag left in it.
