@@ -486,7 +486,11 @@ pub fn input_description(q: &QuestionItem) -> String {
             Some(l) => format!("On or off: {l}"),
             None => "On or off".to_string(),
         },
-        InputKind::Confirm => format!("Confirm: {}", q.confirm_label()),
+        // "Confirm: Approve"; without a label of its own, not "Confirm: Confirm".
+        InputKind::Confirm => match q.label.as_deref().filter(|l| !l.trim().is_empty()) {
+            Some(l) => format!("Confirm: {}", to_plain(l)),
+            None => "A confirmation".to_string(),
+        },
         _ => {
             let mut t = q
                 .options
