@@ -26,7 +26,7 @@ async fn serve(table: &str, password: &str) -> Serve {
     serve_logging(table, password, None).await
 }
 
-/// `serve`, its log (stderr) written to `log` with the default log filter (no `RUST_LOG`), as
+/// `serve`, its log (stdout) written to `log` with the default log filter (no `RUST_LOG`), as
 /// when run by a service manager.
 async fn serve_logging(table: &str, password: &str, log: Option<&std::path::Path>) -> Serve {
     let db = frogbot_testkit::sqlite_db();
@@ -50,7 +50,7 @@ async fn serve_logging(table: &str, password: &str, log: Option<&std::path::Path
         .env(PASSWORD_VAR, password);
     if let Some(log) = log {
         cmd.env_remove("RUST_LOG")
-            .stderr(std::fs::File::create(log).unwrap());
+            .stdout(std::fs::File::create(log).unwrap());
     }
     Serve {
         _process: start(cmd, port).await,
@@ -277,6 +277,9 @@ async fn serve_logs_on_synapse_are_short_plain_and_free_of_expected_errors() {
     for line in text.lines() {
         assert!(line.len() < 1_000, "a {}-byte log line: {line}", line.len());
         assert!(!line.contains('\u{1b}'), "colour codes in a file: {line:?}");
-        assert!(!line.contains("ERROR"), "an error logged: {line}");
+        assert!(
+            !line.contains("ERROR"),
+            "an error logged: {line}\n--- the log\n{text}"
+        );
     }
 }
