@@ -292,6 +292,34 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// `op.limit`: each leaves the inbox and is marked Seen (`metadata.ack`) in the same
     /// transaction, so two readers never get the same message.
     async fn take_inbox(&self, op: &InboxOp<'_>) -> Result<Vec<StoredMessage>>;
+
+    // ---- single roles (one process of all that share the database) -------------------------
+
+    /// Takes the role `key` (e.g. the one Telegram poller of a bot, the one sync of a Matrix
+    /// account) when no holder in any process on this database has it: `None` when one does.
+    /// The role is released when the returned [`Held`] is dropped, and when this process dies
+    /// (PostgreSQL: a session advisory lock, gone with its connection; SQLite: a lock on a file
+    /// beside the database, gone with the process).
+    async fn try_hold(&self, key: &str) -> Result<Option<Box<dyn Held>>>;
+}
+
+/// A role held through [`Store::try_hold`]: released when dropped.
+#[async_trait]
+pub trait Held: Send + Sync + std::fmt::Debug {
+    /// Resolves when the hold was lost without being dropped (the connection that kept it
+    /// broke): the role must stop at once, since another process may take it.
+    async fn lost(&self);
+}
+
+/// A hold that is never lost (a store only this process uses).
+#[derive(Debug, Default)]
+pub struct HeldForever;
+
+#[async_trait]
+impl Held for HeldForever {
+    async fn lost(&self) {
+        std::future::pending::<()>().await;
+    }
 }
 
 /// A shared store handle.
