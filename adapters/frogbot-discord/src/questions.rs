@@ -406,6 +406,32 @@ impl<A: DiscordApi> DiscordQuestions<A> {
         })
     }
 
+    /// Posts `pages`, the rest of a settled view, as replies to the question message `id` in
+    /// `channel`, in order: silent (`SUPPRESS_NOTIFICATIONS`, no mention pings), each under the
+    /// nonce of `settled:{id}:{n}` with `enforce_nonce`.
+    async fn post_continuations(
+        &self,
+        channel: serenity::model::id::ChannelId,
+        id: serenity::model::id::MessageId,
+        pages: &[String],
+    ) -> Result<(), Error> {
+        for (n, page) in pages.iter().enumerate() {
+            let nonce = crate::ids::delivery_nonce(&format!("settled:{id}:{n}"));
+            let message = CreateMessage::new()
+                .content(page)
+                .allowed_mentions(crate::format::no_mentions())
+                .flags(serenity::model::channel::MessageFlags::SUPPRESS_NOTIFICATIONS)
+                .reference_message(
+                    serenity::model::channel::MessageReference::from((channel, id))
+                        .fail_if_not_exists(false),
+                )
+                .nonce(serenity::model::channel::Nonce::String(nonce))
+                .enforce_nonce(true);
+            self.api.send_message(channel, &message).await?;
+        }
+        Ok(())
+    }
+
     /// Answers an "Other…" or "Answer…" click by opening the modal for the clicked question (the
     /// interaction's first response; don't acknowledge it before), see [`other_modal_response`].
     pub async fn open_modal(
@@ -492,9 +518,17 @@ impl<A: DiscordApi> ChannelQuestions for DiscordQuestions<A> {
         let channel = channel_id(&args.thread.id)?;
         let mut first_error = None;
         for message in &args.question.messages {
-            let edit = render::settled_edit(args.call, message, outcome, actor);
+            let pages = render::settled_pages(args.call, message, outcome, actor);
+            let edit = serenity::builder::EditMessage::new()
+                .content(pages.first().cloned().unwrap_or_default())
+                .components(vec![]);
             let result = match message_id(&message.id) {
-                Ok(id) => self.api.edit_message(channel, id, &edit).await,
+                Ok(id) => match self.api.edit_message(channel, id, &edit).await {
+                    // A settled view longer than one message goes on in replies to it (silent,
+                    // each under a nonce of its own: a retry posts none twice).
+                    Ok(()) => self.post_continuations(channel, id, &pages[1..]).await,
+                    Err(e) => Err(e),
+                },
                 Err(e) => Err(e),
             };
             if let Err(e) = result {

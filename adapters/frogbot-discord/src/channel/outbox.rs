@@ -34,7 +34,7 @@ use frogbot_core::agent::{
 use frogbot_model::{Ack, BoxError, Thread, ThreadMessage, ThreadMessageMetadata, UiMessage};
 use serenity::all::ButtonStyle;
 use serenity::builder::{CreateActionRow, CreateButton, CreateMessage, CreateThread, EditMessage};
-use serenity::model::channel::{ChannelType, MessageReference};
+use serenity::model::channel::{ChannelType, MessageFlags, MessageReference};
 use serenity::model::id::{ChannelId, MessageId};
 
 use crate::client::DiscordApi;
@@ -67,12 +67,26 @@ pub fn stop_row() -> CreateActionRow {
     ])
 }
 
-/// The messages a streamed reply is drawn in: posted and edited in the thread's channel.
+/// `create`, a piece after the first of one reply (`later`), made silent: Discord notifies of
+/// every message created, and one reply is one notification (`SUPPRESS_NOTIFICATIONS`, the
+/// person still sees the piece at once).
+fn silent_after_first(create: CreateMessage, later: bool) -> CreateMessage {
+    if later {
+        create.flags(MessageFlags::SUPPRESS_NOTIFICATIONS)
+    } else {
+        create
+    }
+}
+
+/// The messages a streamed reply is drawn in: posted and edited in the thread's channel. The
+/// first message posted notifies; the continuations are posted with `SUPPRESS_NOTIFICATIONS`.
 pub struct DiscordDrafts<A: DiscordApi> {
     api: Arc<A>,
     channel: ChannelId,
     /// The FrogBot thread (an agent conversation's messages reply to its root).
     thread: String,
+    /// Whether a message of this reply was posted already.
+    posted: std::sync::atomic::AtomicBool,
 }
 
 impl<A: DiscordApi> std::fmt::Debug for DiscordDrafts<A> {
@@ -94,7 +108,11 @@ fn edit_to(content: &str, stop: bool) -> EditMessage {
 #[async_trait]
 impl<A: DiscordApi> DraftMessages for DiscordDrafts<A> {
     async fn post(&self, text: &str, stop: bool) -> Result<String, BoxError> {
-        let mut message = in_thread(format::reply_message(text), self.channel, &self.thread);
+        let later = self.posted.swap(true, std::sync::atomic::Ordering::SeqCst);
+        let mut message = silent_after_first(
+            in_thread(format::reply_message(text), self.channel, &self.thread),
+            later,
+        );
         if stop {
             message = message.components(vec![stop_row()]);
         }
@@ -257,8 +275,14 @@ impl<A: DiscordApi> ChannelOutbox for DiscordOutbox<A> {
 
     async fn post_reply(&self, thread: &Thread, reply: &UiMessage) -> Result<(), BoxError> {
         let channel = channel_id(&thread.id)?;
-        for piece in format::messages(&reply.text(), MESSAGE_LIMIT) {
-            let message = in_thread(format::reply_message(piece), channel, &thread.id);
+        for (i, piece) in format::messages(&reply.text(), MESSAGE_LIMIT)
+            .into_iter()
+            .enumerate()
+        {
+            let message = silent_after_first(
+                in_thread(format::reply_message(piece), channel, &thread.id),
+                i > 0,
+            );
             self.api.send_message(channel, &message).await?;
         }
         Ok(())
@@ -281,9 +305,12 @@ impl<A: DiscordApi> ChannelOutbox for DiscordOutbox<A> {
             .enumerate()
         {
             let nonce = delivery_nonce(&delivery.piece_key(i));
-            let message = in_thread(format::reply_message(piece), channel, &thread.id)
-                .nonce(serenity::model::channel::Nonce::String(nonce))
-                .enforce_nonce(true);
+            let message = silent_after_first(
+                in_thread(format::reply_message(piece), channel, &thread.id),
+                i > 0,
+            )
+            .nonce(serenity::model::channel::Nonce::String(nonce))
+            .enforce_nonce(true);
             ids.push(
                 self.api
                     .send_message(channel, &message)
@@ -428,6 +455,7 @@ impl<A: DiscordApi> ChannelOutbox for DiscordOutbox<A> {
             api: self.api.clone(),
             channel: channel_id(&thread.id)?,
             thread: thread.id.clone(),
+            posted: std::sync::atomic::AtomicBool::new(false),
         };
         Ok(Some(Box::new(EditStream::new(drafts))))
     }

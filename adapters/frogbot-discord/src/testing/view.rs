@@ -276,7 +276,10 @@ fn modal_controls(data: &Value) -> Vec<String> {
                 row["label"].as_str().map(str::to_owned),
                 vec![row["component"].clone()],
             ),
-            _ => (None, row["components"].as_array().cloned().unwrap_or_default()),
+            _ => (
+                None,
+                row["components"].as_array().cloned().unwrap_or_default(),
+            ),
         };
         for c in children {
             match c["type"].as_u64() {
@@ -286,7 +289,11 @@ fn modal_controls(data: &Value) -> Vec<String> {
                         .map(str::to_owned)
                         .or(label.clone())
                         .unwrap_or_default();
-                    let style = if c["style"] == 2 { "paragraph" } else { "short" };
+                    let style = if c["style"] == 2 {
+                        "paragraph"
+                    } else {
+                        "short"
+                    };
                     let required = if c["required"] == false {
                         "optional"
                     } else {
