@@ -387,12 +387,34 @@ impl<A: DiscordApi> DiscordQuestions<A> {
         revision: u64,
         step: usize,
     ) -> Result<QuestionMessage, Error> {
+        self.post_step(thread, call, revision, step, false).await
+    }
+
+    /// [`Self::post_question`]; `after_first`: a message of this question was posted just
+    /// before (an approval's arguments). One question notifies once: a step too long for one
+    /// message notifies with its first message, the others (and the question message after
+    /// them) are posted with `SUPPRESS_NOTIFICATIONS`.
+    async fn post_step(
+        &self,
+        thread: &Thread,
+        call: &QuestionCall,
+        revision: u64,
+        step: usize,
+        after_first: bool,
+    ) -> Result<QuestionMessage, Error> {
         let channel = channel_id(&thread.id)?;
+        let silent = serenity::model::channel::MessageFlags::SUPPRESS_NOTIFICATIONS;
+        let mut later = after_first;
         // A step too long for one message: its beginning first, the controls last.
         for lead in render::step_lead_messages(call, step) {
+            let lead = if later { lead.flags(silent) } else { lead };
             self.api.send_message(channel, &lead).await?;
+            later = true;
         }
         let mut message = render::question_message(call, revision, step);
+        if later {
+            message = message.flags(silent);
+        }
         if let Some(root) = thread_root(&thread.id) {
             let reference = serenity::model::channel::MessageReference::from((channel, root))
                 .fail_if_not_exists(false);
@@ -465,13 +487,17 @@ impl<A: DiscordApi> ChannelQuestions for DiscordQuestions<A> {
                 && let Some(pages) = render::approval_pages(item)
             {
                 let channel = channel_id(&args.thread.id)?;
-                for page in &pages.before {
-                    self.api
-                        .send_message(channel, &render::approval_page_message(page))
-                        .await?;
+                for (i, page) in pages.before.iter().enumerate() {
+                    let mut page = render::approval_page_message(page);
+                    if i > 0 {
+                        page = page
+                            .flags(serenity::model::channel::MessageFlags::SUPPRESS_NOTIFICATIONS);
+                    }
+                    self.api.send_message(channel, &page).await?;
                 }
             }
-            let message = self.post_question(args.thread, call, 0, 0).await?;
+            let paged = matches!(call.input.questions.as_slice(), [item] if render::approval_pages(item).is_some());
+            let message = self.post_step(args.thread, call, 0, 0, paged).await?;
             rendered.push(RenderedQuestion {
                 calls: vec![call.tool_call_id.clone()],
                 messages: vec![message],

@@ -304,3 +304,47 @@ async fn a_set_of_many_full_questions_keeps_each_message_within_five_rows() {
     }
     all_accepted(&fake);
 }
+
+/// A question too long for one message (a step of many long options; an approval with long
+/// arguments) is posted over several messages that notify once: the first; the others, the
+/// question message included, are silent.
+#[tokio::test]
+async fn a_question_over_several_messages_notifies_once() {
+    let long = |i: usize| json!({"label": format!("option {i} {}", "y".repeat(60))});
+    let step = one(
+        json!({"header": "Pick", "question": "Which?", "multiple": true,
+        "options": (1..=40).map(long).collect::<Vec<_>>()}),
+    );
+    let approval = QuestionCall {
+        tool_call_id: "call-a".into(),
+        input: frogbot_core::model::approval_question(
+            "shell",
+            &json!({"command": format!("echo {}", "a ".repeat(3000))}),
+            &[],
+            None,
+        ),
+        expires_at: None,
+    };
+    for call in [step, approval] {
+        let (fake, piece) = start().await;
+        piece
+            .render(frogbot_core::model::RenderArgs {
+                calls: std::slice::from_ref(&call),
+                req: &RequestContext::default(),
+                thread: &thread(),
+            })
+            .await
+            .unwrap();
+        all_accepted(&fake);
+        let seen = fake.person_view(THREAD);
+        assert!(seen.len() > 1, "several messages: {seen:#?}");
+        let notified: Vec<bool> = seen.iter().map(|m| m.notified).collect();
+        let mut want = vec![false; seen.len()];
+        want[0] = true;
+        assert_eq!(notified, want, "{}", call.tool_call_id);
+        assert!(
+            !seen.last().unwrap().controls.is_empty(),
+            "the controls last"
+        );
+    }
+}
