@@ -259,6 +259,21 @@ impl Bot {
         .await;
     }
 
+    /// Waits until the `slow` reply's first message shows its first sentence (the turn runs,
+    /// held at its gate).
+    async fn first_sentence(&self, thread: u64) {
+        self.state(thread, TurnState::Running).await;
+        frogbot_testkit::eventually("the first sentence shown", WAIT, async || {
+            self.fake.channel_messages(thread).iter().any(|m| {
+                m["content"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains("one sentence")
+            })
+        })
+        .await;
+    }
+
     /// Waits until `thread` is idle and no message shows a Stop button any more (the reply
     /// finished: an ✅ on the person's message may come before its last edit).
     async fn finished(&self, thread: u64) {
@@ -734,16 +749,7 @@ async fn a_four_question_set_answered_step_by_step() {
 async fn stop_after_a_mention() {
     let bot = start().await;
     let thread = bot.mention("slow").await;
-    bot.state(thread, TurnState::Running).await;
-    frogbot_testkit::eventually("the first sentence shown", WAIT, async || {
-        bot.fake.channel_messages(thread).iter().any(|m| {
-            m["content"]
-                .as_str()
-                .unwrap_or_default()
-                .contains("one sentence")
-        })
-    })
-    .await;
+    bot.first_sentence(thread).await;
     bot.say(thread, &format!("<@{BOT}>: stop"));
     bot.finished(thread).await;
     bot.reactions(&thread.to_string(), &["✅"]).await;
@@ -806,7 +812,8 @@ async fn a_failed_model() {
 async fn a_message_queued_while_a_turn_runs() {
     let bot = start().await;
     let thread = bot.mention("slow").await;
-    bot.state(thread, TurnState::Running).await;
+    // (The reply's first message is posted once it reads as a start: its first sentence.)
+    bot.first_sentence(thread).await;
     let queued = bot.say(thread, "and one more thing");
     bot.reactions(&queued, &["👀"]).await;
     let while_queued = transcript(&bot.view(thread));
