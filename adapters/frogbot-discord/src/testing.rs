@@ -43,6 +43,12 @@
 //! `/channels/{c}/messages/pins/{m}` (Discord's newer one) pin and unpin ([`FakeDiscord::pins`],
 //! at most 50 a channel).
 //!
+//! What a person sees ([`FakeDiscord::person_view`], [`SeenMessage`], [`transcript`]): the
+//! messages of a conversation in order after edits and deletions, with their controls, the bot's
+//! reactions, whether posting them notified (a message created does, unless it carries
+//! `SUPPRESS_NOTIFICATIONS`; an edit never does) and what only one person was shown (ephemeral
+//! responses and followups, modals opened: the fake keeps them for this).
+//!
 //! What it must not do: be used by a bot. It checks no tokens and no rate limits and keeps
 //! everything in memory.
 
