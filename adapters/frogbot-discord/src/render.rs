@@ -1625,6 +1625,24 @@ mod tests {
         assert!(!pages[0].contains("Do not run it"), "{}", pages[0]);
         assert!(pages[0].contains("\"pr\": 7"), "{}", pages[0]);
         assert!(pages[0].ends_with("✅ Approved by <@42>"), "{}", pages[0]);
+        // Its arguments over messages before the card: the settled card says where they are,
+        // not how to answer.
+        let input = frogbot_model::approval_question(
+            "merge",
+            &json!({"command": "a ".repeat(3000)}),
+            &[],
+            None,
+        );
+        assert!(approval_pages(&input.questions[0]).is_some());
+        let call = QuestionCall {
+            tool_call_id: "c1".into(),
+            input,
+            expires_at: None,
+        };
+        let pages = settled_pages(&call, &message, &outcome, Some(&ada()));
+        assert_eq!(pages.len(), 1);
+        assert!(!pages[0].contains("runs it"), "{}", pages[0]);
+        assert!(pages[0].contains("messages above"), "{}", pages[0]);
     }
 
     #[test]
