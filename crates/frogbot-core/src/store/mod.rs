@@ -13,8 +13,9 @@
 //! - a job is claimed by one worker at a time.
 //!
 //! Backends live in their own crates (`frogbot-sqlite` over rusqlite, `frogbot-postgres` over
-//! sqlx) and prove themselves with [`conformance`] (feature `testing`), which takes a store
-//! factory, so a wrapped or third-party store runs the same suite.
+//! sqlx) and prove themselves with the store conformance suite (the `frogbot-store-conformance`
+//! crate, a dev-dependency of their tests), which takes a store factory, so a wrapped or
+//! third-party store runs the same suite.
 //!
 //! Time is passed in by the caller (milliseconds since the epoch); no method reads a clock.
 
@@ -23,9 +24,6 @@ mod types;
 pub use crate::error::Item;
 pub use error::{Result, StoreError};
 pub use types::*;
-
-#[cfg(feature = "testing")]
-pub mod conformance;
 
 use async_trait::async_trait;
 use std::sync::Arc;
