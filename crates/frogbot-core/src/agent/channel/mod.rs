@@ -803,7 +803,9 @@ impl Channels {
         before: &str,
         settings: &super::registry::ChannelSettings,
     ) -> Option<String> {
-        if settings.context_messages == 0 || before.is_empty() {
+        // A message that is its thread's root (the thread has its id) has nothing before it in
+        // the thread: nothing to read.
+        if settings.context_messages == 0 || before.is_empty() || before == thread.id {
             return None;
         }
         let earlier = match outbox
