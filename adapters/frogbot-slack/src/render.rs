@@ -157,9 +157,10 @@ fn shown_question(q: &QuestionItem) -> std::borrow::Cow<'_, str> {
 
 /// A message of an approval's arguments (one of [`ApprovalPages::before`]).
 pub fn approval_page_blocks(page: &str) -> Vec<SlackBlock> {
+    // `mrkdwn`: the fence without its language (Slack would show "json" as a line of code).
     vec![
         SlackSectionBlock::new()
-            .with_text(mrkdwn(&escape(page)))
+            .with_text(mrkdwn(&to_mrkdwn(page)))
             .into(),
     ]
 }
@@ -1021,19 +1022,20 @@ pub fn modal_fits(input: &QuestionInput) -> bool {
 pub const TOO_LARGE_FOR_A_FORM: &str = "Too many questions for one Slack form: reply in this thread, one answer per reply, starting with the question's number (\"2: blue\"); \"skip\" skips them all.";
 
 /// A question's text once settled: without what says how to answer. An approval's text ends
-/// with "Approve runs it; Deny refuses it — or write a reason…" after its arguments' block: the
-/// settled card keeps the tool and its arguments, and the outcome says who decided.
+/// with "Approve runs it; Deny refuses it — or write a reason…" after its arguments' block (or,
+/// paged, after the line saying where its arguments are): the settled card keeps the tool and
+/// where its arguments are, and the outcome says who decided.
 fn settled_question(q: &QuestionItem) -> String {
     let text = shown_question(q);
-    let approval = q.header == frogbot_model::APPROVAL_HEADER
-        && q.options
-            .first()
-            .is_some_and(|o| o.label == frogbot_model::APPROVE_LABEL);
-    if approval
-        && let Some(end) = text.rfind("\n```")
-        && text[end + 4..].contains(frogbot_model::APPROVE_LABEL)
+    if frogbot_model::is_approval(q)
+        && let Some(close) = q.question.rfind("\n```\n")
     {
-        return text[..end + 4].to_owned();
+        let foot = q.question[close + 5..].trim();
+        if !foot.is_empty()
+            && let Some(kept) = text.trim_end().strip_suffix(foot)
+        {
+            return kept.trim_end().to_owned();
+        }
     }
     text.into_owned()
 }

@@ -375,7 +375,8 @@ async fn a_long_argument_is_shown_in_full_in_messages_before_the_card() {
     let joined: String = pages
         .iter()
         .map(|p| {
-            let body = &p[p.find("```json\n").unwrap() + 8..];
+            assert!(!p.contains("```json"), "{p}");
+            let body = &p[p.find("```\n").unwrap() + 4..];
             body.strip_suffix("\n```").unwrap().to_owned()
         })
         .collect();
@@ -392,6 +393,16 @@ async fn a_long_argument_is_shown_in_full_in_messages_before_the_card() {
         click(&w, "U123", &card.id(), "Approve").await,
         InteractionOutcome::Answered
     );
+    // Settled, the card says where the arguments are and who approved, not how to answer.
+    frogbot_testkit::eventually(
+        "the settled card",
+        std::time::Duration::from_secs(20),
+        async || w.fake.controls(&card.id()) == 0,
+    )
+    .await;
+    let settled = shown(&w.fake, &card.id());
+    assert!(settled.contains("messages above"), "{settled}");
+    assert!(!settled.contains("refuses it"), "{settled}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
