@@ -256,6 +256,7 @@ fn question_text(q: &QuestionItem, picked: Option<&[String]>) -> String {
 
 fn question_blocks(
     index: usize,
+    several: bool,
     q: &QuestionItem,
     progress: &Progress,
     revision: u64,
@@ -286,7 +287,7 @@ fn question_blocks(
         ];
     }
     if q.options.len() > MAX_SELECT_OPTIONS {
-        return listed_blocks(section, index, q, aref(ActionKind::Other, None));
+        return listed_blocks(section, index, several, q, aref(ActionKind::Other, None));
     }
     let n = q.options.len();
     let as_buttons = !q.multiple && n <= MAX_BUTTONS;
@@ -382,6 +383,7 @@ fn question_blocks(
 fn listed_blocks(
     section: SlackSectionBlock,
     index: usize,
+    several: bool,
     q: &QuestionItem,
     other: ActionRef,
 ) -> Vec<SlackBlock> {
@@ -411,8 +413,15 @@ fn listed_blocks(
     blocks.push(
         SlackContextBlock::new(vec![
             SlackBlockPlainText::new(format!(
-                "Reply in this thread with {what} (in a set of several, start with the question's number: \"{}: …\").",
-                index + 1
+                "Reply in this thread with {what}{}.",
+                if several {
+                    format!(
+                        ", starting with the question's number: \"{}: …\"",
+                        index + 1
+                    )
+                } else {
+                    String::new()
+                }
             ))
             .into(),
         ])
@@ -669,7 +678,7 @@ pub fn question_blocks_for(
         .questions
         .iter()
         .enumerate()
-        .flat_map(|(i, q)| question_blocks(i, q, progress, revision))
+        .flat_map(|(i, q)| question_blocks(i, input.questions.len() > 1, q, progress, revision))
         .collect();
     if blocks.len() < MAX_MESSAGE_BLOCKS {
         blocks.push(SlackActionsBlock::new(vec![skip_button(revision).into()]).into());

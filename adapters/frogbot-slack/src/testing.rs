@@ -2963,3 +2963,39 @@ pub fn transcript(seen: &[SeenMessage]) -> String {
     }
     out
 }
+
+/// Compares `actual` with the golden file `path` (`UPDATE_GOLDEN=1` writes it instead); on a
+/// difference, panics with the lines that differ (`-` expected, `+` actual).
+pub fn assert_golden(path: &std::path::Path, actual: &str) {
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).expect("golden dir");
+        }
+        std::fs::write(path, actual).expect("golden written");
+        return;
+    }
+    let expected = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e} (UPDATE_GOLDEN=1 writes it)", path.display()));
+    if expected == actual {
+        return;
+    }
+    let (e, a): (Vec<&str>, Vec<&str>) = (expected.lines().collect(), actual.lines().collect());
+    let mut diff = String::new();
+    for i in 0..e.len().max(a.len()) {
+        match (e.get(i), a.get(i)) {
+            (Some(x), Some(y)) if x == y => diff.push_str(&format!("  {x}\n")),
+            (x, y) => {
+                if let Some(x) = x {
+                    diff.push_str(&format!("- {x}\n"));
+                }
+                if let Some(y) = y {
+                    diff.push_str(&format!("+ {y}\n"));
+                }
+            }
+        }
+    }
+    panic!(
+        "{} differs (UPDATE_GOLDEN=1 rewrites it):\n{diff}",
+        path.display()
+    );
+}

@@ -20,46 +20,19 @@ use frogbot_core::agent::{
 };
 use frogbot_core::model::TurnState;
 use frogbot_slack::testing::{
-    BOT_NAME, BOT_USER, FakeSlack, Message, SeenMessage, Signature, transcript,
+    BOT_NAME, BOT_USER, FakeSlack, Message, SeenMessage, Signature, assert_golden, transcript,
 };
 use frogbot_testkit::eventually;
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(30);
 
-/// Compares `actual` with the golden file of `case` (`UPDATE_GOLDEN=1` writes it).
+/// Compares `actual` with `tests/golden/person_view/<case>.txt` (`UPDATE_GOLDEN=1` writes it).
 fn golden(case: &str, actual: &str) {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/golden/person_view")
         .join(format!("{case}.txt"));
-    if std::env::var_os("UPDATE_GOLDEN").is_some() {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, actual).unwrap();
-        return;
-    }
-    let expected = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e} (run with UPDATE_GOLDEN=1)", path.display()));
-    if expected != actual {
-        let (e, a): (Vec<&str>, Vec<&str>) = (expected.lines().collect(), actual.lines().collect());
-        let mut diff = String::new();
-        for i in 0..e.len().max(a.len()) {
-            match (e.get(i), a.get(i)) {
-                (Some(x), Some(y)) if x == y => diff.push_str(&format!("  {x}\n")),
-                (x, y) => {
-                    if let Some(x) = x {
-                        diff.push_str(&format!("- {x}\n"));
-                    }
-                    if let Some(y) = y {
-                        diff.push_str(&format!("+ {y}\n"));
-                    }
-                }
-            }
-        }
-        panic!(
-            "{case}: the person view differs from {} (UPDATE_GOLDEN=1 rewrites it):\n{diff}",
-            path.display()
-        );
-    }
+    assert_golden(&path, actual);
 }
 
 /// The transcript with what varies between runs made stable (clock times).
@@ -172,6 +145,10 @@ fn model(gate: Arc<tokio::sync::Semaphore>) -> ScriptedModel {
                 "question": "What is the reason?", "kind": "text_input"}]})),
             "thirty" => question(json!({"questions": [{"header": "Region",
                 "question": "Which region?", "options": thirty()}]})),
+            "many" => question(json!({"questions": [{"header": "Host",
+                "question": "Which host?", "options": (1..=101)
+                    .map(|i| json!({"label": format!("host-{i}")}))
+                    .collect::<Vec<_>>()}]})),
             "four" => question(json!({"questions": [
                 {"header": "A", "question": "Which colour?",
                  "options": [{"label": "red"}, {"label": "blue"}]},
@@ -784,4 +761,28 @@ async fn an_approval() {
     // Slack draws the fence as a code block: no language tag left in it.
     assert!(!out.contains("```json"), "{out}");
     golden("approval", &out);
+}
+
+/// Past Slack's 100 options a select would show only some: every option is listed, numbered, and
+/// a reply in the thread with its number answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hundred_and_one_options_answered_by_number() {
+    let w = world().await;
+    let (said, q) = asked(&w, "many").await;
+    for i in 1..=101 {
+        assert!(q.text.contains(&format!("\n{i}. host-{i}")), "host-{i}");
+    }
+    assert!(
+        !q.controls.iter().any(|c| c.contains("select")),
+        "{:?}",
+        q.controls
+    );
+    let mut out = w.transcript(&said);
+    w.write(&said.ts, "U123", "101").await;
+    w.until_text(&said, "Noted:").await;
+    w.until_ack(&said, "white_check_mark").await;
+    out.push_str("--- after Ada replies 101 ---\n");
+    out.push_str(&w.transcript(&said));
+    assert!(out.contains("Answered by @Ada: host-101"), "{out}");
+    golden("hundred_and_one_options", &out);
 }
