@@ -380,3 +380,33 @@ async fn a_set_past_a_messages_blocks_is_a_summary_whose_modal_holds_every_quest
         }
     }
 }
+
+#[tokio::test]
+async fn a_listed_choice_says_how_to_answer_it_by_number() {
+    // Alone: the number; in a set of several: the question's number first.
+    for several in [false, true] {
+        let (fake, q) = start().await;
+        let mut questions =
+            vec![json!({"header": "Pick", "question": "Which?", "options": options(101)})];
+        if several {
+            questions.insert(
+                0,
+                json!({"header": "Colour", "question": "Which?",
+                "options": [{"label": "red"}, {"label": "green"}]}),
+            );
+        }
+        render(&q, &call_of(json!({"questions": questions}))).await;
+        let seen = seen_card(&fake);
+        if several {
+            assert!(
+                seen.contains("Reply in this thread with the number of your choice, starting with the question's number: \"2: …\"."),
+                "{seen}"
+            );
+        } else {
+            assert!(
+                seen.contains("Reply in this thread with the number of your choice.\n"),
+                "{seen}"
+            );
+        }
+    }
+}
