@@ -744,6 +744,23 @@ async fn an_approval() {
         .await;
     let q = w.until_question(&said).await;
     let mut out = w.transcript(&said);
+    // Bo is no approver: only Bo is told so, and the card stays.
+    w.click("U777", &q.id, "Approve").await;
+    eventually("Bo's notice", WAIT, async || {
+        w.view(&said)
+            .iter()
+            .any(|m| m.only_for.as_deref() == Some("Bo"))
+    })
+    .await;
+    let notice = w
+        .view(&said)
+        .into_iter()
+        .find(|m| m.only_for.is_some())
+        .unwrap();
+    assert!(!notice.notified, "{notice:#?}");
+    assert_eq!(w.runs.load(Ordering::SeqCst), 0);
+    out.push_str("--- after Bo clicks Approve ---\n");
+    out.push_str(&w.transcript(&said));
     w.click("U123", &q.id, "Approve").await;
     w.until_text(&said, "Noted:").await;
     w.until_ack(&said, "white_check_mark").await;
