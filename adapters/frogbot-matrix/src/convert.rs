@@ -9,6 +9,7 @@ use frogbot_model::{
     ActionEvent, Interaction, PlatformUser, ThreadMessage, ThreadMessageMetadata, millis_to_iso,
 };
 use matrix_sdk::ruma::events::room::message::{MessageType, Relation, RoomMessageEventContent};
+use matrix_sdk::ruma::events::room::redaction::SyncRoomRedactionEvent;
 use matrix_sdk::ruma::events::{
     AnySyncMessageLikeEvent, AnySyncTimelineEvent, SyncMessageLikeEvent,
 };
@@ -54,6 +55,16 @@ pub enum Incoming {
     /// A reaction with an event-button key ([`crate::ids::event_key`]) on an agent message: a
     /// click on that button.
     Event(EventClick),
+    /// A message edited (`m.replace`: `text` is its new text, a leading mention of the bot
+    /// stripped) or redacted (`text: None`).
+    Changed {
+        /// The changed message's id (`room|event`).
+        message_id: String,
+        /// Who sent the edit or the redaction.
+        sender: String,
+        /// The new text; `None` for a redaction.
+        text: Option<String>,
+    },
 }
 
 impl Incoming {
@@ -67,6 +78,7 @@ impl Incoming {
             Incoming::Action(Interaction::Action { event }) => &event.message_id,
             Incoming::Action(other) => other.user().id.as_str(),
             Incoming::Event(click) => &click.message_id,
+            Incoming::Changed { message_id, .. } => message_id,
         }
     }
 }
@@ -131,11 +143,53 @@ pub fn classify(
             &e.content.relates_to.event_id,
             e.content.relates_to.key.clone(),
         )),
+        AnySyncMessageLikeEvent::RoomMessage(SyncMessageLikeEvent::Original(e))
+            if matches!(e.content.relates_to, Some(Relation::Replacement(_))) =>
+        {
+            edited(&e.content, room, &sender, bot)
+        }
         AnySyncMessageLikeEvent::RoomMessage(SyncMessageLikeEvent::Original(e)) => {
             room_message(&e.content, room, &event_id, &sender, ts, bot, raw_json)
                 .map(Incoming::Message)
         }
+        AnySyncMessageLikeEvent::RoomRedaction(SyncRoomRedactionEvent::Original(e)) => e
+            .redacts
+            .as_ref()
+            .or(e.content.redacts.as_ref())
+            .map(|redacted| Incoming::Changed {
+                message_id: message_id(room, redacted),
+                sender: sender.to_string(),
+                text: None,
+            }),
         _ => None,
+    })
+}
+
+/// An edit (`m.replace`) as [`Incoming::Changed`] with the new text (`m.new_content`, a leading
+/// mention of the bot stripped); `None` when it carries no text.
+fn edited(
+    content: &RoomMessageEventContent,
+    room: &RoomId,
+    sender: &UserId,
+    bot: &UserId,
+) -> Option<Incoming> {
+    let Some(Relation::Replacement(r)) = &content.relates_to else {
+        return None;
+    };
+    let (body, formatted) = match &r.new_content.msgtype {
+        MessageType::Text(t) => (t.body.as_str(), t.formatted.as_ref().map(|f| &f.body)),
+        MessageType::Notice(t) => (t.body.as_str(), t.formatted.as_ref().map(|f| &f.body)),
+        MessageType::Emote(t) => (t.body.as_str(), t.formatted.as_ref().map(|f| &f.body)),
+        _ => return None,
+    };
+    Some(Incoming::Changed {
+        message_id: message_id(room, &r.event_id),
+        sender: sender.to_string(),
+        text: Some(strip_mention_of(
+            &strip_reply_fallback(body),
+            formatted.map(String::as_str),
+            bot,
+        )),
     })
 }
 

@@ -564,6 +564,66 @@ async fn person_views_of_a_reply_a_failure_a_queued_message_stop_and_skip() {
     bot.stop().await;
 }
 
+/// A message queued behind a running turn, then edited (Element's `m.replace`) or redacted by its
+/// author: the edited one runs with its new text, the redacted one never runs; an edit by
+/// someone else is ignored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_message_edited_or_redacted_in_element_runs_new_or_not_at_all() {
+    let fake = FakeHomeserver::start().await;
+    let (alice, bob) = (person("alice"), person("bob"));
+    let room = fake.create_room(&[&alice]);
+    let prompts: Arc<Mutex<Vec<String>>> = Arc::default();
+    let bot = bot(&fake, prompts.clone()).await;
+    let busy = fake.inject(
+        &room,
+        &alice,
+        "m.room.message",
+        json!({"msgtype": "m.text", "body": "please wait"}),
+    );
+    until_ack(&fake, &room, busy.as_str(), "⏳").await;
+    let in_busy = |body: &str| {
+        json!({"msgtype": "m.text", "body": body,
+               "m.relates_to": {"rel_type": "m.thread", "event_id": busy.as_str(),
+                                "is_falling_back": true, "m.in_reply_to": {"event_id": busy.as_str()}}})
+    };
+    let typo = fake.inject(&room, &alice, "m.room.message", in_busy("secnod"));
+    let gone = fake.inject(&room, &alice, "m.room.message", in_busy("third"));
+    until_ack(&fake, &room, gone.as_str(), "👀").await;
+    // bob's edit of alice's message is not hers: ignored.
+    let edit = |who: &OwnedUserId, body: &str| {
+        fake.inject(
+            &room,
+            who,
+            "m.room.message",
+            json!({"msgtype": "m.text", "body": format!("* {body}"),
+                   "m.new_content": {"msgtype": "m.text", "body": body},
+                   "m.relates_to": {"rel_type": "m.replace", "event_id": typo.as_str()}}),
+        )
+    };
+    edit(&bob, "hijacked");
+    edit(&alice, "second");
+    fake.inject(
+        &room,
+        &alice,
+        "m.room.redaction",
+        json!({"redacts": gone.as_str()}),
+    );
+    fake.wait_for(&room, WAIT, "the edited message's answer", |e| {
+        from_bot(&fake, e) && e["content"]["body"] == "hello: second"
+    })
+    .await;
+    until_ack(&fake, &room, typo.as_str(), "✅").await;
+    bot.engine.drain(Duration::from_secs(5)).await;
+    let seen = prompts.lock().unwrap().clone();
+    assert!(
+        !seen
+            .iter()
+            .any(|p| p.ends_with("third") || p.ends_with("hijacked") || p.ends_with("secnod")),
+        "{seen:?}"
+    );
+    bot.stop().await;
+}
+
 /// The person's message keeps ⏳ while the question its turn asked waits (✅ would say the bot is
 /// done with it), and gets ✅ when the turn continued after the answer ends.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -10,10 +10,10 @@ use async_trait::async_trait;
 use frogbot_core::BoxError;
 use frogbot_core::agent::scripted::{ScriptEvent, ScriptedModel, call, reply};
 use frogbot_core::agent::{
-    AllowAll, Channel, ChannelMessageOutcome, ChannelOutbox, ChannelSettings, DraftMessages,
-    EditStream, Engine, EngineConfig, INTERRUPTED_MARK, MAX_STEPS_TEXT, ModelEvent, ModelMessage,
-    ModelRequest, QUEUED_TEXT, ReplyStream, STOP_REFUSED_TEXT, STOPPED_TEXT, StopOutcome,
-    channel_chat_id, failure_text, tool_fn,
+    AllowAll, Channel, ChannelChangeOutcome, ChannelMessageOutcome, ChannelOutbox, ChannelSettings,
+    DraftMessages, EditStream, Engine, EngineConfig, INTERRUPTED_MARK, MAX_STEPS_TEXT, ModelEvent,
+    ModelMessage, ModelRequest, QUEUED_TEXT, ReplyStream, STOP_REFUSED_TEXT, STOPPED_TEXT,
+    StopOutcome, channel_chat_id, failure_text, tool_fn,
 };
 use frogbot_core::model::{
     Ack, PlatformUser, PrefixedIdentity, Thread, ThreadMessage, ThreadMessageMetadata, TurnState,
@@ -358,6 +358,65 @@ async fn queued_messages_keep_seen_and_get_one_note_per_queue(url: &str) {
         posts,
         // Once a second person speaks, the model sees every speaker's name.
         ["thinking… re: gate first", "re: second", "re: bob: third"]
+    );
+}
+
+/// A person edits or deletes their message on the platform while it waits in the queue: it runs
+/// with the new text, or never; an edit of a message that already ran, or of one FrogBot never
+/// took, changes nothing.
+async fn platform_edits_and_deletions_change_the_queue(url: &str) {
+    let w = world(url, 20).await;
+    w.say("m1", "ada", "gate first").await;
+    w.until_ack("m1", Ack::Working).await;
+    w.say("m2", "ada", "secnod").await;
+    w.say("m3", "ada", "third").await;
+    w.until_ack("m3", Ack::Seen).await;
+    let e = &w.engine;
+    assert_eq!(
+        e.channel_message_edited(PLATFORM, THREAD, "m2", "second".into())
+            .await
+            .unwrap(),
+        ChannelChangeOutcome::Edited
+    );
+    assert_eq!(
+        e.channel_message_deleted(PLATFORM, THREAD, "m3")
+            .await
+            .unwrap(),
+        ChannelChangeOutcome::Deleted
+    );
+    assert_eq!(
+        e.channel_message_edited(PLATFORM, THREAD, "m1", "gate changed".into())
+            .await
+            .unwrap(),
+        ChannelChangeOutcome::AlreadyRan
+    );
+    assert_eq!(
+        e.channel_message_deleted(PLATFORM, "another-thread", "m2")
+            .await
+            .unwrap(),
+        ChannelChangeOutcome::Unknown
+    );
+    assert_eq!(
+        e.channel_message_edited(PLATFORM, THREAD, "never-taken", "x".into())
+            .await
+            .unwrap(),
+        ChannelChangeOutcome::Unknown
+    );
+    w.gate.add_permits(1);
+    w.until_ack("m2", Ack::Done).await;
+    w.idle().await;
+    let posts: Vec<String> = w
+        .shown()
+        .into_iter()
+        .filter_map(|s| match s {
+            Shown::Post(t) if t != QUEUED_TEXT => Some(t),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(posts, ["thinking… re: gate first", "re: second"]);
+    assert!(
+        w.acks_of("m3").iter().all(|a| *a == Ack::Seen),
+        "the deleted message never ran"
     );
 }
 
@@ -1022,6 +1081,7 @@ frogbot_testkit::backends!(
     a_message_is_seen_worked_on_answered_and_done_in_that_order,
     progress_repeats_while_a_turn_runs,
     queued_messages_keep_seen_and_get_one_note_per_queue,
+    platform_edits_and_deletions_change_the_queue,
     a_failing_model_posts_a_short_notice_and_failed,
     running_out_of_steps_says_so,
     the_driver_stops_a_turn_and_others_cannot,

@@ -126,6 +126,7 @@ pub fn start(
     let ctx = Arc::new(Ctx {
         engine,
         bot: receiver.bot.clone(),
+        recent: Mutex::default(),
     });
     if receiver.auto_join {
         let bot = receiver.bot.clone();
@@ -330,6 +331,32 @@ async fn join(room: Room) {
 struct Ctx {
     engine: Engine,
     bot: OwnedUserId,
+    /// The messages recently handed to the engine: their thread and author, so an edit or a
+    /// redaction (which name only the message) reaches the right chat, from its author.
+    recent: Mutex<Recent>,
+}
+
+/// The most messages [`Recent`] remembers (a queued message is a recent one).
+const RECENT_MESSAGES: usize = 10_000;
+
+/// Recent messages: id → (thread, author), oldest forgotten first.
+#[derive(Default)]
+struct Recent {
+    by_id: HashMap<String, (String, String)>,
+    order: std::collections::VecDeque<String>,
+}
+
+impl Recent {
+    fn note(&mut self, id: String, thread: String, author: String) {
+        if self.by_id.insert(id.clone(), (thread, author)).is_none() {
+            self.order.push_back(id);
+        }
+        while self.order.len() > RECENT_MESSAGES {
+            if let Some(old) = self.order.pop_front() {
+                self.by_id.remove(&old);
+            }
+        }
+    }
 }
 
 impl Ctx {
@@ -349,6 +376,49 @@ impl Ctx {
             }
             Incoming::Message(m) => self.on_message(m, room).await,
             Incoming::Event(click) => self.on_event(click, room).await,
+            Incoming::Changed {
+                message_id,
+                sender,
+                text,
+            } => self.on_changed(message_id, sender, text).await,
+        }
+    }
+
+    /// A person's edit (`text: Some`) or a redaction of a message: a message still queued is
+    /// edited or removed. An edit counts only from the message's author (Matrix clients show
+    /// only those too); a redaction from anyone the homeserver let redact it.
+    async fn on_changed(&self, message_id: String, sender: String, text: Option<String>) {
+        let known = self
+            .recent
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .by_id
+            .get(&message_id)
+            .cloned();
+        let Some((thread, author)) = known else {
+            return;
+        };
+        let result = match text {
+            Some(_) if sender != author => {
+                debug!(message = %message_id, %sender, "an edit by someone other than the author ignored");
+                return;
+            }
+            Some(text) => {
+                self.engine
+                    .channel_message_edited(PLATFORM, &thread, &message_id, text)
+                    .await
+            }
+            None => {
+                self.engine
+                    .channel_message_deleted(PLATFORM, &thread, &message_id)
+                    .await
+            }
+        };
+        match result {
+            Ok(outcome) => {
+                debug!(message = %message_id, ?outcome, "Matrix edit or redaction handled")
+            }
+            Err(e) => warn!(message = %message_id, error = %e, "Matrix edit or redaction failed"),
         }
     }
 
@@ -492,6 +562,11 @@ impl Ctx {
                 return;
             }
             let author = m.message.author.id.clone();
+            self.recent.lock().unwrap_or_else(|e| e.into_inner()).note(
+                m.message.id.clone(),
+                m.thread.clone(),
+                author.clone(),
+            );
             let message_event = split_message_id(&m.message.id).ok().map(|(_, e)| e);
             match self
                 .engine

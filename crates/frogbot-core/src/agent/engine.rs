@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::sync::broadcast;
 use tracing::{debug, error, warn};
 
-use super::channel::{ChannelMessageOutcome, Channels, DeliveryRun};
+use super::channel::{ChannelChangeOutcome, ChannelMessageOutcome, Channels, DeliveryRun};
 use super::clock::{Clock, SystemClock};
 use super::delivery::{DELIVERY_MAX_ATTEMPTS, job_backoff_ms};
 use super::jobs::EngineJob;
@@ -626,6 +626,36 @@ impl Engine {
         self.inner
             .channels
             .channel_message(platform, thread, message)
+            .await
+    }
+
+    /// A person edited their message `message_id` (the platform's id) in `thread` to `text`
+    /// (mention stripped, as for [`Engine::channel_message`]): a message still queued runs with
+    /// the new text; one that already ran is left as it was ([`ChannelChangeOutcome`]).
+    pub async fn channel_message_edited(
+        &self,
+        platform: &str,
+        thread: &str,
+        message_id: &str,
+        text: String,
+    ) -> Result<ChannelChangeOutcome> {
+        self.inner
+            .channels
+            .channel_message_changed(platform, thread, message_id, Some(text))
+            .await
+    }
+
+    /// A person's message `message_id` (the platform's id) in `thread` was deleted: a message
+    /// still queued never runs; one that already ran is left as it was.
+    pub async fn channel_message_deleted(
+        &self,
+        platform: &str,
+        thread: &str,
+        message_id: &str,
+    ) -> Result<ChannelChangeOutcome> {
+        self.inner
+            .channels
+            .channel_message_changed(platform, thread, message_id, None)
             .await
     }
 

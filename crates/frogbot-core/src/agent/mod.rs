@@ -31,9 +31,9 @@ mod turn;
 
 pub use adapter::Adapter;
 pub use channel::{
-    ChannelMessageOutcome, INTERRUPTED_MARK, MAX_STEPS_TEXT, QUEUED_BEHIND_QUESTION_TEXT,
-    QUEUED_TEXT, STOP_REFUSED_TEXT, channel_chat_id, channel_message_id, failure_text,
-    is_stop_word,
+    ChannelChangeOutcome, ChannelMessageOutcome, INTERRUPTED_MARK, MAX_STEPS_TEXT,
+    QUEUED_BEHIND_QUESTION_TEXT, QUEUED_TEXT, STOP_REFUSED_TEXT, channel_chat_id,
+    channel_message_id, failure_text, is_stop_word,
 };
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use engine::{Engine, Housekeeping};

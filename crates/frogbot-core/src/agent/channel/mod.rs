@@ -83,6 +83,21 @@ pub enum ChannelMessageOutcome {
     Inbox,
 }
 
+/// What a person's edit or deletion of their own message on the platform did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ChannelChangeOutcome {
+    /// The message still waited in the queue: its turn will read the new text.
+    Edited,
+    /// The message still waited in the queue: it is removed and never runs.
+    Deleted,
+    /// The message already ran (or runs now): the conversation keeps what the agent read, and
+    /// nothing is done (a person who wants the new text answered sends it again).
+    AlreadyRan,
+    /// Not a message FrogBot took (another thread, a message it ignored).
+    Unknown,
+}
+
 /// Whether a thread message asks to stop the running turn: `stop` or `/stop`.
 pub fn is_stop_word(text: &str) -> bool {
     let t = text.trim();
@@ -853,6 +868,59 @@ impl Channels {
     /// Handles a message in a channel thread: a reply that answers a question is consumed; else,
     /// after the identity and access checks, it starts or continues the thread's chat (queued while
     /// a turn runs or a question waits). Questions whose render failed are posted again first.
+    /// The person edited (`text: Some`) or deleted (`None`) their message `message_id` (the
+    /// platform's id) in `thread`: a message still queued is edited or removed in the queue
+    /// (the platform guarantees the author: only they edit, and deletions by moderators remove
+    /// it too); one that already ran is left as the agent read it.
+    pub(crate) async fn channel_message_changed(
+        &self,
+        platform: &str,
+        thread: &str,
+        message_id: &str,
+        text: Option<String>,
+    ) -> Result<ChannelChangeOutcome> {
+        let store = &self.turns.store;
+        let Some(chat) = store.get_channel_chat(platform, thread).await? else {
+            return Ok(ChannelChangeOutcome::Unknown);
+        };
+        let id = channel_message_id(platform, message_id);
+        let Some(stored) = store.get_message(&chat.chat_id, &id).await? else {
+            return Ok(ChannelChangeOutcome::Unknown);
+        };
+        if stored.message.metadata.status != Some(crate::model::MessageStatus::Queued) {
+            return Ok(ChannelChangeOutcome::AlreadyRan);
+        }
+        let by = stored.message.metadata.author.clone();
+        let now = self.turns.now();
+        let change = match text {
+            Some(text) => {
+                let edit = crate::store::QueuedEdit {
+                    parts: Some(vec![crate::model::MessagePart::text(text)]),
+                    delivery: None,
+                };
+                store
+                    .edit_queued(&chat.chat_id, &id, by.as_ref(), &edit, now)
+                    .await?
+            }
+            None => {
+                store
+                    .delete_queued(&chat.chat_id, &id, by.as_ref(), now)
+                    .await?
+            }
+        };
+        Ok(match change {
+            crate::store::QueuedChange::Done(Some(m)) => {
+                self.turns.emit_message(&chat.chat_id, &m.message);
+                ChannelChangeOutcome::Edited
+            }
+            crate::store::QueuedChange::Done(None) => ChannelChangeOutcome::Deleted,
+            crate::store::QueuedChange::NotQueued => ChannelChangeOutcome::AlreadyRan,
+            crate::store::QueuedChange::NotFound | crate::store::QueuedChange::Forbidden => {
+                ChannelChangeOutcome::Unknown
+            }
+        })
+    }
+
     pub(crate) async fn channel_message(
         &self,
         platform: &str,
