@@ -480,6 +480,53 @@ pub fn message_from_push(
     }
 }
 
+/// A person's edit or deletion of their message (`message_changed` / `message_deleted`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChangedMessage {
+    /// The thread it is in (`channel:thread_ts`; a message outside a thread is its own).
+    pub thread: String,
+    /// The message's id (`channel:ts`).
+    pub message_id: String,
+    /// The new text (a leading mention of the bot stripped); `None` for a deletion.
+    pub text: Option<String>,
+}
+
+/// Reads a `message_changed` or `message_deleted` event of an `event_callback` body; `None` for
+/// any other event, and for the bot's own messages.
+pub fn changed_from_push_json(body: &Value, bot_user_id: &str) -> Option<ChangedMessage> {
+    let ev = body.get("event")?;
+    if ev["type"] != "message" {
+        return None;
+    }
+    let channel = ev["channel"].as_str()?;
+    let (message, text) = match ev["subtype"].as_str()? {
+        "message_changed" => {
+            let m = &ev["message"];
+            let text = strip_mention(m["text"].as_str().unwrap_or_default(), bot_user_id);
+            (m, Some(text))
+        }
+        "message_deleted" => (&ev["previous_message"], None),
+        _ => return None,
+    };
+    if message["user"].as_str().is_none_or(|u| u == bot_user_id)
+        || message.get("bot_id").is_some_and(|b| !b.is_null())
+    {
+        return None;
+    }
+    let ts = match text {
+        Some(_) => message["ts"].as_str()?,
+        None => ev["deleted_ts"]
+            .as_str()
+            .or_else(|| message["ts"].as_str())?,
+    };
+    let thread_ts = message["thread_ts"].as_str().unwrap_or(ts);
+    Some(ChangedMessage {
+        thread: crate::ids::thread_id(channel, thread_ts),
+        message_id: crate::ids::message_id(channel, ts),
+        text,
+    })
+}
+
 /// Reads an Events API request body (`event_callback` JSON) and converts its message, if any.
 pub fn message_from_push_json(
     body: &Value,

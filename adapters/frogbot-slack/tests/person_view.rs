@@ -736,6 +736,54 @@ async fn a_message_queued_while_a_turn_runs() {
     golden("queued_message", &out);
 }
 
+/// Ada fixes a typo in a message that waits behind a running turn, and deletes another (Slack's
+/// `message_changed` / `message_deleted`): the first runs with the new text, the other never.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_message_edited_or_deleted_in_slack_runs_new_or_not_at_all() {
+    let w = world().await;
+    let first = w.mention(None, &format!("<@{BOT_USER}> gated")).await;
+    w.until_ack(&first, "hourglass_flowing_sand").await;
+    let typo = w.write(&first.ts, "U123", "and then hi tehre").await;
+    let gone = w.write(&first.ts, "U123", "never mind").await;
+    w.until_ack(&gone, "eyes").await;
+    let w = &w;
+    let post = |event: Value| async move {
+        let body = w.fake.event_callback(event);
+        let res = w
+            .fake
+            .post_event(&w.base, &body, Signature::Good, None)
+            .await;
+        assert_eq!(res.status(), 200);
+    };
+    let original = |m: &Message| {
+        json!({"type": "message", "user": m.user, "text": m.text, "ts": m.ts,
+               "thread_ts": first.ts})
+    };
+    let mut edited = original(&typo);
+    edited["text"] = json!("and then hi there");
+    edited["edited"] = json!({"user": "U123", "ts": w.fake.next_ts()});
+    post(
+        json!({"type": "message", "subtype": "message_changed", "hidden": true,
+                "channel": "C42", "ts": w.fake.next_ts(), "event_ts": w.fake.next_ts(),
+                "channel_type": "channel", "message": edited,
+                "previous_message": original(&typo)}),
+    )
+    .await;
+    post(
+        json!({"type": "message", "subtype": "message_deleted", "hidden": true,
+                "channel": "C42", "ts": w.fake.next_ts(), "event_ts": w.fake.next_ts(),
+                "channel_type": "channel", "deleted_ts": gone.ts,
+                "previous_message": original(&gone)}),
+    )
+    .await;
+    w.gate.add_permits(1);
+    w.until_ack(&typo, "white_check_mark").await;
+    w.until_text(&first, "You said: and then hi there").await;
+    let text = w.transcript(&first);
+    assert!(!text.contains("You said: and then hi tehre"), "{text}");
+    assert!(!text.contains("You said: never mind"), "{text}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approval() {
     let w = world().await;

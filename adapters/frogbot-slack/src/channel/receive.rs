@@ -68,8 +68,8 @@ use super::outbox::STOP_ACTION_ID;
 use super::{Inner, SlackAdapter};
 use crate::client::SlackApi;
 use crate::convert::{
-    IncomingMessage, SIGNATURE_HEADER, TIMESTAMP_HEADER, interaction_from_payload,
-    message_from_push_json, payload_from_form, strip_mention, verify,
+    ChangedMessage, IncomingMessage, SIGNATURE_HEADER, TIMESTAMP_HEADER, changed_from_push_json,
+    interaction_from_payload, message_from_push_json, payload_from_form, strip_mention, verify,
 };
 use crate::ids::{ActionRef, message_id, split_id, thread_id};
 use crate::questions::is_open_form_action;
@@ -410,6 +410,19 @@ impl Receiver {
             return Ok(());
         }
         let bot = &self.inner().bot.user_id;
+        if let Some(change) = changed_from_push_json(&body, bot) {
+            // In the thread's queue, after the message it changes.
+            let thread = change.thread.clone();
+            let rx = self.clone();
+            let span = info_span!("slack_event", %event_id, %kind, chat_id = tracing::field::Empty);
+            return self
+                .process(
+                    key,
+                    &thread,
+                    async move { rx.on_changed(change).await }.instrument(span),
+                )
+                .await;
+        }
         let incoming = match message_from_push_json(&body, bot) {
             Ok(Some(m)) => m,
             Ok(None) => {
@@ -441,6 +454,33 @@ impl Receiver {
             self.inner().seen.forget(&msg_key);
         }
         out
+    }
+
+    /// A person's edit or deletion of their message: a message still queued runs with the new
+    /// text, or not at all; one that already ran is left as it was.
+    async fn on_changed(&self, change: ChangedMessage) -> Result<(), Failure> {
+        let result = match change.text {
+            Some(text) => {
+                self.engine
+                    .channel_message_edited(PLATFORM, &change.thread, &change.message_id, text)
+                    .await
+            }
+            None => {
+                self.engine
+                    .channel_message_deleted(PLATFORM, &change.thread, &change.message_id)
+                    .await
+            }
+        };
+        match result {
+            Ok(outcome) => {
+                debug!(message = %change.message_id, ?outcome, "Slack edit or deletion handled");
+                Ok(())
+            }
+            Err(e) => {
+                error!(message = %change.message_id, error = %e, "Slack edit or deletion failed");
+                Err(Failure::Retry(e.to_string()))
+            }
+        }
     }
 
     /// A new message: to its thread's chat when it is a DM, a mention, or a reply in a thread
