@@ -316,7 +316,10 @@ mod tests {
         ] {
             assert_eq!(strip_mention(said, bot), left, "{said:?}");
         }
-        assert!(frogbot_core_free_stop_word(&strip_mention("@frogbot_bot: stop", bot)));
+        assert!(frogbot_core_free_stop_word(&strip_mention(
+            "@frogbot_bot: stop",
+            bot
+        )));
         assert!(frogbot_model::is_skip_reply(&strip_mention(
             "@frogbot_bot, skip",
             bot

@@ -74,17 +74,21 @@ impl<A: TelegramApi> TelegramQuestions<A> {
     /// message already), with its keyboard or ForceReply; in an agent conversation
     /// (`{chat}~{root}`), as a reply to its root, so the person sees where it belongs and a click
     /// on it is routed there.
+    ///
+    /// `silent`: with `disable_notification` — the person is notified once per question (its
+    /// prompts, long text and card are one question; see `render`).
     async fn send(
         &self,
         thread: &Thread,
         html: &str,
         markup: Option<ReplyMarkup>,
+        silent: bool,
     ) -> Result<SentMessage, BoxError> {
         let (chat, topic) = split_thread_id(&thread.id)?;
         let root = thread_root(&thread.id);
         Ok(self
             .api
-            .send_html_markup(chat, topic, html, markup, root)
+            .send_html_markup_as(chat, topic, html, markup, root, silent)
             .await?)
     }
 
@@ -92,14 +96,17 @@ impl<A: TelegramApi> TelegramQuestions<A> {
     /// input; an inline keyboard for a choice, a confirm and a toggle, after the own-answer prompt
     /// of a choice that allows one. The keyboard's message comes last, as FrogBot counts the
     /// controls of a call's last message only (its current one). The prompt ids join `progress`.
+    /// `(q, revision)`: the question and the record revision its keyboard is drawn for;
+    /// `notified`: whether a message of the call notified already (see `render`), set once one
+    /// does.
     async fn post_question(
         &self,
         thread: &Thread,
         input: &QuestionInput,
-        q: usize,
-        revision: u64,
+        (q, revision): (usize, u64),
         expiry: Option<&str>,
         progress: &mut Progress,
+        notified: &mut bool,
     ) -> Result<Vec<QuestionMessage>, BoxError> {
         let Some(item) = input.questions.get(q) else {
             return Ok(Vec::new());
@@ -118,8 +125,12 @@ impl<A: TelegramApi> TelegramQuestions<A> {
                     thread,
                     &prompt_text(input, q, expiry),
                     Some(ReplyMarkup::ForceReply(markup)),
+                    // An own-answer prompt beside a keyboard is silent: the keyboard's message,
+                    // which shows the question, notifies.
+                    *notified || has_keyboard(item),
                 )
                 .await?;
+            *notified |= !has_keyboard(item);
             let m = posted(&m, q);
             progress.prompts.push(m.id.clone());
             messages.push(m);
@@ -131,11 +142,18 @@ impl<A: TelegramApi> TelegramQuestions<A> {
             // A question too long for one message (a long list of options): its beginning
             // first, the keyboard's message last.
             for page in pages {
-                self.send(thread, &page, None).await?;
+                self.send(thread, &page, None, *notified).await?;
+                *notified = true;
             }
             let m = self
-                .send(thread, &last, Some(ReplyMarkup::InlineKeyboard(kb)))
+                .send(
+                    thread,
+                    &last,
+                    Some(ReplyMarkup::InlineKeyboard(kb)),
+                    *notified,
+                )
                 .await?;
+            *notified = true;
             messages.push(posted(&m, q));
         }
         Ok(messages)
@@ -353,13 +371,19 @@ impl<A: TelegramApi> ChannelQuestions for TelegramQuestions<A> {
             let expiry = expiry_line(call.expires_at.as_deref(), now);
             let expiry = expiry.as_deref();
             let mut progress = Progress::from_state(input, None);
+            // Whether a message of this call notified: one does, the one that shows the
+            // question first (an approval's first page of arguments, a long question's first
+            // page, the keyboard's message, a set's card; a lone text or number input's prompt);
+            // the others are silent.
+            let mut notified = false;
             // An approval too long for one message: its complete arguments first, in order.
             if let [item] = input.questions.as_slice()
                 && let Some(pages) = approval_pages(item)
             {
                 for page in &pages.before {
-                    self.send(args.thread, &approval_page_html(page), None)
+                    self.send(args.thread, &approval_page_html(page), None, notified)
                         .await?;
+                    notified = true;
                 }
             }
             let card = is_card(input);
@@ -379,6 +403,8 @@ impl<A: TelegramApi> ChannelQuestions for TelegramQuestions<A> {
                                 args.thread,
                                 &prompt_text(input, q, None),
                                 Some(ReplyMarkup::ForceReply(markup)),
+                                // The card, which lists every input, notifies.
+                                true,
                             )
                             .await?;
                         let m = posted(&m, q);
@@ -390,8 +416,15 @@ impl<A: TelegramApi> ChannelQuestions for TelegramQuestions<A> {
             } else {
                 // One question at a time: the first now, each next one by `updated`.
                 let q = progress.step().unwrap_or(0);
-                self.post_question(args.thread, input, q, 0, expiry, &mut progress)
-                    .await?
+                self.post_question(
+                    args.thread,
+                    input,
+                    (q, 0),
+                    expiry,
+                    &mut progress,
+                    &mut notified,
+                )
+                .await?
             };
             if card {
                 // Last: FrogBot counts the controls of a call's last message.
@@ -402,6 +435,7 @@ impl<A: TelegramApi> ChannelQuestions for TelegramQuestions<A> {
                         Some(ReplyMarkup::InlineKeyboard(card_keyboard(
                             input, 0, &progress,
                         ))),
+                        notified,
                     )
                     .await?;
                 messages.push(QuestionMessage {
@@ -485,10 +519,11 @@ impl<A: TelegramApi> ChannelQuestions for TelegramQuestions<A> {
             .post_question(
                 args.thread,
                 input,
-                step,
-                revision,
+                (step, revision),
                 expiry.as_deref(),
                 &mut progress,
+                // The next question of the set notifies: it is new to the person.
+                &mut false,
             )
             .await?;
         let mut messages = args.question.messages.clone();

@@ -37,7 +37,7 @@ use teloxide::types::{ForceReply, InlineKeyboardButton, InlineKeyboardMarkup};
 use frogbot_model::UiMessage;
 use frogbot_model::blocks::{Block, BlockKind, UNKNOWN_BLOCK_TEXT, blocks_of, progress_bar};
 
-use crate::format::{escape, visible_len};
+use crate::format::{escape, to_plain, visible_len};
 use crate::ids::{Pick, Token};
 
 /// Telegram's limit on a message's text, in characters (`sendMessage`, `editMessageText`).
@@ -145,13 +145,14 @@ pub fn question_pages(input: &QuestionInput, q: usize, expiry: Option<&str>) -> 
     if !lists_options(input, q) {
         // A label longer than its button shows is written out in full.
         for o in item.options.iter().filter(|o| o.description.is_none()) {
-            if o.label.chars().count() > MAX_BUTTON_TEXT {
-                plain.push_str(&format!("\n• {}", o.label));
+            let label = shown_label(&o.label);
+            if label.chars().count() > MAX_BUTTON_TEXT {
+                plain.push_str(&format!("\n• {label}"));
             }
         }
     } else {
         for (i, o) in item.options.iter().enumerate() {
-            plain.push_str(&format!("\n{}. {}", i + 1, o.label));
+            plain.push_str(&format!("\n{}. {}", i + 1, shown_label(&o.label)));
         }
         plain.push_str(if item.multiple {
             "\n\nReply to this message with the numbers of your choices, separated by commas."
@@ -180,18 +181,44 @@ pub fn approval_pages(item: &QuestionItem) -> Option<ApprovalPages> {
 }
 
 /// A message of an approval's arguments (HTML; one of [`ApprovalPages::before`]).
+/// Its head ("Arguments (1/3):") shows as text, the piece of arguments as a code block, exactly
+/// as written (a piece may end inside a line: nothing of it is trimmed), never as fenced
+/// Markdown.
 pub fn approval_page_html(page: &str) -> String {
-    escape(page)
+    const OPEN: &str = "\n```json\n";
+    match page.split_once(OPEN) {
+        Some((head, rest)) => {
+            let args = rest.strip_suffix("\n```").unwrap_or(rest);
+            format!(
+                "{}\n<pre><code class=\"language-json\">{}</code></pre>",
+                escape(head),
+                escape(args)
+            )
+        }
+        None => escape(&to_plain(page)),
+    }
+}
+
+/// An option's label as its button and texts show it: without Markdown ([`to_plain`]), or as
+/// written when nothing would be left of it.
+pub fn shown_label(label: &str) -> String {
+    let plain = to_plain(label);
+    if plain.trim().is_empty() {
+        label.to_owned()
+    } else {
+        plain
+    }
 }
 
 fn full_question_text(input: &QuestionInput, q: usize) -> String {
     let item = &input.questions[q];
     let optional = if item.required { "" } else { " (optional)" };
     let shown = approval_pages(item).map_or_else(|| item.question.clone(), |p| p.card);
+    let shown = to_plain(&shown);
     let mut text = format!("❓ {}{optional}\n{shown}", item.header);
     for o in &item.options {
         if let Some(d) = &o.description {
-            text.push_str(&format!("\n• {} — {d}", o.label));
+            text.push_str(&format!("\n• {} — {}", shown_label(&o.label), to_plain(d)));
         }
     }
     if item.multiple && is_card(input) {
@@ -312,9 +339,9 @@ fn choice_rows(
                 item.multiple && checked.contains(&o)
             };
             let label = if named {
-                format!("{}: {}", item.header, opt.label)
+                format!("{}: {}", item.header, shown_label(&opt.label))
             } else {
-                opt.label.clone()
+                shown_label(&opt.label)
             };
             let text = if on { format!("✓ {label}") } else { label };
             vec![button(&text, revision, q, Pick::Option(o))]
@@ -427,7 +454,7 @@ pub fn card_keyboard(
 }
 
 /// An answer as a settled view prints it: a choice's labels, the text, the number with its unit,
-/// "On" / "Off" for a toggle, a confirm's label; [`NO_ANSWER`] for none.
+/// "on" / "off" for a toggle, a confirm's label; [`NO_ANSWER`] for none.
 pub fn answer_text(item: &QuestionItem, selected: &[String]) -> String {
     if selected.is_empty() {
         return NO_ANSWER.to_owned();
@@ -437,11 +464,17 @@ pub fn answer_text(item: &QuestionItem, selected: &[String]) -> String {
             Some(unit) => format!("{} {unit}", selected[0]),
             None => selected[0].clone(),
         },
+        // Words, not marks: "✅ ✗ Off" read as answered and refused at once.
         InputKind::Toggle => match selected[0].as_str() {
-            TOGGLE_ON => "✓ On".to_owned(),
-            TOGGLE_OFF => "✗ Off".to_owned(),
+            TOGGLE_ON => "on".to_owned(),
+            TOGGLE_OFF => "off".to_owned(),
             other => other.to_owned(),
         },
+        InputKind::Choice => selected
+            .iter()
+            .map(|s| shown_label(s))
+            .collect::<Vec<_>>()
+            .join(", "),
         _ => selected.join(", "),
     }
 }
@@ -468,13 +501,22 @@ pub fn outcome_line(
         (QuestionOutcome::Expired(_), _) => "⌛ Expired.".into(),
         (QuestionOutcome::Dismissed, _) => format!("⏭ {}", skipped_text(by)),
         (QuestionOutcome::Cancelled, _) => "✖ Cancelled.".into(),
+        // A toggle names what it switched: "✅ Notify the team: off".
+        (_, Some(a)) if item.kind == InputKind::Toggle => {
+            let label = item
+                .label
+                .as_deref()
+                .filter(|l| !l.trim().is_empty())
+                .unwrap_or(&item.header);
+            format!("✅ {}: {a}", to_plain(label))
+        }
         (_, Some(a)) => format!("✅ {a}"),
         (_, None) => "✅ Answered.".into(),
     }
 }
 
-/// The settled text (HTML) of a message of question `q`: its text (without the expiry line) and
-/// the outcome, by `by` (within [`MAX_TEXT`]).
+/// The settled text (HTML) of a message of question `q`: its question (without the expiry line
+/// or how to answer) and the outcome, by `by` (within [`MAX_TEXT`]).
 pub fn settled_text(
     input: &QuestionInput,
     q: usize,
@@ -482,8 +524,11 @@ pub fn settled_text(
     outcome: &QuestionOutcome,
     by: Option<&str>,
 ) -> String {
-    let body = if prompt {
-        prompt_plain(input, q)
+    // Settled, a message no longer says how to answer: a prompt shows its question (an
+    // own-answer prompt beside a keyboard, which shows the question, only its header).
+    let item = &input.questions[q];
+    let body = if prompt && !is_prompt_kind(item) && !item.options.is_empty() {
+        format!("✎ {}", item.header)
     } else {
         full_question_text(input, q)
     };
@@ -1003,8 +1048,8 @@ mod tests {
         i.questions[3].default = Some(vec!["on".into()]);
         assert!(!toggle_on(&i, 3, &p));
         let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
-        assert_eq!(answer_text(&i.questions[3], &s(&["on"])), "✓ On");
-        assert_eq!(answer_text(&i.questions[3], &s(&["off"])), "✗ Off");
+        assert_eq!(answer_text(&i.questions[3], &s(&["on"])), "on");
+        assert_eq!(answer_text(&i.questions[3], &s(&["off"])), "off");
         assert_eq!(answer_text(&i.questions[4], &s(&["4"])), "4 pods");
         assert_eq!(answer_text(&i.questions[2], &s(&["Approve"])), "Approve");
         assert_eq!(answer_text(&i.questions[4], &[]), NO_ANSWER);
