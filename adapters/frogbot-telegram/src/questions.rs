@@ -35,13 +35,18 @@ use teloxide::types::ReplyMarkup;
 use crate::client::{SentMessage, TelegramApi};
 use crate::ids::{Pick, Token, message_id, split_message_id, split_thread_id, thread_root};
 use crate::render::{
-    MAX_NOTICE, MAX_TEXT, approval_page_html, approval_pages, card_keyboard, card_text,
-    expiry_line, force_reply, force_reply_for, has_keyboard, is_card, is_prompt_kind, keyboard,
-    no_keyboard, prompt_text, question_pages, settled_card_text, settled_text, toggle_on,
+    MAX_NOTICE, MAX_TEXT, approval_page_html, approval_pages, card_keyboard, card_lists,
+    card_question_pages, card_text, expiry_line, force_reply, force_reply_for, has_keyboard,
+    has_prompt, is_card, is_prompt_kind, keyboard, no_keyboard, prompt_markup, prompt_pages,
+    question_pages, settled_card_text, settled_text, toggle_on,
 };
 
 /// What a participant is told on a denied or an out-of-date interaction (the shared texts).
 pub use frogbot_model::{DENIED_TEXT, STALE_TEXT};
+/// The reason given to a reply to a listed choice's prompt that names no option.
+pub const LISTED_ONE: &str = "Reply with the number of your choice.";
+/// [`LISTED_ONE`] for a choice of several options.
+pub const LISTED_MANY: &str = "Reply with the numbers of your choices, separated by commas.";
 /// The reason given when Done is pressed with nothing selected.
 pub const NOTHING_SELECTED: &str = "Select at least one option first.";
 /// The reason given for an empty reply to an own-answer prompt.
@@ -120,17 +125,25 @@ impl<A: TelegramApi> TelegramQuestions<A> {
         if let Some(markup) = prompt {
             // The own-answer prompt of a choice leaves the expiry to the keyboard's message.
             let expiry = expiry.filter(|_| !has_keyboard(item));
+            // An own-answer prompt beside a keyboard is silent: the keyboard's message, which
+            // shows the question, notifies.
+            let beside = has_keyboard(item);
+            let mut pages = prompt_pages(input, q, expiry);
+            let last = pages.pop().unwrap_or_default();
+            // A question too long for one message: its beginning first, the prompt last.
+            for page in pages {
+                self.send(thread, &page, None, *notified || beside).await?;
+                *notified |= !beside;
+            }
             let m = self
                 .send(
                     thread,
-                    &prompt_text(input, q, expiry),
+                    &last,
                     Some(ReplyMarkup::ForceReply(markup)),
-                    // An own-answer prompt beside a keyboard is silent: the keyboard's message,
-                    // which shows the question, notifies.
-                    *notified || has_keyboard(item),
+                    *notified || beside,
                 )
                 .await?;
-            *notified |= !has_keyboard(item);
+            *notified |= !beside;
             let m = posted(&m, q);
             progress.prompts.push(m.id.clone());
             messages.push(m);
@@ -336,6 +349,17 @@ fn parse_message(
             return ParseResult::Ignore;
         }
         ReplyChoice::Text if item.custom => vec![text.to_owned()],
+        // A reply to a listed choice's prompt that names no option: how to answer, and the
+        // prompt stays open.
+        ReplyChoice::Text if to_prompt && card_lists(input, q) => {
+            return ParseResult::Rejected {
+                reason: if item.multiple {
+                    LISTED_MANY.into()
+                } else {
+                    LISTED_ONE.into()
+                },
+            };
+        }
         // A reply to a text or number prompt that is no answer: the reason, and the prompt stays
         // open for another reply.
         ReplyChoice::Text if to_prompt && is_prompt_kind(item) => {
@@ -391,19 +415,26 @@ impl<A: TelegramApi> ChannelQuestions for TelegramQuestions<A> {
                 // A card: the prompts of its text and number inputs and own answers, then the
                 // card (it shows the expiry once).
                 let mut messages = Vec::new();
-                for (q, item) in input.questions.iter().enumerate() {
-                    let prompt = if is_prompt_kind(item) {
-                        Some(force_reply_for(item))
-                    } else {
-                        item.custom.then(force_reply)
-                    };
-                    if let Some(markup) = prompt {
+                // Questions too long for the card: written out in full first (the first page
+                // notifies).
+                for page in card_question_pages(input) {
+                    self.send(args.thread, &page, None, notified).await?;
+                    notified = true;
+                }
+                for q in (0..input.questions.len()).filter(|&q| has_prompt(input, q)) {
+                    let markup = prompt_markup(input, q);
+                    let mut pages = prompt_pages(input, q, None);
+                    let last = pages.pop().unwrap_or_default();
+                    // The card, which lists every input, notifies; the prompts are silent.
+                    for page in pages {
+                        self.send(args.thread, &page, None, true).await?;
+                    }
+                    {
                         let m = self
                             .send(
                                 args.thread,
-                                &prompt_text(input, q, None),
+                                &last,
                                 Some(ReplyMarkup::ForceReply(markup)),
-                                // The card, which lists every input, notifies.
                                 true,
                             )
                             .await?;

@@ -22,7 +22,18 @@
 //! listing every input with its answer so far, the buttons of its choice, confirm and toggle
 //! inputs, "📨 Send answers" (the toggles as shown, checked options, optional inputs left
 //! unanswered as none; a required input still unanswered refuses the send with the reason) and
-//! Skip. Every keyboard ends with "Skip" (a prompt says "reply skip"). A set with an expiry shows
+//! Skip. Every keyboard ends with "Skip" (a prompt says "reply skip").
+//!
+//! Telegram's limits, never silent (issue 38): a keyboard holds 100 buttons (the Bot API documents
+//! no number; Telegram refuses more), callback data 1–64 bytes (the tokens of [`crate::ids`] are
+//! at most 44), a text 4,096 characters after entity parsing. A lone choice with more options
+//! than its keyboard holds is a numbered list answered by a reply ([`lists_options`]); a card's
+//! choice whose options no longer fit the card's keyboard gets a prompt of its own listing them,
+//! answered the same way ([`card_lists`]); a question, prompt or list longer than a message
+//! continues in messages before the keyboard's or prompt's ([`question_pages`],
+//! [`prompt_pages`]); a card whose questions would not fit one message has them written out in
+//! full above it and lists each input by its header ([`card_compact`]); a label longer than a
+//! button shows ([`MAX_BUTTON_TEXT`]) is written out in full in the text. A set with an expiry shows
 //! "⏳ open until 14:05 UTC" ([`expiry_line`]) on its messages; the settled texts drop it for the
 //! outcome ("⌛ Expired …" once it passed), the card for every answer.
 
@@ -134,6 +145,50 @@ pub fn lists_options(input: &QuestionInput, q: usize) -> bool {
     !is_card(input)
         && item.kind == InputKind::Choice
         && item.options.len() > MAX_BUTTONS - 1 - usize::from(item.multiple)
+}
+
+/// Whether choice `q` of a set drawn as a card ([`is_card`]) is answered by a reply instead of
+/// buttons, because the card's keyboard cannot hold its options: the card holds
+/// [`MAX_BUTTONS`] − 2 buttons (Send answers and Skip take two), one for each confirm and toggle
+/// input; the choices get the rest in order, each all of its options or none (no keyboard
+/// showing only some). A choice left without buttons gets a prompt of its own listing every
+/// option, numbered, answered by a reply with the number (numbers separated by commas for
+/// `multiple`); the card says so.
+pub fn card_lists(input: &QuestionInput, q: usize) -> bool {
+    let is_choice = |i: &QuestionItem| i.kind == InputKind::Choice && !i.options.is_empty();
+    if !is_card(input) || !input.questions.get(q).is_some_and(is_choice) {
+        return false;
+    }
+    let fixed = input
+        .questions
+        .iter()
+        .filter(|i| matches!(i.kind, InputKind::Confirm | InputKind::Toggle))
+        .count();
+    let mut room = (MAX_BUTTONS - 2).saturating_sub(fixed);
+    for (i, item) in input.questions.iter().enumerate() {
+        if !is_choice(item) {
+            continue;
+        }
+        let fits = item.options.len() <= room;
+        if i == q {
+            return !fits;
+        }
+        if fits {
+            room -= item.options.len();
+        }
+    }
+    false
+}
+
+/// Whether question `q` is answered by a reply to a prompt of its own (a ForceReply message): a
+/// text or number input, a choice that takes an own answer (`custom`), a choice of a card whose
+/// keyboard cannot hold its options ([`card_lists`]).
+pub fn has_prompt(input: &QuestionInput, q: usize) -> bool {
+    input.questions.get(q).is_some_and(|item| {
+        is_prompt_kind(item)
+            || (item.kind == InputKind::Choice && item.custom)
+            || card_lists(input, q)
+    })
 }
 
 /// The text of question `q` over as many messages as it needs (HTML, each within a message with
@@ -352,7 +407,19 @@ fn choice_rows(
 /// The text of the ForceReply prompt of question `q` (HTML, cut like [`question_text`]): for a
 /// text or number input the question itself with the kind's hint; for a choice its own answer.
 pub fn prompt_text(input: &QuestionInput, q: usize, expiry: Option<&str>) -> String {
-    open_html(prompt_plain(input, q), expiry)
+    prompt_pages(input, q, expiry).pop().unwrap_or_default()
+}
+
+/// The prompt of question `q` over as many messages as it needs (HTML, each within a message with
+/// room for the outcome line), nothing cut: a question text or a list of options longer than one
+/// message continues in messages posted before the prompt, which is the last.
+pub fn prompt_pages(input: &QuestionInput, q: usize, expiry: Option<&str>) -> Vec<String> {
+    let room = MAX_TEXT - OUTCOME_ROOM - expiry.map_or(0, |e| e.chars().count() + 2);
+    let mut pages = frogbot_model::text::split(&prompt_plain(input, q), room);
+    let last = pages.pop().unwrap_or_default();
+    let mut html: Vec<String> = pages.iter().map(|p| escape(p)).collect();
+    html.push(open_html(last, expiry));
+    html
 }
 
 fn prompt_plain(input: &QuestionInput, q: usize) -> String {
@@ -373,6 +440,22 @@ fn prompt_plain(input: &QuestionInput, q: usize) -> String {
             "{}\n\n✎ {hint}{optional} (Reply skip to skip.)",
             full_question_text(input, q)
         )
+    } else if card_lists(input, q) {
+        let mut text = full_question_text(input, q);
+        for (i, o) in item.options.iter().enumerate() {
+            text.push_str(&format!("\n{}. {}", i + 1, shown_label(&o.label)));
+        }
+        let how = if item.multiple {
+            "with the numbers of your choices, separated by commas"
+        } else {
+            "with the number of your choice"
+        };
+        let own = if item.custom {
+            ", or in your own words"
+        } else {
+            ""
+        };
+        format!("{text}\n\n✎ Reply to this message {how}{own}. (Reply skip to skip.)")
     } else if item.options.is_empty() {
         // No keyboard to carry a Skip button: a reply `skip` skips.
         format!(
@@ -406,23 +489,91 @@ pub fn force_reply_for(item: &QuestionItem) -> ForceReply {
     ForceReply::new().input_field_placeholder(Some(placeholder))
 }
 
+/// The ForceReply markup of the prompt of question `q` ([`has_prompt`]): a text or number
+/// input's ([`force_reply_for`]), a listed choice's ("The number of your choice"), an own
+/// answer's ([`force_reply`]).
+pub fn prompt_markup(input: &QuestionInput, q: usize) -> ForceReply {
+    let item = &input.questions[q];
+    if is_prompt_kind(item) {
+        force_reply_for(item)
+    } else if card_lists(input, q) {
+        let p = if item.multiple {
+            "The numbers of your choices"
+        } else {
+            "The number of your choice"
+        };
+        ForceReply::new().input_field_placeholder(Some(p.to_owned()))
+    } else {
+        force_reply()
+    }
+}
+
 /// The ForceReply markup of an own-answer prompt.
 pub fn force_reply() -> ForceReply {
     ForceReply::new().input_field_placeholder(Some("Your answer".to_owned()))
 }
 
-/// The text of a set's card (HTML): every input with its answer so far (a prompt's input says to
-/// reply to its prompt), and the expiry line when given.
-pub fn card_text(input: &QuestionInput, progress: &Progress, expiry: Option<&str>) -> String {
-    let mut text = "📋 Answer below, then press Send answers.".to_owned();
+/// The most characters of an answer a card echoes ("✅ …"); the answer itself is kept whole.
+pub const CARD_ANSWER_ECHO: usize = 200;
+
+/// Room kept in a card for its expiry line.
+const EXPIRY_ROOM: usize = 40;
+
+/// Whether the card of `input` is drawn compact: when its questions written out in full (with
+/// every answer echoed at its longest) would not fit one message, the questions are posted in
+/// full in messages before the card ([`card_question_pages`]) and the card lists each input by
+/// its header with its answer so far.
+pub fn card_compact(input: &QuestionInput) -> bool {
+    let full = card_plain(input, &Progress::from_state(input, None), false);
+    let answers = input.questions.len() * (CARD_ANSWER_ECHO + 4);
+    full.chars().count() + answers > MAX_TEXT - OUTCOME_ROOM - EXPIRY_ROOM
+}
+
+/// The questions of a compact card ([`card_compact`]) written out in full, over as many messages
+/// as they need (HTML), posted before the card's prompts and the card; empty for a card that is
+/// not compact.
+pub fn card_question_pages(input: &QuestionInput) -> Vec<String> {
+    if !card_compact(input) {
+        return Vec::new();
+    }
+    let text = (0..input.questions.len())
+        .map(|q| full_question_text(input, q))
+        .collect::<Vec<_>>()
+        .join("\n\n");
+    frogbot_model::text::split(&text, MAX_TEXT - OUTCOME_ROOM)
+        .iter()
+        .map(|p| escape(p))
+        .collect()
+}
+
+fn card_plain(input: &QuestionInput, progress: &Progress, compact: bool) -> String {
+    let mut text = if compact {
+        "📋 Answer below, then press Send answers. The questions are written out in full above."
+            .to_owned()
+    } else {
+        "📋 Answer below, then press Send answers.".to_owned()
+    };
     for (q, item) in input.questions.iter().enumerate() {
         text.push_str("\n\n");
-        text.push_str(&full_question_text(input, q));
+        if compact {
+            let optional = if item.required { "" } else { " (optional)" };
+            text.push_str(&format!("❓ {}{optional}", item.header));
+        } else {
+            text.push_str(&full_question_text(input, q));
+        }
         let picked = progress.picks.get(q).and_then(|p| p.as_ref());
         match (picked, item.kind) {
-            (Some(p), _) => text.push_str(&format!("\n✅ {}", answer_text(item, p))),
+            (Some(p), _) => text.push_str(&format!(
+                "\n✅ {}",
+                truncate(&answer_text(item, p), CARD_ANSWER_ECHO)
+            )),
             (None, InputKind::TextInput | InputKind::NumberInput) => {
                 text.push_str("\n✎ Reply to its message above.");
+            }
+            (None, InputKind::Choice) if card_lists(input, q) => {
+                text.push_str(
+                    "\n✎ Too many options for buttons: reply to its message above with the number.",
+                );
             }
             (None, InputKind::Choice) if item.custom => {
                 text.push_str("\n✎ Or reply to its message above in your own words.");
@@ -430,12 +581,20 @@ pub fn card_text(input: &QuestionInput, progress: &Progress, expiry: Option<&str
             _ => {}
         }
     }
-    open_html(text, expiry)
+    text
+}
+
+/// The text of a set's card (HTML): every input with its answer so far (a prompt's input says to
+/// reply to its prompt), and the expiry line when given; compact ([`card_compact`]) when the
+/// questions in full would not fit: each input's header and answer, the questions being
+/// written out above. Nothing is cut but an answer's echo ([`CARD_ANSWER_ECHO`]).
+pub fn card_text(input: &QuestionInput, progress: &Progress, expiry: Option<&str>) -> String {
+    open_html(card_plain(input, progress, card_compact(input)), expiry)
 }
 
 /// The keyboard of a set's card at `revision`: the buttons of every choice, confirm and toggle
-/// input (a choice's labels after its header; as many as fit [`MAX_BUTTONS`]), then Send answers,
-/// then Skip.
+/// input (a choice's labels after its header; a choice whose options do not fit [`MAX_BUTTONS`]
+/// has none: [`card_lists`]), then Send answers, then Skip.
 pub fn card_keyboard(
     input: &QuestionInput,
     revision: u64,
@@ -444,6 +603,10 @@ pub fn card_keyboard(
     let mut rows: Vec<Vec<InlineKeyboardButton>> = Vec::new();
     let mut room = MAX_BUTTONS - 2;
     for q in 0..input.questions.len() {
+        if card_lists(input, q) {
+            // Answered by a reply to its own prompt, which lists every option.
+            continue;
+        }
         let more = input_rows(input, q, revision, progress, room, true);
         room -= more.iter().map(Vec::len).sum::<usize>();
         rows.extend(more);
@@ -1014,20 +1177,39 @@ mod tests {
         let p = Progress::from_state(&i, None);
         let kb = card_keyboard(&i, u64::MAX, &p);
         let all: Vec<_> = kb.inline_keyboard.iter().flatten().collect();
-        assert_eq!(all.len(), MAX_BUTTONS);
+        // 70 + 40 options, a confirm and a toggle do not fit 100 buttons: Env's 70 are buttons,
+        // Checks (which no longer fits) has none — it is listed in a prompt of its own, no
+        // keyboard showing only some of its options.
+        assert!(!card_lists(&i, 0) && card_lists(&i, 1));
+        assert!(has_prompt(&i, 1) && !has_prompt(&i, 0));
+        assert_eq!(all.len(), 70 + 2 + 2);
         for b in &all {
             assert!(data(b).len() <= MAX_CALLBACK_DATA);
             assert!(b.text.chars().count() <= MAX_BUTTON_TEXT);
         }
-        // The options that do not fit are left out; Send answers and Skip always end it.
         let texts: Vec<_> = all.iter().map(|b| b.text.as_str()).collect();
         assert_eq!(&texts[texts.len() - 2..], [SEND_LABEL, "Skip"]);
         assert!(texts[0].starts_with("Env: <o0> & "));
-        // The text fits a message as Telegram counts it (the shown text) and is escaped.
+        assert!(!texts.iter().any(|t| t.starts_with("Checks: ")));
+        let listed = crate::format::visible_text(&prompt_text(&i, 1, None));
+        assert!(
+            listed.contains("\n1. c0\n") && listed.contains("\n40. c39\n"),
+            "{listed}"
+        );
+        // The text fits a message as Telegram counts it (the shown text) and is escaped: Pods'
+        // question is too long for the card, which is compact, the questions written out above.
+        assert!(card_compact(&i));
         let html = card_text(&i, &p, Some("⏳ open until 14:05 UTC"));
         let shown = crate::format::visible_text(&html);
         assert!(shown.chars().count() <= MAX_TEXT - OUTCOME_ROOM);
-        assert!(!html.contains("<&>") && html.contains("How many? &lt;&amp;&gt;"));
+        assert!(!html.contains("<&>") && html.contains("❓ Pods"));
+        let above = card_question_pages(&i).join("");
+        assert!(!above.contains("<&>") && above.contains("How many? &lt;&amp;&gt;"));
+        assert_eq!(
+            above.matches("How many?").count(),
+            500,
+            "written out in full"
+        );
         let prompt = prompt_text(&i, 4, None);
         assert!(crate::format::visible_text(&prompt).chars().count() <= MAX_TEXT);
         // The placeholder is cut to Telegram's 64 characters.
