@@ -537,13 +537,30 @@ pub fn card_question_pages(input: &QuestionInput) -> Vec<String> {
         return Vec::new();
     }
     let text = (0..input.questions.len())
-        .map(|q| full_question_text(input, q))
+        .map(|q| card_question_text(input, q))
         .collect::<Vec<_>>()
         .join("\n\n");
     frogbot_model::text::split(&text, MAX_TEXT - OUTCOME_ROOM)
         .iter()
         .map(|p| escape(p))
         .collect()
+}
+
+/// Question `q` of a card written out in full: its text, and each label longer than its button
+/// shows ("header: label", cut at [`MAX_BUTTON_TEXT`]) in full.
+fn card_question_text(input: &QuestionInput, q: usize) -> String {
+    let item = &input.questions[q];
+    let mut text = full_question_text(input, q);
+    if !card_lists(input, q) {
+        for o in item.options.iter().filter(|o| o.description.is_none()) {
+            let label = shown_label(&o.label);
+            let named = item.header.chars().count() + 2 + label.chars().count();
+            if named > MAX_BUTTON_TEXT {
+                text.push_str(&format!("\n• {label}"));
+            }
+        }
+    }
+    text
 }
 
 fn card_plain(input: &QuestionInput, progress: &Progress, compact: bool) -> String {
@@ -559,7 +576,7 @@ fn card_plain(input: &QuestionInput, progress: &Progress, compact: bool) -> Stri
             let optional = if item.required { "" } else { " (optional)" };
             text.push_str(&format!("❓ {}{optional}", item.header));
         } else {
-            text.push_str(&full_question_text(input, q));
+            text.push_str(&card_question_text(input, q));
         }
         let picked = progress.picks.get(q).and_then(|p| p.as_ref());
         match (picked, item.kind) {
@@ -1218,6 +1235,32 @@ mod tests {
             fr.input_field_placeholder.unwrap().chars().count(),
             MAX_PLACEHOLDER
         );
+    }
+
+    /// A card's button shows "header: label" cut to [`MAX_BUTTON_TEXT`]: at the limit the label
+    /// is whole on its button; one past it, the card writes it out in full.
+    #[test]
+    fn a_cards_label_longer_than_its_button_is_written_out() {
+        let at = "y".repeat(MAX_BUTTON_TEXT - "Env: ".len());
+        let past = format!("{at}z");
+        let i: QuestionInput = serde_json::from_value(json!({"questions": [
+            {"header": "Env", "question": "Where?", "options": [{"label": at}, {"label": past}]},
+            {"header": "Go", "question": "Ready?", "kind": "confirm"}
+        ]}))
+        .unwrap();
+        let p = Progress::from_state(&i, None);
+        let kb = card_keyboard(&i, 0, &p);
+        let texts: Vec<&str> = kb
+            .inline_keyboard
+            .iter()
+            .flatten()
+            .map(|b| b.text.as_str())
+            .collect();
+        assert_eq!(texts[0], format!("Env: {at}"));
+        assert!(texts[1].chars().count() <= MAX_BUTTON_TEXT);
+        let shown = crate::format::visible_text(&card_text(&i, &p, None));
+        assert!(shown.contains(&format!("\n• {past}")), "{shown}");
+        assert!(!shown.contains(&format!("\n• {at}\n")), "{shown}");
     }
 
     #[test]
