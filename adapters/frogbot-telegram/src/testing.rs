@@ -107,6 +107,10 @@ struct Inner {
     served: Mutex<HashMap<i64, Instant>>,
     /// Every message the fake knows, by message id (ids are unique across chats here).
     messages: Mutex<HashMap<i64, Value>>,
+    /// The bot's messages posted with `disable_notification`, and those whose text or media was
+    /// edited (kept as the message changes, under its lock: what a person sees).
+    silent: Mutex<HashSet<i64>>,
+    edited: Mutex<HashSet<i64>>,
     /// Callback query id → the user who clicked.
     queries: Mutex<HashMap<String, i64>>,
     /// Callback queries already answered (Telegram takes one answer per query).
@@ -240,6 +244,8 @@ impl FakeBotApi {
             pending: Mutex::default(),
             served: Mutex::default(),
             messages: Mutex::default(),
+            silent: Mutex::default(),
+            edited: Mutex::default(),
             queries: Mutex::default(),
             answered: Mutex::default(),
             webhook: Mutex::default(),
@@ -608,12 +614,9 @@ impl FakeBotApi {
             .map(|(id, _)| *id)
             .collect();
         ids.sort_unstable();
-        let posted_by = |id: i64| {
-            calls.iter().find(|c| {
-                matches!(c.method.as_str(), "sendmessage" | "sendphoto")
-                    && c.result.as_ref().is_some_and(|r| r["message_id"] == id)
-            })
-        };
+        // Read under the messages' lock's order (messages, then these), as the fake writes them.
+        let silent = self.inner.silent.lock().expect("not poisoned").clone();
+        let edited_ids = self.inner.edited.lock().expect("not poisoned").clone();
         let mut seen: Vec<SeenMessage> = ids
             .into_iter()
             .map(|id| {
@@ -625,12 +628,8 @@ impl FakeBotApi {
                     .collect::<Vec<_>>()
                     .join(" ");
                 let is_bot = from["id"] == BOT_ID;
-                let notified = posted_by(id).is_none_or(|c| c.body["disable_notification"] != true);
-                let edited = calls.iter().any(|c| {
-                    matches!(c.method.as_str(), "editmessagetext" | "editmessagemedia")
-                        && c.result.is_some()
-                        && c.body["message_id"] == id
-                });
+                let notified = !silent.contains(&id);
+                let edited = edited_ids.contains(&id);
                 let buttons = m["reply_markup"]["inline_keyboard"]
                     .as_array()
                     .into_iter()
@@ -1437,6 +1436,9 @@ fn respond(fake: &Inner, method: &str, body: &Value) -> (Response, Option<Value>
             {
                 m["reply_to_message"] = as_reply_to(original);
             }
+            if body["disable_notification"] == true {
+                fake.silent.lock().expect("not poisoned").insert(id);
+            }
             messages.insert(id, m.clone());
             // What a client shows: ForceReply is no keyboard of the message.
             let mut shown = m.clone();
@@ -1479,6 +1481,9 @@ fn respond(fake: &Inner, method: &str, body: &Value) -> (Response, Option<Value>
                 && let Some(original) = messages.get(&r)
             {
                 m["reply_to_message"] = as_reply_to(original);
+            }
+            if body["disable_notification"] == true {
+                fake.silent.lock().expect("not poisoned").insert(id);
             }
             messages.insert(id, m.clone());
             ok(m)
@@ -1529,6 +1534,7 @@ fn respond(fake: &Inner, method: &str, body: &Value) -> (Response, Option<Value>
                 return bad(NOT_MODIFIED);
             }
             edited["edit_date"] = json!(now());
+            fake.edited.lock().expect("not poisoned").insert(id);
             *m = edited.clone();
             ok(edited)
         }
@@ -1602,6 +1608,9 @@ fn respond(fake: &Inner, method: &str, body: &Value) -> (Response, Option<Value>
             }
             if edited == *m {
                 return bad(NOT_MODIFIED);
+            }
+            if method == "editmessagetext" {
+                fake.edited.lock().expect("not poisoned").insert(id);
             }
             *m = edited.clone();
             ok(edited)

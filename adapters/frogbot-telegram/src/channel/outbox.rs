@@ -288,10 +288,15 @@ impl ChannelOutbox for TelegramOutbox {
         }
         let (chat, topic) = split_thread_id(&thread.id)?;
         let reply_to = self.reply_target(&thread.id, reply);
+        // The reply of a stream the engine could not finish (its messages edited, the rest
+        // posted here).
+        let continued = !reply.metadata.drafts.is_empty();
         for (i, part) in parts.iter().enumerate() {
-            // One notification per reply: the first piece's.
+            // One notification per reply: the first piece's (none when the reply continues its
+            // stream's messages).
+            let silent = i > 0 || continued;
             let sent = with_retry("sendMessage", || {
-                send_html_once_as(&self.api, chat, topic, part, reply_to, i > 0)
+                send_html_once_as(&self.api, chat, topic, part, reply_to, silent)
             })
             .await?;
             self.note_member(&thread.id, &crate::ids::message_id(sent.chat, sent.id));
@@ -316,6 +321,9 @@ impl ChannelOutbox for TelegramOutbox {
         }
         let (chat, topic) = split_thread_id(&thread.id)?;
         let reply_to = self.reply_target(&thread.id, reply);
+        // The reply of a stream the engine could not finish (its messages edited, the rest
+        // posted here).
+        let continued = !reply.metadata.drafts.is_empty();
         let mut ids = Vec::with_capacity(parts.len());
         for (i, part) in parts.iter().enumerate() {
             let key = delivery.piece_key(i);
@@ -324,8 +332,10 @@ impl ChannelOutbox for TelegramOutbox {
                 ids.push(id);
                 continue;
             }
-            // One notification per reply: the first piece's.
-            let sent = send_html_once_as(&self.api, chat, topic, part, reply_to, i > 0).await?;
+            // One notification per reply: the first piece's — none when the reply continues
+            // messages its stream posted (they notified already).
+            let silent = i > 0 || continued;
+            let sent = send_html_once_as(&self.api, chat, topic, part, reply_to, silent).await?;
             let id = crate::ids::message_id(sent.chat, sent.id);
             self.note_member(&thread.id, &id);
             self.posted
@@ -674,6 +684,36 @@ mod tests {
         assert_eq!(posted.keys.len(), MAX_POSTED_PIECES);
         assert!(!posted.contains("k:0") && !posted.contains("k:4"));
         assert!(posted.contains("k:5") && posted.contains(&format!("k:{}", MAX_POSTED_PIECES + 4)));
+    }
+
+    /// One notification per reply: a reply's first piece notifies, the others are silent, and
+    /// none notifies when the reply continues the messages its stream posted (`drafts`: the
+    /// engine edits those and delivers the rest, which the person was notified of already).
+    #[tokio::test]
+    async fn a_reply_notifies_once() {
+        let fake = FakeBotApi::start().await;
+        let outbox = TelegramOutbox::new(fake.bot());
+        let long = "word ".repeat(1_500);
+        let loud = |from: usize| -> Vec<bool> {
+            fake.calls("sendmessage")[from..]
+                .iter()
+                .map(|c| c["disable_notification"] != true)
+                .collect()
+        };
+        outbox
+            .deliver(&thread(), &reply(&long), &Delivery::new("k1"))
+            .await
+            .unwrap();
+        assert_eq!(loud(0), [true, false]);
+        let mut rest = reply(&long);
+        rest.metadata.drafts = vec!["42:100".into()];
+        outbox
+            .deliver(&thread(), &rest, &Delivery::new("k2"))
+            .await
+            .unwrap();
+        assert_eq!(loud(2), [false, false]);
+        outbox.post_reply(&thread(), &reply(&long)).await.unwrap();
+        assert_eq!(loud(4), [true, false]);
     }
 
     #[tokio::test]
