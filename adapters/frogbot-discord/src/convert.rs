@@ -358,10 +358,29 @@ pub fn text_mentions(text: &str, user: UserId) -> bool {
     text.contains(&format!("<@{user}>")) || text.contains(&format!("<@!{user}>"))
 }
 
-/// `text` without mentions of `user`, trimmed.
+/// `text` without mentions of `user`, trimmed: a leading mention (`<@id>` or `<@!id>`, as
+/// Discord's client writes it) goes with the separator a person puts after it — `:` or `,`
+/// (`<@id>: stop`, `<@id>, skip`), or a dash `-`, `–`, `—` followed by a space (`<@id> — stop`) —
+/// so commands (`stop`, `skip`) are read and the model gets the text without it; a mention
+/// elsewhere is removed alone.
 pub fn strip_mention(text: &str, user: UserId) -> String {
-    text.replace(&format!("<@{user}>"), "")
-        .replace(&format!("<@!{user}>"), "")
+    let forms = [format!("<@{user}>"), format!("<@!{user}>")];
+    let t = text.trim_start();
+    let rest = forms
+        .iter()
+        .find_map(|f| t.strip_prefix(f.as_str()))
+        .map(|rest| {
+            let rest = rest.trim_start();
+            let after_colon = rest.strip_prefix([':', ',']);
+            let after_dash = rest
+                .strip_prefix(['-', '–', '—'])
+                .filter(|r| r.is_empty() || r.starts_with(char::is_whitespace));
+            after_colon.or(after_dash).unwrap_or(rest)
+        })
+        .unwrap_or(text);
+    forms
+        .iter()
+        .fold(rest.to_owned(), |acc, f| acc.replace(f.as_str(), ""))
         .trim()
         .to_owned()
 }
@@ -748,6 +767,31 @@ mod tests {
         assert!(!is_own_message(&message, bot));
         assert!(is_own_message(&message, UserId::new(300000000000000003)));
         assert_eq!(strip_mention(&message.content, bot), "hello");
+    }
+
+    #[test]
+    fn a_leading_mention_goes_with_its_separator() {
+        let bot = UserId::new(123);
+        for (text, want) in [
+            ("<@123>: stop", "stop"),
+            ("<@!123> stop", "stop"),
+            ("<@123>, skip", "skip"),
+            ("<@123>,skip", "skip"),
+            ("  <@123> : stop", "stop"),
+            ("<@123> — stop", "stop"),
+            ("<@123> – stop", "stop"),
+            ("<@123> - stop", "stop"),
+            ("<@!123>:", ""),
+            ("<@123>", ""),
+            // A dash that starts a word is the text's, not a separator.
+            ("<@123> -5 degrees", "-5 degrees"),
+            // Elsewhere a mention goes alone; another user's stays.
+            ("ask <@123>: why", "ask : why"),
+            ("<@456>: stop", "<@456>: stop"),
+            ("stop", "stop"),
+        ] {
+            assert_eq!(strip_mention(text, bot), want, "{text:?}");
+        }
     }
 
     // ---- The interactions endpoint ----

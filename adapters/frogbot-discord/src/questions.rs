@@ -387,12 +387,34 @@ impl<A: DiscordApi> DiscordQuestions<A> {
         revision: u64,
         step: usize,
     ) -> Result<QuestionMessage, Error> {
+        self.post_step(thread, call, revision, step, false).await
+    }
+
+    /// [`Self::post_question`]; `after_first`: a message of this question was posted just
+    /// before (an approval's arguments). One question notifies once: a step too long for one
+    /// message notifies with its first message, the others (and the question message after
+    /// them) are posted with `SUPPRESS_NOTIFICATIONS`.
+    async fn post_step(
+        &self,
+        thread: &Thread,
+        call: &QuestionCall,
+        revision: u64,
+        step: usize,
+        after_first: bool,
+    ) -> Result<QuestionMessage, Error> {
         let channel = channel_id(&thread.id)?;
+        let silent = serenity::model::channel::MessageFlags::SUPPRESS_NOTIFICATIONS;
+        let mut later = after_first;
         // A step too long for one message: its beginning first, the controls last.
         for lead in render::step_lead_messages(call, step) {
+            let lead = if later { lead.flags(silent) } else { lead };
             self.api.send_message(channel, &lead).await?;
+            later = true;
         }
         let mut message = render::question_message(call, revision, step);
+        if later {
+            message = message.flags(silent);
+        }
         if let Some(root) = thread_root(&thread.id) {
             let reference = serenity::model::channel::MessageReference::from((channel, root))
                 .fail_if_not_exists(false);
@@ -404,6 +426,32 @@ impl<A: DiscordApi> DiscordQuestions<A> {
             posted_at: posted.timestamp,
             question: Some(step),
         })
+    }
+
+    /// Posts `pages`, the rest of a settled view, as replies to the question message `id` in
+    /// `channel`, in order: silent (`SUPPRESS_NOTIFICATIONS`, no mention pings), each under the
+    /// nonce of `settled:{id}:{n}` with `enforce_nonce`.
+    async fn post_continuations(
+        &self,
+        channel: serenity::model::id::ChannelId,
+        id: serenity::model::id::MessageId,
+        pages: &[String],
+    ) -> Result<(), Error> {
+        for (n, page) in pages.iter().enumerate() {
+            let nonce = crate::ids::delivery_nonce(&format!("settled:{id}:{n}"));
+            let message = CreateMessage::new()
+                .content(page)
+                .allowed_mentions(crate::format::no_mentions())
+                .flags(serenity::model::channel::MessageFlags::SUPPRESS_NOTIFICATIONS)
+                .reference_message(
+                    serenity::model::channel::MessageReference::from((channel, id))
+                        .fail_if_not_exists(false),
+                )
+                .nonce(serenity::model::channel::Nonce::String(nonce))
+                .enforce_nonce(true);
+            self.api.send_message(channel, &message).await?;
+        }
+        Ok(())
     }
 
     /// Answers an "Other…" or "Answer…" click by opening the modal for the clicked question (the
@@ -439,13 +487,17 @@ impl<A: DiscordApi> ChannelQuestions for DiscordQuestions<A> {
                 && let Some(pages) = render::approval_pages(item)
             {
                 let channel = channel_id(&args.thread.id)?;
-                for page in &pages.before {
-                    self.api
-                        .send_message(channel, &render::approval_page_message(page))
-                        .await?;
+                for (i, page) in pages.before.iter().enumerate() {
+                    let mut page = render::approval_page_message(page);
+                    if i > 0 {
+                        page = page
+                            .flags(serenity::model::channel::MessageFlags::SUPPRESS_NOTIFICATIONS);
+                    }
+                    self.api.send_message(channel, &page).await?;
                 }
             }
-            let message = self.post_question(args.thread, call, 0, 0).await?;
+            let paged = matches!(call.input.questions.as_slice(), [item] if render::approval_pages(item).is_some());
+            let message = self.post_step(args.thread, call, 0, 0, paged).await?;
             rendered.push(RenderedQuestion {
                 calls: vec![call.tool_call_id.clone()],
                 messages: vec![message],
@@ -492,9 +544,17 @@ impl<A: DiscordApi> ChannelQuestions for DiscordQuestions<A> {
         let channel = channel_id(&args.thread.id)?;
         let mut first_error = None;
         for message in &args.question.messages {
-            let edit = render::settled_edit(args.call, message, outcome, actor);
+            let pages = render::settled_pages(args.call, message, outcome, actor);
+            let edit = serenity::builder::EditMessage::new()
+                .content(pages.first().cloned().unwrap_or_default())
+                .components(vec![]);
             let result = match message_id(&message.id) {
-                Ok(id) => self.api.edit_message(channel, id, &edit).await,
+                Ok(id) => match self.api.edit_message(channel, id, &edit).await {
+                    // A settled view longer than one message goes on in replies to it (silent,
+                    // each under a nonce of its own: a retry posts none twice).
+                    Ok(()) => self.post_continuations(channel, id, &pages[1..]).await,
+                    Err(e) => Err(e),
+                },
                 Err(e) => Err(e),
             };
             if let Err(e) = result {

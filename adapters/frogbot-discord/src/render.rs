@@ -40,8 +40,12 @@
 //! - every question message: a "Skip" button that dismisses the whole call, and, when the set has
 //!   an expiry, a line "⏳ open until 14:05 UTC" (`frogbot_model::open_until_text`).
 //!
-//! The settled view shows each question of the message with its answer as it reads: a toggle
-//! "✓ On" / "✗ Off", a number with its unit, a confirm its label, an unanswered optional input "—".
+//! The settled view ([`settled_pages`]) shows each question of the message — its header and
+//! question, without the options, instructions and range line that served to answer it — and
+//! who answered what, as it reads: "✅ Answered by <@id>: staging", a toggle "Notify the team —
+//! off", a number with its unit, a confirm its label, an unanswered optional input "—". It is
+//! never cut: past 2,000 characters (a long question with a long typed answer) it goes on in
+//! replies to the question message, posted silently.
 //!
 //! A modal's `custom_id` is the form locator of `encode_question_modal_metadata` (thread id and
 //! message id). Discord snowflakes have at most 20 digits, so it is at most 51 characters and no
@@ -440,10 +444,22 @@ pub fn question_components(
                 CreateSelectMenuKind::String { options },
             )
             .min_values(1);
-            let select = if item.multiple {
-                select.max_values(count).placeholder("Choose one or more…")
+            // Several selects (a single choice of 26 to 100 options): each says which options
+            // it holds, so none reads as the whole list.
+            let first = k * SELECT_OPTION_LIMIT + 1;
+            let range = if item.options.len() > SELECT_OPTION_LIMIT {
+                format!(" (options {first}–{})", first + chunk.len() - 1)
             } else {
-                select.max_values(1).placeholder("Choose one…")
+                String::new()
+            };
+            let select = if item.multiple {
+                select
+                    .max_values(count)
+                    .placeholder(format!("Choose one or more…{range}"))
+            } else {
+                select
+                    .max_values(1)
+                    .placeholder(format!("Choose one…{range}"))
             };
             CreateActionRow::SelectMenu(select)
         })
@@ -623,17 +639,24 @@ fn actor_name(actor: Option<&Actor>) -> Option<String> {
     }
 }
 
-/// How the outcome reads under question `item` (a dismissal: "⏭️ Skipped by <@id>").
+/// How the outcome reads under question `item`, with who answered ("✅ Answered by <@id>:
+/// staging"; a dismissal "⏭️ Skipped by <@id>"; an approval "✅ Approved by <@id>"). The answer
+/// is complete: nothing of it is cut ([`settled_pages`] continues a long one in messages after).
 pub fn outcome_text(
     item: Option<&QuestionItem>,
     outcome: &QuestionOutcome,
     actor: Option<&Actor>,
 ) -> String {
-    if let Some(line) = item.and_then(|item| {
-        frogbot_model::approval_outcome_line(item, outcome, actor_name(actor).as_deref())
-    }) {
+    let name = actor_name(actor);
+    if let Some(line) =
+        item.and_then(|item| frogbot_model::approval_outcome_line(item, outcome, name.as_deref()))
+    {
         return line;
     }
+    let by = name
+        .as_deref()
+        .map(|n| format!(" by {n}"))
+        .unwrap_or_default();
     let answer = |prefix: &str| {
         let selected = outcome.output().and_then(|output| {
             output
@@ -653,9 +676,9 @@ pub fn outcome_text(
         }
     };
     match outcome {
-        QuestionOutcome::Answered(_) => answer("✅ Answered"),
+        QuestionOutcome::Answered(_) => answer(&format!("✅ Answered{by}")),
         QuestionOutcome::Dismissed => {
-            format!("⏭️ {}", skipped_text(actor_name(actor).as_deref()))
+            format!("⏭️ {}", skipped_text(name.as_deref()))
         }
         QuestionOutcome::Expired(Some(_)) => answer("⌛ Expired, defaults used"),
         QuestionOutcome::Expired(None) => "⌛ Expired.".into(),
@@ -664,13 +687,22 @@ pub fn outcome_text(
     }
 }
 
-/// How an answer reads under its question: the labels or text, a toggle "✓ On" / "✗ Off", a
-/// number with its unit, a confirm its label, nothing (an optional input left empty) "—".
+/// How an answer reads under its question: the labels or text (in full), a toggle its label (else
+/// its header) and the state ("Notify the team — off": never a bare "✗ Off" after "✅
+/// Answered"), a number with its unit, a confirm its label, nothing (an optional input left
+/// empty) "—".
 pub fn answer_text(item: &QuestionItem, selected: &[String]) -> String {
     match (item.kind, selected) {
         (_, []) => "—".into(),
-        (InputKind::Toggle, [v]) if v == TOGGLE_ON => TOGGLE_LABELS[0].into(),
-        (InputKind::Toggle, [v]) if v == TOGGLE_OFF => TOGGLE_LABELS[1].into(),
+        (InputKind::Toggle, [v]) if v == TOGGLE_ON || v == TOGGLE_OFF => {
+            let label = item
+                .label
+                .as_deref()
+                .filter(|l| !l.trim().is_empty())
+                .unwrap_or(&item.header);
+            let state = if v == TOGGLE_ON { "on" } else { "off" };
+            format!("{label} — {state}")
+        }
         (InputKind::NumberInput, [n]) => {
             match item.unit.as_deref().filter(|u| !u.trim().is_empty()) {
                 Some(unit) => format!("{n} {unit}"),
@@ -681,22 +713,61 @@ pub fn answer_text(item: &QuestionItem, selected: &[String]) -> String {
     }
 }
 
-/// The settled edit of one message of `call`: the question with the outcome (by `actor`), and no
-/// components.
-pub fn settled_edit(
+/// The sentence an approval's question ends with, on how to answer it (not shown once settled).
+fn approval_how_to() -> String {
+    format!(
+        "{} runs it; {} refuses it — or write a reason to refuse it with that reason.",
+        frogbot_model::APPROVE_LABEL,
+        frogbot_model::DENY_LABEL
+    )
+}
+
+/// What a settled message says of the questions of step `index`: each one's header (with its
+/// place in a set) and question, without what only served to answer it — the option list and
+/// descriptions, the reply instructions, the input's range line, an approval's "Approve runs it;
+/// …" sentence, the expiry line.
+pub fn settled_head(questions: &[QuestionItem], index: usize) -> String {
+    let total = questions.len();
+    let how = approval_how_to();
+    form_run(questions, index)
+        .filter_map(|q| {
+            let item = questions.get(q)?;
+            let header = if total > 1 {
+                format!("**{}** ({}/{total})", item.header, q + 1)
+            } else {
+                format!("**{}**", item.header)
+            };
+            let shown = shown_question(item);
+            let question = shown
+                .trim_end()
+                .strip_suffix(how.as_str())
+                .unwrap_or(&shown)
+                .trim_end();
+            Some(format!(
+                "{header}
+{question}"
+            ))
+        })
+        .collect::<Vec<_>>()
+        .join("\n\n")
+}
+
+/// The settled view of one message of `call`: its questions ([`settled_head`]) and the outcome
+/// (by `actor`), complete — over as many messages of at most [`MESSAGE_LIMIT`] characters as it
+/// takes (a long question with a long typed answer): the first is the question message's edit,
+/// the others are posted after it ([`DiscordQuestions`](crate::DiscordQuestions) posts them as
+/// replies to it, silently). Nothing is cut.
+pub fn settled_pages(
     call: &QuestionCall,
     message: &QuestionMessage,
     outcome: &QuestionOutcome,
     actor: Option<&Actor>,
-) -> EditMessage {
+) -> Vec<String> {
     let questions = &call.input.questions;
     let index = message.question.unwrap_or(0);
     let item = questions.get(index);
     let head = item.map_or_else(String::new, |_| {
-        format!(
-            "{}\n\n",
-            step_content(questions, index, None, chrono::Utc::now())
-        )
+        format!("{}\n\n", settled_head(questions, index))
     });
     let run = form_run(questions, index);
     let body = match (outcome, outcome.output()) {
@@ -704,9 +775,12 @@ pub fn settled_edit(
             if run.len() > 1 =>
         {
             let prefix = if matches!(outcome, QuestionOutcome::Answered(_)) {
-                "✅ Answered"
+                match actor_name(actor) {
+                    Some(n) => format!("✅ Answered by {n}"),
+                    None => "✅ Answered".into(),
+                }
             } else {
-                "⌛ Expired, defaults used"
+                "⌛ Expired, defaults used".into()
             };
             let lines: Vec<String> = questions[run]
                 .iter()
@@ -723,8 +797,61 @@ pub fn settled_edit(
         }
         _ => outcome_text(item, outcome, actor),
     };
-    let text = truncate(&format!("{head}{body}"), MESSAGE_LIMIT);
-    EditMessage::new().content(text).components(vec![])
+    let whole = format!("{head}{body}");
+    if whole.chars().count() <= MESSAGE_LIMIT {
+        return vec![whole];
+    }
+    // Too long for one message: the questions, then the outcome from a message of its own (its
+    // line whole: never a mention cut in two).
+    let mut pages = frogbot_model::text::split(&head, MESSAGE_LIMIT);
+    pages.extend(word_pages(&body, MESSAGE_LIMIT));
+    pages
+}
+
+/// `text` (an outcome line: a person's typed answer, read as words) over pieces of at most `max`
+/// characters, cut between words (a word longer than `max` is cut where it must); nothing is
+/// lost but the whitespace at the cuts. (Not `frogbot_model::text::split`: its Markdown splitter
+/// takes `<@id>` for inline HTML and may cut the mention in two.)
+fn word_pages(text: &str, max: usize) -> Vec<String> {
+    let mut pages: Vec<String> = Vec::new();
+    let mut page = String::new();
+    let mut len = 0;
+    for word in text.split_inclusive(char::is_whitespace) {
+        let n = word.chars().count();
+        if len + word.trim_end().chars().count() > max && len > 0 {
+            pages.push(page.trim_end().to_owned());
+            page.clear();
+            len = 0;
+        }
+        if word.trim_end().chars().count() > max {
+            let chars: Vec<char> = word.chars().collect();
+            let mut chunks: Vec<String> = chars.chunks(max).map(|c| c.iter().collect()).collect();
+            page = chunks.pop().unwrap_or_default();
+            len = page.chars().count();
+            pages.extend(chunks);
+            continue;
+        }
+        page.push_str(word);
+        len += n;
+    }
+    if !page.trim().is_empty() {
+        pages.push(page.trim_end().to_owned());
+    }
+    pages
+}
+
+/// The settled edit of one message of `call`: the first of [`settled_pages`], and no components.
+pub fn settled_edit(
+    call: &QuestionCall,
+    message: &QuestionMessage,
+    outcome: &QuestionOutcome,
+    actor: Option<&Actor>,
+) -> EditMessage {
+    let first = settled_pages(call, message, outcome, actor)
+        .into_iter()
+        .next()
+        .unwrap_or_default();
+    EditMessage::new().content(first).components(vec![])
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1425,7 +1552,145 @@ mod tests {
         assert_eq!(answer_text(&q, &s(&["4"])), "4 pods");
         assert_eq!(answer_text(&q, &[]), "—");
         let toggle = kind(json!({"header": "t", "question": "?", "kind": "toggle"}));
-        assert_eq!(answer_text(&toggle, &s(&["on"])), "✓ On");
-        assert_eq!(answer_text(&toggle, &s(&["off"])), "✗ Off");
+        assert_eq!(answer_text(&toggle, &s(&["on"])), "t — on");
+        assert_eq!(answer_text(&toggle, &s(&["off"])), "t — off");
+        let toggle = kind(
+            json!({"header": "t", "question": "?", "kind": "toggle", "label": "Notify the team"}),
+        );
+        assert_eq!(answer_text(&toggle, &s(&["off"])), "Notify the team — off");
+    }
+
+    fn answered(header: &str, selected: &str) -> QuestionOutcome {
+        QuestionOutcome::Answered(QuestionOutput {
+            answers: vec![QuestionAnswer {
+                header: header.into(),
+                selected: vec![selected.into()],
+            }],
+        })
+    }
+
+    fn one_call(item: Value) -> (QuestionCall, QuestionMessage) {
+        let call = QuestionCall {
+            tool_call_id: "c1".into(),
+            input: serde_json::from_value(json!({"questions": [item]})).unwrap(),
+            expires_at: None,
+        };
+        let message = QuestionMessage {
+            id: "1".into(),
+            posted_at: String::new(),
+            question: Some(0),
+        };
+        (call, message)
+    }
+
+    fn ada() -> Actor {
+        Actor {
+            user: None,
+            identity: Some(frogbot_model::ChannelIdentity {
+                platform: "discord".into(),
+                user: frogbot_model::PlatformUser {
+                    id: "42".into(),
+                    name: Some("Ada".into()),
+                    is_bot: false,
+                },
+            }),
+        }
+    }
+
+    #[test]
+    fn a_settled_question_drops_how_to_answer_and_says_who() {
+        let options: Vec<Value> = (1..=120)
+            .map(|i| json!({"label": format!("o{i}")}))
+            .collect();
+        let (call, message) =
+            one_call(json!({"header": "Pick", "question": "Which?", "options": options}));
+        assert!(lists_options(&call.input.questions[0]));
+        let pages = settled_pages(&call, &message, &answered("Pick", "o7"), Some(&ada()));
+        assert_eq!(pages, ["**Pick**\nWhich?\n\n✅ Answered by <@42>: o7"]);
+        let (call, message) = one_call(
+            json!({"header": "Pods", "question": "How many?", "kind": "number_input", "min": 1}),
+        );
+        let pages = settled_pages(&call, &message, &answered("Pods", "3"), None);
+        assert_eq!(pages, ["**Pods**\nHow many?\n\n✅ Answered: 3"]);
+        let input = frogbot_model::approval_question("merge", &json!({"pr": 7}), &[], None);
+        let call = QuestionCall {
+            tool_call_id: "c1".into(),
+            input,
+            expires_at: None,
+        };
+        let outcome = answered(frogbot_model::APPROVAL_HEADER, frogbot_model::APPROVE_LABEL);
+        let pages = settled_pages(&call, &message, &outcome, Some(&ada()));
+        assert_eq!(pages.len(), 1);
+        assert!(!pages[0].contains("runs it"), "{}", pages[0]);
+        assert!(!pages[0].contains("Do not run it"), "{}", pages[0]);
+        assert!(pages[0].contains("\"pr\": 7"), "{}", pages[0]);
+        assert!(pages[0].ends_with("✅ Approved by <@42>"), "{}", pages[0]);
+        // Its arguments over messages before the card: the settled card says where they are,
+        // not how to answer.
+        let input = frogbot_model::approval_question(
+            "merge",
+            &json!({"command": "a ".repeat(3000)}),
+            &[],
+            None,
+        );
+        assert!(approval_pages(&input.questions[0]).is_some());
+        let call = QuestionCall {
+            tool_call_id: "c1".into(),
+            input,
+            expires_at: None,
+        };
+        let pages = settled_pages(&call, &message, &outcome, Some(&ada()));
+        assert_eq!(pages.len(), 1);
+        assert!(!pages[0].contains("runs it"), "{}", pages[0]);
+        assert!(pages[0].contains("messages above"), "{}", pages[0]);
+    }
+
+    #[test]
+    fn word_pages_cut_between_words_and_lose_nothing() {
+        assert_eq!(word_pages("ab cd ef", 5), ["ab cd", "ef"]);
+        assert_eq!(word_pages("abcdefgh ij", 3), ["abc", "def", "gh", "ij"]);
+        assert_eq!(word_pages("✅ by <@42>: x", 100), ["✅ by <@42>: x"]);
+    }
+
+    /// A question and a typed answer of 2,000 characters together are one message; one more
+    /// character and the view goes on in a second message, the answer whole across them.
+    #[test]
+    fn a_settled_view_at_the_message_limit_and_one_past_it() {
+        let (call, message) = one_call(
+            json!({"header": "Why", "question": "Q?", "kind": "text_input", "max_length": 4000}),
+        );
+        let fixed = "**Why**\nQ?\n\n✅ Answered by <@42>: ".chars().count();
+        // (The longest answer a text input takes, 4,000 characters: three messages or more.)
+        for (n, want) in [
+            (MESSAGE_LIMIT, 1..2),
+            (MESSAGE_LIMIT + 1, 2..3),
+            (4000 + fixed, 3..9),
+        ] {
+            let answer: String = (0..n - fixed)
+                .map(|i| if i % 10 == 9 { ' ' } else { 'a' })
+                .collect();
+            let pages = settled_pages(&call, &message, &answered("Why", &answer), Some(&ada()));
+            assert!(
+                want.contains(&pages.len()),
+                "{n} characters: {} pages",
+                pages.len()
+            );
+            assert!(pages.iter().all(|p| p.chars().count() <= MESSAGE_LIMIT));
+            let words = |s: &str| s.split_whitespace().map(str::to_owned).collect::<Vec<_>>();
+            let whole = pages.join(" ");
+            assert_eq!(
+                words(&whole),
+                words(&format!("**Why**\nQ?\n\n✅ Answered by <@42>: {answer}")),
+                "nothing cut at {n}"
+            );
+            let edit = serde_json::to_value(settled_edit(
+                &call,
+                &message,
+                &answered("Why", &answer),
+                Some(&ada()),
+            ))
+            .unwrap();
+            assert_eq!(edit["content"], pages[0].as_str());
+        }
     }
 }

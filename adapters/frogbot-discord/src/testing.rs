@@ -43,6 +43,12 @@
 //! `/channels/{c}/messages/pins/{m}` (Discord's newer one) pin and unpin ([`FakeDiscord::pins`],
 //! at most 50 a channel).
 //!
+//! What a person sees ([`FakeDiscord::person_view`], [`SeenMessage`], [`transcript`]): the
+//! messages of a conversation in order after edits and deletions, with their controls, the bot's
+//! reactions, whether posting them notified (a message created does, unless it carries
+//! `SUPPRESS_NOTIFICATIONS`; an edit never does) and what only one person was shown (ephemeral
+//! responses and followups, modals opened: the fake keeps them for this).
+//!
 //! What it must not do: be used by a bot. It checks no tokens and no rate limits and keeps
 //! everything in memory.
 
@@ -72,6 +78,9 @@ use tokio_tungstenite::tungstenite::Message as WsMessage;
 use crate::DiscordQuestions;
 use crate::convert;
 
+mod view;
+pub use view::{SeenMessage, seen, transcript};
+
 /// One recorded HTTP call.
 #[derive(Clone, Debug)]
 pub struct Call {
@@ -94,6 +103,8 @@ pub struct Call {
 struct Issued {
     id: String,
     user: String,
+    /// The channel it came from (where its responses show).
+    channel: String,
     responded: bool,
 }
 
@@ -135,6 +146,10 @@ struct Inner {
     pins: Mutex<Vec<(String, String)>>,
     /// The messages deleted, as they were.
     deleted: Mutex<Vec<Value>>,
+    /// What only one person sees: ephemeral interaction responses and followups, and the modals
+    /// opened, each a message object with an id in snowflake order, its `channel_id` and
+    /// `only_for` (the user id); a modal has `modal` (its `data`).
+    ephemerals: Mutex<Vec<Value>>,
     /// How long a [`Fault::Timeout`] holds its request (`None`: [`DEFAULT_FAULT_HOLD`]).
     fault_hold: Mutex<Option<Duration>>,
     /// The bot token `GET /users/@me` and `GET /applications/@me` accept (any when `None`):
@@ -144,6 +159,12 @@ struct Inner {
     /// on for an app in under 100 servers (`GATEWAY_MESSAGE_CONTENT_LIMITED`, `1 << 19`).
     app_flags: Mutex<Option<u64>>,
 }
+
+/// The `EPHEMERAL` message flag (`1 << 6`): only the interaction's user sees the message.
+pub const EPHEMERAL: u64 = 1 << 6;
+
+/// The `SUPPRESS_NOTIFICATIONS` message flag (`1 << 12`): the message notifies no one.
+pub const SUPPRESS_NOTIFICATIONS: u64 = 1 << 12;
 
 /// How long Discord remembers a message nonce for `enforce_nonce` ("the past few minutes").
 pub const NONCE_WINDOW: Duration = Duration::from_secs(5 * 60);
@@ -750,14 +771,42 @@ impl Inner {
             .as_str()
             .or_else(|| payload["member"]["user"]["id"].as_str())
             .unwrap_or_default();
+        let channel = payload["channel_id"]
+            .as_str()
+            .or_else(|| payload["channel"]["id"].as_str())
+            .unwrap_or("1");
         self.interactions.lock().unwrap().insert(
             token.to_owned(),
             Issued {
                 id: payload["id"].as_str().unwrap_or_default().to_owned(),
                 user: user.to_owned(),
+                channel: channel.to_owned(),
                 responded,
             },
         );
+    }
+
+    /// Keeps what the interaction `issued` answered only its user sees: an ephemeral message
+    /// (`body`, a message body) or, with `modal`, the modal opened.
+    fn show_only_to(&self, issued: &Issued, body: &Value, modal: bool) {
+        let mut m = message(
+            self.next_id(),
+            issued.channel.parse().unwrap_or(1),
+            None,
+            &user(self.bot_id, "frogbot", true),
+            body.get("content").and_then(Value::as_str).unwrap_or(""),
+            &[],
+        );
+        m["only_for"] = json!(issued.user);
+        if modal {
+            m["modal"] = body.clone();
+        } else {
+            m["components"] = numbered(body.get("components").cloned().unwrap_or(json!([])));
+            if let Some(embeds) = body.get("embeds").filter(|e| e.is_array()) {
+                m["embeds"] = shown_embeds(embeds);
+            }
+        }
+        self.ephemerals.lock().unwrap().push(m);
     }
 }
 
@@ -1302,17 +1351,20 @@ async fn followup(
     body: String,
 ) -> Response {
     let parsed = parse_body(&body);
-    let known = inner.interactions.lock().unwrap().contains_key(&token);
-    let reply = if app != inner.app_id.to_string() || !known {
-        (
+    let issued = inner.interactions.lock().unwrap().get(&token).cloned();
+    let reply = match issued {
+        Some(issued) if app == inner.app_id.to_string() => match check_message(&parsed) {
+            Err(reason) => invalid_form(&reason),
+            Ok(()) if parsed["flags"].as_u64().unwrap_or(0) & EPHEMERAL != 0 => {
+                inner.show_only_to(&issued, &parsed, false);
+                (StatusCode::OK, inner.post("1", &parsed))
+            }
+            Ok(()) => (StatusCode::OK, inner.post(&issued.channel, &parsed)),
+        },
+        _ => (
             StatusCode::NOT_FOUND,
             json!({"message": "Unknown Webhook", "code": 10015}),
-        )
-    } else {
-        match check_message(&parsed) {
-            Err(reason) => invalid_form(&reason),
-            Ok(()) => (StatusCode::OK, inner.post("1", &parsed)),
-        }
+        ),
     };
     respond(&inner, &method, &uri, &body, reply)
 }
@@ -1346,6 +1398,17 @@ async fn callback(
                 match check {
                     Ok(()) => {
                         i.responded = true;
+                        let data = &parsed["data"];
+                        match parsed["type"].as_u64() {
+                            Some(9) => inner.show_only_to(i, data, true),
+                            Some(4) if data["flags"].as_u64().unwrap_or(0) & EPHEMERAL != 0 => {
+                                inner.show_only_to(i, data, false);
+                            }
+                            Some(4) => {
+                                inner.post(&i.channel, data);
+                            }
+                            _ => {}
+                        }
                         (StatusCode::NO_CONTENT, Value::Null)
                     }
                     Err(reason) => invalid_form(&reason),

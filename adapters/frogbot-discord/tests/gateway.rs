@@ -875,7 +875,9 @@ async fn several_inputs_are_answered_together_in_one_modal() {
         .expect("the form's message settled");
     let settled = first.body["content"].as_str().unwrap();
     assert!(
-        settled.ends_with("✅ Answered:\n• **Pods**: 4 pods\n• **Why**: because"),
+        settled.ends_with(&format!(
+            "✅ Answered by <@{ALICE}>:\n• **Pods**: 4 pods\n• **Why**: because"
+        )),
         "{settled}"
     );
     assert!(!settled.contains("open until"), "{settled}");

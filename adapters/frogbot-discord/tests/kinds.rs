@@ -479,7 +479,12 @@ async fn every_kind_is_drawn_answered_validated_and_settled() {
         "{}",
         text(1)
     );
-    assert!(text(2).ends_with("✅ Answered: ✗ Off"), "{}", text(2));
+    // A toggle answered off says what is off: never "✅ Answered: ✗ Off".
+    assert!(
+        text(2).ends_with("✅ Answered: Notify — off"),
+        "{}",
+        text(2)
+    );
     assert!(
         !text(0).contains("open until"),
         "the expiry line goes once settled"

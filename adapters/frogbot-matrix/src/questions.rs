@@ -41,7 +41,7 @@ use frogbot_model::{
     QuestionCall, QuestionChange, QuestionInput, QuestionItem, QuestionMessage, QuestionOutcome,
     QuestionRecord, RenderArgs, RenderedQuestion, ReplyChoice, Thread,
 };
-use matrix_sdk::ruma::{OwnedEventId, UserId};
+use matrix_sdk::ruma::{EventId, OwnedEventId, RoomId, UserId};
 
 use crate::client::MatrixApi;
 use crate::ids::{
@@ -141,6 +141,30 @@ impl<A: MatrixApi> MatrixQuestions<A> {
             posted_at: String::new(),
             question: Some(q),
         })
+    }
+
+    /// Redacts the bot's own reactions on `event` (the ✅ / ❌ it placed for people to tap). A
+    /// failure is logged: the settled text already says the question is closed.
+    async fn take_off_own_reactions(&self, room: &RoomId, event: &EventId) {
+        let Some(me) = self.api.own_user() else {
+            return;
+        };
+        let mine = match self.api.annotations(room, event).await {
+            Ok(all) => all
+                .into_iter()
+                .filter(|e| e["sender"] == me.as_str())
+                .filter_map(|e| OwnedEventId::try_from(e["event_id"].as_str()?).ok())
+                .collect::<Vec<_>>(),
+            Err(e) => {
+                tracing::debug!(message = %event, error = %e, "reading a settled question's reactions failed");
+                return;
+            }
+        };
+        for id in mine {
+            if let Err(e) = self.api.redact(room, &id, None).await {
+                tracing::debug!(message = %event, error = %e, "taking a reaction off a settled question failed");
+            }
+        }
     }
 }
 
@@ -584,6 +608,8 @@ impl<A: MatrixApi> ChannelQuestions for MatrixQuestions<A> {
                     )?;
                     self.api.send(&room, c.0, c.1).await?;
                 }
+                // The ✅ / ❌ the bot placed to tap are controls: a settled question has none.
+                self.take_off_own_reactions(&room, &event).await;
                 Ok(())
             }
             .await;

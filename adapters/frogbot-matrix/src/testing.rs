@@ -260,6 +260,98 @@ pub fn person_view_of(events: &[Value], root: &str) -> Vec<SeenMessage> {
     out
 }
 
+/// The longest text a [`transcript`] writes out whole; a longer one is its first
+/// [`TRANSCRIPT_HEAD`] characters and its length.
+pub const TRANSCRIPT_TEXT: usize = 600;
+/// See [`TRANSCRIPT_TEXT`].
+pub const TRANSCRIPT_HEAD: usize = 120;
+
+/// `view` ([`FakeHomeserver::person_view`]) as stable plain text for golden files: one block
+/// per message — `[n] who (notified|silent)(, edited)`, then its text (a client's `body`)
+/// indented, its poll, and its reactions. `bot` is written for the bot's id and `@name` for a
+/// person's; event ids are left out.
+pub fn transcript(view: &[SeenMessage], bot: &str) -> String {
+    use std::fmt::Write as _;
+    let who = |id: &str| {
+        if id == bot {
+            "bot".to_owned()
+        } else {
+            id.split(':').next().unwrap_or(id).to_owned()
+        }
+    };
+    let text = |t: &str| {
+        let n = t.chars().count();
+        if n <= TRANSCRIPT_TEXT {
+            t.to_owned()
+        } else {
+            let head: String = t.chars().take(TRANSCRIPT_HEAD).collect();
+            format!("{head}… ({n} characters)")
+        }
+    };
+    let mut out = String::new();
+    for (i, m) in view.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "[{}] {} ({}{})",
+            i + 1,
+            who(&m.sender),
+            if m.notified { "notified" } else { "silent" },
+            if m.edited { ", edited" } else { "" }
+        );
+        match &m.fallback {
+            Some(body) => {
+                for line in text(body).lines() {
+                    let _ = writeln!(out, "    {line}");
+                }
+            }
+            None => {
+                let _ = writeln!(out, "    (no body: a client without polls shows nothing)");
+            }
+        }
+        if let Some(p) = &m.poll {
+            let _ = writeln!(
+                out,
+                "  poll (pick up to {}): {}",
+                p.max_selections,
+                p.question.replace('\n', "\n      ")
+            );
+            for (n, a) in p.answers.iter().enumerate() {
+                let _ = writeln!(out, "    ({}) {a}", n + 1);
+            }
+            for (voter, picked) in &p.votes {
+                let _ = writeln!(out, "  vote {}: {}", who(voter), picked.join(", "));
+            }
+            if let Some(end) = &p.ended {
+                let _ = writeln!(out, "  ended: {}", end.replace('\n', " / "));
+            }
+        }
+        for (key, by) in &m.reactions {
+            let by: Vec<String> = by.iter().map(|b| who(b)).collect();
+            let _ = writeln!(out, "  reaction {key} by {}", by.join(", "));
+        }
+    }
+    out
+}
+
+/// Compares `actual` with the golden file `path` (`UPDATE_GOLDEN=1` writes it instead), showing
+/// both on a difference.
+pub fn assert_golden(path: &std::path::Path, actual: &str) {
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).expect("golden dir");
+        }
+        std::fs::write(path, actual).expect("golden written");
+        return;
+    }
+    let expected = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e} (UPDATE_GOLDEN=1 writes it)", path.display()));
+    assert!(
+        expected == actual,
+        "{} differs (UPDATE_GOLDEN=1 rewrites it)\n--- expected\n{expected}\n--- actual\n{actual}",
+        path.display()
+    );
+}
+
 /// A fake Matrix homeserver on loopback, with one bot account (`@frogbot:fake.test`, password
 /// [`BOT_PASSWORD`]). It stops when dropped.
 #[derive(Debug)]

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use frogbot_core::agent::scripted::{ScriptEvent, ScriptedModel, call, reply};
 use frogbot_core::agent::{Adapter, ModelEvent, ModelMessage, ModelRequest};
 use frogbot_matrix::channel::{Config, Login, MatrixAdapter, connect};
-use frogbot_matrix::testing::{BOT_PASSWORD, FakeHomeserver};
+use frogbot_matrix::testing::{BOT_PASSWORD, FakeHomeserver, assert_golden, transcript};
 use matrix_sdk::ruma::{OwnedUserId, RoomId};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -73,6 +73,15 @@ fn model(prompts: Arc<Mutex<Vec<String>>>) -> ScriptedModel {
                 e.push(ScriptEvent::Pause(Duration::from_millis(100)));
             }
             e.extend(reply("end."));
+            return e;
+        }
+        if text.ends_with("fail") {
+            return vec![ScriptEvent::Fail("the provider answered 500".into())];
+        }
+        if text.ends_with("wait") {
+            // A turn that runs a while (a message sent meanwhile is queued).
+            let mut e = vec![ScriptEvent::Pause(Duration::from_millis(1500))];
+            e.extend(reply("done waiting."));
             return e;
         }
         if text.ends_with("ask") {
@@ -191,7 +200,7 @@ fn element_mention_in_thread(fake: &FakeHomeserver, text: &str, root: &str) -> V
 
 /// Runs the long reply in a DM and checks what the person sees; returns how long after the
 /// model's last delta (about: the start of the turn plus the model's script) the text was whole.
-async fn long_reply_is_whole(fake: &FakeHomeserver) {
+async fn long_reply_is_whole(fake: &FakeHomeserver, golden_name: Option<&str>) {
     let alice = person("alice");
     let room = fake.create_room(&[&alice]);
     let bot = bot(fake, Arc::default()).await;
@@ -239,6 +248,9 @@ async fn long_reply_is_whole(fake: &FakeHomeserver) {
             .is_some_and(|(_, b)| b["typing"] == false)
     })
     .await;
+    if let Some(name) = golden_name {
+        golden(fake, &room, root, name);
+    }
     bot.stop().await;
 }
 
@@ -248,7 +260,7 @@ async fn long_reply_is_whole(fake: &FakeHomeserver) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_40k_streamed_reply_is_whole_within_seconds_with_a_sentence_first_and_typing_off() {
     let fake = FakeHomeserver::start().await;
-    long_reply_is_whole(&fake).await;
+    long_reply_is_whole(&fake, Some("reply_40k")).await;
     assert_eq!(fake.refused_too_large(), 0, "sized before sending");
 }
 
@@ -259,7 +271,7 @@ async fn a_40k_streamed_reply_is_whole_within_seconds_with_a_sentence_first_and_
 async fn a_413_is_handled_by_cutting_smaller_at_once() {
     let fake = FakeHomeserver::start().await;
     fake.set_max_event_bytes(Some(12_000));
-    long_reply_is_whole(&fake).await;
+    long_reply_is_whole(&fake, None).await;
     assert!(fake.refused_too_large() > 0, "the smaller limit was hit");
 }
 
@@ -352,6 +364,249 @@ async fn an_element_mention_pill_is_stripped_for_the_model_stop_and_skip() {
     let said = end.to_string();
     assert!(said.contains("Skipped by @alice:fake.test"), "{said}");
     assert!(!said.contains("FrogBot Helper"), "{said}");
+    bot.stop().await;
+}
+
+/// A plain reply (Element's "Reply", not "Reply in thread") to the bot's message in a group room,
+/// without a mention: it continues that message's conversation (the model sees the earlier
+/// turn) and the answer goes in the same thread, not in a new thread without context.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_reply_to_the_bot_continues_its_thread() {
+    let fake = FakeHomeserver::start().await;
+    let (alice, bob) = (person("alice"), person("bob"));
+    let room = fake.create_room(&[&alice, &bob]);
+    let prompts: Arc<Mutex<Vec<String>>> = Arc::default();
+    let bot = bot(&fake, prompts.clone()).await;
+    let hi = fake.inject(
+        &room,
+        &alice,
+        "m.room.message",
+        element_mention(&fake, "hello there"),
+    );
+    let answer = fake
+        .wait_for(&room, WAIT, "the answer", |e| {
+            from_bot(&fake, e) && in_thread(e, hi.as_str()) && e["type"] == "m.room.message"
+        })
+        .await;
+    let answer_id = answer["event_id"].as_str().unwrap();
+    let reply = fake.inject(
+        &room,
+        &alice,
+        "m.room.message",
+        json!({"msgtype": "m.text", "body": "and then?",
+               "m.relates_to": {"m.in_reply_to": {"event_id": answer_id}}}),
+    );
+    fake.wait_for(&room, WAIT, "the second answer in the first thread", |e| {
+        from_bot(&fake, e)
+            && in_thread(e, hi.as_str())
+            && e["content"]["body"] == "hello: and then?"
+    })
+    .await;
+    // No thread on the reply itself.
+    assert!(
+        !fake
+            .events(&room)
+            .iter()
+            .any(|e| from_bot(&fake, e) && in_thread(e, reply.as_str())),
+        "a new thread on the reply"
+    );
+    let seen = prompts.lock().unwrap().clone();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    // One conversation: both turns in the first thread's chat.
+    let chat = frogbot_core::agent::channel_chat_id("matrix", &format!("{room}|{hi}"));
+    let texts: Vec<String> = bot
+        .engine
+        .messages(&chat)
+        .await
+        .unwrap()
+        .iter()
+        .map(|m| m.message.text())
+        .collect();
+    assert_eq!(texts.len(), 4, "{texts:?}");
+    assert!(texts[2].ends_with("and then?"), "{texts:?}");
+    bot.stop().await;
+}
+
+/// Compares what a person sees of the thread on `root` with `tests/golden/person_view/NAME.txt`.
+fn golden(fake: &FakeHomeserver, room: &RoomId, root: &str, name: &str) {
+    let view = fake.person_view(&format!("{room}|{root}"));
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden/person_view")
+        .join(format!("{name}.txt"));
+    assert_golden(&path, &transcript(&view, fake.bot().as_str()));
+}
+
+/// Waits until the person's message `root` shows `ack` alone.
+async fn until_ack(fake: &FakeHomeserver, room: &RoomId, root: &str, ack: &str) {
+    let id = format!("{room}|{root}");
+    fake.wait_for(room, WAIT, ack, |_| fake.bot_reactions(&id) == [ack])
+        .await;
+}
+
+/// Person views (goldens): a short reply, a failed model, a message queued behind a running turn,
+/// and `stop` / `skip` written after Element's mention pill.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn person_views_of_a_reply_a_failure_a_queued_message_stop_and_skip() {
+    let fake = FakeHomeserver::start().await;
+    let (alice, bob) = (person("alice"), person("bob"));
+    let room = fake.create_room(&[&alice, &bob]);
+    let bot = bot(&fake, Arc::default()).await;
+
+    // A short reply.
+    let hi = fake.inject(
+        &room,
+        &alice,
+        "m.room.message",
+        element_mention(&fake, "hello there"),
+    );
+    until_ack(&fake, &room, hi.as_str(), "✅").await;
+    golden(&fake, &room, hi.as_str(), "short_reply");
+
+    // A failed model.
+    let fail = fake.inject(
+        &room,
+        &alice,
+        "m.room.message",
+        element_mention(&fake, "please fail"),
+    );
+    until_ack(&fake, &room, fail.as_str(), "❌").await;
+    golden(&fake, &room, fail.as_str(), "failed_model");
+
+    // A message queued while a turn runs: 👀 until its turn, then its own answer.
+    let busy = fake.inject(
+        &room,
+        &alice,
+        "m.room.message",
+        element_mention(&fake, "please wait"),
+    );
+    until_ack(&fake, &room, busy.as_str(), "⏳").await;
+    let queued = fake.inject(
+        &room,
+        &alice,
+        "m.room.message",
+        element_mention_in_thread(&fake, "and this too", busy.as_str()),
+    );
+    fake.wait_for(&room, WAIT, "the queued message's answer", |e| {
+        from_bot(&fake, e) && e["content"]["body"] == "hello: and this too"
+    })
+    .await;
+    until_ack(&fake, &room, busy.as_str(), "✅").await;
+    until_ack(&fake, &room, queued.as_str(), "✅").await;
+    golden(&fake, &room, busy.as_str(), "queued_message");
+
+    // stop after a mention.
+    let slow = fake.inject(
+        &room,
+        &alice,
+        "m.room.message",
+        element_mention(&fake, "slow"),
+    );
+    fake.wait_for(&room, WAIT, "the slow reply", |e| {
+        from_bot(&fake, e) && in_thread(e, slow.as_str())
+    })
+    .await;
+    fake.inject(
+        &room,
+        &alice,
+        "m.room.message",
+        element_mention_in_thread(&fake, "stop", slow.as_str()),
+    );
+    until_ack(&fake, &room, slow.as_str(), "✅").await;
+    let view = fake.person_view(&format!("{room}|{slow}"));
+    let stopped = view
+        .iter()
+        .filter(|m| m.sender == fake.bot().as_str())
+        .filter_map(|m| m.fallback.clone())
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(stopped.contains("(stopped)"), "{stopped}");
+    // The streamed text before the stop varies with timing: the golden holds the rest.
+    let kept: Vec<_> = view
+        .into_iter()
+        .map(|mut m| {
+            if m.sender == fake.bot().as_str() {
+                m.fallback = m.fallback.map(|b| match b.find("(stopped)") {
+                    Some(at) => format!("[streamed text] {}", &b[at..]),
+                    None => b,
+                });
+            }
+            m
+        })
+        .collect();
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden/person_view/stop_after_mention.txt");
+    assert_golden(&path, &transcript(&kept, fake.bot().as_str()));
+
+    // skip after a mention.
+    let ask = fake.inject(
+        &room,
+        &alice,
+        "m.room.message",
+        element_mention(&fake, "ask"),
+    );
+    fake.wait_for(&room, WAIT, "the poll", |e| {
+        from_bot(&fake, e) && is_poll_start(e) && in_thread(e, ask.as_str())
+    })
+    .await;
+    fake.inject(
+        &room,
+        &alice,
+        "m.room.message",
+        element_mention_in_thread(&fake, "skip", ask.as_str()),
+    );
+    // Skipped: the poll ends, the turn ends (✅ once it has, not while the question waited).
+    fake.wait_for(&room, WAIT, "the poll's end", |e| {
+        from_bot(&fake, e) && is_poll_end(e)
+    })
+    .await;
+    until_ack(&fake, &room, ask.as_str(), "✅").await;
+    golden(&fake, &room, ask.as_str(), "skip_after_mention");
+    bot.stop().await;
+}
+
+/// The person's message keeps ⏳ while the question its turn asked waits (✅ would say the bot is
+/// done with it), and gets ✅ when the turn continued after the answer ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_keeps_the_hourglass_while_its_question_waits() {
+    let fake = FakeHomeserver::start().await;
+    let alice = person("alice");
+    let room = fake.create_room(&[&alice]);
+    let bot = bot(&fake, Arc::default()).await;
+    let ask = fake.inject(
+        &room,
+        &alice,
+        "m.room.message",
+        json!({"msgtype": "m.text", "body": "please ask"}),
+    );
+    let poll = fake
+        .wait_for(&room, WAIT, "the poll", |e| {
+            from_bot(&fake, e) && is_poll_start(e) && in_thread(e, ask.as_str())
+        })
+        .await;
+    let asked = format!("{room}|{ask}");
+    // The turn's end is shown before its poll is drawn: still waiting, so no ✅.
+    assert_eq!(fake.bot_reactions(&asked), ["⏳"]);
+    let poll_id = poll["event_id"].as_str().unwrap().to_owned();
+    let answers = fake.open_answers(&format!("{room}|{poll_id}"));
+    fake.inject(
+        &room,
+        &alice,
+        "org.matrix.msc3381.poll.response",
+        json!({"org.matrix.msc3381.poll.response": {"answers": [answers[1].0]},
+               "m.relates_to": {"rel_type": "m.reference", "event_id": poll_id}}),
+    );
+    fake.wait_for(&room, WAIT, "the continued turn's reply", |e| {
+        from_bot(&fake, e)
+            && in_thread(e, ask.as_str())
+            && e["content"]["body"]
+                .as_str()
+                .is_some_and(|b| b.starts_with("got: "))
+    })
+    .await;
+    fake.wait_for(&room, WAIT, "✅ once the continued turn ends", |_| {
+        fake.bot_reactions(&asked) == ["✅"]
+    })
+    .await;
     bot.stop().await;
 }
 

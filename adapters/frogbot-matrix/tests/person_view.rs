@@ -5,7 +5,7 @@
 
 #![recursion_limit = "256"]
 
-use frogbot_matrix::testing::{SeenMessage, conformance_harness};
+use frogbot_matrix::testing::{SeenMessage, assert_golden, conformance_harness, transcript};
 use frogbot_model::conformance::Harness;
 use frogbot_model::{QuestionCall, QuestionInput, RenderArgs, RequestContext};
 use matrix_sdk::ruma::UserId;
@@ -17,6 +17,14 @@ fn call(input: Value) -> QuestionCall {
         input: serde_json::from_value::<QuestionInput>(input).unwrap(),
         expires_at: None,
     }
+}
+
+/// Compares `seen` with `tests/golden/person_view/NAME.txt`.
+fn golden(h: &frogbot_matrix::testing::MatrixHarness, name: &str, seen: &[SeenMessage]) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden/person_view")
+        .join(format!("{name}.txt"));
+    assert_golden(&path, &transcript(seen, h.fake().bot().as_str()));
 }
 
 /// Renders `input` in a fresh thread; returns the harness, the thread id and what a person sees.
@@ -52,8 +60,15 @@ async fn every_kind_shows_a_question_one_can_answer_even_without_polls() {
         json!({"header": "Pods", "question": "How many?", "kind": "number_input", "min": 1, "max": 9}),
         json!({"header": "Why", "question": "Reason?", "kind": "text_input"}),
     ];
-    for kind in kinds {
+    for (kind, name) in kinds.into_iter().zip([
+        "kind_choice",
+        "kind_confirm",
+        "kind_toggle",
+        "kind_number",
+        "kind_text",
+    ]) {
         let (h, _, seen) = shown(json!({"questions": [kind]})).await;
+        golden(&h, name, &seen);
         // The root, then the question.
         assert_eq!(seen.len(), 2, "{seen:#?}");
         let q = &seen[1];
@@ -88,11 +103,12 @@ async fn a_thirty_option_question_is_a_numbered_list_answered_by_number() {
     let options: Vec<Value> = (1..=30)
         .map(|i| json!({"label": format!("opt{i}")}))
         .collect();
-    let (_, _, seen) = shown(
+    let (h, _, seen) = shown(
         json!({"questions": [{"header": "Pick", "question": "Which?",
         "options": options}]}),
     )
     .await;
+    golden(&h, "thirty_options", &seen);
     let q = &seen[1];
     assert!(q.poll.is_none());
     let body = q.fallback.as_deref().unwrap();
@@ -107,13 +123,14 @@ async fn a_thirty_option_question_is_a_numbered_list_answered_by_number() {
 
 #[tokio::test]
 async fn each_question_of_a_four_question_set_says_where_it_stands() {
-    let (_, _, seen) = shown(json!({"questions": [
+    let (h, _, seen) = shown(json!({"questions": [
         {"header": "A", "question": "a?", "options": [{"label": "x"}, {"label": "y"}]},
         {"header": "B", "question": "b?", "kind": "toggle"},
         {"header": "C", "question": "c?", "kind": "text_input"},
         {"header": "D", "question": "d?", "kind": "confirm"}
     ]}))
     .await;
+    golden(&h, "four_question_set", &seen);
     let q = &seen[1];
     assert_eq!(q.poll.as_ref().unwrap().question, "Question 1 of 4 — A: a?");
     assert!(
@@ -157,6 +174,7 @@ async fn a_multiple_choice_poll_shows_the_clicks_and_a_check_to_send_them() {
     }
     let thread = format!("{}|{}", h.room(), seen[0].id);
     let seen = h.fake().person_view(&thread);
+    golden(&h, "multiple_choice_clicks", &seen);
     let poll = seen[1].poll.as_ref().unwrap();
     assert_eq!(
         poll.votes,
@@ -168,7 +186,8 @@ async fn a_multiple_choice_poll_shows_the_clicks_and_a_check_to_send_them() {
 #[tokio::test]
 async fn an_approval_shows_its_arguments_as_text_not_markdown() {
     let input = frogbot_model::approval_question("shell", &json!({"command": "ls -la"}), &[], None);
-    let (_, _, seen) = shown(serde_json::to_value(input).unwrap()).await;
+    let (h, _, seen) = shown(serde_json::to_value(input).unwrap()).await;
+    golden(&h, "approval", &seen);
     let q = seen.last().unwrap();
     let text = match &q.poll {
         Some(p) => p.question.clone(),
@@ -239,6 +258,7 @@ async fn a_settled_toggle_says_who_by_display_name_its_label_and_off() {
         .await
         .unwrap();
     let seen = h.fake().person_view(&thread.id);
+    golden(&h, "toggle_settled_off", &seen);
     let q = &seen[1];
     assert!(q.edited, "{q:#?}");
     let body = q.fallback.as_deref().unwrap();

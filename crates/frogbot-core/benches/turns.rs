@@ -910,6 +910,12 @@ impl Store for Timed {
     ) -> Result<Vec<StoredMessage>> {
         timed!(self, "take_inbox", self.inner.take_inbox(op))
     }
+    async fn try_hold(
+        &self,
+        key: &str,
+    ) -> Result<Option<Box<dyn frogbot_core::store::Held>>> {
+        self.inner.try_hold(key).await
+    }
 }
 
 /// The store's `Sent` (the engine's `Sent` is imported under its own name).

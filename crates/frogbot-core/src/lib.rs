@@ -4,9 +4,10 @@
 //! - [`model`]: a re-export of `frogbot-model` (chats, messages, questions, interactions, the hook
 //!   traits), so engine users need one import path.
 //! - [`store`]: the one [`store::Store`] trait that keeps chats, messages, the queue, turn leases,
-//!   question records and durable jobs, shaped by the engine's operations (one transaction each),
-//!   and its conformance suite (feature `testing`). The backends are crates of their own:
-//!   `frogbot-sqlite` (rusqlite, a writer thread that group-commits) and `frogbot-postgres` (sqlx).
+//!   question records and durable jobs, shaped by the engine's operations (one transaction each).
+//!   The backends are crates of their own: `frogbot-sqlite` (rusqlite, a writer thread that
+//!   group-commits) and `frogbot-postgres` (sqlx); the conformance suite every backend runs is
+//!   `frogbot-store-conformance`, a test-only crate.
 //! - [`agent`]: the turn engine, the question engine, and channels (the [`agent::Adapter`] trait
 //!   every channel adapter's engine glue implements).
 //! - [`metrics`]: the engine's metric names (with their labels) and the helpers that record them

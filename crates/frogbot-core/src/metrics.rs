@@ -524,4 +524,7 @@ impl Store for Metered {
     async fn take_inbox(&self, op: &crate::store::InboxOp<'_>) -> Result<Vec<StoredMessage>> {
         metered!("take_inbox", self.inner.take_inbox(op))
     }
+    async fn try_hold(&self, key: &str) -> Result<Option<Box<dyn crate::store::Held>>> {
+        self.inner.try_hold(key).await
+    }
 }

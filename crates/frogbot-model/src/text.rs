@@ -85,6 +85,25 @@ fn fences(text: &str) -> Vec<Fence> {
     out
 }
 
+/// The characters after which a streamed reply's first message is posted even without a
+/// sentence end ([`reads_as_a_start`]): about the line a notification shows.
+pub const FIRST_MESSAGE_CHARS: usize = 80;
+
+/// Whether a streamed reply's text so far is worth its first message (the one a person is
+/// notified of: edits do not notify): it has a complete first sentence (`.`, `!`, `?` or `…`
+/// followed by a space or a line break), a paragraph break, or [`FIRST_MESSAGE_CHARS`]
+/// characters. Until then nothing is posted; the end of the stream posts whatever there is.
+pub fn reads_as_a_start(text: &str) -> bool {
+    let t = text.trim();
+    if t.chars().count() >= FIRST_MESSAGE_CHARS || t.contains("\n\n") {
+        return true;
+    }
+    let chars: Vec<char> = text.chars().collect();
+    chars
+        .windows(2)
+        .any(|w| matches!(w[0], '.' | '!' | '?' | '…') && w[1].is_whitespace())
+}
+
 /// Splits `text` into messages of at most `max` characters each. Whitespace-only text gives no
 /// message (platforms refuse empty ones); text that fits is one message, unchanged. Longer text is
 /// cut at the largest Markdown unit that fits (a section, a paragraph, a line, a sentence, a
@@ -237,6 +256,16 @@ pub fn table_text(align: &[Alignment], rows: &[Vec<String>]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_start_is_a_sentence_a_paragraph_or_enough_characters() {
+        assert!(!reads_as_a_start("got:"));
+        assert!(!reads_as_a_start("Version 1.2 is"));
+        assert!(reads_as_a_start("Sure. Here"));
+        assert!(reads_as_a_start("Sure!\nHere"));
+        assert!(reads_as_a_start("A list\n\n- one"));
+        assert!(reads_as_a_start(&"word ".repeat(40)));
+    }
 
     #[test]
     fn a_table_becomes_aligned_lines() {

@@ -2543,6 +2543,22 @@ impl Store for PostgresStore {
         .db(self)?;
         Ok(done.rows_affected() == 1)
     }
+
+    async fn try_hold(&self, key: &str) -> Result<Option<Box<dyn Held>>> {
+        // A session advisory lock on a connection of its own, taken out of the pool: PostgreSQL
+        // releases it when that session ends, so a process that dies gives the role up at once.
+        let mut conn = self.pool.acquire().await.db(self)?.detach();
+        let got: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock(hashtextextended($1, 0))")
+            .bind(hold_key(key))
+            .fetch_one(&mut conn)
+            .await
+            .db(self)?;
+        if !got {
+            let _ = sqlx::Connection::close(conn).await;
+            return Ok(None);
+        }
+        Ok(Some(Box::new(PgHeld::start(conn, hold_key(key)))))
+    }
 }
 
 /// Why a queued message was not changed, from the statement's snapshot of it: `None` when the
@@ -2640,5 +2656,73 @@ mod tests {
             reply_sub!().parse::<i64>().unwrap(),
             frogbot_core::store::REPLY_SUB
         );
+    }
+}
+
+/// The text an advisory lock of role `key` is hashed from (its own namespace).
+fn hold_key(key: &str) -> String {
+    format!("frogbot-hold:{key}")
+}
+
+/// How often a held role's connection is checked (a broken one loses the role).
+const HOLD_CHECK: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// A role held by a session advisory lock on a connection of its own: a task keeps the
+/// connection, checks it every [`HOLD_CHECK`], and unlocks and closes it when the hold is
+/// dropped.
+#[derive(Debug)]
+struct PgHeld {
+    lost: tokio::sync::watch::Receiver<bool>,
+    release: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl PgHeld {
+    fn start(mut conn: PgConnection, key: String) -> Self {
+        let (gone, lost) = tokio::sync::watch::channel(false);
+        let (release, mut released) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = &mut released => {
+                        let _ = sqlx::query("SELECT pg_advisory_unlock(hashtextextended($1, 0))")
+                            .bind(&key)
+                            .execute(&mut conn)
+                            .await;
+                        let _ = sqlx::Connection::close(conn).await;
+                        return;
+                    }
+                    () = tokio::time::sleep(HOLD_CHECK) => {
+                        if let Err(e) = sqlx::query("SELECT 1").execute(&mut conn).await {
+                            tracing::warn!(role = %key, error = %e, "the connection holding a role broke; the role is lost");
+                            let _ = gone.send(true);
+                            return;
+                        }
+                    }
+                }
+            }
+        });
+        Self {
+            lost,
+            release: Some(release),
+        }
+    }
+}
+
+impl Drop for PgHeld {
+    fn drop(&mut self) {
+        if let Some(r) = self.release.take() {
+            let _ = r.send(());
+        }
+    }
+}
+
+#[async_trait]
+impl Held for PgHeld {
+    async fn lost(&self) {
+        let mut lost = self.lost.clone();
+        // A closed channel without `true` means the hold was released, never lost.
+        if lost.wait_for(|l| *l).await.is_err() {
+            std::future::pending::<()>().await;
+        }
     }
 }

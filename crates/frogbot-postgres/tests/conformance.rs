@@ -6,8 +6,8 @@
 use std::sync::Arc;
 
 use frogbot_core::store::DynStore;
-use frogbot_core::store::conformance::Db;
 use frogbot_postgres::PostgresStore;
+use frogbot_store_conformance::Db;
 
 async fn open(url: String, careful: bool) -> DynStore {
     let store = PostgresStore::open(&url)
@@ -35,9 +35,9 @@ async fn fresh_careful() -> Option<Db> {
     db(true).await
 }
 
-frogbot_core::store_conformance_tests!(fresh);
+frogbot_store_conformance::store_conformance_tests!(fresh);
 
 mod careful {
     use super::fresh_careful;
-    frogbot_core::store_conformance_tests!(fresh_careful);
+    frogbot_store_conformance::store_conformance_tests!(fresh_careful);
 }

@@ -927,6 +927,34 @@ impl Store for SqliteStore {
         })
         .await
     }
+
+    async fn try_hold(&self, key: &str) -> Result<Option<Box<dyn Held>>> {
+        // The processes sharing a database file share its directory: a lock on a file beside
+        // it, which the operating system releases when the process dies.
+        let Some((path, _)) = &self.inner.file else {
+            // An in-memory database has one process.
+            return Ok(Some(Box::new(HeldForever)));
+        };
+        let hex: String = key.bytes().map(|b| format!("{b:02x}")).collect();
+        let mut name = path.as_os_str().to_owned();
+        name.push(format!(".hold-{hex}.lock"));
+        let lock_path = PathBuf::from(name);
+        let unavailable = |e: std::io::Error| StoreError::Unavailable {
+            message: format!("holding role {key:?} ({}): {e}", lock_path.display()),
+            source: Some(Box::new(e)),
+        };
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(unavailable)?;
+        match file.try_lock() {
+            Ok(()) => Ok(Some(Box::new(FileHeld(file)))),
+            Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+            Err(std::fs::TryLockError::Error(e)) => Err(unavailable(e)),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -959,5 +987,17 @@ mod tests {
             parse_url("sqlite://"),
             Err(StoreError::UnsupportedDatabase { .. })
         ));
+    }
+}
+
+/// A role held by an exclusive lock on a file beside the database (released with the file, or
+/// by the operating system when the process dies). Never lost otherwise.
+#[derive(Debug)]
+struct FileHeld(#[allow(dead_code)] std::fs::File);
+
+#[async_trait]
+impl Held for FileHeld {
+    async fn lost(&self) {
+        std::future::pending::<()>().await;
     }
 }

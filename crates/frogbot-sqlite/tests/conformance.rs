@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use frogbot_core::StoreError;
 use frogbot_core::model::{ChatId, Delivery, MessageMetadata, MessagePart, Role, UiMessage};
-use frogbot_core::store::conformance::{Db, Reopen};
 use frogbot_core::store::*;
 use frogbot_sqlite::SqliteStore;
+use frogbot_store_conformance::{Db, Reopen};
 
 async fn fresh() -> Option<Db> {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -28,7 +28,7 @@ async fn fresh() -> Option<Db> {
     Some(Db::new(Arc::new(store), reopen, dir))
 }
 
-frogbot_core::store_conformance_tests!(fresh);
+frogbot_store_conformance::store_conformance_tests!(fresh);
 
 // ---- helpers -------------------------------------------------------------------------------------
 

@@ -114,12 +114,15 @@ const CLIENT_COMMANDS: [&str; 8] = [
 ];
 
 /// The log levels without `RUST_LOG`: INFO, but sqlx and matrix-sdk at WARN (matrix-sdk's INFO
-/// span around each sync prints its whole settings, 1.5 kB a line), and matrix-sdk's recovery
-/// state (secret storage the bot never uses: a 404 reading its account data at start is logged
-/// as an error there) off.
+/// span around each sync prints its whole settings, 1.5 kB a line); matrix-sdk's recovery state
+/// (secret storage the bot never uses) and its HTTP client's own log off (it logs every failed
+/// request as an ERROR, expected 404s included — reading account data never set, an event
+/// looked up; the adapter logs the failures that matter to it); the key-backup warnings (the
+/// bot keeps no backup: one warning per room key) only as errors.
 const DEFAULT_LOG_FILTER: &str = "info,sqlx=warn,matrix_sdk=warn,matrix_sdk_base=warn,\
     matrix_sdk_crypto=warn,matrix_sdk_sqlite=warn,matrix_sdk_common=warn,\
-    matrix_sdk::encryption::recovery=off";
+    matrix_sdk::encryption::recovery=off,matrix_sdk::http_client=off,\
+    matrix_sdk_crypto::backups=error";
 
 /// The logs on stdout and, with `[telemetry] otlp_endpoint`, the spans' export (its handle
 /// returned, to be shut down when serving ends).

@@ -23,6 +23,12 @@ struct Serve {
 }
 
 async fn serve(table: &str, password: &str) -> Serve {
+    serve_logging(table, password, None).await
+}
+
+/// `serve`, its log (stdout) written to `log` with the default log filter (no `RUST_LOG`), as
+/// when run by a service manager.
+async fn serve_logging(table: &str, password: &str, log: Option<&std::path::Path>) -> Serve {
     let db = frogbot_testkit::sqlite_db();
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
@@ -42,6 +48,10 @@ async fn serve(table: &str, password: &str) -> Serve {
         .arg("--config")
         .arg(&path)
         .env(PASSWORD_VAR, password);
+    if let Some(log) = log {
+        cmd.env_remove("RUST_LOG")
+            .stdout(std::fs::File::create(log).unwrap());
+    }
     Serve {
         _process: start(cmd, port).await,
         _dir: dir,
@@ -204,4 +214,72 @@ async fn config_check_asks_synapse_whoami_with_the_access_token() {
         "{out}"
     );
     assert!(failed[0].contains("M_UNKNOWN_TOKEN"), "{out}");
+}
+
+/// What serve logs on a real Synapse at its default level (INFO) into a file: no line of
+/// matrix-sdk's per-sync span (1.5 kB each, every sync), no ERROR for what is expected at start
+/// (a new device's missing backup and key storage answer 404), and no colour codes in a file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_logs_on_synapse_are_short_plain_and_free_of_expected_errors() {
+    let Some(hs) = support::synapse().await else {
+        return;
+    };
+    let bot = hs.register("logbot").await;
+    let alice_account = hs.register("alice").await;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("serve.log");
+    let serve = serve_logging(
+        &format!("homeserver = \"{}\"\nuser_id = \"{}\"", hs.url, bot.user_id),
+        &bot.password,
+        Some(&log),
+    )
+    .await;
+    let alice = hs.person(&alice_account).await;
+    let bot_id = bot.user_id.to_string();
+    let room = alice.create_room(&[&bot.user_id], false).await;
+    alice
+        .wait_for(&room, WAIT, "the bot to join", |e| {
+            e["type"] == "m.room.member"
+                && e["state_key"] == bot_id.as_str()
+                && e["content"]["membership"] == "join"
+        })
+        .await;
+    let hello = alice
+        .send(
+            &room,
+            "m.room.message",
+            json!({"msgtype": "m.text", "body": "hello"}),
+        )
+        .await;
+    alice
+        .wait_for(&room, WAIT, "the answer", |e| {
+            e["sender"] == bot_id.as_str() && thread_root(e) == Some(hello.as_str())
+        })
+        .await;
+    // A few more syncs go by (each would have logged its span).
+    for i in 0..3 {
+        let said = alice
+            .send(
+                &room,
+                "m.room.message",
+                json!({"msgtype": "m.text", "body": format!("again {i}")}),
+            )
+            .await;
+        alice
+            .wait_for(&room, WAIT, "the answer", |e| {
+                e["sender"] == bot_id.as_str() && thread_root(e) == Some(said.as_str())
+            })
+            .await;
+    }
+    drop(serve);
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("INFO"), "logged at INFO: {text}");
+    for line in text.lines() {
+        assert!(line.len() < 1_000, "a {}-byte log line: {line}", line.len());
+        assert!(!line.contains('\u{1b}'), "colour codes in a file: {line:?}");
+        assert!(
+            !line.contains("ERROR"),
+            "an error logged: {line}\n--- the log\n{text}"
+        );
+    }
 }

@@ -34,7 +34,7 @@ use frogbot_core::agent::{
 use frogbot_model::{Ack, BoxError, Thread, ThreadMessage, ThreadMessageMetadata, UiMessage};
 use serenity::all::ButtonStyle;
 use serenity::builder::{CreateActionRow, CreateButton, CreateMessage, CreateThread, EditMessage};
-use serenity::model::channel::{ChannelType, MessageReference};
+use serenity::model::channel::{ChannelType, MessageFlags, MessageReference};
 use serenity::model::id::{ChannelId, MessageId};
 
 use crate::client::DiscordApi;
@@ -67,12 +67,67 @@ pub fn stop_row() -> CreateActionRow {
     ])
 }
 
-/// The messages a streamed reply is drawn in: posted and edited in the thread's channel.
+/// `create`, a piece after the first of one reply (`later`), made silent: Discord notifies of
+/// every message created, and one reply is one notification (`SUPPRESS_NOTIFICATIONS`, the
+/// person still sees the piece at once).
+fn silent_after_first(create: CreateMessage, later: bool) -> CreateMessage {
+    if later {
+        create.flags(MessageFlags::SUPPRESS_NOTIFICATIONS)
+    } else {
+        create
+    }
+}
+
+/// The messages a streamed reply is drawn in: posted and edited in the thread's channel. The
+/// first message posted notifies; the continuations are posted with `SUPPRESS_NOTIFICATIONS`.
 pub struct DiscordDrafts<A: DiscordApi> {
     api: Arc<A>,
     channel: ChannelId,
     /// The FrogBot thread (an agent conversation's messages reply to its root).
     thread: String,
+    /// Whether a message of this reply was posted already.
+    posted: std::sync::atomic::AtomicBool,
+    /// The threads whose streamed reply shows now, with its Stop button (shared with the
+    /// outbox: no "typing…" there meanwhile).
+    streaming: Streaming,
+}
+
+/// The threads whose streamed reply shows now with its Stop button: "typing…" is not sent
+/// there. Discord shows a typing sign for 10 seconds or until the typist's next message is
+/// created — an edit does not end it — so a sign sent while a reply streams by edits would stay
+/// on after the reply's last edit. The visible message and its Stop button show the work.
+#[derive(Clone, Debug, Default)]
+struct Streaming(Arc<std::sync::Mutex<std::collections::HashMap<String, Vec<String>>>>);
+
+impl Streaming {
+    /// Message `id` of a reply in `thread` carries the Stop button now (`stop`), or not.
+    fn set(&self, thread: &str, id: &str, stop: bool) {
+        let mut threads = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let ids = threads.entry(thread.to_owned()).or_default();
+        ids.retain(|i| i != id);
+        if stop {
+            ids.push(id.to_owned());
+        }
+        if ids.is_empty() {
+            threads.remove(thread);
+        }
+    }
+
+    /// A new reply in `thread`: nothing of it shows yet.
+    fn clear(&self, thread: &str) {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(thread);
+    }
+
+    /// Whether a message in `thread` carries a streamed reply's Stop button.
+    fn on(&self, thread: &str) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains_key(thread)
+    }
 }
 
 impl<A: DiscordApi> std::fmt::Debug for DiscordDrafts<A> {
@@ -94,16 +149,22 @@ fn edit_to(content: &str, stop: bool) -> EditMessage {
 #[async_trait]
 impl<A: DiscordApi> DraftMessages for DiscordDrafts<A> {
     async fn post(&self, text: &str, stop: bool) -> Result<String, BoxError> {
-        let mut message = in_thread(format::reply_message(text), self.channel, &self.thread);
+        let later = self.posted.swap(true, std::sync::atomic::Ordering::SeqCst);
+        let mut message = silent_after_first(
+            in_thread(format::reply_message(text), self.channel, &self.thread),
+            later,
+        );
         if stop {
             message = message.components(vec![stop_row()]);
         }
-        Ok(self
+        let id = self
             .api
             .send_message(self.channel, &message)
             .await?
             .id
-            .to_string())
+            .to_string();
+        self.streaming.set(&self.thread, &id, stop);
+        Ok(id)
     }
 
     async fn edit(&self, id: &str, text: &str, stop: bool) -> Result<(), BoxError> {
@@ -111,6 +172,7 @@ impl<A: DiscordApi> DraftMessages for DiscordDrafts<A> {
         self.api
             .edit_message(self.channel, message, &edit_to(text, stop))
             .await?;
+        self.streaming.set(&self.thread, id, stop);
         Ok(())
     }
 
@@ -143,6 +205,8 @@ pub struct DiscordOutbox<A: DiscordApi> {
     api: Arc<A>,
     /// The ack reaction each message shows now, until its last (Done or Failed).
     shown: ShownAcks<MessageId, Ack>,
+    /// The threads whose streamed reply shows now with its Stop button.
+    streaming: Streaming,
 }
 
 impl<A: DiscordApi> DiscordOutbox<A> {
@@ -151,6 +215,7 @@ impl<A: DiscordApi> DiscordOutbox<A> {
         DiscordOutbox {
             api,
             shown: ShownAcks::default(),
+            streaming: Streaming::default(),
         }
     }
 }
@@ -257,8 +322,14 @@ impl<A: DiscordApi> ChannelOutbox for DiscordOutbox<A> {
 
     async fn post_reply(&self, thread: &Thread, reply: &UiMessage) -> Result<(), BoxError> {
         let channel = channel_id(&thread.id)?;
-        for piece in format::messages(&reply.text(), MESSAGE_LIMIT) {
-            let message = in_thread(format::reply_message(piece), channel, &thread.id);
+        for (i, piece) in format::messages(&reply.text(), MESSAGE_LIMIT)
+            .into_iter()
+            .enumerate()
+        {
+            let message = silent_after_first(
+                in_thread(format::reply_message(piece), channel, &thread.id),
+                i > 0,
+            );
             self.api.send_message(channel, &message).await?;
         }
         Ok(())
@@ -281,9 +352,12 @@ impl<A: DiscordApi> ChannelOutbox for DiscordOutbox<A> {
             .enumerate()
         {
             let nonce = delivery_nonce(&delivery.piece_key(i));
-            let message = in_thread(format::reply_message(piece), channel, &thread.id)
-                .nonce(serenity::model::channel::Nonce::String(nonce))
-                .enforce_nonce(true);
+            let message = silent_after_first(
+                in_thread(format::reply_message(piece), channel, &thread.id),
+                i > 0,
+            )
+            .nonce(serenity::model::channel::Nonce::String(nonce))
+            .enforce_nonce(true);
             ids.push(
                 self.api
                     .send_message(channel, &message)
@@ -410,8 +484,13 @@ impl<A: DiscordApi> ChannelOutbox for DiscordOutbox<A> {
         Ok(())
     }
 
-    /// "Typing…" in the thread, which Discord shows for 10 seconds.
+    /// "Typing…" in the thread, which Discord shows for 10 seconds or until the bot's next
+    /// message; none while a streamed reply shows there with its Stop button (an edit does not
+    /// end the sign: it would stay on after the reply).
     async fn working(&self, thread: &Thread) -> Result<(), BoxError> {
+        if self.streaming.on(&thread.id) {
+            return Ok(());
+        }
         self.api.typing(channel_id(&thread.id)?).await?;
         Ok(())
     }
@@ -428,7 +507,11 @@ impl<A: DiscordApi> ChannelOutbox for DiscordOutbox<A> {
             api: self.api.clone(),
             channel: channel_id(&thread.id)?,
             thread: thread.id.clone(),
+            posted: std::sync::atomic::AtomicBool::new(false),
+            streaming: self.streaming.clone(),
         };
+        // A new reply: nothing of it shows yet.
+        self.streaming.clear(&thread.id);
         Ok(Some(Box::new(EditStream::new(drafts))))
     }
 
@@ -510,6 +593,42 @@ mod tests {
         .unwrap();
         outbox.post_reply(&thread, &empty).await.unwrap();
         assert_eq!(api.calls().len(), 3);
+    }
+
+    /// While a streamed reply shows with its Stop button, no "typing…" (Discord ends the sign
+    /// at the bot's next message, not at an edit: it would stay on after the reply); before its
+    /// first message and once it is finished, typing as before.
+    #[tokio::test]
+    async fn no_typing_while_a_streamed_reply_shows() {
+        let fake = crate::testing::FakeDiscord::start(1, 2).await;
+        let outbox = DiscordOutbox::new(fake.http());
+        let thread = Thread {
+            id: fake.new_id().to_string(),
+            platform: "discord".into(),
+            chat_id: "c".into(),
+        };
+        let typings = || {
+            fake.calls()
+                .iter()
+                .filter(|c| c.path.ends_with("/typing"))
+                .count()
+        };
+        let mut stream = outbox.start_stream(&thread).await.unwrap().unwrap();
+        outbox.working(&thread).await.unwrap();
+        assert_eq!(typings(), 1, "before anything shows");
+        stream
+            .show("Here is the first sentence of it. And more")
+            .await
+            .unwrap();
+        assert!(stream.visible(), "the reply shows");
+        outbox.working(&thread).await.unwrap();
+        assert_eq!(typings(), 1, "none while the reply streams");
+        stream
+            .finish("Here is the first sentence of it. And more.")
+            .await
+            .unwrap();
+        outbox.working(&thread).await.unwrap();
+        assert_eq!(typings(), 2, "typing again once it is finished");
     }
 
     /// Over serenity's HTTP client and the fake Discord: one ack reaction at a time.

@@ -734,24 +734,7 @@ pub fn stream_pieces(text: &str, max_chars: usize) -> Vec<String> {
         .collect()
 }
 
-/// The characters after which a streamed reply's first message is posted even without a
-/// sentence end ([`reads_as_a_start`]): about the line a notification shows.
-pub const FIRST_MESSAGE_CHARS: usize = 80;
-
-/// Whether a streamed reply's text so far is worth its first message (the one a person is
-/// notified of: edits do not notify): it has a complete first sentence (`.`, `!`, `?` or `…`
-/// followed by a space or a line break), a paragraph break, or [`FIRST_MESSAGE_CHARS`]
-/// characters. Until then nothing is posted; the end of the stream posts whatever there is.
-pub fn reads_as_a_start(text: &str) -> bool {
-    let t = text.trim();
-    if t.chars().count() >= FIRST_MESSAGE_CHARS || t.contains("\n\n") {
-        return true;
-    }
-    let chars: Vec<char> = text.chars().collect();
-    chars
-        .windows(2)
-        .any(|w| matches!(w[0], '.' | '!' | '?' | '…') && w[1].is_whitespace())
-}
+pub use frogbot_model::text::{FIRST_MESSAGE_CHARS, reads_as_a_start};
 
 /// The smallest messages a stream cuts to after refusals as too large.
 const MIN_STREAM_CHARS: usize = 500;
@@ -1176,16 +1159,6 @@ mod tests {
         for (_, t) in &shown {
             assert_eq!(t.matches("```").count() % 2, 0, "{t}");
         }
-    }
-
-    #[test]
-    fn a_start_is_a_sentence_a_paragraph_or_enough_characters() {
-        assert!(!reads_as_a_start("got:"));
-        assert!(!reads_as_a_start("Version 1.2 is"));
-        assert!(reads_as_a_start("Sure. Here"));
-        assert!(reads_as_a_start("Sure!\nHere"));
-        assert!(reads_as_a_start("A list\n\n- one"));
-        assert!(reads_as_a_start(&"word ".repeat(40)));
     }
 
     #[test]

@@ -441,7 +441,45 @@ impl Ctx {
         false
     }
 
-    async fn on_message(&self, m: IncomingMessage, room: &Room) {
+    /// The thread of the bot's message a plain (non-thread) reply answers: its `m.thread` root,
+    /// or the message itself when it is a root. `None` when `m` is in a thread, replies to
+    /// nothing, or replies to someone else.
+    async fn bot_thread_replied_to(&self, m: &IncomingMessage, room: &Room) -> Option<String> {
+        if m.in_thread {
+            return None;
+        }
+        let reply_to = m.reply_to.as_ref()?;
+        let ev = room.load_or_fetch_event(reply_to, None).await.ok()?;
+        let sender = ev.raw().get_field::<OwnedUserId>("sender").ok()??;
+        if sender != self.bot {
+            return None;
+        }
+        let content = ev
+            .raw()
+            .get_field::<serde_json::Value>("content")
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        let rel = &content["m.relates_to"];
+        let root = match (rel["rel_type"].as_str(), rel["event_id"].as_str()) {
+            (Some("m.thread"), Some(root)) => OwnedEventId::try_from(root).ok()?,
+            _ => reply_to.clone(),
+        };
+        Some(crate::ids::message_id(room.room_id(), &root))
+    }
+
+    async fn on_message(&self, mut m: IncomingMessage, room: &Room) {
+        // A plain reply to one of the bot's messages (Element's "Reply", not "Reply in thread")
+        // continues the conversation that message belongs to, with its context; the answer
+        // goes in that thread.
+        let replied_to_bot = match self.bot_thread_replied_to(&m, room).await {
+            Some(thread) => {
+                m.thread = thread;
+                m.in_thread = true;
+                true
+            }
+            None => false,
+        };
         let chat = channel_chat_id(PLATFORM, &m.thread);
         let span = info_span!("matrix_message", chat = %chat, message = %m.message.id);
         async {
@@ -450,7 +488,7 @@ impl Ctx {
                     self.engine.channel_thread_known(PLATFORM, &m.thread).await,
                     Ok(true)
                 );
-            if !known && !self.talks_to_bot(&m, room).await {
+            if !known && !replied_to_bot && !self.talks_to_bot(&m, room).await {
                 return;
             }
             let author = m.message.author.id.clone();

@@ -646,6 +646,14 @@ impl Engine {
         self.store().ping().await.map_err(Error::from)
     }
 
+    /// Takes the role `key` when no process sharing this database holds it (`None` when one
+    /// does): for a receiver the platform allows only once, such as a bot's Telegram poller or
+    /// a Matrix account's sync. Released when the returned hold is dropped or this process
+    /// dies; [`Held::lost`](crate::store::Held::lost) says when it was lost otherwise.
+    pub async fn try_hold(&self, key: &str) -> Result<Option<Box<dyn crate::store::Held>>> {
+        self.store().try_hold(key).await.map_err(Error::from)
+    }
+
     /// One chat.
     pub async fn chat(&self, chat: &ChatId) -> Result<Option<ChatRow>> {
         self.store().get_chat(chat).await.map_err(Error::from)

@@ -341,12 +341,21 @@ pub trait DraftMessages: Send + Sync {
 
 /// A [`ReplyStream`] by post and edit: the text's pieces are shown in messages posted one after
 /// the other; a piece that changed is edited, a new one posted. The last message carries the Stop
-/// control while streaming.
+/// control while streaming. The first message — the one a person is notified of, edits do not
+/// notify — is posted once the text [reads as a start](frogbot_model::text::reads_as_a_start)
+/// (a first sentence, a paragraph break or 80 characters), [`FIRST_MESSAGE_WAIT`] after the first
+/// text at the latest, or at the end of the stream.
 pub struct EditStream<D> {
     drafts: D,
     ids: Vec<String>,
     shown: Vec<(String, bool)>,
+    /// When the first text was held back (nothing posted yet).
+    held_since: Option<tokio::time::Instant>,
 }
+
+/// The longest a streamed reply's first message waits for its text to read as a start: then what
+/// there is is posted, so the Stop control shows while a model pauses after a few words.
+pub const FIRST_MESSAGE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl<D: DraftMessages> EditStream<D> {
     /// A stream that has posted nothing yet.
@@ -357,7 +366,12 @@ impl<D: DraftMessages> EditStream<D> {
     /// A stream whose messages `ids` were posted before (their texts unknown: each is edited).
     pub fn resume(drafts: D, ids: Vec<String>) -> Self {
         let shown = ids.iter().map(|_| (String::new(), true)).collect();
-        Self { drafts, ids, shown }
+        Self {
+            drafts,
+            ids,
+            shown,
+            held_since: None,
+        }
     }
 
     /// The drafts.
@@ -398,6 +412,16 @@ impl<D> std::fmt::Debug for EditStream<D> {
 #[async_trait]
 impl<D: DraftMessages> ReplyStream for EditStream<D> {
     async fn show(&mut self, text: &str) -> Result<(), BoxError> {
+        // The first message is the one a person is notified of (edits do not notify): it waits
+        // until the text reads as a start, so a notification never shows a fragment ("got:").
+        if self.ids.is_empty() && !frogbot_model::text::reads_as_a_start(text) {
+            let since = *self
+                .held_since
+                .get_or_insert_with(tokio::time::Instant::now);
+            if since.elapsed() < FIRST_MESSAGE_WAIT {
+                return Ok(());
+            }
+        }
         self.draw(text, true).await
     }
 
@@ -407,6 +431,10 @@ impl<D: DraftMessages> ReplyStream for EditStream<D> {
 
     fn message_ids(&self) -> Vec<String> {
         self.ids.clone()
+    }
+
+    fn visible(&self) -> bool {
+        !self.ids.is_empty()
     }
 }
 
@@ -548,5 +576,77 @@ mod shown_acks_tests {
             many.replace(m, Ack::Seen, ());
         }
         assert!(many.is_empty());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Drafts that record what they post and edit.
+    #[derive(Default)]
+    struct Recorded(std::sync::Mutex<Vec<String>>);
+
+    #[async_trait]
+    impl DraftMessages for &Recorded {
+        async fn post(&self, text: &str, _stop: bool) -> Result<String, BoxError> {
+            let mut all = self.0.lock().unwrap();
+            all.push(format!("post {text}"));
+            Ok(format!("m{}", all.len()))
+        }
+        async fn edit(&self, id: &str, text: &str, _stop: bool) -> Result<(), BoxError> {
+            self.0.lock().unwrap().push(format!("edit {id} {text}"));
+            Ok(())
+        }
+        fn pieces(&self, text: &str) -> Vec<String> {
+            frogbot_model::text::split(text, 100)
+        }
+    }
+
+    #[tokio::test]
+    async fn the_first_message_waits_for_a_start_a_notification_can_show() {
+        let drafts = Recorded::default();
+        let mut s = EditStream::new(&drafts);
+        s.show("got:").await.unwrap();
+        s.show("got: the").await.unwrap();
+        // Nothing posted yet: the notification would show "got:".
+        assert!(drafts.0.lock().unwrap().is_empty());
+        assert!(!s.visible());
+        s.show("got: the first sentence. And").await.unwrap();
+        assert!(s.visible());
+        s.finish("got: the first sentence. And more.")
+            .await
+            .unwrap();
+        assert_eq!(
+            *drafts.0.lock().unwrap(),
+            [
+                "post got: the first sentence. And",
+                "edit m1 got: the first sentence. And more."
+            ]
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_held_first_message_is_posted_after_the_wait_for_its_stop_control() {
+        let drafts = Recorded::default();
+        let mut s = EditStream::new(&drafts);
+        s.show("Let me check").await.unwrap();
+        tokio::time::advance(FIRST_MESSAGE_WAIT / 2).await;
+        s.show("Let me check").await.unwrap();
+        assert!(!s.visible());
+        tokio::time::advance(FIRST_MESSAGE_WAIT / 2).await;
+        s.show("Let me check").await.unwrap();
+        assert!(s.visible());
+        assert_eq!(*drafts.0.lock().unwrap(), ["post Let me check"]);
+    }
+
+    #[tokio::test]
+    async fn a_stream_that_never_reads_as_a_start_is_posted_at_its_end() {
+        let drafts = Recorded::default();
+        let mut s = EditStream::new(&drafts);
+        s.show("ok").await.unwrap();
+        s.finish("ok").await.unwrap();
+        assert_eq!(*drafts.0.lock().unwrap(), ["post ok"]);
+        assert_eq!(s.message_ids(), ["m1"]);
     }
 }

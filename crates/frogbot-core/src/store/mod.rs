@@ -13,8 +13,9 @@
 //! - a job is claimed by one worker at a time.
 //!
 //! Backends live in their own crates (`frogbot-sqlite` over rusqlite, `frogbot-postgres` over
-//! sqlx) and prove themselves with [`conformance`] (feature `testing`), which takes a store
-//! factory, so a wrapped or third-party store runs the same suite.
+//! sqlx) and prove themselves with the store conformance suite (the `frogbot-store-conformance`
+//! crate, a dev-dependency of their tests), which takes a store factory, so a wrapped or
+//! third-party store runs the same suite.
 //!
 //! Time is passed in by the caller (milliseconds since the epoch); no method reads a clock.
 
@@ -23,9 +24,6 @@ mod types;
 pub use crate::error::Item;
 pub use error::{Result, StoreError};
 pub use types::*;
-
-#[cfg(feature = "testing")]
-pub mod conformance;
 
 use async_trait::async_trait;
 use std::sync::Arc;
@@ -294,6 +292,34 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// `op.limit`: each leaves the inbox and is marked Seen (`metadata.ack`) in the same
     /// transaction, so two readers never get the same message.
     async fn take_inbox(&self, op: &InboxOp<'_>) -> Result<Vec<StoredMessage>>;
+
+    // ---- single roles (one process of all that share the database) -------------------------
+
+    /// Takes the role `key` (e.g. the one Telegram poller of a bot, the one sync of a Matrix
+    /// account) when no holder in any process on this database has it: `None` when one does.
+    /// The role is released when the returned [`Held`] is dropped, and when this process dies
+    /// (PostgreSQL: a session advisory lock, gone with its connection; SQLite: a lock on a file
+    /// beside the database, gone with the process).
+    async fn try_hold(&self, key: &str) -> Result<Option<Box<dyn Held>>>;
+}
+
+/// A role held through [`Store::try_hold`]: released when dropped.
+#[async_trait]
+pub trait Held: Send + Sync + std::fmt::Debug {
+    /// Resolves when the hold was lost without being dropped (the connection that kept it
+    /// broke): the role must stop at once, since another process may take it.
+    async fn lost(&self);
+}
+
+/// A hold that is never lost (a store only this process uses).
+#[derive(Debug, Default)]
+pub struct HeldForever;
+
+#[async_trait]
+impl Held for HeldForever {
+    async fn lost(&self) {
+        std::future::pending::<()>().await;
+    }
 }
 
 /// A shared store handle.

@@ -21,7 +21,7 @@ use super::turn::{
 };
 use crate::error::{Error, Result};
 use crate::model::{
-    Ack, ChannelRef, ChatId, ChatInfo, Interaction, MessagePart, PlatformUser, Thread,
+    Ack, ChannelRef, ChatId, ChatInfo, Interaction, MessagePart, PlatformUser, Role, Thread,
     ThreadMessage, TurnState, UiMessage,
 };
 use crate::store::ChatRow;
@@ -171,6 +171,9 @@ pub(crate) struct Channels {
     pub(crate) registry: Arc<Registry>,
     /// Per chat with a turn running or acknowledgements in flight: what its thread shows.
     progress: std::sync::Mutex<std::collections::HashMap<ChatId, Progress>>,
+    /// Per chat whose turn waits for an answer: the platform id of the message that turn answers,
+    /// which keeps ⏳ until the turn that continues after the answer ends (then ✅ or ❌).
+    awaiting: std::sync::Mutex<std::collections::HashMap<ChatId, String>>,
     /// Itself, for the shows that outlive a call.
     pub(crate) me: std::sync::OnceLock<std::sync::Weak<Channels>>,
     /// Told whenever something reaches an agent's inbox in this process (waiting readers look
@@ -189,6 +192,7 @@ impl Channels {
             questions,
             registry,
             progress: Default::default(),
+            awaiting: Default::default(),
             me: std::sync::OnceLock::new(),
             inbox_arrived: tokio::sync::Notify::new(),
         }
@@ -222,6 +226,43 @@ impl Channels {
         }) {
             all.remove(chat);
         }
+    }
+
+    fn awaiting_lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<ChatId, String>> {
+        self.awaiting.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The platform id of the person's message a continued turn's `reply` answers, when this
+    /// process did not see it wait (it waited in another process, or before a restart): the
+    /// channel message before the reply. Only for a reply that called tools (a turn that waited
+    /// for an answer did); `None` when acknowledgements are off.
+    async fn answered_message(&self, chat: &ChatRow, reply: &UiMessage) -> Option<String> {
+        let thread = thread_of(chat)?;
+        if !self.registry.settings(&thread.platform).acks
+            || !reply
+                .parts
+                .iter()
+                .any(|p| matches!(p, MessagePart::Tool(_)))
+        {
+            return None;
+        }
+        let messages = match self.turns.store.list_messages(&chat.chat_id).await {
+            Ok(m) => m,
+            Err(e) => {
+                debug!(chat_id = %chat.chat_id, error = %e, "finding the message a turn answers failed");
+                return None;
+            }
+        };
+        let at = messages.iter().position(|m| m.message.id == reply.id)?;
+        let prefix = format!("{}-", thread.platform);
+        messages[..at]
+            .iter()
+            .rev()
+            .find(|m| m.message.role == Role::User)
+            .and_then(|m| m.message.id.strip_prefix(&prefix))
+            .map(str::to_owned)
     }
 
     /// Marks message `message_id` (the platform's id) with `ack`; a failure is logged.
@@ -282,6 +323,8 @@ struct Streamer {
     thread: Thread,
     every: std::time::Duration,
     drafts: Arc<std::sync::Mutex<Vec<String>>>,
+    /// Told when `drafts` changed.
+    posted: Arc<tokio::sync::Notify>,
     /// The key of the delivery job this reply will have (its turn's end writes it): not one
     /// owed before it.
     own_key: String,
@@ -302,10 +345,19 @@ impl Streamer {
         let mut text = String::new();
         let mut live = Live::NotStarted;
         loop {
-            // Wait for text, then take all that has arrived.
-            match rx.recv().await {
-                Some(d) => text.push_str(&d),
-                None => break,
+            // Wait for text, then take all that has arrived. While the stream holds its first
+            // message back, the same text is shown again every 100 ms (the stream decides when
+            // it has waited long enough to post it anyway).
+            let held = matches!(&live, Live::On(s) if !s.visible());
+            let wait = if held {
+                self.every.min(std::time::Duration::from_millis(100))
+            } else {
+                std::time::Duration::MAX
+            };
+            match tokio::time::timeout(wait, rx.recv()).await {
+                Ok(Some(d)) => text.push_str(&d),
+                Ok(None) => break,
+                Err(_) => {}
             }
             while let Ok(d) = rx.try_recv() {
                 text.push_str(&d);
@@ -351,10 +403,11 @@ impl Streamer {
             return live;
         };
         let (back, back_rx) = tokio::sync::oneshot::channel();
-        let (outbox, thread, drafts) = (
+        let (outbox, thread, drafts, posted) = (
             self.outbox.clone(),
             self.thread.clone(),
             self.drafts.clone(),
+            self.posted.clone(),
         );
         let (me, chat, own) = (channels.clone(), self.chat.clone(), self.own_key.clone());
         channels.show(&self.chat, async move {
@@ -378,7 +431,12 @@ impl Streamer {
                     if let Err(e) = s.show(&text).await {
                         debug!(thread = %thread.id, error = %e, "updating a streamed reply failed");
                     }
-                    *drafts.lock().expect("drafts") = s.message_ids();
+                    let ids = s.message_ids();
+                    let mut noted = drafts.lock().expect("drafts");
+                    if *noted != ids {
+                        *noted = ids;
+                        posted.notify_one();
+                    }
                     Live::On(s)
                 }
                 None => Live::Off,
@@ -745,7 +803,9 @@ impl Channels {
         before: &str,
         settings: &super::registry::ChannelSettings,
     ) -> Option<String> {
-        if settings.context_messages == 0 || before.is_empty() {
+        // A message that is its thread's root (the thread has its id) has nothing before it in
+        // the thread: nothing to read.
+        if settings.context_messages == 0 || before.is_empty() || before == thread.id {
             return None;
         }
         let earlier = match outbox
@@ -1014,6 +1074,7 @@ impl TurnListener for Channels {
         let watch = settings.stream.then(|| TurnWatch {
             text: mpsc::unbounded_channel().0,
             drafts: Default::default(),
+            posted: Default::default(),
         });
         let (watch, streamer) = match (watch, self.me.get()) {
             (Some(mut w), Some(me)) => {
@@ -1026,6 +1087,7 @@ impl TurnListener for Channels {
                     thread: thread.clone(),
                     every: settings.stream_interval,
                     drafts: w.drafts.clone(),
+                    posted: w.posted.clone(),
                     own_key: EngineJob::Deliver {
                         chat: chat.chat_id.clone(),
                         message: reply.id.clone(),
@@ -1081,6 +1143,24 @@ impl TurnListener for Channels {
                 })
                 .unwrap_or_default()
         };
+        let waiting = state == TurnState::Awaiting;
+        // The message a turn answers keeps ⏳ while a question of the turn waits: its ✅ (or ❌)
+        // comes when the turn continued after the answer ends.
+        let current = match current {
+            Some(id) if waiting => {
+                self.awaiting_lock().insert(chat.chat_id.clone(), id);
+                None
+            }
+            Some(id) => Some(id),
+            None if waiting => None,
+            None => {
+                let kept = self.awaiting_lock().remove(&chat.chat_id);
+                match kept {
+                    Some(id) => Some(id),
+                    None => self.answered_message(chat, reply).await,
+                }
+            }
+        };
         // The turn's text has ended (its watch is gone): the streamer hands its stream back.
         let stream = match streamer {
             Some(task) => task.await.ok().flatten(),
@@ -1090,7 +1170,6 @@ impl TurnListener for Channels {
         // replies of one chat are posted in the order their turns ended.
         let (done_tx, done) = tokio::sync::oneshot::channel();
         let this = self.me.get().and_then(std::sync::Weak::upgrade);
-        let waiting = state == TurnState::Awaiting;
         let (mut posted, mut behind) = (None, false);
         if let Some(this) = this {
             let (chat_row, reply, why) = (chat.clone(), reply.clone(), why);

@@ -68,6 +68,9 @@ pub(crate) struct TurnWatch {
     pub(crate) text: mpsc::UnboundedSender<String>,
     /// The platform ids of the messages the reply is streamed into.
     pub(crate) drafts: Arc<std::sync::Mutex<Vec<String>>>,
+    /// Told when `drafts` changed: the turn checkpoints them even while the model sends nothing
+    /// (a first message posted after a wait), so a crash never leaves a message unknown.
+    pub(crate) posted: Arc<tokio::sync::Notify>,
 }
 
 impl TurnWatch {

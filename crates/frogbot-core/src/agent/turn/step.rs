@@ -136,18 +136,32 @@ impl Turns {
                     });
                     break;
                 }
+                // A streamed message posted while the model sends nothing: noted at once.
+                () = async {
+                    match watch {
+                        Some(w) => w.posted.notified().await,
+                        None => std::future::pending().await,
+                    }
+                } => None,
                 event = stream.next() => match event {
-                    Some(e) => e,
+                    Some(e) => Some(e),
                     None => break,
                 },
+            };
+            let event = match event {
+                Some(e) => e,
+                None if drafts_now() != drafts_noted => Ok(ModelEvent::TextDelta(String::new())),
+                None => continue,
             };
             match event {
                 Ok(ModelEvent::TextDelta(d)) => {
                     text.push_str(&d);
-                    if let Some(w) = watch {
-                        let _ = w.text.send(d.clone());
+                    if !d.is_empty() {
+                        if let Some(w) = watch {
+                            let _ = w.text.send(d.clone());
+                        }
+                        let _ = tx.send(TurnEvent::TextDelta(d));
                     }
-                    let _ = tx.send(TurnEvent::TextDelta(d));
                     let drafts = drafts_now();
                     if last_checkpoint.elapsed() >= self.config.partial_checkpoint
                         || drafts != drafts_noted
