@@ -29,6 +29,15 @@
 //! `sendMessage` posts its message — then the answer is cut off: the status line goes out, the
 //! body fails and the connection is dropped).
 //!
+//! What a person sees ([`FakeBotApi::person_view`], [`SeenMessage`], [`transcript`]): the
+//! messages of a chat, topic or agent conversation in order after edits and deletions — sender,
+//! text as a client renders it, photo, inline keyboard rows, the ForceReply field, the bot's
+//! reaction, whether its posting notified (every `sendMessage` / `sendPhoto` does unless it
+//! carries `disable_notification`, which Telegram documents as "a notification with no sound";
+//! edits never notify) and whether it was edited — and a draft (`sendMessageDraft`, private chats)
+//! while one shows: the ephemeral preview of a reply being written, which the messages sent at
+//! the end replace.
+//!
 //! Also here: builders of real update shapes ([`user`], [`private_chat`], [`group_chat`],
 //! [`text_update`], [`callback_update`]) and [`ConformanceHarness`], the `ChannelQuestions`
 //! conformance harness over the fake.
@@ -152,7 +161,8 @@ pub struct SeenMessage {
     /// Its reactions: each emoji with who reacted (the fake knows only the bot's own).
     pub reactions: Vec<(String, Vec<String>)>,
     /// Whether its posting notified: every `sendMessage` / `sendPhoto` does unless it carries
-    /// `disable_notification`; edits never notify; a draft never does.
+    /// `disable_notification` ("silent": Telegram then notifies with no sound); edits never
+    /// notify; a draft never does.
     pub notified: bool,
     /// Whether it was edited (`editMessageText`, `editMessageMedia`: the client marks it
     /// "edited"; a keyboard-only edit is not marked).

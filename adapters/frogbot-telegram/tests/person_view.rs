@@ -504,9 +504,23 @@ fn long_summary(seen: &[SeenMessage]) -> String {
 async fn a_long_streamed_reply_with_drafts() {
     let s = setup().await;
     let id = say(&s, "long");
+    // While the model writes, the person sees a draft: the piece being written, as an ephemeral
+    // preview that notifies nobody and has no button (a typed stop is the Stop control there).
+    let writing = s
+        .fake
+        .wait_view(&ADA.to_string(), "a draft", |seen, _| {
+            seen.last().is_some_and(|m| m.draft)
+        })
+        .await;
+    let draft = writing.last().unwrap();
+    assert!(!draft.notified && draft.buttons.is_empty() && !draft.text.is_empty());
+    assert!(
+        long_text().contains(draft.text.trim()),
+        "a piece of the reply"
+    );
     let seen = after_turn(&s, id, &["👌"]).await;
-    // Drafts were shown while the model wrote (the ephemeral preview), then replaced.
-    assert!(!s.fake.calls("sendmessagedraft").is_empty());
+    // At the end the drafts are gone, replaced by the messages.
+    assert!(!seen.iter().any(|m| m.draft));
     golden("long_reply_private", &long_summary(&seen));
 }
 
