@@ -266,16 +266,8 @@ pub fn shown_label(label: &str) -> String {
 }
 
 fn full_question_text(input: &QuestionInput, q: usize) -> String {
+    let mut text = question_body(input, q, true);
     let item = &input.questions[q];
-    let optional = if item.required { "" } else { " (optional)" };
-    let shown = approval_pages(item).map_or_else(|| item.question.clone(), |p| p.card);
-    let shown = to_plain(&shown);
-    let mut text = format!("❓ {}{optional}\n{shown}", item.header);
-    for o in &item.options {
-        if let Some(d) = &o.description {
-            text.push_str(&format!("\n• {} — {}", shown_label(&o.label), to_plain(d)));
-        }
-    }
     if item.multiple && is_card(input) {
         text.push_str("\n(Select any.)");
     } else if item.multiple {
@@ -283,6 +275,32 @@ fn full_question_text(input: &QuestionInput, q: usize) -> String {
     }
     if item.kind == InputKind::Toggle && input.questions.len() > 1 {
         text.push_str("\n(Tap ✓/✗ to switch it.)");
+    }
+    text
+}
+
+/// Question `q`'s header and text, plain, with its options' descriptions. Settled (`!open`), what
+/// says how to answer goes: an approval's "Approve runs it; Deny refuses it…" sentence and its
+/// buttons' descriptions (the outcome line says what was decided).
+fn question_body(input: &QuestionInput, q: usize, open: bool) -> String {
+    let item = &input.questions[q];
+    let optional = if item.required { "" } else { " (optional)" };
+    let shown = approval_pages(item).map_or_else(|| item.question.clone(), |p| p.card);
+    let mut shown = to_plain(&shown);
+    let approval = frogbot_model::is_approval(item);
+    if approval && !open {
+        let how = format!("{} runs it;", frogbot_model::APPROVE_LABEL);
+        shown = shown
+            .lines()
+            .filter(|l| !l.starts_with(&how))
+            .collect::<Vec<_>>()
+            .join("\n");
+    }
+    let mut text = format!("❓ {}{optional}\n{shown}", item.header);
+    for o in item.options.iter().filter(|_| open || !approval) {
+        if let Some(d) = &o.description {
+            text.push_str(&format!("\n• {} — {}", shown_label(&o.label), to_plain(d)));
+        }
     }
     text
 }
@@ -710,7 +728,7 @@ pub fn settled_text(
     let body = if prompt && !is_prompt_kind(item) && !item.options.is_empty() {
         format!("✎ {}", item.header)
     } else {
-        full_question_text(input, q)
+        question_body(input, q, false)
     };
     let body = truncate(&body, MAX_TEXT - OUTCOME_ROOM);
     let line = truncate(&outcome_line(input, q, outcome, by), OUTCOME_ROOM - 2);

@@ -726,6 +726,8 @@ async fn a_multiple_choice_answered_by_clicks() {
         "{}",
         transcript(&done)
     );
+    // Settled, the question no longer says how to answer it.
+    assert!(!done[1].text.contains("Done"), "{}", done[1].text);
     golden(
         "multiple_choice_clicks",
         &format!(
@@ -858,6 +860,18 @@ async fn an_approval() {
         .fake
         .wait_view(&ADA.to_string(), "the agent's answer", answered)
         .await;
+    let settled: Vec<&SeenMessage> = done
+        .iter()
+        .filter(|m| m.text.contains("✅ Approved"))
+        .collect();
+    assert_eq!(settled.len(), 2, "{}", transcript(&done));
+    for m in settled {
+        assert!(
+            !m.text.contains("runs it;") && !m.text.contains("reply to"),
+            "{}",
+            m.text
+        );
+    }
     golden(
         "approval",
         &format!(
