@@ -957,3 +957,43 @@ async fn a_long_prompt_continues_before_the_reply_prompt() {
         "the prompt is the question's message"
     );
 }
+
+/// Callback data is 1–64 bytes (Bot API `InlineKeyboardButton.callback_data`): this adapter's
+/// tokens are at most 44 (the worst case, every number at its largest, is in `ids`'s tests); the
+/// fake takes data of 64 bytes and refuses 65 as Telegram does (`BUTTON_DATA_INVALID`), so a
+/// token that ever grew past the limit would fail every test that draws it.
+#[tokio::test]
+async fn callback_data_at_64_bytes_is_taken_and_65_refused() {
+    use frogbot_telegram::TelegramApi;
+    use frogbot_telegram::ids::{MAX_CALLBACK_DATA, Pick, Token};
+    use teloxide::types::{ChatId, InlineKeyboardButton, InlineKeyboardMarkup, ReplyMarkup};
+    let worst = Token {
+        revision: u64::MAX,
+        question: usize::MAX,
+        pick: Pick::Option(usize::MAX),
+    };
+    assert!(
+        worst.encode().len() <= MAX_CALLBACK_DATA,
+        "{}",
+        worst.encode()
+    );
+    let (_fake, hooks) = start().await;
+    let send = |data: String| {
+        let kb = InlineKeyboardMarkup::new([[InlineKeyboardButton::callback("x", data)]]);
+        async {
+            hooks
+                .api()
+                .send_message(
+                    ChatId(CHAT),
+                    None,
+                    "q",
+                    Some(ReplyMarkup::InlineKeyboard(kb)),
+                    None,
+                )
+                .await
+        }
+    };
+    assert!(send("d".repeat(MAX_CALLBACK_DATA)).await.is_ok());
+    let e = send("d".repeat(MAX_CALLBACK_DATA + 1)).await.unwrap_err();
+    assert!(e.to_string().contains("BUTTON_DATA_INVALID"), "{e}");
+}
