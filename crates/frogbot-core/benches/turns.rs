@@ -910,10 +910,7 @@ impl Store for Timed {
     ) -> Result<Vec<StoredMessage>> {
         timed!(self, "take_inbox", self.inner.take_inbox(op))
     }
-    async fn try_hold(
-        &self,
-        key: &str,
-    ) -> Result<Option<Box<dyn frogbot_core::store::Held>>> {
+    async fn try_hold(&self, key: &str) -> Result<Option<Box<dyn frogbot_core::store::Held>>> {
         self.inner.try_hold(key).await
     }
 }

@@ -21,7 +21,11 @@ pub async fn a_role_is_held_once_and_taken_again_once_released(db: Db) {
         "another process does not take a held role"
     );
     assert!(
-        db.store.try_hold("telegram:poller").await.unwrap().is_none(),
+        db.store
+            .try_hold("telegram:poller")
+            .await
+            .unwrap()
+            .is_none(),
         "nor does the same process twice"
     );
     let matrix = other

@@ -339,12 +339,24 @@ pub async fn serve(
     let mut app = app_with_readiness(&config, engine.clone(), readiness.clone());
     let stop_channels = tokio_util::sync::CancellationToken::new();
     let mut receivers = Vec::new();
-    for ch in &channels {
+    for ch in channels {
         if let Some(routes) = ch.routes(&engine) {
             app = app.merge(routes);
         }
-        let receiver = ch.start(engine.clone(), stop_channels.clone());
         let platform = ch.channel().platform;
+        let single = config
+            .channels
+            .get(&platform)
+            .and_then(|v| channels::single_receiver(&platform, v));
+        let receiver = match single {
+            None => ch.start(engine.clone(), stop_channels.clone()),
+            Some(role) => Some(tokio::spawn(receive_alone(
+                Arc::from(ch),
+                engine.clone(),
+                stop_channels.clone(),
+                role,
+            ))),
+        };
         readiness.channel_started(
             &platform,
             receiver.as_ref().map(tokio::task::JoinHandle::abort_handle),
@@ -386,6 +398,63 @@ pub async fn serve(
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// How often a standby replica tries to take a channel's single receiver role (so the role moves
+/// within this long after its holder dies).
+pub const HOLD_RETRY: Duration = Duration::from_secs(2);
+
+/// Runs `channel`'s receiver only while this process holds `role` among all sharing the
+/// database ([`Engine::try_hold`]): a standby replica tries again every [`HOLD_RETRY`] and takes
+/// over when the holder dies; a hold that is lost stops the receiver at once. Ends once `stop`
+/// is cancelled and the receiver has stopped.
+async fn receive_alone(
+    channel: Arc<dyn frogbot_core::agent::Adapter>,
+    engine: Engine,
+    stop: tokio_util::sync::CancellationToken,
+    role: String,
+) {
+    let platform = channel.platform();
+    let mut standing_by = false;
+    loop {
+        let held = match engine.try_hold(&role).await {
+            Ok(h) => h,
+            Err(e) => {
+                tracing::warn!(%platform, %role, error = %e, "could not ask the database who receives for the channel");
+                None
+            }
+        };
+        let Some(held) = held else {
+            if !standing_by {
+                tracing::info!(%platform, %role, "another process receives for this channel; standing by");
+                standing_by = true;
+            }
+            tokio::select! {
+                () = tokio::time::sleep(HOLD_RETRY) => continue,
+                () = stop.cancelled() => return,
+            }
+        };
+        standing_by = false;
+        tracing::info!(%platform, %role, "this process receives for the channel");
+        let mine = stop.child_token();
+        let Some(mut task) = channel.start(engine.clone(), mine.clone()) else {
+            return;
+        };
+        tokio::select! {
+            () = held.lost() => {
+                tracing::warn!(%platform, %role, "the channel's receiver role was lost; receiving stops here");
+                mine.cancel();
+                let _ = (&mut task).await;
+            }
+            _ = &mut task => {}
+        }
+        drop(held);
+        // Stopped, or the receiver ended on its own: tried again after a pause, not in a loop.
+        tokio::select! {
+            () = tokio::time::sleep(HOLD_RETRY) => {}
+            () = stop.cancelled() => return,
+        }
+    }
 }
 
 /// A URL as it may be printed: the password of its user info and the value of any `password`

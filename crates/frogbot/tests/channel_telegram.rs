@@ -348,3 +348,118 @@ async fn an_ask_to_a_telegram_user_is_answered_by_a_tap() {
     assert_eq!(r.status(), 502);
     assert_eq!(fake.calls("sendmessage").len(), before);
 }
+
+/// A `frogbot serve` of the polling bot on `db`, its log (INFO) written to `log`.
+async fn replica(
+    fake: &FakeBotApi,
+    db: &str,
+    dir: &std::path::Path,
+    log: &std::path::Path,
+) -> ServeProcess {
+    let port = free_port();
+    let config_dir = dir.join(format!("r{port}"));
+    std::fs::create_dir_all(&config_dir).unwrap();
+    let path = config_file(
+        &config_dir,
+        port,
+        db,
+        &format!(
+            "[channels.telegram]\ntoken_env = \"{TOKEN_VAR}\"\napi_url = \"{}\"",
+            fake.url
+        ),
+    );
+    let mut cmd = frogbot();
+    cmd.arg("serve")
+        .arg("--config")
+        .arg(&path)
+        .env(TOKEN_VAR, "123456:TEST-token")
+        .env("RUST_LOG", "info,sqlx=warn")
+        .stdout(std::fs::File::create(log).unwrap());
+    start(cmd, port).await
+}
+
+/// Waits until the log file `log` has a line containing `what`.
+async fn logged(log: &std::path::Path, what: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        if std::fs::read_to_string(log).is_ok_and(|t| t.contains(what)) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} never logged {what:?}: {}",
+            log.display(),
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// Two replicas of a polling bot on one database: one polls (Telegram answers one poller), the
+/// other stands by; killed, the poller's role moves to the other within seconds, and every update
+/// is answered exactly once.
+async fn two_replicas_poll_one_at_a_time_and_take_over(db: frogbot_testkit::TestDb) {
+    let fake = FakeBotApi::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (a_log, b_log) = (dir.path().join("a.log"), dir.path().join("b.log"));
+    let mut a = replica(&fake, &db.url, dir.path(), &a_log).await;
+    logged(&a_log, "this process receives for the channel").await;
+    let _b = replica(&fake, &db.url, dir.path(), &b_log).await;
+    logged(
+        &b_log,
+        "another process receives for this channel; standing by",
+    )
+    .await;
+
+    fake.push(text_update(
+        1,
+        private_chat(42, "Ada"),
+        user(42, "Ada"),
+        "one",
+    ));
+    fake.wait_for("the first reply", |c| reply_to(c, "You said: one"))
+        .await;
+
+    // Done (👌) comes after the reply's delivery job is removed: nothing of A's is owed.
+    fake.wait_for("Done on the first message", |c| {
+        c.iter()
+            .any(|c| c.method == "setmessagereaction" && c.body["reaction"][0]["emoji"] == "👌")
+            .then_some(())
+    })
+    .await;
+    // The poller dies (SIGKILL): its database session ends, the other replica takes over.
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
+    logged(&b_log, "this process receives for the channel").await;
+    fake.push(text_update(
+        2,
+        private_chat(42, "Ada"),
+        user(42, "Ada"),
+        "two",
+    ));
+    fake.wait_for("the second reply, from the other replica", |c| {
+        reply_to(c, "You said: two")
+    })
+    .await;
+    let replies = |text: &str| {
+        fake.calls("sendmessage")
+            .iter()
+            .filter(|c| c["text"] == text)
+            .count()
+    };
+    assert_eq!(replies("You said: one"), 1);
+    assert_eq!(replies("You said: two"), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_on_postgres_poll_one_at_a_time_and_take_over() {
+    let Some(db) = frogbot_testkit::postgres_db() else {
+        return;
+    };
+    two_replicas_poll_one_at_a_time_and_take_over(db).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_on_one_sqlite_file_poll_one_at_a_time_and_take_over() {
+    two_replicas_poll_one_at_a_time_and_take_over(frogbot_testkit::sqlite_db()).await;
+}

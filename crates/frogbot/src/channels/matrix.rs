@@ -69,6 +69,12 @@ fn yes() -> bool {
     true
 }
 
+/// The role of the account's one sync: `matrix:USER_ID:sync`.
+pub(crate) fn single_receiver(value: &toml::Value) -> Option<String> {
+    let c = parse(value).ok()?;
+    Some(format!("matrix:{}:sync", c.user_id))
+}
+
 /// Checks the table (and the environment variables it names).
 pub(crate) fn parse(value: &toml::Value) -> Result<MatrixConfig, ConfigError> {
     let config: MatrixConfig = parse_table(NAME, value)?;

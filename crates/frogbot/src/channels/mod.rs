@@ -231,6 +231,26 @@ pub async fn open(
     Ok(out)
 }
 
+/// The role the receiver of `[channels.NAME]` must hold alone among the processes sharing the
+/// database, when the platform serves one receiver at a time: a bot's Telegram long polling
+/// (`getUpdates` answers one poller; a second gets 409 Conflict) and a Matrix account's sync (each
+/// replica would receive every event). `None`: every replica receives (Slack, Telegram webhooks,
+/// Discord's gateway).
+pub(crate) fn single_receiver(name: &str, value: &toml::Value) -> Option<String> {
+    #[cfg_attr(
+        not(any(feature = "telegram", feature = "matrix")),
+        expect(unused_variables)
+    )]
+    let value = &adapter_table(value);
+    match name {
+        #[cfg(feature = "telegram")]
+        "telegram" => telegram::single_receiver(value),
+        #[cfg(feature = "matrix")]
+        "matrix" => matrix::single_receiver(value),
+        _ => None,
+    }
+}
+
 /// What `frogbot config check` asks the platform of `[channels.NAME]` (its table checked first).
 pub(crate) fn probe(name: &str, value: &toml::Value) -> Result<crate::check::Probe, ConfigError> {
     check_compiled(name, &compiled())?;

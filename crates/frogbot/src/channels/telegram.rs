@@ -70,6 +70,17 @@ fn key_error(key: &str, what: impl std::fmt::Display) -> ConfigError {
     ConfigError::key(format!("channels.telegram.{key}"), what)
 }
 
+/// In polling mode, the role of the bot's one poller: `telegram:BOT_ID:polling` (the bot id is
+/// the token's part before `:`, not secret).
+pub(crate) fn single_receiver(value: &toml::Value) -> Option<String> {
+    let c = parse(value).ok()?;
+    if c.mode != TelegramMode::Polling {
+        return None;
+    }
+    let bot = c.token.0.split(':').next().unwrap_or_default().to_owned();
+    Some(format!("telegram:{bot}:polling"))
+}
+
 /// Checks the table (and reads the environment variables it names).
 pub(crate) fn parse(value: &toml::Value) -> Result<TelegramConfig, ConfigError> {
     let mut c: TelegramConfig = parse_table("telegram", value)?;
