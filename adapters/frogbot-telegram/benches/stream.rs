@@ -231,25 +231,6 @@ async fn run(turns: usize, long: usize, big: usize) {
             let end = starts.lock().unwrap()[&format!("t{n}")];
             waits.push(at.saturating_duration_since(end));
             let messages = seen.iter().filter(|m| m.sender == "FrogBot").count();
-            if seen
-                .iter()
-                .filter(|m| m.sender == "FrogBot" && m.notified)
-                .count()
-                != 1
-            {
-                for c in fake
-                    .all_calls()
-                    .iter()
-                    .filter(|c| c.body["chat_id"] == thread)
-                {
-                    let mut b = c.body.clone();
-                    b["text"] = b["text"]
-                        .as_str()
-                        .map(|t| t.chars().take(30).collect::<String>())
-                        .into();
-                    eprintln!("{} {} {}", c.method, b, c.result.is_some());
-                }
-            }
             assert!(
                 seen.iter()
                     .filter(|m| m.sender == "FrogBot" && m.notified)
