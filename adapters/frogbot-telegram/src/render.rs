@@ -195,6 +195,27 @@ pub fn has_prompt(input: &QuestionInput, q: usize) -> bool {
 /// room for the outcome line): nothing is cut. The last is the message with the keyboard (and
 /// the expiry line); the others — a long list of options — are posted just before it.
 pub fn question_pages(input: &QuestionInput, q: usize, expiry: Option<&str>) -> Vec<String> {
+    page_html(
+        frogbot_model::text::split(&question_plain(input, q), PAGE_ROOM),
+        expiry,
+    )
+}
+
+/// The most characters of a page of a question or prompt: room is kept for the outcome line and
+/// the expiry line whether the question has one or not, so the settled view cuts the text into
+/// the same pages and edits the last one in place ([`settled_text`]).
+const PAGE_ROOM: usize = MAX_TEXT - OUTCOME_ROOM - EXPIRY_ROOM;
+
+/// Pages as HTML: the last with the expiry line.
+fn page_html(mut pages: Vec<String>, expiry: Option<&str>) -> Vec<String> {
+    let last = pages.pop().unwrap_or_default();
+    let mut html: Vec<String> = pages.iter().map(|p| escape(p)).collect();
+    html.push(open_html(last, expiry));
+    html
+}
+
+/// The whole plain text of question `q`'s message (see [`question_pages`]).
+fn question_plain(input: &QuestionInput, q: usize) -> String {
     let mut plain = full_question_text(input, q);
     let item = &input.questions[q];
     if !lists_options(input, q) {
@@ -215,12 +236,7 @@ pub fn question_pages(input: &QuestionInput, q: usize, expiry: Option<&str>) -> 
             "\n\nReply to this message with the number of your choice."
         });
     }
-    let room = MAX_TEXT - OUTCOME_ROOM - expiry.map_or(0, |e| e.chars().count() + 2);
-    let mut pages = frogbot_model::text::split(&plain, room);
-    let last = pages.pop().unwrap_or_default();
-    let mut html: Vec<String> = pages.iter().map(|p| escape(p)).collect();
-    html.push(open_html(last, expiry));
-    html
+    plain
 }
 
 /// The most characters of an approval's question one message shows (room is left for its header,
@@ -432,12 +448,10 @@ pub fn prompt_text(input: &QuestionInput, q: usize, expiry: Option<&str>) -> Str
 /// room for the outcome line), nothing cut: a question text or a list of options longer than one
 /// message continues in messages posted before the prompt, which is the last.
 pub fn prompt_pages(input: &QuestionInput, q: usize, expiry: Option<&str>) -> Vec<String> {
-    let room = MAX_TEXT - OUTCOME_ROOM - expiry.map_or(0, |e| e.chars().count() + 2);
-    let mut pages = frogbot_model::text::split(&prompt_plain(input, q), room);
-    let last = pages.pop().unwrap_or_default();
-    let mut html: Vec<String> = pages.iter().map(|p| escape(p)).collect();
-    html.push(open_html(last, expiry));
-    html
+    page_html(
+        frogbot_model::text::split(&prompt_plain(input, q), PAGE_ROOM),
+        expiry,
+    )
 }
 
 fn prompt_plain(input: &QuestionInput, q: usize) -> String {
@@ -725,7 +739,24 @@ pub fn settled_text(
     // Settled, a message no longer says how to answer: a prompt shows its question (an
     // own-answer prompt beside a keyboard, which shows the question, only its header).
     let item = &input.questions[q];
-    let body = if prompt && !is_prompt_kind(item) && !item.options.is_empty() {
+    let whole = if prompt {
+        prompt_plain(input, q)
+    } else {
+        question_plain(input, q)
+    };
+    let mut pages = frogbot_model::text::split(&whole, PAGE_ROOM);
+    let body = if pages.len() > 1 {
+        // Paged: the earlier pages stay above; this message keeps its own page (nothing of the
+        // text is lost), without how to answer.
+        let last = pages.pop().unwrap_or_default();
+        let how = ["✎ ", "Reply to this message", "(Select any", "(Tap ✓/✗"];
+        last.lines()
+            .filter(|l| !how.iter().any(|h| l.starts_with(h)))
+            .collect::<Vec<_>>()
+            .join("\n")
+            .trim_end()
+            .to_owned()
+    } else if prompt && !is_prompt_kind(item) && !item.options.is_empty() {
         format!("✎ {}", item.header)
     } else {
         question_body(input, q, false)
@@ -1178,6 +1209,39 @@ mod tests {
         assert!(p.checked(1).is_empty());
         let back = Progress::from_state(&i, Some(&p.to_state()));
         assert_eq!(back, p);
+    }
+
+    /// A question longer than a message: settled, its last message keeps its own page (the end
+    /// of the list stays in the chat) without how to answer, with the outcome; with or without an
+    /// expiry line the pages are the same.
+    #[test]
+    fn a_paged_question_settles_its_last_page_in_place() {
+        let i: QuestionInput = serde_json::from_value(json!({"questions": [
+            {"header": "Pick", "question": "Which?", "options": (1..=150)
+                .map(|n| json!({"label": format!("option {n} {}", "y".repeat(70))}))
+                .collect::<Vec<_>>()}
+        ]}))
+        .unwrap();
+        let open = question_pages(&i, 0, None);
+        assert!(open.len() > 1);
+        assert_eq!(
+            open.len(),
+            question_pages(&i, 0, Some("⏳ open until 14:05 UTC")).len()
+        );
+        let outcome = QuestionOutcome::Answered(frogbot_model::QuestionOutput {
+            answers: vec![frogbot_model::QuestionAnswer {
+                header: "Pick".into(),
+                selected: vec![format!("option 150 {}", "y".repeat(70))],
+            }],
+        });
+        let settled = crate::format::visible_text(&settled_text(&i, 0, false, &outcome, None));
+        assert!(settled.chars().count() <= MAX_TEXT);
+        let last = crate::format::visible_text(open.last().unwrap());
+        let kept = last.lines().filter(|l| l.starts_with("150. ")).count();
+        assert_eq!(kept, 1, "the end of the list was on the last page");
+        assert!(settled.contains(&format!("150. option 150 {}", "y".repeat(70))));
+        assert!(!settled.contains("Reply to this message"), "{settled}");
+        assert!(settled.ends_with(&format!("✅ option 150 {}", "y".repeat(70))));
     }
 
     #[test]
