@@ -122,6 +122,23 @@ pub trait TelegramApi: Send + Sync {
         reply_to: Option<MessageId>,
     ) -> Result<SentMessage, Error>;
 
+    /// [`Self::send_html_markup`] with `disable_notification` when `silent` (a question's messages
+    /// after its first: the person is notified once per question). By default the message
+    /// notifies (a client that cannot send silently loses nothing but the silence).
+    async fn send_html_markup_as(
+        &self,
+        chat: ChatId,
+        topic: Option<ThreadId>,
+        html: &str,
+        markup: Option<ReplyMarkup>,
+        reply_to: Option<MessageId>,
+        silent: bool,
+    ) -> Result<SentMessage, Error> {
+        let _ = silent;
+        self.send_html_markup(chat, topic, html, markup, reply_to)
+            .await
+    }
+
     /// `editMessageText` of `html` with `parse_mode` `HTML`: `keyboard` is the message's inline
     /// keyboard after the edit (`None`: none, as Telegram drops the keyboard of a text edit that
     /// carries no `reply_markup`). "message is not modified" counts as done.
@@ -355,9 +372,40 @@ pub async fn send_html_once(
     html: &str,
     reply_to: Option<MessageId>,
 ) -> Result<SentMessage, Error> {
-    Ok(call(bot, &html_message(chat, topic, html, reply_to))
-        .await?
-        .into())
+    send_html_once_as(bot, chat, topic, html, reply_to, false).await
+}
+
+/// [`send_html_once`], with `disable_notification` when `silent` (every piece of a reply after
+/// its first: a person is notified once per reply).
+pub async fn send_html_once_as(
+    bot: &Bot,
+    chat: ChatId,
+    topic: Option<ThreadId>,
+    html: &str,
+    reply_to: Option<MessageId>,
+    silent: bool,
+) -> Result<SentMessage, Error> {
+    let req = html_message(chat, topic, html, reply_to).disable_notification(silent);
+    Ok(call(bot, &req).await?.into())
+}
+
+/// A message of a streamed reply: `sendMessage` of `html` (`parse_mode` `HTML`) with the inline
+/// keyboard `keyboard` (the Stop button), `disable_notification` when `silent` (every message of
+/// the reply after its first), retried like the [`TelegramApi`] calls.
+pub async fn send_stream_message(
+    bot: &Bot,
+    chat: ChatId,
+    topic: Option<ThreadId>,
+    html: &str,
+    keyboard: Option<InlineKeyboardMarkup>,
+    reply_to: Option<MessageId>,
+    silent: bool,
+) -> Result<SentMessage, Error> {
+    let mut req = html_message(chat, topic, html, reply_to).disable_notification(silent);
+    if let Some(k) = keyboard {
+        req = req.reply_markup(ReplyMarkup::InlineKeyboard(k));
+    }
+    Ok(with_retry("sendMessage", || call(bot, &req)).await?.into())
 }
 
 /// The request a piece of an agent message is sent with: `sendMessage` (`parse_mode` `HTML`) of a
@@ -600,7 +648,20 @@ impl TelegramApi for Bot {
         markup: Option<ReplyMarkup>,
         reply_to: Option<MessageId>,
     ) -> Result<SentMessage, Error> {
-        let mut req = html_message(chat, topic, html, reply_to);
+        self.send_html_markup_as(chat, topic, html, markup, reply_to, false)
+            .await
+    }
+
+    async fn send_html_markup_as(
+        &self,
+        chat: ChatId,
+        topic: Option<ThreadId>,
+        html: &str,
+        markup: Option<ReplyMarkup>,
+        reply_to: Option<MessageId>,
+        silent: bool,
+    ) -> Result<SentMessage, Error> {
+        let mut req = html_message(chat, topic, html, reply_to).disable_notification(silent);
         if let Some(m) = markup {
             req = req.reply_markup(m);
         }

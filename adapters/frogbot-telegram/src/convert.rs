@@ -185,18 +185,46 @@ pub fn is_own_message(message: &Message, bot_id: UserId) -> bool {
     message.from.as_ref().is_some_and(|u| u.id == bot_id)
 }
 
-/// Removes the bot's `@username` from a message (`/cmd@bot x` → `/cmd x`, `@bot hi` → `hi`); a
-/// message that is only the mention stays as it is.
+/// Removes the bot's `@username` from a message, so commands (`stop`, `skip`) are read and the
+/// model gets the text without it: a leading mention with the separator a person writes after it
+/// (`@bot: stop`, `@bot, skip`, `@bot - stop`, `@bot — stop`, `@bot stop` → `stop`), and the
+/// mention anywhere else (`/cmd@bot x` → `/cmd x`, `é @bot ü` → `é  ü`). Only the whole name
+/// counts (`@botx` is someone else); a message that is only the mention stays as it is.
 pub fn strip_mention(text: &str, username: &str) -> String {
-    let needle = format!("@{}", username.trim_start_matches('@')).to_ascii_lowercase();
-    let lower = text.to_ascii_lowercase();
-    let mut out = String::with_capacity(text.len());
-    let mut rest = 0;
-    for (at, _) in lower.match_indices(&needle) {
-        out.push_str(&text[rest..at]);
-        rest = at + needle.len();
+    let needle = format!("@{}", username.trim_start_matches('@'));
+    let is_name_char = |c: char| c.is_alphanumeric() || c == '_';
+    let whole_at = |s: &str, at: usize| {
+        s.get(at..at + needle.len())
+            .is_some_and(|h| h.eq_ignore_ascii_case(&needle))
+            && !s[at + needle.len()..].starts_with(is_name_char)
+    };
+    let t = text.trim_start();
+    let body = if whole_at(t, 0) {
+        let rest = t[needle.len()..].trim_start();
+        let rest = if let Some(r) = rest.strip_prefix([':', ',']) {
+            r
+        } else {
+            // A dash is a separator only with a space after it (`@bot -5` keeps its minus).
+            match rest.strip_prefix(['-', '\u{2013}', '\u{2014}']) {
+                Some(r) if r.is_empty() || r.starts_with(char::is_whitespace) => r,
+                _ => rest,
+            }
+        };
+        rest.trim_start()
+    } else {
+        t
+    };
+    let mut out = String::with_capacity(body.len());
+    let mut at = 0;
+    while at < body.len() {
+        if whole_at(body, at) {
+            at += needle.len();
+            continue;
+        }
+        let c = body[at..].chars().next().expect("not at the end");
+        out.push(c);
+        at += c.len_utf8();
     }
-    out.push_str(&text[rest..]);
     let trimmed = out.trim();
     if trimmed.is_empty() {
         text.trim().to_owned()
@@ -261,5 +289,47 @@ mod tests {
         assert_eq!(strip_mention("ask @other too", "frogbot"), "ask @other too");
         assert_eq!(strip_mention("@frogbot", "frogbot"), "@frogbot");
         assert_eq!(strip_mention("é @frogbot ü", "frogbot"), "é  ü");
+    }
+
+    /// The forms a Telegram client produces when a person addresses the bot (issue 38): the
+    /// mention and its separator go, so `stop` and `skip` are read as commands.
+    #[test]
+    fn a_leading_mention_goes_with_its_separator() {
+        let bot = "frogbot_bot";
+        for (said, left) in [
+            ("@frogbot_bot: stop", "stop"),
+            ("@frogbot_bot stop", "stop"),
+            ("/stop@frogbot_bot", "/stop"),
+            ("@frogbot_bot, skip", "skip"),
+            ("@frogbot_bot , skip", "skip"),
+            ("@Frogbot_Bot:stop", "stop"),
+            ("@frogbot_bot - stop", "stop"),
+            ("@frogbot_bot \u{2014} stop", "stop"),
+            ("@frogbot_bot \u{2013} skip", "skip"),
+            ("  @frogbot_bot:  deploy now ", "deploy now"),
+            ("@frogbot_bot: what is 2:3?", "what is 2:3?"),
+            // Not separators: a minus sign, and a longer name (someone else).
+            ("@frogbot_bot -5 pods", "-5 pods"),
+            ("@frogbot_botx: stop", "@frogbot_botx: stop"),
+            ("@frogbot_bot", "@frogbot_bot"),
+            ("@frogbot_bot:", "@frogbot_bot:"),
+        ] {
+            assert_eq!(strip_mention(said, bot), left, "{said:?}");
+        }
+        assert!(frogbot_core_free_stop_word(&strip_mention(
+            "@frogbot_bot: stop",
+            bot
+        )));
+        assert!(frogbot_model::is_skip_reply(&strip_mention(
+            "@frogbot_bot, skip",
+            bot
+        )));
+    }
+
+    /// `stop` / `/stop` as the engine reads it (frogbot-core's `is_stop_word`, which this crate
+    /// may not depend on outside `channel`).
+    fn frogbot_core_free_stop_word(text: &str) -> bool {
+        let t = text.trim();
+        t.eq_ignore_ascii_case("stop") || t.eq_ignore_ascii_case("/stop")
     }
 }

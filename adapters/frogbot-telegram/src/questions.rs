@@ -35,13 +35,18 @@ use teloxide::types::ReplyMarkup;
 use crate::client::{SentMessage, TelegramApi};
 use crate::ids::{Pick, Token, message_id, split_message_id, split_thread_id, thread_root};
 use crate::render::{
-    MAX_NOTICE, MAX_TEXT, approval_page_html, approval_pages, card_keyboard, card_text,
-    expiry_line, force_reply, force_reply_for, has_keyboard, is_card, is_prompt_kind, keyboard,
-    no_keyboard, prompt_text, question_pages, settled_card_text, settled_text, toggle_on,
+    MAX_NOTICE, MAX_TEXT, approval_page_html, approval_pages, card_keyboard, card_lists,
+    card_question_pages, card_text, expiry_line, force_reply, force_reply_for, has_keyboard,
+    has_prompt, is_card, is_prompt_kind, keyboard, no_keyboard, prompt_markup, prompt_pages,
+    question_pages, settled_card_text, settled_text, toggle_on,
 };
 
 /// What a participant is told on a denied or an out-of-date interaction (the shared texts).
 pub use frogbot_model::{DENIED_TEXT, STALE_TEXT};
+/// The reason given to a reply to a listed choice's prompt that names no option.
+pub const LISTED_ONE: &str = "Reply with the number of your choice.";
+/// [`LISTED_ONE`] for a choice of several options.
+pub const LISTED_MANY: &str = "Reply with the numbers of your choices, separated by commas.";
 /// The reason given when Done is pressed with nothing selected.
 pub const NOTHING_SELECTED: &str = "Select at least one option first.";
 /// The reason given for an empty reply to an own-answer prompt.
@@ -74,17 +79,21 @@ impl<A: TelegramApi> TelegramQuestions<A> {
     /// message already), with its keyboard or ForceReply; in an agent conversation
     /// (`{chat}~{root}`), as a reply to its root, so the person sees where it belongs and a click
     /// on it is routed there.
+    ///
+    /// `silent`: with `disable_notification` — the person is notified once per question (its
+    /// prompts, long text and card are one question; see `render`).
     async fn send(
         &self,
         thread: &Thread,
         html: &str,
         markup: Option<ReplyMarkup>,
+        silent: bool,
     ) -> Result<SentMessage, BoxError> {
         let (chat, topic) = split_thread_id(&thread.id)?;
         let root = thread_root(&thread.id);
         Ok(self
             .api
-            .send_html_markup(chat, topic, html, markup, root)
+            .send_html_markup_as(chat, topic, html, markup, root, silent)
             .await?)
     }
 
@@ -92,14 +101,17 @@ impl<A: TelegramApi> TelegramQuestions<A> {
     /// input; an inline keyboard for a choice, a confirm and a toggle, after the own-answer prompt
     /// of a choice that allows one. The keyboard's message comes last, as FrogBot counts the
     /// controls of a call's last message only (its current one). The prompt ids join `progress`.
+    /// `(q, revision)`: the question and the record revision its keyboard is drawn for;
+    /// `notified`: whether a message of the call notified already (see `render`), set once one
+    /// does.
     async fn post_question(
         &self,
         thread: &Thread,
         input: &QuestionInput,
-        q: usize,
-        revision: u64,
+        (q, revision): (usize, u64),
         expiry: Option<&str>,
         progress: &mut Progress,
+        notified: &mut bool,
     ) -> Result<Vec<QuestionMessage>, BoxError> {
         let Some(item) = input.questions.get(q) else {
             return Ok(Vec::new());
@@ -113,13 +125,25 @@ impl<A: TelegramApi> TelegramQuestions<A> {
         if let Some(markup) = prompt {
             // The own-answer prompt of a choice leaves the expiry to the keyboard's message.
             let expiry = expiry.filter(|_| !has_keyboard(item));
+            // An own-answer prompt beside a keyboard is silent: the keyboard's message, which
+            // shows the question, notifies.
+            let beside = has_keyboard(item);
+            let mut pages = prompt_pages(input, q, expiry);
+            let last = pages.pop().unwrap_or_default();
+            // A question too long for one message: its beginning first, the prompt last.
+            for page in pages {
+                self.send(thread, &page, None, *notified || beside).await?;
+                *notified |= !beside;
+            }
             let m = self
                 .send(
                     thread,
-                    &prompt_text(input, q, expiry),
+                    &last,
                     Some(ReplyMarkup::ForceReply(markup)),
+                    *notified || beside,
                 )
                 .await?;
+            *notified |= !beside;
             let m = posted(&m, q);
             progress.prompts.push(m.id.clone());
             messages.push(m);
@@ -131,11 +155,18 @@ impl<A: TelegramApi> TelegramQuestions<A> {
             // A question too long for one message (a long list of options): its beginning
             // first, the keyboard's message last.
             for page in pages {
-                self.send(thread, &page, None).await?;
+                self.send(thread, &page, None, *notified).await?;
+                *notified = true;
             }
             let m = self
-                .send(thread, &last, Some(ReplyMarkup::InlineKeyboard(kb)))
+                .send(
+                    thread,
+                    &last,
+                    Some(ReplyMarkup::InlineKeyboard(kb)),
+                    *notified,
+                )
                 .await?;
+            *notified = true;
             messages.push(posted(&m, q));
         }
         Ok(messages)
@@ -318,6 +349,17 @@ fn parse_message(
             return ParseResult::Ignore;
         }
         ReplyChoice::Text if item.custom => vec![text.to_owned()],
+        // A reply to a listed choice's prompt that names no option: how to answer, and the
+        // prompt stays open.
+        ReplyChoice::Text if to_prompt && card_lists(input, q) => {
+            return ParseResult::Rejected {
+                reason: if item.multiple {
+                    LISTED_MANY.into()
+                } else {
+                    LISTED_ONE.into()
+                },
+            };
+        }
         // A reply to a text or number prompt that is no answer: the reason, and the prompt stays
         // open for another reply.
         ReplyChoice::Text if to_prompt && is_prompt_kind(item) => {
@@ -353,13 +395,19 @@ impl<A: TelegramApi> ChannelQuestions for TelegramQuestions<A> {
             let expiry = expiry_line(call.expires_at.as_deref(), now);
             let expiry = expiry.as_deref();
             let mut progress = Progress::from_state(input, None);
+            // Whether a message of this call notified: one does, the one that shows the
+            // question first (an approval's first page of arguments, a long question's first
+            // page, the keyboard's message, a set's card; a lone text or number input's prompt);
+            // the others are silent.
+            let mut notified = false;
             // An approval too long for one message: its complete arguments first, in order.
             if let [item] = input.questions.as_slice()
                 && let Some(pages) = approval_pages(item)
             {
                 for page in &pages.before {
-                    self.send(args.thread, &approval_page_html(page), None)
+                    self.send(args.thread, &approval_page_html(page), None, notified)
                         .await?;
+                    notified = true;
                 }
             }
             let card = is_card(input);
@@ -367,18 +415,27 @@ impl<A: TelegramApi> ChannelQuestions for TelegramQuestions<A> {
                 // A card: the prompts of its text and number inputs and own answers, then the
                 // card (it shows the expiry once).
                 let mut messages = Vec::new();
-                for (q, item) in input.questions.iter().enumerate() {
-                    let prompt = if is_prompt_kind(item) {
-                        Some(force_reply_for(item))
-                    } else {
-                        item.custom.then(force_reply)
-                    };
-                    if let Some(markup) = prompt {
+                // Questions too long for the card: written out in full first (the first page
+                // notifies).
+                for page in card_question_pages(input) {
+                    self.send(args.thread, &page, None, notified).await?;
+                    notified = true;
+                }
+                for q in (0..input.questions.len()).filter(|&q| has_prompt(input, q)) {
+                    let markup = prompt_markup(input, q);
+                    let mut pages = prompt_pages(input, q, None);
+                    let last = pages.pop().unwrap_or_default();
+                    // The card, which lists every input, notifies; the prompts are silent.
+                    for page in pages {
+                        self.send(args.thread, &page, None, true).await?;
+                    }
+                    {
                         let m = self
                             .send(
                                 args.thread,
-                                &prompt_text(input, q, None),
+                                &last,
                                 Some(ReplyMarkup::ForceReply(markup)),
+                                true,
                             )
                             .await?;
                         let m = posted(&m, q);
@@ -390,8 +447,15 @@ impl<A: TelegramApi> ChannelQuestions for TelegramQuestions<A> {
             } else {
                 // One question at a time: the first now, each next one by `updated`.
                 let q = progress.step().unwrap_or(0);
-                self.post_question(args.thread, input, q, 0, expiry, &mut progress)
-                    .await?
+                self.post_question(
+                    args.thread,
+                    input,
+                    (q, 0),
+                    expiry,
+                    &mut progress,
+                    &mut notified,
+                )
+                .await?
             };
             if card {
                 // Last: FrogBot counts the controls of a call's last message.
@@ -402,6 +466,7 @@ impl<A: TelegramApi> ChannelQuestions for TelegramQuestions<A> {
                         Some(ReplyMarkup::InlineKeyboard(card_keyboard(
                             input, 0, &progress,
                         ))),
+                        notified,
                     )
                     .await?;
                 messages.push(QuestionMessage {
@@ -485,10 +550,11 @@ impl<A: TelegramApi> ChannelQuestions for TelegramQuestions<A> {
             .post_question(
                 args.thread,
                 input,
-                step,
-                revision,
+                (step, revision),
                 expiry.as_deref(),
                 &mut progress,
+                // The next question of the set notifies: it is new to the person.
+                &mut false,
             )
             .await?;
         let mut messages = args.question.messages.clone();

@@ -22,7 +22,18 @@
 //! listing every input with its answer so far, the buttons of its choice, confirm and toggle
 //! inputs, "📨 Send answers" (the toggles as shown, checked options, optional inputs left
 //! unanswered as none; a required input still unanswered refuses the send with the reason) and
-//! Skip. Every keyboard ends with "Skip" (a prompt says "reply skip"). A set with an expiry shows
+//! Skip. Every keyboard ends with "Skip" (a prompt says "reply skip").
+//!
+//! Telegram's limits, never silent (issue 38): a keyboard holds 100 buttons (the Bot API documents
+//! no number; Telegram refuses more), callback data 1–64 bytes (the tokens of [`crate::ids`] are
+//! at most 44), a text 4,096 characters after entity parsing. A lone choice with more options
+//! than its keyboard holds is a numbered list answered by a reply ([`lists_options`]); a card's
+//! choice whose options no longer fit the card's keyboard gets a prompt of its own listing them,
+//! answered the same way ([`card_lists`]); a question, prompt or list longer than a message
+//! continues in messages before the keyboard's or prompt's ([`question_pages`],
+//! [`prompt_pages`]); a card whose questions would not fit one message has them written out in
+//! full above it and lists each input by its header ([`card_compact`]); a label longer than a
+//! button shows ([`MAX_BUTTON_TEXT`]) is written out in full in the text. A set with an expiry shows
 //! "⏳ open until 14:05 UTC" ([`expiry_line`]) on its messages; the settled texts drop it for the
 //! outcome ("⌛ Expired …" once it passed), the card for every answer.
 
@@ -37,7 +48,7 @@ use teloxide::types::{ForceReply, InlineKeyboardButton, InlineKeyboardMarkup};
 use frogbot_model::UiMessage;
 use frogbot_model::blocks::{Block, BlockKind, UNKNOWN_BLOCK_TEXT, blocks_of, progress_bar};
 
-use crate::format::{escape, visible_len};
+use crate::format::{escape, to_plain, visible_len};
 use crate::ids::{Pick, Token};
 
 /// Telegram's limit on a message's text, in characters (`sendMessage`, `editMessageText`).
@@ -136,22 +147,88 @@ pub fn lists_options(input: &QuestionInput, q: usize) -> bool {
         && item.options.len() > MAX_BUTTONS - 1 - usize::from(item.multiple)
 }
 
+/// Whether choice `q` of a set drawn as a card ([`is_card`]) is answered by a reply instead of
+/// buttons, because the card's keyboard cannot hold its options: the card holds
+/// [`MAX_BUTTONS`] − 2 buttons (Send answers and Skip take two), one for each confirm and toggle
+/// input; the choices get the rest in order, each all of its options or none (no keyboard
+/// showing only some). A choice left without buttons gets a prompt of its own listing every
+/// option, numbered, answered by a reply with the number (numbers separated by commas for
+/// `multiple`); the card says so.
+pub fn card_lists(input: &QuestionInput, q: usize) -> bool {
+    let is_choice = |i: &QuestionItem| i.kind == InputKind::Choice && !i.options.is_empty();
+    if !is_card(input) || !input.questions.get(q).is_some_and(is_choice) {
+        return false;
+    }
+    let fixed = input
+        .questions
+        .iter()
+        .filter(|i| matches!(i.kind, InputKind::Confirm | InputKind::Toggle))
+        .count();
+    let mut room = (MAX_BUTTONS - 2).saturating_sub(fixed);
+    for (i, item) in input.questions.iter().enumerate() {
+        if !is_choice(item) {
+            continue;
+        }
+        let fits = item.options.len() <= room;
+        if i == q {
+            return !fits;
+        }
+        if fits {
+            room -= item.options.len();
+        }
+    }
+    false
+}
+
+/// Whether question `q` is answered by a reply to a prompt of its own (a ForceReply message): a
+/// text or number input, a choice that takes an own answer (`custom`), a choice of a card whose
+/// keyboard cannot hold its options ([`card_lists`]).
+pub fn has_prompt(input: &QuestionInput, q: usize) -> bool {
+    input.questions.get(q).is_some_and(|item| {
+        is_prompt_kind(item)
+            || (item.kind == InputKind::Choice && item.custom)
+            || card_lists(input, q)
+    })
+}
+
 /// The text of question `q` over as many messages as it needs (HTML, each within a message with
 /// room for the outcome line): nothing is cut. The last is the message with the keyboard (and
 /// the expiry line); the others — a long list of options — are posted just before it.
 pub fn question_pages(input: &QuestionInput, q: usize, expiry: Option<&str>) -> Vec<String> {
+    page_html(
+        frogbot_model::text::split(&question_plain(input, q), PAGE_ROOM),
+        expiry,
+    )
+}
+
+/// The most characters of a page of a question or prompt: room is kept for the outcome line and
+/// the expiry line whether the question has one or not, so the settled view cuts the text into
+/// the same pages and edits the last one in place ([`settled_text`]).
+const PAGE_ROOM: usize = MAX_TEXT - OUTCOME_ROOM - EXPIRY_ROOM;
+
+/// Pages as HTML: the last with the expiry line.
+fn page_html(mut pages: Vec<String>, expiry: Option<&str>) -> Vec<String> {
+    let last = pages.pop().unwrap_or_default();
+    let mut html: Vec<String> = pages.iter().map(|p| escape(p)).collect();
+    html.push(open_html(last, expiry));
+    html
+}
+
+/// The whole plain text of question `q`'s message (see [`question_pages`]).
+fn question_plain(input: &QuestionInput, q: usize) -> String {
     let mut plain = full_question_text(input, q);
     let item = &input.questions[q];
     if !lists_options(input, q) {
         // A label longer than its button shows is written out in full.
         for o in item.options.iter().filter(|o| o.description.is_none()) {
-            if o.label.chars().count() > MAX_BUTTON_TEXT {
-                plain.push_str(&format!("\n• {}", o.label));
+            let label = shown_label(&o.label);
+            if label.chars().count() > MAX_BUTTON_TEXT {
+                plain.push_str(&format!("\n• {label}"));
             }
         }
     } else {
         for (i, o) in item.options.iter().enumerate() {
-            plain.push_str(&format!("\n{}. {}", i + 1, o.label));
+            plain.push_str(&format!("\n{}. {}", i + 1, shown_label(&o.label)));
         }
         plain.push_str(if item.multiple {
             "\n\nReply to this message with the numbers of your choices, separated by commas."
@@ -159,12 +236,7 @@ pub fn question_pages(input: &QuestionInput, q: usize, expiry: Option<&str>) -> 
             "\n\nReply to this message with the number of your choice."
         });
     }
-    let room = MAX_TEXT - OUTCOME_ROOM - expiry.map_or(0, |e| e.chars().count() + 2);
-    let mut pages = frogbot_model::text::split(&plain, room);
-    let last = pages.pop().unwrap_or_default();
-    let mut html: Vec<String> = pages.iter().map(|p| escape(p)).collect();
-    html.push(open_html(last, expiry));
-    html
+    plain
 }
 
 /// The most characters of an approval's question one message shows (room is left for its header,
@@ -180,20 +252,38 @@ pub fn approval_pages(item: &QuestionItem) -> Option<ApprovalPages> {
 }
 
 /// A message of an approval's arguments (HTML; one of [`ApprovalPages::before`]).
+/// Its head ("Arguments (1/3):") shows as text, the piece of arguments as a code block, exactly
+/// as written (a piece may end inside a line: nothing of it is trimmed), never as fenced
+/// Markdown.
 pub fn approval_page_html(page: &str) -> String {
-    escape(page)
+    const OPEN: &str = "\n```json\n";
+    match page.split_once(OPEN) {
+        Some((head, rest)) => {
+            let args = rest.strip_suffix("\n```").unwrap_or(rest);
+            format!(
+                "{}\n<pre><code class=\"language-json\">{}</code></pre>",
+                escape(head),
+                escape(args)
+            )
+        }
+        None => escape(&to_plain(page)),
+    }
+}
+
+/// An option's label as its button and texts show it: without Markdown ([`to_plain`]), or as
+/// written when nothing would be left of it.
+pub fn shown_label(label: &str) -> String {
+    let plain = to_plain(label);
+    if plain.trim().is_empty() {
+        label.to_owned()
+    } else {
+        plain
+    }
 }
 
 fn full_question_text(input: &QuestionInput, q: usize) -> String {
+    let mut text = question_body(input, q, true);
     let item = &input.questions[q];
-    let optional = if item.required { "" } else { " (optional)" };
-    let shown = approval_pages(item).map_or_else(|| item.question.clone(), |p| p.card);
-    let mut text = format!("❓ {}{optional}\n{shown}", item.header);
-    for o in &item.options {
-        if let Some(d) = &o.description {
-            text.push_str(&format!("\n• {} — {d}", o.label));
-        }
-    }
     if item.multiple && is_card(input) {
         text.push_str("\n(Select any.)");
     } else if item.multiple {
@@ -201,6 +291,32 @@ fn full_question_text(input: &QuestionInput, q: usize) -> String {
     }
     if item.kind == InputKind::Toggle && input.questions.len() > 1 {
         text.push_str("\n(Tap ✓/✗ to switch it.)");
+    }
+    text
+}
+
+/// Question `q`'s header and text, plain, with its options' descriptions. Settled (`!open`), what
+/// says how to answer goes: an approval's "Approve runs it; Deny refuses it…" sentence and its
+/// buttons' descriptions (the outcome line says what was decided).
+fn question_body(input: &QuestionInput, q: usize, open: bool) -> String {
+    let item = &input.questions[q];
+    let optional = if item.required { "" } else { " (optional)" };
+    let shown = approval_pages(item).map_or_else(|| item.question.clone(), |p| p.card);
+    let mut shown = to_plain(&shown);
+    let approval = frogbot_model::is_approval(item);
+    if approval && !open {
+        let how = format!("{} runs it;", frogbot_model::APPROVE_LABEL);
+        shown = shown
+            .lines()
+            .filter(|l| !l.starts_with(&how))
+            .collect::<Vec<_>>()
+            .join("\n");
+    }
+    let mut text = format!("❓ {}{optional}\n{shown}", item.header);
+    for o in item.options.iter().filter(|_| open || !approval) {
+        if let Some(d) = &o.description {
+            text.push_str(&format!("\n• {} — {}", shown_label(&o.label), to_plain(d)));
+        }
     }
     text
 }
@@ -312,9 +428,9 @@ fn choice_rows(
                 item.multiple && checked.contains(&o)
             };
             let label = if named {
-                format!("{}: {}", item.header, opt.label)
+                format!("{}: {}", item.header, shown_label(&opt.label))
             } else {
-                opt.label.clone()
+                shown_label(&opt.label)
             };
             let text = if on { format!("✓ {label}") } else { label };
             vec![button(&text, revision, q, Pick::Option(o))]
@@ -325,7 +441,17 @@ fn choice_rows(
 /// The text of the ForceReply prompt of question `q` (HTML, cut like [`question_text`]): for a
 /// text or number input the question itself with the kind's hint; for a choice its own answer.
 pub fn prompt_text(input: &QuestionInput, q: usize, expiry: Option<&str>) -> String {
-    open_html(prompt_plain(input, q), expiry)
+    prompt_pages(input, q, expiry).pop().unwrap_or_default()
+}
+
+/// The prompt of question `q` over as many messages as it needs (HTML, each within a message with
+/// room for the outcome line), nothing cut: a question text or a list of options longer than one
+/// message continues in messages posted before the prompt, which is the last.
+pub fn prompt_pages(input: &QuestionInput, q: usize, expiry: Option<&str>) -> Vec<String> {
+    page_html(
+        frogbot_model::text::split(&prompt_plain(input, q), PAGE_ROOM),
+        expiry,
+    )
 }
 
 fn prompt_plain(input: &QuestionInput, q: usize) -> String {
@@ -346,6 +472,22 @@ fn prompt_plain(input: &QuestionInput, q: usize) -> String {
             "{}\n\n✎ {hint}{optional} (Reply skip to skip.)",
             full_question_text(input, q)
         )
+    } else if card_lists(input, q) {
+        let mut text = full_question_text(input, q);
+        for (i, o) in item.options.iter().enumerate() {
+            text.push_str(&format!("\n{}. {}", i + 1, shown_label(&o.label)));
+        }
+        let how = if item.multiple {
+            "with the numbers of your choices, separated by commas"
+        } else {
+            "with the number of your choice"
+        };
+        let own = if item.custom {
+            ", or in your own words"
+        } else {
+            ""
+        };
+        format!("{text}\n\n✎ Reply to this message {how}{own}. (Reply skip to skip.)")
     } else if item.options.is_empty() {
         // No keyboard to carry a Skip button: a reply `skip` skips.
         format!(
@@ -379,23 +521,108 @@ pub fn force_reply_for(item: &QuestionItem) -> ForceReply {
     ForceReply::new().input_field_placeholder(Some(placeholder))
 }
 
+/// The ForceReply markup of the prompt of question `q` ([`has_prompt`]): a text or number
+/// input's ([`force_reply_for`]), a listed choice's ("The number of your choice"), an own
+/// answer's ([`force_reply`]).
+pub fn prompt_markup(input: &QuestionInput, q: usize) -> ForceReply {
+    let item = &input.questions[q];
+    if is_prompt_kind(item) {
+        force_reply_for(item)
+    } else if card_lists(input, q) {
+        let p = if item.multiple {
+            "The numbers of your choices"
+        } else {
+            "The number of your choice"
+        };
+        ForceReply::new().input_field_placeholder(Some(p.to_owned()))
+    } else {
+        force_reply()
+    }
+}
+
 /// The ForceReply markup of an own-answer prompt.
 pub fn force_reply() -> ForceReply {
     ForceReply::new().input_field_placeholder(Some("Your answer".to_owned()))
 }
 
-/// The text of a set's card (HTML): every input with its answer so far (a prompt's input says to
-/// reply to its prompt), and the expiry line when given.
-pub fn card_text(input: &QuestionInput, progress: &Progress, expiry: Option<&str>) -> String {
-    let mut text = "📋 Answer below, then press Send answers.".to_owned();
+/// The most characters of an answer a card echoes ("✅ …"); the answer itself is kept whole.
+pub const CARD_ANSWER_ECHO: usize = 200;
+
+/// Room kept in a card for its expiry line.
+const EXPIRY_ROOM: usize = 40;
+
+/// Whether the card of `input` is drawn compact: when its questions written out in full (with
+/// every answer echoed at its longest) would not fit one message, the questions are posted in
+/// full in messages before the card ([`card_question_pages`]) and the card lists each input by
+/// its header with its answer so far.
+pub fn card_compact(input: &QuestionInput) -> bool {
+    let full = card_plain(input, &Progress::from_state(input, None), false);
+    let answers = input.questions.len() * (CARD_ANSWER_ECHO + 4);
+    full.chars().count() + answers > MAX_TEXT - OUTCOME_ROOM - EXPIRY_ROOM
+}
+
+/// The questions of a compact card ([`card_compact`]) written out in full, over as many messages
+/// as they need (HTML), posted before the card's prompts and the card; empty for a card that is
+/// not compact.
+pub fn card_question_pages(input: &QuestionInput) -> Vec<String> {
+    if !card_compact(input) {
+        return Vec::new();
+    }
+    let text = (0..input.questions.len())
+        .map(|q| card_question_text(input, q))
+        .collect::<Vec<_>>()
+        .join("\n\n");
+    frogbot_model::text::split(&text, MAX_TEXT - OUTCOME_ROOM)
+        .iter()
+        .map(|p| escape(p))
+        .collect()
+}
+
+/// Question `q` of a card written out in full: its text, and each label longer than its button
+/// shows ("header: label", cut at [`MAX_BUTTON_TEXT`]) in full.
+fn card_question_text(input: &QuestionInput, q: usize) -> String {
+    let item = &input.questions[q];
+    let mut text = full_question_text(input, q);
+    if !card_lists(input, q) {
+        for o in item.options.iter().filter(|o| o.description.is_none()) {
+            let label = shown_label(&o.label);
+            let named = item.header.chars().count() + 2 + label.chars().count();
+            if named > MAX_BUTTON_TEXT {
+                text.push_str(&format!("\n• {label}"));
+            }
+        }
+    }
+    text
+}
+
+fn card_plain(input: &QuestionInput, progress: &Progress, compact: bool) -> String {
+    let mut text = if compact {
+        "📋 Answer below, then press Send answers. The questions are written out in full above."
+            .to_owned()
+    } else {
+        "📋 Answer below, then press Send answers.".to_owned()
+    };
     for (q, item) in input.questions.iter().enumerate() {
         text.push_str("\n\n");
-        text.push_str(&full_question_text(input, q));
+        if compact {
+            let optional = if item.required { "" } else { " (optional)" };
+            text.push_str(&format!("❓ {}{optional}", item.header));
+        } else {
+            text.push_str(&card_question_text(input, q));
+        }
         let picked = progress.picks.get(q).and_then(|p| p.as_ref());
         match (picked, item.kind) {
-            (Some(p), _) => text.push_str(&format!("\n✅ {}", answer_text(item, p))),
+            (Some(p), _) => text.push_str(&format!(
+                "\n✅ {}",
+                truncate(&answer_text(item, p), CARD_ANSWER_ECHO)
+            )),
             (None, InputKind::TextInput | InputKind::NumberInput) => {
                 text.push_str("\n✎ Reply to its message above.");
+            }
+            (None, InputKind::Choice) if card_lists(input, q) => {
+                text.push_str(
+                    "\n✎ Too many options for buttons: reply to its message above with the number.",
+                );
             }
             (None, InputKind::Choice) if item.custom => {
                 text.push_str("\n✎ Or reply to its message above in your own words.");
@@ -403,12 +630,20 @@ pub fn card_text(input: &QuestionInput, progress: &Progress, expiry: Option<&str
             _ => {}
         }
     }
-    open_html(text, expiry)
+    text
+}
+
+/// The text of a set's card (HTML): every input with its answer so far (a prompt's input says to
+/// reply to its prompt), and the expiry line when given; compact ([`card_compact`]) when the
+/// questions in full would not fit: each input's header and answer, the questions being
+/// written out above. Nothing is cut but an answer's echo ([`CARD_ANSWER_ECHO`]).
+pub fn card_text(input: &QuestionInput, progress: &Progress, expiry: Option<&str>) -> String {
+    open_html(card_plain(input, progress, card_compact(input)), expiry)
 }
 
 /// The keyboard of a set's card at `revision`: the buttons of every choice, confirm and toggle
-/// input (a choice's labels after its header; as many as fit [`MAX_BUTTONS`]), then Send answers,
-/// then Skip.
+/// input (a choice's labels after its header; a choice whose options do not fit [`MAX_BUTTONS`]
+/// has none: [`card_lists`]), then Send answers, then Skip.
 pub fn card_keyboard(
     input: &QuestionInput,
     revision: u64,
@@ -417,6 +652,10 @@ pub fn card_keyboard(
     let mut rows: Vec<Vec<InlineKeyboardButton>> = Vec::new();
     let mut room = MAX_BUTTONS - 2;
     for q in 0..input.questions.len() {
+        if card_lists(input, q) {
+            // Answered by a reply to its own prompt, which lists every option.
+            continue;
+        }
         let more = input_rows(input, q, revision, progress, room, true);
         room -= more.iter().map(Vec::len).sum::<usize>();
         rows.extend(more);
@@ -427,7 +666,7 @@ pub fn card_keyboard(
 }
 
 /// An answer as a settled view prints it: a choice's labels, the text, the number with its unit,
-/// "On" / "Off" for a toggle, a confirm's label; [`NO_ANSWER`] for none.
+/// "on" / "off" for a toggle, a confirm's label; [`NO_ANSWER`] for none.
 pub fn answer_text(item: &QuestionItem, selected: &[String]) -> String {
     if selected.is_empty() {
         return NO_ANSWER.to_owned();
@@ -437,11 +676,17 @@ pub fn answer_text(item: &QuestionItem, selected: &[String]) -> String {
             Some(unit) => format!("{} {unit}", selected[0]),
             None => selected[0].clone(),
         },
+        // Words, not marks: "✅ ✗ Off" read as answered and refused at once.
         InputKind::Toggle => match selected[0].as_str() {
-            TOGGLE_ON => "✓ On".to_owned(),
-            TOGGLE_OFF => "✗ Off".to_owned(),
+            TOGGLE_ON => "on".to_owned(),
+            TOGGLE_OFF => "off".to_owned(),
             other => other.to_owned(),
         },
+        InputKind::Choice => selected
+            .iter()
+            .map(|s| shown_label(s))
+            .collect::<Vec<_>>()
+            .join(", "),
         _ => selected.join(", "),
     }
 }
@@ -468,13 +713,22 @@ pub fn outcome_line(
         (QuestionOutcome::Expired(_), _) => "⌛ Expired.".into(),
         (QuestionOutcome::Dismissed, _) => format!("⏭ {}", skipped_text(by)),
         (QuestionOutcome::Cancelled, _) => "✖ Cancelled.".into(),
+        // A toggle names what it switched: "✅ Notify the team: off".
+        (_, Some(a)) if item.kind == InputKind::Toggle => {
+            let label = item
+                .label
+                .as_deref()
+                .filter(|l| !l.trim().is_empty())
+                .unwrap_or(&item.header);
+            format!("✅ {}: {a}", to_plain(label))
+        }
         (_, Some(a)) => format!("✅ {a}"),
         (_, None) => "✅ Answered.".into(),
     }
 }
 
-/// The settled text (HTML) of a message of question `q`: its text (without the expiry line) and
-/// the outcome, by `by` (within [`MAX_TEXT`]).
+/// The settled text (HTML) of a message of question `q`: its question (without the expiry line
+/// or how to answer) and the outcome, by `by` (within [`MAX_TEXT`]).
 pub fn settled_text(
     input: &QuestionInput,
     q: usize,
@@ -482,10 +736,30 @@ pub fn settled_text(
     outcome: &QuestionOutcome,
     by: Option<&str>,
 ) -> String {
-    let body = if prompt {
+    // Settled, a message no longer says how to answer: a prompt shows its question (an
+    // own-answer prompt beside a keyboard, which shows the question, only its header).
+    let item = &input.questions[q];
+    let whole = if prompt {
         prompt_plain(input, q)
     } else {
-        full_question_text(input, q)
+        question_plain(input, q)
+    };
+    let mut pages = frogbot_model::text::split(&whole, PAGE_ROOM);
+    let body = if pages.len() > 1 {
+        // Paged: the earlier pages stay above; this message keeps its own page (nothing of the
+        // text is lost), without how to answer.
+        let last = pages.pop().unwrap_or_default();
+        let how = ["✎ ", "Reply to this message", "(Select any", "(Tap ✓/✗"];
+        last.lines()
+            .filter(|l| !how.iter().any(|h| l.starts_with(h)))
+            .collect::<Vec<_>>()
+            .join("\n")
+            .trim_end()
+            .to_owned()
+    } else if prompt && !is_prompt_kind(item) && !item.options.is_empty() {
+        format!("✎ {}", item.header)
+    } else {
+        question_body(input, q, false)
     };
     let body = truncate(&body, MAX_TEXT - OUTCOME_ROOM);
     let line = truncate(&outcome_line(input, q, outcome, by), OUTCOME_ROOM - 2);
@@ -937,6 +1211,39 @@ mod tests {
         assert_eq!(back, p);
     }
 
+    /// A question longer than a message: settled, its last message keeps its own page (the end
+    /// of the list stays in the chat) without how to answer, with the outcome; with or without an
+    /// expiry line the pages are the same.
+    #[test]
+    fn a_paged_question_settles_its_last_page_in_place() {
+        let i: QuestionInput = serde_json::from_value(json!({"questions": [
+            {"header": "Pick", "question": "Which?", "options": (1..=150)
+                .map(|n| json!({"label": format!("option {n} {}", "y".repeat(70))}))
+                .collect::<Vec<_>>()}
+        ]}))
+        .unwrap();
+        let open = question_pages(&i, 0, None);
+        assert!(open.len() > 1);
+        assert_eq!(
+            open.len(),
+            question_pages(&i, 0, Some("⏳ open until 14:05 UTC")).len()
+        );
+        let outcome = QuestionOutcome::Answered(frogbot_model::QuestionOutput {
+            answers: vec![frogbot_model::QuestionAnswer {
+                header: "Pick".into(),
+                selected: vec![format!("option 150 {}", "y".repeat(70))],
+            }],
+        });
+        let settled = crate::format::visible_text(&settled_text(&i, 0, false, &outcome, None));
+        assert!(settled.chars().count() <= MAX_TEXT);
+        let last = crate::format::visible_text(open.last().unwrap());
+        let kept = last.lines().filter(|l| l.starts_with("150. ")).count();
+        assert_eq!(kept, 1, "the end of the list was on the last page");
+        assert!(settled.contains(&format!("150. option 150 {}", "y".repeat(70))));
+        assert!(!settled.contains("Reply to this message"), "{settled}");
+        assert!(settled.ends_with(&format!("✅ option 150 {}", "y".repeat(70))));
+    }
+
     #[test]
     fn settled_text_names_the_outcome() {
         let i = input();
@@ -969,20 +1276,39 @@ mod tests {
         let p = Progress::from_state(&i, None);
         let kb = card_keyboard(&i, u64::MAX, &p);
         let all: Vec<_> = kb.inline_keyboard.iter().flatten().collect();
-        assert_eq!(all.len(), MAX_BUTTONS);
+        // 70 + 40 options, a confirm and a toggle do not fit 100 buttons: Env's 70 are buttons,
+        // Checks (which no longer fits) has none — it is listed in a prompt of its own, no
+        // keyboard showing only some of its options.
+        assert!(!card_lists(&i, 0) && card_lists(&i, 1));
+        assert!(has_prompt(&i, 1) && !has_prompt(&i, 0));
+        assert_eq!(all.len(), 70 + 2 + 2);
         for b in &all {
             assert!(data(b).len() <= MAX_CALLBACK_DATA);
             assert!(b.text.chars().count() <= MAX_BUTTON_TEXT);
         }
-        // The options that do not fit are left out; Send answers and Skip always end it.
         let texts: Vec<_> = all.iter().map(|b| b.text.as_str()).collect();
         assert_eq!(&texts[texts.len() - 2..], [SEND_LABEL, "Skip"]);
         assert!(texts[0].starts_with("Env: <o0> & "));
-        // The text fits a message as Telegram counts it (the shown text) and is escaped.
+        assert!(!texts.iter().any(|t| t.starts_with("Checks: ")));
+        let listed = crate::format::visible_text(&prompt_text(&i, 1, None));
+        assert!(
+            listed.contains("\n1. c0\n") && listed.contains("\n40. c39\n"),
+            "{listed}"
+        );
+        // The text fits a message as Telegram counts it (the shown text) and is escaped: Pods'
+        // question is too long for the card, which is compact, the questions written out above.
+        assert!(card_compact(&i));
         let html = card_text(&i, &p, Some("⏳ open until 14:05 UTC"));
         let shown = crate::format::visible_text(&html);
         assert!(shown.chars().count() <= MAX_TEXT - OUTCOME_ROOM);
-        assert!(!html.contains("<&>") && html.contains("How many? &lt;&amp;&gt;"));
+        assert!(!html.contains("<&>") && html.contains("❓ Pods"));
+        let above = card_question_pages(&i).join("");
+        assert!(!above.contains("<&>") && above.contains("How many? &lt;&amp;&gt;"));
+        assert_eq!(
+            above.matches("How many?").count(),
+            500,
+            "written out in full"
+        );
         let prompt = prompt_text(&i, 4, None);
         assert!(crate::format::visible_text(&prompt).chars().count() <= MAX_TEXT);
         // The placeholder is cut to Telegram's 64 characters.
@@ -991,6 +1317,32 @@ mod tests {
             fr.input_field_placeholder.unwrap().chars().count(),
             MAX_PLACEHOLDER
         );
+    }
+
+    /// A card's button shows "header: label" cut to [`MAX_BUTTON_TEXT`]: at the limit the label
+    /// is whole on its button; one past it, the card writes it out in full.
+    #[test]
+    fn a_cards_label_longer_than_its_button_is_written_out() {
+        let at = "y".repeat(MAX_BUTTON_TEXT - "Env: ".len());
+        let past = format!("{at}z");
+        let i: QuestionInput = serde_json::from_value(json!({"questions": [
+            {"header": "Env", "question": "Where?", "options": [{"label": at}, {"label": past}]},
+            {"header": "Go", "question": "Ready?", "kind": "confirm"}
+        ]}))
+        .unwrap();
+        let p = Progress::from_state(&i, None);
+        let kb = card_keyboard(&i, 0, &p);
+        let texts: Vec<&str> = kb
+            .inline_keyboard
+            .iter()
+            .flatten()
+            .map(|b| b.text.as_str())
+            .collect();
+        assert_eq!(texts[0], format!("Env: {at}"));
+        assert!(texts[1].chars().count() <= MAX_BUTTON_TEXT);
+        let shown = crate::format::visible_text(&card_text(&i, &p, None));
+        assert!(shown.contains(&format!("\n• {past}")), "{shown}");
+        assert!(!shown.contains(&format!("\n• {at}\n")), "{shown}");
     }
 
     #[test]
@@ -1003,8 +1355,8 @@ mod tests {
         i.questions[3].default = Some(vec!["on".into()]);
         assert!(!toggle_on(&i, 3, &p));
         let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
-        assert_eq!(answer_text(&i.questions[3], &s(&["on"])), "✓ On");
-        assert_eq!(answer_text(&i.questions[3], &s(&["off"])), "✗ Off");
+        assert_eq!(answer_text(&i.questions[3], &s(&["on"])), "on");
+        assert_eq!(answer_text(&i.questions[3], &s(&["off"])), "off");
         assert_eq!(answer_text(&i.questions[4], &s(&["4"])), "4 pods");
         assert_eq!(answer_text(&i.questions[2], &s(&["Approve"])), "Approve");
         assert_eq!(answer_text(&i.questions[4], &[]), NO_ANSWER);

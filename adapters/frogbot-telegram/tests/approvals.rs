@@ -325,7 +325,9 @@ async fn an_approval_is_a_keyboard_refused_to_others_and_approved_once() {
         "✎ Approval: reply to this message to answer in your own words."
     );
     let text = kb_body["text"].as_str().unwrap();
-    assert!(text.starts_with("❓ Approval\nRun `merge`?\n"), "{text}");
+    // Plain text: no Markdown marks or fences.
+    assert!(text.starts_with("❓ Approval\nRun merge?\n"), "{text}");
+    assert!(!text.contains('`'), "{text}");
     assert!(text.contains("\"pr\": 7"), "{text}");
     let labels: Vec<String> = buttons(kb_body).into_iter().map(|(t, _)| t).collect();
     assert_eq!(labels, [APPROVE_LABEL, DENY_LABEL, "Skip"]);
@@ -591,8 +593,10 @@ async fn a_long_argument_is_shown_in_full_in_messages_before_the_card() {
     let joined: String = pages
         .iter()
         .map(|p| {
-            let body = &p[p.find("```json\n").unwrap() + 8..];
-            body.strip_suffix("\n```").unwrap().to_owned()
+            // Each page: its head, then the piece of arguments as a code block, as written.
+            let open = "<pre><code class=\"language-json\">";
+            let body = &p[p.find(open).unwrap() + open.len()..];
+            body.strip_suffix("</code></pre>").unwrap().to_owned()
         })
         .collect();
     assert!(joined.contains(&long_command()));
@@ -631,6 +635,7 @@ async fn a_short_approval_is_one_card_as_before() {
         "no argument pages"
     );
     let text = msgs.last().unwrap().1["text"].as_str().unwrap().to_owned();
-    assert!(text.contains("```json\n{\n  \"pr\": 7\n}\n```"), "{text}");
+    assert!(text.contains("\n{\n  \"pr\": 7\n}\n"), "{text}");
+    assert!(!text.contains("```"), "{text}");
     assert!(!text.contains("messages above"), "{text}");
 }

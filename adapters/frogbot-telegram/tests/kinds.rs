@@ -428,7 +428,7 @@ async fn four_kinds_are_drawn_validated_answered_with_send_answers_and_settled()
     assert!(settled(&s, pods).await.ends_with("✅ 4 pods"));
     assert_eq!(
         settled(&s, card).await,
-        "✅ Answers sent:\n• Go: Approve\n• Why: —\n• Pods: 4 pods\n• Notify: ✗ Off"
+        "✅ Answers sent:\n• Go: Approve\n• Why: —\n• Pods: 4 pods\n• Notify: off"
     );
     for id in [why, pods, card] {
         assert_eq!(s.fake.buttons(id), 0);
@@ -482,7 +482,7 @@ async fn a_lone_toggle_is_two_buttons_on_and_off() {
         done(&s).await["answers"],
         json!([{"header": "Notify", "selected": ["off"]}])
     );
-    assert!(settled(&s, *id).await.ends_with("✅ ✗ Off"));
+    assert!(settled(&s, *id).await.ends_with("✅ Notify: off"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -729,3 +729,271 @@ async fn a_long_list_continues_before_the_keyboard_and_long_labels_are_written_o
             .contains(&format!("1{}", "z".repeat(70)))
     );
 }
+
+/// A card (several inputs, one not a choice) whose choices with `a`, `b` options and a confirm.
+fn card_call(a: usize, b: usize, label: impl Fn(usize, usize) -> String) -> QuestionCall {
+    let options = |q: usize, n: usize| {
+        (1..=n)
+            .map(|i| json!({"label": label(q, i)}))
+            .collect::<Vec<_>>()
+    };
+    serde_json::from_value(json!({"toolCallId": "call-card", "input": {"questions": [
+        {"header": "A", "question": "Which a?", "options": options(0, a)},
+        {"header": "B", "question": "Which b?", "options": options(1, b)},
+        {"header": "Go", "question": "Ready?", "kind": "confirm"}
+    ]}}))
+    .unwrap()
+}
+
+/// A card's keyboard holds 100 buttons: Send answers, Skip, one per confirm, and the choices'
+/// options, each choice all of its options or none. At the limit (95 + 2 + 1 + 2 = 100) every
+/// option is a button; one past it (96 + 2) the choice that no longer fits — and a choice larger
+/// than the whole keyboard — is listed, numbered, in a prompt of its own answered by a reply with
+/// the number. Every option of every question stays answerable; nothing shows only some.
+#[tokio::test]
+async fn every_option_of_a_card_set_can_be_chosen_at_the_keyboard_limit_and_past_it() {
+    let (fake, hooks) = start().await;
+    let req = RequestContext::default();
+    let t = thread();
+    let label = |q: usize, i: usize| format!("{}{i}", ["a", "b"][q]);
+    // (options of A, of B, which are listed)
+    for (a, b, listed) in [
+        (95, 2, [false, false]),
+        (96, 2, [false, true]),
+        (98, 2, [true, false]),
+        (150, 120, [true, true]),
+    ] {
+        let c = card_call(a, b, label);
+        let before = fake.calls("sendmessage").len();
+        let out = hooks
+            .render(RenderArgs {
+                calls: std::slice::from_ref(&c),
+                req: &req,
+                thread: &t,
+            })
+            .await
+            .unwrap_or_else(|e| panic!("{a}+{b}: Telegram refused the card: {e}"));
+        let sent = fake.calls("sendmessage")[before..].to_vec();
+        assert!(
+            sent.iter()
+                .all(|m| m["text"].as_str().unwrap().chars().count() <= 4096)
+        );
+        let card = out[0].messages.last().unwrap();
+        assert_eq!(card.question, None, "the card is last");
+        let card_body = sent.last().unwrap();
+        let buttons: Vec<(String, String)> = card_body["reply_markup"]["inline_keyboard"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|r| r.as_array().unwrap())
+            .map(|b| {
+                (
+                    b["text"].as_str().unwrap().to_owned(),
+                    b["callback_data"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect();
+        assert!(buttons.len() <= 100, "{a}+{b}: {} buttons", buttons.len());
+        let q = QuestionRecord {
+            messages: out[0].messages.clone(),
+            revision: 0,
+            state: out[0].state.clone(),
+        };
+        let picked = |i: &Interaction, question: usize| -> Vec<String> {
+            let r = hooks.parse(ParseArgs {
+                call: &c,
+                interaction: i,
+                question: &q,
+                settled: false,
+            });
+            let ParseResult::Partial { state } = r else {
+                panic!("{a}+{b}: not taken: {r:?}")
+            };
+            frogbot_model::Progress::from_state(&c.input, state.as_ref()).picks[question]
+                .clone()
+                .unwrap_or_default()
+        };
+        for (question, n) in [(0, a), (1, b)] {
+            let header = ["A", "B"][question];
+            let on_card: Vec<&(String, String)> = buttons
+                .iter()
+                .filter(|(t, _)| t.starts_with(&format!("{header}: ")))
+                .collect();
+            if listed[question] {
+                assert!(on_card.is_empty(), "{a}+{b}: {header} shows no button");
+                let prompt = out[0]
+                    .messages
+                    .iter()
+                    .find(|m| m.question == Some(question))
+                    .unwrap_or_else(|| panic!("{a}+{b}: {header} has a prompt"));
+                let text: String = sent
+                    .iter()
+                    .map(|m| m["text"].as_str().unwrap().to_owned())
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                for i in 1..=n {
+                    assert!(
+                        text.lines()
+                            .any(|l| l == format!("{i}. {}", label(question, i))),
+                        "{a}+{b}: {header} option {i} listed"
+                    );
+                }
+                let r = hooks.parse(ParseArgs {
+                    call: &c,
+                    interaction: &reply(&prompt.id, "the blue one"),
+                    question: &q,
+                    settled: false,
+                });
+                assert!(
+                    matches!(&r, ParseResult::Rejected { reason } if reason.contains("number")),
+                    "{a}+{b}: {r:?}"
+                );
+                for i in [1, n] {
+                    assert_eq!(
+                        picked(&reply(&prompt.id, &i.to_string()), question),
+                        [label(question, i)],
+                        "{a}+{b}: a reply with {i} answers {header}"
+                    );
+                }
+                assert!(
+                    card_body["text"]
+                        .as_str()
+                        .unwrap()
+                        .contains("reply to its message above with the number"),
+                    "{a}+{b}: the card says how {header} is answered"
+                );
+            } else {
+                assert_eq!(on_card.len(), n, "{a}+{b}: a button per option of {header}");
+                for (i, (_, data)) in on_card.iter().enumerate() {
+                    assert_eq!(
+                        picked(&click(&card.id, data), question),
+                        [label(question, i + 1)]
+                    );
+                }
+            }
+        }
+        assert!(
+            buttons.iter().any(|(t, _)| t == "Confirm"),
+            "{a}+{b}: the confirm"
+        );
+    }
+}
+
+/// A card whose questions written out in full would not fit one message: they are posted in full
+/// before it (nothing cut) and the card lists each input by its header with its answer.
+#[tokio::test]
+async fn a_card_too_long_for_a_message_writes_its_questions_out_above() {
+    let (fake, hooks) = start().await;
+    let req = RequestContext::default();
+    let t = thread();
+    let long = |c: char| format!("{} — the end of {c}.", c.to_string().repeat(1_500));
+    let c: QuestionCall =
+        serde_json::from_value(json!({"toolCallId": "call-long", "input": {"questions": [
+            {"header": "A", "question": long('a'), "options": [{"label": "x"}, {"label": "y"}]},
+            {"header": "B", "question": long('b'), "kind": "toggle"},
+            {"header": "C", "question": long('c'), "kind": "text_input"},
+            {"header": "D", "question": long('d'), "kind": "confirm"}
+        ]}}))
+        .unwrap();
+    hooks
+        .render(RenderArgs {
+            calls: std::slice::from_ref(&c),
+            req: &req,
+            thread: &t,
+        })
+        .await
+        .unwrap();
+    let sent = fake.calls("sendmessage");
+    let texts: Vec<&str> = sent.iter().map(|m| m["text"].as_str().unwrap()).collect();
+    assert!(texts.iter().all(|t| t.chars().count() <= 4096));
+    let all = texts.join("\n");
+    for ch in ['a', 'b', 'c', 'd'] {
+        assert!(all.contains(&format!("the end of {ch}.")), "{ch} in full");
+    }
+    let card = texts.last().unwrap();
+    assert!(card.contains("written out in full above"), "{card}");
+    for h in ["❓ A", "❓ B", "❓ C", "❓ D"] {
+        assert!(card.contains(h), "{card}");
+    }
+    // One notification: the first message, which starts the questions.
+    let loud: Vec<usize> = sent
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| m["disable_notification"] != true)
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(loud, [0]);
+    assert!(texts[0].starts_with("❓ A"), "{}", texts[0]);
+}
+
+/// A lone text input whose question is longer than a message: it continues in messages before
+/// its prompt, nothing cut, the prompt last.
+#[tokio::test]
+async fn a_long_prompt_continues_before_the_reply_prompt() {
+    let (fake, hooks) = start().await;
+    let req = RequestContext::default();
+    let t = thread();
+    let question = format!("{} — the end.", "why ".repeat(1_500));
+    let c: QuestionCall = serde_json::from_value(json!({"toolCallId": "call-why", "input": {
+        "questions": [{"header": "Why", "question": question, "kind": "text_input"}]}}))
+    .unwrap();
+    let out = hooks
+        .render(RenderArgs {
+            calls: std::slice::from_ref(&c),
+            req: &req,
+            thread: &t,
+        })
+        .await
+        .unwrap();
+    let sent = fake.calls("sendmessage");
+    assert!(sent.len() >= 2, "several messages");
+    let texts: Vec<&str> = sent.iter().map(|m| m["text"].as_str().unwrap()).collect();
+    assert!(texts.iter().all(|t| t.chars().count() <= 4096));
+    assert!(texts.join("\n").contains("the end."));
+    assert_eq!(sent.last().unwrap()["reply_markup"]["force_reply"], true);
+    assert_eq!(
+        out[0].messages.len(),
+        1,
+        "the prompt is the question's message"
+    );
+}
+
+/// Callback data is 1–64 bytes (Bot API `InlineKeyboardButton.callback_data`): this adapter's
+/// tokens are at most 44 (the worst case, every number at its largest, is in `ids`'s tests); the
+/// fake takes data of 64 bytes and refuses 65 as Telegram does (`BUTTON_DATA_INVALID`), so a
+/// token that ever grew past the limit would fail every test that draws it.
+#[tokio::test]
+async fn callback_data_at_64_bytes_is_taken_and_65_refused() {
+    use frogbot_telegram::TelegramApi;
+    use frogbot_telegram::ids::{MAX_CALLBACK_DATA, Pick, Token};
+    use teloxide::types::{ChatId, InlineKeyboardButton, InlineKeyboardMarkup, ReplyMarkup};
+    let worst = Token {
+        revision: u64::MAX,
+        question: usize::MAX,
+        pick: Pick::Option(usize::MAX),
+    };
+    assert!(
+        worst.encode().len() <= MAX_CALLBACK_DATA,
+        "{}",
+        worst.encode()
+    );
+    let (_fake, hooks) = start().await;
+    let send = |data: String| {
+        let kb = InlineKeyboardMarkup::new([[InlineKeyboardButton::callback("x", data)]]);
+        async {
+            hooks
+                .api()
+                .send_message(
+                    ChatId(CHAT),
+                    None,
+                    "q",
+                    Some(ReplyMarkup::InlineKeyboard(kb)),
+                    None,
+                )
+                .await
+        }
+    };
+    assert!(send("d".repeat(MAX_CALLBACK_DATA)).await.is_ok());
+    let e = send("d".repeat(MAX_CALLBACK_DATA + 1)).await.unwrap_err();
+    assert!(e.to_string().contains("BUTTON_DATA_INVALID"), "{e}");
+}

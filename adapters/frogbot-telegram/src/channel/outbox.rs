@@ -45,7 +45,8 @@
 //! process posts the whole reply again.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use frogbot_core::agent::{
@@ -59,8 +60,8 @@ use teloxide::types::{ChatId, MessageId, ThreadId};
 use tracing::warn;
 
 use crate::client::{
-    Edited, TelegramApi, delete_message, edit_piece, pin_message, send_html_once, send_piece_once,
-    with_retry,
+    Edited, TelegramApi, delete_message, edit_piece, pin_message, send_html_once_as,
+    send_piece_once, send_stream_message, with_retry,
 };
 use crate::format;
 use crate::ids::{agent_thread_id, split_message_id, split_thread_id, thread_root};
@@ -109,6 +110,9 @@ pub struct TelegramOutbox {
     api: Bot,
     /// Thread id → the last message addressed to the bot there (a hint for `reply_parameters`).
     reply_to: Mutex<HashMap<String, MessageId>>,
+    /// Thread id → the person's message whose turn runs there (its Working ack, until Done or
+    /// Failed): the turn's reply quotes it, not a message that came in (queued) meanwhile.
+    turn_of: Mutex<HashMap<String, MessageId>>,
     /// The pieces of durable deliveries posted lately.
     posted: Mutex<Posted>,
     /// Message id (`chat:id`) → the agent conversation (`{chat}~{root}`) it belongs to, for the
@@ -124,6 +128,7 @@ impl TelegramOutbox {
         Self {
             api,
             reply_to: Mutex::default(),
+            turn_of: Mutex::default(),
             posted: Mutex::default(),
             members: Mutex::default(),
             asks: Mutex::default(),
@@ -176,6 +181,34 @@ impl TelegramOutbox {
             .copied()
     }
 
+    /// What a turn's reply in `thread` replies to: an agent conversation's root, else the
+    /// person's message whose turn runs (its Working ack), else the last message addressed to the
+    /// bot there. A message queued while a turn runs is quoted by its own turn's reply, not by
+    /// the running one's.
+    fn turn_reply_to(&self, thread: &str) -> Option<MessageId> {
+        if let Some(root) = thread_root(thread) {
+            return Some(root);
+        }
+        let turn = self
+            .turn_of
+            .lock()
+            .expect("not poisoned")
+            .get(thread)
+            .copied();
+        turn.or_else(|| self.reply_to(thread))
+    }
+
+    /// What `reply` replies to: a notice (a queued message's "Got it", a refusal; core's notices
+    /// have ids `notice_…`) the last message addressed to the bot, which it is about; a turn's
+    /// reply the turn's message ([`Self::turn_reply_to`]).
+    fn reply_target(&self, thread: &str, reply: &UiMessage) -> Option<MessageId> {
+        if reply.id.starts_with("notice_") {
+            self.reply_to(thread)
+        } else {
+            self.turn_reply_to(thread)
+        }
+    }
+
     /// The messages a streamed reply in `thread` is drawn in.
     pub fn drafts(&self, thread: &Thread) -> Result<TelegramDrafts, BoxError> {
         let (chat, topic) = split_thread_id(&thread.id)?;
@@ -183,7 +216,8 @@ impl TelegramOutbox {
             api: self.api.clone(),
             chat,
             topic,
-            reply_to: self.reply_to(&thread.id),
+            reply_to: self.turn_reply_to(&thread.id),
+            posted: Arc::default(),
         })
     }
 
@@ -253,9 +287,18 @@ impl ChannelOutbox for TelegramOutbox {
             return Ok(());
         }
         let (chat, topic) = split_thread_id(&thread.id)?;
-        let reply_to = self.reply_to(&thread.id);
-        for part in parts {
-            let sent = TelegramApi::send_html(&self.api, chat, topic, &part, reply_to).await?;
+        let reply_to = self.reply_target(&thread.id, reply);
+        // The reply of a stream the engine could not finish (its messages edited, the rest
+        // posted here).
+        let continued = !reply.metadata.drafts.is_empty();
+        for (i, part) in parts.iter().enumerate() {
+            // One notification per reply: the first piece's (none when the reply continues its
+            // stream's messages).
+            let silent = i > 0 || continued;
+            let sent = with_retry("sendMessage", || {
+                send_html_once_as(&self.api, chat, topic, part, reply_to, silent)
+            })
+            .await?;
             self.note_member(&thread.id, &crate::ids::message_id(sent.chat, sent.id));
         }
         Ok(())
@@ -277,7 +320,10 @@ impl ChannelOutbox for TelegramOutbox {
             return Ok(Vec::new());
         }
         let (chat, topic) = split_thread_id(&thread.id)?;
-        let reply_to = self.reply_to(&thread.id);
+        let reply_to = self.reply_target(&thread.id, reply);
+        // The reply of a stream the engine could not finish (its messages edited, the rest
+        // posted here).
+        let continued = !reply.metadata.drafts.is_empty();
         let mut ids = Vec::with_capacity(parts.len());
         for (i, part) in parts.iter().enumerate() {
             let key = delivery.piece_key(i);
@@ -286,7 +332,10 @@ impl ChannelOutbox for TelegramOutbox {
                 ids.push(id);
                 continue;
             }
-            let sent = send_html_once(&self.api, chat, topic, part, reply_to).await?;
+            // One notification per reply: the first piece's — none when the reply continues
+            // messages its stream posted (they notified already).
+            let silent = i > 0 || continued;
+            let sent = send_html_once_as(&self.api, chat, topic, part, reply_to, silent).await?;
             let id = crate::ids::message_id(sent.chat, sent.id);
             self.note_member(&thread.id, &id);
             self.posted
@@ -300,8 +349,23 @@ impl ChannelOutbox for TelegramOutbox {
 
     /// `setMessageReaction`: a bot sets one reaction per message, so the call replaces the one
     /// before. Telegram takes only its own list of reaction emojis: see [`reaction`].
-    async fn ack(&self, _thread: &Thread, message_id: &str, ack: Ack) -> Result<(), BoxError> {
+    async fn ack(&self, thread: &Thread, message_id: &str, ack: Ack) -> Result<(), BoxError> {
         let (chat, id) = split_message_id(message_id)?;
+        {
+            let mut turns = self.turn_of.lock().expect("not poisoned");
+            match ack {
+                Ack::Working => {
+                    if turns.len() >= MAX_REPLY_TO && !turns.contains_key(&thread.id) {
+                        turns.clear();
+                    }
+                    turns.insert(thread.id.clone(), id);
+                }
+                Ack::Done | Ack::Failed if turns.get(&thread.id) == Some(&id) => {
+                    turns.remove(&thread.id);
+                }
+                _ => {}
+            }
+        }
         TelegramApi::set_reaction(&self.api, chat, id, reaction(ack)).await?;
         Ok(())
     }
@@ -451,6 +515,9 @@ pub struct TelegramDrafts {
     chat: ChatId,
     topic: Option<ThreadId>,
     reply_to: Option<MessageId>,
+    /// Whether a message of this reply was posted (it notified: the ones after it are silent).
+    /// Shared by the clones a [`DraftStream`] hands its fallback.
+    posted: Arc<AtomicBool>,
 }
 
 fn keyboard(stop: bool) -> Option<teloxide::types::InlineKeyboardMarkup> {
@@ -460,18 +527,22 @@ fn keyboard(stop: bool) -> Option<teloxide::types::InlineKeyboardMarkup> {
 #[async_trait]
 impl DraftMessages for TelegramDrafts {
     /// `sendMessage` of the piece's HTML (replying to the person's message), with the Stop button
-    /// when `stop`.
+    /// when `stop`. The reply's first message notifies; the ones after it (a reply longer than
+    /// 4,096 characters) are sent with `disable_notification`: one notification per reply.
     async fn post(&self, text: &str, stop: bool) -> Result<String, BoxError> {
         let html = format::to_html(text);
-        let sent = TelegramApi::send_html_keyboard(
+        let silent = self.posted.load(Ordering::SeqCst);
+        let sent = send_stream_message(
             &self.api,
             self.chat,
             self.topic,
             &html,
             keyboard(stop),
             self.reply_to,
+            silent,
         )
         .await?;
+        self.posted.store(true, Ordering::SeqCst);
         Ok(crate::ids::message_id(sent.chat, sent.id))
     }
 
@@ -613,6 +684,36 @@ mod tests {
         assert_eq!(posted.keys.len(), MAX_POSTED_PIECES);
         assert!(!posted.contains("k:0") && !posted.contains("k:4"));
         assert!(posted.contains("k:5") && posted.contains(&format!("k:{}", MAX_POSTED_PIECES + 4)));
+    }
+
+    /// One notification per reply: a reply's first piece notifies, the others are silent, and
+    /// none notifies when the reply continues the messages its stream posted (`drafts`: the
+    /// engine edits those and delivers the rest, which the person was notified of already).
+    #[tokio::test]
+    async fn a_reply_notifies_once() {
+        let fake = FakeBotApi::start().await;
+        let outbox = TelegramOutbox::new(fake.bot());
+        let long = "word ".repeat(1_500);
+        let loud = |from: usize| -> Vec<bool> {
+            fake.calls("sendmessage")[from..]
+                .iter()
+                .map(|c| c["disable_notification"] != true)
+                .collect()
+        };
+        outbox
+            .deliver(&thread(), &reply(&long), &Delivery::new("k1"))
+            .await
+            .unwrap();
+        assert_eq!(loud(0), [true, false]);
+        let mut rest = reply(&long);
+        rest.metadata.drafts = vec!["42:100".into()];
+        outbox
+            .deliver(&thread(), &rest, &Delivery::new("k2"))
+            .await
+            .unwrap();
+        assert_eq!(loud(2), [false, false]);
+        outbox.post_reply(&thread(), &reply(&long)).await.unwrap();
+        assert_eq!(loud(4), [true, false]);
     }
 
     #[tokio::test]
