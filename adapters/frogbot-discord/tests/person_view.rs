@@ -831,6 +831,62 @@ async fn a_message_queued_while_a_turn_runs() {
     );
 }
 
+/// Alice fixes a typo in a message that waits behind a running turn, and deletes another
+/// (`MESSAGE_UPDATE` / `MESSAGE_DELETE`): the first runs with the new text, the other never.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_message_edited_or_deleted_runs_new_or_not_at_all() {
+    let bot = start().await;
+    let thread = bot.mention("slow").await;
+    bot.first_sentence(thread).await;
+    let typo = bot.say(thread, "and one mroe thing");
+    bot.reactions(&typo, &["👀"]).await;
+    let gone = bot.say(thread, "never mind");
+    bot.reactions(&gone, &["👀"]).await;
+    bot.fake.dispatch(
+        "MESSAGE_UPDATE",
+        json!({"id": typo, "channel_id": thread.to_string(), "guild_id": GUILD.to_string(),
+               "author": alice(), "content": "and one more thing",
+               "edited_timestamp": "2026-12-05T14:00:00.000000+00:00"}),
+    );
+    bot.fake.dispatch(
+        "MESSAGE_DELETE",
+        json!({"id": gone, "channel_id": thread.to_string(), "guild_id": GUILD.to_string()}),
+    );
+    let chat = channel_chat_id(PLATFORM, &thread.to_string());
+    frogbot_testkit::eventually("the queue edited", WAIT, async || {
+        let texts: Vec<String> = bot
+            .engine
+            .messages(&chat)
+            .await
+            .unwrap()
+            .iter()
+            .map(|m| m.message.text())
+            .collect();
+        texts.iter().any(|t| t.ends_with("and one more thing"))
+            && !texts.iter().any(|t| t.ends_with("never mind"))
+    })
+    .await;
+    bot.gate.add_permits(1);
+    bot.reactions(&typo, &["✅"]).await;
+    bot.finished(thread).await;
+    let said: Vec<String> = bot
+        .fake
+        .channel_messages(thread)
+        .iter()
+        .filter_map(|m| m["content"].as_str().map(str::to_owned))
+        .collect();
+    assert!(
+        said.iter().any(|t| t == "hello: and one more thing"),
+        "{said:?}"
+    );
+    assert!(
+        !said
+            .iter()
+            .any(|t| t.contains("mroe") && t.starts_with("hello") || t == "hello: never mind"),
+        "{said:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approval_approved() {
     let bot = start().await;

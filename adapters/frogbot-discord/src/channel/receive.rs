@@ -44,8 +44,8 @@ use frogbot_model::{
 use serenity::all::{
     ChannelId, Client, ClientBuilder, ComponentInteraction, Context, CreateInteractionResponse,
     CreateInteractionResponseMessage, CreateThread, Event, EventHandler, GatewayIntents, GuildId,
-    Interaction as DiscordInteraction, Message, MessageId, ModalInteraction, RawEventHandler,
-    Ready, UserId,
+    Interaction as DiscordInteraction, Message, MessageId, MessageUpdateEvent, ModalInteraction,
+    RawEventHandler, Ready, UserId,
 };
 use serenity::http::Http;
 use tokio::sync::mpsc;
@@ -235,6 +235,30 @@ impl EventHandler for Deferred {
         }
     }
 
+    async fn message_update(
+        &self,
+        ctx: Context,
+        old: Option<Message>,
+        new: Option<Message>,
+        event: MessageUpdateEvent,
+    ) {
+        if let Some(h) = self.0.get() {
+            h.message_update(ctx, old, new, event).await;
+        }
+    }
+
+    async fn message_delete(
+        &self,
+        ctx: Context,
+        channel: ChannelId,
+        message: MessageId,
+        guild: Option<GuildId>,
+    ) {
+        if let Some(h) = self.0.get() {
+            h.message_delete(ctx, channel, message, guild).await;
+        }
+    }
+
     async fn interaction_create(&self, ctx: Context, interaction: DiscordInteraction) {
         match self.0.get() {
             Some(h) => h.interaction_create(ctx, interaction).await,
@@ -250,7 +274,13 @@ impl EventHandler for Deferred {
 struct Unhandled;
 
 /// The dispatches [`Handler`] handles.
-const HANDLED: &[&str] = &["READY", "MESSAGE_CREATE", "INTERACTION_CREATE"];
+const HANDLED: &[&str] = &[
+    "READY",
+    "MESSAGE_CREATE",
+    "MESSAGE_UPDATE",
+    "MESSAGE_DELETE",
+    "INTERACTION_CREATE",
+];
 
 #[async_trait]
 impl RawEventHandler for Unhandled {
@@ -289,6 +319,59 @@ impl EventHandler for Handler {
         self.shared.queues.push(
             &thread,
             Box::pin(async move { on_message(&shared, &engine, &message).await }),
+        );
+    }
+
+    /// A person's edit of their message: a message still queued runs with the new text (in its
+    /// channel's order, after the message itself).
+    async fn message_update(
+        &self,
+        _ctx: Context,
+        _old: Option<Message>,
+        _new: Option<Message>,
+        event: MessageUpdateEvent,
+    ) {
+        let (Some(content), Some(author)) = (event.content.clone(), event.author.as_ref()) else {
+            return;
+        };
+        if author.id == self.shared.me || author.bot {
+            return;
+        }
+        let text = convert::strip_mention(&content, self.shared.me);
+        let (thread, id) = (event.channel_id.to_string(), event.id.to_string());
+        let engine = self.engine.clone();
+        self.shared.queues.push(
+            &thread.clone(),
+            Box::pin(async move {
+                match engine
+                    .channel_message_edited(PLATFORM, &thread, &id, text)
+                    .await
+                {
+                    Ok(outcome) => debug!(message = %id, ?outcome, "discord: edit handled"),
+                    Err(e) => error!(message = %id, error = %e, "discord: edit not handled"),
+                }
+            }),
+        );
+    }
+
+    /// A message deleted: one still queued never runs.
+    async fn message_delete(
+        &self,
+        _ctx: Context,
+        channel: ChannelId,
+        message: MessageId,
+        _guild: Option<GuildId>,
+    ) {
+        let (thread, id) = (channel.to_string(), message.to_string());
+        let engine = self.engine.clone();
+        self.shared.queues.push(
+            &thread.clone(),
+            Box::pin(async move {
+                match engine.channel_message_deleted(PLATFORM, &thread, &id).await {
+                    Ok(outcome) => debug!(message = %id, ?outcome, "discord: deletion handled"),
+                    Err(e) => error!(message = %id, error = %e, "discord: deletion not handled"),
+                }
+            }),
         );
     }
 
