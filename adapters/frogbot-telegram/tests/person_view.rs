@@ -802,6 +802,55 @@ async fn a_failed_model() {
     golden("failed_model", &transcript(&seen));
 }
 
+/// Ada fixes a typo in a message that waits behind a running turn (`edited_message`; the Bot
+/// API reports no deletions): it runs with the new text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_message_edited_runs_with_its_new_text() {
+    let s = setup().await;
+    let first = say(&s, "wait");
+    s.fake
+        .wait_view(&ADA.to_string(), "the first turn working", |seen, _| {
+            seen.iter()
+                .any(|m| m.id == first && m.reactions.iter().any(|r| r.0 == "✍"))
+        })
+        .await;
+    let second = say(&s, "and thsi");
+    s.fake
+        .wait_view(
+            &ADA.to_string(),
+            "the queued message acknowledged",
+            |seen, _| {
+                seen.iter()
+                    .any(|m| m.id == second && m.reactions.iter().any(|r| r.0 == "👀"))
+            },
+        )
+        .await;
+    s.fake.push(json!({"edited_message": {
+        "message_id": second, "date": 1_767_225_600, "edit_date": 1_767_225_660,
+        "chat": private_chat(ADA, "Ada"), "from": user(ADA, "Ada"), "text": "and this"}}));
+    let chat = channel_chat_id(PLATFORM, &ADA.to_string());
+    frogbot_testkit::eventually(
+        "the queued message edited",
+        Duration::from_secs(20),
+        async || {
+            s.engine
+                .messages(&chat)
+                .await
+                .unwrap()
+                .iter()
+                .any(|m| m.message.text().ends_with("and this"))
+        },
+    )
+    .await;
+    s.gate.add_permits(1);
+    let done = after_turn(&s, second, &["👌"]).await;
+    assert!(
+        done.iter().any(|m| m.text == "And here is the second one."),
+        "{}",
+        transcript(&done)
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_queued_while_a_turn_runs() {
     let s = setup().await;

@@ -242,7 +242,7 @@ impl Deliveries {
 /// reports is queued by its chat; an inline-mode click by its user).
 fn queue_key(update: &Update) -> Option<String> {
     match &update.kind {
-        UpdateKind::Message(m) => Some(thread_id(m)),
+        UpdateKind::Message(m) | UpdateKind::EditedMessage(m) => Some(thread_id(m)),
         UpdateKind::CallbackQuery(q) => Some(match &q.message {
             Some(MaybeInaccessibleMessage::Regular(m)) => thread_id(m),
             Some(MaybeInaccessibleMessage::Inaccessible(m)) => m.chat.id.0.to_string(),
@@ -292,7 +292,7 @@ impl Offsets {
 }
 
 /// Which updates `getUpdates` asks for.
-const ALLOWED_UPDATES: [&str; 2] = ["message", "callback_query"];
+const ALLOWED_UPDATES: [&str; 3] = ["message", "edited_message", "callback_query"];
 
 /// One `getUpdates` from `offset`, held up to `timeout` by Telegram. An update teloxide cannot
 /// read keeps its id (as [`UpdateKind::Error`] with its JSON) so the offset moves past it.
@@ -566,6 +566,7 @@ async fn handle(ctx: &Context, update: Update) {
     async {
         match update.kind {
             UpdateKind::Message(m) => on_message(ctx, m).await,
+            UpdateKind::EditedMessage(m) => on_edited(ctx, m).await,
             UpdateKind::CallbackQuery(q) => on_callback(ctx, q).await,
             _ => debug!("Telegram update of another kind; ignored"),
         }
@@ -611,6 +612,28 @@ async fn on_message(ctx: &Context, m: Message) {
             warn!(thread = %thread, error = %e, "the engine could not take a Telegram message");
             ctx.outbox.say(&thread, FAILED_TEXT, Some(m.id)).await;
         }
+    }
+}
+
+/// A person edited their message (`edited_message`): one still queued runs with the new text;
+/// one that already ran is left as it was. (The Bot API reports no deletions.)
+async fn on_edited(ctx: &Context, m: Message) {
+    if is_own_message(&m, ctx.me.user.id) {
+        return;
+    }
+    let Some(text) = m.text().or(m.caption()) else {
+        return;
+    };
+    let text = strip_mention(text, ctx.me.username());
+    let thread = route(ctx, &m).await;
+    let id = crate::ids::message_id(m.chat.id, m.id);
+    match ctx
+        .engine
+        .channel_message_edited(PLATFORM, &thread, &id, text)
+        .await
+    {
+        Ok(outcome) => debug!(thread = %thread, ?outcome, "Telegram edit handled"),
+        Err(e) => warn!(thread = %thread, error = %e, "the engine could not take a Telegram edit"),
     }
 }
 
