@@ -43,7 +43,7 @@
 //! conformance harness over the fake.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -137,6 +137,11 @@ struct Inner {
     faults: Mutex<Option<(Arc<FaultPlan>, Vec<String>)>>,
     queued: watch::Sender<u64>,
     recorded: watch::Sender<u64>,
+    /// The newest `getUpdates` call's number: an older one still waiting is ended with 409
+    /// Conflict, as Telegram does when two pollers share a bot.
+    poller: AtomicU64,
+    /// How many `getUpdates` calls were ended by a newer one (409 Conflict).
+    conflicts: AtomicU64,
 }
 
 /// One message of a chat as a person sees it in a Telegram client ([`FakeBotApi::person_view`]).
@@ -268,6 +273,8 @@ impl FakeBotApi {
             faults: Mutex::new(None),
             queued: watch::channel(0).0,
             recorded: watch::channel(0).0,
+            poller: AtomicU64::new(0),
+            conflicts: AtomicU64::new(0),
         });
         let app = Router::new().fallback(api).with_state(inner.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -433,6 +440,11 @@ impl FakeBotApi {
     /// Every call so far.
     pub fn all_calls(&self) -> Vec<Call> {
         self.inner.calls.lock().expect("not poisoned").clone()
+    }
+
+    /// How many `getUpdates` calls a newer one ended with 409 Conflict (two pollers of one bot).
+    pub fn conflicts(&self) -> u64 {
+        self.inner.conflicts.load(Ordering::SeqCst)
     }
 
     /// The parameters of the calls of `method` (lower case).
@@ -1630,12 +1642,23 @@ fn respond(fake: &Inner, method: &str, body: &Value) -> (Response, Option<Value>
 }
 
 async fn get_updates(fake: &Inner, body: &Value) -> Response {
+    // The newest poller wins: one still waiting learns it was terminated (and wakes up).
+    let me = fake.poller.fetch_add(1, Ordering::SeqCst) + 1;
+    fake.queued.send_modify(|n| *n += 1);
     let offset = body["offset"].as_i64().unwrap_or(0);
     let limit = body["limit"].as_u64().unwrap_or(100).clamp(1, 100) as usize;
     let timeout = Duration::from_secs(body["timeout"].as_u64().unwrap_or(0));
     let deadline = tokio::time::Instant::now() + timeout;
     let mut rx = fake.queued.subscribe();
     loop {
+        if fake.poller.load(Ordering::SeqCst) != me {
+            fake.conflicts.fetch_add(1, Ordering::SeqCst);
+            return error(
+                StatusCode::CONFLICT,
+                "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running",
+                None,
+            );
+        }
         let batch: Vec<Value> = {
             let mut pending = fake.pending.lock().expect("not poisoned");
             // An offset confirms every update before it: they are forgotten.

@@ -420,6 +420,9 @@ async fn two_replicas_poll_one_at_a_time_and_take_over(db: frogbot_testkit::Test
     fake.wait_for("the first reply", |c| reply_to(c, "You said: one"))
         .await;
 
+    // One poller all along: Telegram ends a poll with 409 Conflict when another bot instance
+    // polls (the fake too), and none was ended.
+    assert_eq!(fake.conflicts(), 0, "two replicas polled at once");
     // Done (👌) comes after the reply's delivery job is removed: nothing of A's is owed.
     fake.wait_for("Done on the first message", |c| {
         c.iter()
