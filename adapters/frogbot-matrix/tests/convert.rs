@@ -175,21 +175,44 @@ fn element_pills_and_names_of_the_bot_are_stripped_before_the_text() {
 }
 
 #[test]
-fn own_events_edits_and_other_types_are_ignored() {
+fn an_edit_and_a_redaction_are_changes_of_the_message_they_name() {
+    let Some(Incoming::Changed {
+        message_id,
+        sender,
+        text,
+    }) = run(event(
+        "m.room.message",
+        "@alice:localhost",
+        json!({"msgtype": "m.text", "body": "* FrogBot: x", "m.new_content": {"msgtype": "m.text", "body": "@frogbot:localhost: x"},
+               "m.relates_to": {"rel_type": "m.replace", "event_id": "$old"}}),
+    ))
+    else {
+        panic!("an edit is a change")
+    };
+    assert!(message_id.ends_with("|$old"), "{message_id}");
+    assert_eq!(sender, "@alice:localhost");
+    assert_eq!(text.as_deref(), Some("x"));
+    let Some(Incoming::Changed {
+        message_id, text, ..
+    }) = run(event(
+        "m.room.redaction",
+        "@alice:localhost",
+        json!({"redacts": "$gone"}),
+    ))
+    else {
+        panic!("a redaction is a change")
+    };
+    assert!(message_id.ends_with("|$gone"), "{message_id}");
+    assert_eq!(text, None);
+}
+
+#[test]
+fn own_events_and_other_types_are_ignored() {
     assert!(
         run(event(
             "m.room.message",
             BOT,
             json!({"msgtype": "m.text", "body": "x"})
-        ))
-        .is_none()
-    );
-    assert!(
-        run(event(
-            "m.room.message",
-            "@alice:localhost",
-            json!({"msgtype": "m.text", "body": "* x", "m.new_content": {"msgtype": "m.text", "body": "x"},
-                   "m.relates_to": {"rel_type": "m.replace", "event_id": "$old"}}),
         ))
         .is_none()
     );

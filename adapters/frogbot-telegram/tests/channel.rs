@@ -230,7 +230,7 @@ async fn a_private_message_is_answered_as_a_reply() {
     // Only the update kinds the channel handles are asked for.
     assert_eq!(
         calls[first_poll.unwrap()].body["allowed_updates"],
-        json!(["message", "callback_query"])
+        json!(["message", "edited_message", "callback_query"])
     );
 
     // A long reply is split at 4,096 characters, each piece in the chat.
