@@ -12,9 +12,7 @@
 //! so every message is self-contained HTML, at most the limit counted as Telegram counts it: on
 //! the text left after entity parsing ([`visible_len`]).
 
-use pulldown_cmark::{
-    Alignment, CodeBlockKind, CowStr, Event, LinkType, Options, Parser, Tag, TagEnd,
-};
+use pulldown_cmark::{Alignment, CodeBlockKind, Event, LinkType, Options, Parser, Tag, TagEnd};
 
 /// The parser options: CommonMark plus strikethrough, tables and task lists.
 fn options() -> Options {
@@ -526,90 +524,7 @@ fn close_tag(tag: &str) -> String {
     format!("</{}>", tag.split(' ').next().unwrap_or(tag))
 }
 
-/// The Markdown `markdown` as plain text, for the texts of questions (their text, option labels
-/// and descriptions, on messages and buttons, which show no Markdown; as frogbot-matrix's
-/// `to_plain`): emphasis and code marks dropped, a code
-/// block's lines kept as they are, list items on lines of their own ("• item", "1. item"), a link
-/// as its text then its URL in brackets. Raw HTML is kept as text.
-pub fn to_plain(markdown: &str) -> String {
-    let options =
-        Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TABLES | Options::ENABLE_TASKLISTS;
-    let mut out = String::with_capacity(markdown.len());
-    // Per open list: the next item's number (`None` for a bullet list).
-    let mut lists: Vec<Option<u64>> = Vec::new();
-    let mut links: Vec<CowStr<'_>> = Vec::new();
-    let newline = |out: &mut String| {
-        if !out.is_empty() && !out.ends_with('\n') {
-            out.push('\n');
-        }
-    };
-    for event in Parser::new_ext(markdown, options) {
-        match event {
-            Event::Text(t) | Event::Code(t) | Event::Html(t) | Event::InlineHtml(t) => {
-                out.push_str(&t)
-            }
-            Event::InlineMath(t) | Event::DisplayMath(t) => out.push_str(&t),
-            Event::SoftBreak | Event::HardBreak => out.push('\n'),
-            Event::Rule => {
-                newline(&mut out);
-                out.push_str("———");
-            }
-            Event::TaskListMarker(done) => out.push_str(if done { "☑ " } else { "☐ " }),
-            Event::FootnoteReference(r) => out.push_str(&format!("[{r}]")),
-            Event::Start(Tag::List(first)) => {
-                newline(&mut out);
-                lists.push(first);
-            }
-            Event::End(TagEnd::List(_)) => {
-                lists.pop();
-            }
-            Event::Start(Tag::Item) => {
-                newline(&mut out);
-                let depth = lists.len().saturating_sub(1);
-                out.push_str(&"  ".repeat(depth));
-                match lists.last_mut() {
-                    Some(Some(n)) => {
-                        out.push_str(&format!("{n}. "));
-                        *n += 1;
-                    }
-                    _ => out.push_str("• "),
-                }
-            }
-            Event::Start(Tag::Link { dest_url, .. } | Tag::Image { dest_url, .. }) => {
-                links.push(dest_url)
-            }
-            Event::End(TagEnd::Link | TagEnd::Image) => {
-                if let Some(url) = links
-                    .pop()
-                    .filter(|u| !u.is_empty() && !out.ends_with(&**u))
-                {
-                    out.push_str(&format!(" ({url})"));
-                }
-            }
-            Event::End(TagEnd::TableCell) => out.push_str(" | "),
-            Event::End(TagEnd::TableHead | TagEnd::TableRow) => {
-                let trimmed = out.trim_end_matches(" | ").len();
-                out.truncate(trimmed);
-                out.push('\n');
-            }
-            Event::End(
-                TagEnd::Paragraph | TagEnd::Heading(_) | TagEnd::CodeBlock | TagEnd::BlockQuote(_),
-            ) => {
-                let trimmed = out.trim_end_matches('\n').len();
-                out.truncate(trimmed);
-                out.push('\n');
-            }
-            Event::Start(Tag::Paragraph | Tag::Heading { .. } | Tag::CodeBlock(_)) => {
-                if !lists.is_empty() && out.ends_with(". ") || out.ends_with("• ") {
-                    continue;
-                }
-                newline(&mut out);
-            }
-            _ => {}
-        }
-    }
-    out.trim().to_owned()
-}
+pub use frogbot_model::text::to_plain;
 
 #[cfg(test)]
 mod tests {

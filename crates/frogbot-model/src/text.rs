@@ -104,6 +104,108 @@ pub fn reads_as_a_start(text: &str) -> bool {
         .any(|w| matches!(w[0], '.' | '!' | '?' | '…') && w[1].is_whitespace())
 }
 
+/// The Markdown `markdown` as plain text, for the texts that show no formatting (a poll's
+/// question and answers, the plain `body` of a question): emphasis and code marks dropped, a code
+/// block's lines kept as they are, list items on lines of their own ("• item", "1. item"), a link
+/// as its text then its URL in brackets. Raw HTML is kept as text.
+pub fn to_plain(markdown: &str) -> String {
+    let options = pulldown_cmark::Options::ENABLE_STRIKETHROUGH
+        | pulldown_cmark::Options::ENABLE_TABLES
+        | pulldown_cmark::Options::ENABLE_TASKLISTS;
+    let mut out = String::with_capacity(markdown.len());
+    // Per open list: the next item's number (`None` for a bullet list).
+    let mut lists: Vec<Option<u64>> = Vec::new();
+    let mut links: Vec<pulldown_cmark::CowStr<'_>> = Vec::new();
+    let newline = |out: &mut String| {
+        if !out.is_empty() && !out.ends_with('\n') {
+            out.push('\n');
+        }
+    };
+    for event in pulldown_cmark::Parser::new_ext(markdown, options) {
+        match event {
+            pulldown_cmark::Event::Text(t)
+            | pulldown_cmark::Event::Code(t)
+            | pulldown_cmark::Event::Html(t)
+            | pulldown_cmark::Event::InlineHtml(t) => out.push_str(&t),
+            pulldown_cmark::Event::InlineMath(t) | pulldown_cmark::Event::DisplayMath(t) => {
+                out.push_str(&t)
+            }
+            pulldown_cmark::Event::SoftBreak | pulldown_cmark::Event::HardBreak => out.push('\n'),
+            pulldown_cmark::Event::Rule => {
+                newline(&mut out);
+                out.push_str("———");
+            }
+            pulldown_cmark::Event::TaskListMarker(done) => {
+                out.push_str(if done { "☑ " } else { "☐ " })
+            }
+            pulldown_cmark::Event::FootnoteReference(r) => out.push_str(&format!("[{r}]")),
+            pulldown_cmark::Event::Start(pulldown_cmark::Tag::List(first)) => {
+                newline(&mut out);
+                lists.push(first);
+            }
+            pulldown_cmark::Event::End(pulldown_cmark::TagEnd::List(_)) => {
+                lists.pop();
+            }
+            pulldown_cmark::Event::Start(pulldown_cmark::Tag::Item) => {
+                newline(&mut out);
+                let depth = lists.len().saturating_sub(1);
+                out.push_str(&"  ".repeat(depth));
+                match lists.last_mut() {
+                    Some(Some(n)) => {
+                        out.push_str(&format!("{n}. "));
+                        *n += 1;
+                    }
+                    _ => out.push_str("• "),
+                }
+            }
+            pulldown_cmark::Event::Start(
+                pulldown_cmark::Tag::Link { dest_url, .. }
+                | pulldown_cmark::Tag::Image { dest_url, .. },
+            ) => links.push(dest_url),
+            pulldown_cmark::Event::End(
+                pulldown_cmark::TagEnd::Link | pulldown_cmark::TagEnd::Image,
+            ) => {
+                if let Some(url) = links
+                    .pop()
+                    .filter(|u| !u.is_empty() && !out.ends_with(&**u))
+                {
+                    out.push_str(&format!(" ({url})"));
+                }
+            }
+            pulldown_cmark::Event::End(pulldown_cmark::TagEnd::TableCell) => out.push_str(" | "),
+            pulldown_cmark::Event::End(
+                pulldown_cmark::TagEnd::TableHead | pulldown_cmark::TagEnd::TableRow,
+            ) => {
+                let trimmed = out.trim_end_matches(" | ").len();
+                out.truncate(trimmed);
+                out.push('\n');
+            }
+            pulldown_cmark::Event::End(
+                pulldown_cmark::TagEnd::Paragraph
+                | pulldown_cmark::TagEnd::Heading(_)
+                | pulldown_cmark::TagEnd::CodeBlock
+                | pulldown_cmark::TagEnd::BlockQuote(_),
+            ) => {
+                let trimmed = out.trim_end_matches('\n').len();
+                out.truncate(trimmed);
+                out.push('\n');
+            }
+            pulldown_cmark::Event::Start(
+                pulldown_cmark::Tag::Paragraph
+                | pulldown_cmark::Tag::Heading { .. }
+                | pulldown_cmark::Tag::CodeBlock(_),
+            ) => {
+                if !lists.is_empty() && out.ends_with(". ") || out.ends_with("• ") {
+                    continue;
+                }
+                newline(&mut out);
+            }
+            _ => {}
+        }
+    }
+    out.trim().to_owned()
+}
+
 /// Splits `text` into messages of at most `max` characters each. Whitespace-only text gives no
 /// message (platforms refuse empty ones); text that fits is one message, unchanged. Longer text is
 /// cut at the largest Markdown unit that fits (a section, a paragraph, a line, a sentence, a
