@@ -608,8 +608,11 @@ impl<A: MatrixApi> ChannelQuestions for MatrixQuestions<A> {
                     )?;
                     self.api.send(&room, c.0, c.1).await?;
                 }
-                // The ✅ / ❌ the bot placed to tap are controls: a settled question has none.
-                self.take_off_own_reactions(&room, &event).await;
+                // The ✅ / ❌ the bot placed to tap are controls: a settled question has none
+                // (looked up only where the bot placed some).
+                if !reactions(input, q, &event).is_empty() {
+                    self.take_off_own_reactions(&room, &event).await;
+                }
                 Ok(())
             }
             .await;

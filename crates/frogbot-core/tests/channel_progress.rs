@@ -373,31 +373,31 @@ async fn platform_edits_and_deletions_change_the_queue(url: &str) {
     w.until_ack("m3", Ack::Seen).await;
     let e = &w.engine;
     assert_eq!(
-        e.channel_message_edited(PLATFORM, THREAD, "m2", "second".into())
+        e.channel_message_changed(PLATFORM, THREAD, "m2", Some("second".into()))
             .await
             .unwrap(),
         ChannelChangeOutcome::Edited
     );
     assert_eq!(
-        e.channel_message_deleted(PLATFORM, THREAD, "m3")
+        e.channel_message_changed(PLATFORM, THREAD, "m3", None)
             .await
             .unwrap(),
         ChannelChangeOutcome::Deleted
     );
     assert_eq!(
-        e.channel_message_edited(PLATFORM, THREAD, "m1", "gate changed".into())
+        e.channel_message_changed(PLATFORM, THREAD, "m1", Some("gate changed".into()))
             .await
             .unwrap(),
         ChannelChangeOutcome::AlreadyRan
     );
     assert_eq!(
-        e.channel_message_deleted(PLATFORM, "another-thread", "m2")
+        e.channel_message_changed(PLATFORM, "another-thread", "m2", None)
             .await
             .unwrap(),
         ChannelChangeOutcome::Unknown
     );
     assert_eq!(
-        e.channel_message_edited(PLATFORM, THREAD, "never-taken", "x".into())
+        e.channel_message_changed(PLATFORM, THREAD, "never-taken", Some("x".into()))
             .await
             .unwrap(),
         ChannelChangeOutcome::Unknown

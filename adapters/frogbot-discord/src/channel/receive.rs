@@ -302,6 +302,29 @@ impl Handler {
     pub(super) fn new(shared: Arc<Shared>, engine: Engine) -> Self {
         Handler { shared, engine }
     }
+
+    /// An edit (`text: Some`) or a deletion of `message` in `channel`, queued in the channel's
+    /// order after the message itself.
+    fn changed(&self, channel: ChannelId, message: MessageId, text: Option<String>) {
+        let (thread, id) = (channel.to_string(), message.to_string());
+        let engine = self.engine.clone();
+        self.shared.queues.push(
+            &thread.clone(),
+            Box::pin(async move {
+                match engine
+                    .channel_message_changed(PLATFORM, &thread, &id, text)
+                    .await
+                {
+                    Ok(outcome) => {
+                        debug!(message = %id, ?outcome, "discord: edit or deletion handled")
+                    }
+                    Err(e) => {
+                        error!(message = %id, error = %e, "discord: edit or deletion not handled")
+                    }
+                }
+            }),
+        );
+    }
 }
 
 #[async_trait]
@@ -338,20 +361,7 @@ impl EventHandler for Handler {
             return;
         }
         let text = convert::strip_mention(&content, self.shared.me);
-        let (thread, id) = (event.channel_id.to_string(), event.id.to_string());
-        let engine = self.engine.clone();
-        self.shared.queues.push(
-            &thread.clone(),
-            Box::pin(async move {
-                match engine
-                    .channel_message_edited(PLATFORM, &thread, &id, text)
-                    .await
-                {
-                    Ok(outcome) => debug!(message = %id, ?outcome, "discord: edit handled"),
-                    Err(e) => error!(message = %id, error = %e, "discord: edit not handled"),
-                }
-            }),
-        );
+        self.changed(event.channel_id, event.id, Some(text));
     }
 
     /// A message deleted: one still queued never runs.
@@ -362,17 +372,7 @@ impl EventHandler for Handler {
         message: MessageId,
         _guild: Option<GuildId>,
     ) {
-        let (thread, id) = (channel.to_string(), message.to_string());
-        let engine = self.engine.clone();
-        self.shared.queues.push(
-            &thread.clone(),
-            Box::pin(async move {
-                match engine.channel_message_deleted(PLATFORM, &thread, &id).await {
-                    Ok(outcome) => debug!(message = %id, ?outcome, "discord: deletion handled"),
-                    Err(e) => error!(message = %id, error = %e, "discord: deletion not handled"),
-                }
-            }),
-        );
+        self.changed(channel, message, None);
     }
 
     async fn interaction_create(&self, _ctx: Context, interaction: DiscordInteraction) {

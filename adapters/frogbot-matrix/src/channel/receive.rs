@@ -398,22 +398,14 @@ impl Ctx {
         let Some((thread, author)) = known else {
             return;
         };
-        let result = match text {
-            Some(_) if sender != author => {
-                debug!(message = %message_id, %sender, "an edit by someone other than the author ignored");
-                return;
-            }
-            Some(text) => {
-                self.engine
-                    .channel_message_edited(PLATFORM, &thread, &message_id, text)
-                    .await
-            }
-            None => {
-                self.engine
-                    .channel_message_deleted(PLATFORM, &thread, &message_id)
-                    .await
-            }
-        };
+        if text.is_some() && sender != author {
+            debug!(message = %message_id, %sender, "an edit by someone other than the author ignored");
+            return;
+        }
+        let result = self
+            .engine
+            .channel_message_changed(PLATFORM, &thread, &message_id, text)
+            .await;
         match result {
             Ok(outcome) => {
                 debug!(message = %message_id, ?outcome, "Matrix edit or redaction handled")

@@ -459,18 +459,10 @@ impl Receiver {
     /// A person's edit or deletion of their message: a message still queued runs with the new
     /// text, or not at all; one that already ran is left as it was.
     async fn on_changed(&self, change: ChangedMessage) -> Result<(), Failure> {
-        let result = match change.text {
-            Some(text) => {
-                self.engine
-                    .channel_message_edited(PLATFORM, &change.thread, &change.message_id, text)
-                    .await
-            }
-            None => {
-                self.engine
-                    .channel_message_deleted(PLATFORM, &change.thread, &change.message_id)
-                    .await
-            }
-        };
+        let result = self
+            .engine
+            .channel_message_changed(PLATFORM, &change.thread, &change.message_id, change.text)
+            .await;
         match result {
             Ok(outcome) => {
                 debug!(message = %change.message_id, ?outcome, "Slack edit or deletion handled");

@@ -629,7 +629,7 @@ async fn on_edited(ctx: &Context, m: Message) {
     let id = crate::ids::message_id(m.chat.id, m.id);
     match ctx
         .engine
-        .channel_message_edited(PLATFORM, &thread, &id, text)
+        .channel_message_changed(PLATFORM, &thread, &id, Some(text))
         .await
     {
         Ok(outcome) => debug!(thread = %thread, ?outcome, "Telegram edit handled"),

@@ -630,32 +630,19 @@ impl Engine {
     }
 
     /// A person edited their message `message_id` (the platform's id) in `thread` to `text`
-    /// (mention stripped, as for [`Engine::channel_message`]): a message still queued runs with
-    /// the new text; one that already ran is left as it was ([`ChannelChangeOutcome`]).
-    pub async fn channel_message_edited(
+    /// (`Some`, a leading mention stripped as for [`Engine::channel_message`]) or it was deleted
+    /// (`None`): a message still queued runs with the new text, or never; one that already ran is
+    /// left as the agent read it ([`ChannelChangeOutcome`]).
+    pub async fn channel_message_changed(
         &self,
         platform: &str,
         thread: &str,
         message_id: &str,
-        text: String,
+        text: Option<String>,
     ) -> Result<ChannelChangeOutcome> {
         self.inner
             .channels
-            .channel_message_changed(platform, thread, message_id, Some(text))
-            .await
-    }
-
-    /// A person's message `message_id` (the platform's id) in `thread` was deleted: a message
-    /// still queued never runs; one that already ran is left as it was.
-    pub async fn channel_message_deleted(
-        &self,
-        platform: &str,
-        thread: &str,
-        message_id: &str,
-    ) -> Result<ChannelChangeOutcome> {
-        self.inner
-            .channels
-            .channel_message_changed(platform, thread, message_id, None)
+            .channel_message_changed(platform, thread, message_id, text)
             .await
     }
 

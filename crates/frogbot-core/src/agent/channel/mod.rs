@@ -255,7 +255,9 @@ impl Channels {
     /// for an answer did); `None` when acknowledgements are off.
     async fn answered_message(&self, chat: &ChatRow, reply: &UiMessage) -> Option<String> {
         let thread = thread_of(chat)?;
+        // An ask's turn answers no person's message: nothing to read.
         if !self.registry.settings(&thread.platform).acks
+            || reply.metadata.model.as_deref() == Some(crate::agent::ask::ASK_MODEL)
             || !reply
                 .parts
                 .iter()
