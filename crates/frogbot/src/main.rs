@@ -318,7 +318,10 @@ fn run_mcp(args: frogbot::mcp_server::McpArgs) -> ExitCode {
     match rt.block_on(frogbot::mcp_server::run_stdio(args)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("frogbot: {}", frogbot::term::escape_controls(&e.to_string()));
+            eprintln!(
+                "frogbot: {}",
+                frogbot::term::escape_controls(&e.to_string())
+            );
             ExitCode::from(frogbot::ask::EXIT_FAILED)
         }
     }

@@ -44,6 +44,10 @@ pub const MCP_PATH: &str = "/mcp";
 /// How often a long wait tells the client it is still waiting.
 pub const PROGRESS_EVERY: Duration = Duration::from_secs(10);
 
+/// How long a client has to answer the `ping` a long wait sends with each progress report; one
+/// that does not (its process gone, its connection lost) abandoned the call.
+pub const PING_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// The longest `wait_for_event` waits (`timeoutSeconds`).
 pub const MAX_EVENT_WAIT_SECONDS: u64 = 3600;
 
@@ -97,19 +101,14 @@ impl Api {
                     }
                     None => Body::empty(),
                 };
-                let req = req
-                    .body(body)
-                    .map_err(|e| AskError::Usage(e.to_string()))?;
-                let res = tokio::time::timeout(
-                    c.timeout,
-                    tower::ServiceExt::oneshot(router, req),
-                )
-                .await
-                .map_err(|_| AskError::Api {
-                    code: "timeout".into(),
-                    message: format!("the API did not answer within {:?}", c.timeout),
-                })?
-                .unwrap_or_else(|never| match never {});
+                let req = req.body(body).map_err(|e| AskError::Usage(e.to_string()))?;
+                let res = tokio::time::timeout(c.timeout, tower::ServiceExt::oneshot(router, req))
+                    .await
+                    .map_err(|_| AskError::Api {
+                        code: "timeout".into(),
+                        message: format!("the API did not answer within {:?}", c.timeout),
+                    })?
+                    .unwrap_or_else(|never| match never {});
                 let status = res.status();
                 let bytes = axum::body::to_bytes(res.into_body(), 16 << 20)
                     .await
@@ -137,6 +136,11 @@ impl Api {
 #[derive(Clone, Debug)]
 pub struct FrogbotMcp {
     api: Api,
+    /// The calls in flight and the withdrawals they leave behind: `frogbot mcp` waits for them
+    /// once its client is gone, before it exits.
+    tasks: tokio_util::task::TaskTracker,
+    /// Cancelled when the transport is gone: the calls still waiting end (and withdraw).
+    closing: tokio_util::sync::CancellationToken,
 }
 
 impl FrogbotMcp {
@@ -144,12 +148,18 @@ impl FrogbotMcp {
     pub fn remote(client: Client) -> FrogbotMcp {
         FrogbotMcp {
             api: Api::Remote(client),
+            tasks: Default::default(),
+            closing: Default::default(),
         }
     }
 
     /// The server `frogbot serve` mounts at [`MCP_PATH`].
     pub(crate) fn mounted() -> FrogbotMcp {
-        FrogbotMcp { api: Api::Mounted }
+        FrogbotMcp {
+            api: Api::Mounted,
+            tasks: Default::default(),
+            closing: Default::default(),
+        }
     }
 
     async fn call(
@@ -192,9 +202,9 @@ fn schema(v: Value) -> Arc<JsonObject> {
 
 /// The tools as `tools/list` gives them.
 pub fn tools() -> Vec<Tool> {
-    let input_item = frogbot_core::agent::question_tool_spec().input_schema["properties"]
-        ["questions"]["items"]
-        .clone();
+    let input_item =
+        frogbot_core::agent::question_tool_spec().input_schema["properties"]["questions"]["items"]
+            .clone();
     let to = json!({
         "type": "string",
         "description": "Where: `web:CHAT_ID` (a web chat; default: a new one), `PLATFORM:CHANNEL` \
@@ -321,7 +331,9 @@ fn count_arg(args: &JsonObject, key: &str, max: u64) -> Result<Option<u64>, Stri
         None | Some(Value::Null) => Ok(None),
         Some(v) => match v.as_u64() {
             Some(n) if (1..=max).contains(&n) => Ok(Some(n)),
-            _ => Err(format!("`{key}` must be a whole number from 1 to {max}, not {v}")),
+            _ => Err(format!(
+                "`{key}` must be a whole number from 1 to {max}, not {v}"
+            )),
         },
     }
 }
@@ -397,6 +409,7 @@ fn ask_summary(status: &Value) -> String {
 /// the client, its connection gone): disarmed once the ask is over.
 struct Withdraw {
     api: Option<(FrogbotMcpHandle, String)>,
+    tasks: tokio_util::task::TaskTracker,
 }
 
 /// What [`Withdraw`] needs to cancel an ask after the call's context is gone.
@@ -460,7 +473,7 @@ impl Drop for Withdraw {
         if let Some((handle, id)) = self.api.take()
             && let Ok(rt) = tokio::runtime::Handle::try_current()
         {
-            rt.spawn(handle.cancel(id));
+            self.tasks.spawn_on(handle.cancel(id), &rt);
         }
     }
 }
@@ -473,6 +486,22 @@ async fn progress(ctx: &RequestContext<RoleServer>, waited: Duration, message: &
         if let Err(e) = ctx.peer.notify_progress(p).await {
             tracing::debug!(error = %e, "progress notification not sent");
         }
+    }
+}
+
+/// Whether the client is gone: its transport closed, or no answer to a `ping` within
+/// [`PING_TIMEOUT`]. A client that answers, even with an error (a protocol version without
+/// server requests), is there. (A streamable HTTP session outlives its connections, so a dead
+/// client is only noticed so.)
+async fn client_gone(ctx: &RequestContext<RoleServer>) -> bool {
+    use rmcp::service::ServiceError;
+    let ping = ctx
+        .peer
+        .send_request(rmcp::model::ServerRequest::PingRequest(Default::default()));
+    match tokio::time::timeout(PING_TIMEOUT, ping).await {
+        Err(_) => true,
+        Ok(Err(ServiceError::TransportClosed | ServiceError::TransportSend(_))) => true,
+        Ok(_) => false,
     }
 }
 
@@ -499,11 +528,16 @@ impl FrogbotMcp {
         let mut status = created;
         let mut guard = Withdraw {
             api: FrogbotMcpHandle::of(&self.api, ctx).map(|h| (h, id.clone())),
+            tasks: self.tasks.clone(),
         };
         let started = tokio::time::Instant::now();
         if !is_over(&status) {
-            progress(ctx, Duration::ZERO, &format!("asked ({id}): waiting for the person's answer"))
-                .await;
+            progress(
+                ctx,
+                Duration::ZERO,
+                &format!("asked ({id}): waiting for the person's answer"),
+            )
+            .await;
         }
         while !is_over(&status) {
             let wait = PROGRESS_EVERY;
@@ -520,9 +554,17 @@ impl FrogbotMcp {
                     // The guard withdraws the question as this call ends.
                     return Ok(failed("cancelled by the client: the question was withdrawn"));
                 }
+                () = self.closing.cancelled() => {
+                    return Ok(failed("the client went away: the question was withdrawn"));
+                }
             }
             if !is_over(&status) {
                 progress(ctx, started.elapsed(), "waiting for the person's answer").await;
+                if client_gone(ctx).await {
+                    // The guard withdraws the question as this call ends.
+                    tracing::info!(ask = %id, "the MCP client is gone");
+                    return Ok(failed("the client went away: the question was withdrawn"));
+                }
             }
         }
         guard.api = None;
@@ -647,13 +689,7 @@ impl FrogbotMcp {
             if let Some(c) = &chat {
                 path.push_str(&format!("&chatId={c}"));
             }
-            let next = self.call(
-                ctx,
-                Method::GET,
-                path,
-                None,
-                this + Duration::from_secs(30),
-            );
+            let next = self.call(ctx, Method::GET, path, None, this + Duration::from_secs(30));
             let v = tokio::select! {
                 v = next => v?,
                 () = ctx.ct.cancelled() => return Ok(failed("cancelled by the client")),
@@ -662,7 +698,8 @@ impl FrogbotMcp {
                 .as_array()
                 .map(|a| a.iter().map(crate::talk::inbox_line).collect())
                 .unwrap_or_default();
-            let over = !wait || tokio::time::Instant::now() + Duration::from_millis(500) >= deadline;
+            let over =
+                !wait || tokio::time::Instant::now() + Duration::from_millis(500) >= deadline;
             if !items.is_empty() || over {
                 let text = match items.len() {
                     0 if wait => format!("nothing arrived within {timeout} s"),
@@ -709,6 +746,8 @@ impl ServerHandler for FrogbotMcp {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let args = request.arguments.unwrap_or_default();
+        // Counted until the call ends (and its withdrawal, if any, is spawned).
+        let _in_flight = self.tasks.token();
         let span = tracing::info_span!("mcp_tool", tool = %request.name);
         let result = tracing::Instrument::instrument(
             async {
@@ -726,7 +765,11 @@ impl ServerHandler for FrogbotMcp {
         match result {
             Ok(r) => Ok(r.into()),
             Err(AskError::Usage(m)) if m.is_empty() => Err(ErrorData::invalid_params(
-                format!("unknown tool {:?}: FrogBot offers {}", request.name, TOOLS.join(", ")),
+                format!(
+                    "unknown tool {:?}: FrogBot offers {}",
+                    request.name,
+                    TOOLS.join(", ")
+                ),
                 None,
             )),
             Err(e) => Ok(failed(e.to_string()).into()),
@@ -752,13 +795,21 @@ pub async fn run_stdio(args: McpArgs) -> Result<(), AskError> {
         token: args.token,
         format: crate::ask::Format::Json,
     })?;
-    let service = rmcp::ServiceExt::serve(FrogbotMcp::remote(client), rmcp::transport::stdio())
+    let server = FrogbotMcp::remote(client);
+    let service = rmcp::ServiceExt::serve(server.clone(), rmcp::transport::stdio())
         .await
         .map_err(|e| AskError::Usage(format!("MCP start-up failed: {e}")))?;
-    service
-        .waiting()
+    let ended = service.waiting().await;
+    // The client is gone: the calls still waiting end and withdraw their asks before exiting.
+    server.closing.cancel();
+    server.tasks.close();
+    if tokio::time::timeout(Duration::from_secs(10), server.tasks.wait())
         .await
-        .map_err(|e| AskError::Usage(format!("MCP server failed: {e}")))?;
+        .is_err()
+    {
+        tracing::warn!("calls still running at exit; their asks may stay open");
+    }
+    ended.map_err(|e| AskError::Usage(format!("MCP server failed: {e}")))?;
     Ok(())
 }
 
@@ -854,8 +905,8 @@ mod tests {
             assert!(t.description.as_ref().is_some_and(|d| d.len() > 40));
         }
         // The ask's inputs are the question tool's items: every input kind.
-        let kinds = &tools[0].input_schema["properties"]["inputs"]["items"]["properties"]["kind"]
-            ["enum"];
+        let kinds =
+            &tools[0].input_schema["properties"]["inputs"]["items"]["properties"]["kind"]["enum"];
         assert_eq!(
             kinds,
             &json!(["choice", "text_input", "number_input", "toggle", "confirm"])
@@ -865,7 +916,9 @@ mod tests {
     #[test]
     fn summaries_say_what_happened() {
         assert_eq!(
-            ask_summary(&json!({"id": "a.b", "state": "answered", "by": "alice", "values": {"Colour": "Red"}})),
+            ask_summary(
+                &json!({"id": "a.b", "state": "answered", "by": "alice", "values": {"Colour": "Red"}})
+            ),
             "answered by alice: {\"Colour\":\"Red\"}"
         );
         assert_eq!(

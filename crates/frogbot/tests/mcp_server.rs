@@ -136,9 +136,14 @@ async fn a_cancelled_call_withdraws_its_question_and_progress_is_reported_meanwh
         )
         .await;
     let call = open_call(&s, "mcp-cancel", AGENT).await;
-    let progress = client.next(|v| v["op"] == "progress" && v["id"] == "ask").await;
+    let progress = client
+        .next(|v| v["op"] == "progress" && v["id"] == "ask")
+        .await;
     assert!(
-        progress["message"].as_str().unwrap().contains("waiting for the person's answer"),
+        progress["message"]
+            .as_str()
+            .unwrap()
+            .contains("waiting for the person's answer"),
         "{progress}"
     );
     client.cancel("ask").await;
@@ -147,13 +152,15 @@ async fn a_cancelled_call_withdraws_its_question_and_progress_is_reported_meanwh
     // The question is withdrawn: nothing waits in the chat, and a late answer is stale.
     let deadline = tokio::time::Instant::now() + common::WAIT;
     loop {
-        let p = s
-            .get("/api/chats/mcp-cancel/pending", Some(AGENT))
-            .await;
+        let p = s.get("/api/chats/mcp-cancel/pending", Some(AGENT)).await;
         if p.json["calls"].as_array().is_some_and(Vec::is_empty) {
             break;
         }
-        assert!(tokio::time::Instant::now() < deadline, "still pending: {}", p.text);
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "still pending: {}",
+            p.text
+        );
         tokio::time::sleep(Duration::from_millis(30)).await;
     }
     let late = s
@@ -186,7 +193,10 @@ async fn tokens_that_are_not_an_agents_are_refused_and_an_agent_reaches_only_its
         let refused = McpClient::http(&url, token).await.err().expect("refused");
         let code = if token == Some(ALICE) { 403 } else { 401 };
         assert_eq!(refused["code"], code, "{refused}");
-        assert!(refused["message"].as_str().unwrap().contains(why), "{refused}");
+        assert!(
+            refused["message"].as_str().unwrap().contains(why),
+            "{refused}"
+        );
     }
     // The same over stdio: the tool's call is refused by the server's API.
     let mut stdio = McpClient::stdio(&s.base, "not-a-token").await.unwrap();
@@ -195,21 +205,43 @@ async fn tokens_that_are_not_an_agents_are_refused_and_an_agent_reaches_only_its
         .await;
     let r = stdio.result_of("a").await;
     assert_eq!(r["isError"], true, "{r}");
-    assert!(r["content"][0]["text"].as_str().unwrap().contains("unauthorized"), "{r}");
+    assert!(
+        r["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("unauthorized"),
+        "{r}"
+    );
     stdio.close().await;
     // An agent allowed only Slack's C0123 cannot ask on Telegram or in a web chat.
     let mut narrow = McpClient::http(&url, Some(NARROW_AGENT)).await.unwrap();
     narrow
-        .call("t", "ask_person", json!({"text": "hi", "to": "telegram:@42"}))
+        .call(
+            "t",
+            "ask_person",
+            json!({"text": "hi", "to": "telegram:@42"}),
+        )
         .await;
     let r = narrow.result_of("t").await;
     assert_eq!(r["isError"], true, "{r}");
-    assert!(r["content"][0]["text"].as_str().unwrap().contains("forbidden"), "{r}");
+    assert!(
+        r["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("forbidden"),
+        "{r}"
+    );
     // Bad arguments: a clear error, nothing asked.
     narrow.call("b", "ask_person", json!({"to": "web:x"})).await;
     let r = narrow.result_of("b").await;
     assert_eq!(r["isError"], true);
-    assert!(r["content"][0]["text"].as_str().unwrap().contains("`text` is required"), "{r}");
+    assert!(
+        r["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("`text` is required"),
+        "{r}"
+    );
     narrow.call("u", "no_such_tool", json!({})).await;
     let end = narrow.end_of("u").await;
     assert!(end.to_string().contains("unknown tool"), "{end}");
@@ -244,14 +276,21 @@ async fn a_message_sent_and_the_persons_reply_read_from_the_inbox_and_waited_for
         .await;
     let sent = client.result_of("send").await;
     assert_ne!(sent["isError"], true, "{sent}");
-    let chat = sent["structuredContent"]["chatId"].as_str().unwrap().to_owned();
+    let chat = sent["structuredContent"]["chatId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     assert_eq!(chat, "mcp-talk");
     // Nothing yet; then waiting, while alice writes.
     client.call("empty", "read_inbox", json!({})).await;
     let empty = client.result_of("empty").await;
     assert_eq!(empty["structuredContent"]["items"], json!([]));
     client
-        .call("wait", "wait_for_event", json!({"chatId": chat, "timeoutSeconds": 30}))
+        .call(
+            "wait",
+            "wait_for_event",
+            json!({"chatId": chat, "timeoutSeconds": 30}),
+        )
         .await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     let posted = s
@@ -268,7 +307,9 @@ async fn a_message_sent_and_the_persons_reply_read_from_the_inbox_and_waited_for
     assert_eq!(items[0]["text"], "looks good, ship it");
     assert_eq!(items[0]["chatId"], chat.as_str());
     // Each item once: the inbox is empty again.
-    client.call("again", "read_inbox", json!({"chatId": chat})).await;
+    client
+        .call("again", "read_inbox", json!({"chatId": chat}))
+        .await;
     assert_eq!(
         client.result_of("again").await["structuredContent"]["items"],
         json!([])
@@ -279,6 +320,52 @@ async fn a_message_sent_and_the_persons_reply_read_from_the_inbox_and_waited_for
         .await;
     let short = client.result_of("short").await;
     assert_eq!(short["structuredContent"]["items"], json!([]));
-    assert!(short["content"][0]["text"].as_str().unwrap().contains("nothing arrived"));
+    assert!(
+        short["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("nothing arrived")
+    );
     client.close().await;
+}
+
+/// A client that goes away while its ask waits (its process killed): the question is withdrawn,
+/// over streamable HTTP and over stdio, so nobody answers into the void.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_abandoned_call_withdraws_its_question() {
+    let (s, _db) = server().await;
+    for (i, stdio) in [false, true].into_iter().enumerate() {
+        let chat = format!("mcp-gone-{i}");
+        let mut client = if stdio {
+            McpClient::stdio(&s.base, AGENT).await.unwrap()
+        } else {
+            McpClient::http(&format!("{}/mcp", s.base), Some(AGENT))
+                .await
+                .unwrap()
+        };
+        client
+            .call(
+                "ask",
+                "ask_person",
+                json!({"to": format!("web:{chat}"), "text": "Still there?"}),
+            )
+            .await;
+        open_call(&s, &chat, AGENT).await;
+        client.kill().await;
+        let deadline = tokio::time::Instant::now() + common::WAIT;
+        loop {
+            let p = s
+                .get(&format!("/api/chats/{chat}/pending"), Some(AGENT))
+                .await;
+            if p.json["calls"].as_array().is_some_and(Vec::is_empty) {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "stdio {stdio}: still pending after the client died: {}",
+                p.text
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
 }

@@ -149,6 +149,11 @@ impl McpClient {
         end["result"].clone()
     }
 
+    /// Kills the client's process (and with it a `frogbot mcp` child's stdin).
+    pub(crate) async fn kill(mut self) {
+        let _ = self.child.kill().await;
+    }
+
     /// Closes the client and waits for it to exit.
     pub(crate) async fn close(mut self) {
         self.send(json!({"op": "close"})).await;
