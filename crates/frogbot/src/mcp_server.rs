@@ -54,88 +54,100 @@ pub const MAX_EVENT_WAIT_SECONDS: u64 = 3600;
 /// The tools, by name.
 pub const TOOLS: [&str; 4] = ["ask_person", "send_message", "read_inbox", "wait_for_event"];
 
-/// How a tool reaches the HTTP API.
+/// Where the tools' requests go.
 #[derive(Clone, Debug)]
-enum Api {
+enum Source {
     /// A running server over HTTP (`frogbot mcp`).
     Remote(Client),
-    /// The API router of this process (`/mcp` in `frogbot serve`); the caller's bearer token is
-    /// read from each request.
+    /// The API router of this process (`/mcp` in `frogbot serve`), carried by each request
+    /// with the caller's bearer token.
     Mounted,
 }
 
-/// A request to the API: the same for both transports.
-struct Call<'a> {
-    method: Method,
-    path: String,
-    body: Option<Value>,
-    timeout: Duration,
-    ctx: &'a RequestContext<RoleServer>,
-}
-
 /// The API router a mounted endpoint's requests carry (inserted by the `/mcp` route).
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub(crate) struct LocalApi(pub(crate) axum::Router);
 
-impl Api {
-    async fn call(&self, c: Call<'_>) -> Result<Value, AskError> {
+/// The HTTP API as one call reaches it, with its caller's token.
+#[derive(Clone, Debug)]
+enum Api {
+    Remote(Client),
+    Local {
+        router: axum::Router,
+        auth: Option<HeaderValue>,
+    },
+}
+
+impl Source {
+    /// The API for the call `ctx`: the mounted endpoint's request carries the router and token.
+    fn api(&self, ctx: &RequestContext<RoleServer>) -> Result<Api, AskError> {
         match self {
-            Api::Remote(client) => client.call(c.method, &c.path, c.body, c.timeout).await,
-            Api::Mounted => {
-                let parts = c.ctx.extensions.get::<axum::http::request::Parts>();
-                let router = parts.and_then(|p| p.extensions.get::<LocalApi>()).cloned();
-                let Some(LocalApi(router)) = router else {
-                    return Err(AskError::Usage("the MCP request carries no API".into()));
-                };
-                let mut req = Request::builder().method(c.method).uri(&c.path);
-                if let Some(auth) = parts.and_then(|p| p.headers.get(header::AUTHORIZATION)) {
-                    req = req.header(header::AUTHORIZATION, auth.clone());
+            Source::Remote(c) => Ok(Api::Remote(c.clone())),
+            Source::Mounted => {
+                let parts = ctx.extensions.get::<axum::http::request::Parts>();
+                let router = parts.and_then(|p| p.extensions.get::<LocalApi>());
+                match (parts, router) {
+                    (Some(parts), Some(LocalApi(router))) => Ok(Api::Local {
+                        router: router.clone(),
+                        auth: parts.headers.get(header::AUTHORIZATION).cloned(),
+                    }),
+                    _ => Err(AskError::Usage("the MCP request carries no API".into())),
                 }
-                let body = match c.body {
-                    Some(b) => {
-                        req = req.header(
-                            header::CONTENT_TYPE,
-                            HeaderValue::from_static("application/json"),
-                        );
-                        Body::from(b.to_string())
-                    }
-                    None => Body::empty(),
-                };
-                let req = req.body(body).map_err(|e| AskError::Usage(e.to_string()))?;
-                let res = tokio::time::timeout(c.timeout, tower::ServiceExt::oneshot(router, req))
-                    .await
-                    .map_err(|_| AskError::Api {
-                        code: "timeout".into(),
-                        message: format!("the API did not answer within {:?}", c.timeout),
-                    })?
-                    .unwrap_or_else(|never| match never {});
-                let status = res.status();
-                let bytes = axum::body::to_bytes(res.into_body(), 16 << 20)
-                    .await
-                    .map_err(|e| AskError::Usage(e.to_string()))?;
-                let v: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-                if !status.is_success() {
-                    return Err(AskError::Api {
-                        code: v["error"]["code"]
-                            .as_str()
-                            .map(str::to_owned)
-                            .unwrap_or_else(|| status.as_u16().to_string()),
-                        message: v["error"]["message"]
-                            .as_str()
-                            .map(str::to_owned)
-                            .unwrap_or_else(|| format!("HTTP {status}")),
-                    });
-                }
-                Ok(v)
             }
         }
+    }
+}
+
+impl Api {
+    async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+        timeout: Duration,
+    ) -> Result<Value, AskError> {
+        let (router, auth) = match self {
+            Api::Remote(client) => return client.call(method, path, body, timeout).await,
+            Api::Local { router, auth } => (router.clone(), auth),
+        };
+        let mut req = Request::builder().method(method).uri(path);
+        if let Some(auth) = auth {
+            req = req.header(header::AUTHORIZATION, auth.clone());
+        }
+        let body = match body {
+            Some(b) => {
+                req = req.header(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/json"),
+                );
+                Body::from(b.to_string())
+            }
+            None => Body::empty(),
+        };
+        let req = req.body(body).map_err(|e| AskError::Usage(e.to_string()))?;
+        let res = tokio::time::timeout(timeout, tower::ServiceExt::oneshot(router, req))
+            .await
+            .map_err(|_| AskError::Api {
+                code: "timeout".into(),
+                message: format!("the API did not answer within {timeout:?}"),
+            })?
+            .unwrap_or_else(|never| match never {});
+        let status = res.status();
+        let bytes = axum::body::to_bytes(res.into_body(), 16 << 20)
+            .await
+            .map_err(|e| AskError::Usage(e.to_string()))?;
+        let v: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        if !status.is_success() {
+            return Err(crate::ask::api_error(status, &v));
+        }
+        Ok(v)
     }
 }
 
 /// The MCP server: FrogBot's asks, agent messages and inbox as tools.
 #[derive(Clone, Debug)]
 pub struct FrogbotMcp {
-    api: Api,
+    source: Source,
     /// The calls in flight and the withdrawals they leave behind: `frogbot mcp` waits for them
     /// once its client is gone, before it exits.
     tasks: tokio_util::task::TaskTracker,
@@ -147,7 +159,7 @@ impl FrogbotMcp {
     /// The server of `frogbot mcp`: its tools call the server `client` reaches.
     pub fn remote(client: Client) -> FrogbotMcp {
         FrogbotMcp {
-            api: Api::Remote(client),
+            source: Source::Remote(client),
             tasks: Default::default(),
             closing: Default::default(),
         }
@@ -156,7 +168,7 @@ impl FrogbotMcp {
     /// The server `frogbot serve` mounts at [`MCP_PATH`].
     pub(crate) fn mounted() -> FrogbotMcp {
         FrogbotMcp {
-            api: Api::Mounted,
+            source: Source::Mounted,
             tasks: Default::default(),
             closing: Default::default(),
         }
@@ -170,14 +182,9 @@ impl FrogbotMcp {
         body: Option<Value>,
         timeout: Duration,
     ) -> Result<Value, AskError> {
-        self.api
-            .call(Call {
-                method,
-                path,
-                body,
-                timeout,
-                ctx,
-            })
+        self.source
+            .api(ctx)?
+            .call(method, &path, body, timeout)
             .await
     }
 }
@@ -406,75 +413,35 @@ fn ask_summary(status: &Value) -> String {
 }
 
 /// Withdraws an open ask when the call that waits on it ends without its answer (cancelled by
-/// the client, its connection gone): disarmed once the ask is over.
+/// the client, its client gone): disarmed once the ask is over.
 struct Withdraw {
-    api: Option<(FrogbotMcpHandle, String)>,
+    ask: Option<(Api, String)>,
     tasks: tokio_util::task::TaskTracker,
-}
-
-/// What [`Withdraw`] needs to cancel an ask after the call's context is gone.
-#[derive(Clone)]
-enum FrogbotMcpHandle {
-    Remote(Client),
-    Mounted {
-        router: axum::Router,
-        auth: Option<HeaderValue>,
-    },
-}
-
-impl FrogbotMcpHandle {
-    fn of(api: &Api, ctx: &RequestContext<RoleServer>) -> Option<FrogbotMcpHandle> {
-        match api {
-            Api::Remote(c) => Some(FrogbotMcpHandle::Remote(c.clone())),
-            Api::Mounted => {
-                let parts = ctx.extensions.get::<axum::http::request::Parts>()?;
-                Some(FrogbotMcpHandle::Mounted {
-                    router: parts.extensions.get::<LocalApi>()?.0.clone(),
-                    auth: parts.headers.get(header::AUTHORIZATION).cloned(),
-                })
-            }
-        }
-    }
-
-    async fn cancel(self, id: String) {
-        let path = format!("/api/asks/{id}");
-        let result = match self {
-            FrogbotMcpHandle::Remote(c) => c
-                .call(Method::DELETE, &path, None, Duration::from_secs(30))
-                .await
-                .map(drop)
-                .map_err(|e| e.to_string()),
-            FrogbotMcpHandle::Mounted { router, auth } => {
-                let mut req = Request::builder().method(Method::DELETE).uri(&path);
-                if let Some(a) = auth {
-                    req = req.header(header::AUTHORIZATION, a);
-                }
-                match req.body(Body::empty()) {
-                    Ok(req) => match tower::ServiceExt::oneshot(router, req).await {
-                        Ok(res) if res.status().is_success() => Ok(()),
-                        Ok(res) => Err(format!("HTTP {}", res.status())),
-                        Err(never) => match never {},
-                    },
-                    Err(e) => Err(e.to_string()),
-                }
-            }
-        };
-        match result {
-            Ok(()) => tracing::info!(ask = %id, "the MCP call was cancelled: its ask withdrawn"),
-            Err(e) => {
-                tracing::warn!(ask = %id, error = %e, "could not withdraw a cancelled MCP call's ask")
-            }
-        }
-    }
 }
 
 impl Drop for Withdraw {
     fn drop(&mut self) {
-        if let Some((handle, id)) = self.api.take()
-            && let Ok(rt) = tokio::runtime::Handle::try_current()
-        {
-            self.tasks.spawn_on(handle.cancel(id), &rt);
-        }
+        let Some((api, id)) = self.ask.take() else {
+            return;
+        };
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let cancel = async move {
+            let path = format!("/api/asks/{id}");
+            match api
+                .call(Method::DELETE, &path, None, Duration::from_secs(30))
+                .await
+            {
+                Ok(_) => {
+                    tracing::info!(ask = %id, "the MCP call ended without an answer: its ask withdrawn")
+                }
+                Err(e) => {
+                    tracing::warn!(ask = %id, error = %e, "could not withdraw the ask of an MCP call that ended")
+                }
+            }
+        };
+        self.tasks.spawn_on(cancel, &rt);
     }
 }
 
@@ -527,11 +494,11 @@ impl FrogbotMcp {
         let id = created["id"].as_str().unwrap_or_default().to_owned();
         let mut status = created;
         let mut guard = Withdraw {
-            api: FrogbotMcpHandle::of(&self.api, ctx).map(|h| (h, id.clone())),
+            ask: Some((self.source.api(ctx)?, id.clone())),
             tasks: self.tasks.clone(),
         };
         let started = tokio::time::Instant::now();
-        if !is_over(&status) {
+        if !crate::ask::is_final(&status) {
             progress(
                 ctx,
                 Duration::ZERO,
@@ -539,7 +506,7 @@ impl FrogbotMcp {
             )
             .await;
         }
-        while !is_over(&status) {
+        while !crate::ask::is_final(&status) {
             let wait = PROGRESS_EVERY;
             let next = self.call(
                 ctx,
@@ -558,7 +525,7 @@ impl FrogbotMcp {
                     return Ok(failed("the client went away: the question was withdrawn"));
                 }
             }
-            if !is_over(&status) {
+            if !crate::ask::is_final(&status) {
                 progress(ctx, started.elapsed(), "waiting for the person's answer").await;
                 if client_gone(ctx).await {
                     // The guard withdraws the question as this call ends.
@@ -567,7 +534,7 @@ impl FrogbotMcp {
                 }
             }
         }
-        guard.api = None;
+        guard.ask = None;
         Ok(succeeded(ask_summary(&status), status))
     }
 
@@ -715,10 +682,6 @@ impl FrogbotMcp {
             progress(ctx, started.elapsed(), "waiting for a person").await;
         }
     }
-}
-
-fn is_over(status: &Value) -> bool {
-    !matches!(status["state"].as_str(), Some("open" | "queued") | None)
 }
 
 impl ServerHandler for FrogbotMcp {
