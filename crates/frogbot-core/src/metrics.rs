@@ -524,6 +524,9 @@ impl Store for Metered {
     async fn take_inbox(&self, op: &crate::store::InboxOp<'_>) -> Result<Vec<StoredMessage>> {
         metered!("take_inbox", self.inner.take_inbox(op))
     }
+    fn changes(&self) -> Option<tokio::sync::broadcast::Receiver<crate::store::Change>> {
+        self.inner.changes()
+    }
     async fn try_hold(&self, key: &str) -> Result<Option<Box<dyn crate::store::Held>>> {
         self.inner.try_hold(key).await
     }

@@ -41,6 +41,7 @@
 //! and `advance_question` read the record once more when they lost a race, `complete_job` releases
 //! the claim in a second statement when the job was re-enqueued while the statement ran.
 
+mod feed;
 mod rows;
 mod store;
 
@@ -86,6 +87,10 @@ pub struct PostgresStore {
     acquire_timeout: Duration,
     /// Tests only: every operation takes the careful (lock-first) way.
     careful_only: bool,
+    /// The pushed changes (`LISTEN frogbot_chats`), started by the first [`Store::changes`].
+    ///
+    /// [`Store::changes`]: frogbot_core::store::Store::changes
+    feed: std::sync::Arc<feed::Feed>,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -136,6 +141,7 @@ impl PostgresStore {
             password,
             acquire_timeout: options.acquire_timeout,
             careful_only: false,
+            feed: Default::default(),
         };
         sqlx::migrate!("./migrations")
             .run(&store.pool)

@@ -1379,6 +1379,17 @@ fn took_nothing() -> Taken {
     }
 }
 
+impl PostgresStore {
+    /// `r`, with the chat announced to every process listening ([`Store::changes`]) when the
+    /// operation succeeded.
+    fn announced<T>(&self, chat: &ChatId, r: Result<T>) -> Result<T> {
+        if r.is_ok() {
+            self.feed.announce(&self.relaxed, chat);
+        }
+        r
+    }
+}
+
 #[async_trait]
 impl Store for PostgresStore {
     fn backend(&self) -> &'static str {
@@ -1598,153 +1609,174 @@ impl Store for PostgresStore {
     // ---- turns -------------------------------------------------------------------------------
 
     async fn send(&self, op: &SendOp<'_>) -> Result<Sent> {
-        if !self.careful_only
-            && let Some(sent) = self.send_fast(op).await?
-        {
-            return Ok(sent);
+        let r = async {
+            if !self.careful_only
+                && let Some(sent) = self.send_fast(op).await?
+            {
+                return Ok(sent);
+            }
+            self.send_careful(op).await
         }
-        self.send_careful(op).await
+        .await;
+        self.announced(&op.chat.chat_id, r)
     }
 
     async fn checkpoint(&self, op: &CheckpointOp<'_>) -> Result<Checkpointed> {
-        // A step checkpoint commits without waiting for the server's disk (see `relaxed`).
-        if !self.careful_only {
-            let mut conn = self.relaxed.acquire().await.db(self)?;
-            if let Some(done) = self.run_checkpoint(&mut conn, op).await? {
-                return Ok(done);
+        let r = async {
+            // A step checkpoint commits without waiting for the server's disk (see `relaxed`).
+            if !self.careful_only {
+                let mut conn = self.relaxed.acquire().await.db(self)?;
+                if let Some(done) = self.run_checkpoint(&mut conn, op).await? {
+                    return Ok(done);
+                }
+                if !op.join_steers {
+                    // Without steers the statement is only fenced: no row means the lease is lost.
+                    return Err(lease_lost(&op.lease.chat_id));
+                }
             }
-            if !op.join_steers {
-                // Without steers the statement is only fenced: no row means the lease is lost.
-                return Err(lease_lost(&op.lease.chat_id));
-            }
+            let mut tx = self.relaxed.begin().await.db(self)?;
+            self.lock_fenced(&mut tx, op.lease).await?;
+            let done = self
+                .run_checkpoint(&mut tx, op)
+                .await?
+                .ok_or_else(|| lease_lost(&op.lease.chat_id))?;
+            tx.commit().await.db(self)?;
+            Ok(done)
         }
-        let mut tx = self.relaxed.begin().await.db(self)?;
-        self.lock_fenced(&mut tx, op.lease).await?;
-        let done = self
-            .run_checkpoint(&mut tx, op)
-            .await?
-            .ok_or_else(|| lease_lost(&op.lease.chat_id))?;
-        tx.commit().await.db(self)?;
-        Ok(done)
+        .await;
+        self.announced(&op.lease.chat_id, r)
     }
 
     async fn await_answers(&self, op: &AwaitOp<'_>) -> Result<StoredMessage> {
-        let l = op.lease;
-        let r = op.reply;
-        let questions: Vec<Value> = op
-            .questions
-            .iter()
-            .map(|q| {
-                Ok(json!({
-                    "chat_id": q.chat_id.as_str(),
-                    "tool_call_id": q.tool_call_id,
-                    "message_id": q.message_id,
-                    "call_index": q.call_index,
-                    "input": to_json(&q.input)?,
-                    "answer_deadline": q.answer_deadline,
-                }))
-            })
-            .collect::<Result<_>>()?;
-        let JobParams {
-            kind,
-            key,
-            payload,
-            run_at,
-        } = job_params(op.job)?;
-        let delivery = job_params(op.delivery)?;
-        let row = sqlx::query(AWAIT)
-            .bind(l.chat_id.as_str())
-            .bind(&l.holder)
-            .bind(l.token)
-            .bind(op.now)
-            .bind(&r.id)
-            .bind(r.role.as_str())
-            .bind(user_str(r.metadata.author.as_ref()))
-            .bind(rows::message_body(r)?)
-            .bind(op.position)
-            .bind(to_json(&questions)?)
-            .bind(empty_record()?)
-            .bind(op.now + QUESTION_TTL_MS)
-            .bind(kind)
-            .bind(key)
-            .bind(payload)
-            .bind(run_at)
-            .bind(delivery.kind)
-            .bind(delivery.key)
-            .bind(delivery.payload)
-            .bind(delivery.run_at)
-            .fetch_optional(&self.pool)
-            .await
-            .db(self)?;
-        match row {
-            Some(row) => rows::message(&row, ""),
-            None => Err(lease_lost(&l.chat_id)),
-        }
-    }
-
-    async fn end_turn(&self, op: &EndTurnOp<'_>) -> Result<TurnEnded> {
-        if !self.careful_only {
-            let mut conn = self.pool.acquire().await.db(self)?;
-            if let Some(ended) = self.run_end_turn(&mut conn, op).await? {
-                return Ok(ended);
-            }
-        }
-        // The lease is lost, or something was written since the snapshot (a message queued):
-        // lock the chat first, then decide on what is committed.
-        let mut tx = self.begin().await?;
-        self.lock_fenced(&mut tx, op.lease).await?;
-        let ended = self
-            .run_end_turn(&mut tx, op)
-            .await?
-            .ok_or_else(|| lease_lost(&op.lease.chat_id))?;
-        tx.commit().await.db(self)?;
-        Ok(ended)
-    }
-
-    async fn take_chat(&self, chat: &ChatId, req: &LeaseRequest) -> Result<Option<Taken>> {
-        if !self.careful_only {
-            let row = sqlx::query(TAKE_CHAT)
-                .bind(chat.as_str())
-                .bind(&req.holder)
-                .bind(req.now + req.ttl_ms)
-                .bind(req.now)
+        let r = async {
+            let l = op.lease;
+            let r = op.reply;
+            let questions: Vec<Value> = op
+                .questions
+                .iter()
+                .map(|q| {
+                    Ok(json!({
+                        "chat_id": q.chat_id.as_str(),
+                        "tool_call_id": q.tool_call_id,
+                        "message_id": q.message_id,
+                        "call_index": q.call_index,
+                        "input": to_json(&q.input)?,
+                        "answer_deadline": q.answer_deadline,
+                    }))
+                })
+                .collect::<Result<_>>()?;
+            let JobParams {
+                kind,
+                key,
+                payload,
+                run_at,
+            } = job_params(op.job)?;
+            let delivery = job_params(op.delivery)?;
+            let row = sqlx::query(AWAIT)
+                .bind(l.chat_id.as_str())
+                .bind(&l.holder)
+                .bind(l.token)
+                .bind(op.now)
+                .bind(&r.id)
+                .bind(r.role.as_str())
+                .bind(user_str(r.metadata.author.as_ref()))
+                .bind(rows::message_body(r)?)
+                .bind(op.position)
+                .bind(to_json(&questions)?)
+                .bind(empty_record()?)
+                .bind(op.now + QUESTION_TTL_MS)
+                .bind(kind)
+                .bind(key)
+                .bind(payload)
+                .bind(run_at)
+                .bind(delivery.kind)
+                .bind(delivery.key)
+                .bind(delivery.payload)
+                .bind(delivery.run_at)
                 .fetch_optional(&self.pool)
                 .await
                 .db(self)?;
-            let Some(row) = row else { return Ok(None) };
-            let holder: Option<String> = row.try_get("lease_holder").db(self)?;
-            let until: i64 = row.try_get("lease_until").db(self)?;
-            let awaiting: Option<String> = row.try_get("awaiting_message_id").db(self)?;
-            if awaiting.is_some() || (holder.is_some() && until > req.now) {
-                return Ok(None);
+            match row {
+                Some(row) => rows::message(&row, ""),
+                None => Err(lease_lost(&l.chat_id)),
             }
-            if holder.is_none() {
-                if !row.try_get::<bool, _>("has_queue").db(self)? {
-                    // Idle with nothing queued: taking and releasing would change nothing.
-                    return Ok(Some(took_nothing()));
-                }
-                if let Some(token) = row.try_get::<Option<i64>, _>("taken_token").db(self)? {
-                    let next = rows::message_opt(&row, "p_")?
-                        .ok_or_else(|| StoreError::corrupt_msg("a promoted message vanished"))?;
-                    return Ok(Some(Taken {
-                        interrupted: None,
-                        next: Some((
-                            Lease {
-                                chat_id: chat.clone(),
-                                holder: req.holder.clone(),
-                                token,
-                                expires_at: req.now + req.ttl_ms,
-                                driver: next.author().cloned(),
-                                taken_over: false,
-                            },
-                            next,
-                        )),
-                    }));
-                }
-            }
-            // An expired lease to take over (its turn is marked interrupted), or a lost swap.
         }
-        self.take_chat_careful(chat, req).await
+        .await;
+        self.announced(&op.lease.chat_id, r)
+    }
+
+    async fn end_turn(&self, op: &EndTurnOp<'_>) -> Result<TurnEnded> {
+        let r = async {
+            if !self.careful_only {
+                let mut conn = self.pool.acquire().await.db(self)?;
+                if let Some(ended) = self.run_end_turn(&mut conn, op).await? {
+                    return Ok(ended);
+                }
+            }
+            // The lease is lost, or something was written since the snapshot (a message queued):
+            // lock the chat first, then decide on what is committed.
+            let mut tx = self.begin().await?;
+            self.lock_fenced(&mut tx, op.lease).await?;
+            let ended = self
+                .run_end_turn(&mut tx, op)
+                .await?
+                .ok_or_else(|| lease_lost(&op.lease.chat_id))?;
+            tx.commit().await.db(self)?;
+            Ok(ended)
+        }
+        .await;
+        self.announced(&op.lease.chat_id, r)
+    }
+
+    async fn take_chat(&self, chat: &ChatId, req: &LeaseRequest) -> Result<Option<Taken>> {
+        let r = async {
+            if !self.careful_only {
+                let row = sqlx::query(TAKE_CHAT)
+                    .bind(chat.as_str())
+                    .bind(&req.holder)
+                    .bind(req.now + req.ttl_ms)
+                    .bind(req.now)
+                    .fetch_optional(&self.pool)
+                    .await
+                    .db(self)?;
+                let Some(row) = row else { return Ok(None) };
+                let holder: Option<String> = row.try_get("lease_holder").db(self)?;
+                let until: i64 = row.try_get("lease_until").db(self)?;
+                let awaiting: Option<String> = row.try_get("awaiting_message_id").db(self)?;
+                if awaiting.is_some() || (holder.is_some() && until > req.now) {
+                    return Ok(None);
+                }
+                if holder.is_none() {
+                    if !row.try_get::<bool, _>("has_queue").db(self)? {
+                        // Idle with nothing queued: taking and releasing would change nothing.
+                        return Ok(Some(took_nothing()));
+                    }
+                    if let Some(token) = row.try_get::<Option<i64>, _>("taken_token").db(self)? {
+                        let next = rows::message_opt(&row, "p_")?.ok_or_else(|| {
+                            StoreError::corrupt_msg("a promoted message vanished")
+                        })?;
+                        return Ok(Some(Taken {
+                            interrupted: None,
+                            next: Some((
+                                Lease {
+                                    chat_id: chat.clone(),
+                                    holder: req.holder.clone(),
+                                    token,
+                                    expires_at: req.now + req.ttl_ms,
+                                    driver: next.author().cloned(),
+                                    taken_over: false,
+                                },
+                                next,
+                            )),
+                        }));
+                    }
+                }
+                // An expired lease to take over (its turn is marked interrupted), or a lost swap.
+            }
+            self.take_chat_careful(chat, req).await
+        }
+        .await;
+        self.announced(chat, r)
     }
 
     async fn resume_turn(
@@ -1753,22 +1785,28 @@ impl Store for PostgresStore {
         message_id: &str,
         req: &LeaseRequest,
     ) -> Result<Resume> {
-        if !self.careful_only {
-            let mut conn = self.pool.acquire().await.db(self)?;
-            if let Some(resume) = self.resume_once(&mut conn, chat, message_id, req).await? {
-                return Ok(resume);
+        let r = async {
+            if !self.careful_only {
+                let mut conn = self.pool.acquire().await.db(self)?;
+                if let Some(resume) = self.resume_once(&mut conn, chat, message_id, req).await? {
+                    return Ok(resume);
+                }
             }
+            let mut tx = self.begin().await?;
+            self.lock_chat(&mut tx, chat, None).await?;
+            let resume = self
+                .resume_once(&mut tx, chat, message_id, req)
+                .await?
+                .ok_or_else(|| {
+                    StoreError::unavailable_msg(format!(
+                        "resuming chat {chat} failed under its lock"
+                    ))
+                })?;
+            tx.commit().await.db(self)?;
+            Ok(resume)
         }
-        let mut tx = self.begin().await?;
-        self.lock_chat(&mut tx, chat, None).await?;
-        let resume = self
-            .resume_once(&mut tx, chat, message_id, req)
-            .await?
-            .ok_or_else(|| {
-                StoreError::unavailable_msg(format!("resuming chat {chat} failed under its lock"))
-            })?;
-        tx.commit().await.db(self)?;
-        Ok(resume)
+        .await;
+        self.announced(chat, r)
     }
 
     async fn renew_lease(&self, lease: &mut Lease, ttl_ms: Millis, now: Millis) -> Result<()> {
@@ -1793,22 +1831,26 @@ impl Store for PostgresStore {
     }
 
     async fn expire_lease(&self, lease: &Lease, now: Millis) -> Result<()> {
-        let done = sqlx::query(
-            "UPDATE chats SET lease_until = LEAST(lease_until, $4) \
-             WHERE chat_id = $1 AND lease_holder = $2 AND lease_token = $3",
-        )
-        .bind(lease.chat_id.as_str())
-        .bind(&lease.holder)
-        .bind(lease.token)
-        .bind(now)
-        .execute(&self.pool)
-        .await
-        .db(self)?;
-        if done.rows_affected() == 1 {
-            Ok(())
-        } else {
-            Err(lease_lost(&lease.chat_id))
+        let r = async {
+            let done = sqlx::query(
+                "UPDATE chats SET lease_until = LEAST(lease_until, $4) \
+                 WHERE chat_id = $1 AND lease_holder = $2 AND lease_token = $3",
+            )
+            .bind(lease.chat_id.as_str())
+            .bind(&lease.holder)
+            .bind(lease.token)
+            .bind(now)
+            .execute(&self.pool)
+            .await
+            .db(self)?;
+            if done.rows_affected() == 1 {
+                Ok(())
+            } else {
+                Err(lease_lost(&lease.chat_id))
+            }
         }
+        .await;
+        self.announced(&lease.chat_id, r)
     }
 
     async fn edit_queued(
@@ -1819,30 +1861,34 @@ impl Store for PostgresStore {
         edit: &QueuedEdit,
         now: Millis,
     ) -> Result<QueuedChange> {
-        let parts = edit.parts.as_ref().map(to_json).transpose()?;
-        for _ in 0..3 {
-            let row = sqlx::query(EDIT_QUEUED)
-                .bind(chat.as_str())
-                .bind(id)
-                .bind(user_str(by))
-                .bind(now)
-                .bind(parts.as_deref())
-                .bind(edit.delivery.map(Delivery::as_str))
-                .fetch_optional(&self.pool)
-                .await
-                .db(self)?;
-            let Some(row) = row else {
-                return Ok(QueuedChange::NotFound);
-            };
-            if let Some(m) = rows::message_opt(&row, "u_")? {
-                return Ok(QueuedChange::Done(Some(Box::new(m))));
+        let r = async {
+            let parts = edit.parts.as_ref().map(to_json).transpose()?;
+            for _ in 0..3 {
+                let row = sqlx::query(EDIT_QUEUED)
+                    .bind(chat.as_str())
+                    .bind(id)
+                    .bind(user_str(by))
+                    .bind(now)
+                    .bind(parts.as_deref())
+                    .bind(edit.delivery.map(Delivery::as_str))
+                    .fetch_optional(&self.pool)
+                    .await
+                    .db(self)?;
+                let Some(row) = row else {
+                    return Ok(QueuedChange::NotFound);
+                };
+                if let Some(m) = rows::message_opt(&row, "u_")? {
+                    return Ok(QueuedChange::Done(Some(Box::new(m))));
+                }
+                if let Some(refused) = queued_refusal(self, &row, by)? {
+                    return Ok(refused);
+                }
+                // Promoted or deleted between the statement's snapshot and its write: look again.
             }
-            if let Some(refused) = queued_refusal(self, &row, by)? {
-                return Ok(refused);
-            }
-            // Promoted or deleted between the statement's snapshot and its write: look again.
+            Ok(QueuedChange::NotQueued)
         }
-        Ok(QueuedChange::NotQueued)
+        .await;
+        self.announced(chat, r)
     }
 
     async fn delete_queued(
@@ -1852,26 +1898,30 @@ impl Store for PostgresStore {
         by: Option<&UserId>,
         now: Millis,
     ) -> Result<QueuedChange> {
-        for _ in 0..3 {
-            let row = sqlx::query(DELETE_QUEUED)
-                .bind(chat.as_str())
-                .bind(id)
-                .bind(user_str(by))
-                .bind(now)
-                .fetch_optional(&self.pool)
-                .await
-                .db(self)?;
-            let Some(row) = row else {
-                return Ok(QueuedChange::NotFound);
-            };
-            if row.try_get::<i64, _>("deleted").db(self)? > 0 {
-                return Ok(QueuedChange::Done(None));
+        let r = async {
+            for _ in 0..3 {
+                let row = sqlx::query(DELETE_QUEUED)
+                    .bind(chat.as_str())
+                    .bind(id)
+                    .bind(user_str(by))
+                    .bind(now)
+                    .fetch_optional(&self.pool)
+                    .await
+                    .db(self)?;
+                let Some(row) = row else {
+                    return Ok(QueuedChange::NotFound);
+                };
+                if row.try_get::<i64, _>("deleted").db(self)? > 0 {
+                    return Ok(QueuedChange::Done(None));
+                }
+                if let Some(refused) = queued_refusal(self, &row, by)? {
+                    return Ok(refused);
+                }
             }
-            if let Some(refused) = queued_refusal(self, &row, by)? {
-                return Ok(refused);
-            }
+            Ok(QueuedChange::NotQueued)
         }
-        Ok(QueuedChange::NotQueued)
+        .await;
+        self.announced(chat, r)
     }
 
     // ---- questions ---------------------------------------------------------------------------
@@ -1942,86 +1992,94 @@ impl Store for PostgresStore {
     }
 
     async fn record_outcome(&self, op: &RecordOp<'_>) -> Result<Recorded> {
-        let Some(req) = op.resume else {
-            let mut conn = self.pool.acquire().await.db(self)?;
-            return self.record_on(&mut conn, op).await;
-        };
-        // Record and continue the turn in one transaction (one commit).
-        let mut tx = self.begin().await?;
-        let mut recorded = self.record_on(&mut tx, op).await?;
-        if let Recorded::Won {
-            question, resumed, ..
-        } = &mut recorded
-        {
-            let fast = if self.careful_only {
-                None
-            } else {
-                self.resume_once(&mut tx, op.chat, &question.message_id, req)
-                    .await?
+        let r = async {
+            let Some(req) = op.resume else {
+                let mut conn = self.pool.acquire().await.db(self)?;
+                return self.record_on(&mut conn, op).await;
             };
-            *resumed = Some(match fast {
-                Some(r) => r,
-                None => {
-                    self.lock_chat(&mut tx, op.chat, None).await?;
+            // Record and continue the turn in one transaction (one commit).
+            let mut tx = self.begin().await?;
+            let mut recorded = self.record_on(&mut tx, op).await?;
+            if let Recorded::Won {
+                question, resumed, ..
+            } = &mut recorded
+            {
+                let fast = if self.careful_only {
+                    None
+                } else {
                     self.resume_once(&mut tx, op.chat, &question.message_id, req)
                         .await?
-                        .ok_or_else(|| {
-                            StoreError::unavailable_msg(format!(
-                                "resuming chat {} failed under its lock",
-                                op.chat
-                            ))
-                        })?
-                }
-            });
+                };
+                *resumed = Some(match fast {
+                    Some(r) => r,
+                    None => {
+                        self.lock_chat(&mut tx, op.chat, None).await?;
+                        self.resume_once(&mut tx, op.chat, &question.message_id, req)
+                            .await?
+                            .ok_or_else(|| {
+                                StoreError::unavailable_msg(format!(
+                                    "resuming chat {} failed under its lock",
+                                    op.chat
+                                ))
+                            })?
+                    }
+                });
+            }
+            tx.commit().await.db(self)?;
+            Ok(recorded)
         }
-        tx.commit().await.db(self)?;
-        Ok(recorded)
+        .await;
+        self.announced(op.chat, r)
     }
 
     async fn advance_question(&self, op: &AdvanceOp<'_>) -> Result<Advanced> {
-        let row = sqlx::query(ADVANCE)
-            .bind(op.chat.as_str())
-            .bind(op.tool_call_id)
-            .bind(i64::try_from(op.expected_revision).unwrap_or(i64::MAX))
-            .bind(op.state.map(to_json).transpose()?)
-            .bind(op.lock.holder)
-            .bind(op.now + op.lock.ttl_ms)
-            .bind(op.now)
-            .bind(op.now + QUESTION_TTL_MS)
-            .fetch_optional(&self.pool)
-            .await
-            .db(self)?;
-        let Some(row) = row else {
-            return Ok(Advanced::Gone);
-        };
-        let question = rows::question(&row, "")?;
-        if row.try_get::<bool, _>("done").db(self)? {
-            return Ok(Advanced::Done {
-                lock: QuestionLock {
-                    chat_id: op.chat.clone(),
-                    tool_call_id: op.tool_call_id.to_string(),
-                    holder: op.lock.holder.to_string(),
-                    token: row.try_get("lock_token").db(self)?,
+        let r = async {
+            let row = sqlx::query(ADVANCE)
+                .bind(op.chat.as_str())
+                .bind(op.tool_call_id)
+                .bind(i64::try_from(op.expected_revision).unwrap_or(i64::MAX))
+                .bind(op.state.map(to_json).transpose()?)
+                .bind(op.lock.holder)
+                .bind(op.now + op.lock.ttl_ms)
+                .bind(op.now)
+                .bind(op.now + QUESTION_TTL_MS)
+                .fetch_optional(&self.pool)
+                .await
+                .db(self)?;
+            let Some(row) = row else {
+                return Ok(Advanced::Gone);
+            };
+            let question = rows::question(&row, "")?;
+            if row.try_get::<bool, _>("done").db(self)? {
+                return Ok(Advanced::Done {
+                    lock: QuestionLock {
+                        chat_id: op.chat.clone(),
+                        tool_call_id: op.tool_call_id.to_string(),
+                        holder: op.lock.holder.to_string(),
+                        token: row.try_get("lock_token").db(self)?,
+                    },
+                    question,
+                });
+            }
+            let fits = question.outcome.is_none()
+                && !question.posting
+                && !question.locked(op.now)
+                && question.record.revision == op.expected_revision;
+            if !fits {
+                return Ok(Advanced::Changed { question });
+            }
+            Ok(
+                match self
+                    .fresh_question(op.chat, op.tool_call_id, op.now)
+                    .await?
+                {
+                    None => Advanced::Gone,
+                    Some(q) => Advanced::Changed { question: q },
                 },
-                question,
-            });
+            )
         }
-        let fits = question.outcome.is_none()
-            && !question.posting
-            && !question.locked(op.now)
-            && question.record.revision == op.expected_revision;
-        if !fits {
-            return Ok(Advanced::Changed { question });
-        }
-        Ok(
-            match self
-                .fresh_question(op.chat, op.tool_call_id, op.now)
-                .await?
-            {
-                None => Advanced::Gone,
-                Some(q) => Advanced::Changed { question: q },
-            },
-        )
+        .await;
+        self.announced(op.chat, r)
     }
 
     async fn lock_question(
@@ -2356,130 +2414,142 @@ impl Store for PostgresStore {
     }
 
     async fn bind_agent(&self, op: &BindAgentOp<'_>) -> Result<Bound> {
-        let id = &op.chat.chat_id;
-        let mut tx = self.begin().await?;
-        let Locked { chat, created } = self
-            .lock_chat(&mut tx, id, Some((op.chat, op.now)))
-            .await?
-            .ok_or_else(|| StoreError::corrupt_msg(format!("chat {id} vanished")))?;
-        let bound = match bind_decision(&chat, created, op)? {
-            Some(bound) => bound,
-            None => {
-                let row = sqlx::query(concat!(
-                    "UPDATE chats c SET agent = $2, updated_at = $3 WHERE c.chat_id = $1 RETURNING ",
-                    chat_cols!("c")
-                ))
-                .bind(id.as_str())
-                .bind(op.agent)
+        let r = async {
+            let id = &op.chat.chat_id;
+            let mut tx = self.begin().await?;
+            let Locked { chat, created } = self
+                .lock_chat(&mut tx, id, Some((op.chat, op.now)))
+                .await?
+                .ok_or_else(|| StoreError::corrupt_msg(format!("chat {id} vanished")))?;
+            let bound = match bind_decision(&chat, created, op)? {
+                Some(bound) => bound,
+                None => {
+                    let row = sqlx::query(concat!(
+                        "UPDATE chats c SET agent = $2, updated_at = $3 WHERE c.chat_id = $1 RETURNING ",
+                        chat_cols!("c")
+                    ))
+                    .bind(id.as_str())
+                    .bind(op.agent)
+                    .bind(op.now)
+                    .fetch_one(&mut *tx)
+                    .await
+                    .db(self)?;
+                    Bound::Bound(rows::chat(&row)?)
+                }
+            };
+            tx.commit().await.db(self)?;
+            Ok(bound)
+        }
+        .await;
+        self.announced(&op.chat.chat_id, r)
+    }
+
+    async fn post_message(&self, op: &PostMessageOp<'_>) -> Result<PostedMessage> {
+        let r = async {
+            let mut tx = self.begin().await?;
+            self.lock_chat(&mut tx, op.chat, None)
+                .await?
+                .ok_or_else(|| StoreError::not_found(Item::Chat, op.chat.as_str()))?;
+            let (dup, last_position) = self.message_facts(&mut tx, op.chat, &op.message.id).await?;
+            if dup {
+                let row = sqlx::query(MESSAGE_BY_ID)
+                    .bind(op.chat.as_str())
+                    .bind(&op.message.id)
+                    .fetch_one(&mut *tx)
+                    .await
+                    .db(self)?;
+                return Ok(PostedMessage::Duplicate(rows::message(&row, "")?));
+            }
+            let row = sqlx::query(BUMP_CHAT)
+                .bind(op.chat.as_str())
                 .bind(op.now)
                 .fetch_one(&mut *tx)
                 .await
                 .db(self)?;
-                Bound::Bound(rows::chat(&row)?)
+            let chat = rows::chat(&row)?;
+            let saved = self
+                .put_message(
+                    &mut tx,
+                    op.chat,
+                    op.message,
+                    false,
+                    Delivery::Queue,
+                    Some(last_position + 1),
+                    0,
+                    op.now,
+                    chat.version,
+                )
+                .await?;
+            if op.inbox {
+                sqlx::query("UPDATE messages SET inbox = TRUE WHERE chat_id = $1 AND seq = $2")
+                    .bind(op.chat.as_str())
+                    .bind(saved.seq)
+                    .execute(&mut *tx)
+                    .await
+                    .db(self)?;
             }
-        };
-        tx.commit().await.db(self)?;
-        Ok(bound)
-    }
-
-    async fn post_message(&self, op: &PostMessageOp<'_>) -> Result<PostedMessage> {
-        let mut tx = self.begin().await?;
-        self.lock_chat(&mut tx, op.chat, None)
-            .await?
-            .ok_or_else(|| StoreError::not_found(Item::Chat, op.chat.as_str()))?;
-        let (dup, last_position) = self.message_facts(&mut tx, op.chat, &op.message.id).await?;
-        if dup {
-            let row = sqlx::query(MESSAGE_BY_ID)
-                .bind(op.chat.as_str())
-                .bind(&op.message.id)
-                .fetch_one(&mut *tx)
-                .await
-                .db(self)?;
-            return Ok(PostedMessage::Duplicate(rows::message(&row, "")?));
+            if let Some(job) = op.job {
+                self.enqueue_in(&mut tx, job).await?;
+            }
+            tx.commit().await.db(self)?;
+            Ok(PostedMessage::New(saved))
         }
-        let row = sqlx::query(BUMP_CHAT)
-            .bind(op.chat.as_str())
-            .bind(op.now)
-            .fetch_one(&mut *tx)
-            .await
-            .db(self)?;
-        let chat = rows::chat(&row)?;
-        let saved = self
-            .put_message(
-                &mut tx,
-                op.chat,
-                op.message,
-                false,
-                Delivery::Queue,
-                Some(last_position + 1),
-                0,
-                op.now,
-                chat.version,
-            )
-            .await?;
-        if op.inbox {
-            sqlx::query("UPDATE messages SET inbox = TRUE WHERE chat_id = $1 AND seq = $2")
-                .bind(op.chat.as_str())
-                .bind(saved.seq)
-                .execute(&mut *tx)
-                .await
-                .db(self)?;
-        }
-        if let Some(job) = op.job {
-            self.enqueue_in(&mut tx, job).await?;
-        }
-        tx.commit().await.db(self)?;
-        Ok(PostedMessage::New(saved))
+        .await;
+        self.announced(op.chat, r)
     }
 
     async fn update_message(&self, op: &UpdateMessageOp<'_>) -> Result<MessageUpdate> {
-        let mut tx = self.begin().await?;
-        if self.lock_chat(&mut tx, op.chat, None).await?.is_none() {
-            return Ok(MessageUpdate::Moved(None));
-        }
-        let current = sqlx::query(MESSAGE_BY_ID)
+        let r = async {
+            let mut tx = self.begin().await?;
+            if self.lock_chat(&mut tx, op.chat, None).await?.is_none() {
+                return Ok(MessageUpdate::Moved(None));
+            }
+            let current = sqlx::query(MESSAGE_BY_ID)
+                .bind(op.chat.as_str())
+                .bind(&op.message.id)
+                .fetch_optional(&mut *tx)
+                .await
+                .db(self)?
+                .map(|r| rows::message(&r, ""))
+                .transpose()?;
+            let Some(current) = current else {
+                return Ok(MessageUpdate::Moved(None));
+            };
+            if current.queued || current.version != op.expected_version {
+                return Ok(MessageUpdate::Moved(Some(Box::new(current))));
+            }
+            let mut message = op.message.clone();
+            message.role = current.message.role;
+            message.metadata.author = current.message.metadata.author.clone();
+            let row = sqlx::query(BUMP_CHAT)
+                .bind(op.chat.as_str())
+                .bind(op.now)
+                .fetch_one(&mut *tx)
+                .await
+                .db(self)?;
+            let version = rows::chat(&row)?.version;
+            let row = sqlx::query(concat!(
+                "UPDATE messages m SET body = $3, updated_at = $4, version = $5 \
+                 WHERE m.chat_id = $1 AND m.seq = $2 RETURNING ",
+                msg_cols!("m", "")
+            ))
             .bind(op.chat.as_str())
-            .bind(&op.message.id)
-            .fetch_optional(&mut *tx)
-            .await
-            .db(self)?
-            .map(|r| rows::message(&r, ""))
-            .transpose()?;
-        let Some(current) = current else {
-            return Ok(MessageUpdate::Moved(None));
-        };
-        if current.queued || current.version != op.expected_version {
-            return Ok(MessageUpdate::Moved(Some(Box::new(current))));
-        }
-        let mut message = op.message.clone();
-        message.role = current.message.role;
-        message.metadata.author = current.message.metadata.author.clone();
-        let row = sqlx::query(BUMP_CHAT)
-            .bind(op.chat.as_str())
+            .bind(current.seq)
+            .bind(rows::message_body(&message)?)
             .bind(op.now)
+            .bind(version)
             .fetch_one(&mut *tx)
             .await
             .db(self)?;
-        let version = rows::chat(&row)?.version;
-        let row = sqlx::query(concat!(
-            "UPDATE messages m SET body = $3, updated_at = $4, version = $5 \
-             WHERE m.chat_id = $1 AND m.seq = $2 RETURNING ",
-            msg_cols!("m", "")
-        ))
-        .bind(op.chat.as_str())
-        .bind(current.seq)
-        .bind(rows::message_body(&message)?)
-        .bind(op.now)
-        .bind(version)
-        .fetch_one(&mut *tx)
-        .await
-        .db(self)?;
-        let saved = rows::message(&row, "")?;
-        if let Some(job) = op.job {
-            self.enqueue_in(&mut tx, job).await?;
+            let saved = rows::message(&row, "")?;
+            if let Some(job) = op.job {
+                self.enqueue_in(&mut tx, job).await?;
+            }
+            tx.commit().await.db(self)?;
+            Ok(MessageUpdate::Done(Box::new(saved)))
         }
-        tx.commit().await.db(self)?;
-        Ok(MessageUpdate::Done(Box::new(saved)))
+        .await;
+        self.announced(op.chat, r)
     }
 
     async fn take_inbox(&self, op: &InboxOp<'_>) -> Result<Vec<StoredMessage>> {
@@ -2542,6 +2612,10 @@ impl Store for PostgresStore {
         .await
         .db(self)?;
         Ok(done.rows_affected() == 1)
+    }
+
+    fn changes(&self) -> Option<tokio::sync::broadcast::Receiver<frogbot_core::store::Change>> {
+        Some(self.feed.subscribe(&self.pool))
     }
 
     async fn try_hold(&self, key: &str) -> Result<Option<Box<dyn Held>>> {

@@ -299,6 +299,9 @@ impl Store for PausingStore {
     async fn take_inbox(&self, op: &InboxOp<'_>) -> Result<Vec<StoredMessage>> {
         self.inner.take_inbox(op).await
     }
+    fn changes(&self) -> Option<tokio::sync::broadcast::Receiver<frogbot_core::store::Change>> {
+        self.inner.changes()
+    }
     async fn try_hold(&self, key: &str) -> Result<Option<Box<dyn frogbot_core::store::Held>>> {
         self.inner.try_hold(key).await
     }

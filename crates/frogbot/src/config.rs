@@ -290,6 +290,8 @@ fn default_max_connections() -> usize {
 /// max_connections = 1024            # open connections (event streams included); more get 503
 /// max_event_streams = 512           # live event streams open at once; more get 429
 /// max_event_streams_per_user = 64   # … per caller (anonymous callers: per client address)
+/// event_poll_seconds = 1            # how often a watched chat is read for other processes'
+///                                   # changes; with PostgreSQL, which pushes them, default 30
 /// allowed_origins = []              # other origins whose pages may call the API, e.g.
 ///                                   # ["https://chat.example.com"]
 /// ```
@@ -325,6 +327,11 @@ pub struct ServerConfig {
     /// per client address.
     #[serde(default = "default_max_event_streams_per_user")]
     pub max_event_streams_per_user: usize,
+    /// Seconds between two reads of a watched chat for changes made by other processes (live
+    /// event streams). Default: 1 on SQLite; on PostgreSQL, whose changes are pushed at commit
+    /// (`LISTEN`/`NOTIFY`), 30, a fallback for notices lost with a connection.
+    #[serde(default)]
+    pub event_poll_seconds: Option<u64>,
     /// Origins (`scheme://host[:port]`) besides the server's own whose web pages may send
     /// state-changing requests to the API; their hosts are also accepted in `Host` by a server
     /// listening on loopback (default none).
@@ -340,6 +347,7 @@ impl Default for ServerConfig {
             max_connections: default_max_connections(),
             max_event_streams: default_max_event_streams(),
             max_event_streams_per_user: default_max_event_streams_per_user(),
+            event_poll_seconds: None,
             allowed_origins: Vec::new(),
         }
     }
@@ -723,6 +731,10 @@ impl Config {
             (
                 "server.max_event_streams_per_user",
                 self.server.max_event_streams_per_user as u64,
+            ),
+            (
+                "server.event_poll_seconds",
+                self.server.event_poll_seconds.unwrap_or(1),
             ),
         ] {
             if value == 0 {

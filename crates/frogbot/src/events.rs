@@ -2,8 +2,9 @@
 //!
 //! A listener holds only a cursor into its chat's stream of changes: each watched chat has one
 //! task that learns of changes once — from this process's engine and, for changes made by other
-//! processes, by polling the store for the messages changed since it last looked — serialises each
-//! change once and fans the frame out to every listener of the chat. When a chat's last listener
+//! processes, from the store's pushed notices (PostgreSQL's `LISTEN`/`NOTIFY`) or by polling it —
+//! reads the messages changed since it last looked, serialises each change once and fans the
+//! frame out to every listener of the chat. When a chat's last listener
 //! leaves, its task and everything it kept go. A poll reads the chat's row and, only when its
 //! version moved, the messages written since. The number of streams is capped in total and per
 //! caller (`max_event_streams`, `max_event_streams_per_user`); past a cap a new stream gets 429.
@@ -21,8 +22,11 @@ use frogbot_core::model::{ChatId, TurnState, UiMessage, UserId, now_millis};
 use serde_json::json;
 use tokio::sync::{broadcast, mpsc};
 
-/// How often a watched chat is polled for changes made by other processes.
+/// How often a watched chat is polled for changes made by other processes, by default.
 const POLL: Duration = Duration::from_secs(1);
+/// … when the store pushes other processes' changes: only a fallback for notices lost with a
+/// connection (each loss also sends a resync, which reads every watched chat at once).
+const POLL_WITH_PUSH: Duration = Duration::from_secs(30);
 /// Frames a listener may fall behind before its stream ends (the client reconnects and reloads).
 const LAG_FRAMES: usize = 1024;
 /// A comment line sent on an idle stream, so proxies and clients see it is alive.
@@ -35,6 +39,9 @@ pub struct StreamLimits {
     pub total: usize,
     /// Streams open at once per caller (anonymous callers count as one).
     pub per_user: usize,
+    /// How often a watched chat is read for other processes' changes (`None`: [`POLL`], or
+    /// [`POLL_WITH_PUSH`] when the store pushes changes).
+    pub poll: Option<Duration>,
 }
 
 /// Why a stream was refused.
@@ -75,6 +82,8 @@ enum Caller {
 struct Inner {
     engine: Engine,
     limits: StreamLimits,
+    /// How often a watched chat is read for other processes' changes.
+    poll: Duration,
     state: Mutex<State>,
 }
 
@@ -86,10 +95,17 @@ struct State {
     dispatcher: Option<tokio::task::JoinHandle<()>>,
 }
 
+/// What a watched chat's task learns: an event of this process's engine, or a notice that the
+/// chat changed somewhere (read it).
+enum Input {
+    Event(ChatEvent),
+    Changed,
+}
+
 /// A watched chat: the fan-out of its frames and its task (stopped when the last listener leaves).
 struct Watched {
     frames: broadcast::Sender<Bytes>,
-    local: mpsc::UnboundedSender<ChatEvent>,
+    local: mpsc::UnboundedSender<Input>,
     listeners: usize,
     task: tokio::task::JoinHandle<()>,
 }
@@ -103,10 +119,15 @@ impl Drop for Watched {
 impl ChatWatchers {
     /// Watchers over `engine`'s chats with `limits`.
     pub fn new(engine: Engine, limits: StreamLimits) -> Self {
+        let pushed = engine.store_changes().is_some();
+        let poll = limits
+            .poll
+            .unwrap_or(if pushed { POLL_WITH_PUSH } else { POLL });
         Self {
             inner: Arc::new(Inner {
                 engine,
                 limits,
+                poll,
                 state: Mutex::new(State::default()),
             }),
         }
@@ -154,10 +175,11 @@ impl ChatWatchers {
             if st.dispatcher.is_none() {
                 st.dispatcher = Some(tokio::spawn(dispatch(Arc::downgrade(&self.inner))));
             }
+            let poll = self.inner.poll;
             let watched = st
                 .chats
                 .entry(chat.clone())
-                .or_insert_with(|| watch(&self.inner.engine, chat, state, version));
+                .or_insert_with(|| watch(&self.inner.engine, chat, state, version, poll));
             watched.listeners += 1;
             watched.frames.subscribe()
         };
@@ -245,35 +267,70 @@ fn frame(value: &serde_json::Value) -> Bytes {
     Bytes::from(format!("data: {value}\n\n"))
 }
 
-/// Routes this process's engine events to the watched chats.
+/// Routes this process's engine events, and the store's notices of changes made anywhere, to
+/// the watched chats.
 async fn dispatch(inner: std::sync::Weak<Inner>) {
-    let mut events = match inner.upgrade() {
-        Some(i) => i.engine.subscribe(),
+    let (mut events, mut changes) = match inner.upgrade() {
+        Some(i) => (i.engine.subscribe(), i.engine.store_changes()),
         None => return,
     };
     loop {
-        let event = match events.recv().await {
-            Ok(e) => e,
-            Err(broadcast::error::RecvError::Lagged(n)) => {
-                tracing::debug!(missed = n, "live events lagged; the store polls catch up");
-                continue;
-            }
-            Err(broadcast::error::RecvError::Closed) => return,
+        let input = tokio::select! {
+            event = events.recv() => match event {
+                Ok(ChatEvent::State { chat_id, state }) => {
+                    (Some(chat_id.clone()), Input::Event(ChatEvent::State { chat_id, state }))
+                }
+                Ok(ChatEvent::Message { chat_id, message }) => {
+                    (Some(chat_id.clone()), Input::Event(ChatEvent::Message { chat_id, message }))
+                }
+                Ok(_) => continue,
+                Err(broadcast::error::RecvError::Lagged(n)) => {
+                    tracing::debug!(missed = n, "live events lagged; every watched chat is read");
+                    (None, Input::Changed)
+                }
+                Err(broadcast::error::RecvError::Closed) => return,
+            },
+            change = async {
+                match changes.as_mut() {
+                    Some(c) => c.recv().await,
+                    None => std::future::pending().await,
+                }
+            } => match change {
+                Ok(frogbot_core::store::Change::Chat(chat)) => (Some(chat), Input::Changed),
+                Ok(_) => (None, Input::Changed),
+                Err(broadcast::error::RecvError::Lagged(_)) => (None, Input::Changed),
+                Err(broadcast::error::RecvError::Closed) => {
+                    changes = None;
+                    continue;
+                }
+            },
         };
         let Some(inner) = inner.upgrade() else { return };
-        let chat = match &event {
-            ChatEvent::State { chat_id, .. } | ChatEvent::Message { chat_id, .. } => chat_id,
-            _ => continue,
-        };
         let st = inner.state.lock().expect("watchers");
-        if let Some(w) = st.chats.get(chat) {
-            let _ = w.local.send(event);
+        match input {
+            (Some(chat), input) => {
+                if let Some(w) = st.chats.get(&chat) {
+                    let _ = w.local.send(input);
+                }
+            }
+            // Notices were lost: every watched chat reads what changed.
+            (None, _) => {
+                for w in st.chats.values() {
+                    let _ = w.local.send(Input::Changed);
+                }
+            }
         }
     }
 }
 
 /// Starts watching `chat`: its task turns local events and polled changes into frames.
-fn watch(engine: &Engine, chat: &ChatId, state: TurnState, version: i64) -> Watched {
+fn watch(
+    engine: &Engine,
+    chat: &ChatId,
+    state: TurnState,
+    version: i64,
+    poll: Duration,
+) -> Watched {
     let (frames, _) = broadcast::channel(LAG_FRAMES);
     let (local, events) = mpsc::unbounded_channel();
     let task = tokio::spawn(run_watch(
@@ -282,6 +339,7 @@ fn watch(engine: &Engine, chat: &ChatId, state: TurnState, version: i64) -> Watc
         (state, version),
         frames.clone(),
         events,
+        poll,
     ));
     Watched {
         frames,
@@ -399,7 +457,8 @@ async fn run_watch(
     chat: ChatId,
     (state, version): (TurnState, i64),
     frames: broadcast::Sender<Bytes>,
-    mut local: mpsc::UnboundedReceiver<ChatEvent>,
+    mut local: mpsc::UnboundedReceiver<Input>,
+    poll: Duration,
 ) {
     // Listeners load the chat themselves: what is written after the read that opened the stream
     // is streamed. The baseline is that read, not a later one of this task: a write landing
@@ -412,41 +471,58 @@ async fn run_watch(
         reply: None,
         agent: matches!(engine.chat(&chat).await, Ok(Some(row)) if row.agent.is_some()),
     };
-    let mut tick = tokio::time::interval(POLL);
+    let mut tick = tokio::time::interval(poll);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
-            event = local.recv() => {
-                let Some(event) = event else { return };
-                let out = match event {
-                    ChatEvent::State { state, .. } => seen.state(state),
-                    ChatEvent::Message { message, .. } => seen.message(&message),
-                    _ => None,
+            input = local.recv() => {
+                let out = match input {
+                    None => return,
+                    Some(Input::Event(ChatEvent::State { state, .. })) => seen.state(state),
+                    Some(Input::Event(ChatEvent::Message { message, .. })) => seen.message(&message),
+                    Some(Input::Event(_)) => None,
+                    Some(Input::Changed) => {
+                        read_changes(&engine, &chat, &mut seen, &frames).await;
+                        // The next poll counts from this read.
+                        tick.reset();
+                        None
+                    }
                 };
                 if let Some(bytes) = out {
                     let _ = frames.send(bytes);
                 }
             }
-            _ = tick.tick() => {
-                // Changes made by other processes (and anything this process's events missed):
-                // the chat's version says whether anything was written, and only what is newer is
-                // read.
-                let Ok(Some(row)) = engine.chat(&chat).await else { continue };
-                seen.agent = row.agent.is_some();
-                if let Some(bytes) = seen.state(row.state(now_millis())) {
-                    let _ = frames.send(bytes);
-                }
-                if row.version == seen.version {
-                    continue;
-                }
-                let Ok(changes) = engine.changes_since(&chat, seen.version).await else { continue };
-                seen.version = changes.version;
-                for m in &changes.messages {
-                    if let Some(bytes) = seen.message(&m.message) {
-                        let _ = frames.send(bytes);
-                    }
-                }
-            }
+            _ = tick.tick() => read_changes(&engine, &chat, &mut seen, &frames).await,
+        }
+    }
+}
+
+/// Reads what changed in `chat` since `seen` (by anyone: other processes, and anything this
+/// process's events missed) and sends its frames: the chat's version says whether anything was
+/// written, and only what is newer is read.
+async fn read_changes(
+    engine: &Engine,
+    chat: &ChatId,
+    seen: &mut Seen,
+    frames: &broadcast::Sender<Bytes>,
+) {
+    let Ok(Some(row)) = engine.chat(chat).await else {
+        return;
+    };
+    seen.agent = row.agent.is_some();
+    if let Some(bytes) = seen.state(row.state(now_millis())) {
+        let _ = frames.send(bytes);
+    }
+    if row.version == seen.version {
+        return;
+    }
+    let Ok(changes) = engine.changes_since(chat, seen.version).await else {
+        return;
+    };
+    seen.version = changes.version;
+    for m in &changes.messages {
+        if let Some(bytes) = seen.message(&m.message) {
+            let _ = frames.send(bytes);
         }
     }
 }

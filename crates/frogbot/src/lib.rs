@@ -290,6 +290,7 @@ pub fn app_with_readiness(
         events::StreamLimits {
             total: config.server.max_event_streams,
             per_user: config.server.max_event_streams_per_user,
+            poll: config.server.event_poll_seconds.map(Duration::from_secs),
         },
     );
     let api = http::router(http::AppState {

@@ -146,6 +146,105 @@ async fn events_on_b_show_turn_on_a(db: TestDb) {
     held.await.expect("held");
 }
 
+/// Issue 41: with PostgreSQL, B learns of A's writes from the database's notices
+/// (`LISTEN`/`NOTIFY`), not by polling: with B's polling set to an hour, each of 40 messages sent
+/// through A shows on B's event stream, the 99th percentile (here: the slowest but one) within
+/// 100 ms of A's send.
+async fn pushed_events_on_b_within_100_ms(db: TestDb) {
+    let a = start(&db).await;
+    let b = start_with(&db, "[server]\nevent_poll_seconds = 3600\n").await;
+    let chat = chat_id("twopush");
+    assert_eq!(a.send(&chat, Some(ALICE), "hello").await.status, 200);
+    let res = b
+        .client
+        .get(format!("{}/api/chats/{chat}/events", b.base))
+        .bearer_auth(ALICE)
+        .send()
+        .await
+        .expect("events");
+    assert_eq!(res.status().as_u16(), 200);
+    let mut stream = Box::pin(res.bytes_stream());
+    let mut buf = String::new();
+    next_event(&mut stream, &mut buf, |_| true).await;
+    let mut took = Vec::new();
+    for i in 0..40 {
+        let text = format!("push {i}");
+        let started = std::time::Instant::now();
+        let sent = a.send(&chat, Some(ALICE), &text);
+        let seen = next_event(&mut stream, &mut buf, |v| {
+            v["type"] == "message" && text_of(&v["message"]) == text
+        });
+        let (sent, _) = tokio::join!(sent, seen);
+        assert_eq!(sent.status, 200, "{}", sent.text);
+        took.push(started.elapsed());
+        // The reply too, before the next message.
+        let reply = format!("You said: {text}");
+        next_event(&mut stream, &mut buf, |v| {
+            v["type"] == "message" && text_of(&v["message"]) == reply
+        })
+        .await;
+    }
+    took.sort();
+    let p99 = took[took.len() - 2];
+    eprintln!(
+        "pushed events: median {:?}, p99 {:?}, max {:?}",
+        took[took.len() / 2],
+        p99,
+        took[took.len() - 1]
+    );
+    assert!(
+        p99 <= std::time::Duration::from_millis(100),
+        "p99 {p99:?} of {took:?}"
+    );
+}
+
+/// Issue 41: an ask waited on through B returns as soon as the answer is recorded through A
+/// (B hears of it from the database's notice, not from a poll).
+async fn an_ask_answered_on_a_ends_the_wait_on_b_at_once(db: TestDb) {
+    let a = start(&db).await;
+    let b = start(&db).await;
+    let created = a
+        .post(
+            "/api/asks",
+            Some(ALICE),
+            json!({"to": {"web": "twoask"}, "text": "Ship?", "inputs": [{"kind": "confirm", "label": "Ship"}]}),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.text);
+    let id = created.json["id"].as_str().unwrap().to_owned();
+    let call = loop {
+        let p = a.get("/api/chats/twoask/pending", Some(ALICE)).await;
+        if let Some(c) = p.json["calls"].get(0) {
+            break c["toolCallId"].clone();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    let wait_path = format!("/api/asks/{id}/wait?timeout=30");
+    let wait = b.get(&wait_path, Some(ALICE));
+    let settle = async {
+        // The wait is open on B first.
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        let started = std::time::Instant::now();
+        let r = a
+            .post(
+                "/api/chats/twoask/settle",
+                Some(ALICE),
+                json!({"toolCallId": call, "output": {"answers": [{"header": "Answer", "selected": ["Ship"]}]}}),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        started
+    };
+    let (waited, started) = tokio::join!(wait, settle);
+    let took = started.elapsed();
+    assert_eq!(waited.json["state"], "answered", "{}", waited.text);
+    assert!(
+        // Polling (1 s without notices, 10 s as their fallback) would rarely be this quick.
+        took < std::time::Duration::from_millis(300),
+        "B's wait ended {took:?} after the answer"
+    );
+}
+
 /// A message queued through B with a model that only B offers fails with
 /// `selection-unavailable` when A (which does not offer it) promotes it: never substituted.
 async fn promoted_selection_unavailable(db: TestDb) {
@@ -228,6 +327,22 @@ mod postgres {
             return;
         };
         super::events_on_b_show_turn_on_a(db).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_ask_answered_on_a_ends_the_wait_on_b_at_once() {
+        let Some(db) = frogbot_testkit::postgres_db() else {
+            return;
+        };
+        super::an_ask_answered_on_a_ends_the_wait_on_b_at_once(db).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn pushed_events_on_b_within_100_ms() {
+        let Some(db) = frogbot_testkit::postgres_db() else {
+            return;
+        };
+        super::pushed_events_on_b_within_100_ms(db).await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -671,6 +671,13 @@ impl Engine {
         self.store().try_hold(key).await.map_err(Error::from)
     }
 
+    /// The changes any process makes on the database, as the store pushes them
+    /// ([`Store::changes`](crate::store::Store::changes)); `None` when the store pushes nothing
+    /// (other processes' changes are then found by polling).
+    pub fn store_changes(&self) -> Option<tokio::sync::broadcast::Receiver<crate::store::Change>> {
+        self.store().changes()
+    }
+
     /// One chat.
     pub async fn chat(&self, chat: &ChatId) -> Result<Option<ChatRow>> {
         self.store().get_chat(chat).await.map_err(Error::from)

@@ -301,6 +301,25 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// (PostgreSQL: a session advisory lock, gone with its connection; SQLite: a lock on a file
     /// beside the database, gone with the process).
     async fn try_hold(&self, key: &str) -> Result<Option<Box<dyn Held>>>;
+
+    /// The changes any process makes on this database, pushed as they commit (PostgreSQL:
+    /// `LISTEN`/`NOTIFY`); `None` (the default) when the backend pushes nothing and other
+    /// processes' changes are found by polling. A receiver that lags, or a [`Change::Resync`],
+    /// means notices were lost: read what is watched again.
+    fn changes(&self) -> Option<tokio::sync::broadcast::Receiver<Change>> {
+        None
+    }
+}
+
+/// A change [`Store::changes`] pushes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// The chat's row changed (its version moved, or it was created): a message saved, a turn
+    /// started or ended, a question answered, …
+    Chat(ChatId),
+    /// Notices may have been lost (the listening connection was re-established): whatever is
+    /// watched should be read again.
+    Resync,
 }
 
 /// A role held through [`Store::try_hold`]: released when dropped.

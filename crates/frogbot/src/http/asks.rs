@@ -30,6 +30,8 @@ pub(super) const MAX_WAIT_SECONDS: u64 = 300;
 /// How often a waiting request looks at the store when nothing in this process said the chat
 /// changed (another process may have recorded the answer).
 const WAIT_POLL: Duration = Duration::from_secs(1);
+/// … when the store pushes every process's changes (PostgreSQL): only a fallback.
+const WAIT_POLL_WITH_PUSH: Duration = Duration::from_secs(10);
 
 /// Where an ask goes.
 #[derive(Debug, Deserialize)]
@@ -368,6 +370,13 @@ pub(super) async fn wait(
     let deadline = tokio::time::Instant::now() + Duration::from_secs_f64(timeout);
     // Subscribed before the first read, so a change between the read and the wait is seen.
     let mut events = state.engine.subscribe();
+    // Changes other processes make, when the store pushes them (the answer recorded there).
+    let mut pushed = state.engine.store_changes();
+    let poll = if pushed.is_some() {
+        WAIT_POLL_WITH_PUSH
+    } else {
+        WAIT_POLL
+    };
     // One full read (access, and the status as it stands); then only the question record is
     // looked at until it says the ask is over — never the whole chat on every wake-up.
     let mut status = read(&state, &id, &who).await?;
@@ -391,9 +400,26 @@ pub(super) async fn wait(
                 }
             }
         };
+        let elsewhere = async {
+            let Some(rx) = pushed.as_mut() else {
+                return std::future::pending::<()>().await;
+            };
+            loop {
+                match rx.recv().await {
+                    Ok(frogbot_core::store::Change::Chat(c)) if c == id.chat => return,
+                    Ok(frogbot_core::store::Change::Chat(_)) => {}
+                    // Notices may have been lost: read.
+                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => return,
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => {
+                        std::future::pending::<()>().await
+                    }
+                }
+            }
+        };
         tokio::select! {
             _ = changed => {}
-            _ = tokio::time::sleep(WAIT_POLL) => {}
+            _ = elsewhere => {}
+            _ = tokio::time::sleep(poll) => {}
             _ = tokio::time::sleep_until(deadline) => {}
         }
         let open = status.state == AskState::Open

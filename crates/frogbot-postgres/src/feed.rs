@@ -1,0 +1,194 @@
+//! Pushed changes: every handle announces the chats its operations changed, and one
+//! `LISTEN frogbot_chats` connection per handle (and its clones) fans the notices out to every
+//! [`Store::changes`] receiver.
+//!
+//! Announcing is out of band: after an operation commits, its chat id goes to a task that sends
+//! `pg_notify` on the `synchronous_commit = off` pool, many ids per notice when operations come
+//! fast. Not from a trigger inside the operation's transaction: PostgreSQL serialises the commits
+//! of transactions that notify (a database-wide lock held until after the commit is flushed),
+//! which would queue every chat write behind every other one's disk flush. An announcement lost
+//! with a process that dies right after its commit costs a listener only the fallback poll.
+//!
+//! The listening task starts with the first subscriber and stops with the last handle. When its
+//! connection is lost it reconnects (sqlx's `PgListener`, with backoff here when the server is
+//! down) and sends [`Change::Resync`], since notices sent meanwhile are gone: receivers read what
+//! they watch again, as they would have by polling.
+//!
+//! [`Store::changes`]: frogbot_core::store::Store::changes
+
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+use frogbot_core::model::ChatId;
+use frogbot_core::store::Change;
+use sqlx::postgres::{PgListener, PgPool};
+use tokio::sync::{broadcast, mpsc};
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+/// The channel announcements go to.
+pub(crate) const CHANNEL: &str = "frogbot_chats";
+
+/// The most bytes of chat ids in one notice (PostgreSQL's limit is 8,000).
+const PAYLOAD_MAX: usize = 7_000;
+
+/// Notices a receiver may fall behind by before it sees `Lagged` (and reads everything again).
+const CAPACITY: usize = 4096;
+
+/// The longest wait between two attempts to listen while the server is unreachable.
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+/// A store handle's feed: the sender, once listening started, the announcer, and the tasks'
+/// stop.
+#[derive(Default)]
+pub(crate) struct Feed {
+    tx: OnceLock<broadcast::Sender<Change>>,
+    announce: OnceLock<mpsc::UnboundedSender<ChatId>>,
+    /// Cancels the tasks when the last handle (clone) of the store is dropped.
+    stop: Mutex<Vec<DropGuard>>,
+}
+
+impl std::fmt::Debug for Feed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Feed")
+            .field("listening", &self.tx.get().is_some())
+            .finish()
+    }
+}
+
+impl Feed {
+    /// A receiver of the pushed changes, starting the listening task on `pool` the first time
+    /// (on the current tokio runtime).
+    pub(crate) fn subscribe(&self, pool: &PgPool) -> broadcast::Receiver<Change> {
+        let tx = self.tx.get_or_init(|| {
+            let (tx, _) = broadcast::channel(CAPACITY);
+            let stop = CancellationToken::new();
+            tokio::spawn(listen(pool.clone(), tx.clone(), stop.clone()));
+            self.stop.lock().expect("feed").push(stop.drop_guard());
+            tx
+        });
+        tx.subscribe()
+    }
+
+    /// Tells every listening process that `chat` changed (soon, with others, on `pool`). Outside
+    /// a tokio runtime, nothing is announced.
+    pub(crate) fn announce(&self, pool: &PgPool, chat: &ChatId) {
+        let tx = self.announce.get_or_init(|| {
+            let (tx, rx) = mpsc::unbounded_channel();
+            if tokio::runtime::Handle::try_current().is_ok() {
+                let stop = CancellationToken::new();
+                tokio::spawn(announcer(pool.clone(), rx, stop.clone()));
+                self.stop.lock().expect("feed").push(stop.drop_guard());
+            }
+            tx
+        });
+        let _ = tx.send(chat.clone());
+    }
+}
+
+/// Sends the announced chat ids, as many (distinct) per notice as have queued up meanwhile.
+async fn announcer(pool: PgPool, mut rx: mpsc::UnboundedReceiver<ChatId>, stop: CancellationToken) {
+    let mut batch: Vec<ChatId> = Vec::new();
+    loop {
+        let first = tokio::select! {
+            () = stop.cancelled() => return,
+            c = rx.recv() => match c {
+                Some(c) => c,
+                None => return,
+            },
+        };
+        batch.push(first);
+        while let Ok(c) = rx.try_recv() {
+            if !batch.contains(&c) {
+                batch.push(c);
+            }
+            if batch.len() >= 256 {
+                break;
+            }
+        }
+        let mut payload = String::new();
+        for chat in batch.drain(..) {
+            if !payload.is_empty() && payload.len() + chat.as_str().len() + 1 > PAYLOAD_MAX {
+                notify(&pool, &payload).await;
+                payload.clear();
+            }
+            if !payload.is_empty() {
+                payload.push(',');
+            }
+            payload.push_str(chat.as_str());
+        }
+        notify(&pool, &payload).await;
+    }
+}
+
+async fn notify(pool: &PgPool, payload: &str) {
+    if let Err(e) = sqlx::query("SELECT pg_notify($1, $2)")
+        .bind(CHANNEL)
+        .bind(payload)
+        .execute(pool)
+        .await
+    {
+        // Listeners fall back to polling for what they miss.
+        tracing::debug!(error = %e, "a chat-change notice was not sent");
+    }
+}
+
+/// Listens until `stop`: each notice a [`Change::Chat`], each reconnection a [`Change::Resync`].
+async fn listen(pool: PgPool, tx: broadcast::Sender<Change>, stop: CancellationToken) {
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        let attempt = async {
+            let mut listener = PgListener::connect_with(&pool).await?;
+            listener.listen(CHANNEL).await?;
+            Ok::<_, sqlx::Error>(listener)
+        };
+        let listener = tokio::select! {
+            () = stop.cancelled() => return,
+            l = attempt => l,
+        };
+        let mut listener = match listener {
+            Ok(l) => l,
+            Err(e) => {
+                if pool.is_closed() {
+                    return;
+                }
+                tracing::warn!(error = %e, "cannot listen for chat changes; retrying");
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    () = tokio::time::sleep(backoff) => {}
+                }
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+                continue;
+            }
+        };
+        backoff = Duration::from_millis(100);
+        // Whatever changed before this connection listened is read again.
+        let _ = tx.send(Change::Resync);
+        loop {
+            let next = tokio::select! {
+                () = stop.cancelled() => return,
+                n = listener.try_recv() => n,
+            };
+            match next {
+                Ok(Some(n)) => match ChatId::new(n.payload()) {
+                    Ok(chat) => {
+                        let _ = tx.send(Change::Chat(chat));
+                    }
+                    Err(_) => {
+                        tracing::warn!(payload = n.payload(), "a chat notice without a chat id")
+                    }
+                },
+                // The connection was lost and is back: notices may be missing.
+                Ok(None) => {
+                    let _ = tx.send(Change::Resync);
+                }
+                Err(e) => {
+                    if pool.is_closed() {
+                        return;
+                    }
+                    tracing::warn!(error = %e, "the chat-change listener failed; reconnecting");
+                    break;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,83 @@
+//! Pushed changes (`Store::changes`, `LISTEN frogbot_chats`): a write through one handle (a
+//! second process, as far as the database knows) is pushed to another handle's receivers; when
+//! the listening connection is killed, the receivers get a `Resync` and the notices resume.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use frogbot_core::model::Delivery;
+use frogbot_core::store::{Change, Store};
+use tokio::sync::broadcast;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+/// The next change `rx` receives that `wanted` accepts.
+async fn next(rx: &mut broadcast::Receiver<Change>, wanted: impl Fn(&Change) -> bool) -> Change {
+    tokio::time::timeout(WAIT, async {
+        loop {
+            let c = rx.recv().await.expect("the feed stays open");
+            if wanted(&c) {
+                return c;
+            }
+        }
+    })
+    .await
+    .expect("a change in time")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_anywhere_are_pushed_and_a_lost_listener_resyncs() {
+    let Some(db) = frogbot_testkit::postgres_db() else {
+        return;
+    };
+    let writer = open(&db.url, false).await;
+    let watcher = frogbot_postgres::PostgresStore::open(&db.url)
+        .await
+        .unwrap();
+    let mut rx = watcher.changes().expect("PostgreSQL pushes changes");
+    // Listening has started once the first resync arrives.
+    next(&mut rx, |c| *c == Change::Resync).await;
+
+    let c = web_chat("feed-1", Some("alice"));
+    send(
+        writer.as_ref(),
+        &c,
+        &user_msg("m1", Some("alice"), "hi"),
+        Delivery::Queue,
+        "writer",
+        T0,
+    )
+    .await;
+    assert_eq!(
+        next(&mut rx, |c| matches!(c, Change::Chat(_))).await,
+        Change::Chat(chat("feed-1"))
+    );
+
+    // The listening connection dies (a failover, an idle-connection reaper): a resync, then
+    // notices again.
+    let killed: Vec<bool> = sqlx::query_scalar(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+         WHERE datname = current_database() AND query ILIKE 'LISTEN%'",
+    )
+    .fetch_all(watcher.pool())
+    .await
+    .unwrap();
+    assert_eq!(killed, [true], "one listening connection");
+    next(&mut rx, |c| *c == Change::Resync).await;
+    let c2 = web_chat("feed-2", Some("alice"));
+    send(
+        writer.as_ref(),
+        &c2,
+        &user_msg("m2", Some("alice"), "again"),
+        Delivery::Queue,
+        "writer",
+        T0 + 1,
+    )
+    .await;
+    assert_eq!(
+        next(&mut rx, |c| matches!(c, Change::Chat(_))).await,
+        Change::Chat(chat("feed-2"))
+    );
+}
