@@ -876,6 +876,23 @@ mod tests {
         );
     }
 
+    /// `docs/mcp-tools.json` is the tool list as `tools/list` gives it (names, descriptions, input
+    /// and output schemas); `UPDATE_GOLDEN=1` rewrites it.
+    #[test]
+    fn the_documented_tool_list_is_current() {
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/mcp-tools.json");
+        let now = serde_json::to_string_pretty(&tools()).unwrap() + "\n";
+        if std::env::var("UPDATE_GOLDEN").is_ok_and(|v| v == "1") {
+            std::fs::write(&path, &now).unwrap();
+        }
+        let documented = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            documented == now,
+            "docs/mcp-tools.json is out of date: run UPDATE_GOLDEN=1 cargo test -p frogbot --lib mcp_server"
+        );
+    }
+
     #[test]
     fn summaries_say_what_happened() {
         assert_eq!(
