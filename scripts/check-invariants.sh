@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Invariants of the code's shape (ARCHITECTURE.md, "Invariants") that the compiler does not check.
+# Run by .ci/run, after scripts/check-adapter-shape.sh. `--list` prints every module circle and
+# exits 0 (for people untangling one); the other checks do not run then.
+#
+# 1. No module circles in any crate (crates/*, adapters/*): scripts/module_graph.py.
+# 2. The store crates stay behind serve's one door: no adapter depends on frogbot-sqlite,
+#    frogbot-postgres or frogbot-testkit (dev-dependencies may: the engine tests run on SQLite
+#    through frogbot-testkit), and no file of serve (`crates/frogbot/src`) or of an adapter names
+#    `frogbot_sqlite` / `frogbot_postgres` but `crates/frogbot/src/lib.rs`, where serve opens the
+#    configured store. Adapters and serve's other modules reach data only through the `Engine`
+#    ("Dependencies run one way"); a second place opening a store would be a second engine's
+#    worth of state. An adapter's `testing` module (feature `testing`) is left out of the file
+#    rule: it is test support.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ "${1:-}" = "--list" ]; then
+    exec python3 scripts/module_graph.py --list
+fi
+
+status=0
+
+python3 scripts/module_graph.py || status=1
+
+for toml in adapters/*/Cargo.toml; do
+    # Normal dependencies: `[dependencies]`, `[target.'…'.dependencies]` and their
+    # `[dependencies.<name>]` forms, by key or by `package = "…"`.
+    bad=$(awk '
+        /^\[/ {
+            deps = ($0 ~ /^\[(target\.[^]]*\.)?dependencies(\.[^]]*)?\]/)
+            if ($0 ~ /^\[(target\.[^]]*\.)?dependencies\.frogbot-(sqlite|postgres|testkit)\]/) print FILENAME ":" NR ": " $0
+            next
+        }
+        deps && ($0 ~ /^frogbot-(sqlite|postgres|testkit)[ .=]/ || $0 ~ /package *= *"frogbot-(sqlite|postgres|testkit)"/) {
+            print FILENAME ":" NR ": " $0
+        }
+    ' "$toml")
+    if [ -n "$bad" ]; then
+        echo "$bad" >&2
+        echo "$toml: an adapter depends on no store crate and not on frogbot-testkit (dev-dependencies may)" >&2
+        status=1
+    fi
+done
+
+files=$(find crates/frogbot/src adapters/*/src -name '*.rs' \
+    -not -path 'crates/frogbot/src/lib.rs' \
+    -not -path 'adapters/*/src/testing.rs' -not -path 'adapters/*/src/testing/*' | LC_ALL=C sort)
+# shellcheck disable=SC2086
+if grep -nwE 'frogbot_(sqlite|postgres)' $files >&2; then
+    echo "only crates/frogbot/src/lib.rs opens a store: the rest of serve and the adapters go through the Engine" >&2
+    status=1
+fi
+
+[ "$status" = 0 ] && echo "invariants: no module circles; the store crates only behind serve's lib.rs"
+exit "$status"
