@@ -5,13 +5,14 @@ For every crate under crates/ and adapters/ (or the crate folders given as argum
 its modules: a module is a source file's module path (`src/agent/turn/mod.rs` is `agent::turn`,
 `src/agent/turn/step.rs` is `agent::turn::step`, `src/lib.rs` and `src/main.rs` the root). A file
 whose code names a path `crate::…`, `super::…` or `self::…` (in a `use` or inline) depends on the
-deepest module that path names. Parents using their children and children using their ancestors
+deepest module that path names, following `use` re-exports on the way (`crate::Foo`, where the
+root says `pub use talk::Foo`, names `talk`). Parents using their children and children using their ancestors
 are not circles; two modules that diverge are compared at the depth where they diverge
 (`agent::channel::x` naming `agent::talk::y` is the edge `agent::channel -> agent::talk`).
 
-Comments, strings and `#[cfg(test)]` items (inline test modules, test-only helpers) are left out.
-A path through a re-export (`crate::Foo` where the root says `pub use talk::Foo`) counts as the
-module it names (the root), not the one the item lives in.
+Comments, strings and the items compiled for tests only (`#[cfg(test)]`, `#[cfg(all(test, …))]`:
+inline test modules, test-only helpers, `mod x;` files) are left out.
+Glob imports (`pub use types::*`) are not followed: such a path names the module holding the glob.
 
 Exits 1 naming each circle (a strongly connected component of more than one module, with one
 cycle through it and the line behind each edge); `--list` prints every component and exits 0.
@@ -100,16 +101,29 @@ def skip_item(code, i):
 
 
 CFG_TEST = re.compile(r"#\s*\[\s*cfg\s*\(\s*test\s*\)\s*\]")
+# `#[cfg(all(test, …))]`: also compiled for tests only (an `any(test, …)` is not).
+CFG_ALL = re.compile(r"#\s*\[\s*cfg\s*\(\s*all\s*\(((?:[^()]|\([^()]*\))*)\)\s*\)\s*\]")
+
+
+def test_only_attrs(code):
+    """The spans of the attributes that compile their item for tests only."""
+    spans = [m.span() for m in CFG_TEST.finditer(code)]
+    for m in CFG_ALL.finditer(code):
+        args = re.sub(r"\([^()]*\)", "()", m.group(1))
+        if "test" in (a.strip() for a in args.split(",")):
+            spans.append(m.span())
+    return sorted(spans)
 
 
 def strip_cfg_test(code):
-    """`code` without the items marked `#[cfg(test)]` (blanked, newlines kept)."""
+    """`code` without the items compiled for tests only (blanked, newlines kept)."""
     while True:
-        m = CFG_TEST.search(code)
-        if not m:
+        spans = test_only_attrs(code)
+        if not spans:
             return code
-        end = skip_item(code, m.end())
-        code = code[:m.start()] + re.sub(r"[^\n]", " ", code[m.start():end]) + code[end:]
+        start, end = spans[0]
+        end = skip_item(code, end)
+        code = code[:start] + re.sub(r"[^\n]", " ", code[start:end]) + code[end:]
 
 
 def module_of(src, path):
@@ -126,8 +140,10 @@ def test_only_files(src, files):
     for path in files:
         code = strip_code(open(path, encoding="utf-8").read())
         here = module_of(src, path)
-        for m in re.finditer(CFG_TEST.pattern + r"\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*;", code):
-            out.add(here + (m.group(1),))
+        for start, end in test_only_attrs(code):
+            m = re.compile(r"\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*;").match(code, end)
+            if m:
+                out.add(here + (m.group(1),))
     return out
 
 
@@ -159,7 +175,7 @@ def parse_tree(code, i):
                 paths += sub
                 i = j
         if i < n and code[i] == "*":
-            return [[]], i + 1
+            return [["*"]], i + 1
         m = IDENT.match(code, i)
         if not m:
             return [[]], i
@@ -168,39 +184,100 @@ def parse_tree(code, i):
         if code.startswith("::", j) and not code.startswith("::<", ws(j)):
             rest, k = tree(j + 2)
             return [[name] + p for p in rest], k
+        alias = re.compile(r"\s+as\s+([A-Za-z_][A-Za-z0-9_]*)").match(code, i)
+        if alias:
+            # `use a::b as c`: the import is named `c` (kept as the path's last entry, `as:c`).
+            return [[name, "as:" + alias.group(1)]], alias.end()
         return [[name]], i
 
     return tree(i)[0]
 
 
 PATH_START = re.compile(r"(?<![A-Za-z0-9_:])\$?(crate|super|self)\s*::")
+USE = re.compile(r"(?<![A-Za-z0-9_:])use\s+(?:::)?")
 
 
-def edges_of(src, path, modules):
+def code_of(path):
+    return strip_cfg_test(strip_code(open(path, encoding="utf-8").read()))
+
+
+def imports_of(code):
+    """The names a file's `use` declarations bring in: {name: path (a list of names)}."""
+    out = {}
+    for m in USE.finditer(code):
+        for names in parse_tree(code, m.end()):
+            if not names or names[-1] == "*":
+                continue
+            key = names[-1]
+            if key.startswith("as:"):
+                names, key = names[:-1], key[3:]
+            if names[-1] == "self":
+                names = names[:-1]
+                key = key if key != "self" else names[-1] if names else None
+            if key and key != "_" and names:
+                out[key] = names
+    return out
+
+
+class Crate:
+    """A crate's modules and the names each module imports (to follow re-exports)."""
+
+    def __init__(self, modules, imports):
+        self.modules = modules
+        self.imports = imports
+
+    def resolve(self, here, names, seen=frozenset()):
+        """The deepest module `names` (a path written in module `here`) names, following
+        `use` re-exports (`crate::Foo` where the root says `pub use talk::Foo` is `talk`);
+        None for a path into another crate."""
+        if not names:
+            return here
+        first = names[0]
+        if first == "crate":
+            base, names = (), names[1:]
+        elif first in ("self", "super"):
+            base = here
+            while names and names[0] in ("self", "super"):
+                if names[0] == "super":
+                    base = base[:-1]
+                names = names[1:]
+        elif here + (first,) in self.modules:
+            base = here
+        elif first in self.imports.get(here, {}) and (here, first) not in seen:
+            base = self.resolve(here, self.imports[here][first], seen | {(here, first)})
+            if base is None:
+                return None
+            names = names[1:]
+        else:
+            return None
+        return self.walk(base, names, seen)
+
+    def walk(self, target, names, seen):
+        for name in names:
+            if target + (name,) in self.modules:
+                target = target + (name,)
+                continue
+            imported = self.imports.get(target, {}).get(name)
+            if imported is None or (target, name) in seen:
+                break
+            found = self.resolve(target, imported, seen | {(target, name)})
+            if found is None:
+                break
+            target = found
+        return target
+
+
+def edges_of(crate, here, code):
     """(target module, line) for each module path named in the file's non-test code."""
-    here = module_of(src, path)
-    code = strip_cfg_test(strip_code(open(path, encoding="utf-8").read()))
     found = []
     for m in PATH_START.finditer(code):
         line = code.count("\n", 0, m.start()) + 1
         for names in parse_tree(code, m.end()):
-            names = [m.group(1)] + names
-            if names[0] == "crate":
-                base, names = (), names[1:]
-            else:
-                base = here
-                while names and names[0] in ("self", "super"):
-                    if names[0] == "super":
-                        base = base[:-1]
-                    names = names[1:]
-            target = base
-            for name in names:
-                if target + (name,) in modules:
-                    target = target + (name,)
-                else:
-                    break
-            found.append((target, line))
-    return here, found
+            names = [m.group(1)] + [n for n in names if n != "*" and not n.startswith("as:")]
+            target = crate.resolve(here, names)
+            if target is not None:
+                found.append((target, line))
+    return found
 
 
 def collapse(a, b):
@@ -287,13 +364,15 @@ def crate_graph(crate):
     files.sort()
     modules = {module_of(src, f) for f in files}
     tests = test_only_files(src, files)
-    graph, why = {}, {}
+    codes = {}
     for path in files:
         here = module_of(src, path)
-        if any(here[:len(t)] == t for t in tests):
-            continue
-        _, found = edges_of(src, path, modules)
-        for target, line in found:
+        if not any(here[:len(t)] == t for t in tests):
+            codes[path] = (here, code_of(path))
+    crate = Crate(modules, {here: imports_of(code) for here, code in codes.values()})
+    graph, why = {}, {}
+    for path, (here, code) in codes.items():
+        for target, line in edges_of(crate, here, code):
             edge = collapse(here, target)
             if edge is None:
                 continue
