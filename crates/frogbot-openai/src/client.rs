@@ -25,6 +25,7 @@ use crate::error::{Error, error_chain};
 use crate::request::build_request;
 use crate::retry::{Retry, retry_after};
 use crate::stream::{Assembler, Chunks, chunks};
+use crate::{DEFAULT_MAX_RETRIES, MAX_RETRIES};
 
 /// How long to wait for a TCP (and TLS) connection before giving up.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -32,11 +33,6 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 const ERROR_BODY_LIMIT: usize = 16 * 1024;
 /// The most characters of a server's error message kept.
 const ERROR_MESSAGE_CHARS: usize = 500;
-
-/// Retries after a failed attempt when the configuration does not say (openai-python's default).
-pub const DEFAULT_MAX_RETRIES: u32 = 2;
-/// The most retries a model may be configured with.
-pub const MAX_RETRIES: u32 = 10;
 
 /// Where and how to reach a Chat Completions server.
 #[derive(Clone)]
