@@ -3,7 +3,8 @@
 # Run by .ci/run, after scripts/check-adapter-shape.sh. `--list` prints every module circle and
 # exits 0 (for people untangling one); the other checks do not run then.
 #
-# 1. No module circles in any crate (crates/*, adapters/*): scripts/module_graph.py.
+# 1. No module circles in any crate (crates/*, adapters/*): scripts/module_graph.py (examples/*
+#    and the e2e crate in tests/ are left out).
 # 2. The store crates stay behind serve's one door: no adapter depends on frogbot-sqlite,
 #    frogbot-postgres or frogbot-testkit (dev-dependencies may: the engine tests run on SQLite
 #    through frogbot-testkit), and no file of serve (`crates/frogbot/src`) or of an adapter names
@@ -15,6 +16,9 @@
 #    adapters' tests get their store from frogbot-testkit, and serve's only store names are
 #    `open_store`'s two `open` calls in lib.rs. The file rule reads the text as is (a comment
 #    naming a store crate counts too).
+# 3. An adapter's production code never uses its `testing` module (the fake platform and its
+#    helpers, feature `testing`); only its tests do. Held when the check came in (issue 39):
+#    Discord's `channel` used it from a test module only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,6 +31,9 @@ status=0
 # The checker first proves on a planted crate that it finds circles (and only circles).
 python3 scripts/module_graph.py --self-test || status=1
 python3 scripts/module_graph.py || status=1
+# 3. (The adapters' `testing` modules.)
+# shellcheck disable=SC2046
+python3 scripts/module_graph.py --forbid testing $(ls -d adapters/*/) || status=1
 
 for toml in adapters/*/Cargo.toml; do
     # Normal dependencies: `[dependencies]`, `[target.'…'.dependencies]` and their
@@ -57,5 +64,5 @@ if grep -nwE 'frogbot_(sqlite|postgres)' $files >&2; then
     status=1
 fi
 
-[ "$status" = 0 ] && echo "invariants: no module circles; the store crates only behind serve's lib.rs"
+[ "$status" = 0 ] && echo "invariants: no module circles; the store crates only behind serve's lib.rs; no production code uses an adapter's testing module"
 exit "$status"

@@ -16,6 +16,8 @@ Glob imports (`pub use types::*`) are not followed: such a path names the module
 
 Exits 1 naming each circle (a strongly connected component of more than one module, with one
 cycle through it and the line behind each edge); `--list` prints every component and exits 0.
+`--forbid MODULE CRATE…` instead fails naming each use of the top-level MODULE from outside it
+(the adapters' `testing`: production code never uses the test support).
 Standard library only.
 """
 
@@ -371,14 +373,16 @@ def crate_graph(crate):
             codes[path] = (here, code_of(path))
     crate = Crate(modules, {here: imports_of(code) for here, code in codes.values()})
     graph, why = {}, {}
+    uses = []
     for path, (here, code) in codes.items():
         for target, line in edges_of(crate, here, code):
+            uses.append((here, target, "%s:%d" % (path, line)))
             edge = collapse(here, target)
             if edge is None:
                 continue
             graph.setdefault(edge[0], set()).add(edge[1])
             why.setdefault(edge, "%s:%d (%s)" % (path, line, name(target)))
-    return modules, graph, why
+    return modules, graph, why, uses
 
 
 SELF_TEST = {
@@ -407,7 +411,7 @@ def self_test():
         # d -> e through `crate::Thing` closes e -> d.
         with open(os.path.join(root, "src/d.rs"), "a", encoding="utf-8") as f:
             f.write("pub fn g(_: crate::Thing) {}\n")
-        modules, graph, _ = crate_graph(root)
+        modules, graph, _, _ = crate_graph(root)
         comps = sorted(c for c in components(modules, graph) if len(c) > 1)
         want = [[("a",), ("b",)], [("d",), ("e",)]]
         if comps != want:
@@ -416,9 +420,28 @@ def self_test():
     return 0
 
 
+def forbid(module, crates):
+    """Fails naming each use of the top-level `module` (e.g. `testing`) from outside it."""
+    bad = 0
+    for crate in crates:
+        if not os.path.isdir(os.path.join(crate, "src")):
+            continue
+        for here, target, where in crate_graph(crate)[3]:
+            if target[:1] == (module,) and here[:1] != (module,):
+                print("%s: %s uses %s: only tests may" % (where, name(here), name(target)),
+                      file=sys.stderr)
+                bad += 1
+    if bad:
+        return 1
+    print("no code outside `%s` uses it in %d crates" % (module, len(crates)))
+    return 0
+
+
 def main(argv):
     if argv == ["--self-test"]:
         return self_test()
+    if argv[:1] == ["--forbid"] and len(argv) > 2:
+        return forbid(argv[1], [a.rstrip("/") for a in argv[2:]])
     listing = "--list" in argv
     crates = [a.rstrip("/") for a in argv if a != "--list"]
     if not crates:
@@ -430,7 +453,7 @@ def main(argv):
     for crate in crates:
         if not os.path.isdir(os.path.join(crate, "src")):
             continue
-        modules, graph, why = crate_graph(crate)
+        modules, graph, why, _ = crate_graph(crate)
         comps = [c for c in components(modules, graph) if len(c) > 1]
         out = sys.stdout if listing else sys.stderr
         for comp in sorted(comps):
