@@ -64,5 +64,5 @@ if grep -nwE 'frogbot_(sqlite|postgres)' $files >&2; then
     status=1
 fi
 
-[ "$status" = 0 ] && echo "invariants: no module circles; the store crates only behind serve's lib.rs; no production code uses an adapter's testing module"
+[ "$status" = 0 ] && echo "invariants: no module circles, the store crates only in serve's lib.rs, no production use of testing"
 exit "$status"

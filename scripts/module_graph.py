@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """Module circles in the workspace's crates (ARCHITECTURE.md, "Invariants").
 
-For every crate under crates/ and adapters/ (or the crate folders given as arguments), the graph of
-its modules: a module is a source file's module path (`src/agent/turn/mod.rs` is `agent::turn`,
-`src/agent/turn/step.rs` is `agent::turn::step`, `src/lib.rs` and `src/main.rs` the root). A file
-whose code names a path `crate::…`, `super::…` or `self::…` (in a `use` or inline) depends on the
-deepest module that path names, following `use` re-exports on the way (`crate::Foo`, where the
-root says `pub use talk::Foo`, names `talk`). Parents using their children and children using their ancestors
-are not circles; two modules that diverge are compared at the depth where they diverge
-(`agent::channel::x` naming `agent::talk::y` is the edge `agent::channel -> agent::talk`).
+For every crate under crates/ and adapters/ (or the crate folders given as arguments), the
+graph of its modules: a module is a source file's module path (`src/agent/turn/mod.rs` is
+`agent::turn`, `src/agent/turn/step.rs` is `agent::turn::step`, `src/lib.rs` and `src/main.rs`
+the root). A file whose code names a path `crate::…`, `super::…` or `self::…` (in a `use` or
+inline) depends on the deepest module that path names, following `use` re-exports on the way
+(`crate::Foo`, where the root says `pub use talk::Foo`, names `talk`). Parents using their
+children and children using their ancestors are not circles; two modules that diverge are
+compared at the depth where they diverge (`agent::channel::x` naming `agent::talk::y` is the
+edge `agent::channel -> agent::talk`).
 
 Comments, strings and the items compiled for tests only (`#[cfg(test)]`, `#[cfg(all(test, …))]`:
 inline test modules, test-only helpers, `mod x;` files) are left out.
@@ -392,7 +393,7 @@ SELF_TEST = {
     "src/a/mod.rs": "mod x;\nuse crate::b::B; // crate::c::C\npub struct A;\n",
     "src/a/x.rs": "pub fn f() -> super::A { let _ = \"crate::c::C\"; super::A }\n",
     "src/b.rs": "use crate::{a::{self, x}, d};\npub struct B;\n",
-    "src/c.rs": "use crate::a::A;\npub struct C;\n#[cfg(test)]\nmod tests {\n    use crate::d::D;\n}\n",
+    "src/c.rs": "use crate::a::A;\npub struct C;\n#[cfg(test)]\nmod tests { use crate::d::D; }\n",
     "src/d.rs": "pub struct D;\n#[cfg(all(test, feature = \"x\"))]\nfn t() { crate::c::C; }\n",
     "src/e.rs": "pub struct Thing(crate::d::D);\n",
     "src/f.rs": "",
@@ -460,7 +461,8 @@ def main(argv):
             circles += 1
             cycle = a_cycle(comp, graph)
             steps = list(zip(cycle, cycle[1:]))
-            print("%s: module circle among %s" % (crate, ", ".join(name(m) for m in comp)), file=out)
+            members = ", ".join(name(m) for m in comp)
+            print("%s: module circle among %s" % (crate, members), file=out)
             print("  cycle: " + " -> ".join(name(m) for m in cycle), file=out)
             for a, b in steps:
                 print("    %s -> %s: %s" % (name(a), name(b), why[(a, b)]), file=out)
