@@ -251,7 +251,7 @@ pub(crate) fn single_receiver(name: &str, value: &toml::Value) -> Option<String>
     }
 }
 
-/// What one configured channel is checked with by `frogbot config check` (built by [`probe`]).
+/// What one configured channel is checked with by `frogbot config check` (built by `probe`).
 #[derive(Clone)]
 #[non_exhaustive]
 pub enum Probe {
