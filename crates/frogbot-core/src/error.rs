@@ -3,32 +3,8 @@
 pub use frogbot_model::BoxError;
 
 use crate::model::ChatId;
+pub use crate::store::Item;
 use crate::store::StoreError;
-
-/// What an id names, in [`Error::NotFound`] and [`StoreError::NotFound`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Item {
-    /// A chat.
-    Chat,
-    /// A message.
-    Message,
-    /// A tool call (a question call).
-    ToolCall,
-    /// A durable job.
-    Job,
-}
-
-impl std::fmt::Display for Item {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Item::Chat => "chat",
-            Item::Message => "message",
-            Item::ToolCall => "tool call",
-            Item::Job => "job",
-        })
-    }
-}
 
 /// Why a question call can no longer be settled ([`Error::Stale`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

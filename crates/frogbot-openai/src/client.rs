@@ -1,11 +1,12 @@
-//! The client: configuration, the HTTP request (with its retries) and the `Model`
-//! implementation.
+//! The client: configuration, the HTTP request (with its retries), the `Model` implementation
+//! and its event stream (opened again after a failure before its first event).
 //!
 //! The request is sent with `reqwest` directly (not through `async-openai`'s client): the retry
 //! decision needs the status and the `Retry-After` header, and `async-openai`'s own retry layer
 //! (three retries, any `Retry-After` waited) would have doubled ours. `async-openai` still
 //! provides the request body's types.
 
+use std::collections::VecDeque;
 use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -13,17 +14,18 @@ use std::time::{Duration, SystemTime};
 use async_trait::async_trait;
 use bytes::Bytes;
 use frogbot_core::BoxError;
-use frogbot_core::agent::{Model, ModelRequest, ModelStream};
+use frogbot_core::agent::{Model, ModelEvent, ModelRequest, ModelStream};
 use frogbot_core::model::{Transient, text};
-use futures::StreamExt;
+use futures::{Stream, StreamExt};
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
 use reqwest::{Response, StatusCode};
 use serde_json::Value;
 
-use crate::error::Error;
+use crate::error::{Error, error_chain};
 use crate::request::build_request;
 use crate::retry::{Retry, retry_after};
-use crate::stream::{Chunks, chunks, events};
+use crate::stream::{Assembler, Chunks, chunks};
+use crate::{DEFAULT_MAX_RETRIES, MAX_RETRIES};
 
 /// How long to wait for a TCP (and TLS) connection before giving up.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -31,11 +33,6 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 const ERROR_BODY_LIMIT: usize = 16 * 1024;
 /// The most characters of a server's error message kept.
 const ERROR_MESSAGE_CHARS: usize = 500;
-
-/// Retries after a failed attempt when the configuration does not say (openai-python's default).
-pub const DEFAULT_MAX_RETRIES: u32 = 2;
-/// The most retries a model may be configured with.
-pub const MAX_RETRIES: u32 = 10;
 
 /// Where and how to reach a Chat Completions server.
 #[derive(Clone)]
@@ -182,6 +179,66 @@ impl Call {
     }
 }
 
+/// Turns the chunks into model events: text deltas as they come, complete tool calls once the
+/// server sends a `finish_reason`, and `Finish` when the stream ends. Stops after the first
+/// error. A retryable failure before any event came out (the connection reset or closed early,
+/// an error object with a 429 or 5xx code) opens the call again within its retry budget; after
+/// the first event, every failure is the stream's last item.
+fn events(
+    call: Call,
+    first: Chunks,
+) -> impl Stream<Item = Result<ModelEvent, BoxError>> + Send + 'static {
+    struct State {
+        call: Call,
+        chunks: Option<Chunks>,
+        assembler: Assembler,
+        pending: VecDeque<ModelEvent>,
+        /// Whether an event was yielded (from then on nothing is retried).
+        yielded: bool,
+    }
+
+    let state = State {
+        call,
+        chunks: Some(first),
+        assembler: Assembler::default(),
+        pending: VecDeque::new(),
+        yielded: false,
+    };
+    futures::stream::unfold(state, |mut state| async move {
+        loop {
+            if let Some(event) = state.pending.pop_front() {
+                state.yielded = true;
+                return Some((Ok(event), state));
+            }
+            // `None` here means the stream is over (ended, or failed and reported).
+            let next = state.chunks.as_mut()?.next().await;
+            let result = match next {
+                Some(Ok(chunk)) => state.assembler.push(chunk, &mut state.pending),
+                Some(Err(error)) => Err(error),
+                None => {
+                    state.chunks = None;
+                    state.assembler.end(&mut state.pending)
+                }
+            };
+            let Err(error) = result else { continue };
+            // Drop the connection; nothing of it follows an error.
+            state.chunks = None;
+            state.pending.clear();
+            if state.yielded {
+                return Some((Err(error.into()), state));
+            }
+            // Nothing reached the caller yet: the call may start over.
+            match state.call.reopen(error).await {
+                Ok(chunks) => {
+                    state.chunks = Some(chunks);
+                    state.assembler = Assembler::default();
+                }
+                Err(error) => return Some((Err(error.into()), state)),
+            }
+        }
+    })
+}
+
 impl Inner {
     /// One attempt: `Ok` once the server answered 2xx (its events follow in the body).
     async fn send(&self, body: &Bytes) -> Result<Response, Error> {
@@ -218,21 +275,6 @@ fn connection_error(error: reqwest::Error) -> Error {
         transient = transient.maybe_done();
     }
     Error::Connection(transient)
-}
-
-/// `error` and its sources, `: `-separated (reqwest's own message leaves out the cause).
-pub(crate) fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut next = error.source();
-    while let Some(cause) = next {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        next = cause.source();
-    }
-    text
 }
 
 /// Whether a response says its body is JSON (not an event stream).

@@ -109,3 +109,18 @@ impl Error {
         Transient::find(self)
     }
 }
+
+/// `error` and its sources, `: `-separated (reqwest's own message leaves out the cause).
+pub(crate) fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut next = error.source();
+    while let Some(cause) = next {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        next = cause.source();
+    }
+    text
+}

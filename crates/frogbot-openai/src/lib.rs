@@ -35,9 +35,15 @@ mod request;
 mod retry;
 mod stream;
 
-pub use client::{DEFAULT_MAX_RETRIES, MAX_RETRIES, OpenAiCompatible, OpenAiConfig};
+pub use client::{OpenAiCompatible, OpenAiConfig};
 pub use error::Error;
 pub use fallback::{AllFailed, WithFallbacks};
+
+// Here, not in `client`: `error` names the limit too, and `client` uses `error`.
+/// Retries after a failed attempt when the configuration does not say (openai-python's default).
+pub const DEFAULT_MAX_RETRIES: u32 = 2;
+/// The most retries a model may be configured with.
+pub const MAX_RETRIES: u32 = 10;
 
 /// Installs rustls' `ring` crypto provider as the process default, unless a default is already
 /// installed (then it does nothing, so calling it twice, or after the application installed

@@ -8,16 +8,14 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use eventsource_stream::{EventStreamError, Eventsource};
-use frogbot_core::BoxError;
 use frogbot_core::agent::{FinishReason, ModelEvent, ToolCallRequest, Usage};
 use frogbot_core::model::{Transient, text};
+use futures::StreamExt;
 use futures::stream::BoxStream;
-use futures::{Stream, StreamExt};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::client::{Call, error_chain};
-use crate::error::Error;
+use crate::error::{Error, error_chain};
 
 /// The chunks of one response, ending at `data: [DONE]` or the end of the body.
 pub(crate) type Chunks = BoxStream<'static, Result<Chunk, Error>>;
@@ -112,66 +110,6 @@ struct UsageChunk {
     completion_tokens: Option<u64>,
 }
 
-/// Turns the chunks into model events: text deltas as they come, complete tool calls once the
-/// server sends a `finish_reason`, and `Finish` when the stream ends. Stops after the first
-/// error. A retryable failure before any event came out (the connection reset or closed early,
-/// an error object with a 429 or 5xx code) opens the call again within its retry budget; after
-/// the first event, every failure is the stream's last item.
-pub(crate) fn events(
-    call: Call,
-    first: Chunks,
-) -> impl Stream<Item = Result<ModelEvent, BoxError>> + Send + 'static {
-    struct State {
-        call: Call,
-        chunks: Option<Chunks>,
-        assembler: Assembler,
-        pending: VecDeque<ModelEvent>,
-        /// Whether an event was yielded (from then on nothing is retried).
-        yielded: bool,
-    }
-
-    let state = State {
-        call,
-        chunks: Some(first),
-        assembler: Assembler::default(),
-        pending: VecDeque::new(),
-        yielded: false,
-    };
-    futures::stream::unfold(state, |mut state| async move {
-        loop {
-            if let Some(event) = state.pending.pop_front() {
-                state.yielded = true;
-                return Some((Ok(event), state));
-            }
-            // `None` here means the stream is over (ended, or failed and reported).
-            let next = state.chunks.as_mut()?.next().await;
-            let result = match next {
-                Some(Ok(chunk)) => state.assembler.push(chunk, &mut state.pending),
-                Some(Err(error)) => Err(error),
-                None => {
-                    state.chunks = None;
-                    state.assembler.end(&mut state.pending)
-                }
-            };
-            let Err(error) = result else { continue };
-            // Drop the connection; nothing of it follows an error.
-            state.chunks = None;
-            state.pending.clear();
-            if state.yielded {
-                return Some((Err(error.into()), state));
-            }
-            // Nothing reached the caller yet: the call may start over.
-            match state.call.reopen(error).await {
-                Ok(chunks) => {
-                    state.chunks = Some(chunks);
-                    state.assembler = Assembler::default();
-                }
-                Err(error) => return Some((Err(error.into()), state)),
-            }
-        }
-    })
-}
-
 /// A tool call whose fragments are still arriving.
 #[derive(Debug, Default)]
 struct PartialCall {
@@ -182,7 +120,7 @@ struct PartialCall {
 
 /// Accumulates one step's chunks.
 #[derive(Debug, Default)]
-struct Assembler {
+pub(crate) struct Assembler {
     /// Tool calls being assembled, by their `index`.
     calls: BTreeMap<u32, PartialCall>,
     /// The slot the last fragment went to (for servers that send no `index`).
@@ -192,7 +130,11 @@ struct Assembler {
 }
 
 impl Assembler {
-    fn push(&mut self, chunk: Chunk, out: &mut VecDeque<ModelEvent>) -> Result<(), Error> {
+    pub(crate) fn push(
+        &mut self,
+        chunk: Chunk,
+        out: &mut VecDeque<ModelEvent>,
+    ) -> Result<(), Error> {
         if let Some(error) = chunk.error {
             return Err(provider_error(&error));
         }
@@ -226,7 +168,7 @@ impl Assembler {
     }
 
     /// The upstream stream ended (`[DONE]` or end of body).
-    fn end(&mut self, out: &mut VecDeque<ModelEvent>) -> Result<(), Error> {
+    pub(crate) fn end(&mut self, out: &mut VecDeque<ModelEvent>) -> Result<(), Error> {
         let Some(reason) = self.finish.take() else {
             return Err(Error::Incomplete(
                 Transient::new("the stream ended before the model finished").maybe_done(),

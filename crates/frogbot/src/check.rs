@@ -13,61 +13,12 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+pub use crate::channels::Probe;
 use crate::config::Config;
 use crate::term::say;
 
 /// How long one check's request may take.
 const CHECK_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// What one configured channel is checked with (built by `channels::probe`).
-#[derive(Clone)]
-#[non_exhaustive]
-pub enum Probe {
-    /// `auth.test` at `api_url`.
-    Slack {
-        /// The Web API base (`https://slack.com/api`).
-        api_url: String,
-        /// The bot token.
-        token: String,
-    },
-    /// `GET /api/v10/users/@me` at `api_url`.
-    Discord {
-        /// `https://discord.com` or a fake.
-        api_url: String,
-        /// The bot token.
-        token: String,
-    },
-    /// `getMe` and `getWebhookInfo` at `api_url`.
-    Telegram {
-        /// `https://api.telegram.org/` or a local Bot API server.
-        api_url: String,
-        /// The bot token.
-        token: String,
-        /// In webhook mode, the configured public URL (empty: none).
-        webhook_url: Option<String>,
-    },
-    /// `whoami` at `homeserver`.
-    Matrix {
-        /// The homeserver's base URL.
-        homeserver: String,
-        /// The configured user id.
-        user_id: String,
-        /// The access token, when one is configured.
-        access_token: Option<String>,
-    },
-}
-
-impl std::fmt::Debug for Probe {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Never the secrets.
-        f.write_str(match self {
-            Probe::Slack { .. } => "Probe::Slack",
-            Probe::Discord { .. } => "Probe::Discord",
-            Probe::Telegram { .. } => "Probe::Telegram",
-            Probe::Matrix { .. } => "Probe::Matrix",
-        })
-    }
-}
 
 /// One check's result line.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -11,6 +11,7 @@ pub mod browser;
 pub mod channels;
 pub mod check;
 pub mod config;
+mod config_error;
 pub mod events;
 pub mod fetch;
 pub mod http;
@@ -109,7 +110,7 @@ pub async fn open_store(url: &str) -> Result<frogbot_core::store::DynStore, Erro
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
         return Err(Error::Config(ConfigError::key(
             "database",
-            config::not_built("postgres"),
+            config_error::not_built("postgres"),
         )));
     }
     #[cfg(feature = "postgres")]

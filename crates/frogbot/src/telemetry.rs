@@ -16,7 +16,7 @@
 
 use serde::Deserialize;
 
-use crate::config::ConfigError;
+use crate::config_error::ConfigError;
 
 /// The `service.name` when `[telemetry]` names none.
 pub const DEFAULT_SERVICE_NAME: &str = "frogbot";
@@ -54,7 +54,7 @@ pub(crate) fn validate(
     if !otlp_built {
         return Err(ConfigError::key(
             "telemetry",
-            crate::config::not_built("otlp"),
+            crate::config_error::not_built("otlp"),
         ));
     }
     if let Some(endpoint) = &t.otlp_endpoint {
@@ -131,7 +131,7 @@ mod otlp {
     use opentelemetry_sdk::trace::SdkTracerProvider;
 
     use super::{ExportLayer, TraceExport, traces_url};
-    use crate::config::ConfigError;
+    use crate::config_error::ConfigError;
 
     /// How long one export request may take.
     const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);

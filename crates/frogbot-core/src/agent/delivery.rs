@@ -12,9 +12,19 @@
 use std::time::Duration;
 
 use super::jobs::EngineJob;
-use super::turn::EndWhy;
 use crate::model::{BoxError, MessagePart, Millis, QUESTION_TOOL, ToolState, Transient, UiMessage};
 use crate::store::{ChatRow, NewJob};
+
+/// Why a turn ended, for what a channel tells the person.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum EndWhy {
+    /// A final answer, a failure (the reply carries the error) or a wait on questions.
+    Reply,
+    /// `max_steps` model steps ran without a final answer.
+    MaxSteps,
+    /// The driving user stopped it.
+    Stopped,
+}
 
 /// How many times a worker tries a delivery before burying it (with [`job_backoff_ms`]: about
 /// 25 minutes after the grace).

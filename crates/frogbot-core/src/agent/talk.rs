@@ -14,7 +14,7 @@ use super::registry::{AskPlace, Delivery, thread_of};
 use crate::error::{Error, Item, Result};
 use crate::model::{
     Ack, Block, BlockEvent, ChannelRef, ChatId, EventClick, MessagePart, Role, SyncState,
-    ThreadMessage, UiMessage, UserId, blocks_of,
+    UiMessage, UserId, blocks_of,
 };
 use crate::store::{
     BindAgentOp, Bound, ChatRow, InboxOp, MessageUpdate, NewChat, PostMessageOp, PostedMessage,
@@ -1133,26 +1133,6 @@ impl Channels {
         }
         Ok(false)
     }
-}
-
-/// A person's message in a bound chat's thread, as the inbox keeps it.
-pub(crate) fn inbox_message(
-    id: Option<String>,
-    message: &ThreadMessage,
-    author: Option<UserId>,
-    speaker: Option<String>,
-    created_at: String,
-) -> UiMessage {
-    let mut m = UiMessage {
-        id: id.unwrap_or_else(|| format!("in_{}", uuid::Uuid::now_v7().simple())),
-        role: Role::User,
-        parts: vec![MessagePart::text(message.text.clone())],
-        metadata: Default::default(),
-    };
-    m.metadata.author = author;
-    m.metadata.speaker = speaker;
-    m.metadata.created_at = created_at;
-    m
 }
 
 #[cfg(test)]

@@ -1,7 +1,31 @@
 //! What a store can fail with: [`StoreError`].
 
-use crate::error::{BoxError, Item};
-use crate::model::ChatId;
+use crate::model::{BoxError, ChatId};
+
+/// What an id names, in [`StoreError::NotFound`] and [`Error::NotFound`](crate::Error::NotFound).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Item {
+    /// A chat.
+    Chat,
+    /// A message.
+    Message,
+    /// A tool call (a question call).
+    ToolCall,
+    /// A durable job.
+    Job,
+}
+
+impl std::fmt::Display for Item {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Item::Chat => "chat",
+            Item::Message => "message",
+            Item::ToolCall => "tool call",
+            Item::Job => "job",
+        })
+    }
+}
 
 /// Everything a [`super::Store`] method can fail with. A method that returns an error has changed
 /// nothing.

@@ -21,8 +21,7 @@
 
 mod error;
 mod types;
-pub use crate::error::Item;
-pub use error::{Result, StoreError};
+pub use error::{Item, Result, StoreError};
 pub use types::*;
 
 use async_trait::async_trait;

@@ -22,7 +22,7 @@ use frogbot_discord::channel::Config;
 use serde::Deserialize;
 
 use super::{Adapter, Secret, env_secret, parse_table};
-use crate::config::ConfigError;
+use crate::config_error::ConfigError;
 
 /// The keys of `[channels.discord]`.
 #[derive(Clone, Debug, Deserialize)]
@@ -117,9 +117,9 @@ impl DiscordConfig {
 }
 
 /// What `frogbot config check` asks Discord (`GET /users/@me` with the bot token).
-pub(crate) fn probe(value: &toml::Value) -> Result<crate::check::Probe, ConfigError> {
+pub(crate) fn probe(value: &toml::Value) -> Result<super::Probe, ConfigError> {
     let c = parse(value)?;
-    Ok(crate::check::Probe::Discord {
+    Ok(super::Probe::Discord {
         api_url: c
             .api_url
             .clone()

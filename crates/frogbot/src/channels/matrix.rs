@@ -25,7 +25,7 @@ use frogbot_matrix::render::PollEvents;
 use serde::Deserialize;
 
 use super::{Adapter, env_secret, parse_table};
-use crate::config::ConfigError;
+use crate::config_error::ConfigError;
 
 const NAME: &str = "matrix";
 
@@ -119,13 +119,13 @@ pub(crate) fn parse(value: &toml::Value) -> Result<MatrixConfig, ConfigError> {
 
 /// What `frogbot config check` asks the homeserver (`whoami` with an access token; with a
 /// password only whether it answers, since logging in would make a new device).
-pub(crate) fn probe(value: &toml::Value) -> Result<crate::check::Probe, ConfigError> {
+pub(crate) fn probe(value: &toml::Value) -> Result<super::Probe, ConfigError> {
     let c = parse(value)?;
     let access_token = match &c.access_token_env {
         Some(var) => Some(env_secret(NAME, "access_token_env", var)?),
         None => None,
     };
-    Ok(crate::check::Probe::Matrix {
+    Ok(super::Probe::Matrix {
         homeserver: c.homeserver,
         user_id: c.user_id,
         access_token,

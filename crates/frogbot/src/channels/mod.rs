@@ -31,7 +31,7 @@ use std::collections::BTreeMap;
 
 pub use frogbot_core::agent::{Adapter, ChannelSettings};
 
-use crate::config::ConfigError;
+use crate::config_error::ConfigError;
 
 /// The keys every channel table may carry that FrogBot reads itself, not the adapter.
 const SHARED_KEYS: [&str; 8] = [
@@ -73,7 +73,7 @@ pub(crate) fn check_compiled(name: &str, compiled: &[&str]) -> Result<(), Config
     if KNOWN.contains(&name) && !compiled.contains(&name) {
         return Err(ConfigError::key(
             format!("channels.{name}"),
-            crate::config::not_built(name),
+            crate::config_error::not_built(name),
         ));
     }
     Ok(())
@@ -251,8 +251,58 @@ pub(crate) fn single_receiver(name: &str, value: &toml::Value) -> Option<String>
     }
 }
 
+/// What one configured channel is checked with by `frogbot config check` (built by `probe`).
+#[derive(Clone)]
+#[non_exhaustive]
+pub enum Probe {
+    /// `auth.test` at `api_url`.
+    Slack {
+        /// The Web API base (`https://slack.com/api`).
+        api_url: String,
+        /// The bot token.
+        token: String,
+    },
+    /// `GET /api/v10/users/@me` at `api_url`.
+    Discord {
+        /// `https://discord.com` or a fake.
+        api_url: String,
+        /// The bot token.
+        token: String,
+    },
+    /// `getMe` and `getWebhookInfo` at `api_url`.
+    Telegram {
+        /// `https://api.telegram.org/` or a local Bot API server.
+        api_url: String,
+        /// The bot token.
+        token: String,
+        /// In webhook mode, the configured public URL (empty: none).
+        webhook_url: Option<String>,
+    },
+    /// `whoami` at `homeserver`.
+    Matrix {
+        /// The homeserver's base URL.
+        homeserver: String,
+        /// The configured user id.
+        user_id: String,
+        /// The access token, when one is configured.
+        access_token: Option<String>,
+    },
+}
+
+impl std::fmt::Debug for Probe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the secrets.
+        f.write_str(match self {
+            Probe::Slack { .. } => "Probe::Slack",
+            Probe::Discord { .. } => "Probe::Discord",
+            Probe::Telegram { .. } => "Probe::Telegram",
+            Probe::Matrix { .. } => "Probe::Matrix",
+        })
+    }
+}
+
 /// What `frogbot config check` asks the platform of `[channels.NAME]` (its table checked first).
-pub(crate) fn probe(name: &str, value: &toml::Value) -> Result<crate::check::Probe, ConfigError> {
+pub(crate) fn probe(name: &str, value: &toml::Value) -> Result<Probe, ConfigError> {
     check_compiled(name, &compiled())?;
     settings(name, value)?;
     #[cfg_attr(

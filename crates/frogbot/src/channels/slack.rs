@@ -19,7 +19,7 @@ use frogbot_slack::channel::Config;
 use serde::Deserialize;
 
 use super::{Adapter, Secret, env_secret, parse_table};
-use crate::config::ConfigError;
+use crate::config_error::ConfigError;
 
 const NAME: &str = "slack";
 
@@ -107,9 +107,9 @@ pub(crate) fn parse(value: &toml::Value) -> Result<SlackConfig, ConfigError> {
 }
 
 /// What `frogbot config check` asks Slack (`auth.test` with the bot token).
-pub(crate) fn probe(value: &toml::Value) -> Result<crate::check::Probe, ConfigError> {
+pub(crate) fn probe(value: &toml::Value) -> Result<super::Probe, ConfigError> {
     let c = parse(value)?;
-    Ok(crate::check::Probe::Slack {
+    Ok(super::Probe::Slack {
         api_url: c.api_url.unwrap_or_else(|| "https://slack.com/api".into()),
         token: c.secrets.bot_token.0,
     })

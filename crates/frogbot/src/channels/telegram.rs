@@ -23,7 +23,7 @@ use frogbot_telegram::channel::{Config, Receive, connect, parse_url, valid_secre
 use serde::Deserialize;
 
 use super::{Adapter, Secret, env_secret, parse_table};
-use crate::config::ConfigError;
+use crate::config_error::ConfigError;
 
 /// How updates arrive.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
@@ -135,9 +135,9 @@ pub(crate) fn parse(value: &toml::Value) -> Result<TelegramConfig, ConfigError> 
 }
 
 /// What `frogbot config check` asks Telegram (`getMe`, `getWebhookInfo`).
-pub(crate) fn probe(value: &toml::Value) -> Result<crate::check::Probe, ConfigError> {
+pub(crate) fn probe(value: &toml::Value) -> Result<super::Probe, ConfigError> {
     let c = parse(value)?;
-    Ok(crate::check::Probe::Telegram {
+    Ok(super::Probe::Telegram {
         api_url: c
             .api_url
             .clone()

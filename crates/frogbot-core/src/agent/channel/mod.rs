@@ -11,18 +11,16 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 use tracing::{debug, error, warn};
 
-use super::delivery;
+use super::delivery::{self, EndWhy};
 use super::jobs::EngineJob;
 use super::questions::{InteractionOutcome, Questions};
 use super::registry::{ChannelOutbox, Delivery, ReplyStream};
 use super::registry::{Registry, thread_of};
-use super::turn::{
-    EndWhy, SendMessage, SendResult, Sent, StopOutcome, TurnListener, TurnWatch, Turns,
-};
+use super::turn::{SendMessage, SendResult, Sent, StopOutcome, TurnListener, TurnWatch, Turns};
 use crate::error::{Error, Result};
 use crate::model::{
     Ack, ChannelRef, ChatId, ChatInfo, Interaction, MessagePart, PlatformUser, Role, Thread,
-    ThreadMessage, TurnState, UiMessage,
+    ThreadMessage, TurnState, UiMessage, UserId,
 };
 use crate::store::ChatRow;
 
@@ -61,6 +59,26 @@ pub fn channel_chat_id(platform: &str, thread: &str) -> ChatId {
 /// The stored id of a channel message: the platform's message id, prefixed with the platform.
 pub fn channel_message_id(platform: &str, platform_message_id: &str) -> String {
     format!("{platform}-{platform_message_id}")
+}
+
+/// A person's message in a bound chat's thread, as the inbox keeps it.
+fn inbox_message(
+    id: Option<String>,
+    message: &ThreadMessage,
+    author: Option<UserId>,
+    speaker: Option<String>,
+    created_at: String,
+) -> UiMessage {
+    let mut m = UiMessage {
+        id: id.unwrap_or_else(|| format!("in_{}", uuid::Uuid::now_v7().simple())),
+        role: Role::User,
+        parts: vec![MessagePart::text(message.text.clone())],
+        metadata: Default::default(),
+    };
+    m.metadata.author = author;
+    m.metadata.speaker = speaker;
+    m.metadata.created_at = created_at;
+    m
 }
 
 /// What happened to a channel message.
@@ -981,7 +999,7 @@ impl Channels {
                 .clone()
                 .filter(|n| !n.trim().is_empty())
                 .or_else(|| Some(message.author.id.clone()));
-            let m = super::talk::inbox_message(
+            let m = inbox_message(
                 id,
                 &message,
                 actor.user,

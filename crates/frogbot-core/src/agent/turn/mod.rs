@@ -23,6 +23,7 @@ use tokio::sync::{broadcast, mpsc};
 use tracing::{Instrument, debug, info_span, warn};
 
 use super::clock::Clock;
+use super::delivery::EndWhy;
 use super::jobs::EngineJob;
 use super::{ModelRequest, Tool, ToolSpec};
 use crate::error::{Error, Result};
@@ -81,17 +82,6 @@ impl TurnWatch {
             reply.metadata.drafts = drafts.clone();
         }
     }
-}
-
-/// Why a turn ended, for what a channel tells the person.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum EndWhy {
-    /// A final answer, a failure (the reply carries the error) or a wait on questions.
-    Reply,
-    /// `max_steps` model steps ran without a final answer.
-    MaxSteps,
-    /// The driving user stopped it.
-    Stopped,
 }
 
 /// What a stop request found.

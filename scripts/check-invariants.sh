@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Invariants of the code's shape (ARCHITECTURE.md, "Invariants") that the compiler does not check.
+# Run by .ci/run, after scripts/check-adapter-shape.sh. `--list` prints every module circle and
+# exits 0 (for people untangling one); the other checks do not run then.
+#
+# 1. No module circles in any crate (crates/*, adapters/*): scripts/module_graph.py (examples/*
+#    and the e2e crate in tests/ are left out).
+# 2. The store crates stay behind serve's one door: no adapter depends on frogbot-sqlite,
+#    frogbot-postgres or frogbot-testkit (dev-dependencies may: the engine tests run on SQLite
+#    through frogbot-testkit), and no file of serve (`crates/frogbot/src`) or of an adapter names
+#    `frogbot_sqlite` / `frogbot_postgres` but `crates/frogbot/src/lib.rs`, where serve opens the
+#    configured store. Adapters and serve's other modules reach data only through the `Engine`
+#    ("Dependencies run one way"); a second place opening a store would be a second engine's
+#    worth of state. An adapter's `testing` module (feature `testing`) is left out of the file
+#    rule: it is test support. Both held as written when the check came in (issue 39): the
+#    adapters' tests get their store from frogbot-testkit, and serve's only store names are
+#    `open_store`'s two `open` calls in lib.rs. The file rule reads the text as is (a comment
+#    naming a store crate counts too).
+# 3. An adapter's production code never uses its `testing` module (the fake platform and its
+#    helpers, feature `testing`); only its tests do. Held when the check came in (issue 39):
+#    Discord's `channel` used it from a test module only.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ "${1:-}" = "--list" ]; then
+    exec python3 scripts/module_graph.py --list
+fi
+
+status=0
+
+# The checker first proves on a planted crate that it finds circles (and only circles).
+python3 scripts/module_graph.py --self-test || status=1
+python3 scripts/module_graph.py || status=1
+# 3. (The adapters' `testing` modules.)
+# shellcheck disable=SC2046
+python3 scripts/module_graph.py --forbid testing $(ls -d adapters/*/) || status=1
+
+for toml in adapters/*/Cargo.toml; do
+    # Normal dependencies: `[dependencies]`, `[target.'…'.dependencies]` and their
+    # `[dependencies.<name>]` forms, by key or by `package = "…"`.
+    bad=$(awk '
+        /^\[/ {
+            deps = ($0 ~ /^\[(target\.[^]]*\.)?dependencies(\.[^]]*)?\]/)
+            if ($0 ~ /^\[(target\.[^]]*\.)?dependencies\.frogbot-(sqlite|postgres|testkit)\]/) print FILENAME ":" NR ": " $0
+            next
+        }
+        deps && ($0 ~ /^frogbot-(sqlite|postgres|testkit)[ .=]/ || $0 ~ /package *= *"frogbot-(sqlite|postgres|testkit)"/) {
+            print FILENAME ":" NR ": " $0
+        }
+    ' "$toml")
+    if [ -n "$bad" ]; then
+        echo "$bad" >&2
+        echo "$toml: an adapter depends on no store crate and not on frogbot-testkit (dev-dependencies may)" >&2
+        status=1
+    fi
+done
+
+files=$(find crates/frogbot/src adapters/*/src -name '*.rs' \
+    -not -path 'crates/frogbot/src/lib.rs' \
+    -not -path 'adapters/*/src/testing.rs' -not -path 'adapters/*/src/testing/*' | LC_ALL=C sort)
+# shellcheck disable=SC2086
+if grep -nwE 'frogbot_(sqlite|postgres)' $files >&2; then
+    echo "only crates/frogbot/src/lib.rs opens a store: the rest of serve and the adapters go through the Engine" >&2
+    status=1
+fi
+
+[ "$status" = 0 ] && echo "invariants: no module circles, the store crates only in serve's lib.rs, no production use of testing"
+exit "$status"
