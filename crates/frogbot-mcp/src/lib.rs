@@ -29,6 +29,7 @@
 //! outlive its hub (no orphan children).
 
 mod config;
+pub mod elicit;
 mod hub;
 pub mod result;
 
