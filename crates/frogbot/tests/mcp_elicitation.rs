@@ -482,3 +482,180 @@ async fn an_unanswered_elicitation_expires_as_cancel() {
     );
     s.stop().await;
 }
+
+/// On Telegram (the real `frogbot serve` binary against the fake Bot API): the request is drawn
+/// natively — a ForceReply prompt per text and number field, one card with the toggle, the
+/// choices and "📨 Send answers" — the person replies to the required field's prompt and sends;
+/// the server gets `accept` with the value, and the model's answer is posted in the chat.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_telegram_user_answers_an_elicitation_natively() {
+    use common::child::{config_file, free_port, frogbot, start};
+    use frogbot_telegram::testing::{Call, FakeBotApi, private_chat, user};
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let Some(entry) = server_everything() else {
+        return;
+    };
+    let fake_model = Fake::default();
+    let app = axum::Router::new()
+        .route("/v1/chat/completions", axum::routing::post(completions))
+        .with_state(fake_model.clone());
+    let model_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let model_base = format!("http://{}/v1", model_listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(model_listener, app).await.unwrap() });
+    let bot = FakeBotApi::start().await;
+    let db = frogbot_testkit::sqlite_db();
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let path = config_file(
+        dir.path(),
+        port,
+        &db.url,
+        &format!(
+            r#"
+[[models]]
+id = "fake"
+provider = "openai-compatible"
+base_url = "{model_base}"
+
+[[mcp]]
+id = "everything"
+command = "node"
+args = ["{}", "stdio"]
+tools = ["trigger-elicitation-request"]
+
+[channels.telegram]
+token_env = "FROGBOT_TEST_TELEGRAM_TOKEN"
+api_url = "{}"
+
+[channels.telegram.users]
+"42" = "ada"
+"#,
+            entry.display(),
+            bot.url
+        ),
+    );
+    let mut cmd = frogbot();
+    cmd.arg("serve")
+        .arg("--config")
+        .arg(&path)
+        .env("FROGBOT_TEST_TELEGRAM_TOKEN", "123456:TEST-token");
+    let _serve = start(cmd, port).await;
+
+    let prompt_for = |calls: &[Call], about: &str| -> Option<i64> {
+        calls.iter().find_map(|c| {
+            (c.method == "sendmessage"
+                && c.body["chat_id"] == 42
+                && !c.body["reply_markup"]["force_reply"].is_null()
+                && c.body["text"].as_str().is_some_and(|t| t.contains(about)))
+            .then(|| c.result.as_ref()?["message_id"].as_i64())
+            .flatten()
+        })
+    };
+    // The server's tools are listed in the background: Ada writes until the form is asked.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let name_prompt = loop {
+        let update = bot.user_message(
+            private_chat(42, "Ada"),
+            user(42, "Ada"),
+            "fill the form",
+            None,
+        );
+        bot.push(update);
+        let asked = tokio::time::timeout(Duration::from_secs(5), async {
+            bot.wait_for("the form", |calls| {
+                prompt_for(calls, "Your full, legal name").or_else(|| {
+                    // A turn without the tool ends with the model's question unasked.
+                    calls
+                        .iter()
+                        .any(|c| {
+                            c.method == "sendmessage"
+                                && c.body["text"] == "The server has its answer."
+                        })
+                        .then_some(-1)
+                })
+            })
+            .await
+        })
+        .await;
+        match asked {
+            Ok(id) if id > 0 => break id,
+            _ => {}
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the form was never asked"
+        );
+    };
+    // The card: the choices and toggle as buttons, Send answers, Skip.
+    let card = bot
+        .wait_for("the card", |calls| {
+            calls.iter().rev().find_map(|c| {
+                let buttons = c.body["reply_markup"]["inline_keyboard"].to_string();
+                (c.method == "sendmessage"
+                    && c.body["chat_id"] == 42
+                    && buttons.contains("📨 Send answers"))
+                .then(|| c.result.as_ref()?["message_id"].as_i64())
+                .flatten()
+            })
+        })
+        .await;
+    let keyboard = bot.sent(card)["reply_markup"]["inline_keyboard"].to_string();
+    for label in ["Wonder Woman", "Birds", "Piano", "Skip"] {
+        assert!(keyboard.contains(label), "{label} in {keyboard}");
+    }
+    // Ada replies to the name's prompt, then sends.
+    let reply = bot.user_message(
+        private_chat(42, "Ada"),
+        user(42, "Ada"),
+        "Ada Lovelace",
+        Some(name_prompt),
+    );
+    bot.push(reply);
+    bot.wait_for("the card to show the answer", |calls| {
+        calls
+            .iter()
+            .any(|c| {
+                c.method == "editmessagetext"
+                    && c.body["message_id"] == card
+                    && c.body["text"]
+                        .as_str()
+                        .is_some_and(|t| t.contains("Ada Lovelace"))
+            })
+            .then_some(())
+    })
+    .await;
+    let data = bot.sent(card)["reply_markup"]["inline_keyboard"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r.as_array().unwrap().iter())
+        .find(|b| b["text"] == "📨 Send answers")
+        .unwrap()["callback_data"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    bot.push(bot.click(&user(42, "Ada"), card, &data));
+    bot.wait_for("the model's answer", |calls| {
+        calls
+            .iter()
+            .any(|c| c.method == "sendmessage" && c.body["text"] == "The server has its answer.")
+            .then_some(())
+    })
+    .await;
+    // The server got `accept` with the name Ada typed.
+    let requests = fake_model.0.lock().unwrap().clone();
+    let result = requests.last().unwrap()["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "tool")
+        .and_then(|m| m["content"].as_str())
+        .unwrap()
+        .to_owned();
+    let output: Value = serde_json::from_str(&result).unwrap_or(Value::String(result.clone()));
+    let raw = raw_result(&output);
+    assert_eq!(raw["action"], "accept", "{raw}");
+    assert_eq!(raw["content"]["name"], "Ada Lovelace", "{raw}");
+    assert_eq!(raw["content"]["check"], false, "the toggle as shown: {raw}");
+}

@@ -49,7 +49,13 @@ impl Turns {
         &self,
         lease: &Lease,
         mut question: QuestionInput,
+        can_ask: bool,
     ) -> std::result::Result<QuestionInput, String> {
+        if !can_ask {
+            return Err(
+                "this chat cannot show questions, so nobody can be asked for the input".into(),
+            );
+        }
         question.from = match &lease.driver {
             Some(d) if self.config.agents.contains(d) => {
                 return Err(
@@ -66,8 +72,9 @@ impl Turns {
     }
 
     /// Takes a call's step (`step`, after it asked `asked` questions) to its end for now: its
-    /// output, its error, or the question it waits on. A question nobody may answer is declined
-    /// at once (the reason logged and passed to the tool) and the call goes on.
+    /// output, its error, or the question it waits on. A question nobody may answer (or one asked
+    /// where the chat cannot show questions: `can_ask` false) is declined at once (the reason
+    /// logged and passed to the tool) and the call goes on.
     pub(super) async fn drive_call(
         &self,
         tool: &Arc<dyn Tool>,
@@ -75,6 +82,7 @@ impl Turns {
         ctx: &ToolContext,
         mut step: std::result::Result<ToolStep, BoxError>,
         mut asked: u32,
+        can_ask: bool,
     ) -> CallEnd {
         for _ in 0..MAX_REFUSED {
             match step {
@@ -82,7 +90,7 @@ impl Turns {
                 Err(e) => return CallEnd::Failed(e.to_string()),
                 Ok(ToolStep::Ask(question)) => {
                     asked += 1;
-                    match self.elicitation_question(lease, question) {
+                    match self.elicitation_question(lease, question, can_ask) {
                         Ok(question) => {
                             debug!(call = %ctx.tool_call_id, "a call asks for input");
                             let e = ToolElicitation {
@@ -174,6 +182,7 @@ impl Turns {
         position: i64,
         tx: &mpsc::UnboundedSender<TurnEvent>,
         extra: &[(Arc<dyn Tool>, ToolSpec)],
+        can_ask: bool,
     ) -> Result<Vec<(String, QuestionInput)>> {
         let answered: Vec<(usize, String, ToolAnswer, u32)> = reply
             .parts
@@ -219,7 +228,7 @@ impl Turns {
                 Some(tool) => {
                     debug!(tool = %t.tool_name, call = %call_id, "continuing a call with its input");
                     let step = tool.resume(answer, ctx.clone()).await;
-                    self.drive_call(&tool, lease, &ctx, step, n).await
+                    self.drive_call(&tool, lease, &ctx, step, n, can_ask).await
                 }
                 None => CallEnd::Failed(format!(
                     "unknown tool {:?} (it is no longer offered)",

@@ -991,10 +991,10 @@ impl Turns {
         if resuming {
             let extra = self.step_tools(chat.channel.as_ref().map(|c| c.platform.as_str()));
             let mut asked = self
-                .run_approved(lease, &mut reply, position, tx, &extra)
+                .run_approved(lease, &mut reply, position, tx, &extra, offer_questions)
                 .await?;
             asked.extend(
-                self.run_elicited(lease, &mut reply, position, tx, &extra)
+                self.run_elicited(lease, &mut reply, position, tx, &extra, offer_questions)
                     .await?,
             );
             if !asked.is_empty() {
@@ -1058,6 +1058,7 @@ impl Turns {
                     &halt,
                     watch.as_ref(),
                     &extra,
+                    offer_questions,
                 )
                 .instrument(
                     info_span!("step", chat_id = %chat_id, turn_id = %lease.holder, step = step_no),
@@ -1141,6 +1142,7 @@ impl Turns {
         position: i64,
         tx: &mpsc::UnboundedSender<TurnEvent>,
         extra: &[(Arc<dyn Tool>, ToolSpec)],
+        can_ask: bool,
     ) -> Result<Vec<(String, crate::model::QuestionInput)>> {
         let mut approved = Vec::new();
         for (i, part) in reply.parts.iter().enumerate() {
@@ -1184,7 +1186,7 @@ impl Turns {
                 Some(tool) => {
                     debug!(tool = %t.tool_name, call = %t.tool_call_id, "running an approved call");
                     let first = tool.call_or_ask(t.input.clone(), ctx.clone()).await;
-                    self.drive_call(&tool, lease, &ctx, first, 0).await
+                    self.drive_call(&tool, lease, &ctx, first, 0, can_ask).await
                 }
                 None => elicit::CallEnd::Failed(format!(
                     "unknown tool {:?} (it is no longer offered)",

@@ -75,6 +75,7 @@ impl Turns {
             std::sync::Arc<dyn crate::agent::Tool>,
             super::super::ToolSpec,
         )],
+        can_ask: bool,
     ) -> Result<StepEnd> {
         let _timer = crate::metrics::step_timer(&offer.id);
         reply
@@ -324,7 +325,7 @@ impl Turns {
                         message_id: reply.id.clone(),
                     };
                     let first = tool.call_or_ask(c.input.clone(), ctx.clone()).await;
-                    match self.drive_call(tool, lease, &ctx, first, 0).await {
+                    match self.drive_call(tool, lease, &ctx, first, 0, can_ask).await {
                         CallEnd::Done(v) => (ToolState::OutputAvailable, Some(v), None),
                         CallEnd::Failed(e) => (ToolState::OutputError, None, Some(e)),
                         CallEnd::Asks(e, question) => {
