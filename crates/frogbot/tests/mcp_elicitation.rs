@@ -541,8 +541,9 @@ api_url = "{}"
         .env("FROGBOT_TEST_TELEGRAM_TOKEN", "123456:TEST-token");
     let _serve = start(cmd, port).await;
 
+    // The latest prompt (a question is drawn again below a message that arrives meanwhile).
     let prompt_for = |calls: &[Call], about: &str| -> Option<i64> {
-        calls.iter().find_map(|c| {
+        calls.iter().rev().find_map(|c| {
             (c.method == "sendmessage"
                 && c.body["chat_id"] == 42
                 && !c.body["reply_markup"]["force_reply"].is_null()
@@ -554,6 +555,7 @@ api_url = "{}"
     // The server's tools are listed in the background: Ada writes until the form is asked.
     let deadline = tokio::time::Instant::now() + WAIT;
     let name_prompt = loop {
+        let from = bot.all_calls().len();
         let update = bot.user_message(
             private_chat(42, "Ada"),
             user(42, "Ada"),
@@ -561,10 +563,11 @@ api_url = "{}"
             None,
         );
         bot.push(update);
-        let asked = tokio::time::timeout(Duration::from_secs(5), async {
-            bot.wait_for("the form", |calls| {
+        let asked = bot
+            .wait_for("the form, or the turn's end", |calls| {
+                let calls = &calls[from.min(calls.len())..];
                 prompt_for(calls, "Your full, legal name").or_else(|| {
-                    // A turn without the tool ends with the model's question unasked.
+                    // A turn that ran before the tool was listed ends without asking.
                     calls
                         .iter()
                         .any(|c| {
@@ -574,12 +577,9 @@ api_url = "{}"
                         .then_some(-1)
                 })
             })
-            .await
-        })
-        .await;
-        match asked {
-            Ok(id) if id > 0 => break id,
-            _ => {}
+            .await;
+        if asked > 0 {
+            break asked;
         }
         assert!(
             tokio::time::Instant::now() < deadline,
@@ -602,6 +602,24 @@ api_url = "{}"
     let keyboard = bot.sent(card)["reply_markup"]["inline_keyboard"].to_string();
     for label in ["Wonder Woman", "Birds", "Piano", "Skip"] {
         assert!(keyboard.contains(label), "{label} in {keyboard}");
+    }
+    // FrogBot has recorded the drawing (an answer before that is out of date).
+    let store = frogbot_testkit::open_store(&db.url).await;
+    let chat = frogbot_core::agent::channel_chat_id("telegram", "42");
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let q = store
+            .get_question(&chat, "call_1~1", frogbot_core::model::now_millis())
+            .await
+            .unwrap();
+        if q.is_some_and(|q| q.rendered && !q.posting) {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the question was never recorded as drawn"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
     // Ada replies to the name's prompt, then sends.
     let reply = bot.user_message(
