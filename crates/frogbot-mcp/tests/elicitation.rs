@@ -471,3 +471,27 @@ async fn the_timeout_pauses_while_a_person_answers() {
     assert_eq!(raw_result(&out)["action"], "accept");
     hub.shutdown().await;
 }
+
+/// While two calls of the server run, a request for input cannot be told to one of them: it is
+/// declined at once (never hung), and both calls finish.
+#[tokio::test]
+async fn a_request_while_several_calls_run_is_declined() {
+    init_tracing();
+    let Some((node, entry)) = everything() else {
+        return;
+    };
+    let hub = McpHub::start(vec![stdio(&node, &entry)], CancellationToken::new());
+    hub.wait_ready(WAIT).await.unwrap();
+    let long = tool(&hub, "everything__trigger-long-running-operation");
+    let running = tokio::spawn(async move {
+        long.call(json!({"duration": 2, "steps": 1}), ctx("l1"))
+            .await
+    });
+    // On this test's one thread the long call's task is polled (and its call registered) as soon
+    // as the elicitation call waits: long before the server's request for input comes back.
+    let t = tool(&hub, TOOL);
+    let out = done(t.call_or_ask(json!({}), ctx("s1")).await.unwrap());
+    assert_eq!(raw_result(&out), json!({"action": "decline"}));
+    running.await.unwrap().unwrap();
+    hub.shutdown().await;
+}
