@@ -329,16 +329,7 @@ impl Client {
         let status = res.status();
         let v: Value = res.json().await.unwrap_or(Value::Null);
         if !ok {
-            return Err(AskError::Api {
-                code: v["error"]["code"]
-                    .as_str()
-                    .map(str::to_owned)
-                    .unwrap_or_else(|| status.as_u16().to_string()),
-                message: v["error"]["message"]
-                    .as_str()
-                    .map(str::to_owned)
-                    .unwrap_or_else(|| format!("HTTP {status}")),
-            });
+            return Err(api_error(status, &v));
         }
         Ok(v)
     }
@@ -388,7 +379,22 @@ impl Client {
     }
 }
 
-fn is_final(status: &Value) -> bool {
+/// An API error answer (`{"error": {"code", "message"}}`) as an [`AskError`], the status for
+/// what it leaves out.
+pub(crate) fn api_error(status: reqwest::StatusCode, v: &Value) -> AskError {
+    AskError::Api {
+        code: v["error"]["code"]
+            .as_str()
+            .map(str::to_owned)
+            .unwrap_or_else(|| status.as_u16().to_string()),
+        message: v["error"]["message"]
+            .as_str()
+            .map(str::to_owned)
+            .unwrap_or_else(|| format!("HTTP {status}")),
+    }
+}
+
+pub(crate) fn is_final(status: &Value) -> bool {
     !matches!(status["state"].as_str(), Some("open" | "queued") | None)
 }
 

@@ -48,6 +48,22 @@ pub struct AppState {
     pub watchers: crate::events::ChatWatchers,
     /// What `/readyz` checks besides the store.
     pub readiness: Arc<crate::ready::Readiness>,
+    /// The MCP endpoint ([`crate::mcp_server::MCP_PATH`]).
+    #[cfg(feature = "mcp")]
+    pub(crate) mcp: Arc<crate::mcp_server::Endpoint>,
+}
+
+/// `frogbot serve`'s MCP endpoint, for agents: every method the streamable HTTP transport uses
+/// (POST messages, GET the session's stream, DELETE the session). Its tools call this router
+/// with the caller's token, so each of their requests is decided here again.
+#[cfg(feature = "mcp")]
+async fn mcp(
+    State(state): State<AppState>,
+    Caller(_agent): Caller,
+    req: axum::extract::Request,
+) -> Response {
+    let endpoint = state.mcp.clone();
+    endpoint.handle(req, router(state)).await
 }
 
 /// The router of every endpoint.
@@ -138,6 +154,7 @@ pub fn routes() -> (Router<AppState>, Vec<RouteInfo>) {
             post(talk::event),
         )
         .at(M::GET, "/api/inbox", Agent, get(talk::inbox))
+        .at_mcp()
         .finish()
 }
 

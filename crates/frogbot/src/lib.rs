@@ -16,6 +16,8 @@ pub mod fetch;
 pub mod http;
 #[cfg(feature = "mcp")]
 mod mcp;
+#[cfg(feature = "mcp")]
+pub mod mcp_server;
 pub mod metrics;
 pub mod ops;
 pub mod ready;
@@ -297,6 +299,8 @@ pub fn app_with_readiness(
         waiters: Arc::new(http::Waiters::new(MAX_WAITS_PER_CALLER)),
         watchers,
         readiness,
+        #[cfg(feature = "mcp")]
+        mcp: Arc::new(mcp_server::Endpoint::new()),
     })
     .merge(web::routes());
     // The API's routes only: the channels' webhooks are merged after this.

@@ -11,6 +11,7 @@
 //!     frogbot jobs [--dead] [--json] | frogbot jobs retry ID
 //!     frogbot purge [--dry-run]
 //!     frogbot config check [--offline]
+//!     frogbot mcp [--server URL] [--token T]  # an MCP server on stdio for agents (feature `mcp`)
 
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -87,6 +88,10 @@ enum Command {
     Jobs(frogbot::ops::JobsArgs),
     /// Remove expired question records and dead jobs past their retention (--dry-run: count).
     Purge(frogbot::ops::PurgeArgs),
+    /// Serve FrogBot's tools (ask_person, send_message, read_inbox, wait_for_event) to an MCP
+    /// client over stdio, calling a running server with an agent token.
+    #[cfg(feature = "mcp")]
+    Mcp(frogbot::mcp_server::McpArgs),
     /// Check the configuration.
     Config {
         #[command(subcommand)]
@@ -109,8 +114,8 @@ enum ConfigCommand {
 }
 
 /// The client and operator commands: failures (a bad flag too) exit 1 with one line.
-const CLIENT_COMMANDS: [&str; 8] = [
-    "ask", "wait", "cancel", "chats", "show", "jobs", "purge", "config",
+const CLIENT_COMMANDS: [&str; 9] = [
+    "ask", "wait", "cancel", "chats", "show", "jobs", "purge", "config", "mcp",
 ];
 
 /// The log levels without `RUST_LOG`: INFO, but sqlx and matrix-sdk at WARN (matrix-sdk's INFO
@@ -202,6 +207,8 @@ fn main() -> ExitCode {
         Command::Delete(a) => return run_client(Client::Delete(a)),
         Command::Pin(a) => return run_client(Client::Pin(a)),
         Command::Unpin(a) => return run_client(Client::Unpin(a)),
+        #[cfg(feature = "mcp")]
+        Command::Mcp(a) => return run_mcp(a),
         Command::Chats(a) => return run_ops(frogbot::ops::chats(a)),
         Command::Show(a) => return run_ops(frogbot::ops::show(a)),
         Command::Jobs(a) => return run_ops(frogbot::ops::jobs(a)),
@@ -293,6 +300,28 @@ fn run_client(client: Client) -> ExitCode {
                 .collect::<Vec<_>>()
                 .join(" ");
             eprintln!("frogbot: {}", frogbot::term::escape_controls(&line));
+            ExitCode::from(frogbot::ask::EXIT_FAILED)
+        }
+    }
+}
+
+/// `frogbot mcp`: stdout is the protocol, so logs (WARN and up, or `RUST_LOG`) go to stderr.
+#[cfg(feature = "mcp")]
+fn run_mcp(args: frogbot::mcp_server::McpArgs) -> ExitCode {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+    let rt = current_thread();
+    match rt.block_on(frogbot::mcp_server::run_stdio(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!(
+                "frogbot: {}",
+                frogbot::term::escape_controls(&e.to_string())
+            );
             ExitCode::from(frogbot::ask::EXIT_FAILED)
         }
     }

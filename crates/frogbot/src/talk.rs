@@ -153,7 +153,8 @@ fn read_json(flag: &str, from: &str) -> Result<Value, AskError> {
     serde_json::from_str(&text).map_err(|e| usage(format!("--{flag}: not JSON: {e}")))
 }
 
-fn with_ref(mut m: Value, chat: &str) -> Value {
+/// An agent message with `ref` (CHAT.MESSAGE) and `chatId`.
+pub(crate) fn with_ref(mut m: Value, chat: &str) -> Value {
     if let Some(id) = m.get("id").and_then(Value::as_str) {
         m["ref"] = json!(format!("{chat}.{id}"));
     }
@@ -259,33 +260,7 @@ pub async fn run_inbox(args: InboxArgs) -> Result<u8, AskError> {
             .await?;
         let items = v["items"].as_array().cloned().unwrap_or_default();
         for item in &items {
-            let chat = item["chatId"].as_str().unwrap_or_default();
-            let m = &item["message"];
-            let text: String = m["parts"]
-                .as_array()
-                .map(|ps| {
-                    ps.iter()
-                        .filter(|p| p["type"] == "text")
-                        .filter_map(|p| p["text"].as_str())
-                        .collect()
-                })
-                .unwrap_or_default();
-            let mut line = json!({
-                "ref": format!("{chat}.{}", m["id"].as_str().unwrap_or_default()),
-                "chatId": chat,
-                "ack": item["ack"],
-            });
-            if item.get("event").is_some_and(|e| !e.is_null()) {
-                line["event"] = item["event"].clone();
-            } else {
-                line["text"] = json!(text);
-            }
-            for k in ["by", "speaker"] {
-                if let Some(v) = item.get(k).filter(|v| !v.is_null()) {
-                    line[k] = v.clone();
-                }
-            }
-            println!("{line}");
+            println!("{}", inbox_line(item));
         }
         if !items.is_empty() || !args.wait {
             return Ok(EXIT_ANSWERED);
@@ -294,6 +269,38 @@ pub async fn run_inbox(args: InboxArgs) -> Result<u8, AskError> {
             return Ok(EXIT_EXPIRED);
         }
     }
+}
+
+/// An inbox item as `frogbot inbox` prints it and the MCP tools return it: `ref`
+/// (CHAT.MESSAGE), `chatId`, `ack`, and `text` or `event`, with `by` and `speaker` when known.
+pub(crate) fn inbox_line(item: &Value) -> Value {
+    let chat = item["chatId"].as_str().unwrap_or_default();
+    let m = &item["message"];
+    let text: String = m["parts"]
+        .as_array()
+        .map(|ps| {
+            ps.iter()
+                .filter(|p| p["type"] == "text")
+                .filter_map(|p| p["text"].as_str())
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut line = json!({
+        "ref": format!("{chat}.{}", m["id"].as_str().unwrap_or_default()),
+        "chatId": chat,
+        "ack": item["ack"],
+    });
+    if item.get("event").is_some_and(|e| !e.is_null()) {
+        line["event"] = item["event"].clone();
+    } else {
+        line["text"] = json!(text);
+    }
+    for k in ["by", "speaker"] {
+        if let Some(v) = item.get(k).filter(|v| !v.is_null()) {
+            line[k] = v.clone();
+        }
+    }
+    line
 }
 
 /// `frogbot ack CHAT.MESSAGE working|done`.

@@ -229,6 +229,15 @@ fn row(w: &World, method: &Method, path: &str) -> Option<Row> {
             [403, 403, 202, 403, 403],
         ),
         ("GET", "/api/inbox") => r(path.into(), None, [401, 403, 403, 200, 200]),
+        // The MCP endpoint: agents only; past the policy, the transport's own answers (this
+        // plain client accepts no event stream: 406; DELETE needs a session id: 400).
+        ("POST", "/mcp") => r(
+            path.into(),
+            Some(json!({"jsonrpc": "2.0", "id": 1, "method": "ping"})),
+            [401, 403, 403, 406, 406],
+        ),
+        ("GET", "/mcp") => r(path.into(), None, [401, 403, 403, 406, 406]),
+        ("DELETE", "/mcp") => r(path.into(), None, [401, 403, 403, 400, 400]),
         _ => None,
     }
 }
@@ -242,7 +251,7 @@ async fn every_route_answers_each_principal_as_the_policy_table_says() {
     let (_, table) = frogbot::http::routes();
     assert_eq!(
         table.len(),
-        25,
+        28,
         "the routes of serve-contract.md and the agent APIs"
     );
     let mut failures = Vec::new();
@@ -263,7 +272,9 @@ async fn every_route_answers_each_principal_as_the_policy_table_says() {
                     route.method, row.path, got.status, row.want[i], got.text
                 ));
             }
-            if got.status >= 400 {
+            // Past the policy, the MCP transport answers as the MCP specification says.
+            let policy_or_api = row.path.starts_with("/api") || matches!(got.status, 401 | 403);
+            if got.status >= 400 && policy_or_api {
                 assert!(
                     got.json["error"]["code"].is_string(),
                     "the contract's error shape: {}",

@@ -3,6 +3,8 @@
 //! answered in a thread the bot opens, and with `public_key` the interactions endpoint is mounted
 //! and refuses a forged signature.
 
+mod common;
+
 use std::time::Duration;
 
 use frogbot_discord::testing::{self as fake, FakeDiscord};
@@ -13,6 +15,7 @@ const CHANNEL: u64 = 700_000_000_000_000_007;
 const GUILD: u64 = 100_000_000_000_000_001;
 const WAIT: Duration = Duration::from_secs(20);
 const TOKEN_ENV: &str = "FROGBOT_TEST_DISCORD_TOKEN";
+const AGENT: &str = "discord-agent-token";
 
 #[test]
 #[allow(unsafe_code)]
@@ -45,6 +48,11 @@ api_url = "{}"
 public_key = "{public_key}"
 users = {{ "300000000000000003" = "alice" }}
 allow = ["alice"]
+
+[[agents]]
+id = "deployer"
+token = "{AGENT}"
+targets = ["discord:*"]
 "#,
         db.url, fake.api_url
     );
@@ -109,6 +117,72 @@ allow = ["alice"]
         .await
         .unwrap();
     assert_eq!(response.status(), 401);
+
+    // Issue 42: an agent in an MCP client (the official TypeScript SDK's, over `/mcp`) asks in
+    // the channel; the card is drawn with Discord's buttons in a new thread, alice's click
+    // answers it, and the tool's result carries the typed value and who answered.
+    let mut mcp = common::mcp::McpClient::http(&format!("http://{addr}/mcp"), Some(AGENT))
+        .await
+        .expect("connects");
+    let channel = fake.add_text_channel(GUILD);
+    let from = fake.calls().len();
+    mcp.call(
+        "ask",
+        "ask_person",
+        serde_json::json!({"to": format!("discord:{channel}"), "text": "Deploy v1.4?",
+               "inputs": [{"header": "Go", "question": "Deploy?",
+                           "options": [{"label": "Approve"}, {"label": "Hold"}]}]}),
+    )
+    .await;
+    let posted = fake
+        .wait_for(from, WAIT, |c| {
+            c.method == "POST"
+                && c.path.ends_with("/messages")
+                && c.body["components"]
+                    .as_array()
+                    .is_some_and(|a| !a.is_empty())
+        })
+        .await;
+    let Some(posted) = posted else {
+        let end = tokio::time::timeout(Duration::from_secs(1), mcp.end_of("ask")).await;
+        panic!(
+            "no card; the call: {end:?}; calls: {:#?}",
+            &fake.calls()[from..]
+        );
+    };
+    let card = fake
+        .message(posted.response["id"].as_str().unwrap())
+        .expect("the fake keeps the card");
+    let approve = card["components"][0]["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["label"] == "Approve")
+        .and_then(|b| b["custom_id"].as_str())
+        .expect("an Approve button")
+        .to_owned();
+    fake.dispatch(
+        "INTERACTION_CREATE",
+        fake::component_on(
+            500_000_000_000_000_042,
+            APP,
+            &card,
+            Some(GUILD),
+            &alice,
+            &approve,
+            None,
+            "tok-mcp",
+        ),
+    );
+    let result = mcp.result_of("ask").await;
+    assert_ne!(result["isError"], true, "{result}");
+    assert_eq!(result["structuredContent"]["state"], "answered", "{result}");
+    assert_eq!(
+        result["structuredContent"]["values"],
+        serde_json::json!({"Go": "Approve"})
+    );
+    assert_eq!(result["structuredContent"]["by"]["user"], "alice");
+    mcp.close().await;
 
     let _ = stop.send(());
     tokio::time::timeout(WAIT, server)

@@ -940,6 +940,66 @@ async fn an_ask_to_a_channel_starts_a_thread_and_a_click_answers_it() {
     assert!(thread.starts_with(&format!("{dm}:")), "{thread}");
 }
 
+/// Issue 42: an agent in an MCP client (the official TypeScript SDK's, over serve's streamable
+/// HTTP `/mcp` with its agent token) asks in a Slack channel; the question is drawn with Slack's
+/// buttons in a new thread, a person's click answers it, and the tool's result carries the typed
+/// value and who answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_ask_in_a_channel_returns_the_persons_click() {
+    let env = start("").await;
+    let mut mcp = common::mcp::McpClient::http(&format!("{}/mcp", env.base), Some(common::AGENT))
+        .await
+        .expect("connects");
+    mcp.call(
+        "ask",
+        "ask_person",
+        json!({"to": format!("slack:{CHANNEL}"), "title": "Release",
+               "text": "Deploy v1.4 to production?",
+               "inputs": [{"header": "Go", "question": "Deploy?", "options": [{"label": "Approve"}, {"label": "Hold"}]}]}),
+    )
+    .await;
+    // The first progress report names the ask (CHAT.MESSAGE); its chat is the new thread.
+    let progress = mcp
+        .next(|v| v["op"] == "progress" && v["id"] == "ask")
+        .await;
+    let message = progress["message"].as_str().unwrap();
+    let id = message
+        .split_once('(')
+        .and_then(|(_, rest)| rest.split_once(')'))
+        .map(|(id, _)| id)
+        .expect("the ask's id in the progress message");
+    let chat = frogbot_core::model::ChatId::new(id.split_once('.').unwrap().0).unwrap();
+    let thread = env.thread_of(&chat).await;
+    let root_ts = thread
+        .strip_prefix(&format!("{CHANNEL}:"))
+        .unwrap()
+        .to_owned();
+    let msg_ts = env.question_ts(&root_ts).await;
+    let card = env
+        .fake
+        .message(&format!("{CHANNEL}:{msg_ts}"))
+        .expect("the question card");
+    let approve = element(&json!(card.blocks), "Approve");
+    assert_eq!(
+        env.interactivity(
+            &click(&env, "U7", &msg_ts, &root_ts, &approve, "1.2.mcp"),
+            Sig::Good,
+            None
+        )
+        .await,
+        200
+    );
+    let result = mcp.result_of("ask").await;
+    assert_ne!(result["isError"], true, "{result}");
+    assert_eq!(result["structuredContent"]["state"], "answered", "{result}");
+    assert_eq!(
+        result["structuredContent"]["values"],
+        json!({"Go": "Approve"})
+    );
+    assert_eq!(result["structuredContent"]["by"]["user"], "slack:U7");
+    mcp.close().await;
+}
+
 /// Issue 19: 32 answers from mixed sources race on one ask in a Slack thread — button clicks of
 /// both options by different people, typed thread replies and `DELETE /api/asks/{id}` — while
 /// four `frogbot wait` processes (the real binary) wait on it: one outcome is recorded, the card

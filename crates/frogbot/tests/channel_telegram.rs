@@ -349,6 +349,73 @@ async fn an_ask_to_a_telegram_user_is_answered_by_a_tap() {
     assert_eq!(fake.calls("sendmessage").len(), before);
 }
 
+/// Issue 42: an agent in an MCP client (the official TypeScript SDK's, through `frogbot mcp` over
+/// stdio) asks a Telegram user; the card is drawn with Telegram's buttons, the person's tap
+/// answers it, and the tool's result carries the typed value and who answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_ask_to_a_telegram_user_returns_the_tap() {
+    let fake = FakeBotApi::start().await;
+    let serve = serve(&format!(
+        "token_env = \"{TOKEN_VAR}\"\napi_url = \"{}\"\n\n[channels.telegram.users]\n\"42\" = \"ada\"",
+        fake.url
+    ))
+    .await;
+    let mut mcp = common::mcp::McpClient::stdio(&serve.base, ASKER)
+        .await
+        .expect("frogbot mcp starts");
+    mcp.call(
+        "ask",
+        "ask_person",
+        json!({"to": "telegram:@42", "text": "Restart the queue?",
+               "inputs": [{"header": "Restart", "question": "Restart the queue?",
+                           "options": [{"label": "Now"}, {"label": "Tonight"}]}]}),
+    )
+    .await;
+    let card = fake
+        .wait_for("the question", |c| {
+            c.iter()
+                .find(|c| {
+                    c.method == "sendmessage"
+                        && !c.body["reply_markup"].is_null()
+                        && c.body["text"]
+                            .as_str()
+                            .is_some_and(|t| t.contains("Restart the queue?"))
+                })
+                .map(|c| c.body.clone())
+        })
+        .await;
+    let buttons = &card["reply_markup"]["inline_keyboard"];
+    let tonight = buttons
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|row| row.as_array().unwrap().iter())
+        .find(|b| b["text"].as_str().is_some_and(|t| t.contains("Tonight")))
+        .expect("a Tonight button")
+        .clone();
+    let message_id = (1..fake.next_message_id())
+        .rev()
+        .find(|id| {
+            fake.message(*id)
+                .is_some_and(|m| !m["reply_markup"].is_null())
+        })
+        .expect("the card");
+    fake.push(fake.click(
+        &user(42, "Ada"),
+        message_id,
+        tonight["callback_data"].as_str().unwrap(),
+    ));
+    let result = mcp.result_of("ask").await;
+    assert_ne!(result["isError"], true, "{result}");
+    assert_eq!(result["structuredContent"]["state"], "answered", "{result}");
+    assert_eq!(
+        result["structuredContent"]["values"],
+        json!({"Restart": "Tonight"})
+    );
+    assert_eq!(result["structuredContent"]["by"]["user"], "ada");
+    mcp.close().await;
+}
+
 /// A `frogbot serve` of the polling bot on `db`, its log (INFO) written to `log`.
 async fn replica(
     fake: &FakeBotApi,

@@ -15,8 +15,11 @@ use support::thread_root;
 
 const PASSWORD_VAR: &str = "FROGBOT_TEST_MATRIX_PASSWORD";
 const WAIT: u64 = 60;
+/// The agent that asks people on Matrix in these tests.
+const AGENT: &str = "matrix-asker-token";
 
 struct Serve {
+    base: String,
     _process: ServeProcess,
     _dir: tempfile::TempDir,
     _db: frogbot_testkit::TestDb,
@@ -39,7 +42,8 @@ async fn serve_logging(table: &str, password: &str, log: Option<&std::path::Path
         &db.url,
         &format!(
             // The stable poll events this test reads (the default is the unstable form Element renders).
-            "[channels.matrix]\n{table}\npoll_events = \"stable\"\nstore_path = \"{}\"\npassword_env = \"{PASSWORD_VAR}\"",
+            "[channels.matrix]\n{table}\npoll_events = \"stable\"\nstore_path = \"{}\"\npassword_env = \"{PASSWORD_VAR}\"\n\n\
+             [[agents]]\nid = \"asker\"\ntoken = \"{AGENT}\"\ntargets = [\"matrix:*\"]",
             store.display()
         ),
     );
@@ -52,8 +56,10 @@ async fn serve_logging(table: &str, password: &str, log: Option<&std::path::Path
         cmd.env_remove("RUST_LOG")
             .stdout(std::fs::File::create(log).unwrap());
     }
+    let process = start(cmd, port).await;
     Serve {
-        _process: start(cmd, port).await,
+        base: process.base.clone(),
+        _process: process,
         _dir: dir,
         _db: db,
     }
@@ -144,6 +150,75 @@ async fn serve_answers_a_matrix_dm_with_a_poll_and_takes_the_response() {
         bob.seen(&room, |e| from_bot(e) && body(e).starts_with("You said"))
             .is_empty()
     );
+}
+
+/// Issue 42: an agent in an MCP client (the official TypeScript SDK's, over serve's `/mcp`) asks
+/// in a Matrix room; a real second client sees the native poll in a new thread, alice's response
+/// answers it, and the tool's result carries the typed value and who answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_ask_in_a_room_returns_the_poll_response() {
+    let Some(hs) = support::synapse().await else {
+        return;
+    };
+    let bot = hs.register("mcpbot").await;
+    let alice_account = hs.register("mcpalice").await;
+    let serve = serve(
+        &format!(
+            "homeserver = \"{}\"\nuser_id = \"{}\"\nusers = {{ \"{}\" = \"alice\" }}\nallow = [\"alice\"]",
+            hs.url, bot.user_id, alice_account.user_id
+        ),
+        &bot.password,
+    )
+    .await;
+    let alice = hs.person(&alice_account).await;
+    let bot_id = bot.user_id.to_string();
+    let room = alice.create_room(&[&bot.user_id], false).await;
+    alice
+        .wait_for(&room, WAIT, "the bot to join", |e| {
+            e["type"] == "m.room.member"
+                && e["state_key"] == bot_id.as_str()
+                && e["content"]["membership"] == "join"
+        })
+        .await;
+    let mut mcp = common::mcp::McpClient::http(&format!("{}/mcp", serve.base), Some(AGENT))
+        .await
+        .expect("connects");
+    mcp.call(
+        "ask",
+        "ask_person",
+        json!({"to": format!("matrix:{room}"), "text": "Deploy v1.4?",
+               "inputs": [{"header": "Go", "question": "Deploy?",
+                           "options": [{"label": "Approve"}, {"label": "Hold"}]}]}),
+    )
+    .await;
+    let poll = alice
+        .wait_for(&room, WAIT, "the poll", |e| {
+            e["sender"] == bot_id.as_str() && e["type"] == "m.poll.start"
+        })
+        .await;
+    let approve = poll["content"]["m.poll"]["answers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["m.text"][0]["body"] == "Approve")
+        .unwrap_or_else(|| panic!("no Approve in {poll:#}"))["m.id"]
+        .clone();
+    alice
+        .send(
+            &room,
+            "m.poll.response",
+            json!({"m.selections": [approve], "m.relates_to": {"rel_type": "m.reference", "event_id": poll["event_id"]}}),
+        )
+        .await;
+    let result = mcp.result_of("ask").await;
+    assert_ne!(result["isError"], true, "{result}");
+    assert_eq!(result["structuredContent"]["state"], "answered", "{result}");
+    assert_eq!(
+        result["structuredContent"]["values"],
+        json!({"Go": "Approve"})
+    );
+    assert_eq!(result["structuredContent"]["by"]["user"], "alice");
+    mcp.close().await;
 }
 
 /// `frogbot config check` asks Synapse `whoami` with the configured access token: the bot's own

@@ -65,6 +65,20 @@ impl Api {
         self
     }
 
+    /// Registers the MCP endpoint (feature `mcp`) for agents, one entry per method.
+    pub(super) fn at_mcp(self) -> Api {
+        #[cfg(feature = "mcp")]
+        {
+            use axum::routing::{delete, get, post};
+            const PATH: &str = crate::mcp_server::MCP_PATH;
+            self.at(Method::POST, PATH, Access::Agent, post(super::mcp))
+                .at(Method::GET, PATH, Access::Agent, get(super::mcp))
+                .at(Method::DELETE, PATH, Access::Agent, delete(super::mcp))
+        }
+        #[cfg(not(feature = "mcp"))]
+        self
+    }
+
     pub(super) fn finish(self) -> (Router<AppState>, Vec<RouteInfo>) {
         (self.router, self.table)
     }

@@ -5,6 +5,7 @@
 
 pub(crate) mod child;
 pub(crate) mod crash_support;
+pub(crate) mod mcp;
 
 use std::time::Duration;
 
