@@ -68,6 +68,10 @@ pub struct ServerConfig {
     /// An approval unanswered this long denies the call (default: it waits, like any question).
     #[serde(default)]
     pub approval_expires_seconds: Option<u64>,
+    /// A request for input (`elicitation/create`) unanswered this long is cancelled (default:
+    /// it waits, like any question; the server may give up sooner by its own timeout).
+    #[serde(default)]
+    pub elicitation_expires_seconds: Option<u64>,
 }
 
 /// The longest `approval_expires_seconds` (one year, a question's longest life).
@@ -195,6 +199,14 @@ pub enum ConfigError {
         /// The server.
         id: String,
     },
+    /// `elicitation_expires_seconds` is 0 or longer than a year.
+    #[error(
+        "mcp server {id}: `elicitation_expires_seconds` must be between 1 and {MAX_APPROVAL_EXPIRES_SECONDS}"
+    )]
+    ElicitationExpires {
+        /// The server.
+        id: String,
+    },
     /// An entry of `approvers` is empty.
     #[error("mcp server {id}: `approvers` holds an empty name")]
     Approvers {
@@ -223,6 +235,7 @@ impl ConfigError {
             ConfigError::Timeout { .. } => "timeout_seconds",
             ConfigError::Approval { .. } | ConfigError::ApprovalOtherServer { .. } => "approval",
             ConfigError::ApprovalExpires { .. } => "approval_expires_seconds",
+            ConfigError::ElicitationExpires { .. } => "elicitation_expires_seconds",
             ConfigError::Approvers { .. } => "approvers",
         }
     }
@@ -248,6 +261,7 @@ impl ServerConfig {
             approval: ApprovalSetting::default(),
             approvers: Vec::new(),
             approval_expires_seconds: None,
+            elicitation_expires_seconds: None,
         }
     }
 
@@ -326,6 +340,12 @@ impl ServerConfig {
             .is_some_and(|s| s == 0 || s > MAX_APPROVAL_EXPIRES_SECONDS)
         {
             return Err(ConfigError::ApprovalExpires { id: id() });
+        }
+        if self
+            .elicitation_expires_seconds
+            .is_some_and(|s| s == 0 || s > MAX_APPROVAL_EXPIRES_SECONDS)
+        {
+            return Err(ConfigError::ElicitationExpires { id: id() });
         }
         if self.approvers.iter().any(|a| a.trim().is_empty()) {
             return Err(ConfigError::Approvers { id: id() });

@@ -4,25 +4,30 @@
 use async_trait::async_trait;
 use backon::{BackoffBuilder, ExponentialBuilder};
 use frogbot_core::BoxError;
-use frogbot_core::agent::{ApprovalPolicy, Tool, ToolContext, ToolSpec};
+use frogbot_core::agent::{ApprovalPolicy, Tool, ToolAnswer, ToolContext, ToolSpec, ToolStep};
 use process_wrap::tokio::{CommandWrap, KillOnDrop, ProcessGroup};
-use rmcp::model::{CallToolRequestParams, ClientConfig, Implementation};
-use rmcp::service::{NotificationContext, RunningService};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientConfig, ElicitRequestParams, ElicitResult,
+    ElicitationAction, ElicitationCapability, FormElicitationCapability, Implementation,
+};
+use rmcp::service::{NotificationContext, RequestContext, RunningService};
 use rmcp::transport::common::client_side_sse::ExponentialBackoff;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, Peer, RoleClient, ServiceError, ServiceExt};
 use serde_json::Value;
+use std::collections::HashMap;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::AsyncBufReadExt;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
 use crate::config::{Approval, SEPARATOR, ServerConfig};
+use crate::elicit::Form;
 use crate::result::model_output;
 
 /// The longest a connect (spawn or HTTP request, and the `initialize` handshake) may take.
@@ -92,6 +97,53 @@ struct Server {
     config: ServerConfig,
     state: Mutex<State>,
     changed: Arc<watch::Sender<u64>>,
+    /// The calls in flight, each with where the server's requests for input go.
+    calls: Arc<Mutex<Slots>>,
+    /// Calls that wait for a person's input, by chat and call id.
+    suspended: Mutex<HashMap<(String, String), Suspended>>,
+}
+
+/// The calls of a server in flight: an `elicitation/create` goes to the one call running (the
+/// protocol does not say which call asks; with several running it is declined).
+#[derive(Debug, Default)]
+struct Slots {
+    next: u64,
+    open: HashMap<u64, mpsc::UnboundedSender<Elicitation>>,
+}
+
+/// A server's request for input, and where its result goes.
+#[derive(Debug)]
+struct Elicitation {
+    request: ElicitRequestParams,
+    reply: oneshot::Sender<ElicitResult>,
+}
+
+/// A call in flight: its request runs in a task (so it outlives a suspended `Tool::call_or_ask`);
+/// dropped, the request is cancelled (`notifications/cancelled`) and its slot freed.
+#[derive(Debug)]
+struct Running {
+    task: tokio::task::JoinHandle<Result<CallToolResult, ServiceError>>,
+    asks: mpsc::UnboundedReceiver<Elicitation>,
+    slot: u64,
+    slots: Arc<Mutex<Slots>>,
+    conn: Conn,
+    /// Requests for input FrogBot declined by itself, told to the model with the result.
+    notes: Vec<String>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.slots.lock().unwrap().open.remove(&self.slot);
+        self.task.abort();
+    }
+}
+
+/// A call waiting for a person's answer to its server's request.
+#[derive(Debug)]
+struct Suspended {
+    form: Form,
+    reply: oneshot::Sender<ElicitResult>,
+    run: Running,
 }
 
 #[derive(Debug, Default)]
@@ -175,6 +227,15 @@ pub enum CallError {
         /// The tool's prefixed name.
         tool: String,
     },
+    /// The call waited for a person's input, and this process no longer holds it (FrogBot
+    /// restarted, or another process continued the turn).
+    #[error(
+        "tool {tool}: the call that asked for input is no longer running here (FrogBot restarted, or another process continued the turn); it may or may not have done its work"
+    )]
+    Gone {
+        /// The tool's prefixed name.
+        tool: String,
+    },
     /// The server answered with `isError: true`.
     #[error("{text}")]
     Tool {
@@ -233,6 +294,8 @@ impl McpHub {
                     config,
                     state: Mutex::new(State::default()),
                     changed: changed.clone(),
+                    calls: Arc::default(),
+                    suspended: Mutex::default(),
                 })
             })
             .collect();
@@ -420,7 +483,10 @@ impl Server {
     /// One connection, from spawn/connect to its end.
     async fn run_once(&self, cancel: &CancellationToken) -> Result<(), ConnectError> {
         let (tx, mut list_changed) = mpsc::unbounded_channel();
-        let handler = Listener { list_changed: tx };
+        let handler = Listener {
+            list_changed: tx,
+            calls: self.calls.clone(),
+        };
         let stop = cancel.child_token();
         let connect = async {
             match (&self.config.command, &self.config.url) {
@@ -586,10 +652,16 @@ fn model_name_ok(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
-/// The client side's handler: passes `tools/list_changed` to the supervisor.
+/// The client side's handler: passes `tools/list_changed` to the supervisor and a request for
+/// input to the call that runs.
 #[derive(Debug)]
 struct Listener {
     list_changed: mpsc::UnboundedSender<()>,
+    calls: Arc<Mutex<Slots>>,
+}
+
+fn elicit_result(action: ElicitationAction) -> ElicitResult {
+    ElicitResult::new(action)
 }
 
 impl ClientHandler for Listener {
@@ -597,9 +669,47 @@ impl ClientHandler for Listener {
         let _ = self.list_changed.send(());
     }
 
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, rmcp::ErrorData> {
+        let target = {
+            let calls = self.calls.lock().unwrap();
+            match calls.open.len() {
+                1 => Ok(calls.open.values().next().cloned()),
+                0 => Err("no call of this server is running, so there is nobody to ask".into()),
+                n => Err(format!(
+                    "{n} calls of this server are running, so FrogBot cannot tell which turn asks"
+                )),
+            }
+        };
+        let decline = |reason: &str| {
+            tracing::warn!(%reason, "mcp request for input declined");
+            Ok(elicit_result(ElicitationAction::Decline))
+        };
+        let tx = match target {
+            Ok(Some(tx)) => tx,
+            Ok(None) => return decline("no call is running"),
+            Err(reason) => return decline(&reason),
+        };
+        let (reply, answer) = oneshot::channel();
+        if tx.send(Elicitation { request, reply }).is_err() {
+            return decline("the call that would ask has ended");
+        }
+        tokio::select! {
+            answer = answer => Ok(answer.unwrap_or_else(|_| elicit_result(ElicitationAction::Cancel))),
+            // The server gave up on its request (`notifications/cancelled`).
+            () = context.ct.cancelled() => Ok(elicit_result(ElicitationAction::Cancel)),
+        }
+    }
+
     fn get_info(&self) -> ClientConfig {
         let mut info = ClientConfig::default();
         info.client_info = Implementation::new("frogbot", env!("CARGO_PKG_VERSION"));
+        // Form mode: FrogBot asks in the chat. URL mode is not declared (servers do not send it).
+        info.capabilities.elicitation =
+            Some(ElicitationCapability::new().with_form(FormElicitationCapability::new()));
         info
     }
 }
@@ -626,16 +736,94 @@ impl Tool for McpTool {
         self.spec.clone()
     }
 
+    /// Runs the call; a request for input from the server is declined (nobody can be asked
+    /// here: see [`Tool::call_or_ask`]).
     async fn call(&self, input: Value, ctx: ToolContext) -> Result<Value, BoxError> {
-        let span = tracing::info_span!(
-            "mcp_call",
-            server = %self.server.config.id,
-            tool = %self.bare,
-            chat_id = %ctx.chat_id,
-            tool_call_id = %ctx.tool_call_id,
-        );
+        let span = self.span(&ctx);
         async {
-            self.call_inner(input).await.map_err(|e| {
+            let step = match self.start(input) {
+                Ok(run) => self.drive(run, None).await,
+                Err(e) => Err(e),
+            };
+            match step {
+                Ok(ToolStep::Done(v)) => Ok(v),
+                Ok(ToolStep::Ask(_)) => {
+                    Err("the call asked for input where none can be given".into())
+                }
+                Err(e) => {
+                    tracing::info!(error = %e, "mcp call failed");
+                    Err(e.into())
+                }
+            }
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// Runs the call; a request for input from the server suspends it: the question is asked in
+    /// the chat and the call continues in [`Tool::resume`].
+    async fn call_or_ask(&self, input: Value, ctx: ToolContext) -> Result<ToolStep, BoxError> {
+        let span = self.span(&ctx);
+        async {
+            let step = match self.start(input) {
+                Ok(run) => self.drive(run, Some(&ctx)).await,
+                Err(e) => Err(e),
+            };
+            step.map_err(|e| {
+                tracing::info!(error = %e, "mcp call failed");
+                e.into()
+            })
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// Answers the server's request with what became of the question (answered → `accept` with
+    /// the typed content; declined → `decline`; expired, withdrawn, stopped → `cancel`) and
+    /// waits for the call again.
+    async fn resume(&self, answer: ToolAnswer, ctx: ToolContext) -> Result<ToolStep, BoxError> {
+        let span = self.span(&ctx);
+        async {
+            let key = (ctx.chat_id.to_string(), ctx.tool_call_id.clone());
+            let Some(suspended) = self.server.suspended.lock().unwrap().remove(&key) else {
+                tracing::info!("mcp call to continue is gone");
+                return Err(CallError::Gone {
+                    tool: self.spec.name.clone(),
+                }
+                .into());
+            };
+            let Suspended {
+                form,
+                reply,
+                mut run,
+            } = suspended;
+            let result = match answer {
+                ToolAnswer::Answered(output) => match form.content(&output) {
+                    Ok(content) => elicit_result(ElicitationAction::Accept).with_content(content),
+                    Err(e) => {
+                        let reason =
+                            format!("the answer did not fit the request ({e}); it was declined");
+                        tracing::warn!(%reason, "mcp request for input declined");
+                        run.notes.push(reason);
+                        elicit_result(ElicitationAction::Decline)
+                    }
+                },
+                ToolAnswer::Declined { reason } => {
+                    if let Some(reason) = reason {
+                        run.notes.push(reason);
+                    }
+                    elicit_result(ElicitationAction::Decline)
+                }
+                ToolAnswer::Cancelled { reason } => {
+                    tracing::info!(%reason, "mcp request for input cancelled");
+                    elicit_result(ElicitationAction::Cancel)
+                }
+            };
+            tracing::info!(action = ?result.action, "mcp request for input answered");
+            if reply.send(result).is_err() {
+                tracing::info!("the server no longer waits for the input");
+            }
+            self.drive(run, Some(&ctx)).await.map_err(|e| {
                 tracing::info!(error = %e, "mcp call failed");
                 e.into()
             })
@@ -654,13 +842,34 @@ impl Tool for McpTool {
     }
 }
 
+/// What a call's wait ended with.
+enum Waited {
+    Joined(Result<Result<CallToolResult, ServiceError>, tokio::task::JoinError>),
+    Asked(Elicitation),
+    TimedOut,
+}
+
 impl McpTool {
-    async fn call_inner(&self, input: Value) -> Result<Value, CallError> {
-        let tool = || self.spec.name.clone();
+    fn span(&self, ctx: &ToolContext) -> tracing::Span {
+        tracing::info_span!(
+            "mcp_call",
+            server = %self.server.config.id,
+            tool = %self.bare,
+            chat_id = %ctx.chat_id,
+            tool_call_id = %ctx.tool_call_id,
+        )
+    }
+
+    /// Sends the call (its request runs in a task).
+    fn start(&self, input: Value) -> Result<Running, CallError> {
         let arguments = match input {
             Value::Object(map) => map,
             Value::Null => serde_json::Map::new(),
-            _ => return Err(CallError::Input { tool: tool() }),
+            _ => {
+                return Err(CallError::Input {
+                    tool: self.spec.name.clone(),
+                });
+            }
         };
         let conn = self
             .server
@@ -668,20 +877,113 @@ impl McpTool {
             .ok_or_else(|| CallError::NotConnected {
                 id: self.server.config.id.clone(),
             })?;
-        let timeout = self.server.config.timeout();
-        let call = conn
-            .peer
-            .call_tool(CallToolRequestParams::new(self.bare.clone()).with_arguments(arguments));
-        // Dropping the request on timeout sends `notifications/cancelled` (rmcp's
+        let (tx, asks) = mpsc::unbounded_channel();
+        let slot = {
+            let mut slots = self.server.calls.lock().unwrap();
+            slots.next += 1;
+            let slot = slots.next;
+            slots.open.insert(slot, tx);
+            slot
+        };
+        let peer = conn.peer.clone();
+        let params = CallToolRequestParams::new(self.bare.clone()).with_arguments(arguments);
+        // Aborting the task drops the request, which sends `notifications/cancelled` (rmcp's
         // cancel-on-drop guard).
-        let result = match tokio::time::timeout(timeout, call).await {
-            Err(_) => {
-                return Err(CallError::Timeout {
-                    tool: tool(),
-                    seconds: self.server.config.timeout_seconds,
-                });
+        let task = tokio::spawn(async move { peer.call_tool(params).await }.in_current_span());
+        Ok(Running {
+            task,
+            asks,
+            slot,
+            slots: self.server.calls.clone(),
+            conn,
+            notes: Vec::new(),
+        })
+    }
+
+    /// Waits for the call (at most `timeout_seconds`, counted again after each answer): its
+    /// result, or — where `ask` gives the call's context — the server's request for input, which
+    /// suspends it. A request that cannot be drawn (or cannot be asked here) is declined.
+    async fn drive(
+        &self,
+        mut run: Running,
+        ask: Option<&ToolContext>,
+    ) -> Result<ToolStep, CallError> {
+        let deadline = tokio::time::Instant::now() + self.server.config.timeout();
+        loop {
+            let waited = tokio::select! {
+                joined = &mut run.task => Waited::Joined(joined),
+                Some(e) = run.asks.recv() => Waited::Asked(e),
+                () = tokio::time::sleep_until(deadline) => Waited::TimedOut,
+            };
+            match waited {
+                Waited::TimedOut => {
+                    // Dropping `run` cancels the request.
+                    return Err(CallError::Timeout {
+                        tool: self.spec.name.clone(),
+                        seconds: self.server.config.timeout_seconds,
+                    });
+                }
+                Waited::Joined(joined) => {
+                    let result = joined.map_err(|e| CallError::Tool {
+                        tool: self.spec.name.clone(),
+                        text: format!("the call failed: {e}"),
+                    })?;
+                    let output = self.finish(&run.conn, result)?;
+                    return Ok(ToolStep::Done(with_notes(output, &run.notes)));
+                }
+                Waited::Asked(e) => {
+                    let form = match &e.request {
+                        ElicitRequestParams::FormElicitationParams {
+                            message,
+                            requested_schema,
+                            ..
+                        } => Form::new(
+                            message,
+                            requested_schema,
+                            self.server.config.elicitation_expires_seconds,
+                        ),
+                        _ => Err("the server asked for input at a URL (URL-mode elicitation), which FrogBot does not open".into()),
+                    };
+                    let refused = match (form, ask) {
+                        (Ok(form), Some(ctx)) => {
+                            let question = form.question().clone();
+                            tracing::info!(
+                                fields = question.questions.len(),
+                                "mcp call asks for input"
+                            );
+                            let key = (ctx.chat_id.to_string(), ctx.tool_call_id.clone());
+                            self.server.suspended.lock().unwrap().insert(
+                                key,
+                                Suspended {
+                                    form,
+                                    reply: e.reply,
+                                    run,
+                                },
+                            );
+                            return Ok(ToolStep::Ask(question));
+                        }
+                        (Ok(_), None) => {
+                            "the server asked for input where nobody can be asked".to_owned()
+                        }
+                        (Err(reason), _) => reason,
+                    };
+                    tracing::warn!(reason = %refused, "mcp request for input declined");
+                    let _ = e.reply.send(elicit_result(ElicitationAction::Decline));
+                    run.notes.push(refused);
+                }
             }
-            Ok(Err(source)) => {
+        }
+    }
+
+    /// The output of a finished call, or its error.
+    fn finish(
+        &self,
+        conn: &Conn,
+        result: Result<CallToolResult, ServiceError>,
+    ) -> Result<Value, CallError> {
+        let tool = || self.spec.name.clone();
+        let result = match result {
+            Err(source) => {
                 if matches!(
                     source,
                     ServiceError::TransportClosed | ServiceError::TransportSend(_)
@@ -699,9 +1001,32 @@ impl McpTool {
                     source,
                 });
             }
-            Ok(Ok(result)) => result,
+            Ok(result) => result,
         };
         let wire = serde_json::to_value(&result).unwrap_or(Value::Null);
         model_output(&wire).map_err(|text| CallError::Tool { tool: tool(), text })
+    }
+}
+
+/// The output with the requests for input FrogBot declined by itself told after it.
+fn with_notes(output: Value, notes: &[String]) -> Value {
+    if notes.is_empty() {
+        return output;
+    }
+    let note = format!(
+        "(FrogBot declined the server's request for input: {})",
+        notes.join("; ")
+    );
+    match output {
+        Value::String(text) => Value::String(format!("{text}\n\n{note}")),
+        Value::Object(mut map) => {
+            if let Some(Value::Array(content)) = map.get_mut("content") {
+                content.push(serde_json::json!({"type": "text", "text": note}));
+            } else {
+                map.insert("note".into(), Value::String(note));
+            }
+            Value::Object(map)
+        }
+        other => serde_json::json!({"result": other, "note": note}),
     }
 }

@@ -1,16 +1,17 @@
 //! Edge cases against an `rmcp` server written here, served over streamable HTTP in this process:
 //! tools added, removed and changed at run time with `notifications/tools/list_changed`, `isError`
 //! results, structured content, images, the allow-list, the per-channel selection, approvals,
-//! and a timed-out call's cancellation reaching the server.
+//! a timed-out call's cancellation reaching the server, and requests for input (URL mode
+//! declined; a call that asks twice).
 
 mod common;
 
 use common::*;
 use frogbot_mcp::{Approval, McpHub, ServerConfig};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, JsonObject,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig as ServerInit,
-    Tool as RTool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientResult, ContentBlock,
+    ElicitRequest, ElicitRequestParams, JsonObject, ListToolsResult, PaginatedRequestParams,
+    ServerCapabilities, ServerConfig as ServerInit, ServerRequest, Tool as RTool,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -139,11 +140,61 @@ impl ServerHandler for Edge {
                 CallToolResult::success(vec![ContentBlock::text(auth)])
             }
             "extra" | "secret" => CallToolResult::success(vec![ContentBlock::text("ok")]),
+            // Asks for input at a URL (URL-mode elicitation), then says what it got.
+            "ask_url" => {
+                let params = ElicitRequestParams::UrlElicitationParams {
+                    meta: None,
+                    message: "Sign in".into(),
+                    url: "https://example.com/sign-in".into(),
+                    elicitation_id: "e1".into(),
+                };
+                CallToolResult::success(vec![ContentBlock::text(
+                    elicit(&context.peer, params).await,
+                )])
+            }
+            // Asks twice (a number, then a yes), then says what it got each time.
+            "ask_twice" => {
+                let form =
+                    |message: &str, schema: Value| ElicitRequestParams::FormElicitationParams {
+                        meta: None,
+                        message: message.into(),
+                        requested_schema: serde_json::from_value(schema).unwrap(),
+                    };
+                let first = elicit(
+                    &context.peer,
+                    form(
+                        "How many?",
+                        json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}),
+                    ),
+                )
+                .await;
+                let second = elicit(
+                    &context.peer,
+                    form(
+                        "Sure?",
+                        json!({"type": "object", "properties": {"sure": {"type": "boolean"}}, "required": ["sure"]}),
+                    ),
+                )
+                .await;
+                CallToolResult::success(vec![ContentBlock::text(format!("{first} then {second}"))])
+            }
             other => {
                 return Err(ErrorData::invalid_params(format!("no tool {other}"), None));
             }
         };
         Ok(result.into())
+    }
+}
+
+/// Sends `elicitation/create`; the result as JSON text (or the error).
+async fn elicit(peer: &Peer<RoleServer>, params: ElicitRequestParams) -> String {
+    match peer
+        .send_request(ServerRequest::ElicitRequest(ElicitRequest::new(params)))
+        .await
+    {
+        Ok(ClientResult::ElicitResult(r)) => serde_json::to_string(&r).unwrap(),
+        Ok(other) => format!("unexpected {other:?}"),
+        Err(e) => format!("error {e}"),
     }
 }
 
@@ -428,6 +479,66 @@ async fn a_server_that_cannot_start_does_not_hold_up_the_others() {
             .await
             .unwrap(),
         json!("echo: fine")
+    );
+    hub.shutdown().await;
+}
+
+/// A URL-mode request for input is declined (FrogBot asks in the chat, not at a URL), with the
+/// reason added to the result for the model; a call that asks twice is asked twice and gets each
+/// answer typed.
+#[tokio::test]
+async fn elicitation_url_mode_is_declined_and_a_call_may_ask_twice() {
+    use frogbot_core::agent::{ToolAnswer, ToolStep};
+    use frogbot_core::model::{QuestionAnswer, QuestionOutput};
+    init_tracing();
+    let edge = Edge::new();
+    edge.set_tools(|tools| {
+        tools.push(RTool::new("ask_url", "Asks at a URL", schema(json!({}))));
+        tools.push(RTool::new("ask_twice", "Asks twice", schema(json!({}))));
+    })
+    .await;
+    let url = serve(edge.clone()).await;
+    let hub = McpHub::start(
+        vec![ServerConfig::http("edge", &url)],
+        CancellationToken::new(),
+    );
+    hub.wait_ready(WAIT).await.unwrap();
+
+    let out = tool(&hub, "edge__ask_url")
+        .call_or_ask(json!({}), ctx("u1"))
+        .await
+        .unwrap();
+    let ToolStep::Done(Value::String(text)) = out else {
+        panic!("expected a text result, got {out:?}");
+    };
+    assert!(text.starts_with(r#"{"action":"decline"}"#), "{text}");
+    assert!(text.contains("URL-mode elicitation"), "{text}");
+
+    let t = tool(&hub, "edge__ask_twice");
+    let answer = |header: &str, pick: &str| {
+        ToolAnswer::Answered(QuestionOutput {
+            answers: vec![QuestionAnswer {
+                header: header.into(),
+                selected: vec![pick.into()],
+            }],
+        })
+    };
+    let ToolStep::Ask(first) = t.call_or_ask(json!({}), ctx("t1")).await.unwrap() else {
+        panic!("the first question");
+    };
+    assert_eq!(first.questions[0].question, "How many?\n\nn");
+    let ToolStep::Ask(second) = t.resume(answer("n", "3"), ctx("t1")).await.unwrap() else {
+        panic!("the second question");
+    };
+    assert_eq!(second.questions[0].header, "sure");
+    let ToolStep::Done(out) = t.resume(answer("sure", "on"), ctx("t1")).await.unwrap() else {
+        panic!("the result");
+    };
+    assert_eq!(
+        out,
+        json!(
+            r#"{"action":"accept","content":{"n":3}} then {"action":"accept","content":{"sure":true}}"#
+        )
     );
     hub.shutdown().await;
 }

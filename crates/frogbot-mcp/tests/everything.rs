@@ -6,7 +6,8 @@
 //! get-resource-links, get-resource-reference, get-structured-content, get-sum, get-tiny-image,
 //! gzip-file-as-resource, toggle-simulated-logging, toggle-subscriber-updates,
 //! trigger-long-running-operation, and simulate-research-query (registered after `initialize`;
-//! the sampling / elicitation / roots tools are not, as this client declares none of those).
+//! the sampling / roots tools are not, as this client declares neither; the elicitation one is,
+//! see tests/elicitation.rs).
 
 mod common;
 

@@ -22,6 +22,7 @@
 mod approval;
 pub mod blocks;
 mod chat;
+mod elicitation;
 mod hooks;
 mod interaction;
 mod message;
@@ -40,6 +41,7 @@ pub mod fuzz;
 pub use approval::*;
 pub use blocks::{Block, BlockEvent, BlockKind, EventButton, EventClick, blocks_of, has_blocks};
 pub use chat::*;
+pub use elicitation::*;
 pub use hooks::*;
 pub use interaction::*;
 pub use message::*;

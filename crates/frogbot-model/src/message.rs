@@ -142,6 +142,11 @@ pub struct MessageMetadata {
     /// approved, who decided, when, why not), as their parts' `approval` holds them.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub approvals: std::collections::BTreeMap<String, ToolApproval>,
+    /// On an assistant message: the elicitations of its tool calls by call id (an MCP server
+    /// asking the driving person for input during a call): the question while it waits, its
+    /// outcome until the call continued with it.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub elicitations: std::collections::BTreeMap<String, crate::ToolElicitation>,
 }
 
 /// How far a channel's copy of an agent message is (see [`MessageMetadata::sync`]).

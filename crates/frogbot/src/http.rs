@@ -766,15 +766,34 @@ async fn pending(
                     && t.state == frogbot_core::model::ToolState::ApprovalRequested
             })
         });
-        let mut call = match approval {
+        // A call that waits for input (an MCP server's elicitation): its record has its own id.
+        let elicited = reply.as_ref().and_then(|r| {
+            r.message.tool_parts().find(|t| {
+                r.message
+                    .metadata
+                    .elicitations
+                    .get(&t.tool_call_id)
+                    .is_some_and(|e| e.id == q.tool_call_id)
+            })
+        });
+        let mut call = match (approval, elicited) {
             // Still the question tool's call for the contract; `approval` says what it approves.
-            Some(t) => json!({
+            (Some(t), _) => json!({
                 "toolCallId": q.tool_call_id,
                 "toolName": "question",
                 "input": q.input,
                 "approval": {"id": q.tool_call_id, "toolName": t.tool_name, "toolInput": t.input},
             }),
-            None => json!({"toolCallId": q.tool_call_id, "toolName": "question", "input": q.input}),
+            // `elicitation` says which call asks.
+            (None, Some(t)) => json!({
+                "toolCallId": q.tool_call_id,
+                "toolName": "question",
+                "input": q.input,
+                "elicitation": {"toolCallId": t.tool_call_id, "toolName": t.tool_name, "toolInput": t.input},
+            }),
+            (None, None) => {
+                json!({"toolCallId": q.tool_call_id, "toolName": "question", "input": q.input})
+            }
         };
         if let Some(deadline) = q.answer_deadline {
             call["expiresAt"] = json!(frogbot_core::model::millis_to_iso(deadline));

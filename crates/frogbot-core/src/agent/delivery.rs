@@ -31,8 +31,8 @@ pub(crate) enum EndWhy {
 pub(crate) const DELIVERY_MAX_ATTEMPTS: i64 = 12;
 
 /// The part index from which `reply`'s text is not posted yet: what follows its last answered
-/// question or decided approval (the text before one was posted when the turn stopped to wait
-/// for it).
+/// question, decided approval or answered elicitation (the text before one was posted when the
+/// turn stopped to wait for it).
 pub(crate) fn unposted_from(reply: &UiMessage) -> usize {
     reply
         .parts
@@ -40,7 +40,12 @@ pub(crate) fn unposted_from(reply: &UiMessage) -> usize {
         .rposition(|p| {
             matches!(p, MessagePart::Tool(t)
                 if (t.tool_name == QUESTION_TOOL && t.state != ToolState::InputAvailable)
-                    || (t.approval.is_some() && t.state != ToolState::ApprovalRequested))
+                    || (t.approval.is_some() && t.state != ToolState::ApprovalRequested)
+                    || reply
+                        .metadata
+                        .elicitations
+                        .get(&t.tool_call_id)
+                        .is_some_and(|e| !e.waiting()))
         })
         .map_or(0, |i| i + 1)
 }

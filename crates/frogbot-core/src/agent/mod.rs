@@ -50,7 +50,7 @@ pub use registry::{
 pub use talk::{AgentMessage, AgentPlace, ChannelTarget, EventOutcome, InboxItem, MessageEdit};
 pub use tool::*;
 pub use turn::{
-    ChatEvent, EngineConfig, ModelOffer, NO_APPROVERS, STOPPED_TEXT, SendMessage, Sent, Settle,
-    Settled, StopOutcome, TurnEvent, TurnHandle, TurnOutcome, question_tool_spec,
-    to_model_messages,
+    ChatEvent, ELICITATION_STOPPED_TEXT, EngineConfig, ModelOffer, NO_APPROVERS, STOPPED_TEXT,
+    SendMessage, Sent, Settle, Settled, StopOutcome, TurnEvent, TurnHandle, TurnOutcome,
+    question_tool_spec, to_model_messages,
 };

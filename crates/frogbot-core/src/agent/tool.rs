@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use super::ToolSpec;
 use crate::BoxError;
-use crate::model::{ChatId, UserId};
+use crate::model::{ChatId, QuestionInput, QuestionOutcome, QuestionOutput, UserId};
 
 /// What a tool call knows about where it runs.
 #[derive(Clone, Debug)]
@@ -36,6 +36,64 @@ pub trait Tool: Send + Sync {
     /// result goes to the model; denied or expired, the model gets an error result.
     fn approval(&self) -> Option<ApprovalPolicy> {
         None
+    }
+    /// Runs the tool where it may ask the person driving the turn for input while it runs (an
+    /// MCP server's elicitation): [`ToolStep::Ask`] suspends the call; the engine asks the
+    /// question in the chat (the turn waits like on any question) and, once it has an outcome,
+    /// continues the call with [`Tool::resume`]. By default the call cannot ask ([`Tool::call`]).
+    async fn call_or_ask(&self, input: Value, ctx: ToolContext) -> Result<ToolStep, BoxError> {
+        self.call(input, ctx).await.map(ToolStep::Done)
+    }
+    /// Continues a call that asked ([`ToolStep::Ask`]) with what became of its question; `ctx` is
+    /// the call's (same chat and call id). It may finish or ask again. A call this process no
+    /// longer holds (it restarted, or another process continued the turn) fails.
+    async fn resume(&self, answer: ToolAnswer, ctx: ToolContext) -> Result<ToolStep, BoxError> {
+        let _ = (answer, ctx);
+        Err(format!("tool {} asked nothing to continue", self.spec().name).into())
+    }
+}
+
+/// How a call that may ask went ([`Tool::call_or_ask`], [`Tool::resume`]).
+#[derive(Clone, Debug, PartialEq)]
+pub enum ToolStep {
+    /// It finished with this output.
+    Done(Value),
+    /// It waits for a person's answer to this question. The engine decides who may answer (the
+    /// person driving the turn, else whoever the chat lets answer) and keeps the expiry given.
+    Ask(QuestionInput),
+}
+
+/// What became of a call's question ([`Tool::resume`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ToolAnswer {
+    /// A person answered.
+    Answered(QuestionOutput),
+    /// A person declined (dismissed or skipped it), or nobody could be asked (`reason` says why).
+    Declined {
+        /// Why, when no person declined.
+        reason: Option<String>,
+    },
+    /// Nobody answered in time, the question was withdrawn, or the turn stopped.
+    Cancelled {
+        /// What happened.
+        reason: String,
+    },
+}
+
+impl ToolAnswer {
+    /// The answer a question's outcome gives: answered → [`ToolAnswer::Answered`]; dismissed →
+    /// declined; expired (even with defaults) or withdrawn → cancelled.
+    pub fn of(outcome: &QuestionOutcome) -> ToolAnswer {
+        match outcome {
+            QuestionOutcome::Answered(o) => ToolAnswer::Answered(o.clone()),
+            QuestionOutcome::Dismissed => ToolAnswer::Declined { reason: None },
+            QuestionOutcome::Expired(_) => ToolAnswer::Cancelled {
+                reason: "nobody answered in time".into(),
+            },
+            _ => ToolAnswer::Cancelled {
+                reason: "the question was withdrawn".into(),
+            },
+        }
     }
 }
 
@@ -66,6 +124,12 @@ impl Tool for Approved {
     }
     async fn call(&self, input: Value, ctx: ToolContext) -> Result<Value, BoxError> {
         self.tool.call(input, ctx).await
+    }
+    async fn call_or_ask(&self, input: Value, ctx: ToolContext) -> Result<ToolStep, BoxError> {
+        self.tool.call_or_ask(input, ctx).await
+    }
+    async fn resume(&self, answer: ToolAnswer, ctx: ToolContext) -> Result<ToolStep, BoxError> {
+        self.tool.resume(answer, ctx).await
     }
     fn approval(&self) -> Option<ApprovalPolicy> {
         Some(self.policy.clone())

@@ -598,6 +598,8 @@
     // An approval: the question put to the approvers of a tool call (Approve / Deny / a reason).
     const approval = call.approval || null;
     const card = h("div", { class: "question" + (approval ? " approval" : "") + (readOnly ? " readonly" : ""), dataset: { toolCallId: call.toolCallId } });
+    // An elicitation: a tool (an MCP server) asks for input while its call runs.
+    if (call.elicitation) card.append(h("div", { class: "q-source", text: `${call.elicitation.toolName} asks:` }));
 
     const answerOf = () => questions.map((q, i) => {
       const kind = kindOf(q);

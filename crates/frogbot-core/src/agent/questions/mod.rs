@@ -1233,28 +1233,35 @@ impl Questions {
         let Some(stored) = self.store().get_message(chat, message_id).await? else {
             return Ok(vec![]);
         };
+        let elicitations = &stored.message.metadata.elicitations;
         let rows: Vec<_> = stored
             .message
             .tool_parts()
             .filter_map(|t| {
-                if t.tool_name == crate::model::QUESTION_TOOL
+                let elicited = elicitations.get(&t.tool_call_id).filter(|e| e.waiting());
+                if let Some(e) = elicited
+                    && t.state == crate::model::ToolState::InputAvailable
+                {
+                    // A call waiting for input: its record is keyed by the elicitation's id.
+                    e.question().map(|input| (e.id.clone(), t, input))
+                } else if t.tool_name == crate::model::QUESTION_TOOL
                     && t.state == crate::model::ToolState::InputAvailable
                 {
                     serde_json::from_value(t.input.clone())
                         .ok()
-                        .map(|input| (t, input))
+                        .map(|input| (t.tool_call_id.clone(), t, input))
                 } else if t.state == crate::model::ToolState::ApprovalRequested {
                     t.approval
                         .as_ref()
                         .and_then(|a| a.question())
-                        .map(|input| (t, input))
+                        .map(|input| (t.tool_call_id.clone(), t, input))
                 } else {
                     None
                 }
             })
             .enumerate()
-            .map(|(i, (t, input))| crate::store::NewQuestion {
-                tool_call_id: t.tool_call_id.clone(),
+            .map(|(i, (id, t, input))| crate::store::NewQuestion {
+                tool_call_id: id,
                 chat_id: chat.clone(),
                 message_id: message_id.to_string(),
                 call_index: i as i64,

@@ -6,10 +6,12 @@
 //! question tool, posting a reply, drawing questions — is a [`TurnListener`]'s business, told of
 //! each turn's end as an event.
 
+mod elicit;
 mod prompt;
 mod step;
 mod types;
 
+pub use elicit::ELICITATION_STOPPED_TEXT;
 pub use prompt::{question_tool_spec, to_model_messages};
 pub use step::NO_APPROVERS;
 pub use types::*;
@@ -545,8 +547,27 @@ impl Turns {
         };
         let mut reply = stored.message;
         let mut stop = false;
-        for part in reply.parts.iter_mut() {
+        let UiMessage {
+            parts, metadata, ..
+        } = &mut reply;
+        for part in parts.iter_mut() {
             let MessagePart::Tool(t) = part else { continue };
+            if let Some(e) = metadata.elicitations.get_mut(&t.tool_call_id)
+                && t.state == ToolState::InputAvailable
+            {
+                // A call that waits for input: its outcome is handed to it when the turn
+                // continues (`run_elicited`). A dismissal declines and the call goes on; a
+                // withdrawal ends the turn, as it does for every question.
+                if e.waiting()
+                    && let Some(q) = questions.iter().find(|q| q.tool_call_id == e.id)
+                {
+                    let outcome = q.outcome.clone().unwrap_or(QuestionOutcome::Expired(None));
+                    stop |= outcome == QuestionOutcome::Cancelled;
+                    e.descriptor = None;
+                    e.outcome = Some(outcome);
+                }
+                continue;
+            }
             let Some(q) = questions.iter().find(|q| q.tool_call_id == t.tool_call_id) else {
                 continue;
             };
@@ -575,6 +596,11 @@ impl Turns {
                     t.error_text = Some(store::APPROVED_STOPPED_TEXT.into());
                 }
             }
+            self.cancel_elicited(
+                &mut reply,
+                &lease,
+                row.channel.as_ref().map(|c| c.platform.as_str()),
+            );
             // A dismissal or withdrawal ends the turn here and now: the caller is told the state
             // that follows (idle, or running when a queued message was promoted).
             return self.end_stopped(lease, row, reply, position).await;
@@ -953,8 +979,23 @@ impl Turns {
             message_id: reply.id.clone(),
         });
         if resuming {
-            self.run_approved(lease, chat, &mut reply, position, tx)
+            let extra = self.step_tools(chat.channel.as_ref().map(|c| c.platform.as_str()));
+            let mut asked = self
+                .run_approved(lease, &mut reply, position, tx, &extra, offer_questions)
                 .await?;
+            asked.extend(
+                self.run_elicited(lease, &mut reply, position, tx, &extra, offer_questions)
+                    .await?,
+            );
+            if !asked.is_empty() {
+                // A call asks (again): the turn waits on it.
+                if let Some(w) = &watch {
+                    w.mark(&mut reply);
+                }
+                return self
+                    .await_answers(lease, chat, reply, position, asked)
+                    .await;
+            }
         }
         let mut steps_done = reply
             .parts
@@ -1007,6 +1048,7 @@ impl Turns {
                     &halt,
                     watch.as_ref(),
                     &extra,
+                    offer_questions,
                 )
                 .instrument(
                     info_span!("step", chat_id = %chat_id, turn_id = %lease.holder, step = step_no),
@@ -1081,15 +1123,17 @@ impl Turns {
 
     /// A continued turn first runs the calls people approved (each once: the decision is saved
     /// before any runs, so a process that dies meanwhile leaves them marked, never run again),
-    /// then saves their results; denied calls are told to the stream.
+    /// then saves their results; denied calls are told to the stream. Returns the questions
+    /// approved calls ask while they run (elicitations): the turn waits on them.
     async fn run_approved(
         &self,
         lease: &Lease,
-        chat: &ChatRow,
         reply: &mut UiMessage,
         position: i64,
         tx: &mpsc::UnboundedSender<TurnEvent>,
-    ) -> Result<()> {
+        extra: &[(Arc<dyn Tool>, ToolSpec)],
+        can_ask: bool,
+    ) -> Result<Vec<(String, crate::model::QuestionInput)>> {
         let mut approved = Vec::new();
         for (i, part) in reply.parts.iter().enumerate() {
             let MessagePart::Tool(t) = part else { continue };
@@ -1104,7 +1148,7 @@ impl Turns {
             }
         }
         if approved.is_empty() {
-            return Ok(());
+            return Ok(Vec::new());
         }
         // Who approved and when, saved before anything runs.
         self.store
@@ -1116,48 +1160,34 @@ impl Turns {
                 now: self.now(),
             })
             .await?;
-        let extra = self.step_tools(chat.channel.as_ref().map(|c| c.platform.as_str()));
+        let mut asked = Vec::new();
         for i in approved {
-            let MessagePart::Tool(t) = &mut reply.parts[i] else {
+            let MessagePart::Tool(t) = &reply.parts[i] else {
                 continue;
             };
-            let tool = self.find_tool(&t.tool_name, &extra).cloned();
+            let tool = self.find_tool(&t.tool_name, extra).cloned();
             let ctx = super::ToolContext {
                 chat_id: lease.chat_id.clone(),
                 driver: lease.driver.clone(),
                 tool_call_id: t.tool_call_id.clone(),
                 message_id: reply.id.clone(),
             };
-            let result = match tool {
+            let end = match tool {
                 Some(tool) => {
                     debug!(tool = %t.tool_name, call = %t.tool_call_id, "running an approved call");
-                    tool.call(t.input.clone(), ctx)
-                        .await
-                        .map_err(|e| e.to_string())
+                    let first = tool.call_or_ask(t.input.clone(), ctx.clone()).await;
+                    self.drive_call(&tool, lease, &ctx, first, 0, can_ask).await
                 }
-                None => Err(format!(
+                None => elicit::CallEnd::Failed(format!(
                     "unknown tool {:?} (it is no longer offered)",
                     t.tool_name
                 )),
             };
-            match result {
-                Ok(v) => {
-                    let _ = tx.send(TurnEvent::ToolOutput {
-                        tool_call_id: t.tool_call_id.clone(),
-                        output: v.clone(),
-                    });
-                    t.state = ToolState::OutputAvailable;
-                    t.output = Some(v);
-                }
-                Err(e) => {
-                    let _ = tx.send(TurnEvent::ToolError {
-                        tool_call_id: t.tool_call_id.clone(),
-                        error_text: e.clone(),
-                    });
-                    t.state = ToolState::OutputError;
-                    t.error_text = Some(e);
-                }
-            }
+            asked.extend(Self::place_call_end(reply, i, end, tx));
+        }
+        if !asked.is_empty() {
+            // Saved with the wait.
+            return Ok(asked);
         }
         let saved = self
             .store
@@ -1171,7 +1201,7 @@ impl Turns {
             .await?;
         self.history.note(&lease.chat_id, &[&saved.reply]);
         self.emit_message(&lease.chat_id, &saved.reply.message);
-        Ok(())
+        Ok(asked)
     }
 
     /// The turn stops to wait on its questions: one operation saves the reply as the waiting
@@ -1202,9 +1232,21 @@ impl Turns {
             .collect();
         for r in &rows {
             if let Some(deadline) = r.answer_deadline {
+                let elicited = |t: &crate::model::ToolPart| {
+                    reply
+                        .metadata
+                        .elicitations
+                        .get(&t.tool_call_id)
+                        .is_some_and(|e| e.id == r.tool_call_id)
+                };
+                let calls: Vec<String> = reply
+                    .tool_parts()
+                    .filter(|t| t.tool_call_id == r.tool_call_id || elicited(t))
+                    .map(|t| t.tool_call_id.clone())
+                    .collect();
                 for p in &mut reply.parts {
                     if let MessagePart::Tool(t) = p
-                        && t.tool_call_id == r.tool_call_id
+                        && calls.contains(&t.tool_call_id)
                     {
                         t.expires_at = Some(crate::model::millis_to_iso(deadline));
                     }

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::mpsc;
 
 use super::super::{FinishReason, ModelEvent, ModelRequest, ToolCallRequest, ToolContext};
+use super::elicit::CallEnd;
 use super::{ModelOffer, TurnEvent, Turns};
 use crate::error::{Error, Result};
 use crate::model::{
@@ -74,6 +75,7 @@ impl Turns {
             std::sync::Arc<dyn crate::agent::Tool>,
             super::super::ToolSpec,
         )],
+        can_ask: bool,
     ) -> Result<StepEnd> {
         let _timer = crate::metrics::step_timer(&offer.id);
         reply
@@ -322,9 +324,16 @@ impl Turns {
                         tool_call_id: c.id.clone(),
                         message_id: reply.id.clone(),
                     };
-                    match tool.call(c.input.clone(), ctx).await {
-                        Ok(v) => (ToolState::OutputAvailable, Some(v), None),
-                        Err(e) => (ToolState::OutputError, None, Some(e.to_string())),
+                    let first = tool.call_or_ask(c.input.clone(), ctx.clone()).await;
+                    match self.drive_call(tool, lease, &ctx, first, 0, can_ask).await {
+                        CallEnd::Done(v) => (ToolState::OutputAvailable, Some(v), None),
+                        CallEnd::Failed(e) => (ToolState::OutputError, None, Some(e)),
+                        CallEnd::Asks(e, question) => {
+                            // The call waits (its part `input-available`) on the question.
+                            questions.push((e.id.clone(), question));
+                            reply.metadata.elicitations.insert(c.id.clone(), e);
+                            (ToolState::InputAvailable, None, None)
+                        }
                     }
                 }
             } else {
