@@ -1379,6 +1379,22 @@ fn took_nothing() -> Taken {
     }
 }
 
+/// New question records as the statements that insert them read them (a JSON array).
+fn questions_json(rows: &[NewQuestion]) -> Result<Vec<Value>> {
+    rows.iter()
+        .map(|q| {
+            Ok(json!({
+                "chat_id": q.chat_id.as_str(),
+                "tool_call_id": q.tool_call_id,
+                "message_id": q.message_id,
+                "call_index": q.call_index,
+                "input": to_json(&q.input)?,
+                "answer_deadline": q.answer_deadline,
+            }))
+        })
+        .collect()
+}
+
 impl PostgresStore {
     /// `r`, with the chat announced to every process listening ([`Store::changes`]) when the
     /// operation succeeded.
@@ -1651,20 +1667,7 @@ impl Store for PostgresStore {
         let r = async {
             let l = op.lease;
             let r = op.reply;
-            let questions: Vec<Value> = op
-                .questions
-                .iter()
-                .map(|q| {
-                    Ok(json!({
-                        "chat_id": q.chat_id.as_str(),
-                        "tool_call_id": q.tool_call_id,
-                        "message_id": q.message_id,
-                        "call_index": q.call_index,
-                        "input": to_json(&q.input)?,
-                        "answer_deadline": q.answer_deadline,
-                    }))
-                })
-                .collect::<Result<_>>()?;
+            let questions = questions_json(op.questions)?;
             let JobParams {
                 kind,
                 key,
@@ -1930,19 +1933,7 @@ impl Store for PostgresStore {
         if rows.is_empty() {
             return Ok(());
         }
-        let questions: Vec<Value> = rows
-            .iter()
-            .map(|q| {
-                Ok(json!({
-                    "chat_id": q.chat_id.as_str(),
-                    "tool_call_id": q.tool_call_id,
-                    "message_id": q.message_id,
-                    "call_index": q.call_index,
-                    "input": to_json(&q.input)?,
-                    "answer_deadline": q.answer_deadline,
-                }))
-            })
-            .collect::<Result<_>>()?;
+        let questions = questions_json(rows)?;
         sqlx::query(INSERT_QUESTIONS)
             .bind(to_json(&questions)?)
             .bind(empty_record()?)

@@ -41,6 +41,13 @@ pub(super) enum CallEnd {
     Asks(ToolElicitation, QuestionInput),
 }
 
+impl CallEnd {
+    /// A call whose tool is gone by the time the turn continues it.
+    pub(super) fn no_longer_offered(tool: &str) -> CallEnd {
+        CallEnd::Failed(format!("unknown tool {tool:?} (it is no longer offered)"))
+    }
+}
+
 impl Turns {
     /// Who may answer a call's question, and whether it can be asked at all: the person driving
     /// the turn (whoever the chat lets answer when none drives it); never an agent principal
@@ -218,38 +225,19 @@ impl Turns {
             let MessagePart::Tool(t) = &reply.parts[i] else {
                 continue;
             };
-            let ctx = ToolContext {
-                chat_id: lease.chat_id.clone(),
-                driver: lease.driver.clone(),
-                tool_call_id: call_id.clone(),
-                message_id: reply.id.clone(),
-            };
+            let ctx = super::call_context(lease, &reply.id, &call_id);
             let end = match self.find_tool(&t.tool_name, extra).cloned() {
                 Some(tool) => {
                     debug!(tool = %t.tool_name, call = %call_id, "continuing a call with its input");
                     let step = tool.resume(answer, ctx.clone()).await;
                     self.drive_call(&tool, lease, &ctx, step, n, can_ask).await
                 }
-                None => CallEnd::Failed(format!(
-                    "unknown tool {:?} (it is no longer offered)",
-                    t.tool_name
-                )),
+                None => CallEnd::no_longer_offered(&t.tool_name),
             };
             asked.extend(Self::place_call_end(reply, i, end, tx));
         }
         if asked.is_empty() {
-            let saved = self
-                .store
-                .checkpoint(&CheckpointOp {
-                    lease,
-                    reply,
-                    position,
-                    join_steers: false,
-                    now: self.now(),
-                })
-                .await?;
-            self.history.note(&lease.chat_id, &[&saved.reply]);
-            self.emit_message(&lease.chat_id, &saved.reply.message);
+            self.save_and_show(lease, reply, position).await?;
         }
         Ok(asked)
     }
@@ -283,12 +271,7 @@ impl Turns {
             t.state = ToolState::OutputError;
             t.error_text = Some(ELICITATION_STOPPED_TEXT.into());
             if let Some(tool) = self.find_tool(&t.tool_name, &extra).cloned() {
-                let ctx = ToolContext {
-                    chat_id: lease.chat_id.clone(),
-                    driver: lease.driver.clone(),
-                    tool_call_id: t.tool_call_id.clone(),
-                    message_id: id.clone(),
-                };
+                let ctx = super::call_context(lease, id, &t.tool_call_id);
                 tokio::spawn(async move {
                     let answer = ToolAnswer::Cancelled {
                         reason: "the turn stopped".into(),

@@ -1166,29 +1166,32 @@ impl Turns {
                 continue;
             };
             let tool = self.find_tool(&t.tool_name, extra).cloned();
-            let ctx = super::ToolContext {
-                chat_id: lease.chat_id.clone(),
-                driver: lease.driver.clone(),
-                tool_call_id: t.tool_call_id.clone(),
-                message_id: reply.id.clone(),
-            };
+            let ctx = call_context(lease, &reply.id, &t.tool_call_id);
             let end = match tool {
                 Some(tool) => {
                     debug!(tool = %t.tool_name, call = %t.tool_call_id, "running an approved call");
                     let first = tool.call_or_ask(t.input.clone(), ctx.clone()).await;
                     self.drive_call(&tool, lease, &ctx, first, 0, can_ask).await
                 }
-                None => elicit::CallEnd::Failed(format!(
-                    "unknown tool {:?} (it is no longer offered)",
-                    t.tool_name
-                )),
+                None => elicit::CallEnd::no_longer_offered(&t.tool_name),
             };
             asked.extend(Self::place_call_end(reply, i, end, tx));
         }
-        if !asked.is_empty() {
-            // Saved with the wait.
-            return Ok(asked);
+        if asked.is_empty() {
+            self.save_and_show(lease, reply, position).await?;
         }
+        // Otherwise saved with the wait.
+        Ok(asked)
+    }
+
+    /// Saves `reply` as it stands (no steers joined) and shows it: the results of the calls a
+    /// continued turn ran.
+    pub(super) async fn save_and_show(
+        &self,
+        lease: &Lease,
+        reply: &UiMessage,
+        position: i64,
+    ) -> Result<()> {
         let saved = self
             .store
             .checkpoint(&CheckpointOp {
@@ -1201,7 +1204,7 @@ impl Turns {
             .await?;
         self.history.note(&lease.chat_id, &[&saved.reply]);
         self.emit_message(&lease.chat_id, &saved.reply.message);
-        Ok(asked)
+        Ok(())
     }
 
     /// The turn stops to wait on its questions: one operation saves the reply as the waiting
@@ -1431,6 +1434,16 @@ enum TurnEnd {
 }
 
 /// A turn the driving user stopped: what it produced, and a mark that says so.
+/// What the call `call_id` of the reply `reply_id` knows about where it runs.
+pub(super) fn call_context(lease: &Lease, reply_id: &str, call_id: &str) -> super::ToolContext {
+    super::ToolContext {
+        chat_id: lease.chat_id.clone(),
+        driver: lease.driver.clone(),
+        tool_call_id: call_id.to_owned(),
+        message_id: reply_id.to_owned(),
+    }
+}
+
 fn stopped(mut reply: UiMessage, position: i64) -> TurnEnd {
     reply.parts.push(MessagePart::text(STOPPED_TEXT));
     TurnEnd::Idle {

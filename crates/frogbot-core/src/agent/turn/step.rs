@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::mpsc;
 
-use super::super::{FinishReason, ModelEvent, ModelRequest, ToolCallRequest, ToolContext};
+use super::super::{FinishReason, ModelEvent, ModelRequest, ToolCallRequest};
 use super::elicit::CallEnd;
 use super::{ModelOffer, TurnEvent, Turns};
 use crate::error::{Error, Result};
@@ -318,12 +318,7 @@ impl Turns {
                         (ToolState::ApprovalRequested, None, None)
                     }
                 } else {
-                    let ctx = ToolContext {
-                        chat_id: lease.chat_id.clone(),
-                        driver: lease.driver.clone(),
-                        tool_call_id: c.id.clone(),
-                        message_id: reply.id.clone(),
-                    };
+                    let ctx = super::call_context(lease, &reply.id, &c.id);
                     let first = tool.call_or_ask(c.input.clone(), ctx.clone()).await;
                     match self.drive_call(tool, lease, &ctx, first, 0, can_ask).await {
                         CallEnd::Done(v) => (ToolState::OutputAvailable, Some(v), None),
