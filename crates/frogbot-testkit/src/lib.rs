@@ -271,6 +271,33 @@ impl PgCluster {
         );
     }
 
+    /// The server's (postmaster's) process id, read from `postmaster.pid`: benches sum the CPU
+    /// time of it and its children to report what the PostgreSQL server spent.
+    pub fn server_pid(&self) -> Option<u32> {
+        let text = std::fs::read_to_string(self.dir.join("data").join("postmaster.pid")).ok()?;
+        text.lines().next()?.trim().parse().ok()
+    }
+
+    /// The server's log file (benches read `auto_explain`'s plans from it).
+    pub fn server_log(&self) -> PathBuf {
+        self.dir.join("server.log")
+    }
+
+    /// Runs `sql` with `psql` on database URL `url` and returns its unaligned, tuples-only output.
+    pub fn psql(&self, url: &str, sql: &str) -> Result<String, String> {
+        let out = Command::new(self.bin.join("psql"))
+            .args(["-X", "-At", "-v", "ON_ERROR_STOP=1", url, "-c", sql])
+            .output()
+            .map_err(|e| format!("run psql: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "psql failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
     /// The loopback port the cluster listens on.
     pub fn port(&self) -> u16 {
         self.port
