@@ -1,8 +1,9 @@
 //! Discord gateway shards split among replicas (issue 41): real `frogbot serve` processes on one
-//! database, a fake Discord recommending 4 shards and routing each guild's events to the session
-//! of its shard (`(guild_id >> 22) % total`). Two, then three replicas, one killed (SIGKILL), one
-//! more joining: each time the replicas settle, every shard has one live session, every guild's
-//! mention reaches one session and is answered once.
+//! database (PostgreSQL, and a shared SQLite file), a fake Discord recommending 4 shards and
+//! routing each guild's events to the session of its shard (`(guild_id >> 22) % total`). Two,
+//! then three replicas, one killed (SIGKILL), one more joining: each time the replicas settle,
+//! every shard has one live session, every guild's mention reaches one session and is answered
+//! once.
 
 mod common;
 
@@ -201,4 +202,9 @@ async fn discord_shards_cover_every_guild_once_as_replicas_leave_and_join_on_pos
         return;
     };
     shards_follow_the_replicas(db).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discord_shards_cover_every_guild_once_as_replicas_leave_and_join_on_one_sqlite_file() {
+    shards_follow_the_replicas(frogbot_testkit::sqlite_db()).await;
 }
