@@ -1501,6 +1501,16 @@ async fn gateway_session(inner: Arc<Inner>, stream: tokio::net::TcpStream) {
                     }
                     Some(2) => {
                         inner.identifies.lock().unwrap().push(payload["d"].clone());
+                        let want = inner.token.lock().unwrap().clone();
+                        if want.is_some_and(|t| payload["d"]["token"] != format!("Bot {t}")) {
+                            // Discord's close code 4004: Authentication failed.
+                            let close = tokio_tungstenite::tungstenite::protocol::CloseFrame {
+                                code: 4004.into(),
+                                reason: "Authentication failed.".into(),
+                            };
+                            let _ = sink.send(WsMessage::Close(Some(close))).await;
+                            break;
+                        }
                         let shard = &payload["d"]["shard"];
                         let shard = (
                             shard[0].as_u64().unwrap_or(0),
@@ -1670,7 +1680,8 @@ impl FakeDiscord {
     }
 
     /// From now on `GET /users/@me` and `GET /applications/@me` accept only `token` (Discord's
-    /// `401` otherwise).
+    /// `401` otherwise), and the gateway closes a session identifying with another (close code
+    /// 4004, Authentication failed).
     pub fn require_token(&self, token: &str) {
         *self.inner.token.lock().unwrap() = Some(token.to_owned());
     }

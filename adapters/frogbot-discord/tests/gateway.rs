@@ -1292,3 +1292,23 @@ async fn shard_ranges_split_the_guilds_and_can_be_run_again() {
     low_task.await.unwrap().unwrap();
     again_task.await.unwrap().unwrap();
 }
+
+/// A token Discord refuses at Identify (close code 4004): `run_shards` ends with the error (no
+/// use running the shards again) instead of retrying.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_token_ends_run_shards_with_an_error() {
+    let fake = FakeDiscord::start(APP, BOT).await;
+    let adapter = channel::connect(fake.config()).await.unwrap();
+    let db = frogbot_testkit::sqlite_db();
+    let store = frogbot_testkit::open_store(&db.url).await;
+    let engine = frogbot_testkit::engine_with(store, model()).with_channel(adapter.channel());
+    fake.require_token("another-token");
+    let ended = tokio::time::timeout(
+        WAIT,
+        adapter.run_shards(engine, 0..1, 1, CancellationToken::new()),
+    )
+    .await
+    .expect("run_shards ends");
+    assert!(ended.is_err(), "{ended:?}");
+    assert_eq!(fake.identifies().len(), 1, "identified once, not again");
+}

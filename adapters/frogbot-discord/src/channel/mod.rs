@@ -252,8 +252,8 @@ impl DiscordAdapter {
     /// together must not overlap), so the shards a process runs can move between processes
     /// (`frogbot serve` splits them among its replicas). An empty range connects nothing and
     /// waits for `shutdown`. Guild events go to shard `(guild_id >> 22) % total`, DMs to
-    /// shard 0. Ends with an error when the range is past `total` or serenity gives up on
-    /// the shards.
+    /// shard 0. Ends with an error when the range is past `total` or Discord refuses the bot
+    /// (a bad token, gateway intents not allowed: no use running them again).
     pub async fn run_shards(
         &self,
         engine: Engine,

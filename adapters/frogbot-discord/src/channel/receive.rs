@@ -207,10 +207,11 @@ pub(super) async fn shard_count(shared: &Shared) -> Result<u32, Error> {
 const STOP_WAIT: Duration = Duration::from_secs(10);
 
 /// Connects the gateway shards `shards` of `total` and receives until `shutdown` is cancelled
-/// (or serenity gives up on them), then shuts them down. Each call opens its own connections (a
-/// serenity `ShardManager` over the adapter's one `Http`, so every call of the bot still goes
-/// through one rate limiter), so the shards a process runs can change: stop one call, start
-/// another. From the moment `shutdown` is cancelled, no event of these shards reaches the
+/// (or Discord refused the bot: a bad token, gateway intents not allowed — the one error it ends
+/// with, besides a range past `total`), then shuts them down. Each call opens its own
+/// connections (a serenity `ShardManager` over the adapter's one `Http`, so every call of the bot
+/// still goes through one rate limiter), so the shards a process runs can change: stop one call,
+/// start another. From the moment `shutdown` is cancelled, no event of these shards reaches the
 /// engine, even while their connections close. An empty range waits for `shutdown`.
 pub(super) async fn run_shards(
     shared: Arc<Shared>,
@@ -271,16 +272,11 @@ pub(super) async fn run_shards(
 }
 
 /// Shuts down every shard of `manager`. serenity's `shutdown_all` does nothing while no shard
-/// has started (its queue boots them one after another, 5 s apart), so it waits for the first.
+/// has started (its queue boots them one after another, 5 s apart, and retries one that failed
+/// to connect), so it waits for the first, however long that takes: a shard that connects later
+/// is shut down then, never left running.
 async fn stop_shards(manager: Arc<ShardManager>) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(600);
     while manager.runners.lock().await.is_empty() {
-        if tokio::time::Instant::now() > deadline {
-            warn!(
-                "discord: no gateway shard started in 10 minutes; no longer waiting to stop them"
-            );
-            return;
-        }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     manager.shutdown_all().await;

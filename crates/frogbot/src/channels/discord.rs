@@ -252,14 +252,16 @@ pub fn share(index: usize, members: usize, total: u32) -> Range<u32> {
 /// One shard this replica runs: its stop and its task.
 struct Running {
     stop: CancellationToken,
-    task: tokio::task::JoinHandle<()>,
+    task: tokio::task::JoinHandle<Result<(), frogbot_discord::Error>>,
 }
 
 /// Runs this replica's share of the bot's shards until `shutdown`: renews its membership of
 /// `group` every third of `lease`, runs the shards its place among the live members gives it
 /// (one `run_shards` each, started [`IDENTIFY_SPACING`] apart), stops those it no longer has at
 /// once, and all of them when its membership could not be renewed for two thirds of `lease`
-/// (before the others take them over). Leaves the group when stopped.
+/// (before the others take them over). Leaves the group when stopped, and when Discord refuses
+/// the bot (a bad token, intents not allowed: `run_shards` ends with an error only then), which
+/// ends the task as the adapter's own gateway task ends.
 async fn share_shards(
     adapter: DiscordAdapter,
     engine: Engine,
@@ -322,9 +324,27 @@ async fn share_shards(
                 }
             }
         }
-        // Shards no longer ours stop at once; ended ones are started again.
+        // A shard that ended is started again, unless Discord refused the bot.
+        let ended: Vec<u32> = running
+            .iter()
+            .filter(|(_, r)| r.task.is_finished())
+            .map(|(shard, _)| *shard)
+            .collect();
+        let mut refused = false;
+        for shard in ended {
+            if let Some(r) = running.remove(&shard)
+                && let Ok(Err(e)) = r.task.await
+            {
+                tracing::error!(shard, error = %e, "discord: the gateway refused the bot; receiving stops");
+                refused = true;
+            }
+        }
+        if refused {
+            break;
+        }
+        // Shards no longer ours stop at once.
         running.retain(|shard, r| {
-            let keep = mine.contains(shard) && !r.task.is_finished();
+            let keep = mine.contains(shard);
             if !keep {
                 r.stop.cancel();
             }
@@ -338,12 +358,9 @@ async fn share_shards(
                 let stop = shutdown.child_token();
                 let (adapter, engine, token) = (adapter.clone(), engine.clone(), stop.clone());
                 let task = tokio::spawn(async move {
-                    if let Err(e) = adapter
+                    adapter
                         .run_shards(engine, shard..shard + 1, total, token)
                         .await
-                    {
-                        tracing::error!(shard, error = %e, "discord: the gateway shard ended");
-                    }
                 });
                 running.insert(shard, Running { stop, task });
                 last_start = Some(now);
