@@ -11,6 +11,12 @@
 //! [`FakeDiscord::send_raw`] are given (an `INTERACTION_CREATE` dispatched is registered, so its
 //! token answers followups).
 //!
+//! Sharding, as Discord does it: `GET /gateway/bot` recommends [`FakeDiscord::set_shards`] shards
+//! (1 by default); a session's Identify `shard: [id, total]` is kept (READY echoes it) and a
+//! dispatch with a `guild_id` goes to the sessions with `(guild_id >> 22) % total == id`, one
+//! without (a DM) to shard 0's. [`FakeDiscord::live_shards`] lists the connected sessions'
+//! shards and [`FakeDiscord::deliveries`] counts, per guild, the sessions its dispatches reached.
+//!
 //! It keeps the messages the bot posted (components included: [`FakeDiscord::message`]) and
 //! refuses, as Discord does (400 `Invalid Form Body`, code 50035), what breaks Discord's limits:
 //! content over 2,000 characters, more than 5 action rows, more than 5 buttons a row or a select
@@ -98,6 +104,27 @@ pub struct Call {
     pub at: Instant,
 }
 
+/// An identified gateway session: the shard it identified as (`[id, total]`) and where its
+/// dispatches go.
+#[derive(Debug)]
+struct Session {
+    number: u64,
+    shard: (u64, u64),
+    tx: mpsc::UnboundedSender<String>,
+}
+
+impl Session {
+    /// Whether Discord sends this session a dispatch of `guild` (`None`: a DM, shard 0 only):
+    /// `(guild_id >> 22) % total == id`.
+    fn receives(&self, guild: Option<u64>) -> bool {
+        let (id, total) = self.shard;
+        match guild {
+            Some(g) => (g >> 22) % total.max(1) == id,
+            None => id == 0,
+        }
+    }
+}
+
 /// An interaction the fake delivered (or was told about): whose it is and whether it was answered.
 #[derive(Clone, Debug)]
 struct Issued {
@@ -114,7 +141,11 @@ struct Inner {
     changed: Notify,
     next_id: AtomicU64,
     seq: AtomicU64,
-    sessions: Mutex<Vec<mpsc::UnboundedSender<String>>>,
+    sessions: Mutex<Vec<Session>>,
+    /// The number of shards `GET /gateway/bot` recommends (0: 1).
+    shards: AtomicU64,
+    /// How many sessions each guild's dispatches were handed to, by guild id.
+    deliveries: Mutex<HashMap<u64, u64>>,
     identifies: Mutex<Vec<Value>>,
     heartbeats: AtomicU64,
     readies: AtomicU64,
@@ -941,7 +972,7 @@ async fn gateway(State(inner): State<Arc<Inner>>, method: Method, uri: Uri) -> R
     let url = inner.gateway_url.lock().unwrap().clone();
     let response = json!({
         "url": url,
-        "shards": 1,
+        "shards": inner.shards.load(Ordering::SeqCst).max(1),
         "session_start_limit": {"total": 1000, "remaining": 999, "reset_after": 0, "max_concurrency": 1}
     });
     respond(&inner, &method, &uri, "", (StatusCode::OK, response))
@@ -1441,6 +1472,8 @@ async fn gateway_session(inner: Arc<Inner>, stream: tokio::net::TcpStream) {
     };
     let (mut sink, mut source) = ws.split();
     let (tx, mut rx) = mpsc::unbounded_channel::<String>();
+    // This connection's number, once identified (its entry in `sessions` goes when it closes).
+    let mut identified: Option<u64> = None;
     let hello =
         json!({"op": 10, "d": {"heartbeat_interval": inner.heartbeat_ms}, "s": null, "t": null});
     if sink.send(WsMessage::Text(hello.to_string())).await.is_err() {
@@ -1468,14 +1501,30 @@ async fn gateway_session(inner: Arc<Inner>, stream: tokio::net::TcpStream) {
                     }
                     Some(2) => {
                         inner.identifies.lock().unwrap().push(payload["d"].clone());
+                        let want = inner.token.lock().unwrap().clone();
+                        if want.is_some_and(|t| payload["d"]["token"] != format!("Bot {t}")) {
+                            // Discord's close code 4004: Authentication failed.
+                            let close = tokio_tungstenite::tungstenite::protocol::CloseFrame {
+                                code: 4004.into(),
+                                reason: "Authentication failed.".into(),
+                            };
+                            let _ = sink.send(WsMessage::Close(Some(close))).await;
+                            break;
+                        }
+                        let shard = &payload["d"]["shard"];
+                        let shard = (
+                            shard[0].as_u64().unwrap_or(0),
+                            shard[1].as_u64().unwrap_or(1).max(1),
+                        );
+                        let number = inner.next_id();
                         let url = inner.gateway_url.lock().unwrap().clone();
                         let ready = json!({
                             "v": 10,
                             "user": {"id": inner.bot_id.to_string(), "username": "frogbot", "discriminator": "0", "avatar": null, "bot": true, "verified": true, "mfa_enabled": false, "flags": 0},
                             "guilds": [],
-                            "session_id": "fake-session",
+                            "session_id": format!("fake-session-{number}"),
                             "resume_gateway_url": url,
-                            "shard": [0, 1],
+                            "shard": [shard.0, shard.1],
                             "application": {"id": inner.app_id.to_string(), "flags": 0}
                         });
                         let seq = inner.seq.fetch_add(1, Ordering::SeqCst) + 1;
@@ -1483,7 +1532,12 @@ async fn gateway_session(inner: Arc<Inner>, stream: tokio::net::TcpStream) {
                         if sink.send(WsMessage::Text(text)).await.is_err() {
                             break;
                         }
-                        inner.sessions.lock().unwrap().push(tx.clone());
+                        inner.sessions.lock().unwrap().push(Session {
+                            number,
+                            shard,
+                            tx: tx.clone(),
+                        });
+                        identified = Some(number);
                         inner.readies.fetch_add(1, Ordering::SeqCst);
                         inner.changed.notify_waiters();
                     }
@@ -1491,6 +1545,14 @@ async fn gateway_session(inner: Arc<Inner>, stream: tokio::net::TcpStream) {
                 }
             }
         }
+    }
+    if let Some(number) = identified {
+        inner
+            .sessions
+            .lock()
+            .unwrap()
+            .retain(|s| s.number != number);
+        inner.changed.notify_waiters();
     }
 }
 
@@ -1618,7 +1680,8 @@ impl FakeDiscord {
     }
 
     /// From now on `GET /users/@me` and `GET /applications/@me` accept only `token` (Discord's
-    /// `401` otherwise).
+    /// `401` otherwise), and the gateway closes a session identifying with another (close code
+    /// 4004, Authentication failed).
     pub fn require_token(&self, token: &str) {
         *self.inner.token.lock().unwrap() = Some(token.to_owned());
     }
@@ -1855,15 +1918,34 @@ impl FakeDiscord {
         found
     }
 
-    /// Sends a dispatch (op 0) `t` with data `d` to every identified session; returns the time it
-    /// was handed to the sockets. An `INTERACTION_CREATE` is registered first (its token then
-    /// answers one callback and followups).
+    /// Sends a dispatch (op 0) `t` with data `d` to the identified sessions that Discord sends
+    /// it to: with a `guild_id`, each session whose shard `[id, total]` has
+    /// `(guild_id >> 22) % total == id`; without (a DM), each session of shard 0 — so with
+    /// unsharded sessions (`[0, 1]`), every one. Returns the time it was handed to the sockets.
+    /// A guild's dispatches are counted per session reached ([`FakeDiscord::deliveries`]). An
+    /// `INTERACTION_CREATE` is registered first (its token then answers one callback and
+    /// followups).
     pub fn dispatch(&self, t: &str, d: Value) -> Instant {
         if t == "INTERACTION_CREATE" {
             self.inner.issue(&d, false);
         }
+        let guild = d["guild_id"].as_str().and_then(|g| g.parse::<u64>().ok());
         let seq = self.inner.seq.fetch_add(1, Ordering::SeqCst) + 1;
-        self.send_raw(&json!({"op": 0, "s": seq, "t": t, "d": d}).to_string())
+        let text = json!({"op": 0, "s": seq, "t": t, "d": d}).to_string();
+        let at = Instant::now();
+        let mut reached = 0;
+        self.inner.sessions.lock().unwrap().retain(|s| {
+            if !s.receives(guild) {
+                return true;
+            }
+            let sent = s.tx.send(text.clone()).is_ok();
+            reached += u64::from(sent);
+            sent
+        });
+        if let Some(g) = guild {
+            *self.inner.deliveries.lock().unwrap().entry(g).or_default() += reached;
+        }
+        at
     }
 
     /// Sends a raw text frame to every identified session (for malformed payloads).
@@ -1873,8 +1955,53 @@ impl FakeDiscord {
             .sessions
             .lock()
             .unwrap()
-            .retain(|s| s.send(text.to_owned()).is_ok());
+            .retain(|s| s.tx.send(text.to_owned()).is_ok());
         at
+    }
+
+    /// Makes `GET /gateway/bot` recommend `shards` shards (1 until set).
+    pub fn set_shards(&self, shards: u64) {
+        self.inner.shards.store(shards, Ordering::SeqCst);
+    }
+
+    /// The shards (`[id, total]`) of the identified sessions still connected, sorted (a shard
+    /// twice when two sessions identified as it).
+    pub fn live_shards(&self) -> Vec<(u64, u64)> {
+        let mut shards: Vec<_> = self
+            .inner
+            .sessions
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|s| !s.tx.is_closed())
+            .map(|s| s.shard)
+            .collect();
+        shards.sort_unstable();
+        shards
+    }
+
+    /// Waits until the live sessions are exactly shards `0..total` of `total`, once each (every
+    /// guild reaches one session), or `timeout` passes (then `false`).
+    pub async fn wait_shards_covered(&self, total: u64, timeout: Duration) -> bool {
+        let want: Vec<(u64, u64)> = (0..total).map(|id| (id, total)).collect();
+        self.wait_until(timeout, || self.live_shards() == want)
+            .await
+    }
+
+    /// How many sessions the dispatches of `guild` were handed to, all told.
+    pub fn deliveries(&self, guild: u64) -> u64 {
+        self.inner
+            .deliveries
+            .lock()
+            .unwrap()
+            .get(&guild)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// The shard (of `total`) that receives `guild`'s events: `(guild_id >> 22) % total`.
+    pub fn shard_of(guild: u64, total: u64) -> u64 {
+        (guild >> 22) % total.max(1)
     }
 }
 

@@ -1179,3 +1179,136 @@ async fn a_thread_message_is_marked_seen_working_and_done_with_typing_shown() {
             .any(|c| c.method == "POST" && c.path == format!("/api/v10/channels/{thread}/typing"))
     );
 }
+
+/// A guild whose events go to shard `shard` of 4 (`(guild_id >> 22) % 4`), `n` telling guilds of
+/// one shard apart.
+fn guild_on(shard: u64, n: u64) -> u64 {
+    ((1_000_000 + 4 * n + shard) << 22) | 7
+}
+
+/// Mentions the bot in a channel of each guild on `fake`; waits until each mention opened its
+/// thread and returns how many threads each opened.
+async fn mention_in_every_guild(fake: &FakeDiscord, guilds: &[u64], first_id: u64) -> Vec<usize> {
+    let from = fake.calls().len();
+    for (i, g) in guilds.iter().enumerate() {
+        let channel = fake.add_text_channel(*g);
+        fake.dispatch(
+            "MESSAGE_CREATE",
+            fake::message(
+                first_id + i as u64,
+                channel,
+                Some(*g),
+                &alice(),
+                &format!("<@{BOT}> hello"),
+                &[bot_user()],
+            ),
+        );
+    }
+    let opened = |id: u64| {
+        let suffix = format!("/messages/{id}/threads");
+        fake.calls()
+            .iter()
+            .skip(from)
+            .filter(|c| c.path.ends_with(&suffix))
+            .count()
+    };
+    let ids: Vec<u64> = (0..guilds.len() as u64).map(|i| first_id + i).collect();
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !ids.iter().all(|id| opened(*id) > 0) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "every mention answered"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    ids.iter().map(|id| opened(*id)).collect()
+}
+
+/// `run_shards`: two runs of one adapter split the 4 shards Discord recommends (each guild's
+/// events reach one session and are handled once); a run stopped closes its shards and hands
+/// nothing more to the engine, and the same adapter runs them again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shard_ranges_split_the_guilds_and_can_be_run_again() {
+    let fake = FakeDiscord::start(APP, BOT).await;
+    fake.set_shards(4);
+    let adapter = channel::connect(fake.config()).await.unwrap();
+    assert_eq!(adapter.shard_count().await.unwrap(), 4);
+    let db = frogbot_testkit::sqlite_db();
+    let store = frogbot_testkit::open_store(&db.url).await;
+    let engine = frogbot_testkit::engine_with(store, model()).with_channel(adapter.channel());
+    let run = |range: std::ops::Range<u32>, stop: &CancellationToken| {
+        let (adapter, engine, stop) = (adapter.clone(), engine.clone(), stop.clone());
+        tokio::spawn(async move { adapter.run_shards(engine, range, 4, stop).await })
+    };
+    let (low, high) = (CancellationToken::new(), CancellationToken::new());
+    let low_task = run(0..2, &low);
+    let high_task = run(2..4, &high);
+    assert!(
+        fake.wait_shards_covered(4, WAIT).await,
+        "shards 0-3 once each: {:?}",
+        fake.live_shards()
+    );
+    let guilds: Vec<u64> = (0..8).map(|n| guild_on(n % 4, n / 4)).collect();
+    let opened = mention_in_every_guild(&fake, &guilds, 920_000_000_000_000_000).await;
+    assert_eq!(opened, vec![1; 8], "one thread per mention");
+    for g in &guilds {
+        assert_eq!(fake.deliveries(*g), 1, "guild {g} reached one session");
+    }
+
+    // The upper half stops: its sessions close, and a guild of shard 3 reaches no one.
+    high.cancel();
+    high_task.await.unwrap().unwrap();
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while fake.live_shards() != [(0, 4), (1, 4)] {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "shards 2 and 3 closed: {:?}",
+            fake.live_shards()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Run again by the same adapter: every guild is covered once more.
+    let again = CancellationToken::new();
+    let again_task = run(2..4, &again);
+    assert!(
+        fake.wait_shards_covered(4, WAIT).await,
+        "{:?}",
+        fake.live_shards()
+    );
+    let opened = mention_in_every_guild(&fake, &guilds, 930_000_000_000_000_000).await;
+    assert_eq!(opened, vec![1; 8]);
+    for g in &guilds {
+        assert_eq!(fake.deliveries(*g), 2, "guild {g}: once per round");
+    }
+    assert!(
+        adapter
+            .run_shards(engine.clone(), 3..5, 4, CancellationToken::new())
+            .await
+            .is_err(),
+        "a range past the last shard"
+    );
+    low.cancel();
+    again.cancel();
+    low_task.await.unwrap().unwrap();
+    again_task.await.unwrap().unwrap();
+}
+
+/// A token Discord refuses at Identify (close code 4004): `run_shards` ends with the error (no
+/// use running the shards again) instead of retrying.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_token_ends_run_shards_with_an_error() {
+    let fake = FakeDiscord::start(APP, BOT).await;
+    let adapter = channel::connect(fake.config()).await.unwrap();
+    let db = frogbot_testkit::sqlite_db();
+    let store = frogbot_testkit::open_store(&db.url).await;
+    let engine = frogbot_testkit::engine_with(store, model()).with_channel(adapter.channel());
+    fake.require_token("another-token");
+    let ended = tokio::time::timeout(
+        WAIT,
+        adapter.run_shards(engine, 0..1, 1, CancellationToken::new()),
+    )
+    .await
+    .expect("run_shards ends");
+    assert!(ended.is_err(), "{ended:?}");
+    assert_eq!(fake.identifies().len(), 1, "identified once, not again");
+}

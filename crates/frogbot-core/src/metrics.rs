@@ -530,4 +530,13 @@ impl Store for Metered {
     async fn try_hold(&self, key: &str) -> Result<Option<Box<dyn crate::store::Held>>> {
         self.inner.try_hold(key).await
     }
+    async fn members(
+        &self,
+        group: &str,
+        member: &str,
+        ttl_ms: i64,
+        now: i64,
+    ) -> Result<Vec<String>> {
+        metered!("members", self.inner.members(group, member, ttl_ms, now))
+    }
 }

@@ -2624,7 +2624,42 @@ impl Store for PostgresStore {
         }
         Ok(Some(Box::new(PgHeld::start(conn, hold_key(key)))))
     }
+
+    async fn members(
+        &self,
+        group: &str,
+        member: &str,
+        ttl_ms: Millis,
+        now: Millis,
+    ) -> Result<Vec<String>> {
+        // One statement: the renewal (or the leave), the sweep of memberships expired a while
+        // ago, and the live members. The outer SELECT reads the snapshot from before the
+        // statement, so this member's own row is taken from the renewal's RETURNING.
+        let members: Vec<String> = sqlx::query_scalar(
+            "WITH renewed AS ( \
+                 INSERT INTO members (grp, member, expires_at) VALUES ($1, $2, $3) \
+                 ON CONFLICT (grp, member) DO UPDATE SET expires_at = EXCLUDED.expires_at \
+                 RETURNING member, expires_at), \
+             swept AS ( \
+                 DELETE FROM members WHERE grp = $1 AND member <> $2 AND expires_at < $5) \
+             SELECT member FROM members WHERE grp = $1 AND member <> $2 AND expires_at > $4 \
+             UNION SELECT member FROM renewed WHERE expires_at > $4 \
+             ORDER BY 1",
+        )
+        .bind(group)
+        .bind(member)
+        .bind(now.saturating_add(ttl_ms.max(0)))
+        .bind(now)
+        .bind(now.saturating_sub(MEMBERS_SWEPT_AFTER_MS))
+        .fetch_all(&self.pool)
+        .await
+        .db(self)?;
+        Ok(members)
+    }
 }
+
+/// How long after its expiry a membership row is deleted (by the next renewal in its group).
+const MEMBERS_SWEPT_AFTER_MS: Millis = 60 * 60 * 1000;
 
 /// Why a queued message was not changed, from the statement's snapshot of it: `None` when the
 /// snapshot allowed the change (it raced a promotion or a delete; look again).

@@ -955,6 +955,20 @@ impl Store for SqliteStore {
             Err(std::fs::TryLockError::Error(e)) => Err(unavailable(e)),
         }
     }
+
+    async fn members(
+        &self,
+        group: &str,
+        member: &str,
+        ttl_ms: Millis,
+        now: Millis,
+    ) -> Result<Vec<String>> {
+        let (group, member) = (group.to_owned(), member.to_owned());
+        self.write("members", move |c| {
+            ops::members(c, &group, &member, ttl_ms, now)
+        })
+        .await
+    }
 }
 
 #[cfg(test)]

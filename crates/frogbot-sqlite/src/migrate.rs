@@ -15,6 +15,7 @@ const STEPS: &[M<'static>] = &[
     M::up(include_str!("../migrations/0003_versions.sql")),
     M::up(include_str!("../migrations/0004_lean_writes.sql")),
     M::up(include_str!("../migrations/0005_agent_chats.sql")),
+    M::up(include_str!("../migrations/0006_members.sql")),
 ];
 
 /// Brings the database to the latest schema.

@@ -1941,3 +1941,33 @@ pub(crate) fn take_inbox(c: &Connection, op: &InboxOp<'_>) -> R<Vec<StoredMessag
     }
     Ok(out)
 }
+
+// ---- groups --------------------------------------------------------------------------------------
+
+/// How long after its expiry a membership row is deleted (by the next renewal in its group).
+const MEMBERS_SWEPT_AFTER_MS: Millis = 60 * 60 * 1000;
+
+/// Renews (or, with `ttl_ms <= 0`, ends) `member`'s membership of `group` and lists the live
+/// members, sorted; memberships expired long ago are deleted.
+pub(crate) fn members(
+    c: &Connection,
+    group: &str,
+    member: &str,
+    ttl_ms: Millis,
+    now: Millis,
+) -> R<Vec<String>> {
+    c.execute(
+        "INSERT INTO members (grp, member, expires_at) VALUES (?1, ?2, ?3) \
+         ON CONFLICT (grp, member) DO UPDATE SET expires_at = excluded.expires_at",
+        params![group, member, now.saturating_add(ttl_ms.max(0))],
+    )?;
+    c.execute(
+        "DELETE FROM members WHERE grp = ?1 AND expires_at < ?2",
+        params![group, now.saturating_sub(MEMBERS_SWEPT_AFTER_MS)],
+    )?;
+    let mut stmt = c.prepare_cached(
+        "SELECT member FROM members WHERE grp = ?1 AND expires_at > ?2 ORDER BY member",
+    )?;
+    let rows = stmt.query_map(params![group, now], |r| r.get::<_, String>(0))?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}

@@ -95,6 +95,7 @@ macro_rules! store_conformance_tests {
             operations::operators_list_revive_and_count_jobs,
             operations::operators_count_the_backlog,
             roles::a_role_is_held_once_and_taken_again_once_released,
+            roles::group_members_see_each_other_and_the_expired_drop_out,
             agent::agent_chats_bind_once_and_keep_the_writer_rules,
             agent::agent_messages_append_outside_turns_and_dedup,
             agent::agent_message_updates_are_fenced_by_version,

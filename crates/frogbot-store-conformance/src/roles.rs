@@ -1,5 +1,7 @@
 //! Single roles (`try_hold`): a receiver the platform allows once (a bot's Telegram poller, a
-//! Matrix account's sync) runs in one process of all that share the database.
+//! Matrix account's sync) runs in one process of all that share the database; groups
+//! (`members`): the processes that split a piece of work (a Discord bot's gateway shards) learn
+//! who is live.
 
 use std::time::Duration;
 
@@ -53,4 +55,56 @@ pub async fn a_role_is_held_once_and_taken_again_once_released(db: Db) {
     };
     drop(again);
     drop(matrix);
+}
+
+/// Groups (`members`): two processes renewing a membership see each other, sorted, and a
+/// member that stops renewing drops out once its time has passed; one that leaves (`ttl 0`)
+/// drops out at once; groups do not mix.
+pub async fn group_members_see_each_other_and_the_expired_drop_out(db: Db) {
+    const GROUP: &str = "discord:1:shards";
+    const T0: i64 = 1_700_000_000_000;
+    let other = db.second_handle().await;
+    let a = |now| db.store.members(GROUP, "b-replica", 10_000, now);
+    assert_eq!(a(T0).await.unwrap(), ["b-replica"], "a lone member");
+    let b = other
+        .members(GROUP, "a-replica", 3_000, T0 + 1_000)
+        .await
+        .unwrap();
+    assert_eq!(b, ["a-replica", "b-replica"], "both, sorted");
+    assert_eq!(
+        a(T0 + 2_000).await.unwrap(),
+        ["a-replica", "b-replica"],
+        "the other process's member too"
+    );
+    assert_eq!(
+        other
+            .members("discord:2:shards", "c-replica", 10_000, T0 + 2_000)
+            .await
+            .unwrap(),
+        ["c-replica"],
+        "another group is apart"
+    );
+    // "a-replica" renewed last at T0 + 1 s for 3 s: gone after T0 + 4 s.
+    assert_eq!(
+        a(T0 + 4_000).await.unwrap(),
+        ["b-replica"],
+        "an expired member drops out"
+    );
+    // It comes back when it renews.
+    assert_eq!(
+        other
+            .members(GROUP, "a-replica", 3_000, T0 + 5_000)
+            .await
+            .unwrap(),
+        ["a-replica", "b-replica"]
+    );
+    // Leaving: gone at once, for itself and for the others.
+    assert_eq!(
+        other
+            .members(GROUP, "a-replica", 0, T0 + 5_500)
+            .await
+            .unwrap(),
+        ["b-replica"]
+    );
+    assert_eq!(a(T0 + 5_600).await.unwrap(), ["b-replica"]);
 }

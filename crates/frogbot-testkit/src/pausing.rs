@@ -305,4 +305,13 @@ impl Store for PausingStore {
     async fn try_hold(&self, key: &str) -> Result<Option<Box<dyn frogbot_core::store::Held>>> {
         self.inner.try_hold(key).await
     }
+    async fn members(
+        &self,
+        group: &str,
+        member: &str,
+        ttl_ms: i64,
+        now: i64,
+    ) -> Result<Vec<String>> {
+        self.inner.members(group, member, ttl_ms, now).await
+    }
 }

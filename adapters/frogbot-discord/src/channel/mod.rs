@@ -1,8 +1,10 @@
 //! Engine glue (feature `engine`): [`connect`] a bot from its [`Config`] and get a
 //! [`DiscordAdapter`], the `frogbot_core::agent::Adapter` a host runs — its engine `Channel`
 //! (question hooks, identity from the `users` map, access from the `allow` list, the outbox), the
-//! HTTP interactions endpoint as routes (when a public key is configured), and the gateway
-//! client.
+//! HTTP interactions endpoint as routes (when a public key is configured), and the gateway: every
+//! shard of the bot ([`Adapter::start`]), or a range of them that may change while the adapter
+//! lives ([`DiscordAdapter::run_shards`]: how `frogbot serve` splits the shards among its
+//! replicas).
 //!
 //! What it does:
 //! - a mention in a guild channel opens a thread on the message and starts that thread's chat (one
@@ -77,6 +79,9 @@ pub struct Config {
     pub allow: Vec<String>,
     /// How long an API call waits for Discord's answer (`Duration::ZERO`: [`DEFAULT_TIMEOUT`]).
     pub api_timeout: Duration,
+    /// The bot's number of gateway shards (`None`: what Discord recommends, `GET /gateway/bot`).
+    /// [`Adapter::start`] runs them all; [`DiscordAdapter::run_shards`] runs a range of them.
+    pub shards: Option<u32>,
 }
 
 /// How long an API call waits for Discord's answer by default.
@@ -92,6 +97,7 @@ impl std::fmt::Debug for Config {
             .field("users", &self.users)
             .field("allow", &self.allow)
             .field("api_timeout", &self.api_timeout)
+            .field("shards", &self.shards)
             .finish_non_exhaustive()
     }
 }
@@ -138,6 +144,9 @@ impl Config {
                 "api_url must start with http:// or https://".into(),
             ));
         }
+        if self.shards == Some(0) {
+            return Err(Error::Malformed("shards must be at least 1".into()));
+        }
         Ok(())
     }
 
@@ -174,11 +183,11 @@ pub async fn connect(config: Config) -> Result<DiscordAdapter, Error> {
     config.check()?;
     let intents = config.gateway_intents()?;
     let verifier = config.verifier()?;
-    // One `Http` per bot: the gateway client's, shared with the hooks and the outbox, so
+    // One `Http` per bot, shared by the hooks, the outbox and every run of gateway shards, so
     // serenity's rate limiter sees every call.
-    let gateway = receive::gateway_client(config.http()?, intents).await?;
-    let http = gateway.0.http.clone();
+    let http = Arc::new(config.http()?);
     let me: UserId = http.current_user().await?;
+    let gateway = receive::Gateway::new(&http, intents, config.shards).await;
     let identity: Arc<dyn IdentityResolver> = Arc::new(MappedIdentity::new(config.users.clone()));
     let access: Arc<dyn AccessCheck> = if config.allow.is_empty() {
         Arc::new(AllowAll)
@@ -188,13 +197,7 @@ pub async fn connect(config: Config) -> Result<DiscordAdapter, Error> {
     let questions = Arc::new(DiscordQuestions::new(http.clone()));
     Ok(DiscordAdapter {
         shared: Arc::new(receive::Shared::new(
-            http,
-            questions,
-            Some(gateway),
-            verifier,
-            me,
-            identity,
-            access,
+            http, questions, gateway, verifier, me, identity, access,
         )),
     })
 }
@@ -231,9 +234,34 @@ impl DiscordAdapter {
     }
 
     /// The gateway event handler delivering into `engine`, for a serenity `Client` you build
-    /// yourself ([`Adapter::start`] builds one).
+    /// yourself ([`Adapter::start`] and [`DiscordAdapter::run_shards`] connect their own).
     pub fn handler(&self, engine: Engine) -> impl serenity::all::EventHandler + 'static {
         receive::Handler::new(self.shared.clone(), engine)
+    }
+
+    /// The bot's number of gateway shards: [`Config::shards`], else what Discord recommends
+    /// (`GET /gateway/bot`).
+    pub async fn shard_count(&self) -> Result<u32, Error> {
+        receive::shard_count(&self.shared).await
+    }
+
+    /// Connects the gateway shards `shards` (ids, end excluded) of `total` and delivers their
+    /// events into `engine` until `shutdown` is cancelled; then their connections close, and
+    /// from that moment none of their events reaches the engine. May be called again, with
+    /// another range, once the last call ended (or at once: the ranges of two calls running
+    /// together must not overlap), so the shards a process runs can move between processes
+    /// (`frogbot serve` splits them among its replicas). An empty range connects nothing and
+    /// waits for `shutdown`. Guild events go to shard `(guild_id >> 22) % total`, DMs to
+    /// shard 0. Ends with an error when the range is past `total` or Discord refuses the bot
+    /// (a bad token, gateway intents not allowed: no use running them again).
+    pub async fn run_shards(
+        &self,
+        engine: Engine,
+        shards: std::ops::Range<u32>,
+        total: u32,
+        shutdown: CancellationToken,
+    ) -> Result<(), Error> {
+        receive::run_shards(self.shared.clone(), engine, shards, total, shutdown).await
     }
 }
 
@@ -261,9 +289,17 @@ impl Adapter for DiscordAdapter {
         engine: Engine,
         shutdown: CancellationToken,
     ) -> Option<tokio::task::JoinHandle<()>> {
-        let shared = self.shared.clone();
+        // Every shard: one process receives for the whole bot.
+        let adapter = self.clone();
         Some(tokio::spawn(async move {
-            if let Err(e) = receive::run_gateway(shared, engine, shutdown).await {
+            let total = match adapter.shard_count().await {
+                Ok(n) => n,
+                Err(e) => {
+                    tracing::warn!(error = %e, "discord: asking for the shard count failed; one shard");
+                    1
+                }
+            };
+            if let Err(e) = adapter.run_shards(engine, 0..total, total, shutdown).await {
                 tracing::error!(error = %e, "discord: the gateway connection ended");
             }
         }))
@@ -275,13 +311,32 @@ mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn the_hooks_the_outbox_and_the_gateway_share_one_http() {
+    async fn the_shard_count_is_configured_or_discords() {
         let fake =
             crate::testing::FakeDiscord::start(600_000_000_000_000_006, 610_000_000_000_000_006)
                 .await;
         let adapter = connect(fake.config()).await.unwrap();
-        let gateway = adapter.shared.gateway_http().expect("the gateway client");
-        // One `Http`, so one rate limiter with its buckets, for every call of the bot.
-        assert!(Arc::ptr_eq(&adapter.shared.http, &gateway));
+        assert_eq!(
+            adapter.shard_count().await.unwrap(),
+            1,
+            "the fake's default"
+        );
+        fake.set_shards(4);
+        assert_eq!(adapter.shard_count().await.unwrap(), 4, "GET /gateway/bot");
+        let adapter = connect(Config {
+            shards: Some(3),
+            ..fake.config()
+        })
+        .await
+        .unwrap();
+        assert_eq!(adapter.shard_count().await.unwrap(), 3, "configured");
+        assert!(
+            connect(Config {
+                shards: Some(0),
+                ..fake.config()
+            })
+            .await
+            .is_err()
+        );
     }
 }

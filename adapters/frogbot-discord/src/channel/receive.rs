@@ -1,6 +1,6 @@
-//! Receiving: the gateway (a serenity `Client` and its event handler), the HTTP interactions
-//! endpoint (`POST /channels/discord/interactions`), and the per-thread ordering of what is handed
-//! to the engine.
+//! Receiving: the gateway (runs of shards, each a serenity `ShardManager` with the event
+//! handler, [`run_shards`]), the HTTP interactions endpoint (`POST /channels/discord/interactions`),
+//! and the per-thread ordering of what is handed to the engine.
 //!
 //! Acknowledgements (and the "Other…" / "Answer…" modals) are sent at once, outside any queue: Discord's 3 s
 //! window never waits for the engine. What goes to the engine — a message, a click, a modal
@@ -23,7 +23,8 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -42,12 +43,15 @@ use frogbot_model::{
     ChannelIdentity, ChannelRef, ChatInfo, IdentityResolver, Progress, QuestionCall,
 };
 use serenity::all::{
-    ChannelId, Client, ClientBuilder, ComponentInteraction, Context, CreateInteractionResponse,
+    ChannelId, ComponentInteraction, Context, CreateInteractionResponse,
     CreateInteractionResponseMessage, CreateThread, Event, EventHandler, GatewayIntents, GuildId,
     Interaction as DiscordInteraction, Message, MessageId, MessageUpdateEvent, ModalInteraction,
     RawEventHandler, Ready, UserId,
 };
+use serenity::futures::StreamExt as _;
+use serenity::gateway::{ShardManager, ShardManagerOptions};
 use serenity::http::Http;
+use serenity::prelude::TypeMap;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, error, info, info_span, warn};
@@ -125,16 +129,12 @@ impl ThreadQueues {
     }
 }
 
-/// The gateway client `connect` built (its `Http` is the adapter's one `Http`), and the slot its
-/// event handler reads the engine's handler from once the gateway starts.
-pub(super) type Gateway = (Client, Arc<OnceLock<Handler>>);
-
 /// What the adapter's receiving shares between the gateway handler, the endpoint and the hooks.
 pub(super) struct Shared {
     pub(super) http: Arc<Http>,
     pub(super) questions: Arc<DiscordQuestions>,
-    /// Until the gateway starts ([`run_gateway`] takes it).
-    gateway: Mutex<Option<Gateway>>,
+    /// What the gateway connections are opened with.
+    gateway: Gateway,
     pub(super) verifier: Option<EndpointVerifier>,
     pub(super) me: UserId,
     pub(super) identity: Arc<dyn IdentityResolver>,
@@ -142,12 +142,39 @@ pub(super) struct Shared {
     queues: ThreadQueues,
 }
 
+/// What every run of gateway shards is opened with: the intents, the gateway URL (asked of
+/// Discord once, at `connect`) and the configured shard count.
+pub(super) struct Gateway {
+    intents: GatewayIntents,
+    url: String,
+    shards: Option<u32>,
+}
+
+impl Gateway {
+    /// The gateway for `intents`, its URL asked of Discord (`GET /gateway`) over `http` (as
+    /// serenity's `Client` does: Discord's default URL when the call fails).
+    pub(super) async fn new(http: &Http, intents: GatewayIntents, shards: Option<u32>) -> Self {
+        let url = match http.get_gateway().await {
+            Ok(g) => g.url,
+            Err(e) => {
+                warn!(error = %e, "discord: asking for the gateway URL failed; using Discord's default");
+                "wss://gateway.discord.gg".to_owned()
+            }
+        };
+        Gateway {
+            intents,
+            url,
+            shards,
+        }
+    }
+}
+
 impl Shared {
     #[allow(clippy::too_many_arguments)] // the parts `connect` checked and built
     pub(super) fn new(
         http: Arc<Http>,
         questions: Arc<DiscordQuestions>,
-        gateway: Option<Gateway>,
+        gateway: Gateway,
         verifier: Option<EndpointVerifier>,
         me: UserId,
         identity: Arc<dyn IdentityResolver>,
@@ -156,7 +183,7 @@ impl Shared {
         Shared {
             http,
             questions,
-            gateway: Mutex::new(gateway),
+            gateway,
             verifier,
             me,
             identity,
@@ -166,71 +193,121 @@ impl Shared {
     }
 }
 
-/// The gateway client over `http` (serenity's `Client` takes its `Http` by value and shares it as
-/// `client.http`: the adapter then uses that one, so every call of the bot goes through one
-/// rate limiter), its handlers waiting for the engine. Asks Discord for the gateway URL.
-pub(super) async fn gateway_client(http: Http, intents: GatewayIntents) -> Result<Gateway, Error> {
-    let slot: Arc<OnceLock<Handler>> = Arc::default();
-    let client = ClientBuilder::new_with_http(http, intents)
-        .event_handler(Deferred(slot.clone()))
-        .raw_event_handler(Unhandled)
-        .await?;
-    Ok((client, slot))
-}
-
-impl Shared {
-    /// The gateway client's `Http`, until the gateway starts.
-    #[cfg(test)]
-    pub(super) fn gateway_http(&self) -> Option<Arc<Http>> {
-        self.gateway
-            .lock()
-            .expect("gateway")
-            .as_ref()
-            .map(|(client, _)| client.http.clone())
+/// The bot's shard count: the configured one, else what Discord recommends
+/// (`GET /gateway/bot`'s `shards`).
+pub(super) async fn shard_count(shared: &Shared) -> Result<u32, Error> {
+    if let Some(n) = shared.gateway.shards {
+        return Ok(n.max(1));
     }
+    Ok(shared.http.get_bot_gateway().await?.shards.max(1))
 }
 
-/// Connects to the gateway and receives until `shutdown` is cancelled (once: the client built
-/// by `connect` is taken).
-pub(super) async fn run_gateway(
+/// How long [`run_shards`] waits for its shards to close before it leaves that to a task of its
+/// own (they receive nothing meanwhile).
+const STOP_WAIT: Duration = Duration::from_secs(10);
+
+/// Connects the gateway shards `shards` of `total` and receives until `shutdown` is cancelled
+/// (or Discord refused the bot: a bad token, gateway intents not allowed — the one error it ends
+/// with, besides a range past `total`), then shuts them down. Each call opens its own
+/// connections (a serenity `ShardManager` over the adapter's one `Http`, so every call of the bot
+/// still goes through one rate limiter), so the shards a process runs can change: stop one call,
+/// start another. From the moment `shutdown` is cancelled, no event of these shards reaches the
+/// engine, even while their connections close. An empty range waits for `shutdown`.
+pub(super) async fn run_shards(
     shared: Arc<Shared>,
     engine: Engine,
+    shards: std::ops::Range<u32>,
+    total: u32,
     shutdown: CancellationToken,
 ) -> Result<(), Error> {
-    let taken = shared.gateway.lock().expect("gateway").take();
-    let Some((mut client, slot)) = taken else {
-        return Err(Error::Malformed(
-            "the gateway was started already (one gateway per adapter)".into(),
-        ));
+    if shards.end > total {
+        return Err(Error::Malformed(format!(
+            "shards {}..{} of {total}: past the last shard",
+            shards.start, shards.end
+        )));
+    }
+    if shards.is_empty() {
+        shutdown.cancelled().await;
+        return Ok(());
+    }
+    let open = Arc::new(AtomicBool::new(true));
+    let handler: Arc<dyn EventHandler> = Arc::new(Gated {
+        open: open.clone(),
+        handler: Handler::new(shared.clone(), engine),
+    });
+    // serenity's `cache`, `framework` and `voice` features stay off (the workspace's serenity):
+    // the options would have fields for them.
+    let (manager, mut ended) = ShardManager::new(ShardManagerOptions {
+        data: Arc::new(tokio::sync::RwLock::new(TypeMap::new())),
+        event_handlers: vec![handler],
+        raw_event_handlers: vec![Arc::new(Unhandled)],
+        shard_index: shards.start,
+        shard_init: shards.end - shards.start,
+        shard_total: total,
+        ws_url: Arc::new(tokio::sync::Mutex::new(shared.gateway.url.clone())),
+        http: shared.http.clone(),
+        intents: shared.gateway.intents,
+        presence: None,
+    });
+    info!(
+        first = shards.start,
+        last = shards.end - 1,
+        total,
+        "discord: connecting gateway shards"
+    );
+    manager.initialize()?;
+    let result = tokio::select! {
+        r = ended.next() => match r {
+            Some(Err(e)) => Err(Error::from(serenity::Error::Gateway(e))),
+            _ => Ok(()),
+        },
+        () = shutdown.cancelled() => Ok(()),
     };
-    let _ = slot.set(Handler::new(shared, engine));
-    let shards = client.shard_manager.clone();
-    tokio::select! {
-        result = client.start() => result.map_err(Error::from),
-        () = shutdown.cancelled() => {
-            shards.shutdown_all().await;
-            Ok(())
-        }
+    open.store(false, Ordering::SeqCst);
+    let stopping = tokio::spawn(stop_shards(manager));
+    if tokio::time::timeout(STOP_WAIT, stopping).await.is_err() {
+        warn!("discord: gateway shards still closing; they receive nothing meanwhile");
+    }
+    result
+}
+
+/// Shuts down every shard of `manager`. serenity's `shutdown_all` does nothing while no shard
+/// has started (its queue boots them one after another, 5 s apart, and retries one that failed
+/// to connect), so it waits for the first, however long that takes: a shard that connects later
+/// is shut down then, never left running.
+async fn stop_shards(manager: Arc<ShardManager>) {
+    while manager.runners.lock().await.is_empty() {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    manager.shutdown_all().await;
+}
+
+/// The engine's [`Handler`] while its run of shards is on: an event that arrives after the run
+/// was told to stop is dropped (its shard is then another run's, or another process's).
+struct Gated {
+    open: Arc<AtomicBool>,
+    handler: Handler,
+}
+
+impl Gated {
+    fn on(&self) -> Option<&Handler> {
+        self.open.load(Ordering::SeqCst).then_some(&self.handler)
     }
 }
 
-/// The gateway client's event handler: the engine's [`Handler`] once the gateway started.
-struct Deferred(Arc<OnceLock<Handler>>);
-
 #[async_trait]
-impl EventHandler for Deferred {
+impl EventHandler for Gated {
     async fn ready(&self, ctx: Context, ready: Ready) {
-        match self.0.get() {
-            Some(h) => h.ready(ctx, ready).await,
-            None => warn!("discord: gateway ready before the engine was attached"),
+        if let Some(h) = self.on() {
+            h.ready(ctx, ready).await;
         }
     }
 
     async fn message(&self, ctx: Context, message: Message) {
-        match self.0.get() {
+        match self.on() {
             Some(h) => h.message(ctx, message).await,
             None => {
-                error!(message = %message.id, "discord: message before the engine was attached; not handled")
+                debug!(message = %message.id, "discord: message on a shard being stopped; not handled here")
             }
         }
     }
@@ -242,7 +319,7 @@ impl EventHandler for Deferred {
         new: Option<Message>,
         event: MessageUpdateEvent,
     ) {
-        if let Some(h) = self.0.get() {
+        if let Some(h) = self.on() {
             h.message_update(ctx, old, new, event).await;
         }
     }
@@ -254,16 +331,16 @@ impl EventHandler for Deferred {
         message: MessageId,
         guild: Option<GuildId>,
     ) {
-        if let Some(h) = self.0.get() {
+        if let Some(h) = self.on() {
             h.message_delete(ctx, channel, message, guild).await;
         }
     }
 
     async fn interaction_create(&self, ctx: Context, interaction: DiscordInteraction) {
-        match self.0.get() {
+        match self.on() {
             Some(h) => h.interaction_create(ctx, interaction).await,
             None => {
-                error!(kind = ?interaction.kind(), "discord: interaction before the engine was attached; not handled")
+                debug!(kind = ?interaction.kind(), "discord: interaction on a shard being stopped; not handled here")
             }
         }
     }

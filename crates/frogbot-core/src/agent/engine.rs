@@ -671,6 +671,23 @@ impl Engine {
         self.store().try_hold(key).await.map_err(Error::from)
     }
 
+    /// Renews this process's membership `member` of `group` for `ttl` and returns the group's
+    /// live members, sorted ([`Store::members`](crate::store::Store::members)): how the replicas
+    /// sharing this database split a piece of work, such as a Discord bot's gateway shards.
+    /// `ttl` zero leaves the group.
+    pub async fn members(
+        &self,
+        group: &str,
+        member: &str,
+        ttl: std::time::Duration,
+    ) -> Result<Vec<String>> {
+        let ttl_ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
+        self.store()
+            .members(group, member, ttl_ms, self.now())
+            .await
+            .map_err(Error::from)
+    }
+
     /// The changes any process makes on the database, as the store pushes them
     /// ([`Store::changes`](crate::store::Store::changes)); `None` when the store pushes nothing
     /// (other processes' changes are then found by polling).

@@ -301,6 +301,21 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// beside the database, gone with the process).
     async fn try_hold(&self, key: &str) -> Result<Option<Box<dyn Held>>>;
 
+    // ---- groups (the processes sharing the database that do one thing together) ------------
+
+    /// Renews `member`'s membership of `group` until `now + ttl_ms` and returns the group's live
+    /// members (their membership lasting past `now`), sorted, in one step: how replicas learn who
+    /// shares a piece of work (e.g. a Discord bot's gateway shards). A member that stops renewing
+    /// drops out once its `ttl_ms` has passed; `ttl_ms <= 0` leaves the group at once (`member`
+    /// is then not among those returned). Memberships long expired may be deleted.
+    async fn members(
+        &self,
+        group: &str,
+        member: &str,
+        ttl_ms: Millis,
+        now: Millis,
+    ) -> Result<Vec<String>>;
+
     /// The changes any process makes on this database, pushed as they commit (PostgreSQL:
     /// `LISTEN`/`NOTIFY`); `None` (the default) when the backend pushes nothing and other
     /// processes' changes are found by polling. A receiver that lags, or a [`Change::Resync`],

@@ -234,8 +234,8 @@ pub async fn open(
 /// The role the receiver of `[channels.NAME]` must hold alone among the processes sharing the
 /// database, when the platform serves one receiver at a time: a bot's Telegram long polling
 /// (`getUpdates` answers one poller; a second gets 409 Conflict) and a Matrix account's sync (each
-/// replica would receive every event). `None`: every replica receives (Slack, Telegram webhooks,
-/// Discord's gateway).
+/// replica would receive every event). `None`: every replica receives (Slack, Telegram webhooks),
+/// or the replicas split the receiving among themselves (Discord's gateway shards: `discord`).
 pub(crate) fn single_receiver(name: &str, value: &toml::Value) -> Option<String> {
     #[cfg_attr(
         not(any(feature = "telegram", feature = "matrix")),
