@@ -978,7 +978,7 @@ impl Engine {
     }
 
     /// Starts the background worker of this process: it sweeps expired leases every `poll`, and
-    /// runs the durable jobs as they fall due.
+    /// runs the durable jobs as they fall due (a lease sweep alone does not look for jobs).
     ///
     /// Jobs are pushed, not polled: the worker wakes when this process schedules a job, when the
     /// store announces one scheduled by any process ([`crate::store::Change::Job`]), and at the
@@ -998,20 +998,27 @@ impl Engine {
             let every = engine.config().housekeeping_every;
             let mut next_housekeeping = Instant::now() + every;
             let mut next_sweep = Instant::now();
+            // When jobs are looked for next (now, at the start).
+            let mut jobs_at = Instant::now();
             loop {
-                // What was announced before this run is run (or read as the next due time) by it.
-                while local.try_recv().is_ok() {}
-                if let Some(rx) = pushed.as_mut() {
-                    while rx.try_recv().is_ok() {}
+                let now = Instant::now();
+                let jobs_due = jobs_at <= now;
+                if jobs_due {
+                    // What was announced before this run is run (or read as the next due time)
+                    // by it.
+                    while local.try_recv().is_ok() {}
+                    if let Some(rx) = pushed.as_mut() {
+                        while rx.try_recv().is_ok() {}
+                    }
                 }
                 if !engine.is_stopping() {
-                    if Instant::now() >= next_sweep {
-                        next_sweep = Instant::now() + poll;
+                    if now >= next_sweep {
+                        next_sweep = now + poll;
                         if let Err(e) = engine.recover_expired_leases().await {
                             warn!(error = %e, "lease sweeper");
                         }
                     }
-                    if let Err(e) = engine.run_due_jobs(&worker).await {
+                    if jobs_due && let Err(e) = engine.run_due_jobs(&worker).await {
                         warn!(error = %e, "job worker");
                     }
                     if Instant::now() >= next_housekeeping {
@@ -1022,25 +1029,27 @@ impl Engine {
                         }
                     }
                 }
-                let fallback = if pushed.is_some() {
-                    poll.max(JOB_FALLBACK_POLL)
-                } else {
-                    poll
-                };
-                let mut jobs_at = Instant::now() + fallback;
-                match engine.next_job_due().await {
-                    Ok(Some(at)) => jobs_at = jobs_at.min(engine.instant_at(at)),
-                    Ok(None) => {}
-                    Err(e) => warn!(error = %e, "job worker: reading the next due job"),
+                if jobs_due {
+                    let fallback = if pushed.is_some() {
+                        poll.max(JOB_FALLBACK_POLL)
+                    } else {
+                        poll
+                    };
+                    jobs_at = Instant::now() + fallback;
+                    match engine.next_job_due().await {
+                        Ok(Some(at)) => jobs_at = jobs_at.min(engine.instant_at(at)),
+                        Ok(None) => {}
+                        Err(e) => warn!(error = %e, "job worker: reading the next due job"),
+                    }
                 }
-                // Sleep until the next sweep or due job, or a job announced due sooner.
+                // Sleep until the next lease sweep or due job, or a job announced due sooner.
                 loop {
-                    let until = jobs_at.min(next_sweep.max(Instant::now()));
+                    let until = jobs_at.min(next_sweep);
                     let due: Option<Millis> = tokio::select! {
                         () = tokio::time::sleep_until(until) => break,
                         at = local.recv() => match at {
                             Ok(at) => Some(at),
-                            Err(broadcast::error::RecvError::Lagged(_)) => break,
+                            Err(broadcast::error::RecvError::Lagged(_)) => Some(0),
                             // The engine is gone: so is this worker.
                             Err(broadcast::error::RecvError::Closed) => return,
                         },
@@ -1052,9 +1061,9 @@ impl Engine {
                         } => match change {
                             Ok(crate::store::Change::Job { run_at }) => Some(run_at),
                             Ok(crate::store::Change::Chat(_)) => None,
-                            // Notices may have been lost: read the store.
+                            // Notices may have been lost: read the store now.
                             Ok(crate::store::Change::Resync)
-                            | Err(broadcast::error::RecvError::Lagged(_)) => break,
+                            | Err(broadcast::error::RecvError::Lagged(_)) => Some(0),
                             Err(broadcast::error::RecvError::Closed) => {
                                 pushed = None;
                                 None
