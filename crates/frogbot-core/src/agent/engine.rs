@@ -1003,6 +1003,7 @@ impl Engine {
             loop {
                 let now = Instant::now();
                 let jobs_due = jobs_at <= now;
+                let mut failed = false;
                 if jobs_due {
                     // What was announced before this run is run (or read as the next due time)
                     // by it.
@@ -1020,6 +1021,7 @@ impl Engine {
                     }
                     if jobs_due && let Err(e) = engine.run_due_jobs(&worker).await {
                         warn!(error = %e, "job worker");
+                        failed = true;
                     }
                     if Instant::now() >= next_housekeeping {
                         next_housekeeping = Instant::now() + every;
@@ -1040,6 +1042,10 @@ impl Engine {
                         Ok(Some(at)) => jobs_at = jobs_at.min(engine.instant_at(at)),
                         Ok(None) => {}
                         Err(e) => warn!(error = %e, "job worker: reading the next due job"),
+                    }
+                    if failed {
+                        // Not again at once (a due job the store would not give out).
+                        jobs_at = jobs_at.max(Instant::now() + poll);
                     }
                 }
                 // Sleep until the next lease sweep or due job, or a job announced due sooner.
