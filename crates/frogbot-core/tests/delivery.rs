@@ -128,6 +128,15 @@ fn engine(
     config: EngineConfig,
     clock: Arc<ManualClock>,
 ) -> Engine {
+    engine_on(store, thread, config, clock)
+}
+
+fn engine_on(
+    store: DynStore,
+    thread: Arc<Thread1>,
+    config: EngineConfig,
+    clock: Arc<dyn Clock>,
+) -> Engine {
     let model = ScriptedModel::new(|req: &ModelRequest| reply(&format!("re: {}", last_user(req))));
     Engine::with_clock(
         store,
@@ -473,8 +482,54 @@ async fn housekeeping_on_an_empty_store_does_nothing(url: &str) {
     );
 }
 
+/// Jobs are pushed, not polled (issue 41): a reply's delivery job wakes an idle worker whose
+/// poll is an hour away, at the job's run-at time — on PostgreSQL a worker of another process (a
+/// second store handle: the notice goes through `LISTEN`/`NOTIFY`), on SQLite the worker of the
+/// process that wrote it (its own wake-up). Twice: the second job is written while the worker
+/// waits, so only a wake-up can run it in time.
+async fn a_delivery_job_wakes_an_idle_worker_at_its_time(url: &str) {
+    let pushes = url.starts_with("postgres");
+    let store = frogbot_testkit::open_store(url).await;
+    let thread = Arc::new(Thread1::default());
+    let grace = Duration::from_millis(800);
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let a = engine_on(store.clone(), thread.clone(), config(grace), clock.clone());
+    let w = if pushes {
+        let other = frogbot_testkit::open_store(url).await;
+        engine_on(other, thread.clone(), config(grace), clock.clone())
+    } else {
+        a.clone()
+    };
+    let worker = w.spawn_worker(Duration::from_secs(3600));
+    for (n, text) in ["hello", "again"].into_iter().enumerate() {
+        // The turn's process cannot post it (its post hangs until cut off): its job is due
+        // after the grace.
+        *thread.always.lock().unwrap() = Some(Fail::Hang);
+        let tried = thread.attempts.lock().unwrap().len();
+        say(&a, &format!("m{n}"), text).await;
+        eventually("the post is tried", WAIT, async || {
+            thread.attempts.lock().unwrap().len() > tried
+        })
+        .await;
+        *thread.always.lock().unwrap() = None;
+        eventually("the worker posts it, woken", WAIT, async || {
+            thread.posted.lock().unwrap().len() == n + 1
+        })
+        .await;
+        assert_eq!(thread.posted.lock().unwrap()[n], format!("re: {text}"));
+        // Its job is gone (else the next reply would wait for it).
+        eventually("its job is done", WAIT, async || {
+            store.live_jobs(10).await.unwrap().is_empty()
+        })
+        .await;
+    }
+    worker.abort();
+    assert_eq!(thread.posted.lock().unwrap().len(), 2, "each posted once");
+}
+
 frogbot_testkit::backends!(
     a_reply_that_fails_to_post_is_retried_and_posted_once,
+    a_delivery_job_wakes_an_idle_worker_at_its_time,
     a_reply_its_process_could_not_post_is_posted_by_a_worker,
     a_delivery_that_keeps_failing_is_buried_and_purged_later,
     replies_keep_their_order_through_retries,

@@ -1,10 +1,11 @@
-//! Pushed changes: every handle announces the chats its operations changed, and one
-//! `LISTEN frogbot_chats` connection per handle (and its clones) fans the notices out to every
-//! [`Store::changes`] receiver.
+//! Pushed changes: every handle announces the chats its operations changed and the jobs they
+//! scheduled, and one connection per handle (and its clones), listening on `frogbot_chats` and
+//! `frogbot_jobs`, fans the notices out to every [`Store::changes`] receiver.
 //!
-//! Announcing is out of band: after an operation commits, its chat id goes to a task that sends
-//! `pg_notify` on the `synchronous_commit = off` pool, many ids per notice when operations come
-//! fast. Not from a trigger inside the operation's transaction: PostgreSQL serialises the commits
+//! Announcing is out of band: after an operation commits, its chat id (or its job's run-at time)
+//! goes to a task that sends `pg_notify` on the `synchronous_commit = off` pool, many ids per
+//! notice when operations come fast, and one job notice per batch (the earliest run-at time: a
+//! worker woken by it reads the next due job from the store). Not from a trigger inside the operation's transaction: PostgreSQL serialises the commits
 //! of transactions that notify (a database-wide lock held until after the commit is flushed),
 //! which would queue every chat write behind every other one's disk flush. An announcement lost
 //! with a process that dies right after its commit costs a listener only the fallback poll.
@@ -19,14 +20,17 @@
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
-use frogbot_core::model::ChatId;
+use frogbot_core::model::{ChatId, Millis};
 use frogbot_core::store::Change;
 use sqlx::postgres::{PgListener, PgPool};
 use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-/// The channel announcements go to.
+/// The channel chat announcements go to.
 pub(crate) const CHANNEL: &str = "frogbot_chats";
+
+/// The channel job announcements go to (the payload: the earliest run-at time, in ms).
+pub(crate) const JOBS_CHANNEL: &str = "frogbot_jobs";
 
 /// The most bytes of chat ids in one notice (PostgreSQL's limit is 8,000).
 const PAYLOAD_MAX: usize = 7_000;
@@ -42,7 +46,7 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 #[derive(Default)]
 pub(crate) struct Feed {
     tx: OnceLock<broadcast::Sender<Change>>,
-    announce: OnceLock<mpsc::UnboundedSender<ChatId>>,
+    announce: OnceLock<mpsc::UnboundedSender<Notice>>,
     /// Cancels the tasks when the last handle (clone) of the store is dropped.
     stop: Mutex<Vec<DropGuard>>,
 }
@@ -72,6 +76,16 @@ impl Feed {
     /// Tells every listening process that `chat` changed (soon, with others, on `pool`). Outside
     /// a tokio runtime, nothing is announced.
     pub(crate) fn announce(&self, pool: &PgPool, chat: &ChatId) {
+        self.send(pool, Notice::Chat(chat.clone()));
+    }
+
+    /// Tells every listening process that a job is due at `run_at` (soon, with others, on
+    /// `pool`). Outside a tokio runtime, nothing is announced.
+    pub(crate) fn announce_job(&self, pool: &PgPool, run_at: Millis) {
+        self.send(pool, Notice::Job(run_at));
+    }
+
+    fn send(&self, pool: &PgPool, notice: Notice) {
         let tx = self.announce.get_or_init(|| {
             let (tx, rx) = mpsc::unbounded_channel();
             if tokio::runtime::Handle::try_current().is_ok() {
@@ -81,12 +95,19 @@ impl Feed {
             }
             tx
         });
-        let _ = tx.send(chat.clone());
+        let _ = tx.send(notice);
     }
 }
 
-/// Sends the announced chat ids, as many (distinct) per notice as have queued up meanwhile.
-async fn announcer(pool: PgPool, mut rx: mpsc::UnboundedReceiver<ChatId>, stop: CancellationToken) {
+/// What an operation announces.
+enum Notice {
+    Chat(ChatId),
+    Job(Millis),
+}
+
+/// Sends the announced chat ids, as many (distinct) per notice as have queued up meanwhile, and
+/// the earliest of the announced job times.
+async fn announcer(pool: PgPool, mut rx: mpsc::UnboundedReceiver<Notice>, stop: CancellationToken) {
     let mut batch: Vec<ChatId> = Vec::new();
     loop {
         let first = tokio::select! {
@@ -96,19 +117,29 @@ async fn announcer(pool: PgPool, mut rx: mpsc::UnboundedReceiver<ChatId>, stop: 
                 None => return,
             },
         };
-        batch.push(first);
-        while let Ok(c) = rx.try_recv() {
-            if !batch.contains(&c) {
-                batch.push(c);
+        let mut job: Option<Millis> = None;
+        let mut add = |n: Notice, batch: &mut Vec<ChatId>| match n {
+            Notice::Chat(c) => {
+                if !batch.contains(&c) {
+                    batch.push(c);
+                }
             }
+            Notice::Job(at) => job = Some(job.map_or(at, |j| j.min(at))),
+        };
+        add(first, &mut batch);
+        while let Ok(c) = rx.try_recv() {
+            add(c, &mut batch);
             if batch.len() >= 256 {
                 break;
             }
         }
+        if let Some(at) = job {
+            notify(&pool, JOBS_CHANNEL, &at.to_string()).await;
+        }
         let mut payload = String::new();
         for chat in batch.drain(..) {
             if !payload.is_empty() && payload.len() + chat.as_str().len() + 1 > PAYLOAD_MAX {
-                notify(&pool, &payload).await;
+                notify(&pool, CHANNEL, &payload).await;
                 payload.clear();
             }
             if !payload.is_empty() {
@@ -116,13 +147,15 @@ async fn announcer(pool: PgPool, mut rx: mpsc::UnboundedReceiver<ChatId>, stop: 
             }
             payload.push_str(chat.as_str());
         }
-        notify(&pool, &payload).await;
+        if !payload.is_empty() {
+            notify(&pool, CHANNEL, &payload).await;
+        }
     }
 }
 
-async fn notify(pool: &PgPool, payload: &str) {
+async fn notify(pool: &PgPool, channel: &str, payload: &str) {
     if let Err(e) = sqlx::query("SELECT pg_notify($1, $2)")
-        .bind(CHANNEL)
+        .bind(channel)
         .bind(payload)
         .execute(pool)
         .await
@@ -132,13 +165,14 @@ async fn notify(pool: &PgPool, payload: &str) {
     }
 }
 
-/// Listens until `stop`: each notice a [`Change::Chat`], each reconnection a [`Change::Resync`].
+/// Listens until `stop`: each chat notice a [`Change::Chat`], each job notice a [`Change::Job`],
+/// each reconnection a [`Change::Resync`].
 async fn listen(pool: PgPool, tx: broadcast::Sender<Change>, stop: CancellationToken) {
     let mut backoff = Duration::from_millis(100);
     loop {
         let attempt = async {
             let mut listener = PgListener::connect_with(&pool).await?;
-            listener.listen(CHANNEL).await?;
+            listener.listen_all([CHANNEL, JOBS_CHANNEL]).await?;
             Ok::<_, sqlx::Error>(listener)
         };
         let listener = tokio::select! {
@@ -169,14 +203,27 @@ async fn listen(pool: PgPool, tx: broadcast::Sender<Change>, stop: CancellationT
                 n = listener.try_recv() => n,
             };
             match next {
-                Ok(Some(n)) => match ChatId::new(n.payload()) {
-                    Ok(chat) => {
-                        let _ = tx.send(Change::Chat(chat));
+                Ok(Some(n)) if n.channel() == JOBS_CHANNEL => match n.payload().parse() {
+                    Ok(run_at) => {
+                        let _ = tx.send(Change::Job { run_at });
                     }
                     Err(_) => {
-                        tracing::warn!(payload = n.payload(), "a chat notice without a chat id")
+                        tracing::warn!(payload = n.payload(), "a job notice without a time")
                     }
                 },
+                // Many chat ids per notice, comma-separated.
+                Ok(Some(n)) => {
+                    for id in n.payload().split(',') {
+                        match ChatId::new(id) {
+                            Ok(chat) => {
+                                let _ = tx.send(Change::Chat(chat));
+                            }
+                            Err(_) => {
+                                tracing::warn!(payload = id, "a chat notice without a chat id")
+                            }
+                        }
+                    }
+                }
                 // The connection was lost and is back: notices may be missing.
                 Ok(None) => {
                     let _ = tx.send(Change::Resync);

@@ -1404,6 +1404,31 @@ impl PostgresStore {
         }
         r
     }
+
+    /// `r`, with the jobs an operation scheduled (their run-at times) announced to every process
+    /// listening ([`Store::changes`]) when it succeeded.
+    fn jobs_announced<T>(&self, run_at: &[Option<Millis>], r: Result<T>) -> Result<T> {
+        if r.is_ok()
+            && let Some(at) = run_at.iter().flatten().min()
+        {
+            self.feed.announce_job(&self.relaxed, *at);
+        }
+        r
+    }
+
+    /// `r`, with the job a take-over owes its thread ([`LeaseRequest::interrupted`]) announced
+    /// when a turn was marked interrupted.
+    fn interruption_announced<T>(
+        &self,
+        req: &LeaseRequest,
+        interrupted: impl Fn(&T) -> bool,
+        r: Result<T>,
+    ) -> Result<T> {
+        match (&r, req.interrupted) {
+            (Ok(t), Some(d)) if interrupted(t) => self.jobs_announced(&[Some(d.run_at)], r),
+            _ => r,
+        }
+    }
 }
 
 #[async_trait]
@@ -1634,6 +1659,19 @@ impl Store for PostgresStore {
             self.send_careful(op).await
         }
         .await;
+        let r = self.interruption_announced(
+            op.lease,
+            |s| {
+                matches!(
+                    s,
+                    Sent::Started {
+                        interrupted: Some(_),
+                        ..
+                    }
+                )
+            },
+            r,
+        );
         self.announced(&op.chat.chat_id, r)
     }
 
@@ -1705,6 +1743,10 @@ impl Store for PostgresStore {
             }
         }
         .await;
+        let r = self.jobs_announced(
+            &[op.job.map(|j| j.run_at), op.delivery.map(|j| j.run_at)],
+            r,
+        );
         self.announced(&op.lease.chat_id, r)
     }
 
@@ -1728,6 +1770,11 @@ impl Store for PostgresStore {
             Ok(ended)
         }
         .await;
+        let handoff = match op.mode {
+            EndMode::Handoff(job) => Some(job.run_at),
+            EndMode::Next => None,
+        };
+        let r = self.jobs_announced(&[handoff, op.delivery.map(|j| j.run_at)], r);
         self.announced(&op.lease.chat_id, r)
     }
 
@@ -1779,6 +1826,11 @@ impl Store for PostgresStore {
             self.take_chat_careful(chat, req).await
         }
         .await;
+        let r = self.interruption_announced(
+            req,
+            |t: &Option<Taken>| t.as_ref().is_some_and(|t| t.interrupted.is_some()),
+            r,
+        );
         self.announced(chat, r)
     }
 
@@ -2103,53 +2155,57 @@ impl Store for PostgresStore {
     }
 
     async fn update_question(&self, op: &UpdateQuestionOp<'_>) -> Result<QuestionRow> {
-        let u = op.update;
-        if let Some(record) = &u.record
-            && record.messages.is_empty()
-            && u.rendered != Some(false)
-        {
-            return Err(StoreError::invalid(
-                "a question record's messages are never empty",
-            ));
+        let r = async {
+            let u = op.update;
+            if let Some(record) = &u.record
+                && record.messages.is_empty()
+                && u.rendered != Some(false)
+            {
+                return Err(StoreError::invalid(
+                    "a question record's messages are never empty",
+                ));
+            }
+            let JobParams {
+                kind,
+                key,
+                payload,
+                run_at,
+            } = job_params(op.job)?;
+            let l = op.lock;
+            let row = sqlx::query(UPDATE_QUESTION)
+                .bind(l.chat_id.as_str())
+                .bind(&l.tool_call_id)
+                .bind(&l.holder)
+                .bind(l.token)
+                .bind(u.record.as_ref().map(to_json).transpose()?)
+                .bind(
+                    u.record
+                        .as_ref()
+                        .map(|r| i64::try_from(r.revision).unwrap_or(i64::MAX)),
+                )
+                .bind(u.rendered)
+                .bind(u.posting)
+                .bind(u.closed)
+                .bind(op.now)
+                .bind(op.now + QUESTION_TTL_MS)
+                .bind(op.keep_lock)
+                .bind(op.link_platform)
+                .bind(kind)
+                .bind(key)
+                .bind(payload)
+                .bind(run_at)
+                .fetch_optional(&self.pool)
+                .await
+                .db(self)?;
+            match row {
+                Some(row) => rows::question(&row, ""),
+                None => Err(StoreError::Locked {
+                    question: l.tool_call_id.clone(),
+                }),
+            }
         }
-        let JobParams {
-            kind,
-            key,
-            payload,
-            run_at,
-        } = job_params(op.job)?;
-        let l = op.lock;
-        let row = sqlx::query(UPDATE_QUESTION)
-            .bind(l.chat_id.as_str())
-            .bind(&l.tool_call_id)
-            .bind(&l.holder)
-            .bind(l.token)
-            .bind(u.record.as_ref().map(to_json).transpose()?)
-            .bind(
-                u.record
-                    .as_ref()
-                    .map(|r| i64::try_from(r.revision).unwrap_or(i64::MAX)),
-            )
-            .bind(u.rendered)
-            .bind(u.posting)
-            .bind(u.closed)
-            .bind(op.now)
-            .bind(op.now + QUESTION_TTL_MS)
-            .bind(op.keep_lock)
-            .bind(op.link_platform)
-            .bind(kind)
-            .bind(key)
-            .bind(payload)
-            .bind(run_at)
-            .fetch_optional(&self.pool)
-            .await
-            .db(self)?;
-        match row {
-            Some(row) => rows::question(&row, ""),
-            None => Err(StoreError::Locked {
-                question: l.tool_call_id.clone(),
-            }),
-        }
+        .await;
+        self.jobs_announced(&[op.job.map(|j| j.run_at)], r)
     }
 
     async fn unlock_question(&self, lock: &QuestionLock) -> Result<()> {
@@ -2180,15 +2236,19 @@ impl Store for PostgresStore {
     // ---- jobs --------------------------------------------------------------------------------
 
     async fn enqueue_job(&self, job: &NewJob) -> Result<i64> {
-        let row = sqlx::query(ENQUEUE_JOB)
-            .bind(&job.kind)
-            .bind(job.key.as_deref())
-            .bind(to_json(&job.payload)?)
-            .bind(job.run_at)
-            .fetch_one(&self.pool)
-            .await
-            .db(self)?;
-        row.try_get("id").db(self)
+        let r = async {
+            let row = sqlx::query(ENQUEUE_JOB)
+                .bind(&job.kind)
+                .bind(job.key.as_deref())
+                .bind(to_json(&job.payload)?)
+                .bind(job.run_at)
+                .fetch_one(&self.pool)
+                .await
+                .db(self)?;
+            row.try_get("id").db(self)
+        }
+        .await;
+        self.jobs_announced(&[Some(job.run_at)], r)
     }
 
     async fn claim_job(&self, worker: &str, claim_ms: Millis, now: Millis) -> Result<Option<Job>> {
@@ -2227,21 +2287,25 @@ impl Store for PostgresStore {
     }
 
     async fn retry_job(&self, job: &Job, run_at: Millis, error: &str) -> Result<bool> {
-        let done = sqlx::query(
-            "UPDATE jobs SET claimed_by = NULL, claim_until = NULL, last_error = $5, \
-                    run_at = CASE WHEN generation <> $4 AND run_at < $6 THEN run_at ELSE $6 END \
-             WHERE id = $1 AND claimed_by = $2 AND attempts = $3",
-        )
-        .bind(job.id)
-        .bind(job.claimed_by.as_deref())
-        .bind(job.attempts)
-        .bind(job.generation)
-        .bind(error)
-        .bind(run_at)
-        .execute(&self.pool)
-        .await
-        .db(self)?;
-        Ok(done.rows_affected() == 1)
+        let r = async {
+            let done = sqlx::query(
+                "UPDATE jobs SET claimed_by = NULL, claim_until = NULL, last_error = $5, \
+                        run_at = CASE WHEN generation <> $4 AND run_at < $6 THEN run_at ELSE $6 END \
+                 WHERE id = $1 AND claimed_by = $2 AND attempts = $3",
+            )
+            .bind(job.id)
+            .bind(job.claimed_by.as_deref())
+            .bind(job.attempts)
+            .bind(job.generation)
+            .bind(error)
+            .bind(run_at)
+            .execute(&self.pool)
+            .await
+            .db(self)?;
+            Ok(done.rows_affected() == 1)
+        }
+        .await;
+        self.jobs_announced(&[Some(run_at)], r)
     }
 
     async fn delete_job(&self, key: &str) -> Result<bool> {
@@ -2270,21 +2334,25 @@ impl Store for PostgresStore {
     }
 
     async fn defer_job(&self, job: &Job, run_at: Millis) -> Result<bool> {
-        let done = sqlx::query(
-            "UPDATE jobs SET claimed_by = NULL, claim_until = NULL, \
-                    attempts = GREATEST(attempts - 1, 0), \
-                    run_at = CASE WHEN generation <> $4 AND run_at < $5 THEN run_at ELSE $5 END \
-             WHERE id = $1 AND claimed_by = $2 AND attempts = $3",
-        )
-        .bind(job.id)
-        .bind(job.claimed_by.as_deref())
-        .bind(job.attempts)
-        .bind(job.generation)
-        .bind(run_at)
-        .execute(&self.pool)
-        .await
-        .db(self)?;
-        Ok(done.rows_affected() == 1)
+        let r = async {
+            let done = sqlx::query(
+                "UPDATE jobs SET claimed_by = NULL, claim_until = NULL, \
+                        attempts = GREATEST(attempts - 1, 0), \
+                        run_at = CASE WHEN generation <> $4 AND run_at < $5 THEN run_at ELSE $5 END \
+                 WHERE id = $1 AND claimed_by = $2 AND attempts = $3",
+            )
+            .bind(job.id)
+            .bind(job.claimed_by.as_deref())
+            .bind(job.attempts)
+            .bind(job.generation)
+            .bind(run_at)
+            .execute(&self.pool)
+            .await
+            .db(self)?;
+            Ok(done.rows_affected() == 1)
+        }
+        .await;
+        self.jobs_announced(&[Some(run_at)], r)
     }
 
     async fn dead_jobs(&self, limit: u32) -> Result<Vec<Job>> {
@@ -2347,17 +2415,21 @@ impl Store for PostgresStore {
     }
 
     async fn revive_job(&self, id: i64, now: Millis) -> Result<Option<Job>> {
-        let row = sqlx::query(concat!(
-            "UPDATE jobs SET dead = FALSE, attempts = 0, run_at = $2, claimed_by = NULL, \
-             claim_until = NULL WHERE id = $1 AND dead RETURNING ",
-            job_cols!()
-        ))
-        .bind(id)
-        .bind(now)
-        .fetch_optional(&self.pool)
-        .await
-        .db(self)?;
-        row.as_ref().map(rows::job).transpose()
+        let r = async {
+            let row = sqlx::query(concat!(
+                "UPDATE jobs SET dead = FALSE, attempts = 0, run_at = $2, claimed_by = NULL, \
+                 claim_until = NULL WHERE id = $1 AND dead RETURNING ",
+                job_cols!()
+            ))
+            .bind(id)
+            .bind(now)
+            .fetch_optional(&self.pool)
+            .await
+            .db(self)?;
+            row.as_ref().map(rows::job).transpose()
+        }
+        .await;
+        self.jobs_announced(&[Some(now)], r)
     }
 
     async fn backlog(&self, now: Millis) -> Result<Backlog> {
@@ -2486,6 +2558,7 @@ impl Store for PostgresStore {
             Ok(PostedMessage::New(saved))
         }
         .await;
+        let r = self.jobs_announced(&[op.job.map(|j| j.run_at)], r);
         self.announced(op.chat, r)
     }
 
@@ -2540,6 +2613,7 @@ impl Store for PostgresStore {
             Ok(MessageUpdate::Done(Box::new(saved)))
         }
         .await;
+        let r = self.jobs_announced(&[op.job.map(|j| j.run_at)], r);
         self.announced(op.chat, r)
     }
 

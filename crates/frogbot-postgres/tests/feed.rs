@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use common::*;
 use frogbot_core::model::Delivery;
-use frogbot_core::store::{Change, Store};
+use frogbot_core::store::{Change, NewJob, Store};
 use tokio::sync::broadcast;
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -80,4 +80,81 @@ async fn writes_anywhere_are_pushed_and_a_lost_listener_resyncs() {
         next(&mut rx, |c| matches!(c, Change::Chat(_))).await,
         Change::Chat(chat("feed-2"))
     );
+}
+
+/// A job scheduled through one handle (enqueued, retried, deferred) is pushed to another's
+/// receivers with its run-at time, so an idle worker of another process wakes for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_scheduled_anywhere_are_pushed_with_their_time() {
+    let Some(db) = frogbot_testkit::postgres_db() else {
+        return;
+    };
+    let writer = open(&db.url, false).await;
+    let watcher = open(&db.url, false).await;
+    let mut rx = watcher.changes().expect("PostgreSQL pushes changes");
+    next(&mut rx, |c| *c == Change::Resync).await;
+    let is_job = |c: &Change| matches!(c, Change::Job { .. });
+
+    let job = NewJob {
+        kind: "test".into(),
+        key: Some("k1".into()),
+        payload: serde_json::json!({}),
+        run_at: T0 + 5_000,
+    };
+    writer.enqueue_job(&job).await.unwrap();
+    assert_eq!(
+        next(&mut rx, is_job).await,
+        Change::Job { run_at: T0 + 5_000 }
+    );
+
+    let claimed = writer
+        .claim_job("w", TTL, T0 + 5_000)
+        .await
+        .unwrap()
+        .expect("due");
+    assert!(
+        writer
+            .retry_job(&claimed, T0 + 9_000, "boom")
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        next(&mut rx, is_job).await,
+        Change::Job { run_at: T0 + 9_000 }
+    );
+
+    let claimed = writer
+        .claim_job("w", TTL, T0 + 9_000)
+        .await
+        .unwrap()
+        .expect("due");
+    assert!(writer.defer_job(&claimed, T0 + 12_000).await.unwrap());
+    assert_eq!(
+        next(&mut rx, is_job).await,
+        Change::Job {
+            run_at: T0 + 12_000
+        }
+    );
+}
+
+/// A notice naming many chats (the announcer batches the ids of operations that came together)
+/// is pushed as one change per chat (regression: the comma-separated payload was read as one
+/// malformed id and dropped).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_notice_naming_many_chats_pushes_each() {
+    let Some(db) = frogbot_testkit::postgres_db() else {
+        return;
+    };
+    let watcher = frogbot_postgres::PostgresStore::open(&db.url)
+        .await
+        .unwrap();
+    let mut rx = watcher.changes().expect("PostgreSQL pushes changes");
+    next(&mut rx, |c| *c == Change::Resync).await;
+    sqlx::query("SELECT pg_notify('frogbot_chats', 'batch-1,batch-2')")
+        .execute(watcher.pool())
+        .await
+        .unwrap();
+    let is_chat = |c: &Change| matches!(c, Change::Chat(_));
+    assert_eq!(next(&mut rx, is_chat).await, Change::Chat(chat("batch-1")));
+    assert_eq!(next(&mut rx, is_chat).await, Change::Chat(chat("batch-2")));
 }

@@ -324,3 +324,42 @@ pub async fn a_deferred_job_keeps_its_attempts(db: Db) {
     let third = s.claim_job("w", 1_000, T0 + 6_000).await.unwrap().unwrap();
     assert_eq!(third.attempts, 2, "a failed attempt counts");
 }
+
+/// A store that pushes changes ([`Store::changes`]) announces every job it schedules — enqueued,
+/// retried, deferred, revived — with its run-at time, to every handle (the worker of another
+/// process wakes for it). A store that pushes nothing is not asked.
+pub async fn scheduled_jobs_are_pushed_to_other_handles(db: Db) {
+    let a = Arc::clone(&db.store);
+    let b = db.second_handle().await;
+    let Some(mut rx) = b.changes() else { return };
+    let wait = std::time::Duration::from_secs(20);
+    let mut next = async |want: &dyn Fn(&Change) -> bool| -> Change {
+        tokio::time::timeout(wait, async {
+            loop {
+                let c = rx.recv().await.expect("the feed stays open");
+                if want(&c) {
+                    return c;
+                }
+            }
+        })
+        .await
+        .expect("a change in time")
+    };
+    // Listening: the first resync.
+    next(&|c| *c == Change::Resync).await;
+    let is_job = |c: &Change| matches!(c, Change::Job { .. });
+    a.enqueue_job(&job("a", Some("pushed"), T0 + 500))
+        .await
+        .unwrap();
+    assert_eq!(next(&is_job).await, Change::Job { run_at: T0 + 500 });
+    let j = a.claim_job("w", 1_000, T0 + 500).await.unwrap().unwrap();
+    assert!(a.retry_job(&j, T0 + 5_000, "boom").await.unwrap());
+    assert_eq!(next(&is_job).await, Change::Job { run_at: T0 + 5_000 });
+    let j = a.claim_job("w", 1_000, T0 + 5_000).await.unwrap().unwrap();
+    assert!(a.defer_job(&j, T0 + 6_000).await.unwrap());
+    assert_eq!(next(&is_job).await, Change::Job { run_at: T0 + 6_000 });
+    let j = a.claim_job("w", 1_000, T0 + 6_000).await.unwrap().unwrap();
+    assert!(a.bury_job(&j, "gave up").await.unwrap());
+    a.revive_job(j.id, T0 + 7_000).await.unwrap().expect("dead");
+    assert_eq!(next(&is_job).await, Change::Job { run_at: T0 + 7_000 });
+}

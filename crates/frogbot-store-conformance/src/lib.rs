@@ -91,6 +91,7 @@ macro_rules! store_conformance_tests {
             jobs::job_survives_reopening_the_store,
             jobs::delivery_job_is_written_with_the_turns_end,
             jobs::dead_jobs_are_listed_and_purged,
+            jobs::scheduled_jobs_are_pushed_to_other_handles,
             operations::operators_find_chats_by_state_and_channel,
             operations::operators_list_revive_and_count_jobs,
             operations::operators_count_the_backlog,

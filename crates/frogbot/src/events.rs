@@ -297,7 +297,9 @@ async fn dispatch(inner: std::sync::Weak<Inner>) {
                 }
             } => match change {
                 Ok(frogbot_core::store::Change::Chat(chat)) => (Some(chat), Input::Changed),
-                Ok(_) => (None, Input::Changed),
+                // A job scheduled: the worker's business, not a chat's.
+                Ok(frogbot_core::store::Change::Job { .. }) => continue,
+                Ok(frogbot_core::store::Change::Resync) => (None, Input::Changed),
                 Err(broadcast::error::RecvError::Lagged(_)) => (None, Input::Changed),
                 Err(broadcast::error::RecvError::Closed) => {
                     changes = None;

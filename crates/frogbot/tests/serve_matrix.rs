@@ -358,3 +358,151 @@ async fn serve_logs_on_synapse_are_short_plain_and_free_of_expected_errors() {
         );
     }
 }
+
+/// Waits until the log file `log` has a line containing `what`.
+async fn logged(log: &std::path::Path, what: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(WAIT);
+    loop {
+        if std::fs::read_to_string(log).is_ok_and(|t| t.contains(what)) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} never logged {what:?}: {}",
+            log.display(),
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// One replica of `frogbot serve` for the Matrix account `table` describes, on the database
+/// `db`, with its own matrix-sdk store (a device of its own) under `dir`, logging to `dir/log`.
+async fn replica(dir: &std::path::Path, db: &str, table: &str, password: &str) -> ServeProcess {
+    std::fs::create_dir_all(dir).unwrap();
+    let port = free_port();
+    let path = config_file(
+        dir,
+        port,
+        db,
+        &format!(
+            // A turn cut off by the kill blocks its chat 3 s, not a minute; a reply it saved
+            // but did not post is any worker's after 2 s, not 2 minutes.
+            "turn_lease_seconds = 3\ndelivery_grace_seconds = 2\n\n\
+             [channels.matrix]\n{table}\nstore_path = \"{}\"\npassword_env = \"{PASSWORD_VAR}\"",
+            dir.join("matrix").display()
+        ),
+    );
+    let mut cmd = frogbot();
+    cmd.arg("serve")
+        .arg("--config")
+        .arg(&path)
+        .env(PASSWORD_VAR, password)
+        .env("RUST_LOG", "info,sqlx=warn,matrix_sdk=warn")
+        .stdout(std::fs::File::create(dir.join("log")).unwrap());
+    start(cmd, port).await
+}
+
+/// Issue 41: two replicas of `frogbot serve` on one PostgreSQL database with the same Matrix
+/// account (each its own device and matrix-sdk store): one holds the account's sync (role
+/// `matrix:USER_ID:sync`), the other stands by. The holder is killed (SIGKILL) — right after a
+/// message it may or may not have taken — and more messages come while nobody syncs: the other
+/// replica takes the sync over within the hold's retry, and every message the person sent is
+/// answered exactly once, as the person's own client sees the room.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_sync_one_at_a_time_and_take_over_without_loss() {
+    let Some(hs) = support::synapse().await else {
+        return;
+    };
+    let Some(db) = frogbot_testkit::postgres_db() else {
+        return;
+    };
+    let bot = hs.register("replicabot").await;
+    let ada_account = hs.register("ada").await;
+    let table = format!(
+        "homeserver = \"{}\"\nuser_id = \"{}\"\nusers = {{ \"{}\" = \"ada\" }}\nallow = [\"ada\"]",
+        hs.url, bot.user_id, ada_account.user_id
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let (a_dir, b_dir) = (dir.path().join("a"), dir.path().join("b"));
+    let mut a = replica(&a_dir, &db.url, &table, &bot.password).await;
+    logged(&a_dir.join("log"), "this process receives for the channel").await;
+    let _b = replica(&b_dir, &db.url, &table, &bot.password).await;
+    logged(
+        &b_dir.join("log"),
+        "another process receives for this channel; standing by",
+    )
+    .await;
+
+    let ada = hs.person(&ada_account).await;
+    let bot_id = bot.user_id.to_string();
+    let room = ada.create_room(&[&bot.user_id], false).await;
+    ada.wait_for(&room, WAIT, "the bot to join", |e| {
+        e["type"] == "m.room.member"
+            && e["state_key"] == bot_id.as_str()
+            && e["content"]["membership"] == "join"
+    })
+    .await;
+    // The bot's answers in the thread of a message (each message of a DM is its own thread).
+    let answers = |id: &str| {
+        ada.seen(&room, |e| {
+            e["sender"] == bot_id.as_str()
+                && e["type"] == "m.room.message"
+                && thread_root(e) == Some(id)
+        })
+    };
+    let say = |text: &'static str| {
+        ada.send(
+            &room,
+            "m.room.message",
+            json!({"msgtype": "m.text", "body": text}),
+        )
+    };
+
+    let mut sent = Vec::new();
+    for text in ["one", "two"] {
+        let id = say(text).await;
+        ada.wait_for(&room, WAIT, "the answer from the syncing replica", |e| {
+            e["sender"] == bot_id.as_str() && thread_root(e) == Some(id.as_str())
+        })
+        .await;
+        sent.push(id);
+    }
+    // The syncing replica dies right after a message (it may have taken it, or not).
+    sent.push(say("three").await);
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
+    let killed = std::time::Instant::now();
+    // More come while nobody syncs.
+    for text in ["four", "five"] {
+        sent.push(say(text).await);
+    }
+    logged(&b_dir.join("log"), "this process receives for the channel").await;
+    // Its database session ended with it: the other replica's next try (every 2 s) takes the
+    // role.
+    assert!(
+        killed.elapsed() < std::time::Duration::from_secs(10),
+        "the sync moved after {:?}",
+        killed.elapsed()
+    );
+    sent.push(say("six").await);
+    for id in &sent {
+        ada.wait_for(&room, WAIT, "an answer to every message", |e| {
+            e["sender"] == bot_id.as_str()
+                && e["type"] == "m.room.message"
+                && thread_root(e) == Some(id.as_str())
+        })
+        .await;
+    }
+    // Nothing answered twice: the replica that took over read, through its own sync, what the
+    // first had answered already. A last message, answered, shows the room is quiet.
+    let last = say("seven").await;
+    ada.wait_for(&room, WAIT, "the last answer", |e| {
+        e["sender"] == bot_id.as_str() && thread_root(e) == Some(last.as_str())
+    })
+    .await;
+    for id in &sent {
+        let got = answers(id);
+        assert_eq!(got.len(), 1, "answers to {id}: {got:#?}");
+    }
+}

@@ -29,6 +29,13 @@ use crate::store::{
 /// How many dead jobs housekeeping names in its warning.
 const HOUSEKEEPING_DEAD_REPORT: u32 = 100;
 
+/// How often a worker looks for due jobs when its store pushes them ([`Engine::spawn_worker`]):
+/// only a fallback, for what a lost connection missed.
+pub const JOB_FALLBACK_POLL: Duration = Duration::from_secs(30);
+
+/// How many live jobs a worker reads for the next due time (the soonest due first).
+const NEXT_DUE_SCAN: u32 = 16;
+
 /// How long after the reply owed before it a waiting reply's job is due again.
 const DELIVERY_ORDER_WAIT_MS: Millis = 500;
 
@@ -987,34 +994,135 @@ impl Engine {
         self.inner.turns.recover_expired_leases().await
     }
 
-    /// Starts the background worker of this process: every `poll` it sweeps expired leases and
-    /// runs due durable jobs. The store is the only coordination between processes; this loop is
-    /// the polling path.
+    /// Starts the background worker of this process: it sweeps expired leases every `poll`, and
+    /// runs the durable jobs as they fall due (a lease sweep alone does not look for jobs).
+    ///
+    /// Jobs are pushed, not polled: the worker wakes when this process schedules a job, when the
+    /// store announces one scheduled by any process ([`crate::store::Change::Job`]), and at the
+    /// next due time it read from the store after its last run (a job scheduled for later, a
+    /// retry's backoff, a claim whose time runs out). Polling is only the fallback: every `poll`
+    /// when the store pushes nothing (another process's jobs are found then), and every
+    /// [`JOB_FALLBACK_POLL`] (or `poll`, when longer) when it does — for what a lost connection
+    /// missed before its resync.
     pub fn spawn_worker(&self, poll: Duration) -> tokio::task::JoinHandle<()> {
         let engine = self.clone();
         let worker = format!("{}/worker", self.inner.turns.process);
+        // Subscribed before the first run: nothing scheduled from now on is missed.
+        let mut local = self.inner.turns.scheduled_jobs();
+        let mut pushed = self.store().changes();
         tokio::spawn(async move {
+            use tokio::time::Instant;
             let every = engine.config().housekeeping_every;
-            let mut next_housekeeping = tokio::time::Instant::now() + every;
+            let mut next_housekeeping = Instant::now() + every;
+            let mut next_sweep = Instant::now();
+            // When jobs are looked for next (now, at the start).
+            let mut jobs_at = Instant::now();
             loop {
+                let now = Instant::now();
+                let jobs_due = jobs_at <= now;
+                let mut failed = false;
+                if jobs_due {
+                    // What was announced before this run is run (or read as the next due time)
+                    // by it.
+                    while local.try_recv().is_ok() {}
+                    if let Some(rx) = pushed.as_mut() {
+                        while rx.try_recv().is_ok() {}
+                    }
+                }
                 if !engine.is_stopping() {
-                    if let Err(e) = engine.recover_expired_leases().await {
-                        warn!(error = %e, "lease sweeper");
+                    if now >= next_sweep {
+                        next_sweep = now + poll;
+                        if let Err(e) = engine.recover_expired_leases().await {
+                            warn!(error = %e, "lease sweeper");
+                        }
                     }
-                    if let Err(e) = engine.run_due_jobs(&worker).await {
+                    if jobs_due && let Err(e) = engine.run_due_jobs(&worker).await {
                         warn!(error = %e, "job worker");
+                        failed = true;
                     }
-                    if tokio::time::Instant::now() >= next_housekeeping {
-                        next_housekeeping = tokio::time::Instant::now() + every;
+                    if Instant::now() >= next_housekeeping {
+                        next_housekeeping = Instant::now() + every;
                         match engine.housekeep().await {
                             Ok(h) => tracing::debug!(?h, "housekeeping"),
                             Err(e) => warn!(error = %e, "housekeeping"),
                         }
                     }
                 }
-                tokio::time::sleep(poll).await;
+                if jobs_due {
+                    let fallback = if pushed.is_some() {
+                        poll.max(JOB_FALLBACK_POLL)
+                    } else {
+                        poll
+                    };
+                    jobs_at = Instant::now() + fallback;
+                    match engine.next_job_due().await {
+                        Ok(Some(at)) => jobs_at = jobs_at.min(engine.instant_at(at)),
+                        Ok(None) => {}
+                        Err(e) => warn!(error = %e, "job worker: reading the next due job"),
+                    }
+                    if failed {
+                        // Not again at once (a due job the store would not give out).
+                        jobs_at = jobs_at.max(Instant::now() + poll);
+                    }
+                }
+                // Sleep until the next lease sweep or due job, or a job announced due sooner.
+                loop {
+                    let until = jobs_at.min(next_sweep);
+                    let due: Option<Millis> = tokio::select! {
+                        () = tokio::time::sleep_until(until) => break,
+                        at = local.recv() => match at {
+                            Ok(at) => Some(at),
+                            Err(broadcast::error::RecvError::Lagged(_)) => Some(0),
+                            // The engine is gone: so is this worker.
+                            Err(broadcast::error::RecvError::Closed) => return,
+                        },
+                        change = async {
+                            match pushed.as_mut() {
+                                Some(rx) => rx.recv().await,
+                                None => std::future::pending().await,
+                            }
+                        } => match change {
+                            Ok(crate::store::Change::Job { run_at }) => Some(run_at),
+                            Ok(crate::store::Change::Chat(_)) => None,
+                            // Notices may have been lost: read the store now.
+                            Ok(crate::store::Change::Resync)
+                            | Err(broadcast::error::RecvError::Lagged(_)) => Some(0),
+                            Err(broadcast::error::RecvError::Closed) => {
+                                pushed = None;
+                                None
+                            }
+                        },
+                    };
+                    if let Some(at) = due {
+                        jobs_at = jobs_at.min(engine.instant_at(at));
+                        if jobs_at <= Instant::now() {
+                            break;
+                        }
+                    }
+                }
             }
         })
+    }
+
+    /// Wakes this process's workers for a job due at `run_at` that it scheduled.
+    pub(crate) fn job_scheduled(&self, run_at: Millis) {
+        self.inner.turns.job_scheduled(run_at);
+    }
+
+    /// When the next job may be claimed, as far as the store says: the earliest of the live
+    /// jobs' run-at times (a claimed one's when its claim runs out).
+    async fn next_job_due(&self) -> Result<Option<Millis>> {
+        let jobs = self.store().live_jobs(NEXT_DUE_SCAN).await?;
+        Ok(jobs
+            .iter()
+            .map(|j| j.run_at.max(j.claim_until.unwrap_or(0)))
+            .min())
+    }
+
+    /// The instant of `at` on the engine's clock.
+    fn instant_at(&self, at: Millis) -> tokio::time::Instant {
+        let ahead = u64::try_from(at.saturating_sub(self.now())).unwrap_or(0);
+        tokio::time::Instant::now() + Duration::from_millis(ahead)
     }
 
     /// Begins a graceful stop: from now on a turn that ends releases its chat and hands the queue

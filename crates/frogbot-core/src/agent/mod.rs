@@ -36,7 +36,7 @@ pub use channel::{
     channel_message_id, failure_text, is_stop_word,
 };
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use engine::{Engine, Housekeeping};
+pub use engine::{Engine, Housekeeping, JOB_FALLBACK_POLL};
 pub use model::*;
 pub use operate::Revival;
 pub use questions::{

@@ -45,6 +45,7 @@ impl Engine {
     pub async fn revive_job(&self, id: i64) -> Result<Revival> {
         let store = self.store();
         if let Some(job) = store.revive_job(id, self.now()).await? {
+            self.job_scheduled(job.run_at);
             return Ok(Revival::Revived(job));
         }
         Ok(match store.get_job(id).await? {

@@ -414,6 +414,7 @@ impl Channels {
                 now: self.now(),
             })
             .await?;
+        self.turns.jobs_scheduled([job.as_ref()]);
         let saved = match posted {
             PostedMessage::New(m) => m,
             PostedMessage::Duplicate(m) if m.message.role == Role::Assistant => {
@@ -473,6 +474,7 @@ impl Channels {
             {
                 MessageUpdate::Done(saved) => {
                     self.turns.emit_message(chat, &saved.message);
+                    self.turns.jobs_scheduled([job.as_ref()]);
                     if job.is_some() {
                         self.schedule_sync(chat, message_id);
                     }

@@ -316,10 +316,10 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         now: Millis,
     ) -> Result<Vec<String>>;
 
-    /// The changes any process makes on this database, pushed as they commit (PostgreSQL:
-    /// `LISTEN`/`NOTIFY`); `None` (the default) when the backend pushes nothing and other
-    /// processes' changes are found by polling. A receiver that lags, or a [`Change::Resync`],
-    /// means notices were lost: read what is watched again.
+    /// The changes any process makes on this database — chats changed, jobs scheduled — pushed
+    /// as they commit (PostgreSQL: `LISTEN`/`NOTIFY`); `None` (the default) when the backend
+    /// pushes nothing and other processes' changes are found by polling. A receiver that lags, or
+    /// a [`Change::Resync`], means notices were lost: read what is watched again.
     fn changes(&self) -> Option<tokio::sync::broadcast::Receiver<Change>> {
         None
     }
@@ -331,6 +331,14 @@ pub enum Change {
     /// The chat's row changed (its version moved, or it was created): a message saved, a turn
     /// started or ended, a question answered, …
     Chat(ChatId),
+    /// A job was scheduled (enqueued, retried, deferred or revived) to run at `run_at`: an idle
+    /// worker claims it then ([`crate::agent::Engine::spawn_worker`]). Several jobs scheduled
+    /// together may be announced once, with the earliest time; a worker reads the next due time
+    /// from the store after each run, so the later ones are not missed.
+    Job {
+        /// When the (earliest) job announced is due.
+        run_at: Millis,
+    },
     /// Notices may have been lost (the listening connection was re-established): whatever is
     /// watched should be read again.
     Resync,

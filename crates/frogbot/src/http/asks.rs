@@ -407,7 +407,10 @@ pub(super) async fn wait(
             loop {
                 match rx.recv().await {
                     Ok(frogbot_core::store::Change::Chat(c)) if c == id.chat => return,
-                    Ok(frogbot_core::store::Change::Chat(_)) => {}
+                    Ok(
+                        frogbot_core::store::Change::Chat(_)
+                        | frogbot_core::store::Change::Job { .. },
+                    ) => {}
                     // Notices may have been lost: read.
                     Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => return,
                     Err(tokio::sync::broadcast::error::RecvError::Closed) => {

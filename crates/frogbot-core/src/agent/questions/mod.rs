@@ -1044,6 +1044,7 @@ impl Questions {
                         now: self.now(),
                     })
                     .await?;
+                self.turns.job_scheduled(job.run_at);
             }
         }
         Ok(Some(InteractionOutcome::Partial))
@@ -1061,6 +1062,7 @@ impl Questions {
         self.store()
             .enqueue_job(&self.updated_job(q).to_new_job(run_at))
             .await?;
+        self.turns.job_scheduled(run_at);
         Ok(())
     }
 

@@ -36,7 +36,7 @@ use crate::model::{
 use crate::store::StoreError;
 use crate::store::{
     self, AwaitOp, ChatRow, CheckpointOp, DynStore, EndMode, EndTurnOp, InterruptedDelivery, Lease,
-    LeaseRequest, NewChat, NewQuestion, Resume, SendOp, StoredMessage, Taken, TurnEnded,
+    LeaseRequest, NewChat, NewJob, NewQuestion, Resume, SendOp, StoredMessage, Taken, TurnEnded,
 };
 use prompt::HistoryCache;
 
@@ -176,6 +176,9 @@ pub(crate) struct Turns {
     halts: Mutex<HashMap<ChatId, Halt>>,
     next_run: AtomicU64,
     history: HistoryCache,
+    /// The run-at times of the jobs this process scheduled: its workers wake for them without
+    /// waiting for a poll (a store that pushes also announces them to the other processes).
+    jobs: broadcast::Sender<crate::model::Millis>,
 }
 
 impl std::fmt::Debug for Turns {
@@ -220,7 +223,25 @@ impl Turns {
             runs: Mutex::new(HashMap::new()),
             halts: Mutex::new(HashMap::new()),
             next_run: AtomicU64::new(0),
+            jobs: broadcast::channel(256).0,
         }
+    }
+
+    /// Wakes this process's workers for a job due at `run_at` that it scheduled.
+    pub(crate) fn job_scheduled(&self, run_at: crate::model::Millis) {
+        let _ = self.jobs.send(run_at);
+    }
+
+    /// Wakes this process's workers for the jobs an operation scheduled (the earliest).
+    pub(crate) fn jobs_scheduled<'a>(&self, jobs: impl IntoIterator<Item = Option<&'a NewJob>>) {
+        if let Some(at) = jobs.into_iter().flatten().map(|j| j.run_at).min() {
+            self.job_scheduled(at);
+        }
+    }
+
+    /// The run-at times of the jobs this process schedules from now on.
+    pub(crate) fn scheduled_jobs(&self) -> broadcast::Receiver<crate::model::Millis> {
+        self.jobs.subscribe()
     }
 
     pub(crate) fn set_listener(&self, listener: Weak<dyn TurnListener>) {
@@ -421,6 +442,8 @@ impl Turns {
     async fn told_interrupted(&self, chat: &ChatRow, reply: &StoredMessage) {
         warn!(chat_id = %chat.chat_id, "the previous turn was interrupted: its process stopped");
         self.emit_message(&chat.chat_id, &reply.message);
+        // Its delivery job falls due after the grace (at the latest: workers read the due times).
+        self.job_scheduled(self.now() + self.delivery_grace_ms());
         // Owed to its thread like any reply: the take-over that marked it wrote its delivery
         // job ([`LeaseRequest::interrupted`]), so this process dying now leaves it to another.
         if let Some(l) = self.listener() {
@@ -531,6 +554,7 @@ impl Turns {
                     driver,
                 };
                 self.store.enqueue_job(&job.to_new_job(until)).await?;
+                self.job_scheduled(until);
                 return Ok(TurnState::Running);
             }
             Resume::NotWaiting => {
@@ -634,7 +658,8 @@ impl Turns {
         } else {
             EndMode::Next
         };
-        self.store
+        let ended = self
+            .store
             .end_turn(&EndTurnOp {
                 lease,
                 reply,
@@ -642,8 +667,13 @@ impl Turns {
                 now: self.now(),
                 delivery: delivery.as_ref(),
             })
-            .await
-            .map_err(Error::from)
+            .await?;
+        let handoff = match mode {
+            EndMode::Handoff(job) => Some(job),
+            EndMode::Next => None,
+        };
+        self.jobs_scheduled([handoff, delivery.as_ref()]);
+        Ok(ended)
     }
 
     /// When a reply's delivery job falls due: after the grace its process has to post it.
@@ -1281,6 +1311,7 @@ impl Turns {
                 delivery: delivery.as_ref(),
             })
             .await?;
+        self.jobs_scheduled([job.as_ref(), delivery.as_ref()]);
         crate::metrics::questions_asked(chat_row, rows.len());
         self.history.note(&chat, &[&saved]);
         self.emit_message(&chat, &saved.message);
