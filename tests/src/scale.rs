@@ -88,6 +88,8 @@ struct Figures {
     client_cpu: f64,
     /// `GET /api/chats/{id}` calls per cycle until the continued turn was idle.
     polls_per_cycle: f64,
+    /// Store operations per cycle, by operation, over all processes (their `/metrics`).
+    store_ops: std::collections::BTreeMap<String, f64>,
 }
 
 impl Figures {
@@ -363,6 +365,7 @@ async fn one_run(
     }
     tokio::time::sleep(Duration::from_secs(3)).await;
     let pids: Vec<u32> = (0..fleet.len()).map(|i| fleet.pid(i)).collect();
+    let ops_before = store_ops(&api, &fleet).await;
     let before = Cpu::read(&pids, postgres);
     let polls_before = polls.load(Ordering::Relaxed);
     let started = Instant::now();
@@ -372,6 +375,7 @@ async fn one_run(
     let seconds = started.elapsed().as_secs_f64();
     let after = Cpu::read(&pids, postgres);
     let polled = polls.load(Ordering::Relaxed) - polls_before;
+    let ops_after = store_ops(&api, &fleet).await;
     stop.store(true, Ordering::Relaxed);
     let mut times = Vec::new();
     let mut failed = 0;
@@ -405,6 +409,16 @@ async fn one_run(
         } else {
             polled as f64 / cycles as f64
         },
+        // The window's operations include those of cycles in flight at its ends (a few in
+        // thousands).
+        store_ops: ops_after
+            .iter()
+            .map(|(op, n)| {
+                let d = n - ops_before.get(op).copied().unwrap_or(0.0);
+                (op.clone(), d / (cycles.max(1) as f64))
+            })
+            .filter(|(_, per)| *per > 0.0)
+            .collect(),
     };
     eprintln!(
         "scale: {backend} × {n}: {:.1} cycles/s (p50 {:.1} ms, p99 {:.1} ms, {failed} failed)",
@@ -416,6 +430,40 @@ async fn one_run(
         return Err(format!("{failed} cycles failed"));
     }
     Ok(f)
+}
+
+/// Store operations so far by operation, summed over the processes' `GET /metrics`
+/// (`frogbot_store_operation_seconds_count{op=…}`).
+async fn store_ops(api: &Api, fleet: &Fleet) -> std::collections::BTreeMap<String, f64> {
+    let mut out = std::collections::BTreeMap::new();
+    for i in 0..fleet.len() {
+        let Some(base) = fleet.base(i) else { continue };
+        let Ok(res) = api
+            .raw()
+            .get(format!("{base}/metrics"))
+            .timeout(Duration::from_secs(10))
+            .send()
+            .await
+        else {
+            continue;
+        };
+        let text = res.text().await.unwrap_or_default();
+        for line in text.lines() {
+            let Some(rest) = line.strip_prefix("frogbot_store_operation_seconds_count{") else {
+                continue;
+            };
+            let Some(op) = rest.split("op=\"").nth(1).and_then(|r| r.split('"').next()) else {
+                continue;
+            };
+            let n: f64 = rest
+                .rsplit(' ')
+                .next()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0.0);
+            *out.entry(op.to_string()).or_insert(0.0) += n;
+        }
+    }
+    out
 }
 
 /// One question cycle on a new chat: ask through `slot`, answer through `next`, wait there until
@@ -590,6 +638,20 @@ fn report(all: &[Figures], concurrency: usize) {
             f.polls_per_cycle
         );
     }
+    for f in all {
+        let total: f64 = f.store_ops.values().sum();
+        let ops: Vec<String> = f
+            .store_ops
+            .iter()
+            .map(|(op, n)| format!("{op} {n:.2}"))
+            .collect();
+        println!(
+            "store operations per cycle, {} × {}: {total:.1} ({})",
+            f.backend,
+            f.processes,
+            ops.join(", ")
+        );
+    }
     // The capacity model: what one core of each part serves, from the PostgreSQL runs.
     let pg: Vec<&Figures> = all.iter().filter(|f| f.backend == "postgres").collect();
     if !pg.is_empty() {
@@ -620,6 +682,7 @@ fn report(all: &[Figures], concurrency: usize) {
                 "postgres_cpu_ms_per_cycle": f.per_cycle_ms(f.postgres_cpu),
                 "client_cpu_ms_per_cycle": f.per_cycle_ms(f.client_cpu),
                 "reads_per_cycle": f.polls_per_cycle,
+                "store_ops_per_cycle": f.store_ops,
             })
         })
         .collect();

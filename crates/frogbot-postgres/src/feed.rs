@@ -105,8 +105,14 @@ enum Notice {
     Job(Millis),
 }
 
-/// Sends the announced chat ids, as many (distinct) per notice as have queued up meanwhile, and
-/// the earliest of the announced job times.
+/// How long the announcer gathers announcements after the first before it notifies: under load
+/// many operations' chats go out in one notice (one transaction, one wake-up of each listening
+/// backend) instead of one each; alone, an announcement waits only this long.
+const GATHER: Duration = Duration::from_millis(2);
+
+/// Sends the announced chat ids, as many (distinct) per notice as have queued up within
+/// [`GATHER`] (or while the previous notice was sent), and the earliest of the announced job
+/// times, in one statement.
 async fn announcer(pool: PgPool, mut rx: mpsc::UnboundedReceiver<Notice>, stop: CancellationToken) {
     let mut batch: Vec<ChatId> = Vec::new();
     loop {
@@ -127,20 +133,21 @@ async fn announcer(pool: PgPool, mut rx: mpsc::UnboundedReceiver<Notice>, stop: 
             Notice::Job(at) => job = Some(job.map_or(at, |j| j.min(at))),
         };
         add(first, &mut batch);
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(GATHER) => {}
+        }
         while let Ok(c) = rx.try_recv() {
             add(c, &mut batch);
             if batch.len() >= 256 {
                 break;
             }
         }
-        if let Some(at) = job {
-            notify(&pool, JOBS_CHANNEL, &at.to_string()).await;
-        }
+        let mut payloads: Vec<String> = Vec::new();
         let mut payload = String::new();
         for chat in batch.drain(..) {
             if !payload.is_empty() && payload.len() + chat.as_str().len() + 1 > PAYLOAD_MAX {
-                notify(&pool, CHANNEL, &payload).await;
-                payload.clear();
+                payloads.push(std::mem::take(&mut payload));
             }
             if !payload.is_empty() {
                 payload.push(',');
@@ -148,20 +155,30 @@ async fn announcer(pool: PgPool, mut rx: mpsc::UnboundedReceiver<Notice>, stop: 
             payload.push_str(chat.as_str());
         }
         if !payload.is_empty() {
-            notify(&pool, CHANNEL, &payload).await;
+            payloads.push(payload);
         }
+        notify(&pool, job, &payloads).await;
     }
 }
 
-async fn notify(pool: &PgPool, channel: &str, payload: &str) {
-    if let Err(e) = sqlx::query("SELECT pg_notify($1, $2)")
-        .bind(channel)
-        .bind(payload)
-        .execute(pool)
-        .await
-    {
+/// One statement (one transaction) with the job notice, if any, and the chat notices.
+async fn notify(pool: &PgPool, job: Option<Millis>, chats: &[String]) {
+    if job.is_none() && chats.is_empty() {
+        return;
+    }
+    let result = sqlx::query(
+        "SELECT pg_notify($1, j::text) FROM unnest($2::bigint[]) AS j \
+         UNION ALL SELECT pg_notify($3, c) FROM unnest($4::text[]) AS c",
+    )
+    .bind(JOBS_CHANNEL)
+    .bind(job.into_iter().collect::<Vec<_>>())
+    .bind(CHANNEL)
+    .bind(chats)
+    .execute(pool)
+    .await;
+    if let Err(e) = result {
         // Listeners fall back to polling for what they miss.
-        tracing::debug!(error = %e, "a chat-change notice was not sent");
+        tracing::debug!(error = %e, "a change notice was not sent");
     }
 }
 
