@@ -38,6 +38,8 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use serde_json::{Value, json};
 
+use frogbot_slack::testing::{BOT_TOKEN, FakeSlack, SIGNING_SECRET, Signature};
+
 use crate::client::{Api, Res};
 use crate::fleet::Fleet;
 
@@ -71,6 +73,11 @@ struct Args {
     /// try a server setting without rebuilding; repeatable.
     #[arg(long = "set", value_name = "NAME=VALUE")]
     settings: Vec<String>,
+    /// Channel traffic: for each process count, a second run that adds this many workers
+    /// mentioning the bot in new Slack threads (signed Events API requests from Slack's fake,
+    /// spread over the processes) and waiting for its reply in the thread; 0: no mixed runs.
+    #[arg(long, default_value_t = 4)]
+    slack_workers: usize,
 }
 
 /// What one run measured.
@@ -78,7 +85,13 @@ struct Args {
 struct Figures {
     backend: &'static str,
     processes: usize,
+    /// Slack workers in the run (0: HTTP only).
+    slack_workers: usize,
     cycles: u64,
+    /// Slack thread replies in the window, and the p50/p99 from the mention to the reply.
+    replies: u64,
+    reply_p50_ms: f64,
+    reply_p99_ms: f64,
     seconds: f64,
     p50_ms: f64,
     p99_ms: f64,
@@ -96,11 +109,16 @@ impl Figures {
     fn rate(&self) -> f64 {
         self.cycles as f64 / self.seconds
     }
+    fn reply_rate(&self) -> f64 {
+        self.replies as f64 / self.seconds
+    }
+    /// CPU per operation: a question cycle or a channel reply.
     fn per_cycle_ms(&self, cpu: f64) -> f64 {
-        if self.cycles == 0 {
+        let ops = self.cycles + self.replies;
+        if ops == 0 {
             return 0.0;
         }
-        cpu * 1000.0 / self.cycles as f64
+        cpu * 1000.0 / ops as f64
     }
 }
 
@@ -169,6 +187,7 @@ async fn run(args: Args) -> ExitCode {
                 url.clone(),
                 n,
                 cluster.server_pid(),
+                0,
             )
             .await
             {
@@ -182,12 +201,31 @@ async fn run(args: Args) -> ExitCode {
                 }
             }
         }
+        if args.slack_workers > 0 {
+            for &n in &args.processes {
+                let url = cluster.create_database();
+                if let Err(e) = apply_settings(cluster, &url, &args.settings) {
+                    eprintln!("scale: --set: {e}");
+                    return ExitCode::from(2);
+                }
+                let run_dir = dir.join(format!("pg{n}-slack"));
+                let _ = std::fs::create_dir_all(&run_dir);
+                let pid = cluster.server_pid();
+                match one_run(&args, &frogbot, run_dir, url, n, pid, args.slack_workers).await {
+                    Ok(f) => all.push(f),
+                    Err(e) => {
+                        eprintln!("scale: PostgreSQL with {n} process(es) and Slack: {e}");
+                        return ExitCode::from(1);
+                    }
+                }
+            }
+        }
     }
     if !args.no_sqlite {
         let run_dir = dir.join("sqlite");
         let _ = std::fs::create_dir_all(&run_dir);
         let url = format!("sqlite://{}", run_dir.join("scale.db").display());
-        match one_run(&args, &frogbot, run_dir, url, 1, None).await {
+        match one_run(&args, &frogbot, run_dir, url, 1, None, 0).await {
             Ok(f) => all.push(f),
             Err(e) => {
                 eprintln!("scale: SQLite: {e}");
@@ -281,19 +319,31 @@ async fn explain(
     let text = std::fs::read(&log).map_err(|e| format!("read {}: {e}", log.display()))?;
     let text = String::from_utf8_lossy(&text[from as usize..]).into_owned();
     // Entries start at a log line prefix; a plan is "duration: … ms  plan:\n Query Text: …".
-    let mut seen = std::collections::BTreeMap::<String, (usize, String)>::new();
+    // Per statement: every execution's duration, and the last execution's plan.
+    let mut seen = std::collections::BTreeMap::<String, (Vec<f64>, String)>::new();
     for entry in text.split("LOG:  duration: ").skip(1) {
         let Some(q) = entry.split("Query Text: ").nth(1) else {
             continue;
         };
         let key: String = q.split_whitespace().take(12).collect::<Vec<_>>().join(" ");
+        let ms: f64 = entry
+            .split_whitespace()
+            .next()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0);
         let plan: String = entry.lines().collect::<Vec<_>>().join("\n");
-        let slot = seen.entry(key).or_insert((0, plan));
-        slot.0 += 1;
+        let slot = seen.entry(key).or_insert((Vec::new(), String::new()));
+        slot.0.push(ms);
+        slot.1 = plan;
     }
     println!("explain: {} distinct statements over 20 cycles", seen.len());
-    for (key, (count, plan)) in &seen {
-        println!("\n---- {count}× {key}\n{plan}");
+    for (key, (times, plan)) in &mut seen {
+        times.sort_by(f64::total_cmp);
+        let median = times[times.len() / 2];
+        println!(
+            "\n---- {}× median {median:.3} ms: {key}\n{plan}",
+            times.len()
+        );
     }
     Ok(())
 }
@@ -306,6 +356,7 @@ async fn one_run(
     url: String,
     n: usize,
     postgres: Option<u32>,
+    slack_workers: usize,
 ) -> Result<Figures, String> {
     let backend = if postgres.is_some() {
         "postgres"
@@ -313,14 +364,35 @@ async fn one_run(
         "sqlite"
     };
     let api = Api::new();
+    let slack = if slack_workers > 0 {
+        Some(Arc::new(FakeSlack::start().await))
+    } else {
+        None
+    };
+    let (extra, env) = match &slack {
+        Some(fake) => (
+            format!(
+                "\n[channels.slack]\nmode = \"http\"\nbot_token_env = \"SCALE_SLACK_TOKEN\"\n\
+                 signing_secret_env = \"SCALE_SLACK_SECRET\"\napi_url = \"{}\"\n",
+                fake.api_url()
+            ),
+            vec![
+                ("SCALE_SLACK_TOKEN".to_string(), BOT_TOKEN.to_string()),
+                ("SCALE_SLACK_SECRET".to_string(), SIGNING_SECRET.to_string()),
+            ],
+        ),
+        None => (String::new(), Vec::new()),
+    };
     let fleet = Arc::new(
-        Fleet::start(
+        Fleet::start_with(
             &api,
             frogbot.to_path_buf(),
             dir,
             url,
             n,
             Duration::from_secs(30),
+            extra,
+            env,
         )
         .await?,
     );
@@ -363,6 +435,37 @@ async fn one_run(
             (times, failed)
         }));
     }
+    let mut slackers = Vec::new();
+    if let Some(fake) = &slack {
+        for w in 0..slack_workers {
+            let (fake, fleet, stop, measuring) =
+                (fake.clone(), fleet.clone(), stop.clone(), measuring.clone());
+            slackers.push(tokio::spawn(async move {
+                let mut times = Vec::new();
+                let mut failed = 0u64;
+                let mut k = 0usize;
+                while !stop.load(Ordering::Relaxed) {
+                    let slot = (w + k) % fleet.len();
+                    k += 1;
+                    let start = Instant::now();
+                    let counted = measuring.load(Ordering::Relaxed);
+                    match slack_reply(&fake, &fleet, slot, &format!("{w}-{k}")).await {
+                        Ok(()) if counted && measuring.load(Ordering::Relaxed) => {
+                            times.push(start.elapsed())
+                        }
+                        Ok(()) => {}
+                        Err(e) => {
+                            failed += 1;
+                            if failed <= 3 {
+                                eprintln!("scale: a Slack reply failed: {e}");
+                            }
+                        }
+                    }
+                }
+                (times, failed)
+            }));
+        }
+    }
     tokio::time::sleep(Duration::from_secs(3)).await;
     let pids: Vec<u32> = (0..fleet.len()).map(|i| fleet.pid(i)).collect();
     let ops_before = store_ops(&api, &fleet).await;
@@ -384,7 +487,25 @@ async fn one_run(
         times.extend(t);
         failed += f;
     }
+    let mut reply_times = Vec::new();
+    for w in slackers {
+        let (t, f) = w
+            .await
+            .map_err(|e| format!("a Slack worker panicked: {e}"))?;
+        reply_times.extend(t);
+        failed += f;
+    }
     fleet.stop_all().await;
+    reply_times.sort();
+    let replies = reply_times.len() as u64;
+    let pct_of = |v: &[Duration], p: f64| -> f64 {
+        if v.is_empty() {
+            return 0.0;
+        }
+        let i = ((v.len() as f64 * p).ceil() as usize).clamp(1, v.len()) - 1;
+        v[i].as_secs_f64() * 1000.0
+    };
+    let (reply_p50_ms, reply_p99_ms) = (pct_of(&reply_times, 0.5), pct_of(&reply_times, 0.99));
     times.sort();
     let pct = |p: f64| -> f64 {
         if times.is_empty() {
@@ -397,7 +518,11 @@ async fn one_run(
     let f = Figures {
         backend,
         processes: n,
+        slack_workers,
         cycles,
+        replies,
+        reply_p50_ms,
+        reply_p99_ms,
         seconds,
         p50_ms: pct(0.5),
         p99_ms: pct(0.99),
@@ -415,16 +540,20 @@ async fn one_run(
             .iter()
             .map(|(op, n)| {
                 let d = n - ops_before.get(op).copied().unwrap_or(0.0);
-                (op.clone(), d / (cycles.max(1) as f64))
+                (op.clone(), d / ((cycles + replies).max(1) as f64))
             })
             .filter(|(_, per)| *per > 0.0)
             .collect(),
     };
     eprintln!(
-        "scale: {backend} × {n}: {:.1} cycles/s (p50 {:.1} ms, p99 {:.1} ms, {failed} failed)",
+        "scale: {backend} × {n}: {:.1} cycles/s (p50 {:.1} ms, p99 {:.1} ms), {:.1} Slack \
+         replies/s (p50 {:.1} ms, p99 {:.1} ms), {failed} failed",
         f.rate(),
         f.p50_ms,
-        f.p99_ms
+        f.p99_ms,
+        f.reply_rate(),
+        f.reply_p50_ms,
+        f.reply_p99_ms
     );
     if failed > 0 {
         return Err(format!("{failed} cycles failed"));
@@ -533,6 +662,41 @@ async fn cycle(
     }
 }
 
+/// The Slack channel the bench's threads are in.
+const SLACK_CHANNEL: &str = "C42";
+
+/// One Slack reply: a person mentions the bot in a new thread (the signed `app_mention` event to
+/// process `slot`), then the bot's reply stands finished in the thread (Slack's fake records it).
+async fn slack_reply(fake: &FakeSlack, fleet: &Fleet, slot: usize, n: &str) -> Result<(), String> {
+    let base = fleet.base(slot).ok_or("a process is down")?;
+    let said = fake.user_message(
+        SLACK_CHANNEL,
+        None,
+        "UPERSON",
+        &format!("<@UBOT> hello {n}"),
+    );
+    let body = fake.event_callback(fake.mention_event(&said));
+    let res = fake.post_event(&base, &body, Signature::Good, None).await;
+    if res.status() != 200 {
+        return Err(format!("the Events API request got HTTP {}", res.status()));
+    }
+    let thread = format!("{SLACK_CHANNEL}:{}", said.ts);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let replied = fake
+            .thread_messages(&thread)
+            .iter()
+            .any(|m| m.bot && !m.streaming && m.text.contains("hello"));
+        if replied {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!("no reply in {thread} within 30 s"));
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
 fn ok(res: Res, what: &str) -> Result<Value, String> {
     match res {
         Res::Http { status: 200, body } => Ok(body),
@@ -621,17 +785,21 @@ fn children_of(parent: u32) -> Vec<u32> {
 fn report(all: &[Figures], concurrency: usize) {
     println!();
     println!(
-        "| backend | processes | cycles/s | p50 ms | p99 ms | serve CPU ms/cycle | PostgreSQL CPU ms/cycle | client CPU ms/cycle | reads/cycle |"
+        "| backend | processes | Slack workers | cycles/s | p50 ms | p99 ms | Slack replies/s | p50 ms | p99 ms | serve CPU ms/op | PostgreSQL CPU ms/op | client CPU ms/op | reads/cycle |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for f in all {
         println!(
-            "| {} | {} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} | {:.2} | {:.2} |",
+            "| {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} | {:.2} | {:.2} |",
             f.backend,
             f.processes,
+            f.slack_workers,
             f.rate(),
             f.p50_ms,
             f.p99_ms,
+            f.reply_rate(),
+            f.reply_p50_ms,
+            f.reply_p99_ms,
             f.per_cycle_ms(f.serve_cpu),
             f.per_cycle_ms(f.postgres_cpu),
             f.per_cycle_ms(f.client_cpu),
@@ -646,14 +814,18 @@ fn report(all: &[Figures], concurrency: usize) {
             .map(|(op, n)| format!("{op} {n:.2}"))
             .collect();
         println!(
-            "store operations per cycle, {} × {}: {total:.1} ({})",
+            "store operations per operation, {} × {} (Slack workers {}): {total:.1} ({})",
             f.backend,
             f.processes,
+            f.slack_workers,
             ops.join(", ")
         );
     }
     // The capacity model: what one core of each part serves, from the PostgreSQL runs.
-    let pg: Vec<&Figures> = all.iter().filter(|f| f.backend == "postgres").collect();
+    let pg: Vec<&Figures> = all
+        .iter()
+        .filter(|f| f.backend == "postgres" && f.slack_workers == 0)
+        .collect();
     if !pg.is_empty() {
         let pg_ms: f64 = pg
             .iter()
@@ -677,12 +849,15 @@ fn report(all: &[Figures], concurrency: usize) {
         .map(|f| {
             json!({
                 "backend": f.backend, "processes": f.processes, "concurrency": concurrency,
+                "slack_workers": f.slack_workers,
                 "cycles_per_s": f.rate(), "p50_ms": f.p50_ms, "p99_ms": f.p99_ms,
-                "serve_cpu_ms_per_cycle": f.per_cycle_ms(f.serve_cpu),
-                "postgres_cpu_ms_per_cycle": f.per_cycle_ms(f.postgres_cpu),
-                "client_cpu_ms_per_cycle": f.per_cycle_ms(f.client_cpu),
+                "slack_replies_per_s": f.reply_rate(), "reply_p50_ms": f.reply_p50_ms,
+                "reply_p99_ms": f.reply_p99_ms,
+                "serve_cpu_ms_per_op": f.per_cycle_ms(f.serve_cpu),
+                "postgres_cpu_ms_per_op": f.per_cycle_ms(f.postgres_cpu),
+                "client_cpu_ms_per_op": f.per_cycle_ms(f.client_cpu),
                 "reads_per_cycle": f.polls_per_cycle,
-                "store_ops_per_cycle": f.store_ops,
+                "store_ops_per_op": f.store_ops,
             })
         })
         .collect();

@@ -38,6 +38,10 @@ pub(crate) struct Fleet {
     database: String,
     lease: Duration,
     api: Api,
+    /// More configuration appended to each process's file (e.g. a `[channels.…]` table).
+    extra_config: String,
+    /// Environment variables each process gets (the secrets `extra_config`'s `*_env` keys name).
+    env: Vec<(String, String)>,
 }
 
 impl Fleet {
@@ -49,6 +53,32 @@ impl Fleet {
         database: String,
         n: usize,
         lease: Duration,
+    ) -> Result<Fleet, String> {
+        Self::start_with(
+            api,
+            frogbot,
+            dir,
+            database,
+            n,
+            lease,
+            String::new(),
+            Vec::new(),
+        )
+        .await
+    }
+
+    /// [`Fleet::start`] with `extra_config` appended to each process's configuration and `env`
+    /// set in each process's environment.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn start_with(
+        api: &Api,
+        frogbot: PathBuf,
+        dir: PathBuf,
+        database: String,
+        n: usize,
+        lease: Duration,
+        extra_config: String,
+        env: Vec<(String, String)>,
     ) -> Result<Fleet, String> {
         let fleet = Fleet {
             slots: (0..n)
@@ -65,6 +95,8 @@ impl Fleet {
             database,
             lease,
             api: api.clone(),
+            extra_config,
+            env,
         };
         for i in 0..n {
             fleet.launch(i).await?;
@@ -173,6 +205,7 @@ impl Fleet {
                 token(u)
             ));
         }
+        text.push_str(&self.extra_config);
         std::fs::write(&path, text).map_err(|e| format!("write {}: {e}", path.display()))?;
         Ok(path)
     }
@@ -201,6 +234,7 @@ impl Fleet {
             .env_remove("FROGBOT_DATABASE")
             .env_remove("FROGBOT_CONFIG")
             .env("RUST_LOG", "warn")
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log);
