@@ -1,9 +1,13 @@
 //! FrogBot's cross-crate end-to-end suite. The tests live in `tests/tests/`; what they share
 //! with every other suite (the scripted `TestModel`, engines over a store, `eventually`, the
-//! `PausingStore`, the `backends!` matrix) is in `frogbot-testkit`. This library holds only
+//! `PausingStore`, the `backends!` matrix) is in `frogbot-testkit`. This library holds
 //! [`CrashChild`]: a real child process (the `frogbot-crash-child` binary of this package) that
-//! runs one turn on a database and is then SIGKILLed. Not published; nothing here may be a
-//! dependency of a published crate.
+//! runs one turn on a database and is then SIGKILLed; and, for the `soak` and `scale` binaries,
+//! [`fleet`] (`frogbot serve` processes started, killed and restarted) and [`client`] (their HTTP
+//! client). Not published; nothing here may be a dependency of a published crate.
+
+pub mod client;
+pub mod fleet;
 
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};

@@ -21,14 +21,6 @@
 //! target/release/scale --processes 1,2 --concurrency 8 --seconds 20 --no-sqlite
 //! ```
 
-// The soak's HTTP client and process fleet, shared (the soak uses parts this bench does not).
-#[allow(dead_code)]
-#[path = "soak/client.rs"]
-mod client;
-#[allow(dead_code)]
-#[path = "soak/fleet.rs"]
-mod fleet;
-
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -38,6 +30,7 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use serde_json::{Value, json};
 
+use frogbot_e2e::{client, fleet};
 use frogbot_slack::testing::{BOT_TOKEN, FakeSlack, SIGNING_SECRET, Signature};
 
 use crate::client::{Api, Res};

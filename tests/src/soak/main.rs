@@ -21,8 +21,6 @@
 //! cannot run.
 
 mod check;
-mod client;
-mod fleet;
 mod ledger;
 mod stats;
 mod traffic;
@@ -34,6 +32,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
+use frogbot_e2e::{client, fleet};
 
 use crate::client::Api;
 use crate::fleet::Fleet;

@@ -8,16 +8,16 @@ use std::time::Duration;
 use serde_json::Value;
 
 /// The bearer tokens of the run's users (`soak-user-N`).
-pub(crate) const USERS: usize = 3;
+pub const USERS: usize = 3;
 
 /// The token of user `n`.
-pub(crate) fn token(n: usize) -> String {
+pub fn token(n: usize) -> String {
     format!("soak-token-{n}")
 }
 
 /// An HTTP answer, or why there was none.
 #[derive(Debug)]
-pub(crate) enum Res {
+pub enum Res {
     /// The server answered.
     Http {
         /// Its status.
@@ -31,14 +31,14 @@ pub(crate) enum Res {
 
 impl Res {
     /// The status, when the server answered.
-    pub(crate) fn status(&self) -> Option<u16> {
+    pub fn status(&self) -> Option<u16> {
         match self {
             Res::Http { status, .. } => Some(*status),
             Res::Failed(_) => None,
         }
     }
     /// The error code of an error body.
-    pub(crate) fn code(&self) -> &str {
+    pub fn code(&self) -> &str {
         match self {
             Res::Http { body, .. } => body["error"]["code"].as_str().unwrap_or(""),
             Res::Failed(_) => "",
@@ -48,26 +48,32 @@ impl Res {
 
 /// Request counters.
 #[derive(Debug, Default)]
-pub(crate) struct Counters {
+pub struct Counters {
     /// Requests made (answered or not).
-    pub(crate) requests: AtomicU64,
+    pub requests: AtomicU64,
     /// Requests without an answer.
-    pub(crate) failed: AtomicU64,
+    pub failed: AtomicU64,
     /// 5xx answers.
-    pub(crate) server_errors: AtomicU64,
+    pub server_errors: AtomicU64,
 }
 
 /// The client (cheap to clone).
 #[derive(Debug, Clone)]
-pub(crate) struct Api {
+pub struct Api {
     client: reqwest::Client,
     /// Counters of every request.
-    pub(crate) counters: Arc<Counters>,
+    pub counters: Arc<Counters>,
+}
+
+impl Default for Api {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl Api {
     /// A client with a short connect timeout (a killed process refuses at once).
-    pub(crate) fn new() -> Api {
+    pub fn new() -> Api {
         let client = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(5))
             .pool_idle_timeout(Duration::from_secs(10))
@@ -80,12 +86,12 @@ impl Api {
     }
 
     /// The underlying client (event streams read their responses themselves).
-    pub(crate) fn raw(&self) -> &reqwest::Client {
+    pub fn raw(&self) -> &reqwest::Client {
         &self.client
     }
 
     /// Counts one request and its outcome.
-    pub(crate) fn count(&self, res: &Res) {
+    pub fn count(&self, res: &Res) {
         self.counters.requests.fetch_add(1, Ordering::Relaxed);
         match res {
             Res::Failed(_) => {
@@ -99,7 +105,7 @@ impl Api {
     }
 
     /// `GET url` as user `user`.
-    pub(crate) async fn get(&self, url: &str, user: usize, timeout: Duration) -> Res {
+    pub async fn get(&self, url: &str, user: usize, timeout: Duration) -> Res {
         let req = self
             .client
             .get(url)
@@ -109,13 +115,7 @@ impl Api {
     }
 
     /// `POST url` with a JSON body as user `user`.
-    pub(crate) async fn post(
-        &self,
-        url: &str,
-        user: usize,
-        body: &Value,
-        timeout: Duration,
-    ) -> Res {
+    pub async fn post(&self, url: &str, user: usize, body: &Value, timeout: Duration) -> Res {
         let req = self
             .client
             .post(url)
@@ -145,7 +145,7 @@ impl Api {
     }
 
     /// Whether `base` answers `/healthz` with 200.
-    pub(crate) async fn healthy(&self, base: &str) -> bool {
+    pub async fn healthy(&self, base: &str) -> bool {
         matches!(
             self.client
                 .get(format!("{base}/healthz"))
@@ -158,7 +158,7 @@ impl Api {
 }
 
 /// A client error in a few words (its source chain).
-pub(crate) fn describe(e: &reqwest::Error) -> String {
+pub fn describe(e: &reqwest::Error) -> String {
     let mut s = e.to_string();
     let mut source = std::error::Error::source(e);
     while let Some(inner) = source {

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use crate::client::{Api, USERS, token};
 
 /// `A`, `B`, … for slot 0, 1, ….
-pub(crate) fn slot_name(i: usize) -> char {
+pub fn slot_name(i: usize) -> char {
     char::from(b'A' + (i % 26) as u8)
 }
 
@@ -31,7 +31,7 @@ struct Slot {
 
 /// The serve processes of the run.
 #[derive(Debug)]
-pub(crate) struct Fleet {
+pub struct Fleet {
     slots: Vec<Slot>,
     frogbot: PathBuf,
     dir: PathBuf,
@@ -46,7 +46,7 @@ pub(crate) struct Fleet {
 
 impl Fleet {
     /// Starts `n` processes on `database`, one after the other (the first migrates), each healthy.
-    pub(crate) async fn start(
+    pub async fn start(
         api: &Api,
         frogbot: PathBuf,
         dir: PathBuf,
@@ -70,7 +70,7 @@ impl Fleet {
     /// [`Fleet::start`] with `extra_config` appended to each process's configuration and `env`
     /// set in each process's environment.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) async fn start_with(
+    pub async fn start_with(
         api: &Api,
         frogbot: PathBuf,
         dir: PathBuf,
@@ -105,17 +105,22 @@ impl Fleet {
     }
 
     /// How many processes.
-    pub(crate) fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.slots.len()
     }
 
+    /// Whether the fleet has no process slots (never, once started).
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
     /// The base URL of slot `i` while it is up.
-    pub(crate) fn base(&self, i: usize) -> Option<String> {
+    pub fn base(&self, i: usize) -> Option<String> {
         self.slots[i].base.read().expect("lock").clone()
     }
 
     /// A random process that is up: its slot and base URL.
-    pub(crate) fn pick(&self, rng: &mut fastrand::Rng) -> Option<(usize, String)> {
+    pub fn pick(&self, rng: &mut fastrand::Rng) -> Option<(usize, String)> {
         let up: Vec<(usize, String)> = (0..self.len())
             .filter_map(|i| self.base(i).map(|b| (i, b)))
             .collect();
@@ -127,12 +132,12 @@ impl Fleet {
     }
 
     /// The pid of slot `i` (0 when down).
-    pub(crate) fn pid(&self, i: usize) -> u32 {
+    pub fn pid(&self, i: usize) -> u32 {
         *self.slots[i].pid.read().expect("lock")
     }
 
     /// Resident memory of slot `i` in kB (`VmRSS`), when it is up.
-    pub(crate) fn rss_kb(&self, i: usize) -> Option<u64> {
+    pub fn rss_kb(&self, i: usize) -> Option<u64> {
         let pid = self.pid(i);
         if pid == 0 {
             return None;
@@ -145,7 +150,7 @@ impl Fleet {
     }
 
     /// SIGKILLs slot `i` and reaps it; its pid, or `None` when it was down.
-    pub(crate) async fn kill(&self, i: usize) -> Option<u32> {
+    pub async fn kill(&self, i: usize) -> Option<u32> {
         let child = self.slots[i].child.lock().expect("lock").take();
         let mut child = child?;
         let pid = child.id();
@@ -157,7 +162,7 @@ impl Fleet {
     }
 
     /// Starts slot `i` again (on its port, or a new one when that is still taken).
-    pub(crate) async fn restart(&self, i: usize) -> Result<u32, String> {
+    pub async fn restart(&self, i: usize) -> Result<u32, String> {
         let mut last = String::new();
         for attempt in 0..4 {
             if attempt > 0 {
@@ -173,7 +178,7 @@ impl Fleet {
 
     /// Lines each process logged (warnings and errors: they run with `RUST_LOG=warn`), over all
     /// its starts, and where its log is.
-    pub(crate) fn logged(&self) -> Vec<(usize, PathBuf)> {
+    pub fn logged(&self) -> Vec<(usize, PathBuf)> {
         (0..self.len())
             .map(|i| {
                 let path = self.dir.join(format!("serve-{}.log", slot_name(i)));
@@ -186,7 +191,7 @@ impl Fleet {
     }
 
     /// Stops every process (SIGKILL; nothing is left to finish).
-    pub(crate) async fn stop_all(&self) {
+    pub async fn stop_all(&self) {
         for i in 0..self.len() {
             self.kill(i).await;
         }
