@@ -63,14 +63,19 @@ impl Feed {
     /// A receiver of the pushed changes, starting the listening task on `pool` the first time
     /// (on the current tokio runtime).
     pub(crate) fn subscribe(&self, pool: &PgPool) -> broadcast::Receiver<Change> {
+        // The first receiver exists before the listening task starts, so it cannot miss the
+        // task's first `Resync` (regression: on a loaded machine the task connected and sent it
+        // before `subscribe` returned, and a test waiting for it hung).
+        let mut first = None;
         let tx = self.tx.get_or_init(|| {
-            let (tx, _) = broadcast::channel(CAPACITY);
+            let (tx, rx) = broadcast::channel(CAPACITY);
+            first = Some(rx);
             let stop = CancellationToken::new();
             tokio::spawn(listen(pool.clone(), tx.clone(), stop.clone()));
             self.stop.lock().expect("feed").push(stop.drop_guard());
             tx
         });
-        tx.subscribe()
+        first.unwrap_or_else(|| tx.subscribe())
     }
 
     /// Tells every listening process that `chat` changed (soon, with others, on `pool`). Outside
