@@ -287,6 +287,27 @@ impl Drop for Fleet {
     }
 }
 
+/// The `frogbot` binary to run: `explicit` (a `--frogbot` option), else the one next to this
+/// executable (built in the same profile).
+pub fn frogbot_binary(explicit: Option<&std::path::Path>) -> Result<PathBuf, String> {
+    let path = match explicit {
+        Some(p) => p.to_path_buf(),
+        None => std::env::current_exe()
+            .map_err(|e| format!("where is this executable: {e}"))?
+            .parent()
+            .ok_or("this executable has no directory")?
+            .join("frogbot"),
+    };
+    if !path.is_file() {
+        return Err(format!(
+            "no frogbot binary at {} (build it: `cargo build -p frogbot` in the same profile, or \
+             pass --frogbot PATH)",
+            path.display()
+        ));
+    }
+    Ok(path)
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())

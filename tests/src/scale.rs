@@ -130,7 +130,7 @@ fn main() -> ExitCode {
 
 async fn run(args: Args) -> ExitCode {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let frogbot = match frogbot_binary(&args) {
+    let frogbot = match fleet::frogbot_binary(args.frogbot.as_deref()) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("scale: {e}");
@@ -165,49 +165,28 @@ async fn run(args: Args) -> ExitCode {
             eprintln!("scale: explain: {e}");
             return ExitCode::from(1);
         }
-        for &n in &args.processes {
-            let url = cluster.create_database();
-            if let Err(e) = apply_settings(cluster, &url, &args.settings) {
-                eprintln!("scale: --set: {e}");
-                return ExitCode::from(2);
-            }
-            let run_dir = dir.join(format!("pg{n}"));
-            let _ = std::fs::create_dir_all(&run_dir);
-            match one_run(
-                &args,
-                &frogbot,
-                run_dir,
-                url.clone(),
-                n,
-                cluster.server_pid(),
-                0,
-            )
-            .await
-            {
-                Ok(f) => {
-                    print_hot(cluster, &url);
-                    all.push(f)
-                }
-                Err(e) => {
-                    eprintln!("scale: PostgreSQL with {n} process(es): {e}");
-                    return ExitCode::from(1);
-                }
-            }
-        }
-        if args.slack_workers > 0 {
+        // HTTP only, then (with Slack workers) mixed traffic, for each process count.
+        let passes = [(0, ""), (args.slack_workers, " and Slack")];
+        for (workers, what) in passes
+            .into_iter()
+            .filter(|(w, what)| *w > 0 || what.is_empty())
+        {
             for &n in &args.processes {
                 let url = cluster.create_database();
                 if let Err(e) = apply_settings(cluster, &url, &args.settings) {
                     eprintln!("scale: --set: {e}");
                     return ExitCode::from(2);
                 }
-                let run_dir = dir.join(format!("pg{n}-slack"));
+                let run_dir = dir.join(format!("pg{n}-{workers}"));
                 let _ = std::fs::create_dir_all(&run_dir);
                 let pid = cluster.server_pid();
-                match one_run(&args, &frogbot, run_dir, url, n, pid, args.slack_workers).await {
-                    Ok(f) => all.push(f),
+                match one_run(&args, &frogbot, run_dir, url.clone(), n, pid, workers).await {
+                    Ok(f) => {
+                        print_hot(cluster, &url);
+                        all.push(f)
+                    }
                     Err(e) => {
-                        eprintln!("scale: PostgreSQL with {n} process(es) and Slack: {e}");
+                        eprintln!("scale: PostgreSQL with {n} process(es){what}: {e}");
                         return ExitCode::from(1);
                     }
                 }
@@ -279,17 +258,16 @@ async fn explain(
     cluster: &frogbot_testkit::PgCluster,
 ) -> Result<(), String> {
     let url = cluster.create_database();
-    let name = url.rsplit('/').next().unwrap_or_default().to_string();
-    for setting in [
+    let settings = [
         "session_preload_libraries = 'auto_explain'",
         "auto_explain.log_min_duration = 0",
         "auto_explain.log_analyze = on",
         "auto_explain.log_buffers = on",
         "auto_explain.log_timing = on",
         "auto_explain.log_nested_statements = on",
-    ] {
-        cluster.psql(&url, &format!("ALTER DATABASE {name} SET {setting}"))?;
-    }
+    ]
+    .map(String::from);
+    apply_settings(cluster, &url, &settings)?;
     let log = cluster.server_log();
     let from = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
     let run_dir = dir.join("explain");
@@ -491,22 +469,11 @@ async fn one_run(
     fleet.stop_all().await;
     reply_times.sort();
     let replies = reply_times.len() as u64;
-    let pct_of = |v: &[Duration], p: f64| -> f64 {
-        if v.is_empty() {
-            return 0.0;
-        }
-        let i = ((v.len() as f64 * p).ceil() as usize).clamp(1, v.len()) - 1;
-        v[i].as_secs_f64() * 1000.0
-    };
-    let (reply_p50_ms, reply_p99_ms) = (pct_of(&reply_times, 0.5), pct_of(&reply_times, 0.99));
+    let (reply_p50_ms, reply_p99_ms) = (
+        percentile_ms(&reply_times, 0.5),
+        percentile_ms(&reply_times, 0.99),
+    );
     times.sort();
-    let pct = |p: f64| -> f64 {
-        if times.is_empty() {
-            return 0.0;
-        }
-        let i = ((times.len() as f64 * p).ceil() as usize).clamp(1, times.len()) - 1;
-        times[i].as_secs_f64() * 1000.0
-    };
     let cycles = times.len() as u64;
     let f = Figures {
         backend,
@@ -517,8 +484,8 @@ async fn one_run(
         reply_p50_ms,
         reply_p99_ms,
         seconds,
-        p50_ms: pct(0.5),
-        p99_ms: pct(0.99),
+        p50_ms: percentile_ms(&times, 0.5),
+        p99_ms: percentile_ms(&times, 0.99),
         serve_cpu: after.serve - before.serve,
         postgres_cpu: after.postgres - before.postgres,
         client_cpu: after.client - before.client,
@@ -586,6 +553,15 @@ async fn store_ops(api: &Api, fleet: &Fleet) -> std::collections::BTreeMap<Strin
         }
     }
     out
+}
+
+/// The `p` percentile of sorted `v`, in milliseconds (0 for none).
+fn percentile_ms(v: &[Duration], p: f64) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    let i = ((v.len() as f64 * p).ceil() as usize).clamp(1, v.len()) - 1;
+    v[i].as_secs_f64() * 1000.0
 }
 
 /// One question cycle on a new chat: ask through `slot`, answer through `next`, wait there until
@@ -855,24 +831,4 @@ fn report(all: &[Figures], concurrency: usize) {
         })
         .collect();
     println!("{}", json!({"bench": "scale", "runs": runs}));
-}
-
-/// The `frogbot` binary: `--frogbot`, else the one next to this executable.
-fn frogbot_binary(args: &Args) -> Result<PathBuf, String> {
-    let path = match &args.frogbot {
-        Some(p) => p.clone(),
-        None => std::env::current_exe()
-            .map_err(|e| format!("where is this executable: {e}"))?
-            .parent()
-            .ok_or("this executable has no directory")?
-            .join("frogbot"),
-    };
-    if !path.is_file() {
-        return Err(format!(
-            "no frogbot binary at {} (build it: `cargo build --release -p frogbot`, or pass \
-             --frogbot PATH)",
-            path.display()
-        ));
-    }
-    Ok(path)
 }

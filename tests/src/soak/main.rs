@@ -168,26 +168,6 @@ fn validate(args: &Args) -> Result<(), String> {
     Ok(())
 }
 
-/// The `frogbot` binary: `--frogbot`, else the one next to this executable.
-fn frogbot_binary(args: &Args) -> Result<PathBuf, String> {
-    let path = match &args.frogbot {
-        Some(p) => p.clone(),
-        None => std::env::current_exe()
-            .map_err(|e| format!("where is this executable: {e}"))?
-            .parent()
-            .ok_or("this executable has no directory")?
-            .join("frogbot"),
-    };
-    if !path.is_file() {
-        return Err(format!(
-            "no frogbot binary at {} (build it: `cargo build -p frogbot` in the same profile, or \
-             pass --frogbot PATH)",
-            path.display()
-        ));
-    }
-    Ok(path)
-}
-
 /// The database and how many processes share it.
 fn database(args: &Args, dir: &std::path::Path) -> Result<(String, usize, String), String> {
     if args.sqlite {
@@ -229,7 +209,7 @@ async fn run(args: Args) -> ExitCode {
             .unwrap_or(1)
             % 1_000_000_007
     });
-    let frogbot = match frogbot_binary(&args) {
+    let frogbot = match fleet::frogbot_binary(args.frogbot.as_deref()) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("soak: {e}");
