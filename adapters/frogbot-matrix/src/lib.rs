@@ -106,4 +106,8 @@ pub enum Error {
     /// Logging in or restoring the session failed.
     #[error("Matrix login failed: {0}")]
     Login(String),
+    /// Another process (or adapter) on this host has the store folder open: one store is one
+    /// device of the account, which two clients must not share.
+    #[error("the Matrix store {} is in use by another process", .0.display())]
+    StoreInUse(std::path::PathBuf),
 }

@@ -527,6 +527,9 @@ impl Store for Metered {
     fn changes(&self) -> Option<tokio::sync::broadcast::Receiver<crate::store::Change>> {
         self.inner.changes()
     }
+    async fn database_time(&self) -> Result<Option<i64>> {
+        self.inner.database_time().await
+    }
     async fn try_hold(&self, key: &str) -> Result<Option<Box<dyn crate::store::Held>>> {
         self.inner.try_hold(key).await
     }

@@ -2730,6 +2730,16 @@ impl Store for PostgresStore {
         .db(self)?;
         Ok(members)
     }
+
+    async fn database_time(&self) -> Result<Option<Millis>> {
+        // `clock_timestamp()`: the time of the read, not of the transaction's start.
+        let now: i64 =
+            sqlx::query_scalar("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint")
+                .fetch_one(&self.pool)
+                .await
+                .db(self)?;
+        Ok(Some(now))
+    }
 }
 
 /// How long after its expiry a membership row is deleted (by the next renewal in its group).

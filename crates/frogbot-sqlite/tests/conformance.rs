@@ -655,3 +655,23 @@ fn kill_minus_9_loses_no_acknowledged_send() {
         send(&store, "after", "m", T0).await.unwrap();
     });
 }
+
+/// SQLite is shared only by one host's processes: it has no clock of its own, and the engine
+/// keeps the system clock.
+#[tokio::test]
+async fn sqlite_has_no_database_clock() {
+    use frogbot_core::agent::{DatabaseClock, SystemClock};
+    let dir = tempfile::tempdir().unwrap();
+    let store: DynStore = Arc::new(
+        SqliteStore::open_path(&dir.path().join("frogbot.db"))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(store.database_time().await.unwrap(), None);
+    assert!(
+        DatabaseClock::sync(&store, Arc::new(SystemClock))
+            .await
+            .unwrap()
+            .is_none()
+    );
+}

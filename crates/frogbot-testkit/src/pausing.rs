@@ -302,6 +302,9 @@ impl Store for PausingStore {
     fn changes(&self) -> Option<tokio::sync::broadcast::Receiver<frogbot_core::store::Change>> {
         self.inner.changes()
     }
+    async fn database_time(&self) -> Result<Option<i64>> {
+        self.inner.database_time().await
+    }
     async fn try_hold(&self, key: &str) -> Result<Option<Box<dyn frogbot_core::store::Held>>> {
         self.inner.try_hold(key).await
     }

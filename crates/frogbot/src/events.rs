@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use axum::body::Bytes;
 use frogbot_core::agent::{ChatEvent, Engine};
-use frogbot_core::model::{ChatId, TurnState, UiMessage, UserId, now_millis};
+use frogbot_core::model::{ChatId, TurnState, UiMessage, UserId};
 use serde_json::json;
 use tokio::sync::{broadcast, mpsc};
 
@@ -512,7 +512,7 @@ async fn read_changes(
         return;
     };
     seen.agent = row.agent.is_some();
-    if let Some(bytes) = seen.state(row.state(now_millis())) {
+    if let Some(bytes) = seen.state(row.state(engine.now())) {
         let _ = frames.send(bytes);
     }
     if row.version == seen.version {

@@ -27,8 +27,8 @@ use frogbot_core::Error as CoreError;
 use frogbot_core::StoreError;
 use frogbot_core::agent::{Engine, SendMessage, Sent, Settle, StopOutcome};
 use frogbot_core::model::{
-    ChatId, Delivery, MessagePart, QuestionOutcome, QuestionOutput, UiMessage, millis_to_iso,
-    now_millis,
+    ChatId, Delivery, MessagePart, Millis, QuestionOutcome, QuestionOutput, UiMessage,
+    millis_to_iso,
 };
 use frogbot_core::policy::{Access, Action, ChatView, Policy, Principal};
 use frogbot_core::store::{ChatRow, QueuedChange, QueuedEdit};
@@ -412,12 +412,12 @@ async fn readyz(State(state): State<AppState>) -> Response {
     (status, axum::Json(body)).into_response()
 }
 
-fn chat_summary(row: &ChatRow) -> Value {
+fn chat_summary(row: &ChatRow, now: Millis) -> Value {
     let mut v = json!({
         "chatId": row.chat_id,
         "owner": row.owner,
         "channel": row.channel,
-        "state": row.state(now_millis()),
+        "state": row.state(now),
         "updatedAt": millis_to_iso(row.updated_at),
     });
     // A chat bound to an external agent (its people's messages go to the agent's inbox).
@@ -433,6 +433,7 @@ async fn list_chats(State(state): State<AppState>, Caller(who): Caller) -> ApiRe
         .engine
         .chats(state.policy.list_owner(&who), 500)
         .await?;
+    let now = state.engine.now();
     let chats: Vec<Value> = rows
         .iter()
         .filter(|r| {
@@ -441,7 +442,7 @@ async fn list_chats(State(state): State<AppState>, Caller(who): Caller) -> ApiRe
                 .decide(&who, Action::ReadChat(&ChatView::of(r)))
                 .is_ok()
         })
-        .map(chat_summary)
+        .map(|r| chat_summary(r, now))
         .collect();
     Ok(axum::Json(json!({"chats": chats})).into_response())
 }
@@ -466,9 +467,9 @@ async fn get_chat(
     if row.agent.is_some() {
         messages.retain(|m| m.metadata.deleted_at.is_none());
     } else {
-        with_acks(&mut messages, row.state(now_millis()));
+        with_acks(&mut messages, row.state(state.engine.now()));
     }
-    let mut body = chat_summary(&row);
+    let mut body = chat_summary(&row, state.engine.now());
     body.as_object_mut().expect("object").remove("updatedAt");
     body["messages"] = serde_json::to_value(messages).expect("messages serialise");
     Ok(with_chat(&chat, axum::Json(body)))
@@ -752,7 +753,7 @@ async fn pending(
     let chat = chat_id(&raw)?;
     let err = |e: ApiError| e.with_chat(&chat);
     let row = load_readable(&state, &chat, &who).await.map_err(err)?;
-    let now = now_millis();
+    let now = state.engine.now();
     let mut calls = Vec::new();
     // The reply the calls wait in (read once): an approval names the tool and its arguments.
     let mut reply: Option<frogbot_core::store::StoredMessage> = None;
@@ -942,7 +943,7 @@ async fn events(
             &chat,
             user.as_ref(),
             client.0,
-            row.state(now_millis()),
+            row.state(state.engine.now()),
             row.version,
         )
         .map_err(|e| {

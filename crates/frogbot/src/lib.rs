@@ -215,7 +215,8 @@ async fn build_engine_and_store(
             .map_err(|e| Error::Config(crate::config::ConfigError::key("tools.fetch_url", e)))?,
         );
     }
-    let engine = Engine::new(
+    let clock = database_clock(&store).await?;
+    let engine = Engine::with_clock(
         store.clone(),
         offers,
         tools,
@@ -240,6 +241,7 @@ async fn build_engine_and_store(
                 .collect(),
             ..Default::default()
         },
+        clock,
     )
     // The engine asks the same policy as the HTTP API at its agent and web entries.
     .with_policy(
@@ -247,6 +249,30 @@ async fn build_engine_and_store(
         principals(config).principals(),
     );
     Ok((engine, store))
+}
+
+/// How often a process reading the database's clock measures its offset again.
+const CLOCK_RESYNC: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The engine's clock: on a database many hosts share (PostgreSQL), this host's clock corrected
+/// to the database server's and kept so, so that replicas read every lease on one time whatever
+/// their hosts' clocks say; else the system clock.
+pub(crate) async fn database_clock(
+    store: &frogbot_core::store::DynStore,
+) -> Result<Arc<dyn frogbot_core::agent::Clock>, Error> {
+    use frogbot_core::agent::{DatabaseClock, SystemClock};
+    Ok(
+        match DatabaseClock::sync(store, Arc::new(SystemClock))
+            .await
+            .map_err(|e| Error::Core(e.into()))?
+        {
+            Some(clock) => {
+                clock.keep_in_sync(store, CLOCK_RESYNC);
+                Arc::new(clock)
+            }
+            None => Arc::new(SystemClock),
+        },
+    )
 }
 
 /// How many `GET /api/asks/{id}/wait` one caller holds open at once.

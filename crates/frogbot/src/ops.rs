@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use frogbot_core::agent::{Engine, EngineConfig, Revival};
 use frogbot_core::model::{
-    ChatId, MessagePart, QuestionOutcome, TurnState, millis_to_iso, now_millis, text::truncate,
+    ChatId, MessagePart, QuestionOutcome, TurnState, millis_to_iso, text::truncate,
 };
 use frogbot_core::store::{ChatFilter, ChatRow, Job, QuestionRow, StoredMessage};
 
@@ -168,7 +168,10 @@ async fn engine(config: &ConfigArg) -> Result<(Config, Engine), OpsError> {
     let store = crate::open_store(&config.database)
         .await
         .map_err(OpsError::Open)?;
-    let engine = Engine::new(
+    let clock = crate::database_clock(&store)
+        .await
+        .map_err(OpsError::Open)?;
+    let engine = Engine::with_clock(
         store,
         vec![],
         vec![],
@@ -178,6 +181,7 @@ async fn engine(config: &ConfigArg) -> Result<(Config, Engine), OpsError> {
             ),
             ..Default::default()
         },
+        clock,
     );
     Ok((config, engine))
 }
@@ -228,7 +232,7 @@ pub async fn chats(args: ChatsArgs) -> Result<(), OpsError> {
         limit: args.limit,
     };
     let rows = engine.find_chats(&filter).await?;
-    let now = now_millis();
+    let now = engine.now();
     if args.json {
         for row in &rows {
             print_json(&chat_json(row, now));
@@ -348,7 +352,7 @@ pub async fn show(args: ShowArgs) -> Result<(), OpsError> {
     };
     let messages = engine.messages(&chat).await?;
     let questions = engine.chat_questions(&chat).await?;
-    let now = now_millis();
+    let now = engine.now();
     if args.json {
         let questions: Vec<Value> = questions
             .iter()

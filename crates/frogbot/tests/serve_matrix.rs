@@ -377,8 +377,15 @@ async fn logged(log: &std::path::Path, what: &str) {
 }
 
 /// One replica of `frogbot serve` for the Matrix account `table` describes, on the database
-/// `db`, with its own matrix-sdk store (a device of its own) under `dir`, logging to `dir/log`.
-async fn replica(dir: &std::path::Path, db: &str, table: &str, password: &str) -> ServeProcess {
+/// `db`, with its configuration under `dir`, logging to `dir/log`, and `store_path = store`
+/// (replicas on one host may share it: each is a device of its own in a folder of its own).
+async fn replica(
+    dir: &std::path::Path,
+    db: &str,
+    table: &str,
+    password: &str,
+    store: &std::path::Path,
+) -> ServeProcess {
     std::fs::create_dir_all(dir).unwrap();
     let port = free_port();
     let path = config_file(
@@ -390,7 +397,7 @@ async fn replica(dir: &std::path::Path, db: &str, table: &str, password: &str) -
             // but did not post is any worker's after 2 s, not 2 minutes.
             "turn_lease_seconds = 3\ndelivery_grace_seconds = 2\n\n\
              [channels.matrix]\n{table}\nstore_path = \"{}\"\npassword_env = \"{PASSWORD_VAR}\"",
-            dir.join("matrix").display()
+            store.display()
         ),
     );
     let mut cmd = frogbot();
@@ -404,7 +411,8 @@ async fn replica(dir: &std::path::Path, db: &str, table: &str, password: &str) -
 }
 
 /// Issue 41: two replicas of `frogbot serve` on one PostgreSQL database with the same Matrix
-/// account (each its own device and matrix-sdk store): one holds the account's sync (role
+/// account and the same configured `store_path` (the second finds it in use and makes its own
+/// device in `replica-2` inside it): one holds the account's sync (role
 /// `matrix:USER_ID:sync`), the other stands by. The holder is killed (SIGKILL) — right after a
 /// message it may or may not have taken — and more messages come while nobody syncs: the other
 /// replica takes the sync over within the hold's retry, and every message the person sent is
@@ -425,14 +433,24 @@ async fn two_replicas_sync_one_at_a_time_and_take_over_without_loss() {
     );
     let dir = tempfile::tempdir().unwrap();
     let (a_dir, b_dir) = (dir.path().join("a"), dir.path().join("b"));
-    let mut a = replica(&a_dir, &db.url, &table, &bot.password).await;
+    let store = dir.path().join("matrix");
+    let mut a = replica(&a_dir, &db.url, &table, &bot.password, &store).await;
     logged(&a_dir.join("log"), "this process receives for the channel").await;
-    let _b = replica(&b_dir, &db.url, &table, &bot.password).await;
+    let _b = replica(&b_dir, &db.url, &table, &bot.password, &store).await;
     logged(
         &b_dir.join("log"),
         "another process receives for this channel; standing by",
     )
     .await;
+    logged(
+        &b_dir.join("log"),
+        "is in use by another process on this host",
+    )
+    .await;
+    assert!(
+        store.join("replica-2").join("session.json").exists(),
+        "the second replica's device is saved in its own folder"
+    );
 
     let ada = hs.person(&ada_account).await;
     let bot_id = bot.user_id.to_string();

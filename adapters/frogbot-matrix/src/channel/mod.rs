@@ -131,6 +131,33 @@ pub struct MatrixAdapter {
     users: BTreeMap<String, String>,
     allow: Vec<String>,
     image_policy: frogbot_net::FetchPolicy,
+    /// The lock on the store folder, held as long as a clone of the adapter lives.
+    _store_lock: Arc<std::fs::File>,
+}
+
+/// The file whose exclusive lock says which process has a store folder open.
+fn lock_file(store: &Path) -> PathBuf {
+    store.join("frogbot.lock")
+}
+
+/// Takes the store folder for this process: an exclusive lock on its `frogbot.lock`, released
+/// when the returned file is closed or the process dies. [`Error::StoreInUse`] when another
+/// process (or another adapter of this one) has it.
+fn claim_store(store: &Path) -> Result<std::fs::File, Error> {
+    let path = lock_file(store);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| Error::Login(format!("cannot open {}: {e}", path.display())))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::StoreInUse(store.to_path_buf())),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(Error::Login(format!("cannot lock {}: {e}", path.display())))
+        }
+    }
 }
 
 fn session_file(store: &Path) -> PathBuf {
@@ -161,10 +188,15 @@ fn login_err(e: impl std::fmt::Display) -> Error {
 }
 
 /// Logs in, or restores the session saved by an earlier start (no new login, no replay).
+///
+/// The store folder is this adapter's alone while it lives (an exclusive lock on
+/// `frogbot.lock` in it): a second `connect` on the same folder, in this process or another,
+/// fails with [`Error::StoreInUse`] instead of sharing one device's keys and sync token.
 pub async fn connect(config: Config) -> Result<MatrixAdapter, Error> {
     let span = info_span!("matrix_connect", user = %config.user_id);
     async move {
         std::fs::create_dir_all(&config.store_path).map_err(login_err)?;
+        let store_lock = claim_store(&config.store_path)?;
         let client = Client::builder()
             .homeserver_url(&config.homeserver)
             .request_config(crate::client::request_config())
@@ -278,6 +310,7 @@ pub async fn connect(config: Config) -> Result<MatrixAdapter, Error> {
             users: config.users,
             allow: config.allow,
             image_policy: config.image_policy,
+            _store_lock: Arc::new(store_lock),
         })
     }
     .instrument(span)
@@ -348,5 +381,24 @@ impl Adapter for MatrixAdapter {
             engine,
             shutdown,
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One store folder, one holder: a second claim (here, or from another process) is refused
+    /// until the first holder lets go.
+    #[test]
+    fn a_store_folder_has_one_holder_at_a_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = claim_store(dir.path()).unwrap();
+        match claim_store(dir.path()) {
+            Err(Error::StoreInUse(path)) => assert_eq!(path, dir.path()),
+            other => panic!("a second claim: {other:?}"),
+        }
+        drop(first);
+        claim_store(dir.path()).expect("free again once the holder closed it");
     }
 }

@@ -243,7 +243,8 @@ impl Engine {
         self.store()
     }
 
-    pub(crate) fn now(&self) -> Millis {
+    /// The time on the engine's clock (the one its leases and deadlines are read against).
+    pub fn now(&self) -> Millis {
         self.inner.turns.now()
     }
 

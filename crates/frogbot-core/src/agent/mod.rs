@@ -35,7 +35,7 @@ pub use channel::{
     QUEUED_BEHIND_QUESTION_TEXT, QUEUED_TEXT, STOP_REFUSED_TEXT, channel_chat_id,
     channel_message_id, failure_text, is_stop_word,
 };
-pub use clock::{Clock, ManualClock, SystemClock};
+pub use clock::{Clock, DatabaseClock, ManualClock, SystemClock};
 pub use engine::{Engine, Housekeeping, JOB_FALLBACK_POLL};
 pub use model::*;
 pub use operate::Revival;

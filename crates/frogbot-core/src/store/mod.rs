@@ -323,6 +323,15 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     fn changes(&self) -> Option<tokio::sync::broadcast::Receiver<Change>> {
         None
     }
+
+    /// The database server's clock now, in milliseconds since the epoch, where processes on
+    /// several hosts share this database (PostgreSQL); `None` (the default) where only this
+    /// host's processes do (SQLite). Leases are compared against the time their writers pass in,
+    /// so replicas read the time from one clock: the engine corrects this host's clock to it
+    /// ([`crate::agent::DatabaseClock`]).
+    async fn database_time(&self) -> Result<Option<Millis>> {
+        Ok(None)
+    }
 }
 
 /// A change [`Store::changes`] pushes.

@@ -142,6 +142,7 @@ pub(crate) async fn open(config: MatrixConfig) -> Result<Box<dyn Adapter>, crate
     };
     let user_id = frogbot_matrix::convert::parse_user_id(&config.user_id)
         .ok_or_else(|| ConfigError::key("channels.matrix.user_id", "not a Matrix user id"))?;
+    let base = config.store_path.clone();
     let mut c = Config::new(config.homeserver, user_id, login, config.store_path);
     c.auto_join = config.auto_join;
     c.poll_events = config.poll_events;
@@ -150,8 +151,48 @@ pub(crate) async fn open(config: MatrixConfig) -> Result<Box<dyn Adapter>, crate
     if let Some(var) = &config.store_passphrase_env {
         c.store_passphrase = Some(env_secret(NAME, "store_passphrase_env", var)?);
     }
-    let adapter = connect(c)
-        .await
-        .map_err(|e| ConfigError::key("channels.matrix", e))?;
-    Ok(Box::new(adapter))
+    // Replicas on one host sharing a configuration share `store_path`: the first takes it, each
+    // other the first free `replica-N` folder in it (a device of the account of its own, the
+    // same one at each restart in the same order).
+    for slot in 1..=MAX_REPLICAS_PER_HOST {
+        c.store_path = replica_store(&base, slot);
+        match connect(c.clone()).await {
+            Ok(adapter) => {
+                if slot > 1 {
+                    tracing::info!(
+                        store = %c.store_path.display(),
+                        "the Matrix store {} is in use by another process on this host; this \
+                         replica uses {}",
+                        base.display(),
+                        c.store_path.display()
+                    );
+                }
+                return Ok(Box::new(adapter));
+            }
+            Err(frogbot_matrix::Error::StoreInUse(_)) => continue,
+            Err(e) => return Err(ConfigError::key("channels.matrix", e).into()),
+        }
+    }
+    Err(ConfigError::key(
+        "channels.matrix.store_path",
+        format!(
+            "{} and its replica folders are all in use by other processes (at most \
+             {MAX_REPLICAS_PER_HOST} processes of one host share a store_path)",
+            base.display()
+        ),
+    )
+    .into())
+}
+
+/// How many processes on one host may share one `store_path` (each in a folder of its own).
+const MAX_REPLICAS_PER_HOST: u32 = 32;
+
+/// The store folder of the `slot`-th process on this host sharing `base`: `base` itself for the
+/// first, `base/replica-N` for the others.
+fn replica_store(base: &std::path::Path, slot: u32) -> PathBuf {
+    if slot <= 1 {
+        base.to_path_buf()
+    } else {
+        base.join(format!("replica-{slot}"))
+    }
 }
