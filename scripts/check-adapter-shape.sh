@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Every adapter crate has the same modules with the same roles (ARCHITECTURE.md, "Adapters"):
-# the same source files, the same features, no `#[path]` includes. Run by .ci/run.
+# Every adapter crate has the same modules with the same roles (adapters/README.md; ARCHITECTURE.md,
+# "Invariants"): the same source files, the same features, no `#[path]` includes. Run by .ci/run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -19,6 +19,9 @@
 # 3. An adapter's production code never uses its `testing` module (the fake platform and its
 #    helpers, feature `testing`); only its tests do. Held when the check came in (issue 39):
 #    Discord's `channel` used it from a test module only.
+# 4. ARCHITECTURE.md stays a map (issue 39, "Docs that stay true"): at most 250 lines, and every
+#    `crates/…`, `adapters/…` or `scripts/…` path it names exists (a `*` in a path must match
+#    something). Figures belong in the docs of the bench that measures them, not there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -64,5 +67,22 @@ if grep -nwE 'frogbot_(sqlite|postgres)' $files >&2; then
     status=1
 fi
 
-[ "$status" = 0 ] && echo "invariants: no module circles, the store crates only in serve's lib.rs, no production use of testing"
+# 4. ARCHITECTURE.md: its length, and the paths it names.
+max_lines=250
+lines=$(wc -l < ARCHITECTURE.md)
+if [ "$lines" -gt "$max_lines" ]; then
+    echo "ARCHITECTURE.md: $lines lines, at most $max_lines: move details into the code's //! docs, figures into their bench's" >&2
+    status=1
+fi
+# A path starts after anything but a path character, and loses trailing dots (sentence ends).
+paths=$(grep -oE '(^|[^A-Za-z0-9_./-])(crates|adapters|scripts)/[A-Za-z0-9_./*-]*' ARCHITECTURE.md \
+    | sed -E 's/^[^a-z]//; s/[.]+$//' | LC_ALL=C sort -u)
+for path in $paths; do
+    if ! compgen -G "$path" >/dev/null && [ ! -e "$path" ]; then
+        echo "ARCHITECTURE.md names $path, which does not exist" >&2
+        status=1
+    fi
+done
+
+[ "$status" = 0 ] && echo "invariants: no module circles, the store crates only in serve's lib.rs, no production use of testing, ARCHITECTURE.md within $max_lines lines naming only real paths"
 exit "$status"

@@ -7,6 +7,11 @@
 //! text format). What this module must NOT do: install a recorder, name a platform, or take a
 //! label value that grows without bound (chat, message or user ids): labels are model ids,
 //! platforms, API method names, status codes and the fixed words listed below.
+//!
+//! The adapters' client funnels call `platform_call` and `platform_rate_limit_wait`: Discord wraps
+//! each serenity call; Matrix sees only failures (matrix-sdk makes the calls). `metered` times
+//! every `Store` method and is installed by serve when metrics are on; neither backend knows of
+//! metrics.
 
 use std::sync::Arc;
 use std::time::Instant;

@@ -8,20 +8,26 @@
 //! [`Action`] — and gets `Ok(())` or a [`Denied`] saying why. Nothing else decides access; the
 //! handlers only load the resource and ask.
 //!
-//! | action | anonymous (when admitted) | user | agent | operator |
+//! | action | anonymous (if `anonymous = "chat"`) | user | agent | operator |
 //! |---|---|---|---|---|
-//! | `ListChats` | the ownerless web chats | its own | its own | all |
-//! | `ReadChat` | ownerless web chats no agent holds | those, and chats it owns | those, chats it owns or is bound to | all |
+//! | route `Public` (`/`, `/healthz`, `/readyz`) | yes | yes | yes | yes |
+//! | route `Caller` (chats, asks) | only if admitted, else 401 | yes | yes | yes |
+//! | route `Agent` (agent chats, agent messages, pins, acks, inbox) | 401 | 403 | yes | yes |
+//! | `ListChats` | ownerless chats | its own | its own | all |
 //! | `CreateChat` | yes | yes | yes | yes |
-//! | `WriteChat` | ownerless web chats no agent holds | those, and web chats it owns | the same | all |
-//! | `OpenAgentChat` | no | no | targets it is allowed | no |
-//! | `AgentWrite` (agent messages, pins, acks) | no | no | chats bound to it | no |
-//! | `ReadInbox` | no | no | yes (its own) | no |
-//! | `BlockEvent` on a web chat | as `WriteChat` | as `WriteChat` | as `WriteChat` | all |
-//! | `BlockEvent` on a channel chat | no | no | chats bound to it | all |
-//! | `CreateAsk` into a web chat | new or ownerless chats | new or owned chats | new or owned | all |
-//! | `CreateAsk` to a platform target | no | no | targets it is allowed | no |
-//! | `ReadAsk` (read, wait, cancel) | asks asked anonymously | its own asks | its own asks | all |
+//! | `ReadChat` | ownerless web chats no agent holds | those and its own | those, its own, and chats bound to it | all |
+//! | `WriteChat` (send, edit / delete queued, settle, withdraw, stop) | ownerless web chats no agent holds | those and its own web chats | the same | all |
+//! | `OpenAgentChat(target)` | 401 | 403 | if `targets` allow it | all |
+//! | `AgentWrite(chat)` | 401 | 403 | chats bound to it, else 404 | all |
+//! | `ReadInbox` | 401 | 403 | its own | all |
+//! | `BlockEvent(web chat)` / `(channel chat)` | as `WriteChat` / 401 | as `WriteChat` / 403 | as `WriteChat` / chats bound to it | all |
+//! | `CreateAsk(web: new or owned chat)` / `(platform target)` | ownerless or new / 401 | owned or new / 403 | owned or new / if `targets` allow it | all |
+//! | `ReadAsk` (read, wait, cancel) | asks asked anonymously | its own | its own | all |
+//!
+//! Stopping a turn is `WriteChat` plus the engine's rule that only its driver stops it (over HTTP a
+//! turn without a driver only by an anonymous caller). Binding a chat to an agent is the store's
+//! `bind_decision`: only a chat the call creates, or one bound to that agent already (an ask's own
+//! chat, made only of asks, for the asker) — never a person's conversation.
 //!
 //! Anonymous callers are admitted only where the configuration says so ([`AnonymousAccess`]):
 //! by default, only when no user and no agent is configured (the embedded default, where the

@@ -12,6 +12,11 @@
 //! ```
 //!
 //! `--pairs=N`: pairs per concurrency level (default 2000); `--reads=N` (default 20000).
+//!
+//! Measured (this project's 2-core machine, 2026-11-30, commit 87ae013): an operation handed to
+//! the group-committing writer costs ~100 µs alone and a few µs each at concurrency 64 — against
+//! ~100 µs per *statement* through sqlx's SQLite driver, whose per-connection worker thread the old
+//! store paid ~25 times a turn (why this store is on rusqlite).
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;

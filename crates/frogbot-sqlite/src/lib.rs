@@ -27,6 +27,14 @@
 //! thread), answer a write before its commit, or panic on a database error (errors are
 //! [`frogbot_core::StoreError::Unavailable`], [`frogbot_core::StoreError::Corrupt`] or
 //! [`frogbot_core::StoreError::Migration`]).
+//!
+//! Writes are kept narrow because the writer thread is the bottleneck under load (every page an
+//! operation dirties is copied into the statement journal of its savepoint and written to the WAL):
+//! a lease fence is a read inside the writer's transaction, a reply rewritten at its place sets
+//! only its body, version and time, and messages carry only the indexes something reads (migration
+//! 0004). `ping` also checks that the database file is still the one opened (device and inode): a
+//! file removed or replaced under a running store fails readiness. The store links the same
+//! `libsqlite3-sys` as matrix-sdk's store: one SQLite in the binary.
 
 mod migrate;
 mod ops;

@@ -5,6 +5,19 @@
 //! What it must not do: hold coordination state of its own (turns, queues and questions are the
 //! engine's, coordinated through the store), or name platform types (channels come from adapter
 //! crates).
+//!
+//! [`open_store`] picks the backend crate by URL; it is the only code of this crate that names
+//! `frogbot_sqlite` / `frogbot_postgres` (`scripts/check-invariants.sh`). The store handle goes to
+//! the engine, to `DatabaseClock` (replicas read leases on the database's time) and to `metrics`
+//! (the backlog read per scrape); the rest of the crate goes through the `Engine`.
+//!
+//! TLS: the process installs rustls' `ring` provider at start
+//! (`frogbot_openai::install_crypto_provider`). `aws-lc-rs` is in the tree only with `matrix`
+//! (matrix-sdk turns on reqwest's `rustls`), and `ring` is required by serenity (rustls through
+//! tokio-tungstenite) and teloxide (reqwest `rustls-tls`), so the provider must be chosen
+//! explicitly. The cargo features (one per channel, `postgres`, `mcp`, `jemalloc`, `otlp`) are
+//! described in `Cargo.toml`; every refusal of a configuration needing a feature left out is one
+//! line from `config_error::not_built`.
 
 pub mod ask;
 pub mod browser;

@@ -6,6 +6,11 @@
 //! The engine's metrics (turns, steps, questions, jobs, the store, platform calls) are named and
 //! recorded in `frogbot_core::metrics`; this module only renders them, refreshing the gauges that
 //! are read from the store (queue depth, jobs) on each scrape.
+//!
+//! `GET /metrics` takes an optional bearer token (compared in constant time). Queue depth and job
+//! counts come from one `Store::backlog` read per scrape
+//! (`frogbot_core::metrics::refresh_backlog`); this is the one place besides `lib.rs` that holds
+//! the store handle.
 
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;

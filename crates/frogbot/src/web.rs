@@ -12,6 +12,15 @@
 //! page's policy and so could not run the app's inline scripts; this page has its own policy,
 //! `sandbox allow-scripts` (an opaque origin even when opened outside a frame, so it can reach
 //! neither the chat's origin nor its token) and `frame-ancestors 'self'`.
+//!
+//! The page has a form control per input kind. Agent messages show a bold title and each
+//! `data-block-*` part as the page's own component (table, progress, image, code, fields, an html
+//! app in the frame above, any other type as `UNKNOWN_BLOCK_TEXT`), built with DOM APIs so agent
+//! data is never HTML; event buttons post `block-events`; pins sit above the thread (newest per
+//! key; an unpinned message returns to where it was posted, a pinned app full-size under the
+//! header); edits and deletions arrive live from the chat's events (unchanged messages keep their
+//! nodes, so an app never reloads); Seen / Working / Done badges show the acks an agent stored,
+//! never derived ones.
 
 use std::sync::LazyLock;
 

@@ -6,6 +6,21 @@
 //! question tool with that input under the call id [`ask_call_id`]; after the outcome it ends
 //! without text. The ask's id is its chat and message ([`AskId`]); its status is read back from
 //! the question record while it lives, then from the reply's tool part ([`AskStatus`]).
+//!
+//! An ask to a platform goes to the thread the channel's `ChannelOutbox::ask_thread` names (by
+//! default the thread given), sent as that thread's message, so the channel draws and reads it like
+//! any question. An adapter that starts a thread (in a channel, or in a person's direct
+//! conversation) posts the ask's text as its root, idempotent on the ask's key (its message id, the
+//! same for every retry of one `idempotencyKey`), so a retry after a lost response finds the same
+//! thread: Slack opens a user's DM with `conversations.open` and marks the root with `frogbot_ask`
+//! message metadata, found again in the channel's recent `conversations.history`; Discord tells
+//! threads and DMs (asked as they are) from text channels with `GET /channels/{id}`, posts the root
+//! with a nonce from the key (`enforce_nonce`) and starts a public thread on it (`160004` on a
+//! retry means it exists), and asks a user in their DM channel; Matrix posts the root with a
+//! transaction id from the key and finds or creates a user's direct room; Telegram asks a user in
+//! their private chat. A withdrawal (`DELETE`) that loses the race to an answer or another
+//! withdrawal is told so (`Engine::withdraw` is `false`). The question's deadline is written on the
+//! waiting tool part (`expiresAt`) and given to the hooks (`QuestionCall::expires_at`).
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};

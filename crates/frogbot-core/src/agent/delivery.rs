@@ -8,6 +8,45 @@
 //! (the job's run-at), [`DELIVERY_MAX_ATTEMPTS`] times at most, then buries it (an error log and a
 //! dead job operators see). Every attempt carries the same key, so platforms that can tell a
 //! repeat (Matrix, Discord, Slack) post each piece once.
+//!
+//! The job's key is `deliver:{chat}:{reply}:{from}`, due after `delivery_grace`; each piece of a
+//! split reply derives its own key (`Delivery::piece_key`). A worker's attempt carries
+//! `Delivery::attempt ≥ 1`, so the outbox looks before posting where it can; failures marked
+//! `Transient` wait at least the platform's `retry_after`, with backoff and jitter. The job is
+//! announced when written (`Change::Job`), so a worker wakes at its run-at time, not at a poll.
+//! Housekeeping reports dead jobs and purges expired question records and dead jobs older than
+//! `dead_job_retention`. Each adapter's guarantee for a repeated attempt (exactly once on Matrix,
+//! Discord and Slack; at least once on Telegram) is in `adapters/README.md`.
+//!
+//! A reply waiting on questions always has a job (even with no text before them): it is removed
+//! only once the questions are drawn, and a worker that runs it posts the text and then draws them.
+//! A take-over that marks a reply interrupted writes its job in the same transaction
+//! (`LeaseRequest::interrupted`: the engine's rule, `InterruptedDelivery`, which the backend
+//! calls).
+//!
+//! A thread's replies arrive in the order of their turns. In the chat's show queue, before posting,
+//! the process asks the store for an earlier live `deliver` job of the chat (`Store::earlier_job`,
+//! by key prefix and id): a reply owed before this one and not posted makes this one wait (it is
+//! left to its own job, and a stream does not start). A worker that claims a job with an earlier
+//! one pending defers it behind that one (`Store::defer_job`: the claim is not counted as an
+//! attempt). A non-waiting reply's job is removed inside the show queue, right after its post, so
+//! the next reply does not see it.
+//!
+//! Receiving is at least once too: Telegram's `getUpdates` offset (and its webhook's 200) is
+//! confirmed only after the update was handed to the engine; Slack's HTTP mode answers 503 past
+//! `max_pending` deliveries (Slack sends it again) instead of missing its 3-second ack; Discord's
+//! unhandled gateway events are logged. The store's platform-message-id dedup makes a repeat
+//! harmless.
+//!
+//! Not durable, by decision: acknowledgements, progress signs and the "queued" note (they describe
+//! the moment; a lost one is replaced by the next), and engine notices (retried). A streamed
+//! reply's final edit is retried like a post. A stream a crash cut off is found again by the drafts
+//! noted on its reply (noted at each partial checkpoint, at the first text after a new message, and
+//! with the turn's end or wait). Drafts belong to the reply's latest segment: a continuation after
+//! answers starts with none, and a job for an earlier segment never draws over them. A recovery
+//! edit that fails transiently fails the attempt (retried); a draft that cannot be edited for good
+//! has the rest posted anew. A draft posted after the last note is not known: a kill then leaves it
+//! with part of its text beside the reply posted again.
 
 use std::time::Duration;
 

@@ -1,6 +1,17 @@
 //! [`Engine`]: the one handle callers hold — the HTTP API, adapters, tests. It wires the three
 //! layers (channel → questions → turns, each calling only the ones below it) and exposes what
 //! callers may do and read. Callers never see the store.
+//!
+//! `Engine::store()` is crate-private: nothing outside this crate calls the store through the
+//! engine; tests use `store_for_tests()` (feature `testing`).
+//!
+//! `spawn_worker(poll)` is the process's one background worker. It sweeps expired leases every
+//! `poll` and runs due jobs when woken: by a job this process scheduled (`Turns::job_scheduled`,
+//! called after every store operation that writes a job), by a `Change::Job { run_at }` the store
+//! pushes for any process's job, or at the next due time it reads from the store after each run
+//! (`live_jobs`: a later run-at, a retry's backoff, a claim running out). Polling for jobs is the
+//! fallback: every `poll` when the store pushes nothing (SQLite), every [`JOB_FALLBACK_POLL`] when
+//! it does.
 
 use std::sync::Arc;
 use std::time::Duration;

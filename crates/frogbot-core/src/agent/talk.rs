@@ -4,6 +4,22 @@
 //! from its **inbox** ([`InboxItem`]), acknowledging them Seen (when the inbox returns them),
 //! Working or Done. Every change reaches the chat's platform thread through the channel's outbox
 //! and the web chat through the chat's messages.
+//!
+//! `open_agent_chat` binds a web chat (ownerless: the person talks in it by its id) or a platform
+//! thread (a channel or a person gets a new thread through `ChannelOutbox::ask_thread`, idempotent
+//! on the key) to the calling agent; an ask binds its chat to the asker when the chat holds only
+//! asks. People's messages in a bound thread or web chat (`channel_message`, `web_message`) go to
+//! the inbox with `post_message`, never to a model; so do block event clicks (`channel_event` from
+//! an adapter's `EventClick`, `web_event`). The agent posts (`agent_send`), edits or patches one
+//! block (`agent_edit`), deletes (a tombstone; `Engine::agent_delete` withdraws an ask's open
+//! question instead) and pins under a key (the key's earlier pin returns to the thread). Each is a
+//! fenced read-modify-write (`update_message`, retried on `Moved`) that writes a `sync-message` job
+//! with the change; the chat's show queue then brings the platform copy up to date at once
+//! (`sync_message`: `post_message`, `edit_posted` or `delete_posted`, then `pin_posted`, comparing
+//! `sync.revision` with `sync.shown`), and any worker does it after the job's delay if this process
+//! could not. The inbox (`inbox`, `Engine::inbox_wait`: woken by this process's arrivals, the store
+//! read every second) marks what it returns Seen and shows it on the platform; `agent_ack` sets
+//! Working / Done.
 
 use serde::{Deserialize, Serialize};
 use tracing::{debug, warn};

@@ -1,4 +1,10 @@
 //! Tools: user-defined async functions with a JSON-schema input.
+//!
+//! `Tool::approval()` is `None`, or the `ApprovalPolicy` a call waits for (`with_approval` wraps
+//! any tool). `call_or_ask` / `resume` serve a call that asks the driver for input while it runs
+//! (`ToolStep`, `ToolAnswer`). `ToolSource` gives tools that change while the engine runs, asked at
+//! every model step (`Engine::with_tool_source`): the turn offers them after its own tools, a name
+//! it already has not twice, and looks calls up in both.
 
 use async_trait::async_trait;
 use serde::de::DeserializeOwned;

@@ -16,6 +16,13 @@
 //! users = { "@alice:example.org" = "alice" }
 //! allow = ["alice"]
 //! ```
+//!
+//! Replicas: a Matrix replica is a device of the account with a store folder of its own.
+//! `frogbot_matrix::channel::connect` locks `frogbot.lock` in the folder (`Error::StoreInUse` when
+//! another process has it), and this module gives replicas on one host that share `store_path` the
+//! first free of it and its `replica-N` folders. A replica that takes the sync over resumes from
+//! the handled-sync token it saved itself (in its own store folder, at its login or its last sync),
+//! so it reads again what the dead holder had handled; the engine drops what it stored already.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

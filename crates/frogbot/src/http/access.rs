@@ -5,8 +5,9 @@
 //! access on the request, and the [`Caller`] extractor — the only way a handler learns who
 //! calls — resolves the bearer token to a [`Principal`] and asks [`Policy::admit`]. A handler
 //! then asks [`Policy::decide`] about the resource it loaded (see [`super::decide`]).
-//! [`Api::table`] is the list of every route with its access: the route × principal test walks
-//! it, so a route added without an entry there fails that test.
+//! `Api`'s `table`, returned by `http::routes()`, is the list of every route with its access: the
+//! route × principal test (`tests/authorization.rs`) walks it, so a route added without an entry
+//! there fails that test.
 
 use std::collections::HashMap;
 

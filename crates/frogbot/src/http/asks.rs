@@ -2,6 +2,10 @@
 //! (`POST /api/asks`, `GET /api/asks/{id}`, `GET /api/asks/{id}/wait`, `DELETE /api/asks/{id}`).
 //! An ask is a turn of the built-in ask model in a chat (`frogbot_core::agent::ask`), so the
 //! answer comes back through the same settle endpoint, first answer wins, as any question.
+//!
+//! A `wait` long poll reads the chat once, then only the ask's question record: when this process's
+//! chat events wake it, and every second for answers recorded by another process. Each caller holds
+//! a bounded number of waits at once (429 `too-many-waits` past it).
 
 use std::time::Duration;
 

@@ -4,6 +4,39 @@
 //! The channel layer sits on top: it hands thread replies to the question engine first (a reply
 //! may answer a question), sends the rest to the turn engine, and listens to the turn engine's
 //! turn ends to post replies and draw questions.
+//!
+//! Thread messages: a reply a question consumes never reaches the agent; `stop` from the turn's
+//! driver stops it; the rest are identity- and access-checked and sent to the thread's chat with
+//! the platform's `ChannelSettings` model. The first message of a thread without a chat reads the
+//! thread's earlier messages (`thread_history`, within `context_messages` / `context_chars`). A
+//! person's edit or deletion of their message on the platform (`Engine::channel_message_changed`,
+//! from each adapter's receive path in the thread's order) edits or removes it while it is queued,
+//! under the store's author rule with the stored author; a message that already ran is left as read
+//! (`ChannelChangeOutcome::AlreadyRan`). `channel_stop` serves the platforms' Stop controls with
+//! the same driver rule as the typed `stop`.
+//!
+//! What a thread is shown: `ChannelOutbox::ack` gives Seen when a message is stored (decided before
+//! `send` and filled in after it, so the turn's Working always follows), Working at `turn_started`,
+//! Done or Failed after the reply. A turn that ends waiting for an answer leaves Working on the
+//! message (kept in `Channels::awaiting`, or found in the chat after a restart), and the continued
+//! turn's end gives it Done. `working` is repeated every `working_every` while a turn runs; there
+//! is one note per queue; a failure, an interruption or `max_steps` adds a short notice to the
+//! reply (the error's details stay in the logs); questions are drawn after the reply.
+//!
+//! Streaming: a `Streamer` task per turn shows the text through `ChannelOutbox::start_stream`,
+//! which returns a `ReplyStream` (usually `EditStream` over the adapter's `DraftMessages`: post,
+//! edit, cut into pieces, the Stop control on the last message). The first message, the notified
+//! one, waits until the text `reads_as_a_start` (`FIRST_MESSAGE_WAIT` at most), and the turn
+//! checkpoints the new message id at once through `TurnWatch::posted`; after that at most one
+//! update per `stream_interval`. At the turn's end the stream is handed back and `finish` draws the
+//! final state (only the text not posted before a question, plus any notice). A reply whose stream
+//! a crash cut off is found by the lease sweeper with its `drafts`: they are edited to the partial
+//! text and `(interrupted)`. `ChannelOutbox::idle` is called once a reply is shown (or the turn
+//! stopped): adapters turn typing off there.
+//!
+//! Order: everything a thread is shown runs in order on one task per chat (the chat's show queue, a
+//! queue of futures), so a slow platform call never reorders it and never holds a turn (only
+//! `turn_ended` waits for its reply to be posted).
 
 use async_trait::async_trait;
 use futures::future::BoxFuture;

@@ -11,6 +11,16 @@
 //! continue the turn. Concurrent interactions are decided optimistically: `parse` reads a record
 //! at a revision, and the store records the answer only if the record is still at it (otherwise
 //! the record is read and parsed again).
+//!
+//! Interactions are routed by platform message id, by the form locator, or by the thread's waiting
+//! reply (a thread reply is offered only to the open questions of the waiting reply), checked for
+//! staleness, parsed on the record as read, identity- and access-checked, and recorded only if the
+//! record is still at the revision parsed. A partial answer is one `advance_question`, then the
+//! `updated` hook; a failed `updated` schedules a `question-updated` retry
+//! ([`UPDATED_FIRST_BACKOFF_MS`] doubling, at most [`UPDATED_MAX_RUNS`] runs). A settle that
+//! arrives before a running turn has saved its question waits a moment for it (it reads the chat
+//! before the record, so a save landing between the two reads is not missed). `render_pending`
+//! draws the calls not drawn yet and saves them with one `mark_rendered`.
 
 use std::sync::Arc;
 use tracing::{Instrument, debug, error, info_span, warn};

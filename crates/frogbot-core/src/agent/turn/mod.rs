@@ -5,6 +5,38 @@
 //! It knows nothing of channels or questions' hooks: what happens around a turn — offering the
 //! question tool, posting a reply, drawing questions — is a [`TurnListener`]'s business, told of
 //! each turn's end as an event.
+//!
+//! A turn: `send` is one store operation; a started turn runs in a task, step after step until a
+//! final reply, a question, a failure or `max_steps`. It checkpoints after every step that calls
+//! tools (the driver's steers join there) and at every `partial_checkpoint` while text streams,
+//! then ends with one `end_turn` that saves the last reply and releases the chat or promotes the
+//! next queued message. A turn of three steps costs four store operations (`send`, two
+//! `checkpoint`s, `end_turn`). A step whose model stream is silent for `stream_idle_timeout` or
+//! runs past `step_timeout` is aborted like a failed stream (the partial step kept, the turn failed
+//! with `model-timeout`), so a hung model never holds a chat. A renewer extends the lease every
+//! `ttl/3`; a lost lease stops the turn. `resume` continues a reply whose questions all have an
+//! outcome (or ends it at once after a dismissal or withdrawal).
+//!
+//! Approvals: a step that calls a tool whose `approval()` is set does not run it. The call's part
+//! goes `approval-requested` (`approval.descriptor`: the question) and the step's questions include
+//! an approval question under the call's id, so the turn waits exactly as for the `question` tool.
+//! When the turn resumes, `fill_approval_part` turns each decided call `approval-responded`
+//! (approved, with who and when) or `output-denied`; `run_approved` checkpoints that decision, then
+//! runs each approved call once and checkpoints its result, before the next model step. A reply
+//! interrupted with an approved call still `approval-requested` was never started; one still
+//! `approval-responded` may have run (`interrupted_reply` says which). Elicitations (`elicit.rs`)
+//! are suspended the same way and run after the approved calls (`run_elicited`).
+//!
+//! Around a turn: a [`TurnListener`] (the channel layer) is asked whether to offer the question
+//! tool and told every turn's start and end, in order. At the start it may return a `TurnWatch`
+//! that receives the reply's text deltas and whose streamed message ids are written into the
+//! reply's checkpoints (`metadata.drafts`). A running turn's stop switch (`halts`, per chat, with
+//! its driver) is checked at every step boundary and raced against the model's stream: a stopped
+//! turn keeps what it produced, marked `STOPPED_TEXT`, and ends like any other (the queue runs on).
+//! The lease sweeper (`recover_expired_leases`, run by `Engine::spawn_worker`) takes chats whose
+//! holder died, marks the interrupted turn and runs the queue. A stop (`begin_shutdown`) makes
+//! ending turns hand their queue on (`run-queue` job); `drain` waits for the grace period, then
+//! stops the rest and ends their leases at once.
 
 mod elicit;
 mod prompt;

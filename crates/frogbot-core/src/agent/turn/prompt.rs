@@ -1,5 +1,17 @@
 //! Prompt building: a chat's history as model messages, kept in memory across turns (read once,
 //! then only what is newer), and the question tool as the model sees it.
+//!
+//! The history cache keeps a chat's messages, each converted to model messages once, across turns;
+//! it is refreshed with `messages_since` only when the chat's version moved, and finds a message by
+//! id through an index. The transcript of all but the newest message is kept compacted (O(log n)
+//! shared chunks, merged like a binary counter), and the model request clones that transcript, so a
+//! request costs the same however long the chat is (the `turns` bench of this crate records the
+//! measurement). Past `history_bytes` the request keeps the newest whole turns that fit
+//! (`Transcript::within`: whole chunks, then the tail of one, starting at a user message; a cost
+//! bounded by the budget, not the chat); the instructions and the turn in progress always go. A
+//! channel user message carries its speaker's name and, for the first message of a thread the bot
+//! joined late, the thread's earlier messages (`metadata.speaker` / `metadata.context`), written
+//! into the model's view here.
 
 use serde_json::{Value, json};
 use std::collections::HashMap;
