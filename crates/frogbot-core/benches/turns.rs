@@ -48,14 +48,8 @@ use frogbot_core::agent::{
     Engine, EngineConfig, Model, ModelMessage, ModelOffer, ModelRequest, ModelStream, SendMessage,
     Sent, tool_fn,
 };
-use frogbot_core::model::{ChatId, Delivery, MessagePart, Millis, ToolState, TurnState, UserId};
-use frogbot_core::store::Result;
-use frogbot_core::store::{
-    AdvanceOp, Advanced, AwaitOp, ChatChanges, ChatFilter, ChatRow, CheckpointOp, Checkpointed,
-    DynStore, EndTurnOp, Job, Lease, LeaseRequest, NewJob, NewQuestion, Purgeable, QuestionLock,
-    QuestionRow, QueuedChange, QueuedEdit, RecordOp, Recorded, RenderedOp, Resume, SendOp, Store,
-    StoredMessage, Taken, TurnEnded, UpdateQuestionOp,
-};
+use frogbot_core::model::{ChatId, Delivery, MessagePart, ToolState, TurnState, UserId};
+use frogbot_core::store::{Call, ChatChanges, DynStore, Result, Store, StoreLayer, StoredMessage};
 use frogbot_postgres::PostgresStore;
 use frogbot_sqlite::{SqliteStore, WriterStats};
 use frogbot_testkit::{PgCluster, TestDb};
@@ -599,22 +593,6 @@ struct Timed {
     profile: Arc<Profile>,
 }
 
-macro_rules! timed {
-    ($self:ident, $name:expr, $call:expr) => {{
-        let t = Instant::now();
-        let r = $call.await;
-        $self.profile.record($name, t.elapsed(), 0);
-        r
-    }};
-    ($self:ident, $name:expr, $call:expr, rows = $rows:expr) => {{
-        let t = Instant::now();
-        let r = $call.await;
-        let rows: u64 = r.as_ref().map($rows).unwrap_or(0) as u64;
-        $self.profile.record($name, t.elapsed(), rows);
-        r
-    }};
-}
-
 /// The methods that write (one transaction each); the rest read.
 const WRITES: &[&str] = &[
     "send",
@@ -643,293 +621,26 @@ const WRITES: &[&str] = &[
 ];
 
 #[async_trait]
-impl Store for Timed {
-    fn backend(&self) -> &'static str {
-        self.inner.backend()
+impl StoreLayer for Timed {
+    fn inner(&self) -> &dyn Store {
+        self.inner.as_ref()
     }
-    async fn ping(&self) -> Result<()> {
-        timed!(self, "ping", self.inner.ping())
-    }
-    async fn get_chat(&self, chat: &ChatId) -> Result<Option<ChatRow>> {
-        timed!(self, "get_chat", self.inner.get_chat(chat))
-    }
-    async fn get_channel_chat(&self, platform: &str, thread: &str) -> Result<Option<ChatRow>> {
-        timed!(
-            self,
-            "get_channel_chat",
-            self.inner.get_channel_chat(platform, thread)
-        )
-    }
-    async fn list_chats(&self, owner: Option<&UserId>, limit: u32) -> Result<Vec<ChatRow>> {
-        timed!(self, "list_chats", self.inner.list_chats(owner, limit))
-    }
-    async fn get_message(&self, chat: &ChatId, id: &str) -> Result<Option<StoredMessage>> {
-        timed!(self, "get_message", self.inner.get_message(chat, id))
-    }
-    async fn list_messages(&self, chat: &ChatId) -> Result<Vec<StoredMessage>> {
-        timed!(
-            self,
-            "list_messages",
-            self.inner.list_messages(chat),
-            rows = Vec::len
-        )
-    }
-    async fn messages_since(&self, chat: &ChatId, version: i64) -> Result<ChatChanges> {
-        timed!(
-            self,
-            "messages_since",
-            self.inner.messages_since(chat, version),
-            rows = |c: &ChatChanges| c.messages.len()
-        )
-    }
-    async fn queued_messages(&self, chat: &ChatId) -> Result<Vec<StoredMessage>> {
-        timed!(
-            self,
-            "queued_messages",
-            self.inner.queued_messages(chat),
-            rows = Vec::len
-        )
-    }
-    async fn expired_leases(&self, now: Millis, limit: u32) -> Result<Vec<ChatId>> {
-        timed!(
-            self,
-            "expired_leases",
-            self.inner.expired_leases(now, limit)
-        )
-    }
-    async fn get_question(
-        &self,
-        chat: &ChatId,
-        tool_call_id: &str,
-        now: Millis,
-    ) -> Result<Option<QuestionRow>> {
-        timed!(
-            self,
-            "get_question",
-            self.inner.get_question(chat, tool_call_id, now)
-        )
-    }
-    async fn questions_of_message(
-        &self,
-        chat: &ChatId,
-        message_id: &str,
-        now: Millis,
-    ) -> Result<Vec<QuestionRow>> {
-        timed!(
-            self,
-            "questions_of_message",
-            self.inner.questions_of_message(chat, message_id, now)
-        )
-    }
-    async fn questions_by_platform_message(
-        &self,
-        platform: &str,
-        message_id: &str,
-        now: Millis,
-    ) -> Result<Vec<QuestionRow>> {
-        timed!(
-            self,
-            "questions_by_platform_message",
-            self.inner
-                .questions_by_platform_message(platform, message_id, now)
-        )
-    }
-    async fn get_job(&self, id: i64) -> Result<Option<Job>> {
-        timed!(self, "get_job", self.inner.get_job(id))
-    }
-    async fn send(&self, op: &SendOp<'_>) -> Result<Sent2> {
-        timed!(self, "send", self.inner.send(op))
-    }
-    async fn checkpoint(&self, op: &CheckpointOp<'_>) -> Result<Checkpointed> {
-        timed!(self, "checkpoint", self.inner.checkpoint(op))
-    }
-    async fn await_answers(&self, op: &AwaitOp<'_>) -> Result<StoredMessage> {
-        timed!(self, "await_answers", self.inner.await_answers(op))
-    }
-    async fn end_turn(&self, op: &EndTurnOp<'_>) -> Result<TurnEnded> {
-        timed!(self, "end_turn", self.inner.end_turn(op))
-    }
-    async fn take_chat(&self, chat: &ChatId, req: &LeaseRequest) -> Result<Option<Taken>> {
-        timed!(self, "take_chat", self.inner.take_chat(chat, req))
-    }
-    async fn resume_turn(
-        &self,
-        chat: &ChatId,
-        message_id: &str,
-        req: &LeaseRequest,
-    ) -> Result<Resume> {
-        timed!(
-            self,
-            "resume_turn",
-            self.inner.resume_turn(chat, message_id, req)
-        )
-    }
-    async fn renew_lease(&self, lease: &mut Lease, ttl_ms: Millis, now: Millis) -> Result<()> {
-        timed!(
-            self,
-            "renew_lease",
-            self.inner.renew_lease(lease, ttl_ms, now)
-        )
-    }
-    async fn expire_lease(&self, lease: &Lease, now: Millis) -> Result<()> {
-        timed!(self, "expire_lease", self.inner.expire_lease(lease, now))
-    }
-    async fn edit_queued(
-        &self,
-        chat: &ChatId,
-        id: &str,
-        by: Option<&UserId>,
-        edit: &QueuedEdit,
-        now: Millis,
-    ) -> Result<QueuedChange> {
-        timed!(
-            self,
-            "edit_queued",
-            self.inner.edit_queued(chat, id, by, edit, now)
-        )
-    }
-    async fn delete_queued(
-        &self,
-        chat: &ChatId,
-        id: &str,
-        by: Option<&UserId>,
-        now: Millis,
-    ) -> Result<QueuedChange> {
-        timed!(
-            self,
-            "delete_queued",
-            self.inner.delete_queued(chat, id, by, now)
-        )
-    }
-    async fn insert_questions(&self, rows: &[NewQuestion], now: Millis) -> Result<()> {
-        timed!(
-            self,
-            "insert_questions",
-            self.inner.insert_questions(rows, now)
-        )
-    }
-    async fn mark_rendered(&self, op: &RenderedOp<'_>) -> Result<()> {
-        timed!(self, "mark_rendered", self.inner.mark_rendered(op))
-    }
-    async fn record_outcome(&self, op: &RecordOp<'_>) -> Result<Recorded> {
-        timed!(self, "record_outcome", self.inner.record_outcome(op))
-    }
-    async fn advance_question(&self, op: &AdvanceOp<'_>) -> Result<Advanced> {
-        timed!(self, "advance_question", self.inner.advance_question(op))
-    }
-    async fn lock_question(
-        &self,
-        chat: &ChatId,
-        tool_call_id: &str,
-        holder: &str,
-        ttl_ms: Millis,
-        now: Millis,
-    ) -> Result<Option<(QuestionLock, QuestionRow)>> {
-        timed!(
-            self,
-            "lock_question",
-            self.inner
-                .lock_question(chat, tool_call_id, holder, ttl_ms, now)
-        )
-    }
-    async fn update_question(&self, op: &UpdateQuestionOp<'_>) -> Result<QuestionRow> {
-        timed!(self, "update_question", self.inner.update_question(op))
-    }
-    async fn unlock_question(&self, lock: &QuestionLock) -> Result<()> {
-        timed!(self, "unlock_question", self.inner.unlock_question(lock))
-    }
-    async fn purge_expired(&self, now: Millis) -> Result<u64> {
-        timed!(self, "purge_expired", self.inner.purge_expired(now))
-    }
-    async fn enqueue_job(&self, job: &NewJob) -> Result<i64> {
-        timed!(self, "enqueue_job", self.inner.enqueue_job(job))
-    }
-    async fn claim_job(&self, worker: &str, claim_ms: Millis, now: Millis) -> Result<Option<Job>> {
-        timed!(
-            self,
-            "claim_job",
-            self.inner.claim_job(worker, claim_ms, now)
-        )
-    }
-    async fn complete_job(&self, job: &Job) -> Result<bool> {
-        timed!(self, "complete_job", self.inner.complete_job(job))
-    }
-    async fn retry_job(&self, job: &Job, run_at: Millis, error: &str) -> Result<bool> {
-        timed!(self, "retry_job", self.inner.retry_job(job, run_at, error))
-    }
-    async fn bury_job(&self, job: &Job, error: &str) -> Result<bool> {
-        timed!(self, "bury_job", self.inner.bury_job(job, error))
-    }
-    async fn delete_job(&self, key: &str) -> Result<bool> {
-        timed!(self, "delete_job", self.inner.delete_job(key))
-    }
-    async fn earlier_job(&self, key_prefix: &str, key: &str) -> Result<Option<Job>> {
-        timed!(self, "earlier_job", self.inner.earlier_job(key_prefix, key))
-    }
-    async fn defer_job(&self, job: &Job, run_at: Millis) -> Result<bool> {
-        timed!(self, "defer_job", self.inner.defer_job(job, run_at))
-    }
-    async fn dead_jobs(&self, limit: u32) -> Result<Vec<Job>> {
-        timed!(self, "dead_jobs", self.inner.dead_jobs(limit))
-    }
-    async fn purge_dead_jobs(&self, before: Millis) -> Result<u64> {
-        timed!(self, "purge_dead_jobs", self.inner.purge_dead_jobs(before))
-    }
-    async fn find_chats(&self, filter: &ChatFilter, now: Millis) -> Result<Vec<ChatRow>> {
-        timed!(self, "find_chats", self.inner.find_chats(filter, now))
-    }
-    async fn live_jobs(&self, limit: u32) -> Result<Vec<Job>> {
-        timed!(self, "live_jobs", self.inner.live_jobs(limit))
-    }
-    async fn revive_job(&self, id: i64, now: Millis) -> Result<Option<Job>> {
-        timed!(self, "revive_job", self.inner.revive_job(id, now))
-    }
-    async fn backlog(&self, now: Millis) -> Result<frogbot_core::store::Backlog> {
-        timed!(self, "backlog", self.inner.backlog(now))
-    }
-    async fn purgeable(&self, now: Millis, dead_before: Millis) -> Result<Purgeable> {
-        timed!(self, "purgeable", self.inner.purgeable(now, dead_before))
-    }
-    async fn bind_agent(
-        &self,
-        op: &frogbot_core::store::BindAgentOp<'_>,
-    ) -> Result<frogbot_core::store::Bound> {
-        timed!(self, "bind_agent", self.inner.bind_agent(op))
-    }
-    async fn post_message(
-        &self,
-        op: &frogbot_core::store::PostMessageOp<'_>,
-    ) -> Result<frogbot_core::store::PostedMessage> {
-        timed!(self, "post_message", self.inner.post_message(op))
-    }
-    async fn update_message(
-        &self,
-        op: &frogbot_core::store::UpdateMessageOp<'_>,
-    ) -> Result<frogbot_core::store::MessageUpdate> {
-        timed!(self, "update_message", self.inner.update_message(op))
-    }
-    async fn take_inbox(
-        &self,
-        op: &frogbot_core::store::InboxOp<'_>,
-    ) -> Result<Vec<StoredMessage>> {
-        timed!(self, "take_inbox", self.inner.take_inbox(op))
-    }
-    async fn try_hold(&self, key: &str) -> Result<Option<Box<dyn frogbot_core::store::Held>>> {
-        self.inner.try_hold(key).await
-    }
-    async fn members(
-        &self,
-        group: &str,
-        member: &str,
-        ttl_ms: i64,
-        now: i64,
-    ) -> Result<Vec<String>> {
-        self.inner.members(group, member, ttl_ms, now).await
+
+    async fn around<T: Send + 'static>(&self, op: &'static str, call: Call<'_, T>) -> Result<T> {
+        let t = Instant::now();
+        let r = call.await;
+        // The message reads also count the messages they return.
+        let rows = r.as_ref().map_or(0, |v| {
+            let v = v as &dyn std::any::Any;
+            v.downcast_ref::<Vec<StoredMessage>>()
+                .map(Vec::len)
+                .or_else(|| v.downcast_ref::<ChatChanges>().map(|c| c.messages.len()))
+                .unwrap_or(0)
+        });
+        self.profile.record(op, t.elapsed(), rows as u64);
+        r
     }
 }
-
-/// The store's `Sent` (the engine's `Sent` is imported under its own name).
-type Sent2 = frogbot_core::store::Sent;
 
 /// Prints calls per turn and mean time per call for every method called during the measured turns;
 /// returns (name, calls per turn, mean per call, write?) for the JSON line.

@@ -77,8 +77,10 @@
 //!   when none was saved) in the same transaction, and the engine posts it to the channel thread.
 
 mod error;
+mod layer;
 mod types;
 pub use error::{Item, Result, StoreError};
+pub use layer::{Call, StoreLayer};
 pub use types::*;
 
 use async_trait::async_trait;
