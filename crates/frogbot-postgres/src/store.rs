@@ -1935,7 +1935,7 @@ impl Store for PostgresStore {
                 if let Some(m) = rows::message_opt(&row, "u_")? {
                     return Ok(QueuedChange::Done(Some(Box::new(m))));
                 }
-                if let Some(refused) = queued_refusal(self, &row, by)? {
+                if let Some(refused) = snapshot_refusal(self, &row, by)? {
                     return Ok(refused);
                 }
                 // Promoted or deleted between the statement's snapshot and its write: look again.
@@ -1969,7 +1969,7 @@ impl Store for PostgresStore {
                 if row.try_get::<i64, _>("deleted").db(self)? > 0 {
                     return Ok(QueuedChange::Done(None));
                 }
-                if let Some(refused) = queued_refusal(self, &row, by)? {
+                if let Some(refused) = snapshot_refusal(self, &row, by)? {
                     return Ok(refused);
                 }
             }
@@ -2745,9 +2745,10 @@ impl Store for PostgresStore {
 /// How long after its expiry a membership row is deleted (by the next renewal in its group).
 const MEMBERS_SWEPT_AFTER_MS: Millis = 60 * 60 * 1000;
 
-/// Why a queued message was not changed, from the statement's snapshot of it: `None` when the
-/// snapshot allowed the change (it raced a promotion or a delete; look again).
-fn queued_refusal(
+/// Why a queued message was not changed, from the statement's snapshot of it
+/// ([`queued_refusal`]): `None` when the snapshot allowed the change (it raced a promotion or a
+/// delete; look again).
+fn snapshot_refusal(
     s: &PostgresStore,
     row: &PgRow,
     by: Option<&UserId>,
@@ -2755,17 +2756,7 @@ fn queued_refusal(
     let role: String = row.try_get("role").db(s)?;
     let author: Option<String> = row.try_get("author").db(s)?;
     let queued: bool = row.try_get("queued").db(s)?;
-    if role != Role::User.as_str() || author.as_deref() != by.map(UserId::as_str) {
-        return Ok(Some(if queued {
-            QueuedChange::Forbidden
-        } else {
-            QueuedChange::NotQueued
-        }));
-    }
-    if !queued {
-        return Ok(Some(QueuedChange::NotQueued));
-    }
-    Ok(None)
+    Ok(queued_refusal(&role, author.as_deref(), queued, by))
 }
 
 impl PostgresStore {

@@ -1141,15 +1141,13 @@ pub(crate) fn edit_queued(
     let Some(current) = get_message(c, chat, id)? else {
         return Ok(QueuedChange::NotFound);
     };
-    if current.message.role != Role::User || current.author() != by {
-        return Ok(if current.queued {
-            QueuedChange::Forbidden
-        } else {
-            QueuedChange::NotQueued
-        });
-    }
-    if !current.queued {
-        return Ok(QueuedChange::NotQueued);
+    if let Some(refused) = queued_refusal(
+        current.message.role.as_str(),
+        current.author().map(UserId::as_str),
+        current.queued,
+        by,
+    ) {
+        return Ok(refused);
     }
     let mut message = current.message.clone();
     if let Some(parts) = &edit.parts {
@@ -1197,15 +1195,13 @@ pub(crate) fn delete_queued(
     let Some(current) = get_message(c, chat, id)? else {
         return Ok(QueuedChange::NotFound);
     };
-    if current.message.role != Role::User || current.author() != by {
-        return Ok(if current.queued {
-            QueuedChange::Forbidden
-        } else {
-            QueuedChange::NotQueued
-        });
-    }
-    if !current.queued {
-        return Ok(QueuedChange::NotQueued);
+    if let Some(refused) = queued_refusal(
+        current.message.role.as_str(),
+        current.author().map(UserId::as_str),
+        current.queued,
+        by,
+    ) {
+        return Ok(refused);
     }
     bump(c, chat)?;
     exec(

@@ -130,6 +130,26 @@ pub fn check_writer(row: &ChatRow, chat: &NewChat) -> Result<()> {
     Ok(())
 }
 
+/// Whether `by` may edit or delete a stored message (its `role`, `author` and whether it is
+/// `queued`): `None` when it may — a user's own message still waiting in the queue — else why not:
+/// [`QueuedChange::Forbidden`] for a queued message of someone else (or not a user's),
+/// [`QueuedChange::NotQueued`] once it left the queue. Both backends decide with it.
+pub fn queued_refusal(
+    role: &str,
+    author: Option<&str>,
+    queued: bool,
+    by: Option<&UserId>,
+) -> Option<QueuedChange> {
+    if role != Role::User.as_str() || author != by.map(UserId::as_str) {
+        return Some(if queued {
+            QueuedChange::Forbidden
+        } else {
+            QueuedChange::NotQueued
+        });
+    }
+    (!queued).then_some(QueuedChange::NotQueued)
+}
+
 /// How a message sent while the chat is busy is saved: a steer joins the running turn only when
 /// it comes from the turn's driving user while a live lease is held; anything else is queued.
 pub fn steer_or_queue(
