@@ -22,6 +22,7 @@
 # 4. ARCHITECTURE.md stays a map (issue 39, "Docs that stay true"): at most 250 lines, and every
 #    `crates/…`, `adapters/…` or `scripts/…` path it names exists (a `*` in a path must match
 #    something). Figures belong in the docs of the bench that measures them, not there.
+# 5. Who holds the store (below).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -64,6 +65,24 @@ files=$(find crates/frogbot/src adapters/*/src -name '*.rs' \
 # shellcheck disable=SC2086
 if grep -nwE 'frogbot_(sqlite|postgres)' $files >&2; then
     echo "only crates/frogbot/src/lib.rs opens a store: the rest of serve and the adapters go through the Engine" >&2
+    status=1
+fi
+
+# 5. Who holds the store: in serve only `lib.rs` (which builds the engine), `ops.rs` (the operator
+#    commands' engine) and `main.rs` (`migrate`) open or name a store handle; every other module
+#    asks the `Engine` (metrics read the backlog with `Engine::refresh_backlog`). No adapter source
+#    outside its `testing` module names `frogbot_core::store`.
+# shellcheck disable=SC2046
+if grep -nwE 'DynStore|open_store|StoreLayer|store::Store' $(find crates/frogbot/src -name '*.rs' \
+    -not -path 'crates/frogbot/src/lib.rs' -not -path 'crates/frogbot/src/ops.rs' \
+    -not -path 'crates/frogbot/src/main.rs') >&2; then
+    echo "serve's modules reach data through the Engine; only lib.rs, ops.rs and main.rs open the store" >&2
+    status=1
+fi
+# shellcheck disable=SC2046
+if grep -nE 'frogbot_core::store' $(find adapters/*/src -name '*.rs' -not -name testing.rs \
+    -not -path '*/src/testing/*') >&2; then
+    echo "adapters talk to the engine, never to the store" >&2
     status=1
 fi
 

@@ -153,16 +153,9 @@ pub async fn open_store(url: &str) -> Result<frogbot_core::store::DynStore, Erro
     }))
 }
 
-/// Builds the engine of a configuration (opening the store and applying migrations).
+/// Builds the engine of a configuration (opening the store and applying migrations; with
+/// `[metrics]` enabled, every store operation timed: `frogbot_core::metrics::metered`).
 pub async fn build_engine(config: &Config) -> Result<Engine, Error> {
-    Ok(build_engine_and_store(config).await?.0)
-}
-
-/// [`build_engine`], and the engine's store (with `[metrics]` enabled, every operation of it
-/// timed: `frogbot_core::metrics::metered`).
-async fn build_engine_and_store(
-    config: &Config,
-) -> Result<(Engine, frogbot_core::store::DynStore), Error> {
     frogbot_openai::install_crypto_provider();
     let mut store = open_store(&config.database).await?;
     if config.metrics.enabled {
@@ -230,7 +223,7 @@ async fn build_engine_and_store(
     }
     let clock = database_clock(&store).await?;
     let engine = Engine::with_clock(
-        store.clone(),
+        store,
         offers,
         tools,
         EngineConfig {
@@ -261,7 +254,7 @@ async fn build_engine_and_store(
         frogbot_core::policy::Policy::new(config.anonymous_access()),
         principals(config).principals(),
     );
-    Ok((engine, store))
+    Ok(engine)
 }
 
 /// How often a process reading the database's clock measures its offset again.
@@ -362,7 +355,7 @@ pub async fn serve(
         metrics::handle();
     }
     let channels = channels::open(&config.channels).await?;
-    let (mut engine, store) = build_engine_and_store(&config).await?;
+    let mut engine = build_engine(&config).await?;
     for ch in &channels {
         let channel = ch.channel();
         let platform = channel.platform.clone();
@@ -411,7 +404,7 @@ pub async fn serve(
     }
     if config.metrics.enabled {
         // After the channels' routes, so their webhooks are counted too.
-        app = metrics::install(app, store, metrics_token);
+        app = metrics::install(app, engine.clone(), metrics_token);
     }
     if let Ok((files, _)) = rlimit::getrlimit(rlimit::Resource::NOFILE)
         && config.server.max_connections as u64 + 64 > files

@@ -8,9 +8,7 @@
 //! are read from the store (queue depth, jobs) on each scrape.
 //!
 //! `GET /metrics` takes an optional bearer token (compared in constant time). Queue depth and job
-//! counts come from one `Store::backlog` read per scrape
-//! (`frogbot_core::metrics::refresh_backlog`); this is the one place besides `lib.rs` that holds
-//! the store handle.
+//! counts come from one backlog read per scrape (`Engine::refresh_backlog`).
 
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
@@ -25,8 +23,8 @@ use metrics::{
 };
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
+use frogbot_core::agent::Engine;
 use frogbot_core::metrics as core_metrics;
-use frogbot_core::store::DynStore;
 
 /// HTTP requests answered, `{route, method, status}`: `route` is the matched route's template
 /// (`/api/chats/:chat_id/messages`; ids never become labels), `unmatched` for a path no route
@@ -110,7 +108,7 @@ fn describe() {
 /// What `GET /metrics` needs.
 #[derive(Clone)]
 struct Scrape {
-    store: DynStore,
+    engine: Engine,
     handle: &'static PrometheusHandle,
     token: Option<Arc<str>>,
 }
@@ -118,12 +116,12 @@ struct Scrape {
 /// `router` with `GET /metrics` (answering 401 without `Authorization: Bearer token` when a token
 /// is given) and every request counted by [`track`]; `router` as it is when no recorder could be
 /// installed.
-pub fn install(router: Router, store: DynStore, token: Option<String>) -> Router {
+pub fn install(router: Router, engine: Engine, token: Option<String>) -> Router {
     let Some(handle) = handle() else {
         return router;
     };
     let scrape = Scrape {
-        store,
+        engine,
         handle,
         token: token.map(Arc::from),
     };
@@ -145,8 +143,7 @@ async fn render(State(scrape): State<Scrape>, headers: HeaderMap) -> Response {
         );
         return res;
     }
-    let now = frogbot_core::model::now_millis();
-    if let Err(e) = core_metrics::refresh_backlog(scrape.store.as_ref(), now).await {
+    if let Err(e) = scrape.engine.refresh_backlog().await {
         // The other series still render; the gauges keep their last values.
         tracing::warn!(error = %e, "metrics: the store's backlog could not be read");
     }

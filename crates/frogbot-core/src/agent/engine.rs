@@ -682,6 +682,14 @@ impl Engine {
         self.store().ping().await.map_err(Error::from)
     }
 
+    /// Reads the backlog (queued messages; jobs due, running and dead, on the engine's clock) and
+    /// sets the backlog gauges of [`crate::metrics`] to it: what a metrics scrape calls.
+    pub async fn refresh_backlog(&self) -> Result<crate::store::Backlog> {
+        crate::metrics::refresh_backlog(self.store().as_ref(), self.now())
+            .await
+            .map_err(Error::from)
+    }
+
     /// Takes the role `key` when no process sharing this database holds it (`None` when one
     /// does): for a receiver the platform allows only once, such as a bot's Telegram poller or
     /// a Matrix account's sync. Released when the returned hold is dropped or this process
