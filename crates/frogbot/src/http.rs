@@ -836,14 +836,14 @@ async fn settle(
             )));
         }
     };
-    load_writable(&state, &chat, &who).await.map_err(err)?;
+    let row = load_writable(&state, &chat, &who).await.map_err(err)?;
     let actor = frogbot_core::model::Actor {
         user,
         identity: None,
     };
     let done = state
         .engine
-        .settle(&chat, &body.tool_call_id, settle, Some(actor))
+        .settle_read(row, &body.tool_call_id, settle, Some(actor))
         .await
         .map_err(|e| err(e.into()))?;
     let outcome = match done.outcome {

@@ -361,7 +361,24 @@ impl Engine {
     ) -> Result<Settled> {
         self.inner
             .questions
-            .settle(chat, tool_call_id, settle, actor)
+            .settle(chat, tool_call_id, settle, actor, None)
+            .await
+    }
+
+    /// [`Engine::settle`] by a caller that has just read the chat (to decide who may answer):
+    /// `read` is that row, which spares the settle reading it again. Read it before calling, never
+    /// keep it: the question is looked up after it.
+    pub async fn settle_read(
+        &self,
+        read: ChatRow,
+        tool_call_id: &str,
+        settle: Settle,
+        actor: Option<Actor>,
+    ) -> Result<Settled> {
+        let chat = read.chat_id.clone();
+        self.inner
+            .questions
+            .settle(&chat, tool_call_id, settle, actor, Some(read))
             .await
     }
 

@@ -498,8 +498,9 @@ impl Questions {
         tool_call_id: &str,
         settle: Settle,
         actor: Option<Actor>,
+        read: Option<ChatRow>,
     ) -> Result<Settled> {
-        let Some((q, row)) = self.question_soon(chat, tool_call_id).await? else {
+        let Some((q, row)) = self.question_soon(chat, tool_call_id, read).await? else {
             return Err(Error::NotFound {
                 item: Item::ToolCall,
                 id: tool_call_id.into(),
@@ -568,6 +569,7 @@ impl Questions {
         &self,
         chat: &ChatId,
         tool_call_id: &str,
+        mut read: Option<ChatRow>,
     ) -> Result<Option<(QuestionRow, Option<ChatRow>)>> {
         let deadline = tokio::time::Instant::now() + QUESTION_WAIT;
         let mut pause = std::time::Duration::from_millis(2);
@@ -575,8 +577,11 @@ impl Questions {
             // The chat first, then the record: the turn saves its questions and releases the chat
             // in one operation, so a turn seen running before the look-up either had saved the
             // record already or is still to — never "not running, and no record" by a race
-            // between the two reads.
-            let row = self.store().get_chat(chat).await?;
+            // between the two reads. A row the caller read just before counts as the first read.
+            let row = match read.take() {
+                Some(row) => Some(row),
+                None => self.store().get_chat(chat).await?,
+            };
             let running = row
                 .as_ref()
                 .is_some_and(|r| r.live_lease(self.now()).is_some());
