@@ -75,6 +75,13 @@ pub enum Error {
         /// The chat.
         chat_id: ChatId,
     },
+    /// A message sent to start or queue a turn in a chat bound to an external agent (no turn runs
+    /// there: a person's message goes to the agent's inbox, `Engine::web_message`).
+    #[error("agent chat: chat {chat_id} is bound to an agent; messages go to its inbox")]
+    AgentChat {
+        /// The chat.
+        chat_id: ChatId,
+    },
     /// A channel chat written from outside its channel, or a channel-space chat id used by a web
     /// or HTTP caller.
     #[error("channel chat: chat {chat_id} {reason}")]
@@ -165,6 +172,7 @@ impl From<StoreError> for Error {
     fn from(e: StoreError) -> Self {
         match e {
             StoreError::Forbidden { chat_id } => Error::Forbidden { chat_id },
+            StoreError::AgentChat { chat_id } => Error::AgentChat { chat_id },
             StoreError::ChannelChat { chat_id, reason } => Error::ChannelChat { chat_id, reason },
             StoreError::NotFound { item, id } => Error::NotFound { item, id },
             StoreError::InvalidInput { reason } => Error::InvalidInput { reason },

@@ -196,7 +196,10 @@ struct World {
 }
 
 async fn world(url: &str) -> World {
-    let store = frogbot_testkit::open_store(url).await;
+    world_over(frogbot_testkit::open_store(url).await)
+}
+
+fn world_over(store: DynStore) -> World {
     let platform = Arc::new(Platform::default());
     let model_calls = Arc::new(AtomicUsize::new(0));
     let calls = model_calls.clone();
@@ -1046,7 +1049,64 @@ async fn frogbots_own_agent_keeps_a_status_pin_and_edits_what_it_posted(url: &st
     );
 }
 
+/// A person's message in a thread whose chat gets bound to an agent between the engine's look-up
+/// of the thread and its `send` (an ask's chat bound to its asker as it ends): the store refuses
+/// a turn in the bound chat, and the engine takes the message to the agent's inbox instead — no
+/// model runs, nothing is lost.
+async fn a_message_racing_the_binding_of_its_thread_goes_to_the_inbox(url: &str) {
+    use frogbot_core::model::ChannelRef;
+    use frogbot_core::store::NewChat;
+    use frogbot_testkit::{PausePoint, PausingStore};
+    let paused = PausingStore::new(
+        frogbot_testkit::open_store(url).await,
+        PausePoint::BeforeSend,
+    );
+    let w = world_over(paused.clone());
+    let thread = "T-race";
+    let receiving = tokio::spawn({
+        let e = w.engine.clone();
+        async move {
+            e.channel_message(PLATFORM, thread, person("u-race", "are we done?"))
+                .await
+        }
+    });
+    paused.reached().await;
+    let chat_id = frogbot_core::agent::channel_chat_id(PLATFORM, thread);
+    w.engine
+        .bind_ask_chat(
+            &NewChat {
+                chat_id: chat_id.clone(),
+                owner: None,
+                channel: Some(ChannelRef {
+                    platform: PLATFORM.into(),
+                    thread: thread.into(),
+                }),
+            },
+            Some(&alice()),
+        )
+        .await;
+    assert!(
+        w.store
+            .get_chat(&chat_id)
+            .await
+            .unwrap()
+            .unwrap()
+            .agent
+            .is_some()
+    );
+    paused.resume();
+    let out = receiving.await.unwrap().unwrap();
+    assert!(matches!(out, ChannelMessageOutcome::Inbox), "{out:?}");
+    assert_eq!(w.model_calls.load(Ordering::SeqCst), 0, "no turn ran");
+    let inbox = w.engine.inbox(Some(&alice()), None, 10).await.unwrap();
+    assert_eq!(
+        inbox.iter().map(|i| i.message.text()).collect::<Vec<_>>(),
+        ["are we done?"]
+    );
+}
+
 frogbot_testkit::backends!(
+    a_message_racing_the_binding_of_its_thread_goes_to_the_inbox,
     an_external_agent_talks_with_a_person_in_a_thread,
     frogbots_own_agent_keeps_a_status_pin_and_edits_what_it_posted,
     an_agent_chat_refuses_others_and_bad_input,

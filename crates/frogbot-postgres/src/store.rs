@@ -69,7 +69,8 @@ macro_rules! job_upsert_tail {
 /// `send` in one statement, as a compare-and-swap on the chat row: the decision (create, start,
 /// queue, steer) is taken on the statement's snapshot, and the chat row is written only if, once
 /// locked, it still has the version and lease the snapshot read — so the snapshot's messages (the
-/// duplicate check, the next turn position) are current. Anything else (a refusal, a duplicate,
+/// duplicate check, the next turn position) are current. Anything else (a chat bound to an agent,
+/// where only asks run turns; a refusal, a duplicate,
 /// an expired lease to take over, `Busy`, a lost swap) returns no row: the careful path decides.
 ///
 /// $1 chat, $2 owner, $3 platform, $4 thread, $5 now, $6 message id, $7 role, $8 author, $9 body,
@@ -84,6 +85,7 @@ const SEND: &str = concat!(
     ), decision AS ( \
         SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM snap) THEN 'create' ELSE ( \
             SELECT CASE \
+                WHEN s.agent IS NOT NULL THEN NULL \
                 WHEN s.dup THEN NULL \
                 WHEN s.channel_platform IS DISTINCT FROM $3::text \
                   OR s.channel_thread IS DISTINCT FROM $4::text THEN NULL \
@@ -964,7 +966,7 @@ impl PostgresStore {
             _ => {
                 // The lease is as the decision read it (the swap proved it): the shared rules
                 // agree with the SQL.
-                debug_assert!(check_writer(&chat, op.chat).is_ok());
+                debug_assert!(check_sender(&chat, op.chat, op.message).is_ok());
                 debug_assert_eq!(
                     steer_or_queue(op.delivery, &chat, m.metadata.author.as_ref(), req.now),
                     message.delivery
@@ -990,7 +992,7 @@ impl PostgresStore {
             .await?
             .ok_or_else(|| StoreError::corrupt_msg(format!("chat {chat_id} vanished")))?;
         if !created {
-            check_writer(&chat, op.chat)?;
+            check_sender(&chat, op.chat, op.message)?;
         }
         let (dup, last_position) = self.message_facts(&mut tx, chat_id, &op.message.id).await?;
         if dup {

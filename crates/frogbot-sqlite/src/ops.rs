@@ -867,7 +867,7 @@ pub(crate) fn send(c: &Connection, op: &SendOp<'_>, body: &str) -> R<Sent> {
         }));
     };
     if !created {
-        check_writer(&chat, op.chat)?;
+        check_sender(&chat, op.chat, op.message)?;
     }
     if opt(
         c,

@@ -1,14 +1,15 @@
 //! Agent chats (an external agent's conversation): `bind_agent`, `post_message`,
 //! `update_message`, `take_inbox`.
 
-use frogbot_core::model::{Ack, ChatId, UserId};
+use frogbot_core::model::{Ack, ChatId, Delivery, UserId};
 use frogbot_core::store::*;
 
 use crate::Db;
 use crate::support::*;
 
 /// A chat is bound to one agent: created bound, bound later, never taken by another agent; the
-/// writer rules of `send` hold (a channel chat only from its thread, an owned chat by its owner).
+/// writer rules of `send` hold (a channel chat only from its thread, an owned chat by its owner);
+/// `send` starts no turn in a bound chat (`AgentChat`).
 pub async fn agent_chats_bind_once_and_keep_the_writer_rules(db: Db) {
     let s = &*db.store;
     let c = web("agent-1", Some("alice"));
@@ -66,6 +67,36 @@ pub async fn agent_chats_bind_once_and_keep_the_writer_rules(db: Db) {
     assert!(
         matches!(bind(&t, "carol", T0 + 4).await.unwrap(), Bound::Other(r) if r.agent.as_deref() == Some(""))
     );
+    // A bound chat runs no turn: `send` refuses, whoever writes (its owner, its thread), and
+    // changes nothing — a person's message goes to the agent's inbox instead.
+    for (chat, author) in [(&c, Some("alice")), (&t, None)] {
+        let before = chat_row(s, chat).await;
+        let sent = send_as(
+            s,
+            chat,
+            &user_msg("to-a-bound-chat", author, "hi"),
+            Delivery::Queue,
+            "turn-bound",
+            T0 + 5,
+        )
+        .await;
+        assert!(
+            matches!(&sent, Err(StoreError::AgentChat { chat_id }) if *chat_id == chat.chat_id),
+            "{sent:?}"
+        );
+        assert_eq!(chat_row(s, chat).await, before);
+        assert_eq!(
+            s.get_message(&chat.chat_id, "to-a-bound-chat")
+                .await
+                .unwrap(),
+            None
+        );
+    }
+    // …but its agent's asks run there (the ask model's turns).
+    let mut ask = user_msg("an-ask", Some("alice"), "deploy?");
+    ask.metadata.model = Some(ASK_MODEL.into());
+    let sent = send_as(s, &c, &ask, Delivery::Queue, "turn-ask", T0 + 6).await;
+    assert!(matches!(sent, Ok(Sent::Started { .. })), "{sent:?}");
     // The thread's chat under another id is refused.
     let wrong = in_thread("_p-agent-2", None, "T-agent");
     assert!(matches!(

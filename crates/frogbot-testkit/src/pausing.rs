@@ -26,6 +26,9 @@ pub enum PausePoint {
     /// lands between a reader's two reads, the worst moment for a settle that looks for the record
     /// and at the chat. Released by the look-up, not by [`PausingStore::resume`].
     SaveDuringLookUp,
+    /// Before a `send` (a message starting or joining a turn): whatever the caller read before
+    /// it (e.g. the thread's chat) may change in the window.
+    BeforeSend,
 }
 /// A store that pauses the first call reaching its [`PausePoint`] until [`PausingStore::resume`].
 #[derive(Debug)]
@@ -99,6 +102,10 @@ impl StoreLayer for PausingStore {
                 }
                 self.point(PausePoint::AfterAwaitAnswers).await;
                 saved
+            }
+            "send" => {
+                self.point(PausePoint::BeforeSend).await;
+                call.await
             }
             "get_question" => {
                 let found = call.await?;

@@ -233,6 +233,7 @@ impl ApiError {
 /// | `Denied` (the policy) | 401 / 403 / 404 | `unauthorized` / `forbidden` / `not-found` |
 /// | `NotFound` | 404 | `not-found` |
 /// | `ChannelChat` | 409 | `channel-chat` |
+/// | `AgentChat` (a turn asked of a chat bound to an agent, e.g. `generate`) | 409 | `agent-chat` |
 /// | `Stale` | 409 | `stale` |
 /// | `DuplicateMessage` | 409 | `duplicate-message` |
 /// | `TurnInProgress` | 409 | `turn-in-progress` |
@@ -274,6 +275,9 @@ impl From<CoreError> for ApiError {
                 "channel-chat",
                 format!("chat {chat_id} {reason}"),
             ),
+            CoreError::AgentChat { .. } => {
+                Self::new(StatusCode::CONFLICT, "agent-chat", e.to_string())
+            }
             CoreError::DuplicateMessage { .. } => {
                 Self::new(StatusCode::CONFLICT, "duplicate-message", e.to_string())
             }
@@ -527,35 +531,10 @@ async fn post_message(
         .transpose()
         .map_err(err)?;
     let delivery = parse_delivery(body.delivery.as_deref()).map_err(err)?;
-    // A chat bound to an external agent: the person's message waits in the agent's inbox.
-    if let Some(row) = state.engine.chat(&chat).await?
-        && row.agent.is_some()
-    {
-        decide(&state.policy, &who, Action::ReadChat(&ChatView::of(&row))).map_err(err)?;
-        if row.channel.is_some() {
-            return Err(err(ApiError::channel_chat()));
-        }
-        decide(&state.policy, &who, Action::WriteChat(&ChatView::of(&row))).map_err(err)?;
-        let text: String = body
-            .parts
-            .iter()
-            .filter_map(|p| match p {
-                MessagePart::Text { text } => Some(text.as_str()),
-                _ => None,
-            })
-            .collect();
-        let saved = state
-            .engine
-            .web_message(&chat, user.as_ref(), body.id, &text)
-            .await
-            .map_err(|e| err(e.into()))?;
-        return Ok(match saved {
-            Some(m) => with_chat(&chat, (StatusCode::ACCEPTED, axum::Json(m))),
-            None => with_chat(&chat, StatusCode::OK),
-        });
-    }
     // Who may write is decided by the store in the operation that creates or opens the chat
     // (403 `forbidden`, 409 `channel-chat`), so two first messages racing cannot both get in.
+    // Kept for a chat bound to an agent, where the message goes to its inbox instead.
+    let (message_id, parts) = (body.id.clone(), body.parts.clone());
     let sent = state
         .engine
         .send(SendMessage {
@@ -573,6 +552,34 @@ async fn post_message(
         .await;
     let sent = match sent {
         Ok(sent) => sent,
+        // A chat bound to an external agent (the store refuses a turn there, whoever sends): the
+        // person's message waits in the agent's inbox, if they may write the chat.
+        Err(CoreError::AgentChat { .. }) => {
+            let Some(row) = state.engine.chat(&chat).await? else {
+                return Err(err(ApiError::not_found(format!("no chat {chat}"))));
+            };
+            decide(&state.policy, &who, Action::ReadChat(&ChatView::of(&row))).map_err(err)?;
+            if row.channel.is_some() {
+                return Err(err(ApiError::channel_chat()));
+            }
+            decide(&state.policy, &who, Action::WriteChat(&ChatView::of(&row))).map_err(err)?;
+            let text: String = parts
+                .iter()
+                .filter_map(|p| match p {
+                    MessagePart::Text { text } => Some(text.as_str()),
+                    _ => None,
+                })
+                .collect();
+            let saved = state
+                .engine
+                .web_message(&chat, user.as_ref(), message_id, &text)
+                .await
+                .map_err(|e| err(e.into()))?;
+            return Ok(match saved {
+                Some(m) => with_chat(&chat, (StatusCode::ACCEPTED, axum::Json(m))),
+                None => with_chat(&chat, StatusCode::OK),
+            });
+        }
         Err(e @ CoreError::ChannelChat { .. }) => {
             // A chat the caller may not even read is not described to them.
             return Err(err(match state.engine.chat(&chat).await? {

@@ -34,7 +34,7 @@ use crate::model::{
 use crate::store::{QUESTION_DISMISSED_TEXT, QUESTION_WITHDRAWN_TEXT};
 
 /// The id of the built-in model that runs asks.
-pub const ASK_MODEL: &str = "frogbot-ask";
+pub const ASK_MODEL: &str = crate::store::ASK_MODEL;
 
 /// The type of the part that carries an ask's input in the asker's message.
 pub const ASK_PART: &str = "data-ask";

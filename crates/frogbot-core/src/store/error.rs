@@ -92,6 +92,13 @@ pub enum StoreError {
         /// The chat.
         chat_id: ChatId,
     },
+    /// The chat is bound to an external agent: people's messages go to its inbox
+    /// ([`super::Store::post_message`]), and no turn runs in it.
+    #[error("agent chat: chat {chat_id} is bound to an agent; messages go to its inbox")]
+    AgentChat {
+        /// The chat.
+        chat_id: ChatId,
+    },
     /// A channel chat written from outside its channel, a web chat written from a channel, or
     /// another thread's chat.
     #[error("channel chat: chat {chat_id} {reason}")]

@@ -103,8 +103,24 @@ pub const CONTINUED_FROM_ITS_CHANNEL: &str = "is continued only from its channel
 /// [`StoreError::ChannelChat`]'s reason for a chat that is not the writing channel thread's.
 pub const NOT_OF_THIS_THREAD: &str = "is not a chat of this channel thread";
 
+/// The model of an ask's turn (`crate::agent::ASK_MODEL`): the one turn a chat bound to an agent
+/// runs — its agent asking a person.
+pub const ASK_MODEL: &str = "frogbot-ask";
+
+/// Whether `message` may be [`super::Store::send`] to the existing chat `row`: a chat bound to an
+/// external agent runs no turn but asks' ([`StoreError::AgentChat`], decided first, so the caller
+/// takes the agent's path — its inbox — whoever writes); then [`check_writer`].
+pub fn check_sender(row: &ChatRow, chat: &NewChat, message: &UiMessage) -> Result<()> {
+    if row.agent.is_some() && message.metadata.model.as_deref() != Some(ASK_MODEL) {
+        return Err(StoreError::AgentChat {
+            chat_id: row.chat_id.clone(),
+        });
+    }
+    check_writer(row, chat)
+}
+
 /// Whether the writer of a new message may write to the existing chat `row` (the rule of
-/// [`super::Store::send`]):
+/// [`super::Store::send`], after [`check_sender`]'s, and of [`super::Store::bind_agent`]):
 /// - a chat whose channel differs from `chat.channel` (a web chat for a channel message, a
 ///   channel chat for a web message, another thread) is refused with [`StoreError::ChannelChat`];
 /// - a web chat with an owner is written by its owner only ([`StoreError::Forbidden`]); channel chats
@@ -475,7 +491,7 @@ pub enum QueuedChange {
 /// [`super::Store::send`]: a user message for a chat.
 #[derive(Clone, Copy, Debug)]
 pub struct SendOp<'a> {
-    /// The chat to create, or to open for writing ([`check_writer`] decides on the stored row).
+    /// The chat to create, or to open for writing ([`check_sender`] decides on the stored row).
     pub chat: &'a NewChat,
     /// The message (its id chosen by the caller). A message with this id in the chat already
     /// makes the operation [`Sent::Duplicate`], changing nothing.

@@ -980,6 +980,25 @@ impl Channels {
         thread: &str,
         message: ThreadMessage,
     ) -> Result<ChannelMessageOutcome> {
+        match self
+            .channel_message_once(platform, thread, message.clone())
+            .await
+        {
+            // The thread's chat was bound to an agent between its look-up and the send (which
+            // refuses a turn there): read again, the message goes to the agent's inbox.
+            Err(Error::AgentChat { .. }) => {
+                self.channel_message_once(platform, thread, message).await
+            }
+            other => other,
+        }
+    }
+
+    async fn channel_message_once(
+        &self,
+        platform: &str,
+        thread: &str,
+        message: ThreadMessage,
+    ) -> Result<ChannelMessageOutcome> {
         let interaction = Interaction::Message {
             message: message.clone(),
         };
@@ -1114,7 +1133,8 @@ impl Channels {
             .await;
         let _ = seen_tx.send(match &sent {
             Ok(SendResult::Started(_) | SendResult::Queued { .. }) => Some(Ack::Seen),
-            Ok(SendResult::Duplicate) => None,
+            // Taken to the agent's inbox instead (`channel_message`).
+            Ok(SendResult::Duplicate) | Err(Error::AgentChat { .. }) => None,
             Err(_) => Some(Ack::Failed),
         });
         if let (Some(o), Ok(SendResult::Queued { .. })) = (&outbox, &sent) {
