@@ -1,14 +1,17 @@
-//! One Markdown walker for every platform: [`render`] reads the model's Markdown with
-//! pulldown-cmark (CommonMark with strikethrough, tables and task lists) and writes it in a
-//! [`Dialect`], which gives the platform's marks (bold, italic, strike, inline code), links and
-//! when a URL is linkable, code blocks, quotes and escaping. The walker does the rest once: the
-//! blank line between blocks, list markers ("• ", "1. ") and indentation, headings as bold lines,
-//! nesting (a mark opened twice is written once; a link in a link is not linked), task list
-//! markers (☑ / ☐), rules, raw HTML shown as text, tables collected and drawn as a code block of
-//! aligned columns ([`Table`]).
+//! One Markdown walker for the platforms with a line-based format of their own (Slack's `mrkdwn`,
+//! Telegram's HTML; Matrix's block HTML is pulldown-cmark's own writer, and Discord's Markdown
+//! passes through but for [`Table`]s): [`render`] reads the model's Markdown with pulldown-cmark
+//! (CommonMark with strikethrough, tables and task lists) and writes it in a [`Dialect`], which
+//! gives the platform's marks (bold, italic, strike, inline code), links and when a URL is
+//! linkable, code blocks, quotes and escaping. The walker does the rest once: the blank line
+//! between blocks, list markers ("• ", "1. ") and indentation, headings as bold lines, nesting (a
+//! mark opened twice is written once; a link in a link is not linked), task list markers (☑ / ☐),
+//! rules, raw HTML shown as text, tables collected and drawn as a code block of aligned columns
+//! ([`Table`]).
 //!
 //! [`fit`] cuts a reply into the pieces of its messages with [`frogbot_model::text::split`] (the
-//! one splitter), a piece whose rendering is over the platform's limit cut finer.
+//! one splitter), a piece whose rendering is over the platform's limit cut finer: every adapter's
+//! replies go through it.
 
 use pulldown_cmark::{Alignment, CodeBlockKind, Event, LinkType, Options, Parser, Tag, TagEnd};
 
