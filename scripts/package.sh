@@ -6,8 +6,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 crates=(
-    frogbot-model frogbot-net frogbot-core frogbot-sqlite frogbot-postgres frogbot-openai
-    frogbot-mcp frogbot-slack frogbot-discord frogbot-telegram frogbot-matrix frogbot
+    frogbot-model frogbot-channel frogbot-net frogbot-core frogbot-sqlite frogbot-postgres
+    frogbot-openai frogbot-mcp frogbot-slack frogbot-discord frogbot-telegram frogbot-matrix
+    frogbot
 )
 args=()
 for c in "${crates[@]}"; do args+=(-p "$c"); done

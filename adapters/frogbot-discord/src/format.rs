@@ -7,7 +7,8 @@
 //! [`messages`] splits a reply with [`frogbot_model::text::split`] first and converts each piece,
 //! so a code block cut in two is closed and reopened and every message is within the limit.
 
-use pulldown_cmark::{Alignment, Event, Options, Parser, Tag, TagEnd};
+use frogbot_channel::markdown::{self, Fit, Table};
+use pulldown_cmark::{Event, Options, Parser, Tag, TagEnd};
 use serenity::builder::{CreateAllowedMentions, CreateMessage};
 
 /// A message of the reply: `content` with no mention allowed to ping (`allowed_mentions` empty).
@@ -27,23 +28,10 @@ pub fn no_mentions() -> CreateAllowedMentions {
 /// split with [`frogbot_model::text::split`], each piece converted with [`to_discord`], and a
 /// piece that grew past `max` (a table's padding) split finer. Blank text gives no message.
 pub fn messages(markdown: &str, max: usize) -> Vec<String> {
-    let mut out = Vec::new();
-    fit(markdown, max.max(1), max, &mut out);
-    out
-}
-
-fn fit(markdown: &str, budget: usize, max: usize, out: &mut Vec<String>) {
-    for piece in frogbot_model::text::split(markdown, budget) {
-        let text = to_discord(&piece);
-        if text.trim().is_empty() {
-            continue;
-        }
-        if text.chars().count() <= max || budget <= 1 {
-            out.push(text);
-        } else {
-            fit(&piece, budget / 2, max, out);
-        }
-    }
+    markdown::fit(markdown, max.max(1), |piece| {
+        let text = to_discord(piece);
+        Fit::chars(text.clone(), &text, max)
+    })
 }
 
 /// The Markdown `markdown` as Discord shows it well: unchanged but for top-level tables, which
@@ -54,30 +42,17 @@ pub fn to_discord(markdown: &str) -> String {
     // Containers (quotes, lists) around the event: a table inside one is left as it is (its
     // lines carry the container's markers).
     let mut depth = 0usize;
-    let mut table: Option<(Vec<Alignment>, Vec<Vec<String>>, usize)> = None;
+    // A top-level table being collected, and where it starts in `markdown`.
+    let mut table: Option<(Table, usize)> = None;
     for (event, range) in Parser::new_ext(markdown, Options::ENABLE_TABLES).into_offset_iter() {
-        if let Some((align, rows, start)) = &mut table {
-            match event {
-                Event::Start(Tag::TableHead | Tag::TableRow) => rows.push(Vec::new()),
-                Event::Start(Tag::TableCell) => {
-                    if let Some(row) = rows.last_mut() {
-                        row.push(String::new());
-                    }
-                }
-                Event::Text(t) | Event::Code(t) | Event::InlineHtml(t) => {
-                    if let Some(cell) = rows.last_mut().and_then(|r| r.last_mut()) {
-                        cell.push_str(&t);
-                    }
-                }
-                Event::End(TagEnd::Table) => {
-                    out.push_str(&markdown[copied..*start]);
-                    out.push_str("```\n");
-                    out.push_str(&no_fence(&frogbot_model::text::table_text(align, rows)));
-                    out.push_str("\n```");
-                    copied = range.end;
-                    table = None;
-                }
-                _ => {}
+        if let Some((rows, start)) = &mut table {
+            if rows.event(&event) {
+                out.push_str(&markdown[copied..*start]);
+                out.push_str("```\n");
+                out.push_str(&no_fence(&rows.text()));
+                out.push_str("\n```");
+                copied = range.end;
+                table = None;
             }
             continue;
         }
@@ -85,7 +60,7 @@ pub fn to_discord(markdown: &str) -> String {
             Event::Start(Tag::BlockQuote(_) | Tag::List(_)) => depth += 1,
             Event::End(TagEnd::BlockQuote(_) | TagEnd::List(_)) => depth -= 1,
             Event::Start(Tag::Table(align)) if depth == 0 => {
-                table = Some((align, Vec::new(), range.start));
+                table = Some((Table::new(align), range.start));
             }
             _ => {}
         }
@@ -96,23 +71,7 @@ pub fn to_discord(markdown: &str) -> String {
 
 /// `text` with every run of three backticks broken by a zero-width space (it would end the
 /// code block).
-pub(crate) fn no_fence(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut run = 0;
-    for c in text.chars() {
-        if c == '`' {
-            run += 1;
-            if run == 3 {
-                out.push('\u{200B}');
-                run = 1;
-            }
-        } else {
-            run = 0;
-        }
-        out.push(c);
-    }
-    out
-}
+pub(crate) use markdown::no_fence;
 
 #[cfg(test)]
 mod tests {

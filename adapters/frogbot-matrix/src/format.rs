@@ -13,7 +13,8 @@
 //! so every message is self-contained HTML within the limits: at most the given characters of
 //! `body`, and [`MAX_TEXT_BYTES`] of `body` and `formatted_body` together.
 
-use pulldown_cmark::{CowStr, Event, Options, Parser, Tag, TagEnd};
+use frogbot_channel::markdown::{self, Fit};
+use pulldown_cmark::{CowStr, Event, Parser, Tag, TagEnd};
 
 /// The `format` of a message whose `formatted_body` is HTML.
 pub const HTML_FORMAT: &str = "org.matrix.custom.html";
@@ -78,30 +79,17 @@ pub fn messages(markdown: &str, max_chars: usize) -> Vec<Formatted> {
 /// [`messages`] with `max_bytes` of `body` and `formatted_body` together instead of
 /// [`MAX_TEXT_BYTES`] (a streamed message keeps to [`EDITABLE_TEXT_BYTES`]).
 pub fn messages_within(markdown: &str, max_chars: usize, max_bytes: usize) -> Vec<Formatted> {
-    let mut out = Vec::new();
     // The HTML is about as long as the Markdown: the Markdown is cut at a bit less than half of
     // the bytes both may take.
     let budget = max_chars.clamp(1, (max_bytes * 9 / 20).max(1));
-    fit(markdown, budget, max_chars, max_bytes, &mut out);
-    out
-}
-
-fn fit(
-    markdown: &str,
-    budget: usize,
-    max_chars: usize,
-    max_bytes: usize,
-    out: &mut Vec<Formatted>,
-) {
-    for piece in frogbot_model::text::split(markdown, budget) {
-        let f = Formatted::new(&piece);
-        let fits = f.body.chars().count() <= max_chars && f.json_bytes() <= max_bytes;
-        if fits || budget <= 1 {
-            out.push(f);
+    markdown::fit(markdown, budget, |piece| {
+        let f = Formatted::new(piece);
+        if f.body.chars().count() <= max_chars && f.json_bytes() <= max_bytes {
+            Fit::Within(f)
         } else {
-            fit(&piece, budget / 2, max_chars, max_bytes, out);
+            Fit::Over(f)
         }
-    }
+    })
 }
 
 /// Whether a Matrix client links `url` (the schemes the spec allows in `href`).
@@ -116,15 +104,13 @@ fn linkable(url: &str) -> bool {
 
 /// The Markdown `markdown` as the HTML of `formatted_body`.
 pub fn to_html(markdown: &str) -> String {
-    let options =
-        Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TABLES | Options::ENABLE_TASKLISTS;
     let mut events: Vec<Event<'_>> = Vec::new();
     // Per open link or image: the URL to write after its text when it is not linked (a link in
     // a link is not linked either).
     let mut links: Vec<Option<CowStr<'_>>> = Vec::new();
     // Raw HTML block lines, shown as one paragraph of text.
     let mut html_block: Option<Vec<CowStr<'_>>> = None;
-    for event in Parser::new_ext(markdown, options) {
+    for event in Parser::new_ext(markdown, markdown::options()) {
         match event {
             Event::Start(Tag::HtmlBlock) => html_block = Some(Vec::new()),
             Event::Html(line) if html_block.is_some() => {

@@ -4,10 +4,11 @@
 //! `&gt;` everywhere but in a link's URL (so the model cannot write a `<!channel>` ping or a
 //! `<@U…>` mention). Tables become a code block of aligned columns (`mrkdwn` has no tables).
 //!
-//! Parsing is pulldown-cmark's (CommonMark with strikethrough, tables and task lists); raw HTML in
-//! the model's text is shown as text. [`messages`] splits a reply with
-//! [`frogbot_model::text::split`] first and converts each piece, so every message is
-//! self-contained `mrkdwn` (a code block cut in two is closed and reopened) within the limit.
+//! Parsing and writing are [`frogbot_channel::markdown`]'s walker (CommonMark with strikethrough,
+//! tables and task lists; raw HTML in the model's text shown as text); this module gives it the
+//! `mrkdwn` dialect. [`messages`] splits a reply with [`frogbot_model::text::split`] first and
+//! converts each piece, so every message is self-contained `mrkdwn` (a code block cut in two is
+//! closed and reopened) within the limit.
 //!
 //! Why `mrkdwn` in `text` and not Slack's `markdown` block (which slack-morphism 2.31 has as
 //! `SlackMarkdownBlock`): that block takes at most 12,000 characters per message (a third of
@@ -15,73 +16,21 @@
 //! and `<…>` sequences in the model's text render to Slack; `mrkdwn` is rendered by every client
 //! and the escaping here is ours.
 
-use pulldown_cmark::{Alignment, Event, LinkType, Options, Parser, Tag, TagEnd};
-
-/// The parser options: CommonMark plus strikethrough, tables and task lists.
-fn options() -> Options {
-    Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TABLES | Options::ENABLE_TASKLISTS
-}
+use frogbot_channel::markdown::{self, Dialect, Fit, Quote, Style, no_fence};
 
 /// The model's Markdown `markdown` as the messages of a reply, each at most `max` characters of
 /// `mrkdwn`: split with [`frogbot_model::text::split`], each piece converted with [`to_mrkdwn`],
 /// and a piece whose conversion grew past `max` split finer. Blank text gives no message.
 pub fn messages(markdown: &str, max: usize) -> Vec<String> {
-    let mut out = Vec::new();
     // Escaping grows `&<>` (4–5 characters for 1): a tenth of the limit is left for it.
-    fit(markdown, (max - max / 10).max(1), max, &mut out);
-    out
-}
-
-fn fit(markdown: &str, budget: usize, max: usize, out: &mut Vec<String>) {
-    for piece in frogbot_model::text::split(markdown, budget) {
-        let text = to_mrkdwn(&piece);
-        if text.trim().is_empty() {
-            continue;
-        }
-        if text.chars().count() <= max || budget <= 1 {
-            out.push(text);
-        } else {
-            fit(&piece, budget / 2, max, out);
-        }
-    }
+    markdown::fit(markdown, (max - max / 10).max(1), |piece| {
+        let text = to_mrkdwn(piece);
+        Fit::chars(text.clone(), &text, max)
+    })
 }
 
 /// Escapes `&`, `<` and `>`, the characters Slack reserves for its control sequences.
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-/// `text` with every run of three backticks broken by a zero-width space: inside a code block
-/// it would end the block, in text it would open one.
-fn no_fence(text: &str) -> String {
-    if !text.contains("```") {
-        return text.to_owned();
-    }
-    let mut out = String::with_capacity(text.len() + 3);
-    let mut run = 0;
-    for c in text.chars() {
-        if c == '`' {
-            run += 1;
-            if run == 3 {
-                out.push('\u{200B}');
-                run = 1;
-            }
-        } else {
-            run = 0;
-        }
-        out.push(c);
-    }
-    out
-}
+pub use markdown::escape;
 
 /// A link's URL inside `<url|text>`: the characters that would end or split the sequence
 /// (`|`, `<`, `>`, whitespace) and backticks (a run of three would open a code block)
@@ -102,453 +51,70 @@ fn link_url(url: &str) -> String {
     out
 }
 
-/// Whether Slack makes a link of `url` (an absolute URL or `mailto:`).
-fn linkable(url: &str) -> bool {
-    // Only the schemes Slack links: a made-up one (`<ahttps://…>`, an autolink to CommonMark)
-    // would reach the reader as a raw `<…>`.
-    let lower = url.get(..8).unwrap_or(url).to_ascii_lowercase();
-    lower.starts_with("https://") || lower.starts_with("http://") || lower.starts_with("mailto:")
-}
-
 /// The Markdown `markdown` as Slack `mrkdwn` (no length limit: see [`messages`]).
 pub fn to_mrkdwn(markdown: &str) -> String {
-    let mut w = Writer::default();
-    for event in Parser::new_ext(markdown, options()) {
-        w.event(event);
-    }
-    w.out.trim_end().to_owned()
+    markdown::render(&Mrkdwn, markdown)
 }
 
 /// The Markdown `markdown` as plain text, for the texts that show no formatting (Slack's
-/// `plain_text` objects: buttons, options, labels, and a message's notification `text`): emphasis and code marks dropped, a code
-/// block's lines kept as they are, list items on lines of their own ("• item", "1. item"), a link
-/// as its text then its URL in brackets. Raw HTML is kept as text.
-pub fn to_plain(markdown: &str) -> String {
-    let options =
-        Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TABLES | Options::ENABLE_TASKLISTS;
-    let mut out = String::with_capacity(markdown.len());
-    // Per open list: the next item's number (`None` for a bullet list).
-    let mut lists: Vec<Option<u64>> = Vec::new();
-    let mut links: Vec<pulldown_cmark::CowStr<'_>> = Vec::new();
-    let newline = |out: &mut String| {
-        if !out.is_empty() && !out.ends_with('\n') {
-            out.push('\n');
-        }
+/// `plain_text` objects: buttons, options, labels, and a message's notification `text`).
+pub use frogbot_model::text::to_plain;
+
+/// Slack's `mrkdwn`: marks written as they open, one `>` per quoted line, `<url|text>` links.
+struct Mrkdwn;
+
+impl Dialect for Mrkdwn {
+    const QUOTE: Quote = Quote::Lines {
+        prefix: "> ",
+        blank: ">",
     };
-    for event in Parser::new_ext(markdown, options) {
-        match event {
-            Event::Text(t) | Event::Code(t) | Event::Html(t) | Event::InlineHtml(t) => {
-                out.push_str(&t)
-            }
-            Event::InlineMath(t) | Event::DisplayMath(t) => out.push_str(&t),
-            Event::SoftBreak | Event::HardBreak => out.push('\n'),
-            Event::Rule => {
-                newline(&mut out);
-                out.push_str("———");
-            }
-            Event::TaskListMarker(done) => out.push_str(if done { "☑ " } else { "☐ " }),
-            Event::FootnoteReference(r) => out.push_str(&format!("[{r}]")),
-            Event::Start(Tag::List(first)) => {
-                newline(&mut out);
-                lists.push(first);
-            }
-            Event::End(TagEnd::List(_)) => {
-                lists.pop();
-            }
-            Event::Start(Tag::Item) => {
-                newline(&mut out);
-                let depth = lists.len().saturating_sub(1);
-                out.push_str(&"  ".repeat(depth));
-                match lists.last_mut() {
-                    Some(Some(n)) => {
-                        out.push_str(&format!("{n}. "));
-                        *n += 1;
-                    }
-                    _ => out.push_str("• "),
-                }
-            }
-            Event::Start(Tag::Link { dest_url, .. } | Tag::Image { dest_url, .. }) => {
-                links.push(dest_url)
-            }
-            Event::End(TagEnd::Link | TagEnd::Image) => {
-                if let Some(url) = links
-                    .pop()
-                    .filter(|u| !u.is_empty() && !out.ends_with(&**u))
-                {
-                    out.push_str(&format!(" ({url})"));
-                }
-            }
-            Event::End(TagEnd::TableCell) => out.push_str(" | "),
-            Event::End(TagEnd::TableHead | TagEnd::TableRow) => {
-                let trimmed = out.trim_end_matches(" | ").len();
-                out.truncate(trimmed);
-                out.push('\n');
-            }
-            Event::End(
-                TagEnd::Paragraph | TagEnd::Heading(_) | TagEnd::CodeBlock | TagEnd::BlockQuote(_),
-            ) => {
-                let trimmed = out.trim_end_matches('\n').len();
-                out.truncate(trimmed);
-                out.push('\n');
-            }
-            Event::Start(Tag::Paragraph | Tag::Heading { .. } | Tag::CodeBlock(_)) => {
-                if !lists.is_empty() && out.ends_with(". ") || out.ends_with("• ") {
-                    continue;
-                }
-                newline(&mut out);
-            }
-            _ => {}
-        }
+    const EAGER: bool = true;
+    const CODE_IN_MARKS: bool = true;
+    const BARE_AUTOLINKS: bool = true;
+
+    fn escape(&self, text: &str) -> String {
+        escape(text)
     }
-    out.trim().to_owned()
-}
 
-/// A link being written: its URL and whether the text is written at all (an autolink's text is
-/// its URL, written by the link itself).
-#[derive(Debug)]
-struct Link {
-    url: String,
-    /// The URL is linkable: `<url|text>`; else `text (url)`.
-    native: bool,
-    /// An autolink (`<https://…>`): `<url>`, its text skipped.
-    auto: bool,
-}
+    fn text(&self, line: &str) -> String {
+        no_fence(&escape(line))
+    }
 
-/// A table being collected: rows of cells' plain text.
-#[derive(Debug, Default)]
-struct Table {
-    align: Vec<Alignment>,
-    rows: Vec<Vec<String>>,
-}
+    /// Only the schemes Slack links (an absolute URL or `mailto:`): a made-up one
+    /// (`<ahttps://…>`, an autolink to CommonMark) would reach the reader as a raw `<…>`.
+    fn linkable(&self, url: &str) -> bool {
+        let lower = url.get(..8).unwrap_or(url).to_ascii_lowercase();
+        lower.starts_with("https://")
+            || lower.starts_with("http://")
+            || lower.starts_with("mailto:")
+    }
 
-#[derive(Debug, Default)]
-struct Writer {
-    out: String,
-    /// Line breaks owed before the next text (1: a new line, 2: a blank line between blocks).
-    pending: usize,
-    /// Blockquote depth (one `>` marks any depth: Slack does not nest quotes).
-    quote: usize,
-    /// The open lists: the next number of an ordered one.
-    lists: Vec<Option<u64>>,
-    /// An item's marker still to write at the start of its first line.
-    marker: bool,
-    bold: usize,
-    italic: usize,
-    strike: usize,
-    links: Vec<Link>,
-    /// A fenced or indented code block being collected.
-    code: Option<String>,
-    table: Option<Table>,
-    /// Inside an HTML block, past its first line.
-    html_line: bool,
-    /// The line being written is inside a quote.
-    line_quoted: bool,
-}
-
-impl Writer {
-    fn event(&mut self, event: Event<'_>) {
-        if self.code.is_some() {
-            match event {
-                Event::Text(t) => self.code.as_mut().expect("code").push_str(&t),
-                Event::End(TagEnd::CodeBlock) => self.end_code(),
-                _ => {}
-            }
-            return;
-        }
-        if self.table.is_some() {
-            self.table_event(event);
-            return;
-        }
-        match event {
-            Event::Start(tag) => self.start(tag),
-            Event::End(tag) => self.end(tag),
-            Event::Text(t) => self.text(&t),
-            Event::Code(c) => {
-                // Slack has no escape for a backtick inside inline code.
-                let c = escape(&c.replace('`', "ˋ"));
-                self.write(&format!("`{c}`"));
-            }
-            Event::Html(h) => {
-                if self.html_line {
-                    self.line_break();
-                }
-                self.html_line = true;
-                self.text(h.trim_end_matches('\n'));
-            }
-            Event::InlineHtml(h) => self.text(&h),
-            Event::SoftBreak | Event::HardBreak => self.line_break(),
-            Event::Rule => {
-                self.block();
-                self.write("──────────");
-                self.pending = 2;
-            }
-            Event::TaskListMarker(done) => self.write(if done { "☑ " } else { "☐ " }),
-            Event::InlineMath(t) | Event::DisplayMath(t) | Event::FootnoteReference(t) => {
-                self.text(&t);
-            }
+    fn mark(&self, style: Style) -> (&'static str, &'static str) {
+        match style {
+            Style::Strong => ("*", "*"),
+            Style::Emphasis => ("_", "_"),
+            Style::Strikethrough => ("~", "~"),
         }
     }
 
-    /// Starts a block: a blank line after the one before.
-    fn block(&mut self) {
-        if self.marker {
-            return;
-        }
-        self.pending = self.pending.max(2);
+    fn link(&self, url: &str, bare: bool) -> (String, String) {
+        let bar = if bare { "" } else { "|" };
+        (format!("<{}{bar}", link_url(url)), ">".to_owned())
     }
 
-    fn start(&mut self, tag: Tag<'_>) {
-        match tag {
-            Tag::Paragraph => self.block(),
-            Tag::Heading { .. } => {
-                self.block();
-                self.open_bold();
-            }
-            Tag::BlockQuote(_) => {
-                self.block();
-                self.quote += 1;
-            }
-            Tag::CodeBlock(_) => {
-                self.block();
-                self.code = Some(String::new());
-            }
-            Tag::HtmlBlock => {
-                self.block();
-                self.html_line = false;
-            }
-            Tag::List(start) => {
-                if self.lists.is_empty() {
-                    self.block();
-                } else {
-                    self.line_break();
-                }
-                self.lists.push(start);
-            }
-            Tag::Item => {
-                self.pending = self.pending.max(1);
-                self.marker = true;
-            }
-            Tag::Table(align) => {
-                self.block();
-                self.table = Some(Table {
-                    align,
-                    rows: Vec::new(),
-                });
-            }
-            Tag::Emphasis => {
-                if self.italic == 0 {
-                    self.write("_");
-                }
-                self.italic += 1;
-            }
-            Tag::Strong => self.open_bold(),
-            Tag::Strikethrough => {
-                if self.strike == 0 {
-                    self.write("~");
-                }
-                self.strike += 1;
-            }
-            Tag::Link {
-                link_type,
-                dest_url,
-                ..
-            }
-            | Tag::Image {
-                link_type,
-                dest_url,
-                ..
-            } => {
-                let url = if link_type == LinkType::Email && !dest_url.starts_with("mailto:") {
-                    format!("mailto:{dest_url}")
-                } else {
-                    dest_url.to_string()
-                };
-                let native = linkable(&url) && self.links.is_empty();
-                let auto = native && link_type == LinkType::Autolink;
-                // An autolink's text is its URL: not written twice when it is not linked.
-                let url = if link_type == LinkType::Autolink && !native {
-                    String::new()
-                } else {
-                    url
-                };
-                if native {
-                    self.write(&format!("<{}", link_url(&url)));
-                    if !auto {
-                        self.write("|");
-                    }
-                }
-                self.links.push(Link { url, native, auto });
-            }
-            _ => {}
-        }
+    fn code(&self, code: &str) -> String {
+        // Slack has no escape for a backtick inside inline code.
+        format!("`{}`", escape(&code.replace('`', "ˋ")))
     }
 
-    fn end(&mut self, tag: TagEnd) {
-        match tag {
-            TagEnd::Paragraph | TagEnd::HtmlBlock => self.pending = 2,
-            TagEnd::Heading(_) => {
-                self.close_bold();
-                self.pending = 2;
-            }
-            TagEnd::BlockQuote(_) => {
-                self.quote -= 1;
-                self.pending = 2;
-            }
-            TagEnd::List(_) => {
-                self.lists.pop();
-                self.pending = if self.lists.is_empty() { 2 } else { 1 };
-            }
-            TagEnd::Item => {
-                // An empty item still shows its marker.
-                if self.marker {
-                    self.write("");
-                }
-                self.pending = self.pending.max(1);
-                if let Some(Some(n)) = self.lists.last_mut() {
-                    *n += 1;
-                }
-            }
-            TagEnd::Emphasis => {
-                self.italic -= 1;
-                if self.italic == 0 {
-                    self.write("_");
-                }
-            }
-            TagEnd::Strong => self.close_bold(),
-            TagEnd::Strikethrough => {
-                self.strike -= 1;
-                if self.strike == 0 {
-                    self.write("~");
-                }
-            }
-            TagEnd::Link | TagEnd::Image => {
-                if let Some(link) = self.links.pop() {
-                    if link.native {
-                        self.write(">");
-                    } else if !link.url.is_empty() {
-                        self.write(&format!(" ({})", escape(&link.url)));
-                    }
-                }
-            }
-            _ => {}
-        }
+    fn code_block(&self, _info: Option<&str>, code: &str) -> String {
+        let code = no_fence(&escape(code));
+        format!("```\n{}\n```", if code.is_empty() { " " } else { &code })
     }
 
-    fn open_bold(&mut self) {
-        if self.bold == 0 {
-            self.write("*");
-        }
-        self.bold += 1;
-    }
-
-    fn close_bold(&mut self) {
-        self.bold -= 1;
-        if self.bold == 0 {
-            self.write("*");
-        }
-    }
-
-    /// Text of the document, escaped; its newlines break the line.
-    fn text(&mut self, text: &str) {
-        if self.links.last().is_some_and(|l| l.auto) {
-            return;
-        }
-        for (i, line) in text.split('\n').enumerate() {
-            if i > 0 {
-                self.line_break();
-            }
-            self.write(&no_fence(&escape(line)));
-        }
-    }
-
-    fn line_break(&mut self) {
-        self.pending = self.pending.max(1);
-    }
-
-    /// Writes `s` (already `mrkdwn`) after the line breaks owed, each new line starting with the
-    /// quote marker and the list indentation.
-    fn write(&mut self, s: &str) {
-        if self.out.is_empty() {
-            self.pending = 0;
-        }
-        let at_start = self.out.is_empty() || self.pending > 0;
-        for i in 0..self.pending {
-            if i > 0 && self.quote > 0 && self.line_quoted {
-                self.out.push('>');
-            }
-            self.out.push('\n');
-        }
-        self.pending = 0;
-        if at_start {
-            self.line_quoted = self.quote > 0;
-            if self.quote > 0 {
-                self.out.push_str("> ");
-            }
-            let depth = self.lists.len();
-            if self.marker {
-                self.out.push_str(&"    ".repeat(depth.saturating_sub(1)));
-                match self.lists.last() {
-                    Some(Some(n)) => self.out.push_str(&format!("{n}. ")),
-                    _ => self.out.push_str("• "),
-                }
-                self.marker = false;
-            } else {
-                self.out.push_str(&"    ".repeat(depth));
-            }
-        }
-        // Backticks of two writes never join into a ``` that would open a code block.
-        if s.starts_with('`') && self.out.ends_with('`') {
-            self.out.push('\u{200B}');
-        }
-        self.out.push_str(s);
-    }
-
-    fn end_code(&mut self) {
-        let code = self.code.take().unwrap_or_default();
-        let code = no_fence(&escape(code.trim_end_matches('\n')));
-        self.code_block(if code.is_empty() { " " } else { &code });
-        self.pending = 2;
-    }
-
-    /// A code block of `code` (escaped), its lines inside the quote if any.
-    fn code_block(&mut self, code: &str) {
-        let lists = std::mem::take(&mut self.lists);
-        self.write("```");
-        self.pending = 1;
-        for (i, line) in code.split('\n').enumerate() {
-            if i > 0 {
-                self.pending = 1;
-            }
-            self.write(line);
-        }
-        self.pending = 1;
-        self.write("```");
-        self.lists = lists;
-    }
-
-    /// An event inside a table: cells collect their plain text.
-    fn table_event(&mut self, event: Event<'_>) {
-        let table = self.table.as_mut().expect("table");
-        match event {
-            Event::Start(Tag::TableHead | Tag::TableRow) => table.rows.push(Vec::new()),
-            Event::Start(Tag::TableCell) => {
-                if let Some(row) = table.rows.last_mut() {
-                    row.push(String::new());
-                }
-            }
-            Event::Text(t) | Event::Code(t) | Event::InlineHtml(t) => {
-                if let Some(cell) = table.rows.last_mut().and_then(|r| r.last_mut()) {
-                    cell.push_str(&t);
-                }
-            }
-            Event::End(TagEnd::Table) => {
-                let table = self.table.take().expect("table");
-                let text = frogbot_model::text::table_text(&table.align, &table.rows);
-                self.code_block(&no_fence(&escape(&text)));
-                self.pending = 2;
-            }
-            _ => {}
-        }
+    /// Backticks of two writes never join into a ``` that would open a code block.
+    fn glue(&self, out: &str, next: &str) -> Option<char> {
+        (next.starts_with('`') && out.ends_with('`')).then_some('\u{200B}')
     }
 }
 

@@ -3,8 +3,9 @@
 //! `>` and `&` escaped; lists as "• " and "1. " lines, headings as bold lines. Tables become a
 //! `<pre>` block of aligned columns (Telegram has no tables).
 //!
-//! Parsing is pulldown-cmark's (CommonMark with strikethrough, tables and task lists); raw HTML in
-//! the model's text is shown as text. The output keeps Telegram's nesting rules: `<code>` and
+//! Parsing and writing are [`frogbot_channel::markdown`]'s walker (CommonMark with strikethrough,
+//! tables and task lists; raw HTML in the model's text shown as text); this module gives it the
+//! Telegram HTML dialect. The output keeps Telegram's nesting rules: `<code>` and
 //! `<pre>` are never inside another entity (bold, italic, a link… are closed around inline code
 //! and opened again after it, a quote around a code block), quotes are not nested.
 //!
@@ -12,12 +13,7 @@
 //! so every message is self-contained HTML, at most the limit counted as Telegram counts it: on
 //! the text left after entity parsing ([`visible_len`]).
 
-use pulldown_cmark::{Alignment, CodeBlockKind, Event, LinkType, Options, Parser, Tag, TagEnd};
-
-/// The parser options: CommonMark plus strikethrough, tables and task lists.
-fn options() -> Options {
-    Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TABLES | Options::ENABLE_TASKLISTS
-}
+use frogbot_channel::markdown::{self, Dialect, Fit, Quote, Style};
 
 /// The model's Markdown `markdown` as the HTML messages of a reply, each at most `max`
 /// characters once Telegram has parsed its entities: split with [`frogbot_model::text::split`],
@@ -35,26 +31,11 @@ pub fn messages(markdown: &str, max: usize) -> Vec<String> {
 /// shows more than `max` characters split finer, blank pieces left out. A streamed reply is
 /// drawn in these pieces, one message each.
 pub fn pieces(markdown: &str, max: usize) -> Vec<String> {
-    let mut out = Vec::new();
     // The shown text is the Markdown less its markup, but for tables (padded columns) and
     // links to non-web URLs (" (url)"), which are split finer when they grow past `max`.
-    fit(markdown, max.max(1), max, &mut out);
-    out
-}
-
-fn fit(markdown: &str, budget: usize, max: usize, out: &mut Vec<String>) {
-    for piece in frogbot_model::text::split(markdown, budget) {
-        let html = to_html(&piece);
-        let shown = visible_text(&html);
-        if shown.trim().is_empty() {
-            continue;
-        }
-        if shown.chars().count() <= max || budget <= 1 {
-            out.push(piece);
-        } else {
-            fit(&piece, budget / 2, max, out);
-        }
-    }
+    markdown::fit(markdown, max.max(1), |piece| {
+        Fit::chars(piece.to_owned(), &visible_text(&to_html(piece)), max)
+    })
 }
 
 /// The text Telegram shows for `html` (as this module writes it): tags dropped, `&lt;`, `&gt;`,
@@ -91,33 +72,7 @@ pub fn visible_len(html: &str) -> usize {
 }
 
 /// Escapes `&`, `<` and `>`, the characters Telegram's HTML reserves.
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-/// Escapes an attribute value: [`escape`] and `"`.
-fn escape_attr(text: &str) -> String {
-    escape(text).replace('"', "&quot;")
-}
-
-/// Whether Telegram makes a link of `url`.
-fn linkable(url: &str) -> bool {
-    ["http://", "https://", "tg://", "mailto:"].iter().any(|s| {
-        url.len() > s.len()
-            && url
-                .get(..s.len())
-                .is_some_and(|p| p.eq_ignore_ascii_case(s))
-    })
-}
+pub use markdown::escape;
 
 /// A code block's language for `class="language-…"`: the info string's first word, when it is
 /// made of letters, digits and `+#._-` only.
@@ -130,398 +85,59 @@ fn language(info: &str) -> Option<&str> {
 
 /// The Markdown `markdown` as Telegram HTML (no length limit: see [`messages`]).
 pub fn to_html(markdown: &str) -> String {
-    let mut w = Writer::default();
-    for event in Parser::new_ext(markdown, options()) {
-        w.event(event);
-    }
-    w.close_quote();
-    w.out.trim_end().to_owned()
+    markdown::render(&TelegramHtml, markdown)
 }
 
-/// A link being written.
-#[derive(Debug)]
-struct Link {
-    url: String,
-    /// An `<a>` was opened; else the text is followed by ` (url)`.
-    native: bool,
-}
+/// Telegram's HTML: tags written before the first text inside them, none around `<code>` or
+/// `<pre>`, one `<blockquote>` for nested quotes.
+struct TelegramHtml;
 
-/// A table being collected: rows of cells' plain text.
-#[derive(Debug, Default)]
-struct Table {
-    align: Vec<Alignment>,
-    rows: Vec<Vec<String>>,
-}
+impl Dialect for TelegramHtml {
+    const QUOTE: Quote = Quote::Element {
+        open: "<blockquote>",
+        close: "</blockquote>",
+    };
+    const EAGER: bool = false;
+    const CODE_IN_MARKS: bool = false;
+    const BARE_AUTOLINKS: bool = false;
 
-#[derive(Debug, Default)]
-struct Writer {
-    out: String,
-    /// Line breaks owed before the next text (1: a new line, 2: a blank line between blocks).
-    pending: usize,
-    /// Blockquote depth (one `<blockquote>` for any depth: Telegram does not nest them).
-    quote: usize,
-    /// A `<blockquote>` is open in the output.
-    quote_open: bool,
-    /// The open lists: the next number of an ordered one.
-    lists: Vec<Option<u64>>,
-    /// An item's marker still to write at the start of its first line.
-    marker: bool,
-    bold: usize,
-    italic: usize,
-    strike: usize,
-    /// The open inline tags, outermost first, as their opening tags (`b`, `a href="…"`).
-    tags: Vec<String>,
-    /// How many of `tags` are open in the output (the rest are written before the next text).
-    written: usize,
-    links: Vec<Link>,
-    /// A code block being collected: its language and text.
-    code: Option<(Option<String>, String)>,
-    table: Option<Table>,
-    /// Inside an HTML block, past its first line.
-    html_line: bool,
-}
+    fn escape(&self, text: &str) -> String {
+        escape(text)
+    }
 
-impl Writer {
-    fn event(&mut self, event: Event<'_>) {
-        if self.code.is_some() {
-            match event {
-                Event::Text(t) => self.code.as_mut().expect("code").1.push_str(&t),
-                Event::End(TagEnd::CodeBlock) => self.end_code(),
-                _ => {}
-            }
-            return;
-        }
-        if self.table.is_some() {
-            self.table_event(event);
-            return;
-        }
-        match event {
-            Event::Start(tag) => self.start(tag),
-            Event::End(tag) => self.end(tag),
-            Event::Text(t) => self.text(&t),
-            Event::Code(c) => {
-                // `<code>` is never inside another entity: the open ones are closed before it
-                // (and opened again before the next text).
-                let mut s: String = self.tags[..self.written]
-                    .iter()
-                    .rev()
-                    .map(|t| close_tag(t))
-                    .collect();
-                self.written = 0;
-                s.push_str(&format!("<code>{}</code>", escape(&c)));
-                self.write_raw(&s);
-            }
-            Event::Html(h) => {
-                if self.html_line {
-                    self.line_break();
-                }
-                self.html_line = true;
-                self.text(h.trim_end_matches('\n'));
-            }
-            Event::InlineHtml(h) => self.text(&h),
-            Event::SoftBreak | Event::HardBreak => self.line_break(),
-            Event::Rule => {
-                self.block();
-                self.write("──────────");
-                self.pending = 2;
-            }
-            Event::TaskListMarker(done) => self.write(if done { "☑ " } else { "☐ " }),
-            Event::InlineMath(t) | Event::DisplayMath(t) | Event::FootnoteReference(t) => {
-                self.text(&t);
-            }
+    fn linkable(&self, url: &str) -> bool {
+        ["http://", "https://", "tg://", "mailto:"].iter().any(|s| {
+            url.len() > s.len()
+                && url
+                    .get(..s.len())
+                    .is_some_and(|p| p.eq_ignore_ascii_case(s))
+        })
+    }
+
+    fn mark(&self, style: Style) -> (&'static str, &'static str) {
+        match style {
+            Style::Strong => ("<b>", "</b>"),
+            Style::Emphasis => ("<i>", "</i>"),
+            Style::Strikethrough => ("<s>", "</s>"),
         }
     }
 
-    /// Starts a block: a blank line after the one before.
-    fn block(&mut self) {
-        if self.marker {
-            return;
-        }
-        self.pending = self.pending.max(2);
+    fn link(&self, url: &str, _bare: bool) -> (String, String) {
+        let href = escape(url).replace('"', "&quot;");
+        (format!("<a href=\"{href}\">"), "</a>".to_owned())
     }
 
-    /// Opens the inline tag `tag` (written before the next text).
-    fn open(&mut self, tag: String) {
-        self.tags.push(tag);
+    fn code(&self, code: &str) -> String {
+        format!("<code>{}</code>", escape(code))
     }
 
-    /// Closes the innermost inline tag (if it was written: an empty one never is).
-    fn close(&mut self) {
-        if let Some(tag) = self.tags.pop()
-            && self.written > self.tags.len()
-        {
-            self.out.push_str(&close_tag(&tag));
-            self.written = self.tags.len();
+    fn code_block(&self, info: Option<&str>, code: &str) -> String {
+        let code = escape(if code.is_empty() { " " } else { code });
+        match info.and_then(language) {
+            Some(lang) => format!("<pre><code class=\"language-{lang}\">{code}</code></pre>"),
+            None => format!("<pre>{code}</pre>"),
         }
     }
-
-    fn start(&mut self, tag: Tag<'_>) {
-        match tag {
-            Tag::Paragraph => self.block(),
-            Tag::Heading { .. } => {
-                self.block();
-                self.open_bold();
-            }
-            Tag::BlockQuote(_) => {
-                self.block();
-                self.quote += 1;
-            }
-            Tag::CodeBlock(kind) => {
-                self.block();
-                let lang = match kind {
-                    CodeBlockKind::Fenced(info) => language(&info).map(str::to_owned),
-                    CodeBlockKind::Indented => None,
-                };
-                self.code = Some((lang, String::new()));
-            }
-            Tag::HtmlBlock => {
-                self.block();
-                self.html_line = false;
-            }
-            Tag::List(start) => {
-                if self.lists.is_empty() {
-                    self.block();
-                } else {
-                    self.line_break();
-                }
-                self.lists.push(start);
-            }
-            Tag::Item => {
-                self.pending = self.pending.max(1);
-                self.marker = true;
-            }
-            Tag::Table(align) => {
-                self.block();
-                self.table = Some(Table {
-                    align,
-                    rows: Vec::new(),
-                });
-            }
-            Tag::Emphasis => {
-                if self.italic == 0 {
-                    self.open("i".into());
-                }
-                self.italic += 1;
-            }
-            Tag::Strong => self.open_bold(),
-            Tag::Strikethrough => {
-                if self.strike == 0 {
-                    self.open("s".into());
-                }
-                self.strike += 1;
-            }
-            Tag::Link {
-                link_type,
-                dest_url,
-                ..
-            }
-            | Tag::Image {
-                link_type,
-                dest_url,
-                ..
-            } => {
-                let url = if link_type == LinkType::Email && !dest_url.starts_with("mailto:") {
-                    format!("mailto:{dest_url}")
-                } else {
-                    dest_url.to_string()
-                };
-                let native = linkable(&url) && self.links.is_empty();
-                if native {
-                    self.open(format!("a href=\"{}\"", escape_attr(&url)));
-                }
-                self.links.push(Link { url, native });
-            }
-            _ => {}
-        }
-    }
-
-    fn end(&mut self, tag: TagEnd) {
-        match tag {
-            TagEnd::Paragraph | TagEnd::HtmlBlock => self.pending = 2,
-            TagEnd::Heading(_) => {
-                self.close_bold();
-                self.pending = 2;
-            }
-            TagEnd::BlockQuote(_) => {
-                self.quote -= 1;
-                if self.quote == 0 {
-                    self.close_quote();
-                }
-                self.pending = 2;
-            }
-            TagEnd::List(_) => {
-                self.lists.pop();
-                self.pending = if self.lists.is_empty() { 2 } else { 1 };
-            }
-            TagEnd::Item => {
-                // An empty item still shows its marker.
-                if self.marker {
-                    self.write("");
-                }
-                self.pending = self.pending.max(1);
-                if let Some(Some(n)) = self.lists.last_mut() {
-                    *n += 1;
-                }
-            }
-            TagEnd::Emphasis => {
-                self.italic -= 1;
-                if self.italic == 0 {
-                    self.close();
-                }
-            }
-            TagEnd::Strong => self.close_bold(),
-            TagEnd::Strikethrough => {
-                self.strike -= 1;
-                if self.strike == 0 {
-                    self.close();
-                }
-            }
-            TagEnd::Link | TagEnd::Image => {
-                if let Some(link) = self.links.pop() {
-                    if link.native {
-                        self.close();
-                    } else if !link.url.is_empty() {
-                        self.write(&format!(" ({})", escape(&link.url)));
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-
-    fn open_bold(&mut self) {
-        if self.bold == 0 {
-            self.open("b".into());
-        }
-        self.bold += 1;
-    }
-
-    fn close_bold(&mut self) {
-        self.bold -= 1;
-        if self.bold == 0 {
-            self.close();
-        }
-    }
-
-    fn close_quote(&mut self) {
-        if self.quote_open {
-            self.out.push_str("</blockquote>");
-            self.quote_open = false;
-        }
-    }
-
-    /// Text of the document, escaped; its newlines break the line.
-    fn text(&mut self, text: &str) {
-        for (i, line) in text.split('\n').enumerate() {
-            if i > 0 {
-                self.line_break();
-            }
-            self.write(&escape(line));
-        }
-    }
-
-    fn line_break(&mut self) {
-        self.pending = self.pending.max(1);
-    }
-
-    /// Writes `s` (already HTML) as [`Writer::write_raw`] does, inside the open inline tags.
-    fn write(&mut self, s: &str) {
-        self.write_raw("");
-        for tag in &self.tags[self.written..] {
-            self.out.push('<');
-            self.out.push_str(tag);
-            self.out.push('>');
-        }
-        self.written = self.tags.len();
-        self.out.push_str(s);
-    }
-
-    /// Writes `s` (already HTML) after the line breaks owed, opening the quote if one is due and
-    /// starting each new line with the list indentation.
-    fn write_raw(&mut self, s: &str) {
-        if self.out.is_empty() {
-            self.pending = 0;
-        }
-        let at_start = self.out.is_empty() || self.pending > 0;
-        for _ in 0..self.pending {
-            self.out.push('\n');
-        }
-        self.pending = 0;
-        if self.quote > 0 && !self.quote_open {
-            self.out.push_str("<blockquote>");
-            self.quote_open = true;
-        }
-        if at_start {
-            let depth = self.lists.len();
-            if self.marker {
-                self.out.push_str(&"    ".repeat(depth.saturating_sub(1)));
-                match self.lists.last() {
-                    Some(Some(n)) => self.out.push_str(&format!("{n}. ")),
-                    _ => self.out.push_str("• "),
-                }
-                self.marker = false;
-            } else {
-                self.out.push_str(&"    ".repeat(depth));
-            }
-        }
-        self.out.push_str(s);
-    }
-
-    fn end_code(&mut self) {
-        let (lang, code) = self.code.take().unwrap_or_default();
-        self.pre(lang.as_deref(), code.trim_end_matches('\n'));
-        self.pending = 2;
-    }
-
-    /// A `<pre>` block of `code` (not escaped yet), outside any quote (Telegram nests no
-    /// entity around `pre`).
-    fn pre(&mut self, lang: Option<&str>, code: &str) {
-        self.close_quote();
-        let quote = std::mem::take(&mut self.quote);
-        let lists = std::mem::take(&mut self.lists);
-        let code = if code.is_empty() { " " } else { code };
-        match lang {
-            Some(lang) => self.write(&format!(
-                "<pre><code class=\"language-{lang}\">{}</code></pre>",
-                escape(code)
-            )),
-            None => self.write(&format!("<pre>{}</pre>", escape(code))),
-        }
-        self.lists = lists;
-        self.quote = quote;
-    }
-
-    /// An event inside a table: cells collect their plain text.
-    fn table_event(&mut self, event: Event<'_>) {
-        let table = self.table.as_mut().expect("table");
-        match event {
-            Event::Start(Tag::TableHead | Tag::TableRow) => table.rows.push(Vec::new()),
-            Event::Start(Tag::TableCell) => {
-                if let Some(row) = table.rows.last_mut() {
-                    row.push(String::new());
-                }
-            }
-            Event::Text(t) | Event::Code(t) | Event::InlineHtml(t) => {
-                if let Some(cell) = table.rows.last_mut().and_then(|r| r.last_mut()) {
-                    cell.push_str(&t);
-                }
-            }
-            Event::End(TagEnd::Table) => {
-                let table = self.table.take().expect("table");
-                self.pre(
-                    None,
-                    &frogbot_model::text::table_text(&table.align, &table.rows),
-                );
-                self.pending = 2;
-            }
-            _ => {}
-        }
-    }
-}
-
-/// The closing tag of the opening tag `tag` (`a href="…"` → `</a>`).
-fn close_tag(tag: &str) -> String {
-    format!("</{}>", tag.split(' ').next().unwrap_or(tag))
 }
 
 pub use frogbot_model::text::to_plain;
