@@ -63,7 +63,7 @@ pub mod render;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use client::{DiscordApi, RecordingDiscord};
+pub use client::DiscordApi;
 pub use questions::{DiscordQuestions, acknowledge, deferred_update};
 
 /// The platform name of Discord chats.

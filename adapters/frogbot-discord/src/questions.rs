@@ -902,7 +902,7 @@ mod tests {
 
     #[tokio::test]
     async fn hooks_through_the_recording_client() {
-        use crate::RecordingDiscord;
+        use crate::testing::RecordingDiscord;
         use frogbot_model::{RequestContext, Thread};
         let api = Arc::new(RecordingDiscord::new());
         let piece = DiscordQuestions::new(api.clone());

@@ -1,14 +1,13 @@
 //! The thin client layer: [`MatrixApi`] sends one room event and returns its id, redacts one,
 //! sends typing notices and reads a thread's events and a member's name; implemented for
-//! matrix-sdk's [`Client`](matrix_sdk::Client) (which encrypts in encrypted rooms) and by
-//! [`RecordingMatrix`] (records what would be sent, for unit tests). No retries or decisions here:
-//! matrix-sdk's HTTP layer retries transient failures and honours 429s, bounded by
+//! matrix-sdk's [`Client`](matrix_sdk::Client) (which encrypts in encrypted rooms); a recording
+//! one for unit tests is `testing::RecordingMatrix` (feature `testing`). No retries or decisions
+//! here: matrix-sdk's HTTP layer retries transient failures and honours 429s, bounded by
 //! [`request_config`] (the clients the adapter builds use it). A failure still worth retrying
 //! after that (`M_LIMIT_EXCEEDED` with its `retry_after_ms`, a `5xx`, a network failure —
 //! [`Transient::maybe_done`] once the request may have reached the server) is an
 //! [`Error::Unavailable`] carrying a [`Transient`]; the rest is [`Error::Api`].
 
-use std::sync::Mutex;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -667,124 +666,5 @@ impl<A: MatrixApi + ?Sized> MatrixApi for std::sync::Arc<A> {
         pinned: Vec<OwnedEventId>,
     ) -> Result<(), Error> {
         (**self).set_pinned_events(room, pinned).await
-    }
-}
-
-/// One event a [`RecordingMatrix`] was asked to send (a redaction: `m.room.redaction` with
-/// `{"redacts": id}`; a typing notice: `m.typing` with `{"typing": bool}`).
-#[derive(Clone, Debug, PartialEq)]
-pub struct SentEvent {
-    /// The room.
-    pub room: String,
-    /// The event type.
-    pub event_type: String,
-    /// The content.
-    pub content: Value,
-}
-
-/// A [`MatrixApi`] that sends nothing: it records every event and answers with the ids `$sent1`,
-/// `$sent2`, … (for unit tests of the hooks; the fake homeserver in `testing` is the whole
-/// platform).
-#[derive(Debug, Default)]
-pub struct RecordingMatrix {
-    sent: Mutex<Vec<SentEvent>>,
-    count: std::sync::atomic::AtomicUsize,
-}
-
-impl RecordingMatrix {
-    /// A recorder with nothing sent.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Everything sent so far, in order.
-    pub fn sent(&self) -> Vec<SentEvent> {
-        self.sent.lock().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-
-    /// Forgets what was sent (the ids keep counting).
-    pub fn clear(&self) {
-        self.sent.lock().unwrap_or_else(|e| e.into_inner()).clear();
-    }
-}
-
-impl RecordingMatrix {
-    fn record(&self, room: &RoomId, event_type: &str, content: Value) -> usize {
-        let mut sent = self.sent.lock().unwrap_or_else(|e| e.into_inner());
-        sent.push(SentEvent {
-            room: room.to_string(),
-            event_type: event_type.to_owned(),
-            content,
-        });
-        1 + self.count.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
-    }
-}
-
-#[async_trait]
-impl MatrixApi for RecordingMatrix {
-    async fn send(
-        &self,
-        room: &RoomId,
-        event_type: &str,
-        content: Value,
-    ) -> Result<OwnedEventId, Error> {
-        let n = self.record(room, event_type, content);
-        OwnedEventId::try_from(format!("$sent{n}")).map_err(|e| Error::Event(e.to_string()))
-    }
-
-    async fn redact(
-        &self,
-        room: &RoomId,
-        event: &EventId,
-        reason: Option<&str>,
-    ) -> Result<(), Error> {
-        let mut content = serde_json::json!({"redacts": event});
-        if let Some(r) = reason {
-            content["reason"] = r.into();
-        }
-        self.record(room, "m.room.redaction", content);
-        Ok(())
-    }
-
-    async fn typing(&self, room: &RoomId, typing: bool) -> Result<(), Error> {
-        self.record(room, "m.typing", serde_json::json!({"typing": typing}));
-        Ok(())
-    }
-
-    /// None: a recorder has no room history to read.
-    async fn thread_events(
-        &self,
-        _room: &RoomId,
-        _root: &EventId,
-        _limit: usize,
-    ) -> Result<Vec<Value>, Error> {
-        Ok(Vec::new())
-    }
-
-    async fn member_name(&self, _room: &RoomId, _user: &UserId) -> Option<String> {
-        None
-    }
-
-    /// Every room but `!elsewhere:localhost`.
-    fn joined(&self, room: &RoomId) -> bool {
-        room.as_str() != "!elsewhere:localhost"
-    }
-
-    /// `#name:server` → `!name:server`; `#unknown:…` is unknown.
-    async fn resolve_alias(&self, alias: &RoomAliasId) -> Result<OwnedRoomId, Error> {
-        if alias.alias() == "unknown" {
-            return Err(Error::UnknownRoom(alias.to_string()));
-        }
-        OwnedRoomId::try_from(format!("!{}:{}", alias.alias(), alias.server_name()))
-            .map_err(|e| Error::Event(e.to_string()))
-    }
-
-    /// `!dm-{localpart}:localhost` (the same every time); `@unknown:…` is unknown.
-    async fn dm_room(&self, user: &UserId) -> Result<OwnedRoomId, Error> {
-        if user.localpart() == "unknown" {
-            return Err(Error::UnknownUser(user.to_string()));
-        }
-        OwnedRoomId::try_from(format!("!dm-{}:localhost", user.localpart()))
-            .map_err(|e| Error::Event(e.to_string()))
     }
 }

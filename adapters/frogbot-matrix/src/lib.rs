@@ -5,7 +5,7 @@
 //! Shape (as every adapter): [`ids`] (message/thread ids, poll answer ids carrying the revision),
 //! [`convert`] (pure: Matrix events → FrogBot's model), [`render`] (pure: a question → poll /
 //! message contents), [`client`] (the thin send layer [`MatrixApi`], implemented for matrix-sdk's
-//! `Client`, and [`client::RecordingMatrix`] for unit tests), [`questions`] (the
+//! `Client`; a recording one for unit tests is `testing::RecordingMatrix`), [`questions`] (the
 //! `ChannelQuestions` hooks), behind the `engine` feature `channel` (`channel::connect(config)` →
 //! an adapter: login, session restore, auto-join, the sync loop into FrogBot's engine, the
 //! outbox), and behind the `testing` feature `testing` (a fake homeserver, the conformance
@@ -59,7 +59,7 @@ pub mod channel;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use client::{MatrixApi, RecordingMatrix};
+pub use client::MatrixApi;
 pub use questions::MatrixQuestions;
 
 /// The platform name of this adapter.

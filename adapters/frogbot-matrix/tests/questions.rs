@@ -3,8 +3,9 @@
 //! what updated, settled and the notices send. (The same hooks run against the fake homeserver in
 //! tests/conformance.rs and against a real Synapse in tests/synapse.rs.)
 
+use frogbot_matrix::MatrixQuestions;
 use frogbot_matrix::render::PollEvents;
-use frogbot_matrix::{MatrixQuestions, RecordingMatrix};
+use frogbot_matrix::testing::RecordingMatrix;
 use frogbot_model::{
     ActionEvent, Actor, ChannelIdentity, ChannelQuestions, HookArgs, Interaction, ParseArgs,
     ParseResult, PlatformUser, QuestionAnswer, QuestionCall, QuestionInput, QuestionMessage,

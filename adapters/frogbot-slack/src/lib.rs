@@ -13,7 +13,7 @@
 //!   buttons) → Block Kit messages ([`render::agent_message`]);
 //! - [`format`]: pure — the model's Markdown → Slack `mrkdwn`, split into messages;
 //! - [`client`]: the [`SlackApi`] trait the hooks call, [`SlackWebApi`] over slack-morphism's
-//!   client, and [`RecordingSlack`] for unit tests;
+//!   client (a recording one for unit tests is `testing::RecordingSlack`, feature `testing`);
 //! - [`questions`]: [`SlackQuestions`], FrogBot's
 //!   [`ChannelQuestions`](frogbot_model::ChannelQuestions) hooks;
 //! - [`channel`] (feature `engine`): `channel::connect(Config)` → [`channel::SlackAdapter`],
@@ -69,9 +69,7 @@ pub mod render;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use client::{
-    BotIdentity, HistoryMessage, RecordingSlack, RetryPolicy, SlackApi, SlackCall, SlackWebApi,
-};
+pub use client::{BotIdentity, HistoryMessage, RetryPolicy, SlackApi, SlackWebApi};
 pub use questions::SlackQuestions;
 pub use slack_morphism;
 

@@ -613,7 +613,7 @@ async fn the_fake_refuses_what_slack_refuses() {
 
 #[tokio::test]
 async fn the_recording_client_records_what_the_hooks_call() {
-    use frogbot_slack::{RecordingSlack, SlackCall};
+    use frogbot_slack::testing::{RecordingSlack, SlackCall};
     let q = SlackQuestions::new(RecordingSlack::new());
     let req = RequestContext::default();
     let out = q

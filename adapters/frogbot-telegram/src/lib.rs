@@ -59,7 +59,7 @@ pub mod render;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use client::{RecordingTelegram, SentMessage, TelegramApi};
+pub use client::{SentMessage, TelegramApi};
 pub use questions::TelegramQuestions;
 
 /// The platform name this adapter uses in `ChannelRef` / `ChannelIdentity`.

@@ -8,11 +8,11 @@ use frogbot_model::{
     QuestionCall, QuestionMessage, QuestionOutcome, QuestionRecord, RenderArgs, RequestContext,
     Thread, ThreadMessage, ThreadMessageMetadata,
 };
-use frogbot_telegram::client::ApiCall;
+use frogbot_telegram::TelegramQuestions;
 use frogbot_telegram::questions::STALE_TEXT;
 use frogbot_telegram::render::MAX_NOTICE;
 use frogbot_telegram::testing::FakeBotApi;
-use frogbot_telegram::{RecordingTelegram, TelegramQuestions};
+use frogbot_telegram::testing::{ApiCall, RecordingTelegram};
 use serde_json::{Value, json};
 use teloxide::Bot;
 

@@ -566,7 +566,7 @@ impl<A: DiscordApi> ChannelOutbox for DiscordOutbox<A> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::RecordingDiscord;
+    use crate::testing::RecordingDiscord;
 
     #[tokio::test]
     async fn long_replies_are_split_and_empty_ones_post_nothing() {

@@ -935,7 +935,7 @@ impl<A: MatrixApi> ReplyStream for MatrixStream<A> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::client::RecordingMatrix;
+    use crate::testing::RecordingMatrix;
 
     fn thread() -> Thread {
         Thread {
@@ -1076,7 +1076,7 @@ mod tests {
     }
 
     /// The texts a recorded stream shows: each message's latest text, in order.
-    fn shown(sent: &[crate::client::SentEvent]) -> Vec<(String, String)> {
+    fn shown(sent: &[crate::testing::SentEvent]) -> Vec<(String, String)> {
         let mut out: Vec<(String, String)> = Vec::new();
         for (i, s) in sent.iter().enumerate() {
             let c = &s.content;

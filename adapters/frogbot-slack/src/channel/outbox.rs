@@ -793,7 +793,7 @@ fn ts_before(a: &str, b: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::client::{RecordingSlack, SlackCall};
+    use crate::testing::{RecordingSlack, SlackCall};
 
     fn reactions(calls: &[SlackCall]) -> Vec<(bool, String)> {
         calls
