@@ -527,7 +527,62 @@ async fn a_delivery_job_wakes_an_idle_worker_at_its_time(url: &str) {
     assert_eq!(thread.posted.lock().unwrap().len(), 2, "each posted once");
 }
 
+/// A job's due time is read on the engine's clock at every wake-up of the worker, not only as
+/// the instant computed when its wait began: when the clock moves on by more than the time slept
+/// (a stepped host clock, a new offset from the database's clock, a test's injected clock), the
+/// job runs within the worker's `poll`, not at its 30 s fallback look (PostgreSQL, where jobs are
+/// pushed). Found by the Discord adapter's fault test, whose fast-forwarded clock left delivery
+/// retries waiting up to 30 s each.
+async fn a_job_falls_due_when_the_engine_clock_moves_on(url: &str) {
+    let store = frogbot_testkit::open_store(url).await;
+    let thread = Arc::new(Thread1::default());
+    // A grace far longer than the test may wait: only the clock's jump makes the job due.
+    let grace = Duration::from_secs(600);
+    let clock = Arc::new(ManualClock::at_system_time());
+    let engine = engine_on(store.clone(), thread.clone(), config(grace), clock.clone());
+    let worker = engine.spawn_worker(Duration::from_millis(100));
+    // The turn's process cannot post the reply (refused, for now): its job owes it.
+    *thread.always.lock().unwrap() = Some(Fail::Permanent);
+    say(&engine, "m0", "hello").await;
+    eventually("its delivery job is left to retry", WAIT, async || {
+        store
+            .live_jobs(10)
+            .await
+            .unwrap()
+            .iter()
+            .any(|j| j.run_at > clock.now() + 5_000)
+    })
+    .await;
+    *thread.always.lock().unwrap() = None;
+    // Nothing runs while the job's time is ahead on the clock.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(thread.posted.lock().unwrap().is_empty());
+    // The worker is waiting for the job's time, far away on its clock; the clock jumps.
+    let due = store
+        .live_jobs(10)
+        .await
+        .unwrap()
+        .iter()
+        .map(|j| j.run_at)
+        .max()
+        .unwrap();
+    clock.set(due + 1_000);
+    let jumped = std::time::Instant::now();
+    eventually("the worker posts it", WAIT, async || {
+        thread.posted.lock().unwrap().len() == 1
+    })
+    .await;
+    assert!(
+        jumped.elapsed() < Duration::from_secs(10),
+        "posted {:?} after the clock moved on",
+        jumped.elapsed()
+    );
+    assert_eq!(thread.posted.lock().unwrap()[0], "re: hello");
+    worker.abort();
+}
+
 frogbot_testkit::backends!(
+    a_job_falls_due_when_the_engine_clock_moves_on,
     a_reply_that_fails_to_post_is_retried_and_posted_once,
     a_delivery_job_wakes_an_idle_worker_at_its_time,
     a_reply_its_process_could_not_post_is_posted_by_a_worker,

@@ -1052,11 +1052,16 @@ impl Engine {
             let every = engine.config().housekeeping_every;
             let mut next_housekeeping = Instant::now() + every;
             let mut next_sweep = Instant::now();
-            // When jobs are looked for next (now, at the start).
+            // When jobs are looked for next (now, at the start), and the next due time on the
+            // engine's clock: the clock can move by more than the time slept (a stepped host
+            // clock, a new offset from the database's, a test's injected clock), so a due time
+            // is checked against it at every wake-up (at least every `poll`, the lease sweep's),
+            // not only against the instant computed when the wait began.
             let mut jobs_at = Instant::now();
+            let mut due_ms: Option<Millis> = None;
             loop {
                 let now = Instant::now();
-                let jobs_due = jobs_at <= now;
+                let jobs_due = jobs_at <= now || due_ms.is_some_and(|d| d <= engine.now());
                 let mut failed = false;
                 if jobs_due {
                     // What was announced before this run is run (or read as the next due time)
@@ -1092,14 +1097,19 @@ impl Engine {
                         poll
                     };
                     jobs_at = Instant::now() + fallback;
+                    due_ms = None;
                     match engine.next_job_due().await {
-                        Ok(Some(at)) => jobs_at = jobs_at.min(engine.instant_at(at)),
+                        Ok(Some(at)) => {
+                            due_ms = Some(at);
+                            jobs_at = jobs_at.min(engine.instant_at(at));
+                        }
                         Ok(None) => {}
                         Err(e) => warn!(error = %e, "job worker: reading the next due job"),
                     }
                     if failed {
                         // Not again at once (a due job the store would not give out).
                         jobs_at = jobs_at.max(Instant::now() + poll);
+                        due_ms = None;
                     }
                 }
                 // Sleep until the next lease sweep or due job, or a job announced due sooner.
@@ -1131,6 +1141,7 @@ impl Engine {
                         },
                     };
                     if let Some(at) = due {
+                        due_ms = Some(due_ms.map_or(at, |d| d.min(at)));
                         jobs_at = jobs_at.min(engine.instant_at(at));
                         if jobs_at <= Instant::now() {
                             break;
