@@ -512,20 +512,21 @@ async fn read_changes(
         return;
     };
     seen.agent = row.agent.is_some();
+    // The messages first, then the state: a message the read finds with a turn already running
+    // on it is shown as the person's client would have seen it live — `seen`, then the state
+    // frame that marks it `working` — whichever of this read and the local events comes first.
+    if row.version != seen.version
+        && let Ok(changes) = engine.changes_since(chat, seen.version).await
+    {
+        seen.version = changes.version;
+        for m in &changes.messages {
+            if let Some(bytes) = seen.message(&m.message) {
+                let _ = frames.send(bytes);
+            }
+        }
+    }
     if let Some(bytes) = seen.state(row.state(engine.now())) {
         let _ = frames.send(bytes);
-    }
-    if row.version == seen.version {
-        return;
-    }
-    let Ok(changes) = engine.changes_since(chat, seen.version).await else {
-        return;
-    };
-    seen.version = changes.version;
-    for m in &changes.messages {
-        if let Some(bytes) = seen.message(&m.message) {
-            let _ = frames.send(bytes);
-        }
     }
 }
 

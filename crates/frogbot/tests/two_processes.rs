@@ -124,14 +124,17 @@ async fn events_on_b_show_turn_on_a(db: TestDb) {
     assert_eq!(first, json!({"type": "state", "state": "idle"}));
     // B polls the store about once a second: a 3-second turn is seen running.
     let held = hold_running(&a, &chat, Some(ALICE), 3).await;
-    next_event(&mut stream, &mut buf, |v| {
-        v["type"] == "state" && v["state"] == "running"
-    })
-    .await;
-    next_event(&mut stream, &mut buf, |v| {
-        v["type"] == "message" && text_of(&v["message"]) == "slow 3"
-    })
-    .await;
+    // The message and the running turn (a read sends a change's messages, then its state).
+    let (mut message, mut running) = (false, false);
+    while !(message && running) {
+        let v = next_event(&mut stream, &mut buf, |v| {
+            (v["type"] == "message" && text_of(&v["message"]) == "slow 3")
+                || (v["type"] == "state" && v["state"] == "running")
+        })
+        .await;
+        message |= v["type"] == "message";
+        running |= v["type"] == "state";
+    }
     // The reply and the return to idle, in either order (B's poll reports both at once).
     let (mut reply, mut idle) = (false, false);
     while !(reply && idle) {
