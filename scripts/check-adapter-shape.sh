@@ -32,10 +32,6 @@ for dir in adapters/*/; do
             status=1
         fi
     done
-    if grep -q '^frogbot-core = { workspace = true }$\|^frogbot-core.workspace = true$' "$dir/Cargo.toml"; then
-        echo "$dir: frogbot-core must be optional (only under \`engine\`)" >&2
-        status=1
-    fi
 done
 if grep -rnE --include='*.rs' '^\s*#\[path' crates adapters examples tests; then
     echo "no #[path] includes: share code through a crate (e.g. an adapter's \`testing\` module)" >&2

@@ -23,6 +23,12 @@
 #    `crates/…`, `adapters/…` or `scripts/…` path it names exists (a `*` in a path must match
 #    something). Figures belong in the docs of the bench that measures them, not there.
 # 5. Who holds the store (below).
+# 6. An adapter's normal dependencies name, of the workspace's crates, only frogbot-model and
+#    frogbot-channel (the engine is `frogbot_channel::ChannelEngine`, which frogbot-core
+#    implements), and frogbot-net (the guarded outbound HTTP client: no engine, no store).
+#    dev-dependencies may name any (the tests build FrogBot's engine).
+# 7. One retry policy: only frogbot-channel depends on backon (`RetryPolicy`: the adapters'
+#    clients, the model client, MCP restarts and delivery retries take their waits from it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -58,6 +64,25 @@ for toml in adapters/*/Cargo.toml; do
         status=1
     fi
 done
+
+# 6. (Which of the workspace's crates an adapter depends on.)
+for toml in adapters/*/Cargo.toml; do
+    bad=$(awk '
+        /^\[/ { deps = ($0 ~ /^\[(target\.[^]]*\.)?dependencies\]/); next }
+        deps && $0 ~ /^frogbot-/ && $0 !~ /^frogbot-(model|channel|net)[ .=]/ { print FILENAME ":" NR ": " $0 }
+    ' "$toml")
+    if [ -n "$bad" ]; then
+        echo "$bad" >&2
+        echo "$toml: an adapter depends on frogbot-model, frogbot-channel and frogbot-net only (it reaches the engine through frogbot_channel::EngineHandle)" >&2
+        status=1
+    fi
+done
+
+# 7. (backon only in frogbot-channel.)
+if grep -lE '^backon' crates/*/Cargo.toml adapters/*/Cargo.toml | grep -v '^crates/frogbot-channel/Cargo.toml$' >&2; then
+    echo "one retry policy: only frogbot-channel depends on backon (use frogbot_channel::RetryPolicy)" >&2
+    status=1
+fi
 
 files=$(find crates/frogbot/src adapters/*/src -name '*.rs' \
     -not -path 'crates/frogbot/src/lib.rs' \
@@ -103,5 +128,5 @@ for path in $paths; do
     fi
 done
 
-[ "$status" = 0 ] && echo "invariants: no module circles, the store crates only in serve's lib.rs, no production use of testing, ARCHITECTURE.md within $max_lines lines naming only real paths"
+[ "$status" = 0 ] && echo "invariants: no module circles, adapters on frogbot-model/-channel/-net only, one retry policy, the store crates only in serve's lib.rs, no production use of testing, ARCHITECTURE.md within $max_lines lines naming only real paths"
 exit "$status"

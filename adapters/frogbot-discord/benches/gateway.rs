@@ -8,9 +8,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use frogbot_channel::Adapter;
 use frogbot_core::agent::scripted::{ScriptedModel, call, reply};
 use frogbot_core::agent::{
-    Adapter, Engine, EngineConfig, ModelMessage, ModelOffer, ModelRequest, channel_chat_id,
+    Engine, EngineConfig, ModelMessage, ModelOffer, ModelRequest, channel_chat_id,
 };
 use frogbot_core::model::now_millis;
 use frogbot_discord::PLATFORM;
@@ -74,7 +75,7 @@ async fn setup() -> (
     )
     .with_channel(adapter.channel());
     let shutdown = CancellationToken::new();
-    adapter.start(engine.clone(), shutdown.clone());
+    adapter.start(engine.handle(), shutdown.clone());
     assert!(fake.wait_ready(WAIT).await);
     (fake, engine, shutdown, db)
 }

@@ -21,8 +21,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use frogbot_channel::Adapter;
 use frogbot_core::agent::scripted::{ScriptEvent, ScriptedModel, reply};
-use frogbot_core::agent::{Adapter, ModelEvent, ModelRequest};
+use frogbot_core::agent::{ModelEvent, ModelRequest};
 use frogbot_discord::channel;
 use frogbot_discord::testing::{self as fake, FakeDiscord};
 use tokio_util::sync::CancellationToken;
@@ -111,7 +112,7 @@ async fn main() {
     let engine = frogbot_testkit::engine_with(store, model).with_channel(adapter.channel());
     let shutdown = CancellationToken::new();
     let _task = adapter
-        .start(engine.clone(), shutdown.clone())
+        .start(engine.handle(), shutdown.clone())
         .expect("the gateway task");
     assert!(fake.wait_ready(Duration::from_secs(20)).await);
     let alice = fake::user(ALICE, "alice", false);

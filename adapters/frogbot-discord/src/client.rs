@@ -37,9 +37,9 @@ fn counted<T>(method: &'static str, r: Result<T, serenity::Error>) -> Result<T, 
             }
             Err(_) => "error".to_owned(),
         };
-        frogbot_core::metrics::platform_call("discord", method, &status);
+        frogbot_channel::metrics::platform_call("discord", method, &status);
         if status == "429" {
-            frogbot_core::metrics::platform_rate_limit_wait("discord");
+            frogbot_channel::metrics::platform_rate_limit_wait("discord");
         }
     }
     #[cfg(not(feature = "engine"))]

@@ -11,7 +11,7 @@
 //! `examples/discord-reuse`).
 //!
 //! Features: `engine` adds [`channel`] — `channel::connect(config)` gives a
-//! `DiscordAdapter` (`frogbot_core::agent::Adapter`): the engine `Channel` (hooks, identity,
+//! `DiscordAdapter` (`frogbot_channel::Adapter`): the engine `Channel` (hooks, identity,
 //! access, outbox), the HTTP interactions endpoint as routes, and the gateway client, with one
 //! ordered queue per thread. `testing` adds [`testing`]: a fake Discord (HTTP API + gateway
 //! websocket, enforcing Discord's limits) and the conformance harness over it.
@@ -50,7 +50,7 @@
 //! `PATCH /channels/{c}/messages/{m}` (Discord's edits notify no one; extra messages posted under
 //! nonces, surplus ones deleted), `delete_posted` is `DELETE` (`Unknown Message` is done),
 //! `pin_posted` is `PUT` / `DELETE /channels/{c}/pins/{m}` (serenity 0.12's route). A click on an
-//! event button goes to `Engine::channel_event`, answered with a deferred update.
+//! event button goes to `EngineHandle::event`, answered with a deferred update.
 //!
 #[cfg(feature = "engine")]
 pub mod channel;

@@ -933,25 +933,6 @@ fn code_block(body: &str, language: &str) -> String {
     format!("```{language}\n{}\n```", crate::format::no_fence(body))
 }
 
-/// `text` in pieces of at most `max` characters, cut at a line end where one is near.
-fn chunks(text: &str, max: usize) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut rest: &str = text;
-    while rest.chars().count() > max {
-        let cut = rest.char_indices().nth(max).map_or(rest.len(), |(i, _)| i);
-        let at = rest[..cut]
-            .rfind('\n')
-            .filter(|&i| i >= cut / 2)
-            .map_or(cut, |i| i + 1);
-        out.push(rest[..at].to_owned());
-        rest = &rest[at..];
-    }
-    if !rest.is_empty() || out.is_empty() {
-        out.push(rest.to_owned());
-    }
-    out
-}
-
 /// A table as code blocks of aligned columns, each within an embed's description (the header
 /// repeated at the top of each).
 fn table_embeds(columns: &[String], rows: &[Vec<String>]) -> Vec<Embed> {
@@ -1015,7 +996,7 @@ fn block_embeds(block: &frogbot_model::blocks::Block) -> Vec<Embed> {
             let language = language.as_deref().unwrap_or("");
             let room = EMBED_DESCRIPTION_LIMIT - language.len() - 16;
             // `no_fence` may add a character per three backticks: cut the escaped text.
-            chunks(&crate::format::no_fence(code), room)
+            frogbot_model::text::split_exact(&crate::format::no_fence(code), room)
                 .into_iter()
                 .map(|c| described(&format!("```{language}\n{c}\n```")))
                 .collect()
@@ -1031,7 +1012,10 @@ fn block_embeds(block: &frogbot_model::blocks::Block) -> Vec<Embed> {
                 } else {
                     f.value.clone()
                 };
-                for (i, v) in chunks(&value, FIELD_VALUE_LIMIT).into_iter().enumerate() {
+                for (i, v) in frogbot_model::text::split_exact(&value, FIELD_VALUE_LIMIT)
+                    .into_iter()
+                    .enumerate()
+                {
                     let name = if i == 0 {
                         key.clone()
                     } else {

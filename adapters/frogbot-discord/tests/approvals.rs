@@ -10,11 +10,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use frogbot_channel::Adapter;
 use frogbot_core::BoxError;
 use frogbot_core::agent::scripted::{ScriptedModel, call, reply};
 use frogbot_core::agent::{
-    Adapter, ApprovalPolicy, Engine, EngineConfig, ModelMessage, ModelRequest, channel_chat_id,
-    tool_fn, with_approval,
+    ApprovalPolicy, Engine, EngineConfig, ModelMessage, ModelRequest, channel_chat_id, tool_fn,
+    with_approval,
 };
 use frogbot_core::model::{
     APPROVAL_HEADER, APPROVE_LABEL, ChatId, DENY_LABEL, Role, ToolPart, ToolState, TurnState,
@@ -137,7 +138,7 @@ async fn start() -> Bot {
     .with_channel(adapter.channel());
     let shutdown = CancellationToken::new();
     let task = adapter
-        .start(engine.clone(), shutdown.clone())
+        .start(engine.handle(), shutdown.clone())
         .expect("the gateway task");
     assert!(fake.wait_ready(WAIT).await, "the client identified");
     Bot {

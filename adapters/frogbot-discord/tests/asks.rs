@@ -8,9 +8,10 @@
 
 use std::time::Duration;
 
+use frogbot_channel::Adapter;
 use frogbot_core::agent::ask::{ASK_MODEL, AskId, AskState, AskStatus, ask_parts};
 use frogbot_core::agent::scripted::{ScriptedModel, reply};
-use frogbot_core::agent::{Adapter, AskPlace, Engine, SendMessage, channel_chat_id};
+use frogbot_core::agent::{AskPlace, Engine, SendMessage, channel_chat_id};
 use frogbot_core::model::{ChannelRef, Delivery, QuestionInput};
 use frogbot_discord::PLATFORM;
 use frogbot_discord::channel::outbox::ask_thread_name;
@@ -62,7 +63,7 @@ async fn start_with(model: ScriptedModel) -> Bot {
     let engine = frogbot_testkit::engine_with(store, model).with_channel(adapter.channel());
     let shutdown = CancellationToken::new();
     let task = adapter
-        .start(engine.clone(), shutdown.clone())
+        .start(engine.handle(), shutdown.clone())
         .expect("the gateway task");
     assert!(fake.wait_ready(WAIT).await, "the client identified");
     Bot {

@@ -10,11 +10,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use frogbot_channel::Adapter;
 use frogbot_core::BoxError;
 use frogbot_core::agent::scripted::{ScriptedModel, call, reply};
 use frogbot_core::agent::{
-    Adapter, Engine, EngineConfig, ModelMessage, ModelRequest, Tool, ToolAnswer, ToolContext,
-    ToolSpec, ToolStep, channel_chat_id,
+    Engine, EngineConfig, ModelMessage, ModelRequest, Tool, ToolAnswer, ToolContext, ToolSpec,
+    ToolStep, channel_chat_id,
 };
 use frogbot_core::model::{
     ChatId, QuestionInput, QuestionItem, QuestionOption, Role, ToolPart, ToolState, TurnState,
@@ -126,7 +127,7 @@ async fn start() -> Bot {
     .with_channel(adapter.channel());
     let shutdown = CancellationToken::new();
     let task = adapter
-        .start(engine.clone(), shutdown.clone())
+        .start(engine.handle(), shutdown.clone())
         .expect("the gateway task");
     assert!(fake.wait_ready(WAIT).await, "the client identified");
     Bot {

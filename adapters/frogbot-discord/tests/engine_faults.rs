@@ -22,9 +22,10 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use frogbot_channel::Adapter;
 use frogbot_core::agent::scripted::{ScriptedModel, reply};
 use frogbot_core::agent::{
-    Adapter, ChannelSettings, Clock, Delivery, Engine, EngineConfig, ModelRequest, channel_chat_id,
+    ChannelSettings, Clock, Delivery, Engine, EngineConfig, ModelRequest, channel_chat_id,
     channel_message_id,
 };
 use frogbot_core::model::{ChatId, Role};
@@ -361,7 +362,7 @@ async fn run(url: &str, thread_order: bool) {
     let worker = engine.spawn_worker(Duration::from_millis(100));
     let shutdown = CancellationToken::new();
     let gateway = adapter
-        .start(engine.clone(), shutdown.clone())
+        .start(engine.handle(), shutdown.clone())
         .expect("the gateway task");
     assert!(
         fake.wait_ready(Duration::from_secs(20)).await,

@@ -1,13 +1,14 @@
 //! The Discord channel end to end: serenity's real gateway `Client` and `Http` against the fake
 //! Discord (`frogbot_discord::testing`: HTTP API + gateway websocket), connected with
-//! `channel::connect` and run as a `frogbot_core::agent::Adapter`; FrogBot's engine on SQLite, a
+//! `channel::connect` and run as a `frogbot_channel::Adapter`; FrogBot's engine on SQLite, a
 //! scripted model.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use frogbot_channel::Adapter;
 use frogbot_core::agent::scripted::{ScriptedModel, call, reply};
-use frogbot_core::agent::{Adapter, Engine, ModelMessage, ModelRequest, channel_chat_id};
+use frogbot_core::agent::{Engine, ModelMessage, ModelRequest, channel_chat_id};
 use frogbot_core::model::{TurnState, UserId, now_millis};
 use frogbot_discord::PLATFORM;
 use frogbot_discord::channel::{self, Config, DiscordAdapter};
@@ -151,7 +152,7 @@ async fn start(allow: &[&str], public_key: Option<String>) -> Bot {
     let engine = frogbot_testkit::engine_with(store, model.clone()).with_channel(adapter.channel());
     let shutdown = CancellationToken::new();
     let task = adapter
-        .start(engine.clone(), shutdown.clone())
+        .start(engine.handle(), shutdown.clone())
         .expect("the gateway task");
     assert!(fake.wait_ready(WAIT).await, "the client identified");
     Bot {
@@ -630,7 +631,7 @@ async fn a_modal_built_from_labels_answers_through_the_interactions_endpoint() {
         .map(|b| format!("{b:02x}"))
         .collect();
     let bot = start(&[], Some(public)).await;
-    let router = bot.adapter.routes(&bot.engine).unwrap();
+    let router = bot.adapter.routes(&bot.engine.handle()).unwrap();
     let (thread, message, components) = bot.ask(935_000_000_000_000_001).await;
     let other = components[0]["components"][2]["custom_id"]
         .as_str()
@@ -688,7 +689,7 @@ async fn the_form_opens_and_answers_through_the_interactions_endpoint() {
         .map(|b| format!("{b:02x}"))
         .collect();
     let bot = start(&[], Some(public)).await;
-    let router = bot.adapter.routes(&bot.engine).unwrap();
+    let router = bot.adapter.routes(&bot.engine.handle()).unwrap();
     let from = bot.fake.calls().len();
     let thread = bot
         .mention(938_000_000_000_000_001, &alice(), "kinds again")
@@ -1003,7 +1004,7 @@ async fn the_interactions_endpoint_refuses_forged_signatures() {
     let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
     let bot = start(&[], Some(hex(key.verifying_key().as_bytes()))).await;
     let (thread, message, components) = bot.ask(970_000_000_000_000_001).await;
-    let router = bot.adapter.routes(&bot.engine).unwrap();
+    let router = bot.adapter.routes(&bot.engine.handle()).unwrap();
     let green = components[0]["components"][1]["custom_id"]
         .as_str()
         .unwrap();
@@ -1238,7 +1239,7 @@ async fn shard_ranges_split_the_guilds_and_can_be_run_again() {
     let engine = frogbot_testkit::engine_with(store, model()).with_channel(adapter.channel());
     let run = |range: std::ops::Range<u32>, stop: &CancellationToken| {
         let (adapter, engine, stop) = (adapter.clone(), engine.clone(), stop.clone());
-        tokio::spawn(async move { adapter.run_shards(engine, range, 4, stop).await })
+        tokio::spawn(async move { adapter.run_shards(engine.handle(), range, 4, stop).await })
     };
     let (low, high) = (CancellationToken::new(), CancellationToken::new());
     let low_task = run(0..2, &low);
@@ -1282,7 +1283,7 @@ async fn shard_ranges_split_the_guilds_and_can_be_run_again() {
     }
     assert!(
         adapter
-            .run_shards(engine.clone(), 3..5, 4, CancellationToken::new())
+            .run_shards(engine.handle(), 3..5, 4, CancellationToken::new())
             .await
             .is_err(),
         "a range past the last shard"
@@ -1305,7 +1306,7 @@ async fn a_refused_token_ends_run_shards_with_an_error() {
     fake.require_token("another-token");
     let ended = tokio::time::timeout(
         WAIT,
-        adapter.run_shards(engine, 0..1, 1, CancellationToken::new()),
+        adapter.run_shards(engine.handle(), 0..1, 1, CancellationToken::new()),
     )
     .await
     .expect("run_shards ends");

@@ -9,11 +9,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use frogbot_channel::Adapter;
 use frogbot_core::BoxError;
 use frogbot_core::agent::scripted::{ScriptEvent, ScriptedModel, call, reply};
 use frogbot_core::agent::{
-    Adapter, ApprovalPolicy, ChannelSettings, Engine, EngineConfig, ModelEvent, ModelMessage,
-    ModelRequest, channel_chat_id, tool_fn, with_approval,
+    ApprovalPolicy, ChannelSettings, Engine, EngineConfig, ModelEvent, ModelMessage, ModelRequest,
+    channel_chat_id, tool_fn, with_approval,
 };
 use frogbot_core::model::{TurnState, now_millis};
 use frogbot_discord::PLATFORM;
@@ -203,7 +204,7 @@ async fn start() -> Bot {
     .unwrap();
     let shutdown = CancellationToken::new();
     let task = adapter
-        .start(engine.clone(), shutdown.clone())
+        .start(engine.handle(), shutdown.clone())
         .expect("the gateway task");
     assert!(fake.wait_ready(WAIT).await, "the client identified");
     Bot {

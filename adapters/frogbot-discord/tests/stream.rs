@@ -4,9 +4,10 @@
 
 use std::time::Duration;
 
+use frogbot_channel::Adapter;
 use frogbot_core::agent::scripted::{ScriptEvent, ScriptedModel, reply};
 use frogbot_core::agent::{
-    Adapter, ChannelSettings, Engine, ModelEvent, ModelMessage, ModelRequest, STOP_REFUSED_TEXT,
+    ChannelSettings, Engine, ModelEvent, ModelMessage, ModelRequest, STOP_REFUSED_TEXT,
     STOPPED_TEXT, channel_chat_id,
 };
 use frogbot_core::model::TurnState;
@@ -61,7 +62,7 @@ async fn start(interval_ms: u64, model: ScriptedModel) -> Bot {
         .unwrap();
     let shutdown = CancellationToken::new();
     let task = adapter
-        .start(engine.clone(), shutdown.clone())
+        .start(engine.handle(), shutdown.clone())
         .expect("the gateway task");
     assert!(fake.wait_ready(WAIT).await, "the client identified");
     Bot {

@@ -16,10 +16,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use frogbot_channel::Adapter;
 use frogbot_core::agent::scripted::{ScriptedModel, call, reply};
-use frogbot_core::agent::{
-    Adapter, Engine, EngineConfig, ModelMessage, ModelOffer, channel_chat_id,
-};
+use frogbot_core::agent::{Engine, EngineConfig, ModelMessage, ModelOffer, channel_chat_id};
 use frogbot_core::model::now_millis;
 use frogbot_matrix::PLATFORM;
 use frogbot_matrix::channel::{Config, Login, connect};
@@ -83,7 +82,7 @@ async fn main() {
     .with_channel(channel.channel());
     let shutdown = CancellationToken::new();
     let task = channel
-        .start(engine.clone(), shutdown.clone())
+        .start(engine.handle(), shutdown.clone())
         .expect("the sync loop");
 
     let alice = hs.person(&hs.register("benchalice").await).await;

@@ -22,8 +22,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use frogbot_channel::Adapter;
 use frogbot_core::agent::scripted::{ScriptEvent, ScriptedModel, reply};
-use frogbot_core::agent::{Adapter, ModelEvent, ModelMessage, ModelRequest};
+use frogbot_core::agent::{ModelEvent, ModelMessage, ModelRequest};
 use frogbot_matrix::channel::{Config, Login, connect};
 use frogbot_matrix::testing::{BOT_PASSWORD, FakeHomeserver};
 use matrix_sdk::ruma::OwnedUserId;
@@ -141,7 +142,7 @@ async fn huge_on_synapse() {
     )
     .with_channel(channel.channel());
     let shutdown = CancellationToken::new();
-    let task = channel.start(engine.clone(), shutdown.clone()).unwrap();
+    let task = channel.start(engine.handle(), shutdown.clone()).unwrap();
     let alice = hs.person(&hs.register("alice").await).await;
     let bot = account.user_id.clone();
     let room = alice.create_room(&[&bot], true).await;
@@ -223,7 +224,7 @@ async fn run(turns: usize, long: usize, huge: usize) {
     )
     .with_channel(channel.channel());
     let shutdown = CancellationToken::new();
-    let _task = channel.start(engine.clone(), shutdown.clone()).unwrap();
+    let _task = channel.start(engine.handle(), shutdown.clone()).unwrap();
     let alice = OwnedUserId::try_from("@alice:fake.test").unwrap();
     let room = fake.create_room(&[&alice]);
     let bot = fake.bot().to_string();

@@ -42,7 +42,7 @@ pub fn request_config() -> RequestConfig {
 /// The error of call `call`: [`Error::Unavailable`] when worth retrying, else [`Error::Api`].
 pub fn call_error(call: &'static str, e: matrix_sdk::Error) -> Error {
     #[cfg(feature = "engine")]
-    frogbot_core::metrics::platform_call("matrix", call, &failed_status(&e));
+    frogbot_channel::metrics::platform_call("matrix", call, &failed_status(&e));
     let found = match &e {
         matrix_sdk::Error::Http(http) => transient(http),
         _ => None,

@@ -15,11 +15,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use frogbot_channel::Adapter;
 use frogbot_core::BoxError;
 use frogbot_core::agent::scripted::{ScriptedModel, call, reply};
 use frogbot_core::agent::{
-    Adapter, ApprovalPolicy, Engine, EngineConfig, ModelMessage, ModelRequest, channel_chat_id,
-    tool_fn, with_approval,
+    ApprovalPolicy, Engine, EngineConfig, ModelMessage, ModelRequest, channel_chat_id, tool_fn,
+    with_approval,
 };
 use frogbot_core::model::{APPROVE_LABEL, DENY_LABEL, Role, ToolPart, ToolState, TurnState};
 use frogbot_matrix::PLATFORM;
@@ -136,7 +137,7 @@ async fn bot(url: &str, user: &UserId, password: &str, approvers: Vec<String>) -
     let shutdown = CancellationToken::new();
     let worker = engine.spawn_worker(Duration::from_millis(100));
     let task = adapter
-        .start(engine.clone(), shutdown.clone())
+        .start(engine.handle(), shutdown.clone())
         .expect("a sync loop");
     Bot {
         engine,

@@ -8,8 +8,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use frogbot_channel::Adapter;
 use frogbot_core::agent::scripted::{ScriptEvent, ScriptedModel, call, reply};
-use frogbot_core::agent::{Adapter, ModelEvent, ModelMessage, ModelRequest};
+use frogbot_core::agent::{ModelEvent, ModelMessage, ModelRequest};
 use frogbot_matrix::channel::{Config, Login, MatrixAdapter, connect};
 use frogbot_matrix::testing::{BOT_PASSWORD, FakeHomeserver, assert_golden, transcript};
 use matrix_sdk::ruma::{OwnedUserId, RoomId};
@@ -123,7 +124,7 @@ async fn bot(fake: &FakeHomeserver, prompts: Arc<Mutex<Vec<String>>>) -> Bot {
     let shutdown = CancellationToken::new();
     let worker = engine.spawn_worker(Duration::from_millis(100));
     let task = adapter
-        .start(engine.clone(), shutdown.clone())
+        .start(engine.handle(), shutdown.clone())
         .expect("a sync loop");
     Bot {
         engine,

@@ -13,11 +13,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use frogbot_channel::Adapter;
 use frogbot_core::BoxError;
 use frogbot_core::agent::scripted::{ScriptedModel, call, reply};
 use frogbot_core::agent::{
-    Adapter, Engine, EngineConfig, ModelMessage, ModelRequest, Tool, ToolAnswer, ToolContext,
-    ToolSpec, ToolStep, channel_chat_id,
+    Engine, EngineConfig, ModelMessage, ModelRequest, Tool, ToolAnswer, ToolContext, ToolSpec,
+    ToolStep, channel_chat_id,
 };
 use frogbot_core::model::{
     ChatId, QuestionInput, QuestionItem, QuestionOption, Role, ToolPart, ToolState, TurnState,
@@ -118,7 +119,7 @@ async fn bot(url: &str, user: &UserId, password: &str) -> Bot {
     let shutdown = CancellationToken::new();
     let worker = engine.spawn_worker(Duration::from_millis(100));
     let task = adapter
-        .start(engine.clone(), shutdown.clone())
+        .start(engine.handle(), shutdown.clone())
         .expect("a sync loop");
     Bot {
         engine,

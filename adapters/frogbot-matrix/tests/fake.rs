@@ -7,8 +7,9 @@
 
 use std::time::Duration;
 
+use frogbot_channel::Adapter;
 use frogbot_core::agent::scripted::{ScriptEvent, ScriptedModel, call, reply};
-use frogbot_core::agent::{Adapter, ModelEvent, ModelMessage, ModelRequest};
+use frogbot_core::agent::{ModelEvent, ModelMessage, ModelRequest};
 use frogbot_matrix::channel::outbox::MESSAGE_CHARS;
 use frogbot_matrix::channel::{Config, Login, MatrixAdapter, connect};
 use frogbot_matrix::testing::{BOT_PASSWORD, FakeHomeserver};
@@ -93,7 +94,7 @@ async fn bot(fake: &FakeHomeserver, allow: Vec<String>) -> Bot {
     let shutdown = CancellationToken::new();
     let worker = engine.spawn_worker(Duration::from_millis(100));
     let task = adapter
-        .start(engine.clone(), shutdown.clone())
+        .start(engine.handle(), shutdown.clone())
         .expect("a sync loop");
     Bot {
         model,

@@ -9,8 +9,9 @@
 
 use std::time::Duration;
 
+use frogbot_channel::Adapter;
 use frogbot_core::agent::scripted::{ScriptedModel, call, reply};
-use frogbot_core::agent::{Adapter, ModelMessage, ModelRequest};
+use frogbot_core::agent::{ModelMessage, ModelRequest};
 use frogbot_matrix::channel::{Config, Login, MatrixAdapter, connect};
 use frogbot_matrix::testing::{BOT_PASSWORD, FakeHomeserver};
 use matrix_sdk::ruma::{OwnedUserId, RoomId};
@@ -106,7 +107,7 @@ async fn bot(fake: &FakeHomeserver) -> Bot {
     let shutdown = CancellationToken::new();
     let worker = engine.spawn_worker(Duration::from_millis(100));
     let task = adapter
-        .start(engine, shutdown.clone())
+        .start(engine.handle(), shutdown.clone())
         .expect("a sync loop");
     Bot {
         _adapter: adapter,

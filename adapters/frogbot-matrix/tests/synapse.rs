@@ -10,8 +10,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use frogbot_channel::Adapter;
 use frogbot_core::agent::scripted::{ScriptEvent, ScriptedModel, call, reply};
-use frogbot_core::agent::{Adapter, ModelEvent, ModelMessage, ModelRequest};
+use frogbot_core::agent::{ModelEvent, ModelMessage, ModelRequest};
 use frogbot_matrix::channel::{Config, Login, MatrixAdapter, connect};
 use frogbot_matrix::testing::synapse;
 use matrix_sdk::ruma::{OwnedRoomId, RoomId};
@@ -159,7 +160,7 @@ impl Bot {
         let shutdown = CancellationToken::new();
         let worker = engine.spawn_worker(Duration::from_millis(200));
         let task = channel
-            .start(engine.clone(), shutdown.clone())
+            .start(engine.handle(), shutdown.clone())
             .expect("the sync loop");
         Bot {
             channel,

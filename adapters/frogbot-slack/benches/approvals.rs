@@ -13,10 +13,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use frogbot_channel::Adapter;
 use frogbot_core::BoxError;
 use frogbot_core::agent::scripted::{ScriptedModel, call, reply};
 use frogbot_core::agent::{
-    Adapter, ApprovalPolicy, ChannelMessageOutcome, Engine, EngineConfig, ModelMessage, ModelOffer,
+    ApprovalPolicy, ChannelMessageOutcome, Engine, EngineConfig, ModelMessage, ModelOffer,
     ModelRequest, Sent, tool_fn, with_approval,
 };
 use frogbot_core::model::{PlatformUser, ThreadMessage, ThreadMessageMetadata, now_millis};
@@ -82,7 +83,9 @@ async fn level(concurrency: usize, n: usize, run: usize) -> Duration {
     .with_channel(slack.channel());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let app = slack.routes(&engine).expect("HTTP mode has routes");
+    let app = slack
+        .routes(&engine.handle())
+        .expect("HTTP mode has routes");
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
 
     // Setup (not timed): one thread per approval, each asked by a turn.

@@ -18,10 +18,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use frogbot_channel::Adapter;
 use frogbot_core::agent::scripted::{ScriptedModel, call, reply};
 use frogbot_core::agent::{
-    Adapter, ChannelMessageOutcome, Engine, EngineConfig, ModelMessage, ModelOffer, ModelRequest,
-    Sent, channel_chat_id,
+    ChannelMessageOutcome, Engine, EngineConfig, ModelMessage, ModelOffer, ModelRequest, Sent,
+    channel_chat_id,
 };
 use frogbot_core::model::{PlatformUser, ThreadMessage, ThreadMessageMetadata, now_millis};
 use frogbot_slack::channel::INTERACTIVITY_PATH;
@@ -91,7 +92,9 @@ async fn level(concurrency: usize, questions: usize, run: usize) {
     .with_channel(slack.channel());
     let sl = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let server_addr = sl.local_addr().unwrap();
-    let app = slack.routes(&engine).expect("HTTP mode has routes");
+    let app = slack
+        .routes(&engine.handle())
+        .expect("HTTP mode has routes");
     let server_task = tokio::spawn(async move { axum::serve(sl, app).await.unwrap() });
 
     // Setup (not timed): one thread per question, each asked by a turn and posted to the fake.

@@ -19,8 +19,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use frogbot_channel::Adapter;
 use frogbot_core::agent::scripted::{ScriptEvent, ScriptedModel, reply};
-use frogbot_core::agent::{Adapter, ModelEvent, ModelRequest};
+use frogbot_core::agent::{ModelEvent, ModelRequest};
 use frogbot_slack::testing::{BOT_USER, FakeSlack, Signature};
 
 const STREAM_METHODS: [&str; 5] = [
@@ -99,7 +100,7 @@ async fn main() {
         events
     });
     let engine = frogbot_testkit::engine_with(store, model).with_channel(slack.channel());
-    let app = slack.routes(&engine).expect("HTTP routes");
+    let app = slack.routes(&engine.handle()).expect("HTTP routes");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move {

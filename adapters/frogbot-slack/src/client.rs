@@ -219,23 +219,10 @@ impl HistoryMessage {
 /// harmless (`chat.postMessage`, `chat.postEphemeral`, `views.open`, `chat.startStream`,
 /// `chat.appendStream`). Calls whose repetition is harmless (`chat.update`, `chat.delete`, pins, reactions,
 /// `chat.stopStream`, statuses, `conversations.open`, reads) are retried on any such failure.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RetryPolicy {
-    /// Calls in all (1: no retry).
-    pub attempts: u32,
-    /// The longest `Retry-After` waited out here.
-    pub max_wait: std::time::Duration,
-}
-
-impl Default for RetryPolicy {
-    /// Three calls, waiting at most 10 s.
-    fn default() -> Self {
-        Self {
-            attempts: 3,
-            max_wait: std::time::Duration::from_secs(10),
-        }
-    }
-}
+///
+/// The policy is frogbot-channel's one [`RetryPolicy`]; its default is Slack's: three calls,
+/// 250 ms then 500 ms apart, a `Retry-After` up to 10 s waited out.
+pub use frogbot_channel::RetryPolicy;
 
 /// How long [`SlackWebApi`] waits for an answer by default.
 pub const DEFAULT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
@@ -316,14 +303,13 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackWebApi<C> {
         F: Fn() -> Fut,
         Fut: std::future::Future<Output = Result<T, SlackClientError>>,
     {
-        let mut attempt = 0;
+        let mut retry = self.retry.start();
         loop {
-            attempt += 1;
             let answer = tokio::time::timeout(self.timeout, call()).await;
             #[cfg(feature = "engine")]
             let status = call_status(&answer);
             #[cfg(feature = "engine")]
-            frogbot_core::metrics::platform_call("slack", method, &status);
+            frogbot_channel::metrics::platform_call("slack", method, &status);
             let err = match answer {
                 Ok(Ok(v)) => return Ok(v),
                 Ok(Err(e)) => classify(method, e),
@@ -336,21 +322,13 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackWebApi<C> {
                     .maybe_done(),
                 },
             };
-            let Some(t) = err.transient() else {
+            let Some(wait) = err.transient().and_then(|t| retry.next(t, harmless)) else {
                 return Err(err);
             };
-            if attempt >= self.retry.attempts || (t.may_be_done() && !harmless) {
-                return Err(err);
-            }
-            let wait = match t.wait() {
-                Some(w) if w > self.retry.max_wait => return Err(err),
-                Some(w) => w,
-                None => std::time::Duration::from_millis(250 << (attempt - 1).min(4)),
-            };
-            tracing::debug!(method, attempt, ?wait, error = %err, "Slack call failed; retrying");
+            tracing::debug!(method, attempt = retry.attempts(), ?wait, error = %err, "Slack call failed; retrying");
             #[cfg(feature = "engine")]
             if matches!(status.as_str(), "429" | "ratelimited") {
-                frogbot_core::metrics::platform_rate_limit_wait("slack");
+                frogbot_channel::metrics::platform_rate_limit_wait("slack");
             }
             tokio::time::sleep(wait).await;
         }

@@ -72,8 +72,9 @@ impl Dialect for Mrkdwn {
     const CODE_IN_MARKS: bool = true;
     const BARE_AUTOLINKS: bool = true;
 
+    /// Escaped, and no ``` left to open a code block (a link's URL written as text, an image's).
     fn escape(&self, text: &str) -> String {
-        escape(text)
+        no_fence(&escape(text))
     }
 
     fn text(&self, line: &str) -> String {
@@ -121,6 +122,15 @@ impl Dialect for Mrkdwn {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A link Slack does not make (its URL written after the text) cannot open a code block
+    /// with the backticks in its URL.
+    #[test]
+    fn an_unlinkable_url_with_backticks_opens_no_code_block() {
+        let out = to_mrkdwn("see [docs](ftp://x/```y) and more");
+        assert!(out.contains("docs"), "{out}");
+        assert!(!out.contains("```"), "{out}");
+    }
 
     #[test]
     fn markdown_becomes_mrkdwn() {

@@ -56,7 +56,7 @@
 //! `edit_posted` is `chat.update` in place (no notification; extra messages posted under
 //! `frogbot_edit` keys, surplus ones `chat.delete`d), `delete_posted` is `chat.delete`
 //! (`message_not_found` is done), `pin_posted` is `pins.add` / `pins.remove`. A click on an
-//! event button (`fb1:e:{block}:{button}`) goes to `Engine::channel_event`.
+//! event button (`fb1:e:{block}:{button}`) goes to `EngineHandle::event`.
 //!
 #[cfg(feature = "engine")]
 pub mod channel;

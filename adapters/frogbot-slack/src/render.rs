@@ -1228,25 +1228,6 @@ fn section(text: &str) -> serde_json::Value {
     serde_json::json!({"type": "section", "text": {"type": "mrkdwn", "text": truncate(text, MAX_SECTION_TEXT)}})
 }
 
-/// `text` cut into pieces of at most `max` characters, at a line end where one is near.
-fn chunks(text: &str, max: usize) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut rest: &str = text;
-    while rest.chars().count() > max {
-        let cut = rest.char_indices().nth(max).map_or(rest.len(), |(i, _)| i);
-        let at = rest[..cut]
-            .rfind('\n')
-            .filter(|&i| i >= cut / 2)
-            .map_or(cut, |i| i + 1);
-        out.push(rest[..at].to_owned());
-        rest = &rest[at..];
-    }
-    if !rest.is_empty() || out.is_empty() {
-        out.push(rest.to_owned());
-    }
-    out
-}
-
 /// A table cell as Slack takes it: `raw_text`, never empty.
 fn cell(text: &str) -> serde_json::Value {
     let t = truncate(text, MAX_TABLE_CELL_CHARS);
@@ -1328,7 +1309,7 @@ fn block_body(block: &frogbot_model::blocks::Block) -> Vec<Drawn> {
                 plain_text,
             )]
         }
-        BlockKind::Code { code, language } => chunks(code, MAX_CODE_CHARS)
+        BlockKind::Code { code, language } => frogbot_model::text::split_exact(code, MAX_CODE_CHARS)
             .into_iter()
             .enumerate()
             .map(|(i, c)| {

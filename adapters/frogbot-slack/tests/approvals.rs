@@ -8,11 +8,12 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use frogbot_channel::Adapter;
 use frogbot_core::BoxError;
 use frogbot_core::agent::scripted::{ScriptedModel, call, reply};
 use frogbot_core::agent::{
-    Adapter, ApprovalPolicy, ChannelMessageOutcome, Engine, InteractionOutcome, ModelMessage,
-    ModelRequest, Sent, channel_chat_id, tool_fn, with_approval,
+    ApprovalPolicy, ChannelMessageOutcome, Engine, InteractionOutcome, ModelMessage, ModelRequest,
+    Sent, channel_chat_id, tool_fn, with_approval,
 };
 use frogbot_core::model::{Interaction, ToolState, TurnState};
 use frogbot_core::store::DynStore;

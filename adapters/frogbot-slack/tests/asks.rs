@@ -6,10 +6,11 @@
 
 use std::time::Duration;
 
+use frogbot_channel::Adapter;
 use frogbot_core::agent::ask::{ASK_MODEL, AskId, AskState, ask_parts};
 use frogbot_core::agent::scripted::{ScriptedModel, reply};
 use frogbot_core::agent::{
-    Adapter, AskPlace, ChannelOutbox, Engine, ModelRequest, SendMessage, Sent, channel_chat_id,
+    AskPlace, ChannelOutbox, Engine, ModelRequest, SendMessage, Sent, channel_chat_id,
 };
 use frogbot_core::model::{ChannelRef, Delivery, QuestionInput};
 use frogbot_model::faults::{Fault, FaultPlan};
@@ -45,7 +46,7 @@ async fn world_with(model: ScriptedModel) -> World {
     let db = frogbot_testkit::sqlite_db();
     let store = frogbot_testkit::open_store(&db.url).await;
     let engine = frogbot_testkit::engine_with(store, model).with_channel(slack.channel());
-    let app = slack.routes(&engine).expect("HTTP routes");
+    let app = slack.routes(&engine.handle()).expect("HTTP routes");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move {

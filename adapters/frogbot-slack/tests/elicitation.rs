@@ -9,11 +9,12 @@
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
+use frogbot_channel::Adapter;
 use frogbot_core::BoxError;
 use frogbot_core::agent::scripted::{ScriptedModel, call, reply};
 use frogbot_core::agent::{
-    Adapter, ChannelMessageOutcome, Engine, InteractionOutcome, ModelMessage, ModelRequest, Sent,
-    Tool, ToolAnswer, ToolContext, ToolSpec, ToolStep, channel_chat_id,
+    ChannelMessageOutcome, Engine, InteractionOutcome, ModelMessage, ModelRequest, Sent, Tool,
+    ToolAnswer, ToolContext, ToolSpec, ToolStep, channel_chat_id,
 };
 use frogbot_core::model::{
     ChatId, QuestionInput, QuestionItem, QuestionOption, ToolPart, ToolState, TurnState,

@@ -131,7 +131,7 @@ async fn a_slack_click_is_recorded_and_the_agent_continues() {
 
 #[tokio::test]
 async fn a_long_reply_is_split_within_slacks_text_limit() {
-    use frogbot_core::agent::Adapter;
+    use frogbot_channel::Adapter;
     use frogbot_core::model::{Thread, UiMessage};
     let fake = FakeSlack::start().await;
     let slack = frogbot_slack::channel::connect(fake.http_config())
@@ -177,7 +177,7 @@ fn thread_of(id: &str) -> frogbot_core::model::Thread {
 
 #[tokio::test]
 async fn acks_replace_each_other_as_one_reaction() {
-    use frogbot_core::agent::Adapter;
+    use frogbot_channel::Adapter;
     use frogbot_core::model::Ack;
     let fake = FakeSlack::start().await;
     let slack = frogbot_slack::channel::connect(fake.http_config())
@@ -255,7 +255,7 @@ async fn acks_replace_each_other_as_one_reaction() {
 
 #[tokio::test]
 async fn a_failed_removal_does_not_fail_the_ack() {
-    use frogbot_core::agent::Adapter;
+    use frogbot_channel::Adapter;
     use frogbot_core::model::Ack;
     let fake = FakeSlack::start().await;
     let slack = frogbot_slack::channel::connect(fake.http_config())
@@ -285,7 +285,7 @@ async fn a_failed_removal_does_not_fail_the_ack() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_engine_marks_a_message_seen_working_then_done_after_the_reply() {
-    use frogbot_core::agent::Adapter;
+    use frogbot_channel::Adapter;
     let fake = FakeSlack::start().await;
     let slack = frogbot_slack::channel::connect(fake.http_config())
         .await

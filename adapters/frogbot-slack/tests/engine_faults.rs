@@ -19,9 +19,10 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use frogbot_channel::Adapter;
 use frogbot_core::agent::scripted::{ScriptedModel, reply};
 use frogbot_core::agent::{
-    Adapter, ChannelSettings, Clock, Delivery, Engine, EngineConfig, ModelRequest, channel_chat_id,
+    ChannelSettings, Clock, Delivery, Engine, EngineConfig, ModelRequest, channel_chat_id,
     channel_message_id,
 };
 use frogbot_core::model::{ChatId, Role};
@@ -314,7 +315,7 @@ async fn run(url: &str, thread_order: bool) {
     )
     .unwrap();
     let worker = engine.spawn_worker(Duration::from_millis(100));
-    let app = slack.routes(&engine).expect("HTTP routes");
+    let app = slack.routes(&engine.handle()).expect("HTTP routes");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base: Arc<str> = format!("http://{}", listener.local_addr().unwrap()).into();
     tokio::spawn(async move {

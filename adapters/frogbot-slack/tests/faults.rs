@@ -9,7 +9,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use frogbot_core::agent::{Adapter, ChannelOutbox, Delivery};
+use frogbot_core::agent::{ChannelOutbox, Delivery};
+
+use frogbot_channel::Adapter;
 use frogbot_model::faults::FaultPlan;
 use frogbot_model::{Thread, Transient, UiMessage};
 use frogbot_slack::channel::SlackAdapter;
@@ -197,7 +199,7 @@ async fn a_429_is_transient_with_slacks_retry_after_and_a_reset_may_be_done() {
         .client(frogbot_slack::testing::BOT_TOKEN)
         .with_retry(frogbot_slack::RetryPolicy {
             attempts: 1,
-            max_wait: Duration::from_secs(10),
+            ..Default::default()
         })
         .with_timeout(Duration::from_millis(200));
     let th = thread(&fake, "C1");
@@ -303,7 +305,7 @@ async fn http_mode_answers_503_past_max_pending_and_slacks_retry_is_processed() 
         ),
     )
     .with_channel(slack.channel());
-    let app = slack.routes(&engine).expect("HTTP routes");
+    let app = slack.routes(&engine.handle()).expect("HTTP routes");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move {

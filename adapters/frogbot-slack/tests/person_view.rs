@@ -12,11 +12,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use frogbot_channel::Adapter;
 use frogbot_core::BoxError;
 use frogbot_core::agent::scripted::{ScriptEvent, ScriptedModel, call, reply};
 use frogbot_core::agent::{
-    Adapter, ApprovalPolicy, ChannelSettings, Engine, EngineConfig, ModelEvent, ModelMessage,
-    ModelRequest, channel_chat_id, tool_fn, with_approval,
+    ApprovalPolicy, ChannelSettings, Engine, EngineConfig, ModelEvent, ModelMessage, ModelRequest,
+    channel_chat_id, tool_fn, with_approval,
 };
 use frogbot_core::model::TurnState;
 use frogbot_slack::testing::{
@@ -219,7 +220,7 @@ async fn world() -> World {
         },
     )
     .unwrap();
-    let app = slack.routes(&engine).expect("HTTP routes");
+    let app = slack.routes(&engine.handle()).expect("HTTP routes");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move {

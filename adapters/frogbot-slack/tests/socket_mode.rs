@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use frogbot_core::agent::Adapter;
+use frogbot_channel::Adapter;
 use frogbot_core::agent::scripted::demo_model;
 use frogbot_slack::testing::{APP_TOKEN, BOT_USER, FakeSlack};
 use serde_json::{Value, json};
@@ -36,12 +36,12 @@ async fn socket_mode_events_and_clicks_reach_the_engine_and_are_acknowledged() {
     let store = frogbot_testkit::open_store(&db.url).await;
     let engine = frogbot_testkit::engine_with(store, demo_model()).with_channel(slack.channel());
     assert!(
-        slack.routes(&engine).is_none(),
+        slack.routes(&engine.handle()).is_none(),
         "no HTTP routes in Socket Mode"
     );
     let shutdown = CancellationToken::new();
     let task = slack
-        .start(engine.clone(), shutdown.clone())
+        .start(engine.handle(), shutdown.clone())
         .expect("Socket Mode starts");
 
     let mut conn = fake.socket().await;

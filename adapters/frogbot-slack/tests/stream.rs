@@ -4,9 +4,10 @@
 
 use std::time::Duration;
 
+use frogbot_channel::Adapter;
 use frogbot_core::agent::scripted::{ScriptEvent, ScriptedModel, reply};
 use frogbot_core::agent::{
-    Adapter, ChannelSettings, Engine, ModelEvent, ModelMessage, ModelRequest, STOP_REFUSED_TEXT,
+    ChannelSettings, Engine, ModelEvent, ModelMessage, ModelRequest, STOP_REFUSED_TEXT,
     STOPPED_TEXT,
 };
 use frogbot_slack::testing::{BOT_USER, FakeSlack, Message, Signature};
@@ -40,7 +41,7 @@ async fn world(settings: ChannelSettings, model: ScriptedModel, refuse: bool) ->
         .with_channel(slack.channel())
         .with_channel_settings(frogbot_slack::PLATFORM, settings)
         .unwrap();
-    let app = slack.routes(&engine).expect("HTTP routes");
+    let app = slack.routes(&engine.handle()).expect("HTTP routes");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move {

@@ -15,10 +15,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use frogbot_channel::Adapter;
 use frogbot_core::agent::scripted::{ScriptedModel, call, reply};
-use frogbot_core::agent::{
-    Adapter, Engine, EngineConfig, ModelMessage, ModelOffer, channel_chat_id,
-};
+use frogbot_core::agent::{Engine, EngineConfig, ModelMessage, ModelOffer, channel_chat_id};
 use frogbot_core::model::now_millis;
 use frogbot_telegram::PLATFORM;
 use frogbot_telegram::channel::{Config, connect};
@@ -146,7 +145,7 @@ async fn run(n: usize) {
     )
     .with_channel(channel.channel());
     let shutdown = CancellationToken::new();
-    channel.start(engine.clone(), shutdown.clone()).unwrap();
+    channel.start(engine.handle(), shutdown.clone()).unwrap();
 
     let chats: Vec<i64> = (0..n as i64).map(|i| FIRST + i).collect();
 

@@ -16,8 +16,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use frogbot_channel::Adapter;
 use frogbot_core::agent::scripted::{ScriptEvent, ScriptedModel, reply};
-use frogbot_core::agent::{Adapter, ModelEvent, ModelMessage, ModelRequest};
+use frogbot_core::agent::{ModelEvent, ModelMessage, ModelRequest};
 use frogbot_telegram::channel::{Config, connect};
 use frogbot_telegram::testing::{Call, FakeBotApi, group_chat, private_chat, text_update, user};
 use tokio_util::sync::CancellationToken;
@@ -125,7 +126,7 @@ async fn run(turns: usize, long: usize, big: usize) {
     let engine =
         frogbot_testkit::engine_with(store, model(starts.clone())).with_channel(channel.channel());
     let shutdown = CancellationToken::new();
-    channel.start(engine.clone(), shutdown.clone()).unwrap();
+    channel.start(engine.handle(), shutdown.clone()).unwrap();
 
     let mut latencies = Vec::new();
     for i in 0..turns {

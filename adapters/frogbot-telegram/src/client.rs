@@ -42,6 +42,7 @@ use teloxide::types::{
 
 use crate::Error;
 use crate::render::AgentPiece;
+use frogbot_channel::RetryPolicy;
 
 /// How many times a call the adapter retries by itself is tried in all.
 pub const MAX_ATTEMPTS: u32 = 4;
@@ -51,6 +52,15 @@ pub const MAX_WAIT: Duration = Duration::from_secs(60);
 /// The first wait after a `5xx` or a network failure (doubled per attempt) when Telegram gave no
 /// `retry_after`.
 pub const BACKOFF: Duration = Duration::from_millis(500);
+
+/// The calls the adapter retries by itself, on frogbot-channel's one policy.
+pub const RETRY: RetryPolicy = RetryPolicy {
+    attempts: MAX_ATTEMPTS,
+    min_delay: BACKOFF,
+    max_delay: Duration::from_secs(8),
+    max_wait: MAX_WAIT,
+    jitter: false,
+};
 
 /// A message the bot posted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -210,7 +220,7 @@ pub async fn request<T: DeserializeOwned>(
     }
     let response = req.send().await.map_err(|e| {
         #[cfg(feature = "engine")]
-        frogbot_core::metrics::platform_call(
+        frogbot_channel::metrics::platform_call(
             "telegram",
             method,
             if e.is_timeout() { "timeout" } else { "network" },
@@ -226,7 +236,7 @@ pub async fn request<T: DeserializeOwned>(
     })?;
     let status = response.status().as_u16();
     #[cfg(feature = "engine")]
-    frogbot_core::metrics::platform_call("telegram", method, &status.to_string());
+    frogbot_channel::metrics::platform_call("telegram", method, &status.to_string());
     let text = response.text().await.map_err(|e| {
         unavailable(Transient::from_source("the Bot API's answer was cut off", e).maybe_done())
     })?;
@@ -305,33 +315,21 @@ impl Error {
 /// Runs a call, trying again after a failure worth retrying up to [`MAX_ATTEMPTS`] tries in all:
 /// waiting Telegram's `retry_after` (a longer one than [`MAX_WAIT`] is not waited: the call fails
 /// with it), else [`BACKOFF`] doubled per attempt.
-pub async fn with_retry<T, F, Fut>(method: &'static str, mut call: F) -> Result<T, Error>
+pub async fn with_retry<T, F, Fut>(method: &'static str, call: F) -> Result<T, Error>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, Error>>,
 {
-    let mut attempt = 1;
-    loop {
-        let e = match call().await {
-            Ok(v) => return Ok(v),
-            Err(e) => e,
-        };
-        let Some(t) = e.transient().filter(|_| attempt < MAX_ATTEMPTS) else {
-            return Err(e);
-        };
-        let wait = t.wait().unwrap_or(BACKOFF * 2u32.pow(attempt - 1));
-        if wait > MAX_WAIT {
-            return Err(e);
-        }
-        tracing::warn!(method, attempt, ?wait, error = %t, "Telegram call failed; retrying");
-        #[cfg(feature = "engine")]
-        if t.wait().is_some() {
-            // Telegram sends `retry_after` only with a 429.
-            frogbot_core::metrics::platform_rate_limit_wait("telegram");
-        }
-        tokio::time::sleep(wait).await;
-        attempt += 1;
-    }
+    RETRY
+        .run(true, call, Error::transient, |e, wait| {
+            tracing::warn!(method, ?wait, error = %e, "Telegram call failed; retrying");
+            #[cfg(feature = "engine")]
+            if e.transient().is_some_and(|t| t.wait().is_some()) {
+                // Telegram sends `retry_after` only with a 429.
+                frogbot_channel::metrics::platform_rate_limit_wait("telegram");
+            }
+        })
+        .await
 }
 
 /// Editing a message to what it already shows is not a failure.

@@ -11,10 +11,11 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use frogbot_channel::Adapter;
 use frogbot_core::BoxError;
 use frogbot_core::agent::scripted::{ScriptedModel, call, reply};
 use frogbot_core::agent::{
-    Adapter, ApprovalPolicy, Engine, EngineConfig, InteractionOutcome, ModelMessage, ModelRequest,
+    ApprovalPolicy, Engine, EngineConfig, InteractionOutcome, ModelMessage, ModelRequest,
     channel_chat_id, tool_fn, with_approval,
 };
 use frogbot_core::model::{
@@ -128,7 +129,7 @@ async fn setup() -> Setup {
     )
     .with_channel(channel.channel());
     let shutdown = CancellationToken::new();
-    channel.start(engine.clone(), shutdown.clone()).unwrap();
+    channel.start(engine.handle(), shutdown.clone()).unwrap();
     Setup {
         fake,
         engine,

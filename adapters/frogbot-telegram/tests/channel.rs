@@ -5,8 +5,9 @@
 
 use std::sync::{Arc, Mutex, OnceLock};
 
+use frogbot_channel::Adapter;
 use frogbot_core::agent::scripted::{ScriptedModel, call, reply};
-use frogbot_core::agent::{Adapter, Engine, ModelMessage, ModelRequest, channel_chat_id};
+use frogbot_core::agent::{Engine, ModelMessage, ModelRequest, channel_chat_id};
 use frogbot_core::model::{UserId, now_millis};
 use frogbot_telegram::PLATFORM;
 use frogbot_telegram::channel::{
@@ -120,9 +121,9 @@ async fn setup_with(allow: &[&str], receive: Receive) -> Setup {
 /// A channel receiving by long polling.
 async fn setup(allow: &[&str]) -> Setup {
     let s = setup_with(allow, Receive::polling()).await;
-    assert!(s.channel.routes(&s.engine).is_none());
+    assert!(s.channel.routes(&s.engine.handle()).is_none());
     s.channel
-        .start(s.engine.clone(), s.shutdown.clone())
+        .start(s.engine.handle(), s.shutdown.clone())
         .unwrap();
     s
 }
@@ -702,11 +703,11 @@ async fn webhook_setup(secret: &str) -> (Setup, String) {
         },
     )
     .await;
-    let router = s.channel.routes(&s.engine).unwrap();
+    let router = s.channel.routes(&s.engine.handle()).unwrap();
     // Building the route registers nothing with Telegram; start does.
     assert!(s.fake.calls("setwebhook").is_empty());
     s.channel
-        .start(s.engine.clone(), s.shutdown.clone())
+        .start(s.engine.handle(), s.shutdown.clone())
         .unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();

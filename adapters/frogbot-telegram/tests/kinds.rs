@@ -6,9 +6,10 @@
 
 use std::sync::Arc;
 
+use frogbot_channel::Adapter;
 use frogbot_core::agent::scripted::{ScriptedModel, call, reply};
 use frogbot_core::agent::{
-    Adapter, Engine, EngineConfig, ManualClock, ModelMessage, ModelRequest, channel_chat_id,
+    Engine, EngineConfig, ManualClock, ModelMessage, ModelRequest, channel_chat_id,
 };
 use frogbot_core::model::now_millis;
 use frogbot_telegram::PLATFORM;
@@ -119,7 +120,7 @@ async fn setup() -> Setup {
     )
     .with_channel(channel.channel());
     let shutdown = CancellationToken::new();
-    channel.start(engine.clone(), shutdown.clone()).unwrap();
+    channel.start(engine.handle(), shutdown.clone()).unwrap();
     Setup {
         fake,
         engine,

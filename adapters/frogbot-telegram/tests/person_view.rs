@@ -11,11 +11,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use frogbot_channel::Adapter;
 use frogbot_core::BoxError;
 use frogbot_core::agent::scripted::{ScriptEvent, ScriptedModel, call, reply};
 use frogbot_core::agent::{
-    Adapter, ApprovalPolicy, ChannelSettings, Engine, EngineConfig, ModelEvent, ModelMessage,
-    ModelRequest, QUEUED_TEXT, channel_chat_id, tool_fn, with_approval,
+    ApprovalPolicy, ChannelSettings, Engine, EngineConfig, ModelEvent, ModelMessage, ModelRequest,
+    QUEUED_TEXT, channel_chat_id, tool_fn, with_approval,
 };
 use frogbot_core::model::now_millis;
 use frogbot_telegram::PLATFORM;
@@ -240,7 +241,7 @@ async fn setup() -> Setup {
     )
     .unwrap();
     let shutdown = CancellationToken::new();
-    channel.start(engine.clone(), shutdown.clone()).unwrap();
+    channel.start(engine.handle(), shutdown.clone()).unwrap();
     Setup {
         fake,
         gate,

@@ -5,8 +5,9 @@
 
 use std::time::Duration;
 
+use frogbot_channel::Adapter;
 use frogbot_core::agent::scripted::{ScriptEvent, ScriptedModel, reply};
-use frogbot_core::agent::{Adapter, ChannelSettings, Engine, ModelEvent, STOP_REFUSED_TEXT};
+use frogbot_core::agent::{ChannelSettings, Engine, ModelEvent, STOP_REFUSED_TEXT};
 use frogbot_telegram::channel::{Config, Receive, TelegramAdapter, connect};
 use frogbot_telegram::render::MAX_TEXT;
 use frogbot_telegram::testing::{
@@ -98,7 +99,7 @@ async fn setup() -> Setup {
         )
         .unwrap();
     let shutdown = CancellationToken::new();
-    channel.start(engine.clone(), shutdown.clone()).unwrap();
+    channel.start(engine.handle(), shutdown.clone()).unwrap();
     Setup {
         fake,
         _engine: engine,

@@ -1,11 +1,43 @@
-//! FrogBot's channel runtime: the machinery every platform adapter shares, so that an adapter
-//! holds only what its platform needs. For now that is [`markdown`]: one walker over
-//! pulldown-cmark's events with a [`markdown::Dialect`] per platform (Slack's `mrkdwn`,
-//! Telegram's HTML…), and [`markdown::fit`], the loop that cuts a reply into messages within a
-//! platform's limit. Later: the per-thread executor, the delivery loop, the retry policy.
+//! FrogBot's channel runtime: what every platform adapter shares, so that an adapter holds only
+//! what its platform needs, and depends on this crate and `frogbot-model` alone.
+//!
+//! - [`engine`]: the engine as an adapter sees it — [`ChannelEngine::receive`], one entry for
+//!   every kind of thing a platform delivers ([`Incoming`]), through a cloneable
+//!   [`EngineHandle`]; FrogBot's engine (`frogbot-core`) implements it.
+//! - [`outbox`]: what an adapter gives the engine ([`Channel`]: question hooks, identity, access
+//!   check, and the [`ChannelOutbox`] that posts replies, streams, acks, edits and pins).
+//! - [`markdown`]: one walker over pulldown-cmark's events with a [`markdown::Dialect`] per
+//!   platform (Slack's `mrkdwn`, Telegram's HTML…), and [`markdown::fit`], the loop that cuts a
+//!   reply into messages within a platform's limit.
+//! - [`ThreadExecutor`]: one ordered queue per thread, which every adapter's receive path hands the
+//!   platform's deliveries to (a thread's events in order, threads in parallel).
+//! - [`retry`]: the one retry policy ([`RetryPolicy`], on backon) of every platform and model call.
+//! - [`metrics`]: the platform-call metrics every adapter's client records.
+//! - `Adapter` (feature `adapter`): the one shape a host (`frogbot serve`) drives any adapter by.
 //!
 //! What this crate must not do: name a platform SDK type (slack-morphism, serenity, teloxide,
 //! matrix-sdk), hold a platform-specific rule beyond a dialect's own escaping and marks (the
 //! dialects themselves live in the adapters), or talk to a store.
 
+#[cfg(feature = "adapter")]
+mod adapter;
+pub mod engine;
+mod executor;
 pub mod markdown;
+pub mod metrics;
+pub mod outbox;
+pub mod retry;
+
+#[cfg(feature = "adapter")]
+pub use adapter::Adapter;
+pub use engine::{
+    ChangeOutcome, ChannelEngine, EngineError, EngineHandle, EventOutcome, FormTarget, Incoming,
+    InteractionOutcome, MessageOutcome, Received, STOP_REFUSED_TEXT, StopOutcome, channel_chat_id,
+    channel_message_id, is_stop_word,
+};
+pub use executor::{Done, Outcome, ThreadExecutor};
+pub use outbox::{
+    AccessCheck, AllowAll, AllowList, AskPlace, Channel, ChannelOutbox, ChannelSettings, Delivery,
+    DraftMessages, EditStream, FIRST_MESSAGE_WAIT, ReplyStream, ShownAcks,
+};
+pub use retry::{Retry, RetryPolicy};

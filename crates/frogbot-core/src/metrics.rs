@@ -21,6 +21,10 @@ use metrics::{
     Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram,
 };
 
+pub use frogbot_channel::metrics::{
+    PLATFORM_API_CALLS, PLATFORM_RATE_LIMIT_WAITS, platform_call, platform_rate_limit_wait,
+};
+
 use crate::model::{Millis, QuestionOutcome, UiMessage};
 use crate::store::{Backlog, Call, ChatRow, DynStore, QuestionRow, Result, Store, StoreLayer};
 
@@ -57,14 +61,6 @@ pub const ANSWER_LATENCY: &str = "frogbot_answer_latency_seconds";
 pub const STORE_OPERATION: &str = "frogbot_store_operation_seconds";
 /// Store operations that failed, `{op}`.
 pub const STORE_ERRORS: &str = "frogbot_store_operation_errors_total";
-/// Calls of a platform's API (each try of a retried call), `{platform, method, status}`: `method`
-/// is the API's own name (`chat.postMessage`, `sendMessage`, `create_message`, `send`); `status`
-/// is the HTTP status (`200`, `429`, `503`), or the error kind when there was none (`timeout`,
-/// `network`, or the platform's error code).
-pub const PLATFORM_API_CALLS: &str = "frogbot_platform_api_calls_total";
-/// Waits before trying a platform call again because the platform limited the rate (a 429 or
-/// its equivalent), `{platform}`.
-pub const PLATFORM_RATE_LIMIT_WAITS: &str = "frogbot_platform_rate_limit_waits_total";
 
 /// The histogram buckets of the turn durations (seconds): a scripted turn takes milliseconds, a
 /// model's many steps minutes.
@@ -241,23 +237,6 @@ pub(crate) fn question_concluded(
         histogram!(ANSWER_LATENCY, "platform" => platform.clone()).record(seconds);
     }
     counter!(QUESTIONS, "platform" => platform, "event" => event).increment(1);
-}
-
-/// A platform API call (one try) of `method` ended with `status` (an HTTP status, or an error
-/// kind when there was none): see [`PLATFORM_API_CALLS`]. The adapters' client funnels call this.
-pub fn platform_call(platform: &'static str, method: &str, status: &str) {
-    counter!(
-        PLATFORM_API_CALLS,
-        "platform" => platform,
-        "method" => method.to_owned(),
-        "status" => status.to_owned()
-    )
-    .increment(1);
-}
-
-/// A platform call waits before its next try because the platform limited the rate.
-pub fn platform_rate_limit_wait(platform: &'static str) {
-    counter!(PLATFORM_RATE_LIMIT_WAITS, "platform" => platform).increment(1);
 }
 
 /// Reads the store's backlog at `now` and sets [`QUEUE_DEPTH`] and [`JOBS`] (a scrape calls it:

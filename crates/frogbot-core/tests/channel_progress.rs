@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use frogbot_core::BoxError;
 use frogbot_core::agent::scripted::{ScriptEvent, ScriptedModel, call, reply};
 use frogbot_core::agent::{
-    AllowAll, Channel, ChannelChangeOutcome, ChannelMessageOutcome, ChannelOutbox, ChannelSettings,
+    AllowAll, ChangeOutcome, Channel, ChannelMessageOutcome, ChannelOutbox, ChannelSettings,
     DraftMessages, EditStream, Engine, EngineConfig, INTERRUPTED_MARK, MAX_STEPS_TEXT, ModelEvent,
     ModelMessage, ModelRequest, QUEUED_TEXT, ReplyStream, STOP_REFUSED_TEXT, STOPPED_TEXT,
     StopOutcome, channel_chat_id, failure_text, tool_fn,
@@ -376,31 +376,31 @@ async fn platform_edits_and_deletions_change_the_queue(url: &str) {
         e.channel_message_changed(PLATFORM, THREAD, "m2", Some("second".into()))
             .await
             .unwrap(),
-        ChannelChangeOutcome::Edited
+        ChangeOutcome::Edited
     );
     assert_eq!(
         e.channel_message_changed(PLATFORM, THREAD, "m3", None)
             .await
             .unwrap(),
-        ChannelChangeOutcome::Deleted
+        ChangeOutcome::Deleted
     );
     assert_eq!(
         e.channel_message_changed(PLATFORM, THREAD, "m1", Some("gate changed".into()))
             .await
             .unwrap(),
-        ChannelChangeOutcome::AlreadyRan
+        ChangeOutcome::AlreadyRan
     );
     assert_eq!(
         e.channel_message_changed(PLATFORM, "another-thread", "m2", None)
             .await
             .unwrap(),
-        ChannelChangeOutcome::Unknown
+        ChangeOutcome::Unknown
     );
     assert_eq!(
         e.channel_message_changed(PLATFORM, THREAD, "never-taken", Some("x".into()))
             .await
             .unwrap(),
-        ChannelChangeOutcome::Unknown
+        ChangeOutcome::Unknown
     );
     w.gate.add_permits(1);
     w.until_ack("m2", Ack::Done).await;

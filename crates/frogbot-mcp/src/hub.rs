@@ -2,7 +2,6 @@
 //! restart with backoff), and the tools it offers.
 
 use async_trait::async_trait;
-use backon::{BackoffBuilder, ExponentialBuilder};
 use frogbot_core::BoxError;
 use frogbot_core::agent::{ApprovalPolicy, Tool, ToolAnswer, ToolContext, ToolSpec, ToolStep};
 use process_wrap::tokio::{CommandWrap, KillOnDrop, ProcessGroup};
@@ -59,13 +58,16 @@ impl Default for Restart {
 }
 
 impl Restart {
+    /// The waits between restarts: frogbot-channel's one retry policy, without a bound.
     fn delays(&self) -> impl Iterator<Item = Duration> + use<> {
-        ExponentialBuilder::new()
-            .with_min_delay(self.min)
-            .with_max_delay(self.max)
-            .with_jitter()
-            .without_max_times()
-            .build()
+        frogbot_channel::RetryPolicy {
+            attempts: u32::MAX,
+            min_delay: self.min,
+            max_delay: self.max,
+            max_wait: self.max,
+            jitter: true,
+        }
+        .backoff()
     }
 }
 

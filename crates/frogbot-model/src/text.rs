@@ -286,6 +286,29 @@ fn wrap(piece: &str, open: Option<&str>, close: Option<&str>) -> String {
     out
 }
 
+/// Splits `text` (code, a field's value: text that must come back exactly) into pieces of at most
+/// `max` characters whose concatenation is `text`, each cut at a line end where one is in its
+/// second half, else at `max` characters. Empty text is one empty piece. For Markdown a person
+/// reads, [`split`].
+pub fn split_exact(text: &str, max: usize) -> Vec<String> {
+    let max = max.max(1);
+    let mut out = Vec::new();
+    let mut rest: &str = text;
+    while rest.chars().count() > max {
+        let cut = rest.char_indices().nth(max).map_or(rest.len(), |(i, _)| i);
+        let at = rest[..cut]
+            .rfind('\n')
+            .filter(|&i| i >= cut / 2)
+            .map_or(cut, |i| i + 1);
+        out.push(rest[..at].to_owned());
+        rest = &rest[at..];
+    }
+    if !rest.is_empty() || out.is_empty() {
+        out.push(rest.to_owned());
+    }
+    out
+}
+
 /// `text` cut to at most `max` characters, an ellipsis marking a cut. A cut inside a fenced code
 /// block closes the block (within the limit) so the rest of the message still renders.
 pub fn truncate(text: &str, max: usize) -> String {
@@ -358,6 +381,17 @@ pub fn table_text(align: &[Alignment], rows: &[Vec<String>]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn split_exact_gives_the_text_back_in_pieces_within_the_limit() {
+        let code = "fn a() {}\n".repeat(30) + &"x".repeat(95);
+        let pieces = split_exact(&code, 40);
+        assert_eq!(pieces.concat(), code);
+        assert!(pieces.iter().all(|p| p.chars().count() <= 40));
+        // Cut at line ends where one is near.
+        assert!(pieces[0].ends_with('\n'));
+        assert_eq!(split_exact("", 10), [""]);
+    }
 
     #[test]
     fn a_start_is_a_sentence_a_paragraph_or_enough_characters() {

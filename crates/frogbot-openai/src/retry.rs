@@ -8,7 +8,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
+use frogbot_channel::RetryPolicy;
 use reqwest::header::{HeaderMap, RETRY_AFTER};
 
 use crate::error::Error;
@@ -30,46 +30,40 @@ pub(crate) enum Next {
     GiveUp,
 }
 
-/// The retry budget of one model call (its opening and, until the first event, its stream).
+/// The retry budget of one model call (its opening and, until the first event, its stream), on
+/// frogbot-channel's one [`RetryPolicy`].
 #[derive(Debug)]
 pub(crate) struct Retry {
-    backoff: ExponentialBackoff,
-    attempts: u32,
+    budget: frogbot_channel::Retry,
 }
 
 impl Retry {
     /// A budget of `max_retries` retries after the first attempt.
     pub(crate) fn new(max_retries: u32) -> Self {
+        let policy = RetryPolicy {
+            attempts: max_retries.saturating_add(1),
+            min_delay: MIN_DELAY,
+            max_delay: MAX_DELAY,
+            max_wait: MAX_RETRY_AFTER,
+            jitter: true,
+        };
         Self {
-            backoff: ExponentialBuilder::new()
-                .with_min_delay(MIN_DELAY)
-                .with_max_delay(MAX_DELAY)
-                .with_jitter()
-                .with_max_times(max_retries as usize)
-                .build(),
-            attempts: 1,
+            budget: policy.start(),
         }
     }
 
     /// Requests made so far.
-    #[cfg(test)]
     pub(crate) fn attempts(&self) -> u32 {
-        self.attempts
+        self.budget.attempts()
     }
 
     /// Decides after `error`, counting the retry it allows.
     pub(crate) fn next(&mut self, error: &Error) -> Next {
-        let Some(transient) = error.transient() else {
-            return Next::GiveUp;
-        };
-        if transient.wait().is_some_and(|wait| wait > MAX_RETRY_AFTER) {
-            return Next::GiveUp;
+        // A model request is repeatable: a retried one answers anew.
+        match error.transient().and_then(|t| self.budget.next(t, true)) {
+            Some(wait) => Next::Wait(wait),
+            None => Next::GiveUp,
         }
-        let Some(delay) = self.backoff.next() else {
-            return Next::GiveUp;
-        };
-        self.attempts += 1;
-        Next::Wait(transient.wait().unwrap_or(delay))
     }
 
     /// The error to report once retrying is over: `error` itself after one attempt, else wrapped
@@ -85,9 +79,9 @@ impl Retry {
                 last: Box::new(error),
             };
         }
-        if self.attempts > 1 && error.transient().is_some() {
+        if self.attempts() > 1 && error.transient().is_some() {
             return Error::GaveUp {
-                attempts: self.attempts,
+                attempts: self.attempts(),
                 last: Box::new(error),
             };
         }
@@ -100,7 +94,7 @@ impl Retry {
         match self.next(&error) {
             Next::Wait(wait) => {
                 tracing::warn!(
-                    attempt = self.attempts,
+                    attempt = self.attempts(),
                     wait_ms = wait.as_millis() as u64,
                     %error,
                     "model request failed, trying again"

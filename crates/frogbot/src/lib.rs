@@ -378,7 +378,7 @@ pub async fn serve(
     let stop_channels = tokio_util::sync::CancellationToken::new();
     let mut receivers = Vec::new();
     for ch in channels {
-        if let Some(routes) = ch.routes(&engine) {
+        if let Some(routes) = ch.routes(&engine.handle()) {
             app = app.merge(routes);
         }
         let platform = ch.channel().platform;
@@ -387,7 +387,7 @@ pub async fn serve(
             .get(&platform)
             .and_then(|v| channels::single_receiver(&platform, v));
         let receiver = match single {
-            None => ch.start(engine.clone(), stop_channels.clone()),
+            None => ch.start(engine.handle(), stop_channels.clone()),
             Some(role) => Some(tokio::spawn(receive_alone(
                 Arc::from(ch),
                 engine.clone(),
@@ -447,7 +447,7 @@ pub const HOLD_RETRY: Duration = Duration::from_secs(2);
 /// over when the holder dies; a hold that is lost stops the receiver at once. Ends once `stop`
 /// is cancelled and the receiver has stopped.
 async fn receive_alone(
-    channel: Arc<dyn frogbot_core::agent::Adapter>,
+    channel: Arc<dyn frogbot_channel::Adapter>,
     engine: Engine,
     stop: tokio_util::sync::CancellationToken,
     role: String,
@@ -475,7 +475,7 @@ async fn receive_alone(
         standing_by = false;
         tracing::info!(%platform, %role, "this process receives for the channel");
         let mine = stop.child_token();
-        let Some(mut task) = channel.start(engine.clone(), mine.clone()) else {
+        let Some(mut task) = channel.start(engine.handle(), mine.clone()) else {
             return;
         };
         tokio::select! {

@@ -12,8 +12,9 @@
 
 use std::sync::Arc;
 
+use frogbot_channel::Adapter;
 use frogbot_core::agent::scripted::demo_model;
-use frogbot_core::agent::{Adapter, Engine, EngineConfig, ModelOffer};
+use frogbot_core::agent::{Engine, EngineConfig, ModelOffer};
 use frogbot_discord::channel::{Config, connect};
 use tokio_util::sync::CancellationToken;
 
@@ -73,7 +74,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         stop.cancel();
     });
     // The gateway client; it ends once `shutdown` is cancelled (Ctrl-C).
-    if let Some(gateway) = adapter.start(engine.clone(), shutdown) {
+    if let Some(gateway) = adapter.start(engine.handle(), shutdown) {
         gateway.await?;
     }
     worker.abort();

@@ -19,8 +19,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use frogbot_channel::Adapter;
 use frogbot_core::agent::scripted::demo_model;
-use frogbot_core::agent::{Adapter, Engine, EngineConfig, ModelOffer};
+use frogbot_core::agent::{Engine, EngineConfig, ModelOffer};
 use frogbot_matrix::channel::{Config, Login, connect};
 use frogbot_matrix::convert::parse_user_id;
 use frogbot_matrix::render::PollEvents;
@@ -76,7 +77,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let shutdown = CancellationToken::new();
     let worker = engine.spawn_worker(Duration::from_secs(1));
     let sync = adapter
-        .start(engine.clone(), shutdown.clone())
+        .start(engine.handle(), shutdown.clone())
         .ok_or("the Matrix adapter has no sync loop")?;
     println!("syncing; invite the bot to a room or DM it (Ctrl-C stops)");
     tokio::signal::ctrl_c().await?;

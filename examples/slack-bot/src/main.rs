@@ -19,10 +19,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use frogbot_channel::Adapter;
 use frogbot_core::agent::scripted::{ScriptedModel, call, reply};
-use frogbot_core::agent::{
-    Adapter, Engine, EngineConfig, ModelMessage, ModelOffer, ModelRequest, tool_fn,
-};
+use frogbot_core::agent::{Engine, EngineConfig, ModelMessage, ModelOffer, ModelRequest, tool_fn};
 use frogbot_core::model::QUESTION_TOOL;
 use frogbot_slack::channel::{Config, connect};
 use serde_json::{Value, json};
@@ -167,7 +166,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         stop.cancel();
     });
     // HTTP mode: serve the adapter's routes; Socket Mode: it receives on its own.
-    match slack.routes(&engine) {
+    match slack.routes(&engine.handle()) {
         Some(routes) => {
             let listen = env("LISTEN").unwrap_or_else(|| "0.0.0.0:3000".into());
             let listener = tokio::net::TcpListener::bind(&listen).await?;
@@ -178,7 +177,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .await?;
         }
         None => {
-            if let Some(task) = slack.start(engine.clone(), shutdown.clone()) {
+            if let Some(task) = slack.start(engine.handle(), shutdown.clone()) {
                 task.await?;
             }
         }

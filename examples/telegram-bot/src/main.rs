@@ -19,8 +19,9 @@ use std::error::Error;
 use std::sync::Arc;
 use std::time::Duration;
 
+use frogbot_channel::Adapter;
 use frogbot_core::agent::scripted::demo_model;
-use frogbot_core::agent::{Adapter, Engine, EngineConfig, ModelOffer};
+use frogbot_core::agent::{Engine, EngineConfig, ModelOffer};
 use frogbot_telegram::channel::{Config, Receive, connect, parse_url};
 use tokio_util::sync::CancellationToken;
 
@@ -74,7 +75,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
     let worker = engine.spawn_worker(Duration::from_millis(500));
 
     let shutdown = CancellationToken::new();
-    let server = match channel.routes(&engine) {
+    let server = match channel.routes(&engine.handle()) {
         Some(router) => {
             let listen = env("LISTEN").unwrap_or_else(|| "127.0.0.1:8787".into());
             let listener = tokio::net::TcpListener::bind(&listen).await?;
@@ -88,7 +89,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
         }
         None => None,
     };
-    let receiving = channel.start(engine.clone(), shutdown.clone());
+    let receiving = channel.start(engine.handle(), shutdown.clone());
 
     tokio::signal::ctrl_c().await?;
     tracing::info!("stopping");

@@ -1,5 +1,5 @@
-//! Engine glue (feature `engine`): [`connect`] a bot from its [`Config`] and get a
-//! [`DiscordAdapter`], the `frogbot_core::agent::Adapter` a host runs — its engine `Channel`
+//! EngineHandle glue (feature `engine`): [`connect`] a bot from its [`Config`] and get a
+//! [`DiscordAdapter`], the `frogbot_channel::Adapter` a host runs — its engine `Channel`
 //! (question hooks, identity from the `users` map, access from the `allow` list, the outbox), the
 //! HTTP interactions endpoint as routes (when a public key is configured), and the gateway: every
 //! shard of the bot ([`Adapter::start`]), or a range of them that may change while the adapter
@@ -27,11 +27,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use frogbot_core::agent::{
-    AccessCheck, Adapter, AllowAll, AllowList, Channel, ChannelOutbox, Engine,
+use frogbot_channel::{
+    AccessCheck, Adapter, AllowAll, AllowList, Channel, ChannelOutbox, EngineHandle,
 };
-use frogbot_core::model::MappedIdentity;
 use frogbot_model::IdentityResolver;
+use frogbot_model::MappedIdentity;
 use serenity::all::{GatewayIntents, UserId};
 use serenity::http::{Http, HttpBuilder};
 use serenity::model::id::ApplicationId;
@@ -235,7 +235,7 @@ impl DiscordAdapter {
 
     /// The gateway event handler delivering into `engine`, for a serenity `Client` you build
     /// yourself ([`Adapter::start`] and [`DiscordAdapter::run_shards`] connect their own).
-    pub fn handler(&self, engine: Engine) -> impl serenity::all::EventHandler + 'static {
+    pub fn handler(&self, engine: EngineHandle) -> impl serenity::all::EventHandler + 'static {
         receive::Handler::new(self.shared.clone(), engine)
     }
 
@@ -256,7 +256,7 @@ impl DiscordAdapter {
     /// (a bad token, gateway intents not allowed: no use running them again).
     pub async fn run_shards(
         &self,
-        engine: Engine,
+        engine: EngineHandle,
         shards: std::ops::Range<u32>,
         total: u32,
         shutdown: CancellationToken,
@@ -280,13 +280,13 @@ impl Adapter for DiscordAdapter {
         }
     }
 
-    fn routes(&self, engine: &Engine) -> Option<axum::Router> {
+    fn routes(&self, engine: &EngineHandle) -> Option<axum::Router> {
         receive::router(self.shared.clone(), engine.clone())
     }
 
     fn start(
         &self,
-        engine: Engine,
+        engine: EngineHandle,
         shutdown: CancellationToken,
     ) -> Option<tokio::task::JoinHandle<()>> {
         // Every shard: one process receives for the whole bot.

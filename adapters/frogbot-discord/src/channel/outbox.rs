@@ -27,7 +27,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use frogbot_core::agent::{
+use frogbot_channel::{
     AskPlace, ChannelOutbox, Delivery, DraftMessages, EditStream, ReplyStream, ShownAcks,
 };
 

@@ -20,11 +20,8 @@
 //! click or modal submission on a bot message in a DM is routed by that message the same way.
 //! Guild channels and threads are not affected.
 
-use std::collections::HashMap;
-use std::future::Future;
-use std::pin::Pin;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -34,9 +31,9 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use frogbot_core::agent::{
-    AccessCheck, ChannelMessageOutcome, Engine, InteractionOutcome, STOP_REFUSED_TEXT, StopOutcome,
-    channel_chat_id,
+use frogbot_channel::{
+    AccessCheck, EngineHandle, InteractionOutcome, MessageOutcome, STOP_REFUSED_TEXT, StopOutcome,
+    ThreadExecutor, channel_chat_id,
 };
 use frogbot_model::text::truncate;
 use frogbot_model::{
@@ -52,7 +49,6 @@ use serenity::futures::StreamExt as _;
 use serenity::gateway::{ShardManager, ShardManagerOptions};
 use serenity::http::Http;
 use serenity::prelude::TypeMap;
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, error, info, info_span, warn};
 
@@ -69,66 +65,6 @@ pub const INTERACTIONS_PATH: &str = "/channels/discord/interactions";
 /// How long a thread's queue task waits for more work before it ends.
 const QUEUE_IDLE: Duration = Duration::from_secs(30);
 
-type Job = Pin<Box<dyn Future<Output = ()> + Send>>;
-
-/// One ordered queue per thread: a job pushed for a thread runs after the jobs pushed before it
-/// for the same thread; threads run in parallel.
-#[derive(Default)]
-pub(super) struct ThreadQueues {
-    queues: Arc<Mutex<HashMap<String, mpsc::UnboundedSender<Job>>>>,
-}
-
-impl ThreadQueues {
-    /// Queues `job` on `thread`'s queue (starting its task when there is none).
-    fn push(&self, thread: &str, job: Job) {
-        let mut queues = self.queues.lock().expect("thread queues");
-        let job = match queues.get(thread) {
-            Some(tx) => match tx.send(job) {
-                Ok(()) => return,
-                Err(mpsc::error::SendError(job)) => job,
-            },
-            None => job,
-        };
-        let (tx, rx) = mpsc::unbounded_channel();
-        let _ = tx.send(job);
-        queues.insert(thread.to_owned(), tx);
-        tokio::spawn(Self::drain(self.queues.clone(), thread.to_owned(), rx));
-    }
-
-    async fn drain(
-        queues: Arc<Mutex<HashMap<String, mpsc::UnboundedSender<Job>>>>,
-        thread: String,
-        mut rx: mpsc::UnboundedReceiver<Job>,
-    ) {
-        loop {
-            match tokio::time::timeout(QUEUE_IDLE, rx.recv()).await {
-                Ok(Some(job)) => job.await,
-                Ok(None) => return,
-                Err(_) => {
-                    // Idle: end, unless a job slipped in (pushes hold the lock while sending).
-                    let mut map = queues.lock().expect("thread queues");
-                    match rx.try_recv() {
-                        Ok(job) => {
-                            drop(map);
-                            job.await;
-                        }
-                        Err(_) => {
-                            map.remove(&thread);
-                            return;
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    /// How many thread queues are running.
-    #[cfg(test)]
-    fn len(&self) -> usize {
-        self.queues.lock().expect("thread queues").len()
-    }
-}
-
 /// What the adapter's receiving shares between the gateway handler, the endpoint and the hooks.
 pub(super) struct Shared {
     pub(super) http: Arc<Http>,
@@ -139,7 +75,7 @@ pub(super) struct Shared {
     pub(super) me: UserId,
     pub(super) identity: Arc<dyn IdentityResolver>,
     pub(super) access: Arc<dyn AccessCheck>,
-    queues: ThreadQueues,
+    queues: ThreadExecutor,
 }
 
 /// What every run of gateway shards is opened with: the intents, the gateway URL (asked of
@@ -188,7 +124,7 @@ impl Shared {
             me,
             identity,
             access,
-            queues: ThreadQueues::default(),
+            queues: ThreadExecutor::new(QUEUE_IDLE),
         }
     }
 }
@@ -215,7 +151,7 @@ const STOP_WAIT: Duration = Duration::from_secs(10);
 /// engine, even while their connections close. An empty range waits for `shutdown`.
 pub(super) async fn run_shards(
     shared: Arc<Shared>,
-    engine: Engine,
+    engine: EngineHandle,
     shards: std::ops::Range<u32>,
     total: u32,
     shutdown: CancellationToken,
@@ -372,11 +308,11 @@ impl RawEventHandler for Unhandled {
 /// The gateway event handler.
 pub(super) struct Handler {
     shared: Arc<Shared>,
-    engine: Engine,
+    engine: EngineHandle,
 }
 
 impl Handler {
-    pub(super) fn new(shared: Arc<Shared>, engine: Engine) -> Self {
+    pub(super) fn new(shared: Arc<Shared>, engine: EngineHandle) -> Self {
         Handler { shared, engine }
     }
 
@@ -388,10 +324,7 @@ impl Handler {
         self.shared.queues.push(
             &thread.clone(),
             Box::pin(async move {
-                match engine
-                    .channel_message_changed(PLATFORM, &thread, &id, text)
-                    .await
-                {
+                match engine.changed(PLATFORM, &thread, &id, text).await {
                     Ok(outcome) => {
                         debug!(message = %id, ?outcome, "discord: edit or deletion handled")
                     }
@@ -467,10 +400,10 @@ impl EventHandler for Handler {
 }
 
 /// Handles a gateway message (queued on its channel).
-async fn on_message(shared: &Shared, engine: &Engine, message: &Message) {
+async fn on_message(shared: &Shared, engine: &EngineHandle, message: &Message) {
     let me = shared.me;
     let channel = message.channel_id.to_string();
-    let known = match engine.channel_thread_known(PLATFORM, &channel).await {
+    let known = match engine.thread_known(PLATFORM, &channel).await {
         Ok(known) => known,
         Err(e) => {
             error!(error = %e, "discord: store unavailable; message not handled");
@@ -502,11 +435,11 @@ async fn on_message(shared: &Shared, engine: &Engine, message: &Message) {
     incoming.text = convert::strip_mention(&incoming.text, me);
     let span = info_span!("discord_message", thread = %thread, chat_id = %channel_chat_id(PLATFORM, &thread));
     match engine
-        .channel_message(PLATFORM, &thread, incoming)
+        .message(PLATFORM, &thread, incoming)
         .instrument(span)
         .await
     {
-        Ok(ChannelMessageOutcome::Denied) => {
+        Ok(MessageOutcome::Denied) => {
             info!(user = %message.author.id, thread, "discord: message from a user without access ignored");
         }
         Ok(outcome) => debug!(?outcome, thread, "discord: message handled"),
@@ -518,24 +451,21 @@ async fn on_message(shared: &Shared, engine: &Engine, message: &Message) {
 /// `candidates` (a thread the engine knows), else the one of the question whose current message is
 /// `question`; `None` when there is none (a failing look-up is logged and finds nothing).
 async fn agent_conversation(
-    engine: &Engine,
+    engine: &EngineHandle,
     channel: ChannelId,
     candidates: &[MessageId],
     question: Option<MessageId>,
 ) -> Option<String> {
     for root in candidates {
         let thread = agent_thread_id(channel, *root);
-        match engine.channel_thread_known(PLATFORM, &thread).await {
+        match engine.thread_known(PLATFORM, &thread).await {
             Ok(true) => return Some(thread),
             Ok(false) => {}
             Err(e) => warn!(error = %e, thread, "discord: could not look up an agent conversation"),
         }
     }
     let question = question?;
-    match engine
-        .question_for_form(PLATFORM, &question.to_string())
-        .await
-    {
+    match engine.form_open(PLATFORM, &question.to_string()).await {
         Ok(Some(target)) => {
             let thread = target.thread.id;
             let here = crate::ids::channel_id(&thread).is_ok_and(|c| c == channel);
@@ -551,7 +481,7 @@ async fn agent_conversation(
 
 /// The thread of a person's DM message: the agent conversation of the message it replies to
 /// ([`agent_conversation`]), else the DM channel.
-async fn dm_message_thread(engine: &Engine, message: &Message) -> String {
+async fn dm_message_thread(engine: &EngineHandle, message: &Message) -> String {
     let replied = message
         .message_reference
         .as_ref()
@@ -576,7 +506,7 @@ async fn dm_message_thread(engine: &Engine, message: &Message) -> String {
 /// The thread of a click or modal submission in `channel` on the bot's message `on`: in a DM,
 /// the agent conversation that message belongs to ([`agent_conversation`]), else the channel.
 async fn interaction_thread(
-    engine: &Engine,
+    engine: &EngineHandle,
     channel: ChannelId,
     guild: Option<GuildId>,
     on: Option<&Message>,
@@ -692,7 +622,7 @@ pub async fn open_thread_with<A: DiscordApi + ?Sized>(
 /// Hands an interaction to the engine on its thread's queue.
 fn enqueue(
     shared: &Shared,
-    engine: &Engine,
+    engine: &EngineHandle,
     thread: String,
     converted: frogbot_model::Interaction,
     what: &'static str,
@@ -704,10 +634,7 @@ fn enqueue(
         &key,
         Box::pin(
             async move {
-                match engine
-                    .handle_interaction(PLATFORM, Some(&thread), &converted)
-                    .await
-                {
+                match engine.interaction(PLATFORM, Some(&thread), converted).await {
                     Ok(InteractionOutcome::Ignored) => {
                         warn!("discord: a {what} on no FrogBot question ignored");
                     }
@@ -724,12 +651,12 @@ fn enqueue(
 /// clicker drives it; anyone else gets [`STOP_REFUSED_TEXT`] ephemerally. Never a question's
 /// answer.
 async fn stop_response(
-    engine: &Engine,
+    engine: &EngineHandle,
     component: &ComponentInteraction,
 ) -> CreateInteractionResponse {
     let who = convert::platform_user(&component.user);
     let thread = component_thread(engine, component).await;
-    match engine.channel_stop(PLATFORM, &thread, &who).await {
+    match engine.stop(PLATFORM, &thread, &who).await {
         Ok(StopOutcome::NotDriver) => {
             info!(user = %who.id, thread, "discord: Stop from someone else refused");
             CreateInteractionResponse::Message(
@@ -753,18 +680,18 @@ async fn stop_response(
 pub const EVENT_DENIED_TEXT: &str = "Sorry, you are not allowed to use this bot.";
 
 /// What a click on an agent message's event button is answered with: the event goes to the
-/// agent's inbox ([`Engine::channel_event`]) and the click is acknowledged with a deferred update
+/// agent's inbox ([`EngineHandle::event`]) and the click is acknowledged with a deferred update
 /// (nothing shown, nothing edited); someone who may not use the bot gets
 /// [`EVENT_DENIED_TEXT`] ephemerally.
 async fn event_response(
-    engine: &Engine,
+    engine: &EngineHandle,
     component: &ComponentInteraction,
     click: frogbot_model::EventClick,
 ) -> CreateInteractionResponse {
     let thread = component_thread(engine, component).await;
     let who = click.user.id.clone();
-    match engine.channel_event(PLATFORM, &thread, click).await {
-        Ok(frogbot_core::agent::EventOutcome::Denied) => {
+    match engine.event(PLATFORM, &thread, click).await {
+        Ok(frogbot_channel::EventOutcome::Denied) => {
             info!(user = %who, thread, "discord: event click from a user without access refused");
             CreateInteractionResponse::Message(
                 CreateInteractionResponseMessage::new()
@@ -784,7 +711,7 @@ async fn event_response(
 }
 
 /// The thread of a click ([`interaction_thread`]).
-async fn component_thread(engine: &Engine, component: &ComponentInteraction) -> String {
+async fn component_thread(engine: &EngineHandle, component: &ComponentInteraction) -> String {
     interaction_thread(
         engine,
         component.channel_id,
@@ -794,7 +721,7 @@ async fn component_thread(engine: &Engine, component: &ComponentInteraction) -> 
     .await
 }
 
-async fn on_component(shared: &Shared, engine: &Engine, component: ComponentInteraction) {
+async fn on_component(shared: &Shared, engine: &EngineHandle, component: ComponentInteraction) {
     let custom_id = component.data.custom_id.clone();
     let span = info_span!("discord_component", custom_id = %custom_id, message_id = %component.message.id, chat_id = tracing::field::Empty, question_id = tracing::field::Empty);
     async {
@@ -860,7 +787,7 @@ async fn on_component(shared: &Shared, engine: &Engine, component: ComponentInte
     .await;
 }
 
-async fn on_modal(shared: &Shared, engine: &Engine, modal: ModalInteraction) {
+async fn on_modal(shared: &Shared, engine: &EngineHandle, modal: ModalInteraction) {
     let span = info_span!("discord_modal", custom_id = %modal.data.custom_id, chat_id = tracing::field::Empty, question_id = tracing::field::Empty);
     async {
         if let Err(e) = crate::acknowledge(shared.http.as_ref(), modal.id, &modal.token).await {
@@ -888,10 +815,13 @@ async fn on_modal(shared: &Shared, engine: &Engine, modal: ModalInteraction) {
 
 /// The question call a click belongs to, when the clicked control is the current one of a
 /// question still open (else the engine answers the click as stale).
-async fn live_call(engine: &Engine, component: &ComponentInteraction) -> Option<QuestionCall> {
+async fn live_call(
+    engine: &EngineHandle,
+    component: &ComponentInteraction,
+) -> Option<QuestionCall> {
     let control = Control::decode(&component.data.custom_id)?;
     let target = engine
-        .question_for_form(PLATFORM, &component.message.id.to_string())
+        .form_open(PLATFORM, &component.message.id.to_string())
         .await
         .ok()??;
     tracing::Span::current().record("chat_id", tracing::field::display(&target.chat_id));
@@ -906,11 +836,11 @@ async fn live_call(engine: &Engine, component: &ComponentInteraction) -> Option<
 #[derive(Clone)]
 struct Endpoint {
     shared: Arc<Shared>,
-    engine: Engine,
+    engine: EngineHandle,
 }
 
 /// `POST /channels/discord/interactions` when a public key is configured.
-pub(super) fn router(shared: Arc<Shared>, engine: Engine) -> Option<Router> {
+pub(super) fn router(shared: Arc<Shared>, engine: EngineHandle) -> Option<Router> {
     shared.verifier.as_ref()?;
     Some(
         Router::new()
@@ -1008,91 +938,5 @@ fn json_response(response: &serenity::builder::CreateInteractionResponse) -> Res
     match serde_json::to_string(response) {
         Ok(body) => ([("content-type", "application/json")], body).into_response(),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn one_thread_in_order_threads_in_parallel() {
-        let queues = ThreadQueues::default();
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let (release, gate) = tokio::sync::watch::channel(false);
-        // Thread "a": a slow first job, then four quick ones; they finish in order.
-        for i in 0..5 {
-            let log = log.clone();
-            let mut gate = gate.clone();
-            queues.push(
-                "a",
-                Box::pin(async move {
-                    if i == 0 {
-                        let _ = gate.wait_for(|open| *open).await;
-                    }
-                    log.lock().unwrap().push(format!("a{i}"));
-                }),
-            );
-        }
-        // Thread "b" is not held up by "a"'s slow job.
-        let done = Arc::new(AtomicUsize::new(0));
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        {
-            let log = log.clone();
-            let done = done.clone();
-            queues.push(
-                "b",
-                Box::pin(async move {
-                    log.lock().unwrap().push("b0".into());
-                    done.fetch_add(1, Ordering::SeqCst);
-                    let _ = tx.send(());
-                }),
-            );
-        }
-        tokio::time::timeout(Duration::from_secs(5), rx)
-            .await
-            .expect("b ran while a waits")
-            .unwrap();
-        assert_eq!(*log.lock().unwrap(), vec!["b0"]);
-        assert_eq!(queues.len(), 2);
-        release.send(true).unwrap();
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-        while log.lock().unwrap().len() < 6 {
-            assert!(tokio::time::Instant::now() < deadline);
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        let a: Vec<String> = log
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|s| s.starts_with('a'))
-            .cloned()
-            .collect();
-        assert_eq!(a, vec!["a0", "a1", "a2", "a3", "a4"]);
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn an_idle_queue_ends_and_a_later_job_starts_a_new_one() {
-        let queues = ThreadQueues::default();
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        queues.push(
-            "t",
-            Box::pin(async move {
-                let _ = tx.send(());
-            }),
-        );
-        rx.await.unwrap();
-        assert_eq!(queues.len(), 1);
-        tokio::time::sleep(QUEUE_IDLE * 2).await;
-        assert_eq!(queues.len(), 0, "the idle task ended");
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        queues.push(
-            "t",
-            Box::pin(async move {
-                let _ = tx.send(());
-            }),
-        );
-        rx.await.unwrap();
     }
 }

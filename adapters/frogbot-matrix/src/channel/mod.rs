@@ -22,11 +22,11 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use frogbot_core::agent::{
-    AccessCheck, Adapter, AllowAll, AllowList, Channel, ChannelOutbox, Engine,
+use frogbot_channel::{
+    AccessCheck, Adapter, AllowAll, AllowList, Channel, ChannelOutbox, EngineHandle,
 };
-use frogbot_core::model::MappedIdentity;
 use frogbot_model::ChannelQuestions;
+use frogbot_model::MappedIdentity;
 use matrix_sdk::authentication::matrix::MatrixSession;
 use matrix_sdk::config::SyncSettings;
 use matrix_sdk::ruma::{OwnedUserId, UserId};
@@ -367,7 +367,7 @@ impl Adapter for MatrixAdapter {
     /// Starts the sync loop ([`receive::start`]); it ends soon after `shutdown` is cancelled.
     fn start(
         &self,
-        engine: Engine,
+        engine: EngineHandle,
         shutdown: CancellationToken,
     ) -> Option<tokio::task::JoinHandle<()>> {
         Some(receive::start(

@@ -50,9 +50,7 @@ use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use frogbot_core::agent::{
-    AskPlace, ChannelOutbox, Delivery, DraftMessages, ReplyStream, ShownAcks,
-};
+use frogbot_channel::{AskPlace, ChannelOutbox, Delivery, DraftMessages, ReplyStream, ShownAcks};
 use frogbot_model::{
     Ack, BoxError, PlatformUser, Thread, ThreadMessage, ThreadMessageMetadata, UiMessage,
     millis_to_iso,

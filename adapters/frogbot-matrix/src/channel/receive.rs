@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use frogbot_core::agent::{ChannelMessageOutcome, Engine, channel_chat_id};
+use frogbot_channel::{EngineHandle, MessageOutcome, ThreadExecutor, channel_chat_id};
 use matrix_sdk::config::SyncSettings;
 use matrix_sdk::event_handler::EventHandlerHandle;
 use matrix_sdk::room::MessagesOptions;
@@ -118,7 +118,7 @@ async fn fill_gap(room: &Room, from: String, to: &str) -> Vec<Raw<AnySyncTimelin
 /// message once). On shutdown the events already received are handled first.
 pub fn start(
     receiver: Receiver,
-    engine: Engine,
+    engine: EngineHandle,
     shutdown: CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
     let client = receiver.client.clone();
@@ -150,7 +150,7 @@ pub fn start(
         let mut since = read_token(&token_file);
         let workers = Arc::new(Workers {
             ctx,
-            queues: Mutex::new(HashMap::new()),
+            queues: ThreadExecutor::new(Duration::ZERO),
         });
         // Saves each sync's token once its events, and every earlier sync's, are handled; at
         // most BATCHES_IN_FLIGHT syncs wait for that (then the sync loop waits too).
@@ -227,7 +227,7 @@ const BATCHES_IN_FLIGHT: usize = 8;
 struct Job {
     incoming: Incoming,
     room: Room,
-    _batch: mpsc::Sender<()>,
+    batch: mpsc::Sender<()>,
 }
 
 /// The per-thread ordering: one queue, and one worker task, per order key
@@ -236,7 +236,7 @@ struct Job {
 /// different keys concurrently. A worker ends when its queue is empty.
 struct Workers {
     ctx: Arc<Ctx>,
-    queues: Mutex<HashMap<String, mpsc::UnboundedSender<Job>>>,
+    queues: ThreadExecutor,
 }
 
 impl Workers {
@@ -268,7 +268,7 @@ impl Workers {
                     Ok(Some(incoming)) => self.dispatch(Job {
                         incoming,
                         room: room.clone(),
-                        _batch: batch.clone(),
+                        batch: batch.clone(),
                     }),
                     Ok(None) => {}
                     Err(e) => warn!(room = %room_id, error = %e, "unreadable Matrix event ignored"),
@@ -279,33 +279,16 @@ impl Workers {
 
     fn dispatch(self: &Arc<Self>, job: Job) {
         let key = job.incoming.order_key().to_owned();
-        let mut queues = self.queues.lock().unwrap_or_else(|e| e.into_inner());
-        let job = match queues.get(&key) {
-            Some(queue) => match queue.send(job) {
-                Ok(()) => return,
-                Err(mpsc::error::SendError(job)) => job,
-            },
-            None => job,
-        };
-        let (queue, jobs) = mpsc::unbounded_channel();
-        let _ = queue.send(job);
-        queues.insert(key.clone(), queue);
-        drop(queues);
-        tokio::spawn(self.clone().run(key, jobs).in_current_span());
-    }
-
-    async fn run(self: Arc<Self>, key: String, mut jobs: mpsc::UnboundedReceiver<Job>) {
-        loop {
-            while let Ok(job) = jobs.try_recv() {
-                self.ctx.on_incoming(job.incoming, &job.room).await;
-            }
-            // Leave only with an empty queue, deciding under the lock `dispatch` sends under.
-            let mut queues = self.queues.lock().unwrap_or_else(|e| e.into_inner());
-            if jobs.is_empty() {
-                queues.remove(&key);
-                return;
-            }
-        }
+        let ctx = self.ctx.clone();
+        self.queues.push(&key, async move {
+            let Job {
+                incoming,
+                room,
+                batch,
+            } = job;
+            ctx.on_incoming(incoming, &room).await;
+            drop(batch);
+        });
     }
 }
 
@@ -329,7 +312,7 @@ async fn join(room: Room) {
 }
 
 struct Ctx {
-    engine: Engine,
+    engine: EngineHandle,
     bot: OwnedUserId,
     /// The messages recently handed to the engine: their thread and author, so an edit or a
     /// redaction (which name only the message) reaches the right chat, from its author.
@@ -366,7 +349,7 @@ impl Ctx {
                 let span = info_span!("matrix_action", room = %room.room_id());
                 match self
                     .engine
-                    .handle_interaction(PLATFORM, None, &interaction)
+                    .interaction(PLATFORM, None, interaction)
                     .instrument(span)
                     .await
                 {
@@ -404,7 +387,7 @@ impl Ctx {
         }
         let result = self
             .engine
-            .channel_message_changed(PLATFORM, &thread, &message_id, text)
+            .changed(PLATFORM, &thread, &message_id, text)
             .await;
         match result {
             Ok(outcome) => {
@@ -446,7 +429,7 @@ impl Ctx {
         let span = info_span!("matrix_event_click", room = %room.room_id());
         match self
             .engine
-            .channel_event(PLATFORM, &thread, click)
+            .event(PLATFORM, &thread, click)
             .instrument(span)
             .await
         {
@@ -547,7 +530,7 @@ impl Ctx {
         async {
             let known = m.in_thread
                 && matches!(
-                    self.engine.channel_thread_known(PLATFORM, &m.thread).await,
+                    self.engine.thread_known(PLATFORM, &m.thread).await,
                     Ok(true)
                 );
             if !known && !replied_to_bot && !self.talks_to_bot(&m, room).await {
@@ -560,12 +543,8 @@ impl Ctx {
                 author.clone(),
             );
             let message_event = split_message_id(&m.message.id).ok().map(|(_, e)| e);
-            match self
-                .engine
-                .channel_message(PLATFORM, &m.thread, m.message)
-                .await
-            {
-                Ok(ChannelMessageOutcome::Denied) => {
+            match self.engine.message(PLATFORM, &m.thread, m.message).await {
+                Ok(MessageOutcome::Denied) => {
                     info!("message from a person without access");
                     if let (Ok((room_id, root)), Ok(user)) =
                         (split_message_id(&m.thread), UserId::parse(author.as_str()))

@@ -13,11 +13,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use frogbot_core::agent::{
-    AccessCheck, Adapter, AllowAll, AllowList, Channel, ChannelOutbox, Engine,
+use frogbot_channel::{
+    AccessCheck, Adapter, AllowAll, AllowList, Channel, ChannelOutbox, EngineHandle,
 };
-use frogbot_core::model::MappedIdentity;
 use frogbot_model::ChannelQuestions;
+use frogbot_model::MappedIdentity;
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use slack_morphism::prelude::*;
@@ -188,7 +188,7 @@ pub async fn connect(config: Config) -> Result<SlackAdapter, Error> {
     Ok(SlackAdapter {
         inner: Arc::new(Inner {
             seen: Seen::new(config.dedup_capacity),
-            queues: receive::ThreadQueues::default(),
+            queues: frogbot_channel::ThreadExecutor::new(receive::QUEUE_IDLE),
             pending: receive::Pending::new(config.max_pending),
             config,
             client,
@@ -212,7 +212,7 @@ struct Inner {
     questions: Arc<SlackQuestions<SlackWebApi<Connector>>>,
     bot: BotIdentity,
     seen: Seen,
-    queues: receive::ThreadQueues,
+    queues: frogbot_channel::ThreadExecutor,
     pending: receive::Pending,
     acks: outbox::AckMarks,
     threads: outbox::ThreadFacts,
@@ -270,14 +270,14 @@ impl Adapter for SlackAdapter {
     }
 
     /// `POST /channels/slack/events` and `POST /channels/slack/interactivity` in HTTP mode.
-    fn routes(&self, engine: &Engine) -> Option<axum::Router> {
+    fn routes(&self, engine: &EngineHandle) -> Option<axum::Router> {
         (self.mode() == Mode::Http).then(|| receive::router(self.clone(), engine.clone()))
     }
 
     /// Socket Mode (`apps.connections.open`, then the WebSocket) in socket mode.
     fn start(
         &self,
-        engine: Engine,
+        engine: EngineHandle,
         shutdown: CancellationToken,
     ) -> Option<tokio::task::JoinHandle<()>> {
         if self.mode() != Mode::Socket {

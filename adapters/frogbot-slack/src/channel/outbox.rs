@@ -24,7 +24,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
 use async_trait::async_trait;
-use frogbot_core::agent::{
+use frogbot_channel::{
     AskPlace, ChannelOutbox, Delivery, DraftMessages, EditStream, FIRST_MESSAGE_WAIT, ReplyStream,
     ShownAcks,
 };

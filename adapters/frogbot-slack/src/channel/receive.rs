@@ -34,9 +34,8 @@
 //!   chat of its thread (`channel:thread_ts`); the bot's own messages (learned with `auth.test`)
 //!   and edits are ignored. A denied author gets an ephemeral note.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashSet, VecDeque};
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -48,8 +47,8 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use frogbot_core::agent::{
-    ChannelMessageOutcome, Engine, InteractionOutcome, STOP_REFUSED_TEXT, StopOutcome,
+use frogbot_channel::{
+    EngineHandle, InteractionOutcome, MessageOutcome, STOP_REFUSED_TEXT, StopOutcome,
     channel_chat_id,
 };
 use frogbot_model::{
@@ -60,7 +59,7 @@ use slack_morphism::prelude::*;
 use slack_morphism::socket_mode::clients_manager::{
     SlackSocketModeClientsManager, SlackSocketModeClientsManagerFactory,
 };
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, error, info, info_span, warn};
 
@@ -84,7 +83,7 @@ pub const RETRY_HEADER: &str = "x-slack-retry-num";
 /// What a person not allowed to use the bot is told (ephemeral).
 pub const NOT_ALLOWED_TEXT: &str = "Sorry, you are not allowed to use this bot.";
 /// How long a thread's queue task waits for another delivery before it ends.
-const QUEUE_IDLE: Duration = Duration::from_secs(30);
+pub(crate) const QUEUE_IDLE: Duration = Duration::from_secs(30);
 
 /// A bounded set of recently seen delivery keys (oldest forgotten first).
 #[derive(Debug)]
@@ -188,70 +187,8 @@ enum Failure {
     Busy,
 }
 
-type Job = Pin<Box<dyn Future<Output = ()> + Send>>;
-
-/// One ordered queue per thread: a tokio task per thread with deliveries pending, which runs them
-/// one after the other and ends once the thread has been idle for a while.
-pub(crate) struct ThreadQueues {
-    map: Arc<Mutex<HashMap<String, mpsc::UnboundedSender<Job>>>>,
-    idle: Duration,
-}
-
-impl Default for ThreadQueues {
-    fn default() -> Self {
-        Self {
-            map: Arc::default(),
-            idle: QUEUE_IDLE,
-        }
-    }
-}
-
-impl ThreadQueues {
-    /// Appends `job` to the queue of `thread` (starting its task when it has none).
-    fn push(&self, thread: &str, job: Job) {
-        // Sending under the lock: a task ending (which removes itself under the lock, once its
-        // queue is empty) never drops a job sent to it.
-        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
-        let job = match map.get(thread) {
-            Some(tx) => match tx.send(job) {
-                Ok(()) => return,
-                Err(mpsc::error::SendError(job)) => job,
-            },
-            None => job,
-        };
-        let (tx, mut rx) = mpsc::unbounded_channel::<Job>();
-        let _ = tx.send(job);
-        map.insert(thread.to_owned(), tx);
-        let (key, queues, idle) = (thread.to_owned(), self.map.clone(), self.idle);
-        tokio::spawn(async move {
-            loop {
-                match tokio::time::timeout(idle, rx.recv()).await {
-                    // Its own task: a panic fails that delivery only, not the queue.
-                    Ok(Some(job)) => {
-                        let _ = tokio::spawn(job).await;
-                    }
-                    Ok(None) => break,
-                    Err(_) => {
-                        let mut map = queues.lock().unwrap_or_else(|p| p.into_inner());
-                        if rx.is_empty() {
-                            map.remove(&key);
-                            break;
-                        }
-                    }
-                }
-            }
-        });
-    }
-
-    /// How many threads have a queue task now.
-    #[cfg(test)]
-    fn len(&self) -> usize {
-        self.map.lock().unwrap_or_else(|p| p.into_inner()).len()
-    }
-}
-
 /// The HTTP routes: `POST /channels/slack/events` and `POST /channels/slack/interactivity`.
-pub(crate) fn router(adapter: SlackAdapter, engine: Engine) -> Router {
+pub(crate) fn router(adapter: SlackAdapter, engine: EngineHandle) -> Router {
     let rx = Receiver { adapter, engine };
     Router::new()
         .route(EVENTS_PATH, post(events))
@@ -263,7 +200,7 @@ pub(crate) fn router(adapter: SlackAdapter, engine: Engine) -> Router {
 /// cancelled.
 pub(crate) fn spawn_socket_mode(
     adapter: SlackAdapter,
-    engine: Engine,
+    engine: EngineHandle,
     shutdown: CancellationToken,
 ) -> Result<tokio::task::JoinHandle<()>, Error> {
     let app_token = adapter
@@ -313,7 +250,7 @@ pub(crate) fn spawn_socket_mode(
 #[derive(Clone)]
 struct Receiver {
     adapter: SlackAdapter,
-    engine: Engine,
+    engine: EngineHandle,
 }
 
 fn status(code: StatusCode, msg: &'static str) -> Response {
@@ -461,7 +398,7 @@ impl Receiver {
     async fn on_changed(&self, change: ChangedMessage) -> Result<(), Failure> {
         let result = self
             .engine
-            .channel_message_changed(PLATFORM, &change.thread, &change.message_id, change.text)
+            .changed(PLATFORM, &change.thread, &change.message_id, change.text)
             .await;
         match result {
             Ok(outcome) => {
@@ -490,7 +427,7 @@ impl Receiver {
             let known = incoming.in_thread
                 && self
                     .engine
-                    .channel_thread_known(PLATFORM, &incoming.thread)
+                    .thread_known(PLATFORM, &incoming.thread)
                     .await
                     .map_err(|e| {
                         error!(error = %e, "Slack message: the thread could not be looked up");
@@ -512,14 +449,14 @@ impl Receiver {
         let user = incoming.message.author.id.clone();
         let out = self
             .engine
-            .channel_message(PLATFORM, &incoming.thread, incoming.message)
+            .message(PLATFORM, &incoming.thread, incoming.message)
             .await
             .map_err(|e| {
                 error!(error = %e, "Slack message could not be handed to the engine");
                 Failure::Retry(e.to_string())
             })?;
         match out {
-            ChannelMessageOutcome::Denied => {
+            MessageOutcome::Denied => {
                 warn!(%user, thread = %incoming.thread, "Slack user not allowed; message refused");
                 if let Ok((channel, ts)) = split_id(&incoming.thread) {
                     let api = self.inner().questions.api();
@@ -531,7 +468,7 @@ impl Receiver {
                     }
                 }
             }
-            ChannelMessageOutcome::Consumed(o) => {
+            MessageOutcome::Consumed(o) => {
                 info!(outcome = ?o, "Slack thread reply taken by a question");
             }
             other => info!(outcome = ?other, "Slack message sent to its chat"),
@@ -647,11 +584,7 @@ impl Receiver {
             .pointer("/view/private_metadata")
             .and_then(Value::as_str)
             .and_then(decode_question_modal_metadata)?;
-        let target = match self
-            .engine
-            .question_for_form(PLATFORM, &locator.message_id)
-            .await
-        {
+        let target = match self.engine.form_open(PLATFORM, &locator.message_id).await {
             Ok(t) => t?,
             Err(e) => {
                 warn!(error = %e, "Slack modal submission: the question could not be looked up");
@@ -674,7 +607,7 @@ impl Receiver {
         }
         let out = self
             .engine
-            .handle_interaction(PLATFORM, thread.as_deref(), &interaction)
+            .interaction(PLATFORM, thread.as_deref(), interaction.clone())
             .await
             .map_err(|e| {
                 error!(error = %e, "Slack interaction could not be handled");
@@ -695,7 +628,7 @@ impl Receiver {
     }
 
     /// A click on an agent message's event button: the event goes to the agent's inbox
-    /// ([`Engine::channel_event`]); nothing is answered. A person who may not write in the chat is
+    /// ([`EngineHandle::event`]); nothing is answered. A person who may not write in the chat is
     /// told privately.
     async fn event_click(
         &self,
@@ -705,14 +638,14 @@ impl Receiver {
         let who = click.user.clone();
         let out = self
             .engine
-            .channel_event(PLATFORM, thread, click)
+            .event(PLATFORM, thread, click)
             .await
             .map_err(|e| {
                 error!(error = %e, "Slack event button click could not be handled");
                 Failure::Retry(e.to_string())
             })?;
         info!(outcome = ?out, user = %who.id, "Slack event button click");
-        if out == frogbot_core::agent::EventOutcome::Denied
+        if out == frogbot_channel::EventOutcome::Denied
             && let Ok((channel, ts)) = split_id(thread)
             && let Err(e) = self
                 .inner()
@@ -729,14 +662,10 @@ impl Receiver {
     /// A click on a streamed reply's Stop button: stops the thread's turn when the person drives
     /// it; anyone else is told privately that they cannot.
     async fn stop_click(&self, thread: &str, who: &PlatformUser) -> Result<(), Failure> {
-        let out = self
-            .engine
-            .channel_stop(PLATFORM, thread, who)
-            .await
-            .map_err(|e| {
-                error!(error = %e, "Slack Stop click could not be handled");
-                Failure::Retry(e.to_string())
-            })?;
+        let out = self.engine.stop(PLATFORM, thread, who).await.map_err(|e| {
+            error!(error = %e, "Slack Stop click could not be handled");
+            Failure::Retry(e.to_string())
+        })?;
         info!(outcome = ?out, user = %who.id, "Slack Stop click");
         if out == StopOutcome::NotDriver
             && let Ok((channel, ts)) = split_id(thread)
@@ -755,13 +684,13 @@ impl Receiver {
     /// The "Other…" button: opens the question set's modal while the clicked message is the
     /// question's current, open one. `false` when it is not (the engine then answers `stale`).
     async fn open_form(&self, event: &frogbot_model::ActionEvent) -> Result<bool, Failure> {
-        let retry = |e: frogbot_core::Error| {
+        let retry = |e: frogbot_channel::EngineError| {
             error!(error = %e, "Slack \"Other…\" click: the form could not be opened");
             Failure::Retry(e.to_string())
         };
         let Some(target) = self
             .engine
-            .question_for_form(PLATFORM, &event.message_id)
+            .form_open(PLATFORM, &event.message_id)
             .await
             .map_err(retry)?
         else {
@@ -1051,39 +980,6 @@ fn socket_error(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn one_thread_in_order_threads_in_parallel_queues_end_when_idle() {
-        let queues = ThreadQueues {
-            map: Arc::default(),
-            idle: Duration::from_millis(50),
-        };
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let (done_tx, mut done) = mpsc::unbounded_channel();
-        let job = |name: &'static str, ms: u64| -> Job {
-            let (log, done_tx) = (log.clone(), done_tx.clone());
-            Box::pin(async move {
-                tokio::time::sleep(Duration::from_millis(ms)).await;
-                log.lock().unwrap().push(name);
-                let _ = done_tx.send(());
-            })
-        };
-        // Thread A: a slow delivery, then a fast one; thread B: one fast delivery.
-        queues.push("A", job("a1", 150));
-        queues.push("A", job("a2", 0));
-        queues.push("B", job("b1", 0));
-        assert_eq!(queues.len(), 2);
-        for _ in 0..3 {
-            done.recv().await.unwrap();
-        }
-        assert_eq!(*log.lock().unwrap(), ["b1", "a1", "a2"]);
-        // Idle queues end; a later delivery starts a new one.
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        assert_eq!(queues.len(), 0);
-        queues.push("A", job("a3", 0));
-        done.recv().await.unwrap();
-        assert_eq!(log.lock().unwrap().last(), Some(&"a3"));
-    }
 
     #[test]
     fn socket_mode_envelopes_are_read_as_json() {

@@ -1,4 +1,4 @@
-//! Engine glue (feature `engine`): [`connect`] a bot ([`Config`] → [`TelegramAdapter`]), which
+//! EngineHandle glue (feature `engine`): [`connect`] a bot ([`Config`] → [`TelegramAdapter`]), which
 //! implements [`Adapter`]: [`TelegramAdapter::channel`] is the engine's
 //! [`Channel`] (question hooks, the `users` identity map, the `allow` list, the outbox);
 //! [`TelegramAdapter::routes`] is the webhook route (webhook mode; building it registers nothing);
@@ -19,8 +19,8 @@ use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use frogbot_core::agent::{AccessCheck, Adapter, AllowAll, AllowList, Channel, Engine};
-use frogbot_core::model::MappedIdentity;
+use frogbot_channel::{AccessCheck, Adapter, AllowAll, AllowList, Channel, EngineHandle};
+use frogbot_model::MappedIdentity;
 use teloxide::Bot;
 use teloxide::types::Me;
 use tokio_util::sync::CancellationToken;
@@ -222,7 +222,7 @@ impl TelegramAdapter {
         &self.bot
     }
 
-    fn deliveries(&self, engine: Engine) -> Arc<Deliveries> {
+    fn deliveries(&self, engine: EngineHandle) -> Arc<Deliveries> {
         Deliveries::new(receive::Context {
             engine,
             bot: self.bot.clone(),
@@ -249,7 +249,7 @@ impl Adapter for TelegramAdapter {
 
     /// In webhook mode, the route `POST` [`WEBHOOK_PATH`] delivering into `engine`; `None` when
     /// polling. Nothing is registered with Telegram here (that is [`Adapter::start`]).
-    fn routes(&self, engine: &Engine) -> Option<axum::Router> {
+    fn routes(&self, engine: &EngineHandle) -> Option<axum::Router> {
         let Receive::Webhook { secret, .. } = &self.receive else {
             return None;
         };
@@ -268,7 +268,7 @@ impl Adapter for TelegramAdapter {
     /// cancelled and the running handlers finish.
     fn start(
         &self,
-        engine: Engine,
+        engine: EngineHandle,
         shutdown: CancellationToken,
     ) -> Option<tokio::task::JoinHandle<()>> {
         let bot = self.bot.clone();

@@ -49,9 +49,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use frogbot_core::agent::{
-    AskPlace, ChannelOutbox, Delivery, DraftMessages, EditStream, ReplyStream,
-};
+use frogbot_channel::{AskPlace, ChannelOutbox, Delivery, DraftMessages, EditStream, ReplyStream};
 use std::time::Duration;
 
 use frogbot_model::{Ack, BoxError, Thread, UiMessage};

@@ -23,7 +23,7 @@
 //!
 //! Conversations: in a private chat every message talks to the bot; in a group only a mention, a
 //! command, or a reply to the bot does. A Telegram chat (a forum topic in forum supergroups) is one
-//! FrogBot chat. Callback queries go to `Engine::handle_interaction` and are always answered.
+//! FrogBot chat. Callback queries go to `EngineHandle::interaction` and are always answered.
 //!
 //! Agent conversations in a private chat (`{chat}~{root}`, see [`super::outbox`]): a person's
 //! message that **replies to** a message of an agent conversation goes to that conversation (so
@@ -33,22 +33,21 @@
 //! posted in (or routed to) an agent conversation lately, in this process
 //! ([`TelegramOutbox::agent_thread_of`]); else `X` is itself a root (the engine knows the thread
 //! `{chat}~{X}`); else `X` is the current message of a question asked in an agent conversation
-//! (`Engine::question_for_form`). After a restart, a reply to a later agent message that is
+//! (`EngineHandle::form_open`). After a restart, a reply to a later agent message that is
 //! neither a root nor a question's goes to the model's chat. A click on a button is routed by the
 //! message it is on the same way, and also by the message that one replies to (everything the
 //! outbox posts in an agent conversation replies to its root). Groups and forum topics are not
 //! affected.
 
-use std::collections::{BTreeSet, HashMap};
-use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::StatusCode;
-use frogbot_core::agent::{
-    ChannelMessageOutcome, Engine, EventOutcome, InteractionOutcome, STOP_REFUSED_TEXT, StopOutcome,
+use frogbot_channel::{
+    Done, EngineHandle, EventOutcome, InteractionOutcome, MessageOutcome, Outcome,
+    STOP_REFUSED_TEXT, StopOutcome, ThreadExecutor,
 };
 use frogbot_model::Interaction;
 use frogbot_model::blocks::EventClick;
@@ -60,9 +59,7 @@ use teloxide::Bot;
 use teloxide::types::{
     CallbackQuery, MaybeInaccessibleMessage, Me, Message, Update, UpdateId, UpdateKind,
 };
-use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 use tracing::{Instrument, debug, info, info_span, warn};
 
 use super::TelegramOutbox;
@@ -100,7 +97,7 @@ pub const MAX_POLL_BACKOFF: Duration = Duration::from_secs(30);
 
 /// What every handler shares.
 pub(crate) struct Context {
-    pub(crate) engine: Engine,
+    pub(crate) engine: EngineHandle,
     pub(crate) bot: Bot,
     pub(crate) me: Me,
     pub(crate) outbox: Arc<TelegramOutbox>,
@@ -109,27 +106,22 @@ pub(crate) struct Context {
 /// What a queue does with an update.
 type Handler = Arc<dyn Fn(Update) -> BoxFuture<'static, ()> + Send + Sync>;
 
-/// An update in its thread's queue, and who learns when it was handled (`true`) or its handler
-/// failed (`false`, a panic).
-type Job = (Update, oneshot::Sender<bool>);
-
 /// What became of an update [`Deliveries::accept`] was given.
 #[derive(Debug)]
 pub(crate) enum Accepted {
     /// Nothing to do (no update for the engine: malformed, another kind): handled.
     Nothing,
-    /// Queued: the receiver learns when it was handled (`true`) or its handler failed (`false`).
-    Queued(oneshot::Receiver<bool>),
+    /// Queued: resolves once it was handled, or its handler failed (a panic).
+    Queued(Done),
     /// Shutting down: not taken (Telegram keeps it).
     Closed,
 }
 
-/// The per-thread queues updates go through to the engine.
+/// The per-thread queues updates go through to the engine (a [`ThreadExecutor`] keyed by
+/// [`queue_key`]).
 pub(crate) struct Deliveries {
     handler: Handler,
-    queues: Mutex<HashMap<String, mpsc::UnboundedSender<Job>>>,
-    tasks: TaskTracker,
-    closed: AtomicBool,
+    queues: ThreadExecutor,
 }
 
 impl Deliveries {
@@ -145,22 +137,13 @@ impl Deliveries {
     fn with_handler(handler: Handler) -> Arc<Self> {
         Arc::new(Self {
             handler,
-            queues: Mutex::default(),
-            tasks: TaskTracker::new(),
-            closed: AtomicBool::new(false),
+            queues: ThreadExecutor::new(IDLE),
         })
     }
 
     /// Takes an update: a malformed one is dropped with a log line; any other goes to its
     /// thread's queue (after [`Self::close`], nowhere).
     pub(crate) fn accept(self: &Arc<Self>, update: Update) -> Accepted {
-        if self.closed() {
-            debug!(
-                update_id = update.id.0,
-                "shutting down; Telegram update not taken"
-            );
-            return Accepted::Closed;
-        }
         if let UpdateKind::Error(raw) = &update.kind {
             warn!(
                 update_id = update.id.0,
@@ -176,65 +159,23 @@ impl Deliveries {
             );
             return Accepted::Nothing;
         };
-        let (done, handled) = oneshot::channel();
-        let mut queues = self.queues.lock().expect("not poisoned");
-        // Sending under the lock: a queue that is going idle removes itself under it too, so an
-        // update is never sent to a queue whose task has ended.
-        let job = match queues.get(&key) {
-            Some(tx) => match tx.send((update, done)) {
-                Ok(()) => return Accepted::Queued(handled),
-                Err(mpsc::error::SendError(job)) => job,
-            },
-            None => (update, done),
-        };
-        let (tx, rx) = mpsc::unbounded_channel();
-        let _ = tx.send(job);
-        queues.insert(key.clone(), tx);
-        let this = self.clone();
-        self.tasks.spawn(async move { this.work(key, rx).await });
-        Accepted::Queued(handled)
-    }
-
-    /// One thread's queue: its updates, one after another. A handler that panics is logged and
-    /// reported (`false`); the queue goes on.
-    async fn work(self: Arc<Self>, key: String, mut rx: mpsc::UnboundedReceiver<Job>) {
-        loop {
-            let (update, done) = match tokio::time::timeout(IDLE, rx.recv()).await {
-                Ok(Some(job)) => job,
-                Ok(None) => return,
-                Err(_) => {
-                    let mut queues = self.queues.lock().expect("not poisoned");
-                    match rx.try_recv() {
-                        Ok(job) => job,
-                        Err(_) => {
-                            queues.remove(&key);
-                            return;
-                        }
-                    }
-                }
-            };
-            let update_id = update.id.0;
-            let handled = AssertUnwindSafe((self.handler)(update))
-                .catch_unwind()
-                .await
-                .is_ok();
-            if !handled {
-                tracing::error!(update_id, "handling a Telegram update panicked");
+        let update_id = update.id.0;
+        match self.queues.push(&key, (self.handler)(update)) {
+            Some(done) => Accepted::Queued(done),
+            None => {
+                debug!(update_id, "shutting down; Telegram update not taken");
+                Accepted::Closed
             }
-            let _ = done.send(handled);
         }
     }
 
     fn closed(&self) -> bool {
-        self.closed.load(Ordering::SeqCst)
+        self.queues.is_closed()
     }
 
     /// Stops taking updates and waits until every queued one is handled.
     pub(crate) async fn close(&self) {
-        self.closed.store(true, Ordering::SeqCst);
-        self.queues.lock().expect("not poisoned").clear();
-        self.tasks.close();
-        self.tasks.wait().await;
+        self.queues.close().await;
     }
 }
 
@@ -337,13 +278,12 @@ fn read_update(raw: Value) -> Option<Update> {
 }
 
 /// The updates being handled, each giving its id once its handler is done.
-type Handling =
-    FuturesUnordered<BoxFuture<'static, (u32, Result<bool, oneshot::error::RecvError>)>>;
+type Handling = FuturesUnordered<BoxFuture<'static, (u32, Outcome)>>;
 
-fn note(offsets: &mut Offsets, (id, done): (u32, Result<bool, oneshot::error::RecvError>)) {
+fn note(offsets: &mut Offsets, (id, done): (u32, Outcome)) {
     match done {
-        Ok(true) => offsets.handled(id),
-        Ok(false) => {
+        Outcome::Ran => offsets.handled(id),
+        Outcome::Panicked => {
             // A handler that panics would panic again: the update is given up, not retried.
             warn!(
                 update_id = id,
@@ -352,7 +292,7 @@ fn note(offsets: &mut Offsets, (id, done): (u32, Result<bool, oneshot::error::Re
             offsets.handled(id);
         }
         // Its task was dropped without handling it (the runtime is going away): not confirmed.
-        Err(_) => debug!(update_id = id, "Telegram update not handled; not confirmed"),
+        Outcome::Dropped => debug!(update_id = id, "Telegram update not handled; not confirmed"),
     }
 }
 
@@ -526,9 +466,9 @@ async fn webhook(State(hook): State<Arc<Webhook>>, request: axum::extract::Reque
             Accepted::Nothing => {}
             Accepted::Closed => return StatusCode::SERVICE_UNAVAILABLE,
             Accepted::Queued(handled) => match handled.await {
-                Ok(true) => {}
-                Ok(false) => return StatusCode::INTERNAL_SERVER_ERROR,
-                Err(_) => return StatusCode::SERVICE_UNAVAILABLE,
+                Outcome::Ran => {}
+                Outcome::Panicked => return StatusCode::INTERNAL_SERVER_ERROR,
+                Outcome::Dropped => return StatusCode::SERVICE_UNAVAILABLE,
             },
         },
         Err(e) => {
@@ -597,14 +537,14 @@ async fn on_message(ctx: &Context, m: Message) {
     ctx.outbox.remember(&thread, m.id);
     ctx.outbox
         .note_member(&thread, &crate::ids::message_id(m.chat.id, m.id));
-    match ctx.engine.channel_message(PLATFORM, &thread, message).await {
-        Ok(ChannelMessageOutcome::Denied) => {
+    match ctx.engine.message(PLATFORM, &thread, message).await {
+        Ok(MessageOutcome::Denied) => {
             info!(thread = %thread, "message from a user the access check refuses");
             if m.chat.is_private() {
                 ctx.outbox.say(&thread, NOT_ALLOWED_TEXT, Some(m.id)).await;
             }
         }
-        Ok(ChannelMessageOutcome::Consumed(outcome)) => {
+        Ok(MessageOutcome::Consumed(outcome)) => {
             debug!(thread = %thread, ?outcome, "message consumed by a question");
         }
         Ok(_) => debug!(thread = %thread, "message sent to the chat"),
@@ -627,11 +567,7 @@ async fn on_edited(ctx: &Context, m: Message) {
     let text = strip_mention(text, ctx.me.username());
     let thread = route(ctx, &m).await;
     let id = crate::ids::message_id(m.chat.id, m.id);
-    match ctx
-        .engine
-        .channel_message_changed(PLATFORM, &thread, &id, Some(text))
-        .await
-    {
+    match ctx.engine.changed(PLATFORM, &thread, &id, Some(text)).await {
         Ok(outcome) => debug!(thread = %thread, ?outcome, "Telegram edit handled"),
         Err(e) => warn!(thread = %thread, error = %e, "the engine could not take a Telegram edit"),
     }
@@ -674,12 +610,12 @@ async fn agent_thread(
         return Some(thread);
     }
     let root = crate::ids::agent_thread_id(chat, x);
-    match ctx.engine.channel_thread_known(PLATFORM, &root).await {
+    match ctx.engine.thread_known(PLATFORM, &root).await {
         Ok(true) => return Some(root),
         Ok(false) => {}
         Err(e) => warn!(thread = %root, error = %e, "could not look up an agent conversation"),
     }
-    match ctx.engine.question_for_form(PLATFORM, &id).await {
+    match ctx.engine.form_open(PLATFORM, &id).await {
         Ok(Some(target)) => {
             let thread = target.thread.id;
             let same_chat = crate::ids::split_thread_id(&thread).is_ok_and(|(c, _)| c == chat);
@@ -718,7 +654,7 @@ async fn on_callback(ctx: &Context, q: CallbackQuery) {
         Ok(interaction) => {
             match ctx
                 .engine
-                .handle_interaction(PLATFORM, thread.as_deref(), &interaction)
+                .interaction(PLATFORM, thread.as_deref(), interaction)
                 .await
             {
                 Ok(
@@ -753,7 +689,7 @@ async fn on_event(ctx: &Context, q: &CallbackQuery, thread: Option<String>, clic
             .split_once(':')
             .map_or_else(String::new, |(chat, _)| chat.to_owned())
     });
-    let notice = match ctx.engine.channel_event(PLATFORM, &thread, click).await {
+    let notice = match ctx.engine.event(PLATFORM, &thread, click).await {
         Ok(EventOutcome::Sent) => None,
         Ok(EventOutcome::Stale) => Some(STALE_TEXT),
         Ok(EventOutcome::Denied) => Some(NOT_ALLOWED_TEXT),
@@ -780,7 +716,7 @@ async fn on_stop(ctx: &Context, q: &CallbackQuery, thread: Option<String>) {
         None => Some(STALE_TEXT),
         Some(thread) => {
             let who = platform_user(&q.from);
-            match ctx.engine.channel_stop(PLATFORM, &thread, &who).await {
+            match ctx.engine.stop(PLATFORM, &thread, &who).await {
                 Ok(StopOutcome::Stopping) => {
                     info!(thread = %thread, "turn stopped from Telegram");
                     None
@@ -804,6 +740,8 @@ async fn on_stop(ctx: &Context, q: &CallbackQuery, thread: Option<String>) {
 mod tests {
     use super::*;
     use crate::testing::{self, FakeBotApi};
+    use std::sync::Mutex;
+    use tokio::sync::mpsc;
 
     fn message(update_id: i64, chat: i64, text: &str) -> Update {
         let update = json!({"update_id": update_id, "message": {

@@ -166,19 +166,20 @@ pub(crate) enum Next {
 pub(crate) struct Retries {
     started: tokio::time::Instant,
     budget: Duration,
-    backoff: backon::ExponentialBackoff,
+    backoff: frogbot_channel::retry::Backoff,
 }
 
 impl Retries {
     /// Retries for at most `budget` from now.
     pub(crate) fn within(budget: Duration) -> Self {
-        use backon::BackoffBuilder;
-        let backoff = backon::ExponentialBuilder::default()
-            .with_min_delay(Duration::from_millis(250))
-            .with_max_delay(Duration::from_secs(10))
-            .with_jitter()
-            .without_max_times()
-            .build();
+        let backoff = frogbot_channel::RetryPolicy {
+            attempts: u32::MAX,
+            min_delay: Duration::from_millis(250),
+            max_delay: Duration::from_secs(10),
+            max_wait: Duration::from_secs(10),
+            jitter: true,
+        }
+        .backoff();
         Self {
             started: tokio::time::Instant::now(),
             budget,

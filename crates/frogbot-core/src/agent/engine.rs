@@ -18,7 +18,9 @@ use std::time::Duration;
 use tokio::sync::broadcast;
 use tracing::{debug, error, warn};
 
-use super::channel::{ChannelChangeOutcome, ChannelMessageOutcome, Channels, DeliveryRun};
+use frogbot_channel::{ChannelEngine, EngineError, EngineHandle, Incoming, Received};
+
+use super::channel::{ChangeOutcome, ChannelMessageOutcome, Channels, DeliveryRun};
 use super::clock::{Clock, SystemClock};
 use super::delivery::{DELIVERY_MAX_ATTEMPTS, job_backoff_ms};
 use super::jobs::EngineJob;
@@ -402,6 +404,56 @@ impl Engine {
         self.inner.registry.get(platform)
     }
 
+    /// Takes in what an adapter of `platform` received — every kind through one entry (the
+    /// `ChannelEngine` an adapter holds calls this); the outcome is the [`Received`] variant of
+    /// the same name. The typed methods below (`channel_message`, `handle_interaction`, …) are the
+    /// same paths for callers that want a kind's full outcome (a started turn's handle).
+    pub async fn receive(&self, platform: &str, incoming: Incoming) -> Result<Received> {
+        Ok(match incoming {
+            Incoming::Message { thread, message } => Received::Message(
+                self.channel_message(platform, &thread, message)
+                    .await?
+                    .outcome(),
+            ),
+            Incoming::Changed {
+                thread,
+                message_id,
+                text,
+            } => Received::Changed(
+                self.channel_message_changed(platform, &thread, &message_id, text)
+                    .await?,
+            ),
+            Incoming::Interaction {
+                thread,
+                interaction,
+            } => Received::Interaction(
+                self.handle_interaction(platform, thread.as_deref(), &interaction)
+                    .await?,
+            ),
+            Incoming::Stop { thread, who } => {
+                Received::Stop(self.channel_stop(platform, &thread, &who).await?)
+            }
+            Incoming::Event { thread, click } => {
+                Received::Event(self.channel_event(platform, &thread, click).await?)
+            }
+            Incoming::FormOpen { message_id } => Received::FormOpen(
+                self.question_for_form(platform, &message_id)
+                    .await?
+                    .map(Box::new),
+            ),
+            other => {
+                return Err(Error::invalid(format!(
+                    "this engine does not take {other:?} in"
+                )));
+            }
+        })
+    }
+
+    /// A handle on this engine for an adapter ([`frogbot_channel::Adapter::start`]).
+    pub fn handle(&self) -> EngineHandle {
+        EngineHandle::new(self.clone())
+    }
+
     /// Whether a channel thread has a chat: the bot takes part in it (a reply there needs no
     /// mention).
     pub async fn channel_thread_known(&self, platform: &str, thread: &str) -> Result<bool> {
@@ -668,14 +720,14 @@ impl Engine {
     /// A person edited their message `message_id` (the platform's id) in `thread` to `text`
     /// (`Some`, a leading mention stripped as for [`Engine::channel_message`]) or it was deleted
     /// (`None`): a message still queued runs with the new text, or never; one that already ran is
-    /// left as the agent read it ([`ChannelChangeOutcome`]).
+    /// left as the agent read it ([`ChangeOutcome`]).
     pub async fn channel_message_changed(
         &self,
         platform: &str,
         thread: &str,
         message_id: &str,
         text: Option<String>,
-    ) -> Result<ChannelChangeOutcome> {
+    ) -> Result<ChangeOutcome> {
         self.inner
             .channels
             .channel_message_changed(platform, thread, message_id, text)
@@ -1193,5 +1245,28 @@ impl Engine {
     /// waiting for the leases to run out; their replies are marked interrupted then.
     pub async fn drain(&self, grace: Duration) {
         self.inner.turns.drain(grace).await;
+    }
+}
+
+#[async_trait::async_trait]
+impl ChannelEngine for Engine {
+    async fn receive(&self, platform: &str, incoming: Incoming) -> Result<Received, EngineError> {
+        Engine::receive(self, platform, incoming)
+            .await
+            .map_err(engine_error)
+    }
+
+    async fn thread_known(&self, platform: &str, thread: &str) -> Result<bool, EngineError> {
+        self.channel_thread_known(platform, thread)
+            .await
+            .map_err(engine_error)
+    }
+}
+
+fn engine_error(e: Error) -> EngineError {
+    if e.is_transient() {
+        EngineError::transient(e)
+    } else {
+        EngineError::new(e)
     }
 }

@@ -12,7 +12,6 @@
 //! thread is owed of a reply and how its posting is retried; `operate` is what operators do to a
 //! running database (`frogbot chats`, `jobs`, `purge`); `clock` is the time.
 
-mod adapter;
 pub mod ask;
 mod channel;
 pub mod clock;
@@ -29,9 +28,8 @@ pub mod talk;
 mod tool;
 mod turn;
 
-pub use adapter::Adapter;
 pub use channel::{
-    ChannelChangeOutcome, ChannelMessageOutcome, INTERRUPTED_MARK, MAX_STEPS_TEXT,
+    ChangeOutcome, ChannelMessageOutcome, INTERRUPTED_MARK, MAX_STEPS_TEXT,
     QUEUED_BEHIND_QUESTION_TEXT, QUEUED_TEXT, STOP_REFUSED_TEXT, channel_chat_id,
     channel_message_id, failure_text, is_stop_word,
 };

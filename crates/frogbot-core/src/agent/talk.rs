@@ -21,6 +21,7 @@
 //! read every second) marks what it returns Seen and shows it on the platform; `agent_ack` sets
 //! Working / Done.
 
+pub use frogbot_channel::EventOutcome;
 use serde::{Deserialize, Serialize};
 use tracing::{debug, warn};
 
@@ -36,18 +37,6 @@ use crate::store::{
     BindAgentOp, Bound, ChatRow, InboxOp, MessageUpdate, NewChat, PostMessageOp, PostedMessage,
     StoredMessage, UpdateMessageOp,
 };
-
-/// What an event click found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum EventOutcome {
-    /// The event is in the agent's inbox.
-    Sent,
-    /// The message, block or button is gone (edited away, deleted) or the chat has no agent.
-    Stale,
-    /// The person may not write in this chat.
-    Denied,
-}
 
 /// Where an agent chat is held.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -34,6 +34,7 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 use std::time::Duration;
 
+use frogbot_channel::EngineHandle;
 use frogbot_core::agent::{Channel, Engine};
 use frogbot_discord::channel::{Config, DiscordAdapter};
 use serde::Deserialize;
@@ -222,15 +223,19 @@ impl Adapter for Sharded {
         self.adapter.channel()
     }
 
-    fn routes(&self, engine: &Engine) -> Option<axum::Router> {
+    fn routes(&self, engine: &EngineHandle) -> Option<axum::Router> {
         self.adapter.routes(engine)
     }
 
+    /// Shares the shards out through FrogBot's engine; on any other engine, runs them all.
     fn start(
         &self,
-        engine: Engine,
+        handle: EngineHandle,
         shutdown: CancellationToken,
     ) -> Option<tokio::task::JoinHandle<()>> {
+        let Some(engine) = handle.downcast_ref::<Engine>().cloned() else {
+            return self.adapter.start(handle, shutdown);
+        };
         Some(tokio::spawn(share_shards(
             self.adapter.clone(),
             engine,
@@ -359,7 +364,7 @@ async fn share_shards(
                 let (adapter, engine, token) = (adapter.clone(), engine.clone(), stop.clone());
                 let task = tokio::spawn(async move {
                     adapter
-                        .run_shards(engine, shard..shard + 1, total, token)
+                        .run_shards(engine.handle(), shard..shard + 1, total, token)
                         .await
                 });
                 running.insert(shard, Running { stop, task });

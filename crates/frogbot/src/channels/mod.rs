@@ -18,7 +18,7 @@
 //! on by default); a table naming a channel whose feature was left out is refused
 //! ([`check_compiled`]) before anything else is read of it.
 //!
-//! serve holds every configured channel as a `Box<dyn frogbot_core::agent::Adapter>`: it registers
+//! serve holds every configured channel as a `Box<dyn frogbot_channel::Adapter>`: it registers
 //! `channel()` with the engine, mounts `routes()` under `/channels/<platform>/…` and calls
 //! `start()`. A channel whose platform serves one receiver at a time ([`single_receiver`]: Telegram
 //! polling, a Matrix account's sync) is started only while this process holds its role
@@ -42,7 +42,8 @@ pub mod telegram;
 
 use std::collections::BTreeMap;
 
-pub use frogbot_core::agent::{Adapter, ChannelSettings};
+pub use frogbot_channel::Adapter;
+pub use frogbot_core::agent::ChannelSettings;
 
 use crate::config_error::ConfigError;
 

@@ -12,7 +12,7 @@
 //! person's edit or deletion of their message on the platform (`Engine::channel_message_changed`,
 //! from each adapter's receive path in the thread's order) edits or removes it while it is queued,
 //! under the store's author rule with the stored author; a message that already ran is left as read
-//! (`ChannelChangeOutcome::AlreadyRan`). `channel_stop` serves the platforms' Stop controls with
+//! (`ChangeOutcome::AlreadyRan`). `channel_stop` serves the platforms' Stop controls with
 //! the same driver rule as the typed `stop`.
 //!
 //! What a thread is shown: `ChannelOutbox::ack` gives Seen when a message is stored (decided before
@@ -37,6 +37,10 @@
 //! Order: everything a thread is shown runs in order on one task per chat (the chat's show queue, a
 //! queue of futures), so a slow platform call never reorders it and never holds a turn (only
 //! `turn_ended` waits for its reply to be posted).
+
+pub use frogbot_channel::{
+    ChangeOutcome, STOP_REFUSED_TEXT, channel_chat_id, channel_message_id, is_stop_word,
+};
 
 use async_trait::async_trait;
 use futures::future::BoxFuture;
@@ -66,32 +70,6 @@ pub(crate) enum DeliveryRun {
     NotHere,
     /// The post failed: the error, and whether it is worth retrying.
     Failed(crate::BoxError, bool),
-}
-
-/// The chat id a channel thread's chat is created with: stable, so every process maps a thread to
-/// the same chat, and in the channel chats' id space (it starts with
-/// [`crate::model::CHANNEL_CHAT_PREFIX`]), which the HTTP API never creates, so no web caller can
-/// take it first. Chats are looked up by their channel thread, so chats created before this id
-/// space existed stay in use.
-pub fn channel_chat_id(platform: &str, thread: &str) -> ChatId {
-    use sha2::Digest;
-    let digest = sha2::Sha256::digest(format!("{platform}\u{0}{thread}").as_bytes());
-    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
-    let platform: String = platform
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric())
-        .take(32)
-        .collect();
-    ChatId::new(format!(
-        "{}{platform}-{hex}",
-        crate::model::CHANNEL_CHAT_PREFIX
-    ))
-    .expect("the prefix, alphanumerics, a dash and hex")
-}
-
-/// The stored id of a channel message: the platform's message id, prefixed with the platform.
-pub fn channel_message_id(platform: &str, platform_message_id: &str) -> String {
-    format!("{platform}-{platform_message_id}")
 }
 
 /// A person's message in a bound chat's thread, as the inbox keeps it.
@@ -134,29 +112,23 @@ pub enum ChannelMessageOutcome {
     Inbox,
 }
 
-/// What a person's edit or deletion of their own message on the platform did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ChannelChangeOutcome {
-    /// The message still waited in the queue: its turn will read the new text.
-    Edited,
-    /// The message still waited in the queue: it is removed and never runs.
-    Deleted,
-    /// The message already ran (or runs now): the conversation keeps what the agent read, and
-    /// nothing is done (a person who wants the new text answered sends it again).
-    AlreadyRan,
-    /// Not a message FrogBot took (another thread, a message it ignored).
-    Unknown,
+impl ChannelMessageOutcome {
+    /// The outcome as an adapter sees it (without a started turn's handle).
+    pub fn outcome(&self) -> frogbot_channel::MessageOutcome {
+        use frogbot_channel::MessageOutcome as M;
+        match self {
+            Self::Consumed(o) => M::Consumed(o.clone()),
+            Self::Denied => M::Denied,
+            Self::Sent(Sent::Started(_)) => M::Started,
+            Self::Sent(Sent::Queued { .. }) => M::Queued,
+            Self::Duplicate => M::Duplicate,
+            Self::Stopped => M::Stopped,
+            Self::StopRefused => M::StopRefused,
+            Self::Inbox => M::Inbox,
+        }
+    }
 }
 
-/// Whether a thread message asks to stop the running turn: `stop` or `/stop`.
-pub fn is_stop_word(text: &str) -> bool {
-    let t = text.trim();
-    t.eq_ignore_ascii_case("stop") || t.eq_ignore_ascii_case("/stop")
-}
-
-/// Said to someone who is not driving the turn they try to stop.
-pub const STOP_REFUSED_TEXT: &str = "Only the person who started this can stop it.";
 /// Said once while messages wait behind a running turn.
 pub const QUEUED_TEXT: &str = "Got it — I'll get to this once I've finished the reply above.";
 /// Said once while messages wait behind an open question.
@@ -931,17 +903,17 @@ impl Channels {
         thread: &str,
         message_id: &str,
         text: Option<String>,
-    ) -> Result<ChannelChangeOutcome> {
+    ) -> Result<ChangeOutcome> {
         let store = &self.turns.store;
         let Some(chat) = store.get_channel_chat(platform, thread).await? else {
-            return Ok(ChannelChangeOutcome::Unknown);
+            return Ok(ChangeOutcome::Unknown);
         };
         let id = channel_message_id(platform, message_id);
         let Some(stored) = store.get_message(&chat.chat_id, &id).await? else {
-            return Ok(ChannelChangeOutcome::Unknown);
+            return Ok(ChangeOutcome::Unknown);
         };
         if stored.message.metadata.status != Some(crate::model::MessageStatus::Queued) {
-            return Ok(ChannelChangeOutcome::AlreadyRan);
+            return Ok(ChangeOutcome::AlreadyRan);
         }
         let by = stored.message.metadata.author.clone();
         let now = self.turns.now();
@@ -964,12 +936,12 @@ impl Channels {
         Ok(match change {
             crate::store::QueuedChange::Done(Some(m)) => {
                 self.turns.emit_message(&chat.chat_id, &m.message);
-                ChannelChangeOutcome::Edited
+                ChangeOutcome::Edited
             }
-            crate::store::QueuedChange::Done(None) => ChannelChangeOutcome::Deleted,
-            crate::store::QueuedChange::NotQueued => ChannelChangeOutcome::AlreadyRan,
+            crate::store::QueuedChange::Done(None) => ChangeOutcome::Deleted,
+            crate::store::QueuedChange::NotQueued => ChangeOutcome::AlreadyRan,
             crate::store::QueuedChange::NotFound | crate::store::QueuedChange::Forbidden => {
-                ChannelChangeOutcome::Unknown
+                ChangeOutcome::Unknown
             }
         })
     }

@@ -22,6 +22,7 @@
 //! before the record, so a save landing between the two reads is not missed). `render_pending`
 //! draws the calls not drawn yet and saves them with one `mark_rendered`.
 
+pub use frogbot_channel::{FormTarget, InteractionOutcome};
 use std::sync::Arc;
 use tracing::{Instrument, debug, error, info_span, warn};
 
@@ -57,47 +58,6 @@ const RETRIES: usize = 8;
 /// Backoff of the `n`-th `updated` retry (n ≥ 1): 5 s, 10 s, 20 s, …
 pub fn updated_backoff_ms(n: i64) -> i64 {
     UPDATED_FIRST_BACKOFF_MS.saturating_mul(1_i64 << (n - 1).clamp(0, 20))
-}
-
-/// What the engine did with an interaction.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum InteractionOutcome {
-    /// It belongs to no question (a thread reply continues as an ordinary message).
-    Ignored,
-    /// The answer was recorded and the agent continues.
-    Answered,
-    /// The dismissal was recorded and the turn stops.
-    Dismissed,
-    /// Progress was saved (`updated` ran or a retry is scheduled).
-    Partial,
-    /// Refused with a reason shown to the participant.
-    Rejected(String),
-    /// The participant failed the access check.
-    Denied,
-    /// Out of date.
-    Stale,
-}
-
-impl InteractionOutcome {
-    /// Whether a thread reply was consumed (anything but `Ignored`).
-    pub fn consumed(&self) -> bool {
-        *self != InteractionOutcome::Ignored
-    }
-}
-
-/// What a channel needs to open a form for a question ("Other…"): the question, when the clicked
-/// message is its current message and it is still open.
-#[derive(Clone, Debug, PartialEq)]
-pub struct FormTarget {
-    /// The chat.
-    pub chat_id: ChatId,
-    /// The question call.
-    pub call: QuestionCall,
-    /// Its record.
-    pub record: QuestionRecord,
-    /// Its thread.
-    pub thread: Thread,
 }
 
 /// The question engine.

@@ -44,6 +44,7 @@ mod step;
 mod types;
 
 pub use elicit::ELICITATION_STOPPED_TEXT;
+pub use frogbot_channel::StopOutcome;
 pub use prompt::{question_tool_spec, to_model_messages};
 pub use step::NO_APPROVERS;
 pub use types::*;
@@ -116,19 +117,6 @@ impl TurnWatch {
             reply.metadata.drafts = drafts.clone();
         }
     }
-}
-
-/// What a stop request found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum StopOutcome {
-    /// The running turn stops at its next step boundary (a streaming model answer is cut off);
-    /// what it produced is kept.
-    Stopping,
-    /// No turn of the chat runs in this process.
-    NotRunning,
-    /// Only the user driving the turn may stop it.
-    NotDriver,
 }
 
 /// The text a stopped turn's reply ends with.

@@ -1,9 +1,9 @@
 //! The one shape of a channel adapter's engine glue: what a host (`frogbot serve`, or a program of
-//! its own) does with any adapter.
+//! its own) does with any adapter. Behind the `adapter` feature (it names axum's `Router`).
 
 use tokio_util::sync::CancellationToken;
 
-use super::{Channel, Engine};
+use crate::{Channel, EngineHandle};
 
 /// A connected channel adapter. Every adapter crate's `channel::connect(config)` returns one
 /// (after checking the configuration and learning what it needs from the platform, e.g. the
@@ -20,15 +20,16 @@ pub trait Adapter: Send + Sync {
     /// The HTTP routes this adapter receives on (webhooks, interactivity), delivering into
     /// `engine`; `None` when it receives otherwise. Building them has no side effect: nothing is
     /// registered with the platform until [`Adapter::start`].
-    fn routes(&self, _engine: &Engine) -> Option<axum::Router> {
+    fn routes(&self, _engine: &EngineHandle) -> Option<axum::Router> {
         None
     }
 
     /// Starts receiving in the background (gateway, polling, sync, socket; registering a webhook
-    /// with the platform). The task ends soon after `shutdown` is cancelled.
+    /// with the platform), delivering into `engine`. The task ends soon after `shutdown` is
+    /// cancelled.
     fn start(
         &self,
-        _engine: Engine,
+        _engine: EngineHandle,
         _shutdown: CancellationToken,
     ) -> Option<tokio::task::JoinHandle<()>> {
         None

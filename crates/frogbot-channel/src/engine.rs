@@ -1,0 +1,421 @@
+//! The engine as an adapter sees it: one entry, [`ChannelEngine::receive`], taking every kind of
+//! thing a platform delivers ([`Incoming`]) and saying what became of it ([`Received`]). An
+//! adapter's receive path converts the platform's event into an `Incoming` and shows the outcome
+//! (a refusal's text, a stale click's notice); it decides nothing itself.
+//!
+//! FrogBot's engine (`frogbot_core::agent::Engine`) implements [`ChannelEngine`]; a host hands an
+//! adapter an [`EngineHandle`] over it. A project of its own may implement it over anything.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use frogbot_model::{
+    BoxError, ChatId, EventClick, Interaction, PlatformUser, QuestionCall, QuestionRecord, Thread,
+    ThreadMessage,
+};
+
+/// Something a platform delivered, converted by its adapter.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum Incoming {
+    /// A person's message in `thread`. A reply that answers a question is consumed by it; `stop`
+    /// from the turn's driver stops the turn; anything else goes to the thread's chat (a turn,
+    /// the queue, or the inbox of an agent's chat).
+    Message {
+        /// The thread, as the adapter writes thread ids.
+        thread: String,
+        /// The message.
+        message: ThreadMessage,
+    },
+    /// A person edited (`text: Some`) or deleted (`None`) their message `message_id` (the
+    /// platform's id) in `thread`.
+    Changed {
+        /// The thread.
+        thread: String,
+        /// The platform's id of the message.
+        message_id: String,
+        /// The new text; `None`: deleted.
+        text: Option<String>,
+    },
+    /// A click, a selection, a form submission or a thread reply meant for a question (in
+    /// `thread`, when the platform says).
+    Interaction {
+        /// The thread, when known.
+        thread: Option<String>,
+        /// What the person did.
+        interaction: Interaction,
+    },
+    /// The platform's Stop control, pressed by `who` in `thread`.
+    Stop {
+        /// The thread.
+        thread: String,
+        /// Who pressed it.
+        who: PlatformUser,
+    },
+    /// An agent message's event button, clicked in `thread`.
+    Event {
+        /// The thread.
+        thread: String,
+        /// The click.
+        click: EventClick,
+    },
+    /// A question's "Other…" control asks for its form: the question whose current message is
+    /// `message_id` (the platform's id), when it is still open.
+    FormOpen {
+        /// The platform's id of the clicked message.
+        message_id: String,
+    },
+}
+
+/// What the engine did with an [`Incoming`]: the variant of the same name.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Received {
+    /// For [`Incoming::Message`].
+    Message(MessageOutcome),
+    /// For [`Incoming::Changed`].
+    Changed(ChangeOutcome),
+    /// For [`Incoming::Interaction`].
+    Interaction(InteractionOutcome),
+    /// For [`Incoming::Stop`].
+    Stop(StopOutcome),
+    /// For [`Incoming::Event`].
+    Event(EventOutcome),
+    /// For [`Incoming::FormOpen`]: the question, or `None` when the message is not an open
+    /// question's current one (the click is stale).
+    FormOpen(Option<Box<FormTarget>>),
+}
+
+/// What happened to a person's message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MessageOutcome {
+    /// It answered (or was otherwise consumed by) a question.
+    Consumed(InteractionOutcome),
+    /// The person failed the access check.
+    Denied,
+    /// It started a turn.
+    Started,
+    /// A turn was running: it waits in the queue (or steers the running turn).
+    Queued,
+    /// The same platform message was taken before (a repeated delivery); nothing was done.
+    Duplicate,
+    /// A `stop` from the driving user: the running turn stops.
+    Stopped,
+    /// A `stop` from someone else: refused, with a notice in the thread.
+    StopRefused,
+    /// The thread's chat is bound to an external agent: the message waits in its inbox.
+    Inbox,
+}
+
+/// What a person's edit or deletion of their own message on the platform did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ChangeOutcome {
+    /// The message still waited in the queue: its turn will read the new text.
+    Edited,
+    /// The message still waited in the queue: it is removed and never runs.
+    Deleted,
+    /// The message already ran (or runs now): the conversation keeps what the agent read, and
+    /// nothing is done (a person who wants the new text answered sends it again).
+    AlreadyRan,
+    /// Not a message FrogBot took (another thread, a message it ignored).
+    Unknown,
+}
+
+/// What the engine did with an interaction.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum InteractionOutcome {
+    /// It belongs to no question (a thread reply continues as an ordinary message).
+    Ignored,
+    /// The answer was recorded and the agent continues.
+    Answered,
+    /// The dismissal was recorded and the turn stops.
+    Dismissed,
+    /// Progress was saved (`updated` ran or a retry is scheduled).
+    Partial,
+    /// Refused with a reason shown to the participant.
+    Rejected(String),
+    /// The participant failed the access check.
+    Denied,
+    /// Out of date.
+    Stale,
+}
+
+impl InteractionOutcome {
+    /// Whether a thread reply was consumed (anything but `Ignored`).
+    pub fn consumed(&self) -> bool {
+        *self != InteractionOutcome::Ignored
+    }
+}
+
+/// What a stop request found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StopOutcome {
+    /// The running turn stops at its next step boundary (a streaming model answer is cut off);
+    /// what it produced is kept.
+    Stopping,
+    /// No turn of the chat runs in this process.
+    NotRunning,
+    /// Only the user driving the turn may stop it.
+    NotDriver,
+}
+
+/// What an event click found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EventOutcome {
+    /// The event is in the agent's inbox.
+    Sent,
+    /// The message, block or button is gone (edited away, deleted) or the chat has no agent.
+    Stale,
+    /// The person may not write in this chat.
+    Denied,
+}
+
+/// What a channel needs to open a form for a question ("Other…"): the question, when the clicked
+/// message is its current message and it is still open.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FormTarget {
+    /// The chat.
+    pub chat_id: ChatId,
+    /// The question call.
+    pub call: QuestionCall,
+    /// Its record.
+    pub record: QuestionRecord,
+    /// Its thread.
+    pub thread: Thread,
+}
+
+/// The engine failed to take something in (its store is unreachable, a write conflicted past its
+/// retries). When [`EngineError::is_transient`], the same delivery may succeed later: the
+/// platform's delivery is answered with a retry, or the person told to try again.
+#[derive(Debug, thiserror::Error)]
+#[error("{source}")]
+pub struct EngineError {
+    source: BoxError,
+    transient: bool,
+}
+
+impl EngineError {
+    /// A failure that trying again will not mend.
+    pub fn new(e: impl Into<BoxError>) -> Self {
+        Self {
+            source: e.into(),
+            transient: false,
+        }
+    }
+
+    /// A failure that trying again later may mend (the store was unavailable, a record locked).
+    pub fn transient(e: impl Into<BoxError>) -> Self {
+        Self {
+            source: e.into(),
+            transient: true,
+        }
+    }
+
+    /// Whether trying the same delivery again later may succeed.
+    pub fn is_transient(&self) -> bool {
+        self.transient
+    }
+}
+
+/// The engine an adapter delivers into. Implemented by FrogBot's engine; see the module docs.
+#[async_trait]
+pub trait ChannelEngine: std::any::Any + Send + Sync {
+    /// Takes in what `platform` delivered. One entry for every kind ([`Incoming`]); the outcome is
+    /// the [`Received`] variant of the same name.
+    async fn receive(&self, platform: &str, incoming: Incoming) -> Result<Received, EngineError>;
+
+    /// Whether `thread` of `platform` already has a chat: a platform that delivers thread
+    /// replies without a mention asks before taking one in.
+    async fn thread_known(&self, platform: &str, thread: &str) -> Result<bool, EngineError>;
+}
+
+/// A cheap, cloneable handle on a [`ChannelEngine`], with one typed method per [`Incoming`] kind
+/// (each is [`ChannelEngine::receive`] with its outcome unwrapped).
+#[derive(Clone)]
+pub struct EngineHandle(Arc<dyn ChannelEngine>);
+
+impl std::fmt::Debug for EngineHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EngineHandle")
+    }
+}
+
+impl<E: ChannelEngine> From<Arc<E>> for EngineHandle {
+    fn from(engine: Arc<E>) -> Self {
+        Self(engine)
+    }
+}
+
+impl EngineHandle {
+    /// A handle on `engine`.
+    pub fn new(engine: impl ChannelEngine) -> Self {
+        Self(Arc::new(engine))
+    }
+
+    /// The engine behind the handle, when it is an `E`: how a host reaches more of its own engine
+    /// than an adapter needs (serve's Discord shards share out their gateway through it).
+    pub fn downcast_ref<E: ChannelEngine>(&self) -> Option<&E> {
+        (&*self.0 as &dyn std::any::Any).downcast_ref::<E>()
+    }
+
+    /// [`ChannelEngine::receive`].
+    pub async fn receive(
+        &self,
+        platform: &str,
+        incoming: Incoming,
+    ) -> Result<Received, EngineError> {
+        self.0.receive(platform, incoming).await
+    }
+
+    /// [`ChannelEngine::thread_known`].
+    pub async fn thread_known(&self, platform: &str, thread: &str) -> Result<bool, EngineError> {
+        self.0.thread_known(platform, thread).await
+    }
+
+    /// Receives [`Incoming::Message`].
+    pub async fn message(
+        &self,
+        platform: &str,
+        thread: &str,
+        message: ThreadMessage,
+    ) -> Result<MessageOutcome, EngineError> {
+        let thread = thread.to_owned();
+        match self
+            .receive(platform, Incoming::Message { thread, message })
+            .await?
+        {
+            Received::Message(o) => Ok(o),
+            other => Err(mismatch(other)),
+        }
+    }
+
+    /// Receives [`Incoming::Changed`].
+    pub async fn changed(
+        &self,
+        platform: &str,
+        thread: &str,
+        message_id: &str,
+        text: Option<String>,
+    ) -> Result<ChangeOutcome, EngineError> {
+        let incoming = Incoming::Changed {
+            thread: thread.to_owned(),
+            message_id: message_id.to_owned(),
+            text,
+        };
+        match self.receive(platform, incoming).await? {
+            Received::Changed(o) => Ok(o),
+            other => Err(mismatch(other)),
+        }
+    }
+
+    /// Receives [`Incoming::Interaction`].
+    pub async fn interaction(
+        &self,
+        platform: &str,
+        thread: Option<&str>,
+        interaction: Interaction,
+    ) -> Result<InteractionOutcome, EngineError> {
+        let incoming = Incoming::Interaction {
+            thread: thread.map(str::to_owned),
+            interaction,
+        };
+        match self.receive(platform, incoming).await? {
+            Received::Interaction(o) => Ok(o),
+            other => Err(mismatch(other)),
+        }
+    }
+
+    /// Receives [`Incoming::Stop`].
+    pub async fn stop(
+        &self,
+        platform: &str,
+        thread: &str,
+        who: &PlatformUser,
+    ) -> Result<StopOutcome, EngineError> {
+        let incoming = Incoming::Stop {
+            thread: thread.to_owned(),
+            who: who.clone(),
+        };
+        match self.receive(platform, incoming).await? {
+            Received::Stop(o) => Ok(o),
+            other => Err(mismatch(other)),
+        }
+    }
+
+    /// Receives [`Incoming::Event`].
+    pub async fn event(
+        &self,
+        platform: &str,
+        thread: &str,
+        click: EventClick,
+    ) -> Result<EventOutcome, EngineError> {
+        let thread = thread.to_owned();
+        match self
+            .receive(platform, Incoming::Event { thread, click })
+            .await?
+        {
+            Received::Event(o) => Ok(o),
+            other => Err(mismatch(other)),
+        }
+    }
+
+    /// Receives [`Incoming::FormOpen`].
+    pub async fn form_open(
+        &self,
+        platform: &str,
+        message_id: &str,
+    ) -> Result<Option<FormTarget>, EngineError> {
+        let message_id = message_id.to_owned();
+        match self
+            .receive(platform, Incoming::FormOpen { message_id })
+            .await?
+        {
+            Received::FormOpen(o) => Ok(o.map(|t| *t)),
+            other => Err(mismatch(other)),
+        }
+    }
+}
+
+fn mismatch(other: Received) -> EngineError {
+    EngineError::new(format!("the engine answered with {other:?}"))
+}
+
+/// Whether a thread message asks to stop the running turn: `stop` or `/stop`.
+pub fn is_stop_word(text: &str) -> bool {
+    let t = text.trim();
+    t.eq_ignore_ascii_case("stop") || t.eq_ignore_ascii_case("/stop")
+}
+
+/// Said to someone who is not driving the turn they try to stop.
+pub const STOP_REFUSED_TEXT: &str = "Only the person who started this can stop it.";
+
+/// The chat id a channel thread's chat is created with: stable, so every process maps a thread to
+/// the same chat, and in the channel chats' id space (it starts with
+/// [`frogbot_model::CHANNEL_CHAT_PREFIX`]), which the HTTP API never creates, so no web caller can
+/// take it first. Chats are looked up by their channel thread, so chats created before this id
+/// space existed stay in use.
+pub fn channel_chat_id(platform: &str, thread: &str) -> ChatId {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(format!("{platform}\u{0}{thread}").as_bytes());
+    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+    let platform: String = platform
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .take(32)
+        .collect();
+    ChatId::new(format!(
+        "{}{platform}-{hex}",
+        frogbot_model::CHANNEL_CHAT_PREFIX
+    ))
+    .expect("the prefix, alphanumerics, a dash and hex")
+}
+
+/// The stored id of a channel message: the platform's message id, prefixed with the platform.
+pub fn channel_message_id(platform: &str, platform_message_id: &str) -> String {
+    format!("{platform}-{platform_message_id}")
+}
