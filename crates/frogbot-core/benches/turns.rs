@@ -551,8 +551,8 @@ async fn wal_lsn(pg: &Option<sqlx::PgPool>) -> Option<(i64, i64)> {
     .ok()
 }
 
-/// The median time of `Store::ping` (SQLite: a hand-off to a reader thread and back; PostgreSQL:
-/// `SELECT 1` through the pool): the floor under every store call.
+/// The median time of `OperationsStore::ping` (SQLite: a hand-off to a reader thread and back;
+/// PostgreSQL: `SELECT 1` through the pool): the floor under every store call.
 async fn round_trip(store: &DynStore) -> Duration {
     let mut t = Vec::with_capacity(500);
     for _ in 0..500 {
@@ -757,7 +757,7 @@ async fn run_backend(
         };
         println!("[{name}] {settings}");
         println!(
-            "[{name}] one store round trip (Store::ping): median {}",
+            "[{name}] one store round trip (OperationsStore::ping): median {}",
             fmt_us(round_trip(&db.store).await)
         );
         let profile = Arc::new(Profile::default());

@@ -4,7 +4,8 @@
 //! - [`model`]: a re-export of `frogbot-model` (chats, messages, questions, interactions, the hook
 //!   traits), so engine users need one import path.
 //! - [`store`]: the one [`store::Store`] trait that keeps chats, messages, the queue, turn leases,
-//!   question records and durable jobs, shaped by the engine's operations (one transaction each).
+//!   question records and durable jobs, shaped by the engine's operations (one transaction each),
+//!   made of one sub-trait per part ([`store::ChatStore`], [`store::TurnStore`], …).
 //!   The backends are crates of their own: `frogbot-sqlite` (rusqlite, a writer thread that
 //!   group-commits) and `frogbot-postgres` (sqlx); the conformance suite every backend runs is
 //!   `frogbot-store-conformance`, a test-only crate.

@@ -11,9 +11,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use frogbot_core::model::{Delivery, MessageMetadata, MessagePart, Role, UiMessage, UserId};
-use frogbot_core::store::{
-    EndMode, EndTurnOp, LeaseRequest, NewChat, SendOp, Sent, Store, TurnEnded,
-};
+use frogbot_core::store::prelude::*;
+use frogbot_core::store::{EndMode, EndTurnOp, LeaseRequest, NewChat, SendOp, Sent, TurnEnded};
 use frogbot_postgres::{PostgresStore, StoreOptions};
 
 fn message(id: String, role: Role, author: Option<&UserId>) -> UiMessage {

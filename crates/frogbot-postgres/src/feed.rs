@@ -1,6 +1,6 @@
 //! Pushed changes: every handle announces the chats its operations changed and the jobs they
 //! scheduled, and one connection per handle (and its clones), listening on `frogbot_chats` and
-//! `frogbot_jobs`, fans the notices out to every [`Store::changes`] receiver.
+//! `frogbot_jobs`, fans the notices out to every [`JobStore::changes`] receiver.
 //!
 //! Announcing is out of band: after an operation commits, its chat id (or its job's run-at time)
 //! goes to a task that sends `pg_notify` on the `synchronous_commit = off` pool, many ids per
@@ -15,7 +15,7 @@
 //! down) and sends [`Change::Resync`], since notices sent meanwhile are gone: receivers read what
 //! they watch again, as they would have by polling.
 //!
-//! [`Store::changes`]: frogbot_core::store::Store::changes
+//! [`JobStore::changes`]: frogbot_core::store::JobStore::changes
 
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;

@@ -40,10 +40,24 @@
 //! The careful way takes `BEGIN`, the lock, one to five statements and `COMMIT`; `record_outcome`
 //! and `advance_question` read the record once more when they lost a race, `complete_job` releases
 //! the claim in a second statement when the job was re-enqueued while the statement ran.
+//!
+//! The files are SQLite's: one per part of the trait, named as core's and the conformance
+//! suite's (`chats.rs`, `turns.rs`, `questions.rs`, `jobs.rs`, `agent.rs`, `operations.rs`,
+//! `roles.rs`), each holding the part's `impl`, its statements and its careful paths; what several
+//! parts run is in `ops.rs` (locking or creating a chat, saving a message, enqueueing a job,
+//! `resume_turn`'s statement, the announcements), row mapping in `rows.rs`, the change feed in
+//! `feed.rs`.
 
+mod agent;
+mod chats;
 mod feed;
+mod jobs;
+mod operations;
+mod ops;
+mod questions;
+mod roles;
 mod rows;
-mod store;
+mod turns;
 
 use std::time::Duration;
 
@@ -87,9 +101,9 @@ pub struct PostgresStore {
     acquire_timeout: Duration,
     /// Tests only: every operation takes the careful (lock-first) way.
     careful_only: bool,
-    /// The pushed changes (`LISTEN frogbot_chats`), started by the first [`Store::changes`].
+    /// The pushed changes (`LISTEN frogbot_chats`), started by the first [`JobStore::changes`].
     ///
-    /// [`Store::changes`]: frogbot_core::store::Store::changes
+    /// [`JobStore::changes`]: frogbot_core::store::JobStore::changes
     feed: std::sync::Arc<feed::Feed>,
 }
 

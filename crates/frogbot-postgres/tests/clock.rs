@@ -1,4 +1,4 @@
-//! One time for every replica: `Store::database_time` reads PostgreSQL's clock, and
+//! One time for every replica: `OperationsStore::database_time` reads PostgreSQL's clock, and
 //! `DatabaseClock` corrects a host's clock to it, so two hosts whose clocks are three minutes
 //! apart read a lease one of them wrote on the same time (the other does not take it early).
 

@@ -1,4 +1,4 @@
-//! Pushed changes (`Store::changes`, `LISTEN frogbot_chats`): a write through one handle (a
+//! Pushed changes (`JobStore::changes`, `LISTEN frogbot_chats`): a write through one handle (a
 //! second process, as far as the database knows) is pushed to another handle's receivers; when
 //! the listening connection is killed, the receivers get a `Resync` and the notices resume.
 
@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use common::*;
 use frogbot_core::model::Delivery;
-use frogbot_core::store::{Change, NewJob, Store};
+use frogbot_core::store::prelude::*;
+use frogbot_core::store::{Change, NewJob};
 use tokio::sync::broadcast;
 
 const WAIT: Duration = Duration::from_secs(20);

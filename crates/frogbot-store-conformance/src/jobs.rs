@@ -325,7 +325,7 @@ pub async fn a_deferred_job_keeps_its_attempts(db: Db) {
     assert_eq!(third.attempts, 2, "a failed attempt counts");
 }
 
-/// A store that pushes changes ([`Store::changes`]) announces every job it schedules — enqueued,
+/// A store that pushes changes ([`JobStore::changes`]) announces every job it schedules — enqueued,
 /// retried, deferred, revived — with its run-at time, to every handle (the worker of another
 /// process wakes for it). A store that pushes nothing is not asked.
 pub async fn scheduled_jobs_are_pushed_to_other_handles(db: Db) {

@@ -14,8 +14,9 @@
 //!
 //! The factory, not a URL, is the interface, so a wrapped or third-party store runs the suite too.
 //! The cases are split by the store's parts, one module each: [`chats`], [`turns`] (send, leases,
-//! checkpoint, await, end, take, resume, the queue), [`questions`], [`jobs`], [`operations`] and
-//! [`agent`]; [`harness`] holds the [`Db`] and the check of the harness itself.
+//! checkpoint, await, end, take, resume, the queue), [`questions`], [`jobs`], [`operations`],
+//! [`roles`] and [`agent`] (the trait's parts, `frogbot_core::store::ChatStore` …, bear the same
+//! names); [`harness`] holds the [`Db`] and the check of the harness itself.
 //!
 //! Times are fixed (`T0` onwards) and passed in, as the trait takes them; nothing reads a clock.
 //!

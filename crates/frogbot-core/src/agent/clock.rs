@@ -59,8 +59,8 @@ impl Clock for ManualClock {
     }
 }
 
-/// This host's clock corrected to the database server's ([`Store::database_time`]): what every
-/// replica sharing a PostgreSQL database reads, so that a lease one replica writes is read
+/// This host's clock corrected to the database server's ([`OperationsStore::database_time`]): what
+/// every replica sharing a PostgreSQL database reads, so that a lease one replica writes is read
 /// against the same time by the others however far apart their hosts' clocks are.
 ///
 /// [`DatabaseClock::sync`] measures the offset (the smallest round trip of a few reads, its

@@ -25,12 +25,12 @@
 //! calls).
 //!
 //! A thread's replies arrive in the order of their turns. In the chat's show queue, before posting,
-//! the process asks the store for an earlier live `deliver` job of the chat (`Store::earlier_job`,
-//! by key prefix and id): a reply owed before this one and not posted makes this one wait (it is
-//! left to its own job, and a stream does not start). A worker that claims a job with an earlier
-//! one pending defers it behind that one (`Store::defer_job`: the claim is not counted as an
-//! attempt). A non-waiting reply's job is removed inside the show queue, right after its post, so
-//! the next reply does not see it.
+//! the process asks the store for an earlier live `deliver` job of the chat
+//! (`JobStore::earlier_job`, by key prefix and id): a reply owed before this one and not posted
+//! makes this one wait (it is left to its own job, and a stream does not start). A worker that
+//! claims a job with an earlier one pending defers it behind that one (`JobStore::defer_job`: the
+//! claim is not counted as an attempt). A non-waiting reply's job is removed inside the show queue,
+//! right after its post, so the next reply does not see it.
 //!
 //! Receiving is at least once too: Telegram's `getUpdates` offset (and its webhook's 200) is
 //! confirmed only after the update was handed to the engine; Slack's HTTP mode answers 503 past

@@ -768,9 +768,9 @@ impl Engine {
     }
 
     /// Renews this process's membership `member` of `group` for `ttl` and returns the group's
-    /// live members, sorted ([`Store::members`](crate::store::Store::members)): how the replicas
-    /// sharing this database split a piece of work, such as a Discord bot's gateway shards.
-    /// `ttl` zero leaves the group.
+    /// live members, sorted ([`RoleStore::members`](crate::store::RoleStore::members)): how the
+    /// replicas sharing this database split a piece of work, such as a Discord bot's gateway
+    /// shards. `ttl` zero leaves the group.
     pub async fn members(
         &self,
         group: &str,
@@ -785,8 +785,8 @@ impl Engine {
     }
 
     /// The changes any process makes on the database, as the store pushes them
-    /// ([`Store::changes`](crate::store::Store::changes)); `None` when the store pushes nothing
-    /// (other processes' changes are then found by polling).
+    /// ([`JobStore::changes`](crate::store::JobStore::changes)); `None` when the store pushes
+    /// nothing (other processes' changes are then found by polling).
     pub fn store_changes(&self) -> Option<tokio::sync::broadcast::Receiver<crate::store::Change>> {
         self.store().changes()
     }

@@ -93,7 +93,7 @@ pub enum StoreError {
         chat_id: ChatId,
     },
     /// The chat is bound to an external agent: people's messages go to its inbox
-    /// ([`super::Store::post_message`]), and no turn runs in it.
+    /// ([`super::AgentStore::post_message`]), and no turn runs in it.
     #[error("agent chat: chat {chat_id} is bound to an agent; messages go to its inbox")]
     AgentChat {
         /// The chat.

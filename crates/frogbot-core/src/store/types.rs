@@ -63,7 +63,7 @@ pub struct ChatRow {
     pub lease: Option<LeaseInfo>,
     /// One higher on every write of one of its messages (saved, changed, promoted, deleted): a
     /// reader holding the messages up to a version reads only what is newer
-    /// ([`super::Store::messages_since`]).
+    /// ([`super::ChatStore::messages_since`]).
     pub version: i64,
     /// The external agent the chat is bound to (its FrogBot user id; `""` for an anonymous
     /// caller): people's messages go to that agent's inbox instead of a model turn.
@@ -107,9 +107,9 @@ pub const NOT_OF_THIS_THREAD: &str = "is not a chat of this channel thread";
 /// runs — its agent asking a person.
 pub const ASK_MODEL: &str = "frogbot-ask";
 
-/// Whether `message` may be [`super::Store::send`] to the existing chat `row`: a chat bound to an
-/// external agent runs no turn but asks' ([`StoreError::AgentChat`], decided first, so the caller
-/// takes the agent's path — its inbox — whoever writes); then [`check_writer`].
+/// Whether `message` may be [`super::TurnStore::send`] to the existing chat `row`: a chat bound to
+/// an external agent runs no turn but asks' ([`StoreError::AgentChat`], decided first, so the
+/// caller takes the agent's path — its inbox — whoever writes); then [`check_writer`].
 pub fn check_sender(row: &ChatRow, chat: &NewChat, message: &UiMessage) -> Result<()> {
     if row.agent.is_some() && message.metadata.model.as_deref() != Some(ASK_MODEL) {
         return Err(StoreError::AgentChat {
@@ -120,7 +120,7 @@ pub fn check_sender(row: &ChatRow, chat: &NewChat, message: &UiMessage) -> Resul
 }
 
 /// Whether the writer of a new message may write to the existing chat `row` (the rule of
-/// [`super::Store::send`], after [`check_sender`]'s, and of [`super::Store::bind_agent`]):
+/// [`super::TurnStore::send`], after [`check_sender`]'s, and of [`super::AgentStore::bind_agent`]):
 /// - a chat whose channel differs from `chat.channel` (a web chat for a channel message, a
 ///   channel chat for a web message, another thread) is refused with [`StoreError::ChannelChat`];
 /// - a web chat with an owner is written by its owner only ([`StoreError::Forbidden`]); channel chats
@@ -455,7 +455,7 @@ impl StoredMessage {
     }
 }
 
-/// What changed in a chat since a version ([`super::Store::messages_since`]).
+/// What changed in a chat since a version ([`super::ChatStore::messages_since`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ChatChanges {
     /// The chat's version now (`0` when the chat does not exist).
@@ -488,7 +488,7 @@ pub enum QueuedChange {
 
 // ---- turn operations -----------------------------------------------------------------------------
 
-/// [`super::Store::send`]: a user message for a chat.
+/// [`super::TurnStore::send`]: a user message for a chat.
 #[derive(Clone, Copy, Debug)]
 pub struct SendOp<'a> {
     /// The chat to create, or to open for writing ([`check_sender`] decides on the stored row).
@@ -504,7 +504,7 @@ pub struct SendOp<'a> {
     pub queue_if_busy: bool,
 }
 
-/// What [`super::Store::send`] did.
+/// What [`super::TurnStore::send`] did.
 #[derive(Clone, Debug, PartialEq)]
 #[allow(clippy::large_enum_variant)]
 pub enum Sent {
@@ -548,7 +548,7 @@ pub enum Sent {
     },
 }
 
-/// [`super::Store::checkpoint`]: a step of a turn.
+/// [`super::TurnStore::checkpoint`]: a step of a turn.
 #[derive(Clone, Copy, Debug)]
 pub struct CheckpointOp<'a> {
     /// The turn's lease (the write is fenced with it).
@@ -563,7 +563,7 @@ pub struct CheckpointOp<'a> {
     pub now: Millis,
 }
 
-/// What [`super::Store::checkpoint`] did.
+/// What [`super::TurnStore::checkpoint`] did.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Checkpointed {
     /// The reply as saved.
@@ -572,7 +572,7 @@ pub struct Checkpointed {
     pub steers: Vec<StoredMessage>,
 }
 
-/// [`super::Store::await_answers`]: a turn stops to wait on questions.
+/// [`super::TurnStore::await_answers`]: a turn stops to wait on questions.
 #[derive(Clone, Copy, Debug)]
 pub struct AwaitOp<'a> {
     /// The turn's lease (fenced; released by the operation).
@@ -592,7 +592,7 @@ pub struct AwaitOp<'a> {
     pub now: Millis,
 }
 
-/// How [`super::Store::end_turn`] ends a turn.
+/// How [`super::TurnStore::end_turn`] ends a turn.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum EndMode<'a> {
     /// Release the chat when nothing is queued, else promote the oldest queued message.
@@ -602,7 +602,7 @@ pub enum EndMode<'a> {
     Handoff(&'a NewJob),
 }
 
-/// [`super::Store::end_turn`].
+/// [`super::TurnStore::end_turn`].
 #[derive(Clone, Copy, Debug)]
 pub struct EndTurnOp<'a> {
     /// The turn's lease (fenced).
@@ -618,7 +618,7 @@ pub struct EndTurnOp<'a> {
     pub now: Millis,
 }
 
-/// What [`super::Store::end_turn`] did.
+/// What [`super::TurnStore::end_turn`] did.
 #[derive(Clone, Debug, PartialEq)]
 #[allow(clippy::large_enum_variant)]
 pub enum TurnEnded {
@@ -646,7 +646,7 @@ pub enum TurnEnded {
     },
 }
 
-/// What [`super::Store::take_chat`] took.
+/// What [`super::TurnStore::take_chat`] took.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Taken {
     /// When the lease was taken over from a stopped turn: that turn's reply, marked interrupted.
@@ -656,7 +656,7 @@ pub struct Taken {
     pub next: Option<(Lease, StoredMessage)>,
 }
 
-/// What [`super::Store::resume_turn`] found.
+/// What [`super::TurnStore::resume_turn`] found.
 #[derive(Clone, Debug, PartialEq)]
 #[allow(clippy::large_enum_variant)]
 pub enum Resume {
@@ -774,7 +774,7 @@ pub struct RenderedCall {
     pub record: QuestionRecord,
 }
 
-/// [`super::Store::mark_rendered`].
+/// [`super::QuestionStore::mark_rendered`].
 #[derive(Clone, Copy, Debug)]
 pub struct RenderedOp<'a> {
     /// The chat.
@@ -796,7 +796,7 @@ pub struct LockRequest<'a> {
     pub ttl_ms: Millis,
 }
 
-/// [`super::Store::record_outcome`].
+/// [`super::QuestionStore::record_outcome`].
 #[derive(Clone, Copy, Debug)]
 pub struct RecordOp<'a> {
     /// The chat.
@@ -813,7 +813,7 @@ pub struct RecordOp<'a> {
     /// Take the question's lock with the outcome (to call `settled` and close it).
     pub lock: Option<LockRequest<'a>>,
     /// When this outcome wins, continue the turn in the same transaction as
-    /// [`super::Store::resume_turn`] would for the record's message (taking the lease with this
+    /// [`super::TurnStore::resume_turn`] would for the record's message (taking the lease with this
     /// request): one commit for an answer that needs no `settled` hook first (an HTTP settle, an
     /// expiry). The result comes back in [`Recorded::Won::resumed`].
     pub resume: Option<&'a LeaseRequest>,
@@ -821,8 +821,8 @@ pub struct RecordOp<'a> {
     pub now: Millis,
 }
 
-/// What [`super::Store::record_outcome`] did. Each variant carries the record as it is after the
-/// operation (`None` when there is no live record).
+/// What [`super::QuestionStore::record_outcome`] did. Each variant carries the record as it is
+/// after the operation (`None` when there is no live record).
 #[derive(Clone, Debug, PartialEq)]
 #[allow(clippy::large_enum_variant)]
 pub enum Recorded {
@@ -851,7 +851,7 @@ pub enum Recorded {
     Gone,
 }
 
-/// [`super::Store::advance_question`]: a partial answer.
+/// [`super::QuestionStore::advance_question`]: a partial answer.
 #[derive(Clone, Copy, Debug)]
 pub struct AdvanceOp<'a> {
     /// The chat.
@@ -868,7 +868,7 @@ pub struct AdvanceOp<'a> {
     pub now: Millis,
 }
 
-/// What [`super::Store::advance_question`] did.
+/// What [`super::QuestionStore::advance_question`] did.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Advanced {
     /// Saved (`revision + 1`, posting), and locked.
@@ -887,7 +887,7 @@ pub enum Advanced {
     Gone,
 }
 
-/// [`super::Store::update_question`]: a change under a held lock.
+/// [`super::QuestionStore::update_question`]: a change under a held lock.
 #[derive(Clone, Copy, Debug)]
 pub struct UpdateQuestionOp<'a> {
     /// The held lock.
@@ -959,7 +959,8 @@ pub struct Job {
     pub generation: i64,
 }
 
-/// Which chats an operator lists ([`super::Store::find_chats`]): every owner's, newest first.
+/// Which chats an operator lists ([`super::OperationsStore::find_chats`]): every owner's, newest
+/// first.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ChatFilter {
     /// Only chats in this state at the time given (derived as [`ChatRow::state`] derives it).
@@ -970,8 +971,8 @@ pub struct ChatFilter {
     pub limit: u32,
 }
 
-/// What a purge would remove ([`super::Store::purgeable`]): the records
-/// [`super::Store::purge_expired`] and [`super::Store::purge_dead_jobs`] delete.
+/// What a purge would remove ([`super::OperationsStore::purgeable`]): the records
+/// [`super::QuestionStore::purge_expired`] and [`super::JobStore::purge_dead_jobs`] delete.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Purgeable {
@@ -981,7 +982,7 @@ pub struct Purgeable {
     pub dead_jobs: u64,
 }
 
-/// What waits in the store ([`super::Store::backlog`]).
+/// What waits in the store ([`super::OperationsStore::backlog`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Backlog {
     /// Messages queued behind running turns (not yet promoted), in every chat.
@@ -994,7 +995,7 @@ pub struct Backlog {
     pub jobs_dead: u64,
 }
 
-/// [`super::Store::bind_agent`]: bind a chat (created when missing) to an external agent.
+/// [`super::AgentStore::bind_agent`]: bind a chat (created when missing) to an external agent.
 #[derive(Clone, Debug)]
 pub struct BindAgentOp<'a> {
     /// The chat, as `send` would create it (owner, channel thread).
@@ -1011,7 +1012,7 @@ pub struct BindAgentOp<'a> {
     pub now: Millis,
 }
 
-/// The rule every backend applies in [`super::Store::bind_agent`], once it holds the chat row
+/// The rule every backend applies in [`super::AgentStore::bind_agent`], once it holds the chat row
 /// (`created`: this call inserted it): `Ok(Some(bound))` is the answer with nothing to change,
 /// `Ok(None)` means "set the chat's agent to `op.agent`". A chat bound to another agent, or an
 /// existing unbound chat when `op.existing` is false, is [`Bound::Other`].
@@ -1027,7 +1028,7 @@ pub fn bind_decision(chat: &ChatRow, created: bool, op: &BindAgentOp<'_>) -> Res
     })
 }
 
-/// What [`super::Store::bind_agent`] did.
+/// What [`super::AgentStore::bind_agent`] did.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Bound {
     /// The chat is bound to the agent (now, or already).
@@ -1037,7 +1038,7 @@ pub enum Bound {
     Other(ChatRow),
 }
 
-/// [`super::Store::post_message`]: a message outside any turn (an agent's message, a person's
+/// [`super::AgentStore::post_message`]: a message outside any turn (an agent's message, a person's
 /// message or an event for the agent's inbox), appended at the chat's end.
 #[derive(Clone, Debug)]
 pub struct PostMessageOp<'a> {
@@ -1053,7 +1054,7 @@ pub struct PostMessageOp<'a> {
     pub now: Millis,
 }
 
-/// What [`super::Store::post_message`] did.
+/// What [`super::AgentStore::post_message`] did.
 #[derive(Clone, Debug, PartialEq)]
 pub enum PostedMessage {
     /// Saved.
@@ -1062,7 +1063,7 @@ pub enum PostedMessage {
     Duplicate(StoredMessage),
 }
 
-/// [`super::Store::update_message`]: a message's new content, if it is still as read.
+/// [`super::AgentStore::update_message`]: a message's new content, if it is still as read.
 #[derive(Clone, Debug)]
 pub struct UpdateMessageOp<'a> {
     /// The chat.
@@ -1078,7 +1079,7 @@ pub struct UpdateMessageOp<'a> {
     pub now: Millis,
 }
 
-/// What [`super::Store::update_message`] did.
+/// What [`super::AgentStore::update_message`] did.
 #[derive(Clone, Debug, PartialEq)]
 pub enum MessageUpdate {
     /// Saved.
@@ -1088,7 +1089,7 @@ pub enum MessageUpdate {
     Moved(Option<Box<StoredMessage>>),
 }
 
-/// [`super::Store::take_inbox`]: an agent reads its inbox.
+/// [`super::AgentStore::take_inbox`]: an agent reads its inbox.
 #[derive(Clone, Debug)]
 pub struct InboxOp<'a> {
     /// The agent.
@@ -1102,7 +1103,7 @@ pub struct InboxOp<'a> {
 }
 
 /// What taking a message out of the inbox does to it: marked Seen (an ack already further on —
-/// Working, Done — stays). The rule every backend applies in [`super::Store::take_inbox`].
+/// Working, Done — stays). The rule every backend applies in [`super::AgentStore::take_inbox`].
 pub fn inbox_seen(message: &mut UiMessage) {
     if message.metadata.ack.is_none() {
         message.metadata.ack = Some(crate::model::Ack::Seen);

@@ -548,7 +548,7 @@ impl Turns {
         self.resumed(chat, message_id, driver, resumed).await
     }
 
-    /// Goes on from what [`Store::resume_turn`] found (or what `record_outcome` found when it
+    /// Goes on from what [`TurnStore::resume_turn`] found (or what `record_outcome` found when it
     /// continued the turn in the same transaction): runs the continued turn, ends it on a
     /// dismissal, schedules a retry while another lease holds the chat.
     pub(crate) async fn resumed(
