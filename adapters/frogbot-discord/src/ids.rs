@@ -15,9 +15,14 @@
 //! (the "Skip" button, which dismisses the whole call) or `t` (a text input of a modal: the
 //! "Other…" text, or a text or number input of the form). At most 47 characters (two `u64`s),
 //! within Discord's 100.
+//!
+//! [`read_control`] reads a click on any of these controls back into FrogBot's shared control
+//! vocabulary, [`frogbot_model::QuestionControl`] (the same for every adapter; the wire format
+//! above is this adapter's own and stays as it is, for stored questions and live buttons).
 
 use std::num::NonZeroU64;
 
+use frogbot_model::{ActionEvent, ControlAction, QuestionControl};
 use serenity::model::id::{ChannelId, MessageId, UserId};
 
 use crate::Error;
@@ -99,6 +104,73 @@ impl Control {
             kind,
         })
     }
+}
+
+impl From<Control> for QuestionControl {
+    /// The shared vocabulary's name for a control: an option button is
+    /// [`ControlAction::Option`], "Other…" and "Answer…" are [`ControlAction::OpenForm`], a
+    /// modal's text input [`ControlAction::Text`]. A select's picks come with the click, not in
+    /// its id: read one with [`read_control`] (from the id alone it is an empty
+    /// [`ControlAction::Options`]).
+    fn from(c: Control) -> Self {
+        let action = match c.kind {
+            ControlKind::Option(i) => ControlAction::Option(i),
+            ControlKind::Select(_) => ControlAction::Options(Vec::new()),
+            ControlKind::Other | ControlKind::Form => ControlAction::OpenForm,
+            ControlKind::Clear => ControlAction::Clear,
+            ControlKind::Skip => ControlAction::Skip,
+            ControlKind::Text => ControlAction::Text,
+        };
+        QuestionControl::new(Some(c.revision), Some(c.question), action)
+    }
+}
+
+/// Reads a click on a question control ([`crate::convert::action`]'s event: a button's or a
+/// string select's `custom_id`, a select's chosen option indices from `raw.data.values`) back
+/// into FrogBot's shared [`QuestionControl`]; `None` for any other component (an event button,
+/// Stop, another bot's) or a select value that is not an option index.
+///
+/// ```
+/// use frogbot_discord::{ids, render};
+/// use frogbot_model::{ActionEvent, ControlAction, PlatformUser, QuestionCall, QuestionOutcome};
+///
+/// let call: QuestionCall = serde_json::from_value(serde_json::json!({"toolCallId": "c1",
+///     "input": {"questions": [{"header": "Pond", "question": "Which pond?",
+///         "options": [{"label": "Lily"}, {"label": "Mill"}]}]}}))
+/// .unwrap();
+/// // The buttons `render` draws carry `custom_id`s; a click on "Mill" sends its id back.
+/// let message = serde_json::to_value(render::question_message(&call, 0, 0)).unwrap();
+/// let mill = message.pointer("/components/0/components/1/custom_id").unwrap();
+/// let click = ActionEvent {
+///     action_id: mill.as_str().unwrap().to_owned(),
+///     value: None,
+///     message_id: "1".into(),
+///     user: PlatformUser { id: "7".into(), ..Default::default() },
+///     trigger_id: None,
+///     raw: serde_json::Value::Null,
+/// };
+/// let control = ids::read_control(&click).unwrap();
+/// assert_eq!(control.action, ControlAction::Option(1));
+/// assert!(matches!(control.outcome(&call.input, 0), Some(QuestionOutcome::Answered(_))));
+/// ```
+pub fn read_control(event: &ActionEvent) -> Option<QuestionControl> {
+    let control = Control::decode(&event.action_id)?;
+    let mut read = QuestionControl::from(control);
+    if let ControlKind::Select(_) = control.kind {
+        let values: Vec<&str> = match event.raw.pointer("/data/values") {
+            Some(serde_json::Value::Array(values)) => values
+                .iter()
+                .filter_map(serde_json::Value::as_str)
+                .collect(),
+            _ => event.value.as_deref().into_iter().collect(),
+        };
+        let picks = values
+            .iter()
+            .map(|v| v.parse().ok())
+            .collect::<Option<Vec<usize>>>()?;
+        read.action = ControlAction::Options(picks);
+    }
+    Some(read)
 }
 
 /// Whether a component `custom_id` is an "Other…" button (open the modal instead of acknowledging).
@@ -322,5 +394,129 @@ mod nonce_tests {
         assert_eq!(a.len(), 25);
         assert_ne!(a, delivery_nonce("deliver:chat:m1:0:1"));
         assert!(a.chars().all(|c| c.is_ascii_alphanumeric()));
+    }
+}
+
+#[cfg(test)]
+mod read_back_tests {
+    use frogbot_model::{
+        ActionEvent, ControlAction, QuestionCall, QuestionControl, QuestionOutcome,
+    };
+    use proptest::prelude::*;
+    use serde_json::{Value, json};
+
+    use super::{Control, ControlKind, read_control};
+    use crate::render;
+
+    fn call(items: Value) -> QuestionCall {
+        serde_json::from_value(json!({"toolCallId": "c", "input": {"questions": items}})).unwrap()
+    }
+
+    fn click(custom_id: &str, raw: Value) -> ActionEvent {
+        ActionEvent {
+            action_id: custom_id.to_owned(),
+            value: None,
+            message_id: "1".into(),
+            user: Default::default(),
+            trigger_id: None,
+            raw,
+        }
+    }
+
+    /// Every `custom_id` of a rendered message, in order.
+    fn custom_ids(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::Object(m) => {
+                if let Some(Value::String(id)) = m.get("custom_id") {
+                    out.push(id.clone());
+                }
+                m.values().for_each(|v| custom_ids(v, out));
+            }
+            Value::Array(a) => a.iter().for_each(|v| custom_ids(v, out)),
+            _ => {}
+        }
+    }
+
+    fn drawn(call: &QuestionCall, revision: u64) -> Vec<QuestionControl> {
+        let message = serde_json::to_value(render::question_message(call, revision, 0)).unwrap();
+        let mut ids = Vec::new();
+        custom_ids(&message, &mut ids);
+        ids.iter()
+            .map(|id| read_control(&click(id, Value::Null)).expect(id))
+            .collect()
+    }
+
+    #[test]
+    fn rendered_buttons_read_back_and_settle() {
+        let choice = call(json!([{"header": "Pond", "question": "?",
+            "options": [{"label": "a"}, {"label": "b"}]}]));
+        let controls = drawn(&choice, 4);
+        let actions: Vec<_> = controls.iter().map(|c| c.action.clone()).collect();
+        assert!(actions.starts_with(&[ControlAction::Option(0), ControlAction::Option(1)]));
+        assert!(actions.contains(&ControlAction::Skip), "{actions:?}");
+        assert!(
+            controls
+                .iter()
+                .all(|c| c.revision == Some(4) && c.question == Some(0))
+        );
+        let Some(QuestionOutcome::Answered(out)) = controls[1].outcome(&choice.input, 4) else {
+            panic!("an answer");
+        };
+        assert_eq!(out.answers[0].selected, ["b"]);
+
+        let toggle = call(json!([{"header": "T", "question": "?", "kind": "toggle"}]));
+        let controls = drawn(&toggle, 0);
+        let on = controls[0].outcome(&toggle.input, 0);
+        assert!(
+            matches!(&on, Some(QuestionOutcome::Answered(o)) if o.answers[0].selected == ["on"]),
+            "{on:?}"
+        );
+    }
+
+    #[test]
+    fn a_select_reads_its_picks_from_the_click() {
+        let multiple = call(json!([{"header": "M", "question": "?", "multiple": true,
+            "options": [{"label": "a"}, {"label": "b"}, {"label": "c"}]}]));
+        let message = serde_json::to_value(render::question_message(&multiple, 2, 0)).unwrap();
+        let mut ids = Vec::new();
+        custom_ids(&message, &mut ids);
+        let select = ids
+            .iter()
+            .find(|id| matches!(Control::decode(id), Some(c) if matches!(c.kind, ControlKind::Select(_))))
+            .expect("a select");
+        let picked = read_control(&click(select, json!({"data": {"values": ["2", "0"]}}))).unwrap();
+        assert_eq!(picked.action, ControlAction::Options(vec![2, 0]));
+        let Some(QuestionOutcome::Answered(out)) = picked.outcome(&multiple.input, 2) else {
+            panic!("an answer");
+        };
+        assert_eq!(out.answers[0].selected, ["c", "a"]);
+        assert_eq!(
+            read_control(&click(select, json!({"data": {"values": ["x"]}}))),
+            None
+        );
+        assert_eq!(read_control(&click("fe:1:2", Value::Null)), None);
+    }
+
+    fn kind() -> impl Strategy<Value = ControlKind> {
+        prop_oneof![
+            any::<usize>().prop_map(ControlKind::Option),
+            any::<usize>().prop_map(ControlKind::Select),
+            Just(ControlKind::Other),
+            Just(ControlKind::Form),
+            Just(ControlKind::Clear),
+            Just(ControlKind::Skip),
+            Just(ControlKind::Text),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn every_control_id_reads_back(revision in any::<u64>(), question in any::<usize>(), kind in kind()) {
+            let control = Control { revision, question, kind };
+            let read = read_control(&click(&control.encode(), json!({"data": {"values": []}}))).unwrap();
+            prop_assert_eq!(read.revision, Some(revision));
+            prop_assert_eq!(read.question, Some(question));
+            prop_assert_eq!(read, QuestionControl::from(control));
+        }
     }
 }

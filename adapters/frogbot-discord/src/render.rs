@@ -488,7 +488,22 @@ pub fn step_lead_messages(call: &QuestionCall, index: usize) -> Vec<CreateMessag
 }
 
 /// The message asking step `index` of `call` at `revision` (with the expiry line as of now; a step
-/// too long for one message ends it, [`step_lead_messages`] before it).
+/// too long for one message ends it, [`step_lead_messages`] before it). Its controls' `custom_id`s
+/// read back with [`crate::ids::read_control`].
+///
+/// ```
+/// use frogbot_discord::render;
+/// use frogbot_model::QuestionCall;
+///
+/// let call: QuestionCall = serde_json::from_value(serde_json::json!({"toolCallId": "c1",
+///     "input": {"questions": [{"header": "Pond", "question": "Which pond?",
+///         "options": [{"label": "Lily"}, {"label": "Mill"}]}]}}))
+/// .unwrap();
+/// let message = serde_json::to_value(render::question_message(&call, 0, 0)).unwrap();
+/// // One button per option (then "Skip"), each `custom_id` carrying revision, question, option.
+/// assert_eq!(message["components"][0]["components"][1]["label"], "Mill");
+/// assert_eq!(message["components"][0]["components"][1]["custom_id"], "fq:0:0:1");
+/// ```
 pub fn question_message(call: &QuestionCall, revision: u64, index: usize) -> CreateMessage {
     question_message_at(call, revision, index, chrono::Utc::now())
 }

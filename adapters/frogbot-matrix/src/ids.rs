@@ -2,8 +2,14 @@
 //! answer ids carrying the question set's revision (`r{revision}o{option}`), the action ids of
 //! poll responses and reactions, the keycap reactions naming an option, and the ✅ / ❌ reactions
 //! answering a toggle or a confirm.
+//!
+//! [`read_control`] reads a click on any of these controls back into FrogBot's shared control
+//! vocabulary, [`frogbot_model::QuestionControl`] (the same for every adapter; the wire format
+//! above is this adapter's own and stays as it is, for stored questions and live buttons).
 
-use frogbot_model::{InputKind, QuestionItem, TOGGLE_OFF, TOGGLE_ON};
+use frogbot_model::{
+    ActionEvent, ControlAction, InputKind, QuestionControl, QuestionItem, TOGGLE_OFF, TOGGLE_ON,
+};
 use matrix_sdk::ruma::{EventId, OwnedEventId, OwnedRoomId, RoomId};
 
 use crate::Error;
@@ -138,13 +144,91 @@ pub fn reaction_keys(kind: InputKind) -> &'static [&'static str] {
 /// 👍) `on` and ❌ (also ✖️, 👎) `off`; for a confirm ✅ (and the same synonyms) its label;
 /// `None` for any other key or kind.
 pub fn reaction_answer(item: &QuestionItem, key: &str) -> Option<String> {
+    match (item.kind, yes_or_no(key)?) {
+        (InputKind::Toggle, true) => Some(TOGGLE_ON.into()),
+        (InputKind::Toggle, false) => Some(TOGGLE_OFF.into()),
+        (InputKind::Confirm, true) => Some(item.confirm_label().into()),
+        _ => None,
+    }
+}
+
+/// Whether a reaction key says yes (✅, ✔️, ☑️, 👍) or no (❌, ✖️, 👎); `None` for any other key.
+fn yes_or_no(key: &str) -> Option<bool> {
     let key = key.trim_end_matches('\u{fe0f}');
-    let yes = ["✅", "✔", "☑", "👍"].contains(&key);
-    let no = ["❌", "✖", "👎"].contains(&key);
-    match item.kind {
-        InputKind::Toggle if yes => Some(TOGGLE_ON.into()),
-        InputKind::Toggle if no => Some(TOGGLE_OFF.into()),
-        InputKind::Confirm if yes => Some(item.confirm_label().into()),
+    if ["✅", "✔", "☑", "👍"].contains(&key) {
+        Some(true)
+    } else if ["❌", "✖", "👎"].contains(&key) {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+/// Reads a person's answer on a question message ([`crate::convert`]'s action event: a poll
+/// response, [`POLL_ACTION`] with its answer ids joined by `,`; or a reaction, [`REACTION_ACTION`]
+/// with its key) back into FrogBot's shared [`QuestionControl`]:
+/// - a poll response is [`ControlAction::Options`], the revision its answer ids were drawn at
+///   (an empty response — the vote taken back — names none); FrogBot's engine keeps a
+///   `multiple` poll's response as the checked options until ✅, a one-choice poll's first
+///   answer counts;
+/// - a keycap (or plain number) reaction is [`ControlAction::Option`], ✅ (✔️, ☑️, 👍)
+///   [`ControlAction::Yes`] and ❌ (✖️, 👎) [`ControlAction::No`], with no revision.
+///
+/// Matrix controls do not name their question: the message they are on does (FrogBot posts one
+/// message per question, its index in [`frogbot_model::QuestionMessage::question`]), so
+/// `question` is `None`. `None` for any other action, an answer id not made by [`answer_id`], or
+/// another reaction (an event button's key, an emoji).
+///
+/// ```
+/// use frogbot_matrix::{ids, render};
+/// use frogbot_model::{ActionEvent, ControlAction, QuestionInput, QuestionOutcome};
+/// use matrix_sdk::ruma::EventId;
+///
+/// let input: QuestionInput = serde_json::from_value(serde_json::json!({"questions": [{
+///     "header": "Pond", "question": "Which pond?", "options": [{"label": "Lily"}, {"label": "Mill"}]
+/// }]}))
+/// .unwrap();
+/// let root = EventId::parse("$root").unwrap();
+/// let (_, poll) = render::poll_start(&input, 0, &root, render::PollEvents::Stable, 0, None).unwrap();
+/// // The answer id of "Mill", as a poll response sends it back.
+/// let mill = poll.pointer("/m.poll/answers/1/m.id").unwrap().as_str().unwrap();
+/// let vote = ActionEvent {
+///     action_id: ids::POLL_ACTION.into(),
+///     value: Some(mill.to_owned()),
+///     message_id: "!r:example.org|$poll".into(),
+///     user: Default::default(),
+///     trigger_id: None,
+///     raw: serde_json::Value::Null,
+/// };
+/// let control = ids::read_control(&vote).unwrap();
+/// assert_eq!(control.action, ControlAction::Options(vec![1]));
+/// assert!(matches!(control.outcome(&input, 0), Some(QuestionOutcome::Answered(_))));
+/// ```
+pub fn read_control(event: &ActionEvent) -> Option<QuestionControl> {
+    let value = event.value.as_deref().unwrap_or_default();
+    match event.action_id.as_str() {
+        POLL_ACTION => {
+            let answers = value
+                .split(',')
+                .filter(|s| !s.is_empty())
+                .map(parse_answer_id)
+                .collect::<Option<Vec<_>>>()?;
+            let revision = answers.first().map(|a| a.revision);
+            let picks = answers.iter().map(|a| a.option).collect();
+            Some(QuestionControl::new(
+                revision,
+                None,
+                ControlAction::Options(picks),
+            ))
+        }
+        REACTION_ACTION => {
+            let action = match reaction_option(value) {
+                Some(o) => ControlAction::Option(o),
+                None if yes_or_no(value)? => ControlAction::Yes,
+                None => ControlAction::No,
+            };
+            Some(QuestionControl::new(None, None, action))
+        }
         _ => None,
     }
 }
@@ -241,5 +325,123 @@ mod tests {
         assert_eq!(reaction_keys(InputKind::Toggle), &[YES_KEY, NO_KEY]);
         assert_eq!(reaction_keys(InputKind::Confirm), &[YES_KEY]);
         assert!(reaction_keys(InputKind::Choice).is_empty());
+    }
+}
+
+#[cfg(test)]
+mod read_back_tests {
+    use frogbot_model::{
+        ActionEvent, ControlAction, QuestionControl, QuestionInput, QuestionOutcome,
+    };
+    use matrix_sdk::ruma::EventId;
+    use proptest::prelude::*;
+    use serde_json::{Value, json};
+
+    use super::{
+        KEYCAPS, NO_KEY, POLL_ACTION, REACTION_ACTION, YES_KEY, answer_id, event_key, read_control,
+    };
+    use crate::render::{PollEvents, poll_start};
+
+    fn event(action: &str, value: &str) -> ActionEvent {
+        ActionEvent {
+            action_id: action.to_owned(),
+            value: Some(value.to_owned()),
+            message_id: "!r:x|$p".into(),
+            user: Default::default(),
+            trigger_id: None,
+            raw: Value::Null,
+        }
+    }
+
+    /// Every poll answer id (`m.id` / `id`) of a poll start's content.
+    fn answer_ids(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::Object(m) => {
+                for key in ["m.id", "id"] {
+                    if let Some(Value::String(id)) = m.get(key) {
+                        out.push(id.clone());
+                    }
+                }
+                m.values().for_each(|v| answer_ids(v, out));
+            }
+            Value::Array(a) => a.iter().for_each(|v| answer_ids(v, out)),
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn poll_answers_read_back_and_settle() {
+        let input: QuestionInput = serde_json::from_value(json!({"questions": [{
+            "header": "Pond", "question": "?", "options": [{"label": "a"}, {"label": "b"}]
+        }]}))
+        .unwrap();
+        let root = EventId::parse("$root").unwrap();
+        for events in [PollEvents::Stable, PollEvents::Unstable] {
+            let (_, content) = poll_start(&input, 0, &root, events, 5, None).unwrap();
+            let mut ids = Vec::new();
+            answer_ids(&content, &mut ids);
+            assert_eq!(ids, [answer_id(5, 0), answer_id(5, 1)], "{content}");
+            let read: Vec<QuestionControl> = ids
+                .iter()
+                .map(|id| read_control(&event(POLL_ACTION, id)).unwrap())
+                .collect();
+            assert_eq!(read[1].action, ControlAction::Options(vec![1]));
+            assert_eq!(read[1].revision, Some(5));
+            let Some(QuestionOutcome::Answered(out)) = read[1].outcome(&input, 5) else {
+                panic!("an answer");
+            };
+            assert_eq!(out.answers[0].selected, ["b"]);
+            assert_eq!(read[1].outcome(&input, 6), None);
+        }
+        let both = read_control(&event(POLL_ACTION, "r2o0,r2o1")).unwrap();
+        assert_eq!(both.action, ControlAction::Options(vec![0, 1]));
+        let none = read_control(&event(POLL_ACTION, "")).unwrap();
+        assert_eq!(
+            (none.revision, none.action),
+            (None, ControlAction::Options(vec![]))
+        );
+        assert_eq!(read_control(&event(POLL_ACTION, "r2o0,x")), None);
+    }
+
+    #[test]
+    fn reactions_read_back() {
+        for (i, key) in KEYCAPS.iter().enumerate() {
+            let read = read_control(&event(REACTION_ACTION, key)).unwrap();
+            assert_eq!(
+                (read.revision, read.action),
+                (None, ControlAction::Option(i))
+            );
+        }
+        assert_eq!(
+            read_control(&event(REACTION_ACTION, YES_KEY))
+                .unwrap()
+                .action,
+            ControlAction::Yes
+        );
+        assert_eq!(
+            read_control(&event(REACTION_ACTION, "👍")).unwrap().action,
+            ControlAction::Yes
+        );
+        assert_eq!(
+            read_control(&event(REACTION_ACTION, NO_KEY))
+                .unwrap()
+                .action,
+            ControlAction::No
+        );
+        assert_eq!(read_control(&event(REACTION_ACTION, "😂")), None);
+        assert_eq!(
+            read_control(&event(REACTION_ACTION, &event_key("Retry", 1, 0))),
+            None
+        );
+        assert_eq!(read_control(&event("other", "r0o1")), None);
+    }
+
+    proptest! {
+        #[test]
+        fn every_answer_id_reads_back(revision in any::<u64>(), option in any::<usize>()) {
+            let read = read_control(&event(POLL_ACTION, &answer_id(revision, option))).unwrap();
+            prop_assert_eq!(read.revision, Some(revision));
+            prop_assert_eq!(read.action, ControlAction::Options(vec![option]));
+        }
     }
 }

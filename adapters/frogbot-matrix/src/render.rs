@@ -645,7 +645,25 @@ fn with_body(mut content: Value, text: &str) -> Value {
 }
 
 /// The poll start of question `q` (which must have options) in the thread on `root`, its answer
-/// ids drawn at `revision` of the question set, the expiry line `open` in its question and text.
+/// ids drawn at `revision` of the question set, the expiry line `open` in its question and text:
+/// the event type and content to send (`Room::send_raw`). A poll response names its answer ids,
+/// read back with [`crate::ids::read_control`].
+///
+/// ```
+/// use frogbot_matrix::render::{self, PollEvents};
+/// use frogbot_model::QuestionInput;
+/// use matrix_sdk::ruma::EventId;
+///
+/// let input: QuestionInput = serde_json::from_value(serde_json::json!({"questions": [{
+///     "header": "Pond", "question": "Which pond?", "options": [{"label": "Lily"}, {"label": "Mill"}]
+/// }]}))
+/// .unwrap();
+/// let root = EventId::parse("$root").unwrap();
+/// let (kind, poll) = render::poll_start(&input, 0, &root, PollEvents::Stable, 3, None).unwrap();
+/// assert_eq!(kind, "m.poll.start");
+/// // Answer ids `r{revision}o{option}`.
+/// assert_eq!(poll["m.poll"]["answers"][1]["m.id"], "r3o1");
+/// ```
 pub fn poll_start(
     input: &QuestionInput,
     q: usize,

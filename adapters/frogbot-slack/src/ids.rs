@@ -7,7 +7,12 @@
 //! `fb1:e:{block}:{button}` ([`event_action_id`]). A Slack message is `"{channel}:{ts}"`, a
 //! thread `"{channel}:{thread_ts}"` (the thread's root ts, or the message's own ts when it starts
 //! a thread).
+//!
+//! [`read_control`] reads a click on any of these controls back into FrogBot's shared control
+//! vocabulary, [`frogbot_model::QuestionControl`] (the same for every adapter; the wire format
+//! above is this adapter's own and stays as it is, for stored questions and live buttons).
 
+use frogbot_model::{ActionEvent, ControlAction, QuestionControl};
 use serde::{Deserialize, Serialize};
 
 use crate::Error;
@@ -113,6 +118,65 @@ impl ActionRef {
             revision,
         })
     }
+}
+
+/// Reads a click on a question control ([`crate::convert::interaction_from_payload`]'s
+/// `block_actions` event: its `action_id`, and its `value` — a select's chosen option, a checkbox
+/// group's checked options joined by `,`) back into FrogBot's shared [`QuestionControl`]: a
+/// button is [`ControlAction::Option`], a single select too (its option comes in the value), a
+/// checkbox group's change [`ControlAction::Check`], Submit [`ControlAction::Submit`], "Other…" /
+/// "Answer…" [`ControlAction::OpenForm`], a confirm's button [`ControlAction::Yes`], Skip
+/// [`ControlAction::Skip`] (set-wide: question 0). `None` for any other action id (an event
+/// button, Stop, another app's) or a value that is not an option index.
+///
+/// ```
+/// use frogbot_model::{ActionEvent, ControlAction, Progress, QuestionInput, QuestionOutcome};
+/// use frogbot_slack::{ids, render};
+///
+/// let input: QuestionInput = serde_json::from_value(serde_json::json!({"questions": [{
+///     "header": "Env", "question": "Where?", "options": [{"label": "staging"}, {"label": "prod"}]
+/// }]}))
+/// .unwrap();
+/// let blocks = render::question_blocks_for(&input, 0, &Progress::from_state(&input, None));
+/// // The second button of the question's actions block: "prod".
+/// let blocks = serde_json::to_value(&blocks).unwrap();
+/// let prod = blocks.pointer("/1/elements/1/action_id").unwrap().as_str().unwrap();
+/// let click = ActionEvent {
+///     action_id: prod.to_owned(),
+///     value: Some("1".into()),
+///     message_id: "C1:1.2".into(),
+///     user: Default::default(),
+///     trigger_id: None,
+///     raw: serde_json::Value::Null,
+/// };
+/// let control = ids::read_control(&click).unwrap();
+/// assert_eq!(control.action, ControlAction::Option(1));
+/// assert!(matches!(control.outcome(&input, 0), Some(QuestionOutcome::Answered(_))));
+/// ```
+pub fn read_control(event: &ActionEvent) -> Option<QuestionControl> {
+    let a = ActionRef::decode(&event.action_id)?;
+    let value = event.value.as_deref();
+    let action = match a.kind {
+        ActionKind::Choose | ActionKind::Select => {
+            ControlAction::Option(a.option.or_else(|| value?.parse().ok())?)
+        }
+        ActionKind::Toggle => ControlAction::Check(match value {
+            None | Some("") => Vec::new(),
+            Some(v) => v
+                .split(',')
+                .map(|s| s.trim().parse().ok())
+                .collect::<Option<_>>()?,
+        }),
+        ActionKind::Submit => ControlAction::Submit,
+        ActionKind::Other => ControlAction::OpenForm,
+        ActionKind::Skip => ControlAction::Skip,
+        ActionKind::Confirm => ControlAction::Yes,
+    };
+    Some(QuestionControl::new(
+        Some(a.revision),
+        Some(a.question),
+        action,
+    ))
 }
 
 /// The input ids of the modal: `fb1:m:{question}:pick` (a choice's options; a toggle's or a
@@ -291,5 +355,158 @@ mod tests {
             ..skip
         };
         assert!(worst.encode().len() <= 255);
+    }
+}
+
+#[cfg(test)]
+mod read_back_tests {
+    use frogbot_model::{
+        ActionEvent, ControlAction, Progress, QuestionControl, QuestionInput, QuestionOutcome,
+    };
+    use proptest::prelude::*;
+    use serde_json::{Value, json};
+
+    use super::{ActionKind, ActionRef, read_control};
+    use crate::render;
+
+    fn input(items: Value) -> QuestionInput {
+        serde_json::from_value(json!({ "questions": items })).unwrap()
+    }
+
+    fn click(action_id: &str, value: Option<&str>) -> ActionEvent {
+        ActionEvent {
+            action_id: action_id.to_owned(),
+            value: value.map(str::to_owned),
+            message_id: "C1:1.2".into(),
+            user: Default::default(),
+            trigger_id: None,
+            raw: Value::Null,
+        }
+    }
+
+    /// Every (action_id, value) of the rendered blocks, in order.
+    fn controls(v: &Value, out: &mut Vec<(String, Option<String>)>) {
+        match v {
+            Value::Object(m) => {
+                if let Some(Value::String(id)) = m.get("action_id") {
+                    out.push((
+                        id.clone(),
+                        m.get("value").and_then(Value::as_str).map(str::to_owned),
+                    ));
+                }
+                m.values().for_each(|v| controls(v, out));
+            }
+            Value::Array(a) => a.iter().for_each(|v| controls(v, out)),
+            _ => {}
+        }
+    }
+
+    fn drawn(input: &QuestionInput, revision: u64) -> Vec<QuestionControl> {
+        let blocks =
+            render::question_blocks_for(input, revision, &Progress::from_state(input, None));
+        let mut found = Vec::new();
+        controls(&serde_json::to_value(&blocks).unwrap(), &mut found);
+        found
+            .iter()
+            .map(|(id, value)| read_control(&click(id, value.as_deref())).expect(id))
+            .collect()
+    }
+
+    #[test]
+    fn rendered_controls_read_back_and_settle() {
+        let choice = input(json!([{"header": "Env", "question": "?",
+            "options": [{"label": "staging"}, {"label": "prod"}]}]));
+        let read = drawn(&choice, 3);
+        let actions: Vec<_> = read.iter().map(|c| c.action.clone()).collect();
+        assert_eq!(
+            actions,
+            [
+                ControlAction::Option(0),
+                ControlAction::Option(1),
+                ControlAction::Skip
+            ]
+        );
+        assert!(read.iter().all(|c| c.revision == Some(3)));
+        let Some(QuestionOutcome::Answered(out)) = read[1].outcome(&choice, 3) else {
+            panic!("an answer");
+        };
+        assert_eq!(out.answers[0].selected, ["prod"]);
+        assert_eq!(
+            read[2].outcome(&choice, 3),
+            Some(QuestionOutcome::Dismissed)
+        );
+
+        let confirm = input(json!([{"header": "Go", "question": "?", "kind": "confirm",
+            "label": "Ship"}]));
+        let read = drawn(&confirm, 0);
+        assert_eq!(read[0].action, ControlAction::Yes);
+        let Some(QuestionOutcome::Answered(out)) = read[0].outcome(&confirm, 0) else {
+            panic!("an answer");
+        };
+        assert_eq!(out.answers[0].selected, ["Ship"]);
+    }
+
+    #[test]
+    fn checkboxes_and_selects_read_their_values() {
+        let multiple = input(json!([{"header": "M", "question": "?", "multiple": true,
+            "options": [{"label": "a"}, {"label": "b"}]}]));
+        let read = drawn(&multiple, 1);
+        assert!(
+            read.iter().any(|c| c.action == ControlAction::Submit),
+            "{read:?}"
+        );
+        let toggle = ActionRef {
+            kind: ActionKind::Toggle,
+            question: 0,
+            option: None,
+            revision: 1,
+        };
+        assert_eq!(
+            read_control(&click(&toggle.encode(), Some("0,1")))
+                .unwrap()
+                .action,
+            ControlAction::Check(vec![0, 1])
+        );
+        assert_eq!(read_control(&click(&toggle.encode(), Some("x"))), None);
+        let select = ActionRef {
+            kind: ActionKind::Select,
+            question: 0,
+            option: None,
+            revision: 1,
+        };
+        assert_eq!(
+            read_control(&click(&select.encode(), Some("1")))
+                .unwrap()
+                .action,
+            ControlAction::Option(1)
+        );
+        assert_eq!(read_control(&click(&select.encode(), None)), None);
+        assert_eq!(read_control(&click("fb1:e:1:2", None)), None);
+    }
+
+    fn kind() -> impl Strategy<Value = ActionKind> {
+        prop_oneof![
+            Just(ActionKind::Choose),
+            Just(ActionKind::Submit),
+            Just(ActionKind::Other),
+            Just(ActionKind::Skip),
+            Just(ActionKind::Confirm),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn every_action_id_reads_back(
+            revision in any::<u64>(), question in any::<usize>(), option in any::<usize>(), kind in kind()
+        ) {
+            let option = (kind == ActionKind::Choose).then_some(option);
+            let a = ActionRef { kind, question, option, revision };
+            let read = read_control(&click(&a.encode(), None)).unwrap();
+            prop_assert_eq!(read.revision, Some(revision));
+            prop_assert_eq!(read.question, Some(question));
+            if let Some(o) = option {
+                prop_assert_eq!(read.action, ControlAction::Option(o));
+            }
+        }
     }
 }

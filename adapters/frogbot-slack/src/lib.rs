@@ -11,7 +11,7 @@
 //!   (every input kind: choice, text, number, toggle, confirm; the expiry line); an agent message
 //!   (title, text, table / progress / image / code / fields / app / unknown blocks, event
 //!   buttons) → Block Kit messages ([`render::agent_message`]);
-//! - [`format`]: pure — the model's Markdown → Slack `mrkdwn`, split into messages;
+//! - [`format`](mod@format): pure — the model's Markdown → Slack `mrkdwn`, split into messages;
 //! - [`client`]: the [`SlackApi`] trait the hooks call, [`SlackWebApi`] over slack-morphism's
 //!   client (a recording one for unit tests is `testing::RecordingSlack`, feature `testing`);
 //! - [`questions`]: [`SlackQuestions`], FrogBot's

@@ -18,7 +18,7 @@
 //!
 //! Typed thread replies answer too, in sets of any size: a reply answers the first question still
 //! unanswered, or the question it names by number (`2: blue`); `skip` or `/skip` dismisses the
-//! call (see [`parse_reply`]).
+//! call (see `parse_reply`).
 
 use async_trait::async_trait;
 use frogbot_model::BoxError;

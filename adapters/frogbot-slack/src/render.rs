@@ -668,7 +668,23 @@ fn skip_button(revision: u64) -> SlackBlockButtonElement {
 }
 
 /// The blocks of the message for a question set, at `revision` with `progress`: each
-/// question's section and controls, then the "Skip" button in an actions block of its own.
+/// question's section and controls, then the "Skip" button in an actions block of its own. Its
+/// controls' `action_id`s read back with [`crate::ids::read_control`].
+///
+/// ```
+/// use frogbot_model::{Progress, QuestionInput};
+/// use frogbot_slack::render;
+///
+/// let input: QuestionInput = serde_json::from_value(serde_json::json!({"questions": [{
+///     "header": "Env", "question": "Where?", "options": [{"label": "staging"}, {"label": "prod"}]
+/// }]}))
+/// .unwrap();
+/// let progress = Progress::from_state(&input, None);
+/// let blocks = serde_json::to_value(render::question_blocks_for(&input, 0, &progress)).unwrap();
+/// // The question's section, its buttons, then Skip.
+/// assert_eq!(blocks[1]["elements"][1]["text"]["text"], "prod");
+/// assert_eq!(blocks[1]["elements"][1]["action_id"], "fb1:b:0:1:0");
+/// ```
 pub fn question_blocks_for(
     input: &QuestionInput,
     revision: u64,

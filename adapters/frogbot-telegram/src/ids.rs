@@ -10,7 +10,12 @@
 //! `root`. The separator `~` never occurs in the other forms (a chat id is an integer, a topic
 //! follows a `:`), so the private chat's own thread (`{chat}`, the person's conversation with the
 //! model) and each agent conversation in it are different FrogBot chats.
+//!
+//! [`read_control`] reads a click on any of these controls back into FrogBot's shared control
+//! vocabulary, [`frogbot_model::QuestionControl`] (the same for every adapter; the wire format
+//! above is this adapter's own and stays as it is, for stored questions and live buttons).
 
+use frogbot_model::{ActionEvent, ControlAction, QuestionControl};
 use teloxide::types::{ChatId, Message, MessageId, ThreadId};
 
 use crate::Error;
@@ -102,6 +107,57 @@ impl Token {
             None => Token::decode(action_id),
         }
     }
+}
+
+impl From<Token> for QuestionControl {
+    /// The shared vocabulary's name for a button: an option is [`ControlAction::Option`], Done and
+    /// "Send answers" [`ControlAction::Submit`], a confirm's button and a lone toggle's On
+    /// [`ControlAction::Yes`], its Off [`ControlAction::No`], a set's ✓/✗ switch
+    /// [`ControlAction::Flip`], Skip [`ControlAction::Skip`].
+    fn from(t: Token) -> Self {
+        let action = match t.pick {
+            Pick::Option(o) => ControlAction::Option(o),
+            Pick::Done | Pick::Send => ControlAction::Submit,
+            Pick::Skip => ControlAction::Skip,
+            Pick::Confirm | Pick::Set(true) => ControlAction::Yes,
+            Pick::Set(false) => ControlAction::No,
+            Pick::Flip => ControlAction::Flip,
+        };
+        QuestionControl::new(Some(t.revision), Some(t.question), action)
+    }
+}
+
+/// Reads a click on a question button ([`crate::convert::action`]'s event: the callback data
+/// split into `action_id` and `value`, or whole in `action_id`) back into FrogBot's shared
+/// [`QuestionControl`]; `None` for any other callback data (an event button, Stop, another
+/// bot's).
+///
+/// ```
+/// use frogbot_model::{ActionEvent, ControlAction, Progress, QuestionInput, QuestionOutcome};
+/// use frogbot_telegram::{ids, render};
+///
+/// let input: QuestionInput = serde_json::from_value(serde_json::json!({"questions": [{
+///     "header": "Pond", "question": "Which pond?", "options": [{"label": "Lily"}, {"label": "Mill"}]
+/// }]}))
+/// .unwrap();
+/// let keyboard = render::keyboard(&input, 0, 0, &Progress::from_state(&input, None));
+/// let keyboard = serde_json::to_value(&keyboard).unwrap();
+/// // The callback data of the "Mill" button, as Telegram sends it back.
+/// let data = keyboard.pointer("/inline_keyboard/1/0/callback_data").unwrap().as_str().unwrap();
+/// let click = ActionEvent {
+///     action_id: data.to_owned(),
+///     value: None,
+///     message_id: "-100:5".into(),
+///     user: Default::default(),
+///     trigger_id: None,
+///     raw: serde_json::Value::Null,
+/// };
+/// let control = ids::read_control(&click).unwrap();
+/// assert_eq!(control.action, ControlAction::Option(1));
+/// assert!(matches!(control.outcome(&input, 0), Some(QuestionOutcome::Answered(_))));
+/// ```
+pub fn read_control(event: &ActionEvent) -> Option<QuestionControl> {
+    Token::from_action(&event.action_id, event.value.as_deref()).map(QuestionControl::from)
 }
 
 /// The callback data of an agent message's event button: `e{block}:{button}` (the block's index
@@ -315,5 +371,130 @@ mod tests {
         }
         assert_eq!(Token::decode("q2:0:y").unwrap().pick, Pick::Set(true));
         assert_eq!(Token::decode("q2:0:a").unwrap().pick, Pick::Send);
+    }
+}
+
+#[cfg(test)]
+mod read_back_tests {
+    use frogbot_model::{
+        ActionEvent, ControlAction, Progress, QuestionControl, QuestionInput, QuestionOutcome,
+    };
+    use proptest::prelude::*;
+    use serde_json::{Value, json};
+
+    use super::{Pick, Token, read_control};
+    use crate::render;
+
+    fn input(items: Value) -> QuestionInput {
+        serde_json::from_value(json!({ "questions": items })).unwrap()
+    }
+
+    /// A click as `convert::action` splits callback data: `a:b` and the value `c`.
+    fn click(data: &str) -> ActionEvent {
+        let (action_id, value) = match data.rsplit_once(':') {
+            Some((a, v)) => (a.to_owned(), Some(v.to_owned())),
+            None => (data.to_owned(), None),
+        };
+        ActionEvent {
+            action_id,
+            value,
+            message_id: "-100:5".into(),
+            user: Default::default(),
+            trigger_id: None,
+            raw: Value::Null,
+        }
+    }
+
+    fn drawn(input: &QuestionInput, q: usize, revision: u64) -> Vec<QuestionControl> {
+        let keyboard = render::keyboard(input, q, revision, &Progress::from_state(input, None));
+        serde_json::to_value(&keyboard).unwrap()["inline_keyboard"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|row| row.as_array().unwrap().clone())
+            .filter_map(|b| {
+                b["callback_data"]
+                    .as_str()
+                    .map(|d| read_control(&click(d)).expect(d))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn rendered_buttons_read_back_and_settle() {
+        let choice = input(json!([{"header": "Pond", "question": "?",
+            "options": [{"label": "a"}, {"label": "b"}]}]));
+        let read = drawn(&choice, 0, 7);
+        let actions: Vec<_> = read.iter().map(|c| c.action.clone()).collect();
+        assert_eq!(
+            actions,
+            [
+                ControlAction::Option(0),
+                ControlAction::Option(1),
+                ControlAction::Skip
+            ]
+        );
+        assert!(
+            read.iter()
+                .all(|c| c.revision == Some(7) && c.question == Some(0))
+        );
+        let Some(QuestionOutcome::Answered(out)) = read[1].outcome(&choice, 7) else {
+            panic!("an answer");
+        };
+        assert_eq!(out.answers[0].selected, ["b"]);
+        assert_eq!(
+            read[2].outcome(&choice, 7),
+            Some(QuestionOutcome::Dismissed)
+        );
+        assert_eq!(read[1].outcome(&choice, 8), None);
+
+        let toggle = input(json!([{"header": "T", "question": "?", "kind": "toggle"}]));
+        let read = drawn(&toggle, 0, 0);
+        assert!(
+            read.iter().any(|c| c.action == ControlAction::Yes),
+            "{read:?}"
+        );
+        let on = read
+            .iter()
+            .find(|c| c.action == ControlAction::Yes)
+            .unwrap();
+        let Some(QuestionOutcome::Answered(out)) = on.outcome(&toggle, 0) else {
+            panic!("an answer");
+        };
+        assert_eq!(out.answers[0].selected, ["on"]);
+
+        let multiple = input(json!([{"header": "M", "question": "?", "multiple": true,
+            "options": [{"label": "a"}, {"label": "b"}]}]));
+        let read = drawn(&multiple, 0, 1);
+        assert!(
+            read.iter().any(|c| c.action == ControlAction::Submit),
+            "{read:?}"
+        );
+        assert_eq!(read[0].outcome(&multiple, 1), None);
+        assert_eq!(read_control(&click(super::STOP_DATA)), None);
+        assert_eq!(read_control(&click("e1:2")), None);
+    }
+
+    fn pick() -> impl Strategy<Value = Pick> {
+        prop_oneof![
+            any::<usize>().prop_map(Pick::Option),
+            Just(Pick::Done),
+            Just(Pick::Skip),
+            Just(Pick::Confirm),
+            Just(Pick::Flip),
+            any::<bool>().prop_map(Pick::Set),
+            Just(Pick::Send),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn every_token_reads_back(revision in any::<u64>(), question in any::<usize>(), pick in pick()) {
+            let token = Token { revision, question, pick };
+            let read = read_control(&click(&token.encode())).unwrap();
+            prop_assert_eq!(read.revision, Some(revision));
+            prop_assert_eq!(read.question, Some(question));
+            prop_assert_eq!(read, QuestionControl::from(token));
+        }
     }
 }

@@ -6,7 +6,7 @@
 //! [`ids`], [`convert`] and [`render`] are pure functions over teloxide's types, and [`questions`]
 //! ties them to FrogBot's [`ChannelQuestions`](frogbot_model::ChannelQuestions) hooks over a thin
 //! [`TelegramApi`] client ([`client`]), implemented for teloxide's [`Bot`](teloxide::Bot). With the
-//! `engine` feature, [`channel`](crate::channel) receives updates (long polling or webhook) into
+//! `engine` feature, [`channel`] receives updates (long polling or webhook) into
 //! FrogBot's engine and posts its replies: that is what `frogbot serve` runs for
 //! `[channels.telegram]`. With the `testing` feature, `testing` is a fake Telegram Bot API for
 //! tests.

@@ -333,7 +333,23 @@ fn button(text: &str, revision: u64, question: usize, pick: Pick) -> InlineKeybo
 /// The keyboard of question `q` at `revision`, by kind (see the module), last "Skip", which
 /// dismisses the whole call. A choice has one button per option ("✓ label" when selected, cut to
 /// [`MAX_BUTTON_TEXT`]), plus "Done" for `multiple`; a choice with more options than fit
-/// [`MAX_BUTTONS`] gets Skip alone, its options listed in the text ([`lists_options`]).
+/// [`MAX_BUTTONS`] gets Skip alone, its options listed in the text ([`lists_options`]). Its
+/// buttons' callback data read back with [`crate::ids::read_control`].
+///
+/// ```
+/// use frogbot_model::{Progress, QuestionInput};
+/// use frogbot_telegram::render;
+///
+/// let input: QuestionInput = serde_json::from_value(serde_json::json!({"questions": [{
+///     "header": "Pond", "question": "Which pond?", "options": [{"label": "Lily"}, {"label": "Mill"}]
+/// }]}))
+/// .unwrap();
+/// let keyboard = render::keyboard(&input, 0, 0, &Progress::from_state(&input, None));
+/// let keyboard = serde_json::to_value(keyboard).unwrap();
+/// // One row per option, then Skip; callback data `q{revision}:{question}:{option}`.
+/// assert_eq!(keyboard["inline_keyboard"][1][0]["text"], "Mill");
+/// assert_eq!(keyboard["inline_keyboard"][1][0]["callback_data"], "q0:0:1");
+/// ```
 pub fn keyboard(
     input: &QuestionInput,
     q: usize,

@@ -18,6 +18,61 @@
 //! What this crate must not do: name a platform SDK type (slack-morphism, serenity, teloxide,
 //! matrix-sdk), hold a platform-specific rule beyond a dialect's own escaping and marks (the
 //! dialects themselves live in the adapters), or talk to a store.
+//!
+//! A dialect and the two entry points, [`markdown::render`] and [`markdown::fit`]: a made-up
+//! platform that writes `*bold*`, `_italic_` and `~strike~`, links as `<url|text>`, and allows
+//! 40 characters a message.
+//!
+//! ```
+//! use frogbot_channel::markdown::{self, Dialect, Fit, Quote, Style};
+//!
+//! struct Chat;
+//!
+//! impl Dialect for Chat {
+//!     const QUOTE: Quote = Quote::Lines { prefix: "> ", blank: ">" };
+//!     const EAGER: bool = true;
+//!     const CODE_IN_MARKS: bool = true;
+//!     const BARE_AUTOLINKS: bool = false;
+//!
+//!     fn escape(&self, text: &str) -> String {
+//!         markdown::escape(text)
+//!     }
+//!     fn linkable(&self, url: &str) -> bool {
+//!         url.starts_with("https://")
+//!     }
+//!     fn mark(&self, style: Style) -> (&'static str, &'static str) {
+//!         match style {
+//!             Style::Strong => ("*", "*"),
+//!             Style::Emphasis => ("_", "_"),
+//!             Style::Strikethrough => ("~", "~"),
+//!         }
+//!     }
+//!     fn link(&self, url: &str, _bare: bool) -> (String, String) {
+//!         (format!("<{url}|"), ">".into())
+//!     }
+//!     fn code(&self, code: &str) -> String {
+//!         format!("`{}`", markdown::escape(code))
+//!     }
+//!     fn code_block(&self, _info: Option<&str>, code: &str) -> String {
+//!         format!("```\n{}\n```", markdown::escape(code))
+//!     }
+//! }
+//!
+//! let text = "# Ponds\n\n**Lily** & *Mill*, see [the map](https://example.org).\n\n- one\n- two";
+//! assert_eq!(
+//!     markdown::render(&Chat, text),
+//!     "*Ponds*\n\n*Lily* &amp; _Mill_, see <https://example.org|the map>.\n\n• one\n• two"
+//! );
+//!
+//! // A long reply, cut into messages of at most 40 characters as the platform shows them.
+//! let long = "A frog sat on a lily pad. ".repeat(6);
+//! let messages = markdown::fit(&long, 1000, |piece| {
+//!     let shown = markdown::render(&Chat, piece);
+//!     Fit::chars(shown.clone(), &shown, 40)
+//! });
+//! assert!(messages.len() > 1);
+//! assert!(messages.iter().all(|m| m.chars().count() <= 40));
+//! ```
 
 #[cfg(feature = "adapter")]
 mod adapter;

@@ -3,7 +3,8 @@
 //! backend).
 //!
 //! An adapter implements [`Harness`] over its fake platform (the hooks under test talk to the fake
-//! through the adapter's real client) and expands [`channel_questions_conformance!`] in a test
+//! through the adapter's real client) and expands
+//! [`channel_questions_conformance!`](crate::channel_questions_conformance) in a test
 //! file:
 //!
 //! ```ignore

@@ -138,7 +138,7 @@ pub trait ChannelQuestions: Send + Sync {
 
     /// After an answer or dismissal is recorded: replace the controls on every message of the call.
     /// `actor` is `None` when FrogBot closes a question whose earlier close was interrupted. A
-    /// dismissal reads [`skipped_text`]: "Skipped by <name>", or "Skipped." without an actor.
+    /// dismissal reads [`skipped_text`]: `Skipped by <name>`, or "Skipped." without an actor.
     async fn settled(
         &self,
         args: HookArgs<'_>,
@@ -187,7 +187,7 @@ pub const STALE_TEXT: &str =
 /// The label of the control that skips (dismisses) a question call.
 pub const SKIP_LABEL: &str = "Skip";
 
-/// How a skipped (dismissed) question reads once settled: "Skipped by <name>" with the actor's
+/// How a skipped (dismissed) question reads once settled: `Skipped by <name>` with the actor's
 /// name as the platform writes it (a mention, a display name), "Skipped." without one.
 pub fn skipped_text(by: Option<&str>) -> String {
     match by {

@@ -109,6 +109,14 @@ impl Interaction {
         }
     }
 
+    /// The button or menu event, for an [`Interaction::Action`].
+    pub fn as_action(&self) -> Option<&ActionEvent> {
+        match self {
+            Interaction::Action { event } => Some(event),
+            _ => None,
+        }
+    }
+
     /// The wire name of the kind.
     pub fn kind(&self) -> &'static str {
         match self {

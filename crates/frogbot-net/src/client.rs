@@ -345,8 +345,8 @@ impl GuardedClient {
     }
 
     /// A GET of `url`, redirects followed (each checked), up to the response's headers; read
-    /// the body with [`Response::body`]. Any status is an answer ([`Response::error_for_status`]
-    /// makes the others errors).
+    /// the body with [`Response::read_body`]. Any status is an answer
+    /// ([`Response::error_for_status`] makes the others errors).
     pub async fn get(&self, url: &str) -> Result<Response, FetchError> {
         let first = Url::parse(url).map_err(|e| FetchError::InvalidUrl(format!("{url:?}: {e}")))?;
         let deadline = Instant::now() + self.policy.timeout;
@@ -387,7 +387,7 @@ impl GuardedClient {
         }
     }
 
-    /// [`get`](Self::get) and [`Response::body`].
+    /// [`get`](Self::get) and [`Response::read_body`].
     pub async fn get_body(
         &self,
         url: &str,

@@ -39,8 +39,8 @@ pub struct StreamLimits {
     pub total: usize,
     /// Streams open at once per caller (anonymous callers count as one).
     pub per_user: usize,
-    /// How often a watched chat is read for other processes' changes (`None`: [`POLL`], or
-    /// [`POLL_WITH_PUSH`] when the store pushes changes).
+    /// How often a watched chat is read for other processes' changes (`None`: `POLL`, or
+    /// `POLL_WITH_PUSH` when the store pushes changes).
     pub poll: Option<Duration>,
 }
 

@@ -113,7 +113,7 @@ const POSTGRES_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Opens the store of `url` (applying migrations): `sqlite://PATH` (the embedded store, created
 /// when missing) or `postgres://…`. An unreachable PostgreSQL server fails within
-/// [`POSTGRES_CONNECT_TIMEOUT`], naming the host.
+/// `POSTGRES_CONNECT_TIMEOUT`, naming the host.
 pub async fn open_store(url: &str) -> Result<frogbot_core::store::DynStore, Error> {
     let failed = |source| Error::Database {
         url: redact(url),

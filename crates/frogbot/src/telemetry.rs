@@ -103,7 +103,7 @@ impl TraceExport {
 }
 
 /// The layer exporting the spans of `telemetry` (none without an endpoint, or without the `otlp`
-/// feature, where [`validate`] has refused the table already), and its handle. The requests to
+/// feature, where `validate` has refused the table already), and its handle. The requests to
 /// the collector run on `runtime`, which must outlive [`TraceExport::shutdown`].
 #[cfg_attr(not(feature = "otlp"), expect(unused_variables))]
 pub fn layer(

@@ -1,69 +1,34 @@
-//! discord-reuse: frogbot-discord's pure `ids`, `convert` and `render` inside a plain serenity
-//! bot — frogbot-discord without its `engine` feature and frogbot-model only: no FrogBot engine,
-//! no database.
-//!
-//! Run it:
-//!
-//!     DISCORD_TOKEN=... cargo run -p discord-reuse
-//!
-//! (the bot needs the MESSAGE CONTENT intent enabled in the Discord developer portal). Mention the
-//! bot in a channel with "ask": it posts a question with buttons. Clicking one acknowledges the
-//! click and prints the FrogBot `Interaction` it converts to; the bot then replaces the controls with
-//! the answer ("Skipped." for the Skip button), the same rendering FrogBot's question engine uses.
+//! discord-reuse: frogbot-discord's pure `convert`, `render` and `ids` in a plain serenity bot, no
+//! FrogBot engine, no database. `DISCORD_TOKEN=... cargo run -p discord-reuse` (with the MESSAGE
+//! CONTENT intent). "@bot ask" posts a question with buttons; a click is acknowledged, printed as
+//! the FrogBot `Interaction` it converts to, read back with `ids::read_control`, and the buttons
+//! give way to the answer ("Skipped." for Skip) as FrogBot's question engine draws it.
 
-use frogbot_discord::ids::{Control, ControlKind};
-use frogbot_discord::{convert, render};
-use frogbot_model::{
-    QuestionAnswer, QuestionCall, QuestionMessage, QuestionOutcome, QuestionOutput,
-};
-use serenity::all::{Context, EventHandler, GatewayIntents, Interaction, Message, Ready};
-use serenity::async_trait;
-use serenity::model::id::UserId;
-use std::sync::OnceLock;
+use frogbot_discord::{acknowledge, convert, ids, render};
+use frogbot_model::{QuestionCall, QuestionMessage};
+use serenity::all::{Client, Context, EventHandler, GatewayIntents, Interaction, Message, Ready};
 
 /// The bot's own user id, learnt from `ready` (this bot runs without serenity's cache).
-#[derive(Debug, Default)]
-struct Handler {
-    me: OnceLock<UserId>,
-}
+struct Handler(std::sync::OnceLock<serenity::all::UserId>);
 
-fn demo_call() -> QuestionCall {
-    serde_json::from_value(serde_json::json!({
-        "toolCallId": "demo",
-        "input": {"questions": [{
-            "header": "Pond",
-            "question": "Which pond should the frog visit?",
-            "options": [{"label": "Lily pond"}, {"label": "Mill pond"}, {"label": "Garden pond"}]
-        }]}
-    }))
-    .expect("a valid question")
-}
+const CALL: &str = r#"{"toolCallId": "demo", "input": {"questions": [{"header": "Pond",
+    "question": "Which pond should the frog visit?",
+    "options": [{"label": "Lily pond"}, {"label": "Mill pond"}, {"label": "Garden pond"}]}]}}"#;
 
-#[async_trait]
+#[serenity::async_trait]
 impl EventHandler for Handler {
     async fn ready(&self, _ctx: Context, ready: Ready) {
-        let _ = self.me.set(ready.user.id);
-        println!("connected as {}", ready.user.name);
+        let _ = self.0.set(ready.user.id);
     }
 
     async fn message(&self, ctx: Context, msg: Message) {
-        let Some(&me) = self.me.get() else {
-            return;
-        };
-        if convert::is_own_message(&msg, me) || !convert::mentions(&msg, me) {
-            return;
-        }
-        let thread = convert::thread_message(&msg);
-        println!(
-            "thread {} message: {:?}",
-            convert::thread_id(&msg),
-            thread.text
-        );
-        if convert::strip_mention(&msg.content, me) == "ask" {
-            let question = render::question_message(&demo_call(), 0, 0);
-            if let Err(e) = msg.channel_id.send_message(&ctx.http, question).await {
-                eprintln!("posting the question failed: {e}");
-            }
+        if let (Some(&me), Ok(call)) = (self.0.get(), serde_json::from_str(CALL))
+            && convert::mentions(&msg, me)
+            && !convert::is_own_message(&msg, me)
+            && convert::strip_mention(&msg.content, me) == "ask"
+        {
+            let question = render::question_message(&call, 0, 0);
+            let _ = msg.channel_id.send_message(&ctx.http, question).await;
         }
     }
 
@@ -71,59 +36,25 @@ impl EventHandler for Handler {
         let Interaction::Component(click) = &interaction else {
             return;
         };
-        if let Err(e) =
-            frogbot_discord::acknowledge(ctx.http.as_ref(), click.id, &click.token).await
-        {
-            eprintln!("acknowledging failed: {e}");
-        }
+        let _ = acknowledge(ctx.http.as_ref(), click.id, &click.token).await;
         let converted = convert::action(click);
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&converted).unwrap_or_default()
-        );
-        let call = demo_call();
-        let outcome = match Control::decode(&click.data.custom_id).map(|c| c.kind) {
-            Some(ControlKind::Option(i)) => {
-                let Some(option) = call.input.questions[0].options.get(i) else {
-                    return;
-                };
-                QuestionOutcome::Answered(QuestionOutput {
-                    answers: vec![QuestionAnswer {
-                        header: "Pond".into(),
-                        selected: vec![option.label.clone()],
-                    }],
-                })
-            }
-            // "Skip" dismisses the question.
-            Some(ControlKind::Skip) => QuestionOutcome::Dismissed,
-            _ => return,
-        };
-        let message = QuestionMessage {
-            id: click.message.id.to_string(),
-            posted_at: String::new(),
-            question: Some(0),
-        };
-        // FrogBot passes who answered (shown on a skip: "Skipped by …"); this demo does not.
-        let edit = render::settled_edit(&call, &message, &outcome, None);
-        if let Err(e) = ctx
-            .http
-            .edit_message(click.channel_id, click.message.id, &edit, vec![])
-            .await
-        {
-            eprintln!("settling failed: {e}");
+        println!("{converted:#?}");
+        let call: QuestionCall = serde_json::from_str(CALL).expect("a valid question");
+        // A pick of an option answers, "Skip" dismisses; anything else is not this question's.
+        let control = converted.as_action().and_then(ids::read_control);
+        if let Some(outcome) = control.and_then(|c| c.outcome(&call.input, 0)) {
+            let edit = render::settled_edit(&call, &QuestionMessage::default(), &outcome, None);
+            let (channel, message) = (click.channel_id, click.message.id);
+            let _ = ctx.http.edit_message(channel, message, &edit, vec![]).await;
         }
     }
 }
 
 #[tokio::main]
-async fn main() {
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let token = std::env::var("DISCORD_TOKEN").expect("set DISCORD_TOKEN");
     let intents = GatewayIntents::GUILD_MESSAGES | GatewayIntents::MESSAGE_CONTENT;
-    let mut client = serenity::Client::builder(token, intents)
-        .event_handler(Handler::default())
-        .await
-        .expect("a Discord client");
-    if let Err(e) = client.start().await {
-        eprintln!("client error: {e}");
-    }
+    let handler = Handler(std::sync::OnceLock::new());
+    let builder = Client::builder(token, intents);
+    Ok(builder.event_handler(handler).await?.start().await?)
 }

@@ -1,14 +1,16 @@
 //! How to run: `cargo run -p slack-reuse` (no network, no FrogBot engine, no database).
 //!
 //! Reuses `frogbot-slack`'s pure halves (no `engine` feature: no FrogBot engine, no runtime) in a
-//! plain slack-morphism setting (slack-morphism as `frogbot_slack` re-exports it): `render` draws a question
-//! as Block Kit blocks ready for `chat.postMessage`, and `convert` reads a Slack `block_actions`
-//! payload back as a FrogBot interaction. Swap the canned payload for what your own Slack endpoint
-//! receives, and send the blocks with your own `SlackClient`.
+//! plain slack-morphism setting (slack-morphism as `frogbot_slack` re-exports it): `render` draws
+//! a question as Block Kit blocks ready for `chat.postMessage`, `convert` reads a Slack
+//! `block_actions` payload back as a FrogBot interaction, and `ids::read_control` names its
+//! control in FrogBot's shared vocabulary (`QuestionControl`: revision, question, action), which
+//! settles the question. Swap the canned payload for what your own Slack endpoint receives, and
+//! send the blocks with your own `SlackClient`.
 
 use frogbot_model::{Interaction, Progress, QuestionInput};
 use frogbot_slack::convert::interaction_from_payload;
-use frogbot_slack::ids::ActionRef;
+use frogbot_slack::ids::read_control;
 use frogbot_slack::render::{fallback_text, question_blocks_for};
 use frogbot_slack::slack_morphism::prelude::*;
 use serde_json::json;
@@ -42,15 +44,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "channel": {"id": "C0123456789", "name": "ops"},
         "actions": [{"type": "button", "action_id": "fb1:b:0:1:0", "value": "1", "action_ts": "1700000150.000300"}]
     });
+    // Read back in FrogBot's shared control vocabulary, and settled as a one-tap answer.
     if let Some(Interaction::Action { event }) = interaction_from_payload(&payload)? {
-        let control = ActionRef::decode(&event.action_id);
-        let label = control
-            .and_then(|c| c.option)
-            .and_then(|o| input.questions[0].options.get(o))
-            .map(|o| o.label.as_str());
+        let control = read_control(&event);
+        let outcome = control.as_ref().and_then(|c| c.outcome(&input, 0));
         println!(
-            "{} picked {:?} on message {}",
-            event.user.id, label, event.message_id
+            "{} on message {}: {control:?} → {outcome:?}",
+            event.user.id, event.message_id
         );
     }
     Ok(())

@@ -61,7 +61,7 @@ impl Shared {
 }
 
 /// A fake Matrix homeserver on loopback, with one bot account (`@frogbot:fake.test`, password
-/// [`BOT_PASSWORD`]). It stops when dropped.
+/// [`BOT_PASSWORD`](super::BOT_PASSWORD)). It stops when dropped.
 #[derive(Debug)]
 pub struct FakeHomeserver {
     pub(super) url: String,

@@ -2,14 +2,17 @@
 //! of an [`InputKind`]), its output ([`QuestionOutput`]), their wire constants and serde helpers.
 //! The submodules hold the rest, their public items re-exported here: validation and building
 //! outputs (`validate`), reading typed replies (`reply`), the texts a person reads (`texts`), the
-//! stored record and outcomes (`record`) and the form locator codec (`modal`).
+//! stored record and outcomes (`record`), the form locator codec (`modal`) and what a control
+//! means on every platform (`control`).
 
+mod control;
 mod modal;
 mod record;
 mod reply;
 mod texts;
 mod validate;
 
+pub use control::*;
 pub use modal::*;
 pub use record::*;
 pub use reply::*;

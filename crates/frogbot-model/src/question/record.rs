@@ -83,7 +83,7 @@ impl<'de> Deserialize<'de> for QuestionOutcome {
 }
 
 /// One platform message that belongs to a question call.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct QuestionMessage {
     /// The platform's message id.

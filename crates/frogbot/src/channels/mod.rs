@@ -12,15 +12,15 @@
 //! updates of a streamed message, ≥ 200, default 1000), `context_messages` (how many earlier
 //! messages of a thread are read when the bot is first mentioned in it, default 50, 0: none) and
 //! `context_chars` (their budget in characters, default 8000). All but `users` and `allow` are
-//! read here ([`settings`]); the adapter's parser never sees them.
+//! read here (`settings`); the adapter's parser never sees them.
 //!
 //! Each channel is a cargo feature of this crate (`slack`, `discord`, `telegram`, `matrix`, all
 //! on by default); a table naming a channel whose feature was left out is refused
-//! ([`check_compiled`]) before anything else is read of it.
+//! (`check_compiled`) before anything else is read of it.
 //!
 //! serve holds every configured channel as a `Box<dyn frogbot_channel::Adapter>`: it registers
 //! `channel()` with the engine, mounts `routes()` under `/channels/<platform>/…` and calls
-//! `start()`. A channel whose platform serves one receiver at a time ([`single_receiver`]: Telegram
+//! `start()`. A channel whose platform serves one receiver at a time (`single_receiver`: Telegram
 //! polling, a Matrix account's sync) is started only while this process holds its role
 //! (`Engine::try_hold` → `RoleStore::try_hold`: a PostgreSQL session advisory lock on a connection
 //! of its own, or a lock file beside the SQLite file); a standby replica retries every
