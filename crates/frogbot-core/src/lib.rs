@@ -9,8 +9,8 @@
 //!   The backends are crates of their own: `frogbot-sqlite` (rusqlite, a writer thread that
 //!   group-commits) and `frogbot-postgres` (sqlx); the conformance suite every backend runs is
 //!   `frogbot-store-conformance`, a test-only crate.
-//! - [`agent`]: the turn engine, the question engine, and channels (the [`agent::Adapter`] trait
-//!   every channel adapter's engine glue implements).
+//! - [`agent`]: the turn engine, the question engine, and channels; [`agent::Engine`] implements
+//!   frogbot-channel's `ChannelEngine`, the one entry every adapter delivers into.
 //! - [`metrics`]: the engine's metric names (with their labels) and the helpers that record them
 //!   through the `metrics` facade — the engine, a metered store wrapper and the adapters' client
 //!   funnels call them; the binary chooses the exporter (this crate installs none).

@@ -1,5 +1,5 @@
 //! Receiving: the gateway (runs of shards, each a serenity `ShardManager` with the event
-//! handler, [`run_shards`]), the HTTP interactions endpoint (`POST /channels/discord/interactions`),
+//! handler, `run_shards`), the HTTP interactions endpoint (`POST /channels/discord/interactions`),
 //! and the per-thread ordering of what is handed to the engine.
 //!
 //! Acknowledgements (and the "Other…" / "Answer…" modals) are sent at once, outside any queue: Discord's 3 s

@@ -646,7 +646,7 @@ fn check_size(content: &Value) -> Result<(), BoxError> {
     Ok(())
 }
 
-/// Whether `e` is the homeserver's (or [`check_size`]'s) refusal of an event as too large
+/// Whether `e` is the homeserver's (or `check_size`'s) refusal of an event as too large
 /// (`413 M_TOO_LARGE`).
 pub fn is_too_large(e: &(dyn std::error::Error + 'static)) -> bool {
     let mut at: Option<&(dyn std::error::Error + 'static)> = Some(e);

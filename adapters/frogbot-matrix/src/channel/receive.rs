@@ -64,7 +64,7 @@ pub(super) fn sync_filter(limit: u32) -> Filter {
     Filter::FilterDefinition(def)
 }
 
-/// At most this many `/messages` pages (of [`GAP_PAGE`] events) fill one gap.
+/// At most this many `/messages` pages (of `GAP_PAGE` events) fill one gap.
 /// How many times `/members` is asked before a room's size counts as unknown.
 pub const MEMBERS_ATTEMPTS: u32 = 3;
 /// The wait after the first failed `/members` (then twice that, …).

@@ -70,7 +70,7 @@ pub struct Config {
     /// window. [`DEFAULT_MAX_PENDING`] by default.
     pub max_pending: usize,
     /// How long a Web API call waits for Slack's answer (30 s by default); see
-    /// [`SlackWebApi`](crate::SlackWebApi) for its retries.
+    /// [`SlackWebApi`] for its retries.
     pub api_timeout: Duration,
 }
 

@@ -1,5 +1,5 @@
-//! Receiving (feature `engine`): Bot API updates arrive by long polling ([`poll`], our own
-//! `getUpdates` loop) or on the webhook route [`WEBHOOK_PATH`] ([`webhook_router`]), and are
+//! Receiving (feature `engine`): Bot API updates arrive by long polling (`poll`, our own
+//! `getUpdates` loop) or on the webhook route [`WEBHOOK_PATH`] (`webhook_router`), and are
 //! handed to FrogBot's engine in order per thread: one queue (a tokio task fed by a channel) per
 //! thread, so the updates of a thread (a chat, or a forum topic) are handled one after another in
 //! arrival order while different threads run in parallel; a queue's task ends when it has been
@@ -29,7 +29,7 @@
 //! message that **replies to** a message of an agent conversation goes to that conversation (so
 //! to the agent's inbox); every other message in the private chat goes to the chat's own thread
 //! (`{chat}`, the conversation with the model), as before. Telegram's `reply_to_message` does not
-//! nest, so the message replied to, `X`, is looked up ([`agent_thread`]): a message the outbox
+//! nest, so the message replied to, `X`, is looked up (`agent_thread`): a message the outbox
 //! posted in (or routed to) an agent conversation lately, in this process
 //! ([`TelegramOutbox::agent_thread_of`]); else `X` is itself a root (the engine knows the thread
 //! `{chat}~{X}`); else `X` is the current message of a question asked in an agent conversation

@@ -59,7 +59,7 @@ impl Clock for ManualClock {
     }
 }
 
-/// This host's clock corrected to the database server's ([`OperationsStore::database_time`]): what
+/// This host's clock corrected to the database server's ([`OperationsStore::database_time`](crate::store::OperationsStore::database_time)): what
 /// every replica sharing a PostgreSQL database reads, so that a lease one replica writes is read
 /// against the same time by the others however far apart their hosts' clocks are.
 ///

@@ -449,7 +449,7 @@ impl Engine {
         })
     }
 
-    /// A handle on this engine for an adapter ([`frogbot_channel::Adapter::start`]).
+    /// A handle on this engine for an adapter (`frogbot_channel::Adapter::start` takes one).
     pub fn handle(&self) -> EngineHandle {
         EngineHandle::new(self.clone())
     }
