@@ -605,21 +605,28 @@ impl Receiver {
         {
             return Ok(());
         }
+        // What the log names of a click no question took (the interaction moves into the engine).
+        let click = match &interaction {
+            Interaction::Action { event } => {
+                Some((event.action_id.clone(), event.message_id.clone()))
+            }
+            _ => None,
+        };
         let out = self
             .engine
-            .interaction(PLATFORM, thread.as_deref(), interaction.clone())
+            .interaction(PLATFORM, thread.as_deref(), interaction)
             .await
             .map_err(|e| {
                 error!(error = %e, "Slack interaction could not be handled");
                 Failure::Retry(e.to_string())
             })?;
-        match (&out, &interaction) {
-            (InteractionOutcome::Ignored, Interaction::Action { event }) => warn!(
-                action_id = %event.action_id,
-                message = %event.message_id,
+        match (&out, click) {
+            (InteractionOutcome::Ignored, Some((action_id, message))) => warn!(
+                %action_id,
+                %message,
                 "Slack action belongs to no question; ignored"
             ),
-            (InteractionOutcome::Ignored, _) => {
+            (InteractionOutcome::Ignored, None) => {
                 warn!("Slack interaction belongs to no question; ignored")
             }
             _ => info!(outcome = ?out, "Slack interaction handled"),
