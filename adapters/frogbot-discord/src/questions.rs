@@ -36,6 +36,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use frogbot_channel::questions::settle_each;
 use frogbot_model::Notice;
 use frogbot_model::text::truncate;
 use frogbot_model::{
@@ -542,29 +543,23 @@ impl<A: DiscordApi> ChannelQuestions for DiscordQuestions<A> {
         outcome: &QuestionOutcome,
     ) -> Result<Option<QuestionChange>, BoxError> {
         let channel = channel_id(&args.thread.id)?;
-        let mut first_error = None;
-        for message in &args.question.messages {
-            let pages = render::settled_pages(args.call, message, outcome, actor);
-            let edit = serenity::builder::EditMessage::new()
-                .content(pages.first().cloned().unwrap_or_default())
-                .components(vec![]);
-            let result = match message_id(&message.id) {
-                Ok(id) => match self.api.edit_message(channel, id, &edit).await {
-                    // A settled view longer than one message goes on in replies to it (silent,
-                    // each under a nonce of its own: a retry posts none twice).
-                    Ok(()) => self.post_continuations(channel, id, &pages[1..]).await,
-                    Err(e) => Err(e),
-                },
-                Err(e) => Err(e),
-            };
-            if let Err(e) = result {
-                first_error.get_or_insert(e);
-            }
-        }
-        match first_error {
-            Some(e) => Err(e.into()),
-            None => Ok(None),
-        }
+        settle_each(
+            crate::PLATFORM,
+            &args.question.messages,
+            |message| async move {
+                let pages = render::settled_pages(args.call, message, outcome, actor);
+                let edit = serenity::builder::EditMessage::new()
+                    .content(pages.first().cloned().unwrap_or_default())
+                    .components(vec![]);
+                let id = message_id(&message.id)?;
+                self.api.edit_message(channel, id, &edit).await?;
+                // A settled view longer than one message goes on in replies to it (silent, each
+                // under a nonce of its own: a retry posts none twice).
+                self.post_continuations(channel, id, &pages[1..]).await
+            },
+        )
+        .await?;
+        Ok(None)
     }
 
     /// Tells the participant the notice (the body of `rejected`, `denied` and `stale`): an ephemeral

@@ -42,11 +42,7 @@ pub const EVENT_KEY_LABEL_CHARS: usize = 40;
 /// back without any state ([`event_key_indexes`]), after a restart or an edit alike; never a
 /// question's key (a keycap, a plain number, ✅ / ❌).
 pub fn event_key(label: &str, block: usize, button: usize) -> String {
-    let label: String = label
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    let label = frogbot_model::text::truncate(label.trim(), EVENT_KEY_LABEL_CHARS);
+    let label = frogbot_model::text::one_line(label, EVENT_KEY_LABEL_CHARS);
     format!("{label} #{block}.{button}")
 }
 

@@ -34,6 +34,7 @@
 //! already answered is stale.
 
 use async_trait::async_trait;
+use frogbot_channel::questions::settle_each;
 use frogbot_model::InputKind;
 use frogbot_model::Notice;
 use frogbot_model::{
@@ -574,57 +575,41 @@ impl<A: MatrixApi> ChannelQuestions for MatrixQuestions<A> {
             }
             None => None,
         };
-        let mut first_error: Option<BoxError> = None;
         let progress = Progress::of(input, args.question);
-        for m in &args.question.messages {
+        let (progress, by) = (&progress, by.as_deref());
+        settle_each(crate::PLATFORM, &args.question.messages, |m| async move {
             let q = m
                 .question
                 .filter(|&q| q < input.questions.len())
                 .unwrap_or(0);
-            let line = outcome_text(input, q, outcome, by.as_deref());
-            let result: Result<(), BoxError> = async {
-                let (room, event) = split_message_id(&m.id)?;
-                if !has_poll(&input.questions[q]) {
-                    let c = card_replacement(input, q, &event, &line)?;
-                    self.api.send(&room, c.0, c.1).await?;
-                } else {
-                    let c = poll_end(&event, &line, self.events)?;
-                    self.api.send(&room, c.0, c.1).await?;
-                    // A poll kept as drawn (a multiple choice picked in) keeps its answer ids,
-                    // so the votes the person's client shows stay counted.
-                    let revision = progress
-                        .drawn
-                        .get(&drawn_key(q))
-                        .copied()
-                        .unwrap_or(args.question.revision);
-                    let c = poll_replacement(
-                        input,
-                        q,
-                        &event,
-                        Some(&line),
-                        self.events,
-                        revision,
-                        None,
-                    )?;
-                    self.api.send(&room, c.0, c.1).await?;
-                }
-                // The ✅ / ❌ the bot placed to tap are controls: a settled question has none
-                // (looked up only where the bot placed some).
-                if !reactions(input, q, &event).is_empty() {
-                    self.take_off_own_reactions(&room, &event).await;
-                }
-                Ok(())
+            let line = outcome_text(input, q, outcome, by);
+            let (room, event) = split_message_id(&m.id)?;
+            if !has_poll(&input.questions[q]) {
+                let c = card_replacement(input, q, &event, &line)?;
+                self.api.send(&room, c.0, c.1).await?;
+            } else {
+                let c = poll_end(&event, &line, self.events)?;
+                self.api.send(&room, c.0, c.1).await?;
+                // A poll kept as drawn (a multiple choice picked in) keeps its answer ids,
+                // so the votes the person's client shows stay counted.
+                let revision = progress
+                    .drawn
+                    .get(&drawn_key(q))
+                    .copied()
+                    .unwrap_or(args.question.revision);
+                let c =
+                    poll_replacement(input, q, &event, Some(&line), self.events, revision, None)?;
+                self.api.send(&room, c.0, c.1).await?;
             }
-            .await;
-            if let Err(e) = result {
-                tracing::warn!(message = %m.id, error = %e, "could not settle a Matrix question message");
-                first_error.get_or_insert(e);
+            // The ✅ / ❌ the bot placed to tap are controls: a settled question has none
+            // (looked up only where the bot placed some).
+            if !reactions(input, q, &event).is_empty() {
+                self.take_off_own_reactions(&room, &event).await;
             }
-        }
-        match first_error {
-            Some(e) => Err(e),
-            None => Ok(None),
-        }
+            Ok::<(), BoxError>(())
+        })
+        .await?;
+        Ok(None)
     }
 
     /// Tells the participant the notice in the thread, mentioning them (replying to their message

@@ -933,29 +933,13 @@ fn json_len(s: &str) -> usize {
 /// callers keep items small).
 fn pack_items(items: Vec<(String, String)>, overhead: usize) -> Vec<Vec<(String, String)>> {
     let budget = crate::format::MAX_TEXT_BYTES.saturating_sub(overhead + 200);
-    let mut out = Vec::new();
-    let (mut cur, mut used) = (Vec::new(), 0);
-    for (body, html) in items {
-        let cost = json_len(&body) + json_len(&html);
-        if !cur.is_empty() && used + cost > budget {
-            out.push(std::mem::take(&mut cur));
-            used = 0;
-        }
-        used += cost;
-        cur.push((body, html));
-    }
-    if !cur.is_empty() {
-        out.push(cur);
-    }
-    out
+    frogbot_model::text::pack(items, budget, |(body, html), _| {
+        json_len(body) + json_len(html)
+    })
 }
 
 fn cell(s: &str) -> String {
-    let one: String = s
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    frogbot_model::text::truncate(one.trim(), MAX_TABLE_CELL)
+    frogbot_model::text::one_line(s, MAX_TABLE_CELL)
 }
 
 /// The `body` / HTML chunks a (non-image) block is drawn in, each within the event budget.

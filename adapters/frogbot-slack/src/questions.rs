@@ -21,6 +21,7 @@
 //! call (see `parse_reply`).
 
 use async_trait::async_trait;
+use frogbot_channel::questions::settle_each;
 use frogbot_model::BoxError;
 use frogbot_model::Notice;
 use frogbot_model::{
@@ -572,22 +573,14 @@ impl<A: SlackApi> ChannelQuestions for SlackQuestions<A> {
     ) -> Result<Option<QuestionChange>, BoxError> {
         let input = &args.call.input;
         let text = crate::render::outcome_text(input, outcome, actor);
-        let mut first_err: Option<Error> = None;
-        for m in &args.question.messages {
+        let text = &text;
+        settle_each(crate::PLATFORM, &args.question.messages, |m| async move {
             let blocks = settled_blocks(input, outcome, actor);
-            let res = match split_id(&m.id) {
-                Ok((channel, ts)) => self.api.update_message(channel, ts, blocks, &text).await,
-                Err(e) => Err(e),
-            };
-            if let Err(e) = res {
-                tracing::warn!(message = %m.id, error = %e, "could not close a Slack question message");
-                first_err.get_or_insert(e);
-            }
-        }
-        match first_err {
-            Some(e) => Err(e.into()),
-            None => Ok(None),
-        }
+            let (channel, ts) = split_id(&m.id)?;
+            self.api.update_message(channel, ts, blocks, text).await
+        })
+        .await?;
+        Ok(None)
     }
 
     /// Tells the person behind `interaction` the notice, privately in the thread

@@ -23,6 +23,7 @@
 
 use async_trait::async_trait;
 use chrono::SecondsFormat;
+use frogbot_channel::questions::settle_each;
 use frogbot_model::Notice;
 use frogbot_model::text::truncate;
 use frogbot_model::{
@@ -580,31 +581,21 @@ impl<A: TelegramApi> ChannelQuestions for TelegramQuestions<A> {
                 .filter(|n| !n.trim().is_empty())
                 .unwrap_or_else(|| i.user.id.clone())
         });
-        let mut first_error = None;
-        for m in &args.question.messages {
+        let (progress, by) = (&progress, by.as_deref());
+        settle_each(crate::PLATFORM, &args.question.messages, |m| async move {
             let prompt = progress.prompts.contains(&m.id);
             let text = match m.question.filter(|&q| q < input.questions.len()) {
-                Some(q) => settled_text(input, q, prompt, outcome, by.as_deref()),
-                None if is_card(input) => settled_card_text(input, outcome, by.as_deref()),
-                None => settled_text(input, 0, prompt, outcome, by.as_deref()),
+                Some(q) => settled_text(input, q, prompt, outcome, by),
+                None if is_card(input) => settled_card_text(input, outcome, by),
+                None => settled_text(input, 0, prompt, outcome, by),
             };
-            let result = match split_message_id(&m.id) {
-                Ok((chat, id)) => {
-                    self.api
-                        .edit_html(chat, id, &text, Some(no_keyboard()))
-                        .await
-                }
-                Err(e) => Err(e),
-            };
-            if let Err(e) = result {
-                tracing::warn!(message = %m.id, error = %e, "could not settle a Telegram question message");
-                first_error.get_or_insert(e);
-            }
-        }
-        match first_error {
-            Some(e) => Err(e.into()),
-            None => Ok(None),
-        }
+            let (chat, id) = split_message_id(&m.id)?;
+            self.api
+                .edit_html(chat, id, &text, Some(no_keyboard()))
+                .await
+        })
+        .await?;
+        Ok(None)
     }
 
     /// Tells the participant the notice (the body of `rejected`, `denied` and `stale`): a callback

@@ -38,7 +38,7 @@
 //! outcome ("⌛ Expired …" once it passed), the card for every answer.
 
 use chrono::{DateTime, Utc};
-use frogbot_model::text::truncate;
+use frogbot_model::text::{self, truncate};
 use frogbot_model::{
     ApprovalPages, InputKind, Progress, QuestionInput, QuestionItem, QuestionOutcome, SKIP_LABEL,
     TOGGLE_OFF, TOGGLE_ON, open_until_text, skipped_text,
@@ -886,48 +886,19 @@ pub fn event_row(index: usize, block: &Block) -> Vec<InlineKeyboardButton> {
         .collect()
 }
 
-/// Groups plain lines into chunks of at most `budget` characters (lines joined with `\n`); a
+/// Plain lines grouped into chunks of at most `budget` characters (lines joined with `\n`); a
 /// longer line is cut into pieces of `budget` characters.
 fn chunk_lines(lines: &[String], budget: usize) -> Vec<Vec<String>> {
     let budget = budget.max(1);
-    let mut out: Vec<Vec<String>> = Vec::new();
-    let mut cur: Vec<String> = Vec::new();
-    let mut len = 0;
-    let mut push = |line: String, cur: &mut Vec<String>, len: &mut usize| {
-        let n = line.chars().count();
-        let add = if cur.is_empty() { n } else { n + 1 };
-        if !cur.is_empty() && *len + add > budget {
-            out.push(std::mem::take(cur));
-            *len = 0;
-            *len += n;
-        } else {
-            *len += add;
-        }
-        cur.push(line);
-    };
-    for line in lines {
-        let chars: Vec<char> = line.chars().collect();
-        if chars.len() <= budget {
-            push(line.clone(), &mut cur, &mut len);
-        } else {
-            for part in chars.chunks(budget) {
-                push(part.iter().collect(), &mut cur, &mut len);
-            }
-        }
-    }
-    if !cur.is_empty() {
-        out.push(cur);
-    }
-    out
+    let pieces = lines.iter().flat_map(|l| text::split_exact(l, budget));
+    text::pack(pieces, budget, |line, first| {
+        line.chars().count() + usize::from(!first)
+    })
 }
 
 /// A cell as a `<pre>` table draws it: on one line, at most [`MAX_TABLE_CELL`] characters.
 fn table_cell(s: &str) -> String {
-    let one_line: String = s
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    truncate(one_line.trim(), MAX_TABLE_CELL)
+    text::one_line(s, MAX_TABLE_CELL)
 }
 
 /// A table as `<pre>` chunks of aligned columns, each with the header and at most [`MAX_TEXT`]

@@ -6,11 +6,15 @@
 //!   [`EngineHandle`]; FrogBot's engine (`frogbot-core`) implements it.
 //! - [`outbox`]: what an adapter gives the engine ([`Channel`]: question hooks, identity, access
 //!   check, and the [`ChannelOutbox`] that posts replies, streams, acks, edits and pins).
+//! - [`delivery`]: the one delivery loop every outbox runs — a message's pieces posted under
+//!   stable keys (nothing twice on a retry), edited in place, deleted — over the platform's
+//!   [`delivery::PostPieces`].
 //! - [`markdown`]: one walker over pulldown-cmark's events with a [`markdown::Dialect`] per
 //!   platform (Slack's `mrkdwn`, Telegram's HTML…), and [`markdown::fit`], the loop that cuts a
 //!   reply into messages within a platform's limit.
 //! - [`ThreadExecutor`]: one ordered queue per thread, which every adapter's receive path hands the
 //!   platform's deliveries to (a thread's events in order, threads in parallel).
+//! - [`questions`]: what the adapters' question hooks share beyond drawing ([`questions::settle_each`]).
 //! - [`retry`]: the one retry policy ([`RetryPolicy`], on backon) of every platform and model call.
 //! - [`metrics`]: the platform-call metrics every adapter's client records.
 //! - `Adapter` (feature `adapter`): the one shape a host (`frogbot serve`) drives any adapter by.
@@ -76,15 +80,18 @@
 
 #[cfg(feature = "adapter")]
 mod adapter;
+pub mod delivery;
 pub mod engine;
 mod executor;
 pub mod markdown;
 pub mod metrics;
 pub mod outbox;
+pub mod questions;
 pub mod retry;
 
 #[cfg(feature = "adapter")]
 pub use adapter::Adapter;
+pub use delivery::Delivery;
 pub use engine::{
     ChangeOutcome, ChannelEngine, EngineError, EngineHandle, EventOutcome, FormTarget, Incoming,
     InteractionOutcome, MessageOutcome, Received, STOP_REFUSED_TEXT, StopOutcome, channel_chat_id,
@@ -92,7 +99,7 @@ pub use engine::{
 };
 pub use executor::{Done, Outcome, ThreadExecutor};
 pub use outbox::{
-    AccessCheck, AllowAll, AllowList, AskPlace, Channel, ChannelOutbox, ChannelSettings, Delivery,
+    AccessCheck, AllowAll, AllowList, AskPlace, Channel, ChannelOutbox, ChannelSettings,
     DraftMessages, EditStream, FIRST_MESSAGE_WAIT, ReplyStream, ShownAcks,
 };
 pub use retry::{Retry, RetryPolicy};

@@ -4,6 +4,8 @@
 //! how it remembers the marks it shows ([`ShownAcks`]). Plain data and traits: it calls nothing.
 
 use async_trait::async_trait;
+
+use crate::delivery::{Deliver, Delivery};
 use std::sync::Arc;
 
 use frogbot_model::{
@@ -108,16 +110,29 @@ pub trait ChannelOutbox: Send + Sync {
     ///
     /// Returns the platform ids of the messages the reply is in, in order (those an earlier
     /// attempt posted too), so the agent can edit it later ([`ChannelOutbox::edit_posted`]);
-    /// empty when the outbox cannot tell. By default: [`ChannelOutbox::post_reply`], no ids.
+    /// empty when the outbox cannot tell. By default: the shared loop over
+    /// [`ChannelOutbox::delivery`] ([`crate::delivery::post_pieces`]), else
+    /// [`ChannelOutbox::post_reply`] with no ids.
     async fn deliver(
         &self,
         thread: &Thread,
         reply: &UiMessage,
         delivery: &Delivery,
     ) -> Result<Vec<String>, BoxError> {
-        let _ = delivery;
+        if let Some(d) = self.delivery() {
+            return d.deliver_text(thread, reply, delivery).await;
+        }
         self.post_reply(thread, reply).await?;
         Ok(Vec::new())
+    }
+
+    /// The outbox's delivery half, when it draws its messages as pieces the shared delivery
+    /// loops post ([`crate::delivery`]): then [`ChannelOutbox::deliver`],
+    /// [`ChannelOutbox::post_message`], [`ChannelOutbox::edit_posted`] and
+    /// [`ChannelOutbox::delete_posted`] run those loops by default. An outbox that implements
+    /// [`Draw`](crate::delivery::Draw) answers `Some(self)`. None by default.
+    fn delivery(&self) -> Option<&dyn Deliver> {
+        None
     }
 
     /// Marks the person's message `message_id` (the platform's id) in `thread` with `ack`,
@@ -185,7 +200,10 @@ pub trait ChannelOutbox: Send + Sync {
         message: &UiMessage,
         delivery: &Delivery,
     ) -> Result<Vec<String>, BoxError> {
-        self.deliver(thread, message, delivery).await
+        match self.delivery() {
+            Some(d) => d.deliver_drawn(thread, message, delivery).await,
+            None => self.deliver(thread, message, delivery).await,
+        }
     }
 
     /// Draws `message` again into the platform messages `posted` (what `post_message` returned),
@@ -194,16 +212,22 @@ pub trait ChannelOutbox: Send + Sync {
     /// message twice leaves the same result.
     async fn edit_posted(
         &self,
-        _thread: &Thread,
-        _posted: &[String],
-        _message: &UiMessage,
+        thread: &Thread,
+        posted: &[String],
+        message: &UiMessage,
     ) -> Result<Vec<String>, BoxError> {
-        Err("this channel does not edit messages".into())
+        match self.delivery() {
+            Some(d) => d.redraw(thread, posted, message).await,
+            None => Err("this channel does not edit messages".into()),
+        }
     }
 
     /// Deletes the platform messages `posted` (one already gone is not an error).
-    async fn delete_posted(&self, _thread: &Thread, _posted: &[String]) -> Result<(), BoxError> {
-        Err("this channel does not delete messages".into())
+    async fn delete_posted(&self, thread: &Thread, posted: &[String]) -> Result<(), BoxError> {
+        match self.delivery() {
+            Some(d) => d.delete_all(thread, posted).await,
+            None => Err("this channel does not delete messages".into()),
+        }
     }
 
     /// Pins (`pinned`) or unpins the platform message `message_id` in the thread's conversation
@@ -227,36 +251,6 @@ pub trait ChannelOutbox: Send + Sync {
         _limit: usize,
     ) -> Result<Vec<ThreadMessage>, BoxError> {
         Ok(Vec::new())
-    }
-}
-
-/// One reply's durable delivery, as [`ChannelOutbox::deliver`] sees it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Delivery {
-    /// The same on every attempt, in every process: `deliver:{chat}:{message}:{from}` (at most
-    /// 200 bytes of `A-Z a-z 0-9 _ - :`).
-    pub key: String,
-    /// 0 on the first attempt; from 1 an earlier attempt failed, and may have posted some pieces.
-    pub attempt: u32,
-}
-
-impl Delivery {
-    /// The first attempt of delivery `key`.
-    pub fn new(key: impl Into<String>) -> Self {
-        Self {
-            key: key.into(),
-            attempt: 0,
-        }
-    }
-
-    /// The key of the reply's piece `index` (0-based), stable like [`Delivery::key`].
-    pub fn piece_key(&self, index: usize) -> String {
-        format!("{}:{index}", self.key)
-    }
-
-    /// Whether an earlier attempt may have posted some pieces (look before posting).
-    pub fn is_retry(&self) -> bool {
-        self.attempt > 0
     }
 }
 

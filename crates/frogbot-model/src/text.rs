@@ -309,6 +309,45 @@ pub fn split_exact(text: &str, max: usize) -> Vec<String> {
     out
 }
 
+/// Groups `items`, in order, greedily into runs whose summed cost stays within `budget`:
+/// `cost(item, first)` is what the item adds to its run (`first`: it opens the run — no
+/// separator before it). An item over the budget alone is a run of its own. How a drawing packs
+/// whole lines (a table's rows) into the platform's messages; cutting text itself is [`split`]'s
+/// and [`split_exact`]'s.
+pub fn pack<T>(
+    items: impl IntoIterator<Item = T>,
+    budget: usize,
+    mut cost: impl FnMut(&T, bool) -> usize,
+) -> Vec<Vec<T>> {
+    let mut out = Vec::new();
+    let mut run: Vec<T> = Vec::new();
+    let mut used = 0;
+    for item in items {
+        let add = cost(&item, run.is_empty());
+        if !run.is_empty() && used + add > budget {
+            out.push(std::mem::take(&mut run));
+            used = cost(&item, true);
+        } else {
+            used += add;
+        }
+        run.push(item);
+    }
+    if !run.is_empty() {
+        out.push(run);
+    }
+    out
+}
+
+/// A table cell on one line: control characters (newlines, tabs) as spaces, trimmed, at most
+/// `max` characters ([`truncate`]).
+pub fn one_line(cell: &str, max: usize) -> String {
+    let line: String = cell
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    truncate(line.trim(), max)
+}
+
 /// `text` cut to at most `max` characters, an ellipsis marking a cut. A cut inside a fenced code
 /// block closes the block (within the limit) so the rest of the message still renders.
 pub fn truncate(text: &str, max: usize) -> String {
@@ -381,6 +420,25 @@ pub fn table_text(align: &[Alignment], rows: &[Vec<String>]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pack_fills_each_run_up_to_the_budget_in_order() {
+        let lines = ["aaaa", "bb", "cc", "dddddddddd", "e"];
+        // A line costs its length, plus one for the newline before it in its run.
+        let runs = pack(lines, 8, |l, first| l.len() + usize::from(!first));
+        assert_eq!(
+            runs,
+            [
+                vec!["aaaa", "bb"],
+                vec!["cc"],
+                vec!["dddddddddd"],
+                vec!["e"]
+            ],
+            "aaaa\nbb is 7; +cc would be 10; a line over the budget is a run alone"
+        );
+        assert!(pack(Vec::<&str>::new(), 8, |l, _| l.len()).is_empty());
+        assert_eq!(one_line(" a\tb\nc ", 10), "a b c");
+    }
 
     #[test]
     fn split_exact_gives_the_text_back_in_pieces_within_the_limit() {

@@ -27,9 +27,8 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use frogbot_channel::{
-    AskPlace, ChannelOutbox, Delivery, DraftMessages, EditStream, ReplyStream, ShownAcks,
-};
+use frogbot_channel::delivery::{Deliver, Draw, Edited, PieceAt, PostPieces, PostedMessages};
+use frogbot_channel::{AskPlace, ChannelOutbox, DraftMessages, EditStream, ReplyStream, ShownAcks};
 
 use frogbot_model::{Ack, BoxError, Thread, ThreadMessage, ThreadMessageMetadata, UiMessage};
 use serenity::all::ButtonStyle;
@@ -43,7 +42,7 @@ use crate::ids::{
     agent_thread_id, ask_nonce, channel_id, delivery_nonce, message_id as message_id_of,
     thread_root, user_id,
 };
-use crate::render::MESSAGE_LIMIT;
+use crate::render::{AgentPiece, MESSAGE_LIMIT};
 
 /// `create` posted in `thread`: in an agent conversation (`{dm}~{root}`), as a reply to its root
 /// (which may be gone: `fail_if_not_exists` false); elsewhere as it is.
@@ -258,6 +257,11 @@ impl<A: DiscordApi> std::fmt::Debug for DiscordOutbox<A> {
 
 #[async_trait]
 impl<A: DiscordApi> ChannelOutbox for DiscordOutbox<A> {
+    /// The shared delivery loops over this outbox's [`Draw`].
+    fn delivery(&self) -> Option<&dyn Deliver> {
+        Some(self)
+    }
+
     /// An ask to a thread (types 10, 11, 12) or a DM channel (1) is asked there; to a text or
     /// announcement channel (0, 5), `text` is posted there (idempotent on `key`: its nonce, with
     /// `enforce_nonce`) and the ask goes to the public thread started on it (its id is the
@@ -335,127 +339,6 @@ impl<A: DiscordApi> ChannelOutbox for DiscordOutbox<A> {
         Ok(())
     }
 
-    /// Posts the pieces of `reply` in order, each with the nonce of its piece key and
-    /// `enforce_nonce`: a piece an earlier attempt posted comes back instead of being posted
-    /// again. A failure stops at that piece; 429s, 5xx and network failures come back
-    /// [`Transient`](frogbot_model::Transient).
-    async fn deliver(
-        &self,
-        thread: &Thread,
-        reply: &UiMessage,
-        delivery: &Delivery,
-    ) -> Result<Vec<String>, BoxError> {
-        let channel = channel_id(&thread.id)?;
-        let mut ids = Vec::new();
-        for (i, piece) in format::messages(&reply.text(), MESSAGE_LIMIT)
-            .into_iter()
-            .enumerate()
-        {
-            let nonce = delivery_nonce(&delivery.piece_key(i));
-            let message = silent_after_first(
-                in_thread(format::reply_message(piece), channel, &thread.id),
-                i > 0,
-            )
-            .nonce(serenity::model::channel::Nonce::String(nonce))
-            .enforce_nonce(true);
-            ids.push(
-                self.api
-                    .send_message(channel, &message)
-                    .await?
-                    .id
-                    .to_string(),
-            );
-        }
-        Ok(ids)
-    }
-
-    /// Adds `ack`'s emoji as the bot's reaction, then takes the bot's previous ack reaction off
-    /// (a failure there is logged: the new state shows either way).
-    /// Draws the agent message with [`crate::render::agent_message`] (content, embeds, action
-    /// rows of event buttons) and posts its Discord messages in order, each under the nonce of
-    /// its piece key with `enforce_nonce` (as [`ChannelOutbox::deliver`]'s pieces): a retry
-    /// within Discord's nonce window gets the messages an earlier attempt created back, nothing
-    /// posted twice. Returns their ids.
-    async fn post_message(
-        &self,
-        thread: &Thread,
-        message: &UiMessage,
-        delivery: &Delivery,
-    ) -> Result<Vec<String>, BoxError> {
-        let channel = channel_id(&thread.id)?;
-        let mut ids = Vec::new();
-        for (i, piece) in crate::render::agent_message(message)
-            .into_iter()
-            .enumerate()
-        {
-            let nonce = delivery_nonce(&delivery.piece_key(i));
-            let create = in_thread(piece.create(), channel, &thread.id)
-                .nonce(serenity::model::channel::Nonce::String(nonce))
-                .enforce_nonce(true);
-            ids.push(
-                self.api
-                    .send_message(channel, &create)
-                    .await?
-                    .id
-                    .to_string(),
-            );
-        }
-        Ok(ids)
-    }
-
-    /// `PATCH` of each posted message with its new drawing (Discord's edits notify no one); a
-    /// longer drawing posts the extra messages (under nonces from the first message's id and
-    /// their index, so a repeated edit gets them back), a shorter one deletes the surplus.
-    async fn edit_posted(
-        &self,
-        thread: &Thread,
-        posted: &[String],
-        message: &UiMessage,
-    ) -> Result<Vec<String>, BoxError> {
-        let channel = channel_id(&thread.id)?;
-        let base = posted.first().cloned().unwrap_or_else(|| thread.id.clone());
-        let mut ids = Vec::new();
-        for (i, piece) in crate::render::agent_message(message)
-            .into_iter()
-            .enumerate()
-        {
-            match posted.get(i) {
-                Some(id) => {
-                    self.api
-                        .edit_message(channel, message_id_of(id)?, &piece.edit())
-                        .await?;
-                    ids.push(id.clone());
-                }
-                None => {
-                    let nonce = delivery_nonce(&format!("edit:{base}:{i}"));
-                    let create = in_thread(piece.create(), channel, &thread.id)
-                        .nonce(serenity::model::channel::Nonce::String(nonce))
-                        .enforce_nonce(true);
-                    ids.push(
-                        self.api
-                            .send_message(channel, &create)
-                            .await?
-                            .id
-                            .to_string(),
-                    );
-                }
-            }
-        }
-        for id in posted.iter().skip(ids.len()) {
-            self.api.delete_message(channel, message_id_of(id)?).await?;
-        }
-        Ok(ids)
-    }
-
-    /// `DELETE` of each message (one already gone, `Unknown Message`, is done).
-    async fn delete_posted(&self, thread: &Thread, posted: &[String]) -> Result<(), BoxError> {
-        let channel = channel_id(&thread.id)?;
-        for id in posted {
-            self.api.delete_message(channel, message_id_of(id)?).await?;
-        }
-        Ok(())
-    }
-
     /// `PUT` / `DELETE /channels/{channel}/pins/{message}` (pinning twice is done; unpinning a
     /// message gone is done).
     async fn pin_posted(
@@ -471,6 +354,8 @@ impl<A: DiscordApi> ChannelOutbox for DiscordOutbox<A> {
         Ok(())
     }
 
+    /// Adds `ack`'s emoji as the bot's reaction, then takes the bot's previous ack reaction off
+    /// (a failure there is logged: the new state shows either way).
     async fn ack(&self, thread: &Thread, message_id: &str, ack: Ack) -> Result<(), BoxError> {
         let channel = channel_id(&thread.id)?;
         let message = message_id_of(message_id)?;
@@ -560,6 +445,97 @@ impl<A: DiscordApi> ChannelOutbox for DiscordOutbox<A> {
                 raw: serde_json::Value::Null,
             })
             .collect())
+    }
+}
+
+/// A message posted under the nonce of its key, with `enforce_nonce`: Discord creates it once
+/// however often a retry posts it again.
+fn keyed(create: CreateMessage, at: PieceAt<'_>) -> CreateMessage {
+    create
+        .nonce(serenity::model::channel::Nonce::String(delivery_nonce(
+            at.key,
+        )))
+        .enforce_nonce(true)
+}
+
+/// A reply is drawn as Markdown messages of at most 2,000 characters, an agent message by
+/// [`crate::render::agent_message`] (content, embeds, action rows of event buttons). Each piece is
+/// posted under the nonce of its key with `enforce_nonce`: a retry within Discord's nonce window
+/// gets the messages an earlier attempt created back. Edits are `PATCH`es (they notify no one).
+impl<A: DiscordApi> Draw for DiscordOutbox<A> {
+    type Text = String;
+    type Agent = AgentPiece;
+
+    fn text_pieces(&self, _thread: &Thread, reply: &UiMessage) -> Vec<String> {
+        format::messages(&reply.text(), MESSAGE_LIMIT)
+    }
+
+    fn agent_pieces(&self, message: &UiMessage) -> Vec<AgentPiece> {
+        crate::render::agent_message(message)
+    }
+}
+
+#[async_trait]
+impl<A: DiscordApi> PostedMessages for DiscordOutbox<A> {
+    async fn delete_piece(&self, thread: &Thread, id: &str) -> Result<(), BoxError> {
+        let channel = channel_id(&thread.id)?;
+        self.api.delete_message(channel, message_id_of(id)?).await?;
+        Ok(())
+    }
+}
+
+/// A reply's text piece: the ones after the first are posted silently (one reply, one
+/// notification).
+#[async_trait]
+impl<A: DiscordApi> PostPieces<String> for DiscordOutbox<A> {
+    async fn post_piece(
+        &self,
+        thread: &Thread,
+        piece: &String,
+        at: PieceAt<'_>,
+    ) -> Result<String, BoxError> {
+        let channel = channel_id(&thread.id)?;
+        let create = in_thread(format::reply_message(piece.as_str()), channel, &thread.id);
+        let create = keyed(silent_after_first(create, at.index > 0), at);
+        Ok(self
+            .api
+            .send_message(channel, &create)
+            .await?
+            .id
+            .to_string())
+    }
+}
+
+/// A drawn agent message's piece ([`crate::render::agent_message`]).
+#[async_trait]
+impl<A: DiscordApi> PostPieces<AgentPiece> for DiscordOutbox<A> {
+    async fn post_piece(
+        &self,
+        thread: &Thread,
+        piece: &AgentPiece,
+        at: PieceAt<'_>,
+    ) -> Result<String, BoxError> {
+        let channel = channel_id(&thread.id)?;
+        let create = keyed(in_thread(piece.create(), channel, &thread.id), at);
+        Ok(self
+            .api
+            .send_message(channel, &create)
+            .await?
+            .id
+            .to_string())
+    }
+
+    async fn edit_piece(
+        &self,
+        thread: &Thread,
+        id: &str,
+        piece: &AgentPiece,
+    ) -> Result<Edited, BoxError> {
+        let channel = channel_id(&thread.id)?;
+        self.api
+            .edit_message(channel, message_id_of(id)?, &piece.edit())
+            .await?;
+        Ok(Edited::Done)
     }
 }
 

@@ -23,14 +23,14 @@
 //! ([`ChannelOutbox::thread_history`]) are read with the relations API.
 //!
 //! Durable delivery ([`ChannelOutbox::deliver`]): each piece is sent under a transaction id made
-//! from its [`Delivery::piece_key`] ([`txn_id`]), so when the engine retries a delivery (after a
+//! from its [`Delivery::piece_key`](frogbot_channel::Delivery::piece_key) ([`txn_id`]), so when the engine retries a delivery (after a
 //! [`Transient`](frogbot_model::Transient) failure: `M_LIMIT_EXCEEDED` with its `retry_after_ms`,
 //! a `5xx`, a network failure), in this process or another, the homeserver answers the pieces it
 //! already has with their first event and posts only the missing ones: exactly once, as long as
 //! the homeserver remembers the transaction (the same device: the adapter restores its session).
 //!
 //! Agent messages ([`ChannelOutbox::post_message`]): each piece of [`render::agent_message`] is
-//! sent under the transaction id of its [`Delivery::piece_key`] (an image after its upload), and
+//! sent under the transaction id of its [`Delivery::piece_key`](frogbot_channel::Delivery::piece_key) (an image after its upload), and
 //! each event-button reaction under one made from it, so a retry posts nothing twice.
 //! [`ChannelOutbox::edit_posted`] sends `m.replace` edits (which do not notify: the default push
 //! rule `.m.rule.suppress_edits`) and brings the bot's reactions to the new buttons;
@@ -50,7 +50,8 @@ use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use frogbot_channel::{AskPlace, ChannelOutbox, Delivery, DraftMessages, ReplyStream, ShownAcks};
+use frogbot_channel::delivery::{Deliver, Draw, Edited, PieceAt, PostPieces, PostedMessages};
+use frogbot_channel::{AskPlace, ChannelOutbox, DraftMessages, ReplyStream, ShownAcks};
 use frogbot_model::{
     Ack, BoxError, PlatformUser, Thread, ThreadMessage, ThreadMessageMetadata, UiMessage,
     millis_to_iso,
@@ -64,7 +65,7 @@ use crate::client::{MatrixApi, UploadedImage, fetch_image, image_policy};
 use crate::convert::{parse_user_id, strip_reply_fallback};
 use crate::format::{self, Formatted};
 use crate::ids::{message_id, split_message_id};
-use crate::render::{self, AgentPiece, thread_message};
+use crate::render::{self, AgentPiece, DrawnPiece, thread_message};
 
 /// The most characters of one reply message; longer replies are split.
 pub const MESSAGE_CHARS: usize = 32_000;
@@ -195,6 +196,11 @@ enum AskRoom {
 
 #[async_trait]
 impl<A: MatrixApi + Clone + 'static> ChannelOutbox for MatrixOutbox<A> {
+    /// The shared delivery loops over this outbox's [`Draw`].
+    fn delivery(&self) -> Option<&dyn Deliver> {
+        Some(self)
+    }
+
     /// A thread (`room|event`, the bot in the room) as it is. A room (`!room:server`, an alias
     /// `#room:server` resolved with `GET /directory/room/{alias}`; the bot joined) or a person
     /// (`@alice:server`: the bot's DM room with them, found in `m.direct` or made with
@@ -240,30 +246,6 @@ impl<A: MatrixApi + Clone + 'static> ChannelOutbox for MatrixOutbox<A> {
             self.api.send(&room, event_type, content).await?;
         }
         Ok(())
-    }
-
-    /// Each piece sent under the transaction id of its [`Delivery::piece_key`] ([`txn_id`]): a
-    /// retry of the delivery posts only the pieces the homeserver does not have yet.
-    async fn deliver(
-        &self,
-        thread: &Thread,
-        reply: &UiMessage,
-        delivery: &Delivery,
-    ) -> Result<Vec<String>, BoxError> {
-        let parts = format::messages(&reply.text(), MESSAGE_CHARS);
-        if parts.is_empty() {
-            return Ok(Vec::new());
-        }
-        let (room, root) = split_message_id(&thread.id)?;
-        let mut ids = Vec::new();
-        for (i, part) in parts.into_iter().enumerate() {
-            let (event_type, mut content) = thread_message(&part.body, &root)?;
-            part.add_to(&mut content);
-            let txn = txn_id(&delivery.piece_key(i));
-            let event = self.api.send_once(&room, event_type, content, &txn).await?;
-            ids.push(message_id(&room, &event));
-        }
-        Ok(ids)
     }
 
     /// An `m.reaction` annotation on the message with `ack`'s emoji as its key, then the
@@ -319,83 +301,6 @@ impl<A: MatrixApi + Clone + 'static> ChannelOutbox for MatrixOutbox<A> {
             .into_iter()
             .map(|f| f.body)
             .collect()
-    }
-
-    /// Draws the agent message ([`render::agent_message`]) in the thread: each piece an
-    /// `m.room.message` (`m.text` with `body` and HTML `formatted_body`; an image fetched and
-    /// uploaded to the media repository as an `m.image`, or a link saying it could not be shown)
-    /// sent under the transaction id of its [`Delivery::piece_key`], then the bot's reactions
-    /// for the event buttons of its blocks, each under a transaction id of its own: a retry, in
-    /// this process or another, posts nothing twice and gets the same event ids back.
-    async fn post_message(
-        &self,
-        thread: &Thread,
-        message: &UiMessage,
-        delivery: &Delivery,
-    ) -> Result<Vec<String>, BoxError> {
-        let (room, root) = split_message_id(&thread.id)?;
-        let mut ids = Vec::new();
-        for (i, drawn) in render::agent_message(message).iter().enumerate() {
-            let key = delivery.piece_key(i);
-            let content = self.piece_content(&root, &drawn.piece).await?;
-            let event = self
-                .api
-                .send_once(&room, "m.room.message", content, &txn_id(&key))
-                .await?;
-            for (k, reaction_key) in drawn.keys.iter().enumerate() {
-                let (t, content) = render::reaction(&event, reaction_key);
-                self.api
-                    .send_once(&room, t, content, &txn_id(&format!("{key}:r{k}")))
-                    .await?;
-            }
-            ids.push(message_id(&room, &event));
-        }
-        Ok(ids)
-    }
-
-    /// Redraws each piece with an `m.replace` edit (`m.new_content` the whole new content;
-    /// homeservers' default push rule `.m.rule.suppress_edits` keeps edits from notifying), and
-    /// brings the bot's event-button reactions on it to the new keys (redacting the old ones,
-    /// placing the new); a longer message posts its extra pieces in the thread, a shorter one
-    /// redacts the surplus.
-    async fn edit_posted(
-        &self,
-        thread: &Thread,
-        posted: &[String],
-        message: &UiMessage,
-    ) -> Result<Vec<String>, BoxError> {
-        let (room, root) = split_message_id(&thread.id)?;
-        let drawn = render::agent_message(message);
-        let mut ids = Vec::new();
-        for (i, d) in drawn.iter().enumerate() {
-            let new = self.piece_content(&root, &d.piece).await?;
-            let event = match posted.get(i) {
-                Some(old) => {
-                    let (_, event) = split_message_id(old)?;
-                    let content = replacement_of(event.as_str(), new);
-                    self.api.send(&room, "m.room.message", content).await?;
-                    event
-                }
-                None => self.api.send(&room, "m.room.message", new).await?,
-            };
-            self.sync_reactions(&room, &event, &d.keys).await?;
-            ids.push(message_id(&room, &event));
-        }
-        for old in posted.iter().skip(drawn.len()) {
-            let (old_room, event) = split_message_id(old)?;
-            self.api.redact(&old_room, &event, None).await?;
-        }
-        Ok(ids)
-    }
-
-    /// Redacts each piece (a piece already redacted or gone is no failure: the homeserver
-    /// accepts the redaction again).
-    async fn delete_posted(&self, _thread: &Thread, posted: &[String]) -> Result<(), BoxError> {
-        for id in posted {
-            let (room, event) = split_message_id(id)?;
-            self.api.redact(&room, &event, None).await?;
-        }
-        Ok(())
     }
 
     /// Read-modify-write of the room's `m.room.pinned_events`: the server's list now, with the
@@ -466,6 +371,99 @@ impl<A: MatrixApi + Clone + 'static> ChannelOutbox for MatrixOutbox<A> {
         let skip = out.len().saturating_sub(limit);
         out.drain(..skip);
         Ok(out)
+    }
+}
+
+/// A reply is drawn as `m.text` messages with HTML, an agent message by
+/// [`render::agent_message`] (an image fetched and uploaded to the media repository as an
+/// `m.image`, or a link saying it could not be shown; event buttons as the bot's reactions). Each
+/// piece is sent under the transaction id of its key ([`txn_id`]): a retry, in this process or
+/// another, posts nothing twice and gets the same event ids back. Edits are `m.replace` events
+/// (homeservers' default push rule `.m.rule.suppress_edits` keeps them from notifying), deletions
+/// redactions.
+impl<A: MatrixApi> Draw for MatrixOutbox<A> {
+    type Text = Formatted;
+    type Agent = DrawnPiece;
+
+    fn text_pieces(&self, _thread: &Thread, reply: &UiMessage) -> Vec<Formatted> {
+        format::messages(&reply.text(), MESSAGE_CHARS)
+    }
+
+    fn agent_pieces(&self, message: &UiMessage) -> Vec<DrawnPiece> {
+        render::agent_message(message)
+    }
+}
+
+#[async_trait]
+impl<A: MatrixApi> PostedMessages for MatrixOutbox<A> {
+    /// A redaction (the homeserver accepts one of an event redacted already).
+    async fn delete_piece(&self, _thread: &Thread, id: &str) -> Result<(), BoxError> {
+        let (room, event) = split_message_id(id)?;
+        self.api.redact(&room, &event, None).await?;
+        Ok(())
+    }
+}
+
+/// A reply's text piece: an `m.text` in the thread with its HTML, sent under the transaction id
+/// of its key.
+#[async_trait]
+impl<A: MatrixApi> PostPieces<Formatted> for MatrixOutbox<A> {
+    async fn post_piece(
+        &self,
+        thread: &Thread,
+        piece: &Formatted,
+        at: PieceAt<'_>,
+    ) -> Result<String, BoxError> {
+        let (room, root) = split_message_id(&thread.id)?;
+        let (event_type, mut content) = thread_message(&piece.body, &root)?;
+        piece.add_to(&mut content);
+        let event = self
+            .api
+            .send_once(&room, event_type, content, &txn_id(at.key))
+            .await?;
+        Ok(message_id(&room, &event))
+    }
+}
+
+/// A drawn agent message's piece, with the bot's reactions for its event buttons.
+#[async_trait]
+impl<A: MatrixApi> PostPieces<DrawnPiece> for MatrixOutbox<A> {
+    /// The piece under the transaction id of its key, then each reaction under a transaction id
+    /// of its own (`{key}:r{k}`): a retry gets the same events back.
+    async fn post_piece(
+        &self,
+        thread: &Thread,
+        drawn: &DrawnPiece,
+        at: PieceAt<'_>,
+    ) -> Result<String, BoxError> {
+        let (room, root) = split_message_id(&thread.id)?;
+        let content = self.piece_content(&root, &drawn.piece).await?;
+        let event = self
+            .api
+            .send_once(&room, "m.room.message", content, &txn_id(at.key))
+            .await?;
+        for (k, reaction_key) in drawn.keys.iter().enumerate() {
+            let (t, content) = render::reaction(&event, reaction_key);
+            let txn = txn_id(&format!("{}:r{k}", at.key));
+            self.api.send_once(&room, t, content, &txn).await?;
+        }
+        Ok(message_id(&room, &event))
+    }
+
+    /// An `m.replace` of the event, and its reactions brought to the new keys.
+    async fn edit_piece(
+        &self,
+        thread: &Thread,
+        id: &str,
+        drawn: &DrawnPiece,
+    ) -> Result<Edited, BoxError> {
+        let (_, root) = split_message_id(&thread.id)?;
+        let (room, event) = split_message_id(id)?;
+        let new = self.piece_content(&root, &drawn.piece).await?;
+        let content = replacement_of(event.as_str(), new);
+        self.api.send(&room, "m.room.message", content).await?;
+        self.sync_reactions(&room, &event, &drawn.keys).await?;
+        Ok(Edited::Done)
     }
 }
 

@@ -24,9 +24,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
 use async_trait::async_trait;
+use frogbot_channel::delivery::{Deliver, Draw, Edited, Keys, PieceAt, PostPieces, PostedMessages};
 use frogbot_channel::{
-    AskPlace, ChannelOutbox, Delivery, DraftMessages, EditStream, FIRST_MESSAGE_WAIT, ReplyStream,
-    ShownAcks,
+    AskPlace, ChannelOutbox, DraftMessages, EditStream, FIRST_MESSAGE_WAIT, ReplyStream, ShownAcks,
 };
 use frogbot_model::{Ack, BoxError, PlatformUser, Thread, ThreadMessage, UiMessage};
 use serde_json::json;
@@ -40,6 +40,7 @@ use crate::client::{ASK_EVENT_TYPE, DELIVERY_EVENT_TYPE, SlackApi};
 /// (`edit:{first message id}:{index}`): how a repeated edit finds them.
 pub const EDIT_EVENT_TYPE: &str = "frogbot_edit";
 use crate::ids::{check_channel_id, check_user_id, message_id, split_id, thread_id};
+use crate::render::AgentPiece;
 
 /// How far back [`ChannelOutbox::ask_thread`] looks for an ask's first message posted by an
 /// earlier attempt (seconds): a day.
@@ -393,6 +394,11 @@ impl AckMarks {
 
 #[async_trait]
 impl ChannelOutbox for SlackAdapter {
+    /// The shared delivery loops over this outbox's [`Draw`].
+    fn delivery(&self) -> Option<&dyn Deliver> {
+        Some(self)
+    }
+
     /// Where an ask goes on Slack:
     ///
     /// - a thread (`C123:1700000000.000100`): there, nothing posted;
@@ -478,169 +484,6 @@ impl ChannelOutbox for SlackAdapter {
         for piece in pieces {
             api.post_message(channel, Some(thread_ts), Vec::new(), &piece)
                 .await?;
-        }
-        Ok(())
-    }
-
-    /// Posts the pieces of `reply` in order, each with the metadata key
-    /// [`Delivery::piece_key`] ([`SlackApi::post_keyed`]); on a retry
-    /// ([`Delivery::is_retry`]) the thread's keys are read first and the pieces already there
-    /// skipped. A failure stops at that piece (the pieces after it wait for the retry); Slack's
-    /// 429s, 5xx and network failures come back [`Transient`](frogbot_model::Transient).
-    async fn deliver(
-        &self,
-        thread: &Thread,
-        reply: &UiMessage,
-        delivery: &Delivery,
-    ) -> Result<Vec<String>, BoxError> {
-        let pieces = crate::format::messages(&reply.text(), MAX_REPLY_CHARS);
-        if pieces.is_empty() {
-            return Ok(Vec::new());
-        }
-        let (channel, thread_ts) = split_id(&thread.id)?;
-        let api = self.inner.questions.api();
-        let present: HashMap<String, String> = if delivery.is_retry() {
-            api.thread_keyed(channel, thread_ts, DELIVERY_EVENT_TYPE)
-                .await?
-                .into_iter()
-                .collect()
-        } else {
-            HashMap::new()
-        };
-        let mut ids = Vec::with_capacity(pieces.len());
-        for (i, piece) in pieces.iter().enumerate() {
-            let key = delivery.piece_key(i);
-            let ts = match present.get(&key) {
-                Some(ts) => {
-                    debug!(thread = %thread.id, %key, "Slack reply piece already posted; skipped");
-                    ts.clone()
-                }
-                None => {
-                    api.post_keyed(channel, thread_ts, piece, DELIVERY_EVENT_TYPE, &key)
-                        .await?
-                }
-            };
-            ids.push(message_id(channel, &ts));
-        }
-        Ok(ids)
-    }
-
-    /// Draws the agent message with [`crate::render::agent_message`] (Block Kit: header, `mrkdwn`
-    /// sections, `table`, `image`, `rich_text`, section `fields`, `actions` of event buttons) and
-    /// posts its Slack messages in order, each carrying the metadata key
-    /// [`Delivery::piece_key`] as [`ChannelOutbox::deliver`]'s pieces do; on a retry the thread's
-    /// keys are read first and the messages already there are not posted again (their ids are
-    /// returned). Returns the `channel:ts` of every message.
-    async fn post_message(
-        &self,
-        thread: &Thread,
-        message: &UiMessage,
-        delivery: &Delivery,
-    ) -> Result<Vec<String>, BoxError> {
-        let pieces = crate::render::agent_message(message);
-        if pieces.is_empty() {
-            return Ok(Vec::new());
-        }
-        let (channel, thread_ts) = split_id(&thread.id)?;
-        let api = self.inner.questions.api();
-        let present: HashMap<String, String> = if delivery.is_retry() {
-            api.thread_keyed(channel, thread_ts, DELIVERY_EVENT_TYPE)
-                .await?
-                .into_iter()
-                .collect()
-        } else {
-            HashMap::new()
-        };
-        let mut ids = Vec::with_capacity(pieces.len());
-        for (i, piece) in pieces.into_iter().enumerate() {
-            let key = delivery.piece_key(i);
-            let ts = match present.get(&key) {
-                Some(ts) => {
-                    debug!(thread = %thread.id, %key, "Slack agent message piece already posted; skipped");
-                    ts.clone()
-                }
-                None => {
-                    api.post_blocks_keyed(
-                        channel,
-                        thread_ts,
-                        piece.blocks,
-                        &piece.text,
-                        DELIVERY_EVENT_TYPE,
-                        &key,
-                    )
-                    .await?
-                }
-            };
-            ids.push(message_id(channel, &ts));
-        }
-        Ok(ids)
-    }
-
-    /// `chat.update` of each posted message with its new drawing (Slack does not notify of an
-    /// edit); a longer drawing posts the extra messages (keyed on the first message's id, so a
-    /// repeated edit finds them instead of posting them again), a shorter one deletes the surplus
-    /// (`chat.delete`).
-    async fn edit_posted(
-        &self,
-        thread: &Thread,
-        posted: &[String],
-        message: &UiMessage,
-    ) -> Result<Vec<String>, BoxError> {
-        let pieces = crate::render::agent_message(message);
-        let (channel, thread_ts) = split_id(&thread.id)?;
-        let api = self.inner.questions.api();
-        let mut ids = Vec::with_capacity(pieces.len());
-        let mut present: Option<HashMap<String, String>> = None;
-        let base = posted.first().cloned().unwrap_or_else(|| thread.id.clone());
-        for (i, piece) in pieces.into_iter().enumerate() {
-            if let Some(id) = posted.get(i) {
-                let (c, ts) = split_id(id)?;
-                api.update_message(c, ts, piece.blocks, &piece.text).await?;
-                ids.push(id.clone());
-                continue;
-            }
-            if present.is_none() {
-                present = Some(
-                    api.thread_keyed(channel, thread_ts, EDIT_EVENT_TYPE)
-                        .await?
-                        .into_iter()
-                        .collect(),
-                );
-            }
-            let key = format!("edit:{base}:{i}");
-            let ts = match present.as_ref().and_then(|p| p.get(&key)) {
-                Some(ts) => {
-                    api.update_message(channel, ts, piece.blocks, &piece.text)
-                        .await?;
-                    ts.clone()
-                }
-                None => {
-                    api.post_blocks_keyed(
-                        channel,
-                        thread_ts,
-                        piece.blocks,
-                        &piece.text,
-                        EDIT_EVENT_TYPE,
-                        &key,
-                    )
-                    .await?
-                }
-            };
-            ids.push(message_id(channel, &ts));
-        }
-        for id in posted.iter().skip(ids.len()) {
-            let (c, ts) = split_id(id)?;
-            api.delete_message(c, ts).await?;
-        }
-        Ok(ids)
-    }
-
-    /// `chat.delete` of each message (one already gone, `message_not_found`, is done).
-    async fn delete_posted(&self, _thread: &Thread, posted: &[String]) -> Result<(), BoxError> {
-        let api = self.inner.questions.api();
-        for id in posted {
-            let (channel, ts) = split_id(id)?;
-            api.delete_message(channel, ts).await?;
         }
         Ok(())
     }
@@ -788,6 +631,132 @@ fn ts_before(a: &str, b: &str) -> bool {
         (s.parse::<u64>().unwrap_or(0), f.parse::<u64>().unwrap_or(0))
     };
     key(a) < key(b)
+}
+
+/// The metadata event type of a key space: a delivery's pieces, an edit's extra pieces.
+fn event_type(keys: Keys) -> &'static str {
+    match keys {
+        Keys::Delivery => DELIVERY_EVENT_TYPE,
+        Keys::Edit => EDIT_EVENT_TYPE,
+    }
+}
+
+/// A reply is drawn as `mrkdwn` messages, an agent message by [`crate::render::agent_message`]
+/// (Block Kit: header, `mrkdwn` sections, `table`, `image`, `rich_text`, section `fields`,
+/// `actions` of event buttons). Each piece carries its key in its message metadata; a retry reads
+/// the thread's keys first and skips the pieces already there. Edits are `chat.update` (Slack
+/// does not notify of them), deletions `chat.delete`.
+impl Draw for SlackAdapter {
+    type Text = String;
+    type Agent = AgentPiece;
+
+    fn text_pieces(&self, _thread: &Thread, reply: &UiMessage) -> Vec<String> {
+        crate::format::messages(&reply.text(), MAX_REPLY_CHARS)
+    }
+
+    fn agent_pieces(&self, message: &UiMessage) -> Vec<AgentPiece> {
+        crate::render::agent_message(message)
+    }
+}
+
+#[async_trait]
+impl PostedMessages for SlackAdapter {
+    /// The thread's messages carrying a key of `keys`' event type in their metadata
+    /// (`conversations.replies`, `include_all_metadata=true`); read only when an earlier attempt
+    /// may have posted some.
+    async fn already_posted(
+        &self,
+        thread: &Thread,
+        keys: Keys,
+        wanted: &[String],
+        retry: bool,
+    ) -> Result<HashMap<String, String>, BoxError> {
+        if !retry {
+            return Ok(HashMap::new());
+        }
+        let (channel, thread_ts) = split_id(&thread.id)?;
+        let api = self.inner.questions.api();
+        Ok(api
+            .thread_keyed(channel, thread_ts, event_type(keys))
+            .await?
+            .into_iter()
+            .filter(|(key, _)| wanted.contains(key))
+            .map(|(key, ts)| (key, message_id(channel, &ts)))
+            .collect())
+    }
+
+    async fn delete_piece(&self, _thread: &Thread, id: &str) -> Result<(), BoxError> {
+        let (channel, ts) = split_id(id)?;
+        self.inner
+            .questions
+            .api()
+            .delete_message(channel, ts)
+            .await?;
+        Ok(())
+    }
+}
+
+/// A reply's `mrkdwn` text piece.
+#[async_trait]
+impl PostPieces<String> for SlackAdapter {
+    async fn post_piece(
+        &self,
+        thread: &Thread,
+        piece: &String,
+        at: PieceAt<'_>,
+    ) -> Result<String, BoxError> {
+        let (channel, thread_ts) = split_id(&thread.id)?;
+        let ts = self
+            .inner
+            .questions
+            .api()
+            .post_keyed(channel, thread_ts, piece, event_type(at.keys), at.key)
+            .await?;
+        Ok(message_id(channel, &ts))
+    }
+}
+
+/// A drawn agent message's piece ([`crate::render::agent_message`]).
+#[async_trait]
+impl PostPieces<AgentPiece> for SlackAdapter {
+    async fn post_piece(
+        &self,
+        thread: &Thread,
+        piece: &AgentPiece,
+        at: PieceAt<'_>,
+    ) -> Result<String, BoxError> {
+        let (channel, thread_ts) = split_id(&thread.id)?;
+        let blocks = piece.blocks.clone();
+        let ts = self
+            .inner
+            .questions
+            .api()
+            .post_blocks_keyed(
+                channel,
+                thread_ts,
+                blocks,
+                &piece.text,
+                event_type(at.keys),
+                at.key,
+            )
+            .await?;
+        Ok(message_id(channel, &ts))
+    }
+
+    async fn edit_piece(
+        &self,
+        _thread: &Thread,
+        id: &str,
+        piece: &AgentPiece,
+    ) -> Result<Edited, BoxError> {
+        let (channel, ts) = split_id(id)?;
+        self.inner
+            .questions
+            .api()
+            .update_message(channel, ts, piece.blocks.clone(), &piece.text)
+            .await?;
+        Ok(Edited::Done)
+    }
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@
 //! is final.
 //!
 //! Agent messages ([`ChannelOutbox::post_message`]) are drawn by [`render::agent_message`] and
-//! posted like a durable delivery's pieces (each once under its [`Delivery::piece_key`], the
+//! posted like a durable delivery's pieces (each once under its [`Delivery::piece_key`](frogbot_channel::Delivery::piece_key), the
 //! posted ids remembered in-process so a retry returns them and posts only what is missing);
 //! the first piece notifies, the others are silent. [`ChannelOutbox::edit_posted`] edits each
 //! piece in place (`editMessageText`, `editMessageMedia`), sends a longer message's extra pieces
@@ -39,7 +39,7 @@
 //! not retried here: a failure worth retrying (a `429` with its `retry_after`, a `5xx`, a network
 //! failure) goes back to the engine as a [`Transient`](frogbot_model::Transient) and the engine
 //! calls `deliver` again with the same key. The outbox remembers in-process the pieces it posted
-//! under each [`Delivery::piece_key`] (the last [`MAX_POSTED_PIECES`]), so a retry posts only the
+//! under each [`Delivery::piece_key`](frogbot_channel::Delivery::piece_key) (the last [`MAX_POSTED_PIECES`]), so a retry posts only the
 //! pieces still missing. The Bot API has no idempotency key and no way to look: a piece whose
 //! answer was lost (a reset after Telegram posted it) is posted again, and a retry in another
 //! process posts the whole reply again.
@@ -49,7 +49,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use frogbot_channel::{AskPlace, ChannelOutbox, Delivery, DraftMessages, EditStream, ReplyStream};
+use frogbot_channel::delivery::{Deliver, Draw, Keys, PieceAt, PostPieces, PostedMessages};
+use frogbot_channel::{AskPlace, ChannelOutbox, DraftMessages, EditStream, ReplyStream};
 use std::time::Duration;
 
 use frogbot_model::{Ack, BoxError, Thread, UiMessage};
@@ -63,9 +64,9 @@ use crate::client::{
 };
 use crate::format;
 use crate::ids::{agent_thread_id, split_message_id, split_thread_id, thread_root};
-use crate::render::{self, MAX_TEXT};
+use crate::render::{self, AgentPiece, MAX_TEXT};
 
-/// How many posted pieces the outbox remembers (their [`Delivery::piece_key`]s, the oldest
+/// How many posted pieces the outbox remembers (their [`Delivery::piece_key`](frogbot_channel::Delivery::piece_key)s, the oldest
 /// forgotten first): far more than the deliveries being retried at any time.
 pub const MAX_POSTED_PIECES: usize = 10_000;
 
@@ -234,6 +235,11 @@ impl TelegramOutbox {
 
 #[async_trait]
 impl ChannelOutbox for TelegramOutbox {
+    /// The shared delivery loops over this outbox's [`Draw`].
+    fn delivery(&self) -> Option<&dyn Deliver> {
+        Some(self)
+    }
+
     /// An ask goes to a chat (`-100123`, `-100123:7` for a forum topic, `777~12` for an agent
     /// conversation) as it is. To a person, it starts a conversation of its own in their private
     /// chat with the bot (its id is the user's id; Telegram delivers only once they have started
@@ -302,49 +308,6 @@ impl ChannelOutbox for TelegramOutbox {
         Ok(())
     }
 
-    /// Posts each piece not posted yet under its [`Delivery::piece_key`] with one `sendMessage`
-    /// (not retried here): a failure goes back to the engine, a [`Transient`] one to be retried
-    /// with the same key, which posts the pieces still missing. At least once (see the module).
-    ///
-    /// [`Transient`]: frogbot_model::Transient
-    async fn deliver(
-        &self,
-        thread: &Thread,
-        reply: &UiMessage,
-        delivery: &Delivery,
-    ) -> Result<Vec<String>, BoxError> {
-        let parts = format::messages(&reply.text(), MAX_TEXT);
-        if parts.is_empty() {
-            return Ok(Vec::new());
-        }
-        let (chat, topic) = split_thread_id(&thread.id)?;
-        let reply_to = self.reply_target(&thread.id, reply);
-        // The reply of a stream the engine could not finish (its messages edited, the rest
-        // posted here).
-        let continued = !reply.metadata.drafts.is_empty();
-        let mut ids = Vec::with_capacity(parts.len());
-        for (i, part) in parts.iter().enumerate() {
-            let key = delivery.piece_key(i);
-            let known = self.posted.lock().expect("not poisoned").get(&key);
-            if let Some(id) = known {
-                ids.push(id);
-                continue;
-            }
-            // One notification per reply: the first piece's — none when the reply continues
-            // messages its stream posted (they notified already).
-            let silent = i > 0 || continued;
-            let sent = send_html_once_as(&self.api, chat, topic, part, reply_to, silent).await?;
-            let id = crate::ids::message_id(sent.chat, sent.id);
-            self.note_member(&thread.id, &id);
-            self.posted
-                .lock()
-                .expect("not poisoned")
-                .insert(key, id.clone());
-            ids.push(id);
-        }
-        Ok(ids)
-    }
-
     /// `setMessageReaction`: a bot sets one reaction per message, so the call replaces the one
     /// before. Telegram takes only its own list of reaction emojis: see [`reaction`].
     async fn ack(&self, thread: &Thread, message_id: &str, ack: Ack) -> Result<(), BoxError> {
@@ -399,89 +362,6 @@ impl ChannelOutbox for TelegramOutbox {
         format::pieces(text, MAX_TEXT)
     }
 
-    /// Draws the agent message ([`render::agent_message`]) piece by piece: `sendMessage` (HTML)
-    /// for text, `sendPhoto` for an image, the blocks' event buttons as inline keyboards; the
-    /// first piece notifies, the others are sent with `disable_notification`. As
-    /// [`ChannelOutbox::deliver`]: each piece is sent once under its [`Delivery::piece_key`],
-    /// not retried here, and a retry in this process sends only the pieces still missing (at
-    /// least once: see the module). Returns `chat:message_id` of every piece, in order.
-    async fn post_message(
-        &self,
-        thread: &Thread,
-        message: &UiMessage,
-        delivery: &Delivery,
-    ) -> Result<Vec<String>, BoxError> {
-        let pieces = render::agent_message(message);
-        let (chat, topic) = split_thread_id(&thread.id)?;
-        let root = thread_root(&thread.id);
-        let mut ids = Vec::with_capacity(pieces.len());
-        for (i, piece) in pieces.iter().enumerate() {
-            let key = delivery.piece_key(i);
-            if let Some(id) = self.posted.lock().expect("not poisoned").get(&key) {
-                ids.push(id);
-                continue;
-            }
-            let sent = send_piece_once(&self.api, chat, topic, piece, i > 0, root).await?;
-            let id = crate::ids::message_id(sent.chat, sent.id);
-            self.note_member(&thread.id, &id);
-            self.posted
-                .lock()
-                .expect("not poisoned")
-                .insert(key, id.clone());
-            ids.push(id);
-        }
-        Ok(ids)
-    }
-
-    /// Redraws the pieces in place: `editMessageText` for text, `editMessageMedia` for an image
-    /// (Telegram's edits never notify). A photo that must become text (Telegram cannot take the
-    /// media off a message) or a message someone deleted is sent anew, silently, in its place; a
-    /// longer message sends its extra pieces silently, a shorter one deletes the surplus.
-    async fn edit_posted(
-        &self,
-        thread: &Thread,
-        posted: &[String],
-        message: &UiMessage,
-    ) -> Result<Vec<String>, BoxError> {
-        let pieces = render::agent_message(message);
-        let (chat, topic) = split_thread_id(&thread.id)?;
-        let root = thread_root(&thread.id);
-        let mut ids = Vec::with_capacity(pieces.len());
-        for (i, piece) in pieces.iter().enumerate() {
-            if let Some(old) = posted.get(i) {
-                let (old_chat, old_id) = split_message_id(old)?;
-                match edit_piece(&self.api, old_chat, old_id, piece).await? {
-                    Edited::Done => {
-                        ids.push(old.clone());
-                        continue;
-                    }
-                    Edited::Replace => delete_message(&self.api, old_chat, old_id).await?,
-                }
-            }
-            let sent = with_retry("send", || {
-                send_piece_once(&self.api, chat, topic, piece, true, root)
-            })
-            .await?;
-            let id = crate::ids::message_id(sent.chat, sent.id);
-            self.note_member(&thread.id, &id);
-            ids.push(id);
-        }
-        for old in posted.iter().skip(pieces.len()) {
-            let (old_chat, old_id) = split_message_id(old)?;
-            delete_message(&self.api, old_chat, old_id).await?;
-        }
-        Ok(ids)
-    }
-
-    /// `deleteMessage` of each piece (one already gone is no failure).
-    async fn delete_posted(&self, _thread: &Thread, posted: &[String]) -> Result<(), BoxError> {
-        for id in posted {
-            let (chat, id) = split_message_id(id)?;
-            delete_message(&self.api, chat, id).await?;
-        }
-        Ok(())
-    }
-
     /// `pinChatMessage` (with `disable_notification`) or `unpinChatMessage`.
     async fn pin_posted(
         &self,
@@ -502,6 +382,141 @@ impl ChannelOutbox for TelegramOutbox {
         text: &str,
     ) -> Result<(), BoxError> {
         self.drafts(thread)?.edit(message_id, text, false).await
+    }
+}
+
+/// A reply's HTML text piece, with what the reply answers and whether it continues messages its
+/// stream posted (which notified already).
+#[derive(Debug)]
+pub struct ReplyPiece {
+    html: String,
+    reply_to: Option<MessageId>,
+    continued: bool,
+}
+
+impl TelegramOutbox {
+    /// `sent`, piece `key` of `thread`: remembered (a retry finds it), and as the thread's.
+    fn posted_as(&self, thread: &Thread, key: &str, sent: crate::client::SentMessage) -> String {
+        let id = crate::ids::message_id(sent.chat, sent.id);
+        self.note_member(&thread.id, &id);
+        self.posted
+            .lock()
+            .expect("not poisoned")
+            .insert(key.to_owned(), id.clone());
+        id
+    }
+}
+
+/// A reply is drawn as HTML messages (replying to the person's message, or an agent
+/// conversation's root), an agent message by [`render::agent_message`] (`sendMessage` for text,
+/// `sendPhoto` for an image, event buttons as inline keyboards). Each piece is sent once under
+/// its key, not retried here: the engine retries with the same key, and this process sends only
+/// the pieces still missing (at least once: see the module). Edits are `editMessageText` /
+/// `editMessageMedia` (never notifying); a photo that must become text or a message someone
+/// deleted is sent anew, silently, in its place.
+impl Draw for TelegramOutbox {
+    type Text = ReplyPiece;
+    type Agent = AgentPiece;
+
+    fn text_pieces(&self, thread: &Thread, reply: &UiMessage) -> Vec<ReplyPiece> {
+        let reply_to = self.reply_target(&thread.id, reply);
+        // The reply of a stream the engine could not finish (its messages edited, the rest
+        // posted here).
+        let continued = !reply.metadata.drafts.is_empty();
+        format::messages(&reply.text(), MAX_TEXT)
+            .into_iter()
+            .map(|html| ReplyPiece {
+                html,
+                reply_to,
+                continued,
+            })
+            .collect()
+    }
+
+    fn agent_pieces(&self, message: &UiMessage) -> Vec<AgentPiece> {
+        render::agent_message(message)
+    }
+}
+
+#[async_trait]
+impl PostedMessages for TelegramOutbox {
+    /// Telegram has no idempotency key: the pieces this process posted lately (whatever the
+    /// attempt), remembered by their keys.
+    async fn already_posted(
+        &self,
+        _thread: &Thread,
+        _keys: Keys,
+        wanted: &[String],
+        _retry: bool,
+    ) -> Result<HashMap<String, String>, BoxError> {
+        let posted = self.posted.lock().expect("not poisoned");
+        Ok(wanted
+            .iter()
+            .filter_map(|key| Some((key.clone(), posted.get(key)?)))
+            .collect())
+    }
+
+    async fn delete_piece(&self, _thread: &Thread, id: &str) -> Result<(), BoxError> {
+        let (chat, id) = split_message_id(id)?;
+        delete_message(&self.api, chat, id).await?;
+        Ok(())
+    }
+}
+
+/// One `sendMessage` (not retried here: the engine retries the delivery). One notification per
+/// reply: the first piece's — none when the reply continues messages its stream posted.
+#[async_trait]
+impl PostPieces<ReplyPiece> for TelegramOutbox {
+    async fn post_piece(
+        &self,
+        thread: &Thread,
+        piece: &ReplyPiece,
+        at: PieceAt<'_>,
+    ) -> Result<String, BoxError> {
+        let (chat, topic) = split_thread_id(&thread.id)?;
+        let silent = at.later() || piece.continued;
+        let sent =
+            send_html_once_as(&self.api, chat, topic, &piece.html, piece.reply_to, silent).await?;
+        Ok(self.posted_as(thread, at.key, sent))
+    }
+}
+
+/// A drawn agent message's piece: sent once for a delivery (the engine retries it), retried
+/// in-process when an edit adds it (an edit's pieces are all silent).
+#[async_trait]
+impl PostPieces<AgentPiece> for TelegramOutbox {
+    async fn post_piece(
+        &self,
+        thread: &Thread,
+        piece: &AgentPiece,
+        at: PieceAt<'_>,
+    ) -> Result<String, BoxError> {
+        let (chat, topic) = split_thread_id(&thread.id)?;
+        let root = thread_root(&thread.id);
+        let send = || send_piece_once(&self.api, chat, topic, piece, at.later(), root);
+        let sent = match at.keys {
+            Keys::Delivery => send().await?,
+            Keys::Edit => with_retry("send", send).await?,
+        };
+        Ok(self.posted_as(thread, at.key, sent))
+    }
+
+    /// A message that cannot show the piece (a photo cannot become text) or is gone is
+    /// deleted, and the piece sent anew in its place.
+    async fn edit_piece(
+        &self,
+        _thread: &Thread,
+        id: &str,
+        piece: &AgentPiece,
+    ) -> Result<frogbot_channel::delivery::Edited, BoxError> {
+        let (chat, id) = split_message_id(id)?;
+        match edit_piece(&self.api, chat, id, piece).await? {
+            Edited::Done => Ok(frogbot_channel::delivery::Edited::Done),
+            Edited::Replace => {
+                delete_message(&self.api, chat, id).await?;
+                Ok(frogbot_channel::delivery::Edited::Replaced)
+            }
+        }
     }
 }
 
@@ -655,6 +670,7 @@ mod tests {
 
     use super::*;
     use crate::testing::FakeBotApi;
+    use frogbot_channel::Delivery;
 
     fn reply(text: &str) -> UiMessage {
         serde_json::from_value(serde_json::json!({

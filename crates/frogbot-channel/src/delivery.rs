@@ -1,0 +1,498 @@
+//! The one delivery loop: a reply or an agent message, already drawn as the platform's messages
+//! ("pieces"), posted piece by piece under stable keys, edited in place later, deleted.
+//!
+//! Every adapter's [`ChannelOutbox`](crate::ChannelOutbox) runs these loops over its platform's
+//! half, [`PostPieces`] (post one piece under a key, edit one in place) and [`PostedMessages`]
+//! (find the pieces an earlier attempt posted, delete one):
+//!
+//! - [`post_pieces`] — [`ChannelOutbox::deliver`](crate::ChannelOutbox::deliver) and
+//!   [`post_message`](crate::ChannelOutbox::post_message): piece `i` is posted under
+//!   [`Delivery::piece_key`]`(i)`, the pieces an earlier attempt posted (where the platform can
+//!   tell) are not posted again, and the ids come back in order. A failure stops at its piece: the
+//!   pieces after it wait for the engine's retry, which posts only what is missing.
+//! - [`edit_pieces`] — [`edit_posted`](crate::ChannelOutbox::edit_posted): each posted message
+//!   redrawn in place; a longer drawing posts its extra pieces under `edit:{first id}:{i}` (so a
+//!   repeated edit finds them instead of posting them twice), a shorter one deletes the surplus.
+//! - [`delete_pieces`] — [`delete_posted`](crate::ChannelOutbox::delete_posted).
+//!
+//! How a platform makes a post idempotent is its own: Matrix sends under a transaction id made
+//! from the key, Discord under a nonce, Slack reads the thread's message metadata
+//! ([`PostedMessages::already_posted`]), Telegram remembers in-process what it posted.
+
+use std::collections::HashMap;
+
+use async_trait::async_trait;
+use frogbot_model::{BoxError, Thread, UiMessage};
+
+/// One reply's durable delivery, as [`ChannelOutbox::deliver`](crate::ChannelOutbox::deliver) sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    /// The same on every attempt, in every process: `deliver:{chat}:{message}:{from}` (at most
+    /// 200 bytes of `A-Z a-z 0-9 _ - :`).
+    pub key: String,
+    /// 0 on the first attempt; from 1 an earlier attempt failed, and may have posted some pieces.
+    pub attempt: u32,
+}
+
+impl Delivery {
+    /// The first attempt of delivery `key`.
+    pub fn new(key: impl Into<String>) -> Self {
+        Self {
+            key: key.into(),
+            attempt: 0,
+        }
+    }
+
+    /// The key of the reply's piece `index` (0-based), stable like [`Delivery::key`].
+    pub fn piece_key(&self, index: usize) -> String {
+        format!("{}:{index}", self.key)
+    }
+
+    /// Whether an earlier attempt may have posted some pieces (look before posting).
+    pub fn is_retry(&self) -> bool {
+        self.attempt > 0
+    }
+}
+
+/// Which loop a piece is posted by: its key space (Slack keeps them apart in its metadata's
+/// event type).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keys {
+    /// A durable delivery's piece ([`post_pieces`]): key [`Delivery::piece_key`].
+    Delivery,
+    /// A piece an edit adds to a message that grew ([`edit_pieces`]): key `edit:{first id}:{i}`.
+    Edit,
+}
+
+/// Where a piece goes in its message.
+#[derive(Debug, Clone, Copy)]
+pub struct PieceAt<'a> {
+    /// The piece's stable key: the same on every attempt, in every process.
+    pub key: &'a str,
+    /// 0-based position of the piece in its message.
+    pub index: usize,
+    /// Which loop posts it.
+    pub keys: Keys,
+}
+
+impl PieceAt<'_> {
+    /// Whether a piece of the same message was posted before this one: one message is one
+    /// notification, so a platform posts this one silently where it can. Every piece an edit
+    /// adds is later.
+    pub fn later(&self) -> bool {
+        self.index > 0 || self.keys == Keys::Edit
+    }
+}
+
+/// What [`PostPieces::edit_piece`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Edited {
+    /// The message shows the new piece.
+    Done,
+    /// The message could not take it (gone, or a kind the platform cannot turn into the new
+    /// one) and was deleted: the piece is posted anew in its place.
+    Replaced,
+}
+
+/// A platform's messages as the delivery loops see them, whatever their pieces are.
+#[async_trait]
+pub trait PostedMessages: Send + Sync {
+    /// The pieces of `thread` among `keys` that are posted already, with their platform ids:
+    /// looked up before posting, so that a piece an earlier attempt posted (its response lost)
+    /// is not posted twice. `retry`: an earlier attempt may have posted some (a first delivery
+    /// attempt has not). None by default: the platform makes the post itself idempotent, or
+    /// cannot.
+    async fn already_posted(
+        &self,
+        thread: &Thread,
+        keys: Keys,
+        wanted: &[String],
+        retry: bool,
+    ) -> Result<HashMap<String, String>, BoxError> {
+        let _ = (thread, keys, wanted, retry);
+        Ok(HashMap::new())
+    }
+
+    /// Deletes the platform message `id` (one already gone is no failure).
+    async fn delete_piece(&self, thread: &Thread, id: &str) -> Result<(), BoxError>;
+}
+
+/// How a platform posts and edits one piece of kind `P` (a text piece, a drawn agent message).
+#[async_trait]
+pub trait PostPieces<P: Sync>: PostedMessages {
+    /// Posts `piece` in `thread` under `at.key` (idempotent on it where the platform allows) and
+    /// returns its platform id.
+    async fn post_piece(
+        &self,
+        thread: &Thread,
+        piece: &P,
+        at: PieceAt<'_>,
+    ) -> Result<String, BoxError>;
+
+    /// Redraws the posted message `id` as `piece`, without a new notification.
+    async fn edit_piece(&self, thread: &Thread, id: &str, piece: &P) -> Result<Edited, BoxError> {
+        let _ = (thread, id, piece);
+        Err("this channel does not edit messages".into())
+    }
+}
+
+/// What an outbox draws a message as — a reply's text pieces, an agent message's pieces — for
+/// the delivery loops to post. An outbox that implements it (and [`PostPieces`] for both kinds)
+/// answers [`ChannelOutbox::delivery`](crate::ChannelOutbox::delivery) with itself, and the
+/// engine's deliveries, agent messages, edits and deletions run [`post_pieces`],
+/// [`edit_pieces`] and [`delete_pieces`] over it ([`Deliver`], implemented for every `Draw`).
+pub trait Draw: PostPieces<Self::Text> + PostPieces<Self::Agent> {
+    /// One message of a reply's text.
+    type Text: Send + Sync;
+    /// One message of a drawn agent message (its title, text, blocks, event buttons).
+    type Agent: Send + Sync;
+
+    /// `reply`'s text, to be posted in `thread`, as the platform's messages.
+    fn text_pieces(&self, thread: &Thread, reply: &UiMessage) -> Vec<Self::Text>;
+
+    /// The agent message `message` as the platform's messages.
+    fn agent_pieces(&self, message: &UiMessage) -> Vec<Self::Agent>;
+}
+
+/// The delivery half of an outbox, whole: what the engine's
+/// [`ChannelOutbox::deliver`](crate::ChannelOutbox::deliver),
+/// [`post_message`](crate::ChannelOutbox::post_message),
+/// [`edit_posted`](crate::ChannelOutbox::edit_posted) and
+/// [`delete_posted`](crate::ChannelOutbox::delete_posted) run by default. Every [`Draw`] is one.
+#[async_trait]
+pub trait Deliver: Send + Sync {
+    /// A reply's text pieces, posted as the durable delivery `delivery` ([`post_pieces`]).
+    async fn deliver_text(
+        &self,
+        thread: &Thread,
+        reply: &UiMessage,
+        delivery: &Delivery,
+    ) -> Result<Vec<String>, BoxError>;
+
+    /// An agent message's pieces, posted as the durable delivery `delivery` ([`post_pieces`]).
+    async fn deliver_drawn(
+        &self,
+        thread: &Thread,
+        message: &UiMessage,
+        delivery: &Delivery,
+    ) -> Result<Vec<String>, BoxError>;
+
+    /// The messages `posted` redrawn as `message` ([`edit_pieces`]).
+    async fn redraw(
+        &self,
+        thread: &Thread,
+        posted: &[String],
+        message: &UiMessage,
+    ) -> Result<Vec<String>, BoxError>;
+
+    /// The messages `posted` deleted ([`delete_pieces`]).
+    async fn delete_all(&self, thread: &Thread, posted: &[String]) -> Result<(), BoxError>;
+}
+
+#[async_trait]
+impl<T: Draw> Deliver for T {
+    async fn deliver_text(
+        &self,
+        thread: &Thread,
+        reply: &UiMessage,
+        delivery: &Delivery,
+    ) -> Result<Vec<String>, BoxError> {
+        let pieces = self.text_pieces(thread, reply);
+        post_pieces::<T::Text, T>(self, thread, &pieces, delivery).await
+    }
+
+    async fn deliver_drawn(
+        &self,
+        thread: &Thread,
+        message: &UiMessage,
+        delivery: &Delivery,
+    ) -> Result<Vec<String>, BoxError> {
+        let pieces = self.agent_pieces(message);
+        post_pieces::<T::Agent, T>(self, thread, &pieces, delivery).await
+    }
+
+    async fn redraw(
+        &self,
+        thread: &Thread,
+        posted: &[String],
+        message: &UiMessage,
+    ) -> Result<Vec<String>, BoxError> {
+        let pieces = self.agent_pieces(message);
+        edit_pieces::<T::Agent, T>(self, thread, posted, &pieces).await
+    }
+
+    async fn delete_all(&self, thread: &Thread, posted: &[String]) -> Result<(), BoxError> {
+        delete_pieces(self, thread, posted).await
+    }
+}
+
+/// Posts `pieces` in `thread` as the durable delivery `delivery` and returns their platform ids,
+/// in order (those an earlier attempt posted too). See the module.
+pub async fn post_pieces<P: Sync, O: PostPieces<P> + ?Sized>(
+    outbox: &O,
+    thread: &Thread,
+    pieces: &[P],
+    delivery: &Delivery,
+) -> Result<Vec<String>, BoxError> {
+    if pieces.is_empty() {
+        return Ok(Vec::new());
+    }
+    let keys: Vec<String> = (0..pieces.len()).map(|i| delivery.piece_key(i)).collect();
+    let present = outbox
+        .already_posted(thread, Keys::Delivery, &keys, delivery.is_retry())
+        .await?;
+    let mut ids = Vec::with_capacity(pieces.len());
+    for (index, (piece, key)) in pieces.iter().zip(&keys).enumerate() {
+        let id = match present.get(key) {
+            Some(id) => {
+                tracing::debug!(thread = %thread.id, %key, "piece already posted; skipped");
+                id.clone()
+            }
+            None => {
+                let at = PieceAt {
+                    key,
+                    index,
+                    keys: Keys::Delivery,
+                };
+                outbox.post_piece(thread, piece, at).await?
+            }
+        };
+        ids.push(id);
+    }
+    Ok(ids)
+}
+
+/// Redraws the messages `posted` (what [`post_pieces`] returned) as `pieces` and returns the ids
+/// the message is drawn in now. See the module. Idempotent: the same edit twice leaves the same
+/// messages.
+pub async fn edit_pieces<P: Sync, O: PostPieces<P> + ?Sized>(
+    outbox: &O,
+    thread: &Thread,
+    posted: &[String],
+    pieces: &[P],
+) -> Result<Vec<String>, BoxError> {
+    let base = posted.first().unwrap_or(&thread.id);
+    let key = |i: usize| format!("edit:{base}:{i}");
+    let extra: Vec<String> = (posted.len()..pieces.len()).map(key).collect();
+    let present = if extra.is_empty() {
+        HashMap::new()
+    } else {
+        outbox
+            .already_posted(thread, Keys::Edit, &extra, true)
+            .await?
+    };
+    let mut ids = Vec::with_capacity(pieces.len());
+    for (index, piece) in pieces.iter().enumerate() {
+        let key = key(index);
+        if let Some(id) = posted.get(index).or_else(|| present.get(&key)) {
+            match outbox.edit_piece(thread, id, piece).await? {
+                Edited::Done => {
+                    ids.push(id.clone());
+                    continue;
+                }
+                Edited::Replaced => {}
+            }
+        }
+        let at = PieceAt {
+            key: &key,
+            index,
+            keys: Keys::Edit,
+        };
+        ids.push(outbox.post_piece(thread, piece, at).await?);
+    }
+    delete_pieces(outbox, thread, posted.get(ids.len()..).unwrap_or_default()).await?;
+    Ok(ids)
+}
+
+/// Deletes the platform messages `posted`, in order (one already gone is no failure).
+pub async fn delete_pieces<O: PostedMessages + ?Sized>(
+    outbox: &O,
+    thread: &Thread,
+    posted: &[String],
+) -> Result<(), BoxError> {
+    for id in posted {
+        outbox.delete_piece(thread, id).await?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+
+    /// A platform whose messages live in a list; it may fail a post once, after posting
+    /// (a lost response), and remembers keys like Slack's metadata.
+    #[derive(Default)]
+    struct Board {
+        messages: Mutex<Vec<(String, String, String)>>, // (id, key, text)
+        lose_response_at: Mutex<Option<usize>>,
+        next_id: std::sync::atomic::AtomicUsize,
+    }
+
+    #[async_trait]
+    impl PostedMessages for Board {
+        async fn already_posted(
+            &self,
+            _thread: &Thread,
+            _keys: Keys,
+            wanted: &[String],
+            retry: bool,
+        ) -> Result<HashMap<String, String>, BoxError> {
+            if !retry {
+                return Ok(HashMap::new());
+            }
+            let messages = self.messages.lock().unwrap();
+            Ok(messages
+                .iter()
+                .filter(|(_, k, _)| wanted.contains(k))
+                .map(|(id, k, _)| (k.clone(), id.clone()))
+                .collect())
+        }
+
+        async fn delete_piece(&self, _thread: &Thread, id: &str) -> Result<(), BoxError> {
+            self.messages.lock().unwrap().retain(|(i, _, _)| i != id);
+            Ok(())
+        }
+    }
+
+    #[async_trait]
+    impl PostPieces<String> for Board {
+        async fn post_piece(
+            &self,
+            _thread: &Thread,
+            piece: &String,
+            at: PieceAt<'_>,
+        ) -> Result<String, BoxError> {
+            let mut messages = self.messages.lock().unwrap();
+            let n = self
+                .next_id
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let id = format!("m{n}");
+            messages.push((id.clone(), at.key.to_owned(), piece.clone()));
+            if *self.lose_response_at.lock().unwrap() == Some(at.index) {
+                *self.lose_response_at.lock().unwrap() = None;
+                return Err("connection reset".into());
+            }
+            Ok(id)
+        }
+
+        async fn edit_piece(
+            &self,
+            _thread: &Thread,
+            id: &str,
+            piece: &String,
+        ) -> Result<Edited, BoxError> {
+            let mut messages = self.messages.lock().unwrap();
+            match messages.iter_mut().find(|(i, _, _)| i == id) {
+                Some(m) => {
+                    m.2 = piece.clone();
+                    Ok(Edited::Done)
+                }
+                None => Ok(Edited::Replaced),
+            }
+        }
+    }
+
+    fn texts(board: &Board) -> Vec<String> {
+        board
+            .messages
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|m| m.2.clone())
+            .collect()
+    }
+
+    fn thread() -> Thread {
+        Thread {
+            id: "t1".into(),
+            platform: "board".into(),
+            chat_id: "c1".into(),
+        }
+    }
+
+    fn pieces(texts: &[&str]) -> Vec<String> {
+        texts.iter().map(|t| (*t).to_owned()).collect()
+    }
+
+    #[tokio::test]
+    async fn a_retry_after_a_lost_response_posts_only_the_missing_pieces() {
+        let board = Board::default();
+        *board.lose_response_at.lock().unwrap() = Some(1);
+        let mut delivery = Delivery::new("deliver:c:m:0");
+        let reply = pieces(&["one", "two", "three"]);
+        assert!(
+            post_pieces(&board, &thread(), &reply, &delivery)
+                .await
+                .is_err()
+        );
+        assert_eq!(
+            texts(&board),
+            ["one", "two"],
+            "the second was posted, its answer lost"
+        );
+        delivery.attempt = 1;
+        let ids = post_pieces(&board, &thread(), &reply, &delivery)
+            .await
+            .unwrap();
+        assert_eq!(
+            texts(&board),
+            ["one", "two", "three"],
+            "nothing posted twice"
+        );
+        assert_eq!(ids, ["m0", "m1", "m2"]);
+    }
+
+    #[tokio::test]
+    async fn an_edit_redraws_in_place_adds_the_extra_pieces_once_and_deletes_the_surplus() {
+        let board = Board::default();
+        let delivery = Delivery::new("deliver:c:m:0");
+        let posted = post_pieces(&board, &thread(), &pieces(&["a", "b"]), &delivery)
+            .await
+            .unwrap();
+        let longer = pieces(&["A", "B", "C"]);
+        let grown = edit_pieces(&board, &thread(), &posted, &longer)
+            .await
+            .unwrap();
+        assert_eq!(texts(&board), ["A", "B", "C"]);
+        // The same edit again (a retry): the extra piece is found by its key, not posted again.
+        let again = edit_pieces(&board, &thread(), &posted, &longer)
+            .await
+            .unwrap();
+        assert_eq!(texts(&board), ["A", "B", "C"]);
+        assert_eq!(again, grown);
+        let shorter = edit_pieces(&board, &thread(), &grown, &pieces(&["x"]))
+            .await
+            .unwrap();
+        assert_eq!(shorter, [grown[0].clone()]);
+        assert_eq!(texts(&board), ["x"], "the surplus is deleted");
+    }
+
+    #[tokio::test]
+    async fn a_message_that_cannot_be_edited_is_posted_anew_in_its_place() {
+        let board = Board::default();
+        let posted = vec!["gone".to_owned()];
+        let ids = edit_pieces(&board, &thread(), &posted, &pieces(&["new"]))
+            .await
+            .unwrap();
+        assert_eq!(texts(&board), ["new"]);
+        assert_ne!(ids, posted);
+        assert_eq!(
+            board.messages.lock().unwrap()[0].1,
+            "edit:gone:0",
+            "posted under the edit's key"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_empty_message_posts_nothing() {
+        let board = Board::default();
+        let ids = post_pieces(&board, &thread(), &[] as &[String], &Delivery::new("k"))
+            .await
+            .unwrap();
+        assert!(ids.is_empty());
+        assert!(texts(&board).is_empty());
+    }
+}
