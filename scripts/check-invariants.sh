@@ -29,6 +29,13 @@
 #    dev-dependencies may name any (the tests build FrogBot's engine).
 # 7. One retry policy: only frogbot-channel depends on backon (`RetryPolicy`: the adapters'
 #    clients, the model client, MCP restarts and delivery retries take their waits from it).
+# 8. No arrow runs back up: no crate's dev-dependencies name a workspace crate that depends on it
+#    (directly or through others: scripts/crate_arrows.py, over `cargo metadata --no-deps`). Tests
+#    needing the crates above live in a crate on top (frogbot-engine-tests: the engine's tests and
+#    benches on real SQLite and PostgreSQL). A crate naming itself to turn on a feature for its
+#    own tests is no arrow. Five arrows when the check came in (issue 39): frogbot-core's
+#    dev-dependencies on frogbot-sqlite, frogbot-postgres and frogbot-testkit, and the store
+#    crates' on frogbot-testkit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -41,6 +48,9 @@ status=0
 # The checker first proves on a planted crate that it finds circles (and only circles).
 python3 scripts/module_graph.py --self-test || status=1
 python3 scripts/module_graph.py || status=1
+# 8. (Arrows running back up.) The checker first proves on a planted workspace that it finds one.
+python3 scripts/crate_arrows.py --self-test || status=1
+python3 scripts/crate_arrows.py || status=1
 # 3. (The adapters' `testing` modules.)
 # shellcheck disable=SC2046
 python3 scripts/module_graph.py --forbid testing $(ls -d adapters/*/) || status=1
@@ -95,13 +105,22 @@ fi
 
 # 5. Who holds the store: in serve only `lib.rs` (which builds the engine), `ops.rs` (the operator
 #    commands' engine) and `main.rs` (`migrate`) open or name a store handle; every other module
-#    asks the `Engine` (metrics read the backlog with `Engine::refresh_backlog`). No adapter source
-#    outside its `testing` module names `frogbot_core::store`.
+#    asks the `Engine` through its handles (metrics read the backlog with
+#    `engine.ops().refresh_backlog()`). No serve file but `lib.rs` and `main.rs` names
+#    `frogbot_core::store` at all: the rows the handles return are read as the engine's views
+#    (`frogbot_core::agent::views`; `ops.rs` opens its store with `lib.rs`'s `open_store`). No
+#    adapter source outside its `testing` module names `frogbot_core::store`.
 # shellcheck disable=SC2046
 if grep -nwE 'DynStore|open_store|StoreLayer|store::Store' $(find crates/frogbot/src -name '*.rs' \
     -not -path 'crates/frogbot/src/lib.rs' -not -path 'crates/frogbot/src/ops.rs' \
     -not -path 'crates/frogbot/src/main.rs') >&2; then
     echo "serve's modules reach data through the Engine; only lib.rs, ops.rs and main.rs open the store" >&2
+    status=1
+fi
+# shellcheck disable=SC2046
+if grep -nE 'frogbot_core::(store|\{[^}]*\bstore\b)' $(find crates/frogbot/src -name '*.rs' \
+    -not -path 'crates/frogbot/src/lib.rs' -not -path 'crates/frogbot/src/main.rs') >&2; then
+    echo "serve's modules name no store type: they read the engine's views (frogbot_core::agent::views); only lib.rs and main.rs open the store" >&2
     status=1
 fi
 # shellcheck disable=SC2046
@@ -128,5 +147,5 @@ for path in $paths; do
     fi
 done
 
-[ "$status" = 0 ] && echo "invariants: no module circles, adapters on frogbot-model/-channel/-net only, one retry policy, the store crates only in serve's lib.rs, no production use of testing, ARCHITECTURE.md within $max_lines lines naming only real paths"
+[ "$status" = 0 ] && echo "invariants: no module circles, no arrow running back up, adapters on frogbot-model/-channel/-net only, one retry policy, the store crates only in serve's lib.rs (store types only there and in main.rs), no production use of testing, ARCHITECTURE.md within $max_lines lines naming only real paths"
 exit "$status"

@@ -40,11 +40,12 @@ async fn killed_mid_step_keeps_partial_text_frees_chat_after_lease_and_loses_no_
     let model = TestModel::new("parent");
     let engine = test_engine(url, &model, LEASE_MS).await;
     let store = engine.store_for_tests().clone();
-    assert_eq!(engine.state(&c).await.unwrap(), TurnState::Running);
+    assert_eq!(engine.chats().state(&c).await.unwrap(), TurnState::Running);
 
     // The child's turn holds the chat: a message from this process is queued, not run.
     let (second_id, delivery) = queued(
         engine
+            .agents()
             .send(msg(&c, Some("child-user"), "second"))
             .await
             .unwrap(),
@@ -119,7 +120,7 @@ async fn killed_mid_step_keeps_partial_text_frees_chat_after_lease_and_loses_no_
         tokio::time::sleep(Duration::from_millis(wait as u64)).await;
     }
     assert!(running_seen >= 1);
-    assert_eq!(engine.state(&c).await.unwrap(), TurnState::Idle);
+    assert_eq!(engine.chats().state(&c).await.unwrap(), TurnState::Idle);
     assert!(
         model.calls().is_empty(),
         "the queued message waits for the next turn to end"
@@ -129,6 +130,7 @@ async fn killed_mid_step_keeps_partial_text_frees_chat_after_lease_and_loses_no_
     // The next message starts a new turn; when it ends, the queued one is promoted and runs.
     let h = started(
         engine
+            .agents()
             .send(msg(&c, Some("child-user"), "third"))
             .await
             .unwrap(),
@@ -150,7 +152,7 @@ async fn killed_mid_step_keeps_partial_text_frees_chat_after_lease_and_loses_no_
         ],
         "every user message is there, none queued, each with its reply"
     );
-    assert_eq!(engine.state(&c).await.unwrap(), TurnState::Idle);
+    assert_eq!(engine.chats().state(&c).await.unwrap(), TurnState::Idle);
 }
 
 async fn killed_while_awaiting_keeps_the_question_which_can_be_answered(url: &str) {
@@ -162,10 +164,10 @@ async fn killed_while_awaiting_keeps_the_question_which_can_be_answered(url: &st
     let model = TestModel::new("parent");
     let engine = test_engine(url, &model, LEASE_MS).await;
     let store = engine.store_for_tests().clone();
-    assert_eq!(engine.state(&c).await.unwrap(), TurnState::Awaiting);
+    assert_eq!(engine.chats().state(&c).await.unwrap(), TurnState::Awaiting);
     // Still waiting once the dead process's lease time has passed: nothing expires a question.
     tokio::time::sleep(Duration::from_millis(LEASE_MS as u64 + 200)).await;
-    assert_eq!(engine.state(&c).await.unwrap(), TurnState::Awaiting);
+    assert_eq!(engine.chats().state(&c).await.unwrap(), TurnState::Awaiting);
     let q = store
         .get_question(&c, QUESTION_CALL, now_millis())
         .await
@@ -176,16 +178,18 @@ async fn killed_while_awaiting_keeps_the_question_which_can_be_answered(url: &st
     // A new message queues behind the waiting question and is not run.
     let (_, delivery) = queued(
         engine
+            .agents()
             .send(msg(&c, Some("child-user"), "meanwhile"))
             .await
             .unwrap(),
     );
     assert_eq!(delivery, Delivery::Queue);
-    assert_eq!(engine.state(&c).await.unwrap(), TurnState::Awaiting);
+    assert_eq!(engine.chats().state(&c).await.unwrap(), TurnState::Awaiting);
     assert!(model.calls().is_empty());
 
     // Answering from this process continues the dead process's turn here.
     let settled = engine
+        .questions()
         .settle(&c, QUESTION_CALL, Settle::Answer(answer("yes")), None)
         .await
         .unwrap();
@@ -199,7 +203,7 @@ async fn killed_while_awaiting_keeps_the_question_which_can_be_answered(url: &st
     let calls = model.wait_calls(1).await;
     assert!(calls[0].after_tool, "{calls:?}");
     assert_eq!(calls[0].text, "ask gate");
-    assert_eq!(engine.state(&c).await.unwrap(), TurnState::Running);
+    assert_eq!(engine.chats().state(&c).await.unwrap(), TurnState::Running);
     assert_eq!(
         store.queued_messages(&c).await.unwrap().len(),
         1,
@@ -232,10 +236,11 @@ async fn killed_while_awaiting_keeps_the_question_which_can_be_answered(url: &st
         part.output,
         Some(serde_json::to_value(answer("yes")).unwrap())
     );
-    assert_eq!(engine.state(&c).await.unwrap(), TurnState::Idle);
+    assert_eq!(engine.chats().state(&c).await.unwrap(), TurnState::Idle);
 
     // The question was answered once: a second answer is stale.
     let again = engine
+        .questions()
         .settle(&c, QUESTION_CALL, Settle::Answer(answer("no")), None)
         .await;
     assert!(matches!(again, Err(Error::Stale { .. })), "{again:?}");

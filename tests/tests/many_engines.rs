@@ -36,7 +36,7 @@ async fn two_engines_never_run_two_turns_of_one_chat(url: &str) {
         .map(|(i, t)| {
             let engine = if i % 2 == 0 { a.clone() } else { b.clone() };
             let m = msg(&c, Some("al"), t);
-            tokio::spawn(async move { engine.send(m).await })
+            tokio::spawn(async move { engine.agents().send(m).await })
         })
         .collect();
     let mut started_turns = 0;
@@ -88,20 +88,30 @@ async fn two_engines_never_run_two_turns_of_one_chat(url: &str) {
         );
     }
     assert!(store.queued_messages(&c).await.unwrap().is_empty());
-    assert_eq!(a.state(&c).await.unwrap(), TurnState::Idle);
-    assert_eq!(b.state(&c).await.unwrap(), TurnState::Idle);
+    assert_eq!(a.chats().state(&c).await.unwrap(), TurnState::Idle);
+    assert_eq!(b.chats().state(&c).await.unwrap(), TurnState::Idle);
 }
 
 async fn a_turn_ending_in_one_engine_promotes_a_message_queued_through_the_other(url: &str) {
     let (a, ma, b, mb) = two(url, Duration::ZERO).await;
     let c = chat("cross");
-    let h = started(a.send(msg(&c, Some("al"), "gate first")).await.unwrap());
+    let h = started(
+        a.agents()
+            .send(msg(&c, Some("al"), "gate first"))
+            .await
+            .unwrap(),
+    );
     ma.wait_calls(1).await;
 
     // B sees A's turn through the database: its message is queued.
-    let (id, delivery) = queued(b.send(msg(&c, Some("al"), "from b")).await.unwrap());
+    let (id, delivery) = queued(
+        b.agents()
+            .send(msg(&c, Some("al"), "from b"))
+            .await
+            .unwrap(),
+    );
     assert_eq!(delivery, Delivery::Queue);
-    assert_eq!(b.state(&c).await.unwrap(), TurnState::Running);
+    assert_eq!(b.chats().state(&c).await.unwrap(), TurnState::Running);
     let stored = b
         .store_for_tests()
         .get_message(&c, &id)
@@ -136,13 +146,13 @@ async fn a_turn_ending_in_one_engine_promotes_a_message_queued_through_the_other
 async fn concurrent_settles_through_two_engines_record_one_answer(url: &str) {
     let (a, ma, b, mb) = two(url, Duration::ZERO).await;
     let c = chat("settles");
-    let out = started(a.send(msg(&c, Some("al"), "ask")).await.unwrap())
+    let out = started(a.agents().send(msg(&c, Some("al"), "ask")).await.unwrap())
         .done
         .await
         .unwrap()
         .unwrap();
     assert_eq!(out.state, TurnState::Awaiting);
-    assert_eq!(b.state(&c).await.unwrap(), TurnState::Awaiting);
+    assert_eq!(b.chats().state(&c).await.unwrap(), TurnState::Awaiting);
 
     let start = Arc::new(tokio::sync::Barrier::new(16));
     let settles: Vec<_> = (0..16)
@@ -154,6 +164,7 @@ async fn concurrent_settles_through_two_engines_record_one_answer(url: &str) {
             tokio::spawn(async move {
                 start.wait().await;
                 let r = engine
+                    .questions()
                     .settle(&c, QUESTION_CALL, Settle::Answer(answer(label)), None)
                     .await;
                 (label, r)
@@ -203,7 +214,7 @@ async fn concurrent_settles_through_two_engines_record_one_answer(url: &str) {
         reply.text() == "a continues: ask" || reply.text() == "b continues: ask",
         "{reply:?}"
     );
-    assert_eq!(a.state(&c).await.unwrap(), TurnState::Idle);
+    assert_eq!(a.chats().state(&c).await.unwrap(), TurnState::Idle);
 }
 
 backends!(

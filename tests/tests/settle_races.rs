@@ -23,7 +23,13 @@ async fn answer_in_window(url: &str, at: PausePoint) {
     let model = TestModel::new("m");
     let engine = engine_over(paused.clone(), &model, LEASE_MS);
     let c = chat("race");
-    let h = started(engine.send(msg(&c, Some("al"), "ask")).await.unwrap());
+    let h = started(
+        engine
+            .agents()
+            .send(msg(&c, Some("al"), "ask"))
+            .await
+            .unwrap(),
+    );
     paused.reached().await;
 
     // Answer while the asking turn is held (before its records exist, the settle waits for them).
@@ -32,6 +38,7 @@ async fn answer_in_window(url: &str, at: PausePoint) {
         let c = c.clone();
         async move {
             engine
+                .questions()
                 .settle(&c, QUESTION_CALL, Settle::Answer(answer("yes")), None)
                 .await
         }
@@ -59,13 +66,13 @@ async fn answer_in_window(url: &str, at: PausePoint) {
     )
     .await;
     eventually("the chat to go idle", Duration::from_secs(10), async || {
-        engine.state(&c).await.unwrap() == TurnState::Idle
+        engine.chats().state(&c).await.unwrap() == TurnState::Idle
     })
     .await;
     let calls = model.calls();
     assert_eq!(calls.len(), 2, "{calls:?}");
     assert!(calls[1].after_tool);
-    let list = engine.messages(&c).await.unwrap();
+    let list = engine.chats().messages(&c).await.unwrap();
     let reply = &list[1].message;
     assert_eq!(reply.text(), "m continues: ask");
     assert_eq!(

@@ -214,7 +214,7 @@ impl Bot {
                 .await
                 .unwrap();
             q.is_some_and(|q| q.rendered && !q.record.messages.is_empty())
-                && self.engine.state(&chat).await.unwrap() == TurnState::Awaiting
+                && self.engine.chats().state(&chat).await.unwrap() == TurnState::Awaiting
         })
         .await;
         (thread, message, posted.body)
@@ -277,7 +277,7 @@ impl Bot {
     async fn idle(&self, thread: u64) {
         let chat = chat_of(thread);
         frogbot_testkit::eventually("the chat idle", WAIT, async || {
-            self.engine.state(&chat).await.unwrap() == TurnState::Idle
+            self.engine.chats().state(&chat).await.unwrap() == TurnState::Idle
         })
         .await;
     }
@@ -355,7 +355,10 @@ async fn an_approval_is_drawn_as_buttons_refused_to_others_and_approved_once() {
     assert_eq!(note.body["content"], DENIED_TEXT);
     assert_eq!(note.body["flags"], 64, "ephemeral");
     let chat = chat_of(thread);
-    assert_eq!(bot.engine.state(&chat).await.unwrap(), TurnState::Awaiting);
+    assert_eq!(
+        bot.engine.chats().state(&chat).await.unwrap(),
+        TurnState::Awaiting
+    );
     let q = bot
         .engine
         .store_for_tests()
@@ -460,7 +463,7 @@ async fn a_reason_typed_in_the_other_modal_denies_and_the_model_reads_it() {
         DENIED_TEXT
     );
     assert_eq!(
-        bot.engine.state(&chat_of(thread)).await.unwrap(),
+        bot.engine.chats().state(&chat_of(thread)).await.unwrap(),
         TurnState::Awaiting
     );
 
@@ -602,7 +605,10 @@ async fn a_thread_reply_denies_with_its_reason_only_from_an_approver() {
         .unwrap()
         .unwrap();
     assert!(q.outcome.is_none() && !q.closed);
-    assert_eq!(bot.engine.state(&chat).await.unwrap(), TurnState::Awaiting);
+    assert_eq!(
+        bot.engine.chats().state(&chat).await.unwrap(),
+        TurnState::Awaiting
+    );
 
     let from = bot.fake.calls().len();
     bot.fake.dispatch(

@@ -110,6 +110,7 @@ impl Bot {
     async fn ask(&self, place: &ChannelRef, key: &str) -> Value {
         let from = self.fake.calls().len();
         self.engine
+            .agents()
             .send(SendMessage {
                 chat_id: channel_chat_id(PLATFORM, &place.thread),
                 id: Some(key.to_owned()),
@@ -167,10 +168,10 @@ impl Bot {
             chat: channel_chat_id(PLATFORM, thread),
             message: key.to_owned(),
         };
-        let mut events = self.engine.subscribe();
+        let mut events = self.engine.chats().subscribe();
         let deadline = tokio::time::Instant::now() + WAIT;
         loop {
-            if let Some(status) = self.engine.ask_status(&id).await.unwrap()
+            if let Some(status) = self.engine.questions().ask_status(&id).await.unwrap()
                 && status.state.is_final()
             {
                 return status;
@@ -214,6 +215,7 @@ async fn an_ask_to_a_text_channel_starts_a_thread_on_one_root_and_a_click_there_
     let from = bot.fake.calls().len();
     let place = bot
         .engine
+        .channels()
         .ask_thread(PLATFORM, AskPlace::Thread(&channel.to_string()), TEXT, "m1")
         .await
         .unwrap();
@@ -268,6 +270,7 @@ async fn an_ask_to_a_person_starts_a_conversation_of_its_own_in_their_dm_channel
     let from = bot.fake.calls().len();
     let place = bot
         .engine
+        .channels()
         .ask_thread(PLATFORM, AskPlace::User(&ALICE.to_string()), TEXT, "m1")
         .await
         .unwrap();
@@ -297,6 +300,7 @@ async fn an_ask_to_a_person_starts_a_conversation_of_its_own_in_their_dm_channel
     // Asked again (a retry of the same key): the nonce gets the same root back, the same thread.
     let again = bot
         .engine
+        .channels()
         .ask_thread(PLATFORM, AskPlace::User(&ALICE.to_string()), TEXT, "m1")
         .await
         .unwrap();
@@ -318,6 +322,7 @@ async fn an_ask_to_a_person_starts_a_conversation_of_its_own_in_their_dm_channel
     let from = bot.fake.calls().len();
     let direct = bot
         .engine
+        .channels()
         .ask_thread(PLATFORM, AskPlace::Thread(&dm.to_string()), TEXT, "m2")
         .await
         .unwrap();
@@ -409,6 +414,7 @@ async fn bad_ids_are_refused_with_nothing_posted() {
     // Through the engine, a channel error (what `POST /api/asks` answers 502 with).
     let err = bot
         .engine
+        .channels()
         .ask_thread(PLATFORM, AskPlace::Thread(&unknown), TEXT, "m1")
         .await
         .expect_err("refused");
@@ -487,7 +493,8 @@ async fn an_agents_conversation_with_a_person_never_takes_over_their_dm_with_the
     let from = bot.fake.calls().len();
     let chat = bot
         .engine
-        .open_agent_chat(
+        .agents()
+        .open_chat(
             Some(&agent),
             AgentPlace::Channel {
                 platform: PLATFORM.into(),
@@ -509,7 +516,8 @@ async fn an_agents_conversation_with_a_person_never_takes_over_their_dm_with_the
     // (c) The agent's message reaches her in the DM as a reply to its first message.
     let from = bot.fake.calls().len();
     bot.engine
-        .agent_send(
+        .agents()
+        .post(
             &chat.chat_id,
             Some(&agent),
             AgentMessage {
@@ -548,6 +556,7 @@ async fn an_agents_conversation_with_a_person_never_takes_over_their_dm_with_the
     while inbox.len() < 2 {
         let items = bot
             .engine
+            .agents()
             .inbox_wait(Some(&agent), None, 50, WAIT)
             .await
             .unwrap();
@@ -561,7 +570,13 @@ async fn an_agents_conversation_with_a_person_never_takes_over_their_dm_with_the
     let from = bot.fake.calls().len();
     say("ping", None);
     model_reply(from, "ping").await;
-    inbox.extend(bot.engine.inbox(Some(&agent), None, 50).await.unwrap());
+    inbox.extend(
+        bot.engine
+            .agents()
+            .inbox(Some(&agent), None, 50)
+            .await
+            .unwrap(),
+    );
     // (The two replies were dispatched at once: serenity may hand them over in either order.)
     let mut texts: Vec<String> = inbox.iter().map(|i| i.message.text()).collect();
     texts.sort();
@@ -575,7 +590,8 @@ async fn an_agents_conversation_with_a_person_never_takes_over_their_dm_with_the
     );
     let dm_chat = bot
         .engine
-        .chat(&channel_chat_id(PLATFORM, &dm.to_string()))
+        .chats()
+        .get(&channel_chat_id(PLATFORM, &dm.to_string()))
         .await
         .unwrap()
         .expect("her chat with the model");

@@ -197,7 +197,7 @@ impl Bot {
                 .await
                 .unwrap();
             q.is_some_and(|q| q.rendered && !q.record.messages.is_empty())
-                && self.engine.state(&chat).await.unwrap() == TurnState::Awaiting
+                && self.engine.chats().state(&chat).await.unwrap() == TurnState::Awaiting
         })
         .await;
         (thread, message, posted.body)
@@ -260,7 +260,7 @@ impl Bot {
     async fn idle(&self, thread: u64) {
         let chat = chat_of(thread);
         frogbot_testkit::eventually("the chat idle", WAIT, async || {
-            self.engine.state(&chat).await.unwrap() == TurnState::Idle
+            self.engine.chats().state(&chat).await.unwrap() == TurnState::Idle
         })
         .await;
     }
@@ -341,7 +341,10 @@ async fn an_elicitation_is_drawn_as_buttons_refused_to_others_and_answered_by_th
     assert_eq!(note.body["content"], DENIED_TEXT);
     assert_eq!(note.body["flags"], 64, "ephemeral");
     let chat = chat_of(thread);
-    assert_eq!(bot.engine.state(&chat).await.unwrap(), TurnState::Awaiting);
+    assert_eq!(
+        bot.engine.chats().state(&chat).await.unwrap(),
+        TurnState::Awaiting
+    );
     let q = bot
         .engine
         .store_for_tests()

@@ -218,9 +218,9 @@ impl Bot {
 
     async fn idle(&self, thread: u64) {
         let chat = channel_chat_id(PLATFORM, &thread.to_string());
-        let mut events = self.engine.subscribe();
+        let mut events = self.engine.chats().subscribe();
         let deadline = tokio::time::Instant::now() + WAIT;
-        while self.engine.state(&chat).await.unwrap() != TurnState::Idle {
+        while self.engine.chats().state(&chat).await.unwrap() != TurnState::Idle {
             assert!(tokio::time::Instant::now() < deadline, "chat idle");
             let _ = tokio::time::timeout(Duration::from_millis(100), events.recv()).await;
         }
@@ -284,7 +284,7 @@ impl Bot {
                 .await
                 .unwrap()
                 .is_some_and(|q| q.rendered && !q.record.messages.is_empty());
-            if rendered && self.engine.state(&chat).await.unwrap() == TurnState::Awaiting {
+            if rendered && self.engine.chats().state(&chat).await.unwrap() == TurnState::Awaiting {
                 break;
             }
             assert!(
@@ -944,7 +944,10 @@ async fn people_without_access_are_refused() {
         DENIED_TEXT
     );
     let chat = channel_chat_id(PLATFORM, &thread.to_string());
-    assert_eq!(bot.engine.state(&chat).await.unwrap(), TurnState::Awaiting);
+    assert_eq!(
+        bot.engine.chats().state(&chat).await.unwrap(),
+        TurnState::Awaiting
+    );
     let q = bot
         .engine
         .store_for_tests()
@@ -1054,7 +1057,10 @@ async fn the_interactions_endpoint_refuses_forged_signatures() {
     let (status, _) = post(sign(&key, &old, &body), old, body.clone()).await;
     assert_eq!(status, 401);
     let chat = channel_chat_id(PLATFORM, &thread.to_string());
-    assert_eq!(bot.engine.state(&chat).await.unwrap(), TurnState::Awaiting);
+    assert_eq!(
+        bot.engine.chats().state(&chat).await.unwrap(),
+        TurnState::Awaiting
+    );
     // Signed correctly: the HTTP response is the deferred update and the click is recorded.
     let from = bot.fake.calls().len();
     let (status, response) = post(signed, now.clone(), body).await;

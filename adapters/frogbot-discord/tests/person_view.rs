@@ -255,7 +255,7 @@ impl Bot {
     async fn state(&self, thread: u64, want: TurnState) {
         let chat = channel_chat_id(PLATFORM, &thread.to_string());
         frogbot_testkit::eventually(&format!("the chat {want:?}"), WAIT, async || {
-            self.engine.state(&chat).await.ok() == Some(want)
+            self.engine.chats().state(&chat).await.ok() == Some(want)
         })
         .await;
     }
@@ -857,6 +857,7 @@ async fn a_queued_message_edited_or_deleted_runs_new_or_not_at_all() {
     frogbot_testkit::eventually("the queue edited", WAIT, async || {
         let texts: Vec<String> = bot
             .engine
+            .chats()
             .messages(&chat)
             .await
             .unwrap()

@@ -105,7 +105,7 @@ impl Bot {
     async fn idle(&self, thread: u64) {
         let chat = channel_chat_id(PLATFORM, &thread.to_string());
         frogbot_testkit::eventually("the chat idle", WAIT, async || {
-            self.engine.state(&chat).await.ok() == Some(TurnState::Idle)
+            self.engine.chats().state(&chat).await.ok() == Some(TurnState::Idle)
         })
         .await;
     }

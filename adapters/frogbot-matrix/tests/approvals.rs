@@ -181,7 +181,7 @@ impl Bot {
     async fn idle(&self, room: &RoomId, root: &str) {
         let chat = channel_chat_id(PLATFORM, &format!("{room}|{root}"));
         frogbot_testkit::eventually("the chat idle", Duration::from_secs(WAIT), async || {
-            self.engine.state(&chat).await.unwrap() == TurnState::Idle
+            self.engine.chats().state(&chat).await.unwrap() == TurnState::Idle
         })
         .await;
     }
@@ -354,6 +354,7 @@ async fn fake_an_approval_is_a_poll_refused_to_others_and_approved_once() {
         Duration::from_secs(WAIT),
         async || {
             bot.engine
+                .chats()
                 .state(&channel_chat_id(PLATFORM, &format!("{room}|{root}")))
                 .await
                 .unwrap()

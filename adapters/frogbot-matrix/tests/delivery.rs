@@ -417,6 +417,7 @@ async fn a_plain_reply_to_the_bot_continues_its_thread() {
     let chat = frogbot_core::agent::channel_chat_id("matrix", &format!("{room}|{hi}"));
     let texts: Vec<String> = bot
         .engine
+        .chats()
         .messages(&chat)
         .await
         .unwrap()
@@ -685,6 +686,7 @@ async fn an_ask_shows_no_typing_notice() {
     let (message, text) = ("ask-typing-1", "Deploy where?");
     let channel = bot
         .engine
+        .channels()
         .ask_thread("matrix", AskPlace::Thread(room.as_str()), text, message)
         .await
         .unwrap();
@@ -693,6 +695,7 @@ async fn an_ask_shows_no_typing_notice() {
     .unwrap();
     let sent = bot
         .engine
+        .agents()
         .send(SendMessage {
             chat_id: channel_chat_id(&channel.platform, &channel.thread),
             id: Some(message.into()),

@@ -165,7 +165,7 @@ impl Bot {
     async fn until(&self, room: &RoomId, root: &str, state: TurnState) {
         let chat = chat_of(room, root);
         frogbot_testkit::eventually("the chat's state", Duration::from_secs(WAIT), async || {
-            self.engine.state(&chat).await.unwrap() == state
+            self.engine.chats().state(&chat).await.unwrap() == state
         })
         .await;
     }
@@ -318,7 +318,11 @@ async fn fake_an_elicitation_is_a_poll_refused_to_others_and_answered_by_the_dri
         "the poll is still open"
     );
     assert_eq!(
-        bot.engine.state(&chat_of(&room, root)).await.unwrap(),
+        bot.engine
+            .chats()
+            .state(&chat_of(&room, root))
+            .await
+            .unwrap(),
         TurnState::Awaiting
     );
 

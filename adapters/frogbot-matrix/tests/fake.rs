@@ -510,7 +510,8 @@ async fn an_agents_conversation_in_a_dm_is_its_own_thread_beside_the_persons_cha
     let agent = UserId::new("deployer");
     let chat = bot
         .engine
-        .open_agent_chat(
+        .agents()
+        .open_chat(
             Some(&agent),
             AgentPlace::Channel {
                 platform: frogbot_matrix::PLATFORM.into(),
@@ -537,7 +538,8 @@ async fn an_agents_conversation_in_a_dm_is_its_own_thread_beside_the_persons_cha
 
     // (c) The agent's message appears in its thread.
     bot.engine
-        .agent_send(
+        .agents()
+        .post(
             &chat.chat_id,
             Some(&agent),
             AgentMessage {
@@ -560,6 +562,7 @@ async fn an_agents_conversation_in_a_dm_is_its_own_thread_beside_the_persons_cha
     fake.inject(&room, &alice, "m.room.message", reply);
     let items = bot
         .engine
+        .agents()
         .inbox_wait(Some(&agent), None, 50, Duration::from_secs(WAIT))
         .await
         .unwrap();
@@ -576,6 +579,7 @@ async fn an_agents_conversation_in_a_dm_is_its_own_thread_beside_the_persons_cha
     assert!(!model_saw("yes, go"));
     assert!(
         bot.engine
+            .agents()
             .inbox(Some(&agent), None, 50)
             .await
             .unwrap()

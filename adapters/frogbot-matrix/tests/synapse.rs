@@ -1299,6 +1299,7 @@ async fn send_ask(s: &Setup, thread: &str, key: &str, text: &str) {
     .unwrap();
     s.bot
         .engine
+        .agents()
         .send(SendMessage {
             chat_id: channel_chat_id(frogbot_matrix::PLATFORM, thread),
             id: Some(key.to_owned()),
@@ -1368,6 +1369,7 @@ async fn an_ask_to_a_room_starts_a_thread_there_once_and_is_answered_in_it() {
 
     let text = "Where should v2 go?";
     let thread = engine
+        .channels()
         .ask_thread(matrix, AskPlace::Thread(room.as_str()), text, "ask-room-1")
         .await
         .unwrap()
@@ -1376,6 +1378,7 @@ async fn an_ask_to_a_room_starts_a_thread_there_once_and_is_answered_in_it() {
     assert_eq!(in_room, room);
     // The response was "lost": the retry finds the same root.
     let again = engine
+        .channels()
         .ask_thread(matrix, AskPlace::Thread(room.as_str()), text, "ask-room-1")
         .await
         .unwrap()
@@ -1383,6 +1386,7 @@ async fn an_ask_to_a_room_starts_a_thread_there_once_and_is_answered_in_it() {
     assert_eq!(again, thread);
     // A thread is taken as it is.
     let as_is = engine
+        .channels()
         .ask_thread(matrix, AskPlace::Thread(&thread), "unused", "ask-room-x")
         .await
         .unwrap()
@@ -1416,6 +1420,7 @@ async fn an_ask_to_a_room_starts_a_thread_there_once_and_is_answered_in_it() {
     .unwrap();
     alice.client.create_room_alias(&alias, &room).await.unwrap();
     let by_alias = engine
+        .channels()
         .ask_thread(
             matrix,
             AskPlace::Thread(alias.as_str()),
@@ -1437,6 +1442,7 @@ async fn an_ask_to_a_room_starts_a_thread_there_once_and_is_answered_in_it() {
     // A room the bot is not in: refused, nothing posted there.
     let elsewhere = alice.create_room(&[&bob_account.user_id], false).await;
     let e = engine
+        .channels()
         .ask_thread(
             matrix,
             AskPlace::Thread(elsewhere.as_str()),
@@ -1449,6 +1455,7 @@ async fn an_ask_to_a_room_starts_a_thread_there_once_and_is_answered_in_it() {
     assert!(e.contains("the bot is not in the Matrix room"), "{e}");
     let unknown = format!("#nothing-here:{}", s.hs.server_name);
     let e = engine
+        .channels()
         .ask_thread(matrix, AskPlace::Thread(&unknown), text, "ask-room-4")
         .await
         .unwrap_err()
@@ -1477,6 +1484,7 @@ async fn an_ask_to_a_person_opens_a_dm_they_join_and_answer_in() {
 
     // Bad input first: nothing made, nothing posted.
     let e = engine
+        .channels()
         .ask_thread(matrix, AskPlace::User("alice"), "Hi?", "ask-dm-0")
         .await
         .unwrap_err()
@@ -1484,6 +1492,7 @@ async fn an_ask_to_a_person_opens_a_dm_they_join_and_answer_in() {
     assert!(e.contains("not a Matrix user id (@name:server)"), "{e}");
     let nobody = format!("@nobody-{}:{}", std::process::id(), s.hs.server_name);
     let e = engine
+        .channels()
         .ask_thread(matrix, AskPlace::User(&nobody), "Hi?", "ask-dm-0")
         .await
         .unwrap_err()
@@ -1776,7 +1785,8 @@ async fn three_taps_on_an_event_button_reach_the_agents_inbox() {
     // The person's thread with the model is never the agent's (issue 37): refused.
     assert!(
         engine
-            .open_agent_chat(
+            .agents()
+            .open_chat(
                 Some(&agent),
                 AgentPlace::Channel {
                     platform: "matrix".into(),
@@ -1790,7 +1800,8 @@ async fn three_taps_on_an_event_button_reach_the_agents_inbox() {
     );
     // A thread of its own in the room, started with its first message.
     let chat = engine
-        .open_agent_chat(
+        .agents()
+        .open_chat(
             Some(&agent),
             AgentPlace::Channel {
                 platform: "matrix".into(),
@@ -1814,7 +1825,8 @@ async fn three_taps_on_an_event_button_reach_the_agents_inbox() {
     ]))
     .unwrap();
     engine
-        .agent_send(
+        .agents()
+        .post(
             &chat.chat_id,
             Some(&agent),
             AgentMessage {
@@ -1857,6 +1869,7 @@ async fn three_taps_on_an_event_button_reach_the_agents_inbox() {
         while items.len() <= n {
             items.extend(
                 engine
+                    .agents()
                     .inbox(Some(&agent), Some(&chat.chat_id), 10)
                     .await
                     .unwrap(),

@@ -121,7 +121,12 @@ async fn level(concurrency: usize, questions: usize, run: usize) {
                 reply_to: None,
                 raw: Value::Null,
             };
-            match engine.channel_message("slack", &thread, msg).await.unwrap() {
+            match engine
+                .channels()
+                .message("slack", &thread, msg)
+                .await
+                .unwrap()
+            {
                 ChannelMessageOutcome::Sent(Sent::Started(h)) => {
                     h.done.await.unwrap().unwrap();
                 }

@@ -130,7 +130,8 @@ async fn ask(w: &World, channel: &str) -> (String, frogbot_core::model::ChatId) 
     let incoming = message_from_push_json(&push, BOT_USER).unwrap().unwrap();
     match w
         .engine
-        .channel_message(PLATFORM, &incoming.thread, incoming.message)
+        .channels()
+        .message(PLATFORM, &incoming.thread, incoming.message)
         .await
         .unwrap()
     {
@@ -140,7 +141,10 @@ async fn ask(w: &World, channel: &str) -> (String, frogbot_core::model::ChatId) 
         other => panic!("expected a turn, got {other:?}"),
     }
     let chat = channel_chat_id(PLATFORM, &incoming.thread);
-    assert_eq!(w.engine.state(&chat).await.unwrap(), TurnState::Awaiting);
+    assert_eq!(
+        w.engine.chats().state(&chat).await.unwrap(),
+        TurnState::Awaiting
+    );
     (incoming.thread, chat)
 }
 
@@ -151,7 +155,8 @@ async fn click(w: &World, user: &str, message: &str, label: &str) -> Interaction
         .unwrap_or_else(|| panic!("no {label:?} button on {message}"));
     let interaction = interaction_from_payload(&payload).unwrap().unwrap();
     w.engine
-        .handle_interaction(PLATFORM, None, &interaction)
+        .channels()
+        .interaction(PLATFORM, None, &interaction)
         .await
         .unwrap()
 }
@@ -160,7 +165,7 @@ async fn until_idle(w: &World, chat: &frogbot_core::model::ChatId) {
     frogbot_testkit::eventually(
         "the turn to end",
         std::time::Duration::from_secs(20),
-        async || w.engine.state(chat).await.unwrap() == TurnState::Idle,
+        async || w.engine.chats().state(chat).await.unwrap() == TurnState::Idle,
     )
     .await;
 }
@@ -217,7 +222,10 @@ async fn an_approval_on_slack_is_asked_refused_to_others_and_runs_once_when_appr
         InteractionOutcome::Denied
     );
     assert!(!w.fake.notices("U999").is_empty());
-    assert_eq!(w.engine.state(&chat).await.unwrap(), TurnState::Awaiting);
+    assert_eq!(
+        w.engine.chats().state(&chat).await.unwrap(),
+        TurnState::Awaiting
+    );
     assert_eq!(w.runs.load(Ordering::SeqCst), 0);
     assert!(w.fake.controls(&card.id()) > 0);
 
@@ -226,7 +234,8 @@ async fn an_approval_on_slack_is_asked_refused_to_others_and_runs_once_when_appr
     let approve = interaction_from_payload(&approve).unwrap().unwrap();
     assert_eq!(
         w.engine
-            .handle_interaction(PLATFORM, None, &approve)
+            .channels()
+            .interaction(PLATFORM, None, &approve)
             .await
             .unwrap(),
         InteractionOutcome::Answered
@@ -249,7 +258,8 @@ async fn an_approval_on_slack_is_asked_refused_to_others_and_runs_once_when_appr
     // The same click again (a retry, or a second tab) is stale and runs nothing again.
     let late = w
         .engine
-        .handle_interaction(PLATFORM, None, &approve)
+        .channels()
+        .interaction(PLATFORM, None, &approve)
         .await
         .unwrap();
     assert!(
@@ -278,7 +288,8 @@ async fn a_reason_typed_in_the_modal_denies_and_the_model_reads_it() {
     };
     let target = w
         .engine
-        .question_for_form(PLATFORM, &event.message_id)
+        .channels()
+        .form_target(PLATFORM, &event.message_id)
         .await
         .unwrap()
         .expect("the open approval");
@@ -310,7 +321,8 @@ async fn a_reason_typed_in_the_modal_denies_and_the_model_reads_it() {
     let submit = interaction_from_payload(&payload).unwrap().unwrap();
     assert_eq!(
         w.engine
-            .handle_interaction(PLATFORM, None, &submit)
+            .channels()
+            .interaction(PLATFORM, None, &submit)
             .await
             .unwrap(),
         InteractionOutcome::Answered

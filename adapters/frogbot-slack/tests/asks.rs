@@ -116,6 +116,7 @@ async fn an_ask_to_a_user_starts_a_thread_in_their_dm_and_a_click_there_answers_
     .unwrap();
     let sent = w
         .engine
+        .agents()
         .send(SendMessage {
             chat_id: chat.clone(),
             id: Some("msg1".into()),
@@ -142,7 +143,13 @@ async fn an_ask_to_a_user_starts_a_thread_in_their_dm_and_a_click_there_answers_
         message: "msg1".into(),
     };
     assert_eq!(
-        w.engine.ask_status(&id).await.unwrap().unwrap().state,
+        w.engine
+            .questions()
+            .ask_status(&id)
+            .await
+            .unwrap()
+            .unwrap()
+            .state,
         AskState::Open
     );
 
@@ -166,13 +173,14 @@ async fn an_ask_to_a_user_starts_a_thread_in_their_dm_and_a_click_there_answers_
     assert_eq!(res.status(), 200);
     eventually("the ask answered", WAIT, async || {
         w.engine
+            .questions()
             .ask_status(&id)
             .await
             .unwrap()
             .is_some_and(|s| s.state == AskState::Answered)
     })
     .await;
-    let status = w.engine.ask_status(&id).await.unwrap().unwrap();
+    let status = w.engine.questions().ask_status(&id).await.unwrap().unwrap();
     assert_eq!(status.answers.unwrap().answers[0].selected, ["prod"]);
     assert_eq!(w.fake.controls(&card.id()), 0, "the card is closed");
 }
@@ -311,7 +319,8 @@ async fn an_agents_conversation_in_a_dm_is_its_own_thread_beside_the_persons_cha
     let agent = UserId::new("deployer");
     let chat = w
         .engine
-        .open_agent_chat(
+        .agents()
+        .open_chat(
             Some(&agent),
             AgentPlace::Channel {
                 platform: PLATFORM.into(),
@@ -338,7 +347,8 @@ async fn an_agents_conversation_in_a_dm_is_its_own_thread_beside_the_persons_cha
 
     // (c) The agent's message appears in its thread.
     w.engine
-        .agent_send(
+        .agents()
+        .post(
             &chat.chat_id,
             Some(&agent),
             AgentMessage {
@@ -369,6 +379,7 @@ async fn an_agents_conversation_in_a_dm_is_its_own_thread_beside_the_persons_cha
     say(Some(&root), "yes, go").await;
     let items = w
         .engine
+        .agents()
         .inbox_wait(Some(&agent), None, 50, WAIT)
         .await
         .unwrap();
@@ -381,6 +392,7 @@ async fn an_agents_conversation_in_a_dm_is_its_own_thread_beside_the_persons_cha
     eventually("the model's answer", WAIT, async || model_saw("and toads?")).await;
     assert!(
         w.engine
+            .agents()
             .inbox(Some(&agent), None, 50)
             .await
             .unwrap()
@@ -420,6 +432,7 @@ async fn a_modal_answer_that_does_not_validate_keeps_the_modal_open_with_the_fie
     .unwrap();
     let sent = w
         .engine
+        .agents()
         .send(SendMessage {
             chat_id: chat.clone(),
             id: Some("msg2".into()),
@@ -488,7 +501,13 @@ async fn a_modal_answer_that_does_not_validate_keeps_the_modal_open_with_the_fie
             "the modal is still there"
         );
         assert_eq!(
-            w.engine.ask_status(&id).await.unwrap().unwrap().state,
+            w.engine
+                .questions()
+                .ask_status(&id)
+                .await
+                .unwrap()
+                .unwrap()
+                .state,
             AskState::Open,
             "nothing recorded"
         );
@@ -502,12 +521,20 @@ async fn a_modal_answer_that_does_not_validate_keeps_the_modal_open_with_the_fie
     assert_eq!(body, "", "an empty 200 closes the modal");
     eventually("the ask answered", WAIT, async || {
         w.engine
+            .questions()
             .ask_status(&id)
             .await
             .unwrap()
             .is_some_and(|s| s.state == AskState::Answered)
     })
     .await;
-    let answers = w.engine.ask_status(&id).await.unwrap().unwrap().answers;
+    let answers = w
+        .engine
+        .questions()
+        .ask_status(&id)
+        .await
+        .unwrap()
+        .unwrap()
+        .answers;
     assert_eq!(answers.unwrap().answers[0].selected, ["45"]);
 }

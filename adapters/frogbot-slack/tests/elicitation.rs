@@ -154,7 +154,8 @@ async fn ask(w: &World, channel: &str) -> (String, ChatId) {
     let incoming = message_from_push_json(&push, BOT_USER).unwrap().unwrap();
     match w
         .engine
-        .channel_message(PLATFORM, &incoming.thread, incoming.message)
+        .channels()
+        .message(PLATFORM, &incoming.thread, incoming.message)
         .await
         .unwrap()
     {
@@ -164,7 +165,10 @@ async fn ask(w: &World, channel: &str) -> (String, ChatId) {
         other => panic!("expected a turn, got {other:?}"),
     }
     let chat = channel_chat_id(PLATFORM, &incoming.thread);
-    assert_eq!(w.engine.state(&chat).await.unwrap(), TurnState::Awaiting);
+    assert_eq!(
+        w.engine.chats().state(&chat).await.unwrap(),
+        TurnState::Awaiting
+    );
     (incoming.thread, chat)
 }
 
@@ -175,7 +179,8 @@ async fn click(w: &World, user: &str, message: &str, label: &str) -> Interaction
         .unwrap_or_else(|| panic!("no {label:?} button on {message}"));
     let interaction = interaction_from_payload(&payload).unwrap().unwrap();
     w.engine
-        .handle_interaction(PLATFORM, None, &interaction)
+        .channels()
+        .interaction(PLATFORM, None, &interaction)
         .await
         .unwrap()
 }
@@ -184,7 +189,7 @@ async fn until_idle(w: &World, chat: &ChatId) {
     frogbot_testkit::eventually(
         "the turn to end",
         std::time::Duration::from_secs(20),
-        async || w.engine.state(chat).await.unwrap() == TurnState::Idle,
+        async || w.engine.chats().state(chat).await.unwrap() == TurnState::Idle,
     )
     .await;
 }
@@ -228,7 +233,10 @@ async fn an_elicitation_on_slack_is_drawn_as_buttons_refused_to_others_and_answe
         InteractionOutcome::Denied
     );
     assert!(!w.fake.notices("U999").is_empty());
-    assert_eq!(w.engine.state(&chat).await.unwrap(), TurnState::Awaiting);
+    assert_eq!(
+        w.engine.chats().state(&chat).await.unwrap(),
+        TurnState::Awaiting
+    );
     assert!(w.got.lock().unwrap().is_empty());
     assert!(w.fake.controls(&card.id()) > 0);
 

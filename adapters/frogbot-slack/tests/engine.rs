@@ -62,7 +62,8 @@ async fn a_slack_click_is_recorded_and_the_agent_continues() {
     assert!(incoming.mentioned);
     assert_eq!(incoming.thread, format!("C42:{}", said.ts));
     match engine
-        .channel_message(PLATFORM, &incoming.thread, incoming.message)
+        .channels()
+        .message(PLATFORM, &incoming.thread, incoming.message)
         .await
         .unwrap()
     {
@@ -72,7 +73,10 @@ async fn a_slack_click_is_recorded_and_the_agent_continues() {
         other => panic!("expected a turn, got {other:?}"),
     }
     let chat = channel_chat_id(PLATFORM, &incoming.thread);
-    assert_eq!(engine.state(&chat).await.unwrap(), TurnState::Awaiting);
+    assert_eq!(
+        engine.chats().state(&chat).await.unwrap(),
+        TurnState::Awaiting
+    );
     let posted = fake.all_calls();
     assert_eq!(posted.len(), 1, "{posted:?}");
     assert_eq!(posted[0].method, "chat.postMessage");
@@ -85,13 +89,14 @@ async fn a_slack_click_is_recorded_and_the_agent_continues() {
     let payload = fake.click("U777", &question.id(), "prod").unwrap();
     let click = interaction_from_payload(&payload).unwrap().unwrap();
     let out = engine
-        .handle_interaction(PLATFORM, Some(&incoming.thread), &click)
+        .channels()
+        .interaction(PLATFORM, Some(&incoming.thread), &click)
         .await
         .unwrap();
     assert_eq!(out, InteractionOutcome::Answered);
 
-    let mut events = engine.subscribe();
-    while engine.state(&chat).await.unwrap() != TurnState::Idle {
+    let mut events = engine.chats().subscribe();
+    while engine.chats().state(&chat).await.unwrap() != TurnState::Idle {
         let _ = tokio::time::timeout(std::time::Duration::from_millis(100), events.recv()).await;
     }
     let q = store
@@ -118,7 +123,8 @@ async fn a_slack_click_is_recorded_and_the_agent_continues() {
 
     // A late click on the closed question gets a private "stale" note.
     let late = engine
-        .handle_interaction(PLATFORM, Some(&incoming.thread), &click)
+        .channels()
+        .interaction(PLATFORM, Some(&incoming.thread), &click)
         .await
         .unwrap();
     assert_eq!(late, InteractionOutcome::Stale);
@@ -299,7 +305,8 @@ async fn the_engine_marks_a_message_seen_working_then_done_after_the_reply() {
     let incoming = message_from_push_json(&push, BOT_USER).unwrap().unwrap();
     let from = fake.count();
     match engine
-        .channel_message(PLATFORM, &incoming.thread, incoming.message)
+        .channels()
+        .message(PLATFORM, &incoming.thread, incoming.message)
         .await
         .unwrap()
     {

@@ -774,7 +774,8 @@ async fn the_engine_takes_several_inputs_from_one_modal() {
     let push = fake.event_callback(fake.mention_event(&said));
     let incoming = message_from_push_json(&push, BOT_USER).unwrap().unwrap();
     match engine
-        .channel_message(PLATFORM, &incoming.thread, incoming.message)
+        .channels()
+        .message(PLATFORM, &incoming.thread, incoming.message)
         .await
         .unwrap()
     {
@@ -784,7 +785,10 @@ async fn the_engine_takes_several_inputs_from_one_modal() {
         other => panic!("expected a turn, got {other:?}"),
     }
     let chat = channel_chat_id(PLATFORM, &incoming.thread);
-    assert_eq!(engine.state(&chat).await.unwrap(), TurnState::Awaiting);
+    assert_eq!(
+        engine.chats().state(&chat).await.unwrap(),
+        TurnState::Awaiting
+    );
     let card = fake.thread_messages(&incoming.thread).pop().unwrap();
     let text = shown(&fake, &card.id());
     assert!(text.contains("⏳ open until "), "{text}");
@@ -796,7 +800,8 @@ async fn the_engine_takes_several_inputs_from_one_modal() {
         panic!("a click")
     };
     let target = engine
-        .question_for_form(PLATFORM, &event.message_id)
+        .channels()
+        .form_target(PLATFORM, &event.message_id)
         .await
         .unwrap()
         .expect("the open question");
@@ -822,13 +827,17 @@ async fn the_engine_takes_several_inputs_from_one_modal() {
         .unwrap();
     let submit = interaction_from_payload(&payload).unwrap().unwrap();
     let out = engine
-        .handle_interaction(PLATFORM, None, &submit)
+        .channels()
+        .interaction(PLATFORM, None, &submit)
         .await
         .unwrap();
     let reason = "\"Pods\": enter a number from 0 to 50 in steps of 5.";
     assert_eq!(out, InteractionOutcome::Rejected(reason.into()));
     assert!(fake.notices("U123").contains(&reason.to_string()));
-    assert_eq!(engine.state(&chat).await.unwrap(), TurnState::Awaiting);
+    assert_eq!(
+        engine.chats().state(&chat).await.unwrap(),
+        TurnState::Awaiting
+    );
 
     // 15 and Notify checked: the whole set is answered at once.
     let payload = fake
@@ -844,12 +853,13 @@ async fn the_engine_takes_several_inputs_from_one_modal() {
         .unwrap();
     let submit = interaction_from_payload(&payload).unwrap().unwrap();
     let out = engine
-        .handle_interaction(PLATFORM, None, &submit)
+        .channels()
+        .interaction(PLATFORM, None, &submit)
         .await
         .unwrap();
     assert_eq!(out, InteractionOutcome::Answered);
-    let mut events = engine.subscribe();
-    while engine.state(&chat).await.unwrap() != TurnState::Idle {
+    let mut events = engine.chats().subscribe();
+    while engine.chats().state(&chat).await.unwrap() != TurnState::Idle {
         let _ = tokio::time::timeout(std::time::Duration::from_millis(100), events.recv()).await;
     }
     let q = store

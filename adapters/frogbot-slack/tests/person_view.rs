@@ -287,7 +287,7 @@ impl World {
     async fn until_awaiting(&self, said: &Message) {
         let chat = channel_chat_id(frogbot_slack::PLATFORM, &said.id());
         eventually("the turn to await its answer", WAIT, async || {
-            self.engine.state(&chat).await.unwrap() == TurnState::Awaiting
+            self.engine.chats().state(&chat).await.unwrap() == TurnState::Awaiting
         })
         .await;
     }
@@ -324,7 +324,8 @@ impl World {
         // of the card showing; a test would).
         eventually("the question known by its message", WAIT, async || {
             self.engine
-                .question_for_form(frogbot_slack::PLATFORM, &card.id)
+                .channels()
+                .form_target(frogbot_slack::PLATFORM, &card.id)
                 .await
                 .unwrap()
                 .is_some()

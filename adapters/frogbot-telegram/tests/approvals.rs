@@ -5,8 +5,8 @@
 //! by someone who is no approver is answered with the denied notice and changes nothing; the
 //! approver's Approve runs the tool once and the agent goes on with its result; a reply to the
 //! prompt denies with that reason. 32 concurrent clicks (the fake's callback queries, read by
-//! the adapter's `convert`, handed to `Engine::handle_interaction` from spawned tasks) record one
-//! outcome and run the tool at most once.
+//! the adapter's `convert`, handed to `engine.channels().interaction` from spawned tasks) record
+//! one outcome and run the tool at most once.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -294,7 +294,7 @@ async fn merge_part(s: &Setup, chat: &ChatId) -> ToolPart {
 
 async fn quiet(s: &Setup, chat: &ChatId) {
     frogbot_testkit::eventually("the chat idle", testing::WAIT, async || {
-        s.engine.state(chat).await.unwrap() == TurnState::Idle
+        s.engine.chats().state(chat).await.unwrap() == TurnState::Idle
     })
     .await;
 }
@@ -348,7 +348,10 @@ async fn an_approval_is_a_keyboard_refused_to_others_and_approved_once() {
         .unwrap()
         .unwrap();
     assert!(q.outcome.is_none() && !q.closed);
-    assert_eq!(s.engine.state(&chat).await.unwrap(), TurnState::Awaiting);
+    assert_eq!(
+        s.engine.chats().state(&chat).await.unwrap(),
+        TurnState::Awaiting
+    );
     assert_eq!(s.runs.load(Ordering::SeqCst), 0);
     assert_eq!(s.fake.buttons(*kb), 3, "the keyboard is still there");
     // Nor can Bob deny it with a reason of his own (a reply to the prompt): told, nothing
@@ -508,7 +511,8 @@ async fn thirty_two_concurrent_clicks_record_one_outcome_and_run_at_most_once() 
                 let thread = thread.clone();
                 tokio::spawn(async move {
                     let out = engine
-                        .handle_interaction(PLATFORM, Some(&thread), &click)
+                        .channels()
+                        .interaction(PLATFORM, Some(&thread), &click)
                         .await
                         .unwrap();
                     (label, out)

@@ -1038,7 +1038,8 @@ async fn three_taps_on_an_event_button_are_three_events_in_the_agents_inbox() {
     let agent = UserId::new("ada");
     let chat = s
         .engine
-        .open_agent_chat(
+        .agents()
+        .open_chat(
             Some(&agent),
             AgentPlace::Channel {
                 platform: PLATFORM.into(),
@@ -1056,7 +1057,8 @@ async fn three_taps_on_an_event_button_are_three_events_in_the_agents_inbox() {
     ]))
     .unwrap();
     s.engine
-        .agent_send(
+        .agents()
+        .post(
             &chat.chat_id,
             Some(&agent),
             AgentMessage {
@@ -1118,6 +1120,7 @@ async fn three_taps_on_an_event_button_are_three_events_in_the_agents_inbox() {
     }
     let items = s
         .engine
+        .agents()
         .inbox(Some(&agent), Some(&chat.chat_id), 10)
         .await
         .unwrap();
@@ -1166,7 +1169,8 @@ async fn an_agents_conversation_with_a_person_never_takes_over_their_chat_with_t
     let agent = UserId::new("deployer");
     let chat = s
         .engine
-        .open_agent_chat(
+        .agents()
+        .open_chat(
             Some(&agent),
             AgentPlace::Channel {
                 platform: PLATFORM.into(),
@@ -1186,7 +1190,8 @@ async fn an_agents_conversation_with_a_person_never_takes_over_their_chat_with_t
     // Asked again with the same key (a retry): the same conversation, nothing posted again.
     let again = s
         .engine
-        .open_agent_chat(
+        .agents()
+        .open_chat(
             Some(&agent),
             AgentPlace::Channel {
                 platform: PLATFORM.into(),
@@ -1208,7 +1213,8 @@ async fn an_agents_conversation_with_a_person_never_takes_over_their_chat_with_t
 
     // (c) The agent's message reaches Ada in her private chat, as a reply to the first one.
     s.engine
-        .agent_send(
+        .agents()
+        .post(
             &chat.chat_id,
             Some(&agent),
             AgentMessage {
@@ -1242,6 +1248,7 @@ async fn an_agents_conversation_with_a_person_never_takes_over_their_chat_with_t
     while inbox.len() < 2 {
         let items = s
             .engine
+            .agents()
             .inbox_wait(Some(&agent), None, 50, testing::WAIT)
             .await
             .unwrap();
@@ -1256,7 +1263,13 @@ async fn an_agents_conversation_with_a_person_never_takes_over_their_chat_with_t
     s.fake
         .wait_for("the model's reply", |c| sent_text(c, "echo: ping"))
         .await;
-    inbox.extend(s.engine.inbox(Some(&agent), None, 50).await.unwrap());
+    inbox.extend(
+        s.engine
+            .agents()
+            .inbox(Some(&agent), None, 50)
+            .await
+            .unwrap(),
+    );
     let texts: Vec<String> = inbox.iter().map(|i| i.message.text()).collect();
     assert_eq!(texts.len(), 2, "{texts:?}");
     assert!(texts[0].contains("yes, go"), "{texts:?}");
@@ -1273,7 +1286,7 @@ async fn an_agents_conversation_with_a_person_never_takes_over_their_chat_with_t
     let calls = s.fake.all_calls();
     assert!(sent_text(&calls, "echo: yes").is_none());
     assert!(sent_text(&calls, "echo: and v3").is_none());
-    let model_chat_row = s.engine.chat(&model_chat).await.unwrap().unwrap();
+    let model_chat_row = s.engine.chats().get(&model_chat).await.unwrap().unwrap();
     assert!(
         model_chat_row.agent.is_none(),
         "Ada's chat with the model stays hers"
@@ -1287,7 +1300,8 @@ async fn an_agents_conversation_with_a_person_never_takes_over_their_chat_with_t
     ]))
     .unwrap();
     s.engine
-        .agent_send(
+        .agents()
+        .post(
             &chat.chat_id,
             Some(&agent),
             AgentMessage {
@@ -1314,6 +1328,7 @@ async fn an_agents_conversation_with_a_person_never_takes_over_their_chat_with_t
     let deadline = std::time::Instant::now() + testing::WAIT;
     while s
         .engine
+        .chats()
         .message(&chat.chat_id, "m2")
         .await
         .unwrap()
@@ -1333,6 +1348,7 @@ async fn an_agents_conversation_with_a_person_never_takes_over_their_chat_with_t
     assert!(a.get("text").is_none(), "no notice: {a}");
     let items = s
         .engine
+        .agents()
         .inbox(Some(&agent), Some(&chat.chat_id), 10)
         .await
         .unwrap();

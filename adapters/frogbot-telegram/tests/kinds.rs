@@ -529,7 +529,11 @@ async fn an_expired_number_input_shows_its_default() {
         .await
         .unwrap()
         .unwrap();
-    s.engine.expire(&chat, &row.message_id).await.unwrap();
+    s.engine
+        .questions()
+        .expire(&chat, &row.message_id)
+        .await
+        .unwrap();
     let text = settled(&s, *prompt).await;
     assert!(text.ends_with("⌛ Expired — default: 3 pods"), "{text}");
     assert!(!text.contains("open until"), "{text}");
@@ -612,7 +616,11 @@ async fn a_card_expires_without_an_answer_and_a_skip_reply_on_a_prompt_skips() {
         .await
         .unwrap()
         .unwrap();
-    s.engine.expire(&chat, &row.message_id).await.unwrap();
+    s.engine
+        .questions()
+        .expire(&chat, &row.message_id)
+        .await
+        .unwrap();
     assert_eq!(settled(&s, card).await, "⌛ Expired.");
     assert_eq!(s.fake.buttons(card), 0);
 

@@ -835,6 +835,7 @@ async fn a_queued_message_edited_runs_with_its_new_text() {
         Duration::from_secs(20),
         async || {
             s.engine
+                .chats()
                 .messages(&chat)
                 .await
                 .unwrap()

@@ -76,7 +76,7 @@ pub enum Error {
         chat_id: ChatId,
     },
     /// A message sent to start or queue a turn in a chat bound to an external agent (no turn runs
-    /// there: a person's message goes to the agent's inbox, `Engine::web_message`).
+    /// there: a person's message goes to the agent's inbox, `engine.chats().web_message`).
     #[error("agent chat: chat {chat_id} is bound to an agent; messages go to its inbox")]
     AgentChat {
         /// The chat.

@@ -119,7 +119,7 @@ impl Drop for Watched {
 impl ChatWatchers {
     /// Watchers over `engine`'s chats with `limits`.
     pub fn new(engine: Engine, limits: StreamLimits) -> Self {
-        let pushed = engine.store_changes().is_some();
+        let pushed = engine.chats().changes().is_some();
         let poll = limits
             .poll
             .unwrap_or(if pushed { POLL_WITH_PUSH } else { POLL });
@@ -271,7 +271,7 @@ fn frame(value: &serde_json::Value) -> Bytes {
 /// the watched chats.
 async fn dispatch(inner: std::sync::Weak<Inner>) {
     let (mut events, mut changes) = match inner.upgrade() {
-        Some(i) => (i.engine.subscribe(), i.engine.store_changes()),
+        Some(i) => (i.engine.chats().subscribe(), i.engine.chats().changes()),
         None => return,
     };
     loop {
@@ -296,10 +296,10 @@ async fn dispatch(inner: std::sync::Weak<Inner>) {
                     None => std::future::pending().await,
                 }
             } => match change {
-                Ok(frogbot_core::store::Change::Chat(chat)) => (Some(chat), Input::Changed),
+                Ok(frogbot_core::agent::views::Change::Chat(chat)) => (Some(chat), Input::Changed),
                 // A job scheduled: the worker's business, not a chat's.
-                Ok(frogbot_core::store::Change::Job { .. }) => continue,
-                Ok(frogbot_core::store::Change::Resync) => (None, Input::Changed),
+                Ok(frogbot_core::agent::views::Change::Job { .. }) => continue,
+                Ok(frogbot_core::agent::views::Change::Resync) => (None, Input::Changed),
                 Err(broadcast::error::RecvError::Lagged(_)) => (None, Input::Changed),
                 Err(broadcast::error::RecvError::Closed) => {
                     changes = None;
@@ -471,7 +471,7 @@ async fn run_watch(
         version,
         unanswered: Vec::new(),
         reply: None,
-        agent: matches!(engine.chat(&chat).await, Ok(Some(row)) if row.agent.is_some()),
+        agent: matches!(engine.chats().get(&chat).await, Ok(Some(row)) if row.agent.is_some()),
     };
     let mut tick = tokio::time::interval(poll);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -508,7 +508,7 @@ async fn read_changes(
     seen: &mut Seen,
     frames: &broadcast::Sender<Bytes>,
 ) {
-    let Ok(Some(row)) = engine.chat(chat).await else {
+    let Ok(Some(row)) = engine.chats().get(chat).await else {
         return;
     };
     seen.agent = row.agent.is_some();
@@ -516,7 +516,7 @@ async fn read_changes(
     // on it is shown as the person's client would have seen it live — `seen`, then the state
     // frame that marks it `working` — whichever of this read and the local events comes first.
     if row.version != seen.version
-        && let Ok(changes) = engine.changes_since(chat, seen.version).await
+        && let Ok(changes) = engine.chats().changes_since(chat, seen.version).await
     {
         seen.version = changes.version;
         for m in &changes.messages {

@@ -25,13 +25,13 @@ use std::sync::Arc;
 
 use frogbot_core::Error as CoreError;
 use frogbot_core::StoreError;
+use frogbot_core::agent::views::{ChatRow, QueuedChange, QueuedEdit};
 use frogbot_core::agent::{Engine, SendMessage, Sent, Settle, StopOutcome};
 use frogbot_core::model::{
     ChatId, Delivery, MessagePart, Millis, QuestionOutcome, QuestionOutput, UiMessage,
     millis_to_iso,
 };
 use frogbot_core::policy::{Access, Action, ChatView, Policy, Principal};
-use frogbot_core::store::{ChatRow, QueuedChange, QueuedEdit};
 
 /// Shared state of the HTTP handlers.
 #[derive(Clone, Debug)]
@@ -369,7 +369,8 @@ async fn load_readable(
 ) -> Result<ChatRow, ApiError> {
     let row = state
         .engine
-        .chat(chat)
+        .chats()
+        .get(chat)
         .await
         .map_err(ApiError::from)?
         .ok_or_else(|| ApiError::not_found(format!("no chat {chat}")))?;
@@ -393,7 +394,7 @@ async fn load_writable(
 }
 
 async fn healthz(State(state): State<AppState>) -> Response {
-    match state.engine.ping().await {
+    match state.engine.ops().ping().await {
         Ok(()) => (StatusCode::OK, "ok").into_response(),
         Err(e) => {
             // The driver's words (paths, hosts) go to the log, not to whoever asks.
@@ -435,7 +436,8 @@ async fn list_chats(State(state): State<AppState>, Caller(who): Caller) -> ApiRe
     decide(&state.policy, &who, Action::ListChats)?;
     let rows = state
         .engine
-        .chats(state.policy.list_owner(&who), 500)
+        .chats()
+        .list(state.policy.list_owner(&who), 500)
         .await?;
     let now = state.engine.now();
     let chats: Vec<Value> = rows
@@ -462,6 +464,7 @@ async fn get_chat(
         .map_err(|e| e.with_chat(&chat))?;
     let mut messages: Vec<UiMessage> = state
         .engine
+        .chats()
         .messages(&chat)
         .await?
         .into_iter()
@@ -537,6 +540,7 @@ async fn post_message(
     let (message_id, parts) = (body.id.clone(), body.parts.clone());
     let sent = state
         .engine
+        .agents()
         .send(SendMessage {
             chat_id: chat.clone(),
             id: body.id,
@@ -555,7 +559,7 @@ async fn post_message(
         // A chat bound to an external agent (the store refuses a turn there, whoever sends): the
         // person's message waits in the agent's inbox, if they may write the chat.
         Err(CoreError::AgentChat { .. }) => {
-            let Some(row) = state.engine.chat(&chat).await? else {
+            let Some(row) = state.engine.chats().get(&chat).await? else {
                 return Err(err(ApiError::not_found(format!("no chat {chat}"))));
             };
             decide(&state.policy, &who, Action::ReadChat(&ChatView::of(&row))).map_err(err)?;
@@ -572,6 +576,7 @@ async fn post_message(
                 .collect();
             let saved = state
                 .engine
+                .chats()
                 .web_message(&chat, user.as_ref(), message_id, &text)
                 .await
                 .map_err(|e| err(e.into()))?;
@@ -582,7 +587,7 @@ async fn post_message(
         }
         Err(e @ CoreError::ChannelChat { .. }) => {
             // A chat the caller may not even read is not described to them.
-            return Err(err(match state.engine.chat(&chat).await? {
+            return Err(err(match state.engine.chats().get(&chat).await? {
                 Some(row)
                     if state
                         .policy
@@ -693,6 +698,7 @@ async fn patch_message(
     load_writable(&state, &chat, &who).await.map_err(err)?;
     let change = state
         .engine
+        .chats()
         .edit_queued(
             &chat,
             &message_id,
@@ -705,7 +711,7 @@ async fn patch_message(
         .await?;
     match change {
         QueuedChange::Done(Some(m)) => {
-            state.engine.kick(&chat).await?;
+            state.engine.agents().kick(&chat).await?;
             Ok(with_chat(&chat, axum::Json(m.message)))
         }
         other => Err(err(queued_error(other))),
@@ -739,11 +745,16 @@ async fn delete_message(
     let row = load_writable(&state, &chat, &who).await.map_err(err)?;
     if row.awaiting_message_id.as_deref() == Some(message_id.as_str()) {
         // Withdraw the waiting questions (whoever may write the chat).
-        state.engine.withdraw(&chat, &message_id).await?;
+        state
+            .engine
+            .questions()
+            .withdraw(&chat, &message_id)
+            .await?;
         return Ok(with_chat(&chat, StatusCode::NO_CONTENT));
     }
     match state
         .engine
+        .chats()
         .delete_queued(&chat, &message_id, user.as_ref())
         .await?
     {
@@ -763,10 +774,10 @@ async fn pending(
     let now = state.engine.now();
     let mut calls = Vec::new();
     // The reply the calls wait in (read once): an approval names the tool and its arguments.
-    let mut reply: Option<frogbot_core::store::StoredMessage> = None;
-    for q in state.engine.pending(&row).await? {
+    let mut reply: Option<frogbot_core::agent::views::StoredMessage> = None;
+    for q in state.engine.questions().pending(&row).await? {
         if reply.as_ref().is_none_or(|r| r.message.id != q.message_id) {
-            reply = state.engine.message(&chat, &q.message_id).await?;
+            reply = state.engine.chats().message(&chat, &q.message_id).await?;
         }
         let approval = reply.as_ref().and_then(|r| {
             r.message.tool_parts().find(|t| {
@@ -850,6 +861,7 @@ async fn settle(
     };
     let done = state
         .engine
+        .questions()
         .settle_read(row, &body.tool_call_id, settle, Some(actor))
         .await
         .map_err(|e| err(e.into()))?;
@@ -878,7 +890,7 @@ async fn stop(
     let err = |e: ApiError| e.with_chat(&chat);
     let user = who.user_id().cloned();
     load_writable(&state, &chat, &who).await.map_err(err)?;
-    let stopping = match state.engine.stop(&chat, user.as_ref()) {
+    let stopping = match state.engine.agents().stop(&chat, user.as_ref()) {
         StopOutcome::Stopping => true,
         StopOutcome::NotDriver => {
             return Err(err(ApiError::new(
@@ -889,7 +901,7 @@ async fn stop(
         }
         _ => false,
     };
-    let state_now = state.engine.state(&chat).await?;
+    let state_now = state.engine.chats().state(&chat).await?;
     Ok(with_chat(
         &chat,
         axum::Json(json!({"chatId": chat, "stopping": stopping, "state": state_now})),

@@ -443,9 +443,9 @@ pub async fn serve(
 pub const HOLD_RETRY: Duration = Duration::from_secs(2);
 
 /// Runs `channel`'s receiver only while this process holds `role` among all sharing the
-/// database ([`Engine::try_hold`]): a standby replica tries again every [`HOLD_RETRY`] and takes
-/// over when the holder dies; a hold that is lost stops the receiver at once. Ends once `stop`
-/// is cancelled and the receiver has stopped.
+/// database ([`Ops::try_hold`](frogbot_core::agent::Ops::try_hold)): a standby replica tries again
+/// every [`HOLD_RETRY`] and takes over when the holder dies; a hold that is lost stops the receiver
+/// at once. Ends once `stop` is cancelled and the receiver has stopped.
 async fn receive_alone(
     channel: Arc<dyn frogbot_channel::Adapter>,
     engine: Engine,
@@ -455,7 +455,7 @@ async fn receive_alone(
     let platform = channel.platform();
     let mut standing_by = false;
     loop {
-        let held = match engine.try_hold(&role).await {
+        let held = match engine.ops().try_hold(&role).await {
             Ok(h) => h,
             Err(e) => {
                 tracing::warn!(%platform, %role, error = %e, "could not ask the database who receives for the channel");

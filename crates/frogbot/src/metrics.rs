@@ -8,7 +8,7 @@
 //! are read from the store (queue depth, jobs) on each scrape.
 //!
 //! `GET /metrics` takes an optional bearer token (compared in constant time). Queue depth and job
-//! counts come from one backlog read per scrape (`Engine::refresh_backlog`).
+//! counts come from one backlog read per scrape (`engine.ops().refresh_backlog`).
 
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
@@ -143,7 +143,7 @@ async fn render(State(scrape): State<Scrape>, headers: HeaderMap) -> Response {
         );
         return res;
     }
-    if let Err(e) = scrape.engine.refresh_backlog().await {
+    if let Err(e) = scrape.engine.ops().refresh_backlog().await {
         // The other series still render; the gauges keep their last values.
         tracing::warn!(error = %e, "metrics: the store's backlog could not be read");
     }

@@ -1,6 +1,6 @@
 //! The operator commands: `frogbot chats`, `show`, `jobs`, `jobs retry` and `purge`. They open the
-//! configuration's `database` as `migrate` does and go through the engine's operator methods
-//! (`frogbot_core::agent::Engine::find_chats` …), so they are safe while servers run on the same
+//! configuration's `database` as `migrate` does and go through the engine's handles
+//! (`engine.chats().find`, `engine.ops().jobs` …), so they are safe while servers run on the same
 //! database: every command but `jobs retry` and `purge` only reads, and each of those writes is
 //! one store operation (`purge`: the housekeeping's two).
 //!
@@ -12,11 +12,11 @@ use std::path::PathBuf;
 
 use serde_json::{Value, json};
 
+use frogbot_core::agent::views::{ChatFilter, ChatRow, Job, QuestionRow, StoredMessage};
 use frogbot_core::agent::{Engine, EngineConfig, Revival};
 use frogbot_core::model::{
     ChatId, MessagePart, QuestionOutcome, TurnState, millis_to_iso, text::truncate,
 };
-use frogbot_core::store::{ChatFilter, ChatRow, Job, QuestionRow, StoredMessage};
 
 use crate::Config;
 use crate::term::say;
@@ -231,7 +231,7 @@ pub async fn chats(args: ChatsArgs) -> Result<(), OpsError> {
         platform: args.channel.clone(),
         limit: args.limit,
     };
-    let rows = engine.find_chats(&filter).await?;
+    let rows = engine.chats().find(&filter).await?;
     let now = engine.now();
     if args.json {
         for row in &rows {
@@ -347,11 +347,11 @@ pub async fn show(args: ShowArgs) -> Result<(), OpsError> {
     let chat = ChatId::new(&args.chat)
         .map_err(|_| OpsError::Refused(format!("{:?} is not a chat id", args.chat)))?;
     let (_, engine) = engine(&args.config).await?;
-    let Some(row) = engine.chat(&chat).await? else {
+    let Some(row) = engine.chats().get(&chat).await? else {
         return Err(OpsError::Refused(format!("no chat {chat}")));
     };
-    let messages = engine.messages(&chat).await?;
-    let questions = engine.chat_questions(&chat).await?;
+    let messages = engine.chats().messages(&chat).await?;
+    let questions = engine.questions().of_chat(&chat).await?;
     let now = engine.now();
     if args.json {
         let questions: Vec<Value> = questions
@@ -433,7 +433,7 @@ pub async fn jobs(args: JobsArgs) -> Result<(), OpsError> {
         return retry(id, &config).await;
     }
     let (_, engine) = engine(&args.config).await?;
-    let jobs = engine.jobs(args.dead, args.limit).await?;
+    let jobs = engine.ops().jobs(args.dead, args.limit).await?;
     if args.json {
         for j in &jobs {
             print_json(&job_json(j));
@@ -463,7 +463,7 @@ pub async fn jobs(args: JobsArgs) -> Result<(), OpsError> {
 /// failure (exit 1) with one line.
 async fn retry(id: i64, config: &ConfigArg) -> Result<(), OpsError> {
     let (_, engine) = engine(config).await?;
-    match engine.revive_job(id).await? {
+    match engine.ops().revive_job(id).await? {
         Revival::Revived(j) => {
             say!(
                 "job {} ({}) is live again, due now",
@@ -492,7 +492,7 @@ pub async fn purge(args: PurgeArgs) -> Result<(), OpsError> {
     let (config, engine) = engine(&args.config).await?;
     let days = plural(config.dead_job_retention_days, "day", "days");
     if args.dry_run {
-        let p = engine.purgeable().await?;
+        let p = engine.ops().purgeable().await?;
         say!(
             "would remove {} and {} older than {days} (dry run: nothing removed)",
             plural(
@@ -504,7 +504,7 @@ pub async fn purge(args: PurgeArgs) -> Result<(), OpsError> {
         );
         return Ok(());
     }
-    let done = engine.housekeep().await?;
+    let done = engine.ops().housekeep().await?;
     say!(
         "removed {} and {} older than {days}; {} kept",
         plural(

@@ -47,7 +47,7 @@ impl Readiness {
     /// Runs every check: the store's `ping`, then the process's own state.
     pub async fn check(&self, engine: &Engine) -> Vec<Check> {
         // The driver's words (file paths, hosts) go to the log; the body says only what failed.
-        let store = engine.ping().await.map_err(|e| {
+        let store = engine.ops().ping().await.map_err(|e| {
             tracing::warn!(error = %e, "readyz: store unreachable");
             "store unreachable".to_string()
         });

@@ -1281,7 +1281,8 @@ async fn a_question_is_drawn_after_its_process_died(db: TestDb, text_before: boo
             let outbox = Arc::new(TelegramOutbox::new(fake.bot()));
             let engine = telegram_engine(store, asking(text_before), Some(Arc::new(hooks)), outbox);
             engine
-                .channel_message("telegram", THREAD, said("ask me"))
+                .channels()
+                .message("telegram", THREAD, said("ask me"))
                 .await
                 .unwrap();
             engine
@@ -1349,7 +1350,8 @@ async fn an_interrupted_reply_is_posted_after_its_finder_died(db: TestDb) {
             let outbox = Arc::new(TelegramOutbox::new(fake.bot()));
             let engine = telegram_engine(store, silent(), None, outbox);
             engine
-                .channel_message("telegram", THREAD, said("hello"))
+                .channels()
+                .message("telegram", THREAD, said("hello"))
                 .await
                 .unwrap();
             engine

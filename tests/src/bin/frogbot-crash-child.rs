@@ -96,7 +96,11 @@ async fn main() {
         },
     );
     let c = chat(chat_id);
-    let mut handle = match engine.send(msg(&c, Some("child-user"), text)).await {
+    let mut handle = match engine
+        .agents()
+        .send(msg(&c, Some("child-user"), text))
+        .await
+    {
         Ok(Sent::Started(h)) => h,
         Ok(Sent::Queued { .. }) => fail("the message was queued, not started"),
         Err(e) => fail(&format!("send: {e}")),

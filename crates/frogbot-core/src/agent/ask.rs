@@ -19,8 +19,9 @@
 //! retry means it exists), and asks a user in their DM channel; Matrix posts the root with a
 //! transaction id from the key and finds or creates a user's direct room; Telegram asks a user in
 //! their private chat. A withdrawal (`DELETE`) that loses the race to an answer or another
-//! withdrawal is told so (`Engine::withdraw` is `false`). The question's deadline is written on the
-//! waiting tool part (`expiresAt`) and given to the hooks (`QuestionCall::expires_at`).
+//! withdrawal is told so (`engine.questions().withdraw` is `false`). The question's deadline is
+//! written on the waiting tool part (`expiresAt`) and given to the hooks
+//! (`QuestionCall::expires_at`).
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};

@@ -8,9 +8,11 @@
 //!   (HTTP settle, channel answers, expiry, withdrawal), closing, drawing, `updated` retries;
 //! - `turn` — turns, the queue, steering, checkpoints, leases, continuing after answers;
 //!
-//! over the store. [`Engine`] wires them; `jobs` types the durable jobs; `delivery` says what a
-//! thread is owed of a reply and how its posting is retried; `operate` is what operators do to a
-//! running database (`frogbot chats`, `jobs`, `purge`); `clock` is the time.
+//! over the store. [`Engine`] wires them and groups what callers may do behind its handles
+//! ([`Chats`], [`Questions`], [`Channels`], [`Agents`], [`Ops`] — the last is also what operators
+//! do to a running database: `frogbot jobs`, `purge`); [`views`] names the data they return;
+//! `jobs` types the durable jobs; `delivery` says what a thread is owed of a reply and how its
+//! posting is retried; `clock` is the time.
 
 pub mod ask;
 mod channel;
@@ -20,13 +22,13 @@ mod engine;
 pub mod jobs;
 pub mod message_tools;
 pub mod model;
-mod operate;
 mod questions;
 mod registry;
 pub mod scripted;
 pub mod talk;
 mod tool;
 mod turn;
+pub mod views;
 
 pub use channel::{
     ChangeOutcome, ChannelMessageOutcome, INTERRUPTED_MARK, MAX_STEPS_TEXT,
@@ -34,9 +36,13 @@ pub use channel::{
     channel_message_id, failure_text, is_stop_word,
 };
 pub use clock::{Clock, DatabaseClock, ManualClock, SystemClock};
-pub use engine::{Engine, Housekeeping, JOB_FALLBACK_POLL};
+pub use engine::agents::Agents;
+pub use engine::channels::Channels;
+pub use engine::chats::Chats;
+pub use engine::ops::{Housekeeping, Ops, Revival};
+pub use engine::questions::Questions;
+pub use engine::{Engine, JOB_FALLBACK_POLL};
 pub use model::*;
-pub use operate::Revival;
 pub use questions::{
     FormTarget, InteractionOutcome, STILL_POSTING, UPDATED_FIRST_BACKOFF_MS, UPDATED_MAX_RUNS,
     updated_backoff_ms,

@@ -11,15 +11,15 @@
 //! asks. People's messages in a bound thread or web chat (`channel_message`, `web_message`) go to
 //! the inbox with `post_message`, never to a model; so do block event clicks (`channel_event` from
 //! an adapter's `EventClick`, `web_event`). The agent posts (`agent_send`), edits or patches one
-//! block (`agent_edit`), deletes (a tombstone; `Engine::agent_delete` withdraws an ask's open
+//! block (`agent_edit`), deletes (a tombstone; `engine.agents().delete` withdraws an ask's open
 //! question instead) and pins under a key (the key's earlier pin returns to the thread). Each is a
 //! fenced read-modify-write (`update_message`, retried on `Moved`) that writes a `sync-message` job
 //! with the change; the chat's show queue then brings the platform copy up to date at once
 //! (`sync_message`: `post_message`, `edit_posted` or `delete_posted`, then `pin_posted`, comparing
 //! `sync.revision` with `sync.shown`), and any worker does it after the job's delay if this process
-//! could not. The inbox (`inbox`, `Engine::inbox_wait`: woken by this process's arrivals, the store
-//! read every second) marks what it returns Seen and shows it on the platform; `agent_ack` sets
-//! Working / Done.
+//! could not. The inbox (`inbox`, `engine.agents().inbox_wait`: woken by this process's arrivals,
+//! the store read every second) marks what it returns Seen and shows it on the platform;
+//! `agent_ack` sets Working / Done.
 
 pub use frogbot_channel::EventOutcome;
 use serde::{Deserialize, Serialize};

@@ -1006,7 +1006,7 @@ pub struct BindAgentOp<'a> {
     /// which the asker created). `false` for [`open_agent_chat`]: an agent binds only a chat
     /// this call creates, or one bound to it already — never a person's conversation.
     ///
-    /// [`open_agent_chat`]: crate::agent::Engine::open_agent_chat
+    /// [`open_agent_chat`]: crate::agent::Agents::open_chat
     pub existing: bool,
     /// Now.
     pub now: Millis,

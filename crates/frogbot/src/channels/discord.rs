@@ -17,14 +17,14 @@
 //!
 //! Replicas: the processes of serve sharing the database split the bot's gateway shards. Each
 //! renews its membership of the group `discord:APP_ID:shards` every third of `shard_lease_ms`
-//! ([`Engine::members`]); of the `k` live members (sorted) the `i`-th runs the shards
-//! `i*N/k .. (i+1)*N/k` of `N`. A replica that stops renewing (killed, or cut off from the
-//! database) drops out when its lease runs out, and the others take its shards over; one that
-//! cannot renew stops its own shards before then. A joining replica starts the shards it gains at
-//! once while the others drop them at their next renewal (briefly both receive them: a message
-//! is still handled once, by its id); a replica stopping leaves the group. Shards are started
-//! one at a time, [`IDENTIFY_SPACING`] apart (Discord's identify limit). A single process runs
-//! every shard, as the adapter alone does.
+//! ([`Ops::members`](frogbot_core::agent::Ops::members)); of the `k` live members (sorted) the
+//! `i`-th runs the shards `i*N/k .. (i+1)*N/k` of `N`. A replica that stops renewing (killed, or
+//! cut off from the database) drops out when its lease runs out, and the others take its shards
+//! over; one that cannot renew stops its own shards before then. A joining replica starts the
+//! shards it gains at once while the others drop them at their next renewal (briefly both receive
+//! them: a message is still handled once, by its id); a replica stopping leaves the group. Shards
+//! are started one at a time, [`IDENTIFY_SPACING`] apart (Discord's identify limit). A single
+//! process runs every shard, as the adapter alone does.
 //!
 //! What it must not do: name serenity types; everything Discord-specific is the adapter's
 //! (`frogbot_discord::channel::connect` gives the `Adapter`: hooks, identity, access, receiving).
@@ -300,7 +300,7 @@ async fn share_shards(
         if now >= next_renewal {
             next_renewal = now + renew;
             // Bounded: a renewal that hangs counts as failed.
-            match tokio::time::timeout(renew, engine.members(&group, &me, lease)).await {
+            match tokio::time::timeout(renew, engine.ops().members(&group, &me, lease)).await {
                 Ok(Ok(members)) => {
                     renewed = now;
                     let index = members.iter().position(|m| *m == me).unwrap_or(0);
@@ -388,7 +388,7 @@ async fn share_shards(
         let _ = r.task.await;
     }
     // Leaving: the others take the shards over at their next renewal, not when the lease ends.
-    if let Err(e) = engine.members(&group, &me, Duration::ZERO).await {
+    if let Err(e) = engine.ops().members(&group, &me, Duration::ZERO).await {
         tracing::warn!(error = %e, "discord: leaving the replicas' group failed");
     }
 }

@@ -22,8 +22,8 @@
 //! `channel()` with the engine, mounts `routes()` under `/channels/<platform>/…` and calls
 //! `start()`. A channel whose platform serves one receiver at a time (`single_receiver`: Telegram
 //! polling, a Matrix account's sync) is started only while this process holds its role
-//! (`Engine::try_hold` → `RoleStore::try_hold`: a PostgreSQL session advisory lock on a connection
-//! of its own, or a lock file beside the SQLite file); a standby replica retries every
+//! (`engine.ops().try_hold` → `RoleStore::try_hold`: a PostgreSQL session advisory lock on a
+//! connection of its own, or a lock file beside the SQLite file); a standby replica retries every
 //! `HOLD_RETRY`, and a lost hold stops the receiver at once. The engine takes each platform message
 //! once by its id (`Duplicate`), so a replica that takes a receiver over and reads again what the
 //! dead holder handled loses nothing and answers nothing twice (`tests/serve_matrix.rs`,

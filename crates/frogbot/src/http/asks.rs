@@ -18,13 +18,13 @@ use serde_json::json;
 
 use frogbot_core::Error as CoreError;
 use frogbot_core::agent::ask::{ASK_MODEL, AskId, AskState, AskStatus, ask_parts};
+use frogbot_core::agent::views::NewChat;
+use frogbot_core::agent::views::QueuedChange;
 use frogbot_core::agent::{AskPlace, ChatEvent, SendMessage, Sent, channel_chat_id};
 use frogbot_core::model::{ChatId, Delivery, QuestionInput, QuestionItem};
-use frogbot_core::store::NewChat;
-use frogbot_core::store::QueuedChange;
 
+use frogbot_core::agent::views::ChatRow;
 use frogbot_core::policy::{Action, AskInto, ChatView, Principal, Target};
-use frogbot_core::store::ChatRow;
 
 use super::access::{Caller, decide};
 use super::{ApiError, ApiResult, AppState, parse_json};
@@ -193,7 +193,7 @@ pub(super) async fn create(
                 return Err(ApiError::invalid(format!("bad chat id {chat}")));
             }
             // Only into a chat the caller owns, or a new one (which it then owns).
-            let row = state.engine.chat(&chat).await?;
+            let row = state.engine.chats().get(&chat).await?;
             let view = row.as_ref().map(ChatView::of);
             decide(
                 &state.policy,
@@ -231,6 +231,7 @@ pub(super) async fn create(
             )?;
             let channel_ref = state
                 .engine
+                .channels()
                 .ask_thread(channel, place, &text, &message)
                 .await?;
             (
@@ -246,6 +247,7 @@ pub(super) async fn create(
     let channel_of_ask = channel.clone();
     let sent = state
         .engine
+        .agents()
         .send(SendMessage {
             chat_id: chat.clone(),
             id: Some(message.clone()),
@@ -279,7 +281,11 @@ pub(super) async fn create(
         },
         channel: channel_of_ask,
     };
-    state.engine.bind_ask_chat(&new_chat, user.as_ref()).await;
+    state
+        .engine
+        .agents()
+        .bind_ask_chat(&new_chat, user.as_ref())
+        .await;
     let status = read(&state, &id, &who).await?;
     let code = if created {
         StatusCode::CREATED
@@ -309,12 +315,14 @@ async fn read_with_chat(
     let err = |e: ApiError| e.with_chat(&id.chat);
     let row = state
         .engine
-        .chat(&id.chat)
+        .chats()
+        .get(&id.chat)
         .await
         .map_err(|e| err(e.into()))?
         .ok_or_else(|| err(ApiError::not_found(format!("no ask {id}"))))?;
     let status = state
         .engine
+        .questions()
         .ask_status(id)
         .await
         .map_err(|e| err(e.into()))?
@@ -373,9 +381,9 @@ pub(super) async fn wait(
     })?;
     let deadline = tokio::time::Instant::now() + Duration::from_secs_f64(timeout);
     // Subscribed before the first read, so a change between the read and the wait is seen.
-    let mut events = state.engine.subscribe();
+    let mut events = state.engine.chats().subscribe();
     // Changes other processes make, when the store pushes them (the answer recorded there).
-    let mut pushed = state.engine.store_changes();
+    let mut pushed = state.engine.chats().changes();
     let poll = if pushed.is_some() {
         WAIT_POLL_WITH_PUSH
     } else {
@@ -410,10 +418,10 @@ pub(super) async fn wait(
             };
             loop {
                 match rx.recv().await {
-                    Ok(frogbot_core::store::Change::Chat(c)) if c == id.chat => return,
+                    Ok(frogbot_core::agent::views::Change::Chat(c)) if c == id.chat => return,
                     Ok(
-                        frogbot_core::store::Change::Chat(_)
-                        | frogbot_core::store::Change::Job { .. },
+                        frogbot_core::agent::views::Change::Chat(_)
+                        | frogbot_core::agent::views::Change::Job { .. },
                     ) => {}
                     // Notices may have been lost: read.
                     Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => return,
@@ -432,6 +440,7 @@ pub(super) async fn wait(
         let open = status.state == AskState::Open
             && state
                 .engine
+                .questions()
                 .ask_waits(&id)
                 .await
                 .map_err(|e| ApiError::from(e).with_chat(&id.chat))?
@@ -508,6 +517,7 @@ pub(super) async fn cancel(
             if row.awaiting_message_id.as_deref() != Some(waiting.as_str())
                 || !state
                     .engine
+                    .questions()
                     .withdraw(&id.chat, &waiting)
                     .await
                     .map_err(|e| err(e.into()))?
@@ -523,6 +533,7 @@ pub(super) async fn cancel(
         AskState::Queued => {
             match state
                 .engine
+                .chats()
                 .delete_queued(&id.chat, &id.message, user.as_ref())
                 .await
                 .map_err(|e| err(e.into()))?

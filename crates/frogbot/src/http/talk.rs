@@ -25,10 +25,11 @@ async fn agent_chat(
     state: &AppState,
     chat: &ChatId,
     who: &Principal,
-) -> Result<frogbot_core::store::ChatRow, ApiError> {
+) -> Result<frogbot_core::agent::views::ChatRow, ApiError> {
     let row = state
         .engine
-        .chat(chat)
+        .chats()
+        .get(chat)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("no agent chat {chat}")))?;
     decide(&state.policy, who, Action::AgentWrite(&ChatView::of(&row)))?;
@@ -131,7 +132,8 @@ pub(super) async fn open(
     decide(&state.policy, &who, Action::OpenAgentChat(place.target()))?;
     let row = state
         .engine
-        .open_agent_chat(user.as_ref(), place, &text, &key)
+        .agents()
+        .open_chat(user.as_ref(), place, &text, &key)
         .await?;
     Ok(with_chat(
         &row.chat_id,
@@ -174,7 +176,8 @@ pub(super) async fn send(
         .unwrap_or_default();
     let m = state
         .engine
-        .agent_send(
+        .agents()
+        .post(
             &chat,
             user.as_ref(),
             AgentMessage {
@@ -247,7 +250,8 @@ pub(super) async fn edit(
     };
     let m = state
         .engine
-        .agent_edit(&chat, user.as_ref(), &message, edit)
+        .agents()
+        .edit(&chat, user.as_ref(), &message, edit)
         .await
         .map_err(|e| err(e.into()))?;
     Ok(with_chat(&chat, axum::Json(m)))
@@ -266,7 +270,8 @@ pub(super) async fn delete(
     agent_chat(&state, &chat, &who).await.map_err(err)?;
     state
         .engine
-        .agent_delete(&chat, user.as_ref(), &message)
+        .agents()
+        .delete(&chat, user.as_ref(), &message)
         .await
         .map_err(|e| err(e.into()))?;
     Ok(with_chat(&chat, StatusCode::NO_CONTENT))
@@ -292,7 +297,8 @@ pub(super) async fn pin(
     let body: PinBody = parse_json(&body).map_err(err)?;
     let m = state
         .engine
-        .agent_pin(&chat, user.as_ref(), &key, Some(&body.message_id))
+        .agents()
+        .pin(&chat, user.as_ref(), &key, Some(&body.message_id))
         .await
         .map_err(|e| err(e.into()))?;
     Ok(with_chat(&chat, axum::Json(m)))
@@ -310,7 +316,8 @@ pub(super) async fn unpin(
     agent_chat(&state, &chat, &who).await.map_err(err)?;
     state
         .engine
-        .agent_pin(&chat, user.as_ref(), &key, None)
+        .agents()
+        .pin(&chat, user.as_ref(), &key, None)
         .await
         .map_err(|e| err(e.into()))?;
     Ok(with_chat(&chat, StatusCode::NO_CONTENT))
@@ -341,6 +348,7 @@ pub(super) async fn inbox(
     let limit = q.limit.unwrap_or(50).clamp(1, 500);
     let items = state
         .engine
+        .agents()
         .inbox_wait(user.as_ref(), chat.as_ref(), limit, wait)
         .await?;
     Ok(axum::Json(json!({"items": items})).into_response())
@@ -375,7 +383,8 @@ pub(super) async fn ack(
     };
     state
         .engine
-        .agent_ack(&chat, user.as_ref(), &message, ack)
+        .agents()
+        .ack(&chat, user.as_ref(), &message, ack)
         .await
         .map_err(|e| err(e.into()))?;
     Ok(with_chat(&chat, StatusCode::NO_CONTENT))
@@ -402,7 +411,8 @@ pub(super) async fn event(
     let user = who.user_id().cloned();
     let row = state
         .engine
-        .chat(&chat)
+        .chats()
+        .get(&chat)
         .await
         .map_err(|e| err(e.into()))?
         .ok_or_else(|| err(ApiError::not_found(format!("no chat {chat}"))))?;
@@ -410,6 +420,7 @@ pub(super) async fn event(
     let body: EventBody = parse_json(&body).map_err(err)?;
     match state
         .engine
+        .chats()
         .web_event(
             &chat,
             user.as_ref(),

@@ -9,7 +9,7 @@
 //! driver stops it; the rest are identity- and access-checked and sent to the thread's chat with
 //! the platform's `ChannelSettings` model. The first message of a thread without a chat reads the
 //! thread's earlier messages (`thread_history`, within `context_messages` / `context_chars`). A
-//! person's edit or deletion of their message on the platform (`Engine::channel_message_changed`,
+//! person's edit or deletion of their message on the platform (`engine.channels().message_changed`,
 //! from each adapter's receive path in the thread's order) edits or removes it while it is queued,
 //! under the store's author rule with the stored author; a message that already ran is left as read
 //! (`ChangeOutcome::AlreadyRan`). `channel_stop` serves the platforms' Stop controls with
