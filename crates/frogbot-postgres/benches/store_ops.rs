@@ -89,7 +89,7 @@ fn main() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(5);
-    let Some(cluster) = frogbot_testkit::PgCluster::shared_durable() else {
+    let Some(cluster) = frogbot_testdb::PgCluster::shared_durable() else {
         eprintln!("no PostgreSQL server binaries: nothing to measure");
         return;
     };

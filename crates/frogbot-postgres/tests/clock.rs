@@ -15,7 +15,7 @@ const AGREE_MS: i64 = 500;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hosts_with_clocks_minutes_apart_read_leases_on_the_database_time() {
-    let Some(db) = frogbot_testkit::postgres_db() else {
+    let Some(db) = frogbot_testdb::postgres_db() else {
         return;
     };
     let store = open(&db.url, false).await;

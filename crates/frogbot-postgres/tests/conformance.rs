@@ -17,7 +17,7 @@ async fn open(url: String, careful: bool) -> DynStore {
 }
 
 async fn db(careful: bool) -> Option<Db> {
-    let test_db = frogbot_testkit::postgres_db()?;
+    let test_db = frogbot_testdb::postgres_db()?;
     let url = test_db.url.clone();
     let store = open(url.clone(), careful).await;
     Some(Db::new(

@@ -30,7 +30,7 @@ async fn next(rx: &mut broadcast::Receiver<Change>, wanted: impl Fn(&Change) -> 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writes_anywhere_are_pushed_and_a_lost_listener_resyncs() {
-    let Some(db) = frogbot_testkit::postgres_db() else {
+    let Some(db) = frogbot_testdb::postgres_db() else {
         return;
     };
     let writer = open(&db.url, false).await;
@@ -87,7 +87,7 @@ async fn writes_anywhere_are_pushed_and_a_lost_listener_resyncs() {
 /// receivers with its run-at time, so an idle worker of another process wakes for it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jobs_scheduled_anywhere_are_pushed_with_their_time() {
-    let Some(db) = frogbot_testkit::postgres_db() else {
+    let Some(db) = frogbot_testdb::postgres_db() else {
         return;
     };
     let writer = open(&db.url, false).await;
@@ -143,7 +143,7 @@ async fn jobs_scheduled_anywhere_are_pushed_with_their_time() {
 /// malformed id and dropped).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_notice_naming_many_chats_pushes_each() {
-    let Some(db) = frogbot_testkit::postgres_db() else {
+    let Some(db) = frogbot_testdb::postgres_db() else {
         return;
     };
     let watcher = frogbot_postgres::PostgresStore::open(&db.url)

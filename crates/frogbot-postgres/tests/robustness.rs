@@ -123,7 +123,7 @@ async fn race_child_answers() {
 /// each time, the others see it settled.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thirty_two_concurrent_outcomes_one_winner_each_trial() {
-    let Some(db) = frogbot_testkit::postgres_db() else {
+    let Some(db) = frogbot_testdb::postgres_db() else {
         return;
     };
     let a = open(&db.url, false).await; // migrations applied before the child starts
@@ -172,7 +172,7 @@ async fn thirty_two_concurrent_outcomes_one_winner_each_trial() {
 /// idle and starts its own turn.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn send_racing_end_turn_never_strands_a_queued_message() {
-    let Some(db) = frogbot_testkit::postgres_db() else {
+    let Some(db) = frogbot_testdb::postgres_db() else {
         return;
     };
     let a = open(&db.url, false).await;
@@ -305,7 +305,7 @@ async fn sigkill_child_sends() {
 /// A client process is SIGKILLed while it sends: every message it acknowledged is stored.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_mid_stream_loses_no_acknowledged_send() {
-    let Some(db) = frogbot_testkit::postgres_db() else {
+    let Some(db) = frogbot_testdb::postgres_db() else {
         return;
     };
     let s = open(&db.url, false).await; // migrations applied before the child starts
@@ -369,7 +369,7 @@ async fn sigkill_mid_stream_loses_no_acknowledged_send() {
 /// A database dropped under a live store: operations fail with `StoreError::Unavailable` saying so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_database_is_a_storage_error() {
-    let Some(db) = frogbot_testkit::postgres_db() else {
+    let Some(db) = frogbot_testdb::postgres_db() else {
         return;
     };
     let options = StoreOptions {
@@ -387,7 +387,7 @@ async fn a_dropped_database_is_a_storage_error() {
         T0,
     )
     .await;
-    frogbot_testkit::drop_postgres_db(&db.url).await;
+    frogbot_testdb::drop_postgres_db(&db.url).await;
     // Connections the server cut fail once each (closed by the server); then every operation
     // says the database is gone.
     let mut messages = Vec::new();
@@ -456,7 +456,7 @@ async fn an_unreachable_server_is_a_storage_error_without_the_password() {
 /// A stored document that no longer parses is `StoreError::Corrupt`, not a panic.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn corrupt_json_is_reported_as_corrupt() {
-    let Some(db) = frogbot_testkit::postgres_db() else {
+    let Some(db) = frogbot_testdb::postgres_db() else {
         return;
     };
     let raw = PostgresStore::open(&db.url).await.unwrap();
@@ -485,7 +485,7 @@ async fn corrupt_json_is_reported_as_corrupt() {
 /// when opened: versions start at 0, a question's revision column takes its record's revision.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_old_database_upgrades_with_0003() {
-    let Some(db) = frogbot_testkit::postgres_db() else {
+    let Some(db) = frogbot_testdb::postgres_db() else {
         return;
     };
     let old = std::env::temp_dir().join(format!("frogbot-pg-old-{}", std::process::id()));
@@ -546,7 +546,7 @@ async fn an_old_database_upgrades_with_0003() {
 /// unique index is no second arbiter of errors — every send gets in, one starts the turn.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn racing_first_messages_of_a_channel_chat_all_get_in() {
-    let Some(db) = frogbot_testkit::postgres_db() else {
+    let Some(db) = frogbot_testdb::postgres_db() else {
         return;
     };
     let a = open(&db.url, false).await;

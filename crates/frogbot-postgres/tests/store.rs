@@ -12,8 +12,8 @@ use frogbot_core::model::{
 use frogbot_core::store::*;
 use serde_json::json;
 
-async fn store(careful: bool) -> Option<(DynStore, frogbot_testkit::TestDb)> {
-    let db = frogbot_testkit::postgres_db()?;
+async fn store(careful: bool) -> Option<(DynStore, frogbot_testdb::TestDb)> {
+    let db = frogbot_testdb::postgres_db()?;
     Some((open(&db.url, careful).await, db))
 }
 

@@ -81,8 +81,8 @@ async fn send(
 }
 
 /// Holds SQLite's write lock from outside the store (as another process would) until dropped.
-fn take_write_lock(path: &Path) -> frogbot_testkit::SqliteWriteLock {
-    frogbot_testkit::lock_sqlite(&format!("sqlite://{}", path.display()))
+fn take_write_lock(path: &Path) -> frogbot_testdb::SqliteWriteLock {
+    frogbot_testdb::lock_sqlite(&format!("sqlite://{}", path.display()))
 }
 
 // ---- group commit --------------------------------------------------------------------------------

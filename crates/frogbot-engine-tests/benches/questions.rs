@@ -15,8 +15,8 @@
 //! with every figure.
 //!
 //! ```text
-//! cargo bench -p frogbot-core --bench questions                # both backends
-//! cargo bench -p frogbot-core --bench questions -- sqlite      # one backend (or `postgres`)
+//! cargo bench -p frogbot-engine-tests --bench questions                # both backends
+//! cargo bench -p frogbot-engine-tests --bench questions -- sqlite      # one backend (or `postgres`)
 //! ```
 //!
 //! `--lean-model` plays the same script without `ScriptedModel`'s request log. Sizes:
@@ -57,7 +57,7 @@ struct Options {
     lean_model: bool,
 }
 
-const USAGE: &str = "cargo bench -p frogbot-core --bench questions -- [sqlite|postgres] \
+const USAGE: &str = "cargo bench -p frogbot-engine-tests --bench questions -- [sqlite|postgres] \
 [--lean-model] [--clicks=N (300)] [--cycles=N (200, c=1)] [--cycles8=N (60 per task, c=8)]";
 
 impl Options {
@@ -194,9 +194,9 @@ fn engine(store: DynStore, stamps: Stamps, lean: bool) -> Engine {
 }
 
 async fn wait_idle(engine: &Engine, chat: &ChatId) {
-    let mut ev = engine.subscribe();
+    let mut ev = engine.chats().subscribe();
     loop {
-        if engine.state(chat).await.unwrap() == TurnState::Idle {
+        if engine.chats().state(chat).await.unwrap() == TurnState::Idle {
             return;
         }
         let _ = tokio::time::timeout(Duration::from_millis(50), ev.recv()).await;
@@ -226,8 +226,11 @@ async fn latency(engine: &Engine, stamps: &Stamps, n: usize) -> (Duration, Durat
             reply_to: None,
             raw: json!(null),
         };
-        let ChannelMessageOutcome::Sent(Sent::Started(h)) =
-            engine.channel_message("bench", &thread, msg).await.unwrap()
+        let ChannelMessageOutcome::Sent(Sent::Started(h)) = engine
+            .channels()
+            .message("bench", &thread, msg)
+            .await
+            .unwrap()
         else {
             panic!("turn")
         };
@@ -237,8 +240,8 @@ async fn latency(engine: &Engine, stamps: &Stamps, n: usize) -> (Duration, Durat
         // questions), once the channel has rendered it.
         let deadline = Instant::now() + Duration::from_secs(10);
         let message_id = loop {
-            let row = engine.chat(&chat).await.unwrap().expect("the chat");
-            let pending = engine.pending(&row).await.unwrap();
+            let row = engine.chats().get(&chat).await.unwrap().expect("the chat");
+            let pending = engine.questions().pending(&row).await.unwrap();
             if let Some(m) = pending
                 .first()
                 .filter(|q| q.rendered)
@@ -266,7 +269,8 @@ async fn latency(engine: &Engine, stamps: &Stamps, n: usize) -> (Duration, Durat
         stamps.lock().unwrap().clear();
         let t0 = Instant::now();
         let r = engine
-            .handle_interaction("bench", Some(&thread), &click)
+            .channels()
+            .interaction("bench", Some(&thread), &click)
             .await
             .unwrap();
         assert_eq!(r, InteractionOutcome::Answered);
@@ -297,6 +301,7 @@ async fn cycles(engine: &Engine, concurrency: usize, per_task: usize) -> f64 {
             for i in 0..per_task {
                 let chat = ChatId::new(format!("cyc-{t}-{i}-{}", now_millis())).unwrap();
                 let sent = engine
+                    .agents()
                     .send(SendMessage {
                         chat_id: chat.clone(),
                         id: None,
@@ -331,6 +336,7 @@ async fn cycles(engine: &Engine, concurrency: usize, per_task: usize) -> f64 {
                     }],
                 };
                 engine
+                    .questions()
                     .settle(&chat, &call_id, Settle::Answer(answer), None)
                     .await
                     .unwrap();
@@ -346,7 +352,7 @@ async fn cycles(engine: &Engine, concurrency: usize, per_task: usize) -> f64 {
     }
     let per_sec = (concurrency * per_task) as f64 / started.elapsed().as_secs_f64();
     for chat in &chats {
-        let messages = engine.messages(chat).await.unwrap();
+        let messages = engine.chats().messages(chat).await.unwrap();
         let last = messages.last().expect("messages");
         assert_eq!(last.message.role, Role::Assistant);
         assert!(

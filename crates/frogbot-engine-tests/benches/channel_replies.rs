@@ -7,7 +7,7 @@
 //! Since issue 18 a channel reply also writes its delivery job with the turn's end, looks for a
 //! reply owed before it, and removes the job once posted; this bench measures what that costs.
 //! It uses only the API both sides of that change have (`ChannelOutbox::post_reply`,
-//! `Engine::channel_message`), so the same file builds on a commit before it for a side-by-side
+//! `engine.channels().message`), so the same file builds on a commit before it for a side-by-side
 //! run (copy it into a worktree of that commit and add the `[[bench]]` entry).
 //!
 //! - `c=1`: one thread, messages one after the other (each sent once the previous reply was
@@ -15,8 +15,8 @@
 //! - `c=8`: eight threads at once, the same each.
 //!
 //! ```text
-//! cargo bench -p frogbot-core --bench channel_replies                # both backends
-//! cargo bench -p frogbot-core --bench channel_replies -- sqlite      # one (or `postgres`)
+//! cargo bench -p frogbot-engine-tests --bench channel_replies                # both backends
+//! cargo bench -p frogbot-engine-tests --bench channel_replies -- sqlite      # one (or `postgres`)
 //! ```
 //!
 //! Sizes: `--messages=N` (300 at c=1, after 20 unmeasured), `--messages8=N` (80 per thread at
@@ -145,7 +145,8 @@ async fn thread_run(engine: &Engine, outbox: &Posted, thread: String, n: usize) 
     for i in 0..n {
         let sent = Instant::now();
         let outcome = engine
-            .channel_message("bench", &thread, said(format!("{thread}-{i}")))
+            .channels()
+            .message("bench", &thread, said(format!("{thread}-{i}")))
             .await
             .unwrap();
         assert!(

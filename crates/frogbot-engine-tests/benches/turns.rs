@@ -1,6 +1,6 @@
 //! Turn engine overhead: a zero-latency scripted model, three steps per turn (a tool call, another
-//! tool call, a text reply), every turn a real `Engine::send` → `Sent::Started` → `done`, every
-//! write durable. On SQLite (`frogbot_sqlite::SqliteStore`: a file in WAL mode with
+//! tool call, a text reply), every turn a real `engine.agents().send` → `Sent::Started` → `done`,
+//! every write durable. On SQLite (`frogbot_sqlite::SqliteStore`: a file in WAL mode with
 //! `synchronous=FULL`, one writer thread that group-commits) and PostgreSQL
 //! (`frogbot_postgres::PostgresStore` on a private cluster with `fsync`, `synchronous_commit` and
 //! `full_page_writes` on).
@@ -22,10 +22,10 @@
 //! one table per backend and, last, one JSON line with every figure.
 //!
 //! ```text
-//! cargo bench -p frogbot-core --bench turns                 # everything
-//! cargo bench -p frogbot-core --bench turns -- sqlite       # one backend (or `postgres`)
-//! cargo bench -p frogbot-core --bench turns -- one          # one scenario (or `many`)
-//! cargo bench -p frogbot-core --bench turns -- --store-profile   # + per-store-call breakdown
+//! cargo bench -p frogbot-engine-tests --bench turns                 # everything
+//! cargo bench -p frogbot-engine-tests --bench turns -- sqlite       # one backend (or `postgres`)
+//! cargo bench -p frogbot-engine-tests --bench turns -- one          # one scenario (or `many`)
+//! cargo bench -p frogbot-engine-tests --bench turns -- --store-profile   # + per-store-call breakdown
 //! ```
 //!
 //! `--lean-model` plays the same script without `ScriptedModel`'s request log (see `LeanModel`).
@@ -72,7 +72,7 @@ struct Options {
     lean_model: bool,
 }
 
-const USAGE: &str = "cargo bench -p frogbot-core --bench turns -- [sqlite|postgres] [one|many] \
+const USAGE: &str = "cargo bench -p frogbot-engine-tests --bench turns -- [sqlite|postgres] [one|many] \
 [--store-profile] [--lean-model] [--warmup=N (50)] [--turns=N (1010)] [--chats=N (100)] \
 [--chat-turns=N (20)]";
 
@@ -197,6 +197,7 @@ fn engine(store: DynStore, lean: bool) -> Engine {
 async fn turn(engine: &Engine, chat: &ChatId, n: usize) -> Duration {
     let started = Instant::now();
     let sent = engine
+        .agents()
         .send(SendMessage {
             chat_id: chat.clone(),
             id: None,

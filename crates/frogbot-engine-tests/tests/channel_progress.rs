@@ -257,7 +257,8 @@ fn said(id: &str, who: &str, text: &str) -> ThreadMessage {
 impl World {
     async fn say(&self, id: &str, who: &str, text: &str) -> ChannelMessageOutcome {
         self.engine
-            .channel_message(PLATFORM, THREAD, said(id, who, text))
+            .channels()
+            .message(PLATFORM, THREAD, said(id, who, text))
             .await
             .unwrap()
     }
@@ -286,7 +287,7 @@ impl World {
     async fn idle(&self) {
         let chat = channel_chat_id(PLATFORM, THREAD);
         eventually("the chat idle", WAIT, async || {
-            self.engine.state(&chat).await.unwrap() == TurnState::Idle
+            self.engine.chats().state(&chat).await.unwrap() == TurnState::Idle
         })
         .await;
     }
@@ -373,31 +374,36 @@ async fn platform_edits_and_deletions_change_the_queue(url: &str) {
     w.until_ack("m3", Ack::Seen).await;
     let e = &w.engine;
     assert_eq!(
-        e.channel_message_changed(PLATFORM, THREAD, "m2", Some("second".into()))
+        e.channels()
+            .message_changed(PLATFORM, THREAD, "m2", Some("second".into()))
             .await
             .unwrap(),
         ChangeOutcome::Edited
     );
     assert_eq!(
-        e.channel_message_changed(PLATFORM, THREAD, "m3", None)
+        e.channels()
+            .message_changed(PLATFORM, THREAD, "m3", None)
             .await
             .unwrap(),
         ChangeOutcome::Deleted
     );
     assert_eq!(
-        e.channel_message_changed(PLATFORM, THREAD, "m1", Some("gate changed".into()))
+        e.channels()
+            .message_changed(PLATFORM, THREAD, "m1", Some("gate changed".into()))
             .await
             .unwrap(),
         ChangeOutcome::AlreadyRan
     );
     assert_eq!(
-        e.channel_message_changed(PLATFORM, "another-thread", "m2", None)
+        e.channels()
+            .message_changed(PLATFORM, "another-thread", "m2", None)
             .await
             .unwrap(),
         ChangeOutcome::Unknown
     );
     assert_eq!(
-        e.channel_message_changed(PLATFORM, THREAD, "never-taken", Some("x".into()))
+        e.channels()
+            .message_changed(PLATFORM, THREAD, "never-taken", Some("x".into()))
             .await
             .unwrap(),
         ChangeOutcome::Unknown
@@ -456,7 +462,7 @@ async fn the_driver_stops_a_turn_and_others_cannot(url: &str) {
     let w = world(url, 20).await;
     let chat = channel_chat_id(PLATFORM, THREAD);
     assert_eq!(
-        w.engine.stop(&chat, None),
+        w.engine.agents().stop(&chat, None),
         StopOutcome::NotRunning,
         "nothing runs yet"
     );
@@ -468,7 +474,10 @@ async fn the_driver_stops_a_turn_and_others_cannot(url: &str) {
         ChannelMessageOutcome::StopRefused
     ));
     assert!(w.shown().contains(&Shown::Post(STOP_REFUSED_TEXT.into())));
-    assert_eq!(w.engine.state(&chat).await.unwrap(), TurnState::Running);
+    assert_eq!(
+        w.engine.chats().state(&chat).await.unwrap(),
+        TurnState::Running
+    );
     // The driver: the streaming answer is cut off, what it produced is kept and marked.
     assert!(matches!(
         w.say("m3", "ada", " /STOP ").await,
@@ -540,7 +549,8 @@ async fn a_channels_settings_choose_its_model_and_can_turn_acks_off(url: &str) {
         )
         .unwrap();
     engine
-        .channel_message(PLATFORM, THREAD, said("m1", "ada", "hi"))
+        .channels()
+        .message(PLATFORM, THREAD, said("m1", "ada", "hi"))
         .await
         .unwrap();
     eventually("the reply", WAIT, async || {
@@ -717,7 +727,8 @@ async fn the_stop_control_works_for_the_driver_only(url: &str) {
     };
     assert_eq!(
         w.engine
-            .channel_stop(PLATFORM, THREAD, &user("ada"))
+            .channels()
+            .stop(PLATFORM, THREAD, &user("ada"))
             .await
             .unwrap(),
         StopOutcome::NotRunning
@@ -729,15 +740,20 @@ async fn the_stop_control_works_for_the_driver_only(url: &str) {
     .await;
     assert_eq!(
         w.engine
-            .channel_stop(PLATFORM, THREAD, &user("bob"))
+            .channels()
+            .stop(PLATFORM, THREAD, &user("bob"))
             .await
             .unwrap(),
         StopOutcome::NotDriver
     );
-    assert_eq!(w.engine.state(&chat).await.unwrap(), TurnState::Running);
+    assert_eq!(
+        w.engine.chats().state(&chat).await.unwrap(),
+        TurnState::Running
+    );
     assert_eq!(
         w.engine
-            .channel_stop(PLATFORM, THREAD, &user("ada"))
+            .channels()
+            .stop(PLATFORM, THREAD, &user("ada"))
             .await
             .unwrap(),
         StopOutcome::Stopping
@@ -888,7 +904,7 @@ async fn a_stream_cut_off_by_a_crash_is_marked_interrupted(url: &str) {
         WAIT,
         async || {
             let chat = channel_chat_id(PLATFORM, THREAD);
-            let stored = a.engine.messages(&chat).await.unwrap();
+            let stored = a.engine.chats().messages(&chat).await.unwrap();
             stored.iter().any(|m| !m.message.metadata.drafts.is_empty())
         },
     )
@@ -896,7 +912,7 @@ async fn a_stream_cut_off_by_a_crash_is_marked_interrupted(url: &str) {
     // The process stops past its grace: the turn is cut off, its lease ended.
     a.engine.drain(Duration::from_millis(20)).await;
     let b = streaming_world(url, Default::default(), config, model).await;
-    assert_eq!(b.engine.recover_expired_leases().await.unwrap(), 1);
+    assert_eq!(b.engine.ops().recover_expired_leases().await.unwrap(), 1);
     eventually("the mark and the notice", WAIT, async || {
         let shown = b.shown();
         shown.contains(&Shown::Edit(
@@ -929,14 +945,14 @@ async fn a_cut_off_streams_edit_that_fails_is_retried(url: &str) {
     a.say("m1", "ada", "go").await;
     eventually("the stream was checkpointed", WAIT, async || {
         let chat = channel_chat_id(PLATFORM, THREAD);
-        let stored = a.engine.messages(&chat).await.unwrap();
+        let stored = a.engine.chats().messages(&chat).await.unwrap();
         stored.iter().any(|m| !m.message.metadata.drafts.is_empty())
     })
     .await;
     a.engine.drain(Duration::from_millis(20)).await;
     let b = streaming_world(url, Default::default(), config, model).await;
     *b.rec.failing_edits.lock().unwrap() = 2;
-    assert_eq!(b.engine.recover_expired_leases().await.unwrap(), 1);
+    assert_eq!(b.engine.ops().recover_expired_leases().await.unwrap(), 1);
     eventually("the mark, after the failed edits", WAIT, async || {
         b.shown().contains(&Shown::Edit(
             "d2".into(),
@@ -1019,7 +1035,7 @@ async fn a_silent_model_times_out_and_the_thread_is_told(url: &str) {
         format!("half an \n\n{}", failure_text("model-timeout"))
     );
     let chat = channel_chat_id(PLATFORM, THREAD);
-    let stored = w.engine.messages(&chat).await.unwrap();
+    let stored = w.engine.chats().messages(&chat).await.unwrap();
     let reply = stored.last().unwrap();
     assert_eq!(
         reply

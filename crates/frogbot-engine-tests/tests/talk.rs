@@ -267,12 +267,14 @@ async fn an_external_agent_talks_with_a_person_in_a_thread(url: &str) {
         place: ChannelTarget::Thread("C1".into()),
     };
     let chat = e
-        .open_agent_chat(me, place(), "Deploy of v2", "k1")
+        .agents()
+        .open_chat(me, place(), "Deploy of v2", "k1")
         .await
         .unwrap();
     // The same key again: the same thread, one root.
     let again = e
-        .open_agent_chat(me, place(), "Deploy of v2", "k1")
+        .agents()
+        .open_chat(me, place(), "Deploy of v2", "k1")
         .await
         .unwrap();
     assert_eq!(again.chat_id, chat.chat_id);
@@ -282,7 +284,7 @@ async fn an_external_agent_talks_with_a_person_in_a_thread(url: &str) {
 
     // The agent posts a message with blocks and an event button.
     let sent = e
-        .agent_send(
+        .agents().post(
             c,
             me,
             AgentMessage {
@@ -315,7 +317,8 @@ async fn an_external_agent_talks_with_a_person_in_a_thread(url: &str) {
     .await;
     // The same id again posts nothing new.
     let dup = e
-        .agent_send(
+        .agents()
+        .post(
             c,
             me,
             AgentMessage {
@@ -330,26 +333,28 @@ async fn an_external_agent_talks_with_a_person_in_a_thread(url: &str) {
 
     // A person replies in the thread: it waits in the inbox, no model runs.
     let out = e
-        .channel_message(PLATFORM, &thread, person("u1", "looks good"))
+        .channels()
+        .message(PLATFORM, &thread, person("u1", "looks good"))
         .await
         .unwrap();
     assert!(matches!(out, ChannelMessageOutcome::Inbox), "{out:?}");
     let repeat = e
-        .channel_message(PLATFORM, &thread, person("u1", "looks good"))
+        .channels()
+        .message(PLATFORM, &thread, person("u1", "looks good"))
         .await
         .unwrap();
     assert!(
         matches!(repeat, ChannelMessageOutcome::Duplicate),
         "{repeat:?}"
     );
-    let items = e.inbox(me, None, 10).await.unwrap();
+    let items = e.agents().inbox(me, None, 10).await.unwrap();
     assert_eq!(items.len(), 1);
     assert_eq!(items[0].message.text(), "looks good");
     assert_eq!(items[0].speaker.as_deref(), Some("Ada"));
     assert_eq!(items[0].ack, Ack::Seen);
     assert!(items[0].event.is_none());
     assert!(
-        e.inbox(me, None, 10).await.unwrap().is_empty(),
+        e.agents().inbox(me, None, 10).await.unwrap().is_empty(),
         "returned once"
     );
     eventually("Seen is shown on the person's message", WAIT, async || {
@@ -362,13 +367,14 @@ async fn an_external_agent_talks_with_a_person_in_a_thread(url: &str) {
     .await;
     // Another agent's inbox is empty.
     assert!(
-        e.inbox(Some(&UserId::new("bob")), None, 10)
+        e.agents()
+            .inbox(Some(&UserId::new("bob")), None, 10)
             .await
             .unwrap()
             .is_empty()
     );
     let person_msg = items[0].message.id.clone();
-    e.agent_ack(c, me, &person_msg, Ack::Done).await.unwrap();
+    e.agents().ack(c, me, &person_msg, Ack::Done).await.unwrap();
     eventually("Done is shown", WAIT, async || {
         w.platform
             .acks
@@ -392,11 +398,18 @@ async fn an_external_agent_talks_with_a_person_in_a_thread(url: &str) {
         },
     };
     for _ in 0..3 {
-        let o = e.channel_event(PLATFORM, &thread, click(0)).await.unwrap();
+        let o = e
+            .channels()
+            .event(PLATFORM, &thread, click(0))
+            .await
+            .unwrap();
         assert_eq!(o, EventOutcome::Sent);
     }
     assert_eq!(
-        e.channel_event(PLATFORM, &thread, click(7)).await.unwrap(),
+        e.channels()
+            .event(PLATFORM, &thread, click(7))
+            .await
+            .unwrap(),
         EventOutcome::Stale
     );
     let stale_block = EventClick {
@@ -404,12 +417,13 @@ async fn an_external_agent_talks_with_a_person_in_a_thread(url: &str) {
         ..click(0)
     };
     assert_eq!(
-        e.channel_event(PLATFORM, &thread, stale_block)
+        e.channels()
+            .event(PLATFORM, &thread, stale_block)
             .await
             .unwrap(),
         EventOutcome::Stale
     );
-    let events = e.inbox(me, Some(c), 10).await.unwrap();
+    let events = e.agents().inbox(me, Some(c), 10).await.unwrap();
     assert_eq!(events.len(), 3);
     for ev in &events {
         let ev = ev.event.as_ref().expect("an event");
@@ -424,18 +438,19 @@ async fn an_external_agent_talks_with_a_person_in_a_thread(url: &str) {
     }
 
     // Edit the text, then patch the progress block: one edit each, in place.
-    e.agent_edit(
-        c,
-        me,
-        "m1",
-        MessageEdit::Replace {
-            title: None,
-            text: Some("Half way".into()),
-            blocks: None,
-        },
-    )
-    .await
-    .unwrap();
+    e.agents()
+        .edit(
+            c,
+            me,
+            "m1",
+            MessageEdit::Replace {
+                title: None,
+                text: Some("Half way".into()),
+                blocks: None,
+            },
+        )
+        .await
+        .unwrap();
     eventually("the edit is shown", WAIT, async || {
         w.platform
             .text_of("p0")
@@ -445,17 +460,18 @@ async fn an_external_agent_talks_with_a_person_in_a_thread(url: &str) {
     let bar =
         Block::from_json(&json!({"type": "progress", "value": 3, "max": 4, "label": "Steps"}))
             .unwrap();
-    e.agent_edit(
-        c,
-        me,
-        "m1",
-        MessageEdit::Patch {
-            block_id: "bar".into(),
-            block: bar,
-        },
-    )
-    .await
-    .unwrap();
+    e.agents()
+        .edit(
+            c,
+            me,
+            "m1",
+            MessageEdit::Patch {
+                block_id: "bar".into(),
+                block: bar,
+            },
+        )
+        .await
+        .unwrap();
     eventually("the patch is shown", WAIT, async || {
         w.platform.text_of("p0").unwrap() == "Deploy|Half way|[Steps: 75%][Branch: main]"
     })
@@ -469,51 +485,53 @@ async fn an_external_agent_talks_with_a_person_in_a_thread(url: &str) {
     assert_eq!(w.platform.calls("post"), 1, "no new message");
     let missing = Block::from_json(&json!({"type": "code", "code": "x"})).unwrap();
     assert!(
-        e.agent_edit(
-            c,
-            me,
-            "m1",
-            MessageEdit::Patch {
-                block_id: "nope".into(),
-                block: missing
-            }
-        )
-        .await
-        .is_err()
+        e.agents()
+            .edit(
+                c,
+                me,
+                "m1",
+                MessageEdit::Patch {
+                    block_id: "nope".into(),
+                    block: missing
+                }
+            )
+            .await
+            .is_err()
     );
 
     // Pins: status on m1, then on a new message m2 (m1 unpinned), then unpinned.
-    e.agent_pin(c, me, "status", Some("m1")).await.unwrap();
+    e.agents().pin(c, me, "status", Some("m1")).await.unwrap();
     eventually("m1 is pinned", WAIT, async || {
         *w.platform.pins.lock().unwrap() == ["p0"]
     })
     .await;
-    e.agent_send(
-        c,
-        me,
-        AgentMessage {
-            id: Some("m2".into()),
-            text: Some("All green".into()),
-            pin: Some("status".into()),
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
+    e.agents()
+        .post(
+            c,
+            me,
+            AgentMessage {
+                id: Some("m2".into()),
+                text: Some("All green".into()),
+                pin: Some("status".into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
     eventually("the status pin moved to m2", WAIT, async || {
         *w.platform.pins.lock().unwrap() == ["p1"]
     })
     .await;
     let m1 = w.store.get_message(c, "m1").await.unwrap().unwrap();
     assert_eq!(m1.message.metadata.pin, None);
-    e.agent_pin(c, me, "status", None).await.unwrap();
+    e.agents().pin(c, me, "status", None).await.unwrap();
     eventually("unpinned", WAIT, async || {
         w.platform.pins.lock().unwrap().is_empty()
     })
     .await;
 
     // Delete: gone on the platform, a tombstone in the chat, no more events from it.
-    e.agent_delete(c, me, "m1").await.unwrap();
+    e.agents().delete(c, me, "m1").await.unwrap();
     eventually("deleted on the platform", WAIT, async || {
         w.platform.text_of("p0").is_none()
     })
@@ -521,22 +539,26 @@ async fn an_external_agent_talks_with_a_person_in_a_thread(url: &str) {
     let m1 = w.store.get_message(c, "m1").await.unwrap().unwrap();
     assert!(m1.message.parts.is_empty() && m1.message.metadata.deleted_at.is_some());
     assert_eq!(
-        e.channel_event(PLATFORM, &thread, click(0)).await.unwrap(),
+        e.channels()
+            .event(PLATFORM, &thread, click(0))
+            .await
+            .unwrap(),
         EventOutcome::Stale
     );
     assert!(
-        e.agent_edit(
-            c,
-            me,
-            "m1",
-            MessageEdit::Replace {
-                title: None,
-                text: Some("x".into()),
-                blocks: None
-            }
-        )
-        .await
-        .is_err()
+        e.agents()
+            .edit(
+                c,
+                me,
+                "m1",
+                MessageEdit::Replace {
+                    title: None,
+                    text: Some("x".into()),
+                    blocks: None
+                }
+            )
+            .await
+            .is_err()
     );
     assert_eq!(
         w.model_calls.load(Ordering::SeqCst),
@@ -552,28 +574,29 @@ async fn an_agent_chat_refuses_others_and_bad_input(url: &str) {
     let me = Some(alice());
     let me = me.as_ref();
     let c = ChatId::new("agent-web-1").unwrap();
-    e.open_agent_chat(
-        me,
-        AgentPlace::Web {
-            chat: c.clone(),
-            owner: None,
-        },
-        "",
-        "k",
-    )
-    .await
-    .unwrap();
+    e.agents()
+        .open_chat(
+            me,
+            AgentPlace::Web {
+                chat: c.clone(),
+                owner: None,
+            },
+            "",
+            "k",
+        )
+        .await
+        .unwrap();
     let bob = UserId::new("bob");
     let hi = || AgentMessage {
         text: Some("hi".into()),
         ..Default::default()
     };
     assert!(
-        e.agent_send(&c, Some(&bob), hi()).await.is_err(),
+        e.agents().post(&c, Some(&bob), hi()).await.is_err(),
         "another agent"
     );
     assert!(
-        e.agent_send(&c, None, hi()).await.is_err(),
+        e.agents().post(&c, None, hi()).await.is_err(),
         "an anonymous caller"
     );
     // The chat is the agent's own (owned by it), never an ownerless chat others read.
@@ -581,24 +604,26 @@ async fn an_agent_chat_refuses_others_and_bad_input(url: &str) {
     assert_eq!(row.owner.as_ref(), me);
     // A person's existing chat with the model is never bound by an agent opening it.
     let theirs = ChatId::new("someone-elses").unwrap();
-    e.send(SendMessage {
-        chat_id: theirs.clone(),
-        id: Some("u1".into()),
-        parts: vec![MessagePart::Text {
-            text: "hello model".into(),
-        }],
-        author: None,
-        delivery: frogbot_core::model::Delivery::Queue,
-        model: None,
-        reasoning: None,
-        channel: None,
-        speaker: None,
-        context: None,
-    })
-    .await
-    .unwrap();
+    e.agents()
+        .send(SendMessage {
+            chat_id: theirs.clone(),
+            id: Some("u1".into()),
+            parts: vec![MessagePart::Text {
+                text: "hello model".into(),
+            }],
+            author: None,
+            delivery: frogbot_core::model::Delivery::Queue,
+            model: None,
+            reasoning: None,
+            channel: None,
+            speaker: None,
+            context: None,
+        })
+        .await
+        .unwrap();
     let taken = e
-        .open_agent_chat(
+        .agents()
+        .open_chat(
             me,
             AgentPlace::Web {
                 chat: theirs.clone(),
@@ -614,17 +639,18 @@ async fn an_agent_chat_refuses_others_and_bad_input(url: &str) {
         None
     );
     assert!(
-        e.open_agent_chat(
-            Some(&bob),
-            AgentPlace::Web {
-                chat: c.clone(),
-                owner: None,
-            },
-            "",
-            "k"
-        )
-        .await
-        .is_err()
+        e.agents()
+            .open_chat(
+                Some(&bob),
+                AgentPlace::Web {
+                    chat: c.clone(),
+                    owner: None,
+                },
+                "",
+                "k"
+            )
+            .await
+            .is_err()
     );
     for bad in [
         AgentMessage::default(),
@@ -645,52 +671,67 @@ async fn an_agent_chat_refuses_others_and_bad_input(url: &str) {
             ..Default::default()
         },
     ] {
-        assert!(e.agent_send(&c, me, bad).await.is_err());
+        assert!(e.agents().post(&c, me, bad).await.is_err());
     }
     assert!(
         w.store.list_messages(&c).await.unwrap().is_empty(),
         "nothing saved"
     );
-    assert!(e.agent_ack(&c, me, "nope", Ack::Done).await.is_err());
+    assert!(e.agents().ack(&c, me, "nope", Ack::Done).await.is_err());
     assert!(
-        e.open_agent_chat(
-            me,
-            AgentPlace::Web {
-                chat: ChatId::new("_test-x").unwrap(),
-                owner: None,
-            },
-            "",
-            "k"
-        )
-        .await
-        .is_err()
+        e.agents()
+            .open_chat(
+                me,
+                AgentPlace::Web {
+                    chat: ChatId::new("_test-x").unwrap(),
+                    owner: None,
+                },
+                "",
+                "k"
+            )
+            .await
+            .is_err()
     );
     // A web event on a message without that button is stale; on a real one it reaches the inbox.
-    e.agent_send(
-        &c,
-        me,
-        AgentMessage {
-            id: Some("w1".into()),
-            blocks: blocks(
-                json!([{"type": "code", "id": "b", "code": "x", "events": [{"label": "Go"}]}]),
-            ),
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
+    e.agents()
+        .post(
+            &c,
+            me,
+            AgentMessage {
+                id: Some("w1".into()),
+                blocks: blocks(
+                    json!([{"type": "code", "id": "b", "code": "x", "events": [{"label": "Go"}]}]),
+                ),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
     assert_eq!(
-        e.web_event(&c, me, "w1", "b", "Nope").await.unwrap(),
+        e.chats()
+            .web_event(&c, me, "w1", "b", "Nope")
+            .await
+            .unwrap(),
         EventOutcome::Stale
     );
     assert_eq!(
-        e.web_event(&c, me, "w1", "b", "Go").await.unwrap(),
+        e.chats().web_event(&c, me, "w1", "b", "Go").await.unwrap(),
         EventOutcome::Sent
     );
     // The web chat is the agent's own (owned by it): nobody else clicks in it.
-    assert!(e.web_event(&c, Some(&bob), "w1", "b", "Go").await.is_err());
-    assert!(e.web_event(&c, None, "w1", "b", "Go").await.is_err());
-    let got = e.inbox(me, Some(&c), 5).await.unwrap();
+    assert!(
+        e.chats()
+            .web_event(&c, Some(&bob), "w1", "b", "Go")
+            .await
+            .is_err()
+    );
+    assert!(
+        e.chats()
+            .web_event(&c, None, "w1", "b", "Go")
+            .await
+            .is_err()
+    );
+    let got = e.agents().inbox(me, Some(&c), 5).await.unwrap();
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].event.as_ref().unwrap().value, "Go");
     assert_eq!(got[0].by.as_ref(), me);
@@ -704,7 +745,8 @@ async fn a_failed_post_is_shown_by_its_job(url: &str) {
     let me = me.as_ref();
     w.platform.fail_posts.lock().unwrap().push_back(());
     let chat = e
-        .open_agent_chat(
+        .agents()
+        .open_chat(
             me,
             AgentPlace::Channel {
                 platform: PLATFORM.into(),
@@ -715,17 +757,18 @@ async fn a_failed_post_is_shown_by_its_job(url: &str) {
         )
         .await
         .unwrap();
-    e.agent_send(
-        &chat.chat_id,
-        me,
-        AgentMessage {
-            id: Some("m1".into()),
-            text: Some("once".into()),
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
+    e.agents()
+        .post(
+            &chat.chat_id,
+            me,
+            AgentMessage {
+                id: Some("m1".into()),
+                text: Some("once".into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
     eventually("the first post was tried", WAIT, async || {
         w.platform.calls("post") == 1
     })
@@ -734,12 +777,12 @@ async fn a_failed_post_is_shown_by_its_job(url: &str) {
     // Its job runs later (the clock moved past the grace) and shows it.
     w.clock.advance(31_000);
     eventually("the job shows it", WAIT, async || {
-        e.run_due_jobs("w").await.unwrap();
+        e.ops().run_due_jobs("w").await.unwrap();
         w.platform.shown.lock().unwrap().len() == 1
     })
     .await;
     w.clock.advance(60_000);
-    e.run_due_jobs("w").await.unwrap();
+    e.ops().run_due_jobs("w").await.unwrap();
     assert_eq!(w.platform.shown.lock().unwrap().len(), 1, "shown once");
 }
 
@@ -749,7 +792,8 @@ async fn a_waiting_inbox_wakes_on_arrival(url: &str) {
     let e = w.engine.clone();
     let me = alice();
     let chat = e
-        .open_agent_chat(
+        .agents()
+        .open_chat(
             Some(&me),
             AgentPlace::Channel {
                 platform: PLATFORM.into(),
@@ -765,12 +809,14 @@ async fn a_waiting_inbox_wakes_on_arrival(url: &str) {
         let e = e.clone();
         let me = me.clone();
         tokio::spawn(async move {
-            e.inbox_wait(Some(&me), None, 10, Duration::from_secs(60))
+            e.agents()
+                .inbox_wait(Some(&me), None, 10, Duration::from_secs(60))
                 .await
         })
     };
     tokio::task::yield_now().await;
-    e.channel_message(PLATFORM, &thread, person("x1", "ping"))
+    e.channels()
+        .message(PLATFORM, &thread, person("x1", "ping"))
         .await
         .unwrap();
     let got = tokio::time::timeout(Duration::from_secs(10), waiter)
@@ -903,7 +949,8 @@ async fn frogbots_own_agent_keeps_a_status_pin_and_edits_what_it_posted(url: &st
         outbox: Some(Arc::new(Outbox(platform.clone()))),
     });
     let out = engine
-        .channel_message(PLATFORM, "T1", person("u1", "go"))
+        .channels()
+        .message(PLATFORM, "T1", person("u1", "go"))
         .await
         .unwrap();
     let ChannelMessageOutcome::Sent(Sent::Started(turn)) = out else {
@@ -979,7 +1026,8 @@ async fn frogbots_own_agent_keeps_a_status_pin_and_edits_what_it_posted(url: &st
     // person's own, by its id).
     let person_message = frogbot_core::agent::channel_message_id(PLATFORM, "u1");
     let out = engine
-        .channel_message(
+        .channels()
+        .message(
             PLATFORM,
             "T1",
             person("u2", &format!("fix it {person_message}")),
@@ -1066,13 +1114,15 @@ async fn a_message_racing_the_binding_of_its_thread_goes_to_the_inbox(url: &str)
     let receiving = tokio::spawn({
         let e = w.engine.clone();
         async move {
-            e.channel_message(PLATFORM, thread, person("u-race", "are we done?"))
+            e.channels()
+                .message(PLATFORM, thread, person("u-race", "are we done?"))
                 .await
         }
     });
     paused.reached().await;
     let chat_id = frogbot_core::agent::channel_chat_id(PLATFORM, thread);
     w.engine
+        .agents()
         .bind_ask_chat(
             &NewChat {
                 chat_id: chat_id.clone(),
@@ -1098,7 +1148,12 @@ async fn a_message_racing_the_binding_of_its_thread_goes_to_the_inbox(url: &str)
     let out = receiving.await.unwrap().unwrap();
     assert!(matches!(out, ChannelMessageOutcome::Inbox), "{out:?}");
     assert_eq!(w.model_calls.load(Ordering::SeqCst), 0, "no turn ran");
-    let inbox = w.engine.inbox(Some(&alice()), None, 10).await.unwrap();
+    let inbox = w
+        .engine
+        .agents()
+        .inbox(Some(&alice()), None, 10)
+        .await
+        .unwrap();
     assert_eq!(
         inbox.iter().map(|i| i.message.text()).collect::<Vec<_>>(),
         ["are we done?"]

@@ -405,7 +405,8 @@ fn click(who: &str, message_id: &str, n: u32) -> Interaction {
 
 async fn say(w: &World, who: &str, text: &str) -> ChannelMessageOutcome {
     w.engine
-        .channel_message("forum", THREAD, reply_msg(who, text))
+        .channels()
+        .message("forum", THREAD, reply_msg(who, text))
         .await
         .unwrap()
 }
@@ -421,8 +422,8 @@ async fn start_and_wait(w: &World, text: &str) {
 
 async fn idle(w: &World) {
     let chat = channel_chat_id("forum", THREAD);
-    let mut ev = w.engine.subscribe();
-    while w.engine.state(&chat).await.unwrap() == TurnState::Running {
+    let mut ev = w.engine.chats().subscribe();
+    while w.engine.chats().state(&chat).await.unwrap() == TurnState::Running {
         let _ = tokio::time::timeout(std::time::Duration::from_millis(100), ev.recv()).await;
     }
 }
@@ -447,7 +448,8 @@ async fn a_repeated_platform_message_is_taken_once(url: &str) {
     // The platform delivers the same message again (a retry): nothing new is stored or run.
     let again = w
         .engine
-        .channel_message("forum", THREAD, first.clone())
+        .channels()
+        .message("forum", THREAD, first.clone())
         .await
         .unwrap();
     assert!(
@@ -468,7 +470,13 @@ async fn a_repeated_platform_message_is_taken_once(url: &str) {
 }
 
 async fn start_and_wait_msg(w: &World, m: ThreadMessage) {
-    match w.engine.channel_message("forum", THREAD, m).await.unwrap() {
+    match w
+        .engine
+        .channels()
+        .message("forum", THREAD, m)
+        .await
+        .unwrap()
+    {
         ChannelMessageOutcome::Sent(frogbot_core::agent::Sent::Started(h)) => {
             h.done.await.unwrap().unwrap();
         }
@@ -479,7 +487,10 @@ async fn start_and_wait_msg(w: &World, m: ThreadMessage) {
 async fn a_reply_answer_is_recorded_settled_and_continues_the_agent(url: &str) {
     let w = world(url).await;
     start_and_wait(&w, "please ask").await;
-    assert_eq!(w.engine.state(&chat()).await.unwrap(), TurnState::Awaiting);
+    assert_eq!(
+        w.engine.chats().state(&chat()).await.unwrap(),
+        TurnState::Awaiting
+    );
     assert_eq!(
         w.forum.posts.lock().unwrap().len(),
         1,
@@ -566,7 +577,8 @@ async fn a_click_on_a_message_that_is_not_current_is_stale(url: &str) {
     // post-0 left being current; a click on it still finds the question and is stale.
     let out = w
         .engine
-        .handle_interaction("forum", Some(THREAD), &click("bob", "post-0", 1))
+        .channels()
+        .interaction("forum", Some(THREAD), &click("bob", "post-0", 1))
         .await
         .unwrap();
     assert_eq!(out, InteractionOutcome::Stale);
@@ -581,7 +593,8 @@ async fn a_click_on_a_message_that_is_not_current_is_stale(url: &str) {
     // A click on the current message counts.
     let out = w
         .engine
-        .handle_interaction("forum", Some(THREAD), &click("bob", "post-1", 2))
+        .channels()
+        .interaction("forum", Some(THREAD), &click("bob", "post-1", 2))
         .await
         .unwrap();
     assert_eq!(out, InteractionOutcome::Answered);
@@ -595,7 +608,8 @@ async fn parse_stale_and_a_second_answer_after_the_first_get_stale(url: &str) {
     early.metadata.date_sent = "2000-01-01T00:00:00.000Z".into();
     let out = w
         .engine
-        .channel_message("forum", THREAD, early)
+        .channels()
+        .message("forum", THREAD, early)
         .await
         .unwrap();
     assert_eq!(consumed(out), InteractionOutcome::Stale);
@@ -615,7 +629,8 @@ async fn parse_stale_and_a_second_answer_after_the_first_get_stale(url: &str) {
     idle(&w).await;
     let out = w
         .engine
-        .handle_interaction("forum", Some(THREAD), &click("carol", "post-0", 2))
+        .channels()
+        .interaction("forum", Some(THREAD), &click("carol", "post-0", 2))
         .await
         .unwrap();
     assert_eq!(
@@ -642,7 +657,8 @@ async fn a_participant_failing_access_is_denied_and_the_question_stays_open(url:
     start_and_wait(&w, "ask").await;
     let out = w
         .engine
-        .handle_interaction("forum", Some(THREAD), &click("mallory", "post-0", 1))
+        .channels()
+        .interaction("forum", Some(THREAD), &click("mallory", "post-0", 1))
         .await
         .unwrap();
     assert_eq!(out, InteractionOutcome::Denied);
@@ -656,7 +672,10 @@ async fn a_participant_failing_access_is_denied_and_the_question_stays_open(url:
             .outcome
             .is_none()
     );
-    assert_eq!(w.engine.state(&chat()).await.unwrap(), TurnState::Awaiting);
+    assert_eq!(
+        w.engine.chats().state(&chat()).await.unwrap(),
+        TurnState::Awaiting
+    );
 }
 
 async fn a_rejected_parse_shows_the_reason_and_records_nothing(url: &str) {
@@ -724,7 +743,7 @@ async fn a_failing_updated_is_retried_as_a_durable_job_and_holds_interactions(ur
         .retry_job(&job, now_millis(), "test moved it")
         .await
         .unwrap();
-    w.engine.run_due_jobs("test").await.unwrap();
+    w.engine.ops().run_due_jobs("test").await.unwrap();
     let q = w
         .store
         .get_question(&chat(), "c1", now_millis())
@@ -788,7 +807,8 @@ async fn an_answer_recorded_but_not_closed_is_closed_by_the_next_interaction(url
     );
     let r = w
         .engine
-        .handle_interaction("forum", Some(THREAD), &click("bob", "post-0", 1))
+        .channels()
+        .interaction("forum", Some(THREAD), &click("bob", "post-0", 1))
         .await
         .unwrap();
     assert_eq!(r, InteractionOutcome::Stale);
@@ -882,7 +902,7 @@ async fn render_may_cover_some_calls_the_rest_follow_once_answered(url: &str) {
         InteractionOutcome::Answered
     );
     assert_eq!(
-        w.engine.state(&chat()).await.unwrap(),
+        w.engine.chats().state(&chat()).await.unwrap(),
         TurnState::Awaiting,
         "the second call still waits"
     );
@@ -896,7 +916,10 @@ async fn render_may_cover_some_calls_the_rest_follow_once_answered(url: &str) {
         InteractionOutcome::Answered
     );
     idle(&w).await;
-    assert_eq!(w.engine.state(&chat()).await.unwrap(), TurnState::Idle);
+    assert_eq!(
+        w.engine.chats().state(&chat()).await.unwrap(),
+        TurnState::Idle
+    );
 }
 
 async fn the_question_tool_is_offered_only_where_supported(url: &str) {
@@ -935,7 +958,8 @@ async fn the_first_answer_wins_across_http_and_channel(url: &str) {
         let thread = format!("trial-{trial}");
         let h = match w
             .engine
-            .channel_message("forum", &thread, reply_msg("alice", "ask"))
+            .channels()
+            .message("forum", &thread, reply_msg("alice", "ask"))
             .await
             .unwrap()
         {
@@ -969,17 +993,19 @@ async fn the_first_answer_wins_across_http_and_channel(url: &str) {
                             selected: vec!["red".into()],
                         }],
                     };
-                    e.settle(&chat, "c1", Settle::Answer(out), None)
+                    e.questions()
+                        .settle(&chat, "c1", Settle::Answer(out), None)
                         .await
                         .is_ok()
                 } else {
-                    e.handle_interaction(
-                        "forum",
-                        Some(&thread),
-                        &click(&format!("u{i}"), &post, 1 + i % 3),
-                    )
-                    .await
-                    .unwrap()
+                    e.channels()
+                        .interaction(
+                            "forum",
+                            Some(&thread),
+                            &click(&format!("u{i}"), &post, 1 + i % 3),
+                        )
+                        .await
+                        .unwrap()
                         == InteractionOutcome::Answered
                 }
             }));
@@ -989,8 +1015,8 @@ async fn the_first_answer_wins_across_http_and_channel(url: &str) {
             wins += usize::from(t.await.unwrap());
         }
         assert_eq!(wins, 1, "trial {trial}: exactly one answer recorded");
-        let mut ev = w.engine.subscribe();
-        while w.engine.state(&chat).await.unwrap() != TurnState::Idle {
+        let mut ev = w.engine.chats().subscribe();
+        while w.engine.chats().state(&chat).await.unwrap() != TurnState::Idle {
             let _ = tokio::time::timeout(std::time::Duration::from_millis(100), ev.recv()).await;
         }
         assert_eq!(
@@ -1015,7 +1041,7 @@ async fn an_expired_question_uses_its_default_and_reaches_agent_and_settled(url:
         (deadline - now_millis()).max(0) as u64 + 10,
     ))
     .await;
-    w.engine.run_due_jobs("test").await.unwrap();
+    w.engine.ops().run_due_jobs("test").await.unwrap();
     idle(&w).await;
     let q = w
         .store
@@ -1038,7 +1064,8 @@ async fn an_expired_question_uses_its_default_and_reaches_agent_and_settled(url:
     // After expiry, answers are refused.
     let r = w
         .engine
-        .handle_interaction("forum", Some(THREAD), &click("bob", "post-0", 1))
+        .channels()
+        .interaction("forum", Some(THREAD), &click("bob", "post-0", 1))
         .await
         .unwrap();
     assert_eq!(r, InteractionOutcome::Stale);
@@ -1059,16 +1086,25 @@ async fn a_withdrawn_question_is_cancelled_and_settled(url: &str) {
     // it found the question over (it answered 200 to both before).
     let c = chat();
     let (a, b) = tokio::join!(
-        w.engine.withdraw(&c, &reply_id),
-        w.engine.withdraw(&c, &reply_id)
+        w.engine.questions().withdraw(&c, &reply_id),
+        w.engine.questions().withdraw(&c, &reply_id)
     );
     assert_eq!(
         [a.unwrap(), b.unwrap()].iter().filter(|w| **w).count(),
         1,
         "exactly one withdrawal wins"
     );
-    assert!(!w.engine.withdraw(&chat(), &reply_id).await.unwrap());
-    assert_eq!(w.engine.state(&chat()).await.unwrap(), TurnState::Idle);
+    assert!(
+        !w.engine
+            .questions()
+            .withdraw(&chat(), &reply_id)
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        w.engine.chats().state(&chat()).await.unwrap(),
+        TurnState::Idle
+    );
     assert_eq!(
         w.forum.settled_outcomes.lock().unwrap().as_slice(),
         [QuestionOutcome::Cancelled]
@@ -1111,27 +1147,31 @@ async fn a_form_is_found_by_its_locator_and_checked_like_a_click(url: &str) {
     // A form opened from the message that is no longer current submits to stale.
     let r = w
         .engine
-        .handle_interaction("forum", None, &form("bob", THREAD, "post-0", 2))
+        .channels()
+        .interaction("forum", None, &form("bob", THREAD, "post-0", 2))
         .await
         .unwrap();
     assert_eq!(r, InteractionOutcome::Stale);
     // A locator naming another conversation does not reach the question.
     let r = w
         .engine
-        .handle_interaction("forum", None, &form("bob", "another-thread", "post-1", 2))
+        .channels()
+        .interaction("forum", None, &form("bob", "another-thread", "post-1", 2))
         .await
         .unwrap();
     assert_eq!(r, InteractionOutcome::Ignored);
     // Still access-checked.
     let r = w
         .engine
-        .handle_interaction("forum", None, &form("mallory", THREAD, "post-1", 2))
+        .channels()
+        .interaction("forum", None, &form("mallory", THREAD, "post-1", 2))
         .await
         .unwrap();
     assert_eq!(r, InteractionOutcome::Denied);
     let r = w
         .engine
-        .handle_interaction("forum", None, &form("bob", THREAD, "post-1", 2))
+        .channels()
+        .interaction("forum", None, &form("bob", THREAD, "post-1", 2))
         .await
         .unwrap();
     assert_eq!(r, InteractionOutcome::Answered);
@@ -1161,7 +1201,10 @@ async fn after_a_restart_waiting_and_still_posting_questions_carry_on(url: &str)
         // The process stops here: the question waits, still posting, with a retry job stored.
     }
     let w = world(url).await; // a new process: new engine, new pool, same database
-    assert_eq!(w.engine.state(&chat()).await.unwrap(), TurnState::Awaiting);
+    assert_eq!(
+        w.engine.chats().state(&chat()).await.unwrap(),
+        TurnState::Awaiting
+    );
     let q = w
         .store
         .get_question(&chat(), "c1", now_millis())
@@ -1184,7 +1227,7 @@ async fn after_a_restart_waiting_and_still_posting_questions_carry_on(url: &str)
         .retry_job(&job, now_millis(), "moved")
         .await
         .unwrap();
-    w.engine.run_due_jobs("t").await.unwrap();
+    w.engine.ops().run_due_jobs("t").await.unwrap();
     assert!(
         !w.store
             .get_question(&chat(), "c1", now_millis())
@@ -1198,7 +1241,10 @@ async fn after_a_restart_waiting_and_still_posting_questions_carry_on(url: &str)
         InteractionOutcome::Answered
     );
     idle(&w).await;
-    assert_eq!(w.engine.state(&chat()).await.unwrap(), TurnState::Idle);
+    assert_eq!(
+        w.engine.chats().state(&chat()).await.unwrap(),
+        TurnState::Idle
+    );
 }
 
 async fn a_retry_that_finds_another_revision_does_nothing(url: &str) {
@@ -1220,7 +1266,7 @@ async fn a_retry_that_finds_another_revision_does_nothing(url: &str) {
         .await
         .unwrap();
     let posts = w.forum.posts.lock().unwrap().len();
-    w.engine.run_due_jobs("t").await.unwrap();
+    w.engine.ops().run_due_jobs("t").await.unwrap();
     assert_eq!(
         w.forum.posts.lock().unwrap().len(),
         posts,
@@ -1279,7 +1325,7 @@ async fn chatter_while_a_question_is_open_is_queued_not_consumed(url: &str) {
         InteractionOutcome::Answered
     );
     let chat = chat();
-    let mut events = w.engine.subscribe();
+    let mut events = w.engine.chats().subscribe();
     tokio::time::timeout(std::time::Duration::from_secs(20), async {
         while !w
             .model
@@ -1294,7 +1340,10 @@ async fn chatter_while_a_question_is_open_is_queued_not_consumed(url: &str) {
     .await
     .expect("the queued chatter ran after the answer");
     idle(&w).await;
-    assert_eq!(w.engine.state(&chat).await.unwrap(), TurnState::Idle);
+    assert_eq!(
+        w.engine.chats().state(&chat).await.unwrap(),
+        TurnState::Idle
+    );
 }
 
 frogbot_testkit::backends!(

@@ -133,6 +133,7 @@ async fn ask(w: &World, c: &ChatId) {
 async fn ask_as(w: &World, c: &ChatId, driver: &str) {
     let out = started(
         w.engine
+            .agents()
             .send(msg(c, Some(driver), "merge it"))
             .await
             .unwrap(),
@@ -160,12 +161,13 @@ async fn approve_runs_the_tool_once_and_the_agent_continues_with_its_result(url:
     assert!(question.questions[0].question.contains("\"pr\": 7"));
     // The question record is the approval's: pending in the chat.
     let row = w.store.get_chat(&c).await.unwrap().unwrap();
-    let pending = w.engine.pending(&row).await.unwrap();
+    let pending = w.engine.questions().pending(&row).await.unwrap();
     assert_eq!(pending.len(), 1);
     assert_eq!(pending[0].tool_call_id, "m1");
 
     let s = w
         .engine
+        .questions()
         .settle(&c, "m1", Settle::Answer(pick(APPROVE_LABEL)), user("alice"))
         .await
         .unwrap();
@@ -199,6 +201,7 @@ async fn approve_runs_the_tool_once_and_the_agent_continues_with_its_result(url:
     // A second answer is stale and runs nothing.
     assert!(matches!(
         w.engine
+            .questions()
             .settle(&c, "m1", Settle::Answer(pick(APPROVE_LABEL)), user("alice"))
             .await,
         Err(Error::Stale { .. })
@@ -212,6 +215,7 @@ async fn deny_with_a_reason_never_runs_and_the_model_reads_why(url: &str) {
     let c = chat("deny");
     ask(&w, &c).await;
     w.engine
+        .questions()
         .settle(
             &c,
             "m1",
@@ -239,6 +243,7 @@ async fn deny_with_a_reason_never_runs_and_the_model_reads_why(url: &str) {
     let c = chat("deny2");
     ask(&w, &c).await;
     w.engine
+        .questions()
         .settle(&c, "m1", Settle::Answer(pick(DENY_LABEL)), user("alice"))
         .await
         .unwrap();
@@ -262,12 +267,16 @@ async fn a_non_approver_is_refused_and_the_approval_stays_open(url: &str) {
     for who in [user("alice"), None, user("bob")] {
         assert!(matches!(
             w.engine
+                .questions()
                 .settle(&c, "m1", Settle::Answer(pick(APPROVE_LABEL)), who)
                 .await,
             Err(Error::Forbidden { .. })
         ));
     }
-    assert_eq!(w.engine.state(&c).await.unwrap(), TurnState::Awaiting);
+    assert_eq!(
+        w.engine.chats().state(&c).await.unwrap(),
+        TurnState::Awaiting
+    );
     assert_eq!(
         merge_part(&w.store, &c).await.state,
         ToolState::ApprovalRequested
@@ -284,6 +293,7 @@ async fn a_non_approver_is_refused_and_the_approval_stays_open(url: &str) {
         }),
     };
     w.engine
+        .questions()
         .settle(
             &c,
             "m1",
@@ -313,12 +323,16 @@ async fn an_expired_approval_denies(url: &str) {
     let reply_id = w.store.get_chat(&c).await.unwrap().unwrap();
     let reply_id = reply_id.awaiting_message_id.clone().unwrap();
     // Not yet: nothing happens.
-    w.engine.expire(&c, &reply_id).await.unwrap();
-    assert_eq!(w.engine.state(&c).await.unwrap(), TurnState::Awaiting);
+    w.engine.questions().expire(&c, &reply_id).await.unwrap();
+    assert_eq!(
+        w.engine.chats().state(&c).await.unwrap(),
+        TurnState::Awaiting
+    );
     clock.advance(61_000);
     // Past the deadline, an answer is stale, and the expiry denies.
     assert!(matches!(
         w.engine
+            .questions()
             .settle(&c, "m1", Settle::Answer(pick(APPROVE_LABEL)), user("alice"))
             .await,
         Err(Error::Stale { .. })
@@ -353,6 +367,7 @@ async fn thirty_two_racing_answers_give_one_outcome_and_at_most_one_run(url: &st
                 };
                 let r = w
                     .engine
+                    .questions()
                     .settle(&c, "m1", Settle::Answer(pick(label)), user("alice"))
                     .await;
                 (label, r.is_ok())
@@ -390,6 +405,7 @@ async fn an_approval_waiting_across_a_restart_runs_once_after_it(url: &str) {
     // A new process: the same database, a new engine.
     let w = engine(store, ApprovalPolicy::default(), None);
     w.engine
+        .questions()
         .settle(&c, "m1", Settle::Answer(pick(APPROVE_LABEL)), user("alice"))
         .await
         .unwrap();
@@ -437,11 +453,17 @@ async fn a_step_mixing_an_approval_and_a_plain_call_runs_the_plain_one_at_once(u
         },
     );
     let c = chat("mixed");
-    started(engine.send(msg(&c, Some("alice"), "go")).await.unwrap())
-        .done
-        .await
-        .unwrap()
-        .unwrap();
+    started(
+        engine
+            .agents()
+            .send(msg(&c, Some("alice"), "go"))
+            .await
+            .unwrap(),
+    )
+    .done
+    .await
+    .unwrap()
+    .unwrap();
     let messages = store.list_messages(&c).await.unwrap();
     let reply = &messages.last().unwrap().message;
     let states: Vec<_> = reply
@@ -457,6 +479,7 @@ async fn a_step_mixing_an_approval_and_a_plain_call_runs_the_plain_one_at_once(u
     );
     // The driver approves.
     engine
+        .questions()
         .settle(&c, "m1", Settle::Answer(pick(APPROVE_LABEL)), user("alice"))
         .await
         .unwrap();
@@ -479,11 +502,17 @@ async fn a_call_nobody_may_approve_is_refused_not_asked(url: &str) {
     let store = frogbot_testkit::open_store(url).await;
     let w = engine(store, ApprovalPolicy::default(), None);
     let c = chat("nobody");
-    let out = started(w.engine.send(msg(&c, None, "merge it")).await.unwrap())
-        .done
-        .await
-        .unwrap()
-        .unwrap();
+    let out = started(
+        w.engine
+            .agents()
+            .send(msg(&c, None, "merge it"))
+            .await
+            .unwrap(),
+    )
+    .done
+    .await
+    .unwrap()
+    .unwrap();
     assert_eq!(out.state, TurnState::Idle, "nothing waits for an answer");
     assert_eq!(w.runs.load(Ordering::SeqCst), 0);
     let part = merge_part(&w.store, &c).await;
@@ -491,11 +520,12 @@ async fn a_call_nobody_may_approve_is_refused_not_asked(url: &str) {
     assert_eq!(part.error_text.as_deref(), Some(NO_APPROVERS));
     assert!(part.approval.is_none());
     let row = w.store.get_chat(&c).await.unwrap().unwrap();
-    assert!(w.engine.pending(&row).await.unwrap().is_empty());
+    assert!(w.engine.questions().pending(&row).await.unwrap().is_empty());
     // Nobody can approve it: not an anonymous caller, not a user.
     for who in [None, user("alice")] {
         assert!(
             w.engine
+                .questions()
                 .settle(&c, "m1", Settle::Answer(pick(APPROVE_LABEL)), who)
                 .await
                 .is_err()
@@ -546,14 +576,19 @@ async fn an_agent_cannot_approve_its_own_call_but_a_listed_human_can(url: &str) 
     for who in [user("bot"), Some(bot_on_slack)] {
         assert!(matches!(
             w.engine
+                .questions()
                 .settle(&c, "m1", Settle::Answer(pick(APPROVE_LABEL)), who)
                 .await,
             Err(Error::Forbidden { .. })
         ));
     }
-    assert_eq!(w.engine.state(&c).await.unwrap(), TurnState::Awaiting);
+    assert_eq!(
+        w.engine.chats().state(&c).await.unwrap(),
+        TurnState::Awaiting
+    );
     assert_eq!(w.runs.load(Ordering::SeqCst), 0);
     w.engine
+        .questions()
         .settle(&c, "m1", Settle::Answer(pick(APPROVE_LABEL)), user("carol"))
         .await
         .unwrap();
@@ -574,6 +609,7 @@ async fn an_agent_cannot_approve_its_own_call_but_a_listed_human_can(url: &str) 
     let c = chat("agent-alone");
     started(
         w.engine
+            .agents()
             .send(msg(&c, Some("bot"), "merge it"))
             .await
             .unwrap(),

@@ -173,7 +173,8 @@ fn said(id: &str, text: &str) -> ThreadMessage {
 
 async fn say(engine: &Engine, id: &str, text: &str) {
     let outcome = engine
-        .channel_message(PLATFORM, THREAD, said(id, text))
+        .channels()
+        .message(PLATFORM, THREAD, said(id, text))
         .await
         .unwrap();
     assert!(
@@ -273,14 +274,14 @@ async fn a_reply_its_process_could_not_post_is_posted_by_a_worker(url: &str) {
     // Not due before the grace is over.
     let up = Arc::new(Thread1::default());
     let b = engine(store.clone(), up.clone(), config(grace), clock.clone());
-    b.run_due_jobs("B").await.unwrap();
+    b.ops().run_due_jobs("B").await.unwrap();
     assert!(
         up.attempts.lock().unwrap().is_empty(),
         "ran before its time"
     );
     clock.advance(grace.as_millis() as i64 + 1);
     eventually("process B's worker posts it", WAIT, async || {
-        b.run_due_jobs("B").await.unwrap();
+        b.ops().run_due_jobs("B").await.unwrap();
         up.posted.lock().unwrap().len() == 1
     })
     .await;
@@ -294,7 +295,7 @@ async fn a_reply_its_process_could_not_post_is_posted_by_a_worker(url: &str) {
     );
     assert!(deliver_jobs(&store, clock.now()).await.is_empty());
     assert_eq!(down.attempts.lock().unwrap().len(), tried_by_a, "A stopped");
-    assert!(b.housekeep().await.unwrap().dead_jobs == 0);
+    assert!(b.ops().housekeep().await.unwrap().dead_jobs == 0);
 }
 
 /// A delivery refused for good is buried (an error log and a dead job operators see) — after
@@ -315,8 +316,8 @@ async fn a_delivery_that_keeps_failing_is_buried_and_purged_later(url: &str) {
     .await;
     clock.advance(1_000);
     eventually("a worker tries once more and buries it", WAIT, async || {
-        e.run_due_jobs("w").await.unwrap();
-        e.housekeep().await.unwrap().dead_jobs == 1
+        e.ops().run_due_jobs("w").await.unwrap();
+        e.ops().housekeep().await.unwrap().dead_jobs == 1
     })
     .await;
     assert_eq!(thread.attempts.lock().unwrap().len(), 2);
@@ -334,9 +335,9 @@ async fn a_delivery_that_keeps_failing_is_buried_and_purged_later(url: &str) {
     .await;
     tokio::time::sleep(grace).await;
     let mut rounds = 0;
-    while e.housekeep().await.unwrap().dead_jobs < 2 {
+    while e.ops().housekeep().await.unwrap().dead_jobs < 2 {
         clock.advance(10 * 60_000);
-        e.run_due_jobs("w").await.unwrap();
+        e.ops().run_due_jobs("w").await.unwrap();
         rounds += 1;
         assert!(rounds < 40, "never given up on");
     }
@@ -345,7 +346,7 @@ async fn a_delivery_that_keeps_failing_is_buried_and_purged_later(url: &str) {
 
     // Past their retention, dead jobs go.
     clock.advance(8 * 24 * 3_600_000);
-    let h = e.housekeep().await.unwrap();
+    let h = e.ops().housekeep().await.unwrap();
     assert_eq!(h.dead_jobs_purged, 2);
     assert_eq!(h.dead_jobs, 0);
 }
@@ -368,7 +369,7 @@ async fn a_hanging_post_is_cut_off_and_left_to_the_job(url: &str) {
     let b = engine(store.clone(), up.clone(), config(grace), clock.clone());
     clock.advance(grace.as_millis() as i64 + 1);
     eventually("the worker posts it", WAIT, async || {
-        b.run_due_jobs("B").await.unwrap();
+        b.ops().run_due_jobs("B").await.unwrap();
         up.posted.lock().unwrap().len() == 1
     })
     .await;
@@ -456,7 +457,7 @@ async fn a_reply_waits_for_the_one_owed_before_it(url: &str) {
     clock.advance(grace.as_millis() as i64 + 1);
     let replies = || thread.posted.lock().unwrap().clone();
     eventually("a worker posts both", WAIT, async || {
-        e.run_due_jobs("w").await.unwrap();
+        e.ops().run_due_jobs("w").await.unwrap();
         replies().len() == 2
     })
     .await;
@@ -475,7 +476,7 @@ async fn housekeeping_on_an_empty_store_does_nothing(url: &str) {
         EngineConfig::default(),
         Arc::new(SystemClock),
     );
-    let h = e.housekeep().await.unwrap();
+    let h = e.ops().housekeep().await.unwrap();
     assert_eq!(
         (h.questions_purged, h.dead_jobs_purged, h.dead_jobs),
         (0, 0, 0)

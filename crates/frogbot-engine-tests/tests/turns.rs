@@ -165,9 +165,9 @@ async fn dead_turn(
 
 /// Waits until the chat is idle with nothing queued (turns promoted in the background finished).
 async fn settle_down(w: &World, c: &ChatId) {
-    let mut events = w.engine.subscribe();
+    let mut events = w.engine.chats().subscribe();
     loop {
-        let st = w.engine.state(c).await.unwrap();
+        let st = w.engine.chats().state(c).await.unwrap();
         if st != TurnState::Running && w.store.queued_messages(c).await.unwrap().is_empty() {
             return;
         }
@@ -192,11 +192,21 @@ fn yes() -> QuestionOutput {
 async fn at_most_one_turn_per_chat_and_generate_rejects_with_turn_in_progress(url: &str) {
     let mut w = world(url, &["a"], config()).await;
     let c = chat("one");
-    let h = started(w.engine.send(msg(&c, None, "gate please")).await.unwrap());
+    let h = started(
+        w.engine
+            .agents()
+            .send(msg(&c, None, "gate please"))
+            .await
+            .unwrap(),
+    );
     w.calls.recv().await.unwrap();
-    assert_eq!(w.engine.state(&c).await.unwrap(), TurnState::Running);
+    assert_eq!(
+        w.engine.chats().state(&c).await.unwrap(),
+        TurnState::Running
+    );
     let err = w
         .engine
+        .agents()
         .generate(&c, vec![MessagePart::text("x")], None)
         .await
         .unwrap_err();
@@ -208,6 +218,7 @@ async fn at_most_one_turn_per_chat_and_generate_rejects_with_turn_in_progress(ur
     // Idle again: generate runs.
     let g = w
         .engine
+        .agents()
         .generate(&c, vec![MessagePart::text("hi")], None)
         .await
         .unwrap();
@@ -219,12 +230,19 @@ async fn message_during_a_turn_is_queued_and_not_sent_to_the_model(url: &str) {
     let c = chat("queue");
     let h = started(
         w.engine
+            .agents()
             .send(msg(&c, Some("al"), "gate first"))
             .await
             .unwrap(),
     );
     w.calls.recv().await.unwrap();
-    let (id, delivery) = queued(w.engine.send(msg(&c, Some("al"), "second")).await.unwrap());
+    let (id, delivery) = queued(
+        w.engine
+            .agents()
+            .send(msg(&c, Some("al"), "second"))
+            .await
+            .unwrap(),
+    );
     assert_eq!(delivery, Delivery::Queue);
     let stored = w.store.get_message(&c, &id).await.unwrap().unwrap();
     assert!(stored.queued, "saved as queued, part of the chat");
@@ -258,14 +276,21 @@ async fn message_during_a_turn_is_queued_and_not_sent_to_the_model(url: &str) {
 async fn promoted_message_runs_as_its_sender_with_its_model_and_the_next_waits(url: &str) {
     let mut w = world(url, &["a", "b"], config()).await;
     let c = chat("promote");
-    let h = started(w.engine.send(msg(&c, None, "gate one")).await.unwrap());
+    let h = started(
+        w.engine
+            .agents()
+            .send(msg(&c, None, "gate one"))
+            .await
+            .unwrap(),
+    );
     w.calls.recv().await.unwrap();
     let mut two = msg(&c, Some("bob"), "gate two");
     two.model = Some("b".into());
     two.reasoning = Some("high".into());
-    queued(w.engine.send(two).await.unwrap());
+    queued(w.engine.agents().send(two).await.unwrap());
     queued(
         w.engine
+            .agents()
             .send(msg(&c, Some("carol"), "three"))
             .await
             .unwrap(),
@@ -302,13 +327,28 @@ async fn promoted_message_runs_as_its_sender_with_its_model_and_the_next_waits(u
 async fn messages_sent_while_a_question_waits_stay_queued_until_it_is_answered(url: &str) {
     let mut w = world(url, &["a"], config()).await;
     let c = chat("waitq");
-    let h = started(w.engine.send(msg(&c, None, "ask me")).await.unwrap());
+    let h = started(
+        w.engine
+            .agents()
+            .send(msg(&c, None, "ask me"))
+            .await
+            .unwrap(),
+    );
     let out = h.done.await.unwrap().unwrap();
     assert_eq!(out.state, TurnState::Awaiting);
     w.calls.recv().await.unwrap();
-    let (_, d) = queued(w.engine.send(msg(&c, None, "meanwhile")).await.unwrap());
+    let (_, d) = queued(
+        w.engine
+            .agents()
+            .send(msg(&c, None, "meanwhile"))
+            .await
+            .unwrap(),
+    );
     assert_eq!(d, Delivery::Queue);
-    assert_eq!(w.engine.state(&c).await.unwrap(), TurnState::Awaiting);
+    assert_eq!(
+        w.engine.chats().state(&c).await.unwrap(),
+        TurnState::Awaiting
+    );
     assert_eq!(
         w.store.queued_messages(&c).await.unwrap().len(),
         1,
@@ -316,6 +356,7 @@ async fn messages_sent_while_a_question_waits_stay_queued_until_it_is_answered(u
     );
     let s = w
         .engine
+        .questions()
         .settle(&c, "q1", Settle::Answer(yes()), None)
         .await
         .unwrap();
@@ -326,7 +367,10 @@ async fn messages_sent_while_a_question_waits_stay_queued_until_it_is_answered(u
     settle_down(&w, &c).await;
     // A second settle is stale.
     assert!(matches!(
-        w.engine.settle(&c, "q1", Settle::Answer(yes()), None).await,
+        w.engine
+            .questions()
+            .settle(&c, "q1", Settle::Answer(yes()), None)
+            .await,
         Err(Error::Stale { .. })
     ));
 }
@@ -336,13 +380,14 @@ async fn a_continued_turn_uses_the_latest_user_messages_model(url: &str) {
     let c = chat("contmodel");
     let mut m = msg(&c, None, "ask with b");
     m.model = Some("b".into());
-    started(w.engine.send(m).await.unwrap())
+    started(w.engine.agents().send(m).await.unwrap())
         .done
         .await
         .unwrap()
         .unwrap();
     assert_eq!(w.calls.recv().await.unwrap(), "b:ask with b");
     w.engine
+        .questions()
         .settle(&c, "q1", Settle::Answer(yes()), None)
         .await
         .unwrap();
@@ -361,13 +406,13 @@ async fn a_selection_no_longer_offered_fails_the_turn_before_calling_the_model(u
     let mut bad = msg(&c, None, "x");
     bad.model = Some("zzz".into());
     assert!(matches!(
-        w.engine.send(bad).await,
+        w.engine.agents().send(bad).await,
         Err(Error::SelectionUnavailable { .. })
     ));
     let mut bad = msg(&c, None, "x");
     bad.reasoning = Some("extreme".into());
     assert!(matches!(
-        w.engine.send(bad).await,
+        w.engine.agents().send(bad).await,
         Err(Error::SelectionUnavailable { .. })
     ));
     // A turn holds the chat (a process that then stops), and a message is queued with model b.
@@ -375,18 +420,24 @@ async fn a_selection_no_longer_offered_fails_the_turn_before_calling_the_model(u
     let dead = dead_turn(&w.store, &c, now, 200).await;
     let mut m = msg(&c, None, "use b");
     m.model = Some("b".into());
-    queued(w.engine.send(m).await.unwrap());
+    queued(w.engine.agents().send(m).await.unwrap());
     // The configuration changes: a new engine on the same database offers only "a".
     let mut w2 = world(url, &["a"], config()).await;
     tokio::time::sleep(std::time::Duration::from_millis(
         (dead.expires_at - now + 20) as u64,
     ))
     .await;
-    started(w2.engine.send(msg(&c, None, "next")).await.unwrap())
-        .done
-        .await
-        .unwrap()
-        .unwrap();
+    started(
+        w2.engine
+            .agents()
+            .send(msg(&c, None, "next"))
+            .await
+            .unwrap(),
+    )
+    .done
+    .await
+    .unwrap()
+    .unwrap();
     settle_down(&w2, &c).await;
     assert_eq!(w2.calls.recv().await.unwrap(), "a:next");
     assert!(
@@ -421,6 +472,7 @@ async fn steer_joins_the_running_turn_at_the_next_step_boundary(url: &str) {
     let c = chat("steer");
     let h = started(
         w.engine
+            .agents()
             .send(thread_msg(&c, Some("al"), "loop gate"))
             .await
             .unwrap(),
@@ -429,11 +481,11 @@ async fn steer_joins_the_running_turn_at_the_next_step_boundary(url: &str) {
     let mut s = thread_msg(&c, Some("al"), "steer now");
     s.delivery = Delivery::Steer;
     s.model = Some("b".into());
-    let (id, d) = queued(w.engine.send(s).await.unwrap());
+    let (id, d) = queued(w.engine.agents().send(s).await.unwrap());
     assert_eq!(d, Delivery::Steer);
     let mut other = thread_msg(&c, Some("eve"), "not the driver");
     other.delivery = Delivery::Steer;
-    let (_, d) = queued(w.engine.send(other).await.unwrap());
+    let (_, d) = queued(w.engine.agents().send(other).await.unwrap());
     assert_eq!(d, Delivery::Queue, "a steer from anyone else is queued");
     w.gate.add_permits(1);
     // The next model call (step 2) sees the steer, and uses the steer's model from that step on.
@@ -464,14 +516,20 @@ async fn steer_joins_the_running_turn_at_the_next_step_boundary(url: &str) {
 async fn a_steer_while_a_question_waits_is_queued_never_an_answer(url: &str) {
     let w = world(url, &["a"], config()).await;
     let c = chat("steerq");
-    started(w.engine.send(msg(&c, Some("al"), "ask")).await.unwrap())
-        .done
-        .await
-        .unwrap()
-        .unwrap();
+    started(
+        w.engine
+            .agents()
+            .send(msg(&c, Some("al"), "ask"))
+            .await
+            .unwrap(),
+    )
+    .done
+    .await
+    .unwrap()
+    .unwrap();
     let mut s = msg(&c, Some("al"), "yes");
     s.delivery = Delivery::Steer;
-    let (_, d) = queued(w.engine.send(s).await.unwrap());
+    let (_, d) = queued(w.engine.agents().send(s).await.unwrap());
     assert_eq!(d, Delivery::Queue);
     let q = w
         .store
@@ -485,7 +543,7 @@ async fn a_steer_while_a_question_waits_is_queued_never_an_answer(url: &str) {
 async fn awaiting_returns_to_running_on_answer_and_idle_on_dismissal_or_deletion(url: &str) {
     let mut w = world(url, &["a"], config()).await;
     let c = chat("states");
-    started(w.engine.send(msg(&c, None, "ask")).await.unwrap())
+    started(w.engine.agents().send(msg(&c, None, "ask")).await.unwrap())
         .done
         .await
         .unwrap()
@@ -493,11 +551,12 @@ async fn awaiting_returns_to_running_on_answer_and_idle_on_dismissal_or_deletion
     w.calls.recv().await.unwrap();
     let s = w
         .engine
+        .questions()
         .settle(&c, "q1", Settle::Dismiss, None)
         .await
         .unwrap();
     assert_eq!(s.state, TurnState::Idle);
-    assert_eq!(w.engine.state(&c).await.unwrap(), TurnState::Idle);
+    assert_eq!(w.engine.chats().state(&c).await.unwrap(), TurnState::Idle);
     // Dismissal recorded on the tool part; the model was not called again.
     let list = w.store.list_messages(&c).await.unwrap();
     let reply = &list[1].message;
@@ -506,15 +565,15 @@ async fn awaiting_returns_to_running_on_answer_and_idle_on_dismissal_or_deletion
     assert!(w.calls.try_recv().is_err());
     // Deleting the waiting message withdraws the question.
     let c2 = chat("states2");
-    let out = started(w.engine.send(msg(&c2, None, "ask")).await.unwrap())
+    let out = started(w.engine.agents().send(msg(&c2, None, "ask")).await.unwrap())
         .done
         .await
         .unwrap()
         .unwrap();
     let reply_id = out.reply.unwrap().id;
-    assert!(!w.engine.withdraw(&c2, "not-it").await.unwrap());
-    assert!(w.engine.withdraw(&c2, &reply_id).await.unwrap());
-    assert_eq!(w.engine.state(&c2).await.unwrap(), TurnState::Idle);
+    assert!(!w.engine.questions().withdraw(&c2, "not-it").await.unwrap());
+    assert!(w.engine.questions().withdraw(&c2, &reply_id).await.unwrap());
+    assert_eq!(w.engine.chats().state(&c2).await.unwrap(), TurnState::Idle);
     let q = w
         .store
         .get_question(&c2, "q1", frogbot_core::model::now_millis())
@@ -530,11 +589,17 @@ async fn awaiting_returns_to_running_on_answer_and_idle_on_dismissal_or_deletion
 async fn every_step_is_checkpointed_and_tool_failures_reach_the_model(url: &str) {
     let mut w = world(url, &["a"], config()).await;
     let c = chat("steps");
-    let out = started(w.engine.send(msg(&c, None, "tools")).await.unwrap())
-        .done
-        .await
-        .unwrap()
-        .unwrap();
+    let out = started(
+        w.engine
+            .agents()
+            .send(msg(&c, None, "tools"))
+            .await
+            .unwrap(),
+    )
+    .done
+    .await
+    .unwrap()
+    .unwrap();
     let reply = out.reply.unwrap();
     let part = reply.tool_parts().next().unwrap();
     assert_eq!(part.state, ToolState::OutputError);
@@ -547,7 +612,7 @@ async fn every_step_is_checkpointed_and_tool_failures_reach_the_model(url: &str)
         Some(ModelMessage::Tool { is_error: true, .. })
     ));
     w.calls.recv().await.unwrap();
-    let out = started(w.engine.send(msg(&c, None, "boom")).await.unwrap())
+    let out = started(w.engine.agents().send(msg(&c, None, "boom")).await.unwrap())
         .done
         .await
         .unwrap()
@@ -562,7 +627,7 @@ async fn every_step_is_checkpointed_and_tool_failures_reach_the_model(url: &str)
 async fn an_aborted_stream_saves_the_partial_step_with_unfinished_calls_as_errors(url: &str) {
     let w = world(url, &["a"], config()).await;
     let c = chat("abort");
-    let out = started(w.engine.send(msg(&c, None, "fail")).await.unwrap())
+    let out = started(w.engine.agents().send(msg(&c, None, "fail")).await.unwrap())
         .done
         .await
         .unwrap()
@@ -574,7 +639,7 @@ async fn an_aborted_stream_saves_the_partial_step_with_unfinished_calls_as_error
     assert_eq!(reply.metadata.error.as_ref().unwrap().code, "model-error");
     let saved = w.store.get_message(&c, &reply.id).await.unwrap().unwrap();
     assert_eq!(saved.message, reply, "the partial step is saved");
-    assert_eq!(w.engine.state(&c).await.unwrap(), TurnState::Idle);
+    assert_eq!(w.engine.chats().state(&c).await.unwrap(), TurnState::Idle);
 }
 
 async fn a_turn_stops_at_max_steps(url: &str) {
@@ -589,7 +654,7 @@ async fn a_turn_stops_at_max_steps(url: &str) {
     )
     .await;
     let c = chat("max");
-    let out = started(w.engine.send(msg(&c, None, "loop")).await.unwrap())
+    let out = started(w.engine.agents().send(msg(&c, None, "loop")).await.unwrap())
         .done
         .await
         .unwrap()
@@ -615,6 +680,7 @@ async fn a_stopped_process_frees_its_chat_after_the_lease_unless_a_question_wait
     let dead = dead_turn(&w.store, &c, now, 300).await;
     let (_, d) = queued(
         w.engine
+            .agents()
             .send(msg(&c, None, "behind the crash"))
             .await
             .unwrap(),
@@ -625,9 +691,15 @@ async fn a_stopped_process_frees_its_chat_after_the_lease_unless_a_question_wait
         (dead.expires_at - now + 20) as u64,
     ))
     .await;
-    assert_eq!(w.engine.state(&c).await.unwrap(), TurnState::Idle);
+    assert_eq!(w.engine.chats().state(&c).await.unwrap(), TurnState::Idle);
     // The next message starts a new turn; the queued one runs after it ends.
-    let h = started(w.engine.send(msg(&c, None, "after")).await.unwrap());
+    let h = started(
+        w.engine
+            .agents()
+            .send(msg(&c, None, "after"))
+            .await
+            .unwrap(),
+    );
     h.done.await.unwrap().unwrap();
     settle_down(&w, &c).await;
     let t = texts(&w.store, &c).await;
@@ -666,9 +738,16 @@ async fn a_stopped_process_frees_its_chat_after_the_lease_unless_a_question_wait
 async fn a_drain_out_of_grace_hands_the_chat_on_at_once(url: &str) {
     let a = world(url, &["a"], config()).await;
     let c = chat("drained");
-    let h = started(a.engine.send(msg(&c, None, "gate forever")).await.unwrap());
+    let h = started(
+        a.engine
+            .agents()
+            .send(msg(&c, None, "gate forever"))
+            .await
+            .unwrap(),
+    );
     let (_, _) = queued(
         a.engine
+            .agents()
             .send(msg(&c, None, "after the stop"))
             .await
             .unwrap(),
@@ -677,7 +756,7 @@ async fn a_drain_out_of_grace_hands_the_chat_on_at_once(url: &str) {
     drop(h);
     // Another process: the lease (60 s by default) is already over, so its sweep takes the chat.
     let b = world(url, &["a"], config()).await;
-    assert_eq!(b.engine.recover_expired_leases().await.unwrap(), 1);
+    assert_eq!(b.engine.ops().recover_expired_leases().await.unwrap(), 1);
     settle_down(&b, &c).await;
     let stored = b.store.list_messages(&c).await.unwrap();
     let first_reply = stored
@@ -700,7 +779,7 @@ async fn a_drain_out_of_grace_hands_the_chat_on_at_once(url: &str) {
         "{t:?}"
     );
     // Nothing else is left to recover.
-    assert_eq!(b.engine.recover_expired_leases().await.unwrap(), 0);
+    assert_eq!(b.engine.ops().recover_expired_leases().await.unwrap(), 0);
 }
 
 /// Tools that change while the engine runs: a `ToolSource` is asked at every step, its tools
@@ -757,7 +836,7 @@ async fn a_tool_source_is_asked_at_every_step(url: &str) {
     )
     .with_tool_source(source.clone());
     let c = chat("source");
-    let out = started(engine.send(msg(&c, None, "go")).await.unwrap())
+    let out = started(engine.agents().send(msg(&c, None, "go")).await.unwrap())
         .done
         .await
         .unwrap()

@@ -192,6 +192,7 @@ async fn form_part(store: &DynStore, c: &ChatId) -> ToolPart {
 async fn send_as(w: &World, c: &ChatId, driver: &str) -> TurnState {
     started(
         w.engine
+            .agents()
             .send(msg(c, Some(driver), "fill it"))
             .await
             .unwrap(),
@@ -217,7 +218,7 @@ async fn answered_the_call_continues_with_the_answer(url: &str) {
     assert_eq!((e.id.as_str(), e.asked), ("m1~1", 1));
     assert!(e.waiting());
     let row = w.store.get_chat(&c).await.unwrap().unwrap();
-    let pending = w.engine.pending(&row).await.unwrap();
+    let pending = w.engine.questions().pending(&row).await.unwrap();
     assert_eq!(pending.len(), 1);
     assert_eq!(pending[0].tool_call_id, "m1~1");
     assert_eq!(pending[0].input.from, ["alice"], "the driver answers");
@@ -225,18 +226,20 @@ async fn answered_the_call_continues_with_the_answer(url: &str) {
     // Only the driver.
     assert!(matches!(
         w.engine
+            .questions()
             .settle(&c, "m1~1", Settle::Answer(name("Bob")), user("bob"))
             .await,
         Err(Error::Forbidden { .. })
     ));
     let s = w
         .engine
+        .questions()
         .settle(&c, "m1~1", Settle::Answer(name("Ada")), user("alice"))
         .await
         .unwrap();
     assert_eq!(s.state, TurnState::Running);
     wait_quiet(&w.store, &c).await;
-    assert_eq!(w.engine.state(&c).await.unwrap(), TurnState::Idle);
+    assert_eq!(w.engine.chats().state(&c).await.unwrap(), TurnState::Idle);
     assert_eq!(*w.got.lock().unwrap(), [ToolAnswer::Answered(name("Ada"))]);
     let part = form_part(&w.store, &c).await;
     assert_eq!(part.state, ToolState::OutputAvailable);
@@ -247,6 +250,7 @@ async fn answered_the_call_continues_with_the_answer(url: &str) {
     // A second answer is stale.
     assert!(matches!(
         w.engine
+            .questions()
             .settle(&c, "m1~1", Settle::Answer(name("Ada")), user("alice"))
             .await,
         Err(Error::Stale { .. })
@@ -259,6 +263,7 @@ async fn dismissed_declines_and_the_turn_goes_on(url: &str) {
     let c = chat("dismissed");
     assert_eq!(send_as(&w, &c, "alice").await, TurnState::Awaiting);
     w.engine
+        .questions()
         .settle(&c, "m1~1", Settle::Dismiss, user("alice"))
         .await
         .unwrap();
@@ -300,7 +305,7 @@ async fn expired_cancels(url: &str) {
         .awaiting_message_id
         .unwrap();
     clock.advance(61_000);
-    w.engine.expire(&c, &reply_id).await.unwrap();
+    w.engine.questions().expire(&c, &reply_id).await.unwrap();
     wait_quiet(&w.store, &c).await;
     assert_eq!(
         *w.got.lock().unwrap(),
@@ -327,9 +332,9 @@ async fn withdrawn_cancels_and_the_turn_ends(url: &str) {
         .unwrap()
         .awaiting_message_id
         .unwrap();
-    assert!(w.engine.withdraw(&c, &reply_id).await.unwrap());
+    assert!(w.engine.questions().withdraw(&c, &reply_id).await.unwrap());
     wait_quiet(&w.store, &c).await;
-    assert_eq!(w.engine.state(&c).await.unwrap(), TurnState::Idle);
+    assert_eq!(w.engine.chats().state(&c).await.unwrap(), TurnState::Idle);
     let part = form_part(&w.store, &c).await;
     assert_eq!(part.state, ToolState::OutputError);
     assert_eq!(part.error_text.as_deref(), Some(ELICITATION_STOPPED_TEXT));
@@ -359,6 +364,7 @@ async fn a_call_may_ask_again(url: &str) {
     let c = chat("twice");
     assert_eq!(send_as(&w, &c, "alice").await, TurnState::Awaiting);
     w.engine
+        .questions()
         .settle(&c, "m1~1", Settle::Answer(name("Ada")), user("alice"))
         .await
         .unwrap();
@@ -368,12 +374,12 @@ async fn a_call_may_ask_again(url: &str) {
         std::time::Duration::from_secs(10),
         async || {
             last_reply(&w.store, &c).await.metadata.elicitations["m1"].asked == 2
-                && w.engine.state(&c).await.unwrap() == TurnState::Awaiting
+                && w.engine.chats().state(&c).await.unwrap() == TurnState::Awaiting
         },
     )
     .await;
     let row = w.store.get_chat(&c).await.unwrap().unwrap();
-    let pending = w.engine.pending(&row).await.unwrap();
+    let pending = w.engine.questions().pending(&row).await.unwrap();
     assert_eq!(pending.len(), 1);
     assert_eq!(pending[0].tool_call_id, "m1~2");
     assert_eq!(pending[0].input.questions[0].question, "Your name? (2)");
@@ -382,11 +388,12 @@ async fn a_call_may_ask_again(url: &str) {
         ToolState::InputAvailable
     );
     w.engine
+        .questions()
         .settle(&c, "m1~2", Settle::Answer(name("Lovelace")), user("alice"))
         .await
         .unwrap();
     wait_quiet(&w.store, &c).await;
-    assert_eq!(w.engine.state(&c).await.unwrap(), TurnState::Idle);
+    assert_eq!(w.engine.chats().state(&c).await.unwrap(), TurnState::Idle);
     assert_eq!(
         form_part(&w.store, &c).await.output,
         Some(json!({"got": [["Ada"], ["Lovelace"]]}))
@@ -414,7 +421,7 @@ async fn an_agent_driven_turn_asks_nobody(url: &str) {
         ToolState::OutputAvailable
     );
     let row = w.store.get_chat(&c).await.unwrap().unwrap();
-    assert!(w.engine.pending(&row).await.unwrap().is_empty());
+    assert!(w.engine.questions().pending(&row).await.unwrap().is_empty());
 }
 
 async fn an_approved_call_may_ask_too(url: &str) {
@@ -435,6 +442,7 @@ async fn an_approved_call_may_ask_too(url: &str) {
         }],
     };
     w.engine
+        .questions()
         .settle(&c, "m1", Settle::Answer(approve), user("alice"))
         .await
         .unwrap();
@@ -445,6 +453,7 @@ async fn an_approved_call_may_ask_too(url: &str) {
         async || {
             let row = w.store.get_chat(&c).await.unwrap().unwrap();
             w.engine
+                .questions()
                 .pending(&row)
                 .await
                 .unwrap()
@@ -454,6 +463,7 @@ async fn an_approved_call_may_ask_too(url: &str) {
     )
     .await;
     w.engine
+        .questions()
         .settle(&c, "m1~1", Settle::Answer(name("Ada")), user("alice"))
         .await
         .unwrap();

@@ -36,7 +36,8 @@ async fn the_engine_asks_the_policy_at_its_agent_entries() {
     };
     // Its own web chat: yes. A person, an anonymous caller, an agent not allowed web: no.
     let row = engine
-        .open_agent_chat(Some(&deploy), web("deploys"), "", "k1")
+        .agents()
+        .open_chat(Some(&deploy), web("deploys"), "", "k1")
         .await
         .unwrap();
     assert_eq!(row.owner.as_ref(), Some(&deploy));
@@ -46,7 +47,8 @@ async fn the_engine_asks_the_policy_at_its_agent_entries() {
         (Some(&narrow), "forbidden"),
     ] {
         let e = engine
-            .open_agent_chat(who, web("other"), "", "k2")
+            .agents()
+            .open_chat(who, web("other"), "", "k2")
             .await
             .unwrap_err();
         match (&e, want) {
@@ -57,7 +59,8 @@ async fn the_engine_asks_the_policy_at_its_agent_entries() {
     }
     // A platform target it is not allowed: refused before the channel is asked.
     let e = engine
-        .open_agent_chat(
+        .agents()
+        .open_chat(
             Some(&narrow),
             AgentPlace::Channel {
                 platform: "telegram".into(),
@@ -75,21 +78,31 @@ async fn the_engine_asks_the_policy_at_its_agent_entries() {
         text: Some("hi".into()),
         ..Default::default()
     };
-    engine.agent_send(&chat, Some(&deploy), hi()).await.unwrap();
+    engine
+        .agents()
+        .post(&chat, Some(&deploy), hi())
+        .await
+        .unwrap();
     let e = engine
-        .agent_send(&chat, Some(&narrow), hi())
+        .agents()
+        .post(&chat, Some(&narrow), hi())
         .await
         .unwrap_err();
     assert!(matches!(e, Error::Denied(Denied::Hidden(_))), "{e:?}");
     let e = engine
-        .agent_send(&chat, Some(&alice), hi())
+        .agents()
+        .post(&chat, Some(&alice), hi())
         .await
         .unwrap_err();
     assert!(matches!(e, Error::Denied(Denied::Forbidden(_))), "{e:?}");
     // The inbox is an agent's.
-    assert!(engine.inbox(Some(&deploy), None, 10).await.is_ok());
-    let e = engine.inbox(Some(&alice), None, 10).await.unwrap_err();
+    assert!(engine.agents().inbox(Some(&deploy), None, 10).await.is_ok());
+    let e = engine
+        .agents()
+        .inbox(Some(&alice), None, 10)
+        .await
+        .unwrap_err();
     assert!(matches!(e, Error::Denied(_)), "{e:?}");
-    let e = engine.inbox(None, None, 10).await.unwrap_err();
+    let e = engine.agents().inbox(None, None, 10).await.unwrap_err();
     assert!(matches!(e, Error::Denied(_)), "{e:?}");
 }
