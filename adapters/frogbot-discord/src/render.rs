@@ -54,9 +54,9 @@
 use std::ops::Range;
 
 use frogbot_model::{
-    Actor, ApprovalPages, InputKind, QuestionCall, QuestionItem, QuestionMessage,
-    QuestionModalMetadata, QuestionOutcome, SKIP_LABEL, TOGGLE_OFF, TOGGLE_ON,
-    encode_question_modal_metadata, open_until_text, skipped_text,
+    Actor, ApprovalPages, InputKind, QuestionCall, QuestionInput, QuestionItem, QuestionMessage,
+    QuestionModalMetadata, QuestionOutcome, SKIP_LABEL, encode_question_modal_metadata,
+    open_until_text,
 };
 use serenity::builder::{
     CreateActionRow, CreateButton, CreateEmbed, CreateInputText, CreateMessage, CreateModal,
@@ -654,78 +654,18 @@ fn actor_name(actor: Option<&Actor>) -> Option<String> {
     }
 }
 
-/// How the outcome reads under question `item`, with who answered ("✅ Answered by <@id>:
-/// staging"; a dismissal "⏭️ Skipped by <@id>"; an approval "✅ Approved by <@id>"). The answer
-/// is complete: nothing of it is cut ([`settled_pages`] continues a long one in messages after).
+/// How the outcome reads under question `q` of `input` ([`frogbot_model::outcome_line`]), with
+/// who answered ("✅ Answered by <@id>: staging"; a dismissal "⏭️ Skipped by <@id>"; an approval
+/// "✅ Approved by <@id>"). The answer is complete: nothing of it is cut ([`settled_pages`]
+/// continues a long one in messages after).
 pub fn outcome_text(
-    item: Option<&QuestionItem>,
+    input: &QuestionInput,
+    q: Option<usize>,
     outcome: &QuestionOutcome,
     actor: Option<&Actor>,
 ) -> String {
-    let name = actor_name(actor);
-    if let Some(line) =
-        item.and_then(|item| frogbot_model::approval_outcome_line(item, outcome, name.as_deref()))
-    {
-        return line;
-    }
-    let by = name
-        .as_deref()
-        .map(|n| format!(" by {n}"))
-        .unwrap_or_default();
-    let answer = |prefix: &str| {
-        let selected = outcome.output().and_then(|output| {
-            output
-                .answers
-                .iter()
-                .find(|a| item.is_some_and(|item| item.header == a.header))
-                .or(if item.is_none() {
-                    output.answers.first()
-                } else {
-                    None
-                })
-        });
-        match (selected, item) {
-            (Some(a), Some(item)) => format!("{prefix}: {}", answer_text(item, &a.selected)),
-            (Some(a), None) => format!("{prefix}: {}", a.selected.join(", ")),
-            (None, _) => format!("{prefix}."),
-        }
-    };
-    match outcome {
-        QuestionOutcome::Answered(_) => answer(&format!("✅ Answered{by}")),
-        QuestionOutcome::Dismissed => {
-            format!("⏭️ {}", skipped_text(name.as_deref()))
-        }
-        QuestionOutcome::Expired(Some(_)) => answer("⌛ Expired, defaults used"),
-        QuestionOutcome::Expired(None) => "⌛ Expired.".into(),
-        QuestionOutcome::Cancelled => "✖️ Withdrawn.".into(),
-        _ => "Closed.".into(),
-    }
-}
-
-/// How an answer reads under its question: the labels or text (in full), a toggle its label (else
-/// its header) and the state ("Notify the team — off": never a bare "✗ Off" after "✅
-/// Answered"), a number with its unit, a confirm its label, nothing (an optional input left
-/// empty) "—".
-pub fn answer_text(item: &QuestionItem, selected: &[String]) -> String {
-    match (item.kind, selected) {
-        (_, []) => "—".into(),
-        (InputKind::Toggle, [v]) if v == TOGGLE_ON || v == TOGGLE_OFF => {
-            let label = item
-                .label
-                .as_deref()
-                .filter(|l| !l.trim().is_empty())
-                .unwrap_or(&item.header);
-            let state = if v == TOGGLE_ON { "on" } else { "off" };
-            format!("{label} — {state}")
-        }
-        (InputKind::NumberInput, [n]) => {
-            match item.unit.as_deref().filter(|u| !u.trim().is_empty()) {
-                Some(unit) => format!("{n} {unit}"),
-                None => n.clone(),
-            }
-        }
-        _ => selected.join(", "),
-    }
+    let by = actor_name(actor);
+    frogbot_model::outcome_line(input, q, outcome, by.as_deref(), str::to_owned)
 }
 
 /// The sentence an approval's question ends with, on how to answer it (not shown once settled).
@@ -795,7 +735,7 @@ pub fn settled_pages(
                     None => "✅ Answered".into(),
                 }
             } else {
-                "⌛ Expired, defaults used".into()
+                "⌛ Expired — defaults used".into()
             };
             let lines: Vec<String> = questions[run]
                 .iter()
@@ -805,12 +745,16 @@ pub fn settled_pages(
                         .iter()
                         .find(|a| a.header == item.header)
                         .map_or(&[][..], |a| a.selected.as_slice());
-                    format!("• **{}**: {}", item.header, answer_text(item, selected))
+                    format!(
+                        "• **{}**: {}",
+                        item.header,
+                        item.answer_after_header(selected)
+                    )
                 })
                 .collect();
             format!("{prefix}:\n{}", lines.join("\n"))
         }
-        _ => outcome_text(item, outcome, actor),
+        _ => outcome_text(&call.input, item.map(|_| index), outcome, actor),
     };
     let whole = format!("{head}{body}");
     if whole.chars().count() <= MESSAGE_LIMIT {
@@ -1548,15 +1492,15 @@ mod tests {
         assert!(content.chars().count() <= MESSAGE_LIMIT);
         assert!(content.ends_with("open until 14:05 UTC"));
         let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
-        assert_eq!(answer_text(&q, &s(&["4"])), "4 pods");
-        assert_eq!(answer_text(&q, &[]), "—");
+        assert_eq!(q.answer_text(&s(&["4"])), "4 pods");
+        assert_eq!(q.answer_text(&[]), "—");
         let toggle = kind(json!({"header": "t", "question": "?", "kind": "toggle"}));
-        assert_eq!(answer_text(&toggle, &s(&["on"])), "t — on");
-        assert_eq!(answer_text(&toggle, &s(&["off"])), "t — off");
+        assert_eq!(toggle.answer_text(&s(&["on"])), "t — on");
+        assert_eq!(toggle.answer_text(&s(&["off"])), "t — off");
         let toggle = kind(
             json!({"header": "t", "question": "?", "kind": "toggle", "label": "Notify the team"}),
         );
-        assert_eq!(answer_text(&toggle, &s(&["off"])), "Notify the team — off");
+        assert_eq!(toggle.answer_text(&s(&["off"])), "Notify the team — off");
     }
 
     fn answered(header: &str, selected: &str) -> QuestionOutcome {

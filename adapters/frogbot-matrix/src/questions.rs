@@ -706,11 +706,11 @@ mod tests {
         let i = input();
         assert_eq!(
             outcome_text(&i, 0, &QuestionOutcome::Dismissed, Some("@ada:localhost")),
-            "⏭ Skipped by @ada:localhost"
+            "⏭️ Skipped by @ada:localhost"
         );
         assert_eq!(
             outcome_text(&i, 0, &QuestionOutcome::Dismissed, None),
-            "⏭ Skipped."
+            "⏭️ Skipped."
         );
     }
 }

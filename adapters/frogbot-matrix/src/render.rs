@@ -28,8 +28,8 @@
 //! has an expiry, every message shows "open until 14:05 UTC" ([`open_line`]) above the last line,
 //! which says how to skip ([`SKIP_LINE`]); a poll shows it in its question too. The settled view
 //! (poll end + an `m.replace` edit of the poll, or an edit of the message) adds the outcome line
-//! with the answer as typed ([`shown_answer`]: the number with its unit, `on` / `off`, the confirm
-//! label) and drops the expiry line. The notices (rejected / denied / stale) mention the person.
+//! ([`outcome_text`]: the answer as typed, the number with its unit, a toggle's label and
+//! `on` / `off`, the confirm label) and drops the expiry line. The notices (rejected / denied / stale) mention the person.
 //!
 //! Markdown in the question and options is plain text in a poll and in `body`
 //! ([`crate::format::to_plain`]), HTML in `formatted_body`. In a set of several questions each
@@ -44,7 +44,7 @@
 
 use frogbot_model::blocks::{Block, BlockKind, UNKNOWN_BLOCK_TEXT, blocks_of, progress_bar};
 use frogbot_model::{
-    ApprovalPages, InputKind, QuestionInput, QuestionItem, QuestionOutcome, UiMessage, skipped_text,
+    ApprovalPages, InputKind, QuestionInput, QuestionItem, QuestionOutcome, UiMessage,
 };
 
 use crate::format::Formatted;
@@ -736,74 +736,21 @@ pub fn mention_notice(
     Ok(("m.room.message", json(&c)?))
 }
 
-/// The outcome line shown on a settled question ("⏭ Skipped by @user:server" for a dismissal).
+/// The outcome line shown on a settled question ([`frogbot_model::outcome_line`]: "⏭️ Skipped
+/// by @user:server" for a dismissal), its answer cut at [`SHOWN_ANSWER_CHARS`].
 pub fn outcome_text(
     input: &QuestionInput,
     q: usize,
     outcome: &QuestionOutcome,
     by: Option<&str>,
 ) -> String {
-    let item = &input.questions[q];
-    if let Some(line) = frogbot_model::approval_outcome_line(item, outcome, by) {
-        return line;
-    }
-    let skipped = skipped_text(by);
-    let by = by.map(|u| format!(" by {u}")).unwrap_or_default();
-    match outcome {
-        QuestionOutcome::Answered(o) | QuestionOutcome::Expired(Some(o)) => {
-            let picked = o
-                .answers
-                .iter()
-                .find(|a| a.header == item.header)
-                .or_else(|| o.answers.get(q))
-                .map(|a| shown_answer(item, &a.selected))
-                .unwrap_or_default();
-            if matches!(outcome, QuestionOutcome::Expired(_)) {
-                format!("⌛ Expired; default: {picked}")
-            } else {
-                format!("✅ Answered{by}: {picked}")
-            }
-        }
-        QuestionOutcome::Dismissed => format!("⏭ {skipped}"),
-        QuestionOutcome::Expired(None) => "⌛ Expired".into(),
-        QuestionOutcome::Cancelled => "✖ Cancelled".into(),
-        _ => "Closed".into(),
-    }
+    frogbot_model::outcome_line(input, Some(q), outcome, by, |t| {
+        truncate(t, SHOWN_ANSWER_CHARS)
+    })
 }
 
 /// The characters of a typed answer a settled view shows.
 pub const SHOWN_ANSWER_CHARS: usize = 500;
-
-/// An answer as a settled view shows it: a choice's labels, the text (cut at
-/// [`SHOWN_ANSWER_CHARS`]), the number with its unit, `on` / `off`, the confirm label; "no
-/// answer" for an optional input left empty.
-pub fn shown_answer(item: &QuestionItem, selected: &[String]) -> String {
-    if selected.is_empty() {
-        return "no answer".into();
-    }
-    match item.kind {
-        InputKind::NumberInput => match item.unit.as_deref().filter(|u| !u.trim().is_empty()) {
-            Some(unit) => format!("{} {unit}", selected[0]),
-            None => selected[0].clone(),
-        },
-        InputKind::TextInput => truncate(&selected[0], SHOWN_ANSWER_CHARS),
-        // "Notify the team — off": the toggle's label (else its header) and the state.
-        InputKind::Toggle => {
-            let label = item
-                .label
-                .as_deref()
-                .filter(|l| !l.trim().is_empty())
-                .unwrap_or(&item.header);
-            let state = if selected[0] == frogbot_model::TOGGLE_ON {
-                "on"
-            } else {
-                "off"
-            };
-            format!("{} — {state}", truncate(label, ANSWER_CHARS))
-        }
-        _ => truncate(&selected.join(", "), SHOWN_ANSWER_CHARS),
-    }
-}
 
 /// Ends the poll `poll` with `text`.
 pub fn poll_end(poll: &EventId, text: &str, events: PollEvents) -> Result<Content, Error> {

@@ -508,7 +508,7 @@ async fn several_inputs_are_answered_one_after_another_and_show_the_expiry_line(
     }
     for (q, end) in [
         (&go, ": Approve"),
-        (&why, ": no answer"),
+        (&why, ": —"),
         (&pods, ": 7 pods"),
         (&notify, ": Notify — off"),
     ] {
@@ -542,7 +542,7 @@ async fn an_expired_input_shows_expired_with_its_default() {
     assert!(body(&q).contains("\nopen until "), "{q}");
     let done = settled(&fake, &room, id(&q)).await;
     let new = done["content"]["m.new_content"]["body"].as_str().unwrap();
-    assert!(new.ends_with("\n⌛ Expired; default: 3 pods"), "{new}");
+    assert!(new.ends_with("\n⌛ Expired — default: 3 pods"), "{new}");
     assert!(!new.contains("open until"), "{new}");
     let answer = got(&fake, &room, root).await;
     assert!(body(&answer).contains(r#"["3"]"#), "{answer}");

@@ -976,7 +976,7 @@ async fn a_skip_reply_dismisses_a_poll_question_once() {
     let edited = edit["content"]["m.new_content"]["m.text"][0]["body"]
         .as_str()
         .unwrap();
-    assert!(edited.ends_with(&format!("\n⏭ {skipped}")), "{edited}");
+    assert!(edited.ends_with(&format!("\n⏭️ {skipped}")), "{edited}");
     assert!(edited.starts_with("Env: Where?\n1. staging"), "{edited}");
 
     // The record: dismissed, by Alice; the turn ended without asking the model again.

@@ -67,8 +67,8 @@
 use frogbot_model::text::truncate;
 use frogbot_model::{
     Actor, ApprovalPages, InputKind, Progress, QuestionInput, QuestionItem, QuestionModalMetadata,
-    QuestionOutcome, QuestionOutput, SKIP_LABEL, TOGGLE_ON, approval_pages_within,
-    encode_question_modal_metadata, open_until_text, skipped_text,
+    QuestionOutcome, SKIP_LABEL, TOGGLE_ON, approval_pages_within, encode_question_modal_metadata,
+    open_until_text,
 };
 use slack_morphism::prelude::*;
 
@@ -1065,50 +1065,6 @@ fn settled_question(q: &QuestionItem) -> String {
     text.into_owned()
 }
 
-/// An answer as the settled view prints it: the labels or text; a number with its unit; a
-/// toggle "on" / "off"; a confirm its label; "—" for an optional input left empty.
-fn answer_text(q: Option<&QuestionItem>, selected: &[String]) -> String {
-    if selected.is_empty() {
-        return "—".to_string();
-    }
-    let joined = selected.join(", ");
-    match q {
-        Some(q) if q.kind == InputKind::NumberInput => {
-            match q.unit.as_deref().filter(|u| !u.trim().is_empty()) {
-                Some(u) => format!("{joined} {u}"),
-                None => joined,
-            }
-        }
-        // "Notify the team — off": the toggle's label says what is on or off.
-        Some(q) if q.kind == InputKind::Toggle => match q.label.as_deref() {
-            Some(l) if !l.trim().is_empty() && !l.trim().eq_ignore_ascii_case(q.header.trim()) => {
-                format!("{} — {joined}", to_plain(l))
-            }
-            _ => joined,
-        },
-        _ => joined,
-    }
-}
-
-fn answers_text(input: &QuestionInput, output: &QuestionOutput, single: bool) -> String {
-    let q_of = |h: &str| input.questions.iter().find(|q| q.header == h);
-    if single && let Some(a) = output.answers.first() {
-        return escape(&answer_text(q_of(&a.header), &a.selected));
-    }
-    output
-        .answers
-        .iter()
-        .map(|a| {
-            format!(
-                "{}: {}",
-                escape(&a.header),
-                escape(&answer_text(q_of(&a.header), &a.selected))
-            )
-        })
-        .collect::<Vec<_>>()
-        .join(" · ")
-}
-
 /// The actor as a Slack mention (`<@U…>`), which Slack shows as their name.
 fn mention(actor: Option<&Actor>) -> Option<String> {
     actor
@@ -1116,45 +1072,15 @@ fn mention(actor: Option<&Actor>) -> Option<String> {
         .map(|id| format!("<@{}>", id.user.id))
 }
 
-fn by(actor: Option<&Actor>) -> String {
-    mention(actor)
-        .map(|m| format!(" by {m}"))
-        .unwrap_or_default()
-}
-
-/// The outcome line of a settled question ("✅ Answered by <@U…>: Label", "⏭️ Skipped by <@U…>"
-/// for a dismissal, expired, cancelled).
+/// The outcome line of a settled question ([`frogbot_model::outcome_line`]: "✅ Answered by
+/// <@U…>: Label", "⏭️ Skipped by <@U…>" for a dismissal, expired, cancelled), within a section.
 pub fn outcome_text(
     input: &QuestionInput,
     outcome: &QuestionOutcome,
     actor: Option<&Actor>,
 ) -> String {
-    let single = input.questions.len() == 1;
-    if let Some(line) = input.questions.first().filter(|_| single).and_then(|item| {
-        frogbot_model::approval_outcome_line(item, outcome, mention(actor).as_deref())
-    }) {
-        return truncate(&line, MAX_SECTION_TEXT);
-    }
-    let text = match outcome {
-        QuestionOutcome::Answered(o) => {
-            format!(
-                "✅ Answered{}: {}",
-                by(actor),
-                answers_text(input, o, single)
-            )
-        }
-        QuestionOutcome::Dismissed => format!("⏭️ {}", skipped_text(mention(actor).as_deref())),
-        QuestionOutcome::Expired(Some(o)) => {
-            format!(
-                "⌛ Expired — defaults used: {}",
-                answers_text(input, o, single)
-            )
-        }
-        QuestionOutcome::Expired(None) => "⌛ Expired".to_string(),
-        QuestionOutcome::Cancelled => "✖️ Cancelled".to_string(),
-        _ => "Closed".to_string(),
-    };
-    truncate(&text, MAX_SECTION_TEXT)
+    let line = frogbot_model::outcome_line(input, None, outcome, mention(actor).as_deref(), escape);
+    truncate(&line, MAX_SECTION_TEXT)
 }
 
 /// The blocks of a settled question: the questions (no controls) and a context line with the outcome.
@@ -1473,7 +1399,9 @@ pub fn agent_message(message: &frogbot_model::UiMessage) -> Vec<AgentPiece> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use frogbot_model::{ChannelIdentity, PlatformUser, QuestionAnswer, QuestionOption};
+    use frogbot_model::{
+        ChannelIdentity, PlatformUser, QuestionAnswer, QuestionOption, QuestionOutput,
+    };
     use serde_json::{Value, json};
 
     fn item(header: &str, n: usize, multiple: bool, custom: bool) -> QuestionItem {
@@ -1765,11 +1693,11 @@ mod tests {
         );
         assert_eq!(
             outcome_text(&i, &QuestionOutcome::Expired(None), None),
-            "⌛ Expired"
+            "⌛ Expired."
         );
         assert_eq!(
             outcome_text(&i, &QuestionOutcome::Cancelled, None),
-            "✖️ Cancelled"
+            "✖️ Cancelled."
         );
         let two = input(vec![item("A", 2, false, false), item("B", 2, true, false)]);
         let out = QuestionOutcome::Answered(QuestionOutput {

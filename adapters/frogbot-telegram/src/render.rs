@@ -41,7 +41,7 @@ use chrono::{DateTime, Utc};
 use frogbot_model::text::{self, truncate};
 use frogbot_model::{
     ApprovalPages, InputKind, Progress, QuestionInput, QuestionItem, QuestionOutcome, SKIP_LABEL,
-    TOGGLE_OFF, TOGGLE_ON, open_until_text, skipped_text,
+    TOGGLE_ON, open_until_text, skipped_text,
 };
 use teloxide::types::{ForceReply, InlineKeyboardButton, InlineKeyboardMarkup};
 
@@ -67,8 +67,6 @@ pub const MAX_BUTTON_TEXT: usize = 64;
 pub const MAX_PLACEHOLDER: usize = 64;
 /// The label of the button that answers a set drawn as a card ([`is_card`]).
 pub const SEND_LABEL: &str = "📨 Send answers";
-/// What a settled view shows for an optional input left unanswered.
-pub const NO_ANSWER: &str = "—";
 /// Room kept in a question message for the outcome line its settled text adds.
 const OUTCOME_ROOM: usize = 300;
 
@@ -630,7 +628,7 @@ fn card_plain(input: &QuestionInput, progress: &Progress, compact: bool) -> Stri
         match (picked, item.kind) {
             (Some(p), _) => text.push_str(&format!(
                 "\n✅ {}",
-                truncate(&answer_text(item, p), CARD_ANSWER_ECHO)
+                truncate(&item.answer_after_header(p), CARD_ANSWER_ECHO)
             )),
             (None, InputKind::TextInput | InputKind::NumberInput) => {
                 text.push_str("\n✎ Reply to its message above.");
@@ -681,66 +679,15 @@ pub fn card_keyboard(
     InlineKeyboardMarkup::new(rows)
 }
 
-/// An answer as a settled view prints it: a choice's labels, the text, the number with its unit,
-/// "on" / "off" for a toggle, a confirm's label; [`NO_ANSWER`] for none.
-pub fn answer_text(item: &QuestionItem, selected: &[String]) -> String {
-    if selected.is_empty() {
-        return NO_ANSWER.to_owned();
-    }
-    match item.kind {
-        InputKind::NumberInput => match item.unit.as_deref().filter(|u| !u.trim().is_empty()) {
-            Some(unit) => format!("{} {unit}", selected[0]),
-            None => selected[0].clone(),
-        },
-        // Words, not marks: "✅ ✗ Off" read as answered and refused at once.
-        InputKind::Toggle => match selected[0].as_str() {
-            TOGGLE_ON => "on".to_owned(),
-            TOGGLE_OFF => "off".to_owned(),
-            other => other.to_owned(),
-        },
-        InputKind::Choice => selected
-            .iter()
-            .map(|s| shown_label(s))
-            .collect::<Vec<_>>()
-            .join(", "),
-        _ => selected.join(", "),
-    }
-}
-
-/// The line that says how question `q` ended; a dismissal names who skipped it (`by`).
+/// The line that says how question `q` ended ([`frogbot_model::outcome_line`]); a dismissal names
+/// who skipped it (`by`). Plain text: the settled view escapes it with the rest.
 pub fn outcome_line(
     input: &QuestionInput,
     q: usize,
     outcome: &QuestionOutcome,
     by: Option<&str>,
 ) -> String {
-    let item = &input.questions[q];
-    if let Some(line) = frogbot_model::approval_outcome_line(item, outcome, by) {
-        return line;
-    }
-    let answer = outcome
-        .output()
-        .and_then(|o| o.answers.iter().find(|a| a.header == item.header))
-        .map(|a| answer_text(item, &a.selected));
-    match (outcome, answer) {
-        (QuestionOutcome::Expired(_), Some(a)) if a != NO_ANSWER => {
-            format!("⌛ Expired — default: {a}")
-        }
-        (QuestionOutcome::Expired(_), _) => "⌛ Expired.".into(),
-        (QuestionOutcome::Dismissed, _) => format!("⏭ {}", skipped_text(by)),
-        (QuestionOutcome::Cancelled, _) => "✖ Cancelled.".into(),
-        // A toggle names what it switched: "✅ Notify the team: off".
-        (_, Some(a)) if item.kind == InputKind::Toggle => {
-            let label = item
-                .label
-                .as_deref()
-                .filter(|l| !l.trim().is_empty())
-                .unwrap_or(&item.header);
-            format!("✅ {}: {a}", to_plain(label))
-        }
-        (_, Some(a)) => format!("✅ {a}"),
-        (_, None) => "✅ Answered.".into(),
-    }
+    frogbot_model::outcome_line(input, Some(q), outcome, by, str::to_owned)
 }
 
 /// The settled text (HTML) of a message of question `q`: its question (without the expiry line
@@ -792,8 +739,8 @@ pub fn settled_card_text(
     let head = match outcome {
         QuestionOutcome::Expired(Some(_)) => "⌛ Expired — defaults used:".to_owned(),
         QuestionOutcome::Expired(None) => "⌛ Expired.".to_owned(),
-        QuestionOutcome::Dismissed => format!("⏭ {}", skipped_text(by)),
-        QuestionOutcome::Cancelled => "✖ Cancelled.".to_owned(),
+        QuestionOutcome::Dismissed => format!("⏭️ {}", skipped_text(by)),
+        QuestionOutcome::Cancelled => "✖️ Cancelled.".to_owned(),
         _ => "✅ Answers sent:".to_owned(),
     };
     let mut text = head;
@@ -802,7 +749,7 @@ pub fn settled_card_text(
             text.push_str(&format!(
                 "\n• {}: {}",
                 item.header,
-                answer_text(item, &a.selected)
+                item.answer_after_header(&a.selected)
             ));
         }
     }
@@ -1228,15 +1175,15 @@ mod tests {
         assert_eq!(kept, 1, "the end of the list was on the last page");
         assert!(settled.contains(&format!("150. option 150 {}", "y".repeat(70))));
         assert!(!settled.contains("Reply to this message"), "{settled}");
-        assert!(settled.ends_with(&format!("✅ option 150 {}", "y".repeat(70))));
+        assert!(settled.ends_with(&format!("✅ Answered: option 150 {}", "y".repeat(70))));
     }
 
     #[test]
     fn settled_text_names_the_outcome() {
         let i = input();
         let skipped = |by| settled_text(&i, 0, false, &QuestionOutcome::Dismissed, by);
-        assert!(skipped(None).ends_with("⏭ Skipped."));
-        assert!(skipped(Some("Ada")).ends_with("⏭ Skipped by Ada"));
+        assert!(skipped(None).ends_with("⏭️ Skipped."));
+        assert!(skipped(Some("Ada")).ends_with("⏭️ Skipped by Ada"));
         assert!(no_keyboard().inline_keyboard.is_empty());
     }
 
@@ -1341,12 +1288,6 @@ mod tests {
         assert!(toggle_on(&i, 3, &p));
         i.questions[3].default = Some(vec!["on".into()]);
         assert!(!toggle_on(&i, 3, &p));
-        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
-        assert_eq!(answer_text(&i.questions[3], &s(&["on"])), "on");
-        assert_eq!(answer_text(&i.questions[3], &s(&["off"])), "off");
-        assert_eq!(answer_text(&i.questions[4], &s(&["4"])), "4 pods");
-        assert_eq!(answer_text(&i.questions[2], &s(&["Approve"])), "Approve");
-        assert_eq!(answer_text(&i.questions[4], &[]), NO_ANSWER);
         let t = |s: &str| chrono::DateTime::parse_from_rfc3339(s).unwrap().to_utc();
         assert_eq!(
             expiry_line(Some("2026-12-01T14:05:00Z"), t("2026-12-01T10:00:00Z")).as_deref(),

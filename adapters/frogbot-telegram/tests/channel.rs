@@ -325,7 +325,7 @@ async fn a_question_is_asked_clicked_answered_and_the_agent_continues() {
                 .map(|c| c.body.clone())
         })
         .await;
-    assert!(edit["text"].as_str().unwrap().ends_with("✅ prod"));
+    assert!(edit["text"].as_str().unwrap().ends_with("✅ Answered by Ada: prod"));
     assert_eq!(edit["reply_markup"]["inline_keyboard"], json!([]));
     let done = s
         .fake
@@ -497,7 +497,7 @@ async fn multiple_choice_toggles_then_done_and_old_keyboards_are_stale() {
         })
         .await;
     assert!(
-        edit["text"].as_str().unwrap().ends_with("✅ lint, bench"),
+        edit["text"].as_str().unwrap().ends_with("✅ Answered by Ada: lint, bench"),
         "{edit}"
     );
     let done = s
@@ -539,7 +539,7 @@ async fn an_own_answer_comes_as_a_reply_to_the_force_reply_prompt() {
         edit["text"]
             .as_str()
             .unwrap()
-            .ends_with("✅ ship it friday")
+            .ends_with("✅ Answered by Ada: ship it friday")
     );
     // The reply answered the question: it never reached the agent as a message.
     assert!(

@@ -377,9 +377,9 @@ async fn settled_edits_every_message_and_removes_keyboards() {
         assert_eq!(e["chat_id"], json!(CHAT));
         assert_eq!(e["reply_markup"]["inline_keyboard"], json!([]));
     }
-    assert!(edits[0]["text"].as_str().unwrap().ends_with("✅ prod"));
-    assert!(edits[1]["text"].as_str().unwrap().ends_with("✅ a, b"));
-    assert!(edits[2]["text"].as_str().unwrap().ends_with("✅ ship it"));
+    assert!(edits[0]["text"].as_str().unwrap().ends_with("✅ Answered by Ada: prod"));
+    assert!(edits[1]["text"].as_str().unwrap().ends_with("✅ Answered by Ada: a, b"));
+    assert!(edits[2]["text"].as_str().unwrap().ends_with("✅ Answered by Ada: ship it"));
 }
 
 #[tokio::test]
