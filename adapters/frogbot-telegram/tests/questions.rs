@@ -377,9 +377,24 @@ async fn settled_edits_every_message_and_removes_keyboards() {
         assert_eq!(e["chat_id"], json!(CHAT));
         assert_eq!(e["reply_markup"]["inline_keyboard"], json!([]));
     }
-    assert!(edits[0]["text"].as_str().unwrap().ends_with("✅ Answered by Ada: prod"));
-    assert!(edits[1]["text"].as_str().unwrap().ends_with("✅ Answered by Ada: a, b"));
-    assert!(edits[2]["text"].as_str().unwrap().ends_with("✅ Answered by Ada: ship it"));
+    assert!(
+        edits[0]["text"]
+            .as_str()
+            .unwrap()
+            .ends_with("✅ Answered: prod")
+    );
+    assert!(
+        edits[1]["text"]
+            .as_str()
+            .unwrap()
+            .ends_with("✅ Answered: a, b")
+    );
+    assert!(
+        edits[2]["text"]
+            .as_str()
+            .unwrap()
+            .ends_with("✅ Answered: ship it")
+    );
 }
 
 #[tokio::test]
