@@ -56,7 +56,6 @@ use std::ops::Range;
 use frogbot_model::{
     Actor, ApprovalPages, InputKind, QuestionCall, QuestionInput, QuestionItem, QuestionMessage,
     QuestionModalMetadata, QuestionOutcome, SKIP_LABEL, encode_question_modal_metadata,
-    open_until_text,
 };
 use serenity::builder::{
     CreateActionRow, CreateButton, CreateEmbed, CreateInputText, CreateMessage, CreateModal,
@@ -305,10 +304,7 @@ pub fn step_pages(
 }
 
 /// "⏳ open until 14:05 UTC", while the set has an expiry that reads.
-pub fn expiry_line(expires_at: Option<&str>, now: chrono::DateTime<chrono::Utc>) -> Option<String> {
-    let at = chrono::DateTime::parse_from_rfc3339(expires_at?).ok()?;
-    Some(format!("⏳ {}", open_until_text(at.to_utc(), now)))
-}
+pub use frogbot_model::expiry_line;
 
 /// Whether a choice is drawn with buttons (else with string selects): its options, "Other…"
 /// where `custom`, "No answer" where optional, and "Skip" fit 5 rows of 5.

@@ -113,13 +113,9 @@ pub const EMPTY_REPLY: &str = "-";
 /// The line an optional input's message shows.
 pub const OPTIONAL_LINE: &str = "Optional: reply - to leave it empty.";
 
-/// The expiry line of a set that expires at `expires_at` (RFC 3339) seen at `now`:
-/// [`frogbot_model::open_until_text`] ("open until 14:05 UTC"); `None` without an expiry (or one
-/// that does not read).
-pub fn open_line(expires_at: Option<&str>, now: chrono::DateTime<chrono::Utc>) -> Option<String> {
-    let at = chrono::DateTime::parse_from_rfc3339(expires_at?).ok()?;
-    Some(frogbot_model::open_until_text(at.to_utc(), now))
-}
+/// The expiry line of a set that expires at `expires_at` (RFC 3339) seen at `now` ("open until
+/// 14:05 UTC"); `None` without an expiry (or one that does not read).
+pub use frogbot_model::open_until as open_line;
 
 /// Whether input `item` is drawn as a poll: a choice with 1 to [`MAX_ANSWERS`] options. A choice
 /// with more options is a message listing them numbered, answered by a reply with the number(s)

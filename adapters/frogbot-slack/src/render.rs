@@ -68,7 +68,6 @@ use frogbot_model::text::truncate;
 use frogbot_model::{
     Actor, ApprovalPages, InputKind, Progress, QuestionInput, QuestionItem, QuestionModalMetadata,
     QuestionOutcome, SKIP_LABEL, TOGGLE_ON, approval_pages_within, encode_question_modal_metadata,
-    open_until_text,
 };
 use slack_morphism::prelude::*;
 
@@ -621,15 +620,8 @@ pub fn expiry_block(
     expires_at: Option<&str>,
     now: chrono::DateTime<chrono::Utc>,
 ) -> Option<SlackBlock> {
-    let at = chrono::DateTime::parse_from_rfc3339(expires_at?)
-        .ok()?
-        .to_utc();
-    Some(
-        SlackContextBlock::new(vec![
-            SlackBlockMarkDownText::new(format!("⏳ {}", open_until_text(at, now))).into(),
-        ])
-        .into(),
-    )
+    let line = frogbot_model::expiry_line(expires_at, now)?;
+    Some(SlackContextBlock::new(vec![SlackBlockMarkDownText::new(line).into()]).into())
 }
 
 /// The message of a question call: [`question_blocks_for`], or the [`form_card`] where the set

@@ -37,11 +37,10 @@
 //! "⏳ open until 14:05 UTC" ([`expiry_line`]) on its messages; the settled texts drop it for the
 //! outcome ("⌛ Expired …" once it passed), the card for every answer.
 
-use chrono::{DateTime, Utc};
 use frogbot_model::text::{self, truncate};
 use frogbot_model::{
     ApprovalPages, InputKind, Progress, QuestionInput, QuestionItem, QuestionOutcome, SKIP_LABEL,
-    TOGGLE_ON, open_until_text, skipped_text,
+    TOGGLE_ON, skipped_text,
 };
 use teloxide::types::{ForceReply, InlineKeyboardButton, InlineKeyboardMarkup};
 
@@ -70,12 +69,9 @@ pub const SEND_LABEL: &str = "📨 Send answers";
 /// Room kept in a question message for the outcome line its settled text adds.
 const OUTCOME_ROOM: usize = 300;
 
-/// The line a set with an expiry shows while open: `⏳ open until 14:05 UTC`
-/// ([`open_until_text`]); `None` without an expiry (or one that does not read as RFC 3339).
-pub fn expiry_line(expires_at: Option<&str>, now: DateTime<Utc>) -> Option<String> {
-    let at = DateTime::parse_from_rfc3339(expires_at?).ok()?.to_utc();
-    Some(format!("⏳ {}", open_until_text(at, now)))
-}
+/// The line a set with an expiry shows while open: `⏳ open until 14:05 UTC`; `None` without an
+/// expiry (or one that does not read as RFC 3339).
+pub use frogbot_model::expiry_line;
 
 /// Whether input `item` is drawn as a ForceReply prompt (text and number inputs).
 pub fn is_prompt_kind(item: &QuestionItem) -> bool {

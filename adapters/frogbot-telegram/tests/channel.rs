@@ -325,7 +325,12 @@ async fn a_question_is_asked_clicked_answered_and_the_agent_continues() {
                 .map(|c| c.body.clone())
         })
         .await;
-    assert!(edit["text"].as_str().unwrap().ends_with("✅ Answered by Ada: prod"));
+    assert!(
+        edit["text"]
+            .as_str()
+            .unwrap()
+            .ends_with("✅ Answered by Ada: prod")
+    );
     assert_eq!(edit["reply_markup"]["inline_keyboard"], json!([]));
     let done = s
         .fake
@@ -497,7 +502,10 @@ async fn multiple_choice_toggles_then_done_and_old_keyboards_are_stale() {
         })
         .await;
     assert!(
-        edit["text"].as_str().unwrap().ends_with("✅ Answered by Ada: lint, bench"),
+        edit["text"]
+            .as_str()
+            .unwrap()
+            .ends_with("✅ Answered by Ada: lint, bench"),
         "{edit}"
     );
     let done = s

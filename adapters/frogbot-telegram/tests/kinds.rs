@@ -426,7 +426,11 @@ async fn four_kinds_are_drawn_validated_answered_with_send_answers_and_settled()
     // The settled view: each prompt ends with its answer, the card lists them all; no expiry
     // line, no buttons.
     assert!(settled(&s, why).await.ends_with("✅ Answered by Ada: —"));
-    assert!(settled(&s, pods).await.ends_with("✅ Answered by Ada: 4 pods"));
+    assert!(
+        settled(&s, pods)
+            .await
+            .ends_with("✅ Answered by Ada: 4 pods")
+    );
     assert_eq!(
         settled(&s, card).await,
         "✅ Answers sent:\n• Go: Approve\n• Why: —\n• Pods: 4 pods\n• Notify: off"
@@ -451,7 +455,11 @@ async fn a_lone_confirm_answers_on_one_tap() {
         done(&s).await["answers"],
         json!([{"header": "Go", "selected": ["Approve"]}])
     );
-    assert!(settled(&s, *go).await.ends_with("✅ Answered by Ada: Approve"));
+    assert!(
+        settled(&s, *go)
+            .await
+            .ends_with("✅ Answered by Ada: Approve")
+    );
     assert_eq!(s.fake.buttons(*go), 0);
 }
 
@@ -483,7 +491,11 @@ async fn a_lone_toggle_is_two_buttons_on_and_off() {
         done(&s).await["answers"],
         json!([{"header": "Notify", "selected": ["off"]}])
     );
-    assert!(settled(&s, *id).await.ends_with("✅ Answered by Ada: Notify — off"));
+    assert!(
+        settled(&s, *id)
+            .await
+            .ends_with("✅ Answered by Ada: Notify — off")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -508,7 +520,11 @@ async fn a_lone_text_input_is_a_force_reply_validated_then_answered() {
         done(&s).await["answers"],
         json!([{"header": "Why", "selected": ["canary ok"]}])
     );
-    assert!(settled(&s, *prompt).await.ends_with("✅ Answered by Ada: canary ok"));
+    assert!(
+        settled(&s, *prompt)
+            .await
+            .ends_with("✅ Answered by Ada: canary ok")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

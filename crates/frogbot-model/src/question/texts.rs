@@ -89,6 +89,19 @@ pub fn outcome_line(
     }
 }
 
+/// [`open_until_text`] of a set that expires at `expires_at` (RFC 3339) seen at `now`; `None`
+/// without an expiry or with one that does not read.
+pub fn open_until(expires_at: Option<&str>, now: chrono::DateTime<chrono::Utc>) -> Option<String> {
+    let at = chrono::DateTime::parse_from_rfc3339(expires_at?).ok()?;
+    Some(open_until_text(at.to_utc(), now))
+}
+
+/// The expiry line a card shows while its set is open: "⏳ open until 14:05 UTC"
+/// ([`open_until`]).
+pub fn expiry_line(expires_at: Option<&str>, now: chrono::DateTime<chrono::Utc>) -> Option<String> {
+    open_until(expires_at, now).map(|t| format!("⏳ {t}"))
+}
+
 impl QuestionItem {
     /// How an answer reads under this question once settled: a choice's labels (plain text), the
     /// text as typed, a number with its unit ("3 pods"), a toggle its label (else its header) and
@@ -254,5 +267,12 @@ mod tests {
             open_until_text(t("2026-12-02T14:05:00Z"), t("2026-12-01T10:00:00Z")),
             "open until 2 Dec 14:05 UTC"
         );
+        let now = t("2026-12-01T10:00:00Z");
+        assert_eq!(
+            expiry_line(Some("2026-12-01T14:05:00+00:00"), now).as_deref(),
+            Some("⏳ open until 14:05 UTC")
+        );
+        assert_eq!(expiry_line(Some("soon"), now), None);
+        assert_eq!(open_until(None, now), None);
     }
 }
