@@ -100,6 +100,6 @@ pub use engine::{
 pub use executor::{Done, Outcome, ThreadExecutor};
 pub use outbox::{
     AccessCheck, AllowAll, AllowList, AskPlace, Channel, ChannelOutbox, ChannelSettings,
-    DraftMessages, EditStream, FIRST_MESSAGE_WAIT, ReplyStream, ShownAcks,
+    DraftMessages, EditStream, FIRST_MESSAGE_WAIT, FirstMessageHold, ReplyStream, ShownAcks,
 };
 pub use retry::{Retry, RetryPolicy};

@@ -343,13 +343,34 @@ pub struct EditStream<D> {
     drafts: D,
     ids: Vec<String>,
     shown: Vec<(String, bool)>,
-    /// When the first text was held back (nothing posted yet).
-    held_since: Option<tokio::time::Instant>,
+    hold: FirstMessageHold,
 }
 
 /// The longest a streamed reply's first message waits for its text to read as a start: then what
 /// there is is posted, so the Stop control shows while a model pauses after a few words.
 pub const FIRST_MESSAGE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The rule every streamed reply holds its first message back by: that message is the one a
+/// person is notified of (edits and appends do not notify), so it waits until the text
+/// [reads as a start](frogbot_model::text::reads_as_a_start) — a first sentence, a paragraph
+/// break or 80 characters — or [`FIRST_MESSAGE_WAIT`] after the first text, so a notification
+/// never shows a fragment ("got:") and a model pausing after a few words still shows them.
+/// (The end of the stream posts whatever there is.)
+#[derive(Debug, Default)]
+pub struct FirstMessageHold {
+    since: Option<tokio::time::Instant>,
+}
+
+impl FirstMessageHold {
+    /// Whether `text`, the reply so far with nothing posted yet, waits.
+    pub fn holds(&mut self, text: &str) -> bool {
+        if frogbot_model::text::reads_as_a_start(text) {
+            return false;
+        }
+        let since = *self.since.get_or_insert_with(tokio::time::Instant::now);
+        since.elapsed() < FIRST_MESSAGE_WAIT
+    }
+}
 
 impl<D: DraftMessages> EditStream<D> {
     /// A stream that has posted nothing yet.
@@ -364,7 +385,7 @@ impl<D: DraftMessages> EditStream<D> {
             drafts,
             ids,
             shown,
-            held_since: None,
+            hold: FirstMessageHold::default(),
         }
     }
 
@@ -406,15 +427,8 @@ impl<D> std::fmt::Debug for EditStream<D> {
 #[async_trait]
 impl<D: DraftMessages> ReplyStream for EditStream<D> {
     async fn show(&mut self, text: &str) -> Result<(), BoxError> {
-        // The first message is the one a person is notified of (edits do not notify): it waits
-        // until the text reads as a start, so a notification never shows a fragment ("got:").
-        if self.ids.is_empty() && !frogbot_model::text::reads_as_a_start(text) {
-            let since = *self
-                .held_since
-                .get_or_insert_with(tokio::time::Instant::now);
-            if since.elapsed() < FIRST_MESSAGE_WAIT {
-                return Ok(());
-            }
+        if self.ids.is_empty() && self.hold.holds(text) {
+            return Ok(());
         }
         self.draw(text, true).await
     }

@@ -15,7 +15,8 @@
 //! cut and the reply goes on in continuation messages (a `413 M_TOO_LARGE` that still comes cuts
 //! smaller at once). The first message — the one a person is notified of, edits do not notify —
 //! is posted once the text has a complete first sentence, a paragraph break or
-//! [`FIRST_MESSAGE_CHARS`] characters, or at the end of the stream ([`reads_as_a_start`]). Matrix
+//! [`FIRST_MESSAGE_CHARS`] characters ([`reads_as_a_start`]), two seconds after the first text, or
+//! at the end of the stream, as on every platform ([`FirstMessageHold`]). Matrix
 //! messages have no buttons: the Stop control is the typed `stop` in the thread (the engine
 //! handles it), so a streamed message shows only the reply's text. The typing notice is sent
 //! while a turn runs ([`ChannelOutbox::working`]) and taken off (`typing: false`) when its reply is
@@ -51,7 +52,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use frogbot_channel::delivery::{Deliver, Draw, Edited, PieceAt, PostPieces, PostedMessages};
-use frogbot_channel::{AskPlace, ChannelOutbox, DraftMessages, ReplyStream, ShownAcks};
+use frogbot_channel::{
+    AskPlace, ChannelOutbox, DraftMessages, FirstMessageHold, ReplyStream, ShownAcks,
+};
 use frogbot_model::{
     Ack, BoxError, PlatformUser, Thread, ThreadMessage, ThreadMessageMetadata, UiMessage,
     millis_to_iso,
@@ -745,8 +748,9 @@ const MIN_STREAM_CHARS: usize = 500;
 ///   messages, so the whole text is visible as it is written.
 /// - A refusal as too large (`413 M_TOO_LARGE`, or the size check before sending) halves the
 ///   message size and draws the rest again, at once: it never waits for the delivery grace.
-/// - The first message (the one a person is notified of) is posted once the text
-///   [`reads_as_a_start`], or at the end of the stream.
+/// - The first message (the one a person is notified of) is held by the [`FirstMessageHold`]
+///   rule: posted once the text [`reads_as_a_start`], [`FIRST_MESSAGE_WAIT`](frogbot_channel::FIRST_MESSAGE_WAIT) after the first
+///   text, or at the end of the stream.
 /// - The final text ([`ReplyStream::finish`]) continues the frozen messages when it starts with
 ///   their text (a notice appended); otherwise every message is drawn again from the whole text
 ///   (surplus messages redacted).
@@ -766,6 +770,8 @@ pub struct MatrixStream<A> {
     max_chars: usize,
     /// Where the frozen messages end is not known: each draw cuts the whole text again.
     whole: bool,
+    /// The first message's hold.
+    hold: FirstMessageHold,
 }
 
 impl<A: MatrixApi> MatrixStream<A> {
@@ -779,6 +785,7 @@ impl<A: MatrixApi> MatrixStream<A> {
             reopen: String::new(),
             max_chars: MESSAGE_CHARS,
             whole: false,
+            hold: FirstMessageHold::default(),
         }
     }
 
@@ -825,7 +832,7 @@ impl<A: MatrixApi> MatrixStream<A> {
         let rest = &text[base..];
         let pieces = stream_pieces(&format!("{}{rest}", self.reopen), self.max_chars);
         if pieces.is_empty()
-            || (live && self.msgs.is_empty() && pieces.len() == 1 && !reads_as_a_start(text))
+            || (live && self.msgs.is_empty() && pieces.len() == 1 && self.hold.holds(text))
         {
             return Ok(());
         }
@@ -858,7 +865,7 @@ impl<A: MatrixApi> MatrixStream<A> {
     /// it changed), new ones posted, surplus ones redacted at the end.
     async fn redraw(&mut self, text: &str, live: bool) -> Result<(), BoxError> {
         let pieces = stream_pieces(text, self.max_chars);
-        if live && self.msgs.is_empty() && pieces.len() <= 1 && !reads_as_a_start(text) {
+        if live && self.msgs.is_empty() && pieces.len() <= 1 && self.hold.holds(text) {
             return Ok(());
         }
         for (i, piece) in pieces.iter().enumerate() {
@@ -1091,6 +1098,26 @@ mod tests {
             }
         }
         out
+    }
+
+    /// A model that pauses after a few words: they show after the wait, as on every platform
+    /// (held only while they do not read as a start, at most `FIRST_MESSAGE_WAIT`).
+    #[tokio::test(start_paused = true)]
+    async fn a_held_first_message_is_posted_after_the_wait() {
+        let outbox = MatrixOutbox::new(std::sync::Arc::new(RecordingMatrix::new()));
+        let mut stream = MatrixStream::new(outbox.drafts(&thread()).unwrap());
+        stream.show("Let me check").await.unwrap();
+        tokio::time::advance(frogbot_channel::FIRST_MESSAGE_WAIT / 2).await;
+        stream.show("Let me check").await.unwrap();
+        assert!(outbox.api().sent().is_empty());
+        assert!(!stream.visible());
+        tokio::time::advance(frogbot_channel::FIRST_MESSAGE_WAIT / 2).await;
+        stream.show("Let me check").await.unwrap();
+        assert!(stream.visible());
+        assert_eq!(
+            shown(&outbox.api().sent()),
+            [("$sent1".to_owned(), "Let me check".to_owned())]
+        );
     }
 
     #[tokio::test]

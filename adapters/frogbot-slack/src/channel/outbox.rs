@@ -26,7 +26,7 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 use frogbot_channel::delivery::{Deliver, Draw, Edited, Keys, PieceAt, PostPieces, PostedMessages};
 use frogbot_channel::{
-    AskPlace, ChannelOutbox, DraftMessages, EditStream, FIRST_MESSAGE_WAIT, ReplyStream, ShownAcks,
+    AskPlace, ChannelOutbox, DraftMessages, EditStream, FirstMessageHold, ReplyStream, ShownAcks,
 };
 use frogbot_model::{Ack, BoxError, PlatformUser, Thread, ThreadMessage, UiMessage};
 use serde_json::json;
@@ -194,8 +194,8 @@ pub struct SlackStream {
     recipient: Option<(String, String)>,
     native: Vec<Native>,
     fallback: Option<EditStream<SlackDrafts>>,
-    /// When the first text was held back (no message started yet, see [`SlackStream::show`]).
-    held_since: Option<tokio::time::Instant>,
+    /// The first message's hold (no message started yet, see [`SlackStream::show`]).
+    hold: FirstMessageHold,
 }
 
 impl std::fmt::Debug for SlackStream {
@@ -303,21 +303,11 @@ impl SlackStream {
 #[async_trait]
 impl ReplyStream for SlackStream {
     /// The first message (`chat.startStream`: the one a person is notified of; appends do not
-    /// notify) waits until the text [reads as a start](frogbot_model::text::reads_as_a_start) —
-    /// a first sentence, a paragraph break or 80 characters — or [`FIRST_MESSAGE_WAIT`] after
-    /// the first text, so a notification never shows a fragment ("got:"). The post + edit
-    /// fallback holds its first message alike ([`EditStream`]).
+    /// notify) is held by the [`FirstMessageHold`] rule; the post + edit fallback holds its first
+    /// message alike ([`EditStream`]).
     async fn show(&mut self, text: &str) -> Result<(), BoxError> {
-        if self.fallback.is_none()
-            && self.native.is_empty()
-            && !frogbot_model::text::reads_as_a_start(text)
-        {
-            let since = *self
-                .held_since
-                .get_or_insert_with(tokio::time::Instant::now);
-            if since.elapsed() < FIRST_MESSAGE_WAIT {
-                return Ok(());
-            }
+        if self.fallback.is_none() && self.native.is_empty() && self.hold.holds(text) {
+            return Ok(());
         }
         self.draw(text, false).await
     }
@@ -541,7 +531,7 @@ impl ChannelOutbox for SlackAdapter {
             recipient: self.inner.threads.speaker(&thread.id),
             native: Vec::new(),
             fallback: None,
-            held_since: None,
+            hold: FirstMessageHold::default(),
         })))
     }
 
