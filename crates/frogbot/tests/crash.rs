@@ -941,6 +941,30 @@ async fn crash_during_delivery_on(db: TestDb, strict: Strict) {
             println!("  {line:.14}…'s delivery jobs: {jobs:?}");
         }
     }
+    // A question left unshown: what the store still holds to draw it (every live job of its
+    // chat, any kind), so a failure says whether it is late or lost.
+    if !audit.unshown.is_empty() {
+        let jobs = store.live_jobs(10_000).await.unwrap();
+        let now = now_millis();
+        for line in &audit.unshown {
+            let chat = chat_of_line(line);
+            let of_chat: Vec<String> = jobs
+                .iter()
+                .filter(|j| j.key.as_deref().is_some_and(|k| k.contains(chat.as_str())))
+                .map(|j| {
+                    format!(
+                        "{:?}: attempts {}, due {:+} ms, claimed until {:?}, last error {:?}",
+                        j.key.as_deref().unwrap_or_default(),
+                        j.attempts,
+                        j.run_at - now,
+                        j.claim_until.map(|c| c - now),
+                        j.last_error,
+                    )
+                })
+                .collect();
+            println!("  {line}: the jobs of its chat: {of_chat:?}");
+        }
+    }
     let log = std::fs::read_to_string(&serve.log).unwrap_or_default();
     let kept = std::env::temp_dir().join(format!("frogbot-crash-{backend}-{seed}.log"));
     let all_strict = Strict {
