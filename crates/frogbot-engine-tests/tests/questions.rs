@@ -287,6 +287,29 @@ fn q(header: &str) -> serde_json::Value {
 }
 
 async fn world(url: &str) -> World {
+    world_on(url, EngineConfig::default(), None).await
+}
+
+/// A thread that takes every post (the text of a reply), for a world whose replies are
+/// delivered by jobs.
+struct TakeAll;
+
+#[async_trait]
+impl frogbot_core::agent::ChannelOutbox for TakeAll {
+    async fn post_reply(
+        &self,
+        _thread: &frogbot_core::model::Thread,
+        _reply: &frogbot_core::model::UiMessage,
+    ) -> Result<(), BoxError> {
+        Ok(())
+    }
+}
+
+async fn world_on(
+    url: &str,
+    config: EngineConfig,
+    outbox: Option<Arc<dyn frogbot_core::agent::ChannelOutbox>>,
+) -> World {
     let store = frogbot_testkit::open_store(url).await;
     let forum = Arc::new(Forum::default());
     let model = ScriptedModel::new(|req: &ModelRequest| {
@@ -347,14 +370,14 @@ async fn world(url: &str) -> World {
             reasoning: vec![],
         }],
         vec![],
-        EngineConfig::default(),
+        config,
     )
     .with_channel(Channel {
         platform: "forum".into(),
         questions: Some(Arc::new(ForumPiece(forum.clone()))),
         identity: Arc::new(PrefixedIdentity),
         access: Arc::new(DenyMallory),
-        outbox: None,
+        outbox,
     });
     World {
         engine,
@@ -847,6 +870,36 @@ async fn a_failing_render_posts_the_questions_again_with_the_next_message(url: &
         consumed(say(&w, "bob", "/answer 1").await),
         InteractionOutcome::Answered
     );
+}
+
+/// A question is owed like the text before it: a render that fails (the platform down for a
+/// moment) keeps the turn's delivery job, whose next attempt draws it, with no message from the
+/// person (it used to wait for their next message, which a person who sees no question may
+/// never write).
+async fn a_failing_render_is_drawn_again_by_the_delivery_job(url: &str) {
+    let config = EngineConfig {
+        delivery_grace: std::time::Duration::from_millis(200),
+        ..Default::default()
+    };
+    let w = world_on(url, config, Some(Arc::new(TakeAll))).await;
+    let worker = w.engine.spawn_worker(std::time::Duration::from_millis(100));
+    w.forum.fail_render.store(true, Ordering::SeqCst);
+    start_and_wait(&w, "ask").await;
+    frogbot_testkit::eventually(
+        "the delivery job draws the question",
+        std::time::Duration::from_secs(20),
+        async || w.forum.posts.lock().unwrap().len() == 1,
+    )
+    .await;
+    assert!(
+        !w.forum.fail_render.load(Ordering::SeqCst),
+        "the render failed once"
+    );
+    assert_eq!(
+        consumed(say(&w, "bob", "/answer 1").await),
+        InteractionOutcome::Answered
+    );
+    worker.abort();
 }
 
 /// Issue 38: a question record re-created after its row expired (the reply still waits) keeps
@@ -1358,6 +1411,7 @@ frogbot_testkit::backends!(
     a_failing_settled_is_logged_and_the_question_closes_without_a_change,
     an_answer_recorded_but_not_closed_is_closed_by_the_next_interaction,
     a_failing_render_posts_the_questions_again_with_the_next_message,
+    a_failing_render_is_drawn_again_by_the_delivery_job,
     a_record_re_created_after_expiry_keeps_its_deadline,
     render_may_cover_some_calls_the_rest_follow_once_answered,
     the_question_tool_is_offered_only_where_supported,

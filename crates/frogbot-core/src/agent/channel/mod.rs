@@ -50,7 +50,7 @@ use tracing::{debug, error, warn};
 
 use super::delivery::{self, EndWhy};
 use super::jobs::EngineJob;
-use super::questions::{InteractionOutcome, Questions};
+use super::questions::{Drawn, InteractionOutcome, Questions};
 use super::registry::{ChannelOutbox, Delivery, ReplyStream};
 use super::registry::{Registry, thread_of};
 use super::turn::{SendMessage, SendResult, Sent, StopOutcome, TurnListener, TurnWatch, Turns};
@@ -797,9 +797,16 @@ impl Channels {
         match result {
             Ok(Ok(ids)) => {
                 self.note_posted(chat, message, *from, ids).await;
-                if awaiting && let Err(e) = self.questions.render_pending(chat).await {
-                    warn!(chat_id = %chat, error = %e, "drawing the questions after a delivery failed");
-                    return DeliveryRun::Failed(Box::new(e), true);
+                if awaiting {
+                    match self.questions.render_pending(chat).await {
+                        Ok(Drawn::Done) => {}
+                        // The job stays: its next attempt (after its backoff) draws again.
+                        Ok(Drawn::Failed(e)) => return DeliveryRun::Failed(e, true),
+                        Err(e) => {
+                            warn!(chat_id = %chat, error = %e, "drawing the questions after a delivery failed");
+                            return DeliveryRun::Failed(Box::new(e), true);
+                        }
+                    }
                 }
                 DeliveryRun::Done
             }
@@ -1054,7 +1061,7 @@ impl Channels {
             .is_some_and(|c| c.awaiting_message_id.is_some());
         // Posted again with the next message: questions whose render failed or whose record expired.
         if awaiting {
-            self.questions.render_pending(&chat_id).await?;
+            let _ = self.questions.render_pending(&chat_id).await?;
         }
         // Seen is queued before the message is sent, so the turn's Working (decided in its own
         // task) is shown after it; what to show is known once `send` returns.
@@ -1334,10 +1341,15 @@ impl TurnListener for Channels {
         if behind || !waiting {
             return;
         }
-        if let Err(e) = self.questions.render_pending(&chat.chat_id).await {
-            // Left to the delivery job, which draws them after the text.
-            error!(chat_id = %chat.chat_id, error = %e, "rendering the questions failed");
-            return;
+        match self.questions.render_pending(&chat.chat_id).await {
+            Ok(Drawn::Done) => {}
+            // Left to the delivery job (kept), whose next attempt draws them after the text: a
+            // question a render failed to show is owed like the text before it.
+            Ok(Drawn::Failed(_)) => return,
+            Err(e) => {
+                error!(chat_id = %chat.chat_id, error = %e, "rendering the questions failed");
+                return;
+            }
         }
         if let Some(key) = posted {
             self.delivered(&chat.chat_id, &key).await;

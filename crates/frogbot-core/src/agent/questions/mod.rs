@@ -20,9 +20,20 @@
 //! ([`UPDATED_FIRST_BACKOFF_MS`] doubling, at most [`UPDATED_MAX_RUNS`] runs). A settle that
 //! arrives before a running turn has saved its question waits a moment for it (it reads the chat
 //! before the record, so a save landing between the two reads is not missed). `render_pending`
-//! draws the calls not drawn yet and saves them with one `mark_rendered`.
+//! draws the calls not drawn yet and saves them with one `mark_rendered`; a failing `render` is
+//! [`Drawn::Failed`], so the turn's delivery job stays and draws them again.
 
 pub use frogbot_channel::{FormTarget, InteractionOutcome};
+
+/// What drawing a waiting reply's questions came to ([`Questions::render_pending`]).
+#[derive(Debug)]
+#[must_use]
+pub(crate) enum Drawn {
+    /// Drawn, or nothing was left to draw.
+    Done,
+    /// The hook's `render` failed (logged): they are drawn again later.
+    Failed(crate::BoxError),
+}
 use std::sync::Arc;
 use tracing::{Instrument, debug, error, info_span, warn};
 
@@ -300,7 +311,8 @@ impl Questions {
                     .resumed(&chat.chat_id, &q.message_id, driver, resumed)
                     .await?;
                 if state == TurnState::Awaiting {
-                    self.render_pending(&chat.chat_id).await?;
+                    // A failing render (logged) is drawn again with the next message.
+                    let _ = self.render_pending(&chat.chat_id).await?;
                 }
                 state
             }
@@ -321,7 +333,9 @@ impl Questions {
         let state = self.turns.resume(&chat.chat_id, message_id, driver).await?;
         debug!(?state, "after the outcome");
         if state == TurnState::Awaiting {
-            self.render_pending(&chat.chat_id).await?;
+            // The next call of a set: a failing render (logged) is drawn again with the next
+            // message.
+            let _ = self.render_pending(&chat.chat_id).await?;
         }
         Ok(state)
     }
@@ -1110,18 +1124,19 @@ impl Questions {
     // ---- drawing questions -----------------------------------------------------------------------
 
     /// Renders the waiting calls of the chat's waiting reply that are not posted yet, if every
-    /// posted one is answered. A failing `render` is logged; the next message in the conversation
-    /// renders again.
-    pub(crate) async fn render_pending(&self, chat: &ChatId) -> Result<()> {
+    /// posted one is answered. A failing `render` is logged and returned as [`Drawn::Failed`]:
+    /// the turn's delivery job then stays and its next attempt draws again (with its backoff), and
+    /// the next message in the conversation draws again as well.
+    pub(crate) async fn render_pending(&self, chat: &ChatId) -> Result<Drawn> {
         let Some(row) = self.store().get_chat(chat).await? else {
-            return Ok(());
+            return Ok(Drawn::Done);
         };
         let (Some(message_id), Some(thread)) = (row.awaiting_message_id.clone(), thread_of(&row))
         else {
-            return Ok(());
+            return Ok(Drawn::Done);
         };
         let Some(hooks) = self.registry.hooks(&thread.platform) else {
-            return Ok(());
+            return Ok(Drawn::Done);
         };
         let now = self.now();
         let mut questions = self
@@ -1134,7 +1149,7 @@ impl Questions {
         }
         if questions.iter().any(|q| q.rendered && q.outcome.is_none()) {
             debug!(chat_id = %chat, reply = %message_id, "questions already shown");
-            return Ok(()); // one at a time: the posted ones first
+            return Ok(Drawn::Done); // one at a time: the posted ones first
         }
         let pending: Vec<QuestionCall> = questions
             .iter()
@@ -1142,7 +1157,7 @@ impl Questions {
             .map(call_of)
             .collect();
         if pending.is_empty() {
-            return Ok(());
+            return Ok(Drawn::Done);
         }
         let req = RequestContext::default();
         let rendered = match hooks
@@ -1155,8 +1170,8 @@ impl Questions {
         {
             Ok(r) => r,
             Err(e) => {
-                error!(chat_id = %chat, error = %e, "render failed: the questions are posted again with the next message");
-                return Ok(());
+                error!(chat_id = %chat, error = %e, "render failed: the delivery job (or the next message) draws the questions again");
+                return Ok(Drawn::Failed(e));
             }
         };
         let now = self.now();
@@ -1203,7 +1218,7 @@ impl Questions {
                 })
                 .await?;
         }
-        Ok(())
+        Ok(Drawn::Done)
     }
 
     async fn recreate_records(&self, chat: &ChatId, message_id: &str) -> Result<Vec<QuestionRow>> {
