@@ -316,7 +316,7 @@ mod tests {
         ] {
             assert_eq!(strip_mention(said, bot), left, "{said:?}");
         }
-        assert!(core_free_stop_word(&strip_mention(
+        assert!(frogbot_channel::is_stop_word(&strip_mention(
             "@frogbot_bot: stop",
             bot
         )));
@@ -324,12 +324,5 @@ mod tests {
             "@frogbot_bot, skip",
             bot
         )));
-    }
-
-    /// `stop` / `/stop` as the engine reads it (frogbot-core's `is_stop_word`, which this crate
-    /// may not depend on outside `channel`).
-    fn core_free_stop_word(text: &str) -> bool {
-        let t = text.trim();
-        t.eq_ignore_ascii_case("stop") || t.eq_ignore_ascii_case("/stop")
     }
 }

@@ -257,6 +257,78 @@ async fn a_private_message_is_answered_as_a_reply() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_command_menu_is_registered_and_new_starts_a_fresh_conversation() {
+    let s = setup(EVERYONE).await;
+    // At start: `setMyCommands` with every command a person can type (the fake checks
+    // Telegram's rules for a BotCommand).
+    let menu = s
+        .fake
+        .wait_for("the command menu", |c| {
+            c.iter()
+                .find(|c| c.method == "setmycommands" && c.result.is_some())
+                .map(|c| c.body["commands"].clone())
+        })
+        .await;
+    let names: Vec<&str> = menu
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["command"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["stop", "new"]);
+    assert_eq!(s.fake.commands().len(), 2);
+
+    // In a group topic, `/new@FrogBot` (what the menu sends there) starts a new conversation:
+    // the bot says so, and the model no longer sees what came before.
+    let forum = group_chat(-100300, true);
+    let in_topic = |id: i64, text: &str, entities: Value| {
+        json!({"message": {
+            "message_id": id, "message_thread_id": 7, "is_topic_message": true,
+            "date": 1_767_225_600, "chat": forum, "from": user(ADA, "Ada"), "text": text,
+            "entities": entities
+        }})
+    };
+    let mention = json!([{"type": "mention", "offset": 0, "length": 8}]);
+    s.fake.push(in_topic(
+        10,
+        "@FrogBot the codeword is kiwi",
+        mention.clone(),
+    ));
+    s.fake
+        .wait_for("the first reply", |c| sent_text(c, "echo: the codeword"))
+        .await;
+    s.fake.push(in_topic(
+        11,
+        "/new@FrogBot",
+        json!([{"type": "bot_command", "offset": 0, "length": 12}]),
+    ));
+    let said = s
+        .fake
+        .wait_for("the new conversation", |c| {
+            sent_text(c, frogbot_core::model::NEW_CONVERSATION_TEXT)
+        })
+        .await;
+    assert_eq!(said["message_thread_id"], 7);
+    assert_eq!(
+        s.model.requests().len(),
+        1,
+        "/new is answered without the model"
+    );
+    s.fake
+        .push(in_topic(12, "@FrogBot what is the codeword?", mention));
+    s.fake
+        .wait_for("the third reply", |c| sent_text(c, "echo: what is"))
+        .await;
+    let requests = s.model.requests();
+    let seen: Vec<&ModelMessage> = requests[1]
+        .messages
+        .iter()
+        .filter(|m| matches!(m, ModelMessage::User { .. }))
+        .collect();
+    assert_eq!(seen.len(), 1, "only the new conversation: {seen:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn groups_answer_mentions_and_replies_in_the_same_topic() {
     let s = setup(EVERYONE).await;
     let forum = group_chat(-100300, true);

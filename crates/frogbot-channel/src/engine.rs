@@ -104,6 +104,9 @@ pub enum MessageOutcome {
     Stopped,
     /// A `stop` from someone else: refused, with a notice in the thread.
     StopRefused,
+    /// A `new` while a reply is written or a question waits: refused, with a notice in the
+    /// thread ([`NEW_REFUSED_TEXT`]); nothing changed.
+    NewRefused,
     /// The thread's chat is bound to an external agent: the message waits in its inbox.
     Inbox,
 }
@@ -385,11 +388,57 @@ fn mismatch(other: Received) -> EngineError {
     EngineError::new(format!("the engine answered with {other:?}"))
 }
 
-/// Whether a thread message asks to stop the running turn: `stop` or `/stop`.
-pub fn is_stop_word(text: &str) -> bool {
-    let t = text.trim();
-    t.eq_ignore_ascii_case("stop") || t.eq_ignore_ascii_case("/stop")
+/// A command a person types in a thread, read the same on every platform: the whole message is
+/// the command's word after `/` (Telegram's command menu, Discord) or `!` (Matrix and Slack, whose
+/// clients take a leading `/` for their own commands), any case. A platform's adapter strips a
+/// mention of the bot first (`@bot /new`, `/new@bot` on Telegram).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Command {
+    /// `stop` (also bare): the turn's driver stops the running turn.
+    Stop,
+    /// `new`: a new conversation in the thread. The thread keeps its chat and every message, but
+    /// the model sees nothing said before. Refused while a reply is written or a question waits
+    /// (nothing is dropped: stop or answer first).
+    New,
 }
+
+impl Command {
+    /// Every command with the line a command menu shows for it (Telegram's `setMyCommands`, a
+    /// help text).
+    pub const ALL: [(Command, &'static str, &'static str); 2] = [
+        (Command::Stop, "stop", "Stop the reply being written"),
+        (
+            Command::New,
+            "new",
+            "Start a new conversation (the bot forgets this thread's earlier messages)",
+        ),
+    ];
+
+    /// Reads `text` as a command: `None` for anything else. `stop` is also read bare (as people
+    /// say it); `new` only with its `/` or `!`, so an answer that happens to be "new" stays one.
+    pub fn parse(text: &str) -> Option<Command> {
+        let t = text.trim();
+        let word = t.strip_prefix(['/', '!']);
+        if t.eq_ignore_ascii_case("stop") {
+            return Some(Command::Stop);
+        }
+        let word = word?;
+        Command::ALL
+            .iter()
+            .find(|(_, name, _)| word.eq_ignore_ascii_case(name))
+            .map(|(c, _, _)| *c)
+    }
+}
+
+/// Whether a thread message asks to stop the running turn: `stop`, `/stop` or `!stop`.
+pub fn is_stop_word(text: &str) -> bool {
+    Command::parse(text) == Some(Command::Stop)
+}
+
+/// Said when `new` comes while a reply is written or a question waits.
+pub const NEW_REFUSED_TEXT: &str = "A reply is still being written here, or a question waits: \
+    say stop (or answer the question, or skip it) first, then new.";
 
 /// Said to someone who is not driving the turn they try to stop.
 pub const STOP_REFUSED_TEXT: &str = "Only the person who started this can stop it.";
@@ -418,4 +467,32 @@ pub fn channel_chat_id(platform: &str, thread: &str) -> ChatId {
 /// The stored id of a channel message: the platform's message id, prefixed with the platform.
 pub fn channel_message_id(platform: &str, platform_message_id: &str) -> String {
     format!("{platform}-{platform_message_id}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_are_read_the_same_on_every_platform() {
+        for (text, want) in [
+            ("stop", Some(Command::Stop)),
+            (" STOP ", Some(Command::Stop)),
+            ("/stop", Some(Command::Stop)),
+            ("!Stop", Some(Command::Stop)),
+            ("/new", Some(Command::New)),
+            ("!NEW", Some(Command::New)),
+            ("  /new\n", Some(Command::New)),
+            // `new` needs its prefix: an answer that happens to be "new" stays one.
+            ("new", None),
+            ("/new please", None),
+            ("/renew", None),
+            ("//new", None),
+            ("", None),
+            ("/", None),
+        ] {
+            assert_eq!(Command::parse(text), want, "{text:?}");
+        }
+        assert!(is_stop_word("/STOP") && !is_stop_word("stop it"));
+    }
 }

@@ -259,6 +259,35 @@ impl MessagePart {
     pub fn text(text: impl Into<String>) -> Self {
         MessagePart::Text { text: text.into() }
     }
+
+    /// The part that makes a user message start a new conversation
+    /// (`{"type": "data-new-conversation"}`, [`NEW_CONVERSATION_PART`]).
+    pub fn new_conversation() -> Self {
+        MessagePart::Other(serde_json::json!({ "type": NEW_CONVERSATION_PART }))
+    }
+
+    /// Whether this is [`MessagePart::new_conversation`].
+    pub fn is_new_conversation(&self) -> bool {
+        matches!(self, MessagePart::Other(v)
+            if v.get("type").and_then(Value::as_str) == Some(NEW_CONVERSATION_PART))
+    }
+}
+
+/// The type of the data part a person's `/new` command is saved with: the user message carrying
+/// it starts a new conversation in its chat. The chat keeps every message (the web chat and the
+/// HTTP API show them all), but the model sees none of those before it; the message itself is
+/// not shown to the model either.
+pub const NEW_CONVERSATION_PART: &str = "data-new-conversation";
+
+/// The reply to a message that starts a new conversation (written without the model).
+pub const NEW_CONVERSATION_TEXT: &str =
+    "🆕 New conversation: I no longer see the earlier messages here.";
+
+impl UiMessage {
+    /// Whether this user message starts a new conversation ([`NEW_CONVERSATION_PART`]).
+    pub fn starts_conversation(&self) -> bool {
+        self.role == Role::User && self.parts.iter().any(MessagePart::is_new_conversation)
+    }
 }
 
 impl Serialize for MessagePart {

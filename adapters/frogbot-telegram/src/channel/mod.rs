@@ -272,6 +272,7 @@ impl Adapter for TelegramAdapter {
         shutdown: CancellationToken,
     ) -> Option<tokio::task::JoinHandle<()>> {
         let bot = self.bot.clone();
+        tokio::spawn(register_commands(bot.clone()));
         match &self.receive {
             Receive::Polling { timeout } => {
                 let deliveries = self.deliveries(engine);
@@ -305,6 +306,29 @@ impl Adapter for TelegramAdapter {
                 }))
             }
         }
+    }
+}
+
+/// The commands a person can type (`frogbot_channel::Command::ALL`) as the body of Telegram's
+/// `setMyCommands`: the command menu (the `/` button) lists them in every chat with the bot.
+pub fn commands_body() -> serde_json::Value {
+    let commands: Vec<serde_json::Value> = frogbot_channel::Command::ALL
+        .iter()
+        .map(|(_, name, about)| serde_json::json!({"command": name, "description": about}))
+        .collect();
+    serde_json::json!({ "commands": commands })
+}
+
+/// Registers the command menu at start (`setMyCommands`, retried like every call). A failure is
+/// logged: the commands still work when typed.
+async fn register_commands(bot: Bot) {
+    let body = commands_body();
+    let set = crate::client::with_retry("setMyCommands", || {
+        crate::client::request::<bool>(&bot, "setMyCommands", &body, None)
+    });
+    match set.await {
+        Ok(_) => info!("Telegram command menu registered"),
+        Err(e) => warn!(error = %e, "setMyCommands failed; commands still work when typed"),
     }
 }
 

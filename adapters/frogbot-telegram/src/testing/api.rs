@@ -66,6 +66,8 @@ pub(super) struct Inner {
     /// Callback queries already answered (Telegram takes one answer per query).
     answered: Mutex<HashSet<String>>,
     webhook: Mutex<Option<Webhook>>,
+    /// The command menu (`setMyCommands`).
+    commands: Mutex<Vec<Value>>,
     pub(super) next_update: AtomicI64,
     pub(super) next_message: AtomicI64,
     pub(super) next_query: AtomicI64,
@@ -114,6 +116,7 @@ impl FakeBotApi {
             queries: Mutex::default(),
             answered: Mutex::default(),
             webhook: Mutex::default(),
+            commands: Mutex::default(),
             next_update: AtomicI64::new(1),
             next_message: AtomicI64::new(100),
             next_query: AtomicI64::new(1),
@@ -278,6 +281,11 @@ impl FakeBotApi {
     /// The webhook registered by the last `setWebhook` (`None` before, or after `deleteWebhook`).
     pub fn webhook(&self) -> Option<Webhook> {
         self.inner.webhook.lock().expect("not poisoned").clone()
+    }
+
+    /// The command menu the last `setMyCommands` registered (`BotCommand` objects).
+    pub fn commands(&self) -> Vec<Value> {
+        self.inner.commands.lock().expect("not poisoned").clone()
     }
 
     /// How many buttons message `message_id` shows now.
@@ -865,6 +873,29 @@ fn respond(fake: &Inner, method: &str, body: &Value) -> (Response, Option<Value>
                 url: url.to_owned(),
                 secret: body["secret_token"].as_str().map(str::to_owned),
             });
+            ok(json!(true))
+        }
+        // BotCommand: `command` 1-32 characters of a-z, 0-9 and _; `description` 1-256 characters.
+        "setmycommands" => {
+            let Some(commands) = body["commands"].as_array() else {
+                return bad("Bad Request: parameter \"commands\" is required");
+            };
+            for c in commands {
+                let name = c["command"].as_str().unwrap_or_default();
+                let about = c["description"].as_str().unwrap_or_default();
+                if name.is_empty()
+                    || name.len() > 32
+                    || !name
+                        .bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+                {
+                    return bad("Bad Request: BOT_COMMAND_INVALID");
+                }
+                if about.is_empty() || about.chars().count() > 256 {
+                    return bad("Bad Request: BOT_COMMAND_DESCRIPTION_INVALID");
+                }
+            }
+            *fake.commands.lock().expect("not poisoned") = commands.clone();
             ok(json!(true))
         }
         "deletewebhook" => {

@@ -39,7 +39,8 @@
 //! `turn_ended` waits for its reply to be posted).
 
 pub use frogbot_channel::{
-    ChangeOutcome, STOP_REFUSED_TEXT, channel_chat_id, channel_message_id, is_stop_word,
+    ChangeOutcome, Command, NEW_REFUSED_TEXT, STOP_REFUSED_TEXT, channel_chat_id,
+    channel_message_id, is_stop_word,
 };
 
 use async_trait::async_trait;
@@ -108,6 +109,9 @@ pub enum ChannelMessageOutcome {
     Stopped,
     /// A `stop` from someone else: refused, with a notice in the thread.
     StopRefused,
+    /// A `new` while a reply is written or a question waits: refused, with a notice in the
+    /// thread ([`NEW_REFUSED_TEXT`]); nothing changed.
+    NewRefused,
     /// The thread's chat is bound to an external agent: the message waits in its inbox.
     Inbox,
 }
@@ -124,6 +128,7 @@ impl ChannelMessageOutcome {
             Self::Duplicate => M::Duplicate,
             Self::Stopped => M::Stopped,
             Self::StopRefused => M::StopRefused,
+            Self::NewRefused => M::NewRefused,
             Self::Inbox => M::Inbox,
         }
     }
@@ -1079,6 +1084,13 @@ impl Channels {
         }
         let message_id =
             (!message.id.is_empty()).then(|| channel_message_id(platform, &message.id));
+        // `new` is sent like any message, with the part that starts a new conversation, and
+        // only into an idle chat (its turn answers it without the model).
+        let new = Command::parse(&message.text) == Some(Command::New);
+        let mut parts = vec![crate::model::MessagePart::text(message.text)];
+        if new {
+            parts.push(crate::model::MessagePart::new_conversation());
+        }
         let (model, reasoning) = (settings.model.clone(), settings.reasoning.clone());
         let context = match (&existing, &outbox) {
             (None, Some(o)) => {
@@ -1098,7 +1110,7 @@ impl Channels {
                 SendMessage {
                     chat_id: chat_id.clone(),
                     id: message_id,
-                    parts: vec![crate::model::MessagePart::text(message.text)],
+                    parts,
                     author: actor.user,
                     delivery: crate::model::Delivery::Queue,
                     model,
@@ -1107,15 +1119,27 @@ impl Channels {
                     speaker,
                     context,
                 },
-                true,
+                !new,
             )
             .await;
         let _ = seen_tx.send(match &sent {
             Ok(SendResult::Started(_) | SendResult::Queued { .. }) => Some(Ack::Seen),
-            // Taken to the agent's inbox instead (`channel_message`).
-            Ok(SendResult::Duplicate) | Err(Error::AgentChat { .. }) => None,
+            // Taken to the agent's inbox instead (`channel_message`), or a refused `new` (its
+            // notice says why).
+            Ok(SendResult::Duplicate)
+            | Err(Error::AgentChat { .. } | Error::TurnInProgress { .. }) => None,
             Err(_) => Some(Ack::Failed),
         });
+        if new && matches!(sent, Err(Error::TurnInProgress { .. })) {
+            if let Some(o) = &outbox {
+                let (o, thread) = (o.clone(), thread_hook.clone());
+                self.show(&chat_id, async move {
+                    Self::notice(o.as_ref(), &thread, NEW_REFUSED_TEXT).await;
+                });
+            }
+            self.tidy(&chat_id);
+            return Ok(ChannelMessageOutcome::NewRefused);
+        }
         if let (Some(o), Ok(SendResult::Queued { .. })) = (&outbox, &sent) {
             let first = {
                 let mut all = self.progress.lock().expect("progress");

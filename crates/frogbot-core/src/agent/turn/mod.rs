@@ -967,6 +967,8 @@ impl Turns {
             Start::New { message, .. } => Some(message.message.id.clone()),
             Start::Resume { .. } => None,
         };
+        let new_conversation =
+            matches!(&start, Start::New { message, .. } if message.message.starts_conversation());
         let halt = tokio_util::sync::CancellationToken::new();
         let halt_id = self.next_run.fetch_add(1, Ordering::SeqCst);
         self.halts.lock().expect("halts").insert(
@@ -1028,6 +1030,20 @@ impl Turns {
         let _ = tx.send(TurnEvent::Start {
             message_id: reply.id.clone(),
         });
+        if new_conversation {
+            // Answered without the model: the history it would see starts after this message.
+            reply
+                .parts
+                .push(MessagePart::text(crate::model::NEW_CONVERSATION_TEXT));
+            if let Some(w) = &watch {
+                w.mark(&mut reply);
+            }
+            return Ok(TurnEnd::Idle {
+                reply: with_position(reply, position),
+                saved: false,
+                why: EndWhy::Reply,
+            });
+        }
         if resuming {
             let extra = self.step_tools(chat.channel.as_ref().map(|c| c.platform.as_str()));
             let mut asked = self

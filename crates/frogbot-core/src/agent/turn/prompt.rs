@@ -44,6 +44,10 @@ struct ChatHistory {
     /// Whether several people speak in the chat (or it began with a thread's earlier messages):
     /// then the model sees every user message with its speaker's name.
     named: bool,
+    /// Where the current conversation starts: the first order key after the turn of the newest
+    /// message that starts a new conversation ([`UiMessage::starts_conversation`]). Nothing
+    /// before it is history, whatever order messages are read in.
+    floor: Option<OrderKey>,
 }
 
 type OrderKey = (bool, i64, i64, i64);
@@ -111,9 +115,27 @@ impl ChatHistory {
         }
     }
 
-    /// Puts `m` in its place (replacing an older version of it); queued messages are not history.
+    /// Puts `m` in its place (replacing an older version of it); queued messages are not history,
+    /// nor is anything before the current conversation's start.
     fn apply(&mut self, m: &StoredMessage) {
         self.version = self.version.max(m.version);
+        if let (false, Some(position)) = (m.queued, m.position)
+            && m.message.starts_conversation()
+        {
+            // The conversation starts after this message's turn (its reply is not history either).
+            let floor = (false, position + 1, i64::MIN, i64::MIN);
+            if self.floor.is_none_or(|f| f < floor) {
+                self.floor = Some(floor);
+                self.messages.retain(|(held, _)| held.key >= floor);
+                self.keys.retain(|_, key| *key >= floor);
+                self.prefix = Transcript::new();
+                self.prefix_len = 0;
+            }
+            return;
+        }
+        if self.floor.is_some_and(|f| m.order_key() < f) {
+            return;
+        }
         self.note_speaker(m);
         let (plain, named) = converted(m);
         let current = if self.named { named.clone() } else { plain };

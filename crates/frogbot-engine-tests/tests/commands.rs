@@ -1,0 +1,276 @@
+//! A person's commands in a channel thread (issue 40, item 4), on SQLite (`sqlite::…`) and
+//! PostgreSQL (`postgres::…`): `new` starts a new conversation that the model sees alone (also
+//! after a restart), is refused while a reply is written or a question waits (nothing changed),
+//! and is refused to someone the channel does not let in.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use frogbot_core::BoxError;
+use frogbot_core::agent::scripted::{ScriptEvent, ScriptedModel, reply};
+use frogbot_core::agent::{
+    AccessCheck, AllowAll, AllowList, Channel, ChannelMessageOutcome, ChannelOutbox, Engine,
+    EngineConfig, ModelEvent, ModelMessage, ModelRequest, NEW_REFUSED_TEXT, channel_chat_id,
+};
+use frogbot_core::model::{
+    Ack, NEW_CONVERSATION_TEXT, PlatformUser, PrefixedIdentity, Thread, ThreadMessage,
+    ThreadMessageMetadata, TurnState, UiMessage,
+};
+use frogbot_core::store::DynStore;
+use frogbot_testkit::eventually;
+use serde_json::json;
+use tokio::sync::Semaphore;
+
+const PLATFORM: &str = "test";
+const THREAD: &str = "T1";
+const WAIT: Duration = Duration::from_secs(20);
+
+#[derive(Default)]
+struct Recorder {
+    posts: Mutex<Vec<String>>,
+    acks: Mutex<Vec<(String, Ack)>>,
+    /// The user texts of every model request, in order.
+    requests: Mutex<Vec<Vec<String>>>,
+}
+
+struct Outbox(Arc<Recorder>);
+
+#[async_trait]
+impl ChannelOutbox for Outbox {
+    async fn post_reply(&self, _thread: &Thread, reply: &UiMessage) -> Result<(), BoxError> {
+        self.0.posts.lock().unwrap().push(reply.text());
+        Ok(())
+    }
+
+    async fn ack(&self, _thread: &Thread, message_id: &str, ack: Ack) -> Result<(), BoxError> {
+        self.0.acks.lock().unwrap().push((message_id.into(), ack));
+        Ok(())
+    }
+}
+
+struct World {
+    engine: Engine,
+    rec: Arc<Recorder>,
+    gate: Arc<Semaphore>,
+    store: DynStore,
+}
+
+/// An engine over `store` whose model replies `re: <last user text>` (after waiting on the gate
+/// when the text says "gate") and records what it was shown.
+fn world_on(store: DynStore, access: Arc<dyn AccessCheck>) -> World {
+    let gate = Arc::new(Semaphore::new(0));
+    let rec = Arc::new(Recorder::default());
+    let (g, r) = (gate.clone(), rec.clone());
+    let model = ScriptedModel::new(move |req: &ModelRequest| {
+        let users: Vec<String> = req
+            .messages
+            .iter()
+            .filter_map(|m| match m {
+                ModelMessage::User { text } => Some(text.clone()),
+                _ => None,
+            })
+            .collect();
+        let last = users.last().cloned().unwrap_or_default();
+        r.requests.lock().unwrap().push(users);
+        let mut events = Vec::new();
+        if last.contains("gate") {
+            events.push(ScriptEvent::Event(ModelEvent::TextDelta("… ".into())));
+            events.push(ScriptEvent::Gate(g.clone()));
+        }
+        events.extend(reply(&format!("re: {last}")));
+        events
+    });
+    let engine = Engine::new(
+        store.clone(),
+        vec![frogbot_testkit::offer("main", model)],
+        vec![],
+        EngineConfig::default(),
+    )
+    .with_channel(Channel {
+        platform: PLATFORM.into(),
+        questions: None,
+        identity: Arc::new(PrefixedIdentity),
+        access,
+        outbox: Some(Arc::new(Outbox(rec.clone()))),
+    });
+    World {
+        engine,
+        rec,
+        gate,
+        store,
+    }
+}
+
+fn said(id: &str, who: &str, text: &str) -> ThreadMessage {
+    ThreadMessage {
+        id: id.into(),
+        text: text.into(),
+        author: PlatformUser {
+            id: who.into(),
+            name: Some(who.into()),
+            is_bot: false,
+        },
+        metadata: ThreadMessageMetadata {
+            date_sent: "2026-12-06T00:00:00Z".into(),
+        },
+        reply_to: None,
+        raw: json!(null),
+    }
+}
+
+impl World {
+    async fn say(&self, id: &str, who: &str, text: &str) -> ChannelMessageOutcome {
+        self.engine
+            .channels()
+            .message(PLATFORM, THREAD, said(id, who, text))
+            .await
+            .unwrap()
+    }
+
+    async fn until_ack(&self, id: &str, ack: Ack) {
+        eventually(&format!("{id} marked {ack:?}"), WAIT, async || {
+            self.rec
+                .acks
+                .lock()
+                .unwrap()
+                .iter()
+                .rev()
+                .find(|(m, _)| m == id)
+                .map(|(_, a)| *a)
+                == Some(ack)
+        })
+        .await;
+    }
+
+    async fn idle(&self) {
+        let chat = channel_chat_id(PLATFORM, THREAD);
+        eventually("the chat idle", WAIT, async || {
+            self.engine.chats().state(&chat).await.unwrap() == TurnState::Idle
+        })
+        .await;
+    }
+
+    fn posts(&self) -> Vec<String> {
+        self.rec.posts.lock().unwrap().clone()
+    }
+
+    fn last_request(&self) -> Vec<String> {
+        self.rec
+            .requests
+            .lock()
+            .unwrap()
+            .last()
+            .cloned()
+            .expect("a model request")
+    }
+
+    fn requests(&self) -> usize {
+        self.rec.requests.lock().unwrap().len()
+    }
+
+    async fn stored_ids(&self) -> Vec<String> {
+        self.engine
+            .chats()
+            .messages(&channel_chat_id(PLATFORM, THREAD))
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|m| m.message.id)
+            .collect()
+    }
+}
+
+async fn new_starts_a_conversation_the_model_sees_alone(url: &str) {
+    let w = world_on(frogbot_testkit::open_store(url).await, Arc::new(AllowAll));
+    w.say("m1", "ada", "the codeword is kiwi").await;
+    w.until_ack("m1", Ack::Done).await;
+    assert_eq!(w.last_request(), ["the codeword is kiwi"]);
+    let asked = w.requests();
+
+    // `/new` is answered without the model, in the thread, and acknowledged like a message.
+    assert!(matches!(
+        w.say("m2", "ada", " /NEW ").await,
+        ChannelMessageOutcome::Sent(_)
+    ));
+    w.until_ack("m2", Ack::Done).await;
+    assert_eq!(
+        w.posts(),
+        ["re: the codeword is kiwi", NEW_CONVERSATION_TEXT]
+    );
+    assert_eq!(w.requests(), asked, "the model was not called for /new");
+
+    // The next message: the model sees it alone (not m1, its reply, /new or the bot's answer).
+    w.say("m3", "ada", "what is the codeword?").await;
+    w.until_ack("m3", Ack::Done).await;
+    assert_eq!(w.last_request(), ["what is the codeword?"]);
+    // The chat keeps everything: the web chat and the HTTP API show the whole thread.
+    let ids = w.stored_ids().await;
+    assert_eq!(ids.len(), 6, "{ids:?}");
+    assert!(ids.contains(&"test-m1".to_owned()) && ids.contains(&"test-m2".to_owned()));
+
+    // A restarted process (a fresh engine, nothing cached) reads the conversation the same way;
+    // `!new` works too, and the second start wins.
+    let again = world_on(w.store.clone(), Arc::new(AllowAll));
+    again.say("m4", "ada", "and now?").await;
+    again.until_ack("m4", Ack::Done).await;
+    assert_eq!(again.last_request(), ["what is the codeword?", "and now?"]);
+    again.say("m5", "ada", "!new").await;
+    again.until_ack("m5", Ack::Done).await;
+    again.say("m6", "ada", "fresh").await;
+    again.until_ack("m6", Ack::Done).await;
+    assert_eq!(again.last_request(), ["fresh"]);
+}
+
+async fn new_while_a_reply_is_written_is_refused_and_changes_nothing(url: &str) {
+    let w = world_on(frogbot_testkit::open_store(url).await, Arc::new(AllowAll));
+    w.say("m1", "ada", "gate: the codeword is kiwi").await;
+    w.until_ack("m1", Ack::Working).await;
+    for (id, who) in [("m2", "ada"), ("m3", "bob")] {
+        assert!(matches!(
+            w.say(id, who, "/new").await,
+            ChannelMessageOutcome::NewRefused
+        ));
+    }
+    eventually("the refusal shown", WAIT, async || {
+        w.posts().iter().filter(|p| *p == NEW_REFUSED_TEXT).count() == 2
+    })
+    .await;
+    w.gate.add_permits(1);
+    w.until_ack("m1", Ack::Done).await;
+    w.idle().await;
+    // Nothing of the refused commands was saved, queued or run.
+    assert_eq!(w.stored_ids().await.len(), 2);
+    w.say("m4", "ada", "what is the codeword?").await;
+    w.until_ack("m4", Ack::Done).await;
+    assert_eq!(
+        w.last_request(),
+        ["gate: the codeword is kiwi", "what is the codeword?"],
+        "the conversation goes on"
+    );
+}
+
+async fn new_from_someone_not_let_in_is_denied(url: &str) {
+    let w = world_on(
+        frogbot_testkit::open_store(url).await,
+        Arc::new(AllowList::new(["test:ada"])),
+    );
+    w.say("m1", "ada", "the codeword is kiwi").await;
+    w.until_ack("m1", Ack::Done).await;
+    assert!(matches!(
+        w.say("m2", "mallory", "/new").await,
+        ChannelMessageOutcome::Denied
+    ));
+    w.say("m3", "ada", "what is the codeword?").await;
+    w.until_ack("m3", Ack::Done).await;
+    assert_eq!(
+        w.last_request(),
+        ["the codeword is kiwi", "what is the codeword?"]
+    );
+}
+
+frogbot_testkit::backends!(
+    new_starts_a_conversation_the_model_sees_alone,
+    new_while_a_reply_is_written_is_refused_and_changes_nothing,
+    new_from_someone_not_let_in_is_denied,
+);
