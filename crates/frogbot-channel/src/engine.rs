@@ -104,9 +104,9 @@ pub enum MessageOutcome {
     Stopped,
     /// A `stop` from someone else: refused, with a notice in the thread.
     StopRefused,
-    /// A `new` while a reply is written or a question waits: refused, with a notice in the
-    /// thread ([`NEW_REFUSED_TEXT`]); nothing changed.
-    NewRefused,
+    /// A command answered with a notice in the thread, nothing saved: what `model` lists, or a
+    /// refusal (`new` while a reply is written, [`COMMAND_BUSY_TEXT`]; a model not offered).
+    Told,
     /// The thread's chat is bound to an external agent: the message waits in its inbox.
     Inbox,
 }
@@ -388,10 +388,11 @@ fn mismatch(other: Received) -> EngineError {
     EngineError::new(format!("the engine answered with {other:?}"))
 }
 
-/// A command a person types in a thread, read the same on every platform: the whole message is
-/// the command's word after `/` (Telegram's command menu, Discord) or `!` (Matrix and Slack, whose
-/// clients take a leading `/` for their own commands), any case. A platform's adapter strips a
-/// mention of the bot first (`@bot /new`, `/new@bot` on Telegram).
+/// A command a person types in a thread, read the same on every platform: the message is the
+/// command's word after `/` (Telegram's command menu, Discord) or `!` (Matrix and Slack, whose
+/// clients take a leading `/` for their own commands), any case, then its arguments if it takes
+/// any. A platform's adapter strips a mention of the bot first (`@bot /new`, `/new@bot` on
+/// Telegram).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Command {
@@ -401,33 +402,65 @@ pub enum Command {
     /// the model sees nothing said before. Refused while a reply is written or a question waits
     /// (nothing is dropped: stop or answer first).
     New,
+    /// `model` lists the offered models and the thread's; `model ID [REASONING]` chooses the
+    /// model (and reasoning option) the thread's later messages are answered with. A model or
+    /// option that is not offered is refused, nothing changed.
+    Model,
 }
 
 impl Command {
-    /// Every command with the line a command menu shows for it (Telegram's `setMyCommands`, a
-    /// help text).
-    pub const ALL: [(Command, &'static str, &'static str); 2] = [
+    /// Every command with its word and the line a command menu shows for it (Telegram's
+    /// `setMyCommands`, Discord's application commands, a help text).
+    pub const ALL: [(Command, &'static str, &'static str); 3] = [
         (Command::Stop, "stop", "Stop the reply being written"),
         (
             Command::New,
             "new",
             "Start a new conversation (the bot forgets this thread's earlier messages)",
         ),
+        (
+            Command::Model,
+            "model",
+            "Show or choose the model (and reasoning) for this thread",
+        ),
     ];
 
-    /// Reads `text` as a command: `None` for anything else. `stop` is also read bare (as people
-    /// say it); `new` only with its `/` or `!`, so an answer that happens to be "new" stays one.
-    pub fn parse(text: &str) -> Option<Command> {
-        let t = text.trim();
-        let word = t.strip_prefix(['/', '!']);
-        if t.eq_ignore_ascii_case("stop") {
-            return Some(Command::Stop);
-        }
-        let word = word?;
+    /// The command's word (`new`).
+    pub fn word(self) -> &'static str {
         Command::ALL
             .iter()
-            .find(|(_, name, _)| word.eq_ignore_ascii_case(name))
-            .map(|(c, _, _)| *c)
+            .find(|(c, _, _)| *c == self)
+            .map(|(_, w, _)| *w)
+            .expect("every command is in ALL")
+    }
+
+    /// Whether the command takes arguments after its word.
+    pub fn takes_arguments(self) -> bool {
+        self == Command::Model
+    }
+
+    /// Reads `text` as a command and its arguments (trimmed; empty when none): `None` for
+    /// anything else, and for arguments given to a command that takes none. `stop` is also read
+    /// bare (as people say it); the others only after their `/` or `!`, so an answer that happens
+    /// to be "new" stays one.
+    pub fn read(text: &str) -> Option<(Command, &str)> {
+        let t = text.trim();
+        if t.eq_ignore_ascii_case("stop") {
+            return Some((Command::Stop, ""));
+        }
+        let rest = t.strip_prefix(['/', '!'])?;
+        let (word, args) = rest
+            .split_once(char::is_whitespace)
+            .map_or((rest, ""), |(w, a)| (w, a.trim()));
+        let (command, _, _) = Command::ALL
+            .iter()
+            .find(|(_, name, _)| word.eq_ignore_ascii_case(name))?;
+        (args.is_empty() || command.takes_arguments()).then_some((*command, args))
+    }
+
+    /// [`Command::read`] without the arguments.
+    pub fn parse(text: &str) -> Option<Command> {
+        Command::read(text).map(|(c, _)| c)
     }
 }
 
@@ -436,9 +469,9 @@ pub fn is_stop_word(text: &str) -> bool {
     Command::parse(text) == Some(Command::Stop)
 }
 
-/// Said when `new` comes while a reply is written or a question waits.
-pub const NEW_REFUSED_TEXT: &str = "A reply is still being written here, or a question waits: \
-    say stop (or answer the question, or skip it) first, then new.";
+/// Said when `new` or `model ID` comes while a reply is written or a question waits.
+pub const COMMAND_BUSY_TEXT: &str = "A reply is still being written here, or a question waits: \
+    say stop (or answer the question, or skip it) first, then send the command again.";
 
 /// Said to someone who is not driving the turn they try to stop.
 pub const STOP_REFUSED_TEXT: &str = "Only the person who started this can stop it.";
@@ -487,6 +520,9 @@ mod tests {
             ("new", None),
             ("/new please", None),
             ("/renew", None),
+            ("/model", Some(Command::Model)),
+            ("!model alt high", Some(Command::Model)),
+            ("/stop now", None),
             ("//new", None),
             ("", None),
             ("/", None),
@@ -494,5 +530,11 @@ mod tests {
             assert_eq!(Command::parse(text), want, "{text:?}");
         }
         assert!(is_stop_word("/STOP") && !is_stop_word("stop it"));
+        assert_eq!(
+            Command::read("!MODEL   alt  high "),
+            Some((Command::Model, "alt  high"))
+        );
+        assert_eq!(Command::read("/model"), Some((Command::Model, "")));
+        assert_eq!(Command::New.word(), "new");
     }
 }

@@ -93,9 +93,9 @@ pub mod retry;
 pub use adapter::Adapter;
 pub use delivery::Delivery;
 pub use engine::{
-    ChangeOutcome, ChannelEngine, Command, EngineError, EngineHandle, EventOutcome, FormTarget,
-    Incoming, InteractionOutcome, MessageOutcome, NEW_REFUSED_TEXT, Received, STOP_REFUSED_TEXT,
-    StopOutcome, channel_chat_id, channel_message_id, is_stop_word,
+    COMMAND_BUSY_TEXT, ChangeOutcome, ChannelEngine, Command, EngineError, EngineHandle,
+    EventOutcome, FormTarget, Incoming, InteractionOutcome, MessageOutcome, Received,
+    STOP_REFUSED_TEXT, StopOutcome, channel_chat_id, channel_message_id, is_stop_word,
 };
 pub use executor::{Done, Outcome, ThreadExecutor};
 pub use frogbot_model::NEW_CONVERSATION_TEXT;

@@ -266,6 +266,16 @@ impl MessagePart {
         MessagePart::Other(serde_json::json!({ "type": NEW_CONVERSATION_PART }))
     }
 
+    /// The part that chooses the model (and reasoning option) of the chat's later messages
+    /// (`{"type": "data-model-choice", "data": {"model", "reasoning"?}}`, [`MODEL_CHOICE_PART`]).
+    pub fn model_choice(model: &str, reasoning: Option<&str>) -> Self {
+        let mut data = serde_json::json!({ "model": model });
+        if let Some(r) = reasoning {
+            data["reasoning"] = r.into();
+        }
+        MessagePart::Other(serde_json::json!({ "type": MODEL_CHOICE_PART, "data": data }))
+    }
+
     /// Whether this is [`MessagePart::new_conversation`].
     pub fn is_new_conversation(&self) -> bool {
         matches!(self, MessagePart::Other(v)
@@ -283,10 +293,45 @@ pub const NEW_CONVERSATION_PART: &str = "data-new-conversation";
 pub const NEW_CONVERSATION_TEXT: &str =
     "🆕 New conversation: I no longer see the earlier messages here.";
 
+/// The reply to a message that chooses a model ([`MessagePart::model_choice`]).
+pub fn model_choice_text(model: &str, reasoning: Option<&str>) -> String {
+    match reasoning {
+        Some(r) => format!("🧠 From now on this thread is answered by {model}, reasoning {r}."),
+        None => format!("🧠 From now on this thread is answered by {model}."),
+    }
+}
+
+/// The type of the data part a person's `/model` command is saved with
+/// ([`MessagePart::model_choice`]): the chat's later messages are sent with that model and
+/// reasoning option, until another choice.
+pub const MODEL_CHOICE_PART: &str = "data-model-choice";
+
 impl UiMessage {
     /// Whether this user message starts a new conversation ([`NEW_CONVERSATION_PART`]).
     pub fn starts_conversation(&self) -> bool {
         self.role == Role::User && self.parts.iter().any(MessagePart::is_new_conversation)
+    }
+
+    /// The model and reasoning option this user message chooses for its chat
+    /// ([`MODEL_CHOICE_PART`]), if it does.
+    pub fn model_choice(&self) -> Option<(String, Option<String>)> {
+        if self.role != Role::User {
+            return None;
+        }
+        self.parts.iter().find_map(|p| match p {
+            MessagePart::Other(v)
+                if v.get("type").and_then(Value::as_str) == Some(MODEL_CHOICE_PART) =>
+            {
+                let data = v.get("data")?;
+                let model = data.get("model")?.as_str()?.to_owned();
+                let reasoning = data
+                    .get("reasoning")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
+                Some((model, reasoning))
+            }
+            _ => None,
+        })
     }
 }
 

@@ -31,8 +31,8 @@ mod turn;
 pub mod views;
 
 pub use channel::{
-    ChangeOutcome, ChannelMessageOutcome, Command, INTERRUPTED_MARK, MAX_STEPS_TEXT,
-    NEW_REFUSED_TEXT, QUEUED_BEHIND_QUESTION_TEXT, QUEUED_TEXT, STOP_REFUSED_TEXT, channel_chat_id,
+    COMMAND_BUSY_TEXT, ChangeOutcome, ChannelMessageOutcome, Command, INTERRUPTED_MARK,
+    MAX_STEPS_TEXT, QUEUED_BEHIND_QUESTION_TEXT, QUEUED_TEXT, STOP_REFUSED_TEXT, channel_chat_id,
     channel_message_id, failure_text, is_stop_word,
 };
 pub use clock::{Clock, DatabaseClock, ManualClock, SystemClock};

@@ -39,7 +39,7 @@
 //! `turn_ended` waits for its reply to be posted).
 
 pub use frogbot_channel::{
-    ChangeOutcome, Command, NEW_REFUSED_TEXT, STOP_REFUSED_TEXT, channel_chat_id,
+    COMMAND_BUSY_TEXT, ChangeOutcome, Command, STOP_REFUSED_TEXT, channel_chat_id,
     channel_message_id, is_stop_word,
 };
 
@@ -109,9 +109,9 @@ pub enum ChannelMessageOutcome {
     Stopped,
     /// A `stop` from someone else: refused, with a notice in the thread.
     StopRefused,
-    /// A `new` while a reply is written or a question waits: refused, with a notice in the
-    /// thread ([`NEW_REFUSED_TEXT`]); nothing changed.
-    NewRefused,
+    /// A command answered with a notice in the thread, nothing saved: what `model` lists, or a
+    /// refusal (`new` while a reply is written, [`COMMAND_BUSY_TEXT`]; a model not offered).
+    Told,
     /// The thread's chat is bound to an external agent: the message waits in its inbox.
     Inbox,
 }
@@ -128,7 +128,7 @@ impl ChannelMessageOutcome {
             Self::Duplicate => M::Duplicate,
             Self::Stopped => M::Stopped,
             Self::StopRefused => M::StopRefused,
-            Self::NewRefused => M::NewRefused,
+            Self::Told => M::Told,
             Self::Inbox => M::Inbox,
         }
     }
@@ -977,6 +977,50 @@ impl Channels {
         }
     }
 
+    /// What `model` says: the offered models (each with its reasoning options), the thread's,
+    /// and how to choose; first, when `refused` names a choice, that it is not offered.
+    fn models_text(
+        &self,
+        current: Option<&str>,
+        reasoning: Option<&str>,
+        refused: Option<&str>,
+    ) -> String {
+        let offers = self.turns.offers();
+        let listed: Vec<String> = offers
+            .iter()
+            .enumerate()
+            .map(|(i, (id, options))| {
+                let default = if i == 0 { " (default)" } else { "" };
+                if options.is_empty() {
+                    format!("{id}{default}")
+                } else {
+                    format!("{id}{default} — reasoning {}", options.join(", "))
+                }
+            })
+            .collect();
+        let mut out = String::new();
+        if let Some(what) = refused {
+            out.push_str(&format!("{what} is not offered here; nothing changed. "));
+        }
+        out.push_str(&format!("Models offered: {}.", listed.join("; ")));
+        if let Some(m) = current.or(offers.first().map(|(id, _)| id.as_str())) {
+            match reasoning {
+                Some(r) => out.push_str(&format!(" This thread: {m}, reasoning {r}.")),
+                None => out.push_str(&format!(" This thread: {m}.")),
+            }
+        }
+        let example = offers
+            .iter()
+            .find(|(_, o)| !o.is_empty())
+            .map(|(id, o)| format!("{id} {}", o[0]))
+            .or_else(|| offers.first().map(|(id, _)| id.clone()))
+            .unwrap_or_default();
+        out.push_str(&format!(
+            " Choose with: /model ID [REASONING] (e.g. /model {example}; !model on Slack and Matrix)."
+        ));
+        out
+    }
+
     async fn channel_message_once(
         &self,
         platform: &str,
@@ -1084,14 +1128,73 @@ impl Channels {
         }
         let message_id =
             (!message.id.is_empty()).then(|| channel_message_id(platform, &message.id));
-        // `new` is sent like any message, with the part that starts a new conversation, and
-        // only into an idle chat (its turn answers it without the model).
-        let new = Command::parse(&message.text) == Some(Command::New);
-        let mut parts = vec![crate::model::MessagePart::text(message.text)];
-        if new {
-            parts.push(crate::model::MessagePart::new_conversation());
+        // The thread's model: its last `model` choice, else the channel's.
+        let (mut model, mut reasoning) = (settings.model.clone(), settings.reasoning.clone());
+        let chosen = match &existing {
+            Some(row) => self.turns.chat_choice(&chat_id, row.version).await?,
+            None => None,
+        };
+        if let Some((m, r)) = chosen {
+            (model, reasoning) = (Some(m), r);
         }
-        let (model, reasoning) = (settings.model.clone(), settings.reasoning.clone());
+        // `new` and `model ID` are sent like any message, with the part that says what they do,
+        // and only into an idle chat (their turn answers them without the model).
+        let command = Command::read(&message.text).map(|(c, args)| (c, args.to_owned()));
+        let mut parts = vec![crate::model::MessagePart::text(message.text)];
+        let told = |text: String| {
+            let (o, thread) = (outbox.clone(), thread_hook.clone());
+            self.show(&chat_id, async move {
+                if let Some(o) = o {
+                    Self::notice(o.as_ref(), &thread, &text).await;
+                }
+            });
+            Ok(ChannelMessageOutcome::Told)
+        };
+        let new = match command {
+            Some((Command::New, _)) => {
+                parts.push(crate::model::MessagePart::new_conversation());
+                true
+            }
+            Some((Command::Model, args)) => {
+                let words: Vec<&str> = args.split_whitespace().collect();
+                let Some((m, r)) = words.split_first().filter(|(_, r)| r.len() <= 1) else {
+                    return told(self.models_text(model.as_deref(), reasoning.as_deref(), None));
+                };
+                let r = r.first().copied();
+                if *m == crate::agent::ask::ASK_MODEL
+                    || self.turns.check_selection(Some(m), r).is_err()
+                {
+                    let what = match r {
+                        Some(r) => format!("{m} with reasoning {r}"),
+                        None => (*m).to_owned(),
+                    };
+                    return told(self.models_text(
+                        model.as_deref(),
+                        reasoning.as_deref(),
+                        Some(&what),
+                    ));
+                }
+                parts.push(crate::model::MessagePart::model_choice(m, r));
+                (model, reasoning) = (Some((*m).to_owned()), r.map(str::to_owned));
+                true
+            }
+            _ => {
+                if self
+                    .turns
+                    .check_selection(model.as_deref(), reasoning.as_deref())
+                    .is_err()
+                {
+                    // The thread's choice is no longer offered (the configuration changed):
+                    // never another model in its place.
+                    return told(format!(
+                        "The model chosen for this thread ({}) is no longer offered. {}",
+                        model.as_deref().unwrap_or("?"),
+                        self.models_text(None, None, None)
+                    ));
+                }
+                false
+            }
+        };
         let context = match (&existing, &outbox) {
             (None, Some(o)) => {
                 Self::thread_context(o.as_ref(), &thread_hook, &message.id, &settings).await
@@ -1131,14 +1234,9 @@ impl Channels {
             Err(_) => Some(Ack::Failed),
         });
         if new && matches!(sent, Err(Error::TurnInProgress { .. })) {
-            if let Some(o) = &outbox {
-                let (o, thread) = (o.clone(), thread_hook.clone());
-                self.show(&chat_id, async move {
-                    Self::notice(o.as_ref(), &thread, NEW_REFUSED_TEXT).await;
-                });
-            }
+            let outcome = told(COMMAND_BUSY_TEXT.to_owned());
             self.tidy(&chat_id);
-            return Ok(ChannelMessageOutcome::NewRefused);
+            return outcome;
         }
         if let (Some(o), Ok(SendResult::Queued { .. })) = (&outbox, &sent) {
             let first = {

@@ -347,6 +347,29 @@ impl Turns {
         Ok(id.to_string())
     }
 
+    /// The model and reasoning option a chat's messages chose last (`model ID` in a thread), as
+    /// of the chat row's `version`.
+    pub(crate) async fn chat_choice(
+        &self,
+        chat: &ChatId,
+        version: i64,
+    ) -> Result<Option<(String, Option<String>)>> {
+        self.history.choice(&self.store, chat, version).await
+    }
+
+    /// The models people may choose, each with its reasoning options (the default model first;
+    /// not the built-in model of asks).
+    pub(crate) fn offers(&self) -> Vec<(String, Vec<String>)> {
+        let mut out: Vec<(String, Vec<String>)> = self
+            .offers
+            .iter()
+            .filter(|o| o.id != crate::agent::ask::ASK_MODEL)
+            .map(|o| (o.id.clone(), o.reasoning.clone()))
+            .collect();
+        out.sort_by_key(|(id, _)| *id != self.config.default_model);
+        out
+    }
+
     fn offered(&self, model: Option<&str>, reasoning: Option<&str>) -> Result<ModelOffer> {
         let id = self.check_selection(model, reasoning)?;
         Ok(self
@@ -967,8 +990,11 @@ impl Turns {
             Start::New { message, .. } => Some(message.message.id.clone()),
             Start::Resume { .. } => None,
         };
-        let new_conversation =
-            matches!(&start, Start::New { message, .. } if message.message.starts_conversation());
+        // A command's message is answered without the model.
+        let command_reply = match &start {
+            Start::New { message, .. } => command_reply(&message.message),
+            Start::Resume { .. } => None,
+        };
         let halt = tokio_util::sync::CancellationToken::new();
         let halt_id = self.next_run.fetch_add(1, Ordering::SeqCst);
         self.halts.lock().expect("halts").insert(
@@ -1030,11 +1056,8 @@ impl Turns {
         let _ = tx.send(TurnEvent::Start {
             message_id: reply.id.clone(),
         });
-        if new_conversation {
-            // Answered without the model: the history it would see starts after this message.
-            reply
-                .parts
-                .push(MessagePart::text(crate::model::NEW_CONVERSATION_TEXT));
+        if let Some(text) = command_reply {
+            reply.parts.push(MessagePart::text(text));
             if let Some(w) = &watch {
                 w.mark(&mut reply);
             }
@@ -1538,4 +1561,17 @@ impl Drop for Unhalt<'_> {
 
 fn with_position(reply: UiMessage, position: i64) -> (UiMessage, i64) {
     (reply, position)
+}
+
+/// The reply to a command's message, written without the model: `new` (the history the model
+/// sees starts after it) and a model choice.
+fn command_reply(message: &UiMessage) -> Option<String> {
+    if message.starts_conversation() {
+        return Some(crate::model::NEW_CONVERSATION_TEXT.to_owned());
+    }
+    let (model, reasoning) = message.model_choice()?;
+    Some(crate::model::model_choice_text(
+        &model,
+        reasoning.as_deref(),
+    ))
 }

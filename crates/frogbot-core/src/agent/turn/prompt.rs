@@ -48,6 +48,9 @@ struct ChatHistory {
     /// message that starts a new conversation ([`UiMessage::starts_conversation`]). Nothing
     /// before it is history, whatever order messages are read in.
     floor: Option<OrderKey>,
+    /// The newest model choice ([`UiMessage::model_choice`]): model and reasoning option, with
+    /// its message's order key. A new conversation keeps it.
+    choice: Option<(OrderKey, String, Option<String>)>,
 }
 
 type OrderKey = (bool, i64, i64, i64);
@@ -119,6 +122,15 @@ impl ChatHistory {
     /// nor is anything before the current conversation's start.
     fn apply(&mut self, m: &StoredMessage) {
         self.version = self.version.max(m.version);
+        if !m.queued
+            && let Some((model, reasoning)) = m.message.model_choice()
+            && self
+                .choice
+                .as_ref()
+                .is_none_or(|(k, _, _)| *k <= m.order_key())
+        {
+            self.choice = Some((m.order_key(), model, reasoning));
+        }
         if let (false, Some(position)) = (m.queued, m.position)
             && m.message.starts_conversation()
         {
@@ -276,6 +288,35 @@ impl HistoryCache {
         current_as_of: Option<i64>,
         except: &str,
     ) -> Result<Transcript> {
+        self.read(store, chat, current_as_of, |entry| entry.transcript(except))
+            .await
+    }
+
+    /// The chat's model choice ([`UiMessage::model_choice`]) as of `version` (the chat row's):
+    /// read from the store only when the cache is older.
+    pub(crate) async fn choice(
+        &self,
+        store: &DynStore,
+        chat: &ChatId,
+        version: i64,
+    ) -> Result<Option<(String, Option<String>)>> {
+        self.read(store, chat, Some(version), |entry| {
+            entry
+                .choice
+                .as_ref()
+                .map(|(_, m, r)| (m.clone(), r.clone()))
+        })
+        .await
+    }
+
+    /// `f` over the chat's history brought up to date (see [`HistoryCache::history`]).
+    async fn read<R>(
+        &self,
+        store: &DynStore,
+        chat: &ChatId,
+        current_as_of: Option<i64>,
+        f: impl FnOnce(&mut ChatHistory) -> R,
+    ) -> Result<R> {
         let cached = {
             let inner = self.inner.lock().expect("history cache");
             inner.chats.get(chat).map(|h| h.version)
@@ -297,7 +338,7 @@ impl HistoryCache {
                     }
                     entry.version = entry.version.max(changes.version);
                 }
-                entry.transcript(except)
+                f(entry)
             })
             .expect("just inserted");
         inner.evict(self.limit);
