@@ -76,8 +76,8 @@ mod view;
 
 pub use harness::{DiscordHarness, conformance_harness};
 pub use payloads::{
-    component_interaction, component_on, dm_channel, message, modal_submit_in_labels,
-    modal_submit_interaction, text_channel, thread_channel, user,
+    command_interaction, component_interaction, component_on, dm_channel, message,
+    modal_submit_in_labels, modal_submit_interaction, text_channel, thread_channel, user,
 };
 pub use recording::{Recorded, RecordingDiscord};
 pub use state::{Call, FakeDiscord};

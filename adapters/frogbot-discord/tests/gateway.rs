@@ -421,6 +421,148 @@ async fn a_mention_opens_a_thread_and_the_thread_continues_the_chat() {
     }
 }
 
+impl Bot {
+    /// Alice (or `user`) uses the application command `name` with `options` in `channel`;
+    /// returns the interaction's callback.
+    async fn command(
+        &self,
+        n: u64,
+        channel: u64,
+        guild: Option<u64>,
+        user: &Value,
+        name: &str,
+        options: &[(&str, &str)],
+    ) -> Call {
+        let from = self.fake.calls().len();
+        let id = self
+            .fake
+            .commands()
+            .iter()
+            .find(|c| c["name"] == name)
+            .map(|c| c["id"].as_str().unwrap().to_owned())
+            .expect("the command is registered");
+        self.fake.dispatch(
+            "INTERACTION_CREATE",
+            fake::command_interaction(
+                500_000_000_000_000_000 + n,
+                APP,
+                &id,
+                channel,
+                guild,
+                user,
+                name,
+                options,
+                &format!("tok-{n}"),
+            ),
+        );
+        self.callback(from, n).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn application_commands_are_registered_and_new_and_model_work_in_a_thread() {
+    let bot = start(&["alice"], None).await;
+    // At start: the global commands, one per command, `model` with its choices.
+    frogbot_testkit::eventually("the commands registered", WAIT, async || {
+        bot.fake.commands().len() == 3
+    })
+    .await;
+    let commands = bot.fake.commands();
+    let names: Vec<&str> = commands
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["stop", "new", "model"]);
+    let model = commands.iter().find(|c| c["name"] == "model").unwrap();
+    assert_eq!(model["options"][0]["name"], "model");
+    assert_eq!(
+        model["options"][0]["choices"],
+        json!([{"name": "main", "value": "main"}])
+    );
+
+    let from = bot.fake.calls().len();
+    let thread = bot
+        .mention(930_000_000_000_000_001, &alice(), "the codeword is kiwi")
+        .await;
+    bot.posted_in(from, thread).await;
+    bot.idle(thread).await;
+
+    // `/new` in the thread: answered privately at once (the command as read), then the bot's
+    // answer in the thread; the model sees nothing said before.
+    let from = bot.fake.calls().len();
+    let answered = bot
+        .command(1, thread, Some(GUILD), &alice(), "new", &[])
+        .await;
+    assert_eq!(answered.body["type"], 4, "CHANNEL_MESSAGE_WITH_SOURCE");
+    assert_eq!(answered.body["data"]["content"], "/new");
+    assert_eq!(answered.body["data"]["flags"], 64, "ephemeral");
+    let said = bot.posted_in(from, thread).await;
+    assert_eq!(
+        said.body["content"],
+        frogbot_core::model::NEW_CONVERSATION_TEXT
+    );
+    bot.idle(thread).await;
+    let from = bot.fake.calls().len();
+    bot.say(
+        930_000_000_000_000_002,
+        thread,
+        Some(GUILD),
+        &alice(),
+        "what was it?",
+    );
+    bot.posted_in(from, thread).await;
+    let requests = bot.model.requests();
+    let last = requests.last().unwrap();
+    let users = last
+        .messages
+        .iter()
+        .filter(|m| matches!(m, ModelMessage::User { .. }))
+        .count();
+    assert_eq!(users, 1, "only the new conversation: {:?}", last.messages);
+    bot.idle(thread).await;
+
+    // `/model` with a model that is offered: confirmed in the thread.
+    let from = bot.fake.calls().len();
+    let answered = bot
+        .command(
+            2,
+            thread,
+            Some(GUILD),
+            &alice(),
+            "model",
+            &[("model", "main")],
+        )
+        .await;
+    assert_eq!(answered.body["data"]["content"], "/model main");
+    let said = bot.posted_in(from, thread).await;
+    assert_eq!(
+        said.body["content"],
+        frogbot_core::model::model_choice_text("main", None)
+    );
+    bot.idle(thread).await;
+
+    // Someone the bot does not let in: told privately, nothing changed.
+    let mallory = fake::user(MALLORY, "mallory", false);
+    let from = bot.fake.calls().len();
+    bot.command(3, thread, Some(GUILD), &mallory, "new", &[])
+        .await;
+    let note = bot.followup(from, "tok-3").await;
+    assert_eq!(note.body["flags"], 64);
+    assert_eq!(
+        note.body["content"],
+        frogbot_discord::channel::EVENT_DENIED_TEXT
+    );
+
+    // A guild channel that is not one of the bot's threads: told where to use it.
+    let answered = bot
+        .command(4, CHANNEL, Some(GUILD), &alice(), "new", &[])
+        .await;
+    assert_eq!(
+        answered.body["data"]["content"],
+        frogbot_discord::channel::COMMAND_WHERE_TEXT
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_click_is_acknowledged_recorded_settled_and_the_agent_continues() {
     let bot = start(&[], None).await;
@@ -619,6 +761,44 @@ async fn post_signed(
         status,
         serde_json::from_slice(&bytes).unwrap_or(Value::Null),
     )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_through_the_interactions_endpoint_is_answered_in_its_response() {
+    let key = ed25519_dalek::SigningKey::from_bytes(&[9; 32]);
+    let public: String = key
+        .verifying_key()
+        .as_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let bot = start(&[], Some(public)).await;
+    let router = bot.adapter.routes(&bot.engine.handle()).unwrap();
+    // `/model` (no option) in a DM: the HTTP response is the private answer; the list of
+    // models follows in the DM.
+    let dm = 720_000_000_000_000_001;
+    let command = fake::command_interaction(
+        500_000_000_000_000_021,
+        APP,
+        "800000000000000001",
+        dm,
+        None,
+        &alice(),
+        "model",
+        &[],
+        "tok-c1",
+    );
+    let from = bot.fake.calls().len();
+    let (status, response) = post_signed(&router, &key, &command).await;
+    assert_eq!((status, response["type"].as_u64()), (200, Some(4)));
+    assert_eq!(response["data"]["content"], "/model");
+    assert_eq!(response["data"]["flags"], 64);
+    let listed = bot.posted_in(from, dm).await;
+    let text = listed.body["content"].as_str().unwrap();
+    assert!(
+        text.starts_with("Models offered: main (default).") && text.contains("This thread: main."),
+        "{text}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -963,7 +1143,7 @@ async fn malformed_dispatches_are_ignored_with_a_log_line() {
     let logs = logs();
     let bot = start(&[], None).await;
     // Not JSON; an INTERACTION_CREATE without the fields of an interaction; an application
-    // command (a kind FrogBot does not handle); a click on a control that is not FrogBot's.
+    // command FrogBot does not know; a click on a control that is not FrogBot's.
     bot.fake.send_raw("{not json");
     bot.fake
         .dispatch("INTERACTION_CREATE", json!({"type": 3, "data": 7}));
@@ -986,7 +1166,7 @@ async fn malformed_dispatches_are_ignored_with_a_log_line() {
     loop {
         let text = logs.text();
         if text.contains("Err deserializing text")
-            && text.contains("interaction of a kind FrogBot does not handle ignored")
+            && text.contains("an application command FrogBot does not know ignored")
             && text.contains("a click on no FrogBot question ignored")
         {
             break;
@@ -994,9 +1174,16 @@ async fn malformed_dispatches_are_ignored_with_a_log_line() {
         assert!(tokio::time::Instant::now() < deadline, "log lines: {text}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    // Nothing was sent for the malformed ones (the stray click was only acknowledged).
+    // Nothing was sent for the malformed ones (the stray click was only acknowledged; the
+    // unknown command only told, privately, that it is not offered).
     let calls = bot.fake.calls();
-    assert!(calls.iter().all(|c| !c.path.contains("tok-9")));
+    let told: Vec<&Call> = calls.iter().filter(|c| c.path.contains("tok-9")).collect();
+    assert_eq!(told.len(), 1, "{told:#?}");
+    assert_eq!(
+        told[0].body["data"]["content"],
+        frogbot_discord::channel::UNKNOWN_COMMAND_TEXT
+    );
+    assert_eq!(told[0].body["data"]["flags"], 64);
     assert!(calls.iter().all(|c| !c.path.contains("/webhooks/")));
 }
 

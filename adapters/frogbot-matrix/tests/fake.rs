@@ -185,6 +185,58 @@ async fn a_dm_is_answered_in_a_thread_and_a_poll_response_answers_the_question()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bang_commands_start_a_new_conversation_and_choose_the_model_in_a_thread() {
+    let fake = FakeHomeserver::start().await;
+    let alice = person("alice");
+    let room = fake.create_room(&[&alice]);
+    let bot = bot(&fake, Vec::new()).await;
+    let hi = fake.inject(
+        &room,
+        &alice,
+        "m.room.message",
+        text("the codeword is kiwi"),
+    );
+    wait_reply(&fake, &room, hi.as_str(), "hello:").await;
+    let in_the_thread = |body: &str| {
+        json!({"msgtype": "m.text", "body": body,
+               "m.relates_to": {"rel_type": "m.thread", "event_id": hi.as_str(),
+                                "is_falling_back": true,
+                                "m.in_reply_to": {"event_id": hi.as_str()}}})
+    };
+    // Element takes a leading `/` for its own commands: `!new` is the command on Matrix.
+    fake.inject(&room, &alice, "m.room.message", in_the_thread("!new"));
+    wait_reply(
+        &fake,
+        &room,
+        hi.as_str(),
+        frogbot_core::model::NEW_CONVERSATION_TEXT,
+    )
+    .await;
+    let asked = bot.model.requests().len();
+    assert_eq!(asked, 1, "!new is answered without the model");
+    fake.inject(&room, &alice, "m.room.message", in_the_thread("!model"));
+    let listed = wait_reply(&fake, &room, hi.as_str(), "Models offered:").await;
+    assert!(body(&listed).contains("This thread: main."), "{listed}");
+    fake.inject(
+        &room,
+        &alice,
+        "m.room.message",
+        in_the_thread("what was it?"),
+    );
+    wait_reply(&fake, &room, hi.as_str(), "hello: what was it?").await;
+    let requests = bot.model.requests();
+    let users = requests
+        .last()
+        .unwrap()
+        .messages
+        .iter()
+        .filter(|m| matches!(m, ModelMessage::User { .. }))
+        .count();
+    assert_eq!(users, 1, "only the new conversation");
+    bot.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_long_reply_is_split_and_a_person_without_access_is_told_so() {
     let fake = FakeHomeserver::start().await;
     let alice = person("alice");

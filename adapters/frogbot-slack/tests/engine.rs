@@ -349,3 +349,78 @@ async fn the_engine_marks_a_message_seen_working_then_done_after_the_reply() {
         "hello there"
     );
 }
+
+/// A typed `!new` in a Slack thread (Slack's composer takes a leading `/` for its own slash
+/// commands, which cannot be used in threads): the bot starts a new conversation there, without
+/// the model, and the model then sees only what follows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_typed_bang_new_starts_a_new_conversation_in_the_thread() {
+    use frogbot_channel::Adapter;
+    let fake = FakeSlack::start().await;
+    let slack = frogbot_slack::channel::connect(fake.http_config())
+        .await
+        .unwrap();
+    let db = frogbot_testkit::sqlite_db();
+    let store = frogbot_testkit::open_store(&db.url).await;
+    let model = ScriptedModel::new(|req: &ModelRequest| {
+        let users = req
+            .messages
+            .iter()
+            .filter(|m| matches!(m, ModelMessage::User { .. }))
+            .count();
+        reply(&format!("{users} said, last: {}", last_user(req)))
+    });
+    let engine = frogbot_testkit::engine_with(store, model.clone()).with_channel(slack.channel());
+    let deliver = async |said: &frogbot_slack::testing::Message, mention: bool| {
+        let push = if mention {
+            fake.event_callback(fake.mention_event(said))
+        } else {
+            fake.event_callback(fake.message_event(said, "channel"))
+        };
+        let incoming = message_from_push_json(&push, BOT_USER).unwrap().unwrap();
+        match engine
+            .channels()
+            .message(PLATFORM, &incoming.thread, incoming.message)
+            .await
+            .unwrap()
+        {
+            ChannelMessageOutcome::Sent(Sent::Started(h)) => h.done.await.unwrap().unwrap(),
+            other => panic!("expected a turn, got {other:?}"),
+        }
+    };
+    let hi = fake.user_message("C42", None, "U123", &format!("<@{BOT_USER}> kiwi"));
+    deliver(&hi, true).await;
+    let root = hi.ts.clone();
+    deliver(
+        &fake.user_message("C42", Some(&root), "U123", "!new"),
+        false,
+    )
+    .await;
+    assert_eq!(
+        model.requests().len(),
+        1,
+        "!new is answered without the model"
+    );
+    let shown =
+        serde_json::to_string(&fake.all_calls().iter().map(|c| &c.body).collect::<Vec<_>>())
+            .unwrap();
+    assert!(
+        shown.contains(frogbot_core::model::NEW_CONVERSATION_TEXT),
+        "the thread is told"
+    );
+    deliver(
+        &fake.user_message("C42", Some(&root), "U123", "what was it?"),
+        false,
+    )
+    .await;
+    let requests = model.requests();
+    assert_eq!(last_user(requests.last().unwrap()), "what was it?");
+    let users = requests
+        .last()
+        .unwrap()
+        .messages
+        .iter()
+        .filter(|m| matches!(m, ModelMessage::User { .. }))
+        .count();
+    assert_eq!(users, 1, "only the new conversation");
+}

@@ -235,6 +235,13 @@ pub trait ChannelEngine: std::any::Any + Send + Sync {
     /// Whether `thread` of `platform` already has a chat: a platform that delivers thread
     /// replies without a mention asks before taking one in.
     async fn thread_known(&self, platform: &str, thread: &str) -> Result<bool, EngineError>;
+
+    /// The models people may choose with [`Command::Model`], each with its reasoning options
+    /// (the default first): a platform that registers its commands offers them as the command's
+    /// choices. None by default.
+    fn models(&self) -> Vec<(String, Vec<String>)> {
+        Vec::new()
+    }
 }
 
 /// A cheap, cloneable handle on a [`ChannelEngine`], with one typed method per [`Incoming`] kind
@@ -278,6 +285,11 @@ impl EngineHandle {
     /// [`ChannelEngine::thread_known`].
     pub async fn thread_known(&self, platform: &str, thread: &str) -> Result<bool, EngineError> {
         self.0.thread_known(platform, thread).await
+    }
+
+    /// [`ChannelEngine::models`].
+    pub fn models(&self) -> Vec<(String, Vec<String>)> {
+        self.0.models()
     }
 
     /// Receives [`Incoming::Message`].

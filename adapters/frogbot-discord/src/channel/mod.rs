@@ -41,7 +41,10 @@ pub use crate::PLATFORM;
 use crate::client::DiscordApi;
 use crate::convert::EndpointVerifier;
 use crate::{DiscordQuestions, Error};
-pub use receive::INTERACTIONS_PATH;
+pub use receive::{
+    COMMAND_WHERE_TEXT, EVENT_DENIED_TEXT, INTERACTIONS_PATH, UNKNOWN_COMMAND_TEXT,
+    application_commands, command_text,
+};
 
 /// The intents used when none are configured: guild messages, DMs and message content.
 pub const DEFAULT_INTENTS: &[&str] = &["GUILD_MESSAGES", "DIRECT_MESSAGES", "MESSAGE_CONTENT"];
@@ -292,6 +295,7 @@ impl Adapter for DiscordAdapter {
         // Every shard: one process receives for the whole bot.
         let adapter = self.clone();
         Some(tokio::spawn(async move {
+            receive::register_commands(&adapter.shared.http, &engine.models()).await;
             let total = match adapter.shard_count().await {
                 Ok(n) => n,
                 Err(e) => {

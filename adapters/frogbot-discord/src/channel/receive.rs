@@ -391,6 +391,19 @@ impl EventHandler for Handler {
                 on_component(&self.shared, &self.engine, component).await;
             }
             DiscordInteraction::Modal(modal) => on_modal(&self.shared, &self.engine, modal).await,
+            DiscordInteraction::Command(command) => {
+                let response = command_response(&self.shared, &self.engine, &command).await;
+                if let Err(e) = DiscordApi::create_interaction_response(
+                    self.shared.http.as_ref(),
+                    command.id,
+                    &command.token,
+                    &response,
+                )
+                .await
+                {
+                    warn!(error = %e, "discord: answering a command failed");
+                }
+            }
             other => warn!(
                 kind = ?other.kind(),
                 "discord: interaction of a kind FrogBot does not handle ignored"
@@ -922,6 +935,11 @@ async fn endpoint(State(state): State<Endpoint>, headers: HeaderMap, body: Bytes
                     .await,
                     "modal submission",
                 ),
+                DiscordInteraction::Command(command) => {
+                    return json_response(
+                        &command_response(&state.shared, &state.engine, command).await,
+                    );
+                }
                 other => {
                     warn!(kind = ?other.kind(), "discord: interactions endpoint: interaction of a kind FrogBot does not handle ignored");
                     return (StatusCode::BAD_REQUEST, "unsupported interaction").into_response();
@@ -932,6 +950,172 @@ async fn endpoint(State(state): State<Endpoint>, headers: HeaderMap, body: Bytes
             json_response(&crate::deferred_update())
         }
     }
+}
+
+/// Said, privately, to a command used where the bot holds no conversation (a guild channel
+/// that is not one of its threads).
+pub const COMMAND_WHERE_TEXT: &str =
+    "Use this command in a thread the bot is in, or in a DM with it.";
+
+/// Said, privately, to an application command FrogBot does not know (registered by an earlier
+/// version, or by hand).
+pub const UNKNOWN_COMMAND_TEXT: &str = "This command is not offered any more.";
+
+/// The application commands FrogBot registers (Discord's slash commands): one per
+/// [`Command`](frogbot_channel::Command), `model` with the options `model` and `reasoning`,
+/// offered as choices (`models`, from [`EngineHandle::models`]) when there are at most 25 of
+/// each (Discord's limit), else typed.
+pub fn application_commands(models: &[(String, Vec<String>)]) -> Vec<serenity::all::CreateCommand> {
+    use serenity::all::{CommandOptionType, CreateCommand, CreateCommandOption};
+    const CHOICES: usize = 25;
+    let mut reasoning: Vec<&String> = models.iter().flat_map(|(_, r)| r).collect();
+    reasoning.sort();
+    reasoning.dedup();
+    frogbot_channel::Command::ALL
+        .iter()
+        .map(|(command, word, about)| {
+            let mut c = CreateCommand::new(*word).description(truncate(about, 100));
+            if *command == frogbot_channel::Command::Model {
+                let mut model = CreateCommandOption::new(
+                    CommandOptionType::String,
+                    "model",
+                    "The model (leave out to list them)",
+                );
+                if models.len() <= CHOICES {
+                    for (id, _) in models {
+                        model = model.add_string_choice(truncate(id, 100), truncate(id, 100));
+                    }
+                }
+                let mut option = CreateCommandOption::new(
+                    CommandOptionType::String,
+                    "reasoning",
+                    "The reasoning option",
+                );
+                if reasoning.len() <= CHOICES {
+                    for r in &reasoning {
+                        option = option.add_string_choice(truncate(r, 100), truncate(r, 100));
+                    }
+                }
+                c = c.add_option(model).add_option(option);
+            }
+            c
+        })
+        .collect()
+}
+
+/// Registers [`application_commands`] as the bot's global commands (`PUT
+/// /applications/{id}/commands`, replacing the earlier set). A failure is logged: the commands
+/// still work when typed.
+pub(super) async fn register_commands(http: &Http, models: &[(String, Vec<String>)]) {
+    match http
+        .create_global_commands(&application_commands(models))
+        .await
+    {
+        Ok(set) => info!(
+            commands = set.len(),
+            "discord: application commands registered"
+        ),
+        Err(e) => {
+            warn!(error = %e, "discord: registering the application commands failed; typed commands still work")
+        }
+    }
+}
+
+/// The text command an application command stands for (`/model alt high`): the engine reads
+/// it as it reads a typed one.
+pub fn command_text(data: &serenity::all::CommandData) -> String {
+    let mut text = format!("/{}", data.name);
+    for name in ["model", "reasoning"] {
+        if let Some(value) = data
+            .options
+            .iter()
+            .find(|o| o.name == name)
+            .and_then(|o| o.value.as_str())
+        {
+            text.push(' ');
+            text.push_str(value.trim());
+        }
+    }
+    text
+}
+
+/// What an application command is answered with (within Discord's 3 s): privately, the command
+/// as the engine reads it; the engine's answer (its reply or notice) follows in the thread, as
+/// for a typed command, in the thread's order. Used in a DM, the command goes to the DM's own
+/// conversation; in a guild, only in a thread the bot holds ([`COMMAND_WHERE_TEXT`] elsewhere).
+/// Someone the bot does not let in is told so privately afterwards.
+async fn command_response(
+    shared: &Arc<Shared>,
+    engine: &EngineHandle,
+    command: &serenity::all::CommandInteraction,
+) -> CreateInteractionResponse {
+    let private = |text: &str| {
+        CreateInteractionResponse::Message(
+            CreateInteractionResponseMessage::new()
+                .ephemeral(true)
+                .content(text)
+                .allowed_mentions(crate::format::no_mentions()),
+        )
+    };
+    if !convert::is_someone(&command.user) {
+        warn!("discord: a command naming no user ignored");
+        return private(EVENT_DENIED_TEXT);
+    }
+    if frogbot_channel::Command::ALL
+        .iter()
+        .all(|(_, word, _)| *word != command.data.name)
+    {
+        // Registered by an earlier version, or by hand: never a message to the model.
+        warn!(name = %command.data.name, "discord: an application command FrogBot does not know ignored");
+        return private(UNKNOWN_COMMAND_TEXT);
+    }
+    let channel = command.channel_id.to_string();
+    if command.guild_id.is_some()
+        && !engine
+            .thread_known(PLATFORM, &channel)
+            .await
+            .unwrap_or(false)
+    {
+        return private(COMMAND_WHERE_TEXT);
+    }
+    let text = command_text(&command.data);
+    let message = frogbot_model::ThreadMessage {
+        // No platform message: nothing to acknowledge, a fresh id.
+        id: String::new(),
+        text: text.clone(),
+        author: convert::platform_user(&command.user),
+        metadata: frogbot_model::ThreadMessageMetadata {
+            date_sent: command.id.created_at().to_string(),
+        },
+        reply_to: None,
+        raw: serde_json::Value::Null,
+    };
+    let (engine, shared2, token) = (engine.clone(), shared.clone(), command.token.clone());
+    let span = info_span!("discord_command", thread = %channel, command = %command.data.name);
+    shared.queues.push(
+        &channel.clone(),
+        Box::pin(
+            async move {
+                match engine.message(PLATFORM, &channel, message).await {
+                    Ok(MessageOutcome::Denied) => {
+                        info!("discord: a command from a user without access refused");
+                        let note = serenity::all::CreateInteractionResponseFollowup::new()
+                            .ephemeral(true)
+                            .content(EVENT_DENIED_TEXT);
+                        if let Err(e) =
+                            DiscordApi::create_followup(shared2.http.as_ref(), &token, &note).await
+                        {
+                            warn!(error = %e, "discord: telling a refused command failed");
+                        }
+                    }
+                    Ok(outcome) => debug!(?outcome, "discord: command handled"),
+                    Err(e) => error!(error = %e, "discord: command not handled"),
+                }
+            }
+            .instrument(span),
+        ),
+    );
+    private(&text)
 }
 
 fn json_response(response: &serenity::builder::CreateInteractionResponse) -> Response {

@@ -981,6 +981,86 @@ async fn followup(
     respond(&inner, &method, &uri, &body, reply)
 }
 
+/// `PUT /applications/{app}/commands`: replaces the bot's global application commands, checked
+/// as Discord checks them (at most 100; a `CHAT_INPUT` name 1-32 lowercase letters, digits, `-`
+/// or `_`; a description 1-100 characters; at most 25 options and 25 choices each, names and
+/// values at most 100 characters); answers the commands with their ids.
+async fn set_commands(
+    State(inner): State<Arc<Inner>>,
+    Path(app): Path<String>,
+    method: Method,
+    uri: Uri,
+    body: String,
+) -> Response {
+    let parsed = parse_body(&body);
+    let name_ok = |v: &Value| {
+        v.as_str().is_some_and(|n| {
+            (1..=32).contains(&n.chars().count())
+                && n.chars()
+                    .all(|c| c.is_lowercase() || c.is_numeric() || c == '-' || c == '_')
+        })
+    };
+    let text_ok = |v: &Value| {
+        v.as_str()
+            .is_some_and(|d| (1..=100).contains(&d.chars().count()))
+    };
+    let check = |commands: &Vec<Value>| -> Result<(), String> {
+        if commands.len() > 100 {
+            return Err("at most 100 commands".into());
+        }
+        for c in commands {
+            if !name_ok(&c["name"]) || !text_ok(&c["description"]) {
+                return Err(format!("invalid command {c}"));
+            }
+            let options = c["options"].as_array().cloned().unwrap_or_default();
+            if options.len() > 25 {
+                return Err("at most 25 options".into());
+            }
+            for o in &options {
+                let choices = o["choices"].as_array().cloned().unwrap_or_default();
+                if !name_ok(&o["name"]) || !text_ok(&o["description"]) || choices.len() > 25 {
+                    return Err(format!("invalid option {o}"));
+                }
+                if choices
+                    .iter()
+                    .any(|ch| !text_ok(&ch["name"]) || !text_ok(&ch["value"]))
+                {
+                    return Err(format!("invalid choice in {o}"));
+                }
+            }
+        }
+        Ok(())
+    };
+    let reply = match parsed.as_array() {
+        _ if app != inner.app_id.to_string() => (
+            StatusCode::FORBIDDEN,
+            json!({"code": 50001, "message": "Missing Access"}),
+        ),
+        None => invalid_form("an array of application commands"),
+        Some(commands) => match check(commands) {
+            Err(reason) => invalid_form(&reason),
+            Ok(()) => {
+                let set: Vec<Value> = commands
+                    .iter()
+                    .map(|c| {
+                        let mut c = c.clone();
+                        c["id"] = json!(inner.next_id().to_string());
+                        c["application_id"] = json!(inner.app_id.to_string());
+                        c["version"] = json!(inner.next_id().to_string());
+                        c["type"] = c.get("type").cloned().unwrap_or(json!(1));
+                        c["default_member_permissions"] = Value::Null;
+                        c["nsfw"] = json!(false);
+                        c
+                    })
+                    .collect();
+                *inner.commands.lock().unwrap() = set.clone();
+                (StatusCode::OK, Value::Array(set))
+            }
+        },
+    };
+    respond(&inner, &method, &uri, &body, reply)
+}
+
 async fn callback(
     State(inner): State<Arc<Inner>>,
     Path((id, token)): Path<(String, String)>,
@@ -1071,6 +1151,7 @@ impl FakeDiscord {
             .route("/api/v10/gateway/bot", get(gateway))
             .route("/api/v10/users/@me", get(current_user))
             .route("/api/v10/applications/@me", get(current_application))
+            .route("/api/v10/applications/{app}/commands", put(set_commands))
             .route("/api/v10/users/@me/channels", post(create_dm))
             .route("/api/v10/channels/{id}", get(get_channel))
             .route(
@@ -1120,6 +1201,11 @@ impl FakeDiscord {
             api_url,
             gateway_url,
         }
+    }
+
+    /// The global application commands the bot registered last (as answered).
+    pub fn commands(&self) -> Vec<Value> {
+        self.inner.commands.lock().unwrap().clone()
     }
 
     /// The application id.

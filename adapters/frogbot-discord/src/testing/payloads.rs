@@ -158,6 +158,70 @@ pub fn component_on(
     payload
 }
 
+/// An `INTERACTION_CREATE` of type 2 (`APPLICATION_COMMAND`, a slash command) as Discord sends
+/// it (the shape of a real one recorded by another project): the command `name` (its
+/// registered `command_id`) with string `options` (name, value: option type 3), used by `user`
+/// in `channel` — a thread of `guild` (the user as `member`), or a DM (`guild` `None`, as
+/// `user`).
+#[allow(clippy::too_many_arguments)] // one argument per field of the payload a test varies
+pub fn command_interaction(
+    id: u64,
+    app_id: u64,
+    command_id: &str,
+    channel: u64,
+    guild: Option<u64>,
+    user: &Value,
+    name: &str,
+    options: &[(&str, &str)],
+    token: &str,
+) -> Value {
+    let options: Vec<Value> = options
+        .iter()
+        .map(|(n, v)| json!({"name": n, "type": 3, "value": v}))
+        .collect();
+    let mut data = json!({"id": command_id, "name": name, "type": 1});
+    if !options.is_empty() {
+        data["options"] = json!(options);
+    }
+    let mut payload = json!({
+        "id": id.to_string(),
+        "application_id": app_id.to_string(),
+        "type": 2,
+        "data": data,
+        "channel_id": channel.to_string(),
+        "channel": {"id": channel.to_string(), "type": if guild.is_some() { 11 } else { 1 },
+                    "flags": 0},
+        "token": token,
+        "version": 1,
+        "app_permissions": "562949953863680",
+        "locale": "en-US",
+        "entitlements": [],
+        "entitlement_sku_ids": [],
+        "attachment_size_limit": 10485760
+    });
+    match guild {
+        Some(guild) => {
+            payload["guild_id"] = json!(guild.to_string());
+            payload["guild_locale"] = json!("en-US");
+            payload["guild"] = json!({"id": guild.to_string(), "locale": "en-US", "features": []});
+            payload["channel"]["guild_id"] = json!(guild.to_string());
+            payload["member"] = json!({
+                "user": user, "roles": [], "joined_at": "2025-02-28T14:56:24.701000+00:00",
+                "deaf": false, "mute": false, "flags": 0, "pending": false,
+                "permissions": "9007199254740991", "nick": null, "avatar": null
+            });
+            payload["authorizing_integration_owners"] = json!({"0": guild.to_string()});
+            payload["context"] = json!(0);
+        }
+        None => {
+            payload["user"] = user.clone();
+            payload["authorizing_integration_owners"] = json!({"1": user["id"]});
+            payload["context"] = json!(1);
+        }
+    }
+    payload
+}
+
 /// An `INTERACTION_CREATE` of type 5 (`MODAL_SUBMIT`): text inputs `values` (custom id, text) in
 /// action rows, one a row, in a modal whose custom id is `custom_id`. As Discord sends it, each
 /// component carries its numeric `id` and a text input its `type` (4), `custom_id` and `value`

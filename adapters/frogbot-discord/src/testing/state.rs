@@ -62,6 +62,8 @@ pub(super) struct Issued {
 #[derive(Debug, Default)]
 pub(super) struct Inner {
     pub(super) calls: Mutex<Vec<Call>>,
+    /// The global application commands (`PUT /applications/{app}/commands`).
+    pub(super) commands: Mutex<Vec<Value>>,
     pub(super) changed: Notify,
     pub(super) next_id: AtomicU64,
     pub(super) seq: AtomicU64,

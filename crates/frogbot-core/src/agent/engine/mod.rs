@@ -556,6 +556,10 @@ impl ChannelEngine for Engine {
             .await
             .map_err(engine_error)
     }
+
+    fn models(&self) -> Vec<(String, Vec<String>)> {
+        self.inner.turns.offers()
+    }
 }
 
 fn engine_error(e: Error) -> EngineError {
