@@ -410,6 +410,9 @@ fn mismatch(other: Received) -> EngineError {
 pub enum Command {
     /// `stop` (also bare): the turn's driver stops the running turn.
     Stop,
+    /// `skip`: the question waiting in the thread is skipped (read by the question, which takes
+    /// a bare `skip` too); with none waiting, the person is told so.
+    Skip,
     /// `new`: a new conversation in the thread. The thread keeps its chat and every message, but
     /// the model sees nothing said before. Refused while a reply is written or a question waits
     /// (nothing is dropped: stop or answer first).
@@ -423,8 +426,13 @@ pub enum Command {
 impl Command {
     /// Every command with its word and the line a command menu shows for it (Telegram's
     /// `setMyCommands`, Discord's application commands, a help text).
-    pub const ALL: [(Command, &'static str, &'static str); 3] = [
+    pub const ALL: [(Command, &'static str, &'static str); 4] = [
         (Command::Stop, "stop", "Stop the reply being written"),
+        (
+            Command::Skip,
+            "skip",
+            "Skip the question waiting for an answer",
+        ),
         (
             Command::New,
             "new",
@@ -481,6 +489,9 @@ pub fn is_stop_word(text: &str) -> bool {
     Command::parse(text) == Some(Command::Stop)
 }
 
+/// Said to `skip` when no question waits in the thread.
+pub const NOTHING_TO_SKIP_TEXT: &str = "No question waits for an answer here: nothing to skip.";
+
 /// Said when `new` or `model ID` comes while a reply is written or a question waits.
 pub const COMMAND_BUSY_TEXT: &str = "A reply is still being written here, or a question waits: \
     say stop (or answer the question, or skip it) first, then send the command again.";
@@ -533,6 +544,8 @@ mod tests {
             ("/new please", None),
             ("/renew", None),
             ("/model", Some(Command::Model)),
+            ("!skip", Some(Command::Skip)),
+            ("skip", None),
             ("!model alt high", Some(Command::Model)),
             ("/stop now", None),
             ("//new", None),

@@ -13,7 +13,7 @@ use frogbot_core::agent::scripted::{ScriptEvent, ScriptedModel, reply};
 use frogbot_core::agent::{
     AccessCheck, AllowAll, AllowList, COMMAND_BUSY_TEXT, Channel, ChannelMessageOutcome,
     ChannelOutbox, Engine, EngineConfig, ModelEvent, ModelMessage, ModelOffer, ModelRequest,
-    channel_chat_id,
+    NOTHING_TO_SKIP_TEXT, channel_chat_id,
 };
 use frogbot_core::model::{
     Ack, NEW_CONVERSATION_TEXT, PlatformUser, PrefixedIdentity, Thread, ThreadMessage,
@@ -290,6 +290,14 @@ async fn new_from_someone_not_let_in_is_denied(url: &str) {
         w.last_request(),
         ["the codeword is kiwi", "what is the codeword?"]
     );
+    // `skip` with no question waiting: told so, nothing saved.
+    let n = w.stored_ids().await.len();
+    assert!(matches!(
+        w.say("m4", "ada", "!skip").await,
+        ChannelMessageOutcome::Told
+    ));
+    assert_eq!(told_at(&w, 3).await, NOTHING_TO_SKIP_TEXT);
+    assert_eq!(w.stored_ids().await.len(), n);
 }
 
 /// The thread's `n`-th post, once there (a notice is shown on the thread's own task).

@@ -207,7 +207,7 @@ const SKIP_WORD: &str = "skip";
 /// case. Adapters ask [`QuestionItem::skip_in_reply`] for the question a reply is addressed to.
 pub fn is_skip_reply(text: &str) -> bool {
     let text = text.trim();
-    let word = text.strip_prefix('/').unwrap_or(text);
+    let word = text.strip_prefix(['/', '!']).unwrap_or(text);
     word.eq_ignore_ascii_case(SKIP_WORD)
 }
 

@@ -39,8 +39,8 @@
 //! `turn_ended` waits for its reply to be posted).
 
 pub use frogbot_channel::{
-    COMMAND_BUSY_TEXT, ChangeOutcome, Command, STOP_REFUSED_TEXT, channel_chat_id,
-    channel_message_id, is_stop_word,
+    COMMAND_BUSY_TEXT, ChangeOutcome, Command, NOTHING_TO_SKIP_TEXT, STOP_REFUSED_TEXT,
+    channel_chat_id, channel_message_id, is_stop_word,
 };
 
 use async_trait::async_trait;
@@ -1154,6 +1154,10 @@ impl Channels {
             Some((Command::New, _)) => {
                 parts.push(crate::model::MessagePart::new_conversation());
                 true
+            }
+            Some((Command::Skip, _)) => {
+                // Not taken by a question above: none waits.
+                return told(NOTHING_TO_SKIP_TEXT.to_owned());
             }
             Some((Command::Model, args)) => {
                 let words: Vec<&str> = args.split_whitespace().collect();
