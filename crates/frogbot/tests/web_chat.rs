@@ -181,6 +181,16 @@ impl Agent {
                     return Err(format!("no approve event in the inbox: {items:?}"));
                 }
             }
+            "inbox-app-event" => {
+                let items = self.inbox().await;
+                let events: Vec<&Value> = items.iter().map(|i| &i["event"]).collect();
+                let found = events.iter().any(|e| {
+                    e["messageId"] == "m-app" && e["blockId"] == "dash" && e["value"] == "refresh"
+                });
+                if !found || events.iter().any(|e| e["value"] == "drop-tables") {
+                    return Err(format!("not just the app's refresh event: {items:?}"));
+                }
+            }
             "edit" => {
                 self.expect(
                     reqwest::Method::PATCH,
@@ -295,14 +305,22 @@ async fn web_chat_draws_an_agents_messages() {
     agent
         .post(json!({"id": "m-after", "text": "After the status"}))
         .await;
-    let app_html = "<!doctype html><p id=app>app ok</p><script>\
+    // The app also sends its block's event through the bridge (and tries one it was not given).
+    let app_html = "<!doctype html><p id=app>app ok</p>\
+        <button id=ev>Refresh</button><button id=bad>Drop</button><script>\
         document.getElementById('app').textContent = 'app ran';\
         try { parent.document.body.dataset.pwned = '1'; } catch (e) { document.body.dataset.blocked = '1'; }\
+        addEventListener('message', (e) => { if (e.data && e.data.type === 'frogbot:event-result') \
+          document.body.setAttribute('data-result-' + e.data.value, String(e.data.sent)); });\
+        const send = (value) => parent.postMessage({type: 'frogbot:event', value}, '*');\
+        document.getElementById('ev').onclick = () => send('refresh');\
+        document.getElementById('bad').onclick = () => send('drop-tables');\
         </script>";
     agent
         .post(json!({
             "id": "m-app",
-            "blocks": [{"type": "html", "html": app_html, "title": "Dashboard"}],
+            "blocks": [{"type": "html", "id": "dash", "html": app_html, "title": "Dashboard",
+                        "events": [{"label": "Refresh", "value": "refresh"}]}],
             "pin": "dashboard"
         }))
         .await;

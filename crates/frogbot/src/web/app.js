@@ -485,10 +485,46 @@
       try { el = BLOCKS[type](data, full); } catch (_) { el = null; }
     }
     if (!el) el = h("div", { class: "unknown-text", text: UNKNOWN_BLOCK_TEXT });
+    // An app's frame knows its block: the bridge sends the app's events as its buttons would.
+    if (el.tagName === "IFRAME") {
+      el.dataset.messageId = m.id;
+      if (typeof p.id === "string") el.dataset.blockId = p.id;
+    }
     const events = Array.isArray(data.events) ? data.events.filter((e) => e && typeof e.label === "string") : [];
     return h("div", { class: "block block-" + (el.classList.contains("unknown-text") ? "unknown" : type), dataset: typeof p.id === "string" ? { blockId: p.id, type } : { type } },
       el, events.length ? h("div", { class: "events" }, events.map((e) => eventButton(m, p, e))) : null);
   }
+
+  // The app bridge: an app (an html block, in its sandboxed frame) sends one of its block's
+  // events with `parent.postMessage({type: "frogbot:event", value}, "*")`, and hears back
+  // `{type: "frogbot:event-result", value, sent}`. Only a frame of an app this page drew is
+  // heard (the message's source is that frame's window and its origin the sandbox's opaque
+  // "null"); the value must be one of the block's events (the server checks it, as for a
+  // button: anything else is refused as stale); at most one event a second per frame.
+  const APP_EVENT_GAP_MS = 1000;
+  const appEventAt = new WeakMap();
+  window.addEventListener("message", async (ev) => {
+    const d = ev.data;
+    if (!d || typeof d !== "object" || d.type !== "frogbot:event") return;
+    if (ev.origin !== "null" || !ev.source) return;
+    const frame = [...document.querySelectorAll("iframe.app-frame")].find((f) => f.contentWindow === ev.source);
+    if (!frame || !frame.dataset.messageId || !frame.dataset.blockId) return;
+    if (typeof d.value !== "string" || !d.value || d.value.length > 200) return;
+    const now = Date.now();
+    if (now - (appEventAt.get(frame) || 0) < APP_EVENT_GAP_MS) return;
+    appEventAt.set(frame, now);
+    let sent = false;
+    try {
+      await api("POST", `/api/chats/${encodeURIComponent(app.chatId)}/block-events`,
+        { messageId: frame.dataset.messageId, blockId: frame.dataset.blockId, value: d.value });
+      sent = true;
+    } catch (err) {
+      if (!(err instanceof ApiError && err.status === 409)) showError(err);
+    }
+    // The frame's origin is opaque: "*" is the only target it can be reached by, and this goes
+    // to that one window.
+    ev.source.postMessage({ type: "frogbot:event-result", value: d.value, sent }, "*");
+  });
 
   // A button that sends an event (the block id and the button's value) to the agent's inbox.
   function eventButton(m, p, e) {

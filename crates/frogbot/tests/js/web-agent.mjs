@@ -9,7 +9,8 @@
 // each change it makes while the page is open is asked for with a line `agent: ACTION` on stdout,
 // answered with `ok` (or `fail: why`) on stdin. Checks the blocks (and that agent data never runs
 // as HTML), a pin above the thread that returns to its place when unpinned, an app in a sandboxed
-// iframe, an event button's click (and a stale one), an edit and a deletion shown live, and the
+// iframe and its events through the app bridge (only the block's own, only from the app), an
+// event button's click (and a stale one), an edit and a deletion shown live, and the
 // acknowledgement badges. Prints `web-agent: ok` and exits 0, or `web-agent: FAIL …` and exits 1.
 import { mkdtempSync, rmSync, mkdirSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -183,6 +184,30 @@ await step("the app is a sandboxed iframe without same origin", async () => {
   const pwned = await page.evaluate(() => document.body.dataset.pwned || null);
   check(pwned === null, "the app reached into the page");
   check((await thread("m-app").count()) === 0, "the app is not in the thread");
+});
+
+await step("an app sends its block's events through the bridge, and only those", async () => {
+  const posted = [];
+  page.on("request", (r) => {
+    if (r.url().endsWith("/block-events")) posted.push(r.postDataJSON());
+  });
+  const inner = page.frameLocator('#pins .pin.app iframe.app-frame');
+  // The page itself posting the bridge's message is no app: nothing is sent.
+  await page.evaluate(() => window.postMessage({ type: "frogbot:event", value: "refresh" }, "*"));
+  await inner.locator("#ev").click();
+  await inner.locator("body[data-result-refresh='true']").waitFor({ state: "attached" });
+  await agent("inbox-app-event");
+  // A value the block does not offer is refused (as a stale button): the app hears `sent:
+  // false`. Clicked until the bridge's one-a-second limit lets it through.
+  for (let i = 0; i < 20; i++) {
+    await inner.locator("#bad").click();
+    const told = await inner.locator("body[data-result-drop-tables]").count();
+    if (told) break;
+    await page.waitForTimeout(150);
+  }
+  await inner.locator("body[data-result-drop-tables='false']").waitFor({ state: "attached" });
+  check(posted.length === 2 && posted[0].value === "refresh" && posted[0].blockId === "dash"
+    && posted[1].value === "drop-tables", "the bridge sent only the app's own events, one a second", posted);
 });
 
 await step("screenshot", async () => {
