@@ -16,7 +16,7 @@
 //! | `ListChats` | ownerless chats | its own | its own | all |
 //! | `CreateChat` | yes | yes | yes | yes |
 //! | `ReadChat` | ownerless web chats no agent holds | those and its own | those, its own, and chats bound to it | all |
-//! | `WriteChat` (send, edit / delete queued, settle, withdraw, stop) | ownerless web chats no agent holds | those and its own web chats | the same | all |
+//! | `WriteChat` (send, edit / delete queued, settle, withdraw, stop, unpin) | ownerless web chats no agent holds | those and its own web chats | the same | all |
 //! | `OpenAgentChat(target)` | 401 | 403 | if `targets` allow it | all |
 //! | `AgentWrite(chat)` | 401 | 403 | chats bound to it, else 404 | all |
 //! | `ReadInbox` | 401 | 403 | its own | all |
@@ -237,7 +237,8 @@ pub enum Action<'a> {
     ReadChat(&'a ChatView<'a>),
     /// Create a new web chat by writing into it.
     CreateChat,
-    /// Send, edit or delete a queued message, settle or withdraw a question, stop a turn.
+    /// Send, edit or delete a queued message, settle or withdraw a question, stop a turn, unpin
+    /// (a person in their own chat).
     WriteChat(&'a ChatView<'a>),
     /// Open an agent conversation at a target.
     OpenAgentChat(Target<'a>),

@@ -138,7 +138,7 @@ pub fn routes() -> (Router<AppState>, Vec<RouteInfo>) {
         .at(
             M::DELETE,
             "/api/chats/{chat_id}/pins/{key}",
-            Agent,
+            Any,
             delete(talk::unpin),
         )
         .at(

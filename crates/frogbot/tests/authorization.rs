@@ -212,10 +212,11 @@ fn row(w: &World, method: &Method, path: &str) -> Option<Row> {
             Some(json!({"messageId": "m1"})),
             [401, 403, 403, 200, 404],
         ),
+        // The agent unpins; so does the person the chat is for (the web chat's unpin).
         ("DELETE", "/api/chats/{chat_id}/pins/{key}") => r(
             format!("/api/chats/{agent}/pins/status"),
             None,
-            [401, 403, 403, 204, 404],
+            [403, 403, 204, 204, 404],
         ),
         ("POST", "/api/chats/{chat_id}/messages/{message_id}/ack") => r(
             format!("/api/chats/{agent}/messages/p1/ack"),

@@ -191,6 +191,24 @@ impl Agent {
                     return Err(format!("not just the app's refresh event: {items:?}"));
                 }
             }
+            "app-unpinned" => {
+                let c = self
+                    .expect(
+                        reqwest::Method::GET,
+                        &format!("/api/chats/{chat}"),
+                        None,
+                        200,
+                    )
+                    .await;
+                let app = c["messages"]
+                    .as_array()
+                    .and_then(|ms| ms.iter().find(|m| m["id"] == "m-app"))
+                    .cloned()
+                    .unwrap_or_default();
+                if app.is_null() || !app["metadata"]["pin"].is_null() {
+                    return Err(format!("m-app is still pinned (or gone): {app}"));
+                }
+            }
             "edit" => {
                 self.expect(
                     reqwest::Method::PATCH,

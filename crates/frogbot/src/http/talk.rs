@@ -304,7 +304,9 @@ pub(super) async fn pin(
     Ok(with_chat(&chat, axum::Json(m)))
 }
 
-/// `DELETE /api/chats/{id}/pins/{key}`: 204; the message returns to the thread.
+/// `DELETE /api/chats/{id}/pins/{key}`: 204; the message returns to the thread. The chat's
+/// agent unpins (as `AgentWrite`); so does the person whose chat it is, in the web chat (as
+/// `WriteChat`: the chat's owner).
 pub(super) async fn unpin(
     State(state): State<AppState>,
     Caller(who): Caller,
@@ -313,13 +315,30 @@ pub(super) async fn unpin(
     let chat = chat_id(&raw)?;
     let err = |e: ApiError| e.with_chat(&chat);
     let user = who.user_id().cloned();
-    agent_chat(&state, &chat, &who).await.map_err(err)?;
-    state
-        .engine
-        .agents()
-        .pin(&chat, user.as_ref(), &key, None)
-        .await
-        .map_err(|e| err(e.into()))?;
+    if matches!(who, Principal::Agent(_)) {
+        agent_chat(&state, &chat, &who).await.map_err(err)?;
+        state
+            .engine
+            .agents()
+            .pin(&chat, user.as_ref(), &key, None)
+            .await
+            .map_err(|e| err(e.into()))?;
+    } else {
+        let row = state
+            .engine
+            .chats()
+            .get(&chat)
+            .await
+            .map_err(|e| err(e.into()))?
+            .ok_or_else(|| err(ApiError::not_found(format!("no chat {chat}"))))?;
+        decide(&state.policy, &who, Action::WriteChat(&ChatView::of(&row))).map_err(err)?;
+        state
+            .engine
+            .chats()
+            .unpin(&chat, user.as_ref(), &key)
+            .await
+            .map_err(|e| err(e.into()))?;
+    }
     Ok(with_chat(&chat, StatusCode::NO_CONTENT))
 }
 

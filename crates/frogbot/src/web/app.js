@@ -346,12 +346,28 @@
       const part = m.parts.find(isBlock);
       const data = part.data || {};
       return h("div", { class: "pin app", dataset: { pin: meta.pin, messageId: m.id } },
-        h("div", { class: "pin-head" }, h("span", { class: "pin-key", text: "📌 " + (meta.title || data.title || meta.pin) }), edited),
+        h("div", { class: "pin-head" }, h("span", { class: "pin-key", text: "📌 " + (meta.title || data.title || meta.pin) }), edited, unpinButton(meta.pin)),
         renderBlock(m, part, true));
     }
     return h("div", { class: "pin", dataset: { pin: meta.pin, messageId: m.id } },
-      h("div", { class: "pin-head" }, h("span", { class: "pin-key", text: "📌 " + meta.pin }), edited),
+      h("div", { class: "pin-head" }, h("span", { class: "pin-key", text: "📌 " + meta.pin }), edited, unpinButton(meta.pin)),
       ...renderBody(m));
+  }
+
+  // The person unpins: the message goes back to its place in the thread (the chat's change
+  // event redraws it there).
+  function unpinButton(key) {
+    const btn = h("button", { type: "button", class: "unpin", title: "Unpin", "aria-label": "Unpin " + key, text: "×" });
+    btn.addEventListener("click", async () => {
+      btn.disabled = true;
+      try {
+        await api("DELETE", `/api/chats/${encodeURIComponent(app.chatId)}/pins/${encodeURIComponent(key)}`);
+      } catch (err) {
+        btn.disabled = false;
+        showError(err);
+      }
+    });
+    return btn;
   }
 
   // A message's content: its title, text, tool calls and blocks, in order.

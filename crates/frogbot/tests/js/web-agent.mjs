@@ -10,7 +10,8 @@
 // answered with `ok` (or `fail: why`) on stdin. Checks the blocks (and that agent data never runs
 // as HTML), a pin above the thread that returns to its place when unpinned, an app in a sandboxed
 // iframe and its events through the app bridge (only the block's own, only from the app), an
-// event button's click (and a stale one), an edit and a deletion shown live, and the
+// event button's click (and a stale one), an edit and a deletion shown live, the person
+// unpinning the app, and the
 // acknowledgement badges. Prints `web-agent: ok` and exits 0, or `web-agent: FAIL …` and exits 1.
 import { mkdtempSync, rmSync, mkdirSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -280,6 +281,17 @@ await step("the person's message gets Seen, Working and Done badges", async () =
   await mine.locator('.ack[data-ack="working"]').waitFor();
   await agent("done");
   await mine.locator('.ack[data-ack="done"]', { hasText: "done" }).waitFor();
+});
+
+await step("the person unpins the app: it returns to its place in the thread", async () => {
+  const pin = page.locator('#pins .pin.app[data-pin="dashboard"]');
+  await pin.locator("button.unpin").click();
+  await pin.waitFor({ state: "detached" });
+  await thread("m-app").waitFor();
+  const order = await threadOrder();
+  const at = order.indexOf("m-app");
+  check(at > 0 && order[at - 1] === "m-after", "m-app after m-after, where it was posted", order);
+  await agent("app-unpinned");
 });
 
 await step("nothing reloaded the page", async () => {

@@ -58,6 +58,31 @@ impl<'a> Chats<'a> {
             .await
     }
 
+    /// The person `by` unpins `key` in their chat (the web chat's unpin): the message returns
+    /// to the thread, as when its agent unpins it. Only in a chat bound to an agent (the only
+    /// ones with pins), by whoever may write it (its owner).
+    pub async fn unpin(self, chat: &ChatId, by: Option<&UserId>, key: &str) -> Result<()> {
+        self.0.authorize_chat(by, chat, ChatAct::Write).await?;
+        let bound = self
+            .0
+            .store()
+            .get_chat(chat)
+            .await?
+            .is_some_and(|c| c.agent.is_some());
+        if !bound {
+            return Err(Error::NotFound {
+                item: crate::error::Item::Chat,
+                id: chat.to_string(),
+            });
+        }
+        self.0
+            .inner
+            .channels
+            .pin_agent_message(chat, key, None)
+            .await
+            .map(|_| ())
+    }
+
     /// The changes any process makes on the database, as the store pushes them
     /// ([`JobStore::changes`](crate::store::JobStore::changes)); `None` when the store pushes
     /// nothing (other processes' changes are then found by polling).
