@@ -72,7 +72,15 @@ fn world_with(store: DynStore, access: Arc<dyn AccessCheck>, alt: bool) -> World
     let (g, r) = (gate.clone(), rec.clone());
     let r2 = rec.clone();
     let other = ScriptedModel::new(move |req: &ModelRequest| {
-        r2.requests.lock().unwrap().push(vec![]);
+        let users: Vec<String> = req
+            .messages
+            .iter()
+            .filter_map(|m| match m {
+                ModelMessage::User { text } => Some(text.clone()),
+                _ => None,
+            })
+            .collect();
+        r2.requests.lock().unwrap().push(users);
         let last = frogbot_testkit::last_user(req);
         reply(&format!(
             "alt/{}: {last}",
@@ -361,6 +369,8 @@ async fn model_lists_and_chooses_the_threads_model(url: &str) {
     w.say("m4", "ada", "hello").await;
     w.until_ack("m4", Ack::Done).await;
     assert_eq!(w.posts().last().unwrap(), "alt/high: hello");
+    // The command and its confirmation are not part of the conversation the model sees.
+    assert_eq!(w.last_request(), ["hi", "hello"]);
     let m4 = w
         .engine
         .chats()
@@ -378,6 +388,11 @@ async fn model_lists_and_chooses_the_threads_model(url: &str) {
     again.say("m6", "ada", "still you?").await;
     again.until_ack("m6", Ack::Done).await;
     assert_eq!(again.posts().last().unwrap(), "alt/high: still you?");
+    assert_eq!(
+        again.last_request(),
+        ["still you?"],
+        "read back after a restart too"
+    );
     assert!(matches!(
         again.say("m7", "ada", "/model").await,
         ChannelMessageOutcome::Told

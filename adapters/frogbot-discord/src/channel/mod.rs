@@ -295,7 +295,9 @@ impl Adapter for DiscordAdapter {
         // Every shard: one process receives for the whole bot.
         let adapter = self.clone();
         Some(tokio::spawn(async move {
-            receive::register_commands(&adapter.shared.http, &engine.models()).await;
+            // Registered beside the gateway: a slow answer holds nothing back.
+            let (http, models) = (adapter.shared.http.clone(), engine.models());
+            tokio::spawn(async move { receive::register_commands(&http, &models).await });
             let total = match adapter.shard_count().await {
                 Ok(n) => n,
                 Err(e) => {

@@ -1134,6 +1134,7 @@ impl Channels {
             Some(row) => self.turns.chat_choice(&chat_id, row.version).await?,
             None => None,
         };
+        let thread_chose = chosen.is_some();
         if let Some((m, r)) = chosen {
             (model, reasoning) = (Some(m), r);
         }
@@ -1183,10 +1184,11 @@ impl Channels {
                 true
             }
             _ => {
-                if self
-                    .turns
-                    .check_selection(model.as_deref(), reasoning.as_deref())
-                    .is_err()
+                if thread_chose
+                    && self
+                        .turns
+                        .check_selection(model.as_deref(), reasoning.as_deref())
+                        .is_err()
                 {
                     // The thread's choice is no longer offered (the configuration changed):
                     // never another model in its place.

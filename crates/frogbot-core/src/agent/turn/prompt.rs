@@ -51,6 +51,9 @@ struct ChatHistory {
     /// The newest model choice ([`UiMessage::model_choice`]): model and reasoning option, with
     /// its message's order key. A new conversation keeps it.
     choice: Option<(OrderKey, String, Option<String>)>,
+    /// The turn positions of commands answered without the model (a model choice): neither the
+    /// command nor its reply is history.
+    commands: std::collections::HashSet<i64>,
 }
 
 type OrderKey = (bool, i64, i64, i64);
@@ -124,12 +127,28 @@ impl ChatHistory {
         self.version = self.version.max(m.version);
         if !m.queued
             && let Some((model, reasoning)) = m.message.model_choice()
-            && self
+        {
+            if self
                 .choice
                 .as_ref()
                 .is_none_or(|(k, _, _)| *k <= m.order_key())
-        {
-            self.choice = Some((m.order_key(), model, reasoning));
+            {
+                self.choice = Some((m.order_key(), model, reasoning));
+            }
+            // The command and its reply (at its position) are not for the model.
+            if let Some(position) = m.position
+                && self.commands.insert(position)
+            {
+                self.messages
+                    .retain(|(held, _)| held.key.0 || held.key.1 != position);
+                self.keys.retain(|_, key| key.0 || key.1 != position);
+                self.prefix = Transcript::new();
+                self.prefix_len = 0;
+            }
+            return;
+        }
+        if !m.queued && m.position.is_some_and(|p| self.commands.contains(&p)) {
+            return;
         }
         if let (false, Some(position)) = (m.queued, m.position)
             && m.message.starts_conversation()
