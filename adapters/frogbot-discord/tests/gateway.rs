@@ -1064,6 +1064,31 @@ async fn several_inputs_are_answered_together_in_one_modal() {
     assert!(!settled.contains("open until"), "{settled}");
 }
 
+/// A command typed while a question taking its own text waits is no answer: refused with a
+/// notice, the question still open; the answer after it is taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_is_never_a_questions_answer() {
+    let bot = start(&[], None).await;
+    let (thread, message, _) = bot.ask(945_000_000_000_000_001).await;
+    let from = bot.fake.calls().len();
+    bot.say(message + 1, thread, Some(GUILD), &alice(), "/model main");
+    let told = bot.posted_in(from, thread).await;
+    assert_eq!(told.body["content"], frogbot_channel::COMMAND_BUSY_TEXT);
+    let chat = channel_chat_id(PLATFORM, &thread.to_string());
+    let q = bot
+        .engine
+        .store_for_tests()
+        .get_question(&chat, "c1", now_millis())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!q.closed, "the question still waits");
+    let from = bot.fake.calls().len();
+    bot.say(message + 2, thread, Some(GUILD), &alice(), "green");
+    let answer = bot.posted_in(from, thread).await;
+    assert!(answer.body["content"].as_str().unwrap().contains("green"));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reply_in_the_thread_answers_the_question() {
     let bot = start(&[], None).await;

@@ -1027,15 +1027,23 @@ impl Channels {
         thread: &str,
         message: ThreadMessage,
     ) -> Result<ChannelMessageOutcome> {
-        let interaction = Interaction::Message {
-            message: message.clone(),
-        };
-        let handled = self
-            .questions
-            .handle_interaction(platform, Some(thread), &interaction)
-            .await?;
-        if handled.consumed() {
-            return Ok(ChannelMessageOutcome::Consumed(handled));
+        // `new` and `model` are never a question's answer (a question taking its own text would
+        // take them): they are refused while it waits, with a notice saying so.
+        let command_only = matches!(
+            Command::parse(&message.text),
+            Some(Command::New | Command::Model)
+        );
+        if !command_only {
+            let interaction = Interaction::Message {
+                message: message.clone(),
+            };
+            let handled = self
+                .questions
+                .handle_interaction(platform, Some(thread), &interaction)
+                .await?;
+            if handled.consumed() {
+                return Ok(ChannelMessageOutcome::Consumed(handled));
+            }
         }
         let Some(channel) = self.registry.get(platform) else {
             return Err(Error::invalid(format!(
