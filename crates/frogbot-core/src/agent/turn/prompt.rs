@@ -658,6 +658,82 @@ mod tests {
         out
     }
 
+    /// `new` and a model choice (commands answered without the model) leave the same history
+    /// whatever order their messages are read in (a cold read, another process's writes): only
+    /// what follows the last `new`, without the choice's turn; the choice itself is the newest.
+    #[test]
+    fn commands_leave_the_same_history_in_any_order() {
+        let with = |m: StoredMessage, part: MessagePart| {
+            let mut m = m;
+            m.message.parts.push(part);
+            m
+        };
+        let all = vec![
+            stored("u1", Role::User, "old", Some(1), 0, 1),
+            stored("a1", Role::Assistant, "old reply", Some(1), REPLY_SUB, 2),
+            with(
+                stored("u2", Role::User, "!model alt", Some(2), 0, 3),
+                MessagePart::model_choice("alt", None),
+            ),
+            stored("a2", Role::Assistant, "now alt", Some(2), REPLY_SUB, 4),
+            with(
+                stored("u3", Role::User, "/new", Some(3), 0, 5),
+                MessagePart::new_conversation(),
+            ),
+            stored(
+                "a3",
+                Role::Assistant,
+                "new conversation",
+                Some(3),
+                REPLY_SUB,
+                6,
+            ),
+            stored("u4", Role::User, "fresh", Some(4), 0, 7),
+            with(
+                stored("u5", Role::User, "/model main high", Some(5), 0, 8),
+                MessagePart::model_choice("main", Some("high")),
+            ),
+            stored("a5", Role::Assistant, "now main", Some(5), REPLY_SUB, 9),
+            stored("u6", Role::User, "still fresh", Some(6), 0, 10),
+        ];
+        let want = vec![
+            ModelMessage::User {
+                text: "fresh".into(),
+            },
+            ModelMessage::User {
+                text: "still fresh".into(),
+            },
+        ];
+        // Every rotation and its reverse: commands before and after what they govern.
+        for start in 0..all.len() {
+            for reverse in [false, true] {
+                let mut order: Vec<&StoredMessage> =
+                    all[start..].iter().chain(&all[..start]).collect();
+                if reverse {
+                    order.reverse();
+                }
+                let mut h = ChatHistory::default();
+                for m in order {
+                    h.apply(m);
+                }
+                assert_eq!(
+                    h.transcript("none").to_vec(),
+                    want,
+                    "from {start}, {reverse}"
+                );
+                let choice = h
+                    .choice
+                    .as_ref()
+                    .map(|(_, m, r)| (m.as_str(), r.as_deref()));
+                assert_eq!(
+                    choice,
+                    Some(("main", Some("high"))),
+                    "from {start}, {reverse}"
+                );
+            }
+        }
+    }
+
     /// A long sequence of turns, rewritten replies, steers, queued messages promoted or deleted
     /// and rewrites of old messages: the kept history always equals the history rebuilt from
     /// scratch, and its compacted transcript stays a few chunks long.
