@@ -513,11 +513,7 @@ async fn application_commands_are_registered_and_new_and_model_work_in_a_thread(
     bot.posted_in(from, thread).await;
     let requests = bot.model.requests();
     let last = requests.last().unwrap();
-    let users = last
-        .messages
-        .iter()
-        .filter(|m| matches!(m, ModelMessage::User { .. }))
-        .count();
+    let users = frogbot_testkit::user_texts(last).len();
     assert_eq!(users, 1, "only the new conversation: {:?}", last.messages);
     bot.idle(thread).await;
 

@@ -225,13 +225,7 @@ async fn bang_commands_start_a_new_conversation_and_choose_the_model_in_a_thread
     );
     wait_reply(&fake, &room, hi.as_str(), "hello: what was it?").await;
     let requests = bot.model.requests();
-    let users = requests
-        .last()
-        .unwrap()
-        .messages
-        .iter()
-        .filter(|m| matches!(m, ModelMessage::User { .. }))
-        .count();
+    let users = frogbot_testkit::user_texts(requests.last().unwrap()).len();
     assert_eq!(users, 1, "only the new conversation");
     bot.stop().await;
 }

@@ -363,11 +363,7 @@ async fn a_typed_bang_new_starts_a_new_conversation_in_the_thread() {
     let db = frogbot_testkit::sqlite_db();
     let store = frogbot_testkit::open_store(&db.url).await;
     let model = ScriptedModel::new(|req: &ModelRequest| {
-        let users = req
-            .messages
-            .iter()
-            .filter(|m| matches!(m, ModelMessage::User { .. }))
-            .count();
+        let users = frogbot_testkit::user_texts(req).len();
         reply(&format!("{users} said, last: {}", last_user(req)))
     });
     let engine = frogbot_testkit::engine_with(store, model.clone()).with_channel(slack.channel());
@@ -415,12 +411,6 @@ async fn a_typed_bang_new_starts_a_new_conversation_in_the_thread() {
     .await;
     let requests = model.requests();
     assert_eq!(last_user(requests.last().unwrap()), "what was it?");
-    let users = requests
-        .last()
-        .unwrap()
-        .messages
-        .iter()
-        .filter(|m| matches!(m, ModelMessage::User { .. }))
-        .count();
+    let users = frogbot_testkit::user_texts(requests.last().unwrap()).len();
     assert_eq!(users, 1, "only the new conversation");
 }

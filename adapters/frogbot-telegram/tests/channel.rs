@@ -320,11 +320,7 @@ async fn the_command_menu_is_registered_and_new_starts_a_fresh_conversation() {
         .wait_for("the third reply", |c| sent_text(c, "echo: what is"))
         .await;
     let requests = s.model.requests();
-    let seen: Vec<&ModelMessage> = requests[1]
-        .messages
-        .iter()
-        .filter(|m| matches!(m, ModelMessage::User { .. }))
-        .collect();
+    let seen = frogbot_testkit::user_texts(&requests[1]);
     assert_eq!(seen.len(), 1, "only the new conversation: {seen:?}");
 }
 

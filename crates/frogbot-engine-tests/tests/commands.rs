@@ -12,7 +12,7 @@ use frogbot_core::BoxError;
 use frogbot_core::agent::scripted::{ScriptEvent, ScriptedModel, reply};
 use frogbot_core::agent::{
     AccessCheck, AllowAll, AllowList, COMMAND_BUSY_TEXT, Channel, ChannelMessageOutcome,
-    ChannelOutbox, Engine, EngineConfig, ModelEvent, ModelMessage, ModelOffer, ModelRequest,
+    ChannelOutbox, Engine, EngineConfig, ModelEvent, ModelOffer, ModelRequest,
     NOTHING_TO_SKIP_TEXT, channel_chat_id,
 };
 use frogbot_core::model::{
@@ -72,14 +72,7 @@ fn world_with(store: DynStore, access: Arc<dyn AccessCheck>, alt: bool) -> World
     let (g, r) = (gate.clone(), rec.clone());
     let r2 = rec.clone();
     let other = ScriptedModel::new(move |req: &ModelRequest| {
-        let users: Vec<String> = req
-            .messages
-            .iter()
-            .filter_map(|m| match m {
-                ModelMessage::User { text } => Some(text.clone()),
-                _ => None,
-            })
-            .collect();
+        let users = frogbot_testkit::user_texts(req);
         r2.requests.lock().unwrap().push(users);
         let last = frogbot_testkit::last_user(req);
         reply(&format!(
@@ -88,14 +81,7 @@ fn world_with(store: DynStore, access: Arc<dyn AccessCheck>, alt: bool) -> World
         ))
     });
     let model = ScriptedModel::new(move |req: &ModelRequest| {
-        let users: Vec<String> = req
-            .messages
-            .iter()
-            .filter_map(|m| match m {
-                ModelMessage::User { text } => Some(text.clone()),
-                _ => None,
-            })
-            .collect();
+        let users = frogbot_testkit::user_texts(req);
         let last = users.last().cloned().unwrap_or_default();
         r.requests.lock().unwrap().push(users);
         let mut events = Vec::new();

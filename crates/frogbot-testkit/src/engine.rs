@@ -87,6 +87,17 @@ pub fn answer(label: &str) -> QuestionOutput {
     }
 }
 
+/// The texts of the request's user messages, in order: the conversation the model was shown.
+pub fn user_texts(req: &ModelRequest) -> Vec<String> {
+    req.messages
+        .iter()
+        .filter_map(|m| match m {
+            ModelMessage::User { text } => Some(text.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
 /// The text of the request's last user message.
 pub fn last_user(req: &ModelRequest) -> String {
     req.messages

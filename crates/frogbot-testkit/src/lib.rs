@@ -30,7 +30,7 @@ mod pausing;
 pub use engine::{
     Call, Concurrency, QUESTION_CALL, TestModel, after_tool, answer, ask_input, chat, engine_over,
     engine_with, eventually, last_user, msg, offer, queued, started, test_engine, texts,
-    wait_quiet,
+    user_texts, wait_quiet,
 };
 pub use frogbot_testdb::{
     PgCluster, SqliteWriteLock, TestDb, drop_postgres_db, lock_sqlite, postgres_db,
