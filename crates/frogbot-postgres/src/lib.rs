@@ -51,6 +51,7 @@
 mod agent;
 mod chats;
 mod feed;
+mod files;
 mod jobs;
 mod operations;
 mod ops;

@@ -43,6 +43,7 @@
 
 mod agent;
 mod chats;
+mod files;
 mod jobs;
 mod migrate;
 mod operations;

@@ -16,6 +16,7 @@ const STEPS: &[M<'static>] = &[
     M::up(include_str!("../migrations/0004_lean_writes.sql")),
     M::up(include_str!("../migrations/0005_agent_chats.sql")),
     M::up(include_str!("../migrations/0006_members.sql")),
+    M::up(include_str!("../migrations/0007_files.sql")),
 ];
 
 /// Brings the database to the latest schema.

@@ -15,7 +15,7 @@
 //! The factory, not a URL, is the interface, so a wrapped or third-party store runs the suite too.
 //! The cases are split by the store's parts, one module each: [`chats`], [`turns`] (send, leases,
 //! checkpoint, await, end, take, resume, the queue), [`questions`], [`jobs`], [`operations`],
-//! [`roles`] and [`agent`] (the trait's parts, `frogbot_core::store::ChatStore` …, bear the same
+//! [`roles`], [`agent`] and [`files`] (the trait's parts, `frogbot_core::store::ChatStore` …, bear the same
 //! names); [`harness`] holds the [`Db`] and the check of the harness itself.
 //!
 //! Times are fixed (`T0` onwards) and passed in, as the trait takes them; nothing reads a clock.
@@ -27,6 +27,7 @@
 
 pub mod agent;
 pub mod chats;
+pub mod files;
 pub mod harness;
 pub mod jobs;
 pub mod operations;
@@ -102,6 +103,9 @@ macro_rules! store_conformance_tests {
             agent::agent_messages_append_outside_turns_and_dedup,
             agent::agent_message_updates_are_fenced_by_version,
             agent::inbox_is_taken_once_marked_seen_per_agent,
+            files::files_are_written_in_chunks_and_read_back_once_finished,
+            files::the_same_upload_twice_is_kept_once,
+            files::cut_off_uploads_are_purged,
         );
     };
     (@tests $fresh:path; $($part:ident :: $name:ident),* $(,)?) => {

@@ -128,4 +128,12 @@ layered! {
         async fn try_hold(key: &str) -> Result<Option<Box<dyn Held>>>;
         async fn members(group: &str, member: &str, ttl_ms: Millis, now: Millis) -> Result<Vec<String>>;
     }
+    FileStore {
+        async fn begin_file(file: &NewFile) -> Result<()>;
+        async fn put_file_chunk(id: &str, index: u32, data: &[u8]) -> Result<()>;
+        async fn finish_file(op: &FinishFile<'_>) -> Result<FileRow>;
+        async fn get_file(chat: &ChatId, id: &str) -> Result<Option<FileRow>>;
+        async fn file_chunk(id: &str, index: u32) -> Result<Option<Vec<u8>>>;
+        async fn purge_files(before: Millis) -> Result<u64>;
+    }
 }

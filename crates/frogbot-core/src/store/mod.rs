@@ -3,7 +3,7 @@
 //! of parts, one sub-trait and one file each (the conformance suite's and the backends' files bear
 //! the same names): `chats.rs` ([`ChatStore`]), `turns.rs` ([`TurnStore`]), `questions.rs`
 //! ([`QuestionStore`]), `jobs.rs` ([`JobStore`]), `agent.rs` ([`AgentStore`]), `operations.rs`
-//! ([`OperationsStore`]) and `roles.rs` ([`RoleStore`]); `types.rs` holds the values they take and
+//! ([`OperationsStore`]), `roles.rs` ([`RoleStore`]) and `files.rs` ([`FileStore`]); `types.rs` holds the values they take and
 //! the rules every backend shares, `layer.rs` the wrappers' delegation.
 //!
 //! The trait is shaped by the engine's operations, not by tables: starting a turn, saving a step,
@@ -84,6 +84,7 @@
 mod agent;
 mod chats;
 mod error;
+mod files;
 mod jobs;
 mod layer;
 mod operations;
@@ -94,6 +95,7 @@ mod types;
 pub use agent::AgentStore;
 pub use chats::ChatStore;
 pub use error::{Item, Result, StoreError};
+pub use files::{FILE_CHUNK_BYTES, FileRow, FileStore, FinishFile, NewFile};
 pub use jobs::JobStore;
 pub use layer::{Call, StoreLayer};
 pub use operations::OperationsStore;
@@ -112,7 +114,7 @@ pub const QUESTION_TTL_MS: Millis = 30 * 24 * 60 * 60 * 1000;
 pub const ANSWERED_TTL_MS: Millis = 24 * 60 * 60 * 1000;
 
 /// Everything FrogBot keeps, in parts: [`ChatStore`], [`TurnStore`], [`QuestionStore`],
-/// [`JobStore`], [`AgentStore`], [`OperationsStore`] and [`RoleStore`] (one file each, named as
+/// [`JobStore`], [`AgentStore`], [`OperationsStore`], [`RoleStore`] and [`FileStore`] (one file each, named as
 /// the conformance suite's). A type that implements every part is a `Store` (the blanket impl
 /// below); a caller holding a [`DynStore`] calls any part's methods on it, and a caller holding a
 /// concrete store imports the parts with [`prelude`]. Implementations must be safe to share
@@ -126,6 +128,7 @@ pub trait Store:
     + AgentStore
     + OperationsStore
     + RoleStore
+    + FileStore
     + std::fmt::Debug
     + 'static
 {
@@ -139,6 +142,7 @@ impl<T> Store for T where
         + AgentStore
         + OperationsStore
         + RoleStore
+        + FileStore
         + std::fmt::Debug
         + 'static
 {
@@ -148,8 +152,8 @@ impl<T> Store for T where
 /// frogbot_core::store::prelude::*`.
 pub mod prelude {
     pub use super::{
-        AgentStore, ChatStore, JobStore, OperationsStore, QuestionStore, RoleStore, Store,
-        TurnStore,
+        AgentStore, ChatStore, FileStore, JobStore, OperationsStore, QuestionStore, RoleStore,
+        Store, TurnStore,
     };
 }
 
