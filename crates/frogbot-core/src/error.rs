@@ -122,6 +122,10 @@ pub enum Error {
         /// What failed.
         reason: String,
     },
+    /// A file refused: too large, a media type not allowed, too many in one message, an upload
+    /// cut off, a file part naming no file of the chat.
+    #[error(transparent)]
+    File(#[from] crate::agent::FileError),
     /// The engine is stopping and takes no new work.
     #[error("stopping")]
     Stopping,

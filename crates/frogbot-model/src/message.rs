@@ -276,11 +276,49 @@ impl MessagePart {
         MessagePart::Other(serde_json::json!({ "type": MODEL_CHOICE_PART, "data": data }))
     }
 
+    /// A file part (the AI SDK's `{"type": "file", "mediaType", "filename"?, "url"}`).
+    pub fn file(media_type: &str, filename: &str, url: &str) -> Self {
+        let mut part = serde_json::json!({ "type": "file", "mediaType": media_type, "url": url });
+        if !filename.is_empty() {
+            part["filename"] = filename.into();
+        }
+        MessagePart::Other(part)
+    }
+
+    /// This part as a file: `None` when it is not a `file` part with a `url`.
+    pub fn as_file(&self) -> Option<FileRef<'_>> {
+        let MessagePart::Other(v) = self else {
+            return None;
+        };
+        if v.get("type").and_then(Value::as_str) != Some("file") {
+            return None;
+        }
+        Some(FileRef {
+            media_type: v
+                .get("mediaType")
+                .and_then(Value::as_str)
+                .unwrap_or("application/octet-stream"),
+            filename: v.get("filename").and_then(Value::as_str).unwrap_or(""),
+            url: v.get("url").and_then(Value::as_str)?,
+        })
+    }
+
     /// Whether this is [`MessagePart::new_conversation`].
     pub fn is_new_conversation(&self) -> bool {
         matches!(self, MessagePart::Other(v)
             if v.get("type").and_then(Value::as_str) == Some(NEW_CONVERSATION_PART))
     }
+}
+
+/// A `file` part read ([`MessagePart::as_file`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileRef<'a> {
+    /// Its media type (`application/octet-stream` when the part names none).
+    pub media_type: &'a str,
+    /// Its file name (`""` when none).
+    pub filename: &'a str,
+    /// Where it is: the server's `/api/chats/{chat}/files/{id}`, or a `data:` URL.
+    pub url: &'a str,
 }
 
 /// The type of the data part a person's `/new` command is saved with: the user message carrying

@@ -10,7 +10,11 @@ use async_openai::types::chat::{
     ChatCompletionTools, CreateChatCompletionRequest, FunctionCall, FunctionObject,
     ReasoningEffort,
 };
-use frogbot_core::agent::{ModelMessage, ModelRequest, ToolCallRequest, ToolSpec};
+use async_openai::types::chat::{
+    ChatCompletionRequestMessageContentPartImage, ChatCompletionRequestMessageContentPartText,
+    ChatCompletionRequestUserMessageContentPart, ImageUrl,
+};
+use frogbot_core::agent::{FileContent, ModelMessage, ModelRequest, ToolCallRequest, ToolSpec};
 use serde_json::Value;
 
 use crate::error::Error;
@@ -95,6 +99,49 @@ fn message(message: ModelMessage) -> ChatCompletionRequestMessage {
                 tool_calls,
                 ..Default::default()
             })
+        }
+        // A person's file: an image as an image part (its `data:` URL), any other as the text
+        // the engine wrote (the file's text, or its name when the model cannot read it).
+        ModelMessage::File(file) => {
+            let text = |text: String| {
+                ChatCompletionRequestMessage::User(ChatCompletionRequestUserMessage {
+                    content: ChatCompletionRequestUserMessageContent::Text(text),
+                    name: None,
+                })
+            };
+            match file.content {
+                Some(FileContent::Image { data_url }) => {
+                    let name = if file.filename.is_empty() {
+                        format!("[an image ({})]", file.media_type)
+                    } else {
+                        format!("[{} ({})]", file.filename, file.media_type)
+                    };
+                    ChatCompletionRequestMessage::User(ChatCompletionRequestUserMessage {
+                        content: ChatCompletionRequestUserMessageContent::Array(vec![
+                            ChatCompletionRequestUserMessageContentPart::Text(
+                                ChatCompletionRequestMessageContentPartText {
+                                    text: name,
+                                    prompt_cache_breakpoint: None,
+                                },
+                            ),
+                            ChatCompletionRequestUserMessageContentPart::ImageUrl(
+                                ChatCompletionRequestMessageContentPartImage {
+                                    image_url: ImageUrl {
+                                        url: data_url,
+                                        detail: None,
+                                    },
+                                    prompt_cache_breakpoint: None,
+                                },
+                            ),
+                        ]),
+                        name: None,
+                    })
+                }
+                Some(FileContent::Text { text: t }) => text(t),
+                Some(FileContent::Named { note }) => text(note),
+                // Not read by the engine (a request built outside a turn): named.
+                _ => text(format!("[{} ({})]", file.filename, file.media_type)),
+            }
         }
         // Chat Completions has no error flag on tool results; the content already says what went
         // wrong, and the tool name is implied by the call id.

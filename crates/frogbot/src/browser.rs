@@ -244,6 +244,18 @@ fn check(rules: &BrowserRules, req: &Request) -> Option<Response> {
             ));
         }
     }
+    // An upload's body is the file, of any type: instead of JSON it carries `X-FrogBot-Upload`,
+    // a header no page of another origin may send without a preflight this server never grants.
+    if is_upload(req) {
+        if headers.contains_key(UPLOAD_HEADER) {
+            return None;
+        }
+        return Some(refuse(
+            StatusCode::BAD_REQUEST,
+            "invalid-request",
+            "an upload must carry the header X-FrogBot-Upload: 1".into(),
+        ));
+    }
     if has_body(headers) && !header_str(headers, header::CONTENT_TYPE).is_some_and(is_json) {
         return Some(refuse(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -252,6 +264,19 @@ fn check(rules: &BrowserRules, req: &Request) -> Option<Response> {
         ));
     }
     None
+}
+
+/// The header an upload (`POST /api/chats/{id}/files`) carries instead of a JSON body.
+pub const UPLOAD_HEADER: &str = "x-frogbot-upload";
+
+fn is_upload(req: &Request) -> bool {
+    req.method() == Method::POST
+        && req
+            .uri()
+            .path()
+            .strip_prefix("/api/chats/")
+            .and_then(|rest| rest.split_once('/'))
+            .is_some_and(|(_, tail)| tail == "files")
 }
 
 fn excerpt(s: &str) -> String {

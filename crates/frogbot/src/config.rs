@@ -408,6 +408,71 @@ pub struct Config {
     /// Model Context Protocol servers whose tools the agent gets (`[[mcp]]`).
     #[serde(default)]
     pub mcp: Vec<McpServerConfig>,
+    /// `[files]`: what files people may send and how much of one the model reads.
+    #[serde(default)]
+    pub files: FilesConfig,
+}
+
+/// `[files]`: the limits files are checked against (uploads to the web chat and the API, files
+/// posted on the platforms) and what the model is shown of them.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FilesConfig {
+    /// The largest file, in bytes (20 MiB).
+    #[serde(default = "default_file_max_bytes")]
+    pub max_bytes: u64,
+    /// The most files one message carries (10).
+    #[serde(default = "default_files_per_message")]
+    pub max_per_message: usize,
+    /// The media types accepted: exact (`application/pdf`) or a whole type (`image/*`);
+    /// `["*/*"]` (the default) accepts any.
+    #[serde(default = "default_media_types")]
+    pub media_types: Vec<String>,
+    /// Whether the models read images (sent to them as image parts); off: an image is named.
+    #[serde(default = "yes")]
+    pub images_to_model: bool,
+    /// How much of a text file the model reads, in bytes (100 000).
+    #[serde(default = "default_model_text_bytes")]
+    pub model_text_bytes: usize,
+}
+
+impl Default for FilesConfig {
+    fn default() -> Self {
+        Self {
+            max_bytes: default_file_max_bytes(),
+            max_per_message: default_files_per_message(),
+            media_types: default_media_types(),
+            images_to_model: true,
+            model_text_bytes: default_model_text_bytes(),
+        }
+    }
+}
+
+impl FilesConfig {
+    /// The engine's limits.
+    pub fn limits(&self) -> frogbot_core::agent::FileLimits {
+        frogbot_core::agent::FileLimits {
+            max_bytes: self.max_bytes,
+            max_per_message: self.max_per_message,
+            media_types: self.media_types.clone(),
+            images_to_model: self.images_to_model,
+            model_text_bytes: self.model_text_bytes,
+            ..frogbot_core::agent::FileLimits::default()
+        }
+    }
+}
+
+fn default_file_max_bytes() -> u64 {
+    20 * 1024 * 1024
+}
+fn default_files_per_message() -> usize {
+    10
+}
+fn default_media_types() -> Vec<String> {
+    vec!["*/*".into()]
+}
+fn default_model_text_bytes() -> usize {
+    100_000
 }
 
 /// One `[[mcp]]` server: `frogbot_mcp`'s configuration.
@@ -619,6 +684,28 @@ impl Config {
         }
         if self.max_steps == 0 {
             return bad("max_steps", "must be at least 1".into());
+        }
+        if !(1..=2_000_000_000).contains(&self.files.max_bytes) {
+            return bad("files.max_bytes", "must be from 1 to 2000000000".into());
+        }
+        if !(1..=100).contains(&self.files.max_per_message) {
+            return bad("files.max_per_message", "must be from 1 to 100".into());
+        }
+        let media = frogbot_core::agent::files::media_type;
+        if let Some(t) = self
+            .files
+            .media_types
+            .iter()
+            .find(|t| match t.strip_suffix("/*") {
+                Some("*") => false,
+                Some(kind) => media(&format!("{kind}/x")).is_none(),
+                None => media(t).is_none(),
+            })
+        {
+            return bad(
+                "files.media_types",
+                format!("{t:?} is not a media type: write `image/png`, `image/*` or `*/*`"),
+            );
         }
         if !(1..=50_000_000).contains(&self.tools.fetch_max_bytes) {
             return bad("tools.fetch_max_bytes", "must be from 1 to 50000000".into());

@@ -3,6 +3,7 @@
 mod access;
 mod asks;
 mod errors;
+mod files;
 mod input;
 mod talk;
 
@@ -101,6 +102,18 @@ pub fn routes() -> (Router<AppState>, Vec<RouteInfo>) {
             "/api/chats/{chat_id}/messages/{message_id}",
             Any,
             delete(delete_message),
+        )
+        .at(
+            M::POST,
+            "/api/chats/{chat_id}/files",
+            Any,
+            post(files::upload),
+        )
+        .at(
+            M::GET,
+            "/api/chats/{chat_id}/files/{file_id}",
+            Any,
+            get(files::download),
         )
         .at(M::GET, "/api/chats/{chat_id}/pending", Any, get(pending))
         .at(M::POST, "/api/chats/{chat_id}/settle", Any, post(settle))
@@ -240,6 +253,9 @@ impl ApiError {
 /// | `Store(Conflict)` | 409 | `conflict` |
 /// | `Store(Unavailable \| Locked)` | 503 + `Retry-After: 1` | `unavailable` |
 /// | `Stopping` | 503 + `Retry-After: 1` | `stopping` |
+/// | `File(TooLarge)` | 413 | `too-large` |
+/// | `File(MediaType)` | 415 | `unsupported-media-type` |
+/// | `File(TooMany \| Upload \| Unknown)` | 400 | `invalid-request` |
 /// | `Channel` (a platform failed a call made for the caller) | 502 | `channel-error` |
 /// | `Internal`, `Store(LeaseLost \| Corrupt \| Migration \| …)` | 500 | `internal` |
 impl From<CoreError> for ApiError {
@@ -299,6 +315,17 @@ impl From<CoreError> for ApiError {
                 );
                 err.retry_after = true;
                 err
+            }
+            CoreError::File(f) => {
+                use frogbot_core::agent::FileError;
+                let (status, code) = match f {
+                    FileError::TooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "too-large"),
+                    FileError::MediaType { .. } => {
+                        (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported-media-type")
+                    }
+                    _ => (StatusCode::BAD_REQUEST, "invalid-request"),
+                };
+                Self::new(status, code, f.to_string())
             }
             CoreError::Channel { .. } => {
                 Self::new(StatusCode::BAD_GATEWAY, "channel-error", e.to_string())

@@ -230,6 +230,7 @@ pub async fn build_engine(config: &Config) -> Result<Engine, Error> {
             instructions: config.instructions.clone(),
             max_steps: config.max_steps,
             history_bytes: config.history_bytes,
+            files: config.files.limits(),
             stream_idle_timeout: std::time::Duration::from_secs(config.stream_idle_timeout_seconds),
             step_timeout: std::time::Duration::from_secs(config.step_timeout_seconds),
             delivery_grace: std::time::Duration::from_secs(config.delivery_grace_seconds),

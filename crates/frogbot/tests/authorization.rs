@@ -71,6 +71,8 @@ struct World {
     chat: String,
     ask: String,
     agent_chat: String,
+    /// A file alice uploaded to her chat.
+    file: String,
 }
 
 async fn world(s: &Server) -> World {
@@ -115,10 +117,20 @@ async fn world(s: &Server) -> World {
         )
         .await;
     assert_eq!(r.status, 202, "{}", r.text);
+    let r = s
+        .post(
+            &format!("/api/chats/{chat}/files?name=a.json"),
+            Some(ALICE),
+            json!({"a": 1}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let file = r.json["id"].as_str().unwrap().to_owned();
     World {
         chat,
         ask,
         agent_chat,
+        file,
     }
 }
 
@@ -150,6 +162,17 @@ fn row(w: &World, method: &Method, path: &str) -> Option<Row> {
             format!("/api/chats/{chat}/messages/nope"),
             None,
             [403, 403, 404, 403, 403],
+        ),
+        // Who may write the chat uploads to it; who may read it reads its files.
+        ("POST", "/api/chats/{chat_id}/files") => r(
+            format!("/api/chats/{chat}/files?name=b.json"),
+            Some(json!({"b": 2})),
+            [403, 403, 201, 403, 403],
+        ),
+        ("GET", "/api/chats/{chat_id}/files/{file_id}") => r(
+            format!("/api/chats/{chat}/files/{}", w.file),
+            None,
+            [403, 403, 200, 403, 403],
         ),
         ("GET", "/api/chats/{chat_id}/pending") => r(
             format!("/api/chats/{chat}/pending"),
@@ -252,8 +275,8 @@ async fn every_route_answers_each_principal_as_the_policy_table_says() {
     let (_, table) = frogbot::http::routes();
     assert_eq!(
         table.len(),
-        28,
-        "the routes of serve-contract.md and the agent APIs"
+        30,
+        "the routes of serve-contract.md, the agent APIs and files"
     );
     let mut failures = Vec::new();
     for route in &table {

@@ -19,6 +19,7 @@ mod channel;
 pub mod clock;
 mod delivery;
 mod engine;
+pub mod files;
 pub mod jobs;
 pub mod message_tools;
 pub mod model;
@@ -39,9 +40,11 @@ pub use clock::{Clock, DatabaseClock, ManualClock, SystemClock};
 pub use engine::agents::Agents;
 pub use engine::channels::Channels;
 pub use engine::chats::Chats;
+pub use engine::files::Files;
 pub use engine::ops::{Housekeeping, Ops, Revival};
 pub use engine::questions::Questions;
 pub use engine::{Engine, JOB_FALLBACK_POLL};
+pub use files::{FileError, FileLimits};
 pub use model::*;
 pub use questions::{
     FormTarget, InteractionOutcome, STILL_POSTING, UPDATED_FIRST_BACKOFF_MS, UPDATED_MAX_RUNS,

@@ -45,6 +45,9 @@ pub enum ModelMessage {
         /// Its tool calls.
         tool_calls: Vec<ToolCallRequest>,
     },
+    /// A file a person sent with the user message before it (an image, a document): its
+    /// content as the model may read it once the engine has read its bytes.
+    File(ModelFile),
     /// The result of a tool call.
     Tool {
         /// The call it answers.
@@ -56,6 +59,54 @@ pub enum ModelMessage {
         /// Whether the call failed.
         is_error: bool,
     },
+}
+
+/// A file of a user message, as sent to the model ([`ModelMessage::File`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelFile {
+    /// Its media type (`image/png`).
+    pub media_type: String,
+    /// Its name as sent (`""` when none).
+    pub filename: String,
+    /// Where the engine reads it: `/api/chats/{chat}/files/{id}` or a `data:` URL.
+    pub url: String,
+    /// What the model is shown: `None` until the engine has read the file for a request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<FileContent>,
+}
+
+/// What a model is shown of a file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+#[non_exhaustive]
+pub enum FileContent {
+    /// An image, for a model that reads images: a `data:` URL of its bytes.
+    Image {
+        /// `data:{media type};base64,…`
+        data_url: String,
+    },
+    /// A text file's text (cut at the configured size, which the text then says).
+    Text {
+        /// The text.
+        text: String,
+    },
+    /// Only the file's name, type and size: the model cannot read it (another kind of file, an
+    /// image for a model without vision, a file too large or no longer stored).
+    Named {
+        /// What the model is told instead (`report.pdf (application/pdf, 1.2 MB): …`).
+        note: String,
+    },
+}
+
+impl ModelFile {
+    /// Its size for the context budget: a text's bytes; an image or a name counts as 1,000.
+    fn size_for_budget(&self) -> usize {
+        match &self.content {
+            Some(FileContent::Text { text }) => text.len(),
+            _ => 1_000,
+        }
+    }
 }
 
 /// The conversation sent to the model, shared rather than copied: earlier turns are kept as
@@ -82,6 +133,7 @@ impl ModelMessage {
                         .sum::<usize>()
             }
             ModelMessage::Tool { content, name, .. } => content.len() + name.len(),
+            ModelMessage::File(f) => f.size_for_budget(),
         }
     }
 }
@@ -134,7 +186,8 @@ impl Transcript {
             }
             head = chunk[from..].to_vec();
         }
-        let is_user = |m: &ModelMessage| matches!(m, ModelMessage::User { .. });
+        let is_user =
+            |m: &ModelMessage| matches!(m, ModelMessage::User { .. } | ModelMessage::File(_));
         let mut out = Transcript::new();
         if let Some(start) = head.iter().position(is_user) {
             out.extend(head.split_off(start));

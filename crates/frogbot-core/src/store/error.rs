@@ -14,6 +14,8 @@ pub enum Item {
     ToolCall,
     /// A durable job.
     Job,
+    /// A file.
+    File,
 }
 
 impl std::fmt::Display for Item {
@@ -23,6 +25,7 @@ impl std::fmt::Display for Item {
             Item::Message => "message",
             Item::ToolCall => "tool call",
             Item::Job => "job",
+            Item::File => "file",
         })
     }
 }

@@ -176,6 +176,13 @@ impl Server {
         body: Option<RawBody>,
     ) -> Resp {
         let mut req = self.client.request(method, format!("{}{path}", self.base));
+        if path
+            .split('?')
+            .next()
+            .is_some_and(|p| p.ends_with("/files"))
+        {
+            req = req.header("x-frogbot-upload", "1");
+        }
         if let Some(t) = token {
             req = req.bearer_auth(t);
         }

@@ -25,7 +25,15 @@ impl<'a> Agents<'a> {
     /// (or as a steer for the running turn, from its driving user). Who may write the chat is
     /// decided in the same store operation ([`Error::Forbidden`], [`Error::ChannelChat`]); a
     /// message id the chat has already is [`Error::DuplicateMessage`].
-    pub async fn send(self, req: SendMessage) -> Result<Sent> {
+    pub async fn send(self, mut req: SendMessage) -> Result<Sent> {
+        // Its files: each one of this chat's (or a `data:` URL), within the limits.
+        crate::agent::files::check_file_parts(
+            self.0.store(),
+            &self.0.config().files,
+            &req.chat_id,
+            &mut req.parts,
+        )
+        .await?;
         let chat = req.chat_id.clone();
         let id = req.id.clone();
         match self.0.inner.turns.send(req, true).await? {

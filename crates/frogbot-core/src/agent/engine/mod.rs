@@ -60,6 +60,7 @@ use crate::store::{
 pub(super) mod agents;
 pub(super) mod channels;
 pub(super) mod chats;
+pub(super) mod files;
 pub(super) mod ops;
 pub(super) mod questions;
 
@@ -301,6 +302,11 @@ impl Engine {
     /// Running agents: turns, steering, models; external agents' chats, messages and inbox.
     pub fn agents(&self) -> agents::Agents<'_> {
         agents::Agents(self)
+    }
+
+    /// Files: uploads to chats and reading them back.
+    pub fn files(&self) -> files::Files<'_> {
+        files::Files(self)
     }
 
     /// Operations: jobs, the housekeeping purge, the backlog, roles, the store's health.

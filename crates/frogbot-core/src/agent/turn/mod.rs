@@ -1122,8 +1122,15 @@ impl Turns {
                 }
             };
             let extra = self.step_tools(chat.channel.as_ref().map(|c| c.platform.as_str()));
-            let request =
+            let mut request =
                 self.request(&history, &reply, reasoning.clone(), offer_questions, &extra);
+            request.messages = crate::agent::files::read_for_model(
+                &self.store,
+                &self.config.files,
+                &chat_id,
+                request.messages,
+            )
+            .await;
             let step_no = steps_done + 1;
             let step = self
                 .run_step(

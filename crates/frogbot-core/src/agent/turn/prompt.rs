@@ -478,9 +478,12 @@ pub fn to_model_messages(m: &UiMessage, out: &mut Vec<ModelMessage>) {
 
 fn convert(m: &UiMessage, named: bool, out: &mut Vec<ModelMessage>) {
     match m.role {
-        Role::User => out.push(ModelMessage::User {
-            text: user_text(m, named),
-        }),
+        Role::User => {
+            crate::agent::files::model_files(&m.parts, out);
+            out.push(ModelMessage::User {
+                text: user_text(m, named),
+            });
+        }
         Role::Assistant => {
             let mut steps: Vec<Vec<&MessagePart>> = vec![vec![]];
             for p in &m.parts {

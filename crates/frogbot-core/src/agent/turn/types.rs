@@ -65,6 +65,8 @@ pub struct EngineConfig {
     /// agent never approves a call of a turn it drove: it is left out of that approval's
     /// approvers, and an agent answers an approval only when named by its user id among them.
     pub agents: HashSet<UserId>,
+    /// What files are accepted and how much of one the model reads.
+    pub files: crate::agent::FileLimits,
 }
 
 impl Default for EngineConfig {
@@ -84,6 +86,7 @@ impl Default for EngineConfig {
             dead_job_retention: Duration::from_secs(7 * 24 * 3600),
             message_tools: false,
             agents: HashSet::new(),
+            files: crate::agent::FileLimits::default(),
         }
     }
 }

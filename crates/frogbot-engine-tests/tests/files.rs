@@ -1,0 +1,328 @@
+//! Files (issue 40, item 1), on SQLite (`sqlite::…`) and PostgreSQL (`postgres::…`): an upload is
+//! streamed into the store and read back byte for byte; a message names it by its URL and the
+//! model is shown it — an image as an image (its bytes as a `data:` URL), a text file as its
+//! text, any other file by name; a file too large, of a type not accepted, cut off half way, or
+//! of another chat is refused and leaves nothing behind; the same upload twice is one file.
+
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use futures::StreamExt;
+
+use frogbot_core::Error;
+use frogbot_core::agent::files::file_url;
+use frogbot_core::agent::scripted::{ScriptedModel, reply};
+use frogbot_core::agent::{
+    Engine, EngineConfig, FileContent, FileError, FileLimits, ModelFile, ModelMessage,
+    ModelRequest, SendMessage, Sent,
+};
+use frogbot_core::model::{ChatId, Delivery, MessagePart, UserId};
+
+/// An engine whose model records the files of every request.
+fn world(
+    url: &str,
+    limits: FileLimits,
+) -> impl std::future::Future<Output = (Engine, Arc<Mutex<Vec<Vec<ModelFile>>>>)> {
+    let url = url.to_string();
+    async move {
+        let store = frogbot_testkit::open_store(&url).await;
+        let seen: Arc<Mutex<Vec<Vec<ModelFile>>>> = Arc::default();
+        let s = seen.clone();
+        let model = ScriptedModel::new(move |req: &ModelRequest| {
+            let files = req
+                .messages
+                .iter()
+                .filter_map(|m| match m {
+                    ModelMessage::File(f) => Some(f.clone()),
+                    _ => None,
+                })
+                .collect();
+            s.lock().unwrap().push(files);
+            reply(&format!("re: {}", frogbot_testkit::last_user(req)))
+        });
+        let engine = Engine::new(
+            store,
+            vec![frogbot_testkit::offer("main", model)],
+            vec![],
+            EngineConfig {
+                files: limits,
+                ..EngineConfig::default()
+            },
+        );
+        (engine, seen)
+    }
+}
+
+fn chunks(
+    data: &[u8],
+    size: usize,
+) -> impl futures::Stream<Item = Result<Bytes, String>> + Send + use<> {
+    let pieces: Vec<Result<Bytes, String>> = data
+        .chunks(size)
+        .map(|c| Ok(Bytes::copy_from_slice(c)))
+        .collect();
+    futures::stream::iter(pieces)
+}
+
+async fn read_back(engine: &Engine, chat: &ChatId, id: &str) -> Vec<u8> {
+    let row = engine.files().get(chat, id, None).await.unwrap();
+    let mut out = Vec::new();
+    let mut s = std::pin::pin!(engine.files().bytes(row));
+    while let Some(c) = s.next().await {
+        out.extend(c.unwrap());
+    }
+    out
+}
+
+async fn send(engine: &Engine, chat: &ChatId, parts: Vec<MessagePart>) -> Result<(), Error> {
+    let sent = engine
+        .agents()
+        .send(SendMessage {
+            chat_id: chat.clone(),
+            id: None,
+            parts,
+            author: Some(UserId::new("ann")),
+            delivery: Delivery::Queue,
+            model: None,
+            reasoning: None,
+            channel: None,
+            speaker: None,
+            context: None,
+        })
+        .await?;
+    match sent {
+        Sent::Started(h) => {
+            h.done.await.unwrap().unwrap();
+        }
+        Sent::Queued { .. } => panic!("nothing runs here"),
+    }
+    Ok(())
+}
+
+/// An image, a text file and a PDF uploaded (in pieces of odd sizes, across the 256 KiB chunk
+/// boundary) read back byte for byte; sent in one message, the model sees the image's bytes,
+/// the text, and the PDF's name; a later turn shows them again (from the history).
+async fn uploads_reach_the_model_as_images_text_and_names(url: &str) {
+    let (engine, seen) = world(url, FileLimits::default()).await;
+    let chat = ChatId::new("files-1").unwrap();
+    let image: Vec<u8> = (0..600_000u32).map(|i| (i % 251) as u8).collect();
+    let png = engine
+        .files()
+        .upload(&chat, None, "image/png", "shot.png", chunks(&image, 70_001))
+        .await
+        .unwrap();
+    assert_eq!(png.size, image.len() as u64);
+    assert_eq!(png.chunks, 3);
+    assert_eq!(read_back(&engine, &chat, &png.id).await, image);
+    let notes = engine
+        .files()
+        .upload(
+            &chat,
+            None,
+            "text/plain; charset=utf-8",
+            "../notes.txt",
+            chunks(b"milk, eggs", 3),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (notes.media_type.as_str(), notes.filename.as_str()),
+        ("text/plain", "notes.txt")
+    );
+    let pdf = engine
+        .files()
+        .upload(
+            &chat,
+            None,
+            "application/pdf",
+            "report.pdf",
+            chunks(b"%PDF-1.7", 8),
+        )
+        .await
+        .unwrap();
+    let parts = vec![
+        MessagePart::file("image/png", "shot.png", &file_url(&chat, &png.id)),
+        // The type a client claims is replaced by the stored one.
+        MessagePart::file("text/html", "x.html", &file_url(&chat, &notes.id)),
+        MessagePart::file("application/pdf", "report.pdf", &file_url(&chat, &pdf.id)),
+        MessagePart::text("what is in these?"),
+    ];
+    send(&engine, &chat, parts).await.unwrap();
+    let files = seen.lock().unwrap().last().unwrap().clone();
+    assert_eq!(files.len(), 3, "{files:?}");
+    use base64::Engine as _;
+    let want = format!(
+        "data:image/png;base64,{}",
+        base64::engine::general_purpose::STANDARD.encode(&image)
+    );
+    assert_eq!(
+        files[0].content,
+        Some(FileContent::Image { data_url: want })
+    );
+    assert_eq!(
+        files[1].content,
+        Some(FileContent::Text {
+            text: "[notes.txt (text/plain)]\nmilk, eggs".into()
+        })
+    );
+    match &files[2].content {
+        Some(FileContent::Named { note }) => {
+            assert!(note.contains("report.pdf (application/pdf)"), "{note}")
+        }
+        other => panic!("{other:?}"),
+    }
+    send(&engine, &chat, vec![MessagePart::text("and now?")])
+        .await
+        .unwrap();
+    let again = seen.lock().unwrap().last().unwrap().clone();
+    assert_eq!(again, files, "the history shows the files again");
+}
+
+/// Too large, a type not accepted, a body that fails half way: refused with their error, and
+/// nothing readable is left (the unfinished file is purged); a message naming another chat's
+/// file, or an unknown one, is refused and saves nothing; the same upload twice is one file.
+async fn refused_files_leave_nothing(url: &str) {
+    let limits = FileLimits {
+        max_bytes: 300_000,
+        media_types: vec!["image/*".into(), "text/plain".into()],
+        ..FileLimits::default()
+    };
+    let (engine, _) = world(url, limits).await;
+    let chat = ChatId::new("files-2").unwrap();
+    let big = vec![1u8; 300_001];
+    let e = engine
+        .files()
+        .upload(&chat, None, "image/png", "big.png", chunks(&big, 65_536))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, Error::File(FileError::TooLarge { limit: 300_000 })),
+        "{e}"
+    );
+    let e = engine
+        .files()
+        .upload(&chat, None, "application/zip", "a.zip", chunks(b"PK", 2))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::File(FileError::MediaType { .. })), "{e}");
+    let failing = futures::stream::iter(vec![
+        Ok(Bytes::from_static(b"abc")),
+        Err("connection reset".to_string()),
+    ]);
+    let e = engine
+        .files()
+        .upload(&chat, None, "text/plain", "cut.txt", failing)
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::File(FileError::Upload { .. })), "{e}");
+    let store = engine.store_for_tests().clone();
+    let purged = store.purge_files(engine.now() + 1).await.unwrap();
+    assert_eq!(
+        purged, 2,
+        "the too-large and the cut-off uploads were left unfinished"
+    );
+
+    let first = engine
+        .files()
+        .upload(&chat, None, "text/plain", "a.txt", chunks(b"same", 4))
+        .await
+        .unwrap();
+    let again = engine
+        .files()
+        .upload(&chat, None, "text/plain", "a.txt", chunks(b"same", 1))
+        .await
+        .unwrap();
+    assert_eq!(again.id, first.id, "the same upload twice is one file");
+
+    let other = ChatId::new("files-3").unwrap();
+    for url in [
+        file_url(&other, &first.id),
+        file_url(&chat, "nope"),
+        "https://example.org/x.png".into(),
+    ] {
+        let e = send(
+            &engine,
+            &other,
+            vec![
+                MessagePart::file("text/plain", "a.txt", &url),
+                MessagePart::text("hi"),
+            ],
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            matches!(e, Error::File(FileError::Unknown { .. })),
+            "{url}: {e}"
+        );
+    }
+    assert!(
+        engine.chats().get(&other).await.unwrap().is_none(),
+        "a refused message creates nothing"
+    );
+}
+
+/// Who may upload and read: the owner of a chat; not another user (nor anonymous); a file
+/// uploaded before its chat's first message is its uploader's alone.
+async fn only_who_may_read_the_chat_reads_its_files(url: &str) {
+    let (engine, _) = world(url, FileLimits::default()).await;
+    let engine = engine.with_policy(
+        frogbot_core::policy::Policy::new(frogbot_core::policy::AnonymousAccess::None),
+        vec![
+            frogbot_core::policy::Principal::User(UserId::new("ann")),
+            frogbot_core::policy::Principal::User(UserId::new("bob")),
+        ],
+    );
+    let (ann, bob) = (UserId::new("ann"), UserId::new("bob"));
+    let chat = ChatId::new("files-4").unwrap();
+    let early = engine
+        .files()
+        .upload(
+            &chat,
+            Some(&ann),
+            "text/plain",
+            "a.txt",
+            chunks(b"early", 5),
+        )
+        .await
+        .unwrap();
+    assert!(
+        engine
+            .files()
+            .get(&chat, &early.id, Some(&ann))
+            .await
+            .is_ok()
+    );
+    let e = engine
+        .files()
+        .get(&chat, &early.id, Some(&bob))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::NotFound { .. }), "{e}");
+    send(&engine, &chat, vec![MessagePart::text("hello")])
+        .await
+        .unwrap();
+    let e = engine
+        .files()
+        .get(&chat, &early.id, Some(&bob))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::Denied(_)), "{e}");
+    let e = engine
+        .files()
+        .upload(&chat, Some(&bob), "text/plain", "b.txt", chunks(b"b", 1))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::Denied(_)), "{e}");
+    let e = engine
+        .files()
+        .get(&chat, &early.id, None)
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::Denied(_)), "{e}");
+}
+
+frogbot_testkit::backends!(
+    uploads_reach_the_model_as_images_text_and_names,
+    refused_files_leave_nothing,
+    only_who_may_read_the_chat_reads_its_files,
+);

@@ -1,0 +1,183 @@
+//! Files over HTTP (issue 40, item 1): `POST /api/chats/{id}/files` streams an upload into the
+//! store and answers the part a message sends it with; `GET …/files/{file}` serves it back to
+//! whoever may read the chat, never as a page of this origin; the limits of `[files]` answer
+//! 413 / 415 and keep nothing; a message naming another chat's file is refused.
+
+mod common;
+
+use common::{ALICE, BOB, Server};
+use serde_json::{Value, json};
+
+async fn upload(
+    s: &Server,
+    chat: &str,
+    token: &str,
+    media: &str,
+    name: &str,
+    body: Vec<u8>,
+) -> (u16, Value) {
+    let res = s
+        .client
+        .post(format!("{}/api/chats/{chat}/files?name={name}", s.base))
+        .bearer_auth(token)
+        .header("content-type", media)
+        .header("x-frogbot-upload", "1")
+        .body(body)
+        .send()
+        .await
+        .expect("upload");
+    let status = res.status().as_u16();
+    (status, res.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_are_uploaded_served_and_sent_in_messages() {
+    let db = frogbot_testkit::sqlite_db();
+    let s = common::start_with(
+        &db,
+        "[files]\nmax_bytes = 1000000\nmedia_types = [\"image/*\", \"text/*\"]\n",
+    )
+    .await;
+    let image: Vec<u8> = (0..700_000u32).map(|i| (i * 7 % 256) as u8).collect();
+    let (status, body) = upload(&s, "mine", ALICE, "image/png", "cat.png", image.clone()).await;
+    assert_eq!(status, 201, "{body}");
+    let part = body["part"].clone();
+    assert_eq!(part["type"], "file");
+    assert_eq!(part["mediaType"], "image/png");
+    assert_eq!(part["filename"], "cat.png");
+    let url = part["url"].as_str().unwrap().to_string();
+    assert_eq!(
+        url,
+        format!("/api/chats/mine/files/{}", body["id"].as_str().unwrap())
+    );
+
+    // Served back whole, as an image shown inline, to its owner only.
+    let res = s
+        .client
+        .get(format!("{}{url}", s.base))
+        .bearer_auth(ALICE)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 200);
+    let h = res.headers().clone();
+    assert_eq!(h["content-type"], "image/png");
+    assert_eq!(h["x-content-type-options"], "nosniff");
+    assert!(
+        h["content-disposition"]
+            .to_str()
+            .unwrap()
+            .starts_with("inline")
+    );
+    assert!(
+        h["content-security-policy"]
+            .to_str()
+            .unwrap()
+            .contains("sandbox")
+    );
+    assert_eq!(res.bytes().await.unwrap().to_vec(), image);
+    assert_eq!(
+        s.get(&url, Some(BOB)).await.status,
+        404,
+        "the chat does not exist yet: only its uploader reads"
+    );
+
+    // Sent in a message: kept in the chat as the part names it.
+    let r = s
+        .post(
+            "/api/chats/mine/messages",
+            Some(ALICE),
+            json!({"parts": [part, {"type": "text", "text": "look"}]}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let chat = s.chat("mine", Some(ALICE)).await;
+    let first = &common::messages(&chat.json)[0];
+    assert_eq!(first["parts"][0]["url"], url.as_str());
+    assert_eq!(
+        s.get(&url, Some(BOB)).await.status,
+        403,
+        "another user's chat"
+    );
+
+    // A text file that would be a page of this origin is a download, sandboxed.
+    let (status, body) = upload(
+        &s,
+        "mine",
+        ALICE,
+        "text/html",
+        "x.html",
+        b"<script>alert(1)</script>".to_vec(),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let res = s
+        .client
+        .get(format!(
+            "{}{}",
+            s.base,
+            body["part"]["url"].as_str().unwrap()
+        ))
+        .bearer_auth(ALICE)
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        res.headers()["content-disposition"]
+            .to_str()
+            .unwrap()
+            .starts_with("attachment")
+    );
+
+    // The limits: 413 and 415, and nothing kept.
+    let (status, body) = upload(
+        &s,
+        "mine",
+        ALICE,
+        "image/png",
+        "big.png",
+        vec![0; 1_000_001],
+    )
+    .await;
+    assert_eq!(status, 413, "{body}");
+    assert_eq!(body["error"]["code"], "too-large");
+    let (status, body) = upload(
+        &s,
+        "mine",
+        ALICE,
+        "application/zip",
+        "a.zip",
+        b"PK".to_vec(),
+    )
+    .await;
+    assert_eq!(status, 415, "{body}");
+    assert_eq!(body["error"]["code"], "unsupported-media-type");
+    // Bob may not upload to alice's chat.
+    let (status, _) = upload(&s, "mine", BOB, "text/plain", "b.txt", b"b".to_vec()).await;
+    assert_eq!(status, 403);
+
+    // A page of another origin cannot upload: a form's `text/plain` POST carries no
+    // X-FrogBot-Upload, and adding it needs a preflight this server never grants.
+    let res = s
+        .client
+        .post(format!("{}/api/chats/mine/files?name=x.txt", s.base))
+        .bearer_auth(ALICE)
+        .header("content-type", "text/plain")
+        .body("from a form")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 400);
+    assert!(res.text().await.unwrap().contains("X-FrogBot-Upload"));
+
+    // Bob's message naming alice's file is refused, and his chat is not created.
+    let r = s
+        .post(
+            "/api/chats/bobs/messages",
+            Some(BOB),
+            json!({"parts": [{"type": "file", "mediaType": "image/png", "url": url}, {"type": "text", "text": "mine now"}]}),
+        )
+        .await;
+    r.assert_error(400, "invalid-request");
+    assert_eq!(s.get("/api/chats/bobs", Some(BOB)).await.status, 404);
+}
