@@ -209,6 +209,38 @@ mod tests {
     }
 
     #[test]
+    fn files_become_image_parts_or_text() {
+        use frogbot_core::agent::ModelFile;
+        let file = |content| {
+            ModelMessage::File(ModelFile {
+                media_type: "image/png".into(),
+                filename: "cat.png".into(),
+                url: "/api/chats/c/files/f".into(),
+                content,
+            })
+        };
+        let image = serde_json::to_value(message(file(Some(FileContent::Image {
+            data_url: "data:image/png;base64,AAAA".into(),
+        }))))
+        .unwrap();
+        assert_eq!(
+            image,
+            serde_json::json!({"role": "user", "content": [
+                {"type": "text", "text": "[cat.png (image/png)]"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
+            ]})
+        );
+        let named = serde_json::to_value(message(file(Some(FileContent::Named {
+            note: "[cat.png (image/png): too large]".into(),
+        }))))
+        .unwrap();
+        assert_eq!(
+            named,
+            serde_json::json!({"role": "user", "content": "[cat.png (image/png): too large]"})
+        );
+    }
+
+    #[test]
     fn assistant_without_text_or_calls_keeps_empty_content() {
         let body = build_request(
             "m",

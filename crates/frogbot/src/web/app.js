@@ -24,6 +24,9 @@
     steerOption: $("#steer-option"),
     steer: $("#steer"),
     readonly: $("#readonly"),
+    attach: $("#attach"),
+    attachInput: $("#attach-input"),
+    attachments: $("#attachments"),
   };
 
   const app = {
@@ -35,6 +38,8 @@
     refreshing: false,
     refreshAgain: false,
     nodes: new Map(), // message id → {sig, node}: unchanged messages keep their nodes (and apps)
+    attachments: [], // File objects chosen for the next message
+    fileUrls: new Map(), // a file part's URL → a promise of its object URL (fetched with the token)
   };
 
   // ---- helpers ----------------------------------------------------------------------------
@@ -390,10 +395,65 @@
       } else if (isBlock(p)) {
         flushText();
         body.push(renderBlock(m, p, false));
+      } else if (p.type === "file" && typeof p.url === "string") {
+        flushText();
+        body.push(renderFile(p));
       }
     }
     flushText();
     return body;
+  }
+
+  // A file part: an image shown, any other file a link that downloads it. The server's files
+  // are fetched with the bearer token and shown through an object URL.
+  function fileUrl(url) {
+    if (!url.startsWith("/api/")) return Promise.resolve(url.startsWith("data:") ? url : "");
+    if (!app.fileUrls.has(url)) {
+      app.fileUrls.set(url, fetch(url, { headers: headers() })
+        .then((res) => (res.ok ? res.blob() : Promise.reject(new Error("HTTP " + res.status))))
+        .then((blob) => URL.createObjectURL(blob))
+        .catch(() => { app.fileUrls.delete(url); return ""; }));
+    }
+    return app.fileUrls.get(url);
+  }
+
+  function renderFile(p) {
+    const name = p.filename || "file";
+    const image = /^image\//.test(p.mediaType || "") && p.mediaType !== "image/svg+xml";
+    const box = h("div", { class: "file-part", "data-media-type": p.mediaType || "" });
+    if (image) {
+      const img = h("img", { alt: name, title: name });
+      box.append(img);
+      fileUrl(p.url).then((u) => { if (u) img.src = u; else box.replaceChildren(h("span", { text: "🖼 " + name + " (unavailable)" })); });
+    } else {
+      const a = h("a", { text: "📄 " + name, download: name, href: "#" });
+      fileUrl(p.url).then((u) => { if (u) a.href = u; });
+      box.append(a);
+    }
+    return box;
+  }
+
+  function renderAttachments() {
+    ui.attachments.replaceChildren(...app.attachments.map((f, i) => h("span", { class: "chip" },
+      f.name,
+      h("button", { type: "button", title: "Remove", "aria-label": "Remove " + f.name, text: "×",
+        onclick: () => { app.attachments.splice(i, 1); renderAttachments(); } }))));
+    ui.attachments.hidden = app.attachments.length === 0;
+  }
+
+  // Uploads a file to the chat: the part a message sends it with.
+  async function upload(chatId, file) {
+    const res = await fetch(`/api/chats/${encodeURIComponent(chatId)}/files?name=${encodeURIComponent(file.name)}`, {
+      method: "POST",
+      headers: headers({ "Content-Type": file.type || "application/octet-stream", "X-FrogBot-Upload": "1" }),
+      body: file,
+    });
+    const data = await res.json().catch(() => null);
+    if (!res.ok) {
+      const err = (data && data.error) || {};
+      throw new ApiError(res.status, err.code || "http-" + res.status, `${file.name}: ${err.message || res.statusText}`);
+    }
+    return data.part;
   }
 
   function renderMessage(m) {
@@ -794,9 +854,21 @@
 
   async function sendMessage() {
     const text = ui.text.value.trim();
-    if (!text || !app.chatId) return;
+    if ((!text && !app.attachments.length) || !app.chatId) return;
     const chatId = app.chatId;
-    const body = { id: newId("msg-"), parts: [{ type: "text", text }] };
+    // The files first: a message is sent only once every one of them is stored.
+    const files = app.attachments.slice();
+    const parts = [];
+    try {
+      for (const f of files) parts.push(await upload(chatId, f));
+    } catch (err) {
+      showError(err);
+      return;
+    }
+    app.attachments = [];
+    renderAttachments();
+    if (text) parts.push({ type: "text", text });
+    const body = { id: newId("msg-"), parts };
     if (app.chat && app.chat.state === "running" && ui.steer.checked) body.delivery = "steer";
     ui.text.value = "";
     autosize();
@@ -804,7 +876,7 @@
     showError(null);
     app.stickToBottom = true;
     const wasNew = !app.chat;
-    if (wasNew) rememberTitle(chatId, text);
+    if (wasNew) rememberTitle(chatId, text || files.map((f) => f.name).join(", "));
     const request = api("POST", `/api/chats/${encodeURIComponent(chatId)}/messages`, body);
     // The JSON request answers when the turn ends; the event stream shows it meanwhile.
     setTimeout(() => { if (chatId === app.chatId) { scheduleRefresh(0); if (wasNew) loadChats(); } }, 150);
@@ -814,6 +886,8 @@
       if (chatId === app.chatId) {
         showError(err);
         if (!ui.text.value) ui.text.value = text;
+        // The files stay chosen (sending them again finds them stored: one file each).
+        if (files.length && !app.attachments.length) { app.attachments = files; renderAttachments(); }
       }
     }
     if (chatId === app.chatId) scheduleRefresh(0);
@@ -901,6 +975,20 @@
   // ---- wiring -----------------------------------------------------------------------------
 
   ui.composer.addEventListener("submit", (e) => { e.preventDefault(); sendMessage(); });
+  ui.attach.addEventListener("click", () => ui.attachInput.click());
+  ui.attachInput.addEventListener("change", () => {
+    app.attachments.push(...ui.attachInput.files);
+    ui.attachInput.value = "";
+    renderAttachments();
+  });
+  // Pasted images (a screenshot) are attached too.
+  ui.text.addEventListener("paste", (e) => {
+    const pasted = [...((e.clipboardData && e.clipboardData.files) || [])];
+    if (!pasted.length) return;
+    e.preventDefault();
+    app.attachments.push(...pasted);
+    renderAttachments();
+  });
   ui.stop.addEventListener("click", async () => {
     try {
       await api("POST", `/api/chats/${encodeURIComponent(app.chatId)}/stop`, {});

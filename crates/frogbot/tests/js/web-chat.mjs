@@ -195,6 +195,36 @@ await step("the ask is answered", async () => {
   if (v.state !== "answered" || got !== want) throw new Error(`ask: ${JSON.stringify(v)}`);
 });
 
+// Files: an image and a text file attached with the 📎 input, sent with a text; the image is
+// drawn (fetched through the API and shown), the text file is a download link.
+const PNG = Buffer.from(
+  "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==",
+  "base64",
+);
+await step("attach two files", async () => {
+  await page.locator("#attach-input").setInputFiles([
+    { name: "dot.png", mimeType: "image/png", buffer: PNG },
+    { name: "notes.txt", mimeType: "text/plain", buffer: Buffer.from("milk, eggs") },
+  ]);
+  await page.locator("#attachments .chip", { hasText: "notes.txt" }).waitFor();
+});
+await step("the files are sent and shown", async () => {
+  await send("what are these?");
+  await page.locator(".message.assistant", { hasText: "You said: what are these?" }).waitFor();
+  const img = page.locator('.message.user .file-part img[alt="dot.png"]');
+  await img.waitFor();
+  await page.waitForFunction(() => {
+    const i = document.querySelector('.message.user .file-part img[alt="dot.png"]');
+    return i && i.complete && i.naturalWidth === 1 && i.src.startsWith("blob:");
+  });
+  await page.waitForFunction(() => {
+    const a = document.querySelector('.message.user .file-part a[download="notes.txt"]');
+    return a && a.href.startsWith("blob:");
+  });
+  await page.locator("#attachments").waitFor({ state: "hidden" });
+  await page.screenshot({ path: shot.replace(/(\.png)?$/, "-files.png") });
+});
+
 // A Content-Security-Policy violation (the page's or an app frame's) is a console error: fatal too.
 const fatal = problems.filter((p) => p.startsWith("pageerror") || /Content Security Policy/i.test(p));
 clearTimeout(timer);

@@ -17,6 +17,8 @@ pub struct Housekeeping {
     pub dead_jobs_purged: u64,
     /// Dead jobs kept (at most 100 counted).
     pub dead_jobs: usize,
+    /// Uploads cut off more than an hour ago (unfinished files) removed.
+    pub uploads_purged: u64,
 }
 
 /// What [`Ops::revive_job`] did.
@@ -198,7 +200,8 @@ impl<'a> Ops<'a> {
         Ok(())
     }
 
-    /// Housekeeping: removes expired question records and the dead jobs older than
+    /// Housekeeping: removes expired question records, uploads cut off (unfinished an hour
+    /// after they began), and the dead jobs older than
     /// [`EngineConfig::dead_job_retention`], and warns about the dead jobs kept (the replies or
     /// updates given up on).
     pub async fn housekeep(self) -> Result<Housekeeping> {
@@ -207,6 +210,10 @@ impl<'a> Ops<'a> {
         let questions = store.purge_expired(now).await?;
         let dead_jobs_purged = store
             .purge_dead_jobs(now.saturating_sub(self.0.dead_job_retention_ms()))
+            .await?;
+        // An upload still unfinished after an hour was cut off.
+        let uploads_purged = store
+            .purge_files(now.saturating_sub(60 * 60 * 1000))
             .await?;
         let dead = store.dead_jobs(HOUSEKEEPING_DEAD_REPORT).await?;
         if !dead.is_empty() {
@@ -220,6 +227,7 @@ impl<'a> Ops<'a> {
             questions_purged: questions,
             dead_jobs_purged,
             dead_jobs: dead.len(),
+            uploads_purged,
         })
     }
 
