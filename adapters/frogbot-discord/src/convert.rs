@@ -327,6 +327,7 @@ pub fn thread_message(message: &Message) -> ThreadMessage {
         },
         reply_to,
         raw: raw_of(message),
+        files: Vec::new(),
     }
 }
 

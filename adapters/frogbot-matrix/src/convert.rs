@@ -242,6 +242,7 @@ pub fn room_message(
             },
             reply_to: reply_to.map(|r| message_id(room, &r)),
             raw,
+            files: Vec::new(),
         },
     })
 }

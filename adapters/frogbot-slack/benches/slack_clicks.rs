@@ -120,6 +120,7 @@ async fn level(concurrency: usize, questions: usize, run: usize) {
                 },
                 reply_to: None,
                 raw: Value::Null,
+                files: Vec::new(),
             };
             match engine
                 .channels()

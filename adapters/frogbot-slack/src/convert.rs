@@ -360,6 +360,7 @@ fn build_message(
             },
             reply_to: root.filter(|r| *r != ts).map(|r| message_id(channel, r)),
             raw,
+            files: Vec::new(),
         },
     }
 }

@@ -641,6 +641,7 @@ mod tests {
             },
             reply_to: None,
             raw: Value::Null,
+            files: Vec::new(),
         }
     }
 

@@ -114,6 +114,7 @@ pub fn thread_message(message: &Message) -> Result<Interaction, Error> {
                 .reply_to_message()
                 .map(|r| message_id(r.chat.id, r.id)),
             raw: serde_json::to_value(message).map_err(|e| Error::Payload(e.to_string()))?,
+            files: Vec::new(),
         },
     })
 }

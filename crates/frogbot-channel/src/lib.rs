@@ -101,6 +101,7 @@ pub use executor::{Done, Outcome, ThreadExecutor};
 pub use frogbot_model::NEW_CONVERSATION_TEXT;
 pub use outbox::{
     AccessCheck, AllowAll, AllowList, AskPlace, Channel, ChannelOutbox, ChannelSettings,
-    DraftMessages, EditStream, FIRST_MESSAGE_WAIT, FirstMessageHold, ReplyStream, ShownAcks,
+    DraftMessages, EditStream, FIRST_MESSAGE_WAIT, FileStream, FirstMessageHold, ReplyStream,
+    ShownAcks,
 };
 pub use retry::{Retry, RetryPolicy};

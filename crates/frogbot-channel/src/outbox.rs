@@ -9,8 +9,8 @@ use crate::delivery::{Deliver, Delivery};
 use std::sync::Arc;
 
 use frogbot_model::{
-    Ack, BoxError, ChannelQuestions, ChatInfo, IdentityResolver, Thread, ThreadMessage, UiMessage,
-    UserId,
+    Ack, BoxError, ChannelQuestions, ChatInfo, IdentityResolver, PlatformFile, Thread,
+    ThreadMessage, UiMessage, UserId,
 };
 
 /// The agent's access check: may this user talk to the agent in this chat? (`None`: anonymous.)
@@ -64,6 +64,9 @@ pub enum AskPlace<'a> {
     User(&'a str),
 }
 
+/// A file's bytes as they arrive ([`ChannelOutbox::open_file`]).
+pub type FileStream = futures::stream::BoxStream<'static, Result<Vec<u8>, BoxError>>;
+
 /// Where a channel posts the agent's replies (in the same thread), and how it shows a person that
 /// their message was taken and is being worked on.
 ///
@@ -92,6 +95,15 @@ pub trait ChannelOutbox: Send + Sync {
             AskPlace::Thread(t) => Ok(t.to_owned()),
             AskPlace::User(_) => Err("this channel does not open direct conversations".into()),
         }
+    }
+
+    /// Opens a file a person posted ([`ThreadMessage::files`]) for the engine to store, with the
+    /// platform's own authentication, through the guarded outbound client: its bytes as they
+    /// arrive. The engine calls it only for a writer the channel lets in, and stops reading past
+    /// its size limit or its time limit. By default the channel takes no files (the person is
+    /// told so).
+    async fn open_file(&self, _file: &PlatformFile) -> Result<FileStream, BoxError> {
+        Err("this channel does not take files".into())
     }
 
     /// Posts the reply of a turn that ended (or stopped to wait) in `thread`, or a short notice

@@ -168,6 +168,7 @@ fn said(id: &str, text: &str) -> ThreadMessage {
         },
         reply_to: None,
         raw: json!(null),
+        files: Vec::new(),
     }
 }
 

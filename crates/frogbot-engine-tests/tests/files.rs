@@ -10,13 +10,17 @@ use bytes::Bytes;
 use futures::StreamExt;
 
 use frogbot_core::Error;
+use frogbot_core::agent::FileStream;
 use frogbot_core::agent::files::file_url;
 use frogbot_core::agent::scripted::{ScriptedModel, reply};
 use frogbot_core::agent::{
-    Engine, EngineConfig, FileContent, FileError, FileLimits, ModelFile, ModelMessage,
-    ModelRequest, SendMessage, Sent,
+    AllowList, Channel, ChannelMessageOutcome, ChannelOutbox, Engine, EngineConfig, FileContent,
+    FileError, FileLimits, ModelFile, ModelMessage, ModelRequest, SendMessage, Sent,
 };
-use frogbot_core::model::{ChatId, Delivery, MessagePart, UserId};
+use frogbot_core::model::{
+    ChatId, Delivery, MessagePart, PlatformFile, PlatformUser, PrefixedIdentity, ThreadMessage,
+    ThreadMessageMetadata, UserId,
+};
 
 /// An engine whose model records the files of every request.
 fn world(
@@ -321,7 +325,193 @@ async fn only_who_may_read_the_chat_reads_its_files(url: &str) {
     assert!(matches!(e, Error::Denied(_)), "{e}");
 }
 
+/// A platform whose files are served from memory: `slow.png` never finishes, `gone.png` fails.
+struct FileOutbox {
+    posts: Mutex<Vec<String>>,
+    opened: Mutex<Vec<String>>,
+}
+
+#[async_trait::async_trait]
+impl ChannelOutbox for FileOutbox {
+    async fn post_reply(
+        &self,
+        _thread: &frogbot_core::model::Thread,
+        reply: &frogbot_core::model::UiMessage,
+    ) -> Result<(), frogbot_core::BoxError> {
+        self.posts.lock().unwrap().push(reply.text());
+        Ok(())
+    }
+
+    async fn open_file(&self, file: &PlatformFile) -> Result<FileStream, frogbot_core::BoxError> {
+        self.opened.lock().unwrap().push(file.filename.clone());
+        match file.filename.as_str() {
+            "gone.png" => Err("404 from the platform".into()),
+            "slow.png" => Ok(Box::pin(futures::stream::pending())),
+            _ => {
+                let bytes = file.url.as_bytes().to_vec();
+                Ok(Box::pin(futures::stream::iter(vec![Ok(bytes)])))
+            }
+        }
+    }
+}
+
+fn posted(name: &str, media: &str, size: Option<u64>, content: &str) -> PlatformFile {
+    PlatformFile {
+        id: format!("F-{name}"),
+        url: content.into(),
+        media_type: media.into(),
+        filename: name.into(),
+        size,
+        source: serde_json::Value::Null,
+    }
+}
+
+/// Files posted in a channel thread: the writer's files are downloaded through the channel
+/// and reach the model before the text; a file too large (by its declared size: never
+/// downloaded), of a type not accepted, whose download fails or never ends, is named to the
+/// person in one notice while the rest of the message goes on; a message of files alone, all
+/// refused, starts no turn; someone the channel does not let in gets nothing downloaded.
+async fn files_posted_on_a_platform_are_taken_or_named(url: &str) {
+    let limits = FileLimits {
+        max_bytes: 1_000,
+        media_types: vec!["image/*".into(), "text/*".into()],
+        download_timeout: std::time::Duration::from_millis(300),
+        ..FileLimits::default()
+    };
+    let (engine, seen) = world(url, limits).await;
+    let outbox = Arc::new(FileOutbox {
+        posts: Mutex::default(),
+        opened: Mutex::default(),
+    });
+    let engine = engine.with_channel(Channel {
+        platform: "test".into(),
+        questions: None,
+        identity: Arc::new(PrefixedIdentity),
+        access: Arc::new(AllowList::new(["test:ada".to_string()])),
+        outbox: Some(outbox.clone()),
+    });
+    let said = |id: &str, who: &str, text: &str, files: Vec<PlatformFile>| ThreadMessage {
+        id: id.into(),
+        text: text.into(),
+        author: PlatformUser {
+            id: who.into(),
+            name: Some(who.into()),
+            is_bot: false,
+        },
+        metadata: ThreadMessageMetadata {
+            date_sent: "2026-12-06T00:00:00Z".into(),
+        },
+        reply_to: None,
+        raw: serde_json::Value::Null,
+        files,
+    };
+    let files = vec![
+        posted("notes.txt", "text/plain", Some(10), "milk, eggs"),
+        posted("huge.png", "image/png", Some(5_000), "x"),
+        posted("a.zip", "application/zip", Some(2), "PK"),
+        posted("gone.png", "image/png", None, ""),
+        posted("slow.png", "image/png", None, ""),
+    ];
+    let out = engine
+        .channels()
+        .message("test", "T1", said("m1", "ada", "read these", files))
+        .await
+        .unwrap();
+    let ChannelMessageOutcome::Sent(Sent::Started(h)) = out else {
+        panic!("{out:?}");
+    };
+    h.done.await.unwrap().unwrap();
+    let shown = seen.lock().unwrap().last().unwrap().clone();
+    assert_eq!(shown.len(), 1, "{shown:?}");
+    assert_eq!(
+        shown[0].content,
+        Some(FileContent::Text {
+            text: "[notes.txt (text/plain)]\nmilk, eggs".into()
+        })
+    );
+    assert_eq!(
+        *outbox.opened.lock().unwrap(),
+        ["notes.txt", "gone.png", "slow.png"],
+        "nothing too large or of a refused type is downloaded"
+    );
+    frogbot_testkit::eventually(
+        "the notice",
+        std::time::Duration::from_secs(20),
+        async || {
+            outbox
+                .posts
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|p| p.starts_with("📎"))
+        },
+    )
+    .await;
+    let notice = outbox
+        .posts
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|p| p.starts_with("📎"))
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        notice,
+        "📎 I could not take huge.png: it is larger than the 1000 bytes limit; a.zip: files of \
+         type application/zip are not accepted here; gone.png: the download failed; slow.png: \
+         the download did not finish within 0 s."
+    );
+    let chat = frogbot_core::agent::channel_chat_id("test", "T1");
+    let stored = engine.chats().messages(&chat).await.unwrap();
+    let first = &stored[0].message;
+    assert!(first.parts[0].as_file().is_some(), "{:?}", first.parts);
+    assert_eq!(first.parts[1], MessagePart::text("read these"));
+
+    // Files alone, all refused: no turn, no message.
+    let turns = seen.lock().unwrap().len();
+    let out = engine
+        .channels()
+        .message(
+            "test",
+            "T1",
+            said(
+                "m2",
+                "ada",
+                "",
+                vec![posted("a.zip", "application/zip", None, "PK")],
+            ),
+        )
+        .await
+        .unwrap();
+    assert!(matches!(out, ChannelMessageOutcome::Told), "{out:?}");
+    assert_eq!(
+        engine.chats().messages(&chat).await.unwrap().len(),
+        stored.len()
+    );
+    assert_eq!(seen.lock().unwrap().len(), turns);
+
+    // Someone not let in: nothing downloaded.
+    let opened = outbox.opened.lock().unwrap().len();
+    let out = engine
+        .channels()
+        .message(
+            "test",
+            "T1",
+            said(
+                "m3",
+                "eve",
+                "mine",
+                vec![posted("e.txt", "text/plain", None, "x")],
+            ),
+        )
+        .await
+        .unwrap();
+    assert!(matches!(out, ChannelMessageOutcome::Denied), "{out:?}");
+    assert_eq!(outbox.opened.lock().unwrap().len(), opened);
+}
+
 frogbot_testkit::backends!(
+    files_posted_on_a_platform_are_taken_or_named,
     uploads_reach_the_model_as_images_text_and_names,
     refused_files_leave_nothing,
     only_who_may_read_the_chat_reads_its_files,

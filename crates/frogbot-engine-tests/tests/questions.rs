@@ -406,6 +406,7 @@ fn reply_msg(who: &str, text: &str) -> ThreadMessage {
         },
         reply_to: None,
         raw: json!(null),
+        files: Vec::new(),
     }
 }
 

@@ -26,6 +26,30 @@ pub struct ActionEvent {
     pub raw: Value,
 }
 
+/// A file a person posted on a platform (a Slack file, a Discord attachment, a Telegram photo or
+/// document, a Matrix `m.image` / `m.file`), as the adapter read it from the event.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlatformFile {
+    /// The platform's id of the file (Slack's `F…`, Telegram's `file_id`, a Matrix `mxc://`
+    /// URI, a Discord attachment id).
+    pub id: String,
+    /// Where the adapter downloads it from (with the platform's own authentication), or a
+    /// platform reference it resolves (Telegram's `file_id`, Matrix's event content).
+    pub url: String,
+    /// Its media type as the platform reports it (`application/octet-stream` when it does not).
+    pub media_type: String,
+    /// Its file name (`""` when none).
+    pub filename: String,
+    /// Its size in bytes, when the platform says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+    /// What else the adapter needs to download it (Matrix: the event's media source, with an
+    /// encrypted file's key).
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub source: Value,
+}
+
 /// A submitted form (`interaction.type == "modalSubmit"`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -76,6 +100,10 @@ pub struct ThreadMessage {
     /// The platform's payload as it came.
     #[serde(default)]
     pub raw: Value,
+    /// The files and images posted with it, not yet downloaded: the engine stores them (through
+    /// the channel's `ChannelOutbox::open_file`) once the writer is let in.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<PlatformFile>,
 }
 
 /// An interaction that may belong to a posted question.

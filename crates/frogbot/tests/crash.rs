@@ -1170,6 +1170,7 @@ fn said(text: &str) -> ThreadMessage {
         },
         reply_to: None,
         raw: Value::Null,
+        files: Vec::new(),
     }
 }
 

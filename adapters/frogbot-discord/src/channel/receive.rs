@@ -1089,6 +1089,7 @@ async fn command_response(
         },
         reply_to: None,
         raw: serde_json::Value::Null,
+        files: Vec::new(),
     };
     let (engine, shared2, token) = (engine.clone(), shared.clone(), command.token.clone());
     let span = info_span!("discord_command", thread = %channel, command = %command.data.name);

@@ -609,6 +609,7 @@ impl ChannelOutbox for SlackAdapter {
                 },
                 reply_to: None,
                 raw: serde_json::Value::Null,
+                files: Vec::new(),
             })
             .collect())
     }

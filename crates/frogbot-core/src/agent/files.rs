@@ -32,6 +32,8 @@ pub struct FileLimits {
     pub model_image_bytes: u64,
     /// How much of a text file the model reads (100 KB); the rest is cut, and the model told.
     pub model_text_bytes: usize,
+    /// How long downloading one file a person posted on a platform may take (60 s).
+    pub download_timeout: std::time::Duration,
 }
 
 impl Default for FileLimits {
@@ -43,6 +45,7 @@ impl Default for FileLimits {
             images_to_model: true,
             model_image_bytes: 5 * 1024 * 1024,
             model_text_bytes: 100_000,
+            download_timeout: std::time::Duration::from_secs(60),
         }
     }
 }
@@ -216,6 +219,100 @@ where
             chunks: index,
         })
         .await?)
+}
+
+/// Downloads the files a person posted on a platform (through the channel's
+/// [`ChannelOutbox::open_file`](crate::agent::ChannelOutbox::open_file)) into `chat`: the file
+/// parts of those taken, in order, and a line for each refused (too many, too large, a type not
+/// accepted, a download that failed or did not finish in time) to tell the person.
+pub(crate) async fn take_platform_files(
+    store: &DynStore,
+    limits: &FileLimits,
+    outbox: Option<&dyn crate::agent::ChannelOutbox>,
+    chat: &ChatId,
+    owner: &str,
+    files: &[crate::model::PlatformFile],
+    now: Millis,
+) -> (Vec<MessagePart>, Vec<String>) {
+    let (mut taken, mut refused) = (Vec::new(), Vec::new());
+    for (i, f) in files.iter().enumerate() {
+        let name = if f.filename.is_empty() {
+            "a file".to_string()
+        } else {
+            file_name(&f.filename)
+        };
+        if i >= limits.max_per_message {
+            refused.push(format!(
+                "{name}: at most {} files are taken from one message",
+                limits.max_per_message
+            ));
+            continue;
+        }
+        if f.size.is_some_and(|n| n > limits.max_bytes) {
+            refused.push(format!(
+                "{name}: it is larger than the {} limit",
+                size_text(limits.max_bytes)
+            ));
+            continue;
+        }
+        let media = media_type(&f.media_type).unwrap_or_else(|| "application/octet-stream".into());
+        if !limits.accepts(&media) {
+            refused.push(format!(
+                "{name}: files of type {media} are not accepted here"
+            ));
+            continue;
+        }
+        let Some(outbox) = outbox else {
+            refused.push(format!("{name}: this channel does not take files"));
+            continue;
+        };
+        let written = tokio::time::timeout(limits.download_timeout, async {
+            let stream = outbox.open_file(f).await.map_err(|e| {
+                crate::Error::from(FileError::Upload {
+                    message: e.to_string(),
+                })
+            })?;
+            write_file(store, limits, chat, owner, &media, &f.filename, now, stream).await
+        })
+        .await;
+        match written {
+            Ok(Ok(row)) => taken.push(MessagePart::file(
+                &row.media_type,
+                &row.filename,
+                &file_url(chat, &row.id),
+            )),
+            Ok(Err(crate::Error::File(FileError::TooLarge { limit }))) => refused.push(format!(
+                "{name}: it is larger than the {} limit",
+                size_text(limit)
+            )),
+            Ok(Err(e)) => {
+                tracing::warn!(chat_id = %chat, file = %f.id, error = %e, "a posted file was not taken");
+                refused.push(format!("{name}: the download failed"));
+            }
+            Err(_) => refused.push(format!(
+                "{name}: the download did not finish within {} s",
+                limits.download_timeout.as_secs()
+            )),
+        }
+    }
+    (taken, refused)
+}
+
+/// `bytes` for a person: `20 MB`, `512 KB`, `300 bytes`.
+fn size_text(bytes: u64) -> String {
+    match bytes {
+        n if n >= 1024 * 1024 => format!("{} MB", n / (1024 * 1024)),
+        n if n >= 1024 => format!("{} KB", n / 1024),
+        n => format!("{n} bytes"),
+    }
+}
+
+/// The notice telling a person which of their files were not taken.
+pub(crate) fn refused_text(refused: &[String]) -> String {
+    let mut out = String::from("📎 I could not take ");
+    out.push_str(&refused.join("; "));
+    out.push('.');
+    out
 }
 
 /// A stored file's bytes, a chunk at a time.

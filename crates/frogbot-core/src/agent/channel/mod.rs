@@ -1149,7 +1149,7 @@ impl Channels {
         // `new` and `model ID` are sent like any message, with the part that says what they do,
         // and only into an idle chat (their turn answers them without the model).
         let command = Command::read(&message.text).map(|(c, args)| (c, args.to_owned()));
-        let mut parts = vec![crate::model::MessagePart::text(message.text)];
+        let mut parts = vec![crate::model::MessagePart::text(message.text.clone())];
         let told = |text: String| {
             let (o, thread) = (outbox.clone(), thread_hook.clone());
             self.show(&chat_id, async move {
@@ -1209,6 +1209,37 @@ impl Channels {
                 false
             }
         };
+        // The files posted with it, stored before the message (first, then its text); those
+        // not taken are named to the person, and the rest of the message still goes.
+        if !message.files.is_empty() && !new {
+            let owner = actor.user.as_ref().map(|u| u.as_str()).unwrap_or("");
+            let (taken, refused) = crate::agent::files::take_platform_files(
+                &self.turns.store,
+                &self.turns.config.files,
+                outbox.as_deref(),
+                &chat_id,
+                owner,
+                &message.files,
+                self.turns.now(),
+            )
+            .await;
+            if !refused.is_empty() {
+                let (o, thread) = (outbox.clone(), thread_hook.clone());
+                let text = crate::agent::files::refused_text(&refused);
+                self.show(&chat_id, async move {
+                    if let Some(o) = o {
+                        Self::notice(o.as_ref(), &thread, &text).await;
+                    }
+                });
+            }
+            if message.text.trim().is_empty() {
+                parts.clear();
+            }
+            if taken.is_empty() && parts.is_empty() {
+                return Ok(ChannelMessageOutcome::Told);
+            }
+            parts.splice(0..0, taken);
+        }
         let context = match (&existing, &outbox) {
             (None, Some(o)) => {
                 Self::thread_context(o.as_ref(), &thread_hook, &message.id, &settings).await
