@@ -348,6 +348,16 @@ impl GuardedClient {
     /// the body with [`Response::read_body`]. Any status is an answer
     /// ([`Response::error_for_status`] makes the others errors).
     pub async fn get(&self, url: &str) -> Result<Response, FetchError> {
+        self.get_with_headers(url, &[]).await
+    }
+
+    /// [`get`](Self::get) with `headers` (a platform's `Authorization`), sent to the first URL's
+    /// origin only: a redirect to another origin (a CDN's signed URL) goes without them.
+    pub async fn get_with_headers(
+        &self,
+        url: &str,
+        headers: &[(&str, &str)],
+    ) -> Result<Response, FetchError> {
         let first = Url::parse(url).map_err(|e| FetchError::InvalidUrl(format!("{url:?}: {e}")))?;
         let deadline = Instant::now() + self.policy.timeout;
         let timeout = |url: &Url| FetchError::Timeout {
@@ -360,7 +370,13 @@ impl GuardedClient {
             tokio::time::timeout_at(deadline, self.check_target(&current))
                 .await
                 .map_err(|_| timeout(&current))??;
-            let response = tokio::time::timeout_at(deadline, self.http.get(current.clone()).send())
+            let mut request = self.http.get(current.clone());
+            if current.origin() == first.origin() {
+                for (name, value) in headers {
+                    request = request.header(*name, *value);
+                }
+            }
+            let response = tokio::time::timeout_at(deadline, request.send())
                 .await
                 .map_err(|_| timeout(&current))?
                 .map_err(|e| self.http_error(&current, e))?;
@@ -473,6 +489,48 @@ impl Response {
                 status: self.status(),
             })
         }
+    }
+
+    /// The body as it arrives, chunk by chunk, within what is left of the policy's timeout;
+    /// past the policy's `max_bytes` it ends with [`FetchError::TooLarge`] (nothing more read).
+    pub fn into_stream(
+        self,
+    ) -> impl futures::Stream<Item = Result<Vec<u8>, FetchError>> + Send + 'static {
+        if self
+            .content_length()
+            .is_some_and(|n| n > self.policy.max_bytes as u64)
+        {
+            let too_large = FetchError::TooLarge {
+                url: self.url.to_string(),
+                max: self.policy.max_bytes,
+            };
+            return futures::future::Either::Left(futures::stream::once(
+                async move { Err(too_large) },
+            ));
+        }
+        futures::future::Either::Right(futures::stream::try_unfold(
+            (self, 0usize),
+            |(mut this, read)| async move {
+                let chunk = tokio::time::timeout_at(this.deadline, this.inner.chunk())
+                    .await
+                    .map_err(|_| FetchError::Timeout {
+                        url: this.url.to_string(),
+                        after: this.policy.timeout,
+                    })?
+                    .map_err(|e| http_error(&this.url, e, this.policy.timeout))?;
+                let Some(chunk) = chunk else {
+                    return Ok(None);
+                };
+                let read = read + chunk.len();
+                if read > this.policy.max_bytes {
+                    return Err(FetchError::TooLarge {
+                        url: this.url.to_string(),
+                        max: this.policy.max_bytes,
+                    });
+                }
+                Ok(Some((chunk.to_vec(), (this, read))))
+            },
+        ))
     }
 
     /// Reads the body, at most the policy's `max_bytes` of it (never more held), within what is

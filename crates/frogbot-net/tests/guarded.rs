@@ -40,6 +40,34 @@ async fn server() -> (u16, Arc<AtomicUsize>) {
             }),
         )
         .route(
+            "/private",
+            axum::routing::get(|h: axum::http::HeaderMap| async move {
+                match h.get("authorization").and_then(|v| v.to_str().ok()) {
+                    Some("Bearer xoxb-1") => (axum::http::StatusCode::OK, "secret file"),
+                    _ => (axum::http::StatusCode::UNAUTHORIZED, "no"),
+                }
+            }),
+        )
+        .route(
+            "/to-other-origin",
+            axum::routing::get(|h: axum::http::HeaderMap| async move {
+                // The same server under another name: another origin.
+                let host = h.get("host").unwrap().to_str().unwrap().to_string();
+                let port = host.rsplit(':').next().unwrap_or("80").to_string();
+                Redirect::to(&format!("http://localhost:{port}/echo-auth"))
+            }),
+        )
+        .route(
+            "/echo-auth",
+            axum::routing::get(|h: axum::http::HeaderMap| async move {
+                format!(
+                    "auth={:?}",
+                    h.get("authorization")
+                        .map(|v| v.to_str().unwrap().to_string())
+                )
+            }),
+        )
+        .route(
             "/never",
             axum::routing::get(|| async {
                 tokio::time::sleep(Duration::from_secs(60)).await;
@@ -175,4 +203,42 @@ async fn a_server_that_never_answers_is_timed_out() {
     assert!(matches!(e, FetchError::Timeout { .. }), "{e}");
     assert!(e.to_string().contains("timed out"), "{e}");
     assert!(started.elapsed() < Duration::from_secs(10));
+}
+
+#[tokio::test]
+async fn a_body_streams_with_headers_kept_to_its_origin_and_capped() {
+    use futures::StreamExt;
+    let (port, _) = server().await;
+    let private = client(true, 100_000);
+    let base = format!("http://127.0.0.1:{port}");
+    let auth = [("authorization", "Bearer xoxb-1")];
+    let r = private
+        .get_with_headers(&format!("{base}/private"), &auth)
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let got: Vec<Vec<u8>> = r.into_stream().map(|c| c.unwrap()).collect().await;
+    assert_eq!(got.concat(), b"secret file");
+    // A redirect to another origin goes without the header.
+    let r = private
+        .get_with_headers(&format!("{base}/to-other-origin"), &auth)
+        .await
+        .unwrap();
+    let got: Vec<Vec<u8>> = r.into_stream().map(|c| c.unwrap()).collect().await;
+    assert_eq!(String::from_utf8(got.concat()).unwrap(), "auth=None");
+    // An endless body ends with TooLarge once past the cap, having read little more.
+    let r = private.get(&format!("{base}/endless")).await.unwrap();
+    let mut s = std::pin::pin!(r.into_stream());
+    let mut read = 0;
+    let e = loop {
+        match s.next().await.expect("an end") {
+            Ok(c) => read += c.len(),
+            Err(e) => break e,
+        }
+    };
+    assert!(
+        matches!(e, FetchError::TooLarge { max: 100_000, .. }),
+        "{e}"
+    );
+    assert!(read <= 100_000, "{read}");
 }
