@@ -327,7 +327,22 @@ pub fn thread_message(message: &Message) -> ThreadMessage {
         },
         reply_to,
         raw: raw_of(message),
-        files: Vec::new(),
+        files: message.attachments.iter().map(attachment_file).collect(),
+    }
+}
+
+/// An attachment as a file the engine downloads (its CDN `url`).
+fn attachment_file(a: &serenity::all::Attachment) -> frogbot_model::PlatformFile {
+    frogbot_model::PlatformFile {
+        id: a.id.to_string(),
+        url: a.url.clone(),
+        media_type: a
+            .content_type
+            .clone()
+            .unwrap_or_else(|| "application/octet-stream".into()),
+        filename: a.filename.clone(),
+        size: Some(u64::from(a.size)),
+        source: serde_json::Value::Null,
     }
 }
 

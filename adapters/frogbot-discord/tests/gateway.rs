@@ -136,6 +136,8 @@ impl Drop for Bot {
 
 async fn start(allow: &[&str], public_key: Option<String>) -> Bot {
     let _ = logs();
+    // Attachments are downloaded over rustls (as every program using the adapter installs one).
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let fake = FakeDiscord::start(APP, BOT).await;
     let adapter = channel::connect(Config {
         public_key,
@@ -1526,4 +1528,127 @@ async fn a_refused_token_ends_run_shards_with_an_error() {
     .expect("run_shards ends");
     assert!(ended.is_err(), "{ended:?}");
     assert_eq!(fake.identifies().len(), 1, "identified once, not again");
+}
+
+/// Attachments (issue 40, item 1): an image and a text file posted in the bot's thread are
+/// downloaded from the CDN (the fake's, with the attachment objects Discord sends) into the
+/// chat and shown to the model before the text; an attachment larger than the limit (by its
+/// declared `size`: never downloaded) and one whose CDN link is gone are named in one notice in
+/// the thread, while the message still runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attachments_reach_the_model_and_refused_ones_are_named() {
+    let bot = start(&[], None).await;
+    let from = bot.fake.calls().len();
+    let thread = bot
+        .mention(955_000_000_000_000_001, &alice(), "hello")
+        .await;
+    // The thread's chat exists once its first reply is posted.
+    bot.posted_in(from, thread).await;
+    bot.idle(thread).await;
+    let png: Vec<u8> = (0..300_000u32).map(|i| (i % 253) as u8).collect();
+    let mut m = bot.fake.user_message_with_files(
+        thread,
+        Some(GUILD),
+        &alice(),
+        "what is in these?",
+        &[
+            ("cat.png", "image/png", png.clone()),
+            (
+                "notes.txt",
+                "text/plain; charset=utf-8",
+                b"milk, eggs".to_vec(),
+            ),
+            ("movie.mp4", "video/mp4", vec![0; 10]),
+            ("gone.pdf", "application/pdf", vec![1; 10]),
+        ],
+    );
+    // After the thread's messages (snowflakes order by time).
+    m["id"] = json!("955000000000000100");
+    // The movie says it is 30 MB (over the 20 MiB default); the PDF's link has expired.
+    m["attachments"][2]["size"] = json!(30_000_000);
+    let gone = m["attachments"][3]["url"]
+        .as_str()
+        .unwrap()
+        .replace("gone.pdf", "other.pdf");
+    m["attachments"][3]["url"] = json!(gone);
+    let from = bot.fake.calls().len();
+    bot.fake.dispatch("MESSAGE_CREATE", m);
+    let notice = bot
+        .fake
+        .wait_for(from, WAIT, |c| {
+            c.method == "POST"
+                && c.body["content"]
+                    .as_str()
+                    .is_some_and(|t| t.starts_with("📎"))
+        })
+        .await
+        .unwrap_or_else(|| {
+            let calls: Vec<String> = bot.fake.calls()[from..]
+                .iter()
+                .map(|c| format!("{} {} {}", c.method, c.path, c.status))
+                .collect();
+            let lines: Vec<String> = logs()
+                .text()
+                .lines()
+                .filter(|l| l.contains("955000000000000") || l.contains("file"))
+                .map(str::to_owned)
+                .collect();
+            panic!("a notice: {calls:#?}\n{}", lines.join("\n"))
+        });
+    assert_eq!(
+        notice.body["content"],
+        "📎 I could not take movie.mp4: it is larger than the 20 MB limit; gone.pdf: the \
+         download failed."
+    );
+    let reply = bot
+        .fake
+        .wait_for(from, WAIT, |c| {
+            c.method == "POST"
+                && c.body["content"]
+                    .as_str()
+                    .is_some_and(|t| t.contains("you said: what is in these?"))
+        })
+        .await
+        .expect("the reply");
+    assert_eq!(reply.path, format!("/api/v10/channels/{thread}/messages"));
+    let req = bot.model.requests().last().cloned().unwrap();
+    let files: Vec<_> = req
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            ModelMessage::File(f) => Some(f.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(files.len(), 2, "{files:?}");
+    assert_eq!(files[0].filename, "cat.png");
+    use base64::Engine as _;
+    assert_eq!(
+        files[0].content,
+        Some(frogbot_core::agent::FileContent::Image {
+            data_url: format!(
+                "data:image/png;base64,{}",
+                base64::engine::general_purpose::STANDARD.encode(&png)
+            )
+        })
+    );
+    assert_eq!(
+        files[1].content,
+        Some(frogbot_core::agent::FileContent::Text {
+            text: "[notes.txt (text/plain)]\nmilk, eggs".into()
+        })
+    );
+    // The message keeps its files, in the chat the web and the API read.
+    let chat = channel_chat_id(PLATFORM, &thread.to_string());
+    let stored = bot.engine.chats().messages(&chat).await.unwrap();
+    let with_files = stored
+        .iter()
+        .find(|m| m.message.parts.iter().any(|p| p.as_file().is_some()))
+        .expect("the message with its files");
+    assert_eq!(
+        with_files.message.text(),
+        "what is in these?",
+        "{:?}",
+        with_files.message.parts
+    );
 }

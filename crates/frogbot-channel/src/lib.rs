@@ -83,6 +83,7 @@ mod adapter;
 pub mod delivery;
 pub mod engine;
 mod executor;
+pub mod files;
 pub mod markdown;
 pub mod metrics;
 pub mod outbox;

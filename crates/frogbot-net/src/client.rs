@@ -199,6 +199,17 @@ async fn resolve_public(host: &str, port: u16) -> Result<Vec<SocketAddr>, Resolv
 }
 
 impl FetchPolicy {
+    /// The policy a channel downloads the files people post with: public addresses only (a
+    /// platform's CDN), up to 2 GiB and 10 minutes (the engine's `[files]` limits stop it
+    /// sooner), no proxy.
+    pub fn for_files() -> Self {
+        Self {
+            max_bytes: 2 * 1024 * 1024 * 1024,
+            timeout: Duration::from_secs(600),
+            ..Self::default()
+        }
+    }
+
     fn schemes_phrase(&self) -> String {
         self.schemes.join(" and ")
     }

@@ -85,6 +85,10 @@ pub struct Config {
     /// The bot's number of gateway shards (`None`: what Discord recommends, `GET /gateway/bot`).
     /// [`Adapter::start`] runs them all; [`DiscordAdapter::run_shards`] runs a range of them.
     pub shards: Option<u32>,
+    /// What people's attachments are downloaded with (`None`:
+    /// [`FetchPolicy::for_files`](frogbot_channel::files::FetchPolicy::for_files), Discord's CDN
+    /// on public addresses).
+    pub file_policy: Option<frogbot_channel::files::FetchPolicy>,
 }
 
 /// How long an API call waits for Discord's answer by default.
@@ -198,10 +202,17 @@ pub async fn connect(config: Config) -> Result<DiscordAdapter, Error> {
         Arc::new(AllowList::new(config.allow.iter().cloned()))
     };
     let questions = Arc::new(DiscordQuestions::new(http.clone()));
+    let downloads = Arc::new(frogbot_channel::files::Downloads::new(
+        config
+            .file_policy
+            .clone()
+            .unwrap_or_else(frogbot_channel::files::FetchPolicy::for_files),
+    ));
     Ok(DiscordAdapter {
         shared: Arc::new(receive::Shared::new(
             http, questions, gateway, verifier, me, identity, access,
         )),
+        downloads,
     })
 }
 
@@ -209,6 +220,7 @@ pub async fn connect(config: Config) -> Result<DiscordAdapter, Error> {
 #[derive(Clone)]
 pub struct DiscordAdapter {
     shared: Arc<receive::Shared>,
+    downloads: Arc<frogbot_channel::files::Downloads>,
 }
 
 impl std::fmt::Debug for DiscordAdapter {
@@ -228,7 +240,10 @@ impl DiscordAdapter {
 
     /// Where the agent's replies go.
     pub fn outbox(&self) -> Arc<dyn ChannelOutbox> {
-        Arc::new(outbox::DiscordOutbox::new(self.shared.http.clone()))
+        Arc::new(
+            outbox::DiscordOutbox::new(self.shared.http.clone())
+                .with_downloads(self.downloads.clone()),
+        )
     }
 
     /// The bot's own user id.

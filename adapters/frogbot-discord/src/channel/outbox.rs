@@ -206,6 +206,8 @@ pub struct DiscordOutbox<A: DiscordApi> {
     shown: ShownAcks<MessageId, Ack>,
     /// The threads whose streamed reply shows now with its Stop button.
     streaming: Streaming,
+    /// People's attachments are downloaded through it.
+    downloads: Arc<frogbot_channel::files::Downloads>,
 }
 
 impl<A: DiscordApi> DiscordOutbox<A> {
@@ -215,7 +217,14 @@ impl<A: DiscordApi> DiscordOutbox<A> {
             api,
             shown: ShownAcks::default(),
             streaming: Streaming::default(),
+            downloads: Arc::default(),
         }
+    }
+
+    /// Downloads people's attachments through `downloads` (a policy of its own).
+    pub fn with_downloads(mut self, downloads: Arc<frogbot_channel::files::Downloads>) -> Self {
+        self.downloads = downloads;
+        self
     }
 }
 
@@ -257,6 +266,14 @@ impl<A: DiscordApi> std::fmt::Debug for DiscordOutbox<A> {
 
 #[async_trait]
 impl<A: DiscordApi> ChannelOutbox for DiscordOutbox<A> {
+    /// An attachment's `url` on Discord's CDN (signed; no token needed).
+    async fn open_file(
+        &self,
+        file: &frogbot_model::PlatformFile,
+    ) -> Result<frogbot_channel::FileStream, BoxError> {
+        self.downloads.open(&file.url, &[]).await
+    }
+
     /// The shared delivery loops over this outbox's [`Draw`].
     fn delivery(&self) -> Option<&dyn Deliver> {
         Some(self)

@@ -575,6 +575,28 @@ fn unauthorized(inner: &Inner, headers: &axum::http::HeaderMap) -> Option<(Statu
     })
 }
 
+/// `GET /attachments/{channel}/{id}/{name}` on the CDN: an attachment's bytes (`404` for an
+/// unknown one, as the CDN answers an expired link).
+async fn cdn_attachment(
+    State(inner): State<Arc<Inner>>,
+    Path((cid, aid, name)): Path<(String, String, String)>,
+) -> Response {
+    let key = format!("{cid}/{aid}/{name}");
+    match inner.attachments.lock().unwrap().get(&key) {
+        Some((media, bytes)) => (
+            StatusCode::OK,
+            [(axum::http::header::CONTENT_TYPE, media.clone())],
+            bytes.clone(),
+        )
+            .into_response(),
+        None => (
+            StatusCode::NOT_FOUND,
+            "This content is no longer available.",
+        )
+            .into_response(),
+    }
+}
+
 async fn current_user(
     State(inner): State<Arc<Inner>>,
     method: Method,
@@ -1176,6 +1198,7 @@ impl FakeDiscord {
                 put(own_reaction).delete(own_reaction),
             )
             .route("/api/v10/channels/{cid}/typing", post(typing))
+            .route("/attachments/{cid}/{aid}/{name}", get(cdn_attachment))
             .route("/api/v10/webhooks/{app}/{token}", post(followup))
             .route(
                 "/api/v10/interactions/{id}/{token}/callback",
@@ -1229,11 +1252,16 @@ impl FakeDiscord {
         )
     }
 
-    /// A config for `channel::connect` against the fake (token `fake-token`).
+    /// A config for `channel::connect` against the fake (token `fake-token`); attachments are
+    /// downloaded from the fake's CDN on 127.0.0.1.
     #[cfg(feature = "engine")]
     pub fn config(&self) -> crate::channel::Config {
         crate::channel::Config {
             api_url: Some(self.api_url.clone()),
+            file_policy: Some(frogbot_channel::files::FetchPolicy {
+                allow_private: true,
+                ..frogbot_channel::files::FetchPolicy::for_files()
+            }),
             ..crate::channel::Config::new("fake-token", self.inner.app_id)
         }
     }

@@ -122,6 +122,53 @@ impl FakeDiscord {
         m
     }
 
+    /// [`FakeDiscord::user_message`] with attachments `(filename, media type, bytes)` on the
+    /// fake CDN, each an attachment object as Discord sends it (`id`, `filename`, `size`, `url`,
+    /// `proxy_url`, `content_type`, and `width`/`height` for an image). A `size` of `Some(n)`
+    /// states another size than the bytes' (a file the person sent larger than it is served).
+    pub fn user_message_with_files(
+        &self,
+        channel: u64,
+        guild: Option<u64>,
+        author: &Value,
+        text: &str,
+        files: &[(&str, &str, Vec<u8>)],
+    ) -> Value {
+        let mut m = message(self.new_id(), channel, guild, author, text, &[]);
+        let attachments: Vec<Value> = files
+            .iter()
+            .map(|(name, media, bytes)| {
+                let id = self.new_id();
+                let path = format!("{channel}/{id}/{name}");
+                self.inner
+                    .attachments
+                    .lock()
+                    .unwrap()
+                    .insert(path.clone(), ((*media).to_owned(), bytes.clone()));
+                let mut a = serde_json::json!({
+                    "id": id.to_string(),
+                    "filename": name,
+                    "size": bytes.len(),
+                    "url": format!("{}/attachments/{path}?ex=6a1b2c3d&is=6a1a0000&hm=00ff", self.api_url),
+                    "proxy_url": format!("{}/attachments/{path}", self.api_url),
+                    "content_type": media,
+                });
+                if media.starts_with("image/") {
+                    a["width"] = 1.into();
+                    a["height"] = 1.into();
+                }
+                a
+            })
+            .collect();
+        m["attachments"] = Value::Array(attachments);
+        self.inner
+            .messages
+            .lock()
+            .unwrap()
+            .insert(m["id"].as_str().unwrap_or_default().to_owned(), m.clone());
+        m
+    }
+
     /// Registers an interaction payload delivered some other way than the gateway (e.g. posted
     /// to the interactions endpoint, whose HTTP response is its answer: `responded`), so its
     /// token answers followups.

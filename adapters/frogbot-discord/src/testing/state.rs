@@ -115,6 +115,9 @@ pub(super) struct Inner {
     /// The application's `flags` (`GET /applications/@me`); `None`: the Message Content intent
     /// on for an app in under 100 servers (`GATEWAY_MESSAGE_CONTENT_LIMITED`, `1 << 19`).
     pub(super) app_flags: Mutex<Option<u64>>,
+    /// People's attachments on the fake CDN (`/attachments/{channel}/{id}/{name}`): path →
+    /// (media type, bytes).
+    pub(super) attachments: Mutex<HashMap<String, (String, Vec<u8>)>>,
 }
 
 /// A running fake Discord (its servers live as long as the Tokio runtime).

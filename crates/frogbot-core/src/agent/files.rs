@@ -266,6 +266,7 @@ pub(crate) async fn take_platform_files(
             refused.push(format!("{name}: this channel does not take files"));
             continue;
         };
+        tracing::debug!(chat_id = %chat, file = %f.id, "downloading a posted file");
         let written = tokio::time::timeout(limits.download_timeout, async {
             let stream = outbox.open_file(f).await.map_err(|e| {
                 crate::Error::from(FileError::Upload {

@@ -1,0 +1,57 @@
+//! Downloads of the files people post: one lazily built guarded client per channel
+//! ([`frogbot_net::GuardedClient`], public addresses only unless the policy says otherwise), a
+//! GET with the platform's own authentication (kept to the first URL's origin), and the body as
+//! a [`FileStream`]. Every adapter's `ChannelOutbox::open_file` goes through it.
+
+use std::sync::OnceLock;
+
+use futures::StreamExt;
+
+use frogbot_model::BoxError;
+use frogbot_net::GuardedClient;
+
+use crate::FileStream;
+
+pub use frogbot_net::FetchPolicy;
+
+/// A channel's downloads ([`Downloads::open`]).
+#[derive(Debug)]
+pub struct Downloads {
+    policy: FetchPolicy,
+    client: OnceLock<Result<GuardedClient, String>>,
+}
+
+impl Downloads {
+    /// Downloads under `policy` ([`FetchPolicy::for_files`] for a platform's CDN).
+    pub fn new(policy: FetchPolicy) -> Self {
+        Self {
+            policy,
+            client: OnceLock::new(),
+        }
+    }
+
+    /// The bytes at `url`, fetched with `headers` (e.g. `Authorization`), as they arrive: a
+    /// status other than 2xx, a refused address, a body past the policy's size or time is an
+    /// error.
+    pub async fn open(&self, url: &str, headers: &[(&str, &str)]) -> Result<FileStream, BoxError> {
+        let client = self
+            .client
+            .get_or_init(|| GuardedClient::new(self.policy.clone()).map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(|e| BoxError::from(e.clone()))?;
+        let response = client
+            .get_with_headers(url, headers)
+            .await?
+            .error_for_status()?;
+        Ok(response
+            .into_stream()
+            .map(|r| r.map_err(BoxError::from))
+            .boxed())
+    }
+}
+
+impl Default for Downloads {
+    fn default() -> Self {
+        Self::new(FetchPolicy::for_files())
+    }
+}
