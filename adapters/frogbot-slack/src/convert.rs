@@ -359,10 +359,59 @@ fn build_message(
                 date_sent: ts_to_rfc3339(ts).unwrap_or_default(),
             },
             reply_to: root.filter(|r| *r != ts).map(|r| message_id(channel, r)),
+            files: files_of(&raw),
             raw,
-            files: Vec::new(),
         },
     }
+}
+
+/// The files of a message event (`files`: Slack file objects), each downloaded from its
+/// `url_private_download` (else `url_private`); a file Slack shares without a link (`file_access`
+/// `check_file_info`, a file hidden by the workspace's plan) keeps an empty `url` and is named
+/// to the person as not taken.
+pub fn files_of(event: &Value) -> Vec<frogbot_model::PlatformFile> {
+    let Some(files) = event.get("files").and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    let text = |f: &Value, k: &str| f.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+    files
+        .iter()
+        .map(|f| frogbot_model::PlatformFile {
+            id: text(f, "id"),
+            url: f
+                .get("url_private_download")
+                .or_else(|| f.get("url_private"))
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned(),
+            media_type: Some(text(f, "mimetype"))
+                .filter(|m| !m.is_empty())
+                .unwrap_or_else(|| "application/octet-stream".into()),
+            filename: Some(text(f, "name"))
+                .filter(|n| !n.is_empty())
+                .unwrap_or_else(|| text(f, "title")),
+            size: f.get("size").and_then(Value::as_u64),
+            source: Value::Null,
+        })
+        .collect()
+}
+
+/// Whether the bot token may go with a download of `url`: Slack's own hosts (`slack.com`,
+/// `*.slack.com`), or the configured API's (a fake, a proxy).
+pub fn slack_file_host(url: &str, api_url: Option<&str>) -> bool {
+    let Ok(u) = url::Url::parse(url) else {
+        return false;
+    };
+    if u.scheme() != "https" && api_url.is_none() {
+        return false;
+    }
+    let host = u.host_str().unwrap_or("");
+    if u.scheme() == "https" && (host == "slack.com" || host.ends_with(".slack.com")) {
+        return true;
+    }
+    api_url
+        .and_then(|a| url::Url::parse(a).ok())
+        .is_some_and(|a| a.origin() == u.origin())
 }
 
 /// The fields of a message's content besides `text` (rich text blocks, attachments, files…): what

@@ -414,3 +414,131 @@ async fn a_typed_bang_new_starts_a_new_conversation_in_the_thread() {
     let users = frogbot_testkit::user_texts(requests.last().unwrap()).len();
     assert_eq!(users, 1, "only the new conversation");
 }
+
+/// Files (issue 40, item 1): a person's message with files (a `file_share` event with Slack's
+/// file objects) in the bot's thread: each is downloaded from its `url_private_download` with
+/// the bot token into the chat, and the model sees the image and the text; a link the token may
+/// not go to (another host) gets Slack's sign-in page, which is not taken for the file, and the
+/// person is told in the thread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_shared_in_a_thread_reach_the_model() {
+    use frogbot_channel::Adapter;
+    let fake = FakeSlack::start().await;
+    let slack = frogbot_slack::channel::connect(fake.http_config())
+        .await
+        .unwrap();
+    let db = frogbot_testkit::sqlite_db();
+    let store = frogbot_testkit::open_store(&db.url).await;
+    let model = ScriptedModel::new(|req: &ModelRequest| reply(&format!("re: {}", last_user(req))));
+    let engine = frogbot_testkit::engine_with(store, model.clone()).with_channel(slack.channel());
+    let hi = fake.user_message("C42", None, "U123", &format!("<@{BOT_USER}> hello"));
+    let push = fake.event_callback(fake.mention_event(&hi));
+    let incoming = message_from_push_json(&push, BOT_USER).unwrap().unwrap();
+    let ChannelMessageOutcome::Sent(Sent::Started(h)) = engine
+        .channels()
+        .message(PLATFORM, &incoming.thread, incoming.message)
+        .await
+        .unwrap()
+    else {
+        panic!("a turn");
+    };
+    h.done.await.unwrap().unwrap();
+
+    let png: Vec<u8> = (0..70_000u32).map(|i| (i % 241) as u8).collect();
+    let image = fake.upload_file("shot.png", "image/png", png.clone());
+    let notes = fake.upload_file("notes.txt", "text/plain", b"milk, eggs".to_vec());
+    let mut elsewhere = fake.upload_file("other.png", "image/png", vec![1, 2, 3]);
+    let moved = elsewhere["url_private_download"]
+        .as_str()
+        .unwrap()
+        .replace("127.0.0.1", "localhost");
+    elsewhere["url_private_download"] = json!(moved);
+    let said = fake.user_message("C42", Some(&hi.ts), "U123", "look");
+    let mut event = fake.message_event(&said, "channel");
+    event["subtype"] = json!("file_share");
+    event["files"] = json!([image, notes, elsewhere]);
+    event["upload"] = json!(false);
+    let push = fake.event_callback(event);
+    let incoming = message_from_push_json(&push, BOT_USER).unwrap().unwrap();
+    assert_eq!(incoming.message.files.len(), 3);
+    let ChannelMessageOutcome::Sent(Sent::Started(h)) = engine
+        .channels()
+        .message(PLATFORM, &incoming.thread, incoming.message)
+        .await
+        .unwrap()
+    else {
+        panic!("a turn");
+    };
+    h.done.await.unwrap().unwrap();
+    let req = model.requests().last().cloned().unwrap();
+    let files: Vec<_> = req
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            ModelMessage::File(f) => Some(f.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(files.len(), 2, "{files:?}");
+    use base64::Engine as _;
+    assert_eq!(
+        files[0].content,
+        Some(frogbot_core::agent::FileContent::Image {
+            data_url: format!(
+                "data:image/png;base64,{}",
+                base64::engine::general_purpose::STANDARD.encode(&png)
+            )
+        })
+    );
+    assert_eq!(
+        files[1].content,
+        Some(frogbot_core::agent::FileContent::Text {
+            text: "[notes.txt (text/plain)]\nmilk, eggs".into()
+        })
+    );
+    assert_eq!(last_user(&req), "look");
+    // The person is told which file was not taken, in the thread.
+    let notice = || {
+        fake.all_calls().into_iter().find(|c| {
+            c.method == "chat.postMessage"
+                && c.body["text"].as_str().is_some_and(|t| t.contains("📎"))
+        })
+    };
+    frogbot_testkit::eventually(
+        "the notice",
+        std::time::Duration::from_secs(20),
+        async || notice().is_some(),
+    )
+    .await;
+    let told = notice().unwrap();
+    assert_eq!(told.body["thread_ts"], hi.ts.as_str());
+    assert!(
+        told.body["text"]
+            .as_str()
+            .unwrap()
+            .contains("other.png: the download failed"),
+        "{}",
+        told.body
+    );
+}
+
+#[test]
+fn the_bot_token_goes_to_slacks_hosts_only() {
+    use frogbot_slack::convert::slack_file_host;
+    assert!(slack_file_host(
+        "https://files.slack.com/files-pri/T1-F1/download/a.png",
+        None
+    ));
+    for elsewhere in [
+        "https://files.slack.com.evil.example/x",
+        "http://files.slack.com/x",
+        "https://evil.example/files-pri/x",
+        "file:///etc/passwd",
+        "not a url",
+    ] {
+        assert!(!slack_file_host(elsewhere, None), "{elsewhere}");
+    }
+    let api = Some("http://127.0.0.1:9000/api");
+    assert!(slack_file_host("http://127.0.0.1:9000/files-pri/x", api));
+    assert!(!slack_file_host("http://localhost:9000/files-pri/x", api));
+}

@@ -34,6 +34,18 @@ impl Downloads {
     /// status other than 2xx, a refused address, a body past the policy's size or time is an
     /// error.
     pub async fn open(&self, url: &str, headers: &[(&str, &str)]) -> Result<FileStream, BoxError> {
+        self.open_expecting(url, headers, None).await
+    }
+
+    /// [`Downloads::open`] of a file of `media_type`: a web page answered in its place (Slack
+    /// answers a sign-in page, `200 text/html`, to a request its token may not make) is an
+    /// error, not the file.
+    pub async fn open_expecting(
+        &self,
+        url: &str,
+        headers: &[(&str, &str)],
+        media_type: Option<&str>,
+    ) -> Result<FileStream, BoxError> {
         let client = self
             .client
             .get_or_init(|| GuardedClient::new(self.policy.clone()).map_err(|e| e.to_string()))
@@ -43,6 +55,13 @@ impl Downloads {
             .get_with_headers(url, headers)
             .await?
             .error_for_status()?;
+        let page = response.content_type().starts_with("text/html");
+        if page && media_type.is_some_and(|m| !m.starts_with("text/html")) {
+            return Err(format!(
+                "{url} answered with a web page instead of the file (is the token allowed to read files?)"
+            )
+            .into());
+        }
         Ok(response
             .into_stream()
             .map(|r| r.map_err(BoxError::from))

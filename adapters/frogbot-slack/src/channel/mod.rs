@@ -72,6 +72,10 @@ pub struct Config {
     /// How long a Web API call waits for Slack's answer (30 s by default); see
     /// [`SlackWebApi`] for its retries.
     pub api_timeout: Duration,
+    /// What people's files are downloaded with (`None`:
+    /// [`FetchPolicy::for_files`](frogbot_channel::files::FetchPolicy::for_files): public
+    /// addresses only). The bot token goes only to Slack's hosts and to `api_url`'s.
+    pub file_policy: Option<frogbot_channel::files::FetchPolicy>,
 }
 
 /// How many deliveries wait or run at once by default ([`Config::max_pending`]).
@@ -106,6 +110,7 @@ impl Config {
             dedup_capacity: 100_000,
             max_pending: DEFAULT_MAX_PENDING,
             api_timeout: crate::client::DEFAULT_TIMEOUT,
+            file_policy: None,
         }
     }
 
@@ -122,6 +127,12 @@ impl Config {
     /// With a Web API base URL (e.g. `http://127.0.0.1:9000/api` for a fake).
     pub fn with_api_url(mut self, url: impl Into<String>) -> Self {
         self.api_url = Some(url.into());
+        self
+    }
+
+    /// Downloading people's files under `policy`.
+    pub fn with_file_policy(mut self, policy: frogbot_channel::files::FetchPolicy) -> Self {
+        self.file_policy = Some(policy);
         self
     }
 
@@ -185,6 +196,7 @@ pub async fn connect(config: Config) -> Result<SlackAdapter, Error> {
         .with_timeout(config.api_timeout);
     let bot = api.bot_identity().await?;
     info!(bot_user = %bot.user_id, team = %bot.team_id, "Slack bot identified (auth.test)");
+    let file_policy = config.file_policy.clone();
     Ok(SlackAdapter {
         inner: Arc::new(Inner {
             seen: Seen::new(config.dedup_capacity),
@@ -196,6 +208,9 @@ pub async fn connect(config: Config) -> Result<SlackAdapter, Error> {
             bot,
             acks: outbox::AckMarks::default(),
             threads: outbox::ThreadFacts::default(),
+            downloads: frogbot_channel::files::Downloads::new(
+                file_policy.unwrap_or_else(frogbot_channel::files::FetchPolicy::for_files),
+            ),
         }),
     })
 }
@@ -216,6 +231,8 @@ struct Inner {
     pending: receive::Pending,
     acks: outbox::AckMarks,
     threads: outbox::ThreadFacts,
+    /// People's files are downloaded through it.
+    downloads: frogbot_channel::files::Downloads,
 }
 
 impl std::fmt::Debug for SlackAdapter {

@@ -389,6 +389,29 @@ impl ChannelOutbox for SlackAdapter {
         Some(self)
     }
 
+    /// A file's `url_private_download` with the bot token (Slack's hosts and the configured
+    /// API's only: a URL elsewhere is fetched without it); a sign-in page in its place is an
+    /// error (the app lacks `files:read`).
+    async fn open_file(
+        &self,
+        file: &frogbot_model::PlatformFile,
+    ) -> Result<frogbot_channel::FileStream, BoxError> {
+        if file.url.is_empty() {
+            return Err("Slack gave no download link for this file".into());
+        }
+        let auth = format!("Bearer {}", self.inner.config.bot_token);
+        let headers: &[(&str, &str)] =
+            if crate::convert::slack_file_host(&file.url, self.inner.config.api_url.as_deref()) {
+                &[("authorization", auth.as_str())]
+            } else {
+                &[]
+            };
+        self.inner
+            .downloads
+            .open_expecting(&file.url, headers, Some(&file.media_type))
+            .await
+    }
+
     /// Where an ask goes on Slack:
     ///
     /// - a thread (`C123:1700000000.000100`): there, nothing posted;

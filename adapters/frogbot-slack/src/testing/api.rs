@@ -237,6 +237,8 @@ pub(super) struct Store {
     pins: Vec<(String, String)>,
     /// The messages `chat.delete` removed, as they were.
     deleted: Vec<Message>,
+    /// People's files (`/files-pri/{team}-{id}/download/{name}`): path → (media type, bytes).
+    pub(super) files: HashMap<String, (String, Vec<u8>)>,
 }
 
 /// The Web API methods that change something: the ones faults are injected into.
@@ -286,6 +288,43 @@ impl std::fmt::Debug for FakeSlack {
     }
 }
 
+/// `GET /files-pri/{team}-{id}/download/{name}`: a file's bytes, to the bot token only; without
+/// it Slack answers `200` with its sign-in page (HTML), as it does.
+async fn file_download(
+    State(shared): State<Arc<Shared>>,
+    axum::extract::Path((file, name)): axum::extract::Path<(String, String)>,
+    headers: axum::http::HeaderMap,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let authorized = headers.get("authorization").and_then(|v| v.to_str().ok())
+        == Some(&format!("Bearer {BOT_TOKEN}"));
+    if !authorized {
+        return (
+            axum::http::StatusCode::OK,
+            [(axum::http::header::CONTENT_TYPE, "text/html; charset=utf-8")],
+            "<!DOCTYPE html><html><body>Sign in to Slack</body></html>",
+        )
+            .into_response();
+    }
+    match lock(&shared).files.get(&format!("{file}/{name}")) {
+        Some((media, bytes)) => (
+            axum::http::StatusCode::OK,
+            [(axum::http::header::CONTENT_TYPE, media.clone())],
+            bytes.clone(),
+        )
+            .into_response(),
+        None => (axum::http::StatusCode::NOT_FOUND, "file_not_found").into_response(),
+    }
+}
+
+/// Downloads from this fake's address.
+fn local_files() -> frogbot_channel::files::FetchPolicy {
+    frogbot_channel::files::FetchPolicy {
+        allow_private: true,
+        ..frogbot_channel::files::FetchPolicy::for_files()
+    }
+}
+
 pub(super) fn lock(shared: &Shared) -> std::sync::MutexGuard<'_, Store> {
     shared.store.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -312,6 +351,10 @@ impl FakeSlack {
         });
         let app = Router::new()
             .route("/api/{method}", post(api).get(api))
+            .route(
+                "/files-pri/{file}/download/{name}",
+                axum::routing::get(file_download),
+            )
             .with_state(shared.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -332,15 +375,19 @@ impl FakeSlack {
         format!("http://{}/api", self.addr)
     }
 
-    /// A [`Config`](crate::channel::Config) for HTTP mode against this fake.
+    /// A [`Config`](crate::channel::Config) for HTTP mode against this fake (files downloaded
+    /// from it, on 127.0.0.1).
     pub fn http_config(&self) -> crate::channel::Config {
         crate::channel::Config::http(BOT_TOKEN, self.shared.secret.clone())
             .with_api_url(self.api_url())
+            .with_file_policy(local_files())
     }
 
     /// A [`Config`](crate::channel::Config) for Socket Mode against this fake.
     pub fn socket_config(&self) -> crate::channel::Config {
-        crate::channel::Config::socket(BOT_TOKEN, APP_TOKEN).with_api_url(self.api_url())
+        crate::channel::Config::socket(BOT_TOKEN, APP_TOKEN)
+            .with_api_url(self.api_url())
+            .with_file_policy(local_files())
     }
 
     /// The crate's real client, pointed at this fake, with `token`.

@@ -67,6 +67,32 @@ impl FakeSlack {
         m
     }
 
+    /// Stores a file a person uploads and returns its file object as Slack puts it in a
+    /// message event's `files` (`id`, `name`, `title`, `mimetype`, `filetype`, `size`,
+    /// `url_private`, `url_private_download`, `mode`, …), its links on this fake.
+    pub fn upload_file(&self, name: &str, media_type: &str, bytes: Vec<u8>) -> Value {
+        let id = format!("F{:08}", self.shared.seq.fetch_add(1, Ordering::Relaxed));
+        let size = bytes.len();
+        lock(&self.shared).files.insert(
+            format!("{TEAM}-{id}/{name}"),
+            (media_type.to_owned(), bytes),
+        );
+        let base = self.api_url().trim_end_matches("/api").to_owned();
+        let filetype = name.rsplit('.').next().unwrap_or("binary");
+        json!({
+            "id": id, "created": now_millis() / 1000, "timestamp": now_millis() / 1000,
+            "name": name, "title": name, "mimetype": media_type, "filetype": filetype,
+            "pretty_type": filetype.to_uppercase(), "user": "U123", "user_team": TEAM,
+            "editable": false, "size": size, "mode": "hosted", "is_external": false,
+            "external_type": "", "is_public": false, "public_url_shared": false,
+            "display_as_bot": false, "username": "",
+            "url_private": format!("{base}/files-pri/{TEAM}-{id}/{name}"),
+            "url_private_download": format!("{base}/files-pri/{TEAM}-{id}/download/{name}"),
+            "permalink": format!("https://fake.slack.com/files/U123/{id}/{name}"),
+            "has_rich_preview": false, "file_access": "visible"
+        })
+    }
+
     /// The `message` event of `m` (a channel message; `channel_type` as given).
     pub fn message_event(&self, m: &Message, channel_type: &str) -> Value {
         let mut e = json!({"type": "message", "channel": m.channel, "user": m.user,
