@@ -94,9 +94,11 @@ pub fn event_click(query: &CallbackQuery) -> Option<EventClick> {
 /// A message as an [`Interaction::Message`]: its text (or caption), author, date and the message
 /// it replies to.
 pub fn thread_message(message: &Message) -> Result<Interaction, Error> {
+    let files = files_of(message);
     let text = message
         .text()
         .or_else(|| message.caption())
+        .or_else(|| (!files.is_empty()).then_some(""))
         .ok_or_else(|| Error::Payload("message without text".into()))?;
     let author = message
         .from
@@ -114,9 +116,65 @@ pub fn thread_message(message: &Message) -> Result<Interaction, Error> {
                 .reply_to_message()
                 .map(|r| message_id(r.chat.id, r.id)),
             raw: serde_json::to_value(message).map_err(|e| Error::Payload(e.to_string()))?,
-            files: Vec::new(),
+            files,
         },
     })
+}
+
+/// The files of a message: its photo (the largest size; Telegram sends photos as JPEG), or its
+/// document, video, audio or voice note, each by its `file_id` (found with `getFile`).
+pub fn files_of(message: &Message) -> Vec<frogbot_model::PlatformFile> {
+    let file = |meta: &teloxide::types::FileMeta, media: Option<String>, name: Option<String>| {
+        frogbot_model::PlatformFile {
+            id: meta.id.0.clone(),
+            url: String::new(),
+            media_type: media.unwrap_or_else(|| "application/octet-stream".into()),
+            filename: name.unwrap_or_default(),
+            // teloxide reads a missing `file_size` as `u32::MAX`: unknown, not 4 GiB.
+            size: (meta.size != u32::MAX).then(|| u64::from(meta.size)),
+            source: serde_json::Value::Null,
+        }
+    };
+    if let Some(sizes) = message.photo() {
+        return sizes
+            .iter()
+            .max_by_key(|p| u64::from(p.width) * u64::from(p.height))
+            .map(|p| {
+                let name = format!("photo-{}.jpg", p.file.unique_id.0);
+                vec![file(&p.file, Some("image/jpeg".into()), Some(name))]
+            })
+            .unwrap_or_default();
+    }
+    if let Some(d) = message.document() {
+        return vec![file(
+            &d.file,
+            d.mime_type.as_ref().map(|m| m.essence_str().to_owned()),
+            d.file_name.clone(),
+        )];
+    }
+    if let Some(v) = message.video() {
+        return vec![file(
+            &v.file,
+            v.mime_type.as_ref().map(|m| m.essence_str().to_owned()),
+            v.file_name.clone(),
+        )];
+    }
+    if let Some(a) = message.audio() {
+        return vec![file(
+            &a.file,
+            a.mime_type.as_ref().map(|m| m.essence_str().to_owned()),
+            a.file_name.clone(),
+        )];
+    }
+    if let Some(v) = message.voice() {
+        let name = Some(format!("voice-{}.ogg", v.file.unique_id.0));
+        return vec![file(
+            &v.file,
+            v.mime_type.as_ref().map(|m| m.essence_str().to_owned()),
+            name,
+        )];
+    }
+    Vec::new()
 }
 
 /// Whether a message is addressed to the bot: always in a private chat; in a group when it

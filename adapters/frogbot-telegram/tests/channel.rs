@@ -93,6 +93,8 @@ const EVERYONE: &[&str] = &[];
 const ONLY_ADA: &[&str] = &["ada"];
 
 async fn setup_with(allow: &[&str], receive: Receive) -> Setup {
+    // Files are downloaded over rustls (as every program using the adapter installs one).
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let fake = FakeBotApi::start().await;
     let mut config = Config::new("123:TEST");
     config.api_url = Some(fake.api_url());
@@ -101,6 +103,11 @@ async fn setup_with(allow: &[&str], receive: Receive) -> Setup {
     config.allow = allow.iter().map(|s| s.to_string()).collect();
     // Short, so the slow-body test does not wait the default 30 s; local posts are far faster.
     config.webhook_body_timeout = std::time::Duration::from_millis(800);
+    // Files are downloaded from the fake, on 127.0.0.1.
+    config.file_policy = Some(frogbot_channel::files::FetchPolicy {
+        allow_private: true,
+        ..frogbot_channel::files::FetchPolicy::for_files()
+    });
     let channel = connect(config).await.unwrap();
     assert_eq!(channel.me().username(), BOT_USERNAME);
     let db = frogbot_testkit::sqlite_db();
@@ -1430,4 +1437,103 @@ async fn an_agents_conversation_with_a_person_never_takes_over_their_chat_with_t
         .unwrap();
     assert_eq!(items.len(), 1, "{items:#?}");
     assert_eq!(items[0].event.as_ref().expect("an event").value, "retry");
+}
+
+/// Files (issue 40, item 1): a photo with a caption (Telegram's sizes of it: the largest is
+/// taken, found with `getFile` and read from the Bot API's file URL) and a document without a
+/// caption reach the model; a document over the Bot API's 20 MB download limit (sent without
+/// its optional `file_size`, so only `getFile` refuses it) is named in a notice, and its
+/// caption still runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn photos_and_documents_reach_the_model() {
+    let s = setup(EVERYONE).await;
+    let jpeg: Vec<u8> = (0..50_000u32).map(|i| (i % 239) as u8).collect();
+    let big = s.fake.store_file("photos/file_0.jpg", vec![1; 90]);
+    let small = s.fake.store_file("photos/file_1.jpg", jpeg.clone());
+    let chat = private_chat(ADA, "Ada");
+    s.fake.push(json!({"message": {
+        "message_id": 40, "date": 1_767_225_600, "chat": chat, "from": user(ADA, "Ada"),
+        "caption": "what is this?",
+        "photo": [
+            {"file_id": big, "file_unique_id": "AQADs", "file_size": 90, "width": 90, "height": 51},
+            {"file_id": small, "file_unique_id": "AQADm", "file_size": jpeg.len(), "width": 1280, "height": 720}
+        ]
+    }}));
+    s.fake
+        .wait_for("the reply to the photo", |c| {
+            sent_text(c, "echo: what is this?")
+        })
+        .await;
+    let req = s.model.requests().last().cloned().unwrap();
+    let files: Vec<_> = req
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            ModelMessage::File(f) => Some(f.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        files.len(),
+        1,
+        "{:#?}",
+        (s.fake.calls("getfile"), s.fake.calls("sendmessage"))
+    );
+    assert_eq!(files[0].filename, "photo-AQADm.jpg", "the largest size");
+    use base64::Engine as _;
+    assert_eq!(
+        files[0].content,
+        Some(frogbot_core::agent::FileContent::Image {
+            data_url: format!(
+                "data:image/jpeg;base64,{}",
+                base64::engine::general_purpose::STANDARD.encode(&jpeg)
+            )
+        })
+    );
+
+    // A document alone, and one over the Bot API's 20 MB limit.
+    let notes = s
+        .fake
+        .store_file("documents/file_2.txt", b"milk, eggs".to_vec());
+    let huge = s
+        .fake
+        .store_file("documents/file_3.bin", vec![0; 20 * 1024 * 1024 + 1]);
+    s.fake.push(json!({"message": {
+        "message_id": 41, "date": 1_767_225_601, "chat": chat, "from": user(ADA, "Ada"),
+        "document": {"file_id": notes, "file_unique_id": "AgADn", "file_name": "notes.txt",
+                     "mime_type": "text/plain", "file_size": 10}
+    }}));
+    s.fake
+        .wait_for("the reply to the document", |c| {
+            c.iter()
+                .filter(|c| c.method == "sendmessage")
+                .nth(1)
+                .map(|_| ())
+        })
+        .await;
+    let req = s.model.requests().last().cloned().unwrap();
+    let text = req.messages.iter().find_map(|m| match m {
+        ModelMessage::File(f) if f.filename == "notes.txt" => f.content.clone(),
+        _ => None,
+    });
+    assert_eq!(
+        text,
+        Some(frogbot_core::agent::FileContent::Text {
+            text: "[notes.txt (text/plain)]\nmilk, eggs".into()
+        })
+    );
+    s.fake.push(json!({"message": {
+        "message_id": 42, "date": 1_767_225_602, "chat": chat, "from": user(ADA, "Ada"),
+        "caption": "and this",
+        "document": {"file_id": huge, "file_unique_id": "AgADh", "file_name": "dump.bin",
+                     "mime_type": "application/octet-stream"}
+    }}));
+    let told = s.fake.wait_for("the notice", |c| sent_text(c, "📎")).await;
+    assert_eq!(
+        told["text"],
+        "📎 I could not take dump.bin: the download failed."
+    );
+    s.fake
+        .wait_for("the caption still runs", |c| sent_text(c, "echo: and this"))
+        .await;
 }

@@ -84,6 +84,10 @@ pub struct Config {
     /// In webhook mode, how long a request body may take to arrive once its header is in; a
     /// slower one is answered `408` (default 30 s). Bounds what a slow client holds.
     pub webhook_body_timeout: Duration,
+    /// What people's files are downloaded with (`None`:
+    /// [`FetchPolicy::for_files`](frogbot_channel::files::FetchPolicy::for_files): public
+    /// addresses only). A file is found with `getFile`, then read from the Bot API's file URL.
+    pub file_policy: Option<frogbot_channel::files::FetchPolicy>,
 }
 
 impl Config {
@@ -96,6 +100,7 @@ impl Config {
             users: BTreeMap::new(),
             allow: Vec::new(),
             webhook_body_timeout: Duration::from_secs(30),
+            file_policy: None,
         }
     }
 }
@@ -177,7 +182,15 @@ pub async fn connect(config: Config) -> Result<TelegramAdapter, Error> {
     };
     Ok(TelegramAdapter {
         questions: Arc::new(TelegramQuestions::new(bot.clone())),
-        outbox: Arc::new(TelegramOutbox::new(bot.clone())),
+        outbox: Arc::new(
+            TelegramOutbox::new(bot.clone()).with_downloads(
+                frogbot_channel::files::Downloads::new(
+                    config
+                        .file_policy
+                        .unwrap_or_else(frogbot_channel::files::FetchPolicy::for_files),
+                ),
+            ),
+        ),
         bot,
         me,
         receive: config.receive,

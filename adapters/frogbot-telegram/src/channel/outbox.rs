@@ -119,6 +119,8 @@ pub struct TelegramOutbox {
     members: Mutex<Posted>,
     /// An ask's key → the agent conversation its first message started (lately, in-process).
     asks: Mutex<Posted>,
+    /// People's files are downloaded through it.
+    downloads: frogbot_channel::files::Downloads,
 }
 
 impl TelegramOutbox {
@@ -131,7 +133,14 @@ impl TelegramOutbox {
             posted: Mutex::default(),
             members: Mutex::default(),
             asks: Mutex::default(),
+            downloads: frogbot_channel::files::Downloads::default(),
         }
+    }
+
+    /// Downloading people's files through `downloads` (a policy of its own).
+    pub fn with_downloads(mut self, downloads: frogbot_channel::files::Downloads) -> Self {
+        self.downloads = downloads;
+        self
     }
 
     /// The agent conversation (`{chat}~{root}`) message `message_id` (`chat:id`) belongs to: its
@@ -238,6 +247,29 @@ impl ChannelOutbox for TelegramOutbox {
     /// The shared delivery loops over this outbox's [`Draw`].
     fn delivery(&self) -> Option<&dyn Deliver> {
         Some(self)
+    }
+
+    /// A file by its `file_id`: `getFile` gives its path (the Bot API serves files up to 20 MB),
+    /// then its bytes come from `<api>/file/bot<token>/<path>`.
+    async fn open_file(
+        &self,
+        file: &frogbot_model::PlatformFile,
+    ) -> Result<frogbot_channel::FileStream, BoxError> {
+        let found: teloxide::types::File = crate::client::request(
+            &self.api,
+            "getFile",
+            &serde_json::json!({ "file_id": file.id }),
+            None,
+        )
+        .await?;
+        let mut url = self.api.api_url();
+        url.path_segments_mut()
+            .map_err(|()| "the API URL cannot take a path")?
+            .pop_if_empty()
+            .push("file")
+            .push(&format!("bot{}", self.api.token()))
+            .extend(found.path.split('/'));
+        self.downloads.open(url.as_str(), &[]).await
     }
 
     /// An ask goes to a chat (`-100123`, `-100123:7` for a forum topic, `777~12` for an agent

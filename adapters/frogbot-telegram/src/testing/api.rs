@@ -85,6 +85,9 @@ pub(super) struct Inner {
     poller: AtomicU64,
     /// How many `getUpdates` calls were ended by a newer one (409 Conflict).
     conflicts: AtomicU64,
+    /// People's files: `file_id` → (`file_path`, bytes). `getFile` answers with the path (not
+    /// for a file over 20 MB: the Bot API's limit), `GET /file/bot<token>/<path>` the bytes.
+    pub(super) files: Mutex<HashMap<String, (String, Vec<u8>)>>,
 }
 
 /// The running fake Bot API (cheap to clone; the server runs until the runtime ends).
@@ -128,6 +131,7 @@ impl FakeBotApi {
             recorded: watch::channel(0).0,
             poller: AtomicU64::new(0),
             conflicts: AtomicU64::new(0),
+            files: Mutex::default(),
         });
         let app = Router::new().fallback(api).with_state(inner.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -439,6 +443,21 @@ async fn params(req: Request) -> Value {
 }
 
 async fn api(State(fake): State<Arc<Inner>>, uri: Uri, req: Request) -> Response {
+    // A file's bytes: `/file/bot<token>/<file_path>`.
+    if let Some(rest) = uri.path().strip_prefix("/file/bot") {
+        let path = rest.split_once('/').map(|(_, p)| p).unwrap_or_default();
+        let found = fake
+            .files
+            .lock()
+            .expect("not poisoned")
+            .values()
+            .find(|(p, _)| p == path)
+            .map(|(_, b)| b.clone());
+        return match found {
+            Some(bytes) => (StatusCode::OK, bytes).into_response(),
+            None => error(StatusCode::NOT_FOUND, "Not Found", None),
+        };
+    }
     let method = uri
         .path()
         .rsplit('/')
@@ -858,6 +877,19 @@ fn respond(fake: &Inner, method: &str, body: &Value) -> (Response, Option<Value>
     let ok = |result: Value| (ok(result.clone()), Some(result));
     let bad = |description: &str| (error(StatusCode::BAD_REQUEST, description, None), None);
     match method {
+        "getfile" => {
+            let id = body["file_id"].as_str().unwrap_or_default();
+            match fake.files.lock().expect("not poisoned").get(id) {
+                Some((_, bytes)) if bytes.len() > 20 * 1024 * 1024 => {
+                    bad("Bad Request: file is too big")
+                }
+                Some((path, bytes)) => ok(json!({
+                    "file_id": id, "file_unique_id": format!("u{id}"),
+                    "file_size": bytes.len(), "file_path": path
+                })),
+                None => bad("Bad Request: invalid file_id"),
+            }
+        }
         "getme" => ok(json!({
             "id": BOT_ID, "is_bot": true, "first_name": "FrogBot", "username": BOT_USERNAME,
             "can_join_groups": true, "can_read_all_group_messages": false,
