@@ -205,6 +205,19 @@ pub trait MatrixApi: Send + Sync {
         })
     }
 
+    /// The bytes of the media `source` (a person's `m.image` / `m.file` …: an `mxc://` URI, or
+    /// an encrypted file with its key, decrypted). By default: refused.
+    async fn download_media(
+        &self,
+        source: &matrix_sdk::ruma::events::room::MediaSource,
+    ) -> Result<Vec<u8>, Error> {
+        let _ = source;
+        Err(Error::Api {
+            call: "download",
+            message: "this client downloads no media".into(),
+        })
+    }
+
     /// The annotations (`m.reaction`s) on `event` (`/relations/{event}/m.annotation`), newest
     /// first, as JSON. By default: none.
     async fn annotations(&self, room: &RoomId, event: &EventId) -> Result<Vec<Value>, Error> {
@@ -482,6 +495,25 @@ impl MatrixApi for matrix_sdk::Client {
         })
     }
 
+    /// matrix-sdk's media download (the authenticated media endpoint; an encrypted file is
+    /// decrypted with its key), not cached.
+    async fn download_media(
+        &self,
+        source: &matrix_sdk::ruma::events::room::MediaSource,
+    ) -> Result<Vec<u8>, Error> {
+        use matrix_sdk::media::{MediaFormat, MediaRequestParameters};
+        self.media()
+            .get_media_content(
+                &MediaRequestParameters {
+                    source: source.clone(),
+                    format: MediaFormat::File,
+                },
+                false,
+            )
+            .await
+            .map_err(|e| call_error("download", e))
+    }
+
     /// matrix-sdk's `Room::relations` of type `m.annotation`.
     async fn annotations(&self, room: &RoomId, event: &EventId) -> Result<Vec<Value>, Error> {
         use matrix_sdk::room::{IncludeRelations, RelationsOptions};
@@ -646,6 +678,13 @@ impl<A: MatrixApi + ?Sized> MatrixApi for std::sync::Arc<A> {
 
     async fn upload_media(&self, mimetype: &str, data: Vec<u8>) -> Result<UploadedImage, Error> {
         (**self).upload_media(mimetype, data).await
+    }
+
+    async fn download_media(
+        &self,
+        source: &matrix_sdk::ruma::events::room::MediaSource,
+    ) -> Result<Vec<u8>, Error> {
+        (**self).download_media(source).await
     }
 
     async fn annotations(&self, room: &RoomId, event: &EventId) -> Result<Vec<Value>, Error> {

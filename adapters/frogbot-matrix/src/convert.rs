@@ -203,10 +203,55 @@ pub fn room_message(
     bot: &UserId,
     raw: serde_json::Value,
 ) -> Option<IncomingMessage> {
+    let mut files = Vec::new();
     let (body, formatted) = match &content.msgtype {
         MessageType::Text(t) => (t.body.as_str(), t.formatted.as_ref().map(|f| &f.body)),
         MessageType::Notice(t) => (t.body.as_str(), t.formatted.as_ref().map(|f| &f.body)),
         MessageType::Emote(t) => (t.body.as_str(), t.formatted.as_ref().map(|f| &f.body)),
+        MessageType::Image(m) => {
+            let info = m.info.as_deref();
+            media(
+                &mut files,
+                &m.body,
+                m.filename.as_deref(),
+                &m.source,
+                info.and_then(|i| i.mimetype.as_deref()),
+                info.and_then(|i| i.size),
+            )
+        }
+        MessageType::File(m) => {
+            let info = m.info.as_deref();
+            media(
+                &mut files,
+                &m.body,
+                m.filename.as_deref(),
+                &m.source,
+                info.and_then(|i| i.mimetype.as_deref()),
+                info.and_then(|i| i.size),
+            )
+        }
+        MessageType::Audio(m) => {
+            let info = m.info.as_deref();
+            media(
+                &mut files,
+                &m.body,
+                m.filename.as_deref(),
+                &m.source,
+                info.and_then(|i| i.mimetype.as_deref()),
+                info.and_then(|i| i.size),
+            )
+        }
+        MessageType::Video(m) => {
+            let info = m.info.as_deref();
+            media(
+                &mut files,
+                &m.body,
+                m.filename.as_deref(),
+                &m.source,
+                info.and_then(|i| i.mimetype.as_deref()),
+                info.and_then(|i| i.size),
+            )
+        }
         _ => return None,
     };
     let (thread_root, reply_to) = match &content.relates_to {
@@ -242,9 +287,36 @@ pub fn room_message(
             },
             reply_to: reply_to.map(|r| message_id(room, &r)),
             raw,
-            files: Vec::new(),
+            files,
         },
     })
+}
+
+/// A media message's file (`m.image`, `m.file`, `m.audio`, `m.video`; plain or encrypted) into
+/// `files`, and its caption as the message's text: per the spec, `body` is a caption when a
+/// `filename` other than it is given, else it is the file's name (and there is no text).
+fn media<'a>(
+    files: &mut Vec<frogbot_model::PlatformFile>,
+    body: &'a str,
+    filename: Option<&str>,
+    source: &matrix_sdk::ruma::events::room::MediaSource,
+    mimetype: Option<&str>,
+    size: Option<matrix_sdk::ruma::UInt>,
+) -> (&'a str, Option<&'a String>) {
+    let caption = filename.is_some_and(|f| f != body);
+    let id = match source {
+        matrix_sdk::ruma::events::room::MediaSource::Plain(uri) => uri.to_string(),
+        matrix_sdk::ruma::events::room::MediaSource::Encrypted(f) => f.url.to_string(),
+    };
+    files.push(frogbot_model::PlatformFile {
+        id,
+        url: String::new(),
+        media_type: mimetype.unwrap_or("application/octet-stream").to_owned(),
+        filename: filename.unwrap_or(body).to_owned(),
+        size: size.map(u64::from),
+        source: serde_json::to_value(source).unwrap_or_default(),
+    });
+    (if caption { body } else { "" }, None)
 }
 
 /// Drops the `> <@user> quoted` lines older clients put before a reply's text.

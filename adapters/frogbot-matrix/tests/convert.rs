@@ -216,14 +216,40 @@ fn own_events_and_other_types_are_ignored() {
         ))
         .is_none()
     );
-    assert!(
-        run(event(
-            "m.room.message",
-            "@alice:localhost",
-            json!({"msgtype": "m.image", "body": "a.png", "url": "mxc://x/y"})
-        ))
-        .is_none()
+    // A person's image is a message with a file (its name, no text), not ignored.
+    let Some(Incoming::Message(m)) = run(event(
+        "m.room.message",
+        "@alice:localhost",
+        json!({"msgtype": "m.image", "body": "a.png", "url": "mxc://x/y",
+               "info": {"mimetype": "image/png", "size": 12}}),
+    )) else {
+        panic!("an image is a message")
+    };
+    assert_eq!(m.message.text, "");
+    assert_eq!(m.message.files.len(), 1);
+    let f = &m.message.files[0];
+    assert_eq!(
+        (
+            f.id.as_str(),
+            f.filename.as_str(),
+            f.media_type.as_str(),
+            f.size
+        ),
+        ("mxc://x/y", "a.png", "image/png", Some(12))
     );
+    assert_eq!(f.source, json!({"url": "mxc://x/y"}));
+    // With a `filename` other than `body`, `body` is its caption (Matrix 1.10).
+    let Some(Incoming::Message(m)) = run(event(
+        "m.room.message",
+        "@alice:localhost",
+        json!({"msgtype": "m.file", "body": "the report", "filename": "q3.pdf",
+               "url": "mxc://x/z"}),
+    )) else {
+        panic!("a file is a message")
+    };
+    assert_eq!(m.message.text, "the report");
+    assert_eq!(m.message.files[0].filename, "q3.pdf");
+    assert_eq!(m.message.files[0].media_type, "application/octet-stream");
     assert!(
         run(event(
             "m.sticker",

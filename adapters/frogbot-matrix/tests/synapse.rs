@@ -51,6 +51,38 @@ fn model() -> ScriptedModel {
         }
         let text = last_user(req);
         let n = req.messages.len();
+        if text.contains("files?") {
+            // What the model was shown of the files sent since its last answer.
+            let since = req
+                .messages
+                .iter()
+                .collect::<Vec<_>>()
+                .iter()
+                .rposition(|m| matches!(m, ModelMessage::Assistant { .. }))
+                .map_or(0, |i| i + 1);
+            let shown: Vec<String> = req
+                .messages
+                .iter()
+                .skip(since)
+                .filter_map(|m| match m {
+                    ModelMessage::File(f) => Some(match &f.content {
+                        Some(frogbot_core::agent::FileContent::Image { data_url }) => {
+                            format!("{} image {}", f.filename, data_url.len())
+                        }
+                        Some(frogbot_core::agent::FileContent::Text { text }) => {
+                            format!(
+                                "{} text {:?}",
+                                f.filename,
+                                text.lines().last().unwrap_or("")
+                            )
+                        }
+                        other => format!("{} {other:?}", f.filename),
+                    }),
+                    _ => None,
+                })
+                .collect();
+            return reply(&format!("files: {}", shown.join("; ")));
+        }
         let question = |q: Value| call(&format!("c{n}"), "question", json!({"questions": [q]}));
         if text.contains("kinds") {
             return call(
@@ -1984,4 +2016,73 @@ async fn a_multiple_choice_is_sent_with_a_check_and_alice_sees_her_votes_kept() 
         "{body}"
     );
     assert!(q.notified && q.edited);
+}
+
+/// Files (issue 40, item 1) from a second real client: an image and a text file sent with
+/// matrix-sdk's `send_attachment` (uploaded to Synapse's media repository; in the encrypted DM,
+/// encrypted, their keys in the events) reach the model — the image's bytes whole, the text as
+/// text — and the person sees the bot's answer naming them, in the plain room and the encrypted
+/// one alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn images_and_files_sent_by_a_person_reach_the_model_plain_and_encrypted() {
+    use matrix_sdk::attachment::AttachmentConfig;
+    let Some(s) = setup(None).await else { return };
+    let alice = s.hs.person(&s.hs.register("alice").await).await;
+    let bot = s.bot_account.user_id.as_str();
+    let png: Vec<u8> = (0..40_000u32).map(|i| (i % 233) as u8).collect();
+    let b64 = {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode(&png).len()
+    };
+    let caption =
+        |t: &str| Some(matrix_sdk::ruma::events::room::message::TextMessageEventContent::plain(t));
+    for encrypted in [false, true] {
+        let room = alice
+            .create_room(&[&s.bot_account.user_id], encrypted)
+            .await;
+        bot_joined(&alice, &room, bot).await;
+        let joined = alice.client.get_room(&room).unwrap();
+        joined
+            .send_attachment(
+                "dot.png",
+                &"image/png".parse().unwrap(),
+                png.clone(),
+                AttachmentConfig::new().caption(caption("files? one")),
+            )
+            .await
+            .unwrap();
+        let answer = alice
+            .wait_for(&room, WAIT, "the answer naming the image", |e| {
+                from(e, bot) && body(e).starts_with("files:")
+            })
+            .await;
+        assert_eq!(
+            body(&answer),
+            format!(
+                "files: dot.png image {}",
+                "data:image/png;base64,".len() + b64
+            ),
+            "encrypted: {encrypted}"
+        );
+        joined
+            .send_attachment(
+                "notes.txt",
+                &"text/plain".parse().unwrap(),
+                b"milk, eggs".to_vec(),
+                AttachmentConfig::new().caption(caption("files? two")),
+            )
+            .await
+            .unwrap();
+        let answer = alice
+            .wait_for(&room, WAIT, "the answer naming the text file", |e| {
+                from(e, bot) && body(e).starts_with("files: notes")
+            })
+            .await;
+        assert_eq!(
+            body(&answer),
+            "files: notes.txt text \"milk, eggs\"",
+            "encrypted: {encrypted}"
+        );
+    }
+    s.bot.stop().await;
 }

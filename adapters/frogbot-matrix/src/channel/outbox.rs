@@ -204,6 +204,23 @@ impl<A: MatrixApi + Clone + 'static> ChannelOutbox for MatrixOutbox<A> {
         Some(self)
     }
 
+    /// A person's media (its event's `url`, or `file` in an encrypted room) through matrix-sdk,
+    /// which decrypts it; the size the event states is checked by the engine first. matrix-sdk
+    /// reads media whole, so the file is held in memory once (within the engine's size limit).
+    async fn open_file(
+        &self,
+        file: &frogbot_model::PlatformFile,
+    ) -> Result<frogbot_channel::FileStream, BoxError> {
+        let source: matrix_sdk::ruma::events::room::MediaSource =
+            serde_json::from_value(file.source.clone())
+                .map_err(|e| format!("the media source of {}: {e}", file.id))?;
+        let bytes = self.api.download_media(&source).await?;
+        // Handed on in chunks, as any download.
+        let chunks: Vec<Result<Vec<u8>, BoxError>> =
+            bytes.chunks(64 * 1024).map(|c| Ok(c.to_vec())).collect();
+        Ok(Box::pin(futures::stream::iter(chunks)))
+    }
+
     /// A thread (`room|event`, the bot in the room) as it is. A room (`!room:server`, an alias
     /// `#room:server` resolved with `GET /directory/room/{alias}`; the bot joined) or a person
     /// (`@alice:server`: the bot's DM room with them, found in `m.direct` or made with
