@@ -604,7 +604,17 @@ async fn post_message(
             let saved = state
                 .engine
                 .chats()
-                .web_message(&chat, user.as_ref(), message_id, &text)
+                .web_message(
+                    &chat,
+                    user.as_ref(),
+                    message_id,
+                    &text,
+                    parts
+                        .iter()
+                        .filter(|p| p.as_file().is_some())
+                        .cloned()
+                        .collect(),
+                )
                 .await
                 .map_err(|e| err(e.into()))?;
             return Ok(match saved {

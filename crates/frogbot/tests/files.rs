@@ -181,3 +181,65 @@ async fn files_are_uploaded_served_and_sent_in_messages() {
     r.assert_error(400, "invalid-request");
     assert_eq!(s.get("/api/chats/bobs", Some(BOB)).await.status, 404);
 }
+
+/// A person's files in a chat bound to an agent go to the agent's inbox with the message (and
+/// the agent reads them through the chat); a file-only message is a message there too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_reach_an_agents_inbox() {
+    use common::AGENT;
+    let db = frogbot_testkit::sqlite_db();
+    let s = common::start(&db).await;
+    let r = s
+        .post(
+            "/api/agent-chats",
+            Some(AGENT),
+            json!({"to": {"web": "deploy-for-alice", "user": "alice"}}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let (status, up) = upload(
+        &s,
+        "deploy-for-alice",
+        ALICE,
+        "text/plain",
+        "log.txt",
+        b"error at line 3".to_vec(),
+    )
+    .await;
+    assert_eq!(status, 201, "{up}");
+    let url = up["part"]["url"].as_str().unwrap().to_string();
+    let r = s
+        .post(
+            "/api/chats/deploy-for-alice/messages",
+            Some(ALICE),
+            json!({"id": "p1", "parts": [up["part"], {"type": "text", "text": "see this"}]}),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{}", r.text);
+    let r = s
+        .post(
+            "/api/chats/deploy-for-alice/messages",
+            Some(ALICE),
+            json!({"id": "p2", "parts": [up["part"]]}),
+        )
+        .await;
+    assert_eq!(r.status, 202, "a file alone: {}", r.text);
+    let inbox = s.get("/api/inbox", Some(AGENT)).await;
+    let items = inbox.json["items"].as_array().cloned().unwrap_or_default();
+    assert_eq!(items.len(), 2, "{}", inbox.text);
+    let parts = &items[0]["message"]["parts"];
+    assert_eq!(parts[0]["type"], "file", "{parts}");
+    assert_eq!(parts[0]["url"], url.as_str());
+    assert_eq!(parts[1]["text"], "see this");
+    assert_eq!(items[1]["message"]["parts"][0]["url"], url.as_str());
+    // The agent reads the file through the chat.
+    let got = s
+        .client
+        .get(format!("{}{url}", s.base))
+        .bearer_auth(AGENT)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(got.status().as_u16(), 200);
+    assert_eq!(got.text().await.unwrap(), "error at line 3");
+}

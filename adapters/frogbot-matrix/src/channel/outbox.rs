@@ -215,10 +215,7 @@ impl<A: MatrixApi + Clone + 'static> ChannelOutbox for MatrixOutbox<A> {
             serde_json::from_value(file.source.clone())
                 .map_err(|e| format!("the media source of {}: {e}", file.id))?;
         let bytes = self.api.download_media(&source).await?;
-        // Handed on in chunks, as any download.
-        let chunks: Vec<Result<Vec<u8>, BoxError>> =
-            bytes.chunks(64 * 1024).map(|c| Ok(c.to_vec())).collect();
-        Ok(Box::pin(futures::stream::iter(chunks)))
+        Ok(frogbot_channel::files::from_bytes(bytes))
     }
 
     /// A thread (`room|event`, the bot in the room) as it is. A room (`!room:server`, an alias

@@ -836,6 +836,7 @@ impl Channels {
         by: Option<&UserId>,
         id: Option<String>,
         text: &str,
+        mut files: Vec<MessagePart>,
     ) -> Result<Option<UiMessage>> {
         let Some(row) = self.turns.store.get_chat(chat).await? else {
             return Err(Error::NotFound {
@@ -846,11 +847,18 @@ impl Channels {
         if row.agent.is_none() {
             return Err(Error::invalid("this chat is not an agent's"));
         }
-        if text.trim().is_empty() || text.len() > MAX_TEXT_BYTES {
+        if (text.trim().is_empty() && files.is_empty()) || text.len() > MAX_TEXT_BYTES {
             return Err(Error::invalid(format!(
-                "a message is 1 to {MAX_TEXT_BYTES} bytes of text"
+                "a message is 1 to {MAX_TEXT_BYTES} bytes of text, or files"
             )));
         }
+        crate::agent::files::check_file_parts(
+            &self.turns.store,
+            &self.turns.config.files,
+            chat,
+            &mut files,
+        )
+        .await?;
         if let Some(id) = &id {
             ChatId::new(id).map_err(|_| {
                 Error::invalid("a message id is 1-128 characters of A-Z a-z 0-9 _ -")
@@ -859,9 +867,12 @@ impl Channels {
         let mut m = UiMessage {
             id: id.unwrap_or_else(|| format!("in_{}", uuid::Uuid::now_v7().simple())),
             role: Role::User,
-            parts: vec![MessagePart::text(text)],
+            parts: files,
             metadata: Default::default(),
         };
+        if !text.trim().is_empty() {
+            m.parts.push(MessagePart::text(text));
+        }
         m.metadata.author = by.cloned();
         m.metadata.created_at = crate::model::millis_to_iso(self.now());
         Ok(self.to_inbox(&row, m.clone()).await?.then_some(m))

@@ -1087,13 +1087,41 @@ impl Channels {
                 .clone()
                 .filter(|n| !n.trim().is_empty())
                 .or_else(|| Some(message.author.id.clone()));
-            let m = inbox_message(
+            // The person's files go to the agent too (downloaded into the chat first).
+            let (files, refused) = crate::agent::files::take_platform_files(
+                &self.turns.store,
+                &self.turns.config.files,
+                outbox.as_deref(),
+                &chat_id,
+                actor.user.as_ref().map(|u| u.as_str()).unwrap_or(""),
+                &message.files,
+                self.turns.now(),
+            )
+            .await;
+            if !refused.is_empty()
+                && let Some(o) = &outbox
+            {
+                Self::notice(
+                    o.as_ref(),
+                    &thread_hook,
+                    &crate::agent::files::refused_text(&refused),
+                )
+                .await;
+            }
+            if files.is_empty() && message.text.trim().is_empty() {
+                return Ok(ChannelMessageOutcome::Told);
+            }
+            let mut m = inbox_message(
                 id,
                 &message,
                 actor.user,
                 speaker,
                 crate::model::millis_to_iso(self.turns.now()),
             );
+            if message.text.trim().is_empty() {
+                m.parts.clear();
+            }
+            m.parts.splice(0..0, files);
             return Ok(if self.to_inbox(row, m).await? {
                 ChannelMessageOutcome::Inbox
             } else {

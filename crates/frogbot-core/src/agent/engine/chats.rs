@@ -28,16 +28,22 @@ impl<'a> Chats<'a> {
     }
 
     /// A person's message in a web chat bound to an agent (`POST /api/chats/{id}/messages`):
-    /// it waits in the agent's inbox; no model runs. `None` for a repeated message id.
+    /// its text and file parts (each a file of this chat) wait in the agent's inbox; no model
+    /// runs. `None` for a repeated message id.
     pub async fn web_message(
         self,
         chat: &ChatId,
         by: Option<&UserId>,
         id: Option<String>,
         text: &str,
+        files: Vec<crate::model::MessagePart>,
     ) -> Result<Option<crate::model::UiMessage>> {
         self.0.authorize_chat(by, chat, ChatAct::Write).await?;
-        self.0.inner.channels.web_message(chat, by, id, text).await
+        self.0
+            .inner
+            .channels
+            .web_message(chat, by, id, text, files)
+            .await
     }
 
     /// An event button clicked in the web chat (or over HTTP) by `by`: the event goes to the
