@@ -125,7 +125,7 @@ pub enum Error {
     /// A file refused: too large, a media type not allowed, too many in one message, an upload
     /// cut off, a file part naming no file of the chat.
     #[error(transparent)]
-    File(#[from] crate::agent::FileError),
+    File(#[from] FileError),
     /// The engine is stopping and takes no new work.
     #[error("stopping")]
     Stopping,
@@ -192,4 +192,41 @@ impl From<frogbot_model::Error> for Error {
             other => Error::invalid(other.to_string()),
         }
     }
+}
+
+/// Why a file was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FileError {
+    /// Larger than `FileLimits::max_bytes`.
+    #[error("file too large: the limit is {limit} bytes")]
+    TooLarge {
+        /// The limit.
+        limit: u64,
+    },
+    /// A media type `FileLimits::media_types` does not accept, or not a media type at all.
+    #[error("media type {media_type:?} is not accepted")]
+    MediaType {
+        /// The media type sent.
+        media_type: String,
+    },
+    /// More files in one message than `FileLimits::max_per_message`.
+    #[error("too many files in one message: the limit is {limit}")]
+    TooMany {
+        /// The limit.
+        limit: usize,
+    },
+    /// The upload failed or was cut off before its end: nothing was kept.
+    #[error("the upload failed: {message}")]
+    Upload {
+        /// What failed.
+        message: String,
+    },
+    /// A file part whose URL names no file of this chat (upload the file to the chat first, or
+    /// send it as a `data:` URL).
+    #[error("no file {url:?} in this chat: upload it to the chat first")]
+    Unknown {
+        /// The URL.
+        url: String,
+    },
 }

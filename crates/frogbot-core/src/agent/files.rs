@@ -64,42 +64,7 @@ impl FileLimits {
     }
 }
 
-/// Why a file was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum FileError {
-    /// Larger than [`FileLimits::max_bytes`].
-    #[error("file too large: the limit is {limit} bytes")]
-    TooLarge {
-        /// The limit.
-        limit: u64,
-    },
-    /// A media type [`FileLimits::media_types`] does not accept, or not a media type at all.
-    #[error("media type {media_type:?} is not accepted")]
-    MediaType {
-        /// The media type sent.
-        media_type: String,
-    },
-    /// More files in one message than [`FileLimits::max_per_message`].
-    #[error("too many files in one message: the limit is {limit}")]
-    TooMany {
-        /// The limit.
-        limit: usize,
-    },
-    /// The upload failed or was cut off before its end: nothing was kept.
-    #[error("the upload failed: {message}")]
-    Upload {
-        /// What failed.
-        message: String,
-    },
-    /// A file part whose URL names no file of this chat (upload the file to the chat first, or
-    /// send it as a `data:` URL).
-    #[error("no file {url:?} in this chat: upload it to the chat first")]
-    Unknown {
-        /// The URL.
-        url: String,
-    },
-}
+pub use crate::error::FileError;
 
 /// The URL a file part names file `id` of `chat` by (served to those who may read the chat).
 pub fn file_url(chat: &ChatId, id: &str) -> String {
