@@ -510,7 +510,114 @@ async fn files_posted_on_a_platform_are_taken_or_named(url: &str) {
     assert_eq!(outbox.opened.lock().unwrap().len(), opened);
 }
 
+/// A platform edit of a queued message with files changes its text and keeps its files; an
+/// upload to a channel thread's chat id that does not exist is refused (that id space is the
+/// channels').
+async fn an_edit_of_a_queued_message_keeps_its_files(url: &str) {
+    use frogbot_core::agent::scripted::ScriptEvent;
+    let store = frogbot_testkit::open_store(url).await;
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let g = gate.clone();
+    let model = ScriptedModel::new(move |req: &ModelRequest| {
+        let last = frogbot_testkit::last_user(req);
+        let mut events = Vec::new();
+        if last.contains("wait") {
+            events.push(ScriptEvent::Gate(g.clone()));
+        }
+        events.extend(reply(&format!("re: {last}")));
+        events
+    });
+    let outbox = Arc::new(FileOutbox {
+        posts: Mutex::default(),
+        opened: Mutex::default(),
+    });
+    let engine = Engine::new(
+        store,
+        vec![frogbot_testkit::offer("main", model)],
+        vec![],
+        EngineConfig::default(),
+    )
+    .with_channel(Channel {
+        platform: "test".into(),
+        questions: None,
+        identity: Arc::new(PrefixedIdentity),
+        access: Arc::new(AllowList::new(["test:ada".to_string()])),
+        outbox: Some(outbox.clone()),
+    });
+    let said = |id: &str, text: &str, files: Vec<PlatformFile>| ThreadMessage {
+        id: id.into(),
+        text: text.into(),
+        author: PlatformUser {
+            id: "ada".into(),
+            name: Some("ada".into()),
+            is_bot: false,
+        },
+        metadata: ThreadMessageMetadata {
+            date_sent: "2026-12-06T00:00:00Z".into(),
+        },
+        reply_to: None,
+        raw: serde_json::Value::Null,
+        files,
+    };
+    let out = engine
+        .channels()
+        .message("test", "T1", said("m1", "wait", vec![]))
+        .await
+        .unwrap();
+    assert!(
+        matches!(out, ChannelMessageOutcome::Sent(Sent::Started(_))),
+        "{out:?}"
+    );
+    let out = engine
+        .channels()
+        .message(
+            "test",
+            "T1",
+            said(
+                "m2",
+                "typo",
+                vec![posted("notes.txt", "text/plain", None, "milk")],
+            ),
+        )
+        .await
+        .unwrap();
+    assert!(
+        matches!(out, ChannelMessageOutcome::Sent(Sent::Queued { .. })),
+        "{out:?}"
+    );
+    engine
+        .channels()
+        .message_changed("test", "T1", "m2", Some("fixed".into()))
+        .await
+        .unwrap();
+    let chat = frogbot_core::agent::channel_chat_id("test", "T1");
+    let queued = engine.chats().messages(&chat).await.unwrap();
+    let m2 = queued
+        .iter()
+        .find(|m| m.message.text() == "fixed")
+        .expect("the edited message");
+    assert!(
+        m2.message.parts.iter().any(|p| p.as_file().is_some()),
+        "the file stays: {:?}",
+        m2.message.parts
+    );
+    gate.add_permits(1);
+    let e = engine
+        .files()
+        .upload(
+            &ChatId::new("_test-nothread").unwrap(),
+            None,
+            "text/plain",
+            "a.txt",
+            chunks(b"x", 1),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::ChannelChat { .. }), "{e}");
+}
+
 frogbot_testkit::backends!(
+    an_edit_of_a_queued_message_keeps_its_files,
     files_posted_on_a_platform_are_taken_or_named,
     uploads_reach_the_model_as_images_text_and_names,
     refused_files_leave_nothing,

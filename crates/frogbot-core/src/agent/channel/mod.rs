@@ -931,8 +931,19 @@ impl Channels {
         let now = self.turns.now();
         let change = match text {
             Some(text) => {
+                // A platform edit changes the text; the message's files stay.
+                let mut parts: Vec<crate::model::MessagePart> = stored
+                    .message
+                    .parts
+                    .iter()
+                    .filter(|p| p.as_file().is_some())
+                    .cloned()
+                    .collect();
+                if !text.trim().is_empty() || parts.is_empty() {
+                    parts.push(crate::model::MessagePart::text(text));
+                }
                 let edit = crate::store::QueuedEdit {
-                    parts: Some(vec![crate::model::MessagePart::text(text)]),
+                    parts: Some(parts),
                     delivery: None,
                 };
                 store

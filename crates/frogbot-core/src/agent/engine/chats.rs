@@ -141,10 +141,21 @@ impl<'a> Chats<'a> {
         by: Option<&UserId>,
         edit: &QueuedEdit,
     ) -> Result<QueuedChange> {
+        // Its files, as a sent message's: each one of this chat's, within the limits.
+        let mut edit = edit.clone();
+        if let Some(parts) = edit.parts.as_mut() {
+            crate::agent::files::check_file_parts(
+                self.0.store(),
+                &self.0.config().files,
+                chat,
+                parts,
+            )
+            .await?;
+        }
         let change = self
             .0
             .store()
-            .edit_queued(chat, id, by, edit, self.0.now())
+            .edit_queued(chat, id, by, &edit, self.0.now())
             .await?;
         if let QueuedChange::Done(Some(m)) = &change {
             self.0.inner.turns.emit_message(chat, &m.message);

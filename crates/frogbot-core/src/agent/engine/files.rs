@@ -31,6 +31,13 @@ impl<'a> Files<'a> {
     {
         match self.0.store().get_chat(chat).await? {
             Some(_) => self.0.authorize_chat(by, chat, ChatAct::Write).await?,
+            // A chat id in the channels' space (`_…`) is a thread's, never created from here.
+            None if chat.as_str().starts_with('_') => {
+                return Err(Error::ChannelChat {
+                    chat_id: chat.clone(),
+                    reason: "is a channel thread's id; upload to a chat that exists",
+                });
+            }
             None => self.0.authorize(by, crate::policy::Action::CreateChat)?,
         }
         let owner = by.map(|u| u.as_str().to_string()).unwrap_or_default();
