@@ -364,7 +364,7 @@ async fn a_database_migrated_by_sqlx_is_adopted() {
     let v: i64 = c
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(v, 6, "only 0003 to 0006 ran");
+    assert_eq!(v, 7, "only 0003 to 0007 ran");
     let revision: i64 = c
         .query_row("SELECT revision FROM questions", [], |r| r.get(0))
         .unwrap();
@@ -387,7 +387,7 @@ async fn a_new_database_is_migrated_in_wal_mode() {
     let v: i64 = c
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(v, 6);
+    assert_eq!(v, 7);
     // 0004: the queue index holds only queued messages; the updated_at index is gone. 0005: the
     // inbox index holds only what waits in an agent's inbox.
     let indexes: Vec<String> = c
