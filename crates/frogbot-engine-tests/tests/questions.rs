@@ -886,10 +886,19 @@ async fn a_failing_render_is_drawn_again_by_the_delivery_job(url: &str) {
     let worker = w.engine.spawn_worker(std::time::Duration::from_millis(100));
     w.forum.fail_render.store(true, Ordering::SeqCst);
     start_and_wait(&w, "ask").await;
+    // Drawn, and its render recorded (the posted message's link is what the answer is read
+    // against: answering between the post and the record would race the job).
     frogbot_testkit::eventually(
-        "the delivery job draws the question",
+        "the delivery job draws the question and records it",
         std::time::Duration::from_secs(20),
-        async || w.forum.posts.lock().unwrap().len() == 1,
+        async || {
+            w.forum.posts.lock().unwrap().len() == 1
+                && w.store
+                    .get_question(&chat(), "c1", now_millis())
+                    .await
+                    .unwrap()
+                    .is_some_and(|q| q.rendered && !q.record.messages.is_empty())
+        },
     )
     .await;
     assert!(
