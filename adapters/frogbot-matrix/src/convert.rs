@@ -204,54 +204,28 @@ pub fn room_message(
     raw: serde_json::Value,
 ) -> Option<IncomingMessage> {
     let mut files = Vec::new();
+    macro_rules! media {
+        ($m:expr) => {{
+            let info = $m.info.as_deref();
+            media(
+                &mut files,
+                &$m.body,
+                $m.filename.as_deref(),
+                &$m.source,
+                info.and_then(|i| i.mimetype.as_deref()),
+                info.and_then(|i| i.size),
+            )
+        }};
+    }
     let (body, formatted) = match &content.msgtype {
         MessageType::Text(t) => (t.body.as_str(), t.formatted.as_ref().map(|f| &f.body)),
         MessageType::Notice(t) => (t.body.as_str(), t.formatted.as_ref().map(|f| &f.body)),
         MessageType::Emote(t) => (t.body.as_str(), t.formatted.as_ref().map(|f| &f.body)),
-        MessageType::Image(m) => {
-            let info = m.info.as_deref();
-            media(
-                &mut files,
-                &m.body,
-                m.filename.as_deref(),
-                &m.source,
-                info.and_then(|i| i.mimetype.as_deref()),
-                info.and_then(|i| i.size),
-            )
-        }
-        MessageType::File(m) => {
-            let info = m.info.as_deref();
-            media(
-                &mut files,
-                &m.body,
-                m.filename.as_deref(),
-                &m.source,
-                info.and_then(|i| i.mimetype.as_deref()),
-                info.and_then(|i| i.size),
-            )
-        }
-        MessageType::Audio(m) => {
-            let info = m.info.as_deref();
-            media(
-                &mut files,
-                &m.body,
-                m.filename.as_deref(),
-                &m.source,
-                info.and_then(|i| i.mimetype.as_deref()),
-                info.and_then(|i| i.size),
-            )
-        }
-        MessageType::Video(m) => {
-            let info = m.info.as_deref();
-            media(
-                &mut files,
-                &m.body,
-                m.filename.as_deref(),
-                &m.source,
-                info.and_then(|i| i.mimetype.as_deref()),
-                info.and_then(|i| i.size),
-            )
-        }
+        // Media messages: the same fields in each kind (`info` types differ by name only).
+        MessageType::Image(m) => media!(m),
+        MessageType::File(m) => media!(m),
+        MessageType::Audio(m) => media!(m),
+        MessageType::Video(m) => media!(m),
         _ => return None,
     };
     let (thread_root, reply_to) = match &content.relates_to {
