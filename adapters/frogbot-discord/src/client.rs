@@ -6,8 +6,8 @@
 
 use async_trait::async_trait;
 use serenity::builder::{
-    CreateInteractionResponse, CreateInteractionResponseFollowup, CreateMessage, CreateThread,
-    EditMessage,
+    Builder, CreateAttachment, CreateInteractionResponse, CreateInteractionResponseFollowup,
+    CreateMessage, CreateThread, EditMessage,
 };
 use serenity::http::Http;
 use serenity::model::channel::{Channel, ChannelType, Message};
@@ -64,6 +64,18 @@ pub trait DiscordApi: Send + Sync + 'static {
         &self,
         channel: ChannelId,
         message: &CreateMessage,
+    ) -> Result<Posted, Error>;
+
+    /// `POST /channels/{channel}/messages` as `multipart/form-data` (Discord's "Uploading
+    /// Files"): `message` as the `payload_json` part, naming each of `files` in its `attachments`
+    /// (`id` its index, `filename`), and each file's bytes as the part `files[{index}]`, in order.
+    /// Discord takes at most its upload limit (10 MiB by default, more in a boosted server) for
+    /// all the files of one request together; past it, `413 Request entity too large` (40005).
+    async fn send_files(
+        &self,
+        channel: ChannelId,
+        message: &CreateMessage,
+        files: Vec<CreateAttachment>,
     ) -> Result<Posted, Error>;
 
     /// `PATCH /channels/{channel}/messages/{message}`.
@@ -158,6 +170,29 @@ impl DiscordApi for Http {
         let message = counted(
             "create_message",
             Http::send_message(self, channel, vec![], message).await,
+        )?;
+        Ok(Posted {
+            id: message.id,
+            timestamp: message.timestamp.to_rfc3339().unwrap_or_default(),
+        })
+    }
+
+    /// Through serenity's own `CreateMessage::add_files` and its `execute`, which numbers the
+    /// files (`files[0]`, `files[1]`, … matching the `attachments` ids) and sends the multipart
+    /// form.
+    async fn send_files(
+        &self,
+        channel: ChannelId,
+        message: &CreateMessage,
+        files: Vec<CreateAttachment>,
+    ) -> Result<Posted, Error> {
+        let message = counted(
+            "create_message",
+            message
+                .clone()
+                .add_files(files)
+                .execute(self, (channel, None))
+                .await,
         )?;
         Ok(Posted {
             id: message.id,
@@ -346,3 +381,6 @@ impl DiscordApi for Http {
 
 /// Discord's error code for a message that does not exist (any more).
 pub const UNKNOWN_MESSAGE: isize = 10_008;
+
+/// Discord's error code for a request past the upload limit (`413 Request entity too large`).
+pub const ENTITY_TOO_LARGE: isize = 40_005;

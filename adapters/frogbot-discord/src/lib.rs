@@ -52,6 +52,13 @@
 //! `pin_posted` is `PUT` / `DELETE /channels/{c}/pins/{m}` (serenity 0.12's route). A click on an
 //! event button goes to `EngineHandle::event`, answered with a deferred update.
 //!
+//! Files out: `ChannelOutbox::deliver_files` uploads a message's files after its text, each as
+//! the attachment of a message of its own (`POST /channels/{c}/messages` as `multipart/form-data`
+//! through serenity, [`client::DiscordApi::send_files`]) under the nonce of its key with
+//! `enforce_nonce`, silent after the message's first piece; a file past the upload limit
+//! (`channel::Config::max_upload_bytes`, Discord's 10 MiB for bots by default) or refused by
+//! Discord as too large (`413`) is a text naming it. Deleting the message deletes them.
+//!
 #[cfg(feature = "engine")]
 pub mod channel;
 pub mod client;
@@ -116,6 +123,20 @@ impl Error {
     pub fn transient(&self) -> Option<&frogbot_model::Transient> {
         match self {
             Error::Unavailable { source } => Some(source),
+            _ => None,
+        }
+    }
+
+    /// The HTTP status of a refused call (`404`, `413`, …; `None` for a failure without an
+    /// answer).
+    pub fn http_status(&self) -> Option<u16> {
+        match self {
+            Error::Discord(e) => match e.as_ref() {
+                serenity::Error::Http(serenity::http::HttpError::UnsuccessfulRequest(r)) => {
+                    Some(r.status_code.as_u16())
+                }
+                _ => None,
+            },
             _ => None,
         }
     }

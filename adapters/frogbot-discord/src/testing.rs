@@ -49,6 +49,17 @@
 //! `/channels/{c}/messages/pins/{m}` (Discord's newer one) pin and unpin ([`FakeDiscord::pins`],
 //! at most 50 a channel).
 //!
+//! Uploads ("Uploading Files" in Discord's API reference): a create message sent as
+//! `multipart/form-data` — the message as the `payload_json` part, each file as a part
+//! `files[n]` with a file name (its `attachments` entries name the parts by `id` `n`; one naming
+//! no part is refused, 50035) — posts the message with an `attachments` array of attachment
+//! objects (`id`, `filename`, `size`, `url` and `proxy_url` on the fake CDN
+//! `/attachments/{channel}/{id}/{name}`, `content_type` as the part said, `description` when
+//! given), the bytes kept ([`FakeDiscord::uploads`]). A request whose files together pass
+//! [`DEFAULT_UPLOAD_LIMIT`] ([`FakeDiscord::set_upload_limit`]) is refused as Discord refuses it:
+//! `413` `Request entity too large` (40005). The nonce rule holds for it as for a JSON create: a
+//! repeat is answered the first message, nothing uploaded again.
+//!
 //! What a person sees ([`FakeDiscord::person_view`], [`SeenMessage`], [`transcript`]): the
 //! messages of a conversation in order after edits and deletions, with their controls, the bot's
 //! reactions, whether posting them notified (a message created does, unless it carries
@@ -81,13 +92,17 @@ pub use payloads::{
 };
 pub use recording::{Recorded, RecordingDiscord};
 pub use state::{Call, FakeDiscord};
-pub use view::{SeenMessage, seen, transcript};
+pub use view::{SeenFile, SeenMessage, seen, transcript};
 
 /// The `EPHEMERAL` message flag (`1 << 6`): only the interaction's user sees the message.
 pub const EPHEMERAL: u64 = 1 << 6;
 
 /// The `SUPPRESS_NOTIFICATIONS` message flag (`1 << 12`): the message notifies no one.
 pub const SUPPRESS_NOTIFICATIONS: u64 = 1 << 12;
+
+/// Discord's upload limit for all the files of one create-message request in a server without
+/// boosts (10 MiB); [`FakeDiscord::set_upload_limit`] changes it (a boosted server).
+pub const DEFAULT_UPLOAD_LIMIT: u64 = 10 * 1024 * 1024;
 
 /// How long Discord remembers a message nonce for `enforce_nonce` ("the past few minutes").
 pub const NONCE_WINDOW: Duration = Duration::from_secs(5 * 60);

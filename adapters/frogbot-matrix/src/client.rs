@@ -205,6 +205,22 @@ pub trait MatrixApi: Send + Sync {
         })
     }
 
+    /// Uploads a file the bot sends in `room` to the media repository, encrypted (AES-CTR, its
+    /// key in the event) when the room is: the content fields that name it, `{"url":
+    /// "mxc://…"}` or `{"file": {…}}` (an `EncryptedFile`). A file the homeserver refuses as too
+    /// large (`M_TOO_LARGE`) is [`Error::TooLarge`]. By default: uploaded plain with
+    /// [`MatrixApi::upload_media`].
+    async fn upload_file(
+        &self,
+        room: &RoomId,
+        mimetype: &str,
+        data: Vec<u8>,
+    ) -> Result<Value, Error> {
+        let _ = room;
+        let up = self.upload_media(mimetype, data).await?;
+        Ok(serde_json::json!({ "url": up.mxc }))
+    }
+
     /// The bytes of the media `source` (a person's `m.image` / `m.file` …: an `mxc://` URI, or
     /// an encrypted file with its key, decrypted). By default: refused.
     async fn download_media(
@@ -484,15 +500,50 @@ impl MatrixApi for matrix_sdk::Client {
         let mimetype = mimetype.to_owned();
         let mut request = create_content::v3::Request::new(data);
         request.content_type = Some(mimetype.clone());
-        let response = self
-            .send(request)
-            .await
-            .map_err(|e| call_error("upload", e.into()))?;
+        let response = self.send(request).await.map_err(|e| {
+            if is_too_large(e.client_api_error_kind()) {
+                Error::TooLarge
+            } else {
+                call_error("upload", e.into())
+            }
+        })?;
         Ok(UploadedImage {
             mxc: response.content_uri.to_string(),
             mimetype,
             size,
         })
+    }
+
+    /// Plain with `upload_media`, or matrix-sdk's `upload_encrypted_file` in an encrypted room
+    /// (its state asked of the server when the client does not know it yet).
+    async fn upload_file(
+        &self,
+        room: &RoomId,
+        mimetype: &str,
+        data: Vec<u8>,
+    ) -> Result<Value, Error> {
+        let joined = self
+            .get_room(room)
+            .ok_or_else(|| Error::UnknownRoom(room.to_string()))?;
+        let encrypted = joined
+            .latest_encryption_state()
+            .await
+            .map_err(|e| call_error("encryption_state", e))?
+            .is_encrypted();
+        if !encrypted {
+            let up = MatrixApi::upload_media(self, mimetype, data).await?;
+            return Ok(serde_json::json!({ "url": up.mxc }));
+        }
+        let mut reader = std::io::Cursor::new(data);
+        let file = self.upload_encrypted_file(&mut reader).await.map_err(|e| {
+            if is_too_large(e.client_api_error_kind()) {
+                Error::TooLarge
+            } else {
+                call_error("upload", e)
+            }
+        })?;
+        let file = serde_json::to_value(&file).map_err(|e| Error::Event(e.to_string()))?;
+        Ok(serde_json::json!({ "file": file }))
     }
 
     /// matrix-sdk's media download (the authenticated media endpoint; an encrypted file is
@@ -687,6 +738,15 @@ impl<A: MatrixApi + ?Sized> MatrixApi for std::sync::Arc<A> {
         (**self).download_media(source).await
     }
 
+    async fn upload_file(
+        &self,
+        room: &RoomId,
+        mimetype: &str,
+        data: Vec<u8>,
+    ) -> Result<Value, Error> {
+        (**self).upload_file(room, mimetype, data).await
+    }
+
     async fn annotations(&self, room: &RoomId, event: &EventId) -> Result<Vec<Value>, Error> {
         (**self).annotations(room, event).await
     }
@@ -706,4 +766,12 @@ impl<A: MatrixApi + ?Sized> MatrixApi for std::sync::Arc<A> {
     ) -> Result<(), Error> {
         (**self).set_pinned_events(room, pinned).await
     }
+}
+
+/// Whether a homeserver's refusal is `M_TOO_LARGE` (an upload past its limit).
+fn is_too_large(kind: Option<&matrix_sdk::ruma::api::error::ErrorKind>) -> bool {
+    matches!(
+        kind,
+        Some(matrix_sdk::ruma::api::error::ErrorKind::TooLarge)
+    )
 }

@@ -103,6 +103,9 @@ pub enum Error {
         #[source]
         source: frogbot_model::Transient,
     },
+    /// The homeserver refused an upload as larger than its limit (`M_TOO_LARGE`).
+    #[error("the homeserver refused the upload as too large")]
+    TooLarge,
     /// Logging in or restoring the session failed.
     #[error("Matrix login failed: {0}")]
     Login(String),

@@ -714,6 +714,17 @@ pub fn thread_message(text: &str, root: &EventId) -> Result<Content, Error> {
     Ok(("m.room.message", json(&c)?))
 }
 
+/// The `msgtype` a file of `media_type` is sent as: `m.image` (not SVG, which clients do not
+/// draw as a picture), `m.video`, `m.audio`, else `m.file`.
+pub fn file_msgtype(media_type: &str) -> &'static str {
+    match media_type.split('/').next().unwrap_or("") {
+        "image" if !media_type.starts_with("image/svg") => "m.image",
+        "video" => "m.video",
+        "audio" => "m.audio",
+        _ => "m.file",
+    }
+}
+
 /// A notice in the thread on `root` that mentions `user` (and replies to `reply_to` if given).
 pub fn mention_notice(
     user: &UserId,

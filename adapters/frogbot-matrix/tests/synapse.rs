@@ -51,6 +51,23 @@ fn model() -> ScriptedModel {
         }
         let text = last_user(req);
         let n = req.messages.len();
+        if text.contains("send files") {
+            return frogbot_core::agent::scripted::reply_with_files(
+                "Here you go",
+                [
+                    frogbot_core::agent::GeneratedFile {
+                        media_type: "image/png".into(),
+                        filename: "chart.png".into(),
+                        data: chart(),
+                    },
+                    frogbot_core::agent::GeneratedFile {
+                        media_type: "text/plain".into(),
+                        filename: "notes.txt".into(),
+                        data: b"milk, eggs".to_vec(),
+                    },
+                ],
+            );
+        }
         if text.contains("files?") {
             // What the model was shown of the files sent since its last answer.
             let since = req
@@ -315,6 +332,11 @@ fn in_thread(body: &str, root: &str) -> Value {
     json!({"msgtype": "m.text", "body": body,
            "m.relates_to": {"rel_type": "m.thread", "event_id": root, "is_falling_back": true,
                             "m.in_reply_to": {"event_id": root}}})
+}
+
+/// The picture the model sends (200 KB, not all alike).
+fn chart() -> Vec<u8> {
+    (0..200_000u32).map(|i| (i * 13 % 241) as u8).collect()
 }
 
 fn from(ev: &Value, user: &str) -> bool {
@@ -1867,6 +1889,7 @@ async fn three_taps_on_an_event_button_reach_the_agents_inbox() {
                 text: Some("Starting".into()),
                 blocks,
                 pin: None,
+                files: Vec::new(),
             },
         )
         .await
@@ -2083,6 +2106,86 @@ async fn images_and_files_sent_by_a_person_reach_the_model_plain_and_encrypted()
             "files: notes.txt text \"milk, eggs\"",
             "encrypted: {encrypted}"
         );
+    }
+    s.bot.stop().await;
+}
+
+/// Files the bot sends (issue 40, item 2), through a second real client: a model's reply with a
+/// picture and a text file is its text, then an `m.image` and an `m.file` in the thread, in
+/// order, named and typed; the person downloads each (decrypting it in the encrypted room: the
+/// event carries `file`, not `url`) and gets exactly the bytes the model made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_the_bot_sends_arrive_plain_and_encrypted() {
+    use matrix_sdk::ruma::events::room::message::{MessageType, RoomMessageEventContent};
+    let Some(s) = setup(None).await else { return };
+    let alice = s.hs.person(&s.hs.register("alice").await).await;
+    let bot = s.bot_account.user_id.as_str();
+    for encrypted in [false, true] {
+        let room = alice
+            .create_room(&[&s.bot_account.user_id], encrypted)
+            .await;
+        bot_joined(&alice, &room, bot).await;
+        alice
+            .send(&room, "m.room.message", text("send files please"))
+            .await;
+        let said = alice
+            .wait_for(&room, WAIT, "the reply's text", |e| {
+                from(e, bot) && body(e) == "Here you go"
+            })
+            .await;
+        let image = alice
+            .wait_for(&room, WAIT, "the picture", |e| {
+                from(e, bot) && e["content"]["msgtype"] == "m.image"
+            })
+            .await;
+        let file = alice
+            .wait_for(&room, WAIT, "the text file", |e| {
+                from(e, bot) && e["content"]["msgtype"] == "m.file"
+            })
+            .await;
+        let order: Vec<String> = alice
+            .seen(&room, |e| from(e, bot) && e["type"] == "m.room.message")
+            .iter()
+            .map(|e| e["event_id"].as_str().unwrap_or("").to_owned())
+            .collect();
+        let at = |e: &Value| order.iter().position(|id| e["event_id"] == id.as_str());
+        assert!(
+            at(&said) < at(&image) && at(&image) < at(&file),
+            "text, then the picture, then the file"
+        );
+        for (ev, name, mime, bytes) in [
+            (&image, "chart.png", "image/png", chart()),
+            (&file, "notes.txt", "text/plain", b"milk, eggs".to_vec()),
+        ] {
+            let c = &ev["content"];
+            assert_eq!(c["body"], name);
+            assert_eq!(c["filename"], name);
+            assert_eq!(c["info"]["mimetype"], mime);
+            assert_eq!(c["info"]["size"], bytes.len());
+            assert_eq!(
+                c["m.relates_to"], said["content"]["m.relates_to"],
+                "where the text is: {c}"
+            );
+            assert_eq!(
+                c.get("file").is_some(),
+                encrypted,
+                "encrypted media in an encrypted room, plain in a plain one: {c}"
+            );
+            assert_eq!(c.get("url").is_some(), !encrypted, "{c}");
+            let content: RoomMessageEventContent =
+                serde_json::from_value(c.clone()).expect("a room message");
+            let got = match &content.msgtype {
+                MessageType::Image(i) => alice.client.media().get_file(i, false).await,
+                MessageType::File(f) => alice.client.media().get_file(f, false).await,
+                other => panic!("{other:?}"),
+            }
+            .expect("the download")
+            .expect("a file");
+            assert_eq!(
+                got, bytes,
+                "{name}: the bytes the model made (encrypted: {encrypted})"
+            );
+        }
     }
     s.bot.stop().await;
 }

@@ -154,6 +154,43 @@ pub trait SlackApi: Send + Sync {
     /// `assistant.threads.setStatus`: the status line of an assistant thread (`""` clears it).
     async fn set_status(&self, channel: &str, thread_ts: &str, status: &str) -> Result<(), Error>;
 
+    /// The first two steps of Slack's external upload: `files.getUploadURLExternal` (`filename`,
+    /// `length`, `alt_txt` when given: an image's description for screen readers), then the
+    /// bytes `POST`ed to the `upload_url` it answered (as the raw body, `Content-Type`
+    /// `media_type`). Returns the new file's id (`F…`), not shared yet
+    /// ([`SlackApi::complete_upload`]); an upload never completed is discarded by Slack.
+    async fn upload_file(
+        &self,
+        filename: &str,
+        media_type: &str,
+        alt_txt: Option<&str>,
+        bytes: Vec<u8>,
+    ) -> Result<String, Error>;
+
+    /// `files.completeUploadExternal` of the uploaded file `file_id` (`files=[{"id", "title"}]`)
+    /// with `channel_id` and `thread_ts`: Slack shares it as a new message in that thread.
+    /// Slack takes it once per file: not repeated by the client's own retries.
+    async fn complete_upload(
+        &self,
+        channel: &str,
+        thread_ts: &str,
+        file_id: &str,
+        title: &str,
+    ) -> Result<(), Error>;
+
+    /// `conversations.replies`, every page: the `ts` of the thread's first message that carries
+    /// the file `file_id` (its `files[].id`), if any.
+    async fn find_file_message(
+        &self,
+        channel: &str,
+        thread_ts: &str,
+        file_id: &str,
+    ) -> Result<Option<String>, Error>;
+
+    /// `files.delete` of the bot's file `file_id` (its messages go with it); `file_not_found`
+    /// and `file_deleted` count as done.
+    async fn delete_file(&self, file_id: &str) -> Result<(), Error>;
+
     /// `conversations.replies`: the messages of the thread `ts` before `latest` (exclusive),
     /// oldest first, at most `limit` (the oldest ones: Slack pages from the start).
     async fn replies(
@@ -217,8 +254,10 @@ impl HistoryMessage {
 /// (the error goes up, carrying the wait, and the caller's own retry waits it out), or the call
 /// may have been carried out (a timeout, a reset after sending) and repeating it is not
 /// harmless (`chat.postMessage`, `chat.postEphemeral`, `views.open`, `chat.startStream`,
-/// `chat.appendStream`). Calls whose repetition is harmless (`chat.update`, `chat.delete`, pins, reactions,
-/// `chat.stopStream`, statuses, `conversations.open`, reads) are retried on any such failure.
+/// `chat.appendStream`, `files.completeUploadExternal`). Calls whose repetition is harmless
+/// (`chat.update`, `chat.delete`, pins, reactions, `chat.stopStream`, statuses,
+/// `conversations.open`, `files.getUploadURLExternal`, the upload of a file's bytes,
+/// `files.delete`, reads) are retried on any such failure.
 ///
 /// The policy is frogbot-channel's one [`RetryPolicy`]; its default is Slack's: three calls,
 /// 250 ms then 500 ms apart, a `Retry-After` up to 10 s waited out.
@@ -226,6 +265,10 @@ pub use frogbot_channel::RetryPolicy;
 
 /// How long [`SlackWebApi`] waits for an answer by default.
 pub const DEFAULT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The name the upload of a file's bytes to its `upload_url` goes by in errors, logs and metrics
+/// (it is no Web API method).
+pub const UPLOAD_STEP: &str = "files.upload_url";
 
 /// The message metadata `event_type` of a reply's pieces ([`SlackApi::post_keyed`]).
 pub const DELIVERY_EVENT_TYPE: &str = "frogbot_delivery";
@@ -250,6 +293,8 @@ pub struct SlackWebApi<C: SlackClientHttpConnector + Send + Sync> {
     token: SlackApiToken,
     timeout: std::time::Duration,
     retry: RetryPolicy,
+    /// The configured Web API base, whose host the bot token may go to besides Slack's own.
+    api_url: Option<String>,
 }
 
 impl<C: SlackClientHttpConnector + Send + Sync> std::fmt::Debug for SlackWebApi<C> {
@@ -274,7 +319,17 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackWebApi<C> {
             token: SlackApiToken::new(SlackApiTokenValue(token.to_string())),
             timeout: DEFAULT_TIMEOUT,
             retry: RetryPolicy::default(),
+            api_url: None,
         }
+    }
+
+    /// The Web API base is `api_url` (a fake, a proxy): an upload URL on its host gets the bot
+    /// token like one on Slack's hosts (see [`crate::convert::slack_file_host`]); any other host
+    /// never does.
+    #[must_use]
+    pub fn with_api_url(mut self, api_url: Option<&str>) -> Self {
+        self.api_url = api_url.map(str::to_owned);
+        self
     }
 
     /// A call without an answer after `timeout` fails ([`Error::Unavailable`], maybe done).
@@ -505,6 +560,31 @@ struct MetadataMessage {
     ts: String,
     #[serde(default)]
     metadata: Option<serde_json::Value>,
+}
+
+/// One page of `conversations.replies` as far as [`SlackApi::find_file_message`] reads it.
+#[derive(serde::Deserialize)]
+struct FilesPage {
+    #[serde(default)]
+    messages: Vec<FilesMessage>,
+    #[serde(default)]
+    has_more: bool,
+    #[serde(default)]
+    response_metadata: Option<NextCursor>,
+}
+
+#[derive(serde::Deserialize)]
+struct FilesMessage {
+    #[serde(default)]
+    ts: String,
+    #[serde(default)]
+    files: Vec<FileRef>,
+}
+
+#[derive(serde::Deserialize)]
+struct FileRef {
+    #[serde(default)]
+    id: String,
 }
 
 /// One page of `conversations.history` as far as [`SlackApi::find_keyed_root`] reads it.
@@ -904,6 +984,138 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackApi for SlackWebApi<C> {
         })
         .await?;
         Ok(())
+    }
+
+    async fn upload_file(
+        &self,
+        filename: &str,
+        media_type: &str,
+        alt_txt: Option<&str>,
+        bytes: Vec<u8>,
+    ) -> Result<String, Error> {
+        let session = self.client.open_session(&self.token);
+        let mut req =
+            SlackApiFilesGetUploadUrlExternalRequest::new(filename.to_string(), bytes.len());
+        if let Some(alt) = alt_txt {
+            req = req.with_alt_txt(alt.to_string());
+        }
+        let reserved = self
+            .run("files.getUploadURLExternal", true, || {
+                session.get_upload_url_external(&req)
+            })
+            .await?;
+        let url = reserved.upload_url.0.clone();
+        // The bot token goes only to Slack's hosts (and the configured API's); the URL is
+        // signed, so any other host gets the bytes alone.
+        let with_token = crate::convert::slack_file_host(url.as_str(), self.api_url.as_deref());
+        let upload = SlackApiFilesUploadViaUrlRequest::new(
+            reserved.upload_url,
+            bytes,
+            media_type.to_string(),
+        );
+        let span = tracing::Span::current();
+        self.run(UPLOAD_STEP, true, || async {
+            if with_token {
+                session.files_upload_via_url(&upload).await.map(drop)
+            } else {
+                let context = SlackClientApiCallContext {
+                    rate_control_params: None,
+                    token: None,
+                    tracing_span: &span,
+                    is_sensitive_url: true,
+                };
+                self.client
+                    .http_api
+                    .connector
+                    .http_post_uri_binary::<SlackApiFilesUploadViaUrlResponse>(
+                        url.clone(),
+                        upload.content_type.clone(),
+                        &upload.content,
+                        context,
+                    )
+                    .await
+                    .map(drop)
+            }
+        })
+        .await?;
+        Ok(reserved.file_id.0)
+    }
+
+    async fn complete_upload(
+        &self,
+        channel: &str,
+        thread_ts: &str,
+        file_id: &str,
+        title: &str,
+    ) -> Result<(), Error> {
+        let session = self.client.open_session(&self.token);
+        let req = SlackApiFilesCompleteUploadExternalRequest::new(vec![
+            SlackApiFilesComplete::new(SlackFileId(file_id.to_string()))
+                .with_title(title.to_string()),
+        ])
+        .with_channel_id(SlackChannelId(channel.to_string()))
+        .with_thread_ts(SlackTs(thread_ts.to_string()));
+        self.run("files.completeUploadExternal", false, || {
+            session.files_complete_upload_external(&req)
+        })
+        .await?;
+        Ok(())
+    }
+
+    async fn find_file_message(
+        &self,
+        channel: &str,
+        thread_ts: &str,
+        file_id: &str,
+    ) -> Result<Option<String>, Error> {
+        let session = self.client.open_session(&self.token);
+        let mut cursor: Option<String> = None;
+        for _ in 0..MAX_REPLY_PAGES {
+            let params: Vec<(&str, Option<String>)> = vec![
+                ("channel", Some(channel.to_string())),
+                ("ts", Some(thread_ts.to_string())),
+                ("limit", Some("1000".to_string())),
+                ("cursor", cursor.clone()),
+            ];
+            let page: FilesPage = self
+                .run("conversations.replies", true, || {
+                    session
+                        .http_session_api
+                        .http_get("conversations.replies", &params, None)
+                })
+                .await?;
+            if let Some(m) = page
+                .messages
+                .iter()
+                .find(|m| m.files.iter().any(|f| f.id == file_id))
+            {
+                return Ok(Some(m.ts.clone()));
+            }
+            cursor = page
+                .response_metadata
+                .and_then(|r| r.next_cursor)
+                .filter(|c| !c.is_empty());
+            if !page.has_more || cursor.is_none() {
+                break;
+            }
+        }
+        Ok(None)
+    }
+
+    async fn delete_file(&self, file_id: &str) -> Result<(), Error> {
+        let session = self.client.open_session(&self.token);
+        let req = SlackApiFilesDeleteRequest::new(SlackFileId(file_id.to_string()));
+        self.run("files.delete", true, || async {
+            match session.files_delete(&req).await.map(drop) {
+                Err(SlackClientError::ApiError(e))
+                    if e.code == "file_not_found" || e.code == "file_deleted" =>
+                {
+                    Ok(())
+                }
+                other => other,
+            }
+        })
+        .await
     }
 
     async fn replies(

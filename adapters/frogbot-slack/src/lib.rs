@@ -51,6 +51,17 @@
 //! [`channel::Config::max_pending`](crate::channel::Config) deliveries (`503`, Slack retries)
 //! rather than miss the 3-second acknowledgement.
 //!
+//! Files out: a message's files (`ChannelOutbox::deliver_files`) are uploaded after its text with
+//! Slack's external upload (`files.getUploadURLExternal`, the bytes `POST`ed to its
+//! `upload_url` — with the bot token only when that is a Slack host or the configured API's —,
+//! `files.completeUploadExternal` into the reply's thread), one message per file; the app needs
+//! `files:write` and `files:read`. Their ids are `file:{file id}`, deleted with `files.delete`.
+//! A file over 1 GB (`channel::outbox::MAX_FILE_BYTES`, feature `engine`) or
+//! an empty one is not uploaded: a text saying so takes its place. A file's message carries no
+//! message metadata, so its idempotency is this process's memory (a retry finds an earlier
+//! share in the thread, or deletes the unshared upload before uploading anew): exactly once
+//! within a process, **at least once** across processes.
+//!
 //! Agent messages (issue 20): `ChannelOutbox::post_message` posts [`render::agent_message`]'s
 //! messages with the same metadata keys and the same retry rule (exactly once per Slack message);
 //! `edit_posted` is `chat.update` in place (no notification; extra messages posted under

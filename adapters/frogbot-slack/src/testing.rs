@@ -8,7 +8,11 @@
 //!   `views.open`, `conversations.replies`, `conversations.history` (top-level messages, newest
 //!   first, `oldest` / `latest` / `limit` / `cursor`, message metadata with
 //!   `include_all_metadata`), `conversations.open` (`users`: one user's DM, the same `D…` every
-//!   time). A token other than [`BOT_TOKEN`] and [`APP_TOKEN`] gets `invalid_auth`, as Slack
+//!   time), the external file upload (`files.getUploadURLExternal` handing out an upload URL on
+//!   the fake, the bytes `POST`ed there raw or as multipart form data,
+//!   `files.completeUploadExternal` sharing them as a bot message in the thread with its
+//!   `files`, refused for a file whose bytes never arrived or completed before; `files.delete`;
+//!   [`FakeSlack::uploads`]). A token other than [`BOT_TOKEN`] and [`APP_TOKEN`] gets `invalid_auth`, as Slack
 //!   answers one it does not know. Every call is recorded ([`FakeSlack::calls`]); the
 //!   messages are kept as Slack keeps them (a `chat.update` replaces the blocks), so a test reads
 //!   what a person would see ([`FakeSlack::message`]). Slack's documented limits are enforced: a
@@ -38,7 +42,7 @@
 //!   [`FakeSlack::confirm_dialog`] is the dialog Slack would show before sending the click.
 //! - **What a person sees**: [`FakeSlack::person_view`] reads a thread as Slack's client shows
 //!   it after edits and deletions ([`SeenMessage`]: sender, text and controls, reactions, whether
-//!   it notified and what the notification showed, edited), [`FakeSlack::seen_views`] the modals
+//!   it notified and what the notification showed, edited, the files it shares), [`FakeSlack::seen_views`] the modals
 //!   opened, and [`transcript`] renders a view as stable plain text for golden files.
 //! - **Conformance**: [`FakeSlack::harness`] gives the `ChannelQuestions` conformance
 //!   [`Harness`](frogbot_model::conformance::Harness) over the fake, driving the crate's real
@@ -57,12 +61,14 @@ mod recording;
 mod socket;
 mod view;
 
-pub use api::{Call, DEFAULT_FAULT_HOLD, Ephemeral, FakeSlack, Message, WRITE_METHODS, limits};
+pub use api::{
+    Call, DEFAULT_FAULT_HOLD, Ephemeral, FakeSlack, Message, Upload, WRITE_METHODS, limits,
+};
 pub use harness::SlackHarness;
 pub use push::Signature;
 pub use recording::{RecordingSlack, SlackCall};
 pub use socket::SocketConnection;
-pub use view::{BOT_NAME, SeenMessage, assert_golden, seen_text, seen_view, transcript};
+pub use view::{BOT_NAME, SeenFile, SeenMessage, assert_golden, seen_text, seen_view, transcript};
 
 /// The bot user the fake's `auth.test` names.
 pub const BOT_USER: &str = "UBOT";

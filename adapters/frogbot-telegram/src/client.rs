@@ -18,6 +18,10 @@
 //! Telegram has no idempotency key, so its messages are delivered at least once. The reply
 //! outbox does not retry in-process: [`send_html_once`] hands the `Transient` to the engine's
 //! durable delivery, which retries with the same key.
+//!
+//! Files ([`TelegramApi::send_file`]): `sendPhoto` / `sendDocument` as multipart/form-data, the
+//! bytes streamed with their length through the bot's own HTTP client, the answer read as every
+//! other call's; at most [`MAX_UPLOAD`] (50 MB), a photo at most [`MAX_PHOTO`] (10 MB).
 
 use std::future::Future;
 use std::time::Duration;
@@ -61,6 +65,67 @@ pub const RETRY: RetryPolicy = RetryPolicy {
     max_wait: MAX_WAIT,
     jitter: false,
 };
+
+/// The largest file a bot may upload through the Bot API, 50 MB (Telegram's "Sending files":
+/// "10 MB max size for photos, 50 MB for other files"; a local Bot API server takes up to
+/// 2,000 MB, see `TelegramOutbox::with_max_upload`).
+pub const MAX_UPLOAD: u64 = 50 * 1024 * 1024;
+/// The largest photo `sendPhoto` takes, 10 MB; a larger picture is sent as a document.
+pub const MAX_PHOTO: u64 = 10 * 1024 * 1024;
+
+/// How a file is uploaded: the Bot API method and the field that carries it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UploadKind {
+    /// `sendPhoto` (field `photo`): shown as a picture (Telegram re-encodes it and keeps no
+    /// file name).
+    Photo,
+    /// `sendDocument` (field `document`): a file with its name and media type.
+    Document,
+}
+
+impl UploadKind {
+    /// The Bot API method.
+    pub fn method(self) -> &'static str {
+        match self {
+            UploadKind::Photo => "sendPhoto",
+            UploadKind::Document => "sendDocument",
+        }
+    }
+
+    /// The multipart field that carries the file.
+    pub fn field(self) -> &'static str {
+        match self {
+            UploadKind::Photo => "photo",
+            UploadKind::Document => "document",
+        }
+    }
+}
+
+/// A file to upload ([`TelegramApi::send_file`]): its bytes as they are read, their count, its
+/// name and media type.
+pub struct Upload {
+    /// As a photo or as a document.
+    pub kind: UploadKind,
+    /// The file name Telegram keeps for a document.
+    pub filename: String,
+    /// The media type (the part's `Content-Type`), e.g. `image/png`.
+    pub media_type: String,
+    /// How many bytes `bytes` yields.
+    pub size: u64,
+    /// The bytes, streamed into the request's body.
+    pub bytes: frogbot_channel::FileStream,
+}
+
+impl std::fmt::Debug for Upload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Upload")
+            .field("kind", &self.kind)
+            .field("filename", &self.filename)
+            .field("media_type", &self.media_type)
+            .field("size", &self.size)
+            .finish_non_exhaustive()
+    }
+}
 
 /// A message the bot posted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -195,6 +260,19 @@ pub trait TelegramApi: Send + Sync {
         draft_id: u32,
         html: &str,
     ) -> Result<(), Error>;
+
+    /// `sendPhoto` or `sendDocument` of `upload` as multipart/form-data, in a forum topic when
+    /// `topic` is set, replying to `reply_to` when set, `disable_notification` when `silent`.
+    /// Not retried (its bytes are read once): a failure worth retrying is a [`Transient`] for
+    /// the caller, who opens the file again.
+    async fn send_file(
+        &self,
+        chat: ChatId,
+        topic: Option<ThreadId>,
+        upload: Upload,
+        reply_to: Option<MessageId>,
+        silent: bool,
+    ) -> Result<SentMessage, Error>;
 }
 
 /// One Bot API call: `POST {api_url}bot{token}/{method}` with `body` as JSON (as teloxide sends
@@ -206,18 +284,35 @@ pub async fn request<T: DeserializeOwned>(
     body: &(impl Serialize + ?Sized),
     timeout: Option<Duration>,
 ) -> Result<T, Error> {
-    let api = |message: String| Error::Api { method, message };
-    let unavailable = |source: Transient| Error::Unavailable { method, source };
-    let mut url = bot.api_url();
-    url.path_segments_mut()
-        .map_err(|()| api("the API URL cannot take a path".into()))?
-        .pop_if_empty()
-        .push(&format!("bot{}", bot.token()))
-        .push(method);
-    let mut req = bot.client().post(url).json(body);
+    let mut req = bot.client().post(method_url(bot, method)?).json(body);
     if let Some(t) = timeout {
         req = req.timeout(t);
     }
+    answer(method, req).await
+}
+
+/// `{api_url}bot{token}/{method}`.
+fn method_url(bot: &Bot, method: &'static str) -> Result<reqwest012::Url, Error> {
+    let mut url = bot.api_url();
+    url.path_segments_mut()
+        .map_err(|()| Error::Api {
+            method,
+            message: "the API URL cannot take a path".into(),
+        })?
+        .pop_if_empty()
+        .push(&format!("bot{}", bot.token()))
+        .push(method);
+    Ok(url)
+}
+
+/// Sends `req` (a call of `method`) and reads Telegram's answer as `T`, failures classified as
+/// the module says.
+async fn answer<T: DeserializeOwned>(
+    method: &'static str,
+    req: reqwest012::RequestBuilder,
+) -> Result<T, Error> {
+    let api = |message: String| Error::Api { method, message };
+    let unavailable = |source: Transient| Error::Unavailable { method, source };
     let response = req.send().await.map_err(|e| {
         #[cfg(feature = "engine")]
         frogbot_channel::metrics::platform_call(
@@ -584,6 +679,40 @@ pub async fn pin_message(
     }
 }
 
+/// The multipart form of an upload: the parameters as text fields, as teloxide writes them
+/// (numbers and booleans as text, objects as JSON), the file as a part with its file name and
+/// `Content-Type`, its body streamed with its length.
+fn upload_form(
+    chat: ChatId,
+    topic: Option<ThreadId>,
+    upload: Upload,
+    reply_to: Option<MessageId>,
+    silent: bool,
+) -> reqwest012::multipart::Form {
+    use reqwest012::multipart::{Form, Part};
+    let mut form = Form::new().text("chat_id", chat.0.to_string());
+    if let Some(t) = topic {
+        form = form.text("message_thread_id", t.0.0.to_string());
+    }
+    if silent {
+        form = form.text("disable_notification", "true");
+    }
+    if let Some(r) = reply_to {
+        let reply = serde_json::json!({"message_id": r.0, "allow_sending_without_reply": true});
+        form = form.text("reply_parameters", reply.to_string());
+    }
+    // A media type reqwest cannot read goes without one (Telegram then guesses from the name).
+    let typed = Part::text("").mime_str(&upload.media_type).is_ok();
+    let body = reqwest012::Body::wrap_stream(upload.bytes);
+    let mut part = Part::stream_with_length(body, upload.size).file_name(upload.filename);
+    if typed {
+        part = part
+            .mime_str(&upload.media_type)
+            .expect("a media type reqwest read just now");
+    }
+    form.part(upload.kind.field(), part)
+}
+
 #[async_trait]
 impl TelegramApi for Bot {
     async fn send_message(
@@ -753,5 +882,26 @@ impl TelegramApi for Bot {
         })
         .await?;
         Ok(())
+    }
+
+    /// The upload through the bot's own HTTP client (teloxide's reqwest, its API URL and
+    /// token), its answer read like every other call's ([`request`]): teloxide's multipart send
+    /// would keep no status and sleep 10 seconds before reading a `5xx`.
+    async fn send_file(
+        &self,
+        chat: ChatId,
+        topic: Option<ThreadId>,
+        upload: Upload,
+        reply_to: Option<MessageId>,
+        silent: bool,
+    ) -> Result<SentMessage, Error> {
+        let method = upload.kind.method();
+        let form = upload_form(chat, topic, upload, reply_to, silent);
+        let req = self
+            .client()
+            .post(method_url(self, method)?)
+            .multipart(form);
+        let m: Message = answer(method, req).await?;
+        Ok(m.into())
     }
 }

@@ -21,6 +21,13 @@
 //! Edits are `editMessageText` / `editMessageMedia` in place (no notification), deletions
 //! `deleteMessage`, pins `pinChatMessage` (`disable_notification`) / `unpinChatMessage`.
 //!
+//! Files a message carries (the engine's `OutFile`s, [`channel::outbox`]): each its own message
+//! after the text, in the same chat, topic and reply, silent unless it is the message's first —
+//! `sendPhoto` for a picture of at most 10 MB, `sendDocument` (file name and media type kept)
+//! for anything else or a picture Telegram refuses as a photo, uploaded as multipart/form-data
+//! with the bytes streamed ([`TelegramApi::send_file`]); a file over the Bot API's 50 MB for
+//! bots ([`client::MAX_UPLOAD`]) is named in a text instead. At least once, like replies.
+//!
 //! Ids: a message is `chat_id:message_id`; a thread is `chat_id`, or `chat_id:thread_id` for a
 //! forum topic, or `chat_id~root_id` for an agent's conversation with a person.
 //!

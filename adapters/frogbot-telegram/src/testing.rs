@@ -5,6 +5,15 @@
 //! confirms and forgets earlier updates), `setWebhook`, `deleteWebhook`, `sendMessage`,
 //! `editMessageText`, `editMessageReplyMarkup`, `answerCallbackQuery`, and for agent messages
 //! `sendPhoto` (an http(s) URL; a caption of at most 1,024 characters after entity parsing),
+//! and for the files the bot sends `sendPhoto` / `sendDocument` as multipart/form-data uploads
+//! (read as they stream; the bytes kept under a `file_id` that `getFile` and the file URL serve,
+//! [`FakeBotApi::file_bytes`]; answered with the documented `Message`: `photo`, an array of
+//! `PhotoSize` — `file_id`, `file_unique_id`, `width`, `height`, `file_size` —, or `document` —
+//! `file_id`, `file_unique_id`, `file_name`, `mime_type`, `file_size`; refused as Telegram does: an
+//! upload over 50 MB `413 Request Entity Too Large`, an empty one, a photo over 10 MB
+//! (`PHOTO_SAVE_FILE_INVALID`), of width + height over 10,000 or a ratio over 20
+//! (`PHOTO_INVALID_DIMENSIONS`) or no picture it can read (`IMAGE_PROCESS_FAILED`; it reads PNG
+//! and GIF sizes)),
 //! `editMessageMedia` (a photo, also onto a text message), `deleteMessage` ("message to delete
 //! not found" once gone), `pinChatMessage` / `unpinChatMessage` ([`FakeBotApi::pinned`]); an
 //! `editMessageText` of a photo is refused ("there is no text in the message to edit"). It keeps every message
@@ -32,7 +41,8 @@
 //!
 //! What a person sees ([`FakeBotApi::person_view`], [`SeenMessage`], [`transcript`]): the
 //! messages of a chat, topic or agent conversation in order after edits and deletions — sender,
-//! text as a client renders it, photo, inline keyboard rows, the ForceReply field, the bot's
+//! text as a client renders it, photo, the file uploaded ([`SeenFile`]: name, type, size),
+//! inline keyboard rows, the ForceReply field, the bot's
 //! reaction, whether its posting notified (every `sendMessage` / `sendPhoto` does unless it
 //! carries `disable_notification`, which Telegram documents as "a notification with no sound";
 //! edits never notify) and whether it was edited — and a draft (`sendMessageDraft`, private chats)
@@ -62,7 +72,7 @@ pub use harness::ConformanceHarness;
 pub use push::post_update;
 pub use recording::{ApiCall, RecordingTelegram};
 pub use updates::{callback_update, group_chat, private_chat, text_update, user};
-pub use view::{SeenMessage, transcript};
+pub use view::{SeenFile, SeenMessage, transcript};
 
 /// The bot's own user id.
 pub const BOT_ID: i64 = 999;

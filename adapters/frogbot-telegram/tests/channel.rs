@@ -1150,6 +1150,7 @@ async fn three_taps_on_an_event_button_are_three_events_in_the_agents_inbox() {
                 text: Some("Starting **now**".into()),
                 blocks,
                 pin: None,
+                files: Vec::new(),
             },
         )
         .await

@@ -14,6 +14,9 @@
 //!   redrawn in place; a longer drawing posts its extra pieces under `edit:{first id}:{i}` (so a
 //!   repeated edit finds them instead of posting them twice), a shorter one deletes the surplus.
 //! - [`delete_pieces`] — [`delete_posted`](crate::ChannelOutbox::delete_posted).
+//! - [`post_files`] — [`deliver_files`](crate::ChannelOutbox::deliver_files): the files a
+//!   message carries ([`OutFile`]), each uploaded as its own message after the message's text,
+//!   file `i` under `{key}:file:{i}`, found again like a piece. An edit leaves them as they are.
 //!
 //! How a platform makes a post idempotent is its own: Matrix sends under a transaction id made
 //! from the key, Discord under a nonce, Slack reads the thread's message metadata
@@ -23,6 +26,8 @@ use std::collections::HashMap;
 
 use async_trait::async_trait;
 use frogbot_model::{BoxError, Thread, UiMessage};
+
+use crate::files::OutFile;
 
 /// One reply's durable delivery, as [`ChannelOutbox::deliver`](crate::ChannelOutbox::deliver) sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,6 +51,11 @@ impl Delivery {
     /// The key of the reply's piece `index` (0-based), stable like [`Delivery::key`].
     pub fn piece_key(&self, index: usize) -> String {
         format!("{}:{index}", self.key)
+    }
+
+    /// The key of the message's file `index` (0-based), stable like [`Delivery::key`].
+    pub fn file_key(&self, index: usize) -> String {
+        format!("{}:file:{index}", self.key)
     }
 
     /// Whether an earlier attempt may have posted some pieces (look before posting).
@@ -141,7 +151,11 @@ pub trait PostPieces<P: Sync>: PostedMessages {
 /// answers [`ChannelOutbox::delivery`](crate::ChannelOutbox::delivery) with itself, and the
 /// engine's deliveries, agent messages, edits and deletions run [`post_pieces`],
 /// [`edit_pieces`] and [`delete_pieces`] over it ([`Deliver`], implemented for every `Draw`).
-pub trait Draw: PostPieces<Self::Text> + PostPieces<Self::Agent> {
+///
+/// Files ([`OutFile`]) are posted by the outbox's `PostPieces<OutFile>`: the platform's own
+/// upload, one message per file, or a text naming the file where the platform cannot take it
+/// (too large): a limit is never silent.
+pub trait Draw: PostPieces<Self::Text> + PostPieces<Self::Agent> + PostPieces<OutFile> {
     /// One message of a reply's text.
     type Text: Send + Sync;
     /// One message of a drawn agent message (its title, text, blocks, event buttons).
@@ -187,6 +201,16 @@ pub trait Deliver: Send + Sync {
 
     /// The messages `posted` deleted ([`delete_pieces`]).
     async fn delete_all(&self, thread: &Thread, posted: &[String]) -> Result<(), BoxError>;
+
+    /// A message's files, posted after its `after` pieces as the durable delivery `delivery`
+    /// ([`post_files`]).
+    async fn deliver_files(
+        &self,
+        thread: &Thread,
+        files: &[OutFile],
+        after: usize,
+        delivery: &Delivery,
+    ) -> Result<Vec<String>, BoxError>;
 }
 
 #[async_trait]
@@ -224,6 +248,16 @@ impl<T: Draw> Deliver for T {
     async fn delete_all(&self, thread: &Thread, posted: &[String]) -> Result<(), BoxError> {
         delete_pieces(self, thread, posted).await
     }
+
+    async fn deliver_files(
+        &self,
+        thread: &Thread,
+        files: &[OutFile],
+        after: usize,
+        delivery: &Delivery,
+    ) -> Result<Vec<String>, BoxError> {
+        post_files(self, thread, files, after, delivery).await
+    }
 }
 
 /// Posts `pieces` in `thread` as the durable delivery `delivery` and returns their platform ids,
@@ -255,6 +289,42 @@ pub async fn post_pieces<P: Sync, O: PostPieces<P> + ?Sized>(
                     keys: Keys::Delivery,
                 };
                 outbox.post_piece(thread, piece, at).await?
+            }
+        };
+        ids.push(id);
+    }
+    Ok(ids)
+}
+
+/// Posts `files` in `thread` after the `after` pieces of their message's text, as the durable
+/// delivery `delivery`: file `i` under [`Delivery::file_key`]`(i)`, those an earlier attempt
+/// posted (where the platform can tell) not again. Returns their platform ids, in order.
+pub async fn post_files<O: PostPieces<OutFile> + ?Sized>(
+    outbox: &O,
+    thread: &Thread,
+    files: &[OutFile],
+    after: usize,
+    delivery: &Delivery,
+) -> Result<Vec<String>, BoxError> {
+    if files.is_empty() {
+        return Ok(Vec::new());
+    }
+    let keys: Vec<String> = (0..files.len()).map(|i| delivery.file_key(i)).collect();
+    let present = outbox
+        .already_posted(thread, Keys::Delivery, &keys, delivery.is_retry())
+        .await?;
+    let mut ids = Vec::with_capacity(files.len());
+    for (i, (file, key)) in files.iter().zip(&keys).enumerate() {
+        let id = match present.get(key) {
+            Some(id) => id.clone(),
+            None => {
+                let at = PieceAt {
+                    key,
+                    index: after + i,
+                    keys: Keys::Delivery,
+                };
+                tracing::debug!(thread = %thread.id, %key, file = %file.id, size = file.size, "posting a file");
+                outbox.post_piece(thread, file, at).await?
             }
         };
         ids.push(id);
@@ -395,6 +465,19 @@ mod tests {
         }
     }
 
+    #[async_trait]
+    impl PostPieces<OutFile> for Board {
+        async fn post_piece(
+            &self,
+            thread: &Thread,
+            piece: &OutFile,
+            at: PieceAt<'_>,
+        ) -> Result<String, BoxError> {
+            let text = format!("[{}, later: {}]", piece.filename, at.later());
+            PostPieces::<String>::post_piece(self, thread, &text, at).await
+        }
+    }
+
     fn texts(board: &Board) -> Vec<String> {
         board
             .messages
@@ -484,6 +567,48 @@ mod tests {
             "edit:gone:0",
             "posted under the edit's key"
         );
+    }
+
+    #[tokio::test]
+    async fn files_follow_the_text_under_their_own_keys_and_are_not_posted_twice() {
+        let board = Board::default();
+        let files = [
+            OutFile::from_bytes("f1", "image/png", "a.png", vec![1]),
+            OutFile::from_bytes("f2", "text/plain", "b.txt", vec![2]),
+        ];
+        *board.lose_response_at.lock().unwrap() = Some(2);
+        let mut delivery = Delivery::new("deliver:c:m:0");
+        post_pieces(&board, &thread(), &pieces(&["text"]), &delivery)
+            .await
+            .unwrap();
+        assert!(
+            post_files(&board, &thread(), &files, 1, &delivery)
+                .await
+                .is_err()
+        );
+        delivery.attempt = 1;
+        let ids = post_files(&board, &thread(), &files, 1, &delivery)
+            .await
+            .unwrap();
+        assert_eq!(
+            texts(&board),
+            ["text", "[a.png, later: true]", "[b.txt, later: true]"]
+        );
+        assert_eq!(ids, ["m1", "m2"]);
+        let keys: Vec<String> = board
+            .messages
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|m| m.1.clone())
+            .collect();
+        assert_eq!(keys[1..], ["deliver:c:m:0:file:0", "deliver:c:m:0:file:1"]);
+        // A message of files alone: its first file is its first message.
+        let board = Board::default();
+        post_files(&board, &thread(), &files[..1], 0, &Delivery::new("k"))
+            .await
+            .unwrap();
+        assert_eq!(texts(&board), ["[a.png, later: false]"]);
     }
 
     #[tokio::test]

@@ -10,7 +10,9 @@ use futures::StreamExt;
 use frogbot_model::BoxError;
 use frogbot_net::GuardedClient;
 
-use crate::FileStream;
+/// A file's bytes as they arrive ([`ChannelOutbox::open_file`](crate::ChannelOutbox::open_file),
+/// [`OutFile::open`]).
+pub type FileStream = futures::stream::BoxStream<'static, Result<Vec<u8>, BoxError>>;
 
 pub use frogbot_net::FetchPolicy;
 
@@ -80,5 +82,173 @@ pub fn from_bytes(bytes: Vec<u8>) -> FileStream {
 impl Default for Downloads {
     fn default() -> Self {
         Self::new(FetchPolicy::for_files())
+    }
+}
+
+/// Where the bytes of a file the bot sends come from (the engine's store; bytes in memory).
+#[async_trait::async_trait]
+pub trait FileSource: Send + Sync {
+    /// The file's bytes from the start, as they are read.
+    async fn open(&self) -> Result<FileStream, BoxError>;
+}
+
+struct InMemory(std::sync::Arc<[u8]>);
+
+#[async_trait::async_trait]
+impl FileSource for InMemory {
+    async fn open(&self) -> Result<FileStream, BoxError> {
+        Ok(from_bytes(self.0.to_vec()))
+    }
+}
+
+/// A file the bot sends with a message (a model reply's or an agent message's `file` part),
+/// posted by [`ChannelOutbox::deliver_files`](crate::ChannelOutbox::deliver_files) as the
+/// platform's own upload, each as its own message after the message's text.
+#[derive(Clone)]
+pub struct OutFile {
+    /// Its id (the store's; stable across attempts).
+    pub id: String,
+    /// Its media type, e.g. `image/png`.
+    pub media_type: String,
+    /// Its file name (never empty: `file` when none was given).
+    pub filename: String,
+    /// Its size in bytes.
+    pub size: u64,
+    source: std::sync::Arc<dyn FileSource>,
+}
+
+impl OutFile {
+    /// A file read from `source`.
+    pub fn new(
+        id: impl Into<String>,
+        media_type: impl Into<String>,
+        filename: impl Into<String>,
+        size: u64,
+        source: std::sync::Arc<dyn FileSource>,
+    ) -> Self {
+        let filename = filename.into();
+        Self {
+            id: id.into(),
+            media_type: media_type.into(),
+            filename: if filename.is_empty() {
+                "file".to_owned()
+            } else {
+                filename
+            },
+            size,
+            source,
+        }
+    }
+
+    /// A file whose bytes are in memory (tests, a reuse of an adapter without the engine).
+    pub fn from_bytes(
+        id: impl Into<String>,
+        media_type: impl Into<String>,
+        filename: impl Into<String>,
+        bytes: Vec<u8>,
+    ) -> Self {
+        let size = bytes.len() as u64;
+        Self::new(
+            id,
+            media_type,
+            filename,
+            size,
+            std::sync::Arc::new(InMemory(bytes.into())),
+        )
+    }
+
+    /// Whether a platform shows it as a picture (an image other than SVG).
+    pub fn is_image(&self) -> bool {
+        self.media_type.starts_with("image/") && !self.media_type.starts_with("image/svg")
+    }
+
+    /// Its bytes, as they are read (a platform call that streams its upload).
+    pub async fn open(&self) -> Result<FileStream, BoxError> {
+        self.source.open().await
+    }
+
+    /// Its bytes, whole (for a platform client that takes an upload whole). A source that
+    /// yields more or fewer than [`OutFile::size`] bytes is an error.
+    pub async fn bytes(&self) -> Result<Vec<u8>, BoxError> {
+        let mut stream = self.open().await?;
+        let mut out = Vec::with_capacity(usize::try_from(self.size).unwrap_or(0));
+        while let Some(piece) = stream.next().await {
+            out.extend_from_slice(&piece?);
+            if out.len() as u64 > self.size {
+                break;
+            }
+        }
+        if out.len() as u64 != self.size {
+            return Err(format!(
+                "file {} has {} bytes, not the {} recorded",
+                self.id,
+                out.len(),
+                self.size
+            )
+            .into());
+        }
+        Ok(out)
+    }
+
+    /// What a person is shown in the file's place when the platform cannot take it: its name,
+    /// its size and why (a platform limit is never silent).
+    pub fn refused_text(&self, why: &str) -> String {
+        format!(
+            "📎 {} ({}) could not be sent here: {why}.",
+            self.filename,
+            size_text(self.size)
+        )
+    }
+}
+
+/// `bytes` for a person: `20 MB`, `512 KB`, `300 bytes` (MB and KB of 1024).
+pub fn size_text(bytes: u64) -> String {
+    match bytes {
+        n if n >= 1024 * 1024 => format!("{} MB", n / (1024 * 1024)),
+        n if n >= 1024 => format!("{} KB", n / 1024),
+        n => format!("{n} bytes"),
+    }
+}
+
+impl std::fmt::Debug for OutFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OutFile")
+            .field("id", &self.id)
+            .field("media_type", &self.media_type)
+            .field("filename", &self.filename)
+            .field("size", &self.size)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PartialEq for OutFile {
+    fn eq(&self, other: &Self) -> bool {
+        (&self.id, &self.media_type, &self.filename, self.size)
+            == (&other.id, &other.media_type, &other.filename, other.size)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn an_out_file_reads_whole_and_names_itself() {
+        let f = OutFile::from_bytes("f1", "image/png", "", vec![7; 70_000]);
+        assert_eq!(f.filename, "file");
+        assert!(f.is_image());
+        assert_eq!(f.bytes().await.unwrap().len(), 70_000);
+        assert_eq!(
+            f.refused_text("larger than Discord's 10 MB limit for bots"),
+            "📎 file (68 KB) could not be sent here: larger than Discord's 10 MB limit for bots."
+        );
+        assert!(!OutFile::from_bytes("s", "image/svg+xml", "a.svg", vec![]).is_image());
+    }
+
+    #[tokio::test]
+    async fn a_source_shorter_than_its_record_is_an_error() {
+        let mut f = OutFile::from_bytes("f1", "text/plain", "a.txt", b"abc".to_vec());
+        f.size = 4;
+        assert!(f.bytes().await.is_err());
     }
 }

@@ -99,6 +99,7 @@ pub use engine::{
     Received, STOP_REFUSED_TEXT, StopOutcome, channel_chat_id, channel_message_id, is_stop_word,
 };
 pub use executor::{Done, Outcome, ThreadExecutor};
+pub use files::OutFile;
 pub use frogbot_model::NEW_CONVERSATION_TEXT;
 pub use outbox::{
     AccessCheck, AllowAll, AllowList, AskPlace, Channel, ChannelOutbox, ChannelSettings,

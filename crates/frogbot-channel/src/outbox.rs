@@ -64,8 +64,7 @@ pub enum AskPlace<'a> {
     User(&'a str),
 }
 
-/// A file's bytes as they arrive ([`ChannelOutbox::open_file`]).
-pub type FileStream = futures::stream::BoxStream<'static, Result<Vec<u8>, BoxError>>;
+pub use crate::files::FileStream;
 
 /// Where a channel posts the agent's replies (in the same thread), and how it shows a person that
 /// their message was taken and is being worked on.
@@ -215,6 +214,27 @@ pub trait ChannelOutbox: Send + Sync {
         match self.delivery() {
             Some(d) => d.deliver_drawn(thread, message, delivery).await,
             None => self.deliver(thread, message, delivery).await,
+        }
+    }
+
+    /// Posts `files` (a message's files) in `thread` after the message's `after` pieces, each as
+    /// the platform's own upload in its own message, as the durable delivery `delivery` (the same
+    /// retry rules as [`ChannelOutbox::deliver`]); returns their platform ids, in order. A file
+    /// the platform cannot take (too large) is a text naming it instead. By default: the shared
+    /// loop ([`crate::delivery::post_files`]) over [`ChannelOutbox::delivery`], else an error.
+    async fn deliver_files(
+        &self,
+        thread: &Thread,
+        files: &[crate::files::OutFile],
+        after: usize,
+        delivery: &Delivery,
+    ) -> Result<Vec<String>, BoxError> {
+        if files.is_empty() {
+            return Ok(Vec::new());
+        }
+        match self.delivery() {
+            Some(d) => d.deliver_files(thread, files, after, delivery).await,
+            None => Err("this channel does not send files".into()),
         }
     }
 

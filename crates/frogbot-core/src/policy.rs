@@ -19,6 +19,7 @@
 //! | `WriteChat` (send, edit / delete queued, settle, withdraw, stop, unpin) | ownerless web chats no agent holds | those and its own web chats | the same | all |
 //! | `OpenAgentChat(target)` | 401 | 403 | if `targets` allow it | all |
 //! | `AgentWrite(chat)` | 401 | 403 | chats bound to it, else 404 | all |
+//! | `UploadFile(chat)` | as `WriteChat` | as `WriteChat` | as `WriteChat`, and chats bound to it | all |
 //! | `ReadInbox` | 401 | 403 | its own | all |
 //! | `BlockEvent(web chat)` / `(channel chat)` | as `WriteChat` / 401 | as `WriteChat` / 403 | as `WriteChat` / chats bound to it | all |
 //! | `CreateAsk(web: new or owned chat)` / `(platform target)` | ownerless or new / 401 | owned or new / 403 | owned or new / if `targets` allow it | all |
@@ -244,6 +245,8 @@ pub enum Action<'a> {
     OpenAgentChat(Target<'a>),
     /// Post, edit, delete, pin or acknowledge as the chat's agent.
     AgentWrite(&'a ChatView<'a>),
+    /// Upload a file to a chat (to send it in a message): whoever may write it, and its agent.
+    UploadFile(&'a ChatView<'a>),
     /// Read the caller's inbox.
     ReadInbox,
     /// Send a block event (an event button) into a chat.
@@ -372,6 +375,10 @@ impl Policy {
                 ))),
                 Principal::Anonymous => Err(Denied::Unauthenticated(NEED_AGENT)),
                 _ => Err(Denied::forbidden(NEED_AGENT)),
+            },
+            Action::UploadFile(chat) => match who {
+                Principal::Agent(a) if chat.agent == Some(a.id.as_str()) => Ok(()),
+                _ => self.decide(who, Action::WriteChat(chat)),
             },
             Action::ReadInbox => match who {
                 Principal::Agent(_) => Ok(()),
@@ -631,6 +638,24 @@ mod tests {
             p.decide(&agent("deploy", &[]), Action::AgentWrite(&agents))
                 .is_ok()
         );
+        // Files: the chat's writers and its agent upload; another agent or user does not.
+        let alices_with_agent = ChatView {
+            agent: Some("deploy"),
+            ..owned
+        };
+        assert!(
+            p.decide(
+                &agent("deploy", &[]),
+                Action::UploadFile(&alices_with_agent)
+            )
+            .is_ok()
+        );
+        assert!(
+            p.decide(&agent("other", &[]), Action::UploadFile(&alices_with_agent))
+                .is_err()
+        );
+        assert!(p.decide(&a, Action::UploadFile(&owned)).is_ok());
+        assert!(p.decide(&bob, Action::UploadFile(&owned)).is_err());
         assert!(
             p.decide(&Principal::Operator, Action::ReadChat(&owned))
                 .is_ok()

@@ -7,6 +7,11 @@
 //!   `frogbot_channel::files::Downloads` (the guarded client every adapter's `open_file` uses)
 //!   from a local HTTP server producing the bytes as they are read, into the thread's chat,
 //!   before the message's turn.
+//! - `agent out`: a file the bot sends (issue 40, item 2): an agent message naming a stored file,
+//!   in a thread of a channel whose outbox reads the file as the adapters' uploads do
+//!   (`OutFile::open`, a chunk at a time from the store), timed from the post to the last byte
+//!   read. The adapters whose SDK takes an upload whole (serenity, teloxide's `InputFile::memory`,
+//!   matrix-sdk) hold the file once in memory on top of this.
 //!
 //! Memory is the process's peak resident set (`VmHWM`), reset before each case
 //! (`/proc/self/clear_refs`): the growth over the resident set before the case. It must not grow
@@ -24,6 +29,7 @@ use futures::StreamExt;
 
 use frogbot_core::BoxError;
 use frogbot_core::agent::scripted::{ScriptedModel, reply};
+use frogbot_core::agent::{AgentMessage, AgentPlace, ChannelTarget, Delivery, OutFile};
 use frogbot_core::agent::{
     AllowAll, Channel, ChannelMessageOutcome, ChannelOutbox, Engine, EngineConfig, FileLimits,
     FileStream, ModelRequest, Sent,
@@ -32,6 +38,7 @@ use frogbot_core::model::{
     ChatId, PlatformFile, PlatformUser, PrefixedIdentity, Thread, ThreadMessage,
     ThreadMessageMetadata, UiMessage,
 };
+use frogbot_core::model::{MessagePart, UserId};
 
 const MB: usize = 1024 * 1024;
 const PIECE: usize = 64 * 1024;
@@ -61,12 +68,41 @@ fn body(size: usize) -> impl futures::Stream<Item = Result<Vec<u8>, String>> + S
     }))
 }
 
-struct Outbox(Arc<frogbot_channel::files::Downloads>);
+struct Outbox(
+    Arc<frogbot_channel::files::Downloads>,
+    tokio::sync::mpsc::UnboundedSender<usize>,
+);
 
 #[async_trait::async_trait]
 impl ChannelOutbox for Outbox {
     async fn post_reply(&self, _thread: &Thread, _reply: &UiMessage) -> Result<(), BoxError> {
         Ok(())
+    }
+    async fn post_message(
+        &self,
+        _thread: &Thread,
+        _message: &UiMessage,
+        _delivery: &Delivery,
+    ) -> Result<Vec<String>, BoxError> {
+        Ok(Vec::new())
+    }
+    /// Reads each file as an adapter's upload does, a chunk at a time, and reports its size.
+    async fn deliver_files(
+        &self,
+        _thread: &Thread,
+        files: &[OutFile],
+        _after: usize,
+        _delivery: &Delivery,
+    ) -> Result<Vec<String>, BoxError> {
+        for f in files {
+            let mut read = 0;
+            let mut s = f.open().await?;
+            while let Some(c) = s.next().await {
+                read += c?.len();
+            }
+            let _ = self.1.send(read);
+        }
+        Ok(files.iter().map(|f| f.id.clone()).collect())
     }
     async fn open_file(&self, file: &PlatformFile) -> Result<FileStream, BoxError> {
         self.0.open(&file.url, &[]).await
@@ -103,6 +139,7 @@ async fn run(backend: &str, url: &str, base: &str) {
             ..frogbot_channel::files::FetchPolicy::for_files()
         },
     ));
+    let (sent_tx, mut sent_rx) = tokio::sync::mpsc::unbounded_channel();
     let engine = Engine::new(
         store,
         vec![frogbot_testkit::offer("main", model)],
@@ -117,7 +154,7 @@ async fn run(backend: &str, url: &str, base: &str) {
         questions: None,
         identity: Arc::new(PrefixedIdentity),
         access: Arc::new(AllowAll),
-        outbox: Some(Arc::new(Outbox(downloads))),
+        outbox: Some(Arc::new(Outbox(downloads, sent_tx))),
     });
     println!("{backend}:");
     println!(
@@ -196,6 +233,67 @@ async fn run(backend: &str, url: &str, base: &str) {
             took.as_secs_f64() * 1e3,
             size as f64 / MB as f64 / took.as_secs_f64(),
             "-",
+            peak as f64 / 1024.0
+        );
+    }
+    let agent = UserId::new("bench-agent");
+    for (n, size) in [1, 10, 50].into_iter().map(|m| m * MB).enumerate() {
+        let chat = engine
+            .agents()
+            .open_chat(
+                Some(&agent),
+                AgentPlace::Channel {
+                    platform: "bench".into(),
+                    place: ChannelTarget::Thread(format!("A{n}")),
+                },
+                "files out",
+                &format!("k{n}"),
+            )
+            .await
+            .unwrap()
+            .chat_id;
+        let row = engine
+            .files()
+            .upload(
+                &chat,
+                Some(&agent),
+                "application/octet-stream",
+                "x.bin",
+                body(size),
+            )
+            .await
+            .unwrap();
+        let part = MessagePart::file(
+            "application/octet-stream",
+            "x.bin",
+            &frogbot_core::agent::files::file_url(&chat, &row.id),
+        );
+        let before = reset_peak();
+        let t = Instant::now();
+        engine
+            .agents()
+            .post(
+                &chat,
+                Some(&agent),
+                AgentMessage {
+                    text: Some("here".into()),
+                    files: vec![part],
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+        let read = sent_rx.recv().await.unwrap();
+        let took = t.elapsed();
+        assert_eq!(read, size);
+        let peak = rss_kb("VmHWM:").saturating_sub(before);
+        println!(
+            "  {:<9} {:>6} {:>9} {:>9.1} {:>9.1} {:>13.1}",
+            "agent out",
+            size / MB,
+            "-",
+            size as f64 / MB as f64 / took.as_secs_f64(),
+            took.as_secs_f64() * 1e3,
             peak as f64 / 1024.0
         );
     }

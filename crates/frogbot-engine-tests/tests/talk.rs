@@ -298,6 +298,7 @@ async fn an_external_agent_talks_with_a_person_in_a_thread(url: &str) {
                      "events": [{"label": "Retry", "value": "retry"}, {"label": "Show logs"}]}
                 ])),
                 pin: None,
+                files: Vec::new(),
             },
         )
         .await

@@ -243,3 +243,84 @@ async fn files_reach_an_agents_inbox() {
     assert_eq!(got.status().as_u16(), 200);
     assert_eq!(got.text().await.unwrap(), "error at line 3");
 }
+
+/// An agent sends a file (issue 40, item 2): it uploads to its chat, then posts a message naming
+/// the upload in `files`; the message carries the file part, the person reads the file through
+/// the chat; a file of another chat, or a `files` entry that is not a file part, is a 400 and
+/// nothing is posted.
+#[tokio::test]
+async fn an_agent_sends_files_with_its_message() {
+    use common::AGENT;
+    let db = frogbot_testkit::sqlite_db();
+    let s = common::start(&db).await;
+    for chat in ["report-for-alice", "other-for-alice"] {
+        let r = s
+            .post(
+                "/api/agent-chats",
+                Some(AGENT),
+                json!({"to": {"web": chat, "user": "alice"}}),
+            )
+            .await;
+        assert_eq!(r.status, 201, "{}", r.text);
+    }
+    let (status, up) = upload(
+        &s,
+        "report-for-alice",
+        AGENT,
+        "application/pdf",
+        "report.pdf",
+        b"%PDF-1.7 weekly".to_vec(),
+    )
+    .await;
+    assert_eq!(status, 201, "the agent uploads to its chat: {up}");
+    let url = up["part"]["url"].as_str().unwrap().to_string();
+    let r = s
+        .post(
+            "/api/chats/report-for-alice/agent-messages",
+            Some(AGENT),
+            json!({"id": "m1", "text": "The weekly report", "files": [up["part"]]}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let parts = &r.json["parts"];
+    assert_eq!(parts[0]["text"], "The weekly report", "{parts}");
+    assert_eq!(parts[1]["type"], "file");
+    assert_eq!(parts[1]["url"], url.as_str());
+    assert_eq!(parts[1]["filename"], "report.pdf");
+    assert_eq!(parts[1]["mediaType"], "application/pdf");
+    let got = s
+        .client
+        .get(format!("{}{url}", s.base))
+        .bearer_auth(ALICE)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(got.status().as_u16(), 200, "the person reads it");
+    assert_eq!(got.text().await.unwrap(), "%PDF-1.7 weekly");
+    // Files alone are a message.
+    let r = s
+        .post(
+            "/api/chats/report-for-alice/agent-messages",
+            Some(AGENT),
+            json!({"id": "m2", "files": [up["part"]]}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    // Another chat's file, a part that is not a file: refused, nothing posted.
+    for files in [json!([up["part"]]), json!([{"type": "text", "text": "x"}])] {
+        let r = s
+            .post(
+                "/api/chats/other-for-alice/agent-messages",
+                Some(AGENT),
+                json!({"text": "stolen", "files": files}),
+            )
+            .await;
+        assert_eq!(r.status, 400, "{}", r.text);
+    }
+    let messages = s.get("/api/chats/other-for-alice", Some(AGENT)).await;
+    assert!(
+        !messages.text.contains("stolen"),
+        "nothing was posted: {}",
+        messages.text
+    );
+}

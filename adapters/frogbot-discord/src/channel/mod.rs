@@ -15,7 +15,9 @@
 //!   a modal submission is acknowledged the same way. Discord's 3 s window is never at the mercy
 //!   of the engine's speed. Deliveries of one thread reach the engine in arrival order, threads in
 //!   parallel ([`receive`]).
-//! - replies longer than 2,000 characters are split ([`outbox`]).
+//! - replies longer than 2,000 characters are split ([`outbox`]); a message's files are uploaded
+//!   after its text, each in a message of its own, up to [`Config::max_upload_bytes`] (a larger
+//!   one is named in a text instead).
 //!
 //! What it must not do: keep conversation state in memory (the engine and its store decide what a
 //! thread is; the only in-process state is the bot's own user id), or name sqlx.
@@ -41,6 +43,7 @@ pub use crate::PLATFORM;
 use crate::client::DiscordApi;
 use crate::convert::EndpointVerifier;
 use crate::{DiscordQuestions, Error};
+pub use outbox::DEFAULT_MAX_UPLOAD_BYTES;
 pub use receive::{
     COMMAND_WHERE_TEXT, EVENT_DENIED_TEXT, INTERACTIONS_PATH, UNKNOWN_COMMAND_TEXT,
     application_commands, command_text,
@@ -63,7 +66,7 @@ pub fn intents_from_names<S: AsRef<str>>(names: &[S]) -> Result<GatewayIntents, 
 }
 
 /// What a Discord bot needs (`[channels.discord]` in `frogbot serve`).
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct Config {
     /// The bot token.
     pub token: String,
@@ -89,6 +92,29 @@ pub struct Config {
     /// [`FetchPolicy::for_files`](frogbot_channel::files::FetchPolicy::for_files), Discord's CDN
     /// on public addresses).
     pub file_policy: Option<frogbot_channel::files::FetchPolicy>,
+    /// The largest file the bot uploads, in bytes ([`DEFAULT_MAX_UPLOAD_BYTES`], 10 MiB:
+    /// Discord's limit for a bot in a server without boosts). A boosted server takes more (its
+    /// boost tier's limit): raise it there. A larger file is not uploaded: a text naming it is
+    /// posted in its place (so is one Discord refuses as too large, `413`).
+    pub max_upload_bytes: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            token: String::new(),
+            application_id: 0,
+            intents: Vec::new(),
+            public_key: None,
+            api_url: None,
+            users: BTreeMap::new(),
+            allow: Vec::new(),
+            api_timeout: Duration::ZERO,
+            shards: None,
+            file_policy: None,
+            max_upload_bytes: DEFAULT_MAX_UPLOAD_BYTES,
+        }
+    }
 }
 
 /// How long an API call waits for Discord's answer by default.
@@ -105,6 +131,7 @@ impl std::fmt::Debug for Config {
             .field("allow", &self.allow)
             .field("api_timeout", &self.api_timeout)
             .field("shards", &self.shards)
+            .field("max_upload_bytes", &self.max_upload_bytes)
             .finish_non_exhaustive()
     }
 }
@@ -136,8 +163,8 @@ impl Config {
             .transpose()
     }
 
-    /// Checks what can be checked without Discord: the application id, intents, public key and
-    /// API URL.
+    /// Checks what can be checked without Discord: the application id, intents, public key, API
+    /// URL, shard count and upload limit.
     pub fn check(&self) -> Result<(), Error> {
         if self.application_id == 0 {
             return Err(Error::BadId(self.application_id.to_string()));
@@ -153,6 +180,11 @@ impl Config {
         }
         if self.shards == Some(0) {
             return Err(Error::Malformed("shards must be at least 1".into()));
+        }
+        if self.max_upload_bytes == 0 {
+            return Err(Error::Malformed(
+                "max_upload_bytes must be at least 1".into(),
+            ));
         }
         Ok(())
     }
@@ -213,6 +245,7 @@ pub async fn connect(config: Config) -> Result<DiscordAdapter, Error> {
             http, questions, gateway, verifier, me, identity, access,
         )),
         downloads,
+        max_upload: config.max_upload_bytes,
     })
 }
 
@@ -221,6 +254,8 @@ pub async fn connect(config: Config) -> Result<DiscordAdapter, Error> {
 pub struct DiscordAdapter {
     shared: Arc<receive::Shared>,
     downloads: Arc<frogbot_channel::files::Downloads>,
+    /// [`Config::max_upload_bytes`].
+    max_upload: u64,
 }
 
 impl std::fmt::Debug for DiscordAdapter {
@@ -242,7 +277,8 @@ impl DiscordAdapter {
     pub fn outbox(&self) -> Arc<dyn ChannelOutbox> {
         Arc::new(
             outbox::DiscordOutbox::new(self.shared.http.clone())
-                .with_downloads(self.downloads.clone()),
+                .with_downloads(self.downloads.clone())
+                .with_max_upload(self.max_upload),
         )
     }
 

@@ -18,6 +18,18 @@
 //! (`message_reference`, `fail_if_not_exists: false`), question cards too. What a channel id is
 //! comes from `GET /channels/{id}`.
 //!
+//! Files ([`OutFile`], a message's files after its text): each its own message, the file
+//! uploaded with Discord's own upload (`POST /channels/{c}/messages` as `multipart/form-data`:
+//! `payload_json` and the part `files[0]`) in the same place as the text (a reply to the root in
+//! an agent conversation), under the nonce of its key with `enforce_nonce` like a text piece, and
+//! with `SUPPRESS_NOTIFICATIONS` when a piece of the same message came before it. Discord shows
+//! an image inline by itself (no separate photo call), every other file as a download, with its
+//! file name; serenity 0.12 labels each part with the type its file name's extension says
+//! (`mime_guess`), so the media type reaches Discord through the name. A file larger than the
+//! upload limit ([`DEFAULT_MAX_UPLOAD_BYTES`], or the bot's `max_upload_bytes`) is not uploaded:
+//! a text naming it is posted in its place ([`OutFile::refused_text`]), and so when Discord
+//! refuses an upload as too large (`413`, 40005: a server whose limit is lower than configured).
+//!
 //! Streamed replies are an [`EditStream`] over [`DiscordDrafts`]: the first text is posted
 //! (create message), then the message is edited (`PATCH`) as the model writes, at most once per
 //! `stream_interval`, with a Stop button (`custom_id` [`STOP_CUSTOM_ID`]) until the final state,
@@ -28,11 +40,16 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use frogbot_channel::delivery::{Deliver, Draw, Edited, PieceAt, PostPieces, PostedMessages};
-use frogbot_channel::{AskPlace, ChannelOutbox, DraftMessages, EditStream, ReplyStream, ShownAcks};
+use frogbot_channel::files::size_text;
+use frogbot_channel::{
+    AskPlace, ChannelOutbox, DraftMessages, EditStream, OutFile, ReplyStream, ShownAcks,
+};
 
 use frogbot_model::{Ack, BoxError, Thread, ThreadMessage, ThreadMessageMetadata, UiMessage};
 use serenity::all::ButtonStyle;
-use serenity::builder::{CreateActionRow, CreateButton, CreateMessage, CreateThread, EditMessage};
+use serenity::builder::{
+    CreateActionRow, CreateAttachment, CreateButton, CreateMessage, CreateThread, EditMessage,
+};
 use serenity::model::channel::{ChannelType, MessageFlags, MessageReference};
 use serenity::model::id::{ChannelId, MessageId};
 
@@ -199,6 +216,11 @@ pub fn ask_thread_name(text: &str) -> String {
     frogbot_model::text::truncate(line, THREAD_NAME_LIMIT)
 }
 
+/// Discord's upload limit for a bot's message in a server without boosts (and in a DM): 10 MiB
+/// for all the files of one request ("Uploading Files" in Discord's API reference). A boosted
+/// server takes more (its boost tier's limit): raise `max_upload_bytes` in the bot's config.
+pub const DEFAULT_MAX_UPLOAD_BYTES: u64 = 10 * 1024 * 1024;
+
 /// Posts the agent's replies, split at Discord's 2,000 characters (nothing for an empty reply).
 pub struct DiscordOutbox<A: DiscordApi> {
     api: Arc<A>,
@@ -208,6 +230,8 @@ pub struct DiscordOutbox<A: DiscordApi> {
     streaming: Streaming,
     /// People's attachments are downloaded through it.
     downloads: Arc<frogbot_channel::files::Downloads>,
+    /// The largest file uploaded; a larger one is named in a text instead.
+    max_upload: u64,
 }
 
 impl<A: DiscordApi> DiscordOutbox<A> {
@@ -218,7 +242,15 @@ impl<A: DiscordApi> DiscordOutbox<A> {
             shown: ShownAcks::default(),
             streaming: Streaming::default(),
             downloads: Arc::default(),
+            max_upload: DEFAULT_MAX_UPLOAD_BYTES,
         }
+    }
+
+    /// Uploads files of at most `bytes` bytes (a boosted server's limit); a larger one is named
+    /// in a text instead ([`DEFAULT_MAX_UPLOAD_BYTES`] by default).
+    pub fn with_max_upload(mut self, bytes: u64) -> Self {
+        self.max_upload = bytes;
+        self
     }
 
     /// Downloads people's attachments through `downloads` (a policy of its own).
@@ -557,6 +589,74 @@ impl<A: DiscordApi> PostPieces<AgentPiece> for DiscordOutbox<A> {
     }
 }
 
+/// A message's file ([`OutFile`]): uploaded as the attachment of a message of its own (no text),
+/// in the thread's place, under the nonce of its key with `enforce_nonce`, silent after the
+/// message's first piece; a file past the upload limit is a text naming it instead. The id is the
+/// message's (deleting it deletes the file).
+#[async_trait]
+impl<A: DiscordApi> PostPieces<OutFile> for DiscordOutbox<A> {
+    async fn post_piece(
+        &self,
+        thread: &Thread,
+        file: &OutFile,
+        at: PieceAt<'_>,
+    ) -> Result<String, BoxError> {
+        let channel = channel_id(&thread.id)?;
+        if file.size > self.max_upload {
+            let why = format!(
+                "larger than Discord's {} limit for bots",
+                size_text(self.max_upload)
+            );
+            return self.post_refused(thread, file, &why, at).await;
+        }
+        let bytes = file.bytes().await?;
+        let create = CreateMessage::new().allowed_mentions(format::no_mentions());
+        let create = keyed(
+            silent_after_first(in_thread(create, channel, &thread.id), at.later()),
+            at,
+        );
+        let upload = CreateAttachment::bytes(bytes, file.filename.clone());
+        match self.api.send_files(channel, &create, vec![upload]).await {
+            Ok(posted) => Ok(posted.id.to_string()),
+            Err(e)
+                if e.discord_code() == Some(crate::client::ENTITY_TOO_LARGE)
+                    || e.http_status() == Some(413) =>
+            {
+                tracing::info!(thread = %thread.id, file = %file.id, size = file.size, error = %e,
+                    "discord: the upload was refused as too large; naming the file instead");
+                let why = "larger than this Discord server's upload limit for bots";
+                self.post_refused(thread, file, why, at).await
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+impl<A: DiscordApi> DiscordOutbox<A> {
+    /// The text naming `file` that could not be uploaded (`why`), posted in its place under its
+    /// key.
+    async fn post_refused(
+        &self,
+        thread: &Thread,
+        file: &OutFile,
+        why: &str,
+        at: PieceAt<'_>,
+    ) -> Result<String, BoxError> {
+        let channel = channel_id(&thread.id)?;
+        let text = format::reply_message(file.refused_text(why));
+        let create = keyed(
+            silent_after_first(in_thread(text, channel, &thread.id), at.later()),
+            at,
+        );
+        Ok(self
+            .api
+            .send_message(channel, &create)
+            .await?
+            .id
+            .to_string())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -587,6 +687,42 @@ mod tests {
         .unwrap();
         outbox.post_reply(&thread, &empty).await.unwrap();
         assert_eq!(api.calls().len(), 3);
+    }
+
+    /// A file is one upload under the nonce of its key (silent after the text); one past the
+    /// limit is a text naming it, nothing uploaded.
+    #[tokio::test]
+    async fn a_file_is_one_upload_and_one_past_the_limit_a_text() {
+        let api = Arc::new(RecordingDiscord::new());
+        let outbox = DiscordOutbox::new(api.clone()).with_max_upload(10);
+        let thread = Thread {
+            id: "700000000000000007".into(),
+            platform: "discord".into(),
+            chat_id: "c".into(),
+        };
+        let files = [
+            OutFile::from_bytes("f1", "text/plain", "a.txt", b"hello".to_vec()),
+            OutFile::from_bytes("f2", "text/plain", "b.txt", vec![0; 11]),
+        ];
+        let delivery = frogbot_channel::Delivery::new("k");
+        let ids = ChannelOutbox::deliver_files(&outbox, &thread, &files, 1, &delivery)
+            .await
+            .unwrap();
+        assert_eq!(ids.len(), 2);
+        let calls = api.calls();
+        assert_eq!(calls.len(), 2);
+        assert_eq!(calls[0].method, "send_files");
+        assert_eq!(calls[0].files, [("a.txt".to_owned(), b"hello".to_vec())]);
+        assert_eq!(calls[0].body["nonce"], delivery_nonce("k:file:0"));
+        assert_eq!(calls[0].body["enforce_nonce"], true);
+        assert_eq!(calls[0].body["flags"], 1 << 12);
+        assert_eq!(calls[1].method, "send_message");
+        assert_eq!(
+            calls[1].body["content"],
+            "📎 b.txt (11 bytes) could not be sent here: larger than Discord's 10 bytes limit \
+             for bots."
+        );
+        assert_eq!(calls[1].body["nonce"], delivery_nonce("k:file:1"));
     }
 
     /// While a streamed reply shows with its Stop button, no "typing…" (Discord ends the sign

@@ -301,12 +301,26 @@ fn invalid_form(reason: &str) -> (StatusCode, Value) {
 
 impl Inner {
     fn record(&self, method: &Method, uri: &Uri, body: &str, status: StatusCode, response: &Value) {
+        self.record_with_files(method, uri, body, Vec::new(), status, response);
+    }
+
+    /// [`Inner::record`] of a request with file parts (`files`, described).
+    fn record_with_files(
+        &self,
+        method: &Method,
+        uri: &Uri,
+        body: &str,
+        files: Vec<Value>,
+        status: StatusCode,
+        response: &Value,
+    ) {
         let at = Instant::now();
         let body = serde_json::from_str(body).unwrap_or(Value::Null);
         self.calls.lock().unwrap().push(Call {
             method: method.to_string(),
             path: uri.path().to_owned(),
             body,
+            files,
             status: status.as_u16(),
             response: response.clone(),
             at,
@@ -320,6 +334,12 @@ impl Inner {
 
     /// Stores a message the bot posted in `channel`.
     fn post(&self, channel: &str, body: &Value) -> Value {
+        self.post_with(channel, body, Vec::new())
+    }
+
+    /// Stores a message the bot posted in `channel` with the uploaded `files` as its
+    /// attachments (their bytes on the CDN).
+    fn post_with(&self, channel: &str, body: &Value, files: Vec<Upload>) -> Value {
         let mut m = message(
             self.next_id(),
             channel.parse().unwrap_or(1),
@@ -341,6 +361,14 @@ impl Inner {
         if let Some(nonce) = body.get("nonce").filter(|n| !n.is_null()) {
             m["nonce"] = nonce.clone();
         }
+        if !files.is_empty() {
+            m["attachments"] = Value::Array(
+                files
+                    .into_iter()
+                    .map(|f| self.store_upload(channel, body, f))
+                    .collect(),
+            );
+        }
         self.messages
             .lock()
             .unwrap()
@@ -351,7 +379,7 @@ impl Inner {
     /// Posts a message, unless it carries a `nonce` with `enforce_nonce: true` that a message of
     /// the bot's carried within [`NONCE_WINDOW`]: then that message is returned, nothing posted
     /// (Discord's de-duplication).
-    fn post_once(&self, channel: &str, body: &Value) -> Value {
+    fn post_once(&self, channel: &str, body: &Value, files: Vec<Upload>) -> Value {
         let nonce = match &body["nonce"] {
             Value::String(s) => Some(s.clone()),
             Value::Number(n) => Some(n.to_string()),
@@ -366,12 +394,58 @@ impl Inner {
             {
                 return m.clone();
             }
-            let m = self.post(channel, body);
+            let m = self.post_with(channel, body, files);
             let id = m["id"].as_str().unwrap_or_default().to_owned();
             nonces.insert(nonce.clone(), (id, Instant::now()));
             return m;
         }
-        self.post(channel, body)
+        self.post_with(channel, body, files)
+    }
+
+    /// Keeps `file`, uploaded with a message in `channel` (`body` its `payload_json`), on the
+    /// CDN and returns its attachment object: `id`, `filename` (the `attachments` entry's, else
+    /// the part's), `size`, `url` (signed like Discord's: `ex`, `is`, `hm`), `proxy_url`,
+    /// `content_type` (the part's), `description` (the entry's, when given).
+    fn store_upload(&self, channel: &str, body: &Value, file: Upload) -> Value {
+        let entry = body["attachments"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|a| attachment_index(&a["id"]) == Some(file.index))
+            .cloned()
+            .unwrap_or(Value::Null);
+        let filename = entry["filename"]
+            .as_str()
+            .map_or(file.filename, str::to_owned);
+        let id = self.next_id();
+        let safe: String = filename
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let path = format!("{channel}/{id}/{safe}");
+        let api = self.api_url.lock().unwrap().clone();
+        let mut a = json!({
+            "id": id.to_string(),
+            "filename": filename,
+            "size": file.bytes.len(),
+            "url": format!("{api}/attachments/{path}?ex=6a1b2c3d&is=6a1a0000&hm=00ff"),
+            "proxy_url": format!("{api}/attachments/{path}"),
+            "content_type": file.content_type,
+        });
+        if let Some(d) = entry["description"].as_str() {
+            a["description"] = json!(d);
+        }
+        self.attachments
+            .lock()
+            .unwrap()
+            .insert(path, (file.content_type, file.bytes));
+        a
     }
 
     /// Registers an interaction payload (its token answers followups and one callback).
@@ -632,18 +706,140 @@ async fn current_application(
     respond(&inner, &method, &uri, "", response)
 }
 
+/// A file part (`files[n]`) of a `multipart/form-data` create message.
+#[derive(Debug)]
+pub(super) struct Upload {
+    /// `n`, the snowflake placeholder its `attachments` entry names it by.
+    index: u64,
+    /// The part's file name.
+    filename: String,
+    /// The part's `Content-Type` (`application/octet-stream` when it gave none).
+    content_type: String,
+    bytes: Vec<u8>,
+}
+
+/// An `attachments` entry's `id` (a number or a numeric string) as a part index.
+fn attachment_index(id: &Value) -> Option<u64> {
+    id.as_u64()
+        .or_else(|| id.as_str().and_then(|s| s.parse().ok()))
+}
+
+/// A `multipart/form-data` body read with multer: the `payload_json` part (else the text
+/// fields as a JSON object, as Discord takes them) and the `files[n]` parts. A file part
+/// without a file name, a part name used twice, a malformed body: an error (Discord's 50035).
+async fn read_form(
+    content_type: &str,
+    body: axum::body::Body,
+) -> Result<(String, Vec<Upload>), String> {
+    let boundary = multer::parse_boundary(content_type).map_err(|e| e.to_string())?;
+    let mut form = multer::Multipart::new(body.into_data_stream(), boundary);
+    let mut payload = None;
+    let mut fields = serde_json::Map::new();
+    let mut files: Vec<Upload> = Vec::new();
+    let mut names = std::collections::HashSet::new();
+    while let Some(field) = form.next_field().await.map_err(|e| e.to_string())? {
+        let name = field.name().unwrap_or_default().to_owned();
+        if !names.insert(name.clone()) {
+            return Err(format!("{name}: a part name used twice"));
+        }
+        let index = name
+            .strip_prefix("files[")
+            .and_then(|n| n.strip_suffix(']'))
+            .and_then(|n| n.parse::<u64>().ok());
+        match index {
+            Some(index) => {
+                let filename = field
+                    .file_name()
+                    .filter(|f| !f.is_empty())
+                    .ok_or_else(|| format!("{name}: a file part needs a filename"))?
+                    .to_owned();
+                let content_type = field.content_type().map_or_else(
+                    || "application/octet-stream".to_owned(),
+                    ToString::to_string,
+                );
+                let bytes = field.bytes().await.map_err(|e| e.to_string())?.to_vec();
+                files.push(Upload {
+                    index,
+                    filename,
+                    content_type,
+                    bytes,
+                });
+            }
+            None if name == "payload_json" => {
+                payload = Some(field.text().await.map_err(|e| e.to_string())?);
+            }
+            None => {
+                let text = field.text().await.map_err(|e| e.to_string())?;
+                fields.insert(name, Value::String(text));
+            }
+        }
+    }
+    let payload = payload.unwrap_or_else(|| Value::Object(fields).to_string());
+    Ok((payload, files))
+}
+
+/// `POST /channels/{id}/messages`: a JSON body, or `multipart/form-data` with files (see the
+/// module: the upload limit, the `attachments` entries).
 async fn create_message(
     State(inner): State<Arc<Inner>>,
     Path(channel): Path<String>,
     method: Method,
     uri: Uri,
-    body: String,
+    request: axum::extract::Request,
 ) -> Response {
+    let content_type = request
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let (body, files) = if content_type.starts_with("multipart/form-data") {
+        match read_form(&content_type, request.into_body()).await {
+            Ok(form) => form,
+            Err(reason) => {
+                return respond(&inner, &method, &uri, "", invalid_form(&reason));
+            }
+        }
+    } else {
+        match axum::body::to_bytes(request.into_body(), usize::MAX).await {
+            Ok(bytes) => (String::from_utf8_lossy(&bytes).into_owned(), Vec::new()),
+            Err(e) => return respond(&inner, &method, &uri, "", invalid_form(&e.to_string())),
+        }
+    };
+    let described: Vec<Value> = files
+        .iter()
+        .map(|f| {
+            json!({"name": format!("files[{}]", f.index), "filename": f.filename,
+                   "content_type": f.content_type, "size": f.bytes.len()})
+        })
+        .collect();
     let parsed = parse_body(&body);
+    let limit = inner
+        .upload_limit
+        .lock()
+        .unwrap()
+        .unwrap_or(super::DEFAULT_UPLOAD_LIMIT);
+    let total: u64 = files.iter().map(|f| f.bytes.len() as u64).sum();
+    let unknown = parsed["attachments"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .position(|a| {
+            attachment_index(&a["id"]).is_none_or(|n| !files.iter().any(|f| f.index == n))
+        });
     let reply = match check_message(&parsed) {
         Err(reason) => invalid_form(&reason),
+        Ok(()) if total > limit => (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            json!({"message": "Request entity too large", "code": 40005}),
+        ),
+        Ok(()) if unknown.is_some() => invalid_form(&format!(
+            "attachments.{}.id: no files[n] part of this id",
+            unknown.unwrap_or_default()
+        )),
         Ok(())
             if chars(&parsed["content"]) == 0
+                && files.is_empty()
                 && parsed["components"].as_array().is_none_or(Vec::is_empty)
                 && parsed["embeds"].as_array().is_none_or(Vec::is_empty) =>
         {
@@ -652,9 +848,14 @@ async fn create_message(
                 json!({"code": 50006, "message": "Cannot send an empty message"}),
             )
         }
-        Ok(()) => (StatusCode::OK, inner.post_once(&channel, &parsed)),
+        Ok(()) => (StatusCode::OK, inner.post_once(&channel, &parsed, files)),
     };
-    respond(&inner, &method, &uri, &body, reply)
+    let (status, value) = reply;
+    inner.record_with_files(&method, &uri, &body, described, status, &value);
+    if value.is_null() {
+        return status.into_response();
+    }
+    (status, axum::Json(value)).into_response()
 }
 
 /// `PUT` / `DELETE …/reactions/{emoji}/@me`: 204 on a message the fake knows (its `reactions` by
@@ -1166,6 +1367,7 @@ impl FakeDiscord {
             bot_id,
             heartbeat_ms: 1000,
             gateway_url: Mutex::new(gateway_url.clone()),
+            api_url: Mutex::new(api_url.clone()),
             ..Default::default()
         });
         let app = Router::new()
@@ -1277,6 +1479,33 @@ impl FakeDiscord {
         let plan = Arc::new(plan);
         *self.inner.faults.lock().unwrap() = Some(plan.clone());
         plan
+    }
+
+    /// The upload limit of one request's files together from now on (a boosted server's; by
+    /// default [`DEFAULT_UPLOAD_LIMIT`](super::DEFAULT_UPLOAD_LIMIT), 10 MiB).
+    pub fn set_upload_limit(&self, bytes: u64) {
+        *self.inner.upload_limit.lock().unwrap() = Some(bytes);
+    }
+
+    /// The files the message `id` carries, as uploaded: (attachment object, bytes), in order
+    /// (empty for an unknown message or one without files).
+    pub fn uploads(&self, id: &str) -> Vec<(Value, Vec<u8>)> {
+        let api = self.inner.api_url.lock().unwrap().clone();
+        let cdn = self.inner.attachments.lock().unwrap();
+        self.message(id)
+            .and_then(|m| m["attachments"].as_array().cloned())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|a| {
+                let path = a["proxy_url"]
+                    .as_str()
+                    .and_then(|u| u.strip_prefix(&format!("{api}/attachments/")))
+                    .unwrap_or_default()
+                    .to_owned();
+                let bytes = cdn.get(&path).map(|(_, b)| b.clone()).unwrap_or_default();
+                (a, bytes)
+            })
+            .collect()
     }
 
     /// No more injected faults.

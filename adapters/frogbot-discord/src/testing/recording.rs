@@ -8,8 +8,8 @@ use async_trait::async_trait;
 use serde::Serialize;
 use serde_json::Value;
 use serenity::builder::{
-    CreateInteractionResponse, CreateInteractionResponseFollowup, CreateMessage, CreateThread,
-    EditMessage,
+    CreateAttachment, CreateInteractionResponse, CreateInteractionResponseFollowup, CreateMessage,
+    CreateThread, EditMessage,
 };
 use serenity::model::channel::{ChannelType, Message};
 use serenity::model::id::{ChannelId, InteractionId, MessageId, UserId};
@@ -20,15 +20,17 @@ use crate::client::{DiscordApi, Posted};
 /// One call [`RecordingDiscord`] received.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Recorded {
-    /// The method: `send_message`, `edit_message`, `delete_message`, `pin_message`,
+    /// The method: `send_message`, `send_files`, `edit_message`, `delete_message`, `pin_message`,
     /// `create_interaction_response`,
     /// `create_followup`, `create_thread`, `current_user`, `channel_kind`, `dm_channel`, `react`,
     /// `unreact`, `typing` or `messages_before`.
     pub method: &'static str,
     /// The ids the call named (channel, message, interaction id, token…), as strings.
     pub target: Vec<String>,
-    /// The builder as the JSON serenity sends.
+    /// The builder as the JSON serenity sends (for `send_files`, its `payload_json`).
     pub body: Value,
+    /// The files of a `send_files` call: (file name, bytes), in order.
+    pub files: Vec<(String, Vec<u8>)>,
 }
 
 /// A [`DiscordApi`] that records every call and answers with ids counting up from
@@ -64,6 +66,7 @@ impl RecordingDiscord {
             method,
             target,
             body: serde_json::to_value(body).unwrap_or(Value::Null),
+            files: Vec::new(),
         });
     }
 
@@ -80,6 +83,22 @@ impl DiscordApi for RecordingDiscord {
         message: &CreateMessage,
     ) -> Result<Posted, Error> {
         self.record("send_message", vec![channel.to_string()], message);
+        Ok(Posted {
+            id: MessageId::new(self.next_id()),
+            timestamp: "2026-01-01T00:00:00.000Z".into(),
+        })
+    }
+
+    async fn send_files(
+        &self,
+        channel: ChannelId,
+        message: &CreateMessage,
+        files: Vec<CreateAttachment>,
+    ) -> Result<Posted, Error> {
+        self.record("send_files", vec![channel.to_string()], message);
+        if let Some(call) = self.calls.lock().expect("calls").last_mut() {
+            call.files = files.into_iter().map(|f| (f.filename, f.data)).collect();
+        }
         Ok(Posted {
             id: MessageId::new(self.next_id()),
             timestamp: "2026-01-01T00:00:00.000Z".into(),

@@ -18,8 +18,13 @@ pub struct Call {
     pub method: String,
     /// The path, e.g. `/api/v10/channels/1/messages`.
     pub path: String,
-    /// The JSON body (`null` when there was none).
+    /// The JSON body (`null` when there was none); of a `multipart/form-data` request, its
+    /// `payload_json` part.
     pub body: Value,
+    /// The file parts of a `multipart/form-data` request, in order: `{"name": "files[0]",
+    /// "filename", "content_type", "size"}` (the bytes are kept with the message posted:
+    /// [`FakeDiscord::uploads`]).
+    pub files: Vec<Value>,
     /// The HTTP status the fake answered.
     pub status: u16,
     /// What the fake answered (`null` for an empty response).
@@ -115,9 +120,14 @@ pub(super) struct Inner {
     /// The application's `flags` (`GET /applications/@me`); `None`: the Message Content intent
     /// on for an app in under 100 servers (`GATEWAY_MESSAGE_CONTENT_LIMITED`, `1 << 19`).
     pub(super) app_flags: Mutex<Option<u64>>,
-    /// People's attachments on the fake CDN (`/attachments/{channel}/{id}/{name}`): path →
-    /// (media type, bytes).
+    /// Attachments on the fake CDN (`/attachments/{channel}/{id}/{name}`), people's and the
+    /// bot's uploads: path → (media type, bytes).
     pub(super) attachments: Mutex<HashMap<String, (String, Vec<u8>)>>,
+    /// The HTTP base URL (`http://127.0.0.1:PORT`): the CDN's too.
+    pub(super) api_url: Mutex<String>,
+    /// The upload limit of one request's files together (`None`:
+    /// [`DEFAULT_UPLOAD_LIMIT`](super::DEFAULT_UPLOAD_LIMIT)).
+    pub(super) upload_limit: Mutex<Option<u64>>,
 }
 
 /// A running fake Discord (its servers live as long as the Tokio runtime).

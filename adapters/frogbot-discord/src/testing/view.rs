@@ -3,7 +3,8 @@
 //!
 //! Discord's client shows a message's `content` as Markdown (rendered: `**x**` is bold, so it is
 //! kept as written here) with `<@id>` mentions as the user's name (written `@name` here); its
-//! embeds; its components as controls whose labels, option labels and descriptions are plain text
+//! embeds; its attached files (a picture inline, any other file as a download, each with its name,
+//! type and size); its components as controls whose labels, option labels and descriptions are plain text
 //! (Markdown there is shown as typed); its reactions. What notifies: a message created notifies
 //! (mentions aside, every member of a thread who follows it) unless it carries the
 //! `SUPPRESS_NOTIFICATIONS` flag (`1 << 12`); an edit never notifies; an ephemeral interaction
@@ -24,8 +25,11 @@ pub struct SeenMessage {
     /// Who sent it, by name.
     pub sender: String,
     /// What it shows after its edits: its content (mentions as `@name`), then its embeds
-    /// (`▌title`, description, `name: value` fields, `image: url`); for a modal, its title.
+    /// (`▌title`, description, `name: value` fields, `image: url`), then its attached files
+    /// (`📎 name (media type, size)`, [`SeenFile`]); for a modal, its title.
     pub text: String,
+    /// Its attached files, in order.
+    pub files: Vec<SeenFile>,
     /// Its controls, one line a row: buttons as `[label]` (`[label ✖]` danger-styled, `[label
     /// (disabled)]`), a select as `▾ placeholder (pick 1–3): a — description | b`; a modal's
     /// text inputs as `✎ label (short|paragraph, required|optional, up to N)`.
@@ -40,6 +44,29 @@ pub struct SeenMessage {
     pub only_for: Option<String>,
     /// Whether it is a modal (a form opened over the conversation).
     pub modal: bool,
+}
+
+/// A file attached to a message, as a person sees it (its bytes: [`FakeDiscord::uploads`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SeenFile {
+    /// Its file name.
+    pub filename: String,
+    /// Its media type (`content_type`), e.g. `image/png`.
+    pub media_type: String,
+    /// Its size in bytes.
+    pub size: u64,
+}
+
+impl SeenFile {
+    /// How the view writes it: `📎 name (media type, size)`.
+    pub fn line(&self) -> String {
+        format!(
+            "📎 {} ({}, {})",
+            self.filename,
+            self.media_type,
+            frogbot_channel::files::size_text(self.size)
+        )
+    }
 }
 
 impl FakeDiscord {
@@ -112,6 +139,19 @@ pub fn seen(m: &Value, names: &HashMap<String, String>) -> SeenMessage {
     let flags = m["flags"].as_u64().unwrap_or(0);
     let only_for = m["only_for"].as_str().map(name_of);
     let modal = m.get("modal").filter(|v| !v.is_null());
+    let files: Vec<SeenFile> = m["attachments"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|a| SeenFile {
+            filename: a["filename"].as_str().unwrap_or_default().to_owned(),
+            media_type: a["content_type"]
+                .as_str()
+                .unwrap_or("application/octet-stream")
+                .to_owned(),
+            size: a["size"].as_u64().unwrap_or(0),
+        })
+        .collect();
     let (text, controls) = match modal {
         Some(data) => (
             format!("form “{}”", data["title"].as_str().unwrap_or_default()),
@@ -121,6 +161,12 @@ pub fn seen(m: &Value, names: &HashMap<String, String>) -> SeenMessage {
             let mut text = with_names(m["content"].as_str().unwrap_or_default(), names);
             for e in m["embeds"].as_array().into_iter().flatten() {
                 text.push_str(&embed_text(e, names));
+            }
+            for f in &files {
+                if !text.is_empty() {
+                    text.push('\n');
+                }
+                text.push_str(&f.line());
             }
             (text, component_lines(&m["components"]))
         }
@@ -137,6 +183,7 @@ pub fn seen(m: &Value, names: &HashMap<String, String>) -> SeenMessage {
         id: m["id"].as_str().unwrap_or_default().to_owned(),
         sender,
         text,
+        files,
         controls,
         reactions,
         notified: only_for.is_none()
@@ -379,6 +426,7 @@ mod tests {
             id: "1".into(),
             sender: "frogbot".into(),
             text: "**Env**\nWhere?".into(),
+            files: Vec::new(),
             controls: vec!["[a] [Skip]".into()],
             reactions: vec![("✅".into(), vec!["frogbot".into()])],
             notified: false,

@@ -51,6 +51,7 @@ use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use frogbot_channel::OutFile;
 use frogbot_channel::delivery::{Deliver, Draw, Edited, PieceAt, PostPieces, PostedMessages};
 use frogbot_channel::{
     AskPlace, ChannelOutbox, DraftMessages, FirstMessageHold, ReplyStream, ShownAcks,
@@ -481,6 +482,51 @@ impl<A: MatrixApi> PostPieces<DrawnPiece> for MatrixOutbox<A> {
         self.api.send(&room, "m.room.message", content).await?;
         self.sync_reactions(&room, &event, &drawn.keys).await?;
         Ok(Edited::Done)
+    }
+}
+
+/// A file the bot sends: uploaded to the media repository (encrypted in an encrypted room,
+/// [`MatrixApi::upload_file`]), then an `m.image` / `m.video` / `m.audio` / `m.file` in the thread
+/// under the transaction id of its key. The event is idempotent (a retry gets the same event
+/// back); the upload is not (a retry may leave an unused copy in the media repository). A file
+/// the homeserver refuses as too large is a text naming it.
+#[async_trait]
+impl<A: MatrixApi> PostPieces<OutFile> for MatrixOutbox<A> {
+    async fn post_piece(
+        &self,
+        thread: &Thread,
+        file: &OutFile,
+        at: PieceAt<'_>,
+    ) -> Result<String, BoxError> {
+        let (room, root) = split_message_id(&thread.id)?;
+        let (event_type, mut content) = thread_message(&file.filename, &root)?;
+        match self
+            .api
+            .upload_file(&room, &file.media_type, file.bytes().await?)
+            .await
+        {
+            Ok(Value::Object(source)) => {
+                content["msgtype"] = render::file_msgtype(&file.media_type).into();
+                content["filename"] = file.filename.clone().into();
+                content["info"] = json!({"mimetype": file.media_type, "size": file.size});
+                for (k, v) in source {
+                    content[k] = v;
+                }
+            }
+            Ok(other) => {
+                return Err(format!("the upload named the file oddly: {other}").into());
+            }
+            Err(crate::Error::TooLarge) => {
+                let why = file.refused_text("larger than the homeserver's upload limit");
+                content = thread_message(&why, &root)?.1;
+            }
+            Err(e) => return Err(e.into()),
+        }
+        let event = self
+            .api
+            .send_once(&room, event_type, content, &txn_id(at.key))
+            .await?;
+        Ok(message_id(&room, &event))
     }
 }
 

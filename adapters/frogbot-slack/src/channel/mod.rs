@@ -193,7 +193,8 @@ pub async fn connect(config: Config) -> Result<SlackAdapter, Error> {
     }
     let client = Arc::new(SlackClient::new(connector(config.api_url.as_deref())?));
     let api = SlackWebApi::with_client(client.clone(), &config.bot_token)
-        .with_timeout(config.api_timeout);
+        .with_timeout(config.api_timeout)
+        .with_api_url(config.api_url.as_deref());
     let bot = api.bot_identity().await?;
     info!(bot_user = %bot.user_id, team = %bot.team_id, "Slack bot identified (auth.test)");
     let file_policy = config.file_policy.clone();
@@ -208,6 +209,7 @@ pub async fn connect(config: Config) -> Result<SlackAdapter, Error> {
             bot,
             acks: outbox::AckMarks::default(),
             threads: outbox::ThreadFacts::default(),
+            uploads: outbox::Uploads::default(),
             downloads: frogbot_channel::files::Downloads::new(
                 file_policy.unwrap_or_else(frogbot_channel::files::FetchPolicy::for_files),
             ),
@@ -231,6 +233,9 @@ struct Inner {
     pending: receive::Pending,
     acks: outbox::AckMarks,
     threads: outbox::ThreadFacts,
+    /// The files this process uploaded, by piece key (what makes a retried upload not post the
+    /// file twice).
+    uploads: outbox::Uploads,
     /// People's files are downloaded through it.
     downloads: frogbot_channel::files::Downloads,
 }

@@ -13,6 +13,17 @@
 //! delivery reads the thread first (`conversations.replies`, `include_all_metadata=true`) and
 //! skips the pieces an earlier attempt posted. See the crate docs for the guarantee.
 //!
+//! Files ([`ChannelOutbox::deliver_files`], the `PostPieces<OutFile>` below): each file is
+//! uploaded with Slack's external upload (`files.getUploadURLExternal`, the bytes `POST`ed to
+//! its `upload_url`, `files.completeUploadExternal` with the text's `channel_id` and
+//! `thread_ts`), so Slack shares it as its own message in the thread after the text; an image
+//! carries its file name as `alt_txt`, Slack shows it as a picture from its bytes. Its id is
+//! `file:{file id}` ([`file_piece_id`]): `files.completeUploadExternal` does not say which
+//! message shows the file (Slack shares it asynchronously), and deleting the file
+//! (`files.delete`) takes its message with it. A file over [`MAX_FILE_BYTES`] (or an empty one,
+//! which Slack refuses) is not uploaded: a text saying so is posted in its place, keyed like a
+//! reply's piece. See [`Uploads`] for what a retry does.
+//!
 //! Asks ([`ChannelOutbox::ask_thread`]): to a channel or a user's DM (`conversations.open`), the
 //! first message carries `{"event_type": "frogbot_ask", "event_payload": {"key": <the ask's
 //! key>}}`; a retry finds it in the channel's recent history (`conversations.history`).
@@ -24,6 +35,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
 use async_trait::async_trait;
+use frogbot_channel::OutFile;
 use frogbot_channel::delivery::{Deliver, Draw, Edited, Keys, PieceAt, PostPieces, PostedMessages};
 use frogbot_channel::{
     AskPlace, ChannelOutbox, DraftMessages, EditStream, FirstMessageHold, ReplyStream, ShownAcks,
@@ -62,6 +74,63 @@ pub const THINKING_STATUS: &str = "is thinking…";
 
 /// How many threads [`ThreadFacts`] remembers before it forgets them all.
 const MAX_THREADS: usize = 10_000;
+
+/// The largest file the bot uploads: Slack takes files up to 1 GB. A larger one is not
+/// uploaded; the thread gets [`OutFile::refused_text`] instead.
+pub const MAX_FILE_BYTES: u64 = 1024 * 1024 * 1024;
+
+/// The most characters of an image's `alt_txt` Slack takes (`alt_txt_too_large` past it).
+pub const MAX_ALT_TXT_CHARS: usize = 1000;
+
+/// The id [`ChannelOutbox::deliver_files`] returns for an uploaded file: `file:{file id}`
+/// (what `delete_posted` deletes with `files.delete`).
+pub fn file_piece_id(file_id: &str) -> String {
+    format!("{FILE_ID_PREFIX}{file_id}")
+}
+
+/// The prefix of [`file_piece_id`]s.
+pub const FILE_ID_PREFIX: &str = "file:";
+
+/// What this process uploaded, by piece key (`{thread}|{key}`): the file id, and whether Slack
+/// confirmed the share (`files.completeUploadExternal` answered).
+///
+/// A file's message carries no message metadata, so a retried delivery cannot find it by its
+/// key the way it finds text pieces. Within one process: a file whose share was confirmed is
+/// not uploaded again; one whose completion was sent but not confirmed (a timeout, a reset) is
+/// looked for in the thread (`conversations.replies`, a message whose `files[].id` is it) and,
+/// when not there, deleted (`files.delete`, so a share Slack still carries out later does not
+/// show it twice) and uploaded anew. Across processes the memory is gone: a file is posted at
+/// least once (a process that dies between the completion and its answer leaves the file
+/// shared, and the next process's retry shares it again).
+#[derive(Debug, Default)]
+pub struct Uploads {
+    files: Mutex<HashMap<String, (String, bool)>>,
+}
+
+impl Uploads {
+    fn get(&self, key: &str) -> Option<(String, bool)> {
+        self.files
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(key)
+            .cloned()
+    }
+
+    fn set(&self, key: &str, file_id: &str, shared: bool) {
+        let mut map = self.files.lock().unwrap_or_else(|p| p.into_inner());
+        if map.len() > MAX_THREADS {
+            map.clear();
+        }
+        map.insert(key.to_owned(), (file_id.to_owned(), shared));
+    }
+
+    fn forget(&self, key: &str) {
+        self.files
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(key);
+    }
+}
 
 /// What the adapter learned about threads from deliveries: which are assistant threads, and who
 /// last wrote in each (the recipient a native stream is for).
@@ -659,7 +728,8 @@ fn event_type(keys: Keys) -> &'static str {
 /// (Block Kit: header, `mrkdwn` sections, `table`, `image`, `rich_text`, section `fields`,
 /// `actions` of event buttons). Each piece carries its key in its message metadata; a retry reads
 /// the thread's keys first and skips the pieces already there. Edits are `chat.update` (Slack
-/// does not notify of them), deletions `chat.delete`.
+/// does not notify of them), deletions `chat.delete`. Files are Slack uploads
+/// (`PostPieces<OutFile>`), deleted with `files.delete`.
 impl Draw for SlackAdapter {
     type Text = String;
     type Agent = AgentPiece;
@@ -699,7 +769,13 @@ impl PostedMessages for SlackAdapter {
             .collect())
     }
 
+    /// `chat.delete` of a message (`channel:ts`), `files.delete` of an uploaded file
+    /// (`file:F…`, [`file_piece_id`]: its message goes with it); one already gone is done.
     async fn delete_piece(&self, _thread: &Thread, id: &str) -> Result<(), BoxError> {
+        if let Some(file_id) = id.strip_prefix(FILE_ID_PREFIX) {
+            self.inner.questions.api().delete_file(file_id).await?;
+            return Ok(());
+        }
         let (channel, ts) = split_id(id)?;
         self.inner
             .questions
@@ -727,6 +803,72 @@ impl PostPieces<String> for SlackAdapter {
             .post_keyed(channel, thread_ts, piece, event_type(at.keys), at.key)
             .await?;
         Ok(message_id(channel, &ts))
+    }
+}
+
+/// A file of a message: uploaded into the thread with Slack's external upload (see the module
+/// docs and [`Uploads`]); too large or empty, a text saying so instead (keyed like a text
+/// piece, so a retry finds it). Slack has no silent post: `at.later()` changes nothing (each
+/// message in a thread notifies as Slack's client decides, like a reply's later pieces).
+#[async_trait]
+impl PostPieces<OutFile> for SlackAdapter {
+    async fn post_piece(
+        &self,
+        thread: &Thread,
+        file: &OutFile,
+        at: PieceAt<'_>,
+    ) -> Result<String, BoxError> {
+        let (channel, thread_ts) = split_id(&thread.id)?;
+        let api = self.inner.questions.api();
+        let refused = if file.size > MAX_FILE_BYTES {
+            Some(format!(
+                "larger than Slack's {} MB limit for bots",
+                MAX_FILE_BYTES / (1024 * 1024)
+            ))
+        } else if file.size == 0 {
+            Some("Slack takes no empty files".to_owned())
+        } else {
+            None
+        };
+        if let Some(why) = refused {
+            let text = file.refused_text(&why);
+            let ts = api
+                .post_keyed(channel, thread_ts, &text, event_type(at.keys), at.key)
+                .await?;
+            return Ok(message_id(channel, &ts));
+        }
+        let memory = format!("{}|{}", thread.id, at.key);
+        if let Some((file_id, shared)) = self.inner.uploads.get(&memory) {
+            if shared {
+                debug!(thread = %thread.id, key = %at.key, %file_id, "file uploaded already; skipped");
+                return Ok(file_piece_id(&file_id));
+            }
+            if api
+                .find_file_message(channel, thread_ts, &file_id)
+                .await?
+                .is_some()
+            {
+                info!(thread = %thread.id, key = %at.key, %file_id, "an earlier attempt shared the file; not uploading it again");
+                self.inner.uploads.set(&memory, &file_id, true);
+                return Ok(file_piece_id(&file_id));
+            }
+            // Not in the thread: its completion failed, or Slack shares it late. Delete it so
+            // it never shows twice, then upload anew.
+            api.delete_file(&file_id).await?;
+            self.inner.uploads.forget(&memory);
+        }
+        let bytes = file.bytes().await?;
+        let alt: Option<String> = file
+            .is_image()
+            .then(|| file.filename.chars().take(MAX_ALT_TXT_CHARS).collect());
+        let file_id = api
+            .upload_file(&file.filename, &file.media_type, alt.as_deref(), bytes)
+            .await?;
+        self.inner.uploads.set(&memory, &file_id, false);
+        api.complete_upload(channel, thread_ts, &file_id, &file.filename)
+            .await?;
+        self.inner.uploads.set(&memory, &file_id, true);
+        Ok(file_piece_id(&file_id))
     }
 }
 

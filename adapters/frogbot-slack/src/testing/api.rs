@@ -137,6 +137,10 @@ pub struct Message {
     /// Whether a `chat.update` changed it (Slack's client marks it "(edited)"; an edit does not
     /// notify).
     pub edited: bool,
+    /// The files it shares, as Slack's file objects (`id`, `name`, `title`, `mimetype`,
+    /// `filetype`, `size`, `url_private`, `url_private_download`, …): a file's share message
+    /// (`files.completeUploadExternal`) has one. `[]` for other messages.
+    pub files: Vec<Value>,
 }
 
 impl Message {
@@ -181,6 +185,11 @@ impl Message {
         }
         if self.blocks.as_array().is_some_and(|b| !b.is_empty()) {
             m["blocks"] = self.blocks.clone();
+        }
+        if !self.files.is_empty() {
+            m["files"] = json!(self.files);
+            m["upload"] = json!(false);
+            m["display_as_bot"] = json!(false);
         }
         // `[{"name", "users", "count"}]`, one per emoji, as the Web API groups them.
         let mut reactions: Vec<Value> = Vec::new();
@@ -239,9 +248,47 @@ pub(super) struct Store {
     deleted: Vec<Message>,
     /// People's files (`/files-pri/{team}-{id}/download/{name}`): path → (media type, bytes).
     pub(super) files: HashMap<String, (String, Vec<u8>)>,
+    /// The bot's uploads (`files.getUploadURLExternal` on), by file id.
+    uploads: HashMap<String, Upload>,
+    /// The bot's uploads in the order they were reserved.
+    upload_order: Vec<String>,
+    /// Faults for the next calls of a method ([`FakeSlack::fail_next`]): method → (fault,
+    /// how many calls more).
+    next_faults: HashMap<String, (Fault, usize)>,
+    /// Where upload URLs point instead of the fake's own address ([`FakeSlack::set_upload_base`]).
+    upload_base: Option<String>,
 }
 
-/// The Web API methods that change something: the ones faults are injected into.
+/// A file the bot uploads through Slack's external upload, as the fake keeps it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Upload {
+    /// Its id (`F…`).
+    pub id: String,
+    /// `files.getUploadURLExternal`'s `filename`.
+    pub filename: String,
+    /// `files.getUploadURLExternal`'s `length`.
+    pub length: u64,
+    /// `files.getUploadURLExternal`'s `alt_txt`.
+    pub alt_txt: Option<String>,
+    /// The bytes `POST`ed to the upload URL (`None`: never uploaded).
+    pub bytes: Option<Vec<u8>>,
+    /// The media type they came with (the raw body's or the multipart part's `Content-Type`).
+    pub media_type: Option<String>,
+    /// The `Authorization` header of the upload (empty without one).
+    pub upload_auth: String,
+    /// `files.completeUploadExternal`'s `title`, once completed.
+    pub title: Option<String>,
+    /// Where it was shared: `(channel, thread_ts)` (`None` before completion, or completed
+    /// without a channel: private).
+    pub shared_in: Option<(String, Option<String>)>,
+    /// Whether `files.completeUploadExternal` took it (Slack takes it once).
+    pub completed: bool,
+    /// Whether `files.delete` deleted it.
+    pub deleted: bool,
+}
+
+/// The Web API methods that change something: the ones faults are injected into (and the upload
+/// of a file's bytes to its `upload_url`, [`UPLOAD_STEP`](crate::client::UPLOAD_STEP)).
 pub const WRITE_METHODS: &[&str] = &[
     "chat.postMessage",
     "chat.update",
@@ -256,6 +303,9 @@ pub const WRITE_METHODS: &[&str] = &[
     "chat.appendStream",
     "chat.stopStream",
     "assistant.threads.setStatus",
+    "files.completeUploadExternal",
+    "files.delete",
+    crate::client::UPLOAD_STEP,
 ];
 
 /// How long a [`Fault::Timeout`] holds its request by default before answering `500` (having
@@ -269,6 +319,8 @@ pub(super) struct Shared {
     ws_url: String,
     pub(super) connections: tokio::sync::Mutex<mpsc::UnboundedReceiver<SocketConnection>>,
     pub(super) secret: String,
+    /// `http://127.0.0.1:N`: where the fake serves (its upload URLs and file links).
+    base_url: String,
 }
 
 /// The fake Slack. Cheap to clone (all clones are the same fake); the servers stop when the
@@ -341,6 +393,10 @@ impl FakeSlack {
         let ws_addr = ws.local_addr().expect("local address");
         let (conn_tx, conn_rx) = mpsc::unbounded_channel();
         tokio::spawn(ws_server(ws, conn_tx));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind the fake Web API");
+        let addr = listener.local_addr().expect("local address");
         let shared = Arc::new(Shared {
             store: Mutex::new(Store::default()),
             seq: AtomicU64::new(0),
@@ -348,6 +404,7 @@ impl FakeSlack {
             ws_url: format!("ws://{ws_addr}/link/?ticket=fake-ticket&app_id={APP}"),
             connections: tokio::sync::Mutex::new(conn_rx),
             secret: SIGNING_SECRET.to_owned(),
+            base_url: format!("http://{addr}"),
         });
         let app = Router::new()
             .route("/api/{method}", post(api).get(api))
@@ -355,11 +412,12 @@ impl FakeSlack {
                 "/files-pri/{file}/download/{name}",
                 axum::routing::get(file_download),
             )
+            // Files up to Slack's 1 GB: no body limit on the upload URL.
+            .route(
+                "/upload/v1/{file}",
+                post(upload_bytes).layer(axum::extract::DefaultBodyLimit::disable()),
+            )
             .with_state(shared.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind the fake Web API");
-        let addr = listener.local_addr().expect("local address");
         tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
@@ -396,6 +454,7 @@ impl FakeSlack {
             connector(Some(&self.api_url())).expect("a connector"),
             token,
         )
+        .with_api_url(Some(&self.api_url()))
     }
 
     /// [`SlackQuestions`] over [`FakeSlack::client`] with [`BOT_TOKEN`].
@@ -465,6 +524,29 @@ impl FakeSlack {
         let plan = Arc::new(plan);
         lock(&self.shared).faults = Some(plan.clone());
         plan
+    }
+
+    /// The next `times` calls of `method` (a Web API method, or
+    /// [`UPLOAD_STEP`](crate::client::UPLOAD_STEP)) fail with `fault`, as
+    /// [`FakeSlack::set_faults`] describes each fault.
+    pub fn fail_next(&self, method: &str, fault: Fault, times: usize) {
+        if times > 0 {
+            lock(&self.shared)
+                .next_faults
+                .insert(method.to_owned(), (fault, times));
+        }
+    }
+
+    /// Upload URLs point at `base` (e.g. `http://localhost:N`, another origin than the API's)
+    /// instead of the fake's own `http://127.0.0.1:N` (`None`); the fake serves them either way
+    /// when `base` reaches it.
+    pub fn set_upload_base(&self, base: Option<&str>) {
+        lock(&self.shared).upload_base = base.map(str::to_owned);
+    }
+
+    /// The fake's own address, `http://127.0.0.1:N` (upload URLs and file links are on it).
+    pub fn base_url(&self) -> String {
+        self.shared.base_url.clone()
     }
 
     /// No more injected faults.
@@ -692,50 +774,176 @@ async fn api(
     headers: HeaderMap,
     body: String,
 ) -> Response {
-    let (fault, hold, gate) = {
-        let store = lock(&shared);
-        let fault = if WRITE_METHODS.contains(&method.as_str()) {
-            store.faults.as_ref().and_then(|p| p.next())
-        } else {
-            None
-        };
-        (
-            fault,
-            store.fault_hold.unwrap_or(DEFAULT_FAULT_HOLD),
-            store.holds.get(&method).cloned(),
-        )
-    };
+    let (fault, hold, gate) = draw_fault(&shared, &method);
     if let Some(gate) = gate {
         let _ = gate.acquire().await;
     }
-    match fault {
-        Some(Fault::ServerError) => {
-            return (axum::http::StatusCode::INTERNAL_SERVER_ERROR, "fake: 500").into_response();
-        }
-        Some(Fault::RateLimited(wait)) => {
-            let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
-            return (
-                axum::http::StatusCode::TOO_MANY_REQUESTS,
-                [(axum::http::header::RETRY_AFTER, secs.to_string())],
-                axum::Json(error("ratelimited")),
-            )
-                .into_response();
-        }
-        Some(Fault::Timeout) => {
-            tokio::time::sleep(hold).await;
-            return (
-                axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-                "fake: too late",
-            )
-                .into_response();
-        }
-        Some(Fault::ResetAfterProcessing) | None => {}
+    if let Some(refused) = fault_answer(fault, hold).await {
+        return refused;
     }
     let answer = api_answer(&shared, method, uri, headers, body);
     if fault == Some(Fault::ResetAfterProcessing) {
         return reset_response();
     }
     answer.into_response()
+}
+
+/// The fault's answer when it keeps the call from being carried out (`None`: carry it out).
+async fn fault_answer(fault: Option<Fault>, hold: Duration) -> Option<Response> {
+    Some(match fault {
+        Some(Fault::ServerError) => {
+            (axum::http::StatusCode::INTERNAL_SERVER_ERROR, "fake: 500").into_response()
+        }
+        Some(Fault::RateLimited(wait)) => {
+            let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
+            (
+                axum::http::StatusCode::TOO_MANY_REQUESTS,
+                [(axum::http::header::RETRY_AFTER, secs.to_string())],
+                axum::Json(error("ratelimited")),
+            )
+                .into_response()
+        }
+        Some(Fault::Timeout) => {
+            tokio::time::sleep(hold).await;
+            (
+                axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                "fake: too late",
+            )
+                .into_response()
+        }
+        Some(Fault::ResetAfterProcessing) | None => return None,
+    })
+}
+
+/// The fault (if any) the plan draws for a call of `method`, how long a timeout holds, and the
+/// gate a [`FakeSlack::hold`] put on it.
+fn draw_fault(
+    shared: &Shared,
+    method: &str,
+) -> (Option<Fault>, Duration, Option<Arc<tokio::sync::Semaphore>>) {
+    let mut store = lock(shared);
+    let planned = match store.next_faults.get_mut(method) {
+        Some((fault, left)) => {
+            let fault = *fault;
+            *left -= 1;
+            if *left == 0 {
+                store.next_faults.remove(method);
+            }
+            Some(fault)
+        }
+        None => None,
+    };
+    let fault = if planned.is_some() {
+        planned
+    } else if WRITE_METHODS.contains(&method) {
+        store.faults.as_ref().and_then(|p| p.next())
+    } else {
+        None
+    };
+    (
+        fault,
+        store.fault_hold.unwrap_or(DEFAULT_FAULT_HOLD),
+        store.holds.get(method).cloned(),
+    )
+}
+
+/// `POST /upload/v1/{file}`: the upload URL `files.getUploadURLExternal` hands out. Takes the
+/// file's bytes as the raw body or multipart form data (its first part with a file name, else
+/// its first part), as Slack documents; answers `200` `OK - {length}` (text) as Slack's upload
+/// service does, `404` for a file id never reserved or completed already, `400` when the
+/// bytes are not the `length` reserved. Faults apply as to a write method
+/// ([`UPLOAD_STEP`](crate::client::UPLOAD_STEP)); a [`FakeSlack::hold`] of that name holds it.
+async fn upload_bytes(
+    State(shared): State<Arc<Shared>>,
+    Path(file): Path<String>,
+    request: axum::extract::Request,
+) -> Response {
+    use axum::extract::FromRequest;
+    use axum::http::StatusCode;
+    let step = crate::client::UPLOAD_STEP;
+    let (fault, hold, gate) = draw_fault(&shared, step);
+    if let Some(gate) = gate {
+        let _ = gate.acquire().await;
+    }
+    if let Some(refused) = fault_answer(fault, hold).await {
+        return refused;
+    }
+    let auth = request
+        .headers()
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let content_type = request
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let (bytes, media_type) = if content_type.starts_with("multipart/form-data") {
+        let Ok(mut form) = axum::extract::Multipart::from_request(request, &()).await else {
+            return (StatusCode::BAD_REQUEST, "fake: not multipart").into_response();
+        };
+        let mut found: Option<(Vec<u8>, Option<String>)> = None;
+        while let Ok(Some(field)) = form.next_field().await {
+            let named = field.file_name().is_some();
+            let media = field.content_type().map(str::to_owned);
+            let Ok(data) = field.bytes().await else {
+                return (StatusCode::BAD_REQUEST, "fake: broken part").into_response();
+            };
+            if named || found.is_none() {
+                found = Some((data.to_vec(), media));
+            }
+            if named {
+                break;
+            }
+        }
+        match found {
+            Some(f) => f,
+            None => return (StatusCode::BAD_REQUEST, "fake: no file part").into_response(),
+        }
+    } else {
+        match axum::body::to_bytes(request.into_body(), usize::MAX).await {
+            Ok(b) => (b.to_vec(), Some(content_type).filter(|c| !c.is_empty())),
+            Err(_) => return (StatusCode::BAD_REQUEST, "fake: broken body").into_response(),
+        }
+    };
+    let answer = {
+        let mut store = lock(&shared);
+        store.calls.push(Call {
+            method: step.to_owned(),
+            auth: auth.clone(),
+            body: json!({"file": file, "length": bytes.len(), "content_type": media_type}),
+            at: std::time::Instant::now(),
+        });
+        match store.uploads.get_mut(&file) {
+            Some(u) if !u.completed && !u.deleted => {
+                if bytes.len() as u64 != u.length {
+                    (
+                        StatusCode::BAD_REQUEST,
+                        format!("fake: {} bytes, {} reserved", bytes.len(), u.length),
+                    )
+                        .into_response()
+                } else {
+                    let n = bytes.len();
+                    u.bytes = Some(bytes);
+                    u.media_type = media_type;
+                    u.upload_auth = auth;
+                    (
+                        StatusCode::OK,
+                        [(axum::http::header::CONTENT_TYPE, "text/plain")],
+                        format!("OK - {n}"),
+                    )
+                        .into_response()
+                }
+            }
+            _ => (StatusCode::NOT_FOUND, "fake: no such upload").into_response(),
+        }
+    };
+    if fault == Some(Fault::ResetAfterProcessing) {
+        return reset_response();
+    }
+    answer
 }
 
 fn api_answer(
@@ -810,6 +1018,9 @@ fn api_answer(
         "chat.appendStream" => append_stream(shared, &body),
         "chat.stopStream" => stop_stream(shared, &body),
         "assistant.threads.setStatus" => set_status(shared, &body),
+        "files.getUploadURLExternal" => get_upload_url(shared, &body),
+        "files.completeUploadExternal" => complete_upload(shared, &body),
+        "files.delete" => delete_file(shared, &body),
         _ => error("unknown_method"),
     })
 }
@@ -1235,6 +1446,7 @@ fn post_message(shared: &Shared, body: &Value) -> Value {
             .cloned(),
         first_text: str_of(body, "text").unwrap_or_default().to_owned(),
         edited: false,
+        files: Vec::new(),
     };
     let out = json!({"ok": true, "channel": m.channel, "ts": m.ts, "message": m.json()});
     lock(shared).messages.push(m);
@@ -1673,6 +1885,7 @@ fn start_stream(shared: &Shared, body: &Value) -> Value {
         metadata: None,
         first_text: text.to_owned(),
         edited: false,
+        files: Vec::new(),
     };
     lock(shared).messages.push(m);
     json!({"ok": true, "channel": channel, "ts": ts})
@@ -1746,4 +1959,231 @@ fn set_status(shared: &Shared, body: &Value) -> Value {
         .statuses
         .push((channel.to_owned(), ts.to_owned(), status));
     json!({"ok": true})
+}
+
+/// The most characters of `alt_txt` (`files.getUploadURLExternal`).
+const MAX_ALT_TXT: usize = 1000;
+
+/// `files.getUploadURLExternal` (`filename`, `length`, `alt_txt`; form, query or JSON):
+/// `{"ok": true, "upload_url", "file_id"}`, the upload URL on this fake. A `length` of 0 or
+/// missing is `missing_argument` (or `invalid_arguments` when not a number), as Slack answers.
+fn get_upload_url(shared: &Arc<Shared>, body: &Value) -> Value {
+    let Some(filename) = str_of(body, "filename") else {
+        return error("missing_argument");
+    };
+    let length = match body.get("length") {
+        Some(Value::Number(n)) => n.as_u64(),
+        Some(Value::String(s)) => match s.parse::<u64>() {
+            Ok(n) => Some(n),
+            Err(_) => return error("invalid_arguments"),
+        },
+        _ => None,
+    };
+    let Some(length) = length.filter(|n| *n > 0) else {
+        return error("missing_argument");
+    };
+    let alt_txt = str_of(body, "alt_txt").map(str::to_owned);
+    if alt_txt
+        .as_ref()
+        .is_some_and(|a| a.chars().count() > MAX_ALT_TXT)
+    {
+        return error("alt_txt_too_large");
+    }
+    let id = format!("F{:08}", shared.seq.fetch_add(1, Ordering::Relaxed));
+    let mut store = lock(shared);
+    store.uploads.insert(
+        id.clone(),
+        Upload {
+            id: id.clone(),
+            filename: filename.to_owned(),
+            length,
+            alt_txt,
+            bytes: None,
+            media_type: None,
+            upload_auth: String::new(),
+            title: None,
+            shared_in: None,
+            completed: false,
+            deleted: false,
+        },
+    );
+    store.upload_order.push(id.clone());
+    let base = store
+        .upload_base
+        .clone()
+        .unwrap_or_else(|| shared.base_url.clone());
+    json!({"ok": true, "upload_url": format!("{base}/upload/v1/{id}"), "file_id": id})
+}
+
+/// `files.completeUploadExternal` (`files` = `[{"id", "title"}]`, a JSON array or its JSON
+/// text; `channel_id`, `thread_ts`, `initial_comment`): every file must have been reserved and
+/// its bytes uploaded, and not completed before (Slack takes a file once), else `file_not_found`
+/// and nothing is shared. With `channel_id` the files are shared as one new bot message (in
+/// the thread `thread_ts`) carrying their file objects; without, they stay private. Answers
+/// `{"ok": true, "files": [{"id", "title"}]}`.
+fn complete_upload(shared: &Arc<Shared>, body: &Value) -> Value {
+    let files: Vec<Value> = match body.get("files") {
+        Some(Value::Array(a)) => a.clone(),
+        Some(Value::String(s)) => serde_json::from_str(s).unwrap_or_default(),
+        _ => Vec::new(),
+    };
+    if files.is_empty() {
+        return error("invalid_arguments");
+    }
+    let channel = str_of(body, "channel_id")
+        .or_else(|| str_of(body, "channels"))
+        .map(str::to_owned);
+    let thread_ts = str_of(body, "thread_ts").map(str::to_owned);
+    let base = shared.base_url.clone();
+    let ts = next_ts(shared);
+    let mut store = lock(shared);
+    let mut objects = Vec::new();
+    for f in &files {
+        let Some(id) = f.get("id").and_then(Value::as_str) else {
+            return error("invalid_arguments");
+        };
+        match store.uploads.get(id) {
+            Some(u) if u.bytes.is_some() && !u.completed && !u.deleted => {}
+            _ => return error("file_not_found"),
+        }
+    }
+    for f in &files {
+        let id = f["id"].as_str().unwrap_or_default();
+        let title = f.get("title").and_then(Value::as_str).map(str::to_owned);
+        let u = store.uploads.get_mut(id).expect("checked");
+        u.completed = true;
+        u.title = Some(title.unwrap_or_else(|| u.filename.clone()));
+        u.shared_in = channel.clone().map(|c| (c, thread_ts.clone()));
+        let u = u.clone();
+        let media = u
+            .media_type
+            .clone()
+            .filter(|m| m != "application/x-www-form-urlencoded")
+            .unwrap_or_else(|| "application/octet-stream".to_owned());
+        let bytes = u.bytes.clone().unwrap_or_default();
+        let mut object = file_object(
+            &base,
+            &u.id,
+            &u.filename,
+            u.title.as_deref().unwrap_or(&u.filename),
+            &media,
+            bytes.len(),
+            BOT_USER,
+        );
+        if let Some(alt) = &u.alt_txt {
+            object["alt_txt"] = json!(alt);
+        }
+        store
+            .files
+            .insert(format!("{TEAM}-{}/{}", u.id, u.filename), (media, bytes));
+        objects.push(object);
+    }
+    let answer: Vec<Value> = objects
+        .iter()
+        .map(|o| json!({"id": o["id"], "title": o["title"]}))
+        .collect();
+    if let Some(channel) = channel {
+        let comment = str_of(body, "initial_comment")
+            .unwrap_or_default()
+            .to_owned();
+        let first = if comment.is_empty() {
+            objects
+                .iter()
+                .filter_map(|o| o["title"].as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        } else {
+            comment.clone()
+        };
+        store.messages.push(Message {
+            channel,
+            thread_ts,
+            user: BOT_USER.to_owned(),
+            bot: true,
+            text: comment,
+            blocks: json!([]),
+            ts,
+            reactions: Vec::new(),
+            streaming: false,
+            user_name: None,
+            metadata: None,
+            first_text: first,
+            edited: false,
+            files: objects,
+        });
+    }
+    json!({"ok": true, "files": answer})
+}
+
+/// `files.delete` (`file`): the bot's file goes, and with it from every message that shares
+/// it (a message left with neither text nor files goes too, as Slack's client shows it);
+/// `file_not_found` for an id never handed out, `file_deleted` for one deleted before.
+fn delete_file(shared: &Arc<Shared>, body: &Value) -> Value {
+    let Some(id) = str_of(body, "file") else {
+        return error("file_not_found");
+    };
+    let mut store = lock(shared);
+    match store.uploads.get_mut(id) {
+        None => return error("file_not_found"),
+        Some(u) if u.deleted => return error("file_deleted"),
+        Some(u) => u.deleted = true,
+    }
+    let mut gone = Vec::new();
+    store.messages.retain_mut(|m| {
+        let before = m.files.len();
+        m.files.retain(|f| f["id"] != id);
+        let emptied = before > m.files.len()
+            && m.files.is_empty()
+            && m.text.is_empty()
+            && m.blocks.as_array().is_none_or(Vec::is_empty);
+        if emptied {
+            gone.push(m.clone());
+        }
+        !emptied
+    });
+    store.deleted.extend(gone);
+    store
+        .files
+        .retain(|path, _| !path.starts_with(&format!("{TEAM}-{id}/")));
+    json!({"ok": true})
+}
+
+impl FakeSlack {
+    /// The bot's uploads so far (`files.getUploadURLExternal` on), in the order they were
+    /// reserved.
+    pub fn uploads(&self) -> Vec<Upload> {
+        let store = lock(&self.shared);
+        store
+            .upload_order
+            .iter()
+            .filter_map(|id| store.uploads.get(id).cloned())
+            .collect()
+    }
+}
+
+/// A file object as Slack puts it in a message's `files` (`id`, `name`, `title`, `mimetype`,
+/// `filetype`, `size`, `url_private`, `url_private_download`, `mode`, …), its links on the fake
+/// at `base` (`http://127.0.0.1:N`), uploaded by `user`.
+pub(super) fn file_object(
+    base: &str,
+    id: &str,
+    name: &str,
+    title: &str,
+    media_type: &str,
+    size: usize,
+    user: &str,
+) -> Value {
+    let filetype = name.rsplit('.').next().unwrap_or("binary");
+    json!({
+        "id": id, "created": now_millis() / 1000, "timestamp": now_millis() / 1000,
+        "name": name, "title": title, "mimetype": media_type, "filetype": filetype,
+        "pretty_type": filetype.to_uppercase(), "user": user, "user_team": TEAM,
+        "editable": false, "size": size, "mode": "hosted", "is_external": false,
+        "external_type": "", "is_public": false, "public_url_shared": false,
+        "display_as_bot": false, "username": "",
+        "url_private": format!("{base}/files-pri/{TEAM}-{id}/{name}"),
+        "url_private_download": format!("{base}/files-pri/{TEAM}-{id}/download/{name}"),
+        "permalink": format!("https://fake.slack.com/files/{user}/{id}/{name}"),
+        "has_rich_preview": false, "file_access": "visible"
+    })
 }

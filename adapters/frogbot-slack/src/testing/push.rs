@@ -9,7 +9,7 @@ use std::time::Duration;
 use frogbot_model::now_millis;
 use serde_json::{Map, Value, json};
 
-use super::api::{FakeSlack, Message, lock};
+use super::api::{FakeSlack, Message, file_object, lock};
 use super::socket::SocketConnection;
 use super::{APP, BOT_ID, BOT_USER, TEAM};
 use crate::channel::{EVENTS_PATH, INTERACTIVITY_PATH, RETRY_HEADER};
@@ -62,6 +62,7 @@ impl FakeSlack {
             metadata: None,
             first_text: text.to_owned(),
             edited: false,
+            files: Vec::new(),
         };
         lock(&self.shared).messages.push(m.clone());
         m
@@ -78,19 +79,7 @@ impl FakeSlack {
             (media_type.to_owned(), bytes),
         );
         let base = self.api_url().trim_end_matches("/api").to_owned();
-        let filetype = name.rsplit('.').next().unwrap_or("binary");
-        json!({
-            "id": id, "created": now_millis() / 1000, "timestamp": now_millis() / 1000,
-            "name": name, "title": name, "mimetype": media_type, "filetype": filetype,
-            "pretty_type": filetype.to_uppercase(), "user": "U123", "user_team": TEAM,
-            "editable": false, "size": size, "mode": "hosted", "is_external": false,
-            "external_type": "", "is_public": false, "public_url_shared": false,
-            "display_as_bot": false, "username": "",
-            "url_private": format!("{base}/files-pri/{TEAM}-{id}/{name}"),
-            "url_private_download": format!("{base}/files-pri/{TEAM}-{id}/download/{name}"),
-            "permalink": format!("https://fake.slack.com/files/U123/{id}/{name}"),
-            "has_rich_preview": false, "file_access": "visible"
-        })
+        file_object(&base, &id, name, name, media_type, size, "U123")
     }
 
     /// The `message` event of `m` (a channel message; `channel_type` as given).

@@ -184,6 +184,42 @@ pub enum SlackCall {
         /// The thread.
         ts: String,
     },
+    /// `files.getUploadURLExternal` and the upload of the bytes.
+    UploadFile {
+        /// The file name.
+        filename: String,
+        /// The media type the bytes went with.
+        media_type: String,
+        /// The image description, if any.
+        alt_txt: Option<String>,
+        /// The bytes.
+        bytes: Vec<u8>,
+    },
+    /// `files.completeUploadExternal`.
+    CompleteUpload {
+        /// The conversation.
+        channel: String,
+        /// The thread.
+        thread_ts: String,
+        /// The file.
+        file_id: String,
+        /// Its title.
+        title: String,
+    },
+    /// `conversations.replies` looking for a file's message.
+    FindFileMessage {
+        /// The conversation.
+        channel: String,
+        /// The thread.
+        thread_ts: String,
+        /// The file.
+        file_id: String,
+    },
+    /// `files.delete`.
+    DeleteFile {
+        /// The file.
+        file_id: String,
+    },
 }
 
 /// A [`SlackApi`] for unit tests: records every call and answers with canned ids (message `ts`
@@ -520,6 +556,61 @@ impl SlackApi for RecordingSlack {
             ts: ts.into(),
         });
         Ok(Vec::new())
+    }
+
+    /// Answers the file id `F{n}` (`n` the call's number).
+    async fn upload_file(
+        &self,
+        filename: &str,
+        media_type: &str,
+        alt_txt: Option<&str>,
+        bytes: Vec<u8>,
+    ) -> Result<String, Error> {
+        let n = self.record(SlackCall::UploadFile {
+            filename: filename.into(),
+            media_type: media_type.into(),
+            alt_txt: alt_txt.map(Into::into),
+            bytes,
+        });
+        Ok(format!("F{n:08}"))
+    }
+
+    async fn complete_upload(
+        &self,
+        channel: &str,
+        thread_ts: &str,
+        file_id: &str,
+        title: &str,
+    ) -> Result<(), Error> {
+        self.record(SlackCall::CompleteUpload {
+            channel: channel.into(),
+            thread_ts: thread_ts.into(),
+            file_id: file_id.into(),
+            title: title.into(),
+        });
+        Ok(())
+    }
+
+    /// Finds nothing.
+    async fn find_file_message(
+        &self,
+        channel: &str,
+        thread_ts: &str,
+        file_id: &str,
+    ) -> Result<Option<String>, Error> {
+        self.record(SlackCall::FindFileMessage {
+            channel: channel.into(),
+            thread_ts: thread_ts.into(),
+            file_id: file_id.into(),
+        });
+        Ok(None)
+    }
+
+    async fn delete_file(&self, file_id: &str) -> Result<(), Error> {
+        self.record(SlackCall::DeleteFile {
+            file_id: file_id.into(),
+        });
+        Ok(())
     }
 }
 

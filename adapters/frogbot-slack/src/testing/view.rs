@@ -44,6 +44,36 @@ pub struct SeenMessage {
     pub streaming: bool,
     /// For an ephemeral message: the only person who sees it.
     pub only_for: Option<String>,
+    /// The files it shares, in order (a file's share message shows one: its name, type, size).
+    pub files: Vec<SeenFile>,
+}
+
+/// A file a message shows, as a person sees it in Slack's client ([`SeenMessage::files`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SeenFile {
+    /// Its id (`F…`).
+    pub id: String,
+    /// Its file name.
+    pub name: String,
+    /// Its title (what the client shows above it).
+    pub title: String,
+    /// Its media type (`mimetype`).
+    pub media_type: String,
+    /// Its size in bytes.
+    pub size: u64,
+}
+
+impl SeenFile {
+    fn from_object(f: &Value) -> Self {
+        let text = |k: &str| f[k].as_str().unwrap_or_default().to_owned();
+        Self {
+            id: text("id"),
+            name: text("name"),
+            title: text("title"),
+            media_type: text("mimetype"),
+            size: f["size"].as_u64().unwrap_or(0),
+        }
+    }
 }
 
 impl FakeSlack {
@@ -98,6 +128,7 @@ impl FakeSlack {
                     edited: m.edited,
                     streaming: m.streaming,
                     only_for: None,
+                    files: m.files.iter().map(SeenFile::from_object).collect(),
                 },
             ));
         }
@@ -119,6 +150,7 @@ impl FakeSlack {
                     edited: false,
                     streaming: false,
                     only_for: Some(name(&e.user)),
+                    files: Vec::new(),
                 },
             ));
         }
@@ -438,6 +470,12 @@ pub fn transcript(seen: &[SeenMessage]) -> String {
         }
         for c in &m.controls {
             out.push_str(&format!("    controls: {c}\n"));
+        }
+        for f in &m.files {
+            out.push_str(&format!(
+                "    file: {} \"{}\" ({}, {} bytes)\n",
+                f.name, f.title, f.media_type, f.size
+            ));
         }
         if !m.reactions.is_empty() {
             let r: Vec<String> = m

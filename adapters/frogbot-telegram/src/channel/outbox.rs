@@ -32,6 +32,16 @@
 //! so that [`super::receive`] can route the person's replies to them. The private chat's own
 //! thread (`{chat}`) stays the person's conversation with the model.
 //!
+//! Files ([`ChannelOutbox::deliver_files`], the shared loop over `PostPieces<OutFile>`): each
+//! its own message after the message's text, in the same chat, topic and reply, silent unless
+//! it is the message's first: `sendPhoto` for a picture of at most 10 MB, `sendDocument` (name and
+//! media type kept) for anything else or a picture Telegram refuses as a photo, uploaded as
+//! multipart/form-data with the bytes streamed ([`TelegramApi::send_file`]). A file over
+//! [`MAX_UPLOAD`] (the Bot API's 50 MB for bots; [`TelegramOutbox::with_max_upload`] for a local
+//! Bot API server) is named in a text instead. Idempotent like the text pieces: in-process only
+//! (remembered under `{key}:file:{i}`); a file whose answer was lost, or a retry in another
+//! process, is uploaded again (at least once).
+//!
 //! Telegram gives bots no history of a chat, so [`ChannelOutbox::thread_history`] keeps its
 //! default (nothing): the model sees only the messages the bot received.
 //!
@@ -50,7 +60,7 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use frogbot_channel::delivery::{Deliver, Draw, Keys, PieceAt, PostPieces, PostedMessages};
-use frogbot_channel::{AskPlace, ChannelOutbox, DraftMessages, EditStream, ReplyStream};
+use frogbot_channel::{AskPlace, ChannelOutbox, DraftMessages, EditStream, OutFile, ReplyStream};
 use std::time::Duration;
 
 use frogbot_model::{Ack, BoxError, Thread, UiMessage};
@@ -59,8 +69,8 @@ use teloxide::types::{ChatId, MessageId, ThreadId};
 use tracing::warn;
 
 use crate::client::{
-    Edited, TelegramApi, delete_message, edit_piece, pin_message, send_html_once_as,
-    send_piece_once, send_stream_message, with_retry,
+    Edited, MAX_PHOTO, MAX_UPLOAD, TelegramApi, Upload, UploadKind, delete_message, edit_piece,
+    pin_message, send_html_once_as, send_piece_once, send_stream_message, with_retry,
 };
 use crate::format;
 use crate::ids::{agent_thread_id, split_message_id, split_thread_id, thread_root};
@@ -119,6 +129,11 @@ pub struct TelegramOutbox {
     members: Mutex<Posted>,
     /// An ask's key → the agent conversation its first message started (lately, in-process).
     asks: Mutex<Posted>,
+    /// A durable delivery's key → what its text pieces replied to (a message id, `""` for
+    /// nothing), lately, in-process: its files reply to the same.
+    replies: Mutex<Posted>,
+    /// The largest file uploaded; a larger one is named in a text instead.
+    max_upload: u64,
     /// People's files are downloaded through it.
     downloads: frogbot_channel::files::Downloads,
 }
@@ -133,8 +148,17 @@ impl TelegramOutbox {
             posted: Mutex::default(),
             members: Mutex::default(),
             asks: Mutex::default(),
+            replies: Mutex::default(),
+            max_upload: MAX_UPLOAD,
             downloads: frogbot_channel::files::Downloads::default(),
         }
+    }
+
+    /// Uploading files of at most `bytes` (default [`MAX_UPLOAD`], the Bot API's 50 MB; a local
+    /// Bot API server takes up to 2,000 MB). A larger file is named in a text instead.
+    pub fn with_max_upload(mut self, bytes: u64) -> Self {
+        self.max_upload = bytes;
+        self
     }
 
     /// Downloading people's files through `downloads` (a policy of its own).
@@ -427,6 +451,34 @@ pub struct ReplyPiece {
 }
 
 impl TelegramOutbox {
+    /// Remembers what the text piece `at` of a durable delivery replies to, for its files.
+    fn note_reply(&self, at: PieceAt<'_>, reply_to: Option<MessageId>) {
+        if at.keys != Keys::Delivery {
+            return;
+        }
+        if let Some((delivery, _)) = at.key.rsplit_once(':') {
+            let target = reply_to.map(|r| r.0.to_string()).unwrap_or_default();
+            self.replies
+                .lock()
+                .expect("not poisoned")
+                .insert(delivery.to_owned(), target);
+        }
+    }
+
+    /// What file `at` (key `{delivery}:file:{i}`) replies to: what its message's text replied
+    /// to, when this process posted it; else an agent conversation's root or the turn's message
+    /// ([`Self::turn_reply_to`]).
+    fn file_reply_to(&self, thread: &Thread, at: PieceAt<'_>) -> Option<MessageId> {
+        let remembered = at
+            .key
+            .rsplit_once(":file:")
+            .and_then(|(delivery, _)| self.replies.lock().expect("not poisoned").get(delivery));
+        match remembered {
+            Some(target) => target.parse().ok().map(MessageId),
+            None => self.turn_reply_to(&thread.id),
+        }
+    }
+
     /// `sent`, piece `key` of `thread`: remembered (a retry finds it), and as the thread's.
     fn posted_as(&self, thread: &Thread, key: &str, sent: crate::client::SentMessage) -> String {
         let id = crate::ids::message_id(sent.chat, sent.id);
@@ -507,6 +559,7 @@ impl PostPieces<ReplyPiece> for TelegramOutbox {
     ) -> Result<String, BoxError> {
         let (chat, topic) = split_thread_id(&thread.id)?;
         let silent = at.later() || piece.continued;
+        self.note_reply(at, piece.reply_to);
         let sent =
             send_html_once_as(&self.api, chat, topic, &piece.html, piece.reply_to, silent).await?;
         Ok(self.posted_as(thread, at.key, sent))
@@ -525,6 +578,7 @@ impl PostPieces<AgentPiece> for TelegramOutbox {
     ) -> Result<String, BoxError> {
         let (chat, topic) = split_thread_id(&thread.id)?;
         let root = thread_root(&thread.id);
+        self.note_reply(at, root);
         let send = || send_piece_once(&self.api, chat, topic, piece, at.later(), root);
         let sent = match at.keys {
             Keys::Delivery => send().await?,
@@ -550,6 +604,73 @@ impl PostPieces<AgentPiece> for TelegramOutbox {
             }
         }
     }
+}
+
+/// A file the bot sends: its own message after the message's text, in the same chat, topic
+/// and reply as the text, silent unless it is the message's first. A picture
+/// ([`OutFile::is_image`]) of at most [`MAX_PHOTO`] is a `sendPhoto`, anything else a
+/// `sendDocument` (name and media type kept); a picture Telegram refuses as a photo (its
+/// dimensions, a format it cannot process: "PHOTO_…", "IMAGE_…") is sent again as a document.
+/// A file larger than the outbox's limit ([`MAX_UPLOAD`], [`TelegramOutbox::with_max_upload`])
+/// is not uploaded: a text names it ([`OutFile::refused_text`]). Sent once per attempt, not
+/// retried here (a `Transient` goes back to the engine); idempotent only in-process, like the
+/// text pieces (see the module).
+#[async_trait]
+impl PostPieces<OutFile> for TelegramOutbox {
+    async fn post_piece(
+        &self,
+        thread: &Thread,
+        file: &OutFile,
+        at: PieceAt<'_>,
+    ) -> Result<String, BoxError> {
+        let (chat, topic) = split_thread_id(&thread.id)?;
+        let reply_to = self.file_reply_to(thread, at);
+        let silent = at.later();
+        if file.size > self.max_upload {
+            let why = format!(
+                "larger than Telegram's {} limit for bots",
+                frogbot_channel::files::size_text(self.max_upload)
+            );
+            let html = format::escape(&file.refused_text(&why));
+            let sent = send_html_once_as(&self.api, chat, topic, &html, reply_to, silent).await?;
+            return Ok(self.posted_as(thread, at.key, sent));
+        }
+        let upload = |kind: UploadKind| async move {
+            Ok::<_, BoxError>(Upload {
+                kind,
+                filename: file.filename.clone(),
+                media_type: file.media_type.clone(),
+                size: file.size,
+                bytes: file.open().await?,
+            })
+        };
+        let photo = file.is_image() && file.size <= MAX_PHOTO;
+        let kind = if photo {
+            UploadKind::Photo
+        } else {
+            UploadKind::Document
+        };
+        let first = upload(kind).await?;
+        let sent = match TelegramApi::send_file(&self.api, chat, topic, first, reply_to, silent)
+            .await
+        {
+            Err(crate::Error::Api { message, .. }) if photo && refused_as_photo(&message) => {
+                tracing::debug!(file = %file.id, %message, "refused as a photo; sent as a document");
+                let again = upload(UploadKind::Document).await?;
+                TelegramApi::send_file(&self.api, chat, topic, again, reply_to, silent).await?
+            }
+            sent => sent?,
+        };
+        Ok(self.posted_as(thread, at.key, sent))
+    }
+}
+
+/// Whether Telegram refused an upload as a photo for what the picture is (its dimensions,
+/// size or format: `PHOTO_INVALID_DIMENSIONS`, `PHOTO_SAVE_FILE_INVALID`, `IMAGE_PROCESS_FAILED`
+/// …), which a document does not mind.
+fn refused_as_photo(description: &str) -> bool {
+    let upper = description.to_ascii_uppercase();
+    upper.contains("PHOTO_") || upper.contains("IMAGE_PROCESS")
 }
 
 /// The messages of one streamed reply in a chat (forum topic): [`DraftMessages`] for

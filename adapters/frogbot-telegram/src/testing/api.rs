@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{FromRequest, Request, State};
+use axum::extract::{Request, State};
 use axum::http::header::CONTENT_TYPE;
 use axum::http::{StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
@@ -20,6 +20,7 @@ use tokio::sync::watch;
 
 use super::updates::{as_reply_to, group_chat, now, private_chat};
 use super::{BOT_ID, BOT_USERNAME, MAX_ROW, NOT_MODIFIED, TOKEN, WAIT};
+use crate::client::{MAX_PHOTO, MAX_UPLOAD};
 use crate::ids::MAX_CALLBACK_DATA;
 use crate::render::{
     MAX_BUTTON_TEXT, MAX_BUTTONS, MAX_CAPTION, MAX_NOTICE, MAX_PLACEHOLDER, MAX_TEXT,
@@ -88,6 +89,9 @@ pub(super) struct Inner {
     /// People's files: `file_id` → (`file_path`, bytes). `getFile` answers with the path (not
     /// for a file over 20 MB: the Bot API's limit), `GET /file/bot<token>/<path>` the bytes.
     pub(super) files: Mutex<HashMap<String, (String, Vec<u8>)>>,
+    /// The bot's uploads, by the message that shows them: `{"kind": "photo" | "document",
+    /// "name", "media_type", "size", "file_id"}` as the fake received them.
+    pub(super) uploads: Mutex<HashMap<i64, Value>>,
 }
 
 /// The running fake Bot API (cheap to clone; the server runs until the runtime ends).
@@ -132,6 +136,7 @@ impl FakeBotApi {
             poller: AtomicU64::new(0),
             conflicts: AtomicU64::new(0),
             files: Mutex::default(),
+            uploads: Mutex::default(),
         });
         let app = Router::new().fallback(api).with_state(inner.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -282,6 +287,17 @@ impl FakeBotApi {
             .cloned()
     }
 
+    /// The bytes the fake keeps under `file_id` (a file a person sent, or one the bot uploaded:
+    /// what `getFile` and the file URL serve).
+    pub fn file_bytes(&self, file_id: &str) -> Option<Vec<u8>> {
+        self.inner
+            .files
+            .lock()
+            .expect("not poisoned")
+            .get(file_id)
+            .map(|(_, b)| b.clone())
+    }
+
     /// The webhook registered by the last `setWebhook` (`None` before, or after `deleteWebhook`).
     pub fn webhook(&self) -> Option<Webhook> {
         self.inner.webhook.lock().expect("not poisoned").clone()
@@ -415,31 +431,86 @@ fn error(status: StatusCode, description: &str, parameters: Option<Value>) -> Re
     (status, axum::Json(body)).into_response()
 }
 
+/// A file a bot uploaded in a multipart form (`sendPhoto`, `sendDocument`).
+pub(super) struct Received {
+    /// The part's file name.
+    pub(super) name: Option<String>,
+    /// The part's `Content-Type`.
+    pub(super) media_type: Option<String>,
+    /// The bytes that arrived.
+    pub(super) bytes: Vec<u8>,
+}
+
+/// The form fields Telegram reads as JSON values (numbers, booleans, objects), as teloxide
+/// writes them into a multipart form; every other field is a string.
+const JSON_FIELDS: &[&str] = &[
+    "chat_id",
+    "message_thread_id",
+    "disable_notification",
+    "protect_content",
+    "reply_parameters",
+    "reply_markup",
+    "max_connections",
+    "drop_pending_updates",
+    "allowed_updates",
+];
+
 /// The request's parameters: its JSON body, or the fields of a multipart form (teloxide sends
-/// `setWebhook` as one) as a JSON object of strings.
-async fn params(req: Request) -> Value {
+/// `setWebhook` as one, the adapter its uploads) as a JSON object — [`JSON_FIELDS`] read as
+/// JSON, the rest as strings, and each file part as `{"file_name", "mime_type", "file_size"}`,
+/// its bytes in the map beside it by field name. The body is read as it streams (no size limit:
+/// the methods apply Telegram's).
+async fn params(req: Request) -> (Value, HashMap<String, Received>) {
     let content_type = req
         .headers()
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default()
         .to_owned();
-    let body = Bytes::from_request(req, &()).await.unwrap_or_default();
+    let mut files = HashMap::new();
     if content_type.starts_with("multipart/form-data") {
         let Ok(boundary) = multer::parse_boundary(&content_type) else {
-            return Value::Null;
+            return (Value::Null, files);
         };
-        let stream = futures::stream::once(async move { Ok::<_, std::io::Error>(body) });
-        let mut form = multer::Multipart::new(stream, boundary);
+        let mut form = multer::Multipart::new(req.into_body().into_data_stream(), boundary);
         let mut out = serde_json::Map::new();
         while let Ok(Some(field)) = form.next_field().await {
             let name = field.name().unwrap_or_default().to_owned();
+            if let Some(file_name) = field.file_name().map(str::to_owned) {
+                let media_type = field.content_type().map(ToString::to_string);
+                let Ok(bytes) = field.bytes().await else {
+                    return (Value::Null, HashMap::new());
+                };
+                out.insert(
+                    name.clone(),
+                    json!({
+                        "file_name": file_name, "mime_type": media_type, "file_size": bytes.len()
+                    }),
+                );
+                files.insert(
+                    name,
+                    Received {
+                        name: Some(file_name),
+                        media_type,
+                        bytes: bytes.to_vec(),
+                    },
+                );
+                continue;
+            }
             let text = field.text().await.unwrap_or_default();
-            out.insert(name, Value::String(text));
+            let value = if JSON_FIELDS.contains(&name.as_str()) {
+                serde_json::from_str(&text).unwrap_or(Value::String(text))
+            } else {
+                Value::String(text)
+            };
+            out.insert(name, value);
         }
-        return Value::Object(out);
+        return (Value::Object(out), files);
     }
-    serde_json::from_slice(&body).unwrap_or(Value::Null)
+    let body = axum::body::to_bytes(req.into_body(), usize::MAX)
+        .await
+        .unwrap_or_default();
+    (serde_json::from_slice(&body).unwrap_or(Value::Null), files)
 }
 
 async fn api(State(fake): State<Arc<Inner>>, uri: Uri, req: Request) -> Response {
@@ -464,7 +535,7 @@ async fn api(State(fake): State<Arc<Inner>>, uri: Uri, req: Request) -> Response
         .next()
         .unwrap_or_default()
         .to_lowercase();
-    let body = params(req).await;
+    let (body, files) = params(req).await;
     let at = Instant::now();
     if fake.refuse_token.load(Ordering::SeqCst) {
         record(&fake, &method, &body, None, at, None);
@@ -507,7 +578,7 @@ async fn api(State(fake): State<Arc<Inner>>, uri: Uri, req: Request) -> Response
                 let _ = get_updates(&fake, &body).await;
                 None
             } else {
-                respond(&fake, &method, &body).1
+                respond(&fake, &method, &body, &files).1
             };
             record(&fake, &method, &body, result, at, fault);
             return reset();
@@ -517,7 +588,7 @@ async fn api(State(fake): State<Arc<Inner>>, uri: Uri, req: Request) -> Response
         record(&fake, &method, &body, None, at, None);
         return get_updates(&fake, &body).await;
     }
-    let (response, result) = respond(&fake, &method, &body);
+    let (response, result) = respond(&fake, &method, &body, &files);
     record(&fake, &method, &body, result, at, None);
     response
 }
@@ -541,6 +612,31 @@ fn reset() -> Response {
 }
 
 impl Inner {
+    /// Keeps `bytes` under a new `file_id` and `path` (what `getFile` and the file URL serve).
+    pub(super) fn store(&self, path: &str, bytes: Vec<u8>) -> String {
+        let n = self.next_message.fetch_add(1, Ordering::SeqCst);
+        let id = format!("AgACAgIAAxkBAAI{n:06}");
+        self.files
+            .lock()
+            .expect("not poisoned")
+            .insert(id.clone(), (path.to_owned(), bytes));
+        id
+    }
+
+    /// Remembers that message `id` shows the upload `file` (stored as `file_id`), as `kind`.
+    fn note_upload(&self, id: i64, kind: &str, file: &Received, file_id: &str) {
+        self.uploads.lock().expect("not poisoned").insert(
+            id,
+            json!({
+                "kind": kind,
+                "name": file.name.clone().unwrap_or_default(),
+                "media_type": file.media_type.clone().unwrap_or_default(),
+                "size": file.bytes.len(),
+                "file_id": file_id,
+            }),
+        );
+    }
+
     /// The fault injected into this call of `method`, if any.
     fn fault(&self, method: &str) -> Option<Fault> {
         let faults = self.faults.lock().expect("not poisoned");
@@ -616,6 +712,78 @@ fn photo_sizes(url: &Value) -> Result<Value, &'static str> {
         {"file_id": format!("photo:{url}:m"), "file_unique_id": format!("m{}", url.len()),
          "width": 800, "height": 533, "file_size": 48000}
     ]))
+}
+
+/// The width and height of an uploaded photo, or why Telegram would refuse it as one: read from
+/// a PNG's `IHDR` or a GIF's screen descriptor (JPEG and WebP are taken as 800×600, unread); at
+/// most 10 MB ("PHOTO_SAVE_FILE_INVALID"), width + height at most 10,000 and a ratio at most 20
+/// ("PHOTO_INVALID_DIMENSIONS", as documented for `sendPhoto`); anything else is no picture
+/// ("IMAGE_PROCESS_FAILED").
+fn photo_dimensions(bytes: &[u8]) -> Result<(u64, u64), &'static str> {
+    if bytes.len() as u64 > MAX_PHOTO {
+        return Err("Bad Request: PHOTO_SAVE_FILE_INVALID");
+    }
+    let be = |at: usize| {
+        bytes
+            .get(at..at + 4)
+            .map(|b| u64::from(u32::from_be_bytes([b[0], b[1], b[2], b[3]])))
+    };
+    let le16 = |at: usize| {
+        bytes
+            .get(at..at + 2)
+            .map(|b| u64::from(u16::from_le_bytes([b[0], b[1]])))
+    };
+    let (width, height) =
+        if bytes.starts_with(b"\x89PNG\r\n\x1a\n") && bytes.get(12..16) == Some(&b"IHDR"[..]) {
+            (be(16), be(20))
+        } else if bytes.starts_with(b"GIF8") {
+            (le16(6), le16(8))
+        } else if bytes.starts_with(&[0xff, 0xd8, 0xff])
+            || (bytes.starts_with(b"RIFF") && bytes.get(8..12) == Some(&b"WEBP"[..]))
+        {
+            (Some(800), Some(600))
+        } else {
+            (None, None)
+        };
+    let (Some(width), Some(height)) = (width, height) else {
+        return Err("Bad Request: IMAGE_PROCESS_FAILED");
+    };
+    let (small, large) = (width.min(height), width.max(height));
+    if small == 0 || width + height > 10_000 || large > small * 20 {
+        return Err("Bad Request: PHOTO_INVALID_DIMENSIONS");
+    }
+    Ok((width, height))
+}
+
+/// A `file_unique_id` for `file_id` (Telegram's is shorter and the same for every bot).
+fn unique_id(file_id: &str) -> String {
+    format!("AQAD{}", &file_id[file_id.len().saturating_sub(8)..])
+}
+
+/// The `photo` sizes of an uploaded picture of `width` × `height`: a thumbnail (at most 90 px
+/// a side) and the picture itself, each a `PhotoSize` whose `file_id` `getFile` resolves. The
+/// fake does not re-encode: both are the bytes uploaded (Telegram's sizes are re-encoded JPEGs).
+fn uploaded_photo_sizes(
+    fake: &Inner,
+    file_id: &str,
+    bytes: &[u8],
+    width: u64,
+    height: u64,
+) -> Value {
+    let full = json!({
+        "file_id": file_id, "file_unique_id": unique_id(file_id),
+        "width": width, "height": height, "file_size": bytes.len()
+    });
+    if width.max(height) <= 90 {
+        return json!([full]);
+    }
+    let scale = |side: u64| (side * 90 / width.max(height)).max(1);
+    let thumb_id = fake.store(&format!("photos/thumb_{file_id}.jpg"), bytes.to_vec());
+    json!([
+        {"file_id": thumb_id, "file_unique_id": unique_id(&thumb_id),
+         "width": scale(width), "height": scale(height), "file_size": bytes.len()},
+        full
+    ])
 }
 
 /// The text a message of `body` shows: its `text`, or with `parse_mode` `HTML` what is left of it
@@ -873,7 +1041,12 @@ const REACTION_EMOJIS: &[&str] = &[
     "😡",
 ];
 
-fn respond(fake: &Inner, method: &str, body: &Value) -> (Response, Option<Value>) {
+fn respond(
+    fake: &Inner,
+    method: &str,
+    body: &Value,
+    files: &HashMap<String, Received>,
+) -> (Response, Option<Value>) {
     let ok = |result: Value| (ok(result.clone()), Some(result));
     let bad = |description: &str| (error(StatusCode::BAD_REQUEST, description, None), None);
     match method {
@@ -1068,10 +1241,47 @@ fn respond(fake: &Inner, method: &str, body: &Value) -> (Response, Option<Value>
             }
             ok(shown)
         }
-        "sendphoto" => {
-            let sizes = match photo_sizes(&body["photo"]) {
-                Ok(s) => s,
-                Err(why) => return bad(why),
+        "sendphoto" | "senddocument" => {
+            let field = if method == "sendphoto" {
+                "photo"
+            } else {
+                "document"
+            };
+            let upload = files.get(field);
+            if let Some(u) = upload {
+                if u.bytes.len() as u64 > MAX_UPLOAD {
+                    return (
+                        error(
+                            StatusCode::PAYLOAD_TOO_LARGE,
+                            "Request Entity Too Large",
+                            None,
+                        ),
+                        None,
+                    );
+                }
+                if u.bytes.is_empty() {
+                    return bad("Bad Request: file must be non-empty");
+                }
+            }
+            // A photo's sizes, checked before anything is stored.
+            let dimensions = match (method, upload) {
+                ("sendphoto", Some(u)) => match photo_dimensions(&u.bytes) {
+                    Ok(d) => Some(d),
+                    Err(why) => return bad(why),
+                },
+                ("sendphoto", None) => None,
+                (_, Some(_)) => None,
+                // A document by URL or file id: this fake takes uploads only.
+                (_, None) => {
+                    return bad("Bad Request: wrong file identifier/HTTP URL specified");
+                }
+            };
+            let url_sizes = match (method, upload) {
+                ("sendphoto", None) => match photo_sizes(&body["photo"]) {
+                    Ok(s) => Some(s),
+                    Err(why) => return bad(why),
+                },
+                _ => None,
             };
             let caption = match read_caption(&body["caption"], &body["parse_mode"]) {
                 Ok(c) => c,
@@ -1083,8 +1293,32 @@ fn respond(fake: &Inner, method: &str, body: &Value) -> (Response, Option<Value>
             let id = fake.next_message.fetch_add(1, Ordering::SeqCst);
             let mut m = json!({
                 "message_id": id, "date": now(), "chat": chat_of(&body["chat_id"]),
-                "from": bot_user(), "photo": sizes
+                "from": bot_user()
             });
+            match (upload, dimensions, url_sizes) {
+                (_, _, Some(sizes)) => m["photo"] = sizes,
+                (Some(u), Some((width, height)), None) => {
+                    let file_id = fake.store(&format!("photos/file_{id}.jpg"), u.bytes.clone());
+                    m["photo"] = uploaded_photo_sizes(fake, &file_id, &u.bytes, width, height);
+                    fake.note_upload(id, "photo", u, &file_id);
+                }
+                (Some(u), _, None) => {
+                    let name = u.name.clone().unwrap_or_else(|| "file".to_owned());
+                    let ext = name.rsplit_once('.').map(|(_, e)| e).unwrap_or("bin");
+                    let file_id =
+                        fake.store(&format!("documents/file_{id}.{ext}"), u.bytes.clone());
+                    let mut document = json!({
+                        "file_id": file_id, "file_unique_id": unique_id(&file_id),
+                        "file_name": name, "file_size": u.bytes.len()
+                    });
+                    if let Some(t) = &u.media_type {
+                        document["mime_type"] = json!(t);
+                    }
+                    m["document"] = document;
+                    fake.note_upload(id, "document", u, &file_id);
+                }
+                (None, _, None) => unreachable!("refused above"),
+            }
             if let Some(c) = caption {
                 m["caption"] = json!(c);
             }

@@ -72,14 +72,7 @@ impl FakeBotApi {
     /// Stores a file a person sends (Telegram keeps it under a `file_id` and a `file_path`):
     /// its `file_id`, for a `photo` size or a `document` in a message.
     pub fn store_file(&self, path: &str, bytes: Vec<u8>) -> String {
-        let n = self.inner.next_message.fetch_add(1, Ordering::SeqCst);
-        let id = format!("AgACAgIAAxkBAAI{n:06}");
-        self.inner
-            .files
-            .lock()
-            .expect("not poisoned")
-            .insert(id.clone(), (path.to_owned(), bytes));
-        id
+        self.inner.store(path, bytes)
     }
 
     /// A message `from` writes in `chat` (replying to message `reply_to` when set), as a

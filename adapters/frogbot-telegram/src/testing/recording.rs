@@ -9,7 +9,7 @@ use chrono::DateTime;
 use teloxide::types::{ChatId, InlineKeyboardMarkup, MessageId, ParseMode, ReplyMarkup, ThreadId};
 
 use crate::Error;
-use crate::client::{SentMessage, TelegramApi};
+use crate::client::{SentMessage, TelegramApi, Upload, UploadKind};
 
 /// One call [`RecordingTelegram`] recorded.
 #[derive(Clone, Debug, PartialEq)]
@@ -84,6 +84,25 @@ pub enum ApiCall {
         /// The forum topic.
         topic: Option<ThreadId>,
     },
+    /// `sendPhoto` / `sendDocument` of an upload ([`TelegramApi::send_file`]).
+    SendFile {
+        /// The chat.
+        chat: ChatId,
+        /// The forum topic.
+        topic: Option<ThreadId>,
+        /// As a photo or as a document.
+        kind: UploadKind,
+        /// The file name.
+        filename: String,
+        /// The media type.
+        media_type: String,
+        /// The bytes the upload's stream yielded.
+        bytes: Vec<u8>,
+        /// The message replied to.
+        reply_to: Option<MessageId>,
+        /// Sent with `disable_notification`.
+        silent: bool,
+    },
     /// `sendMessageDraft`.
     SendDraft {
         /// The private chat.
@@ -95,8 +114,8 @@ pub enum ApiCall {
     },
 }
 
-/// A [`TelegramApi`] that calls nothing: it records every call and answers `sendMessage` with
-/// message ids 100, 101, … dated 2026-01-01T00:00:00Z. For unit tests of the hooks; the fake Bot API
+/// A [`TelegramApi`] that calls nothing: it records every call and answers `sendMessage` (and
+/// an upload, whose stream it reads whole) with message ids 100, 101, … dated 2026-01-01T00:00:00Z. For unit tests of the hooks; the fake Bot API
 /// (`testing`, feature `testing`) tests them over HTTP through teloxide.
 #[derive(Debug)]
 pub struct RecordingTelegram {
@@ -292,5 +311,37 @@ impl TelegramApi for RecordingTelegram {
             html: html.to_owned(),
         });
         Ok(())
+    }
+
+    async fn send_file(
+        &self,
+        chat: ChatId,
+        topic: Option<ThreadId>,
+        upload: Upload,
+        reply_to: Option<MessageId>,
+        silent: bool,
+    ) -> Result<SentMessage, Error> {
+        use futures::StreamExt;
+        let method = upload.kind.method();
+        let mut bytes = Vec::new();
+        let mut stream = upload.bytes;
+        while let Some(piece) = stream.next().await {
+            let piece = piece.map_err(|e| Error::Api {
+                method,
+                message: format!("the upload's bytes could not be read: {e}"),
+            })?;
+            bytes.extend_from_slice(&piece);
+        }
+        self.record(ApiCall::SendFile {
+            chat,
+            topic,
+            kind: upload.kind,
+            filename: upload.filename,
+            media_type: upload.media_type,
+            bytes,
+            reply_to,
+            silent,
+        });
+        Ok(self.sent(chat))
     }
 }

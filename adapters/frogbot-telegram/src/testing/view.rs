@@ -14,8 +14,10 @@ pub struct SeenMessage {
     /// Its text after edits, as shown (HTML parsed: what a client renders, without the tags); a
     /// photo's caption; a draft's text.
     pub text: String,
-    /// The URL of the photo it shows, for a photo.
+    /// The URL of the photo it shows, for a photo sent by URL.
     pub photo: Option<String>,
+    /// The file it shows, for a file the bot uploaded (`sendPhoto` / `sendDocument`).
+    pub file: Option<SeenFile>,
     /// Its inline keyboard now: each row's button texts.
     pub buttons: Vec<Vec<String>>,
     /// Its ForceReply, when it asks for a reply: the client opens a reply to it with this
@@ -38,9 +40,26 @@ pub struct SeenMessage {
     pub draft: bool,
 }
 
+/// A file the bot uploaded, as a person sees it: a picture, or a document with its name, type
+/// and size.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SeenFile {
+    /// `photo` (`sendPhoto`: shown as a picture) or `document` (`sendDocument`).
+    pub kind: String,
+    /// The file name uploaded (Telegram shows it for a document, drops it for a photo).
+    pub name: String,
+    /// The media type uploaded (the part's `Content-Type`; `""` without one).
+    pub media_type: String,
+    /// Its size in bytes.
+    pub size: u64,
+    /// The `file_id` `getFile` resolves (for a photo, its largest size).
+    pub file_id: String,
+}
+
 /// The view as stable plain text for golden files: one block per message, `[n] sender
 /// (notified|silent)(, edited)(, draft)`, `↪ [k]` when it replies to message `k` of the view, the
-/// text indented, then a `photo:` line, one `buttons:` line per keyboard row, a `reply field:`
+/// text indented, then a `photo:` line (a photo by URL), a `📎 photo:` or `📎 document:` line
+/// (an upload: name, type, size), one `buttons:` line per keyboard row, a `reply field:`
 /// line and a `reactions:` line. No ids or times.
 pub fn transcript(seen: &[SeenMessage]) -> String {
     let mut out = String::new();
@@ -75,6 +94,15 @@ pub fn transcript(seen: &[SeenMessage]) -> String {
         }
         if let Some(url) = &m.photo {
             out.push_str(&format!("    photo: {url}\n"));
+        }
+        if let Some(f) = &m.file {
+            out.push_str(&format!(
+                "    📎 {}: {} ({}, {})\n",
+                f.kind,
+                f.name,
+                f.media_type,
+                frogbot_channel::files::size_text(f.size)
+            ));
         }
         for row in &m.buttons {
             let row: Vec<String> = row.iter().map(|b| format!("[ {b} ]")).collect();
@@ -157,6 +185,7 @@ impl FakeBotApi {
         // Read under the messages' lock's order (messages, then these), as the fake writes them.
         let silent = self.inner.silent.lock().expect("not poisoned").clone();
         let edited_ids = self.inner.edited.lock().expect("not poisoned").clone();
+        let uploads = self.inner.uploads.lock().expect("not poisoned").clone();
         let mut seen: Vec<SeenMessage> = ids
             .into_iter()
             .map(|id| {
@@ -188,12 +217,22 @@ impl FakeBotApi {
                         .unwrap_or_default()
                         .to_owned()
                 });
-                let photo = m["photo"][0]["file_id"].as_str().map(|f| {
-                    f.strip_prefix("photo:")
-                        .and_then(|f| f.strip_suffix(":s"))
-                        .unwrap_or(f)
-                        .to_owned()
+                let file = uploads.get(&id).map(|u| SeenFile {
+                    kind: u["kind"].as_str().unwrap_or_default().to_owned(),
+                    name: u["name"].as_str().unwrap_or_default().to_owned(),
+                    media_type: u["media_type"].as_str().unwrap_or_default().to_owned(),
+                    size: u["size"].as_u64().unwrap_or_default(),
+                    file_id: u["file_id"].as_str().unwrap_or_default().to_owned(),
                 });
+                let photo = m["photo"][0]["file_id"]
+                    .as_str()
+                    .filter(|_| file.is_none())
+                    .map(|f| {
+                        f.strip_prefix("photo:")
+                            .and_then(|f| f.strip_suffix(":s"))
+                            .unwrap_or(f)
+                            .to_owned()
+                    });
                 let text = m["text"]
                     .as_str()
                     .or_else(|| m["caption"].as_str())
@@ -211,6 +250,7 @@ impl FakeBotApi {
                     sender: if is_bot { "FrogBot".to_owned() } else { sender },
                     text,
                     photo,
+                    file,
                     buttons,
                     reply_field,
                     reply_to: m["reply_to_message"]["message_id"].as_i64(),
@@ -227,9 +267,12 @@ impl FakeBotApi {
             .filter(|c| c.result.is_some() && c.body["chat_id"] == chat.0)
             .collect();
         let last_draft = in_chat.iter().rposition(|c| c.method == "sendmessagedraft");
-        let last_message = in_chat
-            .iter()
-            .rposition(|c| matches!(c.method.as_str(), "sendmessage" | "sendphoto"));
+        let last_message = in_chat.iter().rposition(|c| {
+            matches!(
+                c.method.as_str(),
+                "sendmessage" | "sendphoto" | "senddocument"
+            )
+        });
         if root.is_none()
             && topic.is_none()
             && let Some(d) = last_draft
@@ -241,6 +284,7 @@ impl FakeBotApi {
                 sender: "FrogBot".to_owned(),
                 text: shown_text(&c.body).unwrap_or_default(),
                 photo: None,
+                file: None,
                 buttons: Vec::new(),
                 reply_field: None,
                 reply_to: None,

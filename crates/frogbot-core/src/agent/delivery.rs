@@ -102,6 +102,17 @@ pub(crate) fn text_of(reply: &UiMessage, from: usize, to: usize) -> String {
         .collect()
 }
 
+/// The `file` parts among `reply`'s parts `from..to`, in order.
+pub(crate) fn files_of(reply: &UiMessage, from: usize, to: usize) -> Vec<MessagePart> {
+    let to = to.min(reply.parts.len());
+    let from = from.min(to);
+    reply.parts[from..to]
+        .iter()
+        .filter(|p| p.as_file().is_some())
+        .cloned()
+        .collect()
+}
+
 /// The delivery job a channel chat's turn end owes its thread (`None`: not a channel chat, or
 /// nothing to post). A reply `waiting` on questions always owes one: its job also sees the
 /// questions drawn (a process that died before drawing them leaves them to the job).
@@ -117,6 +128,7 @@ pub(crate) fn owed(
     let max_steps = why == EndWhy::MaxSteps;
     let something = waiting
         || !text_of(reply, from, to).trim().is_empty()
+        || !files_of(reply, from, to).is_empty()
         || reply.metadata.error.is_some()
         || max_steps
         || !reply.metadata.drafts.is_empty();

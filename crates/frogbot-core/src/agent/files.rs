@@ -264,14 +264,7 @@ pub(crate) async fn take_platform_files(
     (taken, refused)
 }
 
-/// `bytes` for a person: `20 MB`, `512 KB`, `300 bytes`.
-fn size_text(bytes: u64) -> String {
-    match bytes {
-        n if n >= 1024 * 1024 => format!("{} MB", n / (1024 * 1024)),
-        n if n >= 1024 => format!("{} KB", n / 1024),
-        n => format!("{n} bytes"),
-    }
-}
+use frogbot_channel::files::size_text;
 
 /// The notice telling a person which of their files were not taken.
 pub(crate) fn refused_text(refused: &[String]) -> String {
@@ -353,6 +346,70 @@ pub(crate) async fn check_file_parts(
         *part = MessagePart::file(&row.media_type, &row.filename, &url);
     }
     Ok(())
+}
+
+/// A stored file's bytes, as a channel reads them to send it.
+struct StoredFile {
+    store: DynStore,
+    row: FileRow,
+}
+
+#[async_trait::async_trait]
+impl frogbot_channel::files::FileSource for StoredFile {
+    async fn open(&self) -> Result<frogbot_channel::FileStream, crate::BoxError> {
+        Ok(file_chunks(self.store.clone(), self.row.clone())
+            .map(|r| r.map_err(crate::BoxError::from))
+            .boxed())
+    }
+}
+
+/// The files `parts` name, as a channel sends them ([`frogbot_channel::OutFile`]): each a file
+/// of `chat` read from the store a chunk at a time, or a `data:` URL's bytes. A part naming no
+/// file of `chat` (checked when the message was taken, so only a file purged since) is left out
+/// and logged.
+pub(crate) async fn out_files(
+    store: &DynStore,
+    chat: &ChatId,
+    parts: &[MessagePart],
+) -> crate::Result<Vec<frogbot_channel::OutFile>> {
+    let mut out = Vec::new();
+    for (i, f) in parts.iter().filter_map(MessagePart::as_file).enumerate() {
+        if let Some(data) = f.url.strip_prefix("data:") {
+            let (_, payload) = data.split_once(',').unwrap_or((data, ""));
+            match base64::engine::general_purpose::STANDARD.decode(payload) {
+                Ok(bytes) => out.push(frogbot_channel::OutFile::from_bytes(
+                    format!("data{i}"),
+                    f.media_type,
+                    f.filename,
+                    bytes,
+                )),
+                Err(e) => {
+                    tracing::warn!(chat_id = %chat, error = %e, "a data: URL file part is not base64; not sent");
+                }
+            }
+            continue;
+        }
+        let row = match parse_file_url(f.url) {
+            Some((of, id)) if &of == chat => store.get_file(chat, id).await?,
+            _ => None,
+        };
+        match row {
+            Some(row) => out.push(frogbot_channel::OutFile::new(
+                row.id.clone(),
+                row.media_type.clone(),
+                row.filename.clone(),
+                row.size,
+                std::sync::Arc::new(StoredFile {
+                    store: store.clone(),
+                    row,
+                }),
+            )),
+            None => {
+                tracing::warn!(chat_id = %chat, url = f.url, "a message names a file that is gone; not sent");
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// The model messages of a user message's files (before its text).

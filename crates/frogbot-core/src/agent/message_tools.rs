@@ -243,6 +243,7 @@ impl MessageTool {
                             text,
                             blocks: blocks.unwrap_or_default(),
                             pin: None,
+                            files: Vec::new(),
                         },
                     )
                     .await?;
@@ -348,6 +349,7 @@ impl MessageTool {
                                     text,
                                     blocks: blocks.unwrap_or_default(),
                                     pin: Some(STATUS_PIN.into()),
+                                    files: Vec::new(),
                                 },
                             )
                             .await?

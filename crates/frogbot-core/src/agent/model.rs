@@ -375,6 +375,9 @@ pub enum ModelEvent {
     TextDelta(String),
     /// A complete tool call (providers assemble streamed argument fragments first).
     ToolCall(ToolCallRequest),
+    /// A file the model made (an image a model draws): kept in the chat as a `file` part of the
+    /// reply, after the step's text, and sent to the person with it.
+    File(GeneratedFile),
     /// A fallback model answers this step (the one asked for failed before answering): its
     /// configured id. Comes before the step's other events.
     Fallback {
@@ -388,6 +391,27 @@ pub enum ModelEvent {
         /// Token usage, when reported.
         usage: Option<Usage>,
     },
+}
+
+/// A file a model made ([`ModelEvent::File`]).
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GeneratedFile {
+    /// Its media type, e.g. `image/png`.
+    pub media_type: String,
+    /// Its file name (`""`: one is made from the type).
+    pub filename: String,
+    /// Its bytes.
+    pub data: Vec<u8>,
+}
+
+impl std::fmt::Debug for GeneratedFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GeneratedFile")
+            .field("media_type", &self.media_type)
+            .field("filename", &self.filename)
+            .field("bytes", &self.data.len())
+            .finish()
+    }
 }
 
 /// A stream of step events.

@@ -7,7 +7,7 @@ use crate::model::{ChannelQuestions, Thread};
 use crate::store::ChatRow;
 pub use frogbot_channel::{
     AccessCheck, AllowAll, AllowList, AskPlace, Channel, ChannelOutbox, ChannelSettings, Delivery,
-    DraftMessages, EditStream, FIRST_MESSAGE_WAIT, FileStream, ReplyStream, ShownAcks,
+    DraftMessages, EditStream, FIRST_MESSAGE_WAIT, FileStream, OutFile, ReplyStream, ShownAcks,
 };
 
 /// The channels of this process, by platform.

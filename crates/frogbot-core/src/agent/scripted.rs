@@ -79,6 +79,21 @@ pub fn reply(text: &str) -> Vec<ScriptEvent> {
     ]
 }
 
+/// A text reply with files the model made ([`ModelEvent::File`]), then `Finish { Stop }`.
+pub fn reply_with_files(
+    text: &str,
+    files: impl IntoIterator<Item = crate::agent::GeneratedFile>,
+) -> Vec<ScriptEvent> {
+    let mut events = vec![ScriptEvent::Event(ModelEvent::TextDelta(text.into()))];
+    events.extend(
+        files
+            .into_iter()
+            .map(|f| ScriptEvent::Event(ModelEvent::File(f))),
+    );
+    events.push(finish(FinishReason::Stop));
+    events
+}
+
 /// A tool call followed by `Finish { ToolCalls }`.
 pub fn call(id: &str, name: &str, input: serde_json::Value) -> Vec<ScriptEvent> {
     vec![

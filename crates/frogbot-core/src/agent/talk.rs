@@ -101,6 +101,10 @@ pub struct AgentMessage {
     pub blocks: Vec<Block>,
     /// Pin it under this key (replacing the key's pin).
     pub pin: Option<String>,
+    /// Files it carries: `file` parts naming files of the chat (uploaded first, `POST
+    /// /api/chats/{chat}/files`) or `data:` URLs, sent on a platform as its own uploads after
+    /// the message. An edit keeps them.
+    pub files: Vec<MessagePart>,
 }
 
 /// How an agent changes one of its messages.
@@ -372,9 +376,25 @@ impl Channels {
         if msg.title.is_none()
             && msg.text.as_deref().is_none_or(str::is_empty)
             && msg.blocks.is_empty()
+            && msg.files.is_empty()
         {
-            return Err(Error::invalid("a message needs a title, text or blocks"));
+            return Err(Error::invalid(
+                "a message needs a title, text, blocks or files",
+            ));
         }
+        let mut files = msg.files;
+        if files.iter().any(|p| p.as_file().is_none()) {
+            return Err(Error::invalid(
+                "each of a message's files is a file part: {\"type\": \"file\", \"url\": …}",
+            ));
+        }
+        crate::agent::files::check_file_parts(
+            &self.turns.store,
+            &self.turns.config.files,
+            chat,
+            &mut files,
+        )
+        .await?;
         if let Some(k) = &msg.pin
             && !valid_pin_key(k)
         {
@@ -397,6 +417,7 @@ impl Channels {
             parts: parts_of(msg.text.as_deref(), &msg.blocks),
             metadata: Default::default(),
         };
+        message.parts.extend(files);
         message.metadata.author = agent.cloned();
         message.metadata.title = msg.title;
         message.metadata.created_at = crate::model::millis_to_iso(self.now());
@@ -545,9 +566,19 @@ impl Channels {
                     if title.is_some() {
                         m.metadata.title = title.clone().filter(|t| !t.is_empty());
                     }
+                    // Its files stay as they are.
+                    let files: Vec<MessagePart> = m
+                        .parts
+                        .iter()
+                        .filter(|p| p.as_file().is_some())
+                        .cloned()
+                        .collect();
                     m.parts = parts_of(Some(&text), &blocks);
+                    m.parts.extend(files);
                     if m.parts.is_empty() && m.metadata.title.is_none() {
-                        return Err(Error::invalid("a message needs a title, text or blocks"));
+                        return Err(Error::invalid(
+                            "a message needs a title, text, blocks or files",
+                        ));
                     }
                 }
                 MessageEdit::Patch { block_id, block } => {
@@ -1086,12 +1117,41 @@ impl Channels {
                     sync.shown = Some(sync.revision);
                     return Ok(());
                 }
+                // The message's files follow its drawn messages, each its own upload; an edit
+                // redraws the rest and leaves them (they do not change).
+                let file_parts: Vec<MessagePart> = m
+                    .parts
+                    .iter()
+                    .filter(|p| p.as_file().is_some())
+                    .cloned()
+                    .collect();
                 if sync.shown.is_none() {
                     let delivery = Delivery::new(format!("{key}:{}", sync.revision));
-                    m.metadata.posted = outbox.post_message(&thread, &m, &delivery).await?;
+                    let files = crate::agent::files::out_files(store, chat, &file_parts).await?;
+                    let mut drawn = m.clone();
+                    drawn.parts.retain(|p| p.as_file().is_none());
+                    let mut posted = if drawn.parts.is_empty() && drawn.metadata.title.is_none() {
+                        Vec::new()
+                    } else {
+                        outbox.post_message(&thread, &drawn, &delivery).await?
+                    };
+                    let after = posted.len();
+                    posted.extend(
+                        outbox
+                            .deliver_files(&thread, &files, after, &delivery)
+                            .await?,
+                    );
+                    m.metadata.posted = posted;
                     sync.shown = Some(sync.revision);
                 } else if sync.shown != Some(sync.revision) {
-                    m.metadata.posted = outbox.edit_posted(&thread, &m.metadata.posted, &m).await?;
+                    let keep = m.metadata.posted.len().saturating_sub(file_parts.len());
+                    let (drawn_ids, file_ids) = m.metadata.posted.split_at(keep);
+                    let file_ids = file_ids.to_vec();
+                    let mut drawn = m.clone();
+                    drawn.parts.retain(|p| p.as_file().is_none());
+                    let mut posted = outbox.edit_posted(&thread, drawn_ids, &drawn).await?;
+                    posted.extend(file_ids);
+                    m.metadata.posted = posted;
                     sync.shown = Some(sync.revision);
                 }
                 if sync.pinned != want_pin

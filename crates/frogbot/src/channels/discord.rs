@@ -13,6 +13,7 @@
 //! allow = ["alice"]
 //! # shards = 4                           # gateway shards (default: what Discord recommends)
 //! # shard_lease_ms = 10000                # a replica's hold on its shards without renewal
+//! # max_upload_bytes = 10485760           # a file the bot sends, at most (a boosted server: more)
 //! ```
 //!
 //! Replicas: the processes of serve sharing the database split the bot's gateway shards. Each
@@ -73,6 +74,10 @@ pub struct DiscordConfig {
     /// (renewed every third of it; default [`DEFAULT_SHARD_LEASE`]).
     #[serde(default)]
     pub shard_lease_ms: Option<u64>,
+    /// The largest file the bot uploads (default 10 MiB, Discord's limit for bots on a server
+    /// without boosts); a larger one is named in a text instead.
+    #[serde(default)]
+    pub max_upload_bytes: Option<u64>,
     /// The token, read from `token_env` by [`parse`].
     #[serde(skip)]
     token: Secret,
@@ -141,6 +146,12 @@ pub(crate) fn parse(value: &toml::Value) -> Result<DiscordConfig, ConfigError> {
             format!("must be a whole number from {MIN_SHARD_LEASE_MS} to {MAX_SHARD_LEASE_MS}"),
         ));
     }
+    if config.max_upload_bytes == Some(0) {
+        return Err(ConfigError::key(
+            "channels.discord.max_upload_bytes",
+            "must be a whole number above 0",
+        ));
+    }
     Ok(config)
 }
 
@@ -156,6 +167,9 @@ impl DiscordConfig {
             users: self.users.clone(),
             allow: self.allow.clone(),
             shards: self.shards,
+            max_upload_bytes: self
+                .max_upload_bytes
+                .unwrap_or(Config::default().max_upload_bytes),
             ..Config::default()
         }
     }
@@ -454,7 +468,7 @@ mod tests {
         ))
         .unwrap();
         assert_eq!(ok.application_id.get(), Some(123));
-        for bad in ["shards = 0", "shard_lease_ms = 10"] {
+        for bad in ["shards = 0", "shard_lease_ms = 10", "max_upload_bytes = 0"] {
             let e = err(&format!("token_env = \"PATH\"\napplication_id = 1\n{bad}"));
             assert!(e.contains(bad.split(' ').next().unwrap()), "{e}");
         }

@@ -157,6 +157,10 @@ pub(super) struct SendBody {
     blocks: Option<Value>,
     #[serde(default)]
     pin: Option<String>,
+    /// File parts (`{"type": "file", "url": "/api/chats/{chat}/files/{id}", …}`: what an upload
+    /// answered).
+    #[serde(default)]
+    files: Vec<Value>,
 }
 
 /// `POST /api/chats/{id}/agent-messages`: 201 with the message (`id` makes it idempotent).
@@ -186,6 +190,11 @@ pub(super) async fn send(
                 text: body.text,
                 blocks,
                 pin: body.pin,
+                files: body
+                    .files
+                    .into_iter()
+                    .map(frogbot_core::model::MessagePart::Other)
+                    .collect(),
             },
         )
         .await

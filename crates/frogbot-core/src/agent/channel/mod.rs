@@ -513,6 +513,7 @@ impl Channels {
         max_steps: bool,
         stream: &mut Option<Box<dyn ReplyStream>>,
         delivery: &Delivery,
+        files: &[frogbot_channel::OutFile],
     ) -> std::result::Result<Vec<String>, crate::BoxError> {
         let notice = match &reply.metadata.error {
             Some(error) => Some(failure_text(&error.code)),
@@ -567,9 +568,9 @@ impl Channels {
         match stream {
             Some(s) => {
                 s.finish(&text).await?;
-                Ok(s.message_ids())
+                ids = s.message_ids();
             }
-            None if text.trim().is_empty() => Ok(ids),
+            None if text.trim().is_empty() => {}
             None => {
                 let message = UiMessage {
                     id: reply.id.clone(),
@@ -578,9 +579,26 @@ impl Channels {
                     metadata: reply.metadata.clone(),
                 };
                 ids.extend(outbox.deliver(thread, &message, delivery).await?);
-                Ok(ids)
             }
         }
+        // The files after the text, each the platform's own upload.
+        let after = ids.len();
+        ids.extend(outbox.deliver_files(thread, files, after, delivery).await?);
+        Ok(ids)
+    }
+
+    /// The files of `reply`'s parts `from..to`, as its channel sends them.
+    async fn files_to_send(
+        &self,
+        chat: &ChatId,
+        reply: &UiMessage,
+        (from, to): (usize, usize),
+    ) -> Result<Vec<frogbot_channel::OutFile>> {
+        let parts = delivery::files_of(reply, from, to);
+        if parts.is_empty() {
+            return Ok(Vec::new());
+        }
+        crate::agent::files::out_files(&self.turns.store, chat, &parts).await
     }
 
     /// Keeps the platform ids of a reply's messages on it (`metadata.posted`; the ids of the
@@ -658,6 +676,13 @@ impl Channels {
             return None;
         };
         let key = job.key();
+        let files = match self.files_to_send(&chat.chat_id, reply, (*from, *to)).await {
+            Ok(files) => files,
+            Err(e) => {
+                warn!(chat_id = %chat.chat_id, key, error = %e, "reading the reply's files failed; its delivery job takes over");
+                return None;
+            }
+        };
         let mut delivery = Delivery::new(key.clone());
         let mut retries = delivery::Retries::within(self.turns.config.delivery_grace / 2);
         loop {
@@ -672,6 +697,7 @@ impl Channels {
                 *max_steps,
                 &mut stream,
                 &delivery,
+                &files,
             );
             let e = match tokio::time::timeout(left, attempt).await {
                 Ok(Ok(ids)) => return Some((key, *from, ids)),
@@ -773,6 +799,10 @@ impl Channels {
             key: job.key(),
             attempt: attempt.max(1),
         };
+        let files = match self.files_to_send(chat, &reply, (*from, *to)).await {
+            Ok(files) => files,
+            Err(e) => return DeliveryRun::Failed(Box::new(e), true),
+        };
         let (tx, rx) = tokio::sync::oneshot::channel();
         let (parts, max_steps) = ((*from, *to), *max_steps);
         let awaiting = row.awaiting_message_id.as_deref() == Some(message.as_str());
@@ -786,6 +816,7 @@ impl Channels {
                 max_steps,
                 &mut none,
                 &delivery,
+                &files,
             );
             // Within the job's claim (another worker may claim it once the claim runs out).
             let result = match tokio::time::timeout(DELIVERY_ATTEMPT_LIMIT, attempt).await {

@@ -1,5 +1,5 @@
 //! `engine.files()`: files people upload to a chat and read back, under the one policy — who
-//! may write a chat may upload to it (who may create it, while it does not exist yet), who may
+//! may write a chat, and its agent, may upload to it (who may create it, while it does not exist yet), who may
 //! read a chat may read its files (only the uploader, while it does not exist yet).
 
 use futures::Stream;
@@ -30,7 +30,7 @@ impl<'a> Files<'a> {
         E: std::fmt::Display,
     {
         match self.0.store().get_chat(chat).await? {
-            Some(_) => self.0.authorize_chat(by, chat, ChatAct::Write).await?,
+            Some(_) => self.0.authorize_chat(by, chat, ChatAct::Upload).await?,
             // A chat id in the channels' space (`_…`) is a thread's, never created from here.
             None if chat.as_str().starts_with('_') => {
                 return Err(Error::ChannelChat {

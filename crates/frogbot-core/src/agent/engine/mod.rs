@@ -97,6 +97,7 @@ struct Parts {
 enum ChatAct {
     AgentWrite,
     Write,
+    Upload,
     Event,
 }
 
@@ -243,6 +244,7 @@ impl Engine {
             match action {
                 ChatAct::AgentWrite => crate::policy::Action::AgentWrite(&view),
                 ChatAct::Write => crate::policy::Action::WriteChat(&view),
+                ChatAct::Upload => crate::policy::Action::UploadFile(&view),
                 ChatAct::Event => crate::policy::Action::BlockEvent(&view),
             },
         )

@@ -59,6 +59,50 @@ pub(super) enum StepEnd {
 }
 
 impl Turns {
+    /// Keeps a file the model made in `chat` (within the file limits): its `file` part, or the
+    /// line telling the person it could not be kept.
+    async fn keep_generated(
+        &self,
+        chat: &crate::model::ChatId,
+        f: super::super::GeneratedFile,
+    ) -> std::result::Result<MessagePart, String> {
+        let name = if f.filename.trim().is_empty() {
+            let ext = f
+                .media_type
+                .split('/')
+                .nth(1)
+                .and_then(|s| s.split(['+', ';']).next())
+                .filter(|s| !s.is_empty() && s.len() <= 10)
+                .unwrap_or("bin");
+            format!("file.{ext}")
+        } else {
+            f.filename.clone()
+        };
+        let body = futures::stream::iter([Ok::<_, std::convert::Infallible>(f.data)]);
+        match crate::agent::files::write_file(
+            &self.store,
+            &self.config.files,
+            chat,
+            "",
+            &f.media_type,
+            &name,
+            self.now(),
+            body,
+        )
+        .await
+        {
+            Ok(row) => Ok(MessagePart::file(
+                &row.media_type,
+                &row.filename,
+                &crate::agent::files::file_url(chat, &row.id),
+            )),
+            Err(e) => {
+                tracing::warn!(chat_id = %chat, file = %name, error = %e, "a file the model made could not be kept");
+                Err(format!("📎 {name} could not be kept: {e}."))
+            }
+        }
+    }
+
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn run_step(
         &self,
@@ -107,6 +151,7 @@ impl Turns {
         let text_index = reply.parts.len();
         let mut text = String::new();
         let mut calls: Vec<ToolCallRequest> = Vec::new();
+        let mut made: Vec<super::super::GeneratedFile> = Vec::new();
         let mut finish: Option<FinishReason> = None;
         let mut last_checkpoint = tokio::time::Instant::now();
         // How many streamed messages the last checkpoint noted: a new one is noted at the next
@@ -188,6 +233,7 @@ impl Turns {
                     }
                 }
                 Ok(ModelEvent::ToolCall(c)) => calls.push(c),
+                Ok(ModelEvent::File(f)) => made.push(f),
                 Ok(ModelEvent::Fallback { model }) => reply.metadata.fallback = Some(model),
                 Ok(ModelEvent::Finish { reason, .. }) => {
                     finish = Some(reason);
@@ -207,8 +253,26 @@ impl Turns {
         if finish.is_none() && failure.is_none() && !halted {
             failure = Some("the model stream ended before the step finished".into());
         }
+        // The files the model made: kept in the chat, after the step's text (a file that cannot
+        // be kept is named in the text instead).
+        let mut kept = Vec::new();
+        for f in made {
+            match self.keep_generated(&lease.chat_id, f).await {
+                Ok(part) => kept.push(part),
+                Err(line) => {
+                    if !text.is_empty() {
+                        text.push_str("\n\n");
+                    }
+                    text.push_str(&line);
+                }
+            }
+        }
         if !text.is_empty() {
             reply.parts.insert(text_index, MessagePart::text(text));
+        }
+        let at = (text_index + 1).min(reply.parts.len());
+        for (i, part) in kept.into_iter().enumerate() {
+            reply.parts.insert(at + i, part);
         }
         if halted {
             // The model's answer is cut off: its tool calls never run.
