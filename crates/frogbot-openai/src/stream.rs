@@ -82,6 +82,39 @@ struct Delta {
     refusal: Option<String>,
     #[serde(default)]
     tool_calls: Option<Vec<ToolCallChunk>>,
+    /// Images an image-making model returns (OpenRouter's `images`: `{"type": "image_url",
+    /// "image_url": {"url": "data:image/png;base64,…"}}`).
+    #[serde(default)]
+    images: Option<Vec<ImageChunk>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct ImageChunk {
+    #[serde(default)]
+    image_url: Option<ImageUrl>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct ImageUrl {
+    #[serde(default)]
+    url: String,
+}
+
+/// An image a model returned as a `data:` URL, as a file (`None`: not a base64 `data:` URL —
+/// a link to elsewhere is not fetched).
+fn image_file(url: &str, n: usize) -> Option<frogbot_core::agent::GeneratedFile> {
+    use base64::Engine as _;
+    let (head, payload) = url.strip_prefix("data:")?.split_once(',')?;
+    let media_type = head.strip_suffix(";base64")?;
+    let data = base64::engine::general_purpose::STANDARD
+        .decode(payload.trim())
+        .ok()?;
+    let ext = media_type.split('/').nth(1).unwrap_or("bin");
+    Some(frogbot_core::agent::GeneratedFile {
+        media_type: media_type.to_owned(),
+        filename: format!("image-{n}.{ext}"),
+        data,
+    })
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -127,6 +160,8 @@ pub(crate) struct Assembler {
     last_slot: Option<u32>,
     finish: Option<FinishReason>,
     usage: Option<Usage>,
+    /// How many images the step returned so far (their file names count up).
+    images: usize,
 }
 
 impl Assembler {
@@ -157,6 +192,16 @@ impl Assembler {
                 }
                 for fragment in delta.tool_calls.unwrap_or_default() {
                     self.add_fragment(fragment);
+                }
+                for image in delta.images.unwrap_or_default() {
+                    let url = image.image_url.map(|u| u.url).unwrap_or_default();
+                    self.images += 1;
+                    match image_file(&url, self.images) {
+                        Some(f) => out.push_back(ModelEvent::File(f)),
+                        None => tracing::warn!(
+                            "the model returned an image that is not a base64 data: URL; left out"
+                        ),
+                    }
                 }
             }
             if let Some(reason) = choice.finish_reason {
@@ -274,12 +319,40 @@ fn provider_error(error: &Value) -> Error {
 
 #[cfg(test)]
 mod tests {
+
     use serde_json::json;
 
     use super::*;
 
     fn chunk(value: Value) -> Chunk {
         serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn images_a_model_returns_become_files() {
+        use base64::Engine as _;
+        let png = base64::engine::general_purpose::STANDARD.encode([137u8, 80, 78, 71]);
+        let mut asm = Assembler::default();
+        let mut out = VecDeque::new();
+        let chunk: Chunk = serde_json::from_value(json!({"choices": [{"index": 0, "delta": {
+        "content": "Here it is",
+        "images": [
+            {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{png}")}},
+            {"type": "image_url", "image_url": {"url": "https://example.com/x.png"}}
+        ]}}]}))
+        .unwrap();
+        asm.push(chunk, &mut out).unwrap();
+        let files: Vec<_> = out
+            .iter()
+            .filter_map(|e| match e {
+                ModelEvent::File(f) => Some(f.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(files.len(), 1, "a link is not fetched: {out:?}");
+        assert_eq!(files[0].media_type, "image/png");
+        assert_eq!(files[0].filename, "image-1.png");
+        assert_eq!(files[0].data, [137u8, 80, 78, 71]);
     }
 
     #[test]
