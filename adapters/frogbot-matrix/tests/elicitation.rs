@@ -67,6 +67,7 @@ impl Tool for AskingTool {
             }],
             expires_in_seconds: None,
             from: Vec::new(),
+            blocks: Vec::new(),
         }))
     }
 

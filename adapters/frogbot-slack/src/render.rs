@@ -1418,6 +1418,7 @@ mod tests {
             questions: items,
             expires_in_seconds: None,
             from: Vec::new(),
+            blocks: Vec::new(),
         }
     }
 

@@ -43,6 +43,7 @@ fn question(n: u32, expires_in_seconds: Option<u64>) -> QuestionInput {
         }],
         expires_in_seconds,
         from: vec!["someone-the-engine-replaces".into()],
+        blocks: Vec::new(),
     }
 }
 

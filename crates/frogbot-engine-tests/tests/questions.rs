@@ -305,6 +305,39 @@ impl frogbot_core::agent::ChannelOutbox for TakeAll {
     }
 }
 
+/// A thread that shows the messages an agent posts (a question's blocks) in the forum's list,
+/// once per delivery key (as a platform with an idempotency key does), and counts the posts.
+struct Shows(Arc<Forum>, Mutex<Vec<String>>);
+
+#[async_trait]
+impl frogbot_core::agent::ChannelOutbox for Shows {
+    async fn post_reply(
+        &self,
+        _thread: &frogbot_core::model::Thread,
+        _reply: &frogbot_core::model::UiMessage,
+    ) -> Result<(), BoxError> {
+        Ok(())
+    }
+
+    async fn post_message(
+        &self,
+        _thread: &frogbot_core::model::Thread,
+        message: &frogbot_core::model::UiMessage,
+        delivery: &frogbot_core::agent::Delivery,
+    ) -> Result<Vec<String>, BoxError> {
+        let mut keys = self.1.lock().unwrap();
+        if !keys.contains(&delivery.key) {
+            keys.push(delivery.key.clone());
+            let drawn: Vec<String> = frogbot_core::model::blocks_of(message)
+                .iter()
+                .map(|b| format!("[{}] {}", b.type_name(), b.plain_text()))
+                .collect();
+            self.0.post(drawn.join(" "));
+        }
+        Ok(vec![])
+    }
+}
+
 async fn world_on(
     url: &str,
     config: EngineConfig,
@@ -355,6 +388,16 @@ async fn world_on(
                 "c1",
                 "question",
                 json!({"questions": [q("Colour")], "expiresInSeconds": 3600}),
+            );
+        }
+        if text.contains("askblocks") && has_tool {
+            return call(
+                "c1",
+                "question",
+                json!({"questions": [q("Colour")], "blocks": [
+                    {"type": "table", "columns": ["file", "+"], "rows": [["a.rs", 3]]},
+                    {"type": "code", "language": "diff", "code": "- old\n+ new"}
+                ]}),
             );
         }
         if text.contains("ask") && has_tool {
@@ -912,6 +955,62 @@ async fn a_failing_render_is_drawn_again_by_the_delivery_job(url: &str) {
     worker.abort();
 }
 
+/// Issue 40: a question's display blocks (a table, a diff) are shown in its thread before its
+/// inputs, once — also when its render fails and it is drawn again; the answer goes on as usual.
+/// Blocks with an input or an event button are refused (the model is told).
+async fn a_questions_blocks_are_shown_before_its_inputs_once(url: &str) {
+    let w = world_on(url, EngineConfig::default(), None).await;
+    let shows = Arc::new(Shows(w.forum.clone(), Mutex::default()));
+    let engine = w.engine.clone().with_channel(Channel {
+        platform: "forum".into(),
+        questions: Some(Arc::new(ForumPiece(w.forum.clone()))),
+        identity: Arc::new(PrefixedIdentity),
+        access: Arc::new(DenyMallory),
+        outbox: Some(shows.clone()),
+    });
+    let w = World { engine, ..w };
+    w.forum.fail_render.store(true, Ordering::SeqCst);
+    start_and_wait(&w, "askblocks").await;
+    assert!(
+        w.forum.posts.lock().unwrap().len() == 1,
+        "the blocks are shown, the render failed: {:?}",
+        w.forum.posts.lock().unwrap()
+    );
+    // The next message draws the question again: the blocks are not shown twice.
+    say(&w, "bob", "hello?").await;
+    frogbot_testkit::eventually(
+        "the question is drawn",
+        std::time::Duration::from_secs(20),
+        async || w.forum.posts.lock().unwrap().len() == 2,
+    )
+    .await;
+    let posts: Vec<String> = w
+        .forum
+        .posts
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(_, t)| t.clone())
+        .collect();
+    assert_eq!(
+        posts,
+        [
+            "[table] file | +\na.rs | 3 [code] - old\n+ new".to_owned(),
+            "Colour?\n1. red\n2. green\n3. blue".to_owned()
+        ],
+        "the blocks first, then the question"
+    );
+    assert_eq!(
+        shows.1.lock().unwrap().len(),
+        1,
+        "one delivery key for the blocks"
+    );
+    assert_eq!(
+        consumed(say(&w, "bob", "/answer 1").await),
+        InteractionOutcome::Answered
+    );
+}
+
 /// Issue 38: a question record re-created after its row expired (the reply still waits) keeps
 /// the set's deadline (`expiresAt`), so it still expires and its card still says until when.
 async fn a_record_re_created_after_expiry_keeps_its_deadline(url: &str) {
@@ -1176,6 +1275,7 @@ async fn a_withdrawn_question_is_cancelled_and_settled(url: &str) {
         questions: vec![],
         expires_in_seconds: None,
         from: Vec::new(),
+        blocks: Vec::new(),
     };
 }
 
@@ -1423,6 +1523,7 @@ frogbot_testkit::backends!(
     a_failing_render_posts_the_questions_again_with_the_next_message,
     a_failing_render_is_drawn_again_by_the_delivery_job,
     a_record_re_created_after_expiry_keeps_its_deadline,
+    a_questions_blocks_are_shown_before_its_inputs_once,
     render_may_cover_some_calls_the_rest_follow_once_answered,
     the_question_tool_is_offered_only_where_supported,
     the_first_answer_wins_across_http_and_channel,

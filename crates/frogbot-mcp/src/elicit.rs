@@ -135,6 +135,7 @@ impl Form {
             questions: items,
             expires_in_seconds,
             from: Vec::new(),
+            blocks: Vec::new(),
         };
         question
             .validate()

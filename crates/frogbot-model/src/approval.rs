@@ -92,6 +92,7 @@ pub fn approval_question(
         }],
         expires_in_seconds,
         from: approvers.to_vec(),
+        blocks: Vec::new(),
     }
 }
 

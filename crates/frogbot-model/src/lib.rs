@@ -39,7 +39,9 @@ pub mod faults;
 pub mod fuzz;
 
 pub use approval::*;
-pub use blocks::{Block, BlockEvent, BlockKind, EventButton, EventClick, blocks_of, has_blocks};
+pub use blocks::{
+    Block, BlockEvent, BlockKind, EventButton, EventClick, INPUT_BLOCK_TYPES, blocks_of, has_blocks,
+};
 pub use chat::*;
 pub use elicitation::*;
 pub use hooks::*;

@@ -138,6 +138,7 @@ async fn a_failing_operation_is_rolled_back_alone() {
                     questions: vec![],
                     expires_in_seconds: None,
                     from: Vec::new(),
+                    blocks: Vec::new(),
                 },
                 answer_deadline: None,
             }],

@@ -217,6 +217,7 @@ pub(crate) fn question_input() -> QuestionInput {
         }],
         expires_in_seconds: None,
         from: Vec::new(),
+        blocks: Vec::new(),
     }
 }
 

@@ -101,7 +101,8 @@ pub struct AskArgs {
     /// The answer used when the ask expires (repeat for several options).
     #[arg(long = "default", value_name = "VALUE")]
     pub defaults: Vec<String>,
-    /// The inputs as JSON (`[{"kind": …}, …]` or `{"questions": […]}`) from a file or `-`.
+    /// The inputs as JSON (`[{"kind": …}, …]` or `{"questions": […]}`) from a file or `-`; display
+    /// blocks among them (`{"type": "table" | "code" | "image" …}`) are shown before the inputs.
     #[arg(long, value_name = "FILE|-")]
     pub blocks: Option<String>,
     /// Stop accepting answers after this long (`90s`, `30m`, `2h`, `1d`).
@@ -175,6 +176,17 @@ pub enum AskError {
 fn duration(flag: &str, s: &str) -> Result<Duration, AskError> {
     humantime::parse_duration(s.trim())
         .map_err(|e| AskError::Usage(format!("--{flag} {s:?}: {e} (e.g. 90s, 30m, 2h, 1d)")))
+}
+
+/// `--blocks` items split into the inputs and the display blocks shown with them (an item whose
+/// `type` is a display block's: `table`, `code`, `image`…).
+pub fn split_display(items: Vec<Value>) -> (Vec<Value>, Vec<Value>) {
+    items
+        .into_iter()
+        .partition(|item| match item.get("type").and_then(Value::as_str) {
+            Some(t) => frogbot_core::model::INPUT_BLOCK_TYPES.contains(&t),
+            None => true,
+        })
 }
 
 /// The `inputs` of an ask built from the flags (one input), or from `--blocks`.
@@ -455,7 +467,11 @@ fn read_blocks(arg: &str) -> Result<String, AskError> {
 /// code.
 pub async fn run_ask(args: AskArgs) -> Result<u8, AskError> {
     let blocks = args.blocks.as_deref().map(read_blocks).transpose()?;
-    let mut body = json!({"text": args.text, "inputs": inputs_of(&args, blocks.as_deref())?});
+    let (inputs, shown) = split_display(inputs_of(&args, blocks.as_deref())?);
+    let mut body = json!({"text": args.text, "inputs": inputs});
+    if !shown.is_empty() {
+        body["blocks"] = Value::Array(shown);
+    }
     if let Some(to) = &args.to {
         body["to"] = target_of(to)?;
     }

@@ -267,6 +267,7 @@ pub fn tools() -> Vec<Tool> {
                     },
                     "expiresInSeconds": {"type": "integer", "minimum": 1, "maximum": frogbot_core::model::MAX_EXPIRES_IN_SECONDS, "description": "Stop accepting answers after this long"},
                     "from": {"type": "array", "items": {"type": "string"}, "description": "Who may answer: FrogBot user ids or `platform:user` ids (default: whoever the chat lets)"},
+                    "blocks": {"type": "array", "items": {"type": "object"}, "description": "What the question is about, shown before the inputs: display blocks as send_message takes them (a table, a code block or a diff, an image), without event buttons"},
                     "idempotencyKey": {"type": "string", "description": "Ask once per key: the same key again waits on the same ask"}
                 }
             })),
@@ -366,6 +367,7 @@ fn ask_body(args: &JsonObject) -> Result<Value, String> {
             "inputs",
             "expiresInSeconds",
             "from",
+            "blocks",
             "idempotencyKey",
         ],
     )?;
@@ -390,6 +392,9 @@ fn ask_body(args: &JsonObject) -> Result<Value, String> {
     }
     if let Some(v) = args.get("from").filter(|v| !v.is_null()) {
         body["from"] = v.clone();
+    }
+    if let Some(v) = args.get("blocks").filter(|v| !v.is_null()) {
+        body["blocks"] = v.clone();
     }
     Ok(body)
 }
@@ -838,9 +843,11 @@ mod tests {
         let full = ask_body(&obj(json!({
             "text": "Which?", "title": "Pick", "to": "web:c1",
             "inputs": [{"header": "Colour", "question": "Which?", "options": [{"label": "Red"}]}],
-            "expiresInSeconds": 60, "from": ["alice"], "idempotencyKey": "k1"
+            "expiresInSeconds": 60, "from": ["alice"], "idempotencyKey": "k1",
+            "blocks": [{"type": "code", "code": "- a\n+ b", "language": "diff"}]
         })))
         .unwrap();
+        assert_eq!(full["blocks"][0]["type"], json!("code"));
         assert_eq!(full["to"], json!({"web": "c1"}));
         assert_eq!(full["expiresInSeconds"], json!(60));
         assert_eq!(full["inputs"][0]["header"], json!("Colour"));

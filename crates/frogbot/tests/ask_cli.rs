@@ -303,6 +303,20 @@ async fn bad_flags_and_bad_inputs_exit_1_with_one_line() {
         assert!(err.starts_with("frogbot: "), "{err}");
         assert!(out.stdout.is_empty(), "{args:?}");
     }
+    // A display block with an event button, or one that does not read: refused by the server.
+    for bad in [
+        json!([{"kind": "confirm"}, {"type": "fields", "id": "f", "fields": [], "events": [{"label": "Go"}]}]),
+        json!([{"kind": "confirm"}, {"type": "table", "columns": 3}]),
+    ] {
+        let file = dir.path().join("bad.json");
+        std::fs::write(&file, bad.to_string()).unwrap();
+        let out = cli(&base, &["ask", "x", "--blocks", file.to_str().unwrap()])
+            .await
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(code(&out), 1, "{bad}: {err}");
+        assert!(err.contains("`blocks`"), "{err}");
+    }
     // The server is not there.
     let out = cli("http://127.0.0.1:9", &["ask", "x"]).await.unwrap();
     assert_eq!(code(&out), 1);
@@ -321,7 +335,9 @@ async fn several_inputs_from_blocks_are_answered_together() {
             {"header": "Env", "question": "Where?", "options": [{"label": "staging"}, {"label": "prod"}]},
             {"header": "Pods", "question": "How many?", "kind": "number_input", "min": 1, "max": 10},
             {"header": "Why", "question": "Reason?", "kind": "text_input", "maxLength": 20, "required": false},
-            {"header": "Notify", "question": "Tell the team?", "kind": "toggle"}
+            {"header": "Notify", "question": "Tell the team?", "kind": "toggle"},
+            {"type": "table", "columns": ["service", "pods"], "rows": [["api", 3]]},
+            {"type": "code", "language": "diff", "code": "- replicas: 3\n+ replicas: 4"}
         ])
         .to_string(),
     )
@@ -341,6 +357,15 @@ async fn several_inputs_from_blocks_are_answered_together() {
         ],
     );
     let call = open_call(&base, "rel").await;
+    // The display blocks among them are shown with the inputs, not asked.
+    let shown: Vec<&str> = call["input"]["blocks"]
+        .as_array()
+        .expect("the ask's display blocks")
+        .iter()
+        .map(|b| b["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(shown, ["table", "code"], "{call}");
+    assert_eq!(call["input"]["questions"].as_array().unwrap().len(), 4);
     let answer = |pods: &str| {
         json!({"toolCallId": call["toolCallId"], "output": {"answers": [
             {"header": "Env", "selected": ["prod"]},

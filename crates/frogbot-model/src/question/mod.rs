@@ -241,6 +241,11 @@ pub struct QuestionInput {
     /// channel's access check and the chat's ownership ([`QuestionInput::allows`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub from: Vec<String>,
+    /// Display blocks shown with the questions, before their inputs (a table, a code block or a
+    /// diff, an image…: [`crate::blocks::Block`] as agents write them), on every platform and the
+    /// web. No inputs and no event buttons among them ([`QuestionInput::validate`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blocks: Vec<serde_json::Value>,
 }
 
 /// One answer of a [`QuestionOutput`].

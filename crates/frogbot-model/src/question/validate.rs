@@ -163,6 +163,16 @@ impl QuestionInput {
                 check_selection(q, &default).map_err(|e| format!("question {n}: default: {e}"))?;
             }
         }
+        if !self.blocks.is_empty() {
+            let blocks = crate::blocks::Block::list_from_json(&Value::Array(self.blocks.clone()))
+                .map_err(|e| format!("`blocks`: {e}"))?;
+            if blocks.iter().any(|b| !b.events.is_empty()) {
+                return Err(
+                    "`blocks`: a question's blocks carry no event buttons (its inputs are what a person answers)"
+                        .into(),
+                );
+            }
+        }
         match self.expires_in_seconds {
             Some(0) => return Err("`expiresInSeconds` must be positive".into()),
             Some(s) if s > MAX_EXPIRES_IN_SECONDS => {
@@ -418,6 +428,32 @@ mod tests {
     }
 
     #[test]
+    fn display_blocks_are_read_like_an_agents_and_carry_no_inputs_or_events() {
+        let with = |blocks: serde_json::Value| {
+            let mut i = super::super::tests::input();
+            i.blocks = blocks.as_array().cloned().unwrap_or_default();
+            i.validate()
+        };
+        assert!(
+            with(serde_json::json!([
+                {"type": "table", "columns": ["file", "+", "-"], "rows": [["a.rs", 3, 1]]},
+                {"type": "code", "language": "diff", "code": "- old\n+ new"}
+            ]))
+            .is_ok()
+        );
+        let e = with(serde_json::json!([{"type": "choice", "options": []}])).unwrap_err();
+        assert!(e.contains("input"), "{e}");
+        let e = with(serde_json::json!([{"type": "table", "columns": 3}])).unwrap_err();
+        assert!(e.starts_with("`blocks`"), "{e}");
+        let e = with(serde_json::json!([
+            {"type": "fields", "id": "f", "fields": [{"key": "a", "value": "b"}],
+             "events": [{"label": "Retry"}]}
+        ]))
+        .unwrap_err();
+        assert!(e.contains("event buttons"), "{e}");
+    }
+
+    #[test]
     fn input_defaults_and_validation() {
         let i = input();
         assert!(!i.questions[0].multiple && !i.questions[0].custom);
@@ -432,6 +468,7 @@ mod tests {
             questions: vec![],
             expires_in_seconds: None,
             from: Vec::new(),
+            blocks: Vec::new(),
         };
         assert!(empty.validate().is_err());
         let empty = QuestionInput {

@@ -124,6 +124,7 @@ pub fn question_input() -> QuestionInput {
         }],
         expires_in_seconds: None,
         from: Vec::new(),
+        blocks: Vec::new(),
     }
 }
 

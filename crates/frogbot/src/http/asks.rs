@@ -73,6 +73,9 @@ struct AskBody {
     /// Who may answer (FrogBot user ids or `platform:user`); empty: whoever the chat lets.
     #[serde(default)]
     from: Vec<String>,
+    /// Display blocks shown with the inputs (a table, code or a diff, an image…).
+    #[serde(default)]
+    blocks: Vec<serde_json::Value>,
     #[serde(default)]
     idempotency_key: Option<String>,
 }
@@ -118,6 +121,7 @@ fn input_of(body: &AskBody) -> Result<QuestionInput, ApiError> {
         questions,
         expires_in_seconds: body.expires_in_seconds,
         from: body.from.clone(),
+        blocks: body.blocks.clone(),
     };
     input.validate().map_err(ApiError::invalid)?;
     Ok(input)

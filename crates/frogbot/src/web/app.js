@@ -602,6 +602,35 @@
     ev.source.postMessage({ type: "frogbot:event-result", value: d.value, sent }, "*");
   });
 
+  // An app drawn in a question's card answers the question: `parent.postMessage({type:
+  // "frogbot:answer", answers: [{header, selected: [...]}, …]}, "*")`, heard back as
+  // `{type: "frogbot:answer-result", sent}`. Only a frame this page drew inside that card is
+  // heard (its window the message's source, the sandbox's opaque origin); the answer goes the way
+  // of the card's own controls (the server checks it against the inputs and who may answer; the
+  // first answer wins); at most one a second per frame.
+  window.addEventListener("message", async (ev) => {
+    const d = ev.data;
+    if (!d || typeof d !== "object" || d.type !== "frogbot:answer") return;
+    if (ev.origin !== "null" || !ev.source) return;
+    const frame = [...document.querySelectorAll(".question iframe.app-frame")].find((f) => f.contentWindow === ev.source);
+    const card = frame && frame.closest(".question");
+    if (!card || !card.dataset.toolCallId || card.classList.contains("readonly")) return;
+    const ok = (a) => a && typeof a.header === "string" && Array.isArray(a.selected)
+      && a.selected.length <= 100 && a.selected.every((x) => typeof x === "string" && x.length <= 10000);
+    if (!Array.isArray(d.answers) || d.answers.length > 50 || !d.answers.every(ok)) return;
+    const now = Date.now();
+    if (now - (appEventAt.get(frame) || 0) < APP_EVENT_GAP_MS) return;
+    appEventAt.set(frame, now);
+    const source = ev.source;
+    const answers = d.answers.map((a) => ({ header: a.header, selected: a.selected }));
+    let sent = false;
+    await settle(card, { toolCallId: card.dataset.toolCallId, output: { answers } }, () => {
+      sent = true;
+      source.postMessage({ type: "frogbot:answer-result", sent }, "*");
+    });
+    if (!sent) source.postMessage({ type: "frogbot:answer-result", sent }, "*");
+  });
+
   // A button that sends an event (the block id and the button's value) to the agent's inbox.
   function eventButton(m, p, e) {
     const value = typeof e.value === "string" ? e.value : e.label;
@@ -712,6 +741,12 @@
     const card = h("div", { class: "question" + (approval ? " approval" : "") + (readOnly ? " readonly" : ""), dataset: { toolCallId: call.toolCallId } });
     // An elicitation: a tool (an MCP server) asks for input while its call runs.
     if (call.elicitation) card.append(h("div", { class: "q-source", text: `${call.elicitation.toolName} asks:` }));
+    // What the question is about (a table, a diff, an image), drawn as a message's blocks.
+    for (const b of (call.input && Array.isArray(call.input.blocks) && call.input.blocks) || []) {
+      if (!b || typeof b.type !== "string") continue;
+      const { type, id, events, ...data } = b;
+      card.append(h("div", { class: "q-block" }, renderBlock({ id: "" }, { type: BLOCK_PREFIX + type, id, data }, false)));
+    }
 
     const answerOf = () => questions.map((q, i) => {
       const kind = kindOf(q);
@@ -835,11 +870,12 @@
     return card;
   }
 
-  async function settle(card, body) {
+  async function settle(card, body, onSettled) {
     card.querySelectorAll("button, input, textarea").forEach((el) => { el.disabled = true; });
     try {
       await api("POST", `/api/chats/${encodeURIComponent(app.chatId)}/settle`, body);
       showError(null);
+      if (onSettled) onSettled();
       card.remove();
       ui.questions.hidden = !ui.questions.children.length;
       app.stickToBottom = true;

@@ -165,6 +165,10 @@ const ask = await step("a script asks", async () => {
         { header: "Why", kind: "text_input", multiline: true, maxLength: 50, required: false },
         { header: "Notify", kind: "toggle", label: "Tell the team", default: true },
       ],
+      blocks: [
+        { type: "table", columns: ["service", "pods"], rows: [["api", 3]] },
+        { type: "code", language: "diff", code: "- replicas: 3\n+ replicas: 4" },
+      ],
     }),
   });
   if (r.status !== 201) throw new Error(`POST /api/asks: ${r.status} ${await r.text()}`);
@@ -176,6 +180,15 @@ await step("the ask shows its form", async () => {
   await page.locator('.question .q[data-kind="toggle"] input.toggle:checked').waitFor();
   await page.locator('.question button.confirm.danger[data-label="Approve"]').waitFor();
   await page.locator(".question .expires", { hasText: "open until" }).waitFor();
+  // What it is about, in the card before its inputs: the table and the diff.
+  await page.locator(".question .q-block table td", { hasText: "api" }).waitFor();
+  await page.locator(".question .q-block pre code.language-diff", { hasText: "+ replicas: 4" }).waitFor();
+  const order = await page.locator(".question").evaluate((card) => {
+    const block = card.querySelector(".q-block");
+    const input = card.querySelector(".q");
+    return !!(block && input && (block.compareDocumentPosition(input) & Node.DOCUMENT_POSITION_FOLLOWING));
+  });
+  if (!order) throw new Error("the question's blocks are not before its inputs");
   mkdirSync(dirname(shotAsk), { recursive: true });
   await page.screenshot({ path: shotAsk });
 });
@@ -193,6 +206,36 @@ await step("the ask is answered", async () => {
   const want = JSON.stringify({ Go: true, Notify: false, Pods: 4, Why: "tests pass" });
   const got = JSON.stringify(Object.fromEntries(Object.entries(v.values || {}).sort()));
   if (v.state !== "answered" || got !== want) throw new Error(`ask: ${JSON.stringify(v)}`);
+});
+
+// An app in a question's card answers the question through the bridge (as the card's own
+// controls would); a message the page itself posts is not heard (it is sent first: had it been
+// taken, its "left" would have won and the app's answer been refused).
+const appAsk = await step("a script asks with an app beside the inputs", async () => {
+  const html = "<button id=\"right\" onclick=\"parent.postMessage({type: 'frogbot:answer', " +
+    "answers: [{header: 'Pick', selected: ['right']}]}, '*')\">right</button>";
+  const r = await fetch(`${base}/api/asks`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({
+      to: { web: chatId },
+      text: "Pick in the app",
+      inputs: [{ header: "Pick", options: [{ label: "left" }, { label: "right" }] }],
+      blocks: [{ type: "html", title: "Picker", html }],
+    }),
+  });
+  if (r.status !== 201) throw new Error(`POST /api/asks: ${r.status} ${await r.text()}`);
+  return r.json();
+});
+await step("the app answers; the page's own message is not heard", async () => {
+  await page.locator(".question .q-block iframe.app-frame").waitFor();
+  await page.evaluate(() => window.postMessage({ type: "frogbot:answer", answers: [{ header: "Pick", selected: ["left"] }] }, "*"));
+  await page.frameLocator(".question .q-block iframe.app-frame").locator("#right").click();
+  await page.locator(".question").waitFor({ state: "detached" });
+  const v = await (await fetch(`${base}/api/asks/${appAsk.id}`)).json();
+  if (v.state !== "answered" || JSON.stringify(v.values) !== JSON.stringify({ Pick: "right" })) {
+    throw new Error(`the app's answer: ${JSON.stringify(v)}`);
+  }
 });
 
 // Files: an image and a text file attached with the 📎 input, sent with a text; the image is

@@ -1159,6 +1159,10 @@ impl Questions {
         if pending.is_empty() {
             return Ok(Drawn::Done);
         }
+        if let Err(e) = self.post_question_blocks(chat, &thread, &pending).await {
+            error!(chat_id = %chat, error = %e, "posting a question's blocks failed: the delivery job (or the next message) draws the questions again");
+            return Ok(Drawn::Failed(e));
+        }
         let req = RequestContext::default();
         let rendered = match hooks
             .render(RenderArgs {
@@ -1219,6 +1223,46 @@ impl Questions {
                 .await?;
         }
         Ok(Drawn::Done)
+    }
+
+    /// Posts the display blocks of `calls` (a table, a diff, an image… beside the inputs) in
+    /// `thread` before their questions are drawn: as the agent's message, each set under a
+    /// delivery key of its own question, so a repeated draw posts them once where the platform
+    /// can tell ([`ChannelOutbox::deliver`](crate::agent::ChannelOutbox::deliver)).
+    async fn post_question_blocks(
+        &self,
+        chat: &ChatId,
+        thread: &Thread,
+        calls: &[QuestionCall],
+    ) -> std::result::Result<(), crate::BoxError> {
+        use sha2::Digest as _;
+        let Some(outbox) = self
+            .registry
+            .get(&thread.platform)
+            .and_then(|c| c.outbox.clone())
+        else {
+            return Ok(());
+        };
+        for call in calls.iter().filter(|c| !c.input.blocks.is_empty()) {
+            let parts: Vec<crate::model::MessagePart> = call
+                .input
+                .blocks
+                .iter()
+                .filter_map(|b| crate::model::Block::from_json(b).ok())
+                .map(|b| b.to_part())
+                .collect();
+            let digest = sha2::Sha256::digest(format!("{chat}\n{}", call.tool_call_id));
+            let key: String = digest[..12].iter().map(|b| format!("{b:02x}")).collect();
+            let message = crate::model::UiMessage {
+                id: format!("qblocks_{key}"),
+                role: crate::model::Role::Assistant,
+                parts,
+                metadata: Default::default(),
+            };
+            let delivery = crate::agent::Delivery::new(format!("qblocks:{key}"));
+            outbox.post_message(thread, &message, &delivery).await?;
+        }
+        Ok(())
     }
 
     async fn recreate_records(&self, chat: &ChatId, message_id: &str) -> Result<Vec<QuestionRow>> {

@@ -380,7 +380,8 @@ pub fn question_tool_spec() -> ToolSpec {
             `text_input`, `number_input`, `toggle` (on/off) or `confirm` (one button, e.g. \
             \"Approve\"). All questions of a call are answered together. Give \
             `expiresInSeconds` to stop waiting after a while; an input's `default` is its answer \
-            then (without one, a required input leaves the call expired without an answer)."
+            then (without one, a required input leaves the call expired without an answer). Give \
+            `blocks` to show what the answer is about (a diff, a table, an image) beside the inputs."
             .into(),
         input_schema: json!({
             "type": "object",
@@ -441,6 +442,15 @@ pub fn question_tool_spec() -> ToolSpec {
                     "minimum": 1,
                     "maximum": crate::model::MAX_EXPIRES_IN_SECONDS,
                     "description": "Stop accepting answers after this many seconds"
+                },
+                "blocks": {
+                    "type": "array",
+                    "description": "What the user should see to answer, shown before the inputs: {\"type\": \"table\", \"columns\": [...], \"rows\": [[...]]}, {\"type\": \"code\", \"code\": \"...\", \"language\": \"diff\"}, {\"type\": \"image\", \"url\": \"https://...\", \"alt\": \"...\"}",
+                    "items": {
+                        "type": "object",
+                        "required": ["type"],
+                        "properties": {"type": {"type": "string", "enum": ["table", "code", "image", "fields", "progress"]}}
+                    }
                 }
             }
         }),
@@ -618,6 +628,7 @@ mod tests {
             questions: vec![full],
             expires_in_seconds: Some(5),
             from: Vec::new(),
+            blocks: Vec::new(),
         })
         .unwrap();
         for key in input.as_object().unwrap().keys() {
