@@ -296,6 +296,7 @@ async fn a_retry_posts_nothing_twice() {
     let retry = Delivery {
         key: key.into(),
         attempt: 1,
+        quiet: false,
     };
     let ids = env
         .outbox

@@ -244,6 +244,7 @@ fn transient_attempt(key: &str) -> Delivery {
     Delivery {
         key: key.into(),
         attempt: 1,
+        quiet: false,
     }
 }
 

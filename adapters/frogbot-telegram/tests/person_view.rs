@@ -155,6 +155,12 @@ fn model(gate: Arc<Semaphore>) -> ScriptedModel {
             "confirm" => ask(json!({"questions": [{"header": "Go",
                 "question": "Deploy <v1.4> & restart?", "kind": "confirm", "label": "Deploy",
                 "danger": true}]})),
+            "review" => ask(json!({"questions": [{"header": "Go",
+            "question": "Scale the API?", "kind": "confirm", "label": "Approve"}],
+            "blocks": [
+                {"type": "code", "language": "diff", "code": "- replicas: 3\n+ replicas: 4"},
+                {"type": "table", "columns": ["service", "pods"], "rows": [["api", 3]]}
+            ]})),
             "toggle" => ask(json!({"questions": [{"header": "Notify",
                 "question": "Tell the team?", "kind": "toggle", "label": "Notify the team"}]})),
             "number" => ask(
@@ -595,6 +601,31 @@ async fn a_choice() {
 async fn a_confirm() {
     kind_case("kind_confirm", "confirm", false, |s, seen| {
         press(s, seen, "⚠️ Deploy")
+    })
+    .await;
+}
+
+/// A question with what it is about (issue 40): the diff and the table come first, without a
+/// notification, then the question's card, which is the one message that notifies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_confirm_beside_a_diff() {
+    kind_case("kind_confirm_with_blocks", "review", false, |s, seen| {
+        let card = seen
+            .iter()
+            .position(|m| !m.buttons.is_empty())
+            .expect("the card");
+        let diff = seen
+            .iter()
+            .position(|m| m.text.contains("+ replicas: 4"))
+            .unwrap_or_else(|| panic!("no diff in {}", transcript(seen)));
+        assert!(
+            diff < card,
+            "the diff before the card: {}",
+            transcript(seen)
+        );
+        assert!(!seen[diff].notified && seen[card].notified);
+        assert!(seen[diff].text.contains("api"), "the table with the diff");
+        press(s, seen, "Approve")
     })
     .await;
 }

@@ -37,6 +37,10 @@ pub struct Delivery {
     pub key: String,
     /// 0 on the first attempt; from 1 an earlier attempt failed, and may have posted some pieces.
     pub attempt: u32,
+    /// Every piece is posted without a notification where the platform can
+    /// ([`PieceAt::later`]): what is shown just before a message that notifies (a question's
+    /// blocks, posted before its question).
+    pub quiet: bool,
 }
 
 impl Delivery {
@@ -45,7 +49,14 @@ impl Delivery {
         Self {
             key: key.into(),
             attempt: 0,
+            quiet: false,
         }
+    }
+
+    /// This delivery with every piece posted without a notification ([`Delivery::quiet`]).
+    pub fn quietly(mut self) -> Self {
+        self.quiet = true;
+        self
     }
 
     /// The key of the reply's piece `index` (0-based), stable like [`Delivery::key`].
@@ -83,14 +94,16 @@ pub struct PieceAt<'a> {
     pub index: usize,
     /// Which loop posts it.
     pub keys: Keys,
+    /// Its delivery is [`Delivery::quiet`].
+    pub quiet: bool,
 }
 
 impl PieceAt<'_> {
     /// Whether a piece of the same message was posted before this one: one message is one
     /// notification, so a platform posts this one silently where it can. Every piece an edit
-    /// adds is later.
+    /// adds is later, and every piece of a quiet delivery.
     pub fn later(&self) -> bool {
-        self.index > 0 || self.keys == Keys::Edit
+        self.index > 0 || self.keys == Keys::Edit || self.quiet
     }
 }
 
@@ -287,6 +300,7 @@ pub async fn post_pieces<P: Sync, O: PostPieces<P> + ?Sized>(
                     key,
                     index,
                     keys: Keys::Delivery,
+                    quiet: delivery.quiet,
                 };
                 outbox.post_piece(thread, piece, at).await?
             }
@@ -322,6 +336,7 @@ pub async fn post_files<O: PostPieces<OutFile> + ?Sized>(
                     key,
                     index: after + i,
                     keys: Keys::Delivery,
+                    quiet: delivery.quiet,
                 };
                 tracing::debug!(thread = %thread.id, %key, file = %file.id, size = file.size, "posting a file");
                 outbox.post_piece(thread, file, at).await?
@@ -367,6 +382,7 @@ pub async fn edit_pieces<P: Sync, O: PostPieces<P> + ?Sized>(
             key: &key,
             index,
             keys: Keys::Edit,
+            quiet: false,
         };
         ids.push(outbox.post_piece(thread, piece, at).await?);
     }

@@ -487,7 +487,83 @@ async fn an_agent_messages_files_are_sent_kept_by_edits_and_deleted_with_it(url:
     assert_eq!(platform.keys.lock().unwrap().len(), before);
 }
 
+/// A model's file past the file limit (or of a type not accepted) is not kept: the reply names
+/// it in its text, and nothing but that text is sent.
+async fn a_model_file_past_the_limits_is_named_not_kept(url: &str) {
+    let store = frogbot_testkit::open_store(url).await;
+    let platform = Arc::new(Platform::default());
+    let model = ScriptedModel::new(|_req| {
+        reply_with_files(
+            "Done",
+            [
+                GeneratedFile {
+                    media_type: "image/png".into(),
+                    filename: "huge.png".into(),
+                    data: vec![1; 2_000],
+                },
+                GeneratedFile {
+                    media_type: "application/x-msdownload".into(),
+                    filename: "tool.exe".into(),
+                    data: vec![2; 10],
+                },
+            ],
+        )
+    });
+    let engine = Engine::new(
+        store,
+        vec![frogbot_testkit::offer("main", model)],
+        vec![],
+        EngineConfig {
+            files: frogbot_core::agent::FileLimits {
+                max_bytes: 1_000,
+                media_types: vec!["image/*".into()],
+                ..Default::default()
+            },
+            ..EngineConfig::default()
+        },
+    )
+    .with_channel(Channel {
+        platform: "test".into(),
+        questions: None,
+        identity: Arc::new(PrefixedIdentity),
+        access: Arc::new(AllowAll),
+        outbox: Some(Arc::new(Outbox(platform.clone()))),
+    });
+    let out = engine
+        .channels()
+        .message("test", "T2", person("m1", "make files"))
+        .await
+        .unwrap();
+    let ChannelMessageOutcome::Sent(Sent::Started(h)) = out else {
+        panic!("{out:?}");
+    };
+    h.done.await.unwrap().unwrap();
+    eventually("the reply is shown", WAIT, async || {
+        !platform.seen().is_empty()
+    })
+    .await;
+    let seen = platform.seen();
+    assert_eq!(seen.len(), 1, "no file is sent: {seen:?}");
+    assert!(
+        seen[0].starts_with("Done\n\n📎 huge.png could not be kept")
+            && seen[0].contains("📎 tool.exe could not be kept"),
+        "{seen:?}"
+    );
+    let chat = frogbot_core::agent::channel_chat_id("test", "T2");
+    let m = engine.chats().messages(&chat).await.unwrap();
+    assert!(
+        m.last()
+            .unwrap()
+            .message
+            .parts
+            .iter()
+            .all(|p| p.as_file().is_none()),
+        "no file part"
+    );
+}
+
 frogbot_testkit::backends!(
+    a_model_file_past_the_limits_is_named_not_kept,
     files_a_model_makes_are_kept_and_sent_after_its_text_once,
     an_agent_messages_files_are_sent_kept_by_edits_and_deleted_with_it,
 );

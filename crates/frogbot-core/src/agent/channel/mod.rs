@@ -798,6 +798,7 @@ impl Channels {
         let delivery = Delivery {
             key: job.key(),
             attempt: attempt.max(1),
+            quiet: false,
         };
         let files = match self.files_to_send(chat, &reply, (*from, *to)).await {
             Ok(files) => files,

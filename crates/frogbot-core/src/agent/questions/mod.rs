@@ -1226,9 +1226,9 @@ impl Questions {
     }
 
     /// Posts the display blocks of `calls` (a table, a diff, an image… beside the inputs) in
-    /// `thread` before their questions are drawn: as the agent's message, each set under a
-    /// delivery key of its own question, so a repeated draw posts them once where the platform
-    /// can tell ([`ChannelOutbox::deliver`](crate::agent::ChannelOutbox::deliver)).
+    /// `thread` before their questions are drawn: as the agent's message, without a notification
+    /// (the question is what notifies), each set under a delivery key of its own question, so a
+    /// repeated draw posts them once where the platform can tell ([`ChannelOutbox::deliver`](crate::agent::ChannelOutbox::deliver)).
     async fn post_question_blocks(
         &self,
         chat: &ChatId,
@@ -1259,7 +1259,8 @@ impl Questions {
                 parts,
                 metadata: Default::default(),
             };
-            let delivery = crate::agent::Delivery::new(format!("qblocks:{key}"));
+            // Quiet: the question drawn next is what notifies (one question, one notification).
+            let delivery = crate::agent::Delivery::new(format!("qblocks:{key}")).quietly();
             outbox.post_message(thread, &message, &delivery).await?;
         }
         Ok(())
