@@ -73,6 +73,12 @@ fn question(what: &str) -> Value {
         "confirm" => {
             json!({"questions": [{"header": "Go", "question": "Deploy build 42?", "kind": "confirm", "label": "Deploy"}]})
         }
+        "review" => json!({"questions": [{"header": "Go", "question": "Scale the API?",
+        "kind": "confirm", "label": "Approve"}],
+        "blocks": [
+            {"type": "code", "language": "diff", "code": "- replicas: 3\n+ replicas: 4"},
+            {"type": "table", "columns": ["service", "pods"], "rows": [["api", 3]]}
+        ]}),
         "toggle" => {
             json!({"questions": [{"header": "Notify", "question": "Tell the team?", "kind": "toggle", "label": "Notify the team"}]})
         }
@@ -664,6 +670,28 @@ async fn a_confirm_answered_by_a_click() {
     })
     .await;
     golden("confirm", &text);
+}
+
+/// A question with what it is about (issue 40): the diff and the table come first, silently (a
+/// suppressed notification), then the question, which is what notifies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_confirm_beside_a_diff() {
+    let (seen, text) = asked_and_answered("review", async |bot, _, shown| {
+        bot.click(&shown, "Approve");
+    })
+    .await;
+    let diff = seen
+        .iter()
+        .position(|m| m.sender == "frogbot" && format!("{m:?}").contains("+ replicas: 4"))
+        .unwrap_or_else(|| panic!("no diff: {seen:#?}"));
+    let card = seen
+        .iter()
+        .position(|m| m.sender == "frogbot" && m.edited && m.only_for.is_none())
+        .expect("the question");
+    assert!(diff < card, "the diff before the question: {seen:#?}");
+    assert!(!seen[diff].notified, "the blocks are silent: {seen:#?}");
+    assert!(seen[card].notified, "the question notifies");
+    golden("confirm_with_blocks", &text);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

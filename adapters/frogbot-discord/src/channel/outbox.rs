@@ -546,7 +546,7 @@ impl<A: DiscordApi> PostPieces<String> for DiscordOutbox<A> {
     ) -> Result<String, BoxError> {
         let channel = channel_id(&thread.id)?;
         let create = in_thread(format::reply_message(piece.as_str()), channel, &thread.id);
-        let create = keyed(silent_after_first(create, at.index > 0), at);
+        let create = keyed(silent_after_first(create, at.later()), at);
         Ok(self
             .api
             .send_message(channel, &create)
@@ -556,7 +556,8 @@ impl<A: DiscordApi> PostPieces<String> for DiscordOutbox<A> {
     }
 }
 
-/// A drawn agent message's piece ([`crate::render::agent_message`]).
+/// A drawn agent message's piece ([`crate::render::agent_message`]): the ones after the first
+/// (and every piece of a quiet delivery, such as a question's blocks) are posted silently.
 #[async_trait]
 impl<A: DiscordApi> PostPieces<AgentPiece> for DiscordOutbox<A> {
     async fn post_piece(
@@ -566,7 +567,8 @@ impl<A: DiscordApi> PostPieces<AgentPiece> for DiscordOutbox<A> {
         at: PieceAt<'_>,
     ) -> Result<String, BoxError> {
         let channel = channel_id(&thread.id)?;
-        let create = keyed(in_thread(piece.create(), channel, &thread.id), at);
+        let create = in_thread(piece.create(), channel, &thread.id);
+        let create = keyed(silent_after_first(create, at.later()), at);
         Ok(self
             .api
             .send_message(channel, &create)

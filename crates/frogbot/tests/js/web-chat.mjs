@@ -91,9 +91,10 @@ async function send(text) {
   await page.locator("#send").click();
 }
 
-// A slow turn, and a message sent meanwhile: queued, then answered.
+// A slow turn (6 s: the page must see it run even on a loaded machine), and a message sent
+// meanwhile: queued, then answered.
 await step("slow turn runs", async () => {
-  await send("slow 2");
+  await send("slow 6");
   await page.locator("#state[data-state=running]").waitFor();
   await page.locator("#steer-option").waitFor({ state: "visible" });
 });
@@ -102,7 +103,7 @@ await step("a second message is queued", async () => {
   await page.locator(".message.user.queued .badge.queued").waitFor();
 });
 await step("the slow reply and the queued message's reply arrive", async () => {
-  await page.locator(".message.assistant", { hasText: "You said: slow 2" }).waitFor();
+  await page.locator(".message.assistant", { hasText: "You said: slow 6" }).waitFor();
   await page.locator(".message.assistant", { hasText: "You said: hi again" }).waitFor();
   await page.locator(".message.queued").waitFor({ state: "detached" });
   await page.locator("#steer-option").waitFor({ state: "hidden" });
