@@ -445,6 +445,31 @@ async fn an_agent_messages_files_are_sent_kept_by_edits_and_deleted_with_it(url:
         "no empty message before the file"
     );
 
+    // Text added to the files-alone message: posted as a message of its own, the file kept.
+    engine
+        .agents()
+        .edit(
+            &chat,
+            me,
+            "m2",
+            MessageEdit::Replace {
+                title: None,
+                text: Some("The same report, again".into()),
+                blocks: None,
+            },
+        )
+        .await
+        .unwrap();
+    eventually("the added text is shown", WAIT, async || {
+        platform.seen().len() == 4
+    })
+    .await;
+    assert_eq!(platform.seen()[3], "The same report, again");
+    eventually("m2's ids: the text, then its file", WAIT, async || {
+        posted("m2").await.metadata.posted == ["p3", "p2"]
+    })
+    .await;
+
     // Deleting m1 takes its file too.
     engine.agents().delete(&chat, me, "m1").await.unwrap();
     eventually("m1 and its file are gone", WAIT, async || {

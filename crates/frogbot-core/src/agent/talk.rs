@@ -1149,7 +1149,16 @@ impl Channels {
                     let file_ids = file_ids.to_vec();
                     let mut drawn = m.clone();
                     drawn.parts.retain(|p| p.as_file().is_none());
-                    let mut posted = outbox.edit_posted(&thread, drawn_ids, &drawn).await?;
+                    let has_drawn = !drawn.parts.is_empty() || drawn.metadata.title.is_some();
+                    let mut posted = match (drawn_ids.is_empty(), has_drawn) {
+                        // Files alone until now: the text is a message of its own (after them).
+                        (true, true) => {
+                            let delivery = Delivery::new(format!("{key}:{}", sync.revision));
+                            outbox.post_message(&thread, &drawn, &delivery).await?
+                        }
+                        (true, false) => Vec::new(),
+                        (false, _) => outbox.edit_posted(&thread, drawn_ids, &drawn).await?,
+                    };
                     posted.extend(file_ids);
                     m.metadata.posted = posted;
                     sync.shown = Some(sync.revision);
