@@ -281,33 +281,8 @@ pub async fn post_pieces<P: Sync, O: PostPieces<P> + ?Sized>(
     pieces: &[P],
     delivery: &Delivery,
 ) -> Result<Vec<String>, BoxError> {
-    if pieces.is_empty() {
-        return Ok(Vec::new());
-    }
     let keys: Vec<String> = (0..pieces.len()).map(|i| delivery.piece_key(i)).collect();
-    let present = outbox
-        .already_posted(thread, Keys::Delivery, &keys, delivery.is_retry())
-        .await?;
-    let mut ids = Vec::with_capacity(pieces.len());
-    for (index, (piece, key)) in pieces.iter().zip(&keys).enumerate() {
-        let id = match present.get(key) {
-            Some(id) => {
-                tracing::debug!(thread = %thread.id, %key, "piece already posted; skipped");
-                id.clone()
-            }
-            None => {
-                let at = PieceAt {
-                    key,
-                    index,
-                    keys: Keys::Delivery,
-                    quiet: delivery.quiet,
-                };
-                outbox.post_piece(thread, piece, at).await?
-            }
-        };
-        ids.push(id);
-    }
-    Ok(ids)
+    post_keyed(outbox, thread, pieces, &keys, 0, delivery).await
 }
 
 /// Posts `files` in `thread` after the `after` pieces of their message's text, as the durable
@@ -320,17 +295,33 @@ pub async fn post_files<O: PostPieces<OutFile> + ?Sized>(
     after: usize,
     delivery: &Delivery,
 ) -> Result<Vec<String>, BoxError> {
-    if files.is_empty() {
+    let keys: Vec<String> = (0..files.len()).map(|i| delivery.file_key(i)).collect();
+    post_keyed(outbox, thread, files, &keys, after, delivery).await
+}
+
+/// The one loop of [`post_pieces`] and [`post_files`]: piece `i` under `keys[i]` at position
+/// `after + i`, skipping those an earlier attempt posted.
+async fn post_keyed<P: Sync, O: PostPieces<P> + ?Sized>(
+    outbox: &O,
+    thread: &Thread,
+    pieces: &[P],
+    keys: &[String],
+    after: usize,
+    delivery: &Delivery,
+) -> Result<Vec<String>, BoxError> {
+    if pieces.is_empty() {
         return Ok(Vec::new());
     }
-    let keys: Vec<String> = (0..files.len()).map(|i| delivery.file_key(i)).collect();
     let present = outbox
-        .already_posted(thread, Keys::Delivery, &keys, delivery.is_retry())
+        .already_posted(thread, Keys::Delivery, keys, delivery.is_retry())
         .await?;
-    let mut ids = Vec::with_capacity(files.len());
-    for (i, (file, key)) in files.iter().zip(&keys).enumerate() {
+    let mut ids = Vec::with_capacity(pieces.len());
+    for (i, (piece, key)) in pieces.iter().zip(keys).enumerate() {
         let id = match present.get(key) {
-            Some(id) => id.clone(),
+            Some(id) => {
+                tracing::debug!(thread = %thread.id, %key, "piece already posted; skipped");
+                id.clone()
+            }
             None => {
                 let at = PieceAt {
                     key,
@@ -338,8 +329,7 @@ pub async fn post_files<O: PostPieces<OutFile> + ?Sized>(
                     keys: Keys::Delivery,
                     quiet: delivery.quiet,
                 };
-                tracing::debug!(thread = %thread.id, %key, file = %file.id, size = file.size, "posting a file");
-                outbox.post_piece(thread, file, at).await?
+                outbox.post_piece(thread, piece, at).await?
             }
         };
         ids.push(id);
