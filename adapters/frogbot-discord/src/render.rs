@@ -843,6 +843,8 @@ struct Embed {
     description: Option<String>,
     fields: Vec<(String, String)>,
     image: Option<String>,
+    /// Where the title links to.
+    url: Option<String>,
 }
 
 impl Embed {
@@ -871,6 +873,9 @@ impl Embed {
         }
         if let Some(url) = &self.image {
             e = e.image(url);
+        }
+        if let Some(url) = &self.url {
+            e = e.url(url);
         }
         e
     }
@@ -999,12 +1004,17 @@ fn block_embeds(block: &frogbot_model::blocks::Block) -> Vec<Embed> {
             }
             out
         }
-        BlockKind::Html { title, .. } => vec![Embed {
+        BlockKind::Html { title, url, .. } => vec![Embed {
             title: Some(truncate(
                 title.as_deref().unwrap_or("App"),
                 EMBED_TITLE_LIMIT,
             )),
-            description: Some("🧩 An app: open it in the web chat.".to_owned()),
+            // With the server's public_url, the title links to the app's web view.
+            description: Some(match url {
+                Some(_) => "🧩 An app: open it with its title.".to_owned(),
+                None => "🧩 An app: open it in the web chat.".to_owned(),
+            }),
+            url: url.clone(),
             ..Embed::default()
         }],
         _ => vec![described(UNKNOWN_BLOCK_TEXT)],

@@ -48,6 +48,9 @@ fn every_type() -> UiMessage {
              "fields": [{"key": "Branch", "value": "main"}, {"key": "Commit", "value": "c01f247"}],
              "events": [{"label": "Retry", "value": "retry"}, {"label": "Show logs"}]},
             {"type": "html", "html": "<!doctype html><p>hi</p>", "title": "Dashboard"},
+            // With the server's public_url: a link to the app's web view.
+            {"type": "html", "html": "<p>chart</p>", "title": "Chart", "link": "0123456789abcdef0123456789abcdef",
+             "url": "https://bot.example.com/apps/chat-golden/m1/0123456789abcdef0123456789abcdef"},
             {"type": "sparkline", "id": "spark", "points": [1, 2, 3]}
         ]),
     )
@@ -128,7 +131,7 @@ async fn every_block_type_is_drawn_as_the_golden_request_bodies() {
         "nothing pings"
     );
     let embeds = shown["embeds"].as_array().unwrap();
-    assert_eq!(embeds.len(), 7);
+    assert_eq!(embeds.len(), 8);
     let table = embeds[0]["description"].as_str().unwrap();
     assert!(table.starts_with("```\nJob"), "{table}");
     assert!(table.contains("deploy | retried | 42"), "{table}");
@@ -153,7 +156,14 @@ async fn every_block_type_is_drawn_as_the_golden_request_bodies() {
         json!({"name": "Commit", "value": "c01f247", "inline": true})
     );
     assert_eq!(embeds[5]["title"], "Dashboard");
-    assert_eq!(embeds[6]["description"], UNKNOWN_BLOCK_TEXT);
+    assert_eq!(embeds[5].get("url"), None);
+    // With the server's public_url, the app's title links to its web view.
+    assert_eq!(embeds[6]["title"], "Chart");
+    assert_eq!(
+        embeds[6]["url"],
+        "https://bot.example.com/apps/chat-golden/m1/0123456789abcdef0123456789abcdef"
+    );
+    assert_eq!(embeds[7]["description"], UNKNOWN_BLOCK_TEXT);
     let rows = shown["components"].as_array().unwrap();
     assert_eq!(rows.len(), 1);
     let buttons = rows[0]["components"].as_array().unwrap();

@@ -1015,14 +1015,25 @@ pub fn block_chunks(block: &Block) -> Vec<Formatted> {
                 })
                 .collect()
         }
-        BlockKind::Html { title, .. } => {
+        BlockKind::Html { title, url, .. } => {
             let title = frogbot_model::text::truncate(title.as_deref().unwrap_or("App"), MAX_TITLE);
-            vec![Formatted {
-                body: format!("🧩 {title} — an app: open it in the web chat."),
-                html: format!(
-                    "<p>🧩 <strong>{}</strong><br><em>An app: open it in the web chat.</em></p>",
-                    escape_html(&title)
-                ),
+            // With the server's public_url, a link to the app's web view.
+            vec![match url {
+                Some(u) => Formatted {
+                    body: format!("🧩 {title} — an app: {u}"),
+                    html: format!(
+                        "<p>🧩 <strong>{}</strong><br><a href=\"{}\">Open the app</a></p>",
+                        escape_html(&title),
+                        escape_html(u)
+                    ),
+                },
+                None => Formatted {
+                    body: format!("🧩 {title} — an app: open it in the web chat."),
+                    html: format!(
+                        "<p>🧩 <strong>{}</strong><br><em>An app: open it in the web chat.</em></p>",
+                        escape_html(&title)
+                    ),
+                },
             }]
         }
         BlockKind::Image { url, alt } => vec![image_link(url, alt, false)],

@@ -1277,13 +1277,15 @@ fn block_body(block: &frogbot_model::blocks::Block) -> Vec<Drawn> {
                 drawn(serde_json::json!({"type": "section", "fields": texts}), text)
             })
             .collect(),
-        BlockKind::Html { title, .. } => {
+        BlockKind::Html { title, url, .. } => {
             let name = title.as_deref().unwrap_or("App");
+            // With the server's public_url, a link to the app's web view.
+            let open = match url {
+                Some(u) => format!("<{}|Open the app>", escape(u)),
+                None => "An app: open it in the web chat.".to_owned(),
+            };
             vec![drawn(
-                section(&format!(
-                    "🧩 *{}*\nAn app: open it in the web chat.",
-                    escape(name)
-                )),
+                section(&format!("🧩 *{}*\n{open}", escape(name))),
                 plain_text,
             )]
         }

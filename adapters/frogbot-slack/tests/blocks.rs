@@ -44,6 +44,9 @@ fn every_type() -> UiMessage {
              "fields": [{"key": "Branch", "value": "main"}, {"key": "Commit", "value": "c01f247"}],
              "events": [{"label": "Retry", "value": "retry"}, {"label": "Show logs"}]},
             {"type": "html", "html": "<!doctype html><p>hi</p>", "title": "Dashboard"},
+            // With the server's public_url: a link to the app's web view.
+            {"type": "html", "html": "<p>chart</p>", "title": "Chart", "link": "0123456789abcdef0123456789abcdef",
+             "url": "https://bot.example.com/apps/chat-golden/m1/0123456789abcdef0123456789abcdef"},
             {"type": "sparkline", "id": "spark", "points": [1, 2, 3]}
         ]),
     )
@@ -129,6 +132,7 @@ async fn every_block_type_is_drawn_as_the_golden_request_bodies() {
             "section",
             "actions",
             "section",
+            "section",
             "section"
         ]
     );
@@ -166,7 +170,12 @@ async fn every_block_type_is_drawn_as_the_golden_request_bodies() {
             .unwrap()
             .contains("Dashboard")
     );
-    assert_eq!(blocks[9]["text"]["text"], UNKNOWN_BLOCK_TEXT);
+    // With the server's public_url, the app links to its web view.
+    assert_eq!(
+        blocks[9]["text"]["text"],
+        "🧩 *Chart*\n<https://bot.example.com/apps/chat-golden/m1/0123456789abcdef0123456789abcdef|Open the app>"
+    );
+    assert_eq!(blocks[10]["text"]["text"], UNKNOWN_BLOCK_TEXT);
     // The notification text is plain.
     assert!(shown.text.starts_with("Nightly deploy\n"), "{}", shown.text);
     assert!(shown.text.contains("Rollout: 75%"));

@@ -947,9 +947,14 @@ pub fn block_chunks(block: &Block) -> Vec<String> {
             }
             out
         }
-        BlockKind::Html { title, .. } => vec![format!(
-            "🧩 <b>{}</b>\n<i>An app: open it in the web chat.</i>",
-            escape(&truncate(title.as_deref().unwrap_or("App"), MAX_TITLE))
+        BlockKind::Html { title, url, .. } => vec![format!(
+            "🧩 <b>{}</b>\n{}",
+            escape(&truncate(title.as_deref().unwrap_or("App"), MAX_TITLE)),
+            // With the server's public_url, a link to the app's web view.
+            match url {
+                Some(u) => format!("<a href=\"{}\">Open the app</a>", escape(u)),
+                None => "<i>An app: open it in the web chat.</i>".to_owned(),
+            }
         )],
         BlockKind::Image { url, alt } => vec![escape(&truncate(
             &if alt.is_empty() {

@@ -52,6 +52,9 @@ fn every_type() -> Value {
         {"type": "fields", "id": "summary", "fields": [{"key": "Branch", "value": "main"}, {"key": "Commit", "value": "c01f247"}],
          "events": [{"label": "Retry", "value": "retry"}, {"label": "Show logs"}]},
         {"type": "html", "html": "<!doctype html><p>hi</p>", "title": "Dashboard"},
+        // With the server's public_url: a link to the app's web view.
+        {"type": "html", "html": "<p>chart</p>", "title": "Chart", "link": "0123456789abcdef0123456789abcdef",
+         "url": "https://bot.example.com/apps/chat-golden/m1/0123456789abcdef0123456789abcdef"},
         {"type": "sparkline", "id": "spark", "points": [1, 2, 3]}
     ])
 }

@@ -10,7 +10,7 @@
 //!
 //! | action | anonymous (if `anonymous = "chat"`) | user | agent | operator |
 //! |---|---|---|---|---|
-//! | route `Public` (`/`, `/healthz`, `/readyz`) | yes | yes | yes | yes |
+//! | route `Public` (`/`, `/healthz`, `/readyz`; an app's web view `/apps/…`, whose address is its capability) | yes | yes | yes | yes |
 //! | route `Caller` (chats, asks) | only if admitted, else 401 | yes | yes | yes |
 //! | route `Agent` (agent chats, agent messages, pins, acks, inbox) | 401 | 403 | yes | yes |
 //! | `ListChats` | ownerless chats | its own | its own | all |

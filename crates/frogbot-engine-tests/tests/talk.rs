@@ -63,7 +63,13 @@ impl Platform {
 fn draw(m: &UiMessage) -> String {
     let blocks: Vec<String> = blocks_of(m)
         .iter()
-        .map(|b| format!("[{}]", b.plain_text()))
+        .map(|b| match &b.kind {
+            // An app drawn with the address of its web view.
+            frogbot_core::model::BlockKind::Html { url: Some(u), .. } => {
+                format!("[{} <{u}>]", b.plain_text())
+            }
+            _ => format!("[{}]", b.plain_text()),
+        })
         .collect();
     format!(
         "{}|{}|{}",
@@ -200,6 +206,10 @@ async fn world(url: &str) -> World {
 }
 
 fn world_over(store: DynStore) -> World {
+    world_configured(store, EngineConfig::default())
+}
+
+fn world_configured(store: DynStore, config: EngineConfig) -> World {
     let platform = Arc::new(Platform::default());
     let model_calls = Arc::new(AtomicUsize::new(0));
     let calls = model_calls.clone();
@@ -212,7 +222,7 @@ fn world_over(store: DynStore) -> World {
         store.clone(),
         vec![frogbot_testkit::offer("main", model)],
         vec![],
-        EngineConfig::default(),
+        config,
         clock.clone(),
     )
     .with_channel(Channel {
@@ -255,6 +265,156 @@ fn blocks(v: serde_json::Value) -> Vec<Block> {
 
 fn alice() -> UserId {
     UserId::new("alice")
+}
+
+/// An app (html block) an agent posts in a platform thread (issue 40, item 5): with a
+/// `public_url`, the platform draws it with the address of its web view, made from a capability
+/// the engine gives when the message is posted (122 random bits, never the agent's: one it sends
+/// is refused unless well formed, and an address it sends is dropped); an edit of the text keeps
+/// the capability, a new app gets a new one. Without a `public_url` the app has no address.
+async fn an_app_on_a_platform_links_to_its_web_view(url: &str) {
+    let store = frogbot_testkit::open_store(url).await;
+    let w = world_configured(
+        store.clone(),
+        EngineConfig {
+            public_url: Some("https://bot.example.com/fb".into()),
+            ..EngineConfig::default()
+        },
+    );
+    let e = &w.engine;
+    let me = Some(alice());
+    let me = me.as_ref();
+    let place = AgentPlace::Channel {
+        platform: PLATFORM.into(),
+        place: ChannelTarget::Thread("C1".into()),
+    };
+    let chat = e
+        .agents()
+        .open_chat(me, place, "Report", "k1")
+        .await
+        .unwrap();
+    let c = &chat.chat_id;
+    let app = |extra: serde_json::Value| {
+        let mut b = json!({"type": "html", "title": "Chart", "html": "<p>chart</p>"});
+        b.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        Block::list_from_json(&json!([b]))
+    };
+    assert!(
+        app(json!({"link": "guessable"})).is_err(),
+        "a link that is not 32 hex digits is refused"
+    );
+    let sent = e
+        .agents()
+        .post(
+            c,
+            me,
+            AgentMessage {
+                id: Some("m1".into()),
+                text: Some("Numbers".into()),
+                blocks: app(json!({"url": "https://evil.example/phish"})).unwrap(),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let link_of = |m: &UiMessage| match &blocks_of(m)[0].kind {
+        frogbot_core::model::BlockKind::Html { link, url, .. } => {
+            assert_eq!(url, &None, "an address is never stored");
+            link.clone().expect("a capability")
+        }
+        other => panic!("{other:?}"),
+    };
+    let link = link_of(&sent);
+    assert!(frogbot_core::model::is_app_link(&link), "{link}");
+    let address = format!("https://bot.example.com/fb/apps/{c}/m1/{link}");
+    eventually("the message is shown", WAIT, async || {
+        w.platform.text_of("p0").is_some()
+    })
+    .await;
+    assert_eq!(
+        w.platform.text_of("p0").unwrap(),
+        format!("|Numbers|[App: Chart <{address}>]")
+    );
+    assert_eq!(
+        frogbot_core::model::app_page(&sent, &link),
+        Some(("<p>chart</p>".into(), Some("Chart".into())))
+    );
+    assert_eq!(frogbot_core::model::app_page(&sent, &"0".repeat(32)), None);
+
+    // A new text keeps the app and its address.
+    let edited = e
+        .agents()
+        .edit(
+            c,
+            me,
+            "m1",
+            MessageEdit::Replace {
+                title: None,
+                text: Some("Numbers, again".into()),
+                blocks: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(link_of(&edited), link);
+    eventually("the edit is shown", WAIT, async || {
+        w.platform.text_of("p0").unwrap().contains("again")
+    })
+    .await;
+    assert!(w.platform.text_of("p0").unwrap().contains(&address));
+    // A new app gets a new capability.
+    let other = e
+        .agents()
+        .post(
+            c,
+            me,
+            AgentMessage {
+                id: Some("m2".into()),
+                blocks: app(json!({})).unwrap(),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_ne!(link_of(&other), link);
+
+    // Without a public_url: no address.
+    let plain = world_over(store);
+    let chat = plain
+        .engine
+        .agents()
+        .open_chat(
+            me,
+            AgentPlace::Channel {
+                platform: PLATFORM.into(),
+                place: ChannelTarget::Thread("C2".into()),
+            },
+            "Report",
+            "k2",
+        )
+        .await
+        .unwrap();
+    plain
+        .engine
+        .agents()
+        .post(
+            &chat.chat_id,
+            me,
+            AgentMessage {
+                id: Some("m3".into()),
+                blocks: app(json!({})).unwrap(),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    eventually("the app is shown", WAIT, async || {
+        plain.platform.text_of("p0").is_some()
+    })
+    .await;
+    assert_eq!(plain.platform.text_of("p0").unwrap(), "||[App: Chart]");
 }
 
 /// The whole conversation of an agent outside FrogBot with a person in a platform thread.
@@ -1163,6 +1323,7 @@ async fn a_message_racing_the_binding_of_its_thread_goes_to_the_inbox(url: &str)
 }
 
 frogbot_testkit::backends!(
+    an_app_on_a_platform_links_to_its_web_view,
     a_message_racing_the_binding_of_its_thread_goes_to_the_inbox,
     an_external_agent_talks_with_a_person_in_a_thread,
     frogbots_own_agent_keeps_a_status_pin_and_edits_what_it_posted,

@@ -114,6 +114,13 @@ pub enum BlockKind {
         html: String,
         /// A name for the link.
         title: Option<String>,
+        /// The app's capability (`link`, 32 hex digits): given by the engine when the message is
+        /// posted ([`stamp_app_link`]), it makes the app's web view address
+        /// (`{public_url}/apps/{chat}/{message}/{link}`), readable by whoever holds it.
+        link: Option<String>,
+        /// That address, set only on the copy of a message drawn on a platform when the server
+        /// has a `public_url` ([`with_app_urls`]); never stored.
+        url: Option<String>,
     },
     /// A type this version does not know, kept as it came (`type`, then its other fields).
     Unknown {
@@ -356,9 +363,17 @@ impl Block {
                         )));
                     }
                 };
+                let link = text_field(o, "link", ty)?;
+                if link.as_deref().is_some_and(|l| !is_app_link(l)) {
+                    return Err(err(
+                        "html.link is 32 hex digits (the engine gives it)".to_owned()
+                    ));
+                }
                 BlockKind::Html {
                     html,
                     title: text_field(o, "title", ty)?,
+                    link,
+                    url: text_field(o, "url", ty)?,
                 }
             }
             other => {
@@ -454,10 +469,21 @@ impl Block {
                 v
             }
             BlockKind::Fields { fields } => json!({"fields": fields}),
-            BlockKind::Html { html, title } => {
+            BlockKind::Html {
+                html,
+                title,
+                link,
+                url,
+            } => {
                 let mut v = json!({"html": html});
                 if let Some(t) = title {
                     v["title"] = t.clone().into();
+                }
+                if let Some(l) = link {
+                    v["link"] = l.clone().into();
+                }
+                if let Some(u) = url {
+                    v["url"] = u.clone().into();
                 }
                 v
             }
@@ -569,6 +595,66 @@ pub fn progress_bar(value: f64, max: f64, width: usize) -> String {
         0
     };
     format!("{}{}", "▓".repeat(filled), "░".repeat(width - filled))
+}
+
+/// Whether `s` is an app's capability: 32 lowercase hex digits.
+pub fn is_app_link(s: &str) -> bool {
+    s.len() == 32
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// Gives an app block without a capability a fresh one (`fresh()`: 32 random hex digits), and
+/// drops any address it came with (only [`with_app_urls`] sets one, on a drawn copy).
+pub fn stamp_app_link(block: &mut Block, fresh: impl FnOnce() -> String) {
+    if let BlockKind::Html { link, url, .. } = &mut block.kind {
+        if link.is_none() {
+            *link = Some(fresh());
+        }
+        *url = None;
+    }
+}
+
+/// A copy of `message` (of chat `chat`) whose app blocks carry the address of their web view
+/// under `base` (the server's `public_url`): `{base}/apps/{chat}/{message}/{link}`.
+pub fn with_app_urls(message: &UiMessage, chat: &str, base: &str) -> UiMessage {
+    let mut out = message.clone();
+    let base = base.trim_end_matches('/');
+    for part in &mut out.parts {
+        let MessagePart::Other(v) = part else {
+            continue;
+        };
+        if v.get("type").and_then(Value::as_str) != Some(&format!("{BLOCK_PART_PREFIX}html")) {
+            continue;
+        }
+        let Some(data) = v.get_mut("data").and_then(Value::as_object_mut) else {
+            continue;
+        };
+        if let Some(link) = data
+            .get("link")
+            .and_then(Value::as_str)
+            .filter(|l| is_app_link(l))
+        {
+            let url = format!("{base}/apps/{chat}/{}/{link}", message.id);
+            data.insert("url".into(), url.into());
+        }
+    }
+    out
+}
+
+/// The app page of `message` whose capability is `link` (compared in constant time).
+pub fn app_page(message: &UiMessage, link: &str) -> Option<(String, Option<String>)> {
+    blocks_of(message).into_iter().find_map(|b| match b.kind {
+        BlockKind::Html {
+            html,
+            title,
+            link: Some(l),
+            ..
+        } if bool::from(subtle::ConstantTimeEq::ct_eq(l.as_bytes(), link.as_bytes())) => {
+            Some((html, title))
+        }
+        _ => None,
+    })
 }
 
 /// The blocks of a message, in order.

@@ -230,6 +230,8 @@ fn default_max_connections() -> usize {
 ///                                   # changes; with PostgreSQL, which pushes them, default 30
 /// allowed_origins = []              # other origins whose pages may call the API, e.g.
 ///                                   # ["https://chat.example.com"]
+/// public_url = "https://bot.example.com"  # optional: where people reach this server; an app
+///                                   # an agent posts on a platform links to its web view there
 /// ```
 ///
 /// Browser rules (see `README.md`'s Security section): a state-changing request (POST, PUT,
@@ -273,6 +275,13 @@ pub struct ServerConfig {
     /// listening on loopback (default none).
     #[serde(default)]
     pub allowed_origins: Vec<String>,
+    /// Where people reach this server (`https://bot.example.com`, a path allowed): an app (an
+    /// html block) an agent posts on a platform is drawn as a link to its web view,
+    /// `{public_url}/apps/{chat}/{message}/{capability}`, which anyone holding the link may open
+    /// (the capability is 122 random bits given when the message is posted). Unset: platforms
+    /// show the app's name and point to the web chat.
+    #[serde(default)]
+    pub public_url: Option<String>,
 }
 
 impl Default for ServerConfig {
@@ -285,6 +294,7 @@ impl Default for ServerConfig {
             max_event_streams_per_user: default_max_event_streams_per_user(),
             event_poll_seconds: None,
             allowed_origins: Vec::new(),
+            public_url: None,
         }
     }
 }
@@ -765,6 +775,22 @@ impl Config {
                 );
             }
         }
+        if let Some(url) = &self.server.public_url {
+            let base = url.trim_end_matches('/');
+            let origin_end = base
+                .find("://")
+                .map(|i| base[i + 3..].find('/').map_or(base.len(), |j| i + 3 + j));
+            let ok = origin_end.is_some_and(|end| {
+                crate::browser::parse_origin(&base[..end]).is_some()
+                    && !base.contains(['?', '#', ' ', '"', '<', '>', '\''])
+            });
+            if !ok {
+                return bad(
+                    "server.public_url",
+                    format!("{url:?} is not an http(s) address: use https://host[:port][/path]"),
+                );
+            }
+        }
         let mut ids = std::collections::HashSet::new();
         for (i, m) in self.models.iter().enumerate() {
             let key = format!("models[{i}]");
@@ -1077,6 +1103,31 @@ mod tests {
     /// A `postgres://` database and `[[mcp]]` servers are taken in a build with their features
     /// and refused in one without, in a line naming the feature (`.ci/run` runs these unit tests
     /// in the web-only build too).
+    #[test]
+    fn public_url_is_an_http_address() {
+        for ok in [
+            "https://bot.example.com",
+            "https://bot.example.com/",
+            "http://127.0.0.1:8787/frogbot",
+        ] {
+            let c = Config::parse(&format!("[server]\npublic_url = \"{ok}\"")).unwrap();
+            assert!(c.validate().is_ok(), "{ok}");
+        }
+        for bad in [
+            "bot.example.com",
+            "ftp://bot.example.com",
+            "https://bot.example.com/?x=1",
+            "https://",
+        ] {
+            let e = Config::parse(&format!("[server]\npublic_url = \"{bad}\""))
+                .unwrap()
+                .validate()
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("server.public_url"), "{bad}: {e}");
+        }
+    }
+
     #[test]
     fn allowed_origins_must_be_origins() {
         let ok = Config::parse(

@@ -1,6 +1,7 @@
 //! The HTTP API of `serve-contract.md`, with axum.
 
 mod access;
+mod apps;
 mod asks;
 mod errors;
 mod files;
@@ -83,6 +84,12 @@ pub fn routes() -> (Router<AppState>, Vec<RouteInfo>) {
         .at(M::GET, "/", Public, get(crate::web::index))
         .at(M::GET, "/healthz", Public, get(healthz))
         .at(M::GET, "/readyz", Public, get(readyz))
+        .at(
+            M::GET,
+            "/apps/{chat_id}/{message_id}/{link}",
+            Public,
+            get(apps::app_view),
+        )
         .at(M::GET, "/api/chats", Any, get(list_chats))
         .at(M::GET, "/api/chats/{chat_id}", Any, get(get_chat))
         .at(
@@ -219,7 +226,7 @@ impl ApiError {
             "this chat belongs to another user",
         )
     }
-    fn not_found(what: impl Into<String>) -> Self {
+    pub(crate) fn not_found(what: impl Into<String>) -> Self {
         Self::new(StatusCode::NOT_FOUND, "not-found", what)
     }
     fn channel_chat() -> Self {

@@ -240,6 +240,11 @@ pub async fn build_engine(config: &Config) -> Result<Engine, Error> {
             turn_lease_ms: (config.turn_lease_seconds as i64) * 1000,
             default_model: config.default_model_id(),
             message_tools: config.tools.messages,
+            public_url: config
+                .server
+                .public_url
+                .as_deref()
+                .map(|u| u.trim_end_matches('/').to_owned()),
             // Agent principals never approve a call of a turn they drove.
             agents: config
                 .agents

@@ -253,6 +253,12 @@ fn row(w: &World, method: &Method, path: &str) -> Option<Row> {
             [403, 403, 202, 403, 403],
         ),
         ("GET", "/api/inbox") => r(path.into(), None, [401, 403, 403, 200, 200]),
+        // An app's web view: public, its address the capability (a wrong one is a 404 for all).
+        ("GET", "/apps/{chat_id}/{message_id}/{link}") => r(
+            format!("/apps/{agent}/m1/{}", "0".repeat(32)),
+            None,
+            [404, 404, 404, 404, 404],
+        ),
         // The MCP endpoint: agents only; past the policy, the transport's own answers (this
         // plain client accepts no event stream: 406; DELETE needs a session id: 400).
         ("POST", "/mcp") => r(
@@ -275,8 +281,8 @@ async fn every_route_answers_each_principal_as_the_policy_table_says() {
     let (_, table) = frogbot::http::routes();
     assert_eq!(
         table.len(),
-        30,
-        "the routes of serve-contract.md, the agent APIs and files"
+        31,
+        "the routes of serve-contract.md, the agent APIs, files and app views"
     );
     let mut failures = Vec::new();
     for route in &table {
@@ -325,14 +331,17 @@ async fn anonymous_callers_get_nothing_once_users_exist() {
             .replace("{chat_id}", "c1")
             .replace("{message_id}", "m1")
             .replace("{id}", "c1~ask-x")
-            .replace("{key}", "status");
+            .replace("{key}", "status")
+            .replace("{link}", &"0".repeat(32));
         let r = call(&s, route.method.clone(), &path, None, Some(json!({}))).await;
         match route.access {
+            // An app's web view asks for no token: its address is the capability.
+            Access::Public if path.starts_with("/apps/") => r.assert_error(404, "not-found"),
             Access::Public => assert_eq!(r.status, 200, "{} {path}: {}", route.method, r.text),
             _ => r.assert_error(401, "unauthorized"),
         }
     }
-    assert_eq!(seen.get(&Access::Public), Some(&3));
+    assert_eq!(seen.get(&Access::Public), Some(&4));
     // The user still works.
     assert_eq!(s.send("mine", Some(ALICE), "hi").await.status, 200);
 }

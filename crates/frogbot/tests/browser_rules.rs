@@ -380,3 +380,86 @@ async fn webhooks_merged_after_the_api_are_not_under_the_rules() {
     let res = app.oneshot(req("/api/chats/x/messages")).await.unwrap();
     assert_eq!(res.status(), 403);
 }
+
+/// An app's web view (`GET /apps/{chat}/{message}/{link}`, issue 40 item 5): the address a
+/// platform shows for an app is its capability, opened without a token; the page is its own
+/// origin-less sandbox, never framed, its address not sent on as a referrer; a wrong or malformed
+/// link, another message's, or a deleted message's is a 404 that says nothing of which.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_apps_web_view_is_for_whoever_holds_its_address() {
+    let (s, _db) = server("[server]\npublic_url = \"https://bot.example.com\"").await;
+    let r = s
+        .post(
+            "/api/agent-chats",
+            Some(common::AGENT),
+            json!({"to": {"web": "app-for-alice", "user": "alice"}}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let html = "<!doctype html><p>chart</p><script>document.title='ran'</script>";
+    let r = s
+        .post(
+            "/api/chats/app-for-alice/agent-messages",
+            Some(common::AGENT),
+            json!({"id": "m1", "text": "Numbers", "blocks": [
+                {"type": "html", "title": "Chart", "html": html},
+            ]}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let link = r.json["parts"][1]["data"]["link"]
+        .as_str()
+        .expect("the engine gave the app a link")
+        .to_owned();
+    let view = |path: String| {
+        let s = &s;
+        async move {
+            resp(
+                s.client
+                    .get(format!("{}{path}", s.base))
+                    .send()
+                    .await
+                    .unwrap(),
+            )
+            .await
+        }
+    };
+    let page = view(format!("/apps/app-for-alice/m1/{link}")).await;
+    assert_eq!(page.status, 200, "{}", page.text);
+    assert_eq!(page.text, html);
+    let got = s
+        .client
+        .get(format!("{}/apps/app-for-alice/m1/{link}", s.base))
+        .send()
+        .await
+        .unwrap();
+    let h = |n: &str| got.headers()[n].to_str().unwrap().to_owned();
+    assert_eq!(
+        h("content-security-policy"),
+        "sandbox allow-scripts allow-forms allow-popups; frame-ancestors 'none'"
+    );
+    assert_eq!(h("referrer-policy"), "no-referrer");
+    assert_eq!(h("x-content-type-options"), "nosniff");
+    assert_eq!(h("cache-control"), "private, no-store");
+    let other = "0".repeat(32);
+    for wrong in [
+        format!("/apps/app-for-alice/m1/{other}"),
+        format!("/apps/app-for-alice/m1/{}", &link[..31]),
+        format!("/apps/app-for-alice/m2/{link}"),
+        format!("/apps/other-chat/m1/{link}"),
+        format!("/apps/..%2F/m1/{link}"),
+    ] {
+        view(wrong.clone()).await.assert_error(404, "not-found");
+    }
+    // Deleted: gone.
+    let r = s
+        .delete(
+            "/api/chats/app-for-alice/agent-messages/m1",
+            Some(common::AGENT),
+        )
+        .await;
+    assert!(r.status < 300, "{}", r.text);
+    view(format!("/apps/app-for-alice/m1/{link}"))
+        .await
+        .assert_error(404, "not-found");
+}

@@ -192,8 +192,17 @@ fn parts_of(text: Option<&str>, blocks: &[Block]) -> Vec<MessagePart> {
     if let Some(t) = text.filter(|t| !t.is_empty()) {
         parts.push(MessagePart::text(t));
     }
-    parts.extend(blocks.iter().map(Block::to_part));
+    parts.extend(blocks.iter().map(|b| {
+        let mut b = b.clone();
+        crate::model::stamp_app_link(&mut b, fresh_app_link);
+        b.to_part()
+    }));
     parts
+}
+
+/// A fresh app capability: a random (v4) UUID, 122 random bits, as 32 hex digits.
+fn fresh_app_link() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
 }
 
 /// A live agent message (not deleted): what the agent edits, deletes and pins.
@@ -529,6 +538,17 @@ impl Channels {
     }
 
     /// Edits an agent message (its content, or one block by id).
+    /// What a platform draws of an agent message: everything but its files (sent as uploads),
+    /// its apps linking to their web views when the server has a `public_url`.
+    fn drawn(&self, chat: &ChatId, m: &UiMessage) -> UiMessage {
+        let mut drawn = match &self.turns.config.public_url {
+            Some(base) => crate::model::with_app_urls(m, chat.as_str(), base),
+            None => m.clone(),
+        };
+        drawn.parts.retain(|p| p.as_file().is_none());
+        drawn
+    }
+
     pub(crate) async fn agent_edit(
         &self,
         chat: &ChatId,
@@ -594,6 +614,7 @@ impl Channels {
                     };
                     let mut block = block.clone();
                     block.id = Some(block_id.clone());
+                    crate::model::stamp_app_link(&mut block, fresh_app_link);
                     m.parts[at] = block.to_part();
                 }
             }
@@ -1128,8 +1149,7 @@ impl Channels {
                 if sync.shown.is_none() {
                     let delivery = Delivery::new(format!("{key}:{}", sync.revision));
                     let files = crate::agent::files::out_files(store, chat, &file_parts).await?;
-                    let mut drawn = m.clone();
-                    drawn.parts.retain(|p| p.as_file().is_none());
+                    let drawn = self.drawn(chat, &m);
                     let mut posted = if drawn.parts.is_empty() && drawn.metadata.title.is_none() {
                         Vec::new()
                     } else {
@@ -1147,8 +1167,7 @@ impl Channels {
                     let keep = m.metadata.posted.len().saturating_sub(file_parts.len());
                     let (drawn_ids, file_ids) = m.metadata.posted.split_at(keep);
                     let file_ids = file_ids.to_vec();
-                    let mut drawn = m.clone();
-                    drawn.parts.retain(|p| p.as_file().is_none());
+                    let drawn = self.drawn(chat, &m);
                     let has_drawn = !drawn.parts.is_empty() || drawn.metadata.title.is_some();
                     let mut posted = match (drawn_ids.is_empty(), has_drawn) {
                         // Files alone until now: the text is a message of its own (after them).

@@ -67,6 +67,9 @@ pub struct EngineConfig {
     pub agents: HashSet<UserId>,
     /// What files are accepted and how much of one the model reads.
     pub files: crate::agent::FileLimits,
+    /// The server's address as people reach it (`[server] public_url`): an app block drawn on
+    /// a platform links to its web view there. `None`: platforms show the app's name only.
+    pub public_url: Option<String>,
 }
 
 impl Default for EngineConfig {
@@ -87,6 +90,7 @@ impl Default for EngineConfig {
             message_tools: false,
             agents: HashSet::new(),
             files: crate::agent::FileLimits::default(),
+            public_url: None,
         }
     }
 }
