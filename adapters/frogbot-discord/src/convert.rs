@@ -15,7 +15,8 @@
 //! (e.g. `{"type": 6}`, the deferred update) within 3 seconds.
 
 use frogbot_model::{
-    ActionEvent, Interaction, ModalSubmitEvent, PlatformUser, ThreadMessage, ThreadMessageMetadata,
+    ActionEvent, Interaction, Mention, ModalSubmitEvent, PlatformUser, ThreadMessage,
+    ThreadMessageMetadata,
 };
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -310,7 +311,8 @@ pub fn interaction_from_gateway(json: &str) -> Result<Interaction, Error> {
 
 /// A guild or thread message → a FrogBot thread message: `text` (the content), `author`,
 /// `metadata.dateSent` from the message id's snowflake timestamp, `id`, and `replyTo` (the message
-/// it replies to).
+/// it replies to). `mentions` stays empty: the bot's own id is needed to leave it out
+/// ([`thread_message_for`]).
 pub fn thread_message(message: &Message) -> ThreadMessage {
     let reply_to = message
         .message_reference
@@ -328,7 +330,49 @@ pub fn thread_message(message: &Message) -> ThreadMessage {
         reply_to,
         raw: raw_of(message),
         files: message.attachments.iter().map(attachment_file).collect(),
+        mentions: Vec::new(),
     }
+}
+
+/// [`thread_message`] as the bot `bot` receives it: the text without its mentions of the bot
+/// ([`strip_mention`]), and the people the text names ([`mentions_in`], on that text).
+pub fn thread_message_for(message: &Message, bot: UserId) -> ThreadMessage {
+    let mut incoming = thread_message(message);
+    incoming.text = strip_mention(&incoming.text, bot);
+    incoming.mentions = mentions_in(&incoming.text, &message.mentions, bot);
+    incoming
+}
+
+/// The people `text` names, in text order: each `<@ID>` or `<@!ID>` (Discord's user mention;
+/// the `!` form is the deprecated nickname one) whose user is among `users` (the message's
+/// `mentions`, the user objects Discord resolved), with its byte range in `text`; never `bot`.
+/// A mention Discord did not resolve (inside a code block, of nobody it knows) names no one.
+pub fn mentions_in(text: &str, users: &[User], bot: UserId) -> Vec<Mention> {
+    let mut found = Vec::new();
+    let mut from = 0;
+    while let Some(at) = text[from..].find("<@").map(|i| from + i) {
+        from = at + 2;
+        let tail = &text[from..];
+        let digits_at = usize::from(tail.starts_with('!'));
+        let digits = &tail[digits_at..];
+        let n = digits.bytes().take_while(u8::is_ascii_digit).count();
+        if n == 0 || !digits[n..].starts_with('>') {
+            continue;
+        }
+        let end = from + digits_at + n + 1;
+        let Ok(id) = digits[..n].parse::<u64>() else {
+            continue;
+        };
+        if let Some(user) = users.iter().find(|u| u.id.get() == id && u.id != bot) {
+            found.push(Mention {
+                user: platform_user(user),
+                start: at,
+                end,
+            });
+        }
+        from = end;
+    }
+    found
 }
 
 /// An attachment as a file the engine downloads (its CDN `url`).
@@ -783,6 +827,73 @@ mod tests {
         assert!(!is_own_message(&message, bot));
         assert!(is_own_message(&message, UserId::new(300000000000000003)));
         assert_eq!(strip_mention(&message.content, bot), "hello");
+    }
+
+    /// A `mentions` entry of a guild `MESSAGE_CREATE`: a user object with a partial `member`.
+    fn mentioned(id: &str, username: &str, global_name: Option<&str>, bot: bool) -> Value {
+        json!({"id": id, "username": username, "global_name": global_name, "discriminator": "0",
+               "avatar": null, "bot": bot, "public_flags": 0,
+               "member": {"roles": [], "joined_at": "2025-01-01T00:00:00.000000+00:00",
+                          "deaf": false, "mute": false, "flags": 0}})
+    }
+
+    #[test]
+    fn mentions_are_named_with_their_ranges_in_the_final_text() {
+        let bot = UserId::new(600000000000000006);
+        let bob = "300000000000000004";
+        // A person names the bot first, then asks bob (the legacy `<@!id>` form).
+        let mut m = message_json(
+            "1318349183424823306",
+            "700000000000000007",
+            &format!("<@600000000000000006> /ask <@!{bob}>: Ship today? | yes | no"),
+            "300000000000000003",
+        );
+        m["mentions"] = json!([
+            mentioned("600000000000000006", "frogbot", None, true),
+            mentioned(bob, "bob", Some("Bob"), false)
+        ]);
+        let message: Message = serde_json::from_value(m).unwrap();
+        let t = thread_message_for(&message, bot);
+        assert_eq!(t.text, format!("/ask <@!{bob}>: Ship today? | yes | no"));
+        assert_eq!(t.mentions.len(), 1, "never the bot: {:?}", t.mentions);
+        let named = &t.mentions[0];
+        assert_eq!(&t.text[named.start..named.end], format!("<@!{bob}>"));
+        assert_eq!(named.user.id, bob);
+        assert_eq!(named.user.name.as_deref(), Some("Bob"));
+        assert!(!named.user.is_bot);
+        // The engine reads the person asked at the start of the command's arguments.
+        let (who, rest) = t.named_first(&t.text[5..]).unwrap();
+        assert_eq!(who.id, bob);
+        assert_eq!(rest, ": Ship today? | yes | no");
+
+        // In text order, each time written, with byte ranges past multi-byte text; a mention
+        // Discord did not resolve (no user object) names nobody; another bot is named as a bot.
+        let text = format!("¿Qué? <@{bob}> and <@77> and <@555> then <@{bob}> <@x> <@");
+        let users = [
+            serde_json::from_value::<User>(mentioned(bob, "bob", None, false)).unwrap(),
+            serde_json::from_value::<User>(mentioned("555", "helper", None, true)).unwrap(),
+        ];
+        let found = mentions_in(&text, &users, bot);
+        let spans: Vec<(&str, &str)> = found
+            .iter()
+            .map(|m| (m.user.id.as_str(), &text[m.start..m.end]))
+            .collect();
+        let bob_written = format!("<@{bob}>");
+        assert_eq!(
+            spans,
+            [
+                (bob, bob_written.as_str()),
+                ("555", "<@555>"),
+                (bob, bob_written.as_str())
+            ]
+        );
+        assert_eq!(
+            found[0].user.name.as_deref(),
+            Some("bob"),
+            "no global name: the username"
+        );
+        assert!(found[1].user.is_bot);
+        assert!(mentions_in("no one here", &users, bot).is_empty());
     }
 
     #[test]

@@ -10,6 +10,7 @@
 use frogbot_channel::markdown::{self, Fit, Table};
 use pulldown_cmark::{Event, Options, Parser, Tag, TagEnd};
 use serenity::builder::{CreateAllowedMentions, CreateMessage};
+use serenity::model::id::UserId;
 
 /// A message of the reply: `content` with no mention allowed to ping (`allowed_mentions` empty).
 pub fn reply_message(content: impl Into<String>) -> CreateMessage {
@@ -22,6 +23,13 @@ pub fn reply_message(content: impl Into<String>) -> CreateMessage {
 /// the author of a replied-to message).
 pub fn no_mentions() -> CreateAllowedMentions {
     CreateAllowedMentions::new()
+}
+
+/// `allowed_mentions` that let exactly `users` be pinged (by their `<@ID>` in the content): no
+/// `@everyone` / `@here`, no role, nobody else (`{"parse": [], "users": [...]}`; [`no_mentions`]
+/// when `users` is empty).
+pub fn only_users(users: &[UserId]) -> CreateAllowedMentions {
+    no_mentions().users(users.iter().copied())
 }
 
 /// The model's Markdown `markdown` as the messages of a reply, each at most `max` characters:

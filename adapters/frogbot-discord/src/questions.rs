@@ -484,21 +484,16 @@ impl<A: DiscordApi> ChannelQuestions for DiscordQuestions<A> {
         let mut rendered = Vec::new();
         for call in args.calls {
             // An approval too long for the card: its complete arguments first, in order.
-            if let [item] = call.input.questions.as_slice()
-                && let Some(pages) = render::approval_pages(item)
-            {
+            let pages = render::approval_lead_messages(call);
+            if !pages.is_empty() {
                 let channel = channel_id(&args.thread.id)?;
-                for (i, page) in pages.before.iter().enumerate() {
-                    let mut page = render::approval_page_message(page);
-                    if i > 0 {
-                        page = page
-                            .flags(serenity::model::channel::MessageFlags::SUPPRESS_NOTIFICATIONS);
-                    }
-                    self.api.send_message(channel, &page).await?;
+                for page in &pages {
+                    self.api.send_message(channel, page).await?;
                 }
             }
-            let paged = matches!(call.input.questions.as_slice(), [item] if render::approval_pages(item).is_some());
-            let message = self.post_step(args.thread, call, 0, 0, paged).await?;
+            let message = self
+                .post_step(args.thread, call, 0, 0, !pages.is_empty())
+                .await?;
             rendered.push(RenderedQuestion {
                 calls: vec![call.tool_call_id.clone()],
                 messages: vec![message],

@@ -38,7 +38,10 @@
 //! - `confirm`: one button with its label, danger-styled where `danger`, else success;
 //! - an optional choice, toggle or confirm: a "No answer" button;
 //! - every question message: a "Skip" button that dismisses the whole call, and, when the set has
-//!   an expiry, a line "⏳ open until 14:05 UTC" (`frogbot_model::open_until_text`).
+//!   an expiry, a line "⏳ open until 14:05 UTC" (`frogbot_model::open_until_text`);
+//! - a question for given people of Discord (`from`: `discord:ID`, a person's `ask`): its first
+//!   message begins with their mentions and pings them, and only them ([`asked_users`]); nothing
+//!   else the adapter posts pings anybody (empty `allowed_mentions`).
 //!
 //! The settled view ([`settled_pages`]) shows each question of the message — its header and
 //! question, without the options, instructions and range line that served to answer it — and
@@ -62,6 +65,7 @@ use serenity::builder::{
     CreateSelectMenu, CreateSelectMenuKind, CreateSelectMenuOption, EditMessage,
 };
 use serenity::model::application::{ButtonStyle, InputTextStyle};
+use serenity::model::id::UserId;
 
 use frogbot_model::text::truncate;
 
@@ -291,8 +295,105 @@ pub fn step_pages(
     expires_at: Option<&str>,
     now: chrono::DateTime<chrono::Utc>,
 ) -> Vec<String> {
+    step_pages_within(questions, index, expires_at, now, 0)
+}
+
+/// The most people a question message mentions ([`asked_users`]): their mentions (at most 24
+/// characters each) fit beside a full approval page ([`APPROVAL_ROOM`]) in one message.
+pub const MAX_ASKED_MENTIONS: usize = 10;
+
+/// The people of Discord a question is for: its `from` entries naming this platform's users
+/// (`discord:ID`, e.g. a person's `ask`), in order, once each, at most [`MAX_ASKED_MENTIONS`].
+/// Its first message begins with their mentions (`<@ID>`), and only they may be pinged by it.
+pub fn asked_users(input: &QuestionInput) -> Vec<UserId> {
+    let mut users: Vec<UserId> = Vec::new();
+    let ids = input.from.iter().filter_map(|f| {
+        let id = f.strip_prefix(crate::PLATFORM)?.strip_prefix(':')?;
+        id.parse::<u64>()
+            .ok()
+            .filter(|id| *id != 0)
+            .map(UserId::new)
+    });
+    for id in ids {
+        if !users.contains(&id) && users.len() < MAX_ASKED_MENTIONS {
+            users.push(id);
+        }
+    }
+    users
+}
+
+/// The pages of step `index` of `call` as they are posted ([`step_pages`]): the first begins
+/// with a mention of each of [`asked_users`] (room kept for it), and only it may ping them.
+fn posted_pages(
+    call: &QuestionCall,
+    index: usize,
+    now: chrono::DateTime<chrono::Utc>,
+) -> (Vec<String>, Vec<UserId>) {
+    // A paged approval mentions them in its first page instead ([`approval_lead_messages`]).
+    let users = match paged_approval(call) {
+        Some(_) => Vec::new(),
+        None => asked_users(&call.input),
+    };
+    let lead = mentions_lead(&users);
+    let mut pages = step_pages_within(
+        &call.input.questions,
+        index,
+        call.expires_at.as_deref(),
+        now,
+        lead.chars().count(),
+    );
+    if let Some(first) = pages.first_mut() {
+        first.insert_str(0, &lead);
+    }
+    (pages, users)
+}
+
+/// `<@A> <@B> `: the mentions a question's first message begins with.
+fn mentions_lead(users: &[UserId]) -> String {
+    users.iter().map(|u| format!("<@{u}> ")).collect()
+}
+
+/// The pages of `call` when it is an approval too long for its card ([`approval_pages`]).
+fn paged_approval(call: &QuestionCall) -> Option<ApprovalPages> {
+    match call.input.questions.as_slice() {
+        [item] => approval_pages(item),
+        _ => None,
+    }
+}
+
+/// The messages posted before the card of an approval too long for it ([`approval_pages`]): its
+/// complete arguments, in order. The first begins with the mentions of [`asked_users`] (the
+/// approvers of Discord) and pings only them; the others are silent (`SUPPRESS_NOTIFICATIONS`)
+/// and ping nobody. None for any other call.
+pub fn approval_lead_messages(call: &QuestionCall) -> Vec<CreateMessage> {
+    let Some(pages) = paged_approval(call) else {
+        return Vec::new();
+    };
+    let users = asked_users(&call.input);
+    pages
+        .before
+        .iter()
+        .enumerate()
+        .map(|(i, page)| match i {
+            0 => CreateMessage::new()
+                .content(format!("{}{page}", mentions_lead(&users)))
+                .allowed_mentions(crate::format::only_users(&users)),
+            _ => approval_page_message(page)
+                .flags(serenity::model::channel::MessageFlags::SUPPRESS_NOTIFICATIONS),
+        })
+        .collect()
+}
+
+/// [`step_pages`] with `reserve` characters of each message kept free.
+fn step_pages_within(
+    questions: &[QuestionItem],
+    index: usize,
+    expires_at: Option<&str>,
+    now: chrono::DateTime<chrono::Utc>,
+    reserve: usize,
+) -> Vec<String> {
     let line = expiry_line(expires_at, now);
-    let room = MESSAGE_LIMIT - line.as_ref().map_or(0, |l| l.chars().count() + 2);
+    let room = MESSAGE_LIMIT - reserve - line.as_ref().map_or(0, |l| l.chars().count() + 2);
     let mut pages = frogbot_model::text::split(&step_text(questions, index), room);
     if pages.is_empty() {
         pages.push(String::new());
@@ -471,21 +572,28 @@ pub fn question_components(
 }
 
 /// The messages posted before the message asking step `index` of `call`: the beginning of a step
-/// too long for one message ([`step_pages`]; nothing pings). Usually none.
+/// too long for one message ([`step_pages`]; nothing pings but the first's mention of the people
+/// the question is for, [`asked_users`]). Usually none.
 pub fn step_lead_messages(call: &QuestionCall, index: usize) -> Vec<CreateMessage> {
-    let mut pages = step_pages(
-        &call.input.questions,
-        index,
-        call.expires_at.as_deref(),
-        chrono::Utc::now(),
-    );
+    let (mut pages, users) = posted_pages(call, index, chrono::Utc::now());
     pages.pop();
-    pages.iter().map(|p| approval_page_message(p)).collect()
+    pages
+        .iter()
+        .enumerate()
+        .map(|(i, p)| match i {
+            0 => CreateMessage::new()
+                .content(p)
+                .allowed_mentions(crate::format::only_users(&users)),
+            _ => approval_page_message(p),
+        })
+        .collect()
 }
 
 /// The message asking step `index` of `call` at `revision` (with the expiry line as of now; a step
 /// too long for one message ends it, [`step_lead_messages`] before it). Its controls' `custom_id`s
-/// read back with [`crate::ids::read_control`].
+/// read back with [`crate::ids::read_control`]. Nothing in it pings anybody, but when it is the
+/// step's first message, the people the question is for ([`asked_users`]): it begins with their
+/// mentions, and `allowed_mentions` names only them.
 ///
 /// ```
 /// use frogbot_discord::render;
@@ -513,14 +621,20 @@ pub fn question_message_at(
 ) -> CreateMessage {
     let questions = &call.input.questions;
     match questions.get(index) {
-        Some(item) => CreateMessage::new()
-            .content(
-                step_pages(questions, index, call.expires_at.as_deref(), now)
-                    .pop()
-                    .unwrap_or_default(),
-            )
-            .components(question_components(item, revision, index)),
-        None => CreateMessage::new().content("(no such question)"),
+        Some(item) => {
+            let (mut pages, users) = posted_pages(call, index, now);
+            let allowed = match pages.len() {
+                1 => crate::format::only_users(&users),
+                _ => crate::format::no_mentions(),
+            };
+            CreateMessage::new()
+                .content(pages.pop().unwrap_or_default())
+                .allowed_mentions(allowed)
+                .components(question_components(item, revision, index))
+        }
+        None => CreateMessage::new()
+            .content("(no such question)")
+            .allowed_mentions(crate::format::no_mentions()),
     }
 }
 
@@ -1319,6 +1433,66 @@ mod tests {
         let json = serde_json::to_value(question_message(&call, 0, 0)).unwrap();
         assert_eq!(json["content"], "**A** (1/2)\nFirst?\n• **no**: not at all");
         assert_eq!(json["components"].as_array().unwrap().len(), 1);
+        // Nothing in it pings anybody (a model's `@everyone` or `<@id>` stays text).
+        assert_eq!(
+            json["allowed_mentions"],
+            json!({"parse": [], "users": [], "roles": []})
+        );
+    }
+
+    #[test]
+    fn a_question_for_people_of_discord_mentions_and_pings_only_them() {
+        let mut call: QuestionCall = serde_json::from_value(json!({"toolCallId": "c1",
+            "input": {"questions": [{"header": "For bob", "question": "alice asks bob: Ship? <@9> @everyone",
+                "options": [{"label": "yes"}, {"label": "no"}]}],
+                "from": ["discord:300000000000000004", "alice", "slack:U1",
+                         "discord:300000000000000004", "discord:bob", "discord:0", "discord:5"]}}))
+        .unwrap();
+        assert_eq!(
+            asked_users(&call.input),
+            [UserId::new(300000000000000004), UserId::new(5)],
+            "this platform's people, once each, in order"
+        );
+        let json = serde_json::to_value(question_message(&call, 0, 0)).unwrap();
+        assert_eq!(
+            json["content"],
+            "<@300000000000000004> <@5> **For bob**\nalice asks bob: Ship? <@9> @everyone"
+        );
+        assert_eq!(
+            json["allowed_mentions"],
+            json!({"parse": [], "users": ["300000000000000004", "5"], "roles": []}),
+            "only they may be pinged"
+        );
+        // A step too long for one message: its first message mentions them, nothing else pings.
+        call.input.questions[0].question = "word ".repeat(900);
+        let leads: Vec<Value> = step_lead_messages(&call, 0)
+            .iter()
+            .map(|m| serde_json::to_value(m).unwrap())
+            .collect();
+        let last = serde_json::to_value(question_message(&call, 0, 0)).unwrap();
+        assert!(!leads.is_empty(), "{last:#?}");
+        assert!(
+            leads[0]["content"]
+                .as_str()
+                .unwrap()
+                .starts_with("<@300000000000000004> <@5> **For bob**")
+        );
+        assert_eq!(
+            leads[0]["allowed_mentions"]["users"],
+            json!(["300000000000000004", "5"])
+        );
+        for m in leads[1..].iter().chain([&last]) {
+            assert_eq!(m["allowed_mentions"]["users"], json!([]));
+            assert!(!m["content"].as_str().unwrap().contains("<@5>"));
+        }
+        for m in leads.iter().chain([&last]) {
+            assert!(m["content"].as_str().unwrap().chars().count() <= MESSAGE_LIMIT);
+        }
+        // Ten at most.
+        call.input.from = (1..=30)
+            .map(|i| format!("discord:{}", u64::MAX - i))
+            .collect();
+        assert_eq!(asked_users(&call.input).len(), MAX_ASKED_MENTIONS);
     }
 
     #[test]

@@ -89,6 +89,7 @@ pub use harness::{DiscordHarness, conformance_harness};
 pub use payloads::{
     command_interaction, component_interaction, component_on, dm_channel, message,
     modal_submit_in_labels, modal_submit_interaction, text_channel, thread_channel, user,
+    with_user_option,
 };
 pub use recording::{Recorded, RecordingDiscord};
 pub use state::{Call, FakeDiscord};

@@ -153,6 +153,13 @@ async fn start() -> Bot {
     }
 }
 
+/// A message's content without the mention of the approver it begins with when it is the first
+/// message of an approval (the approvers, `discord:ID`, are pinged by it).
+fn unpinged(content: &str) -> &str {
+    let lead = format!("<@{ALICE}> ");
+    content.strip_prefix(lead.as_str()).unwrap_or(content)
+}
+
 fn alice() -> Value {
     fake::user(ALICE, "alice", false)
 }
@@ -200,7 +207,7 @@ impl Bot {
                     && c.path == path
                     && c.body["content"]
                         .as_str()
-                        .is_some_and(|t| t.starts_with("**Approval**"))
+                        .is_some_and(|t| unpinged(t).starts_with("**Approval**"))
             })
             .await
             .unwrap_or_else(|| panic!("the approval in {thread}: {:#?}", self.fake.calls()));
@@ -267,7 +274,7 @@ impl Bot {
                     && c.path == path
                     && c.body["content"]
                         .as_str()
-                        .is_some_and(|t| t.starts_with(prefix))
+                        .is_some_and(|t| unpinged(t).starts_with(prefix))
             })
             .await
             .unwrap_or_else(|| panic!("{prefix:?} in {thread}: {:#?}", self.fake.calls()));
@@ -331,7 +338,14 @@ async fn an_approval_is_drawn_as_buttons_refused_to_others_and_approved_once() {
 
     // Drawn as a question: the tool's name and arguments in the text (Discord Markdown: the
     // arguments in a json code block), Approve / Deny / Other… / Skip as buttons.
+    // The approver (`discord:ALICE`) is mentioned first and pinged, nobody else.
     let content = body["content"].as_str().unwrap();
+    assert!(content.starts_with(&format!("<@{ALICE}> ")), "{content}");
+    assert_eq!(
+        body["allowed_mentions"],
+        serde_json::json!({"parse": [], "users": [ALICE.to_string()], "roles": []})
+    );
+    let content = unpinged(content);
     assert!(
         content.starts_with(&format!("**{APPROVAL_HEADER}**\nRun `merge`?\n```json\n")),
         "{content}"
@@ -650,7 +664,7 @@ async fn a_long_argument_is_shown_in_full_in_messages_before_the_card() {
     let pages: Vec<&str> = posts
         .iter()
         .filter_map(|b| b["content"].as_str())
-        .filter(|t| t.starts_with("Arguments ("))
+        .filter(|t| unpinged(t).starts_with("Arguments ("))
         .collect();
     assert!(pages.len() >= 3, "{posts:#?}");
     for p in posts.iter().filter_map(|b| b["content"].as_str()) {
@@ -662,10 +676,25 @@ async fn a_long_argument_is_shown_in_full_in_messages_before_the_card() {
         .position(|b| {
             b["content"]
                 .as_str()
-                .is_some_and(|t| t.starts_with("**Approval**"))
+                .is_some_and(|t| unpinged(t).starts_with("**Approval**"))
         })
         .unwrap();
     assert_eq!(card_at, pages.len(), "the pages, then the card");
+    // The first pings the approver, and nothing else pings anybody.
+    let users = |b: &Value| b["allowed_mentions"]["users"].clone();
+    assert_eq!(users(&posts[0]), serde_json::json!([ALICE.to_string()]));
+    assert!(
+        posts[0]["content"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("<@{ALICE}> Arguments ("))
+    );
+    assert!(
+        posts[1..=card_at]
+            .iter()
+            .all(|b| users(b) == serde_json::json!([])),
+        "{posts:#?}"
+    );
     let joined: String = pages
         .iter()
         .map(|p| {
@@ -704,9 +733,7 @@ async fn a_short_approval_is_one_card_as_before() {
     let path = format!("/api/v10/channels/{thread}/messages");
     assert!(
         bot.fake.calls()[from..].iter().all(|c| c.path != path
-            || !c.body["content"]
-                .as_str()
-                .unwrap_or_default()
+            || !unpinged(c.body["content"].as_str().unwrap_or_default())
                 .starts_with("Arguments (")),
         "no argument pages"
     );

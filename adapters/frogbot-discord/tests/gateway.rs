@@ -466,7 +466,7 @@ async fn application_commands_are_registered_and_new_and_model_work_in_a_thread(
     let bot = start(&["alice"], None).await;
     // At start: the global commands, one per command, `model` with its choices.
     frogbot_testkit::eventually("the commands registered", WAIT, async || {
-        bot.fake.commands().len() == 4
+        bot.fake.commands().len() == 5
     })
     .await;
     let commands = bot.fake.commands();
@@ -474,7 +474,7 @@ async fn application_commands_are_registered_and_new_and_model_work_in_a_thread(
         .iter()
         .map(|c| c["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["stop", "skip", "new", "model"]);
+    assert_eq!(names, ["stop", "skip", "new", "model", "ask"]);
     let model = commands.iter().find(|c| c["name"] == "model").unwrap();
     assert_eq!(model["options"][0]["name"], "model");
     assert_eq!(

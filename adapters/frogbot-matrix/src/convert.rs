@@ -6,7 +6,8 @@
 
 use frogbot_model::blocks::EventClick;
 use frogbot_model::{
-    ActionEvent, Interaction, PlatformUser, ThreadMessage, ThreadMessageMetadata, millis_to_iso,
+    ActionEvent, Interaction, Mention, PlatformUser, ThreadMessage, ThreadMessageMetadata,
+    millis_to_iso,
 };
 use matrix_sdk::ruma::events::room::message::{MessageType, Relation, RoomMessageEventContent};
 use matrix_sdk::ruma::events::room::redaction::SyncRoomRedactionEvent;
@@ -14,7 +15,7 @@ use matrix_sdk::ruma::events::{
     AnySyncMessageLikeEvent, AnySyncTimelineEvent, SyncMessageLikeEvent,
 };
 use matrix_sdk::ruma::serde::Raw;
-use matrix_sdk::ruma::{EventId, OwnedEventId, RoomId, UserId};
+use matrix_sdk::ruma::{EventId, OwnedEventId, OwnedUserId, RoomId, UserId};
 
 use crate::Error;
 use crate::ids::{POLL_ACTION, REACTION_ACTION, event_key_indexes, message_id};
@@ -241,6 +242,19 @@ pub fn room_message(
         _ => (None, None),
     };
     let text = strip_reply_fallback(body);
+    let text = strip_mention_of(&text, formatted.map(String::as_str), bot);
+    let mentioned: Vec<OwnedUserId> = content
+        .mentions
+        .as_ref()
+        .map(|m| m.user_ids.iter().cloned().collect())
+        .unwrap_or_default();
+    let mentions = mentions_in(
+        &text,
+        formatted.map(String::as_str),
+        &mentioned,
+        reply_to.is_some(),
+        bot,
+    );
     let mentions_bot = content
         .mentions
         .as_ref()
@@ -254,7 +268,7 @@ pub fn room_message(
         reply_to: reply_to.clone(),
         message: ThreadMessage {
             id: message_id(room, event_id),
-            text: strip_mention_of(&text, formatted.map(String::as_str), bot),
+            text,
             author: platform_user(sender),
             metadata: ThreadMessageMetadata {
                 date_sent: millis_to_iso(origin_server_ts),
@@ -262,8 +276,203 @@ pub fn room_message(
             reply_to: reply_to.map(|r| message_id(room, &r)),
             raw,
             files,
+            mentions,
         },
     })
+}
+
+/// The people a message names, in the order they are written in `text` (its final text: the
+/// reply fallback and a leading mention of the bot already stripped), never `bot`:
+/// - a user id typed in the text (`@bob:example.org`);
+/// - a pill in `formatted` (the `formatted_body`), `<a href="https://matrix.to/#/@bob:example.org">Bob</a>`
+///   (or a `matrix:u/bob:example.org` link), as Element sends it: `body` has only the pill's text
+///   ("Bob"), so the mention is where that text sits in `text`, its first occurrence (a whole
+///   word) after the previous pill's;
+/// - with `replying` (the message replies to another), a user in `mentioned` (`m.mentions`'
+///   `user_ids`: clients put the replied-to message's sender there) written nowhere in the text,
+///   as a mention with `start == end` (named without being written).
+///
+/// Ranges are byte ranges into `text`; a person written twice is named twice.
+pub fn mentions_in(
+    text: &str,
+    formatted: Option<&str>,
+    mentioned: &[OwnedUserId],
+    replying: bool,
+    bot: &UserId,
+) -> Vec<Mention> {
+    let mut found: Vec<(usize, usize, OwnedUserId)> = typed_user_ids(text)
+        .into_iter()
+        .filter(|(_, _, u)| u != bot)
+        .collect();
+    let mut after = 0;
+    for (user, name) in formatted.map(pills).unwrap_or_default() {
+        if user == bot || name.trim().is_empty() {
+            continue;
+        }
+        let overlaps = |s: usize, e: usize, found: &[(usize, usize, OwnedUserId)]| {
+            found.iter().any(|(fs, fe, _)| s < *fe && *fs < e)
+        };
+        let mut from = after;
+        while let Some(at) = find_word(text, &name, from) {
+            let end = at + name.len();
+            if !overlaps(at, end, &found) {
+                found.push((at, end, user.clone()));
+                after = end;
+                break;
+            }
+            // Already a typed id (a pill whose text is the id), or another person's pill.
+            if found
+                .iter()
+                .any(|(fs, fe, u)| *fs == at && *fe == end && *u == user)
+            {
+                after = end;
+                break;
+            }
+            from = end;
+        }
+    }
+    found.sort_by_key(|(s, _, _)| *s);
+    let mut out: Vec<Mention> = found
+        .iter()
+        .map(|(start, end, user)| Mention {
+            user: platform_user(user),
+            start: *start,
+            end: *end,
+        })
+        .collect();
+    if replying {
+        for user in mentioned {
+            if user != bot && !found.iter().any(|(_, _, u)| u == user) {
+                out.push(Mention {
+                    user: platform_user(user),
+                    start: 0,
+                    end: 0,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The user ids typed in `text` (`@bob:example.org`, `@bob:example.org:8448`) with their byte
+/// ranges: an `@` not after a letter or digit, a localpart, `:` and a server name; punctuation
+/// after it (`@bob:example.org: hi`, `… @bob:example.org.`) is not part of it.
+fn typed_user_ids(text: &str) -> Vec<(usize, usize, OwnedUserId)> {
+    let local = |c: char| c.is_ascii_alphanumeric() || "._=-/+".contains(c);
+    let host = |c: char| c.is_ascii_alphanumeric() || ".-[]".contains(c);
+    let mut out = Vec::new();
+    for (at, _) in text.match_indices('@') {
+        if text[..at]
+            .chars()
+            .next_back()
+            .is_some_and(|c| c.is_alphanumeric() || c == '@')
+        {
+            continue;
+        }
+        let rest = &text[at + 1..];
+        let local_len = rest.find(|c| !local(c)).unwrap_or(rest.len());
+        if local_len == 0 || !rest[local_len..].starts_with(':') {
+            continue;
+        }
+        let server = &rest[local_len + 1..];
+        let mut len = server.find(|c| !host(c)).unwrap_or(server.len());
+        len = server[..len].trim_end_matches(['.', '-']).len();
+        // A port: `:` and digits (a `:` alone is punctuation).
+        if server[len..].starts_with(':') {
+            let digits = server[len + 1..]
+                .find(|c: char| !c.is_ascii_digit())
+                .unwrap_or(server.len() - len - 1);
+            if digits > 0 {
+                len += 1 + digits;
+            }
+        }
+        let end = at + 1 + local_len + 1 + len;
+        if let Ok(user) = UserId::parse(&text[at..end]) {
+            out.push((at, end, user));
+        }
+    }
+    out
+}
+
+/// The first occurrence of `word` in `text` at or after byte `from` that is not part of a longer
+/// word (no letter or digit right before or after it).
+fn find_word(text: &str, word: &str, from: usize) -> Option<usize> {
+    let mut from = from;
+    while let Some(i) = text.get(from..)?.find(word) {
+        let at = from + i;
+        let end = at + word.len();
+        let before = text[..at].chars().next_back();
+        let after = text[end..].chars().next();
+        let edge = |c: Option<char>| !c.is_some_and(char::is_alphanumeric);
+        if edge(before) && edge(after) {
+            return Some(at);
+        }
+        from = at + word.chars().next().map_or(1, char::len_utf8);
+    }
+    None
+}
+
+/// Every user pill of a `formatted_body`, in order: the user and the pill's text, HTML entities
+/// decoded.
+fn pills(formatted: &str) -> Vec<(OwnedUserId, String)> {
+    let mut out = Vec::new();
+    let mut rest = formatted;
+    while let Some(i) = rest.find("<a ") {
+        rest = &rest[i..];
+        match pill(rest) {
+            Some((user, name, len)) => {
+                out.extend(UserId::parse(user).ok().map(|u| (u, name)));
+                rest = &rest[len..];
+            }
+            None => rest = &rest[3..],
+        }
+    }
+    out
+}
+
+/// The pill `s` starts with (`<a href="https://matrix.to/#/@bob:server">Bob</a>`, or a
+/// `matrix:u/bob:server` link): its target (`@bob:server`, not checked), its text (entities
+/// decoded) and its length in bytes.
+fn pill(s: &str) -> Option<(String, String, usize)> {
+    let open_end = s.find('>')?;
+    let tag = &s[..open_end];
+    let href_at = tag.find("href=")?;
+    let rest = &tag[href_at + 5..];
+    let quote = rest.chars().next().filter(|c| *c == '"' || *c == '\'')?;
+    let rest = &rest[1..];
+    let href = &rest[..rest.find(quote)?];
+    let href = href
+        .replace("%40", "@")
+        .replace("%3A", ":")
+        .replace("%3a", ":");
+    let target = match href.strip_prefix("https://matrix.to/#/") {
+        Some(t) => t.split(['?', '/']).next().unwrap_or_default().to_owned(),
+        None => format!(
+            "@{}",
+            href.strip_prefix("matrix:u/")?
+                .split(['?', '/'])
+                .next()
+                .unwrap_or_default()
+        ),
+    };
+    if !target.starts_with('@') {
+        return None;
+    }
+    let inner = &s[open_end + 1..];
+    let close = inner.find("</a>")?;
+    let name = &inner[..close];
+    if name.contains('<') {
+        return None;
+    }
+    Some((target, decode_entities(name), open_end + 1 + close + 4))
+}
+
+fn decode_entities(s: &str) -> String {
+    s.replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&#39;", "'")
+        .replace("&amp;", "&")
 }
 
 /// A media message's file (`m.image`, `m.file`, `m.audio`, `m.video`; plain or encrypted) into
@@ -350,34 +559,11 @@ pub fn strip_mention_of(text: &str, formatted: Option<&str>, bot: &UserId) -> St
 fn pill_text(formatted: &str, bot: &UserId) -> Option<String> {
     let f = formatted.trim_start();
     let f = f.strip_prefix("<p>").unwrap_or(f);
-    let rest = f.strip_prefix("<a href=")?;
-    let quote = rest.chars().next().filter(|c| *c == '"' || *c == '\'')?;
-    let rest = &rest[1..];
-    let end = rest.find(quote)?;
-    let href = rest[..end]
-        .replace("%40", "@")
-        .replace("%3A", ":")
-        .replace("%3a", ":");
-    let target = href.strip_prefix("https://matrix.to/#/")?;
-    let target = target.split(['?', '/']).next().unwrap_or_default();
-    if target != bot.as_str() {
+    if !f.starts_with("<a ") {
         return None;
     }
-    let after = &rest[end + 1..];
-    let open_end = after.find('>')?;
-    let inner = &after[open_end + 1..];
-    let close = inner.find("</a>")?;
-    let name = &inner[..close];
-    if name.contains('<') {
-        return None;
-    }
-    Some(
-        name.replace("&lt;", "<")
-            .replace("&gt;", ">")
-            .replace("&quot;", "\"")
-            .replace("&#39;", "'")
-            .replace("&amp;", "&"),
-    )
+    let (target, name, _) = pill(f)?;
+    (target == bot.as_str()).then_some(name)
 }
 
 /// Parses a Matrix user id (`@name:server`); `None` when it is not one.

@@ -51,7 +51,8 @@ use crate::ids::{
 };
 use crate::render::{
     DONE_REPLY, EMPTY_REPLY, PollEvents, card_message, card_replacement, has_poll, mention_notice,
-    open_line, outcome_text, poll_end, poll_replacement, poll_start, reactions,
+    mention_people, open_line, outcome_text, people_asked, poll_end, poll_replacement, poll_start,
+    reactions,
 };
 
 /// What a person is told who says done on a multiple-choice poll with nothing picked.
@@ -104,11 +105,13 @@ impl<A: MatrixApi> MatrixQuestions<A> {
         let (room, root) = split_message_id(&thread.id)?;
         let input = &call.input;
         let open = open_line(call.expires_at.as_deref(), chrono::Utc::now());
-        let content = if has_poll(&input.questions[q]) {
+        let (event_type, content) = if has_poll(&input.questions[q]) {
             poll_start(input, q, &root, self.events, revision, open.as_deref())?
         } else {
             card_message(input, q, open.as_deref(), &root)?
         };
+        // The people it is for (an `ask`'s person) are mentioned, so their clients notify them.
+        let content = (event_type, mention_people(content, &people_asked(input)));
         let txn: String = format!("frogbot-q-{root}-{}-{q}-r{revision}", call.tool_call_id)
             .chars()
             .map(|c| {

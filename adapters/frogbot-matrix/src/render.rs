@@ -64,7 +64,7 @@ use matrix_sdk::ruma::events::relation::{Replacement, Thread};
 use matrix_sdk::ruma::events::room::message::{
     ReplacementMetadata, RoomMessageEventContent, RoomMessageEventContentWithoutRelation,
 };
-use matrix_sdk::ruma::{EventId, OwnedEventId, UInt, UserId};
+use matrix_sdk::ruma::{EventId, OwnedEventId, OwnedUserId, UInt, UserId};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -741,6 +741,130 @@ pub fn mention_notice(
     }
     c.relates_to = Some(matrix_sdk::ruma::events::room::message::Relation::Thread(t));
     Ok(("m.room.message", json(&c)?))
+}
+
+/// The Matrix people a question is for: the `matrix:@user:server` entries of its `from` (only
+/// they may answer; an `ask` names the person asked there), in order, each once.
+pub fn people_asked(input: &QuestionInput) -> Vec<OwnedUserId> {
+    let mut out: Vec<OwnedUserId> = Vec::new();
+    for f in &input.from {
+        if let Some(user) = f
+            .strip_prefix(crate::PLATFORM)
+            .and_then(|r| r.strip_prefix(':'))
+            .and_then(|id| UserId::parse(id).ok())
+            && !out.contains(&user)
+        {
+            out.push(user);
+        }
+    }
+    out
+}
+
+/// A question's event `content` (a message or a poll start) mentioning `people` the Matrix way,
+/// so their clients notify them: `m.mentions` `{"user_ids": people}` (nobody else: no `@room`,
+/// and no name in the text pings anyone), and a pill
+/// (`<a href="https://matrix.to/#/@bob:server">@bob:server</a>`) for each where its id is
+/// written in the text (outside links and code) of `formatted_body` (made from `body` when the
+/// content has none, as a poll's fallback). Someone whose id the text does not write is put
+/// before it, `@bob:server: ` in `body` and a pill in `formatted_body`. Unchanged without
+/// `people`.
+pub fn mention_people(mut content: Value, people: &[OwnedUserId]) -> Value {
+    if people.is_empty() {
+        return content;
+    }
+    let mut body = content["body"].as_str().unwrap_or_default().to_owned();
+    let mut html = content["formatted_body"]
+        .as_str()
+        .map_or_else(|| escape_html(&body), str::to_owned);
+    let unwritten: Vec<&str> = people
+        .iter()
+        .map(|p| p.as_str())
+        .filter(|p| find_id(&body, p, 0).is_none())
+        .collect();
+    if !unwritten.is_empty() {
+        let names = unwritten.join(", ");
+        body = format!("{names}: {body}");
+        html = format!("{}: {html}", escape_html(&names));
+    }
+    for p in people {
+        html = pill_ids(&html, p);
+    }
+    content["body"] = body.into();
+    content["format"] = "org.matrix.custom.html".into();
+    content["formatted_body"] = html.into();
+    content["m.mentions"] = serde_json::json!({ "user_ids": people });
+    content
+}
+
+/// The first place at or after `from` where `text` writes the user id `id` (not inside a longer
+/// id or word).
+fn find_id(text: &str, id: &str, from: usize) -> Option<usize> {
+    let mut from = from;
+    while let Some(i) = text.get(from..)?.find(id) {
+        let at = from + i;
+        let after = &text[at + id.len()..];
+        let before_ok = !text[..at]
+            .chars()
+            .next_back()
+            .is_some_and(|c| c.is_alphanumeric() || c == '@');
+        let mut next = after.chars();
+        let after_ok = match next.next() {
+            None => true,
+            Some(c) if c.is_alphanumeric() || c == '-' => false,
+            // `.` or `:` ends a sentence or a label unless the id goes on (`.org`, `:8448`).
+            Some('.' | ':') => !next.next().is_some_and(|c| c.is_ascii_alphanumeric()),
+            Some(_) => true,
+        };
+        if before_ok && after_ok {
+            return Some(at);
+        }
+        from = at + 1;
+    }
+    None
+}
+
+/// `html` with every written `user` id outside tags, links, and code made a pill.
+fn pill_ids(html: &str, user: &UserId) -> String {
+    let id = user.as_str();
+    let pill = format!(r#"<a href="https://matrix.to/#/{id}">{id}</a>"#);
+    let mut out = String::with_capacity(html.len() + pill.len());
+    let mut skip = 0usize;
+    let mut rest = html;
+    while !rest.is_empty() {
+        if rest.starts_with('<') {
+            let end = rest.find('>').map_or(rest.len(), |i| i + 1);
+            let tag = rest[1..end].trim_start_matches('/').to_ascii_lowercase();
+            let name = tag
+                .split(|c: char| !c.is_ascii_alphanumeric())
+                .next()
+                .unwrap_or_default();
+            if matches!(name, "a" | "code" | "pre") {
+                if rest.starts_with("</") {
+                    skip = skip.saturating_sub(1);
+                } else {
+                    skip += 1;
+                }
+            }
+            out.push_str(&rest[..end]);
+            rest = &rest[end..];
+            continue;
+        }
+        let end = rest.find('<').unwrap_or(rest.len());
+        let text = &rest[..end];
+        if skip > 0 {
+            out.push_str(text);
+        } else {
+            let mut from = 0;
+            while let Some(at) = find_id(text, id, from) {
+                out.push_str(&text[from..at]);
+                out.push_str(&pill);
+                from = at + id.len();
+            }
+            out.push_str(&text[from..]);
+        }
+        rest = &rest[end..];
+    }
+    out
 }
 
 /// The outcome line shown on a settled question ([`frogbot_model::outcome_line`]: "⏭️ Skipped

@@ -272,3 +272,126 @@ fn an_unreadable_event_is_an_error() {
         .is_err()
     );
 }
+
+/// The message `content` (an `m.room.message`) from alice, converted.
+fn message(content: Value) -> frogbot_model::ThreadMessage {
+    match run(event("m.room.message", "@alice:localhost", content)) {
+        Some(Incoming::Message(m)) => m.message,
+        other => panic!("expected a message, got {other:?}"),
+    }
+}
+
+/// Each mention as (user id, the text its range covers).
+fn named(m: &frogbot_model::ThreadMessage) -> Vec<(String, &str)> {
+    m.mentions
+        .iter()
+        .map(|n| (n.user.id.clone(), &m.text[n.start..n.end]))
+        .collect()
+}
+
+/// A typed user id names its person, with the exact bytes it takes in the text; punctuation
+/// after it is not part of it, a port is; the bot and an e-mail-like `a@b:c` name nobody.
+#[test]
+fn typed_user_ids_are_mentions_with_their_byte_ranges() {
+    let m = message(json!({"msgtype": "m.text",
+        "body": "!ask @bob:example.org Ship today? | yes | no",
+        "m.relates_to": {"rel_type": "m.thread", "event_id": "$root", "is_falling_back": true,
+                         "m.in_reply_to": {"event_id": "$root"}}}));
+    assert_eq!(m.text, "!ask @bob:example.org Ship today? | yes | no");
+    assert_eq!(
+        named(&m),
+        [("@bob:example.org".to_string(), "@bob:example.org")]
+    );
+    assert_eq!((m.mentions[0].start, m.mentions[0].end), (5, 21));
+    let (who, rest) = m
+        .named_first("@bob:example.org Ship today? | yes | no")
+        .unwrap();
+    assert_eq!(who.id, "@bob:example.org");
+    assert_eq!(rest, " Ship today? | yes | no");
+
+    let m = message(json!({"msgtype": "m.text",
+        "body": "é @bob:example.org: ask @carol:matrix.example.org:8448, \
+                 not me@dave:example.org nor @frogbot:localhost or @eve:example.org."}));
+    assert_eq!(
+        named(&m),
+        [
+            ("@bob:example.org".to_string(), "@bob:example.org"),
+            (
+                "@carol:matrix.example.org:8448".to_string(),
+                "@carol:matrix.example.org:8448"
+            ),
+            ("@eve:example.org".to_string(), "@eve:example.org"),
+        ]
+    );
+    assert_eq!(
+        m.mentions[0].start,
+        "é ".len(),
+        "byte offsets, not characters"
+    );
+}
+
+/// Element's pill: `body` has only the display name, `formatted_body` the link, `m.mentions`
+/// the id (Matrix v1.7 "User and room mentions"). The range is where the display name sits in
+/// the final text: after the leading mention of the bot is stripped, the first whole-word
+/// occurrence after the previous mention. The bot's own pill names nobody.
+#[test]
+fn element_pills_are_mentions_where_their_display_name_is_written() {
+    let m = message(json!({"msgtype": "m.text",
+        "body": "FrogBot: !ask Bob Ship today? | yes | no",
+        "format": "org.matrix.custom.html",
+        "formatted_body": "<a href=\"https://matrix.to/#/@frogbot:localhost\">FrogBot</a>: !ask \
+            <a href=\"https://matrix.to/#/@bob:example.org\">Bob</a> Ship today? | yes | no",
+        "m.mentions": {"user_ids": [BOT, "@bob:example.org"]}}));
+    assert_eq!(m.text, "!ask Bob Ship today? | yes | no");
+    assert_eq!(named(&m), [("@bob:example.org".to_string(), "Bob")]);
+    assert_eq!((m.mentions[0].start, m.mentions[0].end), (5, 8));
+    assert_eq!(m.mentions[0].user.name, None);
+    let (who, rest) = m.named_first("Bob Ship today? | yes | no").unwrap();
+    assert_eq!(who.id, "@bob:example.org");
+    assert_eq!(rest, " Ship today? | yes | no");
+
+    // Two pills in order, a name that is part of a longer word skipped, entities decoded, an
+    // encoded link (`%40`, `%3A`, `?via=`), and a pill whose text is the id itself (named once).
+    let m = message(json!({"msgtype": "m.text",
+        "body": "Bobby: Bob & Al, then Bob again; @carol:example.org too",
+        "format": "org.matrix.custom.html",
+        "formatted_body": "Bobby: <a href=\"https://matrix.to/#/@bob:example.org\">Bob</a> &amp; \
+            <a href=\"https://matrix.to/#/%40al%3Aexample.org?via=example.org\">Al</a>, then \
+            <a href='https://matrix.to/#/@bob:example.org'>Bob</a> again; \
+            <a href=\"https://matrix.to/#/@carol:example.org\">@carol:example.org</a> too",
+        "m.mentions": {"user_ids": ["@bob:example.org", "@al:example.org", "@carol:example.org"]}}));
+    let ranges: Vec<(String, usize, usize)> = m
+        .mentions
+        .iter()
+        .map(|n| (n.user.id.clone(), n.start, n.end))
+        .collect();
+    assert_eq!(
+        ranges,
+        [
+            ("@bob:example.org".to_string(), 7, 10),
+            ("@al:example.org".to_string(), 13, 15),
+            ("@bob:example.org".to_string(), 22, 25),
+            ("@carol:example.org".to_string(), 33, 51),
+        ]
+    );
+}
+
+/// A reply names the replied-to message's sender in `m.mentions` (clients put them there)
+/// without writing them: a mention with `start == end`, which `ask` takes when no one is written
+/// first. Outside a reply, such an unwritten `m.mentions` entry names nobody.
+#[test]
+fn a_reply_names_the_person_in_its_mentions_without_writing_them() {
+    let m = message(json!({"msgtype": "m.text", "body": "!ask Ship today?",
+        "m.relates_to": {"m.in_reply_to": {"event_id": "$bobs"}},
+        "m.mentions": {"user_ids": ["@bob:example.org", BOT]}}));
+    assert_eq!(m.mentions.len(), 1);
+    assert_eq!(m.mentions[0].user.id, "@bob:example.org");
+    assert_eq!(m.mentions[0].start, m.mentions[0].end);
+    let (who, rest) = m.named_first("Ship today?").unwrap();
+    assert_eq!((who.id.as_str(), rest), ("@bob:example.org", "Ship today?"));
+
+    let m = message(json!({"msgtype": "m.text", "body": "!ask Ship today?",
+        "m.mentions": {"user_ids": ["@bob:example.org"]}}));
+    assert!(m.mentions.is_empty(), "{:?}", m.mentions);
+    assert!(m.named_first("Ship today?").is_none());
+}

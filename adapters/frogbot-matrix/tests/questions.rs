@@ -97,6 +97,7 @@ fn reply(text: &str, reply_to: Option<&str>) -> Interaction {
             reply_to: reply_to.map(str::to_owned),
             raw: Value::Null,
             files: Vec::new(),
+            mentions: Vec::new(),
         },
     }
 }

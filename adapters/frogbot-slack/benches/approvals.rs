@@ -108,6 +108,7 @@ async fn level(concurrency: usize, n: usize, run: usize) -> Duration {
             reply_to: None,
             raw: Value::Null,
             files: Vec::new(),
+            mentions: Vec::new(),
         };
         match engine
             .channels()

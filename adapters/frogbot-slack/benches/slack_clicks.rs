@@ -121,6 +121,7 @@ async fn level(concurrency: usize, questions: usize, run: usize) {
                 reply_to: None,
                 raw: Value::Null,
                 files: Vec::new(),
+                mentions: Vec::new(),
             };
             match engine
                 .channels()

@@ -7,8 +7,8 @@
 //! `v0=<hex>`. Requests more than five minutes old (or ahead) are refused to stop replays.
 
 use frogbot_model::{
-    ActionEvent, Interaction, ModalSubmitEvent, PlatformUser, ThreadMessage, ThreadMessageMetadata,
-    millis_to_iso,
+    ActionEvent, Interaction, Mention, ModalSubmitEvent, PlatformUser, ThreadMessage,
+    ThreadMessageMetadata, millis_to_iso,
 };
 use hmac::{Hmac, Mac};
 use serde_json::{Map, Value};
@@ -336,6 +336,48 @@ pub fn strip_mention(text: &str, bot_user_id: &str) -> String {
     rest.replace('\u{0}', "").trim().to_string()
 }
 
+/// The people `text` names the way Slack writes a mention in a message's text (`<@U123>`, or
+/// `<@U123|name>` where Slack adds the name, e.g. a slash command's escaped text), in text order,
+/// each with its byte range in `text`; never `bot_user_id`. A rich text `user` element is the
+/// same mention written as `<@U123>` in the event's `text`, which is what is read. Only a valid
+/// user id (`U…` / `W…`) counts: `<!here>`, `<#C1>` and what merely looks like a mention do not.
+pub fn mentions_in(text: &str, bot_user_id: &str) -> Vec<Mention> {
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(at) = text[from..].find("<@") {
+        let start = from + at;
+        let Some(len) = text[start..].find('>') else {
+            break;
+        };
+        let end = start + len + 1;
+        let inner = &text[start + 2..end - 1];
+        let (id, name) = inner.split_once('|').unwrap_or((inner, ""));
+        if crate::ids::check_user_id(id).is_ok() && id != bot_user_id {
+            out.push(Mention {
+                user: PlatformUser {
+                    id: id.to_owned(),
+                    name: Some(name.trim().to_owned()).filter(|n| !n.is_empty()),
+                    is_bot: false,
+                },
+                start,
+                end,
+            });
+            from = end;
+        } else {
+            from = start + 2;
+        }
+    }
+    out
+}
+
+/// `message` as the engine gets it: the bot's mentions removed ([`strip_mention`]) and
+/// [`ThreadMessage::mentions`] read again from the text that is left, so every range points
+/// into the final text.
+pub fn without_bot_mention(message: &mut ThreadMessage, bot_user_id: &str) {
+    message.text = strip_mention(&message.text, bot_user_id);
+    message.mentions = mentions_in(&message.text, bot_user_id);
+}
+
 fn build_message(
     channel: &str,
     origin: &SlackMessageOrigin,
@@ -343,6 +385,7 @@ fn build_message(
     author: PlatformUser,
     raw: Value,
     mentioned: bool,
+    bot_user_id: &str,
 ) -> IncomingMessage {
     let ts = &origin.ts.0;
     let root = origin.thread_ts.as_ref().map(|t| t.0.as_str());
@@ -353,6 +396,7 @@ fn build_message(
         mentioned,
         message: ThreadMessage {
             id: message_id(channel, ts),
+            mentions: mentions_in(&text, bot_user_id),
             text,
             author,
             metadata: ThreadMessageMetadata {
@@ -488,7 +532,13 @@ pub fn message_from_event(
         is_bot: false,
     };
     Some(build_message(
-        &channel.0, &ev.origin, text, author, raw, mentioned,
+        &channel.0,
+        &ev.origin,
+        text,
+        author,
+        raw,
+        mentioned,
+        bot_user_id,
     ))
 }
 
@@ -514,6 +564,7 @@ pub fn message_from_mention(
         author,
         raw,
         true,
+        bot_user_id,
     ))
 }
 
@@ -638,6 +689,166 @@ fn reread(raw: &Value) -> Result<Option<SlackEventCallbackBody>, Error> {
         _ => Err(Error::Payload(format!(
             "a Slack `{kind}` event that could not be read"
         ))),
+    }
+}
+
+/// A slash command as Slack sends it: the `application/x-www-form-urlencoded` fields POSTed to
+/// the command's request URL ([`command_from_form`]), or the JSON payload of a Socket Mode
+/// `slash_commands` envelope ([`command_from_json`]). Slack's own fields, the deprecated
+/// `token` left out.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SlashCommand {
+    /// The command as typed (`/frogbot`).
+    pub command: String,
+    /// What follows it; with "Escape channels, users, and links" on, a person is `<@U123|bob>`
+    /// and `&`, `<`, `>` come as `&amp;`, `&lt;`, `&gt;`.
+    pub text: String,
+    /// Who typed it.
+    pub user_id: String,
+    /// Their (legacy) user name.
+    pub user_name: String,
+    /// Where: a channel or a direct message (`C…`, `G…`, `D…`).
+    pub channel_id: String,
+    /// Its name.
+    pub channel_name: String,
+    /// The workspace.
+    pub team_id: String,
+    /// Unique per invocation (what a repeat of one invocation is known by).
+    pub trigger_id: String,
+    /// The fields as they came, as a JSON object.
+    pub raw: Value,
+}
+
+/// The fields of a slash command; `command`, `user_id`, `channel_id` and `trigger_id` must be
+/// there.
+fn command_from_fields(fields: Map<String, Value>) -> Result<SlashCommand, Error> {
+    let field = |k: &str| {
+        fields
+            .get(k)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned()
+    };
+    let cmd = SlashCommand {
+        command: field("command"),
+        text: field("text"),
+        user_id: field("user_id"),
+        user_name: field("user_name"),
+        channel_id: field("channel_id"),
+        channel_name: field("channel_name"),
+        team_id: field("team_id"),
+        trigger_id: field("trigger_id"),
+        raw: Value::Null,
+    };
+    for (k, v) in [
+        ("command", &cmd.command),
+        ("user_id", &cmd.user_id),
+        ("channel_id", &cmd.channel_id),
+        ("trigger_id", &cmd.trigger_id),
+    ] {
+        if v.is_empty() {
+            return Err(Error::Payload(format!("a slash command without `{k}`")));
+        }
+    }
+    let mut fields = fields;
+    fields.remove("token");
+    Ok(SlashCommand {
+        raw: Value::Object(fields),
+        ..cmd
+    })
+}
+
+/// Reads a slash command request body (`command=%2Ffrogbot&text=…&user_id=…`).
+pub fn command_from_form(body: &str) -> Result<SlashCommand, Error> {
+    let fields = form_urlencoded::parse(body.as_bytes())
+        .map(|(k, v)| (k.into_owned(), Value::String(v.into_owned())))
+        .collect();
+    command_from_fields(fields)
+}
+
+/// Reads the payload of a Socket Mode `slash_commands` envelope (the same fields, as JSON).
+pub fn command_from_json(payload: &Value) -> Result<SlashCommand, Error> {
+    match payload {
+        Value::Object(fields) => command_from_fields(fields.clone()),
+        _ => Err(Error::Payload(
+            "a slash command payload that is no object".into(),
+        )),
+    }
+}
+
+/// What a slash command's text asks for ([`read_slash_text`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SlashText<'a> {
+    /// `ask <@U123|bob> QUESTION [| OPTION…]`: the arguments after `ask` (from the mention on)
+    /// and the person they name first.
+    Ask {
+        /// `<@U123|bob> Ship today? | yes | no`.
+        args: &'a str,
+        /// Who is asked.
+        to: PlatformUser,
+    },
+    /// `ask` without a person (not the bot) right after it, or without a question after them.
+    AskUsage,
+    /// Anything else: `help`, nothing, a thread command (`new`, `model`, `stop`, `skip`).
+    Other,
+}
+
+/// Reads a slash command's text: `ask`, then a mention of a person, then the question (with
+/// choices after `|`), as the engine's `ask` command reads it after the person.
+pub fn read_slash_text<'a>(text: &'a str, bot_user_id: &str) -> SlashText<'a> {
+    let t = text.trim();
+    let (word, rest) = t
+        .split_once(char::is_whitespace)
+        .map_or((t, ""), |(w, r)| (w, r.trim()));
+    if !word
+        .trim_start_matches(['/', '!'])
+        .eq_ignore_ascii_case("ask")
+    {
+        return SlashText::Other;
+    }
+    let Some(first) = mentions_in(rest, bot_user_id)
+        .into_iter()
+        .next()
+        .filter(|m| m.start == 0)
+    else {
+        return SlashText::AskUsage;
+    };
+    let question = rest[first.end..].trim_start_matches([':', ',', ' ']);
+    if question.split('|').next().unwrap_or("").trim().is_empty() {
+        return SlashText::AskUsage;
+    }
+    SlashText::Ask {
+        args: rest,
+        to: first.user,
+    }
+}
+
+/// The thread message a slash command's `ask` becomes in the thread it started (`thread`,
+/// whose root message is the message's id, so a repeat of the same invocation that finds the
+/// same thread is the same message): `/ask {args}` by the person who typed the command, the
+/// people it names in [`ThreadMessage::mentions`] (the one asked right after `/ask `).
+pub fn slash_ask_message(
+    cmd: &SlashCommand,
+    args: &str,
+    thread: &str,
+    bot_user_id: &str,
+) -> ThreadMessage {
+    let text = format!("/ask {args}");
+    ThreadMessage {
+        id: thread.to_owned(),
+        mentions: mentions_in(&text, bot_user_id),
+        text,
+        author: PlatformUser {
+            id: cmd.user_id.clone(),
+            name: Some(cmd.user_name.clone()).filter(|n| !n.is_empty()),
+            is_bot: false,
+        },
+        metadata: ThreadMessageMetadata {
+            date_sent: millis_to_iso(frogbot_model::now_millis()),
+        },
+        reply_to: None,
+        raw: cmd.raw.clone(),
+        files: Vec::new(),
     }
 }
 

@@ -642,6 +642,7 @@ mod tests {
             reply_to: None,
             raw: Value::Null,
             files: Vec::new(),
+            mentions: Vec::new(),
         }
     }
 

@@ -625,7 +625,9 @@ pub fn expiry_block(
 }
 
 /// The message of a question call: [`question_blocks_for`], or the [`form_card`] where the set
-/// holds a text, number or toggle input, with the expiry line ([`expiry_block`]) last.
+/// holds a text, number or toggle input, with the expiry line ([`expiry_block`]) last. A question
+/// for people of Slack ([`QuestionInput::from`]: `slack:U…`, e.g. a person's `ask`) starts with
+/// their mentions ([`asked_mentions`]), so Slack notifies them.
 pub fn question_card(
     input: &QuestionInput,
     revision: u64,
@@ -634,18 +636,60 @@ pub fn question_card(
     now: chrono::DateTime<chrono::Utc>,
 ) -> Vec<SlackBlock> {
     let expiry = expiry_block(expires_at, now);
-    let mut blocks = if needs_form(input) {
+    let mut blocks = question_card_body(input, revision, progress, expiry.is_some());
+    if let Some(line) = asked_mentions(input) {
+        mention_first(&mut blocks, &line);
+    }
+    blocks.extend(expiry);
+    blocks
+}
+
+/// The people a question is for on Slack (the `slack:U…` entries of its
+/// [`from`](QuestionInput::from), valid user ids only, each once) as raw mentions, `<@U1> <@U2>`:
+/// what makes Slack notify them. `None` when it names none. Nothing else a question shows is a
+/// mention: its texts stay escaped, so a model cannot ping anyone.
+pub fn asked_mentions(input: &QuestionInput) -> Option<String> {
+    let prefix = format!("{}:", crate::PLATFORM);
+    let mut ids: Vec<&str> = Vec::new();
+    for id in input.from.iter().filter_map(|f| f.strip_prefix(&prefix)) {
+        if crate::ids::check_user_id(id).is_ok() && !ids.contains(&id) {
+            ids.push(id);
+        }
+    }
+    let line: Vec<String> = ids.iter().map(|id| format!("<@{id}>")).collect();
+    (!line.is_empty()).then(|| line.join(" "))
+}
+
+/// Puts the mentions `line` at the start of the first section's `mrkdwn` text, or in a section of
+/// their own before the blocks when that would pass Slack's 3,000 characters.
+fn mention_first(blocks: &mut Vec<SlackBlock>, line: &str) {
+    if let Some(SlackBlock::Section(section)) = blocks.first_mut()
+        && let Some(SlackBlockText::MarkDown(text)) = &mut section.text
+        && text.text.chars().count() + line.chars().count() < MAX_SECTION_TEXT
+    {
+        text.text = format!("{line} {}", text.text);
+        return;
+    }
+    blocks.insert(0, SlackSectionBlock::new().with_text(mrkdwn(line)).into());
+}
+
+/// [`question_card`] without its expiry line and mentions.
+fn question_card_body(
+    input: &QuestionInput,
+    revision: u64,
+    progress: &Progress,
+    expires: bool,
+) -> Vec<SlackBlock> {
+    if needs_form(input) {
         form_card(input, revision)
     } else {
         let b = question_blocks_for(input, revision, progress);
-        if expiry.is_some() && b.len() >= MAX_MESSAGE_BLOCKS {
+        if expires && b.len() >= MAX_MESSAGE_BLOCKS {
             compact_blocks(input, revision)
         } else {
             b
         }
-    };
-    blocks.extend(expiry);
-    blocks
+    }
 }
 
 /// The "Skip" button of a question set at `revision`: it dismisses the whole call.
@@ -721,8 +765,13 @@ pub fn fallback_text(input: &QuestionInput) -> String {
         .first()
         .map(shown_question)
         .unwrap_or(std::borrow::Cow::Borrowed("A question"));
-    // What the notification shows: plain text (no `**` or fences), `&<>` escaped.
-    truncate(&escape(&to_plain(&first)), MAX_SECTION_TEXT)
+    // What the notification shows: plain text (no `**` or fences), `&<>` escaped; the people
+    // the question is for mentioned first, so the notification is theirs.
+    let text = escape(&to_plain(&first));
+    match asked_mentions(input) {
+        Some(line) => truncate(&format!("{line} {text}"), MAX_SECTION_TEXT),
+        None => truncate(&text, MAX_SECTION_TEXT),
+    }
 }
 
 /// The modal (`views.open` payload) for a whole question set, one input block per input: a

@@ -29,6 +29,12 @@
 //!   built from the blocks the fake shows, `view_submission` built from a modal the app opened,
 //!   [`FakeSlack::submit_view`]) and signed requests to an app's endpoints
 //!   ([`FakeSlack::post_event`], [`FakeSlack::post_interaction`]).
+//! - **Slash commands**: [`FakeSlack::slash_command`] is what Slack sends for a typed
+//!   `/frogbot …` (its text escaped, `@name` as `<@U…|name>`), [`FakeSlack::post_command`] posts
+//!   it form-encoded and signed to the command's request URL; over Socket Mode it is the
+//!   payload of a `slash_commands` envelope ([`SocketConnection::send`]).
+//! - **Mentions**: a posted message keeps whom it notified by a mention
+//!   ([`Message::mentioned`], [`SeenMessage::mentioned`], [`mentioned_users`]).
 //! - **Modals**: `views.open` keeps the view ([`FakeSlack::views`]); [`FakeSlack::submit_view`]
 //!   fills it in as a person would and checks it as Slack's client does before it sends the
 //!   submission (a required input left empty, a `number_input` out of `min_value`/`max_value` or
@@ -63,6 +69,7 @@ mod view;
 
 pub use api::{
     Call, DEFAULT_FAULT_HOLD, Ephemeral, FakeSlack, Message, Upload, WRITE_METHODS, limits,
+    mentioned_users,
 };
 pub use harness::SlackHarness;
 pub use push::Signature;

@@ -2,7 +2,9 @@
 
 use frogbot_core::model::Interaction;
 use frogbot_slack::convert::{
-    interaction_from_payload, is_own_message, message_from_push_json, payload_from_form,
+    SlashText, command_from_form, command_from_json, interaction_from_payload, is_own_message,
+    mentions_in, message_from_push_json, payload_from_form, read_slash_text, slash_ask_message,
+    without_bot_mention,
 };
 use serde_json::{Value, json};
 use slack_morphism::prelude::*;
@@ -259,4 +261,183 @@ fn own_messages_and_edits_are_ignored() {
 fn url_verification_is_not_a_message() {
     let body = json!({"type": "url_verification", "token": "t", "challenge": "abc"});
     assert_eq!(message_from_push_json(&body, BOT).unwrap(), None);
+}
+
+// ---- Mentions (the `ask` command's person) --------------------------------------------------
+
+/// The byte range of each mention, and who: `(id, name, written)`.
+fn named(m: &frogbot_core::model::ThreadMessage) -> Vec<(String, Option<String>, String)> {
+    m.mentions
+        .iter()
+        .map(|x| {
+            (
+                x.user.id.clone(),
+                x.user.name.clone(),
+                m.text[x.start..x.end].to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// Slack's documented `app_mention` example (docs.slack.dev, reference/events/app_mention): the
+/// only person named is the bot itself, which is never a mention; once its mention is removed,
+/// nothing is left to point at.
+#[test]
+fn the_bots_own_mention_is_never_one() {
+    let body = json!({
+        "token": "XXYYZZ", "team_id": "T123ABC456", "api_app_id": "A123ABC456",
+        "event": {"type": "app_mention", "user": "U061F7AUR",
+                  "text": "<@U0LAN0Z89> is it everything a river should be?",
+                  "ts": "1515449522.000016", "channel": "C123ABC456",
+                  "event_ts": "1515449522000016"},
+        "type": "event_callback",
+        "authorizations": [{"team_id": "T123ABC456", "user_id": "U123ABC456", "is_bot": false,
+                            "is_enterprise_install": false}],
+        "event_id": "Ev123ABC456", "event_time": 123456789
+    });
+    let mut m = message_from_push_json(&body, "U0LAN0Z89")
+        .unwrap()
+        .unwrap()
+        .message;
+    assert!(m.mentions.is_empty(), "{:?}", m.mentions);
+    without_bot_mention(&mut m, "U0LAN0Z89");
+    assert_eq!(m.text, "is it everything a river should be?");
+    assert!(m.mentions.is_empty());
+}
+
+/// A message as Slack's client sends it today (bolt-js's `app_mention` fixture, PR #2057): the
+/// mention is a rich text `user` element in `blocks` and `<@U…>` in `text`; the ranges point
+/// into the text the engine gets, after the bot's mention is removed.
+#[test]
+fn people_named_in_a_message_are_its_mentions_with_their_byte_ranges() {
+    let body = event_callback(json!({
+        "type": "message", "channel": "C42", "user": "U03E94MK0",
+        "text": "<@UBOT> /ask <@U066C7XNE6M> Ship today? | yes | no",
+        "ts": "1707806347.397809", "event_ts": "1707806347.397809", "channel_type": "channel",
+        "client_msg_id": "883e5317-28e3-4ef8-9385-b88343560de6",
+        "blocks": [{"type": "rich_text", "block_id": "t9D3L", "elements": [
+            {"type": "rich_text_section", "elements": [
+                {"type": "user", "user_id": "UBOT"},
+                {"type": "text", "text": " /ask "},
+                {"type": "user", "user_id": "U066C7XNE6M"},
+                {"type": "text", "text": " Ship today? | yes | no"}
+            ]}
+        ]}]
+    }));
+    let incoming = message_from_push_json(&body, BOT).unwrap().unwrap();
+    assert!(incoming.mentioned);
+    // As converted: the ranges point into the text as Slack sent it.
+    assert_eq!(
+        named(&incoming.message),
+        [("U066C7XNE6M".into(), None, "<@U066C7XNE6M>".into())]
+    );
+    assert_eq!(incoming.message.mentions[0].start, 13);
+    // As the engine gets it: the bot's mention gone, the range moved with the text.
+    let mut m = incoming.message;
+    without_bot_mention(&mut m, BOT);
+    assert_eq!(m.text, "/ask <@U066C7XNE6M> Ship today? | yes | no");
+    assert_eq!((m.mentions[0].start, m.mentions[0].end), (5, 19));
+    // What the engine's `ask` reads: bob first, then the question.
+    let (who, question) = m.named_first(&m.text[5..]).unwrap();
+    assert_eq!(who.id, "U066C7XNE6M");
+    assert_eq!(question, " Ship today? | yes | no");
+}
+
+#[test]
+fn mentions_are_in_text_order_with_names_and_exact_ranges() {
+    // A name where Slack gives one (`<@U…|name>`), byte ranges past multi-byte text, the bot
+    // skipped, and what only looks like a mention left out: `<!here>`, a channel, an escaped
+    // `&lt;@U1&gt;` a person typed, an id that is no user id.
+    let text = "héllo <@U0BOB|bob>, <@UBOT> <!here> <#C1|ops> &lt;@U9&gt; <@nope> <@W0CAROL>!";
+    let m = mentions_in(text, BOT);
+    let got: Vec<(&str, Option<&str>, &str)> = m
+        .iter()
+        .map(|x| {
+            (
+                x.user.id.as_str(),
+                x.user.name.as_deref(),
+                &text[x.start..x.end],
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("U0BOB", Some("bob"), "<@U0BOB|bob>"),
+            ("W0CAROL", None, "<@W0CAROL>")
+        ]
+    );
+    assert_eq!(m[0].start, "héllo ".len());
+    assert!(mentions_in("<@U1", BOT).is_empty(), "unclosed");
+    assert!(mentions_in("<@ <@U0BOB>", BOT).len() == 1);
+}
+
+// ---- Slash commands -------------------------------------------------------------------------
+
+/// The slash command body of Slack's "Verifying requests from Slack" page, and one with
+/// "Escape channels, users, and links" on, where a person is `<@U…|name>`.
+#[test]
+fn a_slash_command_body_is_read_and_its_ask_found() {
+    let body = "token=xyzz0WbapA4vBCDEFasx0q6G&team_id=T1DC2JH3J&team_domain=testteamnow&channel_id=G8PSS9T3V&channel_name=foobar&user_id=U2CERLKJA&user_name=roadrunner&command=%2Fwebhook-collect&text=&response_url=https%3A%2F%2Fhooks.slack.com%2Fcommands%2FT1DC2JH3J%2F397700885554%2F96rGlfmibIGlgcZRskXaIFfN&trigger_id=398738663015.47445629121.803a0bc887a14d10d2c447fce8b6703c";
+    let cmd = command_from_form(body).unwrap();
+    assert_eq!(cmd.command, "/webhook-collect");
+    assert_eq!(cmd.text, "");
+    assert_eq!(
+        (cmd.user_id.as_str(), cmd.user_name.as_str()),
+        ("U2CERLKJA", "roadrunner")
+    );
+    assert_eq!(cmd.channel_id, "G8PSS9T3V");
+    assert_eq!(
+        cmd.trigger_id,
+        "398738663015.47445629121.803a0bc887a14d10d2c447fce8b6703c"
+    );
+    assert!(
+        cmd.raw.get("token").is_none(),
+        "the legacy token is not kept"
+    );
+    assert_eq!(read_slash_text(&cmd.text, BOT), SlashText::Other);
+    assert!(
+        command_from_form("text=hi").is_err(),
+        "no command, user or channel"
+    );
+
+    let json = json!({"command": "/frogbot", "text": "ask <@U012ABCDEF|worf> Ship today? | yes | no",
+                      "user_id": "U2CERLKJA", "user_name": "roadrunner", "channel_id": "C42",
+                      "channel_name": "ops", "team_id": "T1", "trigger_id": "1.2.3"});
+    let cmd = command_from_json(&json).unwrap();
+    let SlashText::Ask { args, to } = read_slash_text(&cmd.text, BOT) else {
+        panic!("an ask")
+    };
+    assert_eq!(args, "<@U012ABCDEF|worf> Ship today? | yes | no");
+    assert_eq!(
+        (to.id.as_str(), to.name.as_deref()),
+        ("U012ABCDEF", Some("worf"))
+    );
+    let m = slash_ask_message(&cmd, args, "C42:1700000000.000100", BOT);
+    assert_eq!(m.text, "/ask <@U012ABCDEF|worf> Ship today? | yes | no");
+    assert_eq!(m.id, "C42:1700000000.000100");
+    assert_eq!(m.author.id, "U2CERLKJA");
+    assert_eq!(
+        named(&m),
+        [(
+            "U012ABCDEF".into(),
+            Some("worf".into()),
+            "<@U012ABCDEF|worf>".into()
+        )]
+    );
+    assert_eq!(m.mentions[0].start, "/ask ".len());
+
+    for usage in [
+        "ask",
+        "ask Ship today?",
+        "ask <@U012ABCDEF|worf>",
+        "ask <@U012ABCDEF|worf> | yes | no",
+        "ask <@UBOT|frogbot> Ship today?",
+        "ask is <@U012ABCDEF|worf> in?",
+    ] {
+        assert_eq!(read_slash_text(usage, BOT), SlashText::AskUsage, "{usage}");
+    }
+    for other in ["", "help", "new", "model alt", "stop", "skip"] {
+        assert_eq!(read_slash_text(other, BOT), SlashText::Other, "{other}");
+    }
 }

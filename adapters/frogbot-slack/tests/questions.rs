@@ -391,6 +391,7 @@ async fn parse_reads_every_control() {
             reply_to: None,
             raw: Value::Null,
             files: Vec::new(),
+            mentions: Vec::new(),
         },
     };
     let later = "2023-11-14T22:16:40.000Z";
@@ -515,6 +516,7 @@ async fn thread_replies_that_are_no_answer_reach_the_agent() {
             reply_to: None,
             raw: Value::Null,
             files: Vec::new(),
+            mentions: Vec::new(),
         },
     };
     let parse_at = |text: &str, settled: bool| {

@@ -1,10 +1,13 @@
 //! Pure conversions from teloxide's types to FrogBot's model: callback queries become
 //! [`Interaction::Action`], messages become [`Interaction::Message`]; plus who a message talks to
-//! ([`talks_to_bot`], [`is_own_message`]) and [`strip_mention`].
+//! ([`talks_to_bot`], [`is_own_message`]), [`strip_mention`], and the people a message names
+//! ([`mentions`], [`addressed_message`]).
 
 use chrono::SecondsFormat;
 use frogbot_model::blocks::EventClick;
-use frogbot_model::{ActionEvent, Interaction, PlatformUser, ThreadMessage, ThreadMessageMetadata};
+use frogbot_model::{
+    ActionEvent, Interaction, Mention, PlatformUser, ThreadMessage, ThreadMessageMetadata,
+};
 use teloxide::types::{
     CallbackQuery, Message, MessageEntityKind, Update, UpdateKind, User, UserId,
 };
@@ -117,6 +120,8 @@ pub fn thread_message(message: &Message) -> Result<Interaction, Error> {
                 .map(|r| message_id(r.chat.id, r.id)),
             raw: serde_json::to_value(message).map_err(|e| Error::Payload(e.to_string()))?,
             files,
+            // Who is named needs the bot's id: see [`mentions`] and [`addressed_message`].
+            mentions: Vec::new(),
         },
     })
 }
@@ -220,6 +225,11 @@ pub fn talks_to_bot(message: &Message, bot_id: UserId, bot_username: &str) -> bo
 /// units; `None` for an entity that does not fit the text (past its end, starting or ending
 /// inside a surrogate pair, or too large to add up) — never a panic.
 pub fn entity_text(text: &str, offset: usize, length: usize) -> Option<&str> {
+    entity_range(text, offset, length).and_then(|(from, to)| text.get(from..to))
+}
+
+/// [`entity_text`] as the byte range of `text` the entity covers.
+pub fn entity_range(text: &str, offset: usize, length: usize) -> Option<(usize, usize)> {
     let end = offset.checked_add(length)?;
     let (mut from, mut to) = (None, None);
     let mut units = 0usize;
@@ -236,7 +246,98 @@ pub fn entity_text(text: &str, offset: usize, length: usize) -> Option<&str> {
         }
         units += c.len_utf16();
     }
-    text.get(from?..to?)
+    Some((from?, to?))
+}
+
+/// The people a message names ([`ThreadMessage::mentions`]), with byte ranges into its text (or
+/// caption) as Telegram sent it, never the bot (`bot_id`):
+/// - the author of the message it replies to (a person's reply, not a forum topic's opening,
+///   which every message of a topic replies to), named without being written (`start == end ==
+///   0`): `/ask Ship today?` sent as a reply to bob's message asks bob;
+/// - each `text_mention` entity (a person picked from the member list who has no username: the
+///   entity carries the user), in text order;
+/// - an `@username` (`mention` entity) only when it is the replied-to author's username: a
+///   `mention` carries no user and the Bot API has no way to look a username up.
+pub fn mentions(message: &Message, bot_id: UserId) -> Vec<Mention> {
+    let mut out = Vec::new();
+    let replied = message
+        .reply_to_message()
+        .filter(|r| r.forum_topic_created().is_none())
+        .and_then(|r| r.from.as_ref())
+        .filter(|u| u.id != bot_id);
+    if let Some(u) = replied {
+        out.push(Mention {
+            user: platform_user(u),
+            start: 0,
+            end: 0,
+        });
+    }
+    let (text, entities) = match (message.text(), message.entities()) {
+        (Some(text), Some(entities)) => (text, entities),
+        _ => match (message.caption(), message.caption_entities()) {
+            (Some(text), Some(entities)) => (text, entities),
+            _ => return out,
+        },
+    };
+    for e in entities {
+        let Some((start, end)) = entity_range(text, e.offset, e.length) else {
+            continue;
+        };
+        let user = match &e.kind {
+            MessageEntityKind::TextMention { user } => Some(user),
+            MessageEntityKind::Mention => replied.filter(|u| {
+                u.username.as_deref().is_some_and(|name| {
+                    text[start..end]
+                        .trim_start_matches('@')
+                        .eq_ignore_ascii_case(name)
+                })
+            }),
+            _ => None,
+        };
+        if let Some(user) = user.filter(|u| u.id != bot_id && start < end) {
+            out.push(Mention {
+                user: platform_user(user),
+                start,
+                end,
+            });
+        }
+    }
+    out.sort_by_key(|m| (m.start, m.end));
+    out
+}
+
+/// A message addressed to the bot as the engine takes it: [`thread_message`] without the bot's
+/// `@username` ([`strip_mention`]), naming the people [`mentions`] finds, their ranges moved to
+/// the text left (a mention whose text did not stay whole is dropped).
+pub fn addressed_message(
+    message: &Message,
+    bot_id: UserId,
+    bot_username: &str,
+) -> Result<ThreadMessage, Error> {
+    let Interaction::Message { message: mut out } = thread_message(message)? else {
+        return Err(Error::Payload("not a message".into()));
+    };
+    let (text, kept) = stripped(&out.text, bot_username);
+    out.mentions = mentions(message, bot_id)
+        .into_iter()
+        .filter_map(|m| {
+            if m.start == m.end {
+                return Some(m);
+            }
+            let &(from, to, _) = kept
+                .iter()
+                .find(|&&(from, _, len)| from <= m.start && m.end <= from + len)?;
+            let start = to + (m.start - from);
+            let end = start + (m.end - m.start);
+            (text.get(start..end) == out.text.get(m.start..m.end)).then_some(Mention {
+                start,
+                end,
+                ..m
+            })
+        })
+        .collect();
+    out.text = text;
+    Ok(out)
 }
 
 /// Whether the bot itself sent a message (its own messages are never conversation input).
@@ -250,6 +351,12 @@ pub fn is_own_message(message: &Message, bot_id: UserId) -> bool {
 /// mention anywhere else (`/cmd@bot x` → `/cmd x`, `é @bot ü` → `é  ü`). Only the whole name
 /// counts (`@botx` is someone else); a message that is only the mention stays as it is.
 pub fn strip_mention(text: &str, username: &str) -> String {
+    stripped(text, username).0
+}
+
+/// [`strip_mention`], with the parts of `text` kept: `(byte in text, byte in the result,
+/// length)` each.
+fn stripped(text: &str, username: &str) -> (String, Vec<(usize, usize, usize)>) {
     let needle = format!("@{}", username.trim_start_matches('@'));
     let is_name_char = |c: char| c.is_alphanumeric() || c == '_';
     let whole_at = |s: &str, at: usize| {
@@ -273,7 +380,10 @@ pub fn strip_mention(text: &str, username: &str) -> String {
     } else {
         t
     };
+    // `body` is a suffix of `text`.
+    let base = text.len() - body.len();
     let mut out = String::with_capacity(body.len());
+    let mut kept: Vec<(usize, usize, usize)> = Vec::new();
     let mut at = 0;
     while at < body.len() {
         if whole_at(body, at) {
@@ -281,15 +391,32 @@ pub fn strip_mention(text: &str, username: &str) -> String {
             continue;
         }
         let c = body[at..].chars().next().expect("not at the end");
+        match kept.last_mut() {
+            Some((from, to, len)) if *from + *len == base + at && *to + *len == out.len() => {
+                *len += c.len_utf8();
+            }
+            _ => kept.push((base + at, out.len(), c.len_utf8())),
+        }
         out.push(c);
         at += c.len_utf8();
     }
     let trimmed = out.trim();
     if trimmed.is_empty() {
-        text.trim().to_owned()
-    } else {
-        trimmed.to_owned()
+        let whole = text.trim();
+        let lead = text.len() - text.trim_start().len();
+        return (whole.to_owned(), vec![(lead, 0, whole.len())]);
     }
+    // Trimming keeps `out[lead..lead + trimmed.len()]`: each kept part is cut to it.
+    let lead = out.len() - out.trim_start().len();
+    let last = lead + trimmed.len();
+    let kept = kept
+        .into_iter()
+        .filter_map(|(from, to, len)| {
+            let (start, end) = (to.max(lead), (to + len).min(last));
+            (start < end).then_some((from + (start - to), start - lead, end - start))
+        })
+        .collect();
+    (trimmed.to_owned(), kept)
 }
 
 #[cfg(test)]

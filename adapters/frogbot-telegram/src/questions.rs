@@ -672,6 +672,7 @@ mod tests {
             reply_to: reply_to.map(str::to_owned),
             raw: Value::Null,
             files: Vec::new(),
+            mentions: Vec::new(),
         }
     }
 

@@ -189,10 +189,65 @@ pub fn has_prompt(input: &QuestionInput, q: usize) -> bool {
 /// room for the outcome line): nothing is cut. The last is the message with the keyboard (and
 /// the expiry line); the others — a long list of options — are posted just before it.
 pub fn question_pages(input: &QuestionInput, q: usize, expiry: Option<&str>) -> Vec<String> {
-    page_html(
-        frogbot_model::text::split(&question_plain(input, q), PAGE_ROOM),
-        expiry,
+    mentioning(
+        input,
+        q,
+        page_html(
+            frogbot_model::text::split(&question_plain(input, q), PAGE_ROOM),
+            expiry,
+        ),
     )
+}
+
+/// The Telegram users `input.from` names (`telegram:ID`), in order: the people asked, who alone
+/// may answer.
+pub fn asked_people(input: &QuestionInput) -> Vec<i64> {
+    input
+        .from
+        .iter()
+        .filter_map(|f| {
+            f.strip_prefix(crate::PLATFORM)?
+                .strip_prefix(':')?
+                .parse()
+                .ok()
+        })
+        .filter(|&id: &i64| id > 0)
+        .collect()
+}
+
+/// A text mention of Telegram user `id` showing `text` (HTML): Telegram notifies them
+/// (`tg://user?id=` in an inline link, the Bot API's "mention a user by their identifier").
+fn text_mention(id: i64, text: &str) -> String {
+    format!("<a href=\"tg://user?id={id}\">{}</a>", escape(text))
+}
+
+/// `pages` with their first made to notify the people asked ([`asked_people`]): when it begins
+/// with question `q`'s header (`❓ header`), the header becomes a text mention of the first, and a
+/// mention "👤" of each other one follows it. Nothing else of the text is a mention: everything
+/// else stays escaped.
+fn mentioning(input: &QuestionInput, q: usize, mut pages: Vec<String>) -> Vec<String> {
+    if let Some(first) = pages.first_mut() {
+        *first = mention_header(input, q, std::mem::take(first));
+    }
+    pages
+}
+
+fn mention_header(input: &QuestionInput, q: usize, html: String) -> String {
+    let people = asked_people(input);
+    let (Some((first, more)), Some(item)) = (people.split_first(), input.questions.get(q)) else {
+        return html;
+    };
+    let head = format!("❓ {}", escape(&item.header));
+    let Some(rest) = html.strip_prefix(&head) else {
+        return html;
+    };
+    let mut out = format!("❓ {}", text_mention(*first, &item.header));
+    for id in more {
+        out.push(' ');
+        out.push_str(&text_mention(*id, "👤"));
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The most characters of a page of a question or prompt: room is kept for the outcome line and
@@ -458,9 +513,15 @@ pub fn prompt_text(input: &QuestionInput, q: usize, expiry: Option<&str>) -> Str
 /// room for the outcome line), nothing cut: a question text or a list of options longer than one
 /// message continues in messages posted before the prompt, which is the last.
 pub fn prompt_pages(input: &QuestionInput, q: usize, expiry: Option<&str>) -> Vec<String> {
-    page_html(
-        frogbot_model::text::split(&prompt_plain(input, q), PAGE_ROOM),
-        expiry,
+    // A prompt that shows its question (not an own answer's, beside its keyboard) mentions the
+    // people asked.
+    mentioning(
+        input,
+        q,
+        page_html(
+            frogbot_model::text::split(&prompt_plain(input, q), PAGE_ROOM),
+            expiry,
+        ),
     )
 }
 
@@ -582,10 +643,11 @@ pub fn card_question_pages(input: &QuestionInput) -> Vec<String> {
         .map(|q| card_question_text(input, q))
         .collect::<Vec<_>>()
         .join("\n\n");
-    frogbot_model::text::split(&text, MAX_TEXT - OUTCOME_ROOM)
+    let pages = frogbot_model::text::split(&text, MAX_TEXT - OUTCOME_ROOM)
         .iter()
         .map(|p| escape(p))
-        .collect()
+        .collect();
+    mentioning(input, 0, pages)
 }
 
 /// Question `q` of a card written out in full: its text, and each label longer than its button
@@ -648,7 +710,17 @@ fn card_plain(input: &QuestionInput, progress: &Progress, compact: bool) -> Stri
 /// questions in full would not fit: each input's header and answer, the questions being
 /// written out above. Nothing is cut but an answer's echo ([`CARD_ANSWER_ECHO`]).
 pub fn card_text(input: &QuestionInput, progress: &Progress, expiry: Option<&str>) -> String {
-    open_html(card_plain(input, progress, card_compact(input)), expiry)
+    let compact = card_compact(input);
+    let html = open_html(card_plain(input, progress, compact), expiry);
+    if compact {
+        // The questions written out above mention the people asked.
+        return html;
+    }
+    // The card notifies: its first question's header mentions the people asked.
+    match html.split_once("\n\n") {
+        Some((head, rest)) => format!("{head}\n\n{}", mention_header(input, 0, rest.to_owned())),
+        None => html,
+    }
 }
 
 /// The keyboard of a set's card at `revision`: the buttons of every choice, confirm and toggle
@@ -1186,6 +1258,43 @@ mod tests {
         assert!(skipped(None).ends_with("⏭️ Skipped."));
         assert!(skipped(Some("Ada")).ends_with("⏭️ Skipped by Ada"));
         assert!(no_keyboard().inline_keyboard.is_empty());
+    }
+
+    /// The people `from` names on Telegram are mentioned by the question's first message, on its
+    /// header (`tg://user?id=`); everything else stays escaped, and nobody else is mentioned.
+    #[test]
+    fn the_people_asked_are_mentioned_on_the_header() {
+        let asked = |from: &[&str], header: &str| -> QuestionInput {
+            let mut i: QuestionInput = serde_json::from_value(json!({"questions": [
+                {"header": header, "question": "Ship <today>?", "kind": "text_input"}]}))
+            .unwrap();
+            i.from = from.iter().map(|f| f.to_string()).collect();
+            i
+        };
+        let i = asked(
+            &["telegram:77", "slack:U1", "ada", "telegram:x"],
+            "For <Bob>",
+        );
+        assert_eq!(asked_people(&i), [77]);
+        let page = &question_pages(&i, 0, None)[0];
+        assert!(
+            page.starts_with(
+                "❓ <a href=\"tg://user?id=77\">For &lt;Bob&gt;</a>\nShip &lt;today&gt;?"
+            ),
+            "{page}"
+        );
+        assert!(prompt_text(&i, 0, None).starts_with("❓ <a href=\"tg://user?id=77\">"));
+        // Two people: the header for the first, "👤" for the second.
+        let two = asked(&["telegram:77", "telegram:88"], "Deploy");
+        assert!(question_pages(&two, 0, None)[0].starts_with(
+            "❓ <a href=\"tg://user?id=77\">Deploy</a> <a href=\"tg://user?id=88\">👤</a>\n"
+        ));
+        // Nobody named on Telegram: no link at all; the settled text has none either.
+        for i in [asked(&[], "Deploy"), asked(&["slack:U1"], "Deploy")] {
+            assert!(!question_pages(&i, 0, None)[0].contains("<a "));
+        }
+        let settled = settled_text(&i, 0, true, &QuestionOutcome::Dismissed, None);
+        assert!(!settled.contains("<a "), "{settled}");
     }
 
     fn mixed() -> QuestionInput {

@@ -42,7 +42,8 @@
 //! What a person sees ([`FakeBotApi::person_view`], [`SeenMessage`], [`transcript`]): the
 //! messages of a chat, topic or agent conversation in order after edits and deletions — sender,
 //! text as a client renders it, photo, the file uploaded ([`SeenFile`]: name, type, size),
-//! inline keyboard rows, the ForceReply field, the bot's
+//! inline keyboard rows, the ForceReply field, the people it mentions (a `tg://user?id=` link
+//! in the HTML becomes a `text_mention` entity of the user, for a user the fake knows), the bot's
 //! reaction, whether its posting notified (every `sendMessage` / `sendPhoto` does unless it
 //! carries `disable_notification`, which Telegram documents as "a notification with no sound";
 //! edits never notify) and whether it was edited — and a draft (`sendMessageDraft`, private chats)

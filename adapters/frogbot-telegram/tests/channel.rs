@@ -282,8 +282,8 @@ async fn the_command_menu_is_registered_and_new_starts_a_fresh_conversation() {
         .iter()
         .map(|c| c["command"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["stop", "skip", "new", "model"]);
-    assert_eq!(s.fake.commands().len(), 4);
+    assert_eq!(names, ["stop", "skip", "new", "model", "ask"]);
+    assert_eq!(s.fake.commands().len(), 5);
 
     // In a group topic, `/new@FrogBot` (what the menu sends there) starts a new conversation:
     // the bot says so, and the model no longer sees what came before.

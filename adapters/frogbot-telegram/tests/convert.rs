@@ -2,7 +2,7 @@
 
 use frogbot_model::Interaction;
 use frogbot_telegram::convert::{
-    interaction, is_own_message, parse_update, talks_to_bot, thread_message,
+    addressed_message, interaction, is_own_message, parse_update, talks_to_bot, thread_message,
 };
 use frogbot_telegram::ids::thread_id;
 use serde_json::{Value, json};
@@ -205,4 +205,151 @@ fn malformed_updates_are_errors() {
     }})))
     .unwrap();
     assert!(interaction(&update).is_err());
+}
+
+/// The message of an update, read with teloxide.
+fn message_of(update: Value) -> teloxide::types::Message {
+    match parse_update(&bytes(update)).unwrap().kind {
+        UpdateKind::Message(m) => m,
+        other => panic!("not a message: {other:?}"),
+    }
+}
+
+/// Who a message names and where, on the text the engine gets: `(user id, the text named)`.
+fn names(update: Value) -> (String, Vec<(String, String)>) {
+    let m = addressed_message(&message_of(update), UserId(999), "frogbot").unwrap();
+    let named = m
+        .mentions
+        .iter()
+        .map(|x| (x.user.id.clone(), m.text[x.start..x.end].to_owned()))
+        .collect();
+    (m.text, named)
+}
+
+/// `text_mention` entities (a person picked from the member list who has no username; the shape
+/// of the Bot API's MessageEntity: `type`, `offset` and `length` in UTF-16 code units, `user`)
+/// become mentions with byte ranges into the text the engine gets, after the bot's own
+/// `/ask@frogbot` is read as `/ask`; the bot itself is never named.
+#[test]
+fn text_mentions_are_named_with_byte_ranges_of_the_final_text() {
+    // "/ask@frogbot 🐸 Bob Ship it? | yes | no": 🐸 is two UTF-16 units (offset 15 = 12 + 1 + 2).
+    let (text, named) = names(json!({"update_id": 1, "message": {
+        "message_id": 30, "date": 1_767_225_600, "chat": group(),
+        "from": user(42, "Alice", false),
+        "text": "/ask@frogbot Bob 🐸 Ship it? | yes | no",
+        "entities": [
+            {"type": "bot_command", "offset": 0, "length": 12},
+            {"type": "text_mention", "offset": 13, "length": 3,
+             "user": {"id": 77, "is_bot": false, "first_name": "Bob"}}
+        ]
+    }}));
+    assert_eq!(text, "/ask Bob 🐸 Ship it? | yes | no");
+    assert_eq!(named, [("77".to_owned(), "Bob".to_owned())]);
+
+    // After a leading `@frogbot:` (stripped), a name after an emoji, and the bot's own text
+    // mention (not named).
+    let (text, named) = names(json!({"update_id": 2, "message": {
+        "message_id": 31, "date": 1_767_225_600, "chat": group(),
+        "from": user(42, "Alice", false),
+        "text": "@frogbot: /ask 🐸 Bob Vega: ready? ask FrogBot",
+        "entities": [
+            {"type": "mention", "offset": 0, "length": 8},
+            {"type": "text_mention", "offset": 18, "length": 8,
+             "user": {"id": 77, "is_bot": false, "first_name": "Bob", "last_name": "Vega"}},
+            {"type": "text_mention", "offset": 39, "length": 7,
+             "user": {"id": 999, "is_bot": true, "first_name": "FrogBot"}}
+        ]
+    }}));
+    assert_eq!(text, "/ask 🐸 Bob Vega: ready? ask FrogBot");
+    assert_eq!(named, [("77".to_owned(), "Bob Vega".to_owned())]);
+    let m = addressed_message(
+        &message_of(json!({"update_id": 3, "message": {
+            "message_id": 32, "date": 1_767_225_600, "chat": group(),
+            "from": user(42, "Alice", false),
+            "text": "/ask Bob hi",
+            "entities": [{"type": "text_mention", "offset": 5, "length": 3,
+                "user": {"id": 77, "is_bot": false, "first_name": "Bob", "last_name": "Vega"}}]
+        }})),
+        UserId(999),
+        "frogbot",
+    )
+    .unwrap();
+    assert_eq!(m.mentions[0].user.name.as_deref(), Some("Bob Vega"));
+    assert_eq!((m.mentions[0].start, m.mentions[0].end), (5, 8));
+
+    // An entity that does not fit the text (past its end) names nobody, and nothing panics.
+    let (_, named) = names(json!({"update_id": 4, "message": {
+        "message_id": 33, "date": 1_767_225_600, "chat": group(),
+        "from": user(42, "Alice", false), "text": "/ask Bob",
+        "entities": [{"type": "text_mention", "offset": 5, "length": 30,
+            "user": {"id": 77, "is_bot": false, "first_name": "Bob"}}]
+    }}));
+    assert!(named.is_empty());
+}
+
+/// The author of the message replied to is named without being written (`start == end == 0`):
+/// `/ask Ship today?` as a reply to bob's message asks bob. A reply to the bot, and the forum
+/// topic's opening message (which every message of a topic replies to), name nobody; `@bob` is
+/// a mention only as the username of the author replied to (a `mention` entity carries no user
+/// and a bot cannot look a username up).
+#[test]
+fn the_author_replied_to_is_named_and_usernames_only_as_that_author() {
+    let bob = json!({"message_id": 20, "date": 1_767_225_500, "chat": group(),
+        "from": user(77, "Bob", false), "text": "I can ship"});
+    let (text, named) = names(json!({"update_id": 5, "message": {
+        "message_id": 34, "date": 1_767_225_600, "chat": group(),
+        "from": user(42, "Alice", false), "text": "/ask@frogbot Ship today?",
+        "entities": [{"type": "bot_command", "offset": 0, "length": 12}],
+        "reply_to_message": bob
+    }}));
+    assert_eq!(text, "/ask Ship today?");
+    assert_eq!(named, [("77".to_owned(), String::new())]);
+
+    // `@bob` written: the replied-to author's username, so a mention with its range; `@carol`
+    // is nobody the message lets the bot know.
+    let (text, named) = names(json!({"update_id": 6, "message": {
+        "message_id": 35, "date": 1_767_225_600, "chat": group(),
+        "from": user(42, "Alice", false), "text": "/ask @Bob ready? cc @carol",
+        "entities": [
+            {"type": "bot_command", "offset": 0, "length": 4},
+            {"type": "mention", "offset": 5, "length": 4},
+            {"type": "mention", "offset": 20, "length": 6}
+        ],
+        "reply_to_message": bob
+    }}));
+    assert_eq!(text, "/ask @Bob ready? cc @carol");
+    assert_eq!(
+        named,
+        [
+            ("77".to_owned(), String::new()),
+            ("77".to_owned(), "@Bob".to_owned())
+        ]
+    );
+    // Without a reply, `@bob` names nobody.
+    let (_, named) = names(json!({"update_id": 7, "message": {
+        "message_id": 36, "date": 1_767_225_600, "chat": group(),
+        "from": user(42, "Alice", false), "text": "/ask @bob ready?",
+        "entities": [{"type": "mention", "offset": 5, "length": 4}]
+    }}));
+    assert!(named.is_empty());
+
+    // A reply to the bot's own message: nobody.
+    let (_, named) = names(json!({"update_id": 8, "message": {
+        "message_id": 37, "date": 1_767_225_600, "chat": group(),
+        "from": user(42, "Alice", false), "text": "/ask Ship today?",
+        "reply_to_message": bot_message(21)
+    }}));
+    assert!(named.is_empty());
+
+    // In a forum topic, a message "replies" to the topic's opening (a service message): nobody.
+    let forum = json!({"id": -100300, "type": "supergroup", "title": "Ops", "is_forum": true});
+    let (_, named) = names(json!({"update_id": 9, "message": {
+        "message_id": 38, "message_thread_id": 7, "is_topic_message": true,
+        "date": 1_767_225_600, "chat": forum, "from": user(42, "Alice", false),
+        "text": "/ask Ship today?",
+        "reply_to_message": {"message_id": 7, "message_thread_id": 7, "date": 1_767_225_000,
+            "chat": forum, "from": user(77, "Bob", false),
+            "forum_topic_created": {"name": "Releases", "icon_color": 7322096}}
+    }}));
+    assert!(named.is_empty());
 }

@@ -7,7 +7,8 @@
 use frogbot_model::fuzz::{arb_string, json_input, mutated_text};
 use frogbot_model::{Interaction, iso_to_millis};
 use frogbot_telegram::convert::{
-    entity_text, interaction, is_own_message, parse_update, strip_mention, talks_to_bot,
+    addressed_message, entity_text, interaction, is_own_message, parse_update, strip_mention,
+    talks_to_bot,
 };
 use frogbot_telegram::format::{escape, messages, to_html, visible_len, visible_text};
 use frogbot_telegram::ids::{Token, split_message_id, split_thread_id, thread_id};
@@ -101,6 +102,16 @@ fn check_update(bytes: &[u8]) -> Result<(), TestCaseError> {
         let _ = talks_to_bot(m, BOT, "frogbot");
         let _ = talks_to_bot(m, BOT, "");
         let _ = is_own_message(m, BOT);
+        // Who it names: ranges inside the text the engine gets, on character boundaries.
+        if let Ok(named) = addressed_message(m, BOT, "frogbot") {
+            for x in &named.mentions {
+                prop_assert!(
+                    x.start <= x.end && named.text.get(x.start..x.end).is_some(),
+                    "{x:?}"
+                );
+                prop_assert!(x.user.id != BOT.0.to_string(), "{x:?}");
+            }
+        }
         let t = thread_id(m);
         prop_assert!(split_thread_id(&t).is_ok(), "{t}");
     }
@@ -117,7 +128,14 @@ fn wild_entities() -> impl Strategy<Value = Value> {
     ];
     prop::collection::vec(
         (
-            prop::sample::select(vec!["mention", "bot_command", "bold", "url", "hashtag"]),
+            prop::sample::select(vec![
+                "mention",
+                "bot_command",
+                "bold",
+                "url",
+                "hashtag",
+                "text_mention",
+            ]),
             offset.clone(),
             offset,
         ),
@@ -126,7 +144,15 @@ fn wild_entities() -> impl Strategy<Value = Value> {
     .prop_map(|es| {
         Value::Array(
             es.into_iter()
-                .map(|(kind, o, l)| json!({"type": kind, "offset": o, "length": l}))
+                .map(|(kind, o, l)| {
+                    let mut e = json!({"type": kind, "offset": o, "length": l});
+                    if kind == "text_mention" {
+                        // Someone, or the bot itself.
+                        let id = if o % 2 == 0 { 77 } else { 999 };
+                        e["user"] = json!({"id": id, "is_bot": id == 999, "first_name": "X"});
+                    }
+                    e
+                })
                 .collect(),
         )
     })

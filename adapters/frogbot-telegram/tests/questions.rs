@@ -108,6 +108,7 @@ fn reply(to: &str, text: &str) -> Interaction {
             reply_to: Some(to.into()),
             raw: Value::Null,
             files: Vec::new(),
+            mentions: Vec::new(),
         },
     }
 }

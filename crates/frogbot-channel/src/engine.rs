@@ -421,12 +421,16 @@ pub enum Command {
     /// model (and reasoning option) the thread's later messages are answered with. A model or
     /// option that is not offered is refused, nothing changed.
     Model,
+    /// `ask @person QUESTION` (`QUESTION | OPTION | OPTION…` for choices): the bot asks the person
+    /// named first, in the thread, as a question only they may answer; the thread waits for the
+    /// answer like any question (`skip` ends it; it expires after a day).
+    Ask,
 }
 
 impl Command {
     /// Every command with its word and the line a command menu shows for it (Telegram's
     /// `setMyCommands`, Discord's application commands, a help text).
-    pub const ALL: [(Command, &'static str, &'static str); 4] = [
+    pub const ALL: [(Command, &'static str, &'static str); 5] = [
         (Command::Stop, "stop", "Stop the reply being written"),
         (
             Command::Skip,
@@ -443,6 +447,11 @@ impl Command {
             "model",
             "Show or choose the model (and reasoning) for this thread",
         ),
+        (
+            Command::Ask,
+            "ask",
+            "Ask someone here a question: ask @person question",
+        ),
     ];
 
     /// The command's word (`new`).
@@ -456,7 +465,7 @@ impl Command {
 
     /// Whether the command takes arguments after its word.
     pub fn takes_arguments(self) -> bool {
-        self == Command::Model
+        matches!(self, Command::Model | Command::Ask)
     }
 
     /// Reads `text` as a command and its arguments (trimmed; empty when none): `None` for
@@ -495,6 +504,13 @@ pub const NOTHING_TO_SKIP_TEXT: &str = "No question waits for an answer here: no
 /// Said when `new` or `model ID` comes while a reply is written or a question waits.
 pub const COMMAND_BUSY_TEXT: &str = "A reply is still being written here, or a question waits: \
     say stop (or answer the question, or skip it) first, then send the command again.";
+
+/// Said to an `ask` that names nobody or asks nothing.
+pub const ASK_USAGE_TEXT: &str = "Name the person first, then the question: ask @person Should we \
+    ship today? (for choices: ask @person Ship today? | yes | no).";
+
+/// How long a person's `ask` waits for its answer before it expires (the thread waits with it).
+pub const PERSON_ASK_SECONDS: u64 = 24 * 60 * 60;
 
 /// Said to someone who is not driving the turn they try to stop.
 pub const STOP_REFUSED_TEXT: &str = "Only the person who started this can stop it.";

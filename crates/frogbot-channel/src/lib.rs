@@ -94,9 +94,10 @@ pub mod retry;
 pub use adapter::Adapter;
 pub use delivery::Delivery;
 pub use engine::{
-    COMMAND_BUSY_TEXT, ChangeOutcome, ChannelEngine, Command, EngineError, EngineHandle,
-    EventOutcome, FormTarget, Incoming, InteractionOutcome, MessageOutcome, NOTHING_TO_SKIP_TEXT,
-    Received, STOP_REFUSED_TEXT, StopOutcome, channel_chat_id, channel_message_id, is_stop_word,
+    ASK_USAGE_TEXT, COMMAND_BUSY_TEXT, ChangeOutcome, ChannelEngine, Command, EngineError,
+    EngineHandle, EventOutcome, FormTarget, Incoming, InteractionOutcome, MessageOutcome,
+    NOTHING_TO_SKIP_TEXT, PERSON_ASK_SECONDS, Received, STOP_REFUSED_TEXT, StopOutcome,
+    channel_chat_id, channel_message_id, is_stop_word,
 };
 pub use executor::{Done, Outcome, ThreadExecutor};
 pub use files::OutFile;

@@ -134,6 +134,7 @@ fn said(id: String) -> ThreadMessage {
         reply_to: None,
         raw: json!(null),
         files: Vec::new(),
+        mentions: Vec::new(),
     }
 }
 

@@ -214,6 +214,7 @@ async fn run(backend: &str, url: &str, base: &str) {
                 size: Some(size as u64),
                 source: serde_json::Value::Null,
             }],
+            mentions: Vec::new(),
         };
         let out = engine
             .channels()

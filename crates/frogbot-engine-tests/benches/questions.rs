@@ -226,6 +226,7 @@ async fn latency(engine: &Engine, stamps: &Stamps, n: usize) -> (Duration, Durat
             reply_to: None,
             raw: json!(null),
             files: Vec::new(),
+            mentions: Vec::new(),
         };
         let ChannelMessageOutcome::Sent(Sent::Started(h)) = engine
             .channels()

@@ -252,6 +252,7 @@ fn said(id: &str, who: &str, text: &str) -> ThreadMessage {
         reply_to: None,
         raw: json!(null),
         files: Vec::new(),
+        mentions: Vec::new(),
     }
 }
 

@@ -169,6 +169,7 @@ fn said(id: &str, text: &str) -> ThreadMessage {
         reply_to: None,
         raw: json!(null),
         files: Vec::new(),
+        mentions: Vec::new(),
     }
 }
 

@@ -404,6 +404,7 @@ async fn files_posted_on_a_platform_are_taken_or_named(url: &str) {
         reply_to: None,
         raw: serde_json::Value::Null,
         files,
+        mentions: Vec::new(),
     };
     let files = vec![
         posted("notes.txt", "text/plain", Some(10), "milk, eggs"),
@@ -558,6 +559,7 @@ async fn an_edit_of_a_queued_message_keeps_its_files(url: &str) {
         reply_to: None,
         raw: serde_json::Value::Null,
         files,
+        mentions: Vec::new(),
     };
     let out = engine
         .channels()

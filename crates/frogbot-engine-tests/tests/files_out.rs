@@ -217,6 +217,7 @@ fn person(id: &str, text: &str) -> ThreadMessage {
         reply_to: None,
         raw: serde_json::Value::Null,
         files: Vec::new(),
+        mentions: Vec::new(),
     }
 }
 

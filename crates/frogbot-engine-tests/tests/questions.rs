@@ -450,6 +450,7 @@ fn reply_msg(who: &str, text: &str) -> ThreadMessage {
         reply_to: None,
         raw: json!(null),
         files: Vec::new(),
+        mentions: Vec::new(),
     }
 }
 
@@ -594,6 +595,202 @@ async fn a_reply_answer_is_recorded_settled_and_continues_the_agent(url: &str) {
             .iter()
             .any(|r| last_user(r) == "/answer 2")
     );
+}
+
+/// `who` says `text`, naming `named` (`(id, is_bot)`) where `@id` is written in it.
+fn naming(who: &str, text: &str, named: &[(&str, bool)]) -> ThreadMessage {
+    let mut m = reply_msg(who, text);
+    m.author.name = Some(who.into());
+    m.mentions = named
+        .iter()
+        .map(|(id, is_bot)| {
+            let start = text.find(&format!("@{id}")).expect("written in the text");
+            frogbot_core::model::Mention {
+                user: PlatformUser {
+                    id: (*id).into(),
+                    name: Some((*id).into()),
+                    is_bot: *is_bot,
+                },
+                start,
+                end: start + 1 + id.len(),
+            }
+        })
+        .collect();
+    m
+}
+
+/// `ask @person QUESTION | OPTION…` (issue 40, item 4): the bot asks the person named, in the
+/// thread, as an ask (the main model never runs); only they may answer, first answer wins; an ask
+/// naming nobody, a bot, or someone the channel does not let in is refused, nothing saved.
+async fn a_person_asks_another_person_only_they_answer(url: &str) {
+    let w = world(url).await;
+    let refused = [
+        naming("alice", "/ask Ship today?", &[]),
+        naming("alice", "/ask @bob", &[("bob", false)]),
+        naming("alice", "/ask @mallory Ship today?", &[("mallory", false)]),
+        naming("alice", "/ask @robot Ship today?", &[("robot", true)]),
+        // Named, but not first: the question would be about them.
+        naming("alice", "/ask is @bob in?", &[("bob", false)]),
+    ];
+    for m in refused {
+        let text = m.text.clone();
+        let out = w
+            .engine
+            .channels()
+            .message("forum", THREAD, m)
+            .await
+            .unwrap();
+        assert!(
+            matches!(out, ChannelMessageOutcome::Told),
+            "{text}: {out:?}"
+        );
+    }
+    assert!(
+        w.store.list_messages(&chat()).await.unwrap().is_empty(),
+        "nothing saved"
+    );
+
+    let asked = naming(
+        "alice",
+        "/ask @bob: Ship today? | yes | no",
+        &[("bob", false)],
+    );
+    let id = frogbot_core::agent::channel_message_id("forum", &asked.id);
+    start_and_wait_msg(&w, asked).await;
+    assert_eq!(
+        w.engine.chats().state(&chat()).await.unwrap(),
+        TurnState::Awaiting
+    );
+    let posted = w.forum.posts.lock().unwrap().clone();
+    assert_eq!(
+        posted.iter().map(|(_, t)| t.as_str()).collect::<Vec<_>>(),
+        ["alice asks bob: Ship today?\n1. yes\n2. no"]
+    );
+    // Someone else's answer is not taken; bob's is.
+    assert_eq!(
+        consumed(say(&w, "carol", "/answer 2").await),
+        InteractionOutcome::Denied
+    );
+    assert_eq!(
+        consumed(say(&w, "bob", "/answer 1").await),
+        InteractionOutcome::Answered
+    );
+    idle(&w).await;
+    let status = w
+        .engine
+        .questions()
+        .ask_status(&frogbot_core::agent::ask::AskId {
+            chat: chat(),
+            message: id,
+        })
+        .await
+        .unwrap()
+        .expect("the ask");
+    assert_eq!(status.state, frogbot_core::agent::ask::AskState::Answered);
+    assert_eq!(
+        status.answers.unwrap().answers[0].selected,
+        ["yes".to_string()]
+    );
+    assert_eq!(status.input.from, ["forum:bob"]);
+    assert!(status.expires_at.is_some(), "a person's ask expires");
+    assert!(w.model.requests().is_empty(), "the main model never ran");
+    // The thread goes on with the model afterwards.
+    start_and_wait(&w, "hello").await;
+    assert_eq!(w.model.requests().len(), 1);
+}
+
+/// `model` alone in a thread that draws questions (issue 40, item 4): the offers as the platform's
+/// own choice control, answered only by whoever asked; the answer chooses the thread's model (said
+/// back as `model ID` is), and neither the picker nor its answer is history for the model.
+async fn model_alone_is_a_choice_whose_answer_chooses_the_model(url: &str) {
+    let store = frogbot_testkit::open_store(url).await;
+    let forum = Arc::new(Forum::default());
+    let main = ScriptedModel::new(|req: &ModelRequest| reply(&format!("main: {}", last_user(req))));
+    let alt = ScriptedModel::new(|req: &ModelRequest| {
+        let users = frogbot_testkit::user_texts(req);
+        reply(&format!(
+            "alt/{}: {}",
+            req.reasoning.as_deref().unwrap_or("-"),
+            users.join(" + ")
+        ))
+    });
+    let engine = Engine::new(
+        store.clone(),
+        vec![
+            ModelOffer {
+                id: "main".into(),
+                model: Arc::new(main.clone()),
+                reasoning: vec![],
+            },
+            ModelOffer {
+                id: "alt".into(),
+                model: Arc::new(alt.clone()),
+                reasoning: vec!["low".into(), "high".into()],
+            },
+        ],
+        vec![],
+        EngineConfig::default(),
+    )
+    .with_channel(Channel {
+        platform: "forum".into(),
+        questions: Some(Arc::new(ForumPiece(forum.clone()))),
+        identity: Arc::new(PrefixedIdentity),
+        access: Arc::new(DenyMallory),
+        outbox: None,
+    });
+    let w = World {
+        engine,
+        store,
+        forum,
+        model: main,
+    };
+    start_and_wait(&w, "/model").await;
+    assert_eq!(
+        w.engine.chats().state(&chat()).await.unwrap(),
+        TurnState::Awaiting
+    );
+    let posted = w.forum.posts.lock().unwrap().clone();
+    assert_eq!(
+        posted.iter().map(|(_, t)| t.as_str()).collect::<Vec<_>>(),
+        [
+            "Which model answers this thread from now on? Now: main.\n1. main\n2. alt\n3. alt · low\n4. alt · high"
+        ]
+    );
+    assert_eq!(
+        consumed(say(&w, "carol", "/answer 2").await),
+        InteractionOutcome::Denied,
+        "only the person who asked chooses"
+    );
+    assert_eq!(
+        consumed(say(&w, "alice", "/answer 4").await),
+        InteractionOutcome::Answered
+    );
+    idle(&w).await;
+    let replies: Vec<String> = w
+        .store
+        .list_messages(&chat())
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|m| m.message.role == frogbot_core::model::Role::Assistant)
+        .map(|m| m.message.text())
+        .collect();
+    assert_eq!(
+        replies.last().unwrap(),
+        &frogbot_core::model::model_choice_text("alt", Some("high"))
+    );
+    start_and_wait(&w, "hello").await;
+    let last = w
+        .store
+        .list_messages(&chat())
+        .await
+        .unwrap()
+        .pop()
+        .unwrap()
+        .message
+        .text();
+    assert_eq!(last, "alt/high: hello", "the picker is not history");
+    assert!(w.model.requests().is_empty(), "main never ran");
 }
 
 async fn a_partial_answer_saves_state_bumps_revision_and_calls_updated(url: &str) {
@@ -1510,6 +1707,8 @@ async fn chatter_while_a_question_is_open_is_queued_not_consumed(url: &str) {
 }
 
 frogbot_testkit::backends!(
+    a_person_asks_another_person_only_they_answer,
+    model_alone_is_a_choice_whose_answer_chooses_the_model,
     a_reply_answer_is_recorded_settled_and_continues_the_agent,
     a_partial_answer_saves_state_bumps_revision_and_calls_updated,
     a_click_on_a_message_that_is_not_current_is_stale,

@@ -256,6 +256,7 @@ fn person(id: &str, text: &str) -> ThreadMessage {
         reply_to: None,
         raw: json!(null),
         files: Vec::new(),
+        mentions: Vec::new(),
     }
 }
 

@@ -104,6 +104,52 @@ pub struct ThreadMessage {
     /// the channel's `ChannelOutbox::open_file`) once the writer is let in.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub files: Vec<PlatformFile>,
+    /// The people the message names (Slack `<@U…>`, Discord `<@…>`, a Telegram text mention or
+    /// the author of the message it replies to, a Matrix user id or pill), in order, with where
+    /// each is written in [`ThreadMessage::text`]; never the bot itself. The `ask` command asks
+    /// the one named first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mentions: Vec<Mention>,
+}
+
+/// A person a [`ThreadMessage`] names, and where.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Mention {
+    /// Who.
+    pub user: PlatformUser,
+    /// The byte range of the mention in the message's text (`start == end`: named without
+    /// being written in the text, e.g. the author of the message replied to).
+    pub start: usize,
+    /// The end of that range (exclusive).
+    pub end: usize,
+}
+
+impl ThreadMessage {
+    /// The person named at the very start of `rest` (a suffix of [`ThreadMessage::text`]: a
+    /// command's arguments, trimmed or not), and what follows the mention; with no mention
+    /// written there, a mention written nowhere in the text (the author of the message replied
+    /// to), and `rest`.
+    pub fn named_first<'a>(&'a self, rest: &'a str) -> Option<(&'a PlatformUser, &'a str)> {
+        let offset = self
+            .text
+            .trim_end()
+            .len()
+            .checked_sub(rest.trim_end().len())?;
+        let lead = rest.len() - rest.trim_start().len();
+        let at = offset + lead;
+        if let Some(m) = self
+            .mentions
+            .iter()
+            .find(|m| m.start == at && m.end > m.start && m.end <= self.text.len())
+        {
+            return Some((&m.user, self.text.get(m.end..)?));
+        }
+        self.mentions
+            .iter()
+            .find(|m| m.start == m.end)
+            .map(|m| (&m.user, rest))
+    }
 }
 
 /// An interaction that may belong to a posted question.
@@ -187,6 +233,66 @@ pub enum ParseResult {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_person_named_first_is_read_from_a_commands_arguments() {
+        let bob = PlatformUser {
+            id: "U2".into(),
+            name: Some("bob".into()),
+            is_bot: false,
+        };
+        let text = "/ask <@U2> Ship today?  ";
+        let m = ThreadMessage {
+            id: "m".into(),
+            text: text.into(),
+            author: PlatformUser::default(),
+            metadata: ThreadMessageMetadata {
+                date_sent: String::new(),
+            },
+            reply_to: None,
+            raw: json!(null),
+            files: Vec::new(),
+            mentions: vec![Mention {
+                user: bob.clone(),
+                start: 5,
+                end: 10,
+            }],
+        };
+        // The arguments as a command reads them (trimmed), or as written.
+        for args in [
+            "<@U2> Ship today?",
+            "<@U2> Ship today?  ",
+            " <@U2> Ship today?",
+        ] {
+            let (who, rest) = m.named_first(args).expect(args);
+            assert_eq!((who, rest.trim()), (&bob, "Ship today?"), "{args:?}");
+        }
+        // Named later, not first: nobody.
+        let later = ThreadMessage {
+            text: "/ask is <@U2> in?".into(),
+            mentions: vec![Mention {
+                user: bob.clone(),
+                start: 8,
+                end: 13,
+            }],
+            ..m.clone()
+        };
+        assert_eq!(later.named_first("is <@U2> in?"), None);
+        // Named without being written (the author of the message replied to).
+        let replied = ThreadMessage {
+            text: "/ask Ship today?".into(),
+            mentions: vec![Mention {
+                user: bob.clone(),
+                start: 0,
+                end: 0,
+            }],
+            ..m
+        };
+        assert_eq!(
+            replied.named_first("Ship today?"),
+            Some((&bob, "Ship today?"))
+        );
+    }
 
     #[test]
     fn interactions_use_the_spec_shapes() {

@@ -339,6 +339,28 @@ pub fn model_choice_text(model: &str, reasoning: Option<&str>) -> String {
     }
 }
 
+/// The call id prefix of a model picker's question (`model` alone, where the thread draws
+/// questions): its answer chooses the chat's model ([`UiMessage::model_choice`]).
+pub const MODEL_PICK_CALL: &str = "pick_";
+
+/// The option label a model picker shows for a model and reasoning option: `alt`, `alt · high`.
+pub fn model_pick_label(model: &str, reasoning: Option<&str>) -> String {
+    match reasoning {
+        Some(r) => format!("{model} · {r}"),
+        None => model.to_owned(),
+    }
+}
+
+/// The model and reasoning option of a [`model_pick_label`].
+pub fn parse_model_pick_label(label: &str) -> Option<(String, Option<String>)> {
+    let (model, reasoning) = match label.split_once(" · ") {
+        Some((m, r)) => (m.trim(), Some(r.trim().to_owned())),
+        None => (label.trim(), None),
+    };
+    (!model.is_empty() && !model.contains(char::is_whitespace))
+        .then(|| (model.to_owned(), reasoning))
+}
+
 /// The type of the data part a person's `/model` command is saved with
 /// ([`MessagePart::model_choice`]): the chat's later messages are sent with that model and
 /// reasoning option, until another choice.
@@ -350,9 +372,31 @@ impl UiMessage {
         self.role == Role::User && self.parts.iter().any(MessagePart::is_new_conversation)
     }
 
-    /// The model and reasoning option this user message chooses for its chat
-    /// ([`MODEL_CHOICE_PART`]), if it does.
+    /// The model and reasoning option this message chooses for its chat, if it does: a user
+    /// message's [`MODEL_CHOICE_PART`] (`model ID`), or a reply whose model picker (`model` alone,
+    /// a question whose call id starts with [`MODEL_PICK_CALL`]) was answered with an offer's
+    /// label ([`model_pick_label`]).
     pub fn model_choice(&self) -> Option<(String, Option<String>)> {
+        if self.role == Role::Assistant {
+            return self.parts.iter().find_map(|p| match p {
+                MessagePart::Tool(t)
+                    if t.tool_name == super::QUESTION_TOOL
+                        && t.tool_call_id.starts_with(MODEL_PICK_CALL)
+                        && t.state == super::ToolState::OutputAvailable =>
+                {
+                    let out: super::QuestionOutput =
+                        serde_json::from_value(t.output.clone()?).ok()?;
+                    let [answer] = out.answers.as_slice() else {
+                        return None;
+                    };
+                    let [label] = answer.selected.as_slice() else {
+                        return None;
+                    };
+                    parse_model_pick_label(label)
+                }
+                _ => None,
+            });
+        }
         if self.role != Role::User {
             return None;
         }
@@ -457,6 +501,36 @@ impl<'de> Deserialize<'de> for MessagePart {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_pickers_answer_chooses_and_nothing_else_does() {
+        for (model, reasoning) in [("alt", Some("high")), ("main", None)] {
+            let label = model_pick_label(model, reasoning);
+            assert_eq!(
+                parse_model_pick_label(&label),
+                Some((model.to_owned(), reasoning.map(str::to_owned)))
+            );
+        }
+        assert_eq!(parse_model_pick_label("two words"), None);
+        let reply = |call: &str, tool: &str, selected: &[&str]| {
+            let m: UiMessage = serde_json::from_value(serde_json::json!({
+                "id": "r", "role": "assistant", "parts": [{
+                    "type": format!("tool-{tool}"), "toolCallId": call, "state": "output-available",
+                    "input": {}, "output": {"answers": [{"header": "Model", "selected": selected}]}
+                }]
+            }))
+            .unwrap();
+            m.model_choice()
+        };
+        assert_eq!(
+            reply("pick_m1", "question", &["alt · high"]),
+            Some(("alt".into(), Some("high".into())))
+        );
+        // Another question's answer, another tool, or no single pick: no choice.
+        assert_eq!(reply("ask_m1", "question", &["alt · high"]), None);
+        assert_eq!(reply("pick_m1", "other", &["alt"]), None);
+        assert_eq!(reply("pick_m1", "question", &["alt", "main"]), None);
+    }
     use super::*;
     use serde_json::json;
 

@@ -1171,6 +1171,7 @@ fn said(text: &str) -> ThreadMessage {
         reply_to: None,
         raw: Value::Null,
         files: Vec::new(),
+        mentions: Vec::new(),
     }
 }
 

@@ -170,7 +170,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some(routes) => {
             let listen = env("LISTEN").unwrap_or_else(|| "0.0.0.0:3000".into());
             let listener = tokio::net::TcpListener::bind(&listen).await?;
-            tracing::info!(%listen, "Slack events at /channels/slack/events, interactivity at /channels/slack/interactivity");
+            tracing::info!(%listen, "Slack events at /channels/slack/events, interactivity at /channels/slack/interactivity, the /frogbot command at /channels/slack/commands");
             let stop = shutdown.clone();
             axum::serve(listener, routes)
                 .with_graceful_shutdown(async move { stop.cancelled().await })

@@ -46,7 +46,7 @@ use crate::{DiscordQuestions, Error};
 pub use outbox::DEFAULT_MAX_UPLOAD_BYTES;
 pub use receive::{
     COMMAND_WHERE_TEXT, EVENT_DENIED_TEXT, INTERACTIONS_PATH, UNKNOWN_COMMAND_TEXT,
-    application_commands, command_text,
+    application_commands, command_message, command_text,
 };
 
 /// The intents used when none are configured: guild messages, DMs and message content.

@@ -493,6 +493,7 @@ impl<A: DiscordApi> ChannelOutbox for DiscordOutbox<A> {
                 reply_to: None,
                 raw: serde_json::Value::Null,
                 files: Vec::new(),
+                mentions: Vec::new(),
             })
             .collect())
     }

@@ -444,8 +444,7 @@ async fn on_message(shared: &Shared, engine: &EngineHandle, message: &Message) {
     } else {
         return;
     };
-    let mut incoming = convert::thread_message(message);
-    incoming.text = convert::strip_mention(&incoming.text, me);
+    let incoming = convert::thread_message_for(message, me);
     let span = info_span!("discord_message", thread = %thread, chat_id = %channel_chat_id(PLATFORM, &thread));
     match engine
         .message(PLATFORM, &thread, incoming)
@@ -964,7 +963,8 @@ pub const UNKNOWN_COMMAND_TEXT: &str = "This command is not offered any more.";
 /// The application commands FrogBot registers (Discord's slash commands): one per
 /// [`Command`](frogbot_channel::Command), `model` with the options `model` and `reasoning`,
 /// offered as choices (`models`, from [`EngineHandle::models`]) when there are at most 25 of
-/// each (Discord's limit), else typed.
+/// each (Discord's limit), else typed; `ask` with two required options, `person` (a user, picked
+/// from Discord's member list) and `question` (the text, `|` before each choice).
 pub fn application_commands(models: &[(String, Vec<String>)]) -> Vec<serenity::all::CreateCommand> {
     use serenity::all::{CommandOptionType, CreateCommand, CreateCommandOption};
     const CHOICES: usize = 25;
@@ -998,6 +998,18 @@ pub fn application_commands(models: &[(String, Vec<String>)]) -> Vec<serenity::a
                 }
                 c = c.add_option(model).add_option(option);
             }
+            if *command == frogbot_channel::Command::Ask {
+                let person =
+                    CreateCommandOption::new(CommandOptionType::User, "person", "Who to ask")
+                        .required(true);
+                let question = CreateCommandOption::new(
+                    CommandOptionType::String,
+                    "question",
+                    "The question (for choices: Ship today? | yes | no)",
+                )
+                .required(true);
+                c = c.add_option(person).add_option(question);
+            }
             c
         })
         .collect()
@@ -1021,22 +1033,44 @@ pub(super) async fn register_commands(http: &Http, models: &[(String, Vec<String
     }
 }
 
-/// The text command an application command stands for (`/model alt high`): the engine reads
-/// it as it reads a typed one.
+/// The text command an application command stands for (`/model alt high`, `/ask <@ID> Ship
+/// today? | yes | no`): the engine reads it as it reads a typed one.
 pub fn command_text(data: &serenity::all::CommandData) -> String {
+    command_message(data, None).0
+}
+
+/// [`command_text`] and the people it names: the `person` option (a user id, its user object in
+/// `data.resolved.users`) is written `<@ID>` where it stands in the text, as a typed mention is,
+/// and named there ([`frogbot_model::Mention`]) — never `bot`, and nobody whose user object
+/// Discord did not send. Options are written in the order `person`, `model`, `reasoning`,
+/// `question`, whatever order they came in.
+pub fn command_message(
+    data: &serenity::all::CommandData,
+    bot: Option<UserId>,
+) -> (String, Vec<frogbot_model::Mention>) {
     let mut text = format!("/{}", data.name);
-    for name in ["model", "reasoning"] {
-        if let Some(value) = data
-            .options
-            .iter()
-            .find(|o| o.name == name)
-            .and_then(|o| o.value.as_str())
-        {
+    let mut mentions = Vec::new();
+    for name in ["person", "model", "reasoning", "question"] {
+        let Some(option) = data.options.iter().find(|o| o.name == name) else {
+            continue;
+        };
+        if let Some(id) = option.value.as_user_id() {
+            text.push(' ');
+            let start = text.len();
+            text.push_str(&format!("<@{id}>"));
+            if let Some(user) = data.resolved.users.get(&id).filter(|_| Some(id) != bot) {
+                mentions.push(frogbot_model::Mention {
+                    user: convert::platform_user(user),
+                    start,
+                    end: text.len(),
+                });
+            }
+        } else if let Some(value) = option.value.as_str() {
             text.push(' ');
             text.push_str(value.trim());
         }
     }
-    text
+    (text, mentions)
 }
 
 /// What an application command is answered with (within Discord's 3 s): privately, the command
@@ -1078,7 +1112,7 @@ async fn command_response(
     {
         return private(COMMAND_WHERE_TEXT);
     }
-    let text = command_text(&command.data);
+    let (text, mentions) = command_message(&command.data, Some(shared.me));
     let message = frogbot_model::ThreadMessage {
         // No platform message: nothing to acknowledge, a fresh id.
         id: String::new(),
@@ -1090,6 +1124,7 @@ async fn command_response(
         reply_to: None,
         raw: serde_json::Value::Null,
         files: Vec::new(),
+        mentions,
     };
     let (engine, shared2, token) = (engine.clone(), shared.clone(), command.token.clone());
     let span = info_span!("discord_command", thread = %channel, command = %command.data.name);

@@ -361,6 +361,10 @@ impl Inner {
         if let Some(nonce) = body.get("nonce").filter(|n| !n.is_null()) {
             m["nonce"] = nonce.clone();
         }
+        if let Some(allowed) = body.get("allowed_mentions").filter(|a| !a.is_null()) {
+            m["allowed_mentions"] = allowed.clone();
+        }
+        m["pinged"] = json!(pinged(&m["content"], body.get("allowed_mentions")));
         if !files.is_empty() {
             m["attachments"] = Value::Array(
                 files
@@ -497,6 +501,42 @@ impl Inner {
 }
 
 /// Embeds as Discord shows them: each of `type` `rich`, an image with its `proxy_url`.
+/// The user ids a new message pings, as Discord decides it: each user written `<@ID>` or
+/// `<@!ID>` in `content`, once, whom `allowed_mentions` lets be pinged — all of them when it is
+/// absent (a regular message's default, `parse` of every type) or its `parse` holds `"users"`,
+/// else those in its `users` ("Allowed Mentions Object" in Discord's message reference).
+pub(super) fn pinged(content: &Value, allowed: Option<&Value>) -> Vec<String> {
+    let text = content.as_str().unwrap_or_default();
+    let every = allowed.is_none_or(|a| {
+        a.is_null()
+            || a["parse"]
+                .as_array()
+                .is_some_and(|p| p.iter().any(|t| t == "users"))
+    });
+    let listed = |id: &str| {
+        allowed
+            .and_then(|a| a["users"].as_array())
+            .is_some_and(|u| u.iter().any(|u| u == id))
+    };
+    let mut ids: Vec<String> = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("<@") {
+        let tail = &rest[at + 2..];
+        let digits = tail.strip_prefix('!').unwrap_or(tail);
+        let n = digits.bytes().take_while(u8::is_ascii_digit).count();
+        let id = &digits[..n];
+        if n > 0
+            && digits[n..].starts_with('>')
+            && (every || listed(id))
+            && !ids.iter().any(|i| i == id)
+        {
+            ids.push(id.to_owned());
+        }
+        rest = tail;
+    }
+    ids
+}
+
 fn shown_embeds(embeds: &Value) -> Value {
     let mut embeds = embeds.clone();
     for e in embeds.as_array_mut().into_iter().flatten() {

@@ -222,6 +222,29 @@ pub fn command_interaction(
     payload
 }
 
+/// `command` (a [`command_interaction`]) with a user option `name` (option type 6, `USER`)
+/// naming `person` (a user object) first among its options, as Discord sends one: the option's
+/// `value` is the user's id, and the user object is in `data.resolved.users` under that id (in a
+/// guild, their partial member in `data.resolved.members` too) — "Resolved Data Structure" in
+/// Discord's receiving-and-responding reference.
+pub fn with_user_option(mut command: Value, name: &str, person: &Value) -> Value {
+    let id = person["id"].clone();
+    let key = id.as_str().unwrap_or_default().to_owned();
+    let data = &mut command["data"];
+    let mut options = data["options"].as_array().cloned().unwrap_or_default();
+    options.insert(0, json!({"name": name, "type": 6, "value": id}));
+    data["options"] = Value::Array(options);
+    data["resolved"]["users"][&key] = person.clone();
+    if command.get("guild_id").is_some() {
+        command["data"]["resolved"]["members"][&key] = json!({
+            "roles": [], "joined_at": "2025-02-28T14:56:24.701000+00:00", "flags": 0,
+            "pending": false, "permissions": "9007199254740991", "nick": null, "avatar": null,
+            "premium_since": null, "communication_disabled_until": null
+        });
+    }
+    command
+}
+
 /// An `INTERACTION_CREATE` of type 5 (`MODAL_SUBMIT`): text inputs `values` (custom id, text) in
 /// action rows, one a row, in a modal whose custom id is `custom_id`. As Discord sends it, each
 /// component carries its numeric `id` and a text input its `type` (4), `custom_id` and `value`

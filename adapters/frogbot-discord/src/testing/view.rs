@@ -38,6 +38,10 @@ pub struct SeenMessage {
     pub reactions: Vec<(String, Vec<String>)>,
     /// Whether posting it notified (created without `SUPPRESS_NOTIFICATIONS`, not ephemeral).
     pub notified: bool,
+    /// The people its mentions pinged when it was posted, by name: each user written `<@ID>` in
+    /// it whom its `allowed_mentions` let be pinged (a person's message: everyone it mentions;
+    /// what only one person sees: nobody); never the bot.
+    pub pinged: Vec<String>,
     /// Whether it was edited (Discord shows "(edited)").
     pub edited: bool,
     /// For what only one person sees (an ephemeral message, a modal opened): their name.
@@ -124,12 +128,20 @@ impl FakeDiscord {
                 .cloned(),
         );
         list.sort_by_key(|m| m["id"].as_str().and_then(|i| i.parse::<u64>().ok()));
-        list.iter().map(|m| seen(m, &names)).collect()
+        let bot = self.inner.bot_id.to_string();
+        list.iter()
+            .map(|m| seen_by(m, &names, Some(&bot)))
+            .collect()
     }
 }
 
 /// What a person sees of the message object `m` (as the fake keeps it), names by user id.
 pub fn seen(m: &Value, names: &HashMap<String, String>) -> SeenMessage {
+    seen_by(m, names, None)
+}
+
+/// [`seen`], `bot` (the bot's user id) never among the people pinged.
+fn seen_by(m: &Value, names: &HashMap<String, String>, bot: Option<&str>) -> SeenMessage {
     let name_of = |id: &str| names.get(id).cloned().unwrap_or_else(|| format!("<@{id}>"));
     let author = &m["author"];
     let sender = author["id"]
@@ -179,6 +191,20 @@ pub fn seen(m: &Value, names: &HashMap<String, String>) -> SeenMessage {
         .filter_map(Value::as_str)
         .map(|e| (e.to_owned(), vec!["frogbot".to_owned()]))
         .collect();
+    // What the fake computed when the bot posted it; a person's message pings whom it mentions;
+    // what only one person sees pings nobody.
+    let pinged = match m["pinged"].as_array() {
+        _ if only_for.is_some() || flags & EPHEMERAL != 0 => Vec::new(),
+        Some(ids) => ids
+            .iter()
+            .filter_map(|i| i.as_str().map(str::to_owned))
+            .collect(),
+        None => super::api::pinged(&m["content"], None),
+    }
+    .into_iter()
+    .filter(|id| Some(id.as_str()) != bot)
+    .map(|id| name_of(&id))
+    .collect();
     SeenMessage {
         id: m["id"].as_str().unwrap_or_default().to_owned(),
         sender,
@@ -189,6 +215,7 @@ pub fn seen(m: &Value, names: &HashMap<String, String>) -> SeenMessage {
         notified: only_for.is_none()
             && flags & SUPPRESS_NOTIFICATIONS == 0
             && flags & EPHEMERAL == 0,
+        pinged,
         edited: !m["edited_timestamp"].is_null(),
         only_for,
         modal: modal.is_some(),
@@ -369,7 +396,8 @@ fn modal_controls(data: &Value) -> Vec<String> {
 }
 
 /// The view as stable plain text for golden files: one block per message, `[n] sender
-/// (notified|silent)(, edited)` (`→ only NAME sees` for an ephemeral message or modal), its text
+/// (notified|silent)(, pings @a, @b)(, edited)` (`→ only NAME sees` for an ephemeral message or
+/// modal; `pings`: [`SeenMessage::pinged`]), its text
 /// indented by four spaces, then its controls (`    ⌨ …`) and reactions (`    reactions: ✅
 /// frogbot`). Nothing in it varies between runs (no ids, no times) as long as the texts do not.
 pub fn transcript(seen: &[SeenMessage]) -> String {
@@ -380,6 +408,10 @@ pub fn transcript(seen: &[SeenMessage]) -> String {
             head.push_str(&format!(" → only {who} sees"));
         }
         head.push_str(if m.notified { " (notified" } else { " (silent" });
+        if !m.pinged.is_empty() {
+            let who: Vec<String> = m.pinged.iter().map(|p| format!("@{p}")).collect();
+            head.push_str(&format!(", pings {}", who.join(", ")));
+        }
         if m.edited {
             head.push_str(", edited");
         }
@@ -430,13 +462,39 @@ mod tests {
             controls: vec!["[a] [Skip]".into()],
             reactions: vec![("✅".into(), vec!["frogbot".into()])],
             notified: false,
+            pinged: Vec::new(),
             edited: true,
             only_for: None,
             modal: false,
         };
         assert_eq!(
-            transcript(&[m]),
+            transcript(std::slice::from_ref(&m)),
             "[1] frogbot (silent, edited)\n    **Env**\n    Where?\n    ⌨ [a] [Skip]\n    reactions: ✅ frogbot\n\n"
         );
+        let asking = SeenMessage {
+            notified: true,
+            pinged: vec!["bob".into()],
+            edited: false,
+            reactions: Vec::new(),
+            ..m
+        };
+        assert!(transcript(&[asking]).starts_with("[1] frogbot (notified, pings @bob)\n"));
+    }
+
+    #[test]
+    fn pings_follow_allowed_mentions() {
+        use super::super::api::pinged;
+        let content = serde_json::json!("<@1> and <@!2>, <@1> again, <@&3> <@x>");
+        assert_eq!(
+            pinged(&content, None),
+            ["1", "2"],
+            "the default: every user"
+        );
+        let none = serde_json::json!({"parse": [], "users": [], "roles": []});
+        assert!(pinged(&content, Some(&none)).is_empty());
+        let only = serde_json::json!({"parse": [], "users": ["2", "9"], "roles": []});
+        assert_eq!(pinged(&content, Some(&only)), ["2"], "listed and written");
+        let users = serde_json::json!({"parse": ["users"]});
+        assert_eq!(pinged(&content, Some(&users)), ["1", "2"]);
     }
 }

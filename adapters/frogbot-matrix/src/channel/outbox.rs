@@ -624,6 +624,7 @@ impl<A: MatrixApi> MatrixOutbox<A> {
             reply_to: None,
             raw: e.clone(),
             files: Vec::new(),
+            mentions: Vec::new(),
         })
     }
 }

@@ -25,6 +25,10 @@ pub struct SeenMessage {
     pub reactions: Vec<(String, Vec<String>)>,
     /// Whether its posting notified (not an `m.notice`; edits never notify).
     pub notified: bool,
+    /// The people its posting mentions (`m.mentions`' `user_ids`, as a homeserver's
+    /// `.m.rule.is_user_mention` push rule reads them): their clients notify them (highlight),
+    /// even of an `m.notice`. Edits mention nobody anew.
+    pub mentions: Vec<String>,
     /// Whether it was edited.
     pub edited: bool,
 }
@@ -149,6 +153,14 @@ pub fn person_view_of(events: &[Value], root: &str) -> Vec<SeenMessage> {
             poll,
             reactions,
             notified: e["content"]["msgtype"] != "m.notice",
+            mentions: e["content"]["m.mentions"]["user_ids"]
+                .as_array()
+                .map(|ids| {
+                    ids.iter()
+                        .filter_map(|u| u.as_str().map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default(),
             edited: edit.is_some(),
         });
     }
@@ -163,7 +175,8 @@ pub const TRANSCRIPT_HEAD: usize = 120;
 
 /// `view` ([`FakeHomeserver::person_view`]) as stable plain text for golden files: one block
 /// per message — `[n] who (notified|silent)(, edited)`, then its text (a client's `body`)
-/// indented, its poll, and its reactions. `bot` is written for the bot's id and `@name` for a
+/// indented, whom the bot's message mentions (`m.mentions`, when anyone), its poll, and its
+/// reactions. `bot` is written for the bot's id and `@name` for a
 /// person's; event ids are left out.
 pub fn transcript(view: &[SeenMessage], bot: &str) -> String {
     use std::fmt::Write as _;
@@ -202,6 +215,10 @@ pub fn transcript(view: &[SeenMessage], bot: &str) -> String {
             None => {
                 let _ = writeln!(out, "    (no body: a client without polls shows nothing)");
             }
+        }
+        if m.sender == bot && !m.mentions.is_empty() {
+            let people: Vec<String> = m.mentions.iter().map(|u| who(u)).collect();
+            let _ = writeln!(out, "  mentions {}", people.join(", "));
         }
         if let Some(p) = &m.poll {
             let _ = writeln!(

@@ -24,7 +24,10 @@ use slack_morphism::prelude::*;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
-pub use receive::{EVENTS_PATH, INTERACTIVITY_PATH, NOT_ALLOWED_TEXT, Pending, RETRY_HEADER, Seen};
+pub use receive::{
+    COMMAND_BUSY_TEXT, COMMANDS_PATH, EVENTS_PATH, INTERACTIVITY_PATH, NOT_ALLOWED_TEXT, Pending,
+    RETRY_HEADER, Seen, command_help,
+};
 
 use crate::{BotIdentity, Error, PLATFORM, SlackQuestions, SlackWebApi};
 
@@ -291,7 +294,8 @@ impl Adapter for SlackAdapter {
         }
     }
 
-    /// `POST /channels/slack/events` and `POST /channels/slack/interactivity` in HTTP mode.
+    /// `POST /channels/slack/events`, `POST /channels/slack/interactivity` and
+    /// `POST /channels/slack/commands` (slash commands) in HTTP mode.
     fn routes(&self, engine: &EngineHandle) -> Option<axum::Router> {
         (self.mode() == Mode::Http).then(|| receive::router(self.clone(), engine.clone()))
     }

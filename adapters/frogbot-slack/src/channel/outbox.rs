@@ -690,6 +690,7 @@ impl ChannelOutbox for SlackAdapter {
             .skip(skip)
             .map(|m| ThreadMessage {
                 id: message_id(channel, &m.ts),
+                mentions: crate::convert::mentions_in(&m.text, &self.inner.bot.user_id),
                 text: m.text,
                 author: PlatformUser {
                     id: m.user,

@@ -32,7 +32,14 @@
 //!   instead of the request waiting behind the backlog past Slack's 3-second window.
 //! - Messages: a mention, a DM, or a reply in a thread whose chat exists starts or continues the
 //!   chat of its thread (`channel:thread_ts`); the bot's own messages (learned with `auth.test`)
-//!   and edits are ignored. A denied author gets an ephemeral note.
+//!   and edits are ignored. A denied author gets an ephemeral note. The people a message names
+//!   (`<@U…>`, never the bot) go to the engine as its mentions, read from the text it gets (the
+//!   bot's own mention removed first): the `ask` command asks the one named first.
+//! - Slash commands (`POST /channels/slack/commands`, signed like the rest; Socket Mode's
+//!   `slash_commands` envelopes): `ask @person QUESTION [| OPTION…]` starts a new thread where
+//!   it was typed and asks there; anything else is answered privately with the thread commands
+//!   (Slack runs no slash command in a thread). Slack wants the answer within 3 s: the
+//!   acknowledgement carries an ephemeral answer, or is empty once the ask is under way.
 
 use std::collections::{HashSet, VecDeque};
 use std::future::Future;
@@ -67,8 +74,10 @@ use super::outbox::STOP_ACTION_ID;
 use super::{Inner, SlackAdapter};
 use crate::client::SlackApi;
 use crate::convert::{
-    ChangedMessage, IncomingMessage, SIGNATURE_HEADER, TIMESTAMP_HEADER, changed_from_push_json,
-    interaction_from_payload, message_from_push_json, payload_from_form, strip_mention, verify,
+    ChangedMessage, IncomingMessage, SIGNATURE_HEADER, SlashCommand, SlashText, TIMESTAMP_HEADER,
+    changed_from_push_json, command_from_form, command_from_json, interaction_from_payload,
+    message_from_push_json, payload_from_form, read_slash_text, slash_ask_message, verify,
+    without_bot_mention,
 };
 use crate::ids::{ActionRef, message_id, split_id, thread_id};
 use crate::questions::is_open_form_action;
@@ -78,10 +87,39 @@ use crate::{Error, PLATFORM};
 pub const EVENTS_PATH: &str = "/channels/slack/events";
 /// The interactivity path.
 pub const INTERACTIVITY_PATH: &str = "/channels/slack/interactivity";
+/// The slash command path (the request URL of the app's slash command, e.g. `/frogbot`).
+pub const COMMANDS_PATH: &str = "/channels/slack/commands";
 /// The header Slack sets on retried deliveries.
 pub const RETRY_HEADER: &str = "x-slack-retry-num";
 /// What a person not allowed to use the bot is told (ephemeral).
 pub const NOT_ALLOWED_TEXT: &str = "Sorry, you are not allowed to use this bot.";
+
+/// What a slash command other than `ask` is answered (ephemeral), `command` being the command
+/// as typed (`/frogbot`): Slack's slash commands carry no thread, so the thread commands are
+/// typed in the bot's thread.
+pub fn command_help(command: &str) -> String {
+    use frogbot_channel::Command;
+    let mut out = String::from(
+        "Slash commands cannot be used in threads, so type these in the bot's thread:",
+    );
+    for (c, word, what) in Command::ALL {
+        let typed = match c {
+            Command::Ask => continue,
+            Command::Stop => word.to_owned(),
+            _ => format!("!{word}"),
+        };
+        out.push_str(&format!("\n• `{typed}`: {what}"));
+    }
+    out.push_str(&format!(
+        "\n• `{command} ask @person question` (here, or in a thread as `!ask @person question`): \
+         ask someone a question in a new thread; for choices, `{command} ask @person Ship today? | yes | no`"
+    ));
+    out
+}
+
+/// What a slash command is answered when too many deliveries wait ([`Pending`]).
+pub const COMMAND_BUSY_TEXT: &str =
+    "Too much is going on right now: nothing was asked. Try again in a moment.";
 /// How long a thread's queue task waits for another delivery before it ends.
 pub(crate) const QUEUE_IDLE: Duration = Duration::from_secs(30);
 
@@ -187,12 +225,14 @@ enum Failure {
     Busy,
 }
 
-/// The HTTP routes: `POST /channels/slack/events` and `POST /channels/slack/interactivity`.
+/// The HTTP routes: `POST /channels/slack/events`, `POST /channels/slack/interactivity` and
+/// `POST /channels/slack/commands`.
 pub(crate) fn router(adapter: SlackAdapter, engine: EngineHandle) -> Router {
     let rx = Receiver { adapter, engine };
     Router::new()
         .route(EVENTS_PATH, post(events))
         .route(INTERACTIVITY_PATH, post(interactivity))
+        .route(COMMANDS_PATH, post(commands))
         .with_state(rx)
 }
 
@@ -445,7 +485,7 @@ impl Receiver {
     }
 
     async fn send(&self, mut incoming: IncomingMessage) -> Result<(), Failure> {
-        incoming.message.text = strip_mention(&incoming.message.text, &self.inner().bot.user_id);
+        without_bot_mention(&mut incoming.message, &self.inner().bot.user_id);
         let user = incoming.message.author.id.clone();
         let out = self
             .engine
@@ -474,6 +514,183 @@ impl Receiver {
             other => info!(outcome = ?other, "Slack message sent to its chat"),
         }
         Ok(())
+    }
+
+    /// A slash command (HTTP or Socket Mode). `Some` is the body of the acknowledgement: an
+    /// ephemeral answer (`{"response_type": "ephemeral", "text": …}`) only the person sees.
+    ///
+    /// `ask @person QUESTION [| OPTION…]` starts a new thread in the conversation the command was
+    /// typed in ([`ChannelOutbox::ask_thread`](frogbot_channel::ChannelOutbox::ask_thread): its
+    /// root says who asks whom, keyed by the command's `trigger_id`, so a repeat finds the same
+    /// thread), then hands the engine the thread message `/ask <@U…> QUESTION…` by the person who
+    /// typed the command, in the thread's queue like any message of it; the engine asks the
+    /// person named. Answered within the ack deadline: an empty `200` once asked, else what to
+    /// tell the person (not let in, the thread could not be started); what is known only later
+    /// is told with `chat.postEphemeral`. An `ask` naming nobody, and anything else, is answered
+    /// at once ([`ASK_USAGE_TEXT`](frogbot_channel::ASK_USAGE_TEXT), [`command_help`]).
+    async fn on_command(&self, cmd: SlashCommand) -> Result<Option<Value>, Failure> {
+        let tell = |text: &str| Some(json!({"response_type": "ephemeral", "text": text}));
+        let bot = self.inner().bot.user_id.clone();
+        let (args, to) = match read_slash_text(&cmd.text, &bot) {
+            SlashText::Ask { args, to } => (args.to_owned(), to),
+            SlashText::AskUsage => return Ok(tell(frogbot_channel::ASK_USAGE_TEXT)),
+            SlashText::Other => return Ok(tell(&command_help(&cmd.command))),
+        };
+        let key = format!("cmd:{}", cmd.trigger_id);
+        if !self.inner().seen.first(&key) {
+            info!(trigger = %cmd.trigger_id, "duplicate Slack slash command ignored");
+            return Ok(None);
+        }
+        let author = PlatformUser {
+            id: cmd.user_id.clone(),
+            name: Some(cmd.user_name.clone()).filter(|n| !n.is_empty()),
+            is_bot: false,
+        };
+        if !self.lets_in(&author, &cmd.channel_id).await {
+            // Nothing posted: a person the channel does not let in starts no thread.
+            warn!(user = %author.id, "Slack user not allowed; slash command refused");
+            return Ok(tell(NOT_ALLOWED_TEXT));
+        }
+        if !self.lets_in(&to, &cmd.channel_id).await {
+            // As the engine would say it, before a thread is started for nothing.
+            let name = to.name.clone().unwrap_or_else(|| to.id.clone());
+            return Ok(tell(&format!(
+                "{name} is not let in to answer here, so nothing was asked."
+            )));
+        }
+        let Some(place) = self.inner().pending.take() else {
+            self.inner().seen.forget(&key);
+            warn!(
+                max = self.inner().pending.max(),
+                "too many Slack deliveries pending; slash command refused"
+            );
+            return Ok(tell(COMMAND_BUSY_TEXT));
+        };
+        let (done, answer) = oneshot::channel::<Option<String>>();
+        let rx = self.clone();
+        let span =
+            info_span!("slack_command", command = %cmd.command, chat_id = tracing::field::Empty);
+        tokio::spawn(
+            async move {
+                let _place = place;
+                let said = rx.ask_from_command(&cmd, &args, &author, &to).await;
+                if said.is_some() {
+                    rx.inner().seen.forget(&key);
+                }
+                // Past the ack deadline the acknowledgement has gone: told privately instead.
+                if let Err(Some(text)) = done.send(said) {
+                    let api = rx.inner().questions.api();
+                    if let Err(e) = api
+                        .post_ephemeral(&cmd.channel_id, &cmd.user_id, None, &text)
+                        .await
+                    {
+                        warn!(error = %e, "could not tell a Slack user what came of their slash command");
+                    }
+                }
+            }
+            .instrument(span),
+        );
+        match tokio::time::timeout(self.inner().config.ack_deadline, answer).await {
+            Ok(Ok(said)) => Ok(said.as_deref().and_then(tell)),
+            Ok(Err(_)) => {
+                error!("Slack slash command task failed");
+                Ok(tell("Something went wrong: nothing was asked. Try again."))
+            }
+            Err(_) => {
+                info!("Slack slash command still processing at the ack deadline; acknowledged");
+                Ok(None)
+            }
+        }
+    }
+
+    /// Whether the channel lets `user` in (its identity map and allow list, as the engine
+    /// applies them), asked before a slash command starts a thread; the engine decides again.
+    async fn lets_in(&self, user: &PlatformUser, conversation: &str) -> bool {
+        let channel = frogbot_channel::Adapter::channel(&self.adapter);
+        let identity = frogbot_model::ChannelIdentity {
+            platform: PLATFORM.into(),
+            user: user.clone(),
+        };
+        let who = channel.identity.resolve(&identity).await.ok().flatten();
+        let chat = frogbot_model::ChatInfo {
+            chat_id: channel_chat_id(PLATFORM, conversation),
+            owner: who.clone(),
+            channel: Some(frogbot_model::ChannelRef {
+                platform: PLATFORM.into(),
+                thread: conversation.to_owned(),
+            }),
+        };
+        // A failing check is the engine's to report.
+        channel
+            .access
+            .allow(who.as_ref(), &chat)
+            .await
+            .unwrap_or(true)
+    }
+
+    /// The `ask` of a slash command: a new thread, then the thread message `/ask …` in it.
+    /// `Some` is what to tell the person who typed the command.
+    async fn ask_from_command(
+        &self,
+        cmd: &SlashCommand,
+        args: &str,
+        author: &PlatformUser,
+        to: &PlatformUser,
+    ) -> Option<String> {
+        let name = |u: &PlatformUser| u.name.clone().unwrap_or_else(|| u.id.clone());
+        let root = format!("{} asks {}", name(author), name(to));
+        let key = format!("slash:{}", cmd.trigger_id);
+        let place = frogbot_channel::AskPlace::Thread(&cmd.channel_id);
+        let thread = match frogbot_channel::ChannelOutbox::ask_thread(
+            &self.adapter,
+            place,
+            &root,
+            &key,
+        )
+        .await
+        {
+            Ok(t) => t,
+            Err(e) => {
+                warn!(channel = %cmd.channel_id, error = %e, "Slack slash command: no thread could be started");
+                return Some(format!(
+                    "Nothing was asked: I could not start a thread here ({e}). Invite me to \
+                         this conversation, or ask in one I am in."
+                ));
+            }
+        };
+        tracing::Span::current().record(
+            "chat_id",
+            tracing::field::display(channel_chat_id(PLATFORM, &thread)),
+        );
+        self.inner()
+            .threads
+            .spoke(&thread, &author.id, &cmd.team_id);
+        let message = slash_ask_message(cmd, args, &thread, &self.inner().bot.user_id);
+        // In the thread's queue: ordered with a reply someone writes in the new thread.
+        let (done, result) = oneshot::channel();
+        let engine = self.engine.clone();
+        let t = thread.clone();
+        self.inner().queues.push(
+            &thread,
+            Box::pin(async move {
+                let _ = done.send(engine.message(PLATFORM, &t, message).await);
+            }),
+        );
+        match result.await {
+            Ok(Ok(MessageOutcome::Denied)) => {
+                warn!(user = %author.id, %thread, "Slack user not allowed; slash command ask refused");
+                Some(NOT_ALLOWED_TEXT.to_owned())
+            }
+            Ok(Ok(out)) => {
+                info!(outcome = ?out, %thread, "Slack slash command ask sent to its thread");
+                None
+            }
+            Ok(Err(e)) => {
+                error!(error = %e, "Slack slash command ask could not be handed to the engine");
+                Some("Something went wrong: nothing was asked. Try again.".to_owned())
+            }
+            Err(_) => Some("Something went wrong: nothing was asked. Try again.".to_owned()),
+        }
     }
 
     /// An interaction payload (`block_actions`, `view_submission`, …). `Some` is the body of
@@ -868,9 +1085,33 @@ async fn interactivity(State(rx): State<Receiver>, headers: HeaderMap, body: Byt
     }
 }
 
+async fn commands(State(rx): State<Receiver>, headers: HeaderMap, body: Bytes) -> Response {
+    if let Err(e) = rx.verify(&headers, &body) {
+        warn!(error = %e, path = COMMANDS_PATH, "Slack request refused: signature check failed");
+        return status(StatusCode::UNAUTHORIZED, "invalid signature");
+    }
+    let cmd = match std::str::from_utf8(&body)
+        .map_err(|e| Error::Payload(e.to_string()))
+        .and_then(command_from_form)
+    {
+        Ok(c) => c,
+        Err(e) => {
+            warn!(path = COMMANDS_PATH, error = %e, "Slack slash command unreadable; ignored");
+            return status(StatusCode::BAD_REQUEST, "malformed slash command");
+        }
+    };
+    match rx.on_command(cmd).await {
+        // An empty 200 acknowledges: nothing shown to the person but what follows in Slack.
+        Ok(None) => StatusCode::OK.into_response(),
+        Ok(Some(body)) => axum::Json(body).into_response(),
+        Err(f) => failure_response(f),
+    }
+}
+
 // ---- Socket Mode ---------------------------------------------------------------------------
 
-/// Reads Socket Mode envelopes (`hello`, `disconnect`, `events_api`, `interactive`, …) as JSON
+/// Reads Socket Mode envelopes (`hello`, `disconnect`, `events_api`, `interactive`,
+/// `slash_commands`, …) as JSON
 /// and hands their payloads, unchanged, to the handling HTTP mode uses. A delivery is
 /// acknowledged (`{"envelope_id": …}`) once handled, or when it can never be handled; a store or
 /// engine failure leaves it unacknowledged, so Slack sends it again.
@@ -941,6 +1182,13 @@ impl SlackSocketModeClientListener for SocketEnvelopes {
                 .await
                 .map(|()| None),
             "interactive" => self.rx.on_interaction(payload).await,
+            "slash_commands" => match command_from_json(&payload) {
+                Ok(cmd) => self.rx.on_command(cmd).await,
+                Err(e) => {
+                    warn!(error = %e, "Socket Mode slash command unreadable; acknowledged");
+                    Ok(None)
+                }
+            },
             other => {
                 debug!(
                     kind = other,

@@ -141,6 +141,66 @@ pub struct Message {
     /// `filetype`, `size`, `url_private`, `url_private_download`, …): a file's share message
     /// (`files.completeUploadExternal`) has one. `[]` for other messages.
     pub files: Vec<Value>,
+    /// The people its posting notified by mentioning them ([`mentioned_users`] of the text and
+    /// blocks it was posted with), in order; a later `chat.update` notifies nobody.
+    pub mentioned: Vec<String>,
+}
+
+/// The users a message mentions the way Slack notifies them: `<@U…>` / `<@U…|name>` in its
+/// `text`, in the `mrkdwn` texts of its blocks (a section's text and fields, a context's
+/// elements) and rich text `user` elements, each once, in order. A `plain_text` object mentions
+/// nobody (Slack shows `<@U1>` there as it is written), nor does an escaped `&lt;@U1&gt;`.
+pub fn mentioned_users(text: &str, blocks: &Value) -> Vec<String> {
+    fn scan(text: &str, out: &mut Vec<String>) {
+        for m in crate::convert::mentions_in(text, "") {
+            if !out.contains(&m.user.id) {
+                out.push(m.user.id);
+            }
+        }
+    }
+    fn walk(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::Object(o) => {
+                match o.get("type").and_then(Value::as_str) {
+                    Some("mrkdwn") => {
+                        if let Some(t) = o.get("text").and_then(Value::as_str) {
+                            scan(t, out);
+                        }
+                        return;
+                    }
+                    Some("plain_text") => return,
+                    Some("user") => {
+                        if let Some(id) = o.get("user_id").and_then(Value::as_str)
+                            && !out.iter().any(|u| u == id)
+                        {
+                            out.push(id.to_owned());
+                        }
+                        return;
+                    }
+                    _ => {}
+                }
+                for (k, child) in o {
+                    // Controls' texts and values are no message text.
+                    if k != "accessory" && k != "value" {
+                        walk(child, out);
+                    }
+                }
+            }
+            Value::Array(a) => a.iter().for_each(|c| walk(c, out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    scan(text, &mut out);
+    if let Value::Array(list) = blocks {
+        for b in list {
+            // An actions block holds controls only.
+            if b["type"] != "actions" {
+                walk(b, &mut out);
+            }
+        }
+    }
+    out
 }
 
 impl Message {
@@ -1447,6 +1507,11 @@ fn post_message(shared: &Shared, body: &Value) -> Value {
         first_text: str_of(body, "text").unwrap_or_default().to_owned(),
         edited: false,
         files: Vec::new(),
+        mentioned: Vec::new(),
+    };
+    let m = Message {
+        mentioned: mentioned_users(&m.first_text, &m.blocks),
+        ..m
     };
     let out = json!({"ok": true, "channel": m.channel, "ts": m.ts, "message": m.json()});
     lock(shared).messages.push(m);
@@ -1886,6 +1951,7 @@ fn start_stream(shared: &Shared, body: &Value) -> Value {
         first_text: text.to_owned(),
         edited: false,
         files: Vec::new(),
+        mentioned: mentioned_users(text, &Value::Null),
     };
     lock(shared).messages.push(m);
     json!({"ok": true, "channel": channel, "ts": ts})
@@ -2107,6 +2173,7 @@ fn complete_upload(shared: &Arc<Shared>, body: &Value) -> Value {
             streaming: false,
             user_name: None,
             metadata: None,
+            mentioned: mentioned_users(&first, &Value::Null),
             first_text: first,
             edited: false,
             files: objects,

@@ -12,7 +12,7 @@ use serde_json::{Map, Value, json};
 use super::api::{FakeSlack, Message, file_object, lock};
 use super::socket::SocketConnection;
 use super::{APP, BOT_ID, BOT_USER, TEAM};
-use crate::channel::{EVENTS_PATH, INTERACTIVITY_PATH, RETRY_HEADER};
+use crate::channel::{COMMANDS_PATH, EVENTS_PATH, INTERACTIVITY_PATH, RETRY_HEADER};
 use crate::convert::{SIGNATURE_HEADER, TIMESTAMP_HEADER, form_from_payload, sign};
 use crate::ids::split_id;
 
@@ -63,6 +63,7 @@ impl FakeSlack {
             first_text: text.to_owned(),
             edited: false,
             files: Vec::new(),
+            mentioned: super::api::mentioned_users(text, &Value::Null),
         };
         lock(&self.shared).messages.push(m.clone());
         m
@@ -394,6 +395,107 @@ impl FakeSlack {
         )
         .await
     }
+}
+
+impl FakeSlack {
+    /// The slash command Slack sends when `user` types `{command} {typed}` in `channel` (a
+    /// channel or a DM): its fields (`token`, `team_id`, `team_domain`, `channel_id`,
+    /// `channel_name`, `user_id`, `user_name`, `command`, `text`, `api_app_id`,
+    /// `is_enterprise_install`, `response_url`, `trigger_id`: a fresh one), every value a
+    /// string, as a Socket Mode `slash_commands` envelope carries them and as
+    /// [`FakeSlack::post_command`] form-encodes them. The text is escaped as Slack does with
+    /// "Escape channels, users, and links" on: `&`, `<`, `>` as `&amp;`, `&lt;`, `&gt;`, and each
+    /// `@name` of a person the fake knows ([`FakeSlack::set_user_name`]) as `<@U…|name>`.
+    pub fn slash_command(&self, user: &str, channel: &str, command: &str, typed: &str) -> Value {
+        let names = lock(&self.shared).names.clone();
+        let text = escape_people(typed, &names);
+        let user_name = names
+            .get(user)
+            .cloned()
+            .unwrap_or_else(|| user.to_lowercase());
+        let trigger = self.trigger_id();
+        let channel_name = if channel.starts_with('D') {
+            "directmessage"
+        } else {
+            "ops"
+        };
+        json!({
+            "token": "legacy-verification-token",
+            "team_id": TEAM,
+            "team_domain": "frogs",
+            "channel_id": channel,
+            "channel_name": channel_name,
+            "user_id": user,
+            "user_name": user_name,
+            "command": command,
+            "text": text,
+            "api_app_id": APP,
+            "is_enterprise_install": "false",
+            "response_url": format!("https://hooks.slack.com/commands/{TEAM}/1/fake"),
+            "trigger_id": trigger,
+        })
+    }
+
+    /// Posts a slash command ([`FakeSlack::slash_command`]) to the app at `base` as Slack does:
+    /// its fields `application/x-www-form-urlencoded` to the command's request URL
+    /// ([`COMMANDS_PATH`]), signed.
+    pub async fn post_command(
+        &self,
+        base: &str,
+        command: &Value,
+        sig: Signature,
+    ) -> reqwest::Response {
+        let mut form = form_urlencoded::Serializer::new(String::new());
+        for (k, v) in command.as_object().into_iter().flatten() {
+            form.append_pair(k, v.as_str().unwrap_or_default());
+        }
+        self.post_signed(
+            &format!("{base}{COMMANDS_PATH}"),
+            "application/x-www-form-urlencoded",
+            form.finish(),
+            sig,
+            None,
+        )
+        .await
+    }
+}
+
+/// `typed` as Slack sends a slash command's text with escaping on: `&<>` escaped, then each
+/// `@name` of a known person (`names`: user id → name; the longest name that ends where a word
+/// does) as `<@U…|name>`.
+fn escape_people(typed: &str, names: &HashMap<String, String>) -> String {
+    let text = typed
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;");
+    let mut out = String::new();
+    let mut rest = text.as_str();
+    while let Some(at) = rest.find('@') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        let found = names
+            .iter()
+            .filter(|(_, name)| {
+                after.starts_with(name.as_str())
+                    && !after[name.len()..]
+                        .chars()
+                        .next()
+                        .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '.')
+            })
+            .max_by_key(|(_, name)| name.len());
+        match found {
+            Some((id, name)) => {
+                out.push_str(&format!("<@{id}|{name}>"));
+                rest = &after[name.len()..];
+            }
+            None => {
+                out.push('@');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// What Slack's client says of a `number_input`'s text, if it refuses it.

@@ -38,6 +38,10 @@ pub struct SeenMessage {
     /// What the notification showed: the text the message was posted with (`None` when it did
     /// not notify).
     pub notification: Option<String>,
+    /// Who its posting notified by name, as Slack does for a mention (`<@U…>` in the text or a
+    /// block's `mrkdwn`, a rich text `user` element): their names (as [`SeenMessage::sender`]),
+    /// in order. Empty for an ephemeral message, and an edit mentions nobody anew.
+    pub mentioned: Vec<String>,
     /// Whether a `chat.update` changed it.
     pub edited: bool,
     /// Whether it is a native stream not stopped yet.
@@ -125,6 +129,7 @@ impl FakeSlack {
                     reactions,
                     notified: true,
                     notification: Some(seen_text(&m.first_text, &name)),
+                    mentioned: m.mentioned.iter().map(|u| name(u)).collect(),
                     edited: m.edited,
                     streaming: m.streaming,
                     only_for: None,
@@ -147,6 +152,7 @@ impl FakeSlack {
                     reactions: Vec::new(),
                     notified: false,
                     notification: None,
+                    mentioned: Vec::new(),
                     edited: false,
                     streaming: false,
                     only_for: Some(name(&e.user)),
@@ -431,7 +437,8 @@ fn rich_text(v: &Value) -> String {
 
 /// The person view as stable plain text for golden files: one block per message, `[n] sender
 /// (notified|silent)(, edited)(, streaming)(, only for NAME)`, the notification's first line
-/// where it notified, the text indented, then `controls:` and `reactions:` lines.
+/// where it notified, whom a bot message's posting mentioned (`mentions: @bob`), the text
+/// indented, then `controls:` and `reactions:` lines.
 pub fn transcript(seen: &[SeenMessage]) -> String {
     let mut out = String::new();
     for (i, m) in seen.iter().enumerate() {
@@ -460,6 +467,10 @@ pub fn transcript(seen: &[SeenMessage]) -> String {
             let cut: String = first.chars().take(100).collect();
             let more = if cut.len() < n.len() { "…" } else { "" };
             out.push_str(&format!("    notification: \"{cut}{more}\"\n"));
+        }
+        if !m.mentioned.is_empty() && m.sender == BOT_NAME {
+            let who: Vec<String> = m.mentioned.iter().map(|n| format!("@{n}")).collect();
+            out.push_str(&format!("    mentions: {}\n", who.join(" ")));
         }
         for line in m.text.lines() {
             if line.is_empty() {

@@ -49,7 +49,6 @@ use frogbot_channel::{
     Done, EngineHandle, EventOutcome, InteractionOutcome, MessageOutcome, Outcome,
     STOP_REFUSED_TEXT, StopOutcome, ThreadExecutor,
 };
-use frogbot_model::Interaction;
 use frogbot_model::blocks::EventClick;
 use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
@@ -66,7 +65,7 @@ use super::TelegramOutbox;
 use crate::PLATFORM;
 use crate::client::{self, MAX_WAIT, TelegramApi};
 use crate::convert::{
-    action, is_own_message, platform_user, strip_mention, talks_to_bot, thread_message,
+    action, addressed_message, is_own_message, platform_user, strip_mention, talks_to_bot,
 };
 use crate::ids::{STOP_DATA, thread_id};
 use crate::questions::STALE_TEXT;
@@ -525,15 +524,14 @@ async fn on_message(ctx: &Context, m: Message) {
         return;
     }
     let thread = route(ctx, &m).await;
-    let mut message = match thread_message(&m) {
-        Ok(Interaction::Message { message }) => message,
-        Ok(_) => return,
+    // Without the bot's `@username`, naming the people it mentions (for `ask`).
+    let message = match addressed_message(&m, me.user.id, me.username()) {
+        Ok(message) => message,
         Err(e) => {
             warn!(thread = %thread, message_id = m.id.0, error = %e, "Telegram message dropped");
             return;
         }
     };
-    message.text = strip_mention(&message.text, me.username());
     ctx.outbox.remember(&thread, m.id);
     ctx.outbox
         .note_member(&thread, &crate::ids::message_id(m.chat.id, m.id));

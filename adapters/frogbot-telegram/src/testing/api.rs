@@ -362,9 +362,11 @@ impl FakeBotApi {
                 "sendmessage" => {
                     let text = c.body["text"].as_str()?.to_owned();
                     let replies = authored(c.body["reply_parameters"]["message_id"].as_i64());
-                    let mentions = c.body["entities"]
-                        .as_array()
-                        .is_some_and(|e| e.iter().any(|e| e["user"]["id"] == user_id));
+                    let mentions = [&c.body, c.result.as_ref().unwrap_or(&Value::Null)]
+                        .iter()
+                        .filter_map(|m| m["entities"].as_array())
+                        .flatten()
+                        .any(|e| e["user"]["id"] == user_id);
                     (replies || mentions).then_some(text)
                 }
                 _ => None,
@@ -826,8 +828,21 @@ fn html_entity(s: &str) -> Option<(char, usize)> {
 /// Parses `html` as Telegram's HTML parse mode does: the text left after entity parsing, or why
 /// it cannot be parsed (as Telegram words it after "can't parse entities: ").
 fn parse_html(html: &str) -> Result<String, String> {
+    parse_html_mentions(html).map(|(shown, _)| shown)
+}
+
+/// A user mention of an inline link `<a href="tg://user?id=ID">`: `(ID, offset, length)` in the
+/// shown text, in UTF-16 code units (as a `MessageEntity`).
+type LinkMention = (i64, usize, usize);
+
+/// [`parse_html`], with the user mentions of its inline links ([`LinkMention`]).
+fn parse_html_mentions(html: &str) -> Result<(String, Vec<LinkMention>), String> {
     let mut shown = String::new();
     let mut open: Vec<&str> = Vec::new();
+    // The mention each open `a` starts (user id, offset), and the mentions closed.
+    let mut links: Vec<Option<(i64, usize)>> = Vec::new();
+    let mut mentions = Vec::new();
+    let units = |s: &str| s.encode_utf16().count();
     let mut at = 0;
     while at < html.len() {
         let rest = &html[at..];
@@ -854,7 +869,13 @@ fn parse_html(html: &str) -> Result<String, String> {
                 if let Some(name) = inner.strip_prefix('/') {
                     let name = name.trim();
                     match open.pop() {
-                        Some(top) if top == name => {}
+                        Some(top) if top == name => {
+                            if name == "a"
+                                && let Some(Some((id, from))) = links.pop()
+                            {
+                                mentions.push((id, from, units(&shown) - from));
+                            }
+                        }
                         Some(top) => {
                             return Err(format!(
                                 "Unmatched end tag at byte offset {at}, expected \"</{top}>\", found \"</{name}>\""
@@ -900,6 +921,13 @@ fn parse_html(html: &str) -> Result<String, String> {
                     if let Some(why) = refused {
                         return Err(format!("{why} at byte offset {at}"));
                     }
+                    if name == "a" {
+                        let user = attrs
+                            .split_once("href=\"tg://user?id=")
+                            .and_then(|(_, id)| id.split_once('"'))
+                            .and_then(|(id, _)| id.parse::<i64>().ok());
+                        links.push(user.map(|id| (id, units(&shown))));
+                    }
                     open.push(name);
                 }
                 at += end + 1;
@@ -914,8 +942,45 @@ fn parse_html(html: &str) -> Result<String, String> {
         Some(name) => Err(format!(
             "Can't find end tag corresponding to start tag \"{name}\""
         )),
-        None => Ok(shown),
+        None => Ok((shown, mentions)),
     }
+}
+
+/// The `text_mention` entities Telegram gives a message sent with `body` (parse mode HTML): one
+/// per `tg://user?id=` link to a user the fake knows (the author of a message it keeps, or a user
+/// a message mentions), carrying that user. A link to a user it does not know stays plain text:
+/// the Bot API guarantees such mentions only for members of the chat and users who contacted
+/// the bot.
+fn mention_entities(body: &Value, messages: &HashMap<i64, Value>) -> Vec<Value> {
+    let html = body["parse_mode"]
+        .as_str()
+        .is_some_and(|m| m.eq_ignore_ascii_case("html"));
+    let Some(Ok((_, links))) = body["text"]
+        .as_str()
+        .filter(|_| html)
+        .map(parse_html_mentions)
+    else {
+        return Vec::new();
+    };
+    let known = |id: i64| {
+        messages.values().find_map(|m| {
+            if m["from"]["id"] == id {
+                return Some(m["from"].clone());
+            }
+            m["entities"]
+                .as_array()?
+                .iter()
+                .find(|e| e["user"]["id"] == id)
+                .map(|e| e["user"].clone())
+        })
+    };
+    links
+        .into_iter()
+        .filter_map(|(id, offset, length)| {
+            let user = known(id)?;
+            Some(json!({"type": "text_mention", "offset": offset, "length": length, "user": user}))
+        })
+        .collect()
 }
 
 /// Why Telegram would refuse `markup` (an inline keyboard; other markups pass).
@@ -1223,6 +1288,10 @@ fn respond(
                 m["reply_markup"] = body["reply_markup"].clone();
             }
             let mut messages = fake.messages.lock().expect("not poisoned");
+            let mentions = mention_entities(body, &messages);
+            if !mentions.is_empty() {
+                m["entities"] = json!(mentions);
+            }
             if let Some(r) = body["reply_parameters"]["message_id"].as_i64()
                 && let Some(original) = messages.get(&r)
             {
@@ -1432,6 +1501,7 @@ fn respond(
             }
             let id = body["message_id"].as_i64().unwrap_or(0);
             let mut messages = fake.messages.lock().expect("not poisoned");
+            let mentions = mention_entities(body, &messages);
             let Some(m) = messages
                 .get_mut(&id)
                 .filter(|m| m["chat"]["id"] == body["chat_id"] && m["from"]["id"] == BOT_ID)
@@ -1444,6 +1514,12 @@ fn respond(
             let mut edited = m.clone();
             if body.get("text").is_some() {
                 edited["text"] = json!(shown_text(body).unwrap_or_default());
+                match edited.as_object_mut() {
+                    Some(o) if mentions.is_empty() => {
+                        o.remove("entities");
+                    }
+                    _ => edited["entities"] = json!(mentions),
+                }
             }
             match body.get("reply_markup") {
                 Some(k)

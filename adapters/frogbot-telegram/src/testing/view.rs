@@ -27,6 +27,10 @@ pub struct SeenMessage {
     pub reply_to: Option<i64>,
     /// Its reactions: each emoji with who reacted (the fake knows only the bot's own).
     pub reactions: Vec<(String, Vec<String>)>,
+    /// The people its text mentions (`text_mention` entities: the bot's `tg://user?id=` links to
+    /// users Telegram knows), by user id: Telegram notifies each of them, even of a silent
+    /// message (without sound).
+    pub mentions: Vec<i64>,
     /// Whether its posting notified: every `sendMessage` / `sendPhoto` does unless it carries
     /// `disable_notification` ("silent": Telegram then notifies with no sound); edits never
     /// notify; a draft never does.
@@ -58,7 +62,7 @@ pub struct SeenFile {
 
 /// The view as stable plain text for golden files: one block per message, `[n] sender
 /// (notified|silent)(, edited)(, draft)`, `↪ [k]` when it replies to message `k` of the view, the
-/// text indented, then a `photo:` line (a photo by URL), a `📎 photo:` or `📎 document:` line
+/// text indented, then a `mentions:` line (the users its text mentions), a `photo:` line (a photo by URL), a `📎 photo:` or `📎 document:` line
 /// (an upload: name, type, size), one `buttons:` line per keyboard row, a `reply field:`
 /// line and a `reactions:` line. No ids or times.
 pub fn transcript(seen: &[SeenMessage]) -> String {
@@ -91,6 +95,10 @@ pub fn transcript(seen: &[SeenMessage]) -> String {
             } else {
                 out.push_str(&format!("    {line}\n"));
             }
+        }
+        if !m.mentions.is_empty() {
+            let ids: Vec<String> = m.mentions.iter().map(|id| format!("user {id}")).collect();
+            out.push_str(&format!("    mentions: {}\n", ids.join(", ")));
         }
         if let Some(url) = &m.photo {
             out.push_str(&format!("    photo: {url}\n"));
@@ -238,6 +246,13 @@ impl FakeBotApi {
                     .or_else(|| m["caption"].as_str())
                     .unwrap_or_default()
                     .to_owned();
+                let mentions = m["entities"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|e| e["type"] == "text_mention")
+                    .filter_map(|e| e["user"]["id"].as_i64())
+                    .collect();
                 let reactions = m["bot_reactions"]
                     .as_array()
                     .into_iter()
@@ -255,6 +270,7 @@ impl FakeBotApi {
                     reply_field,
                     reply_to: m["reply_to_message"]["message_id"].as_i64(),
                     reactions,
+                    mentions,
                     notified,
                     edited,
                     draft: false,
@@ -289,6 +305,7 @@ impl FakeBotApi {
                 reply_field: None,
                 reply_to: None,
                 reactions: Vec::new(),
+                mentions: Vec::new(),
                 notified: false,
                 edited: false,
                 draft: true,

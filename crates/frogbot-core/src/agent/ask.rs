@@ -88,6 +88,19 @@ pub fn ask_parts(text: &str, input: &QuestionInput, message_id: &str) -> Vec<Mes
     ]
 }
 
+/// The parts of a model picker's message (`model` alone in a thread that draws questions): an
+/// ask whose call id starts with [`crate::model::MODEL_PICK_CALL`], so its answer chooses the
+/// chat's model ([`UiMessage::model_choice`]).
+pub fn pick_parts(text: &str, input: &QuestionInput, message_id: &str) -> Vec<MessagePart> {
+    vec![
+        MessagePart::text(text),
+        MessagePart::Other(json!({
+            "type": ASK_PART,
+            "data": {"callId": format!("{}{message_id}", crate::model::MODEL_PICK_CALL), "input": input},
+        })),
+    ]
+}
+
 /// The input an asker's message carries, with its call id.
 pub fn ask_input(m: &UiMessage) -> Option<(String, QuestionInput)> {
     m.parts.iter().find_map(|p| match p {
@@ -114,8 +127,26 @@ pub(crate) fn ask_line(m: &UiMessage) -> String {
 /// gets a short explanation.
 pub fn ask_model() -> ScriptedModel {
     ScriptedModel::without_log(|req| {
-        if matches!(req.messages.last(), Some(ModelMessage::Tool { .. })) {
-            return vec![finish(FinishReason::Stop)];
+        if let Some(ModelMessage::Tool {
+            tool_call_id,
+            content,
+            is_error,
+            ..
+        }) = req.messages.last()
+        {
+            // A model picker's answer: said back as `model ID` is.
+            let picked = (tool_call_id.starts_with(crate::model::MODEL_PICK_CALL) && !is_error)
+                .then(|| serde_json::from_str::<QuestionOutput>(content).ok())
+                .flatten()
+                .and_then(|o| o.answers.into_iter().next())
+                .and_then(|a| a.selected.into_iter().next())
+                .and_then(|l| crate::model::parse_model_pick_label(&l));
+            return match picked {
+                Some((m, r)) => {
+                    super::scripted::reply(&crate::model::model_choice_text(&m, r.as_deref()))
+                }
+                None => vec![finish(FinishReason::Stop)],
+            };
         }
         let last = req.messages.iter().rev().find_map(|m| match m {
             ModelMessage::User { text } => Some(text.as_str()),

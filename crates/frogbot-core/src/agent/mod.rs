@@ -32,9 +32,10 @@ mod turn;
 pub mod views;
 
 pub use channel::{
-    COMMAND_BUSY_TEXT, ChangeOutcome, ChannelMessageOutcome, Command, INTERRUPTED_MARK,
-    MAX_STEPS_TEXT, NOTHING_TO_SKIP_TEXT, QUEUED_BEHIND_QUESTION_TEXT, QUEUED_TEXT,
-    STOP_REFUSED_TEXT, channel_chat_id, channel_message_id, failure_text, is_stop_word,
+    ASK_USAGE_TEXT, COMMAND_BUSY_TEXT, ChangeOutcome, ChannelMessageOutcome, Command,
+    INTERRUPTED_MARK, MAX_STEPS_TEXT, NOTHING_TO_SKIP_TEXT, PERSON_ASK_SECONDS,
+    QUEUED_BEHIND_QUESTION_TEXT, QUEUED_TEXT, STOP_REFUSED_TEXT, channel_chat_id,
+    channel_message_id, failure_text, is_stop_word,
 };
 pub use clock::{Clock, DatabaseClock, ManualClock, SystemClock};
 pub use engine::agents::Agents;

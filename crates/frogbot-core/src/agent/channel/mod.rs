@@ -39,8 +39,8 @@
 //! `turn_ended` waits for its reply to be posted).
 
 pub use frogbot_channel::{
-    COMMAND_BUSY_TEXT, ChangeOutcome, Command, NOTHING_TO_SKIP_TEXT, STOP_REFUSED_TEXT,
-    channel_chat_id, channel_message_id, is_stop_word,
+    ASK_USAGE_TEXT, COMMAND_BUSY_TEXT, ChangeOutcome, Command, NOTHING_TO_SKIP_TEXT,
+    PERSON_ASK_SECONDS, STOP_REFUSED_TEXT, channel_chat_id, channel_message_id, is_stop_word,
 };
 
 use async_trait::async_trait;
@@ -1064,6 +1064,111 @@ impl Channels {
         out
     }
 
+    /// The question `model` alone asks where the thread draws questions: one choice among the
+    /// offers (each model, then each with a reasoning option; at most 25, a select's limit on
+    /// Discord), answered only by `who`, for ten minutes.
+    fn model_picker(
+        &self,
+        platform: &str,
+        who: &PlatformUser,
+        current: Option<&str>,
+        reasoning: Option<&str>,
+    ) -> crate::model::QuestionInput {
+        let offers = self.turns.offers();
+        let now = current.or(offers.first().map(|(id, _)| id.as_str()));
+        let options: Vec<serde_json::Value> = offers
+            .iter()
+            .flat_map(|(id, rs)| {
+                std::iter::once(None)
+                    .chain(rs.iter().map(Some))
+                    .map(move |r| (id, r))
+            })
+            .take(25)
+            .map(|(id, r)| {
+                serde_json::json!({"label": crate::model::model_pick_label(id, r.map(String::as_str))})
+            })
+            .collect();
+        let now = match (now, reasoning) {
+            (Some(m), Some(r)) => format!(" Now: {}.", crate::model::model_pick_label(m, Some(r))),
+            (Some(m), None) => format!(" Now: {m}."),
+            _ => String::new(),
+        };
+        let mut input: crate::model::QuestionInput = serde_json::from_value(serde_json::json!({
+            "questions": [{
+                "header": "Model",
+                "question": format!("Which model answers this thread from now on?{now}"),
+                "options": options,
+            }]
+        }))
+        .expect("a choice");
+        input.expires_in_seconds = Some(10 * 60);
+        input.from = vec![format!("{platform}:{}", who.id)];
+        input
+    }
+
+    /// The question of a person's `ask` (`ask @person QUESTION [| OPTION…]`): only the person
+    /// named first may answer, and only if the channel lets them in; `Err` is what to tell the
+    /// asker instead (nothing is saved).
+    async fn person_ask(
+        &self,
+        channel: &super::registry::Channel,
+        chat: &ChatInfo,
+        message: &ThreadMessage,
+        args: &str,
+    ) -> std::result::Result<crate::model::QuestionInput, String> {
+        let Some((to, rest)) = message.named_first(args) else {
+            return Err(ASK_USAGE_TEXT.to_owned());
+        };
+        let rest = rest.trim_start_matches([':', ',']).trim();
+        let mut pieces = rest.split('|').map(str::trim);
+        let question = pieces.next().unwrap_or_default();
+        let options: Vec<&str> = pieces.filter(|o| !o.is_empty()).collect();
+        if question.is_empty() {
+            return Err(ASK_USAGE_TEXT.to_owned());
+        }
+        let name = |u: &PlatformUser| {
+            u.name
+                .clone()
+                .filter(|n| !n.trim().is_empty())
+                .unwrap_or_else(|| u.id.clone())
+        };
+        if to.is_bot {
+            return Err(format!(
+                "{} is a bot: ask a person. {ASK_USAGE_TEXT}",
+                name(to)
+            ));
+        }
+        let (_, allowed) = self.questions.identify(channel, chat, to).await;
+        if !allowed {
+            return Err(format!(
+                "{} is not let in to answer here, so nothing was asked.",
+                name(to)
+            ));
+        }
+        let mut item = serde_json::json!({
+            "header": format!("For {}", name(to)),
+            "question": format!("{} asks {}: {question}", name(&message.author), name(to)),
+        });
+        if options.is_empty() {
+            item["kind"] = "text_input".into();
+        } else {
+            item["options"] = options
+                .iter()
+                .map(|o| serde_json::json!({"label": o}))
+                .collect();
+            item["custom"] = true.into();
+        }
+        let mut input: crate::model::QuestionInput =
+            serde_json::from_value(serde_json::json!({ "questions": [item] }))
+                .map_err(|e| e.to_string())?;
+        input.expires_in_seconds = Some(PERSON_ASK_SECONDS);
+        input.from = vec![format!("{}:{}", channel.platform, to.id)];
+        input
+            .validate()
+            .map_err(|e| format!("Nothing was asked: {e}. {ASK_USAGE_TEXT}"))?;
+        Ok(input)
+    }
+
     async fn channel_message_once(
         &self,
         platform: &str,
@@ -1074,7 +1179,7 @@ impl Channels {
         // take them): they are refused while it waits, with a notice saying so.
         let command_only = matches!(
             Command::parse(&message.text),
-            Some(Command::New | Command::Model)
+            Some(Command::New | Command::Model | Command::Ask)
         );
         if !command_only {
             let interaction = Interaction::Message {
@@ -1205,7 +1310,7 @@ impl Channels {
                 }
             });
         }
-        let message_id =
+        let mut message_id =
             (!message.id.is_empty()).then(|| channel_message_id(platform, &message.id));
         // The thread's model: its last `model` choice, else the channel's.
         let (mut model, mut reasoning) = (settings.model.clone(), settings.reasoning.clone());
@@ -1230,7 +1335,22 @@ impl Channels {
             });
             Ok(ChannelMessageOutcome::Told)
         };
+        let mut ask = false;
         let new = match command {
+            Some((Command::Ask, args)) => {
+                let input = match self.person_ask(&channel, &info, &message, &args).await {
+                    Ok(input) => input,
+                    Err(text) => return told(text),
+                };
+                let id = message_id
+                    .get_or_insert_with(|| format!("ask-{}", uuid::Uuid::now_v7().simple()))
+                    .clone();
+                parts = crate::agent::ask::ask_parts(&message.text, &input, &id);
+                model = Some(crate::agent::ask::ASK_MODEL.to_owned());
+                reasoning = None;
+                ask = true;
+                false
+            }
             Some((Command::New, _)) => {
                 parts.push(crate::model::MessagePart::new_conversation());
                 true
@@ -1241,26 +1361,56 @@ impl Channels {
             }
             Some((Command::Model, args)) => {
                 let words: Vec<&str> = args.split_whitespace().collect();
-                let Some((m, r)) = words.split_first().filter(|(_, r)| r.len() <= 1) else {
-                    return told(self.models_text(model.as_deref(), reasoning.as_deref(), None));
-                };
-                let r = r.first().copied();
-                if *m == crate::agent::ask::ASK_MODEL
-                    || self.turns.check_selection(Some(m), r).is_err()
-                {
-                    let what = match r {
-                        Some(r) => format!("{m} with reasoning {r}"),
-                        None => (*m).to_owned(),
-                    };
-                    return told(self.models_text(
+                let choices = self
+                    .turns
+                    .offers()
+                    .iter()
+                    .map(|(_, r)| 1 + r.len())
+                    .sum::<usize>();
+                if words.is_empty() && channel.questions.is_some() && choices > 1 {
+                    // `model` alone where the thread draws questions and there is a choice: the
+                    // offers as the platform's own choice control, answered by whoever asked.
+                    let input = self.model_picker(
+                        &channel.platform,
+                        &message.author,
                         model.as_deref(),
                         reasoning.as_deref(),
-                        Some(&what),
-                    ));
+                    );
+                    let id = message_id
+                        .get_or_insert_with(|| format!("pick-{}", uuid::Uuid::now_v7().simple()))
+                        .clone();
+                    parts = crate::agent::ask::pick_parts(&message.text, &input, &id);
+                    model = Some(crate::agent::ask::ASK_MODEL.to_owned());
+                    reasoning = None;
+                    ask = true;
+                    // Refused while a reply is written, as a choice by name is.
+                    true
+                } else {
+                    let Some((m, r)) = words.split_first().filter(|(_, r)| r.len() <= 1) else {
+                        return told(self.models_text(
+                            model.as_deref(),
+                            reasoning.as_deref(),
+                            None,
+                        ));
+                    };
+                    let r = r.first().copied();
+                    if *m == crate::agent::ask::ASK_MODEL
+                        || self.turns.check_selection(Some(m), r).is_err()
+                    {
+                        let what = match r {
+                            Some(r) => format!("{m} with reasoning {r}"),
+                            None => (*m).to_owned(),
+                        };
+                        return told(self.models_text(
+                            model.as_deref(),
+                            reasoning.as_deref(),
+                            Some(&what),
+                        ));
+                    }
+                    parts.push(crate::model::MessagePart::model_choice(m, r));
+                    (model, reasoning) = (Some((*m).to_owned()), r.map(str::to_owned));
+                    true
                 }
-                parts.push(crate::model::MessagePart::model_choice(m, r));
-                (model, reasoning) = (Some((*m).to_owned()), r.map(str::to_owned));
-                true
             }
             _ => {
                 if thread_chose
@@ -1282,7 +1432,7 @@ impl Channels {
         };
         // The files posted with it, stored before the message (first, then its text); those
         // not taken are named to the person, and the rest of the message still goes.
-        if !message.files.is_empty() && !new {
+        if !message.files.is_empty() && !new && !ask {
             let owner = actor.user.as_ref().map(|u| u.as_str()).unwrap_or("");
             let (taken, refused) = crate::agent::files::take_platform_files(
                 &self.turns.store,

@@ -1,0 +1,149 @@
+//! Files in and out through the Discord adapter (issue 40's benchmark, per platform): time and
+//! peak memory of a 1 MB and a 10 MB file against the fake Discord, in this process.
+//!
+//! - `in`: a person's message with an attachment in a thread (the file on the fake CDN, the
+//!   attachment object in the message as Discord sends it) read as serenity's `Message`,
+//!   converted by `convert::thread_message` and given to an engine on SQLite whose channel is
+//!   this adapter: the engine downloads the CDN URL with the adapter's `open_file` (streamed)
+//!   into the chat, then runs the turn; timed to the turn's end. The gateway's transport is left
+//!   out (it carries the message, not the file).
+//! - `in/fake`: the same download with the bare guarded client (`Downloads`, read a chunk at a
+//!   time, counted, not kept): what the fake itself costs. The fake CDN answers from memory
+//!   with a copy of the whole file.
+//! - `out`: `ChannelOutbox::deliver_files` of a file already in memory (`OutFile::from_bytes`):
+//!   Discord's multipart create message through serenity; timed until the fake answers, when it
+//!   holds all bytes. serenity takes the upload whole (a copy of the file, see README), and the
+//!   fake, in this process too, reads the multipart part whole and keeps it.
+//! - `out/fake`: the same multipart create message sent to the fake with a bare client (the body
+//!   built beforehand): what the fake itself costs; `out` minus it is the adapter's share.
+//!
+//! Memory: the peak resident set (`VmHWM`, reset before each case by `/proc/self/clear_refs`)
+//! over the resident set before it (glibc's mmap threshold fixed: `fixed_mmap_threshold`). What
+//! grows from 1 MB to 10 MB is held whole somewhere (the fake's copies too); fixed buffers do not.
+//!
+//! ```text
+//! cargo bench -p frogbot-discord --bench files --features engine,testing
+//! ```
+
+use std::time::Instant;
+
+use futures::StreamExt;
+
+use frogbot_channel::files::{Downloads, FetchPolicy};
+use frogbot_channel::{Adapter, Delivery, OutFile};
+use frogbot_core::agent::scripted::{ScriptedModel, reply};
+use frogbot_core::agent::{ChannelMessageOutcome, ModelRequest, Sent};
+use frogbot_discord::testing::{FakeDiscord, user};
+use frogbot_discord::{PLATFORM, convert};
+use frogbot_model::Thread;
+
+const MB: usize = 1024 * 1024;
+const APP: u64 = 600_000_000_000_000_006;
+const BOT: u64 = 610_000_000_000_000_006;
+
+fn rss_kb(field: &str) -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let line = status.lines().find(|l| l.starts_with(field));
+    line.and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Resets the peak resident set to the current one; returns the current one (KiB) and now.
+fn reset_peak() -> (u64, Instant) {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+    (rss_kb("VmRSS:"), Instant::now())
+}
+
+fn line(case: &str, size: usize, (before, t): (u64, Instant)) {
+    let peak = rss_kb("VmHWM:").saturating_sub(before) as f64 / 1024.0;
+    let (mb, ms) = (size / MB, t.elapsed().as_secs_f64() * 1e3);
+    println!("discord  {case:<8} {mb:>3} MB {ms:>9.1} ms   peak +{peak:.1} MiB");
+}
+
+/// glibc raises its mmap threshold as large buffers are freed: later ones come from the heap,
+/// whose freed pages stay resident, and later cases look cheaper. Runs again with it fixed.
+fn fixed_mmap_threshold() {
+    if std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_none() {
+        let me = std::process::Command::new(std::env::current_exe().unwrap())
+            .env("MALLOC_MMAP_THRESHOLD_", "65536")
+            .status();
+        std::process::exit(me.map_or(1, |s| s.code().unwrap_or(1)));
+    }
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    fixed_mmap_threshold();
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let fake = FakeDiscord::start(APP, BOT).await;
+    let discord = frogbot_discord::channel::connect(fake.config())
+        .await
+        .expect("connect to the fake");
+    let db = frogbot_testkit::sqlite_db();
+    let store = frogbot_testkit::open_store(&db.url).await;
+    let model = ScriptedModel::new(|_: &ModelRequest| reply("ok"));
+    let engine = frogbot_testkit::engine_with(store, model).with_channel(discord.channel());
+    let downloads = Downloads::new(FetchPolicy {
+        allow_private: true,
+        ..FetchPolicy::for_files()
+    });
+    let http = reqwest012::Client::new();
+    for (n, size) in [1, 10].into_iter().map(|m| m * MB).enumerate() {
+        let bytes: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
+        let channel = fake.new_id();
+        let file = ("x.bin", "application/octet-stream", bytes.clone());
+        let alice = user(700_000_000_000_000_007, "alice", false);
+        let m = fake.user_message_with_files(channel, Some(1), &alice, "look", &[file]);
+        let url = m["attachments"][0]["url"].as_str().unwrap().to_owned();
+        let m: serenity::all::Message = serde_json::from_value(m).unwrap();
+        let (thread, said) = (convert::thread_id(&m), convert::thread_message(&m));
+        let at = reset_peak();
+        let out = engine.channels().message(PLATFORM, &thread, said);
+        let Ok(ChannelMessageOutcome::Sent(Sent::Started(h))) = out.await else {
+            panic!("a turn")
+        };
+        h.done.await.unwrap().unwrap();
+        line("in", size, at);
+
+        let at = reset_peak();
+        let mut body = downloads.open(&url, &[]).await.unwrap();
+        let mut read = 0;
+        while let Some(c) = body.next().await {
+            read += c.unwrap().len();
+        }
+        line("in/fake", size, at);
+        assert_eq!(read, size, "{url}");
+
+        let th = Thread {
+            chat_id: format!("chat-{n}"),
+            id: channel.to_string(),
+            platform: PLATFORM.into(),
+        };
+        let file = OutFile::from_bytes("f1", "application/octet-stream", "out.bin", bytes);
+        let outbox = discord.outbox();
+        let key = Delivery::new(format!("deliver:c:m{n}:0"));
+        let at = reset_peak();
+        let ids = outbox.deliver_files(&th, &[file], 0, &key).await.unwrap();
+        line("out", size, at);
+        assert_eq!(fake.uploads(&ids[0])[0].1.len(), size);
+
+        // The fake alone taking the same upload: the multipart create message, built beforehand.
+        let b = "frogbot-bench";
+        let mut body = format!(
+            "--{b}\r\nContent-Disposition: form-data; name=\"payload_json\"\r\n\r\n{{}}\r\n\
+             --{b}\r\nContent-Disposition: form-data; name=\"files[0]\"; filename=\"y.bin\"\r\n\r\n"
+        )
+        .into_bytes();
+        body.extend((0..size).map(|i| (i % 251) as u8));
+        body.extend(format!("\r\n--{b}--\r\n").bytes());
+        let url = format!("{}/api/v10/channels/{channel}/messages", fake.api_url);
+        let post = http
+            .post(url)
+            .body(body)
+            .header("authorization", "Bot fake-token");
+        let post = post.header("content-type", format!("multipart/form-data; boundary={b}"));
+        let at = reset_peak();
+        assert!(post.send().await.unwrap().status().is_success());
+        line("out/fake", size, at);
+    }
+}

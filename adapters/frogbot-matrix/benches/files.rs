@@ -1,0 +1,150 @@
+//! Files in and out through the Matrix adapter (issue 40's benchmark, per platform): time and
+//! peak memory of a 1 MB and a 10 MB file, in this process.
+//!
+//! - `in`: `ChannelOutbox::open_file` of a person's file (its `mxc://` media source, as
+//!   `convert` keeps it) read to the end, counted, not kept. The fake homeserver serves no media
+//!   download, so this runs against a media server of this bench (`/versions` and the
+//!   unauthenticated `/_matrix/media/v3/download`, producing the bytes as they are read: a fixed
+//!   cost) through a plain matrix-sdk client; not through the engine, nor Synapse. `open_file`
+//!   takes the download whole from matrix-sdk (`get_media_content`), then cuts it into chunks.
+//! - `out`: `ChannelOutbox::deliver_files` of a file in memory (`OutFile::from_bytes`) against
+//!   the fake homeserver: the media upload, then an `m.file` event in the thread; timed until
+//!   the event is sent. matrix-sdk takes the upload whole (see README); the fake (in this
+//!   process) reads the body whole and keeps its length.
+//! - `out/fake`: the same media upload sent to the fake with a bare client (the body a `Vec`
+//!   moved in): what the fake itself costs; `out` minus it is the adapter's share.
+//!
+//! Memory: the peak resident set (`VmHWM`, reset before each case by `/proc/self/clear_refs`)
+//! over the resident set before it (glibc's mmap threshold fixed: `fixed_mmap_threshold`). What
+//! grows from 1 MB to 10 MB is held whole somewhere (the fake's copies too); fixed buffers do not.
+//!
+//! ```text
+//! cargo bench -p frogbot-matrix --bench files --features engine,testing
+//! ```
+
+use std::time::Instant;
+
+use futures::StreamExt;
+
+use frogbot_core::agent::{ChannelOutbox, Delivery};
+use frogbot_matrix::channel::MatrixOutbox;
+use frogbot_model::{PlatformFile, Thread};
+use matrix_sdk::Client;
+use matrix_sdk::ruma::OwnedUserId;
+use serde_json::json;
+
+const MB: usize = 1024 * 1024;
+const PIECE: usize = 64 * 1024;
+
+fn rss_kb(field: &str) -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let line = status.lines().find(|l| l.starts_with(field));
+    line.and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Resets the peak resident set to the current one; returns the current one (KiB) and now.
+fn reset_peak() -> (u64, Instant) {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+    (rss_kb("VmRSS:"), Instant::now())
+}
+
+fn line(case: &str, size: usize, (before, t): (u64, Instant)) {
+    let peak = rss_kb("VmHWM:").saturating_sub(before) as f64 / 1024.0;
+    let (mb, ms) = (size / MB, t.elapsed().as_secs_f64() * 1e3);
+    println!("matrix   {case:<8} {mb:>3} MB {ms:>9.1} ms   peak +{peak:.1} MiB");
+}
+
+/// A media server answering a download of `mxc://bench.test/{n}` with `n` bytes as they are read.
+async fn media_server() -> String {
+    use axum::extract::Path;
+    use axum::routing::get;
+    let download = |Path((_, n)): Path<(String, usize)>| async move {
+        let piece =
+            move |i: usize| Ok::<_, std::io::Error>(vec![(i % 251) as u8; PIECE.min(n - i)]);
+        axum::body::Body::from_stream(futures::stream::iter((0..n).step_by(PIECE).map(piece)))
+    };
+    let versions = || async { axum::Json(json!({"versions": ["v1.1"]})) };
+    let app = axum::Router::new()
+        .route("/_matrix/client/versions", get(versions))
+        .route("/_matrix/media/v3/download/{s}/{n}", get(download));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    format!("http://{addr}")
+}
+
+/// glibc raises its mmap threshold as large buffers are freed: later ones come from the heap,
+/// whose freed pages stay resident, and later cases look cheaper. Runs again with it fixed.
+fn fixed_mmap_threshold() {
+    if std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_none() {
+        let me = std::process::Command::new(std::env::current_exe().unwrap())
+            .env("MALLOC_MMAP_THRESHOLD_", "65536")
+            .status();
+        std::process::exit(me.map_or(1, |s| s.code().unwrap_or(1)));
+    }
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    fixed_mmap_threshold();
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let media = Client::new(media_server().await.parse().unwrap())
+        .await
+        .unwrap();
+    let reader = MatrixOutbox::new(media);
+    let fake = frogbot_matrix::testing::FakeHomeserver::start().await;
+    let alice = OwnedUserId::try_from("@alice:fake.test").unwrap();
+    // Before the bot's client, whose first sync then knows the room.
+    let room = fake.create_room(&[&alice]);
+    let outbox = MatrixOutbox::new(fake.client().await);
+    let http = reqwest::Client::new();
+    for (n, size) in [1, 10].into_iter().map(|m| m * MB).enumerate() {
+        let file = PlatformFile {
+            id: format!("f{n}"),
+            url: String::new(),
+            media_type: "application/octet-stream".into(),
+            filename: "x.bin".into(),
+            size: Some(size as u64),
+            source: json!({"url": format!("mxc://bench.test/{size}")}),
+        };
+        let at = reset_peak();
+        let mut body = reader.open_file(&file).await.unwrap();
+        let mut read = 0;
+        while let Some(c) = body.next().await {
+            read += c.unwrap().len();
+        }
+        line("in", size, at);
+        assert_eq!(read, size);
+        let body = json!({"msgtype": "m.text", "body": "files please"});
+        let root = fake.inject(&room, &alice, "m.room.message", body);
+        let th = Thread {
+            chat_id: format!("chat-{n}"),
+            id: format!("{room}|{root}"),
+            platform: "matrix".into(),
+        };
+        let bytes: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
+        let file = frogbot_channel::OutFile::from_bytes(
+            "f1",
+            "application/octet-stream",
+            "out.bin",
+            bytes,
+        );
+        let key = Delivery::new(format!("deliver:c:m{n}:0"));
+        let at = reset_peak();
+        outbox.deliver_files(&th, &[file], 0, &key).await.unwrap();
+        line("out", size, at);
+        assert_eq!(fake.uploads().last().unwrap().2, size);
+        // The fake alone taking the same upload: the media upload, the body a `Vec` moved in.
+        let bytes: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
+        let url = format!("{}/_matrix/media/v3/upload", fake.url());
+        let post = http.post(url).body(bytes).bearer_auth("fake-access-token");
+        let at = reset_peak();
+        let post = post
+            .header("content-type", "application/octet-stream")
+            .send()
+            .await;
+        assert!(post.unwrap().status().is_success());
+        line("out/fake", size, at);
+    }
+}

@@ -1,0 +1,148 @@
+//! Files in and out through the Slack adapter (issue 40's benchmark, per platform): time and
+//! peak memory of a 1 MB and a 10 MB file against the fake Slack, in this process.
+//!
+//! - `in`: a person's `file_share` message in the bot's thread (the file on the fake, its
+//!   `url_private_download` in the event) converted by `message_from_push_json` and given to an
+//!   engine on SQLite whose channel is this adapter: the engine downloads it with the adapter's
+//!   `open_file` (the bot token, streamed) into the chat, then runs the turn; timed to the turn's
+//!   end. Socket Mode's transport is left out (it carries the event, not the file).
+//! - `in/fake`: the same download with the bare guarded client (`Downloads`, chunks counted, not
+//!   kept): what the fake itself costs (it answers with a copy of the whole file).
+//! - `out`: `ChannelOutbox::deliver_files` of a file already in memory (`OutFile::from_bytes`):
+//!   `files.getUploadURLExternal`, the bytes `POST`ed, `files.completeUploadExternal`; timed
+//!   until Slack answers the completion, when the fake holds all bytes. The upload goes whole
+//!   through slack-morphism (see README); the fake (in this process) keeps what it receives.
+//! - `out/fake`: the same upload sent to the fake with a bare client (the three calls, the body
+//!   a `Vec` moved in): what the fake itself costs; `out` minus it is the adapter's share.
+//!
+//! Memory: the peak resident set (`VmHWM`, reset before each case by `/proc/self/clear_refs`)
+//! over the resident set before it (glibc's mmap threshold fixed: `fixed_mmap_threshold`). What
+//! grows from 1 MB to 10 MB is held whole somewhere (the fake's copies too); fixed buffers do not.
+//!
+//! ```text
+//! cargo bench -p frogbot-slack --bench files --features engine,testing
+//! ```
+
+use std::time::Instant;
+
+use futures::StreamExt;
+
+use frogbot_channel::files::{Downloads, FetchPolicy};
+use frogbot_channel::{Adapter, ChannelOutbox, Delivery, OutFile};
+use frogbot_core::agent::scripted::{ScriptedModel, reply};
+use frogbot_core::agent::{ChannelMessageOutcome, ModelRequest, Sent};
+use frogbot_model::Thread;
+use frogbot_slack::convert::message_from_push_json;
+use frogbot_slack::testing::{BOT_TOKEN, BOT_USER, FakeSlack};
+use frogbot_slack::{PLATFORM, SlackApi};
+use serde_json::json;
+
+const MB: usize = 1024 * 1024;
+
+fn rss_kb(field: &str) -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let line = status.lines().find(|l| l.starts_with(field));
+    line.and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Resets the peak resident set to the current one; returns the current one (KiB) and now.
+fn reset_peak() -> (u64, Instant) {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+    (rss_kb("VmRSS:"), Instant::now())
+}
+
+fn line(case: &str, size: usize, (before, t): (u64, Instant)) {
+    let peak = rss_kb("VmHWM:").saturating_sub(before) as f64 / 1024.0;
+    let (mb, ms) = (size / MB, t.elapsed().as_secs_f64() * 1e3);
+    println!("slack    {case:<8} {mb:>3} MB {ms:>9.1} ms   peak +{peak:.1} MiB");
+}
+
+/// glibc raises its mmap threshold as large buffers are freed: later ones come from the heap,
+/// whose freed pages stay resident, and later cases look cheaper. Runs again with it fixed.
+fn fixed_mmap_threshold() {
+    if std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_none() {
+        let me = std::process::Command::new(std::env::current_exe().unwrap())
+            .env("MALLOC_MMAP_THRESHOLD_", "65536")
+            .status();
+        std::process::exit(me.map_or(1, |s| s.code().unwrap_or(1)));
+    }
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    fixed_mmap_threshold();
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let fake = FakeSlack::start().await;
+    let slack = frogbot_slack::channel::connect(fake.http_config())
+        .await
+        .expect("connect to the fake");
+    let db = frogbot_testkit::sqlite_db();
+    let store = frogbot_testkit::open_store(&db.url).await;
+    let model = ScriptedModel::new(|_: &ModelRequest| reply("ok"));
+    let engine = frogbot_testkit::engine_with(store, model).with_channel(slack.channel());
+    let downloads = Downloads::new(FetchPolicy {
+        allow_private: true,
+        ..FetchPolicy::for_files()
+    });
+    let (http, client) = (reqwest::Client::new(), fake.client(BOT_TOKEN));
+    for (n, size) in [1, 10].into_iter().map(|m| m * MB).enumerate() {
+        let bytes: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
+        let root = fake.user_message("C42", None, "U1", &format!("<@{BOT_USER}> hi"));
+        let file = fake.upload_file("x.bin", "application/octet-stream", bytes.clone());
+        let url = file["url_private_download"].as_str().unwrap().to_owned();
+        let said = fake.user_message("C42", Some(&root.ts), "U1", "look");
+        let mut event = fake.message_event(&said, "channel");
+        event["subtype"] = json!("file_share");
+        event["files"] = json!([file]);
+        let said = message_from_push_json(&fake.event_callback(event), BOT_USER).unwrap();
+        let said = said.unwrap();
+        let at = reset_peak();
+        let out = engine
+            .channels()
+            .message(PLATFORM, &said.thread, said.message);
+        let Ok(ChannelMessageOutcome::Sent(Sent::Started(h))) = out.await else {
+            panic!("a turn")
+        };
+        h.done.await.unwrap().unwrap();
+        line("in", size, at);
+        let at = reset_peak();
+        let auth = format!("Bearer {BOT_TOKEN}");
+        let headers = [("authorization", auth.as_str())];
+        let mut body = downloads.open(&url, &headers).await.unwrap();
+        let mut read = 0;
+        while let Some(c) = body.next().await {
+            read += c.unwrap().len();
+        }
+        line("in/fake", size, at);
+        assert_eq!(read, size, "{url}");
+        let th = Thread {
+            chat_id: format!("chat-{n}"),
+            id: root.id(),
+            platform: PLATFORM.into(),
+        };
+        let file = OutFile::from_bytes("f1", "application/octet-stream", "out.bin", bytes);
+        let outbox: &dyn ChannelOutbox = &slack;
+        let key = Delivery::new(format!("deliver:c:m{n}:0"));
+        let at = reset_peak();
+        outbox.deliver_files(&th, &[file], 0, &key).await.unwrap();
+        line("out", size, at);
+        assert_eq!(fake.uploads().last().unwrap().length, size as u64);
+
+        // The fake alone taking the same upload: reserve, `POST` the bytes, complete.
+        let bytes: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
+        let api = fake.api_url();
+        let at = reset_peak();
+        let reserve = format!("{api}/files.getUploadURLExternal?filename=y.bin&length={size}");
+        let got = http.get(reserve).bearer_auth(BOT_TOKEN).send().await;
+        let got = got.unwrap().text().await.unwrap();
+        let got: serde_json::Value = serde_json::from_str(&got).unwrap();
+        let post = http.post(got["upload_url"].as_str().unwrap()).body(bytes);
+        let post = post.header("content-type", "application/octet-stream");
+        assert!(post.send().await.unwrap().status().is_success());
+        let (channel, ts) = th.id.split_once(':').unwrap();
+        let id = got["file_id"].as_str().unwrap();
+        client.complete_upload(channel, ts, id, "y").await.unwrap();
+        line("out/fake", size, at);
+    }
+}
