@@ -652,7 +652,12 @@ impl FakeHomeserver {
                 &format!("{rooms}/state/{{type}}"),
                 get(state_empty).put(put_state_empty),
             )
-            .route("/_matrix/media/v3/upload", post(upload))
+            // As Synapse, up to `max_upload_size` (axum's own 2 MB body limit would answer a
+            // larger upload with a plain 413 no homeserver sends).
+            .route(
+                "/_matrix/media/v3/upload",
+                post(upload).layer(axum::extract::DefaultBodyLimit::disable()),
+            )
             .route("/_test/images/{name}", get(image))
             .route(&format!("{rooms}/members"), get(members))
             .route(&format!("{rooms}/messages"), get(messages))
