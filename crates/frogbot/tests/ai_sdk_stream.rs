@@ -186,6 +186,16 @@ async fn blocks_are_typed_data_parts() {
                         .is_some_and(|t| t.starts_with("data-block-"))
                 })
                 .cloned()
+                .map(|mut p| {
+                    // An app's capability (for its web view) is the engine's, fresh each time.
+                    if let Some(link) = p["data"].as_object_mut().and_then(|d| d.remove("link")) {
+                        assert!(
+                            frogbot_core::model::is_app_link(link.as_str().unwrap_or("")),
+                            "{link}"
+                        );
+                    }
+                    p
+                })
                 .collect(),
         )
     };
