@@ -25,8 +25,6 @@
 //! cargo bench -p frogbot-discord --bench files --features engine,testing
 //! ```
 
-use std::time::Instant;
-
 use futures::StreamExt;
 
 use frogbot_channel::files::{Downloads, FetchPolicy};
@@ -41,35 +39,7 @@ const MB: usize = 1024 * 1024;
 const APP: u64 = 600_000_000_000_000_006;
 const BOT: u64 = 610_000_000_000_000_006;
 
-fn rss_kb(field: &str) -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let line = status.lines().find(|l| l.starts_with(field));
-    line.and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        .unwrap_or(0)
-}
-
-/// Resets the peak resident set to the current one; returns the current one (KiB) and now.
-fn reset_peak() -> (u64, Instant) {
-    let _ = std::fs::write("/proc/self/clear_refs", "5");
-    (rss_kb("VmRSS:"), Instant::now())
-}
-
-fn line(case: &str, size: usize, (before, t): (u64, Instant)) {
-    let peak = rss_kb("VmHWM:").saturating_sub(before) as f64 / 1024.0;
-    let (mb, ms) = (size / MB, t.elapsed().as_secs_f64() * 1e3);
-    println!("discord  {case:<8} {mb:>3} MB {ms:>9.1} ms   peak +{peak:.1} MiB");
-}
-
-/// glibc raises its mmap threshold as large buffers are freed: later ones come from the heap,
-/// whose freed pages stay resident, and later cases look cheaper. Runs again with it fixed.
-fn fixed_mmap_threshold() {
-    if std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_none() {
-        let me = std::process::Command::new(std::env::current_exe().unwrap())
-            .env("MALLOC_MMAP_THRESHOLD_", "65536")
-            .status();
-        std::process::exit(me.map_or(1, |s| s.code().unwrap_or(1)));
-    }
-}
+use frogbot_testkit::peak::{fixed_mmap_threshold, line, reset_peak};
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
@@ -103,7 +73,7 @@ async fn main() {
             panic!("a turn")
         };
         h.done.await.unwrap().unwrap();
-        line("in", size, at);
+        line("discord", "in", size, at);
 
         let at = reset_peak();
         let mut body = downloads.open(&url, &[]).await.unwrap();
@@ -111,7 +81,7 @@ async fn main() {
         while let Some(c) = body.next().await {
             read += c.unwrap().len();
         }
-        line("in/fake", size, at);
+        line("discord", "in/fake", size, at);
         assert_eq!(read, size, "{url}");
 
         let th = Thread {
@@ -124,7 +94,7 @@ async fn main() {
         let key = Delivery::new(format!("deliver:c:m{n}:0"));
         let at = reset_peak();
         let ids = outbox.deliver_files(&th, &[file], 0, &key).await.unwrap();
-        line("out", size, at);
+        line("discord", "out", size, at);
         assert_eq!(fake.uploads(&ids[0])[0].1.len(), size);
 
         // The fake alone taking the same upload: the multipart create message, built beforehand.
@@ -144,6 +114,6 @@ async fn main() {
         let post = post.header("content-type", format!("multipart/form-data; boundary={b}"));
         let at = reset_peak();
         assert!(post.send().await.unwrap().status().is_success());
-        line("out/fake", size, at);
+        line("discord", "out/fake", size, at);
     }
 }

@@ -22,8 +22,6 @@
 //! cargo bench -p frogbot-matrix --bench files --features engine,testing
 //! ```
 
-use std::time::Instant;
-
 use futures::StreamExt;
 
 use frogbot_core::agent::{ChannelOutbox, Delivery};
@@ -36,24 +34,7 @@ use serde_json::json;
 const MB: usize = 1024 * 1024;
 const PIECE: usize = 64 * 1024;
 
-fn rss_kb(field: &str) -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let line = status.lines().find(|l| l.starts_with(field));
-    line.and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        .unwrap_or(0)
-}
-
-/// Resets the peak resident set to the current one; returns the current one (KiB) and now.
-fn reset_peak() -> (u64, Instant) {
-    let _ = std::fs::write("/proc/self/clear_refs", "5");
-    (rss_kb("VmRSS:"), Instant::now())
-}
-
-fn line(case: &str, size: usize, (before, t): (u64, Instant)) {
-    let peak = rss_kb("VmHWM:").saturating_sub(before) as f64 / 1024.0;
-    let (mb, ms) = (size / MB, t.elapsed().as_secs_f64() * 1e3);
-    println!("matrix   {case:<8} {mb:>3} MB {ms:>9.1} ms   peak +{peak:.1} MiB");
-}
+use frogbot_testkit::peak::{fixed_mmap_threshold, line, reset_peak};
 
 /// A media server answering a download of `mxc://bench.test/{n}` with `n` bytes as they are read.
 async fn media_server() -> String {
@@ -72,17 +53,6 @@ async fn media_server() -> String {
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     format!("http://{addr}")
-}
-
-/// glibc raises its mmap threshold as large buffers are freed: later ones come from the heap,
-/// whose freed pages stay resident, and later cases look cheaper. Runs again with it fixed.
-fn fixed_mmap_threshold() {
-    if std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_none() {
-        let me = std::process::Command::new(std::env::current_exe().unwrap())
-            .env("MALLOC_MMAP_THRESHOLD_", "65536")
-            .status();
-        std::process::exit(me.map_or(1, |s| s.code().unwrap_or(1)));
-    }
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -114,7 +84,7 @@ async fn main() {
         while let Some(c) = body.next().await {
             read += c.unwrap().len();
         }
-        line("in", size, at);
+        line("matrix", "in", size, at);
         assert_eq!(read, size);
         let body = json!({"msgtype": "m.text", "body": "files please"});
         let root = fake.inject(&room, &alice, "m.room.message", body);
@@ -133,7 +103,7 @@ async fn main() {
         let key = Delivery::new(format!("deliver:c:m{n}:0"));
         let at = reset_peak();
         outbox.deliver_files(&th, &[file], 0, &key).await.unwrap();
-        line("out", size, at);
+        line("matrix", "out", size, at);
         assert_eq!(fake.uploads().last().unwrap().2, size);
         // The fake alone taking the same upload: the media upload, the body a `Vec` moved in.
         let bytes: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
@@ -145,6 +115,6 @@ async fn main() {
             .send()
             .await;
         assert!(post.unwrap().status().is_success());
-        line("out/fake", size, at);
+        line("matrix", "out/fake", size, at);
     }
 }

@@ -23,8 +23,6 @@
 //! cargo bench -p frogbot-slack --bench files --features engine,testing
 //! ```
 
-use std::time::Instant;
-
 use futures::StreamExt;
 
 use frogbot_channel::files::{Downloads, FetchPolicy};
@@ -39,35 +37,7 @@ use serde_json::json;
 
 const MB: usize = 1024 * 1024;
 
-fn rss_kb(field: &str) -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let line = status.lines().find(|l| l.starts_with(field));
-    line.and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        .unwrap_or(0)
-}
-
-/// Resets the peak resident set to the current one; returns the current one (KiB) and now.
-fn reset_peak() -> (u64, Instant) {
-    let _ = std::fs::write("/proc/self/clear_refs", "5");
-    (rss_kb("VmRSS:"), Instant::now())
-}
-
-fn line(case: &str, size: usize, (before, t): (u64, Instant)) {
-    let peak = rss_kb("VmHWM:").saturating_sub(before) as f64 / 1024.0;
-    let (mb, ms) = (size / MB, t.elapsed().as_secs_f64() * 1e3);
-    println!("slack    {case:<8} {mb:>3} MB {ms:>9.1} ms   peak +{peak:.1} MiB");
-}
-
-/// glibc raises its mmap threshold as large buffers are freed: later ones come from the heap,
-/// whose freed pages stay resident, and later cases look cheaper. Runs again with it fixed.
-fn fixed_mmap_threshold() {
-    if std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_none() {
-        let me = std::process::Command::new(std::env::current_exe().unwrap())
-            .env("MALLOC_MMAP_THRESHOLD_", "65536")
-            .status();
-        std::process::exit(me.map_or(1, |s| s.code().unwrap_or(1)));
-    }
-}
+use frogbot_testkit::peak::{fixed_mmap_threshold, line, reset_peak};
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
@@ -105,7 +75,7 @@ async fn main() {
             panic!("a turn")
         };
         h.done.await.unwrap().unwrap();
-        line("in", size, at);
+        line("slack", "in", size, at);
         let at = reset_peak();
         let auth = format!("Bearer {BOT_TOKEN}");
         let headers = [("authorization", auth.as_str())];
@@ -114,7 +84,7 @@ async fn main() {
         while let Some(c) = body.next().await {
             read += c.unwrap().len();
         }
-        line("in/fake", size, at);
+        line("slack", "in/fake", size, at);
         assert_eq!(read, size, "{url}");
         let th = Thread {
             chat_id: format!("chat-{n}"),
@@ -126,7 +96,7 @@ async fn main() {
         let key = Delivery::new(format!("deliver:c:m{n}:0"));
         let at = reset_peak();
         outbox.deliver_files(&th, &[file], 0, &key).await.unwrap();
-        line("out", size, at);
+        line("slack", "out", size, at);
         assert_eq!(fake.uploads().last().unwrap().length, size as u64);
 
         // The fake alone taking the same upload: reserve, `POST` the bytes, complete.
@@ -143,6 +113,6 @@ async fn main() {
         let (channel, ts) = th.id.split_once(':').unwrap();
         let id = got["file_id"].as_str().unwrap();
         client.complete_upload(channel, ts, id, "y").await.unwrap();
-        line("out/fake", size, at);
+        line("slack", "out/fake", size, at);
     }
 }

@@ -24,7 +24,6 @@
 //! ```
 
 use futures::StreamExt;
-use std::time::Instant;
 
 use frogbot_channel::files::{Downloads, FetchPolicy};
 use frogbot_channel::{Adapter, Delivery, OutFile};
@@ -38,35 +37,7 @@ use serde_json::json;
 
 const MB: usize = 1024 * 1024;
 
-fn rss_kb(field: &str) -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let line = status.lines().find(|l| l.starts_with(field));
-    line.and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        .unwrap_or(0)
-}
-
-/// Resets the peak resident set to the current one; returns the current one (KiB) and now.
-fn reset_peak() -> (u64, Instant) {
-    let _ = std::fs::write("/proc/self/clear_refs", "5");
-    (rss_kb("VmRSS:"), Instant::now())
-}
-
-fn line(case: &str, size: usize, (before, t): (u64, Instant)) {
-    let peak = rss_kb("VmHWM:").saturating_sub(before) as f64 / 1024.0;
-    let (mb, ms) = (size / MB, t.elapsed().as_secs_f64() * 1e3);
-    println!("telegram {case:<8} {mb:>3} MB {ms:>9.1} ms   peak +{peak:.1} MiB");
-}
-
-/// glibc raises its mmap threshold as large buffers are freed: later ones come from the heap,
-/// whose freed pages stay resident, and later cases look cheaper. Runs again with it fixed.
-fn fixed_mmap_threshold() {
-    if std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_none() {
-        let me = std::process::Command::new(std::env::current_exe().unwrap())
-            .env("MALLOC_MMAP_THRESHOLD_", "65536")
-            .status();
-        std::process::exit(me.map_or(1, |s| s.code().unwrap_or(1)));
-    }
-}
+use frogbot_testkit::peak::{fixed_mmap_threshold, line, reset_peak};
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
@@ -107,7 +78,7 @@ async fn main() {
             panic!("a turn")
         };
         h.done.await.unwrap().unwrap();
-        line("in", size, at);
+        line("telegram", "in", size, at);
 
         let url = fake.api_url().join(&format!("file/bot{TOKEN}/{path}"));
         let at = reset_peak();
@@ -116,7 +87,7 @@ async fn main() {
         while let Some(c) = body.next().await {
             read += c.unwrap().len();
         }
-        line("in/fake", size, at);
+        line("telegram", "in/fake", size, at);
         assert_eq!(read, size);
         let th = Thread {
             chat_id: format!("chat-{n}"),
@@ -129,7 +100,7 @@ async fn main() {
         let sent = fake.calls("senddocument").len();
         let at = reset_peak();
         outbox.deliver_files(&th, &[file], 0, &key).await.unwrap();
-        line("out", size, at);
+        line("telegram", "out", size, at);
         assert_eq!(fake.calls("senddocument").len(), sent + 1);
         // The fake alone taking the same upload: `sendDocument`, the part streamed as the
         // adapter streams it (its length given), 64 KiB pieces made as they are read.
@@ -144,6 +115,6 @@ async fn main() {
         let at = reset_peak();
         let post = http.post(url).multipart(form.part("document", part));
         assert!(post.send().await.unwrap().status().is_success());
-        line("out/fake", size, at);
+        line("telegram", "out/fake", size, at);
     }
 }

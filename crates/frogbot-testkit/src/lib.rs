@@ -26,6 +26,7 @@
 
 mod engine;
 mod pausing;
+pub mod peak;
 
 pub use engine::{
     Call, Concurrency, QUESTION_CALL, TestModel, after_tool, answer, ask_input, chat, engine_over,
