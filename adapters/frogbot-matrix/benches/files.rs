@@ -6,11 +6,11 @@
 //!   download, so this runs against a media server of this bench (`/versions` and the
 //!   unauthenticated `/_matrix/media/v3/download`, producing the bytes as they are read: a fixed
 //!   cost) through a plain matrix-sdk client; not through the engine, nor Synapse. `open_file`
-//!   takes the download whole from matrix-sdk (`get_media_content`), then cuts it into chunks.
+//!   streams the download itself (matrix-sdk's `get_media_content` would read it whole).
 //! - `out`: `ChannelOutbox::deliver_files` of a file in memory (`OutFile::from_bytes`) against
 //!   the fake homeserver: the media upload, then an `m.file` event in the thread; timed until
-//!   the event is sent. matrix-sdk takes the upload whole (see README); the fake (in this
-//!   process) reads the body whole and keeps its length.
+//!   the event is sent. The upload is streamed from `OutFile::open` (matrix-sdk's own takes a
+//!   `Vec`); the fake (in this process) reads the body whole and keeps it.
 //! - `out/fake`: the same media upload sent to the fake with a bare client (the body a `Vec`
 //!   moved in): what the fake itself costs; `out` minus it is the adapter's share.
 //!

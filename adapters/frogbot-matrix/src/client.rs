@@ -11,7 +11,8 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use frogbot_model::Transient;
+use frogbot_channel::files::{Downloads, FileStream, OutFile, UploadAnswer, UploadError};
+use frogbot_model::{BoxError, Transient};
 use matrix_sdk::config::RequestConfig;
 use matrix_sdk::ruma::{
     EventId, OwnedEventId, OwnedRoomId, RoomAliasId, RoomId, TransactionId, UserId,
@@ -205,29 +206,35 @@ pub trait MatrixApi: Send + Sync {
         })
     }
 
-    /// Uploads a file the bot sends in `room` to the media repository, encrypted (AES-CTR, its
-    /// key in the event) when the room is: the content fields that name it, `{"url":
-    /// "mxc://…"}` or `{"file": {…}}` (an `EncryptedFile`). A file the homeserver refuses as too
-    /// large (`M_TOO_LARGE`) is [`Error::TooLarge`]. By default: uploaded plain with
-    /// [`MatrixApi::upload_media`].
+    /// Uploads a file the bot sends in `room` to the media repository through `via`, encrypted
+    /// (AES-CTR, its key in the event) when the room is: the content fields that name it,
+    /// `{"url": "mxc://…"}` or `{"file": {…}}` (an `EncryptedFile`). A file the homeserver
+    /// refuses as too large (`M_TOO_LARGE`) is [`Error::TooLarge`]. By default: read whole and
+    /// uploaded plain with [`MatrixApi::upload_media`].
     async fn upload_file(
         &self,
         room: &RoomId,
-        mimetype: &str,
-        data: Vec<u8>,
+        file: &OutFile,
+        via: &Downloads,
     ) -> Result<Value, Error> {
-        let _ = room;
-        let up = self.upload_media(mimetype, data).await?;
+        let _ = (room, via);
+        let data = file.bytes().await.map_err(|e| Error::Api {
+            call: "upload",
+            message: e.to_string(),
+        })?;
+        let up = self.upload_media(&file.media_type, data).await?;
         Ok(serde_json::json!({ "url": up.mxc }))
     }
 
     /// The bytes of the media `source` (a person's `m.image` / `m.file` …: an `mxc://` URI, or
-    /// an encrypted file with its key, decrypted). By default: refused.
+    /// an encrypted file with its key, decrypted), as they arrive, fetched through `via`. By
+    /// default: refused.
     async fn download_media(
         &self,
         source: &matrix_sdk::ruma::events::room::MediaSource,
-    ) -> Result<Vec<u8>, Error> {
-        let _ = source;
+        via: &Downloads,
+    ) -> Result<FileStream, Error> {
+        let _ = (source, via);
         Err(Error::Api {
             call: "download",
             message: "this client downloads no media".into(),
@@ -514,13 +521,15 @@ impl MatrixApi for matrix_sdk::Client {
         })
     }
 
-    /// Plain with `upload_media`, or matrix-sdk's `upload_encrypted_file` in an encrypted room
-    /// (its state asked of the server when the client does not know it yet).
+    /// Streamed through `via` to `POST /_matrix/media/v3/upload` (never held whole: matrix-sdk's
+    /// own upload takes a `Vec`), encrypted as it is sent in an encrypted room (matrix-sdk's
+    /// `AttachmentEncryptor`, its keys read once the last byte went; the room's state asked of
+    /// the server when the client does not know it yet).
     async fn upload_file(
         &self,
         room: &RoomId,
-        mimetype: &str,
-        data: Vec<u8>,
+        file: &OutFile,
+        via: &Downloads,
     ) -> Result<Value, Error> {
         let joined = self
             .get_room(room)
@@ -530,39 +539,97 @@ impl MatrixApi for matrix_sdk::Client {
             .await
             .map_err(|e| call_error("encryption_state", e))?
             .is_encrypted();
+        let mut url = media_url(&self.homeserver(), &["_matrix", "media", "v3", "upload"])?;
+        let bearer = self.access_token().map(|t| format!("Bearer {t}"));
+        let auth: Vec<(&str, &str)> = bearer
+            .iter()
+            .map(|b| ("authorization", b.as_str()))
+            .collect();
         if !encrypted {
-            let up = MatrixApi::upload_media(self, mimetype, data).await?;
-            return Ok(serde_json::json!({ "url": up.mxc }));
+            url.query_pairs_mut()
+                .append_pair("filename", &file.filename);
+            let mxc = uploaded(via.upload(url.as_str(), &auth, file).await)?;
+            return Ok(serde_json::json!({ "url": mxc }));
         }
-        let mut reader = std::io::Cursor::new(data);
-        let file = self.upload_encrypted_file(&mut reader).await.map_err(|e| {
-            if is_too_large(e.client_api_error_kind()) {
-                Error::TooLarge
-            } else {
-                call_error("upload", e)
-            }
+        let plain = file.open().await.map_err(|e| Error::Api {
+            call: "upload",
+            message: e.to_string(),
         })?;
-        let file = serde_json::to_value(&file).map_err(|e| Error::Event(e.to_string()))?;
+        let (cipher, keys) = encrypt_stream(plain);
+        // An encrypted file goes as opaque bytes, its name and type only in the event.
+        let answer = via
+            .upload_stream(
+                url.as_str(),
+                &auth,
+                "application/octet-stream",
+                file.size,
+                cipher,
+            )
+            .await;
+        let mxc = uploaded(answer)?;
+        let keys = keys
+            .await
+            .map_err(|e| Error::Event(format!("encrypting the file: {e}")))?
+            .map_err(|e| Error::Event(format!("encrypting the file: {e}")))?;
+        let encrypted = matrix_sdk::ruma::events::room::EncryptedFile::new(
+            mxc.as_str().into(),
+            keys.encryption_info,
+            keys.hashes,
+        );
+        let file = serde_json::to_value(&encrypted).map_err(|e| Error::Event(e.to_string()))?;
         Ok(serde_json::json!({ "file": file }))
     }
 
-    /// matrix-sdk's media download (the authenticated media endpoint; an encrypted file is
-    /// decrypted with its key), not cached.
+    /// Streamed through `via` from the authenticated media endpoint
+    /// (`/_matrix/client/v1/media/download/…`, the older `/_matrix/media/v3/download/…` when the
+    /// homeserver has none), the bot's access token sent to the homeserver only; an encrypted
+    /// file decrypted as it arrives (matrix-sdk's `AttachmentDecryptor`: a file whose hash does
+    /// not match ends in an error). Never held whole (matrix-sdk's `get_media_content` is).
     async fn download_media(
         &self,
         source: &matrix_sdk::ruma::events::room::MediaSource,
-    ) -> Result<Vec<u8>, Error> {
-        use matrix_sdk::media::{MediaFormat, MediaRequestParameters};
-        self.media()
-            .get_media_content(
-                &MediaRequestParameters {
-                    source: source.clone(),
-                    format: MediaFormat::File,
-                },
-                false,
-            )
+        via: &Downloads,
+    ) -> Result<FileStream, Error> {
+        use matrix_sdk::ruma::api::Metadata;
+        use matrix_sdk::ruma::api::client::authenticated_media::get_content;
+        use matrix_sdk::ruma::events::room::MediaSource;
+        let (uri, key) = match source {
+            MediaSource::Plain(uri) => (uri, None),
+            MediaSource::Encrypted(file) => (&file.url, Some(file.as_ref().clone().into())),
+        };
+        let (server, id) = uri
+            .parts()
+            .map_err(|e| Error::Event(format!("media {uri}: {e}")))?;
+        let versions = self
+            .supported_versions()
             .await
-            .map_err(|e| call_error("download", e))
+            .map_err(|e| call_error("versions", e.into()))?;
+        let url = if get_content::v1::Request::PATH_BUILDER.is_supported(&versions) {
+            let path = ["_matrix", "client", "v1", "media", "download"];
+            media_url(
+                &self.homeserver(),
+                &[&path[..], &[server.as_str(), id]].concat(),
+            )?
+        } else {
+            let path = ["_matrix", "media", "v3", "download"];
+            media_url(
+                &self.homeserver(),
+                &[&path[..], &[server.as_str(), id]].concat(),
+            )?
+        };
+        let bearer = self.access_token().map(|t| format!("Bearer {t}"));
+        let auth: Vec<(&str, &str)> = bearer
+            .iter()
+            .map(|b| ("authorization", b.as_str()))
+            .collect();
+        let body = via
+            .open(url.as_str(), &auth)
+            .await
+            .map_err(|e| transfer_error("download", e))?;
+        Ok(match key {
+            Some(key) => decrypt_stream(body, key),
+            None => body,
+        })
     }
 
     /// matrix-sdk's `Room::relations` of type `m.annotation`.
@@ -734,17 +801,18 @@ impl<A: MatrixApi + ?Sized> MatrixApi for std::sync::Arc<A> {
     async fn download_media(
         &self,
         source: &matrix_sdk::ruma::events::room::MediaSource,
-    ) -> Result<Vec<u8>, Error> {
-        (**self).download_media(source).await
+        via: &Downloads,
+    ) -> Result<FileStream, Error> {
+        (**self).download_media(source, via).await
     }
 
     async fn upload_file(
         &self,
         room: &RoomId,
-        mimetype: &str,
-        data: Vec<u8>,
+        file: &OutFile,
+        via: &Downloads,
     ) -> Result<Value, Error> {
-        (**self).upload_file(room, mimetype, data).await
+        (**self).upload_file(room, file, via).await
     }
 
     async fn annotations(&self, room: &RoomId, event: &EventId) -> Result<Vec<Value>, Error> {
@@ -774,4 +842,174 @@ fn is_too_large(kind: Option<&matrix_sdk::ruma::api::error::ErrorKind>) -> bool 
         kind,
         Some(matrix_sdk::ruma::api::error::ErrorKind::TooLarge)
     )
+}
+
+/// The homeserver's URL `homeserver` with the path `segments` (each percent-encoded: a media id
+/// from an event cannot reach another path).
+fn media_url(homeserver: &url::Url, segments: &[&str]) -> Result<url::Url, Error> {
+    let mut url = homeserver.clone();
+    url.path_segments_mut()
+        .map_err(|()| Error::Event(format!("{homeserver} cannot be a base URL")))?
+        .pop_if_empty()
+        .extend(segments);
+    Ok(url)
+}
+
+/// A failed transfer as this crate's error: the homeserver's `M_TOO_LARGE` (or a 413) is
+/// [`Error::TooLarge`]; a 429, a 5xx, a network failure or a timeout [`Error::Unavailable`]
+/// (maybe done: the bytes may have arrived); the rest [`Error::Api`].
+fn transfer_error(call: &'static str, e: BoxError) -> Error {
+    use frogbot_net::FetchError;
+    let fetch = e.downcast_ref::<FetchError>().or_else(|| {
+        e.downcast_ref::<UploadError>().and_then(|u| match u {
+            UploadError::Fetch(f) => Some(f),
+            UploadError::Source(_) => None,
+        })
+    });
+    let (transient, status) = match fetch {
+        Some(FetchError::Status { status, .. }) => {
+            (*status == 429 || *status >= 500, status.to_string())
+        }
+        Some(FetchError::Http { .. }) => (true, "network".to_owned()),
+        Some(FetchError::Timeout { .. }) => (true, "timeout".to_owned()),
+        _ => (false, "error".to_owned()),
+    };
+    #[cfg(feature = "engine")]
+    frogbot_channel::metrics::platform_call("matrix", call, &status);
+    #[cfg(not(feature = "engine"))]
+    let _ = status;
+    if fetch.is_some_and(|f| matches!(f, FetchError::Status { status: 413, .. })) {
+        return Error::TooLarge;
+    }
+    if transient {
+        Error::Unavailable {
+            call,
+            source: Transient::new(format!("{call}: {e}")).maybe_done(),
+        }
+    } else {
+        Error::Api {
+            call,
+            message: e.to_string(),
+        }
+    }
+}
+
+/// The `content_uri` of an upload's answer, or why there is none ([`transfer_error`]'s reading
+/// of a failed request; the homeserver's own refusal by its status and `errcode`).
+fn uploaded(answer: Result<UploadAnswer, UploadError>) -> Result<String, Error> {
+    let answer = answer.map_err(|e| transfer_error("upload", Box::new(e)))?;
+    let body: Value = serde_json::from_str(&answer.body).unwrap_or(Value::Null);
+    if answer.is_success()
+        && let Some(uri) = body["content_uri"].as_str()
+    {
+        #[cfg(feature = "engine")]
+        frogbot_channel::metrics::platform_call("matrix", "upload", "200");
+        return Ok(uri.to_owned());
+    }
+    #[cfg(feature = "engine")]
+    frogbot_channel::metrics::platform_call("matrix", "upload", &answer.status.to_string());
+    let errcode = body["errcode"].as_str().unwrap_or_default();
+    if errcode == "M_TOO_LARGE" || answer.status == 413 {
+        return Err(Error::TooLarge);
+    }
+    let message = format!("the homeserver answered {}: {}", answer.status, answer.body);
+    if answer.status == 429 || answer.status >= 500 || errcode == "M_LIMIT_EXCEEDED" {
+        let mut t = Transient::new(format!("upload: {message}"));
+        let wait = body["retry_after_ms"]
+            .as_u64()
+            .map(Duration::from_millis)
+            .or(answer.retry_after);
+        if let Some(wait) = wait {
+            t = t.retry_after(wait);
+        }
+        return Err(Error::Unavailable {
+            call: "upload",
+            source: t,
+        });
+    }
+    Err(Error::Api {
+        call: "upload",
+        message,
+    })
+}
+
+/// How much of a file is encrypted or decrypted at a time.
+const PIECE: usize = 64 * 1024;
+
+/// A file's bytes read in a blocking task through `step` (matrix-sdk's attachment encryptor or
+/// decryptor, which read a `std::io::Read`) and handed on as they come out: two pieces in flight
+/// at most. What `step` makes of the reader when done (the encryption keys) is the task's result.
+fn through_blocking<T, F>(
+    body: FileStream,
+    step: F,
+) -> (FileStream, tokio::task::JoinHandle<std::io::Result<T>>)
+where
+    T: Send + 'static,
+    F: FnOnce(&mut dyn std::io::Read, &mut dyn FnMut(Vec<u8>) -> bool) -> std::io::Result<T>
+        + Send
+        + 'static,
+{
+    use futures::StreamExt;
+    let reader = tokio_util::io::StreamReader::new(body.map(|piece| {
+        piece
+            .map(std::io::Cursor::new)
+            .map_err(std::io::Error::other)
+    }));
+    let mut reader = tokio_util::io::SyncIoBridge::new(reader);
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Vec<u8>, BoxError>>(2);
+    let task = tokio::task::spawn_blocking(move || {
+        let failed = tx.clone();
+        let mut send = |piece: Vec<u8>| tx.blocking_send(Ok(piece)).is_ok();
+        let done = step(&mut reader, &mut send);
+        if let Err(e) = &done {
+            let _ = failed.blocking_send(Err(e.to_string().into()));
+        }
+        done
+    });
+    let out = futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|piece| (piece, rx))
+    });
+    (out.boxed(), task)
+}
+
+/// Reads `reader` to its end in [`PIECE`]s, each handed to `send` (false: no one reads on).
+fn pump(
+    reader: &mut dyn std::io::Read,
+    send: &mut dyn FnMut(Vec<u8>) -> bool,
+) -> std::io::Result<()> {
+    let mut buf = vec![0u8; PIECE];
+    loop {
+        let n = reader.read(&mut buf)?;
+        if n == 0 || !send(buf[..n].to_vec()) {
+            return Ok(());
+        }
+    }
+}
+
+/// `plain` encrypted as it is read (AES-CTR: as long as the plain text); the keys and hash
+/// once all of it went through.
+fn encrypt_stream(
+    plain: FileStream,
+) -> (
+    FileStream,
+    tokio::task::JoinHandle<std::io::Result<matrix_sdk::encryption::MediaEncryptionInfo>>,
+) {
+    through_blocking(plain, |reader, send| {
+        let mut encryptor = matrix_sdk_crypto::AttachmentEncryptor::new(reader);
+        pump(&mut encryptor, send)?;
+        Ok(encryptor.finish())
+    })
+}
+
+/// `cipher` decrypted with `key` as it is read; a hash that does not match ends it in an error.
+fn decrypt_stream(
+    cipher: FileStream,
+    key: matrix_sdk::encryption::MediaEncryptionInfo,
+) -> FileStream {
+    through_blocking(cipher, move |mut reader, send| {
+        let mut decryptor = matrix_sdk_crypto::AttachmentDecryptor::new(&mut reader, key)
+            .map_err(std::io::Error::other)?;
+        pump(&mut decryptor, send)
+    })
+    .0
 }

@@ -10,8 +10,9 @@
 //!   kept): what the fake itself costs (it answers with a copy of the whole file).
 //! - `out`: `ChannelOutbox::deliver_files` of a file already in memory (`OutFile::from_bytes`):
 //!   `files.getUploadURLExternal`, the bytes `POST`ed, `files.completeUploadExternal`; timed
-//!   until Slack answers the completion, when the fake holds all bytes. The upload goes whole
-//!   through slack-morphism (see README); the fake (in this process) keeps what it receives.
+//!   until Slack answers the completion, when the fake holds all bytes. The bytes are streamed
+//!   to the upload URL from `OutFile::open` (not through slack-morphism, whose upload takes a
+//!   `Vec`); the fake (in this process) keeps what it receives.
 //! - `out/fake`: the same upload sent to the fake with a bare client (the three calls, the body
 //!   a `Vec` moved in): what the fake itself costs; `out` minus it is the adapter's share.
 //!
@@ -114,5 +115,21 @@ async fn main() {
         let id = got["file_id"].as_str().unwrap();
         client.complete_upload(channel, ts, id, "y").await.unwrap();
         line("slack", "out/fake", size, at);
+
+        // The same, the bytes streamed in 64 KiB pieces as the adapter sends them (the bare
+        // guarded client): what the fake costs taking a streamed body.
+        let file = OutFile::from_bytes("f2", "application/octet-stream", "z.bin", {
+            (0..size).map(|i| (i % 251) as u8).collect()
+        });
+        let at = reset_peak();
+        let reserve = format!("{api}/files.getUploadURLExternal?filename=z.bin&length={size}");
+        let got = http.get(reserve).bearer_auth(BOT_TOKEN).send().await;
+        let got = got.unwrap().text().await.unwrap();
+        let got: serde_json::Value = serde_json::from_str(&got).unwrap();
+        let sent = downloads.upload(got["upload_url"].as_str().unwrap(), &[], &file);
+        assert!(sent.await.unwrap().is_success());
+        let id = got["file_id"].as_str().unwrap();
+        client.complete_upload(channel, ts, id, "z").await.unwrap();
+        line("slack", "out/fake~", size, at);
     }
 }

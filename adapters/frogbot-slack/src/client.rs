@@ -5,9 +5,12 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use slack_morphism::errors::SlackClientError;
+use slack_morphism::errors::{
+    SlackClientError, SlackClientHttpError, SlackClientHttpProtocolError, SlackRateLimitError,
+};
 use slack_morphism::prelude::*;
 
+use frogbot_channel::files::OutFile;
 use frogbot_model::Transient;
 
 use crate::Error;
@@ -156,16 +159,10 @@ pub trait SlackApi: Send + Sync {
 
     /// The first two steps of Slack's external upload: `files.getUploadURLExternal` (`filename`,
     /// `length`, `alt_txt` when given: an image's description for screen readers), then the
-    /// bytes `POST`ed to the `upload_url` it answered (as the raw body, `Content-Type`
-    /// `media_type`). Returns the new file's id (`F…`), not shared yet
+    /// file's bytes `POST`ed to the `upload_url` it answered (as the raw body, `Content-Type`
+    /// its media type, streamed from [`OutFile::open`] and read anew for each attempt). Returns the new file's id (`F…`), not shared yet
     /// ([`SlackApi::complete_upload`]); an upload never completed is discarded by Slack.
-    async fn upload_file(
-        &self,
-        filename: &str,
-        media_type: &str,
-        alt_txt: Option<&str>,
-        bytes: Vec<u8>,
-    ) -> Result<String, Error>;
+    async fn upload_file(&self, file: &OutFile, alt_txt: Option<&str>) -> Result<String, Error>;
 
     /// `files.completeUploadExternal` of the uploaded file `file_id` (`files=[{"id", "title"}]`)
     /// with `channel_id` and `thread_ts`: Slack shares it as a new message in that thread.
@@ -295,6 +292,8 @@ pub struct SlackWebApi<C: SlackClientHttpConnector + Send + Sync> {
     retry: RetryPolicy,
     /// The configured Web API base, whose host the bot token may go to besides Slack's own.
     api_url: Option<String>,
+    /// The guarded client a file's bytes are streamed to its upload URL through.
+    files: Arc<frogbot_channel::files::Downloads>,
 }
 
 impl<C: SlackClientHttpConnector + Send + Sync> std::fmt::Debug for SlackWebApi<C> {
@@ -320,7 +319,16 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackWebApi<C> {
             timeout: DEFAULT_TIMEOUT,
             retry: RetryPolicy::default(),
             api_url: None,
+            files: Arc::default(),
         }
+    }
+
+    /// Uploads go through `files` (its policy: which addresses an upload URL may be on; public
+    /// ones only by default) instead of a client of their own.
+    #[must_use]
+    pub fn with_files(mut self, files: Arc<frogbot_channel::files::Downloads>) -> Self {
+        self.files = files;
+        self
     }
 
     /// The Web API base is `api_url` (a fake, a proxy): an upload URL on its host gets the bot
@@ -487,6 +495,35 @@ fn call_status<T, E>(answer: &Result<Result<T, SlackClientError>, E>) -> String 
         Ok(Err(_)) => "error".into(),
         Err(_) => "timeout".into(),
     }
+}
+
+/// An upload URL's answer as slack-morphism's error (what [`classify`] reads): 2xx is done, a
+/// 429 is a rate limit with its `Retry-After`, any other status an HTTP error with its body's
+/// start, a failed request a protocol error (a network failure, retried).
+fn upload_answer(
+    answer: Result<frogbot_channel::files::UploadAnswer, frogbot_channel::files::UploadError>,
+) -> Result<(), SlackClientError> {
+    let answer = answer.map_err(|e| {
+        SlackClientError::HttpProtocolError(
+            SlackClientHttpProtocolError::new().with_cause(Box::new(e)),
+        )
+    })?;
+    if answer.is_success() {
+        return Ok(());
+    }
+    Err(if answer.status == 429 {
+        SlackClientError::RateLimitError(
+            SlackRateLimitError::new()
+                .opt_retry_after(answer.retry_after)
+                .with_http_response_body(answer.body),
+        )
+    } else {
+        let code =
+            http::StatusCode::from_u16(answer.status).unwrap_or(http::StatusCode::BAD_GATEWAY);
+        SlackClientError::HttpError(
+            SlackClientHttpError::new(code).with_http_response_body(answer.body),
+        )
+    })
 }
 
 /// slack-morphism's error as this crate's: a 429 (`RateLimitError`, its `Retry-After`), a 5xx,
@@ -986,16 +1023,13 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackApi for SlackWebApi<C> {
         Ok(())
     }
 
-    async fn upload_file(
-        &self,
-        filename: &str,
-        media_type: &str,
-        alt_txt: Option<&str>,
-        bytes: Vec<u8>,
-    ) -> Result<String, Error> {
+    async fn upload_file(&self, file: &OutFile, alt_txt: Option<&str>) -> Result<String, Error> {
         let session = self.client.open_session(&self.token);
-        let mut req =
-            SlackApiFilesGetUploadUrlExternalRequest::new(filename.to_string(), bytes.len());
+        let length = usize::try_from(file.size).map_err(|_| Error::Api {
+            method: "files.getUploadURLExternal",
+            message: format!("{} bytes do not fit this machine", file.size),
+        })?;
+        let mut req = SlackApiFilesGetUploadUrlExternalRequest::new(file.filename.clone(), length);
         if let Some(alt) = alt_txt {
             req = req.with_alt_txt(alt.to_string());
         }
@@ -1004,38 +1038,21 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackApi for SlackWebApi<C> {
                 session.get_upload_url_external(&req)
             })
             .await?;
-        let url = reserved.upload_url.0.clone();
+        let url = reserved.upload_url.0.as_str();
         // The bot token goes only to Slack's hosts (and the configured API's); the URL is
         // signed, so any other host gets the bytes alone.
-        let with_token = crate::convert::slack_file_host(url.as_str(), self.api_url.as_deref());
-        let upload = SlackApiFilesUploadViaUrlRequest::new(
-            reserved.upload_url,
-            bytes,
-            media_type.to_string(),
-        );
-        let span = tracing::Span::current();
-        self.run(UPLOAD_STEP, true, || async {
-            if with_token {
-                session.files_upload_via_url(&upload).await.map(drop)
+        let bearer = format!("Bearer {}", self.token.token_value.0);
+        let auth = [("authorization", bearer.as_str())];
+        let headers: &[(&str, &str)] =
+            if crate::convert::slack_file_host(url, self.api_url.as_deref()) {
+                &auth
             } else {
-                let context = SlackClientApiCallContext {
-                    rate_control_params: None,
-                    token: None,
-                    tracing_span: &span,
-                    is_sensitive_url: true,
-                };
-                self.client
-                    .http_api
-                    .connector
-                    .http_post_uri_binary::<SlackApiFilesUploadViaUrlResponse>(
-                        url.clone(),
-                        upload.content_type.clone(),
-                        &upload.content,
-                        context,
-                    )
-                    .await
-                    .map(drop)
-            }
+                &[]
+            };
+        // Not through slack-morphism (its upload takes the file whole): streamed by the
+        // guarded client, its answer read as slack-morphism would (a 429's `Retry-After`, a 5xx).
+        self.run(UPLOAD_STEP, true, || async {
+            upload_answer(self.files.upload(url, headers, file).await)
         })
         .await?;
         Ok(reserved.file_id.0)

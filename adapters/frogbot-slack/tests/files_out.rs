@@ -397,6 +397,38 @@ async fn a_5xx_comes_back_transient_and_the_retry_shares_the_file_once() {
 }
 
 #[tokio::test]
+async fn the_upload_streams_with_its_length_and_waits_out_a_429() {
+    let fake = FakeSlack::start().await;
+    let slack = connect(&fake).await;
+    let outbox: &dyn ChannelOutbox = &slack;
+    let th = thread(&fake, "C8");
+    let bytes = payload(300_000);
+    let file = OutFile::from_bytes("f1", "application/pdf", "report.pdf", bytes.clone());
+    // The upload URL answers 429 with `Retry-After: 1` once; the client waits and sends the
+    // bytes again, read anew from the file.
+    fake.fail_next(
+        UPLOAD_STEP,
+        Fault::RateLimited(std::time::Duration::from_secs(1)),
+        1,
+    );
+    outbox
+        .deliver_files(&th, std::slice::from_ref(&file), 0, &Delivery::new(KEY))
+        .await
+        .unwrap();
+    assert_eq!(file_messages(&fake, &th), 1);
+    let uploads = fake.uploads();
+    assert_eq!(uploads.len(), 1, "one reservation, its bytes sent twice");
+    assert_eq!(uploads[0].bytes.as_deref(), Some(&bytes[..]));
+    let sent = fake.calls(UPLOAD_STEP);
+    assert_eq!(sent.len(), 1, "the 429 is not recorded; the retry is");
+    assert_eq!(
+        sent[0].body["content_length"], 300_000,
+        "sent with its length, not chunked: {}",
+        sent[0].body
+    );
+}
+
+#[tokio::test]
 async fn deleting_the_message_deletes_its_files_too() {
     let fake = FakeSlack::start().await;
     let slack = connect(&fake).await;

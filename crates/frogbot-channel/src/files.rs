@@ -1,7 +1,9 @@
 //! Downloads of the files people post: one lazily built guarded client per channel
 //! ([`frogbot_net::GuardedClient`], public addresses only unless the policy says otherwise), a
 //! GET with the platform's own authentication (kept to the first URL's origin), and the body as
-//! a [`FileStream`]. Every adapter's `ChannelOutbox::open_file` goes through it.
+//! a [`FileStream`]. Every adapter's `ChannelOutbox::open_file` goes through it. The same client
+//! posts a file the bot sends to an upload URL a platform answered ([`Downloads::upload`]), its
+//! bytes streamed from [`OutFile::open`], never held whole.
 
 use std::sync::OnceLock;
 
@@ -48,12 +50,8 @@ impl Downloads {
         headers: &[(&str, &str)],
         media_type: Option<&str>,
     ) -> Result<FileStream, BoxError> {
-        let client = self
-            .client
-            .get_or_init(|| GuardedClient::new(self.policy.clone()).map_err(|e| e.to_string()))
-            .as_ref()
-            .map_err(|e| BoxError::from(e.clone()))?;
-        let response = client
+        let response = self
+            .client()?
             .get_with_headers(url, headers)
             .await?
             .error_for_status()?;
@@ -71,12 +69,132 @@ impl Downloads {
     }
 }
 
-/// A file already read whole (a client that reads media whole, as matrix-sdk does), handed on
-/// in 64 KiB pieces as any download.
+impl Downloads {
+    fn client(&self) -> Result<&GuardedClient, BoxError> {
+        self.client
+            .get_or_init(|| GuardedClient::new(self.policy.clone()).map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(|e| BoxError::from(e.clone()))
+    }
+
+    /// `file`'s bytes `POST`ed to `url` (a platform's upload URL) with `headers`, streamed from
+    /// [`OutFile::open`] with `Content-Length` = [`OutFile::size`]: memory stays one piece
+    /// whatever the file's size. Returns the answer, any status (the caller reads the platform's
+    /// way of refusing).
+    pub async fn upload(
+        &self,
+        url: &str,
+        headers: &[(&str, &str)],
+        file: &OutFile,
+    ) -> Result<UploadAnswer, UploadError> {
+        let body = file.open().await.map_err(UploadError::Source)?;
+        self.upload_stream(url, headers, &file.media_type, file.size, body)
+            .await
+    }
+
+    /// `size` bytes of `media_type` from `body` `POST`ed to `url` with `headers`, as they are
+    /// read ([`Downloads::upload`] of a stream: an encrypted copy made as it is sent). A body
+    /// yielding more than `size` bytes is cut there, one yielding fewer ends the request
+    /// short: the platform never takes a file of another length than it was told.
+    pub async fn upload_stream(
+        &self,
+        url: &str,
+        headers: &[(&str, &str)],
+        media_type: &str,
+        size: u64,
+        body: FileStream,
+    ) -> Result<UploadAnswer, UploadError> {
+        let client = self.client().map_err(UploadError::Source)?;
+        let body = futures::stream::unfold((body, 0u64), move |(mut body, sent)| async move {
+            let piece = match body.next().await? {
+                Ok(piece) => piece,
+                Err(e) => return Some((Err(e), (body, sent))),
+            };
+            let sent = sent + piece.len() as u64;
+            if sent > size {
+                let e: BoxError = format!("the file has more than its {size} bytes").into();
+                return Some((Err(e), (body, sent)));
+            }
+            Some((Ok(piece), (body, sent)))
+        });
+        let response = client
+            .post_stream(url, headers, media_type, size, body)
+            .await
+            .map_err(UploadError::Fetch)?;
+        let status = response.status();
+        let retry_after = response
+            .header("retry-after")
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(std::time::Duration::from_secs);
+        // The answer's start is enough to tell a platform's refusal; the rest is not read.
+        let mut body = Vec::new();
+        let mut stream = std::pin::pin!(response.into_stream());
+        while body.len() < UploadAnswer::BODY_START {
+            match stream.next().await {
+                Some(Ok(piece)) => body.extend_from_slice(&piece),
+                _ => break,
+            }
+        }
+        body.truncate(UploadAnswer::BODY_START);
+        Ok(UploadAnswer {
+            status,
+            retry_after,
+            body: String::from_utf8_lossy(&body).into_owned(),
+        })
+    }
+}
+
+/// An upload URL's answer ([`Downloads::upload`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UploadAnswer {
+    /// The HTTP status.
+    pub status: u16,
+    /// Its `Retry-After`, in seconds, when sent.
+    pub retry_after: Option<std::time::Duration>,
+    /// The body's first [`UploadAnswer::BODY_START`] bytes, as text.
+    pub body: String,
+}
+
+impl UploadAnswer {
+    /// How much of an answer's body is read.
+    pub const BODY_START: usize = 1024;
+
+    /// Whether the platform took the file (a 2xx).
+    pub fn is_success(&self) -> bool {
+        (200..300).contains(&self.status)
+    }
+}
+
+/// Why [`Downloads::upload`] sent no answerable request.
+#[derive(Debug, thiserror::Error)]
+pub enum UploadError {
+    /// The client or the file's bytes could not be had.
+    #[error("the file could not be read: {0}")]
+    Source(BoxError),
+    /// The request failed: refused address, network, timeout.
+    #[error(transparent)]
+    Fetch(frogbot_net::FetchError),
+}
+
+/// A file already in memory (a test's, a client's that only reads media whole), handed on in
+/// 64 KiB pieces as any download, each copied as it is read.
 pub fn from_bytes(bytes: Vec<u8>) -> FileStream {
-    let pieces: Vec<Result<Vec<u8>, BoxError>> =
-        bytes.chunks(64 * 1024).map(|c| Ok(c.to_vec())).collect();
-    futures::stream::iter(pieces).boxed()
+    pieces_of(std::sync::Arc::new(bytes))
+}
+
+/// The size of the pieces a file in memory is handed on in.
+const PIECE: usize = 64 * 1024;
+
+/// `bytes` in [`PIECE`]s, each copied as it is asked for (never a second copy of the whole).
+fn pieces_of(bytes: std::sync::Arc<Vec<u8>>) -> FileStream {
+    futures::stream::unfold(0, move |at| {
+        let bytes = bytes.clone();
+        async move {
+            let end = bytes.len().min(at + PIECE);
+            (at < end).then(|| (Ok(bytes[at..end].to_vec()), end))
+        }
+    })
+    .boxed()
 }
 
 impl Default for Downloads {
@@ -92,12 +210,12 @@ pub trait FileSource: Send + Sync {
     async fn open(&self) -> Result<FileStream, BoxError>;
 }
 
-struct InMemory(std::sync::Arc<[u8]>);
+struct InMemory(std::sync::Arc<Vec<u8>>);
 
 #[async_trait::async_trait]
 impl FileSource for InMemory {
     async fn open(&self) -> Result<FileStream, BoxError> {
-        Ok(from_bytes(self.0.to_vec()))
+        Ok(pieces_of(self.0.clone()))
     }
 }
 

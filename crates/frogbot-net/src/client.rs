@@ -414,6 +414,54 @@ impl GuardedClient {
         }
     }
 
+    /// A POST of `body` (`length` bytes of `content_type`, sent as they are read: never held
+    /// whole) to `url` with `headers`, up to the answer's headers. The URL is checked like a
+    /// GET's; no redirect is followed (a body read once cannot be sent again): a 3xx is an
+    /// answer like any other. The policy's timeout covers sending the body and the answer's
+    /// headers. A platform's upload URL (Slack's `upload_url`) is posted to this way.
+    pub async fn post_stream<S, E>(
+        &self,
+        url: &str,
+        headers: &[(&str, &str)],
+        content_type: &str,
+        length: u64,
+        body: S,
+    ) -> Result<Response, FetchError>
+    where
+        S: futures::Stream<Item = Result<Vec<u8>, E>> + Send + 'static,
+        E: Into<Box<dyn std::error::Error + Send + Sync>> + 'static,
+    {
+        let url = Url::parse(url).map_err(|e| FetchError::InvalidUrl(format!("{url:?}: {e}")))?;
+        let deadline = Instant::now() + self.policy.timeout;
+        let timeout = || FetchError::Timeout {
+            url: url.to_string(),
+            after: self.policy.timeout,
+        };
+        tokio::time::timeout_at(deadline, self.check_target(&url))
+            .await
+            .map_err(|_| timeout())??;
+        // The length is sent as `Content-Length` (not chunked): upload URLs reserve it.
+        let mut request = self
+            .http
+            .post(url.clone())
+            .header(reqwest::header::CONTENT_TYPE, content_type)
+            .header(reqwest::header::CONTENT_LENGTH, length)
+            .body(reqwest::Body::wrap_stream(body));
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let response = tokio::time::timeout_at(deadline, request.send())
+            .await
+            .map_err(|_| timeout())?
+            .map_err(|e| self.http_error(&url, e))?;
+        Ok(Response {
+            inner: response,
+            url,
+            deadline,
+            policy: self.policy.clone(),
+        })
+    }
+
     /// [`get`](Self::get) and [`Response::read_body`].
     pub async fn get_body(
         &self,
@@ -483,6 +531,11 @@ impl Response {
             .get(reqwest::header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default()
+    }
+
+    /// The header `name`'s value, when sent and readable as text (e.g. `Retry-After`).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.inner.headers().get(name).and_then(|v| v.to_str().ok())
     }
 
     /// The `Content-Length` header, when sent.

@@ -68,6 +68,26 @@ async fn server() -> (u16, Arc<AtomicUsize>) {
             }),
         )
         .route(
+            "/post-moved",
+            axum::routing::post(|| async { Redirect::temporary("/upload") }),
+        )
+        .route(
+            "/upload",
+            axum::routing::post(
+                |h: axum::http::HeaderMap, body: axum::body::Bytes| async move {
+                    let header = |n: &str| h.get(n).map(|v| v.to_str().unwrap().to_string());
+                    format!(
+                        "len={:?} chunked={:?} type={:?} auth={:?} got={}",
+                        header("content-length"),
+                        header("transfer-encoding"),
+                        header("content-type"),
+                        header("authorization"),
+                        body.len()
+                    )
+                },
+            ),
+        )
+        .route(
             "/never",
             axum::routing::get(|| async {
                 tokio::time::sleep(Duration::from_secs(60)).await;
@@ -241,4 +261,67 @@ async fn a_body_streams_with_headers_kept_to_its_origin_and_capped() {
         "{e}"
     );
     assert!(read <= 100_000, "{read}");
+}
+
+#[tokio::test]
+async fn a_post_sends_its_body_as_it_is_read_with_its_length_and_follows_no_redirect() {
+    use futures::StreamExt;
+    let (port, hits) = server().await;
+    let base = format!("http://127.0.0.1:{port}");
+    // 1 MB made 64 KB at a time as the client asks for it; the pieces produced are counted.
+    let produced = Arc::new(AtomicUsize::new(0));
+    let body = |produced: Arc<AtomicUsize>| {
+        futures::stream::iter(0..16).map(move |_| {
+            produced.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, std::io::Error>(vec![b'y'; 64 * 1024])
+        })
+    };
+    let r = client(true, 1_000)
+        .post_stream(
+            &format!("{base}/upload"),
+            &[("authorization", "Bearer xoxb-1")],
+            "image/png",
+            1024 * 1024,
+            body(produced.clone()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let got: Vec<Vec<u8>> = r.into_stream().map(|c| c.unwrap()).collect().await;
+    assert_eq!(
+        String::from_utf8(got.concat()).unwrap(),
+        "len=Some(\"1048576\") chunked=None type=Some(\"image/png\") auth=Some(\"Bearer xoxb-1\") got=1048576"
+    );
+    assert_eq!(produced.load(Ordering::SeqCst), 16);
+    // A redirect is an answer: not followed (the body cannot be sent again).
+    let r = client(true, 1_000)
+        .post_stream(
+            &format!("{base}/post-moved"),
+            &[],
+            "text/plain",
+            0,
+            body(Arc::default()).take(0),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 307);
+    // A private address is refused before anything is sent, unless allowed.
+    let before = hits.load(Ordering::SeqCst);
+    let e = client(false, 1_000)
+        .post_stream(
+            &format!("{base}/upload"),
+            &[],
+            "text/plain",
+            1,
+            body(produced.clone()),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(e, FetchError::Forbidden { .. }), "{e}");
+    assert_eq!(hits.load(Ordering::SeqCst), before);
+    assert_eq!(
+        produced.load(Ordering::SeqCst),
+        16,
+        "nothing read for a refused post"
+    );
 }

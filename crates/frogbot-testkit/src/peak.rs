@@ -26,7 +26,7 @@ pub fn line(platform: &str, case: &str, size: usize, Case(before, t): Case) {
     const MB: usize = 1024 * 1024;
     let peak = rss_kb("VmHWM:").saturating_sub(before) as f64 / 1024.0;
     let (mb, ms) = (size / MB, t.elapsed().as_secs_f64() * 1e3);
-    println!("{platform:<8} {case:<8} {mb:>3} MB {ms:>9.1} ms   peak +{peak:.1} MiB");
+    println!("{platform:<8} {case:<9} {mb:>3} MB {ms:>9.1} ms   peak +{peak:.1} MiB");
 }
 
 /// glibc raises its mmap threshold as large buffers are freed: later ones come from the heap,

@@ -99,6 +99,19 @@ pub struct MatrixOutbox<A> {
     image_policy: FetchPolicy,
     /// The guarded client for image blocks, made at the first one (or why it could not be).
     images: OnceLock<Result<GuardedClient, String>>,
+    /// Files to and from the homeserver's media repository ([`homeserver_media`]).
+    media: frogbot_channel::files::Downloads,
+}
+
+/// How files go to and from the homeserver's media repository: its address is the operator's
+/// (often a private one, next to the bot), so private addresses are allowed; the paths are
+/// fixed, an event's media id percent-encoded into one segment. Sizes and time as any file
+/// ([`FetchPolicy::for_files`]).
+pub fn homeserver_media() -> FetchPolicy {
+    FetchPolicy {
+        allow_private: true,
+        ..FetchPolicy::for_files()
+    }
 }
 
 impl<A: MatrixApi> MatrixOutbox<A> {
@@ -110,6 +123,7 @@ impl<A: MatrixApi> MatrixOutbox<A> {
             dm_lock: tokio::sync::Mutex::default(),
             image_policy: image_policy(),
             images: OnceLock::new(),
+            media: frogbot_channel::files::Downloads::new(homeserver_media()),
         }
     }
 
@@ -205,9 +219,9 @@ impl<A: MatrixApi + Clone + 'static> ChannelOutbox for MatrixOutbox<A> {
         Some(self)
     }
 
-    /// A person's media (its event's `url`, or `file` in an encrypted room) through matrix-sdk,
-    /// which decrypts it; the size the event states is checked by the engine first. matrix-sdk
-    /// reads media whole, so the file is held in memory once (within the engine's size limit).
+    /// A person's media (its event's `url`, or `file` in an encrypted room), streamed from the
+    /// homeserver and decrypted as it arrives ([`MatrixApi::download_media`]); the size the
+    /// event states is checked by the engine first.
     async fn open_file(
         &self,
         file: &frogbot_model::PlatformFile,
@@ -215,8 +229,7 @@ impl<A: MatrixApi + Clone + 'static> ChannelOutbox for MatrixOutbox<A> {
         let source: matrix_sdk::ruma::events::room::MediaSource =
             serde_json::from_value(file.source.clone())
                 .map_err(|e| format!("the media source of {}: {e}", file.id))?;
-        let bytes = self.api.download_media(&source).await?;
-        Ok(frogbot_channel::files::from_bytes(bytes))
+        Ok(self.api.download_media(&source, &self.media).await?)
     }
 
     /// A thread (`room|event`, the bot in the room) as it is. A room (`!room:server`, an alias
@@ -500,11 +513,7 @@ impl<A: MatrixApi> PostPieces<OutFile> for MatrixOutbox<A> {
     ) -> Result<String, BoxError> {
         let (room, root) = split_message_id(&thread.id)?;
         let (event_type, mut content) = thread_message(&file.filename, &root)?;
-        match self
-            .api
-            .upload_file(&room, &file.media_type, file.bytes().await?)
-            .await
-        {
+        match self.api.upload_file(&room, file, &self.media).await {
             Ok(Value::Object(source)) => {
                 content["msgtype"] = render::file_msgtype(&file.media_type).into();
                 content["filename"] = file.filename.clone().into();

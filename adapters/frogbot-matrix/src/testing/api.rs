@@ -508,24 +508,74 @@ async fn relations(
 pub const MAX_UPLOAD_BYTES: usize = 50 * 1024 * 1024;
 
 /// `POST /_matrix/media/v3/upload` (the body is the file, `Content-Type` its type):
-/// `{"content_uri": "mxc://fake.test/…"}`.
-async fn upload(State(s): St, headers: axum::http::HeaderMap, body: axum::body::Bytes) -> Response {
-    if body.len() > MAX_UPLOAD_BYTES {
-        return error(
+/// `{"content_uri": "mxc://fake.test/…"}`. As Synapse, a `Content-Length` over
+/// [`MAX_UPLOAD_BYTES`] is refused (`413 M_TOO_LARGE`) before the body is read, and a body
+/// shorter than its `Content-Length` is no file.
+async fn upload(State(s): St, request: axum::extract::Request) -> Response {
+    let headers = request.headers().clone();
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let too_large = || {
+        error(
             StatusCode::PAYLOAD_TOO_LARGE,
             "M_TOO_LARGE",
             "Upload request body is too large",
-        );
+        )
+    };
+    if header("content-length")
+        .and_then(|n| n.parse::<usize>().ok())
+        .is_some_and(|n| n > MAX_UPLOAD_BYTES)
+    {
+        return too_large();
     }
-    let content_type = headers
-        .get("content-type")
-        .and_then(|v| v.to_str().ok())
+    let Ok(body) = axum::body::to_bytes(request.into_body(), MAX_UPLOAD_BYTES + 1).await else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "M_UNKNOWN",
+            "the body did not arrive",
+        );
+    };
+    if body.len() > MAX_UPLOAD_BYTES {
+        return too_large();
+    }
+    let content_type = header("content-type")
         .unwrap_or("application/octet-stream")
         .to_owned();
     let mut inner = s.lock();
     let uri = format!("mxc://{SERVER_NAME}/media{}", inner.uploads.len() + 1);
-    inner.uploads.push((uri.clone(), content_type, body.len()));
+    inner
+        .uploads
+        .push((uri.clone(), content_type.clone(), body.len()));
+    inner
+        .media
+        .insert(uri.clone(), (content_type, body.to_vec()));
     Json(json!({"content_uri": uri})).into_response()
+}
+
+/// `GET /_matrix/client/v1/media/download/{server}/{id}` (authenticated media, Matrix 1.11):
+/// the file as uploaded, with its type; the bot's token required (`401 M_MISSING_TOKEN` /
+/// `M_UNKNOWN_TOKEN`), `404 M_NOT_FOUND` for media the repository does not have.
+async fn download(
+    State(s): St,
+    Path((server, id)): Path<(String, String)>,
+    headers: axum::http::HeaderMap,
+) -> Response {
+    let mut inner = s.lock();
+    let (code, message) = match headers.get("authorization").and_then(|v| v.to_str().ok()) {
+        None => ("M_MISSING_TOKEN", "Missing access token"),
+        Some(a) if a == format!("Bearer {TOKEN}") => ("", ""),
+        Some(_) => ("M_UNKNOWN_TOKEN", "Invalid access token passed"),
+    };
+    if !code.is_empty() {
+        inner.downloads.1 += 1;
+        return error(StatusCode::UNAUTHORIZED, code, message);
+    }
+    match inner.media.get(&format!("mxc://{server}/{id}")).cloned() {
+        Some((content_type, bytes)) => {
+            inner.downloads.0 += 1;
+            ([("content-type", content_type)], bytes).into_response()
+        }
+        None => error(StatusCode::NOT_FOUND, "M_NOT_FOUND", "Not found"),
+    }
 }
 
 /// A 1×1 PNG.
@@ -658,6 +708,10 @@ impl FakeHomeserver {
                 "/_matrix/media/v3/upload",
                 post(upload).layer(axum::extract::DefaultBodyLimit::disable()),
             )
+            .route(
+                "/_matrix/client/v1/media/download/{server}/{id}",
+                get(download),
+            )
             .route("/_test/images/{name}", get(image))
             .route(&format!("{rooms}/members"), get(members))
             .route(&format!("{rooms}/messages"), get(messages))
@@ -773,6 +827,27 @@ impl FakeHomeserver {
             .filter(|e| e.room == room)
             .map(|e| e.event.clone())
             .collect()
+    }
+
+    /// Puts `bytes` of `content_type` in the media repository, as a person's client uploads a
+    /// file (plain, or already encrypted): its `mxc://` URI.
+    pub fn put_media(&self, content_type: &str, bytes: Vec<u8>) -> String {
+        let mut inner = self.shared.lock();
+        let uri = format!("mxc://{SERVER_NAME}/person{}", inner.media.len() + 1);
+        inner
+            .media
+            .insert(uri.clone(), (content_type.to_owned(), bytes));
+        uri
+    }
+
+    /// The bytes the media repository has at `mxc`, if any.
+    pub fn media(&self, mxc: &str) -> Option<Vec<u8>> {
+        self.shared.lock().media.get(mxc).map(|(_, b)| b.clone())
+    }
+
+    /// Media downloads answered, and refused for want of the bot's token.
+    pub fn downloads(&self) -> (usize, usize) {
+        self.shared.lock().downloads
     }
 
     /// The uploads to the media repository so far: `mxc://` URI, content type, size.

@@ -40,6 +40,11 @@ pub(super) struct Inner {
     pub(super) failing_members: Vec<OwnedRoomId>,
     /// Uploads to the media repository: the `mxc://` URI, content type and size, in order.
     pub(super) uploads: Vec<(String, String, usize)>,
+    /// The media repository's files by `mxc://` URI: content type and bytes (uploads, and files
+    /// a test put there as a person's).
+    pub(super) media: std::collections::HashMap<String, (String, Vec<u8>)>,
+    /// How many media downloads were answered, and how many refused for want of the token.
+    pub(super) downloads: (usize, usize),
     /// The largest event accepted (`None`: [`MAX_EVENT_BYTES`], as Synapse).
     pub(super) max_event_bytes: Option<usize>,
     /// How many sends were refused as too large (`413 M_TOO_LARGE`).

@@ -195,12 +195,18 @@ pub async fn connect(config: Config) -> Result<SlackAdapter, Error> {
         _ => {}
     }
     let client = Arc::new(SlackClient::new(connector(config.api_url.as_deref())?));
+    let downloads = Arc::new(frogbot_channel::files::Downloads::new(
+        config
+            .file_policy
+            .clone()
+            .unwrap_or_else(frogbot_channel::files::FetchPolicy::for_files),
+    ));
     let api = SlackWebApi::with_client(client.clone(), &config.bot_token)
         .with_timeout(config.api_timeout)
-        .with_api_url(config.api_url.as_deref());
+        .with_api_url(config.api_url.as_deref())
+        .with_files(downloads.clone());
     let bot = api.bot_identity().await?;
     info!(bot_user = %bot.user_id, team = %bot.team_id, "Slack bot identified (auth.test)");
-    let file_policy = config.file_policy.clone();
     Ok(SlackAdapter {
         inner: Arc::new(Inner {
             seen: Seen::new(config.dedup_capacity),
@@ -213,9 +219,7 @@ pub async fn connect(config: Config) -> Result<SlackAdapter, Error> {
             acks: outbox::AckMarks::default(),
             threads: outbox::ThreadFacts::default(),
             uploads: outbox::Uploads::default(),
-            downloads: frogbot_channel::files::Downloads::new(
-                file_policy.unwrap_or_else(frogbot_channel::files::FetchPolicy::for_files),
-            ),
+            downloads,
         }),
     })
 }
@@ -240,7 +244,7 @@ struct Inner {
     /// file twice).
     uploads: outbox::Uploads,
     /// People's files are downloaded through it.
-    downloads: frogbot_channel::files::Downloads,
+    downloads: Arc<frogbot_channel::files::Downloads>,
 }
 
 impl std::fmt::Debug for SlackAdapter {

@@ -858,13 +858,10 @@ impl PostPieces<OutFile> for SlackAdapter {
             api.delete_file(&file_id).await?;
             self.inner.uploads.forget(&memory);
         }
-        let bytes = file.bytes().await?;
         let alt: Option<String> = file
             .is_image()
             .then(|| file.filename.chars().take(MAX_ALT_TXT_CHARS).collect());
-        let file_id = api
-            .upload_file(&file.filename, &file.media_type, alt.as_deref(), bytes)
-            .await?;
+        let file_id = api.upload_file(file, alt.as_deref()).await?;
         self.inner.uploads.set(&memory, &file_id, false);
         api.complete_upload(channel, thread_ts, &file_id, &file.filename)
             .await?;

@@ -515,6 +515,9 @@ impl FakeSlack {
             token,
         )
         .with_api_url(Some(&self.api_url()))
+        .with_files(Arc::new(frogbot_channel::files::Downloads::new(
+            local_files(),
+        )))
     }
 
     /// [`SlackQuestions`] over [`FakeSlack::client`] with [`BOT_TOKEN`].
@@ -940,6 +943,11 @@ async fn upload_bytes(
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default()
         .to_owned();
+    let content_length = request
+        .headers()
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
     let (bytes, media_type) = if content_type.starts_with("multipart/form-data") {
         let Ok(mut form) = axum::extract::Multipart::from_request(request, &()).await else {
             return (StatusCode::BAD_REQUEST, "fake: not multipart").into_response();
@@ -973,7 +981,12 @@ async fn upload_bytes(
         store.calls.push(Call {
             method: step.to_owned(),
             auth: auth.clone(),
-            body: json!({"file": file, "length": bytes.len(), "content_type": media_type}),
+            body: json!({
+                "file": file,
+                "length": bytes.len(),
+                "content_type": media_type,
+                "content_length": content_length,
+            }),
             at: std::time::Instant::now(),
         });
         match store.uploads.get_mut(&file) {

@@ -561,14 +561,16 @@ impl SlackApi for RecordingSlack {
     /// Answers the file id `F{n}` (`n` the call's number).
     async fn upload_file(
         &self,
-        filename: &str,
-        media_type: &str,
+        file: &frogbot_channel::files::OutFile,
         alt_txt: Option<&str>,
-        bytes: Vec<u8>,
     ) -> Result<String, Error> {
+        let bytes = file.bytes().await.map_err(|e| Error::Api {
+            method: "files.upload_url",
+            message: e.to_string(),
+        })?;
         let n = self.record(SlackCall::UploadFile {
-            filename: filename.into(),
-            media_type: media_type.into(),
+            filename: file.filename.clone(),
+            media_type: file.media_type.clone(),
             alt_txt: alt_txt.map(Into::into),
             bytes,
         });
