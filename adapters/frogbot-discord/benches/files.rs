@@ -12,8 +12,8 @@
 //!   with a copy of the whole file.
 //! - `out`: `ChannelOutbox::deliver_files` of a file already in memory (`OutFile::from_bytes`):
 //!   Discord's multipart create message through serenity; timed until the fake answers, when it
-//!   holds all bytes. serenity takes the upload whole (a copy of the file, see README), and the
-//!   fake, in this process too, reads the multipart part whole and keeps it.
+//!   holds all bytes. The file part is streamed from `OutFile::open` (not through serenity,
+//!   whose attachment is a `Vec`); the fake, in this process too, reads it whole and keeps it.
 //! - `out/fake`: the same multipart create message sent to the fake with a bare client (the body
 //!   built beforehand): what the fake itself costs; `out` minus it is the adapter's share.
 //!

@@ -6,12 +6,15 @@
 
 use async_trait::async_trait;
 use serenity::builder::{
-    Builder, CreateAttachment, CreateInteractionResponse, CreateInteractionResponseFollowup,
-    CreateMessage, CreateThread, EditMessage,
+    CreateInteractionResponse, CreateInteractionResponseFollowup, CreateMessage, CreateThread,
+    EditMessage,
 };
 use serenity::http::Http;
 use serenity::model::channel::{Channel, ChannelType, Message};
 use serenity::model::id::{ChannelId, InteractionId, MessageId, UserId};
+
+use frogbot_channel::OutFile;
+use frogbot_channel::files::{Downloads, UploadAnswer, UploadError};
 
 use crate::Error;
 
@@ -47,6 +50,53 @@ fn counted<T>(method: &'static str, r: Result<T, serenity::Error>) -> Result<T, 
     r
 }
 
+/// The `payload_json` of a message carrying `file`: `message` as serenity sends it, naming the
+/// file in `attachments` as the part `files[0]`.
+pub fn file_payload(message: &CreateMessage, file: &OutFile) -> Result<String, Error> {
+    let mut payload = serde_json::to_value(message).map_err(|e| Error::Malformed(e.to_string()))?;
+    payload["attachments"] = serde_json::json!([{"id": 0, "filename": file.filename}]);
+    Ok(payload.to_string())
+}
+
+/// Discord's answer to a message post: the message (its `id`, `timestamp`), or why not — a
+/// `429` (with its `retry_after`) or a `5xx` is [`Error::Unavailable`], any other refusal
+/// [`Error::Refused`] with Discord's code.
+fn posted(answer: UploadAnswer) -> Result<Posted, Error> {
+    let body: serde_json::Value = serde_json::from_str(&answer.body).unwrap_or_default();
+    if answer.is_success() {
+        let id = body["id"]
+            .as_str()
+            .and_then(|id| id.parse::<u64>().ok())
+            .filter(|id| *id != 0)
+            .ok_or_else(|| Error::Malformed(format!("a message without an id: {}", answer.body)))?;
+        return Ok(Posted {
+            id: MessageId::new(id),
+            timestamp: body["timestamp"].as_str().unwrap_or_default().to_owned(),
+        });
+    }
+    let message = body["message"].as_str().unwrap_or(&answer.body).to_owned();
+    if answer.status == 429 || answer.status >= 500 {
+        let mut t =
+            frogbot_model::Transient::new(format!("Discord API: {} {message}", answer.status));
+        let wait = body["retry_after"]
+            .as_f64()
+            .map(std::time::Duration::from_secs_f64)
+            .or(answer.retry_after);
+        if let Some(wait) = wait {
+            t = t.retry_after(wait);
+        }
+        if matches!(answer.status, 502 | 504) {
+            t = t.maybe_done();
+        }
+        return Err(Error::Unavailable { source: t });
+    }
+    Err(Error::Refused {
+        status: answer.status,
+        code: body["code"].as_i64().and_then(|c| isize::try_from(c).ok()),
+        message,
+    })
+}
+
 /// A message Discord created: its id and creation time (RFC 3339).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Posted {
@@ -67,15 +117,17 @@ pub trait DiscordApi: Send + Sync + 'static {
     ) -> Result<Posted, Error>;
 
     /// `POST /channels/{channel}/messages` as `multipart/form-data` (Discord's "Uploading
-    /// Files"): `message` as the `payload_json` part, naming each of `files` in its `attachments`
-    /// (`id` its index, `filename`), and each file's bytes as the part `files[{index}]`, in order.
-    /// Discord takes at most its upload limit (10 MiB by default, more in a boosted server) for
-    /// all the files of one request together; past it, `413 Request entity too large` (40005).
-    async fn send_files(
+    /// Files"): `message` as the `payload_json` part, naming `file` in its `attachments`
+    /// (`{"id": 0, "filename"}`), and the file's bytes as the part `files[0]`, streamed from
+    /// [`OutFile::open`] through `via` (never held whole: serenity's `CreateAttachment` takes a
+    /// `Vec`). Discord takes at most its upload limit (10 MiB by default, more in a boosted
+    /// server); past it, `413 Request entity too large` (40005).
+    async fn send_file(
         &self,
         channel: ChannelId,
         message: &CreateMessage,
-        files: Vec<CreateAttachment>,
+        file: &OutFile,
+        via: &Downloads,
     ) -> Result<Posted, Error>;
 
     /// `PATCH /channels/{channel}/messages/{message}`.
@@ -180,24 +232,50 @@ impl DiscordApi for Http {
     /// Through serenity's own `CreateMessage::add_files` and its `execute`, which numbers the
     /// files (`files[0]`, `files[1]`, … matching the `attachments` ids) and sends the multipart
     /// form.
-    async fn send_files(
+    /// Not through serenity (whose attachment is a `Vec`): the same request, its file part
+    /// streamed by the guarded client, to Discord or `proxy`, with the bot's token. serenity's
+    /// rate limiter does not see it: a `429` comes back as [`Error::Unavailable`] with Discord's
+    /// `retry_after`.
+    async fn send_file(
         &self,
         channel: ChannelId,
         message: &CreateMessage,
-        files: Vec<CreateAttachment>,
+        file: &OutFile,
+        via: &Downloads,
     ) -> Result<Posted, Error> {
-        let message = counted(
-            "create_message",
-            message
-                .clone()
-                .add_files(files)
-                .execute(self, (channel, None))
-                .await,
-        )?;
-        Ok(Posted {
-            id: message.id,
-            timestamp: message.timestamp.to_rfc3339().unwrap_or_default(),
-        })
+        let payload = file_payload(message, file)?;
+        let base = self.proxy.as_deref().unwrap_or("https://discord.com");
+        // serenity's routes are `https://discord.com/api/v10/…`, the proxy replacing the origin.
+        let url = format!(
+            "{}/api/v10/channels/{channel}/messages",
+            base.trim_end_matches('/')
+        );
+        let texts = [("payload_json", "application/json", payload.as_str())];
+        let auth = [("authorization", self.token())];
+        let answer = via.upload_form(&url, &auth, &texts, "files[0]", file).await;
+        let answer = answer.map_err(|e| {
+            let maybe_done = !matches!(&e, UploadError::Source(_));
+            let t = frogbot_model::Transient::new(format!("Discord API: {e}"));
+            Error::Unavailable {
+                source: if maybe_done { t.maybe_done() } else { t },
+            }
+        });
+        #[cfg(feature = "engine")]
+        {
+            let status = answer
+                .as_ref()
+                .map_or_else(|_| "network".to_owned(), |a| a.status.to_string());
+            let status = if status.starts_with('2') {
+                "2xx".to_owned()
+            } else {
+                status
+            };
+            frogbot_channel::metrics::platform_call("discord", "create_message", &status);
+            if status == "429" {
+                frogbot_channel::metrics::platform_rate_limit_wait("discord");
+            }
+        }
+        posted(answer?)
     }
 
     async fn edit_message(

@@ -54,7 +54,7 @@
 //!
 //! Files out: `ChannelOutbox::deliver_files` uploads a message's files after its text, each as
 //! the attachment of a message of its own (`POST /channels/{c}/messages` as `multipart/form-data`
-//! through serenity, [`client::DiscordApi::send_files`]) under the nonce of its key with
+//! streamed, [`client::DiscordApi::send_file`]) under the nonce of its key with
 //! `enforce_nonce`, silent after the message's first piece; a file past the upload limit
 //! (`channel::Config::max_upload_bytes`, Discord's 10 MiB for bots by default) or refused by
 //! Discord as too large (`413`) is a text naming it. Deleting the message deletes them.
@@ -116,6 +116,17 @@ pub enum Error {
         #[source]
         source: frogbot_model::Transient,
     },
+    /// Discord refused a request the adapter sent itself (a message with a file, streamed): its
+    /// HTTP status, Discord's JSON error code when it gave one, and its message.
+    #[error("Discord API: {status} {message}")]
+    Refused {
+        /// The HTTP status.
+        status: u16,
+        /// Discord's error code (`40005` Request entity too large, …).
+        code: Option<isize>,
+        /// Discord's message.
+        message: String,
+    },
 }
 
 impl Error {
@@ -137,6 +148,7 @@ impl Error {
                 }
                 _ => None,
             },
+            Error::Refused { status, .. } => Some(*status),
             _ => None,
         }
     }
@@ -151,6 +163,7 @@ impl Error {
                 }
                 _ => None,
             },
+            Error::Refused { code, .. } => *code,
             _ => None,
         }
     }

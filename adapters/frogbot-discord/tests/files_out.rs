@@ -48,6 +48,8 @@ fn noise(len: usize, seed: u64) -> Vec<u8> {
 }
 
 async fn connect(config: Config) -> DiscordAdapter {
+    // The file part goes through the guarded client (rustls, no provider of its own).
+    let _ = rustls::crypto::ring::default_provider().install_default();
     frogbot_discord::channel::connect(Config {
         api_timeout: Duration::from_secs(10),
         ..config
@@ -353,4 +355,58 @@ async fn deleting_a_message_deletes_its_file_messages() {
     outbox.delete_posted(&thread, &all).await.unwrap();
     assert!(fake.channel_messages(channel).is_empty());
     assert_eq!(fake.deleted().len(), 2);
+}
+
+/// The file part is streamed by the adapter itself (not through serenity): it still carries the
+/// bot's token, and a `429` on it comes back as worth retrying with Discord's `retry_after`, the
+/// retry posting the file once.
+#[tokio::test]
+async fn a_streamed_file_carries_the_token_and_a_429_comes_back_with_its_wait() {
+    let fake = FakeDiscord::start(APP, BOT).await;
+    fake.require_token("fake-token");
+    let outbox = connect(fake.config()).await.outbox();
+    let channel = fake.new_id();
+    let th = thread(channel.to_string());
+    let bytes = noise(300_000, 17);
+    let file = OutFile::from_bytes("f1", "application/pdf", "report.pdf", bytes.clone());
+    let mut delivery = Delivery::new("deliver:c:429:0");
+
+    fake.set_faults(
+        FaultPlan::new(3, 1.0).only(&[Fault::RateLimited(Duration::from_millis(1500))]),
+    );
+    let failed = outbox
+        .deliver_files(&th, std::slice::from_ref(&file), 0, &delivery)
+        .await
+        .expect_err("a 429");
+    let t = Transient::find(failed.as_ref()).expect("a 429 is worth retrying");
+    assert_eq!(t.wait(), Some(Duration::from_millis(1500)), "{t:?}");
+    assert!(!t.may_be_done(), "a 429 did nothing: {t:?}");
+    fake.clear_faults();
+    assert!(fake.channel_messages(channel).is_empty(), "nothing posted");
+
+    delivery.attempt = 1;
+    let ids = outbox
+        .deliver_files(&th, std::slice::from_ref(&file), 0, &delivery)
+        .await
+        .expect("the retry");
+    assert_eq!(fake.channel_messages(channel).len(), 1);
+    let uploads = fake.uploads(&ids[0]);
+    assert_eq!(uploads.len(), 1);
+    assert_eq!(uploads[0].0["filename"], "report.pdf");
+    assert_eq!(uploads[0].1, bytes, "the exact bytes");
+
+    // Another token: Discord's 401, not worth retrying, nothing posted.
+    fake.require_token("another-token");
+    let other = fake.new_id();
+    let failed = outbox
+        .deliver_files(
+            &thread(other.to_string()),
+            std::slice::from_ref(&file),
+            0,
+            &Delivery::new("deliver:c:401:0"),
+        )
+        .await
+        .expect_err("a 401");
+    assert!(!Transient::is_transient(failed.as_ref()), "{failed}");
+    assert!(fake.channel_messages(other).is_empty());
 }

@@ -105,43 +105,81 @@ impl Downloads {
         body: FileStream,
     ) -> Result<UploadAnswer, UploadError> {
         let client = self.client().map_err(UploadError::Source)?;
-        let body = futures::stream::unfold((body, 0u64), move |(mut body, sent)| async move {
-            let piece = match body.next().await? {
-                Ok(piece) => piece,
-                Err(e) => return Some((Err(e), (body, sent))),
-            };
-            let sent = sent + piece.len() as u64;
-            if sent > size {
-                let e: BoxError = format!("the file has more than its {size} bytes").into();
-                return Some((Err(e), (body, sent)));
-            }
-            Some((Ok(piece), (body, sent)))
-        });
+        let body = at_most(body, size);
         let response = client
             .post_stream(url, headers, media_type, size, body)
             .await
             .map_err(UploadError::Fetch)?;
-        let status = response.status();
-        let retry_after = response
-            .header("retry-after")
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .map(std::time::Duration::from_secs);
-        // The answer's start is enough to tell a platform's refusal; the rest is not read.
-        let mut body = Vec::new();
-        let mut stream = std::pin::pin!(response.into_stream());
-        while body.len() < UploadAnswer::BODY_START {
-            match stream.next().await {
-                Some(Ok(piece)) => body.extend_from_slice(&piece),
-                _ => break,
-            }
-        }
-        body.truncate(UploadAnswer::BODY_START);
-        Ok(UploadAnswer {
-            status,
-            retry_after,
-            body: String::from_utf8_lossy(&body).into_owned(),
-        })
+        answer_of(response).await
     }
+
+    /// `file` posted to `url` with `headers` as the part `part` of a `multipart/form-data`
+    /// request after the text parts `texts` (name, content type, value), streamed from
+    /// [`OutFile::open`] like [`Downloads::upload`] (Discord's message with an attachment).
+    pub async fn upload_form(
+        &self,
+        url: &str,
+        headers: &[(&str, &str)],
+        texts: &[(&str, &str, &str)],
+        part: &str,
+        file: &OutFile,
+    ) -> Result<UploadAnswer, UploadError> {
+        let client = self.client().map_err(UploadError::Source)?;
+        let body = file.open().await.map_err(UploadError::Source)?;
+        let file = frogbot_net::FilePart {
+            name: part.to_owned(),
+            filename: file.filename.clone(),
+            content_type: file.media_type.clone(),
+            length: file.size,
+            body: at_most(body, file.size),
+        };
+        let response = client
+            .post_multipart(url, headers, texts, file)
+            .await
+            .map_err(UploadError::Fetch)?;
+        answer_of(response).await
+    }
+}
+
+/// `body`, ended by an error once past `size` bytes.
+fn at_most(body: FileStream, size: u64) -> impl futures::Stream<Item = Result<Vec<u8>, BoxError>> {
+    futures::stream::unfold((body, 0u64), move |(mut body, sent)| async move {
+        let piece = match body.next().await? {
+            Ok(piece) => piece,
+            Err(e) => return Some((Err(e), (body, sent))),
+        };
+        let sent = sent + piece.len() as u64;
+        if sent > size {
+            let e: BoxError = format!("the file has more than its {size} bytes").into();
+            return Some((Err(e), (body, sent)));
+        }
+        Some((Ok(piece), (body, sent)))
+    })
+}
+
+/// An answer's status, `Retry-After` and the start of its body.
+async fn answer_of(response: frogbot_net::Response) -> Result<UploadAnswer, UploadError> {
+    let status = response.status();
+    let retry_after = response
+        .header("retry-after")
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(std::time::Duration::from_secs);
+    // The answer's start is enough to read (a platform's refusal, a message's id); the rest
+    // is not read.
+    let mut body = Vec::new();
+    let mut stream = std::pin::pin!(response.into_stream());
+    while body.len() < UploadAnswer::BODY_START {
+        match stream.next().await {
+            Some(Ok(piece)) => body.extend_from_slice(&piece),
+            _ => break,
+        }
+    }
+    body.truncate(UploadAnswer::BODY_START);
+    Ok(UploadAnswer {
+        status,
+        retry_after,
+        body: String::from_utf8_lossy(&body).into_owned(),
+    })
 }
 
 /// An upload URL's answer ([`Downloads::upload`]).
@@ -156,8 +194,8 @@ pub struct UploadAnswer {
 }
 
 impl UploadAnswer {
-    /// How much of an answer's body is read.
-    pub const BODY_START: usize = 1024;
+    /// How much of an answer's body is read (a message's JSON fits).
+    pub const BODY_START: usize = 64 * 1024;
 
     /// Whether the platform took the file (a 2xx).
     pub fn is_success(&self) -> bool {

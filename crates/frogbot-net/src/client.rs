@@ -462,6 +462,61 @@ impl GuardedClient {
         })
     }
 
+    /// A `multipart/form-data` POST to `url` with `headers`: the text parts `texts` (name,
+    /// content type, value), then one file part `file` whose body is sent as it is read (its
+    /// length known, so the request has a `Content-Length`). Checked and answered as
+    /// [`post_stream`](Self::post_stream) (no redirect followed). Discord's message with an
+    /// attachment is posted this way.
+    pub async fn post_multipart<S, E>(
+        &self,
+        url: &str,
+        headers: &[(&str, &str)],
+        texts: &[(&str, &str, &str)],
+        file: FilePart<S>,
+    ) -> Result<Response, FetchError>
+    where
+        S: futures::Stream<Item = Result<Vec<u8>, E>> + Send + 'static,
+        E: Into<Box<dyn std::error::Error + Send + Sync>> + 'static,
+    {
+        let url = Url::parse(url).map_err(|e| FetchError::InvalidUrl(format!("{url:?}: {e}")))?;
+        let deadline = Instant::now() + self.policy.timeout;
+        let timeout = || FetchError::Timeout {
+            url: url.to_string(),
+            after: self.policy.timeout,
+        };
+        tokio::time::timeout_at(deadline, self.check_target(&url))
+            .await
+            .map_err(|_| timeout())??;
+        let bad = |e: reqwest::Error| FetchError::Policy(format!("a content type: {e}"));
+        let mut form = reqwest::multipart::Form::new();
+        for (name, content_type, value) in texts {
+            let part = reqwest::multipart::Part::text(value.to_string())
+                .mime_str(content_type)
+                .map_err(bad)?;
+            form = form.part(name.to_string(), part);
+        }
+        let body = reqwest::Body::wrap_stream(file.body);
+        let part = reqwest::multipart::Part::stream_with_length(body, file.length)
+            .file_name(file.filename)
+            .mime_str(&file.content_type)
+            .map_err(bad)?;
+        form = form.part(file.name, part);
+        let mut request = self.http.post(url.clone()).multipart(form);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let response = tokio::time::timeout_at(deadline, request.send())
+            .await
+            .map_err(|_| timeout())?
+            .map_err(|e| self.http_error(&url, e))?;
+        Ok(Response {
+            inner: response,
+            url,
+            deadline,
+            policy: self.policy.clone(),
+        })
+    }
+
     /// [`get`](Self::get) and [`Response::read_body`].
     pub async fn get_body(
         &self,
@@ -502,6 +557,21 @@ fn http_error(url: &Url, e: reqwest::Error, after: Duration) -> FetchError {
         message,
         source: e,
     }
+}
+
+/// The file part of [`GuardedClient::post_multipart`].
+#[derive(Debug)]
+pub struct FilePart<S> {
+    /// The part's name (`files[0]`).
+    pub name: String,
+    /// The file name it carries.
+    pub filename: String,
+    /// Its content type.
+    pub content_type: String,
+    /// Its length in bytes (what `body` yields in all).
+    pub length: u64,
+    /// Its bytes, as they are read.
+    pub body: S,
 }
 
 /// An answer's status and headers, its body not read yet.

@@ -24,8 +24,9 @@
 //! an agent conversation), under the nonce of its key with `enforce_nonce` like a text piece, and
 //! with `SUPPRESS_NOTIFICATIONS` when a piece of the same message came before it. Discord shows
 //! an image inline by itself (no separate photo call), every other file as a download, with its
-//! file name; serenity 0.12 labels each part with the type its file name's extension says
-//! (`mime_guess`), so the media type reaches Discord through the name. A file larger than the
+//! file name. The file part carries the file's own media type and is streamed from
+//! [`OutFile::open`] by the guarded client (serenity's attachment takes the file whole), with the
+//! bot's token, to Discord or the configured `api_url`. A file larger than the
 //! upload limit ([`DEFAULT_MAX_UPLOAD_BYTES`], or the bot's `max_upload_bytes`) is not uploaded:
 //! a text naming it is posted in its place ([`OutFile::refused_text`]), and so when Discord
 //! refuses an upload as too large (`413`, 40005: a server whose limit is lower than configured).
@@ -47,9 +48,7 @@ use frogbot_channel::{
 
 use frogbot_model::{Ack, BoxError, Thread, ThreadMessage, ThreadMessageMetadata, UiMessage};
 use serenity::all::ButtonStyle;
-use serenity::builder::{
-    CreateActionRow, CreateAttachment, CreateButton, CreateMessage, CreateThread, EditMessage,
-};
+use serenity::builder::{CreateActionRow, CreateButton, CreateMessage, CreateThread, EditMessage};
 use serenity::model::channel::{ChannelType, MessageFlags, MessageReference};
 use serenity::model::id::{ChannelId, MessageId};
 
@@ -612,14 +611,16 @@ impl<A: DiscordApi> PostPieces<OutFile> for DiscordOutbox<A> {
             );
             return self.post_refused(thread, file, &why, at).await;
         }
-        let bytes = file.bytes().await?;
         let create = CreateMessage::new().allowed_mentions(format::no_mentions());
         let create = keyed(
             silent_after_first(in_thread(create, channel, &thread.id), at.later()),
             at,
         );
-        let upload = CreateAttachment::bytes(bytes, file.filename.clone());
-        match self.api.send_files(channel, &create, vec![upload]).await {
+        match self
+            .api
+            .send_file(channel, &create, file, &self.downloads)
+            .await
+        {
             Ok(posted) => Ok(posted.id.to_string()),
             Err(e)
                 if e.discord_code() == Some(crate::client::ENTITY_TOO_LARGE)
@@ -714,7 +715,7 @@ mod tests {
         assert_eq!(ids.len(), 2);
         let calls = api.calls();
         assert_eq!(calls.len(), 2);
-        assert_eq!(calls[0].method, "send_files");
+        assert_eq!(calls[0].method, "send_file");
         assert_eq!(calls[0].files, [("a.txt".to_owned(), b"hello".to_vec())]);
         assert_eq!(calls[0].body["nonce"], delivery_nonce("k:file:0"));
         assert_eq!(calls[0].body["enforce_nonce"], true);

@@ -607,12 +607,18 @@ fn reset_response() -> Response {
 }
 
 /// Injects the [`FakeDiscord::set_faults`] plan's faults into the write calls (every method but
-/// `GET`).
+/// `GET`). When the fake checks tokens ([`FakeDiscord::require_token`]), any API call with
+/// another is Discord's `401` first, as Discord answers every route.
 async fn inject_faults(
     State(inner): State<Arc<Inner>>,
     req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
+    if req.uri().path().starts_with("/api/")
+        && let Some((status, body)) = unauthorized(&inner, req.headers())
+    {
+        return (status, axum::Json(body)).into_response();
+    }
     let fault = if req.method() == Method::GET {
         None
     } else {

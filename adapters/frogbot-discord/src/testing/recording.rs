@@ -8,8 +8,8 @@ use async_trait::async_trait;
 use serde::Serialize;
 use serde_json::Value;
 use serenity::builder::{
-    CreateAttachment, CreateInteractionResponse, CreateInteractionResponseFollowup, CreateMessage,
-    CreateThread, EditMessage,
+    CreateInteractionResponse, CreateInteractionResponseFollowup, CreateMessage, CreateThread,
+    EditMessage,
 };
 use serenity::model::channel::{ChannelType, Message};
 use serenity::model::id::{ChannelId, InteractionId, MessageId, UserId};
@@ -20,16 +20,16 @@ use crate::client::{DiscordApi, Posted};
 /// One call [`RecordingDiscord`] received.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Recorded {
-    /// The method: `send_message`, `send_files`, `edit_message`, `delete_message`, `pin_message`,
+    /// The method: `send_message`, `send_file`, `edit_message`, `delete_message`, `pin_message`,
     /// `create_interaction_response`,
     /// `create_followup`, `create_thread`, `current_user`, `channel_kind`, `dm_channel`, `react`,
     /// `unreact`, `typing` or `messages_before`.
     pub method: &'static str,
     /// The ids the call named (channel, message, interaction id, token…), as strings.
     pub target: Vec<String>,
-    /// The builder as the JSON serenity sends (for `send_files`, its `payload_json`).
+    /// The builder as the JSON serenity sends (for `send_file`, its `payload_json`).
     pub body: Value,
-    /// The files of a `send_files` call: (file name, bytes), in order.
+    /// The files of a `send_file` call: (file name, bytes), in order.
     pub files: Vec<(String, Vec<u8>)>,
 }
 
@@ -89,15 +89,23 @@ impl DiscordApi for RecordingDiscord {
         })
     }
 
-    async fn send_files(
+    async fn send_file(
         &self,
         channel: ChannelId,
         message: &CreateMessage,
-        files: Vec<CreateAttachment>,
+        file: &frogbot_channel::OutFile,
+        via: &frogbot_channel::files::Downloads,
     ) -> Result<Posted, Error> {
-        self.record("send_files", vec![channel.to_string()], message);
+        let _ = via;
+        let bytes = file
+            .bytes()
+            .await
+            .map_err(|e| Error::Malformed(e.to_string()))?;
+        self.record("send_file", vec![channel.to_string()], message);
         if let Some(call) = self.calls.lock().expect("calls").last_mut() {
-            call.files = files.into_iter().map(|f| (f.filename, f.data)).collect();
+            let payload = crate::client::file_payload(message, file)?;
+            call.body = serde_json::from_str(&payload).unwrap_or_default();
+            call.files = vec![(file.filename.clone(), bytes)];
         }
         Ok(Posted {
             id: MessageId::new(self.next_id()),
