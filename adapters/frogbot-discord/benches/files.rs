@@ -15,7 +15,10 @@
 //!   holds all bytes. The file part is streamed from `OutFile::open` (not through serenity,
 //!   whose attachment is a `Vec`); the fake, in this process too, reads it whole and keeps it.
 //! - `out/fake`: the same multipart create message sent to the fake with a bare client (the body
-//!   built beforehand): what the fake itself costs; `out` minus it is the adapter's share.
+//!   built beforehand): what the fake itself costs.
+//! - `out/fake~`: the same, its file part streamed by the bare guarded client as the adapter
+//!   streams it: what the fake costs taking a streamed part; `out` minus it is the adapter's
+//!   share.
 //!
 //! Memory: the peak resident set (`VmHWM`, reset before each case by `/proc/self/clear_refs`)
 //! over the resident set before it (glibc's mmap threshold fixed: `fixed_mmap_threshold`). What
@@ -115,5 +118,18 @@ async fn main() {
         let at = reset_peak();
         assert!(post.send().await.unwrap().status().is_success());
         line("discord", "out/fake", size, at);
+
+        // The same, the file part streamed in 64 KiB pieces as the adapter sends it (the bare
+        // guarded client): what the fake costs taking a streamed part.
+        let file = OutFile::from_bytes("f2", "application/octet-stream", "z.bin", {
+            (0..size).map(|i| (i % 251) as u8).collect()
+        });
+        let url = format!("{}/api/v10/channels/{channel}/messages", fake.api_url);
+        let texts = [("payload_json", "application/json", "{}")];
+        let auth = [("authorization", "Bot fake-token")];
+        let at = reset_peak();
+        let sent = downloads.upload_form(&url, &auth, &texts, "files[0]", &file);
+        assert!(sent.await.unwrap().is_success());
+        line("discord", "out/fake~", size, at);
     }
 }

@@ -410,3 +410,61 @@ async fn a_streamed_file_carries_the_token_and_a_429_comes_back_with_its_wait() 
     assert!(!Transient::is_transient(failed.as_ref()), "{failed}");
     assert!(fake.channel_messages(other).is_empty());
 }
+
+/// `pieces` pieces of 64 KiB, each made `gap` after the last (a slow disk, a slow store).
+struct Slow {
+    pieces: usize,
+    gap: Duration,
+}
+
+#[async_trait::async_trait]
+impl frogbot_channel::files::FileSource for Slow {
+    async fn open(&self) -> Result<frogbot_channel::FileStream, frogbot_model::BoxError> {
+        use futures::StreamExt;
+        let gap = self.gap;
+        Ok(futures::stream::iter(0..self.pieces)
+            .then(move |i| async move {
+                tokio::time::sleep(gap).await;
+                Ok(vec![(i % 251) as u8; 64 * 1024])
+            })
+            .boxed())
+    }
+}
+
+/// A file's bytes take as long as they need (the transfer limit), not an API call's
+/// `api_timeout`: an upload slower than it still arrives, once.
+#[tokio::test]
+async fn an_upload_slower_than_an_api_call_may_take_still_arrives() {
+    let fake = FakeDiscord::start(APP, BOT).await;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let outbox = frogbot_discord::channel::connect(Config {
+        api_timeout: Duration::from_millis(300),
+        ..fake.config()
+    })
+    .await
+    .expect("connect to the fake")
+    .outbox();
+    let channel = fake.new_id();
+    let th = thread(channel.to_string());
+    let file = OutFile::new(
+        "f1",
+        "application/octet-stream",
+        "slow.bin",
+        8 * 64 * 1024,
+        std::sync::Arc::new(Slow {
+            pieces: 8,
+            gap: Duration::from_millis(100),
+        }),
+    );
+    let ids = outbox
+        .deliver_files(
+            &th,
+            std::slice::from_ref(&file),
+            0,
+            &Delivery::new("deliver:c:slow:0"),
+        )
+        .await
+        .expect("the slow upload");
+    assert_eq!(fake.channel_messages(channel).len(), 1, "posted once");
+    assert_eq!(fake.uploads(&ids[0])[0].1.len(), 8 * 64 * 1024);
+}

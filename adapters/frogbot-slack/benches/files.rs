@@ -14,7 +14,10 @@
 //!   to the upload URL from `OutFile::open` (not through slack-morphism, whose upload takes a
 //!   `Vec`); the fake (in this process) keeps what it receives.
 //! - `out/fake`: the same upload sent to the fake with a bare client (the three calls, the body
-//!   a `Vec` moved in): what the fake itself costs; `out` minus it is the adapter's share.
+//!   a `Vec` moved in): what the fake itself costs.
+//! - `out/fake~`: the same, the bytes streamed by the bare guarded client as the adapter streams
+//!   them: what the fake costs taking a streamed body (its chunks held apart, then copied
+//!   whole); `out` minus it is the adapter's share.
 //!
 //! Memory: the peak resident set (`VmHWM`, reset before each case by `/proc/self/clear_refs`)
 //! over the resident set before it (glibc's mmap threshold fixed: `fixed_mmap_threshold`). What

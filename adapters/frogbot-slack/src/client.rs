@@ -366,9 +366,25 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackWebApi<C> {
         F: Fn() -> Fut,
         Fut: std::future::Future<Output = Result<T, SlackClientError>>,
     {
+        self.run_within(method, harmless, self.timeout, call).await
+    }
+
+    /// [`run`](Self::run) with each try bounded by `timeout` instead of the client's (a file's
+    /// bytes take as long as their size needs: the transfer policy's limit, not an API call's).
+    async fn run_within<T, F, Fut>(
+        &self,
+        method: &'static str,
+        harmless: bool,
+        timeout: std::time::Duration,
+        call: F,
+    ) -> Result<T, Error>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = Result<T, SlackClientError>>,
+    {
         let mut retry = self.retry.start();
         loop {
-            let answer = tokio::time::timeout(self.timeout, call()).await;
+            let answer = tokio::time::timeout(timeout, call()).await;
             #[cfg(feature = "engine")]
             let status = call_status(&answer);
             #[cfg(feature = "engine")]
@@ -378,11 +394,8 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackWebApi<C> {
                 Ok(Err(e)) => classify(method, e),
                 Err(_) => Error::Unavailable {
                     method,
-                    source: Transient::new(format!(
-                        "{method}: no answer within {:?}",
-                        self.timeout
-                    ))
-                    .maybe_done(),
+                    source: Transient::new(format!("{method}: no answer within {timeout:?}"))
+                        .maybe_done(),
                 },
             };
             let Some(wait) = err.transient().and_then(|t| retry.next(t, harmless)) else {
@@ -1051,7 +1064,9 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackApi for SlackWebApi<C> {
             };
         // Not through slack-morphism (its upload takes the file whole): streamed by the
         // guarded client, its answer read as slack-morphism would (a 429's `Retry-After`, a 5xx).
-        self.run(UPLOAD_STEP, true, || async {
+        // Bounded by the transfer policy's time (the guarded client's), not an API call's.
+        let within = self.files.policy().timeout.max(self.timeout);
+        self.run_within(UPLOAD_STEP, true, within, || async {
             upload_answer(self.files.upload(url, headers, file).await)
         })
         .await?;

@@ -566,3 +566,54 @@ async fn the_fake_refuses_to_complete_a_file_whose_bytes_never_arrived() {
         Some(fake.thread_messages(&th.id)[1].ts.clone())
     );
 }
+
+/// `pieces` pieces of 64 KiB, each made `gap` after the last (a slow disk, a slow store).
+struct Slow {
+    pieces: usize,
+    gap: std::time::Duration,
+}
+
+#[async_trait::async_trait]
+impl FileSource for Slow {
+    async fn open(&self) -> Result<FileStream, BoxError> {
+        use futures::StreamExt;
+        let gap = self.gap;
+        Ok(futures::stream::iter(0..self.pieces)
+            .then(move |i| async move {
+                tokio::time::sleep(gap).await;
+                Ok(vec![(i % 251) as u8; 64 * 1024])
+            })
+            .boxed())
+    }
+}
+
+/// A file's bytes take as long as they need (the transfer policy's limit), not an API call's
+/// timeout: an upload slower than `api_timeout` still arrives whole, once.
+#[tokio::test]
+async fn an_upload_slower_than_an_api_call_may_take_still_arrives() {
+    let fake = FakeSlack::start().await;
+    let mut config = fake.http_config();
+    config.api_timeout = std::time::Duration::from_millis(300);
+    let slack = frogbot_slack::channel::connect(config).await.unwrap();
+    let outbox: &dyn ChannelOutbox = &slack;
+    let th = thread(&fake, "C9");
+    let source = Slow {
+        pieces: 8,
+        gap: std::time::Duration::from_millis(100),
+    };
+    let file = OutFile::new(
+        "f1",
+        "application/octet-stream",
+        "slow.bin",
+        8 * 64 * 1024,
+        Arc::new(source),
+    );
+    outbox
+        .deliver_files(&th, std::slice::from_ref(&file), 0, &Delivery::new(KEY))
+        .await
+        .expect("the slow upload");
+    assert_eq!(file_messages(&fake, &th), 1);
+    let uploads = fake.uploads();
+    assert_eq!(uploads.len(), 1, "sent once, not cut and retried");
+    assert_eq!(uploads[0].bytes.as_ref().map(Vec::len), Some(8 * 64 * 1024));
+}

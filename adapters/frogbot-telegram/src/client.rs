@@ -679,6 +679,11 @@ pub async fn pin_message(
     }
 }
 
+/// How long one upload may take in all: the transfer limit of every file
+/// ([`FetchPolicy::for_files`](frogbot_channel::files::FetchPolicy::for_files)'s), not the bot
+/// client's timeout for an API call.
+pub const UPLOAD_TIMEOUT: Duration = Duration::from_secs(600);
+
 /// The multipart form of an upload: the parameters as text fields, as teloxide writes them
 /// (numbers and booleans as text, objects as JSON), the file as a part with its file name and
 /// `Content-Type`, its body streamed with its length.
@@ -897,9 +902,12 @@ impl TelegramApi for Bot {
     ) -> Result<SentMessage, Error> {
         let method = upload.kind.method();
         let form = upload_form(chat, topic, upload, reply_to, silent);
+        // A file takes as long as its size needs: not the client's timeout for an API call
+        // (teloxide's default is 17 seconds), the transfer limit every file has.
         let req = self
             .client()
             .post(method_url(self, method)?)
+            .timeout(UPLOAD_TIMEOUT)
             .multipart(form);
         let m: Message = answer(method, req).await?;
         Ok(m.into())

@@ -567,3 +567,53 @@ async fn the_recording_client_records_an_upload_with_its_bytes() {
     );
     assert_eq!(recorded, &bytes);
 }
+
+/// `pieces` pieces of 64 KiB, each made `gap` after the last (a slow disk, a slow store).
+struct Slow {
+    pieces: usize,
+    gap: std::time::Duration,
+}
+
+#[async_trait]
+impl FileSource for Slow {
+    async fn open(&self) -> Result<FileStream, BoxError> {
+        use futures::StreamExt;
+        let gap = self.gap;
+        Ok(futures::stream::iter(0..self.pieces)
+            .then(move |i| async move {
+                tokio::time::sleep(gap).await;
+                Ok(vec![(i % 251) as u8; 64 * 1024])
+            })
+            .boxed())
+    }
+}
+
+/// A file's bytes take as long as they need, not the bot client's timeout for an API call
+/// (teloxide's default is 17 seconds): an upload slower than it still arrives, once.
+#[tokio::test]
+async fn an_upload_slower_than_an_api_call_may_take_still_arrives() {
+    let fake = FakeBotApi::start().await;
+    let outbox = TelegramOutbox::new(fake.bot_with_timeout(std::time::Duration::from_millis(300)));
+    let t = thread("42");
+    fake.user_message(private_chat(42, "Ada"), user(42, "Ada"), "the logs?", None);
+    let file = OutFile::new(
+        "f1",
+        "application/octet-stream",
+        "slow.bin",
+        8 * 64 * 1024,
+        Arc::new(Slow {
+            pieces: 8,
+            gap: std::time::Duration::from_millis(100),
+        }),
+    );
+    let ids = outbox
+        .deliver_files(&t, std::slice::from_ref(&file), 0, &Delivery::new(KEY))
+        .await
+        .expect("the slow upload");
+    assert_eq!(ids.len(), 1);
+    let seen = fake.person_view("42");
+    let bot = bots(&seen);
+    assert_eq!(bot.len(), 1, "{}", transcript(&seen));
+    let got = bot[0].file.as_ref().expect("a document");
+    assert_eq!((got.name.as_str(), got.size), ("slow.bin", 8 * 64 * 1024));
+}

@@ -70,6 +70,11 @@ impl Downloads {
 }
 
 impl Downloads {
+    /// The policy its requests are made under.
+    pub fn policy(&self) -> &FetchPolicy {
+        &self.policy
+    }
+
     fn client(&self) -> Result<&GuardedClient, BoxError> {
         self.client
             .get_or_init(|| GuardedClient::new(self.policy.clone()).map_err(|e| e.to_string()))

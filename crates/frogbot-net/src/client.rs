@@ -444,7 +444,7 @@ impl GuardedClient {
         let mut request = self
             .http
             .post(url.clone())
-            .header(reqwest::header::CONTENT_TYPE, content_type)
+            .header(reqwest::header::CONTENT_TYPE, sendable_type(content_type))
             .header(reqwest::header::CONTENT_LENGTH, length)
             .body(reqwest::Body::wrap_stream(body));
         for (name, value) in headers {
@@ -487,19 +487,20 @@ impl GuardedClient {
         tokio::time::timeout_at(deadline, self.check_target(&url))
             .await
             .map_err(|_| timeout())??;
-        let bad = |e: reqwest::Error| FetchError::Policy(format!("a content type: {e}"));
+        let typed = |part: reqwest::multipart::Part, content_type: &str| {
+            let content_type = sendable_type(content_type);
+            part.mime_str(content_type)
+                .expect("a media type checked by sendable_type")
+        };
         let mut form = reqwest::multipart::Form::new();
         for (name, content_type, value) in texts {
-            let part = reqwest::multipart::Part::text(value.to_string())
-                .mime_str(content_type)
-                .map_err(bad)?;
-            form = form.part(name.to_string(), part);
+            let part = reqwest::multipart::Part::text(value.to_string());
+            form = form.part(name.to_string(), typed(part, content_type));
         }
         let body = reqwest::Body::wrap_stream(file.body);
         let part = reqwest::multipart::Part::stream_with_length(body, file.length)
-            .file_name(file.filename)
-            .mime_str(&file.content_type)
-            .map_err(bad)?;
+            .file_name(file.filename);
+        let part = typed(part, &file.content_type);
         form = form.part(file.name, part);
         let mut request = self.http.post(url.clone()).multipart(form);
         for (name, value) in headers {
@@ -556,6 +557,20 @@ fn http_error(url: &Url, e: reqwest::Error, after: Duration) -> FetchError {
         url: url.to_string(),
         message,
         source: e,
+    }
+}
+
+/// `content_type` if it can be sent as one (a media type reqwest reads, a valid header value),
+/// else `application/octet-stream`: a file's odd type never fails its upload.
+fn sendable_type(content_type: &str) -> &str {
+    let readable = reqwest::multipart::Part::text("")
+        .mime_str(content_type)
+        .is_ok()
+        && reqwest::header::HeaderValue::from_str(content_type).is_ok();
+    if readable {
+        content_type
+    } else {
+        "application/octet-stream"
     }
 }
 

@@ -293,6 +293,23 @@ async fn a_post_sends_its_body_as_it_is_read_with_its_length_and_follows_no_redi
         "len=Some(\"1048576\") chunked=None type=Some(\"image/png\") auth=Some(\"Bearer xoxb-1\") got=1048576"
     );
     assert_eq!(produced.load(Ordering::SeqCst), 16);
+    // A media type that cannot be sent goes as bytes, not as a failed upload.
+    let r = client(true, 1_000)
+        .post_stream(
+            &format!("{base}/upload"),
+            &[],
+            "image/png\r\nx-injected: 1",
+            64 * 1024,
+            body(Arc::default()).take(1),
+        )
+        .await
+        .unwrap();
+    let got: Vec<Vec<u8>> = r.into_stream().map(|c| c.unwrap()).collect().await;
+    assert!(
+        String::from_utf8(got.concat())
+            .unwrap()
+            .contains("type=Some(\"application/octet-stream\")"),
+    );
     // A redirect is an answer: not followed (the body cannot be sent again).
     let r = client(true, 1_000)
         .post_stream(
