@@ -68,7 +68,13 @@ fn posted(answer: UploadAnswer) -> Result<Posted, Error> {
             .as_str()
             .and_then(|id| id.parse::<u64>().ok())
             .filter(|id| *id != 0)
-            .ok_or_else(|| Error::Malformed(format!("a message without an id: {}", answer.body)))?;
+            .ok_or_else(|| {
+                // Posted, but its answer unread: a retry (the same nonce) gets the message back.
+                let why = format!("Discord API: a message without an id: {}", answer.body);
+                Error::Unavailable {
+                    source: frogbot_model::Transient::new(why).maybe_done(),
+                }
+            })?;
         return Ok(Posted {
             id: MessageId::new(id),
             timestamp: body["timestamp"].as_str().unwrap_or_default().to_owned(),
@@ -462,3 +468,48 @@ pub const UNKNOWN_MESSAGE: isize = 10_008;
 
 /// Discord's error code for a request past the upload limit (`413 Request entity too large`).
 pub const ENTITY_TOO_LARGE: isize = 40_005;
+
+#[cfg(test)]
+mod answer_tests {
+    use super::*;
+
+    fn answer(status: u16, body: &str) -> UploadAnswer {
+        UploadAnswer {
+            status,
+            retry_after: None,
+            body: body.to_owned(),
+        }
+    }
+
+    #[test]
+    fn discords_answers_to_a_file_post_read_as_the_adapter_needs() {
+        let ok = posted(answer(
+            200,
+            r#"{"id": "1234", "timestamp": "2026-12-07T00:00:00Z"}"#,
+        ));
+        assert_eq!(ok.unwrap().id, MessageId::new(1234));
+        // Done, but the answer did not say what: worth a retry, which the nonce makes safe.
+        let e = posted(answer(200, "<html>")).unwrap_err();
+        assert!(e.transient().is_some_and(|t| t.may_be_done()), "{e}");
+        let e = posted(answer(
+            429,
+            r#"{"message": "You are being rate limited.", "retry_after": 1.5, "global": false}"#,
+        ))
+        .unwrap_err();
+        let t = e.transient().expect("a 429 is worth retrying");
+        assert_eq!(t.wait(), Some(std::time::Duration::from_millis(1500)));
+        assert!(!t.may_be_done());
+        let e = posted(answer(
+            413,
+            r#"{"message": "Request entity too large", "code": 40005}"#,
+        ))
+        .unwrap_err();
+        assert_eq!(
+            (e.http_status(), e.discord_code()),
+            (Some(413), Some(40005))
+        );
+        assert!(e.transient().is_none());
+        let e = posted(answer(502, "bad gateway")).unwrap_err();
+        assert!(e.transient().is_some_and(|t| t.may_be_done()), "{e}");
+    }
+}
