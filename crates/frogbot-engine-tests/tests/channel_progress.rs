@@ -428,6 +428,48 @@ async fn platform_edits_and_deletions_change_the_queue(url: &str) {
     );
 }
 
+/// A platform edit racing the promotion of the message it edits (the turn before it ending at
+/// that moment): exactly one text runs, the one the outcome names (`Edited`: the new text;
+/// `AlreadyRan`: the old one, which the person is told ran as sent).
+async fn an_edit_racing_the_promotion_runs_exactly_one_text(url: &str) {
+    let w = world(url, 20).await;
+    let mut outcomes = Vec::new();
+    for i in 0..8 {
+        let (gate, queued) = (format!("g{i}"), format!("q{i}"));
+        w.say(&gate, "ada", &format!("gate {i}")).await;
+        w.until_ack(&gate, Ack::Working).await;
+        w.say(&queued, "ada", &format!("old {i}")).await;
+        w.until_ack(&queued, Ack::Seen).await;
+        let edit = w.engine.channels().message_changed(
+            PLATFORM,
+            THREAD,
+            &queued,
+            Some(format!("new {i}")),
+        );
+        let (outcome, ()) = tokio::join!(edit, async { w.gate.add_permits(1) });
+        let outcome = outcome.unwrap();
+        w.until_ack(&queued, Ack::Done).await;
+        w.idle().await;
+        let posts: Vec<String> = w
+            .shown()
+            .into_iter()
+            .filter_map(|s| match s {
+                Shown::Post(t) => Some(t),
+                _ => None,
+            })
+            .collect();
+        let (old, new) = (format!("re: old {i}"), format!("re: new {i}"));
+        let ran = (posts.contains(&old), posts.contains(&new));
+        match outcome {
+            ChangeOutcome::Edited => assert_eq!(ran, (false, true), "{i}: {posts:?}"),
+            ChangeOutcome::AlreadyRan => assert_eq!(ran, (true, false), "{i}: {posts:?}"),
+            other => panic!("{i}: {other:?}"),
+        }
+        outcomes.push(outcome);
+    }
+    assert_eq!(outcomes.len(), 8);
+}
+
 async fn a_failing_model_posts_a_short_notice_and_failed(url: &str) {
     let w = world(url, 20).await;
     w.say("m1", "ada", "fail now").await;
@@ -1100,6 +1142,7 @@ frogbot_testkit::backends!(
     progress_repeats_while_a_turn_runs,
     queued_messages_keep_seen_and_get_one_note_per_queue,
     platform_edits_and_deletions_change_the_queue,
+    an_edit_racing_the_promotion_runs_exactly_one_text,
     a_failing_model_posts_a_short_notice_and_failed,
     running_out_of_steps_says_so,
     the_driver_stops_a_turn_and_others_cannot,
