@@ -165,10 +165,7 @@ fn at_most(body: FileStream, size: u64) -> impl futures::Stream<Item = Result<Ve
 /// An answer's status, `Retry-After` and the start of its body.
 async fn answer_of(response: frogbot_net::Response) -> Result<UploadAnswer, UploadError> {
     let status = response.status();
-    let retry_after = response
-        .header("retry-after")
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .map(std::time::Duration::from_secs);
+    let retry_after = response.retry_after();
     // The answer's start is enough to read (a platform's refusal, a message's id); the rest
     // is not read.
     let mut body = Vec::new();
@@ -192,7 +189,7 @@ async fn answer_of(response: frogbot_net::Response) -> Result<UploadAnswer, Uplo
 pub struct UploadAnswer {
     /// The HTTP status.
     pub status: u16,
-    /// Its `Retry-After`, in seconds, when sent.
+    /// The wait it asks for ([`frogbot_net::retry_after`]), when it asks for one.
     pub retry_after: Option<std::time::Duration>,
     /// The body's first [`UploadAnswer::BODY_START`] bytes, as text.
     pub body: String,

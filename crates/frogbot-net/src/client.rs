@@ -431,35 +431,14 @@ impl GuardedClient {
         S: futures::Stream<Item = Result<Vec<u8>, E>> + Send + 'static,
         E: Into<Box<dyn std::error::Error + Send + Sync>> + 'static,
     {
-        let url = Url::parse(url).map_err(|e| FetchError::InvalidUrl(format!("{url:?}: {e}")))?;
-        let deadline = Instant::now() + self.policy.timeout;
-        let timeout = || FetchError::Timeout {
-            url: url.to_string(),
-            after: self.policy.timeout,
-        };
-        tokio::time::timeout_at(deadline, self.check_target(&url))
-            .await
-            .map_err(|_| timeout())??;
         // The length is sent as `Content-Length` (not chunked): upload URLs reserve it.
-        let mut request = self
-            .http
-            .post(url.clone())
-            .header(reqwest::header::CONTENT_TYPE, sendable_type(content_type))
-            .header(reqwest::header::CONTENT_LENGTH, length)
-            .body(reqwest::Body::wrap_stream(body));
-        for (name, value) in headers {
-            request = request.header(*name, *value);
-        }
-        let response = tokio::time::timeout_at(deadline, request.send())
-            .await
-            .map_err(|_| timeout())?
-            .map_err(|e| self.http_error(&url, e))?;
-        Ok(Response {
-            inner: response,
-            url,
-            deadline,
-            policy: self.policy.clone(),
+        self.post(url, headers, |request| {
+            request
+                .header(reqwest::header::CONTENT_TYPE, sendable_type(content_type))
+                .header(reqwest::header::CONTENT_LENGTH, length)
+                .body(reqwest::Body::wrap_stream(body))
         })
+        .await
     }
 
     /// A `multipart/form-data` POST to `url` with `headers`: the text parts `texts` (name,
@@ -478,15 +457,6 @@ impl GuardedClient {
         S: futures::Stream<Item = Result<Vec<u8>, E>> + Send + 'static,
         E: Into<Box<dyn std::error::Error + Send + Sync>> + 'static,
     {
-        let url = Url::parse(url).map_err(|e| FetchError::InvalidUrl(format!("{url:?}: {e}")))?;
-        let deadline = Instant::now() + self.policy.timeout;
-        let timeout = || FetchError::Timeout {
-            url: url.to_string(),
-            after: self.policy.timeout,
-        };
-        tokio::time::timeout_at(deadline, self.check_target(&url))
-            .await
-            .map_err(|_| timeout())??;
         let typed = |part: reqwest::multipart::Part, content_type: &str| {
             let content_type = sendable_type(content_type);
             part.mime_str(content_type)
@@ -500,9 +470,29 @@ impl GuardedClient {
         let body = reqwest::Body::wrap_stream(file.body);
         let part = reqwest::multipart::Part::stream_with_length(body, file.length)
             .file_name(file.filename);
-        let part = typed(part, &file.content_type);
-        form = form.part(file.name, part);
-        let mut request = self.http.post(url.clone()).multipart(form);
+        form = form.part(file.name, typed(part, &file.content_type));
+        self.post(url, headers, |request| request.multipart(form))
+            .await
+    }
+
+    /// A POST to `url` (checked like a GET's, within the policy's time) with `headers`, its body
+    /// set by `body`, up to the answer's headers; no redirect followed.
+    async fn post(
+        &self,
+        url: &str,
+        headers: &[(&str, &str)],
+        body: impl FnOnce(reqwest::RequestBuilder) -> reqwest::RequestBuilder,
+    ) -> Result<Response, FetchError> {
+        let url = Url::parse(url).map_err(|e| FetchError::InvalidUrl(format!("{url:?}: {e}")))?;
+        let deadline = Instant::now() + self.policy.timeout;
+        let timeout = || FetchError::Timeout {
+            url: url.to_string(),
+            after: self.policy.timeout,
+        };
+        tokio::time::timeout_at(deadline, self.check_target(&url))
+            .await
+            .map_err(|_| timeout())??;
+        let mut request = body(self.http.post(url.clone()));
         for (name, value) in headers {
             request = request.header(*name, *value);
         }
@@ -574,6 +564,37 @@ fn sendable_type(content_type: &str) -> &str {
     }
 }
 
+/// The wait a response asks for: `retry-after-ms` (milliseconds, OpenAI's), else `Retry-After` as
+/// seconds (a decimal number) or an HTTP date (a date already past is no wait). `None` when
+/// there is none or it cannot be read.
+pub fn retry_after(
+    headers: &reqwest::header::HeaderMap,
+    now: std::time::SystemTime,
+) -> Option<Duration> {
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|value| value.to_str().ok())
+            .map(str::trim)
+    };
+    let seconds = |text: &str, scale: f64| {
+        text.parse::<f64>()
+            .ok()
+            .filter(|n| *n >= 0.0)
+            // A wait too long for a `Duration` is as good as forever.
+            .map(|n| Duration::try_from_secs_f64(n * scale).unwrap_or(Duration::MAX))
+    };
+    if let Some(wait) = header("retry-after-ms").and_then(|ms| seconds(ms, 0.001)) {
+        return Some(wait);
+    }
+    let value = header(reqwest::header::RETRY_AFTER.as_str())?;
+    if let Some(wait) = seconds(value, 1.0) {
+        return Some(wait);
+    }
+    let date = httpdate::parse_http_date(value).ok()?;
+    Some(date.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
 /// The file part of [`GuardedClient::post_multipart`].
 #[derive(Debug)]
 pub struct FilePart<S> {
@@ -618,9 +639,9 @@ impl Response {
             .unwrap_or_default()
     }
 
-    /// The header `name`'s value, when sent and readable as text (e.g. `Retry-After`).
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.inner.headers().get(name).and_then(|v| v.to_str().ok())
+    /// The wait the answer asks for ([`retry_after`] of its headers, now).
+    pub fn retry_after(&self) -> Option<Duration> {
+        retry_after(self.inner.headers(), std::time::SystemTime::now())
     }
 
     /// The `Content-Length` header, when sent.

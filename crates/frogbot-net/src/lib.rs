@@ -22,6 +22,8 @@ mod client;
 mod ip;
 
 pub use budget::{BudgetExceeded, FetchBudget};
-pub use client::{Body, FetchError, FetchPolicy, FilePart, GuardedClient, Oversize, Response};
+pub use client::{
+    Body, FetchError, FetchPolicy, FilePart, GuardedClient, Oversize, Response, retry_after,
+};
 pub use ip::is_forbidden;
 pub use url::Url;

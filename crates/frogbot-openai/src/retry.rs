@@ -6,10 +6,11 @@
 //! the request fails at once so a fallback model can answer), else an exponential backoff with
 //! jitter (0.5 s, 1 s, 2 s, … up to 8 s, each plus up to as much again at random).
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use frogbot_channel::RetryPolicy;
-use reqwest::header::{HeaderMap, RETRY_AFTER};
+/// The wait a response asks for (one parser for every client: `frogbot_net::retry_after`).
+pub(crate) use frogbot_net::retry_after;
 
 use crate::error::Error;
 
@@ -107,38 +108,12 @@ impl Retry {
     }
 }
 
-/// The wait a response asks for: `retry-after-ms` (milliseconds, OpenAI's), else `Retry-After` as
-/// seconds (a decimal number) or an HTTP date (a date already past is no wait). `None` when
-/// there is none or it cannot be read.
-pub(crate) fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
-    let header = |name: &str| {
-        headers
-            .get(name)
-            .and_then(|value| value.to_str().ok())
-            .map(str::trim)
-    };
-    let seconds = |text: &str, scale: f64| {
-        text.parse::<f64>()
-            .ok()
-            .filter(|n| *n >= 0.0)
-            // A wait too long for a `Duration` is as good as forever.
-            .map(|n| Duration::try_from_secs_f64(n * scale).unwrap_or(Duration::MAX))
-    };
-    if let Some(wait) = header("retry-after-ms").and_then(|ms| seconds(ms, 0.001)) {
-        return Some(wait);
-    }
-    let value = header(RETRY_AFTER.as_str())?;
-    if let Some(wait) = seconds(value, 1.0) {
-        return Some(wait);
-    }
-    let date = httpdate::parse_http_date(value).ok()?;
-    Some(date.duration_since(now).unwrap_or(Duration::ZERO))
-}
-
 #[cfg(test)]
 mod tests {
+    use std::time::SystemTime;
+
     use frogbot_core::model::Transient;
-    use reqwest::header::HeaderValue;
+    use reqwest::header::{HeaderMap, HeaderValue};
 
     use super::*;
 
