@@ -236,6 +236,13 @@ async fn a_slash_command_ask_starts_a_thread_where_only_bob_answers() {
     let root = w.fake.message(&thread).unwrap();
     assert!(root.mentioned.is_empty());
     only_bob_answers(&w, &thread, "alice asks bob").await;
+    // The turn is idle before its last ack settles: ✅ is added, then ⏳ removed.
+    eventually("only ✅ on the root", WAIT, async || {
+        w.fake
+            .message(&thread)
+            .is_some_and(|m| m.bot_reactions() == ["white_check_mark"])
+    })
+    .await;
     // The whole thread as people see it (the expiry's clock time made stable).
     let seen: String = transcript(&w.fake.person_view(&thread))
         .lines()
