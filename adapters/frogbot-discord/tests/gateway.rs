@@ -548,7 +548,7 @@ async fn application_commands_are_registered_and_new_and_model_work_in_a_thread(
     assert_eq!(note.body["flags"], 64);
     assert_eq!(
         note.body["content"],
-        frogbot_discord::channel::EVENT_DENIED_TEXT
+        frogbot_discord::channel::NOT_ALLOWED_TEXT
     );
 
     // A guild channel that is not one of the bot's threads: told where to use it.

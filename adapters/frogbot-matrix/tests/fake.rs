@@ -262,7 +262,10 @@ async fn a_long_reply_is_split_and_a_person_without_access_is_told_so() {
             from_bot(&fake, e) && in_thread(e, hello.as_str())
         })
         .await;
-    assert!(body(&notice).contains("not allowed"), "{notice}");
+    assert_eq!(
+        body(&notice),
+        format!("{mallory}: {}", frogbot_matrix::channel::NOT_ALLOWED_TEXT)
+    );
     assert_eq!(
         notice["content"]["m.mentions"]["user_ids"][0],
         mallory.as_str()

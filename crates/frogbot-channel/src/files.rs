@@ -34,6 +34,12 @@ impl Downloads {
         }
     }
 
+    /// Downloads of people's files under a channel's configured policy (`None`:
+    /// [`FetchPolicy::for_files`], public addresses only).
+    pub fn for_files(policy: Option<FetchPolicy>) -> Self {
+        Self::new(policy.unwrap_or_else(FetchPolicy::for_files))
+    }
+
     /// The bytes at `url`, fetched with `headers` (e.g. `Authorization`), as they arrive: a
     /// status other than 2xx, a refused address, a body past the policy's size or time is an
     /// error.

@@ -178,6 +178,9 @@ pub trait ChannelQuestions: Send + Sync {
     }
 }
 
+/// What a person the channel's access check refuses is told, on every platform (privately where
+/// the platform can).
+pub const NOT_ALLOWED_TEXT: &str = "Sorry, you are not allowed to talk to this bot.";
 /// What a participant is told on a denied interaction.
 pub const DENIED_TEXT: &str = "You can't answer this question.";
 /// What a participant is told on an out-of-date interaction.

@@ -25,13 +25,12 @@
 pub mod outbox;
 pub mod receive;
 
+use frogbot_channel::files::Downloads;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use frogbot_channel::{
-    AccessCheck, Adapter, AllowAll, AllowList, Channel, ChannelOutbox, EngineHandle,
-};
+use frogbot_channel::{AccessCheck, Adapter, AllowList, Channel, ChannelOutbox, EngineHandle};
 use frogbot_model::IdentityResolver;
 use frogbot_model::MappedIdentity;
 use serenity::all::{GatewayIntents, UserId};
@@ -45,7 +44,7 @@ use crate::convert::EndpointVerifier;
 use crate::{DiscordQuestions, Error};
 pub use outbox::DEFAULT_MAX_UPLOAD_BYTES;
 pub use receive::{
-    COMMAND_WHERE_TEXT, EVENT_DENIED_TEXT, INTERACTIONS_PATH, UNKNOWN_COMMAND_TEXT,
+    COMMAND_WHERE_TEXT, INTERACTIONS_PATH, NOT_ALLOWED_TEXT, UNKNOWN_COMMAND_TEXT,
     application_commands, command_message, command_text,
 };
 
@@ -228,18 +227,9 @@ pub async fn connect(config: Config) -> Result<DiscordAdapter, Error> {
     let me: UserId = http.current_user().await?;
     let gateway = receive::Gateway::new(&http, intents, config.shards).await;
     let identity: Arc<dyn IdentityResolver> = Arc::new(MappedIdentity::new(config.users.clone()));
-    let access: Arc<dyn AccessCheck> = if config.allow.is_empty() {
-        Arc::new(AllowAll)
-    } else {
-        Arc::new(AllowList::new(config.allow.iter().cloned()))
-    };
+    let access: Arc<dyn AccessCheck> = Arc::new(AllowList::new(config.allow.iter().cloned()));
     let questions = Arc::new(DiscordQuestions::new(http.clone()));
-    let downloads = Arc::new(frogbot_channel::files::Downloads::new(
-        config
-            .file_policy
-            .clone()
-            .unwrap_or_else(frogbot_channel::files::FetchPolicy::for_files),
-    ));
+    let downloads = Arc::new(Downloads::for_files(config.file_policy.clone()));
     Ok(DiscordAdapter {
         shared: Arc::new(receive::Shared::new(
             http, questions, gateway, verifier, me, identity, access,

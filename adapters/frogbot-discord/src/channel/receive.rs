@@ -688,13 +688,12 @@ async fn stop_response(
     }
 }
 
-/// What an agent message's event button click is told when the clicker may not use the bot.
-pub const EVENT_DENIED_TEXT: &str = "Sorry, you are not allowed to use this bot.";
+pub use frogbot_model::NOT_ALLOWED_TEXT;
 
 /// What a click on an agent message's event button is answered with: the event goes to the
 /// agent's inbox ([`EngineHandle::event`]) and the click is acknowledged with a deferred update
 /// (nothing shown, nothing edited); someone who may not use the bot gets
-/// [`EVENT_DENIED_TEXT`] ephemerally.
+/// [`NOT_ALLOWED_TEXT`] ephemerally.
 async fn event_response(
     engine: &EngineHandle,
     component: &ComponentInteraction,
@@ -708,7 +707,7 @@ async fn event_response(
             CreateInteractionResponse::Message(
                 CreateInteractionResponseMessage::new()
                     .ephemeral(true)
-                    .content(EVENT_DENIED_TEXT),
+                    .content(NOT_ALLOWED_TEXT),
             )
         }
         Ok(outcome) => {
@@ -1093,7 +1092,7 @@ async fn command_response(
     };
     if !convert::is_someone(&command.user) {
         warn!("discord: a command naming no user ignored");
-        return private(EVENT_DENIED_TEXT);
+        return private(NOT_ALLOWED_TEXT);
     }
     if frogbot_channel::Command::ALL
         .iter()
@@ -1137,7 +1136,7 @@ async fn command_response(
                         info!("discord: a command from a user without access refused");
                         let note = serenity::all::CreateInteractionResponseFollowup::new()
                             .ephemeral(true)
-                            .content(EVENT_DENIED_TEXT);
+                            .content(NOT_ALLOWED_TEXT);
                         if let Err(e) =
                             DiscordApi::create_followup(shared2.http.as_ref(), &token, &note).await
                         {

@@ -22,9 +22,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use frogbot_channel::{
-    AccessCheck, Adapter, AllowAll, AllowList, Channel, ChannelOutbox, EngineHandle,
-};
+use frogbot_channel::{AccessCheck, Adapter, AllowList, Channel, ChannelOutbox, EngineHandle};
 use frogbot_model::ChannelQuestions;
 use frogbot_model::MappedIdentity;
 use matrix_sdk::authentication::matrix::MatrixSession;
@@ -39,8 +37,7 @@ use crate::{Error, MatrixQuestions, PLATFORM};
 
 pub use outbox::MatrixOutbox;
 
-/// What a person who fails the access check is told.
-pub const NOT_ALLOWED_TEXT: &str = "you are not allowed to talk to this bot.";
+pub use frogbot_model::NOT_ALLOWED_TEXT;
 
 /// How the bot logs in.
 #[derive(Clone)]
@@ -341,11 +338,7 @@ impl MatrixAdapter {
     }
 
     fn access(&self) -> Arc<dyn AccessCheck> {
-        if self.allow.is_empty() {
-            Arc::new(AllowAll)
-        } else {
-            Arc::new(AllowList::new(self.allow.iter().cloned()))
-        }
+        Arc::new(AllowList::new(self.allow.iter().cloned()))
     }
 }
 

@@ -9,13 +9,12 @@
 pub mod outbox;
 pub mod receive;
 
+use frogbot_channel::files::Downloads;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use frogbot_channel::{
-    AccessCheck, Adapter, AllowAll, AllowList, Channel, ChannelOutbox, EngineHandle,
-};
+use frogbot_channel::{AccessCheck, Adapter, AllowList, Channel, ChannelOutbox, EngineHandle};
 use frogbot_model::ChannelQuestions;
 use frogbot_model::MappedIdentity;
 use hyper_rustls::HttpsConnector;
@@ -195,12 +194,7 @@ pub async fn connect(config: Config) -> Result<SlackAdapter, Error> {
         _ => {}
     }
     let client = Arc::new(SlackClient::new(connector(config.api_url.as_deref())?));
-    let downloads = Arc::new(frogbot_channel::files::Downloads::new(
-        config
-            .file_policy
-            .clone()
-            .unwrap_or_else(frogbot_channel::files::FetchPolicy::for_files),
-    ));
+    let downloads = Arc::new(Downloads::for_files(config.file_policy.clone()));
     let api = SlackWebApi::with_client(client.clone(), &config.bot_token)
         .with_timeout(config.api_timeout)
         .with_api_url(config.api_url.as_deref())
@@ -273,12 +267,7 @@ impl SlackAdapter {
     }
 
     fn access(&self) -> Arc<dyn AccessCheck> {
-        let allow = &self.inner.config.allow;
-        if allow.is_empty() {
-            Arc::new(AllowAll)
-        } else {
-            Arc::new(AllowList::new(allow.iter().cloned()))
-        }
+        Arc::new(AllowList::new(self.inner.config.allow.iter().cloned()))
     }
 }
 

@@ -41,9 +41,7 @@
 //!   (Slack runs no slash command in a thread). Slack wants the answer within 3 s: the
 //!   acknowledgement carries an ephemeral answer, or is empty once the ask is under way.
 
-use std::collections::{HashSet, VecDeque};
 use std::future::Future;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -91,8 +89,7 @@ pub const INTERACTIVITY_PATH: &str = "/channels/slack/interactivity";
 pub const COMMANDS_PATH: &str = "/channels/slack/commands";
 /// The header Slack sets on retried deliveries.
 pub const RETRY_HEADER: &str = "x-slack-retry-num";
-/// What a person not allowed to use the bot is told (ephemeral).
-pub const NOT_ALLOWED_TEXT: &str = "Sorry, you are not allowed to use this bot.";
+pub use frogbot_model::NOT_ALLOWED_TEXT;
 
 /// What a slash command other than `ask` is answered (ephemeral), `command` being the command
 /// as typed (`/frogbot`): Slack's slash commands carry no thread, so the thread commands are
@@ -127,7 +124,7 @@ pub(crate) const QUEUE_IDLE: Duration = Duration::from_secs(30);
 #[derive(Debug)]
 pub struct Seen {
     cap: usize,
-    inner: Mutex<(HashSet<String>, VecDeque<String>)>,
+    keys: Mutex<hashlink::LinkedHashSet<String>>,
 }
 
 impl Seen {
@@ -135,55 +132,53 @@ impl Seen {
     pub fn new(cap: usize) -> Self {
         Self {
             cap: cap.max(1),
-            inner: Mutex::new((HashSet::new(), VecDeque::new())),
+            keys: Mutex::default(),
         }
     }
 
     /// `true` the first time `key` is seen (it is remembered), `false` for a duplicate.
     pub fn first(&self, key: &str) -> bool {
-        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        if g.0.contains(key) {
+        let mut keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
+        if keys.contains(key) {
             return false;
         }
-        if g.1.len() >= self.cap
-            && let Some(old) = g.1.pop_front()
-        {
-            g.0.remove(&old);
+        if keys.len() >= self.cap {
+            keys.pop_front();
         }
-        g.0.insert(key.to_string());
-        g.1.push_back(key.to_string());
+        keys.insert(key.to_owned());
         true
     }
 
     /// Forgets `key` (its processing failed; a retry should be processed).
     pub fn forget(&self, key: &str) {
-        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        if g.0.remove(key) {
-            g.1.retain(|k| k != key);
-        }
+        self.keys
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(key);
     }
 }
 
 /// How many deliveries wait in the thread queues or run now, bounded: a delivery takes a place
-/// before it is queued and gives it back when it is done (or its task failed).
+/// (a permit) before it is queued and gives it back when it is done (or its task failed).
 #[derive(Debug)]
 pub struct Pending {
     max: usize,
-    now: Arc<AtomicUsize>,
+    places: Arc<tokio::sync::Semaphore>,
 }
 
 impl Pending {
     /// At most `max` (at least 1) at once.
     pub fn new(max: usize) -> Self {
+        let max = max.clamp(1, tokio::sync::Semaphore::MAX_PERMITS);
         Self {
-            max: max.max(1),
-            now: Arc::default(),
+            max,
+            places: Arc::new(tokio::sync::Semaphore::new(max)),
         }
     }
 
     /// How many there are now.
     pub fn len(&self) -> usize {
-        self.now.load(Ordering::SeqCst)
+        self.max - self.places.available_permits()
     }
 
     /// Whether none waits or runs.
@@ -196,23 +191,9 @@ impl Pending {
         self.max
     }
 
-    /// A place for one more, or `None` when all are taken.
-    fn take(&self) -> Option<Place> {
-        self.now
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
-                (n < self.max).then_some(n + 1)
-            })
-            .ok()
-            .map(|_| Place(self.now.clone()))
-    }
-}
-
-/// A delivery's place in [`Pending`], given back when dropped.
-struct Place(Arc<AtomicUsize>);
-
-impl Drop for Place {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
+    /// A place for one more (given back when dropped), or `None` when all are taken.
+    fn take(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        self.places.clone().try_acquire_owned().ok()
     }
 }
 
@@ -1235,6 +1216,33 @@ fn socket_error(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn seen_keys_are_bounded_oldest_first_and_a_forgotten_one_is_new_again() {
+        let seen = Seen::new(2);
+        assert!(seen.first("a") && seen.first("b"));
+        assert!(!seen.first("a"), "a duplicate");
+        assert!(seen.first("c"), "a third key pushes out the oldest");
+        assert!(seen.first("a"), "a was forgotten");
+        seen.forget("c");
+        assert!(seen.first("c"), "a failed delivery is processed again");
+    }
+
+    #[test]
+    fn pending_places_are_bounded_and_given_back_when_dropped() {
+        let pending = Pending::new(2);
+        let one = pending.take().unwrap();
+        let two = pending.take().unwrap();
+        assert!(pending.take().is_none(), "past the bound");
+        assert_eq!((pending.len(), pending.max()), (2, 2));
+        drop(one);
+        assert_eq!(pending.len(), 1);
+        let three = pending.take();
+        assert!(three.is_some());
+        drop((two, three));
+        assert!(pending.is_empty());
+        assert_eq!(Pending::new(0).max(), 1, "at least one");
+    }
 
     #[test]
     fn socket_mode_envelopes_are_read_as_json() {

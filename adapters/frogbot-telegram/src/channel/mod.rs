@@ -14,12 +14,13 @@
 pub mod outbox;
 pub mod receive;
 
+use frogbot_channel::files::Downloads;
 use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use frogbot_channel::{AccessCheck, Adapter, AllowAll, AllowList, Channel, EngineHandle};
+use frogbot_channel::{AccessCheck, Adapter, AllowList, Channel, EngineHandle};
 use frogbot_model::MappedIdentity;
 use teloxide::Bot;
 use teloxide::types::Me;
@@ -175,21 +176,12 @@ pub async fn connect(config: Config) -> Result<TelegramAdapter, Error> {
             "getMe returned a bot without a username".into(),
         ));
     }
-    let access: Arc<dyn AccessCheck> = if config.allow.is_empty() {
-        Arc::new(AllowAll)
-    } else {
-        Arc::new(AllowList::new(config.allow))
-    };
+    let access: Arc<dyn AccessCheck> = Arc::new(AllowList::new(config.allow));
     Ok(TelegramAdapter {
         questions: Arc::new(TelegramQuestions::new(bot.clone())),
         outbox: Arc::new(
-            TelegramOutbox::new(bot.clone()).with_downloads(
-                frogbot_channel::files::Downloads::new(
-                    config
-                        .file_policy
-                        .unwrap_or_else(frogbot_channel::files::FetchPolicy::for_files),
-                ),
-            ),
+            TelegramOutbox::new(bot.clone())
+                .with_downloads(Downloads::for_files(config.file_policy)),
         ),
         bot,
         me,

@@ -72,8 +72,7 @@ use crate::questions::STALE_TEXT;
 
 /// Where `frogbot serve` mounts the webhook route.
 pub const WEBHOOK_PATH: &str = "/channels/telegram/webhook";
-/// What a user the access check refuses is told in a private chat.
-pub const NOT_ALLOWED_TEXT: &str = "Sorry, you are not allowed to talk to this bot.";
+pub use frogbot_model::NOT_ALLOWED_TEXT;
 /// What the user is told when the engine could not take a message.
 pub const FAILED_TEXT: &str = "Sorry, something went wrong; please send that again.";
 /// The header carrying the webhook's secret token.
