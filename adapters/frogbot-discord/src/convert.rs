@@ -51,18 +51,17 @@ fn raw_of<T: serde::Serialize>(value: &T) -> Value {
 }
 
 /// The click on an agent message's event button a component interaction is (a button whose
-/// `custom_id` is [`crate::ids::event_custom_id`]): the message, the block and button indexes,
+/// `custom_id` is [`crate::ids::event_id`]): the message, the block and button indexes,
 /// and who; `None` for any other component (a question's control, the Stop button).
 pub fn event_click(interaction: &ComponentInteraction) -> Option<frogbot_model::EventClick> {
     if !matches!(interaction.data.kind, ComponentInteractionDataKind::Button) {
         return None;
     }
-    let (block, button) = crate::ids::decode_event_custom_id(&interaction.data.custom_id)?;
-    Some(frogbot_model::EventClick {
-        message_id: interaction.message.id.to_string(),
-        block,
-        button,
-        user: platform_user(&interaction.user),
+    crate::ids::read_event(&interaction.data.custom_id).map(|c| {
+        c.clicked(
+            interaction.message.id.to_string(),
+            platform_user(&interaction.user),
+        )
     })
 }
 

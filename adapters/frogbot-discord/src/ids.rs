@@ -20,6 +20,7 @@
 //! vocabulary, [`frogbot_model::QuestionControl`] (the same for every adapter; the wire format
 //! above is this adapter's own and stays as it is, for stored questions and live buttons).
 
+use frogbot_model::EventControl;
 use std::num::NonZeroU64;
 
 use frogbot_model::{ActionEvent, ControlAction, QuestionControl};
@@ -332,21 +333,19 @@ pub fn ask_nonce(key: &str) -> String {
     delivery_nonce(&format!("ask:{key}"))
 }
 
-/// The `custom_id` of an agent message's event button: `fe:{block}:{button}` (the block's index
-/// among the message's blocks, the button's index on the block; far within Discord's 100
-/// characters). Apart from the question controls (`fq:…`) and the Stop button.
-pub fn event_custom_id(block: usize, button: usize) -> String {
-    format!("fe:{block}:{button}")
+/// What an event button's `custom_id` starts with: `fe:{block}:{button}` ([`EventControl`]: the
+/// block's index among the message's blocks, the button's index on the block; far within
+/// Discord's 100 characters). Apart from the question controls (`fq:…`) and the Stop button.
+pub const EVENT_PREFIX: &str = "fe:";
+
+/// The `custom_id` of an agent message's event button ([`EVENT_PREFIX`]).
+pub fn event_id(control: EventControl) -> String {
+    control.write(EVENT_PREFIX, ':')
 }
 
-/// The block and button indexes of an event button's `custom_id`; `None` for any other id.
-pub fn decode_event_custom_id(id: &str) -> Option<(usize, usize)> {
-    let (block, button) = id.strip_prefix("fe:")?.split_once(':')?;
-    let digits = |s: &str| !s.is_empty() && s.len() <= 6 && s.bytes().all(|b| b.is_ascii_digit());
-    if !digits(block) || !digits(button) {
-        return None;
-    }
-    Some((block.parse().ok()?, button.parse().ok()?))
+/// The event button a `custom_id` names; `None` for any other id.
+pub fn read_event(id: &str) -> Option<EventControl> {
+    EventControl::read(id, EVENT_PREFIX, ':')
 }
 
 #[cfg(test)]
@@ -355,9 +354,9 @@ mod event_tests {
 
     #[test]
     fn event_ids_round_trip_and_stay_apart_from_question_controls() {
-        let id = event_custom_id(6, 4);
+        let id = event_id(EventControl::new(6, 4));
         assert_eq!(id, "fe:6:4");
-        assert_eq!(decode_event_custom_id(&id), Some((6, 4)));
+        assert_eq!(read_event(&id), Some(EventControl::new(6, 4)));
         assert_eq!(Control::decode(&id), None);
         for bad in [
             "",
@@ -369,9 +368,9 @@ mod event_tests {
             "fq:1:2:3",
             "fe:-1:2",
         ] {
-            assert_eq!(decode_event_custom_id(bad), None, "{bad}");
+            assert_eq!(read_event(bad), None, "{bad}");
         }
-        assert!(event_custom_id(19, 4).len() <= 100);
+        assert!(event_id(EventControl::new(usize::MAX, usize::MAX)).len() <= 100);
     }
 }
 

@@ -1175,7 +1175,7 @@ impl AgentPiece {
 /// 1,024 — a longer value continues in the next field — at most 25 an embed), an app (`html`) as
 /// its title and a pointer to the web chat, an unknown type as
 /// [`frogbot_model::blocks::UNKNOWN_BLOCK_TEXT`]; a block's event buttons as an action row of
-/// buttons (`custom_id` [`crate::ids::event_custom_id`]) on the message holding its last embed.
+/// buttons (`custom_id` [`crate::ids::event_id`]) on the message holding its last embed.
 /// The embeds are packed into messages of at most [`EMBEDS_PER_MESSAGE`] embeds,
 /// [`EMBED_TOTAL_LIMIT`] characters and [`ROW_LIMIT`] rows; the first ones go with the last text
 /// message. An empty message gives none.
@@ -1225,9 +1225,11 @@ pub fn agent_message(message: &frogbot_model::UiMessage) -> Vec<AgentPiece> {
                         .take(BUTTONS_PER_ROW)
                         .enumerate()
                         .map(|(k, e)| {
-                            CreateButton::new(crate::ids::event_custom_id(i, k))
-                                .label(truncate(&e.label, BUTTON_LABEL_LIMIT))
-                                .style(ButtonStyle::Secondary)
+                            CreateButton::new(crate::ids::event_id(
+                                frogbot_model::EventControl::new(i, k),
+                            ))
+                            .label(truncate(&e.label, BUTTON_LABEL_LIMIT))
+                            .style(ButtonStyle::Secondary)
                         })
                         .collect(),
                 )

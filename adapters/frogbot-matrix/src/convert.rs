@@ -18,7 +18,7 @@ use matrix_sdk::ruma::serde::Raw;
 use matrix_sdk::ruma::{EventId, OwnedEventId, OwnedUserId, RoomId, UserId};
 
 use crate::Error;
-use crate::ids::{POLL_ACTION, REACTION_ACTION, event_key_indexes, message_id};
+use crate::ids::{POLL_ACTION, REACTION_ACTION, message_id, read_event};
 
 /// A platform user as FrogBot sees it (the Matrix user id).
 pub fn platform_user(user: &UserId) -> PlatformUser {
@@ -53,7 +53,7 @@ pub enum Incoming {
     Message(IncomingMessage),
     /// A poll response or a reaction (routed by the message it relates to).
     Action(Interaction),
-    /// A reaction with an event-button key ([`crate::ids::event_key`]) on an agent message: a
+    /// A reaction with an event-button key ([`crate::ids::event_id`]) on an agent message: a
     /// click on that button.
     Event(EventClick),
     /// A message edited (`m.replace`: `text` is its new text, a leading mention of the bot
@@ -129,15 +129,12 @@ pub fn classify(
             ))
         }
         AnySyncMessageLikeEvent::Reaction(SyncMessageLikeEvent::Original(e))
-            if event_key_indexes(&e.content.relates_to.key).is_some() =>
+            if let Some(control) = read_event(&e.content.relates_to.key) =>
         {
-            let (block, button) = event_key_indexes(&e.content.relates_to.key).unwrap_or_default();
-            Some(Incoming::Event(EventClick {
-                message_id: message_id(room, &e.content.relates_to.event_id),
-                block,
-                button,
-                user: platform_user(&sender),
-            }))
+            Some(Incoming::Event(control.clicked(
+                message_id(room, &e.content.relates_to.event_id),
+                platform_user(&sender),
+            )))
         }
         AnySyncMessageLikeEvent::Reaction(SyncMessageLikeEvent::Original(e)) => Some(action(
             REACTION_ACTION,

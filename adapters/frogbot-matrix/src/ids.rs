@@ -7,6 +7,7 @@
 //! vocabulary, [`frogbot_model::QuestionControl`] (the same for every adapter; the wire format
 //! above is this adapter's own and stays as it is, for stored questions and live buttons).
 
+use frogbot_model::EventControl;
 use frogbot_model::{
     ActionEvent, ControlAction, InputKind, QuestionControl, QuestionItem, TOGGLE_OFF, TOGGLE_ON,
 };
@@ -39,23 +40,21 @@ pub const EVENT_KEY_LABEL_CHARS: usize = 40;
 /// The annotation key of an agent message's event button: the button's label (cut to
 /// [`EVENT_KEY_LABEL_CHARS`]) then ` #{block}.{button}` (the block's index among the message's
 /// blocks, the button's index on it). Unique per message (the indexes are), readable, and read
-/// back without any state ([`event_key_indexes`]), after a restart or an edit alike; never a
+/// back without any state ([`read_event`]), after a restart or an edit alike; never a
 /// question's key (a keycap, a plain number, ✅ / ❌).
-pub fn event_key(label: &str, block: usize, button: usize) -> String {
+pub fn event_id(label: &str, control: EventControl) -> String {
     let label = frogbot_model::text::one_line(label, EVENT_KEY_LABEL_CHARS);
-    format!("{label} #{block}.{button}")
+    format!("{label}{}", control.write(EVENT_PREFIX, '.'))
 }
+
+/// What stands between an event button key's label and its indexes.
+pub const EVENT_PREFIX: &str = " #";
 
 /// The block and button indexes an event-button key names (`… #{block}.{button}`); `None` for any
 /// other key.
-pub fn event_key_indexes(key: &str) -> Option<(usize, usize)> {
-    let (_, tail) = key.rsplit_once(" #")?;
-    let (block, button) = tail.split_once('.')?;
-    let digits = |s: &str| !s.is_empty() && s.len() <= 20 && s.bytes().all(|b| b.is_ascii_digit());
-    if !digits(block) || !digits(button) {
-        return None;
-    }
-    Some((block.parse().ok()?, button.parse().ok()?))
+pub fn read_event(key: &str) -> Option<EventControl> {
+    let at = key.rfind(EVENT_PREFIX)?;
+    EventControl::read(&key[at..], EVENT_PREFIX, '.')
 }
 
 /// A message or thread id: `room_id|event_id`.
@@ -277,18 +276,21 @@ mod tests {
 
     #[test]
     fn event_keys_read_back_and_never_read_as_question_keys() {
-        let k = event_key("Show logs", 4, 1);
+        let k = event_id("Show logs", EventControl::new(4, 1));
         assert_eq!(k, "Show logs #4.1");
-        assert_eq!(event_key_indexes(&k), Some((4, 1)));
-        let long = event_key(&"x".repeat(100), 19, 4);
+        assert_eq!(read_event(&k), Some(EventControl::new(4, 1)));
+        let long = event_id(&"x".repeat(100), EventControl::new(19, 4));
         assert!(long.chars().count() <= EVENT_KEY_LABEL_CHARS + 6);
-        assert_eq!(event_key_indexes(&long), Some((19, 4)));
+        assert_eq!(read_event(&long), Some(EventControl::new(19, 4)));
         // A label that looks like a key itself still reads as the last suffix.
-        assert_eq!(event_key_indexes(&event_key("a #1.2", 3, 0)), Some((3, 0)));
+        assert_eq!(
+            read_event(&event_id("a #1.2", EventControl::new(3, 0))),
+            Some(EventControl::new(3, 0))
+        );
         for other in [
             KEYCAPS[0], "3", YES_KEY, NO_KEY, "👍", "#1.2", "x #1", "x #a.b", "x #1.2.3",
         ] {
-            assert_eq!(event_key_indexes(other), None, "{other}");
+            assert_eq!(read_event(other), None, "{other}");
             assert!(reaction_option(&k).is_none());
         }
     }
@@ -327,14 +329,14 @@ mod tests {
 #[cfg(test)]
 mod read_back_tests {
     use frogbot_model::{
-        ActionEvent, ControlAction, QuestionControl, QuestionInput, QuestionOutcome,
+        ActionEvent, ControlAction, EventControl, QuestionControl, QuestionInput, QuestionOutcome,
     };
     use matrix_sdk::ruma::EventId;
     use proptest::prelude::*;
     use serde_json::{Value, json};
 
     use super::{
-        KEYCAPS, NO_KEY, POLL_ACTION, REACTION_ACTION, YES_KEY, answer_id, event_key, read_control,
+        KEYCAPS, NO_KEY, POLL_ACTION, REACTION_ACTION, YES_KEY, answer_id, event_id, read_control,
     };
     use crate::render::{PollEvents, poll_start};
 
@@ -426,7 +428,10 @@ mod read_back_tests {
         );
         assert_eq!(read_control(&event(REACTION_ACTION, "😂")), None);
         assert_eq!(
-            read_control(&event(REACTION_ACTION, &event_key("Retry", 1, 0))),
+            read_control(&event(
+                REACTION_ACTION,
+                &event_id("Retry", EventControl::new(1, 0))
+            )),
             None
         );
         assert_eq!(read_control(&event("other", "r0o1")), None);

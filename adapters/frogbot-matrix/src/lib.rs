@@ -19,7 +19,7 @@
 //! `frogbot_net`'s guarded client (public addresses only unless `channel::Config::image_policy`
 //! says otherwise, at most 8 MiB, 20 s) and uploaded to the media repository as an `m.image` (a
 //! link saying it could not be shown otherwise: a refused or failed fetch is no lost message). Event buttons are reactions the bot places, one annotation key per button
-//! (`Retry #4.0`: [`ids::event_key`]); a person's reaction with that key is the click. Edits are
+//! (`Retry #4.0`: [`ids::event_id`]); a person's reaction with that key is the click. Edits are
 //! `m.replace`, deletions redactions, pins a read-modify-write of `m.room.pinned_events`.
 //!
 //! Ids: a message id is `room_id|event_id`; a thread id is `room_id|root_event_id` (the bot always

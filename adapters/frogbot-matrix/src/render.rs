@@ -986,7 +986,7 @@ pub enum AgentPiece {
     },
 }
 
-/// A piece and the event-button reaction keys the bot places on it ([`crate::ids::event_key`]):
+/// A piece and the event-button reaction keys the bot places on it ([`crate::ids::event_id`]):
 /// the buttons of the blocks whose drawing ends in it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DrawnPiece {
@@ -1207,7 +1207,7 @@ fn join(a: &Formatted, b: &Formatted) -> Formatted {
 /// value` lines, an app as its name and "open it in the web chat", an unknown type as
 /// [`UNKNOWN_BLOCK_TEXT`] — packed into as few `m.text` messages as the event limit allows, each
 /// image as an `m.image` of its own. A block's event buttons become reaction keys
-/// ([`crate::ids::event_key`]) on the message its drawing ends in. An empty message gives no
+/// ([`crate::ids::event_id`]) on the message its drawing ends in. An empty message gives no
 /// piece.
 pub fn agent_message(message: &UiMessage) -> Vec<DrawnPiece> {
     let mut texts = crate::format::messages(&message.text(), AGENT_MESSAGE_CHARS);
@@ -1251,7 +1251,7 @@ pub fn agent_message(message: &UiMessage) -> Vec<DrawnPiece> {
             .events
             .iter()
             .enumerate()
-            .map(|(b, e)| crate::ids::event_key(&e.label, i, b))
+            .map(|(b, e)| crate::ids::event_id(&e.label, frogbot_model::EventControl::new(i, b)))
             .collect();
         if let BlockKind::Image { url, alt } = &block.kind {
             flush(&mut cur, &mut keys, &mut out);

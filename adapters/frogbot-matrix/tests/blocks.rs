@@ -14,7 +14,7 @@ use frogbot_matrix::channel::MatrixOutbox;
 use frogbot_matrix::client::image_policy;
 use frogbot_matrix::convert::{Incoming, classify};
 use frogbot_matrix::format::MAX_TEXT_BYTES;
-use frogbot_matrix::ids::event_key_indexes;
+use frogbot_matrix::ids::read_event;
 use frogbot_matrix::testing::{FakeHomeserver, MAX_EVENT_BYTES};
 use frogbot_model::blocks::{Block, UNKNOWN_BLOCK_TEXT};
 use frogbot_model::faults::{Fault, FaultPlan};
@@ -259,7 +259,8 @@ async fn big_blocks_stay_within_the_event_limit() {
     // All 100 buttons are reactions, each key once.
     let keys: Vec<(usize, usize)> = of_type(&sent, "m.reaction")
         .iter()
-        .map(|r| event_key_indexes(r["content"]["m.relates_to"]["key"].as_str().unwrap()).unwrap())
+        .map(|r| read_event(r["content"]["m.relates_to"]["key"].as_str().unwrap()).unwrap())
+        .map(|c| (c.block, c.button))
         .collect();
     assert_eq!(keys.len(), 100);
     for block in 0..20 {

@@ -194,20 +194,15 @@ pub fn action_from_block_actions(
 }
 
 /// The click on an event button an action is (its `action_id` is
-/// [`crate::ids::event_action_id`]): the message, the block and button indexes, and who; `None`
+/// [`crate::ids::event_id`]): the message, the block and button indexes, and who; `None`
 /// for any other action (a question's control, the Stop button, a foreign one) and for a control
 /// inside a modal.
 pub fn event_click(event: &ActionEvent) -> Option<frogbot_model::EventClick> {
-    let (block, button) = crate::ids::decode_event_action_id(&event.action_id)?;
+    let control = crate::ids::read_event(&event.action_id)?;
     if event.message_id.starts_with("view:") {
         return None;
     }
-    Some(frogbot_model::EventClick {
-        message_id: event.message_id.clone(),
-        block,
-        button,
-        user: event.user.clone(),
-    })
+    Some(control.clicked(event.message_id.clone(), event.user.clone()))
 }
 
 /// The selections the message's inputs held when the action was taken (a `block_actions`

@@ -4,7 +4,7 @@
 //! the Skip button is `fb1:k:0:-:{revision}`, a confirm input's button `fb1:y:{question}:-:{revision}`),
 //! so a click on controls drawn for an older revision of the record is recognisably stale; the
 //! modal's inputs are `fb1:m:{question}:pick|text`; an agent message's event buttons are
-//! `fb1:e:{block}:{button}` ([`event_action_id`]). A Slack message is `"{channel}:{ts}"`, a
+//! `fb1:e:{block}:{button}` ([`event_id`]). A Slack message is `"{channel}:{ts}"`, a
 //! thread `"{channel}:{thread_ts}"` (the thread's root ts, or the message's own ts when it starts
 //! a thread).
 //!
@@ -12,6 +12,7 @@
 //! vocabulary, [`frogbot_model::QuestionControl`] (the same for every adapter; the wire format
 //! above is this adapter's own and stays as it is, for stored questions and live buttons).
 
+use frogbot_model::EventControl;
 use frogbot_model::{ActionEvent, ControlAction, QuestionControl};
 use serde::{Deserialize, Serialize};
 
@@ -189,22 +190,20 @@ pub fn modal_input_id(question: usize, text: bool) -> String {
     )
 }
 
-/// The `action_id` of an event button: `fb1:e:{block}:{button}` (the block's index among the
-/// agent message's blocks, the button's index on the block). Distinct from every question
-/// control (`fb1:{kind}:…` has five parts and no kind `e`) and from the Stop button.
-pub fn event_action_id(block: usize, button: usize) -> String {
-    format!("{PREFIX}:e:{block}:{button}")
+/// What an event button's `action_id` starts with: `fb1:e:{block}:{button}` ([`EventControl`]:
+/// the block's index among the agent message's blocks, the button's index on the block).
+/// Distinct from every question control (`fb1:{kind}:…` has five parts and no kind `e`) and from
+/// the Stop button.
+pub const EVENT_PREFIX: &str = "fb1:e:";
+
+/// The `action_id` of an event button ([`EVENT_PREFIX`]).
+pub fn event_id(control: EventControl) -> String {
+    control.write(EVENT_PREFIX, ':')
 }
 
-/// The block and button indexes of an event button's `action_id`; `None` for any other id.
-pub fn decode_event_action_id(id: &str) -> Option<(usize, usize)> {
-    let rest = id.strip_prefix(PREFIX)?.strip_prefix(":e:")?;
-    let (block, button) = rest.split_once(':')?;
-    let digits = |s: &str| !s.is_empty() && s.len() <= 6 && s.bytes().all(|b| b.is_ascii_digit());
-    if !digits(block) || !digits(button) {
-        return None;
-    }
-    Some((block.parse().ok()?, button.parse().ok()?))
+/// The event button an `action_id` names; `None` for any other id.
+pub fn read_event(id: &str) -> Option<EventControl> {
+    EventControl::read(id, EVENT_PREFIX, ':')
 }
 
 /// The FrogBot id of a Slack message: `channel:ts`.
@@ -319,9 +318,9 @@ mod tests {
 
     #[test]
     fn event_button_ids_round_trip_and_stay_apart_from_question_controls() {
-        let id = event_action_id(6, 4);
+        let id = event_id(EventControl::new(6, 4));
         assert_eq!(id, "fb1:e:6:4");
-        assert_eq!(decode_event_action_id(&id), Some((6, 4)));
+        assert_eq!(read_event(&id), Some(EventControl::new(6, 4)));
         assert_eq!(ActionRef::decode(&id), None);
         for bad in [
             "",
@@ -334,9 +333,9 @@ mod tests {
             "fb2:e:1:2",
             "fb1:e:-1:2",
         ] {
-            assert_eq!(decode_event_action_id(bad), None, "{bad}");
+            assert_eq!(read_event(bad), None, "{bad}");
         }
-        assert!(event_action_id(19, 4).len() <= 255);
+        assert!(event_id(EventControl::new(usize::MAX, usize::MAX)).len() <= 255);
     }
 
     #[test]

@@ -1364,7 +1364,7 @@ fn event_buttons(index: usize, block: &frogbot_model::blocks::Block) -> Option<D
         .enumerate()
         .map(|(j, e)| {
             serde_json::json!({"type": "button",
-                "action_id": crate::ids::event_action_id(index, j),
+                "action_id": crate::ids::event_id(frogbot_model::EventControl::new(index, j)),
                 "text": {"type": "plain_text", "text": truncate(&e.label, MAX_BUTTON_TEXT)}})
         })
         .collect();
@@ -1382,7 +1382,7 @@ fn event_buttons(index: usize, block: &frogbot_model::blocks::Block) -> Option<D
 /// key/value pairs as a section's `fields` (≤ 10 per section, 2,000 characters each), an app
 /// (`html`) as a section naming it and pointing to the web chat, an unknown type as
 /// [`frogbot_model::blocks::UNKNOWN_BLOCK_TEXT`]; each block's event buttons as an `actions` block
-/// below it (`action_id` [`crate::ids::event_action_id`]). The blocks are packed into messages of
+/// below it (`action_id` [`crate::ids::event_id`]). The blocks are packed into messages of
 /// at most [`SLACK_MAX_MESSAGE_BLOCKS`] blocks and one table; each message's `text` is the plain
 /// text of what it shows (at most [`MAX_AGENT_FALLBACK`] characters). An empty message gives none.
 pub fn agent_message(message: &frogbot_model::UiMessage) -> Vec<AgentPiece> {

@@ -79,19 +79,17 @@ pub fn action(query: &CallbackQuery) -> Result<Interaction, Error> {
     })
 }
 
-/// A click on an agent message's event button ([`crate::ids::EventToken`] callback data) as the
+/// A click on an agent message's event button ([`crate::ids::event_id`] callback data) as the
 /// engine's [`EventClick`]: the message it is on (`chat_id:message_id`), the block and button
 /// indexes, who clicked. `None` for any other callback query (a question's, the Stop button's)
 /// and for one without its message (an inline message).
 pub fn event_click(query: &CallbackQuery) -> Option<EventClick> {
-    let token = crate::ids::EventToken::decode(query.data.as_deref()?)?;
+    let control = crate::ids::read_event(query.data.as_deref()?)?;
     let message = query.message.as_ref()?;
-    Some(EventClick {
-        message_id: message_id(message.chat().id, message.id()),
-        block: token.block,
-        button: token.button,
-        user: platform_user(&query.from),
-    })
+    Some(control.clicked(
+        message_id(message.chat().id, message.id()),
+        platform_user(&query.from),
+    ))
 }
 
 /// A message as an [`Interaction::Message`]: its text (or caption), author, date and the message

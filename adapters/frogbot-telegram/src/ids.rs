@@ -15,6 +15,7 @@
 //! vocabulary, [`frogbot_model::QuestionControl`] (the same for every adapter; the wire format
 //! above is this adapter's own and stays as it is, for stored questions and live buttons).
 
+use frogbot_model::EventControl;
 use frogbot_model::{ActionEvent, ControlAction, QuestionControl};
 use teloxide::types::{ChatId, Message, MessageId, ThreadId};
 
@@ -160,36 +161,20 @@ pub fn read_control(event: &ActionEvent) -> Option<QuestionControl> {
     Token::from_action(&event.action_id, event.value.as_deref()).map(QuestionControl::from)
 }
 
-/// The callback data of an agent message's event button: `e{block}:{button}` (the block's index
-/// among the message's blocks, the button's index on the block). It never reads as a question's
-/// token (`q…`) nor as [`STOP_DATA`], and it fits Telegram's 64 bytes at any index (at most
-/// 1 + 20 + 1 + 20 bytes).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct EventToken {
-    /// The block's index among the message's blocks.
-    pub block: usize,
-    /// The button's index on the block.
-    pub button: usize,
+/// What the callback data of an agent message's event button starts with: `e{block}:{button}`
+/// ([`EventControl`]: the block's index among the message's blocks, the button's index on the
+/// block). It never reads as a question's token (`q…`) nor as [`STOP_DATA`], and it fits
+/// Telegram's 64 bytes at any index (at most 1 + 20 + 1 + 20 bytes).
+pub const EVENT_PREFIX: &str = "e";
+
+/// The callback data of an event button ([`EVENT_PREFIX`]).
+pub fn event_id(control: EventControl) -> String {
+    control.write(EVENT_PREFIX, ':')
 }
 
-impl EventToken {
-    /// The callback data.
-    pub fn encode(&self) -> String {
-        format!("e{}:{}", self.block, self.button)
-    }
-
-    /// Reads callback data; `None` when it is not an event button's.
-    pub fn decode(data: &str) -> Option<EventToken> {
-        let (block, button) = data.strip_prefix('e')?.split_once(':')?;
-        let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-        if !digits(block) || !digits(button) {
-            return None;
-        }
-        Some(EventToken {
-            block: block.parse().ok()?,
-            button: button.parse().ok()?,
-        })
-    }
+/// The event button callback data names; `None` for any other data.
+pub fn read_event(data: &str) -> Option<EventControl> {
+    EventControl::read(data, EVENT_PREFIX, ':')
 }
 
 /// A message id: `chat_id:message_id`.
@@ -299,25 +284,19 @@ mod tests {
 
     #[test]
     fn event_tokens_fit_and_never_collide_with_questions_or_stop() {
-        let worst = EventToken {
-            block: usize::MAX,
-            button: usize::MAX,
-        };
-        assert!(worst.encode().len() <= MAX_CALLBACK_DATA);
-        assert_eq!(EventToken::decode(&worst.encode()), Some(worst));
-        let t = EventToken {
-            block: 4,
-            button: 1,
-        };
-        assert_eq!(t.encode(), "e4:1");
-        assert_eq!(EventToken::decode("e4:1"), Some(t));
+        let worst = EventControl::new(usize::MAX, usize::MAX);
+        assert!(event_id(worst).len() <= MAX_CALLBACK_DATA);
+        assert_eq!(read_event(&event_id(worst)), Some(worst));
+        let t = EventControl::new(4, 1);
+        assert_eq!(event_id(t), "e4:1");
+        assert_eq!(read_event("e4:1"), Some(t));
         // Not a question's token, not the stop button's, and neither of those reads as an event.
-        assert_eq!(Token::decode(&t.encode()), None);
-        assert_ne!(t.encode(), STOP_DATA);
+        assert_eq!(Token::decode(&event_id(t)), None);
+        assert_ne!(event_id(t), STOP_DATA);
         for other in [
             STOP_DATA, "q1:2:3", "q1:2:d", "e1", "e1:", "e:1", "e1:2:3", "e-1:2", "e+1:2",
         ] {
-            assert_eq!(EventToken::decode(other), None, "{other}");
+            assert_eq!(read_event(other), None, "{other}");
         }
     }
 

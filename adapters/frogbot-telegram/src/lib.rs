@@ -17,7 +17,7 @@
 //! "open it in the web chat", an unknown type as the "update FrogBot" placeholder — packed into
 //! messages of at most 4,096 characters, and each image as a `sendPhoto` of its URL with the alt
 //! as its caption (at most 1,024). A block's event buttons are a row of the inline keyboard of the
-//! message its drawing ends in, with callback data `e{block}:{button}` ([`ids::EventToken`]).
+//! message its drawing ends in, with callback data `e{block}:{button}` ([`ids::event_id`]).
 //! Edits are `editMessageText` / `editMessageMedia` in place (no notification), deletions
 //! `deleteMessage`, pins `pinChatMessage` (`disable_notification`) / `unpinChatMessage`.
 //!

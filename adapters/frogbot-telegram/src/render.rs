@@ -885,18 +885,15 @@ impl AgentPiece {
     }
 }
 
-/// The row of event buttons of block `index` (callback data [`crate::ids::EventToken`]).
+/// The row of event buttons of block `index` (callback data [`crate::ids::event_id`]).
 pub fn event_row(index: usize, block: &Block) -> Vec<InlineKeyboardButton> {
     block
         .events
         .iter()
         .enumerate()
         .map(|(b, e)| {
-            let token = crate::ids::EventToken {
-                block: index,
-                button: b,
-            };
-            InlineKeyboardButton::callback(truncate(&e.label, MAX_BUTTON_TEXT), token.encode())
+            let data = crate::ids::event_id(frogbot_model::EventControl::new(index, b));
+            InlineKeyboardButton::callback(truncate(&e.label, MAX_BUTTON_TEXT), data)
         })
         .collect()
 }

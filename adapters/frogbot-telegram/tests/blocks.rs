@@ -7,12 +7,13 @@
 use std::sync::Arc;
 
 use frogbot_core::agent::{ChannelOutbox, Delivery};
+use frogbot_model::EventControl;
 use frogbot_model::blocks::{Block, UNKNOWN_BLOCK_TEXT};
 use frogbot_model::faults::{Fault, FaultPlan};
 use frogbot_model::{Thread, UiMessage};
 use frogbot_telegram::channel::TelegramOutbox;
 use frogbot_telegram::format::visible_text;
-use frogbot_telegram::ids::{EventToken, MAX_CALLBACK_DATA};
+use frogbot_telegram::ids::{MAX_CALLBACK_DATA, read_event};
 use frogbot_telegram::render::{MAX_CAPTION, MAX_TEXT};
 use frogbot_telegram::testing::{Call, FakeBotApi};
 use serde_json::{Value, json};
@@ -109,7 +110,7 @@ fn assert_within_limits(calls: &[Call]) {
         for b in buttons {
             let data = b["callback_data"].as_str().unwrap();
             assert!(data.len() <= MAX_CALLBACK_DATA);
-            assert!(EventToken::decode(data).is_some(), "{data}");
+            assert!(read_event(data).is_some(), "{data}");
         }
     }
 }
@@ -212,7 +213,7 @@ async fn big_blocks_stay_within_telegrams_limits() {
     assert_within_limits(&calls);
     assert_eq!(ids.len(), sends(&calls).len());
     // Every block's five buttons are on some message, each once: 100 in all.
-    let tokens: Vec<EventToken> = calls
+    let tokens: Vec<EventControl> = calls
         .iter()
         .flat_map(|c| {
             c.body["reply_markup"]["inline_keyboard"]
@@ -221,12 +222,12 @@ async fn big_blocks_stay_within_telegrams_limits() {
                 .unwrap_or_default()
         })
         .flat_map(|r| r.as_array().cloned().unwrap())
-        .map(|b| EventToken::decode(b["callback_data"].as_str().unwrap()).unwrap())
+        .map(|b| read_event(b["callback_data"].as_str().unwrap()).unwrap())
         .collect();
     assert_eq!(tokens.len(), 100);
     for block in 0..20 {
         for button in 0..5 {
-            assert!(tokens.contains(&EventToken { block, button }));
+            assert!(tokens.contains(&EventControl::new(block, button)));
         }
     }
     // Every code line and every table row was drawn (none lost to the splitting).

@@ -702,6 +702,52 @@ impl BlockEvent {
     }
 }
 
+/// Which event button of an agent message a platform control stands for: the block's index among
+/// the message's blocks and the button's index on it — the one vocabulary every adapter writes
+/// into its control ids (after a prefix of its own that no question control or Stop button
+/// starts with) and reads back without any state, after a restart or an edit alike.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct EventControl {
+    /// The block's index among the message's blocks.
+    pub block: usize,
+    /// The button's index on the block.
+    pub button: usize,
+}
+
+impl EventControl {
+    /// The control of button `button` on block `block`.
+    pub fn new(block: usize, button: usize) -> Self {
+        Self { block, button }
+    }
+
+    /// `{prefix}{block}{sep}{button}`, e.g. `fe:6:4` with prefix `fe:` and `:`.
+    pub fn write(self, prefix: &str, sep: char) -> String {
+        format!("{prefix}{}{sep}{}", self.block, self.button)
+    }
+
+    /// Reads what [`EventControl::write`] wrote with the same `prefix` and `sep`: two runs of
+    /// ASCII digits and nothing else (no sign, no third part); `None` for any other id.
+    pub fn read(id: &str, prefix: &str, sep: char) -> Option<Self> {
+        let (block, button) = id.strip_prefix(prefix)?.split_once(sep)?;
+        let index = |s: &str| {
+            (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| s.parse::<usize>().ok())
+                .flatten()
+        };
+        Some(Self::new(index(block)?, index(button)?))
+    }
+
+    /// The click on this control of the platform message `message_id` by `user`.
+    pub fn clicked(self, message_id: String, user: crate::PlatformUser) -> EventClick {
+        EventClick {
+            message_id,
+            block: self.block,
+            button: self.button,
+            user,
+        }
+    }
+}
+
 /// A click on an event button, as an adapter reads it from the platform: which platform message,
 /// which block (its index among the message's blocks) and which button (its index on the block),
 /// and who. The engine finds the agent message by the platform id it was posted under and sends
@@ -722,6 +768,35 @@ pub struct EventClick {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn event_controls_round_trip_and_read_nothing_else() {
+        let c = EventControl::new(6, 4);
+        assert_eq!(c.write("fe:", ':'), "fe:6:4");
+        assert_eq!(EventControl::read("fe:6:4", "fe:", ':'), Some(c));
+        assert_eq!(EventControl::read(" #6.4", " #", '.'), Some(c));
+        let worst = EventControl::new(usize::MAX, usize::MAX);
+        assert_eq!(
+            EventControl::read(&worst.write("e", ':'), "e", ':'),
+            Some(worst)
+        );
+        for bad in [
+            "",
+            "fe:",
+            "fe:1",
+            "fe:1:",
+            "fe::1",
+            "fe:x:1",
+            "fe:1:2:3",
+            "fe:-1:2",
+            "fe:+1:2",
+            "fe:1: 2",
+            "fq:1:2",
+            "fe:99999999999999999999999:1",
+        ] {
+            assert_eq!(EventControl::read(bad, "fe:", ':'), None, "{bad:?}");
+        }
+    }
 
     fn every_type() -> Value {
         json!([

@@ -40,8 +40,8 @@ pub mod fuzz;
 
 pub use approval::*;
 pub use blocks::{
-    Block, BlockEvent, BlockKind, EventButton, EventClick, INPUT_BLOCK_TYPES, app_page, blocks_of,
-    has_blocks, is_app_link, stamp_app_link, with_app_urls,
+    Block, BlockEvent, BlockKind, EventButton, EventClick, EventControl, INPUT_BLOCK_TYPES,
+    app_page, blocks_of, has_blocks, is_app_link, stamp_app_link, with_app_urls,
 };
 pub use chat::*;
 pub use elicitation::*;

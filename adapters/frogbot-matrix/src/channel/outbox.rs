@@ -588,7 +588,7 @@ impl<A: MatrixApi> MatrixOutbox<A> {
             .filter(|e| me.as_ref().is_some_and(|me| e["sender"] == me.as_str()))
             .filter_map(|e| {
                 let key = e["content"]["m.relates_to"]["key"].as_str()?.to_owned();
-                crate::ids::event_key_indexes(&key)?;
+                crate::ids::read_event(&key)?;
                 Some((e["event_id"].as_str()?.to_owned(), key))
             })
             .collect();
