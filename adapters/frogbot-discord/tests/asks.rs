@@ -132,9 +132,21 @@ impl Bot {
             .await
             .unwrap_or_else(|| panic!("the ask's card in its thread: {:#?}", self.fake.calls()));
         assert_eq!(card.status, 200);
-        self.fake
-            .message(card.response["id"].as_str().unwrap())
-            .expect("the fake keeps the card")
+        // A person clicks once the card shows, which is after the engine recorded it: wait for
+        // that (a click racing the record is the engine's known posted-but-not-recorded window).
+        let id = card.response["id"].as_str().unwrap().to_owned();
+        let chat = channel_chat_id(PLATFORM, &place.thread);
+        frogbot_testkit::eventually("the card recorded", WAIT, async || {
+            self.engine
+                .questions()
+                .of_chat(&chat)
+                .await
+                .unwrap()
+                .iter()
+                .any(|q| q.rendered && q.record.messages.iter().any(|m| m.id == id))
+        })
+        .await;
+        self.fake.message(&id).expect("the fake keeps the card")
     }
 
     /// Clicks the card's button `label` as alice (in `guild`, or in a DM).
