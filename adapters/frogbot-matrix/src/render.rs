@@ -950,13 +950,6 @@ pub fn poll_replacement(
     }
 }
 
-/// An edit (`m.replace`) of the plain message `message` to `text`.
-pub fn message_replacement(message: &EventId, text: &str) -> Result<Content, Error> {
-    let c = RoomMessageEventContentWithoutRelation::text_plain(text)
-        .make_replacement(ReplacementMetadata::new(message.to_owned(), None));
-    Ok(("m.room.message", json(&c)?))
-}
-
 // ---------------------------------------------------------------------------------------------
 // Agent messages: title, Markdown text and blocks.
 // ---------------------------------------------------------------------------------------------

@@ -563,19 +563,6 @@ pub fn message_from_mention(
     ))
 }
 
-/// An `event_callback` push → [`IncomingMessage`] for `message` and `app_mention` events.
-pub fn message_from_push(
-    cb: &SlackPushEventCallback,
-    bot_user_id: &str,
-) -> Option<IncomingMessage> {
-    let raw = serde_json::to_value(&cb.event).unwrap_or(Value::Null);
-    match &cb.event {
-        SlackEventCallbackBody::Message(ev) => message_from_event(ev, bot_user_id, raw),
-        SlackEventCallbackBody::AppMention(ev) => message_from_mention(ev, bot_user_id, raw),
-        _ => None,
-    }
-}
-
 /// A person's edit or deletion of their message (`message_changed` / `message_deleted`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ChangedMessage {
