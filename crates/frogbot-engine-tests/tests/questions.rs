@@ -39,6 +39,9 @@ struct Forum {
     settled_outcomes: Mutex<Vec<QuestionOutcome>>,
     /// The `expires_at` of each call rendered.
     expires_at: Mutex<Vec<Option<String>>>,
+    /// While set, `render` waits after posting until a permit is added: the platform shows the
+    /// question, the engine has not recorded it yet.
+    hold_render: Mutex<Option<Arc<tokio::sync::Semaphore>>>,
 }
 
 impl Forum {
@@ -114,6 +117,10 @@ impl ChannelQuestions for ForumPiece {
             .push(call.expires_at.clone());
         let mut m = self.0.post(ask(&call.input.questions[0]));
         m.question = Some(0);
+        let hold = self.0.hold_render.lock().unwrap().clone();
+        if let Some(hold) = hold {
+            drop(hold.acquire().await);
+        }
         Ok(vec![RenderedQuestion {
             calls: vec![call.tool_call_id.clone()],
             messages: vec![m],
@@ -1022,6 +1029,54 @@ async fn a_failing_updated_is_retried_as_a_durable_job_and_holds_interactions(ur
     );
 }
 
+async fn a_click_before_its_question_is_recorded_is_told_it_is_still_posting(url: &str) {
+    let w = world(url).await;
+    let hold = Arc::new(tokio::sync::Semaphore::new(0));
+    *w.forum.hold_render.lock().unwrap() = Some(hold.clone());
+    let turn = match say(&w, "alice", "ask").await {
+        ChannelMessageOutcome::Sent(frogbot_core::agent::Sent::Started(h)) => h,
+        other => panic!("expected a turn to start, got {other:?}"),
+    };
+    // The platform shows the question (post-0); the engine has not recorded it yet.
+    tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        while w.forum.posts.lock().unwrap().is_empty() {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the question posted");
+    let early = w
+        .engine
+        .channels()
+        .interaction("forum", Some(THREAD), &click("bob", "post-0", 1))
+        .await
+        .unwrap();
+    assert_eq!(early, InteractionOutcome::Rejected(STILL_POSTING.into()));
+    assert_eq!(w.forum.notices("rejected"), [STILL_POSTING]);
+    assert!(
+        w.forum.notices("stale").is_empty(),
+        "not stale: it is the question"
+    );
+    // Recorded, the same click answers.
+    hold.add_permits(1);
+    turn.done.await.unwrap().unwrap();
+    let late = w
+        .engine
+        .channels()
+        .interaction("forum", Some(THREAD), &click("bob", "post-0", 1))
+        .await
+        .unwrap();
+    assert_eq!(late, InteractionOutcome::Answered);
+    // A click on a message no question has, with no question being drawn, is still ignored.
+    let foreign = w
+        .engine
+        .channels()
+        .interaction("forum", Some(THREAD), &click("bob", "elsewhere", 1))
+        .await
+        .unwrap();
+    assert_eq!(foreign, InteractionOutcome::Ignored);
+}
+
 async fn a_failing_settled_is_logged_and_the_question_closes_without_a_change(url: &str) {
     let w = world(url).await;
     start_and_wait(&w, "ask").await;
@@ -1717,6 +1772,7 @@ frogbot_testkit::backends!(
     a_rejected_parse_shows_the_reason_and_records_nothing,
     an_ignored_reply_reaches_the_agent_as_a_queued_message,
     a_failing_updated_is_retried_as_a_durable_job_and_holds_interactions,
+    a_click_before_its_question_is_recorded_is_told_it_is_still_posting,
     a_failing_settled_is_logged_and_the_question_closes_without_a_change,
     an_answer_recorded_but_not_closed_is_closed_by_the_next_interaction,
     a_failing_render_posts_the_questions_again_with_the_next_message,

@@ -732,9 +732,17 @@ impl Questions {
         // on an answered call of the same step.
         candidates.sort_by_key(|q| q.outcome.is_some());
         if candidates.is_empty() {
-            if !matches!(interaction, Interaction::Message { .. }) {
-                debug!("interaction matches no live question; ignored");
+            if matches!(interaction, Interaction::Message { .. }) {
+                return Ok(InteractionOutcome::Ignored);
             }
+            if let Some(thread) = thread
+                && let Some(outcome) = self
+                    .still_drawing(platform, thread, interaction, &hooks)
+                    .await?
+            {
+                return Ok(outcome);
+            }
+            debug!("interaction matches no live question; ignored");
             return Ok(InteractionOutcome::Ignored);
         }
         let no_req = RequestContext::default();
@@ -810,6 +818,47 @@ impl Questions {
             return self.act(&closer, &chat, q, interaction, &actor, &req).await;
         }
         Ok(InteractionOutcome::Ignored)
+    }
+
+    /// A click or form that matches no recorded question message, in a thread whose waiting
+    /// reply has a question being drawn: the platform showed the question (a person can click
+    /// it) before the engine recorded where. Told [`STILL_POSTING`] (the `rejected` hook), so the
+    /// click is neither lost silently nor taken as stale; the next one finds the record. `None`
+    /// when the thread has no question being drawn.
+    async fn still_drawing(
+        &self,
+        platform: &str,
+        thread: &str,
+        interaction: &Interaction,
+        hooks: &Arc<dyn ChannelQuestions>,
+    ) -> Result<Option<InteractionOutcome>> {
+        let store = self.store();
+        let Some(chat) = store.get_channel_chat(platform, thread).await? else {
+            return Ok(None);
+        };
+        let (Some(message), Some(thread_v)) = (&chat.awaiting_message_id, thread_of(&chat)) else {
+            return Ok(None);
+        };
+        let drawing = store
+            .questions_of_message(&chat.chat_id, message, self.now())
+            .await?
+            .into_iter()
+            .find(|q| !q.rendered && q.outcome.is_none());
+        let Some(q) = drawing else {
+            return Ok(None);
+        };
+        debug!(chat_id = %chat.chat_id, question_id = %q.tool_call_id, "interaction before its question was recorded; told it is still posting");
+        let call = call_of(&q);
+        let req = RequestContext::default();
+        let _ = hooks
+            .rejected(
+                ha(&call, &q.record, &req, &thread_v),
+                interaction,
+                STILL_POSTING,
+            )
+            .await
+            .map_err(|e| warn!(error = %e, "rejected hook failed"));
+        Ok(Some(InteractionOutcome::Rejected(STILL_POSTING.into())))
     }
 
     /// Out of date: a question answered but not closed is closed first, then `stale` is called.
