@@ -20,10 +20,9 @@
 //! vocabulary, [`frogbot_model::QuestionControl`] (the same for every adapter; the wire format
 //! above is this adapter's own and stays as it is, for stored questions and live buttons).
 
-use frogbot_model::EventControl;
 use std::num::NonZeroU64;
 
-use frogbot_model::{ActionEvent, ControlAction, QuestionControl};
+use frogbot_model::{ActionEvent, ControlAction, EventControl, QuestionControl};
 use serenity::model::id::{ChannelId, MessageId, UserId};
 
 use crate::Error;

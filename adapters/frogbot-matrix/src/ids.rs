@@ -7,9 +7,9 @@
 //! vocabulary, [`frogbot_model::QuestionControl`] (the same for every adapter; the wire format
 //! above is this adapter's own and stays as it is, for stored questions and live buttons).
 
-use frogbot_model::EventControl;
 use frogbot_model::{
-    ActionEvent, ControlAction, InputKind, QuestionControl, QuestionItem, TOGGLE_OFF, TOGGLE_ON,
+    ActionEvent, ControlAction, EventControl, InputKind, QuestionControl, QuestionItem, TOGGLE_OFF,
+    TOGGLE_ON,
 };
 use matrix_sdk::ruma::{EventId, OwnedEventId, OwnedRoomId, RoomId};
 
