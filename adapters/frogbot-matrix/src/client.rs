@@ -534,6 +534,17 @@ impl MatrixApi for matrix_sdk::Client {
         let joined = self
             .get_room(room)
             .ok_or_else(|| Error::UnknownRoom(room.to_string()))?;
+        // The homeserver's limit (`/_matrix/client/v1/media/config`, asked once per client), so
+        // a file past it is refused here: a homeserver answers `413` before reading the body and
+        // closes, and a client still writing then sees a broken pipe, not the refusal. The
+        // ciphertext of an encrypted file is as long as the file.
+        match self.load_or_fetch_max_upload_size().await {
+            Ok(max) if file.size > u64::from(max) => return Err(Error::TooLarge),
+            Ok(_) => {}
+            Err(e) => {
+                tracing::debug!(error = %e, "the homeserver's upload limit is unknown; the upload is tried")
+            }
+        }
         let encrypted = joined
             .latest_encryption_state()
             .await

@@ -189,6 +189,11 @@ async fn the_bots_files_are_uploaded_whole_and_one_over_the_limit_becomes_a_note
         1,
         "the large file was refused, not stored"
     );
+    assert_eq!(
+        fake.upload_attempts(),
+        1,
+        "refused before its upload: past the homeserver's media config limit"
+    );
     assert!(
         made.load(Ordering::SeqCst) < 100,
         "refused by its length, not read whole: {} pieces made",

@@ -507,11 +507,17 @@ async fn relations(
 /// The largest upload the fake takes (Synapse's default `max_upload_size` is 50M).
 pub const MAX_UPLOAD_BYTES: usize = 50 * 1024 * 1024;
 
+/// `GET /_matrix/client/v1/media/config`: the upload limit, [`MAX_UPLOAD_BYTES`].
+async fn media_config() -> Json<Value> {
+    Json(json!({ "m.upload.size": MAX_UPLOAD_BYTES }))
+}
+
 /// `POST /_matrix/media/v3/upload` (the body is the file, `Content-Type` its type):
 /// `{"content_uri": "mxc://fake.test/…"}`. As Synapse, a `Content-Length` over
 /// [`MAX_UPLOAD_BYTES`] is refused (`413 M_TOO_LARGE`) before the body is read, and a body
 /// shorter than its `Content-Length` is no file.
 async fn upload(State(s): St, request: axum::extract::Request) -> Response {
+    s.lock().upload_attempts += 1;
     let headers = request.headers().clone();
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     let too_large = || {
@@ -680,6 +686,7 @@ impl FakeHomeserver {
         let rooms = "/_matrix/client/v3/rooms/{room}";
         let app = axum::Router::new()
             .route("/_matrix/client/versions", get(versions))
+            .route("/_matrix/client/v1/media/config", get(media_config))
             .route("/_matrix/client/v3/login", post(login))
             .route("/_matrix/client/v3/account/whoami", get(whoami))
             .route("/_matrix/client/v3/sync", get(sync))
@@ -848,6 +855,11 @@ impl FakeHomeserver {
     /// Media downloads answered, and refused for want of the bot's token.
     pub fn downloads(&self) -> (usize, usize) {
         self.shared.lock().downloads
+    }
+
+    /// How many upload requests arrived, refused ones too.
+    pub fn upload_attempts(&self) -> usize {
+        self.shared.lock().upload_attempts
     }
 
     /// The uploads to the media repository so far: `mxc://` URI, content type, size.

@@ -40,6 +40,8 @@ pub(super) struct Inner {
     pub(super) failing_members: Vec<OwnedRoomId>,
     /// Uploads to the media repository: the `mxc://` URI, content type and size, in order.
     pub(super) uploads: Vec<(String, String, usize)>,
+    /// Upload requests, refused ones too.
+    pub(super) upload_attempts: usize,
     /// The media repository's files by `mxc://` URI: content type and bytes (uploads, and files
     /// a test put there as a person's).
     pub(super) media: std::collections::HashMap<String, (String, Vec<u8>)>,
