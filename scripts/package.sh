@@ -49,7 +49,10 @@ import json, sys
 print(next(p["version"] for p in json.load(sys.stdin)["packages"] if p["name"] == sys.argv[1]))
 ' "$c" <<<"$meta")
     mkdir "$outside/tarballs/$c"
-    tar -xzf "$target_dir/package/$c-$version.crate" -C "$outside/tarballs/$c" --strip-components=1
+    # `-m`: the files get the time of extraction, not the fixed one cargo writes into every
+    # tarball, so cargo sees a changed crate as changed in the shared target folder (with the
+    # tarball's time, a check reused the previous run's build of the crate).
+    tar -m -xzf "$target_dir/package/$c-$version.crate" -C "$outside/tarballs/$c" --strip-components=1
 done
 # Not a workspace member: `cargo fmt --all` does not see it.
 rustfmt --check --edition 2024 "$outside/src/main.rs"
