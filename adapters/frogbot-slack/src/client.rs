@@ -2,6 +2,7 @@
 //! implementation over slack-morphism's [`SlackClient`] ([`SlackWebApi`]). A recording
 //! implementation for unit tests is `testing::RecordingSlack` (feature `testing`).
 
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -440,6 +441,44 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackWebApi<C> {
         Ok(res.ts.0)
     }
 
+    /// The thread `thread_ts`'s messages, a page (1,000) at a time to `visit` until it breaks,
+    /// for at most [`MAX_REPLY_PAGES`] pages (`conversations.replies`; message metadata only
+    /// when `metadata`: `include_all_metadata`, which slack-morphism's request does not carry).
+    async fn each_reply_page(
+        &self,
+        channel: &str,
+        thread_ts: &str,
+        metadata: bool,
+        mut visit: impl FnMut(Vec<ReplyMessage>) -> ControlFlow<()>,
+    ) -> Result<(), Error> {
+        let session = self.client.open_session(&self.token);
+        let mut cursor: Option<String> = None;
+        for _ in 0..MAX_REPLY_PAGES {
+            let params: Vec<(&str, Option<String>)> = vec![
+                ("channel", Some(channel.to_string())),
+                ("ts", Some(thread_ts.to_string())),
+                ("include_all_metadata", metadata.then(|| "true".to_string())),
+                ("limit", Some("1000".to_string())),
+                ("cursor", cursor.clone()),
+            ];
+            let page: RepliesPage = self
+                .run("conversations.replies", true, || {
+                    session
+                        .http_session_api
+                        .http_get("conversations.replies", &params, None)
+                })
+                .await?;
+            cursor = page
+                .response_metadata
+                .and_then(|r| r.next_cursor)
+                .filter(|c| !c.is_empty());
+            if visit(page.messages).is_break() || !page.has_more || cursor.is_none() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
     /// Who the bot is (`auth.test`): what [`crate::convert::is_own_message`] and mention
     /// detection need.
     pub async fn bot_identity(&self) -> Result<BotIdentity, Error> {
@@ -593,11 +632,12 @@ fn content(blocks: Vec<SlackBlock>, text: &str) -> SlackMessageContent {
     }
 }
 
-/// One page of `conversations.replies` as far as [`SlackApi::thread_keys`] reads it.
+/// One page of `conversations.replies` as far as [`SlackApi::thread_keys`] and
+/// [`SlackApi::find_file_message`] read it.
 #[derive(serde::Deserialize)]
-struct MetadataPage {
+struct RepliesPage {
     #[serde(default)]
-    messages: Vec<MetadataMessage>,
+    messages: Vec<ReplyMessage>,
     #[serde(default)]
     has_more: bool,
     #[serde(default)]
@@ -605,28 +645,11 @@ struct MetadataPage {
 }
 
 #[derive(serde::Deserialize)]
-struct MetadataMessage {
+struct ReplyMessage {
     #[serde(default)]
     ts: String,
     #[serde(default)]
     metadata: Option<serde_json::Value>,
-}
-
-/// One page of `conversations.replies` as far as [`SlackApi::find_file_message`] reads it.
-#[derive(serde::Deserialize)]
-struct FilesPage {
-    #[serde(default)]
-    messages: Vec<FilesMessage>,
-    #[serde(default)]
-    has_more: bool,
-    #[serde(default)]
-    response_metadata: Option<NextCursor>,
-}
-
-#[derive(serde::Deserialize)]
-struct FilesMessage {
-    #[serde(default)]
-    ts: String,
     #[serde(default)]
     files: Vec<FileRef>,
 }
@@ -801,38 +824,16 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackApi for SlackWebApi<C> {
         thread_ts: &str,
         event_type: &str,
     ) -> Result<Vec<(String, String)>, Error> {
-        let session = self.client.open_session(&self.token);
         let mut keys = Vec::new();
-        let mut cursor: Option<String> = None;
-        for _ in 0..MAX_REPLY_PAGES {
-            let params: Vec<(&str, Option<String>)> = vec![
-                ("channel", Some(channel.to_string())),
-                ("ts", Some(thread_ts.to_string())),
-                ("include_all_metadata", Some("true".to_string())),
-                ("limit", Some("1000".to_string())),
-                ("cursor", cursor.clone()),
-            ];
-            let page: MetadataPage = self
-                .run("conversations.replies", true, || {
-                    session
-                        .http_session_api
-                        .http_get("conversations.replies", &params, None)
-                })
-                .await?;
-            keys.extend(page.messages.iter().filter_map(|m| {
-                Some((
-                    metadata_key(m.metadata.as_ref()?, event_type)?,
-                    m.ts.clone(),
-                ))
-            }));
-            cursor = page
-                .response_metadata
-                .and_then(|r| r.next_cursor)
-                .filter(|c| !c.is_empty());
-            if !page.has_more || cursor.is_none() {
-                break;
-            }
-        }
+        self.each_reply_page(channel, thread_ts, true, |messages| {
+            keys.extend(
+                messages
+                    .into_iter()
+                    .filter_map(|m| Some((metadata_key(m.metadata.as_ref()?, event_type)?, m.ts))),
+            );
+            ControlFlow::Continue(())
+        })
+        .await?;
         Ok(keys)
     }
 
@@ -1100,38 +1101,20 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackApi for SlackWebApi<C> {
         thread_ts: &str,
         file_id: &str,
     ) -> Result<Option<String>, Error> {
-        let session = self.client.open_session(&self.token);
-        let mut cursor: Option<String> = None;
-        for _ in 0..MAX_REPLY_PAGES {
-            let params: Vec<(&str, Option<String>)> = vec![
-                ("channel", Some(channel.to_string())),
-                ("ts", Some(thread_ts.to_string())),
-                ("limit", Some("1000".to_string())),
-                ("cursor", cursor.clone()),
-            ];
-            let page: FilesPage = self
-                .run("conversations.replies", true, || {
-                    session
-                        .http_session_api
-                        .http_get("conversations.replies", &params, None)
-                })
-                .await?;
-            if let Some(m) = page
-                .messages
-                .iter()
+        let mut found = None;
+        self.each_reply_page(channel, thread_ts, false, |messages| {
+            found = messages
+                .into_iter()
                 .find(|m| m.files.iter().any(|f| f.id == file_id))
-            {
-                return Ok(Some(m.ts.clone()));
+                .map(|m| m.ts);
+            if found.is_some() {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
             }
-            cursor = page
-                .response_metadata
-                .and_then(|r| r.next_cursor)
-                .filter(|c| !c.is_empty());
-            if !page.has_more || cursor.is_none() {
-                break;
-            }
-        }
-        Ok(None)
+        })
+        .await?;
+        Ok(found)
     }
 
     async fn delete_file(&self, file_id: &str) -> Result<(), Error> {
