@@ -7,7 +7,9 @@
 #   (scripts/synapse.sh); the tests start and stop it themselves.
 # - PostgreSQL server binaries (Debian's `postgresql` package): the tests start a private cluster
 #   themselves, as the unprivileged `postgres` user when run as root. Installed here when missing.
-# Extra arguments go to `cargo test` (e.g. `bash scripts/test.sh -p frogbot-core`).
+# The test binaries run side by side, three at a time (`FROGBOT_TEST_JOBS`), by
+# scripts/run-tests.py; extra arguments go to `cargo test` (e.g. `bash scripts/test.sh -p
+# frogbot-core`), those after `--` to every test binary (a filter).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -36,5 +38,4 @@ if ! bash scripts/synapse.sh; then
     echo "Synapse could not be installed; the Matrix tests will be skipped" >&2
 fi
 
-if [ $# -eq 0 ]; then set -- --workspace; fi
-exec cargo test --locked "$@"
+exec python3 scripts/run-tests.py --locked "$@"
