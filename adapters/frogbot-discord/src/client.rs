@@ -18,6 +18,15 @@ use frogbot_channel::files::{Downloads, UploadAnswer, UploadError};
 
 use crate::Error;
 
+/// `r`, where Discord's "Unknown Message" counts as done when `done` (deleting or unpinning a
+/// message that is gone).
+fn gone_is_done(r: Result<(), serenity::Error>, done: bool) -> Result<(), Error> {
+    match r.map_err(Error::from) {
+        Err(e) if done && e.discord_code() == Some(UNKNOWN_MESSAGE) => Ok(()),
+        other => other,
+    }
+}
+
 /// Counts one API call of `method` by its answer (`frogbot_platform_api_calls_total`): `2xx` (serenity
 /// does not say which success), the HTTP status of a refusal, `timeout` or `network`; a `429` (left
 /// to the caller's retry) also counts as a rate-limit wait.
@@ -298,20 +307,13 @@ impl DiscordApi for Http {
     }
 
     async fn delete_message(&self, channel: ChannelId, message: MessageId) -> Result<(), Error> {
-        match counted(
-            "delete_message",
-            Http::delete_message(self, channel, message, None).await,
-        ) {
-            Err(e) => {
-                let e = Error::from(e);
-                if e.discord_code() == Some(UNKNOWN_MESSAGE) {
-                    Ok(())
-                } else {
-                    Err(e)
-                }
-            }
-            Ok(()) => Ok(()),
-        }
+        gone_is_done(
+            counted(
+                "delete_message",
+                Http::delete_message(self, channel, message, None).await,
+            ),
+            true,
+        )
     }
 
     async fn pin_message(
@@ -331,17 +333,7 @@ impl DiscordApi for Http {
                 Http::unpin_message(self, channel, message, None).await,
             )
         };
-        match r {
-            Err(e) => {
-                let e = Error::from(e);
-                if !pinned && e.discord_code() == Some(UNKNOWN_MESSAGE) {
-                    Ok(())
-                } else {
-                    Err(e)
-                }
-            }
-            Ok(()) => Ok(()),
-        }
+        gone_is_done(r, !pinned)
     }
 
     async fn create_interaction_response(

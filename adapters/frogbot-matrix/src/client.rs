@@ -337,6 +337,13 @@ pub async fn fetch_image(
     Ok((mimetype, body.bytes))
 }
 
+/// The client's room `room`, or [`Error::UnknownRoom`] when it knows none of that id.
+fn joined_room(client: &matrix_sdk::Client, room: &RoomId) -> Result<matrix_sdk::Room, Error> {
+    client
+        .get_room(room)
+        .ok_or_else(|| Error::UnknownRoom(room.to_string()))
+}
+
 #[async_trait]
 impl MatrixApi for matrix_sdk::Client {
     async fn send(
@@ -345,9 +352,7 @@ impl MatrixApi for matrix_sdk::Client {
         event_type: &str,
         content: Value,
     ) -> Result<OwnedEventId, Error> {
-        let joined = self
-            .get_room(room)
-            .ok_or_else(|| Error::UnknownRoom(room.to_string()))?;
+        let joined = joined_room(self, room)?;
         let sent = joined
             .send_raw(event_type, content)
             .await
@@ -362,9 +367,7 @@ impl MatrixApi for matrix_sdk::Client {
         content: Value,
         txn: &str,
     ) -> Result<OwnedEventId, Error> {
-        let joined = self
-            .get_room(room)
-            .ok_or_else(|| Error::UnknownRoom(room.to_string()))?;
+        let joined = joined_room(self, room)?;
         let txn: &TransactionId = txn.into();
         let sent = joined
             .send_raw(event_type, content)
@@ -380,9 +383,7 @@ impl MatrixApi for matrix_sdk::Client {
         event: &EventId,
         reason: Option<&str>,
     ) -> Result<(), Error> {
-        let joined = self
-            .get_room(room)
-            .ok_or_else(|| Error::UnknownRoom(room.to_string()))?;
+        let joined = joined_room(self, room)?;
         joined
             .redact(event, reason, None)
             .await
@@ -393,9 +394,7 @@ impl MatrixApi for matrix_sdk::Client {
     /// matrix-sdk's `typing_notice`: a notice of 4 seconds, sent again only once 3 seconds have
     /// passed since the last one.
     async fn typing(&self, room: &RoomId, typing: bool) -> Result<(), Error> {
-        let joined = self
-            .get_room(room)
-            .ok_or_else(|| Error::UnknownRoom(room.to_string()))?;
+        let joined = joined_room(self, room)?;
         joined
             .typing_notice(typing)
             .await
@@ -413,9 +412,7 @@ impl MatrixApi for matrix_sdk::Client {
         use matrix_sdk::ruma::api::Direction;
         use matrix_sdk::ruma::events::relation::RelationType;
 
-        let joined = self
-            .get_room(room)
-            .ok_or_else(|| Error::UnknownRoom(room.to_string()))?;
+        let joined = joined_room(self, room)?;
         let api = |call: &'static str| move |e: matrix_sdk::Error| call_error(call, e);
         let opts = RelationsOptions {
             dir: Direction::Backward,
@@ -531,9 +528,7 @@ impl MatrixApi for matrix_sdk::Client {
         file: &OutFile,
         via: &Downloads,
     ) -> Result<Value, Error> {
-        let joined = self
-            .get_room(room)
-            .ok_or_else(|| Error::UnknownRoom(room.to_string()))?;
+        let joined = joined_room(self, room)?;
         // The homeserver's limit (`/_matrix/client/v1/media/config`, asked once per client), so
         // a file past it is refused here: a homeserver answers `413` before reading the body and
         // closes, and a client still writing then sees a broken pipe, not the refusal. The
@@ -648,9 +643,7 @@ impl MatrixApi for matrix_sdk::Client {
         use matrix_sdk::room::{IncludeRelations, RelationsOptions};
         use matrix_sdk::ruma::api::Direction;
         use matrix_sdk::ruma::events::relation::RelationType;
-        let joined = self
-            .get_room(room)
-            .ok_or_else(|| Error::UnknownRoom(room.to_string()))?;
+        let joined = joined_room(self, room)?;
         let opts = RelationsOptions {
             dir: Direction::Backward,
             limit: matrix_sdk::ruma::UInt::new(100),
@@ -674,9 +667,7 @@ impl MatrixApi for matrix_sdk::Client {
 
     /// matrix-sdk's `Room::load_pinned_events` (from the server, not the synced state).
     async fn pinned_events(&self, room: &RoomId) -> Result<Vec<OwnedEventId>, Error> {
-        let joined = self
-            .get_room(room)
-            .ok_or_else(|| Error::UnknownRoom(room.to_string()))?;
+        let joined = joined_room(self, room)?;
         Ok(joined
             .load_pinned_events()
             .await
@@ -691,9 +682,7 @@ impl MatrixApi for matrix_sdk::Client {
         pinned: Vec<OwnedEventId>,
     ) -> Result<(), Error> {
         use matrix_sdk::ruma::events::room::pinned_events::RoomPinnedEventsEventContent;
-        let joined = self
-            .get_room(room)
-            .ok_or_else(|| Error::UnknownRoom(room.to_string()))?;
+        let joined = joined_room(self, room)?;
         joined
             .send_state_event(RoomPinnedEventsEventContent::new(pinned))
             .await

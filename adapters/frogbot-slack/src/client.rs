@@ -422,14 +422,28 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackWebApi<C> {
         event_type: &str,
         key: &str,
     ) -> Result<String, Error> {
-        let session = self.client.open_session(&self.token);
         let metadata = SlackMessageMetadata::new(event_type.to_string()).with_event_payload(
             std::collections::HashMap::from([("key".to_string(), key.to_string())]),
         );
-        let mut req = SlackApiChatPostMessageRequest::new(
-            SlackChannelId(channel.to_string()),
+        self.post(
+            channel,
+            thread_ts,
             content(blocks, text).with_metadata(metadata),
-        );
+        )
+        .await
+    }
+
+    /// `chat.postMessage` of `content` in the thread `thread_ts` (else at the top of the
+    /// channel); the message's `ts`.
+    async fn post(
+        &self,
+        channel: &str,
+        thread_ts: Option<&str>,
+        content: SlackMessageContent,
+    ) -> Result<String, Error> {
+        let session = self.client.open_session(&self.token);
+        let mut req =
+            SlackApiChatPostMessageRequest::new(SlackChannelId(channel.to_string()), content);
         if let Some(t) = thread_ts {
             req = req.with_thread_ts(SlackTs(t.to_string()));
         }
@@ -716,20 +730,7 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackApi for SlackWebApi<C> {
         blocks: Vec<SlackBlock>,
         text: &str,
     ) -> Result<String, Error> {
-        let session = self.client.open_session(&self.token);
-        let mut req = SlackApiChatPostMessageRequest::new(
-            SlackChannelId(channel.to_string()),
-            content(blocks, text),
-        );
-        if let Some(t) = thread_ts {
-            req = req.with_thread_ts(SlackTs(t.to_string()));
-        }
-        let res = self
-            .run("chat.postMessage", false, || {
-                session.chat_post_message(&req)
-            })
-            .await?;
-        Ok(res.ts.0)
+        self.post(channel, thread_ts, content(blocks, text)).await
     }
 
     async fn post_keyed(

@@ -26,7 +26,7 @@ use frogbot_model::BoxError;
 use frogbot_model::Notice;
 use frogbot_model::{
     Actor, ChannelQuestions, HookArgs, InputKind, Interaction, ParseArgs, ParseResult, Progress,
-    QuestionAnswer, QuestionCall, QuestionChange, QuestionInput, QuestionMessage,
+    QuestionAnswer, QuestionCall, QuestionChange, QuestionInput, QuestionItem, QuestionMessage,
     QuestionModalMetadata, QuestionOutcome, QuestionOutput, QuestionRecord, RenderArgs,
     RenderedQuestion, ReplyChoice, TOGGLE_OFF, TOGGLE_ON, Thread, iso_to_millis,
 };
@@ -347,6 +347,21 @@ pub fn modal_field_error(
     Some((block, reason))
 }
 
+/// A choice's picks with the answer typed beside them, where the question takes one (`custom`):
+/// added to the picks of a multiple choice, in place of the pick of a single one.
+fn with_typed(mut selected: Vec<String>, q: &QuestionItem, typed: Option<&str>) -> Vec<String> {
+    if q.custom
+        && let Some(text) = typed
+    {
+        if q.multiple {
+            selected.push(text.to_owned());
+        } else {
+            selected = vec![text.to_owned()];
+        }
+    }
+    selected
+}
+
 /// [`output_from_modal`], the error naming the index of the question at fault.
 fn read_modal(
     input: &QuestionInput,
@@ -409,16 +424,7 @@ fn read_modal(
                         selected.push(label);
                     }
                 }
-                if q.custom
-                    && let Some(text) = typed
-                {
-                    if q.multiple {
-                        selected.push(text.to_owned());
-                    } else {
-                        selected = vec![text.to_owned()];
-                    }
-                }
-                selected
+                with_typed(selected, q, typed)
             }
             _ => {
                 let mut selected = Vec::new();
@@ -433,16 +439,7 @@ fn read_modal(
                         })?;
                     selected.push(label);
                 }
-                if q.custom
-                    && let Some(text) = typed
-                {
-                    if q.multiple {
-                        selected.push(text.to_owned());
-                    } else {
-                        selected = vec![text.to_owned()];
-                    }
-                }
-                selected
+                with_typed(selected, q, typed)
             }
         };
         // Each answer checked against its own question, so the error names its field.

@@ -42,8 +42,8 @@ use frogbot_model::{
 use serenity::all::{
     ChannelId, ComponentInteraction, Context, CreateInteractionResponse,
     CreateInteractionResponseMessage, CreateThread, Event, EventHandler, GatewayIntents, GuildId,
-    Interaction as DiscordInteraction, Message, MessageId, MessageUpdateEvent, ModalInteraction,
-    RawEventHandler, Ready, UserId,
+    Interaction as DiscordInteraction, InteractionId, Message, MessageId, MessageUpdateEvent,
+    ModalInteraction, RawEventHandler, Ready, UserId,
 };
 use serenity::futures::StreamExt as _;
 use serenity::gateway::{ShardManager, ShardManagerOptions};
@@ -393,16 +393,14 @@ impl EventHandler for Handler {
             DiscordInteraction::Modal(modal) => on_modal(&self.shared, &self.engine, modal).await,
             DiscordInteraction::Command(command) => {
                 let response = command_response(&self.shared, &self.engine, &command).await;
-                if let Err(e) = DiscordApi::create_interaction_response(
-                    self.shared.http.as_ref(),
+                answer(
+                    &self.shared,
                     command.id,
                     &command.token,
                     &response,
+                    "a command",
                 )
-                .await
-                {
-                    warn!(error = %e, "discord: answering a command failed");
-                }
+                .await;
             }
             other => warn!(
                 kind = ?other.kind(),
@@ -732,6 +730,22 @@ async fn component_thread(engine: &EngineHandle, component: &ComponentInteractio
     .await
 }
 
+/// Answers an interaction with `response`; a failure is logged (`what`: "a command", …), since
+/// nothing else can be done with it: the interaction's token is Discord's to expire.
+async fn answer(
+    shared: &Shared,
+    id: InteractionId,
+    token: &str,
+    response: &CreateInteractionResponse,
+    what: &str,
+) {
+    if let Err(e) =
+        DiscordApi::create_interaction_response(shared.http.as_ref(), id, token, response).await
+    {
+        warn!(error = %e, "discord: answering {what} failed");
+    }
+}
+
 async fn on_component(shared: &Shared, engine: &EngineHandle, component: ComponentInteraction) {
     let custom_id = component.data.custom_id.clone();
     let span = info_span!("discord_component", custom_id = %custom_id, message_id = %component.message.id, chat_id = tracing::field::Empty, question_id = tracing::field::Empty);
@@ -743,31 +757,27 @@ async fn on_component(shared: &Shared, engine: &EngineHandle, component: Compone
         }
         if custom_id == STOP_CUSTOM_ID {
             let response = stop_response(engine, &component).await;
-            if let Err(e) = DiscordApi::create_interaction_response(
-                shared.http.as_ref(),
+            answer(
+                shared,
                 component.id,
                 &component.token,
                 &response,
+                "a Stop click",
             )
-            .await
-            {
-                warn!(error = %e, "discord: answering a Stop click failed");
-            }
+            .await;
             return;
         }
         if let Some(click) = convert::event_click(&component) {
             // An agent message's event button: an event for the agent, never an answer.
             let response = event_response(engine, &component, click).await;
-            if let Err(e) = DiscordApi::create_interaction_response(
-                shared.http.as_ref(),
+            answer(
+                shared,
                 component.id,
                 &component.token,
                 &response,
+                "an event click",
             )
-            .await
-            {
-                warn!(error = %e, "discord: answering an event click failed");
-            }
+            .await;
             return;
         }
         if opens_modal(&custom_id)
