@@ -765,7 +765,14 @@ fn chat_of_line(line: &str) -> ChatId {
 /// something, when a worker holds one of them (`None`: no such job is claimed).
 async fn claimed_until(store: &DynStore, audit: &Audit) -> Option<i64> {
     let mut until = None;
-    for line in audit.missing.iter().chain(&audit.missing_interrupted) {
+    // A question is drawn after the reply pieces before it: one left unshown behind a claimed
+    // delivery job is late the same way.
+    for line in audit
+        .missing
+        .iter()
+        .chain(&audit.missing_interrupted)
+        .chain(&audit.unshown)
+    {
         let chat = chat_of_line(line);
         let job = store
             .earlier_job(
