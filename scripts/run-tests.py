@@ -5,8 +5,8 @@
 
 1. `cargo test --no-run --message-format=json` builds every test binary the arguments select
    (`--workspace` when there are none) and names them.
-2. The binaries run `FROGBOT_TEST_JOBS` at a time (3 by default; those in `ALONE` first, by
-   themselves), each as `cargo test` runs it:
+2. The binaries run `FROGBOT_TEST_JOBS` at a time (those in `ALONE` first, by themselves), each
+   as `cargo test` runs it:
    in its package's folder, with `CARGO_MANIFEST_DIR` and `CARGO_PKG_NAME` set, and its own test
    threads. The longest start first: the times of the last run are kept in the target folder
    (`frogbot-test-times.json`); without them, a few known long binaries go first.
@@ -15,6 +15,11 @@
 Each binary's output is printed whole when it ends (a line when it starts), so the log reads as
 `cargo test`'s does; the last lines list every binary's time. Every binary runs even when one
 fails (`cargo test --no-fail-fast`); the exit code is 1 when any failed.
+
+One at a time by default, as `cargo test` runs them: side by side, some tests still miss budgets
+made for a machine to themselves (see `ALONE`; CI saw one more, a race in a delivery test, now
+fixed). `FROGBOT_TEST_JOBS=3` runs three at a time: on 2 cores the binaries took 416 s instead of
+about 850 s.
 
 Why: most of the suite's time is binaries waiting on processes, sockets and servers (a killed
 `frogbot serve`, Synapse, PostgreSQL), one after another. Each binary still starts its own
@@ -45,7 +50,9 @@ LONG_FIRST = [
 # SIGKILLed 20 times under 200 conversations) has budgets made for a machine it has to itself:
 # beside two other binaries on 2 cores its audit ended with 131 reply pieces still owed by
 # delivery jobs that were due and not yet tried (CI run of 16bc384).
-ALONE = [("frogbot", "crash")]
+# serve's two_processes asserts a p99 latency of pushed events (100 ms): beside two other binaries
+# it measured 114 ms.
+ALONE = [("frogbot", "crash"), ("frogbot", "two_processes")]
 
 
 def split_args(argv):
@@ -105,7 +112,7 @@ def main():
     picks = ("-p", "--package", "--workspace", "--all", "--manifest-path")
     if not any(a.split("=", 1)[0] in picks or a.startswith("-p") for a in cargo_args):
         cargo_args = ["--workspace", *cargo_args]
-    jobs = max(1, int(os.environ.get("FROGBOT_TEST_JOBS", "3")))
+    jobs = max(1, int(os.environ.get("FROGBOT_TEST_JOBS", "1")))
     times_path = os.path.join(target_dir(), "frogbot-test-times.json")
     try:
         with open(times_path, encoding="utf-8") as f:

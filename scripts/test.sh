@@ -7,7 +7,7 @@
 #   (scripts/synapse.sh); the tests start and stop it themselves.
 # - PostgreSQL server binaries (Debian's `postgresql` package): the tests start a private cluster
 #   themselves, as the unprivileged `postgres` user when run as root. Installed here when missing.
-# The test binaries run side by side, three at a time (`FROGBOT_TEST_JOBS`), by
+# The test binaries run one after another (`FROGBOT_TEST_JOBS=3`: three at a time), by
 # scripts/run-tests.py; extra arguments go to `cargo test` (e.g. `bash scripts/test.sh -p
 # frogbot-core`), those after `--` to every test binary (a filter).
 set -euo pipefail
