@@ -159,3 +159,44 @@ async fn a_notice_naming_many_chats_pushes_each() {
     assert_eq!(next(&mut rx, is_chat).await, Change::Chat(chat("batch-1")));
     assert_eq!(next(&mut rx, is_chat).await, Change::Chat(chat("batch-2")));
 }
+
+/// A steady stream of writes is announced in spaced notices, not one per write (each notice is a
+/// transaction and a wake-up of every listener: one every 2 ms cost sequential turns 10–15 %),
+/// and the last write is still announced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_steady_stream_of_writes_is_announced_in_spaced_notices() {
+    let Some(db) = frogbot_testdb::postgres_db() else {
+        return;
+    };
+    let writer = open(&db.url, false).await;
+    let mut listener = sqlx::postgres::PgListener::connect(&db.url).await.unwrap();
+    listener.listen("frogbot_chats").await.unwrap();
+    let c = web_chat("steady", Some("alice"));
+    let start = std::time::Instant::now();
+    for i in 0..60 {
+        send(
+            writer.as_ref(),
+            &c,
+            &user_msg(&format!("m{i}"), Some("alice"), "hi"),
+            Delivery::Queue,
+            "writer",
+            T0 + i,
+        )
+        .await;
+    }
+    let writing = start.elapsed();
+    // Every notice up to the one sent after the last write (at most 10 ms after it, plus the
+    // time to reach us).
+    let mut notices = 0u32;
+    while let Ok(n) = tokio::time::timeout(Duration::from_millis(500), listener.recv()).await {
+        assert_eq!(n.unwrap().payload(), "steady");
+        notices += 1;
+    }
+    assert!(notices >= 1, "the writes are announced");
+    // One notice at most every 10 ms while the writes went on, and one after them.
+    let most = (writing.as_millis() / 10) as u32 + 2;
+    assert!(
+        notices <= most,
+        "{notices} notices for 60 writes in {writing:?}: more than one per 10 ms"
+    );
+}
