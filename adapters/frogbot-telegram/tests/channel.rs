@@ -1532,9 +1532,36 @@ async fn photos_and_documents_reach_the_model() {
     let told = s.fake.wait_for("the notice", |c| sent_text(c, "📎")).await;
     assert_eq!(
         told["text"],
-        "📎 I could not take dump.bin: the download failed."
+        "📎 I could not take dump.bin: it is larger than the 20 MB Telegram lets a bot download."
     );
     s.fake
         .wait_for("the caption still runs", |c| sent_text(c, "echo: and this"))
         .await;
+    // Known too large from its file_size: not even asked for (here the configured limit, 20 MB
+    // by default, refuses it before the Bot API's would).
+    s.fake.push(json!({"message": {
+        "message_id": 43, "date": 1_767_225_603, "chat": chat, "from": user(ADA, "Ada"),
+        "caption": "and that",
+        "document": {"file_id": "BQACAgQAAxkBAAIBig", "file_unique_id": "AgADv",
+                     "file_name": "video.mkv", "mime_type": "video/x-matroska",
+                     "file_size": 31_457_280}
+    }}));
+    s.fake
+        .wait_for("the second notice", |c| {
+            sent_text(
+                c,
+                "📎 I could not take video.mkv: it is larger than the 20 MB limit.",
+            )
+        })
+        .await;
+    s.fake
+        .wait_for("that caption runs too", |c| sent_text(c, "echo: and that"))
+        .await;
+    assert!(
+        !s.fake
+            .calls("getfile")
+            .iter()
+            .any(|c| c["file_id"] == "BQACAgQAAxkBAAIBig"),
+        "a file known too large is not asked for"
+    );
 }

@@ -222,6 +222,21 @@ pub enum UploadError {
     Fetch(frogbot_net::FetchError),
 }
 
+/// Why an adapter's [`ChannelOutbox::open_file`](crate::ChannelOutbox::open_file) will not
+/// download a file, when the person should be told more than that it failed.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// Larger than the platform lets a bot download (Telegram's Bot API: 20 MB), whatever the
+    /// configured limit.
+    #[error("larger than the {} {platform} lets a bot download", size_text(*limit))]
+    TooLarge {
+        /// The platform's limit, in bytes.
+        limit: u64,
+        /// The platform, as a person names it.
+        platform: &'static str,
+    },
+}
+
 /// A file already in memory (a test's, a client's that only reads media whole), handed on in
 /// 64 KiB pieces as any download, each copied as it is read.
 pub fn from_bytes(bytes: Vec<u8>) -> FileStream {

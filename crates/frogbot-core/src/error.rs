@@ -216,6 +216,13 @@ pub enum FileError {
         /// The limit.
         limit: usize,
     },
+    /// The platform will not give the file (e.g. larger than its bots may download): `why`
+    /// completes "it is …".
+    #[error("the platform refused the file: it is {why}")]
+    Refused {
+        /// Why, as a person reads it.
+        why: String,
+    },
     /// The upload failed or was cut off before its end: nothing was kept.
     #[error("the upload failed: {message}")]
     Upload {

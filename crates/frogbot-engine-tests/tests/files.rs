@@ -460,13 +460,47 @@ async fn files_posted_on_a_platform_are_taken_or_named(url: &str) {
         notice,
         "📎 I could not take huge.png: it is larger than the 1000 bytes limit; a.zip: files of \
          type application/zip are not accepted here; gone.png: the download failed; slow.png: \
-         the download did not finish within 0 s."
+         the download did not finish within 0.3 s."
     );
     let chat = frogbot_core::agent::channel_chat_id("test", "T1");
     let stored = engine.chats().messages(&chat).await.unwrap();
     let first = &stored[0].message;
     assert!(first.parts[0].as_file().is_some(), "{:?}", first.parts);
     assert_eq!(first.parts[1], MessagePart::text("read these"));
+
+    // The platform delivers m1 again (a retried webhook, a replay after a restart): taken once,
+    // nothing downloaded again, no second notice, no second turn.
+    let (opened, posts, turns) = (
+        outbox.opened.lock().unwrap().len(),
+        outbox.posts.lock().unwrap().len(),
+        seen.lock().unwrap().len(),
+    );
+    let again = vec![
+        posted("notes.txt", "text/plain", Some(10), "milk, eggs"),
+        posted("huge.png", "image/png", Some(5_000), "x"),
+        posted("gone.png", "image/png", None, ""),
+    ];
+    let out = engine
+        .channels()
+        .message("test", "T1", said("m1", "ada", "read these", again))
+        .await
+        .unwrap();
+    assert!(matches!(out, ChannelMessageOutcome::Duplicate), "{out:?}");
+    assert_eq!(
+        outbox.opened.lock().unwrap().len(),
+        opened,
+        "nothing downloaded again"
+    );
+    assert_eq!(
+        outbox.posts.lock().unwrap().len(),
+        posts,
+        "no second notice"
+    );
+    assert_eq!(seen.lock().unwrap().len(), turns, "no second turn");
+    assert_eq!(
+        engine.chats().messages(&chat).await.unwrap().len(),
+        stored.len()
+    );
 
     // Files alone, all refused: no turn, no message.
     let turns = seen.lock().unwrap().len();
@@ -618,7 +652,69 @@ async fn an_edit_of_a_queued_message_keeps_its_files(url: &str) {
     assert!(matches!(e, Error::ChannelChat { .. }), "{e}");
 }
 
+/// The limits a configuration sets on what a message carries and what the model reads: more
+/// files than `max_per_message` is refused and saves nothing; with `images_to_model = false` an
+/// image is named, not shown; a text file is cut at `model_text_bytes`, and the model told.
+async fn the_configured_limits_hold(url: &str) {
+    let limits = FileLimits {
+        max_per_message: 2,
+        images_to_model: false,
+        model_text_bytes: 5,
+        ..FileLimits::default()
+    };
+    let (engine, seen) = world(url, limits).await;
+    let chat = ChatId::new("files-limits").unwrap();
+    let up = async |media: &str, name: &str, data: &[u8]| {
+        let f = engine
+            .files()
+            .upload(&chat, None, media, name, chunks(data, 4))
+            .await
+            .unwrap();
+        MessagePart::file(media, name, &file_url(&chat, &f.id))
+    };
+    let png = up("image/png", "shot.png", &[137, 80, 78, 71]).await;
+    let notes = up("text/plain", "notes.txt", b"milk, eggs, bread").await;
+    let more = up("text/plain", "more.txt", b"more").await;
+
+    let e = send(
+        &engine,
+        &chat,
+        vec![png.clone(), notes.clone(), more, MessagePart::text("three")],
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(e, Error::File(FileError::TooMany { limit: 2 })),
+        "{e}"
+    );
+    assert!(
+        engine.chats().get(&chat).await.unwrap().is_none(),
+        "a refused message saves nothing"
+    );
+    assert!(seen.lock().unwrap().is_empty(), "and runs nothing");
+
+    send(&engine, &chat, vec![png, notes, MessagePart::text("two")])
+        .await
+        .unwrap();
+    let files = seen.lock().unwrap().last().unwrap().clone();
+    assert_eq!(files.len(), 2, "{files:?}");
+    match &files[0].content {
+        Some(FileContent::Named { note }) => assert!(
+            note.contains("shot.png (image/png)") && note.contains("only its name is known"),
+            "{note}"
+        ),
+        other => panic!("an image is named when models do not read images: {other:?}"),
+    }
+    assert_eq!(
+        files[1].content,
+        Some(FileContent::Text {
+            text: "[notes.txt (text/plain)]\nmilk,\n[… cut: the first 5 of 17 bytes shown]".into()
+        })
+    );
+}
+
 frogbot_testkit::backends!(
+    the_configured_limits_hold,
     an_edit_of_a_queued_message_keeps_its_files,
     files_posted_on_a_platform_are_taken_or_named,
     uploads_reach_the_model_as_images_text_and_names,

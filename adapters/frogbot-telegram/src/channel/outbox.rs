@@ -266,6 +266,9 @@ impl TelegramOutbox {
     }
 }
 
+/// The largest file the Bot API lets a bot download (`getFile`: 20 MB).
+const BOT_API_DOWNLOAD_MAX: u64 = 20 * 1024 * 1024;
+
 #[async_trait]
 impl ChannelOutbox for TelegramOutbox {
     /// The shared delivery loops over this outbox's [`Draw`].
@@ -279,13 +282,32 @@ impl ChannelOutbox for TelegramOutbox {
         &self,
         file: &frogbot_model::PlatformFile,
     ) -> Result<frogbot_channel::FileStream, BoxError> {
-        let found: teloxide::types::File = crate::client::request(
+        let too_large = || -> BoxError {
+            frogbot_channel::files::OpenError::TooLarge {
+                limit: BOT_API_DOWNLOAD_MAX,
+                platform: "Telegram",
+            }
+            .into()
+        };
+        // Known too large from the update: told so, not tried (`getFile` would refuse it).
+        if file.size.is_some_and(|n| n > BOT_API_DOWNLOAD_MAX) {
+            return Err(too_large());
+        }
+        let found: teloxide::types::File = match crate::client::request(
             &self.api,
             "getFile",
             &serde_json::json!({ "file_id": file.id }),
             None,
         )
-        .await?;
+        .await
+        {
+            Ok(found) => found,
+            // Of unknown size (a document without `file_size`): the Bot API's own refusal.
+            Err(crate::Error::Api { message, .. }) if message.contains("file is too big") => {
+                return Err(too_large());
+            }
+            Err(e) => return Err(e.into()),
+        };
         let mut url = self.api.api_url();
         url.path_segments_mut()
             .map_err(|()| "the API URL cannot take a path")?

@@ -234,9 +234,14 @@ pub(crate) async fn take_platform_files(
         tracing::debug!(chat_id = %chat, file = %f.id, "downloading a posted file");
         let written = tokio::time::timeout(limits.download_timeout, async {
             let stream = outbox.open_file(f).await.map_err(|e| {
-                crate::Error::from(FileError::Upload {
-                    message: e.to_string(),
-                })
+                match e.downcast::<frogbot_channel::files::OpenError>() {
+                    Ok(refused) => crate::Error::File(FileError::Refused {
+                        why: refused.to_string(),
+                    }),
+                    Err(e) => crate::Error::from(FileError::Upload {
+                        message: e.to_string(),
+                    }),
+                }
             })?;
             write_file(store, limits, chat, owner, &media, &f.filename, now, stream).await
         })
@@ -251,13 +256,16 @@ pub(crate) async fn take_platform_files(
                 "{name}: it is larger than the {} limit",
                 size_text(limit)
             )),
+            Ok(Err(crate::Error::File(FileError::Refused { why }))) => {
+                refused.push(format!("{name}: it is {why}"));
+            }
             Ok(Err(e)) => {
                 tracing::warn!(chat_id = %chat, file = %f.id, error = %e, "a posted file was not taken");
                 refused.push(format!("{name}: the download failed"));
             }
             Err(_) => refused.push(format!(
-                "{name}: the download did not finish within {} s",
-                limits.download_timeout.as_secs()
+                "{name}: the download did not finish within {}",
+                seconds(limits.download_timeout)
             )),
         }
     }
@@ -542,6 +550,15 @@ async fn read_up_to(
     Some((out, row.size))
 }
 
+/// A time limit as a person reads it: `30 s`, `0.3 s` (not `0 s` for less than a second).
+fn seconds(d: std::time::Duration) -> String {
+    if d.subsec_millis() == 0 {
+        format!("{} s", d.as_secs())
+    } else {
+        format!("{:.1} s", d.as_secs_f64())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -580,5 +597,13 @@ mod tests {
         ] {
             assert_eq!(parse_file_url(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn time_limits_read_as_seconds() {
+        use std::time::Duration;
+        assert_eq!(seconds(Duration::from_secs(30)), "30 s");
+        assert_eq!(seconds(Duration::from_millis(300)), "0.3 s");
+        assert_eq!(seconds(Duration::from_millis(2500)), "2.5 s");
     }
 }

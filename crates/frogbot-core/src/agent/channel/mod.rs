@@ -1169,6 +1169,25 @@ impl Channels {
         Ok(input)
     }
 
+    /// Whether `message`, with files, was taken before under `id` (a platform's redelivery: after
+    /// a restart, a retried webhook): its files are then not downloaded again, nor their notice
+    /// posted twice. Asked only of messages with files, so a plain message costs no read.
+    async fn taken_before(
+        &self,
+        chat: &ChatId,
+        id: Option<&str>,
+        message: &ThreadMessage,
+    ) -> Result<bool> {
+        let Some(id) = id.filter(|_| !message.files.is_empty()) else {
+            return Ok(false);
+        };
+        let taken = self.turns.store.get_message(chat, id).await?.is_some();
+        if taken {
+            debug!(chat_id = %chat, message_id = id, "repeated channel message with files; already taken");
+        }
+        Ok(taken)
+    }
+
     async fn channel_message_once(
         &self,
         platform: &str,
@@ -1235,6 +1254,11 @@ impl Channels {
                 .clone()
                 .filter(|n| !n.trim().is_empty())
                 .or_else(|| Some(message.author.id.clone()));
+            // A platform's redelivery of a message already taken: its files are not downloaded
+            // again, nor is their notice posted twice.
+            if self.taken_before(&chat_id, id.as_deref(), &message).await? {
+                return Ok(ChannelMessageOutcome::Duplicate);
+            }
             // The person's files go to the agent too (downloaded into the chat first).
             let (files, refused) = crate::agent::files::take_platform_files(
                 &self.turns.store,
@@ -1433,6 +1457,13 @@ impl Channels {
         // The files posted with it, stored before the message (first, then its text); those
         // not taken are named to the person, and the rest of the message still goes.
         if !message.files.is_empty() && !new && !ask {
+            if existing.is_some()
+                && self
+                    .taken_before(&chat_id, message_id.as_deref(), &message)
+                    .await?
+            {
+                return Ok(ChannelMessageOutcome::Duplicate);
+            }
             let owner = actor.user.as_ref().map(|u| u.as_str()).unwrap_or("");
             let (taken, refused) = crate::agent::files::take_platform_files(
                 &self.turns.store,
