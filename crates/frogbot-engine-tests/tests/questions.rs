@@ -337,7 +337,12 @@ impl frogbot_core::agent::ChannelOutbox for Shows {
             keys.push(delivery.key.clone());
             let drawn: Vec<String> = frogbot_core::model::blocks_of(message)
                 .iter()
-                .map(|b| format!("[{}] {}", b.type_name(), b.plain_text()))
+                .map(|b| match &b.kind {
+                    frogbot_core::model::BlockKind::Html { url: Some(u), .. } => {
+                        format!("[{}] {} <{u}>", b.type_name(), b.plain_text())
+                    }
+                    _ => format!("[{}] {}", b.type_name(), b.plain_text()),
+                })
                 .collect();
             self.0.post(drawn.join(" "));
         }
@@ -395,6 +400,16 @@ async fn world_on(
                 "c1",
                 "question",
                 json!({"questions": [q("Colour")], "expiresInSeconds": 3600}),
+            );
+        }
+        if text.contains("askapp") && has_tool {
+            return call(
+                "c1",
+                "question",
+                json!({"questions": [q("Colour")], "blocks": [
+                    {"type": "html", "title": "Chart", "html": "<p>chart</p>",
+                     "url": "https://evil.example/phish"}
+                ]}),
             );
         }
         if text.contains("askblocks") && has_tool {
@@ -1263,6 +1278,87 @@ async fn a_questions_blocks_are_shown_before_its_inputs_once(url: &str) {
     );
 }
 
+/// An app among a question's blocks is, on a platform, a link to its web view when the server
+/// has a `public_url`, as an agent message's app is: the engine gives it its capability (an
+/// address the model sent is dropped), the link names the reply that asks, and that reply's page
+/// is the app's; the record drawn holds the same capability as the reply.
+async fn a_questions_app_links_to_its_web_view(url: &str) {
+    let config = EngineConfig {
+        public_url: Some("https://bot.example.com/fb/".into()),
+        ..EngineConfig::default()
+    };
+    let w = world_on(url, config, None).await;
+    let shows = Arc::new(Shows(w.forum.clone(), Mutex::default()));
+    let engine = w.engine.clone().with_channel(Channel {
+        platform: "forum".into(),
+        questions: Some(Arc::new(ForumPiece(w.forum.clone()))),
+        identity: Arc::new(PrefixedIdentity),
+        access: Arc::new(DenyMallory),
+        outbox: Some(shows),
+    });
+    let w = World { engine, ..w };
+    start_and_wait(&w, "askapp").await;
+    let reply_id = w
+        .engine
+        .chats()
+        .get(&chat())
+        .await
+        .unwrap()
+        .unwrap()
+        .awaiting_message_id
+        .expect("the reply waits");
+    let reply = w
+        .engine
+        .chats()
+        .message(&chat(), &reply_id)
+        .await
+        .unwrap()
+        .unwrap()
+        .message;
+    let input = reply
+        .tool_parts()
+        .find(|t| t.tool_call_id == "c1")
+        .expect("the question's call")
+        .input
+        .clone();
+    assert_eq!(
+        input["blocks"][0].get("url"),
+        None,
+        "an address is never kept"
+    );
+    let link = input["blocks"][0]["link"]
+        .as_str()
+        .expect("a capability")
+        .to_owned();
+    assert!(frogbot_core::model::is_app_link(&link), "{link}");
+    assert_eq!(
+        frogbot_core::model::app_page(&reply, &link),
+        Some(("<p>chart</p>".into(), Some("Chart".into())))
+    );
+    assert_eq!(frogbot_core::model::app_page(&reply, &"0".repeat(32)), None);
+    let record = w
+        .store
+        .get_question(&chat(), "c1", now_millis())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        record.input.blocks,
+        input["blocks"].as_array().unwrap().clone()
+    );
+    frogbot_testkit::eventually(
+        "the question is drawn",
+        std::time::Duration::from_secs(20),
+        async || w.forum.posts.lock().unwrap().len() == 2,
+    )
+    .await;
+    let chat_id = chat();
+    assert_eq!(
+        w.forum.posts.lock().unwrap()[0].1,
+        format!("[html] App: Chart <https://bot.example.com/fb/apps/{chat_id}/{reply_id}/{link}>")
+    );
+}
+
 /// Issue 38: a question record re-created after its row expired (the reply still waits) keeps
 /// the set's deadline (`expiresAt`), so it still expires and its card still says until when.
 async fn a_record_re_created_after_expiry_keeps_its_deadline(url: &str) {
@@ -1762,6 +1858,7 @@ async fn chatter_while_a_question_is_open_is_queued_not_consumed(url: &str) {
 }
 
 frogbot_testkit::backends!(
+    a_questions_app_links_to_its_web_view,
     a_person_asks_another_person_only_they_answer,
     model_alone_is_a_choice_whose_answer_chooses_the_model,
     a_reply_answer_is_recorded_settled_and_continues_the_agent,

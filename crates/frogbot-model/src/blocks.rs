@@ -615,9 +615,30 @@ pub fn stamp_app_link(block: &mut Block, fresh: impl FnOnce() -> String) {
     }
 }
 
+/// Gives each app among a question's `blocks` (as agents write them, in the question tool's
+/// input) its capability, as [`stamp_app_link`] does for a message's; other blocks, and what is
+/// not a block, stay as they came. The web view of such an app is found through the message
+/// holding the question's tool call ([`app_page`]).
+pub fn stamp_app_links_in(blocks: &mut [Value], fresh: impl Fn() -> String) {
+    for v in blocks {
+        if let Ok(mut b) = Block::from_json(v)
+            && matches!(b.kind, BlockKind::Html { .. })
+        {
+            stamp_app_link(&mut b, &fresh);
+            *v = b.to_json();
+        }
+    }
+}
+
 /// A copy of `message` (of chat `chat`) whose app blocks carry the address of their web view
 /// under `base` (the server's `public_url`): `{base}/apps/{chat}/{message}/{link}`.
 pub fn with_app_urls(message: &UiMessage, chat: &str, base: &str) -> UiMessage {
+    with_app_urls_of(message, chat, &message.id, base)
+}
+
+/// [`with_app_urls`] for blocks drawn apart from the message that holds them (a question's,
+/// drawn before its inputs): their addresses name `holder`, the message [`app_page`] reads.
+pub fn with_app_urls_of(message: &UiMessage, chat: &str, holder: &str, base: &str) -> UiMessage {
     let mut out = message.clone();
     let base = base.trim_end_matches('/');
     for part in &mut out.parts {
@@ -635,26 +656,38 @@ pub fn with_app_urls(message: &UiMessage, chat: &str, base: &str) -> UiMessage {
             .and_then(Value::as_str)
             .filter(|l| is_app_link(l))
         {
-            let url = format!("{base}/apps/{chat}/{}/{link}", message.id);
+            let url = format!("{base}/apps/{chat}/{holder}/{link}");
             data.insert("url".into(), url.into());
         }
     }
     out
 }
 
-/// The app page of `message` whose capability is `link` (compared in constant time).
+/// The app page of `message` whose capability is `link` (compared in constant time): among its
+/// blocks, or among the blocks of a question it asks ([`stamp_app_links_in`]).
 pub fn app_page(message: &UiMessage, link: &str) -> Option<(String, Option<String>)> {
-    blocks_of(message).into_iter().find_map(|b| match b.kind {
-        BlockKind::Html {
-            html,
-            title,
-            link: Some(l),
-            ..
-        } if bool::from(subtle::ConstantTimeEq::ct_eq(l.as_bytes(), link.as_bytes())) => {
-            Some((html, title))
-        }
+    let asked = message.parts.iter().filter_map(|p| match p {
+        MessagePart::Tool(t) if t.tool_name == crate::QUESTION_TOOL => t.input.get("blocks"),
         _ => None,
-    })
+    });
+    let asked = asked
+        .filter_map(Value::as_array)
+        .flatten()
+        .filter_map(|v| Block::from_json(v).ok());
+    blocks_of(message)
+        .into_iter()
+        .chain(asked)
+        .find_map(|b| match b.kind {
+            BlockKind::Html {
+                html,
+                title,
+                link: Some(l),
+                ..
+            } if bool::from(subtle::ConstantTimeEq::ct_eq(l.as_bytes(), link.as_bytes())) => {
+                Some((html, title))
+            }
+            _ => None,
+        })
 }
 
 /// The blocks of a message, in order.

@@ -41,7 +41,8 @@ pub mod fuzz;
 pub use approval::*;
 pub use blocks::{
     Block, BlockEvent, BlockKind, EventButton, EventClick, EventControl, INPUT_BLOCK_TYPES,
-    app_page, blocks_of, has_blocks, is_app_link, stamp_app_link, with_app_urls,
+    app_page, blocks_of, has_blocks, is_app_link, stamp_app_link, stamp_app_links_in,
+    with_app_urls, with_app_urls_of,
 };
 pub use chat::*;
 pub use elicitation::*;

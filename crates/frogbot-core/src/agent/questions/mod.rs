@@ -1208,7 +1208,10 @@ impl Questions {
         if pending.is_empty() {
             return Ok(Drawn::Done);
         }
-        if let Err(e) = self.post_question_blocks(chat, &thread, &pending).await {
+        if let Err(e) = self
+            .post_question_blocks(chat, &message_id, &thread, &pending)
+            .await
+        {
             error!(chat_id = %chat, error = %e, "posting a question's blocks failed: the delivery job (or the next message) draws the questions again");
             return Ok(Drawn::Failed(e));
         }
@@ -1281,6 +1284,7 @@ impl Questions {
     async fn post_question_blocks(
         &self,
         chat: &ChatId,
+        reply: &str,
         thread: &Thread,
         calls: &[QuestionCall],
     ) -> std::result::Result<(), crate::BoxError> {
@@ -1302,12 +1306,16 @@ impl Questions {
                 .collect();
             let digest = sha2::Sha256::digest(format!("{chat}\n{}", call.tool_call_id));
             let key: String = digest[..12].iter().map(|b| format!("{b:02x}")).collect();
-            let message = crate::model::UiMessage {
+            let mut message = crate::model::UiMessage {
                 id: format!("qblocks_{key}"),
                 role: crate::model::Role::Assistant,
                 parts,
                 metadata: Default::default(),
             };
+            // Its apps link to their web views, read through the reply that asks.
+            if let Some(base) = &self.turns.config.public_url {
+                message = crate::model::with_app_urls_of(&message, chat.as_str(), reply, base);
+            }
             // Quiet: the question drawn next is what notifies (one question, one notification).
             let delivery = crate::agent::Delivery::new(format!("qblocks:{key}")).quietly();
             outbox.post_message(thread, &message, &delivery).await?;

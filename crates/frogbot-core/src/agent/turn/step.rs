@@ -329,7 +329,7 @@ impl Turns {
         let had_calls = !calls.is_empty();
         let mut questions = Vec::new();
         for c in calls {
-            let c = self.unique_call_id(reply, c);
+            let mut c = self.unique_call_id(reply, c);
             let _ = tx.send(TurnEvent::ToolInput {
                 tool_call_id: c.id.clone(),
                 tool_name: c.name.clone(),
@@ -341,7 +341,18 @@ impl Turns {
                     .map_err(|e| e.to_string())
                     .and_then(|i| i.validate().map(|_| i))
                 {
-                    Ok(input) => {
+                    Ok(mut input) => {
+                        // Its apps get their capabilities here, once, in the call kept with the
+                        // reply and in the record alike (their web view reads the call).
+                        if !input.blocks.is_empty() {
+                            // 122 random bits, as an agent message's apps get (talk.rs).
+                            crate::model::stamp_app_links_in(&mut input.blocks, || {
+                                uuid::Uuid::new_v4().simple().to_string()
+                            });
+                            if let Some(o) = c.input.as_object_mut() {
+                                o.insert("blocks".into(), input.blocks.clone().into());
+                            }
+                        }
                         questions.push((c.id.clone(), input));
                         (ToolState::InputAvailable, None, None)
                     }
