@@ -267,3 +267,153 @@ async fn a_settled_toggle_says_who_by_display_name_its_label_and_off() {
         "Notify: Tell them?\n✅ Answered by Ada: Notify the team — off"
     );
 }
+
+/// A question with what it is about (issue 40), asked by FrogBot's engine (which posts a
+/// question's display blocks before the question): the diff and the table come first, then the
+/// question; Ada reacts ✅ (Matrix's Approve) and the question reads answered.
+#[cfg(feature = "engine")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_confirm_beside_a_diff() {
+    use frogbot_channel::Adapter;
+    use frogbot_core::agent::scripted::{ScriptedModel, call as tool_call, reply};
+    use frogbot_core::agent::{ModelMessage, ModelRequest};
+    use frogbot_matrix::channel::{Config, Login, connect};
+    use frogbot_matrix::testing::{BOT_PASSWORD, FakeHomeserver};
+    use std::time::Duration;
+    use tokio_util::sync::CancellationToken;
+
+    const WAIT: u64 = 30;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let fake = FakeHomeserver::start().await;
+    let ada = UserId::parse("@ada:fake.test").unwrap();
+    let room = fake.create_room(&[&ada]);
+    fake.set_display_name(&room, &ada, "Ada");
+    // The model asks the "review" question; its result is answered "got: <result>".
+    let model = ScriptedModel::new(|req: &ModelRequest| {
+        if let Some(ModelMessage::Tool { content, .. }) = req.messages.last() {
+            return reply(&format!("got: {content}"));
+        }
+        tool_call(
+            "q1",
+            "question",
+            json!({"questions": [{"header": "Go", "question": "Scale the API?",
+                "kind": "confirm", "label": "Approve"}],
+            "blocks": [
+                {"type": "code", "language": "diff", "code": "- replicas: 3\n+ replicas: 4"},
+                {"type": "table", "columns": ["service", "pods"], "rows": [["api", 3]]}
+            ]}),
+        )
+    });
+    let store = tempfile::tempdir().unwrap();
+    let adapter = connect(Config::new(
+        fake.url(),
+        fake.bot().to_owned(),
+        Login::Password(BOT_PASSWORD.into()),
+        store.path(),
+    ))
+    .await
+    .unwrap();
+    let db = frogbot_testkit::sqlite_db();
+    let engine = frogbot_testkit::engine_with(frogbot_testkit::open_store(&db.url).await, model)
+        .with_channel(adapter.channel());
+    let shutdown = CancellationToken::new();
+    let worker = engine.spawn_worker(Duration::from_millis(100));
+    let task = adapter
+        .start(engine.handle(), shutdown.clone())
+        .expect("a sync loop");
+
+    let said = fake.inject(
+        &room,
+        &ada,
+        "m.room.message",
+        json!({"msgtype": "m.text", "body": "please review"}),
+    );
+    let thread = format!("{room}|{said}");
+    let bot = fake.bot().as_str().to_owned();
+    let card = fake
+        .wait_for(&room, WAIT, "the question", |e| {
+            e["sender"] == bot.as_str()
+                && e["content"]["body"]
+                    .as_str()
+                    .is_some_and(|b| b.contains("Scale the API?"))
+        })
+        .await;
+    let card_id = format!("{room}|{}", card["event_id"].as_str().unwrap());
+    // The engine knows the question by its message, and its ✅ to tap is placed.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(WAIT);
+    while engine
+        .channels()
+        .form_target("matrix", &card_id)
+        .await
+        .unwrap()
+        .is_none()
+        || fake.bot_reactions(&card_id) != ["✅"]
+    {
+        assert!(tokio::time::Instant::now() < deadline, "the question known");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let seen = fake.person_view(&thread);
+    let asked = transcript(&seen, &bot);
+    let body = |m: &SeenMessage| m.fallback.clone().unwrap_or_default();
+    let at_card = seen
+        .iter()
+        .position(|m| card_id.ends_with(&m.id))
+        .unwrap_or_else(|| panic!("no question in the thread:\n{asked}"));
+    let diff = seen
+        .iter()
+        .position(|m| m.sender == bot && body(m).contains("+ replicas: 4"))
+        .unwrap_or_else(|| panic!("no diff in the thread:\n{asked}"));
+    assert!(diff < at_card, "the diff before the question:\n{asked}");
+    assert!(body(&seen[diff]).contains("- replicas: 3"), "{asked}");
+    assert!(
+        seen[diff..at_card].iter().any(|m| {
+            let b = body(m);
+            b.contains("service") && b.contains("pods") && b.contains("api") && b.contains('3')
+        }),
+        "the table before the question:\n{asked}"
+    );
+    // The blocks are delivered quietly (`Delivery::quietly`): an `m.notice`, silent under the
+    // default push rule `.m.rule.suppress_notices`; the question is what notifies. It mentions
+    // nobody.
+    assert!(
+        !seen[diff].notified && seen[diff].mentions.is_empty(),
+        "the blocks are silent:\n{asked}"
+    );
+    assert!(seen[at_card].notified, "the question notifies:\n{asked}");
+
+    // Ada taps ✅: Matrix's Approve.
+    fake.inject(
+        &room,
+        &ada,
+        "m.reaction",
+        json!({"m.relates_to": {"rel_type": "m.annotation",
+            "event_id": card["event_id"], "key": "✅"}}),
+    );
+    fake.wait_for(&room, WAIT, "the continued turn's reply", |e| {
+        e["sender"] == bot.as_str()
+            && e["content"]["body"]
+                .as_str()
+                .is_some_and(|b| b.starts_with("got: "))
+    })
+    .await;
+    fake.wait_for(&room, WAIT, "✅ on Ada's message", |_| {
+        fake.bot_reactions(&thread) == ["✅"]
+    })
+    .await;
+    let seen = fake.person_view(&thread);
+    let settled = seen.iter().find(|m| card_id.ends_with(&m.id)).unwrap();
+    assert!(settled.edited, "{settled:#?}");
+    assert!(
+        body(settled).contains("✅ Answered by Ada: Approve"),
+        "{settled:#?}"
+    );
+    shutdown.cancel();
+    task.await.unwrap();
+    worker.abort();
+    let mut out = asked;
+    out.push_str("--- after Ada reacts ✅ ---\n");
+    out.push_str(&transcript(&seen, &bot));
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden/person_view/confirm_with_blocks.txt");
+    assert_golden(&path, &out);
+}

@@ -138,6 +138,12 @@ fn model(gate: Arc<tokio::sync::Semaphore>) -> ScriptedModel {
                             {"label": "prod"}]}]})),
             "confirm" => question(json!({"questions": [{"header": "Go",
                 "question": "Deploy now?", "kind": "confirm", "label": "Deploy"}]})),
+            "review" => question(json!({"questions": [{"header": "Go",
+            "question": "Scale the API?", "kind": "confirm", "label": "Approve"}],
+            "blocks": [
+                {"type": "code", "language": "diff", "code": "- replicas: 3\n+ replicas: 4"},
+                {"type": "table", "columns": ["service", "pods"], "rows": [["api", 3]]}
+            ]})),
             "toggle" => question(json!({"questions": [{"header": "Notify",
                 "question": "Tell the team?", "kind": "toggle", "label": "Notify the team"}]})),
             "number" => question(json!({"questions": [{"header": "Pods",
@@ -474,6 +480,74 @@ async fn a_confirm_answered_by_a_click() {
     out.push_str("--- after Ada clicks Deploy ---\n");
     out.push_str(&w.transcript(&said));
     golden("confirm", &out);
+}
+
+/// A question with what it is about (issue 40): the diff and the table come first, then the
+/// question's card; Ada clicks Approve and the card reads answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_confirm_beside_a_diff() {
+    let w = world().await;
+    let (said, q) = asked(&w, "review").await;
+    let seen = w.view(&said);
+    let card = seen
+        .iter()
+        .position(|m| m.id == q.id)
+        .expect("the question's card");
+    let diff = seen
+        .iter()
+        .position(|m| m.sender == BOT_NAME && m.text.contains("+ replicas: 4"))
+        .unwrap_or_else(|| panic!("no diff in the thread:\n{}", transcript(&seen)));
+    assert!(
+        diff < card,
+        "the diff before the card:\n{}",
+        transcript(&seen)
+    );
+    assert!(
+        seen[diff].text.contains("- replicas: 3"),
+        "{:#?}",
+        seen[diff]
+    );
+    assert!(
+        seen[diff..card]
+            .iter()
+            .any(|m| m.text.contains("service | pods") && m.text.contains("api | 3")),
+        "the table before the card:\n{}",
+        transcript(&seen)
+    );
+    assert!(seen[diff].controls.is_empty(), "{:#?}", seen[diff]);
+    // The engine delivers the blocks quietly (`Delivery::quietly`), but Slack has no silent
+    // post: the blocks' message notifies like any new message in the thread (see the outbox's
+    // `PostPieces`), where Discord and Telegram post it silently. Its notification starts with
+    // the diff, and it mentions nobody; the question's card notifies too.
+    assert!(
+        seen[diff].notified && seen[diff].mentioned.is_empty(),
+        "{:#?}",
+        seen[diff]
+    );
+    assert_eq!(
+        seen[diff].notification.as_deref().map(|n| n.lines().next()),
+        Some(Some("- replicas: 3")),
+        "{:#?}",
+        seen[diff]
+    );
+    assert!(seen[card].notified, "the question notifies: {q:#?}");
+    let mut out = w.transcript(&said);
+    w.click("U123", &q.id, "Approve").await;
+    w.until_text(&said, "Noted:").await;
+    w.until_ack(&said, "white_check_mark").await;
+    let settled = w.view(&said).into_iter().find(|m| m.id == q.id).unwrap();
+    assert!(
+        settled.edited && settled.controls.is_empty(),
+        "{settled:#?}"
+    );
+    assert!(
+        settled.text.contains("Answered by @Ada"),
+        "{}",
+        settled.text
+    );
+    out.push_str("--- after Ada clicks Approve ---\n");
+    out.push_str(&w.transcript(&said));
+    golden("confirm_with_blocks", &out);
 }
 
 /// A form input: the card, the modal its "Answer…" opens, the thread after the submission.

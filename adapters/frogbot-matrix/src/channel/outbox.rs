@@ -456,7 +456,8 @@ impl<A: MatrixApi> PostPieces<Formatted> for MatrixOutbox<A> {
     }
 }
 
-/// A drawn agent message's piece, with the bot's reactions for its event buttons.
+/// A drawn agent message's piece, with the bot's reactions for its event buttons; a quiet
+/// delivery's text is an `m.notice`.
 #[async_trait]
 impl<A: MatrixApi> PostPieces<DrawnPiece> for MatrixOutbox<A> {
     /// The piece under the transaction id of its key, then each reaction under a transaction id
@@ -468,7 +469,12 @@ impl<A: MatrixApi> PostPieces<DrawnPiece> for MatrixOutbox<A> {
         at: PieceAt<'_>,
     ) -> Result<String, BoxError> {
         let (room, root) = split_message_id(&thread.id)?;
-        let content = self.piece_content(&root, &drawn.piece).await?;
+        let mut content = self.piece_content(&root, &drawn.piece).await?;
+        // A quiet delivery (a question's blocks: the question drawn next is what notifies) is
+        // an `m.notice`, which the default push rules (`.m.rule.suppress_notices`) keep silent.
+        if at.quiet && content["msgtype"] == "m.text" {
+            content["msgtype"] = "m.notice".into();
+        }
         let event = self
             .api
             .send_once(&room, "m.room.message", content, &txn_id(at.key))
