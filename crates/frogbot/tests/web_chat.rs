@@ -159,6 +159,25 @@ impl Agent {
             .await;
     }
 
+    /// Uploads `body` to the chat (as the agent) and returns its file part.
+    async fn upload(&self, media: &str, name: &str, body: Vec<u8>) -> Value {
+        let res = self
+            .http
+            .post(format!(
+                "{}/api/chats/{}/files?name={name}",
+                self.base, self.chat
+            ))
+            .bearer_auth(AGENT_TOKEN)
+            .header("content-type", media)
+            .header("x-frogbot-upload", "1")
+            .body(body)
+            .send()
+            .await
+            .expect("upload");
+        assert_eq!(res.status().as_u16(), 201, "upload {name}");
+        res.json::<Value>().await.expect("json")["part"].clone()
+    }
+
     async fn inbox(&self) -> Vec<Value> {
         let v = self
             .expect(reqwest::Method::GET, "/api/inbox?wait=5", None, 200)
@@ -341,6 +360,23 @@ async fn web_chat_draws_an_agents_messages() {
                         "events": [{"label": "Refresh", "value": "refresh"}]}],
             "pin": "dashboard"
         }))
+        .await;
+    // Files the agent sends: an image shown, a text file to download.
+    const DOT_PNG: &[u8] = &[
+        0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44,
+        0x52, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06, 0x00, 0x00, 0x00, 0x1f,
+        0x15, 0xc4, 0x89, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x44, 0x41, 0x54, 0x78, 0xda, 0x63, 0x64,
+        0xf8, 0xcf, 0x50, 0x0f, 0x00, 0x03, 0x86, 0x01, 0x80, 0x5a, 0x34, 0x7d, 0x6b, 0x00, 0x00,
+        0x00, 0x00, 0x49, 0x45, 0x4e, 0x44, 0xae, 0x42, 0x60, 0x82,
+    ];
+    let chart = agent
+        .upload("image/png", "chart.png", DOT_PNG.to_vec())
+        .await;
+    let notes = agent
+        .upload("text/plain", "notes.txt", b"weekly notes".to_vec())
+        .await;
+    agent
+        .post(json!({"id": "m-files", "text": "Here are the files", "files": [chart, notes]}))
         .await;
     agent
         .post(json!({"id": "m-edit", "text": "version one"}))

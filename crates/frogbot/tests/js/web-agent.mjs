@@ -152,6 +152,21 @@ await step("the title and every block type are drawn", async () => {
   await m.locator('button.event[data-value="approve"]', { hasText: "Approve" }).waitFor();
 });
 
+await step("the agent's files are shown: the image drawn, the text file to download", async () => {
+  const m = thread("m-files");
+  await m.locator('.file-part img[alt="chart.png"]').waitFor();
+  await page.waitForFunction(() => {
+    const i = document.querySelector('[data-message-id="m-files"] .file-part img[alt="chart.png"]');
+    return i && i.complete && i.naturalWidth === 1 && i.src.startsWith("blob:");
+  });
+  await page.waitForFunction(() => {
+    const a = document.querySelector('[data-message-id="m-files"] .file-part a[download="notes.txt"]');
+    return a && a.href.startsWith("blob:");
+  });
+  const text = await m.innerText();
+  if (!text.includes("Here are the files")) throw new Error(`the text is missing: ${text}`);
+});
+
 await step("agent data never runs as HTML", async () => {
   const xss = await page.evaluate(() => ({
     flag: window.__xss === undefined ? null : window.__xss,
