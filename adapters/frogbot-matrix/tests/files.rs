@@ -199,4 +199,19 @@ async fn the_bots_files_are_uploaded_whole_and_one_over_the_limit_becomes_a_note
         "refused by its length, not read whole: {} pieces made",
         made.load(Ordering::SeqCst)
     );
+
+    // The same delivery again (a retry after its answer was lost, another process's attempt):
+    // the events go under the transaction ids of their keys, so the thread shows each file once;
+    // the upload is repeated (the media repository has no idempotency key), a copy unused.
+    outbox
+        .deliver_files(&th, &files[..1], 0, &Delivery::new("deliver:c1:m1:0"))
+        .await
+        .unwrap();
+    let again = fake
+        .events(&room)
+        .into_iter()
+        .filter(|e| e["sender"] == fake.bot().as_str() && e["type"] == "m.room.message")
+        .count();
+    assert_eq!(again, 2, "no second report.pdf in the thread");
+    assert_eq!(fake.uploads().len(), 2, "its bytes uploaded again, unused");
 }
