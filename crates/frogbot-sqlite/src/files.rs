@@ -1,7 +1,16 @@
-//! The files part: [`FileStore`] for [`SqliteStore`] — files' records and their bytes in chunks,
-//! in the database itself (one file to back up; no chunk is larger than 256 KiB).
+//! The files part: [`FileStore`] for [`SqliteStore`] — files' records and their bytes in chunks
+//! of at most 256 KiB. A file's first [`INLINE_CHUNKS`] chunks (1 MiB) live in the database; the
+//! rest of a larger file lives next to it, one file per chunk in `{database}.files/{id}/{index}`,
+//! so the database (and its WAL) stays small. A chunk file is written under a temporary name and
+//! renamed into place (rewriting an index replaces it whole); a file's chunk files are synced to
+//! disk before the commit that finishes it, so a finished file's bytes are as durable as its
+//! record. The chunk files of files removed (cut-off uploads, a second copy of the same upload)
+//! go after the commit that removed them; a folder left by a crash between the two is swept by
+//! [`FileStore::purge_files`]. An in-memory database keeps every chunk in itself.
 
 use async_trait::async_trait;
+use std::path::{Path, PathBuf};
+
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use frogbot_core::model::{ChatId, Millis};
@@ -10,6 +19,37 @@ use frogbot_core::store::{Result, StoreError};
 
 use crate::SqliteStore;
 use crate::ops::*;
+
+/// How many of a file's first chunks live in the database (1 MiB); the rest go next to it.
+pub(crate) const INLINE_CHUNKS: u32 = 4;
+
+/// Where file `id`'s chunks past [`INLINE_CHUNKS`] go: `{dir}/{id}`, for an id that is a safe
+/// path segment (the engine's are hex digits; any other stays in the database).
+fn chunk_dir(dir: &Path, id: &str) -> Option<PathBuf> {
+    let safe = !id.is_empty()
+        && id.len() <= 128
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    safe.then(|| dir.join(id))
+}
+
+fn io(what: &str, e: std::io::Error) -> E {
+    E::Core(StoreError::unavailable_msg(format!("{what}: {e}")))
+}
+
+/// Removes the chunk folders of `ids` (files already gone from the database).
+fn remove_chunks(dir: Option<&Path>, ids: &[String]) {
+    let Some(dir) = dir else { return };
+    for id in ids {
+        if let Some(d) = chunk_dir(dir, id)
+            && let Err(e) = std::fs::remove_dir_all(&d)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!(file = %id, error = %e, "removing a file's chunks failed");
+        }
+    }
+}
 
 #[async_trait]
 impl FileStore for SqliteStore {
@@ -38,11 +78,23 @@ impl FileStore for SqliteStore {
 
     async fn put_file_chunk(&self, id: &str, index: u32, data: &[u8]) -> Result<()> {
         let (id, data) = (id.to_owned(), data.to_vec());
+        let outside = (index >= INLINE_CHUNKS)
+            .then(|| self.files_dir())
+            .flatten()
+            .and_then(|dir| chunk_dir(&dir, &id));
         // Relaxed: the chunks are durable once `finish_file` (a full commit, later in the same
-        // log) is; a file not finished is purged anyway.
+        // log, after the chunk files are synced) is; a file not finished is purged anyway.
         self.write_relaxed("put_file_chunk", move |c| {
             if !unfinished(c, &id)? {
                 return Err(conflict(format!("file {id} is unknown or finished")));
+            }
+            if let Some(dir) = outside {
+                std::fs::create_dir_all(&dir).map_err(|e| io("a file's chunk folder", e))?;
+                let tmp = dir.join(format!("{index}.part"));
+                std::fs::write(&tmp, &data).map_err(|e| io("a file's chunk", e))?;
+                std::fs::rename(&tmp, dir.join(index.to_string()))
+                    .map_err(|e| io("a file's chunk", e))?;
+                return Ok(());
             }
             c.execute(
                 "INSERT INTO file_chunks (file_id, idx, data) VALUES (?1, ?2, ?3) \
@@ -57,45 +109,80 @@ impl FileStore for SqliteStore {
     async fn finish_file(&self, op: &FinishFile<'_>) -> Result<FileRow> {
         let (id, sha) = (op.id.to_owned(), op.sha256.to_owned());
         let (size, chunks) = (op.size, op.chunks);
-        self.write("finish_file", move |c| {
-            if !unfinished(c, &id)? {
-                return Err(conflict(format!("file {id} is unknown or finished")));
-            }
-            // Chunks past the count (an index written by mistake) are not part of the file.
-            c.execute(
-                "DELETE FROM file_chunks WHERE file_id = ?1 AND idx >= ?2",
-                params![id, chunks],
-            )?;
-            let same: Option<FileRow> = c
-                .query_row(
-                    &format!(
-                        "SELECT {COLUMNS} FROM files f WHERE finished = 1 \
+        let outside = self.files_dir().and_then(|dir| chunk_dir(&dir, &id));
+        let (row, gone) = self
+            .write("finish_file", move |c| {
+                if !unfinished(c, &id)? {
+                    return Err(conflict(format!("file {id} is unknown or finished")));
+                }
+                // Chunks past the count (an index written by mistake) are not part of the file.
+                c.execute(
+                    "DELETE FROM file_chunks WHERE file_id = ?1 AND idx >= ?2",
+                    params![id, chunks],
+                )?;
+                // The chunks next to the database: those past the count removed, the others synced
+                // (and their folder) before the commit that makes the file readable.
+                if let Some(dir) = outside.as_ref().filter(|d| d.is_dir()) {
+                    let entries = std::fs::read_dir(dir).map_err(|e| io("a file's chunks", e))?;
+                    for entry in entries {
+                        let path = entry.map_err(|e| io("a file's chunks", e))?.path();
+                        let index = path
+                            .file_name()
+                            .and_then(|n| n.to_str())
+                            .and_then(|n| n.parse::<u32>().ok());
+                        match index {
+                            Some(i) if i < chunks => std::fs::File::open(&path)
+                                .and_then(|f| f.sync_all())
+                                .map_err(|e| io("syncing a file's chunk", e))?,
+                            _ => {
+                                std::fs::remove_file(&path).map_err(|e| io("a file's chunks", e))?
+                            }
+                        }
+                    }
+                    // The folder's entries (the renames), and the folder's own entry in its parent.
+                    for d in [Some(dir.as_path()), dir.parent()].into_iter().flatten() {
+                        std::fs::File::open(d)
+                            .and_then(|d| d.sync_all())
+                            .map_err(|e| io("syncing a file's chunk folder", e))?;
+                    }
+                }
+                let same: Option<FileRow> = c
+                    .query_row(
+                        &format!(
+                            "SELECT {COLUMNS} FROM files f WHERE finished = 1 \
                          AND chat_id = (SELECT chat_id FROM files WHERE id = ?1) \
                          AND sha256 = ?2 AND size = ?3 \
                          AND media_type = (SELECT media_type FROM files WHERE id = ?1) \
                          AND filename = (SELECT filename FROM files WHERE id = ?1) \
                          ORDER BY created_at, id LIMIT 1"
-                    ),
-                    params![id, sha, size as i64],
-                    file_row,
-                )
-                .optional()?;
-            if let Some(same) = same {
-                c.execute("DELETE FROM file_chunks WHERE file_id = ?1", params![id])?;
-                c.execute("DELETE FROM files WHERE id = ?1", params![id])?;
-                return Ok(same);
-            }
-            c.execute(
+                        ),
+                        params![id, sha, size as i64],
+                        file_row,
+                    )
+                    .optional()?;
+                if let Some(same) = same {
+                    c.execute("DELETE FROM file_chunks WHERE file_id = ?1", params![id])?;
+                    c.execute("DELETE FROM files WHERE id = ?1", params![id])?;
+                    return Ok((same, Some(id)));
+                }
+                c.execute(
                 "UPDATE files SET size = ?2, sha256 = ?3, chunks = ?4, finished = 1 WHERE id = ?1",
                 params![id, size as i64, sha, chunks],
             )?;
-            Ok(c.query_row(
-                &format!("SELECT {COLUMNS} FROM files f WHERE id = ?1"),
-                params![id],
-                file_row,
-            )?)
-        })
-        .await
+                let row = c.query_row(
+                    &format!("SELECT {COLUMNS} FROM files f WHERE id = ?1"),
+                    params![id],
+                    file_row,
+                )?;
+                Ok((row, None))
+            })
+            .await?;
+        // The second copy's chunks, once the commit that removed it is done.
+        remove_chunks(
+            self.files_dir().as_deref(),
+            &gone.into_iter().collect::<Vec<_>>(),
+        );
+        Ok(row)
     }
 
     async fn get_file(&self, chat: &ChatId, id: &str) -> Result<Option<FileRow>> {
@@ -112,30 +199,77 @@ impl FileStore for SqliteStore {
 
     async fn file_chunk(&self, id: &str, index: u32) -> Result<Option<Vec<u8>>> {
         let id = id.to_owned();
+        let outside = (index >= INLINE_CHUNKS)
+            .then(|| self.files_dir())
+            .flatten()
+            .and_then(|dir| chunk_dir(&dir, &id));
         self.read("file_chunk", move |c| {
-            Ok(
-                c.prepare_cached("SELECT data FROM file_chunks WHERE file_id = ?1 AND idx = ?2")?
-                    .query_row(params![id, index], |r| r.get::<_, Vec<u8>>(0))
-                    .optional()?,
-            )
+            let inside = c
+                .prepare_cached("SELECT data FROM file_chunks WHERE file_id = ?1 AND idx = ?2")?
+                .query_row(params![id, index], |r| r.get::<_, Vec<u8>>(0))
+                .optional()?;
+            if inside.is_some() {
+                return Ok(inside);
+            }
+            // Next to the database, for a finished file only (an unfinished one's may be half
+            // written).
+            let Some(dir) = outside else { return Ok(None) };
+            let finished = c
+                .prepare_cached("SELECT chunks FROM files WHERE id = ?1 AND finished = 1")?
+                .query_row(params![id], |r| r.get::<_, u32>(0))
+                .optional()?;
+            if finished.is_none_or(|n| index >= n) {
+                return Ok(None);
+            }
+            match std::fs::read(dir.join(index.to_string())) {
+                Ok(bytes) => Ok(Some(bytes)),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(io("reading a file's chunk", e)),
+            }
         })
         .await
     }
 
     async fn purge_files(&self, before: Millis) -> Result<u64> {
-        self.write("purge_files", move |c| {
-            c.execute(
-                "DELETE FROM file_chunks WHERE file_id IN \
-                 (SELECT id FROM files WHERE finished = 0 AND created_at < ?1)",
-                params![before],
-            )?;
-            let n = c.execute(
-                "DELETE FROM files WHERE finished = 0 AND created_at < ?1",
-                params![before],
-            )?;
-            Ok(n as u64)
-        })
-        .await
+        let dir = self.files_dir();
+        let folders: Vec<String> = dir
+            .as_ref()
+            .and_then(|d| std::fs::read_dir(d).ok())
+            .map(|entries| {
+                entries
+                    .filter_map(|e| e.ok()?.file_name().into_string().ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let gone = self
+            .write("purge_files", move |c| {
+                let mut gone: Vec<String> = c
+                    .prepare("SELECT id FROM files WHERE finished = 0 AND created_at < ?1")?
+                    .query_map(params![before], |r| r.get(0))?
+                    .collect::<rusqlite::Result<_>>()?;
+                c.execute(
+                    "DELETE FROM file_chunks WHERE file_id IN \
+                     (SELECT id FROM files WHERE finished = 0 AND created_at < ?1)",
+                    params![before],
+                )?;
+                c.execute(
+                    "DELETE FROM files WHERE finished = 0 AND created_at < ?1",
+                    params![before],
+                )?;
+                let n = gone.len();
+                // Folders of files the database no longer knows (a crash between a removal's
+                // commit and its folder's).
+                let mut known = c.prepare_cached("SELECT 1 FROM files WHERE id = ?1")?;
+                for f in folders {
+                    if !gone.contains(&f) && !known.exists(params![f])? {
+                        gone.push(f);
+                    }
+                }
+                Ok((n as u64, gone))
+            })
+            .await?;
+        remove_chunks(dir.as_deref(), &gone.1);
+        Ok(gone.0)
     }
 }
 

@@ -332,6 +332,16 @@ impl SqliteStore {
         &self.inner.location
     }
 
+    /// The folder next to the database where larger files' chunks go (`{database}.files`);
+    /// `None` for an in-memory database.
+    pub fn files_dir(&self) -> Option<PathBuf> {
+        self.inner.file.as_ref().map(|(path, _)| {
+            let mut name = path.as_os_str().to_owned();
+            name.push(".files");
+            PathBuf::from(name)
+        })
+    }
+
     fn stopped(&self, what: &str) -> StoreError {
         StoreError::unavailable_msg(format!(
             "{what}: the SQLite store of {} is shut down",

@@ -676,3 +676,87 @@ async fn sqlite_has_no_database_clock() {
             .is_none()
     );
 }
+
+/// A file's first 1 MiB lives in the database, the rest next to it (`frogbot.db.files/{id}/`),
+/// one file per chunk: read back after a restart; the folder of a second copy of the same upload
+/// and of an upload cut off half way is removed with it, and a folder the database does not know
+/// (left by a crash) is swept by the purge.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_files_chunks_past_the_first_mib_live_next_to_the_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("frogbot.db");
+    let store = SqliteStore::open_path(&path).await.unwrap();
+    let folder = store.files_dir().expect("a file database has a folder");
+    assert_eq!(folder, dir.path().join("frogbot.db.files"));
+    let chunk = |i: u32| vec![i as u8; FILE_CHUNK_BYTES];
+    let new = |id: &str, now: i64| NewFile {
+        id: id.into(),
+        chat: ChatId::new("chat-f").unwrap(),
+        owner: "ann".into(),
+        media_type: "application/octet-stream".into(),
+        filename: "big.bin".into(),
+        now,
+    };
+    let write = async |id: &str, n: u32, finish: bool| {
+        store.begin_file(&new(id, 1_000)).await.unwrap();
+        for i in 0..n {
+            store.put_file_chunk(id, i, &chunk(i)).await.unwrap();
+        }
+        if finish {
+            Some(
+                store
+                    .finish_file(&FinishFile {
+                        id,
+                        size: u64::from(n) * FILE_CHUNK_BYTES as u64,
+                        sha256: "same",
+                        chunks: n,
+                    })
+                    .await
+                    .unwrap(),
+            )
+        } else {
+            None
+        }
+    };
+    let names = |id: &str| -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(folder.join(id))
+            .map(|d| {
+                d.filter_map(|e| e.ok()?.file_name().into_string().ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v
+    };
+    let row = write("f1", 6, true).await.unwrap();
+    assert_eq!(names("f1"), ["4", "5"], "the chunks past the first MiB");
+    let inside: i64 = rusqlite::Connection::open(&path)
+        .unwrap()
+        .query_row(
+            "SELECT count(*) FROM file_chunks WHERE file_id = 'f1'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(inside, 4, "the first MiB in the database");
+
+    // The same upload again: one file, the copy's folder gone.
+    assert_eq!(write("f2", 6, true).await.unwrap(), row);
+    assert!(!folder.join("f2").exists(), "{:?}", names("f2"));
+    // Cut off half way, and a folder no file owns: both gone with the purge.
+    write("cut", 6, false).await;
+    assert_eq!(names("cut"), ["4", "5"]);
+    std::fs::create_dir_all(folder.join("orphan")).unwrap();
+    std::fs::write(folder.join("orphan").join("4"), b"x").unwrap();
+    assert_eq!(store.purge_files(2_000).await.unwrap(), 1);
+    assert!(!folder.join("cut").exists());
+    assert!(!folder.join("orphan").exists());
+    assert_eq!(names("f1"), ["4", "5"], "a finished file is left whole");
+
+    drop(store);
+    let store = SqliteStore::open_path(&path).await.unwrap();
+    for i in 0..6 {
+        let got = store.file_chunk("f1", i).await.unwrap();
+        assert!(got == Some(chunk(i)), "chunk {i} after a restart");
+    }
+}

@@ -136,3 +136,66 @@ pub async fn cut_off_uploads_are_purged(db: Db) {
         Some(done)
     );
 }
+
+/// A large file (ten chunks: more than a backend may keep in one place) reads back exact, chunk
+/// by chunk, from another handle too; the same upload twice is kept once and still reads back;
+/// a large upload cut off half way is purged, none of its chunks readable; a chunk rewritten
+/// before the end is replaced whole.
+pub async fn large_files_read_back_and_are_purged_whole(db: Db) {
+    let other = db.second_handle().await;
+    let chunk = |i: usize| -> Vec<u8> {
+        let n = if i == 9 { 1_000 } else { FILE_CHUNK_BYTES };
+        (0..n).map(|k| ((k * 31 + i * 7) % 251) as u8).collect()
+    };
+    let chunks: Vec<Vec<u8>> = (0..10).map(chunk).collect();
+    let refs: Vec<&[u8]> = chunks.iter().map(|c| c.as_slice()).collect();
+    let a = new_file("big1", "chat-a", "big.bin");
+    db.store.begin_file(&a).await.unwrap();
+    // Chunk 7 written wrong first, then again: the second is what stays.
+    for (i, c) in refs.iter().enumerate() {
+        if i == 7 {
+            db.store.put_file_chunk("big1", 7, b"wrong").await.unwrap();
+        }
+        db.store.put_file_chunk("big1", i as u32, c).await.unwrap();
+    }
+    let size: u64 = chunks.iter().map(|c| c.len() as u64).sum();
+    let row = db
+        .store
+        .finish_file(&FinishFile {
+            id: "big1",
+            size,
+            sha256: "big",
+            chunks: 10,
+        })
+        .await
+        .unwrap();
+    for (i, c) in chunks.iter().enumerate() {
+        let got = other.file_chunk("big1", i as u32).await.unwrap();
+        assert!(got.as_ref() == Some(c), "chunk {i} reads back exact");
+    }
+    assert_eq!(other.file_chunk("big1", 10).await.unwrap(), None);
+
+    let again = write(&db, &new_file("big2", "chat-a", "big.bin"), &refs, "big").await;
+    assert_eq!(again, row, "the same upload twice is one file");
+    assert_eq!(db.store.file_chunk("big2", 9).await.unwrap(), None);
+    let last = other.file_chunk("big1", 9).await.unwrap();
+    assert!(last.as_ref() == Some(&chunks[9]), "the first stays whole");
+
+    db.store
+        .begin_file(&new_file("cut", "chat-a", "cut.bin"))
+        .await
+        .unwrap();
+    for (i, c) in refs.iter().take(8).enumerate() {
+        db.store.put_file_chunk("cut", i as u32, c).await.unwrap();
+    }
+    assert_eq!(db.store.purge_files(T0 + 1).await.unwrap(), 1);
+    for i in 0..8 {
+        let got = db.store.file_chunk("cut", i).await.unwrap();
+        assert!(got.is_none(), "chunk {i} of a purged upload");
+    }
+    let kept = other.file_chunk("big1", 5).await.unwrap();
+    assert!(
+        kept.as_ref() == Some(&chunks[5]),
+        "a purge leaves finished files whole"
+    );
+}

@@ -106,6 +106,7 @@ macro_rules! store_conformance_tests {
             files::files_are_written_in_chunks_and_read_back_once_finished,
             files::the_same_upload_twice_is_kept_once,
             files::cut_off_uploads_are_purged,
+            files::large_files_read_back_and_are_purged_whole,
         );
     };
     (@tests $fresh:path; $($part:ident :: $name:ident),* $(,)?) => {
