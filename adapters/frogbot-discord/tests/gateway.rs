@@ -461,6 +461,41 @@ impl Bot {
     }
 }
 
+/// With `command_guilds`, the commands are registered in each of those servers (at once, where
+/// global ones reach every server), and not globally.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_go_to_the_configured_servers_instead_of_everywhere() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let fake = FakeDiscord::start(APP, BOT).await;
+    let adapter = channel::connect(Config {
+        command_guilds: vec![GUILD, 424_242],
+        ..fake.config()
+    })
+    .await
+    .unwrap();
+    let db = frogbot_testkit::sqlite_db();
+    let store = frogbot_testkit::open_store(&db.url).await;
+    let engine = frogbot_testkit::engine_with(store, model()).with_channel(adapter.channel());
+    let shutdown = CancellationToken::new();
+    let task = adapter
+        .start(engine.handle(), shutdown.clone())
+        .expect("the gateway task");
+    frogbot_testkit::eventually("the commands in both servers", WAIT, async || {
+        fake.guild_commands(&GUILD.to_string()).len() == 5
+            && fake.guild_commands("424242").len() == 5
+    })
+    .await;
+    let names: Vec<String> = fake
+        .guild_commands("424242")
+        .iter()
+        .map(|c| c["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(names, ["stop", "skip", "new", "model", "ask"]);
+    assert!(fake.commands().is_empty(), "nothing registered globally");
+    shutdown.cancel();
+    let _ = task.await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn application_commands_are_registered_and_new_and_model_work_in_a_thread() {
     let bot = start(&["alice"], None).await;

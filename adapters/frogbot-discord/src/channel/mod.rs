@@ -96,6 +96,10 @@ pub struct Config {
     /// boost tier's limit): raise it there. A larger file is not uploaded: a text naming it is
     /// posted in its place (so is one Discord refuses as too large, `413`).
     pub max_upload_bytes: u64,
+    /// The servers (guild ids) to register the application commands in, each at once, instead
+    /// of globally (empty, the default: global commands, in every server and DM). Guild commands
+    /// suit a bot for a few servers and development.
+    pub command_guilds: Vec<u64>,
 }
 
 impl Default for Config {
@@ -112,6 +116,7 @@ impl Default for Config {
             shards: None,
             file_policy: None,
             max_upload_bytes: DEFAULT_MAX_UPLOAD_BYTES,
+            command_guilds: Vec::new(),
         }
     }
 }
@@ -236,6 +241,7 @@ pub async fn connect(config: Config) -> Result<DiscordAdapter, Error> {
         )),
         downloads,
         max_upload: config.max_upload_bytes,
+        command_guilds: config.command_guilds.clone(),
     })
 }
 
@@ -246,6 +252,8 @@ pub struct DiscordAdapter {
     downloads: Arc<frogbot_channel::files::Downloads>,
     /// [`Config::max_upload_bytes`].
     max_upload: u64,
+    /// [`Config::command_guilds`].
+    command_guilds: Vec<u64>,
 }
 
 impl std::fmt::Debug for DiscordAdapter {
@@ -338,7 +346,8 @@ impl Adapter for DiscordAdapter {
         Some(tokio::spawn(async move {
             // Registered beside the gateway: a slow answer holds nothing back.
             let (http, models) = (adapter.shared.http.clone(), engine.models());
-            tokio::spawn(async move { receive::register_commands(&http, &models).await });
+            let guilds = adapter.command_guilds.clone();
+            tokio::spawn(async move { receive::register_commands(&http, &models, &guilds).await });
             let total = match adapter.shard_count().await {
                 Ok(n) => n,
                 Err(e) => {

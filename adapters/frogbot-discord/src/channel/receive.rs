@@ -1025,19 +1025,36 @@ pub fn application_commands(models: &[(String, Vec<String>)]) -> Vec<serenity::a
 }
 
 /// Registers [`application_commands`] as the bot's global commands (`PUT
-/// /applications/{id}/commands`, replacing the earlier set). A failure is logged: the commands
-/// still work when typed.
-pub(super) async fn register_commands(http: &Http, models: &[(String, Vec<String>)]) {
-    match http
-        .create_global_commands(&application_commands(models))
-        .await
-    {
-        Ok(set) => info!(
-            commands = set.len(),
-            "discord: application commands registered"
-        ),
-        Err(e) => {
-            warn!(error = %e, "discord: registering the application commands failed; typed commands still work")
+/// /applications/{id}/commands`), or in each of `guilds` only (`PUT
+/// /applications/{id}/guilds/{guild}/commands`), replacing the earlier set. A failure is logged:
+/// the commands still work when typed.
+pub(super) async fn register_commands(
+    http: &Http,
+    models: &[(String, Vec<String>)],
+    guilds: &[u64],
+) {
+    let commands = application_commands(models);
+    let places: Vec<Option<u64>> = if guilds.is_empty() {
+        vec![None]
+    } else {
+        guilds.iter().copied().map(Some).collect()
+    };
+    for guild in places {
+        let set = match guild {
+            None => http.create_global_commands(&commands).await,
+            Some(g) => {
+                http.create_guild_commands(serenity::all::GuildId::new(g), &commands)
+                    .await
+            }
+        };
+        match set {
+            Ok(set) => info!(
+                commands = set.len(),
+                guild, "discord: application commands registered"
+            ),
+            Err(e) => {
+                warn!(error = %e, guild, "discord: registering the application commands failed; typed commands still work")
+            }
         }
     }
 }

@@ -1250,6 +1250,18 @@ async fn followup(
     respond(&inner, &method, &uri, &body, reply)
 }
 
+/// `PUT /applications/{app}/guilds/{guild}/commands`: [`set_commands`] for one guild (`guild_id`
+/// on each command answered).
+async fn set_guild_commands(
+    State(inner): State<Arc<Inner>>,
+    Path((app, guild)): Path<(String, String)>,
+    method: Method,
+    uri: Uri,
+    body: String,
+) -> Response {
+    put_commands(inner, app, Some(guild), method, uri, body)
+}
+
 /// `PUT /applications/{app}/commands`: replaces the bot's global application commands, checked
 /// as Discord checks them (at most 100; a `CHAT_INPUT` name 1-32 lowercase letters, digits, `-`
 /// or `_`; a description 1-100 characters; at most 25 options and 25 choices each, names and
@@ -1257,6 +1269,17 @@ async fn followup(
 async fn set_commands(
     State(inner): State<Arc<Inner>>,
     Path(app): Path<String>,
+    method: Method,
+    uri: Uri,
+    body: String,
+) -> Response {
+    put_commands(inner, app, None, method, uri, body)
+}
+
+fn put_commands(
+    inner: Arc<Inner>,
+    app: String,
+    guild: Option<String>,
     method: Method,
     uri: Uri,
     body: String,
@@ -1319,10 +1342,22 @@ async fn set_commands(
                         c["type"] = c.get("type").cloned().unwrap_or(json!(1));
                         c["default_member_permissions"] = Value::Null;
                         c["nsfw"] = json!(false);
+                        if let Some(g) = &guild {
+                            c["guild_id"] = json!(g);
+                        }
                         c
                     })
                     .collect();
-                *inner.commands.lock().unwrap() = set.clone();
+                match &guild {
+                    None => *inner.commands.lock().unwrap() = set.clone(),
+                    Some(g) => {
+                        inner
+                            .guild_commands
+                            .lock()
+                            .unwrap()
+                            .insert(g.clone(), set.clone());
+                    }
+                }
                 (StatusCode::OK, Value::Array(set))
             }
         },
@@ -1422,6 +1457,10 @@ impl FakeDiscord {
             .route("/api/v10/users/@me", get(current_user))
             .route("/api/v10/applications/@me", get(current_application))
             .route("/api/v10/applications/{app}/commands", put(set_commands))
+            .route(
+                "/api/v10/applications/{app}/guilds/{guild}/commands",
+                put(set_guild_commands),
+            )
             .route("/api/v10/users/@me/channels", post(create_dm))
             .route("/api/v10/channels/{id}", get(get_channel))
             .route(
@@ -1477,6 +1516,17 @@ impl FakeDiscord {
     /// The global application commands the bot registered last (as answered).
     pub fn commands(&self) -> Vec<Value> {
         self.inner.commands.lock().unwrap().clone()
+    }
+
+    /// The application commands the bot registered last in `guild` (as answered).
+    pub fn guild_commands(&self, guild: &str) -> Vec<Value> {
+        self.inner
+            .guild_commands
+            .lock()
+            .unwrap()
+            .get(guild)
+            .cloned()
+            .unwrap_or_default()
     }
 
     /// The application id.

@@ -69,6 +69,8 @@ pub(super) struct Inner {
     pub(super) calls: Mutex<Vec<Call>>,
     /// The global application commands (`PUT /applications/{app}/commands`).
     pub(super) commands: Mutex<Vec<Value>>,
+    /// Each guild's application commands (`PUT /applications/{app}/guilds/{guild}/commands`).
+    pub(super) guild_commands: Mutex<std::collections::BTreeMap<String, Vec<Value>>>,
     pub(super) changed: Notify,
     pub(super) next_id: AtomicU64,
     pub(super) seq: AtomicU64,

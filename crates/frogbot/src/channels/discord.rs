@@ -14,6 +14,7 @@
 //! # shards = 4                           # gateway shards (default: what Discord recommends)
 //! # shard_lease_ms = 10000                # a replica's hold on its shards without renewal
 //! # max_upload_bytes = 10485760           # a file the bot sends, at most (a boosted server: more)
+//! # command_guilds = ["112233445566778899"]  # register the commands in these servers only
 //! ```
 //!
 //! Replicas: the processes of serve sharing the database split the bot's gateway shards. Each
@@ -78,6 +79,10 @@ pub struct DiscordConfig {
     /// without boosts); a larger one is named in a text instead.
     #[serde(default)]
     pub max_upload_bytes: Option<u64>,
+    /// The servers (guild ids) to register the application commands in, at once, instead of
+    /// globally (empty, the default: global).
+    #[serde(default)]
+    pub command_guilds: Vec<Snowflake>,
     /// The token, read from `token_env` by [`parse`].
     #[serde(skip)]
     token: Secret,
@@ -152,6 +157,16 @@ pub(crate) fn parse(value: &toml::Value) -> Result<DiscordConfig, ConfigError> {
             "must be a whole number above 0",
         ));
     }
+    if config
+        .command_guilds
+        .iter()
+        .any(|g| g.get().is_none_or(|id| id == 0))
+    {
+        return Err(ConfigError::key(
+            "channels.discord.command_guilds",
+            "must be server (guild) ids: strings of digits",
+        ));
+    }
     Ok(config)
 }
 
@@ -170,6 +185,11 @@ impl DiscordConfig {
             max_upload_bytes: self
                 .max_upload_bytes
                 .unwrap_or(Config::default().max_upload_bytes),
+            command_guilds: self
+                .command_guilds
+                .iter()
+                .filter_map(Snowflake::get)
+                .collect(),
             ..Config::default()
         }
     }
@@ -468,7 +488,17 @@ mod tests {
         ))
         .unwrap();
         assert_eq!(ok.application_id.get(), Some(123));
-        for bad in ["shards = 0", "shard_lease_ms = 10", "max_upload_bytes = 0"] {
+        let guilds = parse(&table(
+            "token_env = \"PATH\"\napplication_id = 1\ncommand_guilds = [\"42\", 43]",
+        ))
+        .unwrap();
+        assert_eq!(guilds.adapter_config().command_guilds, [42, 43]);
+        for bad in [
+            "shards = 0",
+            "shard_lease_ms = 10",
+            "max_upload_bytes = 0",
+            "command_guilds = [\"general\"]",
+        ] {
             let e = err(&format!("token_env = \"PATH\"\napplication_id = 1\n{bad}"));
             assert!(e.contains(bad.split(' ').next().unwrap()), "{e}");
         }
