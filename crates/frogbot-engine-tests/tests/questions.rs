@@ -408,7 +408,7 @@ async fn world_on(
                 "question",
                 json!({"questions": [q("Colour")], "blocks": [
                     {"type": "html", "title": "Chart", "html": "<p>chart</p>",
-                     "url": "https://evil.example/phish"}
+                     "url": "https://evil.example/phish", "link": "00000000000000000000000000000000"}
                 ]}),
             );
         }
@@ -1279,8 +1279,8 @@ async fn a_questions_blocks_are_shown_before_its_inputs_once(url: &str) {
 }
 
 /// An app among a question's blocks is, on a platform, a link to its web view when the server
-/// has a `public_url`, as an agent message's app is: the engine gives it its capability (an
-/// address the model sent is dropped), the link names the reply that asks, and that reply's page
+/// has a `public_url`, as an agent message's app is: the engine gives it its capability (a link
+/// or an address the model wrote is replaced), the link names the reply that asks, and that reply's page
 /// is the app's; the record drawn holds the same capability as the reply.
 async fn a_questions_app_links_to_its_web_view(url: &str) {
     let config = EngineConfig {
@@ -1331,6 +1331,7 @@ async fn a_questions_app_links_to_its_web_view(url: &str) {
         .expect("a capability")
         .to_owned();
     assert!(frogbot_core::model::is_app_link(&link), "{link}");
+    assert_ne!(link, "0".repeat(32), "a link the model wrote is replaced");
     assert_eq!(
         frogbot_core::model::app_page(&reply, &link),
         Some(("<p>chart</p>".into(), Some("Chart".into())))

@@ -616,14 +616,16 @@ pub fn stamp_app_link(block: &mut Block, fresh: impl FnOnce() -> String) {
 }
 
 /// Gives each app among a question's `blocks` (as agents write them, in the question tool's
-/// input) its capability, as [`stamp_app_link`] does for a message's; other blocks, and what is
-/// not a block, stay as they came. The web view of such an app is found through the message
-/// holding the question's tool call ([`app_page`]).
+/// input) a fresh capability, always: a `link` the model or asker wrote is replaced (a model led
+/// astray could write a guessable one), and an address dropped, as [`stamp_app_link`] does for a
+/// message's. Other blocks, and what is not a block, stay as they came. The web view of such an
+/// app is found through the message holding the question's tool call ([`app_page`]).
 pub fn stamp_app_links_in(blocks: &mut [Value], fresh: impl Fn() -> String) {
     for v in blocks {
         if let Ok(mut b) = Block::from_json(v)
-            && matches!(b.kind, BlockKind::Html { .. })
+            && let BlockKind::Html { link, .. } = &mut b.kind
         {
+            *link = None;
             stamp_app_link(&mut b, &fresh);
             *v = b.to_json();
         }
