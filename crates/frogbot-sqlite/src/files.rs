@@ -38,17 +38,42 @@ fn io(what: &str, e: std::io::Error) -> E {
     E::Core(StoreError::unavailable_msg(format!("{what}: {e}")))
 }
 
-/// Removes the chunk folders of `ids` (files already gone from the database).
-fn remove_chunks(dir: Option<&Path>, ids: &[String]) {
-    let Some(dir) = dir else { return };
-    for id in ids {
-        if let Some(d) = chunk_dir(dir, id)
-            && let Err(e) = std::fs::remove_dir_all(&d)
-            && e.kind() != std::io::ErrorKind::NotFound
-        {
-            tracing::warn!(file = %id, error = %e, "removing a file's chunks failed");
+/// Removes the chunk folders of `ids` (files already gone from the database), off the async
+/// task.
+async fn remove_chunks(dir: Option<PathBuf>, ids: Vec<String>) {
+    let (Some(dir), false) = (dir, ids.is_empty()) else {
+        return;
+    };
+    let removed = tokio::task::spawn_blocking(move || {
+        for id in ids {
+            if let Some(d) = chunk_dir(&dir, &id)
+                && let Err(e) = std::fs::remove_dir_all(&d)
+                && e.kind() != std::io::ErrorKind::NotFound
+            {
+                tracing::warn!(file = %id, error = %e, "removing a file's chunks failed");
+            }
         }
+    })
+    .await;
+    if let Err(e) = removed {
+        tracing::warn!(error = %e, "removing files' chunks failed");
     }
+}
+
+/// The names in the chunk folder (file ids), read off the async task.
+async fn chunk_folders(dir: Option<PathBuf>) -> Vec<String> {
+    let Some(dir) = dir else { return Vec::new() };
+    tokio::task::spawn_blocking(move || {
+        std::fs::read_dir(dir)
+            .map(|entries| {
+                entries
+                    .filter_map(|e| e.ok()?.file_name().into_string().ok())
+                    .collect()
+            })
+            .unwrap_or_default()
+    })
+    .await
+    .unwrap_or_default()
 }
 
 #[async_trait]
@@ -178,10 +203,7 @@ impl FileStore for SqliteStore {
             })
             .await?;
         // The second copy's chunks, once the commit that removed it is done.
-        remove_chunks(
-            self.files_dir().as_deref(),
-            &gone.into_iter().collect::<Vec<_>>(),
-        );
+        remove_chunks(self.files_dir(), gone.into_iter().collect()).await;
         Ok(row)
     }
 
@@ -232,15 +254,7 @@ impl FileStore for SqliteStore {
 
     async fn purge_files(&self, before: Millis) -> Result<u64> {
         let dir = self.files_dir();
-        let folders: Vec<String> = dir
-            .as_ref()
-            .and_then(|d| std::fs::read_dir(d).ok())
-            .map(|entries| {
-                entries
-                    .filter_map(|e| e.ok()?.file_name().into_string().ok())
-                    .collect()
-            })
-            .unwrap_or_default();
+        let folders = chunk_folders(dir.clone()).await;
         let gone = self
             .write("purge_files", move |c| {
                 let mut gone: Vec<String> = c
@@ -268,7 +282,7 @@ impl FileStore for SqliteStore {
                 Ok((n as u64, gone))
             })
             .await?;
-        remove_chunks(dir.as_deref(), &gone.1);
+        remove_chunks(dir, gone.1).await;
         Ok(gone.0)
     }
 }
