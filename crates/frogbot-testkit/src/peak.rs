@@ -40,7 +40,7 @@ pub fn line(platform: &str, case: &str, size: usize, Case(before, t): Case) {
 /// smallest: a fixed buffer's worth, not the file (issue 40: streamed both ways).
 pub const STREAMED_GROWTH_MIB: f64 = 2.0;
 
-/// Prints, from the cases [`line`] printed, what `case` held beyond `baseline` (the fake's own
+/// Prints, from the cases [`line()`] printed, what `case` held beyond `baseline` (the fake's own
 /// cost of the same transfer; `None`: nothing to take off) at the smallest and the largest size,
 /// and whether the file was streamed: that share grew by at most [`STREAMED_GROWTH_MIB`].
 /// Returns whether it was.
