@@ -76,6 +76,22 @@ async fn chunk_folders(dir: Option<PathBuf>) -> Vec<String> {
     .unwrap_or_default()
 }
 
+impl SqliteStore {
+    /// The folder of file `id`'s chunks next to the database (`None`: in-memory, or an id that
+    /// is not a safe path segment).
+    fn chunk_folder(&self, id: &str) -> Option<PathBuf> {
+        chunk_dir(&self.files_dir()?, id)
+    }
+
+    /// Where chunk `index` of file `id` goes next to the database: `None` for the first
+    /// [`INLINE_CHUNKS`], which stay in it.
+    fn chunk_folder_for(&self, id: &str, index: u32) -> Option<PathBuf> {
+        (index >= INLINE_CHUNKS)
+            .then(|| self.chunk_folder(id))
+            .flatten()
+    }
+}
+
 #[async_trait]
 impl FileStore for SqliteStore {
     async fn begin_file(&self, file: &NewFile) -> Result<()> {
@@ -103,10 +119,7 @@ impl FileStore for SqliteStore {
 
     async fn put_file_chunk(&self, id: &str, index: u32, data: &[u8]) -> Result<()> {
         let (id, data) = (id.to_owned(), data.to_vec());
-        let outside = (index >= INLINE_CHUNKS)
-            .then(|| self.files_dir())
-            .flatten()
-            .and_then(|dir| chunk_dir(&dir, &id));
+        let outside = self.chunk_folder_for(&id, index);
         // Relaxed: the chunks are durable once `finish_file` (a full commit, later in the same
         // log, after the chunk files are synced) is; a file not finished is purged anyway.
         self.write_relaxed("put_file_chunk", move |c| {
@@ -134,7 +147,7 @@ impl FileStore for SqliteStore {
     async fn finish_file(&self, op: &FinishFile<'_>) -> Result<FileRow> {
         let (id, sha) = (op.id.to_owned(), op.sha256.to_owned());
         let (size, chunks) = (op.size, op.chunks);
-        let outside = self.files_dir().and_then(|dir| chunk_dir(&dir, &id));
+        let outside = self.chunk_folder(&id);
         let (row, gone) = self
             .write("finish_file", move |c| {
                 if !unfinished(c, &id)? {
@@ -221,10 +234,7 @@ impl FileStore for SqliteStore {
 
     async fn file_chunk(&self, id: &str, index: u32) -> Result<Option<Vec<u8>>> {
         let id = id.to_owned();
-        let outside = (index >= INLINE_CHUNKS)
-            .then(|| self.files_dir())
-            .flatten()
-            .and_then(|dir| chunk_dir(&dir, &id));
+        let outside = self.chunk_folder_for(&id, index);
         self.read("file_chunk", move |c| {
             let inside = c
                 .prepare_cached("SELECT data FROM file_chunks WHERE file_id = ?1 AND idx = ?2")?

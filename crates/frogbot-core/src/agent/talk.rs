@@ -194,15 +194,10 @@ fn parts_of(text: Option<&str>, blocks: &[Block]) -> Vec<MessagePart> {
     }
     parts.extend(blocks.iter().map(|b| {
         let mut b = b.clone();
-        crate::model::stamp_app_link(&mut b, fresh_app_link);
+        crate::model::stamp_app_link(&mut b, super::turn::fresh_app_link);
         b.to_part()
     }));
     parts
-}
-
-/// A fresh app capability: a random (v4) UUID, 122 random bits, as 32 hex digits.
-fn fresh_app_link() -> String {
-    uuid::Uuid::new_v4().simple().to_string()
 }
 
 /// A live agent message (not deleted): what the agent edits, deletes and pins.
@@ -614,7 +609,7 @@ impl Channels {
                     };
                     let mut block = block.clone();
                     block.id = Some(block_id.clone());
-                    crate::model::stamp_app_link(&mut block, fresh_app_link);
+                    crate::model::stamp_app_link(&mut block, super::turn::fresh_app_link);
                     m.parts[at] = block.to_part();
                 }
             }

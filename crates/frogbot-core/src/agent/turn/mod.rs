@@ -1582,3 +1582,9 @@ fn command_reply(message: &UiMessage) -> Option<String> {
         reasoning.as_deref(),
     ))
 }
+
+/// A fresh app capability (an html block's `link`): a random (v4) UUID, 122 random bits, as 32
+/// hex digits. Given to the apps of agent messages (`talk`) and of questions (`step`).
+pub(crate) fn fresh_app_link() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}

@@ -345,10 +345,10 @@ impl Turns {
                         // Its apps get their capabilities here, once, in the call kept with the
                         // reply and in the record alike (their web view reads the call).
                         if !input.blocks.is_empty() {
-                            // 122 random bits, as an agent message's apps get (talk.rs).
-                            crate::model::stamp_app_links_in(&mut input.blocks, || {
-                                uuid::Uuid::new_v4().simple().to_string()
-                            });
+                            crate::model::stamp_app_links_in(
+                                &mut input.blocks,
+                                super::fresh_app_link,
+                            );
                             if let Some(o) = c.input.as_object_mut() {
                                 o.insert("blocks".into(), input.blocks.clone().into());
                             }
