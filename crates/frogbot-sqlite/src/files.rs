@@ -329,3 +329,27 @@ fn unfinished(c: &Connection, id: &str) -> R<bool> {
 fn conflict(message: String) -> E {
     E::Core(StoreError::Conflict { message })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_safe_id_names_a_chunk_folder() {
+        let dir = Path::new("/data/frogbot.db.files");
+        assert_eq!(chunk_dir(dir, "0123abcdef"), Some(dir.join("0123abcdef")));
+        for hostile in [
+            "",
+            "..",
+            "../x",
+            "a/b",
+            "a\\b",
+            "/etc",
+            "a b",
+            "é",
+            &"a".repeat(129),
+        ] {
+            assert_eq!(chunk_dir(dir, hostile), None, "{hostile:?}");
+        }
+    }
+}
