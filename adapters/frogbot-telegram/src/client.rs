@@ -148,69 +148,84 @@ impl From<Message> for SentMessage {
     }
 }
 
+/// Where a message is sent and how: its chat, its forum topic (when set), the message it replies
+/// to (when set, `allow_sending_without_reply`) and whether it goes with `disable_notification`
+/// (silent: every message of a reply or a question after its first — a person is notified once).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SendTo {
+    /// The chat.
+    pub chat: ChatId,
+    /// The forum topic.
+    pub topic: Option<ThreadId>,
+    /// The message replied to.
+    pub reply_to: Option<MessageId>,
+    /// Sent with `disable_notification`.
+    pub silent: bool,
+}
+
+impl SendTo {
+    /// A message in `chat` (in the forum topic `topic` when set), replying to nothing, notifying.
+    pub fn new(chat: ChatId, topic: Option<ThreadId>) -> Self {
+        Self {
+            chat,
+            topic,
+            reply_to: None,
+            silent: false,
+        }
+    }
+
+    /// Replying to `reply_to` (when set).
+    pub fn replying(self, reply_to: Option<MessageId>) -> Self {
+        Self { reply_to, ..self }
+    }
+
+    /// With `disable_notification` when `silent`.
+    pub fn silent(self, silent: bool) -> Self {
+        Self { silent, ..self }
+    }
+
+    /// The parameters every kind of message takes (`chat_id`, `message_thread_id`,
+    /// `disable_notification`, `reply_parameters`), each as its JSON value; those left unset
+    /// are not sent.
+    fn params(&self) -> Vec<(&'static str, serde_json::Value)> {
+        let mut params = vec![("chat_id", self.chat.0.into())];
+        if let Some(t) = self.topic {
+            params.push(("message_thread_id", t.0.0.into()));
+        }
+        if self.silent {
+            params.push(("disable_notification", true.into()));
+        }
+        if let Some(r) = self.reply_to {
+            params.push((
+                "reply_parameters",
+                serde_json::json!({"message_id": r.0, "allow_sending_without_reply": true}),
+            ));
+        }
+        params
+    }
+
+    /// `body` (a JSON object) with [`SendTo::params`].
+    fn into_body(self, mut body: serde_json::Value) -> serde_json::Value {
+        for (name, value) in self.params() {
+            body[name] = value;
+        }
+        body
+    }
+}
+
 /// The Bot API calls the question hooks need.
 #[async_trait]
 pub trait TelegramApi: Send + Sync {
-    /// `sendMessage`, in a forum topic when `topic` is set, replying to `reply_to` when set.
+    /// `sendMessage` of `text` to `to`: Telegram's HTML when `parse_mode` is `HTML` (as
+    /// [`crate::format`] writes it), else plain text; with `markup` when set (a question's inline
+    /// keyboard, a prompt's ForceReply, a streamed reply's Stop button).
     async fn send_message(
         &self,
-        chat: ChatId,
-        topic: Option<ThreadId>,
+        to: SendTo,
         text: &str,
+        parse_mode: Option<ParseMode>,
         markup: Option<ReplyMarkup>,
-        reply_to: Option<MessageId>,
     ) -> Result<SentMessage, Error>;
-
-    /// `sendMessage` of `html` with `parse_mode` `HTML` (as [`crate::format`] writes it), in a
-    /// forum topic when `topic` is set, replying to `reply_to` when set; no keyboard.
-    async fn send_html(
-        &self,
-        chat: ChatId,
-        topic: Option<ThreadId>,
-        html: &str,
-        reply_to: Option<MessageId>,
-    ) -> Result<SentMessage, Error>;
-
-    /// `sendMessage` of `html` with `parse_mode` `HTML` and the inline keyboard `keyboard` (a
-    /// streamed reply's Stop button), in a forum topic when `topic` is set, replying to
-    /// `reply_to` when set.
-    async fn send_html_keyboard(
-        &self,
-        chat: ChatId,
-        topic: Option<ThreadId>,
-        html: &str,
-        keyboard: Option<InlineKeyboardMarkup>,
-        reply_to: Option<MessageId>,
-    ) -> Result<SentMessage, Error>;
-
-    /// `sendMessage` of `html` with `parse_mode` `HTML` and `markup` (a question's inline
-    /// keyboard, or the ForceReply of a prompt), in a forum topic when `topic` is set, replying
-    /// to `reply_to` when set (the root of an agent conversation in a private chat).
-    async fn send_html_markup(
-        &self,
-        chat: ChatId,
-        topic: Option<ThreadId>,
-        html: &str,
-        markup: Option<ReplyMarkup>,
-        reply_to: Option<MessageId>,
-    ) -> Result<SentMessage, Error>;
-
-    /// [`Self::send_html_markup`] with `disable_notification` when `silent` (a question's messages
-    /// after its first: the person is notified once per question). By default the message
-    /// notifies (a client that cannot send silently loses nothing but the silence).
-    async fn send_html_markup_as(
-        &self,
-        chat: ChatId,
-        topic: Option<ThreadId>,
-        html: &str,
-        markup: Option<ReplyMarkup>,
-        reply_to: Option<MessageId>,
-        silent: bool,
-    ) -> Result<SentMessage, Error> {
-        let _ = silent;
-        self.send_html_markup(chat, topic, html, markup, reply_to)
-            .await
-    }
 
     /// `editMessageText` of `html` with `parse_mode` `HTML`: `keyboard` is the message's inline
     /// keyboard after the edit (`None`: none, as Telegram drops the keyboard of a text edit that
@@ -221,15 +236,6 @@ pub trait TelegramApi: Send + Sync {
         id: MessageId,
         html: &str,
         keyboard: Option<InlineKeyboardMarkup>,
-    ) -> Result<(), Error>;
-
-    /// `editMessageText`; `markup` replaces the inline keyboard (an empty one removes it).
-    async fn edit_message_text(
-        &self,
-        chat: ChatId,
-        id: MessageId,
-        text: &str,
-        markup: Option<InlineKeyboardMarkup>,
     ) -> Result<(), Error>;
 
     /// `editMessageReplyMarkup`; `None` removes the keyboard.
@@ -261,18 +267,10 @@ pub trait TelegramApi: Send + Sync {
         html: &str,
     ) -> Result<(), Error>;
 
-    /// `sendPhoto` or `sendDocument` of `upload` as multipart/form-data, in a forum topic when
-    /// `topic` is set, replying to `reply_to` when set, `disable_notification` when `silent`.
+    /// `sendPhoto` or `sendDocument` of `upload` as multipart/form-data, to `to`.
     /// Not retried (its bytes are read once): a failure worth retrying is a [`Transient`] for
     /// the caller, who opens the file again.
-    async fn send_file(
-        &self,
-        chat: ChatId,
-        topic: Option<ThreadId>,
-        upload: Upload,
-        reply_to: Option<MessageId>,
-        silent: bool,
-    ) -> Result<SentMessage, Error>;
+    async fn send_file(&self, to: SendTo, upload: Upload) -> Result<SentMessage, Error>;
 }
 
 /// One Bot API call: `POST {api_url}bot{token}/{method}` with `body` as JSON (as teloxide sends
@@ -427,98 +425,78 @@ where
         .await
 }
 
-/// Editing a message to what it already shows is not a failure.
-fn ignore_not_modified<T>(r: Result<T, Error>) -> Result<(), Error> {
+/// `r`, a refusal whose description contains one of `harmless` counting as done (editing a
+/// message to what it shows, deleting one already gone, pinning one pinned).
+fn done_unless_refused<T>(r: Result<T, Error>, harmless: &[&str]) -> Result<(), Error> {
     match r {
         Ok(_) => Ok(()),
-        Err(Error::Api { message, .. }) if message.contains("message is not modified") => Ok(()),
+        Err(e) if refused_with(&e, harmless) => Ok(()),
         Err(e) => Err(e),
     }
 }
 
-/// The `sendMessage` of `html` (`parse_mode` `HTML`) a reply piece is: in a forum topic when
-/// `topic` is set, replying to `reply_to` when set.
-fn html_message(
-    chat: ChatId,
-    topic: Option<ThreadId>,
-    html: &str,
-    reply_to: Option<MessageId>,
+/// Whether `e` is Telegram refusing the call with a description containing one of `phrases`.
+fn refused_with(e: &Error, phrases: &[&str]) -> bool {
+    matches!(e, Error::Api { message, .. } if phrases.iter().any(|p| message.contains(p)))
+}
+
+/// "message is not modified": an edit to what the message shows already.
+const NOT_MODIFIED: &str = "message is not modified";
+
+/// One call of `method` with the JSON `body`, retried in-process ([`with_retry`]).
+async fn call_json(
+    bot: &Bot,
+    method: &'static str,
+    body: &serde_json::Value,
+) -> Result<serde_json::Value, Error> {
+    with_retry(method, || request(bot, method, body, None)).await
+}
+
+/// The `sendMessage` of `text` to `to`, in `parse_mode` when set, with `markup` when set.
+fn message_request(
+    to: SendTo,
+    text: &str,
+    parse_mode: Option<ParseMode>,
+    markup: Option<ReplyMarkup>,
 ) -> SendMessage {
-    let mut req = SendMessage::new(chat, html).parse_mode(ParseMode::Html);
-    if let Some(t) = topic {
+    let mut req = SendMessage::new(to.chat, text);
+    if let Some(p) = parse_mode {
+        req = req.parse_mode(p);
+    }
+    if let Some(t) = to.topic {
         req = req.message_thread_id(t);
     }
-    if let Some(r) = reply_to {
+    if let Some(r) = to.reply_to {
         req = req.reply_parameters(ReplyParameters::new(r).allow_sending_without_reply());
+    }
+    if to.silent {
+        req = req.disable_notification(true);
+    }
+    if let Some(m) = markup {
+        req = req.reply_markup(m);
     }
     req
 }
 
-/// One `sendMessage` of `html`, not retried: what the reply outbox posts each piece with (its
-/// failure goes back to the engine's durable delivery).
-pub async fn send_html_once(
-    bot: &Bot,
-    chat: ChatId,
-    topic: Option<ThreadId>,
-    html: &str,
-    reply_to: Option<MessageId>,
-) -> Result<SentMessage, Error> {
-    send_html_once_as(bot, chat, topic, html, reply_to, false).await
-}
-
-/// [`send_html_once`], with `disable_notification` when `silent` (every piece of a reply after
-/// its first: a person is notified once per reply).
-pub async fn send_html_once_as(
-    bot: &Bot,
-    chat: ChatId,
-    topic: Option<ThreadId>,
-    html: &str,
-    reply_to: Option<MessageId>,
-    silent: bool,
-) -> Result<SentMessage, Error> {
-    let req = html_message(chat, topic, html, reply_to).disable_notification(silent);
+/// One `sendMessage` of `html` (`parse_mode` `HTML`) to `to`, not retried: what the reply outbox
+/// posts each piece with (its failure goes back to the engine's durable delivery).
+pub async fn send_html_once(bot: &Bot, to: SendTo, html: &str) -> Result<SentMessage, Error> {
+    let req = message_request(to, html, Some(ParseMode::Html), None);
     Ok(call(bot, &req).await?.into())
 }
 
-/// A message of a streamed reply: `sendMessage` of `html` (`parse_mode` `HTML`) with the inline
-/// keyboard `keyboard` (the Stop button), `disable_notification` when `silent` (every message of
-/// the reply after its first), retried like the [`TelegramApi`] calls.
-pub async fn send_stream_message(
-    bot: &Bot,
-    chat: ChatId,
-    topic: Option<ThreadId>,
-    html: &str,
-    keyboard: Option<InlineKeyboardMarkup>,
-    reply_to: Option<MessageId>,
-    silent: bool,
-) -> Result<SentMessage, Error> {
-    let mut req = html_message(chat, topic, html, reply_to).disable_notification(silent);
-    if let Some(k) = keyboard {
-        req = req.reply_markup(ReplyMarkup::InlineKeyboard(k));
-    }
-    Ok(with_retry("sendMessage", || call(bot, &req)).await?.into())
-}
-
-/// The request a piece of an agent message is sent with: `sendMessage` (`parse_mode` `HTML`) of a
-/// text piece, `sendPhoto` (the URL, for Telegram to fetch; the alt as the caption) of an image;
-/// in a forum topic when `topic` is set, `disable_notification` when `silent` (every piece after
-/// an agent message's first, and pieces an edit adds), the piece's inline keyboard when it has
-/// one, replying to `reply_to` when set (the root of an agent conversation in a private chat).
-/// Returns the method and the JSON body.
-pub fn piece_request(
-    chat: ChatId,
-    topic: Option<ThreadId>,
-    piece: &AgentPiece,
-    silent: bool,
-    reply_to: Option<MessageId>,
-) -> (&'static str, serde_json::Value) {
+/// The request a piece of an agent message is sent with to `to`: `sendMessage` (`parse_mode`
+/// `HTML`) of a text piece, `sendPhoto` (the URL, for Telegram to fetch; the alt as the caption)
+/// of an image; the piece's inline keyboard when it has one. Returns the method and the JSON
+/// body.
+pub fn piece_request(to: SendTo, piece: &AgentPiece) -> (&'static str, serde_json::Value) {
     let (method, mut body) = match piece {
         AgentPiece::Text { html, .. } => (
             "sendMessage",
-            serde_json::json!({"chat_id": chat.0, "text": html, "parse_mode": "HTML"}),
+            serde_json::json!({"text": html, "parse_mode": "HTML"}),
         ),
         AgentPiece::Photo { url, caption, .. } => {
-            let mut body = serde_json::json!({"chat_id": chat.0, "photo": url});
+            let mut body = serde_json::json!({"photo": url});
             if !caption.is_empty() {
                 body["caption"] = caption.clone().into();
                 body["parse_mode"] = "HTML".into();
@@ -526,33 +504,20 @@ pub fn piece_request(
             ("sendPhoto", body)
         }
     };
-    if let Some(t) = topic {
-        body["message_thread_id"] = t.0.0.into();
-    }
-    if silent {
-        body["disable_notification"] = true.into();
-    }
-    if let Some(r) = reply_to {
-        body["reply_parameters"] =
-            serde_json::json!({"message_id": r.0, "allow_sending_without_reply": true});
-    }
     if let Some(k) = piece.keyboard() {
         body["reply_markup"] = serde_json::to_value(k).unwrap_or_default();
     }
-    (method, body)
+    (method, to.into_body(body))
 }
 
 /// Sends one piece of an agent message ([`piece_request`]), not retried here: a failure goes back
 /// to the engine's durable delivery.
 pub async fn send_piece_once(
     bot: &Bot,
-    chat: ChatId,
-    topic: Option<ThreadId>,
+    to: SendTo,
     piece: &AgentPiece,
-    silent: bool,
-    reply_to: Option<MessageId>,
 ) -> Result<SentMessage, Error> {
-    let (method, body) = piece_request(chat, topic, piece, silent, reply_to);
+    let (method, body) = piece_request(to, piece);
     let m: Message = request(bot, method, &body, None).await?;
     Ok(m.into())
 }
@@ -568,9 +533,7 @@ pub fn edit_request(
     let (method, mut body) = match piece {
         AgentPiece::Text { html, .. } => (
             "editMessageText",
-            serde_json::json!({
-                "chat_id": chat.0, "message_id": id.0, "text": html, "parse_mode": "HTML"
-            }),
+            serde_json::json!({"text": html, "parse_mode": "HTML"}),
         ),
         AgentPiece::Photo { url, caption, .. } => {
             let mut media = serde_json::json!({"type": "photo", "media": url});
@@ -578,12 +541,11 @@ pub fn edit_request(
                 media["caption"] = caption.clone().into();
                 media["parse_mode"] = "HTML".into();
             }
-            (
-                "editMessageMedia",
-                serde_json::json!({"chat_id": chat.0, "message_id": id.0, "media": media}),
-            )
+            ("editMessageMedia", serde_json::json!({"media": media}))
         }
     };
+    body["chat_id"] = chat.0.into();
+    body["message_id"] = id.0.into();
     if let Some(k) = piece.keyboard() {
         body["reply_markup"] = serde_json::to_value(k).unwrap_or_default();
     }
@@ -608,41 +570,22 @@ pub async fn edit_piece(
     id: MessageId,
     piece: &AgentPiece,
 ) -> Result<Edited, Error> {
+    const CANNOT_SHOW: &[&str] = &[
+        "there is no text in the message to edit",
+        "message to edit not found",
+    ];
     let (method, body) = edit_request(chat, id, piece);
-    match with_retry(method, || {
-        request::<serde_json::Value>(bot, method, &body, None)
-    })
-    .await
-    {
-        Ok(_) => Ok(Edited::Done),
-        Err(Error::Api { message, .. }) if message.contains("message is not modified") => {
-            Ok(Edited::Done)
-        }
-        Err(Error::Api { message, .. })
-            if message.contains("there is no text in the message to edit")
-                || message.contains("message to edit not found") =>
-        {
-            Ok(Edited::Replace)
-        }
-        Err(e) => Err(e),
+    match call_json(bot, method, &body).await {
+        Err(e) if refused_with(&e, CANNOT_SHOW) => Ok(Edited::Replace),
+        r => done_unless_refused(r, &[NOT_MODIFIED]).map(|()| Edited::Done),
     }
 }
 
 /// `deleteMessage`; a message already gone ("message to delete not found") is no failure.
 pub async fn delete_message(bot: &Bot, chat: ChatId, id: MessageId) -> Result<(), Error> {
-    const METHOD: &str = "deleteMessage";
     let body = serde_json::json!({"chat_id": chat.0, "message_id": id.0});
-    match with_retry(METHOD, || {
-        request::<serde_json::Value>(bot, METHOD, &body, None)
-    })
-    .await
-    {
-        Ok(_) => Ok(()),
-        Err(Error::Api { message, .. }) if message.contains("message to delete not found") => {
-            Ok(())
-        }
-        Err(e) => Err(e),
-    }
+    let r = call_json(bot, "deleteMessage", &body).await;
+    done_unless_refused(r, &["message to delete not found"])
 }
 
 /// `pinChatMessage` with `disable_notification` (no "pinned a message" notice to everyone) or
@@ -653,30 +596,15 @@ pub async fn pin_message(
     id: MessageId,
     pinned: bool,
 ) -> Result<(), Error> {
-    let (method, body) = if pinned {
-        (
-            "pinChatMessage",
-            serde_json::json!({"chat_id": chat.0, "message_id": id.0, "disable_notification": true}),
-        )
+    let mut body = serde_json::json!({"chat_id": chat.0, "message_id": id.0});
+    let method = if pinned {
+        body["disable_notification"] = true.into();
+        "pinChatMessage"
     } else {
-        (
-            "unpinChatMessage",
-            serde_json::json!({"chat_id": chat.0, "message_id": id.0}),
-        )
+        "unpinChatMessage"
     };
-    match with_retry(method, || {
-        request::<serde_json::Value>(bot, method, &body, None)
-    })
-    .await
-    {
-        Ok(_) => Ok(()),
-        Err(Error::Api { message, .. })
-            if message.contains("not modified") || message.contains("NOT_MODIFIED") =>
-        {
-            Ok(())
-        }
-        Err(e) => Err(e),
-    }
+    let r = call_json(bot, method, &body).await;
+    done_unless_refused(r, &["not modified", "NOT_MODIFIED"])
 }
 
 /// How long one upload may take in all: the transfer limit of every file
@@ -687,24 +615,14 @@ pub const UPLOAD_TIMEOUT: Duration = Duration::from_secs(600);
 /// The multipart form of an upload: the parameters as text fields, as teloxide writes them
 /// (numbers and booleans as text, objects as JSON), the file as a part with its file name and
 /// `Content-Type`, its body streamed with its length.
-fn upload_form(
-    chat: ChatId,
-    topic: Option<ThreadId>,
-    upload: Upload,
-    reply_to: Option<MessageId>,
-    silent: bool,
-) -> reqwest012::multipart::Form {
+fn upload_form(to: SendTo, upload: Upload) -> reqwest012::multipart::Form {
     use reqwest012::multipart::{Form, Part};
-    let mut form = Form::new().text("chat_id", chat.0.to_string());
-    if let Some(t) = topic {
-        form = form.text("message_thread_id", t.0.0.to_string());
-    }
-    if silent {
-        form = form.text("disable_notification", "true");
-    }
-    if let Some(r) = reply_to {
-        let reply = serde_json::json!({"message_id": r.0, "allow_sending_without_reply": true});
-        form = form.text("reply_parameters", reply.to_string());
+    let mut form = Form::new();
+    for (name, value) in to.params() {
+        form = match value {
+            serde_json::Value::String(text) => form.text(name, text),
+            value => form.text(name, value.to_string()),
+        };
     }
     // A media type reqwest cannot read goes without one (Telegram then guesses from the name).
     let typed = Part::text("").mime_str(&upload.media_type).is_ok();
@@ -722,79 +640,12 @@ fn upload_form(
 impl TelegramApi for Bot {
     async fn send_message(
         &self,
-        chat: ChatId,
-        topic: Option<ThreadId>,
+        to: SendTo,
         text: &str,
+        parse_mode: Option<ParseMode>,
         markup: Option<ReplyMarkup>,
-        reply_to: Option<MessageId>,
     ) -> Result<SentMessage, Error> {
-        let mut req = SendMessage::new(chat, text);
-        if let Some(t) = topic {
-            req = req.message_thread_id(t);
-        }
-        if let Some(m) = markup {
-            req = req.reply_markup(m);
-        }
-        if let Some(r) = reply_to {
-            req = req.reply_parameters(ReplyParameters::new(r).allow_sending_without_reply());
-        }
-        let m = with_retry("sendMessage", || call(self, &req)).await?;
-        Ok(m.into())
-    }
-
-    async fn send_html(
-        &self,
-        chat: ChatId,
-        topic: Option<ThreadId>,
-        html: &str,
-        reply_to: Option<MessageId>,
-    ) -> Result<SentMessage, Error> {
-        let req = html_message(chat, topic, html, reply_to);
-        let m = with_retry("sendMessage", || call(self, &req)).await?;
-        Ok(m.into())
-    }
-
-    async fn send_html_keyboard(
-        &self,
-        chat: ChatId,
-        topic: Option<ThreadId>,
-        html: &str,
-        keyboard: Option<InlineKeyboardMarkup>,
-        reply_to: Option<MessageId>,
-    ) -> Result<SentMessage, Error> {
-        let mut req = html_message(chat, topic, html, reply_to);
-        if let Some(k) = keyboard {
-            req = req.reply_markup(ReplyMarkup::InlineKeyboard(k));
-        }
-        let m = with_retry("sendMessage", || call(self, &req)).await?;
-        Ok(m.into())
-    }
-
-    async fn send_html_markup(
-        &self,
-        chat: ChatId,
-        topic: Option<ThreadId>,
-        html: &str,
-        markup: Option<ReplyMarkup>,
-        reply_to: Option<MessageId>,
-    ) -> Result<SentMessage, Error> {
-        self.send_html_markup_as(chat, topic, html, markup, reply_to, false)
-            .await
-    }
-
-    async fn send_html_markup_as(
-        &self,
-        chat: ChatId,
-        topic: Option<ThreadId>,
-        html: &str,
-        markup: Option<ReplyMarkup>,
-        reply_to: Option<MessageId>,
-        silent: bool,
-    ) -> Result<SentMessage, Error> {
-        let mut req = html_message(chat, topic, html, reply_to).disable_notification(silent);
-        if let Some(m) = markup {
-            req = req.reply_markup(m);
-        }
+        let req = message_request(to, text, parse_mode, markup);
         let m = with_retry("sendMessage", || call(self, &req)).await?;
         Ok(m.into())
     }
@@ -810,21 +661,8 @@ impl TelegramApi for Bot {
         if let Some(k) = keyboard {
             req = req.reply_markup(k);
         }
-        ignore_not_modified(with_retry("editMessageText", || call(self, &req)).await)
-    }
-
-    async fn edit_message_text(
-        &self,
-        chat: ChatId,
-        id: MessageId,
-        text: &str,
-        markup: Option<InlineKeyboardMarkup>,
-    ) -> Result<(), Error> {
-        let mut req = EditMessageText::new(chat, id, text);
-        if let Some(m) = markup {
-            req = req.reply_markup(m);
-        }
-        ignore_not_modified(with_retry("editMessageText", || call(self, &req)).await)
+        let r = with_retry("editMessageText", || call(self, &req)).await;
+        done_unless_refused(r, &[NOT_MODIFIED])
     }
 
     async fn edit_message_reply_markup(
@@ -837,7 +675,8 @@ impl TelegramApi for Bot {
         if let Some(m) = markup {
             req = req.reply_markup(m);
         }
-        ignore_not_modified(with_retry("editMessageReplyMarkup", || call(self, &req)).await)
+        let r = with_retry("editMessageReplyMarkup", || call(self, &req)).await;
+        done_unless_refused(r, &[NOT_MODIFIED])
     }
 
     async fn answer_callback_query(&self, id: &str, text: Option<&str>) -> Result<(), Error> {
@@ -875,33 +714,19 @@ impl TelegramApi for Bot {
         draft_id: u32,
         html: &str,
     ) -> Result<(), Error> {
-        const METHOD: &str = "sendMessageDraft";
-        let mut body = serde_json::json!({
-            "chat_id": chat.0, "draft_id": draft_id, "text": html, "parse_mode": "HTML"
-        });
-        if let Some(t) = topic {
-            body["message_thread_id"] = t.0.0.into();
-        }
-        with_retry(METHOD, || {
-            request::<serde_json::Value>(self, METHOD, &body, None)
-        })
-        .await?;
+        let body = SendTo::new(chat, topic).into_body(serde_json::json!({
+            "draft_id": draft_id, "text": html, "parse_mode": "HTML"
+        }));
+        call_json(self, "sendMessageDraft", &body).await?;
         Ok(())
     }
 
     /// The upload through the bot's own HTTP client (teloxide's reqwest, its API URL and
     /// token), its answer read like every other call's ([`request`]): teloxide's multipart send
     /// would keep no status and sleep 10 seconds before reading a `5xx`.
-    async fn send_file(
-        &self,
-        chat: ChatId,
-        topic: Option<ThreadId>,
-        upload: Upload,
-        reply_to: Option<MessageId>,
-        silent: bool,
-    ) -> Result<SentMessage, Error> {
+    async fn send_file(&self, to: SendTo, upload: Upload) -> Result<SentMessage, Error> {
         let method = upload.kind.method();
-        let form = upload_form(chat, topic, upload, reply_to, silent);
+        let form = upload_form(to, upload);
         // A file takes as long as its size needs: not the client's timeout for an API call
         // (teloxide's default is 17 seconds), the transfer limit every file has.
         let req = self

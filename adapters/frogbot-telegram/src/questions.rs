@@ -31,9 +31,9 @@ use frogbot_model::{
     Progress, QuestionChange, QuestionInput, QuestionMessage, QuestionOutcome, QuestionRecord,
     RenderArgs, RenderedQuestion, ReplyChoice, TOGGLE_OFF, TOGGLE_ON, Thread, ThreadMessage,
 };
-use teloxide::types::ReplyMarkup;
+use teloxide::types::{ParseMode, ReplyMarkup};
 
-use crate::client::{SentMessage, TelegramApi};
+use crate::client::{SendTo, SentMessage, TelegramApi};
 use crate::ids::{Pick, Token, message_id, split_message_id, split_thread_id, thread_root};
 use crate::render::{
     MAX_NOTICE, MAX_TEXT, approval_page_html, approval_pages, card_keyboard, card_lists,
@@ -92,9 +92,10 @@ impl<A: TelegramApi> TelegramQuestions<A> {
     ) -> Result<SentMessage, BoxError> {
         let (chat, topic) = split_thread_id(&thread.id)?;
         let root = thread_root(&thread.id);
+        let to = SendTo::new(chat, topic).replying(root).silent(silent);
         Ok(self
             .api
-            .send_html_markup_as(chat, topic, html, markup, root, silent)
+            .send_message(to, html, Some(ParseMode::Html), markup)
             .await?)
     }
 
@@ -617,8 +618,9 @@ impl<A: TelegramApi> ChannelQuestions for TelegramQuestions<A> {
             Interaction::Message { message } => {
                 let (chat, topic) = split_thread_id(&args.thread.id)?;
                 let reply_to = split_message_id(&message.id).ok().map(|(_, id)| id);
+                let to = SendTo::new(chat, topic).replying(reply_to);
                 self.api
-                    .send_message(chat, topic, &truncate(text, MAX_TEXT), None, reply_to)
+                    .send_message(to, &truncate(text, MAX_TEXT), None, None)
                     .await?;
             }
             _ => {}

@@ -13,7 +13,7 @@ use frogbot_model::faults::{Fault, FaultPlan};
 use frogbot_model::{BoxError, Thread, Transient, UiMessage};
 use frogbot_telegram::TelegramApi;
 use frogbot_telegram::channel::TelegramOutbox;
-use frogbot_telegram::client::{MAX_WAIT, send_html_once};
+use frogbot_telegram::client::{MAX_WAIT, SendTo, send_html_once};
 use frogbot_telegram::testing::FakeBotApi;
 use teloxide::types::ChatId;
 
@@ -59,7 +59,7 @@ async fn each_fault_is_a_transient_failure_and_a_reset_message_was_posted() {
             &["sendmessage"],
         );
         let before = fake.calls("sendmessage").len();
-        let e: BoxError = send_html_once(&bot, ChatId(5), None, "<b>hi</b>", None)
+        let e: BoxError = send_html_once(&bot, SendTo::new(ChatId(5), None), "<b>hi</b>")
             .await
             .expect_err("fails")
             .into();
@@ -74,7 +74,7 @@ async fn each_fault_is_a_transient_failure_and_a_reset_message_was_posted() {
     }
     // A permanent refusal carries no Transient.
     fake.inject_faults(Arc::new(FaultPlan::none()), &[]);
-    let e: BoxError = send_html_once(&bot, ChatId(5), None, "<b>open", None)
+    let e: BoxError = send_html_once(&bot, SendTo::new(ChatId(5), None), "<b>open")
         .await
         .expect_err("bad HTML")
         .into();

@@ -17,7 +17,7 @@ use frogbot_model::faults::{Fault, FaultPlan};
 use frogbot_model::{Ack, BoxError, Thread, Transient, UiMessage};
 use frogbot_telegram::TelegramApi;
 use frogbot_telegram::channel::TelegramOutbox;
-use frogbot_telegram::client::{MAX_UPLOAD, Upload, UploadKind};
+use frogbot_telegram::client::{MAX_UPLOAD, SendTo, Upload, UploadKind};
 use frogbot_telegram::testing::{
     ApiCall, FakeBotApi, RecordingTelegram, SeenMessage, TOKEN, private_chat, transcript, user,
 };
@@ -533,11 +533,10 @@ async fn the_recording_client_records_an_upload_with_its_bytes() {
     };
     let sent = api
         .send_file(
-            ChatId(42),
-            Some(ThreadId(MessageId(3))),
+            SendTo::new(ChatId(42), Some(ThreadId(MessageId(3))))
+                .replying(Some(MessageId(7)))
+                .silent(true),
             upload,
-            Some(MessageId(7)),
-            true,
         )
         .await
         .unwrap();

@@ -9,6 +9,7 @@ use frogbot_model::{
     Thread, ThreadMessage, ThreadMessageMetadata,
 };
 use frogbot_telegram::TelegramQuestions;
+use frogbot_telegram::client::SendTo;
 use frogbot_telegram::questions::STALE_TEXT;
 use frogbot_telegram::render::MAX_NOTICE;
 use frogbot_telegram::testing::FakeBotApi;
@@ -1001,11 +1002,10 @@ async fn callback_data_at_64_bytes_is_taken_and_65_refused() {
             hooks
                 .api()
                 .send_message(
-                    ChatId(CHAT),
-                    None,
+                    SendTo::new(ChatId(CHAT), None),
                     "q",
-                    Some(ReplyMarkup::InlineKeyboard(kb)),
                     None,
+                    Some(ReplyMarkup::InlineKeyboard(kb)),
                 )
                 .await
         }

@@ -65,12 +65,12 @@ use std::time::Duration;
 
 use frogbot_model::{Ack, BoxError, Thread, UiMessage};
 use teloxide::Bot;
-use teloxide::types::{ChatId, MessageId, ThreadId};
+use teloxide::types::{ChatId, MessageId, ParseMode, ReplyMarkup, ThreadId};
 use tracing::warn;
 
 use crate::client::{
-    Edited, MAX_PHOTO, MAX_UPLOAD, TelegramApi, Upload, UploadKind, delete_message, edit_piece,
-    pin_message, send_html_once_as, send_piece_once, send_stream_message, with_retry,
+    Edited, MAX_PHOTO, MAX_UPLOAD, SendTo, TelegramApi, Upload, UploadKind, delete_message,
+    edit_piece, pin_message, send_html_once, send_piece_once, with_retry,
 };
 use crate::format;
 use crate::ids::{agent_thread_id, split_message_id, split_thread_id, thread_root};
@@ -258,12 +258,22 @@ impl TelegramOutbox {
         let Ok((chat, topic)) = split_thread_id(thread) else {
             return;
         };
-        if let Err(e) =
-            TelegramApi::send_message(&self.api, chat, topic, text, None, reply_to).await
-        {
+        let to = SendTo::new(chat, topic).replying(reply_to);
+        if let Err(e) = TelegramApi::send_message(&self.api, to, text, None, None).await {
             warn!(thread, error = %e, "could not post a notice to Telegram");
         }
     }
+}
+
+/// `sendMessage` of `html` (`parse_mode` `HTML`) to `to`, with `markup` when set, retried
+/// in-process ([`TelegramApi::send_message`] on the bot).
+async fn send_html(
+    api: &Bot,
+    to: SendTo,
+    html: &str,
+    markup: Option<ReplyMarkup>,
+) -> Result<crate::client::SentMessage, crate::Error> {
+    TelegramApi::send_message(api, to, html, Some(ParseMode::Html), markup).await
 }
 
 /// The largest file the Bot API lets a bot download (`getFile`: 20 MB).
@@ -351,7 +361,8 @@ impl ChannelOutbox for TelegramOutbox {
                     .into_iter()
                     .next()
                     .ok_or("an ask to a Telegram user needs a text for its first message")?;
-                let sent = TelegramApi::send_html(&self.api, ChatId(id), None, &root, None).await?;
+                let to = SendTo::new(ChatId(id), None);
+                let sent = send_html(&self.api, to, &root, None).await?;
                 let thread = agent_thread_id(sent.chat, sent.id);
                 self.note_member(&thread, &crate::ids::message_id(sent.chat, sent.id));
                 self.asks
@@ -377,10 +388,8 @@ impl ChannelOutbox for TelegramOutbox {
             // One notification per reply: the first piece's (none when the reply continues its
             // stream's messages).
             let silent = i > 0 || continued;
-            let sent = with_retry("sendMessage", || {
-                send_html_once_as(&self.api, chat, topic, part, reply_to, silent)
-            })
-            .await?;
+            let to = SendTo::new(chat, topic).replying(reply_to).silent(silent);
+            let sent = send_html(&self.api, to, part, None).await?;
             self.note_member(&thread.id, &crate::ids::message_id(sent.chat, sent.id));
         }
         Ok(())
@@ -582,8 +591,8 @@ impl PostPieces<ReplyPiece> for TelegramOutbox {
         let (chat, topic) = split_thread_id(&thread.id)?;
         let silent = at.later() || piece.continued;
         self.note_reply(at, piece.reply_to);
-        let sent =
-            send_html_once_as(&self.api, chat, topic, &piece.html, piece.reply_to, silent).await?;
+        let to = SendTo::new(chat, topic).replying(piece.reply_to);
+        let sent = send_html_once(&self.api, to.silent(silent), &piece.html).await?;
         Ok(self.posted_as(thread, at.key, sent))
     }
 }
@@ -601,7 +610,8 @@ impl PostPieces<AgentPiece> for TelegramOutbox {
         let (chat, topic) = split_thread_id(&thread.id)?;
         let root = thread_root(&thread.id);
         self.note_reply(at, root);
-        let send = || send_piece_once(&self.api, chat, topic, piece, at.later(), root);
+        let to = SendTo::new(chat, topic).replying(root).silent(at.later());
+        let send = || send_piece_once(&self.api, to, piece);
         let sent = match at.keys {
             Keys::Delivery => send().await?,
             Keys::Edit => with_retry("send", send).await?,
@@ -646,15 +656,16 @@ impl PostPieces<OutFile> for TelegramOutbox {
         at: PieceAt<'_>,
     ) -> Result<String, BoxError> {
         let (chat, topic) = split_thread_id(&thread.id)?;
-        let reply_to = self.file_reply_to(thread, at);
-        let silent = at.later();
+        let to = SendTo::new(chat, topic)
+            .replying(self.file_reply_to(thread, at))
+            .silent(at.later());
         if file.size > self.max_upload {
             let why = format!(
                 "larger than Telegram's {} limit for bots",
                 frogbot_channel::files::size_text(self.max_upload)
             );
             let html = format::escape(&file.refused_text(&why));
-            let sent = send_html_once_as(&self.api, chat, topic, &html, reply_to, silent).await?;
+            let sent = send_html_once(&self.api, to, &html).await?;
             return Ok(self.posted_as(thread, at.key, sent));
         }
         let upload = |kind: UploadKind| async move {
@@ -673,13 +684,11 @@ impl PostPieces<OutFile> for TelegramOutbox {
             UploadKind::Document
         };
         let first = upload(kind).await?;
-        let sent = match TelegramApi::send_file(&self.api, chat, topic, first, reply_to, silent)
-            .await
-        {
+        let sent = match TelegramApi::send_file(&self.api, to, first).await {
             Err(crate::Error::Api { message, .. }) if photo && refused_as_photo(&message) => {
                 tracing::debug!(file = %file.id, %message, "refused as a photo; sent as a document");
                 let again = upload(UploadKind::Document).await?;
-                TelegramApi::send_file(&self.api, chat, topic, again, reply_to, silent).await?
+                TelegramApi::send_file(&self.api, to, again).await?
             }
             sent => sent?,
         };
@@ -720,16 +729,11 @@ impl DraftMessages for TelegramDrafts {
     async fn post(&self, text: &str, stop: bool) -> Result<String, BoxError> {
         let html = format::to_html(text);
         let silent = self.posted.load(Ordering::SeqCst);
-        let sent = send_stream_message(
-            &self.api,
-            self.chat,
-            self.topic,
-            &html,
-            keyboard(stop),
-            self.reply_to,
-            silent,
-        )
-        .await?;
+        let to = SendTo::new(self.chat, self.topic)
+            .replying(self.reply_to)
+            .silent(silent);
+        let stop = keyboard(stop).map(ReplyMarkup::InlineKeyboard);
+        let sent = send_html(&self.api, to, &html, stop).await?;
         self.posted.store(true, Ordering::SeqCst);
         Ok(crate::ids::message_id(sent.chat, sent.id))
     }
@@ -968,7 +972,7 @@ mod tests {
             "<pre><b>bold in pre</b></pre>",
             "<a>no href</a>",
         ] {
-            let err = TelegramApi::send_html(&bot, ChatId(42), None, bad, None)
+            let err = send_html(&bot, SendTo::new(ChatId(42), None), bad, None)
                 .await
                 .expect_err(bad);
             assert!(
@@ -979,7 +983,7 @@ mod tests {
         let ok = "<b>bold <i>both</i></b> &lt;&gt;&amp;&quot;&#128056; \
                   <a href=\"https://x.io/?a=1&amp;b=2\">link</a> <code>x</code> \
                   <pre><code class=\"language-rust\">fn</code></pre> <blockquote>q</blockquote>";
-        let sent = TelegramApi::send_html(&bot, ChatId(42), None, ok, None)
+        let sent = send_html(&bot, SendTo::new(ChatId(42), None), ok, None)
             .await
             .unwrap();
         // Telegram returns the text left after entity parsing.
@@ -988,7 +992,7 @@ mod tests {
             "bold both <>&\"🐸 link x fn q"
         );
         // Without parse_mode the same characters are plain text.
-        TelegramApi::send_message(&bot, ChatId(42), None, "a < b & c", None, None)
+        TelegramApi::send_message(&bot, SendTo::new(ChatId(42), None), "a < b & c", None, None)
             .await
             .unwrap();
     }

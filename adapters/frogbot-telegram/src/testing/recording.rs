@@ -9,7 +9,7 @@ use chrono::DateTime;
 use teloxide::types::{ChatId, InlineKeyboardMarkup, MessageId, ParseMode, ReplyMarkup, ThreadId};
 
 use crate::Error;
-use crate::client::{SentMessage, TelegramApi, Upload, UploadKind};
+use crate::client::{SendTo, SentMessage, TelegramApi, Upload, UploadKind};
 
 /// One call [`RecordingTelegram`] recorded.
 #[derive(Clone, Debug, PartialEq)]
@@ -27,19 +27,8 @@ pub enum ApiCall {
         markup: Option<ReplyMarkup>,
         /// The message replied to.
         reply_to: Option<MessageId>,
-        /// `HTML` for a formatted reply ([`TelegramApi::send_html`]), else none (plain text).
+        /// `HTML` for a formatted message, else none (plain text).
         parse_mode: Option<ParseMode>,
-    },
-    /// `editMessageText`.
-    EditMessageText {
-        /// The chat.
-        chat: ChatId,
-        /// The message.
-        id: MessageId,
-        /// The new text.
-        text: String,
-        /// The new keyboard.
-        markup: Option<InlineKeyboardMarkup>,
     },
     /// `editMessageText` with `parse_mode` `HTML` ([`TelegramApi::edit_html`]).
     EditHtml {
@@ -161,77 +150,20 @@ impl RecordingTelegram {
 impl TelegramApi for RecordingTelegram {
     async fn send_message(
         &self,
-        chat: ChatId,
-        topic: Option<ThreadId>,
+        to: SendTo,
         text: &str,
+        parse_mode: Option<ParseMode>,
         markup: Option<ReplyMarkup>,
-        reply_to: Option<MessageId>,
     ) -> Result<SentMessage, Error> {
         self.record(ApiCall::SendMessage {
-            chat,
-            topic,
+            chat: to.chat,
+            topic: to.topic,
             text: text.to_owned(),
             markup,
-            reply_to,
-            parse_mode: None,
+            reply_to: to.reply_to,
+            parse_mode,
         });
-        Ok(self.sent(chat))
-    }
-
-    async fn send_html(
-        &self,
-        chat: ChatId,
-        topic: Option<ThreadId>,
-        html: &str,
-        reply_to: Option<MessageId>,
-    ) -> Result<SentMessage, Error> {
-        self.record(ApiCall::SendMessage {
-            chat,
-            topic,
-            text: html.to_owned(),
-            markup: None,
-            reply_to,
-            parse_mode: Some(ParseMode::Html),
-        });
-        Ok(self.sent(chat))
-    }
-
-    async fn send_html_keyboard(
-        &self,
-        chat: ChatId,
-        topic: Option<ThreadId>,
-        html: &str,
-        keyboard: Option<InlineKeyboardMarkup>,
-        reply_to: Option<MessageId>,
-    ) -> Result<SentMessage, Error> {
-        self.record(ApiCall::SendMessage {
-            chat,
-            topic,
-            text: html.to_owned(),
-            markup: keyboard.map(ReplyMarkup::InlineKeyboard),
-            reply_to,
-            parse_mode: Some(ParseMode::Html),
-        });
-        Ok(self.sent(chat))
-    }
-
-    async fn send_html_markup(
-        &self,
-        chat: ChatId,
-        topic: Option<ThreadId>,
-        html: &str,
-        markup: Option<ReplyMarkup>,
-        reply_to: Option<MessageId>,
-    ) -> Result<SentMessage, Error> {
-        self.record(ApiCall::SendMessage {
-            chat,
-            topic,
-            text: html.to_owned(),
-            markup,
-            reply_to,
-            parse_mode: Some(ParseMode::Html),
-        });
-        Ok(self.sent(chat))
+        Ok(self.sent(to.chat))
     }
 
     async fn edit_html(
@@ -246,22 +178,6 @@ impl TelegramApi for RecordingTelegram {
             id,
             html: html.to_owned(),
             keyboard,
-        });
-        Ok(())
-    }
-
-    async fn edit_message_text(
-        &self,
-        chat: ChatId,
-        id: MessageId,
-        text: &str,
-        markup: Option<InlineKeyboardMarkup>,
-    ) -> Result<(), Error> {
-        self.record(ApiCall::EditMessageText {
-            chat,
-            id,
-            text: text.to_owned(),
-            markup,
         });
         Ok(())
     }
@@ -313,14 +229,13 @@ impl TelegramApi for RecordingTelegram {
         Ok(())
     }
 
-    async fn send_file(
-        &self,
-        chat: ChatId,
-        topic: Option<ThreadId>,
-        upload: Upload,
-        reply_to: Option<MessageId>,
-        silent: bool,
-    ) -> Result<SentMessage, Error> {
+    async fn send_file(&self, to: SendTo, upload: Upload) -> Result<SentMessage, Error> {
+        let SendTo {
+            chat,
+            topic,
+            reply_to,
+            silent,
+        } = to;
         use futures::StreamExt;
         let method = upload.kind.method();
         let mut bytes = Vec::new();
