@@ -42,52 +42,33 @@ pub fn request_config() -> RequestConfig {
 
 /// The error of call `call`: [`Error::Unavailable`] when worth retrying, else [`Error::Api`].
 pub fn call_error(call: &'static str, e: matrix_sdk::Error) -> Error {
-    #[cfg(feature = "engine")]
-    frogbot_channel::metrics::platform_call("matrix", call, &failed_status(&e));
-    let found = match &e {
-        matrix_sdk::Error::Http(http) => transient(http),
-        _ => None,
+    let (status, retry) = match &e {
+        matrix_sdk::Error::Http(http) => failure(http),
+        _ => ("error".into(), None),
     };
-    match found {
-        Some(t) => {
-            let mut source = Transient::from_source(e.to_string(), e);
-            if let Some(wait) = t.wait {
-                source = source.retry_after(wait);
-            }
-            if t.maybe_done {
-                source = source.maybe_done();
-            }
-            Error::Unavailable { call, source }
-        }
-        None => Error::Api {
+    #[cfg(feature = "engine")]
+    frogbot_channel::metrics::platform_call("matrix", call, &status);
+    #[cfg(not(feature = "engine"))]
+    let _ = status;
+    match retry {
+        Some(t) => Error::Unavailable {
             call,
-            message: e.to_string(),
+            source: with_retry(
+                Transient::from_source(e.to_string(), e),
+                t.wait,
+                t.maybe_done,
+            ),
         },
+        None => Error::api(call, e),
     }
 }
 
-/// The status label of a failed call (`frogbot_platform_api_calls_total`): the HTTP status of the
-/// homeserver's refusal, `timeout` or `network`, else `error`. matrix-sdk sends the requests (and
-/// retries 429s and 5xx itself, within [`request_config`]), so only the calls that failed in the
-/// end are counted here.
-#[cfg(feature = "engine")]
-fn failed_status(e: &matrix_sdk::Error) -> String {
-    fn of(http: &matrix_sdk::HttpError) -> String {
-        use matrix_sdk::HttpError;
-        match http {
-            HttpError::Reqwest(e) if e.is_timeout() => "timeout".into(),
-            HttpError::Reqwest(_) => "network".into(),
-            HttpError::Cached(inner) => of(inner),
-            HttpError::Api(_) => http
-                .as_client_api_error()
-                .map_or_else(|| "error".into(), |a| a.status_code.as_u16().to_string()),
-            _ => "error".into(),
-        }
+/// `t` waiting `wait` before a retry (when the server said) and maybe done (when it may be).
+fn with_retry(mut t: Transient, wait: Option<Duration>, maybe_done: bool) -> Transient {
+    if let Some(wait) = wait {
+        t = t.retry_after(wait);
     }
-    match e {
-        matrix_sdk::Error::Http(http) => of(http),
-        _ => "error".into(),
-    }
+    if maybe_done { t.maybe_done() } else { t }
 }
 
 /// How a failed request is worth retrying.
@@ -96,40 +77,44 @@ struct Retry {
     maybe_done: bool,
 }
 
-/// Whether an HTTP failure is worth retrying: a network failure (after sending: maybe done), a
-/// `429` / `M_LIMIT_EXCEEDED` (with its wait), a `5xx`.
-fn transient(http: &matrix_sdk::HttpError) -> Option<Retry> {
+/// How an HTTP failure went: the status label of the failed call
+/// (`frogbot_platform_api_calls_total`: the HTTP status of the homeserver's refusal, `timeout` or
+/// `network`, else `error`; matrix-sdk sends the requests, and retries 429s and 5xx itself within
+/// [`request_config`], so only the calls that failed in the end are counted), and whether it is
+/// worth retrying: a network failure (after sending: maybe done), a `429` / `M_LIMIT_EXCEEDED`
+/// (with its wait), a `5xx`.
+fn failure(http: &matrix_sdk::HttpError) -> (String, Option<Retry>) {
     use matrix_sdk::HttpError;
     use matrix_sdk::ruma::api::error::{ErrorKind, RetryAfter};
-    match http {
-        HttpError::Reqwest(e) => Some(Retry {
-            wait: None,
-            maybe_done: !e.is_connect(),
-        }),
-        HttpError::Cached(inner) => transient(inner),
-        HttpError::Api(_) => {
-            let api = http.as_client_api_error()?;
-            if let Some(ErrorKind::LimitExceeded(limit)) = api.error_kind() {
-                let wait = match &limit.retry_after {
-                    Some(RetryAfter::Delay(d)) => Some(*d),
-                    Some(RetryAfter::DateTime(at)) => {
-                        at.duration_since(std::time::SystemTime::now()).ok()
-                    }
-                    None => None,
-                };
-                return Some(Retry {
-                    wait,
-                    maybe_done: false,
-                });
-            }
-            let status = api.status_code;
-            (status.as_u16() == 429 || status.is_server_error()).then_some(Retry {
-                wait: None,
-                maybe_done: false,
-            })
+    let retry = |wait, maybe_done| Some(Retry { wait, maybe_done });
+    let api = match http {
+        HttpError::Reqwest(e) => {
+            let status = if e.is_timeout() { "timeout" } else { "network" };
+            return (status.into(), retry(None, !e.is_connect()));
         }
+        HttpError::Cached(inner) => return failure(inner),
+        HttpError::Api(_) => http.as_client_api_error(),
         _ => None,
-    }
+    };
+    let Some(api) = api else {
+        return ("error".into(), None);
+    };
+    let status = api.status_code;
+    let found = match api.error_kind() {
+        Some(ErrorKind::LimitExceeded(limit)) => retry(
+            match &limit.retry_after {
+                Some(RetryAfter::Delay(d)) => Some(*d),
+                Some(RetryAfter::DateTime(at)) => {
+                    at.duration_since(std::time::SystemTime::now()).ok()
+                }
+                None => None,
+            },
+            false,
+        ),
+        _ if status.as_u16() == 429 || status.is_server_error() => retry(None, false),
+        _ => None,
+    };
+    (status.as_u16().to_string(), found)
 }
 
 /// What the question hooks and the outbox need from Matrix.
@@ -200,10 +185,10 @@ pub trait MatrixApi: Send + Sync {
     /// a link).
     async fn upload_media(&self, mimetype: &str, data: Vec<u8>) -> Result<UploadedImage, Error> {
         let _ = data;
-        Err(Error::Api {
-            call: "upload",
-            message: format!("this client uploads no media ({mimetype})"),
-        })
+        Err(Error::api(
+            "upload",
+            format!("this client uploads no media ({mimetype})"),
+        ))
     }
 
     /// Uploads a file the bot sends in `room` to the media repository through `via`, encrypted
@@ -218,10 +203,7 @@ pub trait MatrixApi: Send + Sync {
         via: &Downloads,
     ) -> Result<Value, Error> {
         let _ = (room, via);
-        let data = file.bytes().await.map_err(|e| Error::Api {
-            call: "upload",
-            message: e.to_string(),
-        })?;
+        let data = file.bytes().await.map_err(|e| Error::api("upload", e))?;
         let up = self.upload_media(&file.media_type, data).await?;
         Ok(serde_json::json!({ "url": up.mxc }))
     }
@@ -235,10 +217,7 @@ pub trait MatrixApi: Send + Sync {
         via: &Downloads,
     ) -> Result<FileStream, Error> {
         let _ = (source, via);
-        Err(Error::Api {
-            call: "download",
-            message: "this client downloads no media".into(),
-        })
+        Err(Error::api("download", "this client downloads no media"))
     }
 
     /// The annotations (`m.reaction`s) on `event` (`/relations/{event}/m.annotation`), newest
@@ -268,10 +247,7 @@ pub trait MatrixApi: Send + Sync {
         pinned: Vec<OwnedEventId>,
     ) -> Result<(), Error> {
         let _ = (room, pinned);
-        Err(Error::Api {
-            call: "pin",
-            message: "this client pins nothing".into(),
-        })
+        Err(Error::api("pin", "this client pins nothing"))
     }
 }
 
@@ -311,10 +287,7 @@ pub async fn fetch_image(
     http: &frogbot_net::GuardedClient,
     url: &str,
 ) -> Result<(String, Vec<u8>), Error> {
-    let api = |message: String| Error::Api {
-        call: "fetch_image",
-        message,
-    };
+    let api = |message: String| Error::api("fetch_image", message);
     let mut response = http
         .get(url)
         .await
@@ -344,6 +317,65 @@ fn joined_room(client: &matrix_sdk::Client, room: &RoomId) -> Result<matrix_sdk:
         .ok_or_else(|| Error::UnknownRoom(room.to_string()))
 }
 
+/// matrix-sdk's `Room::send_raw` of `content` in `room`, under the transaction id `txn` when
+/// given (else a new one): the event's id.
+async fn send_raw(
+    client: &matrix_sdk::Client,
+    room: &RoomId,
+    event_type: &str,
+    content: Value,
+    txn: Option<&TransactionId>,
+) -> Result<OwnedEventId, Error> {
+    let joined = joined_room(client, room)?;
+    let mut send = joined.send_raw(event_type, content);
+    if let Some(txn) = txn {
+        send = send.with_transaction_id(txn);
+    }
+    let sent = send.await.map_err(|e| call_error("send", e))?;
+    Ok(sent.response.event_id)
+}
+
+/// The events related to `event` by `rel` (matrix-sdk's `Room::relations`, backwards: newest
+/// first), at most `limit`, as JSON.
+async fn relations(
+    joined: &matrix_sdk::Room,
+    event: &EventId,
+    rel: matrix_sdk::ruma::events::relation::RelationType,
+    limit: u64,
+) -> Result<Vec<Value>, Error> {
+    use matrix_sdk::room::{IncludeRelations, RelationsOptions};
+    let opts = RelationsOptions {
+        dir: matrix_sdk::ruma::api::Direction::Backward,
+        limit: matrix_sdk::ruma::UInt::new(limit),
+        include_relations: IncludeRelations::RelationsOfType(rel),
+        ..Default::default()
+    };
+    let related = joined
+        .relations(event.to_owned(), opts)
+        .await
+        .map_err(|e| call_error("relations", e))?;
+    Ok(related.chunk.iter().filter_map(event_json).collect())
+}
+
+/// A timeline event's JSON (decrypted where the client could), if it reads.
+fn event_json(e: &matrix_sdk::deserialized_responses::TimelineEvent) -> Option<Value> {
+    e.raw().deserialize_as::<Value>().ok()
+}
+
+/// The `authorization` header of the client's access token (none without one), for `bearer`
+/// made by [`bearer`].
+fn auth_header(bearer: &Option<String>) -> Vec<(&str, &str)> {
+    bearer
+        .iter()
+        .map(|b| ("authorization", b.as_str()))
+        .collect()
+}
+
+/// `Bearer {token}` of the client's access token, if it has one.
+fn bearer(client: &matrix_sdk::Client) -> Option<String> {
+    client.access_token().map(|t| format!("Bearer {t}"))
+}
+
 #[async_trait]
 impl MatrixApi for matrix_sdk::Client {
     async fn send(
@@ -352,12 +384,7 @@ impl MatrixApi for matrix_sdk::Client {
         event_type: &str,
         content: Value,
     ) -> Result<OwnedEventId, Error> {
-        let joined = joined_room(self, room)?;
-        let sent = joined
-            .send_raw(event_type, content)
-            .await
-            .map_err(|e| call_error("send", e))?;
-        Ok(sent.response.event_id)
+        send_raw(self, room, event_type, content, None).await
     }
 
     async fn send_once(
@@ -367,14 +394,7 @@ impl MatrixApi for matrix_sdk::Client {
         content: Value,
         txn: &str,
     ) -> Result<OwnedEventId, Error> {
-        let joined = joined_room(self, room)?;
-        let txn: &TransactionId = txn.into();
-        let sent = joined
-            .send_raw(event_type, content)
-            .with_transaction_id(txn)
-            .await
-            .map_err(|e| call_error("send", e))?;
-        Ok(sent.response.event_id)
+        send_raw(self, room, event_type, content, Some(txn.into())).await
     }
 
     async fn redact(
@@ -408,28 +428,16 @@ impl MatrixApi for matrix_sdk::Client {
         root: &EventId,
         limit: usize,
     ) -> Result<Vec<Value>, Error> {
-        use matrix_sdk::room::{IncludeRelations, RelationsOptions};
-        use matrix_sdk::ruma::api::Direction;
         use matrix_sdk::ruma::events::relation::RelationType;
-
         let joined = joined_room(self, room)?;
-        let api = |call: &'static str| move |e: matrix_sdk::Error| call_error(call, e);
-        let opts = RelationsOptions {
-            dir: Direction::Backward,
-            limit: matrix_sdk::ruma::UInt::new(limit.min(1_000) as u64),
-            include_relations: IncludeRelations::RelationsOfType(RelationType::Thread),
-            ..Default::default()
-        };
-        let related = joined
-            .relations(root.to_owned(), opts)
+        let limit = limit.min(1_000) as u64;
+        let mut events = relations(&joined, root, RelationType::Thread, limit).await?;
+        let first = joined
+            .event(root, None)
             .await
-            .map_err(api("relations"))?;
-        let first = joined.event(root, None).await.map_err(api("event"))?;
-        let json = |e: &matrix_sdk::deserialized_responses::TimelineEvent| {
-            e.raw().deserialize_as::<Value>().ok()
-        };
-        let mut events: Vec<Value> = related.chunk.iter().rev().filter_map(json).collect();
-        if let Some(root) = json(&first) {
+            .map_err(|e| call_error("event", e))?;
+        events.reverse();
+        if let Some(root) = event_json(&first) {
             events.insert(0, root);
         }
         Ok(events)
@@ -505,10 +513,10 @@ impl MatrixApi for matrix_sdk::Client {
         let mut request = create_content::v3::Request::new(data);
         request.content_type = Some(mimetype.clone());
         let response = self.send(request).await.map_err(|e| {
-            if is_too_large(e.client_api_error_kind()) {
-                Error::TooLarge
-            } else {
-                call_error("upload", e.into())
+            // The homeserver's `M_TOO_LARGE`: an upload past its limit.
+            match e.client_api_error_kind() {
+                Some(matrix_sdk::ruma::api::error::ErrorKind::TooLarge) => Error::TooLarge,
+                _ => call_error("upload", e.into()),
             }
         })?;
         Ok(UploadedImage {
@@ -546,21 +554,15 @@ impl MatrixApi for matrix_sdk::Client {
             .map_err(|e| call_error("encryption_state", e))?
             .is_encrypted();
         let mut url = media_url(&self.homeserver(), &["_matrix", "media", "v3", "upload"])?;
-        let bearer = self.access_token().map(|t| format!("Bearer {t}"));
-        let auth: Vec<(&str, &str)> = bearer
-            .iter()
-            .map(|b| ("authorization", b.as_str()))
-            .collect();
+        let bearer = bearer(self);
+        let auth = auth_header(&bearer);
         if !encrypted {
             url.query_pairs_mut()
                 .append_pair("filename", &file.filename);
             let mxc = uploaded(via.upload(url.as_str(), &auth, file).await)?;
             return Ok(serde_json::json!({ "url": mxc }));
         }
-        let plain = file.open().await.map_err(|e| Error::Api {
-            call: "upload",
-            message: e.to_string(),
-        })?;
+        let plain = file.open().await.map_err(|e| Error::api("upload", e))?;
         let (cipher, keys) = encrypt_stream(plain);
         // An encrypted file goes as opaque bytes, its name and type only in the event.
         let answer = via
@@ -610,24 +612,14 @@ impl MatrixApi for matrix_sdk::Client {
             .supported_versions()
             .await
             .map_err(|e| call_error("versions", e.into()))?;
-        let url = if get_content::v1::Request::PATH_BUILDER.is_supported(&versions) {
-            let path = ["_matrix", "client", "v1", "media", "download"];
-            media_url(
-                &self.homeserver(),
-                &[&path[..], &[server.as_str(), id]].concat(),
-            )?
+        let path: &[&str] = if get_content::v1::Request::PATH_BUILDER.is_supported(&versions) {
+            &["_matrix", "client", "v1", "media", "download"]
         } else {
-            let path = ["_matrix", "media", "v3", "download"];
-            media_url(
-                &self.homeserver(),
-                &[&path[..], &[server.as_str(), id]].concat(),
-            )?
+            &["_matrix", "media", "v3", "download"]
         };
-        let bearer = self.access_token().map(|t| format!("Bearer {t}"));
-        let auth: Vec<(&str, &str)> = bearer
-            .iter()
-            .map(|b| ("authorization", b.as_str()))
-            .collect();
+        let url = media_url(&self.homeserver(), &[path, &[server.as_str(), id]].concat())?;
+        let bearer = bearer(self);
+        let auth = auth_header(&bearer);
         let body = via
             .open(url.as_str(), &auth)
             .await
@@ -640,25 +632,9 @@ impl MatrixApi for matrix_sdk::Client {
 
     /// matrix-sdk's `Room::relations` of type `m.annotation`.
     async fn annotations(&self, room: &RoomId, event: &EventId) -> Result<Vec<Value>, Error> {
-        use matrix_sdk::room::{IncludeRelations, RelationsOptions};
-        use matrix_sdk::ruma::api::Direction;
         use matrix_sdk::ruma::events::relation::RelationType;
         let joined = joined_room(self, room)?;
-        let opts = RelationsOptions {
-            dir: Direction::Backward,
-            limit: matrix_sdk::ruma::UInt::new(100),
-            include_relations: IncludeRelations::RelationsOfType(RelationType::Annotation),
-            ..Default::default()
-        };
-        let related = joined
-            .relations(event.to_owned(), opts)
-            .await
-            .map_err(|e| call_error("relations", e))?;
-        Ok(related
-            .chunk
-            .iter()
-            .filter_map(|e| e.raw().deserialize_as::<Value>().ok())
-            .collect())
+        relations(&joined, event, RelationType::Annotation, 100).await
     }
 
     fn own_user(&self) -> Option<matrix_sdk::ruma::OwnedUserId> {
@@ -836,14 +812,6 @@ impl<A: MatrixApi + ?Sized> MatrixApi for std::sync::Arc<A> {
     }
 }
 
-/// Whether a homeserver's refusal is `M_TOO_LARGE` (an upload past its limit).
-fn is_too_large(kind: Option<&matrix_sdk::ruma::api::error::ErrorKind>) -> bool {
-    matches!(
-        kind,
-        Some(matrix_sdk::ruma::api::error::ErrorKind::TooLarge)
-    )
-}
-
 /// The homeserver's URL `homeserver` with the path `segments` (each percent-encoded: a media id
 /// from an event cannot reach another path).
 fn media_url(homeserver: &url::Url, segments: &[&str]) -> Result<url::Url, Error> {
@@ -887,10 +855,7 @@ fn transfer_error(call: &'static str, e: BoxError) -> Error {
             source: Transient::new(format!("{call}: {e}")).maybe_done(),
         }
     } else {
-        Error::Api {
-            call,
-            message: e.to_string(),
-        }
+        Error::api(call, e)
     }
 }
 
@@ -914,23 +879,16 @@ fn uploaded(answer: Result<UploadAnswer, UploadError>) -> Result<String, Error> 
     }
     let message = format!("the homeserver answered {}: {}", answer.status, answer.body);
     if answer.status == 429 || answer.status >= 500 || errcode == "M_LIMIT_EXCEEDED" {
-        let mut t = Transient::new(format!("upload: {message}"));
         let wait = body["retry_after_ms"]
             .as_u64()
             .map(Duration::from_millis)
             .or(answer.retry_after);
-        if let Some(wait) = wait {
-            t = t.retry_after(wait);
-        }
         return Err(Error::Unavailable {
             call: "upload",
-            source: t,
+            source: with_retry(Transient::new(format!("upload: {message}")), wait, false),
         });
     }
-    Err(Error::Api {
-        call: "upload",
-        message,
-    })
+    Err(Error::api("upload", message))
 }
 
 /// How much of a file is encrypted or decrypted at a time.

@@ -114,3 +114,13 @@ pub enum Error {
     #[error("the Matrix store {} is in use by another process", .0.display())]
     StoreInUse(std::path::PathBuf),
 }
+
+impl Error {
+    /// [`Error::Api`]: the call `call` failed with `message`.
+    pub(crate) fn api(call: &'static str, message: impl std::fmt::Display) -> Self {
+        Error::Api {
+            call,
+            message: message.to_string(),
+        }
+    }
+}
