@@ -100,7 +100,11 @@ pub enum PollEvents {
 pub type Content = (&'static str, Value);
 
 fn json<T: Serialize>(v: &T) -> Result<Value, Error> {
-    serde_json::to_value(v).map_err(|e| Error::Render(e.to_string()))
+    serde_json::to_value(v).map_err(render_error)
+}
+
+fn render_error(e: impl std::fmt::Display) -> Error {
+    Error::Render(e.to_string())
 }
 
 /// The last line of every question's text: polls have no buttons, so a reply `skip` in the thread
@@ -160,12 +164,7 @@ pub fn list_pages(input: &QuestionInput, q: usize) -> Vec<String> {
     if !is_list(item) {
         return Vec::new();
     }
-    let lines: Vec<String> = item
-        .options
-        .iter()
-        .enumerate()
-        .map(|(i, o)| format!("{}. {}", i + 1, option_text(o)))
-        .collect();
+    let lines = numbered_options(item);
     let total: usize = lines.iter().map(|l| l.chars().count() + 1).sum();
     if total <= LIST_CHARS - 1_500 {
         return Vec::new();
@@ -188,6 +187,12 @@ pub fn list_pages(input: &QuestionInput, q: usize) -> Vec<String> {
         .into_iter()
         .map(|(from, to, text)| format!("{}: options {from}–{to} of {n}\n{text}", item.header))
         .collect()
+}
+
+/// Every option of `item` on a line of its own, numbered from 1 ("2. Mill — the old one").
+fn numbered_options(item: &QuestionItem) -> Vec<String> {
+    let number = |(i, o)| format!("{}. {}", i + 1, option_text(o));
+    item.options.iter().enumerate().map(number).collect()
 }
 
 /// The most characters of an option's description a list or poll answer shows.
@@ -252,45 +257,34 @@ fn card_parts(input: &QuestionInput, q: usize, open: Option<&str>) -> (String, V
         InputKind::Choice => {
             let pages = list_pages(input, q);
             if pages.is_empty() {
-                for (i, o) in item.options.iter().enumerate() {
-                    head.push_str(&format!("\n{}. {}", i + 1, option_text(o)));
+                for line in numbered_options(item) {
+                    head.push('\n');
+                    head.push_str(&line);
                 }
             } else {
                 head.push_str(&pages_line(item.options.len(), pages.len()));
             }
-            let mut how = String::new();
-            if item.options.is_empty() {
-                how.push_str("Reply in this thread with your answer.");
+            // How to answer, and how to give an own answer where the question takes one.
+            let (how, own) = if item.options.is_empty() {
+                ("Reply in this thread with your answer".into(), "")
             } else if is_list(item) && item.multiple {
-                how.push_str("Reply in this thread with the numbers (e.g. 1 3)");
-                if item.custom {
-                    how.push_str(" or your own answer");
-                }
-                how.push('.');
+                let how = "Reply in this thread with the numbers (e.g. 1 3)";
+                (how.into(), " or your own answer")
             } else if is_list(item) {
-                how.push_str("Reply in this thread with the number");
-                if item.custom {
-                    how.push_str(" or your own answer");
-                }
-                how.push('.');
+                let how = "Reply in this thread with the number";
+                (how.into(), " or your own answer")
             } else if item.multiple {
-                how.push_str(&format!(
+                let how = format!(
                     "Pick in the poll, then reply {DONE_REPLY} or react {YES_KEY}; or reply in this thread with the numbers (e.g. 1 3)"
-                ));
-                if item.custom {
-                    how.push_str(" or your own answer");
-                }
-                how.push('.');
-            } else {
-                how.push_str(
-                    "Vote in the poll, react with the number, or reply in this thread with it",
                 );
-                if item.custom {
-                    how.push_str(" or with your own answer");
-                }
-                how.push('.');
-            }
-            tail.push(how);
+                (how, " or your own answer")
+            } else {
+                let how =
+                    "Vote in the poll, react with the number, or reply in this thread with it";
+                (how.into(), " or with your own answer")
+            };
+            let own = if item.custom { own } else { "" };
+            tail.push(format!("{how}{own}."));
         }
         _ => {
             if let Some(p) = item.placeholder.as_deref().filter(|p| !p.trim().is_empty()) {
@@ -340,20 +334,23 @@ fn text_chars(input: &QuestionInput, q: usize) -> usize {
     }
 }
 
-fn cut_head(head: &str, tail: &[String], max: usize) -> String {
+/// `head` cut so that it and the lines of `tail` after it take at most `max` characters, then
+/// those lines (always kept).
+fn with_tail(head: &str, tail: &[String], max: usize) -> String {
     let tail_chars: usize = tail.iter().map(|l| l.chars().count() + 1).sum();
-    truncate(head, max.saturating_sub(tail_chars).max(1))
+    let mut s = truncate(head, max.saturating_sub(tail_chars).max(1));
+    for line in tail {
+        s.push('\n');
+        s.push_str(line);
+    }
+    s
 }
 
 /// The text of question `q` once settled: the question (and its options) without the lines
 /// saying how to answer, then `outcome_line`.
 pub fn settled_text(input: &QuestionInput, q: usize, outcome_line: &str) -> String {
     let (head, _) = card_parts(input, q, None);
-    let tail = [outcome_line.to_owned()];
-    format!(
-        "{}\n{outcome_line}",
-        cut_head(&head, &tail, text_chars(input, q))
-    )
+    with_tail(&head, &[outcome_line.to_owned()], text_chars(input, q))
 }
 
 /// The plain text of question `q`: header, question, numbered options, how to answer, and last
@@ -367,12 +364,7 @@ pub fn question_text(input: &QuestionInput, q: usize) -> String {
 /// skip line: at most [`FALLBACK_CHARS`], the question cut first.
 pub fn card_text(input: &QuestionInput, q: usize, open: Option<&str>) -> String {
     let (head, tail) = card_parts(input, q, open);
-    let mut s = cut_head(&head, &tail, text_chars(input, q));
-    for line in &tail {
-        s.push('\n');
-        s.push_str(line);
-    }
-    s
+    with_tail(&head, &tail, text_chars(input, q))
 }
 
 /// Escapes text for a `formatted_body`.
@@ -435,13 +427,7 @@ pub fn card_html(
         html.push_str(&escape_html(&pages_line(item.options.len(), pages.len())));
     } else if item.kind == InputKind::Choice && !item.options.is_empty() {
         // As in `body`, the options are cut where the text would grow past its limit.
-        let options: Vec<String> = item
-            .options
-            .iter()
-            .enumerate()
-            .map(|(i, o)| format!("{}. {}", i + 1, option_text(o)))
-            .collect();
-        let options = truncate(&options.join("\n"), text_chars(input, q));
+        let options = truncate(&numbered_options(item).join("\n"), text_chars(input, q));
         html.push_str("<br>");
         html.push_str(&escape_html(&options));
     }
@@ -469,14 +455,11 @@ pub fn card_message(
     open: Option<&str>,
     root: &EventId,
 ) -> Result<Content, Error> {
-    let mut c = RoomMessageEventContent::text_html(
+    let c = RoomMessageEventContent::text_html(
         card_text(input, q, open),
         card_html(input, q, open, None),
     );
-    c.relates_to = Some(matrix_sdk::ruma::events::room::message::Relation::Thread(
-        thread(root),
-    ));
-    Ok(("m.room.message", json(&c)?))
+    message_in(c, thread(root))
 }
 
 /// The settled view of such a message: an edit (`m.replace`) of `message` to its text without
@@ -556,6 +539,12 @@ fn thread(root: &EventId) -> Thread {
     Thread::plain(root.to_owned(), root.to_owned())
 }
 
+/// The message `c` in the thread `t`: an `m.room.message` to send.
+fn message_in(mut c: RoomMessageEventContent, t: Thread) -> Result<Content, Error> {
+    c.relates_to = Some(matrix_sdk::ruma::events::room::message::Relation::Thread(t));
+    Ok(("m.room.message", json(&c)?))
+}
+
 fn check_answers(input: &QuestionInput, q: usize) -> Result<(), Error> {
     let n = input.questions[q].options.len();
     if n > MAX_ANSWERS {
@@ -567,39 +556,45 @@ fn check_answers(input: &QuestionInput, q: usize) -> Result<(), Error> {
     Ok(())
 }
 
+/// What a poll of question `q` shows, in either event type: its question, its answers (id and
+/// text, the ids drawn at `revision`) and its `max_selections`.
+struct PollParts {
+    question: String,
+    answers: Vec<(String, String)>,
+    max_selections: UInt,
+}
+
+fn poll_parts(
+    input: &QuestionInput,
+    q: usize,
+    revision: u64,
+    open: Option<&str>,
+) -> Result<PollParts, Error> {
+    check_answers(input, q)?;
+    let item = &input.questions[q];
+    let answer = |(i, o)| (answer_id(revision, i), answer_text(item, o));
+    let n = if item.multiple { item.options.len() } else { 1 };
+    Ok(PollParts {
+        question: poll_question(input, q, open),
+        answers: item.options.iter().enumerate().map(answer).collect(),
+        max_selections: UInt::try_from(n.max(1)).unwrap_or(UInt::MIN),
+    })
+}
+
 fn poll_block(
     input: &QuestionInput,
     q: usize,
     revision: u64,
     open: Option<&str>,
 ) -> Result<PollContentBlock, Error> {
-    check_answers(input, q)?;
-    let item = &input.questions[q];
-    let answers: Vec<PollAnswer> = item
-        .options
-        .iter()
-        .enumerate()
-        .map(|(i, o)| {
-            PollAnswer::new(
-                answer_id(revision, i),
-                TextContentBlock::plain(answer_text(item, o)),
-            )
-        })
-        .collect();
-    let answers = PollAnswers::try_from(answers).map_err(|e| Error::Render(e.to_string()))?;
-    let mut block = PollContentBlock::new(
-        TextContentBlock::plain(poll_question(input, q, open)),
-        answers,
-    );
+    let parts = poll_parts(input, q, revision, open)?;
+    let answer = |(id, text)| PollAnswer::new(id, TextContentBlock::plain(text));
+    let answers: Vec<PollAnswer> = parts.answers.into_iter().map(answer).collect();
+    let answers = PollAnswers::try_from(answers).map_err(render_error)?;
+    let mut block = PollContentBlock::new(TextContentBlock::plain(parts.question), answers);
     block.kind = PollKind::Disclosed;
-    block.max_selections = max_selections(input, q);
+    block.max_selections = parts.max_selections;
     Ok(block)
-}
-
-fn max_selections(input: &QuestionInput, q: usize) -> UInt {
-    let item = &input.questions[q];
-    let n = if item.multiple { item.options.len() } else { 1 };
-    UInt::try_from(n.max(1)).unwrap_or(UInt::MIN)
 }
 
 fn unstable_block(
@@ -608,19 +603,13 @@ fn unstable_block(
     revision: u64,
     open: Option<&str>,
 ) -> Result<UnstablePollStartContentBlock, Error> {
-    check_answers(input, q)?;
-    let item = &input.questions[q];
-    let answers: Vec<UnstablePollAnswer> = item
-        .options
-        .iter()
-        .enumerate()
-        .map(|(i, o)| UnstablePollAnswer::new(answer_id(revision, i), answer_text(item, o)))
-        .collect();
-    let answers =
-        UnstablePollAnswers::try_from(answers).map_err(|e| Error::Render(e.to_string()))?;
-    let mut block = UnstablePollStartContentBlock::new(poll_question(input, q, open), answers);
+    let parts = poll_parts(input, q, revision, open)?;
+    let answer = |(id, text)| UnstablePollAnswer::new(id, text);
+    let answers: Vec<UnstablePollAnswer> = parts.answers.into_iter().map(answer).collect();
+    let answers = UnstablePollAnswers::try_from(answers).map_err(render_error)?;
+    let mut block = UnstablePollStartContentBlock::new(parts.question, answers);
     block.kind = PollKind::Disclosed;
-    block.max_selections = max_selections(input, q);
+    block.max_selections = parts.max_selections;
     Ok(block)
 }
 
@@ -669,7 +658,7 @@ pub fn poll_start(
     open: Option<&str>,
 ) -> Result<Content, Error> {
     let text = card_text(input, q, open);
-    match events {
+    let (kind, content) = match events {
         PollEvents::Stable => {
             let mut c = PollStartEventContent::with_plain_text(
                 text.clone(),
@@ -678,7 +667,7 @@ pub fn poll_start(
             c.relates_to = Some(matrix_sdk::ruma::events::room::message::Relation::Thread(
                 thread(root),
             ));
-            Ok(("m.poll.start", with_body(json(&c)?, &text)))
+            (STABLE_START, json(&c)?)
         }
         PollEvents::Unstable => {
             let mut c = NewUnstablePollStartEventContent::plain_text(
@@ -690,28 +679,26 @@ pub fn poll_start(
                     thread(root),
                 ),
             );
-            Ok(("org.matrix.msc3381.poll.start", with_body(json(&c)?, &text)))
+            (UNSTABLE_START, json(&c)?)
         }
-    }
+    };
+    Ok((kind, with_body(content, &text)))
 }
+
+/// The event type of a poll start, stable and unstable (MSC3381).
+const STABLE_START: &str = "m.poll.start";
+const UNSTABLE_START: &str = "org.matrix.msc3381.poll.start";
 
 /// A message in the thread on `root` (an approval's page of arguments): `body` the Markdown
 /// `text`, `formatted_body` its HTML (so a fenced block shows as code, not as backticks).
 pub fn markdown_message(text: &str, root: &EventId) -> Result<Content, Error> {
-    let mut c = RoomMessageEventContent::text_html(text, crate::format::to_html(text));
-    c.relates_to = Some(matrix_sdk::ruma::events::room::message::Relation::Thread(
-        thread(root),
-    ));
-    Ok(("m.room.message", json(&c)?))
+    let c = RoomMessageEventContent::text_html(text, crate::format::to_html(text));
+    message_in(c, thread(root))
 }
 
 /// A plain message in the thread on `root` (the prompt of a question with only an own answer).
 pub fn thread_message(text: &str, root: &EventId) -> Result<Content, Error> {
-    let mut c = RoomMessageEventContent::text_plain(text);
-    c.relates_to = Some(matrix_sdk::ruma::events::room::message::Relation::Thread(
-        thread(root),
-    ));
-    Ok(("m.room.message", json(&c)?))
+    message_in(RoomMessageEventContent::text_plain(text), thread(root))
 }
 
 /// The `msgtype` a file of `media_type` is sent as: `m.image` (not SVG, which clients do not
@@ -732,15 +719,14 @@ pub fn mention_notice(
     root: &EventId,
     reply_to: Option<OwnedEventId>,
 ) -> Result<Content, Error> {
-    let mut c =
+    let c =
         RoomMessageEventContent::notice_plain(truncate(&format!("{user}: {text}"), FALLBACK_CHARS))
             .add_mentions(Mentions::with_user_ids([user.to_owned()]));
-    let mut t = thread(root);
-    if let Some(r) = reply_to {
-        t = Thread::reply(root.to_owned(), r);
-    }
-    c.relates_to = Some(matrix_sdk::ruma::events::room::message::Relation::Thread(t));
-    Ok(("m.room.message", json(&c)?))
+    let t = match reply_to {
+        Some(r) => Thread::reply(root.to_owned(), r),
+        None => thread(root),
+    };
+    message_in(c, t)
 }
 
 /// The Matrix people a question is for: the `matrix:@user:server` entries of its `from` (only
@@ -885,22 +871,17 @@ pub const SHOWN_ANSWER_CHARS: usize = 500;
 
 /// Ends the poll `poll` with `text`.
 pub fn poll_end(poll: &EventId, text: &str, events: PollEvents) -> Result<Content, Error> {
-    match events {
-        PollEvents::Stable => Ok((
+    let (kind, content) = match events {
+        PollEvents::Stable => (
             "m.poll.end",
-            with_body(
-                json(&PollEndEventContent::with_plain_text(text, poll.to_owned()))?,
-                text,
-            ),
-        )),
-        PollEvents::Unstable => Ok((
+            json(&PollEndEventContent::with_plain_text(text, poll.to_owned()))?,
+        ),
+        PollEvents::Unstable => (
             "org.matrix.msc3381.poll.end",
-            with_body(
-                json(&UnstablePollEndEventContent::new(text, poll.to_owned()))?,
-                text,
-            ),
-        )),
-    }
+            json(&UnstablePollEndEventContent::new(text, poll.to_owned()))?,
+        ),
+    };
+    Ok((kind, with_body(content, text)))
 }
 
 /// An edit (`m.replace`) of the poll start `poll` of question `q`, its answer ids drawn at
@@ -920,24 +901,20 @@ pub fn poll_replacement(
         Some(line) => settled_text(input, q, line),
         None => card_text(input, q, open),
     };
-    match events {
+    let (kind, content) = match events {
         PollEvents::Stable => {
-            let new =
-                PollStartEventContentWithoutRelation::from(PollStartEventContent::with_plain_text(
-                    text.clone(),
-                    poll_block(input, q, revision, open)?,
-                ));
-            let mut c = PollStartEventContent::with_plain_text(
-                format!("* {text}"),
-                poll_block(input, q, revision, open)?,
+            let block = poll_block(input, q, revision, open)?;
+            let new = PollStartEventContentWithoutRelation::from(
+                PollStartEventContent::with_plain_text(text.clone(), block.clone()),
             );
+            let mut c = PollStartEventContent::with_plain_text(format!("* {text}"), block);
             c.relates_to = Some(
                 matrix_sdk::ruma::events::room::message::Relation::Replacement(Replacement::new(
                     poll.to_owned(),
                     new,
                 )),
             );
-            Ok(("m.poll.start", with_body(json(&c)?, &text)))
+            (STABLE_START, json(&c)?)
         }
         PollEvents::Unstable => {
             let c = ReplacementUnstablePollStartEventContent::plain_text(
@@ -945,9 +922,10 @@ pub fn poll_replacement(
                 unstable_block(input, q, revision, open)?,
                 poll.to_owned(),
             );
-            Ok(("org.matrix.msc3381.poll.start", with_body(json(&c)?, &text)))
+            (UNSTABLE_START, json(&c)?)
         }
-    }
+    };
+    Ok((kind, with_body(content, &text)))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1009,6 +987,19 @@ fn pack_items(items: Vec<(String, String)>, overhead: usize) -> Vec<Vec<(String,
     })
 }
 
+/// Each group of [`pack_items`] drawn by `draw` from its `body` lines and their HTML.
+fn draw_groups(
+    groups: Vec<Vec<(String, String)>>,
+    draw: impl Fn(&[&str], &[&str]) -> Formatted,
+) -> Vec<Formatted> {
+    let draw_one = |g: Vec<(String, String)>| {
+        let (body, html): (Vec<&str>, Vec<&str>) =
+            g.iter().map(|(b, h)| (b.as_str(), h.as_str())).unzip();
+        draw(&body, &html)
+    };
+    groups.into_iter().map(draw_one).collect()
+}
+
 fn cell(s: &str) -> String {
     frogbot_model::text::one_line(s, MAX_TABLE_CELL)
 }
@@ -1041,38 +1032,27 @@ pub fn block_chunks(block: &Block) -> Vec<Formatted> {
             if groups.is_empty() {
                 groups.push(Vec::new());
             }
-            groups
-                .into_iter()
-                .map(|g| {
-                    let mut body = head_body.clone();
-                    let mut html = String::new();
-                    for (b, h) in &g {
-                        body.push('\n');
-                        body.push_str(b);
-                        html.push_str(h);
-                    }
-                    Formatted {
-                        body,
-                        html: format!(
-                            "<table><thead><tr>{head_html}</tr></thead><tbody>{html}</tbody></table>"
-                        ),
-                    }
-                })
-                .collect()
+            draw_groups(groups, |body, html| Formatted {
+                body: [&[head_body.as_str()], body].concat().join("\n"),
+                html: format!(
+                    "<table><thead><tr>{head_html}</tr></thead><tbody>{}</tbody></table>",
+                    html.concat()
+                ),
+            })
         }
         BlockKind::Progress { value, max, label } => {
             let pct = (value / max * 100.0).round();
             let bar = format!("{} {pct}%", progress_bar(*value, *max, PROGRESS_WIDTH));
-            match label {
-                Some(l) => vec![Formatted {
+            vec![match label {
+                Some(l) => Formatted {
                     body: format!("{l}: {bar}"),
                     html: format!("<p><strong>{}</strong><br>{bar}</p>", escape_html(l)),
-                }],
-                None => vec![Formatted {
-                    body: bar.clone(),
+                },
+                None => Formatted {
                     html: format!("<p>{bar}</p>"),
-                }],
-            }
+                    body: bar,
+                },
+            }]
         }
         BlockKind::Code { code, language } => {
             let lang = language.as_deref().unwrap_or("");
@@ -1094,17 +1074,10 @@ pub fn block_chunks(block: &Block) -> Vec<Formatted> {
                     items.push((p, html));
                 }
             }
-            pack_items(items, 100)
-                .into_iter()
-                .map(|g| {
-                    let body: Vec<&str> = g.iter().map(|(b, _)| b.as_str()).collect();
-                    let html: Vec<&str> = g.iter().map(|(_, h)| h.as_str()).collect();
-                    Formatted {
-                        body: format!("```{lang}\n{}\n```", body.join("\n")),
-                        html: format!("{open}{}</code></pre>", html.join("\n")),
-                    }
-                })
-                .collect()
+            draw_groups(pack_items(items, 100), |body, html| Formatted {
+                body: format!("```{lang}\n{}\n```", body.join("\n")),
+                html: format!("{open}{}</code></pre>", html.join("\n")),
+            })
         }
         BlockKind::Fields { fields } => {
             let items: Vec<(String, String)> = fields
@@ -1120,17 +1093,10 @@ pub fn block_chunks(block: &Block) -> Vec<Formatted> {
                     )
                 })
                 .collect();
-            pack_items(items, 50)
-                .into_iter()
-                .map(|g| {
-                    let body: Vec<&str> = g.iter().map(|(b, _)| b.as_str()).collect();
-                    let html: Vec<&str> = g.iter().map(|(_, h)| h.as_str()).collect();
-                    Formatted {
-                        body: body.join("\n"),
-                        html: format!("<p>{}</p>", html.join("<br>")),
-                    }
-                })
-                .collect()
+            draw_groups(pack_items(items, 50), |body, html| Formatted {
+                body: body.join("\n"),
+                html: format!("<p>{}</p>", html.join("<br>")),
+            })
         }
         BlockKind::Html { title, url, .. } => {
             let title = frogbot_model::text::truncate(title.as_deref().unwrap_or("App"), MAX_TITLE);
