@@ -174,12 +174,7 @@ fn edited(
     let Some(Relation::Replacement(r)) = &content.relates_to else {
         return None;
     };
-    let (body, formatted) = match &r.new_content.msgtype {
-        MessageType::Text(t) => (t.body.as_str(), t.formatted.as_ref().map(|f| &f.body)),
-        MessageType::Notice(t) => (t.body.as_str(), t.formatted.as_ref().map(|f| &f.body)),
-        MessageType::Emote(t) => (t.body.as_str(), t.formatted.as_ref().map(|f| &f.body)),
-        _ => return None,
-    };
+    let (body, formatted) = text_of(&r.new_content.msgtype)?;
     Some(Incoming::Changed {
         message_id: message_id(room, &r.event_id),
         sender: sender.to_string(),
@@ -189,6 +184,17 @@ fn edited(
             bot,
         )),
     })
+}
+
+/// The `body` and `formatted_body` of a text, notice or emote message; `None` for other kinds.
+fn text_of(msgtype: &MessageType) -> Option<(&str, Option<&String>)> {
+    let (body, formatted) = match msgtype {
+        MessageType::Text(t) => (&t.body, &t.formatted),
+        MessageType::Notice(t) => (&t.body, &t.formatted),
+        MessageType::Emote(t) => (&t.body, &t.formatted),
+        _ => return None,
+    };
+    Some((body.as_str(), formatted.as_ref().map(|f| &f.body)))
 }
 
 /// A room message as an [`IncomingMessage`]; `None` for edits and messages without text.
@@ -216,15 +222,12 @@ pub fn room_message(
         }};
     }
     let (body, formatted) = match &content.msgtype {
-        MessageType::Text(t) => (t.body.as_str(), t.formatted.as_ref().map(|f| &f.body)),
-        MessageType::Notice(t) => (t.body.as_str(), t.formatted.as_ref().map(|f| &f.body)),
-        MessageType::Emote(t) => (t.body.as_str(), t.formatted.as_ref().map(|f| &f.body)),
         // Media messages: the same fields in each kind (`info` types differ by name only).
         MessageType::Image(m) => media!(m),
         MessageType::File(m) => media!(m),
         MessageType::Audio(m) => media!(m),
         MessageType::Video(m) => media!(m),
-        _ => return None,
+        other => text_of(other)?,
     };
     let (thread_root, reply_to) = match &content.relates_to {
         Some(Relation::Replacement(_)) => return None,

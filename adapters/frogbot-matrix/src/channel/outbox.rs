@@ -256,13 +256,9 @@ impl<A: MatrixApi + Clone + 'static> ChannelOutbox for MatrixOutbox<A> {
             AskRoom::New(room) => room,
         };
         let root = root.ok_or("an ask with no text")?;
-        let mut content = json!({"msgtype": "m.text", "body": root.body});
-        root.add_to(&mut content);
-        let event = self
-            .api
-            .send_once(&room, "m.room.message", content, &ask_txn_id(key))
-            .await?;
-        Ok(message_id(&room, &event))
+        let content = text_content(&root);
+        self.send_once(&room, "m.room.message", content, &ask_txn_id(key))
+            .await
     }
 
     async fn post_reply(&self, thread: &Thread, reply: &UiMessage) -> Result<(), BoxError> {
@@ -272,8 +268,7 @@ impl<A: MatrixApi + Clone + 'static> ChannelOutbox for MatrixOutbox<A> {
         }
         let (room, root) = split_message_id(&thread.id)?;
         for part in parts {
-            let (event_type, mut content) = thread_message(&part.body, &root)?;
-            part.add_to(&mut content);
+            let (event_type, content) = text_in_thread(&part, &root)?;
             self.api.send(&room, event_type, content).await?;
         }
         Ok(())
@@ -284,10 +279,8 @@ impl<A: MatrixApi + Clone + 'static> ChannelOutbox for MatrixOutbox<A> {
     /// state shows either way).
     async fn ack(&self, _thread: &Thread, message_id: &str, ack: Ack) -> Result<(), BoxError> {
         let (room, event) = split_message_id(message_id)?;
-        let content = serde_json::json!({"m.relates_to": {
-            "rel_type": "m.annotation", "event_id": event, "key": ack.emoji()
-        }});
-        let reaction = self.api.send(&room, "m.reaction", content).await?;
+        let (event_type, content) = render::reaction(&event, ack.emoji());
+        let reaction = self.api.send(&room, event_type, content).await?;
         let before = self.shown.replace(message_id.to_owned(), ack, reaction);
         if let Some(before) = before
             && let Err(e) = self.api.redact(&room, &before, None).await
@@ -299,9 +292,7 @@ impl<A: MatrixApi + Clone + 'static> ChannelOutbox for MatrixOutbox<A> {
 
     /// The bot's typing notice in the room (4 seconds long, renewed every 3).
     async fn working(&self, thread: &Thread) -> Result<(), BoxError> {
-        let (room, _) = split_message_id(&thread.id)?;
-        self.api.typing(&room, true).await?;
-        Ok(())
+        self.typing(thread, true).await
     }
 
     /// 3 seconds: matrix-sdk's typing notice lasts 4 and is sent again once 3 have passed.
@@ -321,9 +312,7 @@ impl<A: MatrixApi + Clone + 'static> ChannelOutbox for MatrixOutbox<A> {
     /// The typing notice off (`typing: false`): the turn's reply is complete, failed or
     /// stopped.
     async fn idle(&self, thread: &Thread) -> Result<(), BoxError> {
-        let (room, _) = split_message_id(&thread.id)?;
-        self.api.typing(&room, false).await?;
-        Ok(())
+        self.typing(thread, false).await
     }
 
     /// The Markdown pieces `post_reply` posts, one message each.
@@ -446,13 +435,9 @@ impl<A: MatrixApi> PostPieces<Formatted> for MatrixOutbox<A> {
         at: PieceAt<'_>,
     ) -> Result<String, BoxError> {
         let (room, root) = split_message_id(&thread.id)?;
-        let (event_type, mut content) = thread_message(&piece.body, &root)?;
-        piece.add_to(&mut content);
-        let event = self
-            .api
-            .send_once(&room, event_type, content, &txn_id(at.key))
-            .await?;
-        Ok(message_id(&room, &event))
+        let (event_type, content) = text_in_thread(piece, &root)?;
+        self.send_once(&room, event_type, content, &txn_id(at.key))
+            .await
     }
 }
 
@@ -537,23 +522,50 @@ impl<A: MatrixApi> PostPieces<OutFile> for MatrixOutbox<A> {
             }
             Err(e) => return Err(e.into()),
         }
-        let event = self
-            .api
-            .send_once(&room, event_type, content, &txn_id(at.key))
-            .await?;
-        Ok(message_id(&room, &event))
+        self.send_once(&room, event_type, content, &txn_id(at.key))
+            .await
     }
 }
 
+/// The `m.text` message `f` (Markdown `body`, HTML `formatted_body`) without a relation.
+fn text_content(f: &Formatted) -> Value {
+    let mut content = json!({"msgtype": "m.text", "body": f.body});
+    f.add_to(&mut content);
+    content
+}
+
+/// The `m.text` message `f` (Markdown `body`, HTML `formatted_body`) in the thread on `root`.
+fn text_in_thread(f: &Formatted, root: &EventId) -> Result<render::Content, BoxError> {
+    let (event_type, mut content) = thread_message(&f.body, root)?;
+    f.add_to(&mut content);
+    Ok((event_type, content))
+}
+
 impl<A: MatrixApi> MatrixOutbox<A> {
+    /// Sends `content` in `room` under the transaction id `txn` ([`MatrixApi::send_once`]): the
+    /// event's message id (`room|event`).
+    async fn send_once(
+        &self,
+        room: &RoomId,
+        event_type: &str,
+        content: Value,
+        txn: &str,
+    ) -> Result<String, BoxError> {
+        let event = self.api.send_once(room, event_type, content, txn).await?;
+        Ok(message_id(room, &event))
+    }
+
+    /// The bot's typing notice in `thread`'s room, on or off.
+    async fn typing(&self, thread: &Thread, on: bool) -> Result<(), BoxError> {
+        let (room, _) = split_message_id(&thread.id)?;
+        self.api.typing(&room, on).await?;
+        Ok(())
+    }
+
     /// The content of a piece in the thread on `root`: an `m.text` with its HTML, or an image
     /// uploaded to the media repository as an `m.image` (a link saying so when it cannot be).
     async fn piece_content(&self, root: &EventId, piece: &AgentPiece) -> Result<Value, BoxError> {
-        let text = |f: &Formatted| -> Result<Value, BoxError> {
-            let (_, mut content) = thread_message(&f.body, root)?;
-            f.add_to(&mut content);
-            Ok(content)
-        };
+        let text = |f: &Formatted| Ok(text_in_thread(f, root)?.1);
         match piece {
             AgentPiece::Text(f) => text(f),
             AgentPiece::Image { url, alt } => match self.upload_image(url).await {
@@ -741,57 +753,38 @@ pub fn is_too_large(e: &(dyn std::error::Error + 'static)) -> bool {
 /// The content of an `m.replace` edit of `event` to `new`: `m.new_content` the whole new
 /// message, the outer `body` / `formatted_body` the `* ` fallback for clients without edits.
 pub fn replacement(event: &str, new: &Formatted) -> Value {
-    fit_fallback(json!({
-        "msgtype": "m.text",
-        "body": format!("* {}", new.body),
-        "format": format::HTML_FORMAT,
-        "formatted_body": format!("* {}", new.html),
-        "m.new_content": {
-            "msgtype": "m.text",
-            "body": new.body,
-            "format": format::HTML_FORMAT,
-            "formatted_body": new.html,
-        },
-        "m.relates_to": {"rel_type": "m.replace", "event_id": event},
-    }))
+    replacement_of(event, text_content(new))
+}
+
+impl<A> MatrixDrafts<A> {
+    /// The messages' texts as last sent.
+    fn bodies(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
+        self.bodies.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 #[async_trait]
 impl<A: MatrixApi> DraftMessages for MatrixDrafts<A> {
     /// An `m.room.message` in the thread (Markdown `body`, HTML `formatted_body`).
     async fn post(&self, text: &str, _stop: bool) -> Result<String, BoxError> {
-        let f = Formatted::new(text);
-        let (event_type, mut content) = thread_message(&f.body, &self.root)?;
-        f.add_to(&mut content);
+        let (event_type, content) = text_in_thread(&Formatted::new(text), &self.root)?;
         check_size(&content)?;
         let id = self.api.send(&self.room, event_type, content).await?;
         let id = message_id(&self.room, &id);
-        self.bodies
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(id.clone(), text.to_owned());
+        self.bodies().insert(id.clone(), text.to_owned());
         Ok(id)
     }
 
     /// An `m.replace` edit with the piece's whole text.
     async fn edit(&self, id: &str, text: &str, _stop: bool) -> Result<(), BoxError> {
-        let same = self
-            .bodies
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(id)
-            .is_some_and(|b| b == text);
-        if same {
+        if self.bodies().get(id).is_some_and(|b| b == text) {
             return Ok(());
         }
         let (room, event) = split_message_id(id)?;
         let content = replacement(event.as_str(), &Formatted::new(text));
         check_size(&content)?;
         self.api.send(&room, "m.room.message", content).await?;
-        self.bodies
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(id.to_owned(), text.to_owned());
+        self.bodies().insert(id.to_owned(), text.to_owned());
         Ok(())
     }
 

@@ -292,6 +292,15 @@ impl Workers {
     }
 }
 
+/// The `m.thread` root of the event `e` (its `m.relates_to`), if it is in a thread.
+fn thread_root(e: &matrix_sdk::deserialized_responses::TimelineEvent) -> Option<OwnedEventId> {
+    let content = e.raw().get_field::<serde_json::Value>("content").ok()??;
+    let rel = &content["m.relates_to"];
+    (rel["rel_type"] == "m.thread")
+        .then(|| OwnedEventId::try_from(rel["event_id"].as_str()?).ok())
+        .flatten()
+}
+
 /// Joins a room the bot was invited to; Synapse may refuse a join that races the invite, so it
 /// tries a few times.
 async fn join(room: Room) {
@@ -404,22 +413,13 @@ impl Ctx {
         let thread = match split_message_id(&click.message_id) {
             Ok((_, target)) => {
                 let root = match room.event(&target, None).await {
-                    Ok(e) => e
-                        .raw()
-                        .deserialize_as::<serde_json::Value>()
-                        .ok()
-                        .and_then(|v| {
-                            let rel = &v["content"]["m.relates_to"];
-                            (rel["rel_type"] == "m.thread")
-                                .then(|| rel["event_id"].as_str().map(str::to_owned))
-                                .flatten()
-                        }),
+                    Ok(e) => thread_root(&e),
                     Err(e) => {
                         debug!(error = %e, "reading the message of an event click failed");
                         None
                     }
                 };
-                match root.and_then(|r| OwnedEventId::try_from(r).ok()) {
+                match root {
                     Some(root) => crate::ids::message_id(room.room_id(), &root),
                     None => click.message_id.clone(),
                 }
