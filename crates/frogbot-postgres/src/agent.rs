@@ -60,13 +60,7 @@ impl AgentStore for PostgresStore {
                     .db(self)?;
                 return Ok(PostedMessage::Duplicate(rows::message(&row, "")?));
             }
-            let row = sqlx::query(BUMP_CHAT)
-                .bind(op.chat.as_str())
-                .bind(op.now)
-                .fetch_one(&mut *tx)
-                .await
-                .db(self)?;
-            let chat = rows::chat(&row)?;
+            let chat = self.bump_chat(&mut tx, op.chat, op.now).await?;
             let saved = self
                 .put_message(
                     &mut tx,
@@ -122,13 +116,7 @@ impl AgentStore for PostgresStore {
             let mut message = op.message.clone();
             message.role = current.message.role;
             message.metadata.author = current.message.metadata.author.clone();
-            let row = sqlx::query(BUMP_CHAT)
-                .bind(op.chat.as_str())
-                .bind(op.now)
-                .fetch_one(&mut *tx)
-                .await
-                .db(self)?;
-            let version = rows::chat(&row)?.version;
+            let version = self.bump_chat(&mut tx, op.chat, op.now).await?.version;
             let row = sqlx::query(concat!(
                 "UPDATE messages m SET body = $3, updated_at = $4, version = $5 \
                  WHERE m.chat_id = $1 AND m.seq = $2 RETURNING ",
@@ -174,13 +162,7 @@ impl AgentStore for PostgresStore {
         for row in found {
             let mut m = rows::message(&row, "")?;
             inbox_seen(&mut m.message);
-            let chat = sqlx::query(BUMP_CHAT)
-                .bind(m.chat_id.as_str())
-                .bind(op.now)
-                .fetch_one(&mut *tx)
-                .await
-                .db(self)?;
-            let version = rows::chat(&chat)?.version;
+            let version = self.bump_chat(&mut tx, &m.chat_id, op.now).await?.version;
             sqlx::query(
                 "UPDATE messages SET inbox = FALSE, body = $2, updated_at = $3, version = $4 \
                  WHERE seq = $1",

@@ -14,69 +14,67 @@ use crate::rows::{self, chat_cols, msg_cols};
 #[async_trait]
 impl ChatStore for PostgresStore {
     async fn get_chat(&self, chat: &ChatId) -> Result<Option<ChatRow>> {
-        let row = sqlx::query(concat!(
-            "SELECT ",
-            chat_cols!("c"),
-            " FROM chats c WHERE c.chat_id = $1"
-        ))
-        .bind(chat.as_str())
-        .fetch_optional(&self.pool)
+        self.opt(
+            sqlx::query(concat!(
+                "SELECT ",
+                chat_cols!("c"),
+                " FROM chats c WHERE c.chat_id = $1"
+            ))
+            .bind(chat.as_str()),
+            rows::chat,
+        )
         .await
-        .db(self)?;
-        row.as_ref().map(rows::chat).transpose()
     }
 
     async fn get_channel_chat(&self, platform: &str, thread: &str) -> Result<Option<ChatRow>> {
-        let row = sqlx::query(concat!(
-            "SELECT ",
-            chat_cols!("c"),
-            " FROM chats c WHERE c.channel_platform = $1 AND c.channel_thread = $2"
-        ))
-        .bind(platform)
-        .bind(thread)
-        .fetch_optional(&self.pool)
+        self.opt(
+            sqlx::query(concat!(
+                "SELECT ",
+                chat_cols!("c"),
+                " FROM chats c WHERE c.channel_platform = $1 AND c.channel_thread = $2"
+            ))
+            .bind(platform)
+            .bind(thread),
+            rows::chat,
+        )
         .await
-        .db(self)?;
-        row.as_ref().map(rows::chat).transpose()
     }
 
     async fn list_chats(&self, owner: Option<&UserId>, limit: u32) -> Result<Vec<ChatRow>> {
-        let rows = sqlx::query(concat!(
-            "SELECT ",
-            chat_cols!("c"),
-            " FROM chats c WHERE c.owner IS NOT DISTINCT FROM $1 \
+        self.all(
+            sqlx::query(concat!(
+                "SELECT ",
+                chat_cols!("c"),
+                " FROM chats c WHERE c.owner IS NOT DISTINCT FROM $1 \
               ORDER BY c.updated_at DESC, c.chat_id LIMIT $2"
-        ))
-        .bind(user_str(owner))
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
+            ))
+            .bind(user_str(owner))
+            .bind(i64::from(limit)),
+            rows::chat,
+        )
         .await
-        .db(self)?;
-        rows.iter().map(rows::chat).collect()
     }
 
     async fn get_message(&self, chat: &ChatId, id: &str) -> Result<Option<StoredMessage>> {
-        let row = sqlx::query(MESSAGE_BY_ID)
-            .bind(chat.as_str())
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await
-            .db(self)?;
-        row.map(|r| rows::message(&r, "")).transpose()
+        self.opt(
+            sqlx::query(MESSAGE_BY_ID).bind(chat.as_str()).bind(id),
+            |r| rows::message(r, ""),
+        )
+        .await
     }
 
     async fn list_messages(&self, chat: &ChatId) -> Result<Vec<StoredMessage>> {
-        let rows = sqlx::query(concat!(
-            "SELECT ",
-            msg_cols!("m", ""),
-            " FROM messages m WHERE m.chat_id = $1 \
+        self.all(
+            sqlx::query(concat!(
+                "SELECT ",
+                msg_cols!("m", ""),
+                " FROM messages m WHERE m.chat_id = $1 \
               ORDER BY (m.position IS NULL), m.position, m.sub, m.seq"
-        ))
-        .bind(chat.as_str())
-        .fetch_all(&self.pool)
+            ))
+            .bind(chat.as_str()),
+            |r| rows::message(r, ""),
+        )
         .await
-        .db(self)?;
-        rows.iter().map(|r| rows::message(r, "")).collect()
     }
 
     async fn messages_since(&self, chat: &ChatId, version: i64) -> Result<ChatChanges> {
@@ -111,15 +109,15 @@ impl ChatStore for PostgresStore {
     }
 
     async fn queued_messages(&self, chat: &ChatId) -> Result<Vec<StoredMessage>> {
-        let rows = sqlx::query(concat!(
-            "SELECT ",
-            msg_cols!("m", ""),
-            " FROM messages m WHERE m.chat_id = $1 AND m.queued ORDER BY m.seq"
-        ))
-        .bind(chat.as_str())
-        .fetch_all(&self.pool)
+        self.all(
+            sqlx::query(concat!(
+                "SELECT ",
+                msg_cols!("m", ""),
+                " FROM messages m WHERE m.chat_id = $1 AND m.queued ORDER BY m.seq"
+            ))
+            .bind(chat.as_str()),
+            |r| rows::message(r, ""),
+        )
         .await
-        .db(self)?;
-        rows.iter().map(|r| rows::message(r, "")).collect()
     }
 }

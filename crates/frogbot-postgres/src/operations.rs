@@ -2,7 +2,6 @@
 //! the database server's clock, and what operators read and do.
 
 use async_trait::async_trait;
-use sqlx::Row;
 
 use frogbot_core::model::{Millis, TurnState};
 use frogbot_core::store::Result;
@@ -24,74 +23,69 @@ impl OperationsStore for PostgresStore {
     }
 
     async fn find_chats(&self, filter: &ChatFilter, now: Millis) -> Result<Vec<ChatRow>> {
-        let rows = sqlx::query(concat!(
-            "SELECT ",
-            chat_cols!("c"),
-            " FROM chats c \
+        self.all(
+            sqlx::query(concat!(
+                "SELECT ",
+                chat_cols!("c"),
+                " FROM chats c \
               WHERE ($1::text IS NULL OR \
                      CASE WHEN c.lease_holder IS NOT NULL AND c.lease_until > $2 THEN 'running' \
                           WHEN c.awaiting_message_id IS NOT NULL THEN 'awaiting' \
                           ELSE 'idle' END = $1) \
                 AND ($3::text IS NULL OR c.channel_platform = $3) \
               ORDER BY c.updated_at DESC, c.chat_id LIMIT $4"
-        ))
-        .bind(filter.state.map(TurnState::as_str))
-        .bind(now)
-        .bind(filter.platform.as_deref())
-        .bind(i64::from(filter.limit))
-        .fetch_all(&self.pool)
+            ))
+            .bind(filter.state.map(TurnState::as_str))
+            .bind(now)
+            .bind(filter.platform.as_deref())
+            .bind(i64::from(filter.limit)),
+            rows::chat,
+        )
         .await
-        .db(self)?;
-        rows.iter().map(rows::chat).collect()
     }
 
     async fn live_jobs(&self, limit: u32) -> Result<Vec<Job>> {
-        let rows = sqlx::query(concat!(
-            "SELECT ",
-            job_cols!(),
-            " FROM jobs WHERE NOT dead ORDER BY run_at, id LIMIT $1"
-        ))
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
+        self.all(
+            sqlx::query(concat!(
+                "SELECT ",
+                job_cols!(),
+                " FROM jobs WHERE NOT dead ORDER BY run_at, id LIMIT $1"
+            ))
+            .bind(i64::from(limit)),
+            rows::job,
+        )
         .await
-        .db(self)?;
-        rows.iter().map(rows::job).collect()
     }
 
     async fn revive_job(&self, id: i64, now: Millis) -> Result<Option<Job>> {
-        let r = async {
-            let row = sqlx::query(concat!(
+        let r =
+            async {
+                self.opt(sqlx::query(concat!(
                 "UPDATE jobs SET dead = FALSE, attempts = 0, run_at = $2, claimed_by = NULL, \
                  claim_until = NULL WHERE id = $1 AND dead RETURNING ",
                 job_cols!()
             ))
             .bind(id)
-            .bind(now)
-            .fetch_optional(&self.pool)
-            .await
-            .db(self)?;
-            row.as_ref().map(rows::job).transpose()
-        }
-        .await;
+            .bind(now), rows::job).await
+            }
+            .await;
         self.jobs_announced(&[Some(now)], r)
     }
 
     async fn backlog(&self, now: Millis) -> Result<Backlog> {
-        let row = sqlx::query(
-            "SELECT (SELECT COUNT(*) FROM messages WHERE queued) AS queued, \
+        let row = self
+            .one(
+                sqlx::query(
+                    "SELECT (SELECT COUNT(*) FROM messages WHERE queued) AS queued, \
                     (SELECT COUNT(*) FROM jobs WHERE NOT dead AND run_at <= $1 \
                        AND (claim_until IS NULL OR claim_until <= $1)) AS due, \
                     (SELECT COUNT(*) FROM jobs WHERE NOT dead AND claim_until > $1) AS running, \
                     (SELECT COUNT(*) FROM jobs WHERE dead) AS dead",
-        )
-        .bind(now)
-        .fetch_one(&self.pool)
-        .await
-        .db(self)?;
-        let count = |name: &str| -> Result<u64> {
-            let n: i64 = row.try_get(name).db(self)?;
-            Ok(u64::try_from(n).unwrap_or(0))
-        };
+                )
+                .bind(now),
+            )
+            .await?;
+        let count = |name| self.count(&row, name);
         Ok(Backlog {
             queued: count("queued")?,
             jobs_due: count("due")?,
@@ -101,19 +95,17 @@ impl OperationsStore for PostgresStore {
     }
 
     async fn purgeable(&self, now: Millis, dead_before: Millis) -> Result<Purgeable> {
-        let row = sqlx::query(
-            "SELECT (SELECT COUNT(*) FROM questions WHERE expires_at <= $1) AS questions, \
+        let row = self
+            .one(
+                sqlx::query(
+                    "SELECT (SELECT COUNT(*) FROM questions WHERE expires_at <= $1) AS questions, \
                     (SELECT COUNT(*) FROM jobs WHERE dead AND created_at < $2) AS dead_jobs",
-        )
-        .bind(now)
-        .bind(dead_before)
-        .fetch_one(&self.pool)
-        .await
-        .db(self)?;
-        let count = |name: &str| -> Result<u64> {
-            let n: i64 = row.try_get(name).db(self)?;
-            Ok(u64::try_from(n).unwrap_or(0))
-        };
+                )
+                .bind(now)
+                .bind(dead_before),
+            )
+            .await?;
+        let count = |name| self.count(&row, name);
         Ok(Purgeable {
             questions: count("questions")?,
             dead_jobs: count("dead_jobs")?,

@@ -8,7 +8,7 @@
 
 use serde_json::{Value, json};
 use sqlx::Row;
-use sqlx::postgres::PgConnection;
+use sqlx::postgres::{PgArguments, PgConnection, PgRow};
 
 use frogbot_core::model::{ChatId, Delivery, Millis, QuestionRecord, UiMessage, UserId};
 use frogbot_core::store::*;
@@ -81,7 +81,7 @@ const MESSAGE_FACTS: &str = "SELECT \
      EXISTS (SELECT 1 FROM messages WHERE chat_id = $1 AND id = $2) AS dup, \
      (SELECT COALESCE(MAX(position), 0) FROM messages WHERE chat_id = $1) AS last_position";
 
-pub(crate) const BUMP_CHAT: &str = concat!(
+const BUMP_CHAT: &str = concat!(
     "UPDATE chats c SET version = c.version + 1, updated_at = $2 WHERE c.chat_id = $1 RETURNING ",
     chat_cols!("c")
 );
@@ -145,6 +145,24 @@ pub(crate) const ENQUEUE_JOB: &str = concat!(
 
 // ---- helpers -------------------------------------------------------------------------------------
 
+/// A statement with its parameters bound.
+pub(crate) type PgQuery<'q> = sqlx::query::Query<'q, sqlx::Postgres, PgArguments>;
+
+/// Binds, in order, the four parameters of a job an operation schedules (kind, key, payload,
+/// run-at: see [`JobParams`]).
+pub(crate) trait BindJob<'q> {
+    fn bind_job(self, job: JobParams<'q>) -> Self;
+}
+
+impl<'q> BindJob<'q> for PgQuery<'q> {
+    fn bind_job(self, job: JobParams<'q>) -> Self {
+        self.bind(job.kind)
+            .bind(job.key)
+            .bind(job.payload)
+            .bind(job.run_at)
+    }
+}
+
 pub(crate) fn user_str(u: Option<&UserId>) -> Option<&str> {
     u.map(UserId::as_str)
 }
@@ -189,6 +207,50 @@ pub(crate) struct Locked {
 }
 
 impl PostgresStore {
+    /// Runs `q` on the pool: the row it returns, if any, decoded by `f`.
+    pub(crate) async fn opt<T>(
+        &self,
+        q: PgQuery<'_>,
+        f: impl Fn(&PgRow) -> Result<T>,
+    ) -> Result<Option<T>> {
+        q.fetch_optional(&self.pool)
+            .await
+            .db(self)?
+            .as_ref()
+            .map(f)
+            .transpose()
+    }
+
+    /// Runs `q` on the pool: the rows it returns, decoded by `f`.
+    pub(crate) async fn all<T>(
+        &self,
+        q: PgQuery<'_>,
+        f: impl Fn(&PgRow) -> Result<T>,
+    ) -> Result<Vec<T>> {
+        q.fetch_all(&self.pool)
+            .await
+            .db(self)?
+            .iter()
+            .map(f)
+            .collect()
+    }
+
+    /// Runs `q` on the pool: the one row it returns.
+    pub(crate) async fn one(&self, q: PgQuery<'_>) -> Result<PgRow> {
+        q.fetch_one(&self.pool).await.db(self)
+    }
+
+    /// The count in column `name` of `row` (a `count(*)`).
+    pub(crate) fn count(&self, row: &PgRow, name: &str) -> Result<u64> {
+        let n: i64 = row.try_get(name).db(self)?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
+    /// Runs `q` on the pool: whether it changed exactly one row.
+    pub(crate) async fn changed_one(&self, q: PgQuery<'_>) -> Result<bool> {
+        Ok(q.execute(&self.pool).await.db(self)?.rows_affected() == 1)
+    }
+
     pub(crate) async fn begin(&self) -> Result<sqlx::Transaction<'static, sqlx::Postgres>> {
         self.pool.begin().await.db(self)
     }
@@ -201,6 +263,12 @@ impl PostgresStore {
         chat: &ChatId,
         create: Option<(&NewChat, Millis)>,
     ) -> Result<Option<Locked>> {
+        let locked = |row: PgRow, created: bool| -> Result<Option<Locked>> {
+            Ok(Some(Locked {
+                chat: rows::chat(&row)?,
+                created,
+            }))
+        };
         loop {
             let row = sqlx::query(LOCK_CHAT)
                 .bind(chat.as_str())
@@ -208,10 +276,7 @@ impl PostgresStore {
                 .await
                 .db(self)?;
             if let Some(row) = row {
-                return Ok(Some(Locked {
-                    chat: rows::chat(&row)?,
-                    created: false,
-                }));
+                return locked(row, false);
             }
             let Some((new, now)) = create else {
                 return Ok(None);
@@ -227,10 +292,7 @@ impl PostgresStore {
                 .db(self)?;
             if let Some(row) = row {
                 // Inserted by this transaction: locked until it ends.
-                return Ok(Some(Locked {
-                    chat: rows::chat(&row)?,
-                    created: true,
-                }));
+                return locked(row, true);
             }
             // Not inserted: the id was created since the lock attempt (lock it), or the channel
             // thread has a chat under another id.
@@ -254,6 +316,23 @@ impl PostgresStore {
                 }
             }
         }
+    }
+
+    /// Raises the (locked) chat's version for a write at `now` ([`BUMP_CHAT`]): the chat as it is
+    /// then.
+    pub(crate) async fn bump_chat(
+        &self,
+        conn: &mut PgConnection,
+        chat: &ChatId,
+        now: Millis,
+    ) -> Result<ChatRow> {
+        let row = sqlx::query(BUMP_CHAT)
+            .bind(chat.as_str())
+            .bind(now)
+            .fetch_one(&mut *conn)
+            .await
+            .db(self)?;
+        rows::chat(&row)
     }
 
     /// Inserts or moves a message (see [`PUT_MESSAGE`]).

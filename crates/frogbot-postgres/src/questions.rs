@@ -4,7 +4,7 @@
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use sqlx::Row;
-use sqlx::postgres::PgConnection;
+use sqlx::postgres::{PgConnection, PgRow};
 
 use frogbot_core::model::{ChatId, Millis};
 use frogbot_core::store::*;
@@ -47,6 +47,49 @@ const MARK_RENDERED: &str = "WITH calls AS ( \
      ) SELECT (SELECT string_agg(tool_call_id, ', ') FROM missing) AS missing, \
         (SELECT count(*) FROM upd) AS updated, (SELECT count(*) FROM links) AS linked";
 
+/// The end of a statement whose CTE `upd` updates the question ($1 chat, $2 call) and returns it:
+/// the row as written with `wrote` TRUE, or — when `upd` wrote nothing — the live row as it is
+/// (its expiry past `$now`) with `wrote` FALSE; no row when the question is gone.
+macro_rules! wrote_or_current {
+    ($now:literal) => {
+        concat!(
+            "RETURNING q.* ) SELECT TRUE AS wrote, ",
+            question_cols!("u", ""),
+            " FROM upd u UNION ALL SELECT FALSE, ",
+            question_cols!("q", ""),
+            " FROM questions q WHERE q.chat_id = $1::text AND q.tool_call_id = $2::text \
+               AND q.expires_at > ",
+            $now,
+            "::bigint AND NOT EXISTS (SELECT 1 FROM upd)"
+        )
+    };
+}
+
+/// One question by chat ($1) and call ($2), live at $3.
+const GET_QUESTION: &str = concat!(
+    "SELECT ",
+    question_cols!("q", ""),
+    " FROM questions q WHERE q.chat_id = $1 AND q.tool_call_id = $2 AND q.expires_at > $3"
+);
+
+/// The live questions of an assistant message: $1 chat, $2 message id, $3 now.
+const QUESTIONS_OF_MESSAGE: &str = concat!(
+    "SELECT ",
+    question_cols!("q", ""),
+    " FROM questions q WHERE q.chat_id = $1 AND q.message_id = $2 AND q.expires_at > $3 \
+      ORDER BY q.call_index, q.tool_call_id"
+);
+
+/// The live questions linked to a platform message: $1 platform, $2 message id, $3 now.
+const QUESTIONS_BY_PLATFORM_MESSAGE: &str = concat!(
+    "SELECT ",
+    question_cols!("q", ""),
+    " FROM question_links l JOIN questions q \
+        ON q.chat_id = l.chat_id AND q.tool_call_id = l.tool_call_id \
+      WHERE l.platform = $1 AND l.message_id = $2 AND q.expires_at > $3 \
+      ORDER BY q.chat_id, q.call_index, q.tool_call_id"
+);
+
 /// $1 chat, $2 call, $3 outcome, $4 actor, $5 now, $6 expiry, $7 expected revision (or NULL),
 /// $8 lock holder (or NULL), $9 lock expiry.
 const RECORD_OUTCOME: &str = concat!(
@@ -60,14 +103,8 @@ const RECORD_OUTCOME: &str = concat!(
           AND q.outcome IS NULL \
           AND ($7::bigint IS NULL OR (q.revision = $7::bigint AND NOT q.posting \
                AND (q.lock_holder IS NULL OR q.lock_until <= $5::bigint))) \
-        RETURNING q.* \
-     ) \
-     SELECT TRUE AS won, ",
-    question_cols!("u", ""),
-    " FROM upd u UNION ALL SELECT FALSE, ",
-    question_cols!("q", ""),
-    " FROM questions q WHERE q.chat_id = $1::text AND q.tool_call_id = $2::text \
-       AND q.expires_at > $5::bigint AND NOT EXISTS (SELECT 1 FROM upd)"
+        ",
+    wrote_or_current!("$5")
 );
 
 /// $1 chat, $2 call, $3 expected revision, $4 state (JSON or NULL), $5 holder, $6 lock expiry,
@@ -84,14 +121,8 @@ const ADVANCE: &str = concat!(
         WHERE q.chat_id = $1::text AND q.tool_call_id = $2::text AND q.expires_at > $7::bigint \
           AND q.outcome IS NULL AND NOT q.posting AND q.revision = $3::bigint \
           AND (q.lock_holder IS NULL OR q.lock_until <= $7::bigint) \
-        RETURNING q.* \
-     ) \
-     SELECT TRUE AS done, ",
-    question_cols!("u", ""),
-    " FROM upd u UNION ALL SELECT FALSE, ",
-    question_cols!("q", ""),
-    " FROM questions q WHERE q.chat_id = $1::text AND q.tool_call_id = $2::text \
-       AND q.expires_at > $7::bigint AND NOT EXISTS (SELECT 1 FROM upd)"
+        ",
+    wrote_or_current!("$7")
 );
 
 /// $1 chat, $2 call, $3 holder, $4 lock expiry, $5 now.
@@ -142,16 +173,17 @@ const PURGE_EXPIRED: &str = "WITH gone AS ( \
         WHERE l.chat_id = g.chat_id AND l.tool_call_id = g.tool_call_id \
      ) SELECT count(*) AS purged FROM gone";
 
-impl PostgresStore {
-    async fn fresh_question(
-        &self,
-        chat: &ChatId,
-        tool_call_id: &str,
-        now: Millis,
-    ) -> Result<Option<QuestionRow>> {
-        self.get_question(chat, tool_call_id, now).await
-    }
+/// A question read's statement, bound: $1 chat (or platform), $2 call (or message) id, $3 now.
+fn question_read<'q>(sql: &'static str, key: &'q str, id: &'q str, now: Millis) -> PgQuery<'q> {
+    sqlx::query(sql).bind(key).bind(id).bind(now)
+}
 
+/// A question row (unprefixed columns).
+fn question(r: &PgRow) -> Result<QuestionRow> {
+    rows::question(r, "")
+}
+
+impl PostgresStore {
     /// [`QuestionStore::get_question`] on `conn` (inside the caller's transaction, or on the
     /// connection it already holds: never a second connection from the pool while holding one).
     async fn question_on(
@@ -161,18 +193,35 @@ impl PostgresStore {
         tool_call_id: &str,
         now: Millis,
     ) -> Result<Option<QuestionRow>> {
-        let row = sqlx::query(concat!(
-            "SELECT ",
-            question_cols!("q", ""),
-            " FROM questions q WHERE q.chat_id = $1 AND q.tool_call_id = $2 AND q.expires_at > $3"
-        ))
-        .bind(chat.as_str())
-        .bind(tool_call_id)
-        .bind(now)
-        .fetch_optional(&mut *conn)
-        .await
-        .db(self)?;
-        row.map(|r| rows::question(&r, "")).transpose()
+        question_read(GET_QUESTION, chat.as_str(), tool_call_id, now)
+            .fetch_optional(&mut *conn)
+            .await
+            .db(self)?
+            .as_ref()
+            .map(question)
+            .transpose()
+    }
+
+    /// The question's lock that `holder` took, with the token the statement returned.
+    fn question_lock(
+        &self,
+        row: &PgRow,
+        chat: &ChatId,
+        tool_call_id: &str,
+        holder: &str,
+    ) -> Result<QuestionLock> {
+        Ok(QuestionLock {
+            chat_id: chat.clone(),
+            tool_call_id: tool_call_id.to_string(),
+            holder: holder.to_string(),
+            token: row.try_get("lock_token").db(self)?,
+        })
+    }
+
+    /// The row of a [`wrote_or_current!`] statement: the question, and whether the update wrote
+    /// it.
+    fn wrote(&self, row: &PgRow) -> Result<(QuestionRow, bool)> {
+        Ok((question(row)?, row.try_get("wrote").db(self)?))
     }
 }
 
@@ -184,18 +233,8 @@ impl QuestionStore for PostgresStore {
         tool_call_id: &str,
         now: Millis,
     ) -> Result<Option<QuestionRow>> {
-        let row = sqlx::query(concat!(
-            "SELECT ",
-            question_cols!("q", ""),
-            " FROM questions q WHERE q.chat_id = $1 AND q.tool_call_id = $2 AND q.expires_at > $3"
-        ))
-        .bind(chat.as_str())
-        .bind(tool_call_id)
-        .bind(now)
-        .fetch_optional(&self.pool)
-        .await
-        .db(self)?;
-        row.map(|r| rows::question(&r, "")).transpose()
+        let q = question_read(GET_QUESTION, chat.as_str(), tool_call_id, now);
+        self.opt(q, question).await
     }
 
     async fn questions_of_message(
@@ -204,19 +243,8 @@ impl QuestionStore for PostgresStore {
         message_id: &str,
         now: Millis,
     ) -> Result<Vec<QuestionRow>> {
-        let rows = sqlx::query(concat!(
-            "SELECT ",
-            question_cols!("q", ""),
-            " FROM questions q WHERE q.chat_id = $1 AND q.message_id = $2 AND q.expires_at > $3 \
-              ORDER BY q.call_index, q.tool_call_id"
-        ))
-        .bind(chat.as_str())
-        .bind(message_id)
-        .bind(now)
-        .fetch_all(&self.pool)
-        .await
-        .db(self)?;
-        rows.iter().map(|r| rows::question(r, "")).collect()
+        let q = question_read(QUESTIONS_OF_MESSAGE, chat.as_str(), message_id, now);
+        self.all(q, question).await
     }
 
     async fn questions_by_platform_message(
@@ -225,21 +253,8 @@ impl QuestionStore for PostgresStore {
         message_id: &str,
         now: Millis,
     ) -> Result<Vec<QuestionRow>> {
-        let rows = sqlx::query(concat!(
-            "SELECT ",
-            question_cols!("q", ""),
-            " FROM question_links l JOIN questions q \
-                ON q.chat_id = l.chat_id AND q.tool_call_id = l.tool_call_id \
-              WHERE l.platform = $1 AND l.message_id = $2 AND q.expires_at > $3 \
-              ORDER BY q.chat_id, q.call_index, q.tool_call_id"
-        ))
-        .bind(platform)
-        .bind(message_id)
-        .bind(now)
-        .fetch_all(&self.pool)
-        .await
-        .db(self)?;
-        rows.iter().map(|r| rows::question(r, "")).collect()
+        let q = question_read(QUESTIONS_BY_PLATFORM_MESSAGE, platform, message_id, now);
+        self.all(q, question).await
     }
 
     async fn insert_questions(&self, rows: &[NewQuestion], now: Millis) -> Result<()> {
@@ -280,15 +295,16 @@ impl QuestionStore for PostgresStore {
                 }))
             })
             .collect::<Result<_>>()?;
-        let row = sqlx::query(MARK_RENDERED)
-            .bind(op.chat.as_str())
-            .bind(op.platform)
-            .bind(to_json(&calls)?)
-            .bind(op.now)
-            .bind(op.now + QUESTION_TTL_MS)
-            .fetch_one(&self.pool)
-            .await
-            .db(self)?;
+        let row = self
+            .one(
+                sqlx::query(MARK_RENDERED)
+                    .bind(op.chat.as_str())
+                    .bind(op.platform)
+                    .bind(to_json(&calls)?)
+                    .bind(op.now)
+                    .bind(op.now + QUESTION_TTL_MS),
+            )
+            .await?;
         match row.try_get::<Option<String>, _>("missing").db(self)? {
             Some(missing) => Err(StoreError::not_found(Item::ToolCall, missing)),
             None => Ok(()),
@@ -353,15 +369,10 @@ impl QuestionStore for PostgresStore {
             let Some(row) = row else {
                 return Ok(Advanced::Gone);
             };
-            let question = rows::question(&row, "")?;
-            if row.try_get::<bool, _>("done").db(self)? {
+            let (question, wrote) = self.wrote(&row)?;
+            if wrote {
                 return Ok(Advanced::Done {
-                    lock: QuestionLock {
-                        chat_id: op.chat.clone(),
-                        tool_call_id: op.tool_call_id.to_string(),
-                        holder: op.lock.holder.to_string(),
-                        token: row.try_get("lock_token").db(self)?,
-                    },
+                    lock: self.question_lock(&row, op.chat, op.tool_call_id, op.lock.holder)?,
                     question,
                 });
             }
@@ -373,10 +384,7 @@ impl QuestionStore for PostgresStore {
                 return Ok(Advanced::Changed { question });
             }
             Ok(
-                match self
-                    .fresh_question(op.chat, op.tool_call_id, op.now)
-                    .await?
-                {
+                match self.get_question(op.chat, op.tool_call_id, op.now).await? {
                     None => Advanced::Gone,
                     Some(q) => Advanced::Changed { question: q },
                 },
@@ -405,13 +413,8 @@ impl QuestionStore for PostgresStore {
             .db(self)?;
         let Some(row) = row else { return Ok(None) };
         Ok(Some((
-            QuestionLock {
-                chat_id: chat.clone(),
-                tool_call_id: tool_call_id.to_string(),
-                holder: holder.to_string(),
-                token: row.try_get("lock_token").db(self)?,
-            },
-            rows::question(&row, "")?,
+            self.question_lock(&row, chat, tool_call_id, holder)?,
+            question(&row)?,
         )))
     }
 
@@ -426,12 +429,7 @@ impl QuestionStore for PostgresStore {
                     "a question record's messages are never empty",
                 ));
             }
-            let JobParams {
-                kind,
-                key,
-                payload,
-                run_at,
-            } = job_params(op.job)?;
+            let job = job_params(op.job)?;
             let l = op.lock;
             let row = sqlx::query(UPDATE_QUESTION)
                 .bind(l.chat_id.as_str())
@@ -451,15 +449,12 @@ impl QuestionStore for PostgresStore {
                 .bind(op.now + QUESTION_TTL_MS)
                 .bind(op.keep_lock)
                 .bind(op.link_platform)
-                .bind(kind)
-                .bind(key)
-                .bind(payload)
-                .bind(run_at)
+                .bind_job(job)
                 .fetch_optional(&self.pool)
                 .await
                 .db(self)?;
             match row {
-                Some(row) => rows::question(&row, ""),
+                Some(row) => question(&row),
                 None => Err(StoreError::Locked {
                     question: l.tool_call_id.clone(),
                 }),
@@ -485,13 +480,8 @@ impl QuestionStore for PostgresStore {
     }
 
     async fn purge_expired(&self, now: Millis) -> Result<u64> {
-        let row = sqlx::query(PURGE_EXPIRED)
-            .bind(now)
-            .fetch_one(&self.pool)
-            .await
-            .db(self)?;
-        let n: i64 = row.try_get("purged").db(self)?;
-        Ok(u64::try_from(n).unwrap_or(0))
+        let row = self.one(sqlx::query(PURGE_EXPIRED).bind(now)).await?;
+        self.count(&row, "purged")
     }
 }
 
@@ -518,15 +508,10 @@ impl PostgresStore {
         let Some(row) = row else {
             return Ok(Recorded::Gone);
         };
-        let question = rows::question(&row, "")?;
-        if row.try_get::<bool, _>("won").db(self)? {
+        let (question, wrote) = self.wrote(&row)?;
+        if wrote {
             let lock = match op.lock {
-                Some(l) => Some(QuestionLock {
-                    chat_id: op.chat.clone(),
-                    tool_call_id: op.tool_call_id.to_string(),
-                    holder: l.holder.to_string(),
-                    token: row.try_get("lock_token").db(self)?,
-                }),
+                Some(l) => Some(self.question_lock(&row, op.chat, op.tool_call_id, l.holder)?),
                 None => None,
             };
             return Ok(Recorded::Won {

@@ -256,9 +256,22 @@ pub(crate) fn chat(r: &PgRow) -> Result<ChatRow> {
 
 /// A message whose columns carry prefix `p`; `None` when the row has none (an outer join).
 pub(crate) fn message_opt(r: &PgRow, p: &str) -> Result<Option<StoredMessage>> {
-    let seq: Option<i64> = get(r, &format!("{p}seq"))?;
-    match seq {
-        Some(_) => message(r, p).map(Some),
+    joined::<i64, _>(r, p, "seq", message)
+}
+
+/// What `decode` reads from the columns with prefix `p`; `None` when the row has none (an outer
+/// join: its `key` column, of type `K`, is NULL).
+fn joined<K, T>(
+    r: &PgRow,
+    p: &str,
+    key: &str,
+    decode: fn(&PgRow, &str) -> Result<T>,
+) -> Result<Option<T>>
+where
+    K: for<'a> sqlx::Decode<'a, sqlx::Postgres> + sqlx::Type<sqlx::Postgres>,
+{
+    match get::<Option<K>>(r, &format!("{p}{key}"))? {
+        Some(_) => decode(r, p).map(Some),
         None => Ok(None),
     }
 }
@@ -287,11 +300,7 @@ pub(crate) fn message(r: &PgRow, p: &str) -> Result<StoredMessage> {
 
 /// A question whose columns carry prefix `p`; `None` when the row has none (an outer join).
 pub(crate) fn question_opt(r: &PgRow, p: &str) -> Result<Option<QuestionRow>> {
-    let id: Option<String> = get(r, &format!("{p}tool_call_id"))?;
-    match id {
-        Some(_) => question(r, p).map(Some),
-        None => Ok(None),
-    }
+    joined::<String, _>(r, p, "tool_call_id", question)
 }
 
 pub(crate) fn question(r: &PgRow, p: &str) -> Result<QuestionRow> {

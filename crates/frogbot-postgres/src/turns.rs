@@ -4,7 +4,8 @@
 
 use async_trait::async_trait;
 use sqlx::Row;
-use sqlx::postgres::{PgConnection, PgRow};
+use sqlx::postgres::{PgConnection, PgPool, PgRow};
+use sqlx::{Postgres, Transaction};
 
 use frogbot_core::model::{ChatId, Delivery, Millis, QuestionOutcome, Role, UiMessage, UserId};
 use frogbot_core::store::*;
@@ -19,6 +20,44 @@ macro_rules! reply_sub {
     () => {
         "4503599627370496"
     };
+}
+
+/// The reply a fenced statement ([`CHECKPOINT`], [`AWAIT`]) saves at its turn's reply slot, with
+/// the version of its CTE `chat` (no row when the fence failed); the parameters [`fenced_reply`]
+/// binds.
+macro_rules! fenced_reply_sql {
+    () => {
+        concat!(
+            msg_insert!(),
+            "SELECT $1::text, $5::text, $6::text, $7::text, FALSE, 'queue', $9::bigint, ",
+            reply_sub!(),
+            ", $8::text, $4::bigint, $4::bigint, c.version FROM chat c",
+            msg_upsert_tail!(),
+            "RETURNING m.*"
+        )
+    };
+}
+
+/// `sql` (a fenced statement saving the turn's reply: [`fenced_reply_sql!`]) with its first
+/// parameters bound: $1 chat, $2 holder, $3 token, $4 now, $5 reply id, $6 role, $7 author,
+/// $8 body, $9 position.
+fn fenced_reply<'q>(
+    sql: &'static str,
+    lease: &'q Lease,
+    now: Millis,
+    reply: &'q UiMessage,
+    position: i64,
+) -> Result<PgQuery<'q>> {
+    Ok(sqlx::query(sql)
+        .bind(lease.chat_id.as_str())
+        .bind(&lease.holder)
+        .bind(lease.token)
+        .bind(now)
+        .bind(&reply.id)
+        .bind(reply.role.as_str())
+        .bind(user_str(reply.metadata.author.as_ref()))
+        .bind(rows::message_body(reply)?)
+        .bind(position))
 }
 
 /// `send` in one statement, as a compare-and-swap on the chat row: the decision (create, start,
@@ -235,13 +274,8 @@ const CHECKPOINT: &str = concat!(
           AND m.role = 'user' AND m.author IS NOT DISTINCT FROM $11::text \
         RETURNING m.* \
      ), reply AS ( ",
-    msg_insert!(),
-    "SELECT $1::text, $5::text, $6::text, $7::text, FALSE, 'queue', $9::bigint, ",
-    reply_sub!(),
-    ", $8::text, $4::bigint, $4::bigint, c.version FROM chat c",
-    msg_upsert_tail!(),
-    "RETURNING m.* \
-     ) \
+    fenced_reply_sql!(),
+    " ) \
      SELECT 'reply' AS kind, ",
     msg_cols!("r", ""),
     " FROM reply r UNION ALL SELECT 'steer', ",
@@ -263,13 +297,8 @@ const AWAIT: &str = concat!(
         WHERE c.chat_id = $1::text AND c.lease_holder = $2::text AND c.lease_token = $3::bigint \
         RETURNING c.version \
      ), reply AS ( ",
-    msg_insert!(),
-    "SELECT $1::text, $5::text, $6::text, $7::text, FALSE, 'queue', $9::bigint, ",
-    reply_sub!(),
-    ", $8::text, $4::bigint, $4::bigint, c.version FROM chat c",
-    msg_upsert_tail!(),
-    "RETURNING m.* \
-     ), questions AS ( \
+    fenced_reply_sql!(),
+    " ), questions AS ( \
         INSERT INTO questions (chat_id, tool_call_id, message_id, call_index, input, record, \
             revision, answer_deadline, created_at, updated_at, expires_at) \
         SELECT x.chat_id, x.tool_call_id, x.message_id, x.call_index, x.input, $11::text, 0, \
@@ -590,13 +619,7 @@ impl PostgresStore {
             return Ok(Sent::Busy { chat });
         } else {
             let delivery = steer_or_queue(op.delivery, &chat, author, now);
-            let row = sqlx::query(BUMP_CHAT)
-                .bind(chat_id.as_str())
-                .bind(now)
-                .fetch_one(&mut *tx)
-                .await
-                .db(self)?;
-            let chat = rows::chat(&row)?;
+            let chat = self.bump_chat(&mut tx, chat_id, now).await?;
             let message = self
                 .put_message(
                     &mut tx,
@@ -631,13 +654,7 @@ impl PostgresStore {
             EndMode::Next => ("next", None),
             EndMode::Handoff(job) => ("handoff", Some(job)),
         };
-        let JobParams {
-            kind,
-            key,
-            payload,
-            run_at,
-        } = job_params(job)?;
-        let delivery = job_params(op.delivery)?;
+        let (job, delivery) = (job_params(job)?, job_params(op.delivery)?);
         let (reply, position) = match op.reply {
             Some((m, p)) => (Some(m), Some(p)),
             None => (None, None),
@@ -653,14 +670,8 @@ impl PostgresStore {
             .bind(reply.and_then(|m| user_str(m.metadata.author.as_ref())))
             .bind(reply.map(rows::message_body).transpose()?)
             .bind(position)
-            .bind(kind)
-            .bind(key)
-            .bind(payload)
-            .bind(run_at)
-            .bind(delivery.kind)
-            .bind(delivery.key)
-            .bind(delivery.payload)
-            .bind(delivery.run_at)
+            .bind_job(job)
+            .bind_job(delivery)
             .fetch_optional(&mut *conn)
             .await
             .db(self)?;
@@ -684,17 +695,36 @@ impl PostgresStore {
         }))
     }
 
-    /// Locks the chat in `tx` and checks that `lease` still holds it.
-    async fn lock_fenced(&self, conn: &mut PgConnection, lease: &Lease) -> Result<()> {
-        let locked = self.lock_chat(conn, &lease.chat_id, None).await?;
+    /// The careful path of a fenced operation begins: a transaction on `pool` that locked the chat
+    /// and checked that `lease` still holds it.
+    async fn begin_fenced(
+        &self,
+        pool: &PgPool,
+        lease: &Lease,
+    ) -> Result<Transaction<'static, Postgres>> {
+        let mut tx = pool.begin().await.db(self)?;
+        let locked = self.lock_chat(&mut tx, &lease.chat_id, None).await?;
         let held = locked
             .and_then(|l| l.chat.lease)
             .is_some_and(|l| l.holder == lease.holder && l.token == lease.token);
         if held {
-            Ok(())
+            Ok(tx)
         } else {
             Err(lease_lost(&lease.chat_id))
         }
+    }
+
+    /// The careful path of a fenced operation ends: commits what it `done` (`None`: the lease
+    /// was lost, nothing is committed).
+    async fn commit_fenced<T>(
+        &self,
+        tx: Transaction<'static, Postgres>,
+        lease: &Lease,
+        done: Option<T>,
+    ) -> Result<T> {
+        let done = done.ok_or_else(|| lease_lost(&lease.chat_id))?;
+        tx.commit().await.db(self)?;
+        Ok(done)
     }
 
     async fn take_chat_careful(
@@ -775,20 +805,9 @@ impl PostgresStore {
         conn: &mut PgConnection,
         op: &CheckpointOp<'_>,
     ) -> Result<Option<Checkpointed>> {
-        let l = op.lease;
-        let r = op.reply;
-        let rows = sqlx::query(CHECKPOINT)
-            .bind(l.chat_id.as_str())
-            .bind(&l.holder)
-            .bind(l.token)
-            .bind(op.now)
-            .bind(&r.id)
-            .bind(r.role.as_str())
-            .bind(user_str(r.metadata.author.as_ref()))
-            .bind(rows::message_body(r)?)
-            .bind(op.position)
+        let rows = fenced_reply(CHECKPOINT, op.lease, op.now, op.reply, op.position)?
             .bind(op.join_steers)
-            .bind(user_str(l.driver.as_ref()))
+            .bind(user_str(op.lease.driver.as_ref()))
             .fetch_all(&mut *conn)
             .await
             .db(self)?;
@@ -893,14 +912,9 @@ impl TurnStore for PostgresStore {
                     return Err(lease_lost(&op.lease.chat_id));
                 }
             }
-            let mut tx = self.relaxed.begin().await.db(self)?;
-            self.lock_fenced(&mut tx, op.lease).await?;
-            let done = self
-                .run_checkpoint(&mut tx, op)
-                .await?
-                .ok_or_else(|| lease_lost(&op.lease.chat_id))?;
-            tx.commit().await.db(self)?;
-            Ok(done)
+            let mut tx = self.begin_fenced(&self.relaxed, op.lease).await?;
+            let done = self.run_checkpoint(&mut tx, op).await?;
+            self.commit_fenced(tx, op.lease, done).await
         }
         .await;
         self.announced(&op.lease.chat_id, r)
@@ -908,43 +922,20 @@ impl TurnStore for PostgresStore {
 
     async fn await_answers(&self, op: &AwaitOp<'_>) -> Result<StoredMessage> {
         let r = async {
-            let l = op.lease;
-            let r = op.reply;
             let questions = questions_json(op.questions)?;
-            let JobParams {
-                kind,
-                key,
-                payload,
-                run_at,
-            } = job_params(op.job)?;
-            let delivery = job_params(op.delivery)?;
-            let row = sqlx::query(AWAIT)
-                .bind(l.chat_id.as_str())
-                .bind(&l.holder)
-                .bind(l.token)
-                .bind(op.now)
-                .bind(&r.id)
-                .bind(r.role.as_str())
-                .bind(user_str(r.metadata.author.as_ref()))
-                .bind(rows::message_body(r)?)
-                .bind(op.position)
+            let (job, delivery) = (job_params(op.job)?, job_params(op.delivery)?);
+            let row = fenced_reply(AWAIT, op.lease, op.now, op.reply, op.position)?
                 .bind(to_json(&questions)?)
                 .bind(empty_record()?)
                 .bind(op.now + QUESTION_TTL_MS)
-                .bind(kind)
-                .bind(key)
-                .bind(payload)
-                .bind(run_at)
-                .bind(delivery.kind)
-                .bind(delivery.key)
-                .bind(delivery.payload)
-                .bind(delivery.run_at)
+                .bind_job(job)
+                .bind_job(delivery)
                 .fetch_optional(&self.pool)
                 .await
                 .db(self)?;
             match row {
                 Some(row) => rows::message(&row, ""),
-                None => Err(lease_lost(&l.chat_id)),
+                None => Err(lease_lost(&op.lease.chat_id)),
             }
         }
         .await;
@@ -965,14 +956,9 @@ impl TurnStore for PostgresStore {
             }
             // The lease is lost, or something was written since the snapshot (a message queued):
             // lock the chat first, then decide on what is committed.
-            let mut tx = self.begin().await?;
-            self.lock_fenced(&mut tx, op.lease).await?;
-            let ended = self
-                .run_end_turn(&mut tx, op)
-                .await?
-                .ok_or_else(|| lease_lost(&op.lease.chat_id))?;
-            tx.commit().await.db(self)?;
-            Ok(ended)
+            let mut tx = self.begin_fenced(&self.pool, op.lease).await?;
+            let ended = self.run_end_turn(&mut tx, op).await?;
+            self.commit_fenced(tx, op.lease, ended).await
         }
         .await;
         let handoff = match op.mode {
@@ -1071,45 +1057,26 @@ impl TurnStore for PostgresStore {
 
     async fn renew_lease(&self, lease: &mut Lease, ttl_ms: Millis, now: Millis) -> Result<()> {
         let expires_at = now + ttl_ms;
-        let done = sqlx::query(
+        self.set_lease_until(
             "UPDATE chats SET lease_until = $4 \
              WHERE chat_id = $1 AND lease_holder = $2 AND lease_token = $3",
+            lease,
+            expires_at,
         )
-        .bind(lease.chat_id.as_str())
-        .bind(&lease.holder)
-        .bind(lease.token)
-        .bind(expires_at)
-        .execute(&self.pool)
-        .await
-        .db(self)?;
-        if done.rows_affected() == 1 {
-            lease.expires_at = expires_at;
-            Ok(())
-        } else {
-            Err(lease_lost(&lease.chat_id))
-        }
+        .await?;
+        lease.expires_at = expires_at;
+        Ok(())
     }
 
     async fn expire_lease(&self, lease: &Lease, now: Millis) -> Result<()> {
-        let r = async {
-            let done = sqlx::query(
+        let r = self
+            .set_lease_until(
                 "UPDATE chats SET lease_until = LEAST(lease_until, $4) \
                  WHERE chat_id = $1 AND lease_holder = $2 AND lease_token = $3",
+                lease,
+                now,
             )
-            .bind(lease.chat_id.as_str())
-            .bind(&lease.holder)
-            .bind(lease.token)
-            .bind(now)
-            .execute(&self.pool)
-            .await
-            .db(self)?;
-            if done.rows_affected() == 1 {
-                Ok(())
-            } else {
-                Err(lease_lost(&lease.chat_id))
-            }
-        }
-        .await;
+            .await;
         self.announced(&lease.chat_id, r)
     }
 
@@ -1123,29 +1090,15 @@ impl TurnStore for PostgresStore {
     ) -> Result<QueuedChange> {
         let r = async {
             let parts = edit.parts.as_ref().map(to_json).transpose()?;
-            for _ in 0..3 {
-                let row = sqlx::query(EDIT_QUEUED)
-                    .bind(chat.as_str())
-                    .bind(id)
-                    .bind(user_str(by))
-                    .bind(now)
+            let query = || {
+                queued_change(EDIT_QUEUED, chat, id, by, now)
                     .bind(parts.as_deref())
                     .bind(edit.delivery.map(Delivery::as_str))
-                    .fetch_optional(&self.pool)
-                    .await
-                    .db(self)?;
-                let Some(row) = row else {
-                    return Ok(QueuedChange::NotFound);
-                };
-                if let Some(m) = rows::message_opt(&row, "u_")? {
-                    return Ok(QueuedChange::Done(Some(Box::new(m))));
-                }
-                if let Some(refused) = snapshot_refusal(self, &row, by)? {
-                    return Ok(refused);
-                }
-                // Promoted or deleted between the statement's snapshot and its write: look again.
-            }
-            Ok(QueuedChange::NotQueued)
+            };
+            self.change_queued(query, by, |row| {
+                Ok(rows::message_opt(row, "u_")?.map(|m| QueuedChange::Done(Some(Box::new(m)))))
+            })
+            .await
         }
         .await;
         self.announced(chat, r)
@@ -1158,30 +1111,73 @@ impl TurnStore for PostgresStore {
         by: Option<&UserId>,
         now: Millis,
     ) -> Result<QueuedChange> {
-        let r = async {
-            for _ in 0..3 {
-                let row = sqlx::query(DELETE_QUEUED)
-                    .bind(chat.as_str())
-                    .bind(id)
-                    .bind(user_str(by))
-                    .bind(now)
-                    .fetch_optional(&self.pool)
-                    .await
-                    .db(self)?;
-                let Some(row) = row else {
-                    return Ok(QueuedChange::NotFound);
-                };
-                if row.try_get::<i64, _>("deleted").db(self)? > 0 {
-                    return Ok(QueuedChange::Done(None));
-                }
-                if let Some(refused) = snapshot_refusal(self, &row, by)? {
-                    return Ok(refused);
-                }
-            }
-            Ok(QueuedChange::NotQueued)
-        }
-        .await;
+        let query = || queued_change(DELETE_QUEUED, chat, id, by, now);
+        let r = self
+            .change_queued(query, by, |row| {
+                let deleted = row.try_get::<i64, _>("deleted").db(self)? > 0;
+                Ok(deleted.then_some(QueuedChange::Done(None)))
+            })
+            .await;
         self.announced(chat, r)
+    }
+}
+
+/// `sql` ([`EDIT_QUEUED`], [`DELETE_QUEUED`]) with its first parameters bound: $1 chat, $2 id,
+/// $3 by, $4 now.
+fn queued_change<'q>(
+    sql: &'static str,
+    chat: &'q ChatId,
+    id: &'q str,
+    by: Option<&'q UserId>,
+    now: Millis,
+) -> PgQuery<'q> {
+    sqlx::query(sql)
+        .bind(chat.as_str())
+        .bind(id)
+        .bind(user_str(by))
+        .bind(now)
+}
+
+impl PostgresStore {
+    /// Sets the lease's expiry with `sql` ($1 chat, $2 holder, $3 token, $4 time), fenced:
+    /// [`StoreError::LeaseLost`] when it was taken over.
+    async fn set_lease_until(&self, sql: &'static str, lease: &Lease, at: Millis) -> Result<()> {
+        let q = sqlx::query(sql)
+            .bind(lease.chat_id.as_str())
+            .bind(&lease.holder)
+            .bind(lease.token)
+            .bind(at);
+        if self.changed_one(q).await? {
+            Ok(())
+        } else {
+            Err(lease_lost(&lease.chat_id))
+        }
+    }
+
+    /// Runs a queued message's edit or delete (`query`, built afresh for each try): what `done`
+    /// reads from the row when the change was made, else the refusal the statement's snapshot
+    /// explains ([`snapshot_refusal`]); a change that raced a promotion or a delete (the message
+    /// was queued in the snapshot but not when written) is tried again, three times at most.
+    async fn change_queued<'q>(
+        &self,
+        query: impl Fn() -> PgQuery<'q>,
+        by: Option<&UserId>,
+        done: impl Fn(&PgRow) -> Result<Option<QueuedChange>>,
+    ) -> Result<QueuedChange> {
+        for _ in 0..3 {
+            let row = query().fetch_optional(&self.pool).await.db(self)?;
+            let Some(row) = row else {
+                return Ok(QueuedChange::NotFound);
+            };
+            if let Some(changed) = done(&row)? {
+                return Ok(changed);
+            }
+            if let Some(refused) = snapshot_refusal(self, &row, by)? {
+                return Ok(refused);
+            }
+            // Promoted or deleted between the statement's snapshot and its write: look again.
+        }
+        Ok(QueuedChange::NotQueued)
     }
 }
 
