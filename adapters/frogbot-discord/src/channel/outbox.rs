@@ -273,10 +273,7 @@ impl<A: DiscordApi> DiscordOutbox<A> {
             .into_iter()
             .next()
             .unwrap_or_else(|| ask_thread_name(text));
-        let message = format::reply_message(root)
-            .nonce(serenity::model::channel::Nonce::String(ask_nonce(key)))
-            .enforce_nonce(true);
-        let posted = self.api.send_message(channel, &message).await?;
+        let posted = self.post_ask_root(channel, root, key).await?;
         let thread = CreateThread::new(ask_thread_name(text));
         match self.api.create_thread(channel, posted.id, &thread).await {
             Ok(thread) => Ok(thread.to_string()),
@@ -286,6 +283,22 @@ impl<A: DiscordApi> DiscordOutbox<A> {
             }
             Err(e) => Err(e.into()),
         }
+    }
+}
+
+impl<A: DiscordApi> DiscordOutbox<A> {
+    /// Posts `root`, an ask's first message, in `channel` once per `key` (its nonce, with
+    /// `enforce_nonce`: a retry gets the message an earlier attempt created).
+    async fn post_ask_root(
+        &self,
+        channel: ChannelId,
+        root: String,
+        key: &str,
+    ) -> Result<crate::client::Posted, crate::Error> {
+        let message = format::reply_message(root)
+            .nonce(serenity::model::channel::Nonce::String(ask_nonce(key)))
+            .enforce_nonce(true);
+        self.api.send_message(channel, &message).await
     }
 }
 
@@ -363,10 +376,7 @@ impl<A: DiscordApi> ChannelOutbox for DiscordOutbox<A> {
                     .into_iter()
                     .next()
                     .ok_or("an ask to a Discord user needs a text for its first message")?;
-                let message = format::reply_message(root)
-                    .nonce(serenity::model::channel::Nonce::String(ask_nonce(key)))
-                    .enforce_nonce(true);
-                let posted = self.api.send_message(dm, &message).await?;
+                let posted = self.post_ask_root(dm, root, key).await?;
                 Ok(agent_thread_id(dm, posted.id))
             }
         }

@@ -755,38 +755,9 @@ async fn on_component(shared: &Shared, engine: &EngineHandle, component: Compone
             warn!("discord: a click naming no user ignored");
             return;
         }
-        if custom_id == STOP_CUSTOM_ID {
-            let response = stop_response(engine, &component).await;
-            answer(
-                shared,
-                component.id,
-                &component.token,
-                &response,
-                "a Stop click",
-            )
-            .await;
+        if let Some((response, what)) = click_response(engine, &component).await {
+            answer(shared, component.id, &component.token, &response, what).await;
             return;
-        }
-        if let Some(click) = convert::event_click(&component) {
-            // An agent message's event button: an event for the agent, never an answer.
-            let response = event_response(engine, &component, click).await;
-            answer(
-                shared,
-                component.id,
-                &component.token,
-                &response,
-                "an event click",
-            )
-            .await;
-            return;
-        }
-        if opens_modal(&custom_id)
-            && let Some(call) = live_call(engine, &component).await
-        {
-            match shared.questions.open_modal(&component, &call).await {
-                Ok(()) => return,
-                Err(e) => warn!(error = %e, "discord: opening a question's modal failed"),
-            }
         }
         if let Err(e) =
             crate::acknowledge(shared.http.as_ref(), component.id, &component.token).await
@@ -832,6 +803,34 @@ async fn on_modal(shared: &Shared, engine: &EngineHandle, modal: ModalInteractio
     }
     .instrument(span)
     .await;
+}
+
+/// What a click is answered with at once when it is no answer for the engine's queue: a Stop
+/// click's response ([`stop_response`]), an event click's ([`event_response`]), the modal of a
+/// live "Other…" or "Answer…" click; with what it is, for the log. `None`: the click goes to the
+/// engine (acknowledged with a deferred update). The same through the gateway and the
+/// interactions endpoint.
+async fn click_response(
+    engine: &EngineHandle,
+    component: &ComponentInteraction,
+) -> Option<(CreateInteractionResponse, &'static str)> {
+    if component.data.custom_id == STOP_CUSTOM_ID {
+        return Some((stop_response(engine, component).await, "a Stop click"));
+    }
+    if let Some(click) = convert::event_click(component) {
+        // An agent message's event button: an event for the agent, never an answer.
+        let response = event_response(engine, component, click).await;
+        return Some((response, "an event click"));
+    }
+    if opens_modal(&component.data.custom_id)
+        && let Some(call) = live_call(engine, component).await
+    {
+        match modal_response(component, &call) {
+            Ok(modal) => return Some((modal, "a click with a question's modal")),
+            Err(e) => warn!(error = %e, "discord: a question's modal could not be built"),
+        }
+    }
+    None
 }
 
 /// The question call a click belongs to, when the clicked control is the current one of a
@@ -908,23 +907,9 @@ async fn endpoint(State(state): State<Endpoint>, headers: HeaderMap, body: Bytes
             // The HTTP response is the interaction's response: the modal for a live "Other…" or "Answer…"
             // click, else the deferred update; the engine runs after it, on the thread's queue.
             if let DiscordInteraction::Component(c) = &*interaction
-                && c.data.custom_id == STOP_CUSTOM_ID
+                && let Some((response, _)) = click_response(&state.engine, c).await
             {
-                return json_response(&stop_response(&state.engine, c).await);
-            }
-            if let DiscordInteraction::Component(c) = &*interaction
-                && let Some(click) = convert::event_click(c)
-            {
-                return json_response(&event_response(&state.engine, c, click).await);
-            }
-            if let DiscordInteraction::Component(c) = &*interaction
-                && opens_modal(&c.data.custom_id)
-                && let Some(call) = live_call(&state.engine, c).await
-            {
-                match modal_response(c, &call) {
-                    Ok(modal) => return json_response(&modal),
-                    Err(e) => warn!(error = %e, "discord: a question's modal could not be built"),
-                }
+                return json_response(&response);
             }
             let (converted, thread, what) = match &*interaction {
                 DiscordInteraction::Component(c) => (
