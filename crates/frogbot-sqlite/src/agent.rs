@@ -144,11 +144,7 @@ pub(crate) fn post_message(c: &Connection, op: &PostMessageOp<'_>, body: &str) -
         int,
     )?
     .ok_or_else(|| E::Core(StoreError::corrupt_msg("insert returned nothing")))?;
-    exec(
-        c,
-        "UPDATE chats SET updated_at = ?2 WHERE chat_id = ?1",
-        params![op.chat.as_str(), op.now],
-    )?;
+    touch(c, op.chat, op.now)?;
     if let Some(job) = op.job {
         enqueue_job(c, job)?;
     }

@@ -1,7 +1,7 @@
 //! The jobs part: [`JobStore`] for [`SqliteStore`], and the durable jobs' reads and writes.
 
 use async_trait::async_trait;
-use rusqlite::{Connection, params};
+use rusqlite::{Connection, Params, params};
 
 use frogbot_core::model::Millis;
 use frogbot_core::store::Result;
@@ -102,67 +102,65 @@ pub(crate) fn claim_job(
     )
 }
 
+/// The parameters of a statement on the claim `job` holds: ?1 id, ?2 worker, ?3 attempts,
+/// ?4 generation, then the others from ?5.
+macro_rules! on_claim {
+    ($job:ident $(, $more:expr)*) => {
+        params![
+            $job.id,
+            $job.claimed_by.as_deref(),
+            $job.attempts,
+            $job.generation
+            $(, $more)*
+        ]
+    };
+}
+
+/// Runs a statement that changes one job: whether it did.
+fn changed_one(c: &Connection, sql: &str, p: impl Params) -> R<bool> {
+    Ok(exec(c, sql, p)? == 1)
+}
+
 pub(crate) fn complete_job(c: &Connection, job: &Job) -> R<bool> {
-    let n = exec(
+    let deleted = changed_one(
         c,
         "DELETE FROM jobs WHERE id = ?1 AND claimed_by = ?2 AND attempts = ?3 AND generation = ?4",
-        params![
-            job.id,
-            job.claimed_by.as_deref(),
-            job.attempts,
-            job.generation
-        ],
+        on_claim!(job),
     )?;
-    if n == 1 {
+    if deleted {
         return Ok(true);
     }
     // Re-enqueued while it ran: keep it, scheduled, and release the claim.
-    let n = exec(
+    changed_one(
         c,
         "UPDATE jobs SET claimed_by = NULL, claim_until = NULL \
          WHERE id = ?1 AND claimed_by = ?2 AND attempts = ?3",
         params![job.id, job.claimed_by.as_deref(), job.attempts],
-    )?;
-    Ok(n == 1)
+    )
 }
 
 pub(crate) fn retry_job(c: &Connection, job: &Job, run_at: Millis, error: &str) -> R<bool> {
-    let n = exec(
+    changed_one(
         c,
         "UPDATE jobs SET claimed_by = NULL, claim_until = NULL, last_error = ?5, \
                 run_at = CASE WHEN generation <> ?4 AND run_at < ?6 THEN run_at ELSE ?6 END \
          WHERE id = ?1 AND claimed_by = ?2 AND attempts = ?3",
-        params![
-            job.id,
-            job.claimed_by.as_deref(),
-            job.attempts,
-            job.generation,
-            error,
-            run_at
-        ],
-    )?;
-    Ok(n == 1)
+        on_claim!(job, error, run_at),
+    )
 }
 
 pub(crate) fn bury_job(c: &Connection, job: &Job, error: &str) -> R<bool> {
-    let n = exec(
+    changed_one(
         c,
         "UPDATE jobs SET claimed_by = NULL, claim_until = NULL, last_error = ?5, \
                 dead = (generation = ?4) \
          WHERE id = ?1 AND claimed_by = ?2 AND attempts = ?3",
-        params![
-            job.id,
-            job.claimed_by.as_deref(),
-            job.attempts,
-            job.generation,
-            error
-        ],
-    )?;
-    Ok(n == 1)
+        on_claim!(job, error),
+    )
 }
 
 pub(crate) fn delete_job(c: &Connection, key: &str) -> R<bool> {
-    Ok(exec(c, "DELETE FROM jobs WHERE key = ?1", [key])? == 1)
+    changed_one(c, "DELETE FROM jobs WHERE key = ?1", [key])
 }
 
 /// `key_prefix` with the `LIKE` wildcards escaped (`\\`), then `%`.
@@ -194,20 +192,13 @@ pub(crate) fn earlier_job(c: &Connection, key_prefix: &str, key: &str) -> R<Opti
 }
 
 pub(crate) fn defer_job(c: &Connection, job: &Job, run_at: Millis) -> R<bool> {
-    let n = exec(
+    changed_one(
         c,
         "UPDATE jobs SET claimed_by = NULL, claim_until = NULL, attempts = MAX(attempts - 1, 0), \
                 run_at = CASE WHEN generation <> ?4 AND run_at < ?5 THEN run_at ELSE ?5 END \
          WHERE id = ?1 AND claimed_by = ?2 AND attempts = ?3",
-        params![
-            job.id,
-            job.claimed_by.as_deref(),
-            job.attempts,
-            job.generation,
-            run_at
-        ],
-    )?;
-    Ok(n == 1)
+        on_claim!(job, run_at),
+    )
 }
 
 pub(crate) fn dead_jobs(c: &Connection, limit: u32) -> R<Vec<Job>> {

@@ -368,6 +368,16 @@ pub(crate) fn bump(c: &Connection, chat: &ChatId) -> R<i64> {
     .ok_or_else(|| E::Core(StoreError::not_found(Item::Chat, chat.as_str())))
 }
 
+/// Sets the chat's `updated_at` to `now`.
+pub(crate) fn touch(c: &Connection, chat: &ChatId, now: Millis) -> R<()> {
+    exec(
+        c,
+        "UPDATE chats SET updated_at = ?2 WHERE chat_id = ?1",
+        params![chat.as_str(), now],
+    )?;
+    Ok(())
+}
+
 pub(crate) fn next_position(c: &Connection, chat: &ChatId) -> R<i64> {
     Ok(opt(
         c,

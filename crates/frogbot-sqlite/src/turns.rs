@@ -252,6 +252,18 @@ fn put_turn_message(
     ))
 }
 
+/// Saves the turn's reply at its slot (`position`, [`REPLY_SUB`]).
+fn put_reply(
+    c: &Connection,
+    chat: &ChatId,
+    m: &UiMessage,
+    body: &str,
+    position: i64,
+    now: Millis,
+) -> R<StoredMessage> {
+    put_turn_message(c, chat, m, body, position, REPLY_SUB, Delivery::Queue, now)
+}
+
 fn insert_queued(
     c: &Connection,
     chat: &ChatId,
@@ -380,16 +392,7 @@ fn mark_interrupted(c: &Connection, row: &ChatRow, req: &LeaseRequest) -> R<Opti
         return Ok(None);
     };
     let body = message_body(&reply)?;
-    let saved = put_turn_message(
-        c,
-        chat,
-        &reply,
-        &body,
-        position,
-        REPLY_SUB,
-        Delivery::Queue,
-        now,
-    )?;
+    let saved = put_reply(c, chat, &reply, &body, position, now)?;
     if let Some(job) = req.interrupted.and_then(|d| d.job_for(row, &saved.message)) {
         enqueue_job(c, &job)?;
     }
@@ -527,11 +530,7 @@ pub(crate) fn send(c: &Connection, op: &SendOp<'_>, body: &str) -> R<Sent> {
     }
     let delivery = steer_or_queue(op.delivery, &chat, op.message.metadata.author.as_ref(), now);
     let message = insert_queued(c, id, op.message, body, delivery, now)?;
-    exec(
-        c,
-        "UPDATE chats SET updated_at = ?2 WHERE chat_id = ?1",
-        params![id.as_str(), now],
-    )?;
+    touch(c, id, now)?;
     Ok(Sent::Queued {
         chat: chat_after(c, id)?,
         created,
@@ -556,16 +555,7 @@ pub(crate) fn checkpoint(c: &Connection, op: &CheckpointOp<'_>, body: &str) -> R
             steers.push(unqueue(c, chat, seq, op.position, true, op.now)?);
         }
     }
-    let reply = put_turn_message(
-        c,
-        chat,
-        op.reply,
-        body,
-        op.position,
-        REPLY_SUB,
-        Delivery::Queue,
-        op.now,
-    )?;
+    let reply = put_reply(c, chat, op.reply, body, op.position, op.now)?;
     Ok(Checkpointed { reply, steers })
 }
 
@@ -587,16 +577,7 @@ pub(crate) fn await_answers(c: &Connection, op: &AwaitOp<'_>, body: &str) -> R<S
     if n != 1 {
         return Err(lease_lost(lease));
     }
-    let reply = put_turn_message(
-        c,
-        &lease.chat_id,
-        op.reply,
-        body,
-        op.position,
-        REPLY_SUB,
-        Delivery::Queue,
-        op.now,
-    )?;
+    let reply = put_reply(c, &lease.chat_id, op.reply, body, op.position, op.now)?;
     insert_questions(c, op.questions, op.now)?;
     if let Some(job) = op.job {
         enqueue_job(c, job)?;
@@ -611,16 +592,7 @@ pub(crate) fn end_turn(c: &Connection, op: &EndTurnOp<'_>, body: Option<&str>) -
     let chat = &op.lease.chat_id;
     fence(c, op.lease, op.now)?;
     let reply = match (op.reply, body) {
-        (Some((m, position)), Some(body)) => Some(put_turn_message(
-            c,
-            chat,
-            m,
-            body,
-            position,
-            REPLY_SUB,
-            Delivery::Queue,
-            op.now,
-        )?),
+        (Some((m, position)), Some(body)) => Some(put_reply(c, chat, m, body, position, op.now)?),
         _ => None,
     };
     if let Some(job) = op.delivery {
@@ -697,6 +669,26 @@ pub(crate) fn take_chat(c: &Connection, id: &ChatId, req: &LeaseRequest) -> R<Op
     }
 }
 
+/// The queued message `id` that `by` may change, or why not: [`QueuedChange::NotFound`], or the
+/// refusal [`queued_refusal`] gives.
+fn changeable_queued(
+    c: &Connection,
+    chat: &ChatId,
+    id: &str,
+    by: Option<&UserId>,
+) -> R<std::result::Result<StoredMessage, QueuedChange>> {
+    let Some(current) = get_message(c, chat, id)? else {
+        return Ok(Err(QueuedChange::NotFound));
+    };
+    let refused = queued_refusal(
+        current.message.role.as_str(),
+        current.author().map(UserId::as_str),
+        current.queued,
+        by,
+    );
+    Ok(refused.map_or(Ok(current), Err))
+}
+
 pub(crate) fn edit_queued(
     c: &Connection,
     chat: &ChatId,
@@ -705,17 +697,10 @@ pub(crate) fn edit_queued(
     edit: &QueuedEdit,
     now: Millis,
 ) -> R<QueuedChange> {
-    let Some(current) = get_message(c, chat, id)? else {
-        return Ok(QueuedChange::NotFound);
+    let current = match changeable_queued(c, chat, id, by)? {
+        Ok(current) => current,
+        Err(refused) => return Ok(refused),
     };
-    if let Some(refused) = queued_refusal(
-        current.message.role.as_str(),
-        current.author().map(UserId::as_str),
-        current.queued,
-        by,
-    ) {
-        return Ok(refused);
-    }
     let mut message = current.message.clone();
     if let Some(parts) = &edit.parts {
         message.parts = parts.clone();
@@ -735,11 +720,7 @@ pub(crate) fn edit_queued(
             now
         ],
     )?;
-    exec(
-        c,
-        "UPDATE chats SET updated_at = ?2 WHERE chat_id = ?1",
-        params![chat.as_str(), now],
-    )?;
+    touch(c, chat, now)?;
     Ok(QueuedChange::Done(Some(Box::new(stored(
         chat,
         &message,
@@ -759,27 +740,16 @@ pub(crate) fn delete_queued(
     by: Option<&UserId>,
     now: Millis,
 ) -> R<QueuedChange> {
-    let Some(current) = get_message(c, chat, id)? else {
-        return Ok(QueuedChange::NotFound);
+    let current = match changeable_queued(c, chat, id, by)? {
+        Ok(current) => current,
+        Err(refused) => return Ok(refused),
     };
-    if let Some(refused) = queued_refusal(
-        current.message.role.as_str(),
-        current.author().map(UserId::as_str),
-        current.queued,
-        by,
-    ) {
-        return Ok(refused);
-    }
     bump(c, chat)?;
     exec(
         c,
         "DELETE FROM messages WHERE chat_id = ?1 AND seq = ?2",
         params![chat.as_str(), current.seq],
     )?;
-    exec(
-        c,
-        "UPDATE chats SET updated_at = ?2 WHERE chat_id = ?1",
-        params![chat.as_str(), now],
-    )?;
+    touch(c, chat, now)?;
     Ok(QueuedChange::Done(None))
 }
