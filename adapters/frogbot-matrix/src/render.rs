@@ -581,36 +581,28 @@ fn poll_parts(
     })
 }
 
-fn poll_block(
-    input: &QuestionInput,
-    q: usize,
-    revision: u64,
-    open: Option<&str>,
-) -> Result<PollContentBlock, Error> {
-    let parts = poll_parts(input, q, revision, open)?;
-    let answer = |(id, text)| PollAnswer::new(id, TextContentBlock::plain(text));
-    let answers: Vec<PollAnswer> = parts.answers.into_iter().map(answer).collect();
-    let answers = PollAnswers::try_from(answers).map_err(render_error)?;
-    let mut block = PollContentBlock::new(TextContentBlock::plain(parts.question), answers);
-    block.kind = PollKind::Disclosed;
-    block.max_selections = parts.max_selections;
-    Ok(block)
-}
+impl PollParts {
+    /// The poll as `m.poll.start`'s content block (disclosed).
+    fn stable(self) -> Result<PollContentBlock, Error> {
+        let answer = |(id, text)| PollAnswer::new(id, TextContentBlock::plain(text));
+        let answers: Vec<PollAnswer> = self.answers.into_iter().map(answer).collect();
+        let answers = PollAnswers::try_from(answers).map_err(render_error)?;
+        let mut block = PollContentBlock::new(TextContentBlock::plain(self.question), answers);
+        block.kind = PollKind::Disclosed;
+        block.max_selections = self.max_selections;
+        Ok(block)
+    }
 
-fn unstable_block(
-    input: &QuestionInput,
-    q: usize,
-    revision: u64,
-    open: Option<&str>,
-) -> Result<UnstablePollStartContentBlock, Error> {
-    let parts = poll_parts(input, q, revision, open)?;
-    let answer = |(id, text)| UnstablePollAnswer::new(id, text);
-    let answers: Vec<UnstablePollAnswer> = parts.answers.into_iter().map(answer).collect();
-    let answers = UnstablePollAnswers::try_from(answers).map_err(render_error)?;
-    let mut block = UnstablePollStartContentBlock::new(parts.question, answers);
-    block.kind = PollKind::Disclosed;
-    block.max_selections = parts.max_selections;
-    Ok(block)
+    /// The poll as `org.matrix.msc3381.poll.start`'s content block (disclosed).
+    fn unstable(self) -> Result<UnstablePollStartContentBlock, Error> {
+        let answer = |(id, text)| UnstablePollAnswer::new(id, text);
+        let answers: Vec<UnstablePollAnswer> = self.answers.into_iter().map(answer).collect();
+        let answers = UnstablePollAnswers::try_from(answers).map_err(render_error)?;
+        let mut block = UnstablePollStartContentBlock::new(self.question, answers);
+        block.kind = PollKind::Disclosed;
+        block.max_selections = self.max_selections;
+        Ok(block)
+    }
 }
 
 /// `content` with a plain `body`: what a client that renders no poll
@@ -658,22 +650,18 @@ pub fn poll_start(
     open: Option<&str>,
 ) -> Result<Content, Error> {
     let text = card_text(input, q, open);
+    let parts = poll_parts(input, q, revision, open)?;
     let (kind, content) = match events {
         PollEvents::Stable => {
-            let mut c = PollStartEventContent::with_plain_text(
-                text.clone(),
-                poll_block(input, q, revision, open)?,
-            );
+            let mut c = PollStartEventContent::with_plain_text(text.clone(), parts.stable()?);
             c.relates_to = Some(matrix_sdk::ruma::events::room::message::Relation::Thread(
                 thread(root),
             ));
             (STABLE_START, json(&c)?)
         }
         PollEvents::Unstable => {
-            let mut c = NewUnstablePollStartEventContent::plain_text(
-                text.clone(),
-                unstable_block(input, q, revision, open)?,
-            );
+            let mut c =
+                NewUnstablePollStartEventContent::plain_text(text.clone(), parts.unstable()?);
             c.relates_to = Some(
                 matrix_sdk::ruma::events::room::message::RelationWithoutReplacement::Thread(
                     thread(root),
@@ -901,9 +889,10 @@ pub fn poll_replacement(
         Some(line) => settled_text(input, q, line),
         None => card_text(input, q, open),
     };
+    let parts = poll_parts(input, q, revision, open)?;
     let (kind, content) = match events {
         PollEvents::Stable => {
-            let block = poll_block(input, q, revision, open)?;
+            let block = parts.stable()?;
             let new = PollStartEventContentWithoutRelation::from(
                 PollStartEventContent::with_plain_text(text.clone(), block.clone()),
             );
@@ -919,7 +908,7 @@ pub fn poll_replacement(
         PollEvents::Unstable => {
             let c = ReplacementUnstablePollStartEventContent::plain_text(
                 text.clone(),
-                unstable_block(input, q, revision, open)?,
+                parts.unstable()?,
                 poll.to_owned(),
             );
             (UNSTABLE_START, json(&c)?)

@@ -256,9 +256,8 @@ impl<A: MatrixApi + Clone + 'static> ChannelOutbox for MatrixOutbox<A> {
             AskRoom::New(room) => room,
         };
         let root = root.ok_or("an ask with no text")?;
-        let content = text_content(&root);
-        self.send_once(&room, "m.room.message", content, &ask_txn_id(key))
-            .await
+        let event = ("m.room.message", text_content(&root));
+        self.post_once(&room, event, &ask_txn_id(key)).await
     }
 
     async fn post_reply(&self, thread: &Thread, reply: &UiMessage) -> Result<(), BoxError> {
@@ -435,9 +434,8 @@ impl<A: MatrixApi> PostPieces<Formatted> for MatrixOutbox<A> {
         at: PieceAt<'_>,
     ) -> Result<String, BoxError> {
         let (room, root) = split_message_id(&thread.id)?;
-        let (event_type, content) = text_in_thread(piece, &root)?;
-        self.send_once(&room, event_type, content, &txn_id(at.key))
-            .await
+        let event = text_in_thread(piece, &root)?;
+        self.post_once(&room, event, &txn_id(at.key)).await
     }
 }
 
@@ -522,7 +520,7 @@ impl<A: MatrixApi> PostPieces<OutFile> for MatrixOutbox<A> {
             }
             Err(e) => return Err(e.into()),
         }
-        self.send_once(&room, event_type, content, &txn_id(at.key))
+        self.post_once(&room, (event_type, content), &txn_id(at.key))
             .await
     }
 }
@@ -542,13 +540,12 @@ fn text_in_thread(f: &Formatted, root: &EventId) -> Result<render::Content, BoxE
 }
 
 impl<A: MatrixApi> MatrixOutbox<A> {
-    /// Sends `content` in `room` under the transaction id `txn` ([`MatrixApi::send_once`]): the
-    /// event's message id (`room|event`).
-    async fn send_once(
+    /// Posts the event `(event_type, content)` in `room` under the transaction id `txn`
+    /// ([`MatrixApi::send_once`]): its message id (`room|event`).
+    async fn post_once(
         &self,
         room: &RoomId,
-        event_type: &str,
-        content: Value,
+        (event_type, content): render::Content,
         txn: &str,
     ) -> Result<String, BoxError> {
         let event = self.api.send_once(room, event_type, content, txn).await?;
