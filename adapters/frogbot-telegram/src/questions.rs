@@ -99,6 +99,29 @@ impl<A: TelegramApi> TelegramQuestions<A> {
             .await?)
     }
 
+    /// Sends `pages` (a question's messages) in `thread`, the last with `markup`. Each is
+    /// silent once a message of the question notified (`notified`), and when `quiet` (a prompt
+    /// beside a keyboard, whose message notifies); one that is not quiet is the notification.
+    async fn send_pages(
+        &self,
+        thread: &Thread,
+        mut pages: Vec<String>,
+        markup: ReplyMarkup,
+        notified: &mut bool,
+        quiet: bool,
+    ) -> Result<SentMessage, BoxError> {
+        let last = pages.pop().unwrap_or_default();
+        for page in pages {
+            self.send(thread, &page, None, *notified || quiet).await?;
+            *notified |= !quiet;
+        }
+        let m = self
+            .send(thread, &last, Some(markup), *notified || quiet)
+            .await?;
+        *notified |= !quiet;
+        Ok(m)
+    }
+
     /// Posts question `q` of a set that is no card: a ForceReply prompt for a text or number
     /// input; an inline keyboard for a choice, a confirm and a toggle, after the own-answer prompt
     /// of a choice that allows one. The keyboard's message comes last, as FrogBot counts the
@@ -130,45 +153,22 @@ impl<A: TelegramApi> TelegramQuestions<A> {
             // An own-answer prompt beside a keyboard is silent: the keyboard's message, which
             // shows the question, notifies.
             let beside = has_keyboard(item);
-            let mut pages = prompt_pages(input, q, expiry);
-            let last = pages.pop().unwrap_or_default();
             // A question too long for one message: its beginning first, the prompt last.
-            for page in pages {
-                self.send(thread, &page, None, *notified || beside).await?;
-                *notified |= !beside;
-            }
+            let pages = prompt_pages(input, q, expiry);
+            let markup = ReplyMarkup::ForceReply(markup);
             let m = self
-                .send(
-                    thread,
-                    &last,
-                    Some(ReplyMarkup::ForceReply(markup)),
-                    *notified || beside,
-                )
+                .send_pages(thread, pages, markup, notified, beside)
                 .await?;
-            *notified |= !beside;
             let m = posted(&m, q);
             progress.prompts.push(m.id.clone());
             messages.push(m);
         }
         if has_keyboard(item) {
-            let kb = keyboard(input, q, revision, progress);
-            let mut pages = question_pages(input, q, expiry);
-            let last = pages.pop().unwrap_or_default();
+            let kb = ReplyMarkup::InlineKeyboard(keyboard(input, q, revision, progress));
             // A question too long for one message (a long list of options): its beginning
             // first, the keyboard's message last.
-            for page in pages {
-                self.send(thread, &page, None, *notified).await?;
-                *notified = true;
-            }
-            let m = self
-                .send(
-                    thread,
-                    &last,
-                    Some(ReplyMarkup::InlineKeyboard(kb)),
-                    *notified,
-                )
-                .await?;
-            *notified = true;
+            let pages = question_pages(input, q, expiry);
+            let m = self.send_pages(thread, pages, kb, notified, false).await?;
             messages.push(posted(&m, q));
         }
         Ok(messages)
