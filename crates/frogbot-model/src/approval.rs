@@ -45,9 +45,7 @@ pub struct ToolApproval {
 impl ToolApproval {
     /// The question this approval asks, read back from `descriptor`.
     pub fn question(&self) -> Option<QuestionInput> {
-        self.descriptor
-            .as_ref()
-            .and_then(|d| serde_json::from_value(d.clone()).ok())
+        QuestionInput::of_descriptor(self.descriptor.as_ref())
     }
 }
 

@@ -34,8 +34,8 @@ use serde_json::json;
 
 use crate::{
     Actor, ChannelQuestions, DENIED_TEXT, HookArgs, Interaction, ParseArgs, ParseResult,
-    PlatformUser, QuestionCall, QuestionChange, QuestionInput, QuestionOutcome, QuestionOutput,
-    QuestionRecord, RenderArgs, RequestContext, STALE_TEXT, Thread, UserId,
+    PlatformUser, QuestionCall, QuestionChange, QuestionInput, QuestionMessage, QuestionOutcome,
+    QuestionOutput, QuestionRecord, RenderArgs, RequestContext, STALE_TEXT, Thread, UserId,
 };
 
 /// How large a question set the platform draws (the suite renders one exactly this large).
@@ -204,6 +204,21 @@ fn parse(
     })
 }
 
+/// A new thread with a [`call`] of these arguments rendered in it (its record at revision 0).
+async fn rendered(
+    h: &dyn Harness,
+    id: &str,
+    n: usize,
+    options: usize,
+    multiple: bool,
+    custom: bool,
+) -> (Thread, QuestionCall, QuestionRecord) {
+    let thread = h.thread().await;
+    let c = call(id, n, options, multiple, custom);
+    let record = render(h, &thread, &c).await;
+    (thread, c, record)
+}
+
 /// Plays the engine's part for a sequence of interactions: a `partial` saves the state with the
 /// next revision and runs `updated`. Returns the last result.
 pub async fn drive(
@@ -241,6 +256,56 @@ pub async fn drive(
     last
 }
 
+/// Plays the engine's part when the call settles with `outcome` by `user`: runs `settled` and
+/// applies its change.
+async fn settle(
+    h: &dyn Harness,
+    thread: &Thread,
+    call: &QuestionCall,
+    record: &mut QuestionRecord,
+    user: &PlatformUser,
+    outcome: &QuestionOutcome,
+) {
+    let req = request(user, thread);
+    let actor = Actor {
+        user: req.user.clone(),
+        identity: req.identity.clone(),
+    };
+    let change = h
+        .hooks()
+        .settled(
+            HookArgs {
+                call,
+                question: record,
+                req: &req,
+                thread,
+            },
+            Some(&actor),
+            outcome,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("settled failed: {e}"));
+    apply(record, change);
+}
+
+/// Asserts that message `m` of a settled call shows no control (after `what`).
+async fn assert_no_controls(h: &dyn Harness, m: &QuestionMessage, what: &str) {
+    assert_eq!(
+        h.controls(&m.id).await,
+        0,
+        "message {} still shows controls after {what}",
+        m.id
+    );
+}
+
+/// Asserts that `result` is a step: the first of two questions answered.
+fn stepped(result: &ParseResult) {
+    assert!(
+        matches!(result, ParseResult::Partial { .. }),
+        "the first of two questions is a step, got {result:?}"
+    );
+}
+
 fn answered(result: &ParseResult) -> &QuestionOutput {
     match result {
         ParseResult::Answer { output } => output,
@@ -273,9 +338,7 @@ pub async fn renders_within_limits(h: &dyn Harness) {
 
 /// Rule: one click on a one-choice question answers it with the option's label.
 pub async fn one_click_answers(h: &dyn Harness) {
-    let thread = h.thread().await;
-    let c = call("call-click", 1, 3, false, false);
-    let mut record = render(h, &thread, &c).await;
+    let (thread, c, mut record) = rendered(h, "call-click", 1, 3, false, false).await;
     let clicks = h
         .choose(&thread, &c, &record, 0, &[1], &participant())
         .await;
@@ -292,17 +355,11 @@ pub async fn one_click_answers(h: &dyn Harness) {
 /// Rule: control ids carry the revision — after a step, the old revision's control is stale
 /// and the new revision's controls answer.
 pub async fn an_old_control_is_stale(h: &dyn Harness) {
-    let thread = h.thread().await;
-    let c = call("call-stale", 2, 3, false, false);
-    let mut record = render(h, &thread, &c).await;
+    let (thread, c, mut record) = rendered(h, "call-stale", 2, 3, false, false).await;
     let first = h
         .choose(&thread, &c, &record, 0, &[0], &participant())
         .await;
-    let step = drive(h, &thread, &c, &mut record, &first).await;
-    assert!(
-        matches!(step, ParseResult::Partial { .. }),
-        "the first of two questions is a step, got {step:?}"
-    );
+    stepped(&drive(h, &thread, &c, &mut record, &first).await);
     assert!(record.revision >= 1);
     let old = first.last().expect("a click");
     assert_eq!(
@@ -321,41 +378,16 @@ pub async fn an_old_control_is_stale(h: &dyn Harness) {
 
 /// Rule: a settled view removes the controls from every message of the call.
 pub async fn a_settled_view_removes_the_controls(h: &dyn Harness) {
-    let thread = h.thread().await;
-    let c = call("call-settle", 1, 2, false, false);
-    let mut record = render(h, &thread, &c).await;
+    let (thread, c, mut record) = rendered(h, "call-settle", 1, 2, false, false).await;
     let clicks = h
         .choose(&thread, &c, &record, 0, &[0], &participant())
         .await;
     let result = drive(h, &thread, &c, &mut record, &clicks).await;
     let output = answered(&result).clone();
-    let req = request(&participant(), &thread);
-    let actor = Actor {
-        user: req.user.clone(),
-        identity: req.identity.clone(),
-    };
-    let change = h
-        .hooks()
-        .settled(
-            HookArgs {
-                call: &c,
-                question: &record,
-                req: &req,
-                thread: &thread,
-            },
-            Some(&actor),
-            &QuestionOutcome::Answered(output),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("settled failed: {e}"));
-    apply(&mut record, change);
+    let outcome = QuestionOutcome::Answered(output);
+    settle(h, &thread, &c, &mut record, &participant(), &outcome).await;
     for m in &record.messages {
-        assert_eq!(
-            h.controls(&m.id).await,
-            0,
-            "message {} still shows controls after settling",
-            m.id
-        );
+        assert_no_controls(h, m, "settling").await;
     }
     // A click arriving after the answer is classified the same (the engine answers it stale).
     let late = parse(h, &c, &record, clicks.last().expect("a click"), true);
@@ -368,9 +400,7 @@ pub async fn a_settled_view_removes_the_controls(h: &dyn Harness) {
 /// Rule: `rejected`, `denied` and `stale` notices reach the person — each about its own click,
 /// as the engine sends at most one notice per interaction.
 pub async fn notices_reach_the_person(h: &dyn Harness) {
-    let thread = h.thread().await;
-    let c = call("call-notices", 1, 2, false, false);
-    let record = render(h, &thread, &c).await;
+    let (thread, c, record) = rendered(h, "call-notices", 1, 2, false, false).await;
     let user = participant();
     let req = request(&user, &thread);
     let args = HookArgs {
@@ -431,16 +461,12 @@ pub async fn notices_reach_the_person(h: &dyn Harness) {
 /// Rule: a thread reply answers by option number and by label; chatter is left to the agent.
 pub async fn thread_replies_by_number_and_label(h: &dyn Harness) {
     let user = participant();
-    let thread = h.thread().await;
-    let c = call("call-reply-number", 1, 3, false, false);
-    let mut record = render(h, &thread, &c).await;
+    let (thread, c, mut record) = rendered(h, "call-reply-number", 1, 3, false, false).await;
     let reply = h.reply(&thread, "2", &user).await;
     let result = drive(h, &thread, &c, &mut record, &[reply]).await;
     assert_eq!(answered(&result).answers[0].selected, vec![label(&c, 0, 1)]);
 
-    let thread = h.thread().await;
-    let c = call("call-reply-label", 1, 3, false, false);
-    let mut record = render(h, &thread, &c).await;
+    let (thread, c, mut record) = rendered(h, "call-reply-label", 1, 3, false, false).await;
     let reply = h.reply(&thread, &label(&c, 0, 2), &user).await;
     let result = drive(h, &thread, &c, &mut record, &[reply]).await;
     assert_eq!(answered(&result).answers[0].selected, vec![label(&c, 0, 2)]);
@@ -458,9 +484,7 @@ pub async fn thread_replies_by_number_and_label(h: &dyn Harness) {
 /// Rule: own text answers a `custom` question.
 pub async fn custom_text_answers(h: &dyn Harness) {
     let user = participant();
-    let thread = h.thread().await;
-    let c = call("call-custom", 1, 2, false, true);
-    let mut record = render(h, &thread, &c).await;
+    let (thread, c, mut record) = rendered(h, "call-custom", 1, 2, false, true).await;
     let reply = h.reply(&thread, "something else entirely", &user).await;
     let result = drive(h, &thread, &c, &mut record, &[reply]).await;
     assert_eq!(
@@ -472,9 +496,7 @@ pub async fn custom_text_answers(h: &dyn Harness) {
 /// Rule: several options of a `multiple` question answer it together, each step read off the
 /// controls the platform shows after the one before.
 pub async fn multiple_choice_answers(h: &dyn Harness) {
-    let thread = h.thread().await;
-    let c = call("call-multiple", 1, 4, true, false);
-    let mut record = render(h, &thread, &c).await;
+    let (thread, c, mut record) = rendered(h, "call-multiple", 1, 4, true, false).await;
     let chosen = [0, 2];
     // A check and its submit per option, and one more: a widget that needs more is broken.
     let mut rounds = 2 * chosen.len() + 1;
@@ -504,9 +526,7 @@ pub async fn multiple_choice_answers(h: &dyn Harness) {
 /// control on any message of the call.
 pub async fn skip_dismisses(h: &dyn Harness) {
     let user = participant();
-    let thread = h.thread().await;
-    let c = call("call-skip", 2, 3, false, false);
-    let mut record = render(h, &thread, &c).await;
+    let (thread, c, mut record) = rendered(h, "call-skip", 2, 3, false, false).await;
     let old = h.skip(&thread, &c, &record, &user).await;
     assert_eq!(
         parse(h, &c, &record, &old, false),
@@ -514,11 +534,7 @@ pub async fn skip_dismisses(h: &dyn Harness) {
         "a Skip dismisses the call"
     );
     let first = h.choose(&thread, &c, &record, 0, &[0], &user).await;
-    let step = drive(h, &thread, &c, &mut record, &first).await;
-    assert!(
-        matches!(step, ParseResult::Partial { .. }),
-        "the first of two questions is a step, got {step:?}"
-    );
+    stepped(&drive(h, &thread, &c, &mut record, &first).await);
     if matches!(old, Interaction::Action { .. }) {
         assert_eq!(
             parse(h, &c, &record, &old, false),
@@ -533,33 +549,17 @@ pub async fn skip_dismisses(h: &dyn Harness) {
         "the Skip shown after the step dismisses the call"
     );
     // The engine records the dismissal and closes the question.
-    let req = request(&user, &thread);
-    let actor = Actor {
-        user: req.user.clone(),
-        identity: req.identity.clone(),
-    };
-    let change = h
-        .hooks()
-        .settled(
-            HookArgs {
-                call: &c,
-                question: &record,
-                req: &req,
-                thread: &thread,
-            },
-            Some(&actor),
-            &QuestionOutcome::Dismissed,
-        )
-        .await
-        .unwrap_or_else(|e| panic!("settled failed: {e}"));
-    apply(&mut record, change);
+    settle(
+        h,
+        &thread,
+        &c,
+        &mut record,
+        &user,
+        &QuestionOutcome::Dismissed,
+    )
+    .await;
     for m in &record.messages {
-        assert_eq!(
-            h.controls(&m.id).await,
-            0,
-            "message {} still shows controls after the Skip",
-            m.id
-        );
+        assert_no_controls(h, m, "the Skip").await;
         let text = h.shown_text(&m.id).await;
         assert!(
             text.contains("Skipped by"),

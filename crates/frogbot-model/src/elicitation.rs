@@ -30,9 +30,7 @@ pub struct ToolElicitation {
 impl ToolElicitation {
     /// The question this elicitation asks, read back from `descriptor`.
     pub fn question(&self) -> Option<QuestionInput> {
-        self.descriptor
-            .as_ref()
-            .and_then(|d| serde_json::from_value(d.clone()).ok())
+        QuestionInput::of_descriptor(self.descriptor.as_ref())
     }
 
     /// Whether it still waits for an answer.

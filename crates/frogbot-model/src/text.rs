@@ -175,21 +175,13 @@ pub fn to_plain(markdown: &str) -> String {
             pulldown_cmark::Event::End(pulldown_cmark::TagEnd::TableCell) => out.push_str(" | "),
             pulldown_cmark::Event::End(
                 pulldown_cmark::TagEnd::TableHead | pulldown_cmark::TagEnd::TableRow,
-            ) => {
-                let trimmed = out.trim_end_matches(" | ").len();
-                out.truncate(trimmed);
-                out.push('\n');
-            }
+            ) => end_line(&mut out, " | "),
             pulldown_cmark::Event::End(
                 pulldown_cmark::TagEnd::Paragraph
                 | pulldown_cmark::TagEnd::Heading(_)
                 | pulldown_cmark::TagEnd::CodeBlock
                 | pulldown_cmark::TagEnd::BlockQuote(_),
-            ) => {
-                let trimmed = out.trim_end_matches('\n').len();
-                out.truncate(trimmed);
-                out.push('\n');
-            }
+            ) => end_line(&mut out, "\n"),
             pulldown_cmark::Event::Start(
                 pulldown_cmark::Tag::Paragraph
                 | pulldown_cmark::Tag::Heading { .. }
@@ -204,6 +196,14 @@ pub fn to_plain(markdown: &str) -> String {
         }
     }
     out.trim().to_owned()
+}
+
+/// Ends a line of [`to_plain`]'s output: what it ends with (`trailing`, repeated) cut off, then
+/// a newline.
+fn end_line(out: &mut String, trailing: &str) {
+    let trimmed = out.trim_end_matches(trailing).len();
+    out.truncate(trimmed);
+    out.push('\n');
 }
 
 /// Splits `text` into messages of at most `max` characters each. Whitespace-only text gives no

@@ -265,6 +265,12 @@ pub struct QuestionOutput {
 }
 
 impl QuestionInput {
+    /// The question set a tool call's `descriptor` holds (an approval's or an elicitation's),
+    /// read back; `None` without one.
+    pub(crate) fn of_descriptor(descriptor: Option<&serde_json::Value>) -> Option<Self> {
+        descriptor.and_then(|d| serde_json::from_value(d.clone()).ok())
+    }
+
     /// Whether one tap answers the set: exactly one input, and a simple one (a choice without
     /// `multiple`, or a confirm). Otherwise a form or a "Send answers" control collects them.
     pub fn submits_on_tap(&self) -> bool {
