@@ -20,7 +20,7 @@ use crate::error::Result;
 use crate::model::{
     MessagePart, QuestionInput, ToolElicitation, ToolState, UiMessage, elicitation_id,
 };
-use crate::store::{CheckpointOp, Lease};
+use crate::store::Lease;
 
 /// How often in a row a call may ask what nobody may answer (each declined at once) before it
 /// is failed.
@@ -208,15 +208,7 @@ impl Turns {
         if answered.is_empty() {
             return Ok(Vec::new());
         }
-        self.store
-            .checkpoint(&CheckpointOp {
-                lease,
-                reply,
-                position,
-                join_steers: false,
-                now: self.now(),
-            })
-            .await?;
+        self.checkpoint_as_is(lease, reply, position).await?;
         let mut asked = Vec::new();
         for (i, call_id, answer, n) in answered {
             if let Some(e) = reply.metadata.elicitations.get_mut(&call_id) {

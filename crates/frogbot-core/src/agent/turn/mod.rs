@@ -68,8 +68,9 @@ use crate::model::{
 };
 use crate::store::StoreError;
 use crate::store::{
-    self, AwaitOp, ChatRow, CheckpointOp, DynStore, EndMode, EndTurnOp, InterruptedDelivery, Lease,
-    LeaseRequest, NewChat, NewJob, NewQuestion, Resume, SendOp, StoredMessage, Taken, TurnEnded,
+    self, AwaitOp, ChatRow, CheckpointOp, Checkpointed, DynStore, EndMode, EndTurnOp,
+    InterruptedDelivery, Lease, LeaseRequest, NewChat, NewJob, NewQuestion, Resume, SendOp,
+    StoredMessage, Taken, TurnEnded,
 };
 use prompt::HistoryCache;
 
@@ -280,6 +281,28 @@ impl Turns {
         self.events.subscribe()
     }
 
+    /// A message just saved: noted in the chat's history cache, and shown.
+    fn note_and_show(&self, chat: &ChatId, saved: &StoredMessage) {
+        self.history.note(chat, &[saved]);
+        self.emit_message(chat, &saved.message);
+    }
+
+    /// The reply an ended turn saved (noted and shown), or `unsaved` when the end saved none.
+    fn saved_or(
+        &self,
+        chat: &ChatId,
+        saved: Option<StoredMessage>,
+        unsaved: UiMessage,
+    ) -> UiMessage {
+        match saved {
+            Some(s) => {
+                self.note_and_show(chat, &s);
+                s.message
+            }
+            None => unsaved,
+        }
+    }
+
     pub(crate) fn emit_message(&self, chat: &ChatId, message: &UiMessage) {
         if self.events.receiver_count() == 0 {
             return; // nobody listens: no copy
@@ -450,8 +473,7 @@ impl Turns {
                     self.history.note(&chat.chat_id, &[reply]);
                     self.told_interrupted(&chat, reply).await;
                 }
-                self.history.note(&chat.chat_id, &[&message]);
-                self.emit_message(&chat.chat_id, &message.message);
+                self.note_and_show(&chat.chat_id, &message);
                 self.emit_state(&chat.chat_id, TurnState::Running);
                 Ok(SendResult::Started(self.spawn_run(
                     lease,
@@ -516,8 +538,7 @@ impl Turns {
         }
         match (next, row) {
             (Some((lease, next)), Some(row)) => {
-                self.history.note(chat, &[&next]);
-                self.emit_message(chat, &next.message);
+                self.note_and_show(chat, &next);
                 self.emit_state(chat, TurnState::Running);
                 drop(self.spawn_run(
                     lease,
@@ -742,14 +763,7 @@ impl Turns {
             TurnEnded::Released { reply } | TurnEnded::HandedOn { reply, .. } => (reply, None),
             TurnEnded::Promoted { reply, lease, next } => (reply, Some((lease, next))),
         };
-        let reply = match saved {
-            Some(s) => {
-                self.history.note(&chat.chat_id, &[&s]);
-                self.emit_message(&chat.chat_id, &s.message);
-                s.message
-            }
-            None => reply,
-        };
+        let reply = self.saved_or(&chat.chat_id, saved, reply);
         if let Some(l) = self.listener() {
             l.turn_ended(&chat, &reply, TurnState::Idle, EndWhy::Reply)
                 .await;
@@ -760,8 +774,7 @@ impl Turns {
                 Ok(TurnState::Idle)
             }
             Some((lease, next)) => {
-                self.history.note(&chat.chat_id, &[&next]);
-                self.emit_message(&chat.chat_id, &next.message);
+                self.note_and_show(&chat.chat_id, &next);
                 self.emit_state(&chat.chat_id, TurnState::Running);
                 drop(self.spawn_run(
                     lease,
@@ -926,14 +939,7 @@ impl Turns {
                     (reply, None)
                 }
             };
-            let reply = match saved {
-                Some(s) => {
-                    self.history.note(&chat.chat_id, &[&s]);
-                    self.emit_message(&chat.chat_id, &s.message);
-                    s.message
-                }
-                None => outcome,
-            };
+            let reply = self.saved_or(&chat.chat_id, saved, outcome);
             if promoted.is_none() {
                 self.emit_state(&chat.chat_id, TurnState::Idle);
             }
@@ -954,8 +960,7 @@ impl Turns {
                 None => break Ok(outcome),
                 Some((promoted_lease, promoted)) => {
                     debug!(message_id = %promoted.message.id, "promoted queued message");
-                    self.history.note(&chat.chat_id, &[&promoted]);
-                    self.emit_message(&chat.chat_id, &promoted.message);
+                    self.note_and_show(&chat.chat_id, &promoted);
                     lease = promoted_lease;
                     next = Some(Start::New {
                         message: promoted,
@@ -1058,14 +1063,7 @@ impl Turns {
         });
         if let Some(text) = command_reply {
             reply.parts.push(MessagePart::text(text));
-            if let Some(w) = &watch {
-                w.mark(&mut reply);
-            }
-            return Ok(TurnEnd::Idle {
-                reply: with_position(reply, position),
-                saved: false,
-                why: EndWhy::Reply,
-            });
+            return Ok(final_reply(watch.as_ref(), reply, position));
         }
         if resuming {
             let extra = self.step_tools(chat.channel.as_ref().map(|c| c.platform.as_str()));
@@ -1170,15 +1168,7 @@ impl Turns {
                         .await;
                 }
                 step::StepEnd::Final => {
-                    // Saved with the turn's end, in one operation (with its streamed messages).
-                    if let Some(w) = &watch {
-                        w.mark(&mut reply);
-                    }
-                    return Ok(TurnEnd::Idle {
-                        reply: with_position(reply, position),
-                        saved: false,
-                        why: EndWhy::Reply,
-                    });
+                    return Ok(final_reply(watch.as_ref(), reply, position));
                 }
                 step::StepEnd::Continue => {
                     // Checkpoint the step; the driving user's steers join here, at the step
@@ -1247,15 +1237,7 @@ impl Turns {
             return Ok(Vec::new());
         }
         // Who approved and when, saved before anything runs.
-        self.store
-            .checkpoint(&CheckpointOp {
-                lease,
-                reply,
-                position,
-                join_steers: false,
-                now: self.now(),
-            })
-            .await?;
+        self.checkpoint_as_is(lease, reply, position).await?;
         let mut asked = Vec::new();
         for i in approved {
             let MessagePart::Tool(t) = &reply.parts[i] else {
@@ -1280,15 +1262,15 @@ impl Turns {
         Ok(asked)
     }
 
-    /// Saves `reply` as it stands (no steers joined) and shows it: the results of the calls a
-    /// continued turn ran.
-    pub(super) async fn save_and_show(
+    /// Checkpoints `reply` as it stands, no steers joined: a continued turn's decisions and the
+    /// results of its calls, the text of a step while it streams.
+    pub(super) async fn checkpoint_as_is(
         &self,
         lease: &Lease,
         reply: &UiMessage,
         position: i64,
-    ) -> Result<()> {
-        let saved = self
+    ) -> Result<Checkpointed> {
+        Ok(self
             .store
             .checkpoint(&CheckpointOp {
                 lease,
@@ -1297,9 +1279,19 @@ impl Turns {
                 join_steers: false,
                 now: self.now(),
             })
-            .await?;
-        self.history.note(&lease.chat_id, &[&saved.reply]);
-        self.emit_message(&lease.chat_id, &saved.reply.message);
+            .await?)
+    }
+
+    /// Saves `reply` as it stands (no steers joined) and shows it: the results of the calls a
+    /// continued turn ran.
+    pub(super) async fn save_and_show(
+        &self,
+        lease: &Lease,
+        reply: &UiMessage,
+        position: i64,
+    ) -> Result<()> {
+        let saved = self.checkpoint_as_is(lease, reply, position).await?;
+        self.note_and_show(&lease.chat_id, &saved.reply);
         Ok(())
     }
 
@@ -1379,8 +1371,7 @@ impl Turns {
             .await?;
         self.jobs_scheduled([job.as_ref(), delivery.as_ref()]);
         crate::metrics::questions_asked(chat_row, rows.len());
-        self.history.note(&chat, &[&saved]);
-        self.emit_message(&chat, &saved.message);
+        self.note_and_show(&chat, &saved);
         Ok(TurnEnd::Awaiting(saved.message))
     }
 
@@ -1568,6 +1559,19 @@ impl Drop for Unhalt<'_> {
 
 fn with_position(reply: UiMessage, position: i64) -> (UiMessage, i64) {
     (reply, position)
+}
+
+/// The turn ends with `reply`, its last word: saved with the turn's end, in one operation (with
+/// its streamed messages, marked on it).
+fn final_reply(watch: Option<&TurnWatch>, mut reply: UiMessage, position: i64) -> TurnEnd {
+    if let Some(w) = watch {
+        w.mark(&mut reply);
+    }
+    TurnEnd::Idle {
+        reply: with_position(reply, position),
+        saved: false,
+        why: EndWhy::Reply,
+    }
 }
 
 /// The reply to a command's message, written without the model: `new` (the history the model

@@ -14,8 +14,8 @@ use crate::model::{
     ErrorInfo, MessagePart, QUESTION_TOOL, QuestionInput, ToolApproval, ToolPart, ToolState,
     UiMessage, UserId, approval_question,
 };
+use crate::store::Lease;
 use crate::store::StoreError;
-use crate::store::{CheckpointOp, Lease};
 
 /// The error code of a step whose model went silent past `stream_idle_timeout` or ran past
 /// `step_timeout`.
@@ -56,6 +56,34 @@ pub(super) enum StepEnd {
     Failed(ErrorInfo),
     /// The driving user stopped the turn while the model answered; the text so far is kept.
     Stopped,
+}
+
+/// Ends a step cut short: its tool calls never run, each is told to the stream and kept as an
+/// error saying `why`.
+fn end_unrun(
+    calls: Vec<ToolCallRequest>,
+    why: &str,
+    reply: &mut UiMessage,
+    tx: &mpsc::UnboundedSender<TurnEvent>,
+) {
+    for c in calls {
+        let error_text = why.to_string();
+        let _ = tx.send(TurnEvent::ToolError {
+            tool_call_id: c.id.clone(),
+            error_text: error_text.clone(),
+        });
+        reply.parts.push(MessagePart::Tool(ToolPart {
+            tool_name: c.name,
+            tool_call_id: c.id,
+            state: ToolState::OutputError,
+            input: c.input,
+            output: None,
+            error_text: Some(error_text),
+            expires_at: None,
+            approval: None,
+        }));
+    }
+    let _ = tx.send(TurnEvent::FinishStep);
 }
 
 impl Turns {
@@ -220,15 +248,7 @@ impl Turns {
                             w.mark(&mut partial);
                         }
                         partial.parts.push(MessagePart::text(text.clone()));
-                        self.store
-                            .checkpoint(&CheckpointOp {
-                                lease,
-                                reply: &partial,
-                                position,
-                                join_steers: false,
-                                now: self.now(),
-                            })
-                            .await?;
+                        self.checkpoint_as_is(lease, &partial, position).await?;
                         last_checkpoint = tokio::time::Instant::now();
                     }
                 }
@@ -276,46 +296,22 @@ impl Turns {
         }
         if halted {
             // The model's answer is cut off: its tool calls never run.
-            for c in calls {
-                let error_text = "the turn was stopped before this call ran".to_string();
-                let _ = tx.send(TurnEvent::ToolError {
-                    tool_call_id: c.id.clone(),
-                    error_text: error_text.clone(),
-                });
-                reply.parts.push(MessagePart::Tool(ToolPart {
-                    tool_name: c.name,
-                    tool_call_id: c.id,
-                    state: ToolState::OutputError,
-                    input: c.input,
-                    output: None,
-                    error_text: Some(error_text),
-                    expires_at: None,
-                    approval: None,
-                }));
-            }
-            let _ = tx.send(TurnEvent::FinishStep);
+            end_unrun(
+                calls,
+                "the turn was stopped before this call ran",
+                reply,
+                tx,
+            );
             return Ok(StepEnd::Stopped);
         }
         if let Some(message) = failure {
             // Save the partial step: unfinished tool calls are marked as errors.
-            for c in calls {
-                let error_text = "the step was interrupted before this call ran".to_string();
-                let _ = tx.send(TurnEvent::ToolError {
-                    tool_call_id: c.id.clone(),
-                    error_text: error_text.clone(),
-                });
-                reply.parts.push(MessagePart::Tool(ToolPart {
-                    tool_name: c.name,
-                    tool_call_id: c.id,
-                    state: ToolState::OutputError,
-                    input: c.input,
-                    output: None,
-                    error_text: Some(error_text),
-                    expires_at: None,
-                    approval: None,
-                }));
-            }
-            let _ = tx.send(TurnEvent::FinishStep);
+            end_unrun(
+                calls,
+                "the step was interrupted before this call ran",
+                reply,
+                tx,
+            );
             return Ok(StepEnd::Failed(ErrorInfo {
                 code: if timed_out {
                     MODEL_TIMEOUT
