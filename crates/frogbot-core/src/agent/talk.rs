@@ -10,8 +10,9 @@
 //! on the key) to the calling agent; an ask binds its chat to the asker when the chat holds only
 //! asks. People's messages in a bound thread or web chat (`channel_message`, `web_message`) go to
 //! the inbox with `post_message`, never to a model; so do block event clicks (`channel_event` from
-//! an adapter's `EventClick`, `web_event`). The agent posts (`agent_send`), edits or patches one
-//! block (`agent_edit`), deletes (a tombstone; `engine.agents().delete` withdraws an ask's open
+//! an adapter's `EventClick`, `web_event`). In its chat (`engine.agents()` looks at the binding,
+//! `agent_chat`) the agent posts (`post_agent_message`), edits or patches one block
+//! (`edit_agent_message`), deletes (a tombstone; `engine.agents().delete` withdraws an ask's open
 //! question instead) and pins under a key (the key's earlier pin returns to the thread). Each is a
 //! fenced read-modify-write (`update_message`, retried on `Moved`) that writes a `sync-message` job
 //! with the change; the chat's show queue then brings the platform copy up to date at once
@@ -222,23 +223,36 @@ fn is_persons_message(m: &UiMessage) -> bool {
     m.role == Role::User && !m.parts.iter().any(|p| BlockEvent::from_part(p).is_some())
 }
 
+/// A changed message a platform shows is at its next revision (its sync job redraws it).
+fn next_revision(m: &mut UiMessage) {
+    if let Some(s) = &mut m.metadata.sync {
+        s.revision += 1;
+    }
+}
+
 impl Channels {
     fn now(&self) -> crate::model::Millis {
         self.turns.now()
     }
 
-    /// The chat, bound to `agent`; `NotFound` for a chat that is not.
-    pub(crate) async fn agent_chat_of(
-        &self,
-        chat: &ChatId,
-        agent: Option<&UserId>,
-    ) -> Result<ChatRow> {
-        self.agent_chat(chat, agent).await
+    /// Checks a message's files: each one of this chat's (or a `data:` URL), within the limits.
+    async fn check_files(&self, chat: &ChatId, files: &mut [MessagePart]) -> Result<()> {
+        crate::agent::files::check_file_parts(
+            &self.turns.store,
+            &self.turns.config.files,
+            chat,
+            files,
+        )
+        .await
     }
 
     /// The chat, bound to `agent`; `NotFound` for a chat that is not (an id the caller did not
     /// create reads as absent, so ids are not probed).
-    async fn agent_chat(&self, chat: &ChatId, agent: Option<&UserId>) -> Result<ChatRow> {
+    pub(crate) async fn agent_chat(
+        &self,
+        chat: &ChatId,
+        agent: Option<&UserId>,
+    ) -> Result<ChatRow> {
         let row = self.turns.store.get_chat(chat).await?;
         match row {
             Some(row) if row.agent.as_deref() == Some(agent_key(agent).as_str()) => Ok(row),
@@ -354,21 +368,9 @@ impl Channels {
         }
     }
 
-    /// Posts an agent message in a bound chat (shown on its platform at once, and by a worker
-    /// if this process cannot). The same id again returns the message already posted.
-    pub(crate) async fn agent_send(
-        &self,
-        chat: &ChatId,
-        agent: Option<&UserId>,
-        msg: AgentMessage,
-    ) -> Result<UiMessage> {
-        let row = self.agent_chat(chat, agent).await?;
-        self.post_agent_message(&row, agent, msg).await
-    }
-
     /// Posts `msg` in the chat `row` as `agent`'s (FrogBot's own agent: `None` on an unbound
-    /// chat), without looking at the binding: [`Channels::agent_send`] and the agent's
-    /// `send_message` / `set_status` tools.
+    /// chat), without looking at the binding: `engine.agents().post` (which looks at it,
+    /// [`Channels::agent_chat`]) and the agent's `send_message` / `set_status` tools.
     pub(crate) async fn post_agent_message(
         &self,
         row: &ChatRow,
@@ -392,13 +394,7 @@ impl Channels {
                 "each of a message's files is a file part: {\"type\": \"file\", \"url\": …}",
             ));
         }
-        crate::agent::files::check_file_parts(
-            &self.turns.store,
-            &self.turns.config.files,
-            chat,
-            &mut files,
-        )
-        .await?;
+        self.check_files(chat, &mut files).await?;
         if let Some(k) = &msg.pin
             && !valid_pin_key(k)
         {
@@ -544,19 +540,9 @@ impl Channels {
         drawn
     }
 
-    pub(crate) async fn agent_edit(
-        &self,
-        chat: &ChatId,
-        agent: Option<&UserId>,
-        message_id: &str,
-        edit: MessageEdit,
-    ) -> Result<UiMessage> {
-        self.agent_chat(chat, agent).await?;
-        self.edit_agent_message(chat, message_id, edit).await
-    }
-
     /// Edits the agent message `message_id` of `chat` without looking at the binding:
-    /// [`Channels::agent_edit`] and the agent's `edit_message` / `set_status` tools.
+    /// `engine.agents().edit` (which looks at it, [`Channels::agent_chat`]) and the agent's
+    /// `edit_message` / `set_status` tools.
     pub(crate) async fn edit_agent_message(
         &self,
         chat: &ChatId,
@@ -614,9 +600,7 @@ impl Channels {
                 }
             }
             m.metadata.edited_at = Some(now.clone());
-            if let Some(s) = &mut m.metadata.sync {
-                s.revision += 1;
-            }
+            next_revision(m);
             Ok(true)
         })
         .await
@@ -691,9 +675,7 @@ impl Channels {
             m.metadata.title = None;
             m.metadata.pin = None;
             m.metadata.deleted_at = Some(now.clone());
-            if let Some(s) = &mut m.metadata.sync {
-                s.revision += 1;
-            }
+            next_revision(m);
             Ok(true)
         })
         .await?;
@@ -701,19 +683,7 @@ impl Channels {
     }
 
     /// Pins `message` under `key` (the key's earlier pin returns to the thread), or unpins the
-    /// key (`message` `None`). Returns the message pinned.
-    pub(crate) async fn agent_pin(
-        &self,
-        chat: &ChatId,
-        agent: Option<&UserId>,
-        key: &str,
-        message: Option<&str>,
-    ) -> Result<Option<UiMessage>> {
-        self.agent_chat(chat, agent).await?;
-        self.pin_agent_message(chat, key, message).await
-    }
-
-    /// [`Channels::agent_pin`] without looking at the binding.
+    /// key (`message` `None`), without looking at the binding. Returns the message pinned.
     pub(crate) async fn pin_agent_message(
         &self,
         chat: &ChatId,
@@ -830,16 +800,9 @@ impl Channels {
         });
     }
 
-    /// The agent says how far it is with a person's message: Working or Done (Seen is set by
-    /// the inbox).
-    pub(crate) async fn agent_ack(
-        &self,
-        chat: &ChatId,
-        agent: Option<&UserId>,
-        message_id: &str,
-        ack: Ack,
-    ) -> Result<()> {
-        self.agent_chat(chat, agent).await?;
+    /// The agent says how far it is with a person's message in its chat (the caller has looked
+    /// at the binding, [`Channels::agent_chat`]): Working or Done (Seen is set by the inbox).
+    pub(crate) async fn agent_ack(&self, chat: &ChatId, message_id: &str, ack: Ack) -> Result<()> {
         if !matches!(ack, Ack::Working | Ack::Done) {
             return Err(Error::invalid(
                 "an agent acknowledges a message as working or done",
@@ -899,13 +862,7 @@ impl Channels {
                 "a message is 1 to {MAX_TEXT_BYTES} bytes of text, or files"
             )));
         }
-        crate::agent::files::check_file_parts(
-            &self.turns.store,
-            &self.turns.config.files,
-            chat,
-            &mut files,
-        )
-        .await?;
+        self.check_files(chat, &mut files).await?;
         if let Some(id) = &id {
             ChatId::new(id).map_err(|_| {
                 Error::invalid("a message id is 1-128 characters of A-Z a-z 0-9 _ -")

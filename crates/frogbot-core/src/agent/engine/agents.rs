@@ -124,6 +124,20 @@ impl<'a> Agents<'a> {
         self.0.inner.channels.bind_for_ask(chat, asker).await
     }
 
+    /// The chat `chat`, once `agent` may write it ([`ChatAct::AgentWrite`]) and it is bound to
+    /// `agent` (`NotFound` for a chat that is not), with the channels that change its messages.
+    async fn writable(
+        self,
+        chat: &ChatId,
+        agent: Option<&UserId>,
+    ) -> Result<(&'a Arc<Channels>, ChatRow)> {
+        self.0
+            .authorize_chat(agent, chat, ChatAct::AgentWrite)
+            .await?;
+        let channels = &self.0.inner.channels;
+        Ok((channels, channels.agent_chat(chat, agent).await?))
+    }
+
     /// Posts an agent message (title, text, blocks; optionally pinned) in the agent's chat; the
     /// same message id again returns the message already posted. Shown on the chat's platform
     /// at once (a worker retries what fails).
@@ -133,10 +147,8 @@ impl<'a> Agents<'a> {
         agent: Option<&UserId>,
         message: crate::agent::AgentMessage,
     ) -> Result<crate::model::UiMessage> {
-        self.0
-            .authorize_chat(agent, chat, ChatAct::AgentWrite)
-            .await?;
-        self.0.inner.channels.agent_send(chat, agent, message).await
+        let (channels, row) = self.writable(chat, agent).await?;
+        channels.post_agent_message(&row, agent, message).await
     }
 
     /// Edits one of the agent's messages (its content, or one block by id), in place on the
@@ -148,14 +160,8 @@ impl<'a> Agents<'a> {
         message_id: &str,
         edit: crate::agent::MessageEdit,
     ) -> Result<crate::model::UiMessage> {
-        self.0
-            .authorize_chat(agent, chat, ChatAct::AgentWrite)
-            .await?;
-        self.0
-            .inner
-            .channels
-            .agent_edit(chat, agent, message_id, edit)
-            .await
+        let (channels, _) = self.writable(chat, agent).await?;
+        channels.edit_agent_message(chat, message_id, edit).await
     }
 
     /// Deletes one of the agent's messages: removed on the platform and from every view (a
@@ -166,19 +172,12 @@ impl<'a> Agents<'a> {
         agent: Option<&UserId>,
         message_id: &str,
     ) -> Result<()> {
-        self.0
-            .authorize_chat(agent, chat, ChatAct::AgentWrite)
-            .await?;
-        let row = self.0.inner.channels.agent_chat_of(chat, agent).await?;
+        let (channels, row) = self.writable(chat, agent).await?;
         if row.awaiting_message_id.as_deref() == Some(message_id) {
             self.0.questions().withdraw(chat, message_id).await?;
             return Ok(());
         }
-        self.0
-            .inner
-            .channels
-            .agent_delete(chat, agent, message_id)
-            .await
+        channels.agent_delete(chat, agent, message_id).await
     }
 
     /// Pins the agent's message `message` under `key` (replacing the key's pin), or unpins
@@ -190,14 +189,8 @@ impl<'a> Agents<'a> {
         key: &str,
         message: Option<&str>,
     ) -> Result<Option<crate::model::UiMessage>> {
-        self.0
-            .authorize_chat(agent, chat, ChatAct::AgentWrite)
-            .await?;
-        self.0
-            .inner
-            .channels
-            .agent_pin(chat, agent, key, message)
-            .await
+        let (channels, _) = self.writable(chat, agent).await?;
+        channels.pin_agent_message(chat, key, message).await
     }
 
     /// The oldest messages and events waiting in `agent`'s inbox (of one chat, or all its
@@ -245,13 +238,7 @@ impl<'a> Agents<'a> {
         message_id: &str,
         ack: crate::model::Ack,
     ) -> Result<()> {
-        self.0
-            .authorize_chat(agent, chat, ChatAct::AgentWrite)
-            .await?;
-        self.0
-            .inner
-            .channels
-            .agent_ack(chat, agent, message_id, ack)
-            .await
+        let (channels, _) = self.writable(chat, agent).await?;
+        channels.agent_ack(chat, message_id, ack).await
     }
 }
