@@ -232,21 +232,16 @@ impl MessageTool {
         let blocks = blocks_in(&input)?;
         match self.kind {
             MessageToolKind::Send => {
-                let row = chat_row(&channels, chat).await?;
-                let m = channels
-                    .post_agent_message(
-                        &row,
-                        None,
-                        AgentMessage {
-                            id: Some(message_id_for(&ctx.tool_call_id)),
-                            title,
-                            text,
-                            blocks: blocks.unwrap_or_default(),
-                            pin: None,
-                            files: Vec::new(),
-                        },
-                    )
-                    .await?;
+                let m = post(
+                    &channels,
+                    chat,
+                    &ctx.tool_call_id,
+                    title,
+                    text,
+                    blocks,
+                    None,
+                )
+                .await?;
                 Ok(result_of(&m))
             }
             MessageToolKind::Edit => {
@@ -338,21 +333,8 @@ impl MessageTool {
                         }
                     }
                     None => {
-                        let row = chat_row(&channels, chat).await?;
-                        channels
-                            .post_agent_message(
-                                &row,
-                                None,
-                                AgentMessage {
-                                    id: Some(message_id_for(&ctx.tool_call_id)),
-                                    title,
-                                    text,
-                                    blocks: blocks.unwrap_or_default(),
-                                    pin: Some(STATUS_PIN.into()),
-                                    files: Vec::new(),
-                                },
-                            )
-                            .await?
+                        let pin = Some(STATUS_PIN.into());
+                        post(&channels, chat, &ctx.tool_call_id, title, text, blocks, pin).await?
                     }
                 };
                 Ok(result_of(&m))
@@ -370,33 +352,59 @@ async fn chat_row(channels: &Channels, chat: &ChatId) -> Result<crate::store::Ch
         .ok_or_else(|| format!("no chat {chat}").into())
 }
 
+/// Posts the agent's message in `chat` (pinned under `pin`), its id made from the tool call's.
+async fn post(
+    channels: &Channels,
+    chat: &ChatId,
+    call: &str,
+    title: Option<String>,
+    text: Option<String>,
+    blocks: Option<Vec<Block>>,
+    pin: Option<String>,
+) -> Result<UiMessage, BoxError> {
+    let row = chat_row(channels, chat).await?;
+    let message = AgentMessage {
+        id: Some(message_id_for(call)),
+        title,
+        text,
+        blocks: blocks.unwrap_or_default(),
+        pin,
+        files: Vec::new(),
+    };
+    Ok(channels.post_agent_message(&row, None, message).await?)
+}
+
+/// The chat's newest message that `which` takes, if any.
+async fn newest(
+    channels: &Channels,
+    chat: &ChatId,
+    which: impl Fn(&UiMessage) -> bool,
+) -> Result<Option<UiMessage>, BoxError> {
+    Ok(channels
+        .turns
+        .store
+        .list_messages(chat)
+        .await?
+        .into_iter()
+        .rev()
+        .map(|m| m.message)
+        .find(|m| which(m)))
+}
+
 /// The latest reply of the chat's before the one in progress (`current`).
 async fn previous_reply(
     channels: &Channels,
     chat: &ChatId,
     current: &str,
 ) -> Result<Option<String>, BoxError> {
-    Ok(channels
-        .turns
-        .store
-        .list_messages(chat)
-        .await?
-        .into_iter()
-        .rev()
-        .map(|m| m.message)
-        .find(|m| m.id != current && is_reply(m))
-        .map(|m| m.id))
+    let reply = newest(channels, chat, |m| m.id != current && is_reply(m)).await?;
+    Ok(reply.map(|m| m.id))
 }
 
 /// The chat's live `status` pin the agent posted, if any.
 async fn status_message(channels: &Channels, chat: &ChatId) -> Result<Option<UiMessage>, BoxError> {
-    Ok(channels
-        .turns
-        .store
-        .list_messages(chat)
-        .await?
-        .into_iter()
-        .rev()
-        .map(|m| m.message)
-        .find(|m| m.metadata.pin.as_deref() == Some(STATUS_PIN) && is_posted_message(m)))
+    newest(channels, chat, |m| {
+        m.metadata.pin.as_deref() == Some(STATUS_PIN) && is_posted_message(m)
+    })
+    .await
 }

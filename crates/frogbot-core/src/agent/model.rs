@@ -232,10 +232,7 @@ impl Transcript {
         if chunk.is_empty() {
             return;
         }
-        self.len += chunk.len();
-        self.chunk_sizes
-            .push(chunk.iter().map(ModelMessage::size).sum());
-        self.chunks.push(chunk);
+        self.push_chunk(chunk);
         while let [.., older, newer] = self.chunks.as_slice()
             && older.len() <= newer.len()
         {

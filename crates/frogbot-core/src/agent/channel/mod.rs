@@ -49,6 +49,7 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 use tracing::{debug, error, warn};
 
+use super::ask::{ASK_MODEL, ask_parts, pick_parts};
 use super::delivery::{self, EndWhy};
 use super::jobs::EngineJob;
 use super::questions::{Drawn, InteractionOutcome, Questions};
@@ -91,6 +92,20 @@ fn inbox_message(
     m.metadata.speaker = speaker;
     m.metadata.created_at = created_at;
     m
+}
+
+/// The parts of a person's ask (or model picker) message, made by `parts` with its id: the
+/// platform's, or a new one (`{prefix}-…`) when it gave none.
+fn ask_message(
+    message_id: &mut Option<String>,
+    prefix: &str,
+    parts: fn(&str, &crate::model::QuestionInput, &str) -> Vec<MessagePart>,
+    text: &str,
+    input: &crate::model::QuestionInput,
+) -> Vec<MessagePart> {
+    let id =
+        message_id.get_or_insert_with(|| format!("{prefix}-{}", uuid::Uuid::now_v7().simple()));
+    parts(text, input, id)
 }
 
 /// What happened to a channel message.
@@ -285,7 +300,7 @@ impl Channels {
         let thread = thread_of(chat)?;
         // An ask's turn answers no person's message: nothing to read.
         if !self.registry.settings(&thread.platform).acks
-            || reply.metadata.model.as_deref() == Some(crate::agent::ask::ASK_MODEL)
+            || reply.metadata.model.as_deref() == Some(ASK_MODEL)
             || !reply
                 .parts
                 .iter()
@@ -1350,13 +1365,16 @@ impl Channels {
         // and only into an idle chat (their turn answers them without the model).
         let command = Command::read(&message.text).map(|(c, args)| (c, args.to_owned()));
         let mut parts = vec![crate::model::MessagePart::text(message.text.clone())];
-        let told = |text: String| {
+        let notify = |text: String| {
             let (o, thread) = (outbox.clone(), thread_hook.clone());
             self.show(&chat_id, async move {
                 if let Some(o) = o {
                     Self::notice(o.as_ref(), &thread, &text).await;
                 }
             });
+        };
+        let told = |text: String| {
+            notify(text);
             Ok(ChannelMessageOutcome::Told)
         };
         let mut ask = false;
@@ -1366,13 +1384,8 @@ impl Channels {
                     Ok(input) => input,
                     Err(text) => return told(text),
                 };
-                let id = message_id
-                    .get_or_insert_with(|| format!("ask-{}", uuid::Uuid::now_v7().simple()))
-                    .clone();
-                parts = crate::agent::ask::ask_parts(&message.text, &input, &id);
-                model = Some(crate::agent::ask::ASK_MODEL.to_owned());
-                reasoning = None;
-                ask = true;
+                parts = ask_message(&mut message_id, "ask", ask_parts, &message.text, &input);
+                (model, reasoning, ask) = (Some(ASK_MODEL.to_owned()), None, true);
                 false
             }
             Some((Command::New, _)) => {
@@ -1400,13 +1413,8 @@ impl Channels {
                         model.as_deref(),
                         reasoning.as_deref(),
                     );
-                    let id = message_id
-                        .get_or_insert_with(|| format!("pick-{}", uuid::Uuid::now_v7().simple()))
-                        .clone();
-                    parts = crate::agent::ask::pick_parts(&message.text, &input, &id);
-                    model = Some(crate::agent::ask::ASK_MODEL.to_owned());
-                    reasoning = None;
-                    ask = true;
+                    parts = ask_message(&mut message_id, "pick", pick_parts, &message.text, &input);
+                    (model, reasoning, ask) = (Some(ASK_MODEL.to_owned()), None, true);
                     // Refused while a reply is written, as a choice by name is.
                     true
                 } else {
@@ -1418,9 +1426,7 @@ impl Channels {
                         ));
                     };
                     let r = r.first().copied();
-                    if *m == crate::agent::ask::ASK_MODEL
-                        || self.turns.check_selection(Some(m), r).is_err()
-                    {
+                    if *m == ASK_MODEL || self.turns.check_selection(Some(m), r).is_err() {
                         let what = match r {
                             Some(r) => format!("{m} with reasoning {r}"),
                             None => (*m).to_owned(),
@@ -1476,13 +1482,7 @@ impl Channels {
             )
             .await;
             if !refused.is_empty() {
-                let (o, thread) = (outbox.clone(), thread_hook.clone());
-                let text = crate::agent::files::refused_text(&refused);
-                self.show(&chat_id, async move {
-                    if let Some(o) = o {
-                        Self::notice(o.as_ref(), &thread, &text).await;
-                    }
-                });
+                notify(crate::agent::files::refused_text(&refused));
             }
             if message.text.trim().is_empty() {
                 parts.clear();
@@ -1595,7 +1595,7 @@ impl TurnListener for Channels {
             .map(str::to_owned);
         let every = outbox.working_every();
         // An ask writes nothing for the person: it shows no progress sign (no "typing…").
-        let ask = reply.metadata.model.as_deref() == Some(crate::agent::ask::ASK_MODEL);
+        let ask = reply.metadata.model.as_deref() == Some(ASK_MODEL);
         // The first progress sign is shown in order (after Working, before any text); the
         // repeats run beside the turn until it ends.
         let working = {

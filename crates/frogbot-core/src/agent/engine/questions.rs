@@ -60,6 +60,11 @@ impl<'a> Questions<'a> {
     /// `Some(true)` while it is open, `Some(false)` once it has an outcome, `None` without a
     /// record (the ask is queued, unknown, or its record is gone). What an ask's wait polls.
     pub async fn ask_waits(self, id: &crate::agent::ask::AskId) -> Result<Option<bool>> {
+        Ok(self.ask_record(id).await?.map(|q| q.outcome.is_none()))
+    }
+
+    /// An ask's question record, while it lives.
+    async fn ask_record(self, id: &crate::agent::ask::AskId) -> Result<Option<QuestionRow>> {
         Ok(self
             .0
             .store()
@@ -68,8 +73,7 @@ impl<'a> Questions<'a> {
                 &crate::agent::ask::ask_call_id(&id.message),
                 self.0.now(),
             )
-            .await?
-            .map(|q| q.outcome.is_none()))
+            .await?)
     }
 
     /// An ask's status (`None`: no such ask in that chat): its question record's outcome while
@@ -86,16 +90,7 @@ impl<'a> Questions<'a> {
             .into_iter()
             .map(|m| m.message)
             .collect();
-        let record = self
-            .0
-            .store()
-            .get_question(
-                &id.chat,
-                &crate::agent::ask::ask_call_id(&id.message),
-                self.0.now(),
-            )
-            .await?
-            .map(|q| (q.outcome, q.actor));
+        let record = self.ask_record(id).await?.map(|q| (q.outcome, q.actor));
         Ok(crate::agent::ask::AskStatus::read(id, &messages, record))
     }
 

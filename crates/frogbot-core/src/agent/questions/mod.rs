@@ -1051,20 +1051,7 @@ impl Questions {
             .await
         {
             Ok(change) => {
-                let update = QuestionUpdate {
-                    record: Some(apply_change(&saved.record, change, self.now())),
-                    posting: Some(false),
-                    ..Default::default()
-                };
-                self.store()
-                    .update_question(&UpdateQuestionOp {
-                        lock: &lock,
-                        update: &update,
-                        link_platform: Some(&closer.thread.platform),
-                        job: None,
-                        keep_lock: false,
-                        now: self.now(),
-                    })
+                self.save_updated(&lock, &saved.record, change, &closer.thread.platform)
                     .await?;
             }
             Err(e) => {
@@ -1086,6 +1073,33 @@ impl Questions {
             }
         }
         Ok(Some(InteractionOutcome::Partial))
+    }
+
+    /// Saves what `updated` changed on `record` (now drawn: no longer posting) and releases
+    /// the lock.
+    async fn save_updated(
+        &self,
+        lock: &QuestionLock,
+        record: &QuestionRecord,
+        change: Option<QuestionChange>,
+        platform: &str,
+    ) -> Result<()> {
+        let update = QuestionUpdate {
+            record: Some(apply_change(record, change, self.now())),
+            posting: Some(false),
+            ..Default::default()
+        };
+        self.store()
+            .update_question(&UpdateQuestionOp {
+                lock,
+                update: &update,
+                link_platform: Some(platform),
+                job: None,
+                keep_lock: false,
+                now: self.now(),
+            })
+            .await?;
+        Ok(())
     }
 
     fn updated_job(&self, q: &QuestionRow) -> EngineJob {
@@ -1145,20 +1159,7 @@ impl Questions {
             .await
         {
             Ok(change) => {
-                let update = QuestionUpdate {
-                    record: Some(apply_change(&q.record, change, self.now())),
-                    posting: Some(false),
-                    ..Default::default()
-                };
-                self.store()
-                    .update_question(&UpdateQuestionOp {
-                        lock: &lock,
-                        update: &update,
-                        link_platform: Some(&thread.platform),
-                        job: None,
-                        keep_lock: false,
-                        now: self.now(),
-                    })
+                self.save_updated(&lock, &q.record, change, &thread.platform)
                     .await?;
                 Ok(true)
             }
