@@ -277,6 +277,54 @@ pub const ASK_EVENT_TYPE: &str = "frogbot_ask";
 /// The most pages of a thread [`SlackApi::thread_keys`] reads (1,000 messages each).
 const MAX_REPLY_PAGES: usize = 20;
 
+/// A Web API method as [`SlackWebApi`] runs it: its name; whether repeating a call that may have
+/// been carried out is harmless (see [`RetryPolicy`]); Slack's error codes that mean the call's
+/// effect is there already (it counts as done).
+#[derive(Clone, Copy)]
+struct Method {
+    name: &'static str,
+    harmless: bool,
+    done: &'static [&'static str],
+}
+
+/// A method whose repetition is harmless; `done`: see [`Method`].
+const fn harmless(name: &'static str, done: &'static [&'static str]) -> Method {
+    Method {
+        name,
+        harmless: true,
+        done,
+    }
+}
+
+/// A method whose call, when it may have been carried out, is not repeated.
+const fn once(name: &'static str) -> Method {
+    Method {
+        name,
+        harmless: false,
+        done: &[],
+    }
+}
+
+const POST_MESSAGE: Method = once("chat.postMessage");
+const POST_EPHEMERAL: Method = once("chat.postEphemeral");
+const OPEN_VIEW: Method = once("views.open");
+const START_STREAM: Method = once("chat.startStream");
+const APPEND_STREAM: Method = once("chat.appendStream");
+const COMPLETE_UPLOAD: Method = once("files.completeUploadExternal");
+const UPDATE_MESSAGE: Method = harmless("chat.update", &[]);
+const DELETE_MESSAGE: Method = harmless("chat.delete", &["message_not_found"]);
+const ADD_PIN: Method = harmless("pins.add", &["already_pinned"]);
+const REMOVE_PIN: Method = harmless("pins.remove", &["no_pin"]);
+const ADD_REACTION: Method = harmless("reactions.add", &["already_reacted"]);
+const REMOVE_REACTION: Method = harmless("reactions.remove", &["no_reaction"]);
+const STOP_STREAM: Method = harmless("chat.stopStream", &[NOT_STREAMING]);
+const SET_STATUS: Method = harmless("assistant.threads.setStatus", &[]);
+const GET_UPLOAD_URL: Method = harmless("files.getUploadURLExternal", &[]);
+const DELETE_FILE: Method = harmless("files.delete", &["file_not_found", "file_deleted"]);
+const OPEN_CONVERSATION: Method = harmless("conversations.open", &[]);
+const REPLIES: Method = harmless("conversations.replies", &[]);
+const AUTH_TEST: Method = harmless("auth.test", &[]);
+
 /// [`SlackApi`] over slack-morphism's [`SlackClient`] with a bot token.
 ///
 /// Every call is bounded by a timeout ([`DEFAULT_TIMEOUT`], [`SlackWebApi::with_timeout`]) and
@@ -441,18 +489,54 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackWebApi<C> {
         thread_ts: Option<&str>,
         content: SlackMessageContent,
     ) -> Result<String, Error> {
-        let session = self.client.open_session(&self.token);
-        let mut req =
-            SlackApiChatPostMessageRequest::new(SlackChannelId(channel.to_string()), content);
-        if let Some(t) = thread_ts {
-            req = req.with_thread_ts(SlackTs(t.to_string()));
-        }
+        let req = SlackApiChatPostMessageRequest::new(channel.into(), content)
+            .opt_thread_ts(thread_ts.map(SlackTs::from));
         let res = self
-            .run("chat.postMessage", false, || {
-                session.chat_post_message(&req)
-            })
+            .call(POST_MESSAGE, req, async |s, r| s.chat_post_message(r).await)
             .await?;
         Ok(res.ts.0)
+    }
+
+    /// slack-morphism's Web API call `call` (of `method`) of `req` with a session of the bot
+    /// token, run by [`run`](Self::run); its answer.
+    async fn call<RQ, RS>(
+        &self,
+        method: Method,
+        req: RQ,
+        call: impl AsyncFn(&SlackClientSession<'_, C>, &RQ) -> Result<RS, SlackClientError>,
+    ) -> Result<RS, Error> {
+        let session = self.client.open_session(&self.token);
+        self.run(method.name, method.harmless, || call(&session, &req))
+            .await
+    }
+
+    /// [`call`](Self::call) of a call whose answer is not needed; a failure with one of the
+    /// method's `done` codes counts as done.
+    async fn act<RQ, RS>(
+        &self,
+        method: Method,
+        req: RQ,
+        call: impl AsyncFn(&SlackClientSession<'_, C>, &RQ) -> Result<RS, SlackClientError>,
+    ) -> Result<(), Error> {
+        let session = self.client.open_session(&self.token);
+        self.run(method.name, method.harmless, || {
+            unless_code(call(&session, &req), method.done)
+        })
+        .await
+    }
+
+    /// A read of `method` (`GET`, harmless to repeat) with the query `params`, its answer as `T`:
+    /// for what slack-morphism's requests do not carry (`include_all_metadata`).
+    async fn get<T: for<'de> serde::Deserialize<'de> + Send>(
+        &self,
+        method: &'static str,
+        params: Vec<(&str, Option<String>)>,
+    ) -> Result<T, Error> {
+        let session = self.client.open_session(&self.token);
+        self.run(method, true, || {
+            session.http_session_api.http_get(method, &params, None)
+        })
+        .await
     }
 
     /// The thread `thread_ts`'s messages, a page (1,000) at a time to `visit` until it breaks,
@@ -465,23 +549,16 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackWebApi<C> {
         metadata: bool,
         mut visit: impl FnMut(Vec<ReplyMessage>) -> ControlFlow<()>,
     ) -> Result<(), Error> {
-        let session = self.client.open_session(&self.token);
         let mut cursor: Option<String> = None;
         for _ in 0..MAX_REPLY_PAGES {
-            let params: Vec<(&str, Option<String>)> = vec![
+            let params = vec![
                 ("channel", Some(channel.to_string())),
                 ("ts", Some(thread_ts.to_string())),
                 ("include_all_metadata", metadata.then(|| "true".to_string())),
                 ("limit", Some("1000".to_string())),
                 ("cursor", cursor.clone()),
             ];
-            let page: RepliesPage = self
-                .run("conversations.replies", true, || {
-                    session
-                        .http_session_api
-                        .http_get("conversations.replies", &params, None)
-                })
-                .await?;
+            let page: RepliesPage = self.get("conversations.replies", params).await?;
             cursor = page
                 .response_metadata
                 .and_then(|r| r.next_cursor)
@@ -496,8 +573,9 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackWebApi<C> {
     /// Who the bot is (`auth.test`): what [`crate::convert::is_own_message`] and mention
     /// detection need.
     pub async fn bot_identity(&self) -> Result<BotIdentity, Error> {
-        let session = self.client.open_session(&self.token);
-        let res = self.run("auth.test", true, || session.auth_test()).await?;
+        let res = self
+            .call(AUTH_TEST, (), async |s, _| s.auth_test().await)
+            .await?;
         Ok(BotIdentity {
             user_id: res.user_id.0,
             bot_id: res.bot_id.map(|b| b.0),
@@ -517,12 +595,15 @@ pub struct BotIdentity {
     pub team_id: String,
 }
 
-/// `Ok` for a call that failed with Slack's error `code` (it means the call's effect is there
-/// already), else the result.
-fn unless_code(r: Result<(), SlackClientError>, code: &str) -> Result<(), SlackClientError> {
-    match r {
-        Err(SlackClientError::ApiError(e)) if e.code == code => Ok(()),
-        other => other,
+/// `call`'s outcome, its answer dropped, with a failure of one of Slack's error codes `done`
+/// (they mean the call's effect is there already) as `Ok`.
+async fn unless_code<T>(
+    call: impl std::future::Future<Output = Result<T, SlackClientError>>,
+    done: &[&str],
+) -> Result<(), SlackClientError> {
+    match call.await {
+        Err(SlackClientError::ApiError(e)) if done.contains(&e.code.as_str()) => Ok(()),
+        other => other.map(drop),
     }
 }
 
@@ -764,20 +845,13 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackApi for SlackWebApi<C> {
         oldest: &str,
         limit: u16,
     ) -> Result<Option<String>, Error> {
-        let session = self.client.open_session(&self.token);
-        let params: Vec<(&str, Option<String>)> = vec![
+        let params = vec![
             ("channel", Some(channel.to_string())),
             ("include_all_metadata", Some("true".to_string())),
             ("oldest", Some(oldest.to_string())),
             ("limit", Some(limit.to_string())),
         ];
-        let page: HistoryPage = self
-            .run("conversations.history", true, || {
-                session
-                    .http_session_api
-                    .http_get("conversations.history", &params, None)
-            })
-            .await?;
+        let page: HistoryPage = self.get("conversations.history", params).await?;
         Ok(page
             .messages
             .into_iter()
@@ -792,14 +866,13 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackApi for SlackWebApi<C> {
     }
 
     async fn open_dm(&self, user: &str) -> Result<String, Error> {
-        let session = self.client.open_session(&self.token);
         // `users` as Slack documents it: a comma-separated string (one user: a 1:1 DM).
         let req = serde_json::json!({ "users": user });
         let res: OpenedConversation = self
-            .run("conversations.open", true, || {
-                session
-                    .http_session_api
-                    .http_post("conversations.open", &req, None)
+            .call(OPEN_CONVERSATION, req, async |s, r| {
+                s.http_session_api
+                    .http_post("conversations.open", r, None)
+                    .await
             })
             .await?;
         Ok(res.channel.id)
@@ -852,40 +925,20 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackApi for SlackWebApi<C> {
     }
 
     async fn delete_message(&self, channel: &str, ts: &str) -> Result<(), Error> {
-        let session = self.client.open_session(&self.token);
-        let req = SlackApiChatDeleteRequest::new(
-            SlackChannelId(channel.to_string()),
-            SlackTs(ts.to_string()),
-        );
-        self.run("chat.delete", true, || async {
-            unless_code(
-                session.chat_delete(&req).await.map(drop),
-                "message_not_found",
-            )
-        })
-        .await
+        let req = SlackApiChatDeleteRequest::new(channel.into(), ts.into());
+        self.act(DELETE_MESSAGE, req, async |s, r| s.chat_delete(r).await)
+            .await
     }
 
     async fn pin_message(&self, channel: &str, ts: &str, pinned: bool) -> Result<(), Error> {
-        let session = self.client.open_session(&self.token);
         if pinned {
-            let req = SlackApiPinsAddRequest::new(
-                SlackChannelId(channel.to_string()),
-                SlackTs(ts.to_string()),
-            );
-            self.run("pins.add", true, || async {
-                unless_code(session.pins_add(&req).await.map(drop), "already_pinned")
-            })
-            .await
+            let req = SlackApiPinsAddRequest::new(channel.into(), ts.into());
+            self.act(ADD_PIN, req, async |s, r| s.pins_add(r).await)
+                .await
         } else {
-            let req = SlackApiPinsRemoveRequest::new(
-                SlackChannelId(channel.to_string()),
-                SlackTs(ts.to_string()),
-            );
-            self.run("pins.remove", true, || async {
-                unless_code(session.pins_remove(&req).await.map(drop), "no_pin")
-            })
-            .await
+            let req = SlackApiPinsRemoveRequest::new(channel.into(), ts.into());
+            self.act(REMOVE_PIN, req, async |s, r| s.pins_remove(r).await)
+                .await
         }
     }
 
@@ -896,15 +949,9 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackApi for SlackWebApi<C> {
         blocks: Vec<SlackBlock>,
         text: &str,
     ) -> Result<(), Error> {
-        let session = self.client.open_session(&self.token);
-        let req = SlackApiChatUpdateRequest::new(
-            SlackChannelId(channel.to_string()),
-            content(blocks, text),
-            SlackTs(ts.to_string()),
-        );
-        self.run("chat.update", true, || session.chat_update(&req))
-            .await?;
-        Ok(())
+        let req = SlackApiChatUpdateRequest::new(channel.into(), content(blocks, text), ts.into());
+        self.act(UPDATE_MESSAGE, req, async |s, r| s.chat_update(r).await)
+            .await
     }
 
     async fn post_ephemeral(
@@ -914,56 +961,36 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackApi for SlackWebApi<C> {
         thread_ts: Option<&str>,
         text: &str,
     ) -> Result<(), Error> {
-        let session = self.client.open_session(&self.token);
-        let mut req = SlackApiChatPostEphemeralRequest::new(
-            SlackChannelId(channel.to_string()),
-            SlackUserId(user.to_string()),
-            SlackMessageContent::new().with_text(text.to_string()),
-        );
-        if let Some(t) = thread_ts {
-            req = req.with_thread_ts(SlackTs(t.to_string()));
-        }
-        self.run("chat.postEphemeral", false, || {
-            session.chat_post_ephemeral(&req)
-        })
-        .await?;
-        Ok(())
-    }
-
-    async fn open_view(&self, trigger_id: &str, view: SlackView) -> Result<(), Error> {
-        let session = self.client.open_session(&self.token);
-        let req = SlackApiViewsOpenRequest::new(SlackTriggerId(trigger_id.to_string()), view);
-        self.run("views.open", false, || session.views_open(&req))
-            .await?;
-        Ok(())
-    }
-
-    async fn add_reaction(&self, channel: &str, ts: &str, name: &str) -> Result<(), Error> {
-        let session = self.client.open_session(&self.token);
-        let req = SlackApiReactionsAddRequest::new(
-            SlackChannelId(channel.to_string()),
-            SlackReactionName(name.to_string()),
-            SlackTs(ts.to_string()),
-        );
-        self.run("reactions.add", true, || async {
-            unless_code(
-                session.reactions_add(&req).await.map(drop),
-                "already_reacted",
-            )
+        let req = SlackApiChatPostEphemeralRequest::new(
+            channel.into(),
+            user.into(),
+            content(Vec::new(), text),
+        )
+        .opt_thread_ts(thread_ts.map(SlackTs::from));
+        self.act(POST_EPHEMERAL, req, async |s, r| {
+            s.chat_post_ephemeral(r).await
         })
         .await
     }
 
+    async fn open_view(&self, trigger_id: &str, view: SlackView) -> Result<(), Error> {
+        let req = SlackApiViewsOpenRequest::new(trigger_id.into(), view);
+        self.act(OPEN_VIEW, req, async |s, r| s.views_open(r).await)
+            .await
+    }
+
+    async fn add_reaction(&self, channel: &str, ts: &str, name: &str) -> Result<(), Error> {
+        let req = SlackApiReactionsAddRequest::new(channel.into(), name.into(), ts.into());
+        self.act(ADD_REACTION, req, async |s, r| s.reactions_add(r).await)
+            .await
+    }
+
     async fn remove_reaction(&self, channel: &str, ts: &str, name: &str) -> Result<(), Error> {
-        let session = self.client.open_session(&self.token);
-        let req = SlackApiReactionsRemoveRequest::new(SlackReactionName(name.to_string()))
-            .with_channel(SlackChannelId(channel.to_string()))
-            .with_timestamp(SlackTs(ts.to_string()));
-        self.run("reactions.remove", true, || async {
-            unless_code(
-                session.reactions_remove(&req).await.map(drop),
-                "no_reaction",
-            )
+        let req = SlackApiReactionsRemoveRequest::new(name.into())
+            .with_channel(channel.into())
+            .with_timestamp(ts.into());
+        self.act(REMOVE_REACTION, req, async |s, r| {
+            s.reactions_remove(r).await
         })
         .await
     }
@@ -975,82 +1002,60 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackApi for SlackWebApi<C> {
         recipient: Option<(&str, &str)>,
         markdown: &str,
     ) -> Result<String, Error> {
-        let session = self.client.open_session(&self.token);
-        let mut req = SlackApiChatStartStreamRequest::new(SlackChannelId(channel.to_string()))
-            .with_thread_ts(SlackTs(thread_ts.to_string()))
-            .with_markdown_text(markdown.to_string());
-        if let Some((user, team)) = recipient {
-            req = req
-                .with_recipient_user_id(SlackUserId(user.to_string()))
-                .with_recipient_team_id(SlackTeamId(team.to_string()));
-        }
+        let req = SlackApiChatStartStreamRequest::new(channel.into())
+            .with_thread_ts(thread_ts.into())
+            .with_markdown_text(markdown.to_string())
+            .opt_recipient_user_id(recipient.map(|(user, _)| user.into()))
+            .opt_recipient_team_id(recipient.map(|(_, team)| team.into()));
         let res = self
-            .run("chat.startStream", false, || {
-                session.chat_start_stream(&req)
-            })
+            .call(START_STREAM, req, async |s, r| s.chat_start_stream(r).await)
             .await?;
         Ok(res.ts.0)
     }
 
     async fn append_stream(&self, channel: &str, ts: &str, markdown: &str) -> Result<(), Error> {
-        let session = self.client.open_session(&self.token);
-        let req = SlackApiChatAppendStreamRequest::new(
-            SlackChannelId(channel.to_string()),
-            SlackTs(ts.to_string()),
-        )
-        .with_markdown_text(markdown.to_string());
-        self.run("chat.appendStream", false, || {
-            session.chat_append_stream(&req)
+        let req = SlackApiChatAppendStreamRequest::new(channel.into(), ts.into())
+            .with_markdown_text(markdown.to_string());
+        self.act(APPEND_STREAM, req, async |s, r| {
+            s.chat_append_stream(r).await
         })
-        .await?;
-        Ok(())
+        .await
     }
 
     /// `message_not_in_streaming_state` counts as done: the message is stopped (by an earlier
     /// call whose answer was lost, or it never streamed).
     async fn stop_stream(&self, channel: &str, ts: &str) -> Result<(), Error> {
-        let session = self.client.open_session(&self.token);
         let req = SlackApiChatStopStreamRequest::new(
-            SlackChannelId(channel.to_string()),
-            SlackTs(ts.to_string()),
+            channel.into(),
+            ts.into(),
             SlackMessageContent::new(),
         );
-        self.run("chat.stopStream", true, || async {
-            unless_code(
-                session.chat_stop_stream(&req).await.map(drop),
-                NOT_STREAMING,
-            )
+        self.act(STOP_STREAM, req, async |s, r| s.chat_stop_stream(r).await)
+            .await
+    }
+
+    async fn set_status(&self, channel: &str, thread_ts: &str, status: &str) -> Result<(), Error> {
+        let req = SlackApiAssistantThreadsSetStatusRequest::new(
+            channel.into(),
+            status.to_string(),
+            thread_ts.into(),
+        );
+        self.act(SET_STATUS, req, async |s, r| {
+            s.assistant_threads_set_status(r).await
         })
         .await
     }
 
-    async fn set_status(&self, channel: &str, thread_ts: &str, status: &str) -> Result<(), Error> {
-        let session = self.client.open_session(&self.token);
-        let req = SlackApiAssistantThreadsSetStatusRequest::new(
-            SlackChannelId(channel.to_string()),
-            status.to_string(),
-            SlackTs(thread_ts.to_string()),
-        );
-        self.run("assistant.threads.setStatus", true, || {
-            session.assistant_threads_set_status(&req)
-        })
-        .await?;
-        Ok(())
-    }
-
     async fn upload_file(&self, file: &OutFile, alt_txt: Option<&str>) -> Result<String, Error> {
-        let session = self.client.open_session(&self.token);
         let length = usize::try_from(file.size).map_err(|_| Error::Api {
             method: "files.getUploadURLExternal",
             message: format!("{} bytes do not fit this machine", file.size),
         })?;
-        let mut req = SlackApiFilesGetUploadUrlExternalRequest::new(file.filename.clone(), length);
-        if let Some(alt) = alt_txt {
-            req = req.with_alt_txt(alt.to_string());
-        }
+        let req = SlackApiFilesGetUploadUrlExternalRequest::new(file.filename.clone(), length)
+            .opt_alt_txt(alt_txt.map(str::to_owned));
         let reserved = self
-            .run("files.getUploadURLExternal", true, || {
-                session.get_upload_url_external(&req)
+            .call(GET_UPLOAD_URL, req, async |s, r| {
+                s.get_upload_url_external(r).await
             })
             .await?;
         let url = reserved.upload_url.0.as_str();
@@ -1082,18 +1087,15 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackApi for SlackWebApi<C> {
         file_id: &str,
         title: &str,
     ) -> Result<(), Error> {
-        let session = self.client.open_session(&self.token);
         let req = SlackApiFilesCompleteUploadExternalRequest::new(vec![
-            SlackApiFilesComplete::new(SlackFileId(file_id.to_string()))
-                .with_title(title.to_string()),
+            SlackApiFilesComplete::new(file_id.into()).with_title(title.to_string()),
         ])
-        .with_channel_id(SlackChannelId(channel.to_string()))
-        .with_thread_ts(SlackTs(thread_ts.to_string()));
-        self.run("files.completeUploadExternal", false, || {
-            session.files_complete_upload_external(&req)
+        .with_channel_id(channel.into())
+        .with_thread_ts(thread_ts.into());
+        self.act(COMPLETE_UPLOAD, req, async |s, r| {
+            s.files_complete_upload_external(r).await
         })
-        .await?;
-        Ok(())
+        .await
     }
 
     async fn find_file_message(
@@ -1119,19 +1121,9 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackApi for SlackWebApi<C> {
     }
 
     async fn delete_file(&self, file_id: &str) -> Result<(), Error> {
-        let session = self.client.open_session(&self.token);
-        let req = SlackApiFilesDeleteRequest::new(SlackFileId(file_id.to_string()));
-        self.run("files.delete", true, || async {
-            match session.files_delete(&req).await.map(drop) {
-                Err(SlackClientError::ApiError(e))
-                    if e.code == "file_not_found" || e.code == "file_deleted" =>
-                {
-                    Ok(())
-                }
-                other => other,
-            }
-        })
-        .await
+        let req = SlackApiFilesDeleteRequest::new(file_id.into());
+        self.act(DELETE_FILE, req, async |s, r| s.files_delete(r).await)
+            .await
     }
 
     async fn replies(
@@ -1141,18 +1133,12 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackApi for SlackWebApi<C> {
         latest: &str,
         limit: u16,
     ) -> Result<Vec<HistoryMessage>, Error> {
-        let session = self.client.open_session(&self.token);
-        let req = SlackApiConversationsRepliesRequest::new(
-            SlackChannelId(channel.to_string()),
-            SlackTs(ts.to_string()),
-        )
-        .with_latest(SlackTs(latest.to_string()))
-        .with_inclusive(false)
-        .with_limit(limit);
+        let req = SlackApiConversationsRepliesRequest::new(channel.into(), ts.into())
+            .with_latest(latest.into())
+            .with_inclusive(false)
+            .with_limit(limit);
         let res = self
-            .run("conversations.replies", true, || {
-                session.conversations_replies(&req)
-            })
+            .call(REPLIES, req, async |s, r| s.conversations_replies(r).await)
             .await?;
         Ok(res
             .messages
