@@ -197,16 +197,16 @@ fn main() -> ExitCode {
         }
     };
     let (config, migrate) = match cli.command {
-        Command::Ask(a) => return run_client(Client::Ask(a)),
-        Command::Wait(a) => return run_client(Client::Wait(a)),
-        Command::Cancel(a) => return run_client(Client::Cancel(a)),
-        Command::Send(a) => return run_client(Client::Send(a)),
-        Command::Inbox(a) => return run_client(Client::Inbox(a)),
-        Command::Ack(a) => return run_client(Client::Ack(a)),
-        Command::Edit(a) => return run_client(Client::Edit(a)),
-        Command::Delete(a) => return run_client(Client::Delete(a)),
-        Command::Pin(a) => return run_client(Client::Pin(a)),
-        Command::Unpin(a) => return run_client(Client::Unpin(a)),
+        Command::Ask(a) => return run_client(frogbot::ask::run_ask(*a)),
+        Command::Wait(a) => return run_client(frogbot::ask::run_wait(a)),
+        Command::Cancel(a) => return run_client(frogbot::ask::run_cancel(a)),
+        Command::Send(a) => return run_client(frogbot::talk::run_send(*a)),
+        Command::Inbox(a) => return run_client(frogbot::talk::run_inbox(a)),
+        Command::Ack(a) => return run_client(frogbot::talk::run_ack(a)),
+        Command::Edit(a) => return run_client(frogbot::talk::run_edit(a)),
+        Command::Delete(a) => return run_client(frogbot::talk::run_delete(a)),
+        Command::Pin(a) => return run_client(frogbot::talk::run_pin(a)),
+        Command::Unpin(a) => return run_client(frogbot::talk::run_unpin(a)),
         #[cfg(feature = "mcp")]
         Command::Mcp(a) => return run_mcp(a),
         Command::Chats(a) => return run_ops(frogbot::ops::chats(a)),
@@ -258,50 +258,13 @@ fn main() -> ExitCode {
     }
 }
 
-enum Client {
-    Ask(Box<frogbot::ask::AskArgs>),
-    Wait(frogbot::ask::WaitArgs),
-    Cancel(frogbot::ask::CancelArgs),
-    Send(Box<frogbot::talk::SendArgs>),
-    Inbox(frogbot::talk::InboxArgs),
-    Ack(frogbot::talk::AckArgs),
-    Edit(frogbot::talk::EditArgs),
-    Delete(frogbot::talk::DeleteArgs),
-    Pin(frogbot::talk::PinArgs),
-    Unpin(frogbot::talk::UnpinArgs),
-}
-
 /// Runs a client command (no logs: stdout is the answer) and returns its exit code.
-fn run_client(client: Client) -> ExitCode {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
-    let result = rt.block_on(async {
-        match client {
-            Client::Ask(a) => frogbot::ask::run_ask(*a).await,
-            Client::Wait(a) => frogbot::ask::run_wait(a).await,
-            Client::Cancel(a) => frogbot::ask::run_cancel(a).await,
-            Client::Send(a) => frogbot::talk::run_send(*a).await,
-            Client::Inbox(a) => frogbot::talk::run_inbox(a).await,
-            Client::Ack(a) => frogbot::talk::run_ack(a).await,
-            Client::Edit(a) => frogbot::talk::run_edit(a).await,
-            Client::Delete(a) => frogbot::talk::run_delete(a).await,
-            Client::Pin(a) => frogbot::talk::run_pin(a).await,
-            Client::Unpin(a) => frogbot::talk::run_unpin(a).await,
-        }
-    });
-    match result {
+fn run_client(
+    command: impl std::future::Future<Output = Result<u8, frogbot::ask::AskError>>,
+) -> ExitCode {
+    match current_thread().block_on(command) {
         Ok(code) => ExitCode::from(code),
-        Err(e) => {
-            let line = e
-                .to_string()
-                .split_whitespace()
-                .collect::<Vec<_>>()
-                .join(" ");
-            eprintln!("frogbot: {}", frogbot::term::escape_controls(&line));
-            ExitCode::from(frogbot::ask::EXIT_FAILED)
-        }
+        Err(e) => fail_line(&e, frogbot::ask::EXIT_FAILED),
     }
 }
 
@@ -341,15 +304,7 @@ fn run_ops(
 ) -> ExitCode {
     match current_thread().block_on(command) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            let line = e
-                .to_string()
-                .split_whitespace()
-                .collect::<Vec<_>>()
-                .join(" ");
-            eprintln!("frogbot: {}", frogbot::term::escape_controls(&line));
-            ExitCode::from(e.exit_code())
-        }
+        Err(e) => fail_line(&e, e.exit_code()),
     }
 }
 
@@ -364,13 +319,19 @@ fn run_check(config: Option<PathBuf>, offline: bool) -> ExitCode {
 
 /// Prints `e` as one line and returns its exit code (2 for configuration and start-up problems).
 fn fail(e: &frogbot::Error) -> ExitCode {
+    fail_line(e, e.exit_code())
+}
+
+/// Prints `e` on stderr as one line (its white space folded, control characters escaped) and
+/// returns `code`.
+fn fail_line(e: &dyn std::fmt::Display, code: u8) -> ExitCode {
     let line = e
         .to_string()
         .split_whitespace()
         .collect::<Vec<_>>()
         .join(" ");
     eprintln!("frogbot: {}", frogbot::term::escape_controls(&line));
-    ExitCode::from(e.exit_code())
+    ExitCode::from(code)
 }
 
 /// Raises the soft limit of open files to the hard limit: every connection is a file descriptor.
