@@ -171,12 +171,9 @@ fn escape(text: &str) -> String {
 }
 
 fn button(text: &str, action: ActionRef, value: Option<String>) -> SlackBlockButtonElement {
-    let b = SlackBlockButtonElement::new(plain(text, MAX_BUTTON_TEXT))
-        .with_action_id(SlackActionId(action.encode()));
-    match value {
-        Some(v) => b.with_value(v),
-        None => b,
-    }
+    SlackBlockButtonElement::new(plain(text, MAX_BUTTON_TEXT))
+        .with_action_id(SlackActionId(action.encode()))
+        .opt_value(value)
 }
 
 /// Option `i`'s label as its control shows it: plain text, numbered where the options are
@@ -214,35 +211,42 @@ fn options_in_full(q: &QuestionItem, as_buttons: bool) -> Option<String> {
     if !(labels_cut(q) || (as_buttons && described)) {
         return None;
     }
-    Some(
-        q.options
-            .iter()
-            .enumerate()
-            .map(|(i, o)| match &o.description {
-                Some(d) => format!("{}. {} — {}", i + 1, to_mrkdwn(&o.label), to_mrkdwn(d)),
-                None => format!("{}. {}", i + 1, to_mrkdwn(&o.label)),
-            })
-            .collect::<Vec<_>>()
-            .join("\n"),
-    )
+    Some(numbered_options(q, to_mrkdwn))
+}
+
+/// `q`'s options numbered, one a line (`1. label — description`), their texts through `show`.
+fn numbered_options(q: &QuestionItem, show: fn(&str) -> String) -> String {
+    q.options
+        .iter()
+        .enumerate()
+        .map(|(i, o)| match &o.description {
+            Some(d) => format!("{}. {} — {}", i + 1, show(&o.label), show(d)),
+            None => format!("{}. {}", i + 1, show(&o.label)),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The options `picked` as a control's initial ones (`None`: no `initial_options`).
+fn initial<T>(picked: &[usize], item: impl Fn(usize) -> T) -> Option<Vec<T>> {
+    (!picked.is_empty()).then(|| picked.iter().map(|&i| item(i)).collect())
 }
 
 fn select_item(q: &QuestionItem, i: usize) -> SlackBlockChoiceItem<SlackBlockPlainTextOnly> {
-    let item = SlackBlockChoiceItem::new(plain(&option_text(q, i), MAX_OPTION_TEXT), i.to_string());
-    match q.options.get(i).and_then(|o| o.description.as_deref()) {
-        Some(d) => item.with_description(plain(d, MAX_OPTION_TEXT)),
-        None => item,
-    }
+    SlackBlockChoiceItem::new(plain(&option_text(q, i), MAX_OPTION_TEXT), i.to_string())
+        .opt_description(option_description(q, i))
 }
 
 fn check_item(q: &QuestionItem, i: usize) -> SlackBlockChoiceItem<SlackBlockText> {
     let text: SlackBlockText =
         SlackBlockPlainText::new(truncate(&option_text(q, i), MAX_OPTION_TEXT)).into();
-    let item = SlackBlockChoiceItem::new(text, i.to_string());
-    match q.options.get(i).and_then(|o| o.description.as_deref()) {
-        Some(d) => item.with_description(plain(d, MAX_OPTION_TEXT)),
-        None => item,
-    }
+    SlackBlockChoiceItem::new(text, i.to_string()).opt_description(option_description(q, i))
+}
+
+/// Option `i`'s description as its control shows it.
+fn option_description(q: &QuestionItem, i: usize) -> Option<SlackBlockPlainTextOnly> {
+    let d = q.options.get(i)?.description.as_deref()?;
+    Some(plain(d, MAX_OPTION_TEXT))
 }
 
 fn question_text(q: &QuestionItem, picked: Option<&[String]>) -> String {
@@ -298,14 +302,8 @@ fn question_blocks(
             let text = format!("{}\n{list}", question_text(q, picked));
             let mut pages = frogbot_model::text::split(&text, MAX_SECTION_TEXT).into_iter();
             let first = pages.next().unwrap_or_default();
-            for page in pages {
-                blocks.push(
-                    SlackSectionBlock::new()
-                        .with_text(SlackBlockMarkDownText::new(page).into())
-                        .into(),
-                );
-            }
-            SlackSectionBlock::new().with_text(SlackBlockMarkDownText::new(first).into())
+            blocks.extend(pages.map(|page| mrkdwn_section(page).into()));
+            mrkdwn_section(first)
         }
     };
     let mut elements: Vec<SlackActionBlockElement> = Vec::new();
@@ -321,21 +319,16 @@ fn question_blocks(
             .filter(|i| *i < n)
             .collect();
         if n <= MAX_CHECKBOX_OPTIONS {
-            let mut el =
-                SlackBlockCheckboxesElement::new((0..n).map(|i| check_item(q, i)).collect())
-                    .with_action_id(SlackActionId(aref(ActionKind::Toggle, None).encode()));
-            if !checked.is_empty() {
-                el = el.with_initial_options(checked.iter().map(|i| check_item(q, *i)).collect());
-            }
+            let el = SlackBlockCheckboxesElement::new((0..n).map(|i| check_item(q, i)).collect())
+                .with_action_id(SlackActionId(aref(ActionKind::Toggle, None).encode()))
+                .opt_initial_options(initial(&checked, |i| check_item(q, i)));
             elements.push(el.into());
         } else {
-            let mut el = SlackBlockMultiStaticSelectElement::new()
+            let el = SlackBlockMultiStaticSelectElement::new()
                 .with_action_id(SlackActionId(aref(ActionKind::Toggle, None).encode()))
                 .with_placeholder(plain("Choose options", MAX_OPTION_TEXT))
-                .with_options((0..n).map(|i| select_item(q, i)).collect());
-            if !checked.is_empty() {
-                el = el.with_initial_options(checked.iter().map(|i| select_item(q, *i)).collect());
-            }
+                .with_options((0..n).map(|i| select_item(q, i)).collect())
+                .opt_initial_options(initial(&checked, |i| select_item(q, i)));
             accessory = Some(SlackSectionBlockElement::MultiStaticSelect(el));
         }
         elements.push(
@@ -366,11 +359,7 @@ fn question_blocks(
         let text = if n == 0 { "Answer…" } else { "Other…" };
         elements.push(button(text, aref(ActionKind::Other, None), None).into());
     }
-    let section = match accessory {
-        Some(a) => section.with_accessory(a),
-        None => section,
-    };
-    blocks.insert(0, section.into());
+    blocks.insert(0, section.opt_accessory(accessory).into());
     blocks.push(SlackActionsBlock::new(elements).into());
     blocks
 }
@@ -386,24 +375,8 @@ fn listed_blocks(
     q: &QuestionItem,
     other: ActionRef,
 ) -> Vec<SlackBlock> {
-    let list = q
-        .options
-        .iter()
-        .enumerate()
-        .map(|(i, o)| match &o.description {
-            Some(d) => format!("{}. {} — {}", i + 1, escape(&o.label), escape(d)),
-            None => format!("{}. {}", i + 1, escape(&o.label)),
-        })
-        .collect::<Vec<_>>()
-        .join("\n");
     let mut blocks: Vec<SlackBlock> = vec![section.into()];
-    for page in frogbot_model::text::split(&list, MAX_SECTION_TEXT) {
-        blocks.push(
-            SlackSectionBlock::new()
-                .with_text(SlackBlockMarkDownText::new(page).into())
-                .into(),
-        );
-    }
+    blocks.extend(mrkdwn_sections(&numbered_options(q, escape)));
     let what = if q.multiple {
         "the numbers of your choices, separated by commas"
     } else {
@@ -554,7 +527,7 @@ pub fn form_card(input: &QuestionInput, revision: u64) -> Vec<SlackBlock> {
         })
         .collect::<Vec<_>>()
         .join("\n\n");
-    let mut blocks = summary_sections(&summary);
+    let mut blocks = mrkdwn_sections(&summary);
     if let [q] = input.questions.as_slice()
         && let Some(hint) = q.reply_hint()
     {
@@ -573,16 +546,18 @@ pub fn form_card(input: &QuestionInput, revision: u64) -> Vec<SlackBlock> {
     blocks
 }
 
-/// A summary as sections of at most 3,000 characters (never cut).
-fn summary_sections(summary: &str) -> Vec<SlackBlock> {
-    frogbot_model::text::split(summary, MAX_SECTION_TEXT)
+/// `mrkdwn` text (a summary, a list of options) as sections of at most 3,000 characters (never
+/// cut).
+fn mrkdwn_sections(text: &str) -> Vec<SlackBlock> {
+    frogbot_model::text::split(text, MAX_SECTION_TEXT)
         .into_iter()
-        .map(|page| {
-            SlackSectionBlock::new()
-                .with_text(SlackBlockMarkDownText::new(page).into())
-                .into()
-        })
+        .map(|page| mrkdwn_section(page).into())
         .collect()
+}
+
+/// A section of `page`, `mrkdwn` already within 3,000 characters.
+fn mrkdwn_section(page: String) -> SlackSectionBlock {
+    SlackSectionBlock::new().with_text(SlackBlockMarkDownText::new(page).into())
 }
 
 /// "Answer…" (opens the modal) and "Skip"; where the modal would not fit Slack's 100 blocks,
@@ -753,7 +728,7 @@ pub fn compact_blocks(input: &QuestionInput, revision: u64) -> Vec<SlackBlock> {
         .map(|(i, q)| format!("{}. *{}* {}", i + 1, escape(&q.header), question_mrkdwn(q)))
         .collect::<Vec<_>>()
         .join("\n");
-    let mut blocks = summary_sections(&summary);
+    let mut blocks = mrkdwn_sections(&summary);
     blocks.extend(form_controls(input, revision));
     blocks
 }
@@ -819,12 +794,10 @@ fn one_checkbox(text: &str, id: SlackActionId, on: bool) -> SlackInputBlockEleme
         SlackBlockText::from(SlackBlockPlainText::new(truncate(text, MAX_OPTION_TEXT))),
         "0".to_string(),
     );
-    let el = SlackBlockCheckboxesElement::new(vec![item.clone()]).with_action_id(id);
-    if on {
-        el.with_initial_options(vec![item]).into()
-    } else {
-        el.into()
-    }
+    SlackBlockCheckboxesElement::new(vec![item.clone()])
+        .with_action_id(id)
+        .opt_initial_options(on.then(|| vec![item]))
+        .into()
 }
 
 /// Whether the number input takes whole numbers only: a whole `step` from a whole `min` (or 0).
@@ -838,28 +811,24 @@ fn modal_blocks(i: usize, q: &QuestionItem) -> Vec<SlackBlock> {
         &format!("{}: {}", q.header, shown_question(q)),
         MAX_LABEL_TEXT,
     );
-    let block = |element: SlackInputBlockElement, optional: bool| {
-        SlackInputBlock::new(label.clone(), element)
-            .with_block_id(SlackBlockId(format!("q{i}")))
-            .with_optional(optional)
-    };
+    let block = |element, optional| input_block(i, label.clone(), element, optional);
     let default = q.default_answer().unwrap_or_default();
     let first_default = default.first().cloned();
     let pick = SlackActionId(modal_input_id(i, false));
     let text = SlackActionId(modal_input_id(i, true));
+    let placeholder = || {
+        let p = q.placeholder.as_deref().filter(|p| !p.trim().is_empty())?;
+        Some(plain(p, MAX_PLACEHOLDER))
+    };
     match q.kind {
         InputKind::TextInput => {
             let limit = q.text_limit().min(MAX_TEXT_INPUT);
-            let mut el = SlackBlockPlainTextInputElement::new()
+            let el = SlackBlockPlainTextInputElement::new()
                 .with_action_id(text)
                 .with_multiline(q.multiline)
-                .with_max_length(u64::from(limit));
-            if let Some(p) = q.placeholder.as_deref().filter(|p| !p.trim().is_empty()) {
-                el = el.with_placeholder(plain(p, MAX_PLACEHOLDER));
-            }
-            if let Some(d) = first_default {
-                el = el.with_initial_value(d.chars().take(limit as usize).collect());
-            }
+                .with_max_length(u64::from(limit))
+                .opt_placeholder(placeholder())
+                .opt_initial_value(first_default.map(|d| d.chars().take(limit as usize).collect()));
             let mut b = block(el.into(), !q.required);
             if q.max_length.is_some() {
                 b = b.with_hint(plain(&input_description(q), MAX_HINT));
@@ -867,19 +836,12 @@ fn modal_blocks(i: usize, q: &QuestionItem) -> Vec<SlackBlock> {
             vec![b.into()]
         }
         InputKind::NumberInput => {
-            let mut el = SlackBlockNumberInputElement::new(!whole_numbers(q)).with_action_id(text);
-            if let Some(min) = &q.min {
-                el = el.with_min_value(min.to_string());
-            }
-            if let Some(max) = &q.max {
-                el = el.with_max_value(max.to_string());
-            }
-            if let Some(p) = q.placeholder.as_deref().filter(|p| !p.trim().is_empty()) {
-                el = el.with_placeholder(plain(p, MAX_PLACEHOLDER));
-            }
-            if let Some(d) = first_default {
-                el = el.with_initial_value(d);
-            }
+            let el = SlackBlockNumberInputElement::new(!whole_numbers(q))
+                .with_action_id(text)
+                .opt_min_value(q.min.as_ref().map(ToString::to_string))
+                .opt_max_value(q.max.as_ref().map(ToString::to_string))
+                .opt_placeholder(placeholder())
+                .opt_initial_value(first_default);
             vec![
                 block(el.into(), !q.required)
                     .with_hint(plain(&input_description(q), MAX_HINT))
@@ -917,87 +879,74 @@ fn choice_modal_blocks(
     if let Some(list) = options_in_full(q, false) {
         // A label or description past 75 characters: its control shows it cut (numbered); the
         // options are written out in full above it.
-        for page in frogbot_model::text::split(&list, MAX_SECTION_TEXT) {
-            blocks.push(
-                SlackSectionBlock::new()
-                    .with_text(SlackBlockMarkDownText::new(page).into())
-                    .into(),
-            );
-        }
+        blocks.extend(mrkdwn_sections(&list));
     }
     let n = q.options.len();
-    let initial: Vec<usize> = (0..n)
+    let picked: Vec<usize> = (0..n)
         .filter(|&o| default.contains(&q.options[o].label))
         .collect();
     if n > 0 {
         let id = SlackActionId(modal_input_id(i, false));
         let element: SlackInputBlockElement = match (q.multiple, n <= MAX_CHECKBOX_OPTIONS) {
             (true, true) => {
-                let el =
-                    SlackBlockCheckboxesElement::new((0..n).map(|o| check_item(q, o)).collect())
-                        .with_action_id(id);
-                if initial.is_empty() {
-                    el.into()
-                } else {
-                    el.with_initial_options(initial.iter().map(|&o| check_item(q, o)).collect())
-                        .into()
-                }
+                SlackBlockCheckboxesElement::new((0..n).map(|o| check_item(q, o)).collect())
+                    .with_action_id(id)
+                    .opt_initial_options(initial(&picked, |o| check_item(q, o)))
+                    .into()
             }
             (false, true) => {
-                let el =
-                    SlackBlockRadioButtonsElement::new((0..n).map(|o| check_item(q, o)).collect())
-                        .with_action_id(id);
-                match initial.first() {
-                    Some(&o) => el.with_initial_option(check_item(q, o)).into(),
-                    None => el.into(),
-                }
-            }
-            (true, false) => {
-                let el = SlackBlockMultiStaticSelectElement::new()
+                SlackBlockRadioButtonsElement::new((0..n).map(|o| check_item(q, o)).collect())
                     .with_action_id(id)
-                    .with_options((0..n).map(|o| select_item(q, o)).collect());
-                SlackInputBlockElement::MultiStaticSelect(if initial.is_empty() {
-                    el
-                } else {
-                    el.with_initial_options(initial.iter().map(|&o| select_item(q, o)).collect())
-                })
+                    .opt_initial_option(picked.first().map(|&o| check_item(q, o)))
+                    .into()
             }
-            (false, false) => {
-                let el = SlackBlockStaticSelectElement::new()
+            (true, false) => SlackInputBlockElement::MultiStaticSelect(
+                SlackBlockMultiStaticSelectElement::new()
                     .with_action_id(id)
-                    .with_options((0..n).map(|o| select_item(q, o)).collect());
-                match initial.first() {
-                    Some(&o) => el.with_initial_option(select_item(q, o)).into(),
-                    None => el.into(),
-                }
-            }
-        };
-        blocks.push(
-            SlackInputBlock::new(label.clone(), element)
-                .with_block_id(SlackBlockId(format!("q{i}")))
-                .with_optional(q.custom || !q.required)
+                    .with_options((0..n).map(|o| select_item(q, o)).collect())
+                    .opt_initial_options(initial(&picked, |o| select_item(q, o))),
+            ),
+            (false, false) => SlackBlockStaticSelectElement::new()
+                .with_action_id(id)
+                .with_options((0..n).map(|o| select_item(q, o)).collect())
+                .opt_initial_option(picked.first().map(|&o| select_item(q, o)))
                 .into(),
-        );
+        };
+        blocks.push(input_block(i, label.clone(), element, q.custom || !q.required).into());
     }
     if q.custom {
-        let text_label = if n > 0 {
-            plain(&format!("{}: other answer", q.header), MAX_LABEL_TEXT)
-        } else {
-            label
-        };
-        blocks.push(
-            SlackInputBlock::new(
-                text_label,
-                SlackBlockPlainTextInputElement::new()
-                    .with_action_id(SlackActionId(modal_input_id(i, true)))
-                    .into(),
-            )
-            .with_block_id(SlackBlockId(format!("q{i}t")))
-            .with_optional(n > 0 || !q.required)
-            .into(),
-        );
+        let text_label = if n > 0 { other_label(q) } else { label };
+        blocks.push(other_input(i, text_label, n > 0 || !q.required));
     }
     blocks
+}
+
+/// Question `i`'s input block (`q{i}`) in the modal.
+fn input_block(
+    i: usize,
+    label: SlackBlockPlainTextOnly,
+    element: SlackInputBlockElement,
+    optional: bool,
+) -> SlackInputBlock {
+    SlackInputBlock::new(label, element)
+        .with_block_id(SlackBlockId(format!("q{i}")))
+        .with_optional(optional)
+}
+
+/// The label of a choice's own-answer input.
+fn other_label(q: &QuestionItem) -> SlackBlockPlainTextOnly {
+    plain(&format!("{}: other answer", q.header), MAX_LABEL_TEXT)
+}
+
+/// Question `i`'s own-answer input in the modal: a `plain_text_input` (block `q{i}t`, the
+/// question's text input id).
+fn other_input(i: usize, label: SlackBlockPlainTextOnly, optional: bool) -> SlackBlock {
+    let element = SlackBlockPlainTextInputElement::new()
+        .with_action_id(SlackActionId(modal_input_id(i, true)));
+    SlackInputBlock::new(label, element.into())
+        .with_block_id(SlackBlockId(format!("q{i}t")))
+        .with_optional(optional)
+        .into()
 }
 
 /// A choice with more options than a select holds (100), in the modal: no select showing only
@@ -1010,24 +959,7 @@ fn listed_modal_blocks(
     q: &QuestionItem,
     label: SlackBlockPlainTextOnly,
 ) -> Vec<SlackBlock> {
-    let list = q
-        .options
-        .iter()
-        .enumerate()
-        .map(|(o, opt)| match &opt.description {
-            Some(d) => format!("{}. {} — {}", o + 1, to_mrkdwn(&opt.label), to_mrkdwn(d)),
-            None => format!("{}. {}", o + 1, to_mrkdwn(&opt.label)),
-        })
-        .collect::<Vec<_>>()
-        .join("\n");
-    let mut blocks: Vec<SlackBlock> = frogbot_model::text::split(&list, MAX_SECTION_TEXT)
-        .into_iter()
-        .map(|page| {
-            SlackSectionBlock::new()
-                .with_text(SlackBlockMarkDownText::new(page).into())
-                .into()
-        })
-        .collect();
+    let mut blocks = mrkdwn_sections(&numbered_options(q, to_mrkdwn));
     let (what, placeholder) = if q.multiple {
         (
             "The numbers of your choices, separated by commas",
@@ -1036,34 +968,17 @@ fn listed_modal_blocks(
     } else {
         ("The number of your choice", "e.g. 17")
     };
+    let element = SlackBlockPlainTextInputElement::new()
+        .with_action_id(SlackActionId(modal_input_id(i, false)))
+        .with_placeholder(plain(placeholder, MAX_PLACEHOLDER));
+    let hint = format!("{what}, from the list above (1 to {}).", q.options.len());
     blocks.push(
-        SlackInputBlock::new(
-            label,
-            SlackBlockPlainTextInputElement::new()
-                .with_action_id(SlackActionId(modal_input_id(i, false)))
-                .with_placeholder(plain(placeholder, MAX_PLACEHOLDER))
-                .into(),
-        )
-        .with_block_id(SlackBlockId(format!("q{i}")))
-        .with_optional(q.custom || !q.required)
-        .with_hint(plain(
-            &format!("{what}, from the list above (1 to {}).", q.options.len()),
-            MAX_HINT,
-        ))
-        .into(),
+        input_block(i, label, element.into(), q.custom || !q.required)
+            .with_hint(plain(&hint, MAX_HINT))
+            .into(),
     );
     if q.custom {
-        blocks.push(
-            SlackInputBlock::new(
-                plain(&format!("{}: other answer", q.header), MAX_LABEL_TEXT),
-                SlackBlockPlainTextInputElement::new()
-                    .with_action_id(SlackActionId(modal_input_id(i, true)))
-                    .into(),
-            )
-            .with_block_id(SlackBlockId(format!("q{i}t")))
-            .with_optional(true)
-            .into(),
-        );
+        blocks.push(other_input(i, other_label(q), true));
     }
     blocks
 }
