@@ -191,31 +191,10 @@ fn adapter_table(value: &toml::Value) -> toml::Value {
     value
 }
 
-/// Checks the table `[channels.NAME]` (environment variables it names included).
+/// Checks the table `[channels.NAME]` (environment variables it names included): [`probe`]'s
+/// checks, which call nothing.
 pub(crate) fn validate(name: &str, value: &toml::Value) -> Result<(), ConfigError> {
-    check_compiled(name, &compiled())?;
-    settings(name, value)?;
-    #[cfg_attr(
-        not(any(
-            feature = "slack",
-            feature = "discord",
-            feature = "telegram",
-            feature = "matrix"
-        )),
-        expect(unused_variables)
-    )]
-    let value = &adapter_table(value);
-    match name {
-        #[cfg(feature = "slack")]
-        "slack" => slack::parse(value).map(drop),
-        #[cfg(feature = "discord")]
-        "discord" => discord::parse(value).map(drop),
-        #[cfg(feature = "telegram")]
-        "telegram" => telegram::parse(value).map(drop),
-        #[cfg(feature = "matrix")]
-        "matrix" => matrix::parse(value).map(drop),
-        other => Err(unknown(other)),
-    }
+    probe(name, value).map(drop)
 }
 
 /// Builds the configured channels (this may call the platform, e.g. to learn the bot's own id).
