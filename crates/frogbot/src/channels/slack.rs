@@ -75,24 +75,24 @@ struct Secrets {
 pub(crate) fn parse(value: &toml::Value) -> Result<SlackConfig, ConfigError> {
     let mut c: SlackConfig = parse_table(NAME, value)?;
     c.secrets.bot_token = Secret(env_secret(NAME, "bot_token_env", &c.bot_token_env)?);
+    // The secret the mode needs: its key must name a variable that is set.
+    let required = |key: &str, var: Option<&str>, mode: &str| match var {
+        Some(var) => env_secret(NAME, key, var).map(|v| Some(Secret(v))),
+        None => Err(ConfigError::key(
+            format!("channels.{NAME}.{key}"),
+            format!("required when mode = \"{mode}\""),
+        )),
+    };
     match c.mode {
         SlackMode::Http => {
-            let var = c.signing_secret_env.as_deref().ok_or_else(|| {
-                ConfigError::key(
-                    "channels.slack.signing_secret_env",
-                    "required when mode = \"http\"",
-                )
-            })?;
-            c.secrets.signing_secret = Some(Secret(env_secret(NAME, "signing_secret_env", var)?));
+            c.secrets.signing_secret = required(
+                "signing_secret_env",
+                c.signing_secret_env.as_deref(),
+                "http",
+            )?;
         }
         SlackMode::Socket => {
-            let var = c.app_token_env.as_deref().ok_or_else(|| {
-                ConfigError::key(
-                    "channels.slack.app_token_env",
-                    "required when mode = \"socket\"",
-                )
-            })?;
-            c.secrets.app_token = Some(Secret(env_secret(NAME, "app_token_env", var)?));
+            c.secrets.app_token = required("app_token_env", c.app_token_env.as_deref(), "socket")?;
         }
     }
     if let Some(url) = &c.api_url
