@@ -71,25 +71,17 @@ pub fn handle() -> Option<&'static PrometheusHandle> {
 fn buckets(
     builder: PrometheusBuilder,
 ) -> Result<PrometheusBuilder, metrics_exporter_prometheus::BuildError> {
-    let full = |name: &str| Matcher::Full(name.to_owned());
-    builder
-        .set_buckets_for_metric(
-            full(core_metrics::TURN_DURATION),
-            core_metrics::TURN_BUCKETS,
-        )?
-        .set_buckets_for_metric(
-            full(core_metrics::STEP_DURATION),
-            core_metrics::STEP_BUCKETS,
-        )?
-        .set_buckets_for_metric(
-            full(core_metrics::ANSWER_LATENCY),
-            core_metrics::ANSWER_BUCKETS,
-        )?
-        .set_buckets_for_metric(
-            full(core_metrics::STORE_OPERATION),
-            core_metrics::STORE_BUCKETS,
-        )?
-        .set_buckets_for_metric(full(HTTP_DURATION), HTTP_BUCKETS)
+    [
+        (core_metrics::TURN_DURATION, core_metrics::TURN_BUCKETS),
+        (core_metrics::STEP_DURATION, core_metrics::STEP_BUCKETS),
+        (core_metrics::ANSWER_LATENCY, core_metrics::ANSWER_BUCKETS),
+        (core_metrics::STORE_OPERATION, core_metrics::STORE_BUCKETS),
+        (HTTP_DURATION, HTTP_BUCKETS),
+    ]
+    .into_iter()
+    .try_fold(builder, |builder, (name, buckets)| {
+        builder.set_buckets_for_metric(Matcher::Full(name.to_owned()), buckets)
+    })
 }
 
 fn describe() {
