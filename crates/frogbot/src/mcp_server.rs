@@ -187,6 +187,18 @@ impl FrogbotMcp {
             .call(method, &path, body, timeout)
             .await
     }
+
+    /// `POST path` with a JSON body, answered within a minute.
+    async fn post(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        path: impl Into<String>,
+        body: Value,
+    ) -> Result<Value, AskError> {
+        let timeout = Duration::from_secs(60);
+        self.call(ctx, Method::POST, path.into(), Some(body), timeout)
+            .await
+    }
 }
 
 /// A tool's failure the model should read: an error result, not a protocol error.
@@ -487,15 +499,7 @@ impl FrogbotMcp {
             Ok(b) => b,
             Err(e) => return Ok(failed(e)),
         };
-        let created = self
-            .call(
-                ctx,
-                Method::POST,
-                "/api/asks".into(),
-                Some(body),
-                Duration::from_secs(60),
-            )
-            .await?;
+        let created = self.post(ctx, "/api/asks", body).await?;
         let id = created["id"].as_str().unwrap_or_default().to_owned();
         let mut status = created;
         let mut guard = Withdraw {
@@ -585,15 +589,7 @@ impl FrogbotMcp {
                 if let Some(k) = body.get("id") {
                     open["idempotencyKey"] = k.clone();
                 }
-                let opened = self
-                    .call(
-                        ctx,
-                        Method::POST,
-                        "/api/agent-chats".into(),
-                        Some(open),
-                        Duration::from_secs(60),
-                    )
-                    .await?;
+                let opened = self.post(ctx, "/api/agent-chats", open).await?;
                 match opened["chatId"].as_str() {
                     Some(c) => c.to_owned(),
                     None => return Ok(failed("the server answered without a chatId")),
@@ -604,13 +600,7 @@ impl FrogbotMcp {
             return Ok(failed(format!("`chatId` {chat:?} is not a chat id")));
         }
         let m = self
-            .call(
-                ctx,
-                Method::POST,
-                format!("/api/chats/{chat}/agent-messages"),
-                Some(body),
-                Duration::from_secs(60),
-            )
+            .post(ctx, format!("/api/chats/{chat}/agent-messages"), body)
             .await?;
         let m = crate::talk::with_ref(m, &chat);
         Ok(succeeded(
