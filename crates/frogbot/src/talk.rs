@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use reqwest::Method;
 use serde_json::{Value, json};
 
 use crate::ask::{AskError, Client, EXIT_ANSWERED, EXIT_EXPIRED, ServerArgs, target_of};
@@ -164,13 +165,38 @@ pub(crate) fn with_ref(mut m: Value, chat: &str) -> Value {
 
 async fn call(
     client: &Client,
-    method: reqwest::Method,
+    method: Method,
     path: &str,
     body: Option<Value>,
 ) -> Result<Value, AskError> {
     client
         .call(method, path, body, Duration::from_secs(60))
         .await
+}
+
+/// A command's one request, its client made once the arguments are checked: 0 when it succeeded.
+async fn request(
+    server: &ServerArgs,
+    method: Method,
+    path: &str,
+    body: Option<Value>,
+) -> Result<u8, AskError> {
+    call(&Client::new(server)?, method, path, body).await?;
+    Ok(EXIT_ANSWERED)
+}
+
+/// Posts or edits an agent message of `chat` and prints it (with `ref` and `chatId`) as one line
+/// of JSON: 0.
+async fn print_message(
+    client: &Client,
+    method: Method,
+    path: &str,
+    body: Value,
+    chat: &str,
+) -> Result<u8, AskError> {
+    let m = call(client, method, path, Some(body)).await?;
+    println!("{}", with_ref(m, chat));
+    Ok(EXIT_ANSWERED)
 }
 
 /// `frogbot send`: prints the message (with `ref` and `chatId`) as one line of JSON.
@@ -186,13 +212,7 @@ pub async fn run_send(args: SendArgs) -> Result<u8, AskError> {
             if let Some(id) = &args.id {
                 body["idempotencyKey"] = json!(id);
             }
-            let opened = call(
-                &client,
-                reqwest::Method::POST,
-                "/api/agent-chats",
-                Some(body),
-            )
-            .await?;
+            let opened = call(&client, Method::POST, "/api/agent-chats", Some(body)).await?;
             opened["chatId"]
                 .as_str()
                 .ok_or_else(|| usage("the server answered without a chatId"))?
@@ -214,15 +234,8 @@ pub async fn run_send(args: SendArgs) -> Result<u8, AskError> {
     if let Some(b) = &args.blocks {
         body["blocks"] = read_json("blocks", b)?;
     }
-    let m = call(
-        &client,
-        reqwest::Method::POST,
-        &format!("/api/chats/{chat}/agent-messages"),
-        Some(body),
-    )
-    .await?;
-    println!("{}", with_ref(m, &chat));
-    Ok(EXIT_ANSWERED)
+    let path = format!("/api/chats/{chat}/agent-messages");
+    print_message(&client, Method::POST, &path, body, &chat).await
 }
 
 /// `frogbot inbox`: prints each item as one line of JSON (`ref`, `chatId`, `text`, `event`,
@@ -251,12 +264,7 @@ pub async fn run_inbox(args: InboxArgs) -> Result<u8, AskError> {
             path.push_str(&format!("&chatId={c}"));
         }
         let v = client
-            .call(
-                reqwest::Method::GET,
-                &path,
-                None,
-                wait + Duration::from_secs(30),
-            )
+            .call(Method::GET, &path, None, wait + Duration::from_secs(30))
             .await?;
         let items = v["items"].as_array().cloned().unwrap_or_default();
         for item in &items {
@@ -306,15 +314,14 @@ pub(crate) fn inbox_line(item: &Value) -> Value {
 /// `frogbot ack CHAT.MESSAGE working|done`.
 pub async fn run_ack(args: AckArgs) -> Result<u8, AskError> {
     let (chat, message) = message_ref(&args.message)?;
-    let client = Client::new(&args.server)?;
-    call(
-        &client,
-        reqwest::Method::POST,
-        &format!("/api/chats/{chat}/messages/{message}/ack"),
+    let path = format!("/api/chats/{chat}/messages/{message}/ack");
+    request(
+        &args.server,
+        Method::POST,
+        &path,
         Some(json!({"state": args.state})),
     )
-    .await?;
-    Ok(EXIT_ANSWERED)
+    .await
 }
 
 /// `frogbot edit CHAT.MESSAGE …`: prints the message as it is now.
@@ -342,56 +349,34 @@ pub async fn run_edit(args: EditArgs) -> Result<u8, AskError> {
         }
     }
     let client = Client::new(&args.server)?;
-    let m = call(
-        &client,
-        reqwest::Method::PATCH,
-        &format!("/api/chats/{chat}/agent-messages/{message}"),
-        Some(body),
-    )
-    .await?;
-    println!("{}", with_ref(m, &chat));
-    Ok(EXIT_ANSWERED)
+    let path = format!("/api/chats/{chat}/agent-messages/{message}");
+    print_message(&client, Method::PATCH, &path, body, &chat).await
 }
 
 /// `frogbot delete CHAT.MESSAGE`.
 pub async fn run_delete(args: DeleteArgs) -> Result<u8, AskError> {
     let (chat, message) = message_ref(&args.message)?;
-    let client = Client::new(&args.server)?;
-    call(
-        &client,
-        reqwest::Method::DELETE,
-        &format!("/api/chats/{chat}/agent-messages/{message}"),
-        None,
-    )
-    .await?;
-    Ok(EXIT_ANSWERED)
+    let path = format!("/api/chats/{chat}/agent-messages/{message}");
+    request(&args.server, Method::DELETE, &path, None).await
 }
 
 /// `frogbot pin CHAT.MESSAGE [--key status]`.
 pub async fn run_pin(args: PinArgs) -> Result<u8, AskError> {
     let (chat, message) = message_ref(&args.message)?;
-    let client = Client::new(&args.server)?;
-    call(
-        &client,
-        reqwest::Method::PUT,
-        &format!("/api/chats/{chat}/pins/{}", args.key),
+    let path = format!("/api/chats/{chat}/pins/{}", args.key);
+    request(
+        &args.server,
+        Method::PUT,
+        &path,
         Some(json!({"messageId": message})),
     )
-    .await?;
-    Ok(EXIT_ANSWERED)
+    .await
 }
 
 /// `frogbot unpin CHAT [--key status]`.
 pub async fn run_unpin(args: UnpinArgs) -> Result<u8, AskError> {
-    let client = Client::new(&args.server)?;
-    call(
-        &client,
-        reqwest::Method::DELETE,
-        &format!("/api/chats/{}/pins/{}", args.chat, args.key),
-        None,
-    )
-    .await?;
-    Ok(EXIT_ANSWERED)
+    let path = format!("/api/chats/{}/pins/{}", args.chat, args.key);
+    request(&args.server, Method::DELETE, &path, None).await
 }
 
 #[cfg(test)]
