@@ -30,7 +30,7 @@ use frogbot_core::StoreError;
 use frogbot_core::agent::views::{ChatRow, QueuedChange, QueuedEdit};
 use frogbot_core::agent::{Engine, SendMessage, Sent, Settle, StopOutcome};
 use frogbot_core::model::{
-    ChatId, Delivery, MessagePart, Millis, QuestionOutcome, QuestionOutput, UiMessage,
+    ChatId, Delivery, MessagePart, Millis, QuestionOutcome, QuestionOutput, UiMessage, UserId,
     millis_to_iso,
 };
 use frogbot_core::policy::{Access, Action, ChatView, Policy, Principal};
@@ -387,6 +387,20 @@ fn with_chat(chat: &ChatId, res: impl IntoResponse) -> Response {
 
 type ApiResult = Result<Response, ApiError>;
 
+/// A request on the chat `raw` names: `run` with the chat and the caller's user. Its answer and
+/// every error but a bad chat id's name the chat.
+async fn on_chat<R: IntoResponse>(
+    raw: &str,
+    who: &Principal,
+    run: impl AsyncFnOnce(&ChatId, Option<&UserId>) -> Result<R, ApiError>,
+) -> ApiResult {
+    let chat = chat_id(raw)?;
+    match run(&chat, who.user_id()).await {
+        Ok(res) => Ok(with_chat(&chat, res)),
+        Err(e) => Err(e.with_chat(&chat)),
+    }
+}
+
 fn chat_id(raw: &str) -> Result<ChatId, ApiError> {
     ChatId::new(raw).map_err(|_| {
         ApiError::invalid(format!(
@@ -395,21 +409,32 @@ fn chat_id(raw: &str) -> Result<ChatId, ApiError> {
     })
 }
 
+/// The chat, when the policy lets the caller do `action` on it (404 `{absent} {chat}` when there
+/// is none).
+async fn load_for(
+    state: &AppState,
+    chat: &ChatId,
+    who: &Principal,
+    absent: &str,
+    action: for<'a> fn(&'a ChatView<'a>) -> Action<'a>,
+) -> Result<ChatRow, ApiError> {
+    let row = state
+        .engine
+        .chats()
+        .get(chat)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("{absent} {chat}")))?;
+    decide(&state.policy, who, action(&ChatView::of(&row)))?;
+    Ok(row)
+}
+
 /// The chat, when the caller may read it (404 when there is none, 403 when it is not theirs).
 async fn load_readable(
     state: &AppState,
     chat: &ChatId,
     who: &Principal,
 ) -> Result<ChatRow, ApiError> {
-    let row = state
-        .engine
-        .chats()
-        .get(chat)
-        .await
-        .map_err(ApiError::from)?
-        .ok_or_else(|| ApiError::not_found(format!("no chat {chat}")))?;
-    decide(&state.policy, who, Action::ReadChat(&ChatView::of(&row)))?;
-    Ok(row)
+    load_for(state, chat, who, "no chat", |v| Action::ReadChat(v)).await
 }
 
 /// The chat, when the caller may write it from the web: a channel chat they may read is 409
@@ -885,40 +910,36 @@ async fn settle(
     Path(raw): Path<String>,
     body: Bytes,
 ) -> ApiResult {
-    let chat = chat_id(&raw)?;
-    let err = |e: ApiError| e.with_chat(&chat);
-    let user = who.user_id().cloned();
-    let body: SettleBody = parse_json(&body).map_err(err)?;
-    let settle = match (body.output, body.dismissed) {
-        (Some(o), false) => Settle::Answer(o),
-        (None, true) => Settle::Dismiss,
-        _ => {
-            return Err(err(ApiError::invalid(
-                "send either `output` or `dismissed: true`",
-            )));
-        }
-    };
-    let row = load_writable(&state, &chat, &who).await.map_err(err)?;
-    let actor = frogbot_core::model::Actor {
-        user,
-        identity: None,
-    };
-    let done = state
-        .engine
-        .questions()
-        .settle_read(row, &body.tool_call_id, settle, Some(actor))
-        .await
-        .map_err(|e| err(e.into()))?;
-    let outcome = match done.outcome {
-        QuestionOutcome::Dismissed => "dismissed",
-        _ => "answered",
-    };
-    Ok(with_chat(
-        &chat,
-        axum::Json(
+    on_chat(&raw, &who, async |chat, user| {
+        let body: SettleBody = parse_json(&body)?;
+        let settle = match (body.output, body.dismissed) {
+            (Some(o), false) => Settle::Answer(o),
+            (None, true) => Settle::Dismiss,
+            _ => {
+                return Err(ApiError::invalid(
+                    "send either `output` or `dismissed: true`",
+                ));
+            }
+        };
+        let row = load_writable(&state, chat, &who).await?;
+        let actor = frogbot_core::model::Actor {
+            user: user.cloned(),
+            identity: None,
+        };
+        let done = state
+            .engine
+            .questions()
+            .settle_read(row, &body.tool_call_id, settle, Some(actor))
+            .await?;
+        let outcome = match done.outcome {
+            QuestionOutcome::Dismissed => "dismissed",
+            _ => "answered",
+        };
+        Ok(axum::Json(
             json!({"toolCallId": body.tool_call_id, "outcome": outcome, "state": done.state}),
-        ),
-    ))
+        ))
+    })
+    .await
 }
 
 /// `POST /api/chats/{id}/stop`: the user driving the running turn stops it (the same ownership
@@ -995,35 +1016,35 @@ async fn events(
     client: crate::browser::ClientAddr,
     Path(raw): Path<String>,
 ) -> ApiResult {
-    let chat = chat_id(&raw)?;
-    let err = |e: ApiError| e.with_chat(&chat);
-    let user = who.user_id().cloned();
-    let row = load_readable(&state, &chat, &who).await.map_err(err)?;
-    // Only changes are streamed: the client loads the chat itself.
-    let stream = state
-        .watchers
-        .open(
-            &chat,
-            user.as_ref(),
-            client.0,
-            row.state(state.engine.now()),
-            row.version,
-        )
-        .map_err(|e| {
-            err(ApiError::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                "too-many-streams",
-                e.to_string(),
-            ))
-        })?;
-    let mut res = Response::new(axum::body::Body::from_stream(stream));
-    res.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
-    res.headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    Ok(with_chat(&chat, res))
+    on_chat(&raw, &who, async |chat, user| {
+        let row = load_readable(&state, chat, &who).await?;
+        // Only changes are streamed: the client loads the chat itself.
+        let stream = state
+            .watchers
+            .open(
+                chat,
+                user,
+                client.0,
+                row.state(state.engine.now()),
+                row.version,
+            )
+            .map_err(|e| {
+                ApiError::new(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "too-many-streams",
+                    e.to_string(),
+                )
+            })?;
+        let mut res = Response::new(axum::body::Body::from_stream(stream));
+        res.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/event-stream"),
+        );
+        res.headers_mut()
+            .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        Ok(res)
+    })
+    .await
 }
 
 #[cfg(test)]

@@ -15,10 +15,10 @@ use serde_json::{Value, json};
 use frogbot_core::agent::{AgentMessage, AgentPlace, ChannelTarget, EventOutcome, MessageEdit};
 use frogbot_core::model::{Ack, Block, ChatId};
 
-use frogbot_core::policy::{Action, ChatView, Principal};
+use frogbot_core::policy::{Action, Principal};
 
 use super::access::{Caller, decide};
-use super::{ApiError, ApiResult, AppState, chat_id, parse_json, with_chat};
+use super::{ApiError, ApiResult, AppState, chat_id, load_for, on_chat, parse_json, with_chat};
 
 /// The chat, when the calling agent holds it (404 when it is not its, as if absent).
 async fn agent_chat(
@@ -26,14 +26,7 @@ async fn agent_chat(
     chat: &ChatId,
     who: &Principal,
 ) -> Result<frogbot_core::agent::views::ChatRow, ApiError> {
-    let row = state
-        .engine
-        .chats()
-        .get(chat)
-        .await?
-        .ok_or_else(|| ApiError::not_found(format!("no agent chat {chat}")))?;
-    decide(&state.policy, who, Action::AgentWrite(&ChatView::of(&row)))?;
-    Ok(row)
+    load_for(state, chat, who, "no agent chat", |v| Action::AgentWrite(v)).await
 }
 
 /// The longest one inbox request waits.
@@ -170,36 +163,26 @@ pub(super) async fn send(
     Path(raw): Path<String>,
     body: Bytes,
 ) -> ApiResult {
-    let chat = chat_id(&raw)?;
-    let err = |e: ApiError| e.with_chat(&chat);
-    let user = who.user_id().cloned();
-    agent_chat(&state, &chat, &who).await.map_err(err)?;
-    let body: SendBody = parse_json(&body).map_err(err)?;
-    let blocks = blocks_of(body.blocks.as_ref())
-        .map_err(err)?
-        .unwrap_or_default();
-    let m = state
-        .engine
-        .agents()
-        .post(
-            &chat,
-            user.as_ref(),
-            AgentMessage {
-                id: body.id,
-                title: body.title,
-                text: body.text,
-                blocks,
-                pin: body.pin,
-                files: body
-                    .files
-                    .into_iter()
-                    .map(frogbot_core::model::MessagePart::Other)
-                    .collect(),
-            },
-        )
-        .await
-        .map_err(|e| err(e.into()))?;
-    Ok(with_chat(&chat, (StatusCode::CREATED, axum::Json(m))))
+    on_chat(&raw, &who, async |chat, user| {
+        agent_chat(&state, chat, &who).await?;
+        let body: SendBody = parse_json(&body)?;
+        let blocks = blocks_of(body.blocks.as_ref())?.unwrap_or_default();
+        let message = AgentMessage {
+            id: body.id,
+            title: body.title,
+            text: body.text,
+            blocks,
+            pin: body.pin,
+            files: body
+                .files
+                .into_iter()
+                .map(frogbot_core::model::MessagePart::Other)
+                .collect(),
+        };
+        let m = state.engine.agents().post(chat, user, message).await?;
+        Ok((StatusCode::CREATED, axum::Json(m)))
+    })
+    .await
 }
 
 #[derive(Deserialize)]
@@ -223,47 +206,46 @@ pub(super) async fn edit(
     Path((raw, message)): Path<(String, String)>,
     body: Bytes,
 ) -> ApiResult {
-    let chat = chat_id(&raw)?;
-    let err = |e: ApiError| e.with_chat(&chat);
-    let user = who.user_id().cloned();
-    agent_chat(&state, &chat, &who).await.map_err(err)?;
-    let body: EditBody = parse_json(&body).map_err(err)?;
-    let edit = match body.block {
-        Some(block) => {
-            if body.title.is_some() || body.text.is_some() || body.blocks.is_some() {
-                return Err(err(ApiError::invalid(
-                    "patch one `block`, or replace `title` / `text` / `blocks`, not both",
-                )));
+    on_chat(&raw, &who, async |chat, user| {
+        agent_chat(&state, chat, &who).await?;
+        let body: EditBody = parse_json(&body)?;
+        let edit = match body.block {
+            Some(block) => {
+                if body.title.is_some() || body.text.is_some() || body.blocks.is_some() {
+                    return Err(ApiError::invalid(
+                        "patch one `block`, or replace `title` / `text` / `blocks`, not both",
+                    ));
+                }
+                let b = Block::from_json(&block).map_err(|e| ApiError::invalid(e.0))?;
+                let id =
+                    b.id.clone()
+                        .ok_or_else(|| ApiError::invalid("the patched `block` needs its `id`"))?;
+                MessageEdit::Patch {
+                    block_id: id,
+                    block: b,
+                }
             }
-            let b = Block::from_json(&block).map_err(|e| err(ApiError::invalid(e.0)))?;
-            let id =
-                b.id.clone()
-                    .ok_or_else(|| err(ApiError::invalid("the patched `block` needs its `id`")))?;
-            MessageEdit::Patch {
-                block_id: id,
-                block: b,
+            None => {
+                if body.title.is_none() && body.text.is_none() && body.blocks.is_none() {
+                    return Err(ApiError::invalid(
+                        "give `title`, `text`, `blocks` or one `block`",
+                    ));
+                }
+                MessageEdit::Replace {
+                    title: body.title,
+                    text: body.text,
+                    blocks: blocks_of(body.blocks.as_ref())?,
+                }
             }
-        }
-        None => {
-            if body.title.is_none() && body.text.is_none() && body.blocks.is_none() {
-                return Err(err(ApiError::invalid(
-                    "give `title`, `text`, `blocks` or one `block`",
-                )));
-            }
-            MessageEdit::Replace {
-                title: body.title,
-                text: body.text,
-                blocks: blocks_of(body.blocks.as_ref()).map_err(err)?,
-            }
-        }
-    };
-    let m = state
-        .engine
-        .agents()
-        .edit(&chat, user.as_ref(), &message, edit)
-        .await
-        .map_err(|e| err(e.into()))?;
-    Ok(with_chat(&chat, axum::Json(m)))
+        };
+        let m = state
+            .engine
+            .agents()
+            .edit(chat, user, &message, edit)
+            .await?;
+        Ok(axum::Json(m))
+    })
+    .await
 }
 
 /// `DELETE /api/chats/{id}/agent-messages/{message}`: 204 (an ask's waiting question is
@@ -273,17 +255,12 @@ pub(super) async fn delete(
     Caller(who): Caller,
     Path((raw, message)): Path<(String, String)>,
 ) -> ApiResult {
-    let chat = chat_id(&raw)?;
-    let err = |e: ApiError| e.with_chat(&chat);
-    let user = who.user_id().cloned();
-    agent_chat(&state, &chat, &who).await.map_err(err)?;
-    state
-        .engine
-        .agents()
-        .delete(&chat, user.as_ref(), &message)
-        .await
-        .map_err(|e| err(e.into()))?;
-    Ok(with_chat(&chat, StatusCode::NO_CONTENT))
+    on_chat(&raw, &who, async |chat, user| {
+        agent_chat(&state, chat, &who).await?;
+        state.engine.agents().delete(chat, user, &message).await?;
+        Ok(StatusCode::NO_CONTENT)
+    })
+    .await
 }
 
 #[derive(Deserialize)]
@@ -299,18 +276,17 @@ pub(super) async fn pin(
     Path((raw, key)): Path<(String, String)>,
     body: Bytes,
 ) -> ApiResult {
-    let chat = chat_id(&raw)?;
-    let err = |e: ApiError| e.with_chat(&chat);
-    let user = who.user_id().cloned();
-    agent_chat(&state, &chat, &who).await.map_err(err)?;
-    let body: PinBody = parse_json(&body).map_err(err)?;
-    let m = state
-        .engine
-        .agents()
-        .pin(&chat, user.as_ref(), &key, Some(&body.message_id))
-        .await
-        .map_err(|e| err(e.into()))?;
-    Ok(with_chat(&chat, axum::Json(m)))
+    on_chat(&raw, &who, async |chat, user| {
+        agent_chat(&state, chat, &who).await?;
+        let body: PinBody = parse_json(&body)?;
+        let m = state
+            .engine
+            .agents()
+            .pin(chat, user, &key, Some(&body.message_id))
+            .await?;
+        Ok(axum::Json(m))
+    })
+    .await
 }
 
 /// `DELETE /api/chats/{id}/pins/{key}`: 204; the message returns to the thread. The chat's
@@ -321,34 +297,17 @@ pub(super) async fn unpin(
     Caller(who): Caller,
     Path((raw, key)): Path<(String, String)>,
 ) -> ApiResult {
-    let chat = chat_id(&raw)?;
-    let err = |e: ApiError| e.with_chat(&chat);
-    let user = who.user_id().cloned();
-    if matches!(who, Principal::Agent(_)) {
-        agent_chat(&state, &chat, &who).await.map_err(err)?;
-        state
-            .engine
-            .agents()
-            .pin(&chat, user.as_ref(), &key, None)
-            .await
-            .map_err(|e| err(e.into()))?;
-    } else {
-        let row = state
-            .engine
-            .chats()
-            .get(&chat)
-            .await
-            .map_err(|e| err(e.into()))?
-            .ok_or_else(|| err(ApiError::not_found(format!("no chat {chat}"))))?;
-        decide(&state.policy, &who, Action::WriteChat(&ChatView::of(&row))).map_err(err)?;
-        state
-            .engine
-            .chats()
-            .unpin(&chat, user.as_ref(), &key)
-            .await
-            .map_err(|e| err(e.into()))?;
-    }
-    Ok(with_chat(&chat, StatusCode::NO_CONTENT))
+    on_chat(&raw, &who, async |chat, user| {
+        if matches!(who, Principal::Agent(_)) {
+            agent_chat(&state, chat, &who).await?;
+            state.engine.agents().pin(chat, user, &key, None).await?;
+        } else {
+            load_for(&state, chat, &who, "no chat", |v| Action::WriteChat(v)).await?;
+            state.engine.chats().unpin(chat, user, &key).await?;
+        }
+        Ok(StatusCode::NO_CONTENT)
+    })
+    .await
 }
 
 #[derive(Deserialize)]
@@ -395,27 +354,22 @@ pub(super) async fn ack(
     Path((raw, message)): Path<(String, String)>,
     body: Bytes,
 ) -> ApiResult {
-    let chat = chat_id(&raw)?;
-    let err = |e: ApiError| e.with_chat(&chat);
-    let user = who.user_id().cloned();
-    agent_chat(&state, &chat, &who).await.map_err(err)?;
-    let body: AckBody = parse_json(&body).map_err(err)?;
-    let ack = match body.state.as_str() {
-        "working" => Ack::Working,
-        "done" => Ack::Done,
-        other => {
-            return Err(err(ApiError::invalid(format!(
-                "unknown state {other:?}: use \"working\" or \"done\""
-            ))));
-        }
-    };
-    state
-        .engine
-        .agents()
-        .ack(&chat, user.as_ref(), &message, ack)
-        .await
-        .map_err(|e| err(e.into()))?;
-    Ok(with_chat(&chat, StatusCode::NO_CONTENT))
+    on_chat(&raw, &who, async |chat, user| {
+        agent_chat(&state, chat, &who).await?;
+        let body: AckBody = parse_json(&body)?;
+        let ack = match body.state.as_str() {
+            "working" => Ack::Working,
+            "done" => Ack::Done,
+            other => {
+                return Err(ApiError::invalid(format!(
+                    "unknown state {other:?}: use \"working\" or \"done\""
+                )));
+            }
+        };
+        state.engine.agents().ack(chat, user, &message, ack).await?;
+        Ok(StatusCode::NO_CONTENT)
+    })
+    .await
 }
 
 #[derive(Deserialize)]
@@ -434,39 +388,22 @@ pub(super) async fn event(
     Path(raw): Path<String>,
     body: Bytes,
 ) -> ApiResult {
-    let chat = chat_id(&raw)?;
-    let err = |e: ApiError| e.with_chat(&chat);
-    let user = who.user_id().cloned();
-    let row = state
-        .engine
-        .chats()
-        .get(&chat)
-        .await
-        .map_err(|e| err(e.into()))?
-        .ok_or_else(|| err(ApiError::not_found(format!("no chat {chat}"))))?;
-    decide(&state.policy, &who, Action::BlockEvent(&ChatView::of(&row))).map_err(err)?;
-    let body: EventBody = parse_json(&body).map_err(err)?;
-    match state
-        .engine
-        .chats()
-        .web_event(
-            &chat,
-            user.as_ref(),
-            &body.message_id,
-            &body.block_id,
-            &body.value,
-        )
-        .await
-        .map_err(|e| err(e.into()))?
-    {
-        EventOutcome::Sent => Ok(with_chat(
-            &chat,
-            (StatusCode::ACCEPTED, axum::Json(json!({"sent": true}))),
-        )),
-        _ => Err(err(ApiError::new(
-            StatusCode::CONFLICT,
-            "stale",
-            "that message, block or button is gone",
-        ))),
-    }
+    on_chat(&raw, &who, async |chat, user| {
+        load_for(&state, chat, &who, "no chat", |v| Action::BlockEvent(v)).await?;
+        let body: EventBody = parse_json(&body)?;
+        match state
+            .engine
+            .chats()
+            .web_event(chat, user, &body.message_id, &body.block_id, &body.value)
+            .await?
+        {
+            EventOutcome::Sent => Ok((StatusCode::ACCEPTED, axum::Json(json!({"sent": true})))),
+            _ => Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "stale",
+                "that message, block or button is gone",
+            )),
+        }
+    })
+    .await
 }
