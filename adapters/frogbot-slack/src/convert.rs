@@ -158,29 +158,20 @@ pub fn action_from_block_actions(
 ) -> Option<Interaction> {
     let action = ev.actions.as_ref()?.first()?;
     let user = platform_user(ev.user.as_ref()?);
+    // A message's channel is the container's, else the payload's.
+    let in_message = |channel: &Option<SlackChannelId>, ts: &SlackTs| {
+        let channel = channel.as_ref().or(ev.channel.as_ref().map(|c| &c.id))?;
+        Some(message_id(&channel.0, &ts.0))
+    };
     let message_id = match &ev.container {
-        SlackInteractionActionContainer::Message(m) => {
-            let channel = m
-                .channel_id
-                .as_ref()
-                .or(ev.channel.as_ref().map(|c| &c.id))?;
-            message_id(&channel.0, &m.message_ts.0)
-        }
+        SlackInteractionActionContainer::Message(m) => in_message(&m.channel_id, &m.message_ts)?,
         SlackInteractionActionContainer::MessageAttachment(m) => {
-            let channel = m
-                .channel_id
-                .as_ref()
-                .or(ev.channel.as_ref().map(|c| &c.id))?;
-            message_id(&channel.0, &m.message_ts.0)
+            in_message(&m.channel_id, &m.message_ts)?
         }
         SlackInteractionActionContainer::View(v) => format!("view:{}", v.view_id.0),
     };
     let values = action_values(action);
-    let value = if values.is_empty() {
-        None
-    } else {
-        Some(values.join(","))
-    };
+    let value = (!values.is_empty()).then(|| values.join(","));
     Some(Interaction::Action {
         event: ActionEvent {
             action_id: action.action_id.0.clone(),

@@ -136,28 +136,24 @@ fn parse_action(
     }
     let mut progress = Progress::of(input, question);
     let label = |i: usize| q.options.get(i).map(|o| o.label.clone());
+    // An option or a control the question does not have.
+    let unavailable = || ParseResult::Rejected {
+        reason: NOT_AVAILABLE.into(),
+    };
     match a.kind {
         ActionKind::Choose | ActionKind::Select => {
             let option = a.option.or_else(|| value.and_then(|v| v.parse().ok()));
             let Some(l) = option.and_then(label) else {
-                return ParseResult::Rejected {
-                    reason: NOT_AVAILABLE.into(),
-                };
+                return unavailable();
             };
             progress.pick(a.question, vec![l]);
             progress.parse_result(input)
         }
         ActionKind::Toggle => {
-            let Some(checked) = indices(value) else {
-                return ParseResult::Rejected {
-                    reason: NOT_AVAILABLE.into(),
-                };
+            let Some(checked) = indices(value).filter(|c| c.iter().all(|i| *i < q.options.len()))
+            else {
+                return unavailable();
             };
-            if checked.iter().any(|i| *i >= q.options.len()) {
-                return ParseResult::Rejected {
-                    reason: NOT_AVAILABLE.into(),
-                };
-            }
             progress.checked[a.question] = checked;
             ParseResult::Partial {
                 state: Some(progress.to_state()),
@@ -178,9 +174,7 @@ fn parse_action(
                 .map(label)
                 .collect::<Option<Vec<_>>>()
             else {
-                return ParseResult::Rejected {
-                    reason: NOT_AVAILABLE.into(),
-                };
+                return unavailable();
             };
             progress.checked[a.question] = checked;
             progress.pick(a.question, labels);
@@ -188,9 +182,7 @@ fn parse_action(
         }
         ActionKind::Confirm => {
             if q.kind != InputKind::Confirm {
-                return ParseResult::Rejected {
-                    reason: NOT_AVAILABLE.into(),
-                };
+                return unavailable();
             }
             progress.pick(a.question, vec![q.confirm_label().to_owned()]);
             progress.parse_result(input)
@@ -252,17 +244,7 @@ fn parse_reply(
         ReplyChoice::Text if q.custom && !text.is_empty() => vec![text.to_string()],
         _ => return ParseResult::Ignore,
     };
-    let one = QuestionInput {
-        questions: vec![q.clone()],
-        ..QuestionInput::default()
-    };
-    let answer = QuestionAnswer {
-        header: q.header.clone(),
-        selected: selected.clone(),
-    };
-    if let Err(reason) = one.check_output(&QuestionOutput {
-        answers: vec![answer],
-    }) {
+    if let Err(reason) = check_alone(q, &selected) {
         return ParseResult::Rejected { reason };
     }
     progress.pick(index, selected);
@@ -275,6 +257,21 @@ fn parse_reply(
             state: Some(progress.to_state()),
         },
     }
+}
+
+/// `selected` checked as the answer to `q` alone (its error is about that question).
+fn check_alone(q: &QuestionItem, selected: &[String]) -> Result<(), String> {
+    let answer = QuestionAnswer {
+        header: q.header.clone(),
+        selected: selected.to_vec(),
+    };
+    let one = QuestionInput {
+        questions: vec![q.clone()],
+        ..QuestionInput::default()
+    };
+    one.check_output(&QuestionOutput {
+        answers: vec![answer],
+    })
 }
 
 /// The question a reply to a set of several names by its number (`2: blue`, counting from 1, a
@@ -443,19 +440,11 @@ fn read_modal(
             }
         };
         // Each answer checked against its own question, so the error names its field.
-        let answer = QuestionAnswer {
+        check_alone(q, &selected).map_err(|reason| (i, reason))?;
+        answers.push(QuestionAnswer {
             header: q.header.clone(),
             selected,
-        };
-        QuestionInput {
-            questions: vec![q.clone()],
-            ..QuestionInput::default()
-        }
-        .check_output(&QuestionOutput {
-            answers: vec![answer.clone()],
-        })
-        .map_err(|reason| (i, reason))?;
-        answers.push(answer);
+        });
     }
     let output = QuestionOutput { answers };
     input.check_output(&output).map_err(|reason| (0, reason))?;

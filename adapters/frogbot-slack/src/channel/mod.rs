@@ -250,6 +250,19 @@ impl std::fmt::Debug for SlackAdapter {
     }
 }
 
+impl Inner {
+    /// The Web API client (the question hooks' own).
+    fn api(&self) -> &SlackWebApi<Connector> {
+        self.questions.api()
+    }
+}
+
+/// `m`'s data, also after a panic while it was held (a poisoned lock): the adapter's memories
+/// (deliveries seen, uploads, threads) stay good whatever a panicking holder left undone.
+fn locked<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 impl SlackAdapter {
     /// Who the bot is.
     pub fn bot(&self) -> &BotIdentity {

@@ -45,7 +45,7 @@ use serde_json::json;
 use slack_morphism::prelude::SlackBlock;
 use tracing::{debug, info, warn};
 
-use super::SlackAdapter;
+use super::{SlackAdapter, locked};
 use crate::client::{ASK_EVENT_TYPE, DELIVERY_EVENT_TYPE, SlackApi};
 
 /// The message metadata `event_type` of the messages an edit of an agent message added
@@ -109,15 +109,11 @@ pub struct Uploads {
 
 impl Uploads {
     fn get(&self, key: &str) -> Option<(String, bool)> {
-        self.files
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(key)
-            .cloned()
+        locked(&self.files).get(key).cloned()
     }
 
     fn set(&self, key: &str, file_id: &str, shared: bool) {
-        let mut map = self.files.lock().unwrap_or_else(|p| p.into_inner());
+        let mut map = locked(&self.files);
         if map.len() > MAX_THREADS {
             map.clear();
         }
@@ -125,10 +121,7 @@ impl Uploads {
     }
 
     fn forget(&self, key: &str) {
-        self.files
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(key);
+        locked(&self.files).remove(key);
     }
 }
 
@@ -143,7 +136,7 @@ pub struct ThreadFacts {
 impl ThreadFacts {
     /// `thread` (`channel:thread_ts`) is an assistant thread.
     pub fn assistant_thread(&self, thread: &str) {
-        let mut set = self.assistant.lock().unwrap_or_else(|p| p.into_inner());
+        let mut set = locked(&self.assistant);
         if set.len() > MAX_THREADS {
             set.clear();
         }
@@ -152,15 +145,12 @@ impl ThreadFacts {
 
     /// Whether `thread` is an assistant thread.
     pub fn is_assistant_thread(&self, thread: &str) -> bool {
-        self.assistant
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .contains(thread)
+        locked(&self.assistant).contains(thread)
     }
 
     /// `user` of workspace `team` wrote in `thread`.
     pub fn spoke(&self, thread: &str, user: &str, team: &str) {
-        let mut map = self.speakers.lock().unwrap_or_else(|p| p.into_inner());
+        let mut map = locked(&self.speakers);
         if map.len() > MAX_THREADS {
             map.clear();
         }
@@ -169,11 +159,7 @@ impl ThreadFacts {
 
     /// Who last wrote in `thread` (user, team).
     pub fn speaker(&self, thread: &str) -> Option<(String, String)> {
-        self.speakers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(thread)
-            .cloned()
+        locked(&self.speakers).get(thread).cloned()
     }
 }
 
@@ -211,7 +197,6 @@ impl DraftMessages for SlackDrafts {
         let ts = self
             .slack
             .inner
-            .questions
             .api()
             .post_message(
                 &self.channel,
@@ -227,7 +212,6 @@ impl DraftMessages for SlackDrafts {
         let (channel, ts) = split_id(id)?;
         self.slack
             .inner
-            .questions
             .api()
             .update_message(channel, ts, stream_blocks(text, stop), &fallback_text(text))
             .await?;
@@ -283,7 +267,7 @@ impl SlackStream {
     /// said so: a failed stop leaves it open, so the next `show` / `finish` (or the engine's
     /// retry) stops it again.
     async fn stop(&mut self, i: usize) -> Result<(), BoxError> {
-        let api = self.slack.inner.questions.api();
+        let api = self.slack.inner.api();
         if self.native[i].open {
             api.stop_stream(&self.channel, &self.native[i].ts).await?;
             self.native[i].open = false;
@@ -304,7 +288,7 @@ impl SlackStream {
         for (i, piece) in pieces.into_iter().enumerate() {
             let more = i + 1 < count;
             let slack = self.slack.clone();
-            let api = slack.inner.questions.api();
+            let api = slack.inner.api();
             if i < self.native.len() {
                 let m = &mut self.native[i];
                 if m.open
@@ -513,7 +497,7 @@ impl ChannelOutbox for SlackAdapter {
         text: &str,
         key: &str,
     ) -> Result<String, BoxError> {
-        let api = self.inner.questions.api();
+        let api = self.inner.api();
         let channel = match place {
             AskPlace::Thread(thread) if thread.contains(':') => {
                 split_id(thread)?;
@@ -562,7 +546,7 @@ impl ChannelOutbox for SlackAdapter {
             return Ok(());
         }
         let (channel, thread_ts) = split_id(&thread.id)?;
-        let api = self.inner.questions.api();
+        let api = self.inner.api();
         for piece in pieces {
             api.post_message(channel, Some(thread_ts), Vec::new(), &piece)
                 .await?;
@@ -578,12 +562,7 @@ impl ChannelOutbox for SlackAdapter {
         pinned: bool,
     ) -> Result<(), BoxError> {
         let (channel, ts) = split_id(message_id)?;
-        self.inner
-            .questions
-            .api()
-            .pin_message(channel, ts, pinned)
-            .await?;
-        Ok(())
+        Ok(self.inner.api().pin_message(channel, ts, pinned).await?)
     }
 
     /// `reactions.add` with the new state's emoji, then `reactions.remove` of the one before
@@ -591,7 +570,7 @@ impl ChannelOutbox for SlackAdapter {
     async fn ack(&self, _thread: &Thread, message_id: &str, ack: Ack) -> Result<(), BoxError> {
         self.inner
             .acks
-            .mark(self.inner.questions.api(), message_id, ack)
+            .mark(self.inner.api(), message_id, ack)
             .await
     }
 
@@ -603,12 +582,8 @@ impl ChannelOutbox for SlackAdapter {
             return Ok(());
         }
         let (channel, thread_ts) = split_id(&thread.id)?;
-        self.inner
-            .questions
-            .api()
-            .set_status(channel, thread_ts, THINKING_STATUS)
-            .await?;
-        Ok(())
+        let api = self.inner.api();
+        Ok(api.set_status(channel, thread_ts, THINKING_STATUS).await?)
     }
 
     async fn start_stream(
@@ -643,7 +618,7 @@ impl ChannelOutbox for SlackAdapter {
         text: &str,
     ) -> Result<(), BoxError> {
         let (channel, ts) = split_id(message_id)?;
-        let api = self.inner.questions.api();
+        let api = self.inner.api();
         match api.stop_stream(channel, ts).await {
             Ok(()) => {}
             Err(e) if e.transient().is_some() => return Err(e.into()),
@@ -677,7 +652,6 @@ impl ChannelOutbox for SlackAdapter {
         }
         let mut messages = self
             .inner
-            .questions
             .api()
             .replies(channel, root, latest, 1000)
             .await?;
@@ -760,7 +734,7 @@ impl PostedMessages for SlackAdapter {
             return Ok(HashMap::new());
         }
         let (channel, thread_ts) = split_id(&thread.id)?;
-        let api = self.inner.questions.api();
+        let api = self.inner.api();
         Ok(api
             .thread_keyed(channel, thread_ts, event_type(keys))
             .await?
@@ -774,16 +748,10 @@ impl PostedMessages for SlackAdapter {
     /// (`file:F…`, [`file_piece_id`]: its message goes with it); one already gone is done.
     async fn delete_piece(&self, _thread: &Thread, id: &str) -> Result<(), BoxError> {
         if let Some(file_id) = id.strip_prefix(FILE_ID_PREFIX) {
-            self.inner.questions.api().delete_file(file_id).await?;
-            return Ok(());
+            return Ok(self.inner.api().delete_file(file_id).await?);
         }
         let (channel, ts) = split_id(id)?;
-        self.inner
-            .questions
-            .api()
-            .delete_message(channel, ts)
-            .await?;
-        Ok(())
+        Ok(self.inner.api().delete_message(channel, ts).await?)
     }
 }
 
@@ -799,7 +767,6 @@ impl PostPieces<String> for SlackAdapter {
         let (channel, thread_ts) = split_id(&thread.id)?;
         let ts = self
             .inner
-            .questions
             .api()
             .post_keyed(channel, thread_ts, piece, event_type(at.keys), at.key)
             .await?;
@@ -820,7 +787,7 @@ impl PostPieces<OutFile> for SlackAdapter {
         at: PieceAt<'_>,
     ) -> Result<String, BoxError> {
         let (channel, thread_ts) = split_id(&thread.id)?;
-        let api = self.inner.questions.api();
+        let api = self.inner.api();
         let refused = if file.size > MAX_FILE_BYTES {
             Some(format!(
                 "larger than Slack's {} MB limit for bots",
@@ -883,7 +850,6 @@ impl PostPieces<AgentPiece> for SlackAdapter {
         let blocks = piece.blocks.clone();
         let ts = self
             .inner
-            .questions
             .api()
             .post_blocks_keyed(
                 channel,
@@ -905,7 +871,6 @@ impl PostPieces<AgentPiece> for SlackAdapter {
     ) -> Result<Edited, BoxError> {
         let (channel, ts) = split_id(id)?;
         self.inner
-            .questions
             .api()
             .update_message(channel, ts, piece.blocks.clone(), &piece.text)
             .await?;

@@ -69,7 +69,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, error, info, info_span, warn};
 
 use super::outbox::STOP_ACTION_ID;
-use super::{Inner, SlackAdapter};
+use super::{Inner, SlackAdapter, locked};
 use crate::client::SlackApi;
 use crate::convert::{
     ChangedMessage, IncomingMessage, SIGNATURE_HEADER, SlashCommand, SlashText, TIMESTAMP_HEADER,
@@ -138,7 +138,7 @@ impl Seen {
 
     /// `true` the first time `key` is seen (it is remembered), `false` for a duplicate.
     pub fn first(&self, key: &str) -> bool {
-        let mut keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
+        let mut keys = locked(&self.keys);
         if keys.contains(key) {
             return false;
         }
@@ -151,10 +151,7 @@ impl Seen {
 
     /// Forgets `key` (its processing failed; a retry should be processed).
     pub fn forget(&self, key: &str) {
-        self.keys
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(key);
+        locked(&self.keys).remove(key);
     }
 }
 
@@ -204,6 +201,16 @@ enum Failure {
     Retry(String),
     /// Too many deliveries wait or run ([`Pending`]): refused, Slack sends it again later.
     Busy,
+}
+
+impl Failure {
+    /// The engine's failure at `what`, logged as an error: the delivery should be retried.
+    fn retry(what: &'static str) -> impl Fn(frogbot_channel::EngineError) -> Failure + Copy {
+        move |e| {
+            error!(error = %e, "{what}");
+            Failure::Retry(e.to_string())
+        }
+    }
 }
 
 /// The HTTP routes: `POST /channels/slack/events`, `POST /channels/slack/interactivity` and
@@ -290,6 +297,14 @@ impl Receiver {
         let sig = h(SIGNATURE_HEADER).ok_or(Error::MalformedSignature)?;
         let secret = self.inner().config.signing_secret.as_deref().unwrap_or("");
         verify(secret, ts, sig, body, now_millis() / 1000)
+    }
+
+    /// [`verify`](Self::verify) of a request to `path`: the `401` a failed check is answered
+    /// with (logged), `None` for a signed request.
+    fn refused(&self, headers: &HeaderMap, body: &[u8], path: &str) -> Option<Response> {
+        let e = self.verify(headers, body).err()?;
+        warn!(error = %e, path, "Slack request refused: signature check failed");
+        Some(status(StatusCode::UNAUTHORIZED, "invalid signature"))
     }
 
     /// Queues `work` in the queue of `thread` and waits for it up to the ack deadline. `Ok` when
@@ -450,10 +465,9 @@ impl Receiver {
                     .engine
                     .thread_known(PLATFORM, &incoming.thread)
                     .await
-                    .map_err(|e| {
-                        error!(error = %e, "Slack message: the thread could not be looked up");
-                        Failure::Retry(e.to_string())
-                    })?;
+                    .map_err(Failure::retry(
+                        "Slack message: the thread could not be looked up",
+                    ))?;
             if !known {
                 debug!(thread = %incoming.thread, "Slack message outside a FrogBot thread ignored");
                 return Ok(());
@@ -472,22 +486,19 @@ impl Receiver {
             .engine
             .message(PLATFORM, &incoming.thread, incoming.message)
             .await
-            .map_err(|e| {
-                error!(error = %e, "Slack message could not be handed to the engine");
-                Failure::Retry(e.to_string())
-            })?;
+            .map_err(Failure::retry(
+                "Slack message could not be handed to the engine",
+            ))?;
         match out {
             MessageOutcome::Denied => {
                 warn!(%user, thread = %incoming.thread, "Slack user not allowed; message refused");
-                if let Ok((channel, ts)) = split_id(&incoming.thread) {
-                    let api = self.inner().questions.api();
-                    if let Err(e) = api
-                        .post_ephemeral(channel, &user, Some(ts), NOT_ALLOWED_TEXT)
-                        .await
-                    {
-                        warn!(error = %e, "could not tell a Slack user they are not allowed");
-                    }
-                }
+                self.tell(
+                    &incoming.thread,
+                    &user,
+                    NOT_ALLOWED_TEXT,
+                    "they are not allowed",
+                )
+                .await;
             }
             MessageOutcome::Consumed(o) => {
                 info!(outcome = ?o, "Slack thread reply taken by a question");
@@ -560,7 +571,7 @@ impl Receiver {
                 }
                 // Past the ack deadline the acknowledgement has gone: told privately instead.
                 if let Err(Some(text)) = done.send(said) {
-                    let api = rx.inner().questions.api();
+                    let api = rx.inner().api();
                     if let Err(e) = api
                         .post_ephemeral(&cmd.channel_id, &cmd.user_id, None, &text)
                         .await
@@ -814,10 +825,7 @@ impl Receiver {
             .engine
             .interaction(PLATFORM, thread.as_deref(), interaction)
             .await
-            .map_err(|e| {
-                error!(error = %e, "Slack interaction could not be handled");
-                Failure::Retry(e.to_string())
-            })?;
+            .map_err(Failure::retry("Slack interaction could not be handled"))?;
         match (&out, click) {
             (InteractionOutcome::Ignored, Some((action_id, message))) => warn!(
                 %action_id,
@@ -845,21 +853,13 @@ impl Receiver {
             .engine
             .event(PLATFORM, thread, click)
             .await
-            .map_err(|e| {
-                error!(error = %e, "Slack event button click could not be handled");
-                Failure::Retry(e.to_string())
-            })?;
+            .map_err(Failure::retry(
+                "Slack event button click could not be handled",
+            ))?;
         info!(outcome = ?out, user = %who.id, "Slack event button click");
-        if out == frogbot_channel::EventOutcome::Denied
-            && let Ok((channel, ts)) = split_id(thread)
-            && let Err(e) = self
-                .inner()
-                .questions
-                .api()
-                .post_ephemeral(channel, &who.id, Some(ts), NOT_ALLOWED_TEXT)
-                .await
-        {
-            warn!(error = %e, "could not tell a Slack user they are not allowed");
+        if out == frogbot_channel::EventOutcome::Denied {
+            self.tell(thread, &who.id, NOT_ALLOWED_TEXT, "they are not allowed")
+                .await;
         }
         Ok(())
     }
@@ -867,32 +867,42 @@ impl Receiver {
     /// A click on a streamed reply's Stop button: stops the thread's turn when the person drives
     /// it; anyone else is told privately that they cannot.
     async fn stop_click(&self, thread: &str, who: &PlatformUser) -> Result<(), Failure> {
-        let out = self.engine.stop(PLATFORM, thread, who).await.map_err(|e| {
-            error!(error = %e, "Slack Stop click could not be handled");
-            Failure::Retry(e.to_string())
-        })?;
+        let out = self
+            .engine
+            .stop(PLATFORM, thread, who)
+            .await
+            .map_err(Failure::retry("Slack Stop click could not be handled"))?;
         info!(outcome = ?out, user = %who.id, "Slack Stop click");
-        if out == StopOutcome::NotDriver
-            && let Ok((channel, ts)) = split_id(thread)
-            && let Err(e) = self
-                .inner()
-                .questions
-                .api()
-                .post_ephemeral(channel, &who.id, Some(ts), STOP_REFUSED_TEXT)
-                .await
-        {
-            warn!(error = %e, "could not tell a Slack user they cannot stop the turn");
+        if out == StopOutcome::NotDriver {
+            self.tell(
+                thread,
+                &who.id,
+                STOP_REFUSED_TEXT,
+                "they cannot stop the turn",
+            )
+            .await;
         }
         Ok(())
+    }
+
+    /// Tells `user` `text` privately (`chat.postEphemeral`) in the thread `thread`
+    /// (`channel:thread_ts`); a failure is logged (`what` they were to be told), not returned.
+    async fn tell(&self, thread: &str, user: &str, text: &str, what: &str) {
+        if let Ok((channel, ts)) = split_id(thread)
+            && let Err(e) = self
+                .inner()
+                .api()
+                .post_ephemeral(channel, user, Some(ts), text)
+                .await
+        {
+            warn!(error = %e, "could not tell a Slack user {what}");
+        }
     }
 
     /// The "Other…" button: opens the question set's modal while the clicked message is the
     /// question's current, open one. `false` when it is not (the engine then answers `stale`).
     async fn open_form(&self, event: &frogbot_model::ActionEvent) -> Result<bool, Failure> {
-        let retry = |e: frogbot_channel::EngineError| {
-            error!(error = %e, "Slack \"Other…\" click: the form could not be opened");
-            Failure::Retry(e.to_string())
-        };
+        let retry = Failure::retry("Slack \"Other…\" click: the form could not be opened");
         let Some(target) = self
             .engine
             .form_open(PLATFORM, &event.message_id)
@@ -920,21 +930,14 @@ impl Receiver {
             Err(e @ crate::Error::TooLarge(_)) => {
                 // Never silent: the person is told to answer by typed replies instead.
                 warn!(error = %e, "the Slack question modal is too large; typed replies answer it");
-                if let Ok((channel, ts)) = split_id(&target.thread.id)
-                    && let Err(e) = self
-                        .inner()
-                        .questions
-                        .api()
-                        .post_ephemeral(
-                            channel,
-                            &event.user.id,
-                            Some(ts),
-                            crate::render::TOO_LARGE_FOR_A_FORM,
-                        )
-                        .await
-                {
-                    warn!(error = %e, "could not tell a Slack user the form is too large");
-                }
+                let text = crate::render::TOO_LARGE_FOR_A_FORM;
+                self.tell(
+                    &target.thread.id,
+                    &event.user.id,
+                    text,
+                    "the form is too large",
+                )
+                .await;
             }
             Err(e) => warn!(error = %e, "could not open the Slack question modal"),
         }
@@ -999,9 +1002,8 @@ fn failure_response(f: Failure) -> Response {
 }
 
 async fn events(State(rx): State<Receiver>, headers: HeaderMap, body: Bytes) -> Response {
-    if let Err(e) = rx.verify(&headers, &body) {
-        warn!(error = %e, path = EVENTS_PATH, "Slack request refused: signature check failed");
-        return status(StatusCode::UNAUTHORIZED, "invalid signature");
+    if let Some(refused) = rx.refused(&headers, &body, EVENTS_PATH) {
+        return refused;
     }
     let value: Value = match serde_json::from_slice(&body) {
         Ok(v @ Value::Object(_)) => v,
@@ -1033,14 +1035,10 @@ async fn events(State(rx): State<Receiver>, headers: HeaderMap, body: Bytes) -> 
 }
 
 async fn interactivity(State(rx): State<Receiver>, headers: HeaderMap, body: Bytes) -> Response {
-    if let Err(e) = rx.verify(&headers, &body) {
-        warn!(error = %e, path = INTERACTIVITY_PATH, "Slack request refused: signature check failed");
-        return status(StatusCode::UNAUTHORIZED, "invalid signature");
+    if let Some(refused) = rx.refused(&headers, &body, INTERACTIVITY_PATH) {
+        return refused;
     }
-    let payload = match std::str::from_utf8(&body)
-        .map_err(|e| Error::Payload(e.to_string()))
-        .and_then(payload_from_form)
-    {
+    let payload = match form_text(&body).and_then(payload_from_form) {
         Ok(v @ Value::Object(_)) => v,
         Ok(_) => {
             warn!(
@@ -1057,32 +1055,35 @@ async fn interactivity(State(rx): State<Receiver>, headers: HeaderMap, body: Byt
     if let Some(n) = retry_num(&headers) {
         debug!(retry = %n, "Slack interactivity retry");
     }
-    match rx.on_interaction(payload).await {
-        // An empty 200 acknowledges a click and closes a submitted modal.
-        Ok(None) => StatusCode::OK.into_response(),
-        // A modal submission's field errors: the modal stays open.
-        Ok(Some(body)) => axum::Json(body).into_response(),
-        Err(f) => failure_response(f),
-    }
+    // An empty 200 acknowledges a click and closes a submitted modal; a modal submission's
+    // field errors keep the modal open.
+    answer(rx.on_interaction(payload).await)
 }
 
 async fn commands(State(rx): State<Receiver>, headers: HeaderMap, body: Bytes) -> Response {
-    if let Err(e) = rx.verify(&headers, &body) {
-        warn!(error = %e, path = COMMANDS_PATH, "Slack request refused: signature check failed");
-        return status(StatusCode::UNAUTHORIZED, "invalid signature");
+    if let Some(refused) = rx.refused(&headers, &body, COMMANDS_PATH) {
+        return refused;
     }
-    let cmd = match std::str::from_utf8(&body)
-        .map_err(|e| Error::Payload(e.to_string()))
-        .and_then(command_from_form)
-    {
+    let cmd = match form_text(&body).and_then(command_from_form) {
         Ok(c) => c,
         Err(e) => {
             warn!(path = COMMANDS_PATH, error = %e, "Slack slash command unreadable; ignored");
             return status(StatusCode::BAD_REQUEST, "malformed slash command");
         }
     };
-    match rx.on_command(cmd).await {
-        // An empty 200 acknowledges: nothing shown to the person but what follows in Slack.
+    // An empty 200 acknowledges: nothing shown to the person but what follows in Slack.
+    answer(rx.on_command(cmd).await)
+}
+
+/// A form-encoded body as text.
+fn form_text(body: &[u8]) -> Result<&str, Error> {
+    std::str::from_utf8(body).map_err(|e| Error::Payload(e.to_string()))
+}
+
+/// The answer to a handled request: an empty `200`, or `200` with the JSON body the handling
+/// gave, or the failure's ([`failure_response`]).
+fn answer(handled: Result<Option<Value>, Failure>) -> Response {
+    match handled {
         Ok(None) => StatusCode::OK.into_response(),
         Ok(Some(body)) => axum::Json(body).into_response(),
         Err(f) => failure_response(f),
