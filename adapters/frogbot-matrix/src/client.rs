@@ -46,35 +46,35 @@ pub fn call_error(call: &'static str, e: matrix_sdk::Error) -> Error {
         matrix_sdk::Error::Http(http) => failure(http),
         _ => ("error".into(), None),
     };
-    #[cfg(feature = "engine")]
-    frogbot_channel::metrics::platform_call("matrix", call, &status);
-    #[cfg(not(feature = "engine"))]
-    let _ = status;
-    match retry {
-        Some(t) => Error::Unavailable {
-            call,
-            source: with_retry(
-                Transient::from_source(e.to_string(), e),
-                t.wait,
-                t.maybe_done,
-            ),
-        },
-        None => Error::api(call, e),
-    }
+    failed(call, &status, retry, e.into())
 }
 
-/// `t` waiting `wait` before a retry (when the server said) and maybe done (when it may be).
-fn with_retry(mut t: Transient, wait: Option<Duration>, maybe_done: bool) -> Transient {
+/// How a failed request is worth retrying: the wait the server asked for (if it did), and
+/// whether the request may have been carried out.
+type Retry = (Option<Duration>, bool);
+
+/// Counts a finished call of the homeserver under `status` (`frogbot_platform_api_calls_total`,
+/// with the `engine` feature).
+fn count(call: &str, status: &str) {
+    #[cfg(feature = "engine")]
+    frogbot_channel::metrics::platform_call("matrix", call, status);
+    #[cfg(not(feature = "engine"))]
+    let _ = (call, status);
+}
+
+/// The call `call` that failed with `e`, counted under `status`: [`Error::Unavailable`] when
+/// `retry` says it is worth retrying, else [`Error::Api`].
+fn failed(call: &'static str, status: &str, retry: Option<Retry>, e: BoxError) -> Error {
+    count(call, status);
+    let Some((wait, maybe_done)) = retry else {
+        return Error::api(call, e);
+    };
+    let mut t = Transient::from_source(e.to_string(), e);
     if let Some(wait) = wait {
         t = t.retry_after(wait);
     }
-    if maybe_done { t.maybe_done() } else { t }
-}
-
-/// How a failed request is worth retrying.
-struct Retry {
-    wait: Option<Duration>,
-    maybe_done: bool,
+    let source = if maybe_done { t.maybe_done() } else { t };
+    Error::Unavailable { call, source }
 }
 
 /// How an HTTP failure went: the status label of the failed call
@@ -86,7 +86,7 @@ struct Retry {
 fn failure(http: &matrix_sdk::HttpError) -> (String, Option<Retry>) {
     use matrix_sdk::HttpError;
     use matrix_sdk::ruma::api::error::{ErrorKind, RetryAfter};
-    let retry = |wait, maybe_done| Some(Retry { wait, maybe_done });
+    let retry = |wait, maybe_done| Some((wait, maybe_done));
     let api = match http {
         HttpError::Reqwest(e) => {
             let status = if e.is_timeout() { "timeout" } else { "network" };
@@ -130,17 +130,14 @@ pub trait MatrixApi: Send + Sync {
 
     /// [`MatrixApi::send`] under the transaction id `txn` (`PUT …/send/{type}/{txn}`): the
     /// homeserver answers a repeated transaction id with the event it made the first time, so a
-    /// retry posts nothing twice. By default: `send` (a new transaction id).
+    /// retry posts nothing twice.
     async fn send_once(
         &self,
         room: &RoomId,
         event_type: &str,
         content: Value,
         txn: &str,
-    ) -> Result<OwnedEventId, Error> {
-        let _ = txn;
-        self.send(room, event_type, content).await
-    }
+    ) -> Result<OwnedEventId, Error>;
 
     /// Redacts the event `event` of `room` (`PUT /rooms/{room}/redact/{event}/{txn}`).
     async fn redact(
@@ -181,74 +178,46 @@ pub trait MatrixApi: Send + Sync {
 
     /// Uploads `data` of type `mimetype` to the media repository
     /// (`POST /_matrix/media/v3/upload`): its `mxc://` URI, type and size. The outbox fetches an
-    /// image block's URL first, with [`fetch_image`]. By default: refused (the image is shown as
-    /// a link).
-    async fn upload_media(&self, mimetype: &str, data: Vec<u8>) -> Result<UploadedImage, Error> {
-        let _ = data;
-        Err(Error::api(
-            "upload",
-            format!("this client uploads no media ({mimetype})"),
-        ))
-    }
+    /// image block's URL first, with [`fetch_image`].
+    async fn upload_media(&self, mimetype: &str, data: Vec<u8>) -> Result<UploadedImage, Error>;
 
     /// Uploads a file the bot sends in `room` to the media repository through `via`, encrypted
     /// (AES-CTR, its key in the event) when the room is: the content fields that name it,
     /// `{"url": "mxc://…"}` or `{"file": {…}}` (an `EncryptedFile`). A file the homeserver
-    /// refuses as too large (`M_TOO_LARGE`) is [`Error::TooLarge`]. By default: read whole and
-    /// uploaded plain with [`MatrixApi::upload_media`].
+    /// refuses as too large (`M_TOO_LARGE`) is [`Error::TooLarge`].
     async fn upload_file(
         &self,
         room: &RoomId,
         file: &OutFile,
         via: &Downloads,
-    ) -> Result<Value, Error> {
-        let _ = (room, via);
-        let data = file.bytes().await.map_err(|e| Error::api("upload", e))?;
-        let up = self.upload_media(&file.media_type, data).await?;
-        Ok(serde_json::json!({ "url": up.mxc }))
-    }
+    ) -> Result<Value, Error>;
 
     /// The bytes of the media `source` (a person's `m.image` / `m.file` …: an `mxc://` URI, or
-    /// an encrypted file with its key, decrypted), as they arrive, fetched through `via`. By
-    /// default: refused.
+    /// an encrypted file with its key, decrypted), as they arrive, fetched through `via`.
     async fn download_media(
         &self,
         source: &matrix_sdk::ruma::events::room::MediaSource,
         via: &Downloads,
-    ) -> Result<FileStream, Error> {
-        let _ = (source, via);
-        Err(Error::api("download", "this client downloads no media"))
-    }
+    ) -> Result<FileStream, Error>;
 
     /// The annotations (`m.reaction`s) on `event` (`/relations/{event}/m.annotation`), newest
-    /// first, as JSON. By default: none.
-    async fn annotations(&self, room: &RoomId, event: &EventId) -> Result<Vec<Value>, Error> {
-        let _ = (room, event);
-        Ok(Vec::new())
-    }
+    /// first, as JSON.
+    async fn annotations(&self, room: &RoomId, event: &EventId) -> Result<Vec<Value>, Error>;
 
     /// The room's pinned events as the server has them now (`GET …/state/m.room.pinned_events/`;
-    /// none when the room has no such state). By default: none.
-    async fn pinned_events(&self, room: &RoomId) -> Result<Vec<OwnedEventId>, Error> {
-        let _ = room;
-        Ok(Vec::new())
-    }
+    /// none when the room has no such state).
+    async fn pinned_events(&self, room: &RoomId) -> Result<Vec<OwnedEventId>, Error>;
 
     /// The bot's own user id, when the client knows it (its reactions are told from people's by
-    /// it). By default: none.
-    fn own_user(&self) -> Option<matrix_sdk::ruma::OwnedUserId> {
-        None
-    }
+    /// it).
+    fn own_user(&self) -> Option<matrix_sdk::ruma::OwnedUserId>;
 
-    /// Replaces the room's `m.room.pinned_events` state with `pinned`. By default: refused.
+    /// Replaces the room's `m.room.pinned_events` state with `pinned`.
     async fn set_pinned_events(
         &self,
         room: &RoomId,
         pinned: Vec<OwnedEventId>,
-    ) -> Result<(), Error> {
-        let _ = (room, pinned);
-        Err(Error::api("pin", "this client pins nothing"))
-    }
+    ) -> Result<(), Error>;
 }
 
 /// The largest image the adapter fetches and uploads, in bytes (Synapse's default upload limit
@@ -711,107 +680,6 @@ async fn dm_usable(room: &matrix_sdk::Room, user: &UserId) -> bool {
     }
 }
 
-#[async_trait]
-impl<A: MatrixApi + ?Sized> MatrixApi for std::sync::Arc<A> {
-    async fn send(
-        &self,
-        room: &RoomId,
-        event_type: &str,
-        content: Value,
-    ) -> Result<OwnedEventId, Error> {
-        (**self).send(room, event_type, content).await
-    }
-
-    async fn send_once(
-        &self,
-        room: &RoomId,
-        event_type: &str,
-        content: Value,
-        txn: &str,
-    ) -> Result<OwnedEventId, Error> {
-        (**self).send_once(room, event_type, content, txn).await
-    }
-
-    async fn redact(
-        &self,
-        room: &RoomId,
-        event: &EventId,
-        reason: Option<&str>,
-    ) -> Result<(), Error> {
-        (**self).redact(room, event, reason).await
-    }
-
-    async fn typing(&self, room: &RoomId, typing: bool) -> Result<(), Error> {
-        (**self).typing(room, typing).await
-    }
-
-    async fn thread_events(
-        &self,
-        room: &RoomId,
-        root: &EventId,
-        limit: usize,
-    ) -> Result<Vec<Value>, Error> {
-        (**self).thread_events(room, root, limit).await
-    }
-
-    async fn member_name(&self, room: &RoomId, user: &UserId) -> Option<String> {
-        (**self).member_name(room, user).await
-    }
-
-    fn joined(&self, room: &RoomId) -> bool {
-        (**self).joined(room)
-    }
-
-    async fn resolve_alias(&self, alias: &RoomAliasId) -> Result<OwnedRoomId, Error> {
-        (**self).resolve_alias(alias).await
-    }
-
-    async fn dm_room(&self, user: &UserId) -> Result<OwnedRoomId, Error> {
-        (**self).dm_room(user).await
-    }
-
-    async fn upload_media(&self, mimetype: &str, data: Vec<u8>) -> Result<UploadedImage, Error> {
-        (**self).upload_media(mimetype, data).await
-    }
-
-    async fn download_media(
-        &self,
-        source: &matrix_sdk::ruma::events::room::MediaSource,
-        via: &Downloads,
-    ) -> Result<FileStream, Error> {
-        (**self).download_media(source, via).await
-    }
-
-    async fn upload_file(
-        &self,
-        room: &RoomId,
-        file: &OutFile,
-        via: &Downloads,
-    ) -> Result<Value, Error> {
-        (**self).upload_file(room, file, via).await
-    }
-
-    async fn annotations(&self, room: &RoomId, event: &EventId) -> Result<Vec<Value>, Error> {
-        (**self).annotations(room, event).await
-    }
-
-    async fn pinned_events(&self, room: &RoomId) -> Result<Vec<OwnedEventId>, Error> {
-        (**self).pinned_events(room).await
-    }
-
-    fn own_user(&self) -> Option<matrix_sdk::ruma::OwnedUserId> {
-        (**self).own_user()
-    }
-
-    async fn set_pinned_events(
-        &self,
-        room: &RoomId,
-        pinned: Vec<OwnedEventId>,
-    ) -> Result<(), Error> {
-        (**self).set_pinned_events(room, pinned).await
-    }
-}
-
 /// The homeserver's URL `homeserver` with the path `segments` (each percent-encoded: a media id
 /// from an event cannot reach another path).
 fn media_url(homeserver: &url::Url, segments: &[&str]) -> Result<url::Url, Error> {
@@ -828,35 +696,23 @@ fn media_url(homeserver: &url::Url, segments: &[&str]) -> Result<url::Url, Error
 /// (maybe done: the bytes may have arrived); the rest [`Error::Api`].
 fn transfer_error(call: &'static str, e: BoxError) -> Error {
     use frogbot_net::FetchError;
-    let fetch = e.downcast_ref::<FetchError>().or_else(|| {
-        e.downcast_ref::<UploadError>().and_then(|u| match u {
-            UploadError::Fetch(f) => Some(f),
-            UploadError::Source(_) => None,
-        })
-    });
-    let (transient, status) = match fetch {
-        Some(FetchError::Status { status, .. }) => {
-            (*status == 429 || *status >= 500, status.to_string())
-        }
-        Some(FetchError::Http { .. }) => (true, "network".to_owned()),
-        Some(FetchError::Timeout { .. }) => (true, "timeout".to_owned()),
-        _ => (false, "error".to_owned()),
+    let fetch = e
+        .downcast_ref::<FetchError>()
+        .or_else(|| match e.downcast_ref::<UploadError>() {
+            Some(UploadError::Fetch(f)) => Some(f),
+            _ => None,
+        });
+    let (status, retry) = match fetch {
+        Some(FetchError::Status { status, .. }) => (*status, *status == 429 || *status >= 500),
+        Some(FetchError::Http { .. }) => return failed(call, "network", Some((None, true)), e),
+        Some(FetchError::Timeout { .. }) => return failed(call, "timeout", Some((None, true)), e),
+        _ => return failed(call, "error", None, e),
     };
-    #[cfg(feature = "engine")]
-    frogbot_channel::metrics::platform_call("matrix", call, &status);
-    #[cfg(not(feature = "engine"))]
-    let _ = status;
-    if fetch.is_some_and(|f| matches!(f, FetchError::Status { status: 413, .. })) {
+    if status == 413 {
+        count(call, "413");
         return Error::TooLarge;
     }
-    if transient {
-        Error::Unavailable {
-            call,
-            source: Transient::new(format!("{call}: {e}")).maybe_done(),
-        }
-    } else {
-        Error::api(call, e)
-    }
+    failed(call, &status.to_string(), retry.then_some((None, true)), e)
 }
 
 /// The `content_uri` of an upload's answer, or why there is none ([`transfer_error`]'s reading
@@ -867,28 +723,20 @@ fn uploaded(answer: Result<UploadAnswer, UploadError>) -> Result<String, Error> 
     if answer.is_success()
         && let Some(uri) = body["content_uri"].as_str()
     {
-        #[cfg(feature = "engine")]
-        frogbot_channel::metrics::platform_call("matrix", "upload", "200");
+        count("upload", "200");
         return Ok(uri.to_owned());
     }
-    #[cfg(feature = "engine")]
-    frogbot_channel::metrics::platform_call("matrix", "upload", &answer.status.to_string());
+    let status = answer.status.to_string();
     let errcode = body["errcode"].as_str().unwrap_or_default();
     if errcode == "M_TOO_LARGE" || answer.status == 413 {
+        count("upload", &status);
         return Err(Error::TooLarge);
     }
-    let message = format!("the homeserver answered {}: {}", answer.status, answer.body);
-    if answer.status == 429 || answer.status >= 500 || errcode == "M_LIMIT_EXCEEDED" {
-        let wait = body["retry_after_ms"]
-            .as_u64()
-            .map(Duration::from_millis)
-            .or(answer.retry_after);
-        return Err(Error::Unavailable {
-            call: "upload",
-            source: with_retry(Transient::new(format!("upload: {message}")), wait, false),
-        });
-    }
-    Err(Error::api("upload", message))
+    let retry = answer.status == 429 || answer.status >= 500 || errcode == "M_LIMIT_EXCEEDED";
+    let wait = body["retry_after_ms"].as_u64().map(Duration::from_millis);
+    let message = format!("the homeserver answered {status}: {}", answer.body);
+    let retry = retry.then_some((wait.or(answer.retry_after), false));
+    Err(failed("upload", &status, retry, message.into()))
 }
 
 /// How much of a file is encrypted or decrypted at a time.
