@@ -17,8 +17,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use frogbot_channel::{EngineHandle, MessageOutcome, ThreadExecutor, channel_chat_id};
+use frogbot_channel::{EngineError, EngineHandle, MessageOutcome, ThreadExecutor, channel_chat_id};
 use matrix_sdk::config::SyncSettings;
+use matrix_sdk::deserialized_responses::TimelineEvent;
 use matrix_sdk::event_handler::EventHandlerHandle;
 use matrix_sdk::room::MessagesOptions;
 use matrix_sdk::ruma::UInt;
@@ -64,12 +65,12 @@ pub(super) fn sync_filter(limit: u32) -> Filter {
     Filter::FilterDefinition(def)
 }
 
-/// At most this many `/messages` pages (of `GAP_PAGE` events) fill one gap.
 /// How many times `/members` is asked before a room's size counts as unknown.
 pub const MEMBERS_ATTEMPTS: u32 = 3;
 /// The wait after the first failed `/members` (then twice that, …).
 pub const MEMBERS_BACKOFF: Duration = Duration::from_millis(200);
 
+/// At most this many `/messages` pages (of `GAP_PAGE` events) fill one gap.
 const GAP_PAGES: usize = 50;
 const GAP_PAGE: u32 = 100;
 
@@ -78,11 +79,7 @@ const GAP_PAGE: u32 = 100;
 async fn fill_gap(room: &Room, from: String, to: &str) -> Vec<Raw<AnySyncTimelineEvent>> {
     let mut out = Vec::new();
     let mut from = Some(from);
-    for page in 0.. {
-        if page == GAP_PAGES {
-            warn!(room = %room.room_id(), events = out.len(), "Matrix timeline gap too long: older events skipped");
-            break;
-        }
+    for _ in 0..GAP_PAGES {
         let mut options = MessagesOptions::backward();
         options.from = from.take();
         options.to = Some(to.to_owned());
@@ -91,17 +88,19 @@ async fn fill_gap(room: &Room, from: String, to: &str) -> Vec<Raw<AnySyncTimelin
             Ok(messages) => {
                 let done = messages.chunk.is_empty() || messages.end.is_none();
                 out.extend(messages.chunk.into_iter().map(|e| e.into_raw()));
-                if done {
-                    break;
-                }
                 from = messages.end;
+                if !done {
+                    continue;
+                }
             }
             Err(e) => {
-                warn!(room = %room.room_id(), error = %e, "could not fetch a Matrix timeline gap");
-                break;
+                warn!(room = %room.room_id(), error = %e, "could not fetch a Matrix timeline gap")
             }
         }
+        out.reverse();
+        return out;
     }
+    warn!(room = %room.room_id(), events = out.len(), "Matrix timeline gap too long: older events skipped");
     out.reverse();
     out
 }
@@ -223,13 +222,6 @@ pub fn start(
 /// waits too (bounds what is held in memory when handling falls behind).
 const BATCHES_IN_FLIGHT: usize = 8;
 
-/// One job of a [`Workers`] queue: an event, and its sync's "handled" guard (dropped when done).
-struct Job {
-    incoming: Incoming,
-    room: Room,
-    batch: mpsc::Sender<()>,
-}
-
 /// The per-thread ordering: one queue, and one worker task, per order key
 /// ([`Incoming::order_key`]: a message's thread; for a poll response or reaction, the poll it
 /// answers). A key's events are handed to the engine in the order received, across syncs;
@@ -265,35 +257,24 @@ impl Workers {
                     continue;
                 }
                 match classify(&raw, &room_id, &self.ctx.bot) {
-                    Ok(Some(incoming)) => self.dispatch(Job {
-                        incoming,
-                        room: room.clone(),
-                        batch: batch.clone(),
-                    }),
+                    Ok(Some(incoming)) => {
+                        let (ctx, room, batch) = (self.ctx.clone(), room.clone(), batch.clone());
+                        let key = incoming.order_key().to_owned();
+                        self.queues.push(&key, async move {
+                            ctx.on_incoming(incoming, &room).await;
+                            drop(batch); // this sync's "handled" guard
+                        });
+                    }
                     Ok(None) => {}
                     Err(e) => warn!(room = %room_id, error = %e, "unreadable Matrix event ignored"),
                 }
             }
         }
     }
-
-    fn dispatch(self: &Arc<Self>, job: Job) {
-        let key = job.incoming.order_key().to_owned();
-        let ctx = self.ctx.clone();
-        self.queues.push(&key, async move {
-            let Job {
-                incoming,
-                room,
-                batch,
-            } = job;
-            ctx.on_incoming(incoming, &room).await;
-            drop(batch);
-        });
-    }
 }
 
 /// The `m.thread` root of the event `e` (its `m.relates_to`), if it is in a thread.
-fn thread_root(e: &matrix_sdk::deserialized_responses::TimelineEvent) -> Option<OwnedEventId> {
+fn thread_root(e: &TimelineEvent) -> Option<OwnedEventId> {
     let content = e.raw().get_field::<serde_json::Value>("content").ok()??;
     let rel = &content["m.relates_to"];
     (rel["rel_type"] == "m.thread")
@@ -351,20 +332,21 @@ impl Recent {
     }
 }
 
+/// Logs how the engine took `what` (an outcome at debug level, a failure as a warning).
+fn logged<T: std::fmt::Debug>(what: &str, result: Result<T, EngineError>) {
+    match result {
+        Ok(outcome) => debug!(?outcome, "Matrix {what} handled"),
+        Err(e) => warn!(error = %e, "Matrix {what} failed"),
+    }
+}
+
 impl Ctx {
     async fn on_incoming(&self, incoming: Incoming, room: &Room) {
         match incoming {
             Incoming::Action(interaction) => {
                 let span = info_span!("matrix_action", room = %room.room_id());
-                match self
-                    .engine
-                    .interaction(PLATFORM, None, interaction)
-                    .instrument(span)
-                    .await
-                {
-                    Ok(outcome) => debug!(?outcome, "Matrix poll response or reaction handled"),
-                    Err(e) => warn!(error = %e, "Matrix interaction failed"),
-                }
+                let result = self.engine.interaction(PLATFORM, None, interaction);
+                logged("poll response or reaction", result.instrument(span).await);
             }
             Incoming::Message(m) => self.on_message(m, room).await,
             Incoming::Event(click) => self.on_event(click, room).await,
@@ -394,48 +376,32 @@ impl Ctx {
             debug!(message = %message_id, %sender, "an edit by someone other than the author ignored");
             return;
         }
-        let result = self
-            .engine
-            .changed(PLATFORM, &thread, &message_id, text)
-            .await;
-        match result {
-            Ok(outcome) => {
-                debug!(message = %message_id, ?outcome, "Matrix edit or redaction handled")
-            }
-            Err(e) => warn!(message = %message_id, error = %e, "Matrix edit or redaction failed"),
-        }
+        let span = info_span!("matrix_changed", message = %message_id);
+        let result = self.engine.changed(PLATFORM, &thread, &message_id, text);
+        logged("edit or redaction", result.instrument(span).await);
     }
 
     /// A person's event-button reaction on an agent message: the event goes to the agent's
     /// inbox (any number of times). The thread is the message's `m.thread` root, read from the
     /// message itself (the reaction names only the message).
     async fn on_event(&self, click: EventClick, room: &Room) {
-        let thread = match split_message_id(&click.message_id) {
-            Ok((_, target)) => {
-                let root = match room.event(&target, None).await {
-                    Ok(e) => thread_root(&e),
-                    Err(e) => {
-                        debug!(error = %e, "reading the message of an event click failed");
-                        None
-                    }
-                };
-                match root {
-                    Some(root) => crate::ids::message_id(room.room_id(), &root),
-                    None => click.message_id.clone(),
-                }
+        let Ok((_, target)) = split_message_id(&click.message_id) else {
+            return;
+        };
+        let root = match room.event(&target, None).await {
+            Ok(e) => thread_root(&e),
+            Err(e) => {
+                debug!(error = %e, "reading the message of an event click failed");
+                None
             }
-            Err(_) => return,
+        };
+        let thread = match root {
+            Some(root) => crate::ids::message_id(room.room_id(), &root),
+            None => click.message_id.clone(),
         };
         let span = info_span!("matrix_event_click", room = %room.room_id());
-        match self
-            .engine
-            .event(PLATFORM, &thread, click)
-            .instrument(span)
-            .await
-        {
-            Ok(outcome) => debug!(?outcome, "Matrix event button click handled"),
-            Err(e) => warn!(error = %e, "Matrix event button click failed"),
-        }
+        let result = self.engine.event(PLATFORM, &thread, click);
+        logged("event button click", result.instrument(span).await);
     }
 
     /// How many members `room` has joined (`/members`, tried [`MEMBERS_ATTEMPTS`] times), or
@@ -461,29 +427,33 @@ impl Ctx {
         }
         // A room of two is a DM (the summary's counts may lag: ask for the members, cached after
         // the first call; tried again when the call fails).
-        match self.joined_members(room).await {
-            Some(n) if n <= 2 => return true,
-            Some(_) => {}
+        let members = match self.joined_members(room).await {
+            Some(n) => n as u64,
             None => {
                 // Not known: a room the summary does not show as a group is taken as a DM, so a
                 // person's message is never dropped because a call failed.
                 let summary = room.joined_members_count();
                 warn!(room = %room.room_id(), summary, "could not list room members");
-                if summary <= 2 {
-                    return true;
-                }
+                summary
             }
-        }
-        if room.is_direct().await.unwrap_or(false) {
-            return true;
-        }
-        if let Some(reply_to) = &m.reply_to
-            && let Ok(ev) = room.load_or_fetch_event(reply_to, None).await
-            && let Ok(sender) = ev.raw().get_field::<OwnedUserId>("sender")
-        {
-            return sender.as_deref() == Some(self.bot.as_ref());
-        }
-        false
+        };
+        members <= 2
+            || room.is_direct().await.unwrap_or(false)
+            || self.bot_event_replied_to(m, room).await.is_some()
+    }
+
+    /// The event `m` replies to, when the bot sent it.
+    async fn bot_event_replied_to(
+        &self,
+        m: &IncomingMessage,
+        room: &Room,
+    ) -> Option<TimelineEvent> {
+        let ev = room
+            .load_or_fetch_event(m.reply_to.as_ref()?, None)
+            .await
+            .ok()?;
+        let sender = ev.raw().get_field::<OwnedUserId>("sender").ok()??;
+        (sender == self.bot).then_some(ev)
     }
 
     /// The thread of the bot's message a plain (non-thread) reply answers: its `m.thread` root,
@@ -493,23 +463,8 @@ impl Ctx {
         if m.in_thread {
             return None;
         }
-        let reply_to = m.reply_to.as_ref()?;
-        let ev = room.load_or_fetch_event(reply_to, None).await.ok()?;
-        let sender = ev.raw().get_field::<OwnedUserId>("sender").ok()??;
-        if sender != self.bot {
-            return None;
-        }
-        let content = ev
-            .raw()
-            .get_field::<serde_json::Value>("content")
-            .ok()
-            .flatten()
-            .unwrap_or_default();
-        let rel = &content["m.relates_to"];
-        let root = match (rel["rel_type"].as_str(), rel["event_id"].as_str()) {
-            (Some("m.thread"), Some(root)) => OwnedEventId::try_from(root).ok()?,
-            _ => reply_to.clone(),
-        };
+        let ev = self.bot_event_replied_to(m, room).await?;
+        let root = thread_root(&ev).or_else(|| m.reply_to.clone())?;
         Some(crate::ids::message_id(room.room_id(), &root))
     }
 
@@ -543,20 +498,18 @@ impl Ctx {
                 author.clone(),
             );
             let message_event = split_message_id(&m.message.id).ok().map(|(_, e)| e);
-            match self.engine.message(PLATFORM, &m.thread, m.message).await {
-                Ok(MessageOutcome::Denied) => {
-                    info!("message from a person without access");
-                    if let (Ok((room_id, root)), Ok(user)) =
-                        (split_message_id(&m.thread), UserId::parse(author.as_str()))
-                        && let Ok(c) = mention_notice(&user, NOT_ALLOWED_TEXT, &root, message_event)
-                        && let Err(e) = MatrixApi::send(&room.client(), &room_id, c.0, c.1).await
-                    {
-                        warn!(error = %e, "could not tell a person they have no access");
-                    }
+            let result = self.engine.message(PLATFORM, &m.thread, m.message).await;
+            if let Ok(MessageOutcome::Denied) = result {
+                info!("message from a person without access");
+                if let (Ok((room_id, root)), Ok(user)) =
+                    (split_message_id(&m.thread), UserId::parse(author.as_str()))
+                    && let Ok(c) = mention_notice(&user, NOT_ALLOWED_TEXT, &root, message_event)
+                    && let Err(e) = MatrixApi::send(&room.client(), &room_id, c.0, c.1).await
+                {
+                    warn!(error = %e, "could not tell a person they have no access");
                 }
-                Ok(outcome) => debug!(?outcome, "Matrix message handled"),
-                Err(e) => warn!(error = %e, "Matrix message could not be handled"),
             }
+            logged("message", result);
         }
         .instrument(span)
         .await
