@@ -62,7 +62,8 @@ use matrix_sdk::ruma::events::poll::unstable_start::{
 };
 use matrix_sdk::ruma::events::relation::{Replacement, Thread};
 use matrix_sdk::ruma::events::room::message::{
-    ReplacementMetadata, RoomMessageEventContent, RoomMessageEventContentWithoutRelation,
+    Relation, RelationWithoutReplacement, ReplacementMetadata, RoomMessageEventContent,
+    RoomMessageEventContentWithoutRelation,
 };
 use matrix_sdk::ruma::{EventId, OwnedEventId, OwnedUserId, UInt, UserId};
 use serde::{Deserialize, Serialize};
@@ -70,7 +71,7 @@ use serde_json::Value;
 
 use crate::Error;
 use crate::ids::{NO_KEY, YES_KEY, answer_id, reaction_keys};
-use frogbot_model::text::truncate;
+use frogbot_model::text::{split_exact, truncate};
 
 /// Characters of a poll answer's text, "label — description" (cut there; answers are told apart
 /// by id).
@@ -170,23 +171,20 @@ pub fn list_pages(input: &QuestionInput, q: usize) -> Vec<String> {
         return Vec::new();
     }
     let n = lines.len();
-    let mut pages: Vec<(usize, usize, String)> = Vec::new();
-    for (i, line) in lines.into_iter().enumerate() {
-        match pages.last_mut() {
-            Some((_, to, text))
-                if text.chars().count() + line.chars().count() + 1 < FALLBACK_CHARS - 100 =>
-            {
-                text.push('\n');
-                text.push_str(&line);
-                *to = i + 1;
-            }
-            _ => pages.push((i + 1, i + 1, line)),
-        }
-    }
-    pages
-        .into_iter()
-        .map(|(from, to, text)| format!("{}: options {from}–{to} of {n}\n{text}", item.header))
-        .collect()
+    // A page takes lines while it stays under FALLBACK_CHARS - 100 characters.
+    let cost = |(_, l): &(usize, String), first: bool| l.chars().count() + usize::from(!first);
+    let pages =
+        frogbot_model::text::pack(lines.into_iter().enumerate(), FALLBACK_CHARS - 101, cost);
+    let page = |page: Vec<(usize, String)>| {
+        let (from, to) = (page[0].0 + 1, page[page.len() - 1].0 + 1);
+        let lines: Vec<String> = page.into_iter().map(|(_, l)| l).collect();
+        format!(
+            "{}: options {from}–{to} of {n}\n{}",
+            item.header,
+            lines.join("\n")
+        )
+    };
+    pages.into_iter().map(page).collect()
 }
 
 /// Every option of `item` on a line of its own, numbered from 1 ("2. Mill — the old one").
@@ -206,10 +204,8 @@ pub const LIST_CHARS: usize = 6_000;
 /// `reply_hint` with its first letter in lower case, to follow "React ✅, or …".
 fn lower_first(s: &str) -> String {
     let mut c = s.chars();
-    match c.next() {
-        Some(f) => f.to_lowercase().chain(c).collect(),
-        None => String::new(),
-    }
+    let first = c.next();
+    first.map_or_else(String::new, |f| f.to_lowercase().chain(c).collect())
 }
 
 /// The most characters of an approval's question a poll shows (room is left for its header and
@@ -228,10 +224,8 @@ pub fn approval_pages(item: &QuestionItem) -> Option<ApprovalPages> {
 /// The text a question message shows for `item`: its question, or for a paged approval the
 /// card's text.
 fn shown_question(item: &QuestionItem) -> std::borrow::Cow<'_, str> {
-    match approval_pages(item) {
-        Some(p) => std::borrow::Cow::Owned(p.card),
-        None => std::borrow::Cow::Borrowed(&item.question),
-    }
+    let question = std::borrow::Cow::Borrowed(item.question.as_str());
+    approval_pages(item).map_or(question, |p| p.card.into())
 }
 
 /// The lines of question `q`'s text: the head (header, question, numbered options; cut when
@@ -243,47 +237,40 @@ fn card_parts(input: &QuestionInput, q: usize, open: Option<&str>) -> (String, V
     } else {
         ""
     };
-    let mut head = String::new();
-    if let Some(p) = position_text(input, q) {
-        head.push_str(&format!("{p}\n"));
-    }
-    head.push_str(&format!(
-        "{danger}{}: {}",
-        item.header,
-        crate::format::to_plain(&shown_question(item))
-    ));
+    let position = position_text(input, q).map(|p| format!("{p}\n"));
+    let question = crate::format::to_plain(&shown_question(item));
+    let mut head = format!(
+        "{}{danger}{}: {question}",
+        position.unwrap_or_default(),
+        item.header
+    );
     let mut tail = Vec::new();
     match item.kind {
         InputKind::Choice => {
             let pages = list_pages(input, q);
             if pages.is_empty() {
-                for line in numbered_options(item) {
-                    head.push('\n');
-                    head.push_str(&line);
-                }
+                head.extend(numbered_options(item).iter().map(|l| format!("\n{l}")));
             } else {
                 head.push_str(&pages_line(item.options.len(), pages.len()));
             }
             // How to answer, and how to give an own answer where the question takes one.
-            let (how, own) = if item.options.is_empty() {
-                ("Reply in this thread with your answer".into(), "")
-            } else if is_list(item) && item.multiple {
-                let how = "Reply in this thread with the numbers (e.g. 1 3)";
-                (how.into(), " or your own answer")
-            } else if is_list(item) {
-                let how = "Reply in this thread with the number";
-                (how.into(), " or your own answer")
-            } else if item.multiple {
-                let how = format!(
+            let how = match (item.options.is_empty(), is_list(item), item.multiple) {
+                (true, ..) => "Reply in this thread with your answer".to_owned(),
+                (_, true, true) => "Reply in this thread with the numbers (e.g. 1 3)".to_owned(),
+                (_, true, false) => "Reply in this thread with the number".to_owned(),
+                (_, false, true) => format!(
                     "Pick in the poll, then reply {DONE_REPLY} or react {YES_KEY}; or reply in this thread with the numbers (e.g. 1 3)"
-                );
-                (how, " or your own answer")
-            } else {
-                let how =
-                    "Vote in the poll, react with the number, or reply in this thread with it";
-                (how.into(), " or with your own answer")
+                ),
+                (_, false, false) => {
+                    "Vote in the poll, react with the number, or reply in this thread with it"
+                        .to_owned()
+                }
             };
-            let own = if item.custom { own } else { "" };
+            let own = match (item.custom && !item.options.is_empty(), has_poll(item)) {
+                (false, _) => "",
+                (true, true) if !item.multiple => " or with your own answer",
+                (true, _) => " or your own answer",
+            };
             tail.push(format!("{how}{own}."));
         }
         _ => {
@@ -314,12 +301,8 @@ fn card_parts(input: &QuestionInput, q: usize, open: Option<&str>) -> (String, V
 /// as plain text, each cut ([`ANSWER_CHARS`], [`DESCRIPTION_CHARS`]).
 pub fn option_text(o: &frogbot_model::QuestionOption) -> String {
     let label = truncate(&crate::format::to_plain(&o.label), ANSWER_CHARS);
-    match o
-        .description
-        .as_deref()
-        .map(crate::format::to_plain)
-        .filter(|d| !d.is_empty())
-    {
+    let description = o.description.as_deref().map(crate::format::to_plain);
+    match description.filter(|d| !d.is_empty()) {
         Some(d) => format!("{label} — {}", truncate(&d, DESCRIPTION_CHARS)),
         None => label,
     }
@@ -338,12 +321,8 @@ fn text_chars(input: &QuestionInput, q: usize) -> usize {
 /// those lines (always kept).
 fn with_tail(head: &str, tail: &[String], max: usize) -> String {
     let tail_chars: usize = tail.iter().map(|l| l.chars().count() + 1).sum();
-    let mut s = truncate(head, max.saturating_sub(tail_chars).max(1));
-    for line in tail {
-        s.push('\n');
-        s.push_str(line);
-    }
-    s
+    let head = truncate(head, max.saturating_sub(tail_chars).max(1));
+    [&[head], tail].concat().join("\n")
 }
 
 /// The text of question `q` once settled: the question (and its options) without the lines
@@ -369,32 +348,21 @@ pub fn card_text(input: &QuestionInput, q: usize, open: Option<&str>) -> String 
 
 /// Escapes text for a `formatted_body`.
 pub fn escape_html(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            '\n' => out.push_str("<br>"),
-            c => out.push(c),
-        }
-    }
-    out
+    frogbot_channel::markdown::escape(s)
+        .replace('"', "&quot;")
+        .replace('\'', "&#39;")
+        .replace('\n', "<br>")
 }
 
 /// Markdown as HTML to show inline: a single paragraph without its `<p>`.
 fn inline_html(markdown: &str) -> String {
     let html = crate::format::to_html(markdown);
-    match html
+    let inner = html
         .strip_prefix("<p>")
-        .and_then(|h| h.strip_suffix("</p>"))
+        .and_then(|h| h.strip_suffix("</p>"));
+    inner
         .filter(|h| !h.contains("<p>"))
-    {
-        Some(inner) => inner.to_owned(),
-        None => html,
-    }
+        .map_or_else(|| html.clone(), str::to_owned)
 }
 
 /// The HTML of question `q` (the `formatted_body` of [`card_text`]): "Question i of n" in
@@ -409,10 +377,8 @@ pub fn card_html(
 ) -> String {
     let item = &input.questions[q];
     let (_, tail) = card_parts(input, q, open);
-    let mut html = String::new();
-    if let Some(p) = position_text(input, q) {
-        html.push_str(&format!("<i>{}</i><br>", escape_html(&p)));
-    }
+    let position = position_text(input, q).map(|p| format!("<i>{}</i><br>", escape_html(&p)));
+    let mut html = position.unwrap_or_default();
     if item.kind == InputKind::Confirm && item.danger {
         html.push_str("⚠️ ");
     }
@@ -435,11 +401,10 @@ pub fn card_html(
         Some(extra) => html.push_str(&format!("<br><b>{}</b>", escape_html(extra))),
         None => {
             for line in &tail {
-                html.push_str("<br>");
-                if Some(line.as_str()) == open {
-                    html.push_str(&format!("<i>{}</i>", escape_html(line)));
-                } else {
-                    html.push_str(&escape_html(line));
+                let line_html = escape_html(line);
+                match open {
+                    Some(open) if open == line => html.push_str(&format!("<br><i>{line_html}</i>")),
+                    _ => html.push_str(&format!("<br>{line_html}")),
                 }
             }
         }
@@ -511,16 +476,9 @@ fn poll_question(input: &QuestionInput, q: usize, open: Option<&str>) -> String 
         item.header,
         crate::format::to_plain(&shown_question(item))
     );
-    match open {
-        Some(open) => {
-            let open = format!(" ({open})");
-            format!(
-                "{}{open}",
-                truncate(&question, QUESTION_CHARS - open.chars().count())
-            )
-        }
-        None => truncate(&question, QUESTION_CHARS),
-    }
+    let open = open.map(|o| format!(" ({o})")).unwrap_or_default();
+    let question = truncate(&question, QUESTION_CHARS - open.chars().count());
+    format!("{question}{open}")
 }
 
 /// A poll answer's text: the option's label, and its description when it has one, as plain
@@ -541,19 +499,8 @@ fn thread(root: &EventId) -> Thread {
 
 /// The message `c` in the thread `t`: an `m.room.message` to send.
 fn message_in(mut c: RoomMessageEventContent, t: Thread) -> Result<Content, Error> {
-    c.relates_to = Some(matrix_sdk::ruma::events::room::message::Relation::Thread(t));
+    c.relates_to = Some(Relation::Thread(t));
     Ok(("m.room.message", json(&c)?))
-}
-
-fn check_answers(input: &QuestionInput, q: usize) -> Result<(), Error> {
-    let n = input.questions[q].options.len();
-    if n > MAX_ANSWERS {
-        return Err(Error::Render(format!(
-            "a poll has at most {MAX_ANSWERS} answers, question {} has {n} options",
-            q + 1
-        )));
-    }
-    Ok(())
 }
 
 /// What a poll of question `q` shows, in either event type: its question, its answers (id and
@@ -570,10 +517,16 @@ fn poll_parts(
     revision: u64,
     open: Option<&str>,
 ) -> Result<PollParts, Error> {
-    check_answers(input, q)?;
     let item = &input.questions[q];
+    let n = item.options.len();
+    if n > MAX_ANSWERS {
+        return Err(Error::Render(format!(
+            "a poll has at most {MAX_ANSWERS} answers, question {} has {n} options",
+            q + 1
+        )));
+    }
     let answer = |(i, o)| (answer_id(revision, i), answer_text(item, o));
-    let n = if item.multiple { item.options.len() } else { 1 };
+    let n = if item.multiple { n } else { 1 };
     Ok(PollParts {
         question: poll_question(input, q, open),
         answers: item.options.iter().enumerate().map(answer).collect(),
@@ -650,23 +603,47 @@ pub fn poll_start(
     open: Option<&str>,
 ) -> Result<Content, Error> {
     let text = card_text(input, q, open);
-    let parts = poll_parts(input, q, revision, open)?;
+    poll_event(
+        text,
+        poll_parts(input, q, revision, open)?,
+        events,
+        root,
+        false,
+    )
+}
+
+/// A poll start drawing `text` and `parts` as `events` says: in the thread on `on`, or (with
+/// `replaces`) an edit of the poll start `on` (`* ` before the outer text, as edits have).
+fn poll_event(
+    text: String,
+    parts: PollParts,
+    events: PollEvents,
+    on: &EventId,
+    replaces: bool,
+) -> Result<Content, Error> {
     let (kind, content) = match events {
         PollEvents::Stable => {
-            let mut c = PollStartEventContent::with_plain_text(text.clone(), parts.stable()?);
-            c.relates_to = Some(matrix_sdk::ruma::events::room::message::Relation::Thread(
-                thread(root),
-            ));
+            let block = parts.stable()?;
+            let mut c = PollStartEventContent::with_plain_text(text.clone(), block.clone());
+            if replaces {
+                let new = PollStartEventContentWithoutRelation::from(c);
+                c = PollStartEventContent::with_plain_text(format!("* {text}"), block);
+                c.relates_to = Some(Relation::Replacement(Replacement::new(on.to_owned(), new)));
+            } else {
+                c.relates_to = Some(Relation::Thread(thread(on)));
+            }
             (STABLE_START, json(&c)?)
+        }
+        PollEvents::Unstable if replaces => {
+            let (text, block) = (text.clone(), parts.unstable()?);
+            let c =
+                ReplacementUnstablePollStartEventContent::plain_text(text, block, on.to_owned());
+            (UNSTABLE_START, json(&c)?)
         }
         PollEvents::Unstable => {
             let mut c =
                 NewUnstablePollStartEventContent::plain_text(text.clone(), parts.unstable()?);
-            c.relates_to = Some(
-                matrix_sdk::ruma::events::room::message::RelationWithoutReplacement::Thread(
-                    thread(root),
-                ),
-            );
+            c.relates_to = Some(RelationWithoutReplacement::Thread(thread(on)));
             (UNSTABLE_START, json(&c)?)
         }
     };
@@ -720,18 +697,11 @@ pub fn mention_notice(
 /// The Matrix people a question is for: the `matrix:@user:server` entries of its `from` (only
 /// they may answer; an `ask` names the person asked there), in order, each once.
 pub fn people_asked(input: &QuestionInput) -> Vec<OwnedUserId> {
-    let mut out: Vec<OwnedUserId> = Vec::new();
-    for f in &input.from {
-        if let Some(user) = f
-            .strip_prefix(crate::PLATFORM)
-            .and_then(|r| r.strip_prefix(':'))
-            .and_then(|id| UserId::parse(id).ok())
-            && !out.contains(&user)
-        {
-            out.push(user);
-        }
-    }
-    out
+    let mut seen = std::collections::HashSet::new();
+    let user = |f: &String| UserId::parse(f.strip_prefix(crate::PLATFORM)?.strip_prefix(':')?).ok();
+    let mut people: Vec<OwnedUserId> = input.from.iter().filter_map(user).collect();
+    people.retain(|u| seen.insert(u.clone()));
+    people
 }
 
 /// A question's event `content` (a message or a poll start) mentioning `people` the Matrix way,
@@ -889,32 +859,13 @@ pub fn poll_replacement(
         Some(line) => settled_text(input, q, line),
         None => card_text(input, q, open),
     };
-    let parts = poll_parts(input, q, revision, open)?;
-    let (kind, content) = match events {
-        PollEvents::Stable => {
-            let block = parts.stable()?;
-            let new = PollStartEventContentWithoutRelation::from(
-                PollStartEventContent::with_plain_text(text.clone(), block.clone()),
-            );
-            let mut c = PollStartEventContent::with_plain_text(format!("* {text}"), block);
-            c.relates_to = Some(
-                matrix_sdk::ruma::events::room::message::Relation::Replacement(Replacement::new(
-                    poll.to_owned(),
-                    new,
-                )),
-            );
-            (STABLE_START, json(&c)?)
-        }
-        PollEvents::Unstable => {
-            let c = ReplacementUnstablePollStartEventContent::plain_text(
-                text.clone(),
-                parts.unstable()?,
-                poll.to_owned(),
-            );
-            (UNSTABLE_START, json(&c)?)
-        }
-    };
-    Ok((kind, with_body(content, &text)))
+    poll_event(
+        text,
+        poll_parts(input, q, revision, open)?,
+        events,
+        poll,
+        true,
+    )
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -997,23 +948,22 @@ fn cell(s: &str) -> String {
 pub fn block_chunks(block: &Block) -> Vec<Formatted> {
     match &block.kind {
         BlockKind::Table { columns, rows } => {
-            let head: Vec<String> = columns.iter().map(|c| cell(c)).collect();
-            let head_body = head.join(" | ");
-            let head_html: String = head
-                .iter()
-                .map(|c| format!("<th>{}</th>", escape_html(c)))
-                .collect();
+            // A row's `body` line and its cells' HTML.
+            let row = |cells: Vec<String>, tag: &str| {
+                let html: String = cells
+                    .iter()
+                    .map(|c| format!("<{tag}>{}</{tag}>", escape_html(c)))
+                    .collect();
+                (cells.join(" | "), html)
+            };
+            let (head_body, head_html) = row(columns.iter().map(|c| cell(c)).collect(), "th");
             let items: Vec<(String, String)> = rows
                 .iter()
                 .map(|r| {
-                    let cells: Vec<String> = (0..columns.len())
-                        .map(|i| cell(r.get(i).map_or("", String::as_str)))
-                        .collect();
-                    let html: String = cells
-                        .iter()
-                        .map(|c| format!("<td>{}</td>", escape_html(c)))
-                        .collect();
-                    (cells.join(" | "), format!("<tr>{html}</tr>"))
+                    let cells =
+                        (0..columns.len()).map(|i| cell(r.get(i).map_or("", String::as_str)));
+                    let (body, html) = row(cells.collect(), "td");
+                    (body, format!("<tr>{html}</tr>"))
                 })
                 .collect();
             let overhead = json_len(&head_body) + json_len(&head_html) + 100;
@@ -1032,16 +982,14 @@ pub fn block_chunks(block: &Block) -> Vec<Formatted> {
         BlockKind::Progress { value, max, label } => {
             let pct = (value / max * 100.0).round();
             let bar = format!("{} {pct}%", progress_bar(*value, *max, PROGRESS_WIDTH));
-            vec![match label {
-                Some(l) => Formatted {
-                    body: format!("{l}: {bar}"),
-                    html: format!("<p><strong>{}</strong><br>{bar}</p>", escape_html(l)),
-                },
-                None => Formatted {
-                    html: format!("<p>{bar}</p>"),
-                    body: bar,
-                },
-            }]
+            let (body, html) = match label {
+                Some(l) => (
+                    format!("{l}: {bar}"),
+                    format!("<p><strong>{}</strong><br>{bar}</p>", escape_html(l)),
+                ),
+                None => (bar.clone(), format!("<p>{bar}</p>")),
+            };
+            vec![Formatted { body, html }]
         }
         BlockKind::Code { code, language } => {
             let lang = language.as_deref().unwrap_or("");
@@ -1050,19 +998,8 @@ pub fn block_chunks(block: &Block) -> Vec<Formatted> {
                 None => "<pre><code>".to_owned(),
             };
             // Lines longer than a chunk are cut (a minified file, say).
-            let mut items = Vec::new();
-            for line in code.trim_end().lines() {
-                let chars: Vec<char> = line.chars().collect();
-                let pieces: Vec<String> = if chars.is_empty() {
-                    vec![String::new()]
-                } else {
-                    chars.chunks(4_000).map(|c| c.iter().collect()).collect()
-                };
-                for p in pieces {
-                    let html = escape_pre(&p);
-                    items.push((p, html));
-                }
-            }
+            let pieces = code.trim_end().lines().flat_map(|l| split_exact(l, 4_000));
+            let items = pieces.map(|p| (p.clone(), escape_pre(&p))).collect();
             draw_groups(pack_items(items, 100), |body, html| Formatted {
                 body: format!("```{lang}\n{}\n```", body.join("\n")),
                 html: format!("{open}{}</code></pre>", html.join("\n")),
@@ -1088,24 +1025,22 @@ pub fn block_chunks(block: &Block) -> Vec<Formatted> {
             })
         }
         BlockKind::Html { title, url, .. } => {
-            let title = frogbot_model::text::truncate(title.as_deref().unwrap_or("App"), MAX_TITLE);
+            let title = truncate(title.as_deref().unwrap_or("App"), MAX_TITLE);
+            let head = format!("<p>🧩 <strong>{}</strong><br>", escape_html(&title));
             // With the server's public_url, a link to the app's web view.
-            vec![match url {
-                Some(u) => Formatted {
-                    body: format!("🧩 {title} — an app: {u}"),
-                    html: format!(
-                        "<p>🧩 <strong>{}</strong><br><a href=\"{}\">Open the app</a></p>",
-                        escape_html(&title),
-                        escape_html(u)
-                    ),
-                },
-                None => Formatted {
-                    body: format!("🧩 {title} — an app: open it in the web chat."),
-                    html: format!(
-                        "<p>🧩 <strong>{}</strong><br><em>An app: open it in the web chat.</em></p>",
-                        escape_html(&title)
-                    ),
-                },
+            let (body, link) = match url {
+                Some(u) => (
+                    format!("🧩 {title} — an app: {u}"),
+                    format!("<a href=\"{}\">Open the app</a>", escape_html(u)),
+                ),
+                None => (
+                    format!("🧩 {title} — an app: open it in the web chat."),
+                    "<em>An app: open it in the web chat.</em>".to_owned(),
+                ),
+            };
+            vec![Formatted {
+                body,
+                html: format!("{head}{link}</p>"),
             }]
         }
         BlockKind::Image { url, alt } => vec![image_link(url, alt, false)],
@@ -1119,17 +1054,13 @@ pub fn block_chunks(block: &Block) -> Vec<Formatted> {
 /// What an image that could not be uploaded shows instead: its alt text and a link to it, and,
 /// when `failed`, that it could not be shown here.
 pub fn image_link(url: &str, alt: &str, failed: bool) -> Formatted {
-    let alt = frogbot_model::text::truncate(alt, MAX_TABLE_CELL * 4);
-    let name = if alt.is_empty() {
-        "Image"
-    } else {
-        alt.as_str()
-    };
-    let note = if failed {
-        " (the image could not be shown here: open the link)"
-    } else {
-        ""
-    };
+    let alt = truncate(alt, MAX_TABLE_CELL * 4);
+    let name = Some(alt.as_str())
+        .filter(|a| !a.is_empty())
+        .unwrap_or("Image");
+    let note = failed
+        .then_some(" (the image could not be shown here: open the link)")
+        .unwrap_or_default();
     Formatted {
         body: format!("🖼 {name}: {url}{note}"),
         html: format!(
@@ -1141,12 +1072,13 @@ pub fn image_link(url: &str, alt: &str, failed: bool) -> Formatted {
     }
 }
 
-/// Two chunks as one message.
-fn join(a: &Formatted, b: &Formatted) -> Formatted {
-    Formatted {
+/// Two chunks as one message, if it stays within [`MAX_TEXT_BYTES`](crate::format::MAX_TEXT_BYTES).
+fn join(a: &Formatted, b: &Formatted) -> Option<Formatted> {
+    let both = Formatted {
         body: format!("{}\n\n{}", a.body, b.body),
         html: format!("{}\n{}", a.html, b.html),
-    }
+    };
+    (both.json_bytes() <= crate::format::MAX_TEXT_BYTES).then_some(both)
 }
 
 /// Draws an agent message: its title (bold) and Markdown text ([`crate::format::messages`]), then
@@ -1165,68 +1097,54 @@ pub fn agent_message(message: &UiMessage) -> Vec<DrawnPiece> {
         .as_deref()
         .filter(|t| !t.trim().is_empty())
     {
-        let title = frogbot_model::text::truncate(title.trim(), MAX_TITLE);
+        let title = truncate(title.trim(), MAX_TITLE);
         let title = Formatted {
             body: format!("**{title}**"),
             html: format!("<p><strong>{}</strong></p>", escape_html(&title)),
         };
         match texts.first_mut() {
-            Some(first) if join(&title, first).json_bytes() <= crate::format::MAX_TEXT_BYTES => {
-                *first = join(&title, first);
-            }
+            Some(first) if let Some(both) = join(&title, first) => *first = both,
             _ => texts.insert(0, title),
         }
     }
-    let mut cur = texts.pop();
-    let mut out: Vec<DrawnPiece> = texts
-        .into_iter()
-        .map(|t| DrawnPiece {
-            piece: AgentPiece::Text(t),
-            keys: Vec::new(),
-        })
-        .collect();
-    let mut keys: Vec<String> = Vec::new();
-    let flush = |cur: &mut Option<Formatted>, keys: &mut Vec<String>, out: &mut Vec<DrawnPiece>| {
-        if let Some(f) = cur.take() {
-            out.push(DrawnPiece {
-                piece: AgentPiece::Text(f),
-                keys: std::mem::take(keys),
-            });
-        }
+    let text = |f| DrawnPiece {
+        piece: AgentPiece::Text(f),
+        keys: Vec::new(),
     };
+    let mut out: Vec<DrawnPiece> = texts.into_iter().map(text).collect();
+    // The keys of blocks drawn in no chunk while no text message was open: the next one's.
+    let mut pending: Vec<String> = Vec::new();
     for (i, block) in blocks_of(message).iter().enumerate() {
-        let block_keys: Vec<String> = block
-            .events
-            .iter()
-            .enumerate()
-            .map(|(b, e)| crate::ids::event_id(&e.label, frogbot_model::EventControl::new(i, b)))
-            .collect();
+        let keys =
+            block.events.iter().enumerate().map(|(b, e)| {
+                crate::ids::event_id(&e.label, frogbot_model::EventControl::new(i, b))
+            });
         if let BlockKind::Image { url, alt } = &block.kind {
-            flush(&mut cur, &mut keys, &mut out);
             out.push(DrawnPiece {
                 piece: AgentPiece::Image {
                     url: url.clone(),
                     alt: alt.clone(),
                 },
-                keys: block_keys,
+                keys: keys.collect(),
             });
             continue;
         }
         for chunk in block_chunks(block) {
-            cur = match cur.take() {
-                Some(c) if join(&c, &chunk).json_bytes() <= crate::format::MAX_TEXT_BYTES => {
-                    Some(join(&c, &chunk))
-                }
-                Some(c) => {
-                    let mut c = Some(c);
-                    flush(&mut c, &mut keys, &mut out);
-                    Some(chunk)
-                }
-                None => Some(chunk),
-            };
+            match out.last_mut() {
+                Some(DrawnPiece {
+                    piece: AgentPiece::Text(t),
+                    ..
+                }) if let Some(both) = join(t, &chunk) => *t = both,
+                _ => out.push(DrawnPiece {
+                    keys: std::mem::take(&mut pending),
+                    ..text(chunk)
+                }),
+            }
         }
-        keys.extend(block_keys);
+        match out.last_mut() {
+            Some(last) if matches!(last.piece, AgentPiece::Text(_)) => last.keys.extend(keys),
+            _ => pending.extend(keys),
+        }
     }
-    flush(&mut cur, &mut keys, &mut out);
     out
 }
