@@ -30,7 +30,7 @@ pub trait SlackApi: Send + Sync {
 
     /// `chat.postMessage` of a plain text reply in the thread `thread_ts`, carrying the message
     /// metadata `{"event_type": event_type, "event_payload": {"key": key}}` (how a retried
-    /// delivery finds the pieces an earlier attempt posted, [`SlackApi::thread_keys`]); returns
+    /// delivery finds the pieces an earlier attempt posted, [`SlackApi::thread_keyed`]); returns
     /// the new message's `ts`.
     async fn post_keyed(
         &self,
@@ -39,7 +39,10 @@ pub trait SlackApi: Send + Sync {
         text: &str,
         event_type: &str,
         key: &str,
-    ) -> Result<String, Error>;
+    ) -> Result<String, Error> {
+        self.post_blocks_keyed(channel, thread_ts, Vec::new(), text, event_type, key)
+            .await
+    }
 
     /// `chat.postMessage` of a plain text message at the top of `channel` (it starts a thread),
     /// carrying the message metadata `{"event_type": event_type, "event_payload": {"key": key}}`
@@ -70,18 +73,10 @@ pub trait SlackApi: Send + Sync {
     /// (`D…`), opened if it was not (Slack answers with the same one every time).
     async fn open_dm(&self, user: &str) -> Result<String, Error>;
 
-    /// `conversations.replies` with `include_all_metadata=true`, every page: the keys of the
-    /// thread's messages whose metadata has `event_type` (see [`SlackApi::post_keyed`]).
-    async fn thread_keys(
-        &self,
-        channel: &str,
-        thread_ts: &str,
-        event_type: &str,
-    ) -> Result<Vec<String>, Error>;
-
     /// `conversations.replies` with `include_all_metadata=true`, every page: `(key, ts)` of the
     /// thread's messages whose metadata has `event_type`, in thread order (how a retried
-    /// [`SlackApi::post_blocks_keyed`] finds the messages an earlier attempt posted).
+    /// [`SlackApi::post_keyed`] or [`SlackApi::post_blocks_keyed`] finds the messages an earlier
+    /// attempt posted).
     async fn thread_keyed(
         &self,
         channel: &str,
@@ -274,7 +269,7 @@ pub const DELIVERY_EVENT_TYPE: &str = "frogbot_delivery";
 /// The message metadata `event_type` of an ask's first message ([`SlackApi::post_root_keyed`]).
 pub const ASK_EVENT_TYPE: &str = "frogbot_ask";
 
-/// The most pages of a thread [`SlackApi::thread_keys`] reads (1,000 messages each).
+/// The most pages of a thread [`SlackApi::thread_keyed`] reads (1,000 messages each).
 const MAX_REPLY_PAGES: usize = 20;
 
 /// A Web API method as [`SlackWebApi`] runs it: its name; whether repeating a call that may have
@@ -403,24 +398,10 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackWebApi<C> {
         self
     }
 
-    /// Runs `call` (a Web API call of `method`) within the timeout, retrying by the policy;
-    /// `harmless`: repeating a call that may have been carried out does no harm.
+    /// Runs `call` (a Web API call of `method`), each try bounded by `timeout` (the client's; a
+    /// file's bytes take as long as their size needs: the transfer policy's limit), retrying by
+    /// the policy; `harmless`: repeating a call that may have been carried out does no harm.
     async fn run<T, F, Fut>(
-        &self,
-        method: &'static str,
-        harmless: bool,
-        call: F,
-    ) -> Result<T, Error>
-    where
-        F: Fn() -> Fut,
-        Fut: std::future::Future<Output = Result<T, SlackClientError>>,
-    {
-        self.run_within(method, harmless, self.timeout, call).await
-    }
-
-    /// [`run`](Self::run) with each try bounded by `timeout` instead of the client's (a file's
-    /// bytes take as long as their size needs: the transfer policy's limit, not an API call's).
-    async fn run_within<T, F, Fut>(
         &self,
         method: &'static str,
         harmless: bool,
@@ -506,8 +487,10 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackWebApi<C> {
         call: impl AsyncFn(&SlackClientSession<'_, C>, &RQ) -> Result<RS, SlackClientError>,
     ) -> Result<RS, Error> {
         let session = self.client.open_session(&self.token);
-        self.run(method.name, method.harmless, || call(&session, &req))
-            .await
+        self.run(method.name, method.harmless, self.timeout, || {
+            call(&session, &req)
+        })
+        .await
     }
 
     /// [`call`](Self::call) of a call whose answer is not needed; a failure with one of the
@@ -519,7 +502,7 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackWebApi<C> {
         call: impl AsyncFn(&SlackClientSession<'_, C>, &RQ) -> Result<RS, SlackClientError>,
     ) -> Result<(), Error> {
         let session = self.client.open_session(&self.token);
-        self.run(method.name, method.harmless, || {
+        self.run(method.name, method.harmless, self.timeout, || {
             unless_code(call(&session, &req), method.done)
         })
         .await
@@ -533,7 +516,7 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackWebApi<C> {
         params: Vec<(&str, Option<String>)>,
     ) -> Result<T, Error> {
         let session = self.client.open_session(&self.token);
-        self.run(method, true, || {
+        self.run(method, true, self.timeout, || {
             session.http_session_api.http_get(method, &params, None)
         })
         .await
@@ -547,7 +530,7 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackWebApi<C> {
         channel: &str,
         thread_ts: &str,
         metadata: bool,
-        mut visit: impl FnMut(Vec<ReplyMessage>) -> ControlFlow<()>,
+        mut visit: impl FnMut(Vec<PageMessage>) -> ControlFlow<()>,
     ) -> Result<(), Error> {
         let mut cursor: Option<String> = None;
         for _ in 0..MAX_REPLY_PAGES {
@@ -558,7 +541,7 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackWebApi<C> {
                 ("limit", Some("1000".to_string())),
                 ("cursor", cursor.clone()),
             ];
-            let page: RepliesPage = self.get("conversations.replies", params).await?;
+            let page: Page = self.get("conversations.replies", params).await?;
             cursor = page
                 .response_metadata
                 .and_then(|r| r.next_cursor)
@@ -686,15 +669,12 @@ pub fn classify(method: &'static str, e: SlackClientError) -> Error {
             "internal_error" | "fatal_error" => (true, None, true),
             _ => (false, None, false),
         },
-        SlackClientError::HttpError(h) => {
-            let code = h.status_code.as_u16();
-            match code {
-                429 => (true, None, false),
-                502 | 504 => (true, None, true),
-                500..=599 => (true, None, false),
-                _ => (false, None, false),
-            }
-        }
+        SlackClientError::HttpError(h) => match h.status_code.as_u16() {
+            429 => (true, None, false),
+            502 | 504 => (true, None, true),
+            500..=599 => (true, None, false),
+            _ => (false, None, false),
+        },
         SlackClientError::HttpProtocolError(_) => (true, None, !not_sent(&e)),
         // Reading the answer failed (the connection dropped after the request went out).
         SlackClientError::SystemError(_) | SlackClientError::EndOfStream(_) => (true, None, true),
@@ -727,49 +707,30 @@ fn content(blocks: Vec<SlackBlock>, text: &str) -> SlackMessageContent {
     }
 }
 
-/// One page of `conversations.replies` as far as [`SlackApi::thread_keys`] and
-/// [`SlackApi::find_file_message`] read it.
-#[derive(serde::Deserialize)]
-struct RepliesPage {
-    #[serde(default)]
-    messages: Vec<ReplyMessage>,
-    #[serde(default)]
+/// One page of `conversations.replies` or `conversations.history`, as far as
+/// [`SlackApi::thread_keyed`], [`SlackApi::find_file_message`] and [`SlackApi::find_keyed_root`]
+/// read it.
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct Page {
+    messages: Vec<PageMessage>,
     has_more: bool,
-    #[serde(default)]
     response_metadata: Option<NextCursor>,
 }
 
-#[derive(serde::Deserialize)]
-struct ReplyMessage {
-    #[serde(default)]
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct PageMessage {
     ts: String,
-    #[serde(default)]
+    thread_ts: Option<String>,
     metadata: Option<serde_json::Value>,
-    #[serde(default)]
     files: Vec<FileRef>,
 }
 
-#[derive(serde::Deserialize)]
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
 struct FileRef {
-    #[serde(default)]
     id: String,
-}
-
-/// One page of `conversations.history` as far as [`SlackApi::find_keyed_root`] reads it.
-#[derive(serde::Deserialize)]
-struct HistoryPage {
-    #[serde(default)]
-    messages: Vec<HistoryRoot>,
-}
-
-#[derive(serde::Deserialize)]
-struct HistoryRoot {
-    #[serde(default)]
-    ts: String,
-    #[serde(default)]
-    thread_ts: Option<String>,
-    #[serde(default)]
-    metadata: Option<serde_json::Value>,
 }
 
 /// `conversations.open`'s answer as far as [`SlackApi::open_dm`] reads it.
@@ -785,7 +746,6 @@ struct OpenedChannel {
 
 #[derive(serde::Deserialize)]
 struct NextCursor {
-    #[serde(default)]
     next_cursor: Option<String>,
 }
 
@@ -814,18 +774,6 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackApi for SlackWebApi<C> {
         self.post(channel, thread_ts, content(blocks, text)).await
     }
 
-    async fn post_keyed(
-        &self,
-        channel: &str,
-        thread_ts: &str,
-        text: &str,
-        event_type: &str,
-        key: &str,
-    ) -> Result<String, Error> {
-        self.post_with_metadata(channel, Some(thread_ts), Vec::new(), text, event_type, key)
-            .await
-    }
-
     async fn post_root_keyed(
         &self,
         channel: &str,
@@ -851,7 +799,7 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackApi for SlackWebApi<C> {
             ("oldest", Some(oldest.to_string())),
             ("limit", Some(limit.to_string())),
         ];
-        let page: HistoryPage = self.get("conversations.history", params).await?;
+        let page: Page = self.get("conversations.history", params).await?;
         Ok(page
             .messages
             .into_iter()
@@ -876,20 +824,6 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackApi for SlackWebApi<C> {
             })
             .await?;
         Ok(res.channel.id)
-    }
-
-    async fn thread_keys(
-        &self,
-        channel: &str,
-        thread_ts: &str,
-        event_type: &str,
-    ) -> Result<Vec<String>, Error> {
-        Ok(self
-            .thread_keyed(channel, thread_ts, event_type)
-            .await?
-            .into_iter()
-            .map(|(k, _)| k)
-            .collect())
     }
 
     async fn thread_keyed(
@@ -1073,7 +1007,7 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackApi for SlackWebApi<C> {
         // guarded client, its answer read as slack-morphism would (a 429's `Retry-After`, a 5xx).
         // Bounded by the transfer policy's time (the guarded client's), not an API call's.
         let within = self.files.policy().timeout.max(self.timeout);
-        self.run_within(UPLOAD_STEP, true, within, || async {
+        self.run(UPLOAD_STEP, true, within, || async {
             upload_answer(self.files.upload(url, headers, file).await)
         })
         .await?;

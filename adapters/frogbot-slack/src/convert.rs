@@ -122,30 +122,14 @@ fn platform_user(info: &SlackBasicUserInfo) -> PlatformUser {
 pub fn interaction_from_payload(raw: &Value) -> Result<Option<Interaction>, Error> {
     let event: SlackInteractionEvent =
         serde_json::from_value(raw.clone()).map_err(|e| Error::Payload(e.to_string()))?;
-    Ok(interaction_from_event(&event, raw.clone()))
-}
-
-/// Converts a parsed interaction event; `raw` is kept in the interaction as the platform payload.
-pub fn interaction_from_event(event: &SlackInteractionEvent, raw: Value) -> Option<Interaction> {
-    match event {
-        SlackInteractionEvent::BlockActions(ev) => action_from_block_actions(ev, raw),
+    // `raw` is kept in the interaction as the platform payload.
+    Ok(match &event {
+        SlackInteractionEvent::BlockActions(ev) => action_from_block_actions(ev, raw.clone()),
         SlackInteractionEvent::ViewSubmission(ev) => {
-            Some(modal_submit_from_view_submission(ev, raw))
+            Some(modal_submit_from_view_submission(ev, raw.clone()))
         }
         _ => None,
-    }
-}
-
-/// The values an action carries: a button's value, a select's chosen option, or a checkbox
-/// group's / multi-select's chosen options (in order).
-pub fn action_values(action: &SlackInteractionActionInfo) -> Vec<String> {
-    if let Some(opts) = &action.selected_options {
-        return opts.iter().map(|o| o.value.clone()).collect();
-    }
-    if let Some(opt) = &action.selected_option {
-        return vec![opt.value.clone()];
-    }
-    action.value.clone().into_iter().collect()
+    })
 }
 
 /// `block_actions` → [`Interaction::Action`] for its first action. `value` is the button value,
@@ -170,7 +154,13 @@ pub fn action_from_block_actions(
         }
         SlackInteractionActionContainer::View(v) => format!("view:{}", v.view_id.0),
     };
-    let values = action_values(action);
+    // A button's value, a select's chosen option, or a checkbox group's / multi-select's chosen
+    // options (in order).
+    let values: Vec<String> = match (&action.selected_options, &action.selected_option) {
+        (Some(opts), _) => opts.iter().map(|o| o.value.clone()).collect(),
+        (None, Some(opt)) => vec![opt.value.clone()],
+        (None, None) => action.value.clone().into_iter().collect(),
+    };
     let value = (!values.is_empty()).then(|| values.join(","));
     Some(Interaction::Action {
         event: ActionEvent {
@@ -203,26 +193,19 @@ pub fn state_selections(raw: &Value) -> Vec<(String, Vec<String>)> {
     let Some(Value::Object(blocks)) = raw.pointer("/state/values") else {
         return Vec::new();
     };
-    let mut out = Vec::new();
-    for block in blocks.values() {
-        let Value::Object(inputs) = block else {
-            continue;
-        };
-        for (action_id, v) in inputs {
-            let values: Vec<String> = if let Some(Value::Array(opts)) = v.get("selected_options") {
+    let inputs = blocks.values().filter_map(Value::as_object).flatten();
+    inputs
+        .filter_map(|(action_id, v)| {
+            let values = if let Some(Value::Array(opts)) = v.get("selected_options") {
                 opts.iter()
                     .filter_map(|o| o["value"].as_str().map(str::to_string))
                     .collect()
-            } else if let Some(value) = v.pointer("/selected_option/value").and_then(Value::as_str)
-            {
-                vec![value.to_string()]
             } else {
-                continue;
+                vec![v.pointer("/selected_option/value")?.as_str()?.to_string()]
             };
-            out.push((action_id.clone(), values));
-        }
-    }
-    out
+            Some((action_id.clone(), values))
+        })
+        .collect()
 }
 
 /// `view_submission` → [`Interaction::ModalSubmit`]: values flattened by `action_id` (a text
@@ -231,27 +214,22 @@ pub fn modal_submit_from_view_submission(
     ev: &SlackInteractionViewSubmissionEvent,
     raw: Value,
 ) -> Interaction {
-    let mut values = Map::new();
-    if let Some(state) = &ev.view.state_params.state {
-        for block in state.values.values() {
-            for (action_id, v) in block {
-                let value = if let Some(opts) = &v.selected_options {
-                    Value::Array(
-                        opts.iter()
-                            .map(|o| Value::String(o.value.clone()))
-                            .collect(),
-                    )
-                } else if let Some(opt) = &v.selected_option {
-                    Value::String(opt.value.clone())
-                } else if let Some(text) = &v.value {
-                    Value::String(text.clone())
-                } else {
-                    Value::Null
-                };
-                values.insert(action_id.0.clone(), value);
-            }
-        }
-    }
+    let inputs = ev
+        .view
+        .state_params
+        .state
+        .iter()
+        .flat_map(|s| s.values.values());
+    let values = (inputs.flatten())
+        .map(|(action_id, v)| {
+            let value = match (&v.selected_options, &v.selected_option) {
+                (Some(opts), _) => opts.iter().map(|o| o.value.clone()).collect(),
+                (None, Some(opt)) => Value::from(opt.value.clone()),
+                (None, None) => Value::from(v.value.clone()),
+            };
+            (action_id.0.clone(), value)
+        })
+        .collect();
     let private_metadata = match &ev.view.view {
         SlackView::Modal(m) => m.private_metadata.clone(),
         SlackView::Home(h) => h.private_metadata.clone(),
@@ -364,37 +342,6 @@ pub fn without_bot_mention(message: &mut ThreadMessage, bot_user_id: &str) {
     message.mentions = mentions_in(&message.text, bot_user_id);
 }
 
-fn build_message(
-    channel: &str,
-    origin: &SlackMessageOrigin,
-    text: String,
-    author: PlatformUser,
-    raw: Value,
-    mentioned: bool,
-    bot_user_id: &str,
-) -> IncomingMessage {
-    let ts = &origin.ts.0;
-    let root = origin.thread_ts.as_ref().map(|t| t.0.as_str());
-    let in_thread = root.is_some_and(|r| r != ts);
-    IncomingMessage {
-        thread: thread_id(channel, root.unwrap_or(ts)),
-        in_thread,
-        mentioned,
-        message: ThreadMessage {
-            id: message_id(channel, ts),
-            mentions: mentions_in(&text, bot_user_id),
-            text,
-            author,
-            metadata: ThreadMessageMetadata {
-                date_sent: ts_to_rfc3339(ts).unwrap_or_default(),
-            },
-            reply_to: root.filter(|r| *r != ts).map(|r| message_id(channel, r)),
-            files: files_of(&raw),
-            raw,
-        },
-    }
-}
-
 /// The files of a message event (`files`: Slack file objects), each downloaded from its
 /// `url_private_download` (else `url_private`); a file Slack shares without a link (`file_access`
 /// `check_file_info`, a file hidden by the workspace's plan) keeps an empty `url` and is named
@@ -469,13 +416,12 @@ fn text_of(content: Option<&SlackMessageContent>, raw: &Value) -> String {
 /// slack-morphism could not read (a malformed block…) with no text beside it. Such a message
 /// would otherwise reach the conversation as an empty text.
 fn check_text(event: &Value) -> Result<(), Error> {
-    match event.get("text") {
-        None | Some(Value::Null) | Some(Value::String(_)) => {}
-        Some(_) => {
-            return Err(Error::Payload(
-                "the message's `text` is not a string".into(),
-            ));
-        }
+    if event
+        .get("text")
+        .is_some_and(|t| !t.is_null() && !t.is_string())
+    {
+        let why = "the message's `text` is not a string";
+        return Err(Error::Payload(why.into()));
     }
     let has_text = event
         .get("text")
@@ -489,69 +435,6 @@ fn check_text(event: &Value) -> Result<(), Error> {
         ));
     }
     Ok(())
-}
-
-/// A `message` event → [`IncomingMessage`]; `None` for the bot's own messages, edits, deletions
-/// and other subtypes that are not something a person wrote.
-pub fn message_from_event(
-    ev: &SlackMessageEvent,
-    bot_user_id: &str,
-    raw: Value,
-) -> Option<IncomingMessage> {
-    match &ev.subtype {
-        None
-        | Some(SlackMessageEventType::ThreadBroadcast)
-        | Some(SlackMessageEventType::FileShare)
-        | Some(SlackMessageEventType::MeMessage) => {}
-        Some(_) => return None,
-    }
-    if is_own_message(&ev.sender, bot_user_id) {
-        return None;
-    }
-    let channel = ev.origin.channel.as_ref()?;
-    let user = ev.sender.user.as_ref()?;
-    let text = text_of(ev.content.as_ref(), &raw);
-    let mentioned = mentions(&text, bot_user_id);
-    let author = PlatformUser {
-        id: user.0.clone(),
-        name: ev.sender.username.clone(),
-        is_bot: false,
-    };
-    Some(build_message(
-        &channel.0,
-        &ev.origin,
-        text,
-        author,
-        raw,
-        mentioned,
-        bot_user_id,
-    ))
-}
-
-/// An `app_mention` event → [`IncomingMessage`] (always `mentioned`); `None` for the bot's own.
-pub fn message_from_mention(
-    ev: &SlackAppMentionEvent,
-    bot_user_id: &str,
-    raw: Value,
-) -> Option<IncomingMessage> {
-    if ev.user.0 == bot_user_id {
-        return None;
-    }
-    let text = text_of(Some(&ev.content), &raw);
-    let author = PlatformUser {
-        id: ev.user.0.clone(),
-        name: None,
-        is_bot: false,
-    };
-    Some(build_message(
-        &ev.channel.0,
-        &ev.origin,
-        text,
-        author,
-        raw,
-        true,
-        bot_user_id,
-    ))
 }
 
 /// A person's edit or deletion of their message (`message_changed` / `message_deleted`).
@@ -601,7 +484,9 @@ pub fn changed_from_push_json(body: &Value, bot_user_id: &str) -> Option<Changed
     })
 }
 
-/// Reads an Events API request body (`event_callback` JSON) and converts its message, if any.
+/// Reads an Events API request body (`event_callback` JSON) and converts its message, if any: a
+/// `message` event, or an `app_mention` (always `mentioned`); `None` for the bot's own messages,
+/// edits, deletions and other subtypes that are not something a person wrote.
 pub fn message_from_push_json(
     body: &Value,
     bot_user_id: &str,
@@ -621,17 +506,71 @@ pub fn message_from_push_json(
         },
         event => event,
     };
-    Ok(match &event {
+    let person = |id: &SlackUserId, name| PlatformUser {
+        id: id.0.clone(),
+        name,
+        is_bot: false,
+    };
+    let (channel, origin, content, author) = match &event {
         SlackEventCallbackBody::Message(ev) => {
             check_text(&raw)?;
-            message_from_event(ev, bot_user_id, raw)
+            let taken = matches!(
+                &ev.subtype,
+                None | Some(
+                    SlackMessageEventType::ThreadBroadcast
+                        | SlackMessageEventType::FileShare
+                        | SlackMessageEventType::MeMessage
+                )
+            );
+            let user = ev.sender.user.as_ref();
+            let (true, false, Some(channel), Some(user)) = (
+                taken,
+                is_own_message(&ev.sender, bot_user_id),
+                &ev.origin.channel,
+                user,
+            ) else {
+                return Ok(None);
+            };
+            let author = person(user, ev.sender.username.clone());
+            (channel, &ev.origin, ev.content.as_ref(), author)
         }
         SlackEventCallbackBody::AppMention(ev) => {
             check_text(&raw)?;
-            message_from_mention(ev, bot_user_id, raw)
+            if ev.user.0 == bot_user_id {
+                return Ok(None);
+            }
+            (
+                &ev.channel,
+                &ev.origin,
+                Some(&ev.content),
+                person(&ev.user, None),
+            )
         }
-        _ => None,
-    })
+        _ => return Ok(None),
+    };
+    let text = text_of(content, &raw);
+    let mentioned =
+        matches!(event, SlackEventCallbackBody::AppMention(_)) || mentions(&text, bot_user_id);
+    let (channel, ts) = (&channel.0, &origin.ts.0);
+    // The thread's root, for a reply inside an existing thread (else the message starts one).
+    let root = origin.thread_ts.as_ref().map(|t| &t.0).filter(|r| *r != ts);
+    Ok(Some(IncomingMessage {
+        thread: thread_id(channel, root.unwrap_or(ts)),
+        in_thread: root.is_some(),
+        mentioned,
+        message: ThreadMessage {
+            id: message_id(channel, ts),
+            mentions: mentions_in(&text, bot_user_id),
+            text,
+            author,
+            metadata: ThreadMessageMetadata {
+                date_sent: ts_to_rfc3339(ts).unwrap_or_default(),
+            },
+            reply_to: root.map(|r| message_id(channel, r)),
+            files: files_of(&raw),
+            raw,
+        },
+    }))
 }
 
 /// A `message` or `app_mention` event slack-morphism could not read, read again without the
@@ -692,6 +631,17 @@ pub struct SlashCommand {
     pub raw: Value,
 }
 
+impl SlashCommand {
+    /// Who typed it, as a FrogBot user.
+    pub fn author(&self) -> PlatformUser {
+        PlatformUser {
+            id: self.user_id.clone(),
+            name: Some(self.user_name.clone()).filter(|n| !n.is_empty()),
+            is_bot: false,
+        }
+    }
+}
+
 /// The fields of a slash command; `command`, `user_id`, `channel_id` and `trigger_id` must be
 /// there.
 fn command_from_fields(fields: Map<String, Value>) -> Result<SlashCommand, Error> {
@@ -702,6 +652,10 @@ fn command_from_fields(fields: Map<String, Value>) -> Result<SlashCommand, Error
             .unwrap_or("")
             .to_owned()
     };
+    let required = ["command", "user_id", "channel_id", "trigger_id"];
+    if let Some(k) = required.into_iter().find(|k| field(k).is_empty()) {
+        return Err(Error::Payload(format!("a slash command without `{k}`")));
+    }
     let cmd = SlashCommand {
         command: field("command"),
         text: field("text"),
@@ -713,16 +667,6 @@ fn command_from_fields(fields: Map<String, Value>) -> Result<SlashCommand, Error
         trigger_id: field("trigger_id"),
         raw: Value::Null,
     };
-    for (k, v) in [
-        ("command", &cmd.command),
-        ("user_id", &cmd.user_id),
-        ("channel_id", &cmd.channel_id),
-        ("trigger_id", &cmd.trigger_id),
-    ] {
-        if v.is_empty() {
-            return Err(Error::Payload(format!("a slash command without `{k}`")));
-        }
-    }
     let mut fields = fields;
     fields.remove("token");
     Ok(SlashCommand {
@@ -811,11 +755,7 @@ pub fn slash_ask_message(
         id: thread.to_owned(),
         mentions: mentions_in(&text, bot_user_id),
         text,
-        author: PlatformUser {
-            id: cmd.user_id.clone(),
-            name: Some(cmd.user_name.clone()).filter(|n| !n.is_empty()),
-            is_bot: false,
-        },
+        author: cmd.author(),
         metadata: ThreadMessageMetadata {
             date_sent: millis_to_iso(frogbot_model::now_millis()),
         },

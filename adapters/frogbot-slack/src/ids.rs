@@ -41,30 +41,24 @@ pub enum ActionKind {
     Confirm,
 }
 
+/// Each kind's code in a control id, in the order of [`ActionKind`]'s variants.
+const CODES: [(ActionKind, &str); 7] = [
+    (ActionKind::Choose, "b"),
+    (ActionKind::Select, "s"),
+    (ActionKind::Toggle, "c"),
+    (ActionKind::Submit, "u"),
+    (ActionKind::Other, "o"),
+    (ActionKind::Skip, "k"),
+    (ActionKind::Confirm, "y"),
+];
+
 impl ActionKind {
     fn code(self) -> &'static str {
-        match self {
-            ActionKind::Choose => "b",
-            ActionKind::Select => "s",
-            ActionKind::Toggle => "c",
-            ActionKind::Submit => "u",
-            ActionKind::Other => "o",
-            ActionKind::Skip => "k",
-            ActionKind::Confirm => "y",
-        }
+        CODES[self as usize].1
     }
 
     fn from_code(code: &str) -> Option<Self> {
-        Some(match code {
-            "b" => ActionKind::Choose,
-            "s" => ActionKind::Select,
-            "c" => ActionKind::Toggle,
-            "u" => ActionKind::Submit,
-            "o" => ActionKind::Other,
-            "k" => ActionKind::Skip,
-            "y" => ActionKind::Confirm,
-            _ => return None,
-        })
+        CODES.iter().find(|(_, c)| *c == code).map(|&(k, _)| k)
     }
 }
 
@@ -82,6 +76,16 @@ pub struct ActionRef {
 }
 
 impl ActionRef {
+    /// The control of `kind` for `question` (`option`: a button's) drawn at `revision`.
+    pub fn new(kind: ActionKind, question: usize, option: Option<usize>, revision: u64) -> Self {
+        Self {
+            kind,
+            question,
+            option,
+            revision,
+        }
+    }
+
     /// Encodes the control id (`fb1:{kind}:{question}:{option|-}:{revision}`, well under 255 chars).
     pub fn encode(&self) -> String {
         let opt = self
@@ -111,12 +115,7 @@ impl ActionRef {
         if parts.next().is_some() {
             return None;
         }
-        Some(ActionRef {
-            kind,
-            question,
-            option,
-            revision,
-        })
+        Some(ActionRef::new(kind, question, option, revision))
     }
 }
 

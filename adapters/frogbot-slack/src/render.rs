@@ -69,10 +69,11 @@ use frogbot_model::{
     Actor, ApprovalPages, InputKind, Progress, QuestionInput, QuestionItem, QuestionModalMetadata,
     QuestionOutcome, SKIP_LABEL, TOGGLE_ON, approval_pages_within, encode_question_modal_metadata,
 };
+use serde_json::{Value, json};
 use slack_morphism::prelude::*;
 
 use crate::Error;
-use crate::format::{to_mrkdwn, to_plain};
+use crate::format::{escape, to_mrkdwn, to_plain};
 use crate::ids::{ActionKind, ActionRef, MODAL_CALLBACK_ID, modal_input_id};
 
 /// Slack: at most 50 blocks per message.
@@ -81,18 +82,12 @@ pub const SLACK_MAX_MESSAGE_BLOCKS: usize = 50;
 pub const MAX_MESSAGE_BLOCKS: usize = 25;
 /// Slack: at most 25 elements in an actions block.
 pub const MAX_ACTIONS_ELEMENTS: usize = 25;
-/// Slack: a message's `text` (longer text is truncated by Slack).
-pub const MAX_MESSAGE_TEXT: usize = 40_000;
-/// Slack: an `action_id`.
-pub const MAX_ACTION_ID: usize = 255;
 /// Slack: at most 100 blocks in a modal.
 pub const MAX_MODAL_BLOCKS: usize = 100;
 /// Slack: a button's text.
 pub const MAX_BUTTON_TEXT: usize = 75;
 /// Slack: an option's text.
 pub const MAX_OPTION_TEXT: usize = 75;
-/// Slack: an option's value.
-pub const MAX_OPTION_VALUE: usize = 150;
 /// Slack: a section's text.
 pub const MAX_SECTION_TEXT: usize = 3000;
 /// Slack: an input block's label.
@@ -164,11 +159,22 @@ pub fn approval_page_blocks(page: &str) -> Vec<SlackBlock> {
     ]
 }
 
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
+/// An actions block of `elements`.
+fn actions(elements: Vec<SlackActionBlockElement>) -> SlackBlock {
+    SlackActionsBlock::new(elements).into()
 }
+
+/// A context block of one plain text.
+fn context(text: String) -> SlackBlock {
+    SlackContextBlock::new(vec![SlackBlockPlainText::new(text).into()]).into()
+}
+
+/// A context block of one `mrkdwn` text.
+fn mrkdwn_context(text: String) -> SlackBlock {
+    SlackContextBlock::new(vec![SlackBlockMarkDownText::new(text).into()]).into()
+}
+
+const PRIMARY: SlackBlockButtonStyle = SlackBlockButtonStyle::Primary;
 
 fn button(text: &str, action: ActionRef, value: Option<String>) -> SlackBlockButtonElement {
     SlackBlockButtonElement::new(plain(text, MAX_BUTTON_TEXT))
@@ -266,58 +272,35 @@ fn question_blocks(
 ) -> Vec<SlackBlock> {
     let picked = progress.picks.get(index).and_then(|p| p.as_deref());
     let section = SlackSectionBlock::new().with_text(mrkdwn(&question_text(q, picked)));
-    let aref = |kind, option| ActionRef {
-        kind,
-        question: index,
-        option,
-        revision,
-    };
-    if q.kind == InputKind::Confirm {
-        let b = confirm_button(q, aref(ActionKind::Confirm, None));
-        return vec![
-            section.into(),
-            SlackActionsBlock::new(vec![b.into()]).into(),
-        ];
-    }
-    if q.kind != InputKind::Choice {
+    let aref = |kind, option| ActionRef::new(kind, index, option, revision);
+    let single = match q.kind {
+        InputKind::Choice => None,
+        InputKind::Confirm => Some(confirm_button(q, aref(ActionKind::Confirm, None))),
         // Text, number and toggle are answered in the modal (a set holding one is drawn as a
         // form card, see `form_card`); should one get here, its "Answer…" opens that modal.
-        let open = button("Answer…", aref(ActionKind::Other, None), None)
-            .with_style(SlackBlockButtonStyle::Primary);
-        return vec![
-            section.into(),
-            SlackActionsBlock::new(vec![open.into()]).into(),
-        ];
+        _ => Some(button("Answer…", aref(ActionKind::Other, None), None).with_style(PRIMARY)),
+    };
+    if let Some(b) = single {
+        return vec![section.into(), actions(vec![b.into()])];
     }
     if q.options.len() > MAX_SELECT_OPTIONS {
         return listed_blocks(section, index, several, q, aref(ActionKind::Other, None));
     }
     let n = q.options.len();
     let as_buttons = !q.multiple && n <= MAX_BUTTONS;
-    let mut blocks: Vec<SlackBlock> = Vec::new();
-    let section = match options_in_full(q, as_buttons) {
-        None => section,
+    let mut sections = match options_in_full(q, as_buttons) {
+        None => vec![section],
+        // The question, then the options in full (over more sections past 3,000 characters).
         Some(list) => {
-            // The question, then the options in full (over more sections past 3,000 characters).
             let text = format!("{}\n{list}", question_text(q, picked));
-            let mut pages = frogbot_model::text::split(&text, MAX_SECTION_TEXT).into_iter();
-            let first = pages.next().unwrap_or_default();
-            blocks.extend(pages.map(|page| mrkdwn_section(page).into()));
-            mrkdwn_section(first)
+            let pages = frogbot_model::text::split(&text, MAX_SECTION_TEXT).into_iter();
+            pages.map(mrkdwn_section).collect()
         }
     };
     let mut elements: Vec<SlackActionBlockElement> = Vec::new();
-    // Slack allows a multi-select in a section (as its accessory), not in an actions block.
-    let mut accessory: Option<SlackSectionBlockElement> = None;
     if q.multiple && n > 0 {
-        let checked: Vec<usize> = progress
-            .checked
-            .get(index)
-            .cloned()
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|i| *i < n)
-            .collect();
+        let checked = progress.checked.get(index).into_iter().flatten().copied();
+        let checked: Vec<usize> = checked.filter(|&i| i < n).collect();
         if n <= MAX_CHECKBOX_OPTIONS {
             let el = SlackBlockCheckboxesElement::new((0..n).map(|i| check_item(q, i)).collect())
                 .with_action_id(SlackActionId(aref(ActionKind::Toggle, None).encode()))
@@ -329,24 +312,17 @@ fn question_blocks(
                 .with_placeholder(plain("Choose options", MAX_OPTION_TEXT))
                 .with_options((0..n).map(|i| select_item(q, i)).collect())
                 .opt_initial_options(initial(&checked, |i| select_item(q, i)));
-            accessory = Some(SlackSectionBlockElement::MultiStaticSelect(el));
+            // Slack allows a multi-select in a section (as its accessory), not in an actions block.
+            sections[0].accessory = Some(SlackSectionBlockElement::MultiStaticSelect(el));
         }
-        elements.push(
-            button("Submit", aref(ActionKind::Submit, None), None)
-                .with_style(SlackBlockButtonStyle::Primary)
-                .into(),
-        );
+        let submit = button("Submit", aref(ActionKind::Submit, None), None);
+        elements.push(submit.with_style(PRIMARY).into());
     } else if n > 0 && n <= MAX_BUTTONS {
         for i in 0..n {
-            let mut b = button(
-                &option_text(q, i),
-                aref(ActionKind::Choose, Some(i)),
-                Some(i.to_string()),
-            );
-            if picked.is_some_and(|p| p.contains(&q.options[i].label)) {
-                b = b.with_style(SlackBlockButtonStyle::Primary);
-            }
-            elements.push(b.into());
+            let action = aref(ActionKind::Choose, Some(i));
+            let picked = picked.is_some_and(|p| p.contains(&q.options[i].label));
+            let b = button(&option_text(q, i), action, Some(i.to_string()));
+            elements.push(b.opt_style(picked.then_some(PRIMARY)).into());
         }
     } else if n > 0 {
         let el = SlackBlockStaticSelectElement::new()
@@ -359,8 +335,8 @@ fn question_blocks(
         let text = if n == 0 { "Answer…" } else { "Other…" };
         elements.push(button(text, aref(ActionKind::Other, None), None).into());
     }
-    blocks.insert(0, section.opt_accessory(accessory).into());
-    blocks.push(SlackActionsBlock::new(elements).into());
+    let mut blocks: Vec<SlackBlock> = sections.into_iter().map(Into::into).collect();
+    blocks.push(actions(elements));
     blocks
 }
 
@@ -382,25 +358,17 @@ fn listed_blocks(
     } else {
         "the number of your choice"
     };
-    blocks.push(
-        SlackContextBlock::new(vec![
-            SlackBlockPlainText::new(format!(
-                "Reply in this thread with {what}{}.",
-                if several {
-                    format!(
-                        ", starting with the question's number: \"{}: …\"",
-                        index + 1
-                    )
-                } else {
-                    String::new()
-                }
-            ))
-            .into(),
-        ])
-        .into(),
-    );
+    let start = if several {
+        format!(
+            ", starting with the question's number: \"{}: …\"",
+            index + 1
+        )
+    } else {
+        String::new()
+    };
+    blocks.push(context(format!("Reply in this thread with {what}{start}.")));
     if q.custom {
-        blocks.push(SlackActionsBlock::new(vec![button("Other…", other, None).into()]).into());
+        blocks.push(actions(vec![button("Other…", other, None).into()]));
     }
     blocks
 }
@@ -412,7 +380,7 @@ fn confirm_button(q: &QuestionItem, action: ActionRef) -> SlackBlockButtonElemen
     let label = q.confirm_label();
     let b = button(label, action, None);
     if !q.danger {
-        return b.with_style(SlackBlockButtonStyle::Primary);
+        return b.with_style(PRIMARY);
     }
     let dialog = SlackBlockConfirmItem::new(
         plain("Are you sure?", MAX_CONFIRM_TITLE),
@@ -436,10 +404,6 @@ pub fn needs_form(input: &QuestionInput) -> bool {
     })
 }
 
-fn number_text(n: &serde_json::Number) -> String {
-    n.to_string()
-}
-
 /// One line describing what an input takes, for the form card and the modal's hints.
 pub fn input_description(q: &QuestionItem) -> String {
     match q.kind {
@@ -449,15 +413,13 @@ pub fn input_description(q: &QuestionItem) -> String {
         },
         InputKind::NumberInput => {
             let mut t = match (&q.min, &q.max) {
-                (Some(a), Some(b)) => {
-                    format!("A number from {} to {}", number_text(a), number_text(b))
-                }
-                (Some(a), None) => format!("A number of at least {}", number_text(a)),
-                (None, Some(b)) => format!("A number of at most {}", number_text(b)),
+                (Some(a), Some(b)) => format!("A number from {a} to {b}"),
+                (Some(a), None) => format!("A number of at least {a}"),
+                (None, Some(b)) => format!("A number of at most {b}"),
                 (None, None) => "A number".to_string(),
             };
             if let Some(step) = &q.step {
-                t.push_str(&format!(", in steps of {}", number_text(step)));
+                t.push_str(&format!(", in steps of {step}"));
             }
             if let Some(unit) = q.unit.as_deref().filter(|u| !u.trim().is_empty()) {
                 t.push_str(&format!(" ({unit})"));
@@ -531,16 +493,8 @@ pub fn form_card(input: &QuestionInput, revision: u64) -> Vec<SlackBlock> {
     if let [q] = input.questions.as_slice()
         && let Some(hint) = q.reply_hint()
     {
-        blocks.push(
-            SlackContextBlock::new(vec![
-                SlackBlockPlainText::new(truncate(
-                    &format!("Or in this thread: {hint}"),
-                    MAX_SECTION_TEXT,
-                ))
-                .into(),
-            ])
-            .into(),
-        );
+        let hint = format!("Or in this thread: {hint}");
+        blocks.push(context(truncate(&hint, MAX_SECTION_TEXT)));
     }
     blocks.extend(form_controls(input, revision));
     blocks
@@ -563,30 +517,13 @@ fn mrkdwn_section(page: String) -> SlackSectionBlock {
 /// "Answer…" (opens the modal) and "Skip"; where the modal would not fit Slack's 100 blocks,
 /// the line saying to answer by typed replies ([`TOO_LARGE_FOR_A_FORM`]) and "Skip".
 fn form_controls(input: &QuestionInput, revision: u64) -> Vec<SlackBlock> {
-    let open = ActionRef {
-        kind: ActionKind::Other,
-        question: 0,
-        option: None,
-        revision,
-    };
+    let skip = skip_button(revision).into();
     if !modal_fits(input) {
-        return vec![
-            SlackContextBlock::new(vec![
-                SlackBlockPlainText::new(TOO_LARGE_FOR_A_FORM.into()).into(),
-            ])
-            .into(),
-            SlackActionsBlock::new(vec![skip_button(revision).into()]).into(),
-        ];
+        return vec![context(TOO_LARGE_FOR_A_FORM.into()), actions(vec![skip])];
     }
-    vec![
-        SlackActionsBlock::new(vec![
-            button("Answer…", open, None)
-                .with_style(SlackBlockButtonStyle::Primary)
-                .into(),
-            skip_button(revision).into(),
-        ])
-        .into(),
-    ]
+    let open = ActionRef::new(ActionKind::Other, 0, None, revision);
+    let open = button("Answer…", open, None).with_style(PRIMARY);
+    vec![actions(vec![open.into(), skip])]
 }
 
 /// The context line of a set that expires: "⏳ open until 14:05 UTC" (`expires_at` is RFC 3339;
@@ -596,7 +533,7 @@ pub fn expiry_block(
     now: chrono::DateTime<chrono::Utc>,
 ) -> Option<SlackBlock> {
     let line = frogbot_model::expiry_line(expires_at, now)?;
-    Some(SlackContextBlock::new(vec![SlackBlockMarkDownText::new(line).into()]).into())
+    Some(mrkdwn_context(line))
 }
 
 /// The message of a question call: [`question_blocks_for`], or the [`form_card`] where the set
@@ -669,12 +606,7 @@ fn question_card_body(
 
 /// The "Skip" button of a question set at `revision`: it dismisses the whole call.
 fn skip_button(revision: u64) -> SlackBlockButtonElement {
-    let skip = ActionRef {
-        kind: ActionKind::Skip,
-        question: 0,
-        option: None,
-        revision,
-    };
+    let skip = ActionRef::new(ActionKind::Skip, 0, None, revision);
     button(SKIP_LABEL, skip, None)
 }
 
@@ -708,7 +640,7 @@ pub fn question_blocks_for(
         .flat_map(|(i, q)| question_blocks(i, input.questions.len() > 1, q, progress, revision))
         .collect();
     if blocks.len() < MAX_MESSAGE_BLOCKS {
-        blocks.push(SlackActionsBlock::new(vec![skip_button(revision).into()]).into());
+        blocks.push(actions(vec![skip_button(revision).into()]));
         return blocks;
     }
     compact_blocks(input, revision)
@@ -1059,10 +991,7 @@ pub fn settled_blocks(
         .join("\n");
     vec![
         SlackSectionBlock::new().with_text(mrkdwn(&summary)).into(),
-        SlackContextBlock::new(vec![
-            SlackBlockMarkDownText::new(outcome_text(input, outcome, actor)).into(),
-        ])
-        .into(),
+        mrkdwn_context(outcome_text(input, outcome, actor)),
     ]
 }
 
@@ -1111,25 +1040,25 @@ pub struct AgentPiece {
 
 /// One Slack block drawn for an agent message, with what it adds to the notification text.
 struct Drawn {
-    block: serde_json::Value,
+    block: Value,
     text: Option<String>,
 }
 
-fn drawn(block: serde_json::Value, text: impl Into<Option<String>>) -> Drawn {
+fn drawn(block: Value, text: impl Into<Option<String>>) -> Drawn {
     Drawn {
         block,
         text: text.into(),
     }
 }
 
-fn section(text: &str) -> serde_json::Value {
-    serde_json::json!({"type": "section", "text": {"type": "mrkdwn", "text": truncate(text, MAX_SECTION_TEXT)}})
+fn section(text: &str) -> Value {
+    json!({"type": "section", "text": {"type": "mrkdwn", "text": truncate(text, MAX_SECTION_TEXT)}})
 }
 
 /// A table cell as Slack takes it: `raw_text`, never empty.
-fn cell(text: &str) -> serde_json::Value {
+fn cell(text: &str) -> Value {
     let t = truncate(text, MAX_TABLE_CELL_CHARS);
-    serde_json::json!({"type": "raw_text", "text": if t.is_empty() { " ".to_owned() } else { t }})
+    json!({"type": "raw_text", "text": if t.is_empty() { " ".to_owned() } else { t }})
 }
 
 /// How one FrogBot block is drawn in Slack blocks (without its event buttons).
@@ -1143,7 +1072,7 @@ fn block_body(block: &frogbot_model::blocks::Block) -> Vec<Drawn> {
             // in another table (another message), its header repeated.
             let width = columns.len().min(MAX_TABLE_CELLS);
             let header: Vec<_> = columns.iter().take(width).map(|c| cell(c)).collect();
-            let body: Vec<Vec<serde_json::Value>> = rows
+            let body: Vec<Vec<Value>> = rows
                 .iter()
                 .map(|r| {
                     (0..width)
@@ -1151,42 +1080,32 @@ fn block_body(block: &frogbot_model::blocks::Block) -> Vec<Drawn> {
                         .collect()
                 })
                 .collect();
-            let mut parts: Vec<Drawn> = Vec::new();
-            let per = MAX_TABLE_ROWS - 1;
-            let row_size = |r: &[serde_json::Value]| {
+            let row_size = |r: &[Value]| -> usize {
                 r.iter()
                     .map(|c| c["text"].as_str().map_or(0, |t| t.chars().count()))
-                    .sum::<usize>()
+                    .sum()
             };
             let room = MAX_MESSAGE_CHARS - row_size(&header) - 1000;
-            let mut start = 0;
+            let mut parts: Vec<Drawn> = Vec::new();
+            let mut rest = body.as_slice();
             loop {
-                let mut end = start;
+                // The rows up to 99 and the message's room (a first row always).
                 let mut size = 0;
-                while end < body.len() && end - start < per {
-                    size += row_size(&body[end]);
-                    if size > room && end > start {
-                        break;
-                    }
-                    end += 1;
-                }
-                let mut table_rows = vec![serde_json::Value::Array(header.clone())];
-                table_rows.extend(body[start..end].iter().cloned().map(serde_json::Value::Array));
-                let text = if start == 0 {
-                    Some(plain_text.clone())
-                } else {
-                    None
-                };
-                parts.push(drawn(
-                    serde_json::json!({"type": "table", "rows": table_rows}),
-                    text,
-                ));
-                start = end;
-                if start >= body.len() {
-                    break;
+                let n = (rest.iter().take(MAX_TABLE_ROWS - 1).enumerate())
+                    .take_while(|(i, r)| {
+                        size += row_size(r);
+                        *i == 0 || size <= room
+                    })
+                    .count();
+                let (these, after) = rest.split_at(n);
+                let rows: Vec<_> = std::iter::once(&header).chain(these).cloned().collect();
+                let text = parts.is_empty().then(|| plain_text.clone());
+                parts.push(drawn(json!({"type": "table", "rows": rows}), text));
+                rest = after;
+                if rest.is_empty() {
+                    break parts;
                 }
             }
-            parts
         }
         BlockKind::Progress { value, max, label } => {
             let pct = (value / max * 100.0).round();
@@ -1203,7 +1122,7 @@ fn block_body(block: &frogbot_model::blocks::Block) -> Vec<Drawn> {
                 return vec![drawn(section(&plain_text), plain_text)];
             }
             vec![drawn(
-                serde_json::json!({"type": "image", "image_url": url, "alt_text": truncate(alt, MAX_ALT_TEXT)}),
+                json!({"type": "image", "image_url": url, "alt_text": truncate(alt, MAX_ALT_TEXT)}),
                 plain_text,
             )]
         }
@@ -1211,14 +1130,14 @@ fn block_body(block: &frogbot_model::blocks::Block) -> Vec<Drawn> {
             .into_iter()
             .enumerate()
             .map(|(i, c)| {
-                let mut pre = serde_json::json!({"type": "rich_text_preformatted",
+                let mut pre = json!({"type": "rich_text_preformatted",
                     "elements": [{"type": "text", "text": if c.is_empty() { " ".to_owned() } else { c }}]});
                 if let Some(l) = language {
                     pre["language"] = l.clone().into();
                 }
                 let text = (i == 0).then(|| truncate(&plain_text, MAX_SECTION_TEXT));
                 drawn(
-                    serde_json::json!({"type": "rich_text", "elements": [pre]}),
+                    json!({"type": "rich_text", "elements": [pre]}),
                     text,
                 )
             })
@@ -1233,12 +1152,12 @@ fn block_body(block: &frogbot_model::blocks::Block) -> Vec<Drawn> {
                         let key = truncate(&escape(&f.key), MAX_FIELD_TEXT / 4);
                         let room = MAX_FIELD_TEXT - key.chars().count() - 3;
                         let value = if f.value.is_empty() { "—".to_owned() } else { escape(&f.value) };
-                        serde_json::json!({"type": "mrkdwn",
+                        json!({"type": "mrkdwn",
                             "text": format!("*{key}*\n{}", truncate(&value, room))})
                     })
                     .collect();
                 let text = (i == 0).then(|| truncate(&plain_text, MAX_SECTION_TEXT));
-                drawn(serde_json::json!({"type": "section", "fields": texts}), text)
+                drawn(json!({"type": "section", "fields": texts}), text)
             })
             .collect(),
         BlockKind::Html { title, url, .. } => {
@@ -1258,11 +1177,11 @@ fn block_body(block: &frogbot_model::blocks::Block) -> Vec<Drawn> {
 }
 
 /// The characters of every string in `v`.
-fn text_size(v: &serde_json::Value) -> usize {
+fn text_size(v: &Value) -> usize {
     match v {
-        serde_json::Value::String(s) => s.chars().count(),
-        serde_json::Value::Array(a) => a.iter().map(text_size).sum(),
-        serde_json::Value::Object(o) => o.values().map(text_size).sum(),
+        Value::String(s) => s.chars().count(),
+        Value::Array(a) => a.iter().map(text_size).sum(),
+        Value::Object(o) => o.values().map(text_size).sum(),
         _ => 0,
     }
 }
@@ -1278,13 +1197,13 @@ fn event_buttons(index: usize, block: &frogbot_model::blocks::Block) -> Option<D
         .take(MAX_ACTIONS_ELEMENTS)
         .enumerate()
         .map(|(j, e)| {
-            serde_json::json!({"type": "button",
+            json!({"type": "button",
                 "action_id": crate::ids::event_id(frogbot_model::EventControl::new(index, j)),
                 "text": {"type": "plain_text", "text": truncate(&e.label, MAX_BUTTON_TEXT)}})
         })
         .collect();
     Some(drawn(
-        serde_json::json!({"type": "actions", "elements": elements}),
+        json!({"type": "actions", "elements": elements}),
         None,
     ))
 }
@@ -1309,7 +1228,7 @@ pub fn agent_message(message: &frogbot_model::UiMessage) -> Vec<AgentPiece> {
         .filter(|t| !t.trim().is_empty())
     {
         all.push(drawn(
-            serde_json::json!({"type": "header", "text": {"type": "plain_text", "text": truncate(title, MAX_HEADER_TEXT), "emoji": true}}),
+            json!({"type": "header", "text": {"type": "plain_text", "text": truncate(title, MAX_HEADER_TEXT), "emoji": true}}),
             escape(title),
         ));
     }
@@ -1320,7 +1239,7 @@ pub fn agent_message(message: &frogbot_model::UiMessage) -> Vec<AgentPiece> {
         all.extend(block_body(block));
         all.extend(event_buttons(i, block));
     }
-    let mut pieces: Vec<(Vec<serde_json::Value>, Vec<String>, usize)> = Vec::new();
+    let mut pieces: Vec<(Vec<Value>, Vec<String>, usize)> = Vec::new();
     for d in all {
         let table = d.block["type"] == "table";
         let size = text_size(&d.block);
@@ -1342,8 +1261,7 @@ pub fn agent_message(message: &frogbot_model::UiMessage) -> Vec<AgentPiece> {
         .map(|(blocks, texts, _)| {
             let text = truncate(&texts.join("\n"), MAX_AGENT_FALLBACK);
             AgentPiece {
-                blocks: serde_json::from_value(serde_json::Value::Array(blocks))
-                    .unwrap_or_default(),
+                blocks: serde_json::from_value(Value::Array(blocks)).unwrap_or_default(),
                 text: if text.trim().is_empty() {
                     "…".to_owned()
                 } else {

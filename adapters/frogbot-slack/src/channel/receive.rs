@@ -383,18 +383,13 @@ impl Receiver {
             return Ok(());
         }
         let bot = &self.inner().bot.user_id;
+        let span = info_span!("slack_event", %event_id, %kind, chat_id = tracing::field::Empty);
+        let rx = self.clone();
         if let Some(change) = changed_from_push_json(&body, bot) {
             // In the thread's queue, after the message it changes.
             let thread = change.thread.clone();
-            let rx = self.clone();
-            let span = info_span!("slack_event", %event_id, %kind, chat_id = tracing::field::Empty);
-            return self
-                .process(
-                    key,
-                    &thread,
-                    async move { rx.on_changed(change).await }.instrument(span),
-                )
-                .await;
+            let work = async move { rx.on_changed(change).await };
+            return self.process(key, &thread, work.instrument(span)).await;
         }
         let incoming = match message_from_push_json(&body, bot) {
             Ok(Some(m)) => m,
@@ -414,15 +409,8 @@ impl Receiver {
             return Ok(());
         }
         let thread = incoming.thread.clone();
-        let rx = self.clone();
-        let span = info_span!("slack_event", %event_id, %kind, chat_id = tracing::field::Empty);
-        let out = self
-            .process(
-                key,
-                &thread,
-                async move { rx.route_message(body, incoming).await }.instrument(span),
-            )
-            .await;
+        let work = async move { rx.route_message(body, incoming).await };
+        let out = self.process(key, &thread, work.instrument(span)).await;
         if out.is_err() {
             self.inner().seen.forget(&msg_key);
         }
@@ -432,20 +420,14 @@ impl Receiver {
     /// A person's edit or deletion of their message: a message still queued runs with the new
     /// text, or not at all; one that already ran is left as it was.
     async fn on_changed(&self, change: ChangedMessage) -> Result<(), Failure> {
-        let result = self
+        let message = &change.message_id;
+        let outcome = self
             .engine
-            .changed(PLATFORM, &change.thread, &change.message_id, change.text)
-            .await;
-        match result {
-            Ok(outcome) => {
-                debug!(message = %change.message_id, ?outcome, "Slack edit or deletion handled");
-                Ok(())
-            }
-            Err(e) => {
-                error!(message = %change.message_id, error = %e, "Slack edit or deletion failed");
-                Err(Failure::Retry(e.to_string()))
-            }
-        }
+            .changed(PLATFORM, &change.thread, message, change.text)
+            .await
+            .map_err(Failure::retry("Slack edit or deletion failed"))?;
+        debug!(%message, ?outcome, "Slack edit or deletion handled");
+        Ok(())
     }
 
     /// A new message: to its thread's chat when it is a DM, a mention, or a reply in a thread
@@ -533,11 +515,7 @@ impl Receiver {
             info!(trigger = %cmd.trigger_id, "duplicate Slack slash command ignored");
             return Ok(None);
         }
-        let author = PlatformUser {
-            id: cmd.user_id.clone(),
-            name: Some(cmd.user_name.clone()).filter(|n| !n.is_empty()),
-            is_bot: false,
-        };
+        let author = cmd.author();
         if !self.lets_in(&author, &cmd.channel_id).await {
             // Nothing posted: a person the channel does not let in starts no thread.
             warn!(user = %author.id, "Slack user not allowed; slash command refused");
@@ -690,22 +668,15 @@ impl Receiver {
     /// errors`, which keeps the modal open).
     async fn on_interaction(&self, payload: Value) -> Result<Option<Value>, Failure> {
         let kind = payload["type"].as_str().unwrap_or("").to_string();
-        let trigger = payload["trigger_id"].as_str().unwrap_or("");
-        let key = if trigger.is_empty() {
+        let at = |p: &str| payload.pointer(p).and_then(Value::as_str).unwrap_or("");
+        let key = match at("/trigger_id") {
             // No trigger id: fall back to the action's own timestamp or the view's hash.
-            format!(
+            "" => format!(
                 "ia:{kind}:{}:{}",
-                payload
-                    .pointer("/actions/0/action_ts")
-                    .and_then(Value::as_str)
-                    .unwrap_or(""),
-                payload
-                    .pointer("/view/hash")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-            )
-        } else {
-            format!("ia:{trigger}")
+                at("/actions/0/action_ts"),
+                at("/view/hash")
+            ),
+            trigger => format!("ia:{trigger}"),
         };
         if !self.inner().seen.first(&key) {
             info!(%kind, "duplicate Slack interaction delivery ignored");
@@ -1040,15 +1011,13 @@ async fn interactivity(State(rx): State<Receiver>, headers: HeaderMap, body: Byt
     }
     let payload = match form_text(&body).and_then(payload_from_form) {
         Ok(v @ Value::Object(_)) => v,
-        Ok(_) => {
+        other => {
+            let error = other.err().map(|e| e.to_string());
             warn!(
                 path = INTERACTIVITY_PATH,
-                "Slack interaction payload is not a JSON object; ignored"
+                ?error,
+                "Slack interaction payload unreadable or not a JSON object; ignored"
             );
-            return status(StatusCode::BAD_REQUEST, "malformed payload");
-        }
-        Err(e) => {
-            warn!(path = INTERACTIVITY_PATH, error = %e, "Slack interaction body unreadable; ignored");
             return status(StatusCode::BAD_REQUEST, "malformed payload");
         }
     };
@@ -1183,12 +1152,8 @@ impl SlackSocketModeClientListener for SocketEnvelopes {
             Ok(None) => Some(json!({ "envelope_id": id }).to_string()),
             // The acknowledgement carries the response (a modal's field errors).
             Ok(Some(body)) => Some(json!({ "envelope_id": id, "payload": body }).to_string()),
-            Err(Failure::Retry(message)) => {
-                debug!(error = %message, "Slack Socket Mode delivery failed; not acknowledged (Slack redelivers)");
-                None
-            }
-            Err(Failure::Busy) => {
-                debug!("Slack Socket Mode delivery refused (too many pending); not acknowledged");
+            Err(f) => {
+                debug!(failure = ?f, "Slack Socket Mode delivery not acknowledged (Slack redelivers)");
                 None
             }
         }

@@ -342,34 +342,6 @@ impl SlackApi for RecordingSlack {
         Ok(format!("D{}", user.get(1..).unwrap_or_default()))
     }
 
-    /// The keys of the pieces recorded in that thread with that `event_type`.
-    async fn thread_keys(
-        &self,
-        channel: &str,
-        thread_ts: &str,
-        event_type: &str,
-    ) -> Result<Vec<String>, Error> {
-        let keys = self
-            .calls()
-            .into_iter()
-            .filter_map(|c| match c {
-                SlackCall::PostKeyed {
-                    channel: c,
-                    thread_ts: t,
-                    event_type: e,
-                    key,
-                    ..
-                } if c == channel && t == thread_ts && e == event_type => Some(key),
-                _ => None,
-            })
-            .collect();
-        self.record(SlackCall::ThreadKeys {
-            channel: channel.into(),
-            thread_ts: thread_ts.into(),
-        });
-        Ok(keys)
-    }
-
     /// `(key, ts)` of the pieces recorded in that thread with that `event_type`.
     async fn thread_keyed(
         &self,
