@@ -37,7 +37,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use frogbot_channel::questions::settle_each;
-use frogbot_model::Notice;
+use frogbot_model::NoticeTo;
 use frogbot_model::text::truncate;
 use frogbot_model::{
     Actor, BoxError, ChannelQuestions, HookArgs, InputKind, Interaction, ParseArgs, ParseResult,
@@ -559,14 +559,9 @@ impl<A: DiscordApi> ChannelQuestions for DiscordQuestions<A> {
 
     /// Tells the participant the notice (the body of `rejected`, `denied` and `stale`): an ephemeral
     /// followup for a click or submission, a reply in the thread for a message.
-    async fn notify(
-        &self,
-        args: HookArgs<'_>,
-        interaction: &Interaction,
-        notice: Notice<'_>,
-    ) -> Result<(), BoxError> {
-        let text = truncate(notice.text(), MESSAGE_LIMIT);
-        let token = match interaction {
+    async fn notify(&self, args: HookArgs<'_>, to: NoticeTo<'_>) -> Result<(), BoxError> {
+        let text = truncate(to.text(), MESSAGE_LIMIT);
+        let token = match to.interaction {
             Interaction::Action { event } => event.trigger_id.as_deref(),
             Interaction::ModalSubmit { event } => event.trigger_id.as_deref(),
             Interaction::Message { .. } => None,
@@ -579,7 +574,7 @@ impl<A: DiscordApi> ChannelQuestions for DiscordQuestions<A> {
         }
         let channel = channel_id(&args.thread.id)?;
         let mut reply = CreateMessage::new().content(text);
-        if let Interaction::Message { message } = interaction
+        if let Interaction::Message { message } = to.interaction
             && let Ok(id) = message_id(&message.id)
         {
             reply = reply.reference_message((channel, id));

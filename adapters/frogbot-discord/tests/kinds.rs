@@ -4,8 +4,8 @@
 //! sends (clicks, a `MODAL_SUBMIT` holding several text inputs), validated, and settled.
 
 use frogbot_core::model::{
-    ChannelQuestions, HookArgs, Interaction, Notice, ParseArgs, ParseResult, QuestionCall,
-    QuestionOutcome, QuestionRecord, RenderArgs, RequestContext, Thread,
+    ChannelQuestions, HookArgs, Interaction, Notice, NoticeTo, ParseArgs, ParseResult,
+    QuestionCall, QuestionOutcome, QuestionRecord, RenderArgs, RequestContext, Thread,
 };
 use frogbot_discord::DiscordQuestions;
 use frogbot_discord::convert;
@@ -212,8 +212,7 @@ impl Run {
                     req: &req,
                     thread: &thread,
                 },
-                interaction,
-                Notice::Rejected(reason),
+                NoticeTo::new(interaction, Notice::Rejected(reason)),
             )
             .await
             .unwrap();

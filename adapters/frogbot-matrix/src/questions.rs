@@ -36,12 +36,12 @@
 use async_trait::async_trait;
 use frogbot_channel::questions::settle_each;
 use frogbot_model::InputKind;
-use frogbot_model::Notice;
 use frogbot_model::{
     Actor, BoxError, ChannelQuestions, HookArgs, Interaction, ParseArgs, ParseResult, Progress,
     QuestionCall, QuestionChange, QuestionInput, QuestionItem, QuestionMessage, QuestionOutcome,
     QuestionRecord, RenderArgs, RenderedQuestion, ReplyChoice, Thread,
 };
+use frogbot_model::{Notice, NoticeTo};
 use matrix_sdk::ruma::{EventId, OwnedEventId, RoomId, UserId};
 
 use crate::client::MatrixApi;
@@ -617,20 +617,15 @@ impl<A: MatrixApi> ChannelQuestions for MatrixQuestions<A> {
 
     /// Tells the participant the notice in the thread, mentioning them (replying to their message
     /// when the interaction is one): the one body of the rejected, denied and stale hooks.
-    async fn notify(
-        &self,
-        args: HookArgs<'_>,
-        interaction: &Interaction,
-        notice: Notice<'_>,
-    ) -> Result<(), BoxError> {
-        let text = match notice {
+    async fn notify(&self, args: HookArgs<'_>, to: NoticeTo<'_>) -> Result<(), BoxError> {
+        let text = match to.notice {
             Notice::Rejected(reason) => format!("{REJECTED_TEXT} {reason}"),
-            _ => notice.text().to_string(),
+            _ => to.text().to_string(),
         };
         let (room, root) = split_message_id(&args.thread.id)?;
-        let user = UserId::parse(interaction.user().id.as_str())
+        let user = UserId::parse(to.interaction.user().id.as_str())
             .map_err(|e| crate::Error::Event(e.to_string()))?;
-        let reply_to: Option<OwnedEventId> = match interaction {
+        let reply_to: Option<OwnedEventId> = match to.interaction {
             Interaction::Message { message } => split_message_id(&message.id).ok().map(|(_, e)| e),
             _ => None,
         };

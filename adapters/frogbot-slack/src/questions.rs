@@ -23,7 +23,7 @@
 use async_trait::async_trait;
 use frogbot_channel::questions::settle_each;
 use frogbot_model::BoxError;
-use frogbot_model::Notice;
+use frogbot_model::NoticeTo;
 use frogbot_model::{
     Actor, ChannelQuestions, HookArgs, InputKind, Interaction, ParseArgs, ParseResult, Progress,
     QuestionAnswer, QuestionCall, QuestionChange, QuestionInput, QuestionItem, QuestionMessage,
@@ -571,16 +571,11 @@ impl<A: SlackApi> ChannelQuestions for SlackQuestions<A> {
 
     /// Tells the person behind `interaction` the notice, privately in the thread
     /// (`chat.postEphemeral`): the body of the `rejected`, `denied` and `stale` hooks.
-    async fn notify(
-        &self,
-        args: HookArgs<'_>,
-        interaction: &Interaction,
-        notice: Notice<'_>,
-    ) -> Result<(), BoxError> {
-        let text = notice.text();
+    async fn notify(&self, args: HookArgs<'_>, to: NoticeTo<'_>) -> Result<(), BoxError> {
+        let text = to.text();
         let (channel, thread_ts) = split_id(&args.thread.id)?;
         self.api
-            .post_ephemeral(channel, &interaction.user().id, Some(thread_ts), text)
+            .post_ephemeral(channel, &to.interaction.user().id, Some(thread_ts), text)
             .await?;
         Ok(())
     }

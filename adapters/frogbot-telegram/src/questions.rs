@@ -24,7 +24,7 @@
 use async_trait::async_trait;
 use chrono::SecondsFormat;
 use frogbot_channel::questions::settle_each;
-use frogbot_model::Notice;
+use frogbot_model::NoticeTo;
 use frogbot_model::text::truncate;
 use frogbot_model::{
     Actor, BoxError, ChannelQuestions, HookArgs, InputKind, Interaction, ParseArgs, ParseResult,
@@ -601,14 +601,9 @@ impl<A: TelegramApi> ChannelQuestions for TelegramQuestions<A> {
 
     /// Tells the participant the notice (the body of `rejected`, `denied` and `stale`): a callback
     /// notice (cut to [`MAX_NOTICE`]) for a button, a reply in the thread for a message.
-    async fn notify(
-        &self,
-        args: HookArgs<'_>,
-        interaction: &Interaction,
-        notice: Notice<'_>,
-    ) -> Result<(), BoxError> {
-        let text = notice.text();
-        match interaction {
+    async fn notify(&self, args: HookArgs<'_>, to: NoticeTo<'_>) -> Result<(), BoxError> {
+        let text = to.text();
+        match to.interaction {
             Interaction::Action { event } => {
                 if let Some(id) = &event.trigger_id {
                     let notice = truncate(text, MAX_NOTICE);

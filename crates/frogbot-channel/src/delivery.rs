@@ -161,9 +161,10 @@ pub trait PostPieces<P: Sync>: PostedMessages {
 
 /// What an outbox draws a message as — a reply's text pieces, an agent message's pieces — for
 /// the delivery loops to post. An outbox that implements it (and [`PostPieces`] for both kinds)
-/// answers [`ChannelOutbox::delivery`](crate::ChannelOutbox::delivery) with itself, and the
-/// engine's deliveries, agent messages, edits and deletions run [`post_pieces`],
-/// [`edit_pieces`] and [`delete_pieces`] over it ([`Deliver`], implemented for every `Draw`).
+/// is its own [`OutboxDelivery::delivery`](crate::OutboxDelivery::delivery) (a blanket
+/// implementation: the adapter writes nothing more), and the engine's deliveries, agent
+/// messages, edits and deletions run [`post_pieces`], [`edit_pieces`] and [`delete_pieces`] over
+/// it ([`Deliver`], implemented for every `Draw`).
 ///
 /// Files ([`OutFile`]) are posted by the outbox's `PostPieces<OutFile>`: the platform's own
 /// upload, one message per file, or a text naming the file where the platform cannot take it

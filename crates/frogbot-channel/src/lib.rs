@@ -104,7 +104,7 @@ pub use files::OutFile;
 pub use frogbot_model::NEW_CONVERSATION_TEXT;
 pub use outbox::{
     AccessCheck, AllowAll, AllowList, AskPlace, Channel, ChannelOutbox, ChannelSettings,
-    DraftMessages, EditStream, FIRST_MESSAGE_WAIT, FileStream, FirstMessageHold, ReplyStream,
-    ShownAcks,
+    DraftMessages, EditStream, FIRST_MESSAGE_WAIT, FileStream, FirstMessageHold, OutboxDelivery,
+    ReplyStream, ShownAcks,
 };
 pub use retry::{Retry, RetryPolicy};

@@ -74,7 +74,7 @@ pub use crate::files::FileStream;
 /// [`ChannelOutbox::working_every`] while it runs), `post_reply`, then `ack(Done)` — or
 /// `ack(Failed)` when the turn failed. Errors are logged; none stops a turn.
 #[async_trait]
-pub trait ChannelOutbox: Send + Sync {
+pub trait ChannelOutbox: OutboxDelivery + Send + Sync {
     /// The thread an ask to `place` is asked in: by default a [`AskPlace::Thread`] as it is (an
     /// existing thread, or a chat that is a thread already), and no direct conversations. An
     /// adapter that can start a thread in a channel (or a direct conversation) posts `text` there
@@ -122,7 +122,7 @@ pub trait ChannelOutbox: Send + Sync {
     /// Returns the platform ids of the messages the reply is in, in order (those an earlier
     /// attempt posted too), so the agent can edit it later ([`ChannelOutbox::edit_posted`]);
     /// empty when the outbox cannot tell. By default: the shared loop over
-    /// [`ChannelOutbox::delivery`] ([`crate::delivery::post_pieces`]), else
+    /// [`OutboxDelivery::delivery`] ([`crate::delivery::post_pieces`]), else
     /// [`ChannelOutbox::post_reply`] with no ids.
     async fn deliver(
         &self,
@@ -135,15 +135,6 @@ pub trait ChannelOutbox: Send + Sync {
         }
         self.post_reply(thread, reply).await?;
         Ok(Vec::new())
-    }
-
-    /// The outbox's delivery half, when it draws its messages as pieces the shared delivery
-    /// loops post ([`crate::delivery`]): then [`ChannelOutbox::deliver`],
-    /// [`ChannelOutbox::post_message`], [`ChannelOutbox::edit_posted`] and
-    /// [`ChannelOutbox::delete_posted`] run those loops by default. An outbox that implements
-    /// [`Draw`](crate::delivery::Draw) answers `Some(self)`. None by default.
-    fn delivery(&self) -> Option<&dyn Deliver> {
-        None
     }
 
     /// Marks the person's message `message_id` (the platform's id) in `thread` with `ack`,
@@ -221,7 +212,7 @@ pub trait ChannelOutbox: Send + Sync {
     /// the platform's own upload in its own message, as the durable delivery `delivery` (the same
     /// retry rules as [`ChannelOutbox::deliver`]); returns their platform ids, in order. A file
     /// the platform cannot take (too large) is a text naming it instead. By default: the shared
-    /// loop ([`crate::delivery::post_files`]) over [`ChannelOutbox::delivery`], else an error.
+    /// loop ([`crate::delivery::post_files`]) over [`OutboxDelivery::delivery`], else an error.
     async fn deliver_files(
         &self,
         thread: &Thread,
@@ -283,6 +274,28 @@ pub trait ChannelOutbox: Send + Sync {
         _limit: usize,
     ) -> Result<Vec<ThreadMessage>, BoxError> {
         Ok(Vec::new())
+    }
+}
+
+/// An outbox's delivery half, when it draws its messages as pieces the shared delivery loops post
+/// ([`crate::delivery`]): then [`ChannelOutbox::deliver`], [`ChannelOutbox::post_message`],
+/// [`ChannelOutbox::deliver_files`], [`ChannelOutbox::edit_posted`] and
+/// [`ChannelOutbox::delete_posted`] run those loops by default.
+///
+/// Every outbox that implements [`Draw`](crate::delivery::Draw) has it already (itself, by the
+/// blanket implementation): an adapter writes nothing. An outbox that posts otherwise says so
+/// with an empty implementation (`impl OutboxDelivery for MyOutbox {}`: none), and the defaults
+/// fall back to [`ChannelOutbox::post_reply`].
+pub trait OutboxDelivery {
+    /// The delivery loops' half of this outbox; none by default.
+    fn delivery(&self) -> Option<&dyn Deliver> {
+        None
+    }
+}
+
+impl<T: crate::delivery::Draw> OutboxDelivery for T {
+    fn delivery(&self) -> Option<&dyn Deliver> {
+        Some(self)
     }
 }
 

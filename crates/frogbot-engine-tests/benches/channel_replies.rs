@@ -31,7 +31,7 @@ use frogbot_core::BoxError;
 use frogbot_core::agent::scripted::{ScriptedModel, reply};
 use frogbot_core::agent::{
     AllowAll, Channel, ChannelMessageOutcome, ChannelOutbox, Engine, EngineConfig, ModelOffer,
-    ModelRequest,
+    ModelRequest, OutboxDelivery,
 };
 use frogbot_core::model::{
     PlatformUser, PrefixedIdentity, Thread, ThreadMessage, ThreadMessageMetadata, UiMessage,
@@ -86,6 +86,9 @@ impl Options {
 struct Posted {
     waiting: Mutex<HashMap<String, mpsc::UnboundedSender<Instant>>>,
 }
+
+/// Not a `Draw`: none of the shared delivery loops (the defaults post with `post_reply`).
+impl OutboxDelivery for Posted {}
 
 #[async_trait]
 impl ChannelOutbox for Posted {

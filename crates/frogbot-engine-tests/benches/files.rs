@@ -32,7 +32,7 @@ use frogbot_core::agent::scripted::{ScriptedModel, reply};
 use frogbot_core::agent::{AgentMessage, AgentPlace, ChannelTarget, Delivery, OutFile};
 use frogbot_core::agent::{
     AllowAll, Channel, ChannelMessageOutcome, ChannelOutbox, Engine, EngineConfig, FileLimits,
-    FileStream, ModelRequest, Sent,
+    FileStream, ModelRequest, OutboxDelivery, Sent,
 };
 use frogbot_core::model::{
     ChatId, PlatformFile, PlatformUser, PrefixedIdentity, Thread, ThreadMessage,
@@ -72,6 +72,9 @@ struct Outbox(
     Arc<frogbot_channel::files::Downloads>,
     tokio::sync::mpsc::UnboundedSender<usize>,
 );
+
+/// Not a `Draw`: none of the shared delivery loops (the defaults post with `post_reply`).
+impl OutboxDelivery for Outbox {}
 
 #[async_trait::async_trait]
 impl ChannelOutbox for Outbox {

@@ -36,9 +36,9 @@ use frogbot_core::agent::{
 };
 use frogbot_core::model::{
     ActionEvent, Actor, ChannelQuestions, ChatId, Delivery, HookArgs, Interaction, MessagePart,
-    Notice, ParseArgs, ParseResult, PlatformUser, PrefixedIdentity, QuestionAnswer, QuestionChange,
-    QuestionMessage, QuestionOutcome, QuestionOutput, RenderArgs, RenderedQuestion, Role,
-    ThreadMessage, ThreadMessageMetadata, TurnState, millis_to_iso, now_millis,
+    NoticeTo, ParseArgs, ParseResult, PlatformUser, PrefixedIdentity, QuestionAnswer,
+    QuestionChange, QuestionMessage, QuestionOutcome, QuestionOutput, RenderArgs, RenderedQuestion,
+    Role, ThreadMessage, ThreadMessageMetadata, TurnState, millis_to_iso, now_millis,
 };
 use frogbot_core::store::DynStore;
 use frogbot_postgres::PostgresStore;
@@ -143,12 +143,7 @@ impl ChannelQuestions for Buttons {
     ) -> Result<Option<QuestionChange>, BoxError> {
         Ok(None)
     }
-    async fn notify(
-        &self,
-        _a: HookArgs<'_>,
-        _i: &Interaction,
-        _n: Notice<'_>,
-    ) -> Result<(), BoxError> {
+    async fn notify(&self, _a: HookArgs<'_>, _to: NoticeTo<'_>) -> Result<(), BoxError> {
         Ok(())
     }
 }

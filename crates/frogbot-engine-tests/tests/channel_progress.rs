@@ -12,8 +12,8 @@ use frogbot_core::agent::scripted::{ScriptEvent, ScriptedModel, call, reply};
 use frogbot_core::agent::{
     AllowAll, ChangeOutcome, Channel, ChannelMessageOutcome, ChannelOutbox, ChannelSettings,
     DraftMessages, EditStream, Engine, EngineConfig, INTERRUPTED_MARK, MAX_STEPS_TEXT, ModelEvent,
-    ModelMessage, ModelRequest, QUEUED_TEXT, ReplyStream, STOP_REFUSED_TEXT, STOPPED_TEXT,
-    StopOutcome, channel_chat_id, failure_text, tool_fn,
+    ModelMessage, ModelRequest, OutboxDelivery, QUEUED_TEXT, ReplyStream, STOP_REFUSED_TEXT,
+    STOPPED_TEXT, StopOutcome, channel_chat_id, failure_text, tool_fn,
 };
 use frogbot_core::model::{
     Ack, PlatformUser, PrefixedIdentity, Thread, ThreadMessage, ThreadMessageMetadata, TurnState,
@@ -93,6 +93,9 @@ impl DraftMessages for Streaming {
     }
 }
 
+/// Not a `Draw`: none of the shared delivery loops (the defaults post with `post_reply`).
+impl OutboxDelivery for Streaming {}
+
 #[async_trait]
 impl ChannelOutbox for Streaming {
     async fn post_reply(&self, thread: &Thread, reply: &UiMessage) -> Result<(), BoxError> {
@@ -144,6 +147,9 @@ impl ChannelOutbox for Streaming {
 }
 
 struct Outbox(Arc<Recorder>);
+
+/// Not a `Draw`: none of the shared delivery loops (the defaults post with `post_reply`).
+impl OutboxDelivery for Outbox {}
 
 #[async_trait]
 impl ChannelOutbox for Outbox {

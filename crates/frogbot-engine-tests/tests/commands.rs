@@ -13,7 +13,7 @@ use frogbot_core::agent::scripted::{ScriptEvent, ScriptedModel, reply};
 use frogbot_core::agent::{
     AccessCheck, AllowAll, AllowList, COMMAND_BUSY_TEXT, Channel, ChannelMessageOutcome,
     ChannelOutbox, Engine, EngineConfig, ModelEvent, ModelOffer, ModelRequest,
-    NOTHING_TO_SKIP_TEXT, channel_chat_id,
+    NOTHING_TO_SKIP_TEXT, OutboxDelivery, channel_chat_id,
 };
 use frogbot_core::model::{
     Ack, NEW_CONVERSATION_TEXT, PlatformUser, PrefixedIdentity, Thread, ThreadMessage,
@@ -37,6 +37,9 @@ struct Recorder {
 }
 
 struct Outbox(Arc<Recorder>);
+
+/// Not a `Draw`: none of the shared delivery loops (the defaults post with `post_reply`).
+impl OutboxDelivery for Outbox {}
 
 #[async_trait]
 impl ChannelOutbox for Outbox {

@@ -13,7 +13,7 @@ use frogbot_core::BoxError;
 use frogbot_core::agent::scripted::{ScriptedModel, reply};
 use frogbot_core::agent::{
     AllowAll, Channel, ChannelMessageOutcome, ChannelOutbox, Clock, Delivery, Engine, EngineConfig,
-    ManualClock, ModelRequest, SystemClock,
+    ManualClock, ModelRequest, OutboxDelivery, SystemClock,
 };
 use frogbot_core::model::{
     Ack, PlatformUser, PrefixedIdentity, Thread, ThreadMessage, ThreadMessageMetadata, Transient,
@@ -59,6 +59,9 @@ struct Thread1 {
 }
 
 struct Outbox(Arc<Thread1>);
+
+/// Not a `Draw`: none of the shared delivery loops (the defaults post with `post_reply`).
+impl OutboxDelivery for Outbox {}
 
 #[async_trait]
 impl ChannelOutbox for Outbox {

@@ -15,7 +15,8 @@ use frogbot_core::agent::files::file_url;
 use frogbot_core::agent::scripted::{ScriptedModel, reply};
 use frogbot_core::agent::{
     AllowList, Channel, ChannelMessageOutcome, ChannelOutbox, Engine, EngineConfig, FileContent,
-    FileError, FileLimits, ModelFile, ModelMessage, ModelRequest, SendMessage, Sent,
+    FileError, FileLimits, ModelFile, ModelMessage, ModelRequest, OutboxDelivery, SendMessage,
+    Sent,
 };
 use frogbot_core::model::{
     ChatId, Delivery, MessagePart, PlatformFile, PlatformUser, PrefixedIdentity, ThreadMessage,
@@ -330,6 +331,9 @@ struct FileOutbox {
     posts: Mutex<Vec<String>>,
     opened: Mutex<Vec<String>>,
 }
+
+/// Not a `Draw`: none of the shared delivery loops (the defaults post with `post_reply`).
+impl OutboxDelivery for FileOutbox {}
 
 #[async_trait::async_trait]
 impl ChannelOutbox for FileOutbox {

@@ -16,7 +16,8 @@ use frogbot_core::Error;
 use frogbot_core::agent::scripted::{ScriptedModel, reply_with_files};
 use frogbot_core::agent::{
     AgentMessage, AgentPlace, AllowAll, Channel, ChannelMessageOutcome, ChannelOutbox,
-    ChannelTarget, Delivery, Engine, EngineConfig, GeneratedFile, MessageEdit, OutFile, Sent,
+    ChannelTarget, Delivery, Engine, EngineConfig, GeneratedFile, MessageEdit, OutFile,
+    OutboxDelivery, Sent,
 };
 use frogbot_core::model::{
     MessagePart, PlatformUser, PrefixedIdentity, Thread, ThreadMessage, ThreadMessageMetadata,
@@ -64,6 +65,9 @@ impl Platform {
 }
 
 struct Outbox(Arc<Platform>);
+
+/// Not a `Draw`: none of the shared delivery loops (the defaults post with `post_reply`).
+impl OutboxDelivery for Outbox {}
 
 #[async_trait]
 impl ChannelOutbox for Outbox {

@@ -13,10 +13,11 @@ use frogbot_core::agent::{
     ModelMessage, ModelOffer, ModelRequest, STILL_POSTING, Settle, channel_chat_id,
 };
 use frogbot_core::model::{
-    ActionEvent, Actor, ChannelQuestions, ChatInfo, HookArgs, Interaction, Notice, ParseArgs,
-    ParseResult, PlatformUser, PrefixedIdentity, QuestionAnswer, QuestionChange, QuestionInput,
-    QuestionMessage, QuestionOutcome, QuestionOutput, RenderArgs, RenderedQuestion, SupportsArgs,
-    ThreadMessage, ThreadMessageMetadata, TurnState, UserId, millis_to_iso, now_millis,
+    ActionEvent, Actor, ChannelQuestions, ChatInfo, HookArgs, Interaction, Notice, NoticeTo,
+    ParseArgs, ParseResult, PlatformUser, PrefixedIdentity, QuestionAnswer, QuestionChange,
+    QuestionInput, QuestionMessage, QuestionOutcome, QuestionOutput, RenderArgs, RenderedQuestion,
+    SupportsArgs, ThreadMessage, ThreadMessageMetadata, TurnState, UserId, millis_to_iso,
+    now_millis,
 };
 use frogbot_core::store::DynStore;
 use frogbot_testkit::last_user;
@@ -251,13 +252,8 @@ impl ChannelQuestions for ForumPiece {
         }))
     }
 
-    async fn notify(
-        &self,
-        _args: HookArgs<'_>,
-        _i: &Interaction,
-        notice: Notice<'_>,
-    ) -> Result<(), BoxError> {
-        let (kind, text) = match notice {
+    async fn notify(&self, _args: HookArgs<'_>, to: NoticeTo<'_>) -> Result<(), BoxError> {
+        let (kind, text) = match to.notice {
             Notice::Rejected(reason) => ("rejected", reason),
             Notice::Denied => ("denied", ""),
             Notice::Stale => ("stale", ""),
@@ -301,6 +297,9 @@ async fn world(url: &str) -> World {
 /// delivered by jobs.
 struct TakeAll;
 
+/// Not a `Draw`: none of the shared delivery loops (the defaults post with `post_reply`).
+impl frogbot_core::agent::OutboxDelivery for TakeAll {}
+
 #[async_trait]
 impl frogbot_core::agent::ChannelOutbox for TakeAll {
     async fn post_reply(
@@ -315,6 +314,9 @@ impl frogbot_core::agent::ChannelOutbox for TakeAll {
 /// A thread that shows the messages an agent posts (a question's blocks) in the forum's list,
 /// once per delivery key (as a platform with an idempotency key does), and counts the posts.
 struct Shows(Arc<Forum>, Mutex<Vec<String>>);
+
+/// Not a `Draw`: none of the shared delivery loops (the defaults post with `post_reply`).
+impl frogbot_core::agent::OutboxDelivery for Shows {}
 
 #[async_trait]
 impl frogbot_core::agent::ChannelOutbox for Shows {

@@ -15,7 +15,7 @@ use frogbot_core::agent::scripted::{ScriptedModel, call, reply};
 use frogbot_core::agent::{
     AgentMessage, AgentPlace, AllowAll, AskPlace, Channel, ChannelMessageOutcome, ChannelOutbox,
     ChannelTarget, Delivery, Engine, EngineConfig, EventOutcome, ManualClock, MessageEdit,
-    ModelMessage, ModelRequest, SendMessage, Sent,
+    ModelMessage, ModelRequest, OutboxDelivery, SendMessage, Sent,
 };
 use frogbot_core::model::{
     Ack, Block, ChatId, EventClick, MessagePart, PlatformUser, PrefixedIdentity, Thread,
@@ -80,6 +80,9 @@ fn draw(m: &UiMessage) -> String {
 }
 
 struct Outbox(Arc<Platform>);
+
+/// Not a `Draw`: none of the shared delivery loops (the defaults post with `post_reply`).
+impl OutboxDelivery for Outbox {}
 
 #[async_trait]
 impl ChannelOutbox for Outbox {

@@ -146,15 +146,11 @@ pub trait ChannelQuestions: Send + Sync {
         outcome: &QuestionOutcome,
     ) -> Result<Option<QuestionChange>, BoxError>;
 
-    /// Show `notice` to the one participant whose `interaction` it is about — privately where the
-    /// platform can (an ephemeral message, a callback-query toast), else as a reply that mentions
-    /// them. The single place a piece speaks to one person; `rejected`, `denied` and `stale` call it.
-    async fn notify(
-        &self,
-        args: HookArgs<'_>,
-        interaction: &Interaction,
-        notice: Notice<'_>,
-    ) -> Result<(), BoxError>;
+    /// Show `to.notice` to the one participant whose `to.interaction` it is about — privately
+    /// where the platform can (an ephemeral message, a callback-query toast), else as a reply that
+    /// mentions them. The single place a piece speaks to one person; `rejected`, `denied` and
+    /// `stale` call it.
+    async fn notify(&self, args: HookArgs<'_>, to: NoticeTo<'_>) -> Result<(), BoxError>;
 
     /// Show `reason` to the participant (a parse rejection, an invalid answer, or "still posting").
     async fn rejected(
@@ -163,18 +159,20 @@ pub trait ChannelQuestions: Send + Sync {
         interaction: &Interaction,
         reason: &str,
     ) -> Result<(), BoxError> {
-        self.notify(args, interaction, Notice::Rejected(reason))
+        self.notify(args, NoticeTo::new(interaction, Notice::Rejected(reason)))
             .await
     }
 
     /// The participant failed the access check; the question stays open.
     async fn denied(&self, args: HookArgs<'_>, interaction: &Interaction) -> Result<(), BoxError> {
-        self.notify(args, interaction, Notice::Denied).await
+        self.notify(args, NoticeTo::new(interaction, Notice::Denied))
+            .await
     }
 
     /// The interaction is out of date. May run before the participant is identified.
     async fn stale(&self, args: HookArgs<'_>, interaction: &Interaction) -> Result<(), BoxError> {
-        self.notify(args, interaction, Notice::Stale).await
+        self.notify(args, NoticeTo::new(interaction, Notice::Stale))
+            .await
     }
 }
 
@@ -219,6 +217,32 @@ impl<'a> Notice<'a> {
             Notice::Denied => DENIED_TEXT,
             Notice::Stale => STALE_TEXT,
         }
+    }
+}
+
+/// What [`ChannelQuestions::notify`] shows, and to whom: the [`Notice`] and the interaction of the
+/// one participant it is about (bundled like [`HookArgs`], so the hook is one argument more than
+/// the others, not two).
+#[derive(Clone, Copy, Debug)]
+pub struct NoticeTo<'a> {
+    /// The participant's interaction the notice answers (whose author is told).
+    pub interaction: &'a Interaction,
+    /// What they are told.
+    pub notice: Notice<'a>,
+}
+
+impl<'a> NoticeTo<'a> {
+    /// `notice`, for the author of `interaction`.
+    pub fn new(interaction: &'a Interaction, notice: Notice<'a>) -> Self {
+        Self {
+            interaction,
+            notice,
+        }
+    }
+
+    /// The notice's text ([`Notice::text`]).
+    pub fn text(&self) -> &'a str {
+        self.notice.text()
     }
 }
 

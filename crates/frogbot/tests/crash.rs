@@ -29,13 +29,13 @@ use frogbot_core::BoxError;
 use frogbot_core::agent::scripted::{self, ScriptEvent, ScriptedModel, reply};
 use frogbot_core::agent::{
     AllowAll, Channel, ChannelOutbox, Engine, EngineConfig, ModelEvent, ModelRequest,
-    QUEUED_BEHIND_QUESTION_TEXT, QUEUED_TEXT, STOP_REFUSED_TEXT, channel_chat_id, failure_text,
+    OutboxDelivery, QUEUED_BEHIND_QUESTION_TEXT, QUEUED_TEXT, STOP_REFUSED_TEXT, channel_chat_id,
+    failure_text,
 };
 use frogbot_core::model::{
-    Actor, ChannelQuestions, ChatId, HookArgs, Interaction, Notice, ParseArgs, ParseResult,
-    PlatformUser, PrefixedIdentity, QUESTION_TOOL, QuestionChange, QuestionOutcome, RenderArgs,
-    RenderedQuestion, Thread, ThreadMessage, ThreadMessageMetadata, TurnState, UiMessage,
-    now_millis,
+    Actor, ChannelQuestions, ChatId, HookArgs, NoticeTo, ParseArgs, ParseResult, PlatformUser,
+    PrefixedIdentity, QUESTION_TOOL, QuestionChange, QuestionOutcome, RenderArgs, RenderedQuestion,
+    Thread, ThreadMessage, ThreadMessageMetadata, TurnState, UiMessage, now_millis,
 };
 use frogbot_core::store::DynStore;
 use frogbot_telegram::TelegramQuestions;
@@ -1256,18 +1256,16 @@ impl<Q: ChannelQuestions> ChannelQuestions for DiesDrawing<Q> {
         self.inner.settled(args, actor, outcome).await
     }
 
-    async fn notify(
-        &self,
-        args: HookArgs<'_>,
-        interaction: &Interaction,
-        notice: Notice<'_>,
-    ) -> Result<(), BoxError> {
-        self.inner.notify(args, interaction, notice).await
+    async fn notify(&self, args: HookArgs<'_>, to: NoticeTo<'_>) -> Result<(), BoxError> {
+        self.inner.notify(args, to).await
     }
 }
 
 /// An outbox whose posts never return: the process dies while posting.
 struct DiesPosting(Arc<Notify>);
+
+/// Not a `Draw`: none of the shared delivery loops (the defaults post with `post_reply`).
+impl OutboxDelivery for DiesPosting {}
 
 #[async_trait::async_trait]
 impl ChannelOutbox for DiesPosting {

@@ -40,13 +40,15 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use frogbot_channel::delivery::{Deliver, Draw, Edited, PieceAt, PostPieces, PostedMessages};
+use frogbot_channel::delivery::{Draw, Edited, PieceAt, PostPieces, PostedMessages};
 use frogbot_channel::files::size_text;
 use frogbot_channel::{
-    AskPlace, ChannelOutbox, DraftMessages, EditStream, OutFile, ReplyStream, ShownAcks,
+    AskPlace, ChannelOutbox, DraftMessages, EditStream, FileStream, OutFile, ReplyStream, ShownAcks,
 };
 
-use frogbot_model::{Ack, BoxError, Thread, ThreadMessage, ThreadMessageMetadata, UiMessage};
+use frogbot_model::{
+    Ack, BoxError, PlatformFile, Thread, ThreadMessage, ThreadMessageMetadata, UiMessage,
+};
 use serenity::all::ButtonStyle;
 use serenity::builder::{CreateActionRow, CreateButton, CreateMessage, CreateThread, EditMessage};
 use serenity::model::channel::{ChannelType, MessageFlags, MessageReference};
@@ -311,16 +313,8 @@ impl<A: DiscordApi> std::fmt::Debug for DiscordOutbox<A> {
 #[async_trait]
 impl<A: DiscordApi> ChannelOutbox for DiscordOutbox<A> {
     /// An attachment's `url` on Discord's CDN (signed; no token needed).
-    async fn open_file(
-        &self,
-        file: &frogbot_model::PlatformFile,
-    ) -> Result<frogbot_channel::FileStream, BoxError> {
+    async fn open_file(&self, file: &PlatformFile) -> Result<FileStream, BoxError> {
         self.downloads.open(&file.url, &[]).await
-    }
-
-    /// The shared delivery loops over this outbox's [`Draw`].
-    fn delivery(&self) -> Option<&dyn Deliver> {
-        Some(self)
     }
 
     /// An ask to a thread (types 10, 11, 12) or a DM channel (1) is asked there; to a text or

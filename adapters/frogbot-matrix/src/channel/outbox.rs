@@ -52,13 +52,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use frogbot_channel::OutFile;
-use frogbot_channel::delivery::{Deliver, Draw, Edited, PieceAt, PostPieces, PostedMessages};
+use frogbot_channel::delivery::{Draw, Edited, PieceAt, PostPieces, PostedMessages};
 use frogbot_channel::{
-    AskPlace, ChannelOutbox, DraftMessages, FirstMessageHold, ReplyStream, ShownAcks,
+    AskPlace, ChannelOutbox, DraftMessages, FileStream, FirstMessageHold, ReplyStream, ShownAcks,
 };
 use frogbot_model::{
-    Ack, BoxError, PlatformUser, Thread, ThreadMessage, ThreadMessageMetadata, UiMessage,
-    millis_to_iso,
+    Ack, BoxError, PlatformFile, PlatformUser, Thread, ThreadMessage, ThreadMessageMetadata,
+    UiMessage, millis_to_iso,
 };
 use matrix_sdk::ruma::{EventId, OwnedEventId, OwnedRoomId, RoomAliasId, RoomId, UserId};
 use serde_json::{Value, json};
@@ -214,18 +214,10 @@ enum AskRoom {
 
 #[async_trait]
 impl<A: MatrixApi + Clone + 'static> ChannelOutbox for MatrixOutbox<A> {
-    /// The shared delivery loops over this outbox's [`Draw`].
-    fn delivery(&self) -> Option<&dyn Deliver> {
-        Some(self)
-    }
-
     /// A person's media (its event's `url`, or `file` in an encrypted room), streamed from the
     /// homeserver and decrypted as it arrives ([`MatrixApi::download_media`]); the size the
     /// event states is checked by the engine first.
-    async fn open_file(
-        &self,
-        file: &frogbot_model::PlatformFile,
-    ) -> Result<frogbot_channel::FileStream, BoxError> {
+    async fn open_file(&self, file: &PlatformFile) -> Result<FileStream, BoxError> {
         let source: matrix_sdk::ruma::events::room::MediaSource =
             serde_json::from_value(file.source.clone())
                 .map_err(|e| format!("the media source of {}: {e}", file.id))?;

@@ -36,11 +36,12 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 use frogbot_channel::OutFile;
-use frogbot_channel::delivery::{Deliver, Draw, Edited, Keys, PieceAt, PostPieces, PostedMessages};
+use frogbot_channel::delivery::{Draw, Edited, Keys, PieceAt, PostPieces, PostedMessages};
 use frogbot_channel::{
-    AskPlace, ChannelOutbox, DraftMessages, EditStream, FirstMessageHold, ReplyStream, ShownAcks,
+    AskPlace, ChannelOutbox, DraftMessages, EditStream, FileStream, FirstMessageHold, ReplyStream,
+    ShownAcks,
 };
-use frogbot_model::{Ack, BoxError, PlatformUser, Thread, ThreadMessage, UiMessage};
+use frogbot_model::{Ack, BoxError, PlatformFile, PlatformUser, Thread, ThreadMessage, UiMessage};
 use serde_json::json;
 use slack_morphism::prelude::SlackBlock;
 use tracing::{debug, info, warn};
@@ -437,18 +438,10 @@ impl AckMarks {
 
 #[async_trait]
 impl ChannelOutbox for SlackAdapter {
-    /// The shared delivery loops over this outbox's [`Draw`].
-    fn delivery(&self) -> Option<&dyn Deliver> {
-        Some(self)
-    }
-
     /// A file's `url_private_download` with the bot token (Slack's hosts and the configured
     /// API's only: a URL elsewhere is fetched without it); a sign-in page in its place is an
     /// error (the app lacks `files:read`).
-    async fn open_file(
-        &self,
-        file: &frogbot_model::PlatformFile,
-    ) -> Result<frogbot_channel::FileStream, BoxError> {
+    async fn open_file(&self, file: &PlatformFile) -> Result<FileStream, BoxError> {
         if file.url.is_empty() {
             return Err("Slack gave no download link for this file".into());
         }

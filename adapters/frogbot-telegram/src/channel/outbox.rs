@@ -59,11 +59,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use frogbot_channel::delivery::{Deliver, Draw, Keys, PieceAt, PostPieces, PostedMessages};
-use frogbot_channel::{AskPlace, ChannelOutbox, DraftMessages, EditStream, OutFile, ReplyStream};
+use frogbot_channel::delivery::{Draw, Keys, PieceAt, PostPieces, PostedMessages};
+use frogbot_channel::{
+    AskPlace, ChannelOutbox, DraftMessages, EditStream, FileStream, OutFile, ReplyStream,
+};
 use std::time::Duration;
 
-use frogbot_model::{Ack, BoxError, Thread, UiMessage};
+use frogbot_model::{Ack, BoxError, PlatformFile, Thread, UiMessage};
 use teloxide::Bot;
 use teloxide::types::{ChatId, MessageId, ParseMode, ReplyMarkup, ThreadId};
 use tracing::warn;
@@ -281,17 +283,9 @@ const BOT_API_DOWNLOAD_MAX: u64 = 20 * 1024 * 1024;
 
 #[async_trait]
 impl ChannelOutbox for TelegramOutbox {
-    /// The shared delivery loops over this outbox's [`Draw`].
-    fn delivery(&self) -> Option<&dyn Deliver> {
-        Some(self)
-    }
-
     /// A file by its `file_id`: `getFile` gives its path (the Bot API serves files up to 20 MB),
     /// then its bytes come from `<api>/file/bot<token>/<path>`.
-    async fn open_file(
-        &self,
-        file: &frogbot_model::PlatformFile,
-    ) -> Result<frogbot_channel::FileStream, BoxError> {
+    async fn open_file(&self, file: &PlatformFile) -> Result<FileStream, BoxError> {
         let too_large = || -> BoxError {
             frogbot_channel::files::OpenError::TooLarge {
                 limit: BOT_API_DOWNLOAD_MAX,

@@ -53,7 +53,8 @@ pub use questions::{
 };
 pub use registry::{
     AccessCheck, AllowAll, AllowList, AskPlace, Channel, ChannelOutbox, ChannelSettings, Delivery,
-    DraftMessages, EditStream, FIRST_MESSAGE_WAIT, FileStream, OutFile, ReplyStream, ShownAcks,
+    DraftMessages, EditStream, FIRST_MESSAGE_WAIT, FileStream, OutFile, OutboxDelivery,
+    ReplyStream, ShownAcks,
 };
 pub use talk::{AgentMessage, AgentPlace, ChannelTarget, EventOutcome, InboxItem, MessageEdit};
 pub use tool::*;

@@ -7,7 +7,8 @@ use crate::model::{ChannelQuestions, Thread};
 use crate::store::ChatRow;
 pub use frogbot_channel::{
     AccessCheck, AllowAll, AllowList, AskPlace, Channel, ChannelOutbox, ChannelSettings, Delivery,
-    DraftMessages, EditStream, FIRST_MESSAGE_WAIT, FileStream, OutFile, ReplyStream, ShownAcks,
+    DraftMessages, EditStream, FIRST_MESSAGE_WAIT, FileStream, OutFile, OutboxDelivery,
+    ReplyStream, ShownAcks,
 };
 
 /// The channels of this process, by platform.
