@@ -30,9 +30,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use frogbot_channel::{AccessCheck, Adapter, AllowList, Channel, ChannelOutbox, EngineHandle};
-use frogbot_model::IdentityResolver;
+use frogbot_channel::{AccessCheck, Adapter, AllowList, ChannelOutbox, EngineHandle};
 use frogbot_model::MappedIdentity;
+use frogbot_model::{ChannelQuestions, IdentityResolver};
 use serenity::all::{GatewayIntents, UserId};
 use serenity::http::{Http, HttpBuilder};
 use serenity::model::id::ApplicationId;
@@ -266,11 +266,6 @@ impl std::fmt::Debug for DiscordAdapter {
 }
 
 impl DiscordAdapter {
-    /// The question hooks.
-    pub fn questions(&self) -> Arc<DiscordQuestions> {
-        self.shared.questions.clone()
-    }
-
     /// Where the agent's replies go.
     pub fn outbox(&self) -> Arc<dyn ChannelOutbox> {
         Arc::new(
@@ -322,14 +317,21 @@ impl Adapter for DiscordAdapter {
         PLATFORM
     }
 
-    fn channel(&self) -> Channel {
-        Channel {
-            platform: PLATFORM.into(),
-            questions: Some(self.questions()),
-            identity: self.shared.identity.clone(),
-            access: self.shared.access.clone(),
-            outbox: Some(self.outbox()),
-        }
+    fn questions(&self) -> Arc<dyn ChannelQuestions> {
+        self.shared.questions.clone()
+    }
+
+    fn identity(&self) -> Arc<dyn IdentityResolver> {
+        self.shared.identity.clone()
+    }
+
+    fn access(&self) -> Arc<dyn AccessCheck> {
+        self.shared.access.clone()
+    }
+
+    /// [`DiscordAdapter::outbox`].
+    fn outbox(&self) -> Arc<dyn ChannelOutbox> {
+        DiscordAdapter::outbox(self)
     }
 
     fn routes(&self, engine: &EngineHandle) -> Option<axum::Router> {

@@ -22,9 +22,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use frogbot_channel::{AccessCheck, Adapter, AllowList, Channel, ChannelOutbox, EngineHandle};
-use frogbot_model::ChannelQuestions;
+use frogbot_channel::{AccessCheck, Adapter, AllowList, ChannelOutbox, EngineHandle};
 use frogbot_model::MappedIdentity;
+use frogbot_model::{ChannelQuestions, IdentityResolver};
 use matrix_sdk::authentication::matrix::MatrixSession;
 use matrix_sdk::config::SyncSettings;
 use matrix_sdk::ruma::{OwnedUserId, UserId};
@@ -324,22 +324,6 @@ impl MatrixAdapter {
     pub fn user_id(&self) -> &UserId {
         &self.bot
     }
-
-    /// The question hooks (native polls).
-    pub fn questions(&self) -> Arc<dyn ChannelQuestions> {
-        self.questions.clone()
-    }
-
-    /// The outbox: replies in the thread.
-    pub fn outbox(&self) -> Arc<dyn ChannelOutbox> {
-        Arc::new(
-            MatrixOutbox::new(self.client.clone()).with_image_policy(self.image_policy.clone()),
-        )
-    }
-
-    fn access(&self) -> Arc<dyn AccessCheck> {
-        Arc::new(AllowList::new(self.allow.iter().cloned()))
-    }
 }
 
 impl Adapter for MatrixAdapter {
@@ -347,14 +331,24 @@ impl Adapter for MatrixAdapter {
         PLATFORM
     }
 
-    fn channel(&self) -> Channel {
-        Channel {
-            platform: PLATFORM.into(),
-            questions: Some(self.questions()),
-            identity: Arc::new(MappedIdentity::new(self.users.clone())),
-            access: self.access(),
-            outbox: Some(self.outbox()),
-        }
+    /// The question hooks (native polls).
+    fn questions(&self) -> Arc<dyn ChannelQuestions> {
+        self.questions.clone()
+    }
+
+    fn identity(&self) -> Arc<dyn IdentityResolver> {
+        Arc::new(MappedIdentity::new(self.users.clone()))
+    }
+
+    fn access(&self) -> Arc<dyn AccessCheck> {
+        Arc::new(AllowList::new(self.allow.iter().cloned()))
+    }
+
+    /// The outbox: replies in the thread.
+    fn outbox(&self) -> Arc<dyn ChannelOutbox> {
+        Arc::new(
+            MatrixOutbox::new(self.client.clone()).with_image_policy(self.image_policy.clone()),
+        )
     }
 
     /// Starts the sync loop ([`receive::start`]); it ends soon after `shutdown` is cancelled.

@@ -14,9 +14,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use frogbot_channel::{AccessCheck, Adapter, AllowList, Channel, ChannelOutbox, EngineHandle};
-use frogbot_model::ChannelQuestions;
+use frogbot_channel::{AccessCheck, Adapter, AllowList, ChannelOutbox, EngineHandle};
 use frogbot_model::MappedIdentity;
+use frogbot_model::{ChannelQuestions, IdentityResolver};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use slack_morphism::prelude::*;
@@ -273,15 +273,6 @@ impl SlackAdapter {
     pub fn mode(&self) -> Mode {
         self.inner.config.mode
     }
-
-    /// The question hooks.
-    pub fn questions(&self) -> Arc<dyn ChannelQuestions> {
-        self.inner.questions.clone()
-    }
-
-    fn access(&self) -> Arc<dyn AccessCheck> {
-        Arc::new(AllowList::new(self.inner.config.allow.iter().cloned()))
-    }
 }
 
 impl Adapter for SlackAdapter {
@@ -289,15 +280,21 @@ impl Adapter for SlackAdapter {
         PLATFORM
     }
 
-    fn channel(&self) -> Channel {
-        let outbox: Arc<dyn ChannelOutbox> = Arc::new(self.clone());
-        Channel {
-            platform: PLATFORM.into(),
-            questions: Some(self.questions()),
-            identity: Arc::new(MappedIdentity::new(self.inner.config.users.clone())),
-            access: self.access(),
-            outbox: Some(outbox),
-        }
+    fn questions(&self) -> Arc<dyn ChannelQuestions> {
+        self.inner.questions.clone()
+    }
+
+    fn identity(&self) -> Arc<dyn IdentityResolver> {
+        Arc::new(MappedIdentity::new(self.inner.config.users.clone()))
+    }
+
+    fn access(&self) -> Arc<dyn AccessCheck> {
+        Arc::new(AllowList::new(self.inner.config.allow.iter().cloned()))
+    }
+
+    /// The adapter itself: its outbox posts with its Web API client.
+    fn outbox(&self) -> Arc<dyn ChannelOutbox> {
+        Arc::new(self.clone())
     }
 
     /// `POST /channels/slack/events`, `POST /channels/slack/interactivity` and

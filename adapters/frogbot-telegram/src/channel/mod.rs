@@ -20,8 +20,9 @@ use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use frogbot_channel::{AccessCheck, Adapter, AllowList, Channel, EngineHandle};
+use frogbot_channel::{AccessCheck, Adapter, AllowList, ChannelOutbox, EngineHandle};
 use frogbot_model::MappedIdentity;
+use frogbot_model::{ChannelQuestions, IdentityResolver};
 use teloxide::Bot;
 use teloxide::types::Me;
 use tokio_util::sync::CancellationToken;
@@ -242,14 +243,20 @@ impl Adapter for TelegramAdapter {
         PLATFORM
     }
 
-    fn channel(&self) -> Channel {
-        Channel {
-            platform: PLATFORM.into(),
-            questions: Some(self.questions.clone()),
-            identity: self.identity.clone(),
-            access: self.access.clone(),
-            outbox: Some(self.outbox.clone()),
-        }
+    fn questions(&self) -> Arc<dyn ChannelQuestions> {
+        self.questions.clone()
+    }
+
+    fn identity(&self) -> Arc<dyn IdentityResolver> {
+        self.identity.clone()
+    }
+
+    fn access(&self) -> Arc<dyn AccessCheck> {
+        self.access.clone()
+    }
+
+    fn outbox(&self) -> Arc<dyn ChannelOutbox> {
+        self.outbox.clone()
     }
 
     /// In webhook mode, the route `POST` [`WEBHOOK_PATH`] delivering into `engine`; `None` when

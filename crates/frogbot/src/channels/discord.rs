@@ -32,12 +32,13 @@
 //! (`frogbot_discord::channel::connect` gives the `Adapter`: hooks, identity, access, receiving).
 
 use std::collections::BTreeMap;
-
 use std::ops::Range;
+use std::sync::Arc;
 use std::time::Duration;
 
 use frogbot_channel::EngineHandle;
-use frogbot_core::agent::{Channel, Engine};
+use frogbot_core::agent::{AccessCheck, ChannelOutbox, Engine};
+use frogbot_core::model::{ChannelQuestions, IdentityResolver};
 use frogbot_discord::channel::{Config, DiscordAdapter};
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
@@ -253,8 +254,20 @@ impl Adapter for Sharded {
         self.adapter.platform()
     }
 
-    fn channel(&self) -> Channel {
-        self.adapter.channel()
+    fn questions(&self) -> Arc<dyn ChannelQuestions> {
+        self.adapter.questions()
+    }
+
+    fn identity(&self) -> Arc<dyn IdentityResolver> {
+        self.adapter.identity()
+    }
+
+    fn access(&self) -> Arc<dyn AccessCheck> {
+        self.adapter.access()
+    }
+
+    fn outbox(&self) -> Arc<dyn ChannelOutbox> {
+        Adapter::outbox(&self.adapter)
     }
 
     fn routes(&self, engine: &EngineHandle) -> Option<axum::Router> {
