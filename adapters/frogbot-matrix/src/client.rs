@@ -286,24 +286,6 @@ fn joined_room(client: &matrix_sdk::Client, room: &RoomId) -> Result<matrix_sdk:
         .ok_or_else(|| Error::UnknownRoom(room.to_string()))
 }
 
-/// matrix-sdk's `Room::send_raw` of `content` in `room`, under the transaction id `txn` when
-/// given (else a new one): the event's id.
-async fn send_raw(
-    client: &matrix_sdk::Client,
-    room: &RoomId,
-    event_type: &str,
-    content: Value,
-    txn: Option<&TransactionId>,
-) -> Result<OwnedEventId, Error> {
-    let joined = joined_room(client, room)?;
-    let mut send = joined.send_raw(event_type, content);
-    if let Some(txn) = txn {
-        send = send.with_transaction_id(txn);
-    }
-    let sent = send.await.map_err(|e| call_error("send", e))?;
-    Ok(sent.response.event_id)
-}
-
 /// The events related to `event` by `rel` (matrix-sdk's `Room::relations`, backwards: newest
 /// first), at most `limit`, as JSON.
 async fn relations(
@@ -353,7 +335,9 @@ impl MatrixApi for matrix_sdk::Client {
         event_type: &str,
         content: Value,
     ) -> Result<OwnedEventId, Error> {
-        send_raw(self, room, event_type, content, None).await
+        let txn = TransactionId::new();
+        self.send_once(room, event_type, content, txn.as_str())
+            .await
     }
 
     async fn send_once(
@@ -363,7 +347,10 @@ impl MatrixApi for matrix_sdk::Client {
         content: Value,
         txn: &str,
     ) -> Result<OwnedEventId, Error> {
-        send_raw(self, room, event_type, content, Some(txn.into())).await
+        let joined = joined_room(self, room)?;
+        let send = joined.send_raw(event_type, content);
+        let sent = send.with_transaction_id(txn.into()).await;
+        Ok(sent.map_err(|e| call_error("send", e))?.response.event_id)
     }
 
     async fn redact(

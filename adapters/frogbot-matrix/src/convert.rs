@@ -9,7 +9,10 @@ use frogbot_model::{
     ActionEvent, Interaction, Mention, PlatformUser, ThreadMessage, ThreadMessageMetadata,
     millis_to_iso,
 };
-use matrix_sdk::ruma::events::room::message::{MessageType, Relation, RoomMessageEventContent};
+use matrix_sdk::ruma::events::relation::Replacement;
+use matrix_sdk::ruma::events::room::message::{
+    MessageType, Relation, RoomMessageEventContent, RoomMessageEventContentWithoutRelation,
+};
 use matrix_sdk::ruma::events::room::redaction::SyncRoomRedactionEvent;
 use matrix_sdk::ruma::events::{
     AnySyncMessageLikeEvent, AnySyncTimelineEvent, SyncMessageLikeEvent,
@@ -142,9 +145,9 @@ pub fn classify(
             e.content.relates_to.key.clone(),
         )),
         AnySyncMessageLikeEvent::RoomMessage(SyncMessageLikeEvent::Original(e))
-            if matches!(e.content.relates_to, Some(Relation::Replacement(_))) =>
+            if let Some(Relation::Replacement(r)) = &e.content.relates_to =>
         {
-            edited(&e.content, room, &sender, bot)
+            edited(r, room, &sender, bot)
         }
         AnySyncMessageLikeEvent::RoomMessage(SyncMessageLikeEvent::Original(e)) => {
             room_message(&e.content, room, &event_id, &sender, ts, bot, raw_json)
@@ -166,14 +169,11 @@ pub fn classify(
 /// An edit (`m.replace`) as [`Incoming::Changed`] with the new text (`m.new_content`, a leading
 /// mention of the bot stripped); `None` when it carries no text.
 fn edited(
-    content: &RoomMessageEventContent,
+    r: &Replacement<RoomMessageEventContentWithoutRelation>,
     room: &RoomId,
     sender: &UserId,
     bot: &UserId,
 ) -> Option<Incoming> {
-    let Some(Relation::Replacement(r)) = &content.relates_to else {
-        return None;
-    };
     let (body, formatted) = text_of(&r.new_content.msgtype)?;
     Some(Incoming::Changed {
         message_id: message_id(room, &r.event_id),
@@ -332,26 +332,19 @@ pub fn mentions_in(
         }
     }
     found.sort_by_key(|(s, _, _)| *s);
-    let mut out: Vec<Mention> = found
-        .iter()
-        .map(|(start, end, user)| Mention {
-            user: platform_user(user),
-            start: *start,
-            end: *end,
-        })
-        .collect();
     if replying {
-        for user in mentioned {
-            if user != bot && !found.iter().any(|(_, _, u)| u == user) {
-                out.push(Mention {
-                    user: platform_user(user),
-                    start: 0,
-                    end: 0,
-                });
-            }
-        }
+        let unwritten = mentioned
+            .iter()
+            .filter(|u| *u != bot && !found.iter().any(|(_, _, f)| f == *u))
+            .map(|u| (0, 0, u.clone()));
+        found.extend(unwritten.collect::<Vec<_>>());
     }
-    out
+    let mention = |(start, end, user): (usize, usize, OwnedUserId)| Mention {
+        user: platform_user(&user),
+        start,
+        end,
+    };
+    found.into_iter().map(mention).collect()
 }
 
 /// The user ids typed in `text` (`@bob:example.org`, `@bob:example.org:8448`) with their byte
@@ -397,14 +390,24 @@ fn typed_user_ids(text: &str) -> Vec<(usize, usize, OwnedUserId)> {
 /// The first occurrence of `word` in `text` at or after byte `from` that is not part of a longer
 /// word (no letter or digit right before or after it).
 fn find_word(text: &str, word: &str, from: usize) -> Option<usize> {
+    let edge = |c: Option<char>| !c.is_some_and(char::is_alphanumeric);
+    find_where(text, word, from, |before, after| {
+        edge(before) && edge(after.chars().next())
+    })
+}
+
+/// The first occurrence of `word` in `text` at or after byte `from` that `fits`, given the
+/// character before it and the text after it.
+pub(crate) fn find_where(
+    text: &str,
+    word: &str,
+    from: usize,
+    fits: impl Fn(Option<char>, &str) -> bool,
+) -> Option<usize> {
     let mut from = from;
     while let Some(i) = text.get(from..)?.find(word) {
         let at = from + i;
-        let end = at + word.len();
-        let before = text[..at].chars().next_back();
-        let after = text[end..].chars().next();
-        let edge = |c: Option<char>| !c.is_some_and(char::is_alphanumeric);
-        if edge(before) && edge(after) {
+        if fits(text[..at].chars().next_back(), &text[at + word.len()..]) {
             return Some(at);
         }
         from = at + word.chars().next().map_or(1, char::len_utf8);

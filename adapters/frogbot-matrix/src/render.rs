@@ -743,14 +743,7 @@ pub fn mention_people(mut content: Value, people: &[OwnedUserId]) -> Value {
 /// The first place at or after `from` where `text` writes the user id `id` (not inside a longer
 /// id or word).
 fn find_id(text: &str, id: &str, from: usize) -> Option<usize> {
-    let mut from = from;
-    while let Some(i) = text.get(from..)?.find(id) {
-        let at = from + i;
-        let after = &text[at + id.len()..];
-        let before_ok = !text[..at]
-            .chars()
-            .next_back()
-            .is_some_and(|c| c.is_alphanumeric() || c == '@');
+    crate::convert::find_where(text, id, from, |before, after| {
         let mut next = after.chars();
         let after_ok = match next.next() {
             None => true,
@@ -759,12 +752,8 @@ fn find_id(text: &str, id: &str, from: usize) -> Option<usize> {
             Some('.' | ':') => !next.next().is_some_and(|c| c.is_ascii_alphanumeric()),
             Some(_) => true,
         };
-        if before_ok && after_ok {
-            return Some(at);
-        }
-        from = at + 1;
-    }
-    None
+        !before.is_some_and(|c| c.is_alphanumeric() || c == '@') && after_ok
+    })
 }
 
 /// `html` with every written `user` id outside tags, links, and code made a pill.
@@ -1058,9 +1047,11 @@ pub fn image_link(url: &str, alt: &str, failed: bool) -> Formatted {
     let name = Some(alt.as_str())
         .filter(|a| !a.is_empty())
         .unwrap_or("Image");
-    let note = failed
-        .then_some(" (the image could not be shown here: open the link)")
-        .unwrap_or_default();
+    let note = if failed {
+        " (the image could not be shown here: open the link)"
+    } else {
+        ""
+    };
     Formatted {
         body: format!("🖼 {name}: {url}{note}"),
         html: format!(

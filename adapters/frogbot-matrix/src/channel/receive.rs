@@ -147,10 +147,10 @@ pub fn start(
     let filter = sync_filter(receiver.timeline_limit);
     tokio::spawn(async move {
         let mut since = read_token(&token_file);
-        let workers = Arc::new(Workers {
+        let workers = Workers {
             ctx,
             queues: ThreadExecutor::new(Duration::ZERO),
-        });
+        };
         // Saves each sync's token once its events, and every earlier sync's, are handled; at
         // most BATCHES_IN_FLIGHT syncs wait for that (then the sync loop waits too).
         let (commit, mut pending) =
@@ -175,9 +175,8 @@ pub fn start(
                 _ = shutdown.cancelled() => break,
                 r = client.sync_once(settings) => r,
             };
-            match result {
+            let pause = match result {
                 Ok(response) => {
-                    // A server that ignores the long-poll timeout is not hammered.
                     let idle = response.rooms.is_empty();
                     let (batch, handled) = mpsc::channel::<()>(1);
                     workers
@@ -192,20 +191,20 @@ pub fn start(
                         break;
                     }
                     since = Some(response.next_batch);
-                    if idle {
-                        tokio::select! {
-                            _ = shutdown.cancelled() => break,
-                            _ = tokio::time::sleep_until(began + Duration::from_millis(500)) => {}
-                        }
+                    if !idle {
+                        continue;
                     }
+                    // A server that ignores the long-poll timeout is not hammered.
+                    began + Duration::from_millis(500)
                 }
                 Err(e) => {
                     warn!(error = %e, "Matrix sync failed; retrying in 2 s");
-                    tokio::select! {
-                        _ = shutdown.cancelled() => break,
-                        _ = tokio::time::sleep(Duration::from_secs(2)) => {}
-                    }
+                    tokio::time::Instant::now() + Duration::from_secs(2)
                 }
+            };
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = tokio::time::sleep_until(pause) => {}
             }
         }
         // Let the events already received finish (and their tokens be saved).
@@ -234,7 +233,7 @@ struct Workers {
 impl Workers {
     /// Fills the gaps of one sync's joined rooms and hands their events to the workers.
     async fn dispatch_sync(
-        self: &Arc<Self>,
+        &self,
         client: &Client,
         joined: BTreeMap<OwnedRoomId, JoinedRoomUpdate>,
         since: Option<&str>,
