@@ -61,6 +61,16 @@ pub struct Control {
 }
 
 impl Control {
+    /// The `custom_id` of control `kind` of question `question` at `revision`.
+    pub fn id(revision: u64, question: usize, kind: ControlKind) -> String {
+        Control {
+            revision,
+            question,
+            kind,
+        }
+        .encode()
+    }
+
     /// The control's `custom_id`.
     pub fn encode(&self) -> String {
         let what = match self.kind {
@@ -175,25 +185,14 @@ pub fn read_control(event: &ActionEvent) -> Option<QuestionControl> {
 
 /// Whether a component `custom_id` is an "Other…" button (open the modal instead of acknowledging).
 pub fn is_other(custom_id: &str) -> bool {
-    matches!(
-        Control::decode(custom_id),
-        Some(Control {
-            kind: ControlKind::Other,
-            ..
-        })
-    )
+    Control::decode(custom_id).is_some_and(|c| c.kind == ControlKind::Other)
 }
 
 /// Whether a component `custom_id` opens a modal ("Other…" or "Answer…"): the modal is the
 /// click's response, instead of an acknowledgement.
 pub fn opens_modal(custom_id: &str) -> bool {
-    matches!(
-        Control::decode(custom_id),
-        Some(Control {
-            kind: ControlKind::Other | ControlKind::Form,
-            ..
-        })
-    )
+    Control::decode(custom_id)
+        .is_some_and(|c| matches!(c.kind, ControlKind::Other | ControlKind::Form))
 }
 
 /// A snowflake (a positive 64-bit integer written in decimal).
