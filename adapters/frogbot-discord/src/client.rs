@@ -10,7 +10,7 @@ use serenity::builder::{
     EditMessage,
 };
 use serenity::http::Http;
-use serenity::model::channel::{Channel, ChannelType, Message};
+use serenity::model::channel::{Channel, ChannelType, Message, ReactionType};
 use serenity::model::id::{ChannelId, InteractionId, MessageId, UserId};
 
 use frogbot_channel::OutFile;
@@ -18,21 +18,19 @@ use frogbot_channel::files::{Downloads, UploadAnswer, UploadError};
 
 use crate::Error;
 
-/// `r`, where Discord's "Unknown Message" counts as done when `done` (deleting or unpinning a
-/// message that is gone).
-fn gone_is_done(r: Result<(), serenity::Error>, done: bool) -> Result<(), Error> {
-    match r.map_err(Error::from) {
-        Err(e) if done && e.discord_code() == Some(UNKNOWN_MESSAGE) => Ok(()),
+/// `r`, where Discord's "Unknown Message" counts as done (deleting or unpinning a message that
+/// is gone).
+fn gone_is_done(r: Result<(), Error>) -> Result<(), Error> {
+    match r {
+        Err(e) if e.discord_code() == Some(UNKNOWN_MESSAGE) => Ok(()),
         other => other,
     }
 }
 
 /// Counts one API call of `method` by its answer (`frogbot_platform_api_calls_total`): `2xx` (serenity
 /// does not say which success), the HTTP status of a refusal, `timeout` or `network`; a `429` (left
-/// to the caller's retry) also counts as a rate-limit wait.
-// serenity's own result, passed through unchanged.
-#[allow(clippy::result_large_err)]
-fn counted<T>(method: &'static str, r: Result<T, serenity::Error>) -> Result<T, serenity::Error> {
+/// to the caller's retry) also counts as a rate-limit wait. The result as the adapter's.
+fn counted<T>(method: &'static str, r: Result<T, serenity::Error>) -> Result<T, Error> {
     #[cfg(feature = "engine")]
     {
         use serenity::http::HttpError;
@@ -49,14 +47,20 @@ fn counted<T>(method: &'static str, r: Result<T, serenity::Error>) -> Result<T, 
             }
             Err(_) => "error".to_owned(),
         };
-        frogbot_channel::metrics::platform_call("discord", method, &status);
-        if status == "429" {
-            frogbot_channel::metrics::platform_rate_limit_wait("discord");
-        }
+        count(method, &status);
     }
     #[cfg(not(feature = "engine"))]
     let _ = method;
-    r
+    r.map_err(Error::from)
+}
+
+/// Counts one API call of `method` answered with `status` ([`counted`]).
+#[cfg(feature = "engine")]
+fn count(method: &str, status: &str) {
+    frogbot_channel::metrics::platform_call("discord", method, status);
+    if status == "429" {
+        frogbot_channel::metrics::platform_rate_limit_wait("discord");
+    }
 }
 
 /// The `payload_json` of a message carrying `file`: `message` as serenity sends it, naming the
@@ -234,19 +238,14 @@ impl DiscordApi for Http {
         channel: ChannelId,
         message: &CreateMessage,
     ) -> Result<Posted, Error> {
-        let message = counted(
-            "create_message",
-            Http::send_message(self, channel, vec![], message).await,
-        )?;
+        let sent = Http::send_message(self, channel, vec![], message).await;
+        let message = counted("create_message", sent)?;
         Ok(Posted {
             id: message.id,
             timestamp: message.timestamp.to_rfc3339().unwrap_or_default(),
         })
     }
 
-    /// Through serenity's own `CreateMessage::add_files` and its `execute`, which numbers the
-    /// files (`files[0]`, `files[1]`, … matching the `attachments` ids) and sends the multipart
-    /// form.
     /// Not through serenity (whose attachment is a `Vec`): the same request, its file part
     /// streamed by the guarded client, to Discord or `proxy`, with the bot's token. serenity's
     /// rate limiter does not see it: a `429` comes back as [`Error::Unavailable`] with Discord's
@@ -276,20 +275,14 @@ impl DiscordApi for Http {
             }
         });
         #[cfg(feature = "engine")]
-        {
-            let status = answer
-                .as_ref()
-                .map_or_else(|_| "network".to_owned(), |a| a.status.to_string());
-            let status = if status.starts_with('2') {
-                "2xx".to_owned()
-            } else {
-                status
-            };
-            frogbot_channel::metrics::platform_call("discord", "create_message", &status);
-            if status == "429" {
-                frogbot_channel::metrics::platform_rate_limit_wait("discord");
-            }
-        }
+        count(
+            "create_message",
+            &match &answer {
+                Ok(a) if a.is_success() => "2xx".to_owned(),
+                Ok(a) => a.status.to_string(),
+                Err(_) => "network".to_owned(),
+            },
+        );
         posted(answer?)
     }
 
@@ -299,21 +292,13 @@ impl DiscordApi for Http {
         message: MessageId,
         edit: &EditMessage,
     ) -> Result<(), Error> {
-        counted(
-            "edit_message",
-            Http::edit_message(self, channel, message, edit, vec![]).await,
-        )?;
-        Ok(())
+        let edited = Http::edit_message(self, channel, message, edit, vec![]).await;
+        counted("edit_message", edited).map(drop)
     }
 
     async fn delete_message(&self, channel: ChannelId, message: MessageId) -> Result<(), Error> {
-        gone_is_done(
-            counted(
-                "delete_message",
-                Http::delete_message(self, channel, message, None).await,
-            ),
-            true,
-        )
+        let deleted = Http::delete_message(self, channel, message, None).await;
+        gone_is_done(counted("delete_message", deleted))
     }
 
     async fn pin_message(
@@ -322,18 +307,13 @@ impl DiscordApi for Http {
         message: MessageId,
         pinned: bool,
     ) -> Result<(), Error> {
-        let r = if pinned {
-            counted(
-                "pin_message",
-                Http::pin_message(self, channel, message, None).await,
-            )
+        if pinned {
+            let r = Http::pin_message(self, channel, message, None).await;
+            counted("pin_message", r)
         } else {
-            counted(
-                "unpin_message",
-                Http::unpin_message(self, channel, message, None).await,
-            )
-        };
-        gone_is_done(r, !pinned)
+            let r = Http::unpin_message(self, channel, message, None).await;
+            gone_is_done(counted("unpin_message", r))
+        }
     }
 
     async fn create_interaction_response(
@@ -342,11 +322,8 @@ impl DiscordApi for Http {
         token: &str,
         response: &CreateInteractionResponse,
     ) -> Result<(), Error> {
-        counted(
-            "create_interaction_response",
-            Http::create_interaction_response(self, interaction, token, response, vec![]).await,
-        )?;
-        Ok(())
+        let r = Http::create_interaction_response(self, interaction, token, response, vec![]);
+        counted("create_interaction_response", r.await)
     }
 
     async fn create_followup(
@@ -354,11 +331,8 @@ impl DiscordApi for Http {
         token: &str,
         followup: &CreateInteractionResponseFollowup,
     ) -> Result<(), Error> {
-        counted(
-            "create_followup_message",
-            Http::create_followup_message(self, token, followup, vec![]).await,
-        )?;
-        Ok(())
+        let sent = Http::create_followup_message(self, token, followup, vec![]).await;
+        counted("create_followup_message", sent).map(drop)
     }
 
     async fn create_thread(
@@ -367,18 +341,9 @@ impl DiscordApi for Http {
         message: MessageId,
         thread: &CreateThread<'_>,
     ) -> Result<ChannelId, Error> {
-        let thread = counted(
-            "create_thread",
-            Http::create_thread_from_message(
-                self,
-                channel,
-                message,
-                thread,
-                Some("FrogBot conversation"),
-            )
-            .await,
-        )?;
-        Ok(thread.id)
+        let reason = Some("FrogBot conversation");
+        let created = Http::create_thread_from_message(self, channel, message, thread, reason);
+        Ok(counted("create_thread", created.await)?.id)
     }
 
     async fn current_user(&self) -> Result<UserId, Error> {
@@ -406,12 +371,9 @@ impl DiscordApi for Http {
         message: MessageId,
         emoji: &str,
     ) -> Result<(), Error> {
-        let emoji = serenity::model::channel::ReactionType::Unicode(emoji.to_owned());
-        counted(
-            "create_reaction",
-            Http::create_reaction(self, channel, message, &emoji).await,
-        )?;
-        Ok(())
+        let emoji = ReactionType::Unicode(emoji.to_owned());
+        let reacted = Http::create_reaction(self, channel, message, &emoji).await;
+        counted("create_reaction", reacted)
     }
 
     async fn unreact(
@@ -420,20 +382,14 @@ impl DiscordApi for Http {
         message: MessageId,
         emoji: &str,
     ) -> Result<(), Error> {
-        let emoji = serenity::model::channel::ReactionType::Unicode(emoji.to_owned());
-        counted(
-            "delete_reaction",
-            Http::delete_reaction_me(self, channel, message, &emoji).await,
-        )?;
-        Ok(())
+        let emoji = ReactionType::Unicode(emoji.to_owned());
+        let deleted = Http::delete_reaction_me(self, channel, message, &emoji).await;
+        counted("delete_reaction", deleted)
     }
 
     async fn typing(&self, channel: ChannelId) -> Result<(), Error> {
-        counted(
-            "trigger_typing",
-            Http::broadcast_typing(self, channel).await,
-        )?;
-        Ok(())
+        let typing = Http::broadcast_typing(self, channel).await;
+        counted("trigger_typing", typing)
     }
 
     async fn messages_before(
@@ -442,16 +398,9 @@ impl DiscordApi for Http {
         before: MessageId,
         limit: u8,
     ) -> Result<Vec<Message>, Error> {
-        Ok(counted(
-            "get_messages",
-            Http::get_messages(
-                self,
-                channel,
-                Some(serenity::http::MessagePagination::Before(before)),
-                Some(limit.clamp(1, 100)),
-            )
-            .await,
-        )?)
+        let page = Some(serenity::http::MessagePagination::Before(before));
+        let got = Http::get_messages(self, channel, page, Some(limit.clamp(1, 100))).await;
+        counted("get_messages", got)
     }
 }
 
