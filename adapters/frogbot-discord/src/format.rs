@@ -56,9 +56,7 @@ pub fn to_discord(markdown: &str) -> String {
         if let Some((rows, start)) = &mut table {
             if rows.event(&event) {
                 out.push_str(&markdown[copied..*start]);
-                out.push_str("```\n");
-                out.push_str(&no_fence(&rows.text()));
-                out.push_str("\n```");
+                out.push_str(&code_block(&rows.text(), ""));
                 copied = range.end;
                 table = None;
             }
@@ -80,6 +78,11 @@ pub fn to_discord(markdown: &str) -> String {
 /// `text` with every run of three backticks broken by a zero-width space (it would end the
 /// code block).
 pub(crate) use markdown::no_fence;
+
+/// A code block holding `body` (its fences made harmless), with `language` for highlighting.
+pub(crate) fn code_block(body: &str, language: &str) -> String {
+    format!("```{language}\n{}\n```", no_fence(body))
+}
 
 #[cfg(test)]
 mod tests {

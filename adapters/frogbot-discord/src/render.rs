@@ -54,6 +54,7 @@
 //! message id). Discord snowflakes have at most 20 digits, so it is at most 51 characters and no
 //! stored token is needed; anything longer is refused with [`Error::Malformed`].
 
+use std::borrow::Cow;
 use std::ops::Range;
 
 use frogbot_model::{
@@ -65,11 +66,13 @@ use serenity::builder::{
     CreateSelectMenu, CreateSelectMenuKind, CreateSelectMenuOption, EditMessage,
 };
 use serenity::model::application::{ButtonStyle, InputTextStyle};
+use serenity::model::channel::MessageFlags;
 use serenity::model::id::UserId;
 
 use frogbot_model::text::truncate;
 
 use crate::Error;
+use crate::format::reply_message;
 use crate::ids::{Control, ControlKind};
 
 /// Discord's limit on the length of one message's content, in characters.
@@ -131,33 +134,27 @@ pub fn approval_pages(item: &QuestionItem) -> Option<ApprovalPages> {
     frogbot_model::approval_pages(item, APPROVAL_ROOM)
 }
 
-/// A message of an approval's arguments (one of [`ApprovalPages::before`]; nothing pings).
-pub fn approval_page_message(page: &str) -> CreateMessage {
-    CreateMessage::new()
-        .content(page)
-        .allowed_mentions(crate::format::no_mentions())
+/// The text a card shows for `item`: its question, or for a paged approval the card's text.
+fn shown_question(item: &QuestionItem) -> Cow<'_, str> {
+    match approval_pages(item) {
+        Some(p) => Cow::Owned(p.card),
+        None => Cow::Borrowed(&item.question),
+    }
 }
 
-/// The text a card shows for `item`: its question, or for a paged approval the card's text.
-fn shown_question(item: &QuestionItem) -> std::borrow::Cow<'_, str> {
-    match approval_pages(item) {
-        Some(p) => std::borrow::Cow::Owned(p.card),
-        None => std::borrow::Cow::Borrowed(&item.question),
+/// `**Header**`, with its place when the set has more than one question (`**Header** (2/3)`).
+fn header_line(item: &QuestionItem, index: usize, total: usize) -> String {
+    if total > 1 {
+        format!("**{}** ({}/{total})", item.header, index + 1)
+    } else {
+        format!("**{}**", item.header)
     }
 }
 
 /// The text of a question message: header (with the step of a set), question, option descriptions.
 pub fn question_content(item: &QuestionItem, index: usize, total: usize) -> String {
-    let mut text = if total > 1 {
-        format!(
-            "**{}** ({}/{total})\n{}",
-            item.header,
-            index + 1,
-            shown_question(item)
-        )
-    } else {
-        format!("**{}**\n{}", item.header, shown_question(item))
-    };
+    let header = header_line(item, index, total);
+    let mut text = format!("{header}\n{}", shown_question(item));
     if lists_options(item) {
         // More options than the controls hold: every option, numbered, answered by reply.
         for (i, option) in item.options.iter().enumerate() {
@@ -179,14 +176,10 @@ pub fn question_content(item: &QuestionItem, index: usize, total: usize) -> Stri
             OPTION_TEXT_LIMIT
         };
         for option in &item.options {
-            match &option.description {
-                Some(description) => {
-                    text.push_str(&format!("\n• **{}**: {description}", option.label));
-                }
-                None if option.label.chars().count() > room => {
-                    text.push_str(&format!("\n• **{}**", option.label));
-                }
-                None => {}
+            if let Some(description) = &option.description {
+                text.push_str(&format!("\n• **{}**: {description}", option.label));
+            } else if option.label.chars().count() > room {
+                text.push_str(&format!("\n• **{}**", option.label));
             }
         }
     }
@@ -196,22 +189,14 @@ pub fn question_content(item: &QuestionItem, index: usize, total: usize) -> Stri
     text
 }
 
-/// The most options a choice's controls hold: one select of 25 for `multiple` (a select's
-/// choices are submitted together), four selects of 25 for a single choice (the fifth row keeps
-/// the buttons).
-pub fn control_capacity(item: &QuestionItem) -> usize {
-    if item.multiple {
-        SELECT_OPTION_LIMIT
-    } else {
-        (ROW_LIMIT - 1) * SELECT_OPTION_LIMIT
-    }
-}
-
-/// Whether a choice has more options than its controls hold ([`control_capacity`]): its message
-/// then lists every option, numbered, and the person answers with a reply in the thread (the
-/// number, or numbers separated by commas); no select is drawn, so none shows only some.
+/// Whether a choice has more options than its controls hold — one select of 25 for `multiple` (a
+/// select's choices are submitted together), four selects of 25 for a single choice (the fifth
+/// row keeps the buttons): its message then lists every option, numbered, and the person answers
+/// with a reply in the thread (the number, or numbers separated by commas); no select is drawn,
+/// so none shows only some.
 pub fn lists_options(item: &QuestionItem) -> bool {
-    item.kind == InputKind::Choice && item.options.len() > control_capacity(item)
+    let selects = if item.multiple { 1 } else { ROW_LIMIT - 1 };
+    item.kind == InputKind::Choice && item.options.len() > selects * SELECT_OPTION_LIMIT
 }
 
 /// What the message says about an input beyond its question: a number's range and unit, a text's
@@ -230,14 +215,16 @@ fn kind_detail(item: &QuestionItem) -> Option<String> {
     if !item.required {
         parts.push("optional".into());
     }
-    (!parts.is_empty()).then(|| {
-        let text = parts.join(", ");
-        let mut chars = text.chars();
-        chars
-            .next()
-            .map(|c| c.to_uppercase().chain(chars).collect())
-            .unwrap_or_default()
-    })
+    (!parts.is_empty()).then(|| capitalised(&parts.join(", ")))
+}
+
+/// `text` with its first letter upper-case.
+fn capitalised(text: &str) -> String {
+    let mut chars = text.chars();
+    chars
+        .next()
+        .map(|c| c.to_uppercase().chain(chars).collect())
+        .unwrap_or_default()
 }
 
 /// "a number from 1 to 10 (pods)".
@@ -248,54 +235,41 @@ fn number_phrase(item: &QuestionItem) -> String {
         (None, Some(b)) => format!(" of at most {b}"),
         (None, None) => String::new(),
     };
-    let step = match &item.step {
-        Some(s) => format!(" in steps of {s}"),
-        None => String::new(),
-    };
-    let unit = match item.unit.as_deref().filter(|u| !u.trim().is_empty()) {
-        Some(u) => format!(" ({u})"),
-        None => String::new(),
-    };
+    let step = item
+        .step
+        .as_ref()
+        .map_or(String::new(), |s| format!(" in steps of {s}"));
+    let unit = item.unit.as_deref().filter(|u| !u.trim().is_empty());
+    let unit = unit.map_or(String::new(), |u| format!(" ({u})"));
     format!("a number{range}{step}{unit}")
 }
 
-/// The text of the message of step `index` of `questions`: each question of [`form_run`], and the
-/// expiry line when the set has one (`expires_at`, RFC 3339; `now` is the clock).
-pub fn step_content(
-    questions: &[QuestionItem],
-    index: usize,
-    expires_at: Option<&str>,
-    now: chrono::DateTime<chrono::Utc>,
-) -> String {
-    let mut text = step_text(questions, index);
-    if let Some(line) = expiry_line(expires_at, now) {
-        text = format!("{}\n\n{line}", truncate(&text, MESSAGE_LIMIT - 60));
-    }
-    truncate(&text, MESSAGE_LIMIT)
-}
-
-fn step_text(questions: &[QuestionItem], index: usize) -> String {
-    let total = questions.len();
-    form_run(questions, index)
-        .filter_map(|q| {
-            questions
-                .get(q)
-                .map(|item| question_content(item, q, total))
-        })
-        .collect::<Vec<_>>()
-        .join("\n\n")
-}
-
-/// The text of step `index` over as many messages as it needs (each at most [`MESSAGE_LIMIT`]):
-/// nothing is cut. The last is the question message's content (with the expiry line); the
-/// others — a long list of options — are posted just before it, in order.
+/// The text of step `index` of `questions` — each question of [`form_run`], and the expiry line
+/// when the set has one (`expires_at`, RFC 3339; `now` is the clock) — over as many messages as
+/// it needs (each at most [`MESSAGE_LIMIT`], `reserve` characters of it kept free): nothing is
+/// cut. The last is the question message's content (with the expiry line); the others — a long
+/// list of options — are posted just before it, in order.
 pub fn step_pages(
     questions: &[QuestionItem],
     index: usize,
     expires_at: Option<&str>,
     now: chrono::DateTime<chrono::Utc>,
+    reserve: usize,
 ) -> Vec<String> {
-    step_pages_within(questions, index, expires_at, now, 0)
+    let line = expiry_line(expires_at, now);
+    let room = MESSAGE_LIMIT - reserve - line.as_ref().map_or(0, |l| l.chars().count() + 2);
+    let total = questions.len();
+    let run = form_run(questions, index);
+    let questions = run.filter_map(|q| Some(question_content(questions.get(q)?, q, total)));
+    let text = questions.collect::<Vec<_>>().join("\n\n");
+    let mut pages = frogbot_model::text::split(&text, room);
+    if pages.is_empty() {
+        pages.push(String::new());
+    }
+    if let (Some(line), Some(last)) = (line, pages.last_mut()) {
+        *last = format!("{last}\n\n{line}");
+    }
+    pages
 }
 
 /// The most people a question message mentions ([`asked_users`]): their mentions (at most 24
@@ -309,10 +283,7 @@ pub fn asked_users(input: &QuestionInput) -> Vec<UserId> {
     let mut users: Vec<UserId> = Vec::new();
     let ids = input.from.iter().filter_map(|f| {
         let id = f.strip_prefix(crate::PLATFORM)?.strip_prefix(':')?;
-        id.parse::<u64>()
-            .ok()
-            .filter(|id| *id != 0)
-            .map(UserId::new)
+        crate::ids::user_id(id).ok()
     });
     for id in ids {
         if !users.contains(&id) && users.len() < MAX_ASKED_MENTIONS {
@@ -335,7 +306,7 @@ fn posted_pages(
         None => asked_users(&call.input),
     };
     let lead = mentions_lead(&users);
-    let mut pages = step_pages_within(
+    let mut pages = step_pages(
         &call.input.questions,
         index,
         call.expires_at.as_deref(),
@@ -370,38 +341,22 @@ pub fn approval_lead_messages(call: &QuestionCall) -> Vec<CreateMessage> {
         return Vec::new();
     };
     let users = asked_users(&call.input);
-    pages
-        .before
-        .iter()
-        .enumerate()
-        .map(|(i, page)| match i {
-            0 => CreateMessage::new()
-                .content(format!("{}{page}", mentions_lead(&users)))
-                .allowed_mentions(crate::format::only_users(&users)),
-            _ => approval_page_message(page)
-                .flags(serenity::model::channel::MessageFlags::SUPPRESS_NOTIFICATIONS),
-        })
-        .collect()
+    let mut before = pages.before;
+    if let Some(first) = before.first_mut() {
+        first.insert_str(0, &mentions_lead(&users));
+    }
+    lead_messages(&before, &users, true)
 }
 
-/// [`step_pages`] with `reserve` characters of each message kept free.
-fn step_pages_within(
-    questions: &[QuestionItem],
-    index: usize,
-    expires_at: Option<&str>,
-    now: chrono::DateTime<chrono::Utc>,
-    reserve: usize,
-) -> Vec<String> {
-    let line = expiry_line(expires_at, now);
-    let room = MESSAGE_LIMIT - reserve - line.as_ref().map_or(0, |l| l.chars().count() + 2);
-    let mut pages = frogbot_model::text::split(&step_text(questions, index), room);
-    if pages.is_empty() {
-        pages.push(String::new());
-    }
-    if let (Some(line), Some(last)) = (line, pages.last_mut()) {
-        *last = format!("{last}\n\n{line}");
-    }
-    pages
+/// Messages posted before a question's message: the first (beginning with the mentions of
+/// `users`) pings only them, the others nobody (and, `silent`, without a notification).
+fn lead_messages(pages: &[String], users: &[UserId], silent: bool) -> Vec<CreateMessage> {
+    let message = |(i, page): (usize, &String)| match i {
+        0 => reply_message(page).allowed_mentions(crate::format::only_users(users)),
+        _ if silent => reply_message(page).flags(MessageFlags::SUPPRESS_NOTIFICATIONS),
+        _ => reply_message(page),
+    };
+    pages.iter().enumerate().map(message).collect()
 }
 
 /// "⏳ open until 14:05 UTC", while the set has an expiry that reads.
@@ -421,53 +376,31 @@ pub fn question_components(
     revision: u64,
     index: usize,
 ) -> Vec<CreateActionRow> {
-    let id = |kind| {
-        Control {
-            revision,
-            question: index,
-            kind,
-        }
-        .encode()
+    let button = |kind, label: &str, style| {
+        CreateButton::new(Control::id(revision, index, kind))
+            .label(label)
+            .style(style)
     };
-    let other = || {
-        CreateButton::new(id(ControlKind::Other))
-            .label("Other…")
-            .style(ButtonStyle::Secondary)
-    };
-    let skip = || {
-        CreateButton::new(id(ControlKind::Skip))
-            .label(SKIP_LABEL)
-            .style(ButtonStyle::Secondary)
-    };
-    let clear = || {
-        (!item.required).then(|| {
-            CreateButton::new(id(ControlKind::Clear))
-                .label(NO_ANSWER_LABEL)
-                .style(ButtonStyle::Secondary)
-        })
-    };
-    let row = |buttons: Vec<CreateButton>| vec![CreateActionRow::Buttons(buttons)];
-    match item.kind {
+    let skip = button(ControlKind::Skip, SKIP_LABEL, ButtonStyle::Secondary);
+    let mut rows = Vec::new();
+    // The buttons before "Other…", "No answer" and "Skip", and whether "Other…" is drawn.
+    let (mut buttons, other) = match item.kind {
         InputKind::TextInput | InputKind::NumberInput => {
-            return row(vec![
-                CreateButton::new(id(ControlKind::Form))
-                    .label(ANSWER_LABEL)
-                    .style(ButtonStyle::Primary),
-                skip(),
-            ]);
+            let answer = button(ControlKind::Form, ANSWER_LABEL, ButtonStyle::Primary);
+            return vec![CreateActionRow::Buttons(vec![answer, skip])];
         }
         InputKind::Toggle => {
-            let mut buttons = vec![
-                CreateButton::new(id(ControlKind::Option(0)))
-                    .label(TOGGLE_LABELS[0])
-                    .style(ButtonStyle::Success),
-                CreateButton::new(id(ControlKind::Option(1)))
-                    .label(TOGGLE_LABELS[1])
-                    .style(ButtonStyle::Secondary),
-            ];
-            buttons.extend(clear());
-            buttons.push(skip());
-            return row(buttons);
+            let on = button(
+                ControlKind::Option(0),
+                TOGGLE_LABELS[0],
+                ButtonStyle::Success,
+            );
+            let off = button(
+                ControlKind::Option(1),
+                TOGGLE_LABELS[1],
+                ButtonStyle::Secondary,
+            );
+            (vec![on, off], false)
         }
         InputKind::Confirm => {
             let style = if item.danger {
@@ -475,100 +408,84 @@ pub fn question_components(
             } else {
                 ButtonStyle::Success
             };
-            let mut buttons = vec![
-                CreateButton::new(id(ControlKind::Option(0)))
-                    .label(truncate(item.confirm_label(), BUTTON_LABEL_LIMIT))
-                    .style(style),
-            ];
-            buttons.extend(clear());
-            buttons.push(skip());
-            return row(buttons);
+            let label = truncate(item.confirm_label(), BUTTON_LABEL_LIMIT);
+            (vec![button(ControlKind::Option(0), &label, style)], false)
         }
-        _ => {}
-    }
-    if uses_buttons(item) {
-        let mut buttons: Vec<CreateButton> = item
-            .options
-            .iter()
-            .enumerate()
-            .map(|(i, option)| {
-                CreateButton::new(id(ControlKind::Option(i)))
-                    .label(truncate(&option.label, BUTTON_LABEL_LIMIT))
-                    .style(ButtonStyle::Primary)
-            })
-            .collect();
-        if item.custom {
-            buttons.push(other());
+        _ if uses_buttons(item) => {
+            let options = item.options.iter().enumerate().map(|(i, option)| {
+                let label = truncate(&option.label, BUTTON_LABEL_LIMIT);
+                button(ControlKind::Option(i), &label, ButtonStyle::Primary)
+            });
+            (options.collect(), item.custom)
         }
-        buttons.extend(clear());
-        buttons.push(skip());
-        return buttons
-            .chunks(BUTTONS_PER_ROW)
-            .map(|row| CreateActionRow::Buttons(row.to_vec()))
-            .collect();
+        _ => {
+            rows = select_rows(item, revision, index);
+            (Vec::new(), item.custom)
+        }
+    };
+    if other {
+        buttons.push(button(ControlKind::Other, "Other…", ButtonStyle::Secondary));
     }
-    // The last row is kept for the buttons ("Other…", "Skip"). Past what the selects hold, the
-    // options are listed in the message and answered by reply: no select.
-    let select_rows = match (lists_options(item), item.multiple) {
+    if !item.required {
+        buttons.push(button(
+            ControlKind::Clear,
+            NO_ANSWER_LABEL,
+            ButtonStyle::Secondary,
+        ));
+    }
+    buttons.push(skip);
+    let buttons = buttons.chunks(BUTTONS_PER_ROW);
+    rows.extend(buttons.map(|row| CreateActionRow::Buttons(row.to_vec())));
+    rows
+}
+
+/// The string selects of a choice not drawn with buttons: one for `multiple`, else up to four
+/// (the last row is kept for the buttons, "Other…", "Skip"). Past what the selects hold, the
+/// options are listed in the message and answered by reply: no select.
+fn select_rows(item: &QuestionItem, revision: u64, index: usize) -> Vec<CreateActionRow> {
+    let selects = match (lists_options(item), item.multiple) {
         (true, _) => 0,
         (false, true) => 1,
         (false, false) => ROW_LIMIT - 1,
     };
-    let mut rows: Vec<CreateActionRow> = item
-        .options
-        .chunks(SELECT_OPTION_LIMIT)
-        .take(select_rows)
-        .enumerate()
-        .map(|(k, chunk)| {
-            let options = chunk
-                .iter()
-                .enumerate()
-                .map(|(j, option)| {
-                    let index = k * SELECT_OPTION_LIMIT + j;
-                    let mut o = CreateSelectMenuOption::new(
-                        truncate(&option.label, OPTION_TEXT_LIMIT),
-                        index.to_string(),
-                    );
-                    if let Some(description) = &option.description {
-                        o = o.description(truncate(description, OPTION_TEXT_LIMIT));
-                    }
-                    o
-                })
-                .collect::<Vec<_>>();
-            let count = u8::try_from(options.len()).unwrap_or(25);
-            let select = CreateSelectMenu::new(
-                id(ControlKind::Select(k)),
-                CreateSelectMenuKind::String { options },
-            )
-            .min_values(1);
-            // Several selects (a single choice of 26 to 100 options): each says which options
-            // it holds, so none reads as the whole list.
-            let first = k * SELECT_OPTION_LIMIT + 1;
-            let range = if item.options.len() > SELECT_OPTION_LIMIT {
-                format!(" (options {first}–{})", first + chunk.len() - 1)
-            } else {
-                String::new()
-            };
-            let select = if item.multiple {
-                select
-                    .max_values(count)
-                    .placeholder(format!("Choose one or more…{range}"))
-            } else {
-                select
-                    .max_values(1)
-                    .placeholder(format!("Choose one…{range}"))
-            };
-            CreateActionRow::SelectMenu(select)
-        })
-        .collect();
-    let mut buttons = Vec::new();
-    if item.custom {
-        buttons.push(other());
-    }
-    buttons.extend(clear());
-    buttons.push(skip());
-    rows.push(CreateActionRow::Buttons(buttons));
-    rows
+    let select = |(k, chunk): (usize, &[frogbot_model::QuestionOption])| {
+        let first = k * SELECT_OPTION_LIMIT;
+        let options: Vec<_> = chunk
+            .iter()
+            .zip(first..)
+            .map(|(option, i)| {
+                let label = truncate(&option.label, OPTION_TEXT_LIMIT);
+                let o = CreateSelectMenuOption::new(label, i.to_string());
+                match &option.description {
+                    Some(d) => o.description(truncate(d, OPTION_TEXT_LIMIT)),
+                    None => o,
+                }
+            })
+            .collect();
+        let count = u8::try_from(options.len()).unwrap_or(25);
+        // Several selects (a single choice of 26 to 100 options): each says which options it
+        // holds, so none reads as the whole list.
+        let range = if item.options.len() > SELECT_OPTION_LIMIT {
+            format!(" (options {}–{})", first + 1, first + chunk.len())
+        } else {
+            String::new()
+        };
+        let (max, choose) = if item.multiple {
+            (count, "Choose one or more…")
+        } else {
+            (1, "Choose one…")
+        };
+        let kind = CreateSelectMenuKind::String { options };
+        let menu =
+            CreateSelectMenu::new(Control::id(revision, index, ControlKind::Select(k)), kind);
+        CreateActionRow::SelectMenu(
+            menu.min_values(1)
+                .max_values(max)
+                .placeholder(format!("{choose}{range}")),
+        )
+    };
+    let chunks = item.options.chunks(SELECT_OPTION_LIMIT).take(selects);
+    chunks.enumerate().map(select).collect()
 }
 
 /// The messages posted before the message asking step `index` of `call`: the beginning of a step
@@ -577,16 +494,7 @@ pub fn question_components(
 pub fn step_lead_messages(call: &QuestionCall, index: usize) -> Vec<CreateMessage> {
     let (mut pages, users) = posted_pages(call, index, chrono::Utc::now());
     pages.pop();
-    pages
-        .iter()
-        .enumerate()
-        .map(|(i, p)| match i {
-            0 => CreateMessage::new()
-                .content(p)
-                .allowed_mentions(crate::format::only_users(&users)),
-            _ => approval_page_message(p),
-        })
-        .collect()
+    lead_messages(&pages, &users, false)
 }
 
 /// The message asking step `index` of `call` at `revision` (with the expiry line as of now; a step
@@ -609,32 +517,18 @@ pub fn step_lead_messages(call: &QuestionCall, index: usize) -> Vec<CreateMessag
 /// assert_eq!(message["components"][0]["components"][1]["custom_id"], "fq:0:0:1");
 /// ```
 pub fn question_message(call: &QuestionCall, revision: u64, index: usize) -> CreateMessage {
-    question_message_at(call, revision, index, chrono::Utc::now())
-}
-
-/// [`question_message`] with the clock given.
-pub fn question_message_at(
-    call: &QuestionCall,
-    revision: u64,
-    index: usize,
-    now: chrono::DateTime<chrono::Utc>,
-) -> CreateMessage {
-    let questions = &call.input.questions;
-    match questions.get(index) {
+    match call.input.questions.get(index) {
         Some(item) => {
-            let (mut pages, users) = posted_pages(call, index, now);
+            let (mut pages, users) = posted_pages(call, index, chrono::Utc::now());
             let allowed = match pages.len() {
                 1 => crate::format::only_users(&users),
                 _ => crate::format::no_mentions(),
             };
-            CreateMessage::new()
-                .content(pages.pop().unwrap_or_default())
+            reply_message(pages.pop().unwrap_or_default())
                 .allowed_mentions(allowed)
                 .components(question_components(item, revision, index))
         }
-        None => CreateMessage::new()
-            .content("(no such question)")
-            .allowed_mentions(crate::format::no_mentions()),
+        None => reply_message("(no such question)"),
     }
 }
 
@@ -654,10 +548,9 @@ pub fn form_modal(
             "question {index} is not a text or number input"
         )));
     };
-    let inputs: Vec<CreateActionRow> = questions[run.clone()]
-        .iter()
-        .zip(run.clone())
-        .map(|(item, q)| CreateActionRow::InputText(form_input(item, revision, q)))
+    let inputs: Vec<CreateActionRow> = run
+        .clone()
+        .map(|q| CreateActionRow::InputText(form_input(&questions[q], revision, q)))
         .collect();
     let title = if run.len() == 1 {
         truncate(&first.header, MODAL_TITLE_LIMIT)
@@ -669,16 +562,11 @@ pub fn form_modal(
 
 /// The text input of a text or number input.
 fn form_input(item: &QuestionItem, revision: u64, q: usize) -> CreateInputText {
-    let id = Control {
-        revision,
-        question: q,
-        kind: ControlKind::Text,
-    }
-    .encode();
+    let id = Control::id(revision, q, ControlKind::Text);
     let label = if item.question.chars().count() <= INPUT_LABEL_LIMIT {
-        item.question.clone()
+        &item.question
     } else {
-        truncate(&item.header, INPUT_LABEL_LIMIT)
+        &item.header
     };
     let number = item.kind == InputKind::NumberInput;
     let style = if item.multiline && !number {
@@ -686,22 +574,16 @@ fn form_input(item: &QuestionItem, revision: u64, q: usize) -> CreateInputText {
     } else {
         InputTextStyle::Short
     };
-    let placeholder = item.placeholder.clone().or_else(|| {
-        number.then(|| {
-            let phrase = number_phrase(item);
-            let mut chars = phrase.chars();
-            chars
-                .next()
-                .map(|c| c.to_uppercase().chain(chars).collect())
-                .unwrap_or_default()
-        })
-    });
+    let placeholder = item
+        .placeholder
+        .clone()
+        .or_else(|| number.then(|| capitalised(&number_phrase(item))));
     let limit = if number {
         NUMBER_LENGTH
     } else {
         u16::try_from(item.text_limit().min(INPUT_LENGTH_LIMIT)).unwrap_or(4000)
     };
-    let mut input = CreateInputText::new(style, truncate(&label, INPUT_LABEL_LIMIT), id)
+    let mut input = CreateInputText::new(style, truncate(label, INPUT_LABEL_LIMIT), id)
         .required(item.required)
         .max_length(limit);
     if let Some(p) = placeholder.filter(|p| !p.trim().is_empty()) {
@@ -736,18 +618,11 @@ pub fn other_modal(
     index: usize,
 ) -> Result<CreateModal, Error> {
     let custom_id = modal_custom_id(locator)?;
-    let input = CreateInputText::new(
-        InputTextStyle::Paragraph,
-        truncate(&item.question, INPUT_LABEL_LIMIT),
-        Control {
-            revision,
-            question: index,
-            kind: ControlKind::Text,
-        }
-        .encode(),
-    )
-    .required(true)
-    .max_length(4000);
+    let label = truncate(&item.question, INPUT_LABEL_LIMIT);
+    let id = Control::id(revision, index, ControlKind::Text);
+    let input = CreateInputText::new(InputTextStyle::Paragraph, label, id)
+        .required(true)
+        .max_length(4000);
     Ok(
         CreateModal::new(custom_id, truncate(&item.header, MODAL_TITLE_LIMIT))
             .components(vec![CreateActionRow::InputText(input)]),
@@ -797,20 +672,13 @@ pub fn settled_head(questions: &[QuestionItem], index: usize) -> String {
     form_run(questions, index)
         .filter_map(|q| {
             let item = questions.get(q)?;
-            let header = if total > 1 {
-                format!("**{}** ({}/{total})", item.header, q + 1)
-            } else {
-                format!("**{}**", item.header)
-            };
             let shown = shown_question(item);
-            let question = shown
-                .trim_end()
-                .strip_suffix(how.as_str())
-                .unwrap_or(&shown)
-                .trim_end();
+            let question = shown.trim_end();
+            let question = question.strip_suffix(how.as_str()).unwrap_or(&shown);
             Some(format!(
-                "{header}
-{question}"
+                "{}\n{}",
+                header_line(item, q, total),
+                question.trim_end()
             ))
         })
         .collect::<Vec<_>>()
@@ -840,10 +708,8 @@ pub fn settled_pages(
             if run.len() > 1 =>
         {
             let prefix = if matches!(outcome, QuestionOutcome::Answered(_)) {
-                match actor_name(actor) {
-                    Some(n) => format!("✅ Answered by {n}"),
-                    None => "✅ Answered".into(),
-                }
+                let by = actor_name(actor).map(|n| format!(" by {n}"));
+                format!("✅ Answered{}", by.unwrap_or_default())
             } else {
                 "⌛ Expired — defaults used".into()
             };
@@ -975,23 +841,12 @@ impl Embed {
     }
 
     fn build(&self) -> CreateEmbed {
-        let mut e = CreateEmbed::new().colour(AGENT_EMBED_COLOUR);
-        if let Some(t) = &self.title {
-            e = e.title(t);
-        }
-        if let Some(d) = &self.description {
-            e = e.description(d);
-        }
-        for (k, v) in &self.fields {
-            e = e.field(k, v, true);
-        }
-        if let Some(url) = &self.image {
-            e = e.image(url);
-        }
-        if let Some(url) = &self.url {
-            e = e.url(url);
-        }
-        e
+        let e = CreateEmbed::new().colour(AGENT_EMBED_COLOUR);
+        let e = self.title.iter().fold(e, CreateEmbed::title);
+        let e = self.description.iter().fold(e, CreateEmbed::description);
+        let e = self.image.iter().fold(e, CreateEmbed::image);
+        let e = self.url.iter().fold(e, CreateEmbed::url);
+        self.fields.iter().fold(e, |e, (k, v)| e.field(k, v, true))
     }
 }
 
@@ -1000,11 +855,6 @@ fn described(text: &str) -> Embed {
         description: Some(truncate(text, EMBED_DESCRIPTION_LIMIT)),
         ..Embed::default()
     }
-}
-
-/// A code block holding `body` (its fences made harmless), with `language` for highlighting.
-fn code_block(body: &str, language: &str) -> String {
-    format!("```{language}\n{}\n```", crate::format::no_fence(body))
 }
 
 /// A table as code blocks of aligned columns, each within an embed's description (the header
@@ -1022,29 +872,22 @@ fn table_embeds(columns: &[String], rows: &[Vec<String>]) -> Vec<Embed> {
         .collect();
     let align = vec![pulldown_cmark::Alignment::None; header.len()];
     let draw = |chunk: &[Vec<String>]| {
-        let mut all = vec![header.clone()];
-        all.extend(chunk.iter().cloned());
-        code_block(&frogbot_model::text::table_text(&align, &all), "")
+        let all: Vec<Vec<String>> = std::iter::once(&header).chain(chunk).cloned().collect();
+        crate::format::code_block(&frogbot_model::text::table_text(&align, &all), "")
     };
+    let fits = |rows: &[Vec<String>]| draw(rows).chars().count() <= EMBED_DESCRIPTION_LIMIT;
     let mut out = Vec::new();
-    let mut start = 0;
+    let mut rest = &body[..];
     loop {
-        let mut end = start;
-        while end < body.len()
-            && draw(&body[start..=end]).chars().count() <= EMBED_DESCRIPTION_LIMIT
-        {
-            end += 1;
-        }
-        if end == start && start < body.len() {
-            end += 1; // a row too wide alone: cut by the description's limit
-        }
-        out.push(described(&draw(&body[start..end])));
-        start = end;
-        if start >= body.len() {
-            break;
+        // At least one row: a row too wide alone is cut by the description's limit.
+        let n = (1..=rest.len()).take_while(|&n| fits(&rest[..n])).last();
+        let n = n.unwrap_or(1).min(rest.len());
+        out.push(described(&draw(&rest[..n])));
+        rest = &rest[n..];
+        if rest.is_empty() {
+            break out;
         }
     }
-    out
 }
 
 /// How one block is drawn: embeds (its event buttons apart).
@@ -1069,52 +912,38 @@ fn block_embeds(block: &frogbot_model::blocks::Block) -> Vec<Embed> {
         BlockKind::Code { code, language } => {
             let language = language.as_deref().unwrap_or("");
             let room = EMBED_DESCRIPTION_LIMIT - language.len() - 16;
-            // `no_fence` may add a character per three backticks: cut the escaped text.
+            // `no_fence` may add a character per three backticks: cut the escaped text (the
+            // block's own escaping finds nothing more to do).
             frogbot_model::text::split_exact(&crate::format::no_fence(code), room)
                 .into_iter()
-                .map(|c| described(&format!("```{language}\n{c}\n```")))
+                .map(|c| described(&crate::format::code_block(&c, language)))
                 .collect()
         }
         BlockKind::Fields { fields } => {
             // Each pair a field (a long value continues in the next field, named with a
             // zero-width space); embeds of at most 25 fields and a third of the message's total.
-            let mut pairs: Vec<(String, String)> = Vec::new();
+            let or = |text: String, blank: &str| match text.trim() {
+                "" => blank.to_owned(),
+                _ => text,
+            };
+            let mut out: Vec<Embed> = Vec::new();
             for f in fields {
-                let key = truncate(&f.key, FIELD_NAME_LIMIT);
-                let value = if f.value.trim().is_empty() {
-                    "—".to_owned()
-                } else {
-                    f.value.clone()
-                };
-                for (i, v) in frogbot_model::text::split_exact(&value, FIELD_VALUE_LIMIT)
-                    .into_iter()
-                    .enumerate()
-                {
+                let value = or(f.value.clone(), "—");
+                let pieces = frogbot_model::text::split_exact(&value, FIELD_VALUE_LIMIT);
+                for (i, v) in pieces.into_iter().enumerate() {
                     let name = if i == 0 {
-                        key.clone()
+                        truncate(&f.key, FIELD_NAME_LIMIT)
                     } else {
                         "\u{200B}".to_owned()
                     };
-                    pairs.push((
-                        name,
-                        if v.trim().is_empty() {
-                            "\u{200B}".to_owned()
-                        } else {
-                            v
-                        },
-                    ));
+                    let v = or(v, "\u{200B}");
+                    let size = name.chars().count() + v.chars().count();
+                    let e = last_with_room(&mut out, |e: &Embed| {
+                        e.fields.len() >= EMBED_FIELDS_LIMIT
+                            || e.size() + size > EMBED_TOTAL_LIMIT / 2
+                    });
+                    e.fields.push((name, v));
                 }
-            }
-            let mut out: Vec<Embed> = Vec::new();
-            for pair in pairs {
-                let size = pair.0.chars().count() + pair.1.chars().count();
-                let full = out.last().is_none_or(|e| {
-                    e.fields.len() >= EMBED_FIELDS_LIMIT || e.size() + size > EMBED_TOTAL_LIMIT / 2
-                });
-                if full {
-                    out.push(Embed::default());
-                }
-                out.last_mut().expect("an embed").fields.push(pair);
             }
             out
         }
@@ -1149,11 +978,9 @@ pub struct AgentPiece {
 impl AgentPiece {
     /// The message to post (`allowed_mentions` empty: nothing pings).
     pub fn create(&self) -> CreateMessage {
-        CreateMessage::new()
-            .content(self.content.clone().unwrap_or_default())
+        reply_message(self.content.clone().unwrap_or_default())
             .embeds(self.embeds.clone())
             .components(self.rows.clone())
-            .allowed_mentions(crate::format::no_mentions())
     }
 
     /// The edit that draws this piece over a message (every part replaced).
@@ -1180,12 +1007,12 @@ impl AgentPiece {
 /// [`EMBED_TOTAL_LIMIT`] characters and [`ROW_LIMIT`] rows; the first ones go with the last text
 /// message. An empty message gives none.
 pub fn agent_message(message: &frogbot_model::UiMessage) -> Vec<AgentPiece> {
+    #[derive(Default)]
     struct Draft {
         content: Option<String>,
         embeds: Vec<Embed>,
         rows: Vec<CreateActionRow>,
     }
-    let mut drafts: Vec<Draft> = Vec::new();
     let title = message
         .metadata
         .title
@@ -1206,48 +1033,32 @@ pub fn agent_message(message: &frogbot_model::UiMessage) -> Vec<AgentPiece> {
             _ => texts.insert(0, title),
         }
     }
-    for t in texts {
-        drafts.push(Draft {
+    let mut drafts: Vec<Draft> = texts
+        .into_iter()
+        .map(|t| Draft {
             content: Some(t),
-            embeds: Vec::new(),
-            rows: Vec::new(),
-        });
-    }
+            ..Draft::default()
+        })
+        .collect();
     for (i, block) in frogbot_model::blocks::blocks_of(message).iter().enumerate() {
         let embeds = block_embeds(block);
         let last = embeds.len() - 1;
         for (j, embed) in embeds.into_iter().enumerate() {
             let row = (j == last && !block.events.is_empty()).then(|| {
-                CreateActionRow::Buttons(
-                    block
-                        .events
-                        .iter()
-                        .take(BUTTONS_PER_ROW)
-                        .enumerate()
-                        .map(|(k, e)| {
-                            CreateButton::new(crate::ids::event_id(
-                                frogbot_model::EventControl::new(i, k),
-                            ))
-                            .label(truncate(&e.label, BUTTON_LABEL_LIMIT))
-                            .style(ButtonStyle::Secondary)
-                        })
-                        .collect(),
-                )
+                let button = |(k, e): (usize, &frogbot_model::blocks::EventButton)| {
+                    CreateButton::new(crate::ids::event_id(frogbot_model::EventControl::new(i, k)))
+                        .label(truncate(&e.label, BUTTON_LABEL_LIMIT))
+                        .style(ButtonStyle::Secondary)
+                };
+                let buttons = block.events.iter().take(BUTTONS_PER_ROW).enumerate();
+                CreateActionRow::Buttons(buttons.map(button).collect())
             });
             let size = embed.size();
-            let full = drafts.last().is_none_or(|d| {
+            let d = last_with_room(&mut drafts, |d: &Draft| {
                 d.embeds.len() >= EMBEDS_PER_MESSAGE
                     || d.embeds.iter().map(Embed::size).sum::<usize>() + size > EMBED_TOTAL_LIMIT
                     || (row.is_some() && d.rows.len() >= ROW_LIMIT)
             });
-            if full {
-                drafts.push(Draft {
-                    content: None,
-                    embeds: Vec::new(),
-                    rows: Vec::new(),
-                });
-            }
-            let d = drafts.last_mut().expect("a draft");
             d.embeds.push(embed);
             d.rows.extend(row);
         }
@@ -1260,6 +1071,14 @@ pub fn agent_message(message: &frogbot_model::UiMessage) -> Vec<AgentPiece> {
             rows: d.rows,
         })
         .collect()
+}
+
+/// The last of `groups`, or a new one when there is none or `full` says the last has no room.
+fn last_with_room<G: Default>(groups: &mut Vec<G>, full: impl FnOnce(&G) -> bool) -> &mut G {
+    if groups.last().is_none_or(full) {
+        groups.push(G::default());
+    }
+    groups.last_mut().expect("a group")
 }
 
 #[cfg(test)]
@@ -1360,7 +1179,8 @@ mod tests {
         let rows = self::rows(&many);
         assert_eq!(rows.len(), 1, "the Skip row alone");
         assert_eq!(rows[0]["components"][0]["label"], "Skip");
-        let pages = step_pages(std::slice::from_ref(&many), 0, None, chrono::Utc::now()).join("\n");
+        let pages =
+            step_pages(std::slice::from_ref(&many), 0, None, chrono::Utc::now(), 0).join("\n");
         for option in &many.options {
             assert!(pages.contains(&option.label), "{} listed", option.label);
         }
@@ -1392,7 +1212,8 @@ mod tests {
         let many = item(40, true, false);
         let rows = self::rows(&many);
         assert_eq!(rows.len(), 1, "the Skip row alone");
-        let pages = step_pages(std::slice::from_ref(&many), 0, None, chrono::Utc::now()).join("\n");
+        let pages =
+            step_pages(std::slice::from_ref(&many), 0, None, chrono::Utc::now(), 0).join("\n");
         for option in &many.options {
             assert!(pages.contains(&option.label), "{} listed", option.label);
         }
@@ -1653,26 +1474,28 @@ mod tests {
         assert_eq!(expiry_line(None, now), None);
         let q =
             kind(json!({"header": "h", "question": "Q?", "kind": "number_input", "unit": "pods"}));
-        let content = step_content(
+        let pages = step_pages(
             std::slice::from_ref(&q),
             0,
             Some("2026-12-02T09:00:00Z"),
             now,
+            0,
         );
         assert_eq!(
-            content,
-            "**h**\nQ?\n_A number (pods)_\n\n⏳ open until 2 Dec 09:00 UTC"
+            pages,
+            ["**h**\nQ?\n_A number (pods)_\n\n⏳ open until 2 Dec 09:00 UTC"]
         );
         // A long question set still fits with its expiry line.
         let long = kind(json!({"header": "h", "question": "x".repeat(3000), "kind": "text_input"}));
-        let content = step_content(
+        let pages = step_pages(
             std::slice::from_ref(&long),
             0,
             Some("2026-12-01T14:05:00Z"),
             now,
+            0,
         );
-        assert!(content.chars().count() <= MESSAGE_LIMIT);
-        assert!(content.ends_with("open until 14:05 UTC"));
+        assert!(pages.iter().all(|p| p.chars().count() <= MESSAGE_LIMIT));
+        assert!(pages.last().unwrap().ends_with("open until 14:05 UTC"));
         let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
         assert_eq!(q.answer_text(&s(&["4"])), "4 pods");
         assert_eq!(q.answer_text(&[]), "—");
