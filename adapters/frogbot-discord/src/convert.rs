@@ -26,7 +26,7 @@ use serenity::model::application::{
     Interaction as DiscordInteraction, ModalInteraction,
 };
 use serenity::model::channel::Message;
-use serenity::model::id::UserId;
+use serenity::model::id::{MessageId, UserId};
 use serenity::model::user::User;
 
 use crate::Error;
@@ -72,24 +72,13 @@ pub fn event_click(interaction: &ComponentInteraction) -> Option<frogbot_model::
 /// custom id (buttons carry no value on Discord, so the adapter encodes it there), or nothing.
 pub fn action(interaction: &ComponentInteraction) -> Interaction {
     let custom_id = interaction.data.custom_id.clone();
+    let raw = raw_of(interaction);
     let value = match &interaction.data.kind {
-        ComponentInteractionDataKind::StringSelect { values } => values.first().cloned(),
-        ComponentInteractionDataKind::UserSelect { values } => {
-            values.first().map(|v| v.to_string())
-        }
-        ComponentInteractionDataKind::RoleSelect { values } => {
-            values.first().map(|v| v.to_string())
-        }
-        ComponentInteractionDataKind::ChannelSelect { values } => {
-            values.first().map(|v| v.to_string())
-        }
-        ComponentInteractionDataKind::MentionableSelect { values } => {
-            values.first().map(|v| v.to_string())
-        }
         ComponentInteractionDataKind::Button => {
             custom_id.rsplit_once(':').map(|(_, last)| last.to_owned())
         }
-        _ => None,
+        // Any select's values, as serenity writes them in `raw` (ids as strings).
+        _ => selected_values(&raw).into_iter().next(),
     };
     Interaction::Action {
         event: ActionEvent {
@@ -98,7 +87,7 @@ pub fn action(interaction: &ComponentInteraction) -> Interaction {
             message_id: interaction.message.id.to_string(),
             user: platform_user(&interaction.user),
             trigger_id: Some(interaction.token.clone()),
-            raw: raw_of(interaction),
+            raw,
         },
     }
 }
@@ -183,10 +172,8 @@ pub fn modal_submit(interaction: &ModalInteraction) -> Interaction {
     for row in &interaction.data.components {
         for component in &row.components {
             if let ActionRowComponent::InputText(input) = component {
-                values.insert(
-                    input.custom_id.clone(),
-                    Value::String(input.value.clone().unwrap_or_default()),
-                );
+                let value = input.value.clone().unwrap_or_default();
+                values.insert(input.custom_id.clone(), Value::String(value));
             }
         }
     }
@@ -228,33 +215,25 @@ pub fn is_someone(user: &User) -> bool {
 /// A serenity interaction → a FrogBot interaction (components and modal submissions only); an
 /// interaction without a user ([`is_someone`]) is refused.
 pub fn interaction(interaction: &DiscordInteraction) -> Result<Interaction, Error> {
-    let user = match interaction {
-        DiscordInteraction::Component(c) => Some(&c.user),
-        DiscordInteraction::Modal(m) => Some(&m.user),
-        _ => None,
+    let (converted, user) = match interaction {
+        DiscordInteraction::Component(c) => (action(c), &c.user),
+        DiscordInteraction::Modal(m) => (modal_submit(m), &m.user),
+        other => {
+            let kind = format!("interaction type {:?}", other.kind());
+            return Err(Error::Unsupported(kind));
+        }
     };
-    if user.is_some_and(|u| !is_someone(u)) {
+    if !is_someone(user) {
         return Err(Error::Malformed("an interaction without a user".into()));
     }
-    match interaction {
-        DiscordInteraction::Component(c) => Ok(action(c)),
-        DiscordInteraction::Modal(m) => Ok(modal_submit(m)),
-        other => Err(Error::Unsupported(format!(
-            "interaction type {:?}",
-            other.kind()
-        ))),
-    }
+    Ok(converted)
 }
 
 /// Parses an `INTERACTION_CREATE` gateway dispatch (`{"op":0,"t":"INTERACTION_CREATE","d":{…}}`)
 /// or a bare interaction object (`d`, also the body of an interactions-endpoint POST) into
-/// serenity's type. Malformed JSON or another dispatch is an error, never a panic.
-pub fn parse_interaction_create(json: &str) -> Result<DiscordInteraction, Error> {
-    Ok(parse_interaction_json(json)?.0)
-}
-
-/// [`parse_interaction_create`], also returning the interaction object's JSON (what serenity's
-/// types do not keep, such as a modal's Label components, is still in it).
+/// serenity's type, with the interaction object's JSON (what serenity's types do not keep, such
+/// as a modal's Label components, is still in it). Malformed JSON or another dispatch is an
+/// error, never a panic.
 pub fn parse_interaction_json(json: &str) -> Result<(DiscordInteraction, Value), Error> {
     let value: Value = serde_json::from_str(json).map_err(|e| Error::Malformed(e.to_string()))?;
     let data = match value.get("t") {
@@ -313,12 +292,7 @@ pub fn interaction_from_gateway(json: &str) -> Result<Interaction, Error> {
 /// it replies to). `mentions` stays empty: the bot's own id is needed to leave it out
 /// ([`thread_message_for`]).
 pub fn thread_message(message: &Message) -> ThreadMessage {
-    let reply_to = message
-        .message_reference
-        .as_ref()
-        .and_then(|r| r.message_id)
-        .or_else(|| message.referenced_message.as_ref().map(|m| m.id))
-        .map(|id| id.to_string());
+    let reply_to = replied_to(message).map(|id| id.to_string());
     ThreadMessage {
         id: message.id.to_string(),
         text: message.content.clone(),
@@ -331,6 +305,15 @@ pub fn thread_message(message: &Message) -> ThreadMessage {
         files: message.attachments.iter().map(attachment_file).collect(),
         mentions: Vec::new(),
     }
+}
+
+/// The message `message` replies to (its `message_reference`, else its `referenced_message`).
+pub fn replied_to(message: &Message) -> Option<MessageId> {
+    message
+        .message_reference
+        .as_ref()
+        .and_then(|r| r.message_id)
+        .or_else(|| message.referenced_message.as_ref().map(|m| m.id))
 }
 
 /// [`thread_message`] as the bot `bot` receives it: the text without its mentions of the bot
@@ -347,31 +330,19 @@ pub fn thread_message_for(message: &Message, bot: UserId) -> ThreadMessage {
 /// `mentions`, the user objects Discord resolved), with its byte range in `text`; never `bot`.
 /// A mention Discord did not resolve (inside a code block, of nobody it knows) names no one.
 pub fn mentions_in(text: &str, users: &[User], bot: UserId) -> Vec<Mention> {
-    let mut found = Vec::new();
-    let mut from = 0;
-    while let Some(at) = text[from..].find("<@").map(|i| from + i) {
-        from = at + 2;
-        let tail = &text[from..];
-        let digits_at = usize::from(tail.starts_with('!'));
-        let digits = &tail[digits_at..];
+    let mention = |(at, _): (usize, &str)| {
+        let tail = &text[at + 2..];
+        let digits = tail.strip_prefix('!').unwrap_or(tail);
         let n = digits.bytes().take_while(u8::is_ascii_digit).count();
-        if n == 0 || !digits[n..].starts_with('>') {
-            continue;
-        }
-        let end = from + digits_at + n + 1;
-        let Ok(id) = digits[..n].parse::<u64>() else {
-            continue;
-        };
-        if let Some(user) = users.iter().find(|u| u.id.get() == id && u.id != bot) {
-            found.push(Mention {
-                user: platform_user(user),
-                start: at,
-                end,
-            });
-        }
-        from = end;
-    }
-    found
+        let id: u64 = digits[..n].parse().ok()?;
+        let user = users.iter().find(|u| u.id.get() == id && u.id != bot)?;
+        digits[n..].starts_with('>').then(|| Mention {
+            user: platform_user(user),
+            start: at,
+            end: text.len() - digits.len() + n + 1,
+        })
+    };
+    text.match_indices("<@").filter_map(mention).collect()
 }
 
 /// An attachment as a file the engine downloads (its CDN `url`).
@@ -455,18 +426,11 @@ pub const MAX_SKEW_SECS: i64 = 5 * 60;
 /// Checks that `timestamp` (Unix seconds, the raw header value) is within [`MAX_SKEW_SECS`] of
 /// `now_secs`; checked arithmetic, so no timestamp can wrap around into the window.
 pub fn check_fresh(timestamp: &str, now_secs: i64) -> Result<(), Error> {
-    let ts: i64 = timestamp
-        .trim()
-        .parse()
-        .map_err(|_| Error::StaleTimestamp)?;
-    let fresh = now_secs
-        .checked_sub(ts)
-        .and_then(i64::checked_abs)
-        .is_some_and(|skew| skew <= MAX_SKEW_SECS);
-    if fresh {
-        Ok(())
-    } else {
-        Err(Error::StaleTimestamp)
+    let ts: Option<i64> = timestamp.trim().parse().ok();
+    let skew = ts.and_then(|ts| now_secs.checked_sub(ts)?.checked_abs());
+    match skew {
+        Some(skew) if skew <= MAX_SKEW_SECS => Ok(()),
+        _ => Err(Error::StaleTimestamp),
     }
 }
 

@@ -32,8 +32,8 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use frogbot_channel::{
-    AccessCheck, EngineHandle, InteractionOutcome, MessageOutcome, STOP_REFUSED_TEXT, StopOutcome,
-    ThreadExecutor, channel_chat_id,
+    AccessCheck, EngineHandle, InteractionOutcome, MessageOutcome, RetryPolicy, STOP_REFUSED_TEXT,
+    StopOutcome, ThreadExecutor, channel_chat_id,
 };
 use frogbot_model::text::truncate;
 use frogbot_model::{
@@ -167,9 +167,9 @@ pub(super) async fn run_shards(
         return Ok(());
     }
     let open = Arc::new(AtomicBool::new(true));
-    let handler: Arc<dyn EventHandler> = Arc::new(Gated {
-        open: open.clone(),
-        handler: Handler::new(shared.clone(), engine),
+    let handler: Arc<dyn EventHandler> = Arc::new(Handler {
+        open: Some(open.clone()),
+        ..Handler::new(shared.clone(), engine)
     });
     // serenity's `cache`, `framework` and `voice` features stay off (the workspace's serenity):
     // the options would have fields for them.
@@ -218,70 +218,6 @@ async fn stop_shards(manager: Arc<ShardManager>) {
     manager.shutdown_all().await;
 }
 
-/// The engine's [`Handler`] while its run of shards is on: an event that arrives after the run
-/// was told to stop is dropped (its shard is then another run's, or another process's).
-struct Gated {
-    open: Arc<AtomicBool>,
-    handler: Handler,
-}
-
-impl Gated {
-    fn on(&self) -> Option<&Handler> {
-        self.open.load(Ordering::SeqCst).then_some(&self.handler)
-    }
-}
-
-#[async_trait]
-impl EventHandler for Gated {
-    async fn ready(&self, ctx: Context, ready: Ready) {
-        if let Some(h) = self.on() {
-            h.ready(ctx, ready).await;
-        }
-    }
-
-    async fn message(&self, ctx: Context, message: Message) {
-        match self.on() {
-            Some(h) => h.message(ctx, message).await,
-            None => {
-                debug!(message = %message.id, "discord: message on a shard being stopped; not handled here")
-            }
-        }
-    }
-
-    async fn message_update(
-        &self,
-        ctx: Context,
-        old: Option<Message>,
-        new: Option<Message>,
-        event: MessageUpdateEvent,
-    ) {
-        if let Some(h) = self.on() {
-            h.message_update(ctx, old, new, event).await;
-        }
-    }
-
-    async fn message_delete(
-        &self,
-        ctx: Context,
-        channel: ChannelId,
-        message: MessageId,
-        guild: Option<GuildId>,
-    ) {
-        if let Some(h) = self.on() {
-            h.message_delete(ctx, channel, message, guild).await;
-        }
-    }
-
-    async fn interaction_create(&self, ctx: Context, interaction: DiscordInteraction) {
-        match self.on() {
-            Some(h) => h.interaction_create(ctx, interaction).await,
-            None => {
-                debug!(kind = ?interaction.kind(), "discord: interaction on a shard being stopped; not handled here")
-            }
-        }
-    }
-}
-
 /// Every gateway dispatch, raw: the kinds FrogBot does not handle are logged (debug) with their
 /// name, never dropped silently (serenity logs the ones it cannot read).
 struct Unhandled;
@@ -309,11 +245,31 @@ impl RawEventHandler for Unhandled {
 pub(super) struct Handler {
     shared: Arc<Shared>,
     engine: EngineHandle,
+    /// Whether its run of shards is on ([`run_shards`]; `None`: a handler of its own): an event
+    /// that arrives after the run was told to stop is dropped (its shard is then another run's,
+    /// or another process's).
+    open: Option<Arc<AtomicBool>>,
 }
 
 impl Handler {
     pub(super) fn new(shared: Arc<Shared>, engine: EngineHandle) -> Self {
-        Handler { shared, engine }
+        Handler {
+            shared,
+            engine,
+            open: None,
+        }
+    }
+
+    /// Whether the event `what` is dropped: its run of shards was told to stop.
+    fn stopped(&self, what: &str) -> bool {
+        let stopped = self
+            .open
+            .as_ref()
+            .is_some_and(|open| !open.load(Ordering::SeqCst));
+        if stopped {
+            debug!("discord: {what} on a shard being stopped; not handled here");
+        }
+        stopped
     }
 
     /// An edit (`text: Some`) or a deletion of `message` in `channel`, queued in the channel's
@@ -321,38 +277,33 @@ impl Handler {
     fn changed(&self, channel: ChannelId, message: MessageId, text: Option<String>) {
         let (thread, id) = (channel.to_string(), message.to_string());
         let engine = self.engine.clone();
-        self.shared.queues.push(
-            &thread.clone(),
-            Box::pin(async move {
-                match engine.changed(PLATFORM, &thread, &id, text).await {
-                    Ok(outcome) => {
-                        debug!(message = %id, ?outcome, "discord: edit or deletion handled")
-                    }
-                    Err(e) => {
-                        error!(message = %id, error = %e, "discord: edit or deletion not handled")
-                    }
+        self.shared.queues.push(&thread.clone(), async move {
+            match engine.changed(PLATFORM, &thread, &id, text).await {
+                Ok(outcome) => debug!(message = %id, ?outcome, "discord: edit or deletion handled"),
+                Err(e) => {
+                    error!(message = %id, error = %e, "discord: edit or deletion not handled")
                 }
-            }),
-        );
+            }
+        });
     }
 }
 
 #[async_trait]
 impl EventHandler for Handler {
     async fn ready(&self, _ctx: Context, ready: Ready) {
-        info!(user = %ready.user.id, "discord: gateway ready");
+        if !self.stopped("ready") {
+            info!(user = %ready.user.id, "discord: gateway ready");
+        }
     }
 
     async fn message(&self, _ctx: Context, message: Message) {
-        if convert::is_own_message(&message, self.shared.me) {
+        if self.stopped("a message") || convert::is_own_message(&message, self.shared.me) {
             return;
         }
         let (shared, engine) = (self.shared.clone(), self.engine.clone());
         let thread = convert::thread_id(&message);
-        self.shared.queues.push(
-            &thread,
-            Box::pin(async move { on_message(&shared, &engine, &message).await }),
-        );
+        let job = async move { on_message(&shared, &engine, &message).await };
+        self.shared.queues.push(&thread, job);
     }
 
     /// A person's edit of their message: a message still queued runs with the new text (in its
@@ -367,7 +318,7 @@ impl EventHandler for Handler {
         let (Some(content), Some(author)) = (event.content.clone(), event.author.as_ref()) else {
             return;
         };
-        if author.id == self.shared.me || author.bot {
+        if author.id == self.shared.me || author.bot || self.stopped("an edit") {
             return;
         }
         let text = convert::strip_mention(&content, self.shared.me);
@@ -382,10 +333,15 @@ impl EventHandler for Handler {
         message: MessageId,
         _guild: Option<GuildId>,
     ) {
-        self.changed(channel, message, None);
+        if !self.stopped("a deletion") {
+            self.changed(channel, message, None);
+        }
     }
 
     async fn interaction_create(&self, _ctx: Context, interaction: DiscordInteraction) {
+        if self.stopped("an interaction") {
+            return;
+        }
         match interaction {
             DiscordInteraction::Component(component) => {
                 on_component(&self.shared, &self.engine, component).await;
@@ -421,8 +377,7 @@ async fn on_message(shared: &Shared, engine: &EngineHandle, message: &Message) {
             return;
         }
     };
-    let dm = message.guild_id.is_none();
-    let thread = if dm {
+    let thread = if message.guild_id.is_none() {
         dm_message_thread(engine, message).await
     } else if known {
         channel
@@ -431,7 +386,7 @@ async fn on_message(shared: &Shared, engine: &EngineHandle, message: &Message) {
             info!(user = %message.author.id, "discord: mention from a user without access ignored");
             return;
         }
-        match open_thread(shared, message).await {
+        match open_thread_with(shared.http.as_ref(), me, message).await {
             Ok(thread) => thread,
             Err(e) => {
                 // E.g. a mention inside a thread the bot did not open: answer right there.
@@ -457,81 +412,66 @@ async fn on_message(shared: &Shared, engine: &EngineHandle, message: &Message) {
     }
 }
 
-/// The agent conversation (`{dm}~{root}`) in DM channel `channel` whose root is one of
-/// `candidates` (a thread the engine knows), else the one of the question whose current message is
-/// `question`; `None` when there is none (a failing look-up is logged and finds nothing).
-async fn agent_conversation(
+/// The thread of the bot's message `message` in DM channel `channel` (or of a message replying
+/// to it): the agent conversation (`{dm}~{root}`) whose root is `message` or `root` (the message
+/// it replies to) when the engine knows that thread, else the one of the question whose current
+/// message is `message`, else the DM channel (a failing look-up is logged and finds nothing).
+async fn dm_thread(
     engine: &EngineHandle,
     channel: ChannelId,
-    candidates: &[MessageId],
-    question: Option<MessageId>,
-) -> Option<String> {
-    for root in candidates {
-        let thread = agent_thread_id(channel, *root);
+    message: MessageId,
+    root: Option<MessageId>,
+) -> String {
+    for root in std::iter::once(message).chain(root) {
+        let thread = agent_thread_id(channel, root);
         match engine.thread_known(PLATFORM, &thread).await {
-            Ok(true) => return Some(thread),
+            Ok(true) => return thread,
             Ok(false) => {}
             Err(e) => warn!(error = %e, thread, "discord: could not look up an agent conversation"),
         }
     }
-    let question = question?;
-    match engine.form_open(PLATFORM, &question.to_string()).await {
+    match engine.form_open(PLATFORM, &message.to_string()).await {
         Ok(Some(target)) => {
             let thread = target.thread.id;
             let here = crate::ids::channel_id(&thread).is_ok_and(|c| c == channel);
-            (here && thread_root(&thread).is_some()).then_some(thread)
+            if here && thread_root(&thread).is_some() {
+                return thread;
+            }
         }
-        Ok(None) => None,
-        Err(e) => {
-            warn!(error = %e, "discord: could not look up a question's message");
-            None
-        }
+        Ok(None) => {}
+        Err(e) => warn!(error = %e, "discord: could not look up a question's message"),
     }
+    channel.to_string()
 }
 
 /// The thread of a person's DM message: the agent conversation of the message it replies to
-/// ([`agent_conversation`]), else the DM channel.
+/// ([`dm_thread`]), else the DM channel.
 async fn dm_message_thread(engine: &EngineHandle, message: &Message) -> String {
-    let replied = message
-        .message_reference
-        .as_ref()
-        .and_then(|r| r.message_id)
-        .or_else(|| message.referenced_message.as_ref().map(|m| m.id));
-    let Some(replied) = replied else {
+    let Some(replied) = convert::replied_to(message) else {
         return message.channel_id.to_string();
     };
-    let mut candidates = vec![replied];
-    if let Some(root) = message
+    let root = message
         .referenced_message
         .as_ref()
-        .and_then(|m| m.message_reference.as_ref()?.message_id)
-    {
-        candidates.push(root);
-    }
-    agent_conversation(engine, message.channel_id, &candidates, Some(replied))
-        .await
-        .unwrap_or_else(|| message.channel_id.to_string())
+        .and_then(|m| m.message_reference.as_ref()?.message_id);
+    dm_thread(engine, message.channel_id, replied, root).await
 }
 
 /// The thread of a click or modal submission in `channel` on the bot's message `on`: in a DM,
-/// the agent conversation that message belongs to ([`agent_conversation`]), else the channel.
+/// the agent conversation that message belongs to ([`dm_thread`]), else the channel.
 async fn interaction_thread(
     engine: &EngineHandle,
     channel: ChannelId,
     guild: Option<GuildId>,
     on: Option<&Message>,
 ) -> String {
-    let fallback = channel.to_string();
-    let Some(m) = on.filter(|_| guild.is_none()) else {
-        return fallback;
-    };
-    let mut candidates = vec![m.id];
-    if let Some(root) = m.message_reference.as_ref().and_then(|r| r.message_id) {
-        candidates.push(root);
+    match on.filter(|_| guild.is_none()) {
+        Some(m) => {
+            let root = m.message_reference.as_ref().and_then(|r| r.message_id);
+            dm_thread(engine, channel, m.id, root).await
+        }
+        None => channel.to_string(),
     }
-    agent_conversation(engine, channel, &candidates, Some(m.id))
-        .await
-        .unwrap_or(fallback)
 }
 
 /// Whether the author of a message may start a conversation (the adapter's identity and access
@@ -573,17 +513,11 @@ pub const THREAD_ATTEMPTS: u32 = 4;
 /// Discord's code for "A thread has already been created for this message".
 const THREAD_EXISTS: isize = 160_004;
 
-/// Opens the thread of a mention (named after its text), retrying failures worth retrying
-/// ([`THREAD_ATTEMPTS`] in all, 250 ms, 500 ms, 1 s apart) so the answer does not land in the
-/// parent channel under a passing fault. A thread started from a message has that message's id:
-/// when an earlier attempt opened it and only its answer was lost, Discord refuses the repeat
-/// (`160004`) and that id is the thread.
-async fn open_thread(shared: &Shared, message: &Message) -> Result<String, Error> {
-    open_thread_with(shared.http.as_ref(), shared.me, message).await
-}
-
-/// Opens the thread of a mention over any [`DiscordApi`], retrying as the gateway does (see
-/// [`THREAD_ATTEMPTS`]): the thread's channel id.
+/// Opens the thread of a mention (named after its text) over any [`DiscordApi`]: the thread's
+/// channel id. Failures worth retrying are retried ([`THREAD_ATTEMPTS`] in all, 250 ms, 500 ms,
+/// 1 s apart) so the answer does not land in the parent channel under a passing fault. A thread
+/// started from a message has that message's id: when an earlier attempt opened it and only its
+/// answer was lost, Discord refuses the repeat (`160004`) and that id is the thread.
 pub async fn open_thread_with<A: DiscordApi + ?Sized>(
     api: &A,
     me: UserId,
@@ -595,37 +529,28 @@ pub async fn open_thread_with<A: DiscordApi + ?Sized>(
     } else {
         truncate(&text, 100)
     };
-    let mut attempt = 0;
-    let mut tried = false;
-    loop {
-        attempt += 1;
-        match api
-            .create_thread(
-                message.channel_id,
-                message.id,
-                &CreateThread::new(name.clone()),
-            )
-            .await
-        {
-            Ok(thread) => return Ok(thread.to_string()),
-            Err(e) if tried && e.discord_code() == Some(THREAD_EXISTS) => {
-                info!(message = %message.id, "discord: the thread was opened by an earlier attempt");
-                return Ok(message.id.to_string());
-            }
-            Err(e) if attempt < THREAD_ATTEMPTS => match e.transient() {
-                Some(t) => {
-                    let wait = t
-                        .wait()
-                        .unwrap_or(Duration::from_millis(250 << (attempt - 1)))
-                        .min(Duration::from_secs(10));
-                    warn!(error = %e, attempt, ?wait, "discord: opening a thread failed; retrying");
-                    tried = true;
-                    tokio::time::sleep(wait).await;
-                }
-                None => return Err(e),
-            },
-            Err(e) => return Err(e),
+    let thread = CreateThread::new(name);
+    let policy = RetryPolicy {
+        attempts: THREAD_ATTEMPTS,
+        ..RetryPolicy::default()
+    };
+    let mut retried = false;
+    let opened = policy.run(
+        true,
+        || api.create_thread(message.channel_id, message.id, &thread),
+        Error::transient,
+        |e, wait| {
+            warn!(error = %e, ?wait, "discord: opening a thread failed; retrying");
+            retried = true;
+        },
+    );
+    match opened.await {
+        Ok(thread) => Ok(thread.to_string()),
+        Err(e) if retried && e.discord_code() == Some(THREAD_EXISTS) => {
+            info!(message = %message.id, "discord: the thread was opened by an earlier attempt");
+            Ok(message.id.to_string())
         }
+        Err(e) => Err(e),
     }
 }
 
@@ -639,21 +564,18 @@ fn enqueue(
     span: tracing::Span,
 ) {
     let engine = engine.clone();
-    let key = thread.clone();
     shared.queues.push(
-        &key,
-        Box::pin(
-            async move {
-                match engine.interaction(PLATFORM, Some(&thread), converted).await {
-                    Ok(InteractionOutcome::Ignored) => {
-                        warn!("discord: a {what} on no FrogBot question ignored");
-                    }
-                    Ok(outcome) => debug!(?outcome, "discord: {what} handled"),
-                    Err(e) => error!(error = %e, "discord: {what} not handled"),
+        &thread.clone(),
+        async move {
+            match engine.interaction(PLATFORM, Some(&thread), converted).await {
+                Ok(InteractionOutcome::Ignored) => {
+                    warn!("discord: a {what} on no FrogBot question ignored");
                 }
+                Ok(outcome) => debug!(?outcome, "discord: {what} handled"),
+                Err(e) => error!(error = %e, "discord: {what} not handled"),
             }
-            .instrument(span),
-        ),
+        }
+        .instrument(span),
     );
 }
 
@@ -669,11 +591,7 @@ async fn stop_response(
     match engine.stop(PLATFORM, &thread, &who).await {
         Ok(StopOutcome::NotDriver) => {
             info!(user = %who.id, thread, "discord: Stop from someone else refused");
-            CreateInteractionResponse::Message(
-                CreateInteractionResponseMessage::new()
-                    .ephemeral(true)
-                    .content(STOP_REFUSED_TEXT),
-            )
+            private(STOP_REFUSED_TEXT)
         }
         Ok(outcome) => {
             info!(?outcome, user = %who.id, thread, "discord: Stop click");
@@ -702,11 +620,7 @@ async fn event_response(
     match engine.event(PLATFORM, &thread, click).await {
         Ok(frogbot_channel::EventOutcome::Denied) => {
             info!(user = %who, thread, "discord: event click from a user without access refused");
-            CreateInteractionResponse::Message(
-                CreateInteractionResponseMessage::new()
-                    .ephemeral(true)
-                    .content(NOT_ALLOWED_TEXT),
-            )
+            private(NOT_ALLOWED_TEXT)
         }
         Ok(outcome) => {
             info!(?outcome, user = %who, thread, "discord: event click");
@@ -878,22 +792,13 @@ async fn endpoint(State(state): State<Endpoint>, headers: HeaderMap, body: Bytes
             .get(name)
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default()
-            .to_owned()
     };
-    let request = match verifier.receive(
-        &header("x-signature-ed25519"),
-        &header("x-signature-timestamp"),
-        &body,
-    ) {
+    let signature = header("x-signature-ed25519");
+    let request = match verifier.receive(signature, header("x-signature-timestamp"), &body) {
         Ok(request) => request,
-        Err(Error::BadSignature) => {
-            warn!("discord: interactions endpoint request with a bad signature refused");
-            return (StatusCode::UNAUTHORIZED, "invalid request signature").into_response();
-        }
-        Err(Error::StaleTimestamp) => {
-            warn!(
-                "discord: interactions endpoint request with a timestamp outside the 5-minute window refused"
-            );
+        Err(e @ (Error::BadSignature | Error::StaleTimestamp)) => {
+            // A bad signature, or a timestamp outside the 5-minute window.
+            warn!(error = %e, "discord: interactions endpoint request refused");
             return (StatusCode::UNAUTHORIZED, "invalid request signature").into_response();
         }
         Err(e) => {
@@ -965,32 +870,23 @@ pub fn application_commands(models: &[(String, Vec<String>)]) -> Vec<serenity::a
     let mut reasoning: Vec<&String> = models.iter().flat_map(|(_, r)| r).collect();
     reasoning.sort();
     reasoning.dedup();
+    // A string option, its `values` offered as choices when there are few enough.
+    let option = |name: &str, about: &str, values: &[&String]| {
+        let option = CreateCommandOption::new(CommandOptionType::String, name, about);
+        let choices = values.iter().filter(|_| values.len() <= CHOICES);
+        choices.fold(option, |o, v| {
+            o.add_string_choice(truncate(v, 100), truncate(v, 100))
+        })
+    };
+    let ids: Vec<&String> = models.iter().map(|(id, _)| id).collect();
     frogbot_channel::Command::ALL
         .iter()
         .map(|(command, word, about)| {
             let mut c = CreateCommand::new(*word).description(truncate(about, 100));
             if *command == frogbot_channel::Command::Model {
-                let mut model = CreateCommandOption::new(
-                    CommandOptionType::String,
-                    "model",
-                    "The model (leave out to list them)",
-                );
-                if models.len() <= CHOICES {
-                    for (id, _) in models {
-                        model = model.add_string_choice(truncate(id, 100), truncate(id, 100));
-                    }
-                }
-                let mut option = CreateCommandOption::new(
-                    CommandOptionType::String,
-                    "reasoning",
-                    "The reasoning option",
-                );
-                if reasoning.len() <= CHOICES {
-                    for r in &reasoning {
-                        option = option.add_string_choice(truncate(r, 100), truncate(r, 100));
-                    }
-                }
-                c = c.add_option(model).add_option(option);
+                let model = option("model", "The model (leave out to list them)", &ids);
+                let reasoning = option("reasoning", "The reasoning option", &reasoning);
+                c = c.add_option(model).add_option(reasoning);
             }
             if *command == frogbot_channel::Command::Ask {
                 let person =
@@ -1027,10 +923,7 @@ pub(super) async fn register_commands(
     for guild in places {
         let set = match guild {
             None => http.create_global_commands(&commands).await,
-            Some(g) => {
-                http.create_guild_commands(serenity::all::GuildId::new(g), &commands)
-                    .await
-            }
+            Some(g) => http.create_guild_commands(GuildId::new(g), &commands).await,
         };
         match set {
             Ok(set) => info!(
@@ -1061,14 +954,13 @@ pub fn command_message(
 ) -> (String, Vec<frogbot_model::Mention>) {
     let mut text = format!("/{}", data.name);
     let mut mentions = Vec::new();
-    for name in ["person", "model", "reasoning", "question"] {
-        let Some(option) = data.options.iter().find(|o| o.name == name) else {
-            continue;
-        };
+    let options = ["person", "model", "reasoning", "question"]
+        .into_iter()
+        .filter_map(|name| data.options.iter().find(|o| o.name == name));
+    for option in options {
         if let Some(id) = option.value.as_user_id() {
-            text.push(' ');
-            let start = text.len();
-            text.push_str(&format!("<@{id}>"));
+            let start = text.len() + 1;
+            text.push_str(&format!(" <@{id}>"));
             if let Some(user) = data.resolved.users.get(&id).filter(|_| Some(id) != bot) {
                 mentions.push(frogbot_model::Mention {
                     user: convert::platform_user(user),
@@ -1094,14 +986,6 @@ async fn command_response(
     engine: &EngineHandle,
     command: &serenity::all::CommandInteraction,
 ) -> CreateInteractionResponse {
-    let private = |text: &str| {
-        CreateInteractionResponse::Message(
-            CreateInteractionResponseMessage::new()
-                .ephemeral(true)
-                .content(text)
-                .allowed_mentions(crate::format::no_mentions()),
-        )
-    };
     if !convert::is_someone(&command.user) {
         warn!("discord: a command naming no user ignored");
         return private(NOT_ALLOWED_TEXT);
@@ -1137,32 +1021,39 @@ async fn command_response(
         files: Vec::new(),
         mentions,
     };
-    let (engine, shared2, token) = (engine.clone(), shared.clone(), command.token.clone());
+    let (engine, http, token) = (engine.clone(), shared.http.clone(), command.token.clone());
     let span = info_span!("discord_command", thread = %channel, command = %command.data.name);
     shared.queues.push(
         &channel.clone(),
-        Box::pin(
-            async move {
-                match engine.message(PLATFORM, &channel, message).await {
-                    Ok(MessageOutcome::Denied) => {
-                        info!("discord: a command from a user without access refused");
-                        let note = serenity::all::CreateInteractionResponseFollowup::new()
-                            .ephemeral(true)
-                            .content(NOT_ALLOWED_TEXT);
-                        if let Err(e) =
-                            DiscordApi::create_followup(shared2.http.as_ref(), &token, &note).await
-                        {
-                            warn!(error = %e, "discord: telling a refused command failed");
-                        }
+        async move {
+            match engine.message(PLATFORM, &channel, message).await {
+                Ok(MessageOutcome::Denied) => {
+                    info!("discord: a command from a user without access refused");
+                    let note = serenity::all::CreateInteractionResponseFollowup::new()
+                        .ephemeral(true)
+                        .content(NOT_ALLOWED_TEXT);
+                    if let Err(e) = DiscordApi::create_followup(http.as_ref(), &token, &note).await
+                    {
+                        warn!(error = %e, "discord: telling a refused command failed");
                     }
-                    Ok(outcome) => debug!(?outcome, "discord: command handled"),
-                    Err(e) => error!(error = %e, "discord: command not handled"),
                 }
+                Ok(outcome) => debug!(?outcome, "discord: command handled"),
+                Err(e) => error!(error = %e, "discord: command not handled"),
             }
-            .instrument(span),
-        ),
+        }
+        .instrument(span),
     );
     private(&text)
+}
+
+/// A response only the interaction's user sees, saying `text` (it pings nobody).
+fn private(text: &str) -> CreateInteractionResponse {
+    CreateInteractionResponse::Message(
+        CreateInteractionResponseMessage::new()
+            .ephemeral(true)
+            .content(text)
+            .allowed_mentions(crate::format::no_mentions()),
+    )
 }
 
 fn json_response(response: &serenity::builder::CreateInteractionResponse) -> Response {
