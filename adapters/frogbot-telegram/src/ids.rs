@@ -59,53 +59,48 @@ pub struct Token {
     pub pick: Pick,
 }
 
+/// The letter that ends the callback data of each button that is no option.
+const LETTERS: [(Pick, &str); 7] = [
+    (Pick::Done, "d"),
+    (Pick::Skip, "s"),
+    (Pick::Confirm, "c"),
+    (Pick::Flip, "t"),
+    (Pick::Set(true), "y"),
+    (Pick::Set(false), "n"),
+    (Pick::Send, "a"),
+];
+
 impl Token {
     /// The callback data (at most 20 + 20 + 20 digits and three more bytes: always ≤ 64 bytes).
     pub fn encode(&self) -> String {
-        match self.pick {
-            Pick::Option(o) => format!("q{}:{}:{o}", self.revision, self.question),
-            Pick::Done => format!("q{}:{}:d", self.revision, self.question),
-            Pick::Skip => format!("q{}:{}:s", self.revision, self.question),
-            Pick::Confirm => format!("q{}:{}:c", self.revision, self.question),
-            Pick::Flip => format!("q{}:{}:t", self.revision, self.question),
-            Pick::Set(true) => format!("q{}:{}:y", self.revision, self.question),
-            Pick::Set(false) => format!("q{}:{}:n", self.revision, self.question),
-            Pick::Send => format!("q{}:{}:a", self.revision, self.question),
-        }
+        let pick = match self.pick {
+            Pick::Option(o) => o.to_string(),
+            pick => LETTERS
+                .iter()
+                .find(|(p, _)| *p == pick)
+                .map_or_else(String::new, |(_, l)| (*l).to_owned()),
+        };
+        format!("q{}:{}:{pick}", self.revision, self.question)
     }
 
     /// Reads callback data; `None` when it is not a token of this adapter.
     pub fn decode(data: &str) -> Option<Token> {
-        let rest = data.strip_prefix('q')?;
-        let mut parts = rest.split(':');
-        let revision = parts.next()?.parse().ok()?;
-        let question = parts.next()?.parse().ok()?;
-        let pick = match parts.next()? {
-            "d" => Pick::Done,
-            "s" => Pick::Skip,
-            "c" => Pick::Confirm,
-            "t" => Pick::Flip,
-            "y" => Pick::Set(true),
-            "n" => Pick::Set(false),
-            "a" => Pick::Send,
-            o => Pick::Option(o.parse().ok()?),
+        let (revision, rest) = data.strip_prefix('q')?.split_once(':')?;
+        let (question, pick) = rest.split_once(':')?;
+        let pick = match LETTERS.iter().find(|(_, l)| *l == pick) {
+            Some(&(p, _)) => p,
+            None => Pick::Option(pick.parse().ok()?),
         };
-        if parts.next().is_some() {
-            return None;
-        }
         Some(Token {
-            revision,
-            question,
+            revision: revision.parse().ok()?,
+            question: question.parse().ok()?,
             pick,
         })
     }
 
     /// Reads an action as [`crate::convert::action`] split it (`action_id`, `value`).
     pub fn from_action(action_id: &str, value: Option<&str>) -> Option<Token> {
-        match value {
-            Some(v) => Token::decode(&format!("{action_id}:{v}")),
-            None => Token::decode(action_id),
-        }
+        Token::decode(&value.map_or_else(|| action_id.to_owned(), |v| format!("{action_id}:{v}")))
     }
 }
 
@@ -183,20 +178,21 @@ pub fn message_id(chat: ChatId, id: MessageId) -> String {
 
 /// Splits a `chat_id:message_id` id.
 pub fn split_message_id(id: &str) -> Result<(ChatId, MessageId), Error> {
-    let bad = || Error::BadId(id.to_owned());
-    let (chat, msg) = id.split_once(':').ok_or_else(bad)?;
-    Ok((
-        ChatId(chat.parse().map_err(|_| bad())?),
-        MessageId(msg.parse().map_err(|_| bad())?),
-    ))
+    let (chat, msg) = id
+        .split_once(':')
+        .ok_or_else(|| Error::BadId(id.to_owned()))?;
+    Ok((ChatId(number(id, chat)?), MessageId(number(id, msg)?)))
+}
+
+/// Part `part` of id `id` read as a number.
+fn number<T: std::str::FromStr>(id: &str, part: &str) -> Result<T, Error> {
+    part.parse().map_err(|_| Error::BadId(id.to_owned()))
 }
 
 /// The thread id of a message: its chat, or `chat_id:thread_id` for a forum topic message.
 pub fn thread_id(message: &Message) -> String {
-    match message.thread_id {
-        Some(t) if message.is_topic_message => join_thread_id(message.chat.id, Some(t)),
-        _ => join_thread_id(message.chat.id, None),
-    }
+    let topic = message.thread_id.filter(|_| message.is_topic_message);
+    join_thread_id(message.chat.id, topic)
 }
 
 /// A thread id from its chat and, for a forum topic, the topic.
@@ -226,18 +222,16 @@ pub fn thread_root(id: &str) -> Option<MessageId> {
 /// Splits a thread id into the chat and, for a forum topic, the topic. An agent conversation
 /// (`{chat}~{root}`) is in its chat, no topic ([`thread_root`] gives its root).
 pub fn split_thread_id(id: &str) -> Result<(ChatId, Option<ThreadId>), Error> {
-    let bad = || Error::BadId(id.to_owned());
     if let Some((chat, root)) = id.split_once(AGENT_SEP) {
-        let _: i32 = root.parse().map_err(|_| bad())?;
-        return Ok((ChatId(chat.parse().map_err(|_| bad())?), None));
+        number::<i32>(id, root)?;
+        return Ok((ChatId(number(id, chat)?), None));
     }
-    match id.split_once(':') {
-        None => Ok((ChatId(id.parse().map_err(|_| bad())?), None)),
-        Some((chat, topic)) => Ok((
-            ChatId(chat.parse().map_err(|_| bad())?),
-            Some(ThreadId(MessageId(topic.parse().map_err(|_| bad())?))),
-        )),
-    }
+    let (chat, topic) = id.split_once(':').map_or((id, None), |(c, t)| (c, Some(t)));
+    let topic = topic.map(|t| number(id, t)).transpose()?;
+    Ok((
+        ChatId(number(id, chat)?),
+        topic.map(|t| ThreadId(MessageId(t))),
+    ))
 }
 
 #[cfg(test)]
