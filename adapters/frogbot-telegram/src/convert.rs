@@ -9,7 +9,7 @@ use frogbot_model::{
     ActionEvent, Interaction, Mention, PlatformUser, ThreadMessage, ThreadMessageMetadata,
 };
 use teloxide::types::{
-    CallbackQuery, Message, MessageEntityKind, Update, UpdateKind, User, UserId,
+    CallbackQuery, Message, MessageEntity, MessageEntityKind, Update, UpdateKind, User, UserId,
 };
 
 use crate::Error;
@@ -38,14 +38,9 @@ pub fn interaction(update: &Update) -> Result<Option<Interaction>, Error> {
 
 /// A platform user as FrogBot sees it.
 pub fn platform_user(user: &User) -> PlatformUser {
-    let mut name = user.first_name.clone();
-    if let Some(last) = &user.last_name {
-        name.push(' ');
-        name.push_str(last);
-    }
     PlatformUser {
         id: user.id.0.to_string(),
-        name: Some(name),
+        name: Some(user.full_name()),
         is_bot: user.is_bot,
     }
 }
@@ -127,57 +122,41 @@ pub fn thread_message(message: &Message) -> Result<Interaction, Error> {
 /// The files of a message: its photo (the largest size; Telegram sends photos as JPEG), or its
 /// document, video, audio or voice note, each by its `file_id` (found with `getFile`).
 pub fn files_of(message: &Message) -> Vec<frogbot_model::PlatformFile> {
-    let file = |meta: &teloxide::types::FileMeta, media: Option<String>, name: Option<String>| {
-        frogbot_model::PlatformFile {
-            id: meta.id.0.clone(),
-            url: String::new(),
-            media_type: media.unwrap_or_else(|| "application/octet-stream".into()),
-            filename: name.unwrap_or_default(),
-            // teloxide reads a missing `file_size` as `u32::MAX`: unknown, not 4 GiB.
-            size: (meta.size != u32::MAX).then(|| u64::from(meta.size)),
-            source: serde_json::Value::Null,
-        }
-    };
-    if let Some(sizes) = message.photo() {
-        return sizes
+    let photo = message.photo().and_then(|sizes| {
+        sizes
             .iter()
             .max_by_key(|p| u64::from(p.width) * u64::from(p.height))
-            .map(|p| {
-                let name = format!("photo-{}.jpg", p.file.unique_id.0);
-                vec![file(&p.file, Some("image/jpeg".into()), Some(name))]
-            })
-            .unwrap_or_default();
-    }
-    if let Some(d) = message.document() {
-        return vec![file(
-            &d.file,
-            d.mime_type.as_ref().map(|m| m.essence_str().to_owned()),
-            d.file_name.clone(),
-        )];
-    }
-    if let Some(v) = message.video() {
-        return vec![file(
-            &v.file,
-            v.mime_type.as_ref().map(|m| m.essence_str().to_owned()),
-            v.file_name.clone(),
-        )];
-    }
-    if let Some(a) = message.audio() {
-        return vec![file(
-            &a.file,
-            a.mime_type.as_ref().map(|m| m.essence_str().to_owned()),
-            a.file_name.clone(),
-        )];
-    }
-    if let Some(v) = message.voice() {
-        let name = Some(format!("voice-{}.ogg", v.file.unique_id.0));
-        return vec![file(
-            &v.file,
-            v.mime_type.as_ref().map(|m| m.essence_str().to_owned()),
-            name,
-        )];
-    }
-    Vec::new()
+    });
+    let (meta, mime, name) = if let Some(d) = message.document() {
+        (&d.file, d.mime_type.as_ref(), d.file_name.clone())
+    } else if let Some(v) = message.video() {
+        (&v.file, v.mime_type.as_ref(), v.file_name.clone())
+    } else if let Some(a) = message.audio() {
+        (&a.file, a.mime_type.as_ref(), a.file_name.clone())
+    } else if let Some(v) = message.voice() {
+        let name = format!("voice-{}.ogg", v.file.unique_id.0);
+        (&v.file, v.mime_type.as_ref(), Some(name))
+    } else if let Some(p) = photo {
+        (
+            &p.file,
+            None,
+            Some(format!("photo-{}.jpg", p.file.unique_id.0)),
+        )
+    } else {
+        return Vec::new();
+    };
+    let media = mime.map(|m| m.essence_str().to_owned());
+    // A message carries one file: a photo's is JPEG, as Telegram sends every photo.
+    let media = media.or_else(|| photo.map(|_| "image/jpeg".to_owned()));
+    vec![frogbot_model::PlatformFile {
+        id: meta.id.0.clone(),
+        url: String::new(),
+        media_type: media.unwrap_or_else(|| "application/octet-stream".into()),
+        filename: name.unwrap_or_default(),
+        // teloxide reads a missing `file_size` as `u32::MAX`: unknown, not 4 GiB.
+        size: (meta.size != u32::MAX).then(|| u64::from(meta.size)),
+        source: serde_json::Value::Null,
+    }]
 }
 
 /// Whether a message is addressed to the bot: always in a private chat; in a group when it
@@ -196,12 +175,8 @@ pub fn talks_to_bot(message: &Message, bot_id: UserId, bot_username: &str) -> bo
     let bot = bot_username.trim_start_matches('@');
     // Not teloxide's `parse_entities`: it panics on an entity past the text or inside a UTF-16
     // surrogate pair (which a client can send), and a panic here ends the thread's queue.
-    let (text, entities) = match (message.text(), message.entities()) {
-        (Some(text), Some(entities)) => (text, entities),
-        _ => match (message.caption(), message.caption_entities()) {
-            (Some(text), Some(entities)) => (text, entities),
-            _ => return false,
-        },
+    let Some((text, entities)) = text_entities(message) else {
+        return false;
     };
     entities.iter().any(|e| {
         let Some(covered) = entity_text(text, e.offset, e.length) else {
@@ -219,6 +194,14 @@ pub fn talks_to_bot(message: &Message, bot_id: UserId, bot_username: &str) -> bo
     })
 }
 
+/// A message's text with its entities, else its caption with its caption's.
+fn text_entities(message: &Message) -> Option<(&str, &[MessageEntity])> {
+    message
+        .text()
+        .zip(message.entities())
+        .or_else(|| message.caption().zip(message.caption_entities()))
+}
+
 /// The part of `text` an entity covers. Telegram counts `offset` and `length` in UTF-16 code
 /// units; `None` for an entity that does not fit the text (past its end, starting or ending
 /// inside a surrogate pair, or too large to add up) — never a panic.
@@ -229,22 +212,18 @@ pub fn entity_text(text: &str, offset: usize, length: usize) -> Option<&str> {
 /// [`entity_text`] as the byte range of `text` the entity covers.
 pub fn entity_range(text: &str, offset: usize, length: usize) -> Option<(usize, usize)> {
     let end = offset.checked_add(length)?;
-    let (mut from, mut to) = (None, None);
-    let mut units = 0usize;
-    for (at, c) in text.char_indices().chain([(text.len(), '\0')]) {
-        if units == offset {
-            from = Some(at);
-        }
-        if units == end {
-            to = Some(at);
-            break;
-        }
-        if units > end {
-            break;
-        }
-        units += c.len_utf16();
-    }
-    Some((from?, to?))
+    // The byte where UTF-16 unit `unit` starts (none inside a pair, none past the end).
+    let byte = |unit: usize| {
+        let mut units = 0;
+        text.char_indices()
+            .chain([(text.len(), '\0')])
+            .find_map(|(at, c)| {
+                let here = units;
+                units += c.len_utf16();
+                (here == unit).then_some(at)
+            })
+    };
+    Some((byte(offset)?, byte(end)?))
 }
 
 /// The people a message names ([`ThreadMessage::mentions`]), with byte ranges into its text (or
@@ -257,30 +236,14 @@ pub fn entity_range(text: &str, offset: usize, length: usize) -> Option<(usize, 
 /// - an `@username` (`mention` entity) only when it is the replied-to author's username: a
 ///   `mention` carries no user and the Bot API has no way to look a username up.
 pub fn mentions(message: &Message, bot_id: UserId) -> Vec<Mention> {
-    let mut out = Vec::new();
     let replied = message
         .reply_to_message()
         .filter(|r| r.forum_topic_created().is_none())
         .and_then(|r| r.from.as_ref())
         .filter(|u| u.id != bot_id);
-    if let Some(u) = replied {
-        out.push(Mention {
-            user: platform_user(u),
-            start: 0,
-            end: 0,
-        });
-    }
-    let (text, entities) = match (message.text(), message.entities()) {
-        (Some(text), Some(entities)) => (text, entities),
-        _ => match (message.caption(), message.caption_entities()) {
-            (Some(text), Some(entities)) => (text, entities),
-            _ => return out,
-        },
-    };
-    for e in entities {
-        let Some((start, end)) = entity_range(text, e.offset, e.length) else {
-            continue;
-        };
+    let (text, entities) = text_entities(message).unwrap_or_default();
+    let written = entities.iter().filter_map(|e| {
+        let (start, end) = entity_range(text, e.offset, e.length)?;
         let user = match &e.kind {
             MessageEntityKind::TextMention { user } => Some(user),
             MessageEntityKind::Mention => replied.filter(|u| {
@@ -292,14 +255,18 @@ pub fn mentions(message: &Message, bot_id: UserId) -> Vec<Mention> {
             }),
             _ => None,
         };
-        if let Some(user) = user.filter(|u| u.id != bot_id && start < end) {
-            out.push(Mention {
-                user: platform_user(user),
-                start,
-                end,
-            });
-        }
-    }
+        Some((user.filter(|u| u.id != bot_id && start < end)?, start, end))
+    });
+    let mut out: Vec<Mention> = replied
+        .map(|u| (u, 0, 0))
+        .into_iter()
+        .chain(written)
+        .map(|(u, start, end)| Mention {
+            user: platform_user(u),
+            start,
+            end,
+        })
+        .collect();
     out.sort_by_key(|m| (m.start, m.end));
     out
 }
