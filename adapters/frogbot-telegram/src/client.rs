@@ -33,10 +33,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use teloxide::Bot;
 use teloxide::payloads::{
-    AnswerCallbackQuery, AnswerCallbackQuerySetters, EditMessageReplyMarkup,
-    EditMessageReplyMarkupSetters, EditMessageText, EditMessageTextSetters, SendChatAction,
-    SendChatActionSetters, SendMessage, SendMessageSetters, SetMessageReaction,
-    SetMessageReactionSetters,
+    AnswerCallbackQuery, EditMessageReplyMarkup, EditMessageText, EditMessageTextSetters,
+    SendChatAction, SendMessage, SetMessageReaction, SetMessageReactionSetters,
 };
 use teloxide::requests::Payload;
 use teloxide::types::{
@@ -333,39 +331,21 @@ async fn answer<T: DeserializeOwned>(
     let text = response.text().await.map_err(|e| {
         unavailable(Transient::from_source("the Bot API's answer was cut off", e).maybe_done())
     })?;
-    read_answer(status, &text).map_err(|failure| match failure {
-        Failure::Transient(t) => unavailable(t),
-        Failure::Refused(message) => api(message),
-    })
-}
-
-/// Why an answer is no result.
-#[derive(Debug)]
-enum Failure {
-    Transient(Transient),
-    Refused(String),
-}
-
-/// An answer of the Bot API (`{"ok": true, "result": …}` or `{"ok": false, "error_code",
-/// "description", "parameters": {"retry_after"}}`) with its HTTP status.
-fn read_answer<T: DeserializeOwned>(status: u16, text: &str) -> Result<T, Failure> {
-    let answer: serde_json::Value = match serde_json::from_str(text) {
+    // An answer of the Bot API (`{"ok": true, "result": …}` or `{"ok": false, "error_code",
+    // "description", "parameters": {"retry_after"}}`) with its HTTP status.
+    let answer: serde_json::Value = match serde_json::from_str(&text) {
         Ok(v) => v,
         // A proxy's HTML error page, say.
         Err(_) if status >= 500 => {
-            return Err(Failure::Transient(Transient::new(format!(
+            return Err(unavailable(Transient::new(format!(
                 "the Bot API answered {status}"
             ))));
         }
-        Err(e) => {
-            return Err(Failure::Refused(format!(
-                "unreadable answer ({status}): {e}"
-            )));
-        }
+        Err(e) => return Err(api(format!("unreadable answer ({status}): {e}"))),
     };
     if answer["ok"] == true {
         return serde_json::from_value(answer["result"].clone())
-            .map_err(|e| Failure::Refused(format!("unreadable result: {e}")));
+            .map_err(|e| api(format!("unreadable result: {e}")));
     }
     let code = answer["error_code"]
         .as_u64()
@@ -376,14 +356,14 @@ fn read_answer<T: DeserializeOwned>(status: u16, text: &str) -> Result<T, Failur
         .map_or_else(|| format!("refused with {code}"), str::to_owned);
     let retry_after = answer["parameters"]["retry_after"].as_u64();
     if let Some(seconds) = retry_after {
-        return Err(Failure::Transient(
+        return Err(unavailable(
             Transient::new(description).retry_after(Duration::from_secs(seconds)),
         ));
     }
     if code == 429 || status == 429 || code >= 500 || status >= 500 {
-        return Err(Failure::Transient(Transient::new(description)));
+        return Err(unavailable(Transient::new(description)));
     }
-    Err(Failure::Refused(description))
+    Err(api(description))
 }
 
 /// One typed call (`P::NAME` with the payload as its JSON body).
@@ -460,21 +440,13 @@ fn message_request(
     markup: Option<ReplyMarkup>,
 ) -> SendMessage {
     let mut req = SendMessage::new(to.chat, text);
-    if let Some(p) = parse_mode {
-        req = req.parse_mode(p);
-    }
-    if let Some(t) = to.topic {
-        req = req.message_thread_id(t);
-    }
-    if let Some(r) = to.reply_to {
-        req = req.reply_parameters(ReplyParameters::new(r).allow_sending_without_reply());
-    }
-    if to.silent {
-        req = req.disable_notification(true);
-    }
-    if let Some(m) = markup {
-        req = req.reply_markup(m);
-    }
+    req.parse_mode = parse_mode;
+    req.message_thread_id = to.topic;
+    req.reply_parameters = to
+        .reply_to
+        .map(|r| ReplyParameters::new(r).allow_sending_without_reply());
+    req.disable_notification = to.silent.then_some(true);
+    req.reply_markup = markup;
     req
 }
 
@@ -485,71 +457,53 @@ pub async fn send_html_once(bot: &Bot, to: SendTo, html: &str) -> Result<SentMes
     Ok(call(bot, &req).await?.into())
 }
 
-/// The request a piece of an agent message is sent with to `to`: `sendMessage` (`parse_mode`
-/// `HTML`) of a text piece, `sendPhoto` (the URL, for Telegram to fetch; the alt as the caption)
-/// of an image; the piece's inline keyboard when it has one. Returns the method and the JSON
-/// body.
-pub fn piece_request(to: SendTo, piece: &AgentPiece) -> (&'static str, serde_json::Value) {
+/// The request of a piece of an agent message, as a new message (`edit`: false) or as the edit of
+/// one: `sendMessage` / `editMessageText` (`parse_mode` `HTML`) of a text piece; `sendPhoto` (the
+/// URL, for Telegram to fetch; the alt as the caption) / `editMessageMedia` with an
+/// `InputMediaPhoto` (which also turns a text message into a photo) of an image; the piece's
+/// keyboard as `reply_markup` (in an edit, none: the buttons go). The method and the JSON body,
+/// without where it goes.
+fn piece_request(piece: &AgentPiece, edit: bool) -> (&'static str, serde_json::Value) {
     let (method, mut body) = match piece {
         AgentPiece::Text { html, .. } => (
-            "sendMessage",
+            if edit {
+                "editMessageText"
+            } else {
+                "sendMessage"
+            },
             serde_json::json!({"text": html, "parse_mode": "HTML"}),
         ),
         AgentPiece::Photo { url, caption, .. } => {
-            let mut body = serde_json::json!({"photo": url});
+            let mut photo = match edit {
+                true => serde_json::json!({"type": "photo", "media": url}),
+                false => serde_json::json!({"photo": url}),
+            };
             if !caption.is_empty() {
-                body["caption"] = caption.clone().into();
-                body["parse_mode"] = "HTML".into();
+                photo["caption"] = caption.clone().into();
+                photo["parse_mode"] = "HTML".into();
             }
-            ("sendPhoto", body)
+            match edit {
+                true => ("editMessageMedia", serde_json::json!({"media": photo})),
+                false => ("sendPhoto", photo),
+            }
         }
     };
     if let Some(k) = piece.keyboard() {
         body["reply_markup"] = serde_json::to_value(k).unwrap_or_default();
     }
-    (method, to.into_body(body))
+    (method, body)
 }
 
-/// Sends one piece of an agent message ([`piece_request`]), not retried here: a failure goes back
-/// to the engine's durable delivery.
+/// Sends one piece of an agent message to `to` ([`piece_request`]), not retried here: a failure
+/// goes back to the engine's durable delivery.
 pub async fn send_piece_once(
     bot: &Bot,
     to: SendTo,
     piece: &AgentPiece,
 ) -> Result<SentMessage, Error> {
-    let (method, body) = piece_request(to, piece);
-    let m: Message = request(bot, method, &body, None).await?;
+    let (method, body) = piece_request(piece, false);
+    let m: Message = request(bot, method, &to.into_body(body), None).await?;
     Ok(m.into())
-}
-
-/// The request that redraws message `id` as `piece`: `editMessageText` (`parse_mode` `HTML`) of a
-/// text piece, `editMessageMedia` with an `InputMediaPhoto` (which also turns a text message into
-/// a photo) of an image; the piece's keyboard as `reply_markup` (none: the buttons go).
-pub fn edit_request(
-    chat: ChatId,
-    id: MessageId,
-    piece: &AgentPiece,
-) -> (&'static str, serde_json::Value) {
-    let (method, mut body) = match piece {
-        AgentPiece::Text { html, .. } => (
-            "editMessageText",
-            serde_json::json!({"text": html, "parse_mode": "HTML"}),
-        ),
-        AgentPiece::Photo { url, caption, .. } => {
-            let mut media = serde_json::json!({"type": "photo", "media": url});
-            if !caption.is_empty() {
-                media["caption"] = caption.clone().into();
-                media["parse_mode"] = "HTML".into();
-            }
-            ("editMessageMedia", serde_json::json!({"media": media}))
-        }
-    };
-    body["chat_id"] = chat.0.into();
-    body["message_id"] = id.0.into();
-    if let Some(k) = piece.keyboard() {
-        body["reply_markup"] = serde_json::to_value(k).unwrap_or_default();
-    }
-    (method, body)
 }
 
 /// What an edit of a piece came to.
@@ -562,7 +516,7 @@ pub enum Edited {
     Replace,
 }
 
-/// Redraws message `id` as `piece` ([`edit_request`]), retried in-process like the question
+/// Redraws message `id` as `piece` ([`piece_request`]), retried in-process like the question
 /// calls (an edit is idempotent). Edits never notify.
 pub async fn edit_piece(
     bot: &Bot,
@@ -574,7 +528,9 @@ pub async fn edit_piece(
         "there is no text in the message to edit",
         "message to edit not found",
     ];
-    let (method, body) = edit_request(chat, id, piece);
+    let (method, mut body) = piece_request(piece, true);
+    body["chat_id"] = chat.0.into();
+    body["message_id"] = id.0.into();
     match call_json(bot, method, &body).await {
         Err(e) if refused_with(&e, CANNOT_SHOW) => Ok(Edited::Replace),
         r => done_unless_refused(r, &[NOT_MODIFIED]).map(|()| Edited::Done),
@@ -658,9 +614,7 @@ impl TelegramApi for Bot {
         keyboard: Option<InlineKeyboardMarkup>,
     ) -> Result<(), Error> {
         let mut req = EditMessageText::new(chat, id, html).parse_mode(ParseMode::Html);
-        if let Some(k) = keyboard {
-            req = req.reply_markup(k);
-        }
+        req.reply_markup = keyboard;
         let r = with_retry("editMessageText", || call(self, &req)).await;
         done_unless_refused(r, &[NOT_MODIFIED])
     }
@@ -672,18 +626,14 @@ impl TelegramApi for Bot {
         markup: Option<InlineKeyboardMarkup>,
     ) -> Result<(), Error> {
         let mut req = EditMessageReplyMarkup::new(chat, id);
-        if let Some(m) = markup {
-            req = req.reply_markup(m);
-        }
+        req.reply_markup = markup;
         let r = with_retry("editMessageReplyMarkup", || call(self, &req)).await;
         done_unless_refused(r, &[NOT_MODIFIED])
     }
 
     async fn answer_callback_query(&self, id: &str, text: Option<&str>) -> Result<(), Error> {
         let mut req = AnswerCallbackQuery::new(CallbackQueryId(id.to_owned()));
-        if let Some(t) = text {
-            req = req.text(t);
-        }
+        req.text = text.map(str::to_owned);
         with_retry("answerCallbackQuery", || call(self, &req)).await?;
         Ok(())
     }
@@ -698,9 +648,7 @@ impl TelegramApi for Bot {
 
     async fn typing(&self, chat: ChatId, topic: Option<ThreadId>) -> Result<(), Error> {
         let mut req = SendChatAction::new(chat, ChatAction::Typing);
-        if let Some(t) = topic {
-            req = req.message_thread_id(t);
-        }
+        req.message_thread_id = topic;
         // Not retried: the next one is due in a few seconds anyway.
         call(self, &req).await?;
         Ok(())
