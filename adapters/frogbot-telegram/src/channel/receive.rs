@@ -224,10 +224,6 @@ impl Offsets {
             self.handling.insert(id);
         }
     }
-
-    fn handled(&mut self, id: u32) {
-        self.handling.remove(&id);
-    }
 }
 
 /// Which updates `getUpdates` asks for.
@@ -280,18 +276,19 @@ type Handling = FuturesUnordered<BoxFuture<'static, (u32, Outcome)>>;
 
 fn note(offsets: &mut Offsets, (id, done): (u32, Outcome)) {
     match done {
-        Outcome::Ran => offsets.handled(id),
-        Outcome::Panicked => {
-            // A handler that panics would panic again: the update is given up, not retried.
-            warn!(
-                update_id = id,
-                "a Telegram update whose handler failed is confirmed"
-            );
-            offsets.handled(id);
-        }
+        // A handler that panics would panic again: the update is given up, not retried.
+        Outcome::Panicked => warn!(
+            update_id = id,
+            "a Telegram update whose handler failed is confirmed"
+        ),
         // Its task was dropped without handling it (the runtime is going away): not confirmed.
-        Outcome::Dropped => debug!(update_id = id, "Telegram update not handled; not confirmed"),
+        Outcome::Dropped => {
+            debug!(update_id = id, "Telegram update not handled; not confirmed");
+            return;
+        }
+        Outcome::Ran => {}
     }
+    offsets.handling.remove(&id);
 }
 
 /// Long polling until `shutdown`: `deleteWebhook`, then `getUpdates` (messages and callback
@@ -484,11 +481,7 @@ async fn webhook(State(hook): State<Arc<Webhook>>, request: axum::extract::Reque
 
 /// At most [`LOGGED_PREFIX`] bytes of `text` (cut at a character boundary).
 pub fn log_prefix(text: &str) -> &str {
-    let mut end = text.len().min(LOGGED_PREFIX);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
+    &text[..text.floor_char_boundary(LOGGED_PREFIX)]
 }
 
 /// Handles one update (called by its thread's queue, in order).
@@ -578,15 +571,8 @@ async fn route(ctx: &Context, m: &Message) -> String {
     if !m.chat.is_private() {
         return thread;
     }
-    let own = m.from.as_ref().is_some_and(|u| u.id == ctx.me.user.id);
-    let mut candidates = Vec::with_capacity(2);
-    if own {
-        candidates.push(m.id);
-    }
-    if let Some(r) = m.reply_to_message() {
-        candidates.push(r.id);
-    }
-    for x in candidates {
+    let own = is_own_message(m, ctx.me.user.id).then_some(m.id);
+    for x in own.into_iter().chain(m.reply_to_message().map(|r| r.id)) {
         if let Some(agent) = agent_thread(ctx, m.chat.id, x).await {
             return agent;
         }
@@ -635,38 +621,38 @@ async fn on_callback(ctx: &Context, q: CallbackQuery) {
         Some(MaybeInaccessibleMessage::Regular(m)) => Some(route(ctx, m).await),
         _ => None,
     };
-    if q.data.as_deref() == Some(STOP_DATA) {
-        return on_stop(ctx, &q, thread).await;
-    }
-    if let Some(click) = crate::convert::event_click(&q) {
-        return on_event(ctx, &q, thread, click).await;
-    }
     // The hooks answer the query for stale, denied and rejected clicks (with a notice); every
     // other case is answered here, so no button is left spinning.
-    let notice = match action(&q) {
-        Err(e) => {
-            warn!(callback_query_id = %q.id, error = %e, "Telegram callback query dropped");
-            Some(STALE_TEXT)
-        }
-        Ok(interaction) => {
-            match ctx
-                .engine
-                .interaction(PLATFORM, thread.as_deref(), interaction)
-                .await
-            {
-                Ok(
-                    InteractionOutcome::Stale
-                    | InteractionOutcome::Denied
-                    | InteractionOutcome::Rejected(_),
-                ) => return,
-                Ok(InteractionOutcome::Ignored) => Some(STALE_TEXT),
-                Ok(outcome) => {
-                    debug!(?outcome, "callback query handled");
-                    None
-                }
-                Err(e) => {
-                    warn!(callback_query_id = %q.id, error = %e, "the engine could not take a callback query");
-                    Some(FAILED_TEXT)
+    let notice = if q.data.as_deref() == Some(STOP_DATA) {
+        on_stop(ctx, &q, thread).await
+    } else if let Some(click) = crate::convert::event_click(&q) {
+        on_event(ctx, thread, click).await
+    } else {
+        match action(&q) {
+            Err(e) => {
+                warn!(callback_query_id = %q.id, error = %e, "Telegram callback query dropped");
+                Some(STALE_TEXT)
+            }
+            Ok(interaction) => {
+                match ctx
+                    .engine
+                    .interaction(PLATFORM, thread.as_deref(), interaction)
+                    .await
+                {
+                    Ok(
+                        InteractionOutcome::Stale
+                        | InteractionOutcome::Denied
+                        | InteractionOutcome::Rejected(_),
+                    ) => return,
+                    Ok(InteractionOutcome::Ignored) => Some(STALE_TEXT),
+                    Ok(outcome) => {
+                        debug!(?outcome, "callback query handled");
+                        None
+                    }
+                    Err(e) => {
+                        warn!(callback_query_id = %q.id, error = %e, "the engine could not take a callback query");
+                        Some(FAILED_TEXT)
+                    }
                 }
             }
         }
@@ -678,15 +664,19 @@ async fn on_callback(ctx: &Context, q: CallbackQuery) {
 
 /// A click on an agent message's event button: the engine sends the event to the agent's inbox
 /// (any number of times; nothing is answered). A click on a message, block or button that is
-/// gone, or by someone who may not write in the chat, gets a notice.
-async fn on_event(ctx: &Context, q: &CallbackQuery, thread: Option<String>, click: EventClick) {
+/// gone, or by someone who may not write in the chat, gets a notice (returned).
+async fn on_event(
+    ctx: &Context,
+    thread: Option<String>,
+    click: EventClick,
+) -> Option<&'static str> {
     let thread = thread.unwrap_or_else(|| {
         click
             .message_id
             .split_once(':')
             .map_or_else(String::new, |(chat, _)| chat.to_owned())
     });
-    let notice = match ctx.engine.event(PLATFORM, &thread, click).await {
+    match ctx.engine.event(PLATFORM, &thread, click).await {
         Ok(EventOutcome::Sent) => None,
         Ok(EventOutcome::Stale) => Some(STALE_TEXT),
         Ok(EventOutcome::Denied) => Some(NOT_ALLOWED_TEXT),
@@ -695,21 +685,18 @@ async fn on_event(ctx: &Context, q: &CallbackQuery, thread: Option<String>, clic
             warn!(thread = %thread, error = %e, "the engine could not take an event click");
             Some(FAILED_TEXT)
         }
-    };
-    if let Err(e) = TelegramApi::answer_callback_query(&ctx.bot, &q.id.0, notice).await {
-        warn!(callback_query_id = %q.id, error = %e, "answerCallbackQuery failed");
     }
 }
 
 /// A click on a streamed reply's Stop button: the engine stops the thread's turn when the
 /// clicker drives it; anyone else is told [`STOP_REFUSED_TEXT`] (as a denied answer is told its
-/// notice). Never a question's interaction.
-async fn on_stop(ctx: &Context, q: &CallbackQuery, thread: Option<String>) {
+/// notice). Never a question's interaction. Returns the notice.
+async fn on_stop(ctx: &Context, q: &CallbackQuery, thread: Option<String>) -> Option<&'static str> {
     let thread = thread.or_else(|| match &q.message {
         Some(MaybeInaccessibleMessage::Inaccessible(m)) => Some(m.chat.id.0.to_string()),
         _ => None,
     });
-    let notice = match thread {
+    match thread {
         None => Some(STALE_TEXT),
         Some(thread) => {
             let who = platform_user(&q.from);
@@ -727,9 +714,6 @@ async fn on_stop(ctx: &Context, q: &CallbackQuery, thread: Option<String>) {
                 Ok(_) => None,
             }
         }
-    };
-    if let Err(e) = TelegramApi::answer_callback_query(&ctx.bot, &q.id.0, notice).await {
-        warn!(callback_query_id = %q.id, error = %e, "answerCallbackQuery failed");
     }
 }
 
