@@ -39,8 +39,8 @@
 
 use frogbot_model::text::{self, truncate};
 use frogbot_model::{
-    ApprovalPages, InputKind, Progress, QuestionInput, QuestionItem, QuestionOutcome, SKIP_LABEL,
-    TOGGLE_ON, skipped_text,
+    ApprovalPages, InputKind, Progress, QuestionInput, QuestionItem, QuestionOption,
+    QuestionOutcome, SKIP_LABEL, TOGGLE_ON, skipped_text,
 };
 use teloxide::types::{ForceReply, InlineKeyboardButton, InlineKeyboardMarkup};
 
@@ -133,12 +133,11 @@ pub fn question_text(input: &QuestionInput, q: usize, expiry: Option<&str>) -> S
 /// the number (numbers separated by commas for `multiple`), and draws no option buttons (none
 /// showing only some). Sets drawn as a card are not listed.
 pub fn lists_options(input: &QuestionInput, q: usize) -> bool {
-    let Some(item) = input.questions.get(q) else {
-        return false;
-    };
-    !is_card(input)
-        && item.kind == InputKind::Choice
-        && item.options.len() > MAX_BUTTONS - 1 - usize::from(item.multiple)
+    input.questions.get(q).is_some_and(|item| {
+        !is_card(input)
+            && item.kind == InputKind::Choice
+            && item.options.len() > MAX_BUTTONS - 1 - usize::from(item.multiple)
+    })
 }
 
 /// Whether choice `q` of a set drawn as a card ([`is_card`]) is answered by a reply instead of
@@ -189,14 +188,7 @@ pub fn has_prompt(input: &QuestionInput, q: usize) -> bool {
 /// room for the outcome line): nothing is cut. The last is the message with the keyboard (and
 /// the expiry line); the others — a long list of options — are posted just before it.
 pub fn question_pages(input: &QuestionInput, q: usize, expiry: Option<&str>) -> Vec<String> {
-    mentioning(
-        input,
-        q,
-        page_html(
-            frogbot_model::text::split(&question_plain(input, q), PAGE_ROOM),
-            expiry,
-        ),
-    )
+    pages(input, q, &question_plain(input, q), expiry)
 }
 
 /// The Telegram users `input.from` names (`telegram:ID`), in order: the people asked, who alone
@@ -221,33 +213,23 @@ fn text_mention(id: i64, text: &str) -> String {
     format!("<a href=\"tg://user?id={id}\">{}</a>", escape(text))
 }
 
-/// `pages` with their first made to notify the people asked ([`asked_people`]): when it begins
-/// with question `q`'s header (`❓ header`), the header becomes a text mention of the first, and a
-/// mention "👤" of each other one follows it. Nothing else of the text is a mention: everything
-/// else stays escaped.
-fn mentioning(input: &QuestionInput, q: usize, mut pages: Vec<String>) -> Vec<String> {
-    if let Some(first) = pages.first_mut() {
-        *first = mention_header(input, q, std::mem::take(first));
-    }
-    pages
-}
-
+/// `html` made to notify the people asked ([`asked_people`]): when it begins with question `q`'s
+/// header (`❓ header`), the header becomes a text mention of the first, and a mention "👤" of
+/// each other one follows it. Nothing else of the text is a mention: everything else stays
+/// escaped.
 fn mention_header(input: &QuestionInput, q: usize, html: String) -> String {
     let people = asked_people(input);
     let (Some((first, more)), Some(item)) = (people.split_first(), input.questions.get(q)) else {
         return html;
     };
-    let head = format!("❓ {}", escape(&item.header));
-    let Some(rest) = html.strip_prefix(&head) else {
+    let Some(rest) = html.strip_prefix(&format!("❓ {}", escape(&item.header))) else {
         return html;
     };
-    let mut out = format!("❓ {}", text_mention(*first, &item.header));
-    for id in more {
-        out.push(' ');
-        out.push_str(&text_mention(*id, "👤"));
-    }
-    out.push_str(rest);
-    out
+    let more: String = more
+        .iter()
+        .map(|id| format!(" {}", text_mention(*id, "👤")))
+        .collect();
+    format!("❓ {}{more}{rest}", text_mention(*first, &item.header))
 }
 
 /// The most characters of a page of a question or prompt: room is kept for the outcome line and
@@ -255,37 +237,57 @@ fn mention_header(input: &QuestionInput, q: usize, html: String) -> String {
 /// the same pages and edits the last one in place ([`settled_text`]).
 const PAGE_ROOM: usize = MAX_TEXT - OUTCOME_ROOM - EXPIRY_ROOM;
 
-/// Pages as HTML: the last with the expiry line.
-fn page_html(mut pages: Vec<String>, expiry: Option<&str>) -> Vec<String> {
+/// `plain` (question `q`'s) over pages as HTML: the last with the expiry line, the first
+/// mentioning the people asked ([`mention_header`]).
+fn pages(input: &QuestionInput, q: usize, plain: &str, expiry: Option<&str>) -> Vec<String> {
+    let mut pages = text::split(plain, PAGE_ROOM);
     let last = pages.pop().unwrap_or_default();
     let mut html: Vec<String> = pages.iter().map(|p| escape(p)).collect();
     html.push(open_html(last, expiry));
+    html[0] = mention_header(input, q, std::mem::take(&mut html[0]));
     html
 }
 
 /// The whole plain text of question `q`'s message (see [`question_pages`]).
 fn question_plain(input: &QuestionInput, q: usize) -> String {
-    let mut plain = full_question_text(input, q);
     let item = &input.questions[q];
+    let text = full_question_text(input, q);
     if !lists_options(input, q) {
         // A label longer than its button shows is written out in full.
-        for o in item.options.iter().filter(|o| o.description.is_none()) {
-            let label = shown_label(&o.label);
-            if label.chars().count() > MAX_BUTTON_TEXT {
-                plain.push_str(&format!("\n• {label}"));
-            }
-        }
-    } else {
-        for (i, o) in item.options.iter().enumerate() {
-            plain.push_str(&format!("\n{}. {}", i + 1, shown_label(&o.label)));
-        }
-        plain.push_str(if item.multiple {
-            "\n\nReply to this message with the numbers of your choices, separated by commas."
-        } else {
-            "\n\nReply to this message with the number of your choice."
-        });
+        return text + &long_labels(item, 0);
     }
-    plain
+    let how = choice_how(item);
+    format!(
+        "{text}{}\n\nReply to this message with {how}.",
+        numbered(item)
+    )
+}
+
+/// Every option of `item`, numbered, a line each.
+fn numbered(item: &QuestionItem) -> String {
+    let line = |(i, o): (usize, &QuestionOption)| format!("\n{}. {}", i + 1, shown_label(&o.label));
+    item.options.iter().enumerate().map(line).collect()
+}
+
+/// How a listed choice is answered by a reply: with the number(s) of its options.
+fn choice_how(item: &QuestionItem) -> &'static str {
+    if item.multiple {
+        "the numbers of your choices, separated by commas"
+    } else {
+        "the number of your choice"
+    }
+}
+
+/// A "• label" line for each label of `item` (of an option without a description) longer than
+/// its button shows after `prefix` characters.
+fn long_labels(item: &QuestionItem, prefix: usize) -> String {
+    item.options
+        .iter()
+        .filter(|o| o.description.is_none())
+        .map(|o| shown_label(&o.label))
+        .filter(|label| prefix + label.chars().count() > MAX_BUTTON_TEXT)
+        .map(|label| format!("\n• {label}"))
+        .collect()
 }
 
 /// The most characters of an approval's question one message shows (room is left for its header,
@@ -406,9 +408,10 @@ pub fn keyboard(
     progress: &Progress,
 ) -> InlineKeyboardMarkup {
     let item = &input.questions[q];
+    let skip = vec![button(SKIP_LABEL, revision, q, Pick::Skip)];
     if lists_options(input, q) {
         // Every option is listed in the text and answered by reply: no button shows only some.
-        return InlineKeyboardMarkup::new(vec![vec![button(SKIP_LABEL, revision, q, Pick::Skip)]]);
+        return InlineKeyboardMarkup::new([skip]);
     }
     // Skip takes one button, Done another.
     let room = MAX_BUTTONS - 1 - usize::from(item.multiple);
@@ -416,7 +419,7 @@ pub fn keyboard(
     if item.multiple {
         rows.push(vec![button("Done", revision, q, Pick::Done)]);
     }
-    rows.push(vec![button(SKIP_LABEL, revision, q, Pick::Skip)]);
+    rows.push(skip);
     InlineKeyboardMarkup::new(rows)
 }
 
@@ -431,6 +434,7 @@ fn input_rows(
 ) -> Vec<Vec<InlineKeyboardButton>> {
     let item = &input.questions[q];
     let picked = progress.picks.get(q).and_then(|p| p.as_ref());
+    let button = |text: &str, pick| button(text, revision, q, pick);
     if room == 0 {
         return Vec::new();
     }
@@ -442,11 +446,11 @@ fn input_rows(
                 (false, true) => format!("⚠️ {label}"),
                 (false, false) => label.to_owned(),
             };
-            vec![vec![button(&text, revision, q, Pick::Confirm)]]
+            vec![vec![button(&text, Pick::Confirm)]]
         }
         InputKind::Toggle if input.questions.len() == 1 && room >= 2 => vec![vec![
-            button("✓ On", revision, q, Pick::Set(true)),
-            button("✗ Off", revision, q, Pick::Set(false)),
+            button("✓ On", Pick::Set(true)),
+            button("✗ Off", Pick::Set(false)),
         ]],
         InputKind::Toggle => {
             let label = item
@@ -459,70 +463,41 @@ fn input_rows(
             } else {
                 "✗"
             };
-            vec![vec![button(
-                &format!("{mark} {label}"),
-                revision,
-                q,
-                Pick::Flip,
-            )]]
+            vec![vec![button(&format!("{mark} {label}"), Pick::Flip)]]
         }
-        InputKind::Choice => choice_rows(input, q, revision, progress, room, named),
+        InputKind::Choice => {
+            let checked = progress.checked(q);
+            let row = |(o, opt): (usize, &QuestionOption)| {
+                let on = picked.map_or_else(
+                    || item.multiple && checked.contains(&o),
+                    |p| p.contains(&opt.label),
+                );
+                let label = shown_label(&opt.label);
+                let label = if named {
+                    format!("{}: {label}", item.header)
+                } else {
+                    label
+                };
+                let text = if on { format!("✓ {label}") } else { label };
+                vec![button(&text, Pick::Option(o))]
+            };
+            item.options
+                .iter()
+                .enumerate()
+                .take(room)
+                .map(row)
+                .collect()
+        }
         _ => Vec::new(),
     }
 }
 
-fn choice_rows(
-    input: &QuestionInput,
-    q: usize,
-    revision: u64,
-    progress: &Progress,
-    room: usize,
-    named: bool,
-) -> Vec<Vec<InlineKeyboardButton>> {
-    let item = &input.questions[q];
-    let picked = progress.picks.get(q).and_then(|p| p.as_ref());
-    let checked = progress.checked(q);
-    item.options
-        .iter()
-        .enumerate()
-        .take(room)
-        .map(|(o, opt)| {
-            let on = if let Some(p) = picked {
-                p.contains(&opt.label)
-            } else {
-                item.multiple && checked.contains(&o)
-            };
-            let label = if named {
-                format!("{}: {}", item.header, shown_label(&opt.label))
-            } else {
-                shown_label(&opt.label)
-            };
-            let text = if on { format!("✓ {label}") } else { label };
-            vec![button(&text, revision, q, Pick::Option(o))]
-        })
-        .collect()
-}
-
-/// The text of the ForceReply prompt of question `q` (HTML, cut like [`question_text`]): for a
-/// text or number input the question itself with the kind's hint; for a choice its own answer.
-pub fn prompt_text(input: &QuestionInput, q: usize, expiry: Option<&str>) -> String {
-    prompt_pages(input, q, expiry).pop().unwrap_or_default()
-}
-
 /// The prompt of question `q` over as many messages as it needs (HTML, each within a message with
 /// room for the outcome line), nothing cut: a question text or a list of options longer than one
-/// message continues in messages posted before the prompt, which is the last.
+/// message continues in messages posted before the prompt, which is the last. A prompt that shows
+/// its question (not an own answer's, beside its keyboard) mentions the people asked.
 pub fn prompt_pages(input: &QuestionInput, q: usize, expiry: Option<&str>) -> Vec<String> {
-    // A prompt that shows its question (not an own answer's, beside its keyboard) mentions the
-    // people asked.
-    mentioning(
-        input,
-        q,
-        page_html(
-            frogbot_model::text::split(&prompt_plain(input, q), PAGE_ROOM),
-            expiry,
-        ),
-    )
+    pages(input, q, &prompt_plain(input, q), expiry)
 }
 
 fn prompt_plain(input: &QuestionInput, q: usize) -> String {
@@ -544,21 +519,17 @@ fn prompt_plain(input: &QuestionInput, q: usize) -> String {
             full_question_text(input, q)
         )
     } else if card_lists(input, q) {
-        let mut text = full_question_text(input, q);
-        for (i, o) in item.options.iter().enumerate() {
-            text.push_str(&format!("\n{}. {}", i + 1, shown_label(&o.label)));
-        }
-        let how = if item.multiple {
-            "with the numbers of your choices, separated by commas"
-        } else {
-            "with the number of your choice"
-        };
         let own = if item.custom {
             ", or in your own words"
         } else {
             ""
         };
-        format!("{text}\n\n✎ Reply to this message {how}{own}. (Reply skip to skip.)")
+        let (text, list, how) = (
+            full_question_text(input, q),
+            numbered(item),
+            choice_how(item),
+        );
+        format!("{text}{list}\n\n✎ Reply to this message with {how}{own}. (Reply skip to skip.)")
     } else if item.options.is_empty() {
         // No keyboard to carry a Skip button: a reply `skip` skips.
         format!(
@@ -576,20 +547,17 @@ fn prompt_plain(input: &QuestionInput, q: usize) -> String {
 /// The ForceReply markup of question `q`'s prompt: the input field shows the input's
 /// `placeholder` (cut to [`MAX_PLACEHOLDER`]), else "Your answer" ("A number" for a number).
 pub fn force_reply_for(item: &QuestionItem) -> ForceReply {
-    let placeholder = item
+    let given = item
         .placeholder
         .as_deref()
         .map(str::trim)
-        .filter(|p| !p.is_empty() && is_prompt_kind(item))
-        .map(|p| truncate(p, MAX_PLACEHOLDER));
-    let placeholder = placeholder.unwrap_or_else(|| {
-        if item.kind == InputKind::NumberInput {
-            "A number".to_owned()
-        } else {
-            "Your answer".to_owned()
-        }
-    });
-    ForceReply::new().input_field_placeholder(Some(placeholder))
+        .filter(|p| !p.is_empty() && is_prompt_kind(item));
+    let default = if item.kind == InputKind::NumberInput {
+        "A number"
+    } else {
+        "Your answer"
+    };
+    placeholder(&truncate(given.unwrap_or(default), MAX_PLACEHOLDER))
 }
 
 /// The ForceReply markup of the prompt of question `q` ([`has_prompt`]): a text or number
@@ -599,13 +567,10 @@ pub fn prompt_markup(input: &QuestionInput, q: usize) -> ForceReply {
     let item = &input.questions[q];
     if is_prompt_kind(item) {
         force_reply_for(item)
+    } else if card_lists(input, q) && item.multiple {
+        placeholder("The numbers of your choices")
     } else if card_lists(input, q) {
-        let p = if item.multiple {
-            "The numbers of your choices"
-        } else {
-            "The number of your choice"
-        };
-        ForceReply::new().input_field_placeholder(Some(p.to_owned()))
+        placeholder("The number of your choice")
     } else {
         force_reply()
     }
@@ -613,7 +578,12 @@ pub fn prompt_markup(input: &QuestionInput, q: usize) -> ForceReply {
 
 /// The ForceReply markup of an own-answer prompt.
 pub fn force_reply() -> ForceReply {
-    ForceReply::new().input_field_placeholder(Some("Your answer".to_owned()))
+    placeholder("Your answer")
+}
+
+/// A ForceReply whose input field shows `text`.
+fn placeholder(text: &str) -> ForceReply {
+    ForceReply::new().input_field_placeholder(Some(text.to_owned()))
 }
 
 /// The most characters of an answer a card echoes ("✅ …"); the answer itself is kept whole.
@@ -643,37 +613,33 @@ pub fn card_question_pages(input: &QuestionInput) -> Vec<String> {
         .map(|q| card_question_text(input, q))
         .collect::<Vec<_>>()
         .join("\n\n");
-    let pages = frogbot_model::text::split(&text, MAX_TEXT - OUTCOME_ROOM)
+    let mut pages: Vec<String> = text::split(&text, MAX_TEXT - OUTCOME_ROOM)
         .iter()
         .map(|p| escape(p))
         .collect();
-    mentioning(input, 0, pages)
+    if let Some(first) = pages.first_mut() {
+        *first = mention_header(input, 0, std::mem::take(first));
+    }
+    pages
 }
 
 /// Question `q` of a card written out in full: its text, and each label longer than its button
 /// shows ("header: label", cut at [`MAX_BUTTON_TEXT`]) in full.
 fn card_question_text(input: &QuestionInput, q: usize) -> String {
     let item = &input.questions[q];
-    let mut text = full_question_text(input, q);
-    if !card_lists(input, q) {
-        for o in item.options.iter().filter(|o| o.description.is_none()) {
-            let label = shown_label(&o.label);
-            let named = item.header.chars().count() + 2 + label.chars().count();
-            if named > MAX_BUTTON_TEXT {
-                text.push_str(&format!("\n• {label}"));
-            }
-        }
-    }
-    text
+    let long = if card_lists(input, q) {
+        String::new()
+    } else {
+        long_labels(item, item.header.chars().count() + 2)
+    };
+    full_question_text(input, q) + &long
 }
 
 fn card_plain(input: &QuestionInput, progress: &Progress, compact: bool) -> String {
-    let mut text = if compact {
-        "📋 Answer below, then press Send answers. The questions are written out in full above."
-            .to_owned()
-    } else {
-        "📋 Answer below, then press Send answers.".to_owned()
-    };
+    let mut text = "📋 Answer below, then press Send answers.".to_owned();
+    if compact {
+        text.push_str(" The questions are written out in full above.");
+    }
     for (q, item) in input.questions.iter().enumerate() {
         text.push_str("\n\n");
         if compact {
@@ -747,17 +713,6 @@ pub fn card_keyboard(
     InlineKeyboardMarkup::new(rows)
 }
 
-/// The line that says how question `q` ended ([`frogbot_model::outcome_line`]); a dismissal names
-/// who skipped it (`by`). Plain text: the settled view escapes it with the rest.
-pub fn outcome_line(
-    input: &QuestionInput,
-    q: usize,
-    outcome: &QuestionOutcome,
-    by: Option<&str>,
-) -> String {
-    frogbot_model::outcome_line(input, Some(q), outcome, by, str::to_owned)
-}
-
 /// The settled text (HTML) of a message of question `q`: its question (without the expiry line
 /// or how to answer) and the outcome, by `by` (within [`MAX_TEXT`]).
 pub fn settled_text(
@@ -793,7 +748,9 @@ pub fn settled_text(
         question_body(input, q, false)
     };
     let body = truncate(&body, MAX_TEXT - OUTCOME_ROOM);
-    let line = truncate(&outcome_line(input, q, outcome, by), OUTCOME_ROOM - 2);
+    // How the question ended ([`frogbot_model::outcome_line`]); a dismissal names who skipped it.
+    let line = frogbot_model::outcome_line(input, Some(q), outcome, by, str::to_owned);
+    let line = truncate(&line, OUTCOME_ROOM - 2);
     escape(&format!("{body}\n\n{line}"))
 }
 
@@ -804,14 +761,13 @@ pub fn settled_card_text(
     outcome: &QuestionOutcome,
     by: Option<&str>,
 ) -> String {
-    let head = match outcome {
+    let mut text = match outcome {
         QuestionOutcome::Expired(Some(_)) => "⌛ Expired — defaults used:".to_owned(),
         QuestionOutcome::Expired(None) => "⌛ Expired.".to_owned(),
         QuestionOutcome::Dismissed => format!("⏭️ {}", skipped_text(by)),
         QuestionOutcome::Cancelled => "✖️ Cancelled.".to_owned(),
         _ => "✅ Answers sent:".to_owned(),
     };
-    let mut text = head;
     if let Some(output) = outcome.output() {
         for (item, a) in input.questions.iter().zip(&output.answers) {
             text.push_str(&format!(
@@ -826,7 +782,7 @@ pub fn settled_card_text(
 
 /// An empty keyboard: sent with an edit, it removes the buttons.
 pub fn no_keyboard() -> InlineKeyboardMarkup {
-    InlineKeyboardMarkup::new(Vec::<Vec<InlineKeyboardButton>>::new())
+    InlineKeyboardMarkup::default()
 }
 
 /// The inline keyboard of a reply being streamed: one Stop button (callback data
@@ -908,20 +864,17 @@ fn chunk_lines(lines: &[String], budget: usize) -> Vec<Vec<String>> {
     })
 }
 
-/// A cell as a `<pre>` table draws it: on one line, at most [`MAX_TABLE_CELL`] characters.
-fn table_cell(s: &str) -> String {
-    text::one_line(s, MAX_TABLE_CELL)
-}
-
 /// A table as `<pre>` chunks of aligned columns, each with the header and at most [`MAX_TEXT`]
 /// characters shown.
 fn table_chunks(columns: &[String], rows: &[Vec<String>]) -> Vec<String> {
-    let header: Vec<String> = columns.iter().map(|c| table_cell(c)).collect();
+    // A cell on one line, at most MAX_TABLE_CELL characters.
+    let cell = |c: &str| text::one_line(c, MAX_TABLE_CELL);
+    let header: Vec<String> = columns.iter().map(|c| cell(c)).collect();
     let body: Vec<Vec<String>> = rows
         .iter()
         .map(|r| {
             (0..columns.len())
-                .map(|i| table_cell(r.get(i).map_or("", String::as_str)))
+                .map(|i| cell(r.get(i).map_or("", String::as_str)))
                 .collect()
         })
         .collect();
@@ -976,20 +929,17 @@ pub fn block_chunks(block: &Block) -> Vec<String> {
             vec![format!("{label}{bar}")]
         }
         BlockKind::Code { code, language } => {
-            let open = match language {
-                Some(l) => format!("<pre><code class=\"language-{}\">", escape(l)),
-                None => "<pre>".to_owned(),
+            let (open, close) = match language {
+                Some(l) => (
+                    format!("<pre><code class=\"language-{}\">", escape(l)),
+                    "</code></pre>",
+                ),
+                None => ("<pre>".to_owned(), "</pre>"),
             };
-            let close = if language.is_some() {
-                "</code></pre>"
-            } else {
-                "</pre>"
-            };
-            let lines: Vec<String> = code.trim_end().lines().map(str::to_owned).collect();
-            let lines = if lines.is_empty() {
-                vec![" ".to_owned()]
-            } else {
-                lines
+            let code = code.trim_end();
+            let lines: Vec<String> = match code {
+                "" => vec![" ".to_owned()],
+                code => code.lines().map(str::to_owned).collect(),
             };
             chunk_lines(&lines, MAX_TEXT)
                 .into_iter()
@@ -998,23 +948,26 @@ pub fn block_chunks(block: &Block) -> Vec<String> {
         }
         BlockKind::Fields { fields } => {
             // One line a field, never cut (a key and a value are at most 2,000 characters each).
-            let mut out: Vec<String> = Vec::new();
-            let (mut cur, mut len) = (Vec::new(), 0);
-            for f in fields {
+            let lines = fields.iter().map(|f| {
                 let key = truncate(&f.key, MAX_TEXT / 2 - 2);
                 let value = truncate(&f.value, MAX_TEXT / 2 - 2);
-                let n = key.chars().count() + 2 + value.chars().count();
-                if !cur.is_empty() && len + 1 + n > MAX_TEXT {
-                    out.push(std::mem::take(&mut cur).join("\n"));
-                    len = 0;
-                }
-                len += n + usize::from(!cur.is_empty());
-                cur.push(format!("<b>{}:</b> {}", escape(&key), escape(&value)));
-            }
-            if !cur.is_empty() {
-                out.push(cur.join("\n"));
-            }
-            out
+                let shown = key.chars().count() + 2 + value.chars().count();
+                (
+                    shown,
+                    format!("<b>{}:</b> {}", escape(&key), escape(&value)),
+                )
+            });
+            text::pack(lines, MAX_TEXT, |(shown, _), first| {
+                shown + usize::from(!first)
+            })
+            .into_iter()
+            .map(|run| {
+                run.into_iter()
+                    .map(|(_, l)| l)
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })
+            .collect()
         }
         BlockKind::Html { title, url, .. } => vec![format!(
             "🧩 <b>{}</b>\n{}",
@@ -1072,31 +1025,10 @@ pub fn agent_message(message: &UiMessage) -> Vec<AgentPiece> {
             keyboard: None,
         })
         .collect();
-    // The text message blocks are appended to: the last one, while it has no keyboard rows
-    // beyond the blocks' own.
-    let mut rows: Vec<Vec<InlineKeyboardButton>> = Vec::new();
-    let mut cur: Option<String> = match out.last() {
-        Some(AgentPiece::Text { .. }) => match out.pop() {
-            Some(AgentPiece::Text { html, .. }) => Some(html),
-            _ => None,
-        },
-        _ => None,
-    };
-    let flush = |cur: &mut Option<String>,
-                 rows: &mut Vec<Vec<InlineKeyboardButton>>,
-                 out: &mut Vec<AgentPiece>| {
-        if let Some(html) = cur.take() {
-            out.push(AgentPiece::Text {
-                html,
-                keyboard: (!rows.is_empty())
-                    .then(|| InlineKeyboardMarkup::new(std::mem::take(rows))),
-            });
-        }
-    };
+    // Blocks are appended to the last message while it is a text and they fit.
     for (i, block) in blocks_of(message).iter().enumerate() {
         let row = event_row(i, block);
         if let BlockKind::Image { url, alt } = &block.kind {
-            flush(&mut cur, &mut rows, &mut out);
             out.push(AgentPiece::Photo {
                 url: url.clone(),
                 caption: caption(alt),
@@ -1105,23 +1037,29 @@ pub fn agent_message(message: &UiMessage) -> Vec<AgentPiece> {
             continue;
         }
         for chunk in block_chunks(block) {
-            cur = match cur.take() {
-                Some(html) if visible_len(&html) + 2 + visible_len(&chunk) <= MAX_TEXT => {
-                    Some(format!("{html}\n\n{chunk}"))
+            match out.last_mut() {
+                Some(AgentPiece::Text { html, .. })
+                    if visible_len(html) + 2 + visible_len(&chunk) <= MAX_TEXT =>
+                {
+                    html.push_str("\n\n");
+                    html.push_str(&chunk);
                 }
-                Some(html) => {
-                    let mut c = Some(html);
-                    flush(&mut c, &mut rows, &mut out);
-                    Some(chunk)
-                }
-                None => Some(chunk),
-            };
+                _ => out.push(AgentPiece::Text {
+                    html: chunk,
+                    keyboard: None,
+                }),
+            }
         }
-        if !row.is_empty() {
-            rows.push(row);
+        // The block's buttons: a row of the keyboard of the message its drawing ends in.
+        if !row.is_empty()
+            && let Some(AgentPiece::Text { keyboard, .. }) = out.last_mut()
+        {
+            keyboard
+                .get_or_insert_with(no_keyboard)
+                .inline_keyboard
+                .push(row);
         }
     }
-    flush(&mut cur, &mut rows, &mut out);
     out
 }
 
@@ -1131,6 +1069,10 @@ mod tests {
     use crate::ids::MAX_CALLBACK_DATA;
     use serde_json::json;
     use teloxide::types::InlineKeyboardButtonKind;
+
+    fn prompt_text(input: &QuestionInput, q: usize, expiry: Option<&str>) -> String {
+        prompt_pages(input, q, expiry).pop().unwrap_or_default()
+    }
 
     fn input() -> QuestionInput {
         serde_json::from_value(json!({"questions": [
