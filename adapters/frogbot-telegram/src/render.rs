@@ -101,13 +101,11 @@ pub fn is_card(input: &QuestionInput) -> bool {
 /// Whether the toggle `q` shows on: its answer once given, else its default (off without one)
 /// switched once per ✓/✗ tap (kept as option 0 checked in [`Progress::checked`]).
 pub fn toggle_on(input: &QuestionInput, q: usize, progress: &Progress) -> bool {
-    let item = &input.questions[q];
+    let on = |answer: &[String]| answer.first().map(String::as_str) == Some(TOGGLE_ON);
     if let Some(Some(p)) = progress.picks.get(q) {
-        return p.first().map(String::as_str) == Some(TOGGLE_ON);
+        return on(p);
     }
-    let initial = item
-        .default_answer()
-        .is_some_and(|d| d.first().map(String::as_str) == Some(TOGGLE_ON));
+    let initial = input.questions[q].default_answer().is_some_and(|d| on(&d));
     initial != progress.checked(q).contains(&0)
 }
 
