@@ -930,6 +930,53 @@ async fn the_thread_context_keeps_to_its_budget(url: &str) {
     assert!(!first.contains("alice"), "{first}");
 }
 
+/// A process dies mid-turn, and before any sweep finds it the person's next message reaches
+/// another process, whose send takes the ended lease over and finds the turn interrupted. That
+/// message's Seen waits in the thread's queue until its send returns, so the send may not wait
+/// for the interrupted notice queued behind it (regression: it did, and the chat hung for good —
+/// then the job worker, sweeping the same chat, and with it every job of the process).
+async fn a_message_that_takes_an_ended_lease_over_is_answered(url: &str) {
+    let gate = Arc::new(Semaphore::new(0));
+    let g = gate.clone();
+    let model = ScriptedModel::new(move |req: &ModelRequest| {
+        if last_user(req).contains("go") {
+            vec![
+                ScriptEvent::Event(ModelEvent::TextDelta("half an ".into())),
+                ScriptEvent::Gate(g.clone()),
+            ]
+        } else {
+            reply("here again")
+        }
+    });
+    let calls = model.clone();
+    let a = streaming_world(url, Default::default(), Default::default(), model.clone()).await;
+    a.say("m1", "ada", "go").await;
+    eventually("the first turn runs", WAIT, async || {
+        !calls.requests().is_empty()
+    })
+    .await;
+    // The process stops past its grace: the turn is cut off, its lease ended.
+    a.engine.drain(Duration::from_millis(20)).await;
+    let b = streaming_world(url, Default::default(), Default::default(), model).await;
+    let sent = tokio::time::timeout(WAIT, b.say("m2", "ada", "and now?")).await;
+    assert!(
+        sent.is_ok(),
+        "the message's send waited behind its own Seen"
+    );
+    b.until_ack("m2", Ack::Done).await;
+    let shown = b.shown();
+    let notice = Shown::Post(failure_text("interrupted").into());
+    let at = |s: &Shown| shown.iter().position(|x| x == s);
+    assert!(at(&notice).is_some(), "{shown:?}");
+    assert!(
+        shown
+            .iter()
+            .any(|s| matches!(s, Shown::Post(t) | Shown::Draft(_, t, _) | Shown::Edit(_, t, _) if t.contains("here again"))),
+        "{shown:?}"
+    );
+    assert_eq!(b.acks_of("m2").first(), Some(&Ack::Seen), "{shown:?}");
+}
+
 /// A process dies while a reply streams; the process that finds the turn interrupted leaves the
 /// streamed message with its partial text and the mark, and says what happened.
 async fn a_stream_cut_off_by_a_crash_is_marked_interrupted(url: &str) {
@@ -1160,6 +1207,7 @@ frogbot_testkit::backends!(
     speakers_are_named_once_a_second_person_speaks,
     the_thread_context_keeps_to_its_budget,
     a_stream_cut_off_by_a_crash_is_marked_interrupted,
+    a_message_that_takes_an_ended_lease_over_is_answered,
     a_cut_off_streams_edit_that_fails_is_retried,
     a_fast_reply_behind_a_busy_queue_still_streams,
     a_silent_model_times_out_and_the_thread_is_told,

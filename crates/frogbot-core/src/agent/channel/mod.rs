@@ -1668,8 +1668,55 @@ impl TurnListener for Channels {
     }
 
     async fn turn_ended(&self, chat: &ChatRow, reply: &UiMessage, state: TurnState, why: EndWhy) {
-        if chat.channel.is_none() {
+        let Some(shown) = self.show_turn_end(chat, reply, state, why).await else {
             return;
+        };
+        let (posted, behind) = shown.await.unwrap_or_default();
+        debug!(chat_id = %chat.chat_id, reply = %reply.id, waiting = state == TurnState::Awaiting, behind, posted = ?posted, "a turn's end shown");
+        self.tidy(&chat.chat_id);
+        if behind || state != TurnState::Awaiting {
+            return;
+        }
+        match self.questions.render_pending(&chat.chat_id).await {
+            Ok(Drawn::Done) => {}
+            // Left to the delivery job (kept), whose next attempt draws them after the text: a
+            // question a render failed to show is owed like the text before it.
+            Ok(Drawn::Failed(_)) => return,
+            Err(e) => {
+                error!(chat_id = %chat.chat_id, error = %e, "rendering the questions failed");
+                return;
+            }
+        }
+        if let Some(key) = posted {
+            self.delivered(&chat.chat_id, &key).await;
+        }
+    }
+
+    async fn turn_interrupted(&self, chat: &ChatRow, reply: &UiMessage) {
+        // Queued in the thread's order, not awaited: the caller may be a message of this very
+        // thread whose Seen waits in the queue until its send returns (regression: the send
+        // that took an expired lease over waited here for the notice, behind its own Seen, and
+        // the chat — then the job worker sweeping it — hung for good).
+        let _ = self
+            .show_turn_end(chat, reply, TurnState::Idle, EndWhy::Reply)
+            .await;
+    }
+}
+
+impl Channels {
+    /// Queues the end of a turn in `chat`'s thread (the reply, then Done or Failed, after
+    /// everything shown before); the receiver tells when it is shown: the key of the delivery
+    /// it posted, and whether it was left behind a reply owed before it. `None` outside a
+    /// channel.
+    async fn show_turn_end(
+        &self,
+        chat: &ChatRow,
+        reply: &UiMessage,
+        state: TurnState,
+        why: EndWhy,
+    ) -> Option<tokio::sync::oneshot::Receiver<(Option<String>, bool)>> {
+        if chat.channel.is_none() {
+            return None;
         }
         let (current, streamer) = {
             let mut all = self.progress.lock().expect("progress");
@@ -1705,12 +1752,11 @@ impl TurnListener for Channels {
             Some(task) => task.await.ok().flatten(),
             None => None,
         };
-        // The reply and then Done (or Failed), after everything shown before; awaited, so the
-        // replies of one chat are posted in the order their turns ended.
+        // The reply and then Done (or Failed), after everything shown before; awaited by a
+        // turn's end, so the replies of one chat are posted in the order their turns ended.
         let (done_tx, done) = tokio::sync::oneshot::channel();
-        let this = self.me.get().and_then(std::sync::Weak::upgrade);
-        let (mut posted, mut behind) = (None, false);
-        if let Some(this) = this {
+        let this = self.me.get().and_then(std::sync::Weak::upgrade)?;
+        {
             let (chat_row, reply, why) = (chat.clone(), reply.clone(), why);
             self.show(&chat.chat_id, async move {
                 // Looked at in the show queue, where this process's earlier replies are posted
@@ -1753,25 +1799,7 @@ impl TurnListener for Channels {
                 }
                 let _ = done_tx.send((posted.map(|(key, ..)| key), behind));
             });
-            (posted, behind) = done.await.unwrap_or_default();
         }
-        debug!(chat_id = %chat.chat_id, reply = %reply.id, waiting, behind, posted = ?posted, "a turn's end shown");
-        self.tidy(&chat.chat_id);
-        if behind || !waiting {
-            return;
-        }
-        match self.questions.render_pending(&chat.chat_id).await {
-            Ok(Drawn::Done) => {}
-            // Left to the delivery job (kept), whose next attempt draws them after the text: a
-            // question a render failed to show is owed like the text before it.
-            Ok(Drawn::Failed(_)) => return,
-            Err(e) => {
-                error!(chat_id = %chat.chat_id, error = %e, "rendering the questions failed");
-                return;
-            }
-        }
-        if let Some(key) = posted {
-            self.delivered(&chat.chat_id, &key).await;
-        }
+        Some(done)
     }
 }

@@ -95,6 +95,11 @@ pub(crate) trait TurnListener: Send + Sync {
     /// (`idle`, its reply carrying the error): `reply` is its reply as saved, `why` how it ended.
     /// Awaited in the turn's run, so replies of one chat are told in order.
     async fn turn_ended(&self, chat: &ChatRow, reply: &UiMessage, state: TurnState, why: EndWhy);
+
+    /// A turn of a process that stopped was found interrupted (`reply` carrying the error):
+    /// told in the chat's order like a turn's end, but not awaited — the finder may be a
+    /// message of the same chat, whose own acknowledgement waits for it to return.
+    async fn turn_interrupted(&self, chat: &ChatRow, reply: &UiMessage);
 }
 
 /// What a listener follows of a running turn: the reply's text as the model writes it, and the
@@ -512,8 +517,7 @@ impl Turns {
         // Owed to its thread like any reply: the take-over that marked it wrote its delivery
         // job ([`LeaseRequest::interrupted`]), so this process dying now leaves it to another.
         if let Some(l) = self.listener() {
-            l.turn_ended(chat, &reply.message, TurnState::Idle, EndWhy::Reply)
-                .await;
+            l.turn_interrupted(chat, &reply.message).await;
         }
     }
 
