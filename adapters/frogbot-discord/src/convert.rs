@@ -467,11 +467,9 @@ fn parse_hex_key(hex: &str) -> Option<[u8; 32]> {
     if hex.len() != 64 || !hex.is_ascii() {
         return None;
     }
-    let mut key = [0u8; 32];
-    for (i, byte) in key.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()?;
-    }
-    Some(key)
+    let byte = |i: usize| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok();
+    let key: Vec<u8> = (0..32).map(byte).collect::<Option<_>>()?;
+    key.try_into().ok()
 }
 
 impl EndpointVerifier {

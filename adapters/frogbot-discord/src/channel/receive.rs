@@ -915,12 +915,8 @@ pub(super) async fn register_commands(
     guilds: &[u64],
 ) {
     let commands = application_commands(models);
-    let places: Vec<Option<u64>> = if guilds.is_empty() {
-        vec![None]
-    } else {
-        guilds.iter().copied().map(Some).collect()
-    };
-    for guild in places {
+    let global = guilds.is_empty().then_some(None);
+    for guild in guilds.iter().copied().map(Some).chain(global) {
         let set = match guild {
             None => http.create_global_commands(&commands).await,
             Some(g) => http.create_guild_commands(GuildId::new(g), &commands).await,
