@@ -593,15 +593,13 @@ fn question_card_body(
     expires: bool,
 ) -> Vec<SlackBlock> {
     if needs_form(input) {
-        form_card(input, revision)
-    } else {
-        let b = question_blocks_for(input, revision, progress);
-        if expires && b.len() >= MAX_MESSAGE_BLOCKS {
-            compact_blocks(input, revision)
-        } else {
-            b
-        }
+        return form_card(input, revision);
     }
+    let b = question_blocks_for(input, revision, progress);
+    if expires && b.len() >= MAX_MESSAGE_BLOCKS {
+        return compact_blocks(input, revision);
+    }
+    b
 }
 
 /// The "Skip" button of a question set at `revision`: it dismisses the whole call.
@@ -701,10 +699,8 @@ pub fn modal_view(
             "the form locator exceeds 3000 characters".into(),
         ));
     }
-    let mut blocks: Vec<SlackBlock> = Vec::new();
-    for (i, q) in input.questions.iter().enumerate() {
-        blocks.extend(modal_blocks(i, q));
-    }
+    let questions = input.questions.iter().enumerate();
+    let blocks: Vec<SlackBlock> = questions.flat_map(|(i, q)| modal_blocks(i, q)).collect();
     if blocks.len() > MAX_MODAL_BLOCKS {
         return Err(Error::TooLarge(format!(
             "the form needs {} blocks, Slack allows {MAX_MODAL_BLOCKS}",
@@ -743,7 +739,6 @@ fn modal_blocks(i: usize, q: &QuestionItem) -> Vec<SlackBlock> {
         &format!("{}: {}", q.header, shown_question(q)),
         MAX_LABEL_TEXT,
     );
-    let block = |element, optional| input_block(i, label.clone(), element, optional);
     let default = q.default_answer().unwrap_or_default();
     let first_default = default.first().cloned();
     let pick = SlackActionId(modal_input_id(i, false));
@@ -752,7 +747,8 @@ fn modal_blocks(i: usize, q: &QuestionItem) -> Vec<SlackBlock> {
         let p = q.placeholder.as_deref().filter(|p| !p.trim().is_empty())?;
         Some(plain(p, MAX_PLACEHOLDER))
     };
-    match q.kind {
+    // (the input, whether it is optional, its hint)
+    let (element, optional, hint): (SlackInputBlockElement, _, _) = match q.kind {
         InputKind::TextInput => {
             let limit = q.text_limit().min(MAX_TEXT_INPUT);
             let el = SlackBlockPlainTextInputElement::new()
@@ -761,11 +757,8 @@ fn modal_blocks(i: usize, q: &QuestionItem) -> Vec<SlackBlock> {
                 .with_max_length(u64::from(limit))
                 .opt_placeholder(placeholder())
                 .opt_initial_value(first_default.map(|d| d.chars().take(limit as usize).collect()));
-            let mut b = block(el.into(), !q.required);
-            if q.max_length.is_some() {
-                b = b.with_hint(plain(&input_description(q), MAX_HINT));
-            }
-            vec![b.into()]
+            let hint = q.max_length.map(|_| input_description(q));
+            (el.into(), !q.required, hint)
         }
         InputKind::NumberInput => {
             let el = SlackBlockNumberInputElement::new(!whole_numbers(q))
@@ -774,28 +767,27 @@ fn modal_blocks(i: usize, q: &QuestionItem) -> Vec<SlackBlock> {
                 .opt_max_value(q.max.as_ref().map(ToString::to_string))
                 .opt_placeholder(placeholder())
                 .opt_initial_value(first_default);
-            vec![
-                block(el.into(), !q.required)
-                    .with_hint(plain(&input_description(q), MAX_HINT))
-                    .into(),
-            ]
+            (el.into(), !q.required, Some(input_description(q)))
         }
         InputKind::Toggle => {
             let text = q.label.as_deref().unwrap_or("On");
             let on = first_default.as_deref() == Some(TOGGLE_ON);
             // Always optional: unchecked is an answer ("off").
-            vec![block(one_checkbox(text, pick, on), true).into()]
+            (one_checkbox(text, pick, on), true, None)
         }
         InputKind::Confirm => {
             let on = first_default.is_some();
-            vec![
-                block(one_checkbox(q.confirm_label(), pick, on), !q.required)
-                    .with_hint(plain("Check to confirm.", MAX_HINT))
-                    .into(),
-            ]
+            let hint = Some("Check to confirm.".to_owned());
+            (one_checkbox(q.confirm_label(), pick, on), !q.required, hint)
         }
-        _ => choice_modal_blocks(i, q, label, &default),
-    }
+        _ => return choice_modal_blocks(i, q, label, &default),
+    };
+    let hint = hint.map(|h| plain(&h, MAX_HINT));
+    vec![
+        input_block(i, label, element, optional)
+            .opt_hint(hint)
+            .into(),
+    ]
 }
 
 fn choice_modal_blocks(

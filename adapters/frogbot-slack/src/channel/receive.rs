@@ -961,17 +961,6 @@ fn retry_num(headers: &HeaderMap) -> Option<String> {
         .map(str::to_string)
 }
 
-fn failure_response(f: Failure) -> Response {
-    match f {
-        Failure::Retry(msg) => {
-            // Logged once, where it failed; here only what Slack is told.
-            debug!(error = %msg, "Slack delivery failed; answering 500 so Slack retries");
-            status(StatusCode::INTERNAL_SERVER_ERROR, "retry later")
-        }
-        Failure::Busy => status(StatusCode::SERVICE_UNAVAILABLE, "busy, retry later"),
-    }
-}
-
 async fn events(State(rx): State<Receiver>, headers: HeaderMap, body: Bytes) -> Response {
     if let Some(refused) = rx.refused(&headers, &body, EVENTS_PATH) {
         return refused;
@@ -993,10 +982,8 @@ async fn events(State(rx): State<Receiver>, headers: HeaderMap, body: Bytes) -> 
         }
         Some("event_callback") => {
             let retry = retry_num(&headers);
-            match rx.on_event_callback(value, retry.as_deref()).await {
-                Ok(()) => StatusCode::OK.into_response(),
-                Err(f) => failure_response(f),
-            }
+            let handled = rx.on_event_callback(value, retry.as_deref()).await;
+            answer(handled.map(|()| None))
         }
         other => {
             debug!(kind = ?other, "Slack push type not handled; acknowledged");
@@ -1050,12 +1037,17 @@ fn form_text(body: &[u8]) -> Result<&str, Error> {
 }
 
 /// The answer to a handled request: an empty `200`, or `200` with the JSON body the handling
-/// gave, or the failure's ([`failure_response`]).
+/// gave; a failure is `500` (Slack retries) or, too busy, `503`.
 fn answer(handled: Result<Option<Value>, Failure>) -> Response {
     match handled {
         Ok(None) => StatusCode::OK.into_response(),
         Ok(Some(body)) => axum::Json(body).into_response(),
-        Err(f) => failure_response(f),
+        Err(Failure::Retry(msg)) => {
+            // Logged once, where it failed; here only what Slack is told.
+            debug!(error = %msg, "Slack delivery failed; answering 500 so Slack retries");
+            status(StatusCode::INTERNAL_SERVER_ERROR, "retry later")
+        }
+        Err(Failure::Busy) => status(StatusCode::SERVICE_UNAVAILABLE, "busy, retry later"),
     }
 }
 
