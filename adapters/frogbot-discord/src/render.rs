@@ -750,24 +750,19 @@ pub fn settled_pages(
 fn word_pages(text: &str, max: usize) -> Vec<String> {
     let mut pages: Vec<String> = Vec::new();
     let mut page = String::new();
-    let mut len = 0;
     for word in text.split_inclusive(char::is_whitespace) {
-        let n = word.chars().count();
-        if len + word.trim_end().chars().count() > max && len > 0 {
-            pages.push(page.trim_end().to_owned());
-            page.clear();
-            len = 0;
+        let n = word.trim_end().chars().count();
+        if !page.is_empty() && page.chars().count() + n > max {
+            pages.push(std::mem::take(&mut page).trim_end().to_owned());
         }
-        if word.trim_end().chars().count() > max {
+        if n > max {
             let chars: Vec<char> = word.chars().collect();
-            let mut chunks: Vec<String> = chars.chunks(max).map(|c| c.iter().collect()).collect();
+            let mut chunks: Vec<String> = chars.chunks(max).map(String::from_iter).collect();
             page = chunks.pop().unwrap_or_default();
-            len = page.chars().count();
             pages.extend(chunks);
-            continue;
+        } else {
+            page.push_str(word);
         }
-        page.push_str(word);
-        len += n;
     }
     if !page.trim().is_empty() {
         pages.push(page.trim_end().to_owned());
