@@ -865,25 +865,17 @@ fn chunk_lines(lines: &[String], budget: usize) -> Vec<Vec<String>> {
 /// A table as `<pre>` chunks of aligned columns, each with the header and at most [`MAX_TEXT`]
 /// characters shown.
 fn table_chunks(columns: &[String], rows: &[Vec<String>]) -> Vec<String> {
-    // A cell on one line, at most MAX_TABLE_CELL characters.
-    let cell = |c: &str| text::one_line(c, MAX_TABLE_CELL);
-    let header: Vec<String> = columns.iter().map(|c| cell(c)).collect();
-    let body: Vec<Vec<String>> = rows
-        .iter()
+    // The header and every row, each cell on one line of at most MAX_TABLE_CELL characters.
+    let grid: Vec<Vec<String>> = std::iter::once(columns)
+        .chain(rows.iter().map(Vec::as_slice))
         .map(|r| {
             (0..columns.len())
-                .map(|i| cell(r.get(i).map_or("", String::as_str)))
+                .map(|i| text::one_line(r.get(i).map_or("", String::as_str), MAX_TABLE_CELL))
                 .collect()
         })
         .collect();
     let widths: Vec<usize> = (0..columns.len())
-        .map(|i| {
-            std::iter::once(&header)
-                .chain(&body)
-                .map(|r| r[i].chars().count())
-                .max()
-                .unwrap_or(0)
-        })
+        .map(|i| grid.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
         .collect();
     let line = |cells: &[String]| {
         cells
@@ -895,14 +887,13 @@ fn table_chunks(columns: &[String], rows: &[Vec<String>]) -> Vec<String> {
             .trim_end()
             .to_owned()
     };
-    let head = line(&header);
     let rule: String = widths
         .iter()
         .map(|w| "─".repeat(*w))
         .collect::<Vec<_>>()
         .join("─┼─");
-    let top = format!("{head}\n{rule}");
-    let lines: Vec<String> = body.iter().map(|r| line(r)).collect();
+    let top = format!("{}\n{rule}", line(&grid[0]));
+    let lines: Vec<String> = grid[1..].iter().map(|r| line(r)).collect();
     if lines.is_empty() {
         return vec![format!("<pre>{}</pre>", escape(&top))];
     }
