@@ -1715,9 +1715,7 @@ impl Channels {
         state: TurnState,
         why: EndWhy,
     ) -> Option<tokio::sync::oneshot::Receiver<(Option<String>, bool)>> {
-        if chat.channel.is_none() {
-            return None;
-        }
+        chat.channel.as_ref()?;
         let (current, streamer) = {
             let mut all = self.progress.lock().expect("progress");
             all.get_mut(&chat.chat_id)
