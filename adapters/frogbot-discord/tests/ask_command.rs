@@ -355,6 +355,15 @@ async fn carol_is_refused_and_bob_answers(bot: &Bot, thread: u64, shown: &Value)
         })
     })
     .await;
+    // The ask's ⏳ turns ✅ once the continued turn's end is shown, just after the chat is idle;
+    // ✅ is added before ⏳ comes off (never no mark at all): wait for the swap to finish.
+    frogbot_testkit::eventually("the ask marked done", WAIT, async || {
+        let shown = transcript(&bot.fake.person_view(&thread.to_string()));
+        !shown
+            .lines()
+            .any(|l| l.trim_start().starts_with("reactions:") && l.contains('⏳'))
+    })
+    .await;
     let settled = bot.fake.message(id).unwrap();
     let text = settled["content"].as_str().unwrap();
     assert!(
