@@ -494,7 +494,7 @@ fn piece_request(piece: &AgentPiece, edit: bool) -> (&'static str, serde_json::V
     (method, body)
 }
 
-/// Sends one piece of an agent message to `to` ([`piece_request`]), not retried here: a failure
+/// Sends one piece of an agent message to `to` (`piece_request`), not retried here: a failure
 /// goes back to the engine's durable delivery.
 pub async fn send_piece_once(
     bot: &Bot,
@@ -516,7 +516,7 @@ pub enum Edited {
     Replace,
 }
 
-/// Redraws message `id` as `piece` ([`piece_request`]), retried in-process like the question
+/// Redraws message `id` as `piece` (`piece_request`), retried in-process like the question
 /// calls (an edit is idempotent). Edits never notify.
 pub async fn edit_piece(
     bot: &Bot,

@@ -1,7 +1,7 @@
 //! The engine glue (feature `engine`): [`connect`] a Slack app from a [`Config`] and get a
-//! [`SlackAdapter`], FrogBot's [`Adapter`] for Slack: its [`Channel`] (question hooks, identity
-//! from the `users` map, access from the `allow` list, the outbox), the Events API and
-//! interactivity routes in HTTP mode ([`receive`]), Socket Mode in socket mode.
+//! [`SlackAdapter`], FrogBot's [`Adapter`] for Slack: its [`Channel`](frogbot_channel::Channel)
+//! (question hooks, identity from the `users` map, access from the `allow` list, the outbox), the
+//! Events API and interactivity routes in HTTP mode ([`receive`]), Socket Mode in socket mode.
 //!
 //! What it must not do: keep conversation state (chats, questions and answers are the engine's, in
 //! the store), or acknowledge an unverified HTTP request.

@@ -1,6 +1,6 @@
-//! EngineHandle glue (feature `engine`): [`connect`] a bot ([`Config`] → [`TelegramAdapter`]), which
+//! The engine glue (feature `engine`): [`connect`] a bot ([`Config`] → [`TelegramAdapter`]), which
 //! implements [`Adapter`]: [`TelegramAdapter::channel`] is the engine's
-//! [`Channel`] (question hooks, the `users` identity map, the `allow` list, the outbox);
+//! [`Channel`](frogbot_channel::Channel) (question hooks, `users` identities, `allow` list, outbox);
 //! [`TelegramAdapter::routes`] is the webhook route (webhook mode; building it registers nothing);
 //! [`TelegramAdapter::start`] receives: long polling after `deleteWebhook`, or in webhook mode
 //! `setWebhook` (when a public URL is configured) and the route's deliveries until shutdown.
