@@ -292,7 +292,7 @@ fn form_answer(item: &QuestionItem, text: String, named: bool) -> Result<Vec<Str
         if named {
             format!("{}: {reason}.", item.header)
         } else {
-            format!("{}.", capitalized(reason))
+            format!("{}.", render::capitalised(reason))
         }
     };
     match item.kind {
@@ -317,15 +317,6 @@ fn form_answer(item: &QuestionItem, text: String, named: bool) -> Result<Vec<Str
             .map_err(|r| why(&r)),
         _ => Err(why("this question is not answered in a form")),
     }
-}
-
-/// `text` with its first letter in upper case.
-fn capitalized(text: &str) -> String {
-    let mut chars = text.chars();
-    chars
-        .next()
-        .map(|c| c.to_uppercase().chain(chars).collect())
-        .unwrap_or_default()
 }
 
 /// Records each pick `(question, selected)`: the next step, or the set's answer (checked with

@@ -219,7 +219,7 @@ fn kind_detail(item: &QuestionItem) -> Option<String> {
 }
 
 /// `text` with its first letter upper-case.
-fn capitalised(text: &str) -> String {
+pub(crate) fn capitalised(text: &str) -> String {
     let mut chars = text.chars();
     chars
         .next()
