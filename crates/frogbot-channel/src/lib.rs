@@ -15,6 +15,8 @@
 //! - [`ThreadExecutor`]: one ordered queue per thread, which every adapter's receive path hands the
 //!   platform's deliveries to (a thread's events in order, threads in parallel).
 //! - [`questions`]: what the adapters' question hooks share beyond drawing ([`questions::settle_each`]).
+//! - [`render`] and [`receive`]: layout rules and call/delivery rules the adapters' `render.rs`
+//!   and `receive.rs`/`client.rs` share.
 //! - [`retry`]: the one retry policy ([`RetryPolicy`], on backon) of every platform and model call.
 //! - [`metrics`]: the platform-call metrics every adapter's client records.
 //! - `Adapter` (feature `adapter`): the one shape a host (`frogbot serve`) drives any adapter by.
@@ -88,6 +90,8 @@ pub mod markdown;
 pub mod metrics;
 pub mod outbox;
 pub mod questions;
+pub mod receive;
+pub mod render;
 pub mod retry;
 
 #[cfg(feature = "adapter")]
