@@ -9,6 +9,7 @@
 use std::time::Duration;
 
 use frogbot_channel::Adapter;
+use frogbot_channel::outbox::AskTo;
 use frogbot_core::agent::ask::{ASK_MODEL, AskId, AskState, AskStatus, ask_parts};
 use frogbot_core::agent::scripted::{ScriptedModel, reply};
 use frogbot_core::agent::{AskPlace, Engine, SendMessage, channel_chat_id};
@@ -352,14 +353,16 @@ async fn a_repeated_key_finds_the_same_thread_on_one_root() {
     // The root is posted but its answer is lost (the connection drops after Discord did it).
     bot.fake
         .set_faults(FaultPlan::new(7, 1.0).only(&[Fault::ResetAfterProcessing]));
-    let lost = outbox.ask_thread(AskPlace::Thread(&id), TEXT, "m1").await;
+    let lost = outbox
+        .ask_thread(AskTo::new(AskPlace::Thread(&id), TEXT, "m1"))
+        .await;
     bot.fake.clear_faults();
     assert!(lost.is_err(), "the first attempt saw no answer");
     assert_eq!(bot.fake.channel_messages(channel).len(), 1);
 
     // The retry: Discord answers the root of the nonce (not a second one) and the thread starts.
     let first = outbox
-        .ask_thread(AskPlace::Thread(&id), TEXT, "m1")
+        .ask_thread(AskTo::new(AskPlace::Thread(&id), TEXT, "m1"))
         .await
         .unwrap();
     let roots = bot.fake.channel_messages(channel);
@@ -369,7 +372,7 @@ async fn a_repeated_key_finds_the_same_thread_on_one_root() {
     // Again, as if that answer were lost too: the thread exists (160004), so it is the one.
     let from = bot.fake.calls().len();
     let second = outbox
-        .ask_thread(AskPlace::Thread(&id), TEXT, "m1")
+        .ask_thread(AskTo::new(AskPlace::Thread(&id), TEXT, "m1"))
         .await
         .unwrap();
     assert_eq!(second, first);
@@ -383,7 +386,7 @@ async fn a_repeated_key_finds_the_same_thread_on_one_root() {
     // The thread given as the place: asked there as it is, nothing posted.
     let from = bot.fake.calls().len();
     let inside = outbox
-        .ask_thread(AskPlace::Thread(&first), TEXT, "m2")
+        .ask_thread(AskTo::new(AskPlace::Thread(&first), TEXT, "m2"))
         .await
         .unwrap();
     assert_eq!(inside, first);
@@ -391,7 +394,7 @@ async fn a_repeated_key_finds_the_same_thread_on_one_root() {
 
     // Another key: another root, another thread.
     let other = outbox
-        .ask_thread(AskPlace::Thread(&id), TEXT, "m3")
+        .ask_thread(AskTo::new(AskPlace::Thread(&id), TEXT, "m3"))
         .await
         .unwrap();
     assert_ne!(other, first);
@@ -415,7 +418,7 @@ async fn bad_ids_are_refused_with_nothing_posted() {
     ];
     for (place, why) in cases {
         let err = outbox
-            .ask_thread(place, TEXT, "m1")
+            .ask_thread(AskTo::new(place, TEXT, "m1"))
             .await
             .expect_err("refused")
             .to_string();

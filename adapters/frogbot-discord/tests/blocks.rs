@@ -462,20 +462,20 @@ async fn pins_follow_pin_posted() {
         .await
         .unwrap();
     let c = channel.to_string();
-    outbox.pin_posted(&th, &ids[0], true).await.unwrap();
+    outbox.pin_posted(th.message(&ids[0]), true).await.unwrap();
     assert_eq!(fake.pins(&c), std::slice::from_ref(&ids[0]));
     assert_eq!(fake.message(&ids[0]).unwrap()["pinned"], true);
-    outbox.pin_posted(&th, &ids[0], true).await.unwrap();
+    outbox.pin_posted(th.message(&ids[0]), true).await.unwrap();
     assert_eq!(fake.pins(&c).len(), 1, "pinned once");
-    outbox.pin_posted(&th, &ids[0], false).await.unwrap();
+    outbox.pin_posted(th.message(&ids[0]), false).await.unwrap();
     assert!(fake.pins(&c).is_empty());
-    outbox.pin_posted(&th, &ids[0], false).await.unwrap();
+    outbox.pin_posted(th.message(&ids[0]), false).await.unwrap();
     assert_eq!(calls(&fake, "PUT", &format!("/channels/{c}/pins/")), 2);
     assert_eq!(calls(&fake, "DELETE", &format!("/channels/{c}/pins/")), 2);
     // Unpinning a message that is gone is done; pinning it is not.
     outbox.delete_posted(&th, &ids).await.unwrap();
-    outbox.pin_posted(&th, &ids[0], false).await.unwrap();
-    assert!(outbox.pin_posted(&th, &ids[0], true).await.is_err());
+    outbox.pin_posted(th.message(&ids[0]), false).await.unwrap();
+    assert!(outbox.pin_posted(th.message(&ids[0]), true).await.is_err());
 }
 
 #[tokio::test]

@@ -427,11 +427,11 @@ async fn delete_redacts_and_pins_are_read_modify_write() {
         .unwrap();
     let event = |id: &String| id.split_once('|').unwrap().1.to_owned();
     env.outbox
-        .pin_posted(&env.thread, &posted[0], true)
+        .pin_posted(env.thread.message(&posted[0]), true)
         .await
         .unwrap();
     env.outbox
-        .pin_posted(&env.thread, &posted[2], true)
+        .pin_posted(env.thread.message(&posted[2]), true)
         .await
         .unwrap();
     assert_eq!(
@@ -448,12 +448,12 @@ async fn delete_redacts_and_pins_are_read_modify_write() {
     };
     let before = states(&env);
     env.outbox
-        .pin_posted(&env.thread, &posted[0], true)
+        .pin_posted(env.thread.message(&posted[0]), true)
         .await
         .unwrap();
     assert_eq!(states(&env), before);
     env.outbox
-        .pin_posted(&env.thread, &posted[0], false)
+        .pin_posted(env.thread.message(&posted[0]), false)
         .await
         .unwrap();
     assert_eq!(env.fake.pinned(&env.room), [event(&posted[2])]);

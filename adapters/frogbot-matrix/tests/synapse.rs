@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use frogbot_channel::Adapter;
+use frogbot_channel::outbox::AskTo;
 use frogbot_core::agent::scripted::{ScriptEvent, ScriptedModel, call, reply};
 use frogbot_core::agent::{ModelEvent, ModelMessage, ModelRequest};
 use frogbot_matrix::channel::{Config, Login, MatrixAdapter, connect};
@@ -1579,7 +1580,7 @@ async fn an_ask_to_a_person_opens_a_dm_they_join_and_answer_in() {
     let s = s
         .restart(100, async move {
             let ask = |key: &'static str, text: &'static str| {
-                outbox.ask_thread(AskPlace::User(&to), text, key)
+                outbox.ask_thread(AskTo::new(AskPlace::User(&to), text, key))
             };
             let first = ask("ask-dm-1", text).await.unwrap();
             let retry = ask("ask-dm-1", text).await.unwrap();
@@ -1747,7 +1748,10 @@ async fn an_agent_message_with_a_table_is_edited_pinned_and_clicked() {
     // The pin, as the person's client reads the room's state from Synapse. In a room alice made
     // the bot has power level 0, below the 50 that room state needs: refused with the reason,
     // until alice makes it a moderator.
-    let refused = outbox.pin_posted(&thread, &ids[0], true).await.unwrap_err();
+    let refused = outbox
+        .pin_posted(thread.message(&ids[0]), true)
+        .await
+        .unwrap_err();
     assert!(refused.to_string().contains("may not pin"), "{refused}");
     let bot_id = matrix_sdk::ruma::UserId::parse(bot).unwrap();
     alice
@@ -1755,7 +1759,10 @@ async fn an_agent_message_with_a_table_is_edited_pinned_and_clicked() {
         .update_power_levels(vec![(&bot_id, matrix_sdk::ruma::Int::from(50))])
         .await
         .unwrap();
-    outbox.pin_posted(&thread, &ids[0], true).await.unwrap();
+    outbox
+        .pin_posted(thread.message(&ids[0]), true)
+        .await
+        .unwrap();
     let pinned = alice
         .room(&room)
         .load_pinned_events()
@@ -1766,8 +1773,14 @@ async fn an_agent_message_with_a_table_is_edited_pinned_and_clicked() {
         pinned.iter().map(|e| e.to_string()).collect::<Vec<_>>(),
         [event(&ids[0])]
     );
-    outbox.pin_posted(&thread, &ids[0], true).await.unwrap();
-    outbox.pin_posted(&thread, &ids[0], false).await.unwrap();
+    outbox
+        .pin_posted(thread.message(&ids[0]), true)
+        .await
+        .unwrap();
+    outbox
+        .pin_posted(thread.message(&ids[0]), false)
+        .await
+        .unwrap();
     let pinned = alice
         .room(&room)
         .load_pinned_events()

@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use frogbot_channel::Adapter;
+use frogbot_channel::outbox::AskTo;
 use frogbot_core::agent::ask::{ASK_MODEL, AskId, AskState, ask_parts};
 use frogbot_core::agent::scripted::{ScriptedModel, reply};
 use frogbot_core::agent::{
@@ -83,7 +84,7 @@ async fn an_ask_to_a_user_starts_a_thread_in_their_dm_and_a_click_there_answers_
     let text = "Deploy v1.4 to production?";
     let thread = w
         .slack
-        .ask_thread(AskPlace::User("U0123ABCD"), text, "msg1")
+        .ask_thread(AskTo::new(AskPlace::User("U0123ABCD"), text, "msg1"))
         .await
         .unwrap();
 
@@ -191,17 +192,32 @@ async fn an_ask_to_a_user_starts_a_thread_in_their_dm_and_a_click_there_answers_
 async fn a_repeated_key_returns_the_same_thread_with_one_root() {
     let w = world().await;
     for place in [AskPlace::Thread("C0OPS"), AskPlace::User("W0123ABCD")] {
-        let first = w.slack.ask_thread(place, "Ship it?", "msg2").await.unwrap();
-        let again = w.slack.ask_thread(place, "Ship it?", "msg2").await.unwrap();
+        let first = w
+            .slack
+            .ask_thread(AskTo::new(place, "Ship it?", "msg2"))
+            .await
+            .unwrap();
+        let again = w
+            .slack
+            .ask_thread(AskTo::new(place, "Ship it?", "msg2"))
+            .await
+            .unwrap();
         assert_eq!(first, again, "{place:?}");
         let channel = first.split_once(':').unwrap().0.to_owned();
         assert_eq!(ask_keys(&w.fake, &channel), ["msg2"], "{place:?}");
         // Another key: another thread.
-        let other = w.slack.ask_thread(place, "Ship it?", "msg3").await.unwrap();
+        let other = w
+            .slack
+            .ask_thread(AskTo::new(place, "Ship it?", "msg3"))
+            .await
+            .unwrap();
         assert_ne!(other, first);
         assert_eq!(ask_keys(&w.fake, &channel), ["msg2", "msg3"], "{place:?}");
         assert_eq!(
-            w.slack.ask_thread(place, "Ship it?", "msg2").await.unwrap(),
+            w.slack
+                .ask_thread(AskTo::new(place, "Ship it?", "msg2"))
+                .await
+                .unwrap(),
             first
         );
     }
@@ -218,7 +234,11 @@ async fn a_retry_after_a_lost_answer_finds_the_root_posted() {
         .set_faults(FaultPlan::new(7, 1.0).only(&[Fault::ResetAfterProcessing]));
     let lost = w
         .slack
-        .ask_thread(AskPlace::User("U0LOST"), "Rotate the keys?", "msg4")
+        .ask_thread(AskTo::new(
+            AskPlace::User("U0LOST"),
+            "Rotate the keys?",
+            "msg4",
+        ))
         .await;
     assert!(lost.is_err(), "{lost:?}");
     w.fake.clear_faults();
@@ -227,7 +247,11 @@ async fn a_retry_after_a_lost_answer_finds_the_root_posted() {
     assert_eq!(roots.len(), 1, "the first attempt posted");
     let thread = w
         .slack
-        .ask_thread(AskPlace::User("U0LOST"), "Rotate the keys?", "msg4")
+        .ask_thread(AskTo::new(
+            AskPlace::User("U0LOST"),
+            "Rotate the keys?",
+            "msg4",
+        ))
         .await
         .unwrap();
     assert_eq!(thread, format!("{dm}:{}", roots[0].ts));
@@ -249,7 +273,7 @@ async fn a_bad_target_errs_with_nothing_posted() {
     ] {
         let e = w
             .slack
-            .ask_thread(place, "Hello?", "msg5")
+            .ask_thread(AskTo::new(place, "Hello?", "msg5"))
             .await
             .unwrap_err()
             .to_string();
@@ -262,7 +286,7 @@ async fn a_bad_target_errs_with_nothing_posted() {
         .fail_method("conversations.open", Some("user_not_found"));
     let e = w
         .slack
-        .ask_thread(AskPlace::User("U0GONE"), "Hello?", "msg5")
+        .ask_thread(AskTo::new(AskPlace::User("U0GONE"), "Hello?", "msg5"))
         .await
         .unwrap_err()
         .to_string();
@@ -420,7 +444,11 @@ async fn a_modal_answer_that_does_not_validate_keeps_the_modal_open_with_the_fie
     let w = world().await;
     let thread = w
         .slack
-        .ask_thread(AskPlace::Thread("C0FORMS"), "Scale the pods?", "msg2")
+        .ask_thread(AskTo::new(
+            AskPlace::Thread("C0FORMS"),
+            "Scale the pods?",
+            "msg2",
+        ))
         .await
         .unwrap();
     let chat = channel_chat_id(PLATFORM, &thread);

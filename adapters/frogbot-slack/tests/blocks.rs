@@ -502,14 +502,14 @@ async fn pins_follow_pin_posted() {
         .await
         .unwrap();
     let ts = ids[0].split_once(':').unwrap().1.to_owned();
-    slack.pin_posted(&th, &ids[0], true).await.unwrap();
+    slack.pin_posted(th.message(&ids[0]), true).await.unwrap();
     assert_eq!(fake.pins("C1"), std::slice::from_ref(&ts));
     // Already pinned is done.
-    slack.pin_posted(&th, &ids[0], true).await.unwrap();
+    slack.pin_posted(th.message(&ids[0]), true).await.unwrap();
     assert_eq!(fake.pins("C1"), [ts]);
-    slack.pin_posted(&th, &ids[0], false).await.unwrap();
+    slack.pin_posted(th.message(&ids[0]), false).await.unwrap();
     assert!(fake.pins("C1").is_empty());
-    slack.pin_posted(&th, &ids[0], false).await.unwrap();
+    slack.pin_posted(th.message(&ids[0]), false).await.unwrap();
     let calls: Vec<(String, Value)> = fake
         .all_calls()
         .into_iter()

@@ -411,7 +411,7 @@ async fn editing_a_still_open_stream_stops_it_first() {
     assert!(fake.message(&id).unwrap().streaming);
     // The process that streamed it is gone; the engine leaves the text with a mark.
     slack
-        .edit_message(&th, &id, "Cut off. Then _(interrupted)_")
+        .edit_message(th.message(&id), "Cut off. Then _(interrupted)_")
         .await
         .expect("the edit of an open stream");
     let m = fake.message(&id).unwrap();
@@ -419,7 +419,7 @@ async fn editing_a_still_open_stream_stops_it_first() {
     assert_eq!(m.blocks[0]["text"], "Cut off. Then _(interrupted)_");
     // A message that never streamed is edited too.
     slack
-        .edit_message(&th, &id, "edited again")
+        .edit_message(th.message(&id), "edited again")
         .await
         .expect("the edit of a stopped message");
 }

@@ -483,7 +483,7 @@ async fn pin_and_unpin_quietly() {
         .await
         .unwrap();
     outbox
-        .pin_posted(&thread(), &posted[0], true)
+        .pin_posted(thread().message(&posted[0]), true)
         .await
         .unwrap();
     assert_eq!(fake.pinned(CHAT), vec![message_number(&posted[0])]);
@@ -491,16 +491,21 @@ async fn pin_and_unpin_quietly() {
     assert_eq!(pins[0]["disable_notification"], true);
     // Already pinned: no failure.
     outbox
-        .pin_posted(&thread(), &posted[0], true)
+        .pin_posted(thread().message(&posted[0]), true)
         .await
         .unwrap();
     outbox
-        .pin_posted(&thread(), &posted[0], false)
+        .pin_posted(thread().message(&posted[0]), false)
         .await
         .unwrap();
     assert!(fake.pinned(CHAT).is_empty());
     assert_eq!(fake.calls("unpinchatmessage").len(), 1);
-    assert!(outbox.pin_posted(&thread(), "nope", true).await.is_err());
+    assert!(
+        outbox
+            .pin_posted(thread().message("nope"), true)
+            .await
+            .is_err()
+    );
 }
 
 #[tokio::test]

@@ -9,7 +9,7 @@ use crate::delivery::{Deliver, Delivery};
 use std::sync::Arc;
 
 use frogbot_model::{
-    Ack, BoxError, ChannelQuestions, ChatInfo, IdentityResolver, PlatformFile, Thread,
+    Ack, BoxError, ChannelQuestions, ChatInfo, IdentityResolver, MessageAt, PlatformFile, Thread,
     ThreadMessage, UiMessage, UserId,
 };
 
@@ -64,6 +64,37 @@ pub enum AskPlace<'a> {
     User(&'a str),
 }
 
+/// An ask that may start a thread ([`ChannelOutbox::ask_thread`]): where it goes, the text of a
+/// first message, and the ask's idempotency key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AskTo<'a> {
+    /// Where the ask goes.
+    pub place: AskPlace<'a>,
+    /// The text a thread the ask starts opens with.
+    pub text: &'a str,
+    /// The ask's message id: the same for every retry of one `idempotencyKey`.
+    pub key: &'a str,
+}
+
+impl<'a> AskTo<'a> {
+    /// The ask to `place`, opening a thread it starts with `text`, idempotent on `key`.
+    pub fn new(place: AskPlace<'a>, text: &'a str, key: &'a str) -> Self {
+        Self { place, text, key }
+    }
+}
+
+/// Which earlier messages of a thread [`ChannelOutbox::thread_history`] reads: those of `thread`
+/// before the platform message `before`, at most `limit` of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct History<'a> {
+    /// The thread.
+    pub thread: &'a Thread,
+    /// The platform's id of the message the history ends before (not included).
+    pub before: &'a str,
+    /// The most messages read (the newest kept).
+    pub limit: usize,
+}
+
 pub use crate::files::FileStream;
 
 /// Where a channel posts the agent's replies (in the same thread), and how it shows a person that
@@ -75,22 +106,17 @@ pub use crate::files::FileStream;
 /// `ack(Failed)` when the turn failed. Errors are logged; none stops a turn.
 #[async_trait]
 pub trait ChannelOutbox: OutboxDelivery + Send + Sync {
-    /// The thread an ask to `place` is asked in: by default a [`AskPlace::Thread`] as it is (an
-    /// existing thread, or a chat that is a thread already), and no direct conversations. An
-    /// adapter that can start a thread in a channel (or a direct conversation) posts `text` there
-    /// as its first message and returns the new thread's id.
+    /// The thread an ask to `ask.place` is asked in: by default a [`AskPlace::Thread`] as it is
+    /// (an existing thread, or a chat that is a thread already), and no direct conversations. An
+    /// adapter that can start a thread in a channel (or a direct conversation) posts `ask.text`
+    /// there as its first message and returns the new thread's id.
     ///
-    /// `key` is the ask's message id: the same for every retry of one `idempotencyKey`, unique
-    /// otherwise. An adapter that posts a first message makes that post idempotent on `key` (a
+    /// `ask.key` is the ask's message id: the same for every retry of one `idempotencyKey`, unique
+    /// otherwise. An adapter that posts a first message makes that post idempotent on it (a
     /// platform's nonce, transaction id or message metadata), so that a retry after a lost
     /// response finds the same thread instead of starting a second one.
-    async fn ask_thread(
-        &self,
-        place: AskPlace<'_>,
-        _text: &str,
-        _key: &str,
-    ) -> Result<String, BoxError> {
-        match place {
+    async fn ask_thread(&self, ask: AskTo<'_>) -> Result<String, BoxError> {
+        match ask.place {
             AskPlace::Thread(t) => Ok(t.to_owned()),
             AskPlace::User(_) => Err("this channel does not open direct conversations".into()),
         }
@@ -178,14 +204,9 @@ pub trait ChannelOutbox: OutboxDelivery + Send + Sync {
         vec![text.to_owned()]
     }
 
-    /// Replaces the text of message `message_id` (the platform's id) that a stream posted, with
-    /// no controls: how a stream a crash cut off is left with its partial text and a mark.
-    async fn edit_message(
-        &self,
-        _thread: &Thread,
-        _message_id: &str,
-        _text: &str,
-    ) -> Result<(), BoxError> {
+    /// Replaces the text of the message `at` that a stream posted, with no controls: how a stream
+    /// a crash cut off is left with its partial text and a mark.
+    async fn edit_message(&self, _at: MessageAt<'_>, _text: &str) -> Result<(), BoxError> {
         Err("this channel does not edit messages".into())
     }
 
@@ -253,26 +274,17 @@ pub trait ChannelOutbox: OutboxDelivery + Send + Sync {
         }
     }
 
-    /// Pins (`pinned`) or unpins the platform message `message_id` in the thread's conversation
-    /// (already so is not an error).
-    async fn pin_posted(
-        &self,
-        _thread: &Thread,
-        _message_id: &str,
-        _pinned: bool,
-    ) -> Result<(), BoxError> {
+    /// Pins (`pinned`) or unpins the platform message `at` in its thread's conversation (already
+    /// so is not an error).
+    async fn pin_posted(&self, _at: MessageAt<'_>, _pinned: bool) -> Result<(), BoxError> {
         Err("this channel does not pin messages".into())
     }
 
-    /// The thread's messages before `before` (the platform's message id), oldest first, at most
-    /// `limit` of them: read from the platform when the bot is first mentioned in a thread it
-    /// has not seen (none by default; Telegram has no history for bots).
-    async fn thread_history(
-        &self,
-        _thread: &Thread,
-        _before: &str,
-        _limit: usize,
-    ) -> Result<Vec<ThreadMessage>, BoxError> {
+    /// The messages of `history.thread` before `history.before` (the platform's message id),
+    /// oldest first, at most `history.limit` of them: read from the platform when the bot is
+    /// first mentioned in a thread it has not seen (none by default; Telegram has no history for
+    /// bots).
+    async fn thread_history(&self, _history: History<'_>) -> Result<Vec<ThreadMessage>, BoxError> {
         Ok(Vec::new())
     }
 }

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use frogbot_channel::outbox::History;
 use frogbot_core::BoxError;
 use frogbot_core::agent::scripted::{ScriptEvent, ScriptedModel, call, reply};
 use frogbot_core::agent::{
@@ -15,6 +16,7 @@ use frogbot_core::agent::{
     ModelMessage, ModelRequest, OutboxDelivery, QUEUED_TEXT, ReplyStream, STOP_REFUSED_TEXT,
     STOPPED_TEXT, StopOutcome, channel_chat_id, failure_text, tool_fn,
 };
+use frogbot_core::model::MessageAt;
 use frogbot_core::model::{
     Ack, PlatformUser, PrefixedIdentity, Thread, ThreadMessage, ThreadMessageMetadata, TurnState,
     UiMessage,
@@ -117,12 +119,7 @@ impl ChannelOutbox for Streaming {
         DraftMessages::pieces(self, text)
     }
 
-    async fn edit_message(
-        &self,
-        _thread: &Thread,
-        message_id: &str,
-        text: &str,
-    ) -> Result<(), BoxError> {
+    async fn edit_message(&self, at: MessageAt<'_>, text: &str) -> Result<(), BoxError> {
         {
             let mut failing = self.0.failing_edits.lock().unwrap();
             if *failing > 0 {
@@ -130,15 +127,11 @@ impl ChannelOutbox for Streaming {
                 return Err(Box::new(frogbot_model::Transient::new("503 from the fake")));
             }
         }
-        self.edit(message_id, text, false).await
+        self.edit(at.id, text, false).await
     }
 
-    async fn thread_history(
-        &self,
-        _thread: &Thread,
-        before: &str,
-        limit: usize,
-    ) -> Result<Vec<ThreadMessage>, BoxError> {
+    async fn thread_history(&self, history: History<'_>) -> Result<Vec<ThreadMessage>, BoxError> {
+        let History { before, limit, .. } = history;
         *self.0.history_reads.lock().unwrap() += 1;
         let all = self.0.history.lock().unwrap().clone();
         let earlier: Vec<ThreadMessage> = all.into_iter().take_while(|m| m.id != before).collect();

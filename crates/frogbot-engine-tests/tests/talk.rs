@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use frogbot_channel::outbox::AskTo;
 use frogbot_core::BoxError;
 use frogbot_core::agent::message_tools::{EDIT_MESSAGE_TOOL, SEND_MESSAGE_TOOL, SET_STATUS_TOOL};
 use frogbot_core::agent::scripted::{ScriptedModel, call, reply};
@@ -17,6 +18,7 @@ use frogbot_core::agent::{
     ChannelTarget, Delivery, Engine, EngineConfig, EventOutcome, ManualClock, MessageEdit,
     ModelMessage, ModelRequest, OutboxDelivery, SendMessage, Sent,
 };
+use frogbot_core::model::MessageAt;
 use frogbot_core::model::{
     Ack, Block, ChatId, EventClick, MessagePart, PlatformUser, PrefixedIdentity, Thread,
     ThreadMessage, ThreadMessageMetadata, Transient, UiMessage, UserId, blocks_of,
@@ -86,21 +88,16 @@ impl OutboxDelivery for Outbox {}
 
 #[async_trait]
 impl ChannelOutbox for Outbox {
-    async fn ask_thread(
-        &self,
-        place: AskPlace<'_>,
-        text: &str,
-        key: &str,
-    ) -> Result<String, BoxError> {
+    async fn ask_thread(&self, ask: AskTo<'_>) -> Result<String, BoxError> {
         let p = &self.0;
-        let (AskPlace::Thread(t) | AskPlace::User(t)) = place;
+        let (AskPlace::Thread(t) | AskPlace::User(t)) = ask.place;
         let mut threads = p.threads.lock().unwrap();
-        if let Some((_, id)) = threads.iter().find(|(k, _)| k == key) {
+        if let Some((_, id)) = threads.iter().find(|(k, _)| k == ask.key) {
             return Ok(id.clone());
         }
         let id = format!("{t}/root-{}", threads.len() + 1);
-        threads.push((key.to_owned(), id.clone()));
-        p.calls.lock().unwrap().push(format!("root {text}"));
+        threads.push((ask.key.to_owned(), id.clone()));
+        p.calls.lock().unwrap().push(format!("root {}", ask.text));
         Ok(id)
     }
 
@@ -184,7 +181,8 @@ impl ChannelOutbox for Outbox {
         Ok(())
     }
 
-    async fn pin_posted(&self, _thread: &Thread, id: &str, pinned: bool) -> Result<(), BoxError> {
+    async fn pin_posted(&self, at: MessageAt<'_>, pinned: bool) -> Result<(), BoxError> {
+        let id = at.id;
         let p = &self.0;
         p.calls.lock().unwrap().push(format!("pin {id} {pinned}"));
         let mut pins = p.pins.lock().unwrap();

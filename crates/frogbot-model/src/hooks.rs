@@ -27,6 +27,21 @@ impl Thread {
             thread: self.id.clone(),
         }
     }
+
+    /// The platform message `id` in this thread.
+    pub fn message<'a>(&'a self, id: &'a str) -> MessageAt<'a> {
+        MessageAt { thread: self, id }
+    }
+}
+
+/// One platform message in its thread ([`Thread::message`]): what an outbox edits, pins or reads
+/// the history before.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MessageAt<'a> {
+    /// The thread the message is in.
+    pub thread: &'a Thread,
+    /// The platform's message id.
+    pub id: &'a str,
 }
 
 /// The request a hook runs for (`req` in the specification): who is acting, once known.

@@ -42,12 +42,13 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use frogbot_channel::delivery::{Draw, Edited, PieceAt, PostPieces, PostedMessages};
 use frogbot_channel::files::size_text;
+use frogbot_channel::outbox::{AskTo, History};
 use frogbot_channel::{
     AskPlace, ChannelOutbox, DraftMessages, EditStream, FileStream, OutFile, ReplyStream, ShownAcks,
 };
 
 use frogbot_model::{
-    Ack, BoxError, PlatformFile, Thread, ThreadMessage, ThreadMessageMetadata, UiMessage,
+    Ack, BoxError, MessageAt, PlatformFile, Thread, ThreadMessage, ThreadMessageMetadata, UiMessage,
 };
 use serenity::all::ButtonStyle;
 use serenity::builder::{CreateActionRow, CreateButton, CreateMessage, CreateThread, EditMessage};
@@ -318,19 +319,14 @@ impl<A: DiscordApi> ChannelOutbox for DiscordOutbox<A> {
     }
 
     /// An ask to a thread (types 10, 11, 12) or a DM channel (1) is asked there; to a text or
-    /// announcement channel (0, 5), `text` is posted there (idempotent on `key`: its nonce, with
+    /// announcement channel (0, 5), `ask.text` is posted there (idempotent on `ask.key`: its nonce, with
     /// `enforce_nonce`) and the ask goes to the public thread started on it (its id is the
     /// message's; a retry finds it: `160004`); to a person (a user id), in their DM channel with
     /// the bot, where nothing is posted first (the ask's own message opens it). Any other channel,
     /// an id that is no snowflake, a channel or user Discord does not know: an error, nothing
     /// posted.
-    async fn ask_thread(
-        &self,
-        place: AskPlace<'_>,
-        text: &str,
-        key: &str,
-    ) -> Result<String, BoxError> {
-        match place {
+    async fn ask_thread(&self, ask: AskTo<'_>) -> Result<String, BoxError> {
+        match ask.place {
             AskPlace::Thread(id) => {
                 let channel = channel_id(id).map_err(|_| {
                     format!("a Discord channel or thread id is a number (a snowflake), not {id:?}")
@@ -346,7 +342,7 @@ impl<A: DiscordApi> ChannelOutbox for DiscordOutbox<A> {
                     | ChannelType::NewsThread
                     | ChannelType::Private => Ok(id.to_owned()),
                     ChannelType::Text | ChannelType::News => {
-                        self.start_ask_thread(channel, text, key).await
+                        self.start_ask_thread(channel, ask.text, ask.key).await
                     }
                     other => Err(format!(
                         "the Discord channel {id} is a channel of type {} ({}): asks go to a text or \
@@ -366,11 +362,11 @@ impl<A: DiscordApi> ChannelOutbox for DiscordOutbox<A> {
                     .dm_channel(user)
                     .await
                     .map_err(|e| format!("no DM channel with the Discord user {u}: {e}"))?;
-                let root = format::messages(text, MESSAGE_LIMIT)
+                let root = format::messages(ask.text, MESSAGE_LIMIT)
                     .into_iter()
                     .next()
                     .ok_or("an ask to a Discord user needs a text for its first message")?;
-                let posted = self.post_ask_root(dm, root, key).await?;
+                let posted = self.post_ask_root(dm, root, ask.key).await?;
                 Ok(agent_thread_id(dm, posted.id))
             }
         }
@@ -393,15 +389,10 @@ impl<A: DiscordApi> ChannelOutbox for DiscordOutbox<A> {
 
     /// `PUT` / `DELETE /channels/{channel}/pins/{message}` (pinning twice is done; unpinning a
     /// message gone is done).
-    async fn pin_posted(
-        &self,
-        thread: &Thread,
-        message_id: &str,
-        pinned: bool,
-    ) -> Result<(), BoxError> {
-        let channel = channel_id(&thread.id)?;
+    async fn pin_posted(&self, at: MessageAt<'_>, pinned: bool) -> Result<(), BoxError> {
+        let channel = channel_id(&at.thread.id)?;
         self.api
-            .pin_message(channel, message_id_of(message_id)?, pinned)
+            .pin_message(channel, message_id_of(at.id)?, pinned)
             .await?;
         Ok(())
     }
@@ -457,14 +448,9 @@ impl<A: DiscordApi> ChannelOutbox for DiscordOutbox<A> {
     }
 
     /// `PATCH` of the message to `text` (a piece of [`ChannelOutbox::pieces`]), no components.
-    async fn edit_message(
-        &self,
-        thread: &Thread,
-        message_id: &str,
-        text: &str,
-    ) -> Result<(), BoxError> {
-        let channel = channel_id(&thread.id)?;
-        let message = message_id_of(message_id)?;
+    async fn edit_message(&self, at: MessageAt<'_>, text: &str) -> Result<(), BoxError> {
+        let channel = channel_id(&at.thread.id)?;
+        let message = message_id_of(at.id)?;
         self.api
             .edit_message(channel, message, &edit_to(text, false))
             .await?;
@@ -473,12 +459,12 @@ impl<A: DiscordApi> ChannelOutbox for DiscordOutbox<A> {
 
     /// The thread channel's messages before `before` (Discord's newest-first page, reversed),
     /// named by the author's global name, else username.
-    async fn thread_history(
-        &self,
-        thread: &Thread,
-        before: &str,
-        limit: usize,
-    ) -> Result<Vec<ThreadMessage>, BoxError> {
+    async fn thread_history(&self, history: History<'_>) -> Result<Vec<ThreadMessage>, BoxError> {
+        let History {
+            thread,
+            before,
+            limit,
+        } = history;
         let channel = channel_id(&thread.id)?;
         let before = message_id_of(before)?;
         let limit = u8::try_from(limit.clamp(1, 100)).unwrap_or(100);

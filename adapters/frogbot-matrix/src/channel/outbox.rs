@@ -53,12 +53,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 use frogbot_channel::OutFile;
 use frogbot_channel::delivery::{Draw, Edited, PieceAt, PostPieces, PostedMessages};
+use frogbot_channel::outbox::{AskTo, History};
 use frogbot_channel::{
     AskPlace, ChannelOutbox, DraftMessages, FileStream, FirstMessageHold, ReplyStream, ShownAcks,
 };
 use frogbot_model::{
-    Ack, BoxError, PlatformFile, PlatformUser, Thread, ThreadMessage, ThreadMessageMetadata,
-    UiMessage, millis_to_iso,
+    Ack, BoxError, MessageAt, PlatformFile, PlatformUser, Thread, ThreadMessage,
+    ThreadMessageMetadata, UiMessage, millis_to_iso,
 };
 use matrix_sdk::ruma::{EventId, OwnedEventId, OwnedRoomId, RoomAliasId, RoomId, UserId};
 use serde_json::{Value, json};
@@ -227,29 +228,24 @@ impl<A: MatrixApi + Clone + 'static> ChannelOutbox for MatrixOutbox<A> {
     /// A thread (`room|event`, the bot in the room) as it is. A room (`!room:server`, an alias
     /// `#room:server` resolved with `GET /directory/room/{alias}`; the bot joined) or a person
     /// (`@alice:server`: the bot's DM room with them, found in `m.direct` or made with
-    /// `create_dm`, which invites them) gets `text` (its first [`MESSAGE_CHARS`], Markdown
-    /// `body` and HTML) as a new root message, sent under [`ask_txn_id`]`(key)`: a retry of the
+    /// `create_dm`, which invites them) gets `ask.text` (its first [`MESSAGE_CHARS`], Markdown
+    /// `body` and HTML) as a new root message, sent under [`ask_txn_id`]`(ask.key)`: a retry of the
     /// same ask finds the same DM room and Synapse answers the repeated transaction with the first
     /// root. The thread is `room|root`.
-    async fn ask_thread(
-        &self,
-        place: AskPlace<'_>,
-        text: &str,
-        key: &str,
-    ) -> Result<String, BoxError> {
-        let root = format::messages(text, MESSAGE_CHARS).into_iter().next();
-        if root.is_none() && !matches!(place, AskPlace::Thread(t) if t.contains('|')) {
+    async fn ask_thread(&self, ask: AskTo<'_>) -> Result<String, BoxError> {
+        let root = format::messages(ask.text, MESSAGE_CHARS).into_iter().next();
+        if root.is_none() && !matches!(ask.place, AskPlace::Thread(t) if t.contains('|')) {
             return Err(
                 "an ask that starts a Matrix thread needs a text for its first message".into(),
             );
         }
-        let room = match self.ask_room(place).await? {
+        let room = match self.ask_room(ask.place).await? {
             AskRoom::Thread(thread) => return Ok(thread),
             AskRoom::New(room) => room,
         };
         let root = root.ok_or("an ask with no text")?;
         let event = ("m.room.message", text_content(&root));
-        self.post_once(&room, event, &ask_txn_id(key)).await
+        self.post_once(&room, event, &ask_txn_id(ask.key)).await
     }
 
     async fn post_reply(&self, thread: &Thread, reply: &UiMessage) -> Result<(), BoxError> {
@@ -316,13 +312,8 @@ impl<A: MatrixApi + Clone + 'static> ChannelOutbox for MatrixOutbox<A> {
 
     /// Read-modify-write of the room's `m.room.pinned_events`: the server's list now, with the
     /// event added (at the end) or taken out; nothing is written when it is so already.
-    async fn pin_posted(
-        &self,
-        _thread: &Thread,
-        message_id: &str,
-        pinned: bool,
-    ) -> Result<(), BoxError> {
-        let (room, event) = split_message_id(message_id)?;
+    async fn pin_posted(&self, at: MessageAt<'_>, pinned: bool) -> Result<(), BoxError> {
+        let (room, event) = split_message_id(at.id)?;
         let mut list = self.api.pinned_events(&room).await?;
         if list.contains(&event) == pinned {
             return Ok(());
@@ -347,24 +338,19 @@ impl<A: MatrixApi + Clone + 'static> ChannelOutbox for MatrixOutbox<A> {
     }
 
     /// An `m.replace` edit of the message.
-    async fn edit_message(
-        &self,
-        thread: &Thread,
-        message_id: &str,
-        text: &str,
-    ) -> Result<(), BoxError> {
-        self.drafts(thread)?.edit(message_id, text, false).await
+    async fn edit_message(&self, at: MessageAt<'_>, text: &str) -> Result<(), BoxError> {
+        self.drafts(at.thread)?.edit(at.id, text, false).await
     }
 
     /// The thread's root and thread events before `before` (matrix-sdk's relations API), oldest
     /// first, at most `limit`: their text (`body`, less a reply fallback; edits and other events
     /// left out) and the sender's display name in the room (their user id when they have none).
-    async fn thread_history(
-        &self,
-        thread: &Thread,
-        before: &str,
-        limit: usize,
-    ) -> Result<Vec<ThreadMessage>, BoxError> {
+    async fn thread_history(&self, history: History<'_>) -> Result<Vec<ThreadMessage>, BoxError> {
+        let History {
+            thread,
+            before,
+            limit,
+        } = history;
         let (room, root) = split_message_id(&thread.id)?;
         let before = split_message_id(before).ok().map(|(_, e)| e);
         // The newest events come first from the server: the one mentioning the bot and a few
@@ -1067,7 +1053,14 @@ mod tests {
     #[tokio::test]
     async fn asks_start_a_thread_in_a_room_an_alias_or_a_dm_and_bad_places_post_nothing() {
         let outbox = MatrixOutbox::new(std::sync::Arc::new(RecordingMatrix::new()));
-        let ask = |place| outbox.ask_thread(place, "**Deploy** where?", "k1");
+        let ask = |place| {
+            let text = "**Deploy** where?";
+            outbox.ask_thread(AskTo {
+                place,
+                text,
+                key: "k1",
+            })
+        };
         // A thread as it is, nothing posted.
         let thread = "!r:localhost|$root";
         assert_eq!(ask(AskPlace::Thread(thread)).await.unwrap(), thread);
@@ -1126,7 +1119,12 @@ mod tests {
             let e = ask(place).await.unwrap_err().to_string();
             assert!(e.contains(reason), "{place:?}: {e}");
         }
-        let blank = outbox.ask_thread(AskPlace::Thread("!r:localhost"), " ", "k2");
+        let place = AskPlace::Thread("!r:localhost");
+        let blank = outbox.ask_thread(AskTo {
+            place,
+            text: " ",
+            key: "k2",
+        });
         assert!(
             blank
                 .await

@@ -37,11 +37,14 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 use frogbot_channel::OutFile;
 use frogbot_channel::delivery::{Draw, Edited, Keys, PieceAt, PostPieces, PostedMessages};
+use frogbot_channel::outbox::{AskTo, History};
 use frogbot_channel::{
     AskPlace, ChannelOutbox, DraftMessages, EditStream, FileStream, FirstMessageHold, ReplyStream,
     ShownAcks,
 };
-use frogbot_model::{Ack, BoxError, PlatformFile, PlatformUser, Thread, ThreadMessage, UiMessage};
+use frogbot_model::{
+    Ack, BoxError, MessageAt, PlatformFile, PlatformUser, Thread, ThreadMessage, UiMessage,
+};
 use serde_json::json;
 use slack_morphism::prelude::SlackBlock;
 use tracing::{debug, info, warn};
@@ -467,11 +470,11 @@ impl ChannelOutbox for SlackAdapter {
     ///   (`conversations.open`, `users=U…`: Slack answers with the same `D…` every time, so a
     ///   retry is harmless) and the ask starts a thread there as in a channel (`D…:ts`).
     ///
-    /// The first post is idempotent on `key`: it carries the message metadata
+    /// The first post is idempotent on `ask.key`: it carries the message metadata
     /// `{"event_type": "frogbot_ask", "event_payload": {"key": key}}`, and before posting the
     /// channel's recent history is read (`conversations.history`, `include_all_metadata=true`,
     /// one page: the newest [`ASK_HISTORY_LIMIT`] top-level messages of the last
-    /// [`ASK_WINDOW_SECS`] seconds); a root carrying `key` there is the ask's thread, and nothing
+    /// [`ASK_WINDOW_SECS`] seconds); a root carrying `ask.key` there is the ask's thread, and nothing
     /// is posted. A retry after a lost response thus finds its thread within 24 hours, unless
     /// more than 100 messages came into the channel since. Cost: one extra `conversations.history`
     /// call per ask to a channel or user (Tier 3 for internal and Marketplace apps; Slack limits
@@ -484,14 +487,9 @@ impl ChannelOutbox for SlackAdapter {
     /// A target that is not a Slack id (a user id not `U…`/`W…`, a `#name` for a channel) is
     /// refused before any call; an unknown user or channel is refused by Slack
     /// (`user_not_found`, `channel_not_found`), nothing posted.
-    async fn ask_thread(
-        &self,
-        place: AskPlace<'_>,
-        text: &str,
-        key: &str,
-    ) -> Result<String, BoxError> {
+    async fn ask_thread(&self, ask: AskTo<'_>) -> Result<String, BoxError> {
         let api = self.inner.api();
-        let channel = match place {
+        let channel = match ask.place {
             AskPlace::Thread(thread) if thread.contains(':') => {
                 split_id(thread)?;
                 return Ok(thread.to_owned());
@@ -510,11 +508,17 @@ impl ChannelOutbox for SlackAdapter {
             (frogbot_model::now_millis() / 1000 - ASK_WINDOW_SECS).max(0)
         );
         match api
-            .find_keyed_root(&channel, ASK_EVENT_TYPE, key, &oldest, ASK_HISTORY_LIMIT)
+            .find_keyed_root(
+                &channel,
+                ASK_EVENT_TYPE,
+                ask.key,
+                &oldest,
+                ASK_HISTORY_LIMIT,
+            )
             .await
         {
             Ok(Some(ts)) => {
-                info!(%channel, %key, "Slack ask: its first message is there already");
+                info!(%channel, key = %ask.key, "Slack ask: its first message is there already");
                 return Ok(thread_id(&channel, &ts));
             }
             Ok(None) => {}
@@ -523,12 +527,12 @@ impl ChannelOutbox for SlackAdapter {
                 warn!(%channel, error = %e, "Slack ask: the channel's history could not be read; posting without checking for an earlier attempt")
             }
         }
-        let root = crate::format::messages(text, MAX_REPLY_CHARS)
+        let root = crate::format::messages(ask.text, MAX_REPLY_CHARS)
             .into_iter()
             .next()
             .unwrap_or_default();
         let ts = api
-            .post_root_keyed(&channel, &root, ASK_EVENT_TYPE, key)
+            .post_root_keyed(&channel, &root, ASK_EVENT_TYPE, ask.key)
             .await?;
         Ok(thread_id(&channel, &ts))
     }
@@ -548,13 +552,8 @@ impl ChannelOutbox for SlackAdapter {
     }
 
     /// `pins.add` / `pins.remove` (`already_pinned` / `no_pin` are done).
-    async fn pin_posted(
-        &self,
-        _thread: &Thread,
-        message_id: &str,
-        pinned: bool,
-    ) -> Result<(), BoxError> {
-        let (channel, ts) = split_id(message_id)?;
+    async fn pin_posted(&self, at: MessageAt<'_>, pinned: bool) -> Result<(), BoxError> {
+        let (channel, ts) = split_id(at.id)?;
         Ok(self.inner.api().pin_message(channel, ts, pinned).await?)
     }
 
@@ -604,19 +603,14 @@ impl ChannelOutbox for SlackAdapter {
     /// streaming message); a message that is not streaming answers that it is not, which counts
     /// as stopped. A stop failing for another reason worth retrying is returned (retry later);
     /// any other is logged and the update tried anyway.
-    async fn edit_message(
-        &self,
-        _thread: &Thread,
-        message_id: &str,
-        text: &str,
-    ) -> Result<(), BoxError> {
-        let (channel, ts) = split_id(message_id)?;
+    async fn edit_message(&self, at: MessageAt<'_>, text: &str) -> Result<(), BoxError> {
+        let (channel, ts) = split_id(at.id)?;
         let api = self.inner.api();
         match api.stop_stream(channel, ts).await {
             Ok(()) => {}
             Err(e) if e.transient().is_some() => return Err(e.into()),
             Err(e) => {
-                debug!(message = %message_id, error = %e, "stopping the stream before an edit failed")
+                debug!(message = %at.id, error = %e, "stopping the stream before an edit failed")
             }
         }
         api.update_message(
@@ -631,12 +625,12 @@ impl ChannelOutbox for SlackAdapter {
 
     /// `conversations.replies` of the thread before `before`; names from the messages'
     /// profiles (else the user id).
-    async fn thread_history(
-        &self,
-        thread: &Thread,
-        before: &str,
-        limit: usize,
-    ) -> Result<Vec<ThreadMessage>, BoxError> {
+    async fn thread_history(&self, history: History<'_>) -> Result<Vec<ThreadMessage>, BoxError> {
+        let History {
+            thread,
+            before,
+            limit,
+        } = history;
         let (channel, root) = split_id(&thread.id)?;
         let latest = split_id(before).map(|(_, ts)| ts).unwrap_or(before);
         if !ts_before(root, latest) {

@@ -60,12 +60,13 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use frogbot_channel::delivery::{Draw, Keys, PieceAt, PostPieces, PostedMessages};
+use frogbot_channel::outbox::AskTo;
 use frogbot_channel::{
     AskPlace, ChannelOutbox, DraftMessages, EditStream, FileStream, OutFile, ReplyStream,
 };
 use std::time::Duration;
 
-use frogbot_model::{Ack, BoxError, PlatformFile, Thread, UiMessage};
+use frogbot_model::{Ack, BoxError, MessageAt, PlatformFile, Thread, UiMessage};
 use teloxide::Bot;
 use teloxide::types::{ChatId, MessageId, ParseMode, ReplyMarkup, ThreadId};
 use tracing::warn;
@@ -325,20 +326,15 @@ impl ChannelOutbox for TelegramOutbox {
     /// An ask goes to a chat (`-100123`, `-100123:7` for a forum topic, `777~12` for an agent
     /// conversation) as it is. To a person, it starts a conversation of its own in their private
     /// chat with the bot (its id is the user's id; Telegram delivers only once they have started
-    /// the bot): the first piece of `text` is posted there as its root and the thread is
+    /// the bot): the first piece of `ask.text` is posted there as its root and the thread is
     /// `{chat}~{root}` — never the private chat's own thread `{chat}`, where the person talks
     /// with the model.
     ///
-    /// Idempotent on `key` within this process only (the Bot API has no idempotency key and no
+    /// Idempotent on `ask.key` within this process only (the Bot API has no idempotency key and no
     /// way to look for an earlier post): a retry here returns the conversation started before; a
     /// retry in another process, or after the answer of `sendMessage` was lost, starts another.
-    async fn ask_thread(
-        &self,
-        place: AskPlace<'_>,
-        text: &str,
-        key: &str,
-    ) -> Result<String, BoxError> {
-        match place {
+    async fn ask_thread(&self, ask: AskTo<'_>) -> Result<String, BoxError> {
+        match ask.place {
             AskPlace::Thread(t) => {
                 split_thread_id(t)?;
                 Ok(t.to_owned())
@@ -348,10 +344,10 @@ impl ChannelOutbox for TelegramOutbox {
                     u.parse().ok().filter(|id| *id > 0).ok_or_else(|| {
                         format!("a Telegram user id is a positive number, not {u:?}")
                     })?;
-                if let Some(thread) = self.asks.lock().expect("not poisoned").get(key) {
+                if let Some(thread) = self.asks.lock().expect("not poisoned").get(ask.key) {
                     return Ok(thread);
                 }
-                let root = format::messages(text, MAX_TEXT)
+                let root = format::messages(ask.text, MAX_TEXT)
                     .into_iter()
                     .next()
                     .ok_or("an ask to a Telegram user needs a text for its first message")?;
@@ -362,7 +358,7 @@ impl ChannelOutbox for TelegramOutbox {
                 self.asks
                     .lock()
                     .expect("not poisoned")
-                    .insert(key.to_owned(), thread.clone());
+                    .insert(ask.key.to_owned(), thread.clone());
                 Ok(thread)
             }
         }
@@ -444,25 +440,15 @@ impl ChannelOutbox for TelegramOutbox {
     }
 
     /// `pinChatMessage` (with `disable_notification`) or `unpinChatMessage`.
-    async fn pin_posted(
-        &self,
-        _thread: &Thread,
-        message_id: &str,
-        pinned: bool,
-    ) -> Result<(), BoxError> {
-        let (chat, id) = split_message_id(message_id)?;
+    async fn pin_posted(&self, at: MessageAt<'_>, pinned: bool) -> Result<(), BoxError> {
+        let (chat, id) = split_message_id(at.id)?;
         pin_message(&self.api, chat, id, pinned).await?;
         Ok(())
     }
 
     /// `editMessageText` (HTML, no keyboard) of message `chat:id`.
-    async fn edit_message(
-        &self,
-        thread: &Thread,
-        message_id: &str,
-        text: &str,
-    ) -> Result<(), BoxError> {
-        self.drafts(thread)?.edit(message_id, text, false).await
+    async fn edit_message(&self, at: MessageAt<'_>, text: &str) -> Result<(), BoxError> {
+        self.drafts(at.thread)?.edit(at.id, text, false).await
     }
 }
 

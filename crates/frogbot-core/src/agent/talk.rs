@@ -273,52 +273,50 @@ impl Channels {
         text: &str,
         key: &str,
     ) -> Result<ChatRow> {
-        let new =
-            match place {
-                AgentPlace::Web { chat: id, owner } => {
-                    if id.as_str().starts_with(crate::model::CHANNEL_CHAT_PREFIX) {
-                        return Err(Error::invalid(format!(
-                            "chat ids starting with {:?} belong to channel threads",
-                            crate::model::CHANNEL_CHAT_PREFIX
-                        )));
-                    }
-                    // Owned by the person it is for (who talks in it), else by the agent: never
-                    // ownerless, so nobody else lists, reads or writes it. Only the agent posts,
-                    // edits and reads the inbox.
-                    NewChat {
-                        chat_id: id,
-                        owner: owner.or_else(|| agent.cloned()),
-                        channel: None,
-                    }
+        let new = match place {
+            AgentPlace::Web { chat: id, owner } => {
+                if id.as_str().starts_with(crate::model::CHANNEL_CHAT_PREFIX) {
+                    return Err(Error::invalid(format!(
+                        "chat ids starting with {:?} belong to channel threads",
+                        crate::model::CHANNEL_CHAT_PREFIX
+                    )));
                 }
-                AgentPlace::Channel { platform, place } => {
-                    let outbox = self.outbox(&platform).ok_or_else(|| {
-                        Error::invalid(format!("no channel {platform:?} is configured"))
-                    })?;
-                    let ask_place = match &place {
-                        ChannelTarget::Thread(t) => AskPlace::Thread(t),
-                        ChannelTarget::User(u) => AskPlace::User(u),
-                    };
-                    let thread = outbox.ask_thread(ask_place, text, key).await.map_err(|e| {
-                        Error::Channel {
-                            platform: platform.clone(),
-                            reason: e.to_string(),
-                        }
-                    })?;
-                    let existing = self
-                        .turns
-                        .store
-                        .get_channel_chat(&platform, &thread)
-                        .await?;
-                    NewChat {
-                        chat_id: existing
-                            .map(|c| c.chat_id)
-                            .unwrap_or_else(|| super::channel::channel_chat_id(&platform, &thread)),
-                        owner: None,
-                        channel: Some(ChannelRef { platform, thread }),
-                    }
+                // Owned by the person it is for (who talks in it), else by the agent: never
+                // ownerless, so nobody else lists, reads or writes it. Only the agent posts,
+                // edits and reads the inbox.
+                NewChat {
+                    chat_id: id,
+                    owner: owner.or_else(|| agent.cloned()),
+                    channel: None,
                 }
-            };
+            }
+            AgentPlace::Channel { platform, place } => {
+                let outbox = self.outbox(&platform).ok_or_else(|| {
+                    Error::invalid(format!("no channel {platform:?} is configured"))
+                })?;
+                let ask_place = match &place {
+                    ChannelTarget::Thread(t) => AskPlace::Thread(t),
+                    ChannelTarget::User(u) => AskPlace::User(u),
+                };
+                let ask = frogbot_channel::outbox::AskTo::new(ask_place, text, key);
+                let thread = outbox.ask_thread(ask).await.map_err(|e| Error::Channel {
+                    platform: platform.clone(),
+                    reason: e.to_string(),
+                })?;
+                let existing = self
+                    .turns
+                    .store
+                    .get_channel_chat(&platform, &thread)
+                    .await?;
+                NewChat {
+                    chat_id: existing
+                        .map(|c| c.chat_id)
+                        .unwrap_or_else(|| super::channel::channel_chat_id(&platform, &thread)),
+                    owner: None,
+                    channel: Some(ChannelRef { platform, thread }),
+                }
+            }
+        };
         let agent_id = agent_key(agent);
         match self
             .turns
@@ -1082,7 +1080,7 @@ impl Channels {
                     if sync.pinned
                         && let Some(first) = m.metadata.posted.first()
                     {
-                        outbox.pin_posted(&thread, first, false).await?;
+                        outbox.pin_posted(thread.message(first), false).await?;
                     }
                     outbox.delete_posted(&thread, &m.metadata.posted).await?;
                     m.metadata.posted.clear();
@@ -1137,7 +1135,7 @@ impl Channels {
                 if sync.pinned != want_pin
                     && let Some(first) = m.metadata.posted.first()
                 {
-                    outbox.pin_posted(&thread, first, want_pin).await?;
+                    outbox.pin_posted(thread.message(first), want_pin).await?;
                     sync.pinned = want_pin;
                 }
                 Ok(())

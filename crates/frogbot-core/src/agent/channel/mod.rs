@@ -559,7 +559,7 @@ impl Channels {
             // (an edit to the same text is harmless when it is retried).
             let mut kept = 0;
             for (id, piece) in reply.metadata.drafts.iter().zip(&pieces) {
-                match outbox.edit_message(thread, id, piece).await {
+                match outbox.edit_message(thread.message(id), piece).await {
                     Ok(()) => kept += 1,
                     Err(e) if frogbot_model::Transient::is_transient(e.as_ref()) => {
                         return Err(e);
@@ -907,10 +907,13 @@ impl Channels {
         if settings.context_messages == 0 || before.is_empty() || before == thread.id {
             return None;
         }
-        let earlier = match outbox
-            .thread_history(thread, before, settings.context_messages)
-            .await
-        {
+        let limit = settings.context_messages;
+        let history = frogbot_channel::outbox::History {
+            thread,
+            before,
+            limit,
+        };
+        let earlier = match outbox.thread_history(history).await {
             Ok(m) => m,
             Err(e) => {
                 warn!(thread = %thread.id, error = %e, "reading the thread's earlier messages failed");

@@ -134,7 +134,7 @@ impl<'a> Channels<'a> {
                 reason: format!("no {platform} channel is configured"),
             })?;
         let thread = outbox
-            .ask_thread(place, text, key)
+            .ask_thread(frogbot_channel::outbox::AskTo { place, text, key })
             .await
             .map_err(|e| Error::Channel {
                 platform: platform.to_owned(),
