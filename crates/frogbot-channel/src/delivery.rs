@@ -25,7 +25,7 @@
 use std::collections::HashMap;
 
 use async_trait::async_trait;
-use frogbot_model::{BoxError, Thread, UiMessage};
+use frogbot_model::{BoxError, MessageAt, Thread, UiMessage};
 
 use crate::files::OutFile;
 
@@ -85,9 +85,11 @@ pub enum Keys {
     Edit,
 }
 
-/// Where a piece goes in its message.
+/// Where a piece goes: its thread, and its place in its message.
 #[derive(Debug, Clone, Copy)]
 pub struct PieceAt<'a> {
+    /// The thread the piece is posted in.
+    pub thread: &'a Thread,
     /// The piece's stable key: the same on every attempt, in every process.
     pub key: &'a str,
     /// 0-based position of the piece in its message.
@@ -117,22 +119,28 @@ pub enum Edited {
     Replaced,
 }
 
+/// The pieces [`PostedMessages::already_posted`] looks for.
+#[derive(Debug, Clone, Copy)]
+pub struct Lookup<'a> {
+    /// The thread they would be in.
+    pub thread: &'a Thread,
+    /// The loop that posts them (its key space).
+    pub keys: Keys,
+    /// Their keys.
+    pub wanted: &'a [String],
+    /// Whether an earlier attempt may have posted some (a first delivery attempt has not).
+    pub retry: bool,
+}
+
 /// A platform's messages as the delivery loops see them, whatever their pieces are.
 #[async_trait]
 pub trait PostedMessages: Send + Sync {
-    /// The pieces of `thread` among `keys` that are posted already, with their platform ids:
-    /// looked up before posting, so that a piece an earlier attempt posted (its response lost)
-    /// is not posted twice. `retry`: an earlier attempt may have posted some (a first delivery
-    /// attempt has not). None by default: the platform makes the post itself idempotent, or
-    /// cannot.
-    async fn already_posted(
-        &self,
-        thread: &Thread,
-        keys: Keys,
-        wanted: &[String],
-        retry: bool,
-    ) -> Result<HashMap<String, String>, BoxError> {
-        let _ = (thread, keys, wanted, retry);
+    /// The pieces of `look.thread` among `look.wanted` that are posted already, by key, with
+    /// their platform ids: looked up before posting, so that a piece an earlier attempt posted
+    /// (its response lost) is not posted twice. None by default: the platform makes the post
+    /// itself idempotent, or cannot.
+    async fn already_posted(&self, look: Lookup<'_>) -> Result<HashMap<String, String>, BoxError> {
+        let _ = look;
         Ok(HashMap::new())
     }
 
@@ -143,18 +151,13 @@ pub trait PostedMessages: Send + Sync {
 /// How a platform posts and edits one piece of kind `P` (a text piece, a drawn agent message).
 #[async_trait]
 pub trait PostPieces<P: Sync>: PostedMessages {
-    /// Posts `piece` in `thread` under `at.key` (idempotent on it where the platform allows) and
-    /// returns its platform id.
-    async fn post_piece(
-        &self,
-        thread: &Thread,
-        piece: &P,
-        at: PieceAt<'_>,
-    ) -> Result<String, BoxError>;
+    /// Posts `piece` in `at.thread` under `at.key` (idempotent on it where the platform allows)
+    /// and returns its platform id.
+    async fn post_piece(&self, piece: &P, at: PieceAt<'_>) -> Result<String, BoxError>;
 
-    /// Redraws the posted message `id` as `piece`, without a new notification.
-    async fn edit_piece(&self, thread: &Thread, id: &str, piece: &P) -> Result<Edited, BoxError> {
-        let _ = (thread, id, piece);
+    /// Redraws the posted message `at` as `piece`, without a new notification.
+    async fn edit_piece(&self, at: MessageAt<'_>, piece: &P) -> Result<Edited, BoxError> {
+        let _ = (at, piece);
         Err("this channel does not edit messages".into())
     }
 }
@@ -313,9 +316,13 @@ async fn post_keyed<P: Sync, O: PostPieces<P> + ?Sized>(
     if pieces.is_empty() {
         return Ok(Vec::new());
     }
-    let present = outbox
-        .already_posted(thread, Keys::Delivery, keys, delivery.is_retry())
-        .await?;
+    let look = Lookup {
+        thread,
+        keys: Keys::Delivery,
+        wanted: keys,
+        retry: delivery.is_retry(),
+    };
+    let present = outbox.already_posted(look).await?;
     let mut ids = Vec::with_capacity(pieces.len());
     for (i, (piece, key)) in pieces.iter().zip(keys).enumerate() {
         let id = match present.get(key) {
@@ -325,12 +332,13 @@ async fn post_keyed<P: Sync, O: PostPieces<P> + ?Sized>(
             }
             None => {
                 let at = PieceAt {
+                    thread,
                     key,
                     index: after + i,
                     keys: Keys::Delivery,
                     quiet: delivery.quiet,
                 };
-                outbox.post_piece(thread, piece, at).await?
+                outbox.post_piece(piece, at).await?
             }
         };
         ids.push(id);
@@ -353,15 +361,19 @@ pub async fn edit_pieces<P: Sync, O: PostPieces<P> + ?Sized>(
     let present = if extra.is_empty() {
         HashMap::new()
     } else {
-        outbox
-            .already_posted(thread, Keys::Edit, &extra, true)
-            .await?
+        let look = Lookup {
+            thread,
+            keys: Keys::Edit,
+            wanted: &extra,
+            retry: true,
+        };
+        outbox.already_posted(look).await?
     };
     let mut ids = Vec::with_capacity(pieces.len());
     for (index, piece) in pieces.iter().enumerate() {
         let key = key(index);
         if let Some(id) = posted.get(index).or_else(|| present.get(&key)) {
-            match outbox.edit_piece(thread, id, piece).await? {
+            match outbox.edit_piece(thread.message(id), piece).await? {
                 Edited::Done => {
                     ids.push(id.clone());
                     continue;
@@ -370,12 +382,13 @@ pub async fn edit_pieces<P: Sync, O: PostPieces<P> + ?Sized>(
             }
         }
         let at = PieceAt {
+            thread,
             key: &key,
             index,
             keys: Keys::Edit,
             quiet: false,
         };
-        ids.push(outbox.post_piece(thread, piece, at).await?);
+        ids.push(outbox.post_piece(piece, at).await?);
     }
     delete_pieces(outbox, thread, posted.get(ids.len()..).unwrap_or_default()).await?;
     Ok(ids)
@@ -412,18 +425,15 @@ mod tests {
     impl PostedMessages for Board {
         async fn already_posted(
             &self,
-            _thread: &Thread,
-            _keys: Keys,
-            wanted: &[String],
-            retry: bool,
+            look: Lookup<'_>,
         ) -> Result<HashMap<String, String>, BoxError> {
-            if !retry {
+            if !look.retry {
                 return Ok(HashMap::new());
             }
             let messages = self.messages.lock().unwrap();
             Ok(messages
                 .iter()
-                .filter(|(_, k, _)| wanted.contains(k))
+                .filter(|(_, k, _)| look.wanted.contains(k))
                 .map(|(id, k, _)| (k.clone(), id.clone()))
                 .collect())
         }
@@ -436,12 +446,7 @@ mod tests {
 
     #[async_trait]
     impl PostPieces<String> for Board {
-        async fn post_piece(
-            &self,
-            _thread: &Thread,
-            piece: &String,
-            at: PieceAt<'_>,
-        ) -> Result<String, BoxError> {
+        async fn post_piece(&self, piece: &String, at: PieceAt<'_>) -> Result<String, BoxError> {
             let mut messages = self.messages.lock().unwrap();
             let n = self
                 .next_id
@@ -455,14 +460,9 @@ mod tests {
             Ok(id)
         }
 
-        async fn edit_piece(
-            &self,
-            _thread: &Thread,
-            id: &str,
-            piece: &String,
-        ) -> Result<Edited, BoxError> {
+        async fn edit_piece(&self, at: MessageAt<'_>, piece: &String) -> Result<Edited, BoxError> {
             let mut messages = self.messages.lock().unwrap();
-            match messages.iter_mut().find(|(i, _, _)| i == id) {
+            match messages.iter_mut().find(|(i, _, _)| i == at.id) {
                 Some(m) => {
                     m.2 = piece.clone();
                     Ok(Edited::Done)
@@ -474,14 +474,9 @@ mod tests {
 
     #[async_trait]
     impl PostPieces<OutFile> for Board {
-        async fn post_piece(
-            &self,
-            thread: &Thread,
-            piece: &OutFile,
-            at: PieceAt<'_>,
-        ) -> Result<String, BoxError> {
+        async fn post_piece(&self, piece: &OutFile, at: PieceAt<'_>) -> Result<String, BoxError> {
             let text = format!("[{}, later: {}]", piece.filename, at.later());
-            PostPieces::<String>::post_piece(self, thread, &text, at).await
+            PostPieces::<String>::post_piece(self, &text, at).await
         }
     }
 

@@ -192,10 +192,7 @@ pub trait ChannelOutbox: OutboxDelivery + Send + Sync {
     /// [`ReplyStream::show`] at most once per [`ChannelSettings::stream_interval`] and
     /// [`ReplyStream::finish`] once. Most outboxes return an [`EditStream`] over their
     /// [`DraftMessages`]; Slack its native stream.
-    async fn start_stream(
-        &self,
-        _thread: &Thread,
-    ) -> Result<Option<Box<dyn ReplyStream>>, BoxError> {
+    async fn start_stream(&self, _thread: &Thread) -> Result<Option<BoxedReplyStream>, BoxError> {
         Ok(None)
     }
 
@@ -354,6 +351,9 @@ impl<K: std::hash::Hash + Eq, V> ShownAcks<K, V> {
             .is_empty()
     }
 }
+
+/// A [`ReplyStream`] boxed, as [`ChannelOutbox::start_stream`] returns it.
+pub type BoxedReplyStream = Box<dyn ReplyStream>;
 
 /// A reply shown while the model writes it.
 #[async_trait]

@@ -42,9 +42,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use frogbot_channel::delivery::{Draw, Edited, PieceAt, PostPieces, PostedMessages};
 use frogbot_channel::files::size_text;
-use frogbot_channel::outbox::{AskTo, History};
+use frogbot_channel::outbox::{AskTo, BoxedReplyStream, History};
 use frogbot_channel::{
-    AskPlace, ChannelOutbox, DraftMessages, EditStream, FileStream, OutFile, ReplyStream, ShownAcks,
+    AskPlace, ChannelOutbox, DraftMessages, EditStream, FileStream, OutFile, ShownAcks,
 };
 
 use frogbot_model::{
@@ -427,10 +427,7 @@ impl<A: DiscordApi> ChannelOutbox for DiscordOutbox<A> {
         std::time::Duration::from_secs(8)
     }
 
-    async fn start_stream(
-        &self,
-        thread: &Thread,
-    ) -> Result<Option<Box<dyn ReplyStream>>, BoxError> {
+    async fn start_stream(&self, thread: &Thread) -> Result<Option<BoxedReplyStream>, BoxError> {
         let drafts = DiscordDrafts {
             api: self.api.clone(),
             channel: channel_id(&thread.id)?,
@@ -460,14 +457,9 @@ impl<A: DiscordApi> ChannelOutbox for DiscordOutbox<A> {
     /// The thread channel's messages before `before` (Discord's newest-first page, reversed),
     /// named by the author's global name, else username.
     async fn thread_history(&self, history: History<'_>) -> Result<Vec<ThreadMessage>, BoxError> {
-        let History {
-            thread,
-            before,
-            limit,
-        } = history;
-        let channel = channel_id(&thread.id)?;
-        let before = message_id_of(before)?;
-        let limit = u8::try_from(limit.clamp(1, 100)).unwrap_or(100);
+        let channel = channel_id(&history.thread.id)?;
+        let before = message_id_of(history.before)?;
+        let limit = u8::try_from(history.limit.clamp(1, 100)).unwrap_or(100);
         let mut page = self.api.messages_before(channel, before, limit).await?;
         page.sort_by_key(|m| m.id);
         Ok(page
@@ -528,14 +520,13 @@ impl<A: DiscordApi> PostedMessages for DiscordOutbox<A> {
 /// notification).
 #[async_trait]
 impl<A: DiscordApi> PostPieces<String> for DiscordOutbox<A> {
-    async fn post_piece(
-        &self,
-        thread: &Thread,
-        piece: &String,
-        at: PieceAt<'_>,
-    ) -> Result<String, BoxError> {
-        let channel = channel_id(&thread.id)?;
-        let create = in_thread(format::reply_message(piece.as_str()), channel, &thread.id);
+    async fn post_piece(&self, piece: &String, at: PieceAt<'_>) -> Result<String, BoxError> {
+        let channel = channel_id(&at.thread.id)?;
+        let create = in_thread(
+            format::reply_message(piece.as_str()),
+            channel,
+            &at.thread.id,
+        );
         let create = keyed(silent_after_first(create, at.later()), at);
         Ok(self
             .api
@@ -550,14 +541,9 @@ impl<A: DiscordApi> PostPieces<String> for DiscordOutbox<A> {
 /// (and every piece of a quiet delivery, such as a question's blocks) are posted silently.
 #[async_trait]
 impl<A: DiscordApi> PostPieces<AgentPiece> for DiscordOutbox<A> {
-    async fn post_piece(
-        &self,
-        thread: &Thread,
-        piece: &AgentPiece,
-        at: PieceAt<'_>,
-    ) -> Result<String, BoxError> {
-        let channel = channel_id(&thread.id)?;
-        let create = in_thread(piece.create(), channel, &thread.id);
+    async fn post_piece(&self, piece: &AgentPiece, at: PieceAt<'_>) -> Result<String, BoxError> {
+        let channel = channel_id(&at.thread.id)?;
+        let create = in_thread(piece.create(), channel, &at.thread.id);
         let create = keyed(silent_after_first(create, at.later()), at);
         Ok(self
             .api
@@ -567,15 +553,10 @@ impl<A: DiscordApi> PostPieces<AgentPiece> for DiscordOutbox<A> {
             .to_string())
     }
 
-    async fn edit_piece(
-        &self,
-        thread: &Thread,
-        id: &str,
-        piece: &AgentPiece,
-    ) -> Result<Edited, BoxError> {
-        let channel = channel_id(&thread.id)?;
+    async fn edit_piece(&self, at: MessageAt<'_>, piece: &AgentPiece) -> Result<Edited, BoxError> {
+        let channel = channel_id(&at.thread.id)?;
         self.api
-            .edit_message(channel, message_id_of(id)?, &piece.edit())
+            .edit_message(channel, message_id_of(at.id)?, &piece.edit())
             .await?;
         Ok(Edited::Done)
     }
@@ -587,23 +568,18 @@ impl<A: DiscordApi> PostPieces<AgentPiece> for DiscordOutbox<A> {
 /// message's (deleting it deletes the file).
 #[async_trait]
 impl<A: DiscordApi> PostPieces<OutFile> for DiscordOutbox<A> {
-    async fn post_piece(
-        &self,
-        thread: &Thread,
-        file: &OutFile,
-        at: PieceAt<'_>,
-    ) -> Result<String, BoxError> {
-        let channel = channel_id(&thread.id)?;
+    async fn post_piece(&self, file: &OutFile, at: PieceAt<'_>) -> Result<String, BoxError> {
+        let channel = channel_id(&at.thread.id)?;
         if file.size > self.max_upload {
             let why = format!(
                 "larger than Discord's {} limit for bots",
                 size_text(self.max_upload)
             );
-            return self.post_refused(thread, file, &why, at).await;
+            return self.post_refused(file, &why, at).await;
         }
         let create = CreateMessage::new().allowed_mentions(format::no_mentions());
         let create = keyed(
-            silent_after_first(in_thread(create, channel, &thread.id), at.later()),
+            silent_after_first(in_thread(create, channel, &at.thread.id), at.later()),
             at,
         );
         match self
@@ -616,10 +592,10 @@ impl<A: DiscordApi> PostPieces<OutFile> for DiscordOutbox<A> {
                 if e.discord_code() == Some(crate::client::ENTITY_TOO_LARGE)
                     || e.http_status() == Some(413) =>
             {
-                tracing::info!(thread = %thread.id, file = %file.id, size = file.size, error = %e,
+                tracing::info!(thread = %at.thread.id, file = %file.id, size = file.size, error = %e,
                     "discord: the upload was refused as too large; naming the file instead");
                 let why = "larger than this Discord server's upload limit for bots";
-                self.post_refused(thread, file, why, at).await
+                self.post_refused(file, why, at).await
             }
             Err(e) => Err(e.into()),
         }
@@ -631,15 +607,14 @@ impl<A: DiscordApi> DiscordOutbox<A> {
     /// key.
     async fn post_refused(
         &self,
-        thread: &Thread,
         file: &OutFile,
         why: &str,
         at: PieceAt<'_>,
     ) -> Result<String, BoxError> {
-        let channel = channel_id(&thread.id)?;
+        let channel = channel_id(&at.thread.id)?;
         let text = format::reply_message(file.refused_text(why));
         let create = keyed(
-            silent_after_first(in_thread(text, channel, &thread.id), at.later()),
+            silent_after_first(in_thread(text, channel, &at.thread.id), at.later()),
             at,
         );
         Ok(self

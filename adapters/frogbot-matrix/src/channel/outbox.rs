@@ -53,7 +53,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use frogbot_channel::OutFile;
 use frogbot_channel::delivery::{Draw, Edited, PieceAt, PostPieces, PostedMessages};
-use frogbot_channel::outbox::{AskTo, History};
+use frogbot_channel::outbox::{AskTo, BoxedReplyStream, History};
 use frogbot_channel::{
     AskPlace, ChannelOutbox, DraftMessages, FileStream, FirstMessageHold, ReplyStream, ShownAcks,
 };
@@ -289,10 +289,7 @@ impl<A: MatrixApi + Clone + 'static> ChannelOutbox for MatrixOutbox<A> {
 
     /// Post + `m.replace` edits ([`MatrixStream`]: messages frozen at a clean cut before their
     /// edits could outgrow the event limit, the first posted once it reads as a start).
-    async fn start_stream(
-        &self,
-        thread: &Thread,
-    ) -> Result<Option<Box<dyn ReplyStream>>, BoxError> {
+    async fn start_stream(&self, thread: &Thread) -> Result<Option<BoxedReplyStream>, BoxError> {
         Ok(Some(Box::new(MatrixStream::new(self.drafts(thread)?))))
     }
 
@@ -346,13 +343,9 @@ impl<A: MatrixApi + Clone + 'static> ChannelOutbox for MatrixOutbox<A> {
     /// first, at most `limit`: their text (`body`, less a reply fallback; edits and other events
     /// left out) and the sender's display name in the room (their user id when they have none).
     async fn thread_history(&self, history: History<'_>) -> Result<Vec<ThreadMessage>, BoxError> {
-        let History {
-            thread,
-            before,
-            limit,
-        } = history;
-        let (room, root) = split_message_id(&thread.id)?;
-        let before = split_message_id(before).ok().map(|(_, e)| e);
+        let (room, root) = split_message_id(&history.thread.id)?;
+        let before = split_message_id(history.before).ok().map(|(_, e)| e);
+        let limit = history.limit;
         // The newest events come first from the server: the one mentioning the bot and a few
         // after it may be among them.
         let events = self.api.thread_events(&room, &root, limit + 10).await?;
@@ -405,13 +398,8 @@ impl<A: MatrixApi> PostedMessages for MatrixOutbox<A> {
 /// of its key.
 #[async_trait]
 impl<A: MatrixApi> PostPieces<Formatted> for MatrixOutbox<A> {
-    async fn post_piece(
-        &self,
-        thread: &Thread,
-        piece: &Formatted,
-        at: PieceAt<'_>,
-    ) -> Result<String, BoxError> {
-        let (room, root) = split_message_id(&thread.id)?;
+    async fn post_piece(&self, piece: &Formatted, at: PieceAt<'_>) -> Result<String, BoxError> {
+        let (room, root) = split_message_id(&at.thread.id)?;
         let event = text_in_thread(piece, &root)?;
         self.post_once(&room, event, &txn_id(at.key)).await
     }
@@ -423,13 +411,8 @@ impl<A: MatrixApi> PostPieces<Formatted> for MatrixOutbox<A> {
 impl<A: MatrixApi> PostPieces<DrawnPiece> for MatrixOutbox<A> {
     /// The piece under the transaction id of its key, then each reaction under a transaction id
     /// of its own (`{key}:r{k}`): a retry gets the same events back.
-    async fn post_piece(
-        &self,
-        thread: &Thread,
-        drawn: &DrawnPiece,
-        at: PieceAt<'_>,
-    ) -> Result<String, BoxError> {
-        let (room, root) = split_message_id(&thread.id)?;
+    async fn post_piece(&self, drawn: &DrawnPiece, at: PieceAt<'_>) -> Result<String, BoxError> {
+        let (room, root) = split_message_id(&at.thread.id)?;
         let mut content = self.piece_content(&root, &drawn.piece).await?;
         // A quiet delivery (a question's blocks: the question drawn next is what notifies) is
         // an `m.notice`, which the default push rules (`.m.rule.suppress_notices`) keep silent.
@@ -449,14 +432,9 @@ impl<A: MatrixApi> PostPieces<DrawnPiece> for MatrixOutbox<A> {
     }
 
     /// An `m.replace` of the event, and its reactions brought to the new keys.
-    async fn edit_piece(
-        &self,
-        thread: &Thread,
-        id: &str,
-        drawn: &DrawnPiece,
-    ) -> Result<Edited, BoxError> {
-        let (_, root) = split_message_id(&thread.id)?;
-        let (room, event) = split_message_id(id)?;
+    async fn edit_piece(&self, at: MessageAt<'_>, drawn: &DrawnPiece) -> Result<Edited, BoxError> {
+        let (_, root) = split_message_id(&at.thread.id)?;
+        let (room, event) = split_message_id(at.id)?;
         let new = self.piece_content(&root, &drawn.piece).await?;
         let content = replacement_of(event.as_str(), new);
         self.api.send(&room, "m.room.message", content).await?;
@@ -472,13 +450,8 @@ impl<A: MatrixApi> PostPieces<DrawnPiece> for MatrixOutbox<A> {
 /// the homeserver refuses as too large is a text naming it.
 #[async_trait]
 impl<A: MatrixApi> PostPieces<OutFile> for MatrixOutbox<A> {
-    async fn post_piece(
-        &self,
-        thread: &Thread,
-        file: &OutFile,
-        at: PieceAt<'_>,
-    ) -> Result<String, BoxError> {
-        let (room, root) = split_message_id(&thread.id)?;
+    async fn post_piece(&self, file: &OutFile, at: PieceAt<'_>) -> Result<String, BoxError> {
+        let (room, root) = split_message_id(&at.thread.id)?;
         let (event_type, mut content) = thread_message(&file.filename, &root)?;
         match self.api.upload_file(&room, file, &self.media).await {
             Ok(Value::Object(source)) => {

@@ -36,8 +36,8 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 use frogbot_channel::OutFile;
-use frogbot_channel::delivery::{Draw, Edited, Keys, PieceAt, PostPieces, PostedMessages};
-use frogbot_channel::outbox::{AskTo, History};
+use frogbot_channel::delivery::{Draw, Edited, Keys, Lookup, PieceAt, PostPieces, PostedMessages};
+use frogbot_channel::outbox::{AskTo, BoxedReplyStream, History};
 use frogbot_channel::{
     AskPlace, ChannelOutbox, DraftMessages, EditStream, FileStream, FirstMessageHold, ReplyStream,
     ShownAcks,
@@ -578,10 +578,7 @@ impl ChannelOutbox for SlackAdapter {
         Ok(api.set_status(channel, thread_ts, THINKING_STATUS).await?)
     }
 
-    async fn start_stream(
-        &self,
-        thread: &Thread,
-    ) -> Result<Option<Box<dyn ReplyStream>>, BoxError> {
+    async fn start_stream(&self, thread: &Thread) -> Result<Option<BoxedReplyStream>, BoxError> {
         let (channel, thread_ts) = split_id(&thread.id)?;
         Ok(Some(Box::new(SlackStream {
             slack: self.clone(),
@@ -626,13 +623,10 @@ impl ChannelOutbox for SlackAdapter {
     /// `conversations.replies` of the thread before `before`; names from the messages'
     /// profiles (else the user id).
     async fn thread_history(&self, history: History<'_>) -> Result<Vec<ThreadMessage>, BoxError> {
-        let History {
-            thread,
-            before,
-            limit,
-        } = history;
-        let (channel, root) = split_id(&thread.id)?;
-        let latest = split_id(before).map(|(_, ts)| ts).unwrap_or(before);
+        let (channel, root) = split_id(&history.thread.id)?;
+        let latest = split_id(history.before)
+            .map(|(_, ts)| ts)
+            .unwrap_or(history.before);
         if !ts_before(root, latest) {
             // The message starts the thread: nothing came before it.
             return Ok(Vec::new());
@@ -644,8 +638,8 @@ impl ChannelOutbox for SlackAdapter {
             .await?;
         // Slack pages from the oldest; `latest` is exclusive, but a parent may come regardless.
         messages.retain(|m| ts_before(&m.ts, latest));
-        let skip = messages.len().saturating_sub(limit);
-        debug!(thread = %thread.id, read = messages.len(), "Slack thread history read");
+        let skip = messages.len().saturating_sub(history.limit);
+        debug!(thread = %history.thread.id, read = messages.len(), "Slack thread history read");
         Ok(messages
             .into_iter()
             .skip(skip)
@@ -710,23 +704,17 @@ impl PostedMessages for SlackAdapter {
     /// The thread's messages carrying a key of `keys`' event type in their metadata
     /// (`conversations.replies`, `include_all_metadata=true`); read only when an earlier attempt
     /// may have posted some.
-    async fn already_posted(
-        &self,
-        thread: &Thread,
-        keys: Keys,
-        wanted: &[String],
-        retry: bool,
-    ) -> Result<HashMap<String, String>, BoxError> {
-        if !retry {
+    async fn already_posted(&self, look: Lookup<'_>) -> Result<HashMap<String, String>, BoxError> {
+        if !look.retry {
             return Ok(HashMap::new());
         }
-        let (channel, thread_ts) = split_id(&thread.id)?;
+        let (channel, thread_ts) = split_id(&look.thread.id)?;
         let api = self.inner.api();
         Ok(api
-            .thread_keyed(channel, thread_ts, event_type(keys))
+            .thread_keyed(channel, thread_ts, event_type(look.keys))
             .await?
             .into_iter()
-            .filter(|(key, _)| wanted.contains(key))
+            .filter(|(key, _)| look.wanted.contains(key))
             .map(|(key, ts)| (key, message_id(channel, &ts)))
             .collect())
     }
@@ -745,13 +733,8 @@ impl PostedMessages for SlackAdapter {
 /// A reply's `mrkdwn` text piece.
 #[async_trait]
 impl PostPieces<String> for SlackAdapter {
-    async fn post_piece(
-        &self,
-        thread: &Thread,
-        piece: &String,
-        at: PieceAt<'_>,
-    ) -> Result<String, BoxError> {
-        let (channel, thread_ts) = split_id(&thread.id)?;
+    async fn post_piece(&self, piece: &String, at: PieceAt<'_>) -> Result<String, BoxError> {
+        let (channel, thread_ts) = split_id(&at.thread.id)?;
         let ts = self
             .inner
             .api()
@@ -767,13 +750,8 @@ impl PostPieces<String> for SlackAdapter {
 /// message in a thread notifies as Slack's client decides, like a reply's later pieces).
 #[async_trait]
 impl PostPieces<OutFile> for SlackAdapter {
-    async fn post_piece(
-        &self,
-        thread: &Thread,
-        file: &OutFile,
-        at: PieceAt<'_>,
-    ) -> Result<String, BoxError> {
-        let (channel, thread_ts) = split_id(&thread.id)?;
+    async fn post_piece(&self, file: &OutFile, at: PieceAt<'_>) -> Result<String, BoxError> {
+        let (channel, thread_ts) = split_id(&at.thread.id)?;
         let api = self.inner.api();
         let refused = if file.size > MAX_FILE_BYTES {
             Some(format!(
@@ -792,10 +770,10 @@ impl PostPieces<OutFile> for SlackAdapter {
                 .await?;
             return Ok(message_id(channel, &ts));
         }
-        let memory = format!("{}|{}", thread.id, at.key);
+        let memory = format!("{}|{}", at.thread.id, at.key);
         if let Some((file_id, shared)) = self.inner.uploads.get(&memory) {
             if shared {
-                debug!(thread = %thread.id, key = %at.key, %file_id, "file uploaded already; skipped");
+                debug!(thread = %at.thread.id, key = %at.key, %file_id, "file uploaded already; skipped");
                 return Ok(file_piece_id(&file_id));
             }
             if api
@@ -803,7 +781,7 @@ impl PostPieces<OutFile> for SlackAdapter {
                 .await?
                 .is_some()
             {
-                info!(thread = %thread.id, key = %at.key, %file_id, "an earlier attempt shared the file; not uploading it again");
+                info!(thread = %at.thread.id, key = %at.key, %file_id, "an earlier attempt shared the file; not uploading it again");
                 self.inner.uploads.set(&memory, &file_id, true);
                 return Ok(file_piece_id(&file_id));
             }
@@ -827,13 +805,8 @@ impl PostPieces<OutFile> for SlackAdapter {
 /// A drawn agent message's piece ([`crate::render::agent_message`]).
 #[async_trait]
 impl PostPieces<AgentPiece> for SlackAdapter {
-    async fn post_piece(
-        &self,
-        thread: &Thread,
-        piece: &AgentPiece,
-        at: PieceAt<'_>,
-    ) -> Result<String, BoxError> {
-        let (channel, thread_ts) = split_id(&thread.id)?;
+    async fn post_piece(&self, piece: &AgentPiece, at: PieceAt<'_>) -> Result<String, BoxError> {
+        let (channel, thread_ts) = split_id(&at.thread.id)?;
         let blocks = piece.blocks.clone();
         let ts = self
             .inner
@@ -850,13 +823,8 @@ impl PostPieces<AgentPiece> for SlackAdapter {
         Ok(message_id(channel, &ts))
     }
 
-    async fn edit_piece(
-        &self,
-        _thread: &Thread,
-        id: &str,
-        piece: &AgentPiece,
-    ) -> Result<Edited, BoxError> {
-        let (channel, ts) = split_id(id)?;
+    async fn edit_piece(&self, at: MessageAt<'_>, piece: &AgentPiece) -> Result<Edited, BoxError> {
+        let (channel, ts) = split_id(at.id)?;
         self.inner
             .api()
             .update_message(channel, ts, piece.blocks.clone(), &piece.text)

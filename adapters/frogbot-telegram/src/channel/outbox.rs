@@ -59,8 +59,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use frogbot_channel::delivery::{Draw, Keys, PieceAt, PostPieces, PostedMessages};
-use frogbot_channel::outbox::AskTo;
+use frogbot_channel::delivery::{Draw, Keys, Lookup, PieceAt, PostPieces, PostedMessages};
+use frogbot_channel::outbox::{AskTo, BoxedReplyStream};
 use frogbot_channel::{
     AskPlace, ChannelOutbox, DraftMessages, EditStream, FileStream, OutFile, ReplyStream,
 };
@@ -421,10 +421,7 @@ impl ChannelOutbox for TelegramOutbox {
 
     /// Message drafts in a private chat ([`DraftStream`]), else post + edit
     /// ([`TelegramDrafts`]) with a Stop button while the model writes.
-    async fn start_stream(
-        &self,
-        thread: &Thread,
-    ) -> Result<Option<Box<dyn ReplyStream>>, BoxError> {
+    async fn start_stream(&self, thread: &Thread) -> Result<Option<BoxedReplyStream>, BoxError> {
         let drafts = self.drafts(thread)?;
         // Private chats have the user's (positive) id; groups and channels negative ones. A draft
         // replies to nothing, so an agent conversation's replies are posted and edited.
@@ -479,14 +476,14 @@ impl TelegramOutbox {
     /// What file `at` (key `{delivery}:file:{i}`) replies to: what its message's text replied
     /// to, when this process posted it; else an agent conversation's root or the turn's message
     /// ([`Self::turn_reply_to`]).
-    fn file_reply_to(&self, thread: &Thread, at: PieceAt<'_>) -> Option<MessageId> {
+    fn file_reply_to(&self, at: PieceAt<'_>) -> Option<MessageId> {
         let remembered = at
             .key
             .rsplit_once(":file:")
             .and_then(|(delivery, _)| self.replies.lock().expect("not poisoned").get(delivery));
         match remembered {
             Some(target) => target.parse().ok().map(MessageId),
-            None => self.turn_reply_to(&thread.id),
+            None => self.turn_reply_to(&at.thread.id),
         }
     }
 
@@ -537,15 +534,10 @@ impl Draw for TelegramOutbox {
 impl PostedMessages for TelegramOutbox {
     /// Telegram has no idempotency key: the pieces this process posted lately (whatever the
     /// attempt), remembered by their keys.
-    async fn already_posted(
-        &self,
-        _thread: &Thread,
-        _keys: Keys,
-        wanted: &[String],
-        _retry: bool,
-    ) -> Result<HashMap<String, String>, BoxError> {
+    async fn already_posted(&self, look: Lookup<'_>) -> Result<HashMap<String, String>, BoxError> {
         let posted = self.posted.lock().expect("not poisoned");
-        Ok(wanted
+        Ok(look
+            .wanted
             .iter()
             .filter_map(|key| Some((key.clone(), posted.get(key)?)))
             .collect())
@@ -562,18 +554,13 @@ impl PostedMessages for TelegramOutbox {
 /// reply: the first piece's — none when the reply continues messages its stream posted.
 #[async_trait]
 impl PostPieces<ReplyPiece> for TelegramOutbox {
-    async fn post_piece(
-        &self,
-        thread: &Thread,
-        piece: &ReplyPiece,
-        at: PieceAt<'_>,
-    ) -> Result<String, BoxError> {
-        let (chat, topic) = split_thread_id(&thread.id)?;
+    async fn post_piece(&self, piece: &ReplyPiece, at: PieceAt<'_>) -> Result<String, BoxError> {
+        let (chat, topic) = split_thread_id(&at.thread.id)?;
         let silent = at.later() || piece.continued;
         self.note_reply(at, piece.reply_to);
         let to = SendTo::new(chat, topic).replying(piece.reply_to);
         let sent = send_html_once(&self.api, to.silent(silent), &piece.html).await?;
-        Ok(self.posted_as(thread, at.key, sent))
+        Ok(self.posted_as(at.thread, at.key, sent))
     }
 }
 
@@ -581,14 +568,9 @@ impl PostPieces<ReplyPiece> for TelegramOutbox {
 /// in-process when an edit adds it (an edit's pieces are all silent).
 #[async_trait]
 impl PostPieces<AgentPiece> for TelegramOutbox {
-    async fn post_piece(
-        &self,
-        thread: &Thread,
-        piece: &AgentPiece,
-        at: PieceAt<'_>,
-    ) -> Result<String, BoxError> {
-        let (chat, topic) = split_thread_id(&thread.id)?;
-        let root = thread_root(&thread.id);
+    async fn post_piece(&self, piece: &AgentPiece, at: PieceAt<'_>) -> Result<String, BoxError> {
+        let (chat, topic) = split_thread_id(&at.thread.id)?;
+        let root = thread_root(&at.thread.id);
         self.note_reply(at, root);
         let to = SendTo::new(chat, topic).replying(root).silent(at.later());
         let send = || send_piece_once(&self.api, to, piece);
@@ -596,18 +578,17 @@ impl PostPieces<AgentPiece> for TelegramOutbox {
             Keys::Delivery => send().await?,
             Keys::Edit => with_retry("send", send).await?,
         };
-        Ok(self.posted_as(thread, at.key, sent))
+        Ok(self.posted_as(at.thread, at.key, sent))
     }
 
     /// A message that cannot show the piece (a photo cannot become text) or is gone is
     /// deleted, and the piece sent anew in its place.
     async fn edit_piece(
         &self,
-        _thread: &Thread,
-        id: &str,
+        at: MessageAt<'_>,
         piece: &AgentPiece,
     ) -> Result<frogbot_channel::delivery::Edited, BoxError> {
-        let (chat, id) = split_message_id(id)?;
+        let (chat, id) = split_message_id(at.id)?;
         match edit_piece(&self.api, chat, id, piece).await? {
             Edited::Done => Ok(frogbot_channel::delivery::Edited::Done),
             Edited::Replace => {
@@ -629,15 +610,10 @@ impl PostPieces<AgentPiece> for TelegramOutbox {
 /// text pieces (see the module).
 #[async_trait]
 impl PostPieces<OutFile> for TelegramOutbox {
-    async fn post_piece(
-        &self,
-        thread: &Thread,
-        file: &OutFile,
-        at: PieceAt<'_>,
-    ) -> Result<String, BoxError> {
-        let (chat, topic) = split_thread_id(&thread.id)?;
+    async fn post_piece(&self, file: &OutFile, at: PieceAt<'_>) -> Result<String, BoxError> {
+        let (chat, topic) = split_thread_id(&at.thread.id)?;
         let to = SendTo::new(chat, topic)
-            .replying(self.file_reply_to(thread, at))
+            .replying(self.file_reply_to(at))
             .silent(at.later());
         if file.size > self.max_upload {
             let why = format!(
@@ -646,7 +622,7 @@ impl PostPieces<OutFile> for TelegramOutbox {
             );
             let html = format::escape(&file.refused_text(&why));
             let sent = send_html_once(&self.api, to, &html).await?;
-            return Ok(self.posted_as(thread, at.key, sent));
+            return Ok(self.posted_as(at.thread, at.key, sent));
         }
         let upload = |kind: UploadKind| async move {
             Ok::<_, BoxError>(Upload {
@@ -672,7 +648,7 @@ impl PostPieces<OutFile> for TelegramOutbox {
             }
             sent => sent?,
         };
-        Ok(self.posted_as(thread, at.key, sent))
+        Ok(self.posted_as(at.thread, at.key, sent))
     }
 }
 
