@@ -40,9 +40,9 @@ use frogbot_channel::questions::settle_each;
 use frogbot_model::NoticeTo;
 use frogbot_model::text::truncate;
 use frogbot_model::{
-    Actor, BoxError, ChannelQuestions, HookArgs, InputKind, Interaction, ParseArgs, ParseResult,
+    BoxError, Changed, ChannelQuestions, HookArgs, InputKind, Interaction, ParseArgs, ParseResult,
     Progress, QuestionCall, QuestionChange, QuestionItem, QuestionMessage, QuestionModalMetadata,
-    QuestionOutcome, RenderArgs, RenderedQuestion, ReplyChoice, TOGGLE_OFF, TOGGLE_ON, Thread,
+    RenderArgs, RenderedQuestion, ReplyChoice, Settlement, TOGGLE_OFF, TOGGLE_ON, Thread,
 };
 use serenity::builder::{
     CreateInteractionResponse, CreateInteractionResponseFollowup, CreateMessage,
@@ -498,11 +498,7 @@ impl<A: DiscordApi> ChannelQuestions for DiscordQuestions<A> {
         parse(args)
     }
 
-    async fn updated(
-        &self,
-        args: HookArgs<'_>,
-        _interaction: Option<&Interaction>,
-    ) -> Result<Option<QuestionChange>, BoxError> {
+    async fn updated(&self, args: HookArgs<'_>, _interaction: Option<&Interaction>) -> Changed {
         let Some(step) = Progress::of(&args.call.input, args.question).step() else {
             return Ok(None);
         };
@@ -522,18 +518,13 @@ impl<A: DiscordApi> ChannelQuestions for DiscordQuestions<A> {
         }))
     }
 
-    async fn settled(
-        &self,
-        args: HookArgs<'_>,
-        actor: Option<&Actor>,
-        outcome: &QuestionOutcome,
-    ) -> Result<Option<QuestionChange>, BoxError> {
+    async fn settled(&self, args: HookArgs<'_>, how: Settlement<'_>) -> Changed {
         let channel = channel_id(&args.thread.id)?;
         settle_each(
             crate::PLATFORM,
             &args.question.messages,
             |message| async move {
-                let pages = render::settled_pages(args.call, message, outcome, actor);
+                let pages = render::settled_pages(args.call, message, how.outcome, how.actor);
                 let edit = serenity::builder::EditMessage::new()
                     .content(pages.first().cloned().unwrap_or_default())
                     .components(vec![]);
@@ -578,6 +569,7 @@ impl<A: DiscordApi> ChannelQuestions for DiscordQuestions<A> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use frogbot_model::QuestionOutcome;
     use frogbot_model::{
         ModalSubmitEvent, PlatformUser, QuestionAnswer, QuestionOutput, QuestionRecord,
     };
@@ -963,7 +955,9 @@ mod tests {
             question: &both,
             ..args
         };
-        let settled = piece.settled(args, None, &QuestionOutcome::Dismissed).await;
+        let settled = piece
+            .settled(args, QuestionOutcome::Dismissed.by(None))
+            .await;
         assert!(settled.is_err());
         let edits = api
             .calls()

@@ -229,8 +229,7 @@ impl Run {
                     req: &req,
                     thread: &thread,
                 },
-                None,
-                outcome,
+                outcome.by(None),
             )
             .await
             .expect("every message edited");

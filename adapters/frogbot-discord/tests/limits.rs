@@ -104,8 +104,7 @@ async fn settle(
                 req: &RequestContext::default(),
                 thread: &thread(),
             },
-            Some(&ada()),
-            &outcome,
+            outcome.by(Some(&ada())),
         )
         .await
         .unwrap();

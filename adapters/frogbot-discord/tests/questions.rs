@@ -257,8 +257,7 @@ async fn settled_edits_every_message_and_removes_components() {
                 req: &req,
                 thread: &thread,
             },
-            None,
-            &outcome,
+            outcome.by(None),
         )
         .await
         .unwrap();
@@ -400,7 +399,9 @@ async fn settled_tries_every_message_even_when_one_edit_fails() {
         req: &req,
         thread: &thread,
     };
-    let result = piece.settled(args, None, &QuestionOutcome::Dismissed).await;
+    let result = piece
+        .settled(args, QuestionOutcome::Dismissed.by(None))
+        .await;
     assert!(result.is_err());
     let calls: Vec<_> = calls_of(&fake).into_iter().skip(from).collect();
     assert_eq!(calls.len(), 2);

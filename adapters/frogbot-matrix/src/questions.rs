@@ -37,9 +37,9 @@ use async_trait::async_trait;
 use frogbot_channel::questions::settle_each;
 use frogbot_model::InputKind;
 use frogbot_model::{
-    Actor, BoxError, ChannelQuestions, HookArgs, Interaction, ParseArgs, ParseResult, Progress,
-    QuestionCall, QuestionChange, QuestionInput, QuestionItem, QuestionMessage, QuestionOutcome,
-    QuestionRecord, RenderArgs, RenderedQuestion, ReplyChoice, Thread,
+    BoxError, Changed, ChannelQuestions, HookArgs, Interaction, ParseArgs, ParseResult, Progress,
+    QuestionCall, QuestionChange, QuestionInput, QuestionItem, QuestionMessage, QuestionRecord,
+    RenderArgs, RenderedQuestion, ReplyChoice, Settlement, Thread,
 };
 use frogbot_model::{Notice, NoticeTo};
 use matrix_sdk::ruma::{EventId, OwnedEventId, RoomId, UserId};
@@ -464,11 +464,7 @@ impl<A: MatrixApi> ChannelQuestions for MatrixQuestions<A> {
     /// After a step: the message of the input now asked is posted (it becomes the current
     /// message), and a poll still open is redrawn (an `m.replace` edit) with answer ids of the new
     /// revision, so responses to the old ones are stale.
-    async fn updated(
-        &self,
-        args: HookArgs<'_>,
-        _interaction: Option<&Interaction>,
-    ) -> Result<Option<QuestionChange>, BoxError> {
+    async fn updated(&self, args: HookArgs<'_>, _interaction: Option<&Interaction>) -> Changed {
         let input = &args.call.input;
         let revision = args.question.revision;
         let mut progress = Progress::of(input, args.question);
@@ -529,11 +525,11 @@ impl<A: MatrixApi> ChannelQuestions for MatrixQuestions<A> {
     }
 
     fn parse(&self, args: ParseArgs<'_>) -> ParseResult {
-        let input = &args.call.input;
+        let (input, question) = (&args.call.input, args.question);
         match args.interaction {
             Interaction::Action { event } => parse_action(
                 input,
-                args.question,
+                question,
                 &event.action_id,
                 &event.message_id,
                 event.value.as_deref().unwrap_or(""),
@@ -541,25 +537,18 @@ impl<A: MatrixApi> ChannelQuestions for MatrixQuestions<A> {
             // After the answer, thread replies are the conversation going on: they reach the
             // agent (poll responses and reactions are classified as before; a match is stale).
             Interaction::Message { .. } if args.settled => ParseResult::Ignore,
-            Interaction::Message { message } => parse_message(
-                input,
-                args.question,
-                message.reply_to.as_deref(),
-                &message.text,
-            ),
+            Interaction::Message { message } => {
+                parse_message(input, question, message.reply_to.as_deref(), &message.text)
+            }
             _ => ParseResult::Ignore,
         }
     }
 
-    async fn settled(
-        &self,
-        args: HookArgs<'_>,
-        actor: Option<&Actor>,
-        outcome: &QuestionOutcome,
-    ) -> Result<Option<QuestionChange>, BoxError> {
+    async fn settled(&self, args: HookArgs<'_>, how: Settlement<'_>) -> Changed {
         let input = &args.call.input;
         // "Answered by Ada": the member's display name in the room when known, else the id.
-        let by_id = actor
+        let by_id = how
+            .actor
             .and_then(|a| a.identity.as_ref())
             .map(|i| i.user.id.clone());
         let by = match &by_id {
@@ -585,7 +574,7 @@ impl<A: MatrixApi> ChannelQuestions for MatrixQuestions<A> {
                 .question
                 .filter(|&q| q < input.questions.len())
                 .unwrap_or(0);
-            let line = outcome_text(input, q, outcome, by);
+            let line = outcome_text(input, q, how.outcome, by);
             let (room, event) = split_message_id(&m.id)?;
             if !has_poll(&input.questions[q]) {
                 let c = card_replacement(input, q, &event, &line)?;
@@ -640,6 +629,7 @@ mod tests {
     use super::*;
     use crate::render::{SKIP_LINE, question_text};
     use frogbot_model::QuestionCall;
+    use frogbot_model::QuestionOutcome;
     use serde_json::json;
 
     fn input() -> QuestionInput {

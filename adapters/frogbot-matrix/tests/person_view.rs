@@ -252,8 +252,7 @@ async fn a_settled_toggle_says_who_by_display_name_its_label_and_off() {
                 req: &RequestContext::default(),
                 thread: &thread,
             },
-            Some(&actor),
-            &outcome,
+            outcome.by(Some(&actor)),
         )
         .await
         .unwrap();

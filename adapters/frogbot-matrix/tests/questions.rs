@@ -384,7 +384,7 @@ async fn settled_ends_polls_and_edits_every_message_and_notices_mention_the_pers
         req: &req,
         thread: &t,
     };
-    h.settled(args, Some(&actor), &outcome).await.unwrap();
+    h.settled(args, outcome.by(Some(&actor))).await.unwrap();
     let sent = sent_by(&h);
     let kinds: Vec<&str> = sent.iter().map(|s| s.1.as_str()).collect();
     assert_eq!(
@@ -813,8 +813,7 @@ async fn settled_texts_say_how_it_ended_and_sets_say_question_i_of_n() {
             req: &req,
             thread: &t,
         },
-        None,
-        &outcome,
+        outcome.by(None),
     )
     .await
     .unwrap();

@@ -25,10 +25,10 @@ use frogbot_channel::questions::settle_each;
 use frogbot_model::BoxError;
 use frogbot_model::NoticeTo;
 use frogbot_model::{
-    Actor, ChannelQuestions, HookArgs, InputKind, Interaction, ParseArgs, ParseResult, Progress,
-    QuestionAnswer, QuestionCall, QuestionChange, QuestionInput, QuestionItem, QuestionMessage,
-    QuestionModalMetadata, QuestionOutcome, QuestionOutput, QuestionRecord, RenderArgs,
-    RenderedQuestion, ReplyChoice, TOGGLE_OFF, TOGGLE_ON, Thread, iso_to_millis,
+    Changed, ChannelQuestions, HookArgs, InputKind, Interaction, ParseArgs, ParseResult, Progress,
+    QuestionAnswer, QuestionCall, QuestionInput, QuestionItem, QuestionMessage,
+    QuestionModalMetadata, QuestionOutput, QuestionRecord, RenderArgs, RenderedQuestion,
+    ReplyChoice, Settlement, TOGGLE_OFF, TOGGLE_ON, Thread, iso_to_millis,
 };
 use serde_json::{Map, Value};
 
@@ -526,11 +526,7 @@ impl<A: SlackApi> ChannelQuestions for SlackQuestions<A> {
         }
     }
 
-    async fn updated(
-        &self,
-        args: HookArgs<'_>,
-        _interaction: Option<&Interaction>,
-    ) -> Result<Option<QuestionChange>, BoxError> {
+    async fn updated(&self, args: HookArgs<'_>, _interaction: Option<&Interaction>) -> Changed {
         let input = &args.call.input;
         let progress = Progress::of(input, args.question);
         let blocks = question_card(
@@ -551,17 +547,12 @@ impl<A: SlackApi> ChannelQuestions for SlackQuestions<A> {
         Ok(None)
     }
 
-    async fn settled(
-        &self,
-        args: HookArgs<'_>,
-        actor: Option<&Actor>,
-        outcome: &QuestionOutcome,
-    ) -> Result<Option<QuestionChange>, BoxError> {
+    async fn settled(&self, args: HookArgs<'_>, how: Settlement<'_>) -> Changed {
         let input = &args.call.input;
-        let text = crate::render::outcome_text(input, outcome, actor);
+        let text = crate::render::outcome_text(input, how.outcome, how.actor);
         let text = &text;
         settle_each(crate::PLATFORM, &args.question.messages, |m| async move {
-            let blocks = settled_blocks(input, outcome, actor);
+            let blocks = settled_blocks(input, how.outcome, how.actor);
             let (channel, ts) = split_id(&m.id)?;
             self.api.update_message(channel, ts, blocks, text).await
         })

@@ -220,7 +220,7 @@ async fn a_confirm_is_one_button_with_slacks_confirmation_dialog_when_danger() {
         thread: &thread(),
     };
     let outcome = QuestionOutcome::Answered(answered(&[("Go", &["Approve"])]));
-    q.settled(args, Some(&actor()), &outcome).await.unwrap();
+    q.settled(args, outcome.by(Some(&actor()))).await.unwrap();
     assert_eq!(fake.controls(&id), 0);
     assert!(shown(&fake, &id).contains("✅ Answered by <@U123>: Approve"));
 
@@ -469,7 +469,7 @@ async fn several_inputs_are_answered_together_in_one_modal() {
         req: &req,
         thread: &thread(),
     };
-    q.settled(args, Some(&actor()), &QuestionOutcome::Answered(output))
+    q.settled(args, QuestionOutcome::Answered(output).by(Some(&actor())))
         .await
         .unwrap();
     let id = rec.current().unwrap().id.clone();

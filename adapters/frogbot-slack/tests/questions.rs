@@ -227,7 +227,10 @@ async fn settled_updates_every_message_of_the_record() {
         req: &req,
         thread: &thread(),
     };
-    assert_eq!(q.settled(args, Some(&actor), &outcome).await.unwrap(), None);
+    assert_eq!(
+        q.settled(args, outcome.by(Some(&actor))).await.unwrap(),
+        None
+    );
     let updates = fake.calls("chat.update");
     assert_eq!(updates.len(), 2);
     let ts: Vec<_> = updates.iter().map(|u| u.body["ts"].clone()).collect();
@@ -254,7 +257,7 @@ async fn settled_updates_every_message_of_the_record() {
     // A failing update is reported (FrogBot logs it and closes the question anyway).
     fake.fail_with(Some("message_not_found"));
     let err = q
-        .settled(args, None, &QuestionOutcome::Dismissed)
+        .settled(args, QuestionOutcome::Dismissed.by(None))
         .await
         .unwrap_err();
     assert!(err.to_string().contains("chat.update"), "{err}");

@@ -27,9 +27,9 @@ use frogbot_channel::questions::settle_each;
 use frogbot_model::NoticeTo;
 use frogbot_model::text::truncate;
 use frogbot_model::{
-    Actor, BoxError, ChannelQuestions, HookArgs, InputKind, Interaction, ParseArgs, ParseResult,
-    Progress, QuestionChange, QuestionInput, QuestionMessage, QuestionOutcome, QuestionRecord,
-    RenderArgs, RenderedQuestion, ReplyChoice, TOGGLE_OFF, TOGGLE_ON, Thread, ThreadMessage,
+    BoxError, Changed, ChannelQuestions, HookArgs, InputKind, Interaction, ParseArgs, ParseResult,
+    Progress, QuestionChange, QuestionInput, QuestionMessage, QuestionRecord, RenderArgs,
+    RenderedQuestion, ReplyChoice, Settlement, TOGGLE_OFF, TOGGLE_ON, Thread, ThreadMessage,
 };
 use teloxide::types::{ParseMode, ReplyMarkup};
 
@@ -502,11 +502,7 @@ impl<A: TelegramApi> ChannelQuestions for TelegramQuestions<A> {
         }
     }
 
-    async fn updated(
-        &self,
-        args: HookArgs<'_>,
-        _interaction: Option<&Interaction>,
-    ) -> Result<Option<QuestionChange>, BoxError> {
+    async fn updated(&self, args: HookArgs<'_>, _interaction: Option<&Interaction>) -> Changed {
         let input = &args.call.input;
         let progress = Progress::from_state(input, args.question.state.as_ref());
         let revision = args.question.revision;
@@ -567,15 +563,10 @@ impl<A: TelegramApi> ChannelQuestions for TelegramQuestions<A> {
         }))
     }
 
-    async fn settled(
-        &self,
-        args: HookArgs<'_>,
-        actor: Option<&Actor>,
-        outcome: &QuestionOutcome,
-    ) -> Result<Option<QuestionChange>, BoxError> {
+    async fn settled(&self, args: HookArgs<'_>, how: Settlement<'_>) -> Changed {
         let input = &args.call.input;
         let progress = Progress::from_state(input, args.question.state.as_ref());
-        let by = actor.and_then(|a| a.identity.as_ref()).map(|i| {
+        let by = how.actor.and_then(|a| a.identity.as_ref()).map(|i| {
             i.user
                 .name
                 .clone()
@@ -586,9 +577,9 @@ impl<A: TelegramApi> ChannelQuestions for TelegramQuestions<A> {
         settle_each(crate::PLATFORM, &args.question.messages, |m| async move {
             let prompt = progress.prompts.contains(&m.id);
             let text = match m.question.filter(|&q| q < input.questions.len()) {
-                Some(q) => settled_text(input, q, prompt, outcome, by),
-                None if is_card(input) => settled_card_text(input, outcome, by),
-                None => settled_text(input, 0, prompt, outcome, by),
+                Some(q) => settled_text(input, q, prompt, how.outcome, by),
+                None if is_card(input) => settled_card_text(input, how.outcome, by),
+                None => settled_text(input, 0, prompt, how.outcome, by),
             };
             let (chat, id) = split_message_id(&m.id)?;
             self.api

@@ -369,7 +369,7 @@ async fn settled_edits_every_message_and_removes_keyboards() {
         {"header": "Note", "selected": ["ship it"]}
     ]}}))
     .unwrap();
-    assert_eq!(hooks.settled(args, None, &outcome).await.unwrap(), None);
+    assert_eq!(hooks.settled(args, outcome.by(None)).await.unwrap(), None);
     let edits = fake.calls("editmessagetext");
     let ids: Vec<_> = edits
         .iter()

@@ -35,10 +35,10 @@ use frogbot_core::agent::{
     ModelMessage, ModelOffer, ModelRequest, SendMessage, Sent, Settle, channel_chat_id,
 };
 use frogbot_core::model::{
-    ActionEvent, Actor, ChannelQuestions, ChatId, Delivery, HookArgs, Interaction, MessagePart,
+    ActionEvent, Changed, ChannelQuestions, ChatId, Delivery, HookArgs, Interaction, MessagePart,
     NoticeTo, ParseArgs, ParseResult, PlatformUser, PrefixedIdentity, QuestionAnswer,
-    QuestionChange, QuestionMessage, QuestionOutcome, QuestionOutput, RenderArgs, RenderedQuestion,
-    Role, ThreadMessage, ThreadMessageMetadata, TurnState, millis_to_iso, now_millis,
+    QuestionMessage, QuestionOutput, RenderArgs, RenderedQuestion, Role, Settlement, ThreadMessage,
+    ThreadMessageMetadata, TurnState, millis_to_iso, now_millis,
 };
 use frogbot_core::store::DynStore;
 use frogbot_postgres::PostgresStore;
@@ -135,12 +135,7 @@ impl ChannelQuestions for Buttons {
             },
         }
     }
-    async fn settled(
-        &self,
-        _a: HookArgs<'_>,
-        _actor: Option<&Actor>,
-        _o: &QuestionOutcome,
-    ) -> Result<Option<QuestionChange>, BoxError> {
+    async fn settled(&self, _a: HookArgs<'_>, _how: Settlement<'_>) -> Changed {
         Ok(None)
     }
     async fn notify(&self, _a: HookArgs<'_>, _to: NoticeTo<'_>) -> Result<(), BoxError> {

@@ -13,11 +13,11 @@ use frogbot_core::agent::{
     ModelMessage, ModelOffer, ModelRequest, STILL_POSTING, Settle, channel_chat_id,
 };
 use frogbot_core::model::{
-    ActionEvent, Actor, ChannelQuestions, ChatInfo, HookArgs, Interaction, Notice, NoticeTo,
-    ParseArgs, ParseResult, PlatformUser, PrefixedIdentity, QuestionAnswer, QuestionChange,
-    QuestionInput, QuestionMessage, QuestionOutcome, QuestionOutput, RenderArgs, RenderedQuestion,
-    SupportsArgs, ThreadMessage, ThreadMessageMetadata, TurnState, UserId, millis_to_iso,
-    now_millis,
+    ActionEvent, Actor, Changed, ChannelQuestions, ChatInfo, HookArgs, Interaction, Notice,
+    NoticeTo, ParseArgs, ParseResult, PlatformUser, PrefixedIdentity, QuestionAnswer,
+    QuestionChange, QuestionInput, QuestionMessage, QuestionOutcome, QuestionOutput, RenderArgs,
+    RenderedQuestion, Settlement, SupportsArgs, ThreadMessage, ThreadMessageMetadata, TurnState,
+    UserId, millis_to_iso, now_millis,
 };
 use frogbot_core::store::DynStore;
 use frogbot_testkit::last_user;
@@ -218,22 +218,21 @@ impl ChannelQuestions for ForumPiece {
         }))
     }
 
-    async fn settled(
-        &self,
-        args: HookArgs<'_>,
-        actor: Option<&Actor>,
-        outcome: &QuestionOutcome,
-    ) -> Result<Option<QuestionChange>, BoxError> {
-        self.0.settled_actors.lock().unwrap().push(actor.cloned());
+    async fn settled(&self, args: HookArgs<'_>, how: Settlement<'_>) -> Changed {
+        self.0
+            .settled_actors
+            .lock()
+            .unwrap()
+            .push(how.actor.cloned());
         self.0
             .settled_outcomes
             .lock()
             .unwrap()
-            .push(outcome.clone());
+            .push(how.outcome.clone());
         if self.0.fail_settled.load(Ordering::SeqCst) {
             return Err("edit failed".into());
         }
-        let text = match outcome {
+        let text = match how.outcome {
             QuestionOutcome::Answered(_) => "Answered.",
             QuestionOutcome::Dismissed => "Dismissed.",
             QuestionOutcome::Cancelled => "Cancelled.",

@@ -280,8 +280,7 @@ async fn settle(
                 req: &req,
                 thread,
             },
-            Some(&actor),
-            outcome,
+            outcome.by(Some(&actor)),
         )
         .await
         .unwrap_or_else(|e| panic!("settled failed: {e}"));

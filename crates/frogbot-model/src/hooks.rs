@@ -110,6 +110,31 @@ pub struct HookArgs<'a> {
     pub thread: &'a Thread,
 }
 
+/// How a question call was settled ([`ChannelQuestions::settled`]): its outcome, and who
+/// settled it ([`QuestionOutcome::by`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Settlement<'a> {
+    /// How the call ended.
+    pub outcome: &'a QuestionOutcome,
+    /// Who answered or dismissed it; `None` when FrogBot closes a question whose earlier close
+    /// was interrupted.
+    pub actor: Option<&'a Actor>,
+}
+
+impl QuestionOutcome {
+    /// This outcome, settled by `actor`.
+    pub fn by<'a>(&'a self, actor: Option<&'a Actor>) -> Settlement<'a> {
+        Settlement {
+            outcome: self,
+            actor,
+        }
+    }
+}
+
+/// What [`ChannelQuestions::updated`] and [`ChannelQuestions::settled`] return: the change to
+/// the question's record (`None`: none).
+pub type Changed = Result<Option<QuestionChange>, BoxError>;
+
 /// The channel-questions hooks: how a channel draws the agent's questions with its own controls and
 /// reads its platform's interactions back as answers.
 ///
@@ -143,23 +168,15 @@ pub trait ChannelQuestions: Send + Sync {
 
     /// After `parse` returned `partial` (`interaction` set), or from a retry job (`interaction` unset):
     /// show the current question. An error schedules a retry.
-    async fn updated(
-        &self,
-        _args: HookArgs<'_>,
-        _interaction: Option<&Interaction>,
-    ) -> Result<Option<QuestionChange>, BoxError> {
+    async fn updated(&self, _args: HookArgs<'_>, _interaction: Option<&Interaction>) -> Changed {
         Ok(None)
     }
 
-    /// After an answer or dismissal is recorded: replace the controls on every message of the call.
-    /// `actor` is `None` when FrogBot closes a question whose earlier close was interrupted. A
-    /// dismissal reads [`skipped_text`]: `Skipped by <name>`, or "Skipped." without an actor.
-    async fn settled(
-        &self,
-        args: HookArgs<'_>,
-        actor: Option<&Actor>,
-        outcome: &QuestionOutcome,
-    ) -> Result<Option<QuestionChange>, BoxError>;
+    /// After an answer or dismissal is recorded (`how.outcome`): replace the controls on every
+    /// message of the call. `how.actor` is `None` when FrogBot closes a question whose earlier
+    /// close was interrupted. A dismissal reads [`skipped_text`]: `Skipped by <name>`, or
+    /// "Skipped." without an actor.
+    async fn settled(&self, args: HookArgs<'_>, how: Settlement<'_>) -> Changed;
 
     /// Show `to.notice` to the one participant whose `to.interaction` it is about — privately
     /// where the platform can (an ephemeral message, a callback-query toast), else as a reply that

@@ -33,9 +33,9 @@ use frogbot_core::agent::{
     failure_text,
 };
 use frogbot_core::model::{
-    Actor, ChannelQuestions, ChatId, HookArgs, NoticeTo, ParseArgs, ParseResult, PlatformUser,
-    PrefixedIdentity, QUESTION_TOOL, QuestionChange, QuestionOutcome, RenderArgs, RenderedQuestion,
-    Thread, ThreadMessage, ThreadMessageMetadata, TurnState, UiMessage, now_millis,
+    Changed, ChannelQuestions, ChatId, HookArgs, NoticeTo, ParseArgs, ParseResult, PlatformUser,
+    PrefixedIdentity, QUESTION_TOOL, RenderArgs, RenderedQuestion, Settlement, Thread,
+    ThreadMessage, ThreadMessageMetadata, TurnState, UiMessage, now_millis,
 };
 use frogbot_core::store::DynStore;
 use frogbot_telegram::TelegramQuestions;
@@ -1247,13 +1247,8 @@ impl<Q: ChannelQuestions> ChannelQuestions for DiesDrawing<Q> {
         self.inner.parse(args)
     }
 
-    async fn settled(
-        &self,
-        args: HookArgs<'_>,
-        actor: Option<&Actor>,
-        outcome: &QuestionOutcome,
-    ) -> Result<Option<QuestionChange>, BoxError> {
-        self.inner.settled(args, actor, outcome).await
+    async fn settled(&self, args: HookArgs<'_>, how: Settlement<'_>) -> Changed {
+        self.inner.settled(args, how).await
     }
 
     async fn notify(&self, args: HookArgs<'_>, to: NoticeTo<'_>) -> Result<(), BoxError> {

@@ -367,7 +367,7 @@ impl Questions {
         let call = call_of(q);
         match closer
             .hooks
-            .settled(ha(&call, &q.record, req, &closer.thread), actor, outcome)
+            .settled(ha(&call, &q.record, req, &closer.thread), outcome.by(actor))
             .await
         {
             Ok(c) => c,
