@@ -611,14 +611,8 @@ impl Receiver {
         let root = format!("{} asks {}", name(author), name(to));
         let key = format!("slash:{}", cmd.trigger_id);
         let place = frogbot_channel::AskPlace::Thread(&cmd.channel_id);
-        let thread = match frogbot_channel::ChannelOutbox::ask_thread(
-            &self.adapter,
-            place,
-            &root,
-            &key,
-        )
-        .await
-        {
+        let ask = frogbot_channel::outbox::AskTo::new(place, &root, &key);
+        let thread = match frogbot_channel::ChannelOutbox::ask_thread(&self.adapter, ask).await {
             Ok(t) => t,
             Err(e) => {
                 warn!(channel = %cmd.channel_id, error = %e, "Slack slash command: no thread could be started");
