@@ -539,8 +539,10 @@ async fn postgres_store() -> Option<(Db, String)> {
 }
 
 /// PostgreSQL's WAL position and next transaction id: their growth over a run is the WAL written
-/// and the number of writing transactions (each one a WAL flush at commit, with
-/// `synchronous_commit=on`).
+/// and the number of transactions given an id — the writing ones (each a WAL flush at commit,
+/// with `synchronous_commit=on`) and the pushed-change announcements: a `pg_notify` transaction
+/// takes an id too, but commits on the store's `synchronous_commit = off` pool, without a flush
+/// (frogbot-postgres `feed.rs`; scenario A counted 4.71 ids a turn, 4.00 before announcements).
 async fn wal_lsn(pg: &Option<sqlx::PgPool>) -> Option<(i64, i64)> {
     let pg = pg.as_ref()?;
     sqlx::query_as(
@@ -801,8 +803,9 @@ async fn run_backend(
         }
         if let Some((wal, xacts)) = pg_per_turn(&row) {
             println!(
-                "[{name}] per turn (measured turns): {wal:.1} KiB of WAL, {xacts:.2} writing \
-                 transactions (= WAL flushes at commit)"
+                "[{name}] per turn (measured turns): {wal:.1} KiB of WAL, {xacts:.2} transaction \
+                 ids (writes, each a WAL flush at commit, and pg_notify announcements, which \
+                 commit without one)"
             );
         }
         if o.store_profile {
