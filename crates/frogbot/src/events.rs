@@ -267,6 +267,16 @@ fn frame(value: &serde_json::Value) -> Bytes {
     Bytes::from(format!("data: {value}\n\n"))
 }
 
+/// The next notice `rx` brings, or never when the store pushes none (`rx` is `None`).
+pub(crate) async fn pushed<T: Clone>(
+    rx: &mut Option<broadcast::Receiver<T>>,
+) -> Result<T, broadcast::error::RecvError> {
+    match rx {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
 /// Routes this process's engine events, and the store's notices of changes made anywhere, to
 /// the watched chats.
 async fn dispatch(inner: std::sync::Weak<Inner>) {
@@ -290,12 +300,7 @@ async fn dispatch(inner: std::sync::Weak<Inner>) {
                 }
                 Err(broadcast::error::RecvError::Closed) => return,
             },
-            change = async {
-                match changes.as_mut() {
-                    Some(c) => c.recv().await,
-                    None => std::future::pending().await,
-                }
-            } => match change {
+            change = pushed(&mut changes) => match change {
                 Ok(frogbot_core::agent::views::Change::Chat(chat)) => (Some(chat), Input::Changed),
                 // A job scheduled: the worker's business, not a chat's.
                 Ok(frogbot_core::agent::views::Change::Job { .. }) => continue,

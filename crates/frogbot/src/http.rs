@@ -8,7 +8,7 @@ mod files;
 mod input;
 mod talk;
 
-use access::{Api, Caller, decide};
+use access::{Api, Call, ChatCall, decide};
 pub use access::{Principals, RouteInfo};
 pub use asks::Waiters;
 
@@ -17,7 +17,7 @@ use input::{check_message_id, check_user_parts};
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, patch, post};
@@ -30,10 +30,10 @@ use frogbot_core::StoreError;
 use frogbot_core::agent::views::{ChatRow, QueuedChange, QueuedEdit};
 use frogbot_core::agent::{Engine, SendMessage, Sent, Settle, StopOutcome};
 use frogbot_core::model::{
-    ChatId, Delivery, MessagePart, Millis, QuestionOutcome, QuestionOutput, UiMessage, UserId,
+    ChatId, Delivery, MessagePart, Millis, QuestionOutcome, QuestionOutput, UiMessage,
     millis_to_iso,
 };
-use frogbot_core::policy::{Access, Action, ChatView, Policy, Principal};
+use frogbot_core::policy::{Access, Action, ChatView, Policy};
 
 /// Shared state of the HTTP handlers.
 #[derive(Clone, Debug)]
@@ -59,11 +59,7 @@ pub struct AppState {
 /// (POST messages, GET the session's stream, DELETE the session). Its tools call this router
 /// with the caller's token, so each of their requests is decided here again.
 #[cfg(feature = "mcp")]
-async fn mcp(
-    State(state): State<AppState>,
-    Caller(_agent): Caller,
-    req: axum::extract::Request,
-) -> Response {
+async fn mcp(Call { state, .. }: Call, req: axum::extract::Request) -> Response {
     let endpoint = state.mcp.clone();
     endpoint.handle(req, router(state)).await
 }
@@ -76,6 +72,7 @@ pub fn router(state: AppState) -> Router {
 
 /// Every route of the API with who may call it at all, registered in one place: the router
 /// is built from it, and the route × principal test walks it.
+#[rustfmt::skip]
 pub fn routes() -> (Router<AppState>, Vec<RouteInfo>) {
     use Access::{Agent, Caller as Any, Public};
     use Method as M;
@@ -84,44 +81,14 @@ pub fn routes() -> (Router<AppState>, Vec<RouteInfo>) {
         .at(M::GET, "/", Public, get(crate::web::index))
         .at(M::GET, "/healthz", Public, get(healthz))
         .at(M::GET, "/readyz", Public, get(readyz))
-        .at(
-            M::GET,
-            "/apps/{chat_id}/{message_id}/{link}",
-            Public,
-            get(apps::app_view),
-        )
+        .at(M::GET, "/apps/{chat_id}/{message_id}/{link}", Public, get(apps::app_view))
         .at(M::GET, "/api/chats", Any, get(list_chats))
         .at(M::GET, "/api/chats/{chat_id}", Any, get(get_chat))
-        .at(
-            M::POST,
-            "/api/chats/{chat_id}/messages",
-            Any,
-            post(post_message),
-        )
-        .at(
-            M::PATCH,
-            "/api/chats/{chat_id}/messages/{message_id}",
-            Any,
-            patch(patch_message),
-        )
-        .at(
-            M::DELETE,
-            "/api/chats/{chat_id}/messages/{message_id}",
-            Any,
-            delete(delete_message),
-        )
-        .at(
-            M::POST,
-            "/api/chats/{chat_id}/files",
-            Any,
-            post(files::upload),
-        )
-        .at(
-            M::GET,
-            "/api/chats/{chat_id}/files/{file_id}",
-            Any,
-            get(files::download),
-        )
+        .at(M::POST, "/api/chats/{chat_id}/messages", Any, post(post_message))
+        .at(M::PATCH, "/api/chats/{chat_id}/messages/{message_id}", Any, patch(patch_message))
+        .at(M::DELETE, "/api/chats/{chat_id}/messages/{message_id}", Any, delete(delete_message))
+        .at(M::POST, "/api/chats/{chat_id}/files", Any, post(files::upload))
+        .at(M::GET, "/api/chats/{chat_id}/files/{file_id}", Any, get(files::download))
         .at(M::GET, "/api/chats/{chat_id}/pending", Any, get(pending))
         .at(M::POST, "/api/chats/{chat_id}/settle", Any, post(settle))
         .at(M::POST, "/api/chats/{chat_id}/stop", Any, post(stop))
@@ -131,48 +98,13 @@ pub fn routes() -> (Router<AppState>, Vec<RouteInfo>) {
         .at(M::DELETE, "/api/asks/{id}", Any, delete(asks::cancel))
         .at(M::GET, "/api/asks/{id}/wait", Any, get(asks::wait))
         .at(M::POST, "/api/agent-chats", Agent, post(talk::open))
-        .at(
-            M::POST,
-            "/api/chats/{chat_id}/agent-messages",
-            Agent,
-            post(talk::send),
-        )
-        .at(
-            M::PATCH,
-            "/api/chats/{chat_id}/agent-messages/{message_id}",
-            Agent,
-            patch(talk::edit),
-        )
-        .at(
-            M::DELETE,
-            "/api/chats/{chat_id}/agent-messages/{message_id}",
-            Agent,
-            delete(talk::delete),
-        )
-        .at(
-            M::PUT,
-            "/api/chats/{chat_id}/pins/{key}",
-            Agent,
-            put(talk::pin),
-        )
-        .at(
-            M::DELETE,
-            "/api/chats/{chat_id}/pins/{key}",
-            Any,
-            delete(talk::unpin),
-        )
-        .at(
-            M::POST,
-            "/api/chats/{chat_id}/messages/{message_id}/ack",
-            Agent,
-            post(talk::ack),
-        )
-        .at(
-            M::POST,
-            "/api/chats/{chat_id}/block-events",
-            Any,
-            post(talk::event),
-        )
+        .at(M::POST, "/api/chats/{chat_id}/agent-messages", Agent, post(talk::send))
+        .at(M::PATCH, "/api/chats/{chat_id}/agent-messages/{message_id}", Agent, patch(talk::edit))
+        .at(M::DELETE, "/api/chats/{chat_id}/agent-messages/{message_id}", Agent, delete(talk::delete))
+        .at(M::PUT, "/api/chats/{chat_id}/pins/{key}", Agent, put(talk::pin))
+        .at(M::DELETE, "/api/chats/{chat_id}/pins/{key}", Any, delete(talk::unpin))
+        .at(M::POST, "/api/chats/{chat_id}/messages/{message_id}/ack", Agent, post(talk::ack))
+        .at(M::POST, "/api/chats/{chat_id}/block-events", Any, post(talk::event))
         .at(M::GET, "/api/inbox", Agent, get(talk::inbox))
         .at_mcp()
         .finish()
@@ -215,6 +147,12 @@ impl ApiError {
             chat: None,
             retry_after: false,
         }
+    }
+    fn internal(message: &str) -> Self {
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
+    }
+    fn conflict(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::CONFLICT, code, message)
     }
     fn invalid(message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, "invalid-request", message)
@@ -350,11 +288,7 @@ impl From<CoreError> for ApiError {
             // the server's fault. Logged with the details; the caller learns nothing more.
             other => {
                 tracing::error!(error = %other, "internal error");
-                Self::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "internal",
-                    "internal error",
-                )
+                Self::internal("internal error")
             }
         }
     }
@@ -387,69 +321,12 @@ fn with_chat(chat: &ChatId, res: impl IntoResponse) -> Response {
 
 type ApiResult = Result<Response, ApiError>;
 
-/// A request on the chat `raw` names: `run` with the chat and the caller's user. Its answer and
-/// every error but a bad chat id's name the chat.
-async fn on_chat<R: IntoResponse>(
-    raw: &str,
-    who: &Principal,
-    run: impl AsyncFnOnce(&ChatId, Option<&UserId>) -> Result<R, ApiError>,
-) -> ApiResult {
-    let chat = chat_id(raw)?;
-    match run(&chat, who.user_id()).await {
-        Ok(res) => Ok(with_chat(&chat, res)),
-        Err(e) => Err(e.with_chat(&chat)),
-    }
-}
-
 fn chat_id(raw: &str) -> Result<ChatId, ApiError> {
     ChatId::new(raw).map_err(|_| {
         ApiError::invalid(format!(
             "bad chat id {raw:?}: use 1-128 characters of A-Z a-z 0-9 _ -"
         ))
     })
-}
-
-/// The chat, when the policy lets the caller do `action` on it (404 `{absent} {chat}` when there
-/// is none).
-async fn load_for(
-    state: &AppState,
-    chat: &ChatId,
-    who: &Principal,
-    absent: &str,
-    action: for<'a> fn(&'a ChatView<'a>) -> Action<'a>,
-) -> Result<ChatRow, ApiError> {
-    let row = state
-        .engine
-        .chats()
-        .get(chat)
-        .await?
-        .ok_or_else(|| ApiError::not_found(format!("{absent} {chat}")))?;
-    decide(&state.policy, who, action(&ChatView::of(&row)))?;
-    Ok(row)
-}
-
-/// The chat, when the caller may read it (404 when there is none, 403 when it is not theirs).
-async fn load_readable(
-    state: &AppState,
-    chat: &ChatId,
-    who: &Principal,
-) -> Result<ChatRow, ApiError> {
-    load_for(state, chat, who, "no chat", |v| Action::ReadChat(v)).await
-}
-
-/// The chat, when the caller may write it from the web: a channel chat they may read is 409
-/// `channel-chat` (it is continued from its thread).
-async fn load_writable(
-    state: &AppState,
-    chat: &ChatId,
-    who: &Principal,
-) -> Result<ChatRow, ApiError> {
-    let row = load_readable(state, chat, who).await?;
-    if row.channel.is_some() {
-        return Err(ApiError::channel_chat());
-    }
-    decide(&state.policy, who, Action::WriteChat(&ChatView::of(&row)))?;
-    Ok(row)
 }
 
 async fn healthz(State(state): State<AppState>) -> Response {
@@ -491,7 +368,7 @@ fn chat_summary(row: &ChatRow, now: Millis) -> Value {
     v
 }
 
-async fn list_chats(State(state): State<AppState>, Caller(who): Caller) -> ApiResult {
+async fn list_chats(Call { state, who }: Call) -> ApiResult {
     decide(&state.policy, &who, Action::ListChats)?;
     let rows = state
         .engine
@@ -512,33 +389,25 @@ async fn list_chats(State(state): State<AppState>, Caller(who): Caller) -> ApiRe
     Ok(axum::Json(json!({"chats": chats})).into_response())
 }
 
-async fn get_chat(
-    State(state): State<AppState>,
-    Caller(who): Caller,
-    Path(raw): Path<String>,
-) -> ApiResult {
-    let chat = chat_id(&raw)?;
-    let row = load_readable(&state, &chat, &who)
-        .await
-        .map_err(|e| e.with_chat(&chat))?;
-    let mut messages: Vec<UiMessage> = state
-        .engine
-        .chats()
-        .messages(&chat)
-        .await?
-        .into_iter()
-        .map(|m| m.message)
-        .collect();
-    // An agent's chat keeps the acknowledgements its agent set; a deleted message is not shown.
-    if row.agent.is_some() {
-        messages.retain(|m| m.metadata.deleted_at.is_none());
-    } else {
-        with_acks(&mut messages, row.state(state.engine.now()));
-    }
-    let mut body = chat_summary(&row, state.engine.now());
-    body.as_object_mut().expect("object").remove("updatedAt");
-    body["messages"] = serde_json::to_value(messages).expect("messages serialise");
-    Ok(with_chat(&chat, axum::Json(body)))
+async fn get_chat(c: ChatCall) -> ApiResult {
+    c.run(async |chat, _| {
+        let row = c.readable(chat).await?;
+        let (chats, now) = (c.state.engine.chats(), c.state.engine.now());
+        let stored = chats.messages(chat).await?.into_iter();
+        let mut messages: Vec<UiMessage> = stored.map(|m| m.message).collect();
+        // An agent's chat keeps the acknowledgements its agent set; a deleted message is not
+        // shown.
+        if row.agent.is_some() {
+            messages.retain(|m| m.metadata.deleted_at.is_none());
+        } else {
+            with_acks(&mut messages, row.state(now));
+        }
+        let mut body = chat_summary(&row, now);
+        body.as_object_mut().expect("object").remove("updatedAt");
+        body["messages"] = serde_json::to_value(messages).expect("messages serialise");
+        Ok(axum::Json(body))
+    })
+    .await
 }
 
 #[derive(Deserialize)]
@@ -572,153 +441,108 @@ fn wants_stream(headers: &HeaderMap) -> bool {
         .is_some_and(|v| v.contains("text/event-stream"))
 }
 
-async fn post_message(
-    State(state): State<AppState>,
-    Caller(who): Caller,
-    headers: HeaderMap,
-    Path(raw): Path<String>,
-    body: Bytes,
-) -> ApiResult {
-    let chat = chat_id(&raw)?;
-    let err = |e: ApiError| e.with_chat(&chat);
-    let user = who.user_id().cloned();
-    let body: PostBody = parse_json(&body).map_err(err)?;
-    if body.parts.is_empty() {
-        return Err(err(ApiError::invalid("`parts` is empty")));
-    }
-    check_user_parts(&body.parts).map_err(err)?;
-    body.id
-        .as_deref()
-        .map(check_message_id)
-        .transpose()
-        .map_err(err)?;
-    let delivery = parse_delivery(body.delivery.as_deref()).map_err(err)?;
-    // Who may write is decided by the store in the operation that creates or opens the chat
-    // (403 `forbidden`, 409 `channel-chat`), so two first messages racing cannot both get in.
-    // Kept for a chat bound to an agent, where the message goes to its inbox instead.
-    let (message_id, parts) = (body.id.clone(), body.parts.clone());
-    let sent = state
-        .engine
-        .agents()
-        .send(SendMessage {
+async fn post_message(c: ChatCall, headers: HeaderMap, body: Bytes) -> ApiResult {
+    c.run(async |chat, user| {
+        let body: PostBody = parse_json(&body)?;
+        if body.parts.is_empty() {
+            return Err(ApiError::invalid("`parts` is empty"));
+        }
+        check_user_parts(&body.parts)?;
+        body.id.as_deref().map(check_message_id).transpose()?;
+        let delivery = parse_delivery(body.delivery.as_deref())?;
+        // Who may write is decided by the store in the operation that creates or opens the chat
+        // (403 `forbidden`, 409 `channel-chat`), so two first messages racing cannot both get
+        // in. Kept for a chat bound to an agent, where the message goes to its inbox instead.
+        let (message_id, parts) = (body.id.clone(), body.parts.clone());
+        let sent = c.state.engine.agents().send(SendMessage {
             chat_id: chat.clone(),
             id: body.id,
             parts: body.parts,
-            author: user.clone(),
+            author: user.cloned(),
             delivery,
             model: body.model,
             reasoning: body.reasoning,
             channel: None,
             speaker: None,
             context: None,
-        })
-        .await;
-    let sent = match sent {
-        Ok(sent) => sent,
-        // A chat bound to an external agent (the store refuses a turn there, whoever sends): the
-        // person's message waits in the agent's inbox, if they may write the chat.
-        Err(CoreError::AgentChat { .. }) => {
-            let Some(row) = state.engine.chats().get(&chat).await? else {
-                return Err(err(ApiError::not_found(format!("no chat {chat}"))));
-            };
-            decide(&state.policy, &who, Action::ReadChat(&ChatView::of(&row))).map_err(err)?;
-            if row.channel.is_some() {
-                return Err(err(ApiError::channel_chat()));
-            }
-            decide(&state.policy, &who, Action::WriteChat(&ChatView::of(&row))).map_err(err)?;
-            let text: String = parts
-                .iter()
-                .filter_map(|p| match p {
-                    MessagePart::Text { text } => Some(text.as_str()),
-                    _ => None,
-                })
-                .collect();
-            let saved = state
-                .engine
-                .chats()
-                .web_message(
-                    &chat,
-                    user.as_ref(),
+        });
+        let sent = match sent.await {
+            Ok(sent) => sent,
+            // A chat bound to an external agent (the store refuses a turn there, whoever
+            // sends): the person's message waits in the agent's inbox, if they may write it.
+            Err(CoreError::AgentChat { .. }) => {
+                c.writable(chat).await?;
+                let text: String = parts
+                    .iter()
+                    .filter_map(|p| match p {
+                        MessagePart::Text { text } => Some(text.as_str()),
+                        _ => None,
+                    })
+                    .collect();
+                let files = parts.iter().filter(|p| p.as_file().is_some()).cloned();
+                let saved = c.state.engine.chats().web_message(
+                    chat,
+                    user,
                     message_id,
                     &text,
-                    parts
-                        .iter()
-                        .filter(|p| p.as_file().is_some())
-                        .cloned()
-                        .collect(),
-                )
-                .await
-                .map_err(|e| err(e.into()))?;
-            return Ok(match saved {
-                Some(m) => with_chat(&chat, (StatusCode::ACCEPTED, axum::Json(m))),
-                None => with_chat(&chat, StatusCode::OK),
-            });
-        }
-        Err(e @ CoreError::ChannelChat { .. }) => {
-            // A chat the caller may not even read is not described to them.
-            return Err(err(match state.engine.chats().get(&chat).await? {
-                Some(row)
-                    if state
-                        .policy
-                        .decide(&who, Action::ReadChat(&ChatView::of(&row)))
+                    files.collect(),
+                );
+                return Ok(match saved.await? {
+                    Some(m) => (StatusCode::ACCEPTED, axum::Json(m)).into_response(),
+                    None => StatusCode::OK.into_response(),
+                });
+            }
+            Err(e @ CoreError::ChannelChat { .. }) => {
+                // A chat the caller may not even read is not described to them.
+                return Err(match c.state.engine.chats().get(chat).await? {
+                    Some(row)
+                        if decide(
+                            &c.state.policy,
+                            &c.who,
+                            Action::ReadChat(&ChatView::of(&row)),
+                        )
                         .is_err() =>
-                {
-                    ApiError::forbidden()
-                }
-                _ => e.into(),
-            }));
-        }
-        Err(e) => return Err(err(e.into())),
-    };
-    let stream = wants_stream(&headers);
-    match sent {
+                    {
+                        ApiError::forbidden()
+                    }
+                    _ => e.into(),
+                });
+            }
+            Err(e) => return Err(e.into()),
+        };
+        sent_response(chat, sent, wants_stream(&headers)).await
+    })
+    .await
+}
+
+/// What `POST …/messages` answers for the message sent: queued, or the turn it started (its
+/// stream, or its outcome once it ends).
+async fn sent_response(chat: &ChatId, sent: Sent, stream: bool) -> ApiResult {
+    Ok(match sent {
         Sent::Queued {
             message_id,
             delivery,
         } => {
+            let queued = json!({"messageId": message_id, "delivery": delivery});
             if stream {
-                let part = json!({"type": "data-queued", "data": {"messageId": message_id, "delivery": delivery}, "transient": true});
+                let part = json!({"type": "data-queued", "data": queued, "transient": true});
                 let body = format!("data: {part}\n\ndata: [DONE]\n\n");
-                Ok(with_chat(&chat, sse_response(axum::body::Body::from(body))))
+                sse_response(axum::body::Body::from(body))
             } else {
-                Ok(with_chat(
-                    &chat,
-                    (
-                        StatusCode::ACCEPTED,
-                        axum::Json(json!({"messageId": message_id, "delivery": delivery})),
-                    ),
-                ))
+                (StatusCode::ACCEPTED, axum::Json(queued)).into_response()
             }
+        }
+        Sent::Started(handle) if stream => {
+            let body = crate::stream::ui_message_stream(handle);
+            sse_response(axum::body::Body::from_stream(body))
         }
         Sent::Started(handle) => {
-            if stream {
-                let body = crate::stream::ui_message_stream(handle);
-                Ok(with_chat(
-                    &chat,
-                    sse_response(axum::body::Body::from_stream(body)),
-                ))
-            } else {
-                let message_id = handle.message_id.clone();
-                let outcome = handle
-                    .done
-                    .await
-                    .map_err(|_| {
-                        err(ApiError::new(
-                            StatusCode::INTERNAL_SERVER_ERROR,
-                            "internal",
-                            "the turn was dropped",
-                        ))
-                    })?
-                    .map_err(|e| err(e.into()))?;
-                Ok(with_chat(
-                    &chat,
-                    axum::Json(
-                        json!({"chatId": chat, "messageId": message_id, "state": outcome.state, "reply": outcome.reply}),
-                    ),
-                ))
-            }
+            let message_id = handle.message_id.clone();
+            let dropped = |_| ApiError::internal("the turn was dropped");
+            let outcome = handle.done.await.map_err(dropped)??;
+            axum::Json(json!({"chatId": chat, "messageId": message_id, "state": outcome.state, "reply": outcome.reply})).into_response()
         }
-    }
+    })
 }
 
 fn sse_response(body: axum::body::Body) -> Response {
@@ -746,45 +570,30 @@ struct PatchBody {
     delivery: Option<String>,
 }
 
-async fn patch_message(
-    State(state): State<AppState>,
-    Caller(who): Caller,
-    Path((raw, message_id)): Path<(String, String)>,
-    body: Bytes,
-) -> ApiResult {
-    let chat = chat_id(&raw)?;
-    let err = |e: ApiError| e.with_chat(&chat);
-    let user = who.user_id().cloned();
-    let body: PatchBody = parse_json(&body).map_err(err)?;
-    if body.parts.as_ref().is_some_and(Vec::is_empty) {
-        return Err(err(ApiError::invalid("`parts` is empty")));
-    }
-    check_user_parts(body.parts.as_deref().unwrap_or_default()).map_err(err)?;
-    let delivery = match body.delivery.as_deref() {
-        Some(d) => Some(parse_delivery(Some(d)).map_err(err)?),
-        None => None,
-    };
-    load_writable(&state, &chat, &who).await.map_err(err)?;
-    let change = state
-        .engine
-        .chats()
-        .edit_queued(
-            &chat,
-            &message_id,
-            user.as_ref(),
-            &QueuedEdit {
-                parts: body.parts,
-                delivery,
-            },
-        )
-        .await?;
-    match change {
-        QueuedChange::Done(Some(m)) => {
-            state.engine.agents().kick(&chat).await?;
-            Ok(with_chat(&chat, axum::Json(m.message)))
+async fn patch_message(c: ChatCall, body: Bytes) -> ApiResult {
+    c.run(async |chat, user| {
+        let body: PatchBody = parse_json(&body)?;
+        if body.parts.as_ref().is_some_and(Vec::is_empty) {
+            return Err(ApiError::invalid("`parts` is empty"));
         }
-        other => Err(err(queued_error(other))),
-    }
+        check_user_parts(body.parts.as_deref().unwrap_or_default())?;
+        let delivery = match body.delivery.as_deref() {
+            Some(d) => Some(parse_delivery(Some(d))?),
+            None => None,
+        };
+        c.writable(chat).await?;
+        let parts = body.parts;
+        let edit = QueuedEdit { parts, delivery };
+        let chats = c.state.engine.chats();
+        match chats.edit_queued(chat, &c.item, user, &edit).await? {
+            QueuedChange::Done(Some(m)) => {
+                c.state.engine.agents().kick(chat).await?;
+                Ok(axum::Json(m.message))
+            }
+            other => Err(queued_error(other)),
+        }
+    })
+    .await
 }
 
 fn queued_error(change: QueuedChange) -> ApiError {
@@ -803,50 +612,42 @@ fn queued_error(change: QueuedChange) -> ApiError {
     }
 }
 
-async fn delete_message(
-    State(state): State<AppState>,
-    Caller(who): Caller,
-    Path((raw, message_id)): Path<(String, String)>,
-) -> ApiResult {
-    let chat = chat_id(&raw)?;
-    let err = |e: ApiError| e.with_chat(&chat);
-    let user = who.user_id().cloned();
-    let row = load_writable(&state, &chat, &who).await.map_err(err)?;
-    if row.awaiting_message_id.as_deref() == Some(message_id.as_str()) {
-        // Withdraw the waiting questions (whoever may write the chat).
-        state
-            .engine
-            .questions()
-            .withdraw(&chat, &message_id)
-            .await?;
-        return Ok(with_chat(&chat, StatusCode::NO_CONTENT));
-    }
-    match state
-        .engine
-        .chats()
-        .delete_queued(&chat, &message_id, user.as_ref())
-        .await?
-    {
-        QueuedChange::Done(None) => Ok(with_chat(&chat, StatusCode::NO_CONTENT)),
-        other => Err(err(queued_error(other))),
-    }
+async fn delete_message(c: ChatCall) -> ApiResult {
+    c.run(async |chat, user| {
+        let row = c.writable(chat).await?;
+        let message_id = &c.item;
+        if row.awaiting_message_id.as_ref() == Some(message_id) {
+            // Withdraw the waiting questions (whoever may write the chat).
+            c.state
+                .engine
+                .questions()
+                .withdraw(chat, message_id)
+                .await?;
+            return Ok(StatusCode::NO_CONTENT);
+        }
+        let chats = c.state.engine.chats();
+        match chats.delete_queued(chat, message_id, user).await? {
+            QueuedChange::Done(None) => Ok(StatusCode::NO_CONTENT),
+            other => Err(queued_error(other)),
+        }
+    })
+    .await
 }
 
-async fn pending(
-    State(state): State<AppState>,
-    Caller(who): Caller,
-    Path(raw): Path<String>,
-) -> ApiResult {
-    let chat = chat_id(&raw)?;
-    let err = |e: ApiError| e.with_chat(&chat);
-    let row = load_readable(&state, &chat, &who).await.map_err(err)?;
+async fn pending(c: ChatCall) -> ApiResult {
+    c.run(async |chat, _| pending_calls(&c.state, chat, c.readable(chat).await?).await)
+        .await
+}
+
+/// `GET /api/chats/{id}/pending`'s answer: the chat's state and its calls waiting for a person.
+async fn pending_calls(state: &AppState, chat: &ChatId, row: ChatRow) -> ApiResult {
     let now = state.engine.now();
     let mut calls = Vec::new();
     // The reply the calls wait in (read once): an approval names the tool and its arguments.
     let mut reply: Option<frogbot_core::agent::views::StoredMessage> = None;
     for q in state.engine.questions().pending(&row).await? {
         if reply.as_ref().is_none_or(|r| r.message.id != q.message_id) {
-            reply = state.engine.chats().message(&chat, &q.message_id).await?;
+            reply = state.engine.chats().message(chat, &q.message_id).await?;
         }
         let approval = reply.as_ref().and_then(|r| {
             r.message.tool_parts().find(|t| {
@@ -888,10 +689,7 @@ async fn pending(
         }
         calls.push(call);
     }
-    Ok(with_chat(
-        &chat,
-        axum::Json(json!({"state": row.state(now), "calls": calls})),
-    ))
+    Ok(axum::Json(json!({"state": row.state(now), "calls": calls})).into_response())
 }
 
 #[derive(Deserialize)]
@@ -904,13 +702,8 @@ struct SettleBody {
     dismissed: bool,
 }
 
-async fn settle(
-    State(state): State<AppState>,
-    Caller(who): Caller,
-    Path(raw): Path<String>,
-    body: Bytes,
-) -> ApiResult {
-    on_chat(&raw, &who, async |chat, user| {
+async fn settle(c: ChatCall, body: Bytes) -> ApiResult {
+    c.run(async |chat, user| {
         let body: SettleBody = parse_json(&body)?;
         let settle = match (body.output, body.dismissed) {
             (Some(o), false) => Settle::Answer(o),
@@ -921,12 +714,13 @@ async fn settle(
                 ));
             }
         };
-        let row = load_writable(&state, chat, &who).await?;
+        let row = c.writable(chat).await?;
         let actor = frogbot_core::model::Actor {
             user: user.cloned(),
             identity: None,
         };
-        let done = state
+        let done = c
+            .state
             .engine
             .questions()
             .settle_read(row, &body.tool_call_id, settle, Some(actor))
@@ -946,31 +740,26 @@ async fn settle(
 /// rules as sending; a channel chat is stopped from its thread). 200 `{"chatId", "stopping",
 /// "state"}` — `stopping: false` when no turn of the chat runs in this process; 403 `forbidden`
 /// for someone else than the driver.
-async fn stop(
-    State(state): State<AppState>,
-    Caller(who): Caller,
-    Path(raw): Path<String>,
-) -> ApiResult {
-    let chat = chat_id(&raw)?;
-    let err = |e: ApiError| e.with_chat(&chat);
-    let user = who.user_id().cloned();
-    load_writable(&state, &chat, &who).await.map_err(err)?;
-    let stopping = match state.engine.agents().stop(&chat, user.as_ref()) {
-        StopOutcome::Stopping => true,
-        StopOutcome::NotDriver => {
-            return Err(err(ApiError::new(
-                StatusCode::FORBIDDEN,
-                "forbidden",
-                "only the user who started this turn can stop it",
-            )));
-        }
-        _ => false,
-    };
-    let state_now = state.engine.chats().state(&chat).await?;
-    Ok(with_chat(
-        &chat,
-        axum::Json(json!({"chatId": chat, "stopping": stopping, "state": state_now})),
-    ))
+async fn stop(c: ChatCall) -> ApiResult {
+    c.run(async |chat, user| {
+        c.writable(chat).await?;
+        let stopping = match c.state.engine.agents().stop(chat, user) {
+            StopOutcome::Stopping => true,
+            StopOutcome::NotDriver => {
+                return Err(ApiError::new(
+                    StatusCode::FORBIDDEN,
+                    "forbidden",
+                    "only the user who started this turn can stop it",
+                ));
+            }
+            _ => false,
+        };
+        let state = c.state.engine.chats().state(chat).await?;
+        Ok(axum::Json(
+            json!({"chatId": chat, "stopping": stopping, "state": state}),
+        ))
+    })
+    .await
 }
 
 /// Sets `metadata.ack` on the user messages of a chat's history (derived, never stored): a
@@ -1010,24 +799,15 @@ pub(crate) fn with_acks(messages: &mut [UiMessage], state: frogbot_core::model::
     }
 }
 
-async fn events(
-    State(state): State<AppState>,
-    Caller(who): Caller,
-    client: crate::browser::ClientAddr,
-    Path(raw): Path<String>,
-) -> ApiResult {
-    on_chat(&raw, &who, async |chat, user| {
-        let row = load_readable(&state, chat, &who).await?;
+async fn events(c: ChatCall, client: crate::browser::ClientAddr) -> ApiResult {
+    c.run(async |chat, user| {
+        let row = c.readable(chat).await?;
         // Only changes are streamed: the client loads the chat itself.
-        let stream = state
+        let now = row.state(c.state.engine.now());
+        let stream = c
+            .state
             .watchers
-            .open(
-                chat,
-                user,
-                client.0,
-                row.state(state.engine.now()),
-                row.version,
-            )
+            .open(chat, user, client.0, now, row.version)
             .map_err(|e| {
                 ApiError::new(
                     StatusCode::TOO_MANY_REQUESTS,

@@ -4,7 +4,9 @@
 //! Every route is registered through [`Api::at`] with its [`Access`]; the registration puts the
 //! access on the request, and the [`Caller`] extractor — the only way a handler learns who
 //! calls — resolves the bearer token to a [`Principal`] and asks [`Policy::admit`]. A handler
-//! then asks [`Policy::decide`] about the resource it loaded (see [`super::decide`]).
+//! then asks [`Policy::decide`] about the resource it loaded (see [`super::decide`]). Handlers
+//! take it as [`Call`] (with the state) or, on a chat's route, [`ChatCall`], which also loads the
+//! chat for the action asked and names the chat in every answer.
 //! `Api`'s `table`, returned by `http::routes()`, is the list of every route with its access: the
 //! route × principal test (`tests/authorization.rs`) walks it, so a route added without an entry
 //! there fails that test.
@@ -18,7 +20,9 @@ use axum::http::request::Parts;
 use axum::http::{Method, StatusCode, header};
 use axum::routing::MethodRouter;
 
-use frogbot_core::policy::{Access, Denied, Policy, Principal};
+use frogbot_core::agent::views::ChatRow;
+use frogbot_core::model::{ChatId, UserId};
+use frogbot_core::policy::{Access, Action, ChatView, Denied, Policy, Principal};
 
 use super::{ApiError, AppState};
 
@@ -153,6 +157,113 @@ impl FromRequestParts<AppState> for Caller {
             None => e,
         };
         Self::admit(parts, state).await.map_err(named)
+    }
+}
+
+/// What every route's handler starts from: the state, and the caller [`Caller`] admitted.
+pub(super) struct Call {
+    pub(super) state: AppState,
+    pub(super) who: Principal,
+}
+
+impl FromRequestParts<AppState> for Call {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let Caller(who) = Caller::from_request_parts(parts, state).await?;
+        let state = state.clone();
+        Ok(Call { state, who })
+    }
+}
+
+/// A [`Call`] on a route of a chat: `raw` is its path's `{chat_id}` (checked by
+/// [`ChatCall::run`]), `item` the path's other parameter (a message id, a pin's key, a file id)
+/// or empty.
+pub(super) struct ChatCall {
+    pub(super) state: AppState,
+    pub(super) who: Principal,
+    raw: String,
+    pub(super) item: String,
+}
+
+impl FromRequestParts<AppState> for ChatCall {
+    type Rejection = axum::response::Response;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        use axum::response::IntoResponse;
+        let Call { state, who } = Call::from_request_parts(parts, state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        let axum::extract::Path(params) =
+            axum::extract::Path::<Vec<(String, String)>>::from_request_parts(parts, &state)
+                .await
+                .map_err(IntoResponse::into_response)?;
+        let (mut raw, mut item) = (String::new(), String::new());
+        for (key, value) in params {
+            *(if key == "chat_id" {
+                &mut raw
+            } else {
+                &mut item
+            }) = value;
+        }
+        Ok(ChatCall {
+            state,
+            who,
+            raw,
+            item,
+        })
+    }
+}
+
+impl ChatCall {
+    /// `run` with the chat and the caller's user: its answer and every error but a bad chat
+    /// id's name the chat.
+    pub(super) async fn run<R: axum::response::IntoResponse>(
+        &self,
+        run: impl AsyncFnOnce(&ChatId, Option<&UserId>) -> Result<R, ApiError>,
+    ) -> super::ApiResult {
+        let chat = super::chat_id(&self.raw)?;
+        match run(&chat, self.who.user_id()).await {
+            Ok(res) => Ok(super::with_chat(&chat, res)),
+            Err(e) => Err(e.with_chat(&chat)),
+        }
+    }
+
+    /// The chat, when the policy lets the caller do `action` on it (404 `{absent} {chat}` when
+    /// there is none).
+    pub(super) async fn load(
+        &self,
+        chat: &ChatId,
+        absent: &str,
+        action: for<'a> fn(&'a ChatView<'a>) -> Action<'a>,
+    ) -> Result<ChatRow, ApiError> {
+        let row = self.state.engine.chats().get(chat).await?;
+        let row = row.ok_or_else(|| ApiError::not_found(format!("{absent} {chat}")))?;
+        decide(&self.state.policy, &self.who, action(&ChatView::of(&row)))?;
+        Ok(row)
+    }
+
+    /// The chat, when the caller may read it (404 when there is none, 403 when it is not theirs).
+    pub(super) async fn readable(&self, chat: &ChatId) -> Result<ChatRow, ApiError> {
+        self.load(chat, "no chat", |v| Action::ReadChat(v)).await
+    }
+
+    /// The chat, when the caller may write it from the web: a channel chat they may read is 409
+    /// `channel-chat` (it is continued from its thread).
+    pub(super) async fn writable(&self, chat: &ChatId) -> Result<ChatRow, ApiError> {
+        let row = self.readable(chat).await?;
+        if row.channel.is_some() {
+            return Err(ApiError::channel_chat());
+        }
+        decide(
+            &self.state.policy,
+            &self.who,
+            Action::WriteChat(&ChatView::of(&row)),
+        )?;
+        Ok(row)
     }
 }
 

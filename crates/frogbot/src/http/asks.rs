@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, Query};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use serde::Deserialize;
@@ -26,7 +26,7 @@ use frogbot_core::model::{ChatId, Delivery, QuestionInput, QuestionItem};
 use frogbot_core::agent::views::ChatRow;
 use frogbot_core::policy::{Action, AskInto, ChatView, Principal, Target};
 
-use super::access::{Caller, decide};
+use super::access::{Call, decide};
 use super::{ApiError, ApiResult, AppState, parse_json};
 
 /// The longest a single `wait` request holds (a client waits longer by asking again).
@@ -45,15 +45,12 @@ enum AskTarget {
     Web {
         web: String,
         /// Refused: an ask goes into the caller's own web chat, never one made for someone.
-        #[serde(default)]
         user: Option<String>,
     },
     /// `{"channel": "slack", "thread": …}` / `…"user": …}`: a platform.
     Channel {
         channel: String,
-        #[serde(default)]
         thread: Option<String>,
-        #[serde(default)]
         user: Option<String>,
     },
 }
@@ -61,14 +58,11 @@ enum AskTarget {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct AskBody {
-    #[serde(default)]
     to: Option<AskTarget>,
     text: String,
-    #[serde(default)]
     title: Option<String>,
     #[serde(default)]
     inputs: Vec<QuestionItem>,
-    #[serde(default)]
     expires_in_seconds: Option<u64>,
     /// Who may answer (FrogBot user ids or `platform:user`); empty: whoever the chat lets.
     #[serde(default)]
@@ -76,7 +70,6 @@ struct AskBody {
     /// Display blocks shown with the inputs (a table, code or a diff, an image…).
     #[serde(default)]
     blocks: Vec<serde_json::Value>,
-    #[serde(default)]
     idempotency_key: Option<String>,
 }
 
@@ -156,11 +149,7 @@ fn caller_hash(id: &str) -> String {
 
 /// `POST /api/asks`: 201 with the ask's status (`open`, or `queued` behind another turn of
 /// the chat); a repeated `idempotencyKey` answers 200 with the same ask.
-pub(super) async fn create(
-    State(state): State<AppState>,
-    Caller(who): Caller,
-    body: Bytes,
-) -> ApiResult {
+pub(super) async fn create(Call { state, who }: Call, body: Bytes) -> ApiResult {
     let user = who.user_id().cloned();
     let body: AskBody = parse_json(&body)?;
     let input = input_of(&body)?;
@@ -343,11 +332,7 @@ async fn read_with_chat(
 }
 
 /// `GET /api/asks/{id}`.
-pub(super) async fn get(
-    State(state): State<AppState>,
-    Caller(who): Caller,
-    Path(raw): Path<String>,
-) -> ApiResult {
+pub(super) async fn get(Call { state, who }: Call, Path(raw): Path<String>) -> ApiResult {
     let id = ask_id(&raw)?;
     let status = read(&state, &id, &who).await?;
     Ok(super::with_chat(&id.chat, axum::Json(status)))
@@ -361,8 +346,7 @@ pub(super) struct WaitQuery {
 /// `GET /api/asks/{id}/wait?timeout=SECONDS` (default 30, at most [`MAX_WAIT_SECONDS`]): the
 /// status once the ask is over, or as it stands when the time is up.
 pub(super) async fn wait(
-    State(state): State<AppState>,
-    Caller(who): Caller,
+    Call { state, who }: Call,
     Path(raw): Path<String>,
     Query(q): Query<WaitQuery>,
 ) -> ApiResult {
@@ -417,11 +401,8 @@ pub(super) async fn wait(
             }
         };
         let elsewhere = async {
-            let Some(rx) = pushed.as_mut() else {
-                return std::future::pending::<()>().await;
-            };
             loop {
-                match rx.recv().await {
+                match crate::events::pushed(&mut pushed).await {
                     Ok(frogbot_core::agent::views::Change::Chat(c)) if c == id.chat => return,
                     Ok(
                         frogbot_core::agent::views::Change::Chat(_)
@@ -504,11 +485,7 @@ impl Drop for WaitSlot<'_> {
 
 /// `DELETE /api/asks/{id}`: withdraws an open ask (the card shows it was cancelled) or removes
 /// a queued one; 200 with the status. An ask that is over: 409 `stale`.
-pub(super) async fn cancel(
-    State(state): State<AppState>,
-    Caller(who): Caller,
-    Path(raw): Path<String>,
-) -> ApiResult {
+pub(super) async fn cancel(Call { state, who }: Call, Path(raw): Path<String>) -> ApiResult {
     let id = ask_id(&raw)?;
     let user = who.user_id().cloned();
     let err = |e: ApiError| e.with_chat(&id.chat);
@@ -526,8 +503,7 @@ pub(super) async fn cancel(
                     .await
                     .map_err(|e| err(e.into()))?
             {
-                return Err(err(ApiError::new(
-                    StatusCode::CONFLICT,
+                return Err(err(ApiError::conflict(
                     "stale",
                     "the ask is no longer open",
                 )));
@@ -546,8 +522,7 @@ pub(super) async fn cancel(
                 QueuedChange::Forbidden => return Err(err(ApiError::forbidden())),
                 // Promoted meanwhile: it is being posted; cancel it once it is open.
                 _ => {
-                    return Err(err(ApiError::new(
-                        StatusCode::CONFLICT,
+                    return Err(err(ApiError::conflict(
                         "not-queued",
                         "the ask is being posted; cancel it again",
                     )));
@@ -555,8 +530,7 @@ pub(super) async fn cancel(
             }
         }
         _ => {
-            return Err(err(ApiError::new(
-                StatusCode::CONFLICT,
+            return Err(err(ApiError::conflict(
                 "stale",
                 format!(
                     "the ask is already {}",

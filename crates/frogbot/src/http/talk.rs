@@ -6,27 +6,34 @@
 use std::time::Duration;
 
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::Query;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use frogbot_core::agent::{AgentMessage, AgentPlace, ChannelTarget, EventOutcome, MessageEdit};
-use frogbot_core::model::{Ack, Block, ChatId};
+use frogbot_core::model::{Ack, Block, ChatId, UserId};
 
 use frogbot_core::policy::{Action, Principal};
 
-use super::access::{Caller, decide};
-use super::{ApiError, ApiResult, AppState, chat_id, load_for, on_chat, parse_json, with_chat};
+use super::access::{Call, ChatCall, decide};
+use super::{ApiError, ApiResult, chat_id, parse_json, with_chat};
 
-/// The chat, when the calling agent holds it (404 when it is not its, as if absent).
-async fn agent_chat(
-    state: &AppState,
-    chat: &ChatId,
-    who: &Principal,
-) -> Result<frogbot_core::agent::views::ChatRow, ApiError> {
-    load_for(state, chat, who, "no agent chat", |v| Action::AgentWrite(v)).await
+impl ChatCall {
+    /// [`ChatCall::run`], when the calling agent holds the chat (404 when it is not its, as if
+    /// absent).
+    async fn agent<R: IntoResponse>(
+        &self,
+        run: impl AsyncFnOnce(&ChatId, Option<&UserId>) -> Result<R, ApiError>,
+    ) -> ApiResult {
+        self.run(async |chat, user| {
+            self.load(chat, "no agent chat", |v| Action::AgentWrite(v))
+                .await?;
+            run(chat, user).await
+        })
+        .await
+    }
 }
 
 /// The longest one inbox request waits.
@@ -35,11 +42,8 @@ const MAX_INBOX_WAIT_SECONDS: u64 = 300;
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(super) struct OpenBody {
-    #[serde(default)]
     to: Option<Value>,
-    #[serde(default)]
     text: Option<String>,
-    #[serde(default)]
     idempotency_key: Option<String>,
 }
 
@@ -51,11 +55,7 @@ fn blocks_of(v: Option<&Value>) -> Result<Option<Vec<Block>>, ApiError> {
 /// `POST /api/agent-chats`: 201 `{"chatId", "channel"?}` — a chat bound to the caller (`to`:
 /// `{"web": CHAT}` or none for a new web chat; `{"channel", "thread"}` or `{"channel", "user"}`
 /// for a platform thread, started with `text` where the target is a channel or a person).
-pub(super) async fn open(
-    State(state): State<AppState>,
-    Caller(who): Caller,
-    body: Bytes,
-) -> ApiResult {
+pub(super) async fn open(Call { state, who }: Call, body: Bytes) -> ApiResult {
     let user = who.user_id().cloned();
     let body: OpenBody = parse_json(&body)?;
     let key = match &body.idempotency_key {
@@ -140,15 +140,10 @@ pub(super) async fn open(
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct SendBody {
-    #[serde(default)]
     id: Option<String>,
-    #[serde(default)]
     title: Option<String>,
-    #[serde(default)]
     text: Option<String>,
-    #[serde(default)]
     blocks: Option<Value>,
-    #[serde(default)]
     pin: Option<String>,
     /// File parts (`{"type": "file", "url": "/api/chats/{chat}/files/{id}", …}`: what an upload
     /// answered).
@@ -157,14 +152,8 @@ pub(super) struct SendBody {
 }
 
 /// `POST /api/chats/{id}/agent-messages`: 201 with the message (`id` makes it idempotent).
-pub(super) async fn send(
-    State(state): State<AppState>,
-    Caller(who): Caller,
-    Path(raw): Path<String>,
-    body: Bytes,
-) -> ApiResult {
-    on_chat(&raw, &who, async |chat, user| {
-        agent_chat(&state, chat, &who).await?;
+pub(super) async fn send(c: ChatCall, body: Bytes) -> ApiResult {
+    c.agent(async |chat, user| {
         let body: SendBody = parse_json(&body)?;
         let blocks = blocks_of(body.blocks.as_ref())?.unwrap_or_default();
         let message = AgentMessage {
@@ -179,7 +168,7 @@ pub(super) async fn send(
                 .map(frogbot_core::model::MessagePart::Other)
                 .collect(),
         };
-        let m = state.engine.agents().post(chat, user, message).await?;
+        let m = c.state.engine.agents().post(chat, user, message).await?;
         Ok((StatusCode::CREATED, axum::Json(m)))
     })
     .await
@@ -188,26 +177,16 @@ pub(super) async fn send(
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct EditBody {
-    #[serde(default)]
     title: Option<String>,
-    #[serde(default)]
     text: Option<String>,
-    #[serde(default)]
     blocks: Option<Value>,
     /// One block (with its `id`) replacing the block of that id.
-    #[serde(default)]
     block: Option<Value>,
 }
 
 /// `PATCH /api/chats/{id}/agent-messages/{message}`: new content, or `{"block": {"id", …}}`.
-pub(super) async fn edit(
-    State(state): State<AppState>,
-    Caller(who): Caller,
-    Path((raw, message)): Path<(String, String)>,
-    body: Bytes,
-) -> ApiResult {
-    on_chat(&raw, &who, async |chat, user| {
-        agent_chat(&state, chat, &who).await?;
+pub(super) async fn edit(c: ChatCall, body: Bytes) -> ApiResult {
+    c.agent(async |chat, user| {
         let body: EditBody = parse_json(&body)?;
         let edit = match body.block {
             Some(block) => {
@@ -238,26 +217,17 @@ pub(super) async fn edit(
                 }
             }
         };
-        let m = state
-            .engine
-            .agents()
-            .edit(chat, user, &message, edit)
-            .await?;
-        Ok(axum::Json(m))
+        let m = c.state.engine.agents().edit(chat, user, &c.item, edit);
+        Ok(axum::Json(m.await?))
     })
     .await
 }
 
 /// `DELETE /api/chats/{id}/agent-messages/{message}`: 204 (an ask's waiting question is
 /// withdrawn).
-pub(super) async fn delete(
-    State(state): State<AppState>,
-    Caller(who): Caller,
-    Path((raw, message)): Path<(String, String)>,
-) -> ApiResult {
-    on_chat(&raw, &who, async |chat, user| {
-        agent_chat(&state, chat, &who).await?;
-        state.engine.agents().delete(chat, user, &message).await?;
+pub(super) async fn delete(c: ChatCall) -> ApiResult {
+    c.agent(async |chat, user| {
+        c.state.engine.agents().delete(chat, user, &c.item).await?;
         Ok(StatusCode::NO_CONTENT)
     })
     .await
@@ -270,21 +240,12 @@ pub(super) struct PinBody {
 }
 
 /// `PUT /api/chats/{id}/pins/{key}` `{"messageId"}`: the message pinned under the key.
-pub(super) async fn pin(
-    State(state): State<AppState>,
-    Caller(who): Caller,
-    Path((raw, key)): Path<(String, String)>,
-    body: Bytes,
-) -> ApiResult {
-    on_chat(&raw, &who, async |chat, user| {
-        agent_chat(&state, chat, &who).await?;
+pub(super) async fn pin(c: ChatCall, body: Bytes) -> ApiResult {
+    c.agent(async |chat, user| {
         let body: PinBody = parse_json(&body)?;
-        let m = state
-            .engine
-            .agents()
-            .pin(chat, user, &key, Some(&body.message_id))
-            .await?;
-        Ok(axum::Json(m))
+        let pinned = Some(body.message_id.as_str());
+        let m = c.state.engine.agents().pin(chat, user, &c.item, pinned);
+        Ok(axum::Json(m.await?))
     })
     .await
 }
@@ -292,18 +253,16 @@ pub(super) async fn pin(
 /// `DELETE /api/chats/{id}/pins/{key}`: 204; the message returns to the thread. The chat's
 /// agent unpins (as `AgentWrite`); so does the person whose chat it is, in the web chat (as
 /// `WriteChat`: the chat's owner).
-pub(super) async fn unpin(
-    State(state): State<AppState>,
-    Caller(who): Caller,
-    Path((raw, key)): Path<(String, String)>,
-) -> ApiResult {
-    on_chat(&raw, &who, async |chat, user| {
-        if matches!(who, Principal::Agent(_)) {
-            agent_chat(&state, chat, &who).await?;
-            state.engine.agents().pin(chat, user, &key, None).await?;
+pub(super) async fn unpin(c: ChatCall) -> ApiResult {
+    let (engine, key) = (&c.state.engine, &c.item);
+    c.run(async |chat, user| {
+        if matches!(c.who, Principal::Agent(_)) {
+            c.load(chat, "no agent chat", |v| Action::AgentWrite(v))
+                .await?;
+            engine.agents().pin(chat, user, key, None).await?;
         } else {
-            load_for(&state, chat, &who, "no chat", |v| Action::WriteChat(v)).await?;
-            state.engine.chats().unpin(chat, user, &key).await?;
+            c.load(chat, "no chat", |v| Action::WriteChat(v)).await?;
+            engine.chats().unpin(chat, user, key).await?;
         }
         Ok(StatusCode::NO_CONTENT)
     })
@@ -313,21 +272,14 @@ pub(super) async fn unpin(
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(super) struct InboxQuery {
-    #[serde(default)]
     chat_id: Option<String>,
-    #[serde(default)]
     wait: Option<u64>,
-    #[serde(default)]
     limit: Option<u32>,
 }
 
 /// `GET /api/inbox?chatId=&wait=SECONDS&limit=`: `{"items": [...]}` — the caller's people's
 /// messages and block events, oldest first, each returned once and marked Seen.
-pub(super) async fn inbox(
-    State(state): State<AppState>,
-    Caller(who): Caller,
-    Query(q): Query<InboxQuery>,
-) -> ApiResult {
+pub(super) async fn inbox(Call { state, who }: Call, Query(q): Query<InboxQuery>) -> ApiResult {
     decide(&state.policy, &who, Action::ReadInbox)?;
     let user = who.user_id().cloned();
     let chat = q.chat_id.as_deref().map(chat_id).transpose()?;
@@ -348,14 +300,8 @@ pub(super) struct AckBody {
 }
 
 /// `POST /api/chats/{id}/messages/{message}/ack` `{"state": "working" | "done"}`: 204.
-pub(super) async fn ack(
-    State(state): State<AppState>,
-    Caller(who): Caller,
-    Path((raw, message)): Path<(String, String)>,
-    body: Bytes,
-) -> ApiResult {
-    on_chat(&raw, &who, async |chat, user| {
-        agent_chat(&state, chat, &who).await?;
+pub(super) async fn ack(c: ChatCall, body: Bytes) -> ApiResult {
+    c.agent(async |chat, user| {
         let body: AckBody = parse_json(&body)?;
         let ack = match body.state.as_str() {
             "working" => Ack::Working,
@@ -366,7 +312,11 @@ pub(super) async fn ack(
                 )));
             }
         };
-        state.engine.agents().ack(chat, user, &message, ack).await?;
+        c.state
+            .engine
+            .agents()
+            .ack(chat, user, &c.item, ack)
+            .await?;
         Ok(StatusCode::NO_CONTENT)
     })
     .await
@@ -382,24 +332,19 @@ pub(super) struct EventBody {
 
 /// `POST /api/chats/{id}/block-events` `{"messageId", "blockId", "value"}`: 202 when the event
 /// reached the agent's inbox, 409 `stale` when the message, block or button is gone.
-pub(super) async fn event(
-    State(state): State<AppState>,
-    Caller(who): Caller,
-    Path(raw): Path<String>,
-    body: Bytes,
-) -> ApiResult {
-    on_chat(&raw, &who, async |chat, user| {
-        load_for(&state, chat, &who, "no chat", |v| Action::BlockEvent(v)).await?;
+pub(super) async fn event(c: ChatCall, body: Bytes) -> ApiResult {
+    c.run(async |chat, user| {
+        c.load(chat, "no chat", |v| Action::BlockEvent(v)).await?;
         let body: EventBody = parse_json(&body)?;
-        match state
+        match c
+            .state
             .engine
             .chats()
             .web_event(chat, user, &body.message_id, &body.block_id, &body.value)
             .await?
         {
             EventOutcome::Sent => Ok((StatusCode::ACCEPTED, axum::Json(json!({"sent": true})))),
-            _ => Err(ApiError::new(
-                StatusCode::CONFLICT,
+            _ => Err(ApiError::conflict(
                 "stale",
                 "that message, block or button is gone",
             )),
