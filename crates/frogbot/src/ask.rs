@@ -42,6 +42,24 @@ pub struct ServerArgs {
     pub format: Format,
 }
 
+/// A client command's arguments: its own (`T`, read through `Deref`), then the server's.
+#[derive(Clone, Debug, clap::Args)]
+pub struct ClientArgs<T: clap::Args> {
+    /// The command's own arguments.
+    #[command(flatten)]
+    pub args: T,
+    /// The server.
+    #[command(flatten)]
+    pub server: ServerArgs,
+}
+
+impl<T: clap::Args> std::ops::Deref for ClientArgs<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.args
+    }
+}
+
 /// `frogbot ask`.
 #[derive(Clone, Debug, clap::Args)]
 pub struct AskArgs {
@@ -121,9 +139,6 @@ pub struct AskArgs {
     /// Ask once per key: the same key returns the same ask.
     #[arg(long)]
     pub idempotency_key: Option<String>,
-    /// The server.
-    #[command(flatten)]
-    pub server: ServerArgs,
 }
 
 /// `frogbot wait`.
@@ -134,9 +149,6 @@ pub struct WaitArgs {
     /// Stop waiting after this long (exit code 2).
     #[arg(long)]
     pub timeout: Option<String>,
-    /// The server.
-    #[command(flatten)]
-    pub server: ServerArgs,
 }
 
 /// `frogbot cancel`.
@@ -144,9 +156,6 @@ pub struct WaitArgs {
 pub struct CancelArgs {
     /// The ask's id.
     pub id: String,
-    /// The server.
-    #[command(flatten)]
-    pub server: ServerArgs,
 }
 
 /// A failure of the client: printed as one line, exit code 1.
@@ -465,7 +474,7 @@ fn read_blocks(arg: &str) -> Result<String, AskError> {
 
 /// Runs `frogbot ask`: prints the status (after the answer with `--wait`) and returns the exit
 /// code.
-pub async fn run_ask(args: AskArgs) -> Result<u8, AskError> {
+pub async fn run_ask(args: ClientArgs<AskArgs>) -> Result<u8, AskError> {
     let blocks = args.blocks.as_deref().map(read_blocks).transpose()?;
     let (inputs, shown) = split_display(inputs_of(&args, blocks.as_deref())?);
     let mut body = json!({"text": args.text, "inputs": inputs});
@@ -509,7 +518,7 @@ pub async fn run_ask(args: AskArgs) -> Result<u8, AskError> {
 }
 
 /// Runs `frogbot wait`.
-pub async fn run_wait(args: WaitArgs) -> Result<u8, AskError> {
+pub async fn run_wait(args: ClientArgs<WaitArgs>) -> Result<u8, AskError> {
     let timeout = args
         .timeout
         .as_deref()
@@ -521,7 +530,7 @@ pub async fn run_wait(args: WaitArgs) -> Result<u8, AskError> {
 }
 
 /// Runs `frogbot cancel`: 0 once cancelled.
-pub async fn run_cancel(args: CancelArgs) -> Result<u8, AskError> {
+pub async fn run_cancel(args: ClientArgs<CancelArgs>) -> Result<u8, AskError> {
     let status = Client::new(&args.server)?.cancel(&args.id).await?;
     println!("{}", render(&status, args.server.format));
     Ok(EXIT_ANSWERED)

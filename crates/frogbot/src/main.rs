@@ -61,25 +61,25 @@ enum Command {
     },
     /// Ask a person through a running server; with --wait, print the answer and exit 0 answered,
     /// 2 expired without a default or timed out, 3 cancelled (1: any other failure).
-    Ask(Box<frogbot::ask::AskArgs>),
+    Ask(Box<frogbot::ask::ClientArgs<frogbot::ask::AskArgs>>),
     /// Wait for an ask's answer (exit codes as for ask --wait).
-    Wait(frogbot::ask::WaitArgs),
+    Wait(frogbot::ask::ClientArgs<frogbot::ask::WaitArgs>),
     /// Cancel an open ask.
-    Cancel(frogbot::ask::CancelArgs),
+    Cancel(frogbot::ask::ClientArgs<frogbot::ask::CancelArgs>),
     /// Post an agent message (text, title, blocks) in an agent's chat (--to opens one).
-    Send(Box<frogbot::talk::SendArgs>),
+    Send(Box<frogbot::ask::ClientArgs<frogbot::talk::SendArgs>>),
     /// Read the agent's inbox: people's messages and block events (each once, marked Seen).
-    Inbox(frogbot::talk::InboxArgs),
+    Inbox(frogbot::ask::ClientArgs<frogbot::talk::InboxArgs>),
     /// Acknowledge a person's message: working or done.
-    Ack(frogbot::talk::AckArgs),
+    Ack(frogbot::ask::ClientArgs<frogbot::talk::AckArgs>),
     /// Edit an agent message (its text, title, blocks, or one block by id).
-    Edit(frogbot::talk::EditArgs),
+    Edit(frogbot::ask::ClientArgs<frogbot::talk::EditArgs>),
     /// Delete an agent message (an ask's open question is withdrawn).
-    Delete(frogbot::talk::DeleteArgs),
+    Delete(frogbot::ask::ClientArgs<frogbot::talk::DeleteArgs>),
     /// Pin an agent message under a key (status by default).
-    Pin(frogbot::talk::PinArgs),
+    Pin(frogbot::ask::ClientArgs<frogbot::talk::PinArgs>),
     /// Unpin a chat's key.
-    Unpin(frogbot::talk::UnpinArgs),
+    Unpin(frogbot::ask::ClientArgs<frogbot::talk::UnpinArgs>),
     /// List the database's chats, newest first (safe while servers run).
     Chats(frogbot::ops::ChatsArgs),
     /// Show a chat: its row, messages and question records.

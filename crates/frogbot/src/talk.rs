@@ -9,7 +9,9 @@ use std::time::Duration;
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::ask::{AskError, Client, EXIT_ANSWERED, EXIT_EXPIRED, ServerArgs, target_of};
+use crate::ask::{
+    AskError, Client, ClientArgs, EXIT_ANSWERED, EXIT_EXPIRED, ServerArgs, target_of,
+};
 
 /// `frogbot send`.
 #[derive(Clone, Debug, clap::Args)]
@@ -34,9 +36,6 @@ pub struct SendArgs {
     /// The message's id: the same id again posts nothing new.
     #[arg(long)]
     pub id: Option<String>,
-    /// The server.
-    #[command(flatten)]
-    pub server: ServerArgs,
 }
 
 /// `frogbot inbox`.
@@ -54,9 +53,6 @@ pub struct InboxArgs {
     /// At most this many.
     #[arg(long, default_value_t = 50)]
     pub limit: u32,
-    /// The server.
-    #[command(flatten)]
-    pub server: ServerArgs,
 }
 
 /// `frogbot ack`.
@@ -66,9 +62,6 @@ pub struct AckArgs {
     pub message: String,
     /// `working` or `done`.
     pub state: String,
-    /// The server.
-    #[command(flatten)]
-    pub server: ServerArgs,
 }
 
 /// `frogbot edit`.
@@ -89,9 +82,6 @@ pub struct EditArgs {
     /// `bar={"type":"progress","value":3,"max":4}`).
     #[arg(long, value_name = "ID=JSON", conflicts_with_all = ["text", "title", "blocks"])]
     pub block: Option<String>,
-    /// The server.
-    #[command(flatten)]
-    pub server: ServerArgs,
 }
 
 /// `frogbot delete`.
@@ -99,9 +89,6 @@ pub struct EditArgs {
 pub struct DeleteArgs {
     /// The agent's message: `CHAT.MESSAGE`.
     pub message: String,
-    /// The server.
-    #[command(flatten)]
-    pub server: ServerArgs,
 }
 
 /// `frogbot pin`.
@@ -112,9 +99,6 @@ pub struct PinArgs {
     /// The pin's key.
     #[arg(long, default_value = "status")]
     pub key: String,
-    /// The server.
-    #[command(flatten)]
-    pub server: ServerArgs,
 }
 
 /// `frogbot unpin`.
@@ -125,9 +109,6 @@ pub struct UnpinArgs {
     /// The pin's key.
     #[arg(long, default_value = "status")]
     pub key: String,
-    /// The server.
-    #[command(flatten)]
-    pub server: ServerArgs,
 }
 
 fn usage(s: impl Into<String>) -> AskError {
@@ -200,7 +181,7 @@ async fn print_message(
 }
 
 /// `frogbot send`: prints the message (with `ref` and `chatId`) as one line of JSON.
-pub async fn run_send(args: SendArgs) -> Result<u8, AskError> {
+pub async fn run_send(args: ClientArgs<SendArgs>) -> Result<u8, AskError> {
     let client = Client::new(&args.server)?;
     let chat = match (&args.chat, &args.to) {
         (Some(c), _) => c.clone(),
@@ -240,7 +221,7 @@ pub async fn run_send(args: SendArgs) -> Result<u8, AskError> {
 
 /// `frogbot inbox`: prints each item as one line of JSON (`ref`, `chatId`, `text`, `event`,
 /// `by`, `speaker`); with `--wait`, waits for at least one (exit 2 at `--timeout`).
-pub async fn run_inbox(args: InboxArgs) -> Result<u8, AskError> {
+pub async fn run_inbox(args: ClientArgs<InboxArgs>) -> Result<u8, AskError> {
     let client = Client::new(&args.server)?;
     let deadline = match &args.timeout {
         Some(t) => Some(
@@ -312,7 +293,7 @@ pub(crate) fn inbox_line(item: &Value) -> Value {
 }
 
 /// `frogbot ack CHAT.MESSAGE working|done`.
-pub async fn run_ack(args: AckArgs) -> Result<u8, AskError> {
+pub async fn run_ack(args: ClientArgs<AckArgs>) -> Result<u8, AskError> {
     let (chat, message) = message_ref(&args.message)?;
     let path = format!("/api/chats/{chat}/messages/{message}/ack");
     request(
@@ -325,7 +306,7 @@ pub async fn run_ack(args: AckArgs) -> Result<u8, AskError> {
 }
 
 /// `frogbot edit CHAT.MESSAGE …`: prints the message as it is now.
-pub async fn run_edit(args: EditArgs) -> Result<u8, AskError> {
+pub async fn run_edit(args: ClientArgs<EditArgs>) -> Result<u8, AskError> {
     let (chat, message) = message_ref(&args.message)?;
     let mut body = json!({});
     if let Some(b) = &args.block {
@@ -354,14 +335,14 @@ pub async fn run_edit(args: EditArgs) -> Result<u8, AskError> {
 }
 
 /// `frogbot delete CHAT.MESSAGE`.
-pub async fn run_delete(args: DeleteArgs) -> Result<u8, AskError> {
+pub async fn run_delete(args: ClientArgs<DeleteArgs>) -> Result<u8, AskError> {
     let (chat, message) = message_ref(&args.message)?;
     let path = format!("/api/chats/{chat}/agent-messages/{message}");
     request(&args.server, Method::DELETE, &path, None).await
 }
 
 /// `frogbot pin CHAT.MESSAGE [--key status]`.
-pub async fn run_pin(args: PinArgs) -> Result<u8, AskError> {
+pub async fn run_pin(args: ClientArgs<PinArgs>) -> Result<u8, AskError> {
     let (chat, message) = message_ref(&args.message)?;
     let path = format!("/api/chats/{chat}/pins/{}", args.key);
     request(
@@ -374,7 +355,7 @@ pub async fn run_pin(args: PinArgs) -> Result<u8, AskError> {
 }
 
 /// `frogbot unpin CHAT [--key status]`.
-pub async fn run_unpin(args: UnpinArgs) -> Result<u8, AskError> {
+pub async fn run_unpin(args: ClientArgs<UnpinArgs>) -> Result<u8, AskError> {
     let path = format!("/api/chats/{}/pins/{}", args.chat, args.key);
     request(&args.server, Method::DELETE, &path, None).await
 }
