@@ -34,7 +34,6 @@ pub struct ServerConfig {
     /// The server's id: letters, digits and `-`. Its tools are offered as `{id}__{tool}`.
     pub id: String,
     /// The program of a stdio server, started (and restarted) by FrogBot.
-    #[serde(default)]
     pub command: Option<String>,
     /// The program's arguments.
     #[serde(default)]
@@ -45,14 +44,11 @@ pub struct ServerConfig {
     #[serde(default)]
     pub env: BTreeMap<String, String>,
     /// The endpoint of a streamable-HTTP server.
-    #[serde(default)]
     pub url: Option<String>,
     /// The NAME of the environment variable holding the bearer token sent to `url` (read at each
     /// connect).
-    #[serde(default)]
     pub bearer_token_env: Option<String>,
     /// Only these tools (bare names) are offered; all when absent.
-    #[serde(default)]
     pub tools: Option<Vec<String>>,
     /// The time one call may take.
     #[serde(default = "default_timeout")]
@@ -66,11 +62,9 @@ pub struct ServerConfig {
     #[serde(default)]
     pub approvers: Vec<String>,
     /// An approval unanswered this long denies the call (default: it waits, like any question).
-    #[serde(default)]
     pub approval_expires_seconds: Option<u64>,
     /// A request for input (`elicitation/create`) unanswered this long is cancelled (default:
     /// it waits, like any question; the server may give up sooner by its own timeout).
-    #[serde(default)]
     pub elicitation_expires_seconds: Option<u64>,
 }
 

@@ -252,6 +252,23 @@ fn choice(
     }
 }
 
+/// A number input.
+fn number_input(
+    min: Option<Number>,
+    max: Option<Number>,
+    step: Option<Number>,
+    default: Option<String>,
+) -> QuestionItem {
+    QuestionItem {
+        kind: InputKind::NumberInput,
+        min,
+        max,
+        step,
+        default: default.map(|d| vec![d]),
+        ..QuestionItem::default()
+    }
+}
+
 fn number(n: f64) -> Option<Number> {
     Number::from_f64(n)
 }
@@ -259,6 +276,17 @@ fn number(n: f64) -> Option<Number> {
 /// One property as an input.
 fn property(key: &str, def: &PrimitiveSchemaDefinition) -> Result<Property, String> {
     let text = |s: Option<&std::borrow::Cow<'static, str>>| s.map(|s| s.to_string());
+    // The property of `item`, drawn as `kind`, with the schema `s`'s title and description.
+    macro_rules! titled {
+        ($s:expr, $kind:expr, $item:expr) => {
+            Property {
+                title: text($s.title.as_ref()),
+                description: text($s.description.as_ref()),
+                item: $item,
+                kind: $kind,
+            }
+        };
+    }
     Ok(match def {
         PrimitiveSchemaDefinition::String(s) => {
             let hint = s.format.map(|f| match f {
@@ -268,63 +296,37 @@ fn property(key: &str, def: &PrimitiveSchemaDefinition) -> Result<Property, Stri
                 StringFormat::DateTime => "YYYY-MM-DDThh:mm:ssZ",
                 _ => "",
             });
-            Property {
-                title: text(s.title.as_ref()),
-                description: text(s.description.as_ref()),
-                item: QuestionItem {
-                    kind: InputKind::TextInput,
-                    placeholder: hint.filter(|h| !h.is_empty()).map(str::to_owned),
-                    max_length: s.max_length.map(|m| m.clamp(1, TEXT_INPUT_MAX)),
-                    default: s.default.clone().filter(|d| !d.is_empty()).map(|d| vec![d]),
-                    ..QuestionItem::default()
-                },
-                kind: FieldKind::Text,
-            }
+            let item = QuestionItem {
+                kind: InputKind::TextInput,
+                placeholder: hint.filter(|h| !h.is_empty()).map(str::to_owned),
+                max_length: s.max_length.map(|m| m.clamp(1, TEXT_INPUT_MAX)),
+                default: s.default.clone().filter(|d| !d.is_empty()).map(|d| vec![d]),
+                ..QuestionItem::default()
+            };
+            titled!(s, FieldKind::Text, item)
         }
-        PrimitiveSchemaDefinition::Number(n) => Property {
-            title: text(n.title.as_ref()),
-            description: text(n.description.as_ref()),
-            item: QuestionItem {
-                kind: InputKind::NumberInput,
-                min: n.minimum.and_then(number),
-                max: n.maximum.and_then(number),
-                default: n.default.map(|d| vec![d.to_string()]),
-                ..QuestionItem::default()
-            },
-            kind: FieldKind::Number,
-        },
-        PrimitiveSchemaDefinition::Integer(n) => Property {
-            title: text(n.title.as_ref()),
-            description: text(n.description.as_ref()),
-            item: QuestionItem {
-                kind: InputKind::NumberInput,
-                min: n.minimum.map(Number::from),
-                max: n.maximum.map(Number::from),
-                step: Some(Number::from(1)),
-                default: n.default.map(|d| vec![d.to_string()]),
-                ..QuestionItem::default()
-            },
-            kind: FieldKind::Integer,
-        },
-        PrimitiveSchemaDefinition::Boolean(b) => Property {
-            title: text(b.title.as_ref()),
-            description: text(b.description.as_ref()),
-            item: QuestionItem {
+        PrimitiveSchemaDefinition::Number(n) => {
+            let (min, max) = (n.minimum.and_then(number), n.maximum.and_then(number));
+            let item = number_input(min, max, None, n.default.map(|d| d.to_string()));
+            titled!(n, FieldKind::Number, item)
+        }
+        PrimitiveSchemaDefinition::Integer(n) => {
+            let (min, max) = (n.minimum.map(Number::from), n.maximum.map(Number::from));
+            let step = Some(Number::from(1));
+            let item = number_input(min, max, step, n.default.map(|d| d.to_string()));
+            titled!(n, FieldKind::Integer, item)
+        }
+        PrimitiveSchemaDefinition::Boolean(b) => {
+            let title = b.title.as_deref().filter(|t| !t.trim().is_empty());
+            let on = |d: bool| if d { TOGGLE_ON } else { TOGGLE_OFF }.to_owned();
+            let item = QuestionItem {
                 kind: InputKind::Toggle,
-                label: Some(
-                    b.title
-                        .as_deref()
-                        .filter(|t| !t.trim().is_empty())
-                        .unwrap_or("Yes")
-                        .to_owned(),
-                ),
-                default: b
-                    .default
-                    .map(|d| vec![if d { TOGGLE_ON } else { TOGGLE_OFF }.to_owned()]),
+                label: Some(title.unwrap_or("Yes").to_owned()),
+                default: b.default.map(|d| vec![on(d)]),
                 ..QuestionItem::default()
-            },
-            kind: FieldKind::Boolean,
-        },
+            };
+            titled!(b, FieldKind::Boolean, item)
+        }
         PrimitiveSchemaDefinition::Enum(e) => {
             let (title, description, opts, multiple, default) = match e {
                 EnumSchema::Single(SingleSelectEnumSchema::Untitled(s)) => (

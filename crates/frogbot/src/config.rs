@@ -172,10 +172,8 @@ pub struct AgentConfig {
     /// The agent's id.
     pub id: String,
     /// The bearer token (or `token_env`).
-    #[serde(default)]
     pub token: Option<String>,
     /// The environment variable holding the bearer token.
-    #[serde(default)]
     pub token_env: Option<String>,
     /// Where it may open conversations and ask people.
     #[serde(default)]
@@ -268,7 +266,6 @@ pub struct ServerConfig {
     /// Seconds between two reads of a watched chat for changes made by other processes (live
     /// event streams). Default: 1 on SQLite; on PostgreSQL, whose changes are pushed at commit
     /// (`LISTEN`/`NOTIFY`), 30, a fallback for notices lost with a connection.
-    #[serde(default)]
     pub event_poll_seconds: Option<u64>,
     /// Origins (`scheme://host[:port]`) besides the server's own whose web pages may send
     /// state-changing requests to the API; their hosts are also accepted in `Host` by a server
@@ -280,7 +277,6 @@ pub struct ServerConfig {
     /// `{public_url}/apps/{chat}/{message}/{capability}`, which anyone holding the link may open
     /// (the capability is 122 random bits given when the message is posted). Unset: platforms
     /// show the app's name and point to the web chat.
-    #[serde(default)]
     pub public_url: Option<String>,
 }
 
@@ -398,7 +394,6 @@ pub struct Config {
     pub agents: Vec<AgentConfig>,
     /// What anonymous callers may do: `"chat"` or `"none"`. Default: `"chat"` when no user and
     /// no agent is configured (the embedded default), else `"none"`.
-    #[serde(default)]
     pub anonymous: Option<AnonymousConfig>,
     /// The HTTP server's timeouts and connection limit.
     #[serde(default)]
@@ -410,7 +405,6 @@ pub struct Config {
     #[serde(default)]
     pub channels: BTreeMap<String, toml::Value>,
     /// `[telemetry]`: trace export over OTLP (feature `otlp`); absent: none.
-    #[serde(default)]
     pub telemetry: Option<crate::telemetry::TelemetryConfig>,
     /// The built-in tools offered to the model besides `question`.
     #[serde(default)]
@@ -523,7 +517,6 @@ pub struct ToolsConfig {
     /// Unset by default: no proxy at all, whatever `HTTP_PROXY`/`HTTPS_PROXY`/`ALL_PROXY` say.
     /// With one, the target's name is still resolved and checked here first (the proxy resolves
     /// it again).
-    #[serde(default)]
     pub fetch_proxy: Option<String>,
 }
 

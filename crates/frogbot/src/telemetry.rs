@@ -27,7 +27,6 @@ pub const DEFAULT_SERVICE_NAME: &str = "frogbot";
 #[non_exhaustive]
 pub struct TelemetryConfig {
     /// The collector's OTLP/HTTP base URL (`http://collector:4318`); absent: no export.
-    #[serde(default)]
     pub otlp_endpoint: Option<String>,
     /// The `service.name` of the exported resource.
     #[serde(default = "default_service_name")]

@@ -58,10 +58,8 @@ pub struct DiscordConfig {
     #[serde(default)]
     pub intents: Vec<String>,
     /// The application's public key (64 hex digits): serve the HTTP interactions endpoint.
-    #[serde(default)]
     pub public_key: Option<String>,
     /// A base URL used instead of `https://discord.com` (a fake, a proxy).
-    #[serde(default)]
     pub api_url: Option<String>,
     /// Discord user ids → FrogBot user ids (anyone else is `discord:ID`).
     #[serde(default)]
@@ -70,15 +68,12 @@ pub struct DiscordConfig {
     #[serde(default)]
     pub allow: Vec<String>,
     /// The bot's number of gateway shards (default: what Discord recommends).
-    #[serde(default)]
     pub shards: Option<u32>,
     /// How long a replica's hold on its share of the shards lasts without renewal, in ms
     /// (renewed every third of it; default [`DEFAULT_SHARD_LEASE`]).
-    #[serde(default)]
     pub shard_lease_ms: Option<u64>,
     /// The largest file the bot uploads (default 10 MiB, Discord's limit for bots on a server
     /// without boosts); a larger one is named in a text instead.
-    #[serde(default)]
     pub max_upload_bytes: Option<u64>,
     /// The servers (guild ids) to register the application commands in, at once, instead of
     /// globally (empty, the default: global).

@@ -45,13 +45,10 @@ pub struct SlackConfig {
     /// The variable holding the bot token.
     pub bot_token_env: String,
     /// The variable holding the signing secret (mode `http`).
-    #[serde(default)]
     pub signing_secret_env: Option<String>,
     /// The variable holding the app-level token (mode `socket`).
-    #[serde(default)]
     pub app_token_env: Option<String>,
     /// The Web API base URL (default Slack's).
-    #[serde(default)]
     pub api_url: Option<String>,
     /// Slack user id → FrogBot user id.
     #[serde(default)]
