@@ -396,18 +396,15 @@ impl QuestionStore for PostgresStore {
 
     async fn lock_question(
         &self,
-        chat: &ChatId,
-        tool_call_id: &str,
-        holder: &str,
-        ttl_ms: Millis,
-        now: Millis,
+        op: &LockQuestionOp<'_>,
     ) -> Result<Option<(QuestionLock, QuestionRow)>> {
+        let (chat, tool_call_id, holder) = (op.chat, op.tool_call_id, op.lock.holder);
         let row = sqlx::query(LOCK_QUESTION)
             .bind(chat.as_str())
             .bind(tool_call_id)
             .bind(holder)
-            .bind(now + ttl_ms)
-            .bind(now)
+            .bind(op.now + op.lock.ttl_ms)
+            .bind(op.now)
             .fetch_optional(&self.pool)
             .await
             .db(self)?;

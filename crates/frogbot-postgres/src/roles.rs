@@ -4,7 +4,6 @@
 use async_trait::async_trait;
 use sqlx::postgres::PgConnection;
 
-use frogbot_core::model::Millis;
 use frogbot_core::store::Result;
 use frogbot_core::store::*;
 
@@ -29,13 +28,8 @@ impl RoleStore for PostgresStore {
         Ok(Some(Box::new(PgHeld::start(conn, hold_key(key)))))
     }
 
-    async fn members(
-        &self,
-        group: &str,
-        member: &str,
-        ttl_ms: Millis,
-        now: Millis,
-    ) -> Result<Vec<String>> {
+    async fn members(&self, op: &MembersOp<'_>) -> Result<Vec<String>> {
+        let (group, member, ttl_ms, now) = (op.group, op.member, op.ttl_ms, op.now);
         // One statement: the renewal (or the leave), the sweep of memberships expired a while
         // ago, and the live members. The outer SELECT reads the snapshot from before the
         // statement, so this member's own row is taken from the renewal's RETURNING.
@@ -61,9 +55,6 @@ impl RoleStore for PostgresStore {
         Ok(members)
     }
 }
-
-/// How long after its expiry a membership row is deleted (by the next renewal in its group).
-const MEMBERS_SWEPT_AFTER_MS: Millis = 60 * 60 * 1000;
 
 /// The text an advisory lock of role `key` is hashed from (its own namespace).
 fn hold_key(key: &str) -> String {

@@ -1080,62 +1080,43 @@ impl TurnStore for PostgresStore {
         self.announced(&lease.chat_id, r)
     }
 
-    async fn edit_queued(
-        &self,
-        chat: &ChatId,
-        id: &str,
-        by: Option<&UserId>,
-        edit: &QueuedEdit,
-        now: Millis,
-    ) -> Result<QueuedChange> {
+    async fn edit_queued(&self, op: &QueuedOp<'_>, edit: &QueuedEdit) -> Result<QueuedChange> {
         let r = async {
             let parts = edit.parts.as_ref().map(to_json).transpose()?;
             let query = || {
-                queued_change(EDIT_QUEUED, chat, id, by, now)
+                queued_change(EDIT_QUEUED, op)
                     .bind(parts.as_deref())
                     .bind(edit.delivery.map(Delivery::as_str))
             };
-            self.change_queued(query, by, |row| {
+            self.change_queued(query, op.by, |row| {
                 Ok(rows::message_opt(row, "u_")?.map(|m| QueuedChange::Done(Some(Box::new(m)))))
             })
             .await
         }
         .await;
-        self.announced(chat, r)
+        self.announced(op.chat, r)
     }
 
-    async fn delete_queued(
-        &self,
-        chat: &ChatId,
-        id: &str,
-        by: Option<&UserId>,
-        now: Millis,
-    ) -> Result<QueuedChange> {
-        let query = || queued_change(DELETE_QUEUED, chat, id, by, now);
+    async fn delete_queued(&self, op: &QueuedOp<'_>) -> Result<QueuedChange> {
+        let query = || queued_change(DELETE_QUEUED, op);
         let r = self
-            .change_queued(query, by, |row| {
+            .change_queued(query, op.by, |row| {
                 let deleted = row.try_get::<i64, _>("deleted").db(self)? > 0;
                 Ok(deleted.then_some(QueuedChange::Done(None)))
             })
             .await;
-        self.announced(chat, r)
+        self.announced(op.chat, r)
     }
 }
 
 /// `sql` ([`EDIT_QUEUED`], [`DELETE_QUEUED`]) with its first parameters bound: $1 chat, $2 id,
 /// $3 by, $4 now.
-fn queued_change<'q>(
-    sql: &'static str,
-    chat: &'q ChatId,
-    id: &'q str,
-    by: Option<&'q UserId>,
-    now: Millis,
-) -> PgQuery<'q> {
+fn queued_change<'q>(sql: &'static str, op: &QueuedOp<'q>) -> PgQuery<'q> {
     sqlx::query(sql)
-        .bind(chat.as_str())
-        .bind(id)
-        .bind(user_str(by))
-        .bind(now)
+        .bind(op.chat.as_str())
+        .bind(op.id)
+        .bind(user_str(op.by))
+        .bind(op.now)
 }
 
 impl PostgresStore {

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use common::*;
 use frogbot_core::agent::{Clock, DatabaseClock, ManualClock};
 use frogbot_core::model::now_millis;
+use frogbot_core::store::MembersOp;
 
 /// How far apart two synced clocks may read (loopback round trips on a loaded machine).
 const AGREE_MS: i64 = 500;
@@ -46,16 +47,48 @@ async fn hosts_with_clocks_minutes_apart_read_leases_on_the_database_time() {
 
     // On their own clocks, B reads A's fresh 10 s membership as long expired…
     let ttl = 10_000;
-    store.members("raw", "a", ttl, behind.now()).await.unwrap();
+    store
+        .members(&MembersOp {
+            group: "raw",
+            member: "a",
+            ttl_ms: ttl,
+            now: behind.now(),
+        })
+        .await
+        .unwrap();
     assert_eq!(
-        store.members("raw", "b", ttl, ahead.now()).await.unwrap(),
+        store
+            .members(&MembersOp {
+                group: "raw",
+                member: "b",
+                ttl_ms: ttl,
+                now: ahead.now()
+            })
+            .await
+            .unwrap(),
         ["b"],
         "the skew this test corrects is real"
     );
     // …on the database's time, both are live, as they are.
-    store.members("synced", "a", ttl, a.now()).await.unwrap();
+    store
+        .members(&MembersOp {
+            group: "synced",
+            member: "a",
+            ttl_ms: ttl,
+            now: a.now(),
+        })
+        .await
+        .unwrap();
     assert_eq!(
-        store.members("synced", "b", ttl, b.now()).await.unwrap(),
+        store
+            .members(&MembersOp {
+                group: "synced",
+                member: "b",
+                ttl_ms: ttl,
+                now: b.now()
+            })
+            .await
+            .unwrap(),
         ["a", "b"]
     );
 

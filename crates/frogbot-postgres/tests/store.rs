@@ -897,24 +897,58 @@ async fn queued_messages_are_edited_and_deleted_by_their_author(careful: bool) {
         delivery: Some(Delivery::Steer),
     };
     assert_eq!(
-        s.edit_queued(&id, "m1", Some(&user("bob")), &edit, T0)
-            .await
-            .unwrap(),
+        s.edit_queued(
+            &QueuedOp {
+                chat: &id,
+                id: "m1",
+                by: Some(&user("bob")),
+                now: T0
+            },
+            &edit
+        )
+        .await
+        .unwrap(),
         QueuedChange::Forbidden
     );
     assert_eq!(
-        s.edit_queued(&id, "m1", None, &edit, T0).await.unwrap(),
+        s.edit_queued(
+            &QueuedOp {
+                chat: &id,
+                id: "m1",
+                by: None,
+                now: T0
+            },
+            &edit
+        )
+        .await
+        .unwrap(),
         QueuedChange::Forbidden
     );
     assert_eq!(
-        s.edit_queued(&id, "nope", Some(&user("alice")), &edit, T0)
-            .await
-            .unwrap(),
+        s.edit_queued(
+            &QueuedOp {
+                chat: &id,
+                id: "nope",
+                by: Some(&user("alice")),
+                now: T0
+            },
+            &edit
+        )
+        .await
+        .unwrap(),
         QueuedChange::NotFound
     );
     let before = s.get_chat(&id).await.unwrap().unwrap().version;
     let QueuedChange::Done(Some(edited)) = s
-        .edit_queued(&id, "m1", Some(&user("alice")), &edit, T0 + 1)
+        .edit_queued(
+            &QueuedOp {
+                chat: &id,
+                id: "m1",
+                by: Some(&user("alice")),
+                now: T0 + 1,
+            },
+            &edit,
+        )
         .await
         .unwrap()
     else {
@@ -930,7 +964,15 @@ async fn queued_messages_are_edited_and_deleted_by_their_author(careful: bool) {
         delivery: Some(Delivery::Queue),
     };
     let QueuedChange::Done(Some(edited)) = s
-        .edit_queued(&id, "m1", Some(&user("alice")), &only_delivery, T0 + 1)
+        .edit_queued(
+            &QueuedOp {
+                chat: &id,
+                id: "m1",
+                by: Some(&user("alice")),
+                now: T0 + 1,
+            },
+            &only_delivery,
+        )
         .await
         .unwrap()
     else {
@@ -938,22 +980,37 @@ async fn queued_messages_are_edited_and_deleted_by_their_author(careful: bool) {
     };
     assert_eq!(edited.message.text(), "edited");
     assert_eq!(
-        s.delete_queued(&id, "m2", Some(&user("bob")), T0)
-            .await
-            .unwrap(),
+        s.delete_queued(&QueuedOp {
+            chat: &id,
+            id: "m2",
+            by: Some(&user("bob")),
+            now: T0
+        })
+        .await
+        .unwrap(),
         QueuedChange::Forbidden
     );
     assert_eq!(
-        s.delete_queued(&id, "m2", Some(&user("alice")), T0)
-            .await
-            .unwrap(),
+        s.delete_queued(&QueuedOp {
+            chat: &id,
+            id: "m2",
+            by: Some(&user("alice")),
+            now: T0
+        })
+        .await
+        .unwrap(),
         QueuedChange::Done(None)
     );
     assert!(s.get_message(&id, "m2").await.unwrap().is_none());
     assert_eq!(
-        s.delete_queued(&id, "m2", Some(&user("alice")), T0)
-            .await
-            .unwrap(),
+        s.delete_queued(&QueuedOp {
+            chat: &id,
+            id: "m2",
+            by: Some(&user("alice")),
+            now: T0
+        })
+        .await
+        .unwrap(),
         QueuedChange::NotFound
     );
     // Promoted: no longer queued.
@@ -967,21 +1024,39 @@ async fn queued_messages_are_edited_and_deleted_by_their_author(careful: bool) {
     .await
     .unwrap();
     assert_eq!(
-        s.edit_queued(&id, "m1", Some(&user("alice")), &edit, T0 + 3)
-            .await
-            .unwrap(),
+        s.edit_queued(
+            &QueuedOp {
+                chat: &id,
+                id: "m1",
+                by: Some(&user("alice")),
+                now: T0 + 3
+            },
+            &edit
+        )
+        .await
+        .unwrap(),
         QueuedChange::NotQueued
     );
     assert_eq!(
-        s.delete_queued(&id, "m1", Some(&user("alice")), T0 + 3)
-            .await
-            .unwrap(),
+        s.delete_queued(&QueuedOp {
+            chat: &id,
+            id: "m1",
+            by: Some(&user("alice")),
+            now: T0 + 3
+        })
+        .await
+        .unwrap(),
         QueuedChange::NotQueued
     );
     assert_eq!(
-        s.delete_queued(&id, "u1", Some(&user("bob")), T0 + 3)
-            .await
-            .unwrap(),
+        s.delete_queued(&QueuedOp {
+            chat: &id,
+            id: "u1",
+            by: Some(&user("bob")),
+            now: T0 + 3
+        })
+        .await
+        .unwrap(),
         QueuedChange::NotQueued
     );
 }
@@ -1205,21 +1280,45 @@ async fn question_locks_fence_updates_and_links_outlive_messages(careful: bool) 
         "a1"
     );
     let (lock, row) = s
-        .lock_question(&id, "c1", "h1", 1000, T0)
+        .lock_question(&LockQuestionOp {
+            chat: &id,
+            tool_call_id: "c1",
+            lock: LockRequest {
+                holder: "h1",
+                ttl_ms: 1000,
+            },
+            now: T0,
+        })
         .await
         .unwrap()
         .unwrap();
     assert_eq!(row.lock_holder.as_deref(), Some("h1"));
     assert!(
         other
-            .lock_question(&id, "c1", "h2", 1000, T0 + 1)
+            .lock_question(&LockQuestionOp {
+                chat: &id,
+                tool_call_id: "c1",
+                lock: LockRequest {
+                    holder: "h2",
+                    ttl_ms: 1000
+                },
+                now: T0 + 1
+            })
             .await
             .unwrap()
             .is_none()
     );
     // Past its time another holder takes it; the first one's update is refused.
     let (lock2, _) = other
-        .lock_question(&id, "c1", "h2", 1000, T0 + 1000)
+        .lock_question(&LockQuestionOp {
+            chat: &id,
+            tool_call_id: "c1",
+            lock: LockRequest {
+                holder: "h2",
+                ttl_ms: 1000,
+            },
+            now: T0 + 1000,
+        })
         .await
         .unwrap()
         .unwrap();
@@ -1309,7 +1408,15 @@ async fn question_locks_fence_updates_and_links_outlive_messages(careful: bool) 
     );
     // Released: a new holder takes it at once; unlocking a lost lock is a no-op.
     let (lock3, _) = s
-        .lock_question(&id, "c1", "h3", 1000, T0 + 1003)
+        .lock_question(&LockQuestionOp {
+            chat: &id,
+            tool_call_id: "c1",
+            lock: LockRequest {
+                holder: "h3",
+                ttl_ms: 1000,
+            },
+            now: T0 + 1003,
+        })
         .await
         .unwrap()
         .unwrap();

@@ -14,71 +14,29 @@ use crate::ops::{self, *};
 #[async_trait]
 impl AgentStore for SqliteStore {
     async fn bind_agent(&self, op: &BindAgentOp<'_>) -> Result<Bound> {
-        let (chat, agent, now) = (op.chat.clone(), op.agent.to_owned(), op.now);
-        let existing = op.existing;
-        self.write("bind_agent", move |c| {
-            bind_agent(
-                c,
-                &BindAgentOp {
-                    chat: &chat,
-                    agent: &agent,
-                    existing,
-                    now,
-                },
-            )
-        })
-        .await
+        moved!(self.write("bind_agent"), op => BindAgentOp {
+            r chat, r agent, v existing, v now
+        }, |c, op| bind_agent(c, &op))
     }
 
     async fn post_message(&self, op: &PostMessageOp<'_>) -> Result<PostedMessage> {
         let body = ops::message_body(op.message)?;
-        let (chat, message, job) = (op.chat.clone(), op.message.clone(), op.job.cloned());
-        let (inbox, now) = (op.inbox, op.now);
-        self.write("post_message", move |c| {
-            let op = PostMessageOp {
-                chat: &chat,
-                message: &message,
-                inbox,
-                job: job.as_ref(),
-                now,
-            };
-            post_message(c, &op, &body)
-        })
-        .await
+        moved!(self.write("post_message"), op => PostMessageOp {
+            r chat, r message, v inbox, o job, v now
+        }, |c, op| post_message(c, &op, &body))
     }
 
     async fn update_message(&self, op: &UpdateMessageOp<'_>) -> Result<MessageUpdate> {
         let body = ops::message_body(op.message)?;
-        let (chat, message, job) = (op.chat.clone(), op.message.clone(), op.job.cloned());
-        let (expected_version, now) = (op.expected_version, op.now);
-        self.write("update_message", move |c| {
-            let op = UpdateMessageOp {
-                chat: &chat,
-                message: &message,
-                expected_version,
-                job: job.as_ref(),
-                now,
-            };
-            update_message(c, &op, &body)
-        })
-        .await
+        moved!(self.write("update_message"), op => UpdateMessageOp {
+            r chat, r message, v expected_version, o job, v now
+        }, |c, op| update_message(c, &op, &body))
     }
 
     async fn take_inbox(&self, op: &InboxOp<'_>) -> Result<Vec<StoredMessage>> {
-        let (agent, chat) = (op.agent.to_owned(), op.chat.cloned());
-        let (limit, now) = (op.limit, op.now);
-        self.write("take_inbox", move |c| {
-            take_inbox(
-                c,
-                &InboxOp {
-                    agent: &agent,
-                    chat: chat.as_ref(),
-                    limit,
-                    now,
-                },
-            )
-        })
-        .await
+        moved!(self.write("take_inbox"), op => InboxOp {
+            r agent, o chat, v limit, v now
+        }, |c, op| take_inbox(c, &op))
     }
 }
 

@@ -262,6 +262,45 @@ pub(crate) fn job_row(r: &Row<'_>) -> R<Job> {
     })
 }
 
+// ---- an operation moved onto a connection's thread ----------------------------------------------
+
+/// Runs a borrowed operation on the writer or a reader, whose closure must own what it runs with:
+/// `moved!(self.write("what"), op => Op { r a, v b, .. }, |c, op| body)` copies `op`'s fields,
+/// each as its letter says, and builds `Op` again from the copies inside the closure. `r` a
+/// reference (`to_owned`, lent back with `&`), `o` an optional reference (`cloned`, `as_ref`), `s`
+/// an optional `&str`, `v` a value that is `Copy`, `l` a [`LockRequest`] and `ol` an optional one.
+macro_rules! moved {
+    (
+        $store:ident.$run:ident($what:literal),
+        $op:expr => $Op:ident { $($kind:ident $field:ident),* $(,)? },
+        |$c:ident, $o:ident| $body:expr
+    ) => {{
+        let op = $op;
+        $(let $field = $crate::ops::moved!(@own $kind op.$field);)*
+        $store
+            .$run($what, move |$c| {
+                let $o = $Op { $($field: $crate::ops::moved!(@lend $kind $field)),* };
+                $body
+            })
+            .await
+    }};
+    (@own r $e:expr) => { $e.to_owned() };
+    (@lend r $x:ident) => { &$x };
+    (@own o $e:expr) => { $e.cloned() };
+    (@lend o $x:ident) => { $x.as_ref() };
+    (@own s $e:expr) => { $e.map(str::to_owned) };
+    (@lend s $x:ident) => { $x.as_deref() };
+    (@own v $e:expr) => { $e };
+    (@lend v $x:ident) => { $x };
+    (@own l $e:expr) => { ($e.holder.to_owned(), $e.ttl_ms) };
+    (@lend l $x:ident) => { frogbot_core::store::LockRequest { holder: &$x.0, ttl_ms: $x.1 } };
+    (@own ol $e:expr) => { $e.map(|l| (l.holder.to_owned(), l.ttl_ms)) };
+    (@lend ol $x:ident) => {
+        $x.as_ref().map(|(holder, ttl)| frogbot_core::store::LockRequest { holder, ttl_ms: *ttl })
+    };
+}
+pub(crate) use moved;
+
 // ---- statement helpers ---------------------------------------------------------------------------
 
 pub(crate) fn opt<T>(

@@ -59,105 +59,36 @@ impl QuestionStore for SqliteStore {
     }
 
     async fn mark_rendered(&self, op: &RenderedOp<'_>) -> Result<()> {
-        let (chat, platform, calls) = (op.chat.clone(), op.platform.to_string(), op.calls.to_vec());
-        let now = op.now;
-        self.write("mark_rendered", move |c| {
-            let op = RenderedOp {
-                chat: &chat,
-                platform: &platform,
-                calls: &calls,
-                now,
-            };
-            mark_rendered(c, &op)
-        })
-        .await
+        moved!(self.write("mark_rendered"), op => RenderedOp {
+            r chat, r platform, r calls, v now
+        }, |c, op| mark_rendered(c, &op))
     }
 
     async fn record_outcome(&self, op: &RecordOp<'_>) -> Result<Recorded> {
-        let (chat, call, outcome) = (
-            op.chat.clone(),
-            op.tool_call_id.to_string(),
-            op.outcome.clone(),
-        );
-        let actor = op.actor.cloned();
-        let lock = op.lock.map(|l| (l.holder.to_string(), l.ttl_ms));
-        let resume = op.resume.cloned();
-        let (expected_revision, now) = (op.expected_revision, op.now);
-        self.write("record_outcome", move |c| {
-            let op = RecordOp {
-                chat: &chat,
-                tool_call_id: &call,
-                outcome: &outcome,
-                actor: actor.as_ref(),
-                expected_revision,
-                lock: lock.as_ref().map(|(holder, ttl_ms)| LockRequest {
-                    holder,
-                    ttl_ms: *ttl_ms,
-                }),
-                resume: resume.as_ref(),
-                now,
-            };
-            record_outcome(c, &op)
-        })
-        .await
+        moved!(self.write("record_outcome"), op => RecordOp {
+            r chat, r tool_call_id, r outcome, o actor, v expected_revision, ol lock, o resume, v now
+        }, |c, op| record_outcome(c, &op))
     }
 
     async fn advance_question(&self, op: &AdvanceOp<'_>) -> Result<Advanced> {
-        let (chat, call, state) = (
-            op.chat.clone(),
-            op.tool_call_id.to_string(),
-            op.state.cloned(),
-        );
-        let (holder, ttl_ms) = (op.lock.holder.to_string(), op.lock.ttl_ms);
-        let (expected_revision, now) = (op.expected_revision, op.now);
-        self.write("advance_question", move |c| {
-            let op = AdvanceOp {
-                chat: &chat,
-                tool_call_id: &call,
-                expected_revision,
-                state: state.as_ref(),
-                lock: LockRequest {
-                    holder: &holder,
-                    ttl_ms,
-                },
-                now,
-            };
-            advance_question(c, &op)
-        })
-        .await
+        moved!(self.write("advance_question"), op => AdvanceOp {
+            r chat, r tool_call_id, v expected_revision, o state, l lock, v now
+        }, |c, op| advance_question(c, &op))
     }
 
     async fn lock_question(
         &self,
-        chat: &ChatId,
-        tool_call_id: &str,
-        holder: &str,
-        ttl_ms: Millis,
-        now: Millis,
+        op: &LockQuestionOp<'_>,
     ) -> Result<Option<(QuestionLock, QuestionRow)>> {
-        let (chat, call, holder) = (chat.clone(), tool_call_id.to_string(), holder.to_string());
-        self.write("lock_question", move |c| {
-            lock_question(c, &chat, &call, &holder, ttl_ms, now)
-        })
-        .await
+        moved!(self.write("lock_question"), op => LockQuestionOp {
+            r chat, r tool_call_id, l lock, v now
+        }, |c, op| lock_question(c, &op))
     }
 
     async fn update_question(&self, op: &UpdateQuestionOp<'_>) -> Result<QuestionRow> {
-        let (lock, update) = (op.lock.clone(), op.update.clone());
-        let (platform, job) = (op.link_platform.map(str::to_string), op.job.cloned());
-        let (keep_lock, now) = (op.keep_lock, op.now);
-        self.write("update_question", move |c| {
-            let op = UpdateQuestionOp {
-                lock: &lock,
-                update: &update,
-                link_platform: platform.as_deref(),
-                job: job.as_ref(),
-                keep_lock,
-                now,
-            };
-            update_question(c, &op)
-        })
-        .await
+        moved!(self.write("update_question"), op => UpdateQuestionOp {
+            r lock, r update, s link_platform, o job, v keep_lock, v now
+        }, |c, op| update_question(c, &op))
     }
 
     async fn unlock_question(&self, lock: &QuestionLock) -> Result<()> {
@@ -381,12 +312,9 @@ pub(crate) fn advance_question(c: &Connection, op: &AdvanceOp<'_>) -> R<Advanced
 
 pub(crate) fn lock_question(
     c: &Connection,
-    chat: &ChatId,
-    call: &str,
-    holder: &str,
-    ttl_ms: Millis,
-    now: Millis,
+    op: &LockQuestionOp<'_>,
 ) -> R<Option<(QuestionLock, QuestionRow)>> {
+    let (chat, call, holder, now) = (op.chat, op.tool_call_id, op.lock.holder, op.now);
     opt(
         c,
         concat!(
@@ -397,7 +325,7 @@ pub(crate) fn lock_question(
             question_cols!(),
             ", lock_token"
         ),
-        params![chat.as_str(), call, holder, now + ttl_ms, now],
+        params![chat.as_str(), call, holder, now + op.lock.ttl_ms, now],
         |r| {
             let token: i64 = r.get(18)?;
             Ok((question_lock(chat, call, holder, token), question_row(r)?))

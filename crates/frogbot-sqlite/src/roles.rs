@@ -6,7 +6,6 @@ use std::path::PathBuf;
 use async_trait::async_trait;
 use rusqlite::{Connection, params};
 
-use frogbot_core::model::Millis;
 use frogbot_core::store::*;
 use frogbot_core::store::{Result, StoreError};
 
@@ -43,31 +42,16 @@ impl RoleStore for SqliteStore {
         }
     }
 
-    async fn members(
-        &self,
-        group: &str,
-        member: &str,
-        ttl_ms: Millis,
-        now: Millis,
-    ) -> Result<Vec<String>> {
-        let (group, member) = (group.to_owned(), member.to_owned());
-        self.write("members", move |c| members(c, &group, &member, ttl_ms, now))
-            .await
+    async fn members(&self, op: &MembersOp<'_>) -> Result<Vec<String>> {
+        moved!(self.write("members"), op => MembersOp { r group, r member, v ttl_ms, v now },
+            |c, op| members(c, &op))
     }
 }
 
-/// How long after its expiry a membership row is deleted (by the next renewal in its group).
-const MEMBERS_SWEPT_AFTER_MS: Millis = 60 * 60 * 1000;
-
 /// Renews (or, with `ttl_ms <= 0`, ends) `member`'s membership of `group` and lists the live
 /// members, sorted; memberships expired long ago are deleted.
-pub(crate) fn members(
-    c: &Connection,
-    group: &str,
-    member: &str,
-    ttl_ms: Millis,
-    now: Millis,
-) -> R<Vec<String>> {
+pub(crate) fn members(c: &Connection, op: &MembersOp<'_>) -> R<Vec<String>> {
+    let (group, member, ttl_ms, now) = (op.group, op.member, op.ttl_ms, op.now);
     c.execute(
         "INSERT INTO members (grp, member, expires_at) VALUES (?1, ?2, ?3) \
          ON CONFLICT (grp, member) DO UPDATE SET expires_at = excluded.expires_at",

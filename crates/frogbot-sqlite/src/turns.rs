@@ -20,57 +20,23 @@ impl TurnStore for SqliteStore {
 
     async fn send(&self, op: &SendOp<'_>) -> Result<Sent> {
         let body = ops::message_body(op.message)?;
-        let (chat, message, lease) = (op.chat.clone(), op.message.clone(), op.lease.clone());
-        let (delivery, queue_if_busy) = (op.delivery, op.queue_if_busy);
-        self.write("send", move |c| {
-            let op = SendOp {
-                chat: &chat,
-                message: &message,
-                delivery,
-                lease: &lease,
-                queue_if_busy,
-            };
-            send(c, &op, &body)
-        })
-        .await
+        moved!(self.write("send"), op => SendOp {
+            r chat, r message, v delivery, r lease, v queue_if_busy
+        }, |c, op| send(c, &op, &body))
     }
 
     async fn checkpoint(&self, op: &CheckpointOp<'_>) -> Result<Checkpointed> {
         let body = ops::message_body(op.reply)?;
-        let (lease, reply) = (op.lease.clone(), op.reply.clone());
-        let (position, join_steers, now) = (op.position, op.join_steers, op.now);
-        self.write_relaxed("checkpoint", move |c| {
-            let op = CheckpointOp {
-                lease: &lease,
-                reply: &reply,
-                position,
-                join_steers,
-                now,
-            };
-            checkpoint(c, &op, &body)
-        })
-        .await
+        moved!(self.write_relaxed("checkpoint"), op => CheckpointOp {
+            r lease, r reply, v position, v join_steers, v now
+        }, |c, op| checkpoint(c, &op, &body))
     }
 
     async fn await_answers(&self, op: &AwaitOp<'_>) -> Result<StoredMessage> {
         let body = ops::message_body(op.reply)?;
-        let (lease, reply) = (op.lease.clone(), op.reply.clone());
-        let (questions, job) = (op.questions.to_vec(), op.job.cloned());
-        let delivery = op.delivery.cloned();
-        let (position, now) = (op.position, op.now);
-        self.write("await_answers", move |c| {
-            let op = AwaitOp {
-                lease: &lease,
-                reply: &reply,
-                position,
-                questions: &questions,
-                job: job.as_ref(),
-                now,
-                delivery: delivery.as_ref(),
-            };
-            await_answers(c, &op, &body)
-        })
-        .await
+        moved!(self.write("await_answers"), op => AwaitOp {
+            r lease, r reply, v position, r questions, o job, o delivery, v now
+        }, |c, op| await_answers(c, &op, &body))
     }
 
     async fn end_turn(&self, op: &EndTurnOp<'_>) -> Result<TurnEnded> {
@@ -133,33 +99,15 @@ impl TurnStore for SqliteStore {
             .await
     }
 
-    async fn edit_queued(
-        &self,
-        chat: &ChatId,
-        id: &str,
-        by: Option<&UserId>,
-        edit: &QueuedEdit,
-        now: Millis,
-    ) -> Result<QueuedChange> {
-        let (chat, id, by, edit) = (chat.clone(), id.to_string(), by.cloned(), edit.clone());
-        self.write("edit_queued", move |c| {
-            edit_queued(c, &chat, &id, by.as_ref(), &edit, now)
-        })
-        .await
+    async fn edit_queued(&self, op: &QueuedOp<'_>, edit: &QueuedEdit) -> Result<QueuedChange> {
+        let edit = edit.clone();
+        moved!(self.write("edit_queued"), op => QueuedOp { r chat, r id, o by, v now },
+            |c, op| edit_queued(c, &op, &edit))
     }
 
-    async fn delete_queued(
-        &self,
-        chat: &ChatId,
-        id: &str,
-        by: Option<&UserId>,
-        now: Millis,
-    ) -> Result<QueuedChange> {
-        let (chat, id, by) = (chat.clone(), id.to_string(), by.cloned());
-        self.write("delete_queued", move |c| {
-            delete_queued(c, &chat, &id, by.as_ref(), now)
-        })
-        .await
+    async fn delete_queued(&self, op: &QueuedOp<'_>) -> Result<QueuedChange> {
+        moved!(self.write("delete_queued"), op => QueuedOp { r chat, r id, o by, v now },
+            |c, op| delete_queued(c, &op))
     }
 }
 
@@ -673,31 +621,23 @@ pub(crate) fn take_chat(c: &Connection, id: &ChatId, req: &LeaseRequest) -> R<Op
 /// refusal [`queued_refusal`] gives.
 fn changeable_queued(
     c: &Connection,
-    chat: &ChatId,
-    id: &str,
-    by: Option<&UserId>,
+    op: &QueuedOp<'_>,
 ) -> R<std::result::Result<StoredMessage, QueuedChange>> {
-    let Some(current) = get_message(c, chat, id)? else {
+    let Some(current) = get_message(c, op.chat, op.id)? else {
         return Ok(Err(QueuedChange::NotFound));
     };
     let refused = queued_refusal(
         current.message.role.as_str(),
         current.author().map(UserId::as_str),
         current.queued,
-        by,
+        op.by,
     );
     Ok(refused.map_or(Ok(current), Err))
 }
 
-pub(crate) fn edit_queued(
-    c: &Connection,
-    chat: &ChatId,
-    id: &str,
-    by: Option<&UserId>,
-    edit: &QueuedEdit,
-    now: Millis,
-) -> R<QueuedChange> {
-    let current = match changeable_queued(c, chat, id, by)? {
+pub(crate) fn edit_queued(c: &Connection, op: &QueuedOp<'_>, edit: &QueuedEdit) -> R<QueuedChange> {
+    let (chat, now) = (op.chat, op.now);
+    let current = match changeable_queued(c, op)? {
         Ok(current) => current,
         Err(refused) => return Ok(refused),
     };
@@ -733,14 +673,9 @@ pub(crate) fn edit_queued(
     )))))
 }
 
-pub(crate) fn delete_queued(
-    c: &Connection,
-    chat: &ChatId,
-    id: &str,
-    by: Option<&UserId>,
-    now: Millis,
-) -> R<QueuedChange> {
-    let current = match changeable_queued(c, chat, id, by)? {
+pub(crate) fn delete_queued(c: &Connection, op: &QueuedOp<'_>) -> R<QueuedChange> {
+    let (chat, now) = (op.chat, op.now);
+    let current = match changeable_queued(c, op)? {
         Ok(current) => current,
         Err(refused) => return Ok(refused),
     };

@@ -357,14 +357,16 @@ pub async fn messages_since_follows_versions(db: Db) {
     assert!(ch.messages[0].queued);
     let v4 = ch.version;
     s.edit_queued(
-        &c.chat_id,
-        "q1",
-        None,
+        &QueuedOp {
+            chat: &c.chat_id,
+            id: "q1",
+            by: None,
+            now: T0 + 4,
+        },
         &QueuedEdit {
             parts: Some(vec![MessagePart::text("e")]),
             delivery: None,
         },
-        T0 + 4,
     )
     .await
     .unwrap();
@@ -375,9 +377,14 @@ pub async fn messages_since_follows_versions(db: Db) {
     enqueue(s, &c, "q2", None, Delivery::Queue, T0 + 5).await;
     let v6 = s.messages_since(&c.chat_id, v5).await.unwrap().version;
     assert_eq!(
-        s.delete_queued(&c.chat_id, "q2", None, T0 + 6)
-            .await
-            .unwrap(),
+        s.delete_queued(&QueuedOp {
+            chat: &c.chat_id,
+            id: "q2",
+            by: None,
+            now: T0 + 6
+        })
+        .await
+        .unwrap(),
         QueuedChange::Done(None)
     );
     let ch = s.messages_since(&c.chat_id, v6).await.unwrap();

@@ -568,17 +568,33 @@ pub async fn update_question_under_lock(db: Db) {
     let c = ChatId::new("update").unwrap();
     add_question(s, &c, "call-1", T0).await;
     let (a, row) = s
-        .lock_question(&c, "call-1", "a", 1_000, T0)
+        .lock_question(&LockQuestionOp {
+            chat: &c,
+            tool_call_id: "call-1",
+            lock: LockRequest {
+                holder: "a",
+                ttl_ms: 1_000,
+            },
+            now: T0,
+        })
         .await
         .unwrap()
         .unwrap();
     assert_eq!(row.lock_holder.as_deref(), Some("a"));
     assert_eq!(row.lock_until, T0 + 1_000);
     assert!(
-        s.lock_question(&c, "call-1", "b", 1_000, T0 + 1)
-            .await
-            .unwrap()
-            .is_none()
+        s.lock_question(&LockQuestionOp {
+            chat: &c,
+            tool_call_id: "call-1",
+            lock: LockRequest {
+                holder: "b",
+                ttl_ms: 1_000
+            },
+            now: T0 + 1
+        })
+        .await
+        .unwrap()
+        .is_none()
     );
     // Keep the lock, link the messages, schedule a retry: one transaction.
     let retry = job("updated", Some("updated:call-1"), T0 + 50);
@@ -747,7 +763,15 @@ pub async fn question_locked_updates_lose_nothing(db: Db) {
             let holder = format!("w{i}");
             let (l, q) = loop {
                 if let Some(got) = s
-                    .lock_question(&c, "call-1", &holder, 60_000, T0 + 1)
+                    .lock_question(&LockQuestionOp {
+                        chat: &c,
+                        tool_call_id: "call-1",
+                        lock: LockRequest {
+                            holder: &holder,
+                            ttl_ms: 60_000,
+                        },
+                        now: T0 + 1,
+                    })
                     .await
                     .unwrap()
                 {

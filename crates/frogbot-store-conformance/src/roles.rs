@@ -5,6 +5,8 @@
 
 use std::time::Duration;
 
+use frogbot_core::store::MembersOp;
+
 use crate::Db;
 
 /// A role is held by one holder at a time, in one process or across two; another role is
@@ -64,10 +66,24 @@ pub async fn group_members_see_each_other_and_the_expired_drop_out(db: Db) {
     const GROUP: &str = "discord:1:shards";
     const T0: i64 = 1_700_000_000_000;
     let other = db.second_handle().await;
-    let a = |now| db.store.members(GROUP, "b-replica", 10_000, now);
+    let store = &db.store;
+    let a = |now| async move {
+        let op = MembersOp {
+            group: GROUP,
+            member: "b-replica",
+            ttl_ms: 10_000,
+            now,
+        };
+        store.members(&op).await
+    };
     assert_eq!(a(T0).await.unwrap(), ["b-replica"], "a lone member");
     let b = other
-        .members(GROUP, "a-replica", 3_000, T0 + 1_000)
+        .members(&MembersOp {
+            group: GROUP,
+            member: "a-replica",
+            ttl_ms: 3_000,
+            now: T0 + 1_000,
+        })
         .await
         .unwrap();
     assert_eq!(b, ["a-replica", "b-replica"], "both, sorted");
@@ -78,7 +94,12 @@ pub async fn group_members_see_each_other_and_the_expired_drop_out(db: Db) {
     );
     assert_eq!(
         other
-            .members("discord:2:shards", "c-replica", 10_000, T0 + 2_000)
+            .members(&MembersOp {
+                group: "discord:2:shards",
+                member: "c-replica",
+                ttl_ms: 10_000,
+                now: T0 + 2_000
+            })
             .await
             .unwrap(),
         ["c-replica"],
@@ -93,7 +114,12 @@ pub async fn group_members_see_each_other_and_the_expired_drop_out(db: Db) {
     // It comes back when it renews.
     assert_eq!(
         other
-            .members(GROUP, "a-replica", 3_000, T0 + 5_000)
+            .members(&MembersOp {
+                group: GROUP,
+                member: "a-replica",
+                ttl_ms: 3_000,
+                now: T0 + 5_000
+            })
             .await
             .unwrap(),
         ["a-replica", "b-replica"]
@@ -101,7 +127,12 @@ pub async fn group_members_see_each_other_and_the_expired_drop_out(db: Db) {
     // Leaving: gone at once, for itself and for the others.
     assert_eq!(
         other
-            .members(GROUP, "a-replica", 0, T0 + 5_500)
+            .members(&MembersOp {
+                group: GROUP,
+                member: "a-replica",
+                ttl_ms: 0,
+                now: T0 + 5_500
+            })
             .await
             .unwrap(),
         ["b-replica"]

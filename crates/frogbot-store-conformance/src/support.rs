@@ -319,8 +319,16 @@ pub(crate) async fn lock(
     ttl: Millis,
     now: Millis,
 ) -> Option<QuestionLock> {
-    s.lock_question(chat, call, holder, ttl, now)
-        .await
-        .unwrap()
-        .map(|(l, _)| l)
+    s.lock_question(&LockQuestionOp {
+        chat,
+        tool_call_id: call,
+        lock: LockRequest {
+            holder,
+            ttl_ms: ttl,
+        },
+        now,
+    })
+    .await
+    .unwrap()
+    .map(|(l, _)| l)
 }

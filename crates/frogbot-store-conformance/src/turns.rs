@@ -1443,19 +1443,45 @@ pub async fn queue_edit_and_delete_only_by_author_before_promotion(db: Db) {
     };
     let id = &c.chat_id;
     assert_eq!(
-        s.edit_queued(id, "m1", Some(&user("bob")), &edit, T0)
-            .await
-            .unwrap(),
+        s.edit_queued(
+            &QueuedOp {
+                chat: id,
+                id: "m1",
+                by: Some(&user("bob")),
+                now: T0
+            },
+            &edit
+        )
+        .await
+        .unwrap(),
         QueuedChange::Forbidden
     );
     assert_eq!(
-        s.edit_queued(id, "m1", None, &edit, T0).await.unwrap(),
+        s.edit_queued(
+            &QueuedOp {
+                chat: id,
+                id: "m1",
+                by: None,
+                now: T0
+            },
+            &edit
+        )
+        .await
+        .unwrap(),
         QueuedChange::Forbidden
     );
     assert_eq!(
-        s.edit_queued(id, "nope", Some(&user("alice")), &edit, T0)
-            .await
-            .unwrap(),
+        s.edit_queued(
+            &QueuedOp {
+                chat: id,
+                id: "nope",
+                by: Some(&user("alice")),
+                now: T0
+            },
+            &edit
+        )
+        .await
+        .unwrap(),
         QueuedChange::NotFound
     );
     assert_eq!(
@@ -1469,7 +1495,15 @@ pub async fn queue_edit_and_delete_only_by_author_before_promotion(db: Db) {
         "refused edits change nothing"
     );
     let QueuedChange::Done(Some(edited)) = s
-        .edit_queued(id, "m1", Some(&user("alice")), &edit, T0 + 1)
+        .edit_queued(
+            &QueuedOp {
+                chat: id,
+                id: "m1",
+                by: Some(&user("alice")),
+                now: T0 + 1,
+            },
+            &edit,
+        )
         .await
         .unwrap()
     else {
@@ -1487,7 +1521,15 @@ pub async fn queue_edit_and_delete_only_by_author_before_promotion(db: Db) {
         delivery: None,
     };
     let QueuedChange::Done(Some(edited)) = s
-        .edit_queued(id, "m1", Some(&user("alice")), &parts_only, T0 + 2)
+        .edit_queued(
+            &QueuedOp {
+                chat: id,
+                id: "m1",
+                by: Some(&user("alice")),
+                now: T0 + 2,
+            },
+            &parts_only,
+        )
         .await
         .unwrap()
     else {
@@ -1498,22 +1540,37 @@ pub async fn queue_edit_and_delete_only_by_author_before_promotion(db: Db) {
         ("again", Delivery::Steer)
     );
     assert_eq!(
-        s.delete_queued(id, "m2", Some(&user("bob")), T0)
-            .await
-            .unwrap(),
+        s.delete_queued(&QueuedOp {
+            chat: id,
+            id: "m2",
+            by: Some(&user("bob")),
+            now: T0
+        })
+        .await
+        .unwrap(),
         QueuedChange::Forbidden
     );
     assert_eq!(
-        s.delete_queued(id, "m9", Some(&user("alice")), T0)
-            .await
-            .unwrap(),
+        s.delete_queued(&QueuedOp {
+            chat: id,
+            id: "m9",
+            by: Some(&user("alice")),
+            now: T0
+        })
+        .await
+        .unwrap(),
         QueuedChange::NotFound
     );
     assert!(s.get_message(id, "m2").await.unwrap().is_some());
     assert_eq!(
-        s.delete_queued(id, "m2", Some(&user("alice")), T0)
-            .await
-            .unwrap(),
+        s.delete_queued(&QueuedOp {
+            chat: id,
+            id: "m2",
+            by: Some(&user("alice")),
+            now: T0
+        })
+        .await
+        .unwrap(),
         QueuedChange::Done(None)
     );
     assert!(s.get_message(id, "m2").await.unwrap().is_none());
@@ -1524,21 +1581,42 @@ pub async fn queue_edit_and_delete_only_by_author_before_promotion(db: Db) {
     assert_eq!(next.message.id, "m1");
     assert_eq!(next.message.text(), "again");
     assert_eq!(
-        s.edit_queued(id, "m1", Some(&user("alice")), &edit, T0)
-            .await
-            .unwrap(),
+        s.edit_queued(
+            &QueuedOp {
+                chat: id,
+                id: "m1",
+                by: Some(&user("alice")),
+                now: T0
+            },
+            &edit
+        )
+        .await
+        .unwrap(),
         QueuedChange::NotQueued
     );
     assert_eq!(
-        s.delete_queued(id, "m1", Some(&user("alice")), T0)
-            .await
-            .unwrap(),
+        s.delete_queued(&QueuedOp {
+            chat: id,
+            id: "m1",
+            by: Some(&user("alice")),
+            now: T0
+        })
+        .await
+        .unwrap(),
         QueuedChange::NotQueued
     );
     assert_eq!(
-        s.edit_queued(id, "u0", Some(&user("alice")), &edit, T0)
-            .await
-            .unwrap(),
+        s.edit_queued(
+            &QueuedOp {
+                chat: id,
+                id: "u0",
+                by: Some(&user("alice")),
+                now: T0
+            },
+            &edit
+        )
+        .await
+        .unwrap(),
         QueuedChange::NotQueued
     );
 }

@@ -78,8 +78,8 @@ layered! {
         async fn resume_turn(chat: &ChatId, message_id: &str, req: &LeaseRequest) -> Result<Resume>;
         async fn renew_lease(lease: &mut Lease, ttl_ms: Millis, now: Millis) -> Result<()>;
         async fn expire_lease(lease: &Lease, now: Millis) -> Result<()>;
-        async fn edit_queued(chat: &ChatId, id: &str, by: Option<&UserId>, edit: &QueuedEdit, now: Millis) -> Result<QueuedChange>;
-        async fn delete_queued(chat: &ChatId, id: &str, by: Option<&UserId>, now: Millis) -> Result<QueuedChange>;
+        async fn edit_queued(op: &QueuedOp<'_>, edit: &QueuedEdit) -> Result<QueuedChange>;
+        async fn delete_queued(op: &QueuedOp<'_>) -> Result<QueuedChange>;
     }
     QuestionStore {
         async fn get_question(chat: &ChatId, tool_call_id: &str, now: Millis) -> Result<Option<QuestionRow>>;
@@ -89,7 +89,7 @@ layered! {
         async fn mark_rendered(op: &RenderedOp<'_>) -> Result<()>;
         async fn record_outcome(op: &RecordOp<'_>) -> Result<Recorded>;
         async fn advance_question(op: &AdvanceOp<'_>) -> Result<Advanced>;
-        async fn lock_question(chat: &ChatId, tool_call_id: &str, holder: &str, ttl_ms: Millis, now: Millis) -> Result<Option<(QuestionLock, QuestionRow)>>;
+        async fn lock_question(op: &LockQuestionOp<'_>) -> Result<Option<(QuestionLock, QuestionRow)>>;
         async fn update_question(op: &UpdateQuestionOp<'_>) -> Result<QuestionRow>;
         async fn unlock_question(lock: &QuestionLock) -> Result<()>;
         async fn purge_expired(now: Millis) -> Result<u64>;
@@ -126,7 +126,7 @@ layered! {
     }
     RoleStore {
         async fn try_hold(key: &str) -> Result<Option<Box<dyn Held>>>;
-        async fn members(group: &str, member: &str, ttl_ms: Millis, now: Millis) -> Result<Vec<String>>;
+        async fn members(op: &MembersOp<'_>) -> Result<Vec<String>>;
     }
     FileStore {
         async fn begin_file(file: &NewFile) -> Result<()>;

@@ -100,7 +100,7 @@ pub use jobs::JobStore;
 pub use layer::{Call, StoreLayer};
 pub use operations::OperationsStore;
 pub use questions::QuestionStore;
-pub use roles::{Held, HeldForever, RoleStore};
+pub use roles::{Held, HeldForever, MEMBERS_SWEPT_AFTER_MS, MembersOp, RoleStore};
 pub use turns::TurnStore;
 pub use types::*;
 
@@ -113,39 +113,25 @@ pub const QUESTION_TTL_MS: Millis = 30 * 24 * 60 * 60 * 1000;
 /// How long a question record is kept after its outcome is recorded: 24 hours.
 pub const ANSWERED_TTL_MS: Millis = 24 * 60 * 60 * 1000;
 
-/// Everything FrogBot keeps, in parts: [`ChatStore`], [`TurnStore`], [`QuestionStore`],
-/// [`JobStore`], [`AgentStore`], [`OperationsStore`], [`RoleStore`] and [`FileStore`] (one file each, named as
-/// the conformance suite's). A type that implements every part is a `Store` (the blanket impl
-/// below); a caller holding a [`DynStore`] calls any part's methods on it, and a caller holding a
-/// concrete store imports the parts with [`prelude`]. Implementations must be safe to share
-/// between tasks and between processes on one database: each method is atomic on its own, and a
-/// method that returns an error has changed nothing.
-pub trait Store:
-    ChatStore
-    + TurnStore
-    + QuestionStore
-    + JobStore
-    + AgentStore
-    + OperationsStore
-    + RoleStore
-    + FileStore
-    + std::fmt::Debug
-    + 'static
-{
+/// The trait [`Store`] and its blanket impl, from one list of its parts.
+macro_rules! store_of_parts {
+    ($(#[$doc:meta])* $($part:ident),+) => {
+        $(#[$doc])*
+        pub trait Store: $($part +)+ std::fmt::Debug + 'static {}
+
+        impl<T> Store for T where T: $($part +)+ std::fmt::Debug + 'static {}
+    };
 }
 
-impl<T> Store for T where
-    T: ChatStore
-        + TurnStore
-        + QuestionStore
-        + JobStore
-        + AgentStore
-        + OperationsStore
-        + RoleStore
-        + FileStore
-        + std::fmt::Debug
-        + 'static
-{
+store_of_parts! {
+    /// Everything FrogBot keeps, in parts: [`ChatStore`], [`TurnStore`], [`QuestionStore`],
+    /// [`JobStore`], [`AgentStore`], [`OperationsStore`], [`RoleStore`] and [`FileStore`] (one file
+    /// each, named as the conformance suite's). A type that implements every part is a `Store` (the
+    /// blanket impl below); a caller holding a [`DynStore`] calls any part's methods on it, and a
+    /// caller holding a concrete store imports the parts with [`prelude`]. Implementations must be
+    /// safe to share between tasks and between processes on one database: each method is atomic on
+    /// its own, and a method that returns an error has changed nothing.
+    ChatStore, TurnStore, QuestionStore, JobStore, AgentStore, OperationsStore, RoleStore, FileStore
 }
 
 /// Every part of the store, to call a concrete store's methods: `use

@@ -55,11 +55,7 @@ pub trait QuestionStore: Send + Sync {
     /// returns the record as it is under the lock.
     async fn lock_question(
         &self,
-        chat: &ChatId,
-        tool_call_id: &str,
-        holder: &str,
-        ttl_ms: Millis,
-        now: Millis,
+        op: &LockQuestionOp<'_>,
     ) -> Result<Option<(QuestionLock, QuestionRow)>>;
 
     /// Under a held lock: applies `op.update`, links the record's messages to the call, enqueues

@@ -16,19 +16,29 @@ pub trait RoleStore: Send + Sync {
     /// beside the database, gone with the process).
     async fn try_hold(&self, key: &str) -> Result<Option<Box<dyn Held>>>;
 
-    /// Renews `member`'s membership of `group` until `now + ttl_ms` and returns the group's live
-    /// members (their membership lasting past `now`), sorted, in one step: how replicas learn who
-    /// shares a piece of work (e.g. a Discord bot's gateway shards). A member that stops renewing
-    /// drops out once its `ttl_ms` has passed; `ttl_ms <= 0` leaves the group at once (`member`
+    /// Renews `member`'s membership of `group` until `now + ttl_ms` ([`MembersOp`]) and returns
+    /// the group's live members (their membership lasting past `now`), sorted, in one step: how
+    /// replicas learn who shares a piece of work (e.g. a Discord bot's gateway shards). A member
+    /// that stops renewing drops out once its `ttl_ms` has passed; `ttl_ms <= 0` leaves the group at once (`member`
     /// is then not among those returned). Memberships long expired may be deleted.
-    async fn members(
-        &self,
-        group: &str,
-        member: &str,
-        ttl_ms: Millis,
-        now: Millis,
-    ) -> Result<Vec<String>>;
+    async fn members(&self, op: &MembersOp<'_>) -> Result<Vec<String>>;
 }
+
+/// [`RoleStore::members`]: `member` renews its membership of `group`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MembersOp<'a> {
+    /// The group.
+    pub group: &'a str,
+    /// The member renewing.
+    pub member: &'a str,
+    /// How long the membership lasts from `now` (`<= 0`: it ends now).
+    pub ttl_ms: Millis,
+    /// Now.
+    pub now: Millis,
+}
+
+/// How long after its expiry a membership row is deleted (by the next renewal in its group).
+pub const MEMBERS_SWEPT_AFTER_MS: Millis = 60 * 60 * 1000;
 
 /// A role held through [`RoleStore::try_hold`]: released when dropped.
 #[async_trait]

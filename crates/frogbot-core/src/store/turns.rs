@@ -4,7 +4,7 @@
 use async_trait::async_trait;
 
 use super::*;
-use crate::model::{ChatId, Millis, UserId};
+use crate::model::{ChatId, Millis};
 
 /// The turns part of [`Store`]: messages arriving, turns, their leases, and the queue.
 #[async_trait]
@@ -59,21 +59,8 @@ pub trait TurnStore: Send + Sync {
     async fn expire_lease(&self, lease: &Lease, now: Millis) -> Result<()>;
 
     /// Changes a queued message's parts and/or delivery, for its author only.
-    async fn edit_queued(
-        &self,
-        chat: &ChatId,
-        id: &str,
-        by: Option<&UserId>,
-        edit: &QueuedEdit,
-        now: Millis,
-    ) -> Result<QueuedChange>;
+    async fn edit_queued(&self, op: &QueuedOp<'_>, edit: &QueuedEdit) -> Result<QueuedChange>;
 
     /// Removes a queued message, for its author only.
-    async fn delete_queued(
-        &self,
-        chat: &ChatId,
-        id: &str,
-        by: Option<&UserId>,
-        now: Millis,
-    ) -> Result<QueuedChange>;
+    async fn delete_queued(&self, op: &QueuedOp<'_>) -> Result<QueuedChange>;
 }

@@ -473,6 +473,20 @@ pub struct QueuedEdit {
     pub delivery: Option<Delivery>,
 }
 
+/// [`super::TurnStore::edit_queued`] and [`super::TurnStore::delete_queued`]: a queued message,
+/// changed for its author only.
+#[derive(Clone, Copy, Debug)]
+pub struct QueuedOp<'a> {
+    /// The chat.
+    pub chat: &'a ChatId,
+    /// The queued message's id.
+    pub id: &'a str,
+    /// Who asks.
+    pub by: Option<&'a UserId>,
+    /// Now.
+    pub now: Millis,
+}
+
 /// What an edit or delete of a queued message did.
 #[derive(Clone, Debug, PartialEq)]
 pub enum QueuedChange {
@@ -794,6 +808,19 @@ pub struct LockRequest<'a> {
     pub holder: &'a str,
     /// How long it is held unless released.
     pub ttl_ms: Millis,
+}
+
+/// [`super::QuestionStore::lock_question`]: a question's lock, taken if it is free.
+#[derive(Clone, Copy, Debug)]
+pub struct LockQuestionOp<'a> {
+    /// The chat.
+    pub chat: &'a ChatId,
+    /// The question.
+    pub tool_call_id: &'a str,
+    /// The lock to take.
+    pub lock: LockRequest<'a>,
+    /// Now.
+    pub now: Millis,
 }
 
 /// [`super::QuestionStore::record_outcome`].

@@ -978,7 +978,12 @@ impl Channels {
             return Ok(ChangeOutcome::AlreadyRan);
         }
         let by = stored.message.metadata.author.clone();
-        let now = self.turns.now();
+        let queued = crate::store::QueuedOp {
+            chat: &chat.chat_id,
+            id: &id,
+            by: by.as_ref(),
+            now: self.turns.now(),
+        };
         let change = match text {
             Some(text) => {
                 // A platform edit changes the text; the message's files stay.
@@ -996,15 +1001,9 @@ impl Channels {
                     parts: Some(parts),
                     delivery: None,
                 };
-                store
-                    .edit_queued(&chat.chat_id, &id, by.as_ref(), &edit, now)
-                    .await?
+                store.edit_queued(&queued, &edit).await?
             }
-            None => {
-                store
-                    .delete_queued(&chat.chat_id, &id, by.as_ref(), now)
-                    .await?
-            }
+            None => store.delete_queued(&queued).await?,
         };
         Ok(match change {
             crate::store::QueuedChange::Done(Some(m)) => {

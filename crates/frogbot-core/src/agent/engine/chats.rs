@@ -4,7 +4,7 @@
 //! [`ChatEvent`]s, the store's pushed [`Change`](crate::store::Change)s).
 
 use super::*;
-use crate::store::ChatFilter;
+use crate::store::{ChatFilter, QueuedOp};
 
 /// The chats: rows, messages, history, queued edits, change subscriptions ([`Engine::chats`]).
 #[derive(Clone, Copy, Debug)]
@@ -155,7 +155,7 @@ impl<'a> Chats<'a> {
         let change = self
             .0
             .store()
-            .edit_queued(chat, id, by, &edit, self.0.now())
+            .edit_queued(&self.queued(chat, id, by), &edit)
             .await?;
         if let QueuedChange::Done(Some(m)) = &change {
             self.0.inner.turns.emit_message(chat, &m.message);
@@ -170,11 +170,18 @@ impl<'a> Chats<'a> {
         id: &str,
         by: Option<&UserId>,
     ) -> Result<QueuedChange> {
-        self.0
-            .store()
-            .delete_queued(chat, id, by, self.0.now())
-            .await
-            .map_err(Error::from)
+        let op = self.queued(chat, id, by);
+        self.0.store().delete_queued(&op).await.map_err(Error::from)
+    }
+
+    /// The queued message `id` of `chat` as `by` changes it, now.
+    fn queued<'q>(&self, chat: &'q ChatId, id: &'q str, by: Option<&'q UserId>) -> QueuedOp<'q> {
+        QueuedOp {
+            chat,
+            id,
+            by,
+            now: self.0.now(),
+        }
     }
 
     /// Every owner's chats that `filter` lets through, state as of now, newest first.

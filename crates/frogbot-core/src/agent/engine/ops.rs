@@ -69,12 +69,13 @@ impl<'a> Ops<'a> {
         member: &str,
         ttl: std::time::Duration,
     ) -> Result<Vec<String>> {
-        let ttl_ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
-        self.0
-            .store()
-            .members(group, member, ttl_ms, self.0.now())
-            .await
-            .map_err(Error::from)
+        let op = crate::store::MembersOp {
+            group,
+            member,
+            ttl_ms: i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX),
+            now: self.0.now(),
+        };
+        self.0.store().members(&op).await.map_err(Error::from)
     }
 
     /// Runs due durable jobs (continuing turns a dead process left waiting, runs of handed-on

@@ -47,8 +47,8 @@ use crate::model::{
     decode_question_modal_metadata, is_approval, millis_to_iso,
 };
 use crate::store::{
-    AdvanceOp, Advanced, ChatRow, LockRequest, QuestionLock, QuestionRow, QuestionUpdate, RecordOp,
-    Recorded, RenderedCall, RenderedOp, UpdateQuestionOp,
+    AdvanceOp, Advanced, ChatRow, LockQuestionOp, LockRequest, QuestionLock, QuestionRow,
+    QuestionUpdate, RecordOp, Recorded, RenderedCall, RenderedOp, UpdateQuestionOp,
 };
 
 use super::jobs::EngineJob;
@@ -415,13 +415,15 @@ impl Questions {
         }
         let Ok(Some((lock, fresh))) = self
             .store()
-            .lock_question(
-                &q.chat_id,
-                &q.tool_call_id,
-                &self.turns.holder(),
-                LOCK_TTL_MS,
-                self.now(),
-            )
+            .lock_question(&LockQuestionOp {
+                chat: &q.chat_id,
+                tool_call_id: &q.tool_call_id,
+                lock: LockRequest {
+                    holder: &self.turns.holder(),
+                    ttl_ms: LOCK_TTL_MS,
+                },
+                now: self.now(),
+            })
             .await
         else {
             return;
@@ -1143,7 +1145,15 @@ impl Questions {
         };
         let Some((lock, q)) = self
             .store()
-            .lock_question(chat, call_id, &self.turns.holder(), LOCK_TTL_MS, self.now())
+            .lock_question(&LockQuestionOp {
+                chat,
+                tool_call_id: call_id,
+                lock: LockRequest {
+                    holder: &self.turns.holder(),
+                    ttl_ms: LOCK_TTL_MS,
+                },
+                now: self.now(),
+            })
             .await?
         else {
             return Ok(false);
