@@ -415,9 +415,7 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackWebApi<C> {
         let mut retry = self.retry.start();
         loop {
             let answer = tokio::time::timeout(timeout, call()).await;
-            #[cfg(feature = "engine")]
             let status = call_status(&answer);
-            #[cfg(feature = "engine")]
             frogbot_channel::metrics::platform_call("slack", method, &status);
             let err = match answer {
                 Ok(Ok(v)) => return Ok(v),
@@ -432,7 +430,6 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackWebApi<C> {
                 return Err(err);
             };
             tracing::debug!(method, attempt = retry.attempts(), ?wait, error = %err, "Slack call failed; retrying");
-            #[cfg(feature = "engine")]
             if matches!(status.as_str(), "429" | "ratelimited") {
                 frogbot_channel::metrics::platform_rate_limit_wait("slack");
             }
@@ -610,7 +607,6 @@ fn not_sent(e: &(dyn std::error::Error + 'static)) -> bool {
 /// The status label of a Web API call's answer (`frogbot_platform_api_calls_total`): `200`, the HTTP
 /// status of a failed answer (`429`, `503`), Slack's error code of an `ok: false` answer
 /// (`channel_not_found`, `ratelimited`), `network` or `timeout`.
-#[cfg(feature = "engine")]
 fn call_status<T, E>(answer: &Result<Result<T, SlackClientError>, E>) -> String {
     match answer {
         Ok(Ok(_)) => "200".into(),

@@ -166,6 +166,14 @@ pub enum StopOutcome {
     NotDriver,
 }
 
+impl StopOutcome {
+    /// What the person who pressed Stop is told: [`STOP_REFUSED_TEXT`] when they do not drive
+    /// the turn, else nothing.
+    pub fn notice(self) -> Option<&'static str> {
+        (self == StopOutcome::NotDriver).then_some(STOP_REFUSED_TEXT)
+    }
+}
+
 /// What an event click found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -176,6 +184,14 @@ pub enum EventOutcome {
     Stale,
     /// The person may not write in this chat.
     Denied,
+}
+
+impl EventOutcome {
+    /// What the person who clicked is told: [`frogbot_model::NOT_ALLOWED_TEXT`] when denied, else
+    /// nothing.
+    pub fn notice(self) -> Option<&'static str> {
+        (self == EventOutcome::Denied).then_some(frogbot_model::NOT_ALLOWED_TEXT)
+    }
 }
 
 /// What a channel needs to open a form for a question ("Other…"): the question, when the clicked

@@ -10,6 +10,7 @@
 //! ([`Transient::may_be_done`]) is tried again only where repeating it is harmless.
 
 use std::future::Future;
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
@@ -126,6 +127,21 @@ impl RetryPolicy {
             on_retry(&e, wait);
             tokio::time::sleep(wait).await;
         }
+    }
+
+    /// [`RetryPolicy::run`] of a call any failure of which is worth trying again (harmless to
+    /// repeat, never a platform's wait): a join, a read.
+    pub async fn run_any<T, E, F, Fut>(
+        &self,
+        call: F,
+        on_retry: impl FnMut(&E, Duration),
+    ) -> Result<T, E>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        static ANY: LazyLock<Transient> = LazyLock::new(|| Transient::new("a failure"));
+        self.run(true, call, |_| Some(&*ANY), on_retry).await
     }
 }
 

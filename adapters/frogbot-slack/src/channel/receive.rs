@@ -42,7 +42,7 @@
 //!   acknowledgement carries an ephemeral answer, or is empty once the ask is under way.
 
 use std::future::Future;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -52,10 +52,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use frogbot_channel::{
-    EngineHandle, InteractionOutcome, MessageOutcome, STOP_REFUSED_TEXT, StopOutcome,
-    channel_chat_id,
-};
+use frogbot_channel::{EngineHandle, InteractionOutcome, MessageOutcome, channel_chat_id};
 use frogbot_model::{
     BoxError, Interaction, PlatformUser, decode_question_modal_metadata, now_millis,
 };
@@ -69,7 +66,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, error, info, info_span, warn};
 
 use super::outbox::STOP_ACTION_ID;
-use super::{Inner, SlackAdapter, locked};
+use super::{Inner, SlackAdapter};
 use crate::client::SlackApi;
 use crate::convert::{
     ChangedMessage, IncomingMessage, SIGNATURE_HEADER, SlashCommand, SlashText, TIMESTAMP_HEADER,
@@ -121,78 +118,8 @@ pub const COMMAND_BUSY_TEXT: &str =
 pub(crate) const QUEUE_IDLE: Duration = Duration::from_secs(30);
 
 /// A bounded set of recently seen delivery keys (oldest forgotten first).
-#[derive(Debug)]
-pub struct Seen {
-    cap: usize,
-    keys: Mutex<hashlink::LinkedHashSet<String>>,
-}
-
-impl Seen {
-    /// Remembers up to `cap` keys.
-    pub fn new(cap: usize) -> Self {
-        Self {
-            cap: cap.max(1),
-            keys: Mutex::default(),
-        }
-    }
-
-    /// `true` the first time `key` is seen (it is remembered), `false` for a duplicate.
-    pub fn first(&self, key: &str) -> bool {
-        let mut keys = locked(&self.keys);
-        if keys.contains(key) {
-            return false;
-        }
-        if keys.len() >= self.cap {
-            keys.pop_front();
-        }
-        keys.insert(key.to_owned());
-        true
-    }
-
-    /// Forgets `key` (its processing failed; a retry should be processed).
-    pub fn forget(&self, key: &str) {
-        locked(&self.keys).remove(key);
-    }
-}
-
-/// How many deliveries wait in the thread queues or run now, bounded: a delivery takes a place
-/// (a permit) before it is queued and gives it back when it is done (or its task failed).
-#[derive(Debug)]
-pub struct Pending {
-    max: usize,
-    places: Arc<tokio::sync::Semaphore>,
-}
-
-impl Pending {
-    /// At most `max` (at least 1) at once.
-    pub fn new(max: usize) -> Self {
-        let max = max.clamp(1, tokio::sync::Semaphore::MAX_PERMITS);
-        Self {
-            max,
-            places: Arc::new(tokio::sync::Semaphore::new(max)),
-        }
-    }
-
-    /// How many there are now.
-    pub fn len(&self) -> usize {
-        self.max - self.places.available_permits()
-    }
-
-    /// Whether none waits or runs.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// The bound.
-    pub fn max(&self) -> usize {
-        self.max
-    }
-
-    /// A place for one more (given back when dropped), or `None` when all are taken.
-    fn take(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
-        self.places.clone().try_acquire_owned().ok()
-    }
-}
+pub type Seen = frogbot_channel::receive::Recent;
+pub use frogbot_channel::receive::Pending;
 
 /// Why a delivery was not processed.
 #[derive(Debug)]
@@ -577,23 +504,9 @@ impl Receiver {
     /// applies them), asked before a slash command starts a thread; the engine decides again.
     async fn lets_in(&self, user: &PlatformUser, conversation: &str) -> bool {
         let channel = frogbot_channel::Adapter::channel(&self.adapter);
-        let identity = frogbot_model::ChannelIdentity {
-            platform: PLATFORM.into(),
-            user: user.clone(),
-        };
-        let who = channel.identity.resolve(&identity).await.ok().flatten();
-        let chat = frogbot_model::ChatInfo {
-            chat_id: channel_chat_id(PLATFORM, conversation),
-            owner: who.clone(),
-            channel: Some(frogbot_model::ChannelRef {
-                platform: PLATFORM.into(),
-                thread: conversation.to_owned(),
-            }),
-        };
+        let (identity, access) = (&*channel.identity, &*channel.access);
         // A failing check is the engine's to report.
-        channel
-            .access
-            .allow(who.as_ref(), &chat)
+        frogbot_channel::receive::lets_in(identity, access, PLATFORM, user, conversation)
             .await
             .unwrap_or(true)
     }
@@ -610,8 +523,11 @@ impl Receiver {
         let name = |u: &PlatformUser| u.name.clone().unwrap_or_else(|| u.id.clone());
         let root = format!("{} asks {}", name(author), name(to));
         let key = format!("slash:{}", cmd.trigger_id);
-        let place = frogbot_channel::AskPlace::Thread(&cmd.channel_id);
-        let ask = frogbot_channel::outbox::AskTo::new(place, &root, &key);
+        let ask = frogbot_channel::outbox::AskTo {
+            place: frogbot_channel::AskPlace::Thread(&cmd.channel_id),
+            text: &root,
+            key: &key,
+        };
         let thread = match frogbot_channel::ChannelOutbox::ask_thread(&self.adapter, ask).await {
             Ok(t) => t,
             Err(e) => {
@@ -822,8 +738,8 @@ impl Receiver {
                 "Slack event button click could not be handled",
             ))?;
         info!(outcome = ?out, user = %who.id, "Slack event button click");
-        if out == frogbot_channel::EventOutcome::Denied {
-            self.tell(thread, &who.id, NOT_ALLOWED_TEXT, "they are not allowed")
+        if let Some(text) = out.notice() {
+            self.tell(thread, &who.id, text, "they are not allowed")
                 .await;
         }
         Ok(())
@@ -838,14 +754,9 @@ impl Receiver {
             .await
             .map_err(Failure::retry("Slack Stop click could not be handled"))?;
         info!(outcome = ?out, user = %who.id, "Slack Stop click");
-        if out == StopOutcome::NotDriver {
-            self.tell(
-                thread,
-                &who.id,
-                STOP_REFUSED_TEXT,
-                "they cannot stop the turn",
-            )
-            .await;
+        if let Some(text) = out.notice() {
+            self.tell(thread, &who.id, text, "they cannot stop the turn")
+                .await;
         }
         Ok(())
     }
@@ -1168,33 +1079,6 @@ fn socket_error(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn seen_keys_are_bounded_oldest_first_and_a_forgotten_one_is_new_again() {
-        let seen = Seen::new(2);
-        assert!(seen.first("a") && seen.first("b"));
-        assert!(!seen.first("a"), "a duplicate");
-        assert!(seen.first("c"), "a third key pushes out the oldest");
-        assert!(seen.first("a"), "a was forgotten");
-        seen.forget("c");
-        assert!(seen.first("c"), "a failed delivery is processed again");
-    }
-
-    #[test]
-    fn pending_places_are_bounded_and_given_back_when_dropped() {
-        let pending = Pending::new(2);
-        let one = pending.take().unwrap();
-        let two = pending.take().unwrap();
-        assert!(pending.take().is_none(), "past the bound");
-        assert_eq!((pending.len(), pending.max()), (2, 2));
-        drop(one);
-        assert_eq!(pending.len(), 1);
-        let three = pending.take();
-        assert!(three.is_some());
-        drop((two, three));
-        assert!(pending.is_empty());
-        assert_eq!(Pending::new(0).max(), 1, "at least one");
-    }
 
     #[test]
     fn socket_mode_envelopes_are_read_as_json() {
