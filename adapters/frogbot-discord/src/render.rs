@@ -69,6 +69,7 @@ use serenity::model::application::{ButtonStyle, InputTextStyle};
 use serenity::model::channel::MessageFlags;
 use serenity::model::id::UserId;
 
+use frogbot_channel::render;
 use frogbot_model::text::truncate;
 
 use crate::Error;
@@ -856,15 +857,7 @@ fn described(text: &str) -> Embed {
 /// repeated at the top of each).
 fn table_embeds(columns: &[String], rows: &[Vec<String>]) -> Vec<Embed> {
     let cut = |s: &str| truncate(&s.replace(['\n', '\r'], " "), TABLE_CELL_CHARS);
-    let header: Vec<String> = columns.iter().map(|c| cut(c)).collect();
-    let body: Vec<Vec<String>> = rows
-        .iter()
-        .map(|r| {
-            (0..header.len())
-                .map(|i| cut(r.get(i).map_or("", String::as_str)))
-                .collect()
-        })
-        .collect();
+    let (header, body) = render::grid(columns, rows, columns.len(), cut);
     let align = vec![pulldown_cmark::Alignment::None; header.len()];
     let draw = |chunk: &[Vec<String>]| {
         let all: Vec<Vec<String>> = std::iter::once(&header).chain(chunk).cloned().collect();
@@ -887,15 +880,13 @@ fn table_embeds(columns: &[String], rows: &[Vec<String>]) -> Vec<Embed> {
 
 /// How one block is drawn: embeds (its event buttons apart).
 fn block_embeds(block: &frogbot_model::blocks::Block) -> Vec<Embed> {
-    use frogbot_model::blocks::{BlockKind, UNKNOWN_BLOCK_TEXT, progress_bar};
+    use frogbot_model::blocks::{BlockKind, UNKNOWN_BLOCK_TEXT};
     match &block.kind {
         BlockKind::Table { columns, rows } => table_embeds(columns, rows),
         BlockKind::Progress { value, max, label } => {
-            let pct = (value / max * 100.0).round();
-            let bar = progress_bar(*value, *max, PROGRESS_BAR_WIDTH);
             vec![Embed {
                 title: label.as_deref().map(|l| truncate(l, EMBED_TITLE_LIMIT)),
-                description: Some(format!("`{bar}` {pct}%")),
+                description: Some(render::progress(*value, *max, PROGRESS_BAR_WIDTH, "`")),
                 ..Embed::default()
             }]
         }
@@ -933,7 +924,7 @@ fn block_embeds(block: &frogbot_model::blocks::Block) -> Vec<Embed> {
                     };
                     let v = or(v, "\u{200B}");
                     let size = name.chars().count() + v.chars().count();
-                    let e = last_with_room(&mut out, |e: &Embed| {
+                    let e = render::last_with_room(&mut out, |e: &Embed| {
                         e.fields.len() >= EMBED_FIELDS_LIMIT
                             || e.size() + size > EMBED_TOTAL_LIMIT / 2
                     });
@@ -1008,25 +999,16 @@ pub fn agent_message(message: &frogbot_model::UiMessage) -> Vec<AgentPiece> {
         embeds: Vec<Embed>,
         rows: Vec<CreateActionRow>,
     }
-    let title = message
-        .metadata
-        .title
-        .as_deref()
-        .filter(|t| !t.trim().is_empty())
-        .map(|t| {
-            format!(
-                "## {}",
-                truncate(&t.replace(['\n', '\r'], " "), EMBED_TITLE_LIMIT)
-            )
-        });
     let mut texts = crate::format::messages(&message.text(), MESSAGE_LIMIT);
-    if let Some(title) = title {
-        match texts.first_mut() {
-            Some(first) if first.chars().count() + title.chars().count() < MESSAGE_LIMIT => {
-                *first = format!("{title}\n{first}");
-            }
-            _ => texts.insert(0, title),
-        }
+    if let Some(title) = render::title(message) {
+        let title = format!(
+            "## {}",
+            truncate(&title.replace(['\n', '\r'], " "), EMBED_TITLE_LIMIT)
+        );
+        render::put_title(&mut texts, title, |title, first| {
+            let fits = first.chars().count() + title.chars().count() < MESSAGE_LIMIT;
+            fits.then(|| format!("{title}\n{first}"))
+        });
     }
     let mut drafts: Vec<Draft> = texts
         .into_iter()
@@ -1049,7 +1031,7 @@ pub fn agent_message(message: &frogbot_model::UiMessage) -> Vec<AgentPiece> {
                 CreateActionRow::Buttons(buttons.map(button).collect())
             });
             let size = embed.size();
-            let d = last_with_room(&mut drafts, |d: &Draft| {
+            let d = render::last_with_room(&mut drafts, |d: &Draft| {
                 d.embeds.len() >= EMBEDS_PER_MESSAGE
                     || d.embeds.iter().map(Embed::size).sum::<usize>() + size > EMBED_TOTAL_LIMIT
                     || (row.is_some() && d.rows.len() >= ROW_LIMIT)
@@ -1066,14 +1048,6 @@ pub fn agent_message(message: &frogbot_model::UiMessage) -> Vec<AgentPiece> {
             rows: d.rows,
         })
         .collect()
-}
-
-/// The last of `groups`, or a new one when there is none or `full` says the last has no room.
-fn last_with_room<G: Default>(groups: &mut Vec<G>, full: impl FnOnce(&G) -> bool) -> &mut G {
-    if groups.last().is_none_or(full) {
-        groups.push(G::default());
-    }
-    groups.last_mut().expect("a group")
 }
 
 #[cfg(test)]

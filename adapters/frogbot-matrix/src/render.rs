@@ -42,7 +42,8 @@
 //! fallback text at [`FALLBACK_CHARS`] (the question is cut, the lines saying how to answer are
 //! kept). At most [`MAX_ANSWERS`] options (MSC3381).
 
-use frogbot_model::blocks::{Block, BlockKind, UNKNOWN_BLOCK_TEXT, blocks_of, progress_bar};
+use frogbot_channel::render::{self, Laid, Shown};
+use frogbot_model::blocks::{Block, BlockKind, UNKNOWN_BLOCK_TEXT};
 use frogbot_model::{
     ApprovalPages, InputKind, QuestionInput, QuestionItem, QuestionOutcome, UiMessage,
 };
@@ -871,20 +872,11 @@ pub const PROGRESS_WIDTH: usize = 20;
 /// The longest title drawn, in characters.
 pub const MAX_TITLE: usize = 256;
 
-/// One Matrix message an agent message is drawn in.
-#[derive(Clone, Debug, PartialEq)]
-pub enum AgentPiece {
-    /// An `m.text` message: `body` (plain text / Markdown) and its HTML `formatted_body`, at
-    /// most [`MAX_TEXT_BYTES`](crate::format::MAX_TEXT_BYTES) of both.
-    Text(Formatted),
-    /// An image block: an `m.image` once the image is uploaded to the media repository.
-    Image {
-        /// The image's http(s) URL.
-        url: String,
-        /// Its alt text.
-        alt: String,
-    },
-}
+/// One Matrix message an agent message is drawn in: an `m.text` message ([`Shown::Text`]: `body`
+/// and its HTML `formatted_body`, at most [`MAX_TEXT_BYTES`](crate::format::MAX_TEXT_BYTES) of
+/// both), or an image block ([`Shown::Image`]: an `m.image` once the image is uploaded to the media
+/// repository).
+pub type AgentPiece = Shown<Formatted>;
 
 /// A piece and the event-button reaction keys the bot places on it ([`crate::ids::event_id`]):
 /// the buttons of the blocks whose drawing ends in it.
@@ -929,10 +921,6 @@ fn draw_groups(
     groups.into_iter().map(draw_one).collect()
 }
 
-fn cell(s: &str) -> String {
-    frogbot_model::text::one_line(s, MAX_TABLE_CELL)
-}
-
 /// The `body` / HTML chunks a (non-image) block is drawn in, each within the event budget.
 pub fn block_chunks(block: &Block) -> Vec<Formatted> {
     match &block.kind {
@@ -945,13 +933,13 @@ pub fn block_chunks(block: &Block) -> Vec<Formatted> {
                     .collect();
                 (cells.join(" | "), html)
             };
-            let (head_body, head_html) = row(columns.iter().map(|c| cell(c)).collect(), "th");
-            let items: Vec<(String, String)> = rows
-                .iter()
-                .map(|r| {
-                    let cells =
-                        (0..columns.len()).map(|i| cell(r.get(i).map_or("", String::as_str)));
-                    let (body, html) = row(cells.collect(), "td");
+            let cell = |s: &str| frogbot_model::text::one_line(s, MAX_TABLE_CELL);
+            let (header, body) = render::grid(columns, rows, columns.len(), cell);
+            let (head_body, head_html) = row(header, "th");
+            let items: Vec<(String, String)> = body
+                .into_iter()
+                .map(|cells| {
+                    let (body, html) = row(cells, "td");
                     (body, format!("<tr>{html}</tr>"))
                 })
                 .collect();
@@ -969,8 +957,7 @@ pub fn block_chunks(block: &Block) -> Vec<Formatted> {
             })
         }
         BlockKind::Progress { value, max, label } => {
-            let pct = (value / max * 100.0).round();
-            let bar = format!("{} {pct}%", progress_bar(*value, *max, PROGRESS_WIDTH));
+            let bar = render::progress(*value, *max, PROGRESS_WIDTH, "");
             let (body, html) = match label {
                 Some(l) => (
                     format!("{l}: {bar}"),
@@ -1082,60 +1069,24 @@ fn join(a: &Formatted, b: &Formatted) -> Option<Formatted> {
 /// piece.
 pub fn agent_message(message: &UiMessage) -> Vec<DrawnPiece> {
     let mut texts = crate::format::messages(&message.text(), AGENT_MESSAGE_CHARS);
-    if let Some(title) = message
-        .metadata
-        .title
-        .as_deref()
-        .filter(|t| !t.trim().is_empty())
-    {
+    if let Some(title) = render::title(message) {
         let title = truncate(title.trim(), MAX_TITLE);
         let title = Formatted {
             body: format!("**{title}**"),
             html: format!("<p><strong>{}</strong></p>", escape_html(&title)),
         };
-        match texts.first_mut() {
-            Some(first) if let Some(both) = join(&title, first) => *first = both,
-            _ => texts.insert(0, title),
-        }
+        render::put_title(&mut texts, title, join);
     }
-    let text = |f| DrawnPiece {
-        piece: AgentPiece::Text(f),
-        keys: Vec::new(),
+    let keys = |i, block: &Block| {
+        let key = |(b, e): (usize, &frogbot_model::blocks::EventButton)| {
+            crate::ids::event_id(&e.label, frogbot_model::EventControl::new(i, b))
+        };
+        block.events.iter().enumerate().map(key).collect()
     };
-    let mut out: Vec<DrawnPiece> = texts.into_iter().map(text).collect();
-    // The keys of blocks drawn in no chunk while no text message was open: the next one's.
-    let mut pending: Vec<String> = Vec::new();
-    for (i, block) in blocks_of(message).iter().enumerate() {
-        let keys =
-            block.events.iter().enumerate().map(|(b, e)| {
-                crate::ids::event_id(&e.label, frogbot_model::EventControl::new(i, b))
-            });
-        if let BlockKind::Image { url, alt } = &block.kind {
-            out.push(DrawnPiece {
-                piece: AgentPiece::Image {
-                    url: url.clone(),
-                    alt: alt.clone(),
-                },
-                keys: keys.collect(),
-            });
-            continue;
-        }
-        for chunk in block_chunks(block) {
-            match out.last_mut() {
-                Some(DrawnPiece {
-                    piece: AgentPiece::Text(t),
-                    ..
-                }) if let Some(both) = join(t, &chunk) => *t = both,
-                _ => out.push(DrawnPiece {
-                    keys: std::mem::take(&mut pending),
-                    ..text(chunk)
-                }),
-            }
-        }
-        match out.last_mut() {
-            Some(last) if matches!(last.piece, AgentPiece::Text(_)) => last.keys.extend(keys),
-            _ => pending.extend(keys),
-        }
-    }
-    out
+    let laid = render::layout(texts, message, block_chunks, keys, join);
+    let drawn = |Laid { piece, controls }| DrawnPiece {
+        piece,
+        keys: controls,
+    };
+    laid.into_iter().map(drawn).collect()
 }

@@ -64,6 +64,7 @@
 //!   (2,000).
 //! - *A section's text* (3,000): a long list or summary continues in further sections.
 
+use frogbot_channel::render;
 use frogbot_model::text::truncate;
 use frogbot_model::{
     Actor, ApprovalPages, InputKind, Progress, QuestionInput, QuestionItem, QuestionModalMetadata,
@@ -1055,7 +1056,7 @@ fn cell(text: &str) -> Value {
 
 /// How one FrogBot block is drawn in Slack blocks (without its event buttons).
 fn block_body(block: &frogbot_model::blocks::Block) -> Vec<Drawn> {
-    use frogbot_model::blocks::{BlockKind, UNKNOWN_BLOCK_TEXT, progress_bar};
+    use frogbot_model::blocks::{BlockKind, UNKNOWN_BLOCK_TEXT};
     // The notification text is `mrkdwn` too: `&<>` escaped.
     let plain_text = escape(&block.plain_text());
     match &block.kind {
@@ -1063,15 +1064,7 @@ fn block_body(block: &frogbot_model::blocks::Block) -> Vec<Drawn> {
             // One `table` per message and 100 rows with its header: a longer table continues
             // in another table (another message), its header repeated.
             let width = columns.len().min(MAX_TABLE_CELLS);
-            let header: Vec<_> = columns.iter().take(width).map(|c| cell(c)).collect();
-            let body: Vec<Vec<Value>> = rows
-                .iter()
-                .map(|r| {
-                    (0..width)
-                        .map(|i| cell(r.get(i).map_or("", String::as_str)))
-                        .collect()
-                })
-                .collect();
+            let (header, body) = render::grid(columns, rows, width, cell);
             let row_size = |r: &[Value]| -> usize {
                 r.iter()
                     .map(|c| c["text"].as_str().map_or(0, |t| t.chars().count()))
@@ -1100,11 +1093,10 @@ fn block_body(block: &frogbot_model::blocks::Block) -> Vec<Drawn> {
             }
         }
         BlockKind::Progress { value, max, label } => {
-            let pct = (value / max * 100.0).round();
-            let bar = progress_bar(*value, *max, PROGRESS_BAR_WIDTH);
+            let bar = render::progress(*value, *max, PROGRESS_BAR_WIDTH, "`");
             let text = match label {
-                Some(l) => format!("*{}*\n`{bar}` {pct}%", escape(l)),
-                None => format!("`{bar}` {pct}%"),
+                Some(l) => format!("*{}*\n{bar}", escape(l)),
+                None => bar,
             };
             vec![drawn(section(&text), plain_text)]
         }
@@ -1213,12 +1205,7 @@ fn event_buttons(index: usize, block: &frogbot_model::blocks::Block) -> Option<D
 /// text of what it shows (at most [`MAX_AGENT_FALLBACK`] characters). An empty message gives none.
 pub fn agent_message(message: &frogbot_model::UiMessage) -> Vec<AgentPiece> {
     let mut all: Vec<Drawn> = Vec::new();
-    if let Some(title) = message
-        .metadata
-        .title
-        .as_deref()
-        .filter(|t| !t.trim().is_empty())
-    {
+    if let Some(title) = render::title(message) {
         all.push(drawn(
             json!({"type": "header", "text": {"type": "plain_text", "text": truncate(title, MAX_HEADER_TEXT), "emoji": true}}),
             escape(title),
@@ -1235,15 +1222,11 @@ pub fn agent_message(message: &frogbot_model::UiMessage) -> Vec<AgentPiece> {
     for d in all {
         let table = d.block["type"] == "table";
         let size = text_size(&d.block);
-        let full = pieces.last().is_none_or(|(blocks, _, chars)| {
+        let (blocks, texts, chars) = render::last_with_room(&mut pieces, |(blocks, _, chars)| {
             blocks.len() >= SLACK_MAX_MESSAGE_BLOCKS
                 || (table && blocks.iter().any(|b| b["type"] == "table"))
                 || chars + size > MAX_MESSAGE_CHARS
         });
-        if full {
-            pieces.push((Vec::new(), Vec::new(), 0));
-        }
-        let (blocks, texts, chars) = pieces.last_mut().expect("a piece");
         blocks.push(d.block);
         texts.extend(d.text);
         *chars += size;

@@ -44,8 +44,9 @@ use frogbot_model::{
 };
 use teloxide::types::{ForceReply, InlineKeyboardButton, InlineKeyboardMarkup};
 
+use frogbot_channel::render::{self, Laid, Shown};
 use frogbot_model::UiMessage;
-use frogbot_model::blocks::{Block, BlockKind, UNKNOWN_BLOCK_TEXT, blocks_of, progress_bar};
+use frogbot_model::blocks::{Block, BlockKind, UNKNOWN_BLOCK_TEXT};
 
 use crate::format::{escape, to_plain, visible_len};
 use crate::ids::{Pick, Token};
@@ -866,16 +867,16 @@ fn chunk_lines(lines: &[String], budget: usize) -> Vec<Vec<String>> {
 /// characters shown.
 fn table_chunks(columns: &[String], rows: &[Vec<String>]) -> Vec<String> {
     // The header and every row, each cell on one line of at most MAX_TABLE_CELL characters.
-    let grid: Vec<Vec<String>> = std::iter::once(columns)
-        .chain(rows.iter().map(Vec::as_slice))
-        .map(|r| {
-            (0..columns.len())
-                .map(|i| text::one_line(r.get(i).map_or("", String::as_str), MAX_TABLE_CELL))
-                .collect()
-        })
-        .collect();
+    let cell = |c: &str| text::one_line(c, MAX_TABLE_CELL);
+    let (header, body) = render::grid(columns, rows, columns.len(), cell);
     let widths: Vec<usize> = (0..columns.len())
-        .map(|i| grid.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
+        .map(|i| {
+            body.iter()
+                .chain([&header])
+                .map(|r| r[i].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
         .collect();
     let line = |cells: &[String]| {
         cells
@@ -892,8 +893,8 @@ fn table_chunks(columns: &[String], rows: &[Vec<String>]) -> Vec<String> {
         .map(|w| "─".repeat(*w))
         .collect::<Vec<_>>()
         .join("─┼─");
-    let top = format!("{}\n{rule}", line(&grid[0]));
-    let lines: Vec<String> = grid[1..].iter().map(|r| line(r)).collect();
+    let top = format!("{}\n{rule}", line(&header));
+    let lines: Vec<String> = body.iter().map(|r| line(r)).collect();
     if lines.is_empty() {
         return vec![format!("<pre>{}</pre>", escape(&top))];
     }
@@ -909,8 +910,7 @@ pub fn block_chunks(block: &Block) -> Vec<String> {
     match &block.kind {
         BlockKind::Table { columns, rows } => table_chunks(columns, rows),
         BlockKind::Progress { value, max, label } => {
-            let pct = (value / max * 100.0).round();
-            let bar = format!("{} {pct}%", progress_bar(*value, *max, PROGRESS_WIDTH));
+            let bar = render::progress(*value, *max, PROGRESS_WIDTH, "");
             let label = label
                 .as_deref()
                 .map(|l| format!("<b>{}</b>\n", escape(&truncate(l, MAX_TEXT - 100))))
@@ -993,63 +993,32 @@ pub fn caption(alt: &str) -> String {
 /// message gives no piece.
 pub fn agent_message(message: &UiMessage) -> Vec<AgentPiece> {
     let mut texts = crate::format::messages(&message.text(), MAX_TEXT);
-    if let Some(title) = message
-        .metadata
-        .title
-        .as_deref()
-        .filter(|t| !t.trim().is_empty())
-    {
+    if let Some(title) = render::title(message) {
         let title = format!("<b>{}</b>", escape(&truncate(title.trim(), MAX_TITLE)));
-        match texts.first_mut() {
-            Some(first) if visible_len(&title) + 2 + visible_len(first) <= MAX_TEXT => {
-                *first = format!("{title}\n\n{first}");
-            }
-            _ => texts.insert(0, title),
-        }
+        render::put_title(&mut texts, title, join);
     }
-    let mut out: Vec<AgentPiece> = texts
-        .into_iter()
-        .map(|html| AgentPiece::Text {
+    // A block's buttons: a row of the keyboard of the message its drawing ends in.
+    let row = |i, block: &Block| Some(event_row(i, block)).filter(|r| !r.is_empty());
+    let rows = |i, block: &Block| row(i, block).into_iter().collect();
+    let keyboard = |rows: Vec<_>| (!rows.is_empty()).then(|| InlineKeyboardMarkup::new(rows));
+    let laid = render::layout(texts, message, block_chunks, rows, join);
+    let piece = |Laid { piece, controls }| match piece {
+        Shown::Text(html) => AgentPiece::Text {
             html,
-            keyboard: None,
-        })
-        .collect();
-    // Blocks are appended to the last message while it is a text and they fit.
-    for (i, block) in blocks_of(message).iter().enumerate() {
-        let row = event_row(i, block);
-        if let BlockKind::Image { url, alt } = &block.kind {
-            out.push(AgentPiece::Photo {
-                url: url.clone(),
-                caption: caption(alt),
-                keyboard: (!row.is_empty()).then(|| InlineKeyboardMarkup::new([row])),
-            });
-            continue;
-        }
-        for chunk in block_chunks(block) {
-            match out.last_mut() {
-                Some(AgentPiece::Text { html, .. })
-                    if visible_len(html) + 2 + visible_len(&chunk) <= MAX_TEXT =>
-                {
-                    html.push_str("\n\n");
-                    html.push_str(&chunk);
-                }
-                _ => out.push(AgentPiece::Text {
-                    html: chunk,
-                    keyboard: None,
-                }),
-            }
-        }
-        // The block's buttons: a row of the keyboard of the message its drawing ends in.
-        if !row.is_empty()
-            && let Some(AgentPiece::Text { keyboard, .. }) = out.last_mut()
-        {
-            keyboard
-                .get_or_insert_with(no_keyboard)
-                .inline_keyboard
-                .push(row);
-        }
-    }
-    out
+            keyboard: keyboard(controls),
+        },
+        Shown::Image { url, alt } => AgentPiece::Photo {
+            url,
+            caption: caption(&alt),
+            keyboard: keyboard(controls),
+        },
+    };
+    laid.into_iter().map(piece).collect()
+}
+
+/// Two HTML texts as one message, if it stays within [`MAX_TEXT`] characters shown.
+fn join(a: &String, b: &String) -> Option<String> {
+    (visible_len(a) + 2 + visible_len(b) <= MAX_TEXT).then(|| format!("{a}\n\n{b}"))
 }
 
 #[cfg(test)]
