@@ -16,7 +16,7 @@
 //! and `<…>` sequences in the model's text render to Slack; `mrkdwn` is rendered by every client
 //! and the escaping here is ours.
 
-use frogbot_channel::markdown::{self, Dialect, Fit, Quote, Style, no_fence};
+use frogbot_channel::markdown::{self, Dialect, Fit, Quote, no_fence};
 
 /// The model's Markdown `markdown` as the messages of a reply, each at most `max` characters of
 /// `mrkdwn`: split with [`frogbot_model::text::split`], each piece converted with [`to_mrkdwn`],
@@ -29,6 +29,11 @@ pub fn messages(markdown: &str, max: usize) -> Vec<String> {
     })
 }
 
+/// The Markdown `markdown` as Slack `mrkdwn` (no length limit: see [`messages`]).
+pub fn to_mrkdwn(markdown: &str) -> String {
+    markdown::render(&Mrkdwn, markdown)
+}
+
 /// Escapes `&`, `<` and `>`, the characters Slack reserves for its control sequences.
 pub use markdown::escape;
 
@@ -36,24 +41,15 @@ pub use markdown::escape;
 /// (`|`, `<`, `>`, whitespace) and backticks (a run of three would open a code block)
 /// percent-encoded.
 fn link_url(url: &str) -> String {
-    let mut out = String::with_capacity(url.len());
-    for c in url.chars() {
-        match c {
-            '`' => out.push_str("%60"),
-            '|' => out.push_str("%7C"),
-            '<' => out.push_str("%3C"),
-            '>' => out.push_str("%3E"),
-            ' ' => out.push_str("%20"),
-            c if c.is_whitespace() => {}
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-/// The Markdown `markdown` as Slack `mrkdwn` (no length limit: see [`messages`]).
-pub fn to_mrkdwn(markdown: &str) -> String {
-    markdown::render(&Mrkdwn, markdown)
+    markdown::replace_chars(url, |c| match c {
+        '`' => Some("%60"),
+        '|' => Some("%7C"),
+        '<' => Some("%3C"),
+        '>' => Some("%3E"),
+        ' ' => Some("%20"),
+        c if c.is_whitespace() => Some(""),
+        _ => None,
+    })
 }
 
 /// The Markdown `markdown` as plain text, for the texts that show no formatting (Slack's
@@ -64,10 +60,8 @@ pub use frogbot_model::text::to_plain;
 struct Mrkdwn;
 
 impl Dialect for Mrkdwn {
-    const QUOTE: Quote = Quote::Lines {
-        prefix: "> ",
-        blank: ">",
-    };
+    const QUOTE: Quote = Quote::MARKDOWN;
+    const MARKS: [(&'static str, &'static str); 3] = [("*", "*"), ("_", "_"), ("~", "~")];
     const EAGER: bool = true;
     const CODE_IN_MARKS: bool = true;
     const BARE_AUTOLINKS: bool = true;
@@ -77,10 +71,6 @@ impl Dialect for Mrkdwn {
         no_fence(&escape(text))
     }
 
-    fn text(&self, line: &str) -> String {
-        no_fence(&escape(line))
-    }
-
     /// Only the schemes Slack links (an absolute URL or `mailto:`): a made-up one
     /// (`<ahttps://…>`, an autolink to CommonMark) would reach the reader as a raw `<…>`.
     fn linkable(&self, url: &str) -> bool {
@@ -88,14 +78,6 @@ impl Dialect for Mrkdwn {
         lower.starts_with("https://")
             || lower.starts_with("http://")
             || lower.starts_with("mailto:")
-    }
-
-    fn mark(&self, style: Style) -> (&'static str, &'static str) {
-        match style {
-            Style::Strong => ("*", "*"),
-            Style::Emphasis => ("_", "_"),
-            Style::Strikethrough => ("~", "~"),
-        }
     }
 
     fn link(&self, url: &str, bare: bool) -> (String, String) {

@@ -13,7 +13,7 @@
 //! so every message is self-contained HTML, at most the limit counted as Telegram counts it: on
 //! the text left after entity parsing ([`visible_len`]).
 
-use frogbot_channel::markdown::{self, Dialect, Fit, Quote, Style};
+use frogbot_channel::markdown::{self, Dialect, Fit, Quote};
 
 /// The model's Markdown `markdown` as the HTML messages of a reply, each at most `max`
 /// characters once Telegram has parsed its entities: split with [`frogbot_model::text::split`],
@@ -93,17 +93,9 @@ pub fn to_html(markdown: &str) -> String {
 struct TelegramHtml;
 
 impl Dialect for TelegramHtml {
-    const QUOTE: Quote = Quote::Element {
-        open: "<blockquote>",
-        close: "</blockquote>",
-    };
-    const EAGER: bool = false;
-    const CODE_IN_MARKS: bool = false;
-    const BARE_AUTOLINKS: bool = false;
-
-    fn escape(&self, text: &str) -> String {
-        escape(text)
-    }
+    const QUOTE: Quote = Quote::BLOCKQUOTE;
+    const MARKS: [(&'static str, &'static str); 3] =
+        [("<b>", "</b>"), ("<i>", "</i>"), ("<s>", "</s>")];
 
     fn linkable(&self, url: &str) -> bool {
         ["http://", "https://", "tg://", "mailto:"].iter().any(|s| {
@@ -112,14 +104,6 @@ impl Dialect for TelegramHtml {
                     .get(..s.len())
                     .is_some_and(|p| p.eq_ignore_ascii_case(s))
         })
-    }
-
-    fn mark(&self, style: Style) -> (&'static str, &'static str) {
-        match style {
-            Style::Strong => ("<b>", "</b>"),
-            Style::Emphasis => ("<i>", "</i>"),
-            Style::Strikethrough => ("<s>", "</s>"),
-        }
     }
 
     fn link(&self, url: &str, _bare: bool) -> (String, String) {

@@ -22,13 +22,22 @@ pub fn options() -> Options {
 
 /// Escapes `&`, `<` and `>` (the characters HTML and Slack's `mrkdwn` reserve).
 pub fn escape(text: &str) -> String {
+    replace_chars(text, |c| match c {
+        '&' => Some("&amp;"),
+        '<' => Some("&lt;"),
+        '>' => Some("&gt;"),
+        _ => None,
+    })
+}
+
+/// `text` with each character for which `with` gives a replacement replaced by it (an escape, a
+/// percent-encoding, or nothing), the others kept.
+pub fn replace_chars(text: &str, with: impl Fn(char) -> Option<&'static str>) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            c => out.push(c),
+        match with(c) {
+            Some(r) => out.push_str(r),
+            None => out.push(c),
         }
     }
     out
@@ -88,30 +97,52 @@ pub enum Quote {
     },
 }
 
+impl Quote {
+    /// Markdown's own: `> ` before each quoted line, `>` alone on a blank one (Slack's).
+    pub const MARKDOWN: Quote = Quote::Lines {
+        prefix: "> ",
+        blank: ">",
+    };
+    /// HTML's `<blockquote>` element (Telegram's).
+    pub const BLOCKQUOTE: Quote = Quote::Element {
+        open: "<blockquote>",
+        close: "</blockquote>",
+    };
+}
+
 /// A platform's way of writing Markdown: what [`render`] asks of it.
 pub trait Dialect {
     /// How a quote is marked.
     const QUOTE: Quote;
     /// Marks are written where they open, even around nothing (Slack's `*`, `_`), rather than
-    /// just before the first text inside them (Telegram's tags: an empty one is never written).
-    const EAGER: bool;
-    /// Inline code may be inside other marks; if not, the open ones are closed before it and
-    /// opened again after it (Telegram: no entity around `<code>`).
-    const CODE_IN_MARKS: bool;
+    /// just before the first text inside them (by default, as tags: an empty one is never
+    /// written).
+    const EAGER: bool = false;
+    /// Inline code may be inside other marks; if not (by default), the open ones are closed
+    /// before it and opened again after it (Telegram: no entity around `<code>`).
+    const CODE_IN_MARKS: bool = false;
     /// An autolink (`<https://…>`) is its URL alone: linked, [`Dialect::link`]'s mark shows
-    /// it (the text is left out); not linked, its text, with no " (url)" after it.
-    const BARE_AUTOLINKS: bool;
+    /// it (the text is left out); not linked, its text, with no " (url)" after it. By default,
+    /// an autolink is a link like any other.
+    const BARE_AUTOLINKS: bool = false;
 
-    /// Escapes plain text: a link's URL shown after its text.
-    fn escape(&self, text: &str) -> String;
+    /// Escapes plain text: a link's URL shown after its text (by default `&<>`, [`escape`]).
+    fn escape(&self, text: &str) -> String {
+        escape(text)
+    }
     /// Escapes a line of the document's text (by default as [`Dialect::escape`]).
     fn text(&self, line: &str) -> String {
         self.escape(line)
     }
     /// Whether the platform makes a link of `url` (else the text is followed by " (url)").
     fn linkable(&self, url: &str) -> bool;
-    /// The opening and closing marks of `style`.
-    fn mark(&self, style: Style) -> (&'static str, &'static str);
+    /// The opening and closing marks of bold, italic and strikethrough, in the order of
+    /// [`Style`] (by default Markdown's own).
+    const MARKS: [(&'static str, &'static str); 3] = [("**", "**"), ("*", "*"), ("~~", "~~")];
+    /// The opening and closing marks of `style` (by default from [`Dialect::MARKS`]).
+    fn mark(&self, style: Style) -> (&'static str, &'static str) {
+        Self::MARKS[style as usize]
+    }
     /// The opening and closing marks of a link to `url` (linkable); `bare`: an autolink of a
     /// [`Dialect::BARE_AUTOLINKS`] dialect, its text left out.
     fn link(&self, url: &str, bare: bool) -> (String, String);
