@@ -164,11 +164,8 @@ pub fn question_content(item: &QuestionItem, index: usize, total: usize) -> Stri
                 text.push_str(&format!(" — {description}"));
             }
         }
-        text.push_str(if item.multiple {
-            "\n_Reply in this thread with the numbers of your choices, separated by commas._"
-        } else {
-            "\n_Reply in this thread with the number of your choice._"
-        });
+        let how = render::choice_how(item.multiple);
+        text.push_str(&format!("\n_Reply in this thread with {how}._"));
     } else {
         // A description, or a label longer than its control shows, is written out in full.
         let room = if uses_buttons(item) {
@@ -205,7 +202,7 @@ pub fn lists_options(item: &QuestionItem) -> bool {
 fn kind_detail(item: &QuestionItem) -> Option<String> {
     let mut parts = Vec::new();
     match item.kind {
-        InputKind::NumberInput => parts.push(number_phrase(item)),
+        InputKind::NumberInput => parts.push(render::number_phrase(item, "")),
         InputKind::TextInput => {
             if let Some(n) = item.max_length {
                 parts.push(format!("at most {n} characters"));
@@ -220,30 +217,7 @@ fn kind_detail(item: &QuestionItem) -> Option<String> {
 }
 
 /// `text` with its first letter upper-case.
-pub(crate) fn capitalised(text: &str) -> String {
-    let mut chars = text.chars();
-    chars
-        .next()
-        .map(|c| c.to_uppercase().chain(chars).collect())
-        .unwrap_or_default()
-}
-
-/// "a number from 1 to 10 (pods)".
-fn number_phrase(item: &QuestionItem) -> String {
-    let range = match (&item.min, &item.max) {
-        (Some(a), Some(b)) => format!(" from {a} to {b}"),
-        (Some(a), None) => format!(" of at least {a}"),
-        (None, Some(b)) => format!(" of at most {b}"),
-        (None, None) => String::new(),
-    };
-    let step = item
-        .step
-        .as_ref()
-        .map_or(String::new(), |s| format!(" in steps of {s}"));
-    let unit = item.unit.as_deref().filter(|u| !u.trim().is_empty());
-    let unit = unit.map_or(String::new(), |u| format!(" ({u})"));
-    format!("a number{range}{step}{unit}")
-}
+pub(crate) use frogbot_model::text::capitalised;
 
 /// The text of step `index` of `questions` — each question of [`form_run`], and the expiry line
 /// when the set has one (`expires_at`, RFC 3339; `now` is the clock) — over as many messages as
@@ -578,7 +552,7 @@ fn form_input(item: &QuestionItem, revision: u64, q: usize) -> CreateInputText {
     let placeholder = item
         .placeholder
         .clone()
-        .or_else(|| number.then(|| capitalised(&number_phrase(item))));
+        .or_else(|| number.then(|| capitalised(&render::number_phrase(item, ""))));
     let limit = if number {
         NUMBER_LENGTH
     } else {
@@ -806,8 +780,6 @@ pub const FIELD_NAME_LIMIT: usize = 256;
 pub const FIELD_VALUE_LIMIT: usize = 1024;
 /// The colour of an agent message's embeds.
 pub const AGENT_EMBED_COLOUR: u32 = 0x3B_A5_5C;
-/// The cells of a progress bar.
-pub const PROGRESS_BAR_WIDTH: usize = 20;
 /// The most characters of a table cell drawn in a table's code block (a longer one is cut with
 /// "…", so that the columns stay readable).
 pub const TABLE_CELL_CHARS: usize = 60;
@@ -886,7 +858,7 @@ fn block_embeds(block: &frogbot_model::blocks::Block) -> Vec<Embed> {
         BlockKind::Progress { value, max, label } => {
             vec![Embed {
                 title: label.as_deref().map(|l| truncate(l, EMBED_TITLE_LIMIT)),
-                description: Some(render::progress(*value, *max, PROGRESS_BAR_WIDTH, "`")),
+                description: Some(render::progress(*value, *max, render::PROGRESS_WIDTH, "`")),
                 ..Embed::default()
             }]
         }

@@ -867,10 +867,6 @@ pub const AGENT_MESSAGE_CHARS: usize = 32_000;
 /// The longest table cell drawn, in characters (a row of 20 such cells, in `body` and HTML,
 /// stays far under the event limit).
 pub const MAX_TABLE_CELL: usize = 500;
-/// How many cells a progress bar has.
-pub const PROGRESS_WIDTH: usize = 20;
-/// The longest title drawn, in characters.
-pub const MAX_TITLE: usize = 256;
 
 /// One Matrix message an agent message is drawn in: an `m.text` message ([`Shown::Text`]: `body`
 /// and its HTML `formatted_body`, at most [`MAX_TEXT_BYTES`](crate::format::MAX_TEXT_BYTES) of
@@ -957,7 +953,7 @@ pub fn block_chunks(block: &Block) -> Vec<Formatted> {
             })
         }
         BlockKind::Progress { value, max, label } => {
-            let bar = render::progress(*value, *max, PROGRESS_WIDTH, "");
+            let bar = render::progress(*value, *max, render::PROGRESS_WIDTH, "");
             let (body, html) = match label {
                 Some(l) => (
                     format!("{l}: {bar}"),
@@ -1001,7 +997,7 @@ pub fn block_chunks(block: &Block) -> Vec<Formatted> {
             })
         }
         BlockKind::Html { title, url, .. } => {
-            let title = truncate(title.as_deref().unwrap_or("App"), MAX_TITLE);
+            let title = truncate(title.as_deref().unwrap_or("App"), render::MAX_TITLE);
             let head = format!("<p>🧩 <strong>{}</strong><br>", escape_html(&title));
             // With the server's public_url, a link to the app's web view.
             let (body, link) = match url {
@@ -1070,7 +1066,7 @@ fn join(a: &Formatted, b: &Formatted) -> Option<Formatted> {
 pub fn agent_message(message: &UiMessage) -> Vec<DrawnPiece> {
     let mut texts = crate::format::messages(&message.text(), AGENT_MESSAGE_CHARS);
     if let Some(title) = render::title(message) {
-        let title = truncate(title.trim(), MAX_TITLE);
+        let title = truncate(title.trim(), render::MAX_TITLE);
         let title = Formatted {
             body: format!("**{title}**"),
             html: format!("<p><strong>{}</strong></p>", escape_html(&title)),

@@ -65,7 +65,7 @@
 //! - *A section's text* (3,000): a long list or summary continues in further sections.
 
 use frogbot_channel::render;
-use frogbot_model::text::truncate;
+use frogbot_model::text::{capitalised, truncate};
 use frogbot_model::{
     Actor, ApprovalPages, InputKind, Progress, QuestionInput, QuestionItem, QuestionModalMetadata,
     QuestionOutcome, SKIP_LABEL, TOGGLE_ON, approval_pages_within, encode_question_modal_metadata,
@@ -354,11 +354,7 @@ fn listed_blocks(
 ) -> Vec<SlackBlock> {
     let mut blocks: Vec<SlackBlock> = vec![section.into()];
     blocks.extend(mrkdwn_sections(&numbered_options(q, escape)));
-    let what = if q.multiple {
-        "the numbers of your choices, separated by commas"
-    } else {
-        "the number of your choice"
-    };
+    let what = render::choice_how(q.multiple);
     let start = if several {
         format!(
             ", starting with the question's number: \"{}: …\"",
@@ -412,21 +408,7 @@ pub fn input_description(q: &QuestionItem) -> String {
             Some(n) => format!("Text, at most {n} characters"),
             None => "Text".to_string(),
         },
-        InputKind::NumberInput => {
-            let mut t = match (&q.min, &q.max) {
-                (Some(a), Some(b)) => format!("A number from {a} to {b}"),
-                (Some(a), None) => format!("A number of at least {a}"),
-                (None, Some(b)) => format!("A number of at most {b}"),
-                (None, None) => "A number".to_string(),
-            };
-            if let Some(step) = &q.step {
-                t.push_str(&format!(", in steps of {step}"));
-            }
-            if let Some(unit) = q.unit.as_deref().filter(|u| !u.trim().is_empty()) {
-                t.push_str(&format!(" ({unit})"));
-            }
-            t
-        }
+        InputKind::NumberInput => capitalised(&render::number_phrase(q, ",")),
         InputKind::Toggle => match q.label.as_deref() {
             Some(l) => format!("On or off: {l}"),
             None => "On or off".to_string(),
@@ -885,14 +867,8 @@ fn listed_modal_blocks(
     label: SlackBlockPlainTextOnly,
 ) -> Vec<SlackBlock> {
     let mut blocks = mrkdwn_sections(&numbered_options(q, to_mrkdwn));
-    let (what, placeholder) = if q.multiple {
-        (
-            "The numbers of your choices, separated by commas",
-            "e.g. 3, 17",
-        )
-    } else {
-        ("The number of your choice", "e.g. 17")
-    };
+    let what = capitalised(render::choice_how(q.multiple));
+    let placeholder = if q.multiple { "e.g. 3, 17" } else { "e.g. 17" };
     let element = SlackBlockPlainTextInputElement::new()
         .with_action_id(SlackActionId(modal_input_id(i, false)))
         .with_placeholder(plain(placeholder, MAX_PLACEHOLDER));
@@ -1009,8 +985,6 @@ pub const MAX_IMAGE_URL: usize = 3000;
 /// The most characters of code in one `rich_text_preformatted` block (Slack documents no limit
 /// for rich text; FrogBot keeps to a section's 3,000).
 pub const MAX_CODE_CHARS: usize = 3000;
-/// The cells of a progress bar.
-pub const PROGRESS_BAR_WIDTH: usize = 20;
 /// The most characters of one table cell drawn (a longer one is cut with "…").
 pub const MAX_TABLE_CELL_CHARS: usize = 500;
 /// The most characters of text (all the blocks' strings) one Slack message of an agent message
@@ -1093,7 +1067,7 @@ fn block_body(block: &frogbot_model::blocks::Block) -> Vec<Drawn> {
             }
         }
         BlockKind::Progress { value, max, label } => {
-            let bar = render::progress(*value, *max, PROGRESS_BAR_WIDTH, "`");
+            let bar = render::progress(*value, *max, render::PROGRESS_WIDTH, "`");
             let text = match label {
                 Some(l) => format!("*{}*\n{bar}", escape(l)),
                 None => bar,

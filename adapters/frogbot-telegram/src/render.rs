@@ -255,7 +255,7 @@ fn question_plain(input: &QuestionInput, q: usize) -> String {
         // A label longer than its button shows is written out in full.
         return text + &long_labels(item, 0);
     }
-    let how = choice_how(item);
+    let how = render::choice_how(item.multiple);
     format!(
         "{text}{}\n\nReply to this message with {how}.",
         numbered(item)
@@ -266,15 +266,6 @@ fn question_plain(input: &QuestionInput, q: usize) -> String {
 fn numbered(item: &QuestionItem) -> String {
     let line = |(i, o): (usize, &QuestionOption)| format!("\n{}. {}", i + 1, shown_label(&o.label));
     item.options.iter().enumerate().map(line).collect()
-}
-
-/// How a listed choice is answered by a reply: with the number(s) of its options.
-fn choice_how(item: &QuestionItem) -> &'static str {
-    if item.multiple {
-        "the numbers of your choices, separated by commas"
-    } else {
-        "the number of your choice"
-    }
 }
 
 /// A "• label" line for each label of `item` (of an option without a description) longer than
@@ -526,7 +517,7 @@ fn prompt_plain(input: &QuestionInput, q: usize) -> String {
         let (text, list, how) = (
             full_question_text(input, q),
             numbered(item),
-            choice_how(item),
+            render::choice_how(item.multiple),
         );
         format!("{text}{list}\n\n✎ Reply to this message with {how}{own}. (Reply skip to skip.)")
     } else if item.options.is_empty() {
@@ -805,8 +796,6 @@ pub const MAX_CAPTION: usize = 1024;
 pub const MAX_TABLE_CELL: usize = 32;
 /// How many cells a progress bar has.
 pub const PROGRESS_WIDTH: usize = 16;
-/// The longest title drawn, in characters.
-pub const MAX_TITLE: usize = 256;
 
 /// One Telegram message an agent message is drawn in.
 #[derive(Clone, Debug, PartialEq)]
@@ -960,7 +949,10 @@ pub fn block_chunks(block: &Block) -> Vec<String> {
         }
         BlockKind::Html { title, url, .. } => vec![format!(
             "🧩 <b>{}</b>\n{}",
-            escape(&truncate(title.as_deref().unwrap_or("App"), MAX_TITLE)),
+            escape(&truncate(
+                title.as_deref().unwrap_or("App"),
+                render::MAX_TITLE
+            )),
             // With the server's public_url, a link to the app's web view.
             match url {
                 Some(u) => format!("<a href=\"{}\">Open the app</a>", escape(u)),
@@ -994,7 +986,10 @@ pub fn caption(alt: &str) -> String {
 pub fn agent_message(message: &UiMessage) -> Vec<AgentPiece> {
     let mut texts = crate::format::messages(&message.text(), MAX_TEXT);
     if let Some(title) = render::title(message) {
-        let title = format!("<b>{}</b>", escape(&truncate(title.trim(), MAX_TITLE)));
+        let title = format!(
+            "<b>{}</b>",
+            escape(&truncate(title.trim(), render::MAX_TITLE))
+        );
         render::put_title(&mut texts, title, join);
     }
     // A block's buttons: a row of the keyboard of the message its drawing ends in.

@@ -5,9 +5,16 @@
 //!   then each block's chunks packed into messages, an image a message of its own, a block's event
 //!   buttons on the message its drawing ends in), [`grid`] (a table's cells), [`progress`] (a
 //!   progress bar's line), and [`last_with_room`] for a platform that packs its own way.
+//! - Questions: [`choice_how`] (a listed choice's typed answer) and [`number_phrase`] (what a
+//!   number input takes).
 
-use frogbot_model::UiMessage;
 use frogbot_model::blocks::{Block, BlockKind, blocks_of, progress_bar};
+use frogbot_model::{QuestionItem, UiMessage};
+
+/// The longest title of an agent message drawn, in characters.
+pub const MAX_TITLE: usize = 256;
+/// How many cells a progress bar has (where the platform gives it the room).
+pub const PROGRESS_WIDTH: usize = 20;
 
 /// An agent message's title, when it has one that is not blank.
 pub fn title(message: &UiMessage) -> Option<&str> {
@@ -118,6 +125,26 @@ pub fn grid<T>(
 pub fn progress(value: f64, max: f64, width: usize, fence: &str) -> String {
     let pct = (value / max * 100.0).round();
     format!("{fence}{}{fence} {pct}%", progress_bar(value, max, width))
+}
+
+/// How a choice whose options are listed, numbered, is answered by a typed reply: "the number of
+/// your choice", or for `multiple` "the numbers of your choices, separated by commas".
+pub fn choice_how(multiple: bool) -> &'static str {
+    if multiple {
+        "the numbers of your choices, separated by commas"
+    } else {
+        "the number of your choice"
+    }
+}
+
+/// What a number input takes: "a number from 1 to 10, in steps of 2 (pods)" — its range
+/// ([`QuestionItem::range_phrase`]), its step after `sep` (`","`, or nothing) and its unit.
+pub fn number_phrase(item: &QuestionItem, sep: &str) -> String {
+    let step = item.step.as_ref();
+    let step = step.map_or(String::new(), |s| format!("{sep} in steps of {s}"));
+    let unit = item.unit.as_deref().filter(|u| !u.trim().is_empty());
+    let unit = unit.map_or(String::new(), |u| format!(" ({u})"));
+    format!("a number{}{step}{unit}", item.range_phrase())
 }
 
 /// The last of `groups`, or a new one when there is none or `full` says the last has no room.

@@ -417,6 +417,15 @@ pub fn table_text(align: &[Alignment], rows: &[Vec<String>]) -> String {
     lines.join("\n")
 }
 
+/// `text` with its first letter upper-case.
+pub fn capitalised(text: &str) -> String {
+    let mut chars = text.chars();
+    chars
+        .next()
+        .map(|c| c.to_uppercase().chain(chars).collect())
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -160,7 +160,8 @@ impl QuestionItem {
             .unwrap_or(CONFIRM_LABEL)
     }
 
-    pub(super) fn range_phrase(&self) -> String {
+    /// A number input's range as a phrase: " from 1 to 10", " of at least 1", " of at most 10".
+    pub fn range_phrase(&self) -> String {
         match (&self.min, &self.max) {
             (Some(a), Some(b)) => format!(" from {a} to {b}"),
             (Some(a), None) => format!(" of at least {a}"),
