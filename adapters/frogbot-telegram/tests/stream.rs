@@ -34,8 +34,9 @@ fn big_reply() -> String {
     format!("{prose}\n\n```rust\n{code}```\n\n{prose}")
 }
 
-/// "words": 30 words 40 ms apart; "slow": 300 words 40 ms apart (a turn to stop); "big": the
-/// big reply in 40 chunks, 20 ms apart.
+/// "words": 60 words 40 ms apart (the first message waits for 80 characters, about 22 words: 60
+/// leave over a second of edits after it, so a loaded machine still shows several); "slow": 300
+/// words 40 ms apart (a turn to stop); "big": the big reply in 40 chunks, 20 ms apart.
 fn model() -> ScriptedModel {
     ScriptedModel::new(|req: &frogbot_core::agent::ModelRequest| {
         let text = format!("{:?}", req.messages.last());
@@ -61,7 +62,7 @@ fn model() -> ScriptedModel {
             e.extend(reply(""));
             return e;
         }
-        words(30)
+        words(60)
     })
 }
 
@@ -181,13 +182,13 @@ async fn a_reply_streams_in_order_throttled_and_ends_without_the_stop_button() {
     assert_eq!(calls[first].body["reply_parameters"]["message_id"], 5);
     assert_eq!(calls[first].body["parse_mode"], "HTML");
     assert!(drawn[..drawn.len() - 1].iter().all(|d| d.2), "{drawn:?}");
-    let full: String = (0..30).map(|i| format!("w{i} ")).collect::<String>() + "end.";
+    let full: String = (0..60).map(|i| format!("w{i} ")).collect::<String>() + "end.";
     let last = drawn.last().unwrap();
     assert!(!last.2, "the Stop button is gone at the end");
     assert_eq!(last.1, full);
     assert_eq!(s.fake.sent(id)["text"], full);
     assert!(s.fake.sent(id)["reply_markup"].is_null());
-    // The text only grows while streaming, and several edits were made (30 words over 1.2 s).
+    // The text only grows while streaming, and several edits were made (60 words over 2.4 s).
     for pair in drawn.windows(2) {
         assert!(pair[1].1.starts_with(pair[0].1.trim_end()), "{pair:?}");
     }
@@ -201,7 +202,7 @@ async fn a_reply_streams_in_order_throttled_and_ends_without_the_stop_button() {
             pair[1].3 - pair[0].3
         );
     }
-    assert!(drawn.len() < 15, "{} updates for 30 words", drawn.len());
+    assert!(drawn.len() < 20, "{} updates for 60 words", drawn.len());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -386,7 +387,7 @@ async fn a_private_reply_streams_as_a_draft_then_is_sent_whole() {
         !calls.iter().any(|c| c.method == "editmessagetext"),
         "nothing edited"
     );
-    let full: String = (0..30).map(|i| format!("w{i} ")).collect::<String>() + "end.";
+    let full: String = (0..60).map(|i| format!("w{i} ")).collect::<String>() + "end.";
     let sent: Vec<&Call> = calls
         .iter()
         .filter(|c| c.method == "sendmessage" && c.result.is_some())

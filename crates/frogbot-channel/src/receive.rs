@@ -25,8 +25,9 @@ use crate::{AccessCheck, EngineError, EngineHandle, channel_chat_id};
 /// Whether `user` of `platform` may start a conversation in `thread`, asked before an adapter
 /// does anything for them (opens a thread, starts one for a command); the engine decides again
 /// when their message comes. Their FrogBot identity (the channel's identity hook) let in by the
-/// access check for the thread's chat, owned by them. A hook's failure comes back for the
-/// caller to decide on.
+/// access check for the thread's chat, owned by them. A failing identity hook checks them as
+/// anonymous (the access check decides what an unknown person may do); a failing access check
+/// comes back for the caller to decide on.
 pub async fn lets_in(
     identity: &dyn IdentityResolver,
     access: &dyn AccessCheck,
@@ -39,7 +40,9 @@ pub async fn lets_in(
             platform: platform.into(),
             user: user.clone(),
         })
-        .await?;
+        .await
+        .ok()
+        .flatten();
     let chat = ChatInfo {
         chat_id: channel_chat_id(platform, thread),
         owner: who.clone(),
