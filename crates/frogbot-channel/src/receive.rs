@@ -195,6 +195,66 @@ impl Pending {
 mod tests {
     use super::*;
 
+    /// An identity hook that fails, or names `platform:id`.
+    struct Identity(bool);
+
+    #[async_trait::async_trait]
+    impl IdentityResolver for Identity {
+        async fn resolve(
+            &self,
+            who: &ChannelIdentity,
+        ) -> Result<Option<frogbot_model::UserId>, BoxError> {
+            if self.0 {
+                return Err("identity service down".into());
+            }
+            Ok(Some(frogbot_model::UserId::new(format!(
+                "{}:{}",
+                who.platform, who.user.id
+            ))))
+        }
+    }
+
+    /// Lets in a known person only, and records whom it was asked about and the chat's owner.
+    #[derive(Default)]
+    struct KnownOnly(Mutex<Vec<(Option<String>, Option<String>)>>);
+
+    #[async_trait::async_trait]
+    impl AccessCheck for KnownOnly {
+        async fn allow(
+            &self,
+            user: Option<&frogbot_model::UserId>,
+            chat: &ChatInfo,
+        ) -> Result<bool, BoxError> {
+            let owner = chat.owner.as_ref().map(|u| u.0.clone());
+            self.0
+                .lock()
+                .unwrap()
+                .push((user.map(|u| u.0.clone()), owner));
+            Ok(user.is_some())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_failing_identity_hook_is_checked_as_anonymous_not_let_in() {
+        let ada = PlatformUser {
+            id: "U1".into(),
+            ..Default::default()
+        };
+        let access = KnownOnly::default();
+        let known = lets_in(&Identity(false), &access, "slack", &ada, "C1").await;
+        assert!(known.unwrap(), "a known person may start");
+        let failing = lets_in(&Identity(true), &access, "slack", &ada, "C1").await;
+        assert!(!failing.unwrap(), "checked as anonymous, so refused");
+        assert_eq!(
+            *access.0.lock().unwrap(),
+            vec![
+                (Some("slack:U1".into()), Some("slack:U1".into())),
+                (None, None)
+            ],
+            "the chat is theirs when known; anonymous when the hook fails"
+        );
+    }
+
     #[test]
     fn recent_keys_are_bounded_oldest_first_and_a_forgotten_one_is_new_again() {
         let seen = Recent::new(2);
