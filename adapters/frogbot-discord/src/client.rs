@@ -31,31 +31,23 @@ fn gone_is_done(r: Result<(), Error>) -> Result<(), Error> {
 /// does not say which success), the HTTP status of a refusal, `timeout` or `network`; a `429` (left
 /// to the caller's retry) also counts as a rate-limit wait. The result as the adapter's.
 fn counted<T>(method: &'static str, r: Result<T, serenity::Error>) -> Result<T, Error> {
-    #[cfg(feature = "engine")]
-    {
-        use serenity::http::HttpError;
-        let status = match &r {
-            Ok(_) => "2xx".to_owned(),
-            Err(serenity::Error::Http(HttpError::UnsuccessfulRequest(e))) => {
-                e.status_code.as_u16().to_string()
-            }
-            Err(serenity::Error::Http(HttpError::Request(e))) if e.is_timeout() => {
-                "timeout".to_owned()
-            }
-            Err(serenity::Error::Http(HttpError::Request(_)) | serenity::Error::Io(_)) => {
-                "network".to_owned()
-            }
-            Err(_) => "error".to_owned(),
-        };
-        count(method, &status);
-    }
-    #[cfg(not(feature = "engine"))]
-    let _ = method;
+    use serenity::http::HttpError;
+    let status = match &r {
+        Ok(_) => "2xx".to_owned(),
+        Err(serenity::Error::Http(HttpError::UnsuccessfulRequest(e))) => {
+            e.status_code.as_u16().to_string()
+        }
+        Err(serenity::Error::Http(HttpError::Request(e))) if e.is_timeout() => "timeout".to_owned(),
+        Err(serenity::Error::Http(HttpError::Request(_)) | serenity::Error::Io(_)) => {
+            "network".to_owned()
+        }
+        Err(_) => "error".to_owned(),
+    };
+    count(method, &status);
     r.map_err(Error::from)
 }
 
 /// Counts one API call of `method` answered with `status` ([`counted`]).
-#[cfg(feature = "engine")]
 fn count(method: &str, status: &str) {
     frogbot_channel::metrics::platform_call("discord", method, status);
     if status == "429" {
@@ -274,7 +266,6 @@ impl DiscordApi for Http {
                 source: if maybe_done { t.maybe_done() } else { t },
             }
         });
-        #[cfg(feature = "engine")]
         count(
             "create_message",
             &match &answer {

@@ -53,13 +53,9 @@ pub fn call_error(call: &'static str, e: matrix_sdk::Error) -> Error {
 /// whether the request may have been carried out.
 type Retry = (Option<Duration>, bool);
 
-/// Counts a finished call of the homeserver under `status` (`frogbot_platform_api_calls_total`,
-/// with the `engine` feature).
+/// Counts a finished call of the homeserver under `status` (`frogbot_platform_api_calls_total`).
 fn count(call: &str, status: &str) {
-    #[cfg(feature = "engine")]
     frogbot_channel::metrics::platform_call("matrix", call, status);
-    #[cfg(not(feature = "engine"))]
-    let _ = (call, status);
 }
 
 /// The call `call` that failed with `e`, counted under `status`: [`Error::Unavailable`] when

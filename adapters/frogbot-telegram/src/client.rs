@@ -310,7 +310,6 @@ async fn answer<T: DeserializeOwned>(
     let api = |message: String| Error::Api { method, message };
     let unavailable = |source: Transient| Error::Unavailable { method, source };
     let response = req.send().await.map_err(|e| {
-        #[cfg(feature = "engine")]
         frogbot_channel::metrics::platform_call(
             "telegram",
             method,
@@ -326,7 +325,6 @@ async fn answer<T: DeserializeOwned>(
         unavailable(transient)
     })?;
     let status = response.status().as_u16();
-    #[cfg(feature = "engine")]
     frogbot_channel::metrics::platform_call("telegram", method, &status.to_string());
     let text = response.text().await.map_err(|e| {
         unavailable(Transient::from_source("the Bot API's answer was cut off", e).maybe_done())
@@ -396,7 +394,6 @@ where
     RETRY
         .run(true, call, Error::transient, |e, wait| {
             tracing::warn!(method, ?wait, error = %e, "Telegram call failed; retrying");
-            #[cfg(feature = "engine")]
             if e.transient().is_some_and(|t| t.wait().is_some()) {
                 // Telegram sends `retry_after` only with a 429.
                 frogbot_channel::metrics::platform_rate_limit_wait("telegram");
