@@ -15,6 +15,7 @@ use serenity::model::id::{ChannelId, InteractionId, MessageId, UserId};
 
 use frogbot_channel::OutFile;
 use frogbot_channel::files::{Downloads, UploadAnswer, UploadError};
+use frogbot_channel::retry::Failure;
 
 use crate::Error;
 
@@ -64,8 +65,8 @@ pub fn file_payload(message: &CreateMessage, file: &OutFile) -> Result<String, E
 }
 
 /// Discord's answer to a message post: the message (its `id`, `timestamp`), or why not — a
-/// `429` (with its `retry_after`) or a `5xx` is [`Error::Unavailable`], any other refusal
-/// [`Error::Refused`] with Discord's code.
+/// `429` (with its `retry_after`) or a `5xx` is [`Error::Unavailable`] (as [`Failure`] says),
+/// any other refusal [`Error::Refused`] with Discord's code.
 fn posted(answer: UploadAnswer) -> Result<Posted, Error> {
     let body: serde_json::Value = serde_json::from_str(&answer.body).unwrap_or_default();
     if answer.is_success() {
@@ -86,20 +87,17 @@ fn posted(answer: UploadAnswer) -> Result<Posted, Error> {
         });
     }
     let message = body["message"].as_str().unwrap_or(&answer.body).to_owned();
-    if answer.status == 429 || answer.status >= 500 {
-        let mut t =
-            frogbot_model::Transient::new(format!("Discord API: {} {message}", answer.status));
-        let wait = body["retry_after"]
-            .as_f64()
-            .map(std::time::Duration::from_secs_f64)
-            .or(answer.retry_after);
-        if let Some(wait) = wait {
-            t = t.retry_after(wait);
-        }
-        if matches!(answer.status, 502 | 504) {
-            t = t.maybe_done();
-        }
-        return Err(Error::Unavailable { source: t });
+    let wait = body["retry_after"]
+        .as_f64()
+        .map(std::time::Duration::from_secs_f64)
+        .or(answer.retry_after);
+    let why = || frogbot_model::Transient::new(format!("Discord API: {} {message}", answer.status));
+    let failure = Failure::Refused {
+        status: answer.status,
+        wait,
+    };
+    if let Some(source) = failure.transient(why) {
+        return Err(Error::Unavailable { source });
     }
     Err(Error::Refused {
         status: answer.status,
@@ -260,10 +258,13 @@ impl DiscordApi for Http {
         let auth = [("authorization", self.token())];
         let answer = via.upload_form(&url, &auth, &texts, "files[0]", file).await;
         let answer = answer.map_err(|e| {
-            let maybe_done = !matches!(&e, UploadError::Source(_));
+            let failure = match &e {
+                UploadError::Source(_) => Failure::NotSent,
+                _ => Failure::MaybeDone,
+            };
             let t = frogbot_model::Transient::new(format!("Discord API: {e}"));
             Error::Unavailable {
-                source: if maybe_done { t.maybe_done() } else { t },
+                source: failure.mark(t),
             }
         });
         count(

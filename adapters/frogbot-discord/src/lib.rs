@@ -170,33 +170,28 @@ impl Error {
 }
 
 impl From<serenity::Error> for Error {
-    /// A `429`, a `5xx` (`502`/`504`: maybe carried out), a network failure (maybe carried out
-    /// unless the connection was never made) → [`Error::Unavailable`]; anything else →
-    /// [`Error::Discord`].
+    /// A `429`, a `5xx`, a network failure → [`Error::Unavailable`], maybe carried out as
+    /// frogbot-channel's one [`Failure`](frogbot_channel::retry::Failure) classification says (a
+    /// `502`/`504`, a failure after the connection was made); anything else → [`Error::Discord`].
     fn from(e: serenity::Error) -> Self {
+        use frogbot_channel::retry::Failure;
         use serenity::http::HttpError;
-        // Some(maybe carried out) when worth retrying.
-        let retry = match &e {
+        let failure = match &e {
             serenity::Error::Http(HttpError::UnsuccessfulRequest(r)) => {
-                match r.status_code.as_u16() {
-                    429 => Some(false),
-                    502 | 504 => Some(true),
-                    500..=599 => Some(false),
-                    _ => None,
-                }
+                Failure::status(r.status_code.as_u16())
             }
-            serenity::Error::Http(HttpError::Request(r)) => Some(!r.is_connect()),
-            serenity::Error::Io(_) => Some(true),
-            _ => None,
+            serenity::Error::Http(HttpError::Request(r)) if r.is_connect() => Failure::NotSent,
+            serenity::Error::Http(HttpError::Request(_)) | serenity::Error::Io(_) => {
+                Failure::MaybeDone
+            }
+            _ => return Error::Discord(Box::new(e)),
         };
-        match retry {
-            None => Error::Discord(Box::new(e)),
-            Some(maybe_done) => {
-                let t = frogbot_model::Transient::from_source(format!("Discord API: {e}"), e);
-                Error::Unavailable {
-                    source: if maybe_done { t.maybe_done() } else { t },
-                }
-            }
+        if !failure.retryable() {
+            return Error::Discord(Box::new(e));
+        }
+        let t = frogbot_model::Transient::from_source(format!("Discord API: {e}"), e);
+        Error::Unavailable {
+            source: failure.mark(t),
         }
     }
 }

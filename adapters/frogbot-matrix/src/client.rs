@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use frogbot_channel::files::{Downloads, FileStream, OutFile, UploadAnswer, UploadError};
+use frogbot_channel::retry::Failure;
 use frogbot_model::{BoxError, Transient};
 use matrix_sdk::config::RequestConfig;
 use matrix_sdk::ruma::{
@@ -42,16 +43,12 @@ pub fn request_config() -> RequestConfig {
 
 /// The error of call `call`: [`Error::Unavailable`] when worth retrying, else [`Error::Api`].
 pub fn call_error(call: &'static str, e: matrix_sdk::Error) -> Error {
-    let (status, retry) = match &e {
-        matrix_sdk::Error::Http(http) => failure(http),
+    let (status, failure) = match &e {
+        matrix_sdk::Error::Http(http) => http_failure(http),
         _ => ("error".into(), None),
     };
-    failed(call, &status, retry, e.into())
+    failed(call, &status, failure, e.into())
 }
-
-/// How a failed request is worth retrying: the wait the server asked for (if it did), and
-/// whether the request may have been carried out.
-type Retry = (Option<Duration>, bool);
 
 /// Counts a finished call of the homeserver under `status` (`frogbot_platform_api_calls_total`).
 fn count(call: &str, status: &str) {
@@ -59,58 +56,60 @@ fn count(call: &str, status: &str) {
 }
 
 /// The call `call` that failed with `e`, counted under `status`: [`Error::Unavailable`] when
-/// `retry` says it is worth retrying, else [`Error::Api`].
-fn failed(call: &'static str, status: &str, retry: Option<Retry>, e: BoxError) -> Error {
+/// `failure` is worth retrying (marked as frogbot-channel's [`Failure`] says), else
+/// [`Error::Api`].
+fn failed(call: &'static str, status: &str, failure: Option<Failure>, e: BoxError) -> Error {
     count(call, status);
-    let Some((wait, maybe_done)) = retry else {
-        return Error::api(call, e);
-    };
-    let mut t = Transient::from_source(e.to_string(), e);
-    if let Some(wait) = wait {
-        t = t.retry_after(wait);
+    match failure.filter(|f| f.retryable()) {
+        Some(f) => Error::Unavailable {
+            call,
+            source: f.mark(Transient::from_source(e.to_string(), e)),
+        },
+        None => Error::api(call, e),
     }
-    let source = if maybe_done { t.maybe_done() } else { t };
-    Error::Unavailable { call, source }
 }
 
 /// How an HTTP failure went: the status label of the failed call
 /// (`frogbot_platform_api_calls_total`: the HTTP status of the homeserver's refusal, `timeout` or
 /// `network`, else `error`; matrix-sdk sends the requests, and retries 429s and 5xx itself within
-/// [`request_config`], so only the calls that failed in the end are counted), and whether it is
-/// worth retrying: a network failure (after sending: maybe done), a `429` / `M_LIMIT_EXCEEDED`
-/// (with its wait), a `5xx`.
-fn failure(http: &matrix_sdk::HttpError) -> (String, Option<Retry>) {
+/// [`request_config`], so only the calls that failed in the end are counted), and the failure:
+/// a network failure (after sending: maybe done), a `429` / `M_LIMIT_EXCEEDED` (with its wait),
+/// the homeserver's status.
+fn http_failure(http: &matrix_sdk::HttpError) -> (String, Option<Failure>) {
     use matrix_sdk::HttpError;
     use matrix_sdk::ruma::api::error::{ErrorKind, RetryAfter};
-    let retry = |wait, maybe_done| Some((wait, maybe_done));
     let api = match http {
         HttpError::Reqwest(e) => {
             let status = if e.is_timeout() { "timeout" } else { "network" };
-            return (status.into(), retry(None, !e.is_connect()));
+            let sent = if e.is_connect() {
+                Failure::NotSent
+            } else {
+                Failure::MaybeDone
+            };
+            return (status.into(), Some(sent));
         }
-        HttpError::Cached(inner) => return failure(inner),
+        HttpError::Cached(inner) => return http_failure(inner),
         HttpError::Api(_) => http.as_client_api_error(),
         _ => None,
     };
     let Some(api) = api else {
         return ("error".into(), None);
     };
-    let status = api.status_code;
-    let found = match api.error_kind() {
-        Some(ErrorKind::LimitExceeded(limit)) => retry(
-            match &limit.retry_after {
+    let status = api.status_code.as_u16();
+    let failure = match api.error_kind() {
+        Some(ErrorKind::LimitExceeded(limit)) => Failure::Refused {
+            status: 429,
+            wait: match &limit.retry_after {
                 Some(RetryAfter::Delay(d)) => Some(*d),
                 Some(RetryAfter::DateTime(at)) => {
                     at.duration_since(std::time::SystemTime::now()).ok()
                 }
                 None => None,
             },
-            false,
-        ),
-        _ if status.as_u16() == 429 || status.is_server_error() => retry(None, false),
-        _ => None,
+        },
+        _ => Failure::status(status),
     };
-    (status.as_u16().to_string(), found)
+    (status.to_string(), Some(failure))
 }
 
 /// What the question hooks and the outbox need from Matrix.
@@ -685,17 +684,19 @@ fn transfer_error(call: &'static str, e: BoxError) -> Error {
             Some(UploadError::Fetch(f)) => Some(f),
             _ => None,
         });
-    let (status, retry) = match fetch {
-        Some(FetchError::Status { status, .. }) => (*status, *status == 429 || *status >= 500),
-        Some(FetchError::Http { .. }) => return failed(call, "network", Some((None, true)), e),
-        Some(FetchError::Timeout { .. }) => return failed(call, "timeout", Some((None, true)), e),
+    let maybe_done = Some(Failure::MaybeDone);
+    let status = match fetch {
+        Some(FetchError::Status { status, .. }) => *status,
+        Some(FetchError::Http { .. }) => return failed(call, "network", maybe_done, e),
+        Some(FetchError::Timeout { .. }) => return failed(call, "timeout", maybe_done, e),
         _ => return failed(call, "error", None, e),
     };
     if status == 413 {
         count(call, "413");
         return Error::TooLarge;
     }
-    failed(call, &status.to_string(), retry.then_some((None, true)), e)
+    let retry = Failure::status(status).retryable();
+    failed(call, &status.to_string(), maybe_done.filter(|_| retry), e)
 }
 
 /// The `content_uri` of an upload's answer, or why there is none ([`transfer_error`]'s reading
@@ -715,11 +716,19 @@ fn uploaded(answer: Result<UploadAnswer, UploadError>) -> Result<String, Error> 
         count("upload", &status);
         return Err(Error::TooLarge);
     }
-    let retry = answer.status == 429 || answer.status >= 500 || errcode == "M_LIMIT_EXCEEDED";
-    let wait = body["retry_after_ms"].as_u64().map(Duration::from_millis);
+    let failure = Failure::Refused {
+        status: if errcode == "M_LIMIT_EXCEEDED" {
+            429
+        } else {
+            answer.status
+        },
+        wait: body["retry_after_ms"]
+            .as_u64()
+            .map(Duration::from_millis)
+            .or(answer.retry_after),
+    };
     let message = format!("the homeserver answered {status}: {}", answer.body);
-    let retry = retry.then_some((wait.or(answer.retry_after), false));
-    Err(failed("upload", &status, retry, message.into()))
+    Err(failed("upload", &status, Some(failure), message.into()))
 }
 
 /// How much of a file is encrypted or decrypted at a time.

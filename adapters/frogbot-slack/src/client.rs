@@ -12,6 +12,7 @@ use slack_morphism::errors::{
 use slack_morphism::prelude::*;
 
 use frogbot_channel::files::OutFile;
+use frogbot_channel::retry::Failure;
 use frogbot_model::Transient;
 
 use crate::Error;
@@ -422,8 +423,9 @@ impl<C: SlackClientHttpConnector + Send + Sync> SlackWebApi<C> {
                 Ok(Err(e)) => classify(method, e),
                 Err(_) => Error::Unavailable {
                     method,
-                    source: Transient::new(format!("{method}: no answer within {timeout:?}"))
-                        .maybe_done(),
+                    source: Failure::MaybeDone.mark(Transient::new(format!(
+                        "{method}: no answer within {timeout:?}"
+                    ))),
                 },
             };
             let Some(wait) = err.transient().and_then(|t| retry.next(t, harmless)) else {
@@ -652,44 +654,41 @@ fn upload_answer(
     })
 }
 
-/// slack-morphism's error as this crate's: a 429 (`RateLimitError`, its `Retry-After`), a 5xx,
-/// Slack's `ratelimited` / `internal_error` / `fatal_error` / `service_unavailable`, a network
+/// slack-morphism's error as this crate's, by frogbot-channel's one [`Failure`] classification:
+/// a 429 (`RateLimitError`, its `Retry-After`), a 5xx, Slack's `ratelimited` (a 429) /
+/// `service_unavailable` (a 503) / `internal_error` / `fatal_error` (maybe carried out), a network
 /// failure → [`Error::Unavailable`]; anything else → [`Error::Api`].
 pub fn classify(method: &'static str, e: SlackClientError) -> Error {
-    // (worth retrying, Slack's wait, maybe carried out)
-    let (retry, wait, maybe_done) = match &e {
-        SlackClientError::RateLimitError(r) => (true, r.retry_after, false),
+    let failure = match &e {
+        SlackClientError::RateLimitError(r) => Some(Failure::Refused {
+            status: 429,
+            wait: r.retry_after,
+        }),
         SlackClientError::ApiError(a) => match a.code.as_str() {
-            "ratelimited" | "service_unavailable" => (true, None, false),
+            "ratelimited" => Some(Failure::status(429)),
+            "service_unavailable" => Some(Failure::status(503)),
             // "It's possible some aspect of the operation succeeded before the error was raised."
-            "internal_error" | "fatal_error" => (true, None, true),
-            _ => (false, None, false),
+            "internal_error" | "fatal_error" => Some(Failure::MaybeDone),
+            _ => None,
         },
-        SlackClientError::HttpError(h) => match h.status_code.as_u16() {
-            429 => (true, None, false),
-            502 | 504 => (true, None, true),
-            500..=599 => (true, None, false),
-            _ => (false, None, false),
-        },
-        SlackClientError::HttpProtocolError(_) => (true, None, !not_sent(&e)),
+        SlackClientError::HttpError(h) => Some(Failure::status(h.status_code.as_u16())),
+        SlackClientError::HttpProtocolError(_) if not_sent(&e) => Some(Failure::NotSent),
         // Reading the answer failed (the connection dropped after the request went out).
-        SlackClientError::SystemError(_) | SlackClientError::EndOfStream(_) => (true, None, true),
-        _ => (false, None, false),
+        SlackClientError::HttpProtocolError(_)
+        | SlackClientError::SystemError(_)
+        | SlackClientError::EndOfStream(_) => Some(Failure::MaybeDone),
+        _ => None,
     };
-    if !retry {
-        return Error::Api {
+    match failure.filter(|f| f.retryable()) {
+        Some(f) => Error::Unavailable {
+            method,
+            source: f.mark(Transient::from_source(format!("{method}: {e}"), e)),
+        },
+        None => Error::Api {
             method,
             message: e.to_string(),
-        };
+        },
     }
-    let mut t = Transient::from_source(format!("{method}: {e}"), e);
-    if let Some(w) = wait {
-        t = t.retry_after(w);
-    }
-    if maybe_done {
-        t = t.maybe_done();
-    }
-    Error::Unavailable { method, source: t }
 }
 
 /// A message's content: `text` alone for a plain reply (no `blocks` key), else blocks with

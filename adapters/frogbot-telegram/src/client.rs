@@ -45,6 +45,7 @@ use teloxide::types::{
 use crate::Error;
 use crate::render::AgentPiece;
 use frogbot_channel::RetryPolicy;
+use frogbot_channel::retry::Failure;
 
 /// How many times a call the adapter retries by itself is tried in all.
 pub const MAX_ATTEMPTS: u32 = 4;
@@ -317,29 +318,31 @@ async fn answer<T: DeserializeOwned>(
         );
         // Refused before anything was sent (no connection): not done. Anything later (a timeout,
         // a reset while waiting for the answer) may have reached Telegram.
-        let transient = if e.is_connect() {
-            Transient::from_source("could not connect to the Bot API", e)
+        let (failure, why) = if e.is_connect() {
+            (Failure::NotSent, "could not connect to the Bot API")
         } else {
-            Transient::from_source("no answer from the Bot API", e).maybe_done()
+            (Failure::MaybeDone, "no answer from the Bot API")
         };
-        unavailable(transient)
+        unavailable(failure.mark(Transient::from_source(why, e)))
     })?;
     let status = response.status().as_u16();
     frogbot_channel::metrics::platform_call("telegram", method, &status.to_string());
     let text = response.text().await.map_err(|e| {
-        unavailable(Transient::from_source("the Bot API's answer was cut off", e).maybe_done())
+        let cut = Transient::from_source("the Bot API's answer was cut off", e);
+        unavailable(Failure::MaybeDone.mark(cut))
     })?;
     // An answer of the Bot API (`{"ok": true, "result": …}` or `{"ok": false, "error_code",
     // "description", "parameters": {"retry_after"}}`) with its HTTP status.
     let answer: serde_json::Value = match serde_json::from_str(&text) {
         Ok(v) => v,
         // A proxy's HTML error page, say.
-        Err(_) if status >= 500 => {
-            return Err(unavailable(Transient::new(format!(
-                "the Bot API answered {status}"
-            ))));
+        Err(e) => {
+            let why = || Transient::new(format!("the Bot API answered {status}"));
+            return Err(match Failure::status(status).transient(why) {
+                Some(t) => unavailable(t),
+                None => api(format!("unreadable answer ({status}): {e}")),
+            });
         }
-        Err(e) => return Err(api(format!("unreadable answer ({status}): {e}"))),
     };
     if answer["ok"] == true {
         return serde_json::from_value(answer["result"].clone())
@@ -352,16 +355,18 @@ async fn answer<T: DeserializeOwned>(
     let description = answer["description"]
         .as_str()
         .map_or_else(|| format!("refused with {code}"), str::to_owned);
-    let retry_after = answer["parameters"]["retry_after"].as_u64();
-    if let Some(seconds) = retry_after {
-        return Err(unavailable(
-            Transient::new(description).retry_after(Duration::from_secs(seconds)),
-        ));
-    }
-    if code == 429 || status == 429 || code >= 500 || status >= 500 {
-        return Err(unavailable(Transient::new(description)));
-    }
-    Err(api(description))
+    let wait = answer["parameters"]["retry_after"]
+        .as_u64()
+        .map(Duration::from_secs);
+    // Worth retrying by Telegram's `error_code` or by the HTTP status.
+    let failure = [code, status]
+        .map(|status| Failure::Refused { status, wait })
+        .into_iter()
+        .find(|f| f.retryable());
+    Err(match failure {
+        Some(f) => unavailable(f.mark(Transient::new(description))),
+        None => api(description),
+    })
 }
 
 /// One typed call (`P::NAME` with the payload as its JSON body).

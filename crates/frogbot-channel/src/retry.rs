@@ -175,6 +175,77 @@ impl Retry {
     }
 }
 
+/// How a call to a platform failed, as far as trying it again goes: the one classification the
+/// adapters' clients read their platform's failures into ([`Failure::transient`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// The platform refused with the HTTP status `status`, asking to wait `wait` when it said
+    /// (a 429's `Retry-After`, Telegram's `retry_after`, Matrix's `retry_after_ms`).
+    Refused {
+        /// The HTTP status (or the platform's own error code in its place).
+        status: u16,
+        /// The wait the platform asked for.
+        wait: Option<Duration>,
+    },
+    /// Nothing reached the platform (no connection was made, the request's body could not be
+    /// read): not done.
+    NotSent,
+    /// The request went out and no whole answer came back (a timeout, a reset, an answer cut
+    /// off), or the platform said it failed part-way: it may have been carried out.
+    MaybeDone,
+}
+
+impl Failure {
+    /// A refusal with `status`, no wait asked for.
+    pub fn status(status: u16) -> Self {
+        Failure::Refused { status, wait: None }
+    }
+
+    /// Whether trying again may succeed: a 429, a 5xx, a refusal that asked to wait, anything
+    /// without an answer. Any other refusal (a 4xx: too large, forbidden, malformed) is
+    /// permanent.
+    pub fn retryable(self) -> bool {
+        match self {
+            Failure::Refused { status, wait } => {
+                wait.is_some() || status == 429 || (500..=599).contains(&status)
+            }
+            Failure::NotSent | Failure::MaybeDone => true,
+        }
+    }
+
+    /// Whether the call may have been carried out: no answer after the request went out, or a
+    /// gateway's `502` / `504` (it gave up waiting on a server that may have done the call).
+    /// Such a call is repeated only where that is harmless ([`Retry::next`]), else looked up
+    /// first.
+    pub fn may_be_done(self) -> bool {
+        match self {
+            Failure::Refused { status, .. } => matches!(status, 502 | 504),
+            Failure::NotSent => false,
+            Failure::MaybeDone => true,
+        }
+    }
+
+    /// `t` marked as the failure says: with the platform's wait, [`Transient::maybe_done`] when
+    /// the call may have been carried out.
+    pub fn mark(self, t: Transient) -> Transient {
+        let t = match self {
+            Failure::Refused { wait: Some(w), .. } => t.retry_after(w),
+            _ => t,
+        };
+        if self.may_be_done() {
+            t.maybe_done()
+        } else {
+            t
+        }
+    }
+
+    /// The [`Transient`] `why` makes, [marked](Failure::mark); `None` (and `why` not called) when
+    /// the failure is not worth retrying.
+    pub fn transient(self, why: impl FnOnce() -> Transient) -> Option<Transient> {
+        self.retryable().then(|| self.mark(why()))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -214,5 +285,21 @@ mod tests {
         };
         let last = policy.backoff().take(50).last();
         assert_eq!(last, Some(Duration::from_secs(1)));
+    }
+
+    #[test]
+    fn a_failure_is_worth_retrying_with_its_wait_and_maybe_done_as_it_says() {
+        let t = |f: Failure| f.transient(|| Transient::new("x"));
+        let wait = Some(Duration::from_secs(2));
+        let limited = t(Failure::Refused { status: 429, wait }).expect("a 429");
+        assert_eq!((limited.wait(), limited.may_be_done()), (wait, false));
+        assert!(t(Failure::status(503)).is_some_and(|t| !t.may_be_done()));
+        for gateway in [502, 504] {
+            assert!(t(Failure::status(gateway)).is_some_and(|t| t.may_be_done()));
+        }
+        assert!(t(Failure::status(413)).is_none(), "too large: permanent");
+        assert!(t(Failure::status(400)).is_none());
+        assert!(t(Failure::NotSent).is_some_and(|t| !t.may_be_done()));
+        assert!(t(Failure::MaybeDone).is_some_and(|t| t.may_be_done()));
     }
 }
