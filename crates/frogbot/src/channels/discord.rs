@@ -46,42 +46,36 @@ use tokio_util::sync::CancellationToken;
 use super::{Adapter, Secret, env_secret, parse_table};
 use crate::config_error::ConfigError;
 
-/// The keys of `[channels.discord]`.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DiscordConfig {
-    /// The environment variable holding the bot token.
-    pub token_env: String,
-    /// The application id (a snowflake, as a string or an integer).
-    pub application_id: Snowflake,
-    /// Gateway intent names; empty: guild messages, direct messages and message content.
-    #[serde(default)]
-    pub intents: Vec<String>,
-    /// The application's public key (64 hex digits): serve the HTTP interactions endpoint.
-    pub public_key: Option<String>,
-    /// A base URL used instead of `https://discord.com` (a fake, a proxy).
-    pub api_url: Option<String>,
-    /// Discord user ids → FrogBot user ids (anyone else is `discord:ID`).
-    #[serde(default)]
-    pub users: BTreeMap<String, String>,
-    /// FrogBot user ids allowed to talk to the agent (empty: everyone).
-    #[serde(default)]
-    pub allow: Vec<String>,
-    /// The bot's number of gateway shards (default: what Discord recommends).
-    pub shards: Option<u32>,
-    /// How long a replica's hold on its share of the shards lasts without renewal, in ms
-    /// (renewed every third of it; default [`DEFAULT_SHARD_LEASE`]).
-    pub shard_lease_ms: Option<u64>,
-    /// The largest file the bot uploads (default 10 MiB, Discord's limit for bots on a server
-    /// without boosts); a larger one is named in a text instead.
-    pub max_upload_bytes: Option<u64>,
-    /// The servers (guild ids) to register the application commands in, at once, instead of
-    /// globally (empty, the default: global).
-    #[serde(default)]
-    pub command_guilds: Vec<Snowflake>,
-    /// The token, read from `token_env` by [`parse`].
-    #[serde(skip)]
-    token: Secret,
+channel_table! {
+    /// The keys of `[channels.discord]`.
+    pub struct DiscordConfig {
+        /// The environment variable holding the bot token.
+        pub token_env: String,
+        /// The application id (a snowflake, as a string or an integer).
+        pub application_id: Snowflake,
+        /// Gateway intent names; empty: guild messages, direct messages and message content.
+        #[serde(default)]
+        pub intents: Vec<String>,
+        /// The application's public key (64 hex digits): serve the HTTP interactions endpoint.
+        pub public_key: Option<String>,
+        /// A base URL used instead of `https://discord.com` (a fake, a proxy).
+        pub api_url: Option<String>,
+        /// The bot's number of gateway shards (default: what Discord recommends).
+        pub shards: Option<u32>,
+        /// How long a replica's hold on its share of the shards lasts without renewal, in ms
+        /// (renewed every third of it; default [`DEFAULT_SHARD_LEASE`]).
+        pub shard_lease_ms: Option<u64>,
+        /// The largest file the bot uploads (default 10 MiB, Discord's limit for bots on a server
+        /// without boosts); a larger one is named in a text instead.
+        pub max_upload_bytes: Option<u64>,
+        /// The servers (guild ids) to register the application commands in, at once, instead of
+        /// globally (empty, the default: global).
+        #[serde(default)]
+        pub command_guilds: Vec<Snowflake>,
+        /// The token, read from `token_env` by [`parse`].
+        #[serde(skip)]
+        token: Secret,
+    }
 }
 
 /// A Discord id in the configuration: a string of digits or an integer.
@@ -195,10 +189,7 @@ impl DiscordConfig {
 pub(crate) fn probe(value: &toml::Value) -> Result<super::Probe, ConfigError> {
     let c = parse(value)?;
     Ok(super::Probe::Discord {
-        api_url: c
-            .api_url
-            .clone()
-            .unwrap_or_else(|| "https://discord.com".into()),
+        api_url: c.api_url.unwrap_or_else(|| "https://discord.com".into()),
         token: c.token.0,
     })
 }

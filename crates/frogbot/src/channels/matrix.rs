@@ -24,52 +24,44 @@
 //! the handled-sync token it saved itself (in its own store folder, at its login or its last sync),
 //! so it reads again what the dead holder had handled; the engine drops what it stored already.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use frogbot_matrix::channel::{Config, Login, connect};
 use frogbot_matrix::render::PollEvents;
-use serde::Deserialize;
 
 use super::{Adapter, env_secret, parse_table};
 use crate::config_error::ConfigError;
 
 const NAME: &str = "matrix";
 
-/// The keys of `[channels.matrix]`.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MatrixConfig {
-    /// The homeserver's base URL.
-    pub homeserver: String,
-    /// The bot's user id.
-    pub user_id: String,
-    /// The environment variable holding the password (this or `access_token_env`).
-    #[serde(default)]
-    pub password_env: Option<String>,
-    /// The environment variable holding an access token (this or `password_env`).
-    #[serde(default)]
-    pub access_token_env: Option<String>,
-    /// The folder of matrix-sdk's store (state, encryption keys, sync token) and the session.
-    pub store_path: PathBuf,
-    /// The environment variable holding a passphrase that encrypts the store.
-    #[serde(default)]
-    pub store_passphrase_env: Option<String>,
-    /// Join rooms the bot is invited to (default true).
-    #[serde(default = "yes")]
-    pub auto_join: bool,
-    /// `unstable` (`org.matrix.msc3381.poll.*`, the default: what Element Web, Desktop,
-    /// Android and iOS render as polls) or `stable` (`m.poll.*`, which Element does not render
-    /// yet). Polls always carry a plain-text `body` (question, numbered options, how to answer by
-    /// a reply), which clients that render no poll show.
-    #[serde(default)]
-    pub poll_events: PollEvents,
-    /// Matrix user id → FrogBot user id.
-    #[serde(default)]
-    pub users: BTreeMap<String, String>,
-    /// FrogBot user ids let in (empty: everyone).
-    #[serde(default)]
-    pub allow: Vec<String>,
+channel_table! {
+    /// The keys of `[channels.matrix]`.
+    pub struct MatrixConfig {
+        /// The homeserver's base URL.
+        pub homeserver: String,
+        /// The bot's user id.
+        pub user_id: String,
+        /// The environment variable holding the password (this or `access_token_env`).
+        #[serde(default)]
+        pub password_env: Option<String>,
+        /// The environment variable holding an access token (this or `password_env`).
+        #[serde(default)]
+        pub access_token_env: Option<String>,
+        /// The folder of matrix-sdk's store (state, encryption keys, sync token) and the session.
+        pub store_path: PathBuf,
+        /// The environment variable holding a passphrase that encrypts the store.
+        #[serde(default)]
+        pub store_passphrase_env: Option<String>,
+        /// Join rooms the bot is invited to (default true).
+        #[serde(default = "yes")]
+        pub auto_join: bool,
+        /// `unstable` (`org.matrix.msc3381.poll.*`, the default: what Element Web, Desktop,
+        /// Android and iOS render as polls) or `stable` (`m.poll.*`, which Element does not render
+        /// yet). Polls always carry a plain-text `body` (question, numbered options, how to answer by
+        /// a reply), which clients that render no poll show.
+        #[serde(default)]
+        pub poll_events: PollEvents,
+    }
 }
 
 fn yes() -> bool {

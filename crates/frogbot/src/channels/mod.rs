@@ -31,6 +31,34 @@
 //! `two_replicas_*`). Discord's gateway is split among replicas instead ([`discord`],
 //! `tests/discord_shards.rs`).
 
+/// Declares the struct of a `[channels.NAME]` table: the channel's own keys, then the keys every
+/// adapter reads, `users` (platform user id → FrogBot user id; anyone else is `platform:id`) and
+/// `allow` (FrogBot user ids let in; empty: everyone). Unknown keys are refused. Written out, not
+/// `#[serde(flatten)]`ed from a shared struct: flattening turns `deny_unknown_fields` off and loses
+/// the key's path in errors (`channels.telegram.token: unknown field`).
+#[cfg(any(
+    feature = "slack",
+    feature = "discord",
+    feature = "telegram",
+    feature = "matrix"
+))]
+macro_rules! channel_table {
+    ($(#[$meta:meta])* pub struct $name:ident { $($fields:tt)* }) => {
+        $(#[$meta])*
+        #[derive(Clone, Debug, serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        pub struct $name {
+            $($fields)*
+            /// Platform user id → FrogBot user id (anyone else is `platform:id`).
+            #[serde(default)]
+            pub users: std::collections::BTreeMap<String, String>,
+            /// FrogBot user ids let in (empty: everyone).
+            #[serde(default)]
+            pub allow: Vec<String>,
+        }
+    };
+}
+
 #[cfg(feature = "discord")]
 pub mod discord;
 #[cfg(feature = "matrix")]

@@ -13,8 +13,6 @@
 //! allow = ["alice"]
 //! ```
 
-use std::collections::BTreeMap;
-
 use frogbot_slack::channel::Config;
 use serde::Deserialize;
 
@@ -35,30 +33,24 @@ pub enum SlackMode {
     Socket,
 }
 
-/// The keys of `[channels.slack]`.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SlackConfig {
-    /// `http` (default) or `socket`.
-    #[serde(default)]
-    pub mode: SlackMode,
-    /// The variable holding the bot token.
-    pub bot_token_env: String,
-    /// The variable holding the signing secret (mode `http`).
-    pub signing_secret_env: Option<String>,
-    /// The variable holding the app-level token (mode `socket`).
-    pub app_token_env: Option<String>,
-    /// The Web API base URL (default Slack's).
-    pub api_url: Option<String>,
-    /// Slack user id → FrogBot user id.
-    #[serde(default)]
-    pub users: BTreeMap<String, String>,
-    /// FrogBot user ids let in (empty: everyone).
-    #[serde(default)]
-    pub allow: Vec<String>,
-    /// The secrets, read at parse time.
-    #[serde(skip)]
-    secrets: Secrets,
+channel_table! {
+    /// The keys of `[channels.slack]`.
+    pub struct SlackConfig {
+        /// `http` (default) or `socket`.
+        #[serde(default)]
+        pub mode: SlackMode,
+        /// The variable holding the bot token.
+        pub bot_token_env: String,
+        /// The variable holding the signing secret (mode `http`).
+        pub signing_secret_env: Option<String>,
+        /// The variable holding the app-level token (mode `socket`).
+        pub app_token_env: Option<String>,
+        /// The Web API base URL (default Slack's).
+        pub api_url: Option<String>,
+        /// The secrets, read at parse time.
+        #[serde(skip)]
+        secrets: Secrets,
+    }
 }
 
 #[derive(Clone, Debug, Default)]

@@ -17,8 +17,6 @@
 //! "123456789" = "alice"                   # Telegram user id → FrogBot user
 //! ```
 
-use std::collections::BTreeMap;
-
 use frogbot_telegram::channel::{Config, Receive, connect, parse_url, valid_secret, valid_token};
 use serde::Deserialize;
 
@@ -37,33 +35,27 @@ pub enum TelegramMode {
     Webhook,
 }
 
-/// The keys of `[channels.telegram]` (its `Debug` leaves out the token and the secret).
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TelegramConfig {
-    /// The environment variable holding the bot token.
-    pub token_env: String,
-    /// `polling` (default) or `webhook`.
-    #[serde(default)]
-    pub mode: TelegramMode,
-    /// The environment variable holding the webhook secret token (required for `webhook`).
-    pub webhook_secret_env: Option<String>,
-    /// The public URL of the webhook route; when set, serve registers it (`setWebhook`) at start.
-    pub webhook_url: Option<String>,
-    /// The Bot API base URL (default `https://api.telegram.org/`).
-    pub api_url: Option<String>,
-    /// Telegram user id → FrogBot user id.
-    #[serde(default)]
-    pub users: BTreeMap<String, String>,
-    /// FrogBot users let in; empty: everyone.
-    #[serde(default)]
-    pub allow: Vec<String>,
-    /// The token read from `token_env`.
-    #[serde(skip)]
-    token: Secret,
-    /// The secret read from `webhook_secret_env`.
-    #[serde(skip)]
-    secret: Option<Secret>,
+channel_table! {
+    /// The keys of `[channels.telegram]` (its `Debug` leaves out the token and the secret).
+    pub struct TelegramConfig {
+        /// The environment variable holding the bot token.
+        pub token_env: String,
+        /// `polling` (default) or `webhook`.
+        #[serde(default)]
+        pub mode: TelegramMode,
+        /// The environment variable holding the webhook secret token (required for `webhook`).
+        pub webhook_secret_env: Option<String>,
+        /// The public URL of the webhook route; when set, serve registers it (`setWebhook`) at start.
+        pub webhook_url: Option<String>,
+        /// The Bot API base URL (default `https://api.telegram.org/`).
+        pub api_url: Option<String>,
+        /// The token read from `token_env`.
+        #[serde(skip)]
+        token: Secret,
+        /// The secret read from `webhook_secret_env`.
+        #[serde(skip)]
+        secret: Option<Secret>,
+    }
 }
 
 fn key_error(key: &str, what: impl std::fmt::Display) -> ConfigError {
@@ -140,7 +132,6 @@ pub(crate) fn probe(value: &toml::Value) -> Result<super::Probe, ConfigError> {
     Ok(super::Probe::Telegram {
         api_url: c
             .api_url
-            .clone()
             .unwrap_or_else(|| "https://api.telegram.org/".into()),
         token: c.token.0,
         webhook_url: match c.mode {
