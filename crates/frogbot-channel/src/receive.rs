@@ -41,8 +41,10 @@ pub async fn lets_in(
             user: user.clone(),
         })
         .await
-        .ok()
-        .flatten();
+        .unwrap_or_else(|e| {
+            warn!(error = %e, "{platform}: identity hook failed: checked as anonymous");
+            None
+        });
     let chat = ChatInfo {
         chat_id: channel_chat_id(platform, thread),
         owner: who.clone(),

@@ -31,14 +31,13 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
+use frogbot_channel::receive::{agent_thread, lets_in, logged};
 use frogbot_channel::{
-    AccessCheck, EngineHandle, InteractionOutcome, MessageOutcome, RetryPolicy, STOP_REFUSED_TEXT,
-    StopOutcome, ThreadExecutor, channel_chat_id,
+    AccessCheck, EngineHandle, InteractionOutcome, MessageOutcome, RetryPolicy, StopOutcome,
+    ThreadExecutor, channel_chat_id,
 };
 use frogbot_model::text::truncate;
-use frogbot_model::{
-    ChannelIdentity, ChannelRef, ChatInfo, IdentityResolver, Progress, QuestionCall,
-};
+use frogbot_model::{IdentityResolver, Progress, QuestionCall};
 use serenity::all::{
     ChannelId, ComponentInteraction, Context, CreateInteractionResponse,
     CreateInteractionResponseMessage, CreateThread, Event, EventHandler, GatewayIntents, GuildId,
@@ -278,12 +277,8 @@ impl Handler {
         let (thread, id) = (channel.to_string(), message.to_string());
         let engine = self.engine.clone();
         self.shared.queues.push(&thread.clone(), async move {
-            match engine.changed(PLATFORM, &thread, &id, text).await {
-                Ok(outcome) => debug!(message = %id, ?outcome, "discord: edit or deletion handled"),
-                Err(e) => {
-                    error!(message = %id, error = %e, "discord: edit or deletion not handled")
-                }
-            }
+            let changed = engine.changed(PLATFORM, &thread, &id, text).await;
+            logged(PLATFORM, "edit or deletion", changed);
         });
     }
 }
@@ -399,16 +394,9 @@ async fn on_message(shared: &Shared, engine: &EngineHandle, message: &Message) {
     };
     let incoming = convert::thread_message_for(message, me);
     let span = info_span!("discord_message", thread = %thread, chat_id = %channel_chat_id(PLATFORM, &thread));
-    match engine
-        .message(PLATFORM, &thread, incoming)
-        .instrument(span)
-        .await
-    {
-        Ok(MessageOutcome::Denied) => {
-            info!(user = %message.author.id, thread, "discord: message from a user without access ignored");
-        }
-        Ok(outcome) => debug!(?outcome, thread, "discord: message handled"),
-        Err(e) => error!(error = %e, thread, "discord: message not handled"),
+    let taken = engine.message(PLATFORM, &thread, incoming).instrument(span);
+    if logged(PLATFORM, "message", taken.await) == Some(MessageOutcome::Denied) {
+        info!(user = %message.author.id, thread, "discord: message from a user without access ignored");
     }
 }
 
@@ -422,26 +410,13 @@ async fn dm_thread(
     message: MessageId,
     root: Option<MessageId>,
 ) -> String {
-    for root in std::iter::once(message).chain(root) {
-        let thread = agent_thread_id(channel, root);
-        match engine.thread_known(PLATFORM, &thread).await {
-            Ok(true) => return thread,
-            Ok(false) => {}
-            Err(e) => warn!(error = %e, thread, "discord: could not look up an agent conversation"),
-        }
-    }
-    match engine.form_open(PLATFORM, &message.to_string()).await {
-        Ok(Some(target)) => {
-            let thread = target.thread.id;
-            let here = crate::ids::channel_id(&thread).is_ok_and(|c| c == channel);
-            if here && thread_root(&thread).is_some() {
-                return thread;
-            }
-        }
-        Ok(None) => {}
-        Err(e) => warn!(error = %e, "discord: could not look up a question's message"),
-    }
-    channel.to_string()
+    let roots = std::iter::once(message).chain(root);
+    let roots = roots.map(|root| agent_thread_id(channel, root));
+    let here = |thread: &str| {
+        crate::ids::channel_id(thread).is_ok_and(|c| c == channel) && thread_root(thread).is_some()
+    };
+    let found = agent_thread(engine, PLATFORM, roots, &message.to_string(), here).await;
+    found.unwrap_or_else(|| channel.to_string())
 }
 
 /// The thread of a person's DM message: the agent conversation of the message it replies to
@@ -477,29 +452,10 @@ async fn interaction_thread(
 /// Whether the author of a message may start a conversation (the adapter's identity and access
 /// hooks), checked before a thread is opened for them.
 async fn may_start(shared: &Shared, message: &Message) -> bool {
-    let identity = ChannelIdentity {
-        platform: PLATFORM.into(),
-        user: convert::platform_user(&message.author),
-    };
-    let user = match shared.identity.resolve(&identity).await {
-        Ok(user) => user,
-        Err(e) => {
-            warn!(error = %e, "discord: identity hook failed: denied");
-            return false;
-        }
-    };
-    let channel_id = message.channel_id.to_string();
-    let probe = ChatInfo {
-        chat_id: channel_chat_id(PLATFORM, &channel_id),
-        owner: None,
-        channel: Some(ChannelRef {
-            platform: PLATFORM.into(),
-            thread: channel_id,
-        }),
-    };
-    shared
-        .access
-        .allow(user.as_ref(), &probe)
+    let user = convert::platform_user(&message.author);
+    let (identity, access) = (&*shared.identity, &*shared.access);
+    let thread = message.channel_id.to_string();
+    lets_in(identity, access, PLATFORM, &user, &thread)
         .await
         .unwrap_or_else(|e| {
             warn!(error = %e, "discord: access check failed: denied");
@@ -567,12 +523,9 @@ fn enqueue(
     shared.queues.push(
         &thread.clone(),
         async move {
-            match engine.interaction(PLATFORM, Some(&thread), converted).await {
-                Ok(InteractionOutcome::Ignored) => {
-                    warn!("discord: a {what} on no FrogBot question ignored");
-                }
-                Ok(outcome) => debug!(?outcome, "discord: {what} handled"),
-                Err(e) => error!(error = %e, "discord: {what} not handled"),
+            let taken = engine.interaction(PLATFORM, Some(&thread), converted).await;
+            if logged(PLATFORM, what, taken) == Some(InteractionOutcome::Ignored) {
+                warn!("discord: a {what} on no FrogBot question ignored");
             }
         }
         .instrument(span),
@@ -588,20 +541,18 @@ async fn stop_response(
 ) -> CreateInteractionResponse {
     let who = convert::platform_user(&component.user);
     let thread = component_thread(engine, component).await;
-    match engine.stop(PLATFORM, &thread, &who).await {
-        Ok(StopOutcome::NotDriver) => {
-            info!(user = %who.id, thread, "discord: Stop from someone else refused");
-            private(STOP_REFUSED_TEXT)
-        }
-        Ok(outcome) => {
-            info!(?outcome, user = %who.id, thread, "discord: Stop click");
-            crate::deferred_update()
-        }
-        Err(e) => {
-            error!(error = %e, thread, "discord: Stop click not handled");
-            crate::deferred_update()
-        }
-    }
+    let outcome = logged(
+        PLATFORM,
+        "Stop click",
+        engine.stop(PLATFORM, &thread, &who).await,
+    );
+    info!(?outcome, user = %who.id, thread, "discord: Stop click");
+    notice_response(outcome.and_then(StopOutcome::notice))
+}
+
+/// `notice` privately, else a deferred update (nothing shown, nothing edited).
+fn notice_response(notice: Option<&str>) -> CreateInteractionResponse {
+    notice.map_or_else(crate::deferred_update, private)
 }
 
 pub use frogbot_model::NOT_ALLOWED_TEXT;
@@ -617,20 +568,13 @@ async fn event_response(
 ) -> CreateInteractionResponse {
     let thread = component_thread(engine, component).await;
     let who = click.user.id.clone();
-    match engine.event(PLATFORM, &thread, click).await {
-        Ok(frogbot_channel::EventOutcome::Denied) => {
-            info!(user = %who, thread, "discord: event click from a user without access refused");
-            private(NOT_ALLOWED_TEXT)
-        }
-        Ok(outcome) => {
-            info!(?outcome, user = %who, thread, "discord: event click");
-            crate::deferred_update()
-        }
-        Err(e) => {
-            error!(error = %e, thread, "discord: event click not handled");
-            crate::deferred_update()
-        }
-    }
+    let outcome = logged(
+        PLATFORM,
+        "event click",
+        engine.event(PLATFORM, &thread, click).await,
+    );
+    info!(?outcome, user = %who, thread, "discord: event click");
+    notice_response(outcome.and_then(frogbot_channel::EventOutcome::notice))
 }
 
 /// The thread of a click ([`interaction_thread`]).
@@ -1022,19 +966,15 @@ async fn command_response(
     shared.queues.push(
         &channel.clone(),
         async move {
-            match engine.message(PLATFORM, &channel, message).await {
-                Ok(MessageOutcome::Denied) => {
-                    info!("discord: a command from a user without access refused");
-                    let note = serenity::all::CreateInteractionResponseFollowup::new()
-                        .ephemeral(true)
-                        .content(NOT_ALLOWED_TEXT);
-                    if let Err(e) = DiscordApi::create_followup(http.as_ref(), &token, &note).await
-                    {
-                        warn!(error = %e, "discord: telling a refused command failed");
-                    }
+            let taken = engine.message(PLATFORM, &channel, message).await;
+            if logged(PLATFORM, "command", taken) == Some(MessageOutcome::Denied) {
+                info!("discord: a command from a user without access refused");
+                let note = serenity::all::CreateInteractionResponseFollowup::new()
+                    .ephemeral(true)
+                    .content(NOT_ALLOWED_TEXT);
+                if let Err(e) = DiscordApi::create_followup(http.as_ref(), &token, &note).await {
+                    warn!(error = %e, "discord: telling a refused command failed");
                 }
-                Ok(outcome) => debug!(?outcome, "discord: command handled"),
-                Err(e) => error!(error = %e, "discord: command not handled"),
             }
         }
         .instrument(span),

@@ -12,12 +12,13 @@
 //! [`MEMBERS_ATTEMPTS`] times), a room that the sync summary does not show as a group (more than
 //! two joined) counts as a DM: a person's message is never dropped because a call failed.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use frogbot_channel::{EngineError, EngineHandle, MessageOutcome, ThreadExecutor, channel_chat_id};
+use frogbot_channel::receive::{Recent, logged};
+use frogbot_channel::{EngineHandle, MessageOutcome, RetryPolicy, ThreadExecutor, channel_chat_id};
 use matrix_sdk::config::SyncSettings;
 use matrix_sdk::deserialized_responses::TimelineEvent;
 use matrix_sdk::event_handler::EventHandlerHandle;
@@ -125,7 +126,7 @@ pub fn start(
     let ctx = Arc::new(Ctx {
         engine,
         bot: receiver.bot.clone(),
-        recent: Mutex::default(),
+        recent: Recent::new(RECENT_MESSAGES),
     });
     if receiver.auto_join {
         let bot = receiver.bot.clone();
@@ -282,21 +283,22 @@ fn thread_root(e: &TimelineEvent) -> Option<OwnedEventId> {
 }
 
 /// Joins a room the bot was invited to; Synapse may refuse a join that races the invite, so it
-/// tries a few times.
+/// tries a few times (200 ms, then twice as long, … apart).
 async fn join(room: Room) {
-    let mut delay = Duration::from_millis(200);
-    for attempt in 1..=5 {
-        match room.join().await {
-            Ok(()) => {
-                info!(room = %room.room_id(), "joined Matrix room");
-                return;
-            }
-            Err(e) => {
-                warn!(room = %room.room_id(), attempt, error = %e, "could not join Matrix room");
-                tokio::time::sleep(delay).await;
-                delay *= 2;
-            }
-        }
+    let policy = RetryPolicy {
+        attempts: 5,
+        min_delay: Duration::from_millis(200),
+        ..RetryPolicy::default()
+    };
+    let joined = policy.run_any(
+        || room.join(),
+        |e, _| {
+            warn!(room = %room.room_id(), error = %e, "could not join Matrix room; trying again");
+        },
+    );
+    match joined.await {
+        Ok(()) => info!(room = %room.room_id(), "joined Matrix room"),
+        Err(e) => warn!(room = %room.room_id(), error = %e, "could not join Matrix room"),
     }
 }
 
@@ -305,39 +307,11 @@ struct Ctx {
     bot: OwnedUserId,
     /// The messages recently handed to the engine: their thread and author, so an edit or a
     /// redaction (which name only the message) reaches the right chat, from its author.
-    recent: Mutex<Recent>,
+    recent: Recent<(String, String)>,
 }
 
-/// The most messages [`Recent`] remembers (a queued message is a recent one).
+/// The most messages [`Ctx::recent`] remembers (a queued message is a recent one).
 const RECENT_MESSAGES: usize = 10_000;
-
-/// Recent messages: id → (thread, author), oldest forgotten first.
-#[derive(Default)]
-struct Recent {
-    by_id: HashMap<String, (String, String)>,
-    order: std::collections::VecDeque<String>,
-}
-
-impl Recent {
-    fn note(&mut self, id: String, thread: String, author: String) {
-        if self.by_id.insert(id.clone(), (thread, author)).is_none() {
-            self.order.push_back(id);
-        }
-        while self.order.len() > RECENT_MESSAGES {
-            if let Some(old) = self.order.pop_front() {
-                self.by_id.remove(&old);
-            }
-        }
-    }
-}
-
-/// Logs how the engine took `what` (an outcome at debug level, a failure as a warning).
-fn logged<T: std::fmt::Debug>(what: &str, result: Result<T, EngineError>) {
-    match result {
-        Ok(outcome) => debug!(?outcome, "Matrix {what} handled"),
-        Err(e) => warn!(error = %e, "Matrix {what} failed"),
-    }
-}
 
 impl Ctx {
     async fn on_incoming(&self, incoming: Incoming, room: &Room) {
@@ -345,7 +319,11 @@ impl Ctx {
             Incoming::Action(interaction) => {
                 let span = info_span!("matrix_action", room = %room.room_id());
                 let result = self.engine.interaction(PLATFORM, None, interaction);
-                logged("poll response or reaction", result.instrument(span).await);
+                logged(
+                    PLATFORM,
+                    "poll response or reaction",
+                    result.instrument(span).await,
+                );
             }
             Incoming::Message(m) => self.on_message(m, room).await,
             Incoming::Event(click) => self.on_event(click, room).await,
@@ -361,14 +339,7 @@ impl Ctx {
     /// edited or removed. An edit counts only from the message's author (Matrix clients show
     /// only those too); a redaction from anyone the homeserver let redact it.
     async fn on_changed(&self, message_id: String, sender: String, text: Option<String>) {
-        let known = self
-            .recent
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .by_id
-            .get(&message_id)
-            .cloned();
-        let Some((thread, author)) = known else {
+        let Some((thread, author)) = self.recent.get(&message_id) else {
             return;
         };
         if text.is_some() && sender != author {
@@ -377,7 +348,7 @@ impl Ctx {
         }
         let span = info_span!("matrix_changed", message = %message_id);
         let result = self.engine.changed(PLATFORM, &thread, &message_id, text);
-        logged("edit or redaction", result.instrument(span).await);
+        logged(PLATFORM, "edit or redaction", result.instrument(span).await);
     }
 
     /// A person's event-button reaction on an agent message: the event goes to the agent's
@@ -400,24 +371,31 @@ impl Ctx {
         };
         let span = info_span!("matrix_event_click", room = %room.room_id());
         let result = self.engine.event(PLATFORM, &thread, click);
-        logged("event button click", result.instrument(span).await);
+        logged(
+            PLATFORM,
+            "event button click",
+            result.instrument(span).await,
+        );
     }
 
     /// How many members `room` has joined (`/members`, tried [`MEMBERS_ATTEMPTS`] times), or
     /// `None` when it cannot be read.
     async fn joined_members(&self, room: &Room) -> Option<usize> {
-        for attempt in 1..=MEMBERS_ATTEMPTS {
-            match room.members(RoomMemberships::JOIN).await {
-                Ok(members) => return Some(members.len()),
-                Err(e) => {
-                    debug!(room = %room.room_id(), attempt, error = %e, "listing room members failed");
-                    if attempt < MEMBERS_ATTEMPTS {
-                        tokio::time::sleep(MEMBERS_BACKOFF * attempt).await;
-                    }
-                }
-            }
-        }
-        None
+        let policy = RetryPolicy {
+            attempts: MEMBERS_ATTEMPTS,
+            min_delay: MEMBERS_BACKOFF,
+            ..RetryPolicy::default()
+        };
+        let members = policy.run_any(
+            || room.members(RoomMemberships::JOIN),
+            |e, _| {
+                debug!(room = %room.room_id(), error = %e, "listing room members failed");
+            },
+        );
+        let members = members.await.inspect_err(|e| {
+            debug!(room = %room.room_id(), error = %e, "listing room members failed: size unknown");
+        });
+        members.ok().map(|m| m.len())
     }
 
     async fn talks_to_bot(&self, m: &IncomingMessage, room: &Room) -> bool {
@@ -491,14 +469,11 @@ impl Ctx {
                 return;
             }
             let author = m.message.author.id.clone();
-            self.recent.lock().unwrap_or_else(|e| e.into_inner()).note(
-                m.message.id.clone(),
-                m.thread.clone(),
-                author.clone(),
-            );
+            let noted = (m.thread.clone(), author.clone());
+            self.recent.note(&m.message.id, noted);
             let message_event = split_message_id(&m.message.id).ok().map(|(_, e)| e);
             let result = self.engine.message(PLATFORM, &m.thread, m.message).await;
-            if let Ok(MessageOutcome::Denied) = result {
+            if logged(PLATFORM, "message", result) == Some(MessageOutcome::Denied) {
                 info!("message from a person without access");
                 if let (Ok((room_id, root)), Ok(user)) =
                     (split_message_id(&m.thread), UserId::parse(author.as_str()))
@@ -508,7 +483,6 @@ impl Ctx {
                     warn!(error = %e, "could not tell a person they have no access");
                 }
             }
-            logged("message", result);
         }
         .instrument(span)
         .await

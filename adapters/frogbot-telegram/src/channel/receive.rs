@@ -45,9 +45,10 @@ use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::StatusCode;
+use frogbot_channel::receive::logged;
 use frogbot_channel::{
-    Done, EngineHandle, EventOutcome, InteractionOutcome, MessageOutcome, Outcome,
-    STOP_REFUSED_TEXT, StopOutcome, ThreadExecutor,
+    Done, EngineHandle, EventOutcome, InteractionOutcome, MessageOutcome, Outcome, StopOutcome,
+    ThreadExecutor,
 };
 use frogbot_model::blocks::EventClick;
 use futures::future::BoxFuture;
@@ -557,10 +558,11 @@ async fn on_edited(ctx: &Context, m: Message) {
     let text = strip_mention(text, ctx.me.username());
     let thread = route(ctx, &m).await;
     let id = crate::ids::message_id(m.chat.id, m.id);
-    match ctx.engine.changed(PLATFORM, &thread, &id, Some(text)).await {
-        Ok(outcome) => debug!(thread = %thread, ?outcome, "Telegram edit handled"),
-        Err(e) => warn!(thread = %thread, error = %e, "the engine could not take a Telegram edit"),
-    }
+    logged(
+        PLATFORM,
+        "edit",
+        ctx.engine.changed(PLATFORM, &thread, &id, Some(text)).await,
+    );
 }
 
 /// The thread of message `m` (a person's message, or the bot's message a button was clicked on):
@@ -592,24 +594,12 @@ async fn agent_thread(
     if let Some(thread) = ctx.outbox.agent_thread_of(&id) {
         return Some(thread);
     }
-    let root = crate::ids::agent_thread_id(chat, x);
-    match ctx.engine.thread_known(PLATFORM, &root).await {
-        Ok(true) => return Some(root),
-        Ok(false) => {}
-        Err(e) => warn!(thread = %root, error = %e, "could not look up an agent conversation"),
-    }
-    match ctx.engine.form_open(PLATFORM, &id).await {
-        Ok(Some(target)) => {
-            let thread = target.thread.id;
-            let same_chat = crate::ids::split_thread_id(&thread).is_ok_and(|(c, _)| c == chat);
-            (same_chat && crate::ids::thread_root(&thread).is_some()).then_some(thread)
-        }
-        Ok(None) => None,
-        Err(e) => {
-            warn!(message_id = %id, error = %e, "could not look up a question's message");
-            None
-        }
-    }
+    let root = [crate::ids::agent_thread_id(chat, x)];
+    let here = |thread: &str| {
+        let same_chat = crate::ids::split_thread_id(thread).is_ok_and(|(c, _)| c == chat);
+        same_chat && crate::ids::thread_root(thread).is_some()
+    };
+    frogbot_channel::receive::agent_thread(&ctx.engine, PLATFORM, root, &id, here).await
 }
 
 async fn on_callback(ctx: &Context, q: CallbackQuery) {
@@ -677,10 +667,8 @@ async fn on_event(
             .map_or_else(String::new, |(chat, _)| chat.to_owned())
     });
     match ctx.engine.event(PLATFORM, &thread, click).await {
-        Ok(EventOutcome::Sent) => None,
         Ok(EventOutcome::Stale) => Some(STALE_TEXT),
-        Ok(EventOutcome::Denied) => Some(NOT_ALLOWED_TEXT),
-        Ok(_) => None,
+        Ok(outcome) => outcome.notice(),
         Err(e) => {
             warn!(thread = %thread, error = %e, "the engine could not take an event click");
             Some(FAILED_TEXT)
@@ -689,7 +677,7 @@ async fn on_event(
 }
 
 /// A click on a streamed reply's Stop button: the engine stops the thread's turn when the
-/// clicker drives it; anyone else is told [`STOP_REFUSED_TEXT`] (as a denied answer is told its
+/// clicker drives it; anyone else is told [`frogbot_channel::STOP_REFUSED_TEXT`] (as a denied answer is told its
 /// notice). Never a question's interaction. Returns the notice.
 async fn on_stop(ctx: &Context, q: &CallbackQuery, thread: Option<String>) -> Option<&'static str> {
     let thread = thread.or_else(|| match &q.message {
@@ -705,13 +693,12 @@ async fn on_stop(ctx: &Context, q: &CallbackQuery, thread: Option<String>) -> Op
                     info!(thread = %thread, "turn stopped from Telegram");
                     None
                 }
-                Ok(StopOutcome::NotDriver) => Some(STOP_REFUSED_TEXT),
+                // Nothing runs (it ended already): acknowledged quietly.
+                Ok(outcome) => outcome.notice(),
                 Err(e) => {
                     warn!(thread = %thread, error = %e, "the engine could not stop a turn");
                     Some(FAILED_TEXT)
                 }
-                // Nothing runs (it ended already): acknowledged quietly.
-                Ok(_) => None,
             }
         }
     }
