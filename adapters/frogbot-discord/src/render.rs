@@ -137,10 +137,7 @@ pub fn approval_pages(item: &QuestionItem) -> Option<ApprovalPages> {
 
 /// The text a card shows for `item`: its question, or for a paged approval the card's text.
 fn shown_question(item: &QuestionItem) -> Cow<'_, str> {
-    match approval_pages(item) {
-        Some(p) => Cow::Owned(p.card),
-        None => Cow::Borrowed(&item.question),
-    }
+    render::shown_question(item, approval_pages)
 }
 
 /// `**Header**`, with its place when the set has more than one question (`**Header** (2/3)`).
@@ -255,16 +252,8 @@ pub const MAX_ASKED_MENTIONS: usize = 10;
 /// (`discord:ID`, e.g. a person's `ask`), in order, once each, at most [`MAX_ASKED_MENTIONS`].
 /// Its first message begins with their mentions (`<@ID>`), and only they may be pinged by it.
 pub fn asked_users(input: &QuestionInput) -> Vec<UserId> {
-    let mut users: Vec<UserId> = Vec::new();
-    let ids = input.from.iter().filter_map(|f| {
-        let id = f.strip_prefix(crate::PLATFORM)?.strip_prefix(':')?;
-        crate::ids::user_id(id).ok()
-    });
-    for id in ids {
-        if !users.contains(&id) && users.len() < MAX_ASKED_MENTIONS {
-            users.push(id);
-        }
-    }
+    let mut users = render::people_asked(input, crate::PLATFORM, |id| crate::ids::user_id(id).ok());
+    users.truncate(MAX_ASKED_MENTIONS);
     users
 }
 
@@ -628,33 +617,18 @@ pub fn outcome_text(
     frogbot_model::outcome_line(input, q, outcome, by.as_deref(), str::to_owned)
 }
 
-/// The sentence an approval's question ends with, on how to answer it (not shown once settled).
-fn approval_how_to() -> String {
-    format!(
-        "{} runs it; {} refuses it — or write a reason to refuse it with that reason.",
-        frogbot_model::APPROVE_LABEL,
-        frogbot_model::DENY_LABEL
-    )
-}
-
 /// What a settled message says of the questions of step `index`: each one's header (with its
 /// place in a set) and question, without what only served to answer it — the option list and
 /// descriptions, the reply instructions, the input's range line, an approval's "Approve runs it;
 /// …" sentence, the expiry line.
 pub fn settled_head(questions: &[QuestionItem], index: usize) -> String {
     let total = questions.len();
-    let how = approval_how_to();
     form_run(questions, index)
         .filter_map(|q| {
             let item = questions.get(q)?;
             let shown = shown_question(item);
-            let question = shown.trim_end();
-            let question = question.strip_suffix(how.as_str()).unwrap_or(&shown);
-            Some(format!(
-                "{}\n{}",
-                header_line(item, q, total),
-                question.trim_end()
-            ))
+            let question = render::settled_question(item, &shown).trim_end();
+            Some(format!("{}\n{question}", header_line(item, q, total)))
         })
         .collect::<Vec<_>>()
         .join("\n\n")
@@ -688,21 +662,7 @@ pub fn settled_pages(
             } else {
                 "⌛ Expired — defaults used".into()
             };
-            let lines: Vec<String> = questions[run]
-                .iter()
-                .map(|item| {
-                    let selected = output
-                        .answers
-                        .iter()
-                        .find(|a| a.header == item.header)
-                        .map_or(&[][..], |a| a.selected.as_slice());
-                    format!(
-                        "• **{}**: {}",
-                        item.header,
-                        item.answer_after_header(selected)
-                    )
-                })
-                .collect();
+            let lines = render::answer_lines(&questions[run], output, |h| format!("**{h}**"));
             format!("{prefix}:\n{}", lines.join("\n"))
         }
         _ => outcome_text(&call.input, item.map(|_| index), outcome, actor),

@@ -331,11 +331,7 @@ fn select(input: &QuestionInput, question: &QuestionRecord, q: usize, value: &st
 fn send_selection(input: &QuestionInput, question: &QuestionRecord, q: usize) -> ParseResult {
     let item = &input.questions[q];
     let mut progress = Progress::of(input, question);
-    let labels: Vec<String> = progress
-        .checked(q)
-        .iter()
-        .filter_map(|&o| item.options.get(o).map(|x| x.label.clone()))
-        .collect();
+    let labels = frogbot_channel::questions::labels_of(item, progress.checked(q));
     if labels.is_empty() {
         return ParseResult::Rejected {
             reason: NOTHING_PICKED.into(),

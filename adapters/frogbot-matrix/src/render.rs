@@ -225,8 +225,7 @@ pub fn approval_pages(item: &QuestionItem) -> Option<ApprovalPages> {
 /// The text a question message shows for `item`: its question, or for a paged approval the
 /// card's text.
 fn shown_question(item: &QuestionItem) -> std::borrow::Cow<'_, str> {
-    let question = std::borrow::Cow::Borrowed(item.question.as_str());
-    approval_pages(item).map_or(question, |p| p.card.into())
+    frogbot_channel::render::shown_question(item, approval_pages)
 }
 
 /// The lines of question `q`'s text: the head (header, question, numbered options; cut when
@@ -698,11 +697,7 @@ pub fn mention_notice(
 /// The Matrix people a question is for: the `matrix:@user:server` entries of its `from` (only
 /// they may answer; an `ask` names the person asked there), in order, each once.
 pub fn people_asked(input: &QuestionInput) -> Vec<OwnedUserId> {
-    let mut seen = std::collections::HashSet::new();
-    let user = |f: &String| UserId::parse(f.strip_prefix(crate::PLATFORM)?.strip_prefix(':')?).ok();
-    let mut people: Vec<OwnedUserId> = input.from.iter().filter_map(user).collect();
-    people.retain(|u| seen.insert(u.clone()));
-    people
+    frogbot_channel::render::people_asked(input, crate::PLATFORM, |id| UserId::parse(id).ok())
 }
 
 /// A question's event `content` (a message or a poll start) mentioning `people` the Matrix way,

@@ -144,10 +144,7 @@ pub fn approval_pages(q: &QuestionItem) -> Option<ApprovalPages> {
 
 /// The text a card shows for `q`: its question, or for a paged approval the card's text.
 fn shown_question(q: &QuestionItem) -> std::borrow::Cow<'_, str> {
-    match approval_pages(q) {
-        Some(p) => std::borrow::Cow::Owned(p.card),
-        None => std::borrow::Cow::Borrowed(&q.question),
-    }
+    frogbot_channel::render::shown_question(q, approval_pages)
 }
 
 /// A message of an approval's arguments (one of [`ApprovalPages::before`]).
@@ -544,15 +541,12 @@ pub fn question_card(
 /// what makes Slack notify them. `None` when it names none. Nothing else a question shows is a
 /// mention: its texts stay escaped, so a model cannot ping anyone.
 pub fn asked_mentions(input: &QuestionInput) -> Option<String> {
-    let prefix = format!("{}:", crate::PLATFORM);
-    let mut ids: Vec<&str> = Vec::new();
-    for id in input.from.iter().filter_map(|f| f.strip_prefix(&prefix)) {
-        if crate::ids::check_user_id(id).is_ok() && !ids.contains(&id) {
-            ids.push(id);
-        }
-    }
-    let line: Vec<String> = ids.iter().map(|id| format!("<@{id}>")).collect();
-    (!line.is_empty()).then(|| line.join(" "))
+    let ids = frogbot_channel::render::people_asked(input, crate::PLATFORM, |id| {
+        crate::ids::check_user_id(id)
+            .is_ok()
+            .then(|| format!("<@{id}>"))
+    });
+    (!ids.is_empty()).then(|| ids.join(" "))
 }
 
 /// Puts the mentions `line` at the start of the first section's `mrkdwn` text, or in a section of
@@ -903,25 +897,6 @@ pub fn modal_fits(input: &QuestionInput) -> bool {
 /// The line a card shows instead of "Answer…" when the set's modal would not fit.
 pub const TOO_LARGE_FOR_A_FORM: &str = "Too many questions for one Slack form: reply in this thread, one answer per reply, starting with the question's number (\"2: blue\"); \"skip\" skips them all.";
 
-/// A question's text once settled: without what says how to answer. An approval's text ends
-/// with "Approve runs it; Deny refuses it — or write a reason…" after its arguments' block (or,
-/// paged, after the line saying where its arguments are): the settled card keeps the tool and
-/// where its arguments are, and the outcome says who decided.
-fn settled_question(q: &QuestionItem) -> String {
-    let text = shown_question(q);
-    if frogbot_model::is_approval(q)
-        && let Some(close) = q.question.rfind("\n```\n")
-    {
-        let foot = q.question[close + 5..].trim();
-        if !foot.is_empty()
-            && let Some(kept) = text.trim_end().strip_suffix(foot)
-        {
-            return kept.trim_end().to_owned();
-        }
-    }
-    text.into_owned()
-}
-
 /// The actor as a Slack mention (`<@U…>`), which Slack shows as their name.
 fn mention(actor: Option<&Actor>) -> Option<String> {
     actor
@@ -953,7 +928,10 @@ pub fn settled_blocks(
             format!(
                 "*{}* {}",
                 escape(&q.header),
-                to_mrkdwn(&settled_question(q))
+                to_mrkdwn(frogbot_channel::render::settled_question(
+                    q,
+                    &shown_question(q)
+                ))
             )
         })
         .collect::<Vec<_>>()

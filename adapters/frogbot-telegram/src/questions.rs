@@ -23,9 +23,9 @@
 
 use async_trait::async_trait;
 use chrono::SecondsFormat;
-use frogbot_channel::questions::settle_each;
+use frogbot_channel::questions::{labels_of, settle_each};
 use frogbot_model::NoticeTo;
-use frogbot_model::text::truncate;
+use frogbot_model::text::{capitalised, truncate};
 use frogbot_model::{
     BoxError, Changed, ChannelQuestions, HookArgs, InputKind, Interaction, ParseArgs, ParseResult,
     Progress, QuestionChange, QuestionInput, QuestionMessage, QuestionRecord, RenderArgs,
@@ -261,12 +261,7 @@ fn step(input: &QuestionInput, progress: &Progress) -> ParseResult {
 }
 
 fn checked_labels(input: &QuestionInput, q: usize, progress: &Progress) -> Vec<String> {
-    let item = &input.questions[q];
-    progress
-        .checked(q)
-        .iter()
-        .filter_map(|&o| item.options.get(o).map(|x| x.label.clone()))
-        .collect()
+    labels_of(&input.questions[q], progress.checked(q))
 }
 
 /// "Send answers": the set's answer from what it holds: each input's answer; a toggle as it
@@ -339,7 +334,7 @@ fn parse_message(
         ReplyChoice::Options(labels) => labels,
         ReplyChoice::Invalid(reason) => {
             return ParseResult::Rejected {
-                reason: sentence(&reason),
+                reason: capitalised(&reason),
             };
         }
         ReplyChoice::Text if item.custom && text.is_empty() => {
@@ -376,15 +371,6 @@ fn parse_message(
     };
     progress.pick(q, selected);
     step(input, &progress)
-}
-
-/// A reason as a sentence: its first letter upper case ("enter a number…" → "Enter a number…").
-fn sentence(reason: &str) -> String {
-    let mut chars = reason.chars();
-    match chars.next() {
-        Some(first) => first.to_uppercase().chain(chars).collect(),
-        None => String::new(),
-    }
 }
 
 #[async_trait]

@@ -190,20 +190,12 @@ pub fn question_pages(input: &QuestionInput, q: usize, expiry: Option<&str>) -> 
     pages(input, q, &question_plain(input, q), expiry)
 }
 
-/// The Telegram users `input.from` names (`telegram:ID`), in order: the people asked, who alone
-/// may answer.
+/// The Telegram users `input.from` names (`telegram:ID`), in order, each once: the people asked,
+/// who alone may answer.
 pub fn asked_people(input: &QuestionInput) -> Vec<i64> {
-    input
-        .from
-        .iter()
-        .filter_map(|f| {
-            f.strip_prefix(crate::PLATFORM)?
-                .strip_prefix(':')?
-                .parse()
-                .ok()
-        })
-        .filter(|&id: &i64| id > 0)
-        .collect()
+    render::people_asked(input, crate::PLATFORM, |id| {
+        id.parse().ok().filter(|&id: &i64| id > 0)
+    })
 }
 
 /// A text mention of Telegram user `id` showing `text` (HTML): Telegram notifies them
@@ -342,17 +334,12 @@ fn full_question_text(input: &QuestionInput, q: usize) -> String {
 fn question_body(input: &QuestionInput, q: usize, open: bool) -> String {
     let item = &input.questions[q];
     let optional = if item.required { "" } else { " (optional)" };
-    let shown = approval_pages(item).map_or_else(|| item.question.clone(), |p| p.card);
-    let mut shown = to_plain(&shown);
+    let shown = render::shown_question(item, approval_pages);
+    let shown = match open {
+        true => to_plain(&shown),
+        false => to_plain(render::settled_question(item, &shown)),
+    };
     let approval = frogbot_model::is_approval(item);
-    if approval && !open {
-        let how = format!("{} runs it;", frogbot_model::APPROVE_LABEL);
-        shown = shown
-            .lines()
-            .filter(|l| !l.starts_with(&how))
-            .collect::<Vec<_>>()
-            .join("\n");
-    }
     let mut text = format!("❓ {}{optional}\n{shown}", item.header);
     for o in item.options.iter().filter(|_| open || !approval) {
         if let Some(d) = &o.description {
@@ -759,12 +746,8 @@ pub fn settled_card_text(
         _ => "✅ Answers sent:".to_owned(),
     };
     if let Some(output) = outcome.output() {
-        for (item, a) in input.questions.iter().zip(&output.answers) {
-            text.push_str(&format!(
-                "\n• {}: {}",
-                item.header,
-                item.answer_after_header(&a.selected)
-            ));
+        for line in render::answer_lines(&input.questions, output, str::to_owned) {
+            text.push_str(&format!("\n{line}"));
         }
     }
     escape(&truncate(&text, MAX_TEXT))

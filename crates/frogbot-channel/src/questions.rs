@@ -1,10 +1,18 @@
 //! What every adapter's question hooks share beyond drawing: closing each message a question
-//! was posted in.
+//! was posted in ([`settle_each`]), and the labels of the options a person checked
+//! ([`labels_of`]).
 
 use std::fmt::Display;
 use std::future::Future;
 
-use frogbot_model::{BoxError, QuestionMessage};
+use frogbot_model::{BoxError, QuestionItem, QuestionMessage};
+
+/// The labels of `item`'s options at the indices `checked`, in that order (an index out of range
+/// is left out): the answer of a multiple choice whose checked options are sent.
+pub fn labels_of(item: &QuestionItem, checked: &[usize]) -> Vec<String> {
+    let label = |&o: &usize| item.options.get(o).map(|x| x.label.clone());
+    checked.iter().filter_map(label).collect()
+}
 
 /// Runs `settle` on every message a question was posted in, in order — each one, even after one
 /// fails, so the others still lose their controls — logging each failure with the message's id;
@@ -43,6 +51,17 @@ mod tests {
             posted_at: String::new(),
             question: None,
         }
+    }
+
+    #[test]
+    fn labels_of_checked_options_leave_out_what_is_not_there() {
+        let input = frogbot_model::approval_question("t", &Default::default(), &[], None);
+        let item = &input.questions[0];
+        let labels = labels_of(item, &[1, 7, 0]);
+        assert_eq!(
+            labels,
+            [item.options[1].label.clone(), item.options[0].label.clone()]
+        );
     }
 
     #[tokio::test]

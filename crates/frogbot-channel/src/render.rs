@@ -6,10 +6,14 @@
 //!   buttons on the message its drawing ends in), [`grid`] (a table's cells), [`progress`] (a
 //!   progress bar's line), and [`last_with_room`] for a platform that packs its own way.
 //! - Questions: [`choice_how`] (a listed choice's typed answer) and [`number_phrase`] (what a
-//!   number input takes).
+//!   number input takes), [`people_asked`] (whom a question is for), [`shown_question`] (the
+//!   text a question shows), [`settled_question`] (that text once settled) and [`answer_lines`]
+//!   (a settled set's answers).
 
 use frogbot_model::blocks::{Block, BlockKind, blocks_of, progress_bar};
-use frogbot_model::{QuestionItem, UiMessage};
+use std::borrow::Cow;
+
+use frogbot_model::{ApprovalPages, QuestionItem, QuestionOutput, UiMessage, is_approval};
 
 /// The longest title of an agent message drawn, in characters.
 pub const MAX_TITLE: usize = 256;
@@ -147,6 +151,67 @@ pub fn number_phrase(item: &QuestionItem, sep: &str) -> String {
     format!("a number{}{step}{unit}", item.range_phrase())
 }
 
+/// The text a question shows for `item`: its question, or, for an approval too long for its
+/// message (`paged`: the platform's `approval_pages` of it), the card's text.
+pub fn shown_question(
+    item: &QuestionItem,
+    paged: impl FnOnce(&QuestionItem) -> Option<ApprovalPages>,
+) -> Cow<'_, str> {
+    paged(item).map_or(Cow::Borrowed(&item.question), |p| Cow::Owned(p.card))
+}
+
+/// `shown` (what question `item` shows, [`shown_question`]) once settled: an approval's text
+/// ends with how to answer it ("Approve runs it; Deny refuses it — or write a reason…", after its
+/// arguments' block or, paged, after the line saying where they are), which goes (the outcome
+/// says who decided); any other text is unchanged.
+pub fn settled_question<'a>(item: &QuestionItem, shown: &'a str) -> &'a str {
+    let close = item.question.rfind("\n```\n").filter(|_| is_approval(item));
+    let foot = close.map_or("", |close| item.question[close + 5..].trim());
+    match shown.trim_end().strip_suffix(foot) {
+        Some(kept) if !foot.is_empty() => kept.trim_end(),
+        _ => shown,
+    }
+}
+
+/// A settled set's answers to `questions`, a line each: "• header: answer" (the answer as
+/// [`QuestionItem::answer_after_header`] reads it, found in `output` by the question's header;
+/// none when missing), the header through `header` (the platform's bold, or as it is).
+pub fn answer_lines(
+    questions: &[QuestionItem],
+    output: &QuestionOutput,
+    header: impl Fn(&str) -> String,
+) -> Vec<String> {
+    let line = |item: &QuestionItem| {
+        let answer = output.answers.iter().find(|a| a.header == item.header);
+        let selected = answer.map_or(&[][..], |a| a.selected.as_slice());
+        let answer = item.answer_after_header(selected);
+        format!("• {}: {answer}", header(&item.header))
+    };
+    questions.iter().map(line).collect()
+}
+
+/// The people of this platform a question is for: the entries of its
+/// [`from`](frogbot_model::QuestionInput::from) written `{platform}:ID` whose ID `user` reads (a
+/// valid user id of the platform), in order, each once. Only they may answer; its first message
+/// mentions them.
+pub fn people_asked<T: PartialEq>(
+    input: &frogbot_model::QuestionInput,
+    platform: &str,
+    user: impl Fn(&str) -> Option<T>,
+) -> Vec<T> {
+    let mut people = Vec::new();
+    let ids = input.from.iter().filter_map(|f| {
+        let id = f.strip_prefix(platform)?.strip_prefix(':')?;
+        user(id)
+    });
+    for id in ids {
+        if !people.contains(&id) {
+            people.push(id);
+        }
+    }
+    people
+}
+
 /// The last of `groups`, or a new one when there is none or `full` says the last has no room.
 pub fn last_with_room<G: Default>(groups: &mut Vec<G>, full: impl FnOnce(&G) -> bool) -> &mut G {
     if groups.last().is_none_or(full) {
@@ -206,5 +271,50 @@ mod tests {
         let (head, body) = grid(&["a".into(), "b".into()], &[vec!["1".into()]], 2, str::len);
         assert_eq!((head, body), (vec![1, 1], vec![vec![1, 0]]));
         assert_eq!(progress(1.0, 4.0, 4, "`"), "`▓░░░` 25%");
+    }
+
+    #[test]
+    fn a_settled_approval_drops_how_to_answer() {
+        let input = frogbot_model::approval_question("deploy", &Default::default(), &[], None);
+        let item = &input.questions[0];
+        let shown = shown_question(item, |_| None);
+        assert!(shown.contains("runs it"), "{shown}");
+        let settled = settled_question(item, &shown);
+        assert!(
+            settled.starts_with("Run `deploy`?") && settled.ends_with("```"),
+            "{settled}"
+        );
+        let other = QuestionItem {
+            options: Vec::new(),
+            ..item.clone()
+        };
+        assert_eq!(settled_question(&other, &other.question), other.question);
+    }
+
+    #[test]
+    fn answer_lines_name_each_question_and_its_answer() {
+        let input = frogbot_model::approval_question("t", &Default::default(), &[], None);
+        let item = &input.questions[0];
+        let answer = frogbot_model::QuestionAnswer {
+            header: item.header.clone(),
+            selected: vec![item.options[0].label.clone()],
+        };
+        let output = QuestionOutput {
+            answers: vec![answer],
+        };
+        let lines = answer_lines(&input.questions, &output, |h| format!("*{h}*"));
+        let want = item.answer_after_header(&output.answers[0].selected);
+        assert_eq!(lines, [format!("• *{}*: {want}", item.header)]);
+    }
+
+    #[test]
+    fn the_people_asked_are_this_platforms_valid_ids_each_once() {
+        let from = ["chat:7", "chat:x", "other:8", "chat:9", "chat:7", "chat"];
+        let input = frogbot_model::QuestionInput {
+            from: from.iter().map(|f| (*f).to_owned()).collect(),
+            ..Default::default()
+        };
+        let asked = people_asked(&input, "chat", |id| id.parse::<u32>().ok());
+        assert_eq!(asked, [7, 9]);
     }
 }
