@@ -846,7 +846,15 @@ impl<A: MatrixApi> MatrixStream<A> {
         if self.whole || !text.starts_with(&self.before_cut) {
             return self.redraw(text, live).await;
         }
-        let base = self.before_cut.len();
+        // The rest opens where the frozen messages end, past the whitespace at the cut (as
+        // `text::split` trims a piece at a cut): a continuation drawn alone (it fits, so it is not
+        // cut again) must not open with the paragraph break before it — a body starting with
+        // blank lines, in the notification too. Inside a reopened code block it is code.
+        let mut base = self.before_cut.len();
+        if self.reopen.is_empty() {
+            let rest = &text[base..];
+            base += rest.len() - rest.trim_start().len();
+        }
         let rest = &text[base..];
         let pieces = stream_pieces(&format!("{}{rest}", self.reopen), self.max_chars);
         if pieces.is_empty()
@@ -1212,6 +1220,43 @@ mod tests {
         for (_, t) in &shown {
             assert_eq!(t.matches("```").count() % 2, 0, "{t}");
         }
+    }
+
+    /// Regression (a loaded run of the 40,000-character delivery test): a stream frozen at a
+    /// paragraph break and then drawn with a rest that fits in one message edited that message to
+    /// open with the blank lines of the break. Drawn after every sentence, as a slow consumer
+    /// would, no message ever shows text opening with whitespace.
+    #[tokio::test]
+    async fn a_continuation_never_opens_with_the_blank_lines_at_its_cut() {
+        let outbox = MatrixOutbox::new(std::sync::Arc::new(RecordingMatrix::new()));
+        let mut stream = MatrixStream::new(outbox.drafts(&thread()).unwrap());
+        let mut text = String::from("got: ");
+        let mut i = 0;
+        while text.chars().count() < 30_000 {
+            text.push_str(&format!(
+                "Sentence {i} of the long reply has a few plain words."
+            ));
+            text.push_str(if i % 8 == 7 { "\n\n" } else { " " });
+            stream.show(&text).await.unwrap();
+            i += 1;
+        }
+        let text = text.trim_end().to_owned();
+        stream.finish(&text).await.unwrap();
+        let sent = outbox.api().sent();
+        for s in &sent {
+            let body = s.content["m.new_content"]["body"]
+                .as_str()
+                .or(s.content["body"].as_str())
+                .unwrap_or_default();
+            assert_eq!(body, body.trim_start(), "a message opens with whitespace");
+        }
+        let shown = shown(&sent);
+        assert!(shown.len() >= 3, "{} messages", shown.len());
+        let words: Vec<&str> = shown
+            .iter()
+            .flat_map(|(_, t)| t.split_whitespace())
+            .collect();
+        assert_eq!(words, text.split_whitespace().collect::<Vec<_>>());
     }
 
     #[test]
